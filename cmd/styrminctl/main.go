@@ -1,0 +1,51 @@
+// Command styrminctl is the command-line interface of Styrmin: drivers, plans,
+// diffs, locks and the state of deployments in a cluster. It only parses
+// flags, wires the library packages and prints.
+package main
+
+import (
+	"fmt"
+	"io"
+	"os"
+
+	"github.com/spf13/cobra"
+)
+
+func main() {
+	root := newRootCmd(os.Stdout, os.Stderr)
+	if err := root.Execute(); err != nil {
+		code := 1
+		var ec exitCoder
+		if asExitCoder(err, &ec) {
+			code = ec.ExitCode()
+		} else {
+			fmt.Fprintln(os.Stderr, "error:", err)
+		}
+		os.Exit(code)
+	}
+}
+
+// globalOptions are the flags every subcommand shares.
+type globalOptions struct {
+	// Repo is the root of the desired-state repository (a working tree).
+	Repo string
+}
+
+// newRootCmd builds the command tree. Subcommands are constructed with the
+// writers they print to, so tests run them in-process.
+func newRootCmd(stdout, stderr io.Writer) *cobra.Command {
+	g := &globalOptions{}
+	root := &cobra.Command{
+		Use:           "styrminctl",
+		Short:         "Plan, lock and inspect Styrmin deployments",
+		SilenceUsage:  true,
+		SilenceErrors: true,
+	}
+	root.SetOut(stdout)
+	root.SetErr(stderr)
+	root.PersistentFlags().StringVar(&g.Repo, "repo", ".", "root of the desired-state repository")
+	root.AddCommand(
+		newDriversCmd(g, stdout),
+	)
+	return root
+}
