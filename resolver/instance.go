@@ -1,0 +1,99 @@
+package resolver
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"strings"
+
+	"github.com/styrmin/styrmin/drivers"
+)
+
+// APIVersion is the version of the lockfile and instance format.
+const APIVersion = "styrmin.io/v1alpha1"
+
+// Kind values of a lockfile.
+const (
+	KindInstance  = "Instance"
+	KindTombstone = "Tombstone"
+)
+
+// ID names one deployment: cluster/environment/name.
+type ID struct {
+	Cluster     string `json:"cluster"`
+	Environment string `json:"environment"`
+	Name        string `json:"name"`
+}
+
+// String returns "cluster/environment/name", the key used in commit trailers.
+func (id ID) String() string { return id.Cluster + "/" + id.Environment + "/" + id.Name }
+
+// LockPath is the lockfile's path in the repository.
+func (id ID) LockPath() string {
+	return "locks/" + id.Cluster + "/" + id.Environment + "/" + id.Name + ".lock.yaml"
+}
+
+// ParseID parses "cluster/environment/name".
+func ParseID(s string) (ID, error) {
+	parts := strings.Split(s, "/")
+	if len(parts) != 3 || parts[0] == "" || parts[1] == "" || parts[2] == "" {
+		return ID{}, fmt.Errorf("deployment %q: expected CLUSTER/ENVIRONMENT/NAME", s)
+	}
+	return ID{Cluster: parts[0], Environment: parts[1], Name: parts[2]}, nil
+}
+
+// DriverRef pins the exact driver an instance was resolved with.
+type DriverRef struct {
+	Name    string `json:"name"`
+	Version string `json:"version"`
+	Digest  string `json:"digest"`
+}
+
+// Instance is the immutable, fully resolved snapshot of one deployment at
+// one point of its history. Its lockfile is its canonical encoding.
+type Instance struct {
+	APIVersion string `json:"apiVersion"`
+	Kind       string `json:"kind"`
+	ID         ID     `json:"deployment"`
+	// Sequence is per deployment, +1 for every new instance, never reused.
+	Sequence int64 `json:"sequence"`
+	// SourceCommit is the commit of the configuration the instance was
+	// resolved from ("" for an uncommitted working tree).
+	SourceCommit string `json:"sourceCommit,omitempty"`
+	// Digest covers everything that determines what runs (driver, app
+	// version, context, values), not the sequence or the commit: equal
+	// digests mean nothing to do.
+	Digest     string           `json:"digest"`
+	Driver     DriverRef        `json:"driver,omitzero"`
+	AppVersion string           `json:"appVersion,omitempty"`
+	Context    *drivers.Context `json:"context,omitempty"`
+	Values     map[string]any   `json:"values,omitempty"`
+}
+
+// Tombstone reports whether the instance records a deleted deployment.
+func (in *Instance) Tombstone() bool { return in.Kind == KindTombstone }
+
+// digestInput is what the digest covers, in a fixed shape.
+type digestInput struct {
+	Kind       string           `json:"kind"`
+	ID         ID               `json:"deployment"`
+	Driver     DriverRef        `json:"driver"`
+	AppVersion string           `json:"appVersion"`
+	Context    *drivers.Context `json:"context"`
+	Values     map[string]any   `json:"values"`
+}
+
+// ComputeDigest returns the digest of what determines what runs. JSON
+// encoding sorts map keys, so the result is canonical.
+func (in *Instance) ComputeDigest() (string, error) {
+	b, err := json.Marshal(digestInput{
+		Kind: in.Kind, ID: in.ID, Driver: in.Driver, AppVersion: in.AppVersion,
+		Context: in.Context, Values: in.Values,
+	})
+	if err != nil {
+		return "", fmt.Errorf("digest of %s: %w", in.ID, err)
+	}
+	sum := sha256.Sum256(b)
+	return "sha256:" + hex.EncodeToString(sum[:]), nil
+}
