@@ -1,0 +1,142 @@
+package drivers
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"path"
+	"slices"
+	"sort"
+	"strings"
+
+	"github.com/Masterminds/semver/v3"
+)
+
+// Catalog holds loaded driver versions by name and version.
+type Catalog struct {
+	byName map[string][]*Driver // ascending semver
+}
+
+// NewCatalog returns an empty catalog.
+func NewCatalog() *Catalog {
+	return &Catalog{byName: map[string][]*Driver{}}
+}
+
+// DuplicateError reports a driver version added twice with different
+// content.
+type DuplicateError struct {
+	Name, Version   string
+	Existing, Added string // sources
+	ExistingDigest  string
+	AddedDigest     string
+}
+
+func (e *DuplicateError) Error() string {
+	return fmt.Sprintf("driver %s@%s from %s differs from the one already loaded from %s (digest %s, was %s)",
+		e.Name, e.Version, e.Added, e.Existing, e.AddedDigest, e.ExistingDigest)
+}
+
+// Add adds a driver version. Adding the same name@version again is a no-op
+// when the digests match and a *DuplicateError otherwise.
+func (c *Catalog) Add(d *Driver) error {
+	if d == nil {
+		return errors.New("drivers: nil driver")
+	}
+	v, err := semver.StrictNewVersion(d.Version)
+	if err != nil {
+		return fmt.Errorf("%s: version %q is not a semantic version: %w", d.Source, d.Version, err)
+	}
+	list := c.byName[d.Name]
+	for _, have := range list {
+		if have.Version == d.Version {
+			if have.Digest == d.Digest {
+				return nil
+			}
+			return &DuplicateError{Name: d.Name, Version: d.Version, Existing: have.Source, Added: d.Source,
+				ExistingDigest: have.Digest, AddedDigest: d.Digest}
+		}
+	}
+	i := sort.Search(len(list), func(i int) bool {
+		return semver.MustParse(list[i].Version).GreaterThan(v)
+	})
+	c.byName[d.Name] = slices.Insert(list, i, d)
+	return nil
+}
+
+// LoadCatalog loads every driver version folder dir/<name>/<version>/ of
+// fsys. A missing dir gives an empty catalog. Errors name the folder.
+func LoadCatalog(fsys fs.FS, dir string, opts LoadOptions) (*Catalog, error) {
+	c := NewCatalog()
+	names, err := fs.ReadDir(fsys, dir)
+	if errors.Is(err, fs.ErrNotExist) {
+		return c, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("drivers: reading %s: %w", dir, err)
+	}
+	prefix := opts.Source
+	for _, n := range names {
+		if !n.IsDir() {
+			continue
+		}
+		versions, err := fs.ReadDir(fsys, path.Join(dir, n.Name()))
+		if err != nil {
+			return nil, fmt.Errorf("drivers: reading %s: %w", path.Join(dir, n.Name()), err)
+		}
+		for _, v := range versions {
+			if !v.IsDir() {
+				continue
+			}
+			folder := path.Join(dir, n.Name(), v.Name())
+			sub, err := fs.Sub(fsys, folder)
+			if err != nil {
+				return nil, fmt.Errorf("drivers: %s: %w", folder, err)
+			}
+			o := opts
+			o.Source = folder
+			if prefix != "" {
+				o.Source = strings.TrimSuffix(prefix, "/") + "/" + folder
+			}
+			d, err := Load(sub, o)
+			if err != nil {
+				return nil, err
+			}
+			if d.Name != n.Name() {
+				return nil, fmt.Errorf("%s/%s: name: %q does not match the folder name %q", o.Source, d.compiled.specFile, d.Name, n.Name())
+			}
+			if d.Version != v.Name() {
+				return nil, fmt.Errorf("%s/%s: version: %q does not match the folder name %q", o.Source, d.compiled.specFile, d.Version, v.Name())
+			}
+			if err := c.Add(d); err != nil {
+				return nil, err
+			}
+		}
+	}
+	return c, nil
+}
+
+// Names returns the driver names, sorted.
+func (c *Catalog) Names() []string {
+	names := make([]string, 0, len(c.byName))
+	for n := range c.byName {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	return names
+}
+
+// Versions returns the loaded versions of a driver in ascending semver
+// order.
+func (c *Catalog) Versions(name string) []*Driver {
+	return slices.Clone(c.byName[name])
+}
+
+// Get returns one driver version.
+func (c *Catalog) Get(name, version string) (*Driver, bool) {
+	for _, d := range c.byName[name] {
+		if d.Version == version {
+			return d, true
+		}
+	}
+	return nil, false
+}

@@ -1,0 +1,61 @@
+package drivers
+
+// Context is the resolved context (GlobalContext) a driver's values, services
+// and patches are computed from. The resolver builds it; the JSON field names
+// are the names CUE sees under `context` in a driver spec.
+type Context struct {
+	Cluster     ClusterContext     `json:"cluster"`
+	Environment EnvironmentContext `json:"environment"`
+	Deployment  DeploymentContext  `json:"deployment"`
+	Parameters  map[string]any     `json:"parameters"`
+	// Services maps a sibling deployment name (same environment) to its
+	// services by service name.
+	Services map[string]map[string]Endpoint `json:"services"`
+}
+
+// ClusterContext is the cluster layer of the context.
+type ClusterContext struct {
+	Name             string `json:"name"`
+	Domain           string `json:"domain"`
+	IngressClass     string `json:"ingressClass"`
+	DedicatedIngress bool   `json:"dedicatedIngress"`
+	// StorageClasses maps a role (for example "default", "fast") to a
+	// storage class name.
+	StorageClasses map[string]string `json:"storageClasses,omitempty"`
+	// Config holds free-form extra cluster values.
+	Config map[string]any `json:"config,omitempty"`
+}
+
+// EnvironmentContext is the environment layer of the context.
+type EnvironmentContext struct {
+	Name string `json:"name"`
+	// Namespace is the namespace prefix of the environment's deployments.
+	Namespace      string         `json:"namespace"`
+	BackupLocation string         `json:"backupLocation,omitempty"`
+	Config         map[string]any `json:"config,omitempty"`
+}
+
+// DeploymentContext identifies the deployment being rendered.
+type DeploymentContext struct {
+	Name          string `json:"name"`
+	Namespace     string `json:"namespace"`
+	AppVersion    string `json:"appVersion"`
+	Driver        string `json:"driver"`
+	DriverVersion string `json:"driverVersion"`
+}
+
+// Endpoint is how other deployments reach one service of a deployment.
+type Endpoint struct {
+	Host     string `json:"host"`
+	Port     int    `json:"port"`
+	Protocol string `json:"protocol"`
+	URL      string `json:"url"`
+}
+
+// SecretRef names a key of a Kubernetes Secret in the deployment's
+// namespace. A parameter of secret type is only ever this reference, never
+// the secret's value.
+type SecretRef struct {
+	Name string `json:"name"`
+	Key  string `json:"key"`
+}

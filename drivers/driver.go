@@ -1,0 +1,127 @@
+package drivers
+
+import (
+	"time"
+
+	"cuelang.org/go/cue"
+	"github.com/Masterminds/semver/v3"
+	chartv2 "helm.sh/helm/v4/pkg/chart/v2"
+)
+
+// Driver is one loaded, validated driver version. It is immutable after
+// Load and safe for concurrent use.
+type Driver struct {
+	Name        string
+	Version     string
+	Description string
+	// AppVersions is the supported application version range as written,
+	// for example ">=1.5.0 <1.7.0".
+	AppVersions string
+	// Digest is "sha256:<hex>" of the folder's content (paths and bytes,
+	// sorted), stable across machines.
+	Digest string
+	// Source says where the driver was loaded from, for messages.
+	Source     string
+	Parameters []Parameter // sorted by name
+	Components []Component // sorted by name
+	Services   []Service   // sorted by name
+	Hooks      map[Hook]Modes
+
+	compiled *compiled
+}
+
+// compiled holds what rendering needs, prepared once at Load.
+type compiled struct {
+	specFile string    // file name of the spec inside the folder, for messages
+	value    cue.Value // the spec unified with #Driver, context open
+	chart    *chartv2.Chart
+	appRange *semver.Constraints
+}
+
+// Parameter is one user-facing, typed parameter of a driver.
+type Parameter struct {
+	Name string
+	// Type is the parameter's type: int, number, string, bool, list,
+	// struct or secret.
+	Type       string
+	Doc        string
+	Default    any
+	HasDefault bool
+	// Optional is true when the parameter may be left unset (declared with
+	// `?`) and has no default.
+	Optional bool
+	// Sensitive marks a value that should not be shown (attribute
+	// @styrmin(sensitive)).
+	Sensitive bool
+	// Secret is true when the parameter is a SecretRef.
+	Secret bool
+	// Constraint is the declared constraint, human-readable, for example
+	// "int & >=1 & <=10".
+	Constraint string
+}
+
+// Component is a named part of the application and the workloads of the
+// rendered chart that make it up.
+type Component struct {
+	Name      string
+	Workloads []WorkloadSelector
+}
+
+// WorkloadSelector selects workloads of the rendered chart: by kind and
+// name, or by kind and labels. In Driver.Components Name holds the name
+// template as written in the spec (it may depend on the context); use
+// Driver.ResolveComponents for concrete names.
+type WorkloadSelector struct {
+	Kind        string            `json:"kind"`
+	Name        string            `json:"name,omitempty"`
+	MatchLabels map[string]string `json:"matchLabels,omitempty"`
+}
+
+// Service is something the application exposes to other deployments of
+// its environment.
+type Service struct {
+	Name      string
+	Component string
+	Protocol  string
+	Port      int
+	Ingress   bool
+}
+
+// Hook is a lifecycle hook.
+type Hook string
+
+// The hooks a driver may declare actions for.
+const (
+	HookSetup   Hook = "setup"   // runs on create
+	HookUpgrade Hook = "upgrade" // runs on upgrade (driver or app version changed)
+)
+
+// Modes are the ordered steps of one hook. Core always has at least one
+// step (upgradeDeploymentVersion by default).
+type Modes struct {
+	Pre, Core, Post []Step
+}
+
+// ActionKind is a primitive step the agent knows how to run.
+type ActionKind string
+
+// The primitive actions.
+const (
+	ActionStopComponents           ActionKind = "stopComponents"
+	ActionStartComponents          ActionKind = "startComponents"
+	ActionExec                     ActionKind = "exec"
+	ActionRunJob                   ActionKind = "runJob"
+	ActionWaitReady                ActionKind = "waitReady"
+	ActionUpgradeDeploymentVersion ActionKind = "upgradeDeploymentVersion"
+)
+
+// Step is one declared action with its arguments.
+type Step struct {
+	Action     ActionKind
+	Components []string // stopComponents, startComponents, waitReady
+	Command    []string // exec, runJob
+	Component  string   // exec, runJob: whose pod (template) to use
+	Job        string   // runJob: name of the one-off job
+	Timeout    time.Duration
+	Args       map[string]string
+}
