@@ -1,0 +1,356 @@
+package resolver
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"path"
+	"regexp"
+	"sort"
+	"strings"
+
+	"cuelang.org/go/cue"
+	"cuelang.org/go/cue/cuecontext"
+	cueyaml "cuelang.org/go/encoding/yaml"
+)
+
+// DefaultMaxFileSize bounds every configuration file the loader reads.
+const DefaultMaxFileSize = 1 << 20
+
+var nameRE = regexp.MustCompile(`^[a-z0-9]([-a-z0-9]*[a-z0-9])?$`)
+
+// Layer kinds, from the least to the most specific.
+const (
+	LayerCluster     = "cluster"
+	LayerEnvironment = "environment"
+	LayerDeployment  = "deployment"
+)
+
+// Repository is the loaded (not yet resolved) desired-state configuration.
+type Repository struct {
+	Settings RepoSettings
+	Clusters []*Cluster // sorted by name
+}
+
+// RepoSettings is styrmin.cue.
+type RepoSettings struct {
+	Drivers           []DriverSource `json:"drivers,omitempty"`
+	DeletionThreshold *int           `json:"deletionThreshold,omitempty"`
+}
+
+// DriverSource is a driver version kept in another git repository.
+type DriverSource struct {
+	Name    string `json:"name"`
+	Version string `json:"version"`
+	URL     string `json:"url"`
+	Ref     string `json:"ref"`
+	Path    string `json:"path"`
+}
+
+// Cluster is one cluster layer and its environments.
+type Cluster struct {
+	Name         string
+	File         string
+	Settings     map[string]any
+	Environments []*Environment // sorted by name
+}
+
+// Environment is one environment layer and its deployments.
+type Environment struct {
+	Name            string
+	File            string
+	NamespacePrefix string
+	Settings        map[string]any
+	Deployments     []*Deployment // sorted by name
+}
+
+// Deployment is one deployment file.
+type Deployment struct {
+	ID            ID
+	File          string
+	Driver        string
+	DriverVersion string // pinned; "" when not pinned
+	Upgrade       bool
+	AppVersion    string
+	Connects      []string
+	Settings      map[string]any
+}
+
+// Loader parses configuration files against the repository schemas. It
+// holds a CUE context, so it is not safe for concurrent use.
+type Loader struct {
+	ctx         *cue.Context
+	schema      cue.Value
+	maxFileSize int64
+}
+
+// NewLoader compiles the schemas. maxFileSize <= 0 means DefaultMaxFileSize.
+func NewLoader(maxFileSize int64) *Loader {
+	if maxFileSize <= 0 {
+		maxFileSize = DefaultMaxFileSize
+	}
+	ctx := cuecontext.New()
+	schema := ctx.CompileString(schemaSource, cue.Filename("styrmin-schema.cue"))
+	if schema.Err() != nil {
+		// The schema is a constant of this package: a failure is a bug.
+		panic(fmt.Sprintf("resolver schema: %v", schema.Err()))
+	}
+	return &Loader{ctx: ctx, schema: schema, maxFileSize: maxFileSize}
+}
+
+// LoadFile parses one file (CUE or YAML, by extension) and validates it
+// against the definition def (#Cluster, #Environment, #Deployment, #Repo).
+// It decodes into out.
+func (l *Loader) LoadFile(fsys fs.FS, file, def string, out any) error {
+	data, err := readLimited(fsys, file, l.maxFileSize)
+	if err != nil {
+		return err
+	}
+	return l.parse(file, data, def, out)
+}
+
+func (l *Loader) parse(file string, data []byte, def string, out any) error {
+	var v cue.Value
+	switch path.Ext(file) {
+	case ".cue":
+		v = l.ctx.CompileBytes(data, cue.Filename(file))
+	case ".yaml", ".yml":
+		f, err := cueyaml.Extract(file, data)
+		if err != nil {
+			return fromCUE(file, err)
+		}
+		v = l.ctx.BuildFile(f)
+	default:
+		return &ConfigError{File: file, Msg: "expected a .cue or .yaml file"}
+	}
+	if err := v.Err(); err != nil {
+		return fromCUE(file, err)
+	}
+	if k := v.IncompleteKind(); k != cue.StructKind && k != cue.TopKind {
+		return &ConfigError{File: file, Msg: fmt.Sprintf("expected a struct at the top level, got %v", k)}
+	}
+	v = l.schema.LookupPath(cue.ParsePath(def)).Unify(v)
+	if err := v.Validate(cue.Concrete(true), cue.Final()); err != nil {
+		return fromCUE(file, err)
+	}
+	if err := v.Decode(out); err != nil {
+		return fromCUE(file, err)
+	}
+	return nil
+}
+
+// readLimited reads a regular file, refusing symlinks (they could escape
+// the repository) and files over the limit.
+func readLimited(fsys fs.FS, file string, limit int64) ([]byte, error) {
+	if !fs.ValidPath(file) {
+		return nil, &ConfigError{File: file, Msg: "path escapes the repository"}
+	}
+	fi, err := lstat(fsys, file)
+	if err != nil {
+		return nil, &ConfigError{File: file, Msg: err.Error()}
+	}
+	if fi.Mode()&fs.ModeSymlink != 0 {
+		return nil, &ConfigError{File: file, Msg: "is a symbolic link; configuration files must be regular files inside the repository"}
+	}
+	if !fi.Mode().IsRegular() {
+		return nil, &ConfigError{File: file, Msg: "not a regular file"}
+	}
+	if fi.Size() > limit {
+		return nil, &ConfigError{File: file, Msg: fmt.Sprintf("file is %d bytes, more than the %d allowed", fi.Size(), limit)}
+	}
+	data, err := fs.ReadFile(fsys, file)
+	if err != nil {
+		return nil, &ConfigError{File: file, Msg: err.Error()}
+	}
+	if int64(len(data)) > limit {
+		return nil, &ConfigError{File: file, Msg: fmt.Sprintf("file is %d bytes, more than the %d allowed", len(data), limit)}
+	}
+	return data, nil
+}
+
+// lstat reports a symlink as a symlink where the file system can tell:
+// directory listings carry the type even when Stat follows links.
+func lstat(fsys fs.FS, file string) (fs.FileInfo, error) {
+	entries, err := fs.ReadDir(fsys, path.Dir(file))
+	if err != nil {
+		return nil, err
+	}
+	base := path.Base(file)
+	for _, e := range entries {
+		if e.Name() == base {
+			return e.Info()
+		}
+	}
+	return nil, fs.ErrNotExist
+}
+
+// configFile finds dir/base.cue or dir/base.yaml; both at once is an error.
+func configFile(fsys fs.FS, dir, base string) (string, error) {
+	var found []string
+	for _, ext := range []string{".cue", ".yaml", ".yml"} {
+		p := path.Join(dir, base+ext)
+		if _, err := fs.Stat(fsys, p); err == nil {
+			found = append(found, p)
+		} else if _, err := lstat(fsys, p); err == nil {
+			found = append(found, p) // a dangling or escaping symlink: readLimited refuses it
+		}
+	}
+	switch len(found) {
+	case 0:
+		return "", &ConfigError{File: path.Join(dir, base+".cue"), Msg: "missing (expected " + base + ".cue or " + base + ".yaml)"}
+	case 1:
+		return found[0], nil
+	default:
+		return "", &ConfigError{File: found[1], Msg: fmt.Sprintf("duplicate of %s: keep one file per %s", found[0], base)}
+	}
+}
+
+// subdirs lists the directories under dir, sorted; a missing dir is empty.
+func subdirs(fsys fs.FS, dir string) ([]string, error) {
+	entries, err := fs.ReadDir(fsys, dir)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, &ConfigError{File: dir, Msg: err.Error()}
+	}
+	var out []string
+	for _, e := range entries {
+		if e.IsDir() {
+			if !nameRE.MatchString(e.Name()) || len(e.Name()) > 40 {
+				return nil, &ConfigError{File: path.Join(dir, e.Name()), Msg: "folder name must be a lowercase DNS label of at most 40 characters"}
+			}
+			out = append(out, e.Name())
+		}
+	}
+	sort.Strings(out)
+	return out, nil
+}
+
+// Load reads the whole desired-state configuration of a repository.
+func (l *Loader) Load(fsys fs.FS) (*Repository, error) {
+	repo := &Repository{}
+	if f, err := configFile(fsys, ".", "styrmin"); err == nil {
+		if err := l.LoadFile(fsys, f, "#Repo", &repo.Settings); err != nil {
+			return nil, err
+		}
+	}
+	clusters, err := subdirs(fsys, "clusters")
+	if err != nil {
+		return nil, err
+	}
+	var errs []error
+	for _, cn := range clusters {
+		c, err := l.loadCluster(fsys, cn)
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		repo.Clusters = append(repo.Clusters, c)
+	}
+	if len(errs) > 0 {
+		return nil, errors.Join(errs...)
+	}
+	return repo, nil
+}
+
+func (l *Loader) loadCluster(fsys fs.FS, name string) (*Cluster, error) {
+	dir := path.Join("clusters", name)
+	f, err := configFile(fsys, dir, "cluster")
+	if err != nil {
+		return nil, err
+	}
+	c := &Cluster{Name: name, File: f}
+	if err := l.LoadFile(fsys, f, "#Cluster", &c.Settings); err != nil {
+		return nil, err
+	}
+	envs, err := subdirs(fsys, path.Join(dir, "environments"))
+	if err != nil {
+		return nil, err
+	}
+	var errs []error
+	for _, en := range envs {
+		e, err := l.loadEnvironment(fsys, name, en)
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		c.Environments = append(c.Environments, e)
+	}
+	return c, errors.Join(errs...)
+}
+
+func (l *Loader) loadEnvironment(fsys fs.FS, cluster, name string) (*Environment, error) {
+	dir := path.Join("clusters", cluster, "environments", name)
+	f, err := configFile(fsys, dir, "environment")
+	if err != nil {
+		return nil, err
+	}
+	e := &Environment{Name: name, File: f, NamespacePrefix: name}
+	if err := l.LoadFile(fsys, f, "#Environment", &e.Settings); err != nil {
+		return nil, err
+	}
+	if p, ok := e.Settings["namespacePrefix"].(string); ok {
+		e.NamespacePrefix = p
+		delete(e.Settings, "namespacePrefix")
+	}
+	ddir := path.Join(dir, "deployments")
+	entries, err := fs.ReadDir(fsys, ddir)
+	if err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return nil, &ConfigError{File: ddir, Msg: err.Error()}
+	}
+	seen := map[string]string{}
+	var errs []error
+	for _, ent := range entries {
+		ext := path.Ext(ent.Name())
+		if ent.IsDir() || (ext != ".cue" && ext != ".yaml" && ext != ".yml") {
+			continue
+		}
+		file := path.Join(ddir, ent.Name())
+		dn := strings.TrimSuffix(ent.Name(), ext)
+		if !nameRE.MatchString(dn) || len(dn) > 40 {
+			errs = append(errs, &ConfigError{File: file, Msg: "deployment name (the file name) must be a lowercase DNS label of at most 40 characters"})
+			continue
+		}
+		if prev, dup := seen[dn]; dup {
+			errs = append(errs, &ConfigError{File: file, Msg: fmt.Sprintf("deployment %q is already defined by %s", dn, prev)})
+			continue
+		}
+		seen[dn] = file
+		d, err := l.loadDeployment(fsys, file, ID{Cluster: cluster, Environment: name, Name: dn})
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		e.Deployments = append(e.Deployments, d)
+	}
+	sort.Slice(e.Deployments, func(i, j int) bool { return e.Deployments[i].ID.Name < e.Deployments[j].ID.Name })
+	return e, errors.Join(errs...)
+}
+
+func (l *Loader) loadDeployment(fsys fs.FS, file string, id ID) (*Deployment, error) {
+	var raw map[string]any
+	if err := l.LoadFile(fsys, file, "#Deployment", &raw); err != nil {
+		return nil, err
+	}
+	d := &Deployment{ID: id, File: file, Settings: raw}
+	switch drv := raw["driver"].(type) {
+	case string:
+		d.Driver = drv
+	case map[string]any:
+		d.Driver, _ = drv["name"].(string)
+		d.DriverVersion, _ = drv["version"].(string)
+		d.Upgrade, _ = drv["upgrade"].(bool)
+	}
+	d.AppVersion, _ = raw["appVersion"].(string)
+	if cs, ok := raw["connects"].([]any); ok {
+		for _, c := range cs {
+			s, _ := c.(string)
+			d.Connects = append(d.Connects, s)
+		}
+	}
+	for _, k := range []string{"driver", "appVersion", "connects"} {
+		delete(raw, k)
+	}
+	return d, nil
+}

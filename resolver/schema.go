@@ -1,0 +1,65 @@
+package resolver
+
+// schemaSource holds the schemas of every file kind of the desired-state
+// repository. Definitions are closed: an unknown field is an error naming
+// the file and the field.
+const schemaSource = `
+import "strings"
+
+#Name: =~"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$" & strings.MaxRunes(40)
+
+// Settings may be set by any layer; the most specific layer wins.
+#Settings: {
+	domain?:           string & =~"^[a-z0-9.-]+$"
+	ingressClass?:     string
+	dedicatedIngress?: bool
+	storageClasses?: [string]: string
+	backupLocation?: string
+	// config is free-form data handed to drivers as context.cluster.config.
+	config?: {...}
+	// parameters set here apply to every deployment below whose driver
+	// declares them.
+	parameters?: {...}
+}
+
+#Repo: {
+	// drivers lists driver versions that live in other git repositories.
+	drivers?: [...#DriverSource]
+	// deletionThreshold is how many deployments one plan may delete
+	// before it needs an explicit allowance.
+	deletionThreshold?: int & >=0
+}
+
+#DriverSource: {
+	name:    #Name
+	version: string
+	url:     string
+	ref:     string
+	path:    *"." | string
+}
+
+#Cluster: #Settings
+
+#Environment: {
+	#Settings
+	// namespacePrefix prefixes the namespace of every deployment of the
+	// environment; it defaults to the environment's name.
+	namespacePrefix?: #Name
+}
+
+#Deployment: {
+	#Settings
+	driver: #Name | {
+		name:     #Name
+		version?: string
+		// upgrade asks for the newest driver version that supports the
+		// application version even when the version is unchanged.
+		upgrade?: bool
+	}
+	appVersion: string & =~"^v?[0-9]+\\.[0-9]+\\.[0-9]+([-+].*)?$"
+	// connects names the deployments (or deployment.service) of the same
+	// environment whose services this one reaches; only those appear in
+	// context.services.
+	connects?: [...string]
+}
+`
