@@ -1,0 +1,109 @@
+package v1alpha1
+
+import "strings"
+
+// Annotations and labels Styrmin puts on its objects.
+const (
+	// AnnotationInstanceSequence on a StyrminDeployment holds the sequence
+	// of the instance it carries. The task that writes a StyrminDeployment
+	// leaves one holding a higher number unchanged (the guard).
+	AnnotationInstanceSequence = Group + "/instance-sequence"
+
+	// LabelCluster, LabelEnvironment and LabelDeployment identify the
+	// deployment a StyrminDeployment or StyrminTask belongs to, so both can
+	// be listed by deployment with a label selector.
+	LabelCluster     = Group + "/cluster"
+	LabelEnvironment = Group + "/environment"
+	LabelDeployment  = Group + "/deployment"
+	// LabelSequence on a StyrminTask is the sequence it applies.
+	LabelSequence = Group + "/sequence"
+
+	// FinalizerRelease keeps a StyrminDeployment until its Helm release is
+	// uninstalled.
+	FinalizerRelease = Group + "/release"
+
+	// FieldManager is the server-side apply field manager of everything the
+	// agent applies (the chart's objects and StyrminDeployments).
+	FieldManager = "styrmin"
+)
+
+// Instance kinds, as in the lockfile.
+const (
+	KindInstance  = "Instance"
+	KindTombstone = "Tombstone"
+)
+
+// DeploymentID names one deployment: cluster/environment/name.
+type DeploymentID struct {
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=63
+	Cluster string `json:"cluster"`
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=63
+	Environment string `json:"environment"`
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=63
+	Name string `json:"name"`
+}
+
+// String returns "cluster/environment/name".
+func (id DeploymentID) String() string {
+	return id.Cluster + "/" + id.Environment + "/" + id.Name
+}
+
+// Labels returns the identity labels of the deployment.
+func (id DeploymentID) Labels() map[string]string {
+	return map[string]string{
+		LabelCluster:     id.Cluster,
+		LabelEnvironment: id.Environment,
+		LabelDeployment:  id.Name,
+	}
+}
+
+// DriverRef pins the exact driver version an instance was resolved with.
+type DriverRef struct {
+	// Name of the driver.
+	// +optional
+	Name string `json:"name,omitempty"`
+	// Version of the driver (semver).
+	// +optional
+	Version string `json:"version,omitempty"`
+	// Digest of the driver's folder ("sha256:<hex>").
+	// +optional
+	Digest string `json:"digest,omitempty"`
+}
+
+// String returns "name@version".
+func (d DriverRef) String() string { return d.Name + "@" + d.Version }
+
+// ObjectRef names one Kubernetes object applied for a deployment.
+type ObjectRef struct {
+	// APIVersion of the object ("apps/v1").
+	APIVersion string `json:"apiVersion"`
+	// Kind of the object.
+	Kind string `json:"kind"`
+	// Namespace of the object ("" for cluster-scoped objects).
+	// +optional
+	Namespace string `json:"namespace,omitempty"`
+	// Name of the object.
+	Name string `json:"name"`
+	// Component of the driver the object belongs to ("" when shared).
+	// +optional
+	Component string `json:"component,omitempty"`
+}
+
+// String returns "Kind/namespace/name" (or "Kind/name").
+func (r ObjectRef) String() string {
+	if r.Namespace == "" {
+		return r.Kind + "/" + r.Name
+	}
+	return r.Kind + "/" + r.Namespace + "/" + r.Name
+}
+
+// Group returns the API group of the object ("" for the core group).
+func (r ObjectRef) Group() string {
+	if i := strings.IndexByte(r.APIVersion, '/'); i >= 0 {
+		return r.APIVersion[:i]
+	}
+	return ""
+}

@@ -1,0 +1,71 @@
+package v1alpha1
+
+// Condition types of a StyrminDeployment. Reconciling and Stalled follow
+// the kstatus convention, so generic tools read them as well.
+const (
+	// ConditionReady is True when the instance in the spec is applied and
+	// every component is ready.
+	ConditionReady = "Ready"
+	// ConditionReconciling is True while the agent is changing the cluster
+	// or waiting for it to converge.
+	ConditionReconciling = "Reconciling"
+	// ConditionStalled is True when the agent cannot make progress without
+	// a change in git (missing driver, render error, invalid instance).
+	ConditionStalled = "Stalled"
+	// ConditionDrifted is True when the live objects differ from the
+	// release's manifest in fields Styrmin owns and are not yet put back.
+	ConditionDrifted = "Drifted"
+)
+
+// Condition reasons of a StyrminDeployment.
+const (
+	// ReasonSucceeded: the release is applied and all components are ready.
+	ReasonSucceeded = "Succeeded"
+	// ReasonProgressing: the release is being installed or upgraded.
+	ReasonProgressing = "Progressing"
+	// ReasonComponentsNotReady: applied, some workloads are not ready yet.
+	ReasonComponentsNotReady = "ComponentsNotReady"
+	// ReasonApplyFailed: installing or upgrading the release failed; the
+	// agent retries.
+	ReasonApplyFailed = "ApplyFailed"
+	// ReasonHealthCheckFailed: the live objects could not be read.
+	ReasonHealthCheckFailed = "HealthCheckFailed"
+	// ReasonDriverUnavailable: the driver source could not be read right
+	// now (network, git); the agent retries.
+	ReasonDriverUnavailable = "DriverUnavailable"
+	// ReasonDriverNotFound: the pinned driver version does not exist or its
+	// digest differs (stalled until git changes).
+	ReasonDriverNotFound = "DriverNotFound"
+	// ReasonRenderFailed: the driver could not render the instance
+	// (stalled until git changes).
+	ReasonRenderFailed = "RenderFailed"
+	// ReasonInvalidSpec: the spec is not a valid instance (stalled).
+	ReasonInvalidSpec = "InvalidSpec"
+	// ReasonNoDrift: the last drift check found nothing to correct.
+	ReasonNoDrift = "NoDrift"
+	// ReasonDriftDetected: drift was found and is being corrected.
+	ReasonDriftDetected = "DriftDetected"
+	// ReasonDriftCorrected: drift was found and put back. Also the reason
+	// of the event recorded for each correction.
+	ReasonDriftCorrected = "DriftCorrected"
+	// ReasonDriftCorrectionFailed: drift was found and putting it back
+	// failed; the agent retries.
+	ReasonDriftCorrectionFailed = "DriftCorrectionFailed"
+	// ReasonDeleting: a tombstone or deletion is uninstalling the release.
+	ReasonDeleting = "Deleting"
+	// ReasonUninstallFailed: uninstalling the release failed; retried.
+	ReasonUninstallFailed = "UninstallFailed"
+)
+
+// Event reasons recorded on StyrminDeployments and StyrminTasks, besides
+// the condition reasons above.
+const (
+	// EventInstalled, EventUpgraded and EventUninstalled record release
+	// changes.
+	EventInstalled   = "Installed"
+	EventUpgraded    = "Upgraded"
+	EventUninstalled = "Uninstalled"
+	// EventNewerInstanceKept: a task found a StyrminDeployment holding a
+	// higher sequence and left it unchanged.
+	EventNewerInstanceKept = "NewerInstanceKept"
+)

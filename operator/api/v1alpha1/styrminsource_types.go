@@ -1,0 +1,82 @@
+package v1alpha1
+
+import (
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// StyrminSourceSpec describes the desired-state repository an agent
+// follows. The agent writes it from its flags; it is informational.
+type StyrminSourceSpec struct {
+	// URL of the repository.
+	// +kubebuilder:validation:MinLength=1
+	URL string `json:"url"`
+	// Branch followed.
+	// +optional
+	Branch string `json:"branch,omitempty"`
+	// Cluster is the cluster whose locks the agent applies.
+	// +kubebuilder:validation:MinLength=1
+	Cluster string `json:"cluster"`
+	// Interval between polls.
+	// +optional
+	Interval *metav1.Duration `json:"interval,omitempty"`
+	// SecretName is the Secret, in the agent's namespace, holding the
+	// repository's credentials (keys: token, or identity and known_hosts).
+	// +optional
+	SecretName string `json:"secretName,omitempty"`
+}
+
+// StyrminSourceStatus is the agent's sync position, kept in the cluster
+// so that a restarted agent resumes after the last commit it synced.
+type StyrminSourceStatus struct {
+	// ObservedGeneration is the generation the status describes.
+	// +optional
+	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
+	// LastSyncedCommit is the last lock commit for which every task was
+	// created.
+	// +optional
+	LastSyncedCommit string `json:"lastSyncedCommit,omitempty"`
+	// LastFetchedCommit is the branch head at the last fetch.
+	// +optional
+	LastFetchedCommit string `json:"lastFetchedCommit,omitempty"`
+	// LastSyncTime is when the last sync ended.
+	// +optional
+	LastSyncTime *metav1.Time `json:"lastSyncTime,omitempty"`
+	// Conditions: Ready (last sync succeeded), Stalled.
+	// +listType=map
+	// +listMapKey=type
+	// +optional
+	Conditions []metav1.Condition `json:"conditions,omitempty"`
+}
+
+// StyrminSource is the desired-state repository an agent follows, with the
+// last commit it synced. One per agent, in the agent's namespace.
+//
+// +kubebuilder:object:root=true
+// +kubebuilder:subresource:status
+// +kubebuilder:resource:shortName=ssource,categories=styrmin
+// +kubebuilder:printcolumn:name="URL",type=string,JSONPath=`.spec.url`
+// +kubebuilder:printcolumn:name="Branch",type=string,JSONPath=`.spec.branch`
+// +kubebuilder:printcolumn:name="Cluster",type=string,JSONPath=`.spec.cluster`
+// +kubebuilder:printcolumn:name="Synced",type=string,JSONPath=`.status.lastSyncedCommit`
+// +kubebuilder:printcolumn:name="Ready",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].status`
+// +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
+type StyrminSource struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+
+	Spec   StyrminSourceSpec   `json:"spec"`
+	Status StyrminSourceStatus `json:"status,omitempty"`
+}
+
+// StyrminSourceList is a list of StyrminSources.
+//
+// +kubebuilder:object:root=true
+type StyrminSourceList struct {
+	metav1.TypeMeta `json:",inline"`
+	metav1.ListMeta `json:"metadata,omitempty"`
+	Items           []StyrminSource `json:"items"`
+}
+
+func init() {
+	SchemeBuilder.Register(&StyrminSource{}, &StyrminSourceList{})
+}

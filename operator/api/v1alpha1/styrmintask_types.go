@@ -1,0 +1,218 @@
+package v1alpha1
+
+import (
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// Workflow is what a task runs, chosen by the planner from the difference
+// between the active instance and the new one.
+// +kubebuilder:validation:Enum=create;update;upgrade;delete
+type Workflow string
+
+// The workflows.
+const (
+	WorkflowCreate  Workflow = "create"  // no active instance: hook setup
+	WorkflowUpdate  Workflow = "update"  // configuration only: core step only
+	WorkflowUpgrade Workflow = "upgrade" // driver or app version changed: hook upgrade
+	WorkflowDelete  Workflow = "delete"  // tombstone: uninstall
+)
+
+// TaskPhase is where a task is in its life. Succeeded, Failed and
+// Superseded are terminal.
+// +kubebuilder:validation:Enum=Pending;Running;Succeeded;Failed;Superseded
+type TaskPhase string
+
+// The task phases.
+const (
+	TaskPending    TaskPhase = "Pending"
+	TaskRunning    TaskPhase = "Running"
+	TaskSucceeded  TaskPhase = "Succeeded"
+	TaskFailed     TaskPhase = "Failed"
+	TaskSuperseded TaskPhase = "Superseded"
+)
+
+// Terminal reports whether the phase is final.
+func (p TaskPhase) Terminal() bool {
+	return p == TaskSucceeded || p == TaskFailed || p == TaskSuperseded
+}
+
+// StepState is where one step of a task is.
+// +kubebuilder:validation:Enum=Pending;Running;Succeeded;Failed;Skipped
+type StepState string
+
+// The step states. Succeeded, Failed and Skipped are terminal.
+const (
+	StepPending   StepState = "Pending"
+	StepRunning   StepState = "Running"
+	StepSucceeded StepState = "Succeeded"
+	StepFailed    StepState = "Failed"
+	StepSkipped   StepState = "Skipped"
+)
+
+// Terminal reports whether the state is final.
+func (s StepState) Terminal() bool {
+	return s == StepSucceeded || s == StepFailed || s == StepSkipped
+}
+
+// LockRef points at a lockfile in the desired-state repository.
+type LockRef struct {
+	// Commit that wrote the lockfile at this sequence.
+	// +kubebuilder:validation:MinLength=1
+	Commit string `json:"commit"`
+	// Path of the lockfile in the repository
+	// ("locks/<cluster>/<env>/<name>.lock.yaml").
+	// +kubebuilder:validation:MinLength=1
+	Path string `json:"path"`
+}
+
+// StyrminTaskSpec says which workflow to run for which sequence of which
+// deployment. It does not change once the task is created.
+type StyrminTaskSpec struct {
+	// Deployment is the deployment's cluster/environment/name.
+	Deployment DeploymentID `json:"deployment"`
+	// Namespace is the deployment's namespace, where its
+	// StyrminDeployment lives.
+	// +kubebuilder:validation:MinLength=1
+	Namespace string `json:"namespace"`
+	// Workflow to run.
+	Workflow Workflow `json:"workflow"`
+	// FromSequence is the sequence the task starts from (0 when the
+	// deployment had no instance).
+	// +kubebuilder:validation:Minimum=0
+	// +optional
+	FromSequence int64 `json:"fromSequence,omitempty"`
+	// ToSequence is the sequence the task applies.
+	// +kubebuilder:validation:Minimum=1
+	ToSequence int64 `json:"toSequence"`
+	// Lock is where the target instance is recorded in git.
+	Lock LockRef `json:"lock"`
+	// Instance is a copy of the target instance, so the task runs without
+	// reading git again. When absent, the agent reads it from Lock.
+	// +optional
+	Instance *StyrminDeploymentSpec `json:"instance,omitempty"`
+}
+
+// StyrminTaskStatus is the progress of a task. Each step's state is
+// written before and after the step runs, so an agent that restarts
+// resumes at the step that was running.
+type StyrminTaskStatus struct {
+	// Phase of the task.
+	// +optional
+	Phase TaskPhase `json:"phase,omitempty"`
+	// ObservedGeneration is the generation the status describes.
+	// +optional
+	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
+	// Steps are the task's steps in the order they run: the driver's
+	// actions for the workflow's hook, pre → core → post.
+	// +listType=atomic
+	// +optional
+	Steps []TaskStep `json:"steps,omitempty"`
+	// CurrentStep is the index in Steps of the step running or next to
+	// run (len(Steps) when all ran).
+	// +optional
+	CurrentStep int32 `json:"currentStep,omitempty"`
+	// StartedAt is when the first step started.
+	// +optional
+	StartedAt *metav1.Time `json:"startedAt,omitempty"`
+	// FinishedAt is when the task reached a terminal phase.
+	// +optional
+	FinishedAt *metav1.Time `json:"finishedAt,omitempty"`
+	// Message says why the task failed or was superseded, naming the step.
+	// +optional
+	Message string `json:"message,omitempty"`
+	// SupersededBy is the sequence that made the task superseded.
+	// +optional
+	SupersededBy int64 `json:"supersededBy,omitempty"`
+	// Conditions of the task, for generic tools.
+	// +listType=map
+	// +listMapKey=type
+	// +optional
+	Conditions []metav1.Condition `json:"conditions,omitempty"`
+}
+
+// TaskStep is one step of a task: one action the driver declared for a
+// hook and mode.
+type TaskStep struct {
+	// Name identifies the step in the task ("upgrade/pre/1:stopComponents").
+	Name string `json:"name"`
+	// Hook is setup or upgrade ("" for workflows without a hook: update,
+	// delete).
+	// +optional
+	Hook string `json:"hook,omitempty"`
+	// Mode is pre, core or post.
+	// +kubebuilder:validation:Enum=pre;core;post
+	Mode string `json:"mode"`
+	// Action is the primitive the step runs (stopComponents, runJob, …).
+	Action string `json:"action"`
+	// Components the step acts on.
+	// +listType=atomic
+	// +optional
+	Components []string `json:"components,omitempty"`
+	// Args are the step's arguments as declared (command, job name, …).
+	// +optional
+	Args map[string]string `json:"args,omitempty"`
+	// Timeout of the step.
+	// +optional
+	Timeout *metav1.Duration `json:"timeout,omitempty"`
+	// State of the step.
+	State StepState `json:"state"`
+	// Attempts counts how often the step was started (more than one after
+	// an agent restart while it ran).
+	// +optional
+	Attempts int32 `json:"attempts,omitempty"`
+	// Output of the step (a command's or job's output, or what the core
+	// step did), truncated to its last 4 KiB.
+	// +optional
+	Output string `json:"output,omitempty"`
+	// Message says why the step failed or was skipped.
+	// +optional
+	Message string `json:"message,omitempty"`
+	// StartedAt is when the step last started.
+	// +optional
+	StartedAt *metav1.Time `json:"startedAt,omitempty"`
+	// FinishedAt is when the step ended.
+	// +optional
+	FinishedAt *metav1.Time `json:"finishedAt,omitempty"`
+	// Recorded holds what a step must remember for a later one, e.g. the
+	// replicas stopComponents scaled down from ("Deployment/worker": "3").
+	// +optional
+	Recorded map[string]string `json:"recorded,omitempty"`
+}
+
+// StyrminTask is one run of a workflow for one sequence of one
+// deployment. The agent creates one per new (deployment, sequence) found
+// in git and runs its steps in order; it ends Succeeded, Failed or
+// Superseded.
+//
+// +kubebuilder:object:root=true
+// +kubebuilder:subresource:status
+// +kubebuilder:resource:shortName=stask,categories=styrmin
+// +kubebuilder:printcolumn:name="Environment",type=string,JSONPath=`.spec.deployment.environment`
+// +kubebuilder:printcolumn:name="Deployment",type=string,JSONPath=`.spec.deployment.name`
+// +kubebuilder:printcolumn:name="Workflow",type=string,JSONPath=`.spec.workflow`
+// +kubebuilder:printcolumn:name="From",type=integer,JSONPath=`.spec.fromSequence`
+// +kubebuilder:printcolumn:name="To",type=integer,JSONPath=`.spec.toSequence`
+// +kubebuilder:printcolumn:name="Phase",type=string,JSONPath=`.status.phase`
+// +kubebuilder:printcolumn:name="Step",type=integer,JSONPath=`.status.currentStep`,priority=1
+// +kubebuilder:printcolumn:name="Message",type=string,JSONPath=`.status.message`,priority=1
+// +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
+type StyrminTask struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+
+	Spec   StyrminTaskSpec   `json:"spec"`
+	Status StyrminTaskStatus `json:"status,omitempty"`
+}
+
+// StyrminTaskList is a list of StyrminTasks.
+//
+// +kubebuilder:object:root=true
+type StyrminTaskList struct {
+	metav1.TypeMeta `json:",inline"`
+	metav1.ListMeta `json:"metadata,omitempty"`
+	Items           []StyrminTask `json:"items"`
+}
+
+func init() {
+	SchemeBuilder.Register(&StyrminTask{}, &StyrminTaskList{})
+}
