@@ -1,0 +1,152 @@
+package resolver
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// TestBadInputGivesAClearErrorAndWritesNothing pins, for every kind of bad
+// input, that resolution fails with an error naming the file and the field
+// (or what was expected) and that no lockfile is written.
+func TestBadInputGivesAClearErrorAndWritesNothing(t *testing.T) {
+	const (
+		devDir = "clusters/local/environments/dev"
+		webCUE = devDir + "/deployments/web.cue"
+	)
+	cases := []struct {
+		name  string
+		setup func(t *testing.T, dir string)
+		want  []string // substrings of the error
+	}{
+		{"cue syntax error", func(t *testing.T, dir string) {
+			writeFile(t, dir, "clusters/local/cluster.cue", "domain: \"x\"\nconfig: {\n")
+		}, []string{"clusters/local/cluster.cue:", "expected"}},
+		{"yaml syntax error", func(t *testing.T, dir string) {
+			writeFile(t, dir, "clusters/local/environments/staging/deployments/web.yaml", "driver: webapp\nappVersion: [1.25.0\n")
+		}, []string{"clusters/local/environments/staging/deployments/web.yaml"}},
+		{"unknown field", func(t *testing.T, dir string) {
+			writeFile(t, dir, webCUE, "driver: \"webapp\"\nappVersion: \"1.25.0\"\nreplicas: 3\n")
+		}, []string{webCUE + ":3", "field replicas", "not allowed"}},
+		{"wrong type of a setting", func(t *testing.T, dir string) {
+			writeFile(t, dir, devDir+"/environment.cue", "namespacePrefix: \"dev\"\ndedicatedIngress: \"yes\"\n")
+		}, []string{devDir + "/environment.cue:2", "field dedicatedIngress", "bool"}},
+		{"wrong type of a parameter", func(t *testing.T, dir string) {
+			writeFile(t, dir, webCUE, "driver: \"webapp\"\nappVersion: \"1.25.0\"\nparameters: replicas: \"two\"\n")
+		}, []string{webCUE, "replicas"}},
+		{"unknown parameter", func(t *testing.T, dir string) {
+			writeFile(t, dir, webCUE, "driver: \"webapp\"\nappVersion: \"1.25.0\"\nparameters: colour: \"red\"\n")
+		}, []string{webCUE, "parameters.colour", "has no parameter"}},
+		{"unknown driver", func(t *testing.T, dir string) {
+			writeFile(t, dir, webCUE, "driver: \"nosuchdriver\"\nappVersion: \"1.25.0\"\n")
+		}, []string{webCUE, "field driver", "nosuchdriver"}},
+		{"no matching driver version", func(t *testing.T, dir string) {
+			writeFile(t, dir, webCUE, "driver: \"webapp\"\nappVersion: \"99.0.0\"\n")
+		}, []string{webCUE, "field driver", "99.0.0"}},
+		{"pinned driver version missing", func(t *testing.T, dir string) {
+			writeFile(t, dir, webCUE, "driver: {name: \"webapp\", version: \"9.9.9\"}\nappVersion: \"1.25.0\"\n")
+		}, []string{webCUE, "field driver", "9.9.9"}},
+		{"bad application version", func(t *testing.T, dir string) {
+			writeFile(t, dir, webCUE, "driver: \"webapp\"\nappVersion: \"latest\"\n")
+		}, []string{webCUE + ":2", "field appVersion"}},
+		{"missing environment file", func(t *testing.T, dir string) {
+			must(t, os.Remove(filepath.Join(dir, devDir, "environment.cue")))
+		}, []string{devDir + "/environment.cue", "missing"}},
+		{"missing cluster file", func(t *testing.T, dir string) {
+			must(t, os.Remove(filepath.Join(dir, "clusters/local/cluster.cue")))
+		}, []string{"clusters/local/cluster.cue", "missing"}},
+		{"reference to a missing deployment", func(t *testing.T, dir string) {
+			writeFile(t, dir, devDir+"/deployments/hub.cue", "driver: \"graphhub\"\nappVersion: \"1.4.0\"\nconnects: [\"db\"]\n")
+		}, []string{devDir + "/deployments/hub.cue", "connects[0]", `no deployment "db"`}},
+		{"reference to a missing service", func(t *testing.T, dir string) {
+			writeFile(t, dir, devDir+"/deployments/hub.cue", "driver: \"graphhub\"\nappVersion: \"1.4.0\"\nconnects: [\"web.grpc\"]\n")
+		}, []string{devDir + "/deployments/hub.cue", "connects[0]", `no service "grpc"`}},
+		{"duplicate deployment names in YAML and CUE", func(t *testing.T, dir string) {
+			writeFile(t, dir, devDir+"/deployments/web.yaml", "driver: webapp\nappVersion: 1.25.0\n")
+		}, []string{devDir + "/deployments/web", "already defined"}},
+		{"duplicate environment files", func(t *testing.T, dir string) {
+			writeFile(t, dir, devDir+"/environment.yaml", "namespacePrefix: dev\n")
+		}, []string{devDir + "/environment.yaml", "duplicate"}},
+		{"path escape through a symlink", func(t *testing.T, dir string) {
+			outside := filepath.Join(t.TempDir(), "evil.cue")
+			must(t, os.WriteFile(outside, []byte("driver: \"webapp\"\nappVersion: \"1.25.0\"\n"), 0o644))
+			must(t, os.Symlink(outside, filepath.Join(dir, devDir, "deployments", "evil.cue")))
+		}, []string{devDir + "/deployments/evil.cue", "symbolic link"}},
+		{"oversized file", func(t *testing.T, dir string) {
+			writeFile(t, dir, webCUE, "driver: \"webapp\"\nappVersion: \"1.25.0\"\n// "+strings.Repeat("x", DefaultMaxFileSize)+"\n")
+		}, []string{webCUE, "more than the"}},
+		{"folder name that is not a DNS label", func(t *testing.T, dir string) {
+			writeFile(t, dir, "clusters/local/environments/Prod_1/environment.cue", "")
+		}, []string{"clusters/local/environments/Prod_1", "DNS label"}},
+		{"list at the top level", func(t *testing.T, dir string) {
+			writeFile(t, dir, "clusters/local/environments/staging/deployments/web.yaml", "- driver: webapp\n")
+		}, []string{"clusters/local/environments/staging/deployments/web.yaml", "expected a struct"}},
+		{"lockfile edited by hand", func(t *testing.T, dir string) {
+			lockDirInto(t, dir)
+			p := filepath.Join(dir, "locks/local/dev/web.lock.yaml")
+			data, err := os.ReadFile(p)
+			must(t, err)
+			must(t, os.WriteFile(p, []byte(strings.Replace(string(data), "replicas", "replicaz", 1)), 0o644))
+		}, []string{"locks/local/dev/web.lock.yaml", "edited by hand"}},
+		{"stray file under locks", func(t *testing.T, dir string) {
+			writeFile(t, dir, "locks/local/dev/notes.txt", "hello")
+		}, []string{"locks/local/dev/notes.txt", "unexpected file"}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := copyTree(t, exampleDir)
+			tc.setup(t, dir)
+			before := snapshot(t, dir)
+			res, locks, err := resolveDir(t, dir)
+			if err == nil {
+				_, err = planLocksStrict(res, locks)
+			}
+			if err == nil {
+				t.Fatalf("no error, want one mentioning %q", tc.want)
+			}
+			for _, w := range tc.want {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("error %q does not mention %q", err, w)
+				}
+			}
+			if after := snapshot(t, dir); after != before {
+				t.Error("bad input changed the repository")
+			}
+		})
+	}
+}
+
+// planLocksStrict is PlanLocks that refuses to lock anything while any
+// deployment fails, as `styrminctl lock` does by default.
+func planLocksStrict(res *Result, locks map[ID]*Instance) ([]LockChange, error) {
+	if err := res.Err(); err != nil {
+		return nil, err
+	}
+	return PlanLocks(res, locks)
+}
+
+func snapshot(t *testing.T, dir string) string {
+	t.Helper()
+	var b strings.Builder
+	err := filepath.WalkDir(dir, func(p string, d os.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		fi, err := os.Lstat(p)
+		if err != nil {
+			return err
+		}
+		b.WriteString(p + " " + fi.Mode().String() + " " + fi.ModTime().String() + "\n")
+		return nil
+	})
+	must(t, err)
+	return b.String()
+}
+
+func must(t *testing.T, err error) {
+	t.Helper()
+	if err != nil {
+		t.Fatal(err)
+	}
+}

@@ -1,0 +1,159 @@
+package resolver
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"path"
+	"sort"
+	"strings"
+)
+
+// LoadLocks reads every lockfile under locks/. A missing folder is an
+// empty set; a hand-edited or malformed lockfile is an error naming it.
+func LoadLocks(fsys fs.FS) (map[ID]*Instance, error) {
+	out := map[ID]*Instance{}
+	var errs []error
+	err := fs.WalkDir(fsys, lockDir, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			if errors.Is(err, fs.ErrNotExist) && p == lockDir {
+				return fs.SkipDir
+			}
+			return err
+		}
+		if d.IsDir() {
+			return nil
+		}
+		if d.Type()&fs.ModeSymlink != 0 {
+			errs = append(errs, &ConfigError{File: p, Msg: "is a symbolic link; lockfiles must be regular files"})
+			return nil
+		}
+		id, ok := IDFromLockPath(p)
+		if !ok {
+			errs = append(errs, &ConfigError{File: p, Msg: "unexpected file under locks/: expected locks/<cluster>/<environment>/<name>.lock.yaml"})
+			return nil
+		}
+		data, err := readLimited(fsys, p, maxLockSize)
+		if err != nil {
+			errs = append(errs, err)
+			return nil
+		}
+		in, err := DecodeLock(p, data)
+		if err != nil {
+			errs = append(errs, err)
+			return nil
+		}
+		out[id] = in
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("read %s: %w", lockDir, err)
+	}
+	if len(errs) > 0 {
+		return nil, errors.Join(errs...)
+	}
+	return out, nil
+}
+
+// LockChange is one lockfile to write: a new instance (or tombstone) with
+// the next sequence of its deployment.
+type LockChange struct {
+	ID       ID
+	Previous *Instance // nil when the deployment is new
+	Next     *Instance
+	Data     []byte // the encoded lockfile
+}
+
+// Path is the lockfile's path in the repository.
+func (c LockChange) Path() string { return c.ID.LockPath() }
+
+// Trailer is the commit trailer value of the change: cluster/env/name=N.
+func (c LockChange) Trailer() string { return fmt.Sprintf("%s=%d", c.ID, c.Next.Sequence) }
+
+// PlanLocks compares resolved instances with the current locks and returns
+// the lockfiles to write, sorted by deployment: a deployment whose digest
+// changed gets sequence+1; one whose configuration is gone gets a
+// tombstone, so a re-created deployment never reuses a number. Unchanged
+// deployments are left alone (their files stay byte-identical).
+// Deployments that failed to resolve are neither locked nor tombstoned.
+func PlanLocks(res *Result, current map[ID]*Instance) ([]LockChange, error) {
+	var out []LockChange
+	for _, r := range res.Resolved {
+		prev := current[r.Instance.ID]
+		if prev != nil && !prev.Tombstone() && prev.Digest == r.Instance.Digest {
+			continue
+		}
+		next := *r.Instance
+		next.Sequence = 1
+		if prev != nil {
+			next.Sequence = prev.Sequence + 1
+		}
+		data, err := EncodeLock(&next)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, LockChange{ID: next.ID, Previous: prev, Next: &next, Data: data})
+	}
+	ids := make([]ID, 0, len(current))
+	for id := range current {
+		ids = append(ids, id)
+	}
+	SortIDs(ids)
+	for _, id := range ids {
+		prev := current[id]
+		if prev.Tombstone() || res.Present[id] {
+			continue
+		}
+		t := &Instance{
+			APIVersion:   APIVersion,
+			Kind:         KindTombstone,
+			ID:           id,
+			Sequence:     prev.Sequence + 1,
+			SourceCommit: sourceCommitOf(res, prev),
+		}
+		dg, err := t.ComputeDigest()
+		if err != nil {
+			return nil, err
+		}
+		t.Digest = dg
+		data, err := EncodeLock(t)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, LockChange{ID: id, Previous: prev, Next: t, Data: data})
+	}
+	sort.Slice(out, func(i, j int) bool { return lessID(out[i].ID, out[j].ID) })
+	return out, nil
+}
+
+// sourceCommitOf picks the commit recorded in a tombstone: the commit the
+// other instances of this resolution came from.
+func sourceCommitOf(res *Result, _ *Instance) string {
+	for _, r := range res.Resolved {
+		return r.Instance.SourceCommit
+	}
+	return ""
+}
+
+// LockMessage is the commit message of a lock commit: a summary line and
+// one Styrmin-Lock trailer per change.
+func LockMessage(changes []LockChange) (subject string, trailers []string) {
+	names := make([]string, 0, len(changes))
+	for _, c := range changes {
+		names = append(names, fmt.Sprintf("%s=%d", c.ID, c.Next.Sequence))
+		trailers = append(trailers, c.Trailer())
+	}
+	subject = "styrmin: lock " + summarize(names)
+	return subject, trailers
+}
+
+func summarize(names []string) string {
+	const max = 3
+	if len(names) <= max {
+		return strings.Join(names, ", ")
+	}
+	return fmt.Sprintf("%s and %d more", strings.Join(names[:max], ", "), len(names)-max)
+}
+
+// lockFileName reports whether p looks like a lockfile path.
+func lockFileName(p string) bool { return strings.HasSuffix(path.Base(p), ".lock.yaml") }

@@ -1,0 +1,391 @@
+package resolver
+
+import (
+	"errors"
+	"fmt"
+	"path"
+	"sort"
+	"strings"
+
+	"github.com/styrmin/styrmin/drivers"
+)
+
+// Options configures a resolution.
+type Options struct {
+	// Catalog holds every loaded driver version.
+	Catalog *drivers.Catalog
+	// Locks are the current lockfiles by deployment, used by the driver
+	// selection rule (keep the locked driver while the app version is
+	// unchanged). May be nil.
+	Locks map[ID]*Instance
+	// SourceCommit is recorded in new instances.
+	SourceCommit string
+	// Only restricts resolution to these deployments (nil: all).
+	Only map[ID]bool
+}
+
+// Resolved is one resolved deployment: the instance (sequence 0: not yet
+// locked) and where each setting came from.
+type Resolved struct {
+	Instance   *Instance
+	Deployment *Deployment
+	Provenance Provenance
+	// Settings is the merged settings tree (domain, config, parameters…)
+	// before driver defaults were applied.
+	Settings map[string]any
+}
+
+// Result is the outcome of resolving a repository. One deployment failing
+// does not stop the others: its error is in Errors.
+type Result struct {
+	Resolved []*Resolved // sorted by ID
+	Errors   []*DeploymentError
+	// Present lists every deployment defined in the configuration, resolved
+	// or not, so a failing deployment is never mistaken for a deleted one.
+	Present map[ID]bool
+}
+
+// Err joins the per-deployment errors, nil when there are none.
+func (r *Result) Err() error {
+	errs := make([]error, len(r.Errors))
+	for i, e := range r.Errors {
+		errs[i] = e
+	}
+	return errors.Join(errs...)
+}
+
+// Get returns the resolved deployment with id.
+func (r *Result) Get(id ID) (*Resolved, bool) {
+	i := sort.Search(len(r.Resolved), func(i int) bool { return !lessID(r.Resolved[i].Instance.ID, id) })
+	if i < len(r.Resolved) && r.Resolved[i].Instance.ID == id {
+		return r.Resolved[i], true
+	}
+	return nil, false
+}
+
+func lessID(a, b ID) bool {
+	if a.Cluster != b.Cluster {
+		return a.Cluster < b.Cluster
+	}
+	if a.Environment != b.Environment {
+		return a.Environment < b.Environment
+	}
+	return a.Name < b.Name
+}
+
+// SortIDs sorts ids by cluster, environment, name.
+func SortIDs(ids []ID) { sort.Slice(ids, func(i, j int) bool { return lessID(ids[i], ids[j]) }) }
+
+// settingKeys are the settings that become typed context fields.
+var settingKeys = map[string]bool{
+	"domain": true, "ingressClass": true, "dedicatedIngress": true,
+	"storageClasses": true, "backupLocation": true, "config": true, "parameters": true,
+}
+
+// pending is a deployment between the two passes of Resolve.
+type pending struct {
+	res       *Resolved
+	driver    *drivers.Driver
+	endpoints map[string]drivers.Endpoint
+}
+
+// Resolve turns the loaded repository into instances. The first pass
+// merges layers, selects drivers and computes each deployment's own
+// endpoints; the second pass hands every deployment the endpoints of the
+// siblings it connects to and evaluates the driver's values.
+func Resolve(repo *Repository, opts Options) *Result {
+	out := &Result{Present: map[ID]bool{}}
+	if opts.Catalog == nil {
+		opts.Catalog = drivers.NewCatalog()
+	}
+	for _, c := range repo.Clusters {
+		for _, e := range c.Environments {
+			byName := map[string]*pending{}
+			var order []*pending
+			for _, d := range e.Deployments {
+				out.Present[d.ID] = true
+				if opts.Only != nil && !opts.Only[d.ID] && !connectedFromOnly(e, d, opts.Only) {
+					continue
+				}
+				p, err := firstPass(c, e, d, opts)
+				if err != nil {
+					out.Errors = append(out.Errors, &DeploymentError{ID: d.ID, Err: err})
+					continue
+				}
+				byName[d.ID.Name] = p
+				order = append(order, p)
+			}
+			for _, p := range order {
+				if opts.Only != nil && !opts.Only[p.res.Deployment.ID] {
+					continue
+				}
+				if err := secondPass(e, p, byName); err != nil {
+					out.Errors = append(out.Errors, &DeploymentError{ID: p.res.Deployment.ID, Err: err})
+					continue
+				}
+				out.Resolved = append(out.Resolved, p.res)
+			}
+		}
+	}
+	sort.Slice(out.Resolved, func(i, j int) bool { return lessID(out.Resolved[i].Instance.ID, out.Resolved[j].Instance.ID) })
+	sort.Slice(out.Errors, func(i, j int) bool { return lessID(out.Errors[i].ID, out.Errors[j].ID) })
+	return out
+}
+
+// connectedFromOnly reports whether a deployment selected by only
+// connects to d, so d's endpoints are needed.
+func connectedFromOnly(e *Environment, d *Deployment, only map[ID]bool) bool {
+	for _, o := range e.Deployments {
+		if !only[o.ID] {
+			continue
+		}
+		for _, c := range o.Connects {
+			if strings.SplitN(c, ".", 2)[0] == d.ID.Name {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+func firstPass(c *Cluster, e *Environment, d *Deployment, opts Options) (*pending, error) {
+	merged := map[string]any{}
+	prov := Provenance{}
+	// Parameters from the cluster and environment apply only where the
+	// driver declares them, so they are merged after the driver is known.
+	layers := []struct {
+		settings map[string]any
+		origin   Origin
+	}{
+		{c.Settings, Origin{Layer: LayerCluster, File: c.File}},
+		{e.Settings, Origin{Layer: LayerEnvironment, File: e.File}},
+		{d.Settings, Origin{Layer: LayerDeployment, File: d.File}},
+	}
+	for _, l := range layers {
+		mergeInto(merged, l.settings, "", l.origin, prov)
+	}
+
+	var locked *Instance
+	if opts.Locks != nil {
+		locked = opts.Locks[d.ID]
+	}
+	sel := drivers.Selection{AppVersion: d.AppVersion, Pinned: d.DriverVersion, Upgrade: d.Upgrade}
+	if locked != nil && !locked.Tombstone() && locked.Driver.Name == d.Driver {
+		sel.Locked = locked.Driver.Version
+		sel.LockedAppVersion = locked.AppVersion
+	}
+	drv, err := opts.Catalog.Select(d.Driver, sel)
+	if err != nil {
+		return nil, fmt.Errorf("%s: field driver: %w", d.File, err)
+	}
+
+	// Keep only the parameters the driver declares from the outer layers;
+	// the deployment's own parameters must all be known.
+	declared := map[string]bool{}
+	for _, p := range drv.Parameters {
+		declared[p.Name] = true
+	}
+	if params, ok := merged["parameters"].(map[string]any); ok {
+		own, _ := d.Settings["parameters"].(map[string]any)
+		for k := range params {
+			if declared[k] {
+				continue
+			}
+			if _, fromDeployment := own[k]; fromDeployment {
+				return nil, &ConfigError{File: d.File, Field: "parameters." + k, Msg: fmt.Sprintf("driver %s@%s has no parameter %q (it has: %s)", drv.Name, drv.Version, k, strings.Join(sortedKeys(declared), ", "))}
+			}
+			delete(params, k)
+			forget(prov, "parameters."+k)
+		}
+	}
+	params, _ := merged["parameters"].(map[string]any)
+	if params == nil {
+		params = map[string]any{}
+	}
+	applied, err := drv.ApplyParameters(deepCopy(params).(map[string]any))
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", blameParameters(prov, d.File), err)
+	}
+	for _, p := range drv.Parameters {
+		if _, set := params[p.Name]; !set && p.HasDefault {
+			prov["parameters."+p.Name] = Origin{Layer: "driver", File: drv.Source}
+		}
+	}
+
+	ns := e.NamespacePrefix + "-" + d.ID.Name
+	if len(ns) > 63 {
+		return nil, &ConfigError{File: d.File, Msg: fmt.Sprintf("namespace %q is longer than 63 characters: shorten the namespacePrefix or the deployment name", ns)}
+	}
+	ctx := drivers.Context{
+		Cluster: drivers.ClusterContext{
+			Name:             c.Name,
+			Domain:           str(merged["domain"]),
+			IngressClass:     str(merged["ingressClass"]),
+			DedicatedIngress: merged["dedicatedIngress"] == true,
+			StorageClasses:   strMap(merged["storageClasses"]),
+		},
+		Environment: drivers.EnvironmentContext{
+			Name:           e.Name,
+			Namespace:      e.NamespacePrefix,
+			BackupLocation: str(merged["backupLocation"]),
+			Config:         mapOrNil(merged["config"]),
+		},
+		Deployment: drivers.DeploymentContext{
+			Name: d.ID.Name, Namespace: ns, AppVersion: d.AppVersion,
+			Driver: drv.Name, DriverVersion: drv.Version,
+		},
+		Parameters: applied,
+	}
+	eps, err := drv.Endpoints(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("%s: services of driver %s@%s: %w", d.File, drv.Name, drv.Version, err)
+	}
+	in := &Instance{
+		APIVersion:   APIVersion,
+		Kind:         KindInstance,
+		ID:           d.ID,
+		SourceCommit: opts.SourceCommit,
+		Driver:       DriverRef{Name: drv.Name, Version: drv.Version, Digest: drv.Digest},
+		AppVersion:   d.AppVersion,
+		Context:      &ctx,
+	}
+	return &pending{
+		res:       &Resolved{Instance: in, Deployment: d, Provenance: prov, Settings: merged},
+		driver:    drv,
+		endpoints: eps,
+	}, nil
+}
+
+// blameParameters names the file that set the parameters, for errors of
+// the driver's schema: the deployment's file unless every parameter came
+// from an outer layer.
+func blameParameters(prov Provenance, fallback string) string {
+	files := map[string]bool{}
+	for k, o := range prov.Under("parameters") {
+		_ = k
+		if o.Layer != "driver" {
+			files[o.File] = true
+		}
+	}
+	if len(files) == 1 {
+		for f := range files {
+			return f
+		}
+	}
+	return fallback
+}
+
+func secondPass(e *Environment, p *pending, byName map[string]*pending) error {
+	d := p.res.Deployment
+	services := map[string]map[string]drivers.Endpoint{}
+	for i, ref := range d.Connects {
+		dep, svc, hasSvc := strings.Cut(ref, ".")
+		field := fmt.Sprintf("connects[%d]", i)
+		if dep == d.ID.Name {
+			return &ConfigError{File: d.File, Field: field, Msg: "a deployment cannot connect to itself"}
+		}
+		other, ok := byName[dep]
+		if !ok {
+			if !hasDeployment(e, dep) {
+				return &ConfigError{File: d.File, Field: field, Msg: fmt.Sprintf("no deployment %q in environment %s (it has: %s)", dep, e.Name, strings.Join(deploymentNames(e), ", "))}
+			}
+			return &ConfigError{File: d.File, Field: field, Msg: fmt.Sprintf("deployment %q failed to resolve", dep)}
+		}
+		if !hasSvc {
+			services[dep] = other.endpoints
+			continue
+		}
+		ep, ok := other.endpoints[svc]
+		if !ok {
+			return &ConfigError{File: d.File, Field: field, Msg: fmt.Sprintf("deployment %q has no service %q (it has: %s)", dep, svc, strings.Join(sortedKeys(other.endpoints), ", "))}
+		}
+		if services[dep] == nil {
+			services[dep] = map[string]drivers.Endpoint{}
+		}
+		services[dep][svc] = ep
+	}
+	ctx := p.res.Instance.Context
+	if len(services) > 0 {
+		ctx.Services = services
+	}
+	values, err := p.driver.Values(*ctx)
+	if err != nil {
+		return fmt.Errorf("%s: values of driver %s@%s: %w", d.File, p.driver.Name, p.driver.Version, err)
+	}
+	in := p.res.Instance
+	in.Values = values
+	dg, err := in.ComputeDigest()
+	if err != nil {
+		return err
+	}
+	in.Digest = dg
+	return nil
+}
+
+func hasDeployment(e *Environment, name string) bool {
+	for _, d := range e.Deployments {
+		if d.ID.Name == name {
+			return true
+		}
+	}
+	return false
+}
+
+func deploymentNames(e *Environment) []string {
+	var out []string
+	for _, d := range e.Deployments {
+		out = append(out, d.ID.Name)
+	}
+	return out
+}
+
+func sortedKeys[V any](m map[string]V) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	sort.Strings(out)
+	return out
+}
+
+func str(v any) string { s, _ := v.(string); return s }
+
+func mapOrNil(v any) map[string]any {
+	m, _ := v.(map[string]any)
+	if len(m) == 0 {
+		return nil
+	}
+	return m
+}
+
+func strMap(v any) map[string]string {
+	m, _ := v.(map[string]any)
+	if len(m) == 0 {
+		return nil
+	}
+	out := make(map[string]string, len(m))
+	for k, x := range m {
+		out[k] = str(x)
+	}
+	return out
+}
+
+// lockDir is where lockfiles live.
+const lockDir = "locks"
+
+// IDFromLockPath parses locks/<cluster>/<env>/<name>.lock.yaml.
+func IDFromLockPath(p string) (ID, bool) {
+	rest, ok := strings.CutPrefix(p, lockDir+"/")
+	if !ok {
+		return ID{}, false
+	}
+	parts := strings.Split(rest, "/")
+	if len(parts) != 3 || !strings.HasSuffix(parts[2], ".lock.yaml") {
+		return ID{}, false
+	}
+	id := ID{Cluster: parts[0], Environment: parts[1], Name: strings.TrimSuffix(parts[2], ".lock.yaml")}
+	if path.Join(lockDir, id.Cluster, id.Environment, id.Name+".lock.yaml") != p {
+		return ID{}, false
+	}
+	return id, true
+}

@@ -1,0 +1,287 @@
+package resolver
+
+import (
+	"bytes"
+	"errors"
+	"flag"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/styrmin/styrmin/drivers"
+)
+
+var update = flag.Bool("update", false, "rewrite golden files")
+
+// exampleDir is the example desired-state repository of this module.
+const exampleDir = "../examples"
+
+func exampleCatalog(t testing.TB) *drivers.Catalog {
+	t.Helper()
+	cat, err := drivers.LoadCatalog(os.DirFS(exampleDir), "drivers", drivers.LoadOptions{})
+	if err != nil {
+		t.Fatalf("load example drivers: %v", err)
+	}
+	return cat
+}
+
+// copyTree copies the example repository (config and drivers, no locks)
+// into a temporary folder the test may change.
+func copyTree(t testing.TB, src string) string {
+	t.Helper()
+	dst := t.TempDir()
+	err := filepath.WalkDir(src, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		rel, _ := filepath.Rel(src, p)
+		if rel == "locks" || strings.HasPrefix(rel, "locks"+string(filepath.Separator)) {
+			return filepath.SkipDir
+		}
+		if d.IsDir() {
+			return os.MkdirAll(filepath.Join(dst, rel), 0o755)
+		}
+		data, err := os.ReadFile(p)
+		if err != nil {
+			return err
+		}
+		return os.WriteFile(filepath.Join(dst, rel), data, 0o644)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return dst
+}
+
+func writeFile(t testing.TB, dir, rel, content string) {
+	t.Helper()
+	p := filepath.Join(dir, filepath.FromSlash(rel))
+	if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(p, []byte(content), 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// resolveDir loads and resolves a repository folder with its own drivers
+// and locks.
+func resolveDir(t testing.TB, dir string) (*Result, map[ID]*Instance, error) {
+	t.Helper()
+	fsys := os.DirFS(dir)
+	repo, err := NewLoader(0).Load(fsys)
+	if err != nil {
+		return nil, nil, err
+	}
+	cat, err := drivers.LoadCatalog(fsys, "drivers", drivers.LoadOptions{})
+	if err != nil {
+		return nil, nil, err
+	}
+	locks, err := LoadLocks(fsys)
+	if err != nil {
+		return nil, nil, err
+	}
+	res := Resolve(repo, Options{Catalog: cat, Locks: locks, SourceCommit: "0000000000000000000000000000000000000000"})
+	return res, locks, res.Err()
+}
+
+// lockDirInto resolves dir and writes the lock changes into it, like
+// `styrminctl lock` does.
+func lockDirInto(t testing.TB, dir string) []LockChange {
+	t.Helper()
+	res, locks, err := resolveDir(t, dir)
+	if err != nil {
+		t.Fatalf("resolve: %v", err)
+	}
+	changes, err := PlanLocks(res, locks)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range changes {
+		writeFile(t, dir, c.Path(), string(c.Data))
+	}
+	return changes
+}
+
+func TestExampleRepositoryLocksToGoldenFiles(t *testing.T) {
+	dir := copyTree(t, exampleDir)
+	changes := lockDirInto(t, dir)
+	if len(changes) == 0 {
+		t.Fatal("the example repository produced no lockfiles")
+	}
+	for _, c := range changes {
+		if c.Next.Sequence != 1 {
+			t.Errorf("%s: first lock has sequence %d, want 1", c.ID, c.Next.Sequence)
+		}
+		golden := filepath.Join("testdata", "golden", filepath.FromSlash(c.Path()))
+		if *update {
+			writeFile(t, ".", filepath.ToSlash(golden), string(c.Data))
+			continue
+		}
+		want, err := os.ReadFile(golden)
+		if err != nil {
+			t.Fatalf("%v (run go test ./resolver -update)", err)
+		}
+		if !bytes.Equal(want, c.Data) {
+			t.Errorf("%s differs from %s:\n%s", c.Path(), golden, c.Data)
+		}
+	}
+}
+
+func TestResolvingTwiceGivesByteIdenticalLocks(t *testing.T) {
+	a := lockDirInto(t, copyTree(t, exampleDir))
+	b := lockDirInto(t, copyTree(t, exampleDir))
+	if len(a) != len(b) {
+		t.Fatalf("%d vs %d changes", len(a), len(b))
+	}
+	for i := range a {
+		if !bytes.Equal(a[i].Data, b[i].Data) {
+			t.Errorf("%s: lockfiles differ between two runs", a[i].ID)
+		}
+	}
+}
+
+func TestLockingAgainWithoutChangesWritesNothing(t *testing.T) {
+	dir := copyTree(t, exampleDir)
+	lockDirInto(t, dir)
+	if again := lockDirInto(t, dir); len(again) != 0 {
+		t.Fatalf("second lock changed %d deployments, want 0: %v", len(again), again[0].ID)
+	}
+}
+
+func TestEnvironmentValueChangeRelocksExactlyItsInheritors(t *testing.T) {
+	dir := copyTree(t, exampleDir)
+	lockDirInto(t, dir)
+	// dev sets logLevel; staging/hub overrides it itself; only dev's
+	// deployments inherit dev's value.
+	writeFile(t, dir, "clusters/local/environments/dev/environment.cue", `
+namespacePrefix: "dev"
+backupLocation:  "s3://backups/local/dev"
+config: logLevel: "trace"
+`)
+	changes := lockDirInto(t, dir)
+	got := map[string]int64{}
+	for _, c := range changes {
+		got[c.ID.String()] = c.Next.Sequence
+	}
+	want := map[string]int64{"local/dev/hub": 2, "local/dev/web": 2}
+	if len(got) != len(want) {
+		t.Fatalf("relocked %v, want %v", got, want)
+	}
+	for k, v := range want {
+		if got[k] != v {
+			t.Errorf("%s: sequence %d, want %d", k, got[k], v)
+		}
+	}
+}
+
+func TestClusterValueChangeSkipsDeploymentsThatOverrideIt(t *testing.T) {
+	dir := copyTree(t, exampleDir)
+	lockDirInto(t, dir)
+	// staging/hub sets config.logLevel itself; a cluster-wide logLevel
+	// reaches nobody because both environments set it too.
+	writeFile(t, dir, "clusters/local/cluster.cue", `
+domain:       "local.styrmin.dev"
+ingressClass: "nginx"
+storageClasses: default: "standard"
+config: {
+	logFormat: "json"
+	logLevel:  "error"
+}
+`)
+	if changes := lockDirInto(t, dir); len(changes) != 0 {
+		t.Fatalf("a value every environment overrides relocked %d deployments", len(changes))
+	}
+	writeFile(t, dir, "clusters/local/cluster.cue", `
+domain:       "local.styrmin.dev"
+ingressClass: "nginx"
+storageClasses: default: "standard"
+config: logFormat: "text"
+`)
+	changes := lockDirInto(t, dir)
+	if len(changes) != 4 {
+		t.Fatalf("cluster fan-out relocked %d deployments, want all 4", len(changes))
+	}
+}
+
+func TestRemovedDeploymentGetsTombstoneAndRecreationNeverReusesNumbers(t *testing.T) {
+	dir := copyTree(t, exampleDir)
+	lockDirInto(t, dir)
+	web := "clusters/local/environments/dev/deployments/web.cue"
+	content, err := os.ReadFile(filepath.Join(dir, web))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// hub connects to web, so remove the connection first.
+	writeFile(t, dir, "clusters/local/environments/dev/deployments/hub.cue", "driver: \"graphhub\"\nappVersion: \"1.4.0\"\n")
+	lockDirInto(t, dir)
+	if err := os.Remove(filepath.Join(dir, web)); err != nil {
+		t.Fatal(err)
+	}
+	changes := lockDirInto(t, dir)
+	if len(changes) != 1 || !changes[0].Next.Tombstone() || changes[0].Next.Sequence != 2 {
+		t.Fatalf("removing web: got %+v, want one tombstone with sequence 2", changes)
+	}
+	writeFile(t, dir, web, string(content))
+	changes = lockDirInto(t, dir)
+	if len(changes) != 1 || changes[0].Next.Tombstone() || changes[0].Next.Sequence != 3 {
+		t.Fatalf("re-creating web: got %+v, want an instance with sequence 3", changes)
+	}
+}
+
+func TestProvenanceNamesTheLayerThatSetEachValue(t *testing.T) {
+	res, _, err := resolveDir(t, copyTree(t, exampleDir))
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, ok := res.Get(ID{"local", "staging", "hub"})
+	if !ok {
+		t.Fatal("local/staging/hub not resolved")
+	}
+	cases := map[string]Origin{
+		"config.logLevel":  {Layer: LayerDeployment, File: "clusters/local/environments/staging/deployments/hub.cue"},
+		"config.logFormat": {Layer: LayerCluster, File: "clusters/local/cluster.cue"},
+		"backupLocation":   {Layer: LayerEnvironment, File: "clusters/local/environments/staging/environment.yaml"},
+	}
+	for p, want := range cases {
+		if got := r.Provenance[p]; got != want {
+			t.Errorf("%s: origin %+v, want %+v", p, got, want)
+		}
+	}
+}
+
+func TestConnectsGivesSiblingEndpointsOfTheSameEnvironmentOnly(t *testing.T) {
+	res, _, err := resolveDir(t, copyTree(t, exampleDir))
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, _ := res.Get(ID{"local", "dev", "hub"})
+	eps := r.Instance.Context.Services["web"]
+	if len(eps) == 0 {
+		t.Fatalf("dev/hub connects to web but has no endpoints: %+v", r.Instance.Context.Services)
+	}
+	for name, ep := range eps {
+		if !strings.Contains(ep.Host, "dev-web") {
+			t.Errorf("service %s host %q is not dev's web", name, ep.Host)
+		}
+	}
+}
+
+func TestHandEditedLockfileIsReported(t *testing.T) {
+	dir := copyTree(t, exampleDir)
+	lockDirInto(t, dir)
+	p := filepath.Join(dir, "locks/local/dev/web.lock.yaml")
+	data, _ := os.ReadFile(p)
+	edited := bytes.Replace(data, []byte("sequence: 1"), []byte("sequence: 7"), 1)
+	if bytes.Equal(edited, data) {
+		t.Fatal("test setup: sequence line not found")
+	}
+	writeFile(t, dir, "locks/local/dev/web.lock.yaml", string(edited))
+	_, err := LoadLocks(os.DirFS(dir))
+	var he *HandEditError
+	if !errors.As(err, &he) || he.Path != "locks/local/dev/web.lock.yaml" {
+		t.Fatalf("got %v, want a HandEditError naming the lockfile", err)
+	}
+}
