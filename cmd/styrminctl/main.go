@@ -46,6 +46,8 @@ func newRootCmd(stdout, stderr io.Writer) *cobra.Command {
 	root.PersistentFlags().StringVar(&g.Repo, "repo", ".", "root of the desired-state repository")
 	root.AddCommand(
 		newDriversCmd(g, stdout),
+		newLockCmd(g, stdout),
+		newExplainCmd(g, stdout),
 	)
 	return root
 }

@@ -1,0 +1,132 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+
+	"github.com/spf13/cobra"
+
+	"github.com/styrmin/styrmin/resolver"
+)
+
+type lockOptions struct {
+	check     bool
+	keepGoing bool
+	commit    bool
+	push      bool
+	branch    string
+	remote    string
+	attempts  int
+}
+
+// newLockCmd builds `styrminctl lock`: resolve the working tree and write a
+// lockfile with sequence+1 for every deployment whose instance changed.
+func newLockCmd(g *globalOptions, stdout io.Writer) *cobra.Command {
+	o := &lockOptions{}
+	cmd := &cobra.Command{
+		Use:   "lock",
+		Short: "Resolve the configuration and write lockfiles for the deployments that changed",
+		Long: `lock resolves the working tree of the desired-state repository and writes
+locks/<cluster>/<env>/<name>.lock.yaml with the next sequence for every deployment
+whose resolved instance changed. Unchanged lockfiles stay byte-identical; a removed
+deployment gets a tombstone. With --check nothing is written and the exit code is 1
+when locks are stale (for CI on pull requests). With --commit the lockfiles are
+committed; with --push the commit is pushed with compare-and-swap retries: when the
+branch moved, lock resolves again on the new head and renumbers.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if o.push || o.commit {
+				return runLockCommit(cmd.Context(), g, o, stdout)
+			}
+			return runLock(g, o, stdout)
+		},
+	}
+	f := cmd.Flags()
+	f.BoolVar(&o.check, "check", false, "write nothing; exit 1 when lockfiles are stale")
+	f.BoolVar(&o.keepGoing, "keep-going", false, "lock the deployments that resolve even when others fail (exit 1 still)")
+	f.BoolVar(&o.commit, "commit", false, "commit the written lockfiles")
+	f.BoolVar(&o.push, "push", false, "commit and push to the remote branch with compare-and-swap retries (implies --commit)")
+	f.StringVar(&o.remote, "remote", "origin", "remote to push to with --push")
+	f.StringVar(&o.branch, "branch", "", "branch to commit to (default: the current branch)")
+	f.IntVar(&o.attempts, "attempts", 8, "maximum push attempts when the branch moves")
+	return cmd
+}
+
+func lockPolicy(o *lockOptions) resolver.LockPolicy {
+	if o.keepGoing {
+		return resolver.LockKeepGoing
+	}
+	return resolver.LockAllOrNothing
+}
+
+func runLock(g *globalOptions, o *lockOptions, stdout io.Writer) error {
+	head := headCommit(g.Repo)
+	ws, err := resolver.LoadWorkspace(os.DirFS(g.Repo), resolver.WorkspaceOptions{SourceCommit: head})
+	if err != nil {
+		return err
+	}
+	changes, _, resErr := ws.Lock(lockPolicy(o))
+	if resErr != nil && !o.keepGoing {
+		return resErr
+	}
+	if o.check {
+		for _, c := range changes {
+			fmt.Fprintf(stdout, "stale: %s (sequence %d → %d)\n", c.Path(), seqOf(c.Previous), c.Next.Sequence)
+		}
+		if len(changes) > 0 {
+			fmt.Fprintf(stdout, "%d lockfile(s) are stale: run `styrminctl lock` and commit the result\n", len(changes))
+			return exitError{code: 1}
+		}
+		fmt.Fprintln(stdout, "locks are up to date")
+		return resErr
+	}
+	for _, c := range changes {
+		if err := writeAtomic(filepath.Join(g.Repo, filepath.FromSlash(c.Path())), c.Data); err != nil {
+			return err
+		}
+		fmt.Fprintf(stdout, "locked %s\n", describeChange(c))
+	}
+	if len(changes) == 0 {
+		fmt.Fprintln(stdout, "nothing to lock: every deployment is at its locked instance")
+	}
+	return resErr
+}
+
+func seqOf(in *resolver.Instance) int64 {
+	if in == nil {
+		return 0
+	}
+	return in.Sequence
+}
+
+func describeChange(c resolver.LockChange) string {
+	what := "instance"
+	if c.Next.Tombstone() {
+		what = "tombstone"
+	}
+	return fmt.Sprintf("%s=%d (%s, %s)", c.ID, c.Next.Sequence, what, c.Path())
+}
+
+// writeAtomic replaces a file through a rename, so a crash never leaves a
+// half-written lockfile.
+func writeAtomic(path string, data []byte) error {
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		return err
+	}
+	tmp, err := os.CreateTemp(filepath.Dir(path), ".lock-*")
+	if err != nil {
+		return err
+	}
+	if _, err := tmp.Write(data); err != nil {
+		tmp.Close()
+		os.Remove(tmp.Name())
+		return err
+	}
+	if err := tmp.Close(); err != nil {
+		os.Remove(tmp.Name())
+		return err
+	}
+	return os.Rename(tmp.Name(), path)
+}

@@ -1,0 +1,112 @@
+package resolver
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+
+	"github.com/styrmin/styrmin/drivers"
+)
+
+// DriverFetcher returns the folder of a driver version kept in another git
+// repository. The resolver itself never talks to git: the caller wires
+// gitsource in.
+type DriverFetcher func(src DriverSource) (fs.FS, error)
+
+// WorkspaceOptions configures LoadWorkspace.
+type WorkspaceOptions struct {
+	// SourceCommit is recorded in new instances.
+	SourceCommit string
+	// FetchDriver loads the driver sources listed in styrmin.cue; nil
+	// makes such a listing an error.
+	FetchDriver DriverFetcher
+	// ExtraDrivers are added to the catalog (for example driver versions
+	// from an older commit, so a plan can render what is locked).
+	ExtraDrivers []*drivers.Driver
+	// MaxFileSize bounds configuration files (0: DefaultMaxFileSize).
+	MaxFileSize int64
+}
+
+// Workspace is a desired-state repository loaded at one point: its
+// configuration, its driver catalog and its current lockfiles.
+type Workspace struct {
+	Repo    *Repository
+	Catalog *drivers.Catalog
+	Locks   map[ID]*Instance
+	opts    WorkspaceOptions
+}
+
+// LoadWorkspace loads configuration, drivers (the repo's drivers/ folder
+// and the listed driver sources) and locks from fsys.
+func LoadWorkspace(fsys fs.FS, opts WorkspaceOptions) (*Workspace, error) {
+	repo, err := NewLoader(opts.MaxFileSize).Load(fsys)
+	if err != nil {
+		return nil, err
+	}
+	cat, err := drivers.LoadCatalog(fsys, "drivers", drivers.LoadOptions{MaxFileSize: opts.MaxFileSize})
+	if err != nil {
+		return nil, err
+	}
+	for i, src := range repo.Settings.Drivers {
+		if opts.FetchDriver == nil {
+			return nil, &ConfigError{File: "styrmin.cue", Field: fmt.Sprintf("drivers[%d]", i), Msg: "driver sources in git repositories are not available here"}
+		}
+		dfs, err := opts.FetchDriver(src)
+		if err != nil {
+			return nil, &ConfigError{File: "styrmin.cue", Field: fmt.Sprintf("drivers[%d]", i), Msg: fmt.Sprintf("fetch %s@%s from %s (ref %s): %v", src.Name, src.Version, src.URL, src.Ref, err)}
+		}
+		d, err := drivers.Load(dfs, drivers.LoadOptions{Source: src.URL + "//" + src.Path + "@" + src.Ref, MaxFileSize: opts.MaxFileSize})
+		if err != nil {
+			return nil, err
+		}
+		if d.Name != src.Name || d.Version != src.Version {
+			return nil, &ConfigError{File: "styrmin.cue", Field: fmt.Sprintf("drivers[%d]", i), Msg: fmt.Sprintf("expected driver %s@%s, the source holds %s@%s", src.Name, src.Version, d.Name, d.Version)}
+		}
+		if err := cat.Add(d); err != nil {
+			return nil, err
+		}
+	}
+	for _, d := range opts.ExtraDrivers {
+		var dup *drivers.DuplicateError
+		if err := cat.Add(d); err != nil && !errors.As(err, &dup) {
+			return nil, err
+		}
+	}
+	locks, err := LoadLocks(fsys)
+	if err != nil {
+		return nil, err
+	}
+	return &Workspace{Repo: repo, Catalog: cat, Locks: locks, opts: opts}, nil
+}
+
+// Resolve resolves every deployment of the workspace.
+func (w *Workspace) Resolve() *Result {
+	return Resolve(w.Repo, Options{Catalog: w.Catalog, Locks: w.Locks, SourceCommit: w.opts.SourceCommit})
+}
+
+// LockPolicy says what to do when some deployments fail to resolve.
+type LockPolicy int
+
+const (
+	// LockAllOrNothing locks nothing while any deployment fails: bad
+	// input changes nothing. The default.
+	LockAllOrNothing LockPolicy = iota
+	// LockKeepGoing locks the deployments that resolved and reports the
+	// others, so one broken deployment does not hold back a fan-out.
+	LockKeepGoing
+)
+
+// Lock resolves the workspace and returns the lock changes under policy.
+// With LockKeepGoing the returned error lists the deployments left out
+// while the changes hold the others.
+func (w *Workspace) Lock(policy LockPolicy) ([]LockChange, *Result, error) {
+	res := w.Resolve()
+	if err := res.Err(); err != nil && policy == LockAllOrNothing {
+		return nil, res, err
+	}
+	changes, err := PlanLocks(res, w.Locks)
+	if err != nil {
+		return nil, res, err
+	}
+	return changes, res, res.Err()
+}
