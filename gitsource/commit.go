@@ -1,0 +1,642 @@
+package gitsource
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"maps"
+	"math/rand/v2"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/go-git/go-git/v5/plumbing"
+	"github.com/go-git/go-git/v5/plumbing/filemode"
+	"github.com/go-git/go-git/v5/plumbing/format/packfile"
+	"github.com/go-git/go-git/v5/plumbing/object"
+	"github.com/go-git/go-git/v5/plumbing/protocol/packp"
+	"github.com/go-git/go-git/v5/plumbing/transport"
+	"github.com/go-git/go-git/v5/plumbing/transport/client"
+	"github.com/go-git/go-git/v5/storage"
+)
+
+// Signature names the author and committer of lock commits.
+type Signature struct {
+	Name  string
+	Email string
+}
+
+// DefaultAuthor is the author of lock commits when CommitRequest.Author is
+// empty.
+var DefaultAuthor = Signature{Name: "styrmin", Email: "styrmin@localhost"}
+
+// Change is what one attempt of CommitLocks writes.
+type Change struct {
+	// Files maps a slash-separated path from the repository root to its new
+	// content; a nil value deletes the file. Directories left empty
+	// disappear. A path must be clean and relative, and must not name or go
+	// through .git, an existing directory or an existing file used as a
+	// directory.
+	Files map[string][]byte
+	// Summary ends the subject line "styrmin: lock <summary>"; empty
+	// generates one from Locks.
+	Summary string
+	// Locks become the Styrmin-Lock trailers: deployment key → sequence.
+	Locks map[string]int
+	// Trailers are extra trailers (for example the source commit).
+	Trailers []Trailer
+}
+
+// BuildFunc computes the change to commit on top of head, whose tree is
+// headFS (head is zero and headFS empty when the branch does not exist yet).
+// It runs once per attempt, on the newest head: this is where the caller
+// resolves again and renumbers sequences. It must not keep headFS.
+type BuildFunc func(ctx context.Context, head Hash, headFS fs.FS) (Change, error)
+
+// Backoff bounds the pause between attempts: attempt n waits a random
+// duration in [d/2, d] with d = min(Initial·2^(n-1), Max), so that racing
+// lockers spread out.
+type Backoff struct {
+	Initial time.Duration // default 100ms
+	Max     time.Duration // default 2s
+}
+
+// CommitRequest configures CommitLocks.
+type CommitRequest struct {
+	// Build computes the change; required.
+	Build BuildFunc
+	// Author authors and commits; default DefaultAuthor.
+	Author Signature
+	// MaxAttempts bounds the attempts when the branch keeps moving;
+	// default 5.
+	MaxAttempts int
+	// Backoff spaces the attempts; zero fields take the defaults.
+	Backoff Backoff
+}
+
+// CommitResult reports what CommitLocks did.
+type CommitResult struct {
+	// Commit is the new commit, or the head when there was nothing to
+	// commit.
+	Commit Hash
+	// Parent is the head the last attempt built on (zero for a new branch).
+	Parent Hash
+	// Committed is false when the change left the tree as it was.
+	Committed bool
+	// Attempts counts the attempts made (Build calls).
+	Attempts int
+}
+
+const (
+	defaultMaxAttempts = 5
+	defaultBackoffInit = 100 * time.Millisecond
+	defaultBackoffMax  = 2 * time.Second
+)
+
+// CommitLocks commits a change onto the tracked branch with compare and
+// swap, retrying while the branch moves under it.
+//
+// Each attempt takes the current head (remote mode: fetched from the
+// remote; local mode: the local branch), calls Build on it, writes the
+// commit's objects directly (no worktree, no index) and moves the branch
+// from that head to the new commit only if it is still at that head:
+//
+//   - remote mode: a push of head→commit without force; the remote applies
+//     it only while the branch is at head. After a push the remote-tracking
+//     ref is at the new commit; the local branch and worktree are not
+//     touched.
+//   - local mode: a compare-and-swap of the branch ref. When the branch is
+//     checked out in a worktree, the changed files and their index entries
+//     are updated too, so `git status` stays clean; a changed path with
+//     uncommitted changes is refused beforehand with ErrDirtyWorktree.
+//
+// If the branch moved, the attempt backs off with jitter and starts again
+// (Build sees the new head). Any other failure (Build's error, bad paths, a
+// network or authentication error) returns at once. When every attempt
+// found the branch moved, the error wraps ErrConflict. A change that leaves
+// the tree as it is makes no commit and returns the head.
+//
+// The commit message is FormatMessage(Summary, Locks, Trailers).
+func (r *Repo) CommitLocks(ctx context.Context, req CommitRequest) (CommitResult, error) {
+	if req.Build == nil {
+		return CommitResult{}, errors.New("gitsource: commit locks: CommitRequest.Build is nil")
+	}
+	author := req.Author
+	if author.Name == "" && author.Email == "" {
+		author = DefaultAuthor
+	}
+	if strings.ContainsAny(author.Name+author.Email, "<>\n") {
+		return CommitResult{}, fmt.Errorf("gitsource: commit locks: author %q <%s> contains '<', '>' or a newline", author.Name, author.Email)
+	}
+	maxAttempts := req.MaxAttempts
+	if maxAttempts <= 0 {
+		maxAttempts = defaultMaxAttempts
+	}
+	bo := req.Backoff
+	if bo.Initial <= 0 {
+		bo.Initial = defaultBackoffInit
+	}
+	if bo.Max <= 0 {
+		bo.Max = defaultBackoffMax
+	}
+
+	var res CommitResult
+	for attempt := 1; attempt <= maxAttempts; attempt++ {
+		if attempt > 1 {
+			if err := sleep(ctx, bo.delay(attempt-1)); err != nil {
+				return res, fmt.Errorf("gitsource: commit locks on %s: %w", r.branch, err)
+			}
+		}
+		res.Attempts = attempt
+		done, err := r.attempt(ctx, req.Build, author, &res)
+		if err != nil || done {
+			return res, err
+		}
+	}
+	return res, fmt.Errorf("gitsource: commit locks on %s: the branch moved on each of %d attempts: %w", r.branch, maxAttempts, ErrConflict)
+}
+
+// attempt runs one compare-and-swap attempt. done is false when the branch
+// moved and the caller should retry.
+func (r *Repo) attempt(ctx context.Context, build BuildFunc, author Signature, res *CommitResult) (done bool, err error) {
+	head, err := r.currentHead(ctx)
+	if err != nil {
+		return true, err
+	}
+	res.Parent, res.Commit, res.Committed = head, head, false
+
+	headFS, err := r.FS(head)
+	if err != nil {
+		return true, err
+	}
+	change, err := build(ctx, head, headFS)
+	if err != nil {
+		return true, fmt.Errorf("gitsource: commit locks: build on %s: %w", head, err)
+	}
+	msg, err := FormatMessage(change.Summary, change.Locks, change.Trailers)
+	if err != nil {
+		return true, fmt.Errorf("gitsource: commit locks: %w", err)
+	}
+
+	r.mu.Lock()
+	defer r.mu.Unlock()
+
+	tb := &treeBuilder{s: r.storer, old: map[string]object.TreeEntry{}}
+	baseTree := plumbing.ZeroHash
+	if !head.IsZero() {
+		c, err := object.GetCommit(r.storer, head.plumbing())
+		if err != nil {
+			return true, fmt.Errorf("gitsource: commit locks: head %s: %w", head, err)
+		}
+		baseTree = c.TreeHash
+	}
+	newTree, err := tb.apply(baseTree, change.Files)
+	if err != nil {
+		return true, fmt.Errorf("gitsource: commit locks: %w", err)
+	}
+	if newTree == baseTree {
+		return true, nil // nothing to commit
+	}
+
+	wt := r.checkedOutWorktree()
+	if wt != nil {
+		if err := wt.checkClean(change.Files, tb.old); err != nil {
+			return true, err
+		}
+	}
+
+	now := time.Now()
+	sig := object.Signature{Name: author.Name, Email: author.Email, When: now}
+	commit := &object.Commit{Author: sig, Committer: sig, Message: msg, TreeHash: newTree}
+	if !head.IsZero() {
+		commit.ParentHashes = []plumbing.Hash{head.plumbing()}
+	}
+	obj := r.storer.NewEncodedObject()
+	if err := commit.Encode(obj); err != nil {
+		return true, fmt.Errorf("gitsource: commit locks: encode commit: %w", err)
+	}
+	ch, err := r.storer.SetEncodedObject(obj)
+	if err != nil {
+		return true, fmt.Errorf("gitsource: commit locks: store commit: %w", err)
+	}
+	tb.created = append(tb.created, ch)
+
+	if r.remoteName == "" {
+		moved, err := r.casLocalRef(head, fromPlumbing(ch))
+		if err != nil || moved {
+			return !moved, err
+		}
+	} else {
+		moved, err := r.push(ctx, head, fromPlumbing(ch), tb.created)
+		if err != nil || moved {
+			return !moved, err
+		}
+	}
+	res.Commit, res.Committed = fromPlumbing(ch), true
+
+	if wt != nil {
+		if err := wt.update(change.Files); err != nil {
+			return true, fmt.Errorf("gitsource: commit locks: commit %s is on %s but updating the worktree failed (restore it with `git checkout HEAD -- <paths>`): %w", ch, r.branch, err)
+		}
+	}
+	return true, nil
+}
+
+// currentHead returns the head an attempt builds on: fetched from the
+// remote, or the local branch. Zero means the branch does not exist yet.
+func (r *Repo) currentHead(ctx context.Context) (Hash, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.remoteName == "" {
+		return r.refHash(r.trackingRef())
+	}
+	return r.fetchLocked(ctx)
+}
+
+// casLocalRef moves the local branch from old to new if it is still at old.
+func (r *Repo) casLocalRef(old, new Hash) (moved bool, err error) {
+	name := r.trackingRef()
+	var oldRef *plumbing.Reference
+	if !old.IsZero() {
+		oldRef = plumbing.NewHashReference(name, old.plumbing())
+	} else if cur, err := r.refHash(name); err != nil {
+		return false, err
+	} else if !cur.IsZero() {
+		return true, nil // the branch was created meanwhile
+	}
+	err = r.storer.CheckAndSetReference(plumbing.NewHashReference(name, new.plumbing()), oldRef)
+	if errors.Is(err, storage.ErrReferenceHasChanged) {
+		return true, nil
+	}
+	if err != nil {
+		return false, fmt.Errorf("gitsource: commit locks: update %s: %w", name, err)
+	}
+	return false, nil
+}
+
+// push sends new (built on old) to the tracked branch of the remote as a
+// compare-and-swap: the ref update names old, and the remote applies it
+// only while the branch is still there. objs are the objects the remote may
+// lack: everything the commit added. moved reports that the branch was not
+// at old.
+func (r *Repo) push(ctx context.Context, old, new Hash, objs []plumbing.Hash) (moved bool, err error) {
+	branchRef := plumbing.NewBranchReferenceName(r.branch)
+	sess, err := r.session(true)
+	if err != nil {
+		return false, err
+	}
+	defer func() { err = errors.Join(err, closeSession(sess)) }()
+	rps := sess.(transport.ReceivePackSession)
+
+	ar, err := rps.AdvertisedReferencesContext(ctx)
+	if err != nil {
+		return false, transportError("push to", r.remoteURL, err)
+	}
+	cur, err := advertisedHash(ar, branchRef)
+	if err != nil {
+		return false, fmt.Errorf("gitsource: push to %s: %w", redactURL(r.remoteURL), err)
+	}
+	if cur != old.plumbing() {
+		return true, nil
+	}
+
+	var pack bytes.Buffer
+	slices.SortFunc(objs, func(a, b plumbing.Hash) int { return bytes.Compare(a[:], b[:]) })
+	objs = slices.Compact(objs)
+	if _, err := packfile.NewEncoder(&pack, r.storer, false).Encode(objs, 0); err != nil {
+		return false, fmt.Errorf("gitsource: push to %s: encode pack: %w", redactURL(r.remoteURL), err)
+	}
+	req := packp.NewReferenceUpdateRequestFromCapabilities(ar.Capabilities)
+	req.Commands = []*packp.Command{{Name: branchRef, Old: old.plumbing(), New: new.plumbing()}}
+	req.Packfile = io.NopCloser(&pack)
+
+	rs, pushErr := rps.ReceivePack(ctx, req)
+	if pushErr == nil && rs != nil {
+		pushErr = rs.Error()
+	}
+	if pushErr == nil {
+		return false, r.storer.SetReference(plumbing.NewHashReference(r.trackingRef(), new.plumbing()))
+	}
+	// The remote refused or the connection failed. Decide by what the
+	// branch is now, not by parsing messages: at new means the push landed,
+	// elsewhere than old means another locker won.
+	now, err := r.lsRemote(ctx)
+	if err != nil {
+		return false, errors.Join(transportError("push to", r.remoteURL, pushErr), err)
+	}
+	switch now {
+	case new.plumbing():
+		return false, r.storer.SetReference(plumbing.NewHashReference(r.trackingRef(), new.plumbing()))
+	case old.plumbing():
+		return false, transportError("push to", r.remoteURL, pushErr)
+	default:
+		return true, nil
+	}
+}
+
+// lsRemote returns the remote's head of the tracked branch (zero if absent).
+func (r *Repo) lsRemote(ctx context.Context) (plumbing.Hash, error) {
+	sess, err := r.session(false)
+	if err != nil {
+		return plumbing.ZeroHash, err
+	}
+	defer func() { _ = closeSession(sess) }()
+	ar, err := sess.(transport.UploadPackSession).AdvertisedReferencesContext(ctx)
+	if errors.Is(err, transport.ErrEmptyRemoteRepository) {
+		return plumbing.ZeroHash, nil
+	}
+	if err != nil {
+		return plumbing.ZeroHash, transportError("list refs of", r.remoteURL, err)
+	}
+	return advertisedHash(ar, plumbing.NewBranchReferenceName(r.branch))
+}
+
+// session opens a receive-pack (push) or upload-pack session to the remote.
+func (r *Repo) session(receive bool) (any, error) {
+	ep, err := transport.NewEndpoint(r.remoteURL)
+	if err != nil {
+		return nil, fmt.Errorf("gitsource: remote URL %s: %w", redactURL(r.remoteURL), err)
+	}
+	ep.CaBundle = r.caBundle
+	ep.InsecureSkipTLS = r.insecure
+	cl, err := client.NewClient(ep)
+	if err != nil {
+		return nil, fmt.Errorf("gitsource: remote %s: %w", redactURL(r.remoteURL), err)
+	}
+	var sess any
+	if receive {
+		sess, err = cl.NewReceivePackSession(ep, r.auth)
+	} else {
+		sess, err = cl.NewUploadPackSession(ep, r.auth)
+	}
+	if err != nil {
+		return nil, transportError("connect to", r.remoteURL, err)
+	}
+	return sess, nil
+}
+
+func closeSession(s any) error {
+	if c, ok := s.(io.Closer); ok {
+		return c.Close()
+	}
+	return nil
+}
+
+func advertisedHash(ar *packp.AdvRefs, name plumbing.ReferenceName) (plumbing.Hash, error) {
+	refs, err := ar.AllReferences()
+	if err != nil {
+		return plumbing.ZeroHash, err
+	}
+	ref, err := refs.Reference(name)
+	if errors.Is(err, plumbing.ErrReferenceNotFound) {
+		return plumbing.ZeroHash, nil
+	}
+	if err != nil {
+		return plumbing.ZeroHash, err
+	}
+	return ref.Hash(), nil
+}
+
+func (b Backoff) delay(retry int) time.Duration {
+	d := b.Max
+	if retry < 32 {
+		if x := b.Initial << (retry - 1); x > 0 && x < b.Max {
+			d = x
+		}
+	}
+	return d/2 + rand.N(d/2+1)
+}
+
+func sleep(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
+	}
+}
+
+// treeBuilder writes the trees and blobs of a change on top of a base tree.
+type treeBuilder struct {
+	s       storage.Storer
+	created []plumbing.Hash
+	// old records the base tree's entry for each changed path (zero Hash
+	// when absent), for the worktree check.
+	old map[string]object.TreeEntry
+}
+
+// changeNode is one directory level of a Change.
+type changeNode struct {
+	files map[string][]byte // nil value: delete
+	dirs  map[string]*changeNode
+}
+
+// apply returns the root tree of base with files applied. It validates
+// every path before writing anything.
+func (b *treeBuilder) apply(base plumbing.Hash, files map[string][]byte) (plumbing.Hash, error) {
+	root := &changeNode{}
+	for _, p := range slices.Sorted(maps.Keys(files)) {
+		if err := checkChangePath(p); err != nil {
+			return plumbing.ZeroHash, err
+		}
+		parts := strings.Split(p, "/")
+		n := root
+		for i, part := range parts[:len(parts)-1] {
+			if _, clash := n.files[part]; clash {
+				return plumbing.ZeroHash, fmt.Errorf("%w %q: %q is also written as a file", ErrInvalidPath, p, strings.Join(parts[:i+1], "/"))
+			}
+			if n.dirs == nil {
+				n.dirs = map[string]*changeNode{}
+			}
+			if n.dirs[part] == nil {
+				n.dirs[part] = &changeNode{}
+			}
+			n = n.dirs[part]
+		}
+		last := parts[len(parts)-1]
+		if _, clash := n.dirs[last]; clash {
+			return plumbing.ZeroHash, fmt.Errorf("%w %q: also used as a directory by another path", ErrInvalidPath, p)
+		}
+		if n.files == nil {
+			n.files = map[string][]byte{}
+		}
+		n.files[last] = files[p]
+	}
+	h, _, err := b.applyNode(base, root, "")
+	if err != nil {
+		return plumbing.ZeroHash, err
+	}
+	if h.IsZero() { // everything was deleted: the empty tree
+		return b.writeTree(nil)
+	}
+	return h, nil
+}
+
+// applyNode returns the new hash of tree base (zero: the tree is now empty).
+func (b *treeBuilder) applyNode(base plumbing.Hash, n *changeNode, dir string) (plumbing.Hash, bool, error) {
+	var entries []object.TreeEntry
+	if !base.IsZero() {
+		t, err := object.GetTree(b.s, base)
+		if err != nil {
+			return plumbing.ZeroHash, false, fmt.Errorf("read tree %s: %w", dir, err)
+		}
+		entries = slices.Clone(t.Entries)
+	}
+	index := func(name string) int {
+		return slices.IndexFunc(entries, func(e object.TreeEntry) bool { return e.Name == name })
+	}
+	changed := false
+	for _, name := range slices.Sorted(maps.Keys(n.files)) {
+		p := joinPath(dir, name)
+		content := n.files[name]
+		i := index(name)
+		mode := filemode.Regular
+		if i >= 0 {
+			e := entries[i]
+			b.old[p] = e
+			switch e.Mode {
+			case filemode.Dir:
+				return plumbing.ZeroHash, false, fmt.Errorf("%w %q: is a directory", ErrInvalidPath, p)
+			case filemode.Executable:
+				mode = filemode.Executable
+			}
+		} else {
+			b.old[p] = object.TreeEntry{}
+		}
+		if content == nil {
+			if i >= 0 {
+				entries = slices.Delete(entries, i, i+1)
+				changed = true
+			}
+			continue
+		}
+		h, err := b.writeBlob(content)
+		if err != nil {
+			return plumbing.ZeroHash, false, err
+		}
+		if i >= 0 {
+			if entries[i].Hash == h && entries[i].Mode == mode {
+				continue
+			}
+			entries[i].Hash, entries[i].Mode = h, mode
+		} else {
+			entries = append(entries, object.TreeEntry{Name: name, Mode: mode, Hash: h})
+		}
+		changed = true
+	}
+	for _, name := range slices.Sorted(maps.Keys(n.dirs)) {
+		p := joinPath(dir, name)
+		i := index(name)
+		child := plumbing.ZeroHash
+		if i >= 0 {
+			if entries[i].Mode != filemode.Dir {
+				return plumbing.ZeroHash, false, fmt.Errorf("%w: %q is a file, not a directory", ErrInvalidPath, p)
+			}
+			child = entries[i].Hash
+		}
+		h, childChanged, err := b.applyNode(child, n.dirs[name], p)
+		if err != nil {
+			return plumbing.ZeroHash, false, err
+		}
+		if !childChanged {
+			continue
+		}
+		changed = true
+		switch {
+		case h.IsZero() && i >= 0:
+			entries = slices.Delete(entries, i, i+1)
+		case h.IsZero():
+		case i >= 0:
+			entries[i].Hash = h
+		default:
+			entries = append(entries, object.TreeEntry{Name: name, Mode: filemode.Dir, Hash: h})
+		}
+	}
+	if !changed {
+		return base, false, nil
+	}
+	if len(entries) == 0 {
+		return plumbing.ZeroHash, true, nil
+	}
+	h, err := b.writeTree(entries)
+	return h, true, err
+}
+
+func (b *treeBuilder) writeTree(entries []object.TreeEntry) (plumbing.Hash, error) {
+	t := &object.Tree{Entries: entries}
+	slices.SortFunc(t.Entries, func(x, y object.TreeEntry) int {
+		// git orders directories as if their name ended in "/".
+		nx, ny := x.Name, y.Name
+		if x.Mode == filemode.Dir {
+			nx += "/"
+		}
+		if y.Mode == filemode.Dir {
+			ny += "/"
+		}
+		return strings.Compare(nx, ny)
+	})
+	obj := b.s.NewEncodedObject()
+	if err := t.Encode(obj); err != nil {
+		return plumbing.ZeroHash, fmt.Errorf("encode tree: %w", err)
+	}
+	h, err := b.s.SetEncodedObject(obj)
+	if err != nil {
+		return plumbing.ZeroHash, fmt.Errorf("store tree: %w", err)
+	}
+	b.created = append(b.created, h)
+	return h, nil
+}
+
+func (b *treeBuilder) writeBlob(content []byte) (plumbing.Hash, error) {
+	obj := b.s.NewEncodedObject()
+	obj.SetType(plumbing.BlobObject)
+	obj.SetSize(int64(len(content)))
+	w, err := obj.Writer()
+	if err != nil {
+		return plumbing.ZeroHash, err
+	}
+	if _, err := w.Write(content); err != nil {
+		_ = w.Close()
+		return plumbing.ZeroHash, err
+	}
+	if err := w.Close(); err != nil {
+		return plumbing.ZeroHash, err
+	}
+	h, err := b.s.SetEncodedObject(obj)
+	if err != nil {
+		return plumbing.ZeroHash, fmt.Errorf("store blob: %w", err)
+	}
+	b.created = append(b.created, h)
+	return h, nil
+}
+
+func joinPath(dir, name string) string {
+	if dir == "" {
+		return name
+	}
+	return dir + "/" + name
+}
+
+// checkChangePath accepts clean, relative, slash-separated paths that stay
+// out of .git.
+func checkChangePath(p string) error {
+	if p == "." || !fs.ValidPath(p) {
+		return fmt.Errorf("%w %q: want a clean relative path such as locks/c/e/app.lock.yaml", ErrInvalidPath, p)
+	}
+	for _, part := range strings.Split(p, "/") {
+		if strings.EqualFold(strings.TrimRight(part, ". "), ".git") {
+			return fmt.Errorf("%w %q: must not touch .git", ErrInvalidPath, p)
+		}
+		for _, r := range part {
+			if r < 0x20 || r == 0x7f || r == '\\' {
+				return fmt.Errorf("%w %q: contains %q", ErrInvalidPath, p, r)
+			}
+		}
+	}
+	return nil
+}

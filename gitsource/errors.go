@@ -1,0 +1,65 @@
+package gitsource
+
+import (
+	"errors"
+	"fmt"
+	"net/url"
+	"strings"
+
+	"github.com/go-git/go-git/v5/plumbing/transport"
+)
+
+// Sentinel errors; test with errors.Is.
+var (
+	// ErrAuth means the remote refused the credentials (or asked for some and
+	// none were given).
+	ErrAuth = errors.New("authentication failed")
+	// ErrConflict means the branch moved on the remote (or locally) on every
+	// attempt of CommitLocks.
+	ErrConflict = errors.New("branch moved concurrently")
+	// ErrNoRemote means the operation needs a remote but the Repo was opened
+	// without one.
+	ErrNoRemote = errors.New("repository has no remote")
+	// ErrBranchNotFound means the tracked branch does not exist (yet).
+	ErrBranchNotFound = errors.New("branch not found")
+	// ErrSymlink is returned when an fs.FS operation would follow a symbolic
+	// link; links are reported (Lstat, ReadDir, ReadLink), never followed, so
+	// that a link cannot lead a reader outside the tree.
+	ErrSymlink = errors.New("is a symbolic link; links are not followed")
+	// ErrDirtyWorktree means a path CommitLocks must write has uncommitted
+	// changes in the index or the worktree.
+	ErrDirtyWorktree = errors.New("uncommitted changes")
+	// ErrInvalidPath means a path in a Change is not a clean, relative,
+	// slash-separated path inside the repository.
+	ErrInvalidPath = errors.New("invalid path")
+)
+
+// transportError wraps an error from a remote operation with the operation,
+// the remote (credentials removed) and, for refused credentials, ErrAuth.
+func transportError(op, remote string, err error) error {
+	if errors.Is(err, transport.ErrAuthenticationRequired) ||
+		errors.Is(err, transport.ErrAuthorizationFailed) ||
+		strings.Contains(err.Error(), "unable to authenticate") {
+		return fmt.Errorf("gitsource: %s %s: %w: check the token or key for this remote: %w", op, redactURL(remote), ErrAuth, err)
+	}
+	return fmt.Errorf("gitsource: %s %s: %w", op, redactURL(remote), err)
+}
+
+// redactURL removes a password or token from a URL so that it can appear in
+// errors and logs.
+func redactURL(raw string) string {
+	u, err := url.Parse(raw)
+	if err != nil || u.User == nil {
+		return raw
+	}
+	switch {
+	case u.Scheme == "http" || u.Scheme == "https":
+		// A lone user name over HTTP is often the token itself.
+		u.User = url.User("REDACTED")
+	default:
+		if _, has := u.User.Password(); has {
+			u.User = url.UserPassword(u.User.Username(), "REDACTED")
+		}
+	}
+	return u.String()
+}

@@ -1,0 +1,338 @@
+package gitsource
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"path/filepath"
+	"strings"
+	"sync"
+
+	git "github.com/go-git/go-git/v5"
+	"github.com/go-git/go-git/v5/config"
+	"github.com/go-git/go-git/v5/plumbing"
+	"github.com/go-git/go-git/v5/plumbing/object"
+	"github.com/go-git/go-git/v5/plumbing/transport"
+	"github.com/go-git/go-git/v5/storage"
+	"github.com/go-git/go-git/v5/storage/memory"
+)
+
+// Repo is a git repository opened or cloned by this package. In remote mode
+// (Clone, or Open with OpenOptions.Remote) it tracks one branch of one
+// remote: Fetch updates the remote-tracking ref and CommitLocks pushes. In
+// local mode (Open without a remote) CommitLocks commits onto the local
+// branch.
+//
+// A Repo is safe for concurrent use: go-git is not, so every access to the
+// repository is serialised by a mutex held by the Repo. File systems returned
+// by FS read whole files under that mutex and are safe for concurrent use too.
+type Repo struct {
+	mu sync.Mutex
+
+	repo   *git.Repository
+	storer storage.Storer
+
+	branch     string // short branch name
+	remoteName string // "" in local mode
+	remoteURL  string
+	auth       transport.AuthMethod
+	caBundle   []byte
+	insecure   bool
+
+	worktreeDir string // "" for bare and in-memory repositories
+}
+
+// Compile-time checks that Repo implements the package's interfaces.
+var (
+	_ Reader  = (*Repo)(nil)
+	_ Fetcher = (*Repo)(nil)
+	_ Walker  = (*Repo)(nil)
+	_ Writer  = (*Repo)(nil)
+)
+
+// OpenOptions configures Open.
+type OpenOptions struct {
+	// Remote names a configured remote ("origin") to fetch from and push
+	// to. Empty opens the repository in local mode: no network, and
+	// CommitLocks commits onto the local branch (and its worktree).
+	Remote string
+	// Branch is the branch to track. Default: the branch HEAD points to.
+	Branch string
+	// Auth holds the remote's credentials.
+	Auth Auth
+	// CABundle holds extra PEM certificates trusted for an https remote.
+	CABundle []byte
+	// InsecureSkipTLS disables TLS verification for an https remote.
+	InsecureSkipTLS bool
+}
+
+// Open opens the repository that contains path (path may be a subdirectory
+// of a worktree, a worktree added with `git worktree add`, or a bare
+// repository).
+func Open(path string, opts OpenOptions) (*Repo, error) {
+	gr, err := git.PlainOpenWithOptions(path, &git.PlainOpenOptions{DetectDotGit: true, EnableDotGitCommonDir: true})
+	if err != nil {
+		return nil, fmt.Errorf("gitsource: open %s: %w", path, err)
+	}
+	r := &Repo{repo: gr, storer: gr.Storer, caBundle: opts.CABundle, insecure: opts.InsecureSkipTLS}
+	if wt, err := gr.Worktree(); err == nil {
+		r.worktreeDir = wt.Filesystem.Root()
+	} else if !errors.Is(err, git.ErrIsBareRepository) {
+		return nil, fmt.Errorf("gitsource: open %s: worktree: %w", path, err)
+	}
+
+	r.branch = opts.Branch
+	if r.branch == "" {
+		head, err := gr.Storer.Reference(plumbing.HEAD)
+		if err != nil {
+			return nil, fmt.Errorf("gitsource: open %s: read HEAD: %w", path, err)
+		}
+		if head.Type() != plumbing.SymbolicReference || !head.Target().IsBranch() {
+			return nil, fmt.Errorf("gitsource: open %s: HEAD is detached; set OpenOptions.Branch to the branch to track", path)
+		}
+		r.branch = head.Target().Short()
+	}
+	if err := checkBranchName(r.branch); err != nil {
+		return nil, fmt.Errorf("gitsource: open %s: %w", path, err)
+	}
+
+	if opts.Remote == "" {
+		if !opts.Auth.isZero() || opts.CABundle != nil || opts.InsecureSkipTLS {
+			return nil, fmt.Errorf("gitsource: open %s: remote credentials or TLS settings given without OpenOptions.Remote", path)
+		}
+		return r, nil
+	}
+	rem, err := gr.Remote(opts.Remote)
+	if err != nil {
+		return nil, fmt.Errorf("gitsource: open %s: remote %q: %w", path, opts.Remote, err)
+	}
+	urls := rem.Config().URLs
+	if len(urls) == 0 {
+		return nil, fmt.Errorf("gitsource: open %s: remote %q has no URL", path, opts.Remote)
+	}
+	r.remoteName = opts.Remote
+	r.remoteURL = urls[0]
+	if r.auth, err = opts.Auth.method(r.remoteURL); err != nil {
+		return nil, err
+	}
+	return r, nil
+}
+
+// CloneOptions configures Clone.
+type CloneOptions struct {
+	// Branch is the branch to clone and track. Default: the remote's HEAD.
+	Branch string
+	// Auth holds the remote's credentials.
+	Auth Auth
+	// CABundle holds extra PEM certificates trusted for an https remote.
+	CABundle []byte
+	// InsecureSkipTLS disables TLS verification for an https remote.
+	InsecureSkipTLS bool
+}
+
+// Clone clones one branch of url (an https or ssh URL, or a local path) into
+// dir, or into memory when dir is "". The clone is bare: files are read
+// through FS, never checked out. The remote is named "origin".
+//
+// Local paths are served by go-git's file transport, which runs the
+// git-upload-pack and git-receive-pack programs of the installed git.
+func Clone(ctx context.Context, url, dir string, opts CloneOptions) (*Repo, error) {
+	auth, err := opts.Auth.method(url)
+	if err != nil {
+		return nil, err
+	}
+	co := &git.CloneOptions{
+		URL:             url,
+		Auth:            auth,
+		RemoteName:      git.DefaultRemoteName,
+		SingleBranch:    true,
+		NoCheckout:      true,
+		Tags:            git.NoTags,
+		CABundle:        opts.CABundle,
+		InsecureSkipTLS: opts.InsecureSkipTLS,
+	}
+	if opts.Branch != "" {
+		if err := checkBranchName(opts.Branch); err != nil {
+			return nil, fmt.Errorf("gitsource: clone %s: %w", redactURL(url), err)
+		}
+		co.ReferenceName = plumbing.NewBranchReferenceName(opts.Branch)
+	}
+	var gr *git.Repository
+	if dir == "" {
+		gr, err = git.CloneContext(ctx, memory.NewStorage(), nil, co)
+	} else {
+		gr, err = git.PlainCloneContext(ctx, dir, true, co)
+	}
+	if err != nil {
+		if errors.Is(err, git.NoMatchingRefSpecError{}) || errors.Is(err, plumbing.ErrReferenceNotFound) {
+			err = fmt.Errorf("%w: %q: %w", ErrBranchNotFound, opts.Branch, err)
+		}
+		return nil, transportError("clone", url, err)
+	}
+	head, err := gr.Head()
+	if err != nil {
+		return nil, fmt.Errorf("gitsource: clone %s: read HEAD: %w", redactURL(url), err)
+	}
+	if !head.Name().IsBranch() {
+		return nil, fmt.Errorf("gitsource: clone %s: remote HEAD is not a branch; set CloneOptions.Branch", redactURL(url))
+	}
+	return &Repo{
+		repo:       gr,
+		storer:     gr.Storer,
+		branch:     head.Name().Short(),
+		remoteName: git.DefaultRemoteName,
+		remoteURL:  url,
+		auth:       auth,
+		caBundle:   opts.CABundle,
+		insecure:   opts.InsecureSkipTLS,
+	}, nil
+}
+
+// Branch returns the short name of the tracked branch.
+func (r *Repo) Branch() string { return r.branch }
+
+// WorktreeDir returns the root of the repository's worktree, or "" for a
+// bare or in-memory repository. Read uncommitted files with os.DirFS on it.
+func (r *Repo) WorktreeDir() string { return r.worktreeDir }
+
+// RemoteURL returns the URL of the tracked remote with any credentials
+// removed, or "" in local mode.
+func (r *Repo) RemoteURL() string {
+	if r.remoteName == "" {
+		return ""
+	}
+	return redactURL(r.remoteURL)
+}
+
+// trackingRef is the ref holding the tracked branch's head: the
+// remote-tracking ref in remote mode, the branch itself in local mode.
+func (r *Repo) trackingRef() plumbing.ReferenceName {
+	if r.remoteName == "" {
+		return plumbing.NewBranchReferenceName(r.branch)
+	}
+	return plumbing.NewRemoteReferenceName(r.remoteName, r.branch)
+}
+
+// Head returns the head of the tracked branch as last fetched (remote mode)
+// or as it is now (local mode). It does not touch the network. An unborn or
+// unfetched branch gives an error wrapping ErrBranchNotFound.
+func (r *Repo) Head() (Hash, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.headLocked()
+}
+
+func (r *Repo) headLocked() (Hash, error) {
+	h, err := r.refHash(r.trackingRef())
+	if err != nil {
+		return Hash{}, err
+	}
+	if h.IsZero() {
+		return Hash{}, fmt.Errorf("gitsource: head of %s: %w", r.trackingRef(), ErrBranchNotFound)
+	}
+	return h, nil
+}
+
+// refHash returns the hash a ref points to, or zero when it does not exist.
+func (r *Repo) refHash(name plumbing.ReferenceName) (Hash, error) {
+	ref, err := r.storer.Reference(name)
+	if errors.Is(err, plumbing.ErrReferenceNotFound) {
+		return Hash{}, nil
+	}
+	if err != nil {
+		return Hash{}, fmt.Errorf("gitsource: read %s: %w", name, err)
+	}
+	if ref.Type() != plumbing.HashReference {
+		return Hash{}, fmt.Errorf("gitsource: %s is a symbolic reference", name)
+	}
+	return fromPlumbing(ref.Hash()), nil
+}
+
+// FetchResult reports what Fetch saw.
+type FetchResult struct {
+	// Previous is the branch head before the fetch (zero if never fetched).
+	Previous Hash
+	// Head is the branch head on the remote now.
+	Head Hash
+	// Moved reports whether Head differs from Previous.
+	Moved bool
+}
+
+// Fetch brings the tracked branch up to date with the remote. When the
+// remote head has not moved it costs one round trip (the ref advertisement)
+// and transfers no objects. A branch missing on the remote gives an error
+// wrapping ErrBranchNotFound.
+func (r *Repo) Fetch(ctx context.Context) (FetchResult, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.remoteName == "" {
+		return FetchResult{}, fmt.Errorf("gitsource: fetch: %w", ErrNoRemote)
+	}
+	prev, err := r.refHash(r.trackingRef())
+	if err != nil {
+		return FetchResult{}, err
+	}
+	head, err := r.fetchLocked(ctx)
+	if err != nil {
+		return FetchResult{}, err
+	}
+	if head.IsZero() {
+		return FetchResult{}, fmt.Errorf("gitsource: fetch %s from %s: %w", r.branch, redactURL(r.remoteURL), ErrBranchNotFound)
+	}
+	return FetchResult{Previous: prev, Head: head, Moved: head != prev}, nil
+}
+
+// fetchLocked fetches the tracked branch into its remote-tracking ref and
+// returns its head, zero when the branch does not exist on the remote.
+func (r *Repo) fetchLocked(ctx context.Context) (Hash, error) {
+	rem, err := r.repo.Remote(r.remoteName)
+	if err != nil {
+		return Hash{}, fmt.Errorf("gitsource: remote %q: %w", r.remoteName, err)
+	}
+	spec := config.RefSpec(fmt.Sprintf("+%s:%s", plumbing.NewBranchReferenceName(r.branch), r.trackingRef()))
+	err = rem.FetchContext(ctx, &git.FetchOptions{
+		RemoteName:      r.remoteName,
+		RemoteURL:       r.remoteURL,
+		RefSpecs:        []config.RefSpec{spec},
+		Auth:            r.auth,
+		Tags:            git.NoTags,
+		CABundle:        r.caBundle,
+		InsecureSkipTLS: r.insecure,
+	})
+	switch {
+	case err == nil, errors.Is(err, git.NoErrAlreadyUpToDate):
+	case errors.Is(err, git.NoMatchingRefSpecError{}), errors.Is(err, transport.ErrEmptyRemoteRepository):
+		// The branch does not exist on the remote (yet).
+		if err := r.storer.RemoveReference(r.trackingRef()); err != nil {
+			return Hash{}, fmt.Errorf("gitsource: remove %s: %w", r.trackingRef(), err)
+		}
+		return Hash{}, nil
+	default:
+		return Hash{}, transportError("fetch", r.remoteURL, err)
+	}
+	return r.refHash(r.trackingRef())
+}
+
+// Resolve resolves a revision ("main", "origin/main", "HEAD~2", a full or
+// abbreviated hash, a tag) to a commit.
+func (r *Repo) Resolve(rev string) (Hash, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	h, err := r.repo.ResolveRevision(plumbing.Revision(rev))
+	if err != nil {
+		return Hash{}, fmt.Errorf("gitsource: resolve %q: %w", rev, err)
+	}
+	if _, err := object.GetCommit(r.storer, *h); err != nil {
+		return Hash{}, fmt.Errorf("gitsource: resolve %q: %s is not a commit: %w", rev, h, err)
+	}
+	return fromPlumbing(*h), nil
+}
+
+// checkBranchName rejects names that cannot be a branch.
+func checkBranchName(name string) error {
+	ref := plumbing.NewBranchReferenceName(name)
+	if err := ref.Validate(); err != nil || strings.HasPrefix(name, "refs/") || strings.HasPrefix(name, "-") || filepath.IsAbs(name) {
+		return fmt.Errorf("invalid branch name %q", name)
+	}
+	return nil
+}

@@ -1,0 +1,408 @@
+package gitsource
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"path"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/go-git/go-git/v5/plumbing"
+	"github.com/go-git/go-git/v5/plumbing/filemode"
+	"github.com/go-git/go-git/v5/plumbing/object"
+)
+
+// errSubmodule is returned when opening a submodule (gitlink) entry.
+var errSubmodule = errors.New("is a submodule; submodules are not supported")
+
+// FS returns a read-only file system over the tree of commit, read straight
+// from the object store without a checkout. The zero Hash gives an empty
+// file system (an unborn branch).
+//
+// The result implements fs.ReadFileFS, fs.ReadDirFS, fs.StatFS and
+// fs.ReadLinkFS. Symbolic links are reported (Lstat, ReadDir, ReadLink) but
+// never followed: Open, ReadFile and Stat of a link, or of a path through
+// one, fail with an error wrapping ErrSymlink, so a link in the tree cannot
+// lead a reader elsewhere. ModTime is the commit's committer time and
+// FileInfo.Sys returns the entry's object Hash. The file system is safe for
+// concurrent use; files are read whole when opened.
+func (r *Repo) FS(commit Hash) (fs.FS, error) {
+	if commit.IsZero() {
+		return &treeFS{r: r}, nil
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	c, err := object.GetCommit(r.storer, commit.plumbing())
+	if err != nil {
+		return nil, fmt.Errorf("gitsource: commit %s: %w", commit, err)
+	}
+	return &treeFS{r: r, root: c.TreeHash, modTime: c.Committer.When}, nil
+}
+
+// treeFS implements fs.FS over one git tree. Every storage access holds r.mu.
+type treeFS struct {
+	r       *Repo
+	root    plumbing.Hash // zero for the empty tree
+	modTime time.Time
+	dirs    map[plumbing.Hash]*dirIndex // guarded by r.mu
+}
+
+var (
+	_ fs.ReadFileFS = (*treeFS)(nil)
+	_ fs.ReadDirFS  = (*treeFS)(nil)
+	_ fs.StatFS     = (*treeFS)(nil)
+	_ fs.ReadLinkFS = (*treeFS)(nil)
+)
+
+// dirIndex is a decoded tree with its entries in fs order (sorted by name,
+// unlike git's order, which sorts directories as if they ended in "/").
+type dirIndex struct {
+	entries []object.TreeEntry
+	byName  map[string]int
+}
+
+// dir returns the decoded tree h; the caller holds r.mu.
+func (f *treeFS) dir(h plumbing.Hash) (*dirIndex, error) {
+	if d, ok := f.dirs[h]; ok {
+		return d, nil
+	}
+	d := &dirIndex{}
+	if !h.IsZero() {
+		t, err := object.GetTree(f.r.storer, h)
+		if err != nil {
+			return nil, err
+		}
+		d.entries = slices.Clone(t.Entries)
+	}
+	slices.SortFunc(d.entries, func(a, b object.TreeEntry) int { return strings.Compare(a.Name, b.Name) })
+	d.byName = make(map[string]int, len(d.entries))
+	for i, e := range d.entries {
+		d.byName[e.Name] = i
+	}
+	if f.dirs == nil {
+		f.dirs = make(map[plumbing.Hash]*dirIndex)
+	}
+	f.dirs[h] = d
+	return d, nil
+}
+
+// lookup finds the entry for name; the caller holds r.mu. The root is
+// returned as a Dir entry named ".". Directories on the way must be real
+// directories: a symbolic link among them is refused.
+func (f *treeFS) lookup(op, name string) (object.TreeEntry, error) {
+	if !fs.ValidPath(name) {
+		return object.TreeEntry{}, &fs.PathError{Op: op, Path: name, Err: fs.ErrInvalid}
+	}
+	cur := object.TreeEntry{Name: ".", Mode: filemode.Dir, Hash: f.root}
+	if name == "." {
+		return cur, nil
+	}
+	parts := strings.Split(name, "/")
+	for i, part := range parts {
+		switch cur.Mode {
+		case filemode.Dir:
+		case filemode.Symlink:
+			return object.TreeEntry{}, &fs.PathError{Op: op, Path: name, Err: fmt.Errorf("%s %w", strings.Join(parts[:i], "/"), ErrSymlink)}
+		default:
+			return object.TreeEntry{}, &fs.PathError{Op: op, Path: name, Err: fs.ErrNotExist}
+		}
+		d, err := f.dir(cur.Hash)
+		if err != nil {
+			return object.TreeEntry{}, &fs.PathError{Op: op, Path: name, Err: err}
+		}
+		idx, ok := d.byName[part]
+		if !ok {
+			return object.TreeEntry{}, &fs.PathError{Op: op, Path: name, Err: fs.ErrNotExist}
+		}
+		cur = d.entries[idx]
+	}
+	return cur, nil
+}
+
+// blob reads the whole blob h; the caller holds r.mu.
+func (f *treeFS) blob(h plumbing.Hash) ([]byte, error) {
+	obj, err := f.r.storer.EncodedObject(plumbing.BlobObject, h)
+	if err != nil {
+		return nil, err
+	}
+	rd, err := obj.Reader()
+	if err != nil {
+		return nil, err
+	}
+	defer rd.Close()
+	buf := make([]byte, 0, obj.Size())
+	w := bytes.NewBuffer(buf)
+	if _, err := io.Copy(w, rd); err != nil {
+		return nil, err
+	}
+	return w.Bytes(), nil
+}
+
+// blobSize returns the size of blob h; the caller holds r.mu.
+func (f *treeFS) blobSize(h plumbing.Hash) (int64, error) {
+	obj, err := f.r.storer.EncodedObject(plumbing.BlobObject, h)
+	if err != nil {
+		return 0, err
+	}
+	return obj.Size(), nil
+}
+
+// info builds the FileInfo of e; the caller holds r.mu.
+func (f *treeFS) info(e object.TreeEntry) (*fileInfo, error) {
+	fi := &fileInfo{name: path.Base(e.Name), hash: fromPlumbing(e.Hash), modTime: f.modTime}
+	switch e.Mode {
+	case filemode.Dir:
+		fi.mode = fs.ModeDir | 0o755
+	case filemode.Regular, filemode.Deprecated:
+		fi.mode = 0o644
+	case filemode.Executable:
+		fi.mode = 0o755
+	case filemode.Symlink:
+		fi.mode = fs.ModeSymlink | 0o777
+	default: // submodule
+		fi.mode = fs.ModeIrregular
+	}
+	if e.Mode.IsFile() {
+		size, err := f.blobSize(e.Hash)
+		if err != nil {
+			return nil, err
+		}
+		fi.size = size
+	}
+	return fi, nil
+}
+
+// refuse returns the error for opening e as a regular file or directory, or
+// nil when it can be opened.
+func refuse(op, name string, e object.TreeEntry) error {
+	switch e.Mode {
+	case filemode.Symlink:
+		return &fs.PathError{Op: op, Path: name, Err: ErrSymlink}
+	case filemode.Submodule:
+		return &fs.PathError{Op: op, Path: name, Err: errSubmodule}
+	}
+	return nil
+}
+
+// Open implements fs.FS.
+func (f *treeFS) Open(name string) (fs.File, error) {
+	f.r.mu.Lock()
+	defer f.r.mu.Unlock()
+	e, err := f.lookup("open", name)
+	if err != nil {
+		return nil, err
+	}
+	if err := refuse("open", name, e); err != nil {
+		return nil, err
+	}
+	fi, err := f.info(e)
+	if err != nil {
+		return nil, &fs.PathError{Op: "open", Path: name, Err: err}
+	}
+	if name == "." {
+		fi.name = "."
+	}
+	if e.Mode == filemode.Dir {
+		entries, err := f.readDirLocked(name, e)
+		if err != nil {
+			return nil, err
+		}
+		return &dirFile{info: fi, entries: entries}, nil
+	}
+	data, err := f.blob(e.Hash)
+	if err != nil {
+		return nil, &fs.PathError{Op: "open", Path: name, Err: err}
+	}
+	return &file{info: fi, Reader: bytes.NewReader(data)}, nil
+}
+
+// ReadFile implements fs.ReadFileFS.
+func (f *treeFS) ReadFile(name string) ([]byte, error) {
+	f.r.mu.Lock()
+	defer f.r.mu.Unlock()
+	e, err := f.lookup("readfile", name)
+	if err != nil {
+		return nil, err
+	}
+	if err := refuse("readfile", name, e); err != nil {
+		return nil, err
+	}
+	if e.Mode == filemode.Dir {
+		return nil, &fs.PathError{Op: "readfile", Path: name, Err: errors.New("is a directory")}
+	}
+	data, err := f.blob(e.Hash)
+	if err != nil {
+		return nil, &fs.PathError{Op: "readfile", Path: name, Err: err}
+	}
+	return data, nil
+}
+
+// ReadDir implements fs.ReadDirFS: entries sorted by name.
+func (f *treeFS) ReadDir(name string) ([]fs.DirEntry, error) {
+	f.r.mu.Lock()
+	defer f.r.mu.Unlock()
+	e, err := f.lookup("readdir", name)
+	if err != nil {
+		return nil, err
+	}
+	if err := refuse("readdir", name, e); err != nil {
+		return nil, err
+	}
+	if e.Mode != filemode.Dir {
+		return nil, &fs.PathError{Op: "readdir", Path: name, Err: errors.New("not a directory")}
+	}
+	return f.readDirLocked(name, e)
+}
+
+func (f *treeFS) readDirLocked(name string, e object.TreeEntry) ([]fs.DirEntry, error) {
+	d, err := f.dir(e.Hash)
+	if err != nil {
+		return nil, &fs.PathError{Op: "readdir", Path: name, Err: err}
+	}
+	out := make([]fs.DirEntry, len(d.entries))
+	for i, child := range d.entries {
+		out[i] = &dirEntry{f: f, e: child}
+	}
+	return out, nil
+}
+
+// Stat implements fs.StatFS. A symbolic link is not followed: Stat of a
+// link fails with ErrSymlink (use Lstat to describe the link).
+func (f *treeFS) Stat(name string) (fs.FileInfo, error) {
+	f.r.mu.Lock()
+	defer f.r.mu.Unlock()
+	e, err := f.lookup("stat", name)
+	if err != nil {
+		return nil, err
+	}
+	if e.Mode == filemode.Symlink {
+		return nil, &fs.PathError{Op: "stat", Path: name, Err: ErrSymlink}
+	}
+	return f.statLocked(name, e)
+}
+
+// Lstat implements fs.ReadLinkFS.
+func (f *treeFS) Lstat(name string) (fs.FileInfo, error) {
+	f.r.mu.Lock()
+	defer f.r.mu.Unlock()
+	e, err := f.lookup("lstat", name)
+	if err != nil {
+		return nil, err
+	}
+	return f.statLocked(name, e)
+}
+
+func (f *treeFS) statLocked(name string, e object.TreeEntry) (fs.FileInfo, error) {
+	fi, err := f.info(e)
+	if err != nil {
+		return nil, &fs.PathError{Op: "stat", Path: name, Err: err}
+	}
+	if name == "." {
+		fi.name = "."
+	}
+	return fi, nil
+}
+
+// ReadLink implements fs.ReadLinkFS: it returns the target of a symbolic
+// link as stored, without resolving it.
+func (f *treeFS) ReadLink(name string) (string, error) {
+	f.r.mu.Lock()
+	defer f.r.mu.Unlock()
+	e, err := f.lookup("readlink", name)
+	if err != nil {
+		return "", err
+	}
+	if e.Mode != filemode.Symlink {
+		return "", &fs.PathError{Op: "readlink", Path: name, Err: fs.ErrInvalid}
+	}
+	data, err := f.blob(e.Hash)
+	if err != nil {
+		return "", &fs.PathError{Op: "readlink", Path: name, Err: err}
+	}
+	return string(data), nil
+}
+
+// fileInfo implements fs.FileInfo.
+type fileInfo struct {
+	name    string
+	size    int64
+	mode    fs.FileMode
+	modTime time.Time
+	hash    Hash
+}
+
+func (i *fileInfo) Name() string       { return i.name }
+func (i *fileInfo) Size() int64        { return i.size }
+func (i *fileInfo) Mode() fs.FileMode  { return i.mode }
+func (i *fileInfo) ModTime() time.Time { return i.modTime }
+func (i *fileInfo) IsDir() bool        { return i.mode.IsDir() }
+func (i *fileInfo) Sys() any           { return i.hash }
+
+// dirEntry implements fs.DirEntry; Info reads the object size lazily.
+type dirEntry struct {
+	f *treeFS
+	e object.TreeEntry
+}
+
+func (d *dirEntry) Name() string { return d.e.Name }
+func (d *dirEntry) IsDir() bool  { return d.e.Mode == filemode.Dir }
+func (d *dirEntry) Type() fs.FileMode {
+	switch d.e.Mode {
+	case filemode.Dir:
+		return fs.ModeDir
+	case filemode.Symlink:
+		return fs.ModeSymlink
+	case filemode.Submodule:
+		return fs.ModeIrregular
+	}
+	return 0
+}
+func (d *dirEntry) Info() (fs.FileInfo, error) {
+	d.f.r.mu.Lock()
+	defer d.f.r.mu.Unlock()
+	return d.f.info(d.e)
+}
+func (d *dirEntry) String() string { return fs.FormatDirEntry(d) }
+
+// file is an open regular file, held in memory.
+type file struct {
+	*bytes.Reader
+	info *fileInfo
+}
+
+func (f *file) Stat() (fs.FileInfo, error) { return f.info, nil }
+func (f *file) Close() error               { return nil }
+
+// dirFile is an open directory.
+type dirFile struct {
+	info    *fileInfo
+	entries []fs.DirEntry
+	offset  int
+}
+
+func (d *dirFile) Stat() (fs.FileInfo, error) { return d.info, nil }
+func (d *dirFile) Close() error               { return nil }
+func (d *dirFile) Read([]byte) (int, error) {
+	return 0, &fs.PathError{Op: "read", Path: d.info.name, Err: errors.New("is a directory")}
+}
+
+// ReadDir implements fs.ReadDirFile.
+func (d *dirFile) ReadDir(n int) ([]fs.DirEntry, error) {
+	rest := d.entries[d.offset:]
+	if n <= 0 {
+		d.offset = len(d.entries)
+		return slices.Clone(rest), nil
+	}
+	if len(rest) == 0 {
+		return nil, io.EOF
+	}
+	if n > len(rest) {
+		n = len(rest)
+	}
+	d.offset += n
+	return slices.Clone(rest[:n]), nil
+}

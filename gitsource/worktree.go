@@ -1,0 +1,127 @@
+package gitsource
+
+import (
+	"errors"
+	"fmt"
+	"maps"
+	"os"
+	"path"
+	"slices"
+
+	"github.com/go-git/go-billy/v5/util"
+	git "github.com/go-git/go-git/v5"
+	"github.com/go-git/go-git/v5/plumbing"
+	"github.com/go-git/go-git/v5/plumbing/format/index"
+	"github.com/go-git/go-git/v5/plumbing/object"
+)
+
+// localWorktree is the worktree whose HEAD is the branch CommitLocks moves
+// in local mode.
+type localWorktree struct {
+	r  *Repo
+	wt *git.Worktree
+}
+
+// checkedOutWorktree returns the worktree when the tracked branch is checked
+// out in it (local mode only), nil otherwise. The caller holds r.mu.
+func (r *Repo) checkedOutWorktree() *localWorktree {
+	if r.remoteName != "" || r.worktreeDir == "" {
+		return nil
+	}
+	head, err := r.storer.Reference(plumbing.HEAD)
+	if err != nil || head.Type() != plumbing.SymbolicReference || head.Target() != r.trackingRef() {
+		return nil
+	}
+	wt, err := r.repo.Worktree()
+	if err != nil {
+		return nil
+	}
+	return &localWorktree{r: r, wt: wt}
+}
+
+// checkClean refuses to go on when a path about to change differs, in the
+// index or in the worktree, from its committed content old.
+func (l *localWorktree) checkClean(files map[string][]byte, old map[string]object.TreeEntry) error {
+	idx, err := l.r.storer.Index()
+	if err != nil {
+		return fmt.Errorf("gitsource: commit locks: read index: %w", err)
+	}
+	for _, p := range slices.Sorted(maps.Keys(files)) {
+		want := old[p].Hash // zero: not in the commit
+		dirty := func(where string) error {
+			return fmt.Errorf("gitsource: commit locks: %s has %w in the %s; commit or discard them first", p, ErrDirtyWorktree, where)
+		}
+		e, err := idx.Entry(p)
+		switch {
+		case errors.Is(err, index.ErrEntryNotFound):
+			if !want.IsZero() {
+				return dirty("index")
+			}
+		case err != nil:
+			return fmt.Errorf("gitsource: commit locks: read index: %w", err)
+		case e.Hash != want || e.Stage != index.Merged:
+			return dirty("index")
+		}
+		fi, err := l.wt.Filesystem.Lstat(p)
+		switch {
+		case errors.Is(err, os.ErrNotExist):
+			if !want.IsZero() {
+				return dirty("worktree")
+			}
+			continue
+		case err != nil:
+			return fmt.Errorf("gitsource: commit locks: %s: %w", p, err)
+		case !fi.Mode().IsRegular() || want.IsZero():
+			return dirty("worktree")
+		}
+		data, err := util.ReadFile(l.wt.Filesystem, p)
+		if err != nil {
+			return fmt.Errorf("gitsource: commit locks: %s: %w", p, err)
+		}
+		if plumbing.ComputeHash(plumbing.BlobObject, data) != want {
+			return dirty("worktree")
+		}
+	}
+	return nil
+}
+
+// update writes the changed files to the worktree and the index.
+func (l *localWorktree) update(files map[string][]byte) error {
+	fsys := l.wt.Filesystem
+	for _, p := range slices.Sorted(maps.Keys(files)) {
+		content := files[p]
+		if content == nil {
+			if _, err := fsys.Lstat(p); errors.Is(err, os.ErrNotExist) {
+				continue // it was not there (checkClean saw to the index)
+			}
+			if _, err := l.wt.Remove(p); err != nil && !errors.Is(err, index.ErrEntryNotFound) {
+				return fmt.Errorf("remove %s: %w", p, err)
+			}
+			// git removes the directories a deletion leaves empty.
+			for dir := path.Dir(p); dir != "."; dir = path.Dir(dir) {
+				entries, err := fsys.ReadDir(dir)
+				if err != nil || len(entries) > 0 {
+					break
+				}
+				if err := fsys.Remove(dir); err != nil {
+					break
+				}
+			}
+			continue
+		}
+		perm := os.FileMode(0o644)
+		if fi, err := fsys.Lstat(p); err == nil && fi.Mode()&0o111 != 0 {
+			perm = 0o755 // keep an executable file executable, as the tree does
+		}
+		if err := fsys.MkdirAll(path.Dir(p), 0o755); err != nil {
+			return fmt.Errorf("create directory of %s: %w", p, err)
+		}
+		if err := util.WriteFile(fsys, p, content, perm); err != nil {
+			return fmt.Errorf("write %s: %w", p, err)
+		}
+		if err := l.wt.AddWithOptions(&git.AddOptions{Path: p, SkipStatus: true}); err != nil {
+			return fmt.Errorf("stage %s: %w", p, err)
+		}
+	}
+	return nil
+}
