@@ -1,0 +1,137 @@
+package ci_test
+
+import (
+	"bytes"
+	"errors"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/styrmin/styrmin/gitsource/gitserver"
+)
+
+// buildStyrminctl builds the CLI the script drives.
+func buildStyrminctl(t *testing.T) string {
+	t.Helper()
+	bin := filepath.Join(t.TempDir(), "styrminctl")
+	cmd := exec.Command("go", "build", "-o", bin, "github.com/styrmin/styrmin/cmd/styrminctl")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("build styrminctl: %v\n%s", err, out)
+	}
+	return bin
+}
+
+type run struct {
+	t      *testing.T
+	srv    *gitserver.Server
+	work   string
+	env    []string
+	scriptPath string
+}
+
+// script runs styrmin-ci.sh and returns its output and exit code.
+func (r *run) script(args ...string) (string, int) {
+	r.t.Helper()
+	cmd := exec.Command(r.scriptPath, args...)
+	cmd.Dir = r.work
+	cmd.Env = r.env
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	err := cmd.Run()
+	var ee *exec.ExitError
+	if errors.As(err, &ee) {
+		return out.String(), ee.ExitCode()
+	}
+	if err != nil {
+		r.t.Fatal(err)
+	}
+	return out.String(), 0
+}
+
+func (r *run) git(args ...string) string {
+	r.t.Helper()
+	return r.srv.Git(r.work, args...)
+}
+
+// TestCIScriptPlansLocksAndChecksAgainstARealRemote drives the plain CI
+// script through a pull request's life: lock the initial configuration
+// back to the remote, plan a change on a branch (markdown with the blast
+// radius), see --check fail on stale locks, merge and lock again.
+func TestCIScriptPlansLocksAndChecksAgainstARealRemote(t *testing.T) {
+	bin := buildStyrminctl(t)
+	srv := gitserver.New(t, gitserver.WithToken("ci-token"))
+	srv.Seed("desired-state", os.DirFS(".."), "initial configuration")
+	script, err := filepath.Abs("styrmin-ci.sh")
+	if err != nil {
+		t.Fatal(err)
+	}
+	work := filepath.Join(t.TempDir(), "checkout")
+	authURL := strings.Replace(srv.RepoURL("desired-state"), "://", "://x-access-token:ci-token@", 1)
+	srv.Git(filepath.Dir(work), "clone", "--quiet", authURL, work)
+	planFile := filepath.Join(t.TempDir(), "plan.md")
+	env := append(os.Environ(), "STYRMINCTL="+bin, "STYRMIN_GIT_TOKEN=ci-token", "STYRMIN_PLAN_FILE="+planFile)
+	r := &run{t: t, srv: srv, work: work, env: env, scriptPath: script}
+	// The clone's remote URL must not carry the token for the engine: it
+	// reads STYRMIN_GIT_TOKEN.
+	r.git("remote", "set-url", "origin", srv.RepoURL("desired-state"))
+
+	out, code := r.script("lock")
+	if code != 0 {
+		t.Fatalf("lock after the first merge: exit %d\n%s", code, out)
+	}
+	msg := srv.Git(srv.Dir("desired-state"), "log", "-1", "--format=%an%n%B", "main")
+	for _, want := range []string{"styrmin", "styrmin: lock", "Styrmin-Lock: local/dev/web=1", "Styrmin-Lock: local/staging/hub=1"} {
+		if !strings.Contains(msg, want) {
+			t.Errorf("lock commit lacks %q:\n%s", want, msg)
+		}
+	}
+
+	// A pull request changes an environment value.
+	r.git("fetch", "--quiet", "origin")
+	r.git("checkout", "--quiet", "-b", "change-log-level", "origin/main")
+	envFile := filepath.Join(work, "clusters/local/environments/dev/environment.cue")
+	if err := os.WriteFile(envFile, []byte("namespacePrefix: \"dev\"\nbackupLocation: \"s3://backups/local/dev\"\nconfig: logLevel: \"trace\"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	r.git("commit", "--quiet", "-am", "dev: trace logging")
+	r.env = append(r.env, "STYRMIN_BASE=origin/main")
+	out, code = r.script("plan")
+	if code != 0 {
+		t.Fatalf("plan: exit %d\n%s", code, out)
+	}
+	plan, err := os.ReadFile(planFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"local/dev/web", "local/dev/hub", "environment dev"} {
+		if !strings.Contains(string(plan), want) {
+			t.Errorf("plan markdown lacks %q:\n%s", want, plan)
+		}
+	}
+	if strings.Contains(string(plan), "local/staging/web |") {
+		t.Errorf("plan lists staging, which the change does not reach:\n%s", plan)
+	}
+	if out, code := r.script("check"); code != 1 {
+		t.Fatalf("check on a branch with stale locks: exit %d, want 1\n%s", code, out)
+	}
+
+	// Merge and lock again: only dev's deployments move to sequence 2.
+	r.git("checkout", "--quiet", "-B", "main", "origin/main")
+	r.git("merge", "--quiet", "--no-ff", "-m", "merge change-log-level", "change-log-level")
+	r.git("push", "--quiet", authURL, "main")
+	out, code = r.script("lock")
+	if code != 0 {
+		t.Fatalf("lock after the merge: exit %d\n%s", code, out)
+	}
+	msg = srv.Git(srv.Dir("desired-state"), "log", "-1", "--format=%B", "main")
+	if !strings.Contains(msg, "Styrmin-Lock: local/dev/web=2") || strings.Contains(msg, "local/staging") {
+		t.Fatalf("second lock commit should lock dev only:\n%s", msg)
+	}
+	r.git("fetch", "--quiet", "origin")
+	r.git("reset", "--quiet", "--hard", "origin/main")
+	if out, code := r.script("check"); code != 0 {
+		t.Fatalf("check after locking: exit %d\n%s", code, out)
+	}
+}
