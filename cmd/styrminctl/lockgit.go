@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"io/fs"
 	"os"
 
 	"github.com/styrmin/styrmin/gitsource"
@@ -55,46 +54,21 @@ func runLockCommit(ctx context.Context, g *globalOptions, o *lockOptions, stdout
 	if err != nil {
 		return err
 	}
-	var last []resolver.LockChange
-	var resErr error
-	build := func(ctx context.Context, head gitsource.Hash, headFS fs.FS) (gitsource.Change, error) {
-		ws, err := resolver.LoadWorkspace(headFS, resolver.WorkspaceOptions{SourceCommit: head.String()})
-		if err != nil {
-			return gitsource.Change{}, err
-		}
-		changes, _, rerr := ws.Lock(lockPolicy(o))
-		if rerr != nil && !o.keepGoing {
-			return gitsource.Change{}, rerr
-		}
-		last, resErr = changes, rerr
-		return lockCommitChange(changes), nil
-	}
-	res, err := repo.CommitLocks(ctx, gitsource.CommitRequest{Build: build, MaxAttempts: o.attempts})
+	out, err := resolver.CommitLocks(ctx, repo, resolver.WorkspaceOptions{}, lockPolicy(o), o.attempts)
 	if err != nil {
 		return err
 	}
-	if !res.Committed {
+	if !out.Committed {
 		fmt.Fprintln(stdout, "nothing to lock: every deployment is at its locked instance")
-		return resErr
+		return out.Skipped
 	}
-	for _, c := range last {
+	for _, c := range out.Changes {
 		fmt.Fprintf(stdout, "locked %s\n", describeChange(c))
 	}
 	verb := "committed"
 	if o.push {
 		verb = "pushed"
 	}
-	fmt.Fprintf(stdout, "%s %s on %s after %d attempt(s)\n", verb, res.Commit, repo.Branch(), res.Attempts)
-	return resErr
-}
-
-// lockCommitChange turns lock changes into a gitsource change with one
-// Styrmin-Lock trailer per deployment.
-func lockCommitChange(changes []resolver.LockChange) gitsource.Change {
-	ch := gitsource.Change{Files: map[string][]byte{}, Locks: map[string]int{}}
-	for _, c := range changes {
-		ch.Files[c.Path()] = c.Data
-		ch.Locks[c.ID.String()] = int(c.Next.Sequence)
-	}
-	return ch
+	fmt.Fprintf(stdout, "%s %s on %s after %d attempt(s)\n", verb, out.Commit, repo.Branch(), out.Attempts)
+	return out.Skipped
 }

@@ -1,0 +1,56 @@
+package resolver
+
+import (
+	"context"
+	"io/fs"
+
+	"github.com/styrmin/styrmin/gitsource"
+)
+
+// CommitOutcome reports what CommitLocks locked.
+type CommitOutcome struct {
+	gitsource.CommitResult
+	// Changes are the lockfiles of the attempt that landed.
+	Changes []LockChange
+	// Skipped are the deployments that failed to resolve (LockKeepGoing).
+	Skipped error
+}
+
+// CommitLocks locks the head of the writer's branch and commits the
+// lockfiles onto it with compare-and-swap: every attempt loads the
+// workspace at the newest head and renumbers, so concurrent lockers never
+// assign one sequence twice. A head whose locks are current makes no
+// commit, so the engine's own lock commits never cause another lock.
+func CommitLocks(ctx context.Context, w gitsource.Writer, opts WorkspaceOptions, policy LockPolicy, maxAttempts int) (CommitOutcome, error) {
+	var out CommitOutcome
+	build := func(ctx context.Context, head gitsource.Hash, headFS fs.FS) (gitsource.Change, error) {
+		o := opts
+		if !head.IsZero() {
+			o.SourceCommit = head.String()
+		}
+		ws, err := LoadWorkspace(headFS, o)
+		if err != nil {
+			return gitsource.Change{}, err
+		}
+		changes, _, rerr := ws.Lock(policy)
+		if rerr != nil && policy == LockAllOrNothing {
+			return gitsource.Change{}, rerr
+		}
+		out.Changes, out.Skipped = changes, rerr
+		ch := gitsource.Change{Files: map[string][]byte{}, Locks: map[string]int{}}
+		for _, c := range changes {
+			ch.Files[c.Path()] = c.Data
+			ch.Locks[c.ID.String()] = int(c.Next.Sequence)
+		}
+		return ch, nil
+	}
+	res, err := w.CommitLocks(ctx, gitsource.CommitRequest{Build: build, MaxAttempts: maxAttempts})
+	out.CommitResult = res
+	if err != nil {
+		return out, err
+	}
+	if !res.Committed {
+		out.Changes = nil
+	}
+	return out, nil
+}
