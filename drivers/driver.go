@@ -5,6 +5,7 @@ import (
 
 	"cuelang.org/go/cue"
 	"github.com/Masterminds/semver/v3"
+	"helm.sh/helm/v4/pkg/chart/common"
 	chartv2 "helm.sh/helm/v4/pkg/chart/v2"
 )
 
@@ -32,10 +33,17 @@ type Driver struct {
 
 // compiled holds what rendering needs, prepared once at Load.
 type compiled struct {
-	specFile string    // file name of the spec inside the folder, for messages
-	value    cue.Value // the spec unified with #Driver, context open
-	chart    *chartv2.Chart
-	appRange *semver.Constraints
+	specFile    string    // spec file name inside the folder
+	file        string    // spec file as shown to users
+	value       cue.Value // the spec unified with #Driver, context open
+	raw         cue.Value // the spec alone, for showing expressions as written
+	chart       *chartv2.Chart
+	chartDir    string
+	display     func(string) string // folder path -> path shown to users
+	caps        *common.Capabilities
+	appRange    *semver.Constraints
+	kubeVersion string
+	hasPatches  bool
 }
 
 // Parameter is one user-facing, typed parameter of a driver.

@@ -1,10 +1,42 @@
 package drivers
 
 import (
+	_ "embed"
+	"errors"
+	"fmt"
 	"io/fs"
+	"path"
+	"regexp"
+	"sort"
+	"strings"
+	"time"
 
+	"cuelang.org/go/cue"
+	"cuelang.org/go/cue/ast"
+	"cuelang.org/go/cue/cuecontext"
+	"cuelang.org/go/cue/format"
+	"cuelang.org/go/cue/parser"
+	"cuelang.org/go/cue/token"
+	cueyaml "cuelang.org/go/encoding/yaml"
 	"github.com/Masterminds/semver/v3"
+	"helm.sh/helm/v4/pkg/chart/common"
 )
+
+//go:embed schema.cue
+var schemaSource string
+
+// schemaFile is the file name CUE positions in the schema carry.
+const schemaFile = "styrmin:driver-schema.cue"
+
+// Spec file names, in order of preference; a folder holds exactly one.
+const (
+	specCUE  = "driver.cue"
+	specYAML = "driver.yaml"
+)
+
+// DefaultKubeVersion is the Kubernetes version declared to charts when
+// neither the driver nor LoadOptions set one.
+const DefaultKubeVersion = "v1.37.0"
 
 // LoadOptions tune Load.
 type LoadOptions struct {
@@ -13,14 +45,658 @@ type LoadOptions struct {
 	Source string
 	// MaxFileSize is the largest file accepted, in bytes (default 1 MiB).
 	MaxFileSize int64
+	// MaxTotalSize is the largest folder accepted, in bytes (default 16 MiB).
+	MaxTotalSize int64
+	// KubeVersion is the Kubernetes version declared to the chart
+	// (.Capabilities.KubeVersion) when the driver sets none; default
+	// DefaultKubeVersion.
+	KubeVersion string
+	// APIVersions are the API versions declared to the chart
+	// (.Capabilities.APIVersions); default: the built-in Kubernetes API
+	// versions known to Helm.
+	APIVersions []string
+}
+
+var (
+	contextPath    = cue.MakePath(cue.Str("context"))
+	parametersPath = cue.MakePath(cue.Str("parameters"))
+	valuesPath     = cue.MakePath(cue.Str("values"))
+	patchesPath    = cue.MakePath(cue.Str("patches"))
+	componentsPath = cue.MakePath(cue.Str("components"))
+	secretMarker   = cue.MakePath(cue.Def("#styrminSecret"))
+	paramNameRE    = regexp.MustCompile(`^[a-zA-Z][a-zA-Z0-9_]*$`)
+	dnsLabelRE     = regexp.MustCompile(`^[a-z0-9]([-a-z0-9]*[a-z0-9])?$`)
+)
+
+// workloadKinds are the kinds a component may be made of: the agent knows
+// how to stop, start and wait for them.
+var workloadKinds = map[string]bool{
+	"Deployment": true, "StatefulSet": true, "DaemonSet": true,
+	"ReplicaSet": true, "Job": true, "CronJob": true, "Pod": true,
 }
 
 // Load loads and validates one driver version from fsys, which is rooted
-// at the driver version's folder.
+// at the driver version's folder. It reads the spec (driver.cue or
+// driver.yaml) and the chart, checks the spec against the schema and its
+// cross-references, and, when every parameter has a default, renders the
+// driver once with a sample context so template errors and components
+// without workloads show up here rather than at deploy time.
 func Load(fsys fs.FS, opts LoadOptions) (*Driver, error) {
-	return nil, errNotImplemented
+	if opts.MaxFileSize <= 0 {
+		opts.MaxFileSize = defaultMaxFileSize
+	}
+	if opts.MaxTotalSize <= 0 {
+		opts.MaxTotalSize = defaultMaxTotalSize
+	}
+	f, err := readFolder(fsys, opts.Source, opts.MaxFileSize, opts.MaxTotalSize)
+	if err != nil {
+		return nil, err
+	}
+	d, err := loadFolder(f, opts)
+	if err != nil {
+		return nil, err
+	}
+	if sample, ok := d.SampleContext(); ok {
+		if _, err := d.renderSample(sample); err != nil {
+			return nil, err
+		}
+	}
+	return d, nil
 }
 
-func (d *Driver) supports(app *semver.Version) bool {
-	return d.compiled != nil && d.compiled.appRange != nil && d.compiled.appRange.Check(app)
+// loadFolder builds a Driver from the folder's files without rendering.
+func loadFolder(f *folder, opts LoadOptions) (*Driver, error) {
+	_, hasCUE := f.files[specCUE]
+	_, hasYAML := f.files[specYAML]
+	var specName string
+	switch {
+	case hasCUE && hasYAML:
+		return nil, &SpecError{File: f.display(specCUE), Msg: "both driver.cue and driver.yaml exist; keep one"}
+	case hasCUE:
+		specName = specCUE
+	case hasYAML:
+		specName = specYAML
+	default:
+		return nil, &SpecError{File: f.display(specCUE), Msg: "no driver spec: expected driver.cue or driver.yaml in the driver folder"}
+	}
+	file := f.display(specName)
+	v, raw, err := compileSpec(file, specName, f.files[specName])
+	if err != nil {
+		return nil, err
+	}
+	d := &Driver{
+		Digest: f.digest(),
+		Source: f.source,
+		Hooks:  map[Hook]Modes{},
+		compiled: &compiled{
+			specFile: specName,
+			file:     file,
+			value:    v,
+			raw:      raw,
+		},
+	}
+	if err := d.decodeSpec(v, file); err != nil {
+		return nil, err
+	}
+	if err := d.loadChart(f, v, opts); err != nil {
+		return nil, err
+	}
+	return d, nil
+}
+
+// schemaValue compiles the schema. Each Driver gets its own cue.Context:
+// values of one context are safe for concurrent reads, and keeping
+// drivers apart keeps their memory independent.
+func compileSpec(file, specName string, src []byte) (v, raw cue.Value, err error) {
+	var syntax *ast.File
+	if strings.HasSuffix(specName, ".yaml") {
+		syntax, err = cueyaml.Extract(file, src)
+	} else {
+		// The spec refers to `context`, which it does not declare: declare
+		// it, open, after the spec's last line (so line numbers stay the
+		// spec's own); #Driver gives it its type and Values fills it.
+		text := make([]byte, 0, len(src)+16)
+		text = append(append(text, src...), "\ncontext: _\n"...)
+		syntax, err = parser.ParseFile(file, text, parser.ParseComments)
+	}
+	if err != nil {
+		return v, raw, cueError(file, err)
+	}
+
+	ctx := cuecontext.New()
+	schema := ctx.CompileString(schemaSource, cue.Filename(schemaFile))
+	if err := schema.Err(); err != nil {
+		return v, raw, fmt.Errorf("drivers: internal schema: %w", err)
+	}
+	spec := ctx.BuildFile(syntax, cue.Scope(schema))
+	if err := spec.Err(); err != nil {
+		return v, raw, cueError(file, err)
+	}
+	v = schema.LookupPath(cue.MakePath(cue.Def("#Driver"))).Unify(spec)
+	if err := v.Validate(); err != nil {
+		return v, raw, cueError(file, err)
+	}
+	return v, spec, nil
+}
+
+// decodeSpec fills the exported fields from the compiled spec and checks
+// what the schema cannot: semver, cross-references, actions.
+func (d *Driver) decodeSpec(v cue.Value, file string) error {
+	var errs []error
+	add := func(e error) {
+		if e != nil {
+			errs = append(errs, e)
+		}
+	}
+	str := func(field string, required bool) string {
+		fv := v.LookupPath(cue.ParsePath(field))
+		if !fv.Exists() {
+			if required {
+				add(specErrorAt(file, token.NoPos, field, "missing"))
+			}
+			return ""
+		}
+		s, err := fv.String()
+		if err != nil {
+			add(specErrorAt(file, fv.Pos(), field, "must be a concrete string that does not depend on the context"))
+		}
+		return s
+	}
+	d.Name = str("name", true)
+	d.Version = str("version", true)
+	d.Description = str("description", false)
+	d.AppVersions = str("appVersions", true)
+	kube := str("kubeVersion", false)
+	if d.Version != "" {
+		if _, err := semver.StrictNewVersion(d.Version); err != nil {
+			add(specErrorAt(file, v.LookupPath(cue.ParsePath("version")).Pos(), "version",
+				"%q is not a semantic version (MAJOR.MINOR.PATCH): %v", d.Version, err))
+		}
+	}
+	if d.AppVersions != "" {
+		c, err := semver.NewConstraint(d.AppVersions)
+		if err != nil {
+			add(specErrorAt(file, v.LookupPath(cue.ParsePath("appVersions")).Pos(), "appVersions",
+				"%q is not a semver range (for example \">=1.5.0 <1.7.0\"): %v", d.AppVersions, err))
+		}
+		d.compiled.appRange = c
+	}
+	if kube != "" {
+		if _, err := common.ParseKubeVersion(kube); err != nil {
+			add(specErrorAt(file, v.LookupPath(cue.ParsePath("kubeVersion")).Pos(), "kubeVersion",
+				"%q is not a Kubernetes version: %v", kube, err))
+		}
+		d.compiled.kubeVersion = kube
+	}
+	ps, err := decodeParameters(v.LookupPath(parametersPath), file)
+	add(err)
+	d.Parameters = ps
+	comps, err := decodeComponents(v.LookupPath(componentsPath), d.compiled.raw.LookupPath(componentsPath), file)
+	add(err)
+	d.Components = comps
+	known := map[string]bool{}
+	for _, c := range comps {
+		known[c.Name] = true
+	}
+	svcs, err := decodeServices(v.LookupPath(cue.ParsePath("services")), file, known)
+	add(err)
+	d.Services = svcs
+	hooks, err := decodeActions(v.LookupPath(cue.ParsePath("actions")), file, known)
+	add(err)
+	d.Hooks = hooks
+	if pv := v.LookupPath(patchesPath); pv.Exists() {
+		// Patches may depend on the context; only their shape is checked
+		// here (the schema did), their targets at render.
+		d.compiled.hasPatches = hasElems(pv)
+	}
+	return errors.Join(errs...)
+}
+
+func hasElems(v cue.Value) bool {
+	it, err := v.List()
+	return err == nil && it.Next()
+}
+
+func decodeParameters(v cue.Value, file string) ([]Parameter, error) {
+	var out []Parameter
+	var errs []error
+	it, err := v.Fields(cue.Optional(true), cue.Docs(true))
+	if err != nil {
+		return nil, cueError(file, err)
+	}
+	for it.Next() {
+		sel := it.Selector()
+		if sel.IsDefinition() || sel.PkgPath() != "" {
+			continue
+		}
+		name := sel.Unquoted()
+		pv := it.Value()
+		field := "parameters." + name
+		if !paramNameRE.MatchString(name) {
+			errs = append(errs, specErrorAt(file, pv.Pos(), field, "parameter names must match %s", paramNameRE))
+			continue
+		}
+		p := Parameter{Name: name, Doc: docText(pv)}
+		p.Secret = pv.LookupPath(secretMarker).Exists()
+		p.Type = kindName(pv, p.Secret)
+		p.Constraint = constraintText(pv)
+		if a := pv.Attribute("styrmin"); a.Err() == nil {
+			if ok, _ := a.Flag(0, "sensitive"); ok {
+				p.Sensitive = true
+			}
+		}
+		if dv, ok := pv.Default(); ok || pv.IsConcrete() {
+			if err := dv.Validate(cue.Concrete(true)); err == nil {
+				var x any
+				if err := dv.Decode(&x); err == nil {
+					p.Default, p.HasDefault = x, true
+				}
+			}
+		}
+		if p.Secret && !p.HasDefault {
+			p.Default = nil
+		}
+		p.Optional = sel.ConstraintType() == cue.OptionalConstraint && !p.HasDefault
+		out = append(out, p)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	return out, errors.Join(errs...)
+}
+
+// docText joins the doc comments of a field.
+func docText(v cue.Value) string {
+	var parts []string
+	for _, cg := range v.Doc() {
+		if t := strings.TrimSpace(cg.Text()); t != "" {
+			parts = append(parts, t)
+		}
+	}
+	return strings.Join(parts, "\n")
+}
+
+func kindName(v cue.Value, secret bool) string {
+	if secret {
+		return "secret"
+	}
+	switch k := v.IncompleteKind(); k {
+	case cue.IntKind:
+		return "int"
+	case cue.FloatKind:
+		return "float"
+	case cue.NumberKind:
+		return "number"
+	case cue.StringKind:
+		return "string"
+	case cue.BoolKind:
+		return "bool"
+	case cue.ListKind:
+		return "list"
+	case cue.StructKind:
+		return "struct"
+	case cue.BytesKind:
+		return "bytes"
+	default:
+		return k.String()
+	}
+}
+
+// constraintText is the parameter's declaration without its default
+// marker, as written: `*2 | int & >=1 & <=10` gives `int & >=1 & <=10`.
+func constraintText(v cue.Value) string {
+	src := v.Source()
+	if f, ok := src.(*ast.Field); ok {
+		src = f.Value
+	}
+	expr, ok := src.(ast.Expr)
+	if !ok || expr == nil {
+		return ""
+	}
+	var keep []ast.Expr
+	for _, d := range disjuncts(expr) {
+		if u, ok := d.(*ast.UnaryExpr); ok && u.Op == token.MUL {
+			continue
+		}
+		keep = append(keep, d)
+	}
+	var parts []string
+	for _, k := range keep {
+		b, err := format.Node(k)
+		if err != nil {
+			return ""
+		}
+		parts = append(parts, strings.Join(strings.Fields(string(b)), " "))
+	}
+	return strings.Join(parts, " | ")
+}
+
+func disjuncts(e ast.Expr) []ast.Expr {
+	if p, ok := e.(*ast.ParenExpr); ok {
+		return disjuncts(p.X)
+	}
+	if b, ok := e.(*ast.BinaryExpr); ok && b.Op == token.OR {
+		return append(disjuncts(b.X), disjuncts(b.Y)...)
+	}
+	return []ast.Expr{e}
+}
+
+// exprText formats the expression a value was written as, for display.
+func exprText(v cue.Value) string {
+	src := v.Source()
+	if f, ok := src.(*ast.Field); ok {
+		src = f.Value
+	}
+	if src == nil {
+		return ""
+	}
+	b, err := format.Node(src)
+	if err != nil {
+		return ""
+	}
+	return strings.Join(strings.Fields(string(b)), " ")
+}
+
+func decodeComponents(v, raw cue.Value, file string) ([]Component, error) {
+	var out []Component
+	var errs []error
+	it, err := v.Fields()
+	if err != nil {
+		return nil, cueError(file, err)
+	}
+	for it.Next() {
+		name := it.Selector().Unquoted()
+		cv := it.Value()
+		field := "components." + name
+		c := Component{Name: name}
+		wl, err := cv.LookupPath(cue.ParsePath("workloads")).List()
+		if err != nil {
+			errs = append(errs, cueError(file, err))
+			continue
+		}
+		i := 0
+		for ; wl.Next(); i++ {
+			wv := wl.Value()
+			wf := fmt.Sprintf("%s.workloads[%d]", field, i)
+			kind, err := wv.LookupPath(cue.ParsePath("kind")).String()
+			if err != nil || !workloadKinds[kind] {
+				errs = append(errs, specErrorAt(file, wv.LookupPath(cue.ParsePath("kind")).Pos(), wf+".kind",
+					"kind %q is not a workload kind (expected one of %s)", kind, strings.Join(sortedKeys(workloadKinds), ", ")))
+				continue
+			}
+			w := WorkloadSelector{Kind: kind}
+			nv := wv.LookupPath(cue.ParsePath("name"))
+			if nv.Exists() {
+				if s, err := nv.String(); err == nil {
+					w.Name = s
+				} else {
+					w.Name = exprText(raw.LookupPath(cue.MakePath(cue.Str(name), cue.Str("workloads"), cue.Index(i), cue.Str("name"))))
+				}
+			}
+			if lv := wv.LookupPath(cue.ParsePath("matchLabels")); lv.Exists() {
+				if err := lv.Decode(&w.MatchLabels); err != nil {
+					errs = append(errs, specErrorAt(file, lv.Pos(), wf+".matchLabels", "must be a map of concrete strings that does not depend on the context"))
+				}
+			}
+			if !nv.Exists() && len(w.MatchLabels) == 0 {
+				errs = append(errs, specErrorAt(file, wv.Pos(), wf, "a workload needs a name or matchLabels"))
+				continue
+			}
+			c.Workloads = append(c.Workloads, w)
+		}
+		if i == 0 {
+			errs = append(errs, specErrorAt(file, cv.Pos(), field+".workloads", "a component needs at least one workload"))
+		}
+		out = append(out, c)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	return out, errors.Join(errs...)
+}
+
+func decodeServices(v cue.Value, file string, components map[string]bool) ([]Service, error) {
+	var out []Service
+	var errs []error
+	it, err := v.Fields()
+	if err != nil {
+		return nil, cueError(file, err)
+	}
+	for it.Next() {
+		name := it.Selector().Unquoted()
+		sv := it.Value()
+		field := "services." + name
+		var s Service
+		s.Name = name
+		for _, key := range []string{"component", "port", "protocol", "ingress"} {
+			fv := sv.LookupPath(cue.ParsePath(key))
+			var err error
+			switch key {
+			case "component":
+				s.Component, err = fv.String()
+			case "port":
+				var n int64
+				n, err = fv.Int64()
+				s.Port = int(n)
+			case "protocol":
+				s.Protocol, err = fv.String()
+			case "ingress":
+				s.Ingress, err = fv.Bool()
+			}
+			if err != nil {
+				errs = append(errs, specErrorAt(file, fv.Pos(), field+"."+key, "must be concrete and not depend on the context"))
+			}
+		}
+		if !components[s.Component] {
+			errs = append(errs, specErrorAt(file, sv.LookupPath(cue.ParsePath("component")).Pos(), field+".component",
+				"unknown component %q (the driver declares: %s)", s.Component, knownList(components)))
+		}
+		out = append(out, s)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	return out, errors.Join(errs...)
+}
+
+func knownList(m map[string]bool) string {
+	if len(m) == 0 {
+		return "none"
+	}
+	return strings.Join(sortedKeys(m), ", ")
+}
+
+func sortedKeys[V any](m map[string]V) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
+}
+
+var actionKinds = map[ActionKind]bool{
+	ActionStopComponents: true, ActionStartComponents: true, ActionExec: true,
+	ActionRunJob: true, ActionWaitReady: true, ActionUpgradeDeploymentVersion: true,
+}
+
+type stepSpec struct {
+	Action     string            `json:"action"`
+	Components []string          `json:"components"`
+	Component  string            `json:"component"`
+	Command    []string          `json:"command"`
+	Job        string            `json:"job"`
+	Timeout    string            `json:"timeout"`
+	Args       map[string]string `json:"args"`
+}
+
+func decodeActions(v cue.Value, file string, components map[string]bool) (map[Hook]Modes, error) {
+	hooks := map[Hook]Modes{}
+	var errs []error
+	for _, h := range []Hook{HookSetup, HookUpgrade} {
+		hv := v.LookupPath(cue.MakePath(cue.Str(string(h))))
+		var m Modes
+		if hv.Exists() {
+			for _, mode := range []string{"pre", "core", "post"} {
+				mv := hv.LookupPath(cue.MakePath(cue.Str(mode)))
+				if !mv.Exists() {
+					continue
+				}
+				field := fmt.Sprintf("actions.%s.%s", h, mode)
+				steps, err := decodeSteps(mv, file, field, mode, components)
+				if err != nil {
+					errs = append(errs, err)
+				}
+				switch mode {
+				case "pre":
+					m.Pre = steps
+				case "core":
+					m.Core = steps
+				case "post":
+					m.Post = steps
+				}
+			}
+		}
+		if len(m.Core) == 0 {
+			m.Core = []Step{{Action: ActionUpgradeDeploymentVersion}}
+		}
+		hooks[h] = m
+	}
+	return hooks, errors.Join(errs...)
+}
+
+func decodeSteps(v cue.Value, file, field, mode string, components map[string]bool) ([]Step, error) {
+	it, err := v.List()
+	if err != nil {
+		return nil, cueError(file, err)
+	}
+	var steps []Step
+	var errs []error
+	upgrades := 0
+	for i := 0; it.Next(); i++ {
+		sv := it.Value()
+		sf := fmt.Sprintf("%s[%d]", field, i)
+		pos := func(key string) token.Pos {
+			if fv := sv.LookupPath(cue.ParsePath(key)); fv.Exists() {
+				return fv.Pos()
+			}
+			return sv.Pos()
+		}
+		fail := func(key, format string, args ...any) {
+			f := sf
+			if key != "" {
+				f += "." + key
+			}
+			errs = append(errs, specErrorAt(file, pos(key), f, format, args...))
+		}
+		if err := sv.Validate(cue.Concrete(true)); err != nil {
+			fail("", "a step must be concrete and not depend on the context")
+			continue
+		}
+		var s stepSpec
+		if err := sv.Decode(&s); err != nil {
+			errs = append(errs, cueError(file, err))
+			continue
+		}
+		kind := ActionKind(s.Action)
+		if !actionKinds[kind] {
+			fail("action", "unknown action %q (expected one of %s)", s.Action, strings.Join(actionNames(), ", "))
+			continue
+		}
+		step := Step{Action: kind, Components: s.Components, Component: s.Component, Command: s.Command, Job: s.Job, Args: s.Args}
+		if s.Timeout != "" {
+			t, err := time.ParseDuration(s.Timeout)
+			if err != nil || t <= 0 {
+				fail("timeout", "%q is not a positive duration (for example \"5m\")", s.Timeout)
+			}
+			step.Timeout = t
+		}
+		checkComponents := func() {
+			if len(s.Components) == 0 {
+				fail("components", "%s needs at least one component", kind)
+			}
+			for _, c := range s.Components {
+				if !components[c] {
+					fail("components", "unknown component %q (the driver declares: %s)", c, knownList(components))
+				}
+			}
+		}
+		unexpected := func(keys ...string) {
+			for _, k := range keys {
+				if sv.LookupPath(cue.ParsePath(k)).Exists() {
+					fail(k, "not an argument of %s", kind)
+				}
+			}
+		}
+		switch kind {
+		case ActionStopComponents, ActionStartComponents, ActionWaitReady:
+			checkComponents()
+			unexpected("component", "command", "job")
+		case ActionExec, ActionRunJob:
+			if !components[s.Component] {
+				fail("component", "unknown component %q (the driver declares: %s)", s.Component, knownList(components))
+			}
+			if len(s.Command) == 0 {
+				fail("command", "%s needs a command", kind)
+			}
+			unexpected("components")
+			if kind == ActionRunJob {
+				if !dnsLabelRE.MatchString(s.Job) || len(s.Job) > 40 {
+					fail("job", "%s needs a job name of lower-case letters, digits and '-' (at most 40), got %q", kind, s.Job)
+				}
+			} else {
+				unexpected("job")
+			}
+		case ActionUpgradeDeploymentVersion:
+			unexpected("components", "component", "command", "job")
+			if mode != "core" {
+				fail("action", "upgradeDeploymentVersion belongs in core, not %s", mode)
+			}
+			upgrades++
+		}
+		steps = append(steps, step)
+	}
+	if mode == "core" && len(steps) > 0 && upgrades != 1 {
+		errs = append(errs, specErrorAt(file, v.Pos(), field, "core must contain exactly one upgradeDeploymentVersion step, found %d", upgrades))
+	}
+	return steps, errors.Join(errs...)
+}
+
+func actionNames() []string {
+	var names []string
+	for k := range actionKinds {
+		names = append(names, string(k))
+	}
+	sort.Strings(names)
+	return names
+}
+
+// cleanChartPath checks the spec's chart path: relative, inside the
+// folder, no "..".
+func cleanChartPath(p string) (string, error) {
+	if p == "" {
+		return "", errors.New("is empty")
+	}
+	if strings.Contains(p, "://") || strings.HasPrefix(p, "oci:") {
+		return "", fmt.Errorf("%q: remote charts are not supported; put the chart inside the driver folder", p)
+	}
+	if path.IsAbs(p) || strings.HasPrefix(p, "/") {
+		return "", fmt.Errorf("%q must be a path relative to the driver folder", p)
+	}
+	for _, el := range strings.Split(p, "/") {
+		if el == ".." {
+			return "", fmt.Errorf("%q escapes the driver folder", p)
+		}
+	}
+	c := path.Clean(p)
+	if c == "." || !fs.ValidPath(c) {
+		return "", fmt.Errorf("%q is not a folder inside the driver folder", p)
+	}
+	return c, nil
+}
+
+// renderSample evaluates values and renders the driver once for c.
+func (d *Driver) renderSample(c Context) (*Manifests, error) {
+	vals, err := d.Values(c)
+	if err != nil {
+		return nil, err
+	}
+	if _, err := d.Endpoints(c); err != nil {
+		return nil, err
+	}
+	return d.Render(c, vals)
 }

@@ -1,30 +1,23 @@
 package drivers
 
-// ApplyParameters unifies params with the driver's parameter schema:
-// defaults are filled in and constraints checked. Errors name the
-// parameter and what was expected; an unknown parameter is an error.
-func (d *Driver) ApplyParameters(params map[string]any) (map[string]any, error) {
-	return nil, errNotImplemented
-}
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"path"
+	"regexp"
+	"sort"
+	"strings"
 
-// Endpoints computes this deployment's services. It needs only the
-// Cluster, Environment and Deployment parts of c.
-func (d *Driver) Endpoints(c Context) (map[string]Endpoint, error) {
-	return nil, errNotImplemented
-}
-
-// Values computes the chart values in CUE from c (whose Parameters are
-// already applied).
-func (d *Driver) Values(c Context) (map[string]any, error) {
-	return nil, errNotImplemented
-}
-
-// Render renders the chart with values through the Helm 4 engine (declared
-// Kubernetes version and API versions, no cluster), then applies the
-// driver's patches.
-func (d *Driver) Render(c Context, values map[string]any) (*Manifests, error) {
-	return nil, errNotImplemented
-}
+	"cuelang.org/go/cue"
+	"go.yaml.in/yaml/v3"
+	"helm.sh/helm/v4/pkg/chart/common"
+	chartutil "helm.sh/helm/v4/pkg/chart/common/util"
+	"helm.sh/helm/v4/pkg/engine"
+	releaseutil "helm.sh/helm/v4/pkg/release/v1/util"
+	k8syaml "sigs.k8s.io/yaml"
+)
 
 // Manifests are the rendered objects of one deployment, sorted by kind
 // order, group, namespace and name.
@@ -41,7 +34,7 @@ type Object struct {
 	// Component is the driver component the object belongs to ("" for
 	// objects shared by the deployment).
 	Component string
-	// YAML is the object in canonical form (sorted keys).
+	// YAML is the object in canonical form (sorted keys, two-space indent).
 	YAML []byte
 }
 
@@ -58,4 +51,379 @@ func (m *Manifests) YAML() []byte {
 		out = append(out, o.YAML...)
 	}
 	return out
+}
+
+// ComponentLabel on a rendered object names its component explicitly,
+// overriding the driver's workload selectors.
+const ComponentLabel = "styrmin.io/component"
+
+// rendered is one object while it is being rendered.
+type rendered struct {
+	obj       map[string]any
+	source    string // template file, for messages
+	component string
+}
+
+func (r *rendered) apiVersion() string { s, _ := r.obj["apiVersion"].(string); return s }
+func (r *rendered) kind() string       { s, _ := r.obj["kind"].(string); return s }
+func (r *rendered) meta() map[string]any {
+	m, _ := r.obj["metadata"].(map[string]any)
+	return m
+}
+func (r *rendered) name() string      { s, _ := r.meta()["name"].(string); return s }
+func (r *rendered) namespace() string { s, _ := r.meta()["namespace"].(string); return s }
+func (r *rendered) labels() map[string]any {
+	m, _ := r.meta()["labels"].(map[string]any)
+	return m
+}
+
+// Render renders the chart with values through the Helm 4 engine (the
+// declared Kubernetes version and API versions, no cluster), then applies
+// the driver's patches, tags each object with its component and returns
+// the objects sorted. Namespaced objects without a namespace get the
+// deployment's. Same input, byte-identical output.
+func (d *Driver) Render(c Context, values map[string]any) (*Manifests, error) {
+	v := d.fill(c)
+	objs, err := d.renderChart(c, values)
+	if err != nil {
+		return nil, err
+	}
+	if d.compiled.hasPatches {
+		if objs, err = d.applyPatches(v, objs); err != nil {
+			return nil, err
+		}
+	}
+	comps, err := d.resolveComponents(v)
+	if err != nil {
+		return nil, err
+	}
+	if err := d.tagComponents(comps, objs); err != nil {
+		return nil, err
+	}
+	return finish(objs)
+}
+
+var manifestSep = regexp.MustCompile(`(?:^|\s*\n)---\s*`)
+
+func (d *Driver) renderChart(c Context, values map[string]any) ([]*rendered, error) {
+	ch := d.compiled.chart
+	top, err := chartutil.ToRenderValues(ch, values, common.ReleaseOptions{
+		Name:      c.Deployment.Name,
+		Namespace: c.Deployment.Namespace,
+		Revision:  1,
+		IsInstall: true,
+	}, d.compiled.caps)
+	if err != nil {
+		return nil, &SpecError{File: d.compiled.display(d.compiled.chartDir), Field: "values", Msg: err.Error(), Err: err}
+	}
+	files, err := engine.Engine{}.RenderWithContext(context.Background(), ch, top)
+	if err != nil {
+		return nil, &SpecError{File: d.compiled.display(d.compiled.chartDir), Msg: "template error: " + d.chartPaths(err.Error()), Err: err}
+	}
+	names := make([]string, 0, len(files))
+	for n := range files {
+		if path.Base(n) == "NOTES.txt" || strings.HasPrefix(path.Base(n), "_") {
+			continue
+		}
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	var out []*rendered
+	for _, n := range names {
+		src := d.chartPaths(n)
+		for _, doc := range manifestSep.Split(files[n], -1) {
+			if strings.TrimSpace(doc) == "" {
+				continue
+			}
+			obj, err := parseObject([]byte(doc))
+			if err != nil {
+				return nil, &SpecError{File: src, Msg: err.Error(), Err: err}
+			}
+			if obj == nil {
+				continue
+			}
+			r := &rendered{obj: obj, source: src}
+			if r.apiVersion() == "" || r.kind() == "" || r.name() == "" {
+				return nil, &SpecError{File: src, Msg: "rendered an object without apiVersion, kind or metadata.name"}
+			}
+			if r.namespace() == "" && !clusterScoped[r.kind()] {
+				r.meta()["namespace"] = c.Deployment.Namespace
+			}
+			out = append(out, r)
+		}
+	}
+	return out, nil
+}
+
+// chartPaths rewrites Helm's "<chart name>/templates/x.yaml" into the path
+// of the file in the driver folder.
+func (d *Driver) chartPaths(s string) string {
+	name := d.compiled.chart.Metadata.Name
+	return strings.ReplaceAll(s, name+"/templates/", d.compiled.display(d.compiled.chartDir)+"/templates/")
+}
+
+// parseObject parses one YAML document the way Kubernetes clients do
+// (sigs.k8s.io/yaml), keeping numbers exact. A document holding only
+// comments gives nil.
+func parseObject(doc []byte) (map[string]any, error) {
+	j, err := k8syaml.YAMLToJSON(doc)
+	if err != nil {
+		return nil, fmt.Errorf("rendered invalid YAML: %w", err)
+	}
+	if bytes.Equal(bytes.TrimSpace(j), []byte("null")) {
+		return nil, nil
+	}
+	return decodeJSONObject(j)
+}
+
+func decodeJSONObject(j []byte) (map[string]any, error) {
+	dec := json.NewDecoder(bytes.NewReader(j))
+	dec.UseNumber()
+	var x any
+	if err := dec.Decode(&x); err != nil {
+		return nil, fmt.Errorf("rendered invalid YAML: %w", err)
+	}
+	m, ok := normalizeNumbers(x).(map[string]any)
+	if !ok {
+		return nil, fmt.Errorf("rendered a document that is not an object")
+	}
+	return m, nil
+}
+
+// normalizeNumbers turns json.Number into int64 or float64, so YAML
+// output writes numbers as numbers.
+func normalizeNumbers(x any) any {
+	switch t := x.(type) {
+	case map[string]any:
+		for k, v := range t {
+			t[k] = normalizeNumbers(v)
+		}
+	case []any:
+		for i, v := range t {
+			t[i] = normalizeNumbers(v)
+		}
+	case json.Number:
+		if i, err := t.Int64(); err == nil {
+			return i
+		}
+		if f, err := t.Float64(); err == nil {
+			return f
+		}
+		return string(t)
+	}
+	return x
+}
+
+// clusterScoped are the built-in kinds that have no namespace. Other kinds,
+// custom ones included, are treated as namespaced.
+var clusterScoped = map[string]bool{
+	"Namespace": true, "Node": true, "PersistentVolume": true, "StorageClass": true,
+	"ClusterRole": true, "ClusterRoleBinding": true, "CustomResourceDefinition": true,
+	"PriorityClass": true, "IngressClass": true, "APIService": true, "RuntimeClass": true,
+	"MutatingWebhookConfiguration": true, "ValidatingWebhookConfiguration": true,
+	"ValidatingAdmissionPolicy": true, "ValidatingAdmissionPolicyBinding": true,
+	"CSIDriver": true, "CSINode": true, "VolumeAttachment": true, "CertificateSigningRequest": true,
+	"FlowSchema": true, "PriorityLevelConfiguration": true, "VolumeAttributesClass": true,
+}
+
+// tagComponents sets each object's component: the ComponentLabel when
+// present, else the component whose workload selector matches it; a
+// Service gets the component of the workloads its selector picks. Every
+// component must match at least one workload.
+func (d *Driver) tagComponents(comps []Component, objs []*rendered) error {
+	file := d.compiled.file
+	known := map[string]bool{}
+	for _, c := range comps {
+		known[c.Name] = true
+	}
+	matched := map[string]bool{}
+	var workloads []*rendered
+	for _, o := range objs {
+		if l, ok := o.labels()[ComponentLabel].(string); ok {
+			if !known[l] {
+				return &SpecError{File: o.source, Field: "metadata.labels." + ComponentLabel,
+					Msg: fmt.Sprintf("%s %s names unknown component %q (the driver declares: %s)", o.kind(), o.name(), l, knownList(known))}
+			}
+			o.component = l
+		}
+		if !workloadKinds[o.kind()] {
+			continue
+		}
+		workloads = append(workloads, o)
+		for _, c := range comps {
+			for _, w := range c.Workloads {
+				if !w.matches(o) {
+					continue
+				}
+				if o.component != "" && o.component != c.Name {
+					return &SpecError{File: file, Field: "components." + c.Name,
+						Msg: fmt.Sprintf("%s %s is selected by components %q and %q", o.kind(), o.name(), o.component, c.Name)}
+				}
+				o.component = c.Name
+			}
+		}
+		if o.component != "" {
+			matched[o.component] = true
+		}
+	}
+	for _, c := range comps {
+		if !matched[c.Name] {
+			pos := d.compiled.value.LookupPath(cue.MakePath(cue.Str("components"), cue.Str(c.Name))).Pos()
+			return specErrorAt(file, pos, "components."+c.Name, "matches no workload of the rendered chart (selectors: %s)", describeSelectors(c.Workloads))
+		}
+	}
+	for _, o := range objs {
+		if o.component != "" || o.kind() != "Service" {
+			continue
+		}
+		spec, _ := o.obj["spec"].(map[string]any)
+		sel, _ := spec["selector"].(map[string]any)
+		if len(sel) == 0 {
+			continue
+		}
+		for _, w := range workloads {
+			if w.component != "" && w.namespace() == o.namespace() && subset(sel, podLabels(w)) {
+				o.component = w.component
+				break
+			}
+		}
+	}
+	return nil
+}
+
+func (w WorkloadSelector) matches(o *rendered) bool {
+	if w.Kind != o.kind() {
+		return false
+	}
+	if w.Name != "" && w.Name != o.name() {
+		return false
+	}
+	return len(w.MatchLabels) == 0 || subsetStr(w.MatchLabels, o.labels())
+}
+
+func describeSelectors(ws []WorkloadSelector) string {
+	var parts []string
+	for _, w := range ws {
+		s := w.Kind
+		if w.Name != "" {
+			s += " " + w.Name
+		}
+		if len(w.MatchLabels) > 0 {
+			var ls []string
+			for _, k := range sortedKeys(w.MatchLabels) {
+				ls = append(ls, k+"="+w.MatchLabels[k])
+			}
+			s += " with labels " + strings.Join(ls, ",")
+		}
+		parts = append(parts, s)
+	}
+	return strings.Join(parts, "; ")
+}
+
+func podLabels(o *rendered) map[string]any {
+	spec, _ := o.obj["spec"].(map[string]any)
+	if o.kind() == "CronJob" {
+		jt, _ := spec["jobTemplate"].(map[string]any)
+		spec, _ = jt["spec"].(map[string]any)
+	}
+	if o.kind() == "Pod" {
+		return o.labels()
+	}
+	tpl, _ := spec["template"].(map[string]any)
+	meta, _ := tpl["metadata"].(map[string]any)
+	labels, _ := meta["labels"].(map[string]any)
+	return labels
+}
+
+func subset(sel, labels map[string]any) bool {
+	for k, v := range sel {
+		if labels[k] != v {
+			return false
+		}
+	}
+	return true
+}
+
+func subsetStr(sel map[string]string, labels map[string]any) bool {
+	for k, v := range sel {
+		if s, _ := labels[k].(string); s != v {
+			return false
+		}
+	}
+	return true
+}
+
+// kindOrder ranks kinds in Helm's install order; unknown kinds come after.
+var kindOrder = func() map[string]int {
+	m := map[string]int{}
+	for i, k := range releaseutil.InstallOrder {
+		m[k] = i
+	}
+	return m
+}()
+
+func kindRank(k string) int {
+	if r, ok := kindOrder[k]; ok {
+		return r
+	}
+	return len(kindOrder)
+}
+
+func group(apiVersion string) string {
+	if i := strings.IndexByte(apiVersion, '/'); i >= 0 {
+		return apiVersion[:i]
+	}
+	return ""
+}
+
+// finish sorts the objects, rejects duplicates and encodes them.
+func finish(objs []*rendered) (*Manifests, error) {
+	sort.SliceStable(objs, func(i, j int) bool {
+		a, b := objs[i], objs[j]
+		if ra, rb := kindRank(a.kind()), kindRank(b.kind()); ra != rb {
+			return ra < rb
+		}
+		if a.kind() != b.kind() {
+			return a.kind() < b.kind()
+		}
+		if ga, gb := group(a.apiVersion()), group(b.apiVersion()); ga != gb {
+			return ga < gb
+		}
+		if a.namespace() != b.namespace() {
+			return a.namespace() < b.namespace()
+		}
+		return a.name() < b.name()
+	})
+	m := &Manifests{Objects: make([]Object, 0, len(objs))}
+	for i, o := range objs {
+		if i > 0 {
+			p := objs[i-1]
+			if p.kind() == o.kind() && group(p.apiVersion()) == group(o.apiVersion()) && p.namespace() == o.namespace() && p.name() == o.name() {
+				return nil, &SpecError{File: o.source, Msg: fmt.Sprintf("%s %s/%s is rendered twice (also by %s)", o.kind(), o.namespace(), o.name(), p.source)}
+			}
+		}
+		y, err := encodeYAML(o.obj)
+		if err != nil {
+			return nil, &SpecError{File: o.source, Msg: err.Error(), Err: err}
+		}
+		m.Objects = append(m.Objects, Object{
+			APIVersion: o.apiVersion(), Kind: o.kind(), Namespace: o.namespace(), Name: o.name(),
+			Component: o.component, YAML: y,
+		})
+	}
+	return m, nil
+}
+
+// encodeYAML writes an object with sorted keys and two-space indentation.
+func encodeYAML(obj map[string]any) ([]byte, error) {
+	var buf bytes.Buffer
+	enc := yaml.NewEncoder(&buf)
+	enc.SetIndent(2)
+	if err := enc.Encode(obj); err != nil {
+		return nil, err
+	}
+	if err := enc.Close(); err != nil {
+		return nil, err
+	}
+	return buf.Bytes(), nil
 }

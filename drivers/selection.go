@@ -106,3 +106,10 @@ func sameVersion(a, b string) bool {
 	}
 	return a == b
 }
+
+// supports reports whether the driver's application range contains app.
+// Prerelease application versions follow Masterminds semver: they match
+// only a range that itself names a prerelease (for example ">=2.0.0-0").
+func (d *Driver) supports(app *semver.Version) bool {
+	return d.compiled != nil && d.compiled.appRange != nil && d.compiled.appRange.Check(app)
+}

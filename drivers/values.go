@@ -1,0 +1,273 @@
+package drivers
+
+import (
+	"errors"
+	"fmt"
+	"regexp"
+	"sort"
+	"strings"
+
+	"cuelang.org/go/cue"
+	"github.com/Masterminds/semver/v3"
+)
+
+// fill returns the spec with the context filled in. Nil maps become empty
+// so the context always has the shape #Context expects.
+func (d *Driver) fill(c Context) cue.Value {
+	if c.Parameters == nil {
+		c.Parameters = map[string]any{}
+	}
+	if c.Services == nil {
+		c.Services = map[string]map[string]Endpoint{}
+	}
+	return d.compiled.value.FillPath(contextPath, c)
+}
+
+// ApplyParameters unifies params with the driver's parameter schema:
+// defaults are filled in and constraints checked. Errors name the
+// parameter and what was expected; an unknown parameter is an error. The
+// result holds every parameter that has a value (optional parameters
+// without a default and not set are left out).
+func (d *Driver) ApplyParameters(params map[string]any) (map[string]any, error) {
+	known := make(map[string]*Parameter, len(d.Parameters))
+	for i := range d.Parameters {
+		known[d.Parameters[i].Name] = &d.Parameters[i]
+	}
+	var errs []error
+	for _, name := range sortedKeys(params) {
+		if known[name] == nil {
+			errs = append(errs, &ParameterError{Driver: d.ref(), Parameter: name,
+				Msg: fmt.Sprintf("unknown parameter (the driver declares: %s)", d.parameterNames())})
+		}
+	}
+	if len(errs) > 0 {
+		return nil, errors.Join(errs...)
+	}
+	schema := d.compiled.value.LookupPath(parametersPath)
+	v := schema
+	if len(params) > 0 {
+		v = schema.FillPath(cue.Path{}, params)
+	}
+	out := make(map[string]any, len(d.Parameters))
+	for _, p := range d.Parameters {
+		pv := v.LookupPath(cue.MakePath(cue.Str(p.Name)))
+		given, isGiven := params[p.Name]
+		if !isGiven && p.Optional {
+			continue
+		}
+		if err := pv.Validate(cue.Concrete(true)); err != nil {
+			msg := fmt.Sprintf("expected %s", p.expectation())
+			if isGiven {
+				msg = fmt.Sprintf("value %s does not satisfy %s: %s", describe(given, p), p.expectation(), firstMsg(err))
+			} else {
+				msg = "required, " + msg
+			}
+			errs = append(errs, &ParameterError{Driver: d.ref(), Parameter: p.Name, Msg: msg})
+			continue
+		}
+		var x any
+		if err := pv.Decode(&x); err != nil {
+			errs = append(errs, &ParameterError{Driver: d.ref(), Parameter: p.Name, Msg: err.Error()})
+			continue
+		}
+		out[p.Name] = x
+	}
+	if len(errs) > 0 {
+		return nil, errors.Join(errs...)
+	}
+	return out, nil
+}
+
+// ParameterError is a parameter value the driver's schema rejects.
+type ParameterError struct {
+	Driver    string // name@version
+	Parameter string
+	Msg       string
+}
+
+func (e *ParameterError) Error() string {
+	return fmt.Sprintf("driver %s: parameter %s: %s", e.Driver, e.Parameter, e.Msg)
+}
+
+func (p *Parameter) expectation() string {
+	switch {
+	case p.Secret:
+		return "a secret reference {name, key}"
+	case p.Constraint != "":
+		return p.Constraint
+	default:
+		return p.Type
+	}
+}
+
+// describe shows a given value in an error without revealing sensitive
+// ones.
+func describe(v any, p Parameter) string {
+	if p.Sensitive || p.Secret {
+		return "(hidden)"
+	}
+	s := fmt.Sprintf("%v", v)
+	if str, ok := v.(string); ok {
+		s = fmt.Sprintf("%q", str)
+	}
+	if len(s) > 60 {
+		s = s[:57] + "..."
+	}
+	return s
+}
+
+func firstMsg(err error) string {
+	msg := err.Error()
+	if i := strings.IndexByte(msg, '\n'); i >= 0 {
+		msg = msg[:i]
+	}
+	return msg
+}
+
+func (d *Driver) ref() string { return d.Name + "@" + d.Version }
+
+func (d *Driver) parameterNames() string {
+	if len(d.Parameters) == 0 {
+		return "none"
+	}
+	names := make([]string, len(d.Parameters))
+	for i, p := range d.Parameters {
+		names[i] = p.Name
+	}
+	return strings.Join(names, ", ")
+}
+
+// Values computes the chart values in CUE from c (whose Parameters are
+// already applied; defaults are applied again, harmlessly).
+func (d *Driver) Values(c Context) (map[string]any, error) {
+	v := d.fill(c).LookupPath(valuesPath)
+	if err := v.Validate(cue.Concrete(true)); err != nil {
+		return nil, cueError(d.compiled.file, err)
+	}
+	var out map[string]any
+	if err := v.Decode(&out); err != nil {
+		return nil, cueError(d.compiled.file, err)
+	}
+	if out == nil {
+		out = map[string]any{}
+	}
+	return out, nil
+}
+
+// Endpoints computes this deployment's services. It needs only the
+// Cluster, Environment and Deployment parts of c. The host defaults to
+// <deployment>.<namespace>.svc; the URL is <protocol>://<host>:<port>.
+func (d *Driver) Endpoints(c Context) (map[string]Endpoint, error) {
+	out := make(map[string]Endpoint, len(d.Services))
+	if len(d.Services) == 0 {
+		return out, nil
+	}
+	v := d.fill(c)
+	for _, s := range d.Services {
+		host := c.Deployment.Name + "." + c.Deployment.Namespace + ".svc"
+		hv := v.LookupPath(cue.MakePath(cue.Str("services"), cue.Str(s.Name), cue.Str("host")))
+		if hv.Exists() {
+			h, err := hv.String()
+			if err != nil {
+				return nil, cueError(d.compiled.file, hv.Err())
+			}
+			host = h
+		}
+		out[s.Name] = Endpoint{
+			Host:     host,
+			Port:     s.Port,
+			Protocol: s.Protocol,
+			URL:      fmt.Sprintf("%s://%s:%d", s.Protocol, host, s.Port),
+		}
+	}
+	return out, nil
+}
+
+// ResolveComponents returns the components with their workload names
+// evaluated for c.
+func (d *Driver) ResolveComponents(c Context) ([]Component, error) {
+	return d.resolveComponents(d.fill(c))
+}
+
+func (d *Driver) resolveComponents(v cue.Value) ([]Component, error) {
+	out := make([]Component, len(d.Components))
+	for i, comp := range d.Components {
+		out[i] = Component{Name: comp.Name, Workloads: make([]WorkloadSelector, len(comp.Workloads))}
+		for j, w := range comp.Workloads {
+			if w.Name != "" {
+				nv := v.LookupPath(cue.MakePath(cue.Str("components"), cue.Str(comp.Name), cue.Str("workloads"), cue.Index(j), cue.Str("name")))
+				name, err := nv.String()
+				if err != nil {
+					if nv.Err() != nil {
+						return nil, cueError(d.compiled.file, nv.Err())
+					}
+					return nil, specErrorAt(d.compiled.file, nv.Pos(), fmt.Sprintf("components.%s.workloads[%d].name", comp.Name, j), "does not evaluate to a string: %v", err)
+				}
+				w.Name = name
+			}
+			out[i].Workloads[j] = w
+		}
+	}
+	return out, nil
+}
+
+// SampleContext is a context to render the driver with when no real one
+// exists (Load, lint): a sample cluster and environment, an application
+// version inside the driver's range, and the parameters' defaults (secret
+// parameters without a default get a sample reference). ok is false when a
+// required parameter has no default.
+func (d *Driver) SampleContext() (c Context, ok bool) {
+	params := map[string]any{}
+	for _, p := range d.Parameters {
+		switch {
+		case p.HasDefault, p.Optional:
+		case p.Secret:
+			params[p.Name] = map[string]any{"name": "sample-secret", "key": p.Name}
+		default:
+			return Context{}, false
+		}
+	}
+	applied, err := d.ApplyParameters(params)
+	if err != nil {
+		return Context{}, false
+	}
+	ns := "sample-" + d.Name
+	return Context{
+		Cluster: ClusterContext{
+			Name: "sample", Domain: "sample.example", IngressClass: "nginx",
+			StorageClasses: map[string]string{"default": "standard"},
+		},
+		Environment: EnvironmentContext{Name: "sample", Namespace: "sample"},
+		Deployment: DeploymentContext{
+			Name: d.Name, Namespace: ns, AppVersion: d.sampleAppVersion(),
+			Driver: d.Name, DriverVersion: d.Version,
+		},
+		Parameters: applied,
+		Services:   map[string]map[string]Endpoint{},
+	}, true
+}
+
+var versionInRangeRE = regexp.MustCompile(`v?\d+(\.\d+){0,2}(-[0-9A-Za-z.-]+)?`)
+
+// sampleAppVersion picks an application version the range accepts: the
+// versions named in the range (and their next patch) are tried in order;
+// "0.0.0" when none fits.
+func (d *Driver) sampleAppVersion() string {
+	var cands []*semver.Version
+	for _, m := range versionInRangeRE.FindAllString(d.AppVersions, -1) {
+		v, err := semver.NewVersion(m)
+		if err != nil {
+			continue
+		}
+		cands = append(cands, v, ptr(v.IncPatch()))
+	}
+	sort.SliceStable(cands, func(i, j int) bool { return cands[i].LessThan(cands[j]) })
+	for _, v := range cands {
+		if d.compiled.appRange != nil && d.compiled.appRange.Check(v) {
+			return v.String()
+		}
+	}
+	return "0.0.0"
+}
+
+func ptr[T any](v T) *T { return &v }
