@@ -1,0 +1,125 @@
+package main
+
+import (
+	"bytes"
+	"errors"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// exampleRepo copies the example desired-state repository (without locks)
+// into a temporary folder.
+func exampleRepo(t *testing.T) string {
+	t.Helper()
+	src := filepath.Join("..", "..", "examples")
+	dst := t.TempDir()
+	err := filepath.WalkDir(src, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		rel, _ := filepath.Rel(src, p)
+		if d.IsDir() {
+			if rel == "locks" || rel == "ci" {
+				return filepath.SkipDir
+			}
+			return os.MkdirAll(filepath.Join(dst, rel), 0o755)
+		}
+		data, err := os.ReadFile(p)
+		if err != nil {
+			return err
+		}
+		return os.WriteFile(filepath.Join(dst, rel), data, 0o644)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return dst
+}
+
+// styrminctl runs the CLI in-process and returns stdout and the exit code
+// main would use.
+func styrminctl(t *testing.T, args ...string) (string, int, error) {
+	t.Helper()
+	var out, errOut bytes.Buffer
+	root := newRootCmd(&out, &errOut)
+	root.SetArgs(args)
+	err := root.Execute()
+	code := 0
+	if err != nil {
+		code = 1
+		var ec exitCoder
+		if errors.As(err, &ec) {
+			code = ec.ExitCode()
+		}
+	}
+	return out.String(), code, err
+}
+
+func TestLockWritesLockfilesAndCheckSeesThemCurrent(t *testing.T) {
+	repo := exampleRepo(t)
+	if _, code, _ := styrminctl(t, "--repo", repo, "lock", "--check"); code != 1 {
+		t.Fatalf("check before any lock: exit %d, want 1", code)
+	}
+	out, code, err := styrminctl(t, "--repo", repo, "lock")
+	if code != 0 {
+		t.Fatalf("lock: exit %d: %v\n%s", code, err, out)
+	}
+	for _, want := range []string{"local/dev/web=1", "local/staging/hub=1"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("lock output lacks %q:\n%s", want, out)
+		}
+	}
+	if _, err := os.Stat(filepath.Join(repo, "locks/local/dev/web.lock.yaml")); err != nil {
+		t.Fatal(err)
+	}
+	out, code, _ = styrminctl(t, "--repo", repo, "lock", "--check")
+	if code != 0 {
+		t.Fatalf("check after lock: exit %d\n%s", code, out)
+	}
+	out, _, _ = styrminctl(t, "--repo", repo, "lock")
+	if !strings.Contains(out, "nothing to lock") {
+		t.Fatalf("second lock should write nothing:\n%s", out)
+	}
+}
+
+func TestLockWithBadInputWritesNothing(t *testing.T) {
+	repo := exampleRepo(t)
+	bad := filepath.Join(repo, "clusters/local/environments/dev/deployments/web.cue")
+	if err := os.WriteFile(bad, []byte("driver: \"webapp\"\nappVersion: \"1.25.0\"\nparameters: replicas: 0\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	_, code, err := styrminctl(t, "--repo", repo, "lock")
+	if code != 1 || err == nil || !strings.Contains(err.Error(), "clusters/local/environments/dev/deployments/web.cue") || !strings.Contains(err.Error(), "replicas") {
+		t.Fatalf("exit %d, error %v; want 1 and an error naming the file and field", code, err)
+	}
+	if _, err := os.Stat(filepath.Join(repo, "locks")); !errors.Is(err, fs.ErrNotExist) {
+		t.Fatalf("bad input wrote locks: %v", err)
+	}
+	// --keep-going locks the others and still fails.
+	out, code, _ := styrminctl(t, "--repo", repo, "lock", "--keep-going")
+	if code != 1 || !strings.Contains(out, "local/staging/web=1") || strings.Contains(out, "local/dev/web=") {
+		t.Fatalf("keep-going: exit %d\n%s", code, out)
+	}
+}
+
+func TestExplainNamesTheLayerOfEachValue(t *testing.T) {
+	repo := exampleRepo(t)
+	out, code, err := styrminctl(t, "--repo", repo, "explain", "local/staging/hub", "config")
+	if code != 0 {
+		t.Fatalf("explain: %v", err)
+	}
+	for _, want := range []string{
+		`config.logLevel = "warn"`, "from deployment (clusters/local/environments/staging/deployments/hub.cue)",
+		`config.logFormat = "json"`, "from cluster (clusters/local/cluster.cue)",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("explain output lacks %q:\n%s", want, out)
+		}
+	}
+	if _, _, err := styrminctl(t, "--repo", repo, "explain", "local/staging/nope"); err == nil || !strings.Contains(err.Error(), "not defined") {
+		t.Fatalf("explain of a missing deployment: %v", err)
+	}
+}
