@@ -467,9 +467,12 @@ func (b *treeBuilder) apply(base plumbing.Hash, files map[string][]byte) (plumbi
 		}
 		n.files[last] = files[p]
 	}
-	h, _, err := b.applyNode(base, root, "")
+	h, changed, err := b.applyNode(base, root, "")
 	if err != nil {
 		return plumbing.ZeroHash, err
+	}
+	if !changed {
+		return base, nil
 	}
 	if h.IsZero() { // everything was deleted: the empty tree
 		return b.writeTree(nil)

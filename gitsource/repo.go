@@ -70,7 +70,12 @@ type OpenOptions struct {
 // of a worktree, a worktree added with `git worktree add`, or a bare
 // repository).
 func Open(path string, opts OpenOptions) (*Repo, error) {
-	gr, err := git.PlainOpenWithOptions(path, &git.PlainOpenOptions{DetectDotGit: true, EnableDotGitCommonDir: true})
+	// A bare repository is only found at its own path; a worktree also from
+	// any directory below it.
+	gr, err := git.PlainOpenWithOptions(path, &git.PlainOpenOptions{EnableDotGitCommonDir: true})
+	if errors.Is(err, git.ErrRepositoryNotExists) {
+		gr, err = git.PlainOpenWithOptions(path, &git.PlainOpenOptions{DetectDotGit: true, EnableDotGitCommonDir: true})
+	}
 	if err != nil {
 		return nil, fmt.Errorf("gitsource: open %s: %w", path, err)
 	}
@@ -176,7 +181,7 @@ func Clone(ctx context.Context, url, dir string, opts CloneOptions) (*Repo, erro
 	if !head.Name().IsBranch() {
 		return nil, fmt.Errorf("gitsource: clone %s: remote HEAD is not a branch; set CloneOptions.Branch", redactURL(url))
 	}
-	return &Repo{
+	r := &Repo{
 		repo:       gr,
 		storer:     gr.Storer,
 		branch:     head.Name().Short(),
@@ -185,7 +190,13 @@ func Clone(ctx context.Context, url, dir string, opts CloneOptions) (*Repo, erro
 		auth:       auth,
 		caBundle:   opts.CABundle,
 		insecure:   opts.InsecureSkipTLS,
-	}, nil
+	}
+	// go-git names the remote-tracking ref after HEAD when no branch is
+	// given; Fetch and Head use refs/remotes/origin/<branch>.
+	if err := gr.Storer.SetReference(plumbing.NewHashReference(r.trackingRef(), head.Hash())); err != nil {
+		return nil, fmt.Errorf("gitsource: clone %s: %w", redactURL(url), err)
+	}
+	return r, nil
 }
 
 // Branch returns the short name of the tracked branch.

@@ -59,7 +59,7 @@ func (l *localWorktree) checkClean(files map[string][]byte, old map[string]objec
 			}
 		case err != nil:
 			return fmt.Errorf("gitsource: commit locks: read index: %w", err)
-		case e.Hash != want || e.Stage != index.Merged:
+		case e.Hash != want || e.Stage != 0: // stage 0: not in a conflict
 			return dirty("index")
 		}
 		fi, err := l.wt.Filesystem.Lstat(p)

@@ -1,0 +1,383 @@
+package gitsource_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/styrmin/styrmin/gitsource"
+	"github.com/styrmin/styrmin/gitsource/gitserver"
+)
+
+const appLock = "locks/c/e/app.lock.yaml"
+
+// readSequence parses "sequence: N" from a lockfile at the head (0 when
+// the file does not exist). Parsing lockfiles is the resolver's job; this
+// is a test stand-in.
+func readSequence(fsys fs.FS, path string) (int, error) {
+	b, err := fs.ReadFile(fsys, path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return 0, nil
+	}
+	if err != nil {
+		return 0, err
+	}
+	s, ok := strings.CutPrefix(strings.TrimSpace(string(b)), "sequence: ")
+	if !ok {
+		return 0, fmt.Errorf("%s: %q has no sequence", path, b)
+	}
+	return strconv.Atoi(s)
+}
+
+// bumpSequence is a BuildFunc that renumbers appLock from the head it is
+// given, as a real locker does.
+func bumpSequence(_ context.Context, _ gitsource.Hash, headFS fs.FS) (gitsource.Change, error) {
+	n, err := readSequence(headFS, appLock)
+	if err != nil {
+		return gitsource.Change{}, err
+	}
+	return gitsource.Change{
+		Files: map[string][]byte{appLock: fmt.Appendf(nil, "sequence: %d\n", n+1)},
+		Locks: map[string]int{"c/e/app": n + 1},
+	}, nil
+}
+
+func TestCommitLocksLocalWorktreeStaysClean(t *testing.T) {
+	ctx := context.Background()
+	lr := newLocalRepo(t, false)
+	base := lr.commit("config", map[string]string{"styrmin.cue": "x: 1\n", "locks/c/e/old.lock.yaml": "sequence: 3\n"})
+	// Unrelated work in progress must survive untouched and uncommitted.
+	lr.write(map[string]string{"styrmin.cue": "x: 2\n", "notes.txt": "draft\n", "staged.txt": "staged\n"})
+	lr.git("add", "staged.txt")
+	statusBefore := lr.git("status", "--porcelain")
+
+	r, err := gitsource.Open(lr.dir, gitsource.OpenOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var builtOn gitsource.Hash
+	res, err := r.CommitLocks(ctx, gitsource.CommitRequest{Build: func(ctx context.Context, head gitsource.Hash, headFS fs.FS) (gitsource.Change, error) {
+		builtOn = head
+		// headFS is the commit, not the worktree.
+		if b, _ := fs.ReadFile(headFS, "styrmin.cue"); string(b) != "x: 1\n" {
+			t.Errorf("headFS styrmin.cue = %q, want the committed content", b)
+		}
+		return gitsource.Change{
+			Files: map[string][]byte{
+				appLock:                   []byte("sequence: 1\n"),
+				"locks/c/e/old.lock.yaml": nil,
+				"locks/c/f/new.lock.yaml": []byte("sequence: 1\n"),
+			},
+			Locks:    map[string]int{"c/e/app": 1, "c/f/new": 1},
+			Trailers: []gitsource.Trailer{{Key: "Styrmin-Source", Value: base}},
+		}, nil
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !res.Committed || res.Attempts != 1 || builtOn.String() != base || res.Parent.String() != base {
+		t.Fatalf("result = %+v (built on %s), want one commit on %s", res, builtOn, base)
+	}
+	if head := lr.git("rev-parse", "HEAD"); head != res.Commit.String() {
+		t.Fatalf("HEAD = %s, want %s", head, res.Commit)
+	}
+	if got := lr.git("status", "--porcelain"); got != statusBefore {
+		t.Fatalf("git status after commit:\n%s\nwant (as before):\n%s", got, statusBefore)
+	}
+	if got := lr.git("diff-files", "--name-only"); got != "styrmin.cue" {
+		t.Fatalf("git diff-files (no index refresh) = %q, want only the user's edit", got)
+	}
+	if got, want := lr.git("log", "-1", "--format=%an <%ae>%n%B"), "styrmin <styrmin@localhost>\nstyrmin: lock c/e/app=1, c/f/new=1\n\nStyrmin-Lock: c/e/app=1\nStyrmin-Lock: c/f/new=1\nStyrmin-Source: "+base; got != want {
+		t.Fatalf("commit message:\n%s\nwant:\n%s", got, want)
+	}
+	if got, want := lr.git("show", "--format=", "--name-status", "HEAD"), "A\tlocks/c/e/app.lock.yaml\nD\tlocks/c/e/old.lock.yaml\nA\tlocks/c/f/new.lock.yaml"; got != want {
+		t.Fatalf("commit content:\n%s\nwant:\n%s", got, want)
+	}
+	if b, err := os.ReadFile(filepath.Join(lr.dir, "locks/c/f/new.lock.yaml")); err != nil || string(b) != "sequence: 1\n" {
+		t.Fatalf("worktree file = %q, %v", b, err)
+	}
+
+	// Deleting the last file of a directory removes the directory, as git does.
+	if _, err := r.CommitLocks(ctx, gitsource.CommitRequest{Build: func(context.Context, gitsource.Hash, fs.FS) (gitsource.Change, error) {
+		return gitsource.Change{Files: map[string][]byte{"locks/c/f/new.lock.yaml": nil}, Summary: "delete c/f/new"}, nil
+	}}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(filepath.Join(lr.dir, "locks/c/f")); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("locks/c/f still exists: %v", err)
+	}
+	if got := lr.git("status", "--porcelain"); got != statusBefore {
+		t.Fatalf("git status after delete:\n%s\nwant:\n%s", got, statusBefore)
+	}
+	lr.git("fsck", "--strict", "--no-progress")
+}
+
+func TestCommitLocksRefusesDirtyLockfiles(t *testing.T) {
+	ctx := context.Background()
+	tests := []struct {
+		name  string
+		setup func(lr *localRepo)
+		where string
+	}{
+		{"modified in worktree", func(lr *localRepo) { lr.write(map[string]string{appLock: "sequence: 9\n"}) }, "worktree"},
+		{"staged", func(lr *localRepo) { lr.write(map[string]string{appLock: "sequence: 9\n"}); lr.git("add", appLock) }, "index"},
+		{"deleted in worktree", func(lr *localRepo) { lr.write(map[string]string{appLock: del}) }, "worktree"},
+		{"untracked where a new file goes", func(lr *localRepo) { lr.write(map[string]string{"locks/c/e/new.lock.yaml": "mine"}) }, "worktree"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			lr := newLocalRepo(t, false)
+			base := lr.commit("base", map[string]string{appLock: "sequence: 1\n"})
+			tt.setup(lr)
+			r, err := gitsource.Open(lr.dir, gitsource.OpenOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			_, err = r.CommitLocks(ctx, gitsource.CommitRequest{Build: func(context.Context, gitsource.Hash, fs.FS) (gitsource.Change, error) {
+				return gitsource.Change{Files: map[string][]byte{appLock: []byte("sequence: 2\n"), "locks/c/e/new.lock.yaml": []byte("sequence: 1\n")}}, nil
+			}})
+			if !errors.Is(err, gitsource.ErrDirtyWorktree) || !strings.Contains(err.Error(), tt.where) {
+				t.Fatalf("err = %v, want ErrDirtyWorktree in the %s", err, tt.where)
+			}
+			if head := lr.git("rev-parse", "HEAD"); head != base {
+				t.Fatalf("HEAD moved to %s", head)
+			}
+		})
+	}
+}
+
+func TestCommitLocksWithNoChangeMakesNoCommit(t *testing.T) {
+	ctx := context.Background()
+	lr := newLocalRepo(t, true)
+	r, err := gitsource.Open(lr.dir, gitsource.OpenOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// An unborn branch and an empty change: nothing at all.
+	res, err := r.CommitLocks(ctx, gitsource.CommitRequest{Build: func(context.Context, gitsource.Hash, fs.FS) (gitsource.Change, error) {
+		return gitsource.Change{Files: map[string][]byte{"locks/none": nil}}, nil
+	}})
+	if err != nil || res.Committed || !res.Commit.IsZero() {
+		t.Fatalf("result = %+v, %v; want nothing committed", res, err)
+	}
+	// The first lock creates the branch in a bare repository.
+	first, err := r.CommitLocks(ctx, gitsource.CommitRequest{Build: bumpSequence})
+	if err != nil || !first.Committed || !first.Parent.IsZero() {
+		t.Fatalf("first = %+v, %v", first, err)
+	}
+	// Writing the same bytes again changes nothing.
+	same, err := r.CommitLocks(ctx, gitsource.CommitRequest{Build: func(context.Context, gitsource.Hash, fs.FS) (gitsource.Change, error) {
+		return gitsource.Change{Files: map[string][]byte{appLock: []byte("sequence: 1\n")}, Locks: map[string]int{"c/e/app": 1}}, nil
+	}})
+	if err != nil || same.Committed || same.Commit != first.Commit {
+		t.Fatalf("same = %+v, %v; want no commit, head %s", same, err, first.Commit)
+	}
+	if got := lr.git("rev-list", "--count", "main"); got != "1" {
+		t.Fatalf("commits on main = %s, want 1", got)
+	}
+}
+
+func TestCommitLocksRejectsBadChangesAndChangesNothing(t *testing.T) {
+	ctx := context.Background()
+	tests := []struct {
+		name    string
+		change  gitsource.Change
+		wantErr error
+		wantMsg string
+	}{
+		{"parent escape", gitsource.Change{Files: map[string][]byte{"../x": []byte("1")}}, gitsource.ErrInvalidPath, "clean relative path"},
+		{"absolute", gitsource.Change{Files: map[string][]byte{"/etc/x": []byte("1")}}, gitsource.ErrInvalidPath, "clean relative path"},
+		{"double slash", gitsource.Change{Files: map[string][]byte{"locks//x": []byte("1")}}, gitsource.ErrInvalidPath, "clean relative path"},
+		{"dot git", gitsource.Change{Files: map[string][]byte{"locks/.git/config": []byte("1")}}, gitsource.ErrInvalidPath, ".git"},
+		{"dot git case", gitsource.Change{Files: map[string][]byte{".GIT/x": []byte("1")}}, gitsource.ErrInvalidPath, ".git"},
+		{"backslash", gitsource.Change{Files: map[string][]byte{`locks\x`: []byte("1")}}, gitsource.ErrInvalidPath, "contains"},
+		{"write over a directory", gitsource.Change{Files: map[string][]byte{"locks/c": []byte("1")}}, gitsource.ErrInvalidPath, "is a directory"},
+		{"file used as directory", gitsource.Change{Files: map[string][]byte{appLock + "/x": []byte("1")}}, gitsource.ErrInvalidPath, "is a file"},
+		{"file and dir in one change", gitsource.Change{Files: map[string][]byte{"a/b": []byte("1"), "a/b/c": []byte("1")}}, gitsource.ErrInvalidPath, "also"},
+		{"bad lock key", gitsource.Change{Files: map[string][]byte{appLock: []byte("2")}, Locks: map[string]int{"c e": 2}}, nil, "deployment key"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			lr := newLocalRepo(t, false)
+			base := lr.commit("base", map[string]string{appLock: "sequence: 1\n"})
+			r, err := gitsource.Open(lr.dir, gitsource.OpenOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			res, err := r.CommitLocks(ctx, gitsource.CommitRequest{Build: func(context.Context, gitsource.Hash, fs.FS) (gitsource.Change, error) {
+				return tt.change, nil
+			}})
+			if err == nil || (tt.wantErr != nil && !errors.Is(err, tt.wantErr)) || !strings.Contains(err.Error(), tt.wantMsg) {
+				t.Fatalf("err = %v, want %v containing %q", err, tt.wantErr, tt.wantMsg)
+			}
+			if res.Attempts != 1 {
+				t.Fatalf("Attempts = %d; bad input must not be retried", res.Attempts)
+			}
+			if head := lr.git("rev-parse", "HEAD"); head != base {
+				t.Fatalf("HEAD moved to %s", head)
+			}
+			if st := lr.git("status", "--porcelain"); st != "" {
+				t.Fatalf("worktree changed:\n%s", st)
+			}
+		})
+	}
+}
+
+func TestCommitLocksReturnsBuildErrorsAtOnce(t *testing.T) {
+	lr := newLocalRepo(t, false)
+	lr.commit("base", map[string]string{"x": "1"})
+	r, err := gitsource.Open(lr.dir, gitsource.OpenOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	boom := errors.New("resolve failed: clusters/c/cluster.cue: field domain")
+	res, err := r.CommitLocks(context.Background(), gitsource.CommitRequest{Build: func(context.Context, gitsource.Hash, fs.FS) (gitsource.Change, error) {
+		return gitsource.Change{}, boom
+	}})
+	if !errors.Is(err, boom) || res.Attempts != 1 {
+		t.Fatalf("err = %v after %d attempts, want the build error after 1", err, res.Attempts)
+	}
+}
+
+func TestCommitLocksPushesOverHTTP(t *testing.T) {
+	ctx := context.Background()
+	const token = "push-token"
+	srv := gitserver.New(t, gitserver.WithToken(token))
+	url, dir := srv.CreateRepo("cfg.git")
+	seed := srv.Commit("cfg.git", "seed", map[string][]byte{"styrmin.cue": []byte("x: 1\n")})
+
+	r, err := gitsource.Clone(ctx, url, "", gitsource.CloneOptions{Auth: gitsource.Auth{Token: token}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := r.CommitLocks(ctx, gitsource.CommitRequest{Build: bumpSequence})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !res.Committed || res.Parent.String() != seed || srv.Head("cfg.git", "main") != res.Commit.String() {
+		t.Fatalf("result = %+v; remote main = %s", res, srv.Head("cfg.git", "main"))
+	}
+	if h, _ := r.Head(); h != res.Commit {
+		t.Fatalf("Head after push = %s, want %s", h, res.Commit)
+	}
+	srv.Git(dir, "fsck", "--strict", "--no-progress")
+	if got := srv.Git(dir, "show", "main:"+appLock); got != "sequence: 1" {
+		t.Fatalf("remote lockfile = %q", got)
+	}
+}
+
+func TestCommitLocksCreatesTheBranchOnAnEmptyRemote(t *testing.T) {
+	ctx := context.Background()
+	srv := gitserver.New(t)
+	_, dir := srv.CreateRepo("empty.git")
+	lr := newLocalRepo(t, false)
+	lr.git("remote", "add", "origin", srv.RepoURL("empty.git"))
+	r, err := gitsource.Open(lr.dir, gitsource.OpenOptions{Remote: "origin"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := r.Fetch(ctx); !errors.Is(err, gitsource.ErrBranchNotFound) {
+		t.Fatalf("Fetch of an empty remote: err = %v, want ErrBranchNotFound", err)
+	}
+	res, err := r.CommitLocks(ctx, gitsource.CommitRequest{Build: bumpSequence})
+	if err != nil || !res.Committed || !res.Parent.IsZero() {
+		t.Fatalf("result = %+v, %v", res, err)
+	}
+	if got := srv.Head("empty.git", "main"); got != res.Commit.String() {
+		t.Fatalf("remote main = %q, want %s", got, res.Commit)
+	}
+	srv.Git(dir, "fsck", "--strict", "--no-progress")
+}
+
+func TestCommitLocksRetriesWhenTheBranchMoves(t *testing.T) {
+	ctx := context.Background()
+	srv := gitserver.New(t)
+	url, _ := srv.CreateRepo("cfg.git")
+	srv.Commit("cfg.git", "seed", map[string][]byte{appLock: []byte("sequence: 1\n")})
+	r, err := gitsource.Clone(ctx, url, "", gitsource.CloneOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var heads []string
+	res, err := r.CommitLocks(ctx, gitsource.CommitRequest{
+		Backoff: gitsource.Backoff{Initial: time.Millisecond, Max: 5 * time.Millisecond},
+		Build: func(ctx context.Context, head gitsource.Hash, headFS fs.FS) (gitsource.Change, error) {
+			heads = append(heads, head.String())
+			if len(heads) == 1 {
+				// Another locker wins the race between our fetch and push.
+				srv.Commit("cfg.git", "styrmin: lock c/e/app=2", map[string][]byte{appLock: []byte("sequence: 2\n"), "other": []byte("theirs")})
+			}
+			return bumpSequence(ctx, head, headFS)
+		},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Attempts != 2 || heads[0] == heads[1] || res.Parent.String() != heads[1] {
+		t.Fatalf("result = %+v, built on %v; want a second attempt on the new head", res, heads)
+	}
+	fsys, _ := r.FS(res.Commit)
+	if n, _ := readSequence(fsys, appLock); n != 3 {
+		t.Fatalf("sequence = %d, want 3 (renumbered on the new head)", n)
+	}
+	if b, _ := fs.ReadFile(fsys, "other"); string(b) != "theirs" {
+		t.Fatalf("the other locker's change was lost: %q", b)
+	}
+}
+
+func TestCommitLocksGivesUpWithErrConflict(t *testing.T) {
+	ctx := context.Background()
+	srv := gitserver.New(t)
+	url, _ := srv.CreateRepo("cfg.git")
+	srv.Commit("cfg.git", "seed", map[string][]byte{"x": []byte("0")})
+	r, err := gitsource.Clone(ctx, url, "", gitsource.CloneOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	res, err := r.CommitLocks(ctx, gitsource.CommitRequest{
+		MaxAttempts: 3,
+		Backoff:     gitsource.Backoff{Initial: time.Millisecond, Max: 2 * time.Millisecond},
+		Build: func(ctx context.Context, head gitsource.Hash, headFS fs.FS) (gitsource.Change, error) {
+			n++
+			srv.Commit("cfg.git", "racer", map[string][]byte{"x": fmt.Appendf(nil, "%d", n)})
+			return bumpSequence(ctx, head, headFS)
+		},
+	})
+	if !errors.Is(err, gitsource.ErrConflict) || res.Attempts != 3 || res.Committed {
+		t.Fatalf("err = %v, result %+v; want ErrConflict after 3 attempts", err, res)
+	}
+	if !strings.Contains(err.Error(), "3 attempts") {
+		t.Fatalf("error %q does not say how often it tried", err)
+	}
+}
+
+func TestCommitLocksStopsWhenContextIsCancelled(t *testing.T) {
+	srv := gitserver.New(t)
+	url, _ := srv.CreateRepo("cfg.git")
+	srv.Commit("cfg.git", "seed", map[string][]byte{"x": []byte("0")})
+	r, err := gitsource.Clone(context.Background(), url, "", gitsource.CloneOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	res, err := r.CommitLocks(ctx, gitsource.CommitRequest{
+		MaxAttempts: 100,
+		Backoff:     gitsource.Backoff{Initial: time.Hour, Max: time.Hour},
+		Build: func(ctx context.Context, head gitsource.Hash, headFS fs.FS) (gitsource.Change, error) {
+			srv.Commit("cfg.git", "racer", map[string][]byte{"x": []byte(head.String())})
+			cancel()
+			return bumpSequence(ctx, head, headFS)
+		},
+	})
+	if !errors.Is(err, context.Canceled) || res.Attempts != 1 {
+		t.Fatalf("err = %v after %d attempts, want context.Canceled after 1", err, res.Attempts)
+	}
+}

@@ -1,0 +1,200 @@
+package gitsource_test
+
+import (
+	"context"
+	"errors"
+	"io/fs"
+	"strings"
+	"testing"
+
+	"github.com/styrmin/styrmin/gitsource"
+	"github.com/styrmin/styrmin/gitsource/gitserver"
+)
+
+func TestFetchSkipsWhenRemoteHeadHasNotMoved(t *testing.T) {
+	ctx := context.Background()
+	srv := gitserver.New(t)
+	url, _ := srv.CreateRepo("config.git")
+	first := srv.Commit("config.git", "first", map[string][]byte{"locks/c/e/a.lock.yaml": []byte("sequence: 1\n")})
+
+	r, err := gitsource.Clone(ctx, url, "", gitsource.CloneOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.Branch() != "main" {
+		t.Fatalf("Branch = %q, want main (the remote HEAD)", r.Branch())
+	}
+	head, err := r.Head()
+	if err != nil || head.String() != first {
+		t.Fatalf("Head = %s, %v; want %s", head, err, first)
+	}
+
+	before := srv.Requests()
+	res, err := r.Fetch(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Moved || res.Head.String() != first || res.Previous != res.Head {
+		t.Fatalf("Fetch = %+v, want unmoved at %s", res, first)
+	}
+	if n := srv.Requests() - before; n != 1 {
+		t.Fatalf("an unmoved fetch made %d HTTP requests, want 1 (the ref advertisement)", n)
+	}
+
+	second := srv.Commit("config.git", "second", map[string][]byte{"locks/c/e/a.lock.yaml": []byte("sequence: 2\n")})
+	res, err = r.Fetch(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !res.Moved || res.Previous.String() != first || res.Head.String() != second {
+		t.Fatalf("Fetch = %+v, want moved %s → %s", res, first, second)
+	}
+	fsys, err := r.FS(res.Head)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if b, err := fs.ReadFile(fsys, "locks/c/e/a.lock.yaml"); err != nil || string(b) != "sequence: 2\n" {
+		t.Fatalf("after fetch: %q, %v", b, err)
+	}
+	changes, err := r.LockChanges(res.Previous, res.Head, "locks")
+	if err != nil || len(changes) != 1 || changes[0].Commit.String() != second {
+		t.Fatalf("LockChanges(prev, head) = %+v, %v", changes, err)
+	}
+}
+
+func TestCloneWithToken(t *testing.T) {
+	ctx := context.Background()
+	const token = "s3cret-token"
+	srv := gitserver.New(t, gitserver.WithToken(token))
+	url, _ := srv.CreateRepo("private.git")
+	srv.Commit("private.git", "first", map[string][]byte{"styrmin.cue": []byte("x: 1\n")})
+
+	r, err := gitsource.Clone(ctx, url, t.TempDir(), gitsource.CloneOptions{Auth: gitsource.Auth{Token: token}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := r.Fetch(ctx); err != nil {
+		t.Fatalf("fetch with the token: %v", err)
+	}
+
+	for name, auth := range map[string]gitsource.Auth{
+		"wrong token": {Token: "wrong-token-value"},
+		"no token":    {},
+	} {
+		t.Run(name, func(t *testing.T) {
+			_, err := gitsource.Clone(ctx, url, "", gitsource.CloneOptions{Auth: auth})
+			if !errors.Is(err, gitsource.ErrAuth) {
+				t.Fatalf("err = %v, want ErrAuth", err)
+			}
+			if !strings.Contains(err.Error(), "check the token") || !strings.Contains(err.Error(), url) {
+				t.Errorf("error %q does not say what to check and where", err)
+			}
+			if strings.Contains(err.Error(), "wrong-token-value") {
+				t.Errorf("error leaks the token: %v", err)
+			}
+		})
+	}
+
+	// A token embedded in the URL never shows in errors either.
+	bad := strings.Replace(url, "://", "://user:leaked-token@", 1)
+	_, err = gitsource.Clone(ctx, bad+"-missing", "", gitsource.CloneOptions{})
+	if err == nil || strings.Contains(err.Error(), "leaked-token") {
+		t.Fatalf("err = %v; want an error without the token", err)
+	}
+}
+
+func TestCloneLocalPathAndNamedBranch(t *testing.T) {
+	ctx := context.Background()
+	lr := newLocalRepo(t, false)
+	lr.commit("main", map[string]string{"f": "main"})
+	lr.git("checkout", "--quiet", "-b", "locks")
+	c := lr.commit("on locks", map[string]string{"f": "locks"})
+
+	r, err := gitsource.Clone(ctx, lr.dir, "", gitsource.CloneOptions{Branch: "locks"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	head, err := r.Head()
+	if err != nil || head.String() != c || r.Branch() != "locks" {
+		t.Fatalf("Head = %s, %v on %q; want %s on locks", head, err, r.Branch(), c)
+	}
+	if res, err := r.Fetch(ctx); err != nil || res.Moved {
+		t.Fatalf("Fetch = %+v, %v", res, err)
+	}
+	if _, err := gitsource.Clone(ctx, lr.dir, "", gitsource.CloneOptions{Branch: "nope"}); err == nil {
+		t.Fatal("clone of a missing branch succeeded")
+	}
+}
+
+func TestOpenWithRemoteFetchesAndReadsFromSubdirectory(t *testing.T) {
+	ctx := context.Background()
+	srv := gitserver.New(t)
+	url, _ := srv.CreateRepo("cfg.git")
+	first := srv.Commit("cfg.git", "first", map[string][]byte{"clusters/c/cluster.cue": []byte("a: 1\n")})
+
+	lr := newLocalRepo(t, false)
+	lr.git("remote", "add", "origin", url)
+	lr.git("fetch", "--quiet", "origin")
+	lr.git("checkout", "--quiet", "-B", "main", "origin/main")
+
+	r, err := gitsource.Open(lr.dir+"/clusters/c", gitsource.OpenOptions{Remote: "origin"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.WorktreeDir() != lr.dir || r.RemoteURL() != url {
+		t.Fatalf("WorktreeDir = %q, RemoteURL = %q", r.WorktreeDir(), r.RemoteURL())
+	}
+	second := srv.Commit("cfg.git", "second", map[string][]byte{"x": []byte("1")})
+	res, err := r.Fetch(ctx)
+	if err != nil || !res.Moved || res.Previous.String() != first || res.Head.String() != second {
+		t.Fatalf("Fetch = %+v, %v", res, err)
+	}
+	if _, err := gitsource.Open(lr.dir, gitsource.OpenOptions{Remote: "upstream"}); err == nil {
+		t.Fatal("Open with an unknown remote succeeded")
+	}
+	local, err := gitsource.Open(lr.dir, gitsource.OpenOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := local.Fetch(ctx); !errors.Is(err, gitsource.ErrNoRemote) {
+		t.Fatalf("Fetch in local mode: err = %v, want ErrNoRemote", err)
+	}
+}
+
+func TestAuthRejectsCredentialsThatDoNotFitTheURL(t *testing.T) {
+	ctx := context.Background()
+	tests := []struct {
+		name    string
+		url     string
+		auth    gitsource.Auth
+		wantErr string
+	}{
+		{"token over ssh", "git@example.com:org/repo.git", gitsource.Auth{Token: "t"}, "use SSHKey"},
+		{"key over https", "https://example.com/org/repo.git", gitsource.Auth{SSHKey: []byte("k")}, "use Token"},
+		{"user without token", "https://example.com/org/repo.git", gitsource.Auth{Username: "u"}, "without a Token"},
+		{"bad key", "ssh://git@example.com/org/repo.git", gitsource.Auth{SSHKey: []byte("not a key")}, "parse SSHKey"},
+		{"credentials for a path", "/srv/git/repo.git", gitsource.Auth{Token: "t"}, "takes no credentials"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := gitsource.Clone(ctx, tt.url, "", gitsource.CloneOptions{Auth: tt.auth})
+			if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
+				t.Fatalf("err = %v, want it to contain %q", err, tt.wantErr)
+			}
+		})
+	}
+}
+
+func TestAuthStringRedactsSecrets(t *testing.T) {
+	a := gitsource.Auth{Username: "bot", Token: "tok-123", SSHKey: []byte("KEY"), SSHKeyPassphrase: "pass-456"}
+	for _, s := range []string{a.String(), a.GoString()} {
+		for _, secret := range []string{"tok-123", "KEY", "pass-456"} {
+			if strings.Contains(s, secret) {
+				t.Fatalf("%q leaks %q", s, secret)
+			}
+		}
+		if !strings.Contains(s, "bot") {
+			t.Fatalf("%q lost the user name", s)
+		}
+	}
+}

@@ -1,0 +1,232 @@
+package gitsource_test
+
+import (
+	"errors"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"testing"
+	"testing/fstest"
+
+	"github.com/styrmin/styrmin/gitsource"
+)
+
+func TestFSReadsEachCommitWithoutCheckout(t *testing.T) {
+	lr := newLocalRepo(t, false)
+	c1 := lr.commit("first", map[string]string{
+		"styrmin.cue":                        "version: 1\n",
+		"clusters/c/cluster.cue":             "domain: \"a\"\n",
+		"clusters/c/environments/e/env.cue":  "name: \"e\"\n",
+		"locks/c/e/app.lock.yaml":            "sequence: 1\n",
+		"drivers/d/1.0.0/chart/Chart.yaml":   "name: d\n",
+		"drivers/d/1.0.0/chart/a-b/file.txt": "x",
+		"drivers/d/1.0.0/chart/a.txt":        "y",
+	})
+	c2 := lr.commit("second", map[string]string{"locks/c/e/app.lock.yaml": "sequence: 2\n", "clusters/c/cluster.cue": del})
+	// The worktree differs from both commits: FS must not read it.
+	lr.write(map[string]string{"locks/c/e/app.lock.yaml": "sequence: 99\n"})
+
+	r, err := gitsource.Open(lr.dir, gitsource.OpenOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h1, h2 := mustResolve(t, r, c1), mustResolve(t, r, c2)
+
+	fs1, err := r.FS(h1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fs2, err := r.FS(h2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tt := range []struct {
+		fsys fs.FS
+		path string
+		want string
+	}{
+		{fs1, "locks/c/e/app.lock.yaml", "sequence: 1\n"},
+		{fs2, "locks/c/e/app.lock.yaml", "sequence: 2\n"},
+		{fs1, "clusters/c/cluster.cue", "domain: \"a\"\n"},
+	} {
+		got, err := fs.ReadFile(tt.fsys, tt.path)
+		if err != nil || string(got) != tt.want {
+			t.Errorf("ReadFile(%s) = %q, %v; want %q", tt.path, got, err, tt.want)
+		}
+	}
+	if _, err := fs.ReadFile(fs2, "clusters/c/cluster.cue"); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("deleted file: err = %v, want fs.ErrNotExist", err)
+	}
+	for _, p := range []string{"missing.cue", "locks/missing/x", "styrmin.cue/below"} {
+		if _, err := fs.Stat(fs1, p); !errors.Is(err, fs.ErrNotExist) {
+			t.Errorf("Stat(%s) err = %v, want fs.ErrNotExist", p, err)
+		}
+	}
+	for _, p := range []string{"../x", "/abs", "a//b", "a/./b", ""} {
+		var pe *fs.PathError
+		if _, err := fs1.Open(p); !errors.Is(err, fs.ErrInvalid) || !errors.As(err, &pe) {
+			t.Errorf("Open(%q) err = %v, want *fs.PathError with fs.ErrInvalid", p, err)
+		}
+	}
+	if _, err := fs.ReadFile(fs1, "locks"); err == nil {
+		t.Error("ReadFile of a directory succeeded")
+	}
+
+	// Entries are in fs order (sorted by name), not git's tree order, which
+	// would put "a-b/" before "a.txt" differently.
+	entries, err := fs.ReadDir(fs1, "drivers/d/1.0.0/chart")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, e := range entries {
+		names = append(names, e.Name())
+	}
+	if got, want := names, []string{"Chart.yaml", "a-b", "a.txt"}; !equalStrings(got, want) {
+		t.Errorf("ReadDir = %v, want %v", got, want)
+	}
+
+	fi, err := fs.Stat(fs1, "locks/c/e/app.lock.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if fi.Size() != int64(len("sequence: 1\n")) || fi.Mode() != 0o644 || fi.ModTime().Unix() != 1_700_000_060 {
+		t.Errorf("Stat = size %d mode %v mtime %v", fi.Size(), fi.Mode(), fi.ModTime())
+	}
+	if _, ok := fi.Sys().(gitsource.Hash); !ok {
+		t.Errorf("Sys() = %T, want gitsource.Hash", fi.Sys())
+	}
+
+	if err := fstest.TestFS(fs1, "styrmin.cue", "locks/c/e/app.lock.yaml", "drivers/d/1.0.0/chart/a-b/file.txt"); err != nil {
+		t.Fatal(err)
+	}
+	if err := fstest.TestFS(fs2, "styrmin.cue", "locks/c/e/app.lock.yaml"); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestFSReportsSymlinksButNeverFollowsThem(t *testing.T) {
+	lr := newLocalRepo(t, false)
+	lr.write(map[string]string{"real/file.txt": "inside\n"})
+	for link, target := range map[string]string{"escape": "../../etc/passwd", "dirlink": "real"} {
+		if err := os.Symlink(target, filepath.Join(lr.dir, link)); err != nil {
+			t.Skipf("symlinks unsupported: %v", err)
+		}
+	}
+	c := lr.commit("links", nil)
+	r, err := gitsource.Open(lr.dir, gitsource.OpenOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	fsys, err := r.FS(mustResolve(t, r, c))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range []string{"escape", "dirlink", "dirlink/file.txt"} {
+		if _, err := fs.ReadFile(fsys, p); !errors.Is(err, gitsource.ErrSymlink) {
+			t.Errorf("ReadFile(%s) err = %v, want ErrSymlink", p, err)
+		}
+		if _, err := fs.Stat(fsys, p); !errors.Is(err, gitsource.ErrSymlink) {
+			t.Errorf("Stat(%s) err = %v, want ErrSymlink", p, err)
+		}
+	}
+	fi, err := fs.Lstat(fsys, "escape")
+	if err != nil || fi.Mode()&fs.ModeSymlink == 0 {
+		t.Errorf("Lstat(escape) = %v, %v; want a symlink", fi, err)
+	}
+	if target, err := fs.ReadLink(fsys, "escape"); err != nil || target != "../../etc/passwd" {
+		t.Errorf("ReadLink(escape) = %q, %v", target, err)
+	}
+	entries, err := fs.ReadDir(fsys, ".")
+	if err != nil {
+		t.Fatal(err)
+	}
+	types := map[string]fs.FileMode{}
+	for _, e := range entries {
+		types[e.Name()] = e.Type()
+	}
+	if types["escape"] != fs.ModeSymlink || types["dirlink"] != fs.ModeSymlink || types["real"] != fs.ModeDir {
+		t.Errorf("ReadDir types = %v", types)
+	}
+	// WalkDir does not descend into links.
+	var walked []string
+	if err := fs.WalkDir(fsys, ".", func(p string, d fs.DirEntry, err error) error {
+		walked = append(walked, p)
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if want := []string{".", "dirlink", "escape", "real", "real/file.txt"}; !equalStrings(walked, want) {
+		t.Errorf("WalkDir = %v, want %v", walked, want)
+	}
+}
+
+func TestFSOfZeroCommitIsEmpty(t *testing.T) {
+	lr := newLocalRepo(t, true)
+	r, err := gitsource.Open(lr.dir, gitsource.OpenOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	fsys, err := r.FS(gitsource.Hash{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	entries, err := fs.ReadDir(fsys, ".")
+	if err != nil || len(entries) != 0 {
+		t.Fatalf("ReadDir(.) = %v, %v; want empty", entries, err)
+	}
+	if _, err := fs.ReadFile(fsys, "locks/x"); !errors.Is(err, fs.ErrNotExist) {
+		t.Fatalf("err = %v, want fs.ErrNotExist", err)
+	}
+	if _, err := r.Head(); !errors.Is(err, gitsource.ErrBranchNotFound) {
+		t.Fatalf("Head of an unborn branch: err = %v, want ErrBranchNotFound", err)
+	}
+}
+
+func TestFSFileSupportsSeekAndReadAt(t *testing.T) {
+	lr := newLocalRepo(t, false)
+	c := lr.commit("c", map[string]string{"f.txt": "0123456789"})
+	r, err := gitsource.Open(lr.dir, gitsource.OpenOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	fsys, _ := r.FS(mustResolve(t, r, c))
+	f, err := fsys.Open("f.txt")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	buf := make([]byte, 3)
+	if _, err := f.(io.ReaderAt).ReadAt(buf, 4); err != nil || string(buf) != "456" {
+		t.Fatalf("ReadAt = %q, %v", buf, err)
+	}
+	if _, err := f.(io.Seeker).Seek(8, io.SeekStart); err != nil {
+		t.Fatal(err)
+	}
+	rest, _ := io.ReadAll(f)
+	if string(rest) != "89" {
+		t.Fatalf("after Seek: %q", rest)
+	}
+}
+
+func mustResolve(t testing.TB, r *gitsource.Repo, rev string) gitsource.Hash {
+	t.Helper()
+	h, err := r.Resolve(rev)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return h
+}
+
+func equalStrings(a, b []string) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i] != b[i] {
+			return false
+		}
+	}
+	return true
+}
