@@ -351,10 +351,25 @@ func constraintText(v cue.Value) string {
 	if !ok || expr == nil {
 		return ""
 	}
-	var keep []ast.Expr
-	for _, d := range disjuncts(expr) {
+	// A default that is one value of an enumeration stays (as a plain
+	// value); a default next to a type or bound is dropped.
+	ds := disjuncts(expr)
+	enum := true
+	for _, d := range ds {
 		if u, ok := d.(*ast.UnaryExpr); ok && u.Op == token.MUL {
-			continue
+			d = u.X
+		}
+		if _, ok := d.(*ast.BasicLit); !ok {
+			enum = false
+		}
+	}
+	var keep []ast.Expr
+	for _, d := range ds {
+		if u, ok := d.(*ast.UnaryExpr); ok && u.Op == token.MUL {
+			if !enum || len(ds) == 1 {
+				continue
+			}
+			d = u.X
 		}
 		keep = append(keep, d)
 	}
