@@ -1,0 +1,526 @@
+package operator
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/go-logr/logr"
+	chartutil "helm.sh/helm/v4/pkg/chart/v2/util"
+	"helm.sh/helm/v4/pkg/storage/driver"
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	apimeta "k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/events"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	"github.com/styrmin/styrmin/drivers"
+	"github.com/styrmin/styrmin/operator/api/v1alpha1"
+	"github.com/styrmin/styrmin/resolver"
+)
+
+// deploymentReconciler makes the cluster run the instance a
+// StyrminDeployment holds: it installs or upgrades the instance as a Helm
+// release, reports the components' state, and on an interval compares the
+// release's objects with the live ones and puts drifted fields back.
+//
+// A reconcile is a chain of phases; each owns one condition:
+//
+//	resolve  (Stalled)  spec → instance → driver → rendered objects
+//	release  (—)        install or upgrade when the active digest differs
+//	health   (Ready)    component status from the live workloads
+//	drift    (Drifted)  compare and correct on the interval
+//
+// Reconciling is derived from the others in resultFor, which also maps
+// errors to results, in one place.
+type deploymentReconciler struct {
+	client   client.Client
+	drivers  DriverSource
+	helm     *helmReleases
+	drift    *driftChecker
+	recorder events.EventRecorder
+	metrics  *metrics
+	interval time.Duration
+	now      func() time.Time
+
+	mu     sync.Mutex
+	states map[string]*deploymentState // by namespace
+}
+
+// deploymentState is what the reconciler keeps in memory per deployment:
+// the objects of the release revision it checks for drift, their expected
+// field sets, and when to check next.
+type deploymentState struct {
+	revision  int
+	objects   []*desiredObject
+	expected  map[string][]byte
+	nextCheck time.Time
+}
+
+// reconcileState flows through the phases of one reconcile.
+type reconcileState struct {
+	sd       *v1alpha1.StyrminDeployment
+	instance *resolver.Instance
+	// upToDate is true when the release already runs spec.digest.
+	upToDate bool
+	driver   *drivers.Driver
+	objects  []drivers.Object
+	ready    bool
+	// requeueAfter, when set, is the next reconcile.
+	requeueAfter time.Duration
+}
+
+// phase is one step of a reconcile.
+type phase func(ctx context.Context, rs *reconcileState) error
+
+// +kubebuilder:rbac:groups=styrmin.io,resources=styrmindeployments,verbs=get;list;watch;update;patch;delete
+// +kubebuilder:rbac:groups=styrmin.io,resources=styrmindeployments/status,verbs=get;update;patch
+
+// Reconcile implements reconcile.Reconciler.
+func (r *deploymentReconciler) Reconcile(ctx context.Context, req reconcile.Request) (ctrl.Result, error) {
+	var sd v1alpha1.StyrminDeployment
+	if err := r.client.Get(ctx, req.NamespacedName, &sd); err != nil {
+		if apierrors.IsNotFound(err) {
+			r.forget(req.Namespace)
+			return ctrl.Result{}, nil
+		}
+		return ctrl.Result{}, err
+	}
+	orig := sd.DeepCopy()
+	rs := &reconcileState{sd: &sd}
+	if !sd.DeletionTimestamp.IsZero() || sd.Spec.Tombstone() {
+		return r.finalize(ctx, rs, orig)
+	}
+	err := r.run(ctx, rs, r.ensureFinalizer, r.resolve, r.release, r.health, r.correctDrift)
+	return r.resultFor(ctx, rs, orig, err)
+}
+
+func (r *deploymentReconciler) run(ctx context.Context, rs *reconcileState, phases ...phase) error {
+	for _, p := range phases {
+		if err := p(ctx, rs); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// ensureFinalizer makes sure a deletion uninstalls the release first.
+func (r *deploymentReconciler) ensureFinalizer(ctx context.Context, rs *reconcileState) error {
+	if controllerutil.ContainsFinalizer(rs.sd, v1alpha1.FinalizerRelease) {
+		return nil
+	}
+	before := rs.sd.DeepCopy()
+	controllerutil.AddFinalizer(rs.sd, v1alpha1.FinalizerRelease)
+	if err := r.client.Patch(ctx, rs.sd, client.MergeFrom(before)); err != nil {
+		return retryable(v1alpha1.ReasonProgressing, fmt.Errorf("add finalizer: %w", err))
+	}
+	return nil
+}
+
+// resolve turns the spec into the objects to apply. It owns Stalled: what
+// fails here needs a change in git.
+func (r *deploymentReconciler) resolve(ctx context.Context, rs *reconcileState) error {
+	sd := rs.sd
+	if err := validateIdentity(sd); err != nil {
+		return stalled(v1alpha1.ReasonInvalidSpec, err)
+	}
+	in, err := InstanceFromSpec(&sd.Spec)
+	if err != nil {
+		return stalled(v1alpha1.ReasonInvalidSpec, err)
+	}
+	if ns := in.Context.Deployment.Namespace; ns != "" && ns != sd.Namespace {
+		return stalled(v1alpha1.ReasonInvalidSpec, fmt.Errorf("spec.context.deployment.namespace is %q but the StyrminDeployment is in %q", ns, sd.Namespace))
+	}
+	if n := in.Context.Deployment.Name; n != "" && n != sd.Spec.Deployment.Name {
+		return stalled(v1alpha1.ReasonInvalidSpec, fmt.Errorf("spec.context.deployment.name is %q but spec.deployment.name is %q", n, sd.Spec.Deployment.Name))
+	}
+	rs.instance = in
+	rs.upToDate = sd.Status.Release != nil && sd.Status.ActiveDigest == sd.Spec.Digest
+	if !rs.upToDate {
+		d, err := r.drivers.Driver(ctx, in.Driver)
+		if err != nil {
+			var nf *DriverNotFoundError
+			if errors.As(err, &nf) || errors.Is(err, drivers.ErrUnknownDriver) {
+				return stalled(v1alpha1.ReasonDriverNotFound, err)
+			}
+			return retryable(v1alpha1.ReasonDriverUnavailable, fmt.Errorf("driver %s: %w", in.Driver.Name+"@"+in.Driver.Version, err))
+		}
+		m, err := d.Render(*in.Context, in.Values)
+		if err != nil {
+			return stalled(v1alpha1.ReasonRenderFailed, fmt.Errorf("render %s with driver %s@%s: %w", in.ID, d.Name, d.Version, err))
+		}
+		for _, o := range m.Objects {
+			if o.Namespace != "" && o.Namespace != sd.Namespace {
+				return stalled(v1alpha1.ReasonRenderFailed, fmt.Errorf("driver %s@%s renders %s/%s into namespace %q, outside the deployment's namespace %q", d.Name, d.Version, o.Kind, o.Name, o.Namespace, sd.Namespace))
+			}
+		}
+		rs.driver, rs.objects = d, m.Objects
+	}
+	setCondition(sd, v1alpha1.ConditionStalled, metav1.ConditionFalse, v1alpha1.ReasonSucceeded, "the instance resolves and renders")
+	return nil
+}
+
+// validateIdentity checks what the CRD schema cannot: the name and the
+// release name.
+func validateIdentity(sd *v1alpha1.StyrminDeployment) error {
+	if sd.Name != sd.Namespace {
+		return fmt.Errorf("metadata.name is %q: a StyrminDeployment is named after its namespace %q", sd.Name, sd.Namespace)
+	}
+	if err := chartutil.ValidateReleaseName(sd.Spec.Deployment.Name); err != nil {
+		return fmt.Errorf("spec.deployment.name %q is not a valid release name: %w", sd.Spec.Deployment.Name, err)
+	}
+	return nil
+}
+
+// release installs or upgrades the Helm release when it does not run the
+// spec's digest yet.
+func (r *deploymentReconciler) release(ctx context.Context, rs *reconcileState) error {
+	sd := rs.sd
+	if rs.upToDate {
+		// Same digest, maybe a new sequence (the same content locked
+		// again): nothing to apply.
+		sd.Status.ActiveSequence = sd.Spec.Sequence
+		return nil
+	}
+	req := releaseRequest{
+		Namespace:   sd.Namespace,
+		Name:        sd.Spec.Deployment.Name,
+		Driver:      sd.Spec.Driver,
+		AppVersion:  sd.Spec.AppVersion,
+		Values:      rs.instance.Values,
+		Objects:     rs.objects,
+		Description: releaseDescription(&sd.Spec),
+	}
+	start := time.Now()
+	rel, installed, err := r.helm.apply(ctx, req)
+	op := "upgrade"
+	if installed {
+		op = "install"
+	}
+	r.metrics.applyDuration.WithLabelValues(op, resultLabel(err)).Observe(time.Since(start).Seconds())
+	if err != nil {
+		var status apierrors.APIStatus
+		if errors.As(err, &status) && (apierrors.IsInvalid(err) || apierrors.IsBadRequest(err)) {
+			// The API server refuses the rendered objects: retrying the
+			// same instance cannot help.
+			return stalled(v1alpha1.ReasonApplyFailed, err)
+		}
+		return retryable(v1alpha1.ReasonApplyFailed, err)
+	}
+	now := metav1.NewTime(r.now())
+	sd.Status.Release = &v1alpha1.ReleaseStatus{
+		Name:            rel.Name,
+		Revision:        rel.Version,
+		Chart:           rel.Chart.Metadata.Name + "-" + rel.Chart.Metadata.Version,
+		Status:          string(rel.Info.Status),
+		LastAppliedTime: &now,
+	}
+	sd.Status.ActiveSequence = sd.Spec.Sequence
+	sd.Status.ActiveDigest = sd.Spec.Digest
+	sd.Status.Inventory = inventoryOf(rs.objects, sd.Namespace)
+	// The drift check starts over with the new revision's objects.
+	r.resetState(sd.Namespace, r.now().Add(r.interval))
+	reason, verb := v1alpha1.EventUpgraded, "Upgraded"
+	if installed {
+		reason, verb = v1alpha1.EventInstalled, "Installed"
+	}
+	r.recorder.Eventf(sd, nil, corev1.EventTypeNormal, reason, verb,
+		"%s release %s revision %d: sequence %d, driver %s, app %s", verb, rel.Name, rel.Version, sd.Spec.Sequence, sd.Spec.Driver, sd.Spec.AppVersion)
+	return nil
+}
+
+func releaseDescription(spec *v1alpha1.StyrminDeploymentSpec) string {
+	s := fmt.Sprintf("styrmin sequence %d", spec.Sequence)
+	if spec.SourceCommit != "" {
+		c := spec.SourceCommit
+		if len(c) > 12 {
+			c = c[:12]
+		}
+		s += " (commit " + c + ")"
+	}
+	return s
+}
+
+// inventoryOf lists the applied objects, sorted.
+func inventoryOf(objects []drivers.Object, namespace string) []v1alpha1.ObjectRef {
+	out := make([]v1alpha1.ObjectRef, 0, len(objects))
+	for _, o := range objects {
+		ns := o.Namespace
+		if ns == "" && !clusterScopedKinds[o.Kind] {
+			ns = namespace
+		}
+		out = append(out, v1alpha1.ObjectRef{APIVersion: o.APIVersion, Kind: o.Kind, Namespace: ns, Name: o.Name, Component: o.Component})
+	}
+	slices.SortFunc(out, func(a, b v1alpha1.ObjectRef) int { return strings.Compare(objectKey(a), objectKey(b)) })
+	return out
+}
+
+// clusterScopedKinds are the built-in cluster-scoped kinds a chart may
+// hold, so the inventory does not give them a namespace.
+var clusterScopedKinds = map[string]bool{
+	"Namespace": true, "ClusterRole": true, "ClusterRoleBinding": true, "CustomResourceDefinition": true,
+	"PersistentVolume": true, "StorageClass": true, "PriorityClass": true, "IngressClass": true,
+	"ValidatingWebhookConfiguration": true, "MutatingWebhookConfiguration": true,
+}
+
+// health reports the components' state. It owns Ready.
+func (r *deploymentReconciler) health(ctx context.Context, rs *reconcileState) error {
+	sd := rs.sd
+	comps, err := componentStatuses(ctx, r.client, sd.Status.Inventory)
+	if err != nil {
+		return retryable(v1alpha1.ReasonHealthCheckFailed, err)
+	}
+	sd.Status.Components = comps
+	notReady := notReadySummary(comps)
+	if notReady != "" {
+		setCondition(sd, v1alpha1.ConditionReady, metav1.ConditionFalse, v1alpha1.ReasonComponentsNotReady, notReady)
+		return nil
+	}
+	rs.ready = true
+	rev := 0
+	if sd.Status.Release != nil {
+		rev = sd.Status.Release.Revision
+	}
+	setCondition(sd, v1alpha1.ConditionReady, metav1.ConditionTrue, v1alpha1.ReasonSucceeded,
+		fmt.Sprintf("sequence %d runs as release revision %d; %d components ready", sd.Status.ActiveSequence, rev, len(comps)))
+	return nil
+}
+
+// correctDrift compares the release's objects with the live ones when the
+// interval has passed, and puts drifted fields back. It owns Drifted.
+func (r *deploymentReconciler) correctDrift(ctx context.Context, rs *reconcileState) error {
+	sd := rs.sd
+	if apimeta.FindStatusCondition(sd.Status.Conditions, v1alpha1.ConditionDrifted) == nil {
+		setCondition(sd, v1alpha1.ConditionDrifted, metav1.ConditionFalse, v1alpha1.ReasonNoDrift, "not checked yet")
+	}
+	st := r.state(sd.Namespace)
+	now := r.now()
+	if now.Before(st.nextCheck) {
+		rs.requeueAfter = st.nextCheck.Sub(now)
+		return nil
+	}
+	start := time.Now()
+	drifts, err := r.checkDrift(ctx, sd, st)
+	st.nextCheck = now.Add(r.interval)
+	rs.requeueAfter = r.interval
+	defer func() { r.metrics.driftDuration.Observe(time.Since(start).Seconds()) }()
+	if errors.Is(err, errReleaseGone) {
+		// Someone removed the release's record: install it again now.
+		r.metrics.driftChecks.WithLabelValues("drifted").Inc()
+		setCondition(sd, v1alpha1.ConditionDrifted, metav1.ConditionTrue, v1alpha1.ReasonDriftDetected, err.Error())
+		sd.Status.Release = nil
+		sd.Status.ActiveDigest = ""
+		rs.requeueAfter = time.Millisecond
+		return nil
+	}
+	if err != nil {
+		r.metrics.driftChecks.WithLabelValues("error").Inc()
+		return retryable(v1alpha1.ReasonHealthCheckFailed, err)
+	}
+	if len(drifts) == 0 {
+		r.metrics.driftChecks.WithLabelValues("clean").Inc()
+		if c := apimeta.FindStatusCondition(sd.Status.Conditions, v1alpha1.ConditionDrifted); c.Status != metav1.ConditionFalse || c.Reason == v1alpha1.ReasonDriftCorrectionFailed || c.Message == "not checked yet" {
+			setCondition(sd, v1alpha1.ConditionDrifted, metav1.ConditionFalse, v1alpha1.ReasonNoDrift, "the live objects match the release")
+		}
+		return nil
+	}
+	r.metrics.driftChecks.WithLabelValues("drifted").Inc()
+	summary := driftSummary(drifts)
+	if err := r.drift.correct(ctx, drifts, st.expected); err != nil {
+		setCondition(sd, v1alpha1.ConditionDrifted, metav1.ConditionTrue, v1alpha1.ReasonDriftCorrectionFailed, summary+": "+err.Error())
+		return retryable(v1alpha1.ReasonDriftCorrectionFailed, err)
+	}
+	for _, d := range drifts {
+		r.metrics.driftCorrections.WithLabelValues(sd.Namespace, d.object.ref.Kind).Inc()
+	}
+	sd.Status.LastDriftCorrection = &v1alpha1.DriftCorrection{Time: metav1.NewTime(now), Objects: driftedObjects(drifts)}
+	sd.Status.DriftCorrections++
+	setCondition(sd, v1alpha1.ConditionDrifted, metav1.ConditionFalse, v1alpha1.ReasonDriftCorrected, "put back: "+summary)
+	r.recorder.Eventf(sd, nil, corev1.EventTypeWarning, v1alpha1.ReasonDriftCorrected, "CorrectDrift", "Put back drifted objects: %s", summary)
+	// Workloads put back may need to become ready again.
+	return r.health(ctx, rs)
+}
+
+var errReleaseGone = errors.New("the release's record is gone")
+
+// checkDrift loads the release revision's objects when the state does not
+// hold them yet and compares them with the live objects.
+func (r *deploymentReconciler) checkDrift(ctx context.Context, sd *v1alpha1.StyrminDeployment, st *deploymentState) ([]objectDrift, error) {
+	if sd.Status.Release == nil {
+		return nil, nil
+	}
+	rev := sd.Status.Release.Revision
+	if st.objects == nil || st.revision != rev {
+		rel, err := r.helm.get(sd.Namespace, sd.Status.Release.Name, rev)
+		if errors.Is(err, driver.ErrReleaseNotFound) {
+			return nil, fmt.Errorf("%w: release %s revision %d not found; installing again", errReleaseGone, sd.Status.Release.Name, rev)
+		}
+		if err != nil {
+			return nil, fmt.Errorf("read release %s revision %d: %w", sd.Status.Release.Name, rev, err)
+		}
+		components := map[string]string{}
+		for _, o := range sd.Status.Inventory {
+			components[objectKey(o)] = o.Component
+		}
+		objs, err := r.drift.desiredObjects(rel.Manifest, rel.Name, sd.Namespace, components)
+		if err != nil {
+			return nil, err
+		}
+		st.objects, st.revision, st.expected = objs, rev, map[string][]byte{}
+	}
+	return r.drift.check(ctx, st.objects, st.expected)
+}
+
+// finalize uninstalls the release of a tombstone or a deleted
+// StyrminDeployment, then lets the StyrminDeployment go.
+func (r *deploymentReconciler) finalize(ctx context.Context, rs *reconcileState, orig *v1alpha1.StyrminDeployment) (ctrl.Result, error) {
+	sd := rs.sd
+	if controllerutil.ContainsFinalizer(sd, v1alpha1.FinalizerRelease) || sd.Spec.Tombstone() {
+		start := time.Now()
+		err := r.helm.uninstall(sd.Namespace, sd.Spec.Deployment.Name)
+		r.metrics.applyDuration.WithLabelValues("uninstall", resultLabel(err)).Observe(time.Since(start).Seconds())
+		if err != nil {
+			return r.resultFor(ctx, rs, orig, retryable(v1alpha1.ReasonUninstallFailed, err))
+		}
+		r.recorder.Eventf(sd, nil, corev1.EventTypeNormal, v1alpha1.EventUninstalled, "Uninstall",
+			"Uninstalled release %s (sequence %d)", sd.Spec.Deployment.Name, sd.Spec.Sequence)
+	}
+	r.forget(sd.Namespace)
+	if controllerutil.ContainsFinalizer(sd, v1alpha1.FinalizerRelease) {
+		before := sd.DeepCopy()
+		controllerutil.RemoveFinalizer(sd, v1alpha1.FinalizerRelease)
+		if err := r.client.Patch(ctx, sd, client.MergeFrom(before)); err != nil && !apierrors.IsNotFound(err) {
+			return ctrl.Result{}, fmt.Errorf("remove finalizer: %w", err)
+		}
+	}
+	if sd.DeletionTimestamp.IsZero() {
+		// A tombstone: the deployment is gone, and so is its record.
+		if err := r.client.Delete(ctx, sd, client.Preconditions{UID: &sd.UID}); err != nil && !apierrors.IsNotFound(err) {
+			return ctrl.Result{}, fmt.Errorf("delete tombstoned StyrminDeployment: %w", err)
+		}
+	}
+	return ctrl.Result{}, nil
+}
+
+// resultFor maps the outcome of the phases to the conditions and the
+// reconcile result, and writes the status when it changed.
+func (r *deploymentReconciler) resultFor(ctx context.Context, rs *reconcileState, orig *v1alpha1.StyrminDeployment, err error) (ctrl.Result, error) {
+	sd := rs.sd
+	sd.Status.ObservedGeneration = sd.Generation
+	var result ctrl.Result
+	switch {
+	case err == nil:
+		if rs.ready {
+			setCondition(sd, v1alpha1.ConditionReconciling, metav1.ConditionFalse, v1alpha1.ReasonSucceeded, "the cluster runs the instance")
+		} else {
+			setCondition(sd, v1alpha1.ConditionReconciling, metav1.ConditionTrue, v1alpha1.ReasonProgressing, "waiting for the components to become ready")
+		}
+		result.RequeueAfter = rs.requeueAfter
+	default:
+		isStalled, reason := classify(err, v1alpha1.ReasonApplyFailed)
+		msg := err.Error()
+		setCondition(sd, v1alpha1.ConditionReady, metav1.ConditionFalse, reason, msg)
+		if isStalled {
+			setCondition(sd, v1alpha1.ConditionStalled, metav1.ConditionTrue, reason, msg)
+			setCondition(sd, v1alpha1.ConditionReconciling, metav1.ConditionFalse, reason, "stalled until a new instance is locked in git")
+			err = nil // a new generation (from git) retriggers; retrying cannot help
+		} else {
+			setCondition(sd, v1alpha1.ConditionStalled, metav1.ConditionFalse, v1alpha1.ReasonSucceeded, "")
+			setCondition(sd, v1alpha1.ConditionReconciling, metav1.ConditionTrue, reason, "retrying: "+msg)
+		}
+	}
+	if !equality.Semantic.DeepEqual(orig.Status, sd.Status) {
+		base := sd.DeepCopy()
+		base.Status = orig.Status
+		if perr := r.client.Status().Patch(ctx, sd, client.MergeFrom(base)); perr != nil && !apierrors.IsNotFound(perr) {
+			return ctrl.Result{}, errors.Join(err, fmt.Errorf("write status: %w", perr))
+		}
+	}
+	return result, err
+}
+
+// setCondition sets a condition; its transition time changes only with
+// its status.
+func setCondition(sd *v1alpha1.StyrminDeployment, typ string, status metav1.ConditionStatus, reason, msg string) {
+	apimeta.SetStatusCondition(&sd.Status.Conditions, metav1.Condition{
+		Type: typ, Status: status, Reason: reason, Message: truncate(msg, 2048), ObservedGeneration: sd.Generation,
+	})
+}
+
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[:n-3] + "..."
+}
+
+// state returns a deployment's in-memory state. A deployment first seen
+// (after an agent start) gets its first drift check at a random point of
+// the interval, so hundreds of deployments do not all check at once.
+func (r *deploymentReconciler) state(namespace string) *deploymentState {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	st, ok := r.states[namespace]
+	if !ok {
+		st = &deploymentState{nextCheck: r.now().Add(rand.N(r.interval))}
+		r.states[namespace] = st
+	}
+	return st
+}
+
+func (r *deploymentReconciler) resetState(namespace string, nextCheck time.Time) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.states[namespace] = &deploymentState{nextCheck: nextCheck}
+}
+
+func (r *deploymentReconciler) forget(namespace string) {
+	r.mu.Lock()
+	delete(r.states, namespace)
+	r.mu.Unlock()
+	r.helm.forget(namespace)
+}
+
+// setupWithManager registers the controller: StyrminDeployments, and the
+// workloads of their releases (a workload's change reconciles the
+// StyrminDeployment of its namespace, which is named after it).
+func (r *deploymentReconciler) setupWithManager(mgr ctrl.Manager, concurrency int, log logr.Logger) error {
+	toDeployment := handler.EnqueueRequestsFromMapFunc(func(_ context.Context, o client.Object) []reconcile.Request {
+		if o.GetAnnotations()[helmReleaseNamespaceAnnotation] == "" {
+			return nil
+		}
+		ns := o.GetNamespace()
+		return []reconcile.Request{{NamespacedName: types.NamespacedName{Namespace: ns, Name: ns}}}
+	})
+	return ctrl.NewControllerManagedBy(mgr).
+		Named("styrmindeployment").
+		For(&v1alpha1.StyrminDeployment{}, builder.WithPredicates(predicate.Or(
+			predicate.GenerationChangedPredicate{}, predicate.AnnotationChangedPredicate{}))).
+		Watches(&appsv1.Deployment{}, toDeployment).
+		Watches(&appsv1.StatefulSet{}, toDeployment).
+		Watches(&appsv1.DaemonSet{}, toDeployment).
+		WithOptions(controller.Options{MaxConcurrentReconciles: concurrency}).
+		WithLogConstructor(func(req *reconcile.Request) logr.Logger {
+			if req == nil {
+				return log
+			}
+			return log.WithValues("namespace", req.Namespace)
+		}).
+		Complete(r)
+}

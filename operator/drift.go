@@ -1,0 +1,251 @@
+package operator
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"slices"
+	"sort"
+	"strings"
+
+	releaseutil "helm.sh/helm/v4/pkg/release/v1/util"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/client-go/dynamic"
+	"sigs.k8s.io/structured-merge-diff/v6/fieldpath"
+	"sigs.k8s.io/yaml"
+
+	"github.com/styrmin/styrmin/operator/api/v1alpha1"
+)
+
+// Drift is found through server-side apply's field ownership, so only the
+// fields Styrmin owns count and defaulted fields or fields set by other
+// managers cause no noise:
+//
+//   - The expected field set of an object is what Styrmin's manager owns
+//     after applying the release's version of it. A server-side dry-run
+//     apply (forced) gives it without changing anything; it is computed
+//     once per release revision and kept in memory.
+//   - Whoever changes a field Styrmin owns (kubectl edit, scale, another
+//     controller's forced apply) takes its ownership, so the field leaves
+//     Styrmin's set: the fields in the expected set and not in the live one
+//     are the drifted fields. A deleted object is drifted as a whole.
+//   - A field another manager adds (an annotation, a label) is not in
+//     Styrmin's set and never counts.
+//
+// A check costs one GET per object; a correction one apply per drifted
+// object, with the same field manager, labels and annotations as Helm's,
+// so the release is unchanged and no Helm revision is added.
+
+// driftChecker compares the release's objects with the live ones.
+type driftChecker struct {
+	dyn    dynamic.Interface
+	mapper meta.RESTMapper
+}
+
+// desiredObject is one object of a release as Helm applied it.
+type desiredObject struct {
+	ref v1alpha1.ObjectRef
+	obj *unstructured.Unstructured
+	// resource is the object's REST resource, namespaced or not.
+	resource dynamic.ResourceInterface
+}
+
+// objectDrift is one drifted object.
+type objectDrift struct {
+	object  *desiredObject
+	missing bool
+	fields  []string
+}
+
+// desiredObjects parses a release manifest into the objects Helm applied:
+// each object of the manifest, in the release namespace when namespaced
+// and unset, with Helm's ownership label and annotations.
+func (d *driftChecker) desiredObjects(manifest, releaseName, namespace string, components map[string]string) ([]*desiredObject, error) {
+	docs := releaseutil.SplitManifests(manifest)
+	keys := make([]string, 0, len(docs))
+	for k := range docs {
+		keys = append(keys, k)
+	}
+	sort.Sort(releaseutil.BySplitManifestsOrder(keys))
+	var out []*desiredObject
+	for _, k := range keys {
+		doc := strings.TrimSpace(docs[k])
+		if doc == "" {
+			continue
+		}
+		var m map[string]any
+		if err := yaml.Unmarshal([]byte(doc), &m); err != nil {
+			return nil, fmt.Errorf("release %s/%s manifest: %w", namespace, releaseName, err)
+		}
+		if len(m) == 0 {
+			continue
+		}
+		u := &unstructured.Unstructured{Object: m}
+		gvk := u.GroupVersionKind()
+		mapping, err := d.mapper.RESTMapping(gvk.GroupKind(), gvk.Version)
+		if err != nil {
+			return nil, fmt.Errorf("release %s/%s manifest: %s %q: %w", namespace, releaseName, gvk.Kind, u.GetName(), err)
+		}
+		var res dynamic.ResourceInterface = d.dyn.Resource(mapping.Resource)
+		if mapping.Scope.Name() == meta.RESTScopeNameNamespace {
+			if u.GetNamespace() == "" {
+				u.SetNamespace(namespace)
+			}
+			res = d.dyn.Resource(mapping.Resource).Namespace(u.GetNamespace())
+		}
+		labels := u.GetLabels()
+		if labels == nil {
+			labels = map[string]string{}
+		}
+		labels[helmManagedByLabel] = helmManagedByValue
+		u.SetLabels(labels)
+		ann := u.GetAnnotations()
+		if ann == nil {
+			ann = map[string]string{}
+		}
+		ann[helmReleaseNameAnnotation] = releaseName
+		ann[helmReleaseNamespaceAnnotation] = namespace
+		u.SetAnnotations(ann)
+		ref := v1alpha1.ObjectRef{APIVersion: u.GetAPIVersion(), Kind: u.GetKind(), Namespace: u.GetNamespace(), Name: u.GetName()}
+		ref.Component = components[objectKey(ref)]
+		out = append(out, &desiredObject{ref: ref, obj: u, resource: res})
+	}
+	return out, nil
+}
+
+// check compares each desired object with the live one. expected holds
+// the expected field sets by object key; missing entries are computed
+// with a dry-run apply and added.
+func (d *driftChecker) check(ctx context.Context, objects []*desiredObject, expected map[string][]byte) ([]objectDrift, error) {
+	var drifts []objectDrift
+	for _, o := range objects {
+		key := objectKey(o.ref)
+		live, err := o.resource.Get(ctx, o.ref.Name, metav1.GetOptions{})
+		if apierrors.IsNotFound(err) {
+			drifts = append(drifts, objectDrift{object: o, missing: true})
+			continue
+		}
+		if err != nil {
+			return nil, fmt.Errorf("drift check: get %s: %w", o.ref, err)
+		}
+		want, ok := expected[key]
+		if !ok {
+			applied, err := d.apply(ctx, o, true)
+			if err != nil {
+				return nil, fmt.Errorf("drift check: dry-run apply %s: %w", o.ref, err)
+			}
+			want = ownedFields(applied)
+			expected[key] = want
+		}
+		fields, err := lostFields(want, ownedFields(live))
+		if err != nil {
+			return nil, fmt.Errorf("drift check: %s: %w", o.ref, err)
+		}
+		if len(fields) > 0 {
+			drifts = append(drifts, objectDrift{object: o, fields: fields})
+		}
+	}
+	return drifts, nil
+}
+
+// correct applies the drifted objects again and records their field sets.
+func (d *driftChecker) correct(ctx context.Context, drifts []objectDrift, expected map[string][]byte) error {
+	for _, dr := range drifts {
+		applied, err := d.apply(ctx, dr.object, false)
+		if err != nil {
+			return fmt.Errorf("correct drift of %s: %w", dr.object.ref, err)
+		}
+		expected[objectKey(dr.object.ref)] = ownedFields(applied)
+	}
+	return nil
+}
+
+// apply applies one object with Styrmin's field manager, forcing
+// conflicts.
+func (d *driftChecker) apply(ctx context.Context, o *desiredObject, dryRun bool) (*unstructured.Unstructured, error) {
+	opts := metav1.ApplyOptions{FieldManager: v1alpha1.FieldManager, Force: true}
+	if dryRun {
+		opts.DryRun = []string{metav1.DryRunAll}
+	}
+	return o.resource.Apply(ctx, o.ref.Name, o.obj, opts)
+}
+
+// ownedFields returns the field set (FieldsV1 JSON) Styrmin's manager owns
+// on an object through apply, nil when it owns nothing.
+func ownedFields(u *unstructured.Unstructured) []byte {
+	for _, mf := range u.GetManagedFields() {
+		if mf.Manager == v1alpha1.FieldManager && mf.Operation == metav1.ManagedFieldsOperationApply &&
+			mf.Subresource == "" && mf.FieldsV1 != nil {
+			return mf.FieldsV1.Raw
+		}
+	}
+	return nil
+}
+
+// lostFields returns the paths in the expected field set that the live set
+// lacks, leaves only, sorted.
+func lostFields(want, have []byte) ([]string, error) {
+	if bytes.Equal(want, have) {
+		return nil, nil
+	}
+	wantSet, err := parseFieldSet(want)
+	if err != nil {
+		return nil, fmt.Errorf("expected field set: %w", err)
+	}
+	haveSet, err := parseFieldSet(have)
+	if err != nil {
+		return nil, fmt.Errorf("live field set: %w", err)
+	}
+	lost := wantSet.Difference(haveSet).Leaves()
+	var out []string
+	lost.Iterate(func(p fieldpath.Path) { out = append(out, p.String()) })
+	slices.Sort(out)
+	return out, nil
+}
+
+func parseFieldSet(raw []byte) (*fieldpath.Set, error) {
+	s := &fieldpath.Set{}
+	if len(raw) == 0 {
+		return s, nil
+	}
+	if err := s.FromJSON(bytes.NewReader(raw)); err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+// objectKey identifies an object within a release.
+func objectKey(r v1alpha1.ObjectRef) string {
+	return r.Group() + "/" + r.Kind + "/" + r.Namespace + "/" + r.Name
+}
+
+// driftSummary is the text of a DriftCorrected event: each object and its
+// drifted fields.
+func driftSummary(drifts []objectDrift) string {
+	parts := make([]string, 0, len(drifts))
+	for _, d := range drifts {
+		name := d.object.ref.Kind + "/" + d.object.ref.Name
+		switch {
+		case d.missing:
+			parts = append(parts, name+" (deleted)")
+		default:
+			parts = append(parts, name+" ("+strings.Join(d.fields, ", ")+")")
+		}
+	}
+	return strings.Join(parts, "; ")
+}
+
+// driftedObjects is the status record of a correction.
+func driftedObjects(drifts []objectDrift) []v1alpha1.DriftedObject {
+	out := make([]v1alpha1.DriftedObject, 0, len(drifts))
+	for _, d := range drifts {
+		out = append(out, v1alpha1.DriftedObject{ObjectRef: d.object.ref, Missing: d.missing, Fields: d.fields})
+	}
+	slices.SortFunc(out, func(a, b v1alpha1.DriftedObject) int {
+		return strings.Compare(objectKey(a.ObjectRef), objectKey(b.ObjectRef))
+	})
+	return out
+}

@@ -1,0 +1,184 @@
+package operator
+
+import (
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/go-logr/logr"
+	appsv1 "k8s.io/api/apps/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/dynamic"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/util/flowcontrol"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/healthz"
+	crmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+
+	"github.com/styrmin/styrmin/operator/api/v1alpha1"
+)
+
+// Options configure the agent's controller manager.
+type Options struct {
+	// Drivers gives the StyrminDeployment controller the drivers
+	// instances pin. Required.
+	Drivers DriverSource
+	// Namespace is the agent's namespace: its leader election lease lives
+	// there.
+	Namespace string
+	// LeaderElection makes only one agent replica act at a time.
+	LeaderElection bool
+	// LeaderElectionID names the lease (default "styrmin-agent").
+	LeaderElectionID string
+	// MetricsAddr is where Prometheus metrics are served (":8080"); "0"
+	// turns the endpoint off (the default, for tests).
+	MetricsAddr string
+	// HealthAddr is where /healthz and /readyz are served; "" turns them
+	// off.
+	HealthAddr string
+	// DriftInterval is how often each deployment's live objects are
+	// compared with its release (default 5 minutes).
+	DriftInterval time.Duration
+	// Concurrency is how many StyrminDeployments reconcile at once
+	// (default 8).
+	Concurrency int
+	// QPS and Burst bound the agent's requests to the API server,
+	// shared by all its clients (defaults 100 and 200).
+	QPS   float32
+	Burst int
+	// HelmMaxHistory bounds the revisions kept per release (default 10).
+	HelmMaxHistory int
+	// Logger is the agent's logger (default: discard).
+	Logger logr.Logger
+}
+
+func (o *Options) defaults() error {
+	if o.Drivers == nil {
+		return errors.New("operator: Options.Drivers is required")
+	}
+	if o.LeaderElection && o.Namespace == "" {
+		return errors.New("operator: leader election needs Options.Namespace (where the lease lives)")
+	}
+	if o.LeaderElectionID == "" {
+		o.LeaderElectionID = "styrmin-agent"
+	}
+	if o.MetricsAddr == "" {
+		o.MetricsAddr = "0"
+	}
+	if o.DriftInterval <= 0 {
+		o.DriftInterval = 5 * time.Minute
+	}
+	if o.Concurrency <= 0 {
+		o.Concurrency = 8
+	}
+	if o.QPS <= 0 {
+		o.QPS = 100
+	}
+	if o.Burst <= 0 {
+		o.Burst = 200
+	}
+	if o.HelmMaxHistory <= 0 {
+		o.HelmMaxHistory = 10
+	}
+	if o.Logger.GetSink() == nil {
+		o.Logger = logr.Discard()
+	}
+	return nil
+}
+
+// NewScheme returns a scheme with the built-in kinds and styrmin.io.
+func NewScheme() (*runtime.Scheme, error) {
+	s := runtime.NewScheme()
+	if err := clientgoscheme.AddToScheme(s); err != nil {
+		return nil, err
+	}
+	if err := v1alpha1.AddToScheme(s); err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+// NewManager returns the agent's controller manager with the
+// StyrminDeployment controller registered. Start it with mgr.Start(ctx).
+//
+// The manager's cache holds StyrminDeployments and the apps/v1 workloads
+// (Deployments, StatefulSets, DaemonSets) labelled
+// app.kubernetes.io/managed-by=Helm, without managedFields. Reads of
+// other workloads, or of managedFields, go through mgr.GetAPIReader().
+func NewManager(cfg *rest.Config, opts Options) (ctrl.Manager, error) {
+	if err := opts.defaults(); err != nil {
+		return nil, err
+	}
+	cfg = rest.CopyConfig(cfg)
+	cfg.QPS, cfg.Burst = opts.QPS, opts.Burst
+	// One token bucket for every client built from cfg (the manager's,
+	// Helm's per-mapping REST clients, the dynamic client).
+	cfg.RateLimiter = flowcontrol.NewTokenBucketRateLimiter(opts.QPS, opts.Burst)
+	scheme, err := NewScheme()
+	if err != nil {
+		return nil, err
+	}
+	helmOwned := labels.SelectorFromSet(labels.Set{helmManagedByLabel: helmManagedByValue})
+	workloads := cache.ByObject{Label: helmOwned, Transform: cache.TransformStripManagedFields()}
+	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
+		Scheme:                        scheme,
+		Logger:                        opts.Logger,
+		LeaderElection:                opts.LeaderElection,
+		LeaderElectionID:              opts.LeaderElectionID,
+		LeaderElectionNamespace:       opts.Namespace,
+		LeaderElectionReleaseOnCancel: true,
+		Metrics:                       metricsserver.Options{BindAddress: opts.MetricsAddr},
+		HealthProbeBindAddress:        opts.HealthAddr,
+		Cache: cache.Options{ByObject: map[client.Object]cache.ByObject{
+			&appsv1.Deployment{}:  workloads,
+			&appsv1.StatefulSet{}: workloads,
+			&appsv1.DaemonSet{}:   workloads,
+		}},
+	})
+	if err != nil {
+		return nil, fmt.Errorf("operator: new manager: %w", err)
+	}
+	if opts.HealthAddr != "" {
+		if err := mgr.AddHealthzCheck("ping", healthz.Ping); err != nil {
+			return nil, err
+		}
+		if err := mgr.AddReadyzCheck("ping", healthz.Ping); err != nil {
+			return nil, err
+		}
+	}
+	m, err := newMetrics(crmetrics.Registry)
+	if err != nil {
+		return nil, fmt.Errorf("operator: metrics: %w", err)
+	}
+	helm, err := newHelmReleases(cfg, mgr.GetRESTMapper(), helmOptions{
+		MaxHistory: opts.HelmMaxHistory,
+		Logger:     logr.ToSlogHandler(opts.Logger.WithName("helm").V(1)),
+	})
+	if err != nil {
+		return nil, err
+	}
+	dyn, err := dynamic.NewForConfigAndClient(cfg, mgr.GetHTTPClient())
+	if err != nil {
+		return nil, fmt.Errorf("operator: dynamic client: %w", err)
+	}
+	r := &deploymentReconciler{
+		client:   mgr.GetClient(),
+		drivers:  opts.Drivers,
+		helm:     helm,
+		drift:    &driftChecker{dyn: dyn, mapper: mgr.GetRESTMapper()},
+		recorder: mgr.GetEventRecorder("styrmin-agent"),
+		metrics:  m,
+		interval: opts.DriftInterval,
+		now:      time.Now,
+		states:   map[string]*deploymentState{},
+	}
+	if err := r.setupWithManager(mgr, opts.Concurrency, opts.Logger.WithName("styrmindeployment")); err != nil {
+		return nil, fmt.Errorf("operator: StyrminDeployment controller: %w", err)
+	}
+	return mgr, nil
+}

@@ -1,0 +1,552 @@
+package operator
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/go-logr/logr"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	apimeta "k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/events"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/manager"
+
+	"github.com/styrmin/styrmin/gitsource"
+	"github.com/styrmin/styrmin/operator/api/v1alpha1"
+	"github.com/styrmin/styrmin/resolver"
+)
+
+// SourceRepo is what the syncer needs of the desired-state repository: a
+// fetch of the tracked branch, the lock commits between two commits and
+// the files at a commit. *gitsource.Repo implements it.
+type SourceRepo interface {
+	Fetch(ctx context.Context) (gitsource.FetchResult, error)
+	LockChanges(from, to gitsource.Hash, prefix string) ([]gitsource.LockChange, error)
+	FS(commit gitsource.Hash) (fs.FS, error)
+}
+
+var _ SourceRepo = (*gitsource.Repo)(nil)
+
+// DefaultPollInterval is how often the syncer fetches when
+// SyncerOptions.Interval is zero.
+const DefaultPollInterval = time.Minute
+
+// Reasons of the StyrminSource conditions and events.
+const (
+	reasonSynced      = "Synced"
+	reasonFetchFailed = "FetchFailed"
+	reasonAuthFailed  = "AuthenticationFailed"
+	reasonSyncFailed  = "SyncFailed"
+	reasonInvalidLock = "InvalidLock"
+)
+
+// SyncerOptions configures a Syncer.
+type SyncerOptions struct {
+	// Client reads and writes StyrminSources, StyrminTasks, Namespaces
+	// and reads StyrminDeployments.
+	Client client.Client
+	// Repo is the agent's clone of the desired-state repository.
+	Repo SourceRepo
+	// Cluster is the cluster whose locks (locks/<cluster>/…) the agent
+	// applies; the others are ignored.
+	Cluster string
+	// Source names the StyrminSource that keeps the sync position.
+	Source types.NamespacedName
+	// Spec is written on the StyrminSource (URL, branch…); informational.
+	Spec v1alpha1.StyrminSourceSpec
+	// Interval between polls; 0 means DefaultPollInterval.
+	Interval time.Duration
+	// Recorder records events on the StyrminSource (optional).
+	Recorder events.EventRecorder
+	// Log receives the syncer's logs.
+	Log logr.Logger
+}
+
+// Syncer follows the desired-state repository: on an interval and on
+// Trigger it fetches the branch, walks every lock commit of its cluster
+// since the last one it synced and creates one StyrminTask per new
+// (deployment, sequence). The position is kept in a StyrminSource, so a
+// restarted agent resumes where it stopped; creating a task is idempotent,
+// so a sync interrupted halfway is simply done again.
+type Syncer struct {
+	opts    SyncerOptions
+	prefix  string
+	trigger chan struct{}
+
+	// mu serialises syncs (the poll loop and direct calls of Sync).
+	mu sync.Mutex
+	// position is the last synced commit as written to the StyrminSource;
+	// loaded is false until it was read once.
+	position gitsource.Hash
+	loaded   bool
+	// namespaces already known to exist, so each is created once.
+	namespaces map[string]bool
+}
+
+var (
+	_ manager.Runnable               = (*Syncer)(nil)
+	_ manager.LeaderElectionRunnable = (*Syncer)(nil)
+)
+
+// NewSyncer checks opts and returns a Syncer.
+func NewSyncer(opts SyncerOptions) (*Syncer, error) {
+	switch {
+	case opts.Client == nil:
+		return nil, errors.New("syncer: Client is required")
+	case opts.Repo == nil:
+		return nil, errors.New("syncer: Repo is required")
+	case opts.Cluster == "":
+		return nil, errors.New("syncer: Cluster is required")
+	case opts.Source.Name == "" || opts.Source.Namespace == "":
+		return nil, errors.New("syncer: Source needs a name and a namespace")
+	}
+	if opts.Interval <= 0 {
+		opts.Interval = DefaultPollInterval
+	}
+	if opts.Spec.Cluster == "" {
+		opts.Spec.Cluster = opts.Cluster
+	}
+	if opts.Spec.Interval == nil {
+		opts.Spec.Interval = &metav1.Duration{Duration: opts.Interval}
+	}
+	return &Syncer{
+		opts:       opts,
+		prefix:     "locks/" + opts.Cluster,
+		trigger:    make(chan struct{}, 1),
+		namespaces: map[string]bool{},
+	}, nil
+}
+
+// Trigger asks for a sync now (a webhook calls it on push). It never
+// blocks: triggers that arrive while one is pending are merged.
+func (s *Syncer) Trigger() {
+	select {
+	case s.trigger <- struct{}{}:
+	default:
+	}
+}
+
+// NeedLeaderElection makes only the elected agent sync.
+func (s *Syncer) NeedLeaderElection() bool { return true }
+
+// Start syncs at once, then on every interval and trigger, until ctx ends.
+// A failed sync is logged and recorded on the StyrminSource; the next poll
+// tries again.
+func (s *Syncer) Start(ctx context.Context) error {
+	t := time.NewTimer(0)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-t.C:
+		case <-s.trigger:
+			if !t.Stop() {
+				select {
+				case <-t.C:
+				default:
+				}
+			}
+		}
+		if _, err := s.Sync(ctx); err != nil && ctx.Err() == nil {
+			s.opts.Log.Error(err, "sync failed", "source", s.opts.Source.String())
+		}
+		t.Reset(s.opts.Interval)
+	}
+}
+
+// SyncResult says what one Sync did.
+type SyncResult struct {
+	// Head is the branch head that was synced.
+	Head gitsource.Hash
+	// Skipped is true when the head was already synced.
+	Skipped bool
+	// Created names the tasks created ("namespace/name"), in order.
+	Created []string
+	// Existing counts the tasks that already existed.
+	Existing int
+	// Ignored counts lock changes that made no task (deleted lockfiles,
+	// invalid lockfiles, tombstones of deployments never applied here).
+	Ignored int
+}
+
+// Sync fetches the branch and creates the tasks of every lock commit since
+// the last synced one, then records the head as synced.
+func (s *Syncer) Sync(ctx context.Context) (SyncResult, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var res SyncResult
+
+	src, err := s.source(ctx)
+	if err != nil {
+		return res, err
+	}
+	fr, err := s.opts.Repo.Fetch(ctx)
+	if err != nil {
+		reason := reasonFetchFailed
+		if errors.Is(err, gitsource.ErrAuth) {
+			reason = reasonAuthFailed
+		}
+		s.setFailed(ctx, src, reason, err)
+		return res, fmt.Errorf("sync %s: fetch: %w", s.opts.Spec.URL, err)
+	}
+	res.Head = fr.Head
+	if fr.Head == s.position {
+		res.Skipped = true
+		return res, nil
+	}
+	if err := s.walk(ctx, src, s.position, fr.Head, &res); err != nil {
+		s.setFailed(ctx, src, reasonSyncFailed, err)
+		return res, err
+	}
+	if err := s.advance(ctx, src, fr.Head); err != nil {
+		return res, err
+	}
+	s.opts.Log.Info("synced", "head", fr.Head.Short(), "created", len(res.Created), "existing", res.Existing, "ignored", res.Ignored)
+	return res, nil
+}
+
+// source returns the StyrminSource, creating it on first use, and loads
+// the sync position from it.
+func (s *Syncer) source(ctx context.Context) (*v1alpha1.StyrminSource, error) {
+	var src v1alpha1.StyrminSource
+	err := s.opts.Client.Get(ctx, s.opts.Source, &src)
+	if apierrors.IsNotFound(err) {
+		src = v1alpha1.StyrminSource{
+			ObjectMeta: metav1.ObjectMeta{Name: s.opts.Source.Name, Namespace: s.opts.Source.Namespace},
+			Spec:       s.opts.Spec,
+		}
+		if err := s.opts.Client.Create(ctx, &src); err != nil && !apierrors.IsAlreadyExists(err) {
+			return nil, fmt.Errorf("creating StyrminSource %s: %w", s.opts.Source, err)
+		} else if err != nil {
+			return s.source(ctx)
+		}
+	} else if err != nil {
+		return nil, fmt.Errorf("reading StyrminSource %s: %w", s.opts.Source, err)
+	}
+	if !s.loaded {
+		// A position that does not parse (edited by hand) restarts from the
+		// root: creating tasks is idempotent and the guard keeps newer
+		// instances, so walking again is safe.
+		if src.Status.LastSyncedCommit != "" {
+			h, err := gitsource.ParseHash(src.Status.LastSyncedCommit)
+			if err != nil {
+				s.opts.Log.Error(err, "ignoring the recorded sync position", "source", s.opts.Source.String())
+			} else {
+				s.position = h
+			}
+		}
+		s.loaded = true
+	}
+	if !syncSpecEqual(src.Spec, s.opts.Spec) {
+		src.Spec = s.opts.Spec
+		if err := s.opts.Client.Update(ctx, &src); err != nil {
+			return nil, fmt.Errorf("updating StyrminSource %s: %w", s.opts.Source, err)
+		}
+	}
+	return &src, nil
+}
+
+func syncSpecEqual(a, b v1alpha1.StyrminSourceSpec) bool {
+	ad, bd := time.Duration(0), time.Duration(0)
+	if a.Interval != nil {
+		ad = a.Interval.Duration
+	}
+	if b.Interval != nil {
+		bd = b.Interval.Duration
+	}
+	return a.URL == b.URL && a.Branch == b.Branch && a.Cluster == b.Cluster && a.SecretName == b.SecretName && ad == bd
+}
+
+// walk creates the tasks of the lock changes between from and to.
+func (s *Syncer) walk(ctx context.Context, src *v1alpha1.StyrminSource, from, to gitsource.Hash, res *SyncResult) error {
+	changes, err := s.opts.Repo.LockChanges(from, to, s.prefix)
+	if err != nil && !from.IsZero() {
+		// The recorded commit may be gone (the branch was rewritten and
+		// collected): walk from the root, which is safe (see source).
+		s.opts.Log.Error(err, "walking from the recorded commit failed; walking from the root", "from", from.Short())
+		from = gitsource.Hash{}
+		changes, err = s.opts.Repo.LockChanges(from, to, s.prefix)
+	}
+	if err != nil {
+		return fmt.Errorf("sync: listing lock changes %s..%s: %w", from.Short(), to.Short(), err)
+	}
+	w := &syncWalk{s: s, from: from, prev: map[resolver.ID]*resolver.Instance{}, seen: map[resolver.ID]bool{}}
+	for _, ch := range changes {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		if err := w.apply(ctx, src, ch, res); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// syncWalk is the state of one walk: the previous instance of every
+// deployment met so far, to choose each task's workflow.
+type syncWalk struct {
+	s    *Syncer
+	from gitsource.Hash
+	// fromFS is the tree at from, read lazily for the instance a
+	// deployment had before the walk.
+	fromFS fs.FS
+	prev   map[resolver.ID]*resolver.Instance
+	seen   map[resolver.ID]bool
+}
+
+func (w *syncWalk) apply(ctx context.Context, src *v1alpha1.StyrminSource, ch gitsource.LockChange, res *SyncResult) error {
+	log := w.s.opts.Log.WithValues("commit", ch.Commit.Short(), "path", ch.Path)
+	id, ok := resolver.IDFromLockPath(ch.Path)
+	if !ok || id.Cluster != w.s.opts.Cluster {
+		res.Ignored++
+		return nil
+	}
+	if ch.Deleted {
+		// Lockfiles are never deleted by styrmin (a deleted deployment
+		// leaves a tombstone): someone removed it by hand.
+		w.s.warn(src, reasonInvalidLock, "%s was deleted at %s; a removed deployment needs a tombstone lock, so nothing was changed", ch.Path, ch.Commit.Short())
+		log.Info("ignoring a deleted lockfile")
+		res.Ignored++
+		return nil
+	}
+	fsys, err := w.s.opts.Repo.FS(ch.Commit)
+	if err != nil {
+		return fmt.Errorf("sync: reading %s at %s: %w", ch.Path, ch.Commit.Short(), err)
+	}
+	data, err := fs.ReadFile(fsys, ch.Path)
+	if err != nil {
+		return fmt.Errorf("sync: reading %s at %s: %w", ch.Path, ch.Commit.Short(), err)
+	}
+	next, err := resolver.DecodeLock(ch.Path, data)
+	if err == nil && next.ID != id {
+		err = fmt.Errorf("%s: the lockfile names deployment %s", ch.Path, next.ID)
+	}
+	if err != nil {
+		w.s.warn(src, reasonInvalidLock, "lock commit %s: %v; no task was created for it", ch.Commit.Short(), err)
+		log.Error(err, "ignoring an invalid lockfile")
+		res.Ignored++
+		return nil
+	}
+	prev, err := w.previous(id)
+	if err != nil {
+		return err
+	}
+	if prev != nil && next.Sequence <= prev.Sequence {
+		w.s.warn(src, reasonInvalidLock, "%s at %s: sequence %d does not follow %d; no task was created for it", ch.Path, ch.Commit.Short(), next.Sequence, prev.Sequence)
+		res.Ignored++
+		return nil
+	}
+	w.prev[id] = next
+
+	task, err := w.s.taskFor(ctx, prev, next, gitsource.Hash(ch.Commit), ch.Path)
+	if err != nil {
+		return err
+	}
+	if task == nil {
+		log.Info("tombstone of a deployment never applied in this cluster: nothing to delete", "deployment", id.String())
+		res.Ignored++
+		return nil
+	}
+	if err := w.s.ensureNamespace(ctx, task.Namespace); err != nil {
+		return err
+	}
+	err = w.s.opts.Client.Create(ctx, task)
+	switch {
+	case apierrors.IsAlreadyExists(err):
+		res.Existing++
+	case err != nil:
+		return fmt.Errorf("sync: creating task %s/%s: %w", task.Namespace, task.Name, err)
+	default:
+		res.Created = append(res.Created, task.Namespace+"/"+task.Name)
+		log.Info("task created", "task", task.Name, "namespace", task.Namespace, "workflow", task.Spec.Workflow)
+	}
+	return nil
+}
+
+// previous returns the instance a deployment had before the change being
+// applied: the last one met in this walk, else its lockfile at the commit
+// the walk started from.
+func (w *syncWalk) previous(id resolver.ID) (*resolver.Instance, error) {
+	if w.seen[id] {
+		return w.prev[id], nil
+	}
+	w.seen[id] = true
+	if w.from.IsZero() {
+		return nil, nil
+	}
+	if w.fromFS == nil {
+		fsys, err := w.s.opts.Repo.FS(w.from)
+		if err != nil {
+			return nil, fmt.Errorf("sync: reading the tree at %s: %w", w.from.Short(), err)
+		}
+		w.fromFS = fsys
+	}
+	data, err := fs.ReadFile(w.fromFS, id.LockPath())
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("sync: reading %s at %s: %w", id.LockPath(), w.from.Short(), err)
+	}
+	in, err := resolver.DecodeLock(id.LockPath(), data)
+	if err != nil {
+		// An invalid earlier lock was reported when it was synced; for the
+		// workflow it counts as no instance.
+		return nil, nil
+	}
+	w.prev[id] = in
+	return in, nil
+}
+
+// SelectWorkflow returns the workflow that takes a deployment from prev
+// (nil: none) to next: delete for a tombstone, create when there was no
+// instance (or a tombstone), upgrade when the driver version or the
+// application version changed, update otherwise.
+func SelectWorkflow(prev, next *resolver.Instance) v1alpha1.Workflow {
+	switch {
+	case next.Tombstone():
+		return v1alpha1.WorkflowDelete
+	case prev == nil || prev.Tombstone():
+		return v1alpha1.WorkflowCreate
+	case prev.Driver.Name != next.Driver.Name || prev.Driver.Version != next.Driver.Version || prev.AppVersion != next.AppVersion:
+		return v1alpha1.WorkflowUpgrade
+	default:
+		return v1alpha1.WorkflowUpdate
+	}
+}
+
+// TaskName is the name of the task that applies a deployment's sequence:
+// deterministic, so the task of a lock commit is created once however
+// often the commit is walked.
+func TaskName(deployment string, sequence int64) string {
+	return deployment + "-" + strconv.FormatInt(sequence, 10)
+}
+
+// taskFor builds the task of next. A tombstone needs the namespace of the
+// instance it deletes: from prev, else from the StyrminDeployment in the
+// cluster; with neither there is nothing to delete and taskFor returns nil.
+func (s *Syncer) taskFor(ctx context.Context, prev, next *resolver.Instance, commit gitsource.Hash, path string) (*v1alpha1.StyrminTask, error) {
+	wf := SelectWorkflow(prev, next)
+	ns := ""
+	if next.Context != nil {
+		ns = next.Context.Deployment.Namespace
+	}
+	if ns == "" && prev != nil && prev.Context != nil {
+		ns = prev.Context.Deployment.Namespace
+	}
+	if ns == "" {
+		var err error
+		if ns, err = s.deploymentNamespace(ctx, next.ID); err != nil || ns == "" {
+			return nil, err
+		}
+	}
+	spec, err := SpecFromInstance(next)
+	if err != nil {
+		return nil, fmt.Errorf("sync: %s: %w", path, err)
+	}
+	var from int64
+	if prev != nil {
+		from = prev.Sequence
+	}
+	id := v1alpha1.DeploymentID{Cluster: next.ID.Cluster, Environment: next.ID.Environment, Name: next.ID.Name}
+	labels := id.Labels()
+	labels[v1alpha1.LabelSequence] = strconv.FormatInt(next.Sequence, 10)
+	return &v1alpha1.StyrminTask{
+		ObjectMeta: metav1.ObjectMeta{
+			Name:      TaskName(next.ID.Name, next.Sequence),
+			Namespace: ns,
+			Labels:    labels,
+		},
+		Spec: v1alpha1.StyrminTaskSpec{
+			Deployment:   id,
+			Namespace:    ns,
+			Workflow:     wf,
+			FromSequence: from,
+			ToSequence:   next.Sequence,
+			Lock:         v1alpha1.LockRef{Commit: commit.String(), Path: path},
+			Instance:     &spec,
+		},
+	}, nil
+}
+
+// deploymentNamespace finds the namespace of a deployment's
+// StyrminDeployment, "" when there is none.
+func (s *Syncer) deploymentNamespace(ctx context.Context, id resolver.ID) (string, error) {
+	var list v1alpha1.StyrminDeploymentList
+	sel := v1alpha1.DeploymentID{Cluster: id.Cluster, Environment: id.Environment, Name: id.Name}.Labels()
+	if err := s.opts.Client.List(ctx, &list, client.MatchingLabels(sel)); err != nil {
+		return "", fmt.Errorf("sync: looking up the StyrminDeployment of %s: %w", id, err)
+	}
+	for _, sd := range list.Items {
+		return sd.Namespace, nil
+	}
+	return "", nil
+}
+
+// ensureNamespace creates a deployment's namespace on first use.
+func (s *Syncer) ensureNamespace(ctx context.Context, name string) error {
+	if s.namespaces[name] {
+		return nil
+	}
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{
+		Name:   name,
+		Labels: map[string]string{"app.kubernetes.io/managed-by": v1alpha1.FieldManager},
+	}}
+	if err := s.opts.Client.Create(ctx, ns); err != nil && !apierrors.IsAlreadyExists(err) {
+		return fmt.Errorf("sync: creating namespace %s: %w", name, err)
+	}
+	s.namespaces[name] = true
+	return nil
+}
+
+// advance records head as synced.
+func (s *Syncer) advance(ctx context.Context, src *v1alpha1.StyrminSource, head gitsource.Hash) error {
+	now := metav1.Now()
+	src.Status.ObservedGeneration = src.Generation
+	src.Status.LastSyncedCommit = head.String()
+	src.Status.LastFetchedCommit = head.String()
+	src.Status.LastSyncTime = &now
+	apimeta.SetStatusCondition(&src.Status.Conditions, metav1.Condition{
+		Type: v1alpha1.ConditionReady, Status: metav1.ConditionTrue, Reason: reasonSynced,
+		Message: "synced " + head.Short(), ObservedGeneration: src.Generation,
+	})
+	apimeta.RemoveStatusCondition(&src.Status.Conditions, v1alpha1.ConditionStalled)
+	if err := s.opts.Client.Status().Update(ctx, src); err != nil {
+		return fmt.Errorf("sync: recording %s as synced on StyrminSource %s: %w", head.Short(), s.opts.Source, err)
+	}
+	s.position = head
+	return nil
+}
+
+// setFailed records a failed sync on the StyrminSource (best effort: the
+// error is returned to the caller anyway).
+func (s *Syncer) setFailed(ctx context.Context, src *v1alpha1.StyrminSource, reason string, err error) {
+	apimeta.SetStatusCondition(&src.Status.Conditions, metav1.Condition{
+		Type: v1alpha1.ConditionReady, Status: metav1.ConditionFalse, Reason: reason,
+		Message: err.Error(), ObservedGeneration: src.Generation,
+	})
+	if reason == reasonAuthFailed {
+		apimeta.SetStatusCondition(&src.Status.Conditions, metav1.Condition{
+			Type: v1alpha1.ConditionStalled, Status: metav1.ConditionTrue, Reason: reason,
+			Message: err.Error(), ObservedGeneration: src.Generation,
+		})
+	}
+	if uerr := s.opts.Client.Status().Update(ctx, src); uerr != nil {
+		s.opts.Log.Error(uerr, "recording the failed sync", "source", s.opts.Source.String())
+	}
+}
+
+func (s *Syncer) warn(src *v1alpha1.StyrminSource, reason, format string, args ...any) {
+	if s.opts.Recorder != nil {
+		s.opts.Recorder.Eventf(src, nil, corev1.EventTypeWarning, reason, "Sync", format, args...)
+	}
+}
