@@ -116,3 +116,45 @@ func TestConcurrentLockersNeverReuseASequence(t *testing.T) {
 		prev = n
 	}
 }
+
+// TestRepoIsSafeForConcurrentUse reads through FS and LockChanges while
+// another goroutine fetches; run with -race.
+func TestRepoIsSafeForConcurrentUse(t *testing.T) {
+	ctx := context.Background()
+	srv := gitserver.New(t)
+	url, _ := srv.CreateRepo("cfg.git")
+	srv.Commit("cfg.git", "seed", map[string][]byte{appLock: []byte("sequence: 1\n")})
+	r, err := gitsource.Clone(ctx, url, "", gitsource.CloneOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	head, _ := r.Head()
+	fsys, err := r.FS(head)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var wg sync.WaitGroup
+	for i := range 4 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for j := range 20 {
+				if i == 0 {
+					srv.Commit("cfg.git", "more", map[string][]byte{"x": fmt.Appendf(nil, "%d", j)})
+					if _, err := r.Fetch(ctx); err != nil {
+						t.Error(err)
+					}
+					continue
+				}
+				if n, err := readSequence(fsys, appLock); err != nil || n != 1 {
+					t.Errorf("read = %d, %v", n, err)
+				}
+				h, _ := r.Head()
+				if _, err := r.LockChanges(gitsource.Hash{}, h, "locks"); err != nil {
+					t.Error(err)
+				}
+			}
+		}()
+	}
+	wg.Wait()
+}
