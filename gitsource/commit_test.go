@@ -381,3 +381,24 @@ func TestCommitLocksStopsWhenContextIsCancelled(t *testing.T) {
 		t.Fatalf("err = %v after %d attempts, want context.Canceled after 1", err, res.Attempts)
 	}
 }
+
+func TestCommitLocksPushesToALocalPathRemote(t *testing.T) {
+	ctx := context.Background()
+	origin := newLocalRepo(t, true)
+	seedRepo := newLocalRepo(t, false)
+	seedRepo.commit("seed", map[string]string{"styrmin.cue": "x: 1\n"})
+	seedRepo.git("push", "--quiet", origin.dir, "main")
+
+	r, err := gitsource.Clone(ctx, origin.dir, t.TempDir(), gitsource.CloneOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := r.CommitLocks(ctx, gitsource.CommitRequest{Build: bumpSequence})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := origin.git("rev-parse", "main"); got != res.Commit.String() {
+		t.Fatalf("origin main = %s, want %s", got, res.Commit)
+	}
+	origin.git("fsck", "--strict", "--no-progress")
+}
