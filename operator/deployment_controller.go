@@ -67,10 +67,22 @@ type deploymentReconciler struct {
 // the objects of the release revision it checks for drift, their expected
 // field sets, and when to check next.
 type deploymentState struct {
+	// applied records the last release this agent applied, so a
+	// reconcile that reads the StyrminDeployment from a cache not yet
+	// showing the status written after it does not apply it again.
+	applied   *appliedRelease
 	revision  int
 	objects   []*desiredObject
 	expected  map[string][]byte
 	nextCheck time.Time
+}
+
+// appliedRelease is what a successful install or upgrade wrote to the
+// status.
+type appliedRelease struct {
+	digest    string
+	release   v1alpha1.ReleaseStatus
+	inventory []v1alpha1.ObjectRef
 }
 
 // reconcileState flows through the phases of one reconcile.
@@ -151,6 +163,11 @@ func (r *deploymentReconciler) resolve(ctx context.Context, rs *reconcileState) 
 		return stalled(v1alpha1.ReasonInvalidSpec, fmt.Errorf("spec.context.deployment.name is %q but spec.deployment.name is %q", n, sd.Spec.Deployment.Name))
 	}
 	rs.instance = in
+	if a := r.state(sd.Namespace).applied; a != nil && a.digest == sd.Spec.Digest && sd.Status.ActiveDigest != a.digest {
+		// The cache lags behind the status this agent wrote.
+		rel := a.release
+		sd.Status.Release, sd.Status.ActiveDigest, sd.Status.Inventory = &rel, a.digest, slices.Clone(a.inventory)
+	}
 	rs.upToDate = sd.Status.Release != nil && sd.Status.ActiveDigest == sd.Spec.Digest
 	if !rs.upToDate {
 		d, err := r.drivers.Driver(ctx, in.Driver)
@@ -235,7 +252,7 @@ func (r *deploymentReconciler) release(ctx context.Context, rs *reconcileState) 
 	sd.Status.ActiveDigest = sd.Spec.Digest
 	sd.Status.Inventory = inventoryOf(rs.objects, sd.Namespace)
 	// The drift check starts over with the new revision's objects.
-	r.resetState(sd.Namespace, r.now().Add(r.interval))
+	r.resetState(sd.Namespace, &appliedRelease{digest: sd.Spec.Digest, release: *sd.Status.Release, inventory: slices.Clone(sd.Status.Inventory)})
 	reason, verb := v1alpha1.EventUpgraded, "Upgraded"
 	if installed {
 		reason, verb = v1alpha1.EventInstalled, "Installed"
@@ -326,6 +343,7 @@ func (r *deploymentReconciler) correctDrift(ctx context.Context, rs *reconcileSt
 		setCondition(sd, v1alpha1.ConditionDrifted, metav1.ConditionTrue, v1alpha1.ReasonDriftDetected, err.Error())
 		sd.Status.Release = nil
 		sd.Status.ActiveDigest = ""
+		st.applied = nil
 		rs.requeueAfter = time.Millisecond
 		return nil
 	}
@@ -484,10 +502,12 @@ func (r *deploymentReconciler) state(namespace string) *deploymentState {
 	return st
 }
 
-func (r *deploymentReconciler) resetState(namespace string, nextCheck time.Time) {
+// resetState starts a deployment's state over after an apply: the first
+// drift check of the new revision is one interval later.
+func (r *deploymentReconciler) resetState(namespace string, applied *appliedRelease) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	r.states[namespace] = &deploymentState{nextCheck: nextCheck}
+	r.states[namespace] = &deploymentState{applied: applied, nextCheck: r.now().Add(r.interval)}
 }
 
 func (r *deploymentReconciler) forget(namespace string) {

@@ -1,0 +1,461 @@
+package operator_test
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/go-logr/logr/testr"
+	"helm.sh/helm/v4/pkg/action"
+	release "helm.sh/helm/v4/pkg/release/v1"
+	releaseutil "helm.sh/helm/v4/pkg/release/v1/util"
+	"helm.sh/helm/v4/pkg/storage/driver"
+	appsv1 "k8s.io/api/apps/v1"
+	autoscalingv1 "k8s.io/api/autoscaling/v1"
+	corev1 "k8s.io/api/core/v1"
+	eventsv1 "k8s.io/api/events/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	apimeta "k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/cli-runtime/pkg/genericclioptions"
+	"k8s.io/client-go/kubernetes"
+	applyappsv1 "k8s.io/client-go/applyconfigurations/apps/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	crmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
+	"sigs.k8s.io/yaml"
+
+	"github.com/styrmin/styrmin/drivers"
+	"github.com/styrmin/styrmin/operator"
+	"github.com/styrmin/styrmin/operator/api/v1alpha1"
+	"github.com/styrmin/styrmin/resolver"
+	"github.com/styrmin/styrmin/testcluster"
+)
+
+// driftInterval is short so the drift tests run in seconds.
+const driftInterval = 2 * time.Second
+
+// env is a running control plane with the CRDs installed and the agent's
+// manager started in the test process.
+type env struct {
+	cluster   *testcluster.Cluster
+	client    client.Client
+	clientset *kubernetes.Clientset
+	workspace *resolver.Workspace
+}
+
+func startEnv(t *testing.T) *env {
+	t.Helper()
+	c := testcluster.StartT(t, testcluster.Options{Workloads: true, Nodes: 2})
+	ctx, cancel := context.WithCancel(context.Background())
+	if err := operator.InstallCRDs(ctx, c.RESTConfig); err != nil {
+		t.Fatal(err)
+	}
+	ws, err := resolver.LoadWorkspace(os.DirFS("../examples"), resolver.WorkspaceOptions{SourceCommit: "0123456789abcdef0123456789abcdef01234567"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	mgr, err := operator.NewManager(c.RESTConfig, operator.Options{
+		Drivers:       &operator.CatalogSource{Catalog: ws.Catalog},
+		DriftInterval: driftInterval,
+		Logger:        testr.NewWithOptions(t, testr.Options{Verbosity: 0}),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- mgr.Start(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("manager: %v", err)
+		}
+	})
+	scheme, err := operator.NewScheme()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cl, err := client.New(c.RESTConfig, client.Options{Scheme: scheme})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cs, err := kubernetes.NewForConfig(c.RESTConfig)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &env{cluster: c, client: cl, clientset: cs, workspace: ws}
+}
+
+// instance resolves an example deployment and gives it a sequence.
+func (e *env) instance(t *testing.T, cluster, environment, name string, seq int64) *resolver.Instance {
+	t.Helper()
+	id := resolver.ID{Cluster: cluster, Environment: environment, Name: name}
+	res := e.workspace.Resolve()
+	r, ok := res.Get(id)
+	if !ok {
+		t.Fatalf("example %s does not resolve: %v", id, res.Err())
+	}
+	in := *r.Instance
+	in.Sequence = seq
+	return &in
+}
+
+// withMessage returns a copy of in whose message parameter is msg: a
+// configuration-only change, as the resolver would produce it.
+func withMessage(t *testing.T, in *resolver.Instance, seq int64, msg string) *resolver.Instance {
+	t.Helper()
+	out := *in
+	out.Sequence = seq
+	ctx := *in.Context
+	ctx.Parameters = clone(in.Context.Parameters)
+	ctx.Parameters["message"] = msg
+	out.Context = &ctx
+	out.Values = clone(in.Values)
+	out.Values["message"] = msg
+	d, err := out.ComputeDigest()
+	if err != nil {
+		t.Fatal(err)
+	}
+	out.Digest = d
+	return &out
+}
+
+func clone(m map[string]any) map[string]any {
+	out := make(map[string]any, len(m))
+	for k, v := range m {
+		out[k] = v
+	}
+	return out
+}
+
+func (e *env) write(t *testing.T, ns string, in *resolver.Instance) operator.WriteOutcome {
+	t.Helper()
+	out, err := operator.WriteInstance(context.Background(), e.client, ns, in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+// waitFor polls until cond holds, failing with the last reason after
+// timeout.
+func waitFor(t *testing.T, timeout time.Duration, what string, cond func(ctx context.Context) (bool, string, error)) {
+	t.Helper()
+	var last string
+	err := wait.PollUntilContextTimeout(context.Background(), 100*time.Millisecond, timeout, true, func(ctx context.Context) (bool, error) {
+		ok, why, err := cond(ctx)
+		last = why
+		return ok, err
+	})
+	if err != nil {
+		t.Fatalf("waiting for %s: %v (last: %s)", what, err, last)
+	}
+}
+
+func (e *env) waitApplied(t *testing.T, ns string, seq int64) *v1alpha1.StyrminDeployment {
+	t.Helper()
+	var sd v1alpha1.StyrminDeployment
+	waitFor(t, 60*time.Second, fmt.Sprintf("%s to run sequence %d and be Ready", ns, seq), func(ctx context.Context) (bool, string, error) {
+		if err := e.client.Get(ctx, client.ObjectKey{Namespace: ns, Name: ns}, &sd); err != nil {
+			return false, err.Error(), nil
+		}
+		ok, err := operator.Applied(&sd, seq)
+		return ok, fmt.Sprintf("active %d, conditions %v", sd.Status.ActiveSequence, sd.Status.Conditions), err
+	})
+	return &sd
+}
+
+// helmConfig is an independent Helm SDK configuration built from the
+// cluster's kubeconfig, as the helm CLI would build it.
+func (e *env) helmConfig(t *testing.T, ns string) *action.Configuration {
+	t.Helper()
+	flags := genericclioptions.NewConfigFlags(false)
+	flags.KubeConfig = &e.cluster.KubeconfigPath
+	flags.Namespace = &ns
+	cfg := action.NewConfiguration()
+	if err := cfg.Init(flags, ns, "secret"); err != nil {
+		t.Fatal(err)
+	}
+	return cfg
+}
+
+func (e *env) history(t *testing.T, ns, name string) []*release.Release {
+	t.Helper()
+	h := action.NewHistory(e.helmConfig(t, ns))
+	rels, err := h.Run(name)
+	if err != nil {
+		if strings.Contains(err.Error(), driver.ErrReleaseNotFound.Error()) {
+			return nil
+		}
+		t.Fatalf("helm history %s/%s: %v", ns, name, err)
+	}
+	var out []*release.Release
+	for _, r := range rels {
+		out = append(out, r.(*release.Release))
+	}
+	slices.SortFunc(out, func(a, b *release.Release) int { return a.Version - b.Version })
+	return out
+}
+
+func revisions(rels []*release.Release) string {
+	var parts []string
+	for _, r := range rels {
+		parts = append(parts, fmt.Sprintf("%d:%s", r.Version, r.Info.Status))
+	}
+	return strings.Join(parts, " ")
+}
+
+// manifestObjects parses a release manifest or rendered stream into
+// objects keyed by kind/name, so two renderings compare as data.
+func manifestObjects(t *testing.T, manifest string) map[string]map[string]any {
+	t.Helper()
+	out := map[string]map[string]any{}
+	for _, doc := range releaseutil.SplitManifests(manifest) {
+		var m map[string]any
+		if err := yaml.Unmarshal([]byte(doc), &m); err != nil {
+			t.Fatal(err)
+		}
+		if len(m) == 0 {
+			continue
+		}
+		md := m["metadata"].(map[string]any)
+		out[fmt.Sprintf("%s/%s", m["kind"], md["name"])] = m
+	}
+	return out
+}
+
+// renderExample renders an instance with the catalog's driver.
+func (e *env) renderExample(t *testing.T, in *resolver.Instance) *drivers.Manifests {
+	t.Helper()
+	d, ok := e.workspace.Catalog.Get(in.Driver.Name, in.Driver.Version)
+	if !ok {
+		t.Fatalf("driver %s@%s not in the examples", in.Driver.Name, in.Driver.Version)
+	}
+	m, err := d.Render(*in.Context, in.Values)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return m
+}
+
+func (e *env) events(t *testing.T, ns, reason string) []eventsv1.Event {
+	t.Helper()
+	var list eventsv1.EventList
+	if err := e.client.List(context.Background(), &list, client.InNamespace(ns)); err != nil {
+		t.Fatal(err)
+	}
+	var out []eventsv1.Event
+	for _, ev := range list.Items {
+		if ev.Reason == reason && ev.Regarding.Kind == "StyrminDeployment" {
+			out = append(out, ev)
+		}
+	}
+	return out
+}
+
+// driftChecks reads the agent's drift-check counter for a result.
+func driftChecks(t *testing.T, result string) float64 {
+	t.Helper()
+	mfs, err := crmetrics.Registry.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		if mf.GetName() != "styrmin_drift_checks_total" {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			for _, l := range m.GetLabel() {
+				if l.GetName() == "result" && l.GetValue() == result {
+					return m.GetCounter().GetValue()
+				}
+			}
+		}
+	}
+	return 0
+}
+
+// TestDeploymentLifecycle walks one deployment of the webapp example
+// through create, update, drift (scaled workload, edited ConfigMap), a
+// field of another manager, and its tombstone, on a real control plane.
+func TestDeploymentLifecycle(t *testing.T) {
+	e := startEnv(t)
+	ctx := context.Background()
+	in1 := e.instance(t, "local", "dev", "web", 1)
+	ns := in1.Context.Deployment.Namespace
+	name := in1.ID.Name
+
+	t.Log("create: sequence 1 becomes Helm release revision 1, pods Ready")
+	if out := e.write(t, ns, in1); !out.Written {
+		t.Fatalf("first write not written: %+v", out)
+	}
+	sd := e.waitApplied(t, ns, 1)
+	if sd.Status.Release == nil || sd.Status.Release.Revision != 1 || sd.Status.Release.Name != name {
+		t.Fatalf("status.release = %+v, want %s revision 1", sd.Status.Release, name)
+	}
+	if len(sd.Status.Components) != 1 || sd.Status.Components[0].Name != "web" || !sd.Status.Components[0].Ready ||
+		sd.Status.Components[0].ReadyReplicas != 2 || sd.Status.Components[0].DesiredReplicas != 2 {
+		t.Fatalf("status.components = %+v, want web 2/2 ready", sd.Status.Components)
+	}
+	if got := revisions(e.history(t, ns, name)); got != "1:deployed" {
+		t.Fatalf("helm history = %q, want 1:deployed", got)
+	}
+	var pods corev1.PodList
+	if err := e.client.List(ctx, &pods, client.InNamespace(ns)); err != nil {
+		t.Fatal(err)
+	}
+	ready := 0
+	for _, p := range pods.Items {
+		for _, c := range p.Status.Conditions {
+			if c.Type == corev1.PodReady && c.Status == corev1.ConditionTrue {
+				ready++
+			}
+		}
+	}
+	if ready != 2 {
+		t.Fatalf("%d ready pods in %s, want 2", ready, ns)
+	}
+	// The release's manifest is exactly what the driver renders.
+	rel := e.history(t, ns, name)[0]
+	want := manifestObjects(t, string(e.renderExample(t, in1).YAML()))
+	if got := manifestObjects(t, rel.Manifest); !equality.Semantic.DeepEqual(got, want) {
+		t.Fatalf("release manifest differs from drivers.Render:\n got %v\nwant %v", got, want)
+	}
+	if len(sd.Status.Inventory) != len(want) {
+		t.Fatalf("inventory %v, want %d objects", sd.Status.Inventory, len(want))
+	}
+
+	t.Log("update: sequence 2 (new message) becomes revision 2")
+	in2 := withMessage(t, in1, 2, "Hello again")
+	e.write(t, ns, in2)
+	sd = e.waitApplied(t, ns, 2)
+	if got := revisions(e.history(t, ns, name)); got != "1:superseded 2:deployed" {
+		t.Fatalf("helm history = %q, want 1:superseded 2:deployed", got)
+	}
+	cmName := name + "-content"
+	var cm corev1.ConfigMap
+	if err := e.client.Get(ctx, client.ObjectKey{Namespace: ns, Name: cmName}, &cm); err != nil {
+		t.Fatal(err)
+	}
+	if cm.Data["message"] != "Hello again" {
+		t.Fatalf("ConfigMap message = %q after the update", cm.Data["message"])
+	}
+
+	t.Log("guard: an older sequence does not replace a newer one")
+	if out := e.write(t, ns, in1); out.Written || out.Kept != 2 {
+		t.Fatalf("writing sequence 1 over 2: %+v, want kept 2", out)
+	}
+
+	t.Log("drift: scale the Deployment and edit the ConfigMap by hand")
+	scale := &autoscalingv1.Scale{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns}, Spec: autoscalingv1.ScaleSpec{Replicas: 5}}
+	if _, err := e.clientset.AppsV1().Deployments(ns).UpdateScale(ctx, name, scale, metav1.UpdateOptions{FieldManager: "kubectl-scale"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.client.Get(ctx, client.ObjectKey{Namespace: ns, Name: cmName}, &cm); err != nil {
+		t.Fatal(err)
+	}
+	cm.Data["message"] = "edited by hand"
+	if err := e.client.Update(ctx, &cm, client.FieldOwner("kubectl-edit")); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 10*driftInterval, "drift to be put back", func(ctx context.Context) (bool, string, error) {
+		var d appsv1.Deployment
+		if err := e.client.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, &d); err != nil {
+			return false, "", err
+		}
+		if err := e.client.Get(ctx, client.ObjectKey{Namespace: ns, Name: cmName}, &cm); err != nil {
+			return false, "", err
+		}
+		return *d.Spec.Replicas == 2 && cm.Data["message"] == "Hello again",
+			fmt.Sprintf("replicas %d, message %q", *d.Spec.Replicas, cm.Data["message"]), nil
+	})
+	var evs []eventsv1.Event
+	waitFor(t, 10*time.Second, "a DriftCorrected event", func(context.Context) (bool, string, error) {
+		evs = e.events(t, ns, v1alpha1.ReasonDriftCorrected)
+		var notes []string
+		for _, ev := range evs {
+			notes = append(notes, ev.Note)
+		}
+		all := strings.Join(notes, "\n")
+		return strings.Contains(all, ".spec.replicas") && strings.Contains(all, ".data.message"), all, nil
+	})
+	sd = e.waitApplied(t, ns, 2)
+	if c := sd.Status.LastDriftCorrection; c == nil || sd.Status.DriftCorrections == 0 {
+		t.Fatalf("status has no drift correction: %+v", sd.Status)
+	}
+	if got := revisions(e.history(t, ns, name)); got != "1:superseded 2:deployed" {
+		t.Fatalf("drift correction changed the release history: %q", got)
+	}
+
+	t.Log("another manager's field is left alone")
+	corrections := sd.Status.DriftCorrections
+	eventsBefore := len(e.events(t, ns, v1alpha1.ReasonDriftCorrected))
+	ac := applyappsv1.Deployment(name, ns).WithAnnotations(map[string]string{"example.com/owner": "team-a"})
+	if _, err := e.clientset.AppsV1().Deployments(ns).Apply(ctx, ac, metav1.ApplyOptions{FieldManager: "other-tool"}); err != nil {
+		t.Fatal(err)
+	}
+	checks := driftChecks(t, "clean")
+	waitFor(t, 10*driftInterval, "two clean drift checks", func(context.Context) (bool, string, error) {
+		got := driftChecks(t, "clean")
+		return got >= checks+2, fmt.Sprintf("%v clean checks since", got-checks), nil
+	})
+	var d appsv1.Deployment
+	if err := e.client.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, &d); err != nil {
+		t.Fatal(err)
+	}
+	if d.Annotations["example.com/owner"] != "team-a" {
+		t.Fatalf("the other manager's annotation was removed: %v", d.Annotations)
+	}
+	if err := e.client.Get(ctx, client.ObjectKey{Namespace: ns, Name: ns}, sd); err != nil {
+		t.Fatal(err)
+	}
+	if sd.Status.DriftCorrections != corrections || len(e.events(t, ns, v1alpha1.ReasonDriftCorrected)) != eventsBefore {
+		t.Fatalf("a field of another manager counted as drift: corrections %d → %d", corrections, sd.Status.DriftCorrections)
+	}
+	if c := apimeta.FindStatusCondition(sd.Status.Conditions, v1alpha1.ConditionDrifted); c == nil || c.Status != metav1.ConditionFalse {
+		t.Fatalf("Drifted = %+v, want False", c)
+	}
+
+	t.Log("tombstone: the release is uninstalled and the objects are gone")
+	tomb := &resolver.Instance{APIVersion: resolver.APIVersion, Kind: resolver.KindTombstone, ID: in1.ID, Sequence: 3}
+	if tomb.Digest, _ = tomb.ComputeDigest(); tomb.Digest == "" {
+		t.Fatal("no digest")
+	}
+	if out := e.write(t, ns, tomb); !out.Written {
+		t.Fatalf("tombstone not written: %+v", out)
+	}
+	waitFor(t, 30*time.Second, "the StyrminDeployment and the release's objects to be gone", func(ctx context.Context) (bool, string, error) {
+		var left []string
+		for _, o := range []client.Object{&v1alpha1.StyrminDeployment{}, &appsv1.Deployment{}, &corev1.Service{}, &corev1.ConfigMap{}} {
+			key := client.ObjectKey{Namespace: ns, Name: name}
+			switch o.(type) {
+			case *v1alpha1.StyrminDeployment:
+				key.Name = ns
+			case *corev1.ConfigMap:
+				key.Name = cmName
+			}
+			err := e.client.Get(ctx, key, o)
+			if err == nil {
+				left = append(left, fmt.Sprintf("%T %s", o, key.Name))
+			} else if !apierrors.IsNotFound(err) {
+				return false, "", err
+			}
+		}
+		return len(left) == 0, strings.Join(left, ", "), nil
+	})
+	if got := e.history(t, ns, name); len(got) != 0 {
+		t.Fatalf("helm history after the tombstone = %q, want no release", revisions(got))
+	}
+	var secrets corev1.SecretList
+	if err := e.client.List(ctx, &secrets, client.InNamespace(ns), client.MatchingLabels{"owner": "helm"}); err != nil {
+		t.Fatal(err)
+	}
+	if len(secrets.Items) != 0 {
+		t.Fatalf("%d Helm release secrets left", len(secrets.Items))
+	}
+}
