@@ -57,10 +57,10 @@ func TestBadInputGivesAClearErrorAndWritesNothing(t *testing.T) {
 			must(t, os.Remove(filepath.Join(dir, "clusters/local/cluster.cue")))
 		}, []string{"clusters/local/cluster.cue", "missing"}},
 		{"reference to a missing deployment", func(t *testing.T, dir string) {
-			writeFile(t, dir, devDir+"/deployments/hub.cue", "driver: \"graphhub\"\nappVersion: \"1.4.0\"\nconnects: [\"db\"]\n")
+			writeFile(t, dir, devDir+"/deployments/hub.cue", hubWith(`connects: ["db"]`))
 		}, []string{devDir + "/deployments/hub.cue", "connects[0]", `no deployment "db"`}},
 		{"reference to a missing service", func(t *testing.T, dir string) {
-			writeFile(t, dir, devDir+"/deployments/hub.cue", "driver: \"graphhub\"\nappVersion: \"1.4.0\"\nconnects: [\"web.grpc\"]\n")
+			writeFile(t, dir, devDir+"/deployments/hub.cue", hubWith(`connects: ["web.grpc"]`))
 		}, []string{devDir + "/deployments/hub.cue", "connects[0]", `no service "grpc"`}},
 		{"duplicate deployment names in YAML and CUE", func(t *testing.T, dir string) {
 			writeFile(t, dir, devDir+"/deployments/web.yaml", "driver: webapp\nappVersion: 1.25.0\n")
@@ -149,4 +149,9 @@ func must(t *testing.T, err error) {
 	if err != nil {
 		t.Fatal(err)
 	}
+}
+
+// hubWith is dev/hub's configuration with an extra line.
+func hubWith(extra string) string {
+	return "driver: \"graphhub\"\nappVersion: \"1.4.0\"\nparameters: databasePassword: {name: \"hub-db\", key: \"password\"}\n" + extra + "\n"
 }

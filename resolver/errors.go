@@ -49,7 +49,12 @@ func fromCUE(file string, err error) *ConfigError {
 		return &ConfigError{File: file, Msg: err.Error()}
 	}
 	e := errs[0]
-	ce := &ConfigError{File: file, Field: strings.Join(e.Path(), ".")}
+	path := e.Path()
+	// The schema definition (#Deployment…) is ours, not the user's field.
+	if len(path) > 0 && strings.HasPrefix(path[0], "#") {
+		path = path[1:]
+	}
+	ce := &ConfigError{File: file, Field: strings.Join(path, ".")}
 	format, args := e.Msg()
 	ce.Msg = fmt.Sprintf(format, args...)
 	for _, p := range cueerrors.Positions(e) {

@@ -204,7 +204,7 @@ func firstPass(c *Cluster, e *Environment, d *Deployment, opts Options) (*pendin
 	}
 	applied, err := drv.ApplyParameters(deepCopy(params).(map[string]any))
 	if err != nil {
-		return nil, fmt.Errorf("%s: %w", blameParameters(prov, d.File), err)
+		return nil, fmt.Errorf("%s: %w", blameParameters(err, prov, d.File), err)
 	}
 	for _, p := range drv.Parameters {
 		if _, set := params[p.Name]; !set && p.HasDefault {
@@ -256,23 +256,20 @@ func firstPass(c *Cluster, e *Environment, d *Deployment, opts Options) (*pendin
 	}, nil
 }
 
-// blameParameters names the file that set the parameters, for errors of
-// the driver's schema: the deployment's file unless every parameter came
-// from an outer layer.
-func blameParameters(prov Provenance, fallback string) string {
-	files := map[string]bool{}
-	for k, o := range prov.Under("parameters") {
-		_ = k
-		if o.Layer != "driver" {
-			files[o.File] = true
+// blameParameters names the file to blame for an error of the driver's
+// parameter schema: the file that set the offending parameter, else the
+// deployment's own file (a missing required parameter belongs there).
+func blameParameters(err error, prov Provenance, deploymentFile string) string {
+	var pe *drivers.ParameterError
+	if errors.As(err, &pe) {
+		for p, o := range prov.Under("parameters." + pe.Parameter) {
+			_ = p
+			if o.Layer != "driver" {
+				return o.File
+			}
 		}
 	}
-	if len(files) == 1 {
-		for f := range files {
-			return f
-		}
-	}
-	return fallback
+	return deploymentFile
 }
 
 func secondPass(e *Environment, p *pending, byName map[string]*pending) error {

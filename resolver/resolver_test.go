@@ -215,7 +215,7 @@ func TestRemovedDeploymentGetsTombstoneAndRecreationNeverReusesNumbers(t *testin
 		t.Fatal(err)
 	}
 	// hub connects to web, so remove the connection first.
-	writeFile(t, dir, "clusters/local/environments/dev/deployments/hub.cue", "driver: \"graphhub\"\nappVersion: \"1.4.0\"\n")
+	writeFile(t, dir, "clusters/local/environments/dev/deployments/hub.cue", hubWith(""))
 	lockDirInto(t, dir)
 	if err := os.Remove(filepath.Join(dir, web)); err != nil {
 		t.Fatal(err)
