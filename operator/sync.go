@@ -356,7 +356,7 @@ func (w *syncWalk) apply(ctx context.Context, src *v1alpha1.StyrminSource, ch gi
 		res.Ignored++
 		return nil
 	}
-	if err := w.s.ensureNamespace(ctx, task.Namespace); err != nil {
+	if err := w.s.ensureNamespace(ctx, task.Namespace, task.Spec.Deployment); err != nil {
 		return err
 	}
 	err = w.s.opts.Client.Create(ctx, task)
@@ -493,14 +493,13 @@ func (s *Syncer) deploymentNamespace(ctx context.Context, id resolver.ID) (strin
 }
 
 // ensureNamespace creates a deployment's namespace on first use.
-func (s *Syncer) ensureNamespace(ctx context.Context, name string) error {
+func (s *Syncer) ensureNamespace(ctx context.Context, name string, id v1alpha1.DeploymentID) error {
 	if s.namespaces[name] {
 		return nil
 	}
-	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{
-		Name:   name,
-		Labels: map[string]string{"app.kubernetes.io/managed-by": v1alpha1.FieldManager},
-	}}
+	labels := id.Labels()
+	labels["app.kubernetes.io/managed-by"] = v1alpha1.FieldManager
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: labels}}
 	if err := s.opts.Client.Create(ctx, ns); err != nil && !apierrors.IsAlreadyExists(err) {
 		return fmt.Errorf("sync: creating namespace %s: %w", name, err)
 	}

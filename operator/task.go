@@ -1,0 +1,758 @@
+package operator
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/go-logr/logr"
+	"github.com/prometheus/client_golang/prometheus"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	apimeta "k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/events"
+	"k8s.io/client-go/util/workqueue"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	crmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	"github.com/styrmin/styrmin/drivers"
+	"github.com/styrmin/styrmin/operator/api/v1alpha1"
+	"github.com/styrmin/styrmin/resolver"
+)
+
+// Defaults of TaskReconcilerOptions.
+const (
+	// DefaultStepTimeout bounds a step whose driver declares no timeout.
+	DefaultStepTimeout = 15 * time.Minute
+	// DefaultTaskPollInterval is how often a waiting step looks again
+	// (Jobs and StyrminDeployments also wake it through watches).
+	DefaultTaskPollInterval = time.Second
+	// DefaultTaskConcurrency is how many tasks (of different deployments)
+	// run at once.
+	DefaultTaskConcurrency = 8
+)
+
+// Reasons of task conditions and events.
+const (
+	reasonTaskStarted    = "Started"
+	reasonTaskSucceeded  = "Succeeded"
+	reasonTaskFailed     = "Failed"
+	reasonTaskSuperseded = "Superseded"
+	reasonTaskPending    = "Pending"
+	reasonTaskRunning    = "Running"
+	reasonInvalidTask    = "InvalidTask"
+)
+
+// TaskReconcilerOptions configures the task controller.
+type TaskReconcilerOptions struct {
+	// Client reads through the manager's cache and writes to the API.
+	Client client.Client
+	// APIReader reads a task straight from the API server when the cache
+	// is behind the controller's own last write.
+	APIReader client.Reader
+	// Drivers gives the driver version an instance pins.
+	Drivers DriverSource
+	// Recorder records events on tasks and StyrminDeployments (optional).
+	Recorder events.EventRecorder
+	// Exec runs exec steps; nil makes them fail with a clear message.
+	Exec PodExecutor
+	// Logs reads the logs of a runJob step's pods into its output
+	// (optional).
+	Logs PodLogs
+	// StepTimeout bounds steps without a declared timeout; 0 means
+	// DefaultStepTimeout.
+	StepTimeout time.Duration
+	// PollInterval is how often a waiting step looks again; 0 means
+	// DefaultTaskPollInterval.
+	PollInterval time.Duration
+	// Concurrency is how many tasks run at once; 0 means
+	// DefaultTaskConcurrency. Tasks of one deployment always run one at a
+	// time, in sequence order.
+	Concurrency int
+	// Registerer receives the task metrics; nil means controller-runtime's
+	// registry (served on the manager's metrics endpoint).
+	Registerer prometheus.Registerer
+}
+
+// TaskReconciler runs StyrminTasks: the steps of a task's workflow, in
+// order, one task of a deployment at a time in sequence order. Each step's
+// state is written before and after it runs, so an agent killed at any
+// point resumes the task at the step that was running (running it again:
+// the primitives are idempotent).
+type TaskReconciler struct {
+	opts    TaskReconcilerOptions
+	metrics *taskMetrics
+
+	mu sync.Mutex
+	// started records, per task, the step this process started; a step
+	// found Running that this process did not start was interrupted by a
+	// restart, and counts a new attempt.
+	started map[types.UID]int32
+	// written is the resourceVersion of each task's last status write, to
+	// notice a cache that has not caught up with it yet.
+	written map[types.UID]string
+}
+
+var _ reconcile.Reconciler = (*TaskReconciler)(nil)
+
+// NewTaskReconciler checks opts and returns the task controller.
+func NewTaskReconciler(opts TaskReconcilerOptions) (*TaskReconciler, error) {
+	switch {
+	case opts.Client == nil:
+		return nil, errors.New("task reconciler: Client is required")
+	case opts.Drivers == nil:
+		return nil, errors.New("task reconciler: Drivers is required")
+	}
+	if opts.APIReader == nil {
+		opts.APIReader = opts.Client
+	}
+	if opts.StepTimeout <= 0 {
+		opts.StepTimeout = DefaultStepTimeout
+	}
+	if opts.PollInterval <= 0 {
+		opts.PollInterval = DefaultTaskPollInterval
+	}
+	if opts.Concurrency <= 0 {
+		opts.Concurrency = DefaultTaskConcurrency
+	}
+	if opts.Registerer == nil {
+		opts.Registerer = crmetrics.Registry
+	}
+	m, err := newTaskMetrics(opts.Registerer)
+	if err != nil {
+		return nil, err
+	}
+	return &TaskReconciler{opts: opts, metrics: m, started: map[types.UID]int32{}, written: map[types.UID]string{}}, nil
+}
+
+// SetupWithManager registers the controller: it watches StyrminTasks
+// (a task's change wakes the other tasks of its deployment, which may be
+// waiting for it) and StyrminDeployments (to wake the step waiting for
+// one). Jobs and pods are read straight from the API server while a step
+// waits for them, so the agent caches none of them.
+func (r *TaskReconciler) SetupWithManager(mgr ctrl.Manager) error {
+	return ctrl.NewControllerManagedBy(mgr).
+		Named("styrmintask").
+		// The task's own status writes change no generation: they do not
+		// wake it again (the step loop requeues as it needs).
+		For(&v1alpha1.StyrminTask{}, builder.WithPredicates(predicate.GenerationChangedPredicate{})).
+		Watches(&v1alpha1.StyrminTask{}, handler.EnqueueRequestsFromMapFunc(r.siblingsOfTask)).
+		Watches(&v1alpha1.StyrminDeployment{}, handler.EnqueueRequestsFromMapFunc(r.tasksOfDeployment)).
+		WithOptions(controller.Options{
+			MaxConcurrentReconciles: r.opts.Concurrency,
+			RateLimiter: workqueue.NewTypedItemExponentialFailureRateLimiter[reconcile.Request](
+				100*time.Millisecond, 30*time.Second),
+		}).
+		Complete(r)
+}
+
+// siblingsOfTask maps a task to the unfinished other tasks of its
+// deployment: they wait for it to end, or are overtaken by it.
+func (r *TaskReconciler) siblingsOfTask(ctx context.Context, o client.Object) []reconcile.Request {
+	t, ok := o.(*v1alpha1.StyrminTask)
+	if !ok {
+		return nil
+	}
+	tasks, err := r.tasksOf(ctx, t.Spec.Deployment)
+	if err != nil {
+		return nil
+	}
+	var out []reconcile.Request
+	for _, s := range tasks {
+		if s.UID != t.UID && !s.Status.Phase.Terminal() {
+			out = append(out, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(&s)})
+		}
+	}
+	return out
+}
+
+// tasksOfDeployment maps a StyrminDeployment to the running tasks of its
+// deployment.
+func (r *TaskReconciler) tasksOfDeployment(ctx context.Context, o client.Object) []reconcile.Request {
+	sd, ok := o.(*v1alpha1.StyrminDeployment)
+	if !ok {
+		return nil
+	}
+	tasks, err := r.tasksOf(ctx, sd.Spec.Deployment)
+	if err != nil {
+		return nil
+	}
+	var out []reconcile.Request
+	for _, t := range tasks {
+		if t.Status.Phase == v1alpha1.TaskRunning {
+			out = append(out, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(&t)})
+		}
+	}
+	return out
+}
+
+// tasksOf lists the tasks of a deployment, in sequence order.
+func (r *TaskReconciler) tasksOf(ctx context.Context, id v1alpha1.DeploymentID) ([]v1alpha1.StyrminTask, error) {
+	var list v1alpha1.StyrminTaskList
+	if err := r.opts.Client.List(ctx, &list, client.MatchingLabels(id.Labels())); err != nil {
+		return nil, fmt.Errorf("listing the tasks of %s: %w", id, err)
+	}
+	slices.SortFunc(list.Items, func(a, b v1alpha1.StyrminTask) int {
+		return int(a.Spec.ToSequence - b.Spec.ToSequence)
+	})
+	return list.Items, nil
+}
+
+// taskRun is what one reconcile of a task knows.
+type taskRun struct {
+	task     *v1alpha1.StyrminTask
+	log      logr.Logger
+	instance *resolver.Instance
+	driver   *drivers.Driver
+	// manifests is the target instance rendered (lazily).
+	manifests *drivers.Manifests
+	// sd is the deployment's StyrminDeployment (nil: none), read lazily.
+	sd     *v1alpha1.StyrminDeployment
+	sdRead bool
+	// waiting says what a step is waiting for, for the timeout message.
+	waiting string
+}
+
+// phaseResult ends a reconcile early (stop) and asks to look again after a
+// delay.
+type phaseResult struct {
+	stop  bool
+	after time.Duration
+}
+
+// taskPhase is one link of the reconcile chain.
+type taskPhase func(ctx context.Context, run *taskRun) (phaseResult, error)
+
+// Reconcile runs the chain prepare → supersede → await turn → run steps
+// and maps its outcome to a result in one place (taskResult).
+func (r *TaskReconciler) Reconcile(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
+	log := ctrl.LoggerFrom(ctx)
+	task, err := r.load(ctx, req.NamespacedName)
+	if err != nil {
+		return r.taskResult(log, phaseResult{}, err)
+	}
+	if task == nil {
+		r.metrics.forget(req.NamespacedName)
+		return reconcile.Result{}, nil
+	}
+	r.metrics.setPhase(req.NamespacedName, task.Status.Phase)
+	if task.Status.Phase.Terminal() {
+		r.forget(task.UID)
+		return reconcile.Result{}, nil
+	}
+	run := &taskRun{task: task, log: log}
+	for _, phase := range []taskPhase{r.prepare, r.supersedeOvertaken, r.awaitTurn, r.runSteps} {
+		res, err := phase(ctx, run)
+		if err != nil || res.stop {
+			r.metrics.setPhase(req.NamespacedName, task.Status.Phase)
+			return r.taskResult(log, res, err)
+		}
+	}
+	r.metrics.setPhase(req.NamespacedName, task.Status.Phase)
+	return reconcile.Result{}, nil
+}
+
+// taskResult maps a phase's outcome to the controller's result: stalled
+// errors were turned into a failed task by the phase that met them and end
+// here without retry; conflicts (a write on a stale copy) retry at once;
+// any other error retries with backoff.
+func (r *TaskReconciler) taskResult(log logr.Logger, res phaseResult, err error) (reconcile.Result, error) {
+	switch {
+	case err == nil:
+		return reconcile.Result{RequeueAfter: res.after}, nil
+	case apierrors.IsConflict(err):
+		log.V(1).Info("conflict; retrying", "error", err.Error())
+		return reconcile.Result{RequeueAfter: 10 * time.Millisecond}, nil
+	}
+	if isStalled, _ := classify(err, ""); isStalled {
+		return reconcile.Result{}, reconcile.TerminalError(err)
+	}
+	var re *retryableError
+	if errors.As(err, &re) && re.after > 0 {
+		log.Info("retrying", "after", re.after, "error", err.Error())
+		return reconcile.Result{RequeueAfter: re.after}, nil
+	}
+	return reconcile.Result{}, err
+}
+
+// load reads a task through the cache, or straight from the API server
+// when the cache has not caught up with this controller's last write (a
+// stale copy would run a finished step again).
+func (r *TaskReconciler) load(ctx context.Context, key types.NamespacedName) (*v1alpha1.StyrminTask, error) {
+	var t v1alpha1.StyrminTask
+	if err := r.opts.Client.Get(ctx, key, &t); err != nil {
+		if apierrors.IsNotFound(err) {
+			return nil, nil
+		}
+		return nil, fmt.Errorf("reading task %s: %w", key, err)
+	}
+	r.mu.Lock()
+	last, ok := r.written[t.UID]
+	r.mu.Unlock()
+	if !ok || last == t.ResourceVersion {
+		return &t, nil
+	}
+	var fresh v1alpha1.StyrminTask
+	if err := r.opts.APIReader.Get(ctx, key, &fresh); err != nil {
+		if apierrors.IsNotFound(err) {
+			return nil, nil
+		}
+		return nil, fmt.Errorf("reading task %s: %w", key, err)
+	}
+	r.mu.Lock()
+	r.written[fresh.UID] = fresh.ResourceVersion
+	r.mu.Unlock()
+	return &fresh, nil
+}
+
+func (r *TaskReconciler) forget(uid types.UID) {
+	r.mu.Lock()
+	delete(r.started, uid)
+	delete(r.written, uid)
+	r.mu.Unlock()
+}
+
+// writeStatus persists the task's status.
+func (r *TaskReconciler) writeStatus(ctx context.Context, run *taskRun) error {
+	t := run.task
+	t.Status.ObservedGeneration = t.Generation
+	if err := r.opts.Client.Status().Update(ctx, t); err != nil {
+		return fmt.Errorf("writing the status of task %s/%s: %w", t.Namespace, t.Name, err)
+	}
+	r.mu.Lock()
+	r.written[t.UID] = t.ResourceVersion
+	r.mu.Unlock()
+	return nil
+}
+
+// prepare decodes the task's instance and, for a new task, plans its steps
+// from the driver. A task whose instance or driver cannot be had ends
+// Failed: that needs a change in git.
+func (r *TaskReconciler) prepare(ctx context.Context, run *taskRun) (phaseResult, error) {
+	t := run.task
+	if t.Spec.Instance == nil {
+		return r.failTask(ctx, run, reasonInvalidTask, "spec.instance is missing: the task does not carry its instance")
+	}
+	in, err := InstanceFromSpec(t.Spec.Instance)
+	if err != nil {
+		return r.failTask(ctx, run, reasonInvalidTask, "spec.instance: "+err.Error())
+	}
+	if in.Sequence != t.Spec.ToSequence {
+		return r.failTask(ctx, run, reasonInvalidTask, fmt.Sprintf("spec.instance.sequence is %d but spec.toSequence is %d", in.Sequence, t.Spec.ToSequence))
+	}
+	run.instance = in
+	if t.Status.Phase != "" {
+		return phaseResult{}, nil
+	}
+	var d *drivers.Driver
+	if t.Spec.Workflow != v1alpha1.WorkflowDelete {
+		if d, err = r.driver(ctx, run); err != nil {
+			if isStalled, _ := classify(err, ""); isStalled {
+				return r.failTask(ctx, run, reasonTaskFailed, err.Error())
+			}
+			return phaseResult{}, err
+		}
+	}
+	steps, err := TaskSteps(t.Spec.Workflow, d)
+	if err != nil {
+		return r.failTask(ctx, run, reasonInvalidTask, err.Error())
+	}
+	t.Status.Phase = v1alpha1.TaskPending
+	t.Status.Steps = steps
+	t.Status.CurrentStep = 0
+	setTaskConditions(t, reasonTaskPending, "waiting to run")
+	return phaseResult{}, r.writeStatus(ctx, run)
+}
+
+// supersedeOvertaken ends a pending configuration-only task that a newer
+// task of its deployment has overtaken: the newer one writes the whole
+// configuration anyway. Creates, upgrades (migrations) and deletes always
+// run.
+func (r *TaskReconciler) supersedeOvertaken(ctx context.Context, run *taskRun) (phaseResult, error) {
+	t := run.task
+	if t.Status.Phase != v1alpha1.TaskPending || t.Spec.Workflow != v1alpha1.WorkflowUpdate {
+		return phaseResult{}, nil
+	}
+	tasks, err := r.tasksOf(ctx, t.Spec.Deployment)
+	if err != nil {
+		return phaseResult{}, err
+	}
+	var newest int64
+	for _, s := range tasks {
+		newest = max(newest, s.Spec.ToSequence)
+	}
+	if newest <= t.Spec.ToSequence {
+		return phaseResult{}, nil
+	}
+	for i := range t.Status.Steps {
+		t.Status.Steps[i].State = v1alpha1.StepSkipped
+		t.Status.Steps[i].Message = "superseded before it ran"
+	}
+	t.Status.SupersededBy = newest
+	return r.finish(ctx, run, v1alpha1.TaskSuperseded,
+		fmt.Sprintf("superseded by sequence %d before it ran: the newer task writes the whole configuration", newest))
+}
+
+// awaitTurn keeps a pending task waiting while a task of a lower sequence
+// of its deployment is not finished (that task's end wakes it).
+func (r *TaskReconciler) awaitTurn(ctx context.Context, run *taskRun) (phaseResult, error) {
+	t := run.task
+	if t.Status.Phase != v1alpha1.TaskPending {
+		return phaseResult{}, nil
+	}
+	tasks, err := r.tasksOf(ctx, t.Spec.Deployment)
+	if err != nil {
+		return phaseResult{}, err
+	}
+	for _, s := range tasks {
+		if s.Spec.ToSequence < t.Spec.ToSequence && !s.Status.Phase.Terminal() {
+			run.log.V(1).Info("waiting for an earlier task", "task", s.Name)
+			return phaseResult{stop: true, after: 30 * time.Second}, nil
+		}
+	}
+	return phaseResult{}, nil
+}
+
+// runSteps runs the steps from the current one on. Each step is marked
+// Running (and the task Running) in a status write before its action
+// runs, and its result is written before the next one starts (together
+// with the next one's Running mark).
+func (r *TaskReconciler) runSteps(ctx context.Context, run *taskRun) (phaseResult, error) {
+	t := run.task
+	for int(t.Status.CurrentStep) < len(t.Status.Steps) {
+		i := t.Status.CurrentStep
+		st := &t.Status.Steps[i]
+		if st.State.Terminal() {
+			// Written as finished but the index not moved: move on.
+			t.Status.CurrentStep++
+			continue
+		}
+		if st.State == v1alpha1.StepPending && r.beforeCore(t, int(i)) {
+			// A newer instance is already in place: what leads up to
+			// writing this one would be wasted (or harmful: stopping
+			// workers for a migration that will not be applied).
+			if held, err := r.newerHeld(ctx, run); err != nil {
+				return phaseResult{}, err
+			} else if held > 0 {
+				st.State = v1alpha1.StepSkipped
+				st.Message = fmt.Sprintf("skipped: the StyrminDeployment holds a newer sequence (%d)", held)
+				t.Status.CurrentStep++
+				continue
+			}
+		}
+		if res, err := r.startStep(ctx, run, i); err != nil || res.stop {
+			return res, err
+		}
+		out, err := r.runAction(ctx, run, st)
+		if err != nil {
+			if isStalled, _ := classify(err, ""); isStalled {
+				return r.failStep(ctx, run, reasonStepFailed, err.Error())
+			}
+			if r.timedOut(st) {
+				return r.failStep(ctx, run, reasonStepTimedOut, fmt.Sprintf("timed out after %s: %v", stepTimeout(st, r.opts.StepTimeout), err))
+			}
+			return phaseResult{}, err
+		}
+		if len(out.record) > 0 {
+			if st.Recorded == nil {
+				st.Recorded = map[string]string{}
+			}
+			for k, v := range out.record {
+				st.Recorded[k] = v
+			}
+			if err := r.writeStatus(ctx, run); err != nil {
+				return phaseResult{}, err
+			}
+			continue // run the action again, now with its record
+		}
+		if out.newer > 0 {
+			r.endStep(st, v1alpha1.StepSucceeded, out.output, "")
+			for j := int(i) + 1; j < len(t.Status.Steps); j++ {
+				t.Status.Steps[j].State = v1alpha1.StepSkipped
+				t.Status.Steps[j].Message = fmt.Sprintf("skipped: superseded by sequence %d", out.newer)
+			}
+			t.Status.CurrentStep = int32(len(t.Status.Steps))
+			t.Status.SupersededBy = out.newer
+			return r.finish(ctx, run, v1alpha1.TaskSuperseded, fmt.Sprintf("step %s: %s", st.Name, out.output))
+		}
+		if !out.done {
+			if r.timedOut(st) {
+				msg := fmt.Sprintf("timed out after %s", stepTimeout(st, r.opts.StepTimeout))
+				if run.waiting != "" {
+					msg += ": " + run.waiting
+				}
+				return r.failStep(ctx, run, reasonStepTimedOut, msg)
+			}
+			return phaseResult{stop: true, after: r.timeLeft(st, out.after)}, nil
+		}
+		r.endStep(st, v1alpha1.StepSucceeded, out.output, "")
+		t.Status.CurrentStep++
+	}
+	return r.finish(ctx, run, v1alpha1.TaskSucceeded, "")
+}
+
+// beforeCore reports whether step i comes before the step that writes the
+// instance.
+func (r *TaskReconciler) beforeCore(t *v1alpha1.StyrminTask, i int) bool {
+	for j := i; j < len(t.Status.Steps); j++ {
+		if t.Status.Steps[j].Action == string(drivers.ActionUpgradeDeploymentVersion) {
+			return j > i
+		}
+	}
+	return false
+}
+
+// newerHeld returns the sequence the StyrminDeployment holds when it is
+// higher than the task's, else 0.
+func (r *TaskReconciler) newerHeld(ctx context.Context, run *taskRun) (int64, error) {
+	sd, err := r.deployment(ctx, run)
+	if err != nil || sd == nil {
+		return 0, err
+	}
+	held, ok, err := HeldSequence(sd)
+	if err != nil || !ok || held <= run.task.Spec.ToSequence {
+		return 0, nil //nolint:nilerr // a bad annotation is the core step's to report
+	}
+	return held, nil
+}
+
+// startStep marks step i Running and writes it, when it is pending or was
+// interrupted by a restart (Running but not started by this process).
+func (r *TaskReconciler) startStep(ctx context.Context, run *taskRun, i int32) (phaseResult, error) {
+	t := run.task
+	st := &t.Status.Steps[i]
+	r.mu.Lock()
+	here, ok := r.started[t.UID]
+	r.mu.Unlock()
+	if st.State == v1alpha1.StepRunning && ok && here == i {
+		return phaseResult{}, nil
+	}
+	now := metav1.Now()
+	if st.State == v1alpha1.StepRunning {
+		run.log.Info("resuming a step interrupted by a restart", "step", st.Name, "attempt", st.Attempts+1)
+	}
+	st.State = v1alpha1.StepRunning
+	st.Attempts++
+	st.StartedAt = &now
+	st.FinishedAt = nil
+	if t.Status.Phase != v1alpha1.TaskRunning {
+		t.Status.Phase = v1alpha1.TaskRunning
+		if t.Status.StartedAt == nil {
+			t.Status.StartedAt = &now
+		}
+		r.event(t, nil, corev1.EventTypeNormal, reasonTaskStarted, "running %s %d→%d (%d steps)", t.Spec.Workflow, t.Spec.FromSequence, t.Spec.ToSequence, len(t.Status.Steps))
+	}
+	setTaskConditions(t, reasonTaskRunning, "running step "+st.Name)
+	if err := r.writeStatus(ctx, run); err != nil {
+		return phaseResult{}, err
+	}
+	r.mu.Lock()
+	r.started[t.UID] = i
+	r.mu.Unlock()
+	return phaseResult{}, nil
+}
+
+func (r *TaskReconciler) endStep(st *v1alpha1.TaskStep, state v1alpha1.StepState, output, message string) {
+	now := metav1.Now()
+	st.State = state
+	st.Output = tailString(output, maxActionOutput)
+	st.Message = message
+	st.FinishedAt = &now
+	if st.StartedAt != nil {
+		r.metrics.stepDuration.WithLabelValues(st.Action, string(state)).Observe(now.Sub(st.StartedAt.Time).Seconds())
+	}
+}
+
+func (r *TaskReconciler) timedOut(st *v1alpha1.TaskStep) bool {
+	return st.StartedAt != nil && time.Since(st.StartedAt.Time) > stepTimeout(st, r.opts.StepTimeout)
+}
+
+// timeLeft caps a requeue delay at the step's deadline.
+func (r *TaskReconciler) timeLeft(st *v1alpha1.TaskStep, after time.Duration) time.Duration {
+	if after <= 0 {
+		after = r.opts.PollInterval
+	}
+	if st.StartedAt != nil {
+		left := time.Until(st.StartedAt.Add(stepTimeout(st, r.opts.StepTimeout))) + 10*time.Millisecond
+		if left < after {
+			return max(left, 10*time.Millisecond)
+		}
+	}
+	return after
+}
+
+// failStep fails the current step and the task; the later steps are
+// skipped. What ran before stays as it is: a step that failed before the
+// instance was written leaves the active instance unchanged.
+func (r *TaskReconciler) failStep(ctx context.Context, run *taskRun, reason, msg string) (phaseResult, error) {
+	t := run.task
+	i := int(t.Status.CurrentStep)
+	st := &t.Status.Steps[i]
+	r.endStep(st, v1alpha1.StepFailed, "", msg)
+	for j := i + 1; j < len(t.Status.Steps); j++ {
+		t.Status.Steps[j].State = v1alpha1.StepSkipped
+		t.Status.Steps[j].Message = "skipped: step " + st.Name + " failed"
+	}
+	return r.finish(ctx, run, v1alpha1.TaskFailed, fmt.Sprintf("step %s (%s) failed: %s", st.Name, reason, msg))
+}
+
+// failTask ends a task that cannot run at all.
+func (r *TaskReconciler) failTask(ctx context.Context, run *taskRun, reason, msg string) (phaseResult, error) {
+	for i := range run.task.Status.Steps {
+		if !run.task.Status.Steps[i].State.Terminal() {
+			run.task.Status.Steps[i].State = v1alpha1.StepSkipped
+		}
+	}
+	return r.finish(ctx, run, v1alpha1.TaskFailed, reason+": "+msg)
+}
+
+// finish writes a terminal phase.
+func (r *TaskReconciler) finish(ctx context.Context, run *taskRun, phase v1alpha1.TaskPhase, msg string) (phaseResult, error) {
+	t := run.task
+	now := metav1.Now()
+	t.Status.Phase = phase
+	t.Status.FinishedAt = &now
+	t.Status.Message = msg
+	if t.Status.StartedAt == nil {
+		t.Status.StartedAt = &now
+	}
+	setTaskConditions(t, string(phase), msg)
+	if err := r.writeStatus(ctx, run); err != nil {
+		return phaseResult{}, err
+	}
+	r.metrics.finished.WithLabelValues(string(t.Spec.Workflow), string(phase)).Inc()
+	evType := corev1.EventTypeNormal
+	if phase == v1alpha1.TaskFailed {
+		evType = corev1.EventTypeWarning
+	}
+	note := msg
+	if note == "" {
+		note = fmt.Sprintf("%s %d→%d succeeded", t.Spec.Workflow, t.Spec.FromSequence, t.Spec.ToSequence)
+	}
+	r.event(t, nil, evType, string(phase), "%s", note)
+	run.log.Info("task finished", "phase", phase, "message", msg)
+	r.forget(t.UID)
+	return phaseResult{stop: true}, nil
+}
+
+func (r *TaskReconciler) event(regarding, related client.Object, evType, reason, format string, args ...any) {
+	if r.opts.Recorder == nil {
+		return
+	}
+	if related == nil {
+		r.opts.Recorder.Eventf(regarding, nil, evType, reason, "Run", format, args...)
+		return
+	}
+	r.opts.Recorder.Eventf(regarding, related, evType, reason, "Run", format, args...)
+}
+
+// setTaskConditions sets the kstatus-style conditions of a task from its
+// phase: Reconciling while it is pending or running, Ready when it
+// succeeded (or was superseded: nothing is left to do), Stalled when it
+// failed.
+func setTaskConditions(t *v1alpha1.StyrminTask, reason, msg string) {
+	gen := t.Generation
+	set := func(typ string, status metav1.ConditionStatus) {
+		apimeta.SetStatusCondition(&t.Status.Conditions, metav1.Condition{
+			Type: typ, Status: status, Reason: reason, Message: msg, ObservedGeneration: gen,
+		})
+	}
+	switch t.Status.Phase {
+	case v1alpha1.TaskPending, v1alpha1.TaskRunning:
+		set(v1alpha1.ConditionReconciling, metav1.ConditionTrue)
+		set(v1alpha1.ConditionReady, metav1.ConditionFalse)
+		apimeta.RemoveStatusCondition(&t.Status.Conditions, v1alpha1.ConditionStalled)
+	case v1alpha1.TaskSucceeded, v1alpha1.TaskSuperseded:
+		set(v1alpha1.ConditionReady, metav1.ConditionTrue)
+		apimeta.RemoveStatusCondition(&t.Status.Conditions, v1alpha1.ConditionReconciling)
+		apimeta.RemoveStatusCondition(&t.Status.Conditions, v1alpha1.ConditionStalled)
+	case v1alpha1.TaskFailed:
+		set(v1alpha1.ConditionReady, metav1.ConditionFalse)
+		set(v1alpha1.ConditionStalled, metav1.ConditionTrue)
+		apimeta.RemoveStatusCondition(&t.Status.Conditions, v1alpha1.ConditionReconciling)
+	}
+}
+
+// driver returns the instance's driver version.
+func (r *TaskReconciler) driver(ctx context.Context, run *taskRun) (*drivers.Driver, error) {
+	if run.driver != nil {
+		return run.driver, nil
+	}
+	d, err := r.opts.Drivers.Driver(ctx, run.instance.Driver)
+	if err != nil {
+		var nf *DriverNotFoundError
+		if errors.As(err, &nf) {
+			return nil, stalled(v1alpha1.ReasonDriverNotFound, err)
+		}
+		return nil, retryable(v1alpha1.ReasonDriverUnavailable, err)
+	}
+	run.driver = d
+	return d, nil
+}
+
+// rendered returns the target instance's objects.
+func (r *TaskReconciler) rendered(ctx context.Context, run *taskRun) (*drivers.Manifests, error) {
+	if run.manifests != nil {
+		return run.manifests, nil
+	}
+	if run.instance.Tombstone() || run.instance.Context == nil {
+		return &drivers.Manifests{}, nil
+	}
+	d, err := r.driver(ctx, run)
+	if err != nil {
+		return nil, err
+	}
+	m, err := d.Render(*run.instance.Context, run.instance.Values)
+	if err != nil {
+		return nil, stalled(v1alpha1.ReasonRenderFailed, fmt.Errorf("rendering %s with %s@%s: %w", run.instance.ID, d.Name, d.Version, err))
+	}
+	run.manifests = m
+	return m, nil
+}
+
+// deployment returns the deployment's StyrminDeployment (nil when there is
+// none), read once per reconcile through the cache.
+func (r *TaskReconciler) deployment(ctx context.Context, run *taskRun) (*v1alpha1.StyrminDeployment, error) {
+	if run.sdRead {
+		return run.sd, nil
+	}
+	var sd v1alpha1.StyrminDeployment
+	key := deploymentKey(run.task)
+	err := r.opts.Client.Get(ctx, key, &sd)
+	switch {
+	case apierrors.IsNotFound(err):
+		run.sd = nil
+	case err != nil:
+		return nil, fmt.Errorf("reading StyrminDeployment %s: %w", key, err)
+	default:
+		run.sd = &sd
+	}
+	run.sdRead = true
+	return run.sd, nil
+}
+
+func tailString(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	s = s[len(s)-n:]
+	// Do not start in the middle of a UTF-8 sequence.
+	for i := 0; i < len(s) && i < 4; i++ {
+		if s[i]&0xC0 != 0x80 {
+			return s[i:]
+		}
+	}
+	return strings.ToValidUTF8(s, "")
+}
