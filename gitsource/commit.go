@@ -29,9 +29,11 @@ type Signature struct {
 	Email string
 }
 
-// DefaultAuthor is the author of lock commits when CommitRequest.Author is
-// empty.
-var DefaultAuthor = Signature{Name: "styrmin", Email: "styrmin@localhost"}
+// The author of lock commits when CommitRequest.Author is empty.
+const (
+	DefaultAuthorName  = "styrmin"
+	DefaultAuthorEmail = "styrmin@localhost"
+)
 
 // Change is what one attempt of CommitLocks writes.
 type Change struct {
@@ -68,7 +70,8 @@ type Backoff struct {
 type CommitRequest struct {
 	// Build computes the change; required.
 	Build BuildFunc
-	// Author authors and commits; default DefaultAuthor.
+	// Author authors and commits; default DefaultAuthorName and
+	// DefaultAuthorEmail.
 	Author Signature
 	// MaxAttempts bounds the attempts when the branch keeps moving;
 	// default 5.
@@ -124,9 +127,12 @@ func (r *Repo) CommitLocks(ctx context.Context, req CommitRequest) (CommitResult
 	if req.Build == nil {
 		return CommitResult{}, errors.New("gitsource: commit locks: CommitRequest.Build is nil")
 	}
+	if err := r.requireBranch("commit locks"); err != nil {
+		return CommitResult{}, err
+	}
 	author := req.Author
 	if author.Name == "" && author.Email == "" {
-		author = DefaultAuthor
+		author = Signature{Name: DefaultAuthorName, Email: DefaultAuthorEmail}
 	}
 	if strings.ContainsAny(author.Name+author.Email, "<>\n") {
 		return CommitResult{}, fmt.Errorf("gitsource: commit locks: author %q <%s> contains '<', '>' or a newline", author.Name, author.Email)

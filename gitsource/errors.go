@@ -6,6 +6,7 @@ import (
 	"net/url"
 	"strings"
 
+	"github.com/go-git/go-git/v5/plumbing"
 	"github.com/go-git/go-git/v5/plumbing/transport"
 )
 
@@ -20,6 +21,9 @@ var (
 	// ErrNoRemote means the operation needs a remote but the Repo was opened
 	// without one.
 	ErrNoRemote = errors.New("repository has no remote")
+	// ErrCommitNotFound means a commit is not in the repository, for
+	// example a commit remembered from before a force push.
+	ErrCommitNotFound = errors.New("commit not found")
 	// ErrBranchNotFound means the tracked branch does not exist (yet).
 	ErrBranchNotFound = errors.New("branch not found")
 	// ErrSymlink is returned when an fs.FS operation would follow a symbolic
@@ -33,6 +37,15 @@ var (
 	// slash-separated path inside the repository.
 	ErrInvalidPath = errors.New("invalid path")
 )
+
+// commitError wraps an error reading commit h, mapping a missing object to
+// ErrCommitNotFound.
+func commitError(h fmt.Stringer, err error) error {
+	if errors.Is(err, plumbing.ErrObjectNotFound) {
+		return fmt.Errorf("gitsource: commit %s: %w", h, ErrCommitNotFound)
+	}
+	return fmt.Errorf("gitsource: commit %s: %w", h, err)
+}
 
 // transportError wraps an error from a remote operation with the operation,
 // the remote (credentials removed) and, for refused credentials, ErrAuth.

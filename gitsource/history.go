@@ -117,7 +117,7 @@ func (w *walker) commit(h plumbing.Hash) (*object.Commit, error) {
 	}
 	c, err := object.GetCommit(w.r.storer, h)
 	if err != nil {
-		return nil, fmt.Errorf("gitsource: commit %s: %w", h, err)
+		return nil, commitError(h, err)
 	}
 	w.commits[h] = c
 	return c, nil

@@ -1,6 +1,7 @@
 package gitsource_test
 
 import (
+	"errors"
 	"maps"
 	"strings"
 	"testing"
@@ -228,7 +229,10 @@ func TestLockChangesRejectsBadPrefixAndUnknownCommits(t *testing.T) {
 		t.Error("prefix ../locks accepted")
 	}
 	unknown, _ := gitsource.ParseHash(strings.Repeat("ab", 20))
-	if _, err := r.LockChanges(unknown, head, "locks"); err == nil || !strings.Contains(err.Error(), unknown.String()) {
-		t.Errorf("unknown from: err = %v, want it to name %s", err, unknown)
+	if _, err := r.LockChanges(unknown, head, "locks"); !errors.Is(err, gitsource.ErrCommitNotFound) || !strings.Contains(err.Error(), unknown.String()) {
+		t.Errorf("unknown from: err = %v, want ErrCommitNotFound naming %s", err, unknown)
+	}
+	if _, err := r.FS(unknown); !errors.Is(err, gitsource.ErrCommitNotFound) {
+		t.Errorf("FS of an unknown commit: err = %v, want ErrCommitNotFound", err)
 	}
 }

@@ -198,3 +198,35 @@ func TestAuthStringRedactsSecrets(t *testing.T) {
 		}
 	}
 }
+
+func TestOpenOnDetachedHeadReadsButWillNotCommit(t *testing.T) {
+	lr := newLocalRepo(t, false)
+	c := lr.commit("c", map[string]string{"x": "1"})
+	lr.git("checkout", "--quiet", "--detach", "HEAD")
+	r, err := gitsource.Open(lr.dir, gitsource.OpenOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if h := mustResolve(t, r, "HEAD"); h.String() != c || r.Branch() != "" {
+		t.Fatalf("HEAD = %s on branch %q", h, r.Branch())
+	}
+	if _, err := r.Head(); err == nil || !strings.Contains(err.Error(), "OpenOptions.Branch") {
+		t.Fatalf("Head err = %v, want a hint to set OpenOptions.Branch", err)
+	}
+	if _, err := r.CommitLocks(context.Background(), gitsource.CommitRequest{Build: bumpSequence}); err == nil || !strings.Contains(err.Error(), "detached") {
+		t.Fatalf("CommitLocks err = %v", err)
+	}
+	// With the branch named, a detached checkout commits onto the branch
+	// ref only: the worktree is not on it.
+	r, err = gitsource.Open(lr.dir, gitsource.OpenOptions{Branch: "main"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := r.CommitLocks(context.Background(), gitsource.CommitRequest{Build: bumpSequence})
+	if err != nil || lr.git("rev-parse", "main") != res.Commit.String() || lr.git("rev-parse", "HEAD") != c {
+		t.Fatalf("result %+v, %v; main = %s, HEAD = %s", res, err, lr.git("rev-parse", "main"), lr.git("rev-parse", "HEAD"))
+	}
+	if st := lr.git("status", "--porcelain"); st != "" {
+		t.Fatalf("worktree changed:\n%s", st)
+	}
+}

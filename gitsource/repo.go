@@ -92,12 +92,12 @@ func Open(path string, opts OpenOptions) (*Repo, error) {
 		if err != nil {
 			return nil, fmt.Errorf("gitsource: open %s: read HEAD: %w", path, err)
 		}
-		if head.Type() != plumbing.SymbolicReference || !head.Target().IsBranch() {
-			return nil, fmt.Errorf("gitsource: open %s: HEAD is detached; set OpenOptions.Branch to the branch to track", path)
+		// A detached HEAD (a CI checkout) leaves no branch: reading works,
+		// Head, Fetch and CommitLocks ask for OpenOptions.Branch.
+		if head.Type() == plumbing.SymbolicReference && head.Target().IsBranch() {
+			r.branch = head.Target().Short()
 		}
-		r.branch = head.Target().Short()
-	}
-	if err := checkBranchName(r.branch); err != nil {
+	} else if err := checkBranchName(r.branch); err != nil {
 		return nil, fmt.Errorf("gitsource: open %s: %w", path, err)
 	}
 
@@ -199,7 +199,8 @@ func Clone(ctx context.Context, url, dir string, opts CloneOptions) (*Repo, erro
 	return r, nil
 }
 
-// Branch returns the short name of the tracked branch.
+// Branch returns the short name of the tracked branch, "" when a Repo was
+// opened on a detached HEAD without OpenOptions.Branch.
 func (r *Repo) Branch() string { return r.branch }
 
 // WorktreeDir returns the root of the repository's worktree, or "" for a
@@ -234,6 +235,9 @@ func (r *Repo) Head() (Hash, error) {
 }
 
 func (r *Repo) headLocked() (Hash, error) {
+	if err := r.requireBranch("head"); err != nil {
+		return Hash{}, err
+	}
 	h, err := r.refHash(r.trackingRef())
 	if err != nil {
 		return Hash{}, err
@@ -278,6 +282,9 @@ func (r *Repo) Fetch(ctx context.Context) (FetchResult, error) {
 	defer r.mu.Unlock()
 	if r.remoteName == "" {
 		return FetchResult{}, fmt.Errorf("gitsource: fetch: %w", ErrNoRemote)
+	}
+	if err := r.requireBranch("fetch"); err != nil {
+		return FetchResult{}, err
 	}
 	prev, err := r.refHash(r.trackingRef())
 	if err != nil {
@@ -337,6 +344,14 @@ func (r *Repo) Resolve(rev string) (Hash, error) {
 		return Hash{}, fmt.Errorf("gitsource: resolve %q: %s is not a commit: %w", rev, h, err)
 	}
 	return fromPlumbing(*h), nil
+}
+
+// requireBranch fails when the Repo tracks no branch (detached HEAD).
+func (r *Repo) requireBranch(op string) error {
+	if r.branch == "" {
+		return fmt.Errorf("gitsource: %s: HEAD is detached and no branch was given; set OpenOptions.Branch", op)
+	}
+	return nil
 }
 
 // checkBranchName rejects names that cannot be a branch.

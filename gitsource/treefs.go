@@ -38,7 +38,7 @@ func (r *Repo) FS(commit Hash) (fs.FS, error) {
 	defer r.mu.Unlock()
 	c, err := object.GetCommit(r.storer, commit.plumbing())
 	if err != nil {
-		return nil, fmt.Errorf("gitsource: commit %s: %w", commit, err)
+		return nil, commitError(commit, err)
 	}
 	return &treeFS{r: r, root: c.TreeHash, modTime: c.Committer.When}, nil
 }
