@@ -1,0 +1,331 @@
+package planner
+
+import (
+	"fmt"
+	"strings"
+)
+
+// SchemaVersion identifies the JSON encoding of a Plan. It changes only
+// when a field is removed or its meaning changes; new optional fields keep
+// the version. docs/plan-json.md documents it; plan.schema.json is its
+// JSON Schema.
+const SchemaVersion = "styrmin.io/plan/v1"
+
+// Workflow is what a task will run for one deployment.
+type Workflow string
+
+// The workflows, as the agent names them.
+const (
+	WorkflowCreate  Workflow = "create"  // no previous instance (or a tombstone): hook setup
+	WorkflowUpdate  Workflow = "update"  // configuration only: the core step only
+	WorkflowUpgrade Workflow = "upgrade" // driver or application version changed: hook upgrade
+	WorkflowDelete  Workflow = "delete"  // the deployment is gone: a tombstone uninstalls it
+)
+
+// workflowOrder orders workflows in summaries.
+var workflowOrder = []Workflow{WorkflowCreate, WorkflowUpdate, WorkflowUpgrade, WorkflowDelete}
+
+// Plan is the structured difference between the locked instances at a base
+// and the instances the head configuration resolves to. It is computed by
+// Compute and printed by the renderers; it holds no secret values and no
+// value of a parameter marked sensitive.
+type Plan struct {
+	// SchemaVersion is always SchemaVersion.
+	SchemaVersion string `json:"schemaVersion"`
+	// Base describes the lockfiles compared against (a commit, or "" for
+	// none).
+	Base string `json:"base"`
+	// Head describes the configuration planned ("working tree" or a
+	// commit).
+	Head string `json:"head"`
+	// Summary counts the deployments by outcome.
+	Summary Summary `json:"summary"`
+	// Deployments are the deployments that get a new instance, sorted by
+	// cluster, environment, name. Unchanged deployments are only counted.
+	Deployments []*Deployment `json:"deployments"`
+	// BlastRadius has one entry per environment with at least one change,
+	// sorted by cluster and environment.
+	BlastRadius []EnvironmentImpact `json:"blastRadius"`
+	// LeftOut are deployments a changed cluster or environment value
+	// reaches but that are not redeployed because a more specific layer
+	// sets the value itself, sorted by deployment and path.
+	LeftOut []LeftOut `json:"leftOut"`
+	// Errors are deployments that failed to resolve; they are neither
+	// planned nor deleted.
+	Errors []DeploymentError `json:"errors"`
+	// Deletions is the deletion safety rail.
+	Deletions Deletions `json:"deletions"`
+}
+
+// Summary counts deployments by outcome.
+type Summary struct {
+	Create    int `json:"create"`
+	Update    int `json:"update"`
+	Upgrade   int `json:"upgrade"`
+	Delete    int `json:"delete"`
+	Unchanged int `json:"unchanged"`
+	Errors    int `json:"errors"`
+}
+
+// Changes is the number of deployments that get a new instance.
+func (s Summary) Changes() int { return s.Create + s.Update + s.Upgrade + s.Delete }
+
+// count returns the counter of one workflow.
+func (s Summary) count(w Workflow) int {
+	switch w {
+	case WorkflowCreate:
+		return s.Create
+	case WorkflowUpdate:
+		return s.Update
+	case WorkflowUpgrade:
+		return s.Upgrade
+	case WorkflowDelete:
+		return s.Delete
+	}
+	return 0
+}
+
+// HasChanges reports whether locking this plan would write any lockfile.
+func (p *Plan) HasChanges() bool { return p.Summary.Changes() > 0 }
+
+// Deletions is the state of the deletion safety rail: a plan deleting more
+// deployments than Threshold is refused unless Allowed covers them.
+type Deletions struct {
+	Count     int  `json:"count"`
+	Threshold int  `json:"threshold"`
+	Allowed   int  `json:"allowed"`
+	Refused   bool `json:"refused"`
+}
+
+// Deployment is the plan of one deployment.
+type Deployment struct {
+	// ID is "cluster/environment/name".
+	ID          string `json:"id"`
+	Cluster     string `json:"cluster"`
+	Environment string `json:"environment"`
+	Name        string `json:"name"`
+	// Namespace is the deployment's namespace (of the new instance, or the
+	// old one for a deletion).
+	Namespace string   `json:"namespace"`
+	Workflow  Workflow `json:"workflow"`
+	// FromSequence is the sequence of the locked instance (0: none);
+	// ToSequence the one locking this plan assigns.
+	FromSequence int64 `json:"fromSequence"`
+	ToSequence   int64 `json:"toSequence"`
+	// From and To describe the two instances; From is absent for a
+	// create, To for a delete.
+	From *InstanceRef `json:"from,omitempty"`
+	To   *InstanceRef `json:"to,omitempty"`
+	// Causes say which layer's change makes the deployment redeploy,
+	// sorted by kind and file.
+	Causes []Cause `json:"causes"`
+	// Changes is the path-level difference of context and values, sorted
+	// by path.
+	Changes []Change `json:"changes"`
+	// Actions are the steps the workflow runs, in order.
+	Actions []Action `json:"actions"`
+	// Manifests is the rendered-manifest difference.
+	Manifests ManifestDiff `json:"manifests"`
+
+	rawPaths [][]pathSegment // the unformatted path of each change
+}
+
+// InstanceRef identifies one instance.
+type InstanceRef struct {
+	Sequence      int64  `json:"sequence"`
+	Digest        string `json:"digest"`
+	Driver        string `json:"driver"`
+	DriverVersion string `json:"driverVersion"`
+	DriverDigest  string `json:"driverDigest"`
+	AppVersion    string `json:"appVersion"`
+}
+
+// CauseKind is the layer whose change makes a deployment redeploy.
+type CauseKind string
+
+// The causes.
+const (
+	// CauseDeployment: the deployment's own file (added, changed, removed).
+	CauseDeployment CauseKind = "deployment"
+	// CauseEnvironment: an environment config fan-out.
+	CauseEnvironment CauseKind = "environment"
+	// CauseCluster: a cluster config fan-out.
+	CauseCluster CauseKind = "cluster"
+	// CauseDriver: the driver changed (another version or content).
+	CauseDriver CauseKind = "driver"
+	// CauseService: a service of a sibling deployment it connects to
+	// changed.
+	CauseService CauseKind = "service"
+)
+
+// causeRank orders cause kinds from the most to the least specific.
+var causeRank = map[CauseKind]int{CauseDeployment: 0, CauseDriver: 1, CauseService: 2, CauseEnvironment: 3, CauseCluster: 4}
+
+// Cause is one reason a deployment redeploys.
+type Cause struct {
+	Kind CauseKind `json:"kind"`
+	// File is the file whose change is the cause (for a driver, the
+	// driver's source folder; for a service, the sibling's ID).
+	File string `json:"file,omitempty"`
+	// Paths are the settings paths that changed there, sorted.
+	Paths []string `json:"paths,omitempty"`
+}
+
+// ChangeOp says how a path differs.
+type ChangeOp string
+
+// The change operations.
+const (
+	OpAdded   ChangeOp = "added"
+	OpRemoved ChangeOp = "removed"
+	OpChanged ChangeOp = "changed"
+)
+
+// Masked is what a plan shows instead of a value of a parameter marked
+// sensitive.
+const Masked = "(sensitive)"
+
+// MaskedChanged is what the new side of a plan shows instead of a
+// sensitive value that replaced another one.
+const MaskedChanged = "(sensitive, changed)"
+
+// Change is one path that differs between the two instances.
+type Change struct {
+	// Path is "context.<...>" or "values.<...>"; map keys that are not
+	// identifiers are written ["key"], list indices [i].
+	Path string   `json:"path"`
+	Op   ChangeOp `json:"op"`
+	// Old and New are the JSON values (absent when added or removed).
+	Old any `json:"old,omitempty"`
+	New any `json:"new,omitempty"`
+	// Sensitive marks a masked value: Old and New hold Masked instead.
+	Sensitive bool `json:"sensitive,omitempty"`
+	// SecretRef marks a secret parameter: the values are references
+	// ({name, key}) to a Kubernetes Secret, never its content.
+	SecretRef bool `json:"secretRef,omitempty"`
+}
+
+// Action is one step the workflow runs.
+type Action struct {
+	// Name identifies the step as the task will ("upgrade/pre/1:stopComponents").
+	Name string `json:"name"`
+	// Hook is setup or upgrade; "" for update and delete.
+	Hook string `json:"hook,omitempty"`
+	// Mode is pre, core or post.
+	Mode   string `json:"mode"`
+	Action string `json:"action"`
+	// Description says in words what the step does.
+	Description string            `json:"description"`
+	Components  []string          `json:"components,omitempty"`
+	Component   string            `json:"component,omitempty"`
+	Job         string            `json:"job,omitempty"`
+	Command     []string          `json:"command,omitempty"`
+	Timeout     string            `json:"timeout,omitempty"`
+	Args        map[string]string `json:"args,omitempty"`
+}
+
+// ManifestDiff is the difference of the rendered manifests.
+type ManifestDiff struct {
+	Added     int `json:"added"`
+	Removed   int `json:"removed"`
+	Changed   int `json:"changed"`
+	Unchanged int `json:"unchanged"`
+	// Objects are the added, removed and changed objects, sorted by kind,
+	// namespace, name and API version.
+	Objects []ObjectDiff `json:"objects"`
+	// Error is set when a side could not be rendered (for example its
+	// driver version is not available); the counts are then empty.
+	Error string `json:"error,omitempty"`
+}
+
+// ObjectDiff is one rendered object that differs.
+type ObjectDiff struct {
+	APIVersion string   `json:"apiVersion"`
+	Kind       string   `json:"kind"`
+	Namespace  string   `json:"namespace,omitempty"`
+	Name       string   `json:"name"`
+	Component  string   `json:"component,omitempty"`
+	Op         ChangeOp `json:"op"`
+	// Fields counts the leaf fields that differ (for added and removed
+	// objects, the object's leaf fields).
+	Fields int `json:"fields"`
+	// Diff is a unified diff of the object's YAML.
+	Diff string `json:"diff"`
+}
+
+// Ref is "Kind/namespace/name" ("Kind/name" for cluster-scoped objects).
+func (o ObjectDiff) Ref() string {
+	if o.Namespace == "" {
+		return o.Kind + "/" + o.Name
+	}
+	return o.Kind + "/" + o.Namespace + "/" + o.Name
+}
+
+// Summary is the one-line summary of the object's change, for example
+// "Deployment/ns/name changed: 2 fields".
+func (o ObjectDiff) Summary() string {
+	return fmt.Sprintf("%s %s: %s", o.Ref(), o.Op, plural(o.Fields, "field"))
+}
+
+// EnvironmentImpact is the blast radius of the plan in one environment.
+type EnvironmentImpact struct {
+	Cluster     string `json:"cluster"`
+	Environment string `json:"environment"`
+	// Deployments counts the environment's deployments (present at the
+	// head or deleted by this plan).
+	Deployments int `json:"deployments"`
+	// Redeploy counts those that get a new instance.
+	Redeploy int `json:"redeploy"`
+	// ByWorkflow counts the redeployments by workflow.
+	ByWorkflow map[Workflow]int `json:"byWorkflow"`
+	// LeftOut counts deployments reached by a changed value that override
+	// it.
+	LeftOut int `json:"leftOut"`
+}
+
+// String is the blast radius sentence: "environment local/dev: 37 of 40
+// deployments redeploy".
+func (e EnvironmentImpact) String() string {
+	return fmt.Sprintf("environment %s/%s: %d of %s redeploy", e.Cluster, e.Environment, e.Redeploy, plural(e.Deployments, "deployment"))
+}
+
+// LeftOut is a deployment that a changed cluster or environment value
+// reaches but that keeps its own value.
+type LeftOut struct {
+	ID string `json:"id"`
+	// Path is the settings path that changed ("config.logLevel").
+	Path string `json:"path"`
+	// ChangedIn is the file whose change did not reach the deployment.
+	ChangedIn string `json:"changedIn"`
+	// OverriddenBy is the layer and file that set the value the
+	// deployment keeps.
+	OverriddenBy Origin `json:"overriddenBy"`
+}
+
+// Origin is a layer and the file of that layer.
+type Origin struct {
+	Layer string `json:"layer"`
+	File  string `json:"file"`
+}
+
+// DeploymentError is a deployment that failed to resolve.
+type DeploymentError struct {
+	ID      string `json:"id"`
+	Message string `json:"message"`
+}
+
+func plural(n int, word string) string {
+	if n == 1 {
+		return fmt.Sprintf("%d %s", n, word)
+	}
+	return fmt.Sprintf("%d %ss", n, word)
+}
+
+// splitID splits "cluster/environment/name".
+func splitID(id string) (cluster, env, name string) {
+	parts := strings.SplitN(id, "/", 3)
+	for len(parts) < 3 {
+		parts = append(parts, "")
+	}
+	return parts[0], parts[1], parts[2]
+}

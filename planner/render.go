@@ -1,0 +1,262 @@
+package planner
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"strings"
+)
+
+// Format is a plan output format.
+type Format string
+
+// The output formats.
+const (
+	FormatText     Format = "text"
+	FormatMarkdown Format = "markdown"
+	FormatJSON     Format = "json"
+)
+
+// Formats lists the output formats, for flag help.
+var Formats = []Format{FormatText, FormatMarkdown, FormatJSON}
+
+// ParseFormat checks a format name.
+func ParseFormat(s string) (Format, error) {
+	for _, f := range Formats {
+		if string(f) == s {
+			return f, nil
+		}
+	}
+	return "", fmt.Errorf("output format %q: expected one of text, markdown, json", s)
+}
+
+// RenderOptions tune the renderers.
+type RenderOptions struct {
+	// Color adds ANSI colours to the text output (for terminals).
+	Color bool
+	// Full shows everything: the content of added and removed objects and
+	// of every change, as `styrminctl diff` does.
+	Full bool
+	// MaxBytes bounds the markdown output (a pull-request comment has a
+	// size limit); per-deployment details beyond it are left out with a
+	// note. 0 means DefaultMarkdownBytes.
+	MaxBytes int
+}
+
+// DefaultMarkdownBytes keeps a markdown plan under the size limit of a
+// pull-request comment on the common forges.
+const DefaultMarkdownBytes = 60000
+
+// Render writes the plan in format f.
+func Render(w io.Writer, p *Plan, f Format, o RenderOptions) error {
+	switch f {
+	case FormatText:
+		return RenderText(w, p, o)
+	case FormatMarkdown:
+		return RenderMarkdown(w, p, o)
+	case FormatJSON:
+		return RenderJSON(w, p)
+	}
+	return fmt.Errorf("planner: unknown format %q", f)
+}
+
+// RenderJSON writes the plan as JSON (SchemaVersion; see
+// docs/plan-json.md), indented, with a final newline.
+func RenderJSON(w io.Writer, p *Plan) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	enc.SetEscapeHTML(false)
+	return enc.Encode(p)
+}
+
+// summaryLine is "1 to create, 2 to update, 0 to upgrade, 0 to delete".
+func summaryLine(s Summary) string {
+	parts := make([]string, 0, 4)
+	for _, w := range workflowOrder {
+		parts = append(parts, fmt.Sprintf("%d to %s", s.count(w), w))
+	}
+	return strings.Join(parts, ", ")
+}
+
+// symbol marks a workflow in lists.
+func symbol(w Workflow) string {
+	switch w {
+	case WorkflowCreate:
+		return "+"
+	case WorkflowUpdate:
+		return "~"
+	case WorkflowUpgrade:
+		return "^"
+	case WorkflowDelete:
+		return "-"
+	}
+	return " "
+}
+
+// versions describes driver and application versions: "webapp 1.1.0, app
+// 1.25.0" or, when they change, "graphhub 1.0.0 → 2.0.0, app 1.4.0 → 1.5.0".
+func versions(d *Deployment) string {
+	switch {
+	case d.From == nil && d.To == nil:
+		return ""
+	case d.From == nil:
+		return fmt.Sprintf("%s %s, app %s", d.To.Driver, d.To.DriverVersion, d.To.AppVersion)
+	case d.To == nil:
+		return fmt.Sprintf("%s %s, app %s", d.From.Driver, d.From.DriverVersion, d.From.AppVersion)
+	}
+	drv := fmt.Sprintf("%s %s", d.To.Driver, d.To.DriverVersion)
+	switch {
+	case d.From.Driver != d.To.Driver:
+		drv = fmt.Sprintf("%s %s → %s %s", d.From.Driver, d.From.DriverVersion, d.To.Driver, d.To.DriverVersion)
+	case d.From.DriverVersion != d.To.DriverVersion:
+		drv = fmt.Sprintf("%s %s → %s", d.To.Driver, d.From.DriverVersion, d.To.DriverVersion)
+	case d.From.DriverDigest != d.To.DriverDigest:
+		drv = fmt.Sprintf("%s %s (content changed)", d.To.Driver, d.To.DriverVersion)
+	}
+	app := "app " + d.To.AppVersion
+	if d.From.AppVersion != d.To.AppVersion {
+		app = fmt.Sprintf("app %s → %s", d.From.AppVersion, d.To.AppVersion)
+	}
+	return drv + ", " + app
+}
+
+// causeKinds lists the cause kinds of a deployment: "environment, driver".
+func causeKinds(d *Deployment) string {
+	var kinds []string
+	seen := map[CauseKind]bool{}
+	for _, c := range d.Causes {
+		if !seen[c.Kind] {
+			seen[c.Kind] = true
+			kinds = append(kinds, string(c.Kind))
+		}
+	}
+	return strings.Join(kinds, ", ")
+}
+
+// describeCause is one cause in words.
+func describeCause(c Cause) string {
+	var s string
+	switch c.Kind {
+	case CauseService:
+		s = "service of " + c.File
+	case CauseDriver:
+		s = "driver"
+		if c.File != "" {
+			s += " " + c.File
+		}
+	default:
+		s = string(c.Kind) + " " + c.File
+	}
+	if len(c.Paths) > 0 {
+		s += ": " + strings.Join(c.Paths, ", ")
+	}
+	return s
+}
+
+// manifestCounts is "1 added, 2 changed, 1 removed, 3 unchanged".
+func manifestCounts(m ManifestDiff) string {
+	if m.Error != "" {
+		return "not rendered"
+	}
+	var parts []string
+	if m.Added > 0 {
+		parts = append(parts, fmt.Sprintf("%d added", m.Added))
+	}
+	if m.Changed > 0 {
+		parts = append(parts, fmt.Sprintf("%d changed", m.Changed))
+	}
+	if m.Removed > 0 {
+		parts = append(parts, fmt.Sprintf("%d removed", m.Removed))
+	}
+	if m.Unchanged > 0 || len(parts) == 0 {
+		parts = append(parts, fmt.Sprintf("%d unchanged", m.Unchanged))
+	}
+	return strings.Join(parts, ", ")
+}
+
+// changeValue formats one side of a change.
+func changeValue(c Change, v any) string {
+	if c.Sensitive {
+		if s, ok := v.(string); ok && (s == Masked || s == MaskedChanged) {
+			return s
+		}
+	}
+	if c.SecretRef {
+		if m, ok := v.(map[string]any); ok {
+			name, _ := m["name"].(string)
+			key, _ := m["key"].(string)
+			return "secret " + name + "/" + key
+		}
+	}
+	b, err := json.Marshal(v)
+	if err != nil {
+		return fmt.Sprint(v)
+	}
+	return string(b)
+}
+
+// describeChange is "path: old → new", "path: new (added)" or "path:
+// old (removed)".
+func describeChange(c Change) string {
+	switch c.Op {
+	case OpAdded:
+		return fmt.Sprintf("%s: %s", c.Path, changeValue(c, c.New))
+	case OpRemoved:
+		return fmt.Sprintf("%s: %s", c.Path, changeValue(c, c.Old))
+	default:
+		return fmt.Sprintf("%s: %s → %s", c.Path, changeValue(c, c.Old), changeValue(c, c.New))
+	}
+}
+
+func changeSymbol(op ChangeOp) string {
+	switch op {
+	case OpAdded:
+		return "+"
+	case OpRemoved:
+		return "-"
+	}
+	return "~"
+}
+
+// sequence is "1 → 2".
+func sequence(d *Deployment) string {
+	return fmt.Sprintf("%d → %d", d.FromSequence, d.ToSequence)
+}
+
+// groupedLeftOut groups left-out deployments by the value they keep and
+// where it is set, so an environment overriding a cluster value is one
+// line, not one per deployment.
+type leftOutGroup struct {
+	Path, ChangedIn string
+	OverriddenBy    Origin
+	IDs             []string
+}
+
+func groupLeftOut(ls []LeftOut) []leftOutGroup {
+	var out []leftOutGroup
+	index := map[[4]string]int{}
+	for _, l := range ls {
+		k := [4]string{l.Path, l.ChangedIn, l.OverriddenBy.Layer, l.OverriddenBy.File}
+		i, ok := index[k]
+		if !ok {
+			i = len(out)
+			index[k] = i
+			out = append(out, leftOutGroup{Path: l.Path, ChangedIn: l.ChangedIn, OverriddenBy: l.OverriddenBy})
+		}
+		out[i].IDs = append(out[i].IDs, l.ID)
+	}
+	return out
+}
+
+// idList shows up to max IDs and how many more.
+func idList(ids []string, max int, quote func(string) string) string {
+	var parts []string
+	for i, id := range ids {
+		if i == max {
+			parts = append(parts, fmt.Sprintf("and %d more", len(ids)-max))
+			break
+		}
+		parts = append(parts, quote(id))
+	}
+	return strings.Join(parts, ", ")
+}
