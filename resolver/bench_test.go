@@ -24,7 +24,7 @@ func generateRepo(tb testing.TB, n, envs int) string {
 		env := fmt.Sprintf("env%02d", i%envs)
 		var body string
 		if i%4 == 3 {
-			body = "driver: \"graphhub\"\nappVersion: \"1.4.0\"\n"
+			body = hubWith("")
 		} else {
 			body = fmt.Sprintf("driver: \"webapp\"\nappVersion: \"1.25.0\"\nparameters: replicas: %d\n", 1+i%3)
 		}
