@@ -324,7 +324,7 @@ func (r *Repo) push(ctx context.Context, old, new Hash, objs []plumbing.Hash) (m
 		pushErr = rs.Error()
 	}
 	if pushErr == nil {
-		return false, r.storer.SetReference(plumbing.NewHashReference(r.trackingRef(), new.plumbing()))
+		return false, r.pushed(new)
 	}
 	// The remote refused or the connection failed. Decide by what the
 	// branch is now, not by parsing messages: at new means the push landed,
@@ -335,12 +335,20 @@ func (r *Repo) push(ctx context.Context, old, new Hash, objs []plumbing.Hash) (m
 	}
 	switch now {
 	case new.plumbing():
-		return false, r.storer.SetReference(plumbing.NewHashReference(r.trackingRef(), new.plumbing()))
+		return false, r.pushed(new)
 	case old.plumbing():
 		return false, transportError("push to", r.remoteURL, pushErr)
 	default:
 		return true, nil
 	}
+}
+
+// pushed records that the remote branch is now at h.
+func (r *Repo) pushed(h Hash) error {
+	if err := r.storer.SetReference(plumbing.NewHashReference(r.trackingRef(), h.plumbing())); err != nil {
+		return fmt.Errorf("gitsource: update %s: %w", r.trackingRef(), err)
+	}
+	return r.syncOwnBranch(h)
 }
 
 // lsRemote returns the remote's head of the tracked branch (zero if absent).

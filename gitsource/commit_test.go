@@ -267,6 +267,9 @@ func TestCommitLocksPushesOverHTTP(t *testing.T) {
 	if h, _ := r.Head(); h != res.Commit {
 		t.Fatalf("Head after push = %s, want %s", h, res.Commit)
 	}
+	if h := mustResolve(t, r, "main"); h != res.Commit {
+		t.Fatalf("Resolve(main) after push = %s, want %s", h, res.Commit)
+	}
 	srv.Git(dir, "fsck", "--strict", "--no-progress")
 	if got := srv.Git(dir, "show", "main:"+appLock); got != "sequence: 1" {
 		t.Fatalf("remote lockfile = %q", got)

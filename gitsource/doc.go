@@ -22,7 +22,11 @@
 // credentials give an error wrapping ErrAuth.
 //
 // Fetch costs one round trip when the remote head has not moved and then
-// reports FetchResult.Moved false.
+// reports FetchResult.Moved false. In a clone made by Clone the local branch
+// (and so "main" or "HEAD" for Resolve) follows what was last fetched or
+// pushed; in a repository opened with Open only the remote-tracking ref
+// moves. Network operations stop when their context ends; give them a
+// deadline.
 //
 // # Reading a commit
 //

@@ -49,6 +49,12 @@ func TestFetchSkipsWhenRemoteHeadHasNotMoved(t *testing.T) {
 	if !res.Moved || res.Previous.String() != first || res.Head.String() != second {
 		t.Fatalf("Fetch = %+v, want moved %s → %s", res, first, second)
 	}
+	// The clone's own branch and HEAD follow what was fetched.
+	for _, rev := range []string{"main", "HEAD", "origin/main"} {
+		if h := mustResolve(t, r, rev); h != res.Head {
+			t.Fatalf("Resolve(%s) = %s, want %s", rev, h, res.Head)
+		}
+	}
 	fsys, err := r.FS(res.Head)
 	if err != nil {
 		t.Fatal(err)

@@ -40,6 +40,11 @@ type Repo struct {
 	insecure   bool
 
 	worktreeDir string // "" for bare and in-memory repositories
+
+	// ownBranch is set for clones made by Clone: nobody else uses their
+	// local branch, so it is kept at the remote-tracking ref and "main" or
+	// "HEAD" resolve to what was last fetched or pushed.
+	ownBranch bool
 }
 
 // Compile-time checks that Repo implements the package's interfaces.
@@ -190,6 +195,7 @@ func Clone(ctx context.Context, url, dir string, opts CloneOptions) (*Repo, erro
 		auth:       auth,
 		caBundle:   opts.CABundle,
 		insecure:   opts.InsecureSkipTLS,
+		ownBranch:  true,
 	}
 	// go-git names the remote-tracking ref after HEAD when no branch is
 	// given; Fetch and Head use refs/remotes/origin/<branch>.
@@ -328,7 +334,23 @@ func (r *Repo) fetchLocked(ctx context.Context) (Hash, error) {
 	default:
 		return Hash{}, transportError("fetch", r.remoteURL, err)
 	}
-	return r.refHash(r.trackingRef())
+	head, err := r.refHash(r.trackingRef())
+	if err != nil {
+		return Hash{}, err
+	}
+	return head, r.syncOwnBranch(head)
+}
+
+// syncOwnBranch moves the local branch of a Clone to head.
+func (r *Repo) syncOwnBranch(head Hash) error {
+	if !r.ownBranch || head.IsZero() {
+		return nil
+	}
+	name := plumbing.NewBranchReferenceName(r.branch)
+	if err := r.storer.SetReference(plumbing.NewHashReference(name, head.plumbing())); err != nil {
+		return fmt.Errorf("gitsource: update %s: %w", name, err)
+	}
+	return nil
 }
 
 // Resolve resolves a revision ("main", "origin/main", "HEAD~2", a full or
