@@ -12,14 +12,45 @@ import (
 	"slices"
 )
 
-//go:embed crd/*.yaml
-var crds embed.FS
+//go:embed crd/*.yaml rbac/*.yaml agent/*.yaml
+var files embed.FS
 
 // CRDs returns the CustomResourceDefinitions of the styrmin.io API, one
 // YAML document each, sorted by file name.
 func CRDs() [][]byte {
-	return mustReadAll(crds, "crd")
+	return mustReadAll(files, "crd")
 }
+
+// Namespace returns the agent's Namespace.
+func Namespace() []byte {
+	return mustRead(files, "agent/namespace.yaml")
+}
+
+// RBAC returns the agent's ServiceAccount, its least-privilege ClusterRole,
+// the leader-election Role and their bindings, sorted by file name.
+func RBAC() [][]byte {
+	return mustReadAll(files, "rbac")
+}
+
+// AgentDeployment returns the agent's Deployment.
+func AgentDeployment() []byte {
+	return mustRead(files, "agent/deployment.yaml")
+}
+
+// Manifests returns every manifest in the order to apply them: CRDs, the
+// namespace, RBAC, the agent.
+func Manifests() [][]byte {
+	out := CRDs()
+	out = append(out, Namespace())
+	out = append(out, RBAC()...)
+	return append(out, AgentDeployment())
+}
+
+// The agent's identity in the manifests.
+const (
+	AgentNamespace      = "styrmin-system"
+	AgentServiceAccount = "styrmin-agent"
+)
 
 func mustReadAll(fsys fs.FS, dir string) [][]byte {
 	entries, err := fs.ReadDir(fsys, dir)
@@ -34,11 +65,15 @@ func mustReadAll(fsys fs.FS, dir string) [][]byte {
 	slices.Sort(names)
 	out := make([][]byte, 0, len(names))
 	for _, n := range names {
-		b, err := fs.ReadFile(fsys, path.Join(dir, n))
-		if err != nil {
-			panic(fmt.Sprintf("config: reading embedded %s: %v", n, err))
-		}
-		out = append(out, b)
+		out = append(out, mustRead(fsys, path.Join(dir, n)))
 	}
 	return out
+}
+
+func mustRead(fsys fs.FS, name string) []byte {
+	b, err := fs.ReadFile(fsys, name)
+	if err != nil {
+		panic(fmt.Sprintf("config: reading embedded %s: %v", name, err))
+	}
+	return b
 }

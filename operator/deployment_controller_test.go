@@ -22,14 +22,17 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/cli-runtime/pkg/genericclioptions"
-	"k8s.io/client-go/kubernetes"
 	applyappsv1 "k8s.io/client-go/applyconfigurations/apps/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	crmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 	"sigs.k8s.io/yaml"
 
+	"github.com/styrmin/styrmin/config"
 	"github.com/styrmin/styrmin/drivers"
 	"github.com/styrmin/styrmin/operator"
 	"github.com/styrmin/styrmin/operator/api/v1alpha1"
@@ -56,14 +59,23 @@ func startEnv(t *testing.T) *env {
 	if err := operator.InstallCRDs(ctx, c.RESTConfig); err != nil {
 		t.Fatal(err)
 	}
+	// The agent runs as its service account with the manifests' RBAC, so
+	// the test fails when the role lacks a permission the agent uses.
+	applyManifests(t, c.RESTConfig, append([][]byte{config.Namespace()}, config.RBAC()...))
+	agentCfg := rest.CopyConfig(c.RESTConfig)
+	agentCfg.Impersonate = rest.ImpersonationConfig{
+		UserName: "system:serviceaccount:" + config.AgentNamespace + ":" + config.AgentServiceAccount,
+	}
 	ws, err := resolver.LoadWorkspace(os.DirFS("../examples"), resolver.WorkspaceOptions{SourceCommit: "0123456789abcdef0123456789abcdef01234567"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	mgr, err := operator.NewManager(c.RESTConfig, operator.Options{
-		Drivers:       &operator.CatalogSource{Catalog: ws.Catalog},
-		DriftInterval: driftInterval,
-		Logger:        testr.NewWithOptions(t, testr.Options{Verbosity: 0}),
+	mgr, err := operator.NewManager(agentCfg, operator.Options{
+		Drivers:        &operator.CatalogSource{Catalog: ws.Catalog},
+		DriftInterval:  driftInterval,
+		Namespace:      config.AgentNamespace,
+		LeaderElection: true,
+		Logger:         testr.NewWithOptions(t, testr.Options{Verbosity: 0}),
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -76,6 +88,11 @@ func startEnv(t *testing.T) *env {
 			t.Errorf("manager: %v", err)
 		}
 	})
+	select {
+	case <-mgr.Elected():
+	case <-time.After(30 * time.Second):
+		t.Fatal("the agent did not become leader")
+	}
 	scheme, err := operator.NewScheme()
 	if err != nil {
 		t.Fatal(err)
@@ -89,6 +106,24 @@ func startEnv(t *testing.T) *env {
 		t.Fatal(err)
 	}
 	return &env{cluster: c, client: cl, clientset: cs, workspace: ws}
+}
+
+// applyManifests applies YAML manifests with server-side apply.
+func applyManifests(t *testing.T, cfg *rest.Config, docs [][]byte) {
+	t.Helper()
+	cl, err := client.New(cfg, client.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, doc := range docs {
+		u := &unstructured.Unstructured{}
+		if err := yaml.Unmarshal(doc, &u.Object); err != nil {
+			t.Fatal(err)
+		}
+		if err := cl.Apply(context.Background(), client.ApplyConfigurationFromUnstructured(u), client.FieldOwner("test"), client.ForceOwnership); err != nil {
+			t.Fatalf("apply %s %s: %v", u.GetKind(), u.GetName(), err)
+		}
+	}
 }
 
 // instance resolves an example deployment and gives it a sequence.
