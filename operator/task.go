@@ -693,7 +693,8 @@ func (r *TaskReconciler) driver(ctx context.Context, run *taskRun) (*drivers.Dri
 	d, err := r.opts.Drivers.Driver(ctx, run.instance.Driver)
 	if err != nil {
 		var nf *DriverNotFoundError
-		if errors.As(err, &nf) {
+		var le *DriverLoadError
+		if errors.As(err, &nf) || errors.As(err, &le) {
 			return nil, stalled(v1alpha1.ReasonDriverNotFound, err)
 		}
 		return nil, retryable(v1alpha1.ReasonDriverUnavailable, err)

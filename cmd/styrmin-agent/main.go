@@ -2,4 +2,135 @@
 // flags and wires the operator package.
 package main
 
-func main() {}
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"github.com/go-logr/logr"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+
+	"github.com/styrmin/styrmin/operator"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if err := run(ctx, os.Args[1:], os.Stderr); err != nil {
+		fmt.Fprintln(os.Stderr, "styrmin-agent:", err)
+		os.Exit(1)
+	}
+}
+
+// flags are the agent's command-line settings.
+type flags struct {
+	cluster, repoURL, branch        string
+	secretName, namespace, cloneDir string
+	pollInterval, driftInterval     time.Duration
+	stepTimeout                     time.Duration
+	metricsAddr, healthAddr         string
+	webhookAddr                     string
+	leaderElect, installCRDs        bool
+	kubeconfig, logLevel            string
+}
+
+func parseFlags(args []string, stderr io.Writer) (*flags, error) {
+	f := &flags{}
+	fs := flag.NewFlagSet("styrmin-agent", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	ns := os.Getenv("POD_NAMESPACE")
+	if ns == "" {
+		ns = operator.DefaultAgentNamespace
+	}
+	fs.StringVar(&f.cluster, "cluster", "", "name of the cluster this agent applies (locks/<cluster>/…); required")
+	fs.StringVar(&f.repoURL, "repo-url", "", "URL of the desired-state repository (https, ssh or a local path); required")
+	fs.StringVar(&f.branch, "branch", "", "branch to follow (default: the remote's HEAD)")
+	fs.StringVar(&f.secretName, "secret-name", "", "Secret in the agent's namespace holding the repository credentials (token, or identity and known_hosts)")
+	fs.StringVar(&f.namespace, "namespace", ns, "the agent's namespace: its StyrminSource, lease and credentials Secret (default $POD_NAMESPACE)")
+	fs.StringVar(&f.cloneDir, "clone-dir", "", "folder for the repository clone (default: in memory)")
+	fs.DurationVar(&f.pollInterval, "poll-interval", operator.DefaultPollInterval, "how often to fetch the repository")
+	fs.DurationVar(&f.driftInterval, "drift-interval", 5*time.Minute, "how often each deployment's live objects are compared with its release")
+	fs.DurationVar(&f.stepTimeout, "step-timeout", operator.DefaultStepTimeout, "time a task step may take when its driver declares no timeout")
+	fs.StringVar(&f.metricsAddr, "metrics-bind-address", ":8080", `address of the Prometheus metrics endpoint ("0" turns it off)`)
+	fs.StringVar(&f.healthAddr, "health-probe-bind-address", ":8081", `address of /healthz and /readyz ("" turns them off)`)
+	fs.StringVar(&f.webhookAddr, "webhook-bind-address", "", "address of the git webhook receiver (not served yet)")
+	fs.BoolVar(&f.leaderElect, "leader-elect", false, "elect a leader so that only one agent replica acts")
+	fs.BoolVar(&f.installCRDs, "install-crds", false, "apply the styrmin.io CRDs at start")
+	fs.StringVar(&f.kubeconfig, "kubeconfig", "", "kubeconfig file (default: in-cluster config, then $KUBECONFIG)")
+	fs.StringVar(&f.logLevel, "log-level", "info", "log level: debug, info, error")
+	if err := fs.Parse(args); err != nil {
+		return nil, err
+	}
+	if fs.NArg() > 0 {
+		return nil, fmt.Errorf("unexpected arguments: %v", fs.Args())
+	}
+	if f.cluster == "" || f.repoURL == "" {
+		return nil, errors.New("--cluster and --repo-url are required")
+	}
+	return f, nil
+}
+
+func run(ctx context.Context, args []string, stderr io.Writer) error {
+	f, err := parseFlags(args, stderr)
+	if err != nil {
+		return err
+	}
+	level := slog.LevelInfo
+	switch f.logLevel {
+	case "debug":
+		level = slog.LevelDebug
+	case "error":
+		level = slog.LevelError
+	}
+	log := logr.FromSlogHandler(slog.NewJSONHandler(stderr, &slog.HandlerOptions{Level: level}))
+	cfg, err := restConfig(f.kubeconfig)
+	if err != nil {
+		return err
+	}
+	if f.webhookAddr != "" {
+		log.Info("the webhook receiver is not served yet; polling only", "address", f.webhookAddr)
+	}
+	return operator.RunAgent(ctx, cfg, operator.AgentOptions{
+		Manager: operator.Options{
+			Namespace:      f.namespace,
+			LeaderElection: f.leaderElect,
+			MetricsAddr:    f.metricsAddr,
+			HealthAddr:     f.healthAddr,
+			DriftInterval:  f.driftInterval,
+			Logger:         log,
+		},
+		Cluster:      f.cluster,
+		URL:          f.repoURL,
+		Branch:       f.branch,
+		SecretName:   f.secretName,
+		CloneDir:     f.cloneDir,
+		PollInterval: f.pollInterval,
+		InstallCRDs:  f.installCRDs,
+		Task:         operator.TaskReconcilerOptions{StepTimeout: f.stepTimeout},
+	})
+}
+
+// restConfig loads the kubeconfig named by the flag, else the in-cluster
+// config, else $KUBECONFIG and the default loading rules.
+func restConfig(path string) (*rest.Config, error) {
+	if path == "" {
+		if cfg, err := rest.InClusterConfig(); err == nil {
+			return cfg, nil
+		}
+	}
+	rules := clientcmd.NewDefaultClientConfigLoadingRules()
+	rules.ExplicitPath = path
+	cfg, err := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, &clientcmd.ConfigOverrides{}).ClientConfig()
+	if err != nil {
+		return nil, fmt.Errorf("kubernetes config: %w", err)
+	}
+	return cfg, nil
+}
