@@ -86,6 +86,9 @@ type treeDiff struct {
 }
 
 func (d *treeDiff) diff(segs []pathSegment, a, b any, hasA, hasB bool) {
+	// null is no value (Helm, too, drops keys set to null).
+	hasA = hasA && a != nil
+	hasB = hasB && b != nil
 	leaf, sensitive, secret := false, false, false
 	if d.rule != nil {
 		leaf, sensitive, secret = d.rule(segs)

@@ -260,3 +260,10 @@ func idList(ids []string, max int, quote func(string) string) string {
 	}
 	return strings.Join(parts, ", ")
 }
+
+func keeps(n int) string {
+	if n == 1 {
+		return "keeps"
+	}
+	return "keep"
+}

@@ -69,8 +69,8 @@ func RenderMarkdown(w io.Writer, p *Plan, o RenderOptions) error {
 	if len(p.LeftOut) > 0 {
 		b.WriteString("**Left out** (they set the changed value themselves)\n\n")
 		for _, g := range groupLeftOut(p.LeftOut) {
-			fmt.Fprintf(&b, "- %s keep %s, set in %s (changed in %s)\n",
-				idList(g.IDs, 10, mdCode), mdCode(g.Path), mdCode(g.OverriddenBy.File), mdCode(g.ChangedIn))
+			fmt.Fprintf(&b, "- %s %s %s, set in %s (changed in %s)\n",
+				idList(g.IDs, 10, mdCode), keeps(len(g.IDs)), mdCode(g.Path), mdCode(g.OverriddenBy.File), mdCode(g.ChangedIn))
 		}
 		b.WriteString("\n")
 	}
@@ -147,7 +147,9 @@ func writeMarkdownDeployment(b *bytes.Buffer, d *Deployment, o RenderOptions) {
 		for _, od := range m.Objects {
 			fmt.Fprintf(b, "- %s\n", mdCode(od.Summary()))
 		}
-		b.WriteString("\n")
+		if len(m.Objects) > 0 {
+			b.WriteString("\n")
+		}
 		for _, od := range m.Objects {
 			if od.Op != OpChanged && !o.Full {
 				continue

@@ -91,8 +91,8 @@ func RenderText(w io.Writer, p *Plan, o RenderOptions) error {
 	if len(p.LeftOut) > 0 {
 		t.printf("\n%s\n", t.paint(ansiBold, "Left out (they set the changed value themselves):"))
 		for _, g := range groupLeftOut(p.LeftOut) {
-			t.printf("  %s keep %s, set in %s (changed in %s)\n",
-				idList(g.IDs, 10, func(s string) string { return s }), g.Path, g.OverriddenBy.File, g.ChangedIn)
+			t.printf("  %s %s %s, set in %s (changed in %s)\n",
+				idList(g.IDs, 10, func(s string) string { return s }), keeps(len(g.IDs)), g.Path, g.OverriddenBy.File, g.ChangedIn)
 		}
 	}
 

@@ -24,15 +24,13 @@ func SelectWorkflow(prev, next *resolver.Instance) Workflow {
 		return WorkflowDelete
 	case prev.Digest == next.Digest:
 		return ""
-	case prev.Driver != next.Driver || !sameAppVersion(prev.AppVersion, next.AppVersion):
+	case prev.Driver.Name != next.Driver.Name || prev.Driver.Version != next.Driver.Version || prev.AppVersion != next.AppVersion:
+		// The agent's rule: a driver whose content changed under the same
+		// version is a configuration change.
 		return WorkflowUpgrade
 	default:
 		return WorkflowUpdate
 	}
-}
-
-func sameAppVersion(a, b string) bool {
-	return strings.TrimPrefix(a, "v") == strings.TrimPrefix(b, "v")
 }
 
 // coreStep is the step every workflow runs: write the StyrminDeployment
@@ -40,44 +38,62 @@ func sameAppVersion(a, b string) bool {
 var coreStep = drivers.Step{Action: drivers.ActionUpgradeDeploymentVersion}
 
 // Actions returns the steps a workflow runs with driver d (the new
-// instance's driver; the old one's for a delete), in order: create runs
-// the setup hook and upgrade the upgrade hook, each pre → core → post;
-// update and delete run only the core step.
+// instance's driver), in the order and with the names the agent's task
+// gives them: create runs the setup hook and upgrade the upgrade hook,
+// each pre → core → post; update runs only the core steps of the upgrade
+// hook; delete runs one step that writes the tombstone. The core mode
+// always writes the instance (upgradeDeploymentVersion).
 func Actions(w Workflow, d *drivers.Driver) []Action {
-	var hook drivers.Hook
+	var hook, prefix string
+	var modes drivers.Modes
+	if d != nil {
+		switch w {
+		case WorkflowCreate:
+			modes = d.Hooks[drivers.HookSetup]
+		case WorkflowUpgrade, WorkflowUpdate:
+			modes = d.Hooks[drivers.HookUpgrade]
+		}
+	}
 	switch w {
 	case WorkflowCreate:
-		hook = drivers.HookSetup
+		hook, prefix = string(drivers.HookSetup), string(drivers.HookSetup)
 	case WorkflowUpgrade:
-		hook = drivers.HookUpgrade
-	case WorkflowUpdate, WorkflowDelete:
-		return []Action{describe("", "core", 1, coreStep, w)}
+		hook, prefix = string(drivers.HookUpgrade), string(drivers.HookUpgrade)
+	case WorkflowUpdate:
+		modes = drivers.Modes{Core: modes.Core}
+		prefix = string(w)
+	case WorkflowDelete:
+		modes = drivers.Modes{}
+		prefix = string(w)
 	default:
 		return nil
 	}
-	var modes drivers.Modes
-	if d != nil {
-		modes = d.Hooks[hook]
-	}
-	core := modes.Core
-	if len(core) == 0 {
-		core = []drivers.Step{coreStep}
-	}
+	modes.Core = withCore(modes.Core)
 	var out []Action
 	for _, m := range []struct {
 		name  string
 		steps []drivers.Step
-	}{{"pre", modes.Pre}, {"core", core}, {"post", modes.Post}} {
+	}{{"pre", modes.Pre}, {"core", modes.Core}, {"post", modes.Post}} {
 		for i, s := range m.steps {
-			out = append(out, describe(string(hook), m.name, i+1, s, w))
+			out = append(out, describe(hook, prefix, m.name, i+1, s, w))
 		}
 	}
 	return out
 }
 
+// withCore makes sure the core mode writes the instance.
+func withCore(core []drivers.Step) []drivers.Step {
+	for _, s := range core {
+		if s.Action == drivers.ActionUpgradeDeploymentVersion {
+			return core
+		}
+	}
+	return append(slices.Clone(core), coreStep)
+}
+
 // describe turns a declared step into an Action with a sentence saying
 // what it does.
-func describe(hook, mode string, n int, s drivers.Step, w Workflow) Action {
+func describe(hook, prefix, mode string, n int, s drivers.Step, w Workflow) Action {
 	a := Action{
 		Hook:       hook,
 		Mode:       mode,
@@ -86,10 +102,6 @@ func describe(hook, mode string, n int, s drivers.Step, w Workflow) Action {
 		Component:  s.Component,
 		Job:        s.Job,
 		Command:    slices.Clone(s.Command),
-	}
-	prefix := hook
-	if prefix == "" {
-		prefix = string(w)
 	}
 	a.Name = fmt.Sprintf("%s/%s/%d:%s", prefix, mode, n, s.Action)
 	if s.Timeout > 0 {
