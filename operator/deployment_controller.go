@@ -173,7 +173,9 @@ func (r *deploymentReconciler) resolve(ctx context.Context, rs *reconcileState) 
 		d, err := r.drivers.Driver(ctx, in.Driver)
 		if err != nil {
 			var nf *DriverNotFoundError
-			if errors.As(err, &nf) || errors.Is(err, drivers.ErrUnknownDriver) {
+			var se *drivers.SpecError
+			if errors.As(err, &nf) || errors.As(err, &se) || errors.Is(err, drivers.ErrUnknownDriver) {
+				// Missing, different, or a folder that does not load.
 				return stalled(v1alpha1.ReasonDriverNotFound, err)
 			}
 			return retryable(v1alpha1.ReasonDriverUnavailable, fmt.Errorf("driver %s: %w", in.Driver.Name+"@"+in.Driver.Version, err))

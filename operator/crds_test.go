@@ -1,0 +1,176 @@
+package operator_test
+
+import (
+	"context"
+	"encoding/json"
+	"strings"
+	"testing"
+
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/styrmin/styrmin/drivers"
+	"github.com/styrmin/styrmin/operator"
+	"github.com/styrmin/styrmin/operator/api/v1alpha1"
+	"github.com/styrmin/styrmin/resolver"
+	"github.com/styrmin/styrmin/testcluster"
+)
+
+// TestCRDSchemas pins, on a real API server, that the generated CRDs accept
+// real objects (values and context kept whole, not pruned) and refuse bad
+// ones with an error naming the field.
+func TestCRDSchemas(t *testing.T) {
+	c := testcluster.StartT(t, testcluster.Options{})
+	ctx := context.Background()
+	if err := operator.InstallCRDs(ctx, c.RESTConfig); err != nil {
+		t.Fatal(err)
+	}
+	// Installing again is a no-op, as an agent restart does it.
+	if err := operator.InstallCRDs(ctx, c.RESTConfig); err != nil {
+		t.Fatalf("second install: %v", err)
+	}
+	scheme, err := operator.NewScheme()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cl, err := client.New(c.RESTConfig, client.Options{Scheme: scheme})
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	in := &resolver.Instance{
+		APIVersion: resolver.APIVersion, Kind: resolver.KindInstance,
+		ID:       resolver.ID{Cluster: "local", Environment: "dev", Name: "web"},
+		Sequence: 4, SourceCommit: "0123456789abcdef0123456789abcdef01234567",
+		Driver:     resolver.DriverRef{Name: "webapp", Version: "1.1.0", Digest: "sha256:" + strings.Repeat("a", 64)},
+		AppVersion: "1.25.0",
+		Values:     map[string]any{"replicaCount": 2, "nested": map[string]any{"list": []any{"a", 1.5, true}}},
+	}
+	in.Context = mustContext(t, `{"cluster":{"name":"local","domain":"d","ingressClass":"nginx","dedicatedIngress":false},
+		"environment":{"name":"dev","namespace":"dev"},"deployment":{"name":"web","namespace":"default","appVersion":"1.25.0","driver":"webapp","driverVersion":"1.1.0"},
+		"parameters":{"replicas":2,"secret":{"name":"db","key":"password"}},"services":{}}`)
+	if in.Digest, err = in.ComputeDigest(); err != nil {
+		t.Fatal(err)
+	}
+	spec, err := operator.SpecFromInstance(in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sd := &v1alpha1.StyrminDeployment{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "default"}, Spec: spec}
+	if err := cl.Create(ctx, sd); err != nil {
+		t.Fatalf("a real StyrminDeployment is refused: %v", err)
+	}
+	var back v1alpha1.StyrminDeployment
+	if err := cl.Get(ctx, client.ObjectKeyFromObject(sd), &back); err != nil {
+		t.Fatal(err)
+	}
+	got, err := operator.InstanceFromSpec(&back.Spec)
+	if err != nil {
+		t.Fatalf("the stored spec no longer matches its digest (pruned?): %v", err)
+	}
+	if got.Digest != in.Digest || got.Context.Parameters["secret"] == nil {
+		t.Fatalf("round trip through the API server changed the instance: %+v", got)
+	}
+
+	task := &v1alpha1.StyrminTask{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "dev.web.4"},
+		Spec: v1alpha1.StyrminTaskSpec{
+			Deployment: spec.Deployment, Namespace: "default", Workflow: v1alpha1.WorkflowUpgrade,
+			FromSequence: 3, ToSequence: 4, Lock: v1alpha1.LockRef{Commit: in.SourceCommit, Path: in.ID.LockPath()},
+			Instance: &spec,
+		},
+	}
+	if err := cl.Create(ctx, task); err != nil {
+		t.Fatalf("a real StyrminTask is refused: %v", err)
+	}
+	task.Status = v1alpha1.StyrminTaskStatus{Phase: v1alpha1.TaskRunning, Steps: []v1alpha1.TaskStep{
+		{Name: "upgrade/pre/0:stopComponents", Hook: "upgrade", Mode: "pre", Action: "stopComponents", Components: []string{"worker"}, State: v1alpha1.StepSucceeded, Recorded: map[string]string{"Deployment/worker": "3"}},
+		{Name: "upgrade/core/0:upgradeDeploymentVersion", Hook: "upgrade", Mode: "core", Action: "upgradeDeploymentVersion", State: v1alpha1.StepRunning},
+	}}
+	if err := cl.Status().Update(ctx, task); err != nil {
+		t.Fatalf("a real StyrminTask status is refused: %v", err)
+	}
+	source := &v1alpha1.StyrminSource{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "local"},
+		Spec:       v1alpha1.StyrminSourceSpec{URL: "https://git.example.com/state.git", Branch: "main", Cluster: "local"},
+	}
+	if err := cl.Create(ctx, source); err != nil {
+		t.Fatalf("a real StyrminSource is refused: %v", err)
+	}
+
+	bad := []struct {
+		name  string
+		kind  string
+		edit  func(obj map[string]any)
+		field string // the error must name it
+	}{
+		{"instance without a driver", "StyrminDeployment", func(o map[string]any) { delete(specOf(o), "driver") }, "driver.name"},
+		{"sequence zero", "StyrminDeployment", func(o map[string]any) { specOf(o)["sequence"] = 0 }, "spec.sequence"},
+		{"digest not sha256", "StyrminDeployment", func(o map[string]any) { specOf(o)["digest"] = "md5:abc" }, "spec.digest"},
+		{"unknown kind", "StyrminDeployment", func(o map[string]any) { specOf(o)["kind"] = "Snapshot" }, "spec.kind"},
+		{"values not an object", "StyrminDeployment", func(o map[string]any) { specOf(o)["values"] = []any{1} }, "spec.values"},
+		{"empty deployment name", "StyrminDeployment", func(o map[string]any) { specOf(o)["deployment"].(map[string]any)["name"] = "" }, "spec.deployment.name"},
+		{"unknown workflow", "StyrminTask", func(o map[string]any) { specOf(o)["workflow"] = "rollback" }, "spec.workflow"},
+		{"task without a lock", "StyrminTask", func(o map[string]any) { delete(specOf(o), "lock") }, "spec.lock"},
+		{"source without a URL", "StyrminSource", func(o map[string]any) { delete(specOf(o), "url") }, "spec.url"},
+	}
+	valid := map[string]client.Object{"StyrminDeployment": sd, "StyrminTask": task, "StyrminSource": source}
+	for _, tc := range bad {
+		t.Run(tc.name, func(t *testing.T) {
+			obj := toUnstructured(t, tc.kind, valid[tc.kind])
+			obj.SetName("bad")
+			obj.SetResourceVersion("")
+			tc.edit(obj.Object)
+			err := cl.Create(ctx, obj)
+			if err == nil {
+				t.Fatalf("the API server accepted a %s with %s", tc.kind, tc.name)
+			}
+			if !strings.Contains(err.Error(), tc.field) {
+				t.Fatalf("error does not name %s: %v", tc.field, err)
+			}
+		})
+	}
+
+	// Sanity: the CRDs carry the printer columns kubectl shows.
+	var crd apiextensionsv1.CustomResourceDefinition
+	if err := client.IgnoreNotFound(cl.Get(ctx, client.ObjectKey{Name: "styrmindeployments.styrmin.io"}, &crd)); err == nil && len(crd.Spec.Versions) > 0 {
+		var cols []string
+		for _, col := range crd.Spec.Versions[0].AdditionalPrinterColumns {
+			cols = append(cols, col.Name)
+		}
+		for _, want := range []string{"Sequence", "App", "Driver", "Ready", "Age"} {
+			if !strings.Contains(strings.Join(cols, ","), want) {
+				t.Errorf("printer columns %v lack %s", cols, want)
+			}
+		}
+	}
+}
+
+func specOf(o map[string]any) map[string]any { return o["spec"].(map[string]any) }
+
+func toUnstructured(t *testing.T, kind string, obj client.Object) *unstructured.Unstructured {
+	t.Helper()
+	b, err := json.Marshal(obj)
+	if err != nil {
+		t.Fatal(err)
+	}
+	u := &unstructured.Unstructured{}
+	if err := json.Unmarshal(b, &u.Object); err != nil {
+		t.Fatal(err)
+	}
+	u.SetAPIVersion(v1alpha1.GroupVersion.String())
+	u.SetKind(kind)
+	delete(u.Object, "status")
+	return u
+}
+
+func mustContext(t *testing.T, js string) *drivers.Context {
+	t.Helper()
+	var c drivers.Context
+	if err := json.Unmarshal([]byte(js), &c); err != nil {
+		t.Fatal(err)
+	}
+	return &c
+}
