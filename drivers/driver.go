@@ -1,6 +1,7 @@
 package drivers
 
 import (
+	"sync"
 	"time"
 
 	"cuelang.org/go/cue"
@@ -33,17 +34,25 @@ type Driver struct {
 
 // compiled holds what rendering needs, prepared once at Load.
 type compiled struct {
-	specFile    string    // spec file name inside the folder
-	file        string    // spec file as shown to users
-	value       cue.Value // the spec unified with #Driver, context open
-	raw         cue.Value // the spec alone, for showing expressions as written
+	specFile string    // spec file name inside the folder
+	file     string    // spec file as shown to users
+	value    cue.Value // the spec unified with #Driver, context open
+	raw      cue.Value // the spec alone, to show expressions as written
+	// Projections evaluated per call: only what each computation needs.
+	valuesProj, servicesProj, renderProj projection
+	// Set when the render projection does not use the context.
+	staticComponents []Component
+	staticPatches    []patchEntry
+	isStaticRender   bool
+	// Strategic-merge metadata by apiVersion/kind (a nil entry: unknown
+	// kind), filled on first use.
+	patchMetas  sync.Map
 	chart       *chartv2.Chart
 	chartDir    string
 	display     func(string) string // folder path -> path shown to users
 	caps        *common.Capabilities
 	appRange    *semver.Constraints
 	kubeVersion string
-	hasPatches  bool
 }
 
 // Parameter is one user-facing, typed parameter of a driver.

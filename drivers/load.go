@@ -120,20 +120,16 @@ func loadFolder(f *folder, opts LoadOptions) (*Driver, error) {
 		return nil, &SpecError{File: f.display(specCUE), Msg: "no driver spec: expected driver.cue or driver.yaml in the driver folder"}
 	}
 	file := f.display(specName)
-	v, raw, err := compileSpec(file, specName, f.files[specName])
+	cs, err := compileSpec(file, specName, f.files[specName])
 	if err != nil {
 		return nil, err
 	}
+	v := cs.value
 	d := &Driver{
-		Digest: f.digest(),
-		Source: f.source,
-		Hooks:  map[Hook]Modes{},
-		compiled: &compiled{
-			specFile: specName,
-			file:     file,
-			value:    v,
-			raw:      raw,
-		},
+		Digest:   f.digest(),
+		Source:   f.source,
+		Hooks:    map[Hook]Modes{},
+		compiled: cs,
 	}
 	if err := d.decodeSpec(v, file); err != nil {
 		return nil, err
@@ -141,42 +137,74 @@ func loadFolder(f *folder, opts LoadOptions) (*Driver, error) {
 	if err := d.loadChart(f, v, opts); err != nil {
 		return nil, err
 	}
+	if err := d.prepareStatic(); err != nil {
+		return nil, err
+	}
 	return d, nil
 }
 
-// schemaValue compiles the schema. Each Driver gets its own cue.Context:
-// values of one context are safe for concurrent reads, and keeping
-// drivers apart keeps their memory independent.
-func compileSpec(file, specName string, src []byte) (v, raw cue.Value, err error) {
-	var syntax *ast.File
+// parseSpec parses the spec file. A CUE spec refers to `context`, which it
+// does not declare: it is declared here, open, after the spec's last line
+// (so line numbers stay the spec's own); #Driver gives it its type and
+// each evaluation fills it.
+func parseSpec(file, specName string, src []byte) (*ast.File, error) {
 	if strings.HasSuffix(specName, ".yaml") {
-		syntax, err = cueyaml.Extract(file, src)
-	} else {
-		// The spec refers to `context`, which it does not declare: declare
-		// it, open, after the spec's last line (so line numbers stay the
-		// spec's own); #Driver gives it its type and Values fills it.
-		text := make([]byte, 0, len(src)+16)
-		text = append(append(text, src...), "\ncontext: _\n"...)
-		syntax, err = parser.ParseFile(file, text, parser.ParseComments)
+		return cueyaml.Extract(file, src)
 	}
-	if err != nil {
-		return v, raw, cueError(file, err)
-	}
+	text := make([]byte, 0, len(src)+16)
+	text = append(append(text, src...), "\ncontext: _\n"...)
+	return parser.ParseFile(file, text, parser.ParseComments)
+}
 
+// compileSpec compiles the spec against the schema and prepares the
+// projections evaluated per call. Each Driver gets its own cue.Context:
+// values are safe for concurrent use, and drivers stay independent.
+func compileSpec(file, specName string, src []byte) (*compiled, error) {
+	syntax, err := parseSpec(file, specName, src)
+	if err != nil {
+		return nil, cueError(file, err)
+	}
+	fullKeys := findContextKeys(syntax, syntax)
 	ctx := cuecontext.New()
 	schema := ctx.CompileString(schemaSource, cue.Filename(schemaFile))
 	if err := schema.Err(); err != nil {
-		return v, raw, fmt.Errorf("drivers: internal schema: %w", err)
+		return nil, fmt.Errorf("drivers: internal schema: %w", err)
 	}
 	spec := ctx.BuildFile(syntax, cue.Scope(schema))
 	if err := spec.Err(); err != nil {
-		return v, raw, cueError(file, err)
+		return nil, cueError(file, err)
 	}
-	v = schema.LookupPath(cue.MakePath(cue.Def("#Driver"))).Unify(spec)
+	v := schema.LookupPath(cue.MakePath(cue.Def("#Driver"))).Unify(spec)
 	if err := v.Validate(); err != nil {
-		return v, raw, cueError(file, err)
+		return nil, cueError(file, err)
 	}
-	return v, spec, nil
+	cs := &compiled{specFile: specName, file: file, value: v, raw: spec}
+	full := projection{value: spec, keys: fullKeys}
+	project := func(roots ...string) projection {
+		if strings.HasSuffix(specName, ".yaml") {
+			return full
+		}
+		// Parse again: compiling may annotate the syntax tree, and each
+		// projection gets its own.
+		f, err := parseSpec(file, specName, src)
+		if err != nil {
+			return full
+		}
+		pf, ok := newDeclGraph(f).project(roots...)
+		if !ok {
+			return full
+		}
+		keys := findContextKeys(pf, f) // before compiling, which re-resolves the tree
+		pv := ctx.BuildFile(pf, cue.Scope(schema))
+		if pv.Err() != nil {
+			return full
+		}
+		return projection{value: pv, keys: keys}
+	}
+	cs.valuesProj = project("values")
+	cs.servicesProj = project("services")
+	cs.renderProj = project("components", "patches")
+	return cs, nil
 }
 
 // decodeSpec fills the exported fields from the compiled spec and checks
@@ -228,7 +256,7 @@ func (d *Driver) decodeSpec(v cue.Value, file string) error {
 		}
 		d.compiled.kubeVersion = kube
 	}
-	ps, err := decodeParameters(v.LookupPath(parametersPath), file)
+	ps, err := decodeParameters(v.LookupPath(parametersPath), d.compiled.raw.LookupPath(parametersPath), file)
 	add(err)
 	d.Parameters = ps
 	comps, err := decodeComponents(v.LookupPath(componentsPath), d.compiled.raw.LookupPath(componentsPath), file)
@@ -244,20 +272,10 @@ func (d *Driver) decodeSpec(v cue.Value, file string) error {
 	hooks, err := decodeActions(v.LookupPath(cue.ParsePath("actions")), file, known)
 	add(err)
 	d.Hooks = hooks
-	if pv := v.LookupPath(patchesPath); pv.Exists() {
-		// Patches may depend on the context; only their shape is checked
-		// here (the schema did), their targets at render.
-		d.compiled.hasPatches = hasElems(pv)
-	}
 	return errors.Join(errs...)
 }
 
-func hasElems(v cue.Value) bool {
-	it, err := v.List()
-	return err == nil && it.Next()
-}
-
-func decodeParameters(v cue.Value, file string) ([]Parameter, error) {
+func decodeParameters(v, raw cue.Value, file string) ([]Parameter, error) {
 	var out []Parameter
 	var errs []error
 	it, err := v.Fields(cue.Optional(true), cue.Docs(true))
@@ -279,7 +297,7 @@ func decodeParameters(v cue.Value, file string) ([]Parameter, error) {
 		p := Parameter{Name: name, Doc: docText(pv)}
 		p.Secret = pv.LookupPath(secretMarker).Exists()
 		p.Type = kindName(pv, p.Secret)
-		p.Constraint = constraintText(pv)
+		p.Constraint = constraintText(raw.LookupPath(cue.MakePath(sel)))
 		if a := pv.Attribute("styrmin"); a.Err() == nil {
 			if ok, _ := a.Flag(0, "sensitive"); ok {
 				p.Sensitive = true

@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"path"
-	"regexp"
 	"sort"
 	"strings"
 
@@ -83,18 +82,22 @@ func (r *rendered) labels() map[string]any {
 // the objects sorted. Namespaced objects without a namespace get the
 // deployment's. Same input, byte-identical output.
 func (d *Driver) Render(c Context, values map[string]any) (*Manifests, error) {
-	v := d.fill(c)
+	comps, patches := d.compiled.staticComponents, d.compiled.staticPatches
+	if !d.compiled.isStaticRender {
+		v := d.compiled.renderProj.eval(c)
+		var err error
+		if comps, err = d.resolveComponents(v); err != nil {
+			return nil, err
+		}
+		if patches, err = d.decodePatches(v); err != nil {
+			return nil, err
+		}
+	}
 	objs, err := d.renderChart(c, values)
 	if err != nil {
 		return nil, err
 	}
-	if d.compiled.hasPatches {
-		if objs, err = d.applyPatches(v, objs); err != nil {
-			return nil, err
-		}
-	}
-	comps, err := d.resolveComponents(v)
-	if err != nil {
+	if err := d.applyPatches(patches, objs); err != nil {
 		return nil, err
 	}
 	if err := d.tagComponents(comps, objs); err != nil {
@@ -103,7 +106,24 @@ func (d *Driver) Render(c Context, values map[string]any) (*Manifests, error) {
 	return finish(objs)
 }
 
-var manifestSep = regexp.MustCompile(`(?:^|\s*\n)---\s*`)
+// prepareStatic evaluates components and patches once when they do not
+// depend on the context.
+func (d *Driver) prepareStatic() error {
+	p := d.compiled.renderProj
+	if !p.keys.none() {
+		return nil
+	}
+	comps, err := d.resolveComponents(p.value)
+	if err != nil {
+		return err
+	}
+	patches, err := d.decodePatches(p.value)
+	if err != nil {
+		return err
+	}
+	d.compiled.staticComponents, d.compiled.staticPatches, d.compiled.isStaticRender = comps, patches, true
+	return nil
+}
 
 func (d *Driver) renderChart(c Context, values map[string]any) ([]*rendered, error) {
 	ch := d.compiled.chart
@@ -131,7 +151,7 @@ func (d *Driver) renderChart(c Context, values map[string]any) ([]*rendered, err
 	var out []*rendered
 	for _, n := range names {
 		src := d.chartPaths(n)
-		for _, doc := range manifestSep.Split(files[n], -1) {
+		for _, doc := range splitDocs(files[n]) {
 			if strings.TrimSpace(doc) == "" {
 				continue
 			}
@@ -153,6 +173,39 @@ func (d *Driver) renderChart(c Context, values map[string]any) ([]*rendered, err
 		}
 	}
 	return out, nil
+}
+
+// splitDocs splits a rendered template into YAML documents at lines that
+// start with "---" (what Helm's own splitter accepts), without a regexp:
+// splitting is a hot path of every render.
+func splitDocs(s string) []string {
+	var docs []string
+	start := 0
+	for i := 0; i <= len(s); {
+		if strings.HasPrefix(s[i:], "---") {
+			rest := s[i+3:]
+			if rest == "" || rest[0] == '\n' || rest[0] == ' ' || rest[0] == '\t' || rest[0] == '\r' {
+				docs = append(docs, s[start:i])
+				end := strings.IndexByte(rest, '\n')
+				if end < 0 {
+					start = len(s)
+					break
+				}
+				start = i + 3 + end + 1
+				i = start
+				continue
+			}
+		}
+		nl := strings.IndexByte(s[i:], '\n')
+		if nl < 0 {
+			break
+		}
+		i += nl + 1
+	}
+	if start < len(s) {
+		docs = append(docs, s[start:])
+	}
+	return docs
 }
 
 // chartPaths rewrites Helm's "<chart name>/templates/x.yaml" into the path

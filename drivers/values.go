@@ -11,18 +11,6 @@ import (
 	"github.com/Masterminds/semver/v3"
 )
 
-// fill returns the spec with the context filled in. Nil maps become empty
-// so the context always has the shape #Context expects.
-func (d *Driver) fill(c Context) cue.Value {
-	if c.Parameters == nil {
-		c.Parameters = map[string]any{}
-	}
-	if c.Services == nil {
-		c.Services = map[string]map[string]Endpoint{}
-	}
-	return d.compiled.value.FillPath(contextPath, c)
-}
-
 // ApplyParameters unifies params with the driver's parameter schema:
 // defaults are filled in and constraints checked. Errors name the
 // parameter and what was expected; an unknown parameter is an error. The
@@ -140,7 +128,7 @@ func (d *Driver) parameterNames() string {
 // Values computes the chart values in CUE from c (whose Parameters are
 // already applied; defaults are applied again, harmlessly).
 func (d *Driver) Values(c Context) (map[string]any, error) {
-	v := d.fill(c).LookupPath(valuesPath)
+	v := d.compiled.valuesProj.eval(c).LookupPath(valuesPath)
 	if err := v.Validate(cue.Concrete(true)); err != nil {
 		return nil, cueError(d.compiled.file, err)
 	}
@@ -162,7 +150,7 @@ func (d *Driver) Endpoints(c Context) (map[string]Endpoint, error) {
 	if len(d.Services) == 0 {
 		return out, nil
 	}
-	v := d.fill(c)
+	v := d.compiled.servicesProj.eval(c)
 	for _, s := range d.Services {
 		host := c.Deployment.Name + "." + c.Deployment.Namespace + ".svc"
 		hv := v.LookupPath(cue.MakePath(cue.Str("services"), cue.Str(s.Name), cue.Str("host")))
@@ -186,7 +174,10 @@ func (d *Driver) Endpoints(c Context) (map[string]Endpoint, error) {
 // ResolveComponents returns the components with their workload names
 // evaluated for c.
 func (d *Driver) ResolveComponents(c Context) ([]Component, error) {
-	return d.resolveComponents(d.fill(c))
+	if d.compiled.isStaticRender {
+		return d.compiled.staticComponents, nil
+	}
+	return d.resolveComponents(d.compiled.renderProj.eval(c))
 }
 
 func (d *Driver) resolveComponents(v cue.Value) ([]Component, error) {

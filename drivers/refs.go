@@ -1,0 +1,210 @@
+package drivers
+
+import (
+	"cuelang.org/go/cue"
+	"cuelang.org/go/cue/ast"
+)
+
+// contextKeys lists the parts of the context a spec refers to
+// (cluster, environment, deployment, parameters, services). Filling only
+// those is what makes evaluating a spec per deployment cheap: the cost of
+// a CUE evaluation grows with the size of what is filled in. all is true
+// when the spec uses `context` other than through a plain selector.
+type contextKeys struct {
+	all  bool
+	keys map[string]bool
+}
+
+// findContextKeys walks a parsed spec (or a projection of it) for
+// references to the top-level `context` field of the spec file scope.
+func findContextKeys(f, scope *ast.File) contextKeys {
+	// The parser resolves every identifier; a reference to the top-level
+	// `context` is one whose scope is the file itself.
+	refers := func(n ast.Node) bool {
+		id, ok := n.(*ast.Ident)
+		return ok && id.Name == "context" && id.Scope == scope
+	}
+	ck := contextKeys{keys: map[string]bool{}}
+	handled := map[*ast.Ident]bool{}
+	ast.Walk(f, func(n ast.Node) bool {
+		switch x := n.(type) {
+		case *ast.SelectorExpr:
+			if refers(x.X) {
+				handled[x.X.(*ast.Ident)] = true
+				if name, _, err := ast.LabelName(x.Sel); err == nil {
+					ck.keys[name] = true
+				} else {
+					ck.all = true
+				}
+			}
+		case *ast.Ident:
+			if refers(x) && !handled[x] {
+				ck.all = true
+			}
+		}
+		return true
+	}, nil)
+	return ck
+}
+
+// none reports whether the spec does not use the context at all.
+func (ck contextKeys) none() bool { return !ck.all && len(ck.keys) == 0 }
+
+// data returns the parts of c the spec refers to, as CUE will see them.
+// Nil maps become empty so the shape is always that of #Context.
+func (ck contextKeys) data(c Context) map[string]any {
+	m := make(map[string]any, 5)
+	if ck.all || ck.keys["cluster"] {
+		m["cluster"] = c.Cluster
+	}
+	if ck.all || ck.keys["environment"] {
+		m["environment"] = c.Environment
+	}
+	if ck.all || ck.keys["deployment"] {
+		m["deployment"] = c.Deployment
+	}
+	if ck.all || ck.keys["parameters"] {
+		p := c.Parameters
+		if p == nil {
+			p = map[string]any{}
+		}
+		m["parameters"] = p
+	}
+	if ck.all || ck.keys["services"] {
+		s := c.Services
+		if s == nil {
+			s = map[string]map[string]Endpoint{}
+		}
+		m["services"] = s
+	}
+	return m
+}
+
+// declGraph is the dependency graph of a spec's top-level declarations,
+// used to build projections: the part of the spec one computation needs.
+type declGraph struct {
+	file  *ast.File
+	named map[string][]ast.Decl      // field or let name -> its declarations
+	deps  map[string]map[string]bool // name -> names it refers to
+	specs map[string]map[*ast.ImportSpec]bool
+}
+
+func newDeclGraph(f *ast.File) *declGraph {
+	g := &declGraph{file: f, named: map[string][]ast.Decl{}, deps: map[string]map[string]bool{}, specs: map[string]map[*ast.ImportSpec]bool{}}
+	for _, d := range f.Decls {
+		var name string
+		switch x := d.(type) {
+		case *ast.Field:
+			n, _, err := ast.LabelName(x.Label)
+			if err != nil {
+				continue
+			}
+			name = n
+		case *ast.LetClause:
+			name = x.Ident.Name
+		default:
+			continue
+		}
+		g.named[name] = append(g.named[name], d)
+		if g.deps[name] == nil {
+			g.deps[name] = map[string]bool{}
+			g.specs[name] = map[*ast.ImportSpec]bool{}
+		}
+		ast.Walk(d, func(n ast.Node) bool {
+			id, ok := n.(*ast.Ident)
+			if !ok || id.Scope != f {
+				return true
+			}
+			if spec, ok := id.Node.(*ast.ImportSpec); ok {
+				g.specs[name][spec] = true
+				return true
+			}
+			if id.Name != name {
+				g.deps[name][id.Name] = true
+			}
+			return true
+		}, nil)
+	}
+	return g
+}
+
+// project returns a file with only what the roots need: the package
+// clause, the imports they use, declarations other than fields and lets
+// (kept to be safe), and the fields and lets the roots depend on. ok is
+// false when the spec has declarations a projection cannot reason about.
+func (g *declGraph) project(roots ...string) (*ast.File, bool) {
+	need := map[string]bool{"context": true}
+	var visit func(string)
+	visit = func(n string) {
+		if need[n] && n != "context" {
+			return
+		}
+		need[n] = true
+		for d := range g.deps[n] {
+			if !need[d] {
+				visit(d)
+			}
+		}
+	}
+	for _, r := range roots {
+		visit(r)
+	}
+	for d := range g.deps["context"] {
+		visit(d)
+	}
+	used := map[*ast.ImportSpec]bool{}
+	for n := range need {
+		for s := range g.specs[n] {
+			used[s] = true
+		}
+	}
+	out := &ast.File{Filename: g.file.Filename}
+	for _, d := range g.file.Decls {
+		switch x := d.(type) {
+		case *ast.Field:
+			n, _, err := ast.LabelName(x.Label)
+			if err != nil {
+				return nil, false
+			}
+			if need[n] {
+				out.Decls = append(out.Decls, d)
+			}
+		case *ast.LetClause:
+			if need[x.Ident.Name] {
+				out.Decls = append(out.Decls, d)
+			}
+		case *ast.ImportDecl:
+			var specs []*ast.ImportSpec
+			for _, s := range x.Specs {
+				if used[s] {
+					specs = append(specs, s)
+				}
+			}
+			if len(specs) > 0 {
+				out.Decls = append(out.Decls, &ast.ImportDecl{Specs: specs})
+			}
+		case *ast.Package, *ast.CommentGroup, *ast.Attribute:
+			out.Decls = append(out.Decls, d)
+		default:
+			// Embeddings and top-level comprehensions may define any field.
+			return nil, false
+		}
+	}
+	return out, true
+}
+
+// projection is a part of the spec compiled on its own, with the parts of
+// the context it refers to.
+type projection struct {
+	value cue.Value
+	keys  contextKeys
+}
+
+// eval fills the context into the projection; one that does not use the
+// context is returned as is.
+func (p projection) eval(c Context) cue.Value {
+	if p.keys.none() {
+		return p.value
+	}
+	return p.value.FillPath(contextPath, p.keys.data(c))
+}
