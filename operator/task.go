@@ -84,6 +84,11 @@ type TaskReconcilerOptions struct {
 	// Registerer receives the task metrics; nil means controller-runtime's
 	// registry (served on the manager's metrics endpoint).
 	Registerer prometheus.Registerer
+	// StepPause, for fault-injection tests only, pauses after a step is
+	// written Running and again after its action is done, before the
+	// result is written, widening the windows in which a test kills the
+	// agent. Zero in production.
+	StepPause time.Duration
 }
 
 // TaskReconciler runs StyrminTasks: the steps of a task's workflow, in
@@ -456,6 +461,10 @@ func (r *TaskReconciler) runSteps(ctx context.Context, run *taskRun) (phaseResul
 			return res, err
 		}
 		out, err := r.runAction(ctx, run, st)
+		if err == nil && (out.done || out.newer > 0) {
+			run.log.Info("step action done", "task", t.Name, "step", st.Name, "index", i, "attempt", st.Attempts)
+			r.pause(ctx)
+		}
 		if err != nil {
 			if isStalled, _ := classify(err, ""); isStalled {
 				return r.failStep(ctx, run, reasonStepFailed, err.Error())
@@ -561,7 +570,20 @@ func (r *TaskReconciler) startStep(ctx context.Context, run *taskRun, i int32) (
 	r.mu.Lock()
 	r.started[t.UID] = i
 	r.mu.Unlock()
+	run.log.Info("step started", "task", t.Name, "step", st.Name, "index", i, "attempt", st.Attempts)
+	r.pause(ctx)
 	return phaseResult{}, nil
+}
+
+// pause waits StepPause (fault-injection tests only).
+func (r *TaskReconciler) pause(ctx context.Context) {
+	if r.opts.StepPause <= 0 {
+		return
+	}
+	select {
+	case <-ctx.Done():
+	case <-time.After(r.opts.StepPause):
+	}
 }
 
 func (r *TaskReconciler) endStep(st *v1alpha1.TaskStep, state v1alpha1.StepState, output, message string) {

@@ -35,7 +35,7 @@ type flags struct {
 	cluster, repoURL, branch        string
 	secretName, namespace, cloneDir string
 	pollInterval, driftInterval     time.Duration
-	stepTimeout                     time.Duration
+	stepTimeout, stepPause          time.Duration
 	metricsAddr, healthAddr         string
 	webhookAddr                     string
 	leaderElect, installCRDs        bool
@@ -59,6 +59,7 @@ func parseFlags(args []string, stderr io.Writer) (*flags, error) {
 	fs.DurationVar(&f.pollInterval, "poll-interval", operator.DefaultPollInterval, "how often to fetch the repository")
 	fs.DurationVar(&f.driftInterval, "drift-interval", 5*time.Minute, "how often each deployment's live objects are compared with its release")
 	fs.DurationVar(&f.stepTimeout, "step-timeout", operator.DefaultStepTimeout, "time a task step may take when its driver declares no timeout")
+	fs.DurationVar(&f.stepPause, "debug-step-pause", 0, "testing only: pause after a task step starts and after its action is done, so fault-injection tests can kill the agent there")
 	fs.StringVar(&f.metricsAddr, "metrics-bind-address", ":8080", `address of the Prometheus metrics endpoint ("0" turns it off)`)
 	fs.StringVar(&f.healthAddr, "health-probe-bind-address", ":8081", `address of /healthz and /readyz ("" turns them off)`)
 	fs.StringVar(&f.webhookAddr, "webhook-bind-address", "", "address of the git webhook receiver (not served yet)")
@@ -114,7 +115,7 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 		CloneDir:     f.cloneDir,
 		PollInterval: f.pollInterval,
 		InstallCRDs:  f.installCRDs,
-		Task:         operator.TaskReconcilerOptions{StepTimeout: f.stepTimeout},
+		Task:         operator.TaskReconcilerOptions{StepTimeout: f.stepTimeout, StepPause: f.stepPause},
 	})
 }
 

@@ -1,0 +1,112 @@
+package operator_test
+
+import (
+	"os"
+	"strings"
+	"testing"
+
+	"github.com/styrmin/styrmin/drivers"
+	"github.com/styrmin/styrmin/operator"
+	"github.com/styrmin/styrmin/operator/api/v1alpha1"
+)
+
+func exampleCatalog(t *testing.T) *drivers.Catalog {
+	t.Helper()
+	cat, err := drivers.LoadCatalog(os.DirFS("../examples"), "drivers", drivers.LoadOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cat
+}
+
+// TestTaskStepsFollowTheDriversHooks pins which declared actions each
+// workflow runs, in order: setup for create, upgrade for upgrade, the
+// upgrade hook's core only for update, one tombstone write for delete.
+func TestTaskStepsFollowTheDriversHooks(t *testing.T) {
+	cat := exampleCatalog(t)
+	hub1, ok := cat.Get("graphhub", "1.0.0")
+	if !ok {
+		t.Fatal("graphhub 1.0.0 not in the examples")
+	}
+	web, _ := cat.Get("webapp", "1.1.0")
+	for _, tc := range []struct {
+		name string
+		wf   v1alpha1.Workflow
+		d    *drivers.Driver
+		want []string
+	}{
+		{"graphhub create runs setup", v1alpha1.WorkflowCreate, hub1, []string{
+			"setup/core/1:upgradeDeploymentVersion",
+			"setup/post/1:waitReady",
+			"setup/post/2:runJob",
+			"setup/post/3:waitReady",
+		}},
+		{"graphhub upgrade runs the upgrade hook in mode order", v1alpha1.WorkflowUpgrade, hub1, []string{
+			"upgrade/pre/1:stopComponents",
+			"upgrade/pre/2:runJob",
+			"upgrade/core/1:upgradeDeploymentVersion",
+			"upgrade/post/1:startComponents",
+			"upgrade/post/2:waitReady",
+		}},
+		{"graphhub update runs core only", v1alpha1.WorkflowUpdate, hub1, []string{
+			"update/core/1:upgradeDeploymentVersion",
+		}},
+		{"webapp create without a setup hook writes the instance", v1alpha1.WorkflowCreate, web, []string{
+			"setup/core/1:upgradeDeploymentVersion",
+		}},
+		{"delete writes the tombstone", v1alpha1.WorkflowDelete, nil, []string{
+			"delete/core/1:upgradeDeploymentVersion",
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			steps, err := operator.TaskSteps(tc.wf, tc.d)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var got []string
+			for _, s := range steps {
+				got = append(got, s.Name)
+				if s.State != v1alpha1.StepPending {
+					t.Errorf("step %s starts %s, want Pending", s.Name, s.State)
+				}
+			}
+			if strings.Join(got, "\n") != strings.Join(tc.want, "\n") {
+				t.Errorf("steps:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(tc.want, "\n"))
+			}
+		})
+	}
+}
+
+// TestTaskStepsKeepTheDeclaredArguments pins that a step's command, job,
+// component and timeout survive into the task's status (a restarted
+// agent runs what was planned, not what the driver source says now).
+func TestTaskStepsKeepTheDeclaredArguments(t *testing.T) {
+	hub1, _ := exampleCatalog(t).Get("graphhub", "1.0.0")
+	steps, err := operator.TaskSteps(v1alpha1.WorkflowUpgrade, hub1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	job := steps[1]
+	if job.Args["job"] != "migrate" || job.Args["component"] != "server" || job.Args["command"] != `["graphhub","db","migrate"]` {
+		t.Errorf("runJob args = %v", job.Args)
+	}
+	if job.Timeout == nil || job.Timeout.Duration.String() != "15m0s" {
+		t.Errorf("runJob timeout = %v, want 15m", job.Timeout)
+	}
+	if job.Hook != "upgrade" || job.Mode != "pre" {
+		t.Errorf("runJob hook/mode = %s/%s", job.Hook, job.Mode)
+	}
+	if stop := steps[0]; len(stop.Components) != 1 || stop.Components[0] != "worker" {
+		t.Errorf("stopComponents components = %v", stop.Components)
+	}
+}
+
+func TestTaskStepsRejectAnUnknownWorkflow(t *testing.T) {
+	hub1, _ := exampleCatalog(t).Get("graphhub", "1.0.0")
+	if _, err := operator.TaskSteps("restore", hub1); err == nil || !strings.Contains(err.Error(), `unknown workflow "restore"`) {
+		t.Fatalf("err = %v", err)
+	}
+	if _, err := operator.TaskSteps(v1alpha1.WorkflowCreate, nil); err == nil {
+		t.Fatal("create without a driver: no error")
+	}
+}
