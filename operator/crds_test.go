@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	corev1 "k8s.io/api/core/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -173,4 +174,99 @@ func mustContext(t *testing.T, js string) *drivers.Context {
 		t.Fatal(err)
 	}
 	return &c
+}
+
+// TestWriteInstanceGuard pins the guard of the core step on a real API
+// server: a newer sequence is kept, a resumed write is idempotent, a
+// hand-edited annotation stops writes until it is removed, and a tombstone
+// without a StyrminDeployment writes nothing.
+func TestWriteInstanceGuard(t *testing.T) {
+	c := testcluster.StartT(t, testcluster.Options{})
+	ctx := context.Background()
+	if err := operator.InstallCRDs(ctx, c.RESTConfig); err != nil {
+		t.Fatal(err)
+	}
+	scheme, err := operator.NewScheme()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cl, err := client.New(c.RESTConfig, client.Options{Scheme: scheme})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctxJSON := `{"cluster":{"name":"c","domain":"d","ingressClass":"i","dedicatedIngress":false},"environment":{"name":"e","namespace":"e"},
+		"deployment":{"name":"app","namespace":"e-app","appVersion":"1.0.0","driver":"webapp","driverVersion":"1.0.0"},"parameters":{},"services":{}}`
+	instance := func(seq int64, msg string) *resolver.Instance {
+		in := &resolver.Instance{APIVersion: resolver.APIVersion, Kind: resolver.KindInstance,
+			ID: resolver.ID{Cluster: "c", Environment: "e", Name: "app"}, Sequence: seq,
+			Driver: resolver.DriverRef{Name: "webapp", Version: "1.0.0"}, AppVersion: "1.0.0",
+			Context: mustContext(t, ctxJSON), Values: map[string]any{"message": msg}}
+		in.Digest, _ = in.ComputeDigest()
+		return in
+	}
+	write := func(in *resolver.Instance) operator.WriteOutcome {
+		t.Helper()
+		out, err := operator.WriteInstance(ctx, cl, "", in)
+		if err != nil {
+			t.Fatalf("write sequence %d: %v", in.Sequence, err)
+		}
+		return out
+	}
+
+	if out := write(instance(1, "one")); !out.Written || out.Deployment.Name != "e-app" {
+		t.Fatalf("create: %+v", out)
+	}
+	var ns corev1.Namespace
+	if err := cl.Get(ctx, client.ObjectKey{Name: "e-app"}, &ns); err != nil || ns.Labels[v1alpha1.LabelDeployment] != "app" {
+		t.Fatalf("namespace not created with identity labels: %v %v", err, ns.Labels)
+	}
+	if out := write(instance(3, "three")); !out.Written {
+		t.Fatalf("sequence 3 over 1: %+v", out)
+	}
+	if out := write(instance(2, "two")); out.Written || out.Kept != 3 {
+		t.Fatalf("sequence 2 over 3: %+v, want kept 3", out)
+	}
+	if out := write(instance(3, "three")); !out.Written {
+		t.Fatalf("writing sequence 3 again (a resumed task): %+v", out)
+	}
+
+	var sd v1alpha1.StyrminDeployment
+	key := client.ObjectKey{Namespace: "e-app", Name: "e-app"}
+	if err := cl.Get(ctx, key, &sd); err != nil {
+		t.Fatal(err)
+	}
+	gen := sd.Generation
+	sd.Annotations[v1alpha1.AnnotationInstanceSequence] = "lots"
+	if err := cl.Update(ctx, &sd); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := operator.WriteInstance(ctx, cl, "", instance(4, "four")); err == nil || !strings.Contains(err.Error(), v1alpha1.AnnotationInstanceSequence) {
+		t.Fatalf("unparsable annotation: err = %v, want one naming the annotation", err)
+	}
+	sd.Annotations[v1alpha1.AnnotationInstanceSequence] = "999"
+	if err := cl.Update(ctx, &sd); err != nil {
+		t.Fatal(err)
+	}
+	if out := write(instance(4, "four")); out.Written || out.Kept != 999 {
+		t.Fatalf("under a hand-set 999: %+v", out)
+	}
+	// Recovery: remove the annotation, the next change writes.
+	delete(sd.Annotations, v1alpha1.AnnotationInstanceSequence)
+	if err := cl.Update(ctx, &sd); err != nil {
+		t.Fatal(err)
+	}
+	if out := write(instance(5, "five")); !out.Written || out.Deployment.Spec.Sequence != 5 || out.Deployment.Generation == gen {
+		t.Fatalf("after removing the annotation: %+v", out)
+	}
+
+	tomb := &resolver.Instance{APIVersion: resolver.APIVersion, Kind: resolver.KindTombstone,
+		ID: resolver.ID{Cluster: "c", Environment: "e", Name: "gone"}, Sequence: 2}
+	tomb.Digest, _ = tomb.ComputeDigest()
+	out, err := operator.WriteInstance(ctx, cl, "e-gone", tomb)
+	if err != nil || !out.Written || out.Deployment != nil {
+		t.Fatalf("tombstone without a StyrminDeployment: %+v, %v", out, err)
+	}
+	if err := cl.Get(ctx, client.ObjectKey{Name: "e-gone"}, &ns); err == nil {
+		t.Fatal("a tombstone created its namespace")
+	}
 }
