@@ -7,7 +7,7 @@ import (
 	"sort"
 	"strings"
 
-	"sigs.k8s.io/yaml"
+	yamlv3 "go.yaml.in/yaml/v3"
 
 	"github.com/styrmin/styrmin/drivers"
 )
@@ -132,17 +132,21 @@ func refOf(o drivers.Object) string {
 	return o.Kind + "/" + o.Namespace + "/" + o.Name
 }
 
-// parseObject decodes an object's YAML into a normalized JSON tree.
+// parseObject decodes an object's YAML into a normalized JSON tree. It
+// reads with the YAML library that wrote it (drivers encode with yaml.v3),
+// so a string such as "y" stays a string.
 func parseObject(o drivers.Object) (map[string]any, error) {
-	j, err := yaml.YAMLToJSON(o.YAML)
+	var v any
+	if err := yamlv3.Unmarshal(o.YAML, &v); err != nil {
+		return nil, fmt.Errorf("%s: %w", refOf(o), err)
+	}
+	n, err := normalize(v)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", refOf(o), err)
 	}
-	dec := json.NewDecoder(bytes.NewReader(j))
-	dec.UseNumber()
-	var m map[string]any
-	if err := dec.Decode(&m); err != nil {
-		return nil, fmt.Errorf("%s: %w", refOf(o), err)
+	m, ok := n.(map[string]any)
+	if !ok {
+		return nil, fmt.Errorf("%s: not an object", refOf(o))
 	}
 	return m, nil
 }
@@ -248,12 +252,46 @@ func fieldMap(m map[string]any, field string) (map[string]any, bool) {
 	return f, ok
 }
 
-// marshalYAML encodes a JSON tree as YAML with sorted keys, the canonical
-// form of drivers.Object.YAML.
+// marshalYAML encodes a JSON tree the way drivers.Object.YAML is encoded
+// (sorted keys, two-space indentation), so a masked object differs from
+// its rendering only where values were masked.
 func marshalYAML(v any) (string, error) {
-	b, err := yaml.Marshal(v)
-	if err != nil {
+	var buf bytes.Buffer
+	enc := yamlv3.NewEncoder(&buf)
+	enc.SetIndent(2)
+	if err := enc.Encode(yamlNumbers(v)); err != nil {
 		return "", err
 	}
-	return string(b), nil
+	if err := enc.Close(); err != nil {
+		return "", err
+	}
+	return buf.String(), nil
+}
+
+// yamlNumbers turns json.Number into int64 or float64, which YAML writes
+// as numbers (a json.Number would be written as a string).
+func yamlNumbers(v any) any {
+	switch t := v.(type) {
+	case map[string]any:
+		out := make(map[string]any, len(t))
+		for k, x := range t {
+			out[k] = yamlNumbers(x)
+		}
+		return out
+	case []any:
+		out := make([]any, len(t))
+		for i, x := range t {
+			out[i] = yamlNumbers(x)
+		}
+		return out
+	case json.Number:
+		if i, err := t.Int64(); err == nil {
+			return i
+		}
+		if f, err := t.Float64(); err == nil {
+			return f
+		}
+		return t.String()
+	}
+	return v
 }

@@ -159,6 +159,9 @@ func (d *treeDiff) diff(segs []pathSegment, a, b any, hasA, hasB bool) {
 		}
 		if hasB {
 			c.New = Masked
+			if hasA {
+				c.New = MaskedChanged // the values differ: say so, not what they are
+			}
 		}
 	} else if d.masks.active() && !secret {
 		var ma, mb bool

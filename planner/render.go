@@ -1,6 +1,8 @@
 package planner
 
 import (
+	"bytes"
+	_ "embed"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -267,3 +269,10 @@ func keeps(n int) string {
 	}
 	return "keep"
 }
+
+//go:embed plan.schema.json
+var jsonSchema []byte
+
+// JSONSchema returns the JSON Schema (draft 2020-12) of the JSON output,
+// SchemaVersion.
+func JSONSchema() []byte { return bytes.Clone(jsonSchema) }

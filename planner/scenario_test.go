@@ -3,12 +3,15 @@ package planner
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/santhosh-tekuri/jsonschema/v6"
 )
 
 // scenario is a change made to a locked copy of the example repository.
@@ -147,6 +150,147 @@ var scenarios = []scenario{
 	},
 }
 
+// sensitiveWebapp marks webapp's message parameter sensitive, in the
+// repository at dir (before it is locked, so both sides use it).
+func sensitiveWebapp(t *testing.T, dir string) {
+	t.Helper()
+	const spec = "drivers/webapp/1.1.0/driver.cue"
+	src := readFile(t, dir, spec)
+	out := strings.Replace(src, `message: *"Hello from Styrmin" | string & !=""`, `message: *"Hello from Styrmin" | string & !="" @styrmin(sensitive)`, 1)
+	if out == src {
+		t.Fatalf("%s: message parameter not found; update the test", spec)
+	}
+	writeFile(t, dir, spec, out)
+}
+
+const (
+	oldSecret = "hunter2-old-launch-code"
+	newSecret = "correct-horse-battery-staple"
+)
+
+var sensitiveScenario = scenario{
+	name: "sensitive-and-secret-change",
+	change: func(t *testing.T, dir string) {
+		writeFile(t, dir, devWeb, "driver:     \"webapp\"\nappVersion: \"1.25.0\"\nparameters: {replicas: 2, message: \""+newSecret+"\"}\n")
+		writeFile(t, dir, devHub, strings.Replace(readFile(t, dir, devHub), `name: "hub-db"`, `name: "hub-db-v2"`, 1))
+	},
+	check: func(t *testing.T, p *Plan) {
+		if len(p.Deployments) != 2 {
+			t.Fatalf("planned %d deployments, want dev/hub and dev/web", len(p.Deployments))
+		}
+		hub, web := p.Deployments[0], p.Deployments[1]
+		wantChange(t, hub, "context.parameters.databasePassword", OpChanged, "secret hub-db/password", "secret hub-db-v2/password")
+		wantChange(t, web, "context.parameters.message", OpChanged, Masked, MaskedChanged)
+		wantObject(t, web, "ConfigMap/dev-web/web-content changed: 2 fields")
+	},
+}
+
+func TestSensitiveValuesNeverAppearInAnyOutput(t *testing.T) {
+	base := copyTree(t, exampleDir)
+	sensitiveWebapp(t, base)
+	writeFile(t, base, devWeb, "driver:     \"webapp\"\nappVersion: \"1.25.0\"\nparameters: {replicas: 2, message: \""+oldSecret+"\"}\n")
+	lockInto(t, base)
+	head := copyTree(t, base)
+	sensitiveScenario.change(t, head)
+	p := computePlan(t, base, head, Options{})
+	sensitiveScenario.check(t, p)
+	for _, f := range Formats {
+		for _, full := range []bool{false, true} {
+			var buf bytes.Buffer
+			if err := Render(&buf, p, f, RenderOptions{Full: full}); err != nil {
+				t.Fatal(err)
+			}
+			for _, secret := range []string{oldSecret, newSecret} {
+				if bytes.Contains(buf.Bytes(), []byte(secret)) {
+					t.Errorf("%s output (full=%v) contains the sensitive value %q", f, full, secret)
+				}
+			}
+			if !bytes.Contains(buf.Bytes(), []byte(MaskedChanged)) {
+				t.Errorf("%s output (full=%v) does not show that the sensitive value changed (%q)", f, full, MaskedChanged)
+			}
+			if f == FormatText && !full {
+				golden(t, sensitiveScenario.name+".txt", buf.Bytes())
+			}
+		}
+	}
+}
+
+func TestDeletionsAboveTheThresholdAreRefusedUnlessAllowed(t *testing.T) {
+	base := lockedExample(t)
+	head := copyTree(t, base)
+	removeFile(t, head, stagingWeb)
+	removeFile(t, head, stagingHub)
+
+	p := computePlan(t, base, head, Options{})
+	var re *RefusedError
+	if err := p.Err(); !errors.As(err, &re) || re.Deletions.Count != 2 || re.Deletions.Threshold != 1 {
+		t.Fatalf("two deletions with the example's threshold of 1: %v, want a RefusedError", err)
+	}
+	var buf bytes.Buffer
+	if err := RenderText(&buf, p, RenderOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(buf.String(), "REFUSED") || !strings.Contains(buf.String(), "--allow-deletions 2") {
+		t.Errorf("text output does not say the plan is refused and how to allow it:\n%s", buf.String())
+	}
+
+	if err := computePlan(t, base, head, Options{AllowDeletions: 2}).Err(); err != nil {
+		t.Errorf("allowed explicitly: %v", err)
+	}
+	if err := computePlan(t, base, head, Options{AllowDeletions: 1}).Err(); err == nil {
+		t.Errorf("allowing 1 deletion let a plan with 2 through")
+	}
+	writeFile(t, head, "styrmin.cue", "deletionThreshold: 2\n")
+	if err := computePlan(t, base, head, Options{}).Err(); err != nil {
+		t.Errorf("repository threshold of 2: %v", err)
+	}
+	zero := 0
+	if err := computePlan(t, base, head, Options{DeletionThreshold: &zero, AllowDeletions: 1}).Err(); err == nil {
+		t.Errorf("threshold 0 and 1 allowed let 2 deletions through")
+	}
+}
+
+func TestPlanSchemaRejectsMalformedPlans(t *testing.T) {
+	base := lockedExample(t)
+	head := copyTree(t, base)
+	scenarios[0].change(t, head)
+	var buf bytes.Buffer
+	if err := RenderJSON(&buf, computePlan(t, base, head, Options{})); err != nil {
+		t.Fatal(err)
+	}
+	schema := planSchema(t)
+	mutations := map[string]func(m map[string]any){
+		"unknown top-level field": func(m map[string]any) { m["extra"] = 1 },
+		"wrong schema version":    func(m map[string]any) { m["schemaVersion"] = "styrmin.io/plan/v0" },
+		"missing summary":         func(m map[string]any) { delete(m, "summary") },
+		"unknown workflow": func(m map[string]any) {
+			m["deployments"].([]any)[0].(map[string]any)["workflow"] = "restart"
+		},
+		"update without from": func(m map[string]any) {
+			delete(m["deployments"].([]any)[0].(map[string]any), "from")
+		},
+		"changed without old value": func(m map[string]any) {
+			d := m["deployments"].([]any)[0].(map[string]any)
+			delete(d["changes"].([]any)[0].(map[string]any), "old")
+		},
+	}
+	for name, mutate := range mutations {
+		t.Run(name, func(t *testing.T) {
+			var m map[string]any
+			if err := json.Unmarshal(buf.Bytes(), &m); err != nil {
+				t.Fatal(err)
+			}
+			if err := schema.Validate(m); err != nil {
+				t.Fatalf("the unmodified plan does not validate: %v", err)
+			}
+			mutate(m)
+			if err := schema.Validate(m); err == nil {
+				t.Errorf("the schema accepts a plan with %s", name)
+			}
+		})
+	}
+}
+
 func TestScenariosRenderToGoldenFiles(t *testing.T) {
 	for _, sc := range scenarios {
 		t.Run(sc.name, func(t *testing.T) {
@@ -274,17 +418,38 @@ func wantBlast(t *testing.T, p *Plan, want ...string) {
 	}
 }
 
-// validatePlanJSON decodes the output strictly into the documented types
-// and checks the fields the schema requires.
+// validatePlanJSON validates the output against plan.schema.json and
+// decodes it strictly into the documented Go types.
 func validatePlanJSON(t *testing.T, data []byte) {
 	t.Helper()
+	inst, err := jsonschema.UnmarshalJSON(bytes.NewReader(data))
+	if err != nil {
+		t.Fatalf("plan output is not JSON: %v", err)
+	}
+	if err := planSchema(t).Validate(inst); err != nil {
+		t.Fatalf("plan JSON does not match plan.schema.json: %v", err)
+	}
 	dec := json.NewDecoder(bytes.NewReader(data))
 	dec.DisallowUnknownFields()
 	var p Plan
 	if err := dec.Decode(&p); err != nil {
 		t.Fatalf("plan JSON does not decode into planner.Plan: %v", err)
 	}
-	if p.SchemaVersion != SchemaVersion {
-		t.Errorf("schemaVersion %q", p.SchemaVersion)
+}
+
+func planSchema(t *testing.T) *jsonschema.Schema {
+	t.Helper()
+	doc, err := jsonschema.UnmarshalJSON(bytes.NewReader(JSONSchema()))
+	if err != nil {
+		t.Fatalf("plan.schema.json: %v", err)
 	}
+	c := jsonschema.NewCompiler()
+	if err := c.AddResource("plan.schema.json", doc); err != nil {
+		t.Fatal(err)
+	}
+	s, err := c.Compile("plan.schema.json")
+	if err != nil {
+		t.Fatalf("plan.schema.json does not compile: %v", err)
+	}
+	return s
 }
