@@ -19,11 +19,11 @@ func (d *Driver) loadChart(f *folder, v cue.Value, opts LoadOptions) error {
 	cv := v.LookupPath(cue.ParsePath("chart"))
 	p, err := cv.String()
 	if err != nil {
-		return specErrorAt(file, cv.Pos(), "chart", "must be a concrete string that does not depend on the context")
+		return d.compiled.locator().errAt(cv, "chart", "must be a concrete string that does not depend on the context")
 	}
 	dir, err := cleanChartPath(p)
 	if err != nil {
-		return specErrorAt(file, cv.Pos(), "chart", "%v", err)
+		return d.compiled.locator().errAt(cv, "chart", "%v", err)
 	}
 	prefix := dir + "/"
 	var files []*archive.BufferedFile
@@ -39,10 +39,10 @@ func (d *Driver) loadChart(f *folder, v cue.Value, opts LoadOptions) error {
 		files = append(files, &archive.BufferedFile{Name: name, Data: f.files[fp]})
 	}
 	if len(files) == 0 {
-		return specErrorAt(file, cv.Pos(), "chart", "chart folder %q not found in the driver folder (remote charts are not supported)", dir)
+		return d.compiled.locator().errAt(cv, "chart", "chart folder %q not found in the driver folder (remote charts are not supported)", dir)
 	}
 	if !hasChartYAML {
-		return specErrorAt(file, cv.Pos(), "chart", "chart folder %q has no Chart.yaml", dir)
+		return d.compiled.locator().errAt(cv, "chart", "chart folder %q has no Chart.yaml", dir)
 	}
 	ch, err := loader.LoadFiles(files)
 	if err != nil {

@@ -54,7 +54,7 @@ func (e *SpecError) Unwrap() error { return e.Err }
 // valid, else at the file.
 func specErrorAt(file string, pos token.Pos, field, format string, args ...any) *SpecError {
 	e := &SpecError{File: file, Field: field, Msg: fmt.Sprintf(format, args...)}
-	if pos.IsValid() {
+	if pos.IsValid() && pos.Filename() != schemaFile {
 		p := pos.Position()
 		if p.Filename != "" {
 			e.File = p.Filename
@@ -152,4 +152,37 @@ func valuePath(v cue.Value) string {
 		}
 	}
 	return cuePath(parts)
+}
+
+// locator places errors about values of the unified spec at the spec's
+// own lines: the unified value's positions may be the schema's.
+type locator struct {
+	file string
+	raw  cue.Value
+}
+
+func (c *compiled) locator() *locator { return &locator{file: c.file, raw: c.raw} }
+
+// pos is the position in the spec of the value at v's path, or of its
+// nearest parent written in the spec.
+func (l *locator) pos(v cue.Value) token.Pos {
+	if p := v.Pos(); p.IsValid() && p.Filename() == l.file {
+		return p
+	}
+	sels := v.Path().Selectors()
+	for len(sels) > 0 && sels[0].IsDefinition() {
+		sels = sels[1:]
+	}
+	for n := len(sels); n > 0; n-- {
+		if rv := l.raw.LookupPath(cue.MakePath(sels[:n]...)); rv.Exists() {
+			if p := rv.Pos(); p.IsValid() && p.Filename() != schemaFile {
+				return p
+			}
+		}
+	}
+	return token.NoPos
+}
+
+func (l *locator) errAt(v cue.Value, field, format string, args ...any) *SpecError {
+	return specErrorAt(l.file, l.pos(v), field, format, args...)
 }

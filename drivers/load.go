@@ -174,7 +174,8 @@ func compileSpec(file, specName string, src []byte) (*compiled, error) {
 	if err := spec.Err(); err != nil {
 		return nil, cueError(file, err)
 	}
-	v := schema.LookupPath(cue.MakePath(cue.Def("#Driver"))).Unify(spec)
+	// The spec first: positions of unified values are then the spec's.
+	v := spec.Unify(schema.LookupPath(cue.MakePath(cue.Def("#Driver"))))
 	if err := v.Validate(); err != nil {
 		return nil, cueError(file, err)
 	}
@@ -210,6 +211,7 @@ func compileSpec(file, specName string, src []byte) (*compiled, error) {
 // decodeSpec fills the exported fields from the compiled spec and checks
 // what the schema cannot: semver, cross-references, actions.
 func (d *Driver) decodeSpec(v cue.Value, file string) error {
+	loc := d.compiled.locator()
 	var errs []error
 	add := func(e error) {
 		if e != nil {
@@ -220,13 +222,13 @@ func (d *Driver) decodeSpec(v cue.Value, file string) error {
 		fv := v.LookupPath(cue.ParsePath(field))
 		if !fv.Exists() {
 			if required {
-				add(specErrorAt(file, token.NoPos, field, "missing"))
+				add(&SpecError{File: file, Field: field, Msg: "missing"})
 			}
 			return ""
 		}
 		s, err := fv.String()
 		if err != nil {
-			add(specErrorAt(file, fv.Pos(), field, "must be a concrete string that does not depend on the context"))
+			add(loc.errAt(fv, field, "must be a concrete string that does not depend on the context"))
 		}
 		return s
 	}
@@ -237,50 +239,50 @@ func (d *Driver) decodeSpec(v cue.Value, file string) error {
 	kube := str("kubeVersion", false)
 	if d.Version != "" {
 		if _, err := semver.StrictNewVersion(d.Version); err != nil {
-			add(specErrorAt(file, v.LookupPath(cue.ParsePath("version")).Pos(), "version",
+			add(loc.errAt(v.LookupPath(cue.ParsePath("version")), "version",
 				"%q is not a semantic version (MAJOR.MINOR.PATCH): %v", d.Version, err))
 		}
 	}
 	if d.AppVersions != "" {
 		c, err := semver.NewConstraint(d.AppVersions)
 		if err != nil {
-			add(specErrorAt(file, v.LookupPath(cue.ParsePath("appVersions")).Pos(), "appVersions",
+			add(loc.errAt(v.LookupPath(cue.ParsePath("appVersions")), "appVersions",
 				"%q is not a semver range (for example \">=1.5.0 <1.7.0\"): %v", d.AppVersions, err))
 		}
 		d.compiled.appRange = c
 	}
 	if kube != "" {
 		if _, err := common.ParseKubeVersion(kube); err != nil {
-			add(specErrorAt(file, v.LookupPath(cue.ParsePath("kubeVersion")).Pos(), "kubeVersion",
+			add(loc.errAt(v.LookupPath(cue.ParsePath("kubeVersion")), "kubeVersion",
 				"%q is not a Kubernetes version: %v", kube, err))
 		}
 		d.compiled.kubeVersion = kube
 	}
-	ps, err := decodeParameters(v.LookupPath(parametersPath), d.compiled.raw.LookupPath(parametersPath), file)
+	ps, err := decodeParameters(v.LookupPath(parametersPath), d.compiled.raw.LookupPath(parametersPath), loc)
 	add(err)
 	d.Parameters = ps
-	comps, err := decodeComponents(v.LookupPath(componentsPath), d.compiled.raw.LookupPath(componentsPath), file)
+	comps, err := decodeComponents(v.LookupPath(componentsPath), d.compiled.raw.LookupPath(componentsPath), loc)
 	add(err)
 	d.Components = comps
 	known := map[string]bool{}
 	for _, c := range comps {
 		known[c.Name] = true
 	}
-	svcs, err := decodeServices(v.LookupPath(cue.ParsePath("services")), file, known)
+	svcs, err := decodeServices(v.LookupPath(cue.ParsePath("services")), loc, known)
 	add(err)
 	d.Services = svcs
-	hooks, err := decodeActions(v.LookupPath(cue.ParsePath("actions")), file, known)
+	hooks, err := decodeActions(v.LookupPath(cue.ParsePath("actions")), loc, known)
 	add(err)
 	d.Hooks = hooks
 	return errors.Join(errs...)
 }
 
-func decodeParameters(v, raw cue.Value, file string) ([]Parameter, error) {
+func decodeParameters(v, raw cue.Value, loc *locator) ([]Parameter, error) {
 	var out []Parameter
 	var errs []error
 	it, err := v.Fields(cue.Optional(true), cue.Docs(true))
 	if err != nil {
-		return nil, cueError(file, err)
+		return nil, cueError(loc.file, err)
 	}
 	for it.Next() {
 		sel := it.Selector()
@@ -291,7 +293,7 @@ func decodeParameters(v, raw cue.Value, file string) ([]Parameter, error) {
 		pv := it.Value()
 		field := "parameters." + name
 		if !paramNameRE.MatchString(name) {
-			errs = append(errs, specErrorAt(file, pv.Pos(), field, "parameter names must match %s", paramNameRE))
+			errs = append(errs, loc.errAt(pv, field, "parameter names must match %s", paramNameRE))
 			continue
 		}
 		p := Parameter{Name: name, Doc: docText(pv)}
@@ -428,12 +430,12 @@ func exprText(v cue.Value) string {
 	return strings.Join(strings.Fields(string(b)), " ")
 }
 
-func decodeComponents(v, raw cue.Value, file string) ([]Component, error) {
+func decodeComponents(v, raw cue.Value, loc *locator) ([]Component, error) {
 	var out []Component
 	var errs []error
 	it, err := v.Fields()
 	if err != nil {
-		return nil, cueError(file, err)
+		return nil, cueError(loc.file, err)
 	}
 	for it.Next() {
 		name := it.Selector().Unquoted()
@@ -442,7 +444,7 @@ func decodeComponents(v, raw cue.Value, file string) ([]Component, error) {
 		c := Component{Name: name}
 		wl, err := cv.LookupPath(cue.ParsePath("workloads")).List()
 		if err != nil {
-			errs = append(errs, cueError(file, err))
+			errs = append(errs, cueError(loc.file, err))
 			continue
 		}
 		i := 0
@@ -451,7 +453,7 @@ func decodeComponents(v, raw cue.Value, file string) ([]Component, error) {
 			wf := fmt.Sprintf("%s.workloads[%d]", field, i)
 			kind, err := wv.LookupPath(cue.ParsePath("kind")).String()
 			if err != nil || !workloadKinds[kind] {
-				errs = append(errs, specErrorAt(file, wv.LookupPath(cue.ParsePath("kind")).Pos(), wf+".kind",
+				errs = append(errs, loc.errAt(wv.LookupPath(cue.ParsePath("kind")), wf+".kind",
 					"kind %q is not a workload kind (expected one of %s)", kind, strings.Join(sortedKeys(workloadKinds), ", ")))
 				continue
 			}
@@ -466,17 +468,17 @@ func decodeComponents(v, raw cue.Value, file string) ([]Component, error) {
 			}
 			if lv := wv.LookupPath(cue.ParsePath("matchLabels")); lv.Exists() {
 				if err := lv.Decode(&w.MatchLabels); err != nil {
-					errs = append(errs, specErrorAt(file, lv.Pos(), wf+".matchLabels", "must be a map of concrete strings that does not depend on the context"))
+					errs = append(errs, loc.errAt(lv, wf+".matchLabels", "must be a map of concrete strings that does not depend on the context"))
 				}
 			}
 			if !nv.Exists() && len(w.MatchLabels) == 0 {
-				errs = append(errs, specErrorAt(file, wv.Pos(), wf, "a workload needs a name or matchLabels"))
+				errs = append(errs, loc.errAt(wv, wf, "a workload needs a name or matchLabels"))
 				continue
 			}
 			c.Workloads = append(c.Workloads, w)
 		}
 		if i == 0 {
-			errs = append(errs, specErrorAt(file, cv.Pos(), field+".workloads", "a component needs at least one workload"))
+			errs = append(errs, loc.errAt(cv, field+".workloads", "a component needs at least one workload"))
 		}
 		out = append(out, c)
 	}
@@ -484,12 +486,12 @@ func decodeComponents(v, raw cue.Value, file string) ([]Component, error) {
 	return out, errors.Join(errs...)
 }
 
-func decodeServices(v cue.Value, file string, components map[string]bool) ([]Service, error) {
+func decodeServices(v cue.Value, loc *locator, components map[string]bool) ([]Service, error) {
 	var out []Service
 	var errs []error
 	it, err := v.Fields()
 	if err != nil {
-		return nil, cueError(file, err)
+		return nil, cueError(loc.file, err)
 	}
 	for it.Next() {
 		name := it.Selector().Unquoted()
@@ -513,11 +515,11 @@ func decodeServices(v cue.Value, file string, components map[string]bool) ([]Ser
 				s.Ingress, err = fv.Bool()
 			}
 			if err != nil {
-				errs = append(errs, specErrorAt(file, fv.Pos(), field+"."+key, "must be concrete and not depend on the context"))
+				errs = append(errs, loc.errAt(fv, field+"."+key, "must be concrete and not depend on the context"))
 			}
 		}
 		if !components[s.Component] {
-			errs = append(errs, specErrorAt(file, sv.LookupPath(cue.ParsePath("component")).Pos(), field+".component",
+			errs = append(errs, loc.errAt(sv.LookupPath(cue.ParsePath("component")), field+".component",
 				"unknown component %q (the driver declares: %s)", s.Component, knownList(components)))
 		}
 		out = append(out, s)
@@ -557,7 +559,7 @@ type stepSpec struct {
 	Args       map[string]string `json:"args"`
 }
 
-func decodeActions(v cue.Value, file string, components map[string]bool) (map[Hook]Modes, error) {
+func decodeActions(v cue.Value, loc *locator, components map[string]bool) (map[Hook]Modes, error) {
 	hooks := map[Hook]Modes{}
 	var errs []error
 	for _, h := range []Hook{HookSetup, HookUpgrade} {
@@ -570,7 +572,7 @@ func decodeActions(v cue.Value, file string, components map[string]bool) (map[Ho
 					continue
 				}
 				field := fmt.Sprintf("actions.%s.%s", h, mode)
-				steps, err := decodeSteps(mv, file, field, mode, components)
+				steps, err := decodeSteps(mv, loc, field, mode, components)
 				if err != nil {
 					errs = append(errs, err)
 				}
@@ -592,10 +594,10 @@ func decodeActions(v cue.Value, file string, components map[string]bool) (map[Ho
 	return hooks, errors.Join(errs...)
 }
 
-func decodeSteps(v cue.Value, file, field, mode string, components map[string]bool) ([]Step, error) {
+func decodeSteps(v cue.Value, loc *locator, field, mode string, components map[string]bool) ([]Step, error) {
 	it, err := v.List()
 	if err != nil {
-		return nil, cueError(file, err)
+		return nil, cueError(loc.file, err)
 	}
 	var steps []Step
 	var errs []error
@@ -603,18 +605,18 @@ func decodeSteps(v cue.Value, file, field, mode string, components map[string]bo
 	for i := 0; it.Next(); i++ {
 		sv := it.Value()
 		sf := fmt.Sprintf("%s[%d]", field, i)
-		pos := func(key string) token.Pos {
-			if fv := sv.LookupPath(cue.ParsePath(key)); fv.Exists() {
-				return fv.Pos()
+		at := func(key string) cue.Value {
+			if fv := sv.LookupPath(cue.ParsePath(key)); key != "" && fv.Exists() {
+				return fv
 			}
-			return sv.Pos()
+			return sv
 		}
 		fail := func(key, format string, args ...any) {
 			f := sf
 			if key != "" {
 				f += "." + key
 			}
-			errs = append(errs, specErrorAt(file, pos(key), f, format, args...))
+			errs = append(errs, loc.errAt(at(key), f, format, args...))
 		}
 		if err := sv.Validate(cue.Concrete(true)); err != nil {
 			fail("", "a step must be concrete and not depend on the context")
@@ -622,7 +624,7 @@ func decodeSteps(v cue.Value, file, field, mode string, components map[string]bo
 		}
 		var s stepSpec
 		if err := sv.Decode(&s); err != nil {
-			errs = append(errs, cueError(file, err))
+			errs = append(errs, cueError(loc.file, err))
 			continue
 		}
 		kind := ActionKind(s.Action)
@@ -684,7 +686,7 @@ func decodeSteps(v cue.Value, file, field, mode string, components map[string]bo
 		steps = append(steps, step)
 	}
 	if mode == "core" && len(steps) > 0 && upgrades != 1 {
-		errs = append(errs, specErrorAt(file, v.Pos(), field, "core must contain exactly one upgradeDeploymentVersion step, found %d", upgrades))
+		errs = append(errs, loc.errAt(v, field, "core must contain exactly one upgradeDeploymentVersion step, found %d", upgrades))
 	}
 	return steps, errors.Join(errs...)
 }

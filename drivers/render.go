@@ -6,7 +6,9 @@ import (
 	"encoding/json"
 	"fmt"
 	"path"
+	"regexp"
 	"sort"
+	"strconv"
 	"strings"
 
 	"cuelang.org/go/cue"
@@ -138,7 +140,7 @@ func (d *Driver) renderChart(c Context, values map[string]any) ([]*rendered, err
 	}
 	files, err := engine.Engine{}.RenderWithContext(context.Background(), ch, top)
 	if err != nil {
-		return nil, &SpecError{File: d.compiled.display(d.compiled.chartDir), Msg: "template error: " + d.chartPaths(err.Error()), Err: err}
+		return nil, d.templateError(err)
 	}
 	names := make([]string, 0, len(files))
 	for n := range files {
@@ -206,6 +208,21 @@ func splitDocs(s string) []string {
 		docs = append(docs, s[start:])
 	}
 	return docs
+}
+
+var templateAtRE = regexp.MustCompile(`\(([^()\s]+):(\d+)(?::(\d+))?\)`)
+
+// templateError locates a Helm template error at the template file (and
+// line) inside the driver folder.
+func (d *Driver) templateError(err error) error {
+	msg := d.chartPaths(err.Error())
+	e := &SpecError{File: d.compiled.display(d.compiled.chartDir), Msg: "template error: " + msg, Err: err}
+	if m := templateAtRE.FindStringSubmatch(msg); m != nil {
+		e.File = m[1]
+		e.Line, _ = strconv.Atoi(m[2])
+		e.Column, _ = strconv.Atoi(m[3])
+	}
+	return e
 }
 
 // chartPaths rewrites Helm's "<chart name>/templates/x.yaml" into the path
@@ -321,8 +338,8 @@ func (d *Driver) tagComponents(comps []Component, objs []*rendered) error {
 	}
 	for _, c := range comps {
 		if !matched[c.Name] {
-			pos := d.compiled.value.LookupPath(cue.MakePath(cue.Str("components"), cue.Str(c.Name))).Pos()
-			return specErrorAt(file, pos, "components."+c.Name, "matches no workload of the rendered chart (selectors: %s)", describeSelectors(c.Workloads))
+			cv := d.compiled.value.LookupPath(cue.MakePath(cue.Str("components"), cue.Str(c.Name)))
+			return d.compiled.locator().errAt(cv, "components."+c.Name, "matches no workload of the rendered chart (selectors: %s)", describeSelectors(c.Workloads))
 		}
 	}
 	for _, o := range objs {

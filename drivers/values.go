@@ -192,7 +192,7 @@ func (d *Driver) resolveComponents(v cue.Value) ([]Component, error) {
 					if nv.Err() != nil {
 						return nil, cueError(d.compiled.file, nv.Err())
 					}
-					return nil, specErrorAt(d.compiled.file, nv.Pos(), fmt.Sprintf("components.%s.workloads[%d].name", comp.Name, j), "does not evaluate to a string: %v", err)
+					return nil, d.compiled.locator().errAt(nv, fmt.Sprintf("components.%s.workloads[%d].name", comp.Name, j), "does not evaluate to a string: %v", err)
 				}
 				w.Name = name
 			}
