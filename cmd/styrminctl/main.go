@@ -48,6 +48,8 @@ func newRootCmd(stdout, stderr io.Writer) *cobra.Command {
 		newDriversCmd(g, stdout),
 		newLockCmd(g, stdout),
 		newExplainCmd(g, stdout),
+		newPlanCmd(g, stdout),
+		newDiffCmd(g, stdout),
 	)
 	return root
 }

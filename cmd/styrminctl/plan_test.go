@@ -1,0 +1,193 @@
+package main
+
+import (
+	"encoding/json"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// planGit runs git in dir with a configuration of its own (no user or
+// system settings).
+func planGit(t *testing.T, dir string, args ...string) string {
+	t.Helper()
+	cmd := exec.Command("git", args...)
+	cmd.Dir = dir
+	cmd.Env = append(os.Environ(),
+		"GIT_CONFIG_NOSYSTEM=1", "HOME="+t.TempDir(),
+		"GIT_AUTHOR_NAME=test", "GIT_AUTHOR_EMAIL=test@example.com",
+		"GIT_COMMITTER_NAME=test", "GIT_COMMITTER_EMAIL=test@example.com")
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("git %s: %v\n%s", strings.Join(args, " "), err, out)
+	}
+	return strings.TrimSpace(string(out))
+}
+
+// lockedGitRepo is the example repository, locked and committed on main,
+// pushed to a local "origin", with a feature branch tracking origin/main
+// checked out: a pull request's situation.
+func lockedGitRepo(t *testing.T) string {
+	t.Helper()
+	if _, err := exec.LookPath("git"); err != nil {
+		t.Skip("git is not installed")
+	}
+	dir := exampleRepo(t)
+	if _, code, err := styrminctl(t, "--repo", dir, "lock"); code != 0 {
+		t.Fatalf("lock: %v", err)
+	}
+	planGit(t, dir, "init", "-q", "-b", "main")
+	planGit(t, dir, "add", ".")
+	planGit(t, dir, "commit", "-q", "-m", "locked")
+	origin := t.TempDir()
+	planGit(t, origin, "init", "-q", "--bare")
+	planGit(t, dir, "remote", "add", "origin", origin)
+	planGit(t, dir, "push", "-q", "origin", "main")
+	planGit(t, dir, "checkout", "-q", "-b", "feature", "--track", "origin/main")
+	return dir
+}
+
+func writeRepoFile(t *testing.T, dir, rel, content string) {
+	t.Helper()
+	p := filepath.Join(dir, filepath.FromSlash(rel))
+	if err := os.WriteFile(p, []byte(content), 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+const devWebFile = "clusters/local/environments/dev/deployments/web.cue"
+
+func TestPlanWithoutChangesExitsZeroEvenWithDetailedExitcode(t *testing.T) {
+	dir := lockedGitRepo(t)
+	out, code, err := styrminctl(t, "--repo", dir, "plan", "--detailed-exitcode")
+	if code != 0 {
+		t.Fatalf("exit %d (%v)\n%s", code, err, out)
+	}
+	if !strings.Contains(out, "No changes") {
+		t.Errorf("output does not say there are no changes:\n%s", out)
+	}
+}
+
+func TestPlanComparesTheWorkingTreeWithTheUpstreamMergeBase(t *testing.T) {
+	dir := lockedGitRepo(t)
+	// Committed on the feature branch and edited in the working tree: the
+	// plan sees both, against main's lockfiles.
+	writeRepoFile(t, dir, devWebFile, "driver: \"webapp\"\nappVersion: \"1.25.0\"\nparameters: replicas: 3\n")
+	planGit(t, dir, "commit", "-q", "-am", "three replicas")
+	writeRepoFile(t, dir, devWebFile, "driver: \"webapp\"\nappVersion: \"1.25.0\"\nparameters: replicas: 4\n")
+
+	out, code, err := styrminctl(t, "--repo", dir, "plan", "--detailed-exitcode")
+	if code != 2 {
+		t.Fatalf("exit %d (%v), want 2 for a plan with changes\n%s", code, err, out)
+	}
+	for _, want := range []string{
+		"merge base with origin/main",
+		"~ local/dev/web",
+		"context.parameters.replicas: 2 → 4",
+		"Deployment/dev-web/web changed: 1 field",
+		"+  replicas: 4",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("plan output lacks %q:\n%s", want, out)
+		}
+	}
+
+	// --head plans the committed branch instead of the working tree.
+	out, _, _ = styrminctl(t, "--repo", dir, "plan", "--head", "HEAD")
+	if !strings.Contains(out, "context.parameters.replicas: 2 → 3") {
+		t.Errorf("--head HEAD does not plan the committed change:\n%s", out)
+	}
+
+	// main's configuration matches main's lockfiles.
+	out, code, _ = styrminctl(t, "--repo", dir, "plan", "--base", "origin/main", "--head", "origin/main", "--detailed-exitcode")
+	if code != 0 || !strings.Contains(out, "No changes") {
+		t.Errorf("origin/main against itself: exit %d\n%s", code, out)
+	}
+}
+
+func TestPlanJSONIsVersionedAndMarkdownHasDetails(t *testing.T) {
+	dir := lockedGitRepo(t)
+	writeRepoFile(t, dir, devWebFile, "driver: \"webapp\"\nappVersion: \"1.25.0\"\nparameters: replicas: 3\n")
+
+	out, code, err := styrminctl(t, "--repo", dir, "plan", "-o", "json")
+	if code != 0 {
+		t.Fatalf("exit %d: %v", code, err)
+	}
+	var p struct {
+		SchemaVersion string `json:"schemaVersion"`
+		Deployments   []struct {
+			ID       string `json:"id"`
+			Workflow string `json:"workflow"`
+		} `json:"deployments"`
+	}
+	if err := json.Unmarshal([]byte(out), &p); err != nil {
+		t.Fatalf("not JSON: %v\n%s", err, out)
+	}
+	if p.SchemaVersion != "styrmin.io/plan/v1" || len(p.Deployments) != 1 || p.Deployments[0].ID != "local/dev/web" || p.Deployments[0].Workflow != "update" {
+		t.Errorf("unexpected plan: %+v", p)
+	}
+
+	out, _, _ = styrminctl(t, "--repo", dir, "plan", "-o", "markdown")
+	for _, want := range []string{"| ~ | `local/dev/web` | update |", "<details>", "```diff", "environment `local/dev`: 1 of 2 deployments redeploy"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("markdown lacks %q:\n%s", want, out)
+		}
+	}
+	if strings.Contains(out, "\x1b[") {
+		t.Errorf("markdown contains ANSI escapes")
+	}
+}
+
+func TestPlanRefusesDeletionsAboveTheThreshold(t *testing.T) {
+	dir := lockedGitRepo(t)
+	for _, f := range []string{"web.yaml", "hub.cue"} {
+		if err := os.Remove(filepath.Join(dir, "clusters/local/environments/staging/deployments", f)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	out, code, _ := styrminctl(t, "--repo", dir, "plan")
+	if code != 1 || !strings.Contains(out, "REFUSED") {
+		t.Fatalf("two deletions, threshold 1: exit %d, want 1 and a refusal\n%s", code, out)
+	}
+	if _, code, err := styrminctl(t, "--repo", dir, "plan", "--allow-deletions", "2", "--detailed-exitcode"); code != 2 {
+		t.Fatalf("--allow-deletions 2: exit %d (%v), want 2", code, err)
+	}
+}
+
+func TestDiffShowsOneDeploymentInFullDetail(t *testing.T) {
+	dir := lockedGitRepo(t)
+	writeRepoFile(t, dir, devWebFile, "driver: \"webapp\"\nappVersion: \"1.25.0\"\nparameters: {replicas: 2, message: \"Hi\"}\n")
+	writeRepoFile(t, dir, "clusters/local/environments/dev/deployments/api.cue", "driver: \"webapp\"\nappVersion: \"1.25.0\"\n")
+
+	out, code, err := styrminctl(t, "--repo", dir, "diff", "local/dev/api")
+	if code != 0 {
+		t.Fatalf("exit %d: %v", code, err)
+	}
+	// Full detail: the content of added objects, and only this deployment.
+	for _, want := range []string{"+ local/dev/api: create", "+++ b/Deployment/dev-api/api", "+kind: Deployment"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("diff lacks %q:\n%s", want, out)
+		}
+	}
+	if strings.Contains(out, "local/dev/web") {
+		t.Errorf("diff of local/dev/api shows local/dev/web:\n%s", out)
+	}
+
+	out, code, _ = styrminctl(t, "--repo", dir, "diff", "local/staging/web")
+	if code != 0 || !strings.Contains(out, "no changes") {
+		t.Errorf("unchanged deployment: exit %d\n%s", code, out)
+	}
+	if _, code, err := styrminctl(t, "--repo", dir, "diff", "local/dev/nope"); code != 1 || err == nil || !strings.Contains(err.Error(), "local/dev/nope") {
+		t.Errorf("unknown deployment: exit %d, err %v", code, err)
+	}
+}
+
+func TestPlanOutsideGitIsAClearError(t *testing.T) {
+	dir := exampleRepo(t)
+	_, code, err := styrminctl(t, "--repo", dir, "plan")
+	if code != 1 || err == nil || !strings.Contains(err.Error(), "git repository") {
+		t.Fatalf("exit %d, err %v", code, err)
+	}
+}
