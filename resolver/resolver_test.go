@@ -154,55 +154,56 @@ func TestLockingAgainWithoutChangesWritesNothing(t *testing.T) {
 func TestEnvironmentValueChangeRelocksExactlyItsInheritors(t *testing.T) {
 	dir := copyTree(t, exampleDir)
 	lockDirInto(t, dir)
-	// dev sets logLevel; staging/hub overrides it itself; only dev's
-	// deployments inherit dev's value.
+	// dev's logLevel reaches dev/hub; dev/web's driver has no logLevel
+	// parameter, so its resolved instance does not change.
 	writeFile(t, dir, "clusters/local/environments/dev/environment.cue", `
 namespacePrefix: "dev"
 backupLocation:  "s3://backups/local/dev"
-config: logLevel: "trace"
+parameters: logLevel: "error"
 `)
 	changes := lockDirInto(t, dir)
-	got := map[string]int64{}
+	if len(changes) != 1 || changes[0].ID != (ID{"local", "dev", "hub"}) || changes[0].Next.Sequence != 2 {
+		t.Fatalf("relocked %v, want only local/dev/hub at sequence 2", describe(changes))
+	}
+	if got := changes[0].Next.Values["config"].(map[string]any)["GRAPHHUB_LOG_LEVEL"]; got != "error" {
+		t.Fatalf("dev/hub log level %v, want error", got)
+	}
+}
+
+func describe(changes []LockChange) []string {
+	var out []string
 	for _, c := range changes {
-		got[c.ID.String()] = c.Next.Sequence
+		out = append(out, c.Trailer())
 	}
-	want := map[string]int64{"local/dev/hub": 2, "local/dev/web": 2}
-	if len(got) != len(want) {
-		t.Fatalf("relocked %v, want %v", got, want)
-	}
-	for k, v := range want {
-		if got[k] != v {
-			t.Errorf("%s: sequence %d, want %d", k, got[k], v)
-		}
-	}
+	return out
 }
 
 func TestClusterValueChangeSkipsDeploymentsThatOverrideIt(t *testing.T) {
 	dir := copyTree(t, exampleDir)
 	lockDirInto(t, dir)
-	// staging/hub sets config.logLevel itself; a cluster-wide logLevel
-	// reaches nobody because both environments set it too.
+	// The cluster's logLevel reaches nobody: dev sets its own, staging/hub
+	// sets its own and the webapp driver has no such parameter.
 	writeFile(t, dir, "clusters/local/cluster.cue", `
 domain:       "local.styrmin.dev"
 ingressClass: "nginx"
 storageClasses: default: "standard"
-config: {
-	logFormat: "json"
-	logLevel:  "error"
-}
+config: logFormat: "json"
+parameters: logLevel: "error"
 `)
 	if changes := lockDirInto(t, dir); len(changes) != 0 {
-		t.Fatalf("a value every environment overrides relocked %d deployments", len(changes))
+		t.Fatalf("a value every deployment overrides relocked %v", describe(changes))
 	}
+	// A cluster value nobody overrides fans out across both environments.
 	writeFile(t, dir, "clusters/local/cluster.cue", `
 domain:       "local.styrmin.dev"
 ingressClass: "nginx"
 storageClasses: default: "standard"
 config: logFormat: "text"
+parameters: logLevel: "error"
 `)
 	changes := lockDirInto(t, dir)
 	if len(changes) != 4 {
-		t.Fatalf("cluster fan-out relocked %d deployments, want all 4", len(changes))
+		t.Fatalf("cluster fan-out relocked %v, want all 4", describe(changes))
 	}
 }
 
@@ -241,9 +242,10 @@ func TestProvenanceNamesTheLayerThatSetEachValue(t *testing.T) {
 		t.Fatal("local/staging/hub not resolved")
 	}
 	cases := map[string]Origin{
-		"config.logLevel":  {Layer: LayerDeployment, File: "clusters/local/environments/staging/deployments/hub.cue"},
-		"config.logFormat": {Layer: LayerCluster, File: "clusters/local/cluster.cue"},
-		"backupLocation":   {Layer: LayerEnvironment, File: "clusters/local/environments/staging/environment.yaml"},
+		"parameters.logLevel": {Layer: LayerDeployment, File: "clusters/local/environments/staging/deployments/hub.cue"},
+		"parameters.workers":  {Layer: "driver", File: "drivers/graphhub/1.0.0"},
+		"config.logFormat":    {Layer: LayerCluster, File: "clusters/local/cluster.cue"},
+		"backupLocation":      {Layer: LayerEnvironment, File: "clusters/local/environments/staging/environment.yaml"},
 	}
 	for p, want := range cases {
 		if got := r.Provenance[p]; got != want {

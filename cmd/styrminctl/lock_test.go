@@ -107,12 +107,13 @@ func TestLockWithBadInputWritesNothing(t *testing.T) {
 
 func TestExplainNamesTheLayerOfEachValue(t *testing.T) {
 	repo := exampleRepo(t)
-	out, code, err := styrminctl(t, "--repo", repo, "explain", "local/staging/hub", "config")
+	out, code, err := styrminctl(t, "--repo", repo, "explain", "local/staging/hub")
 	if code != 0 {
 		t.Fatalf("explain: %v", err)
 	}
 	for _, want := range []string{
-		`config.logLevel = "warn"`, "from deployment (clusters/local/environments/staging/deployments/hub.cue)",
+		`parameters.logLevel = "warning"`, "from deployment (clusters/local/environments/staging/deployments/hub.cue)",
+		`parameters.workers = 2`, "from driver (drivers/graphhub/1.0.0)",
 		`config.logFormat = "json"`, "from cluster (clusters/local/cluster.cue)",
 	} {
 		if !strings.Contains(out, want) {
