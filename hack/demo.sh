@@ -1,0 +1,127 @@
+#!/usr/bin/env bash
+# The Styrmin demo (`make demo`): a desired-state repository made from
+# examples/, the agent running against the local control plane, and the
+# story of a platform team's day: deploy two environments, fan out an
+# environment value, upgrade the multi-component application (its
+# migration job runs between stopping and starting the workers) and watch
+# a drift being corrected. `make demo` has already built the binaries and
+# started the control plane; the cluster keeps running until
+# `make cluster-down`.
+set -euo pipefail
+
+root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+cd "$root"
+export KUBECONFIG="$root/.cluster/kubeconfig"
+bin="$root/bin"
+kubectl="$root/.bin/testcluster/kubectl"
+demo="$root/.demo"
+repo="$demo/repo"
+
+if [ -t 1 ]; then bold=$'\033[1m'; dim=$'\033[2m'; off=$'\033[0m'; else bold= dim= off=; fi
+step() { printf '\n%s==> %s%s\n' "$bold" "$*" "$off"; }
+say() { printf '%s\n' "$*"; }
+run() { printf '%s$ %s%s\n' "$dim" "${*/#$bin\//}" "$off"; "$@"; }
+git_() { git -C "$repo" -c user.name="Demo Platform Team" -c user.email=platform@example.com "$@"; }
+styrminctl() { run "$bin/styrminctl" "$@"; }
+
+# wait_for DESCRIPTION TIMEOUT_SECONDS COMMAND...: poll until COMMAND succeeds.
+wait_for() {
+	local what=$1 timeout=$2 start=$SECONDS
+	shift 2
+	printf '   waiting for %s ' "$what"
+	until "$@" >/dev/null 2>&1; do
+		if ((SECONDS - start > timeout)); then
+			printf 'timed out after %ss\n' "$timeout"
+			say "   The agent's log: $demo/agent.log"
+			return 1
+		fi
+		printf '.'
+		sleep 1
+	done
+	printf ' done in %ss\n' "$((SECONDS - start))"
+}
+
+# ready_at NAMESPACE SEQUENCE: the StyrminDeployment runs that sequence and is Ready.
+ready_at() {
+	local out
+	out=$("$kubectl" -n "$1" get styrmindeployment "$1" -o jsonpath='{.status.activeSequence} {.status.conditions[?(@.type=="Ready")].status}') || return 1
+	[ "$out" = "$2 True" ]
+}
+
+all_ready() {
+	ready_at dev-web "$1" && ready_at dev-hub "$2" && ready_at staging-web "$3" && ready_at staging-hub "$4"
+}
+
+stop_agent() {
+	if [ -f "$root/.cluster/agent.pid" ]; then
+		kill "$(cat "$root/.cluster/agent.pid")" 2>/dev/null || true
+		rm -f "$root/.cluster/agent.pid"
+	fi
+}
+
+step "1/7 A desired-state repository, made from examples/"
+stop_agent
+rm -rf "$demo"
+mkdir -p "$repo"
+cp -R examples/styrmin.cue examples/clusters examples/drivers "$repo/"
+git_ init -q -b main
+git_ add -A
+git_ commit -q -m "Desired state: cluster local, environments dev and staging"
+say "   $repo: cluster local; environments dev and staging; deployments web (driver webapp) and hub (driver graphhub) in each."
+styrminctl --repo "$repo" drivers list
+
+step "2/7 Review the plan, then lock: one lockfile per deployment, sequence 1"
+styrminctl --repo "$repo" plan
+styrminctl --repo "$repo" lock --commit
+
+step "3/7 Start the agent for cluster local (it follows the repository's lock commits)"
+for ns in dev-hub staging-hub; do
+	"$kubectl" create namespace "$ns" --dry-run=client -o yaml | "$kubectl" apply -f - >/dev/null
+	# The driver takes the database password as a reference to this Secret; the value never enters git.
+	"$kubectl" -n "$ns" create secret generic hub-db --from-literal=password="demo-$RANDOM$RANDOM" --dry-run=client -o yaml | "$kubectl" apply -f - >/dev/null
+done
+printf '%s$ styrmin-agent --cluster local --repo-url %s --branch main --poll-interval 2s --drift-interval 10s --install-crds &%s\n' "$dim" "$repo" "$off"
+setsid "$bin/styrmin-agent" --cluster local --repo-url "$repo" --branch main --poll-interval 2s --drift-interval 10s \
+	--install-crds --metrics-bind-address 127.0.0.1:18080 --health-probe-bind-address 127.0.0.1:18081 \
+	--kubeconfig "$KUBECONFIG" >"$demo/agent.log" 2>&1 </dev/null &
+echo $! >"$root/.cluster/agent.pid"
+say "   agent pid $(cat "$root/.cluster/agent.pid"), log $demo/agent.log"
+wait_for "four deployments Ready at sequence 1" 240 all_ready 1 1 1 1
+styrminctl status
+
+step "4/7 Change an environment value: dev logs at info (fan-out)"
+sed -i 's/parameters: logLevel: "debug"/parameters: logLevel: "info"/' "$repo/clusters/local/environments/dev/environment.cue"
+git_ commit -q -am "dev: log at info level"
+say "   The plan shows who inherits the value: dev/hub redeploys; dev/web's driver has no logLevel, so it does not."
+styrminctl --repo "$repo" plan --base HEAD~1
+styrminctl --repo "$repo" lock --commit
+wait_for "dev/hub Ready at sequence 2" 120 ready_at dev-hub 2
+styrminctl tasks list
+
+step "5/7 Upgrade graphhub in dev: app 1.4.0 → 1.5.0 takes driver 2.0.0"
+sed -i 's/appVersion: "1.4.0"/appVersion: "1.5.0"/' "$repo/clusters/local/environments/dev/deployments/hub.cue"
+git_ commit -q -am "dev/hub: graphhub 1.5.0"
+styrminctl --repo "$repo" plan --base HEAD~1
+styrminctl --repo "$repo" lock --commit
+wait_for "dev/hub Ready at sequence 3" 240 ready_at dev-hub 3
+say "   The upgrade task's steps, in the order they ran (workers stopped, migration job, upgrade, workers started):"
+styrminctl tasks get local/dev/hub 3
+run "$kubectl" -n dev-hub get jobs
+
+step "6/7 Drift: scale dev/web by hand; the agent puts it back"
+run "$kubectl" -n dev-web scale deployment web --replicas=5
+wait_for "dev/web back at 1 replica" 60 sh -c "[ \"\$('$kubectl' -n dev-web get deployment web -o jsonpath='{.spec.replicas}')\" = 1 ]"
+run "$kubectl" -n dev-web get events --field-selector reason=DriftCorrected
+
+step "7/7 Where to look"
+cat <<MSG
+   export KUBECONFIG=$KUBECONFIG
+   $bin/styrminctl status                      # every deployment, its sequence and readiness
+   $bin/styrminctl tasks list                  # every task: workflow, sequence, phase
+   $bin/styrminctl history local/dev/hub       # the instance timeline of one deployment
+   $kubectl get styrmindeployments -A
+   $kubectl get styrmintasks -A
+   git -C $repo log --format='%h %s%n%b'        # lock commits with their Styrmin-Lock trailers
+   Agent log: $demo/agent.log
+   The agent and the control plane keep running; stop both with: make cluster-down
+MSG
