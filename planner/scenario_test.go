@@ -12,6 +12,8 @@ import (
 	"testing"
 
 	"github.com/santhosh-tekuri/jsonschema/v6"
+
+	"github.com/styrmin/styrmin/resolver"
 )
 
 // scenario is a change made to a locked copy of the example repository.
@@ -452,4 +454,28 @@ func planSchema(t *testing.T) *jsonschema.Schema {
 		t.Fatalf("plan.schema.json does not compile: %v", err)
 	}
 	return s
+}
+
+func TestLockChangesMatchPlanLocks(t *testing.T) {
+	base := lockedExample(t)
+	head := copyTree(t, base)
+	// A change, a creation and a deletion at once.
+	scenarios[0].change(t, head)
+	scenarios[2].change(t, head)
+	scenarios[3].change(t, head)
+	in := loadInput(t, base, head)
+	want, err := resolver.PlanLocks(in.Head, in.Base)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := lockChanges(in.Head, in.Base)
+	if len(got) != 3 || len(got) != len(want) {
+		t.Fatalf("%d changes, PlanLocks has %d, want 3", len(got), len(want))
+	}
+	for i := range want {
+		g, w := got[i], want[i]
+		if g.ID != w.ID || g.Previous != w.Previous || g.Next.Sequence != w.Next.Sequence || g.Next.Kind != w.Next.Kind || (!w.Next.Tombstone() && g.Next.Digest != w.Next.Digest) {
+			t.Errorf("change %d: %s seq %d %s, PlanLocks: %s seq %d %s", i, g.ID, g.Next.Sequence, g.Next.Kind, w.ID, w.Next.Sequence, w.Next.Kind)
+		}
+	}
 }
