@@ -438,6 +438,8 @@ func (r *TaskReconciler) runSteps(ctx context.Context, run *taskRun) (phaseResul
 	t := run.task
 	for int(t.Status.CurrentStep) < len(t.Status.Steps) {
 		i := t.Status.CurrentStep
+		// A status write decodes the server's answer into t, replacing
+		// the Steps slice: take the step afresh after every write.
 		st := &t.Status.Steps[i]
 		if st.State.Terminal() {
 			// Written as finished but the index not moved: move on.
@@ -460,6 +462,7 @@ func (r *TaskReconciler) runSteps(ctx context.Context, run *taskRun) (phaseResul
 		if res, err := r.startStep(ctx, run, i); err != nil || res.stop {
 			return res, err
 		}
+		st = &t.Status.Steps[i]
 		out, err := r.runAction(ctx, run, st)
 		if err == nil && (out.done || out.newer > 0) {
 			run.log.Info("step action done", "task", t.Name, "step", st.Name, "index", i, "attempt", st.Attempts)
@@ -484,7 +487,7 @@ func (r *TaskReconciler) runSteps(ctx context.Context, run *taskRun) (phaseResul
 			if err := r.writeStatus(ctx, run); err != nil {
 				return phaseResult{}, err
 			}
-			continue // run the action again, now with its record
+			continue // run the action again (st is taken afresh), now with its record
 		}
 		if out.newer > 0 {
 			r.endStep(st, v1alpha1.StepSucceeded, out.output, "")

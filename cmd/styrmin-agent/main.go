@@ -17,6 +17,7 @@ import (
 	"github.com/go-logr/logr"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
+	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 
 	"github.com/styrmin/styrmin/operator"
 )
@@ -92,6 +93,7 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 		level = slog.LevelError
 	}
 	log := logr.FromSlogHandler(slog.NewJSONHandler(stderr, &slog.HandlerOptions{Level: level}))
+	ctrllog.SetLogger(log)
 	cfg, err := restConfig(f.kubeconfig)
 	if err != nil {
 		return err

@@ -1,0 +1,565 @@
+package operator_test
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"os/exec"
+	"path"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"testing/fstest"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	storagev1 "k8s.io/api/storage/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/tools/clientcmd"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/yaml"
+
+	"github.com/styrmin/styrmin/config"
+	"github.com/styrmin/styrmin/gitsource"
+	"github.com/styrmin/styrmin/gitsource/gitserver"
+	"github.com/styrmin/styrmin/operator"
+	"github.com/styrmin/styrmin/operator/api/v1alpha1"
+	"github.com/styrmin/styrmin/resolver"
+	"github.com/styrmin/styrmin/testcluster"
+)
+
+// The agent's integration tests run the real thing: a control plane with
+// fake nodes, a git smart-HTTP server holding a desired-state repository
+// made from examples/ with lockfiles written by the resolver, and the
+// styrmin-agent binary built with `go build` and run as a subprocess (so
+// a test can SIGKILL it), acting as its service account with the RBAC of
+// config/.
+
+const (
+	agentCluster   = "local"
+	agentRepoName  = "desired"
+	agentSecret    = "repo-creds"
+	agentGitToken  = "test-token-not-a-secret"
+	hubNamespace   = "dev-hub"
+	webNamespace   = "dev-web"
+	hubDeployment  = "clusters/local/environments/dev/deployments/hub.cue"
+	agentWaitLimit = 90 * time.Second
+)
+
+var agentBuild struct {
+	once sync.Once
+	path string
+	err  error
+}
+
+// agentBinary builds cmd/styrmin-agent once per test process, into the
+// repository's ignored .bin folder.
+func agentBinary(t *testing.T) string {
+	t.Helper()
+	agentBuild.once.Do(func() {
+		wd, err := os.Getwd()
+		if err != nil {
+			agentBuild.err = err
+			return
+		}
+		root, err := testcluster.RepoRoot(wd)
+		if err != nil {
+			agentBuild.err = err
+			return
+		}
+		out := filepath.Join(root, ".bin", "agent-test", "styrmin-agent")
+		cmd := exec.Command("go", "build", "-o", out, "./cmd/styrmin-agent")
+		cmd.Dir = root
+		if b, err := cmd.CombinedOutput(); err != nil {
+			agentBuild.err = fmt.Errorf("go build ./cmd/styrmin-agent: %v\n%s", err, b)
+			return
+		}
+		agentBuild.path = out
+	})
+	if agentBuild.err != nil {
+		t.Fatal(agentBuild.err)
+	}
+	return agentBuild.path
+}
+
+// agentEnv is a control plane, a git server with the desired-state
+// repository and (once started) the agent.
+type agentEnv struct {
+	cluster    *testcluster.Cluster
+	c          client.Client
+	git        *gitserver.Server
+	url        string
+	clone      *gitsource.Repo
+	kubeconfig string
+	bin        string
+	agent      *agentProc
+	restarts   int
+}
+
+// exampleRepo returns the files of examples/ that make a desired-state
+// repository with the dev environment's deployments (web and hub): the
+// drivers, styrmin.cue and the local cluster without staging.
+func exampleRepo(t *testing.T) fstest.MapFS {
+	t.Helper()
+	out := fstest.MapFS{}
+	src := os.DirFS("../examples")
+	err := fs.WalkDir(src, ".", func(p string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() {
+			return err
+		}
+		keep := p == "styrmin.cue" || strings.HasPrefix(p, "drivers/") ||
+			(strings.HasPrefix(p, "clusters/local/") && !strings.Contains(p, "/staging/"))
+		if !keep {
+			return nil
+		}
+		b, err := fs.ReadFile(src, p)
+		if err != nil {
+			return err
+		}
+		out[p] = &fstest.MapFile{Data: b, Mode: 0o644}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+func startAgentEnv(t *testing.T) *agentEnv {
+	t.Helper()
+	bin := agentBinary(t)
+	c := testcluster.StartT(t, testcluster.Options{Workloads: true})
+	ctx := context.Background()
+	if err := operator.InstallCRDs(ctx, c.RESTConfig); err != nil {
+		t.Fatal(err)
+	}
+	scheme, err := operator.NewScheme()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cl, err := client.New(c.RESTConfig, client.Options{Scheme: scheme})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := &agentEnv{cluster: c, c: cl, bin: bin}
+	e.apply(t, append([][]byte{config.Namespace()}, config.RBAC()...))
+	if err := cl.Create(ctx, &corev1.Secret{
+		ObjectMeta: metav1.ObjectMeta{Name: agentSecret, Namespace: config.AgentNamespace},
+		Data:       map[string][]byte{operator.SecretKeyToken: []byte(agentGitToken)},
+	}); err != nil {
+		t.Fatal(err)
+	}
+	e.kubeconfig = impersonatingKubeconfig(t, c.KubeconfigPath,
+		"system:serviceaccount:"+config.AgentNamespace+":"+config.AgentServiceAccount)
+
+	e.git = gitserver.New(t, gitserver.WithToken(agentGitToken))
+	e.git.Seed(agentRepoName, exampleRepo(t), "examples")
+	e.url = e.git.RepoURL(agentRepoName)
+	e.clone, err = gitsource.Clone(ctx, e.url, "", gitsource.CloneOptions{Branch: "main", Auth: gitsource.Auth{Token: agentGitToken}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	immediate := storagev1.VolumeBindingImmediate
+	if err := cl.Create(ctx, &storagev1.StorageClass{
+		ObjectMeta:        metav1.ObjectMeta{Name: "standard"},
+		Provisioner:       "kubernetes.io/no-provisioner",
+		VolumeBindingMode: &immediate,
+	}); err != nil {
+		t.Fatal(err)
+	}
+	bindCtx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() { defer close(done); bindClaims(bindCtx, cl) }()
+	t.Cleanup(func() { cancel(); <-done })
+	return e
+}
+
+// apply applies YAML manifests with server-side apply as the test.
+func (e *agentEnv) apply(t *testing.T, docs [][]byte) {
+	t.Helper()
+	for _, doc := range docs {
+		u := &unstructured.Unstructured{}
+		if err := yaml.Unmarshal(doc, &u.Object); err != nil {
+			t.Fatal(err)
+		}
+		if err := e.c.Apply(context.Background(), client.ApplyConfigurationFromUnstructured(u), client.FieldOwner("test"), client.ForceOwnership); err != nil {
+			t.Fatalf("apply %s %s: %v", u.GetKind(), u.GetName(), err)
+		}
+	}
+}
+
+// impersonatingKubeconfig writes a copy of the admin kubeconfig that acts
+// as user, so the agent runs with exactly its RBAC.
+func impersonatingKubeconfig(t *testing.T, admin, user string) string {
+	t.Helper()
+	cfg, err := clientcmd.LoadFromFile(admin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, ai := range cfg.AuthInfos {
+		ai.Impersonate = user
+	}
+	p := filepath.Join(t.TempDir(), "agent.kubeconfig")
+	if err := clientcmd.WriteToFile(*cfg, p); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// bindClaims stands in for the storage the fake nodes lack: it binds every
+// pending PersistentVolumeClaim to a new hostPath PersistentVolume, so
+// StatefulSet pods with volume claim templates get scheduled.
+func bindClaims(ctx context.Context, c client.Client) {
+	for ctx.Err() == nil {
+		var pvcs corev1.PersistentVolumeClaimList
+		if err := c.List(ctx, &pvcs); err == nil {
+			for i := range pvcs.Items {
+				bindClaim(ctx, c, &pvcs.Items[i])
+			}
+		}
+		select {
+		case <-ctx.Done():
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+}
+
+func bindClaim(ctx context.Context, c client.Client, pvc *corev1.PersistentVolumeClaim) {
+	if pvc.Status.Phase == corev1.ClaimBound || pvc.DeletionTimestamp != nil {
+		return
+	}
+	class := ""
+	if pvc.Spec.StorageClassName != nil {
+		class = *pvc.Spec.StorageClassName
+	}
+	size := pvc.Spec.Resources.Requests[corev1.ResourceStorage]
+	pv := &corev1.PersistentVolume{
+		ObjectMeta: metav1.ObjectMeta{Name: "pv-" + string(pvc.UID)},
+		Spec: corev1.PersistentVolumeSpec{
+			Capacity:                      corev1.ResourceList{corev1.ResourceStorage: size},
+			AccessModes:                   pvc.Spec.AccessModes,
+			StorageClassName:              class,
+			PersistentVolumeReclaimPolicy: corev1.PersistentVolumeReclaimDelete,
+			PersistentVolumeSource:        corev1.PersistentVolumeSource{HostPath: &corev1.HostPathVolumeSource{Path: "/var/lib/fake/" + string(pvc.UID)}},
+			ClaimRef:                      &corev1.ObjectReference{Kind: "PersistentVolumeClaim", Namespace: pvc.Namespace, Name: pvc.Name, UID: pvc.UID},
+		},
+	}
+	if err := c.Create(ctx, pv); err != nil && !apierrors.IsAlreadyExists(err) {
+		return
+	}
+	pv.Status.Phase = corev1.VolumeBound
+	_ = c.Status().Update(ctx, pv)
+	if pvc.Spec.VolumeName == "" {
+		// What the persistent volume controller would write; the scheduler
+		// takes a claim as bound only with the annotation.
+		pvc.Spec.VolumeName = pv.Name
+		if pvc.Annotations == nil {
+			pvc.Annotations = map[string]string{}
+		}
+		pvc.Annotations["pv.kubernetes.io/bind-completed"] = "yes"
+		if err := c.Update(ctx, pvc); err != nil {
+			return
+		}
+	}
+	pvc.Status.Phase = corev1.ClaimBound
+	pvc.Status.Capacity = corev1.ResourceList{corev1.ResourceStorage: size}
+	pvc.Status.AccessModes = pvc.Spec.AccessModes
+	_ = c.Status().Update(ctx, pvc)
+}
+
+// commitConfig commits configuration files on the server (nil deletes a
+// file), as a user's push would.
+func (e *agentEnv) commitConfig(t *testing.T, msg string, files map[string][]byte) {
+	t.Helper()
+	e.git.Commit(agentRepoName, msg, files)
+}
+
+// lock resolves the branch head and commits the changed lockfiles back,
+// as `styrminctl lock --push` does, returning the locked sequences by
+// deployment name.
+func (e *agentEnv) lock(t *testing.T) map[string]int64 {
+	t.Helper()
+	locked := map[string]int64{}
+	_, err := e.clone.CommitLocks(context.Background(), gitsource.CommitRequest{
+		Build: func(_ context.Context, head gitsource.Hash, headFS fs.FS) (gitsource.Change, error) {
+			clear(locked)
+			ws, err := resolver.LoadWorkspace(headFS, resolver.WorkspaceOptions{SourceCommit: head.String()})
+			if err != nil {
+				return gitsource.Change{}, err
+			}
+			changes, _, err := ws.Lock(resolver.LockAllOrNothing)
+			if err != nil {
+				return gitsource.Change{}, err
+			}
+			ch := gitsource.Change{Files: map[string][]byte{}, Locks: map[string]int{}}
+			for _, c := range changes {
+				ch.Files[c.Path()] = c.Data
+				ch.Locks[c.ID.String()] = int(c.Next.Sequence)
+				locked[c.ID.Name] = c.Next.Sequence
+			}
+			return ch, nil
+		},
+	})
+	if err != nil {
+		t.Fatalf("lock: %v", err)
+	}
+	return locked
+}
+
+// change commits a configuration change and locks it; it returns the
+// sequence the deployment got.
+func (e *agentEnv) change(t *testing.T, name, msg string, files map[string][]byte) int64 {
+	t.Helper()
+	e.commitConfig(t, msg, files)
+	seq, ok := e.lock(t)[name]
+	if !ok {
+		t.Fatalf("%s: the change locked no new instance of %s", msg, name)
+	}
+	return seq
+}
+
+// hubConfig is the hub deployment file with the given app version,
+// workers and log level.
+func hubConfig(app string, workers int, logLevel string) map[string][]byte {
+	return map[string][]byte{hubDeployment: fmt.Appendf(nil, `driver:     "graphhub"
+appVersion: %q
+connects: ["web"]
+parameters: {
+	workers: %d
+	logLevel: %q
+	databasePassword: {name: "hub-db", key: "password"}
+}
+`, app, workers, logLevel)}
+}
+
+// agentProc is one run of the agent binary.
+type agentProc struct {
+	cmd  *exec.Cmd
+	done chan struct{}
+
+	mu    sync.Mutex
+	lines []string
+	wake  chan struct{}
+}
+
+// startAgent starts the agent binary; it is stopped when the test ends.
+func (e *agentEnv) startAgent(t *testing.T, extra ...string) *agentProc {
+	t.Helper()
+	args := []string{
+		"--cluster=" + agentCluster,
+		"--repo-url=" + e.url,
+		"--branch=main",
+		"--secret-name=" + agentSecret,
+		"--namespace=" + config.AgentNamespace,
+		"--poll-interval=500ms",
+		"--drift-interval=1h",
+		"--metrics-bind-address=0",
+		"--health-probe-bind-address=",
+		"--kubeconfig=" + e.kubeconfig,
+	}
+	args = append(args, extra...)
+	cmd := exec.Command(e.bin, args...)
+	stderr, err := cmd.StderrPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd.Stdout = io.Discard
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	p := &agentProc{cmd: cmd, done: make(chan struct{}), wake: make(chan struct{})}
+	go func() {
+		sc := bufio.NewScanner(stderr)
+		sc.Buffer(make([]byte, 1<<20), 1<<20)
+		for sc.Scan() {
+			p.mu.Lock()
+			p.lines = append(p.lines, sc.Text())
+			close(p.wake)
+			p.wake = make(chan struct{})
+			p.mu.Unlock()
+		}
+		_ = cmd.Wait()
+		close(p.done)
+	}()
+	e.agent = p
+	t.Cleanup(func() {
+		p.stop()
+		if t.Failed() {
+			p.mu.Lock()
+			lines := p.lines
+			if len(lines) > 80 {
+				lines = lines[len(lines)-80:]
+			}
+			t.Logf("agent (pid %d) log tail:\n%s", cmd.Process.Pid, strings.Join(lines, "\n"))
+			p.mu.Unlock()
+		}
+	})
+	return p
+}
+
+// stop ends the agent gracefully (SIGTERM), killing it if it lingers.
+func (p *agentProc) stop() {
+	select {
+	case <-p.done:
+		return
+	default:
+	}
+	_ = p.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-p.done:
+	case <-time.After(15 * time.Second):
+		_ = p.cmd.Process.Kill()
+		<-p.done
+	}
+}
+
+// kill ends the agent with SIGKILL: no deferred code, no status write.
+func (p *agentProc) kill(t *testing.T) {
+	t.Helper()
+	if err := p.cmd.Process.Signal(syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	<-p.done
+}
+
+// logEntry is one JSON log line of the agent.
+type logEntry map[string]any
+
+func (l logEntry) str(k string) string { s, _ := l[k].(string); return s }
+func (l logEntry) num(k string) int64  { f, _ := l[k].(float64); return int64(f) }
+
+// waitLog waits for a log line matching match and returns it.
+func (p *agentProc) waitLog(t *testing.T, timeout time.Duration, what string, match func(logEntry) bool) logEntry {
+	t.Helper()
+	deadline := time.After(timeout)
+	seen := 0
+	for {
+		p.mu.Lock()
+		lines, wake := p.lines[seen:], p.wake
+		seen = len(p.lines)
+		p.mu.Unlock()
+		for _, l := range lines {
+			var e logEntry
+			if json.Unmarshal([]byte(l), &e) == nil && match(e) {
+				return e
+			}
+		}
+		select {
+		case <-wake:
+		case <-p.done:
+			t.Fatalf("the agent exited while waiting for %s", what)
+		case <-deadline:
+			t.Fatalf("timed out waiting for the agent to log %s", what)
+		}
+	}
+}
+
+// waitUntil polls cond until it holds.
+func waitUntil(t *testing.T, timeout time.Duration, what string, cond func(ctx context.Context) (bool, string, error)) {
+	t.Helper()
+	var last string
+	err := wait.PollUntilContextTimeout(context.Background(), 100*time.Millisecond, timeout, true, func(ctx context.Context) (bool, error) {
+		ok, why, err := cond(ctx)
+		last = why
+		return ok, err
+	})
+	if err != nil {
+		t.Fatalf("waiting for %s: %v (last: %s)", what, err, last)
+	}
+}
+
+// waitTask waits until the task of a deployment's sequence is terminal
+// and returns it.
+func (e *agentEnv) waitTask(t *testing.T, ns, name string, seq int64) *v1alpha1.StyrminTask {
+	t.Helper()
+	var task v1alpha1.StyrminTask
+	key := client.ObjectKey{Namespace: ns, Name: operator.TaskName(name, seq)}
+	defer func() {
+		if t.Failed() {
+			e.dump(t, ns)
+		}
+	}()
+	waitUntil(t, agentWaitLimit, "task "+key.String()+" to end", func(ctx context.Context) (bool, string, error) {
+		if err := e.c.Get(ctx, key, &task); err != nil {
+			return false, err.Error(), nil
+		}
+		return task.Status.Phase.Terminal(), fmt.Sprintf("phase %q step %d %s", task.Status.Phase, task.Status.CurrentStep, task.Status.Message), nil
+	})
+	return &task
+}
+
+// dump logs what a namespace holds, to explain a failed wait.
+func (e *agentEnv) dump(t *testing.T, ns string) {
+	ctx := context.Background()
+	if sd := e.deployment(t, ns); sd != nil {
+		b, _ := yaml.Marshal(sd.Status)
+		t.Logf("StyrminDeployment %s status:\n%s", ns, b)
+	}
+	var pods corev1.PodList
+	_ = e.c.List(ctx, &pods, client.InNamespace(ns))
+	for _, p := range pods.Items {
+		t.Logf("pod %s: %s node=%q %v", p.Name, p.Status.Phase, p.Spec.NodeName, p.Status.Conditions)
+	}
+	var pvcs corev1.PersistentVolumeClaimList
+	_ = e.c.List(ctx, &pvcs, client.InNamespace(ns))
+	for _, p := range pvcs.Items {
+		t.Logf("pvc %s: %s volume=%q", p.Name, p.Status.Phase, p.Spec.VolumeName)
+	}
+	for _, task := range e.tasksOf(t, ns) {
+		t.Logf("task %s: %s %q steps %v", task.Name, task.Status.Phase, task.Status.Message, stepNames(&task))
+	}
+}
+
+// deployment reads a StyrminDeployment (nil when it does not exist).
+func (e *agentEnv) deployment(t *testing.T, ns string) *v1alpha1.StyrminDeployment {
+	t.Helper()
+	var sd v1alpha1.StyrminDeployment
+	err := e.c.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: ns}, &sd)
+	if apierrors.IsNotFound(err) {
+		return nil
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &sd
+}
+
+// tasksOf lists a deployment's tasks in sequence order.
+func (e *agentEnv) tasksOf(t *testing.T, ns string) []v1alpha1.StyrminTask {
+	t.Helper()
+	var list v1alpha1.StyrminTaskList
+	if err := e.c.List(context.Background(), &list, client.InNamespace(ns)); err != nil {
+		t.Fatal(err)
+	}
+	items := list.Items
+	for i := 1; i < len(items); i++ {
+		for j := i; j > 0 && items[j].Spec.ToSequence < items[j-1].Spec.ToSequence; j-- {
+			items[j], items[j-1] = items[j-1], items[j]
+		}
+	}
+	return items
+}
+
+func stepNames(task *v1alpha1.StyrminTask) []string {
+	var out []string
+	for _, s := range task.Status.Steps {
+		out = append(out, path.Base(s.Name)+"="+string(s.State))
+	}
+	return out
+}
+
+func requireSucceeded(t *testing.T, task *v1alpha1.StyrminTask) {
+	t.Helper()
+	if task.Status.Phase != v1alpha1.TaskSucceeded {
+		t.Fatalf("task %s: phase %s (%s), steps %v", task.Name, task.Status.Phase, task.Status.Message, stepNames(task))
+	}
+}

@@ -1,0 +1,254 @@
+package operator_test
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/watch"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/styrmin/styrmin/operator"
+	"github.com/styrmin/styrmin/operator/api/v1alpha1"
+)
+
+// observation is one change to a workload or job seen through a watch,
+// with the resourceVersion the API server gave it. Within one etcd,
+// resourceVersions of all kinds come from one increasing revision, so
+// they order events across kinds (a test-only reading of an opaque
+// value).
+type observation struct {
+	rv   uint64
+	what string
+}
+
+// observe watches the Deployments and Jobs of a namespace and records
+// "worker=N" (the worker Deployment's spec.replicas when it changes),
+// "job+ NAME" (a Job created) and "job✓ NAME" (a Job complete).
+func (e *agentEnv) observe(t *testing.T, ns, worker string) func() []observation {
+	t.Helper()
+	wc, err := client.NewWithWatch(e.cluster.RESTConfig, client.Options{Scheme: e.c.Scheme()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	var mu sync.Mutex
+	var obs []observation
+	add := func(rv, what string) {
+		n, _ := strconv.ParseUint(rv, 10, 64)
+		mu.Lock()
+		obs = append(obs, observation{n, what})
+		mu.Unlock()
+	}
+	dw, err := wc.Watch(ctx, &appsv1.DeploymentList{}, client.InNamespace(ns))
+	if err != nil {
+		t.Fatal(err)
+	}
+	jw, err := wc.Watch(ctx, &batchv1.JobList{}, client.InNamespace(ns))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var wg sync.WaitGroup
+	wg.Add(2)
+	go func() {
+		defer wg.Done()
+		last := int32(-1)
+		for ev := range dw.ResultChan() {
+			d, ok := ev.Object.(*appsv1.Deployment)
+			if !ok || d.Name != worker || ev.Type == watch.Deleted || d.Spec.Replicas == nil {
+				continue
+			}
+			if *d.Spec.Replicas != last {
+				last = *d.Spec.Replicas
+				add(d.ResourceVersion, fmt.Sprintf("worker=%d", last))
+			}
+		}
+	}()
+	go func() {
+		defer wg.Done()
+		done := map[string]bool{}
+		for ev := range jw.ResultChan() {
+			j, ok := ev.Object.(*batchv1.Job)
+			if !ok {
+				continue
+			}
+			if ev.Type == watch.Added {
+				add(j.ResourceVersion, "job+ "+j.Name)
+			}
+			for _, c := range j.Status.Conditions {
+				if c.Type == batchv1.JobComplete && c.Status == corev1.ConditionTrue && !done[j.Name] {
+					done[j.Name] = true
+					add(j.ResourceVersion, "job✓ "+j.Name)
+				}
+			}
+		}
+	}()
+	stop := func() []observation {
+		cancel()
+		dw.Stop()
+		jw.Stop()
+		wg.Wait()
+		mu.Lock()
+		defer mu.Unlock()
+		slices.SortFunc(obs, func(a, b observation) int {
+			switch {
+			case a.rv < b.rv:
+				return -1
+			case a.rv > b.rv:
+				return 1
+			}
+			return 0
+		})
+		return obs
+	}
+	t.Cleanup(func() { cancel() })
+	return stop
+}
+
+func indexOf(obs []observation, what string, from int) int {
+	for i := from; i < len(obs); i++ {
+		if obs[i].what == what {
+			return i
+		}
+	}
+	return -1
+}
+
+// TestAgentCreatesUpdatesUpgradesAndDeletesGraphhub walks the graphhub
+// example through its life with the agent running as a subprocess:
+// create runs the setup hook (the init-db job), a parameter change is an
+// update that only writes the instance, an application version change is
+// an upgrade whose migration job runs between stopping and starting the
+// workers, and removing the deployment uninstalls it.
+func TestAgentCreatesUpdatesUpgradesAndDeletesGraphhub(t *testing.T) {
+	e := startAgentEnv(t)
+	first := e.lock(t)
+	if first["hub"] != 1 || first["web"] != 1 {
+		t.Fatalf("first lock = %v, want hub and web at 1", first)
+	}
+	e.startAgent(t, "--leader-elect=true")
+
+	// Create: the setup hook.
+	create := e.waitTask(t, hubNamespace, "hub", 1)
+	requireSucceeded(t, create)
+	if create.Spec.Workflow != v1alpha1.WorkflowCreate || create.Spec.FromSequence != 0 {
+		t.Errorf("hub-1: workflow %s from %d, want create from 0", create.Spec.Workflow, create.Spec.FromSequence)
+	}
+	if got := strings.Join(stepNames(create), " "); got != "1:upgradeDeploymentVersion=Succeeded 1:waitReady=Succeeded 2:runJob=Succeeded 3:waitReady=Succeeded" {
+		t.Errorf("hub-1 steps: %s", got)
+	}
+	var initJob batchv1.Job
+	if err := e.c.Get(context.Background(), client.ObjectKey{Namespace: hubNamespace, Name: "hub-init-db-1"}, &initJob); err != nil {
+		t.Fatalf("the setup hook's job: %v", err)
+	}
+	requireSucceeded(t, e.waitTask(t, webNamespace, "web", 1))
+	sd := e.deployment(t, hubNamespace)
+	if sd == nil || sd.Status.ActiveSequence != 1 || sd.Annotations[v1alpha1.AnnotationInstanceSequence] != "1" {
+		t.Fatalf("StyrminDeployment after create: %+v", sd)
+	}
+
+	// Update: configuration only.
+	seq := e.change(t, "hub", "hub: three workers", hubConfig("1.4.0", 3, "info"))
+	if seq != 2 {
+		t.Fatalf("update locked sequence %d, want 2", seq)
+	}
+	update := e.waitTask(t, hubNamespace, "hub", 2)
+	requireSucceeded(t, update)
+	if update.Spec.Workflow != v1alpha1.WorkflowUpdate || strings.Join(stepNames(update), " ") != "1:upgradeDeploymentVersion=Succeeded" {
+		t.Errorf("hub-2: workflow %s steps %v, want update with the core step only", update.Spec.Workflow, stepNames(update))
+	}
+	var worker appsv1.Deployment
+	if err := e.c.Get(context.Background(), client.ObjectKey{Namespace: hubNamespace, Name: "hub-worker"}, &worker); err != nil || *worker.Spec.Replicas != 3 {
+		t.Fatalf("hub-worker after the update: %v replicas %v", err, worker.Spec.Replicas)
+	}
+
+	// Upgrade: stop workers → migrate → write → start workers → wait.
+	stop := e.observe(t, hubNamespace, "hub-worker")
+	if seq = e.change(t, "hub", "hub: app 1.4.1", hubConfig("1.4.1", 3, "info")); seq != 3 {
+		t.Fatalf("upgrade locked sequence %d, want 3", seq)
+	}
+	upgrade := e.waitTask(t, hubNamespace, "hub", 3)
+	requireSucceeded(t, upgrade)
+	if upgrade.Spec.Workflow != v1alpha1.WorkflowUpgrade || upgrade.Spec.FromSequence != 2 {
+		t.Errorf("hub-3: workflow %s from %d, want upgrade from 2", upgrade.Spec.Workflow, upgrade.Spec.FromSequence)
+	}
+	steps := upgrade.Status.Steps
+	if got := strings.Join(stepNames(upgrade), " "); got != "1:stopComponents=Succeeded 2:runJob=Succeeded 1:upgradeDeploymentVersion=Succeeded 1:startComponents=Succeeded 2:waitReady=Succeeded" {
+		t.Fatalf("hub-3 steps: %s", got)
+	}
+	for i := 1; i < len(steps); i++ {
+		if steps[i].StartedAt.Before(steps[i-1].FinishedAt) {
+			t.Errorf("step %s started (%s) before step %s finished (%s)", steps[i].Name, steps[i].StartedAt, steps[i-1].Name, steps[i-1].FinishedAt)
+		}
+	}
+	if steps[0].Recorded["Deployment/hub-worker"] != "3" {
+		t.Errorf("stopComponents recorded %v, want Deployment/hub-worker=3", steps[0].Recorded)
+	}
+	var migrate batchv1.Job
+	if err := e.c.Get(context.Background(), client.ObjectKey{Namespace: hubNamespace, Name: "hub-migrate-3"}, &migrate); err != nil {
+		t.Fatalf("the migration job: %v", err)
+	}
+	c0 := migrate.Spec.Template.Spec.Containers[0]
+	if !strings.HasSuffix(c0.Image, ":1.4.1") || strings.Join(c0.Command, " ") != "graphhub db migrate" {
+		t.Errorf("migration job runs %s %v, want the new version's image with the declared command", c0.Image, c0.Command)
+	}
+	if migrate.Spec.Template.Labels[operator.LabelTask] != "hub-3" || migrate.Spec.Template.Labels["app.kubernetes.io/component"] != "" {
+		t.Errorf("migration pod labels %v: want the task's, not the workload's", migrate.Spec.Template.Labels)
+	}
+	obs := stop()
+	var trace []string
+	for _, o := range obs {
+		trace = append(trace, o.what)
+	}
+	stopped := indexOf(obs, "worker=0", 0)
+	created := indexOf(obs, "job+ hub-migrate-3", 0)
+	completed := indexOf(obs, "job✓ hub-migrate-3", 0)
+	started := indexOf(obs, "worker=3", max(completed, 0))
+	if stopped < 0 || created < stopped || completed < created || started < completed {
+		t.Errorf("order of events (by resourceVersion): %v; want worker=0, then the migration job created and complete, then worker=3", trace)
+	}
+	sd = e.deployment(t, hubNamespace)
+	if sd.Status.ActiveSequence != 3 || sd.Spec.AppVersion != "1.4.1" {
+		t.Errorf("StyrminDeployment after the upgrade: active %d app %s", sd.Status.ActiveSequence, sd.Spec.AppVersion)
+	}
+
+	// Delete: the tombstone uninstalls the release.
+	e.commitConfig(t, "remove hub", map[string][]byte{hubDeployment: nil})
+	if got := e.lock(t)["hub"]; got != 4 {
+		t.Fatalf("removal locked hub at %d, want a tombstone at 4", got)
+	}
+	del := e.waitTask(t, hubNamespace, "hub", 4)
+	requireSucceeded(t, del)
+	if del.Spec.Workflow != v1alpha1.WorkflowDelete {
+		t.Errorf("hub-4 workflow %s, want delete", del.Spec.Workflow)
+	}
+	waitUntil(t, agentWaitLimit, "the hub release to be uninstalled", func(ctx context.Context) (bool, string, error) {
+		var list appsv1.DeploymentList
+		if err := e.c.List(ctx, &list, client.InNamespace(hubNamespace)); err != nil {
+			return false, err.Error(), nil
+		}
+		err := e.c.Get(ctx, client.ObjectKey{Namespace: hubNamespace, Name: hubNamespace}, &v1alpha1.StyrminDeployment{})
+		return len(list.Items) == 0 && apierrors.IsNotFound(err), fmt.Sprintf("%d deployments left, StyrminDeployment: %v", len(list.Items), err), nil
+	})
+	if len(e.tasksOf(t, hubNamespace)) != 4 {
+		t.Errorf("hub tasks: %d, want 4 (the history stays)", len(e.tasksOf(t, hubNamespace)))
+	}
+	var src v1alpha1.StyrminSource
+	if err := e.c.Get(context.Background(), client.ObjectKey{Namespace: "styrmin-system", Name: "styrmin"}, &src); err != nil {
+		t.Fatal(err)
+	}
+	head, _ := e.clone.Head()
+	if src.Status.LastSyncedCommit != head.String() {
+		t.Errorf("StyrminSource synced %s, want the head %s", src.Status.LastSyncedCommit, head)
+	}
+	_ = time.Second
+}
