@@ -3,6 +3,8 @@ package drivers
 import (
 	"errors"
 	"fmt"
+	"maps"
+	"math"
 	"regexp"
 	"sort"
 	"strings"
@@ -31,6 +33,19 @@ func (d *Driver) ApplyParameters(params map[string]any) (map[string]any, error) 
 	if len(errs) > 0 {
 		return nil, errors.Join(errs...)
 	}
+	// JSON and YAML decoders give float64 for every number; an integral
+	// one given for an int parameter is that int.
+	copied := false
+	for _, name := range sortedKeys(params) {
+		f, ok := params[name].(float64)
+		if !ok || known[name].Type != "int" || f != math.Trunc(f) || math.Abs(f) >= 1<<53 {
+			continue
+		}
+		if !copied {
+			params, copied = maps.Clone(params), true
+		}
+		params[name] = int64(f)
+	}
 	schema := d.compiled.value.LookupPath(parametersPath)
 	v := schema
 	if len(params) > 0 {
@@ -45,9 +60,13 @@ func (d *Driver) ApplyParameters(params map[string]any) (map[string]any, error) 
 		}
 		if err := pv.Validate(cue.Concrete(true)); err != nil {
 			msg := fmt.Sprintf("expected %s", p.expectation())
-			if isGiven {
+			switch {
+			case isGiven && (p.Sensitive || p.Secret):
+				// CUE's message would quote the value.
+				msg = fmt.Sprintf("value (hidden) does not satisfy %s", p.expectation())
+			case isGiven:
 				msg = fmt.Sprintf("value %s does not satisfy %s: %s", describe(given, p), p.expectation(), firstMsg(err))
-			} else {
+			default:
 				msg = "required, " + msg
 			}
 			errs = append(errs, &ParameterError{Driver: d.ref(), Parameter: p.Name, Msg: msg})
@@ -208,19 +227,34 @@ func (d *Driver) resolveComponents(v cue.Value) ([]Component, error) {
 // parameters without a default get a sample reference). ok is false when a
 // required parameter has no default.
 func (d *Driver) SampleContext() (c Context, ok bool) {
-	params := map[string]any{}
-	for _, p := range d.Parameters {
-		switch {
-		case p.HasDefault, p.Optional:
-		case p.Secret:
-			params[p.Name] = map[string]any{"name": "sample-secret", "key": p.Name}
-		default:
-			return Context{}, false
-		}
+	c, err := d.SampleContextWith(nil)
+	return c, err == nil
+}
+
+// SampleContextWith is SampleContext with some parameters set; it fails
+// when a required parameter is neither set nor a secret reference.
+func (d *Driver) SampleContextWith(params map[string]any) (Context, error) {
+	set := make(map[string]any, len(params))
+	for k, v := range params {
+		set[k] = v
 	}
-	applied, err := d.ApplyParameters(params)
+	var missing []string
+	for _, p := range d.Parameters {
+		if _, given := set[p.Name]; given || p.HasDefault || p.Optional {
+			continue
+		}
+		if p.Secret {
+			set[p.Name] = map[string]any{"name": "sample-secret", "key": p.Name}
+			continue
+		}
+		missing = append(missing, p.Name)
+	}
+	if len(missing) > 0 {
+		return Context{}, fmt.Errorf("driver %s: parameters without a default must be set: %s", d.ref(), strings.Join(missing, ", "))
+	}
+	applied, err := d.ApplyParameters(set)
 	if err != nil {
-		return Context{}, false
+		return Context{}, err
 	}
 	ns := "sample-" + d.Name
 	return Context{
@@ -235,7 +269,7 @@ func (d *Driver) SampleContext() (c Context, ok bool) {
 		},
 		Parameters: applied,
 		Services:   map[string]map[string]Endpoint{},
-	}, true
+	}, nil
 }
 
 var versionInRangeRE = regexp.MustCompile(`v?\d+(\.\d+){0,2}(-[0-9A-Za-z.-]+)?`)
