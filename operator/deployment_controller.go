@@ -227,7 +227,7 @@ func (r *deploymentReconciler) release(ctx context.Context, rs *reconcileState) 
 		Description: releaseDescription(&sd.Spec),
 	}
 	start := time.Now()
-	rel, installed, err := r.helm.apply(ctx, req)
+	rel, installed, err := r.helm.apply(ctx, req, sd.Status.Release != nil)
 	op := "upgrade"
 	if installed {
 		op = "install"
@@ -465,7 +465,7 @@ func (r *deploymentReconciler) resultFor(ctx context.Context, rs *reconcileState
 			setCondition(sd, v1alpha1.ConditionReconciling, metav1.ConditionTrue, reason, "retrying: "+msg)
 		}
 	}
-	if !equality.Semantic.DeepEqual(orig.Status, sd.Status) {
+	if worthWriting(&orig.Status, &sd.Status) {
 		base := sd.DeepCopy()
 		base.Status = orig.Status
 		if perr := r.client.Status().Patch(ctx, sd, client.MergeFrom(base)); perr != nil && !apierrors.IsNotFound(perr) {
@@ -473,6 +473,31 @@ func (r *deploymentReconciler) resultFor(ctx context.Context, rs *reconcileState
 		}
 	}
 	return result, err
+}
+
+// worthWriting reports whether the status changed in more than the
+// progress of a rollout. While a deployment stays not ready, its replica
+// counts change with every pod; writing each would cost a request per pod,
+// so they are written with the next change that matters (Ready turning
+// True, a new reason, a new sequence).
+func worthWriting(old, cur *v1alpha1.StyrminDeploymentStatus) bool {
+	if equality.Semantic.DeepEqual(old, cur) {
+		return false
+	}
+	if apimeta.IsStatusConditionTrue(old.Conditions, v1alpha1.ConditionReady) ||
+		apimeta.IsStatusConditionTrue(cur.Conditions, v1alpha1.ConditionReady) {
+		return true
+	}
+	a, b := old.DeepCopy(), cur.DeepCopy()
+	for _, st := range []*v1alpha1.StyrminDeploymentStatus{a, b} {
+		st.Components = nil
+		for i := range st.Conditions {
+			if st.Conditions[i].Reason == v1alpha1.ReasonComponentsNotReady || st.Conditions[i].Reason == v1alpha1.ReasonProgressing {
+				st.Conditions[i].Message = ""
+			}
+		}
+	}
+	return !equality.Semantic.DeepEqual(a, b)
 }
 
 // setCondition sets a condition; its transition time changes only with

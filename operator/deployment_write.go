@@ -72,7 +72,10 @@ func WriteInstance(ctx context.Context, c client.Client, namespace string, in *r
 			if in.Tombstone() {
 				return WriteOutcome{Written: true}, nil
 			}
-			sd = v1alpha1.StyrminDeployment{ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: namespace}}
+			// With the controller's finalizer from the start: saves the
+			// controller a request per deployment.
+			sd = v1alpha1.StyrminDeployment{ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: namespace,
+				Finalizers: []string{v1alpha1.FinalizerRelease}}}
 			stamp(&sd, spec)
 			err = c.Create(ctx, &sd)
 			if apierrors.IsAlreadyExists(err) {

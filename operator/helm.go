@@ -156,44 +156,66 @@ type releaseRequest struct {
 
 // apply installs the release or upgrades it to a new revision, with
 // server-side apply, forcing conflicts: the fields in the manifest belong
-// to Styrmin. A revision left pending by an agent that stopped mid-way is
-// marked failed first, so the upgrade is not refused forever.
-func (h *helmReleases) apply(ctx context.Context, req releaseRequest) (*release.Release, bool, error) {
+// to Styrmin. exists says whether the caller knows of a release; the
+// guess costs nothing when right and one more request when wrong, which
+// saves reading the history before every operation. A revision left
+// pending by an agent that stopped mid-way is marked failed, so the
+// upgrade is not refused forever.
+func (h *helmReleases) apply(ctx context.Context, req releaseRequest, exists bool) (*release.Release, bool, error) {
 	cfg := h.config(req.Namespace)
-	ch := releaseChart(req)
-	pr := &renderedObjects{objects: req.Objects}
-
-	last, err := lastRelease(cfg, req.Name)
-	if err != nil && !errors.Is(err, driver.ErrReleaseNotFound) {
-		return nil, false, fmt.Errorf("release %s/%s: reading history: %w", req.Namespace, req.Name, err)
-	}
-	if last == nil {
-		in := action.NewInstall(cfg)
-		in.ReleaseName = req.Name
-		in.Namespace = req.Namespace
-		in.ServerSideApply = true
-		in.ForceConflicts = true
-		in.TakeOwnership = false
-		in.WaitStrategy = kube.HookOnlyStrategy
-		in.DisableOpenAPIValidation = true
-		in.SkipSchemaValidation = true
-		in.Description = req.Description
-		in.PostRenderer = pr
-		rel, err := in.RunWithContext(ctx, ch, req.Values)
-		if err != nil {
-			return nil, true, fmt.Errorf("install release %s/%s: %w", req.Namespace, req.Name, err)
+	if !exists {
+		rel, err := h.install(ctx, cfg, req)
+		if err == nil {
+			return rel, true, nil
 		}
-		r, err := asV1(rel)
-		return r, true, err
+		// A release the caller did not know of (written by an agent that
+		// stopped before recording it) makes the install fail: upgrade it.
+		if _, lerr := lastRelease(cfg, req.Name); lerr != nil {
+			return nil, true, err
+		}
 	}
-	if last.Info != nil && last.Info.Status.IsPending() {
-		// Only this agent writes the release and it is not running an
-		// action on it now: the pending revision was left by a stop.
+	rel, err := h.upgrade(ctx, cfg, req)
+	if err == nil {
+		return rel, false, nil
+	}
+	last, lerr := lastRelease(cfg, req.Name)
+	switch {
+	case errors.Is(lerr, driver.ErrReleaseNotFound):
+		// The release's records are gone: install it again.
+		rel, err := h.install(ctx, cfg, req)
+		return rel, true, err
+	case lerr == nil && last.Info != nil && last.Info.Status.IsPending():
+		// Only this agent writes the release and it runs no action on it
+		// now: the pending revision was left by a stop.
 		last.SetStatus(rcommon.StatusFailed, "interrupted: the agent stopped during the operation")
 		if err := cfg.Releases.Update(last); err != nil {
 			return nil, false, fmt.Errorf("release %s/%s: marking interrupted revision %d failed: %w", req.Namespace, req.Name, last.Version, err)
 		}
+		rel, err := h.upgrade(ctx, cfg, req)
+		return rel, false, err
 	}
+	return nil, false, err
+}
+
+func (h *helmReleases) install(ctx context.Context, cfg *action.Configuration, req releaseRequest) (*release.Release, error) {
+	in := action.NewInstall(cfg)
+	in.ReleaseName = req.Name
+	in.Namespace = req.Namespace
+	in.ServerSideApply = true
+	in.ForceConflicts = true
+	in.WaitStrategy = kube.HookOnlyStrategy
+	in.DisableOpenAPIValidation = true
+	in.SkipSchemaValidation = true
+	in.Description = req.Description
+	in.PostRenderer = &renderedObjects{objects: req.Objects}
+	rel, err := in.RunWithContext(ctx, releaseChart(req), req.Values)
+	if err != nil {
+		return nil, fmt.Errorf("install release %s/%s: %w", req.Namespace, req.Name, err)
+	}
+	return asV1(rel)
+}
+
+func (h *helmReleases) upgrade(ctx context.Context, cfg *action.Configuration, req releaseRequest) (*release.Release, error) {
 	up := action.NewUpgrade(cfg)
 	up.Namespace = req.Namespace
 	up.ServerSideApply = "true"
@@ -203,13 +225,12 @@ func (h *helmReleases) apply(ctx context.Context, req releaseRequest) (*release.
 	up.SkipSchemaValidation = true
 	up.MaxHistory = h.maxHistory
 	up.Description = req.Description
-	up.PostRenderer = pr
-	rel, err := up.RunWithContext(ctx, req.Name, ch, req.Values)
+	up.PostRenderer = &renderedObjects{objects: req.Objects}
+	rel, err := up.RunWithContext(ctx, req.Name, releaseChart(req), req.Values)
 	if err != nil {
-		return nil, false, fmt.Errorf("upgrade release %s/%s: %w", req.Namespace, req.Name, err)
+		return nil, fmt.Errorf("upgrade release %s/%s: %w", req.Namespace, req.Name, err)
 	}
-	r, err := asV1(rel)
-	return r, false, err
+	return asV1(rel)
 }
 
 // uninstall removes the release and its objects. A missing release is not

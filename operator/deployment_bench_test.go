@@ -1,0 +1,260 @@
+package operator_test
+
+import (
+	"bufio"
+	"context"
+	"flag"
+	"fmt"
+	"net/http"
+	"os"
+	"runtime"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/go-logr/logr"
+	"golang.org/x/sync/errgroup"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	crmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
+
+	"github.com/styrmin/styrmin/operator"
+	"github.com/styrmin/styrmin/operator/api/v1alpha1"
+	"github.com/styrmin/styrmin/resolver"
+	"github.com/styrmin/styrmin/testcluster"
+)
+
+var benchDeployments = flag.Int("deployments", 100, "deployments of the webapp example BenchmarkDeploymentController installs")
+
+// countingTransport counts the agent's requests to the API server, in
+// total and by verb and resource.
+type countingTransport struct {
+	rt    http.RoundTripper
+	calls *atomic.Int64
+	mu    *sync.Mutex
+	by    map[string]int
+}
+
+func (c *countingTransport) RoundTrip(r *http.Request) (*http.Response, error) {
+	c.calls.Add(1)
+	c.mu.Lock()
+	c.by[r.Method+" "+resourceOf(r.URL.Path)]++
+	c.mu.Unlock()
+	return c.rt.RoundTrip(r)
+}
+
+// resourceOf reduces a request path to its resource (and subresource).
+func resourceOf(p string) string {
+	parts := strings.Split(strings.Trim(p, "/"), "/")
+	// /api/v1/namespaces/NS/RES/NAME/SUB or /apis/G/V/namespaces/NS/RES/NAME/SUB
+	i := 2
+	if len(parts) > 0 && parts[0] == "apis" {
+		i = 3
+	}
+	if len(parts) > i+1 && parts[i] == "namespaces" {
+		i += 2
+	}
+	if len(parts) <= i {
+		return p
+	}
+	res := parts[i]
+	if len(parts) > i+2 {
+		res += "/" + parts[i+2]
+	}
+	return res
+}
+
+// BenchmarkDeploymentController measures the StyrminDeployment controller
+// alone on the local control plane: -deployments StyrminDeployments of the
+// webapp example (one per namespace) written at once, the time until all
+// are Ready, then a change of one value for all of them (a fan-out), timed
+// the same way. It reports the agent's API requests per deployment, the API
+// server's CPU seconds per deployment and the agent's peak heap.
+//
+//	go test ./operator -run '^$' -bench DeploymentController -benchtime 1x -deployments 500
+func BenchmarkDeploymentController(b *testing.B) {
+	n := *benchDeployments
+	c := testcluster.StartT(b, testcluster.Options{Workloads: true, Nodes: max(2, n*2/200+1)})
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	if err := operator.InstallCRDs(ctx, c.RESTConfig); err != nil {
+		b.Fatal(err)
+	}
+	ws, err := resolver.LoadWorkspace(os.DirFS("../examples"), resolver.WorkspaceOptions{SourceCommit: "0123456789abcdef0123456789abcdef01234567"})
+	if err != nil {
+		b.Fatal(err)
+	}
+	res := ws.Resolve()
+	base, ok := res.Get(resolver.ID{Cluster: "local", Environment: "dev", Name: "web"})
+	if !ok {
+		b.Fatalf("example local/dev/web does not resolve: %v", res.Err())
+	}
+
+	var calls atomic.Int64
+	var byMu sync.Mutex
+	by := map[string]int{}
+	agentCfg := rest.CopyConfig(c.RESTConfig)
+	agentCfg.Wrap(func(rt http.RoundTripper) http.RoundTripper {
+		return &countingTransport{rt: rt, calls: &calls, mu: &byMu, by: by}
+	})
+	mgr, err := operator.NewManager(agentCfg, operator.Options{
+		Drivers:       &operator.CatalogSource{Catalog: ws.Catalog},
+		DriftInterval: 10 * time.Minute,
+		Logger:        logr.Discard(),
+	})
+	if err != nil {
+		b.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- mgr.Start(ctx) }()
+	defer func() { cancel(); <-done }()
+
+	scheme, err := operator.NewScheme()
+	if err != nil {
+		b.Fatal(err)
+	}
+	admin := rest.CopyConfig(c.RESTConfig)
+	admin.QPS, admin.Burst = 500, 1000
+	cl, err := client.New(admin, client.Options{Scheme: scheme})
+	if err != nil {
+		b.Fatal(err)
+	}
+	cs, err := kubernetes.NewForConfig(admin)
+	if err != nil {
+		b.Fatal(err)
+	}
+
+	var peakHeap atomic.Uint64
+	stopSampling := make(chan struct{})
+	var sampler sync.WaitGroup
+	sampler.Go(func() {
+		t := time.NewTicker(200 * time.Millisecond)
+		defer t.Stop()
+		var ms runtime.MemStats
+		for {
+			select {
+			case <-stopSampling:
+				return
+			case <-t.C:
+				runtime.ReadMemStats(&ms)
+				if ms.HeapInuse > peakHeap.Load() {
+					peakHeap.Store(ms.HeapInuse)
+				}
+			}
+		}
+	})
+
+	instance := func(round, i int, msg string, seq int64) *resolver.Instance {
+		in := *base.Instance
+		name := fmt.Sprintf("w%d-%04d", round, i)
+		in.ID.Name = name
+		in.Sequence = seq
+		ctx := *in.Context
+		ctx.Deployment.Name, ctx.Deployment.Namespace = name, "bench-"+name
+		ctx.Parameters = clone(in.Context.Parameters)
+		ctx.Parameters["message"] = msg
+		in.Context = &ctx
+		in.Values = clone(in.Values)
+		in.Values["message"] = msg
+		in.Digest, _ = in.ComputeDigest()
+		return &in
+	}
+	phase := func(round int, msg string, seq int64) (time.Duration, int64, float64) {
+		cpu0 := apiserverCPU(b, cs)
+		calls0 := calls.Load()
+		start := time.Now()
+		var g errgroup.Group
+		g.SetLimit(32)
+		for i := range n {
+			g.Go(func() error {
+				_, err := operator.WriteInstance(ctx, cl, "", instance(round, i, msg, seq))
+				return err
+			})
+		}
+		if err := g.Wait(); err != nil {
+			b.Fatal(err)
+		}
+		err := wait.PollUntilContextTimeout(ctx, time.Second, 30*time.Minute, false, func(ctx context.Context) (bool, error) {
+			var list v1alpha1.StyrminDeploymentList
+			if err := cl.List(ctx, &list, client.MatchingLabels{v1alpha1.LabelCluster: "local"}); err != nil {
+				return false, err
+			}
+			ready := 0
+			for i := range list.Items {
+				sd := &list.Items[i]
+				if !strings.HasPrefix(sd.Name, fmt.Sprintf("bench-w%d-", round)) {
+					continue
+				}
+				if ok, err := operator.Applied(sd, seq); err != nil {
+					return false, err
+				} else if ok {
+					ready++
+				}
+			}
+			return ready == n, nil
+		})
+		if err != nil {
+			b.Fatal(err)
+		}
+		return time.Since(start), calls.Load() - calls0, apiserverCPU(b, cs) - cpu0
+	}
+
+	round := 0
+	for b.Loop() {
+		round++
+		create, createCalls, createCPU := phase(round, "Hello from Styrmin", 1)
+		fanout, fanoutCalls, fanoutCPU := phase(round, "Hello again", 2)
+		b.ReportMetric(create.Seconds(), "create-s")
+		b.ReportMetric(fanout.Seconds(), "fanout-s")
+		b.ReportMetric(float64(createCalls)/float64(n), "create-calls/deploy")
+		b.ReportMetric(float64(fanoutCalls)/float64(n), "fanout-calls/deploy")
+		b.ReportMetric(createCPU/float64(n), "create-apiserver-cpu-s/deploy")
+		b.ReportMetric(fanoutCPU/float64(n), "fanout-apiserver-cpu-s/deploy")
+	}
+	if mfs, err := crmetrics.Registry.Gather(); err == nil {
+		for _, mf := range mfs {
+			switch mf.GetName() {
+			case "styrmin_release_apply_duration_seconds", "controller_runtime_reconcile_time_seconds":
+				for _, m := range mf.GetMetric() {
+					h := m.GetHistogram()
+					b.Logf("%s %v: count %d, mean %.3fs", mf.GetName(), m.GetLabel(), h.GetSampleCount(), h.GetSampleSum()/float64(max(1, h.GetSampleCount())))
+				}
+			}
+		}
+	}
+	byMu.Lock()
+	for k, v := range by {
+		b.Logf("agent requests %-40s %6.2f per deployment", k, float64(v)/float64(n*round))
+	}
+	byMu.Unlock()
+	close(stopSampling)
+	sampler.Wait()
+	b.ReportMetric(float64(peakHeap.Load())/(1<<20), "peak-heap-MiB")
+}
+
+// apiserverCPU reads the API server's process_cpu_seconds_total.
+func apiserverCPU(b *testing.B, cs *kubernetes.Clientset) float64 {
+	b.Helper()
+	raw, err := cs.RESTClient().Get().AbsPath("/metrics").DoRaw(context.Background())
+	if err != nil {
+		b.Fatal(err)
+	}
+	sc := bufio.NewScanner(strings.NewReader(string(raw)))
+	sc.Buffer(make([]byte, 1<<20), 1<<20)
+	for sc.Scan() {
+		if v, ok := strings.CutPrefix(sc.Text(), "process_cpu_seconds_total "); ok {
+			f, err := strconv.ParseFloat(v, 64)
+			if err != nil {
+				b.Fatal(err)
+			}
+			return f
+		}
+	}
+	b.Fatal("no process_cpu_seconds_total in the API server's metrics")
+	return 0
+}
