@@ -13,7 +13,9 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
+	eventsv1 "k8s.io/api/events/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/watch"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -250,5 +252,168 @@ func TestAgentCreatesUpdatesUpgradesAndDeletesGraphhub(t *testing.T) {
 	if src.Status.LastSyncedCommit != head.String() {
 		t.Errorf("StyrminSource synced %s, want the head %s", src.Status.LastSyncedCommit, head)
 	}
-	_ = time.Second
+}
+
+func (e *agentEnv) workerReplicas(t *testing.T) int32 {
+	t.Helper()
+	var worker appsv1.Deployment
+	if err := e.c.Get(context.Background(), client.ObjectKey{Namespace: hubNamespace, Name: "hub-worker"}, &worker); err != nil {
+		t.Fatal(err)
+	}
+	return *worker.Spec.Replicas
+}
+
+// TestAgentAppliesChangesMadeOneAfterAnotherInOrder commits five changes
+// to the hub deployment one after another (updates and upgrades mixed)
+// while the agent runs: the deployment ends at the last one, every task
+// ends, no two tasks of the deployment ran at once, and the upgrades'
+// migrations ran in sequence order.
+func TestAgentAppliesChangesMadeOneAfterAnotherInOrder(t *testing.T) {
+	e := startAgentEnv(t)
+	e.lock(t)
+	e.startAgent(t)
+	requireSucceeded(t, e.waitTask(t, hubNamespace, "hub", 1))
+
+	stop := e.observe(t, hubNamespace, "hub-worker")
+	changes := []map[string][]byte{
+		hubConfig("1.4.0", 3, "info"),  // 2: update
+		hubConfig("1.4.1", 3, "info"),  // 3: upgrade
+		hubConfig("1.4.1", 3, "debug"), // 4: update
+		hubConfig("1.4.2", 3, "debug"), // 5: upgrade
+		hubConfig("1.4.2", 4, "debug"), // 6: update
+	}
+	for i, files := range changes {
+		if seq := e.change(t, "hub", fmt.Sprintf("change %d", i+1), files); seq != int64(i+2) {
+			t.Fatalf("change %d locked sequence %d, want %d", i+1, seq, i+2)
+		}
+	}
+	last := e.waitTask(t, hubNamespace, "hub", 6)
+	requireSucceeded(t, last)
+
+	tasks := e.tasksOf(t, hubNamespace)
+	if len(tasks) != 6 {
+		t.Fatalf("%d hub tasks, want 6", len(tasks))
+	}
+	var ran []v1alpha1.StyrminTask
+	for i, task := range tasks {
+		if task.Spec.ToSequence != int64(i+1) || !task.Status.Phase.Terminal() {
+			t.Errorf("task %s (sequence %d): phase %s", task.Name, task.Spec.ToSequence, task.Status.Phase)
+		}
+		switch task.Spec.Workflow {
+		case v1alpha1.WorkflowUpgrade, v1alpha1.WorkflowCreate:
+			// Migrations must run, in order: never superseded.
+			requireSucceeded(t, &task)
+		case v1alpha1.WorkflowUpdate:
+			if task.Status.Phase != v1alpha1.TaskSucceeded && task.Status.Phase != v1alpha1.TaskSuperseded {
+				t.Errorf("update %s ended %s (%s)", task.Name, task.Status.Phase, task.Status.Message)
+			}
+		}
+		t.Logf("%s %s → %s %s", task.Name, task.Spec.Workflow, task.Status.Phase, task.Status.Message)
+		if task.Status.Phase == v1alpha1.TaskSucceeded {
+			ran = append(ran, task)
+		}
+	}
+	for i := 1; i < len(ran); i++ {
+		if ran[i].Status.StartedAt.Before(ran[i-1].Status.FinishedAt) {
+			t.Errorf("task %s started at %s, before task %s finished at %s", ran[i].Name, ran[i].Status.StartedAt, ran[i-1].Name, ran[i-1].Status.FinishedAt)
+		}
+	}
+	obs := stop()
+	var trace []string
+	for _, o := range obs {
+		trace = append(trace, o.what)
+	}
+	m3, m5 := indexOf(obs, "job✓ hub-migrate-3", 0), indexOf(obs, "job+ hub-migrate-5", 0)
+	if m3 < 0 || m5 < m3 {
+		t.Errorf("migrations out of order: %v", trace)
+	}
+	sd := e.deployment(t, hubNamespace)
+	if sd.Spec.Sequence != 6 || sd.Status.ActiveSequence != 6 || sd.Annotations[v1alpha1.AnnotationInstanceSequence] != "6" || sd.Spec.AppVersion != "1.4.2" {
+		t.Errorf("StyrminDeployment: spec sequence %d, active %d, annotation %s, app %s; want the last change (6, app 1.4.2)",
+			sd.Spec.Sequence, sd.Status.ActiveSequence, sd.Annotations[v1alpha1.AnnotationInstanceSequence], sd.Spec.AppVersion)
+	}
+	if got := e.workerReplicas(t); got != 4 {
+		t.Errorf("hub-worker replicas %d, want 4 (the last change)", got)
+	}
+}
+
+// TestAgentGuardKeepsANewerInstanceAndRecovers hand-sets the sequence
+// annotation of a StyrminDeployment above every instance: the next tasks
+// leave it unchanged, say so, record NewerInstanceKept and end
+// Superseded (an upgrade does not even stop the workers). Removing the
+// annotation and making a change recovers: that task writes the whole
+// configuration.
+func TestAgentGuardKeepsANewerInstanceAndRecovers(t *testing.T) {
+	e := startAgentEnv(t)
+	e.lock(t)
+	e.startAgent(t)
+	requireSucceeded(t, e.waitTask(t, hubNamespace, "hub", 1))
+	ctx := context.Background()
+
+	sd := e.deployment(t, hubNamespace)
+	patch := client.RawPatch(types.MergePatchType, []byte(`{"metadata":{"annotations":{"styrmin.io/instance-sequence":"100"}}}`))
+	if err := e.c.Patch(ctx, sd, patch); err != nil {
+		t.Fatal(err)
+	}
+
+	// An update meets the guard.
+	e.change(t, "hub", "hub: three workers", hubConfig("1.4.0", 3, "info"))
+	kept := e.waitTask(t, hubNamespace, "hub", 2)
+	if kept.Status.Phase != v1alpha1.TaskSuperseded || kept.Status.SupersededBy != 100 {
+		t.Fatalf("hub-2: %s superseded by %d (%s), want Superseded by 100", kept.Status.Phase, kept.Status.SupersededBy, kept.Status.Message)
+	}
+	core := kept.Status.Steps[0]
+	if !strings.Contains(core.Output, "holds sequence 100") || !strings.Contains(core.Output, "left unchanged") {
+		t.Errorf("the core step's output does not say why: %q", core.Output)
+	}
+	// An upgrade meets it too, before stopping anything.
+	e.change(t, "hub", "hub: app 1.4.1", hubConfig("1.4.1", 3, "info"))
+	up := e.waitTask(t, hubNamespace, "hub", 3)
+	if up.Status.Phase != v1alpha1.TaskSuperseded {
+		t.Fatalf("hub-3: %s (%s), want Superseded", up.Status.Phase, up.Status.Message)
+	}
+	if got := strings.Join(stepNames(up), " "); got != "1:stopComponents=Skipped 2:runJob=Skipped 1:upgradeDeploymentVersion=Succeeded 1:startComponents=Skipped 2:waitReady=Skipped" {
+		t.Errorf("hub-3 steps: %s", got)
+	}
+	if err := e.c.Get(ctx, client.ObjectKey{Namespace: hubNamespace, Name: "hub-migrate-3"}, &batchv1.Job{}); !apierrors.IsNotFound(err) {
+		t.Errorf("the superseded upgrade ran its migration job: %v", err)
+	}
+	after := e.deployment(t, hubNamespace)
+	if after.Spec.Sequence != 1 || after.Spec.Digest != sd.Spec.Digest || after.Annotations[v1alpha1.AnnotationInstanceSequence] != "100" {
+		t.Errorf("the guarded StyrminDeployment changed: sequence %d annotation %s", after.Spec.Sequence, after.Annotations[v1alpha1.AnnotationInstanceSequence])
+	}
+	if got := e.workerReplicas(t); got != 2 {
+		t.Errorf("hub-worker replicas %d, want 2 (untouched)", got)
+	}
+	waitUntil(t, 30*time.Second, "a NewerInstanceKept event on the StyrminDeployment", func(ctx context.Context) (bool, string, error) {
+		var evs eventsv1.EventList
+		if err := e.c.List(ctx, &evs, client.InNamespace(hubNamespace)); err != nil {
+			return false, err.Error(), nil
+		}
+		n := 0
+		for _, ev := range evs.Items {
+			if ev.Reason == v1alpha1.EventNewerInstanceKept && ev.Regarding.Kind == "StyrminDeployment" && ev.Regarding.Name == hubNamespace {
+				n++
+			}
+		}
+		return n >= 2, fmt.Sprintf("%d of 2 events", n), nil
+	})
+
+	// Recovery: remove the annotation, make a change.
+	patch = client.RawPatch(types.JSONPatchType, []byte(`[{"op":"remove","path":"/metadata/annotations/styrmin.io~1instance-sequence"}]`))
+	if err := e.c.Patch(ctx, after, patch); err != nil {
+		t.Fatal(err)
+	}
+	seq := e.change(t, "hub", "hub: debug logs", hubConfig("1.4.1", 3, "debug"))
+	rec := e.waitTask(t, hubNamespace, "hub", seq)
+	requireSucceeded(t, rec)
+	want := rec.Spec.Instance
+	got := e.deployment(t, hubNamespace)
+	if got.Spec.Sequence != seq || got.Spec.Digest != want.Digest || got.Status.ActiveSequence != seq || got.Annotations[v1alpha1.AnnotationInstanceSequence] != strconv.FormatInt(seq, 10) {
+		t.Errorf("after recovery: sequence %d digest %s active %d annotation %q; want the whole instance %d (%s)",
+			got.Spec.Sequence, got.Spec.Digest, got.Status.ActiveSequence, got.Annotations[v1alpha1.AnnotationInstanceSequence], seq, want.Digest)
+	}
+	if got.Spec.AppVersion != "1.4.1" || e.workerReplicas(t) != 3 {
+		t.Errorf("after recovery: app %s, %d workers; want every change since the guard (app 1.4.1, 3 workers)", got.Spec.AppVersion, e.workerReplicas(t))
+	}
 }
