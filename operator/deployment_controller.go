@@ -21,6 +21,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/events"
+	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -562,7 +563,9 @@ func (r *deploymentReconciler) setupWithManager(mgr ctrl.Manager, concurrency in
 		Watches(&appsv1.Deployment{}, toDeployment).
 		Watches(&appsv1.StatefulSet{}, toDeployment).
 		Watches(&appsv1.DaemonSet{}, toDeployment).
-		WithOptions(controller.Options{MaxConcurrentReconciles: concurrency}).
+		// A process may build several managers (tests do); they share
+		// the controller's metrics.
+		WithOptions(controller.Options{MaxConcurrentReconciles: concurrency, SkipNameValidation: ptr.To(true)}).
 		WithLogConstructor(func(req *reconcile.Request) logr.Logger {
 			if req == nil {
 				return log

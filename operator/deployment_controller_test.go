@@ -2,6 +2,7 @@ package operator_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"slices"
@@ -386,7 +387,7 @@ func TestDeploymentLifecycle(t *testing.T) {
 		t.Fatalf("writing sequence 1 over 2: %+v, want kept 2", out)
 	}
 
-	t.Log("drift: scale the Deployment and edit the ConfigMap by hand")
+	t.Log("drift: scale the Deployment, edit the ConfigMap and delete the Service by hand")
 	scale := &autoscalingv1.Scale{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns}, Spec: autoscalingv1.ScaleSpec{Replicas: 5}}
 	if _, err := e.clientset.AppsV1().Deployments(ns).UpdateScale(ctx, name, scale, metav1.UpdateOptions{FieldManager: "kubectl-scale"}); err != nil {
 		t.Fatal(err)
@@ -398,7 +399,16 @@ func TestDeploymentLifecycle(t *testing.T) {
 	if err := e.client.Update(ctx, &cm, client.FieldOwner("kubectl-edit")); err != nil {
 		t.Fatal(err)
 	}
+	if err := e.client.Delete(ctx, &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}}); err != nil {
+		t.Fatal(err)
+	}
 	waitFor(t, 10*driftInterval, "drift to be put back", func(ctx context.Context) (bool, string, error) {
+		var svc corev1.Service
+		if err := e.client.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, &svc); apierrors.IsNotFound(err) {
+			return false, "service still deleted", nil
+		} else if err != nil {
+			return false, "", err
+		}
 		var d appsv1.Deployment
 		if err := e.client.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, &d); err != nil {
 			return false, "", err
@@ -417,7 +427,8 @@ func TestDeploymentLifecycle(t *testing.T) {
 			notes = append(notes, ev.Note)
 		}
 		all := strings.Join(notes, "\n")
-		return strings.Contains(all, ".spec.replicas") && strings.Contains(all, ".data.message"), all, nil
+		return strings.Contains(all, ".spec.replicas") && strings.Contains(all, ".data.message") &&
+			strings.Contains(all, "Service/"+name+" (deleted)"), all, nil
 	})
 	sd = e.waitApplied(t, ns, 2)
 	if c := sd.Status.LastDriftCorrection; c == nil || sd.Status.DriftCorrections == 0 {
@@ -492,5 +503,57 @@ func TestDeploymentLifecycle(t *testing.T) {
 	}
 	if len(secrets.Items) != 0 {
 		t.Fatalf("%d Helm release secrets left", len(secrets.Items))
+	}
+}
+
+// TestStalledUntilGitChanges pins the error classes: an instance whose
+// driver version does not exist stalls (Stalled True, not retried, and
+// Applied says so), and the next instance from git recovers.
+func TestStalledUntilGitChanges(t *testing.T) {
+	e := startEnv(t)
+	good := e.instance(t, "local", "staging", "web", 2)
+	ns := good.Context.Deployment.Namespace
+
+	bad := *good
+	bad.Sequence = 1
+	bad.Driver.Version = "9.9.9"
+	bad.Digest, _ = bad.ComputeDigest()
+	e.write(t, ns, &bad)
+	var sd v1alpha1.StyrminDeployment
+	waitFor(t, 30*time.Second, "the StyrminDeployment to stall", func(ctx context.Context) (bool, string, error) {
+		if err := e.client.Get(ctx, client.ObjectKey{Namespace: ns, Name: ns}, &sd); err != nil {
+			return false, err.Error(), nil
+		}
+		c := apimeta.FindStatusCondition(sd.Status.Conditions, v1alpha1.ConditionStalled)
+		return c != nil && c.Status == metav1.ConditionTrue, fmt.Sprintf("%v", sd.Status.Conditions), nil
+	})
+	for typ, want := range map[string]struct {
+		status metav1.ConditionStatus
+		reason string
+	}{
+		v1alpha1.ConditionStalled:     {metav1.ConditionTrue, v1alpha1.ReasonDriverNotFound},
+		v1alpha1.ConditionReady:       {metav1.ConditionFalse, v1alpha1.ReasonDriverNotFound},
+		v1alpha1.ConditionReconciling: {metav1.ConditionFalse, v1alpha1.ReasonDriverNotFound},
+	} {
+		c := apimeta.FindStatusCondition(sd.Status.Conditions, typ)
+		if c == nil || c.Status != want.status || c.Reason != want.reason {
+			t.Errorf("%s = %+v, want %s/%s", typ, c, want.status, want.reason)
+		}
+	}
+	if c := apimeta.FindStatusCondition(sd.Status.Conditions, v1alpha1.ConditionStalled); !strings.Contains(c.Message, "webapp@9.9.9") {
+		t.Errorf("Stalled message does not name the driver: %q", c.Message)
+	}
+	if _, err := operator.Applied(&sd, 1); !errors.Is(err, operator.ErrStalled) {
+		t.Fatalf("Applied on a stalled deployment: %v, want ErrStalled", err)
+	}
+	if sd.Status.Release != nil {
+		t.Fatalf("a stalled instance installed a release: %+v", sd.Status.Release)
+	}
+
+	t.Log("the next instance from git recovers")
+	e.write(t, ns, good)
+	sd = *e.waitApplied(t, ns, 2)
+	if c := apimeta.FindStatusCondition(sd.Status.Conditions, v1alpha1.ConditionStalled); c.Status != metav1.ConditionFalse {
+		t.Fatalf("still stalled: %+v", c)
 	}
 }
