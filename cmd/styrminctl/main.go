@@ -50,6 +50,9 @@ func newRootCmd(stdout, stderr io.Writer) *cobra.Command {
 		newExplainCmd(g, stdout),
 		newPlanCmd(g, stdout),
 		newDiffCmd(g, stdout),
+		newStatusCmd(kubeClient, stdout),
+		newTasksCmd(kubeClient, stdout),
+		newHistoryCmd(kubeClient, stdout),
 	)
 	return root
 }

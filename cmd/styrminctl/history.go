@@ -1,0 +1,160 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"slices"
+	"strings"
+	"text/tabwriter"
+
+	"github.com/spf13/cobra"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/styrmin/styrmin/operator/api/v1alpha1"
+	"github.com/styrmin/styrmin/resolver"
+)
+
+// newHistoryCmd builds `styrminctl history NAME`: the instance timeline of
+// a deployment as the cluster ran it.
+func newHistoryCmd(newClient clusterClientFunc, stdout io.Writer) *cobra.Command {
+	o := &clusterOptions{newClient: newClient}
+	cmd := &cobra.Command{
+		Use:   "history NAME|CLUSTER/ENV/NAME",
+		Short: "Show a deployment's instance timeline: sequence, commit, workflow, result",
+		Long: "Show every instance of a deployment the agent of a cluster took on, oldest\n" +
+			"first: its sequence, the lock commit, the workflow that applied it and how that\n" +
+			"task ended. A bare NAME must name one deployment of the cluster.",
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			c, err := o.client()
+			if err != nil {
+				return err
+			}
+			return runHistory(cmd.Context(), c, stdout, o.output, args[0])
+		},
+	}
+	o.addFlags(cmd)
+	return cmd
+}
+
+// historyEntry is one instance of a deployment.
+type historyEntry struct {
+	Sequence     int64  `json:"sequence"`
+	Commit       string `json:"commit"`
+	SourceCommit string `json:"sourceCommit,omitempty"`
+	Kind         string `json:"kind"`
+	Driver       string `json:"driver,omitempty"`
+	AppVersion   string `json:"appVersion,omitempty"`
+	Workflow     string `json:"workflow"`
+	Result       string `json:"result"`
+	Task         string `json:"task"`
+	Finished     string `json:"finishedAt,omitempty"`
+	Active       bool   `json:"active,omitempty"`
+	Message      string `json:"message,omitempty"`
+}
+
+type history struct {
+	Deployment string         `json:"deployment"`
+	Namespace  string         `json:"namespace"`
+	Entries    []historyEntry `json:"entries"`
+}
+
+func runHistory(ctx context.Context, c client.Reader, w io.Writer, output, name string) error {
+	did, err := resolveDeployment(ctx, c, name)
+	if err != nil {
+		return err
+	}
+	tasks, err := listTasks(ctx, c, "", &did)
+	if err != nil {
+		return err
+	}
+	h := history{Deployment: did.String(), Entries: []historyEntry{}}
+	var active int64
+	var sds v1alpha1.StyrminDeploymentList
+	if err := c.List(ctx, &sds, client.MatchingLabels(did.Labels())); err != nil {
+		return fmt.Errorf("listing StyrminDeployments: %w", err)
+	}
+	if len(sds.Items) > 0 {
+		active = sds.Items[0].Status.ActiveSequence
+		h.Namespace = sds.Items[0].Namespace
+	}
+	for i := range tasks {
+		t := &tasks[i]
+		s := summarizeTask(t)
+		e := historyEntry{
+			Sequence: t.Spec.ToSequence, Commit: t.Spec.Lock.Commit, Workflow: s.Workflow,
+			Result: s.Phase, Task: t.Name, Finished: s.Finished, Message: s.Message,
+			Active: active != 0 && t.Spec.ToSequence == active,
+		}
+		if in := t.Spec.Instance; in != nil {
+			e.Kind = in.Kind
+			e.SourceCommit = in.SourceCommit
+			e.AppVersion = in.AppVersion
+			if in.Driver.Name != "" {
+				e.Driver = in.Driver.String()
+			}
+		}
+		if e.Kind == "" {
+			e.Kind = v1alpha1.KindInstance
+		}
+		h.Namespace = t.Namespace
+		h.Entries = append(h.Entries, e)
+	}
+	if output != "text" {
+		return writeData(w, output, h)
+	}
+	if len(h.Entries) == 0 {
+		_, err := fmt.Fprintf(w, "%s: no instances in this cluster\n", h.Deployment)
+		return err
+	}
+	fmt.Fprintf(w, "%s (namespace %s)\n\n", h.Deployment, h.Namespace)
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "SEQUENCE\tCOMMIT\tWORKFLOW\tDRIVER\tAPP\tRESULT\tFINISHED\t")
+	for _, e := range h.Entries {
+		mark := ""
+		if e.Active {
+			mark = "← active"
+		}
+		driver := e.Driver
+		if e.Kind == v1alpha1.KindTombstone {
+			driver = "(deleted)"
+		}
+		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", e.Sequence, shortCommit(e.Commit), e.Workflow, driver, e.AppVersion, e.Result, e.Finished, mark)
+	}
+	return tw.Flush()
+}
+
+// resolveDeployment turns "cluster/env/name" or a bare "name" into a
+// deployment, looking a bare name up among the cluster's tasks.
+func resolveDeployment(ctx context.Context, c client.Reader, name string) (v1alpha1.DeploymentID, error) {
+	if strings.Contains(name, "/") {
+		id, err := resolver.ParseID(name)
+		if err != nil {
+			return v1alpha1.DeploymentID{}, err
+		}
+		return v1alpha1.DeploymentID{Cluster: id.Cluster, Environment: id.Environment, Name: id.Name}, nil
+	}
+	var list v1alpha1.StyrminTaskList
+	if err := c.List(ctx, &list, client.MatchingLabels{v1alpha1.LabelDeployment: name}); err != nil {
+		return v1alpha1.DeploymentID{}, fmt.Errorf("listing StyrminTasks: %w", err)
+	}
+	found := map[string]v1alpha1.DeploymentID{}
+	for _, t := range list.Items {
+		found[t.Spec.Deployment.String()] = t.Spec.Deployment
+	}
+	switch len(found) {
+	case 0:
+		return v1alpha1.DeploymentID{}, fmt.Errorf("no deployment named %s in this cluster", name)
+	case 1:
+		for _, id := range found {
+			return id, nil
+		}
+	}
+	var ids []string
+	for k := range found {
+		ids = append(ids, k)
+	}
+	slices.Sort(ids)
+	return v1alpha1.DeploymentID{}, fmt.Errorf("%s names several deployments (%s): give CLUSTER/ENV/NAME", name, strings.Join(ids, ", "))
+}

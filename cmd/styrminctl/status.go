@@ -1,0 +1,312 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"slices"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+	apimeta "k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/tools/clientcmd"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/styrmin/styrmin/operator"
+	"github.com/styrmin/styrmin/operator/api/v1alpha1"
+	"github.com/styrmin/styrmin/resolver"
+)
+
+// clusterClientFunc returns a client of the cluster a kubeconfig names
+// ("" for the default loading rules: $KUBECONFIG, ~/.kube/config). The
+// cluster commands take one, so tests hand them a client of a test
+// cluster.
+type clusterClientFunc func(kubeconfig string) (client.Reader, error)
+
+// kubeClient is the clusterClientFunc of the real command.
+func kubeClient(kubeconfig string) (client.Reader, error) {
+	rules := clientcmd.NewDefaultClientConfigLoadingRules()
+	rules.ExplicitPath = kubeconfig
+	cfg, err := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, &clientcmd.ConfigOverrides{}).ClientConfig()
+	if err != nil {
+		return nil, fmt.Errorf("kubernetes config: %w", err)
+	}
+	scheme, err := operator.NewScheme()
+	if err != nil {
+		return nil, err
+	}
+	c, err := client.New(cfg, client.Options{Scheme: scheme})
+	if err != nil {
+		return nil, fmt.Errorf("kubernetes client: %w", err)
+	}
+	return c, nil
+}
+
+// clusterOptions are the flags of the commands that read a cluster.
+type clusterOptions struct {
+	kubeconfig string
+	output     string
+	newClient  clusterClientFunc
+}
+
+func (o *clusterOptions) addFlags(cmd *cobra.Command) {
+	cmd.Flags().StringVar(&o.kubeconfig, "kubeconfig", "", "kubeconfig file (default: $KUBECONFIG, then ~/.kube/config)")
+	addOutputFlag(cmd, &o.output)
+}
+
+func (o *clusterOptions) client() (client.Reader, error) {
+	if err := checkOutput(o.output); err != nil {
+		return nil, err
+	}
+	return o.newClient(o.kubeconfig)
+}
+
+// newStatusCmd builds `styrminctl status [CLUSTER/ENV/NAME]`: the
+// deployments of a cluster as the agent reports them, or one in detail.
+func newStatusCmd(newClient clusterClientFunc, stdout io.Writer) *cobra.Command {
+	o := &clusterOptions{newClient: newClient}
+	cmd := &cobra.Command{
+		Use:   "status [CLUSTER/ENV/NAME]",
+		Short: "Show the deployments running in a cluster (or one in detail)",
+		Long: "Show what the agent of a cluster reports: every StyrminDeployment with its\n" +
+			"sequence, active sequence, driver, application version and readiness, and the\n" +
+			"repository position the agent synced; with a deployment, its conditions,\n" +
+			"components, release and latest tasks.",
+		Args: cobra.MaximumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			c, err := o.client()
+			if err != nil {
+				return err
+			}
+			if len(args) == 1 {
+				id, err := resolver.ParseID(args[0])
+				if err != nil {
+					return err
+				}
+				return runStatusOne(cmd.Context(), c, stdout, o.output, id)
+			}
+			return runStatusAll(cmd.Context(), c, stdout, o.output)
+		},
+	}
+	o.addFlags(cmd)
+	return cmd
+}
+
+// deploymentStatus is one line of `status`.
+type deploymentStatus struct {
+	Deployment     string `json:"deployment"`
+	Namespace      string `json:"namespace"`
+	Sequence       int64  `json:"sequence"`
+	ActiveSequence int64  `json:"activeSequence"`
+	Driver         string `json:"driver,omitempty"`
+	AppVersion     string `json:"appVersion,omitempty"`
+	Ready          string `json:"ready"`
+	Reason         string `json:"reason,omitempty"`
+	Message        string `json:"message,omitempty"`
+}
+
+// sourceStatus is the sync position of an agent.
+type sourceStatus struct {
+	Name             string `json:"name"`
+	Cluster          string `json:"cluster"`
+	URL              string `json:"url"`
+	Branch           string `json:"branch,omitempty"`
+	LastSyncedCommit string `json:"lastSyncedCommit,omitempty"`
+	LastSyncTime     string `json:"lastSyncTime,omitempty"`
+	Ready            string `json:"ready"`
+	Message          string `json:"message,omitempty"`
+}
+
+type clusterStatus struct {
+	Sources     []sourceStatus     `json:"sources"`
+	Deployments []deploymentStatus `json:"deployments"`
+}
+
+func summarizeDeployment(sd *v1alpha1.StyrminDeployment) deploymentStatus {
+	s := deploymentStatus{
+		Deployment:     sd.Spec.Deployment.String(),
+		Namespace:      sd.Namespace,
+		Sequence:       sd.Spec.Sequence,
+		ActiveSequence: sd.Status.ActiveSequence,
+		AppVersion:     sd.Spec.AppVersion,
+		Ready:          "Unknown",
+	}
+	if sd.Spec.Driver.Name != "" {
+		s.Driver = sd.Spec.Driver.String()
+	}
+	if sd.Spec.Tombstone() {
+		s.Driver = "(tombstone)"
+	}
+	if c := apimeta.FindStatusCondition(sd.Status.Conditions, v1alpha1.ConditionReady); c != nil {
+		s.Ready, s.Reason, s.Message = string(c.Status), c.Reason, c.Message
+	}
+	return s
+}
+
+func runStatusAll(ctx context.Context, c client.Reader, w io.Writer, output string) error {
+	var sds v1alpha1.StyrminDeploymentList
+	if err := c.List(ctx, &sds); err != nil {
+		return fmt.Errorf("listing StyrminDeployments: %w", err)
+	}
+	var srcs v1alpha1.StyrminSourceList
+	if err := c.List(ctx, &srcs); err != nil {
+		return fmt.Errorf("listing StyrminSources: %w", err)
+	}
+	out := clusterStatus{Sources: []sourceStatus{}, Deployments: []deploymentStatus{}}
+	for i := range srcs.Items {
+		s := &srcs.Items[i]
+		ss := sourceStatus{
+			Name: s.Namespace + "/" + s.Name, Cluster: s.Spec.Cluster, URL: s.Spec.URL, Branch: s.Spec.Branch,
+			LastSyncedCommit: s.Status.LastSyncedCommit, Ready: "Unknown",
+		}
+		if s.Status.LastSyncTime != nil {
+			ss.LastSyncTime = s.Status.LastSyncTime.UTC().Format(time.RFC3339)
+		}
+		if cond := apimeta.FindStatusCondition(s.Status.Conditions, v1alpha1.ConditionReady); cond != nil {
+			ss.Ready, ss.Message = string(cond.Status), cond.Message
+		}
+		out.Sources = append(out.Sources, ss)
+	}
+	for i := range sds.Items {
+		out.Deployments = append(out.Deployments, summarizeDeployment(&sds.Items[i]))
+	}
+	slices.SortFunc(out.Sources, func(a, b sourceStatus) int { return strings.Compare(a.Name, b.Name) })
+	slices.SortFunc(out.Deployments, func(a, b deploymentStatus) int { return strings.Compare(a.Deployment, b.Deployment) })
+	if output != "text" {
+		return writeData(w, output, out)
+	}
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	for _, s := range out.Sources {
+		fmt.Fprintf(tw, "source %s: cluster %s, %s %s, synced %s (%s)\n", s.Name, s.Cluster, s.URL, s.Branch, shortCommit(s.LastSyncedCommit), readyWord(s.Ready, s.Message))
+	}
+	if len(out.Sources) > 0 {
+		fmt.Fprintln(tw)
+	}
+	if len(out.Deployments) == 0 {
+		fmt.Fprintln(tw, "no deployments")
+		return tw.Flush()
+	}
+	fmt.Fprintln(tw, "DEPLOYMENT\tNAMESPACE\tSEQUENCE\tACTIVE\tDRIVER\tAPP\tREADY\tREASON")
+	for _, d := range out.Deployments {
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%s\t%s\t%s\t%s\n", d.Deployment, d.Namespace, d.Sequence, d.ActiveSequence, d.Driver, d.AppVersion, d.Ready, d.Reason)
+	}
+	return tw.Flush()
+}
+
+func shortCommit(c string) string {
+	if c == "" {
+		return "nothing yet"
+	}
+	if len(c) > 12 {
+		return c[:12]
+	}
+	return c
+}
+
+func readyWord(status, msg string) string {
+	switch status {
+	case "True":
+		return "ok"
+	case "False":
+		return "failing: " + msg
+	}
+	return "unknown"
+}
+
+// deploymentDetail is `status CLUSTER/ENV/NAME`.
+type deploymentDetail struct {
+	deploymentStatus
+	Annotation  string                     `json:"annotationSequence,omitempty"`
+	Digest      string                     `json:"digest,omitempty"`
+	Release     *v1alpha1.ReleaseStatus    `json:"release,omitempty"`
+	Conditions  []metav1.Condition         `json:"conditions,omitempty"`
+	Components  []v1alpha1.ComponentStatus `json:"components,omitempty"`
+	LastDrift   *v1alpha1.DriftCorrection  `json:"lastDriftCorrection,omitempty"`
+	Corrections int64                      `json:"driftCorrections,omitempty"`
+	Tasks       []taskSummary              `json:"tasks"`
+	Deleted     bool                       `json:"deleted,omitempty"`
+}
+
+// latestTasks is how many of a deployment's tasks `status` shows.
+const latestTasks = 5
+
+func runStatusOne(ctx context.Context, c client.Reader, w io.Writer, output string, id resolver.ID) error {
+	did := v1alpha1.DeploymentID{Cluster: id.Cluster, Environment: id.Environment, Name: id.Name}
+	var sds v1alpha1.StyrminDeploymentList
+	if err := c.List(ctx, &sds, client.MatchingLabels(did.Labels())); err != nil {
+		return fmt.Errorf("listing StyrminDeployments: %w", err)
+	}
+	tasks, err := listTasks(ctx, c, "", &did)
+	if err != nil {
+		return err
+	}
+	if len(sds.Items) == 0 && len(tasks) == 0 {
+		return fmt.Errorf("deployment %s: no StyrminDeployment and no task in this cluster", id)
+	}
+	d := deploymentDetail{Tasks: []taskSummary{}}
+	if len(sds.Items) == 0 {
+		d.deploymentStatus = deploymentStatus{Deployment: id.String(), Namespace: tasks[0].Namespace, Ready: "Unknown"}
+		d.Deleted = true
+	} else {
+		sd := &sds.Items[0]
+		d.deploymentStatus = summarizeDeployment(sd)
+		d.Annotation = sd.Annotations[v1alpha1.AnnotationInstanceSequence]
+		d.Digest = sd.Spec.Digest
+		d.Release = sd.Status.Release
+		d.Conditions = sd.Status.Conditions
+		d.Components = sd.Status.Components
+		d.LastDrift = sd.Status.LastDriftCorrection
+		d.Corrections = sd.Status.DriftCorrections
+	}
+	for i := max(0, len(tasks)-latestTasks); i < len(tasks); i++ {
+		d.Tasks = append(d.Tasks, summarizeTask(&tasks[i]))
+	}
+	if output != "text" {
+		return writeData(w, output, d)
+	}
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintf(tw, "Deployment:\t%s\n", d.Deployment)
+	fmt.Fprintf(tw, "Namespace:\t%s\n", d.Namespace)
+	if d.Deleted {
+		fmt.Fprintf(tw, "State:\tdeleted (no StyrminDeployment)\n")
+	} else {
+		fmt.Fprintf(tw, "Sequence:\t%d (annotation %s, active %d)\n", d.Sequence, noneIfEmpty(d.Annotation), d.ActiveSequence)
+		fmt.Fprintf(tw, "Driver:\t%s\n", d.Driver)
+		fmt.Fprintf(tw, "App version:\t%s\n", d.AppVersion)
+		if d.Release != nil {
+			fmt.Fprintf(tw, "Release:\t%s revision %d (%s, %s)\n", d.Release.Name, d.Release.Revision, d.Release.Chart, d.Release.Status)
+		}
+		for _, cond := range d.Conditions {
+			fmt.Fprintf(tw, "%s:\t%s %s %s\n", cond.Type, cond.Status, cond.Reason, cond.Message)
+		}
+		if d.Corrections > 0 && d.LastDrift != nil {
+			fmt.Fprintf(tw, "Drift:\t%d corrections, last at %s\n", d.Corrections, d.LastDrift.Time.UTC().Format(time.RFC3339))
+		}
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	if len(d.Components) > 0 {
+		fmt.Fprintln(w)
+		tw = tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+		fmt.Fprintln(tw, "COMPONENT\tREADY\tPODS")
+		for _, cs := range d.Components {
+			fmt.Fprintf(tw, "%s\t%t\t%d/%d\n", cs.Name, cs.Ready, cs.ReadyReplicas, cs.DesiredReplicas)
+		}
+		if err := tw.Flush(); err != nil {
+			return err
+		}
+	}
+	fmt.Fprintln(w)
+	return printTaskTable(w, d.Tasks)
+}
+
+func noneIfEmpty(s string) string {
+	if s == "" {
+		return "none"
+	}
+	return s
+}

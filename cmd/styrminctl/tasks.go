@@ -1,0 +1,308 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"slices"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/styrmin/styrmin/operator/api/v1alpha1"
+	"github.com/styrmin/styrmin/resolver"
+)
+
+// newTasksCmd builds `styrminctl tasks list|get`: the tasks the agent of
+// a cluster runs, one per (deployment, sequence).
+func newTasksCmd(newClient clusterClientFunc, stdout io.Writer) *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "tasks",
+		Short: "List and show the tasks the agent runs in a cluster",
+	}
+	cmd.AddCommand(newTasksListCmd(newClient, stdout), newTasksGetCmd(newClient, stdout))
+	return cmd
+}
+
+func newTasksListCmd(newClient clusterClientFunc, stdout io.Writer) *cobra.Command {
+	o := &clusterOptions{newClient: newClient}
+	var namespace, deployment string
+	var unfinished bool
+	cmd := &cobra.Command{
+		Use:   "list",
+		Short: "List tasks, by deployment and sequence",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			c, err := o.client()
+			if err != nil {
+				return err
+			}
+			var did *v1alpha1.DeploymentID
+			if deployment != "" {
+				id, err := resolver.ParseID(deployment)
+				if err != nil {
+					return fmt.Errorf("--deployment: %w", err)
+				}
+				did = &v1alpha1.DeploymentID{Cluster: id.Cluster, Environment: id.Environment, Name: id.Name}
+			}
+			tasks, err := listTasks(cmd.Context(), c, namespace, did)
+			if err != nil {
+				return err
+			}
+			out := []taskSummary{}
+			for i := range tasks {
+				if unfinished && tasks[i].Status.Phase.Terminal() {
+					continue
+				}
+				out = append(out, summarizeTask(&tasks[i]))
+			}
+			if o.output != "text" {
+				return writeData(stdout, o.output, out)
+			}
+			return printTaskTable(stdout, out)
+		},
+	}
+	o.addFlags(cmd)
+	cmd.Flags().StringVarP(&namespace, "namespace", "n", "", "only the tasks of this namespace (default: all)")
+	cmd.Flags().StringVar(&deployment, "deployment", "", "only the tasks of this deployment (CLUSTER/ENV/NAME)")
+	cmd.Flags().BoolVar(&unfinished, "unfinished", false, "only the tasks that are pending or running")
+	return cmd
+}
+
+func newTasksGetCmd(newClient clusterClientFunc, stdout io.Writer) *cobra.Command {
+	o := &clusterOptions{newClient: newClient}
+	var namespace string
+	cmd := &cobra.Command{
+		Use:   "get NAME",
+		Short: "Show one task with its steps, their state, timings and output",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			c, err := o.client()
+			if err != nil {
+				return err
+			}
+			task, err := findTask(cmd.Context(), c, namespace, args[0])
+			if err != nil {
+				return err
+			}
+			d := detailTask(task)
+			if o.output != "text" {
+				return writeData(stdout, o.output, d)
+			}
+			return printTaskDetail(stdout, d)
+		},
+	}
+	o.addFlags(cmd)
+	cmd.Flags().StringVarP(&namespace, "namespace", "n", "", "namespace of the task (default: search all)")
+	return cmd
+}
+
+// listTasks lists tasks (of one namespace and/or deployment), sorted by
+// deployment and sequence.
+func listTasks(ctx context.Context, c client.Reader, namespace string, did *v1alpha1.DeploymentID) ([]v1alpha1.StyrminTask, error) {
+	var opts []client.ListOption
+	if namespace != "" {
+		opts = append(opts, client.InNamespace(namespace))
+	}
+	if did != nil {
+		opts = append(opts, client.MatchingLabels(did.Labels()))
+	}
+	var list v1alpha1.StyrminTaskList
+	if err := c.List(ctx, &list, opts...); err != nil {
+		return nil, fmt.Errorf("listing StyrminTasks: %w", err)
+	}
+	slices.SortFunc(list.Items, func(a, b v1alpha1.StyrminTask) int {
+		if c := strings.Compare(a.Spec.Deployment.String(), b.Spec.Deployment.String()); c != 0 {
+			return c
+		}
+		switch {
+		case a.Spec.ToSequence < b.Spec.ToSequence:
+			return -1
+		case a.Spec.ToSequence > b.Spec.ToSequence:
+			return 1
+		}
+		return 0
+	})
+	return list.Items, nil
+}
+
+// findTask finds a task by name, in one namespace or in all.
+func findTask(ctx context.Context, c client.Reader, namespace, name string) (*v1alpha1.StyrminTask, error) {
+	if namespace != "" {
+		var t v1alpha1.StyrminTask
+		if err := c.Get(ctx, client.ObjectKey{Namespace: namespace, Name: name}, &t); err != nil {
+			return nil, fmt.Errorf("task %s/%s: %w", namespace, name, err)
+		}
+		return &t, nil
+	}
+	tasks, err := listTasks(ctx, c, "", nil)
+	if err != nil {
+		return nil, err
+	}
+	var found []*v1alpha1.StyrminTask
+	for i := range tasks {
+		if tasks[i].Name == name {
+			found = append(found, &tasks[i])
+		}
+	}
+	switch len(found) {
+	case 0:
+		return nil, fmt.Errorf("no task named %s in any namespace", name)
+	case 1:
+		return found[0], nil
+	}
+	var nss []string
+	for _, t := range found {
+		nss = append(nss, t.Namespace)
+	}
+	return nil, fmt.Errorf("task %s exists in namespaces %s: pick one with --namespace", name, strings.Join(nss, ", "))
+}
+
+// taskSummary is one line of `tasks list`.
+type taskSummary struct {
+	Namespace  string `json:"namespace"`
+	Name       string `json:"name"`
+	Deployment string `json:"deployment"`
+	Workflow   string `json:"workflow"`
+	From       int64  `json:"fromSequence"`
+	To         int64  `json:"toSequence"`
+	Phase      string `json:"phase"`
+	Step       string `json:"step,omitempty"`
+	Commit     string `json:"commit"`
+	Started    string `json:"startedAt,omitempty"`
+	Finished   string `json:"finishedAt,omitempty"`
+	Message    string `json:"message,omitempty"`
+}
+
+func summarizeTask(t *v1alpha1.StyrminTask) taskSummary {
+	s := taskSummary{
+		Namespace: t.Namespace, Name: t.Name, Deployment: t.Spec.Deployment.String(),
+		Workflow: string(t.Spec.Workflow), From: t.Spec.FromSequence, To: t.Spec.ToSequence,
+		Phase: string(t.Status.Phase), Commit: t.Spec.Lock.Commit, Message: t.Status.Message,
+	}
+	if s.Phase == "" {
+		s.Phase = "New"
+	}
+	if i := int(t.Status.CurrentStep); !t.Status.Phase.Terminal() && i < len(t.Status.Steps) {
+		s.Step = fmt.Sprintf("%d/%d %s", i+1, len(t.Status.Steps), t.Status.Steps[i].Name)
+	}
+	if t.Status.StartedAt != nil {
+		s.Started = t.Status.StartedAt.UTC().Format(time.RFC3339)
+	}
+	if t.Status.FinishedAt != nil {
+		s.Finished = t.Status.FinishedAt.UTC().Format(time.RFC3339)
+	}
+	return s
+}
+
+func printTaskTable(w io.Writer, tasks []taskSummary) error {
+	if len(tasks) == 0 {
+		_, err := fmt.Fprintln(w, "no tasks")
+		return err
+	}
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "NAMESPACE\tTASK\tDEPLOYMENT\tWORKFLOW\tSEQUENCE\tPHASE\tCOMMIT\tSTEP/MESSAGE")
+	for _, t := range tasks {
+		note := t.Step
+		if note == "" {
+			note = firstLine(t.Message)
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d→%d\t%s\t%s\t%s\n", t.Namespace, t.Name, t.Deployment, t.Workflow, t.From, t.To, t.Phase, shortCommit(t.Commit), note)
+	}
+	return tw.Flush()
+}
+
+func firstLine(s string) string {
+	if i := strings.IndexByte(s, '\n'); i >= 0 {
+		return s[:i] + " …"
+	}
+	return s
+}
+
+// taskDetail is `tasks get`.
+type taskDetail struct {
+	taskSummary
+	LockPath     string       `json:"lockPath"`
+	SupersededBy int64        `json:"supersededBy,omitempty"`
+	Steps        []stepDetail `json:"steps"`
+}
+
+type stepDetail struct {
+	Name       string            `json:"name"`
+	Action     string            `json:"action"`
+	Components []string          `json:"components,omitempty"`
+	Args       map[string]string `json:"args,omitempty"`
+	State      string            `json:"state"`
+	Attempts   int32             `json:"attempts,omitempty"`
+	Started    string            `json:"startedAt,omitempty"`
+	Finished   string            `json:"finishedAt,omitempty"`
+	Duration   string            `json:"duration,omitempty"`
+	Output     string            `json:"output,omitempty"`
+	Message    string            `json:"message,omitempty"`
+	Recorded   map[string]string `json:"recorded,omitempty"`
+}
+
+func detailTask(t *v1alpha1.StyrminTask) taskDetail {
+	d := taskDetail{taskSummary: summarizeTask(t), LockPath: t.Spec.Lock.Path, SupersededBy: t.Status.SupersededBy, Steps: []stepDetail{}}
+	for _, s := range t.Status.Steps {
+		sd := stepDetail{
+			Name: s.Name, Action: s.Action, Components: s.Components, Args: s.Args, State: string(s.State),
+			Attempts: s.Attempts, Output: s.Output, Message: s.Message, Recorded: s.Recorded,
+		}
+		if s.StartedAt != nil {
+			sd.Started = s.StartedAt.UTC().Format(time.RFC3339)
+			if s.FinishedAt != nil {
+				sd.Finished = s.FinishedAt.UTC().Format(time.RFC3339)
+				sd.Duration = s.FinishedAt.Sub(s.StartedAt.Time).String()
+			}
+		}
+		d.Steps = append(d.Steps, sd)
+	}
+	return d
+}
+
+func printTaskDetail(w io.Writer, d taskDetail) error {
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintf(tw, "Task:\t%s/%s\n", d.Namespace, d.Name)
+	fmt.Fprintf(tw, "Deployment:\t%s\n", d.Deployment)
+	fmt.Fprintf(tw, "Workflow:\t%s %d→%d\n", d.Workflow, d.From, d.To)
+	fmt.Fprintf(tw, "Lock:\t%s at %s\n", d.LockPath, d.Commit)
+	fmt.Fprintf(tw, "Phase:\t%s\n", d.Phase)
+	if d.Started != "" {
+		fmt.Fprintf(tw, "Started:\t%s\n", d.Started)
+	}
+	if d.Finished != "" {
+		fmt.Fprintf(tw, "Finished:\t%s\n", d.Finished)
+	}
+	if d.SupersededBy > 0 {
+		fmt.Fprintf(tw, "Superseded by:\tsequence %d\n", d.SupersededBy)
+	}
+	if d.Message != "" {
+		fmt.Fprintf(tw, "Message:\t%s\n", d.Message)
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	fmt.Fprintln(w, "\nSteps:")
+	for i, s := range d.Steps {
+		line := fmt.Sprintf("  %d. %s  %s", i+1, s.Name, s.State)
+		if s.Attempts > 1 {
+			line += fmt.Sprintf(" (%d attempts)", s.Attempts)
+		}
+		if s.Duration != "" {
+			line += "  " + s.Duration
+		}
+		fmt.Fprintln(w, line)
+		for _, text := range []string{s.Message, s.Output} {
+			for _, l := range strings.Split(strings.TrimRight(text, "\n"), "\n") {
+				if l != "" {
+					fmt.Fprintln(w, "       "+l)
+				}
+			}
+		}
+	}
+	return nil
+}
