@@ -2,6 +2,7 @@ package drivers
 
 import (
 	"bytes"
+	"encoding/json"
 	"flag"
 	"fmt"
 	"os"
@@ -92,9 +93,17 @@ func renderCase(t testing.TB, cat *Catalog, gc goldenCase) []byte {
 	for _, o := range m.Objects {
 		comps[o.Kind+"/"+o.Name] = o.Component
 	}
-	head, err := encodeYAML(map[string]any{
+	j, err := json.Marshal(map[string]any{
 		"driver": gc.driver, "parameters": c.Parameters, "values": vals, "endpoints": eps, "components": comps,
 	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	hm, err := decodeJSONObject(j)
+	if err != nil {
+		t.Fatal(err)
+	}
+	head, err := encodeYAML(hm)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"math"
 	"path"
 	"regexp"
 	"sort"
@@ -12,12 +13,11 @@ import (
 	"strings"
 
 	"cuelang.org/go/cue"
-	"go.yaml.in/yaml/v3"
+	yamlv2 "go.yaml.in/yaml/v2"
 	"helm.sh/helm/v4/pkg/chart/common"
 	chartutil "helm.sh/helm/v4/pkg/chart/common/util"
 	"helm.sh/helm/v4/pkg/engine"
 	releaseutil "helm.sh/helm/v4/pkg/release/v1/util"
-	k8syaml "sigs.k8s.io/yaml"
 )
 
 // Manifests are the rendered objects of one deployment, sorted by kind
@@ -232,18 +232,91 @@ func (d *Driver) chartPaths(s string) string {
 	return strings.ReplaceAll(s, name+"/templates/", d.compiled.display(d.compiled.chartDir)+"/templates/")
 }
 
-// parseObject parses one YAML document the way Kubernetes clients do
-// (sigs.k8s.io/yaml), keeping numbers exact. A document holding only
-// comments gives nil.
+// parseObject parses one YAML document the way Kubernetes clients do:
+// go-yaml v2 (YAML 1.1 scalars: yes/no/on/off are booleans, 0644 is
+// octal), map keys made strings, numbers kept exact; the same rules as
+// sigs.k8s.io/yaml, without its round trip through JSON text (parsing is
+// the largest cost of a render). A document holding only comments gives
+// nil.
 func parseObject(doc []byte) (map[string]any, error) {
-	j, err := k8syaml.YAMLToJSON(doc)
-	if err != nil {
+	var x any
+	if err := yamlv2.Unmarshal(doc, &x); err != nil {
 		return nil, fmt.Errorf("rendered invalid YAML: %w", err)
 	}
-	if bytes.Equal(bytes.TrimSpace(j), []byte("null")) {
+	if x == nil {
 		return nil, nil
 	}
-	return decodeJSONObject(j)
+	j, err := jsonable(x)
+	if err != nil {
+		return nil, fmt.Errorf("rendered YAML that is not JSON data: %w", err)
+	}
+	m, ok := j.(map[string]any)
+	if !ok {
+		return nil, fmt.Errorf("rendered a document that is not an object")
+	}
+	return m, nil
+}
+
+// jsonable converts go-yaml v2 data to JSON data: string keys, int64 for
+// integers (and for integral floats, as a JSON round trip would).
+func jsonable(x any) (any, error) {
+	switch t := x.(type) {
+	case map[any]any:
+		m := make(map[string]any, len(t))
+		for k, v := range t {
+			var key string
+			switch tk := k.(type) {
+			case string:
+				key = tk
+			case int:
+				key = strconv.Itoa(tk)
+			case int64:
+				key = strconv.FormatInt(tk, 10)
+			case uint64:
+				key = strconv.FormatUint(tk, 10)
+			case float64:
+				key = strconv.FormatFloat(tk, 'g', -1, 32)
+			case bool:
+				key = strconv.FormatBool(tk)
+			default:
+				return nil, fmt.Errorf("unsupported map key %v", k)
+			}
+			cv, err := jsonable(v)
+			if err != nil {
+				return nil, err
+			}
+			m[key] = cv
+		}
+		return m, nil
+	case []any:
+		for i, v := range t {
+			cv, err := jsonable(v)
+			if err != nil {
+				return nil, err
+			}
+			t[i] = cv
+		}
+		return t, nil
+	case int:
+		return int64(t), nil
+	case uint64:
+		if t <= math.MaxInt64 {
+			return int64(t), nil
+		}
+		return float64(t), nil
+	case float64:
+		if math.IsInf(t, 0) || math.IsNaN(t) {
+			return nil, fmt.Errorf("unsupported number %v", t)
+		}
+		if t == math.Trunc(t) && math.Abs(t) < 1<<63 {
+			return int64(t), nil
+		}
+		return t, nil
+	case nil, bool, string, int64:
+		return t, nil
+	default:
+		return fmt.Sprint(t), nil
+	}
 }
 
 func decodeJSONObject(j []byte) (map[string]any, error) {
@@ -482,18 +555,4 @@ func finish(objs []*rendered) (*Manifests, error) {
 		})
 	}
 	return m, nil
-}
-
-// encodeYAML writes an object with sorted keys and two-space indentation.
-func encodeYAML(obj map[string]any) ([]byte, error) {
-	var buf bytes.Buffer
-	enc := yaml.NewEncoder(&buf)
-	enc.SetIndent(2)
-	if err := enc.Encode(obj); err != nil {
-		return nil, err
-	}
-	if err := enc.Close(); err != nil {
-		return nil, err
-	}
-	return buf.Bytes(), nil
 }
