@@ -1,0 +1,304 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"flag"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/styrmin/styrmin/operator"
+	"github.com/styrmin/styrmin/operator/api/v1alpha1"
+	"github.com/styrmin/styrmin/testcluster"
+)
+
+var update = flag.Bool("update", false, "rewrite golden files")
+
+// The cluster commands are tested against a real API server holding
+// StyrminDeployments, StyrminTasks and a StyrminSource written by the
+// test (the agent's own tests show how they come to be), through the
+// whole command tree with --kubeconfig, against golden files.
+
+var fixtureTime = time.Date(2026, 11, 1, 10, 0, 0, 0, time.UTC)
+
+func at(minutes int) *metav1.Time {
+	t := metav1.NewTime(fixtureTime.Add(time.Duration(minutes) * time.Minute))
+	return &t
+}
+
+const fixtureDigest = "sha256:0000000000000000000000000000000000000000000000000000000000000001"
+
+func fixtureInstance(env, name string, seq int64, kind, driver, app string) *v1alpha1.StyrminDeploymentSpec {
+	s := &v1alpha1.StyrminDeploymentSpec{
+		Kind:         kind,
+		Deployment:   v1alpha1.DeploymentID{Cluster: "local", Environment: env, Name: name},
+		Sequence:     seq,
+		SourceCommit: strings.Repeat("c", 40),
+		Digest:       fixtureDigest,
+		AppVersion:   app,
+	}
+	if driver != "" {
+		n, v, _ := strings.Cut(driver, "@")
+		s.Driver = v1alpha1.DriverRef{Name: n, Version: v, Digest: fixtureDigest}
+	}
+	return s
+}
+
+type fixtureTask struct {
+	env, name string
+	seq, from int64
+	workflow  v1alpha1.Workflow
+	kind      string
+	driver    string
+	app       string
+	status    v1alpha1.StyrminTaskStatus
+}
+
+func fillCluster(ctx context.Context, c *testcluster.Cluster) error {
+	if err := operator.InstallCRDs(ctx, c.RESTConfig); err != nil {
+		return err
+	}
+	scheme, err := operator.NewScheme()
+	if err != nil {
+		return err
+	}
+	cl, err := client.New(c.RESTConfig, client.Options{Scheme: scheme})
+	if err != nil {
+		return err
+	}
+	for _, ns := range []string{"styrmin-system", "dev-hub", "dev-web", "staging-web"} {
+		if err := cl.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil {
+			return err
+		}
+	}
+	src := &v1alpha1.StyrminSource{
+		ObjectMeta: metav1.ObjectMeta{Name: "styrmin", Namespace: "styrmin-system"},
+		Spec:       v1alpha1.StyrminSourceSpec{URL: "https://git.example.com/acme/desired.git", Branch: "main", Cluster: "local"},
+	}
+	if err := cl.Create(ctx, src); err != nil {
+		return err
+	}
+	src.Status = v1alpha1.StyrminSourceStatus{
+		LastSyncedCommit: strings.Repeat("a", 40), LastSyncTime: at(30),
+		Conditions: []metav1.Condition{{Type: "Ready", Status: metav1.ConditionTrue, Reason: "Synced", Message: "synced aaaaaaaaaaaa", LastTransitionTime: *at(30)}},
+	}
+	if err := cl.Status().Update(ctx, src); err != nil {
+		return err
+	}
+
+	hub := &v1alpha1.StyrminDeployment{
+		ObjectMeta: metav1.ObjectMeta{Name: "dev-hub", Namespace: "dev-hub",
+			Labels:      v1alpha1.DeploymentID{Cluster: "local", Environment: "dev", Name: "hub"}.Labels(),
+			Annotations: map[string]string{v1alpha1.AnnotationInstanceSequence: "4"}},
+		Spec: *fixtureInstance("dev", "hub", 4, v1alpha1.KindInstance, "graphhub@1.0.0", "1.4.1"),
+	}
+	web := &v1alpha1.StyrminDeployment{
+		ObjectMeta: metav1.ObjectMeta{Name: "dev-web", Namespace: "dev-web",
+			Labels:      v1alpha1.DeploymentID{Cluster: "local", Environment: "dev", Name: "web"}.Labels(),
+			Annotations: map[string]string{v1alpha1.AnnotationInstanceSequence: "1"}},
+		Spec: *fixtureInstance("dev", "web", 1, v1alpha1.KindInstance, "webapp@1.1.0", "1.25.0"),
+	}
+	for _, sd := range []*v1alpha1.StyrminDeployment{hub, web} {
+		if err := cl.Create(ctx, sd); err != nil {
+			return err
+		}
+	}
+	hub.Status = v1alpha1.StyrminDeploymentStatus{
+		ObservedGeneration: hub.Generation, ActiveSequence: 3, ActiveDigest: fixtureDigest,
+		Release: &v1alpha1.ReleaseStatus{Name: "dev-hub", Revision: 3, Chart: "graphhub-1.0.0", Status: "deployed", LastAppliedTime: at(20)},
+		Conditions: []metav1.Condition{
+			{Type: "Ready", Status: metav1.ConditionFalse, Reason: "Progressing", Message: "upgrading to sequence 4", LastTransitionTime: *at(40)},
+			{Type: "Reconciling", Status: metav1.ConditionTrue, Reason: "Progressing", Message: "upgrading to sequence 4", LastTransitionTime: *at(40)},
+		},
+		Components: []v1alpha1.ComponentStatus{
+			{Name: "server", Ready: true, DesiredReplicas: 1, ReadyReplicas: 1},
+			{Name: "worker", Ready: false, DesiredReplicas: 3, ReadyReplicas: 1},
+		},
+	}
+	web.Status = v1alpha1.StyrminDeploymentStatus{
+		ObservedGeneration: web.Generation, ActiveSequence: 1, ActiveDigest: fixtureDigest,
+		Conditions: []metav1.Condition{{Type: "Ready", Status: metav1.ConditionTrue, Reason: "Succeeded", Message: "all components ready", LastTransitionTime: *at(5)}},
+	}
+	for _, sd := range []*v1alpha1.StyrminDeployment{hub, web} {
+		if err := cl.Status().Update(ctx, sd); err != nil {
+			return err
+		}
+	}
+
+	step := func(name, action string, state v1alpha1.StepState, start, end int, output string) v1alpha1.TaskStep {
+		s := v1alpha1.TaskStep{Name: name, Action: action, Mode: strings.Split(name, "/")[1], State: state, Attempts: 1, Output: output}
+		if start >= 0 {
+			s.StartedAt = at(start)
+		}
+		if end >= 0 {
+			s.FinishedAt = at(end)
+		}
+		return s
+	}
+	tasks := []fixtureTask{
+		{"dev", "hub", 1, 0, v1alpha1.WorkflowCreate, v1alpha1.KindInstance, "graphhub@1.0.0", "1.4.0", v1alpha1.StyrminTaskStatus{
+			Phase: v1alpha1.TaskSucceeded, StartedAt: at(1), FinishedAt: at(3), CurrentStep: 1,
+			Steps: []v1alpha1.TaskStep{step("setup/core/1:upgradeDeploymentVersion", "upgradeDeploymentVersion", v1alpha1.StepSucceeded, 1, 3, "StyrminDeployment dev-hub/dev-hub is Ready at sequence 1")},
+		}},
+		{"dev", "hub", 2, 1, v1alpha1.WorkflowUpdate, v1alpha1.KindInstance, "graphhub@1.0.0", "1.4.0", v1alpha1.StyrminTaskStatus{
+			Phase: v1alpha1.TaskSuperseded, StartedAt: at(10), FinishedAt: at(10), SupersededBy: 3,
+			Message: "superseded by sequence 3 before it ran: the newer task writes the whole configuration",
+			Steps:   []v1alpha1.TaskStep{step("update/core/1:upgradeDeploymentVersion", "upgradeDeploymentVersion", v1alpha1.StepSkipped, -1, -1, "")},
+		}},
+		{"dev", "hub", 3, 2, v1alpha1.WorkflowUpgrade, v1alpha1.KindInstance, "graphhub@1.0.0", "1.4.1", v1alpha1.StyrminTaskStatus{
+			Phase: v1alpha1.TaskSucceeded, StartedAt: at(11), FinishedAt: at(20), CurrentStep: 3,
+			Steps: []v1alpha1.TaskStep{
+				step("upgrade/pre/1:stopComponents", "stopComponents", v1alpha1.StepSucceeded, 11, 12, "stopped Deployment/hub-worker (was 3 replicas)"),
+				step("upgrade/pre/2:runJob", "runJob", v1alpha1.StepSucceeded, 12, 15, "job hub-migrate-3 completed (1 pod(s) succeeded)"),
+				step("upgrade/core/1:upgradeDeploymentVersion", "upgradeDeploymentVersion", v1alpha1.StepSucceeded, 15, 20, "StyrminDeployment dev-hub/dev-hub is Ready at sequence 3"),
+			},
+		}},
+		{"dev", "hub", 4, 3, v1alpha1.WorkflowUpdate, v1alpha1.KindInstance, "graphhub@1.0.0", "1.4.1", v1alpha1.StyrminTaskStatus{
+			Phase: v1alpha1.TaskRunning, StartedAt: at(40), CurrentStep: 0,
+			Steps: []v1alpha1.TaskStep{step("update/core/1:upgradeDeploymentVersion", "upgradeDeploymentVersion", v1alpha1.StepRunning, 40, -1, "")},
+		}},
+		{"dev", "web", 1, 0, v1alpha1.WorkflowCreate, v1alpha1.KindInstance, "webapp@1.1.0", "1.25.0", v1alpha1.StyrminTaskStatus{
+			Phase: v1alpha1.TaskSucceeded, StartedAt: at(1), FinishedAt: at(5),
+			Steps: []v1alpha1.TaskStep{step("setup/core/1:upgradeDeploymentVersion", "upgradeDeploymentVersion", v1alpha1.StepSucceeded, 1, 5, "StyrminDeployment dev-web/dev-web is Ready at sequence 1")},
+		}},
+		{"staging", "web", 1, 0, v1alpha1.WorkflowCreate, v1alpha1.KindInstance, "webapp@1.1.0", "1.25.0", v1alpha1.StyrminTaskStatus{
+			Phase: v1alpha1.TaskFailed, StartedAt: at(1), FinishedAt: at(2),
+			Message: "step setup/core/1:upgradeDeploymentVersion (StepFailed) failed: StyrminDeployment staging-web/staging-web: stalled: RenderFailed: template error",
+			Steps:   []v1alpha1.TaskStep{step("setup/core/1:upgradeDeploymentVersion", "upgradeDeploymentVersion", v1alpha1.StepFailed, 1, 2, "")},
+		}},
+		{"staging", "web", 2, 1, v1alpha1.WorkflowDelete, v1alpha1.KindTombstone, "", "", v1alpha1.StyrminTaskStatus{
+			Phase: v1alpha1.TaskSucceeded, StartedAt: at(3), FinishedAt: at(4),
+			Steps: []v1alpha1.TaskStep{step("delete/core/1:upgradeDeploymentVersion", "upgradeDeploymentVersion", v1alpha1.StepSucceeded, 3, 4, "StyrminDeployment staging-web/staging-web is gone: the release is uninstalled")},
+		}},
+	}
+	for _, ft := range tasks {
+		id := v1alpha1.DeploymentID{Cluster: "local", Environment: ft.env, Name: ft.name}
+		labels := id.Labels()
+		ns := ft.env + "-" + ft.name
+		task := &v1alpha1.StyrminTask{
+			ObjectMeta: metav1.ObjectMeta{Name: operator.TaskName(ft.name, ft.seq), Namespace: ns, Labels: labels},
+			Spec: v1alpha1.StyrminTaskSpec{
+				Deployment: id, Namespace: ns, Workflow: ft.workflow, FromSequence: ft.from, ToSequence: ft.seq,
+				Lock:     v1alpha1.LockRef{Commit: strings.Repeat(string(rune('0'+ft.seq)), 40), Path: "locks/local/" + ft.env + "/" + ft.name + ".lock.yaml"},
+				Instance: fixtureInstance(ft.env, ft.name, ft.seq, ft.kind, ft.driver, ft.app),
+			},
+		}
+		if err := cl.Create(ctx, task); err != nil {
+			return err
+		}
+		task.Status = ft.status
+		if err := cl.Status().Update(ctx, task); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// runCluster executes styrminctl with args against the cluster of kc.
+func runCluster(t *testing.T, kc string, args ...string) (string, error) {
+	t.Helper()
+	var out, errb bytes.Buffer
+	root := newRootCmd(&out, &errb)
+	root.SetArgs(append(args, "--kubeconfig", kc))
+	err := root.ExecuteContext(context.Background())
+	return out.String(), err
+}
+
+func golden(t *testing.T, name, got string) {
+	t.Helper()
+	p := filepath.Join("testdata", "cluster", name)
+	if *update {
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, []byte(got), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return
+	}
+	want, err := os.ReadFile(p)
+	if err != nil {
+		t.Fatalf("%v (run with -update to create it)", err)
+	}
+	if got != string(want) {
+		t.Errorf("%s differs (run with -update to accept):\n--- got\n%s\n--- want\n%s", name, got, want)
+	}
+}
+
+// TestClusterCommands runs status, tasks and history against one control
+// plane: their output matches golden files, and bad input gets a clear
+// error.
+func TestClusterCommands(t *testing.T) {
+	c := testcluster.StartT(t, testcluster.Options{})
+	if err := fillCluster(context.Background(), c); err != nil {
+		t.Fatal(err)
+	}
+	t.Run("golden", func(t *testing.T) { testClusterGolden(t, c.KubeconfigPath) })
+	t.Run("bad input", func(t *testing.T) { testClusterBadInput(t, c.KubeconfigPath) })
+}
+
+func testClusterGolden(t *testing.T, kc string) {
+	for _, tc := range []struct {
+		golden string
+		args   []string
+	}{
+		{"status.txt", []string{"status"}},
+		{"status.json", []string{"status", "-o", "json"}},
+		{"status-hub.txt", []string{"status", "local/dev/hub"}},
+		{"status-hub.yaml", []string{"status", "local/dev/hub", "-o", "yaml"}},
+		{"status-deleted.txt", []string{"status", "local/staging/web"}},
+		{"tasks-list.txt", []string{"tasks", "list"}},
+		{"tasks-list-unfinished.json", []string{"tasks", "list", "--unfinished", "-o", "json"}},
+		{"tasks-list-hub.txt", []string{"tasks", "list", "--deployment", "local/dev/hub"}},
+		{"tasks-get-hub-3.txt", []string{"tasks", "get", "hub-3"}},
+		{"tasks-get-hub-3.yaml", []string{"tasks", "get", "hub-3", "-n", "dev-hub", "-o", "yaml"}},
+		{"history-hub.txt", []string{"history", "hub"}},
+		{"history-staging-web.json", []string{"history", "local/staging/web", "-o", "json"}},
+	} {
+		t.Run(tc.golden, func(t *testing.T) {
+			out, err := runCluster(t, kc, tc.args...)
+			if err != nil {
+				t.Fatal(err)
+			}
+			golden(t, tc.golden, out)
+		})
+	}
+}
+
+func testClusterBadInput(t *testing.T, kc string) {
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"history", "web"}, "web names several deployments (local/dev/web, local/staging/web): give CLUSTER/ENV/NAME"},
+		{[]string{"history", "nothing"}, "no deployment named nothing in this cluster"},
+		{[]string{"tasks", "get", "web-1"}, "task web-1 exists in namespaces dev-web, staging-web: pick one with --namespace"},
+		{[]string{"tasks", "get", "nope-9"}, "no task named nope-9 in any namespace"},
+		{[]string{"status", "local/dev/nope"}, "deployment local/dev/nope: no StyrminDeployment and no task in this cluster"},
+		{[]string{"status", "-o", "xml"}, `unknown output format "xml"`},
+		{[]string{"tasks", "list", "--deployment", "hub"}, "--deployment"},
+	} {
+		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {
+			_, err := runCluster(t, kc, tc.args...)
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("err = %v, want it to contain %q", err, tc.want)
+			}
+		})
+	}
+}
+
+func TestClusterCommandsNeedAReachableCluster(t *testing.T) {
+	var out, errb bytes.Buffer
+	root := newRootCmd(&out, &errb)
+	root.SetArgs([]string{"status", "--kubeconfig", filepath.Join(t.TempDir(), "missing")})
+	if err := root.Execute(); err == nil || !strings.Contains(err.Error(), "kubernetes config") {
+		t.Fatalf("err = %v, want a kubernetes config error", err)
+	}
+}
