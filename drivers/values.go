@@ -46,11 +46,23 @@ func (d *Driver) ApplyParameters(params map[string]any) (map[string]any, error) 
 		}
 		params[name] = int64(f)
 	}
-	schema := d.compiled.value.LookupPath(parametersPath)
+	// The spec's own parameters (not unified with #Driver): the schema was
+	// checked at Load, and this runs once per deployment.
+	schema := d.compiled.raw.LookupPath(parametersPath)
 	v := schema
 	if len(params) > 0 {
 		v = schema.FillPath(cue.Path{}, params)
 	}
+	if v.Validate(cue.Concrete(true)) == nil {
+		var out map[string]any
+		if err := v.Decode(&out); err == nil {
+			if out == nil {
+				out = map[string]any{}
+			}
+			return out, nil
+		}
+	}
+	// Something is wrong: check parameter by parameter for clear messages.
 	out := make(map[string]any, len(d.Parameters))
 	for _, p := range d.Parameters {
 		pv := v.LookupPath(cue.MakePath(cue.Str(p.Name)))
