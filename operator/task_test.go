@@ -3,6 +3,9 @@ package operator_test
 import (
 	"context"
 	"fmt"
+	"io"
+	"net"
+	"net/http"
 	"slices"
 	"strconv"
 	"strings"
@@ -137,7 +140,8 @@ func TestAgentCreatesUpdatesUpgradesAndDeletesGraphhub(t *testing.T) {
 	if first["hub"] != 1 || first["web"] != 1 {
 		t.Fatalf("first lock = %v, want hub and web at 1", first)
 	}
-	e.startAgent(t, "--leader-elect=true")
+	metricsAddr := freeAddr(t)
+	e.startAgent(t, "--leader-elect=true", "--metrics-bind-address="+metricsAddr)
 
 	// Create: the setup hook.
 	create := e.waitTask(t, hubNamespace, "hub", 1)
@@ -244,6 +248,19 @@ func TestAgentCreatesUpdatesUpgradesAndDeletesGraphhub(t *testing.T) {
 	if len(e.tasksOf(t, hubNamespace)) != 4 {
 		t.Errorf("hub tasks: %d, want 4 (the history stays)", len(e.tasksOf(t, hubNamespace)))
 	}
+	// Metrics: tasks by phase, step durations.
+	metrics := scrape(t, "http://"+metricsAddr+"/metrics")
+	for _, want := range []string{
+		`styrmin_tasks{phase="Succeeded"} 5`,
+		`styrmin_tasks_finished_total{phase="Succeeded",workflow="upgrade"} 1`,
+		`styrmin_task_step_duration_seconds_count{action="runJob",state="Succeeded"} 2`,
+		`styrmin_task_step_duration_seconds_count{action="stopComponents",state="Succeeded"} 1`,
+	} {
+		if !strings.Contains(metrics, want) {
+			t.Errorf("metrics lack %s", want)
+		}
+	}
+
 	var src v1alpha1.StyrminSource
 	if err := e.c.Get(context.Background(), client.ObjectKey{Namespace: "styrmin-system", Name: "styrmin"}, &src); err != nil {
 		t.Fatal(err)
@@ -416,4 +433,29 @@ func TestAgentGuardKeepsANewerInstanceAndRecovers(t *testing.T) {
 	if got.Spec.AppVersion != "1.4.1" || e.workerReplicas(t) != 3 {
 		t.Errorf("after recovery: app %s, %d workers; want every change since the guard (app 1.4.1, 3 workers)", got.Spec.AppVersion, e.workerReplicas(t))
 	}
+}
+
+// freeAddr returns a local address nothing listens on.
+func freeAddr(t *testing.T) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().String()
+}
+
+func scrape(t *testing.T, url string) string {
+	t.Helper()
+	resp, err := http.Get(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
 }
