@@ -17,11 +17,18 @@ import (
 
 	"github.com/go-logr/logr"
 	"golang.org/x/sync/errgroup"
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 	crmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
+	"sigs.k8s.io/yaml"
 
 	"github.com/styrmin/styrmin/operator"
 	"github.com/styrmin/styrmin/operator/api/v1alpha1"
@@ -29,7 +36,11 @@ import (
 	"github.com/styrmin/styrmin/testcluster"
 )
 
-var benchDeployments = flag.Int("deployments", 100, "deployments of the webapp example BenchmarkDeploymentController installs")
+var (
+	benchDeployments = flag.Int("deployments", 100, "deployments of the webapp example BenchmarkDeploymentController installs")
+	benchConcurrency = flag.Int("concurrency", 0, "StyrminDeployments reconciled at once in BenchmarkDeploymentController (0: the default)")
+	benchBaseline    = flag.Bool("baseline", false, "BenchmarkDeploymentController first applies the same objects directly (no Helm, no agent), to tell the agent's cost from the workloads'")
+)
 
 // countingTransport counts the agent's requests to the API server, in
 // total and by verb and resource.
@@ -79,6 +90,7 @@ func resourceOf(p string) string {
 //	go test ./operator -run '^$' -bench DeploymentController -benchtime 1x -deployments 500
 func BenchmarkDeploymentController(b *testing.B) {
 	n := *benchDeployments
+	ctrllog.SetLogger(logr.Discard())
 	c := testcluster.StartT(b, testcluster.Options{Workloads: true, Nodes: max(2, n*2/200+1)})
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
@@ -105,6 +117,7 @@ func BenchmarkDeploymentController(b *testing.B) {
 	mgr, err := operator.NewManager(agentCfg, operator.Options{
 		Drivers:       &operator.CatalogSource{Catalog: ws.Catalog},
 		DriftInterval: 10 * time.Minute,
+		Concurrency:   *benchConcurrency,
 		Logger:        logr.Discard(),
 	})
 	if err != nil {
@@ -204,6 +217,50 @@ func BenchmarkDeploymentController(b *testing.B) {
 		return time.Since(start), calls.Load() - calls0, apiserverCPU(b, cs) - cpu0
 	}
 
+	if *benchBaseline {
+		// The same objects, applied directly with server-side apply and
+		// waited for: what any engine costs the API server.
+		baseline := func(msg string) (time.Duration, float64) {
+			cpu0 := apiserverCPU(b, cs)
+			start := time.Now()
+			var g errgroup.Group
+			g.SetLimit(32)
+			for i := range n {
+				g.Go(func() error { return applyRendered(ctx, cl, ws, instance(0, i, msg, 1)) })
+			}
+			if err := g.Wait(); err != nil {
+				b.Fatal(err)
+			}
+			err := wait.PollUntilContextTimeout(ctx, time.Second, 30*time.Minute, false, func(ctx context.Context) (bool, error) {
+				var list appsv1.DeploymentList
+				if err := cl.List(ctx, &list, client.MatchingLabels{"app.kubernetes.io/managed-by": "baseline"}); err != nil {
+					return false, err
+				}
+				ready := 0
+				for _, d := range list.Items {
+					if d.Status.ObservedGeneration == d.Generation && d.Status.UpdatedReplicas == *d.Spec.Replicas &&
+						d.Status.Replicas == d.Status.UpdatedReplicas && d.Status.ReadyReplicas == *d.Spec.Replicas {
+						ready++
+					}
+				}
+				return ready == n, nil
+			})
+			if err != nil {
+				b.Fatal(err)
+			}
+			return time.Since(start), apiserverCPU(b, cs) - cpu0
+		}
+		createT, createCPU := baseline("Hello from Styrmin")
+		fanoutT, fanoutCPU := baseline("Hello again")
+		// Reported after b.Loop, which drops metrics reported before it.
+		defer func() {
+			b.ReportMetric(createT.Seconds(), "baseline-create-s")
+			b.ReportMetric(fanoutT.Seconds(), "baseline-fanout-s")
+			b.ReportMetric(createCPU/float64(n), "baseline-create-apiserver-cpu-s/deploy")
+			b.ReportMetric(fanoutCPU/float64(n), "baseline-fanout-apiserver-cpu-s/deploy")
+		}()
+	}
+
 	round := 0
 	for b.Loop() {
 		round++
@@ -257,4 +314,37 @@ func apiserverCPU(b *testing.B, cs *kubernetes.Clientset) float64 {
 	}
 	b.Fatal("no process_cpu_seconds_total in the API server's metrics")
 	return 0
+}
+
+// applyRendered renders an instance and applies its objects directly,
+// labelled for the baseline.
+func applyRendered(ctx context.Context, cl client.Client, ws *resolver.Workspace, in *resolver.Instance) error {
+	d, ok := ws.Catalog.Get(in.Driver.Name, in.Driver.Version)
+	if !ok {
+		return fmt.Errorf("driver %s not found", in.Driver)
+	}
+	m, err := d.Render(*in.Context, in.Values)
+	if err != nil {
+		return err
+	}
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: in.Context.Deployment.Namespace}}
+	if err := cl.Create(ctx, ns); err != nil && !apierrors.IsAlreadyExists(err) {
+		return err
+	}
+	for _, o := range m.Objects {
+		u := &unstructured.Unstructured{}
+		if err := yaml.Unmarshal(o.YAML, &u.Object); err != nil {
+			return err
+		}
+		labels := u.GetLabels()
+		if labels == nil {
+			labels = map[string]string{}
+		}
+		labels["app.kubernetes.io/managed-by"] = "baseline"
+		u.SetLabels(labels)
+		if err := cl.Apply(ctx, client.ApplyConfigurationFromUnstructured(u), client.FieldOwner("baseline"), client.ForceOwnership); err != nil {
+			return err
+		}
+	}
+	return nil
 }

@@ -45,7 +45,7 @@ type Options struct {
 	// compared with its release (default 5 minutes).
 	DriftInterval time.Duration
 	// Concurrency is how many StyrminDeployments reconcile at once
-	// (default 8).
+	// (default 16).
 	Concurrency int
 	// QPS and Burst bound the agent's requests to the API server,
 	// shared by all its clients (defaults 100 and 200).
@@ -74,7 +74,7 @@ func (o *Options) defaults() error {
 		o.DriftInterval = 5 * time.Minute
 	}
 	if o.Concurrency <= 0 {
-		o.Concurrency = 8
+		o.Concurrency = 16
 	}
 	if o.QPS <= 0 {
 		o.QPS = 100
