@@ -288,8 +288,15 @@ func (e *agentEnv) commitConfig(t *testing.T, msg string, files map[string][]byt
 // deployment name.
 func (e *agentEnv) lock(t *testing.T) map[string]int64 {
 	t.Helper()
+	return lockRepo(t, e.clone)
+}
+
+// lockRepo resolves the head of clone's branch and pushes the changed
+// lockfiles, returning the locked sequences by deployment name.
+func lockRepo(t *testing.T, clone *gitsource.Repo) map[string]int64 {
+	t.Helper()
 	locked := map[string]int64{}
-	_, err := e.clone.CommitLocks(context.Background(), gitsource.CommitRequest{
+	_, err := clone.CommitLocks(context.Background(), gitsource.CommitRequest{
 		Build: func(_ context.Context, head gitsource.Hash, headFS fs.FS) (gitsource.Change, error) {
 			clear(locked)
 			ws, err := resolver.LoadWorkspace(headFS, resolver.WorkspaceOptions{SourceCommit: head.String()})

@@ -46,6 +46,7 @@ const (
 	reasonAuthFailed  = "AuthenticationFailed"
 	reasonSyncFailed  = "SyncFailed"
 	reasonInvalidLock = "InvalidLock"
+	reasonLockDeleted = "LockDeleted"
 )
 
 // SyncerOptions configures a Syncer.
@@ -313,7 +314,7 @@ func (w *syncWalk) apply(ctx context.Context, src *v1alpha1.StyrminSource, ch gi
 	if ch.Deleted {
 		// Lockfiles are never deleted by styrmin (a deleted deployment
 		// leaves a tombstone): someone removed it by hand.
-		w.s.warn(src, reasonInvalidLock, "%s was deleted at %s; a removed deployment needs a tombstone lock, so nothing was changed", ch.Path, ch.Commit.Short())
+		w.s.warn(src, reasonLockDeleted, "%s was deleted at %s; a removed deployment needs a tombstone lock, so nothing was changed", ch.Path, ch.Commit.Short())
 		log.Info("ignoring a deleted lockfile")
 		res.Ignored++
 		return nil

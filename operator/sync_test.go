@@ -1,12 +1,28 @@
 package operator_test
 
 import (
+	"context"
+	"fmt"
+	"io/fs"
 	"strings"
 	"testing"
+	"time"
 
+	"github.com/go-logr/logr/testr"
+	corev1 "k8s.io/api/core/v1"
+	eventsv1 "k8s.io/api/events/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/events"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/styrmin/styrmin/gitsource"
+	"github.com/styrmin/styrmin/gitsource/gitserver"
 	"github.com/styrmin/styrmin/operator"
 	"github.com/styrmin/styrmin/operator/api/v1alpha1"
 	"github.com/styrmin/styrmin/resolver"
+	"github.com/styrmin/styrmin/testcluster"
 )
 
 func TestSelectWorkflow(t *testing.T) {
@@ -50,4 +66,210 @@ func TestTaskAndJobNamesAreDeterministic(t *testing.T) {
 	if long == operator.JobName(strings.Repeat("d", 63), strings.Repeat("j", 40), 123457) {
 		t.Error("two sequences share a job name")
 	}
+}
+
+// TestSyncCreatesOneTaskPerNewSequenceAndResumes runs the syncer against
+// a real git server and API server: it creates one task per new
+// (deployment, sequence) of its own cluster with the workflow the previous
+// instance calls for, keeps its position in the StyrminSource so a new
+// syncer resumes there, creates nothing twice when walking again from the
+// root, reports invalid and deleted lockfiles without stopping, and syncs
+// at once when triggered.
+func TestSyncCreatesOneTaskPerNewSequenceAndResumes(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	c := testcluster.StartT(t, testcluster.Options{})
+	if err := operator.InstallCRDs(ctx, c.RESTConfig); err != nil {
+		t.Fatal(err)
+	}
+	scheme, err := operator.NewScheme()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cl, err := client.New(c.RESTConfig, client.Options{Scheme: scheme})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cl.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "styrmin-system"}}); err != nil {
+		t.Fatal(err)
+	}
+	cs, err := kubernetes.NewForConfig(c.RESTConfig)
+	if err != nil {
+		t.Fatal(err)
+	}
+	broadcaster := events.NewBroadcaster(&events.EventSinkImpl{Interface: cs.EventsV1()})
+	broadcaster.StartRecordingToSink(ctx.Done())
+	defer broadcaster.Shutdown()
+	recorder := broadcaster.NewRecorder(scheme, "styrmin-agent")
+
+	git := gitserver.New(t)
+	git.Seed("desired", exampleRepo(t), "examples")
+	url := git.RepoURL("desired")
+	author, err := gitsource.Clone(ctx, url, "", gitsource.CloneOptions{Branch: "main"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	agentRepo, err := gitsource.Clone(ctx, url, "", gitsource.CloneOptions{Branch: "main"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	source := types.NamespacedName{Namespace: "styrmin-system", Name: "styrmin"}
+	newSyncer := func() *operator.Syncer {
+		s, err := operator.NewSyncer(operator.SyncerOptions{
+			Client: cl, Repo: agentRepo, Cluster: "local", Source: source,
+			Spec:     v1alpha1.StyrminSourceSpec{URL: url, Branch: "main"},
+			Interval: time.Hour, Recorder: recorder, Log: testr.New(t),
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return s
+	}
+	sync := func(s *operator.Syncer) operator.SyncResult {
+		t.Helper()
+		res, err := s.Sync(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return res
+	}
+	task := func(ns, name string) *v1alpha1.StyrminTask {
+		t.Helper()
+		var task v1alpha1.StyrminTask
+		if err := cl.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, &task); err != nil {
+			t.Fatal(err)
+		}
+		return &task
+	}
+
+	// The first lock, and a lock of another cluster in the same repository.
+	lockRepo(t, author)
+	locks, err := resolver.LoadLocks(mustFS(t, author))
+	if err != nil {
+		t.Fatal(err)
+	}
+	other := *locks[resolver.ID{Cluster: "local", Environment: "dev", Name: "hub"}]
+	other.ID.Cluster = "elsewhere"
+	otherLock, err := resolver.EncodeLock(&other)
+	if err != nil {
+		t.Fatal(err)
+	}
+	git.Commit("desired", "lock another cluster", map[string][]byte{other.ID.LockPath(): otherLock})
+
+	s := newSyncer()
+	res := sync(s)
+	if strings.Join(res.Created, " ") != "dev-hub/hub-1 dev-web/web-1" || res.Existing != 0 || res.Ignored != 0 {
+		t.Fatalf("first sync: %+v, want hub-1 and web-1 created (the other cluster's lock not even listed)", res)
+	}
+	hub1 := task("dev-hub", "hub-1")
+	if hub1.Spec.Workflow != v1alpha1.WorkflowCreate || hub1.Spec.FromSequence != 0 || hub1.Spec.ToSequence != 1 ||
+		hub1.Spec.Lock.Path != "locks/local/dev/hub.lock.yaml" || hub1.Spec.Instance == nil || hub1.Labels[v1alpha1.LabelSequence] != "1" {
+		t.Errorf("hub-1 spec: %+v labels %v", hub1.Spec, hub1.Labels)
+	}
+	var ns corev1.Namespace
+	if err := cl.Get(ctx, client.ObjectKey{Name: "dev-hub"}, &ns); err != nil || ns.Labels[v1alpha1.LabelDeployment] != "hub" {
+		t.Errorf("namespace dev-hub: %v labels %v", err, ns.Labels)
+	}
+	var src v1alpha1.StyrminSource
+	if err := cl.Get(ctx, source, &src); err != nil || src.Status.LastSyncedCommit != res.Head.String() {
+		t.Fatalf("StyrminSource: %v synced %q, want %s", err, src.Status.LastSyncedCommit, res.Head)
+	}
+
+	// Nothing new: skipped, also by a new syncer (an agent restart).
+	if res := sync(s); !res.Skipped {
+		t.Errorf("second sync: %+v, want skipped", res)
+	}
+	s = newSyncer()
+	if res := sync(s); !res.Skipped {
+		t.Errorf("sync after a restart: %+v, want skipped (resumed at the recorded commit)", res)
+	}
+
+	// Two lock commits: every sequence gets its task and workflow.
+	git.Commit("desired", "three workers", hubConfig("1.4.0", 3, "info"))
+	lockRepo(t, author)
+	git.Commit("desired", "app 1.4.1", hubConfig("1.4.1", 3, "info"))
+	lockRepo(t, author)
+	res = sync(s)
+	if strings.Join(res.Created, " ") != "dev-hub/hub-2 dev-hub/hub-3" {
+		t.Fatalf("sync of two lock commits: %+v", res)
+	}
+	if h2, h3 := task("dev-hub", "hub-2"), task("dev-hub", "hub-3"); h2.Spec.Workflow != v1alpha1.WorkflowUpdate || h2.Spec.FromSequence != 1 ||
+		h3.Spec.Workflow != v1alpha1.WorkflowUpgrade || h3.Spec.FromSequence != 2 || h2.Spec.Lock.Commit == h3.Spec.Lock.Commit {
+		t.Errorf("hub-2 %s from %d at %s, hub-3 %s from %d at %s", h2.Spec.Workflow, h2.Spec.FromSequence, h2.Spec.Lock.Commit, h3.Spec.Workflow, h3.Spec.FromSequence, h3.Spec.Lock.Commit)
+	}
+
+	// Walking again from the root creates nothing twice.
+	if err := cl.Get(ctx, source, &src); err != nil {
+		t.Fatal(err)
+	}
+	src.Status.LastSyncedCommit = ""
+	if err := cl.Status().Update(ctx, &src); err != nil {
+		t.Fatal(err)
+	}
+	s = newSyncer()
+	if res := sync(s); len(res.Created) != 0 || res.Existing != 4 {
+		t.Errorf("walk from the root: %+v, want the 4 tasks found existing", res)
+	}
+
+	// A trigger syncs at once (the poll interval is an hour).
+	runCtx, stop := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() { done <- s.Start(runCtx) }()
+	git.Commit("desired", "debug logs", hubConfig("1.4.1", 3, "debug"))
+	lockRepo(t, author)
+	s.Trigger()
+	waitUntil(t, 20*time.Second, "the triggered sync to create hub-4", func(ctx context.Context) (bool, string, error) {
+		err := cl.Get(ctx, client.ObjectKey{Namespace: "dev-hub", Name: "hub-4"}, &v1alpha1.StyrminTask{})
+		return err == nil, fmt.Sprint(err), nil
+	})
+	stop()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+
+	// A lockfile edited by hand, and one deleted by hand: reported, skipped.
+	fsys := mustFS(t, author)
+	data, err := fs.ReadFile(fsys, "locks/local/dev/hub.lock.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	edited := strings.Replace(string(data), "appVersion: 1.4.1", "appVersion: 9.9.9", 1)
+	git.Commit("desired", "hand edit", map[string][]byte{"locks/local/dev/hub.lock.yaml": []byte(edited), "locks/local/dev/web.lock.yaml": nil})
+	res = sync(s)
+	if len(res.Created) != 0 || res.Ignored != 2 {
+		t.Errorf("sync of a hand-edited and a deleted lockfile: %+v, want both ignored", res)
+	}
+	if err := cl.Get(ctx, source, &src); err != nil || src.Status.LastSyncedCommit != res.Head.String() {
+		t.Errorf("the position did not advance past the bad commit: %v %s", err, src.Status.LastSyncedCommit)
+	}
+	waitUntil(t, 20*time.Second, "InvalidLock and LockDeleted events on the StyrminSource", func(ctx context.Context) (bool, string, error) {
+		var evs eventsv1.EventList
+		if err := cl.List(ctx, &evs, client.InNamespace("styrmin-system")); err != nil {
+			return false, err.Error(), nil
+		}
+		var notes []string
+		for _, ev := range evs.Items {
+			if (ev.Reason == "InvalidLock" || ev.Reason == "LockDeleted") && ev.Regarding.Kind == "StyrminSource" {
+				notes = append(notes, ev.Note)
+			}
+		}
+		all := strings.Join(notes, "\n")
+		return strings.Contains(all, "edited by hand") && strings.Contains(all, "was deleted"), all, nil
+	})
+}
+
+func mustFS(t *testing.T, r *gitsource.Repo) fs.FS {
+	t.Helper()
+	if _, err := r.Fetch(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	head, err := r.Head()
+	if err != nil {
+		t.Fatal(err)
+	}
+	fsys, err := r.FS(head)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return fsys
 }
