@@ -71,10 +71,14 @@ say "   $repo: cluster local; environments dev and staging; deployments web (dri
 styrminctl --repo "$repo" drivers list
 
 step "2/7 Review the plan, then lock: one lockfile per deployment, sequence 1"
-styrminctl --repo "$repo" plan
+printf '%s$ styrminctl --repo %s plan | head -14%s\n' "$dim" "$repo" "$off"
+"$bin/styrminctl" --repo "$repo" plan | head -14
+say "   (the full plan goes on with every value, action and manifest of each deployment)"
 styrminctl --repo "$repo" lock --commit
 
 step "3/7 Start the agent for cluster local (it follows the repository's lock commits)"
+# The agent keeps its sync position (a StyrminSource) in its own namespace.
+"$kubectl" create namespace styrmin-system --dry-run=client -o yaml | "$kubectl" apply -f - >/dev/null
 for ns in dev-hub staging-hub; do
 	"$kubectl" create namespace "$ns" --dry-run=client -o yaml | "$kubectl" apply -f - >/dev/null
 	# The driver takes the database password as a reference to this Secret; the value never enters git.
@@ -105,7 +109,7 @@ styrminctl --repo "$repo" plan --base HEAD~1
 styrminctl --repo "$repo" lock --commit
 wait_for "dev/hub Ready at sequence 3" 240 ready_at dev-hub 3
 say "   The upgrade task's steps, in the order they ran (workers stopped, migration job, upgrade, workers started):"
-styrminctl tasks get local/dev/hub 3
+styrminctl tasks get -n dev-hub hub-3
 run "$kubectl" -n dev-hub get jobs
 
 step "6/7 Drift: scale dev/web by hand; the agent puts it back"

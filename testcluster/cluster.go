@@ -44,6 +44,7 @@ var controllers = []string{
 	"job-controller",
 	"namespace-controller",
 	"node-lifecycle-controller",
+	"persistentvolume-binder-controller",
 	"pod-garbage-collector-controller",
 	"replicaset-controller",
 	"serviceaccount-controller",
@@ -91,6 +92,8 @@ type Cluster struct {
 	ownsLogDir bool
 	logFiles   []*os.File
 	procs      []*component
+
+	stopStorage context.CancelFunc // ends the storage provisioner
 
 	stopOnce sync.Once
 	stopErr  error
@@ -150,6 +153,11 @@ func Start(ctx context.Context, opts Options) (_ *Cluster, err error) {
 		return nil, err
 	}
 	if err := c.addNodes(ctx, opts.Nodes); err != nil {
+		return nil, err
+	}
+	storageCtx, cancel := context.WithCancel(context.Background())
+	c.stopStorage = cancel
+	if err := c.startStorage(storageCtx); err != nil {
 		return nil, err
 	}
 	return c, nil
@@ -326,6 +334,9 @@ func (c *Cluster) shutdown(keepLogs bool) error {
 
 func (c *Cluster) stop(keepLogs bool) error {
 	var errs []error
+	if c.stopStorage != nil {
+		c.stopStorage()
+	}
 	// Reverse order: workload components first, then the API server and etcd.
 	for i := len(c.procs) - 1; i >= 0; i-- {
 		if err := c.procs[i].stop(stopTimeout); err != nil {

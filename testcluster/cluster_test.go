@@ -113,6 +113,9 @@ func TestClusterRunsWorkloadsOnFakeNodes(t *testing.T) {
 	t.Run("Job completes", func(t *testing.T) {
 		testJobCompletes(t, cl)
 	})
+	t.Run("StatefulSet gets its volume from the default storage class", func(t *testing.T) {
+		testStatefulSetGetsVolumes(t, cl)
+	})
 	t.Run("deleting a namespace deletes its objects", func(t *testing.T) {
 		testNamespaceDeletion(t, cl)
 	})
