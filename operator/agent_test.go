@@ -19,7 +19,6 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	storagev1 "k8s.io/api/storage/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -168,18 +167,6 @@ func startAgentEnv(t *testing.T) *agentEnv {
 	if err != nil {
 		t.Fatal(err)
 	}
-	immediate := storagev1.VolumeBindingImmediate
-	if err := cl.Create(ctx, &storagev1.StorageClass{
-		ObjectMeta:        metav1.ObjectMeta{Name: "standard"},
-		Provisioner:       "kubernetes.io/no-provisioner",
-		VolumeBindingMode: &immediate,
-	}); err != nil {
-		t.Fatal(err)
-	}
-	bindCtx, cancel := context.WithCancel(ctx)
-	done := make(chan struct{})
-	go func() { defer close(done); bindClaims(bindCtx, cl) }()
-	t.Cleanup(func() { cancel(); <-done })
 	return e
 }
 
@@ -213,67 +200,6 @@ func impersonatingKubeconfig(t *testing.T, admin, user string) string {
 		t.Fatal(err)
 	}
 	return p
-}
-
-// bindClaims stands in for the storage the fake nodes lack: it binds every
-// pending PersistentVolumeClaim to a new hostPath PersistentVolume, so
-// StatefulSet pods with volume claim templates get scheduled.
-func bindClaims(ctx context.Context, c client.Client) {
-	for ctx.Err() == nil {
-		var pvcs corev1.PersistentVolumeClaimList
-		if err := c.List(ctx, &pvcs); err == nil {
-			for i := range pvcs.Items {
-				bindClaim(ctx, c, &pvcs.Items[i])
-			}
-		}
-		select {
-		case <-ctx.Done():
-		case <-time.After(200 * time.Millisecond):
-		}
-	}
-}
-
-func bindClaim(ctx context.Context, c client.Client, pvc *corev1.PersistentVolumeClaim) {
-	if pvc.Status.Phase == corev1.ClaimBound || pvc.DeletionTimestamp != nil {
-		return
-	}
-	class := ""
-	if pvc.Spec.StorageClassName != nil {
-		class = *pvc.Spec.StorageClassName
-	}
-	size := pvc.Spec.Resources.Requests[corev1.ResourceStorage]
-	pv := &corev1.PersistentVolume{
-		ObjectMeta: metav1.ObjectMeta{Name: "pv-" + string(pvc.UID)},
-		Spec: corev1.PersistentVolumeSpec{
-			Capacity:                      corev1.ResourceList{corev1.ResourceStorage: size},
-			AccessModes:                   pvc.Spec.AccessModes,
-			StorageClassName:              class,
-			PersistentVolumeReclaimPolicy: corev1.PersistentVolumeReclaimDelete,
-			PersistentVolumeSource:        corev1.PersistentVolumeSource{HostPath: &corev1.HostPathVolumeSource{Path: "/var/lib/fake/" + string(pvc.UID)}},
-			ClaimRef:                      &corev1.ObjectReference{Kind: "PersistentVolumeClaim", Namespace: pvc.Namespace, Name: pvc.Name, UID: pvc.UID},
-		},
-	}
-	if err := c.Create(ctx, pv); err != nil && !apierrors.IsAlreadyExists(err) {
-		return
-	}
-	pv.Status.Phase = corev1.VolumeBound
-	_ = c.Status().Update(ctx, pv)
-	if pvc.Spec.VolumeName == "" {
-		// What the persistent volume controller would write; the scheduler
-		// takes a claim as bound only with the annotation.
-		pvc.Spec.VolumeName = pv.Name
-		if pvc.Annotations == nil {
-			pvc.Annotations = map[string]string{}
-		}
-		pvc.Annotations["pv.kubernetes.io/bind-completed"] = "yes"
-		if err := c.Update(ctx, pvc); err != nil {
-			return
-		}
-	}
-	pvc.Status.Phase = corev1.ClaimBound
-	pvc.Status.Capacity = corev1.ResourceList{corev1.ResourceStorage: size}
-	pvc.Status.AccessModes = pvc.Spec.AccessModes
-	_ = c.Status().Update(ctx, pvc)
 }
 
 // commitConfig commits configuration files on the server (nil deletes a

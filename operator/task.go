@@ -463,7 +463,7 @@ func (r *TaskReconciler) runSteps(ctx context.Context, run *taskRun) (phaseResul
 			return res, err
 		}
 		st = &t.Status.Steps[i]
-		out, err := r.runAction(ctx, run, st)
+		out, err := r.runStepAction(ctx, run, st)
 		if err == nil && (out.done || out.newer > 0) {
 			run.log.Info("step action done", "task", t.Name, "step", st.Name, "index", i, "attempt", st.Attempts)
 			r.pause(ctx)
@@ -513,6 +513,17 @@ func (r *TaskReconciler) runSteps(ctx context.Context, run *taskRun) (phaseResul
 		t.Status.CurrentStep++
 	}
 	return r.finish(ctx, run, v1alpha1.TaskSucceeded, "")
+}
+
+// runStepAction runs the step's action bounded by the step's deadline, so
+// a call that hangs (an exec whose node does not answer) ends in time.
+func (r *TaskReconciler) runStepAction(ctx context.Context, run *taskRun, st *v1alpha1.TaskStep) (actionOutcome, error) {
+	if st.StartedAt != nil {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithDeadline(ctx, st.StartedAt.Add(stepTimeout(st, r.opts.StepTimeout)))
+		defer cancel()
+	}
+	return r.runAction(ctx, run, st)
 }
 
 // beforeCore reports whether step i comes before the step that writes the

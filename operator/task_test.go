@@ -459,3 +459,48 @@ func scrape(t *testing.T, url string) string {
 	}
 	return string(b)
 }
+
+// TestAgentFailedStepLeavesTheActiveInstance upgrades hub to the 1.5 line,
+// whose driver (graphhub 2.0.0) first execs into the server to turn on
+// maintenance mode. Pods on fake nodes run no containers, so the exec
+// fails: the task fails naming the step and why, nothing after it runs
+// (the workers keep running, the StyrminDeployment keeps the active
+// instance). A later change is not held back by the failed task.
+func TestAgentFailedStepLeavesTheActiveInstance(t *testing.T) {
+	e := startAgentEnv(t)
+	e.lock(t)
+	e.startAgent(t)
+	requireSucceeded(t, e.waitTask(t, hubNamespace, "hub", 1))
+	before := e.deployment(t, hubNamespace)
+
+	seq := e.change(t, "hub", "hub: app 1.5.0", hubConfig("1.5.0", 2, "info"))
+	failed := e.waitTask(t, hubNamespace, "hub", seq)
+	if failed.Status.Phase != v1alpha1.TaskFailed {
+		t.Fatalf("hub-%d: %s (%s), want Failed", seq, failed.Status.Phase, failed.Status.Message)
+	}
+	if failed.Spec.Instance.Driver.Version != "2.0.0" {
+		t.Fatalf("the upgrade runs driver %s, want graphhub 2.0.0", failed.Spec.Instance.Driver.Version)
+	}
+	msg := failed.Status.Message
+	t.Logf("hub-%d: %s", seq, msg)
+	if !strings.Contains(msg, "step upgrade/pre/1:exec") || !strings.Contains(msg, `exec "graphhub maintenance on" in pod dev-hub/hub-server-`) {
+		t.Errorf("the task message does not say which step failed and why: %q", msg)
+	}
+	if got := strings.Join(stepNames(failed), " "); !strings.HasPrefix(got, "1:exec=Failed 2:stopComponents=Skipped 3:runJob=Skipped 1:upgradeDeploymentVersion=Skipped") {
+		t.Errorf("steps after the failure: %s", got)
+	}
+	after := e.deployment(t, hubNamespace)
+	if after.Spec.Sequence != 1 || after.Spec.Digest != before.Spec.Digest || after.Status.ActiveSequence != 1 {
+		t.Errorf("the failed upgrade changed the StyrminDeployment: sequence %d active %d", after.Spec.Sequence, after.Status.ActiveSequence)
+	}
+	if got := e.workerReplicas(t); got != 2 {
+		t.Errorf("hub-worker replicas %d, want 2 (never stopped)", got)
+	}
+
+	// Back to the 1.4 line: runs (driver 1.0.0's upgrade hook) and succeeds.
+	next := e.change(t, "hub", "hub: back to 1.4.1", hubConfig("1.4.1", 2, "info"))
+	requireSucceeded(t, e.waitTask(t, hubNamespace, "hub", next))
+	if sd := e.deployment(t, hubNamespace); sd.Status.ActiveSequence != next || sd.Spec.AppVersion != "1.4.1" {
+		t.Errorf("after the next change: active %d app %s", sd.Status.ActiveSequence, sd.Spec.AppVersion)
+	}
+}
