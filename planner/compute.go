@@ -1,6 +1,7 @@
 package planner
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -438,8 +439,11 @@ func sideOf(in *resolver.Instance) (side, error) {
 		s.ctx = *lock.Context
 	}
 	s.values = lock.Values
-	tree, err := normalize(lock)
-	if err != nil {
+	// The same bytes, with exact numbers, for diffing.
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.UseNumber()
+	var tree any
+	if err := dec.Decode(&tree); err != nil {
 		return s, fmt.Errorf("planner: %s: %w", in.ID, err)
 	}
 	s.tree = tree
