@@ -479,3 +479,47 @@ func TestLockChangesMatchPlanLocks(t *testing.T) {
 		}
 	}
 }
+
+func TestTextIsColouredOnlyWhenAsked(t *testing.T) {
+	base := lockedExample(t)
+	head := copyTree(t, base)
+	scenarios[0].change(t, head)
+	p := computePlan(t, base, head, Options{})
+	for _, color := range []bool{false, true} {
+		var buf bytes.Buffer
+		if err := RenderText(&buf, p, RenderOptions{Color: color}); err != nil {
+			t.Fatal(err)
+		}
+		if got := bytes.Contains(buf.Bytes(), []byte("\x1b[")); got != color {
+			t.Errorf("Color=%v: ANSI escapes present = %v", color, got)
+		}
+	}
+}
+
+func TestMarkdownStaysWithinItsSizeBudget(t *testing.T) {
+	repo := generateFanOutRepo(t, 2, 6)
+	p, err := Compute(repo.input, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var full, small bytes.Buffer
+	if err := RenderMarkdown(&full, p, RenderOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	budget := full.Len() / 3
+	if err := RenderMarkdown(&small, p, RenderOptions{MaxBytes: budget}); err != nil {
+		t.Fatal(err)
+	}
+	// The summary table is always complete; details stop at the budget.
+	if small.Len() > budget+400 {
+		t.Errorf("markdown is %d bytes with a budget of %d", small.Len(), budget)
+	}
+	if !strings.Contains(small.String(), "are left out to keep this comment short") {
+		t.Errorf("no note about the details left out")
+	}
+	for _, d := range p.Deployments {
+		if !strings.Contains(small.String(), "`"+d.ID+"`") {
+			t.Errorf("summary table lacks %s", d.ID)
+		}
+	}
+}
