@@ -20,8 +20,11 @@ func copyFS(src fs.FS, dst fstest.MapFS) error {
 	})
 }
 
-// FuzzLoad feeds arbitrary spec files to the loader, as CUE and as YAML,
-// next to a valid chart: it must return a driver or an error, never panic.
+// FuzzLoad feeds arbitrary spec files to the spec loader, as CUE and as
+// YAML, next to a valid chart: it must return a driver or an error, never
+// panic. It stops before the sample render (the Helm engine makes each
+// run ten times slower, and the fuzzer minimizes by re-running); the
+// seeds render in TestBadDrivers and the golden tests.
 func FuzzLoad(f *testing.F) {
 	for _, p := range []string{"webapp/1.0.0", "webapp/1.1.0", "graphhub/1.0.0", "graphhub/2.0.0"} {
 		b, err := os.ReadFile(examples + "/" + p + "/driver.cue")
@@ -43,15 +46,18 @@ func FuzzLoad(f *testing.F) {
 			name = "driver.yaml"
 		}
 		m[name] = &fstest.MapFile{Data: spec}
-		d, err := Load(m, LoadOptions{Source: "fuzz", MaxFileSize: 64 << 10})
+		f, err := readFolder(m, "fuzz", 64<<10, 1<<20)
+		if err != nil {
+			t.Fatal(err)
+		}
+		d, err := loadFolder(f, LoadOptions{})
 		if err != nil {
 			return
 		}
-		if c, ok := d.SampleContext(); ok {
-			if vals, err := d.Values(c); err == nil {
-				_, _ = d.Render(c, vals)
-			}
+		if c, err := d.SampleContextWith(nil); err == nil {
+			_, _ = d.Values(c)
 			_, _ = d.Endpoints(c)
+			_, _ = d.ResolveComponents(c)
 		}
 	})
 }
