@@ -1,4 +1,26 @@
-// Package planner owns plans: the difference between two instances, the
-// workflow it selects, the layer that caused it (fan-out attribution) and the
-// plan's renderers (text, markdown, JSON). It writes nothing.
+// Package planner owns plans: the difference between the locked instances
+// at a base revision and the instances the head configuration resolves to,
+// the workflow each difference selects, the layer that caused it (fan-out
+// attribution) and the plan's renderers (text, markdown, JSON). It writes
+// nothing.
+//
+// Compute builds the model (Plan) from an Input: the base's lockfiles, the
+// head's resolution (resolved with those lockfiles, so the driver selection
+// rule sees them), the head configuration and the driver catalogs of both
+// sides. For every deployment that gets a new instance it records the
+// workflow (create, update, upgrade, delete, as the agent will choose it),
+// the sequence locking will assign, a path-level diff of context and
+// values, the driver actions the workflow runs, the rendered-manifest diff
+// and the causes; for the plan as a whole, the blast radius per
+// environment, the deployments a fan-out leaves out because they set the
+// changed value themselves, and the deletion safety rail.
+//
+// No plan holds a secret: secret parameters are references, values of
+// parameters marked sensitive are masked wherever they appear (also inside
+// rendered manifests, also base64-encoded) and the data of Secret objects
+// is redacted.
+//
+// Render (RenderText, RenderMarkdown, RenderJSON) prints a Plan; the JSON
+// form is versioned (SchemaVersion) and described by JSONSchema and
+// docs/plan-json.md.
 package planner
