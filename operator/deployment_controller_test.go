@@ -556,4 +556,17 @@ func TestStalledUntilGitChanges(t *testing.T) {
 	if c := apimeta.FindStatusCondition(sd.Status.Conditions, v1alpha1.ConditionStalled); c.Status != metav1.ConditionFalse {
 		t.Fatalf("still stalled: %+v", c)
 	}
+
+	t.Log("deleting the StyrminDeployment by hand uninstalls the release first")
+	if err := e.client.Delete(context.Background(), &sd); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 30*time.Second, "the StyrminDeployment and its Deployment to be gone", func(ctx context.Context) (bool, string, error) {
+		errSD := e.client.Get(ctx, client.ObjectKey{Namespace: ns, Name: ns}, &v1alpha1.StyrminDeployment{})
+		errD := e.client.Get(ctx, client.ObjectKey{Namespace: ns, Name: good.ID.Name}, &appsv1.Deployment{})
+		return apierrors.IsNotFound(errSD) && apierrors.IsNotFound(errD), fmt.Sprintf("%v / %v", errSD, errD), nil
+	})
+	if got := e.history(t, ns, good.ID.Name); len(got) != 0 {
+		t.Fatalf("helm history after deletion = %q", revisions(got))
+	}
 }
