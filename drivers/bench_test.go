@@ -78,3 +78,25 @@ func BenchmarkLoad(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkRenderParallel measures render throughput with every core busy,
+// as the planner renders many deployments at once.
+func BenchmarkRenderParallel(b *testing.B) {
+	for _, tc := range []struct{ name, dir string }{
+		{"webapp", "webapp/1.1.0"},
+		{"graphhub", "graphhub/2.0.0"},
+	} {
+		b.Run(tc.name, func(b *testing.B) {
+			d, c, vals := benchDriver(b, tc.dir)
+			b.ReportAllocs()
+			b.RunParallel(func(pb *testing.PB) {
+				for pb.Next() {
+					if _, err := d.Render(c, vals); err != nil {
+						b.Error(err)
+						return
+					}
+				}
+			})
+		})
+	}
+}

@@ -76,7 +76,7 @@ func LoadCatalog(fsys fs.FS, dir string, opts LoadOptions) (*Catalog, error) {
 	}
 	prefix := opts.Source
 	for _, n := range names {
-		if !n.IsDir() {
+		if !n.IsDir() || strings.HasPrefix(n.Name(), ".") {
 			continue
 		}
 		versions, err := fs.ReadDir(fsys, path.Join(dir, n.Name()))
@@ -84,7 +84,7 @@ func LoadCatalog(fsys fs.FS, dir string, opts LoadOptions) (*Catalog, error) {
 			return nil, fmt.Errorf("drivers: reading %s: %w", path.Join(dir, n.Name()), err)
 		}
 		for _, v := range versions {
-			if !v.IsDir() {
+			if !v.IsDir() || strings.HasPrefix(v.Name(), ".") {
 				continue
 			}
 			folder := path.Join(dir, n.Name(), v.Name())

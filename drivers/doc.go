@@ -123,11 +123,14 @@
 // engine on the chart (release name = deployment name, namespace =
 // deployment namespace, revision 1, install; the declared Kubernetes
 // version, by default DefaultKubeVersion, and API versions; no cluster, so
-// `lookup` returns nothing), parses the documents as Kubernetes clients do,
-// sets the deployment's namespace on namespaced objects that have none,
-// applies the patches, tags components and sorts the objects (Helm's
-// install order of kinds, then group, namespace, name). Each object is
-// encoded with sorted keys; the same input gives the same bytes.
+// `lookup` returns nothing), parses the documents as Kubernetes clients do
+// (go-yaml v2 scalars, as sigs.k8s.io/yaml), sets the deployment's
+// namespace on namespaced objects that have none, applies the patches,
+// tags components and sorts the objects (Helm's install order of kinds,
+// then group, namespace, name). Each object is written as canonical YAML
+// (sorted keys, two-space indentation, literal blocks for multi-line
+// strings, quotes only where a YAML 1.1 or 1.2 parser could misread a
+// plain string); the same input gives the same bytes.
 //
 // Evaluation is cheap by construction: the spec is compiled once, and each
 // computation (values, services, components with patches) evaluates a

@@ -16,6 +16,7 @@ import (
 	yamlv2 "go.yaml.in/yaml/v2"
 	"helm.sh/helm/v4/pkg/chart/common"
 	chartutil "helm.sh/helm/v4/pkg/chart/common/util"
+	chartv2 "helm.sh/helm/v4/pkg/chart/v2"
 	"helm.sh/helm/v4/pkg/engine"
 	releaseutil "helm.sh/helm/v4/pkg/release/v1/util"
 )
@@ -128,7 +129,14 @@ func (d *Driver) prepareStatic() error {
 }
 
 func (d *Driver) renderChart(c Context, values map[string]any) ([]*rendered, error) {
-	ch := d.compiled.chart
+	// Helm copies the values given, but merges the chart's own defaults in
+	// by reference, and templates may modify values (sprig's set): give
+	// each render its own defaults, since renders run concurrently.
+	ch := new(chartv2.Chart)
+	*ch = *d.compiled.chart
+	if ch.Values != nil {
+		ch.Values = deepCopyJSON(ch.Values).(map[string]any)
+	}
 	top, err := chartutil.ToRenderValues(ch, values, common.ReleaseOptions{
 		Name:      c.Deployment.Name,
 		Namespace: c.Deployment.Namespace,
