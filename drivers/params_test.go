@@ -124,6 +124,8 @@ func TestSensitiveAndOptionalParameters(t *testing.T) {
 	token?: string @styrmin(sensitive)
 	// Extra secret.
 	extra?: #SecretRef
+	// Optional with a default.
+	zone?: *"a" | "b"
 	replicas: *1`)(m)
 	d, err := Load(m, LoadOptions{Source: "drivers/mini/1.0.0"})
 	if err != nil {
@@ -142,6 +144,9 @@ func TestSensitiveAndOptionalParameters(t *testing.T) {
 	}
 	if _, ok := got["token"]; ok {
 		t.Errorf("optional parameter without a value appears: %v", got)
+	}
+	if got["zone"] != "a" {
+		t.Errorf("optional parameter with a default: zone = %v, want a", got["zone"])
 	}
 	_, err = d.ApplyParameters(map[string]any{"token": 42})
 	if err == nil || !strings.Contains(err.Error(), "value (hidden)") {

@@ -59,6 +59,12 @@ func (d *Driver) ApplyParameters(params map[string]any) (map[string]any, error) 
 			if out == nil {
 				out = map[string]any{}
 			}
+			// Decode leaves out optional fields, even those with a default.
+			for _, p := range d.Parameters {
+				if _, ok := out[p.Name]; !ok && p.HasDefault {
+					out[p.Name] = deepCopyJSON(p.Default)
+				}
+			}
 			return out, nil
 		}
 	}
