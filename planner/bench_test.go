@@ -69,14 +69,29 @@ config: logFormat: "json"
 // loadInput is what `styrminctl plan` does before Compute: load the head
 // configuration and drivers, the base's locks and drivers, and resolve.
 func loadInput(tb testing.TB, baseDir, headDir string) Input {
-	b := loadWorkspace(tb, baseDir)
-	h := loadWorkspace(tb, headDir)
-	res := resolver.Resolve(h.repo, resolver.Options{Catalog: h.catalog, Locks: b.locks})
+	baseFS, headFS := os.DirFS(baseDir), os.DirFS(headDir)
+	locks, err := resolver.LoadLocks(baseFS)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	baseCatalog, err := drivers.LoadCatalog(baseFS, "drivers", drivers.LoadOptions{})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	repo, err := resolver.NewLoader(0).Load(headFS)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	headCatalog, err := drivers.LoadCatalog(headFS, "drivers", drivers.LoadOptions{})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	res := resolver.Resolve(repo, resolver.Options{Catalog: headCatalog, Locks: locks})
 	if err := res.Err(); err != nil {
 		tb.Fatal(err)
 	}
-	return Input{Base: b.locks, Head: res, Repo: h.repo, BaseFS: b.fsys, HeadFS: h.fsys,
-		Drivers: Catalogs{h.catalog, b.catalog}, BaseName: "base", HeadName: "head"}
+	return Input{Base: locks, Head: res, Repo: repo, BaseFS: baseFS, HeadFS: headFS,
+		Drivers: Catalogs{headCatalog, baseCatalog}, BaseName: "base", HeadName: "head"}
 }
 
 const (

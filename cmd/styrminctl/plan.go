@@ -157,7 +157,7 @@ func computePlan(repoDir string, f *planFlags, only map[resolver.ID]bool) (*plan
 	}
 	// The base's drivers render the locked instances; a base whose drivers
 	// no longer load only loses that part of the plan.
-	baseCatalog, _ := drivers.LoadCatalog(baseFS, "drivers", drivers.LoadOptions{Source: ""})
+	baseCatalog, _ := drivers.LoadCatalog(baseFS, "drivers", drivers.LoadOptions{})
 
 	var headFS fs.FS = os.DirFS(dir)
 	headName, headCommitHash := "working tree", ""
@@ -174,11 +174,20 @@ func computePlan(repoDir string, f *planFlags, only map[resolver.ID]bool) (*plan
 		}
 		headName, headCommitHash = fmt.Sprintf("%s (%s)", f.head, h.Short()), h.String()
 	}
-	ws, err := resolver.LoadWorkspace(headFS, resolver.WorkspaceOptions{SourceCommit: headCommitHash})
+	// The head's own lockfiles do not matter (the base's do), so this
+	// loads only configuration and drivers.
+	headRepo, err := resolver.NewLoader(0).Load(headFS)
 	if err != nil {
 		return nil, err
 	}
-	res := resolver.Resolve(ws.Repo, resolver.Options{Catalog: ws.Catalog, Locks: baseLocks, SourceCommit: headCommitHash, Only: only})
+	if len(headRepo.Settings.Drivers) > 0 {
+		return nil, fmt.Errorf("styrmin.cue: field drivers: plan works offline and cannot fetch driver sources from other git repositories; keep the drivers in drivers/")
+	}
+	headCatalog, err := drivers.LoadCatalog(headFS, "drivers", drivers.LoadOptions{})
+	if err != nil {
+		return nil, err
+	}
+	res := resolver.Resolve(headRepo, resolver.Options{Catalog: headCatalog, Locks: baseLocks, SourceCommit: headCommitHash, Only: only})
 	opts := planner.Options{AllowDeletions: f.allowDeletions, Only: only}
 	if f.deletionThreshold >= 0 {
 		opts.DeletionThreshold = &f.deletionThreshold
@@ -186,10 +195,10 @@ func computePlan(repoDir string, f *planFlags, only map[resolver.ID]bool) (*plan
 	return planner.Compute(planner.Input{
 		Base:     baseLocks,
 		Head:     res,
-		Repo:     ws.Repo,
+		Repo:     headRepo,
 		BaseFS:   baseFS,
 		HeadFS:   headFS,
-		Drivers:  planner.Catalogs{ws.Catalog, baseCatalog},
+		Drivers:  planner.Catalogs{headCatalog, baseCatalog},
 		BaseName: baseName,
 		HeadName: headName,
 	}, opts)
