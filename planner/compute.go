@@ -8,6 +8,7 @@ import (
 	"io/fs"
 	"runtime"
 	"sort"
+	"strings"
 	"sync"
 
 	"github.com/styrmin/styrmin/drivers"
@@ -350,7 +351,7 @@ func planOne(in Input, opts Options, c resolver.LockChange) (*Deployment, error)
 		return d, nil
 	}
 	if len(missing) > 0 {
-		d.Manifests.Error = joinSentences(missing)
+		d.Manifests.Error = strings.Join(missing, "; ")
 		return d, nil
 	}
 	var oldM, newM *drivers.Manifests
@@ -376,17 +377,6 @@ func planOne(in Input, opts Options, c resolver.LockChange) (*Deployment, error)
 	}
 	d.Manifests = md
 	return d, nil
-}
-
-func joinSentences(s []string) string {
-	out := ""
-	for i, x := range s {
-		if i > 0 {
-			out += "; "
-		}
-		out += x
-	}
-	return out
 }
 
 func refOfInstance(in *resolver.Instance) *InstanceRef {

@@ -124,7 +124,7 @@ func writeTextRail(t *textWriter, p *Plan) {
 	}
 }
 
-// WriteTextDeployment writes the details of one deployment.
+// writeTextDeployment writes the details of one deployment.
 func writeTextDeployment(t *textWriter, d *Deployment, o RenderOptions) {
 	head := fmt.Sprintf("%s %s: %s, sequence %s", symbol(d.Workflow), d.ID, d.Workflow, sequence(d))
 	t.printf("%s\n", t.paint(ansiBold+workflowColor(d.Workflow), head))

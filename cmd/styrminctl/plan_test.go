@@ -191,3 +191,32 @@ func TestPlanOutsideGitIsAClearError(t *testing.T) {
 		t.Fatalf("exit %d, err %v", code, err)
 	}
 }
+
+func TestPlanWorksForARepositoryInASubfolderOfTheGitRepository(t *testing.T) {
+	if _, err := exec.LookPath("git"); err != nil {
+		t.Skip("git is not installed")
+	}
+	root := t.TempDir()
+	dir := filepath.Join(root, "deploy", "styrmin")
+	if err := os.MkdirAll(filepath.Dir(dir), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(exampleRepo(t), dir); err != nil {
+		t.Fatal(err)
+	}
+	if _, code, err := styrminctl(t, "--repo", dir, "lock"); code != 0 {
+		t.Fatalf("lock: %v", err)
+	}
+	planGit(t, root, "init", "-q", "-b", "main")
+	planGit(t, root, "add", ".")
+	planGit(t, root, "commit", "-q", "-m", "locked")
+	writeRepoFile(t, dir, devWebFile, "driver: \"webapp\"\nappVersion: \"1.25.0\"\nparameters: replicas: 5\n")
+
+	out, code, err := styrminctl(t, "--repo", dir, "plan", "--detailed-exitcode")
+	if code != 2 {
+		t.Fatalf("exit %d (%v)\n%s", code, err, out)
+	}
+	if !strings.Contains(out, "1 to update") || !strings.Contains(out, "context.parameters.replicas: 2 → 5") {
+		t.Errorf("the plan does not compare with the subfolder's lockfiles:\n%s", out)
+	}
+}
