@@ -215,7 +215,7 @@ func BenchmarkDeploymentController(b *testing.B) {
 		}
 		err := wait.PollUntilContextTimeout(ctx, 250*time.Millisecond, 30*time.Minute, false, func(ctx context.Context) (bool, error) {
 			var list v1alpha1.StyrminDeploymentList
-			if err := sds.List(ctx, &list, client.MatchingLabels{v1alpha1.LabelCluster: "local"}); err != nil {
+			if err := sds.List(ctx, &list, client.MatchingLabels{v1alpha1.LabelCluster: "local"}, client.UnsafeDisableDeepCopy); err != nil {
 				return false, err
 			}
 			ready := 0

@@ -356,9 +356,8 @@ func (r *deploymentReconciler) correctDrift(ctx context.Context, rs *reconcileSt
 	}
 	if len(drifts) == 0 {
 		r.metrics.driftChecks.WithLabelValues("clean").Inc()
-		if c := apimeta.FindStatusCondition(sd.Status.Conditions, v1alpha1.ConditionDrifted); c.Status != metav1.ConditionFalse || c.Reason == v1alpha1.ReasonDriftCorrectionFailed || c.Message == "not checked yet" {
-			setCondition(sd, v1alpha1.ConditionDrifted, metav1.ConditionFalse, v1alpha1.ReasonNoDrift, "the live objects match the release")
-		}
+		// A previous correction stays in status.lastDriftCorrection.
+		setCondition(sd, v1alpha1.ConditionDrifted, metav1.ConditionFalse, v1alpha1.ReasonNoDrift, "the live objects match the release")
 		return nil
 	}
 	r.metrics.driftChecks.WithLabelValues("drifted").Inc()
