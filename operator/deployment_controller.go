@@ -102,9 +102,6 @@ type reconcileState struct {
 // phase is one step of a reconcile.
 type phase func(ctx context.Context, rs *reconcileState) error
 
-// +kubebuilder:rbac:groups=styrmin.io,resources=styrmindeployments,verbs=get;list;watch;update;patch;delete
-// +kubebuilder:rbac:groups=styrmin.io,resources=styrmindeployments/status,verbs=get;update;patch
-
 // Reconcile implements reconcile.Reconciler.
 func (r *deploymentReconciler) Reconcile(ctx context.Context, req reconcile.Request) (ctrl.Result, error) {
 	var sd v1alpha1.StyrminDeployment
@@ -459,7 +456,10 @@ func (r *deploymentReconciler) resultFor(ctx context.Context, rs *reconcileState
 		if isStalled {
 			setCondition(sd, v1alpha1.ConditionStalled, metav1.ConditionTrue, reason, msg)
 			setCondition(sd, v1alpha1.ConditionReconciling, metav1.ConditionFalse, reason, "stalled until a new instance is locked in git")
-			err = nil // a new generation (from git) retriggers; retrying cannot help
+			// A new generation (from git) retriggers at once; a slow retry
+			// covers a driver source that was only behind.
+			err = nil
+			result.RequeueAfter = r.interval
 		} else {
 			setCondition(sd, v1alpha1.ConditionStalled, metav1.ConditionFalse, v1alpha1.ReasonSucceeded, "")
 			setCondition(sd, v1alpha1.ConditionReconciling, metav1.ConditionTrue, reason, "retrying: "+msg)
