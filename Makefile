@@ -40,11 +40,12 @@ clusterctl:
 cluster-up: testcluster clusterctl ## Start the local control plane with fake nodes in the background.
 	@$(CLUSTERCTL) up
 
-cluster-down: clusterctl ## Stop the local control plane and every process it started.
+cluster-down: clusterctl ## Stop the local control plane, the demo's agent and every process they started.
+	@if [ -f .cluster/agent.pid ]; then kill $$(cat .cluster/agent.pid) 2>/dev/null || true; rm -f .cluster/agent.pid; fi
 	@$(CLUSTERCTL) down
 
 cluster-status: clusterctl ## Tell whether the local control plane runs.
 	@$(CLUSTERCTL) status
 
-demo: cluster-up ## The main job: for now, start the local control plane and show its nodes.
-	$(KUBECTL) --kubeconfig $(KUBECONFIG_LOCAL) get nodes -o wide
+demo: build testcluster clusterctl ## The main job: the demo on a fresh local control plane (see README).
+	hack/demo.sh

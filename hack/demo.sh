@@ -30,6 +30,11 @@ wait_for() {
 	shift 2
 	printf '   waiting for %s ' "$what"
 	until "$@" >/dev/null 2>&1; do
+		if [ -f "$root/.cluster/agent.pid" ] && ! kill -0 "$(cat "$root/.cluster/agent.pid")" 2>/dev/null; then
+			printf 'the agent stopped; the end of its log:\n'
+			tail -5 "$demo/agent.log"
+			return 1
+		fi
 		if ((SECONDS - start > timeout)); then
 			printf 'timed out after %ss\n' "$timeout"
 			say "   The agent's log: $demo/agent.log"
@@ -59,8 +64,13 @@ stop_agent() {
 	fi
 }
 
-step "1/7 A desired-state repository, made from examples/"
+step "0/7 A fresh local control plane (etcd, kube-apiserver, controller-manager, scheduler, kwok fake nodes)"
 stop_agent
+"$root/.bin/clusterctl" down >/dev/null
+"$root/.bin/clusterctl" up
+run "$kubectl" get nodes
+
+step "1/7 A desired-state repository, made from examples/"
 rm -rf "$demo"
 mkdir -p "$repo"
 cp -R examples/styrmin.cue examples/clusters examples/drivers "$repo/"
@@ -72,8 +82,9 @@ styrminctl --repo "$repo" drivers list
 
 step "2/7 Review the plan, then lock: one lockfile per deployment, sequence 1"
 printf '%s$ styrminctl --repo %s plan | head -14%s\n' "$dim" "$repo" "$off"
-"$bin/styrminctl" --repo "$repo" plan | head -14
-say "   (the full plan goes on with every value, action and manifest of each deployment)"
+"$bin/styrminctl" --repo "$repo" plan >"$demo/plan.txt"
+head -14 "$demo/plan.txt"
+say "   (the full plan, in $demo/plan.txt, goes on with every value, action and manifest of each deployment)"
 styrminctl --repo "$repo" lock --commit
 
 step "3/7 Start the agent for cluster local (it follows the repository's lock commits)"
@@ -84,8 +95,8 @@ for ns in dev-hub staging-hub; do
 	# The driver takes the database password as a reference to this Secret; the value never enters git.
 	"$kubectl" -n "$ns" create secret generic hub-db --from-literal=password="demo-$RANDOM$RANDOM" --dry-run=client -o yaml | "$kubectl" apply -f - >/dev/null
 done
-printf '%s$ styrmin-agent --cluster local --repo-url %s --branch main --poll-interval 2s --drift-interval 10s --install-crds &%s\n' "$dim" "$repo" "$off"
-setsid "$bin/styrmin-agent" --cluster local --repo-url "$repo" --branch main --poll-interval 2s --drift-interval 10s \
+printf '%s$ styrmin-agent --cluster local --repo %s --branch main --poll-interval 2s --drift-interval 10s --install-crds &%s\n' "$dim" "$repo" "$off"
+setsid "$bin/styrmin-agent" --cluster local --repo "$repo" --branch main --poll-interval 2s --drift-interval 10s \
 	--install-crds --metrics-bind-address 127.0.0.1:18080 --health-probe-bind-address 127.0.0.1:18081 \
 	--kubeconfig "$KUBECONFIG" >"$demo/agent.log" 2>&1 </dev/null &
 echo $! >"$root/.cluster/agent.pid"
@@ -102,9 +113,10 @@ styrminctl --repo "$repo" lock --commit
 wait_for "dev/hub Ready at sequence 2" 120 ready_at dev-hub 2
 styrminctl tasks list
 
-step "5/7 Upgrade graphhub in dev: app 1.4.0 → 1.5.0 takes driver 2.0.0"
-sed -i 's/appVersion: "1.4.0"/appVersion: "1.5.0"/' "$repo/clusters/local/environments/dev/deployments/hub.cue"
-git_ commit -q -am "dev/hub: graphhub 1.5.0"
+step "5/7 Upgrade graphhub in dev: app 1.4.0 → 1.4.1 (driver graphhub 1.0.0's upgrade hook)"
+say "   (The 1.5 line would take driver 2.0.0, whose hook execs into the server: the fake nodes run no containers.)"
+sed -i 's/appVersion: "1.4.0"/appVersion: "1.4.1"/' "$repo/clusters/local/environments/dev/deployments/hub.cue"
+git_ commit -q -am "dev/hub: graphhub 1.4.1"
 styrminctl --repo "$repo" plan --base HEAD~1
 styrminctl --repo "$repo" lock --commit
 wait_for "dev/hub Ready at sequence 3" 240 ready_at dev-hub 3
@@ -114,7 +126,7 @@ run "$kubectl" -n dev-hub get jobs
 
 step "6/7 Drift: scale dev/web by hand; the agent puts it back"
 run "$kubectl" -n dev-web scale deployment web --replicas=5
-wait_for "dev/web back at 1 replica" 60 sh -c "[ \"\$('$kubectl' -n dev-web get deployment web -o jsonpath='{.spec.replicas}')\" = 1 ]"
+wait_for "dev/web back at its 2 replicas" 60 sh -c "[ \"\$('$kubectl' -n dev-web get deployment web -o jsonpath='{.spec.replicas}')\" = 2 ]"
 run "$kubectl" -n dev-web get events --field-selector reason=DriftCorrected
 
 step "7/7 Where to look"
