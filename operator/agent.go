@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"os"
 	"path"
 	"sync"
 	"time"
@@ -45,10 +46,12 @@ type AgentOptions struct {
 	// URL and Branch name the desired-state repository.
 	URL    string
 	Branch string
-	// SecretName, in the agent's namespace, holds the repository's
-	// credentials (keys token and username, or identity, passphrase and
-	// known_hosts). Empty: none.
+	// SecretName names the Secret holding the repository's credentials
+	// (keys token and username, or identity, passphrase and known_hosts).
+	// Empty: none.
 	SecretName string
+	// SecretNamespace is the Secret's namespace (default: the agent's).
+	SecretNamespace string
 	// CloneDir is where the repository is cloned ("" keeps it in memory).
 	CloneDir string
 	// PollInterval between fetches (default DefaultPollInterval).
@@ -97,7 +100,11 @@ func RunAgent(ctx context.Context, cfg *rest.Config, opts AgentOptions) error {
 	}
 	var auth gitsource.Auth
 	if opts.SecretName != "" {
-		key := types.NamespacedName{Namespace: opts.Manager.Namespace, Name: opts.SecretName}
+		ns := opts.SecretNamespace
+		if ns == "" {
+			ns = opts.Manager.Namespace
+		}
+		key := types.NamespacedName{Namespace: ns, Name: opts.SecretName}
 		if auth, err = AuthFromSecret(ctx, direct, key); err != nil {
 			return fmt.Errorf("agent: %w", err)
 		}
@@ -163,6 +170,17 @@ func RunAgent(ctx context.Context, cfg *rest.Config, opts AgentOptions) error {
 // cloneWithRetry clones the repository, retrying with backoff while the
 // remote is unreachable; bad credentials end the agent at once.
 func cloneWithRetry(ctx context.Context, opts AgentOptions, auth gitsource.Auth) (*gitsource.Repo, error) {
+	if opts.CloneDir != "" {
+		// A clone left by an earlier run is reused: fetching it costs less
+		// than cloning again.
+		if entries, err := os.ReadDir(opts.CloneDir); err == nil && len(entries) > 0 {
+			repo, err := gitsource.Open(opts.CloneDir, gitsource.OpenOptions{Remote: "origin", Branch: opts.Branch, Auth: auth})
+			if err != nil {
+				return nil, fmt.Errorf("agent: opening the clone in %s: %w (remove the folder to clone again)", opts.CloneDir, err)
+			}
+			return repo, nil
+		}
+	}
 	delay := time.Second
 	for {
 		repo, err := gitsource.Clone(ctx, opts.URL, opts.CloneDir, gitsource.CloneOptions{Branch: opts.Branch, Auth: auth})

@@ -289,9 +289,9 @@ func (e *agentEnv) startAgent(t *testing.T, extra ...string) *agentProc {
 	t.Helper()
 	args := []string{
 		"--cluster=" + agentCluster,
-		"--repo-url=" + e.url,
+		"--repo=" + e.url,
 		"--branch=main",
-		"--secret-name=" + agentSecret,
+		"--repo-secret=" + agentSecret,
 		"--namespace=" + config.AgentNamespace,
 		"--poll-interval=500ms",
 		"--drift-interval=1h",
@@ -422,6 +422,13 @@ func (e *agentEnv) waitTask(t *testing.T, ns, name string, seq int64) *v1alpha1.
 		}
 	}()
 	waitUntil(t, agentWaitLimit, "task "+key.String()+" to end", func(ctx context.Context) (bool, string, error) {
+		if e.agent != nil {
+			select {
+			case <-e.agent.done:
+				return false, "", fmt.Errorf("the agent exited: %s", e.agent.cmd.ProcessState)
+			default:
+			}
+		}
 		if err := e.c.Get(ctx, key, &task); err != nil {
 			return false, err.Error(), nil
 		}

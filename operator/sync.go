@@ -520,7 +520,21 @@ func (s *Syncer) advance(ctx context.Context, src *v1alpha1.StyrminSource, head 
 		Message: "synced " + head.Short(), ObservedGeneration: src.Generation,
 	})
 	apimeta.RemoveStatusCondition(&src.Status.Conditions, v1alpha1.ConditionStalled)
-	if err := s.opts.Client.Status().Update(ctx, src); err != nil {
+	err := s.opts.Client.Status().Update(ctx, src)
+	if apierrors.IsConflict(err) {
+		// The copy read at the start of the sync was stale (a cache that
+		// had not caught up with the previous sync's write): read it again.
+		var fresh v1alpha1.StyrminSource
+		if err = s.opts.Client.Get(ctx, s.opts.Source, &fresh); err == nil {
+			fresh.Status.ObservedGeneration = fresh.Generation
+			fresh.Status.LastSyncedCommit = head.String()
+			fresh.Status.LastFetchedCommit = head.String()
+			fresh.Status.LastSyncTime = &now
+			fresh.Status.Conditions = src.Status.Conditions
+			err = s.opts.Client.Status().Update(ctx, &fresh)
+		}
+	}
+	if err != nil {
 		return fmt.Errorf("sync: recording %s as synced on StyrminSource %s: %w", head.Short(), s.opts.Source, err)
 	}
 	s.position = head

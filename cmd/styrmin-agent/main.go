@@ -33,14 +33,15 @@ func main() {
 
 // flags are the agent's command-line settings.
 type flags struct {
-	cluster, repoURL, branch        string
-	secretName, namespace, cloneDir string
-	pollInterval, driftInterval     time.Duration
-	stepTimeout, stepPause          time.Duration
-	metricsAddr, healthAddr         string
-	webhookAddr                     string
-	leaderElect, installCRDs        bool
-	kubeconfig, logLevel            string
+	cluster, repoURL, branch    string
+	secretName, secretNamespace string
+	namespace, cloneDir         string
+	pollInterval, driftInterval time.Duration
+	stepTimeout, stepPause      time.Duration
+	metricsAddr, healthAddr     string
+	webhookAddr                 string
+	leaderElect, installCRDs    bool
+	kubeconfig, logLevel        string
 }
 
 func parseFlags(args []string, stderr io.Writer) (*flags, error) {
@@ -52,9 +53,10 @@ func parseFlags(args []string, stderr io.Writer) (*flags, error) {
 		ns = operator.DefaultAgentNamespace
 	}
 	fs.StringVar(&f.cluster, "cluster", "", "name of the cluster this agent applies (locks/<cluster>/…); required")
-	fs.StringVar(&f.repoURL, "repo-url", "", "URL of the desired-state repository (https, ssh or a local path); required")
+	fs.StringVar(&f.repoURL, "repo", "", "URL of the desired-state repository (https, ssh or a local path); required")
 	fs.StringVar(&f.branch, "branch", "", "branch to follow (default: the remote's HEAD)")
-	fs.StringVar(&f.secretName, "secret-name", "", "Secret in the agent's namespace holding the repository credentials (token, or identity and known_hosts)")
+	fs.StringVar(&f.secretName, "repo-secret", "", "Secret holding the repository credentials (keys token [and username], or identity [passphrase] and known_hosts)")
+	fs.StringVar(&f.secretNamespace, "repo-secret-namespace", "", "namespace of --repo-secret (default: the agent's namespace)")
 	fs.StringVar(&f.namespace, "namespace", ns, "the agent's namespace: its StyrminSource, lease and credentials Secret (default $POD_NAMESPACE)")
 	fs.StringVar(&f.cloneDir, "clone-dir", "", "folder for the repository clone (default: in memory)")
 	fs.DurationVar(&f.pollInterval, "poll-interval", operator.DefaultPollInterval, "how often to fetch the repository")
@@ -75,7 +77,7 @@ func parseFlags(args []string, stderr io.Writer) (*flags, error) {
 		return nil, fmt.Errorf("unexpected arguments: %v", fs.Args())
 	}
 	if f.cluster == "" || f.repoURL == "" {
-		return nil, errors.New("--cluster and --repo-url are required")
+		return nil, errors.New("--cluster and --repo are required")
 	}
 	return f, nil
 }
@@ -110,14 +112,15 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 			DriftInterval:  f.driftInterval,
 			Logger:         log,
 		},
-		Cluster:      f.cluster,
-		URL:          f.repoURL,
-		Branch:       f.branch,
-		SecretName:   f.secretName,
-		CloneDir:     f.cloneDir,
-		PollInterval: f.pollInterval,
-		InstallCRDs:  f.installCRDs,
-		Task:         operator.TaskReconcilerOptions{StepTimeout: f.stepTimeout, StepPause: f.stepPause},
+		Cluster:         f.cluster,
+		URL:             f.repoURL,
+		Branch:          f.branch,
+		SecretName:      f.secretName,
+		SecretNamespace: f.secretNamespace,
+		CloneDir:        f.cloneDir,
+		PollInterval:    f.pollInterval,
+		InstallCRDs:     f.installCRDs,
+		Task:            operator.TaskReconcilerOptions{StepTimeout: f.stepTimeout, StepPause: f.stepPause},
 	})
 }
 
