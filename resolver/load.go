@@ -73,7 +73,9 @@ type Deployment struct {
 	Upgrade       bool
 	AppVersion    string
 	Connects      []string
-	Settings      map[string]any
+	// Hold, when set, keeps the deployment at its current lock.
+	Hold     string
+	Settings map[string]any
 }
 
 // Loader parses configuration files against the repository schemas. It
@@ -349,7 +351,8 @@ func (l *Loader) loadDeployment(fsys fs.FS, file string, id ID) (*Deployment, er
 			d.Connects = append(d.Connects, s)
 		}
 	}
-	for _, k := range []string{"driver", "appVersion", "connects"} {
+	d.Hold, _ = raw["hold"].(string)
+	for _, k := range []string{"driver", "appVersion", "connects", "hold"} {
 		delete(raw, k)
 	}
 	return d, nil

@@ -75,10 +75,14 @@ func (c LockChange) Trailer() string { return fmt.Sprintf("%s=%d", c.ID, c.Next.
 // changed gets sequence+1; one whose configuration is gone gets a
 // tombstone, so a re-created deployment never reuses a number. Unchanged
 // deployments are left alone (their files stay byte-identical).
-// Deployments that failed to resolve are neither locked nor tombstoned.
+// Deployments that failed to resolve are neither locked nor tombstoned;
+// deployments on hold keep their lock.
 func PlanLocks(res *Result, current map[ID]*Instance) ([]LockChange, error) {
 	var out []LockChange
 	for _, r := range res.Resolved {
+		if _, held := res.Held[r.Instance.ID]; held {
+			continue
+		}
 		prev := current[r.Instance.ID]
 		if prev != nil && !prev.Tombstone() && prev.Digest == r.Instance.Digest {
 			continue

@@ -43,6 +43,9 @@ type Result struct {
 	// Present lists every deployment defined in the configuration, resolved
 	// or not, so a failing deployment is never mistaken for a deleted one.
 	Present map[ID]bool
+	// Held maps the deployments on hold to the reason: they keep their
+	// current lock.
+	Held map[ID]string
 }
 
 // Err joins the per-deployment errors, nil when there are none.
@@ -94,7 +97,7 @@ type pending struct {
 // endpoints; the second pass hands every deployment the endpoints of the
 // siblings it connects to and evaluates the driver's values.
 func Resolve(repo *Repository, opts Options) *Result {
-	out := &Result{Present: map[ID]bool{}}
+	out := &Result{Present: map[ID]bool{}, Held: map[ID]string{}}
 	if opts.Catalog == nil {
 		opts.Catalog = drivers.NewCatalog()
 	}
@@ -104,6 +107,9 @@ func Resolve(repo *Repository, opts Options) *Result {
 			var order []*pending
 			for _, d := range e.Deployments {
 				out.Present[d.ID] = true
+				if d.Hold != "" {
+					out.Held[d.ID] = d.Hold
+				}
 				if opts.Only != nil && !opts.Only[d.ID] && !connectedFromOnly(e, d, opts.Only) {
 					continue
 				}

@@ -287,3 +287,31 @@ func TestHandEditedLockfileIsReported(t *testing.T) {
 		t.Fatalf("got %v, want a HandEditError naming the lockfile", err)
 	}
 }
+
+func TestDeploymentOnHoldKeepsItsLockThroughAFanOut(t *testing.T) {
+	dir := copyTree(t, exampleDir)
+	lockDirInto(t, dir)
+	writeFile(t, dir, "clusters/local/environments/dev/deployments/hub.cue", hubWith(`hold: "restore in progress"`))
+	writeFile(t, dir, "clusters/local/cluster.cue", `
+domain:       "local.styrmin.dev"
+ingressClass: "nginx"
+storageClasses: default: "standard"
+config: logFormat: "text"
+parameters: logLevel: "info"
+`)
+	changes := lockDirInto(t, dir)
+	for _, c := range changes {
+		if c.ID == (ID{"local", "dev", "hub"}) {
+			t.Fatalf("a deployment on hold was relocked: %s", c.Trailer())
+		}
+	}
+	if len(changes) != 3 {
+		t.Fatalf("fan-out relocked %v, want the 3 deployments not on hold", describe(changes))
+	}
+	// Lifting the hold lets the deployment catch up.
+	writeFile(t, dir, "clusters/local/environments/dev/deployments/hub.cue", hubWith(""))
+	changes = lockDirInto(t, dir)
+	if len(changes) != 1 || changes[0].ID != (ID{"local", "dev", "hub"}) {
+		t.Fatalf("after the hold: %v, want local/dev/hub only", describe(changes))
+	}
+}

@@ -61,5 +61,9 @@ import "strings"
 	// environment whose services this one reaches; only those appear in
 	// context.services.
 	connects?: [...string]
+	// hold keeps the deployment at its current lock, whatever changes
+	// around it (for example "restore in progress"): fan-outs and its own
+	// edits wait until the hold is removed.
+	hold?: string & !=""
 }
 `
