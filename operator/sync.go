@@ -21,6 +21,7 @@ import (
 
 	"github.com/styrmin/styrmin/gitsource"
 	"github.com/styrmin/styrmin/operator/api/v1alpha1"
+	"github.com/styrmin/styrmin/planner"
 	"github.com/styrmin/styrmin/resolver"
 )
 
@@ -408,18 +409,19 @@ func (w *syncWalk) previous(id resolver.ID) (*resolver.Instance, error) {
 	return in, nil
 }
 
-// SelectWorkflow returns the workflow that takes a deployment from prev
-// (nil: none) to next: delete for a tombstone, create when there was no
-// instance (or a tombstone), upgrade when the driver version or the
-// application version changed, update otherwise.
+// SelectWorkflow returns the workflow of the task that takes a deployment
+// from prev (nil: none) to next, by the planner's rule (so a plan shows
+// what the agent will run): delete for a tombstone, create when there was
+// no instance (or a tombstone), upgrade when the driver or the application
+// version changed, update otherwise. Where the planner sees nothing to do
+// (equal digests under a new sequence, a tombstone after a tombstone) the
+// task still runs, as an update or a delete, so every sequence ends.
 func SelectWorkflow(prev, next *resolver.Instance) v1alpha1.Workflow {
-	switch {
+	switch w := planner.SelectWorkflow(prev, next); {
+	case w != "":
+		return v1alpha1.Workflow(w)
 	case next.Tombstone():
 		return v1alpha1.WorkflowDelete
-	case prev == nil || prev.Tombstone():
-		return v1alpha1.WorkflowCreate
-	case prev.Driver.Name != next.Driver.Name || prev.Driver.Version != next.Driver.Version || prev.AppVersion != next.AppVersion:
-		return v1alpha1.WorkflowUpgrade
 	default:
 		return v1alpha1.WorkflowUpdate
 	}

@@ -27,7 +27,8 @@ import (
 
 func TestSelectWorkflow(t *testing.T) {
 	inst := func(kind, driver, version, app string) *resolver.Instance {
-		return &resolver.Instance{Kind: kind, Driver: resolver.DriverRef{Name: driver, Version: version}, AppVersion: app}
+		return &resolver.Instance{Kind: kind, Driver: resolver.DriverRef{Name: driver, Version: version}, AppVersion: app,
+			Digest: kind + driver + version + app}
 	}
 	v1 := inst(resolver.KindInstance, "graphhub", "1.0.0", "1.4.0")
 	for _, tc := range []struct {
@@ -37,7 +38,9 @@ func TestSelectWorkflow(t *testing.T) {
 	}{
 		{"no instance before: create", nil, v1, v1alpha1.WorkflowCreate},
 		{"a tombstone before: create again", inst(resolver.KindTombstone, "", "", ""), v1, v1alpha1.WorkflowCreate},
-		{"same driver and app version: update", v1, inst(resolver.KindInstance, "graphhub", "1.0.0", "1.4.0"), v1alpha1.WorkflowUpdate},
+		{"same driver and app version: update", v1, &resolver.Instance{Kind: resolver.KindInstance, Driver: v1.Driver, AppVersion: "1.4.0", Digest: "other"}, v1alpha1.WorkflowUpdate},
+		{"same digest under a new sequence: still an update", v1, inst(resolver.KindInstance, "graphhub", "1.0.0", "1.4.0"), v1alpha1.WorkflowUpdate},
+		{"a tombstone after a tombstone: delete", inst(resolver.KindTombstone, "", "", ""), inst(resolver.KindTombstone, "", "", ""), v1alpha1.WorkflowDelete},
 		{"app version changed: upgrade", v1, inst(resolver.KindInstance, "graphhub", "1.0.0", "1.4.1"), v1alpha1.WorkflowUpgrade},
 		{"driver version changed: upgrade", v1, inst(resolver.KindInstance, "graphhub", "2.0.0", "1.4.0"), v1alpha1.WorkflowUpgrade},
 		{"driver changed: upgrade", v1, inst(resolver.KindInstance, "webapp", "1.0.0", "1.4.0"), v1alpha1.WorkflowUpgrade},
