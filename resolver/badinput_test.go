@@ -95,7 +95,7 @@ func TestBadInputGivesAClearErrorAndWritesNothing(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			dir := copyTree(t, exampleDir)
+			dir := exampleCopy(t)
 			tc.setup(t, dir)
 			before := snapshot(t, dir)
 			res, locks, err := resolveDir(t, dir)

@@ -11,7 +11,7 @@ import (
 // and returns its folder.
 func generateRepo(tb testing.TB, n, envs int) string {
 	tb.Helper()
-	dir := copyTree(tb, exampleDir)
+	dir := exampleCopy(tb)
 	if err := os.RemoveAll(dir + "/clusters"); err != nil {
 		tb.Fatal(err)
 	}

@@ -34,7 +34,7 @@ func (o overlayFS) Open(name string) (fs.File, error) {
 // strictly increase, with no number used twice, one per landed commit.
 func TestConcurrentLockersNeverReuseASequence(t *testing.T) {
 	srv := gitserver.New(t, gitserver.WithToken("t0ken"))
-	seedDir := copyTree(t, exampleDir)
+	seedDir := exampleCopy(t)
 	lockDirInto(t, seedDir)
 	srv.Seed("state", os.DirFS(seedDir), "initial configuration and locks")
 	url := srv.RepoURL("state")

@@ -4,55 +4,26 @@ import (
 	"bytes"
 	"errors"
 	"flag"
-	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
 	"github.com/styrmin/styrmin/drivers"
+	"github.com/styrmin/styrmin/examples"
 )
 
 var update = flag.Bool("update", false, "rewrite golden files")
 
-// exampleDir is the example desired-state repository of this module.
-const exampleDir = "../examples"
-
-func exampleCatalog(t testing.TB) *drivers.Catalog {
+// exampleCopy copies the example repository (config and drivers, no
+// locks) into a temporary folder the test may change.
+func exampleCopy(t testing.TB) string {
 	t.Helper()
-	cat, err := drivers.LoadCatalog(os.DirFS(exampleDir), "drivers", drivers.LoadOptions{})
-	if err != nil {
-		t.Fatalf("load example drivers: %v", err)
-	}
-	return cat
-}
-
-// copyTree copies the example repository (config and drivers, no locks)
-// into a temporary folder the test may change.
-func copyTree(t testing.TB, src string) string {
-	t.Helper()
-	dst := t.TempDir()
-	err := filepath.WalkDir(src, func(p string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		rel, _ := filepath.Rel(src, p)
-		if rel == "locks" || strings.HasPrefix(rel, "locks"+string(filepath.Separator)) {
-			return filepath.SkipDir
-		}
-		if d.IsDir() {
-			return os.MkdirAll(filepath.Join(dst, rel), 0o755)
-		}
-		data, err := os.ReadFile(p)
-		if err != nil {
-			return err
-		}
-		return os.WriteFile(filepath.Join(dst, rel), data, 0o644)
-	})
-	if err != nil {
+	dir := t.TempDir()
+	if err := examples.WriteTo(dir); err != nil {
 		t.Fatal(err)
 	}
-	return dst
+	return dir
 }
 
 func writeFile(t testing.TB, dir, rel, content string) {
@@ -106,7 +77,7 @@ func lockDirInto(t testing.TB, dir string) []LockChange {
 }
 
 func TestExampleRepositoryLocksToGoldenFiles(t *testing.T) {
-	dir := copyTree(t, exampleDir)
+	dir := exampleCopy(t)
 	changes := lockDirInto(t, dir)
 	if len(changes) == 0 {
 		t.Fatal("the example repository produced no lockfiles")
@@ -131,8 +102,8 @@ func TestExampleRepositoryLocksToGoldenFiles(t *testing.T) {
 }
 
 func TestResolvingTwiceGivesByteIdenticalLocks(t *testing.T) {
-	a := lockDirInto(t, copyTree(t, exampleDir))
-	b := lockDirInto(t, copyTree(t, exampleDir))
+	a := lockDirInto(t, exampleCopy(t))
+	b := lockDirInto(t, exampleCopy(t))
 	if len(a) != len(b) {
 		t.Fatalf("%d vs %d changes", len(a), len(b))
 	}
@@ -144,7 +115,7 @@ func TestResolvingTwiceGivesByteIdenticalLocks(t *testing.T) {
 }
 
 func TestLockingAgainWithoutChangesWritesNothing(t *testing.T) {
-	dir := copyTree(t, exampleDir)
+	dir := exampleCopy(t)
 	lockDirInto(t, dir)
 	if again := lockDirInto(t, dir); len(again) != 0 {
 		t.Fatalf("second lock changed %d deployments, want 0: %v", len(again), again[0].ID)
@@ -152,7 +123,7 @@ func TestLockingAgainWithoutChangesWritesNothing(t *testing.T) {
 }
 
 func TestEnvironmentValueChangeRelocksExactlyItsInheritors(t *testing.T) {
-	dir := copyTree(t, exampleDir)
+	dir := exampleCopy(t)
 	lockDirInto(t, dir)
 	// dev's logLevel reaches dev/hub; dev/web's driver has no logLevel
 	// parameter, so its resolved instance does not change.
@@ -179,7 +150,7 @@ func describe(changes []LockChange) []string {
 }
 
 func TestClusterValueChangeSkipsDeploymentsThatOverrideIt(t *testing.T) {
-	dir := copyTree(t, exampleDir)
+	dir := exampleCopy(t)
 	lockDirInto(t, dir)
 	// The cluster's logLevel reaches nobody: dev sets its own, staging/hub
 	// sets its own and the webapp driver has no such parameter.
@@ -208,7 +179,7 @@ parameters: logLevel: "error"
 }
 
 func TestRemovedDeploymentGetsTombstoneAndRecreationNeverReusesNumbers(t *testing.T) {
-	dir := copyTree(t, exampleDir)
+	dir := exampleCopy(t)
 	lockDirInto(t, dir)
 	web := "clusters/local/environments/dev/deployments/web.cue"
 	content, err := os.ReadFile(filepath.Join(dir, web))
@@ -233,7 +204,7 @@ func TestRemovedDeploymentGetsTombstoneAndRecreationNeverReusesNumbers(t *testin
 }
 
 func TestProvenanceNamesTheLayerThatSetEachValue(t *testing.T) {
-	res, _, err := resolveDir(t, copyTree(t, exampleDir))
+	res, _, err := resolveDir(t, exampleCopy(t))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -255,7 +226,7 @@ func TestProvenanceNamesTheLayerThatSetEachValue(t *testing.T) {
 }
 
 func TestConnectsGivesSiblingEndpointsOfTheSameEnvironmentOnly(t *testing.T) {
-	res, _, err := resolveDir(t, copyTree(t, exampleDir))
+	res, _, err := resolveDir(t, exampleCopy(t))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -272,7 +243,7 @@ func TestConnectsGivesSiblingEndpointsOfTheSameEnvironmentOnly(t *testing.T) {
 }
 
 func TestHandEditedLockfileIsReported(t *testing.T) {
-	dir := copyTree(t, exampleDir)
+	dir := exampleCopy(t)
 	lockDirInto(t, dir)
 	p := filepath.Join(dir, "locks/local/dev/web.lock.yaml")
 	data, _ := os.ReadFile(p)
@@ -289,7 +260,7 @@ func TestHandEditedLockfileIsReported(t *testing.T) {
 }
 
 func TestDeploymentOnHoldKeepsItsLockThroughAFanOut(t *testing.T) {
-	dir := copyTree(t, exampleDir)
+	dir := exampleCopy(t)
 	lockDirInto(t, dir)
 	writeFile(t, dir, "clusters/local/environments/dev/deployments/hub.cue", hubWith(`hold: "restore in progress"`))
 	writeFile(t, dir, "clusters/local/cluster.cue", `

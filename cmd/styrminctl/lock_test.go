@@ -8,32 +8,16 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/styrmin/styrmin/examples"
 )
 
 // exampleRepo copies the example desired-state repository (without locks)
 // into a temporary folder.
 func exampleRepo(t *testing.T) string {
 	t.Helper()
-	src := filepath.Join("..", "..", "examples")
 	dst := t.TempDir()
-	err := filepath.WalkDir(src, func(p string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		rel, _ := filepath.Rel(src, p)
-		if d.IsDir() {
-			if rel == "locks" || rel == "ci" {
-				return filepath.SkipDir
-			}
-			return os.MkdirAll(filepath.Join(dst, rel), 0o755)
-		}
-		data, err := os.ReadFile(p)
-		if err != nil {
-			return err
-		}
-		return os.WriteFile(filepath.Join(dst, rel), data, 0o644)
-	})
-	if err != nil {
+	if err := examples.WriteTo(dst); err != nil {
 		t.Fatal(err)
 	}
 	return dst
