@@ -1,0 +1,113 @@
+package operator_test
+
+import (
+	"context"
+	"net/http"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/styrmin/styrmin/operator"
+	"github.com/styrmin/styrmin/operator/webhook"
+	"github.com/styrmin/styrmin/testcluster"
+)
+
+// The webhook server reads its shared secret from a real Secret: a push
+// signed with it triggers, a push signed with anything else is refused
+// with 401, no Secret yet means 503 (and the Secret created later is
+// picked up), and a rotated secret takes effect.
+func TestWebhookServerVerifiesWithTheSecretFromKubernetes(t *testing.T) {
+	c := testcluster.StartT(t, testcluster.Options{})
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	cl, err := client.New(c.RESTConfig, client.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	key := types.NamespacedName{Namespace: "default", Name: "webhook"}
+	var mu sync.Mutex
+	var pushes []webhook.Event
+	ws, err := operator.NewWebhookServer(operator.WebhookOptions{
+		Addr:      "127.0.0.1:0",
+		Reader:    cl,
+		Secret:    key,
+		SecretTTL: -1, // read on every request, so the rotation shows at once
+		Branch:    "main",
+		OnPush: func(e webhook.Event) {
+			mu.Lock()
+			pushes = append(pushes, e)
+			mu.Unlock()
+		},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr, err := ws.Listen()
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- ws.Start(ctx) }()
+	url := "http://" + addr.String() + "/"
+
+	body := `{"ref":"refs/heads/main","after":"0123456789abcdef0123456789abcdef01234567","repository":{"full_name":"acme/desired"}}`
+	post := func(delivery, sig string) int {
+		t.Helper()
+		req, _ := http.NewRequest(http.MethodPost, url, strings.NewReader(body))
+		req.Header.Set("X-GitHub-Event", "push")
+		req.Header.Set("X-GitHub-Delivery", delivery)
+		req.Header.Set("X-Hub-Signature-256", sig)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	count := func() int { mu.Lock(); defer mu.Unlock(); return len(pushes) }
+
+	if got := post("d0", webhook.Sign([]byte("s1"), []byte(body))); got != http.StatusServiceUnavailable || count() != 0 {
+		t.Fatalf("no Secret yet: status %d, %d pushes; want 503 and none", got, count())
+	}
+	sec := &corev1.Secret{
+		ObjectMeta: metav1.ObjectMeta{Name: key.Name, Namespace: key.Namespace},
+		Data:       map[string][]byte{operator.DefaultWebhookSecretKey: []byte("s1")},
+	}
+	if err := cl.Create(ctx, sec); err != nil {
+		t.Fatal(err)
+	}
+	if got := post("d1", webhook.Sign([]byte("s1"), []byte(body))); got != http.StatusAccepted || count() != 1 {
+		t.Fatalf("signed push: status %d, %d pushes; want 202 and 1", got, count())
+	}
+	if got := post("d2", webhook.Sign([]byte("wrong"), []byte(body))); got != http.StatusUnauthorized || count() != 1 {
+		t.Fatalf("badly signed push: status %d, %d pushes; want 401 and still 1", got, count())
+	}
+	sec.Data[operator.DefaultWebhookSecretKey] = []byte("s2")
+	if err := cl.Update(ctx, sec); err != nil {
+		t.Fatal(err)
+	}
+	if got := post("d3", webhook.Sign([]byte("s1"), []byte(body))); got != http.StatusUnauthorized {
+		t.Fatalf("push signed with the old secret after rotation: status %d, want 401", got)
+	}
+	if got := post("d4", webhook.Sign([]byte("s2"), []byte(body))); got != http.StatusAccepted || count() != 2 {
+		t.Fatalf("push signed with the new secret: status %d, %d pushes; want 202 and 2", got, count())
+	}
+	if e := pushes[1]; e.After != "0123456789abcdef0123456789abcdef01234567" || e.Delivery != "d4" {
+		t.Fatalf("event %+v", e)
+	}
+	cancel()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the server did not stop with its context")
+	}
+}
