@@ -1,0 +1,430 @@
+package e2e
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"fmt"
+	"io/fs"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"testing/fstest"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/tools/clientcmd"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/yaml"
+
+	"github.com/styrmin/styrmin/config"
+	"github.com/styrmin/styrmin/gitsource"
+	"github.com/styrmin/styrmin/gitsource/gitserver"
+	"github.com/styrmin/styrmin/operator"
+	"github.com/styrmin/styrmin/operator/api/v1alpha1"
+	"github.com/styrmin/styrmin/testcluster"
+)
+
+const (
+	clusterName = "local"
+	repoName    = "desired"
+	repoSecret  = "repo-creds"
+	gitToken    = "e2e-token-not-a-secret"
+	waitLimit   = 90 * time.Second
+	pollFlag    = "--poll-interval=300ms"
+)
+
+// binaries are styrminctl and styrmin-agent, built once per test process.
+var binaries struct {
+	once       sync.Once
+	dir        string
+	ctl, agent string
+	err        error
+}
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if binaries.dir != "" {
+		_ = os.RemoveAll(binaries.dir)
+	}
+	os.Exit(code)
+}
+
+// buildBinaries builds both commands with `go build` into a temporary
+// folder, once.
+func buildBinaries(t *testing.T) (ctl, agent string) {
+	t.Helper()
+	binaries.once.Do(func() {
+		wd, err := os.Getwd()
+		if err != nil {
+			binaries.err = err
+			return
+		}
+		root, err := testcluster.RepoRoot(wd)
+		if err != nil {
+			binaries.err = err
+			return
+		}
+		dir, err := os.MkdirTemp("", "styrmin-e2e-bin-")
+		if err != nil {
+			binaries.err = err
+			return
+		}
+		binaries.dir = dir
+		cmd := exec.Command("go", "build", "-o", dir+string(filepath.Separator), "./cmd/styrminctl", "./cmd/styrmin-agent")
+		cmd.Dir = root
+		if out, err := cmd.CombinedOutput(); err != nil {
+			binaries.err = fmt.Errorf("go build: %v\n%s", err, out)
+			return
+		}
+		binaries.ctl, binaries.agent = filepath.Join(dir, "styrminctl"), filepath.Join(dir, "styrmin-agent")
+	})
+	if binaries.err != nil {
+		t.Fatal(binaries.err)
+	}
+	return binaries.ctl, binaries.agent
+}
+
+// env is one test function's world: a control plane with workloads, a git
+// server holding the desired-state repository seeded from examples/, and
+// the agent once started.
+type env struct {
+	cluster    *testcluster.Cluster
+	c          client.Client
+	git        *gitserver.Server
+	url        string
+	ctl, bin   string
+	kubeconfig string // acts as the agent's service account
+	agent      *agentProc
+}
+
+func newEnv(t *testing.T) *env {
+	t.Helper()
+	ctl, bin := buildBinaries(t)
+	c := testcluster.StartT(t, testcluster.Options{Workloads: true})
+	ctx := context.Background()
+	if err := operator.InstallCRDs(ctx, c.RESTConfig); err != nil {
+		t.Fatal(err)
+	}
+	scheme, err := operator.NewScheme()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cl, err := client.New(c.RESTConfig, client.Options{Scheme: scheme})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := &env{cluster: c, c: cl, ctl: ctl, bin: bin}
+	e.apply(t, append([][]byte{config.Namespace()}, config.RBAC()...))
+	e.createSecret(t, repoSecret, map[string][]byte{operator.SecretKeyToken: []byte(gitToken)})
+	e.kubeconfig = impersonating(t, c.KubeconfigPath, "system:serviceaccount:"+config.AgentNamespace+":"+config.AgentServiceAccount)
+	e.git = gitserver.New(t, gitserver.WithToken(gitToken))
+	e.git.Seed(repoName, examplesFS(t), "examples")
+	e.url = e.git.RepoURL(repoName)
+	return e
+}
+
+// examplesFS is the example repository without its Go files and CI folder.
+func examplesFS(t *testing.T) fstest.MapFS {
+	t.Helper()
+	out := fstest.MapFS{}
+	src := os.DirFS("../examples")
+	err := fs.WalkDir(src, ".", func(p string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() || strings.HasSuffix(p, ".go") || strings.HasPrefix(p, "ci/") {
+			return err
+		}
+		b, err := fs.ReadFile(src, p)
+		out[p] = &fstest.MapFile{Data: b, Mode: 0o644}
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+func (e *env) createSecret(t *testing.T, name string, data map[string][]byte) {
+	t.Helper()
+	err := e.c.Create(context.Background(), &corev1.Secret{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: config.AgentNamespace},
+		Data:       data,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+func (e *env) apply(t *testing.T, docs [][]byte) {
+	t.Helper()
+	for _, doc := range docs {
+		u := &unstructured.Unstructured{}
+		if err := yaml.Unmarshal(doc, &u.Object); err != nil {
+			t.Fatal(err)
+		}
+		if err := e.c.Apply(context.Background(), client.ApplyConfigurationFromUnstructured(u), client.FieldOwner("e2e"), client.ForceOwnership); err != nil {
+			t.Fatalf("apply %s %s: %v", u.GetKind(), u.GetName(), err)
+		}
+	}
+}
+
+// impersonating writes a copy of the admin kubeconfig acting as user, so
+// the agent runs with exactly the RBAC of config/.
+func impersonating(t *testing.T, admin, user string) string {
+	t.Helper()
+	cfg, err := clientcmd.LoadFromFile(admin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, ai := range cfg.AuthInfos {
+		ai.Impersonate = user
+	}
+	p := filepath.Join(t.TempDir(), "agent.kubeconfig")
+	if err := clientcmd.WriteToFile(*cfg, p); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// newClone clones the repository into a folder, as a user's checkout that
+// `styrminctl lock --push` runs in.
+func (e *env) newClone(t *testing.T) string {
+	t.Helper()
+	dir := filepath.Join(t.TempDir(), "clone")
+	if _, err := gitsource.Clone(context.Background(), e.url, dir, gitsource.CloneOptions{Branch: "main", Auth: gitsource.Auth{Token: gitToken}}); err != nil {
+		t.Fatal(err)
+	}
+	return dir
+}
+
+var lockedLine = regexp.MustCompile(`(?m)^locked (\S+)=(\d+) `)
+
+// lockPush runs `styrminctl lock --push` in clone and returns the
+// sequences it locked by deployment key (cluster/env/name) and its output.
+func (e *env) lockPush(t *testing.T, clone string) (map[string]int64, string) {
+	t.Helper()
+	locked, out, err := e.lockPushErr(clone)
+	if err != nil {
+		t.Fatalf("styrminctl lock --push: %v\n%s", err, out)
+	}
+	return locked, out
+}
+
+func (e *env) lockPushErr(clone string) (map[string]int64, string, error) {
+	cmd := exec.Command(e.ctl, "--repo", clone, "lock", "--push")
+	cmd.Env = append(os.Environ(), "STYRMIN_GIT_TOKEN="+gitToken)
+	out, err := cmd.CombinedOutput()
+	locked := map[string]int64{}
+	for _, m := range lockedLine.FindAllStringSubmatch(string(out), -1) {
+		n, _ := strconv.ParseInt(m[2], 10, 64)
+		locked[m[1]] = n
+	}
+	return locked, string(out), err
+}
+
+// agentProc is one run of the agent binary; its log goes to a file shown
+// when the test fails.
+type agentProc struct {
+	cmd  *exec.Cmd
+	done chan struct{}
+	log  *bytes.Buffer
+	mu   *sync.Mutex
+}
+
+func (e *env) startAgent(t *testing.T, extra ...string) *agentProc {
+	t.Helper()
+	args := append([]string{
+		"--cluster=" + clusterName,
+		"--repo=" + e.url,
+		"--branch=main",
+		"--repo-secret=" + repoSecret,
+		"--namespace=" + config.AgentNamespace,
+		pollFlag,
+		"--drift-interval=1h",
+		"--metrics-bind-address=0",
+		"--health-probe-bind-address=",
+		"--kubeconfig=" + e.kubeconfig,
+	}, extra...)
+	cmd := exec.Command(e.bin, args...)
+	p := &agentProc{cmd: cmd, done: make(chan struct{}), log: &bytes.Buffer{}, mu: &sync.Mutex{}}
+	stderr, err := cmd.StderrPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	go func() {
+		sc := bufio.NewScanner(stderr)
+		sc.Buffer(make([]byte, 1<<20), 1<<20)
+		for sc.Scan() {
+			p.mu.Lock()
+			p.log.WriteString(sc.Text() + "\n")
+			p.mu.Unlock()
+		}
+		_ = cmd.Wait()
+		close(p.done)
+	}()
+	e.agent = p
+	t.Cleanup(func() {
+		_ = cmd.Process.Signal(syscall.SIGTERM)
+		select {
+		case <-p.done:
+		case <-time.After(15 * time.Second):
+			_ = cmd.Process.Kill()
+			<-p.done
+		}
+		if t.Failed() {
+			p.mu.Lock()
+			lines := strings.Split(p.log.String(), "\n")
+			p.mu.Unlock()
+			if len(lines) > 60 {
+				lines = lines[len(lines)-60:]
+			}
+			t.Logf("agent log tail:\n%s", strings.Join(lines, "\n"))
+		}
+	})
+	return p
+}
+
+// waitUntil polls cond every 100ms until it holds.
+func waitUntil(t *testing.T, timeout time.Duration, what string, cond func(ctx context.Context) (bool, string, error)) {
+	t.Helper()
+	var last string
+	err := wait.PollUntilContextTimeout(context.Background(), 100*time.Millisecond, timeout, true, func(ctx context.Context) (bool, error) {
+		ok, why, err := cond(ctx)
+		last = why
+		return ok, err
+	})
+	if err != nil {
+		t.Fatalf("waiting for %s: %v (last: %s)", what, err, last)
+	}
+}
+
+// waitTask waits until the task of a deployment's sequence is terminal.
+func (e *env) waitTask(t *testing.T, ns, name string, seq int64) *v1alpha1.StyrminTask {
+	t.Helper()
+	var task v1alpha1.StyrminTask
+	key := client.ObjectKey{Namespace: ns, Name: operator.TaskName(name, seq)}
+	waitUntil(t, waitLimit, "task "+key.String()+" to end", func(ctx context.Context) (bool, string, error) {
+		if e.agent != nil {
+			select {
+			case <-e.agent.done:
+				return false, "", fmt.Errorf("the agent exited: %s", e.agent.cmd.ProcessState)
+			default:
+			}
+		}
+		if err := e.c.Get(ctx, key, &task); err != nil {
+			return false, err.Error(), nil
+		}
+		return task.Status.Phase.Terminal(), fmt.Sprintf("phase %q: %s", task.Status.Phase, task.Status.Message), nil
+	})
+	return &task
+}
+
+func requirePhase(t *testing.T, task *v1alpha1.StyrminTask, want v1alpha1.TaskPhase) {
+	t.Helper()
+	if task.Status.Phase != want {
+		t.Fatalf("task %s/%s: phase %s (%s), want %s", task.Namespace, task.Name, task.Status.Phase, task.Status.Message, want)
+	}
+}
+
+// tasks lists a namespace's task names, sorted.
+func (e *env) tasks(t *testing.T, ns string) []string {
+	t.Helper()
+	var list v1alpha1.StyrminTaskList
+	if err := e.c.List(context.Background(), &list, client.InNamespace(ns)); err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, task := range list.Items {
+		names = append(names, task.Name)
+	}
+	return names
+}
+
+// deployment reads the StyrminDeployment of a namespace (nil: none).
+func (e *env) deployment(t *testing.T, ns string) *v1alpha1.StyrminDeployment {
+	t.Helper()
+	var sd v1alpha1.StyrminDeployment
+	err := e.c.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: ns}, &sd)
+	if apierrors.IsNotFound(err) {
+		return nil
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &sd
+}
+
+// waitSynced waits until the agent's StyrminSource has synced the
+// repository's head.
+func (e *env) waitSynced(t *testing.T) {
+	t.Helper()
+	head := e.git.Head(repoName, "main")
+	waitUntil(t, waitLimit, "the agent to sync "+head, func(ctx context.Context) (bool, string, error) {
+		var src v1alpha1.StyrminSource
+		if err := e.c.Get(ctx, client.ObjectKey{Namespace: config.AgentNamespace, Name: "styrmin"}, &src); err != nil {
+			return false, err.Error(), nil
+		}
+		return src.Status.LastSyncedCommit == head, "synced " + src.Status.LastSyncedCommit, nil
+	})
+}
+
+// deployAll locks the seeded repository, starts the agent and waits until
+// the four example deployments are created.
+func (e *env) deployAll(t *testing.T, clone string, agentArgs ...string) {
+	t.Helper()
+	locked, out := e.lockPush(t, clone)
+	if len(locked) != 4 {
+		t.Fatalf("first lock locked %v, want the four example deployments:\n%s", locked, out)
+	}
+	e.startAgent(t, agentArgs...)
+	for _, d := range allDeployments {
+		requirePhase(t, e.waitTask(t, d.ns, d.name, 1), v1alpha1.TaskSucceeded)
+	}
+}
+
+type depRef struct{ key, ns, name string }
+
+var allDeployments = []depRef{
+	{"local/dev/hub", "dev-hub", "hub"},
+	{"local/dev/web", "dev-web", "web"},
+	{"local/staging/hub", "staging-hub", "hub"},
+	{"local/staging/web", "staging-web", "web"},
+}
+
+const (
+	devEnvFile     = "clusters/local/environments/dev/environment.cue"
+	devHubFile     = "clusters/local/environments/dev/deployments/hub.cue"
+	clusterFile    = "clusters/local/cluster.cue"
+	stagingWebFile = "clusters/local/environments/staging/deployments/web.yaml"
+)
+
+// devEnvironment is dev's environment file with the given parameters
+// (CUE struct body).
+func devEnvironment(params string) map[string][]byte {
+	return map[string][]byte{devEnvFile: fmt.Appendf(nil, `namespacePrefix: "dev"
+backupLocation:  "s3://backups/local/dev"
+parameters: {%s}
+`, params)}
+}
+
+// readExample reads a file of examples/.
+func readExample(t *testing.T, p string) []byte {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join("..", "examples", filepath.FromSlash(p)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
