@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io/fs"
 	"runtime"
-	"sort"
 	"strings"
 	"sync"
 
@@ -120,7 +119,10 @@ func Compute(in Input, opts Options) (*Plan, error) {
 	if in.Drivers == nil {
 		in.Drivers = Catalogs(nil)
 	}
-	changes := lockChanges(in.Head, in.Base)
+	changes, err := resolver.NextInstances(in.Head, in.Base)
+	if err != nil {
+		return nil, err
+	}
 	if opts.Only != nil {
 		kept := changes[:0:0]
 		for _, c := range changes {
@@ -188,36 +190,6 @@ func Compute(in Input, opts Options) (*Plan, error) {
 	plan.BlastRadius = blastRadius(in, plan, opts.Only)
 	plan.Deletions = deletionRail(in, opts, plan.Summary.Delete)
 	return plan, nil
-}
-
-// lockChanges is resolver.PlanLocks without encoding the lockfiles (most
-// of its cost, and a plan needs none): the deployments whose digest
-// changed get sequence+1, those whose configuration is gone a tombstone.
-// TestLockChangesMatchPlanLocks pins that both agree.
-func lockChanges(res *resolver.Result, current map[resolver.ID]*resolver.Instance) []resolver.LockChange {
-	var out []resolver.LockChange
-	for _, r := range res.Resolved {
-		prev := current[r.Instance.ID]
-		if prev != nil && !prev.Tombstone() && prev.Digest == r.Instance.Digest {
-			continue
-		}
-		next := *r.Instance
-		next.Sequence = 1
-		if prev != nil {
-			next.Sequence = prev.Sequence + 1
-		}
-		out = append(out, resolver.LockChange{ID: next.ID, Previous: prev, Next: &next})
-	}
-	for id, prev := range current {
-		if prev.Tombstone() || res.Present[id] {
-			continue
-		}
-		out = append(out, resolver.LockChange{ID: id, Previous: prev, Next: &resolver.Instance{
-			APIVersion: resolver.APIVersion, Kind: resolver.KindTombstone, ID: id, Sequence: prev.Sequence + 1,
-		}})
-	}
-	sort.Slice(out, func(i, j int) bool { return lessIDString(out[i].ID.String(), out[j].ID.String()) })
-	return out
 }
 
 // parallel runs f(0..n-1) on up to p goroutines (p <= 0: GOMAXPROCS).

@@ -468,7 +468,10 @@ func TestLockChangesMatchPlanLocks(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	got := lockChanges(in.Head, in.Base)
+	got, err := resolver.NextInstances(in.Head, in.Base)
+	if err != nil {
+		t.Fatal(err)
+	}
 	if len(got) != 3 || len(got) != len(want) {
 		t.Fatalf("%d changes, PlanLocks has %d, want 3", len(got), len(want))
 	}

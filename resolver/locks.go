@@ -71,13 +71,30 @@ func (c LockChange) Path() string { return c.ID.LockPath() }
 func (c LockChange) Trailer() string { return fmt.Sprintf("%s=%d", c.ID, c.Next.Sequence) }
 
 // PlanLocks compares resolved instances with the current locks and returns
-// the lockfiles to write, sorted by deployment: a deployment whose digest
-// changed gets sequence+1; one whose configuration is gone gets a
-// tombstone, so a re-created deployment never reuses a number. Unchanged
-// deployments are left alone (their files stay byte-identical).
-// Deployments that failed to resolve are neither locked nor tombstoned;
-// deployments on hold keep their lock.
+// the lockfiles to write, sorted by deployment: NextInstances, encoded.
 func PlanLocks(res *Result, current map[ID]*Instance) ([]LockChange, error) {
+	changes, err := NextInstances(res, current)
+	if err != nil {
+		return nil, err
+	}
+	for i := range changes {
+		data, err := EncodeLock(changes[i].Next)
+		if err != nil {
+			return nil, err
+		}
+		changes[i].Data = data
+	}
+	return changes, nil
+}
+
+// NextInstances returns the new instances the resolution calls for, sorted
+// by deployment, without encoding them (a plan needs no lockfile bytes): a
+// deployment whose digest changed gets sequence+1; one whose configuration
+// is gone gets a tombstone, so a re-created deployment never reuses a
+// number. Unchanged deployments are left alone (their files stay
+// byte-identical). Deployments that failed to resolve are neither locked
+// nor tombstoned; deployments on hold keep their lock.
+func NextInstances(res *Result, current map[ID]*Instance) ([]LockChange, error) {
 	var out []LockChange
 	for _, r := range res.Resolved {
 		if _, held := res.Held[r.Instance.ID]; held {
@@ -92,11 +109,7 @@ func PlanLocks(res *Result, current map[ID]*Instance) ([]LockChange, error) {
 		if prev != nil {
 			next.Sequence = prev.Sequence + 1
 		}
-		data, err := EncodeLock(&next)
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, LockChange{ID: next.ID, Previous: prev, Next: &next, Data: data})
+		out = append(out, LockChange{ID: next.ID, Previous: prev, Next: &next})
 	}
 	ids := make([]ID, 0, len(current))
 	for id := range current {
@@ -120,11 +133,7 @@ func PlanLocks(res *Result, current map[ID]*Instance) ([]LockChange, error) {
 			return nil, err
 		}
 		t.Digest = dg
-		data, err := EncodeLock(t)
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, LockChange{ID: id, Previous: prev, Next: t, Data: data})
+		out = append(out, LockChange{ID: id, Previous: prev, Next: t})
 	}
 	sort.Slice(out, func(i, j int) bool { return lessID(out[i].ID, out[j].ID) })
 	return out, nil
