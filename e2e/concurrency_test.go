@@ -2,12 +2,15 @@ package e2e
 
 import (
 	"fmt"
+	"regexp"
 	"strings"
 	"sync"
 	"testing"
 
 	"github.com/styrmin/styrmin/operator/api/v1alpha1"
 )
+
+var pushedLine = regexp.MustCompile(`(?m)^pushed ([0-9a-f]{40}) `)
 
 // hubWithWorkers is dev/hub's file with the given worker count.
 func hubWithWorkers(t *testing.T, workers int) map[string][]byte {
@@ -49,20 +52,34 @@ func TestChangesOneAfterAnotherAndConcurrentLockers(t *testing.T) {
 			wg.Go(func() { results[i], outs[i], errs[i] = e.lockPushErr(clone) })
 		}
 		wg.Wait()
-		got := []int64{}
+		// Sequences pushed, by lock commit. Two lockers that resolve the
+		// same head build the same commit (lock commits are deterministic),
+		// so both may report pushing it; what must hold is that one commit
+		// carries the one new sequence.
+		pushed := map[string]int64{}
 		for i := range 2 {
 			if errs[i] != nil {
 				t.Fatalf("locker %d: %v\n%s", i+1, errs[i], outs[i])
 			}
 			if s, ok := results[i]["local/dev/hub"]; ok {
-				got = append(got, s)
+				m := pushedLine.FindStringSubmatch(outs[i])
+				if m == nil {
+					t.Fatalf("locker %d locked without saying what it pushed:\n%s", i+1, outs[i])
+				}
+				if prev, dup := pushed[m[1]]; dup && prev != s {
+					t.Fatalf("commit %s reported with sequences %d and %d", m[1], prev, s)
+				}
+				pushed[m[1]] = s
 			}
 		}
 		want++
-		// The loser either found the locks current or, if it built on the
-		// winner's head, had nothing to add: one new sequence in all.
-		if len(got) != 1 || got[0] != want {
-			t.Fatalf("concurrent lockers locked %v, want exactly one local/dev/hub=%d:\n1: %s\n2: %s", got, want, outs[0], outs[1])
+		if len(pushed) != 1 {
+			t.Fatalf("concurrent lockers pushed %v, want one lock commit with local/dev/hub=%d:\n1: %s\n2: %s", pushed, want, outs[0], outs[1])
+		}
+		for _, s := range pushed {
+			if s != want {
+				t.Fatalf("concurrent lockers locked local/dev/hub=%d, want %d", s, want)
+			}
 		}
 		t.Logf("concurrent lockers at %d workers:\n1: %s2: %s", workers, outs[0], outs[1])
 	}

@@ -27,6 +27,9 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/yaml"
 
+	"github.com/go-logr/logr"
+	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
+
 	"github.com/styrmin/styrmin/config"
 	"github.com/styrmin/styrmin/gitsource"
 	"github.com/styrmin/styrmin/gitsource/gitserver"
@@ -53,6 +56,8 @@ var binaries struct {
 }
 
 func TestMain(m *testing.M) {
+	// envtest and the in-process agent log through controller-runtime.
+	ctrllog.SetLogger(logr.Discard())
 	code := m.Run()
 	if binaries.dir != "" {
 		_ = os.RemoveAll(binaries.dir)

@@ -9,10 +9,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/go-logr/logr"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 
 	"github.com/styrmin/styrmin/config"
 	"github.com/styrmin/styrmin/operator"
@@ -35,7 +33,6 @@ const (
 // binary does once the webhook flags are wired), acting as its service
 // account.
 func TestWebhookPushSyncsAtOnce(t *testing.T) {
-	ctrllog.SetLogger(logr.Discard())
 	e := newEnv(t)
 	e.createSecret(t, webhookSecretName, map[string][]byte{operator.DefaultWebhookSecretKey: []byte(webhookSecret)})
 	clone := e.newClone(t)
