@@ -33,15 +33,18 @@ func main() {
 
 // flags are the agent's command-line settings.
 type flags struct {
-	cluster, repoURL, branch    string
-	secretName, secretNamespace string
-	namespace, cloneDir         string
-	pollInterval, driftInterval time.Duration
-	stepTimeout, stepPause      time.Duration
-	metricsAddr, healthAddr     string
-	webhookAddr                 string
-	leaderElect, installCRDs    bool
-	kubeconfig, logLevel        string
+	cluster, repoURL, branch            string
+	secretName, secretNamespace         string
+	namespace, cloneDir                 string
+	pollInterval, driftInterval         time.Duration
+	stepTimeout, stepPause              time.Duration
+	metricsAddr, healthAddr             string
+	webhookAddr                         string
+	leaderElect, installCRDs            bool
+	kubeconfig, logLevel                string
+	webhookSecretName, webhookSecretKey string
+	lockMode                            bool
+	lockSecret                          string
 }
 
 func parseFlags(args []string, stderr io.Writer) (*flags, error) {
@@ -65,7 +68,11 @@ func parseFlags(args []string, stderr io.Writer) (*flags, error) {
 	fs.DurationVar(&f.stepPause, "debug-step-pause", 0, "testing only: pause after a task step starts and after its action is done, so fault-injection tests can kill the agent there")
 	fs.StringVar(&f.metricsAddr, "metrics-bind-address", ":8080", `address of the Prometheus metrics endpoint ("0" turns it off)`)
 	fs.StringVar(&f.healthAddr, "health-probe-bind-address", ":8081", `address of /healthz and /readyz ("" turns them off)`)
-	fs.StringVar(&f.webhookAddr, "webhook-bind-address", "", "address of the git webhook receiver (not served yet)")
+	fs.StringVar(&f.webhookAddr, "webhook-bind-address", "", `address of the GitHub webhook receiver ("" turns it off); needs --branch and --webhook-secret-name`)
+	fs.StringVar(&f.webhookSecretName, "webhook-secret-name", "", "Secret in the agent's namespace holding the webhook's shared secret")
+	fs.StringVar(&f.webhookSecretKey, "webhook-secret-key", operator.DefaultWebhookSecretKey, "key of --webhook-secret-name holding the shared secret")
+	fs.BoolVar(&f.lockMode, "lock-mode", false, "lock each configuration head in the agent and push the lock commits (teams without CI; the credentials need write access)")
+	fs.StringVar(&f.lockSecret, "lock-secret", "", "Secret holding the push credentials for --lock-mode (default: --repo-secret)")
 	fs.BoolVar(&f.leaderElect, "leader-elect", false, "elect a leader so that only one agent replica acts")
 	fs.BoolVar(&f.installCRDs, "install-crds", false, "apply the styrmin.io CRDs at start")
 	fs.StringVar(&f.kubeconfig, "kubeconfig", "", "kubeconfig file (default: in-cluster config, then $KUBECONFIG)")
@@ -100,10 +107,11 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	if f.webhookAddr != "" {
-		log.Info("the webhook receiver is not served yet; polling only", "address", f.webhookAddr)
+	var lockMode *operator.LockModeOptions
+	if f.lockMode {
+		lockMode = &operator.LockModeOptions{SecretName: f.lockSecret}
 	}
-	return operator.RunAgent(ctx, cfg, operator.AgentOptions{
+	return operator.RunAgentWithExtras(ctx, cfg, operator.AgentOptions{
 		Manager: operator.Options{
 			Namespace:      f.namespace,
 			LeaderElection: f.leaderElect,
@@ -121,6 +129,11 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 		PollInterval:    f.pollInterval,
 		InstallCRDs:     f.installCRDs,
 		Task:            operator.TaskReconcilerOptions{StepTimeout: f.stepTimeout, StepPause: f.stepPause},
+	}, operator.AgentExtras{
+		WebhookAddr:       f.webhookAddr,
+		WebhookSecretName: f.webhookSecretName,
+		WebhookSecretKey:  f.webhookSecretKey,
+		LockMode:          lockMode,
 	})
 }
 
