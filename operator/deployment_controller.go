@@ -332,6 +332,16 @@ func (r *deploymentReconciler) correctDrift(ctx context.Context, rs *reconcileSt
 		rs.requeueAfter = st.nextCheck.Sub(now)
 		return nil
 	}
+	running, err := r.runningTask(ctx, sd.Namespace)
+	if err != nil {
+		return retryable(v1alpha1.ReasonDriftCheckPaused, err)
+	}
+	if running != "" {
+		// Checked again soon: the task's end does not requeue this object.
+		setCondition(sd, v1alpha1.ConditionDrifted, metav1.ConditionFalse, v1alpha1.ReasonDriftCheckPaused, "task "+running+" is running: its steps change workloads on purpose")
+		rs.requeueAfter = min(r.interval, taskPollInterval)
+		return nil
+	}
 	start := time.Now()
 	drifts, err := r.checkDrift(ctx, sd, st)
 	st.nextCheck = now.Add(r.interval)
@@ -375,6 +385,25 @@ func (r *deploymentReconciler) correctDrift(ctx context.Context, rs *reconcileSt
 }
 
 var errReleaseGone = errors.New("the release's record is gone")
+
+// taskPollInterval is how soon a drift check paused by a running task is
+// tried again.
+const taskPollInterval = 5 * time.Second
+
+// runningTask returns the name of a running task in namespace (a
+// deployment's tasks live in its namespace), "" when none runs.
+func (r *deploymentReconciler) runningTask(ctx context.Context, namespace string) (string, error) {
+	var tasks v1alpha1.StyrminTaskList
+	if err := r.client.List(ctx, &tasks, client.InNamespace(namespace)); err != nil {
+		return "", fmt.Errorf("listing the tasks of %s: %w", namespace, err)
+	}
+	for i := range tasks.Items {
+		if tasks.Items[i].Status.Phase == v1alpha1.TaskRunning {
+			return tasks.Items[i].Name, nil
+		}
+	}
+	return "", nil
+}
 
 // checkDrift loads the release revision's objects when the state does not
 // hold them yet and compares them with the live objects.

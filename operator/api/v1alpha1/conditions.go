@@ -51,6 +51,10 @@ const (
 	// ReasonDriftCorrectionFailed: drift was found and putting it back
 	// failed; the agent retries.
 	ReasonDriftCorrectionFailed = "DriftCorrectionFailed"
+	// ReasonDriftCheckPaused: a task of the deployment is running; its
+	// steps change workloads on purpose (workers stopped for a migration),
+	// so drift is not corrected until it ends.
+	ReasonDriftCheckPaused = "DriftCheckPaused"
 	// ReasonDeleting: a tombstone or deletion is uninstalling the release.
 	ReasonDeleting = "Deleting"
 	// ReasonUninstallFailed: uninstalling the release failed; retried.
