@@ -26,7 +26,7 @@ deployment (cluster → environment → deployment, most specific wins), each va
 followed by the layer and file that set it. PATH (for example config.logLevel or
 parameters) narrows the output to that part.`,
 		Args: cobra.RangeArgs(1, 2),
-		RunE: func(_ *cobra.Command, args []string) error {
+		RunE: func(cmd *cobra.Command, args []string) error {
 			id, err := resolver.ParseID(args[0])
 			if err != nil {
 				return err
@@ -35,7 +35,7 @@ parameters) narrows the output to that part.`,
 			if len(args) == 2 {
 				prefix = args[1]
 			}
-			ws, err := resolver.LoadWorkspace(os.DirFS(g.Repo), resolver.WorkspaceOptions{})
+			ws, err := resolver.LoadWorkspace(os.DirFS(g.Repo), resolver.WorkspaceOptions{FetchDriver: driverFetcher(cmd.Context())})
 			if err != nil {
 				return err
 			}

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"io"
 	"os"
@@ -40,7 +41,7 @@ branch moved, lock resolves again on the new head and renumbers.`,
 			if o.push || o.commit {
 				return runLockCommit(cmd.Context(), g, o, stdout)
 			}
-			return runLock(g, o, stdout)
+			return runLock(cmd.Context(), g, o, stdout)
 		},
 	}
 	f := cmd.Flags()
@@ -61,9 +62,9 @@ func lockPolicy(o *lockOptions) resolver.LockPolicy {
 	return resolver.LockAllOrNothing
 }
 
-func runLock(g *globalOptions, o *lockOptions, stdout io.Writer) error {
+func runLock(ctx context.Context, g *globalOptions, o *lockOptions, stdout io.Writer) error {
 	head := headCommit(g.Repo)
-	ws, err := resolver.LoadWorkspace(os.DirFS(g.Repo), resolver.WorkspaceOptions{SourceCommit: head})
+	ws, err := resolver.LoadWorkspace(os.DirFS(g.Repo), resolver.WorkspaceOptions{SourceCommit: head, FetchDriver: driverFetcher(ctx)})
 	if err != nil {
 		return err
 	}

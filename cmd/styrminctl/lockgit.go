@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 
 	"github.com/styrmin/styrmin/gitsource"
@@ -37,6 +38,19 @@ func gitAuthFromEnv() (gitsource.Auth, error) {
 	return a, nil
 }
 
+// driverFetcher reads driver versions kept in other git repositories (the
+// `drivers` list of styrmin.cue), with the credentials of gitAuthFromEnv.
+func driverFetcher(ctx context.Context) resolver.DriverFetcher {
+	return func(src resolver.DriverSource) (fs.FS, error) {
+		auth, err := gitAuthFromEnv()
+		if err != nil {
+			return nil, err
+		}
+		fsys, _, err := gitsource.FetchTree(ctx, src.URL, src.Ref, src.Path, auth)
+		return fsys, err
+	}
+}
+
 // runLockCommit locks the committed head of the branch (not the worktree's
 // uncommitted edits) and commits the lockfiles onto it: locally with
 // --commit, on the remote with --push. Each attempt resolves again on the
@@ -54,7 +68,7 @@ func runLockCommit(ctx context.Context, g *globalOptions, o *lockOptions, stdout
 	if err != nil {
 		return err
 	}
-	out, err := resolver.CommitLocks(ctx, repo, resolver.WorkspaceOptions{}, lockPolicy(o), o.attempts)
+	out, err := resolver.CommitLocks(ctx, repo, resolver.WorkspaceOptions{FetchDriver: driverFetcher(ctx)}, lockPolicy(o), o.attempts)
 	if err != nil {
 		return err
 	}

@@ -1,0 +1,73 @@
+package main
+
+import (
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/styrmin/styrmin/examples"
+	"github.com/styrmin/styrmin/gitsource/gitserver"
+)
+
+// TestLockTakesDriverVersionsFromAnotherGitRepository serves a driver
+// version from its own repository over HTTP, lists it in styrmin.cue by
+// URL, tag and folder, pins a deployment to it and locks: the lockfile
+// names that version and its digest.
+func TestLockTakesDriverVersionsFromAnotherGitRepository(t *testing.T) {
+	srv := gitserver.New(t)
+	sub, err := fs.Sub(examples.Repo(), "drivers/webapp/1.1.0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	files := map[string][]byte{}
+	err = fs.WalkDir(sub, ".", func(p string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() {
+			return err
+		}
+		data, err := fs.ReadFile(sub, p)
+		if p == "driver.cue" {
+			data = []byte(strings.Replace(string(data), `version:     "1.1.0"`, `version:     "1.2.0"`, 1))
+		}
+		files["webapp/"+p] = data
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv.Commit("drivers", "webapp 1.2.0", files)
+	srv.Git(srv.Dir("drivers"), "tag", "webapp-1.2.0", "main")
+	srv.Commit("drivers", "work in progress after the tag", map[string][]byte{"webapp/driver.cue": []byte("broken {")})
+
+	repo := exampleRepo(t)
+	settings := "deletionThreshold: 1\ndrivers: [{name: \"webapp\", version: \"1.2.0\", url: \"" + srv.RepoURL("drivers") + "\", ref: \"webapp-1.2.0\", path: \"webapp\"}]\n"
+	if err := os.WriteFile(filepath.Join(repo, "styrmin.cue"), []byte(settings), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	web := filepath.Join(repo, "clusters/local/environments/dev/deployments/web.cue")
+	if err := os.WriteFile(web, []byte("driver: {name: \"webapp\", version: \"1.2.0\"}\nappVersion: \"1.25.0\"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out, code, err := styrminctl(t, "--repo", repo, "lock")
+	if code != 0 {
+		t.Fatalf("lock: %v\n%s", err, out)
+	}
+	lock, err := os.ReadFile(filepath.Join(repo, "locks/local/dev/web.lock.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(lock), "version: 1.2.0") {
+		t.Fatalf("the lock does not use the driver from the other repository:\n%s", lock)
+	}
+
+	// A ref that does not exist is an error naming styrmin.cue's entry.
+	settings = strings.Replace(settings, "webapp-1.2.0", "webapp-9.9.9", 1)
+	if err := os.WriteFile(filepath.Join(repo, "styrmin.cue"), []byte(settings), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	_, _, err = styrminctl(t, "--repo", repo, "lock")
+	if err == nil || !strings.Contains(err.Error(), "styrmin.cue: field drivers[0]") || !strings.Contains(err.Error(), "webapp-9.9.9") {
+		t.Fatalf("a missing ref: %v", err)
+	}
+}

@@ -1,0 +1,69 @@
+package gitsource
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+
+	git "github.com/go-git/go-git/v5"
+	"github.com/go-git/go-git/v5/config"
+	"github.com/go-git/go-git/v5/plumbing"
+	"github.com/go-git/go-git/v5/storage/memory"
+)
+
+// FetchTree fetches one revision (a tag, a branch or a commit hash) of a
+// remote repository into memory and returns the folder dir of its tree
+// ("." for the root) with the commit it came from. Driver versions kept in
+// other repositories are read this way: a small repository, fetched whole
+// once per resolution, nothing written to disk.
+func FetchTree(ctx context.Context, url, rev, dir string, auth Auth) (fs.FS, Hash, error) {
+	method, err := auth.method(url)
+	if err != nil {
+		return nil, Hash{}, err
+	}
+	gr, err := git.Init(memory.NewStorage(), nil)
+	if err != nil {
+		return nil, Hash{}, err
+	}
+	remote, err := gr.CreateRemote(&config.RemoteConfig{Name: "origin", URLs: []string{url}})
+	if err != nil {
+		return nil, Hash{}, err
+	}
+	err = remote.FetchContext(ctx, &git.FetchOptions{
+		Auth: method,
+		RefSpecs: []config.RefSpec{
+			"+refs/heads/*:refs/remotes/origin/*",
+			"+refs/tags/*:refs/tags/*",
+		},
+		Tags: git.NoTags,
+	})
+	if err != nil && !errors.Is(err, git.NoErrAlreadyUpToDate) {
+		return nil, Hash{}, transportError("fetch", url, err)
+	}
+	var h *plumbing.Hash
+	for _, candidate := range []string{"refs/tags/" + rev, "refs/remotes/origin/" + rev, rev} {
+		if h, err = gr.ResolveRevision(plumbing.Revision(candidate)); err == nil {
+			break
+		}
+	}
+	if err != nil {
+		return nil, Hash{}, fmt.Errorf("gitsource: %s: revision %q is no tag, branch or commit: %w", redactURL(url), rev, ErrCommitNotFound)
+	}
+	r := &Repo{repo: gr, storer: gr.Storer, remoteName: "origin", remoteURL: url, auth: method}
+	fsys, err := r.FS(fromPlumbing(*h))
+	if err != nil {
+		return nil, Hash{}, err
+	}
+	if dir == "" || dir == "." {
+		return fsys, fromPlumbing(*h), nil
+	}
+	sub, err := fs.Sub(fsys, dir)
+	if err != nil {
+		return nil, Hash{}, fmt.Errorf("gitsource: %s@%s: folder %q: %w", redactURL(url), rev, dir, err)
+	}
+	if _, err := fs.Stat(fsys, dir); err != nil {
+		return nil, Hash{}, fmt.Errorf("gitsource: %s@%s: folder %q: %w", redactURL(url), rev, dir, err)
+	}
+	return sub, fromPlumbing(*h), nil
+}
