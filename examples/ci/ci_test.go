@@ -89,7 +89,7 @@ func TestCIScriptPlansLocksAndChecksAgainstARealRemote(t *testing.T) {
 	}
 
 	// A pull request changes an environment value.
-	r.git("fetch", "--quiet", "origin")
+	r.git("fetch", "--quiet", authURL, "+refs/heads/*:refs/remotes/origin/*")
 	r.git("checkout", "--quiet", "-b", "change-log-level", "origin/main")
 	envFile := filepath.Join(work, "clusters/local/environments/dev/environment.cue")
 	if err := os.WriteFile(envFile, []byte("namespacePrefix: \"dev\"\nbackupLocation: \"s3://backups/local/dev\"\nconfig: logLevel: \"trace\"\n"), 0o644); err != nil {
@@ -105,7 +105,7 @@ func TestCIScriptPlansLocksAndChecksAgainstARealRemote(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, want := range []string{"local/dev/web", "local/dev/hub", "environment dev"} {
+	for _, want := range []string{"local/dev/web", "local/dev/hub", "environment `local/dev`: 2 of 2 deployments redeploy"} {
 		if !strings.Contains(string(plan), want) {
 			t.Errorf("plan markdown lacks %q:\n%s", want, plan)
 		}
@@ -129,7 +129,7 @@ func TestCIScriptPlansLocksAndChecksAgainstARealRemote(t *testing.T) {
 	if !strings.Contains(msg, "Styrmin-Lock: local/dev/web=2") || strings.Contains(msg, "local/staging") {
 		t.Fatalf("second lock commit should lock dev only:\n%s", msg)
 	}
-	r.git("fetch", "--quiet", "origin")
+	r.git("fetch", "--quiet", authURL, "+refs/heads/*:refs/remotes/origin/*")
 	r.git("reset", "--quiet", "--hard", "origin/main")
 	if out, code := r.script("check"); code != 0 {
 		t.Fatalf("check after locking: exit %d\n%s", code, out)
