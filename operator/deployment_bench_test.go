@@ -93,7 +93,13 @@ func resourceOf(p string) string {
 func BenchmarkDeploymentController(b *testing.B) {
 	n := *benchDeployments
 	ctrllog.SetLogger(logr.Discard())
-	c := testcluster.StartT(b, testcluster.Options{Workloads: true, Nodes: max(2, n*2/200+1)})
+	// Room for every pod (2 per deployment, the baseline's too) and the
+	// surge of a rolling update; kwok nodes hold 250 pods each.
+	pods := 3 * n
+	if *benchBaseline {
+		pods += 2 * n
+	}
+	c := testcluster.StartT(b, testcluster.Options{Workloads: true, Nodes: max(2, pods/250+1)})
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	if err := operator.InstallCRDs(ctx, c.RESTConfig); err != nil {
