@@ -4,8 +4,11 @@ import (
 	"errors"
 	"fmt"
 	"path"
+	"runtime"
 	"sort"
 	"strings"
+	"sync"
+	"sync/atomic"
 
 	"github.com/styrmin/styrmin/drivers"
 )
@@ -101,10 +104,16 @@ func Resolve(repo *Repository, opts Options) *Result {
 	if opts.Catalog == nil {
 		opts.Catalog = drivers.NewCatalog()
 	}
+	type job struct {
+		c   *Cluster
+		e   *Environment
+		d   *Deployment
+		p   *pending
+		err error
+	}
+	var jobs []*job
 	for _, c := range repo.Clusters {
 		for _, e := range c.Environments {
-			byName := map[string]*pending{}
-			var order []*pending
 			for _, d := range e.Deployments {
 				out.Present[d.ID] = true
 				if d.Hold != "" {
@@ -113,29 +122,69 @@ func Resolve(repo *Repository, opts Options) *Result {
 				if opts.Only != nil && !opts.Only[d.ID] && !connectedFromOnly(e, d, opts.Only) {
 					continue
 				}
-				p, err := firstPass(c, e, d, opts)
-				if err != nil {
-					out.Errors = append(out.Errors, &DeploymentError{ID: d.ID, Err: err})
-					continue
-				}
-				byName[d.ID.Name] = p
-				order = append(order, p)
+				jobs = append(jobs, &job{c: c, e: e, d: d})
 			}
-			for _, p := range order {
-				if opts.Only != nil && !opts.Only[p.res.Deployment.ID] {
-					continue
-				}
-				if err := secondPass(e, p, byName); err != nil {
-					out.Errors = append(out.Errors, &DeploymentError{ID: p.res.Deployment.ID, Err: err})
-					continue
-				}
-				out.Resolved = append(out.Resolved, p.res)
-			}
+		}
+	}
+	// Deployments resolve independently (drivers are safe for concurrent
+	// use), so both passes run on every core; results keep their order.
+	parallel(len(jobs), func(i int) {
+		j := jobs[i]
+		j.p, j.err = firstPass(j.c, j.e, j.d, opts)
+	})
+	byEnv := map[*Environment]map[string]*pending{}
+	for _, j := range jobs {
+		if j.err != nil {
+			continue
+		}
+		if byEnv[j.e] == nil {
+			byEnv[j.e] = map[string]*pending{}
+		}
+		byEnv[j.e][j.d.ID.Name] = j.p
+	}
+	second := make([]error, len(jobs))
+	parallel(len(jobs), func(i int) {
+		j := jobs[i]
+		if j.err != nil || (opts.Only != nil && !opts.Only[j.d.ID]) {
+			return
+		}
+		second[i] = secondPass(j.e, j.p, byEnv[j.e])
+	})
+	for i, j := range jobs {
+		switch {
+		case j.err != nil:
+			out.Errors = append(out.Errors, &DeploymentError{ID: j.d.ID, Err: j.err})
+		case opts.Only != nil && !opts.Only[j.d.ID]:
+		case second[i] != nil:
+			out.Errors = append(out.Errors, &DeploymentError{ID: j.d.ID, Err: second[i]})
+		default:
+			out.Resolved = append(out.Resolved, j.p.res)
 		}
 	}
 	sort.Slice(out.Resolved, func(i, j int) bool { return lessID(out.Resolved[i].Instance.ID, out.Resolved[j].Instance.ID) })
 	sort.Slice(out.Errors, func(i, j int) bool { return lessID(out.Errors[i].ID, out.Errors[j].ID) })
 	return out
+}
+
+// parallel runs f(0..n-1) on GOMAXPROCS goroutines.
+func parallel(n int, f func(int)) {
+	workers := min(runtime.GOMAXPROCS(0), n)
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	for range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				i := int(next.Add(1)) - 1
+				if i >= n {
+					return
+				}
+				f(i)
+			}
+		}()
+	}
+	wg.Wait()
 }
 
 // connectedFromOnly reports whether a deployment selected by only
