@@ -13,7 +13,7 @@ KUBECONFIG_LOCAL := .cluster/kubeconfig
 
 .DEFAULT_GOAL := help
 
-.PHONY: help build testcluster test bench lint clusterctl cluster-up cluster-down cluster-status demo
+.PHONY: help build testcluster test bench bench-agent lint clusterctl cluster-up cluster-down cluster-status demo
 
 help: ## List the targets.
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{ printf "  %-15s %s\n", $$1, $$2 }'
@@ -29,6 +29,9 @@ test: testcluster ## Run all tests (integration tests start real control planes)
 
 bench: testcluster ## Run the benchmarks.
 	$(GO) test -run '^$$' -bench . -benchmem -timeout $(TEST_TIMEOUT) ./...
+
+bench-agent: testcluster ## The agent at 500 webapp deployments: create and fan-out times, API-server CPU, peak heap (minutes).
+	$(GO) test ./operator -run '^$$' -bench DeploymentController -benchtime 1x -deployments 500 -baseline -timeout $(TEST_TIMEOUT)
 
 lint: ## gofmt and go vet.
 	@out="$$(gofmt -l .)"; if [ -n "$$out" ]; then echo "gofmt -l reports:"; echo "$$out"; exit 1; fi
