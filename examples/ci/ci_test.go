@@ -24,10 +24,10 @@ func buildStyrminctl(t *testing.T) string {
 }
 
 type run struct {
-	t      *testing.T
-	srv    *gitserver.Server
-	work   string
-	env    []string
+	t          *testing.T
+	srv        *gitserver.Server
+	work       string
+	env        []string
 	scriptPath string
 }
 
