@@ -120,26 +120,12 @@ func (l *Locker) Start(ctx context.Context) error {
 		}
 		return err
 	}
-	t := time.NewTimer(0)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return nil
-		case <-t.C:
-		case <-l.trigger:
-			if !t.Stop() {
-				select {
-				case <-t.C:
-				default:
-				}
-			}
-		}
+	pollLoop(ctx, l.opts.Interval, l.trigger, func(ctx context.Context) {
 		if _, err := l.LockHead(ctx); err != nil && ctx.Err() == nil {
 			l.opts.Log.Error(err, "lock failed")
 		}
-		t.Reset(l.opts.Interval)
-	}
+	})
+	return nil
 }
 
 // LockHead fetches the branch and locks its head unless it was handled

@@ -143,26 +143,12 @@ func (s *Syncer) NeedLeaderElection() bool { return true }
 // A failed sync is logged and recorded on the StyrminSource; the next poll
 // tries again.
 func (s *Syncer) Start(ctx context.Context) error {
-	t := time.NewTimer(0)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return nil
-		case <-t.C:
-		case <-s.trigger:
-			if !t.Stop() {
-				select {
-				case <-t.C:
-				default:
-				}
-			}
-		}
+	pollLoop(ctx, s.opts.Interval, s.trigger, func(ctx context.Context) {
 		if _, err := s.Sync(ctx); err != nil && ctx.Err() == nil {
 			s.opts.Log.Error(err, "sync failed", "source", s.opts.Source.String())
 		}
-		t.Reset(s.opts.Interval)
-	}
+	})
+	return nil
 }
 
 // SyncResult says what one Sync did.
