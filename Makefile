@@ -13,7 +13,7 @@ KUBECONFIG_LOCAL := .cluster/kubeconfig
 
 .DEFAULT_GOAL := help
 
-.PHONY: help build testcluster test bench bench-agent lint clusterctl cluster-up cluster-down cluster-status demo
+.PHONY: help build testcluster test bench bench-agent bench-controller lint clusterctl cluster-up cluster-down cluster-status demo
 
 help: ## List the targets.
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{ printf "  %-15s %s\n", $$1, $$2 }'
@@ -27,10 +27,13 @@ testcluster: ## Build the local control plane into .bin/testcluster (once; then 
 test: testcluster ## Run all tests (integration tests start real control planes).
 	$(GO) test -timeout $(TEST_TIMEOUT) ./...
 
-bench: testcluster ## Run the benchmarks.
-	$(GO) test -run '^$$' -bench . -benchmem -timeout $(TEST_TIMEOUT) ./...
+bench: testcluster ## Run the benchmarks (but the two 500-deployment ones: bench-agent, bench-controller).
+	$(GO) test -run '^$$' -bench . -skip 'AgentThroughGit|DeploymentController' -benchmem -timeout $(TEST_TIMEOUT) ./...
 
-bench-agent: testcluster ## The agent at 500 webapp deployments: create and fan-out times, API-server CPU, peak heap (minutes).
+bench-agent: testcluster ## The agent binary at 500 webapp deployments locked in one commit: create and fan-out until Ready, API-server CPU, peak memory.
+	$(GO) test ./e2e -run '^$$' -bench AgentThroughGit -benchtime 1x -agent-deployments 500 -timeout $(TEST_TIMEOUT)
+
+bench-controller: testcluster ## The StyrminDeployment controller alone at 500 deployments, against applying the same objects directly.
 	$(GO) test ./operator -run '^$$' -bench DeploymentController -benchtime 1x -deployments 500 -baseline -timeout $(TEST_TIMEOUT)
 
 lint: ## gofmt and go vet.

@@ -67,7 +67,7 @@ func TestMain(m *testing.M) {
 
 // buildBinaries builds both commands with `go build` into a temporary
 // folder, once.
-func buildBinaries(t *testing.T) (ctl, agent string) {
+func buildBinaries(t testing.TB) (ctl, agent string) {
 	t.Helper()
 	binaries.once.Do(func() {
 		wd, err := os.Getwd()
@@ -113,7 +113,7 @@ type env struct {
 	agent      *agentProc
 }
 
-func newEnv(t *testing.T) *env {
+func newEnv(t testing.TB) *env {
 	t.Helper()
 	ctl, bin := buildBinaries(t)
 	c := testcluster.StartT(t, testcluster.Options{Workloads: true})
@@ -140,7 +140,7 @@ func newEnv(t *testing.T) *env {
 }
 
 // examplesFS is the example repository without its Go files and CI folder.
-func examplesFS(t *testing.T) fstest.MapFS {
+func examplesFS(t testing.TB) fstest.MapFS {
 	t.Helper()
 	out := fstest.MapFS{}
 	src := os.DirFS("../examples")
@@ -158,7 +158,7 @@ func examplesFS(t *testing.T) fstest.MapFS {
 	return out
 }
 
-func (e *env) createSecret(t *testing.T, name string, data map[string][]byte) {
+func (e *env) createSecret(t testing.TB, name string, data map[string][]byte) {
 	t.Helper()
 	err := e.c.Create(context.Background(), &corev1.Secret{
 		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: config.AgentNamespace},
@@ -169,7 +169,7 @@ func (e *env) createSecret(t *testing.T, name string, data map[string][]byte) {
 	}
 }
 
-func (e *env) apply(t *testing.T, docs [][]byte) {
+func (e *env) apply(t testing.TB, docs [][]byte) {
 	t.Helper()
 	for _, doc := range docs {
 		u := &unstructured.Unstructured{}
@@ -184,7 +184,7 @@ func (e *env) apply(t *testing.T, docs [][]byte) {
 
 // impersonating writes a copy of the admin kubeconfig acting as user, so
 // the agent runs with exactly the RBAC of config/.
-func impersonating(t *testing.T, admin, user string) string {
+func impersonating(t testing.TB, admin, user string) string {
 	t.Helper()
 	cfg, err := clientcmd.LoadFromFile(admin)
 	if err != nil {
@@ -202,7 +202,7 @@ func impersonating(t *testing.T, admin, user string) string {
 
 // newClone clones the repository into a folder, as a user's checkout that
 // `styrminctl lock --push` runs in.
-func (e *env) newClone(t *testing.T) string {
+func (e *env) newClone(t testing.TB) string {
 	t.Helper()
 	dir := filepath.Join(t.TempDir(), "clone")
 	if _, err := gitsource.Clone(context.Background(), e.url, dir, gitsource.CloneOptions{Branch: "main", Auth: gitsource.Auth{Token: gitToken}}); err != nil {
@@ -215,7 +215,7 @@ var lockedLine = regexp.MustCompile(`(?m)^locked (\S+)=(\d+) `)
 
 // lockPush runs `styrminctl lock --push` in clone and returns the
 // sequences it locked by deployment key (cluster/env/name) and its output.
-func (e *env) lockPush(t *testing.T, clone string) (map[string]int64, string) {
+func (e *env) lockPush(t testing.TB, clone string) (map[string]int64, string) {
 	t.Helper()
 	locked, out, err := e.lockPushErr(clone)
 	if err != nil {
@@ -245,7 +245,7 @@ type agentProc struct {
 	mu   *sync.Mutex
 }
 
-func (e *env) startAgent(t *testing.T, extra ...string) *agentProc {
+func (e *env) startAgent(t testing.TB, extra ...string) *agentProc {
 	t.Helper()
 	args := append([]string{
 		"--cluster=" + clusterName,
@@ -302,7 +302,7 @@ func (e *env) startAgent(t *testing.T, extra ...string) *agentProc {
 }
 
 // waitUntil polls cond every 100ms until it holds.
-func waitUntil(t *testing.T, timeout time.Duration, what string, cond func(ctx context.Context) (bool, string, error)) {
+func waitUntil(t testing.TB, timeout time.Duration, what string, cond func(ctx context.Context) (bool, string, error)) {
 	t.Helper()
 	var last string
 	err := wait.PollUntilContextTimeout(context.Background(), 100*time.Millisecond, timeout, true, func(ctx context.Context) (bool, error) {
@@ -316,7 +316,7 @@ func waitUntil(t *testing.T, timeout time.Duration, what string, cond func(ctx c
 }
 
 // waitTask waits until the task of a deployment's sequence is terminal.
-func (e *env) waitTask(t *testing.T, ns, name string, seq int64) *v1alpha1.StyrminTask {
+func (e *env) waitTask(t testing.TB, ns, name string, seq int64) *v1alpha1.StyrminTask {
 	t.Helper()
 	var task v1alpha1.StyrminTask
 	key := client.ObjectKey{Namespace: ns, Name: operator.TaskName(name, seq)}
@@ -336,7 +336,7 @@ func (e *env) waitTask(t *testing.T, ns, name string, seq int64) *v1alpha1.Styrm
 	return &task
 }
 
-func requirePhase(t *testing.T, task *v1alpha1.StyrminTask, want v1alpha1.TaskPhase) {
+func requirePhase(t testing.TB, task *v1alpha1.StyrminTask, want v1alpha1.TaskPhase) {
 	t.Helper()
 	if task.Status.Phase != want {
 		t.Fatalf("task %s/%s: phase %s (%s), want %s", task.Namespace, task.Name, task.Status.Phase, task.Status.Message, want)
@@ -344,7 +344,7 @@ func requirePhase(t *testing.T, task *v1alpha1.StyrminTask, want v1alpha1.TaskPh
 }
 
 // tasks lists a namespace's task names, sorted.
-func (e *env) tasks(t *testing.T, ns string) []string {
+func (e *env) tasks(t testing.TB, ns string) []string {
 	t.Helper()
 	var list v1alpha1.StyrminTaskList
 	if err := e.c.List(context.Background(), &list, client.InNamespace(ns)); err != nil {
@@ -358,7 +358,7 @@ func (e *env) tasks(t *testing.T, ns string) []string {
 }
 
 // deployment reads the StyrminDeployment of a namespace (nil: none).
-func (e *env) deployment(t *testing.T, ns string) *v1alpha1.StyrminDeployment {
+func (e *env) deployment(t testing.TB, ns string) *v1alpha1.StyrminDeployment {
 	t.Helper()
 	var sd v1alpha1.StyrminDeployment
 	err := e.c.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: ns}, &sd)
@@ -373,7 +373,7 @@ func (e *env) deployment(t *testing.T, ns string) *v1alpha1.StyrminDeployment {
 
 // waitSynced waits until the agent's StyrminSource has synced the
 // repository's head.
-func (e *env) waitSynced(t *testing.T) {
+func (e *env) waitSynced(t testing.TB) {
 	t.Helper()
 	head := e.git.Head(repoName, "main")
 	waitUntil(t, waitLimit, "the agent to sync "+head, func(ctx context.Context) (bool, string, error) {
@@ -387,7 +387,7 @@ func (e *env) waitSynced(t *testing.T) {
 
 // deployAll locks the seeded repository, starts the agent and waits until
 // the four example deployments are created.
-func (e *env) deployAll(t *testing.T, clone string, agentArgs ...string) {
+func (e *env) deployAll(t testing.TB, clone string, agentArgs ...string) {
 	t.Helper()
 	locked, out := e.lockPush(t, clone)
 	if len(locked) != 4 {
@@ -425,7 +425,7 @@ parameters: {%s}
 }
 
 // readExample reads a file of examples/.
-func readExample(t *testing.T, p string) []byte {
+func readExample(t testing.TB, p string) []byte {
 	t.Helper()
 	b, err := os.ReadFile(filepath.Join("..", "examples", filepath.FromSlash(p)))
 	if err != nil {
