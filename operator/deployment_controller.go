@@ -99,6 +99,19 @@ type reconcileState struct {
 	requeueAfter time.Duration
 }
 
+// requeueWithin asks for the next reconcile within d: the earliest wish of
+// the phases wins.
+func (rs *reconcileState) requeueWithin(d time.Duration) {
+	if rs.requeueAfter == 0 || d < rs.requeueAfter {
+		rs.requeueAfter = d
+	}
+}
+
+// readyPollInterval bounds how long a deployment waits to be looked at
+// again while its components are not ready: workload status events can be
+// missed (the cache holds only labelled workloads), and a task waits on it.
+const readyPollInterval = 5 * time.Second
+
 // phase is one step of a reconcile.
 type phase func(ctx context.Context, rs *reconcileState) error
 
@@ -307,6 +320,7 @@ func (r *deploymentReconciler) health(ctx context.Context, rs *reconcileState) e
 	notReady := notReadySummary(comps)
 	if notReady != "" {
 		setCondition(sd, v1alpha1.ConditionReady, metav1.ConditionFalse, v1alpha1.ReasonComponentsNotReady, notReady)
+		rs.requeueWithin(readyPollInterval)
 		return nil
 	}
 	rs.ready = true
@@ -329,7 +343,7 @@ func (r *deploymentReconciler) correctDrift(ctx context.Context, rs *reconcileSt
 	st := r.state(sd.Namespace)
 	now := r.now()
 	if now.Before(st.nextCheck) {
-		rs.requeueAfter = st.nextCheck.Sub(now)
+		rs.requeueWithin(st.nextCheck.Sub(now))
 		return nil
 	}
 	running, err := r.runningTask(ctx, sd.Namespace)
@@ -339,13 +353,13 @@ func (r *deploymentReconciler) correctDrift(ctx context.Context, rs *reconcileSt
 	if running != "" {
 		// Checked again soon: the task's end does not requeue this object.
 		setCondition(sd, v1alpha1.ConditionDrifted, metav1.ConditionFalse, v1alpha1.ReasonDriftCheckPaused, "task "+running+" is running: its steps change workloads on purpose")
-		rs.requeueAfter = min(r.interval, taskPollInterval)
+		rs.requeueWithin(min(r.interval, taskPollInterval))
 		return nil
 	}
 	start := time.Now()
 	drifts, err := r.checkDrift(ctx, sd, st)
 	st.nextCheck = now.Add(r.interval)
-	rs.requeueAfter = r.interval
+	rs.requeueWithin(r.interval)
 	defer func() { r.metrics.driftDuration.Observe(time.Since(start).Seconds()) }()
 	if errors.Is(err, errReleaseGone) {
 		// Someone removed the release's record: install it again now.
