@@ -5,7 +5,6 @@ import (
 	"bytes"
 	"context"
 	"fmt"
-	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -15,7 +14,6 @@ import (
 	"sync"
 	"syscall"
 	"testing"
-	"testing/fstest"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -31,6 +29,7 @@ import (
 	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 
 	"github.com/styrmin/styrmin/config"
+	"github.com/styrmin/styrmin/examples"
 	"github.com/styrmin/styrmin/gitsource"
 	"github.com/styrmin/styrmin/gitsource/gitserver"
 	"github.com/styrmin/styrmin/operator"
@@ -134,28 +133,9 @@ func newEnv(t testing.TB) *env {
 	e.createSecret(t, repoSecret, map[string][]byte{operator.SecretKeyToken: []byte(gitToken)})
 	e.kubeconfig = impersonating(t, c.KubeconfigPath, "system:serviceaccount:"+config.AgentNamespace+":"+config.AgentServiceAccount)
 	e.git = gitserver.New(t, gitserver.WithToken(gitToken))
-	e.git.Seed(repoName, examplesFS(t), "examples")
+	e.git.Seed(repoName, examples.Repo(), "examples")
 	e.url = e.git.RepoURL(repoName)
 	return e
-}
-
-// examplesFS is the example repository without its Go files and CI folder.
-func examplesFS(t testing.TB) fstest.MapFS {
-	t.Helper()
-	out := fstest.MapFS{}
-	src := os.DirFS("../examples")
-	err := fs.WalkDir(src, ".", func(p string, d fs.DirEntry, err error) error {
-		if err != nil || d.IsDir() || strings.HasSuffix(p, ".go") || strings.HasPrefix(p, "ci/") {
-			return err
-		}
-		b, err := fs.ReadFile(src, p)
-		out[p] = &fstest.MapFile{Data: b, Mode: 0o644}
-		return err
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return out
 }
 
 func (e *env) createSecret(t testing.TB, name string, data map[string][]byte) {

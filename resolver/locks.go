@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
-	"path"
 	"sort"
 	"strings"
 )
@@ -126,7 +125,7 @@ func NextInstances(res *Result, current map[ID]*Instance) ([]LockChange, error) 
 			Kind:         KindTombstone,
 			ID:           id,
 			Sequence:     prev.Sequence + 1,
-			SourceCommit: sourceCommitOf(res, prev),
+			SourceCommit: sourceCommitOf(res),
 		}
 		dg, err := t.ComputeDigest()
 		if err != nil {
@@ -141,7 +140,7 @@ func NextInstances(res *Result, current map[ID]*Instance) ([]LockChange, error) 
 
 // sourceCommitOf picks the commit recorded in a tombstone: the commit the
 // other instances of this resolution came from.
-func sourceCommitOf(res *Result, _ *Instance) string {
+func sourceCommitOf(res *Result) string {
 	for _, r := range res.Resolved {
 		return r.Instance.SourceCommit
 	}
@@ -167,6 +166,3 @@ func summarize(names []string) string {
 	}
 	return fmt.Sprintf("%s and %d more", strings.Join(names[:max], ", "), len(names)-max)
 }
-
-// lockFileName reports whether p looks like a lockfile path.
-func lockFileName(p string) bool { return strings.HasSuffix(path.Base(p), ".lock.yaml") }

@@ -82,12 +82,6 @@ func lessID(a, b ID) bool {
 // SortIDs sorts ids by cluster, environment, name.
 func SortIDs(ids []ID) { sort.Slice(ids, func(i, j int) bool { return lessID(ids[i], ids[j]) }) }
 
-// settingKeys are the settings that become typed context fields.
-var settingKeys = map[string]bool{
-	"domain": true, "ingressClass": true, "dedicatedIngress": true,
-	"storageClasses": true, "backupLocation": true, "config": true, "parameters": true,
-}
-
 // pending is a deployment between the two passes of Resolve.
 type pending struct {
 	res       *Resolved
@@ -317,8 +311,7 @@ func firstPass(c *Cluster, e *Environment, d *Deployment, opts Options) (*pendin
 func blameParameters(err error, prov Provenance, deploymentFile string) string {
 	var pe *drivers.ParameterError
 	if errors.As(err, &pe) {
-		for p, o := range prov.Under("parameters." + pe.Parameter) {
-			_ = p
+		for _, o := range prov.Under("parameters." + pe.Parameter) {
 			if o.Layer != "driver" {
 				return o.File
 			}
