@@ -30,7 +30,9 @@ var agentBenchDeployments = flag.Int("agent-deployments", 500, "webapp deploymen
 func BenchmarkAgentThroughGit(b *testing.B) {
 	n := *agentBenchDeployments
 	for b.Loop() {
-		e := newEnv(b)
+		// A rolling update runs a new pod beside the old one: room for
+		// two pods per deployment and the examples, 250 pods a node.
+		e := newEnvWithNodes(b, (2*n+50)/250+1)
 		cs, err := kubernetes.NewForConfig(e.cluster.RESTConfig)
 		if err != nil {
 			b.Fatal(err)

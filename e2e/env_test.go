@@ -114,8 +114,15 @@ type env struct {
 
 func newEnv(t testing.TB) *env {
 	t.Helper()
+	return newEnvWithNodes(t, 0)
+}
+
+// newEnvWithNodes starts the environment with that many fake nodes (0:
+// the cluster's default), each holding 250 pods.
+func newEnvWithNodes(t testing.TB, nodes int) *env {
+	t.Helper()
 	ctl, bin := buildBinaries(t)
-	c := testcluster.StartT(t, testcluster.Options{Workloads: true})
+	c := testcluster.StartT(t, testcluster.Options{Workloads: true, Nodes: nodes})
 	ctx := context.Background()
 	if err := operator.InstallCRDs(ctx, c.RESTConfig); err != nil {
 		t.Fatal(err)
