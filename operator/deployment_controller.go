@@ -12,6 +12,7 @@ import (
 
 	"github.com/go-logr/logr"
 	chartutil "helm.sh/helm/v4/pkg/chart/v2/util"
+	release "helm.sh/helm/v4/pkg/release/v1"
 	"helm.sh/helm/v4/pkg/storage/driver"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -84,6 +85,8 @@ type appliedRelease struct {
 	digest    string
 	release   v1alpha1.ReleaseStatus
 	inventory []v1alpha1.ObjectRef
+	// revision is the record written and the objects applied.
+	revision *appliedRevision
 }
 
 // reconcileState flows through the phases of one reconcile.
@@ -237,8 +240,16 @@ func (r *deploymentReconciler) release(ctx context.Context, rs *reconcileState) 
 		Objects:     rs.objects,
 		Description: releaseDescription(&sd.Spec),
 	}
+	revision := 0
+	if sd.Status.Release != nil {
+		revision = sd.Status.Release.Revision
+	}
+	var known *release.Release
+	if a := r.state(sd.Namespace).applied; a != nil && a.revision != nil {
+		known = a.revision.release
+	}
 	start := time.Now()
-	rel, installed, err := r.helm.apply(ctx, req, sd.Status.Release != nil)
+	applied, installed, err := r.helm.apply(ctx, req, known, revision)
 	op := "upgrade"
 	if installed {
 		op = "install"
@@ -253,6 +264,7 @@ func (r *deploymentReconciler) release(ctx context.Context, rs *reconcileState) 
 		}
 		return retryable(v1alpha1.ReasonApplyFailed, err)
 	}
+	rel := applied.release
 	now := metav1.NewTime(r.now())
 	sd.Status.Release = &v1alpha1.ReleaseStatus{
 		Name:            rel.Name,
@@ -265,7 +277,7 @@ func (r *deploymentReconciler) release(ctx context.Context, rs *reconcileState) 
 	sd.Status.ActiveDigest = sd.Spec.Digest
 	sd.Status.Inventory = inventoryOf(rs.objects, sd.Namespace)
 	// The drift check starts over with the new revision's objects.
-	r.resetState(sd.Namespace, &appliedRelease{digest: sd.Spec.Digest, release: *sd.Status.Release, inventory: slices.Clone(sd.Status.Inventory)})
+	r.resetState(sd.Namespace, &appliedRelease{digest: sd.Spec.Digest, release: *sd.Status.Release, inventory: slices.Clone(sd.Status.Inventory), revision: applied})
 	reason, verb := v1alpha1.EventUpgraded, "Upgraded"
 	if installed {
 		reason, verb = v1alpha1.EventInstalled, "Installed"
@@ -577,7 +589,13 @@ func (r *deploymentReconciler) state(namespace string) *deploymentState {
 func (r *deploymentReconciler) resetState(namespace string, applied *appliedRelease) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	r.states[namespace] = &deploymentState{applied: applied, nextCheck: r.now().Add(r.interval)}
+	st := &deploymentState{applied: applied, nextCheck: r.now().Add(r.interval)}
+	if rev := applied.revision; rev != nil {
+		// The apply's answers hold the field sets the drift check
+		// expects: its first check needs no dry-run apply.
+		st.objects, st.revision, st.expected = rev.objects, rev.release.Version, rev.fields
+	}
+	r.states[namespace] = st
 }
 
 func (r *deploymentReconciler) forget(namespace string) {

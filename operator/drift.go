@@ -13,6 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/dynamic"
 	"sigs.k8s.io/structured-merge-diff/v6/fieldpath"
 	"sigs.k8s.io/yaml"
@@ -166,11 +167,53 @@ func (d *driftChecker) correct(ctx context.Context, drifts []objectDrift, expect
 // apply applies one object with Styrmin's field manager, forcing
 // conflicts.
 func (d *driftChecker) apply(ctx context.Context, o *desiredObject, dryRun bool) (*unstructured.Unstructured, error) {
-	opts := metav1.ApplyOptions{FieldManager: v1alpha1.FieldManager, Force: true}
+	return d.applyObject(ctx, o, dryRun, true)
+}
+
+// applyObject applies one object with Styrmin's field manager and strict
+// field validation (an unknown field is an error, not a warning).
+func (d *driftChecker) applyObject(ctx context.Context, o *desiredObject, dryRun, force bool) (*unstructured.Unstructured, error) {
+	data, err := o.obj.MarshalJSON()
+	if err != nil {
+		return nil, fmt.Errorf("encode %s: %w", o.ref, err)
+	}
+	opts := metav1.PatchOptions{FieldManager: v1alpha1.FieldManager, Force: &force, FieldValidation: "Strict"}
 	if dryRun {
 		opts.DryRun = []string{metav1.DryRunAll}
 	}
-	return o.resource.Apply(ctx, o.ref.Name, o.obj, opts)
+	return o.resource.Patch(ctx, o.ref.Name, types.ApplyPatchType, data, opts)
+}
+
+// applyAll applies a release's objects in order, one request each, and
+// returns the field sets Styrmin owns on them afterwards (the expected
+// sets of the drift check). Without force an object whose fields another
+// manager owns is not taken over: the apply fails with a conflict.
+//
+// It also returns how many objects were applied before an error.
+func (d *driftChecker) applyAll(ctx context.Context, objects []*desiredObject, force bool) (map[string][]byte, int, error) {
+	fields := make(map[string][]byte, len(objects))
+	for i, o := range objects {
+		applied, err := d.applyObject(ctx, o, false, force)
+		if err != nil {
+			if apierrors.IsConflict(err) && !force {
+				return nil, i, fmt.Errorf("apply %s: it exists and another manager owns fields Styrmin would set; Styrmin does not take over an object it did not create: %w", o.ref, err)
+			}
+			return nil, i, fmt.Errorf("apply %s: %w", o.ref, err)
+		}
+		fields[objectKey(o.ref)] = ownedFields(applied)
+	}
+	return fields, len(objects), nil
+}
+
+// remove deletes an object a new revision no longer has; its dependents
+// go in the background. An object already gone is not an error.
+func (d *driftChecker) remove(ctx context.Context, o *desiredObject) error {
+	policy := metav1.DeletePropagationBackground
+	err := o.resource.Delete(ctx, o.ref.Name, metav1.DeleteOptions{PropagationPolicy: &policy})
+	if err != nil && !apierrors.IsNotFound(err) {
+		return fmt.Errorf("delete %s, which the new revision no longer has: %w", o.ref, err)
+	}
+	return nil
 }
 
 // ownedFields returns the field set (FieldsV1 JSON) Styrmin's manager owns

@@ -1,13 +1,13 @@
 package operator
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"io"
 	"log/slog"
 	"path"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -19,9 +19,12 @@ import (
 	ri "helm.sh/helm/v4/pkg/release"
 	rcommon "helm.sh/helm/v4/pkg/release/common"
 	release "helm.sh/helm/v4/pkg/release/v1"
+	releaseutil "helm.sh/helm/v4/pkg/release/v1/util"
 	"helm.sh/helm/v4/pkg/storage"
 	"helm.sh/helm/v4/pkg/storage/driver"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/discovery/cached/memory"
 	"k8s.io/client-go/kubernetes"
@@ -29,7 +32,6 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 	cmdutil "k8s.io/kubectl/pkg/cmd/util"
-	kyaml "sigs.k8s.io/kustomize/kyaml/yaml"
 
 	"github.com/styrmin/styrmin/drivers"
 	"github.com/styrmin/styrmin/operator/api/v1alpha1"
@@ -64,6 +66,9 @@ type helmReleases struct {
 	logger     slog.Handler
 	maxHistory int
 
+	// objects parses, applies and deletes a release's objects.
+	objects *driftChecker
+
 	mu      sync.Mutex
 	configs map[string]*action.Configuration
 }
@@ -75,9 +80,14 @@ type helmOptions struct {
 	MaxHistory int
 	// Logger receives Helm's log records.
 	Logger slog.Handler
+	// Objects parses, applies and deletes a release's objects (required).
+	Objects *driftChecker
 }
 
 func newHelmReleases(cfg *rest.Config, mapper meta.RESTMapper, opts helmOptions) (*helmReleases, error) {
+	if opts.Objects == nil {
+		return nil, errors.New("helm: Objects is required")
+	}
 	// Helm names its field manager after a package variable; without it
 	// Helm would use the binary's name, and drift detection would look for
 	// the wrong manager.
@@ -103,6 +113,7 @@ func newHelmReleases(cfg *rest.Config, mapper meta.RESTMapper, opts helmOptions)
 		caps:       caps,
 		logger:     logger,
 		maxHistory: opts.MaxHistory,
+		objects:    opts.Objects,
 		configs:    map[string]*action.Configuration{},
 	}, nil
 }
@@ -122,7 +133,9 @@ func (h *helmReleases) config(namespace string) *action.Configuration {
 	d := driver.NewSecrets(h.clientset.CoreV1().Secrets(namespace))
 	d.SetLogger(h.logger)
 	store := storage.Init(d)
-	store.MaxHistory = h.maxHistory
+	// History is trimmed by apply (trimHistory): Helm's trimming lists
+	// the history before every write.
+	store.MaxHistory = 0
 	cfg.RESTClientGetter = h.getter
 	cfg.KubeClient = &kubeClient{Client: kc}
 	cfg.Releases = store
@@ -154,83 +167,245 @@ type releaseRequest struct {
 	Description string
 }
 
-// apply installs the release or upgrades it to a new revision, with
-// server-side apply, forcing conflicts: the fields in the manifest belong
-// to Styrmin. exists says whether the caller knows of a release; the
-// guess costs nothing when right and one more request when wrong, which
-// saves reading the history before every operation. A revision left
-// pending by an agent that stopped mid-way is marked failed, so the
-// upgrade is not refused forever.
-func (h *helmReleases) apply(ctx context.Context, req releaseRequest, exists bool) (*release.Release, bool, error) {
-	cfg := h.config(req.Namespace)
-	if !exists {
-		rel, err := h.install(ctx, cfg, req)
-		if err == nil {
-			return rel, true, nil
-		}
-		// A release the caller did not know of (written by an agent that
-		// stopped before recording it) makes the install fail: upgrade it.
-		if _, lerr := lastRelease(cfg, req.Name); lerr != nil {
-			return nil, true, err
-		}
-	}
-	rel, err := h.upgrade(ctx, cfg, req)
-	if err == nil {
-		return rel, false, nil
-	}
-	last, lerr := lastRelease(cfg, req.Name)
-	switch {
-	case errors.Is(lerr, driver.ErrReleaseNotFound):
-		// The release's records are gone: install it again.
-		rel, err := h.install(ctx, cfg, req)
-		return rel, true, err
-	case lerr == nil && last.Info != nil && last.Info.Status.IsPending():
-		// Only this agent writes the release and it runs no action on it
-		// now: the pending revision was left by a stop.
-		last.SetStatus(rcommon.StatusFailed, "interrupted: the agent stopped during the operation")
-		if err := cfg.Releases.Update(last); err != nil {
-			return nil, false, fmt.Errorf("release %s/%s: marking interrupted revision %d failed: %w", req.Namespace, req.Name, last.Version, err)
-		}
-		rel, err := h.upgrade(ctx, cfg, req)
-		return rel, false, err
-	}
-	return nil, false, err
+// appliedRevision is a release revision this agent wrote, with the
+// objects it applied and the field sets Styrmin owns on them after the
+// apply: the first drift check of the revision needs neither a read of
+// the record nor a dry-run apply.
+type appliedRevision struct {
+	release *release.Release
+	objects []*desiredObject
+	fields  map[string][]byte
 }
 
-func (h *helmReleases) install(ctx context.Context, cfg *action.Configuration, req releaseRequest) (*release.Release, error) {
-	in := action.NewInstall(cfg)
-	in.ReleaseName = req.Name
-	in.Namespace = req.Namespace
-	in.ServerSideApply = true
-	in.ForceConflicts = true
-	in.WaitStrategy = kube.HookOnlyStrategy
-	in.DisableOpenAPIValidation = true
-	in.SkipSchemaValidation = true
-	in.Description = req.Description
-	in.PostRenderer = &renderedObjects{objects: req.Objects}
-	rel, err := in.RunWithContext(ctx, releaseChart(req), req.Values)
+// apply applies the request's objects with server-side apply and records
+// them as a new revision of the Helm release, in Helm's own storage
+// format, so `helm list`, `helm history` and `helm get manifest` show the
+// truth and `helm uninstall` works.
+//
+// It does what Helm's install and upgrade actions do here, with fewer
+// requests, which is what bounds the agent at scale (issue: API-server
+// CPU per deployment):
+//
+//   - Helm reads the release history (one or two LISTs) and reads every
+//     object before applying it; here the previous revision comes from
+//     memory (known) or by its key (one GET), and objects are applied
+//     without reading them.
+//   - Helm writes a revision three times (pending, then deployed, then
+//     the previous one superseded); here it is written once, when the
+//     apply has succeeded or failed, and the previous one once.
+//
+// The first revision is applied without forcing conflicts: an object that
+// exists and whose fields another manager owns is not taken over (Helm's
+// install refuses it too); later revisions force, as the fields are
+// Styrmin's. Objects of the previous revision that the new one lacks are
+// deleted, but for those annotated helm.sh/resource-policy: keep.
+//
+// known is the last revision this agent wrote (nil: none in memory) and
+// revision the one the StyrminDeployment's status records (0: none). A
+// failure after some objects were applied is recorded as a failed
+// revision, as Helm does.
+func (h *helmReleases) apply(ctx context.Context, req releaseRequest, known *release.Release, revision int) (*appliedRevision, bool, error) {
+	store := h.config(req.Namespace).Releases
+	prev, err := previousRevision(store, req.Name, known, revision)
 	if err != nil {
-		return nil, fmt.Errorf("install release %s/%s: %w", req.Namespace, req.Name, err)
+		return nil, false, fmt.Errorf("release %s/%s: reading revision %d: %w", req.Namespace, req.Name, revision, err)
+	}
+	manifest := releaseManifest(req.Objects)
+	objs, err := h.objects.desiredObjects(manifest, req.Name, req.Namespace, componentsOf(req.Objects, req.Namespace))
+	if err != nil {
+		return nil, false, err
+	}
+	fields, applied, applyErr := h.objects.applyAll(ctx, objs, prev != nil)
+	if applyErr != nil && applied == 0 {
+		// Nothing changed in the cluster: no revision to record (Helm's
+		// install refusing an object it would take over records none
+		// either), and a retry does not fill the history with failures.
+		return nil, prev == nil, fmt.Errorf("release %s/%s: %w", req.Namespace, req.Name, applyErr)
+	}
+	if applyErr == nil && prev != nil {
+		applyErr = h.prune(ctx, prev, objs, req)
+	}
+	now := time.Now()
+	rel := &release.Release{
+		Name:        req.Name,
+		Namespace:   req.Namespace,
+		Chart:       releaseChart(req),
+		Config:      req.Values,
+		Manifest:    manifest,
+		ApplyMethod: string(release.ApplyMethodServerSideApply),
+		Info:        &release.Info{FirstDeployed: now, LastDeployed: now, Status: rcommon.StatusDeployed, Description: req.Description},
+	}
+	if applyErr != nil {
+		rel.Info.Status = rcommon.StatusFailed
+		rel.Info.Description = truncate(req.Description+": "+applyErr.Error(), 1024)
+	}
+	pruneFrom := prev
+	if err := h.record(store, rel, &prev); err != nil {
+		return nil, prev == nil, errors.Join(applyErr, err)
+	}
+	if applyErr == nil && pruneFrom == nil && prev != nil {
+		// A record the caller did not know of: its objects may need
+		// pruning too.
+		applyErr = h.prune(ctx, prev, objs, req)
+	}
+	op := "install"
+	if prev != nil {
+		op = "upgrade"
+	}
+	if applyErr != nil {
+		return nil, prev == nil, fmt.Errorf("%s release %s/%s: %w", op, req.Namespace, req.Name, applyErr)
+	}
+	if prev != nil && prev.Info != nil && prev.Info.Status == rcommon.StatusDeployed {
+		prev.SetStatus(rcommon.StatusSuperseded, "Superseded by revision "+fmt.Sprint(rel.Version))
+		if err := store.Update(prev); err != nil {
+			return nil, false, fmt.Errorf("release %s/%s: marking revision %d superseded: %w", req.Namespace, req.Name, prev.Version, err)
+		}
+	}
+	h.trimHistory(store, rel)
+	return &appliedRevision{release: rel, objects: objs, fields: fields}, prev == nil, nil
+}
+
+// previousRevision returns the release's latest revision, nil when it has
+// none: the one in memory, else the one the status names (read by key),
+// else whatever the history holds (one LIST: a status can be lost, and a
+// revision 1 written over a longer, trimmed history would go unseen).
+func previousRevision(store *storage.Storage, name string, known *release.Release, revision int) (*release.Release, error) {
+	if known != nil && known.Version >= revision {
+		return known, nil
+	}
+	if revision == 0 {
+		return latestRevision(store, name)
+	}
+	rel, err := store.Get(name, revision)
+	if errors.Is(err, driver.ErrReleaseNotFound) {
+		// The records were removed, or revision is stale: ask for all.
+		return latestRevision(store, name)
+	}
+	if err != nil {
+		return nil, err
 	}
 	return asV1(rel)
 }
 
-func (h *helmReleases) upgrade(ctx context.Context, cfg *action.Configuration, req releaseRequest) (*release.Release, error) {
-	up := action.NewUpgrade(cfg)
-	up.Namespace = req.Namespace
-	up.ServerSideApply = "true"
-	up.ForceConflicts = true
-	up.WaitStrategy = kube.HookOnlyStrategy
-	up.DisableOpenAPIValidation = true
-	up.SkipSchemaValidation = true
-	up.MaxHistory = h.maxHistory
-	up.Description = req.Description
-	up.PostRenderer = &renderedObjects{objects: req.Objects}
-	rel, err := up.RunWithContext(ctx, req.Name, releaseChart(req), req.Values)
+// latestRevision lists the release's records and returns the newest, nil
+// when there is none.
+func latestRevision(store *storage.Storage, name string) (*release.Release, error) {
+	rel, err := store.Last(name)
+	if errors.Is(err, driver.ErrReleaseNotFound) {
+		return nil, nil
+	}
 	if err != nil {
-		return nil, fmt.Errorf("upgrade release %s/%s: %w", req.Namespace, req.Name, err)
+		return nil, err
 	}
 	return asV1(rel)
+}
+
+// record writes rel as the revision after *prev. A newer record than the
+// caller knew (written by an agent that stopped before recording it in
+// the status) moves the revision on; *prev becomes that record.
+func (h *helmReleases) record(store *storage.Storage, rel *release.Release, prev **release.Release) error {
+	for attempt := 0; ; attempt++ {
+		rel.Version = 1
+		if p := *prev; p != nil {
+			rel.Version = p.Version + 1
+			if p.Info != nil && !p.Info.FirstDeployed.IsZero() {
+				rel.Info.FirstDeployed = p.Info.FirstDeployed
+			}
+		}
+		err := store.Create(rel)
+		if !errors.Is(err, driver.ErrReleaseExists) || attempt == 2 {
+			if err != nil {
+				return fmt.Errorf("release %s/%s: recording revision %d: %w", rel.Namespace, rel.Name, rel.Version, err)
+			}
+			return nil
+		}
+		last, lerr := latestRevision(store, rel.Name)
+		if lerr != nil {
+			return fmt.Errorf("release %s/%s: reading its history: %w", rel.Namespace, rel.Name, lerr)
+		}
+		*prev = last
+	}
+}
+
+// trimHistory deletes the revision that falls out of the kept history.
+// Failing costs nothing but a record kept too long: it is logged only.
+func (h *helmReleases) trimHistory(store *storage.Storage, rel *release.Release) {
+	old := rel.Version - h.maxHistory
+	if h.maxHistory <= 0 || old < 1 {
+		return
+	}
+	key := fmt.Sprintf("%s.%s.v%d", storage.HelmStorageType, rel.Name, old)
+	err := h.clientset.CoreV1().Secrets(rel.Namespace).Delete(context.Background(), key, metav1.DeleteOptions{})
+	if err != nil && !apierrors.IsNotFound(err) {
+		h.logger.Handle(context.Background(), slog.NewRecord(time.Now(), slog.LevelWarn, //nolint:errcheck // logging only
+			fmt.Sprintf("release %s/%s: deleting revision %d: %v", rel.Namespace, rel.Name, old, err), 0))
+	}
+}
+
+// prune deletes the objects of the previous revision that the new one no
+// longer has.
+func (h *helmReleases) prune(ctx context.Context, prev *release.Release, objs []*desiredObject, req releaseRequest) error {
+	old, err := h.objects.desiredObjects(prev.Manifest, req.Name, req.Namespace, nil)
+	if err != nil {
+		return fmt.Errorf("previous revision %d: %w", prev.Version, err)
+	}
+	keep := make(map[string]bool, len(objs))
+	for _, o := range objs {
+		keep[objectKey(o.ref)] = true
+	}
+	for _, o := range old {
+		if keep[objectKey(o.ref)] || o.obj.GetAnnotations()[kube.ResourcePolicyAnno] == kube.KeepPolicy {
+			continue
+		}
+		if err := h.objects.remove(ctx, o); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// componentsOf maps each rendered object's key to its component.
+func componentsOf(objects []drivers.Object, namespace string) map[string]string {
+	out := make(map[string]string, len(objects))
+	for _, ref := range inventoryOf(objects, namespace) {
+		out[objectKey(ref)] = ref.Component
+	}
+	return out
+}
+
+// releaseManifest is the release's manifest as Helm writes it: the
+// objects in Helm's install order, each under a "# Source:" line naming
+// its component, so `helm get manifest` shows where an object comes from.
+func releaseManifest(objects []drivers.Object) string {
+	sorted := slices.Clone(objects)
+	order := make(map[string]int, len(releaseutil.InstallOrder))
+	for i, k := range releaseutil.InstallOrder {
+		order[k] = i
+	}
+	rank := func(kind string) int {
+		if i, ok := order[kind]; ok {
+			return i
+		}
+		return len(order)
+	}
+	slices.SortStableFunc(sorted, func(a, b drivers.Object) int {
+		if c := rank(a.Kind) - rank(b.Kind); c != 0 {
+			return c
+		}
+		if rank(a.Kind) == len(order) {
+			return strings.Compare(a.Kind, b.Kind)
+		}
+		return 0
+	})
+	var b strings.Builder
+	for _, o := range sorted {
+		b.WriteString("---\n# Source: ")
+		b.WriteString(sourceName(o))
+		b.WriteString("\n")
+		b.WriteString(strings.TrimSpace(string(o.YAML)))
+		b.WriteString("\n")
+	}
+	return b.String()
 }
 
 // uninstall removes the release and its objects. A missing release is not
@@ -289,34 +464,6 @@ func releaseChart(req releaseRequest) *chartv2.Chart {
 			Annotations: map[string]string{driverDigestAnnotation: req.Driver.Digest},
 		},
 	}
-}
-
-// renderedObjects is the post-renderer: it hands Helm the objects
-// drivers.Render produced (values from the instance, then the driver's
-// patches), each named after its component so `helm get manifest` shows
-// where an object comes from.
-type renderedObjects struct {
-	objects []drivers.Object
-}
-
-func (p *renderedObjects) Run(*bytes.Buffer) (*bytes.Buffer, error) {
-	var out bytes.Buffer
-	for _, o := range p.objects {
-		node, err := kyaml.Parse(string(o.YAML))
-		if err != nil {
-			return nil, fmt.Errorf("rendered %s/%s: %w", o.Kind, o.Name, err)
-		}
-		if err := node.PipeE(kyaml.SetAnnotation(postRenderFilenameAnnotation, sourceName(o))); err != nil {
-			return nil, fmt.Errorf("rendered %s/%s: %w", o.Kind, o.Name, err)
-		}
-		s, err := node.String()
-		if err != nil {
-			return nil, fmt.Errorf("rendered %s/%s: %w", o.Kind, o.Name, err)
-		}
-		out.WriteString("---\n")
-		out.WriteString(s)
-	}
-	return &out, nil
 }
 
 // sourceName is the "# Source:" of an object in the release manifest.

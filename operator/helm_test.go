@@ -1,43 +1,35 @@
 package operator
 
 import (
-	"bytes"
-	"strings"
 	"testing"
+
+	releaseutil "helm.sh/helm/v4/pkg/release/v1/util"
 
 	"github.com/styrmin/styrmin/drivers"
 	"github.com/styrmin/styrmin/operator/api/v1alpha1"
 )
 
-// TestPostRendererHandsHelmTheRenderedObjects pins that the post-renderer
-// ignores Helm's own output and yields the driver's objects, each named
-// after its component.
-func TestPostRendererHandsHelmTheRenderedObjects(t *testing.T) {
-	pr := &renderedObjects{objects: []drivers.Object{
-		{APIVersion: "v1", Kind: "ConfigMap", Name: "web-content", Namespace: "dev-web", Component: "",
-			YAML: []byte("apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: web-content\n  namespace: dev-web\ndata:\n  message: hi\n")},
+// TestReleaseManifestIsHelmsFormatInInstallOrder pins the manifest
+// recorded on a revision: Helm's install order (a ConfigMap before the
+// Deployment that mounts it, an unknown kind last), a "# Source:" line
+// naming each object's component, and the driver's YAML as rendered.
+func TestReleaseManifestIsHelmsFormatInInstallOrder(t *testing.T) {
+	m := releaseManifest([]drivers.Object{
+		{APIVersion: "example.com/v1", Kind: "Widget", Name: "w", Component: "web",
+			YAML: []byte("apiVersion: example.com/v1\nkind: Widget\nmetadata:\n  name: w\n")},
 		{APIVersion: "apps/v1", Kind: "Deployment", Name: "web", Namespace: "dev-web", Component: "web",
 			YAML: []byte("apiVersion: apps/v1\nkind: Deployment\nmetadata:\n  name: web\n  namespace: dev-web\nspec:\n  replicas: 2\n")},
-	}}
-	out, err := pr.Run(bytes.NewBufferString("apiVersion: v1\nkind: Secret\nmetadata:\n  name: from-helm\n"))
-	if err != nil {
-		t.Fatal(err)
+		{APIVersion: "v1", Kind: "ConfigMap", Name: "web-content", Namespace: "dev-web",
+			YAML: []byte("apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: web-content\n  namespace: dev-web\ndata:\n  message: hi\n")},
+	})
+	want := "---\n# Source: shared/configmap-web-content.yaml\napiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: web-content\n  namespace: dev-web\ndata:\n  message: hi\n" +
+		"---\n# Source: web/deployment-web.yaml\napiVersion: apps/v1\nkind: Deployment\nmetadata:\n  name: web\n  namespace: dev-web\nspec:\n  replicas: 2\n" +
+		"---\n# Source: web/widget-w.yaml\napiVersion: example.com/v1\nkind: Widget\nmetadata:\n  name: w\n"
+	if m != want {
+		t.Fatalf("manifest:\n%s\nwant:\n%s", m, want)
 	}
-	s := out.String()
-	if strings.Contains(s, "from-helm") {
-		t.Fatal("Helm's own rendering leaked into the output")
-	}
-	for _, want := range []string{
-		postRenderFilenameAnnotation + ": 'shared/configmap-web-content.yaml'",
-		postRenderFilenameAnnotation + ": 'web/deployment-web.yaml'",
-		"message: hi", "replicas: 2",
-	} {
-		if !strings.Contains(s, want) {
-			t.Errorf("output lacks %q:\n%s", want, s)
-		}
-	}
-	if _, err := (&renderedObjects{objects: []drivers.Object{{Kind: "X", Name: "y", YAML: []byte("a: [")}}}).Run(nil); err == nil {
-		t.Fatal("no error for an object that is not YAML")
+	if docs := releaseutil.SplitManifests(m); len(docs) != 3 {
+		t.Fatalf("Helm splits the manifest into %d documents, want 3", len(docs))
 	}
 }
 

@@ -155,22 +155,24 @@ func NewManager(cfg *rest.Config, opts Options) (ctrl.Manager, error) {
 	if err != nil {
 		return nil, fmt.Errorf("operator: metrics: %w", err)
 	}
-	helm, err := newHelmReleases(cfg, mgr.GetRESTMapper(), helmOptions{
-		MaxHistory: opts.HelmMaxHistory,
-		Logger:     logr.ToSlogHandler(opts.Logger.WithName("helm").V(1)),
-	})
-	if err != nil {
-		return nil, err
-	}
 	dyn, err := dynamic.NewForConfigAndClient(cfg, mgr.GetHTTPClient())
 	if err != nil {
 		return nil, fmt.Errorf("operator: dynamic client: %w", err)
+	}
+	objects := &driftChecker{dyn: dyn, mapper: mgr.GetRESTMapper()}
+	helm, err := newHelmReleases(cfg, mgr.GetRESTMapper(), helmOptions{
+		MaxHistory: opts.HelmMaxHistory,
+		Logger:     logr.ToSlogHandler(opts.Logger.WithName("helm").V(1)),
+		Objects:    objects,
+	})
+	if err != nil {
+		return nil, err
 	}
 	r := &deploymentReconciler{
 		client:   mgr.GetClient(),
 		drivers:  opts.Drivers,
 		helm:     helm,
-		drift:    &driftChecker{dyn: dyn, mapper: mgr.GetRESTMapper()},
+		drift:    objects,
 		recorder: mgr.GetEventRecorder("styrmin-agent"),
 		metrics:  m,
 		interval: opts.DriftInterval,

@@ -361,8 +361,11 @@ func (c *Cluster) stop(keepLogs bool) error {
 	if c.ownsLogDir && keepLogs {
 		kept, err := os.MkdirTemp("", "testcluster-logs-")
 		if err == nil {
-			if err = os.Rename(c.LogDir, kept); err == nil {
-				c.LogDir = kept
+			// os.Rename refuses an existing directory as the target:
+			// the logs go into the new one.
+			dst := filepath.Join(kept, "logs")
+			if err = os.Rename(c.LogDir, dst); err == nil {
+				c.LogDir = dst
 			} else {
 				_ = os.Remove(kept)
 			}

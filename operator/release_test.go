@@ -1,0 +1,231 @@
+package operator
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+	"testing"
+
+	"helm.sh/helm/v4/pkg/action"
+	release "helm.sh/helm/v4/pkg/release/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/cli-runtime/pkg/genericclioptions"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"sigs.k8s.io/controller-runtime/pkg/client/apiutil"
+
+	"github.com/styrmin/styrmin/drivers"
+	"github.com/styrmin/styrmin/operator/api/v1alpha1"
+	"github.com/styrmin/styrmin/testcluster"
+)
+
+// releaseEnv is an API server and the release layer the agent uses.
+type releaseEnv struct {
+	cluster *testcluster.Cluster
+	cs      *kubernetes.Clientset
+	helm    *helmReleases
+}
+
+func startReleaseEnv(t *testing.T, maxHistory int) *releaseEnv {
+	t.Helper()
+	c := testcluster.StartT(t, testcluster.Options{})
+	hc, err := rest.HTTPClientFor(c.RESTConfig)
+	if err != nil {
+		t.Fatal(err)
+	}
+	mapper, err := apiutil.NewDynamicRESTMapper(c.RESTConfig, hc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dyn, err := dynamic.NewForConfig(c.RESTConfig)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h, err := newHelmReleases(c.RESTConfig, mapper, helmOptions{MaxHistory: maxHistory, Objects: &driftChecker{dyn: dyn, mapper: mapper}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cs, err := kubernetes.NewForConfig(c.RESTConfig)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &releaseEnv{cluster: c, cs: cs, helm: h}
+}
+
+func (e *releaseEnv) namespace(t *testing.T, name string) {
+	t.Helper()
+	if _, err := e.cs.CoreV1().Namespaces().Create(context.Background(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// history is `helm history`, from an independent Helm configuration built
+// from the kubeconfig as the helm CLI builds it.
+func (e *releaseEnv) history(t *testing.T, ns, name string) string {
+	t.Helper()
+	flags := genericclioptions.NewConfigFlags(false)
+	flags.KubeConfig = &e.cluster.KubeconfigPath
+	flags.Namespace = &ns
+	cfg := action.NewConfiguration()
+	if err := cfg.Init(flags, ns, "secret"); err != nil {
+		t.Fatal(err)
+	}
+	rels, err := action.NewHistory(cfg).Run(name)
+	if err != nil {
+		t.Fatalf("helm history %s/%s: %v", ns, name, err)
+	}
+	var parts []string
+	for _, r := range rels {
+		rel := r.(*release.Release)
+		parts = append(parts, fmt.Sprintf("%d:%s", rel.Version, rel.Info.Status))
+	}
+	slices.Sort(parts)
+	return strings.Join(parts, " ")
+}
+
+func (e *releaseEnv) configMaps(t *testing.T, ns string) string {
+	t.Helper()
+	list, err := e.cs.CoreV1().ConfigMaps(ns).List(context.Background(), metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, cm := range list.Items {
+		if cm.Name != "kube-root-ca.crt" {
+			names = append(names, cm.Name+"="+cm.Data["v"])
+		}
+	}
+	slices.Sort(names)
+	return strings.Join(names, " ")
+}
+
+func configMap(ns, name, value string, annotations ...string) drivers.Object {
+	y := "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: " + name + "\n  namespace: " + ns + "\n"
+	if len(annotations) > 0 {
+		y += "  annotations:\n"
+		for i := 0; i+1 < len(annotations); i += 2 {
+			y += "    " + annotations[i] + ": " + annotations[i+1] + "\n"
+		}
+	}
+	y += "data:\n  v: \"" + value + "\"\n"
+	return drivers.Object{APIVersion: "v1", Kind: "ConfigMap", Name: name, Namespace: ns, Component: "app", YAML: []byte(y)}
+}
+
+func releaseReq(ns string, objects ...drivers.Object) releaseRequest {
+	return releaseRequest{
+		Namespace: ns, Name: "app", Driver: v1alpha1.DriverRef{Name: "mini", Version: "1.0.0", Digest: "sha256:x"},
+		AppVersion: "1.0.0", Values: map[string]any{"v": "x"}, Objects: objects, Description: "test",
+	}
+}
+
+// TestReleaseRevisionsAreHelmRecordsPrunedAndTrimmed pins the release
+// layer on a real API server: each apply is one revision that `helm
+// history` reads (the previous one superseded), objects a revision drops
+// are deleted unless Helm's keep policy says otherwise, the history is
+// trimmed to its bound, and a revision the caller does not know of (a
+// lost status) is found instead of written over.
+func TestReleaseRevisionsAreHelmRecordsPrunedAndTrimmed(t *testing.T) {
+	e := startReleaseEnv(t, 2)
+	ctx := context.Background()
+	const ns = "rel"
+	e.namespace(t, ns)
+
+	r1, installed, err := e.helm.apply(ctx, releaseReq(ns,
+		configMap(ns, "a", "1"), configMap(ns, "b", "1", "helm.sh/resource-policy", "keep"), configMap(ns, "c", "1")), nil, 0)
+	if err != nil || !installed || r1.release.Version != 1 {
+		t.Fatalf("first apply: %v, installed %v", err, installed)
+	}
+	if got := e.history(t, ns, "app"); got != "1:deployed" {
+		t.Fatalf("history %q, want 1:deployed", got)
+	}
+	if got := e.configMaps(t, ns); got != "a=1 b=1 c=1" {
+		t.Fatalf("config maps %q", got)
+	}
+	if len(r1.fields) != 3 || !strings.Contains(string(r1.fields["/ConfigMap/rel/a"]), `"f:v"`) {
+		t.Fatalf("owned field sets from the apply: %q", r1.fields)
+	}
+
+	r2, installed, err := e.helm.apply(ctx, releaseReq(ns, configMap(ns, "a", "2")), r1.release, 1)
+	if err != nil || installed || r2.release.Version != 2 {
+		t.Fatalf("second apply: %v, installed %v", err, installed)
+	}
+	if got := e.history(t, ns, "app"); got != "1:superseded 2:deployed" {
+		t.Fatalf("history %q, want 1:superseded 2:deployed", got)
+	}
+	if got := e.configMaps(t, ns); got != "a=2 b=1" {
+		t.Fatalf("config maps %q: c should be pruned, b kept by its policy", got)
+	}
+
+	// Nothing in memory: the status's revision is read by key.
+	r3, _, err := e.helm.apply(ctx, releaseReq(ns, configMap(ns, "a", "3")), nil, 2)
+	if err != nil || r3.release.Version != 3 {
+		t.Fatalf("third apply: %v", err)
+	}
+	if got := e.history(t, ns, "app"); got != "2:superseded 3:deployed" {
+		t.Fatalf("history %q, want 2:superseded 3:deployed (trimmed to 2)", got)
+	}
+
+	// A lost status: the history is asked, revision 1 is not written
+	// again although its record was trimmed.
+	r4, installed, err := e.helm.apply(ctx, releaseReq(ns, configMap(ns, "a", "4")), nil, 0)
+	if err != nil || installed || r4.release.Version != 4 {
+		t.Fatalf("apply with no revision known: %v, installed %v (want revision 4)", err, installed)
+	}
+	// A stale status (revision 2 while 4 exists) and a stale memory: the
+	// write of 3 finds it taken and moves on.
+	r5, _, err := e.helm.apply(ctx, releaseReq(ns, configMap(ns, "a", "5")), r2.release, 2)
+	if err != nil || r5.release.Version != 5 {
+		t.Fatalf("apply with a stale revision: %v", err)
+	}
+	if got := e.history(t, ns, "app"); got != "4:superseded 5:deployed" {
+		t.Fatalf("history %q, want 4:superseded 5:deployed", got)
+	}
+	rel, err := e.helm.get(ns, "app", 5)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(rel.Manifest, "# Source: app/configmap-a.yaml") || rel.ApplyMethod != "ssa" || rel.Chart.Metadata.Name != "mini" {
+		t.Fatalf("record of revision 5: manifest %q, apply method %q", rel.Manifest, rel.ApplyMethod)
+	}
+}
+
+// TestReleaseInstallDoesNotTakeOverAnotherManagersObject pins that a
+// first install leaves an object it did not create as it was, names it,
+// and records no revision; once the object is gone the install works.
+func TestReleaseInstallDoesNotTakeOverAnotherManagersObject(t *testing.T) {
+	e := startReleaseEnv(t, 10)
+	ctx := context.Background()
+	const ns = "taken"
+	e.namespace(t, ns)
+	theirs := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "a", Namespace: ns}, Data: map[string]string{"v": "theirs"}}
+	if _, err := e.cs.CoreV1().ConfigMaps(ns).Create(ctx, theirs, metav1.CreateOptions{FieldManager: "kubectl-create"}); err != nil {
+		t.Fatal(err)
+	}
+	_, _, err := e.helm.apply(ctx, releaseReq(ns, configMap(ns, "a", "ours")), nil, 0)
+	if err == nil || !strings.Contains(err.Error(), "ConfigMap") || !strings.Contains(err.Error(), "does not take over") || !apierrors.IsConflict(err) {
+		t.Fatalf("install over another manager's object: %v, want a conflict naming the ConfigMap", err)
+	}
+	if got := e.configMaps(t, ns); got != "a=theirs" {
+		t.Fatalf("config maps %q: the other manager's object changed", got)
+	}
+	secrets, err := e.cs.CoreV1().Secrets(ns).List(ctx, metav1.ListOptions{LabelSelector: "owner=helm"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(secrets.Items) != 0 {
+		t.Fatalf("%d release records written for an install that changed nothing", len(secrets.Items))
+	}
+	if err := e.cs.CoreV1().ConfigMaps(ns).Delete(ctx, "a", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := e.helm.apply(ctx, releaseReq(ns, configMap(ns, "a", "ours")), nil, 0); err != nil {
+		t.Fatal(err)
+	}
+	if got := e.history(t, ns, "app"); got != "1:deployed" {
+		t.Fatalf("history %q, want 1:deployed", got)
+	}
+}
