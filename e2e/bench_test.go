@@ -4,6 +4,9 @@ import (
 	"context"
 	"flag"
 	"fmt"
+	"io"
+	"net"
+	"net/http"
 	"os"
 	"strconv"
 	"strings"
@@ -17,7 +20,10 @@ import (
 	"github.com/styrmin/styrmin/operator/api/v1alpha1"
 )
 
-var agentBenchDeployments = flag.Int("agent-deployments", 500, "webapp deployments BenchmarkAgentThroughGit locks in one commit")
+var (
+	agentBenchDeployments = flag.Int("agent-deployments", 500, "webapp deployments BenchmarkAgentThroughGit locks in one commit")
+	agentHeapProfile      = flag.String("agent-heap-profile", "", "file BenchmarkAgentThroughGit writes the agent's heap profile to, after the fan-out (for go tool pprof)")
+)
 
 // BenchmarkAgentThroughGit measures the whole path at scale: n webapp
 // deployments, one namespace each, locked in one commit by `styrminctl
@@ -45,10 +51,12 @@ func BenchmarkAgentThroughGit(b *testing.B) {
 			files[fmt.Sprintf("clusters/local/environments/bench/deployments/app%04d.cue", i)] = []byte("driver: \"webapp\"\nappVersion: \"1.25.0\"\n")
 		}
 		e.git.Commit(repoName, fmt.Sprintf("%d webapp deployments", n), files)
-		e.startAgent(b, "--poll-interval=1s")
+		metricsAddr, pprofAddr := freeAddr(b), freeAddr(b)
+		e.startAgent(b, "--poll-interval=1s", "--metrics-bind-address="+metricsAddr, "--pprof-bind-address="+pprofAddr)
 
-		run := func(phase string, seq int64) (time.Duration, float64) {
+		run := func(phase string, seq int64) (time.Duration, float64, float64) {
 			cpu0 := apiserverCPU(b, cs)
+			req0 := scrape(b, "http://"+metricsAddr+"/metrics", "rest_client_requests_total")
 			start := time.Now()
 			locked, out := e.lockPush(b, clone)
 			if len(locked) < n {
@@ -70,18 +78,87 @@ func BenchmarkAgentThroughGit(b *testing.B) {
 				}
 				time.Sleep(time.Second)
 			}
-			return time.Since(start), apiserverCPU(b, cs) - cpu0
+			return time.Since(start), apiserverCPU(b, cs) - cpu0, scrape(b, "http://"+metricsAddr+"/metrics", "rest_client_requests_total") - req0
 		}
-		create, createCPU := run("create", 1)
+		create, createCPU, createReqs := run("create", 1)
 		e.git.Commit(repoName, "bench: a new message for every deployment",
 			map[string][]byte{"clusters/local/environments/bench/environment.cue": []byte("namespacePrefix: \"bench\"\nparameters: message: \"second\"\n")})
-		fanout, fanoutCPU := run("fan-out", 2)
+		fanout, fanoutCPU, fanoutReqs := run("fan-out", 2)
+		if *agentHeapProfile != "" {
+			writeURL(b, "http://"+pprofAddr+"/debug/pprof/heap", *agentHeapProfile)
+		}
 
 		b.ReportMetric(create.Seconds(), "create-s")
 		b.ReportMetric(fanout.Seconds(), "fanout-s")
 		b.ReportMetric(createCPU/float64(n), "create-apiserver-cpu-s/deploy")
 		b.ReportMetric(fanoutCPU/float64(n), "fanout-apiserver-cpu-s/deploy")
+		b.ReportMetric(createReqs/float64(n), "create-agent-requests/deploy")
+		b.ReportMetric(fanoutReqs/float64(n), "fanout-agent-requests/deploy")
 		b.ReportMetric(peakRSSMiB(b, e.agent.cmd.Process.Pid), "agent-peak-rss-MiB")
+		b.ReportMetric(scrape(b, "http://"+metricsAddr+"/metrics", "go_memstats_heap_inuse_bytes")/(1<<20), "agent-heap-inuse-end-MiB")
+	}
+}
+
+// freeAddr returns a loopback address with a port free at the time.
+func freeAddr(b *testing.B) string {
+	b.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().String()
+}
+
+// scrape sums a metric's samples (all label sets) on a Prometheus
+// endpoint.
+func scrape(b *testing.B, url, metric string) float64 {
+	b.Helper()
+	raw := get(b, url)
+	sum, found := 0.0, false
+	for _, line := range strings.Split(string(raw), "\n") {
+		rest, ok := strings.CutPrefix(line, metric)
+		if !ok || (rest != "" && rest[0] != ' ' && rest[0] != '{') {
+			continue
+		}
+		f, err := strconv.ParseFloat(rest[strings.LastIndexByte(rest, ' ')+1:], 64)
+		if err != nil {
+			b.Fatalf("%s: %q: %v", url, line, err)
+		}
+		sum, found = sum+f, true
+	}
+	if !found {
+		b.Fatalf("%s has no %s", url, metric)
+	}
+	return sum
+}
+
+// writeURL saves what url answers in file.
+func writeURL(b *testing.B, url, file string) {
+	b.Helper()
+	if err := os.WriteFile(file, get(b, url), 0o644); err != nil {
+		b.Fatal(err)
+	}
+}
+
+// get reads url, waiting up to 10 s for a server that is starting.
+func get(b *testing.B, url string) []byte {
+	b.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		resp, err := http.Get(url) //nolint:noctx // a test on loopback
+		if err == nil {
+			defer resp.Body.Close()
+			raw, err := io.ReadAll(resp.Body)
+			if err != nil {
+				b.Fatal(err)
+			}
+			return raw
+		}
+		if time.Now().After(deadline) {
+			b.Fatal(err)
+		}
+		time.Sleep(100 * time.Millisecond)
 	}
 }
 

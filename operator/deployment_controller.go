@@ -420,7 +420,8 @@ const taskPollInterval = 5 * time.Second
 // deployment's tasks live in its namespace), "" when none runs.
 func (r *deploymentReconciler) runningTask(ctx context.Context, namespace string) (string, error) {
 	var tasks v1alpha1.StyrminTaskList
-	if err := r.client.List(ctx, &tasks, client.InNamespace(namespace)); err != nil {
+	// Read only: the cache's own tasks, not copies.
+	if err := r.client.List(ctx, &tasks, client.InNamespace(namespace), client.UnsafeDisableDeepCopy); err != nil {
 		return "", fmt.Errorf("listing the tasks of %s: %w", namespace, err)
 	}
 	for i := range tasks.Items {

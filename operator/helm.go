@@ -22,9 +22,7 @@ import (
 	releaseutil "helm.sh/helm/v4/pkg/release/v1/util"
 	"helm.sh/helm/v4/pkg/storage"
 	"helm.sh/helm/v4/pkg/storage/driver"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/discovery/cached/memory"
 	"k8s.io/client-go/kubernetes"
@@ -68,6 +66,8 @@ type helmReleases struct {
 
 	// objects parses, applies and deletes a release's objects.
 	objects *driftChecker
+	// records writes revisions in Helm's format.
+	records *releaseRecords
 
 	mu      sync.Mutex
 	configs map[string]*action.Configuration
@@ -114,6 +114,7 @@ func newHelmReleases(cfg *rest.Config, mapper meta.RESTMapper, opts helmOptions)
 		logger:     logger,
 		maxHistory: opts.MaxHistory,
 		objects:    opts.Objects,
+		records:    newReleaseRecords(cs),
 		configs:    map[string]*action.Configuration{},
 	}, nil
 }
@@ -240,7 +241,7 @@ func (h *helmReleases) apply(ctx context.Context, req releaseRequest, known *rel
 		rel.Info.Description = truncate(req.Description+": "+applyErr.Error(), 1024)
 	}
 	pruneFrom := prev
-	if err := h.record(store, rel, &prev); err != nil {
+	if err := h.record(ctx, store, rel, &prev); err != nil {
 		return nil, prev == nil, errors.Join(applyErr, err)
 	}
 	if applyErr == nil && pruneFrom == nil && prev != nil {
@@ -257,11 +258,11 @@ func (h *helmReleases) apply(ctx context.Context, req releaseRequest, known *rel
 	}
 	if prev != nil && prev.Info != nil && prev.Info.Status == rcommon.StatusDeployed {
 		prev.SetStatus(rcommon.StatusSuperseded, "Superseded by revision "+fmt.Sprint(rel.Version))
-		if err := store.Update(prev); err != nil {
+		if err := h.records.update(ctx, prev); err != nil {
 			return nil, false, fmt.Errorf("release %s/%s: marking revision %d superseded: %w", req.Namespace, req.Name, prev.Version, err)
 		}
 	}
-	h.trimHistory(store, rel)
+	h.trimHistory(ctx, rel)
 	return &appliedRevision{release: rel, objects: objs, fields: fields}, prev == nil, nil
 }
 
@@ -303,7 +304,7 @@ func latestRevision(store *storage.Storage, name string) (*release.Release, erro
 // record writes rel as the revision after *prev. A newer record than the
 // caller knew (written by an agent that stopped before recording it in
 // the status) moves the revision on; *prev becomes that record.
-func (h *helmReleases) record(store *storage.Storage, rel *release.Release, prev **release.Release) error {
+func (h *helmReleases) record(ctx context.Context, store *storage.Storage, rel *release.Release, prev **release.Release) error {
 	for attempt := 0; ; attempt++ {
 		rel.Version = 1
 		if p := *prev; p != nil {
@@ -312,7 +313,7 @@ func (h *helmReleases) record(store *storage.Storage, rel *release.Release, prev
 				rel.Info.FirstDeployed = p.Info.FirstDeployed
 			}
 		}
-		err := store.Create(rel)
+		err := h.records.create(ctx, rel)
 		if !errors.Is(err, driver.ErrReleaseExists) || attempt == 2 {
 			if err != nil {
 				return fmt.Errorf("release %s/%s: recording revision %d: %w", rel.Namespace, rel.Name, rel.Version, err)
@@ -329,15 +330,13 @@ func (h *helmReleases) record(store *storage.Storage, rel *release.Release, prev
 
 // trimHistory deletes the revision that falls out of the kept history.
 // Failing costs nothing but a record kept too long: it is logged only.
-func (h *helmReleases) trimHistory(store *storage.Storage, rel *release.Release) {
+func (h *helmReleases) trimHistory(ctx context.Context, rel *release.Release) {
 	old := rel.Version - h.maxHistory
 	if h.maxHistory <= 0 || old < 1 {
 		return
 	}
-	key := fmt.Sprintf("%s.%s.v%d", storage.HelmStorageType, rel.Name, old)
-	err := h.clientset.CoreV1().Secrets(rel.Namespace).Delete(context.Background(), key, metav1.DeleteOptions{})
-	if err != nil && !apierrors.IsNotFound(err) {
-		h.logger.Handle(context.Background(), slog.NewRecord(time.Now(), slog.LevelWarn, //nolint:errcheck // logging only
+	if err := h.records.remove(ctx, rel.Namespace, rel.Name, old); err != nil {
+		h.logger.Handle(ctx, slog.NewRecord(time.Now(), slog.LevelWarn, //nolint:errcheck // logging only
 			fmt.Sprintf("release %s/%s: deleting revision %d: %v", rel.Namespace, rel.Name, old, err), 0))
 	}
 }

@@ -38,6 +38,9 @@ type Options struct {
 	// MetricsAddr is where Prometheus metrics are served (":8080"); "0"
 	// turns the endpoint off (the default, for tests).
 	MetricsAddr string
+	// PprofAddr is where Go's profiles (/debug/pprof) are served; empty
+	// or "0" turns them off.
+	PprofAddr string
 	// HealthAddr is where /healthz and /readyz are served; "" turns them
 	// off.
 	HealthAddr string
@@ -134,11 +137,17 @@ func NewManager(cfg *rest.Config, opts Options) (ctrl.Manager, error) {
 		LeaderElectionReleaseOnCancel: true,
 		Metrics:                       metricsserver.Options{BindAddress: opts.MetricsAddr},
 		HealthProbeBindAddress:        opts.HealthAddr,
-		Cache: cache.Options{ByObject: map[client.Object]cache.ByObject{
-			&appsv1.Deployment{}:  workloads,
-			&appsv1.StatefulSet{}: workloads,
-			&appsv1.DaemonSet{}:   workloads,
-		}},
+		PprofBindAddress:              opts.PprofAddr,
+		Cache: cache.Options{
+			// Nothing read from the cache needs managedFields (the drift
+			// check reads them from the API server), and they are often
+			// the largest part of a cached object.
+			DefaultTransform: cache.TransformStripManagedFields(),
+			ByObject: map[client.Object]cache.ByObject{
+				&appsv1.Deployment{}:  workloads,
+				&appsv1.StatefulSet{}: workloads,
+				&appsv1.DaemonSet{}:   workloads,
+			}},
 	})
 	if err != nil {
 		return nil, fmt.Errorf("operator: new manager: %w", err)

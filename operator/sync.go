@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/go-logr/logr"
+	"golang.org/x/sync/errgroup"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
@@ -268,15 +269,79 @@ func (s *Syncer) walk(ctx context.Context, src *v1alpha1.StyrminSource, from, to
 		return fmt.Errorf("sync: listing lock changes %s..%s: %w", from.Short(), to.Short(), err)
 	}
 	w := &syncWalk{s: s, from: from, prev: map[resolver.ID]*resolver.Instance{}, seen: map[resolver.ID]bool{}}
+	var tasks []*v1alpha1.StyrminTask
 	for _, ch := range changes {
 		if err := ctx.Err(); err != nil {
 			return err
 		}
-		if err := w.apply(ctx, src, ch, res); err != nil {
+		task, err := w.apply(ctx, src, ch, res)
+		if err != nil {
 			return err
 		}
+		if task != nil {
+			tasks = append(tasks, task)
+		}
 	}
-	return nil
+	return s.createTasks(ctx, tasks, res)
+}
+
+// syncCreateConcurrency bounds the deployments whose tasks are created at
+// once.
+const syncCreateConcurrency = 16
+
+// createTasks creates a walk's tasks, deployments in parallel and each
+// deployment's tasks one after another in sequence order, so no task
+// exists before an earlier one of its deployment (which it would wait
+// for, or overtake). One lock commit can hold hundreds of deployments:
+// created one after another, at two round trips each (namespace and
+// task), they made the sync the slowest part of a large create.
+func (s *Syncer) createTasks(ctx context.Context, tasks []*v1alpha1.StyrminTask, res *SyncResult) error {
+	groups := map[string][]int{}
+	var order []string
+	for i, t := range tasks {
+		key := t.Namespace + "/" + t.Spec.Deployment.Name
+		if _, ok := groups[key]; !ok {
+			order = append(order, key)
+		}
+		groups[key] = append(groups[key], i)
+	}
+	existed := make([]bool, len(tasks))
+	done := make([]bool, len(tasks))
+	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(syncCreateConcurrency)
+	for _, key := range order {
+		g.Go(func() error {
+			for _, i := range groups[key] {
+				task := tasks[i]
+				if err := s.ensureNamespace(gctx, task.Namespace, task.Spec.Deployment); err != nil {
+					return err
+				}
+				err := s.opts.Client.Create(gctx, task)
+				switch {
+				case apierrors.IsAlreadyExists(err):
+					existed[i] = true
+				case err != nil:
+					return fmt.Errorf("sync: creating task %s/%s: %w", task.Namespace, task.Name, err)
+				default:
+					s.opts.Log.Info("task created", "task", task.Name, "namespace", task.Namespace, "workflow", task.Spec.Workflow)
+				}
+				done[i] = true
+			}
+			return nil
+		})
+	}
+	err := g.Wait()
+	// Reported in the walk's order, whatever order the creates ran in.
+	for i, t := range tasks {
+		switch {
+		case !done[i]:
+		case existed[i]:
+			res.Existing++
+		default:
+			res.Created = append(res.Created, t.Namespace+"/"+t.Name)
+		}
+	}
+	return err
 }
 
 // syncWalk is the state of one walk: the previous instance of every
@@ -291,12 +356,13 @@ type syncWalk struct {
 	seen   map[resolver.ID]bool
 }
 
-func (w *syncWalk) apply(ctx context.Context, src *v1alpha1.StyrminSource, ch gitsource.LockChange, res *SyncResult) error {
+// apply reads one lock change and returns the task it makes (nil: none).
+func (w *syncWalk) apply(ctx context.Context, src *v1alpha1.StyrminSource, ch gitsource.LockChange, res *SyncResult) (*v1alpha1.StyrminTask, error) {
 	log := w.s.opts.Log.WithValues("commit", ch.Commit.Short(), "path", ch.Path)
 	id, ok := resolver.IDFromLockPath(ch.Path)
 	if !ok || id.Cluster != w.s.opts.Cluster {
 		res.Ignored++
-		return nil
+		return nil, nil
 	}
 	if ch.Deleted {
 		// Lockfiles are never deleted by styrmin (a deleted deployment
@@ -304,15 +370,15 @@ func (w *syncWalk) apply(ctx context.Context, src *v1alpha1.StyrminSource, ch gi
 		w.s.warn(src, reasonLockDeleted, "%s was deleted at %s; a removed deployment needs a tombstone lock, so nothing was changed", ch.Path, ch.Commit.Short())
 		log.Info("ignoring a deleted lockfile")
 		res.Ignored++
-		return nil
+		return nil, nil
 	}
 	fsys, err := w.s.opts.Repo.FS(ch.Commit)
 	if err != nil {
-		return fmt.Errorf("sync: reading %s at %s: %w", ch.Path, ch.Commit.Short(), err)
+		return nil, fmt.Errorf("sync: reading %s at %s: %w", ch.Path, ch.Commit.Short(), err)
 	}
 	data, err := fs.ReadFile(fsys, ch.Path)
 	if err != nil {
-		return fmt.Errorf("sync: reading %s at %s: %w", ch.Path, ch.Commit.Short(), err)
+		return nil, fmt.Errorf("sync: reading %s at %s: %w", ch.Path, ch.Commit.Short(), err)
 	}
 	next, err := resolver.DecodeLock(ch.Path, data)
 	if err == nil && next.ID != id {
@@ -322,42 +388,28 @@ func (w *syncWalk) apply(ctx context.Context, src *v1alpha1.StyrminSource, ch gi
 		w.s.warn(src, reasonInvalidLock, "lock commit %s: %v; no task was created for it", ch.Commit.Short(), err)
 		log.Error(err, "ignoring an invalid lockfile")
 		res.Ignored++
-		return nil
+		return nil, nil
 	}
 	prev, err := w.previous(id)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	if prev != nil && next.Sequence <= prev.Sequence {
 		w.s.warn(src, reasonInvalidLock, "%s at %s: sequence %d does not follow %d; no task was created for it", ch.Path, ch.Commit.Short(), next.Sequence, prev.Sequence)
 		res.Ignored++
-		return nil
+		return nil, nil
 	}
 	w.prev[id] = next
 
 	task, err := w.s.taskFor(ctx, prev, next, gitsource.Hash(ch.Commit), ch.Path)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	if task == nil {
 		log.Info("tombstone of a deployment never applied in this cluster: nothing to delete", "deployment", id.String())
 		res.Ignored++
-		return nil
 	}
-	if err := w.s.ensureNamespace(ctx, task.Namespace, task.Spec.Deployment); err != nil {
-		return err
-	}
-	err = w.s.opts.Client.Create(ctx, task)
-	switch {
-	case apierrors.IsAlreadyExists(err):
-		res.Existing++
-	case err != nil:
-		return fmt.Errorf("sync: creating task %s/%s: %w", task.Namespace, task.Name, err)
-	default:
-		res.Created = append(res.Created, task.Namespace+"/"+task.Name)
-		log.Info("task created", "task", task.Name, "namespace", task.Namespace, "workflow", task.Spec.Workflow)
-	}
-	return nil
+	return task, nil
 }
 
 // previous returns the instance a deployment had before the change being

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io/fs"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -200,6 +201,11 @@ func TestSyncCreatesOneTaskPerNewSequenceAndResumes(t *testing.T) {
 		h3.Spec.Workflow != v1alpha1.WorkflowUpgrade || h3.Spec.FromSequence != 2 || h2.Spec.Lock.Commit == h3.Spec.Lock.Commit {
 		t.Errorf("hub-2 %s from %d at %s, hub-3 %s from %d at %s", h2.Spec.Workflow, h2.Spec.FromSequence, h2.Spec.Lock.Commit, h3.Spec.Workflow, h3.Spec.FromSequence, h3.Spec.Lock.Commit)
 	}
+	// Deployments are created in parallel, a deployment's tasks in
+	// sequence order: the store's revisions show the order.
+	if rv2, rv3 := resourceVersion(t, task("dev-hub", "hub-2")), resourceVersion(t, task("dev-hub", "hub-3")); rv2 >= rv3 {
+		t.Errorf("hub-3 was created (revision %d) before hub-2 (revision %d)", rv3, rv2)
+	}
 
 	// Walking again from the root creates nothing twice.
 	if err := cl.Get(ctx, source, &src); err != nil {
@@ -275,4 +281,15 @@ func mustFS(t *testing.T, r *gitsource.Repo) fs.FS {
 		t.Fatal(err)
 	}
 	return fsys
+}
+
+// resourceVersion is an object's store revision (etcd's revisions grow
+// with every write, which the test relies on to order creations).
+func resourceVersion(t *testing.T, o client.Object) int64 {
+	t.Helper()
+	rv, err := strconv.ParseInt(o.GetResourceVersion(), 10, 64)
+	if err != nil {
+		t.Fatalf("%s: resourceVersion %q: %v", o.GetName(), o.GetResourceVersion(), err)
+	}
+	return rv
 }

@@ -203,10 +203,12 @@ func (r *TaskReconciler) tasksOfDeployment(ctx context.Context, o client.Object)
 	return out
 }
 
-// tasksOf lists the tasks of a deployment, in sequence order.
+// tasksOf lists the tasks of a deployment, in sequence order. The tasks
+// are the cache's own (not copied: each carries its whole instance, and
+// every task event lists its siblings): read them, never change them.
 func (r *TaskReconciler) tasksOf(ctx context.Context, id v1alpha1.DeploymentID) ([]v1alpha1.StyrminTask, error) {
 	var list v1alpha1.StyrminTaskList
-	if err := r.opts.Client.List(ctx, &list, client.MatchingLabels(id.Labels())); err != nil {
+	if err := r.opts.Client.List(ctx, &list, client.MatchingLabels(id.Labels()), client.UnsafeDisableDeepCopy); err != nil {
 		return nil, fmt.Errorf("listing the tasks of %s: %w", id, err)
 	}
 	slices.SortFunc(list.Items, func(a, b v1alpha1.StyrminTask) int {
@@ -228,6 +230,11 @@ type taskRun struct {
 	sdRead bool
 	// waiting says what a step is waiting for, for the timeout message.
 	waiting string
+	// planUnwritten is set when prepare planned the steps but did not
+	// write them: the next status write (the first step's start, or the
+	// end) carries them, which saves a request per task. A task that has
+	// to wait for its turn writes them before it waits.
+	planUnwritten bool
 }
 
 // phaseResult ends a reconcile early (stop) and asks to look again after a
@@ -336,6 +343,7 @@ func (r *TaskReconciler) writeStatus(ctx context.Context, run *taskRun) error {
 	if err := r.opts.Client.Status().Update(ctx, t); err != nil {
 		return fmt.Errorf("writing the status of task %s/%s: %w", t.Namespace, t.Name, err)
 	}
+	run.planUnwritten = false
 	r.mu.Lock()
 	r.written[t.UID] = t.ResourceVersion
 	r.mu.Unlock()
@@ -378,7 +386,10 @@ func (r *TaskReconciler) prepare(ctx context.Context, run *taskRun) (phaseResult
 	t.Status.Steps = steps
 	t.Status.CurrentStep = 0
 	setTaskConditions(t, reasonTaskPending, "waiting to run")
-	return phaseResult{}, r.writeStatus(ctx, run)
+	// Not written yet: a restart before the next write plans again, to
+	// the same steps.
+	run.planUnwritten = true
+	return phaseResult{}, nil
 }
 
 // supersedeOvertaken ends a pending configuration-only task that a newer
@@ -424,6 +435,11 @@ func (r *TaskReconciler) awaitTurn(ctx context.Context, run *taskRun) (phaseResu
 	for _, s := range tasks {
 		if s.Spec.ToSequence < t.Spec.ToSequence && !s.Status.Phase.Terminal() {
 			run.log.V(1).Info("waiting for an earlier task", "task", s.Name)
+			if run.planUnwritten {
+				if err := r.writeStatus(ctx, run); err != nil {
+					return phaseResult{}, err
+				}
+			}
 			return phaseResult{stop: true, after: 30 * time.Second}, nil
 		}
 	}

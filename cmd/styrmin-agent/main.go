@@ -38,7 +38,7 @@ type flags struct {
 	namespace, cloneDir                 string
 	pollInterval, driftInterval         time.Duration
 	stepTimeout, stepPause              time.Duration
-	metricsAddr, healthAddr             string
+	metricsAddr, healthAddr, pprofAddr  string
 	webhookAddr                         string
 	leaderElect, installCRDs            bool
 	kubeconfig, logLevel                string
@@ -67,6 +67,7 @@ func parseFlags(args []string, stderr io.Writer) (*flags, error) {
 	fs.DurationVar(&f.stepTimeout, "step-timeout", operator.DefaultStepTimeout, "time a task step may take when its driver declares no timeout")
 	fs.DurationVar(&f.stepPause, "debug-step-pause", 0, "testing only: pause after a task step starts and after its action is done, so fault-injection tests can kill the agent there")
 	fs.StringVar(&f.metricsAddr, "metrics-bind-address", ":8080", `address of the Prometheus metrics endpoint ("0" turns it off)`)
+	fs.StringVar(&f.pprofAddr, "pprof-bind-address", "0", `address of Go's profiling endpoint, /debug/pprof ("0" turns it off)`)
 	fs.StringVar(&f.healthAddr, "health-probe-bind-address", ":8081", `address of /healthz and /readyz ("" turns them off)`)
 	fs.StringVar(&f.webhookAddr, "webhook-bind-address", "", `address of the GitHub webhook receiver ("" turns it off); needs --branch and --webhook-secret-name`)
 	fs.StringVar(&f.webhookSecretName, "webhook-secret-name", "", "Secret in the agent's namespace holding the webhook's shared secret")
@@ -116,6 +117,7 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 			Namespace:      f.namespace,
 			LeaderElection: f.leaderElect,
 			MetricsAddr:    f.metricsAddr,
+			PprofAddr:      f.pprofAddr,
 			HealthAddr:     f.healthAddr,
 			DriftInterval:  f.driftInterval,
 			Logger:         log,
