@@ -73,6 +73,11 @@ func BenchmarkAgentThroughGit(b *testing.B) {
 				if ready >= n {
 					break
 				}
+				select {
+				case <-e.agent.done:
+					b.Fatalf("%s: the agent exited with %d of %d deployments Ready", phase, ready, n)
+				default:
+				}
 				if time.Now().After(deadline) {
 					b.Fatalf("%s: %d of %d deployments Ready at sequence %d after 30 minutes", phase, ready, n, seq)
 				}

@@ -282,6 +282,16 @@ func (e *env) startAgent(t testing.TB, extra ...string) *agentProc {
 			if len(lines) > 60 {
 				lines = lines[len(lines)-60:]
 			}
+			p.mu.Lock()
+			all := strings.Split(p.log.String(), "\n")
+			p.mu.Unlock()
+			for i, l := range all {
+				// A crash: its first lines say why.
+				if strings.HasPrefix(l, "panic:") || strings.HasPrefix(l, "fatal error:") {
+					lines = all[i:min(len(all), i+60)]
+					break
+				}
+			}
 			t.Logf("agent log tail:\n%s", strings.Join(lines, "\n"))
 		}
 	})

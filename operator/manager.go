@@ -13,6 +13,7 @@ import (
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/util/flowcontrol"
+	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -135,9 +136,19 @@ func NewManager(cfg *rest.Config, opts Options) (ctrl.Manager, error) {
 		LeaderElectionID:              opts.LeaderElectionID,
 		LeaderElectionNamespace:       opts.Namespace,
 		LeaderElectionReleaseOnCancel: true,
-		Metrics:                       metricsserver.Options{BindAddress: opts.MetricsAddr},
-		HealthProbeBindAddress:        opts.HealthAddr,
-		PprofBindAddress:              opts.PprofAddr,
+		// The lease is renewed with a client of its own, outside the
+		// token bucket the controllers share: at hundreds of deployments
+		// the controllers keep the bucket empty, and a renewal waiting
+		// behind them past the deadline would end the agent.
+		LeaderElectionConfig: leaderElectionConfig(cfg),
+		// Flux's timings: an API server loaded by a large fan-out can
+		// take seconds per request, and a lost lease restarts the agent.
+		LeaseDuration:          ptr.To(35 * time.Second),
+		RenewDeadline:          ptr.To(30 * time.Second),
+		RetryPeriod:            ptr.To(5 * time.Second),
+		Metrics:                metricsserver.Options{BindAddress: opts.MetricsAddr},
+		HealthProbeBindAddress: opts.HealthAddr,
+		PprofBindAddress:       opts.PprofAddr,
 		Cache: cache.Options{
 			// Nothing read from the cache needs managedFields (the drift
 			// check reads them from the API server), and they are often
@@ -192,4 +203,12 @@ func NewManager(cfg *rest.Config, opts Options) (ctrl.Manager, error) {
 		return nil, fmt.Errorf("operator: StyrminDeployment controller: %w", err)
 	}
 	return mgr, nil
+}
+
+// leaderElectionConfig is cfg with a rate limiter of its own.
+func leaderElectionConfig(cfg *rest.Config) *rest.Config {
+	le := rest.CopyConfig(cfg)
+	le.RateLimiter = nil
+	le.QPS, le.Burst = 5, 10
+	return le
 }
