@@ -3,7 +3,6 @@ package gitsource
 import (
 	"fmt"
 	"io/fs"
-	"maps"
 	"path"
 	"slices"
 	"strings"
@@ -28,7 +27,9 @@ type LockChange struct {
 	// changes with the same Blob have the same content.
 	Blob Hash
 	// Locks holds the commit's Styrmin-Lock trailers, deployment key →
-	// sequence (empty for commits not made by CommitLocks).
+	// sequence (empty for commits not made by CommitLocks). The changes of
+	// one commit share the map (a commit locking 500 deployments has 500
+	// changes and 500 trailers): read it, do not change it.
 	Locks map[string]int
 }
 
@@ -90,7 +91,7 @@ func (r *Repo) LockChanges(from, to Hash, prefix string) ([]LockChange, error) {
 				Commit: fromPlumbing(c.Hash),
 				Time:   c.Committer.When,
 				Path:   ch.path,
-				Locks:  maps.Clone(locks),
+				Locks:  locks,
 			}
 			if ch.deleted {
 				lc.Deleted = true

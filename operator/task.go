@@ -170,7 +170,7 @@ func (r *TaskReconciler) siblingsOfTask(ctx context.Context, o client.Object) []
 	if !ok {
 		return nil
 	}
-	tasks, err := r.tasksOf(ctx, t.Spec.Deployment)
+	tasks, err := r.tasksOf(ctx, t.Namespace, t.Spec.Deployment)
 	if err != nil {
 		return nil
 	}
@@ -190,7 +190,7 @@ func (r *TaskReconciler) tasksOfDeployment(ctx context.Context, o client.Object)
 	if !ok {
 		return nil
 	}
-	tasks, err := r.tasksOf(ctx, sd.Spec.Deployment)
+	tasks, err := r.tasksOf(ctx, sd.Namespace, sd.Spec.Deployment)
 	if err != nil {
 		return nil
 	}
@@ -203,12 +203,14 @@ func (r *TaskReconciler) tasksOfDeployment(ctx context.Context, o client.Object)
 	return out
 }
 
-// tasksOf lists the tasks of a deployment, in sequence order. The tasks
-// are the cache's own (not copied: each carries its whole instance, and
-// every task event lists its siblings): read them, never change them.
-func (r *TaskReconciler) tasksOf(ctx context.Context, id v1alpha1.DeploymentID) ([]v1alpha1.StyrminTask, error) {
+// tasksOf lists the tasks of a deployment, in sequence order. A
+// deployment's tasks live in its namespace: the cache's namespace index
+// finds them without looking at every task of the cluster. The tasks are
+// the cache's own (not copied: each carries its whole instance, and every
+// task event lists its siblings): read them, never change them.
+func (r *TaskReconciler) tasksOf(ctx context.Context, namespace string, id v1alpha1.DeploymentID) ([]v1alpha1.StyrminTask, error) {
 	var list v1alpha1.StyrminTaskList
-	if err := r.opts.Client.List(ctx, &list, client.MatchingLabels(id.Labels()), client.UnsafeDisableDeepCopy); err != nil {
+	if err := r.opts.Client.List(ctx, &list, client.InNamespace(namespace), client.MatchingLabels(id.Labels()), client.UnsafeDisableDeepCopy); err != nil {
 		return nil, fmt.Errorf("listing the tasks of %s: %w", id, err)
 	}
 	slices.SortFunc(list.Items, func(a, b v1alpha1.StyrminTask) int {
@@ -401,7 +403,7 @@ func (r *TaskReconciler) supersedeOvertaken(ctx context.Context, run *taskRun) (
 	if t.Status.Phase != v1alpha1.TaskPending || t.Spec.Workflow != v1alpha1.WorkflowUpdate {
 		return phaseResult{}, nil
 	}
-	tasks, err := r.tasksOf(ctx, t.Spec.Deployment)
+	tasks, err := r.tasksOf(ctx, t.Namespace, t.Spec.Deployment)
 	if err != nil {
 		return phaseResult{}, err
 	}
@@ -428,7 +430,7 @@ func (r *TaskReconciler) awaitTurn(ctx context.Context, run *taskRun) (phaseResu
 	if t.Status.Phase != v1alpha1.TaskPending {
 		return phaseResult{}, nil
 	}
-	tasks, err := r.tasksOf(ctx, t.Spec.Deployment)
+	tasks, err := r.tasksOf(ctx, t.Namespace, t.Spec.Deployment)
 	if err != nil {
 		return phaseResult{}, err
 	}
