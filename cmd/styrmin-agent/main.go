@@ -11,6 +11,7 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
+	"runtime/debug"
 	"syscall"
 	"time"
 
@@ -45,6 +46,7 @@ type flags struct {
 	webhookSecretName, webhookSecretKey string
 	lockMode                            bool
 	lockSecret                          string
+	memoryLimit                         string
 }
 
 func parseFlags(args []string, stderr io.Writer) (*flags, error) {
@@ -78,6 +80,7 @@ func parseFlags(args []string, stderr io.Writer) (*flags, error) {
 	fs.BoolVar(&f.installCRDs, "install-crds", false, "apply the styrmin.io CRDs at start")
 	fs.StringVar(&f.kubeconfig, "kubeconfig", "", "kubeconfig file (default: in-cluster config, then $KUBECONFIG)")
 	fs.StringVar(&f.logLevel, "log-level", "info", "log level: debug, info, error")
+	fs.StringVar(&f.memoryLimit, "memory-limit", "", `soft memory limit of Go's heap, e.g. 200Mi ("": 90% of the container's memory limit, unless GOMEMLIMIT is set; "0": none)`)
 	if err := fs.Parse(args); err != nil {
 		return nil, err
 	}
@@ -104,6 +107,14 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 	}
 	log := logr.FromSlogHandler(slog.NewJSONHandler(stderr, &slog.HandlerOptions{Level: level}))
 	ctrllog.SetLogger(log)
+	limit, err := operator.SoftMemoryLimit(f.memoryLimit, os.Getenv("GOMEMLIMIT"), os.DirFS("/sys"))
+	if err != nil {
+		return err
+	}
+	if limit > 0 {
+		debug.SetMemoryLimit(limit)
+		log.Info("soft memory limit set", "bytes", limit)
+	}
 	cfg, err := restConfig(f.kubeconfig)
 	if err != nil {
 		return err
