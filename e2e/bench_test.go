@@ -25,6 +25,7 @@ import (
 
 var (
 	agentBenchDeployments = flag.Int("agent-deployments", 500, "webapp deployments BenchmarkAgentThroughGit locks in one commit")
+	agentMemoryLimit      = flag.String("agent-memory-limit", "", "the agent's --memory-limit in BenchmarkAgentThroughGit (as in a container with a memory limit; empty: none)")
 	agentHeapProfile      = flag.String("agent-heap-profile", "", "file BenchmarkAgentThroughGit writes the agent's heap profile to, taken when its heap in use was highest (for go tool pprof)")
 )
 
@@ -77,7 +78,11 @@ func BenchmarkAgentThroughGit(b *testing.B) {
 			b.Fatal("the StyrminDeployment cache did not sync")
 		}
 		metricsAddr, pprofAddr := freeAddr(b), freeAddr(b)
-		e.startAgent(b, "--poll-interval=1s", "--metrics-bind-address="+metricsAddr, "--pprof-bind-address="+pprofAddr)
+		args := []string{"--poll-interval=1s", "--metrics-bind-address=" + metricsAddr, "--pprof-bind-address=" + pprofAddr}
+		if *agentMemoryLimit != "" {
+			args = append(args, "--memory-limit="+*agentMemoryLimit)
+		}
+		e.startAgent(b, args...)
 
 		// The agent's heap in use, sampled every second: its highest value
 		// (and, with -agent-heap-profile, a profile taken then).
