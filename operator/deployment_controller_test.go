@@ -25,7 +25,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/util/wait"
-	"k8s.io/cli-runtime/pkg/genericclioptions"
 	applyappsv1 "k8s.io/client-go/applyconfigurations/apps/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
@@ -206,23 +205,9 @@ func (e *env) waitApplied(t *testing.T, ns string, seq int64) *v1alpha1.StyrminD
 	return &sd
 }
 
-// helmConfig is an independent Helm SDK configuration built from the
-// cluster's kubeconfig, as the helm CLI would build it.
-func (e *env) helmConfig(t *testing.T, ns string) *action.Configuration {
-	t.Helper()
-	flags := genericclioptions.NewConfigFlags(false)
-	flags.KubeConfig = &e.cluster.KubeconfigPath
-	flags.Namespace = &ns
-	cfg := action.NewConfiguration()
-	if err := cfg.Init(flags, ns, "secret"); err != nil {
-		t.Fatal(err)
-	}
-	return cfg
-}
-
 func (e *env) history(t *testing.T, ns, name string) []*release.Release {
 	t.Helper()
-	h := action.NewHistory(e.helmConfig(t, ns))
+	h := action.NewHistory(operator.HelmCLIConfig(t, e.cluster.KubeconfigPath, ns))
 	rels, err := h.Run(name)
 	if err != nil {
 		if strings.Contains(err.Error(), driver.ErrReleaseNotFound.Error()) {

@@ -63,18 +63,25 @@ func (e *releaseEnv) namespace(t *testing.T, name string) {
 	}
 }
 
-// history is `helm history`, from an independent Helm configuration built
-// from the kubeconfig as the helm CLI builds it.
-func (e *releaseEnv) history(t *testing.T, ns, name string) string {
+// HelmCLIConfig is an independent Helm SDK configuration of a namespace,
+// built from a kubeconfig file as the helm CLI builds it: what it reads of
+// a release is what `helm` would show. (Exported for the external tests.)
+func HelmCLIConfig(t *testing.T, kubeconfig, ns string) *action.Configuration {
 	t.Helper()
 	flags := genericclioptions.NewConfigFlags(false)
-	flags.KubeConfig = &e.cluster.KubeconfigPath
+	flags.KubeConfig = &kubeconfig
 	flags.Namespace = &ns
 	cfg := action.NewConfiguration()
 	if err := cfg.Init(flags, ns, "secret"); err != nil {
 		t.Fatal(err)
 	}
-	rels, err := action.NewHistory(cfg).Run(name)
+	return cfg
+}
+
+// history is `helm history`.
+func (e *releaseEnv) history(t *testing.T, ns, name string) string {
+	t.Helper()
+	rels, err := action.NewHistory(HelmCLIConfig(t, e.cluster.KubeconfigPath, ns)).Run(name)
 	if err != nil {
 		t.Fatalf("helm history %s/%s: %v", ns, name, err)
 	}
