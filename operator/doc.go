@@ -7,13 +7,16 @@
 // # The StyrminDeployment controller
 //
 // A StyrminDeployment (one per deployment, in its namespace, named after
-// it) carries an instance as its spec. The controller installs the
-// instance as a Helm 4 release named after the deployment, in its
-// namespace, storage driver "secret", with server-side apply (field
-// manager "styrmin", conflicts forced): `helm list` and `helm history`
-// show what runs. The objects Helm applies are exactly what
-// drivers.Render produces, handed to Helm by a post-renderer; the release's
-// chart records the driver's name and version and the app version.
+// it) carries an instance as its spec. The controller applies the objects
+// drivers.Render produces with server-side apply (field manager
+// "styrmin", conflicts forced after the first install) and records each
+// revision as a Helm 4 release named after the deployment, in its
+// namespace, in Helm's "secret" storage format (helm.go): `helm list`,
+// `helm history` and `helm get manifest` show what runs, and `helm
+// uninstall` works. Helm's install and upgrade actions are not used: they
+// read every object and the history first and write each revision three
+// times. The release's chart records the driver's name and version and
+// the app version.
 //
 // The status reports the active sequence and digest, the release revision,
 // the inventory, and per component its workloads and ready replicas, with

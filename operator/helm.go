@@ -43,9 +43,6 @@ const (
 	helmManagedByValue             = "Helm"
 	helmReleaseNameAnnotation      = "meta.helm.sh/release-name"
 	helmReleaseNamespaceAnnotation = "meta.helm.sh/release-namespace"
-	// postRenderFilenameAnnotation is Helm's annotation that names the
-	// "# Source:" file of a post-rendered object; Helm removes it.
-	postRenderFilenameAnnotation = "postrenderer.helm.sh/postrender-filename"
 	// driverDigestAnnotation on the release's chart records the driver's
 	// digest.
 	driverDigestAnnotation = v1alpha1.Group + "/driver-digest"
@@ -447,10 +444,8 @@ func asV1(rel ri.Releaser) (*release.Release, error) {
 }
 
 // releaseChart is the chart recorded on the release: the driver as name
-// and version, the application version, and no templates. The objects
-// come from drivers.Render through the post-renderer, so what Helm
-// applies is exactly what the driver renders; Helm rendering the
-// templates again would only produce output to throw away.
+// and version, the application version, and no templates: the objects
+// are what drivers.Render produced, recorded as the release's manifest.
 func releaseChart(req releaseRequest) *chartv2.Chart {
 	return &chartv2.Chart{
 		Metadata: &chartv2.Metadata{
