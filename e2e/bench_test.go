@@ -90,7 +90,7 @@ func BenchmarkAgentThroughGit(b *testing.B) {
 		// (VmHWM) also counts the pages of its 90 MB of code.
 		var peakHeap, peakAnon float64
 		sampleHeap := func() {
-			peakAnon = max(peakAnon, procStatusMiB(b, e.agent.cmd.Process.Pid, "RssAnon:"))
+			peakAnon = max(peakAnon, procStatusMiB(b, e.agent.Pid(), "RssAnon:"))
 			h := scrape(b, "http://"+metricsAddr+"/metrics", "go_memstats_heap_inuse_bytes")
 			if h <= peakHeap {
 				return
@@ -118,7 +118,7 @@ func BenchmarkAgentThroughGit(b *testing.B) {
 					break
 				}
 				select {
-				case <-e.agent.done:
+				case <-e.agent.Done():
 					b.Fatalf("%s: the agent exited with %d of %d deployments Ready", phase, ready, n)
 				default:
 				}
@@ -141,7 +141,7 @@ func BenchmarkAgentThroughGit(b *testing.B) {
 		b.ReportMetric(fanoutCPU/float64(n), "fanout-apiserver-cpu-s/deploy")
 		b.ReportMetric(createReqs/float64(n), "create-agent-requests/deploy")
 		b.ReportMetric(fanoutReqs/float64(n), "fanout-agent-requests/deploy")
-		b.ReportMetric(procStatusMiB(b, e.agent.cmd.Process.Pid, "VmHWM:"), "agent-peak-rss-MiB")
+		b.ReportMetric(procStatusMiB(b, e.agent.Pid(), "VmHWM:"), "agent-peak-rss-MiB")
 		b.ReportMetric(peakAnon, "agent-peak-anon-rss-MiB")
 		b.ReportMetric(peakHeap/(1<<20), "agent-peak-heap-inuse-MiB")
 	}

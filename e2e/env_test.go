@@ -1,8 +1,6 @@
 package e2e
 
 import (
-	"bufio"
-	"bytes"
 	"context"
 	"fmt"
 	"os"
@@ -10,20 +8,13 @@ import (
 	"path/filepath"
 	"regexp"
 	"strconv"
-	"strings"
-	"sync"
-	"syscall"
 	"testing"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/util/wait"
-	"k8s.io/client-go/tools/clientcmd"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/yaml"
 
 	"github.com/go-logr/logr"
 	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
@@ -32,6 +23,7 @@ import (
 	"github.com/styrmin/styrmin/examples"
 	"github.com/styrmin/styrmin/gitsource"
 	"github.com/styrmin/styrmin/gitsource/gitserver"
+	"github.com/styrmin/styrmin/internal/agenttest"
 	"github.com/styrmin/styrmin/operator"
 	"github.com/styrmin/styrmin/operator/api/v1alpha1"
 	"github.com/styrmin/styrmin/testcluster"
@@ -47,56 +39,18 @@ const (
 )
 
 // binaries are styrminctl and styrmin-agent, built once per test process.
-var binaries struct {
-	once       sync.Once
-	dir        string
-	ctl, agent string
-	err        error
-}
+var binaries = &agenttest.Binaries{Dir: "e2e-test", Packages: []string{"./cmd/styrminctl", "./cmd/styrmin-agent"}}
 
 func TestMain(m *testing.M) {
 	// envtest and the in-process agent log through controller-runtime.
 	ctrllog.SetLogger(logr.Discard())
-	code := m.Run()
-	if binaries.dir != "" {
-		_ = os.RemoveAll(binaries.dir)
-	}
-	os.Exit(code)
+	os.Exit(m.Run())
 }
 
-// buildBinaries builds both commands with `go build` into a temporary
-// folder, once.
+// buildBinaries builds both commands, once.
 func buildBinaries(t testing.TB) (ctl, agent string) {
 	t.Helper()
-	binaries.once.Do(func() {
-		wd, err := os.Getwd()
-		if err != nil {
-			binaries.err = err
-			return
-		}
-		root, err := testcluster.RepoRoot(wd)
-		if err != nil {
-			binaries.err = err
-			return
-		}
-		dir, err := os.MkdirTemp("", "styrmin-e2e-bin-")
-		if err != nil {
-			binaries.err = err
-			return
-		}
-		binaries.dir = dir
-		cmd := exec.Command("go", "build", "-o", dir+string(filepath.Separator), "./cmd/styrminctl", "./cmd/styrmin-agent")
-		cmd.Dir = root
-		if out, err := cmd.CombinedOutput(); err != nil {
-			binaries.err = fmt.Errorf("go build: %v\n%s", err, out)
-			return
-		}
-		binaries.ctl, binaries.agent = filepath.Join(dir, "styrminctl"), filepath.Join(dir, "styrmin-agent")
-	})
-	if binaries.err != nil {
-		t.Fatal(binaries.err)
-	}
-	return binaries.ctl, binaries.agent
+	return binaries.Path(t, "styrminctl"), binaries.Path(t, "styrmin-agent")
 }
 
 // env is one test function's world: a control plane with workloads, a git
@@ -109,7 +63,7 @@ type env struct {
 	url        string
 	ctl, bin   string
 	kubeconfig string // acts as the agent's service account
-	agent      *agentProc
+	agent      *agenttest.Proc
 }
 
 func newEnv(t testing.TB) *env {
@@ -122,27 +76,8 @@ func newEnv(t testing.TB) *env {
 func newEnvWithNodes(t testing.TB, nodes int) *env {
 	t.Helper()
 	ctl, bin := buildBinaries(t)
-	c := testcluster.StartT(t, testcluster.Options{Workloads: true, Nodes: nodes})
-	ctx := context.Background()
-	if err := operator.InstallCRDs(ctx, c.RESTConfig); err != nil {
-		t.Fatal(err)
-	}
-	scheme, err := operator.NewScheme()
-	if err != nil {
-		t.Fatal(err)
-	}
-	cl, err := client.New(c.RESTConfig, client.Options{Scheme: scheme})
-	if err != nil {
-		t.Fatal(err)
-	}
-	e := &env{cluster: c, c: cl, ctl: ctl, bin: bin}
-	e.apply(t, append([][]byte{config.Namespace()}, config.RBAC()...))
-	e.createSecret(t, repoSecret, map[string][]byte{operator.SecretKeyToken: []byte(gitToken)})
-	e.kubeconfig = impersonating(t, c.KubeconfigPath, "system:serviceaccount:"+config.AgentNamespace+":"+config.AgentServiceAccount)
-	e.git = gitserver.New(t, gitserver.WithToken(gitToken))
-	e.git.Seed(repoName, examples.Repo(), "examples")
-	e.url = e.git.RepoURL(repoName)
-	return e
+	w := agenttest.Start(t, agenttest.Options{Nodes: nodes, Repo: examples.Repo(), RepoName: repoName, Token: gitToken, SecretName: repoSecret})
+	return &env{cluster: w.Cluster, c: w.Client, git: w.Git, url: w.URL, ctl: ctl, bin: bin, kubeconfig: w.Kubeconfig}
 }
 
 func (e *env) createSecret(t testing.TB, name string, data map[string][]byte) {
@@ -154,37 +89,6 @@ func (e *env) createSecret(t testing.TB, name string, data map[string][]byte) {
 	if err != nil {
 		t.Fatal(err)
 	}
-}
-
-func (e *env) apply(t testing.TB, docs [][]byte) {
-	t.Helper()
-	for _, doc := range docs {
-		u := &unstructured.Unstructured{}
-		if err := yaml.Unmarshal(doc, &u.Object); err != nil {
-			t.Fatal(err)
-		}
-		if err := e.c.Apply(context.Background(), client.ApplyConfigurationFromUnstructured(u), client.FieldOwner("e2e"), client.ForceOwnership); err != nil {
-			t.Fatalf("apply %s %s: %v", u.GetKind(), u.GetName(), err)
-		}
-	}
-}
-
-// impersonating writes a copy of the admin kubeconfig acting as user, so
-// the agent runs with exactly the RBAC of config/.
-func impersonating(t testing.TB, admin, user string) string {
-	t.Helper()
-	cfg, err := clientcmd.LoadFromFile(admin)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, ai := range cfg.AuthInfos {
-		ai.Impersonate = user
-	}
-	p := filepath.Join(t.TempDir(), "agent.kubeconfig")
-	if err := clientcmd.WriteToFile(*cfg, p); err != nil {
-		t.Fatal(err)
-	}
-	return p
 }
 
 // newClone clones the repository into a folder, as a user's checkout that
@@ -223,16 +127,7 @@ func (e *env) lockPushErr(clone string) (map[string]int64, string, error) {
 	return locked, string(out), err
 }
 
-// agentProc is one run of the agent binary; its log goes to a file shown
-// when the test fails.
-type agentProc struct {
-	cmd  *exec.Cmd
-	done chan struct{}
-	log  *bytes.Buffer
-	mu   *sync.Mutex
-}
-
-func (e *env) startAgent(t testing.TB, extra ...string) *agentProc {
+func (e *env) startAgent(t testing.TB, extra ...string) *agenttest.Proc {
 	t.Helper()
 	args := append([]string{
 		"--cluster=" + clusterName,
@@ -246,70 +141,8 @@ func (e *env) startAgent(t testing.TB, extra ...string) *agentProc {
 		"--health-probe-bind-address=",
 		"--kubeconfig=" + e.kubeconfig,
 	}, extra...)
-	cmd := exec.Command(e.bin, args...)
-	p := &agentProc{cmd: cmd, done: make(chan struct{}), log: &bytes.Buffer{}, mu: &sync.Mutex{}}
-	stderr, err := cmd.StderrPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	go func() {
-		sc := bufio.NewScanner(stderr)
-		sc.Buffer(make([]byte, 1<<20), 1<<20)
-		for sc.Scan() {
-			p.mu.Lock()
-			p.log.WriteString(sc.Text() + "\n")
-			p.mu.Unlock()
-		}
-		_ = cmd.Wait()
-		close(p.done)
-	}()
-	e.agent = p
-	t.Cleanup(func() {
-		_ = cmd.Process.Signal(syscall.SIGTERM)
-		select {
-		case <-p.done:
-		case <-time.After(15 * time.Second):
-			_ = cmd.Process.Kill()
-			<-p.done
-		}
-		if t.Failed() {
-			p.mu.Lock()
-			lines := strings.Split(p.log.String(), "\n")
-			p.mu.Unlock()
-			if len(lines) > 60 {
-				lines = lines[len(lines)-60:]
-			}
-			p.mu.Lock()
-			all := strings.Split(p.log.String(), "\n")
-			p.mu.Unlock()
-			for i, l := range all {
-				// A crash: its first lines say why.
-				if strings.HasPrefix(l, "panic:") || strings.HasPrefix(l, "fatal error:") {
-					lines = all[i:min(len(all), i+60)]
-					break
-				}
-			}
-			t.Logf("agent log tail:\n%s", strings.Join(lines, "\n"))
-		}
-	})
-	return p
-}
-
-// waitUntil polls cond every 100ms until it holds.
-func waitUntil(t testing.TB, timeout time.Duration, what string, cond func(ctx context.Context) (bool, string, error)) {
-	t.Helper()
-	var last string
-	err := wait.PollUntilContextTimeout(context.Background(), 100*time.Millisecond, timeout, true, func(ctx context.Context) (bool, error) {
-		ok, why, err := cond(ctx)
-		last = why
-		return ok, err
-	})
-	if err != nil {
-		t.Fatalf("waiting for %s: %v (last: %s)", what, err, last)
-	}
+	e.agent = agenttest.StartAgent(t, e.bin, args...)
+	return e.agent
 }
 
 // waitTask waits until the task of a deployment's sequence is terminal.
@@ -317,11 +150,11 @@ func (e *env) waitTask(t testing.TB, ns, name string, seq int64) *v1alpha1.Styrm
 	t.Helper()
 	var task v1alpha1.StyrminTask
 	key := client.ObjectKey{Namespace: ns, Name: operator.TaskName(name, seq)}
-	waitUntil(t, waitLimit, "task "+key.String()+" to end", func(ctx context.Context) (bool, string, error) {
+	agenttest.WaitUntil(t, waitLimit, "task "+key.String()+" to end", func(ctx context.Context) (bool, string, error) {
 		if e.agent != nil {
 			select {
-			case <-e.agent.done:
-				return false, "", fmt.Errorf("the agent exited: %s", e.agent.cmd.ProcessState)
+			case <-e.agent.Done():
+				return false, "", fmt.Errorf("the agent exited: %s", e.agent.ExitState())
 			default:
 			}
 		}
@@ -373,7 +206,7 @@ func (e *env) deployment(t testing.TB, ns string) *v1alpha1.StyrminDeployment {
 func (e *env) waitSynced(t testing.TB) {
 	t.Helper()
 	head := e.git.Head(repoName, "main")
-	waitUntil(t, waitLimit, "the agent to sync "+head, func(ctx context.Context) (bool, string, error) {
+	agenttest.WaitUntil(t, waitLimit, "the agent to sync "+head, func(ctx context.Context) (bool, string, error) {
 		var src v1alpha1.StyrminSource
 		if err := e.c.Get(ctx, client.ObjectKey{Namespace: config.AgentNamespace, Name: "styrmin"}, &src); err != nil {
 			return false, err.Error(), nil

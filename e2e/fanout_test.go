@@ -10,6 +10,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/styrmin/styrmin/internal/agenttest"
 	"github.com/styrmin/styrmin/operator/api/v1alpha1"
 )
 
@@ -139,7 +140,7 @@ func TestClusterConfigFanOut(t *testing.T) {
 			t.Errorf("%s: the instance's context lacks the cluster's new logFormat", d.key)
 		}
 	}
-	waitUntil(t, waitLimit, "staging/web to be deleted", func(ctx context.Context) (bool, string, error) {
+	agenttest.WaitUntil(t, waitLimit, "staging/web to be deleted", func(ctx context.Context) (bool, string, error) {
 		err := e.c.Get(ctx, client.ObjectKey{Namespace: "staging-web", Name: "staging-web"}, &v1alpha1.StyrminDeployment{})
 		return apierrors.IsNotFound(err), fmt.Sprint(err), nil
 	})

@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/styrmin/styrmin/internal/agenttest"
 	"github.com/styrmin/styrmin/operator/api/v1alpha1"
 )
 
@@ -33,10 +34,10 @@ func TestAgentKilledAtEveryStepOfAnUpgradeResumes(t *testing.T) {
 	kills := 0
 	for k := range steps {
 		for _, point := range []string{"step started", "step action done"} {
-			agent.waitLog(t, 2*time.Minute, fmt.Sprintf("%q of step %d of %s", point, k, task), func(l logEntry) bool {
-				return l.str("msg") == point && l.str("task") == task && l.num("index") == int64(k)
+			agent.WaitLog(t, 2*time.Minute, fmt.Sprintf("%q of step %d of %s", point, k, task), func(l agenttest.LogEntry) bool {
+				return l.Str("msg") == point && l.Str("task") == task && l.Num("index") == int64(k)
 			})
-			agent.kill(t)
+			agent.Kill(t)
 			kills++
 			switch {
 			case k == 1 && point == "step started":

@@ -1,35 +1,25 @@
 package operator_test
 
 import (
-	"bufio"
 	"context"
-	"encoding/json"
 	"fmt"
-	"io"
 	"io/fs"
 	"os"
-	"os/exec"
 	"path"
-	"path/filepath"
 	"strings"
-	"sync"
-	"syscall"
 	"testing"
 	"testing/fstest"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/util/wait"
-	"k8s.io/client-go/tools/clientcmd"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/yaml"
 
 	"github.com/styrmin/styrmin/config"
 	"github.com/styrmin/styrmin/gitsource"
 	"github.com/styrmin/styrmin/gitsource/gitserver"
+	"github.com/styrmin/styrmin/internal/agenttest"
 	"github.com/styrmin/styrmin/operator"
 	"github.com/styrmin/styrmin/operator/api/v1alpha1"
 	"github.com/styrmin/styrmin/resolver"
@@ -54,40 +44,13 @@ const (
 	agentWaitLimit = 90 * time.Second
 )
 
-var agentBuild struct {
-	once sync.Once
-	path string
-	err  error
-}
+// agentBuild is the agent binary, built once per test process.
+var agentBuild = &agenttest.Binaries{Dir: "agent-test", Packages: []string{"./cmd/styrmin-agent"}}
 
-// agentBinary builds cmd/styrmin-agent once per test process, into the
-// repository's ignored .bin folder.
+// agentBinary builds cmd/styrmin-agent once per test process.
 func agentBinary(t *testing.T) string {
 	t.Helper()
-	agentBuild.once.Do(func() {
-		wd, err := os.Getwd()
-		if err != nil {
-			agentBuild.err = err
-			return
-		}
-		root, err := testcluster.RepoRoot(wd)
-		if err != nil {
-			agentBuild.err = err
-			return
-		}
-		out := filepath.Join(root, ".bin", "agent-test", "styrmin-agent")
-		cmd := exec.Command("go", "build", "-o", out, "./cmd/styrmin-agent")
-		cmd.Dir = root
-		if b, err := cmd.CombinedOutput(); err != nil {
-			agentBuild.err = fmt.Errorf("go build ./cmd/styrmin-agent: %v\n%s", err, b)
-			return
-		}
-		agentBuild.path = out
-	})
-	if agentBuild.err != nil {
-		t.Fatal(agentBuild.err)
-	}
-	return agentBuild.path
+	return agentBuild.Path(t, "styrmin-agent")
 }
 
 // agentEnv is a control plane, a git server with the desired-state
@@ -100,8 +63,7 @@ type agentEnv struct {
 	clone      *gitsource.Repo
 	kubeconfig string
 	bin        string
-	agent      *agentProc
-	restarts   int
+	agent      *agenttest.Proc
 }
 
 // exampleRepo returns the files of examples/ that make a desired-state
@@ -136,70 +98,12 @@ func exampleRepo(t *testing.T) fstest.MapFS {
 func startAgentEnv(t *testing.T) *agentEnv {
 	t.Helper()
 	bin := agentBinary(t)
-	c := testcluster.StartT(t, testcluster.Options{Workloads: true})
-	ctx := context.Background()
-	if err := operator.InstallCRDs(ctx, c.RESTConfig); err != nil {
-		t.Fatal(err)
-	}
-	scheme, err := operator.NewScheme()
+	w := agenttest.Start(t, agenttest.Options{Repo: exampleRepo(t), RepoName: agentRepoName, Token: agentGitToken, SecretName: agentSecret})
+	clone, err := gitsource.Clone(context.Background(), w.URL, "", gitsource.CloneOptions{Branch: "main", Auth: gitsource.Auth{Token: agentGitToken}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	cl, err := client.New(c.RESTConfig, client.Options{Scheme: scheme})
-	if err != nil {
-		t.Fatal(err)
-	}
-	e := &agentEnv{cluster: c, c: cl, bin: bin}
-	e.apply(t, append([][]byte{config.Namespace()}, config.RBAC()...))
-	if err := cl.Create(ctx, &corev1.Secret{
-		ObjectMeta: metav1.ObjectMeta{Name: agentSecret, Namespace: config.AgentNamespace},
-		Data:       map[string][]byte{operator.SecretKeyToken: []byte(agentGitToken)},
-	}); err != nil {
-		t.Fatal(err)
-	}
-	e.kubeconfig = impersonatingKubeconfig(t, c.KubeconfigPath,
-		"system:serviceaccount:"+config.AgentNamespace+":"+config.AgentServiceAccount)
-
-	e.git = gitserver.New(t, gitserver.WithToken(agentGitToken))
-	e.git.Seed(agentRepoName, exampleRepo(t), "examples")
-	e.url = e.git.RepoURL(agentRepoName)
-	e.clone, err = gitsource.Clone(ctx, e.url, "", gitsource.CloneOptions{Branch: "main", Auth: gitsource.Auth{Token: agentGitToken}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return e
-}
-
-// apply applies YAML manifests with server-side apply as the test.
-func (e *agentEnv) apply(t *testing.T, docs [][]byte) {
-	t.Helper()
-	for _, doc := range docs {
-		u := &unstructured.Unstructured{}
-		if err := yaml.Unmarshal(doc, &u.Object); err != nil {
-			t.Fatal(err)
-		}
-		if err := e.c.Apply(context.Background(), client.ApplyConfigurationFromUnstructured(u), client.FieldOwner("test"), client.ForceOwnership); err != nil {
-			t.Fatalf("apply %s %s: %v", u.GetKind(), u.GetName(), err)
-		}
-	}
-}
-
-// impersonatingKubeconfig writes a copy of the admin kubeconfig that acts
-// as user, so the agent runs with exactly its RBAC.
-func impersonatingKubeconfig(t *testing.T, admin, user string) string {
-	t.Helper()
-	cfg, err := clientcmd.LoadFromFile(admin)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, ai := range cfg.AuthInfos {
-		ai.Impersonate = user
-	}
-	p := filepath.Join(t.TempDir(), "agent.kubeconfig")
-	if err := clientcmd.WriteToFile(*cfg, p); err != nil {
-		t.Fatal(err)
-	}
-	return p
+	return &agentEnv{cluster: w.Cluster, c: w.Client, git: w.Git, url: w.URL, clone: clone, kubeconfig: w.Kubeconfig, bin: bin}
 }
 
 // commitConfig commits configuration files on the server (nil deletes a
@@ -274,20 +178,10 @@ parameters: {
 `, app, workers, logLevel)}
 }
 
-// agentProc is one run of the agent binary.
-type agentProc struct {
-	cmd  *exec.Cmd
-	done chan struct{}
-
-	mu    sync.Mutex
-	lines []string
-	wake  chan struct{}
-}
-
 // startAgent starts the agent binary; it is stopped when the test ends.
-func (e *agentEnv) startAgent(t *testing.T, extra ...string) *agentProc {
+func (e *agentEnv) startAgent(t *testing.T, extra ...string) *agenttest.Proc {
 	t.Helper()
-	args := []string{
+	args := append([]string{
 		"--cluster=" + agentCluster,
 		"--repo=" + e.url,
 		"--branch=main",
@@ -298,116 +192,9 @@ func (e *agentEnv) startAgent(t *testing.T, extra ...string) *agentProc {
 		"--metrics-bind-address=0",
 		"--health-probe-bind-address=",
 		"--kubeconfig=" + e.kubeconfig,
-	}
-	args = append(args, extra...)
-	cmd := exec.Command(e.bin, args...)
-	stderr, err := cmd.StderrPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	cmd.Stdout = io.Discard
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	p := &agentProc{cmd: cmd, done: make(chan struct{}), wake: make(chan struct{})}
-	go func() {
-		sc := bufio.NewScanner(stderr)
-		sc.Buffer(make([]byte, 1<<20), 1<<20)
-		for sc.Scan() {
-			p.mu.Lock()
-			p.lines = append(p.lines, sc.Text())
-			close(p.wake)
-			p.wake = make(chan struct{})
-			p.mu.Unlock()
-		}
-		_ = cmd.Wait()
-		close(p.done)
-	}()
-	e.agent = p
-	t.Cleanup(func() {
-		p.stop()
-		if t.Failed() {
-			p.mu.Lock()
-			lines := p.lines
-			if len(lines) > 80 {
-				lines = lines[len(lines)-80:]
-			}
-			t.Logf("agent (pid %d) log tail:\n%s", cmd.Process.Pid, strings.Join(lines, "\n"))
-			p.mu.Unlock()
-		}
-	})
-	return p
-}
-
-// stop ends the agent gracefully (SIGTERM), killing it if it lingers.
-func (p *agentProc) stop() {
-	select {
-	case <-p.done:
-		return
-	default:
-	}
-	_ = p.cmd.Process.Signal(syscall.SIGTERM)
-	select {
-	case <-p.done:
-	case <-time.After(15 * time.Second):
-		_ = p.cmd.Process.Kill()
-		<-p.done
-	}
-}
-
-// kill ends the agent with SIGKILL: no deferred code, no status write.
-func (p *agentProc) kill(t *testing.T) {
-	t.Helper()
-	if err := p.cmd.Process.Signal(syscall.SIGKILL); err != nil {
-		t.Fatal(err)
-	}
-	<-p.done
-}
-
-// logEntry is one JSON log line of the agent.
-type logEntry map[string]any
-
-func (l logEntry) str(k string) string { s, _ := l[k].(string); return s }
-func (l logEntry) num(k string) int64  { f, _ := l[k].(float64); return int64(f) }
-
-// waitLog waits for a log line matching match and returns it.
-func (p *agentProc) waitLog(t *testing.T, timeout time.Duration, what string, match func(logEntry) bool) logEntry {
-	t.Helper()
-	deadline := time.After(timeout)
-	seen := 0
-	for {
-		p.mu.Lock()
-		lines, wake := p.lines[seen:], p.wake
-		seen = len(p.lines)
-		p.mu.Unlock()
-		for _, l := range lines {
-			var e logEntry
-			if json.Unmarshal([]byte(l), &e) == nil && match(e) {
-				return e
-			}
-		}
-		select {
-		case <-wake:
-		case <-p.done:
-			t.Fatalf("the agent exited while waiting for %s", what)
-		case <-deadline:
-			t.Fatalf("timed out waiting for the agent to log %s", what)
-		}
-	}
-}
-
-// waitUntil polls cond until it holds.
-func waitUntil(t *testing.T, timeout time.Duration, what string, cond func(ctx context.Context) (bool, string, error)) {
-	t.Helper()
-	var last string
-	err := wait.PollUntilContextTimeout(context.Background(), 100*time.Millisecond, timeout, true, func(ctx context.Context) (bool, error) {
-		ok, why, err := cond(ctx)
-		last = why
-		return ok, err
-	})
-	if err != nil {
-		t.Fatalf("waiting for %s: %v (last: %s)", what, err, last)
-	}
+	}, extra...)
+	e.agent = agenttest.StartAgent(t, e.bin, args...)
+	return e.agent
 }
 
 // waitTask waits until the task of a deployment's sequence is terminal
@@ -421,11 +208,11 @@ func (e *agentEnv) waitTask(t *testing.T, ns, name string, seq int64) *v1alpha1.
 			e.dump(t, ns)
 		}
 	}()
-	waitUntil(t, agentWaitLimit, "task "+key.String()+" to end", func(ctx context.Context) (bool, string, error) {
+	agenttest.WaitUntil(t, agentWaitLimit, "task "+key.String()+" to end", func(ctx context.Context) (bool, string, error) {
 		if e.agent != nil {
 			select {
-			case <-e.agent.done:
-				return false, "", fmt.Errorf("the agent exited: %s", e.agent.cmd.ProcessState)
+			case <-e.agent.Done():
+				return false, "", fmt.Errorf("the agent exited: %s", e.agent.ExitState())
 			default:
 			}
 		}

@@ -13,6 +13,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/styrmin/styrmin/drivers"
+	"github.com/styrmin/styrmin/internal/agenttest"
 	"github.com/styrmin/styrmin/operator"
 	"github.com/styrmin/styrmin/operator/api/v1alpha1"
 	"github.com/styrmin/styrmin/resolver"
@@ -181,19 +182,8 @@ func mustContext(t *testing.T, js string) *drivers.Context {
 // hand-edited annotation stops writes until it is removed, and a tombstone
 // without a StyrminDeployment writes nothing.
 func TestWriteInstanceGuard(t *testing.T) {
-	c := testcluster.StartT(t, testcluster.Options{})
+	_, cl := agenttest.StartCluster(t, testcluster.Options{})
 	ctx := context.Background()
-	if err := operator.InstallCRDs(ctx, c.RESTConfig); err != nil {
-		t.Fatal(err)
-	}
-	scheme, err := operator.NewScheme()
-	if err != nil {
-		t.Fatal(err)
-	}
-	cl, err := client.New(c.RESTConfig, client.Options{Scheme: scheme})
-	if err != nil {
-		t.Fatal(err)
-	}
 	ctxJSON := `{"cluster":{"name":"c","domain":"d","ingressClass":"i","dedicatedIngress":false},"environment":{"name":"e","namespace":"e"},
 		"deployment":{"name":"app","namespace":"e-app","appVersion":"1.0.0","driver":"webapp","driverVersion":"1.0.0"},"parameters":{},"services":{}}`
 	instance := func(seq int64, msg string) *resolver.Instance {

@@ -23,8 +23,6 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/util/wait"
 	applyappsv1 "k8s.io/client-go/applyconfigurations/apps/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
@@ -34,6 +32,7 @@ import (
 
 	"github.com/styrmin/styrmin/config"
 	"github.com/styrmin/styrmin/drivers"
+	"github.com/styrmin/styrmin/internal/agenttest"
 	"github.com/styrmin/styrmin/operator"
 	"github.com/styrmin/styrmin/operator/api/v1alpha1"
 	"github.com/styrmin/styrmin/resolver"
@@ -54,14 +53,11 @@ type env struct {
 
 func startEnv(t *testing.T) *env {
 	t.Helper()
-	c := testcluster.StartT(t, testcluster.Options{Workloads: true, Nodes: 2})
+	c, cl := agenttest.StartCluster(t, testcluster.Options{Workloads: true, Nodes: 2})
 	ctx, cancel := context.WithCancel(context.Background())
-	if err := operator.InstallCRDs(ctx, c.RESTConfig); err != nil {
-		t.Fatal(err)
-	}
 	// The agent runs as its service account with the manifests' RBAC, so
 	// the test fails when the role lacks a permission the agent uses.
-	applyManifests(t, c.RESTConfig, append([][]byte{config.Namespace()}, config.RBAC()...))
+	agenttest.Apply(t, cl, "test", append([][]byte{config.Namespace()}, config.RBAC()...))
 	agentCfg := rest.CopyConfig(c.RESTConfig)
 	agentCfg.Impersonate = rest.ImpersonationConfig{
 		UserName: "system:serviceaccount:" + config.AgentNamespace + ":" + config.AgentServiceAccount,
@@ -93,37 +89,11 @@ func startEnv(t *testing.T) *env {
 	case <-time.After(30 * time.Second):
 		t.Fatal("the agent did not become leader")
 	}
-	scheme, err := operator.NewScheme()
-	if err != nil {
-		t.Fatal(err)
-	}
-	cl, err := client.New(c.RESTConfig, client.Options{Scheme: scheme})
-	if err != nil {
-		t.Fatal(err)
-	}
 	cs, err := kubernetes.NewForConfig(c.RESTConfig)
 	if err != nil {
 		t.Fatal(err)
 	}
 	return &env{cluster: c, client: cl, clientset: cs, workspace: ws}
-}
-
-// applyManifests applies YAML manifests with server-side apply.
-func applyManifests(t *testing.T, cfg *rest.Config, docs [][]byte) {
-	t.Helper()
-	cl, err := client.New(cfg, client.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, doc := range docs {
-		u := &unstructured.Unstructured{}
-		if err := yaml.Unmarshal(doc, &u.Object); err != nil {
-			t.Fatal(err)
-		}
-		if err := cl.Apply(context.Background(), client.ApplyConfigurationFromUnstructured(u), client.FieldOwner("test"), client.ForceOwnership); err != nil {
-			t.Fatalf("apply %s %s: %v", u.GetKind(), u.GetName(), err)
-		}
-	}
 }
 
 // instance resolves an example deployment and gives it a sequence.
@@ -177,25 +147,10 @@ func (e *env) write(t *testing.T, ns string, in *resolver.Instance) operator.Wri
 	return out
 }
 
-// waitFor polls until cond holds, failing with the last reason after
-// timeout.
-func waitFor(t *testing.T, timeout time.Duration, what string, cond func(ctx context.Context) (bool, string, error)) {
-	t.Helper()
-	var last string
-	err := wait.PollUntilContextTimeout(context.Background(), 100*time.Millisecond, timeout, true, func(ctx context.Context) (bool, error) {
-		ok, why, err := cond(ctx)
-		last = why
-		return ok, err
-	})
-	if err != nil {
-		t.Fatalf("waiting for %s: %v (last: %s)", what, err, last)
-	}
-}
-
 func (e *env) waitApplied(t *testing.T, ns string, seq int64) *v1alpha1.StyrminDeployment {
 	t.Helper()
 	var sd v1alpha1.StyrminDeployment
-	waitFor(t, 60*time.Second, fmt.Sprintf("%s to run sequence %d and be Ready", ns, seq), func(ctx context.Context) (bool, string, error) {
+	agenttest.WaitUntil(t, 60*time.Second, fmt.Sprintf("%s to run sequence %d and be Ready", ns, seq), func(ctx context.Context) (bool, string, error) {
 		if err := e.client.Get(ctx, client.ObjectKey{Namespace: ns, Name: ns}, &sd); err != nil {
 			return false, err.Error(), nil
 		}
@@ -387,7 +342,7 @@ func TestDeploymentLifecycle(t *testing.T) {
 	if err := e.client.Delete(ctx, &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}}); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, 10*driftInterval, "drift to be put back", func(ctx context.Context) (bool, string, error) {
+	agenttest.WaitUntil(t, 10*driftInterval, "drift to be put back", func(ctx context.Context) (bool, string, error) {
 		var svc corev1.Service
 		if err := e.client.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, &svc); apierrors.IsNotFound(err) {
 			return false, "service still deleted", nil
@@ -405,7 +360,7 @@ func TestDeploymentLifecycle(t *testing.T) {
 			fmt.Sprintf("replicas %d, message %q", *d.Spec.Replicas, cm.Data["message"]), nil
 	})
 	var evs []eventsv1.Event
-	waitFor(t, 10*time.Second, "a DriftCorrected event", func(context.Context) (bool, string, error) {
+	agenttest.WaitUntil(t, 10*time.Second, "a DriftCorrected event", func(context.Context) (bool, string, error) {
 		evs = e.events(t, ns, v1alpha1.ReasonDriftCorrected)
 		var notes []string
 		for _, ev := range evs {
@@ -431,7 +386,7 @@ func TestDeploymentLifecycle(t *testing.T) {
 		t.Fatal(err)
 	}
 	checks := driftChecks(t, "clean")
-	waitFor(t, 10*driftInterval, "two clean drift checks", func(context.Context) (bool, string, error) {
+	agenttest.WaitUntil(t, 10*driftInterval, "two clean drift checks", func(context.Context) (bool, string, error) {
 		got := driftChecks(t, "clean")
 		return got >= checks+2, fmt.Sprintf("%v clean checks since", got-checks), nil
 	})
@@ -460,7 +415,7 @@ func TestDeploymentLifecycle(t *testing.T) {
 	if out := e.write(t, ns, tomb); !out.Written {
 		t.Fatalf("tombstone not written: %+v", out)
 	}
-	waitFor(t, 30*time.Second, "the StyrminDeployment and the release's objects to be gone", func(ctx context.Context) (bool, string, error) {
+	agenttest.WaitUntil(t, 30*time.Second, "the StyrminDeployment and the release's objects to be gone", func(ctx context.Context) (bool, string, error) {
 		var left []string
 		for _, o := range []client.Object{&v1alpha1.StyrminDeployment{}, &appsv1.Deployment{}, &corev1.Service{}, &corev1.ConfigMap{}} {
 			key := client.ObjectKey{Namespace: ns, Name: name}
@@ -505,7 +460,7 @@ func TestStalledUntilGitChanges(t *testing.T) {
 	bad.Digest, _ = bad.ComputeDigest()
 	e.write(t, ns, &bad)
 	var sd v1alpha1.StyrminDeployment
-	waitFor(t, 30*time.Second, "the StyrminDeployment to stall", func(ctx context.Context) (bool, string, error) {
+	agenttest.WaitUntil(t, 30*time.Second, "the StyrminDeployment to stall", func(ctx context.Context) (bool, string, error) {
 		if err := e.client.Get(ctx, client.ObjectKey{Namespace: ns, Name: ns}, &sd); err != nil {
 			return false, err.Error(), nil
 		}
@@ -546,7 +501,7 @@ func TestStalledUntilGitChanges(t *testing.T) {
 	if err := e.client.Delete(context.Background(), &sd); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, 30*time.Second, "the StyrminDeployment and its Deployment to be gone", func(ctx context.Context) (bool, string, error) {
+	agenttest.WaitUntil(t, 30*time.Second, "the StyrminDeployment and its Deployment to be gone", func(ctx context.Context) (bool, string, error) {
 		errSD := e.client.Get(ctx, client.ObjectKey{Namespace: ns, Name: ns}, &v1alpha1.StyrminDeployment{})
 		errD := e.client.Get(ctx, client.ObjectKey{Namespace: ns, Name: good.ID.Name}, &appsv1.Deployment{})
 		return apierrors.IsNotFound(errSD) && apierrors.IsNotFound(errD), fmt.Sprintf("%v / %v", errSD, errD), nil

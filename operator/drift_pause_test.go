@@ -12,6 +12,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/styrmin/styrmin/internal/agenttest"
 	"github.com/styrmin/styrmin/operator/api/v1alpha1"
 )
 
@@ -45,7 +46,7 @@ func TestDriftIsNotCorrectedWhileATaskRuns(t *testing.T) {
 	if _, err := e.clientset.AppsV1().Deployments(ns).UpdateScale(ctx, name, scale, metav1.UpdateOptions{FieldManager: "styrmin-actions"}); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, 10*driftInterval, "the drift check to pause for the running task", func(ctx context.Context) (bool, string, error) {
+	agenttest.WaitUntil(t, 10*driftInterval, "the drift check to pause for the running task", func(ctx context.Context) (bool, string, error) {
 		var sd v1alpha1.StyrminDeployment
 		if err := e.client.Get(ctx, client.ObjectKey{Namespace: ns, Name: ns}, &sd); err != nil {
 			return false, "", err
@@ -67,7 +68,7 @@ func TestDriftIsNotCorrectedWhileATaskRuns(t *testing.T) {
 	if err := e.client.Status().Update(ctx, task); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, 10*driftInterval, "drift corrected after the task ended", func(ctx context.Context) (bool, string, error) {
+	agenttest.WaitUntil(t, 10*driftInterval, "drift corrected after the task ended", func(ctx context.Context) (bool, string, error) {
 		if err := e.client.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, &d); err != nil {
 			return false, "", err
 		}

@@ -20,6 +20,7 @@ import (
 
 	"github.com/styrmin/styrmin/gitsource"
 	"github.com/styrmin/styrmin/gitsource/gitserver"
+	"github.com/styrmin/styrmin/internal/agenttest"
 	"github.com/styrmin/styrmin/operator"
 	"github.com/styrmin/styrmin/operator/api/v1alpha1"
 	"github.com/styrmin/styrmin/resolver"
@@ -82,18 +83,8 @@ func TestTaskAndJobNamesAreDeterministic(t *testing.T) {
 func TestSyncCreatesOneTaskPerNewSequenceAndResumes(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	c := testcluster.StartT(t, testcluster.Options{})
-	if err := operator.InstallCRDs(ctx, c.RESTConfig); err != nil {
-		t.Fatal(err)
-	}
-	scheme, err := operator.NewScheme()
-	if err != nil {
-		t.Fatal(err)
-	}
-	cl, err := client.New(c.RESTConfig, client.Options{Scheme: scheme})
-	if err != nil {
-		t.Fatal(err)
-	}
+	c, cl := agenttest.StartCluster(t, testcluster.Options{})
+	scheme := cl.Scheme()
 	if err := cl.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "styrmin-system"}}); err != nil {
 		t.Fatal(err)
 	}
@@ -227,7 +218,7 @@ func TestSyncCreatesOneTaskPerNewSequenceAndResumes(t *testing.T) {
 	git.Commit("desired", "debug logs", hubConfig("1.4.1", 3, "debug"))
 	lockRepo(t, author)
 	s.Trigger()
-	waitUntil(t, 20*time.Second, "the triggered sync to create hub-4", func(ctx context.Context) (bool, string, error) {
+	agenttest.WaitUntil(t, 20*time.Second, "the triggered sync to create hub-4", func(ctx context.Context) (bool, string, error) {
 		err := cl.Get(ctx, client.ObjectKey{Namespace: "dev-hub", Name: "hub-4"}, &v1alpha1.StyrminTask{})
 		return err == nil, fmt.Sprint(err), nil
 	})
@@ -251,7 +242,7 @@ func TestSyncCreatesOneTaskPerNewSequenceAndResumes(t *testing.T) {
 	if err := cl.Get(ctx, source, &src); err != nil || src.Status.LastSyncedCommit != res.Head.String() {
 		t.Errorf("the position did not advance past the bad commit: %v %s", err, src.Status.LastSyncedCommit)
 	}
-	waitUntil(t, 20*time.Second, "InvalidLock and LockDeleted events on the StyrminSource", func(ctx context.Context) (bool, string, error) {
+	agenttest.WaitUntil(t, 20*time.Second, "InvalidLock and LockDeleted events on the StyrminSource", func(ctx context.Context) (bool, string, error) {
 		var evs eventsv1.EventList
 		if err := cl.List(ctx, &evs, client.InNamespace("styrmin-system")); err != nil {
 			return false, err.Error(), nil

@@ -22,6 +22,7 @@ import (
 	"k8s.io/apimachinery/pkg/watch"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/styrmin/styrmin/internal/agenttest"
 	"github.com/styrmin/styrmin/operator"
 	"github.com/styrmin/styrmin/operator/api/v1alpha1"
 )
@@ -237,7 +238,7 @@ func TestAgentCreatesUpdatesUpgradesAndDeletesGraphhub(t *testing.T) {
 	if del.Spec.Workflow != v1alpha1.WorkflowDelete {
 		t.Errorf("hub-4 workflow %s, want delete", del.Spec.Workflow)
 	}
-	waitUntil(t, agentWaitLimit, "the hub release to be uninstalled", func(ctx context.Context) (bool, string, error) {
+	agenttest.WaitUntil(t, agentWaitLimit, "the hub release to be uninstalled", func(ctx context.Context) (bool, string, error) {
 		var list appsv1.DeploymentList
 		if err := e.c.List(ctx, &list, client.InNamespace(hubNamespace)); err != nil {
 			return false, err.Error(), nil
@@ -402,7 +403,7 @@ func TestAgentGuardKeepsANewerInstanceAndRecovers(t *testing.T) {
 	if got := e.workerReplicas(t); got != 2 {
 		t.Errorf("hub-worker replicas %d, want 2 (untouched)", got)
 	}
-	waitUntil(t, 30*time.Second, "a NewerInstanceKept event on the StyrminDeployment", func(ctx context.Context) (bool, string, error) {
+	agenttest.WaitUntil(t, 30*time.Second, "a NewerInstanceKept event on the StyrminDeployment", func(ctx context.Context) (bool, string, error) {
 		var evs eventsv1.EventList
 		if err := e.c.List(ctx, &evs, client.InNamespace(hubNamespace)); err != nil {
 			return false, err.Error(), nil
