@@ -3,6 +3,7 @@ package gitsource_test
 import (
 	"errors"
 	"maps"
+	"reflect"
 	"strings"
 	"testing"
 
@@ -194,6 +195,11 @@ func TestLockChangesParsesLockTrailers(t *testing.T) {
 	want := map[string]int{"c/e/a": 1, "c/e/b": 4}
 	if !maps.Equal(got[0].Locks, want) || !maps.Equal(got[1].Locks, want) || len(got[2].Locks) != 0 {
 		t.Fatalf("Locks = %v, %v, %v", got[0].Locks, got[1].Locks, got[2].Locks)
+	}
+	// One map per commit, not a copy per change: a commit locking 500
+	// deployments has 500 changes.
+	if reflect.ValueOf(got[0].Locks).UnsafePointer() != reflect.ValueOf(got[1].Locks).UnsafePointer() {
+		t.Fatal("the changes of one commit each hold a copy of its Locks map")
 	}
 	if got[0].Time.Unix() != 1_700_000_060 {
 		t.Fatalf("Time = %v", got[0].Time)

@@ -186,7 +186,8 @@ type appliedRevision struct {
 //
 //   - Helm reads the release history (one or two LISTs) and reads every
 //     object before applying it; here the previous revision comes from
-//     memory (known) or by its key (one GET), and objects are applied
+//     memory (known), by its key (one GET) or, when the status names
+//     none, from one LIST (see previousRevision), and objects are applied
 //     without reading them.
 //   - Helm writes a revision three times (pending, then deployed, then
 //     the previous one superseded); here it is written once, when the
@@ -421,14 +422,6 @@ func (h *helmReleases) uninstall(namespace, name string) error {
 // get returns one revision of a release (one API call).
 func (h *helmReleases) get(namespace, name string, revision int) (*release.Release, error) {
 	rel, err := h.config(namespace).Releases.Get(name, revision)
-	if err != nil {
-		return nil, err
-	}
-	return asV1(rel)
-}
-
-func lastRelease(cfg *action.Configuration, name string) (*release.Release, error) {
-	rel, err := cfg.Releases.Last(name)
 	if err != nil {
 		return nil, err
 	}

@@ -1,0 +1,75 @@
+package operator_test
+
+import (
+	"context"
+	"testing"
+
+	"github.com/prometheus/client_golang/prometheus"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	"github.com/styrmin/styrmin/operator"
+	"github.com/styrmin/styrmin/operator/api/v1alpha1"
+	"github.com/styrmin/styrmin/resolver"
+)
+
+// TestTaskWaitingForAnEarlierOneShowsItsPlan pins that a task which has
+// to wait for an earlier task of its deployment writes its planned steps
+// (Pending) before it waits: a task that can run at once writes them only
+// with its first step's start, which must not leave a waiting task blank.
+func TestTaskWaitingForAnEarlierOneShowsItsPlan(t *testing.T) {
+	e := startEnv(t)
+	ctx := context.Background()
+	r, err := operator.NewTaskReconciler(operator.TaskReconcilerOptions{
+		Client:     e.client,
+		Drivers:    &operator.CatalogSource{Catalog: e.workspace.Catalog},
+		Registerer: prometheus.NewRegistry(),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	in1 := e.instance(t, "local", "dev", "web", 1)
+	in2 := withMessage(t, in1, 2, "second")
+	ns := in1.Context.Deployment.Namespace
+	if err := e.client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil {
+		t.Fatal(err)
+	}
+	task := func(in *resolver.Instance, wf v1alpha1.Workflow) *v1alpha1.StyrminTask {
+		t.Helper()
+		spec, err := operator.SpecFromInstance(in)
+		if err != nil {
+			t.Fatal(err)
+		}
+		id := v1alpha1.DeploymentID{Cluster: in.ID.Cluster, Environment: in.ID.Environment, Name: in.ID.Name}
+		task := &v1alpha1.StyrminTask{
+			ObjectMeta: metav1.ObjectMeta{Name: operator.TaskName(in.ID.Name, in.Sequence), Namespace: ns, Labels: id.Labels()},
+			Spec: v1alpha1.StyrminTaskSpec{Deployment: id, Namespace: ns, Workflow: wf,
+				ToSequence: in.Sequence, Lock: v1alpha1.LockRef{Commit: in1.SourceCommit, Path: in.ID.LockPath()}, Instance: &spec},
+		}
+		if err := e.client.Create(ctx, task); err != nil {
+			t.Fatal(err)
+		}
+		return task
+	}
+	task(in1, v1alpha1.WorkflowCreate) // not started: the second waits for it
+	second := task(in2, v1alpha1.WorkflowUpdate)
+
+	res, err := r.Reconcile(ctx, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(second)})
+	if err != nil || res.RequeueAfter == 0 {
+		t.Fatalf("reconcile of the waiting task: %+v, %v; want a later look", res, err)
+	}
+	var got v1alpha1.StyrminTask
+	if err := e.client.Get(ctx, client.ObjectKeyFromObject(second), &got); err != nil {
+		t.Fatal(err)
+	}
+	if got.Status.Phase != v1alpha1.TaskPending || len(got.Status.Steps) == 0 {
+		t.Fatalf("waiting task: phase %q, %d steps; want Pending with its plan", got.Status.Phase, len(got.Status.Steps))
+	}
+	for _, s := range got.Status.Steps {
+		if s.State != v1alpha1.StepPending {
+			t.Fatalf("step %s is %s before the task's turn", s.Name, s.State)
+		}
+	}
+}
