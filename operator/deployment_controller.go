@@ -55,7 +55,7 @@ type deploymentReconciler struct {
 	client   client.Client
 	drivers  DriverSource
 	helm     *helmReleases
-	drift    *driftChecker
+	drift    *releaseObjects
 	recorder events.EventRecorder
 	metrics  *metrics
 	interval time.Duration

@@ -40,8 +40,10 @@ import (
 // object, with the same field manager, labels and annotations as Helm's,
 // so the release is unchanged and no Helm revision is added.
 
-// driftChecker compares the release's objects with the live ones.
-type driftChecker struct {
+// releaseObjects handles the objects of a release: it parses a release
+// manifest into them, applies and deletes them (helm.go, for an install or
+// upgrade) and compares them with the live ones (the drift check).
+type releaseObjects struct {
 	dyn    dynamic.Interface
 	mapper meta.RESTMapper
 }
@@ -64,7 +66,7 @@ type objectDrift struct {
 // desiredObjects parses a release manifest into the objects Helm applied:
 // each object of the manifest, in the release namespace when namespaced
 // and unset, with Helm's ownership label and annotations.
-func (d *driftChecker) desiredObjects(manifest, releaseName, namespace string, components map[string]string) ([]*desiredObject, error) {
+func (d *releaseObjects) desiredObjects(manifest, releaseName, namespace string, components map[string]string) ([]*desiredObject, error) {
 	docs := releaseutil.SplitManifests(manifest)
 	keys := make([]string, 0, len(docs))
 	for k := range docs {
@@ -120,7 +122,7 @@ func (d *driftChecker) desiredObjects(manifest, releaseName, namespace string, c
 // check compares each desired object with the live one. expected holds
 // the expected field sets by object key; missing entries are computed
 // with a dry-run apply and added.
-func (d *driftChecker) check(ctx context.Context, objects []*desiredObject, expected map[string][]byte) ([]objectDrift, error) {
+func (d *releaseObjects) check(ctx context.Context, objects []*desiredObject, expected map[string][]byte) ([]objectDrift, error) {
 	var drifts []objectDrift
 	for _, o := range objects {
 		key := objectKey(o.ref)
@@ -153,7 +155,7 @@ func (d *driftChecker) check(ctx context.Context, objects []*desiredObject, expe
 }
 
 // correct applies the drifted objects again and records their field sets.
-func (d *driftChecker) correct(ctx context.Context, drifts []objectDrift, expected map[string][]byte) error {
+func (d *releaseObjects) correct(ctx context.Context, drifts []objectDrift, expected map[string][]byte) error {
 	for _, dr := range drifts {
 		applied, err := d.apply(ctx, dr.object, false)
 		if err != nil {
@@ -166,13 +168,13 @@ func (d *driftChecker) correct(ctx context.Context, drifts []objectDrift, expect
 
 // apply applies one object with Styrmin's field manager, forcing
 // conflicts.
-func (d *driftChecker) apply(ctx context.Context, o *desiredObject, dryRun bool) (*unstructured.Unstructured, error) {
+func (d *releaseObjects) apply(ctx context.Context, o *desiredObject, dryRun bool) (*unstructured.Unstructured, error) {
 	return d.applyObject(ctx, o, dryRun, true)
 }
 
 // applyObject applies one object with Styrmin's field manager and strict
 // field validation (an unknown field is an error, not a warning).
-func (d *driftChecker) applyObject(ctx context.Context, o *desiredObject, dryRun, force bool) (*unstructured.Unstructured, error) {
+func (d *releaseObjects) applyObject(ctx context.Context, o *desiredObject, dryRun, force bool) (*unstructured.Unstructured, error) {
 	data, err := o.obj.MarshalJSON()
 	if err != nil {
 		return nil, fmt.Errorf("encode %s: %w", o.ref, err)
@@ -190,7 +192,7 @@ func (d *driftChecker) applyObject(ctx context.Context, o *desiredObject, dryRun
 // manager owns is not taken over: the apply fails with a conflict.
 //
 // It also returns how many objects were applied before an error.
-func (d *driftChecker) applyAll(ctx context.Context, objects []*desiredObject, force bool) (map[string][]byte, int, error) {
+func (d *releaseObjects) applyAll(ctx context.Context, objects []*desiredObject, force bool) (map[string][]byte, int, error) {
 	fields := make(map[string][]byte, len(objects))
 	for i, o := range objects {
 		applied, err := d.applyObject(ctx, o, false, force)
@@ -207,7 +209,7 @@ func (d *driftChecker) applyAll(ctx context.Context, objects []*desiredObject, f
 
 // remove deletes an object a new revision no longer has; its dependents
 // go in the background. An object already gone is not an error.
-func (d *driftChecker) remove(ctx context.Context, o *desiredObject) error {
+func (d *releaseObjects) remove(ctx context.Context, o *desiredObject) error {
 	policy := metav1.DeletePropagationBackground
 	err := o.resource.Delete(ctx, o.ref.Name, metav1.DeleteOptions{PropagationPolicy: &policy})
 	if err != nil && !apierrors.IsNotFound(err) {

@@ -62,7 +62,7 @@ type helmReleases struct {
 	maxHistory int
 
 	// objects parses, applies and deletes a release's objects.
-	objects *driftChecker
+	objects *releaseObjects
 	// records writes revisions in Helm's format.
 	records *releaseRecords
 
@@ -78,7 +78,7 @@ type helmOptions struct {
 	// Logger receives Helm's log records.
 	Logger slog.Handler
 	// Objects parses, applies and deletes a release's objects (required).
-	Objects *driftChecker
+	Objects *releaseObjects
 }
 
 func newHelmReleases(cfg *rest.Config, mapper meta.RESTMapper, opts helmOptions) (*helmReleases, error) {

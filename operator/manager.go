@@ -179,7 +179,7 @@ func NewManager(cfg *rest.Config, opts Options) (ctrl.Manager, error) {
 	if err != nil {
 		return nil, fmt.Errorf("operator: dynamic client: %w", err)
 	}
-	objects := &driftChecker{dyn: dyn, mapper: mgr.GetRESTMapper()}
+	objects := &releaseObjects{dyn: dyn, mapper: mgr.GetRESTMapper()}
 	helm, err := newHelmReleases(cfg, mgr.GetRESTMapper(), helmOptions{
 		MaxHistory: opts.HelmMaxHistory,
 		Logger:     logr.ToSlogHandler(opts.Logger.WithName("helm").V(1)),

@@ -45,7 +45,7 @@ func startReleaseEnv(t *testing.T, maxHistory int) *releaseEnv {
 	if err != nil {
 		t.Fatal(err)
 	}
-	h, err := newHelmReleases(c.RESTConfig, mapper, helmOptions{MaxHistory: maxHistory, Objects: &driftChecker{dyn: dyn, mapper: mapper}})
+	h, err := newHelmReleases(c.RESTConfig, mapper, helmOptions{MaxHistory: maxHistory, Objects: &releaseObjects{dyn: dyn, mapper: mapper}})
 	if err != nil {
 		t.Fatal(err)
 	}
