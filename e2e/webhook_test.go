@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"net"
 	"net/http"
-	"strings"
 	"testing"
 	"time"
 
@@ -13,6 +12,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/styrmin/styrmin/config"
+	"github.com/styrmin/styrmin/internal/agenttest"
 	"github.com/styrmin/styrmin/operator"
 	"github.com/styrmin/styrmin/operator/api/v1alpha1"
 	"github.com/styrmin/styrmin/operator/webhook"
@@ -92,7 +92,7 @@ func TestWebhookPushSyncsAtOnce(t *testing.T) {
 	body := fmt.Sprintf(`{"ref":"refs/heads/main","after":%q,"repository":{"full_name":"acme/desired"}}`, head)
 
 	// A bad signature: 401, and no sync (the poll is an hour away).
-	if code := deliver(t, url, "push", "bad-1", webhook.Sign([]byte("not-the-secret"), []byte(body)), body); code != http.StatusUnauthorized {
+	if code := agenttest.Deliver(t, url, "push", "bad-1", webhook.Sign([]byte("not-the-secret"), []byte(body)), body); code != http.StatusUnauthorized {
 		t.Fatalf("badly signed push: status %d, want 401", code)
 	}
 	time.Sleep(2 * time.Second)
@@ -102,7 +102,7 @@ func TestWebhookPushSyncsAtOnce(t *testing.T) {
 
 	// A good signature: the task exists moments later.
 	start := time.Now()
-	if code := deliver(t, url, "push", "good-1", webhook.Sign([]byte(webhookSecret), []byte(body)), body); code != http.StatusAccepted {
+	if code := agenttest.Deliver(t, url, "push", "good-1", webhook.Sign([]byte(webhookSecret), []byte(body)), body); code != http.StatusAccepted {
 		t.Fatalf("signed push: status %d, want 202", code)
 	}
 	deadline := start.Add(30 * time.Second)
@@ -119,27 +119,9 @@ func TestWebhookPushSyncsAtOnce(t *testing.T) {
 	requirePhase(t, e.waitTask(t, "dev-hub", "hub", 2), v1alpha1.TaskSucceeded)
 
 	// A replayed delivery is acknowledged without another sync request.
-	if code := deliver(t, url, "push", "good-1", webhook.Sign([]byte(webhookSecret), []byte(body)), body); code != http.StatusOK {
+	if code := agenttest.Deliver(t, url, "push", "good-1", webhook.Sign([]byte(webhookSecret), []byte(body)), body); code != http.StatusOK {
 		t.Errorf("replayed delivery: status %d, want 200 (ignored)", code)
 	}
-}
-
-func deliver(t *testing.T, url, event, delivery, sig, body string) int {
-	t.Helper()
-	req, err := http.NewRequest(http.MethodPost, url, strings.NewReader(body))
-	if err != nil {
-		t.Fatal(err)
-	}
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("X-GitHub-Event", event)
-	req.Header.Set("X-GitHub-Delivery", delivery)
-	req.Header.Set("X-Hub-Signature-256", sig)
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	resp.Body.Close()
-	return resp.StatusCode
 }
 
 func taskExists(t *testing.T, e *env, ns, name string) bool {

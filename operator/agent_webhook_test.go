@@ -3,7 +3,6 @@ package operator_test
 import (
 	"context"
 	"net/http"
-	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -13,6 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/styrmin/styrmin/internal/agenttest"
 	"github.com/styrmin/styrmin/operator"
 	"github.com/styrmin/styrmin/operator/webhook"
 	"github.com/styrmin/styrmin/testcluster"
@@ -59,16 +59,7 @@ func TestWebhookServerVerifiesWithTheSecretFromKubernetes(t *testing.T) {
 	body := `{"ref":"refs/heads/main","after":"0123456789abcdef0123456789abcdef01234567","repository":{"full_name":"acme/desired"}}`
 	post := func(delivery, sig string) int {
 		t.Helper()
-		req, _ := http.NewRequest(http.MethodPost, url, strings.NewReader(body))
-		req.Header.Set("X-GitHub-Event", "push")
-		req.Header.Set("X-GitHub-Delivery", delivery)
-		req.Header.Set("X-Hub-Signature-256", sig)
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		resp.Body.Close()
-		return resp.StatusCode
+		return agenttest.Deliver(t, url, "push", delivery, sig, body)
 	}
 	count := func() int { mu.Lock(); defer mu.Unlock(); return len(pushes) }
 
