@@ -24,22 +24,11 @@ import (
 // real objects (values and context kept whole, not pruned) and refuse bad
 // ones with an error naming the field.
 func TestCRDSchemas(t *testing.T) {
-	c := testcluster.StartT(t, testcluster.Options{})
+	c, cl := agenttest.StartCluster(t, testcluster.Options{})
 	ctx := context.Background()
-	if err := operator.InstallCRDs(ctx, c.RESTConfig); err != nil {
-		t.Fatal(err)
-	}
 	// Installing again is a no-op, as an agent restart does it.
 	if err := operator.InstallCRDs(ctx, c.RESTConfig); err != nil {
 		t.Fatalf("second install: %v", err)
-	}
-	scheme, err := operator.NewScheme()
-	if err != nil {
-		t.Fatal(err)
-	}
-	cl, err := client.New(c.RESTConfig, client.Options{Scheme: scheme})
-	if err != nil {
-		t.Fatal(err)
 	}
 
 	in := &resolver.Instance{
@@ -53,6 +42,7 @@ func TestCRDSchemas(t *testing.T) {
 	in.Context = mustContext(t, `{"cluster":{"name":"local","domain":"d","ingressClass":"nginx","dedicatedIngress":false},
 		"environment":{"name":"dev","namespace":"dev"},"deployment":{"name":"web","namespace":"default","appVersion":"1.25.0","driver":"webapp","driverVersion":"1.1.0"},
 		"parameters":{"replicas":2,"secret":{"name":"db","key":"password"}},"services":{}}`)
+	var err error
 	if in.Digest, err = in.ComputeDigest(); err != nil {
 		t.Fatal(err)
 	}
