@@ -24,8 +24,13 @@ build: ## Build the commands into ./bin.
 testcluster: ## Build the local control plane into .bin/testcluster (once; then up to date in <1 s).
 	hack/testcluster/build.sh
 
-test: testcluster ## Run all tests (integration tests start real control planes).
+# The tests of code that runs goroutines over shared state, again under the
+# race detector (the whole suite under it would take several times as long).
+RACE_TESTS := TestSync|TestRelease|TestConcurrentLockers|TestLockChanges
+
+test: testcluster ## Run all tests (integration tests start real control planes), then the concurrency tests under the race detector.
 	$(GO) test -timeout $(TEST_TIMEOUT) ./...
+	$(GO) test -race -timeout $(TEST_TIMEOUT) -run '$(RACE_TESTS)' ./operator ./resolver ./gitsource
 
 bench: testcluster ## Run the benchmarks (but the two 500-deployment ones: bench-agent, bench-controller).
 	$(GO) test -run '^$$' -bench . -skip 'AgentThroughGit|DeploymentController' -benchmem -timeout $(TEST_TIMEOUT) ./...

@@ -90,7 +90,9 @@ type Syncer struct {
 	// loaded is false until it was read once.
 	position gitsource.Hash
 	loaded   bool
-	// namespaces already known to exist, so each is created once.
+	// namespaces already known to exist, so each is created once; a
+	// sync's tasks are created from several goroutines (createTasks).
+	nsMu       sync.Mutex
 	namespaces map[string]bool
 }
 
@@ -535,7 +537,10 @@ func (s *Syncer) deploymentNamespace(ctx context.Context, id resolver.ID) (strin
 
 // ensureNamespace creates a deployment's namespace on first use.
 func (s *Syncer) ensureNamespace(ctx context.Context, name string, id v1alpha1.DeploymentID) error {
-	if s.namespaces[name] {
+	s.nsMu.Lock()
+	known := s.namespaces[name]
+	s.nsMu.Unlock()
+	if known {
 		return nil
 	}
 	labels := id.Labels()
@@ -544,7 +549,9 @@ func (s *Syncer) ensureNamespace(ctx context.Context, name string, id v1alpha1.D
 	if err := s.opts.Client.Create(ctx, ns); err != nil && !apierrors.IsAlreadyExists(err) {
 		return fmt.Errorf("sync: creating namespace %s: %w", name, err)
 	}
+	s.nsMu.Lock()
 	s.namespaces[name] = true
+	s.nsMu.Unlock()
 	return nil
 }
 
