@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"sort"
 	"strconv"
 	"strings"
 	"testing"
@@ -26,6 +27,8 @@ import (
 var (
 	agentBenchDeployments = flag.Int("agent-deployments", 500, "webapp deployments BenchmarkAgentThroughGit locks in one commit")
 	agentMemoryLimit      = flag.String("agent-memory-limit", "", "the agent's --memory-limit in BenchmarkAgentThroughGit (as in a container with a memory limit; empty: none)")
+	agentExtraArgs        = flag.String("agent-args", "", "extra arguments of the agent in BenchmarkAgentThroughGit, space-separated (e.g. \"--kube-api-qps=500 --kube-api-burst=1000\")")
+	benchCPUProfile       = flag.String("cpu-profile-prefix", "", "BenchmarkAgentThroughGit saves 40 s CPU profiles of the agent and of the API server, taken at the start of each phase, as PREFIX-{create,fanout}-{agent,apiserver}.pb.gz")
 	agentHeapProfile      = flag.String("agent-heap-profile", "", "file BenchmarkAgentThroughGit writes the agent's heap profile to, taken when its heap in use was highest (for go tool pprof)")
 )
 
@@ -82,6 +85,7 @@ func BenchmarkAgentThroughGit(b *testing.B) {
 		if *agentMemoryLimit != "" {
 			args = append(args, "--memory-limit="+*agentMemoryLimit)
 		}
+		args = append(args, strings.Fields(*agentExtraArgs)...)
 		e.startAgent(b, args...)
 
 		// The agent's heap in use, sampled every second: its highest value
@@ -100,10 +104,14 @@ func BenchmarkAgentThroughGit(b *testing.B) {
 				writeURL(b, "http://"+pprofAddr+"/debug/pprof/heap", *agentHeapProfile)
 			}
 		}
-		run := func(phase string, seq int64) (time.Duration, float64, float64) {
+		run := func(phase string, seq int64) (time.Duration, float64, float64, float64) {
 			cpu0 := apiserverCPU(b, cs)
+			apiReqs0 := apiserverRequests(b, cs)
+			agentCPU0 := scrape(b, "http://"+metricsAddr+"/metrics", "process_cpu_seconds_total")
 			req0 := scrape(b, "http://"+metricsAddr+"/metrics", "rest_client_requests_total")
 			start := time.Now()
+			profiled := profileCPU(b, cs, "http://"+pprofAddr, phase)
+			defer func() { <-profiled }()
 			locked, out := e.lockPush(b, clone)
 			if len(locked) < n {
 				b.Fatalf("%s: locked %d deployments, want at least %d:\n%s", phase, len(locked), n, out)
@@ -128,23 +136,69 @@ func BenchmarkAgentThroughGit(b *testing.B) {
 				sampleHeap()
 				time.Sleep(time.Second)
 			}
-			return time.Since(start), apiserverCPU(b, cs) - cpu0, scrape(b, "http://"+metricsAddr+"/metrics", "rest_client_requests_total") - req0
+			logRequests(b, phase, apiReqs0, apiserverRequests(b, cs))
+			return time.Since(start), apiserverCPU(b, cs) - cpu0,
+				scrape(b, "http://"+metricsAddr+"/metrics", "process_cpu_seconds_total") - agentCPU0,
+				scrape(b, "http://"+metricsAddr+"/metrics", "rest_client_requests_total") - req0
 		}
-		create, createCPU, createReqs := run("create", 1)
+		create, createCPU, createAgentCPU, createReqs := run("create", 1)
 		e.git.Commit(repoName, "bench: a new message for every deployment",
 			map[string][]byte{"clusters/local/environments/bench/environment.cue": []byte("namespacePrefix: \"bench\"\nparameters: message: \"second\"\n")})
-		fanout, fanoutCPU, fanoutReqs := run("fan-out", 2)
+		fanout, fanoutCPU, fanoutAgentCPU, fanoutReqs := run("fan-out", 2)
 
 		b.ReportMetric(create.Seconds(), "create-s")
 		b.ReportMetric(fanout.Seconds(), "fanout-s")
 		b.ReportMetric(createCPU/float64(n), "create-apiserver-cpu-s/deploy")
 		b.ReportMetric(fanoutCPU/float64(n), "fanout-apiserver-cpu-s/deploy")
+		b.ReportMetric(createAgentCPU/float64(n), "create-agent-cpu-s/deploy")
+		b.ReportMetric(fanoutAgentCPU/float64(n), "fanout-agent-cpu-s/deploy")
 		b.ReportMetric(createReqs/float64(n), "create-agent-requests/deploy")
 		b.ReportMetric(fanoutReqs/float64(n), "fanout-agent-requests/deploy")
+		logMappings(b, e.agent.Pid())
 		b.ReportMetric(procStatusMiB(b, e.agent.Pid(), "VmHWM:"), "agent-peak-rss-MiB")
 		b.ReportMetric(peakAnon, "agent-peak-anon-rss-MiB")
 		b.ReportMetric(peakHeap/(1<<20), "agent-peak-heap-inuse-MiB")
 	}
+}
+
+// profileCPU saves, with -cpu-profile-prefix, 40 s CPU profiles of the
+// agent (served at pprof) and of the API server, in the background; the
+// channel is closed when both are saved.
+func profileCPU(b *testing.B, cs *kubernetes.Clientset, pprof, phase string) <-chan struct{} {
+	done := make(chan struct{})
+	if *benchCPUProfile == "" {
+		close(done)
+		return done
+	}
+	phase = strings.ReplaceAll(phase, "-", "")
+	var apiserver []byte
+	var apiserverErr error
+	go func() {
+		apiserver, apiserverErr = cs.RESTClient().Get().AbsPath("/debug/pprof/profile").Param("seconds", "40").Timeout(time.Minute).DoRaw(context.Background())
+		done <- struct{}{}
+	}()
+	out := make(chan struct{})
+	go func() {
+		defer close(out)
+		agent, agentErr := http.Get(pprof + "/debug/pprof/profile?seconds=40") //nolint:noctx // a test on loopback
+		<-done
+		if agentErr != nil || apiserverErr != nil {
+			b.Errorf("cpu profiles: agent: %v; API server: %v", agentErr, apiserverErr)
+			return
+		}
+		defer agent.Body.Close()
+		raw, err := io.ReadAll(agent.Body)
+		if err == nil {
+			err = os.WriteFile(*benchCPUProfile+"-"+phase+"-agent.pb.gz", raw, 0o644)
+		}
+		if err == nil {
+			err = os.WriteFile(*benchCPUProfile+"-"+phase+"-apiserver.pb.gz", apiserver, 0o644)
+		}
+		if err != nil {
+			b.Error(err)
+		}
+	}()
+	return out
 }
 
 // freeAddr returns a loopback address with a port free at the time.
@@ -227,6 +281,71 @@ func readyAt(ctx context.Context, c client.Reader, seq int64) (int, error) {
 	return n, nil
 }
 
+// apiserverRequests counts the API server's requests by verb and
+// resource (apiserver_request_total), from every client.
+func apiserverRequests(b *testing.B, cs *kubernetes.Clientset) map[string]float64 {
+	b.Helper()
+	raw, err := cs.RESTClient().Get().AbsPath("/metrics").DoRaw(context.Background())
+	if err != nil {
+		b.Fatal(err)
+	}
+	counts := map[string]float64{}
+	for _, line := range strings.Split(string(raw), "\n") {
+		rest, ok := strings.CutPrefix(line, "apiserver_request_total{")
+		if !ok {
+			continue
+		}
+		labels, value, _ := strings.Cut(rest, "} ")
+		var verb, resource, sub string
+		for _, kv := range strings.Split(labels, ",") {
+			k, v, _ := strings.Cut(kv, "=")
+			v = strings.Trim(v, `"`)
+			switch k {
+			case "verb":
+				verb = v
+			case "resource":
+				resource = v
+			case "subresource":
+				sub = v
+			}
+		}
+		if sub != "" {
+			resource += "/" + sub
+		}
+		f, err := strconv.ParseFloat(strings.TrimSpace(value), 64)
+		if err != nil {
+			b.Fatalf("apiserver_request_total: %q: %v", line, err)
+		}
+		counts[verb+" "+resource] += f
+	}
+	return counts
+}
+
+// logRequests logs (with -v) the API server's requests of a phase by verb
+// and resource, most first.
+func logRequests(b *testing.B, phase string, before, after map[string]float64) {
+	b.Helper()
+	type row struct {
+		key string
+		n   float64
+	}
+	var rows []row
+	total := 0.0
+	for k, v := range after {
+		if d := v - before[k]; d > 0 {
+			rows = append(rows, row{k, d})
+			total += d
+		}
+	}
+	sort.Slice(rows, func(i, j int) bool { return rows[i].n > rows[j].n || rows[i].n == rows[j].n && rows[i].key < rows[j].key })
+	var sb strings.Builder
+	fmt.Fprintf(&sb, "%s: %.0f API server requests, by verb and resource:\n", phase, total)
+	for _, r := range rows {
+		fmt.Fprintf(&sb, "  %7.0f  %s\n", r.n, r.key)
+	}
+	b.Log(sb.String())
+}
+
 // apiserverCPU reads the API server's process_cpu_seconds_total.
 func apiserverCPU(b *testing.B, cs *kubernetes.Clientset) float64 {
 	b.Helper()
@@ -245,6 +364,32 @@ func apiserverCPU(b *testing.B, cs *kubernetes.Clientset) float64 {
 	}
 	b.Fatal("the API server's /metrics has no process_cpu_seconds_total")
 	return 0
+}
+
+// logMappings logs (with -v) the process's resident memory by mapping:
+// its binary's sections (code, read-only data, pclntab) and its heap.
+func logMappings(b *testing.B, pid int) {
+	b.Helper()
+	raw, err := os.ReadFile(fmt.Sprintf("/proc/%d/smaps", pid))
+	if err != nil {
+		b.Fatal(err)
+	}
+	var sb strings.Builder
+	var head string
+	for _, line := range strings.Split(string(raw), "\n") {
+		f := strings.Fields(line)
+		if len(f) >= 5 && strings.Contains(f[0], "-") {
+			head = line
+			continue
+		}
+		if len(f) == 3 && (f[0] == "Rss:" || f[0] == "Anonymous:") && f[1] != "0" {
+			kb, _ := strconv.Atoi(f[1])
+			if kb >= 1024 {
+				fmt.Fprintf(&sb, "  %-10s %6.1f MiB  %s\n", f[0], float64(kb)/1024, head)
+			}
+		}
+	}
+	b.Logf("agent resident memory by mapping (1 MiB or more):\n%s", sb.String())
 }
 
 // procStatusMiB reads a size from a process's /proc status: VmHWM is its

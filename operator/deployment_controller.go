@@ -13,7 +13,6 @@ import (
 	"github.com/go-logr/logr"
 	chartutil "helm.sh/helm/v4/pkg/chart/v2/util"
 	release "helm.sh/helm/v4/pkg/release/v1"
-	"helm.sh/helm/v4/pkg/storage/driver"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
@@ -444,8 +443,8 @@ func (r *deploymentReconciler) checkDrift(ctx context.Context, sd *v1alpha1.Styr
 	}
 	rev := sd.Status.Release.Revision
 	if st.objects == nil || st.revision != rev {
-		rel, err := r.helm.get(sd.Namespace, sd.Status.Release.Name, rev)
-		if errors.Is(err, driver.ErrReleaseNotFound) {
+		rel, err := r.helm.records.get(ctx, sd.Namespace, sd.Status.Release.Name, rev)
+		if errors.Is(err, errReleaseNotFound) {
 			return nil, fmt.Errorf("%w: release %s revision %d not found; installing again", errReleaseGone, sd.Status.Release.Name, rev)
 		}
 		if err != nil {
@@ -470,7 +469,7 @@ func (r *deploymentReconciler) finalize(ctx context.Context, rs *reconcileState,
 	sd := rs.sd
 	if controllerutil.ContainsFinalizer(sd, v1alpha1.FinalizerRelease) || sd.Spec.Tombstone() {
 		start := time.Now()
-		err := r.helm.uninstall(sd.Namespace, sd.Spec.Deployment.Name)
+		err := r.helm.uninstall(ctx, sd.Namespace, sd.Spec.Deployment.Name)
 		r.metrics.applyDuration.WithLabelValues("uninstall", resultLabel(err)).Observe(time.Since(start).Seconds())
 		if err != nil {
 			return r.resultFor(ctx, rs, orig, retryable(v1alpha1.ReasonUninstallFailed, err))
@@ -607,7 +606,6 @@ func (r *deploymentReconciler) forget(namespace string) {
 	r.mu.Lock()
 	delete(r.states, namespace)
 	r.mu.Unlock()
-	r.helm.forget(namespace)
 }
 
 // setupWithManager registers the controller: StyrminDeployments, and the

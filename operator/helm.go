@@ -4,32 +4,17 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"path"
 	"slices"
 	"strings"
-	"sync"
 	"time"
 
-	"helm.sh/helm/v4/pkg/action"
-	"helm.sh/helm/v4/pkg/chart/common"
 	chartv2 "helm.sh/helm/v4/pkg/chart/v2"
-	"helm.sh/helm/v4/pkg/kube"
-	ri "helm.sh/helm/v4/pkg/release"
 	rcommon "helm.sh/helm/v4/pkg/release/common"
 	release "helm.sh/helm/v4/pkg/release/v1"
 	releaseutil "helm.sh/helm/v4/pkg/release/v1/util"
-	"helm.sh/helm/v4/pkg/storage"
-	"helm.sh/helm/v4/pkg/storage/driver"
-	"k8s.io/apimachinery/pkg/api/meta"
-	"k8s.io/client-go/discovery"
-	"k8s.io/client-go/discovery/cached/memory"
 	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/rest"
-	"k8s.io/client-go/tools/clientcmd"
-	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
-	cmdutil "k8s.io/kubectl/pkg/cmd/util"
 
 	"github.com/styrmin/styrmin/drivers"
 	"github.com/styrmin/styrmin/operator/api/v1alpha1"
@@ -43,31 +28,30 @@ const (
 	helmManagedByValue             = "Helm"
 	helmReleaseNameAnnotation      = "meta.helm.sh/release-name"
 	helmReleaseNamespaceAnnotation = "meta.helm.sh/release-namespace"
+	// helmResourcePolicyAnnotation set to helmKeepPolicy keeps an object
+	// when its release drops it or is uninstalled.
+	helmResourcePolicyAnnotation = "helm.sh/resource-policy"
+	helmKeepPolicy               = "keep"
 	// driverDigestAnnotation on the release's chart records the driver's
 	// digest.
 	driverDigestAnnotation = v1alpha1.Group + "/driver-digest"
 )
 
 // helmReleases installs, upgrades and uninstalls the Helm releases of all
-// deployments. Everything that does not depend on the namespace is shared:
-// the REST config and its rate limiter, the REST mapper, the discovery
-// client, kubectl's factory and the clientset. What does (the release
-// storage, Helm's kube client) is built once per namespace and cached.
+// deployments, as Helm's actions would, without them: objects are applied
+// with server-side apply (releaseObjects) and revisions are written in
+// Helm's storage format (releaseRecords), so the helm CLI reads them as
+// its own. Not linking Helm's actions (and with them its registry, plugin,
+// kubectl and SQL storage code) keeps the agent's binary, all of which is
+// resident, smaller.
 type helmReleases struct {
-	getter     *sharedRESTGetter
-	factory    cmdutil.Factory
-	clientset  kubernetes.Interface
-	caps       *common.Capabilities
 	logger     slog.Handler
 	maxHistory int
 
 	// objects parses, applies and deletes a release's objects.
 	objects *releaseObjects
-	// records writes revisions in Helm's format.
+	// records reads and writes revisions in Helm's format.
 	records *releaseRecords
-
-	mu      sync.Mutex
-	configs map[string]*action.Configuration
 }
 
 // helmOptions configure helmReleases.
@@ -75,79 +59,26 @@ type helmOptions struct {
 	// MaxHistory bounds the revisions kept per release (0: Helm's default
 	// of unlimited).
 	MaxHistory int
-	// Logger receives Helm's log records.
+	// Logger receives warnings that change nothing (a trim that failed).
 	Logger slog.Handler
 	// Objects parses, applies and deletes a release's objects (required).
 	Objects *releaseObjects
 }
 
-func newHelmReleases(cfg *rest.Config, mapper meta.RESTMapper, opts helmOptions) (*helmReleases, error) {
+func newHelmReleases(cs kubernetes.Interface, opts helmOptions) (*helmReleases, error) {
 	if opts.Objects == nil {
 		return nil, errors.New("helm: Objects is required")
-	}
-	// Helm names its field manager after a package variable; without it
-	// Helm would use the binary's name, and drift detection would look for
-	// the wrong manager.
-	kube.ManagedFieldsManager = v1alpha1.FieldManager
-
-	getter := &sharedRESTGetter{config: rest.CopyConfig(cfg), mapper: mapper}
-	cs, err := kubernetes.NewForConfig(getter.config)
-	if err != nil {
-		return nil, fmt.Errorf("helm: clientset: %w", err)
 	}
 	logger := opts.Logger
 	if logger == nil {
 		logger = slog.DiscardHandler
 	}
-	// Helm renders no templates here (drivers.Render does, see
-	// renderedObjects), so the capabilities only serve chart metadata
-	// checks: the defaults avoid a discovery round per namespace.
-	caps := common.DefaultCapabilities.Copy()
 	return &helmReleases{
-		getter:     getter,
-		factory:    cmdutil.NewFactory(getter),
-		clientset:  cs,
-		caps:       caps,
 		logger:     logger,
 		maxHistory: opts.MaxHistory,
 		objects:    opts.Objects,
 		records:    newReleaseRecords(cs),
-		configs:    map[string]*action.Configuration{},
 	}, nil
-}
-
-// config returns the action configuration of a namespace, built once.
-// The controller reconciles one StyrminDeployment per namespace at a
-// time, so a configuration is never used by two actions at once.
-func (h *helmReleases) config(namespace string) *action.Configuration {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	if cfg, ok := h.configs[namespace]; ok {
-		return cfg
-	}
-	cfg := action.NewConfiguration(action.ConfigurationSetLogger(h.logger))
-	kc := &kube.Client{Factory: h.factory, Namespace: namespace}
-	kc.SetLogger(h.logger)
-	d := driver.NewSecrets(h.clientset.CoreV1().Secrets(namespace))
-	d.SetLogger(h.logger)
-	store := storage.Init(d)
-	// History is trimmed by apply (trimHistory): Helm's trimming lists
-	// the history before every write.
-	store.MaxHistory = 0
-	cfg.RESTClientGetter = h.getter
-	cfg.KubeClient = &kubeClient{Client: kc}
-	cfg.Releases = store
-	cfg.Capabilities = h.caps
-	cfg.HookOutputFunc = func(_, _, _ string) io.Writer { return io.Discard }
-	h.configs[namespace] = cfg
-	return cfg
-}
-
-// forget drops a namespace's cached configuration.
-func (h *helmReleases) forget(namespace string) {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	delete(h.configs, namespace)
 }
 
 // releaseRequest is one install or upgrade.
@@ -204,8 +135,7 @@ type appliedRevision struct {
 // failure after some objects were applied is recorded as a failed
 // revision, as Helm does.
 func (h *helmReleases) apply(ctx context.Context, req releaseRequest, known *release.Release, revision int) (*appliedRevision, bool, error) {
-	store := h.config(req.Namespace).Releases
-	prev, err := previousRevision(store, req.Name, known, revision)
+	prev, err := h.previousRevision(ctx, req.Namespace, req.Name, known, revision)
 	if err != nil {
 		return nil, false, fmt.Errorf("release %s/%s: reading revision %d: %w", req.Namespace, req.Name, revision, err)
 	}
@@ -239,7 +169,7 @@ func (h *helmReleases) apply(ctx context.Context, req releaseRequest, known *rel
 		rel.Info.Description = truncate(req.Description+": "+applyErr.Error(), 1024)
 	}
 	pruneFrom := prev
-	if err := h.record(ctx, store, rel, &prev); err != nil {
+	if err := h.record(ctx, rel, &prev); err != nil {
 		return nil, prev == nil, errors.Join(applyErr, err)
 	}
 	if applyErr == nil && pruneFrom == nil && prev != nil {
@@ -268,41 +198,25 @@ func (h *helmReleases) apply(ctx context.Context, req releaseRequest, known *rel
 // none: the one in memory, else the one the status names (read by key),
 // else whatever the history holds (one LIST: a status can be lost, and a
 // revision 1 written over a longer, trimmed history would go unseen).
-func previousRevision(store *storage.Storage, name string, known *release.Release, revision int) (*release.Release, error) {
+func (h *helmReleases) previousRevision(ctx context.Context, namespace, name string, known *release.Release, revision int) (*release.Release, error) {
 	if known != nil && known.Version >= revision {
 		return known, nil
 	}
 	if revision == 0 {
-		return latestRevision(store, name)
+		return h.records.latest(ctx, namespace, name)
 	}
-	rel, err := store.Get(name, revision)
-	if errors.Is(err, driver.ErrReleaseNotFound) {
+	rel, err := h.records.get(ctx, namespace, name, revision)
+	if errors.Is(err, errReleaseNotFound) {
 		// The records were removed, or revision is stale: ask for all.
-		return latestRevision(store, name)
+		return h.records.latest(ctx, namespace, name)
 	}
-	if err != nil {
-		return nil, err
-	}
-	return asV1(rel)
-}
-
-// latestRevision lists the release's records and returns the newest, nil
-// when there is none.
-func latestRevision(store *storage.Storage, name string) (*release.Release, error) {
-	rel, err := store.Last(name)
-	if errors.Is(err, driver.ErrReleaseNotFound) {
-		return nil, nil
-	}
-	if err != nil {
-		return nil, err
-	}
-	return asV1(rel)
+	return rel, err
 }
 
 // record writes rel as the revision after *prev. A newer record than the
 // caller knew (written by an agent that stopped before recording it in
 // the status) moves the revision on; *prev becomes that record.
-func (h *helmReleases) record(ctx context.Context, store *storage.Storage, rel *release.Release, prev **release.Release) error {
+func (h *helmReleases) record(ctx context.Context, rel *release.Release, prev **release.Release) error {
 	for attempt := 0; ; attempt++ {
 		rel.Version = 1
 		if p := *prev; p != nil {
@@ -312,13 +226,13 @@ func (h *helmReleases) record(ctx context.Context, store *storage.Storage, rel *
 			}
 		}
 		err := h.records.create(ctx, rel)
-		if !errors.Is(err, driver.ErrReleaseExists) || attempt == 2 {
+		if !errors.Is(err, errReleaseExists) || attempt == 2 {
 			if err != nil {
 				return fmt.Errorf("release %s/%s: recording revision %d: %w", rel.Namespace, rel.Name, rel.Version, err)
 			}
 			return nil
 		}
-		last, lerr := latestRevision(store, rel.Name)
+		last, lerr := h.records.latest(ctx, rel.Namespace, rel.Name)
 		if lerr != nil {
 			return fmt.Errorf("release %s/%s: reading its history: %w", rel.Namespace, rel.Name, lerr)
 		}
@@ -351,11 +265,11 @@ func (h *helmReleases) prune(ctx context.Context, prev *release.Release, objs []
 		keep[objectKey(o.ref)] = true
 	}
 	for _, o := range old {
-		if keep[objectKey(o.ref)] || o.obj.GetAnnotations()[kube.ResourcePolicyAnno] == kube.KeepPolicy {
+		if keep[objectKey(o.ref)] || o.keep {
 			continue
 		}
 		if err := h.objects.remove(ctx, o); err != nil {
-			return err
+			return fmt.Errorf("%w (the new revision no longer has it)", err)
 		}
 	}
 	return nil
@@ -405,35 +319,38 @@ func releaseManifest(objects []drivers.Object) string {
 	return b.String()
 }
 
-// uninstall removes the release and its objects. A missing release is not
-// an error.
-func (h *helmReleases) uninstall(namespace, name string) error {
-	cfg := h.config(namespace)
-	u := action.NewUninstall(cfg)
-	u.IgnoreNotFound = true
-	u.WaitStrategy = kube.HookOnlyStrategy
-	u.DeletionPropagation = "background"
-	if _, err := u.Run(name); err != nil && !errors.Is(err, driver.ErrReleaseNotFound) {
+// uninstall removes the release and its objects, as `helm uninstall`
+// does: the objects of its latest revision are deleted in the reverse of
+// their install order (but those annotated helm.sh/resource-policy: keep),
+// then every revision's record. A release without records is not an
+// error. Its revisions carry no hooks: the driver's actions do that work.
+func (h *helmReleases) uninstall(ctx context.Context, namespace, name string) error {
+	history, err := h.records.history(ctx, namespace, name)
+	if err != nil {
 		return fmt.Errorf("uninstall release %s/%s: %w", namespace, name, err)
 	}
-	return nil
-}
-
-// get returns one revision of a release (one API call).
-func (h *helmReleases) get(namespace, name string, revision int) (*release.Release, error) {
-	rel, err := h.config(namespace).Releases.Get(name, revision)
+	if len(history) == 0 {
+		return nil
+	}
+	latest := history[len(history)-1]
+	objs, err := h.objects.desiredObjects(latest.Manifest, name, namespace, nil)
 	if err != nil {
-		return nil, err
+		return fmt.Errorf("uninstall release %s/%s: revision %d: %w", namespace, name, latest.Version, err)
 	}
-	return asV1(rel)
-}
-
-func asV1(rel ri.Releaser) (*release.Release, error) {
-	r, ok := rel.(*release.Release)
-	if !ok || r == nil {
-		return nil, fmt.Errorf("unexpected Helm release type %T", rel)
+	for _, o := range slices.Backward(objs) {
+		if o.keep {
+			continue
+		}
+		if err := h.objects.remove(ctx, o); err != nil {
+			return fmt.Errorf("uninstall release %s/%s: %w", namespace, name, err)
+		}
 	}
-	return r, nil
+	for _, rel := range history {
+		if err := h.records.remove(ctx, namespace, name, rel.Version); err != nil {
+			return fmt.Errorf("uninstall release %s/%s: deleting revision %d: %w", namespace, name, rel.Version, err)
+		}
+	}
+	return nil
 }
 
 // releaseChart is the chart recorded on the release: the driver as name
@@ -460,90 +377,4 @@ func sourceName(o drivers.Object) string {
 		comp = "shared"
 	}
 	return path.Join(comp, strings.ToLower(o.Kind)+"-"+o.Name+".yaml")
-}
-
-// kubeClient is Helm's kube client with the parts that would cost API
-// calls per release and bring nothing here turned off: the reachability
-// check (the controller just talked to the API server), client-side
-// OpenAPI validation (server-side apply validates strictly on the server)
-// and waiting for readiness (the controller watches the workloads and
-// reports readiness in the status instead of blocking a worker).
-type kubeClient struct {
-	*kube.Client
-}
-
-var (
-	_ kube.Interface            = (*kubeClient)(nil)
-	_ kube.InterfaceWaitOptions = (*kubeClient)(nil)
-)
-
-func (c *kubeClient) IsReachable() error { return nil }
-
-func (c *kubeClient) Build(r io.Reader, _ bool) (kube.ResourceList, error) {
-	return c.Client.Build(r, false)
-}
-
-func (c *kubeClient) GetWaiter(ws kube.WaitStrategy) (kube.Waiter, error) {
-	return c.GetWaiterWithOptions(ws)
-}
-
-func (c *kubeClient) GetWaiterWithOptions(kube.WaitStrategy, ...kube.WaitOption) (kube.Waiter, error) {
-	return &hookWaiter{client: c.Client}, nil
-}
-
-// hookWaiter does not wait for the release's objects; it waits for Helm
-// hooks (a chart's own pre/post-install Jobs) with Helm's polling waiter,
-// built only when a chart has hooks.
-type hookWaiter struct {
-	client *kube.Client
-}
-
-func (w *hookWaiter) Wait(kube.ResourceList, time.Duration) error         { return nil }
-func (w *hookWaiter) WaitWithJobs(kube.ResourceList, time.Duration) error { return nil }
-func (w *hookWaiter) WaitForDelete(kube.ResourceList, time.Duration) error {
-	return nil
-}
-
-func (w *hookWaiter) WatchUntilReady(resources kube.ResourceList, timeout time.Duration) error {
-	legacy, err := w.client.GetWaiter(kube.LegacyStrategy)
-	if err != nil {
-		return err
-	}
-	return legacy.WatchUntilReady(resources, timeout)
-}
-
-// sharedRESTGetter gives Helm and kubectl's factory one REST config, one
-// REST mapper (the manager's, which learns new kinds lazily) and one
-// discovery client for every namespace.
-type sharedRESTGetter struct {
-	config *rest.Config
-	mapper meta.RESTMapper
-
-	once      sync.Once
-	discovery discovery.CachedDiscoveryInterface
-	discErr   error
-}
-
-func (g *sharedRESTGetter) ToRESTConfig() (*rest.Config, error) {
-	return rest.CopyConfig(g.config), nil
-}
-
-func (g *sharedRESTGetter) ToDiscoveryClient() (discovery.CachedDiscoveryInterface, error) {
-	g.once.Do(func() {
-		dc, err := discovery.NewDiscoveryClientForConfig(g.config)
-		if err != nil {
-			g.discErr = err
-			return
-		}
-		g.discovery = memory.NewMemCacheClient(dc)
-	})
-	return g.discovery, g.discErr
-}
-
-func (g *sharedRESTGetter) ToRESTMapper() (meta.RESTMapper, error) { return g.mapper, nil }
-
-// ToRawKubeConfigLoader is only asked for a default namespace; Helm's
-// clients here always name theirs.
-func (g *sharedRESTGetter) ToRawKubeConfigLoader() clientcmd.ClientConfig {
-	return clientcmd.NewDefaultClientConfig(*clientcmdapi.NewConfig(), &clientcmd.ConfigOverrides{})
 }

@@ -10,6 +10,7 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/kubernetes"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/util/flowcontrol"
@@ -180,7 +181,11 @@ func NewManager(cfg *rest.Config, opts Options) (ctrl.Manager, error) {
 		return nil, fmt.Errorf("operator: dynamic client: %w", err)
 	}
 	objects := &releaseObjects{dyn: dyn, mapper: mgr.GetRESTMapper()}
-	helm, err := newHelmReleases(cfg, mgr.GetRESTMapper(), helmOptions{
+	cs, err := kubernetes.NewForConfigAndClient(cfg, mgr.GetHTTPClient())
+	if err != nil {
+		return nil, fmt.Errorf("operator: clientset: %w", err)
+	}
+	helm, err := newHelmReleases(cs, helmOptions{
 		MaxHistory: opts.HelmMaxHistory,
 		Logger:     logr.ToSlogHandler(opts.Logger.WithName("helm").V(1)),
 		Objects:    objects,

@@ -6,18 +6,27 @@ import (
 	"context"
 	"encoding/base64"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"io"
+	"slices"
 	"strconv"
 	"sync"
 	"time"
 
 	release "helm.sh/helm/v4/pkg/release/v1"
-	"helm.sh/helm/v4/pkg/storage"
-	"helm.sh/helm/v4/pkg/storage/driver"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/client-go/kubernetes"
+)
+
+var (
+	// errReleaseNotFound: no record of the revision asked for.
+	errReleaseNotFound = errors.New("release: not found")
+	// errReleaseExists: a record of the revision being created exists.
+	errReleaseExists = errors.New("release: already exists")
 )
 
 // releaseRecords writes release revisions as Helm's secrets storage
@@ -28,8 +37,8 @@ import (
 // It exists for memory: Helm's driver builds a new gzip writer at best
 // compression for every write, about 1 MB of allocation each, which at
 // hundreds of releases a minute dominated the agent's allocations and
-// its peak resident memory. Here the writers are pooled. Reads go through
-// Helm's driver.
+// its peak resident memory. Here the writers are pooled. It also keeps
+// Helm's storage package, with its SQL driver, out of the agent.
 type releaseRecords struct {
 	clientset kubernetes.Interface
 	gzips     sync.Pool // of *gzip.Writer
@@ -44,10 +53,10 @@ func newReleaseRecords(cs kubernetes.Interface) *releaseRecords {
 
 // releaseKey is the name of a revision's Secret.
 func releaseKey(name string, version int) string {
-	return fmt.Sprintf("%s.%s.v%d", storage.HelmStorageType, name, version)
+	return fmt.Sprintf("sh.helm.release.v1.%s.v%d", name, version)
 }
 
-// create writes a new revision; driver.ErrReleaseExists when its Secret
+// create writes a new revision; errReleaseExists when its Secret
 // exists.
 func (r *releaseRecords) create(ctx context.Context, rel *release.Release) error {
 	s, err := r.secret(rel, "createdAt")
@@ -56,7 +65,7 @@ func (r *releaseRecords) create(ctx context.Context, rel *release.Release) error
 	}
 	_, err = r.clientset.CoreV1().Secrets(rel.Namespace).Create(ctx, s, metav1.CreateOptions{})
 	if apierrors.IsAlreadyExists(err) {
-		return driver.ErrReleaseExists
+		return errReleaseExists
 	}
 	return err
 }
@@ -69,6 +78,47 @@ func (r *releaseRecords) update(ctx context.Context, rel *release.Release) error
 	}
 	_, err = r.clientset.CoreV1().Secrets(rel.Namespace).Update(ctx, s, metav1.UpdateOptions{})
 	return err
+}
+
+// get reads one revision (one GET); errReleaseNotFound when it has no
+// record.
+func (r *releaseRecords) get(ctx context.Context, namespace, name string, version int) (*release.Release, error) {
+	s, err := r.clientset.CoreV1().Secrets(namespace).Get(ctx, releaseKey(name, version), metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		return nil, fmt.Errorf("%w: release %s/%s revision %d", errReleaseNotFound, namespace, name, version)
+	}
+	if err != nil {
+		return nil, err
+	}
+	return decodeRecord(s)
+}
+
+// history reads every revision of a release (one LIST), oldest first.
+func (r *releaseRecords) history(ctx context.Context, namespace, name string) ([]*release.Release, error) {
+	sel := labels.SelectorFromSet(labels.Set{"owner": "helm", "name": name}).String()
+	list, err := r.clientset.CoreV1().Secrets(namespace).List(ctx, metav1.ListOptions{LabelSelector: sel})
+	if err != nil {
+		return nil, fmt.Errorf("listing the revisions of release %s/%s: %w", namespace, name, err)
+	}
+	out := make([]*release.Release, 0, len(list.Items))
+	for i := range list.Items {
+		rel, err := decodeRecord(&list.Items[i])
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, rel)
+	}
+	slices.SortFunc(out, func(a, b *release.Release) int { return a.Version - b.Version })
+	return out, nil
+}
+
+// latest reads the newest revision of a release, nil when it has none.
+func (r *releaseRecords) latest(ctx context.Context, namespace, name string) (*release.Release, error) {
+	history, err := r.history(ctx, namespace, name)
+	if err != nil || len(history) == 0 {
+		return nil, err
+	}
+	return history[len(history)-1], nil
 }
 
 // remove deletes a revision; one already gone is not an error.
@@ -124,4 +174,36 @@ func (r *releaseRecords) encode(rel *release.Release) ([]byte, error) {
 	out := make([]byte, base64.StdEncoding.EncodedLen(buf.Len()))
 	base64.StdEncoding.Encode(out, buf.Bytes())
 	return out, nil
+}
+
+// decodeRecord is Helm's decodeRelease: the Secret's "release" key holds
+// base64 of the release's JSON, gzipped when it starts with gzip's magic.
+func decodeRecord(s *corev1.Secret) (*release.Release, error) {
+	fail := func(err error) (*release.Release, error) {
+		return nil, fmt.Errorf("release record %s/%s: %w", s.Namespace, s.Name, err)
+	}
+	data, ok := s.Data["release"]
+	if !ok {
+		return fail(errors.New(`no "release" key`))
+	}
+	raw := make([]byte, base64.StdEncoding.DecodedLen(len(data)))
+	n, err := base64.StdEncoding.Decode(raw, data)
+	if err != nil {
+		return fail(err)
+	}
+	raw = raw[:n]
+	if bytes.HasPrefix(raw, []byte{0x1f, 0x8b, 0x08}) {
+		zr, err := gzip.NewReader(bytes.NewReader(raw))
+		if err != nil {
+			return fail(err)
+		}
+		if raw, err = io.ReadAll(zr); err != nil {
+			return fail(err)
+		}
+	}
+	var rel release.Release
+	if err := json.Unmarshal(raw, &rel); err != nil {
+		return fail(err)
+	}
+	return &rel, nil
 }

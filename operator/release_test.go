@@ -2,12 +2,17 @@ package operator
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
 	"testing"
 
 	"helm.sh/helm/v4/pkg/action"
+	"helm.sh/helm/v4/pkg/chart/common"
+	chartv2 "helm.sh/helm/v4/pkg/chart/v2"
+	"helm.sh/helm/v4/pkg/kube"
+	"helm.sh/helm/v4/pkg/storage/driver"
 	release "helm.sh/helm/v4/pkg/release/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -45,11 +50,11 @@ func startReleaseEnv(t *testing.T, maxHistory int) *releaseEnv {
 	if err != nil {
 		t.Fatal(err)
 	}
-	h, err := newHelmReleases(c.RESTConfig, mapper, helmOptions{MaxHistory: maxHistory, Objects: &releaseObjects{dyn: dyn, mapper: mapper}})
+	cs, err := kubernetes.NewForConfig(c.RESTConfig)
 	if err != nil {
 		t.Fatal(err)
 	}
-	cs, err := kubernetes.NewForConfig(c.RESTConfig)
+	h, err := newHelmReleases(cs, helmOptions{MaxHistory: maxHistory, Objects: &releaseObjects{dyn: dyn, mapper: mapper}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -191,7 +196,7 @@ func TestReleaseRevisionsAreHelmRecordsPrunedAndTrimmed(t *testing.T) {
 	if got := e.history(t, ns, "app"); got != "4:superseded 5:deployed" {
 		t.Fatalf("history %q, want 4:superseded 5:deployed", got)
 	}
-	rel, err := e.helm.get(ns, "app", 5)
+	rel, err := e.helm.records.get(ctx, ns, "app", 5)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -234,5 +239,107 @@ func TestReleaseInstallDoesNotTakeOverAnotherManagersObject(t *testing.T) {
 	}
 	if got := e.history(t, ns, "app"); got != "1:deployed" {
 		t.Fatalf("history %q, want 1:deployed", got)
+	}
+}
+
+// releaseRecordCount counts a namespace's Helm release records.
+func (e *releaseEnv) releaseRecordCount(t *testing.T, ns string) int {
+	t.Helper()
+	secrets, err := e.cs.CoreV1().Secrets(ns).List(context.Background(), metav1.ListOptions{LabelSelector: "owner=helm"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return len(secrets.Items)
+}
+
+// TestReleaseUninstallRemovesObjectsAndHistoryButKeptObjects pins the
+// uninstall the agent does without Helm's action, as `helm uninstall`
+// does it: the latest revision's objects are deleted (but one annotated
+// helm.sh/resource-policy: keep), every record goes, Helm then knows no
+// such release, and uninstalling again is not an error.
+func TestReleaseUninstallRemovesObjectsAndHistoryButKeptObjects(t *testing.T) {
+	e := startReleaseEnv(t, 10)
+	ctx := context.Background()
+	const ns = "gone"
+	e.namespace(t, ns)
+	keep := []string{"helm.sh/resource-policy", "keep"}
+	r1, _, err := e.helm.apply(ctx, releaseReq(ns, configMap(ns, "a", "1"), configMap(ns, "b", "1", keep...)), nil, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := e.helm.apply(ctx, releaseReq(ns, configMap(ns, "a", "2"), configMap(ns, "b", "1", keep...), configMap(ns, "c", "2")), r1.release, 1); err != nil {
+		t.Fatal(err)
+	}
+	if got := e.history(t, ns, "app"); got != "1:superseded 2:deployed" {
+		t.Fatalf("history %q, want 1:superseded 2:deployed", got)
+	}
+	if err := e.helm.uninstall(ctx, ns, "app"); err != nil {
+		t.Fatal(err)
+	}
+	if got := e.configMaps(t, ns); got != "b=1" {
+		t.Fatalf("config maps after uninstall %q, want only the kept b=1", got)
+	}
+	if n := e.releaseRecordCount(t, ns); n != 0 {
+		t.Fatalf("%d release records left after uninstall", n)
+	}
+	if _, err := action.NewHistory(HelmCLIConfig(t, e.cluster.KubeconfigPath, ns)).Run("app"); !errors.Is(err, driver.ErrReleaseNotFound) {
+		t.Fatalf("helm history after uninstall: %v, want release not found", err)
+	}
+	if err := e.helm.uninstall(ctx, ns, "app"); err != nil {
+		t.Fatalf("uninstalling a release that is gone: %v", err)
+	}
+}
+
+// TestReleaseRecordsAreReadAsHelmWroteThem pins the other direction of
+// the format: a release the Helm SDK installed (its encoder, its labels)
+// is read by the agent's records, upgraded as the next revision with the
+// Helm revision superseded, and uninstalled with the object Helm created.
+func TestReleaseRecordsAreReadAsHelmWroteThem(t *testing.T) {
+	e := startReleaseEnv(t, 10)
+	ctx := context.Background()
+	const ns = "helmmade"
+	e.namespace(t, ns)
+	install := action.NewInstall(HelmCLIConfig(t, e.cluster.KubeconfigPath, ns))
+	install.ReleaseName, install.Namespace = "app", ns
+	install.ServerSideApply = true
+	install.WaitStrategy = kube.HookOnlyStrategy
+	chart := &chartv2.Chart{
+		Metadata: &chartv2.Metadata{APIVersion: chartv2.APIVersionV2, Name: "byhand", Version: "0.1.0"},
+		Templates: []*common.File{{Name: "templates/cm.yaml", Data: []byte("apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: a\ndata:\n  v: helm\n")}},
+	}
+	if _, err := install.RunWithContext(ctx, chart, nil); err != nil {
+		t.Fatalf("helm install: %v", err)
+	}
+	latest, err := e.helm.records.latest(ctx, ns, "app")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if latest == nil || latest.Version != 1 || latest.Chart.Metadata.Name != "byhand" || !strings.Contains(latest.Manifest, "v: helm") {
+		t.Fatalf("the record Helm wrote, as read: %+v", latest)
+	}
+	got, err := e.helm.records.get(ctx, ns, "app", 1)
+	if err != nil || got.Manifest != latest.Manifest {
+		t.Fatalf("revision 1 by key: %v", err)
+	}
+	// The status names no revision: the history is read and the upgrade
+	// is revision 2.
+	r2, installed, err := e.helm.apply(ctx, releaseReq(ns, configMap(ns, "a", "ours")), nil, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if installed || r2.release.Version != 2 {
+		t.Fatalf("apply over Helm's release: installed %v, revision %d; want an upgrade to 2", installed, r2.release.Version)
+	}
+	if got := e.history(t, ns, "app"); got != "1:superseded 2:deployed" {
+		t.Fatalf("history %q, want 1:superseded 2:deployed", got)
+	}
+	if got := e.configMaps(t, ns); got != "a=ours" {
+		t.Fatalf("config maps %q, want a=ours", got)
+	}
+	if err := e.helm.uninstall(ctx, ns, "app"); err != nil {
+		t.Fatal(err)
+	}
+	if got, n := e.configMaps(t, ns), e.releaseRecordCount(t, ns); got != "" || n != 0 {
+		t.Fatalf("after uninstall: config maps %q, %d records", got, n)
 	}
 }

@@ -46,8 +46,6 @@ const (
 
 // Reasons of task conditions and events.
 const (
-	reasonTaskStarted    = "Started"
-	reasonTaskSucceeded  = "Succeeded"
 	reasonTaskFailed     = "Failed"
 	reasonTaskSuperseded = "Superseded"
 	reasonTaskPending    = "Pending"
@@ -593,7 +591,6 @@ func (r *TaskReconciler) startStep(ctx context.Context, run *taskRun, i int32) (
 		if t.Status.StartedAt == nil {
 			t.Status.StartedAt = &now
 		}
-		r.event(t, nil, corev1.EventTypeNormal, reasonTaskStarted, "running %s %d→%d (%d steps)", t.Spec.Workflow, t.Spec.FromSequence, t.Spec.ToSequence, len(t.Status.Steps))
 	}
 	setTaskConditions(t, reasonTaskRunning, "running step "+st.Name)
 	if err := r.writeStatus(ctx, run); err != nil {
@@ -687,15 +684,17 @@ func (r *TaskReconciler) finish(ctx context.Context, run *taskRun, phase v1alpha
 		return phaseResult{}, err
 	}
 	r.metrics.finished.WithLabelValues(string(t.Spec.Workflow), string(phase)).Inc()
-	evType := corev1.EventTypeNormal
-	if phase == v1alpha1.TaskFailed {
-		evType = corev1.EventTypeWarning
+	// A task records an event only when it ends other than as planned:
+	// its start and success are in its status, and the change a
+	// successful task makes is the StyrminDeployment's Installed or
+	// Upgraded event. At hundreds of tasks a commit, two more events each
+	// were a seventh of the agent's requests.
+	switch phase {
+	case v1alpha1.TaskFailed:
+		r.event(t, nil, corev1.EventTypeWarning, reasonTaskFailed, "%s", msg)
+	case v1alpha1.TaskSuperseded:
+		r.event(t, nil, corev1.EventTypeNormal, reasonTaskSuperseded, "%s", msg)
 	}
-	note := msg
-	if note == "" {
-		note = fmt.Sprintf("%s %d→%d succeeded", t.Spec.Workflow, t.Spec.FromSequence, t.Spec.ToSequence)
-	}
-	r.event(t, nil, evType, string(phase), "%s", note)
 	run.log.Info("task finished", "phase", phase, "message", msg)
 	r.forget(t.UID)
 	return phaseResult{stop: true}, nil
