@@ -337,7 +337,9 @@ func logRequests(b *testing.B, phase string, before, after map[string]float64) {
 			total += d
 		}
 	}
-	sort.Slice(rows, func(i, j int) bool { return rows[i].n > rows[j].n || rows[i].n == rows[j].n && rows[i].key < rows[j].key })
+	sort.Slice(rows, func(i, j int) bool {
+		return rows[i].n > rows[j].n || rows[i].n == rows[j].n && rows[i].key < rows[j].key
+	})
 	var sb strings.Builder
 	fmt.Fprintf(&sb, "%s: %.0f API server requests, by verb and resource:\n", phase, total)
 	for _, r := range rows {

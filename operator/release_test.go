@@ -12,8 +12,8 @@ import (
 	"helm.sh/helm/v4/pkg/chart/common"
 	chartv2 "helm.sh/helm/v4/pkg/chart/v2"
 	"helm.sh/helm/v4/pkg/kube"
-	"helm.sh/helm/v4/pkg/storage/driver"
 	release "helm.sh/helm/v4/pkg/release/v1"
+	"helm.sh/helm/v4/pkg/storage/driver"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -304,7 +304,7 @@ func TestReleaseRecordsAreReadAsHelmWroteThem(t *testing.T) {
 	install.ServerSideApply = true
 	install.WaitStrategy = kube.HookOnlyStrategy
 	chart := &chartv2.Chart{
-		Metadata: &chartv2.Metadata{APIVersion: chartv2.APIVersionV2, Name: "byhand", Version: "0.1.0"},
+		Metadata:  &chartv2.Metadata{APIVersion: chartv2.APIVersionV2, Name: "byhand", Version: "0.1.0"},
 		Templates: []*common.File{{Name: "templates/cm.yaml", Data: []byte("apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: a\ndata:\n  v: helm\n")}},
 	}
 	if _, err := install.RunWithContext(ctx, chart, nil); err != nil {
