@@ -15,6 +15,7 @@ import (
 	"time"
 
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/client-go/kubernetes"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
@@ -107,6 +108,7 @@ func BenchmarkAgentThroughGit(b *testing.B) {
 		run := func(phase string, seq int64) (time.Duration, float64, float64, float64) {
 			cpu0 := apiserverCPU(b, cs)
 			apiReqs0 := apiserverRequests(b, cs)
+			procCPU0 := processCPU(b)
 			agentCPU0 := scrape(b, "http://"+metricsAddr+"/metrics", "process_cpu_seconds_total")
 			req0 := scrape(b, "http://"+metricsAddr+"/metrics", "rest_client_requests_total")
 			start := time.Now()
@@ -117,10 +119,14 @@ func BenchmarkAgentThroughGit(b *testing.B) {
 				b.Fatalf("%s: locked %d deployments, want at least %d:\n%s", phase, len(locked), n, out)
 			}
 			deadline := time.Now().Add(30 * time.Minute)
+			var curve []string
 			for {
-				ready, err := readyAt(ctx, watched, seq)
+				ready, waiting, err := readyAt(ctx, watched, seq)
 				if err != nil {
 					b.Fatal(err)
+				}
+				if s := int(time.Since(start).Seconds()); s/5 >= len(curve) {
+					curve = append(curve, fmt.Sprintf("%ds:%d(%s)", s, ready, waiting))
 				}
 				if ready >= n {
 					break
@@ -136,7 +142,9 @@ func BenchmarkAgentThroughGit(b *testing.B) {
 				sampleHeap()
 				time.Sleep(time.Second)
 			}
+			b.Logf("%s: deployments Ready over time: %s", phase, strings.Join(curve, " "))
 			logRequests(b, phase, apiReqs0, apiserverRequests(b, cs))
+			logProcessCPU(b, phase, procCPU0, processCPU(b))
 			return time.Since(start), apiserverCPU(b, cs) - cpu0,
 				scrape(b, "http://"+metricsAddr+"/metrics", "process_cpu_seconds_total") - agentCPU0,
 				scrape(b, "http://"+metricsAddr+"/metrics", "rest_client_requests_total") - req0
@@ -266,19 +274,92 @@ func get(b *testing.B, url string) []byte {
 
 // readyAt counts the bench environment's StyrminDeployments that are
 // Ready with that active sequence.
-func readyAt(ctx context.Context, c client.Reader, seq int64) (int, error) {
+func readyAt(ctx context.Context, c client.Reader, seq int64) (int, string, error) {
 	var list v1alpha1.StyrminDeploymentList
 	if err := c.List(ctx, &list, client.MatchingLabels{v1alpha1.LabelEnvironment: "bench"}, client.UnsafeDisableDeepCopy); err != nil {
-		return 0, err
+		return 0, "", err
 	}
 	n := 0
+	waiting := map[string]int{}
 	for i := range list.Items {
 		sd := &list.Items[i]
-		if sd.Status.ActiveSequence == seq && apimeta.IsStatusConditionTrue(sd.Status.Conditions, v1alpha1.ConditionReady) {
+		ready := apimeta.FindStatusCondition(sd.Status.Conditions, v1alpha1.ConditionReady)
+		switch {
+		case sd.Status.ActiveSequence == seq && ready != nil && ready.Status == metav1.ConditionTrue:
 			n++
+		case sd.Spec.Sequence < seq:
+			waiting["no task yet"]++
+		case sd.Status.ActiveSequence < seq:
+			waiting["not applied"]++
+		case ready != nil:
+			waiting[ready.Reason]++
 		}
 	}
-	return n, nil
+	var parts []string
+	for k, v := range waiting {
+		parts = append(parts, fmt.Sprintf("%s=%d", k, v))
+	}
+	sort.Strings(parts)
+	return n, strings.Join(parts, ","), nil
+}
+
+// processCPU sums the CPU seconds (user and system) of this machine's
+// processes by command name, from /proc: the control plane's parts, the
+// agent and this test, which share the machine's cores.
+func processCPU(b *testing.B) map[string]float64 {
+	b.Helper()
+	entries, err := os.ReadDir("/proc")
+	if err != nil {
+		b.Fatal(err)
+	}
+	out := map[string]float64{}
+	for _, e := range entries {
+		if _, err := strconv.Atoi(e.Name()); err != nil {
+			continue
+		}
+		raw, err := os.ReadFile("/proc/" + e.Name() + "/stat")
+		if err != nil {
+			continue // exited
+		}
+		// pid (comm) state ppid … utime stime are fields 14 and 15.
+		open, close := strings.IndexByte(string(raw), '('), strings.LastIndexByte(string(raw), ')')
+		if open < 0 || close < open {
+			continue
+		}
+		f := strings.Fields(string(raw[close+1:]))
+		if len(f) < 13 {
+			continue
+		}
+		utime, _ := strconv.ParseFloat(f[11], 64)
+		stime, _ := strconv.ParseFloat(f[12], 64)
+		out[string(raw[open+1:close])] += (utime + stime) / 100 // USER_HZ
+	}
+	return out
+}
+
+// logProcessCPU logs (with -v) the CPU seconds each command used in a
+// phase, most first.
+func logProcessCPU(b *testing.B, phase string, before, after map[string]float64) {
+	b.Helper()
+	type row struct {
+		comm string
+		s    float64
+	}
+	var rows []row
+	total := 0.0
+	for k, v := range after {
+		if d := v - before[k]; d >= 0.5 {
+			rows = append(rows, row{k, d})
+			total += d
+		}
+	}
+	sort.Slice(rows, func(i, j int) bool { return rows[i].s > rows[j].s })
+	var sb strings.Builder
+	fmt.Fprintf(&sb, "%s: %.0f CPU-s by process:", phase, total)
+	for _, r := range rows {
+		fmt.Fprintf(&sb, " %s %.1f", r.comm, r.s)
+	}
+	b.Log(sb.String())
 }
 
 // apiserverRequests counts the API server's requests by verb and

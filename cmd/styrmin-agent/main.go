@@ -82,8 +82,8 @@ func parseFlags(args []string, stderr io.Writer) (*flags, error) {
 	fs.BoolVar(&f.installCRDs, "install-crds", false, "apply the styrmin.io CRDs at start")
 	fs.StringVar(&f.kubeconfig, "kubeconfig", "", "kubeconfig file (default: in-cluster config, then $KUBECONFIG)")
 	fs.StringVar(&f.logLevel, "log-level", "info", "log level: debug, info, error")
-	fs.Float64Var(&f.kubeAPIQPS, "kube-api-qps", 0, "requests per second the agent may send to the API server, shared by all its clients (0: the default, 100)")
-	fs.IntVar(&f.kubeAPIBurst, "kube-api-burst", 0, "requests the agent may send at once above --kube-api-qps (0: the default, 200)")
+	fs.Float64Var(&f.kubeAPIQPS, "kube-api-qps", operator.DefaultQPS, "requests per second the agent may send to the API server, shared by all its clients")
+	fs.IntVar(&f.kubeAPIBurst, "kube-api-burst", operator.DefaultBurst, "requests the agent may send at once above --kube-api-qps")
 	fs.StringVar(&f.memoryLimit, "memory-limit", "", `soft memory limit of Go's heap, e.g. 200Mi ("": 90% of the container's memory limit, unless GOMEMLIMIT is set; "0": none)`)
 	if err := fs.Parse(args); err != nil {
 		return nil, err
