@@ -14,15 +14,26 @@ import (
 	"testing"
 	"time"
 
+	"maps"
+
+	"golang.org/x/sync/errgroup"
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/client-go/kubernetes"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/yaml"
 
+	"github.com/styrmin/styrmin/drivers"
+	"github.com/styrmin/styrmin/gitsource"
 	"github.com/styrmin/styrmin/operator"
 	"github.com/styrmin/styrmin/operator/api/v1alpha1"
+	"github.com/styrmin/styrmin/resolver"
 )
 
 var (
@@ -30,6 +41,7 @@ var (
 	agentMemoryLimit      = flag.String("agent-memory-limit", "", "the agent's --memory-limit in BenchmarkAgentThroughGit (as in a container with a memory limit; empty: none)")
 	agentExtraArgs        = flag.String("agent-args", "", "extra arguments of the agent in BenchmarkAgentThroughGit, space-separated (e.g. \"--kube-api-qps=500 --kube-api-burst=1000\")")
 	benchCPUProfile       = flag.String("cpu-profile-prefix", "", "BenchmarkAgentThroughGit saves 40 s CPU profiles of the agent and of the API server, taken at the start of each phase, as PREFIX-{create,fanout}-{agent,apiserver}.pb.gz")
+	agentBaseline         = flag.Bool("agent-baseline", false, "BenchmarkAgentThroughGit then stops the agent and applies the same rendered objects directly (server-side apply, no agent, no release records) in other namespaces, created and fanned out the same way: what the workloads cost by themselves, measured in the same run")
 	agentHeapProfile      = flag.String("agent-heap-profile", "", "file BenchmarkAgentThroughGit writes the agent's heap profile to, taken when its heap in use was highest (for go tool pprof)")
 )
 
@@ -70,6 +82,7 @@ func BenchmarkAgentThroughGit(b *testing.B) {
 		}
 		watched, err := cache.New(e.cluster.RESTConfig, cache.Options{Scheme: scheme, ByObject: map[client.Object]cache.ByObject{
 			&v1alpha1.StyrminDeployment{}: {Label: labels.SelectorFromSet(labels.Set{v1alpha1.LabelEnvironment: "bench"})},
+			&appsv1.Deployment{}:          {Label: labels.SelectorFromSet(labels.Set{baselineLabel: "baseline"})},
 		}})
 		if err != nil {
 			b.Fatal(err)
@@ -166,6 +179,10 @@ func BenchmarkAgentThroughGit(b *testing.B) {
 		b.ReportMetric(procStatusMiB(b, e.agent.Pid(), "VmHWM:"), "agent-peak-rss-MiB")
 		b.ReportMetric(peakAnon, "agent-peak-anon-rss-MiB")
 		b.ReportMetric(peakHeap/(1<<20), "agent-peak-heap-inuse-MiB")
+		if *agentBaseline {
+			e.agent.Stop()
+			baselineWorkloads(b, ctx, e, cs, watched)
+		}
 	}
 }
 
@@ -207,6 +224,125 @@ func profileCPU(b *testing.B, cs *kubernetes.Clientset, pprof, phase string) <-c
 		}
 	}()
 	return out
+}
+
+// baselineLabel marks the objects baselineWorkloads applies.
+const baselineLabel = "app.kubernetes.io/managed-by"
+
+// baselineWorkloads applies the objects the agent applied, rendered from
+// the same lockfiles, directly with server-side apply, 32 at a time, in
+// namespaces of their own; then changes the message of all of them, as
+// the fan-out did. Each is timed until every Deployment has rolled out,
+// with the API server's CPU: what any engine's workloads cost.
+func baselineWorkloads(b *testing.B, ctx context.Context, e *env, cs *kubernetes.Clientset, watched cache.Cache) {
+	b.Helper()
+	repo, err := gitsource.Clone(ctx, e.url, "", gitsource.CloneOptions{Branch: "main", Auth: gitsource.Auth{Token: gitToken}})
+	if err != nil {
+		b.Fatal(err)
+	}
+	head, err := repo.Head()
+	if err != nil {
+		b.Fatal(err)
+	}
+	tree, err := repo.FS(head)
+	if err != nil {
+		b.Fatal(err)
+	}
+	ws, err := resolver.LoadWorkspace(tree, resolver.WorkspaceOptions{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	var instances []*resolver.Instance
+	for id, in := range ws.Locks {
+		if id.Environment == "bench" {
+			instances = append(instances, in)
+		}
+	}
+	n := len(instances)
+	if n == 0 {
+		b.Fatalf("baseline: no lockfile of the bench environment in the clone (%d locks)", len(ws.Locks))
+	}
+	run := func(phase, message string) (time.Duration, float64) {
+		cpu0 := apiserverCPU(b, cs)
+		procCPU0 := processCPU(b)
+		start := time.Now()
+		var g errgroup.Group
+		g.SetLimit(32)
+		for i, in := range instances {
+			g.Go(func() error { return applyDirectly(ctx, e.c, ws.Catalog, in, fmt.Sprintf("base%04d", i), message) })
+		}
+		if err := g.Wait(); err != nil {
+			b.Fatal(err)
+		}
+		for {
+			var list appsv1.DeploymentList
+			if err := watched.List(ctx, &list, client.MatchingLabels{baselineLabel: "baseline"}); err != nil {
+				b.Fatal(err)
+			}
+			ready := 0
+			for _, d := range list.Items {
+				// As `kubectl rollout status`, and the agent's readiness.
+				if d.Status.ObservedGeneration == d.Generation && d.Status.UpdatedReplicas == *d.Spec.Replicas &&
+					d.Status.Replicas == d.Status.UpdatedReplicas && d.Status.AvailableReplicas == *d.Spec.Replicas {
+					ready++
+				}
+			}
+			if ready >= n {
+				break
+			}
+			if time.Since(start) > 30*time.Minute {
+				b.Fatalf("%s: %d of %d deployments rolled out after 30 minutes", phase, ready, n)
+			}
+			time.Sleep(250 * time.Millisecond)
+		}
+		logProcessCPU(b, phase, procCPU0, processCPU(b))
+		return time.Since(start), apiserverCPU(b, cs) - cpu0
+	}
+	create, createCPU := run("baseline create", "")
+	fanout, fanoutCPU := run("baseline fan-out", "third")
+	b.ReportMetric(create.Seconds(), "baseline-create-s")
+	b.ReportMetric(fanout.Seconds(), "baseline-fanout-s")
+	b.ReportMetric(createCPU/float64(n), "baseline-create-apiserver-cpu-s/deploy")
+	b.ReportMetric(fanoutCPU/float64(n), "baseline-fanout-apiserver-cpu-s/deploy")
+}
+
+// applyDirectly renders a locked instance into namespace ns (message, when
+// set, replacing its message value) and applies its objects.
+func applyDirectly(ctx context.Context, c client.Client, catalog *drivers.Catalog, in *resolver.Instance, ns, message string) error {
+	d, ok := catalog.Get(in.Driver.Name, in.Driver.Version)
+	if !ok {
+		return fmt.Errorf("driver %s not in the catalog", in.Driver)
+	}
+	dctx := *in.Context
+	dctx.Deployment.Namespace = ns
+	values := maps.Clone(in.Values)
+	if message != "" {
+		values["message"] = message
+	}
+	m, err := d.Render(dctx, values)
+	if err != nil {
+		return err
+	}
+	if err := c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil && !apierrors.IsAlreadyExists(err) {
+		return err
+	}
+	for _, o := range m.Objects {
+		u := &unstructured.Unstructured{}
+		if err := yaml.Unmarshal(o.YAML, &u.Object); err != nil {
+			return err
+		}
+		u.SetNamespace(ns)
+		l := u.GetLabels()
+		if l == nil {
+			l = map[string]string{}
+		}
+		l[baselineLabel] = "baseline"
+		u.SetLabels(l)
+		if err := c.Apply(ctx, client.ApplyConfigurationFromUnstructured(u), client.FieldOwner("baseline"), client.ForceOwnership); err != nil {
+			return fmt.Errorf("apply %s %s/%s: %w", u.GetKind(), ns, u.GetName(), err)
+		}
+	}
+	return nil
 }
 
 // freeAddr returns a loopback address with a port free at the time.
