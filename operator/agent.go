@@ -124,6 +124,8 @@ func RunAgent(ctx context.Context, cfg *rest.Config, opts AgentOptions) error {
 	topts.Client = mgr.GetClient()
 	topts.APIReader = mgr.GetAPIReader()
 	topts.Drivers = drv
+	locks := NewRepoLocks(repo)
+	topts.Locks = locks
 	topts.Recorder = recorder
 	if topts.Exec == nil || topts.Logs == nil {
 		pods, err := NewKubePods(cfg)
@@ -151,6 +153,7 @@ func RunAgent(ctx context.Context, cfg *rest.Config, opts AgentOptions) error {
 		Source:   types.NamespacedName{Namespace: opts.Manager.Namespace, Name: opts.SourceName},
 		Spec:     v1alpha1.StyrminSourceSpec{URL: repo.RemoteURL(), Branch: repo.Branch(), Cluster: opts.Cluster, SecretName: opts.SecretName},
 		Interval: opts.PollInterval,
+		Locks:    locks,
 		Recorder: recorder,
 		Log:      opts.Manager.Logger.WithName("sync"),
 	})

@@ -67,6 +67,11 @@ type SyncerOptions struct {
 	Spec v1alpha1.StyrminSourceSpec
 	// Interval between polls; 0 means DefaultPollInterval.
 	Interval time.Duration
+	// Locks, when set, is where the tasks' instances are read: tasks are
+	// created with a reference to their lock and no copy of the instance,
+	// which is handed over to Locks instead. Without it every task
+	// carries its instance.
+	Locks *RepoLocks
 	// Recorder records events on the StyrminSource (optional).
 	Recorder events.EventRecorder
 	// Log receives the syncer's logs.
@@ -319,6 +324,10 @@ func (s *Syncer) createTasks(ctx context.Context, tasks []*v1alpha1.StyrminTask,
 					return err
 				}
 				err := s.opts.Client.Create(gctx, task)
+				if err != nil && s.opts.Locks != nil {
+					// No new task takes the instance handed over.
+					s.opts.Locks.Drop(task.Spec.Lock)
+				}
 				switch {
 				case apierrors.IsAlreadyExists(err):
 					existed[i] = true
@@ -492,9 +501,16 @@ func (s *Syncer) taskFor(ctx context.Context, prev, next *resolver.Instance, com
 			return nil, err
 		}
 	}
-	spec, err := SpecFromInstance(next)
-	if err != nil {
-		return nil, fmt.Errorf("sync: %s: %w", path, err)
+	lock := v1alpha1.LockRef{Commit: commit.String(), Path: path}
+	var instance *v1alpha1.StyrminDeploymentSpec
+	if s.opts.Locks != nil {
+		s.opts.Locks.HandOver(lock, next)
+	} else {
+		spec, err := SpecFromInstance(next)
+		if err != nil {
+			return nil, fmt.Errorf("sync: %s: %w", path, err)
+		}
+		instance = &spec
 	}
 	var from int64
 	if prev != nil {
@@ -515,8 +531,8 @@ func (s *Syncer) taskFor(ctx context.Context, prev, next *resolver.Instance, com
 			Workflow:     wf,
 			FromSequence: from,
 			ToSequence:   next.Sequence,
-			Lock:         v1alpha1.LockRef{Commit: commit.String(), Path: path},
-			Instance:     &spec,
+			Lock:         lock,
+			Instance:     instance,
 		},
 	}, nil
 }

@@ -109,9 +109,10 @@ func TestSyncCreatesOneTaskPerNewSequenceAndResumes(t *testing.T) {
 		t.Fatal(err)
 	}
 	source := types.NamespacedName{Namespace: "styrmin-system", Name: "styrmin"}
+	repoLocks := operator.NewRepoLocks(agentRepo)
 	newSyncer := func() *operator.Syncer {
 		s, err := operator.NewSyncer(operator.SyncerOptions{
-			Client: cl, Repo: agentRepo, Cluster: "local", Source: source,
+			Client: cl, Repo: agentRepo, Cluster: "local", Source: source, Locks: repoLocks,
 			Spec:     v1alpha1.StyrminSourceSpec{URL: url, Branch: "main"},
 			Interval: time.Hour, Recorder: recorder, Log: testr.New(t),
 		})
@@ -158,8 +159,11 @@ func TestSyncCreatesOneTaskPerNewSequenceAndResumes(t *testing.T) {
 	}
 	hub1 := task("dev-hub", "hub-1")
 	if hub1.Spec.Workflow != v1alpha1.WorkflowCreate || hub1.Spec.FromSequence != 0 || hub1.Spec.ToSequence != 1 ||
-		hub1.Spec.Lock.Path != "locks/local/dev/hub.lock.yaml" || hub1.Spec.Instance == nil || hub1.Labels[v1alpha1.LabelSequence] != "1" {
-		t.Errorf("hub-1 spec: %+v labels %v", hub1.Spec, hub1.Labels)
+		hub1.Spec.Lock.Path != "locks/local/dev/hub.lock.yaml" || hub1.Spec.Instance != nil || hub1.Labels[v1alpha1.LabelSequence] != "1" {
+		t.Errorf("hub-1 spec: %+v labels %v (a task refers to its lock, without a copy of the instance)", hub1.Spec, hub1.Labels)
+	}
+	if in, err := repoLocks.Lock(ctx, hub1.Spec.Lock); err != nil || in.ID.Name != "hub" || in.Sequence != 1 {
+		t.Errorf("the instance of hub-1 from its lock: %v", err)
 	}
 	var ns corev1.Namespace
 	if err := cl.Get(ctx, client.ObjectKey{Name: "dev-hub"}, &ns); err != nil || ns.Labels[v1alpha1.LabelDeployment] != "hub" {

@@ -62,6 +62,9 @@ type TaskReconcilerOptions struct {
 	APIReader client.Reader
 	// Drivers gives the driver version an instance pins.
 	Drivers DriverSource
+	// Locks gives the instance of a task that does not carry a copy
+	// (optional: without it such a task fails).
+	Locks LockSource
 	// Recorder records events on tasks and StyrminDeployments (optional).
 	Recorder events.EventRecorder
 	// Exec runs exec steps; nil makes them fail with a clear message.
@@ -106,6 +109,9 @@ type TaskReconciler struct {
 	// written is the resourceVersion of each task's last status write, to
 	// notice a cache that has not caught up with it yet.
 	written map[types.UID]string
+	// instances holds the instance of each unfinished task read from its
+	// lock, so a task's reconciles read it once.
+	instances map[types.UID]*resolver.Instance
 }
 
 var _ reconcile.Reconciler = (*TaskReconciler)(nil)
@@ -137,7 +143,7 @@ func NewTaskReconciler(opts TaskReconcilerOptions) (*TaskReconciler, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &TaskReconciler{opts: opts, metrics: m, started: map[types.UID]int32{}, written: map[types.UID]string{}}, nil
+	return &TaskReconciler{opts: opts, metrics: m, started: map[types.UID]int32{}, written: map[types.UID]string{}, instances: map[types.UID]*resolver.Instance{}}, nil
 }
 
 // SetupWithManager registers the controller: it watches StyrminTasks
@@ -333,6 +339,7 @@ func (r *TaskReconciler) forget(uid types.UID) {
 	r.mu.Lock()
 	delete(r.started, uid)
 	delete(r.written, uid)
+	delete(r.instances, uid)
 	r.mu.Unlock()
 }
 
@@ -355,15 +362,16 @@ func (r *TaskReconciler) writeStatus(ctx context.Context, run *taskRun) error {
 // Failed: that needs a change in git.
 func (r *TaskReconciler) prepare(ctx context.Context, run *taskRun) (phaseResult, error) {
 	t := run.task
-	if t.Spec.Instance == nil {
-		return r.failTask(ctx, run, reasonInvalidTask, "spec.instance is missing: the task does not carry its instance")
-	}
-	in, err := InstanceFromSpec(t.Spec.Instance)
+	in, field, err := r.instance(ctx, t)
 	if err != nil {
-		return r.failTask(ctx, run, reasonInvalidTask, "spec.instance: "+err.Error())
+		var nf *LockNotFoundError
+		if errors.As(err, &nf) || field == "spec.instance" {
+			return r.failTask(ctx, run, reasonInvalidTask, field+": "+err.Error())
+		}
+		return phaseResult{}, err
 	}
 	if in.Sequence != t.Spec.ToSequence {
-		return r.failTask(ctx, run, reasonInvalidTask, fmt.Sprintf("spec.instance.sequence is %d but spec.toSequence is %d", in.Sequence, t.Spec.ToSequence))
+		return r.failTask(ctx, run, reasonInvalidTask, fmt.Sprintf("%s: the instance's sequence is %d but spec.toSequence is %d", field, in.Sequence, t.Spec.ToSequence))
 	}
 	run.instance = in
 	if t.Status.Phase != "" {
@@ -390,6 +398,33 @@ func (r *TaskReconciler) prepare(ctx context.Context, run *taskRun) (phaseResult
 	// the same steps.
 	run.planUnwritten = true
 	return phaseResult{}, nil
+}
+
+// instance returns the task's instance and the field it comes from: the
+// copy the task carries, else its lock (read once per task).
+func (r *TaskReconciler) instance(ctx context.Context, t *v1alpha1.StyrminTask) (*resolver.Instance, string, error) {
+	if t.Spec.Instance != nil {
+		in, err := InstanceFromSpec(t.Spec.Instance)
+		return in, "spec.instance", err
+	}
+	const field = "spec.lock"
+	r.mu.Lock()
+	in, ok := r.instances[t.UID]
+	r.mu.Unlock()
+	if ok {
+		return in, field, nil
+	}
+	if r.opts.Locks == nil {
+		return nil, field, &LockNotFoundError{Ref: t.Spec.Lock, Err: errors.New("the task carries no instance and the agent has no repository to read its lock from")}
+	}
+	in, err := r.opts.Locks.Lock(ctx, t.Spec.Lock)
+	if err != nil {
+		return nil, field, err
+	}
+	r.mu.Lock()
+	r.instances[t.UID] = in
+	r.mu.Unlock()
+	return in, field, nil
 }
 
 // supersedeOvertaken ends a pending configuration-only task that a newer

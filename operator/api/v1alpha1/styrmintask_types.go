@@ -86,8 +86,9 @@ type StyrminTaskSpec struct {
 	ToSequence int64 `json:"toSequence"`
 	// Lock is where the target instance is recorded in git.
 	Lock LockRef `json:"lock"`
-	// Instance is a copy of the target instance, so the task runs without
-	// reading git again. When absent, the agent reads it from Lock.
+	// Instance is a copy of the target instance. When absent (the agent's
+	// sync leaves it out: each write of the task then costs the API server
+	// much less), the agent reads it from Lock.
 	// +optional
 	Instance *StyrminDeploymentSpec `json:"instance,omitempty"`
 }

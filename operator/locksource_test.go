@@ -1,0 +1,134 @@
+package operator_test
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+
+	"github.com/prometheus/client_golang/prometheus"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	"github.com/styrmin/styrmin/gitsource"
+	"github.com/styrmin/styrmin/gitsource/gitserver"
+	"github.com/styrmin/styrmin/operator"
+	"github.com/styrmin/styrmin/operator/api/v1alpha1"
+)
+
+// lockedClone serves the example repository, locks it and returns a
+// clone of the result with its head: what the agent reads locks from.
+func lockedClone(t *testing.T) (*gitsource.Repo, gitsource.Hash) {
+	t.Helper()
+	ctx := context.Background()
+	git := gitserver.New(t)
+	git.Seed("desired", exampleRepo(t), "examples")
+	author, err := gitsource.Clone(ctx, git.RepoURL("desired"), "", gitsource.CloneOptions{Branch: "main"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	lockRepo(t, author)
+	repo, err := gitsource.Clone(ctx, git.RepoURL("desired"), "", gitsource.CloneOptions{Branch: "main"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	head, err := repo.Head()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return repo, head
+}
+
+// TestRepoLocksReadTheLockAtItsCommit pins the agent's lock source: a
+// task's lock is read at its commit; an instance the sync handed over is
+// given once, as it is, and then read from git; a lock that is not there
+// (unknown commit, no such file, not a hash) is a LockNotFoundError that
+// names the path and the commit.
+func TestRepoLocksReadTheLockAtItsCommit(t *testing.T) {
+	ctx := context.Background()
+	repo, head := lockedClone(t)
+	locks := operator.NewRepoLocks(repo)
+	ref := v1alpha1.LockRef{Commit: head.String(), Path: "locks/local/dev/hub.lock.yaml"}
+
+	in, err := locks.Lock(ctx, ref)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if in.ID.Name != "hub" || in.Sequence != 1 || in.Digest == "" {
+		t.Fatalf("lock read from git: %s sequence %d digest %q", in.ID, in.Sequence, in.Digest)
+	}
+	locks.HandOver(ref, in)
+	if got, err := locks.Lock(ctx, ref); err != nil || got != in {
+		t.Fatalf("the handed-over instance was not given as it is: %v", err)
+	}
+	again, err := locks.Lock(ctx, ref)
+	if err != nil || again == in || again.Digest != in.Digest {
+		t.Fatalf("after the hand-over the lock is read from git again: same %v, %v", again == in, err)
+	}
+	locks.HandOver(ref, in)
+	locks.Drop(ref)
+	if got, err := locks.Lock(ctx, ref); err != nil || got == in {
+		t.Fatalf("a dropped hand-over was given: %v", err)
+	}
+
+	for _, bad := range []v1alpha1.LockRef{
+		{Commit: head.String(), Path: "locks/local/dev/nothing.lock.yaml"},
+		{Commit: strings.Repeat("ab", 20), Path: ref.Path},
+		{Commit: "main", Path: ref.Path},
+		{Commit: head.String(), Path: "../outside.lock.yaml"},
+	} {
+		_, err := locks.Lock(ctx, bad)
+		var nf *operator.LockNotFoundError
+		if !errors.As(err, &nf) || !strings.Contains(err.Error(), bad.Path) || !strings.Contains(err.Error(), bad.Commit) {
+			t.Errorf("Lock(%+v) = %v, want a LockNotFoundError naming the path and the commit", bad, err)
+		}
+	}
+}
+
+// TestTaskWhoseLockCannotBeReadFailsNamingIt pins that a task carrying no
+// instance, whose lock is not in the repository, ends Failed with a
+// message naming spec.lock and the file, and changes nothing else.
+func TestTaskWhoseLockCannotBeReadFailsNamingIt(t *testing.T) {
+	e := startEnv(t)
+	ctx := context.Background()
+	repo, head := lockedClone(t)
+	r, err := operator.NewTaskReconciler(operator.TaskReconcilerOptions{
+		Client:     e.client,
+		Drivers:    &operator.CatalogSource{Catalog: e.workspace.Catalog},
+		Locks:      operator.NewRepoLocks(repo),
+		Registerer: prometheus.NewRegistry(),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	const ns = "dev-ghost"
+	if err := e.client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil {
+		t.Fatal(err)
+	}
+	id := v1alpha1.DeploymentID{Cluster: "local", Environment: "dev", Name: "ghost"}
+	task := &v1alpha1.StyrminTask{
+		ObjectMeta: metav1.ObjectMeta{Name: operator.TaskName("ghost", 1), Namespace: ns, Labels: id.Labels()},
+		Spec: v1alpha1.StyrminTaskSpec{Deployment: id, Namespace: ns, Workflow: v1alpha1.WorkflowCreate, ToSequence: 1,
+			Lock: v1alpha1.LockRef{Commit: head.String(), Path: "locks/local/dev/ghost.lock.yaml"}},
+	}
+	if err := e.client.Create(ctx, task); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := r.Reconcile(ctx, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(task)}); err != nil {
+		t.Fatal(err)
+	}
+	var got v1alpha1.StyrminTask
+	if err := e.client.Get(ctx, client.ObjectKeyFromObject(task), &got); err != nil {
+		t.Fatal(err)
+	}
+	if got.Status.Phase != v1alpha1.TaskFailed || !strings.Contains(got.Status.Message, "spec.lock") ||
+		!strings.Contains(got.Status.Message, "locks/local/dev/ghost.lock.yaml") {
+		t.Fatalf("task with a missing lock: phase %q, message %q", got.Status.Phase, got.Status.Message)
+	}
+	var sds v1alpha1.StyrminDeploymentList
+	if err := e.client.List(ctx, &sds, client.InNamespace(ns)); err != nil || len(sds.Items) != 0 {
+		t.Fatalf("a task that failed before its first step wrote a StyrminDeployment: %v, %d", err, len(sds.Items))
+	}
+}
