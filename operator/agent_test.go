@@ -164,6 +164,17 @@ func (e *agentEnv) change(t *testing.T, name, msg string, files map[string][]byt
 	return seq
 }
 
+// taskInstance reads a task's instance from its lock in the test's clone
+// (the agent's tasks carry no copy).
+func (e *agentEnv) taskInstance(t *testing.T, task *v1alpha1.StyrminTask) *resolver.Instance {
+	t.Helper()
+	in, err := operator.NewRepoLocks(e.clone).Lock(context.Background(), task.Spec.Lock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return in
+}
+
 // hubConfig is the hub deployment file with the given app version,
 // workers and log level.
 func hubConfig(app string, workers int, logLevel string) map[string][]byte {

@@ -532,7 +532,11 @@ func (s *Syncer) taskFor(ctx context.Context, prev, next *resolver.Instance, com
 			FromSequence: from,
 			ToSequence:   next.Sequence,
 			Lock:         lock,
-			Instance:     instance,
+			Target: &v1alpha1.TaskTarget{
+				Kind: next.Kind, AppVersion: next.AppVersion, SourceCommit: next.SourceCommit, Digest: next.Digest,
+				Driver: v1alpha1.DriverRef{Name: next.Driver.Name, Version: next.Driver.Version, Digest: next.Driver.Digest},
+			},
+			Instance: instance,
 		},
 	}, nil
 }

@@ -162,8 +162,12 @@ func TestSyncCreatesOneTaskPerNewSequenceAndResumes(t *testing.T) {
 		hub1.Spec.Lock.Path != "locks/local/dev/hub.lock.yaml" || hub1.Spec.Instance != nil || hub1.Labels[v1alpha1.LabelSequence] != "1" {
 		t.Errorf("hub-1 spec: %+v labels %v (a task refers to its lock, without a copy of the instance)", hub1.Spec, hub1.Labels)
 	}
-	if in, err := repoLocks.Lock(ctx, hub1.Spec.Lock); err != nil || in.ID.Name != "hub" || in.Sequence != 1 {
-		t.Errorf("the instance of hub-1 from its lock: %v", err)
+	in, err := repoLocks.Lock(ctx, hub1.Spec.Lock)
+	if err != nil || in.ID.Name != "hub" || in.Sequence != 1 {
+		t.Fatalf("the instance of hub-1 from its lock: %v", err)
+	}
+	if tg := hub1.Spec.Target; tg == nil || tg.Digest != in.Digest || tg.AppVersion != in.AppVersion || tg.Driver.Version != in.Driver.Version || tg.Kind != in.Kind {
+		t.Errorf("hub-1 target %+v does not summarise its instance", tg)
 	}
 	var ns corev1.Namespace
 	if err := cl.Get(ctx, client.ObjectKey{Name: "dev-hub"}, &ns); err != nil || ns.Labels[v1alpha1.LabelDeployment] != "hub" {

@@ -425,7 +425,7 @@ func TestAgentGuardKeepsANewerInstanceAndRecovers(t *testing.T) {
 	seq := e.change(t, "hub", "hub: debug logs", hubConfig("1.4.1", 3, "debug"))
 	rec := e.waitTask(t, hubNamespace, "hub", seq)
 	requireSucceeded(t, rec)
-	want := rec.Spec.Instance
+	want := e.taskInstance(t, rec)
 	got := e.deployment(t, hubNamespace)
 	if got.Spec.Sequence != seq || got.Spec.Digest != want.Digest || got.Status.ActiveSequence != seq || got.Annotations[v1alpha1.AnnotationInstanceSequence] != strconv.FormatInt(seq, 10) {
 		t.Errorf("after recovery: sequence %d digest %s active %d annotation %q; want the whole instance %d (%s)",
@@ -479,8 +479,8 @@ func TestAgentFailedStepLeavesTheActiveInstance(t *testing.T) {
 	if failed.Status.Phase != v1alpha1.TaskFailed {
 		t.Fatalf("hub-%d: %s (%s), want Failed", seq, failed.Status.Phase, failed.Status.Message)
 	}
-	if failed.Spec.Instance.Driver.Version != "2.0.0" {
-		t.Fatalf("the upgrade runs driver %s, want graphhub 2.0.0", failed.Spec.Instance.Driver.Version)
+	if in := e.taskInstance(t, failed); in.Driver.Version != "2.0.0" {
+		t.Fatalf("the upgrade runs driver %s, want graphhub 2.0.0", in.Driver.Version)
 	}
 	msg := failed.Status.Message
 	t.Logf("hub-%d: %s", seq, msg)

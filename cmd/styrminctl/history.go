@@ -87,10 +87,14 @@ func runHistory(ctx context.Context, c client.Reader, w io.Writer, output, name 
 			Result: s.Phase, Task: t.Name, Finished: s.Finished, Message: s.Message,
 			Active: active != 0 && t.Spec.ToSequence == active,
 		}
-		if in := t.Spec.Instance; in != nil {
-			e.Kind = in.Kind
-			e.SourceCommit = in.SourceCommit
-			e.AppVersion = in.AppVersion
+		switch in, tg := t.Spec.Instance, t.Spec.Target; {
+		case tg != nil:
+			e.Kind, e.SourceCommit, e.AppVersion = tg.Kind, tg.SourceCommit, tg.AppVersion
+			if tg.Driver.Name != "" {
+				e.Driver = tg.Driver.String()
+			}
+		case in != nil:
+			e.Kind, e.SourceCommit, e.AppVersion = in.Kind, in.SourceCommit, in.AppVersion
 			if in.Driver.Name != "" {
 				e.Driver = in.Driver.String()
 			}

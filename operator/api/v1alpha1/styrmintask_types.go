@@ -86,11 +86,35 @@ type StyrminTaskSpec struct {
 	ToSequence int64 `json:"toSequence"`
 	// Lock is where the target instance is recorded in git.
 	Lock LockRef `json:"lock"`
+	// Target summarises the instance the task applies, for people and
+	// `styrminctl history`; the instance itself is at Lock.
+	// +optional
+	Target *TaskTarget `json:"target,omitempty"`
 	// Instance is a copy of the target instance. When absent (the agent's
 	// sync leaves it out: each write of the task then costs the API server
 	// much less), the agent reads it from Lock.
 	// +optional
 	Instance *StyrminDeploymentSpec `json:"instance,omitempty"`
+}
+
+// TaskTarget summarises the instance a task applies.
+type TaskTarget struct {
+	// Kind is Instance, or Tombstone for a deletion.
+	// +optional
+	Kind string `json:"kind,omitempty"`
+	// Driver is the driver version the instance runs.
+	// +optional
+	Driver DriverRef `json:"driver,omitempty"`
+	// AppVersion is the application version.
+	// +optional
+	AppVersion string `json:"appVersion,omitempty"`
+	// SourceCommit is the configuration commit the instance was resolved
+	// from.
+	// +optional
+	SourceCommit string `json:"sourceCommit,omitempty"`
+	// Digest is the instance's digest.
+	// +optional
+	Digest string `json:"digest,omitempty"`
 }
 
 // StyrminTaskStatus is the progress of a task. Each step's state is
