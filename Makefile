@@ -35,8 +35,8 @@ test: testcluster ## Run all tests (integration tests start real control planes)
 bench: testcluster ## Run the benchmarks (but the two 500-deployment ones: bench-agent, bench-controller).
 	$(GO) test -run '^$$' -bench . -skip 'AgentThroughGit|DeploymentController' -benchmem -timeout $(TEST_TIMEOUT) ./...
 
-bench-agent: testcluster ## The agent binary at 500 webapp deployments locked in one commit: create and fan-out until Ready, API-server CPU, peak memory.
-	$(GO) test ./e2e -run '^$$' -bench AgentThroughGit -benchtime 1x -agent-deployments 500 -timeout $(TEST_TIMEOUT)
+bench-agent: testcluster ## The agent binary at 500 webapp deployments locked in one commit: create and fan-out until Ready, API-server CPU, peak memory; then the same objects applied directly, as the same run's reference.
+	$(GO) test ./e2e -run '^$$' -bench AgentThroughGit -benchtime 1x -agent-deployments 500 -agent-baseline -v -timeout $(TEST_TIMEOUT)
 
 bench-controller: testcluster ## The StyrminDeployment controller alone at 500 deployments, against applying the same objects directly.
 	$(GO) test ./operator -run '^$$' -bench DeploymentController -benchtime 1x -deployments 500 -baseline -timeout $(TEST_TIMEOUT)
