@@ -490,25 +490,36 @@ func processCPU(b *testing.B) map[string]float64 {
 // phase, most first.
 func logProcessCPU(b *testing.B, phase string, before, after map[string]float64) {
 	b.Helper()
-	type row struct {
-		comm string
-		s    float64
-	}
-	var rows []row
-	total := 0.0
-	for k, v := range after {
-		if d := v - before[k]; d >= 0.5 {
-			rows = append(rows, row{k, d})
-			total += d
-		}
-	}
-	sort.Slice(rows, func(i, j int) bool { return rows[i].s > rows[j].s })
+	rows, total := grown(before, after, 0.5)
 	var sb strings.Builder
 	fmt.Fprintf(&sb, "%s: %.0f CPU-s by process:", phase, total)
 	for _, r := range rows {
-		fmt.Fprintf(&sb, " %s %.1f", r.comm, r.s)
+		fmt.Fprintf(&sb, " %s %.1f", r.key, r.n)
 	}
 	b.Log(sb.String())
+}
+
+// growth is how much one key's count grew over a phase.
+type growth struct {
+	key string
+	n   float64
+}
+
+// grown returns the keys whose counts grew by at least least from before
+// to after, most first (then by key), and the total growth.
+func grown(before, after map[string]float64, least float64) ([]growth, float64) {
+	var rows []growth
+	total := 0.0
+	for k, v := range after {
+		if d := v - before[k]; d > 0 && d >= least {
+			rows = append(rows, growth{k, d})
+			total += d
+		}
+	}
+	sort.Slice(rows, func(i, j int) bool {
+		return rows[i].n > rows[j].n || rows[i].n == rows[j].n && rows[i].key < rows[j].key
+	})
+	return rows, total
 }
 
 // apiserverRequests counts the API server's requests by verb and
@@ -555,21 +566,7 @@ func apiserverRequests(b *testing.B, cs *kubernetes.Clientset) map[string]float6
 // and resource, most first.
 func logRequests(b *testing.B, phase string, before, after map[string]float64) {
 	b.Helper()
-	type row struct {
-		key string
-		n   float64
-	}
-	var rows []row
-	total := 0.0
-	for k, v := range after {
-		if d := v - before[k]; d > 0 {
-			rows = append(rows, row{k, d})
-			total += d
-		}
-	}
-	sort.Slice(rows, func(i, j int) bool {
-		return rows[i].n > rows[j].n || rows[i].n == rows[j].n && rows[i].key < rows[j].key
-	})
+	rows, total := grown(before, after, 0)
 	var sb strings.Builder
 	fmt.Fprintf(&sb, "%s: %.0f API server requests, by verb and resource:\n", phase, total)
 	for _, r := range rows {

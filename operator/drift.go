@@ -73,6 +73,15 @@ type objectDrift struct {
 // each object of the manifest, in the release namespace when namespaced
 // and unset, with Helm's ownership label and annotations.
 func (d *releaseObjects) desiredObjects(manifest, releaseName, namespace string, components map[string]string) ([]*desiredObject, error) {
+	objs, _, err := d.parseObjects(manifest, releaseName, namespace, components, false)
+	return objs, err
+}
+
+// parseObjects is desiredObjects; with skipUnmapped, objects of kinds the
+// API server does not serve (a CRD removed since) are left out and
+// listed, where otherwise they are an error.
+func (d *releaseObjects) parseObjects(manifest, releaseName, namespace string, components map[string]string, skipUnmapped bool) ([]*desiredObject, []string, error) {
+	var unmapped []string
 	docs := releaseutil.SplitManifests(manifest)
 	keys := make([]string, 0, len(docs))
 	for k := range docs {
@@ -87,7 +96,7 @@ func (d *releaseObjects) desiredObjects(manifest, releaseName, namespace string,
 		}
 		var m map[string]any
 		if err := yaml.Unmarshal([]byte(doc), &m); err != nil {
-			return nil, fmt.Errorf("release %s/%s manifest: %w", namespace, releaseName, err)
+			return nil, nil, fmt.Errorf("release %s/%s manifest: %w", namespace, releaseName, err)
 		}
 		if len(m) == 0 {
 			continue
@@ -95,8 +104,12 @@ func (d *releaseObjects) desiredObjects(manifest, releaseName, namespace string,
 		u := &unstructured.Unstructured{Object: m}
 		gvk := u.GroupVersionKind()
 		mapping, err := d.mapper.RESTMapping(gvk.GroupKind(), gvk.Version)
+		if skipUnmapped && meta.IsNoMatchError(err) {
+			unmapped = append(unmapped, gvk.Kind+" "+u.GetName())
+			continue
+		}
 		if err != nil {
-			return nil, fmt.Errorf("release %s/%s manifest: %s %q: %w", namespace, releaseName, gvk.Kind, u.GetName(), err)
+			return nil, nil, fmt.Errorf("release %s/%s manifest: %s %q: %w", namespace, releaseName, gvk.Kind, u.GetName(), err)
 		}
 		var res dynamic.ResourceInterface = d.dyn.Resource(mapping.Resource)
 		if mapping.Scope.Name() == meta.RESTScopeNameNamespace {
@@ -122,11 +135,11 @@ func (d *releaseObjects) desiredObjects(manifest, releaseName, namespace string,
 		ref.Component = components[objectKey(ref)]
 		data, err := u.MarshalJSON()
 		if err != nil {
-			return nil, fmt.Errorf("release %s/%s manifest: %s: %w", namespace, releaseName, ref, err)
+			return nil, nil, fmt.Errorf("release %s/%s manifest: %s: %w", namespace, releaseName, ref, err)
 		}
 		out = append(out, &desiredObject{ref: ref, data: data, keep: ann[helmResourcePolicyAnnotation] == helmKeepPolicy, resource: res})
 	}
-	return out, nil
+	return out, unmapped, nil
 }
 
 // check compares each desired object with the live one. expected holds
@@ -213,15 +226,36 @@ func (d *releaseObjects) applyAll(ctx context.Context, objects []*desiredObject,
 	return fields, len(objects), nil
 }
 
-// remove deletes an object a new revision no longer has; its dependents
-// go in the background. An object already gone is not an error.
-func (d *releaseObjects) remove(ctx context.Context, o *desiredObject) error {
-	policy := metav1.DeletePropagationBackground
-	err := o.resource.Delete(ctx, o.ref.Name, metav1.DeleteOptions{PropagationPolicy: &policy})
-	if err != nil && !apierrors.IsNotFound(err) {
-		return fmt.Errorf("delete %s, which the new revision no longer has: %w", o.ref, err)
+// remove deletes an object of release releaseName in namespace (one a
+// new revision no longer has, or any on uninstall), when it is the
+// release's: like Helm, an object whose annotations name another release,
+// or none, is left alone (kept is true), and so is one replaced since it
+// was read. Its dependents go in the background. An object already gone
+// is not an error.
+func (d *releaseObjects) remove(ctx context.Context, o *desiredObject, releaseName, namespace string) (kept bool, err error) {
+	live, err := o.resource.Get(ctx, o.ref.Name, metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		return false, nil
 	}
-	return nil
+	if err != nil {
+		return false, fmt.Errorf("delete %s: %w", o.ref, err)
+	}
+	ann := live.GetAnnotations()
+	if ann[helmReleaseNameAnnotation] != releaseName || ann[helmReleaseNamespaceAnnotation] != namespace {
+		return true, nil
+	}
+	uid := live.GetUID()
+	policy := metav1.DeletePropagationBackground
+	err = o.resource.Delete(ctx, o.ref.Name, metav1.DeleteOptions{PropagationPolicy: &policy, Preconditions: &metav1.Preconditions{UID: &uid}})
+	switch {
+	case apierrors.IsNotFound(err):
+		return false, nil
+	case apierrors.IsConflict(err):
+		return true, nil // replaced by a new object since the read
+	case err != nil:
+		return false, fmt.Errorf("delete %s: %w", o.ref, err)
+	}
+	return false, nil
 }
 
 // ownedFields returns the field set (FieldsV1 JSON) Styrmin's manager owns

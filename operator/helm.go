@@ -144,7 +144,12 @@ func (h *helmReleases) apply(ctx context.Context, req releaseRequest, known *rel
 	if err != nil {
 		return nil, false, err
 	}
-	fields, applied, applyErr := h.objects.applyAll(ctx, objs, prev != nil)
+	// Forcing takes fields back from managers that changed them (drift)
+	// once the release is Styrmin's; after a failed revision it does not:
+	// the failure may have been an object another manager owns, which a
+	// retry must not take over.
+	force := prev != nil && (prev.Info == nil || prev.Info.Status != rcommon.StatusFailed)
+	fields, applied, applyErr := h.objects.applyAll(ctx, objs, force)
 	if applyErr != nil && applied == 0 {
 		// Nothing changed in the cluster: no revision to record (Helm's
 		// install refusing an object it would take over records none
@@ -248,9 +253,13 @@ func (h *helmReleases) trimHistory(ctx context.Context, rel *release.Release) {
 		return
 	}
 	if err := h.records.remove(ctx, rel.Namespace, rel.Name, old); err != nil {
-		h.logger.Handle(ctx, slog.NewRecord(time.Now(), slog.LevelWarn, //nolint:errcheck // logging only
-			fmt.Sprintf("release %s/%s: deleting revision %d: %v", rel.Namespace, rel.Name, old, err), 0))
+		h.warn(ctx, "release %s/%s: deleting revision %d: %v", rel.Namespace, rel.Name, old, err)
 	}
+}
+
+// warn logs what changes nothing but is worth knowing.
+func (h *helmReleases) warn(ctx context.Context, format string, args ...any) {
+	h.logger.Handle(ctx, slog.NewRecord(time.Now(), slog.LevelWarn, fmt.Sprintf(format, args...), 0)) //nolint:errcheck // logging only
 }
 
 // prune deletes the objects of the previous revision that the new one no
@@ -268,8 +277,12 @@ func (h *helmReleases) prune(ctx context.Context, prev *release.Release, objs []
 		if keep[objectKey(o.ref)] || o.keep {
 			continue
 		}
-		if err := h.objects.remove(ctx, o); err != nil {
+		kept, err := h.objects.remove(ctx, o, req.Name, req.Namespace)
+		if err != nil {
 			return fmt.Errorf("%w (the new revision no longer has it)", err)
+		}
+		if kept {
+			h.warn(ctx, "release %s/%s: %s, which revision %d dropped, is not the release's: left alone", req.Namespace, req.Name, o.ref, prev.Version)
 		}
 	}
 	return nil
@@ -330,25 +343,35 @@ func (h *helmReleases) uninstall(ctx context.Context, namespace, name string) er
 		return fmt.Errorf("uninstall release %s/%s: %w", namespace, name, err)
 	}
 	if len(history) == 0 {
+		// Nothing to delete but records that do not decode, if any.
+		if err := h.records.removeAll(ctx, namespace, name); err != nil {
+			return fmt.Errorf("uninstall release %s/%s: %w", namespace, name, err)
+		}
 		return nil
 	}
 	latest := history[len(history)-1]
-	objs, err := h.objects.desiredObjects(latest.Manifest, name, namespace, nil)
+	objs, unmapped, err := h.objects.parseObjects(latest.Manifest, name, namespace, nil, true)
 	if err != nil {
 		return fmt.Errorf("uninstall release %s/%s: revision %d: %w", namespace, name, latest.Version, err)
+	}
+	if len(unmapped) > 0 {
+		// Their kind is gone, and with it the objects.
+		h.warn(ctx, "uninstall release %s/%s: kinds no longer served, nothing to delete: %s", namespace, name, strings.Join(unmapped, ", "))
 	}
 	for _, o := range slices.Backward(objs) {
 		if o.keep {
 			continue
 		}
-		if err := h.objects.remove(ctx, o); err != nil {
+		kept, err := h.objects.remove(ctx, o, name, namespace)
+		if err != nil {
 			return fmt.Errorf("uninstall release %s/%s: %w", namespace, name, err)
 		}
-	}
-	for _, rel := range history {
-		if err := h.records.remove(ctx, namespace, name, rel.Version); err != nil {
-			return fmt.Errorf("uninstall release %s/%s: deleting revision %d: %w", namespace, name, rel.Version, err)
+		if kept {
+			h.warn(ctx, "uninstall release %s/%s: %s is not the release's: left alone", namespace, name, o.ref)
 		}
+	}
+	if err := h.records.removeAll(ctx, namespace, name); err != nil {
+		return fmt.Errorf("uninstall release %s/%s: %w", namespace, name, err)
 	}
 	return nil
 }

@@ -62,6 +62,11 @@ type RepoLocks struct {
 
 	mu     sync.Mutex
 	handed map[v1alpha1.LockRef]*resolver.Instance
+	// last is the tree of the last commit read: a restarted agent's
+	// tasks read their locks at a few commits, and a tree keeps the
+	// folders it has read.
+	lastCommit gitsource.Hash
+	last       fs.FS
 }
 
 var _ LockSource = (*RepoLocks)(nil)
@@ -80,6 +85,25 @@ func (l *RepoLocks) HandOver(ref v1alpha1.LockRef, in *resolver.Instance) {
 		clear(l.handed)
 	}
 	l.handed[ref] = in
+}
+
+// tree returns the files at commit, reusing the last commit's tree.
+func (l *RepoLocks) tree(commit gitsource.Hash) (fs.FS, error) {
+	l.mu.Lock()
+	last, lastCommit := l.last, l.lastCommit
+	l.mu.Unlock()
+	if last != nil && lastCommit == commit {
+		return last, nil
+	}
+	// Not under l.mu: the repository's own lock can be held by a fetch.
+	fsys, err := l.repo.FS(commit)
+	if err != nil {
+		return nil, err
+	}
+	l.mu.Lock()
+	l.lastCommit, l.last = commit, fsys
+	l.mu.Unlock()
+	return fsys, nil
 }
 
 // Drop forgets the instance handed over for ref (its task was not
@@ -104,19 +128,27 @@ func (l *RepoLocks) Lock(_ context.Context, ref v1alpha1.LockRef) (*resolver.Ins
 	if err != nil {
 		return nil, &LockNotFoundError{Ref: ref, Err: err}
 	}
-	fsys, err := l.repo.FS(commit)
-	if err != nil {
-		// The clone lacks the commit: history rewritten, or a task
-		// created from another repository.
-		return nil, &LockNotFoundError{Ref: ref, Err: err}
-	}
 	if !fs.ValidPath(ref.Path) {
 		return nil, &LockNotFoundError{Ref: ref, Err: errors.New("not a valid path in the repository")}
 	}
-	data, err := fs.ReadFile(fsys, ref.Path)
-	if errors.Is(err, fs.ErrNotExist) {
-		return nil, &LockNotFoundError{Ref: ref, Err: errors.New("no such file at that commit")}
+	fsys, err := l.tree(commit)
+	if errors.Is(err, gitsource.ErrCommitNotFound) {
+		// History rewritten, or a task created from another repository.
+		return nil, &LockNotFoundError{Ref: ref, Err: err}
 	}
+	if err != nil {
+		return nil, fmt.Errorf("lock %s at commit %s: %w", ref.Path, ref.Commit, err)
+	}
+	st, err := fs.Stat(fsys, ref.Path)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return nil, &LockNotFoundError{Ref: ref, Err: errors.New("no such file at that commit")}
+	case errors.Is(err, gitsource.ErrSymlink), err == nil && !st.Mode().IsRegular():
+		return nil, &LockNotFoundError{Ref: ref, Err: errors.New("not a regular file at that commit")}
+	case err != nil:
+		return nil, fmt.Errorf("lock %s at commit %s: %w", ref.Path, ref.Commit, err)
+	}
+	data, err := fs.ReadFile(fsys, ref.Path)
 	if err != nil {
 		return nil, fmt.Errorf("lock %s at commit %s: %w", ref.Path, ref.Commit, err)
 	}

@@ -73,23 +73,28 @@ func TestRepoLocksReadTheLockAtItsCommit(t *testing.T) {
 		t.Fatalf("a dropped hand-over was given: %v", err)
 	}
 
-	for _, bad := range []v1alpha1.LockRef{
-		{Commit: head.String(), Path: "locks/local/dev/nothing.lock.yaml"},
-		{Commit: strings.Repeat("ab", 20), Path: ref.Path},
-		{Commit: "main", Path: ref.Path},
-		{Commit: head.String(), Path: "../outside.lock.yaml"},
+	for _, bad := range []struct {
+		ref   v1alpha1.LockRef
+		cause string
+	}{
+		{v1alpha1.LockRef{Commit: head.String(), Path: "locks/local/dev/nothing.lock.yaml"}, "no such file at that commit"},
+		{v1alpha1.LockRef{Commit: head.String(), Path: "locks/local/dev"}, "not a regular file"},
+		{v1alpha1.LockRef{Commit: strings.Repeat("ab", 20), Path: ref.Path}, "commit not found"},
+		{v1alpha1.LockRef{Commit: "main", Path: ref.Path}, "main"},
+		{v1alpha1.LockRef{Commit: head.String(), Path: "../outside.lock.yaml"}, "not a valid path"},
 	} {
-		_, err := locks.Lock(ctx, bad)
+		_, err := locks.Lock(ctx, bad.ref)
 		var nf *operator.LockNotFoundError
-		if !errors.As(err, &nf) || !strings.Contains(err.Error(), bad.Path) || !strings.Contains(err.Error(), bad.Commit) {
-			t.Errorf("Lock(%+v) = %v, want a LockNotFoundError naming the path and the commit", bad, err)
+		if !errors.As(err, &nf) || !strings.Contains(err.Error(), bad.cause) {
+			t.Errorf("Lock(%+v) = %v, want a LockNotFoundError saying %q", bad.ref, err, bad.cause)
 		}
 	}
 }
 
 // TestTaskWhoseLockCannotBeReadFailsNamingIt pins that a task carrying no
-// instance, whose lock is not in the repository, ends Failed with a
-// message naming spec.lock and the file, and changes nothing else.
+// instance, whose lock is not in the repository or is another
+// deployment's, ends Failed with a message naming spec.lock and the file,
+// and changes nothing else.
 func TestTaskWhoseLockCannotBeReadFailsNamingIt(t *testing.T) {
 	e := startEnv(t)
 	ctx := context.Background()
@@ -108,24 +113,29 @@ func TestTaskWhoseLockCannotBeReadFailsNamingIt(t *testing.T) {
 		t.Fatal(err)
 	}
 	id := v1alpha1.DeploymentID{Cluster: "local", Environment: "dev", Name: "ghost"}
-	task := &v1alpha1.StyrminTask{
-		ObjectMeta: metav1.ObjectMeta{Name: operator.TaskName("ghost", 1), Namespace: ns, Labels: id.Labels()},
-		Spec: v1alpha1.StyrminTaskSpec{Deployment: id, Namespace: ns, Workflow: v1alpha1.WorkflowCreate, ToSequence: 1,
-			Lock: v1alpha1.LockRef{Commit: head.String(), Path: "locks/local/dev/ghost.lock.yaml"}},
-	}
-	if err := e.client.Create(ctx, task); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := r.Reconcile(ctx, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(task)}); err != nil {
-		t.Fatal(err)
-	}
-	var got v1alpha1.StyrminTask
-	if err := e.client.Get(ctx, client.ObjectKeyFromObject(task), &got); err != nil {
-		t.Fatal(err)
-	}
-	if got.Status.Phase != v1alpha1.TaskFailed || !strings.Contains(got.Status.Message, "spec.lock") ||
-		!strings.Contains(got.Status.Message, "locks/local/dev/ghost.lock.yaml") {
-		t.Fatalf("task with a missing lock: phase %q, message %q", got.Status.Phase, got.Status.Message)
+	for seq, c := range map[int64]struct{ path, want string }{
+		1: {"locks/local/dev/ghost.lock.yaml", "no such file"},
+		2: {"locks/local/dev/hub.lock.yaml", "the lock is of deployment local/dev/hub"},
+	} {
+		task := &v1alpha1.StyrminTask{
+			ObjectMeta: metav1.ObjectMeta{Name: operator.TaskName("ghost", seq), Namespace: ns, Labels: id.Labels()},
+			Spec: v1alpha1.StyrminTaskSpec{Deployment: id, Namespace: ns, Workflow: v1alpha1.WorkflowCreate, ToSequence: seq,
+				Lock: v1alpha1.LockRef{Commit: head.String(), Path: c.path}},
+		}
+		if err := e.client.Create(ctx, task); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := r.Reconcile(ctx, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(task)}); err != nil {
+			t.Fatal(err)
+		}
+		var got v1alpha1.StyrminTask
+		if err := e.client.Get(ctx, client.ObjectKeyFromObject(task), &got); err != nil {
+			t.Fatal(err)
+		}
+		if got.Status.Phase != v1alpha1.TaskFailed || !strings.Contains(got.Status.Message, "spec.lock") ||
+			!strings.Contains(got.Status.Message, c.path) || !strings.Contains(got.Status.Message, c.want) {
+			t.Errorf("task %s with lock %s: phase %q, message %q; want Failed naming spec.lock, the file and %q", got.Name, c.path, got.Status.Phase, got.Status.Message, c.want)
+		}
 	}
 	var sds v1alpha1.StyrminDeploymentList
 	if err := e.client.List(ctx, &sds, client.InNamespace(ns)); err != nil || len(sds.Items) != 0 {

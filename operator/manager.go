@@ -132,7 +132,7 @@ func NewManager(cfg *rest.Config, opts Options) (ctrl.Manager, error) {
 	cfg = rest.CopyConfig(cfg)
 	cfg.QPS, cfg.Burst = opts.QPS, opts.Burst
 	// One token bucket for every client built from cfg (the manager's,
-	// Helm's per-mapping REST clients, the dynamic client).
+	// the clientset of the release records, the dynamic client).
 	cfg.RateLimiter = flowcontrol.NewTokenBucketRateLimiter(opts.QPS, opts.Burst)
 	scheme, err := NewScheme()
 	if err != nil {

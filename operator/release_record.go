@@ -93,20 +93,28 @@ func (r *releaseRecords) get(ctx context.Context, namespace, name string, versio
 	return decodeRecord(s)
 }
 
-// history reads every revision of a release (one LIST), oldest first.
-func (r *releaseRecords) history(ctx context.Context, namespace, name string) ([]*release.Release, error) {
+// list reads the record Secrets of a release (one LIST).
+func (r *releaseRecords) list(ctx context.Context, namespace, name string) ([]corev1.Secret, error) {
 	sel := labels.SelectorFromSet(labels.Set{"owner": "helm", "name": name}).String()
 	list, err := r.clientset.CoreV1().Secrets(namespace).List(ctx, metav1.ListOptions{LabelSelector: sel})
 	if err != nil {
 		return nil, fmt.Errorf("listing the revisions of release %s/%s: %w", namespace, name, err)
 	}
-	out := make([]*release.Release, 0, len(list.Items))
-	for i := range list.Items {
-		rel, err := decodeRecord(&list.Items[i])
-		if err != nil {
-			return nil, err
+	return list.Items, nil
+}
+
+// history reads every revision of a release (one LIST), oldest first. A
+// record that does not decode is left out, as Helm's own listing does.
+func (r *releaseRecords) history(ctx context.Context, namespace, name string) ([]*release.Release, error) {
+	items, err := r.list(ctx, namespace, name)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]*release.Release, 0, len(items))
+	for i := range items {
+		if rel, err := decodeRecord(&items[i]); err == nil {
+			out = append(out, rel)
 		}
-		out = append(out, rel)
 	}
 	slices.SortFunc(out, func(a, b *release.Release) int { return a.Version - b.Version })
 	return out, nil
@@ -119,6 +127,21 @@ func (r *releaseRecords) latest(ctx context.Context, namespace, name string) (*r
 		return nil, err
 	}
 	return history[len(history)-1], nil
+}
+
+// removeAll deletes every record of a release, decodable or not.
+func (r *releaseRecords) removeAll(ctx context.Context, namespace, name string) error {
+	items, err := r.list(ctx, namespace, name)
+	if err != nil {
+		return err
+	}
+	for _, s := range items {
+		err := r.clientset.CoreV1().Secrets(namespace).Delete(ctx, s.Name, metav1.DeleteOptions{})
+		if err != nil && !apierrors.IsNotFound(err) {
+			return fmt.Errorf("deleting release record %s: %w", s.Name, err)
+		}
+	}
+	return nil
 }
 
 // remove deletes a revision; one already gone is not an error.

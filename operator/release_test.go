@@ -343,3 +343,50 @@ func TestReleaseRecordsAreReadAsHelmWroteThem(t *testing.T) {
 		t.Fatalf("after uninstall: config maps %q, %d records", got, n)
 	}
 }
+
+// TestReleaseFailedInstallTakesNothingOverAndUninstallLeavesOthersObjects
+// pins what a partly failed first install leaves: its failed revision
+// lists an object another manager owns; a retry does not take it over
+// (no forcing after a failed revision), and uninstalling deletes only the
+// objects that carry the release's annotations, as Helm does. A revision
+// whose manifest holds a kind no longer served uninstalls all the same.
+func TestReleaseFailedInstallTakesNothingOverAndUninstallLeavesOthersObjects(t *testing.T) {
+	e := startReleaseEnv(t, 10)
+	ctx := context.Background()
+	const ns = "partial"
+	e.namespace(t, ns)
+	theirs := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "b", Namespace: ns}, Data: map[string]string{"v": "theirs"}}
+	if _, err := e.cs.CoreV1().ConfigMaps(ns).Create(ctx, theirs, metav1.CreateOptions{FieldManager: "kubectl-create"}); err != nil {
+		t.Fatal(err)
+	}
+	req := releaseReq(ns, configMap(ns, "a", "1"), configMap(ns, "b", "ours"))
+	for attempt := 1; attempt <= 2; attempt++ {
+		if _, _, err := e.helm.apply(ctx, req, nil, 0); err == nil || !apierrors.IsConflict(err) {
+			t.Fatalf("attempt %d over another manager's object: %v, want a conflict", attempt, err)
+		}
+		if got := e.configMaps(t, ns); got != "a=1 b=theirs" {
+			t.Fatalf("attempt %d: config maps %q: the other manager's object was taken over", attempt, got)
+		}
+	}
+	if got := e.history(t, ns, "app"); got != "1:failed 2:failed" {
+		t.Fatalf("history %q, want two failed revisions", got)
+	}
+	if err := e.helm.uninstall(ctx, ns, "app"); err != nil {
+		t.Fatal(err)
+	}
+	if got, n := e.configMaps(t, ns), e.releaseRecordCount(t, ns); got != "b=theirs" || n != 0 {
+		t.Fatalf("after uninstall: config maps %q, %d records; want only the other manager's b", got, n)
+	}
+
+	ghost := &release.Release{Name: "ghost", Namespace: ns, Version: 1, Info: &release.Info{Status: "deployed"},
+		Manifest: "---\n# Source: x/widget.yaml\napiVersion: example.com/v1\nkind: Widget\nmetadata:\n  name: w\n"}
+	if err := e.helm.records.create(ctx, ghost); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.helm.uninstall(ctx, ns, "ghost"); err != nil {
+		t.Fatalf("uninstall of a release whose kind is no longer served: %v", err)
+	}
+	if n := e.releaseRecordCount(t, ns); n != 0 {
+		t.Fatalf("%d records left after uninstalling ghost", n)
+	}
+}

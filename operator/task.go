@@ -110,8 +110,16 @@ type TaskReconciler struct {
 	// notice a cache that has not caught up with it yet.
 	written map[types.UID]string
 	// instances holds the instance of each unfinished task read from its
-	// lock, so a task's reconciles read it once.
-	instances map[types.UID]*resolver.Instance
+	// lock, so a task's reconciles read it once; by name, so a task
+	// deleted before it finished is forgotten too.
+	instances map[types.NamespacedName]lockedInstance
+}
+
+// lockedInstance is a task's instance as read from its lock.
+type lockedInstance struct {
+	uid      types.UID
+	lock     v1alpha1.LockRef
+	instance *resolver.Instance
 }
 
 var _ reconcile.Reconciler = (*TaskReconciler)(nil)
@@ -143,7 +151,7 @@ func NewTaskReconciler(opts TaskReconcilerOptions) (*TaskReconciler, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &TaskReconciler{opts: opts, metrics: m, started: map[types.UID]int32{}, written: map[types.UID]string{}, instances: map[types.UID]*resolver.Instance{}}, nil
+	return &TaskReconciler{opts: opts, metrics: m, started: map[types.UID]int32{}, written: map[types.UID]string{}, instances: map[types.NamespacedName]lockedInstance{}}, nil
 }
 
 // SetupWithManager registers the controller: it watches StyrminTasks
@@ -263,11 +271,14 @@ func (r *TaskReconciler) Reconcile(ctx context.Context, req reconcile.Request) (
 	}
 	if task == nil {
 		r.metrics.forget(req.NamespacedName)
+		r.mu.Lock()
+		delete(r.instances, req.NamespacedName)
+		r.mu.Unlock()
 		return reconcile.Result{}, nil
 	}
 	r.metrics.setPhase(req.NamespacedName, task.Status.Phase)
 	if task.Status.Phase.Terminal() {
-		r.forget(task.UID)
+		r.forget(task)
 		return reconcile.Result{}, nil
 	}
 	run := &taskRun{task: task, log: log}
@@ -335,11 +346,11 @@ func (r *TaskReconciler) load(ctx context.Context, key types.NamespacedName) (*v
 	return &fresh, nil
 }
 
-func (r *TaskReconciler) forget(uid types.UID) {
+func (r *TaskReconciler) forget(t *v1alpha1.StyrminTask) {
 	r.mu.Lock()
-	delete(r.started, uid)
-	delete(r.written, uid)
-	delete(r.instances, uid)
+	delete(r.started, t.UID)
+	delete(r.written, t.UID)
+	delete(r.instances, client.ObjectKeyFromObject(t))
 	r.mu.Unlock()
 }
 
@@ -408,11 +419,12 @@ func (r *TaskReconciler) instance(ctx context.Context, t *v1alpha1.StyrminTask) 
 		return in, "spec.instance", err
 	}
 	const field = "spec.lock"
+	key := client.ObjectKeyFromObject(t)
 	r.mu.Lock()
-	in, ok := r.instances[t.UID]
+	cached, ok := r.instances[key]
 	r.mu.Unlock()
-	if ok {
-		return in, field, nil
+	if ok && cached.uid == t.UID && cached.lock == t.Spec.Lock {
+		return cached.instance, field, nil
 	}
 	if r.opts.Locks == nil {
 		return nil, field, &LockNotFoundError{Ref: t.Spec.Lock, Err: errors.New("the task carries no instance and the agent has no repository to read its lock from")}
@@ -421,8 +433,11 @@ func (r *TaskReconciler) instance(ctx context.Context, t *v1alpha1.StyrminTask) 
 	if err != nil {
 		return nil, field, err
 	}
+	if d := t.Spec.Deployment; in.ID.Cluster != d.Cluster || in.ID.Environment != d.Environment || in.ID.Name != d.Name {
+		return nil, field, &LockNotFoundError{Ref: t.Spec.Lock, Err: fmt.Errorf("the lock is of deployment %s, the task's is %s/%s/%s", in.ID, d.Cluster, d.Environment, d.Name)}
+	}
 	r.mu.Lock()
-	r.instances[t.UID] = in
+	r.instances[key] = lockedInstance{uid: t.UID, lock: t.Spec.Lock, instance: in}
 	r.mu.Unlock()
 	return in, field, nil
 }
@@ -731,7 +746,7 @@ func (r *TaskReconciler) finish(ctx context.Context, run *taskRun, phase v1alpha
 		r.event(t, nil, corev1.EventTypeNormal, reasonTaskSuperseded, "%s", msg)
 	}
 	run.log.Info("task finished", "phase", phase, "message", msg)
-	r.forget(t.UID)
+	r.forget(t)
 	return phaseResult{stop: true}, nil
 }
 
