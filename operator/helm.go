@@ -145,10 +145,15 @@ func (h *helmReleases) apply(ctx context.Context, req releaseRequest, known *rel
 		return nil, false, err
 	}
 	// Forcing takes fields back from managers that changed them (drift)
-	// once the release is Styrmin's; after a failed revision it does not:
-	// the failure may have been an object another manager owns, which a
-	// retry must not take over.
-	force := prev != nil && (prev.Info == nil || prev.Info.Status != rcommon.StatusFailed)
+	// once the release is Styrmin's. A release that never deployed is not
+	// yet: its failed revisions may list an object another manager owns,
+	// which a retry must not take over.
+	force := prev != nil
+	if prev != nil && prev.Info != nil && prev.Info.Status == rcommon.StatusFailed {
+		if force, err = h.everDeployed(ctx, req.Namespace, req.Name); err != nil {
+			return nil, false, fmt.Errorf("release %s/%s: %w", req.Namespace, req.Name, err)
+		}
+	}
 	fields, applied, applyErr := h.objects.applyAll(ctx, objs, force)
 	if applyErr != nil && applied == 0 {
 		// Nothing changed in the cluster: no revision to record (Helm's
@@ -189,11 +194,8 @@ func (h *helmReleases) apply(ctx context.Context, req releaseRequest, known *rel
 	if applyErr != nil {
 		return nil, prev == nil, fmt.Errorf("%s release %s/%s: %w", op, req.Namespace, req.Name, applyErr)
 	}
-	if prev != nil && prev.Info != nil && prev.Info.Status == rcommon.StatusDeployed {
-		prev.SetStatus(rcommon.StatusSuperseded, "Superseded by revision "+fmt.Sprint(rel.Version))
-		if err := h.records.update(ctx, prev); err != nil {
-			return nil, false, fmt.Errorf("release %s/%s: marking revision %d superseded: %w", req.Namespace, req.Name, prev.Version, err)
-		}
+	if err := h.supersede(ctx, rel, prev); err != nil {
+		return nil, false, err
 	}
 	h.trimHistory(ctx, rel)
 	return &appliedRevision{release: rel, objects: objs, fields: fields}, prev == nil, nil
@@ -216,6 +218,48 @@ func (h *helmReleases) previousRevision(ctx context.Context, namespace, name str
 		return h.records.latest(ctx, namespace, name)
 	}
 	return rel, err
+}
+
+// supersede marks the revisions rel replaces superseded: prev when it was
+// deployed; when prev failed, the deployed revisions before it (one LIST),
+// as Helm's upgrade marks the deployed one and leaves the failed one be.
+func (h *helmReleases) supersede(ctx context.Context, rel, prev *release.Release) error {
+	if prev == nil || prev.Info == nil {
+		return nil
+	}
+	older := []*release.Release{prev}
+	if prev.Info.Status != rcommon.StatusDeployed {
+		history, err := h.records.history(ctx, rel.Namespace, rel.Name)
+		if err != nil {
+			return fmt.Errorf("release %s/%s: %w", rel.Namespace, rel.Name, err)
+		}
+		older = history
+	}
+	for _, o := range older {
+		if o.Version >= rel.Version || o.Info == nil || o.Info.Status != rcommon.StatusDeployed {
+			continue
+		}
+		o.SetStatus(rcommon.StatusSuperseded, "Superseded by revision "+fmt.Sprint(rel.Version))
+		if err := h.records.update(ctx, o); err != nil {
+			return fmt.Errorf("release %s/%s: marking revision %d superseded: %w", rel.Namespace, rel.Name, o.Version, err)
+		}
+	}
+	return nil
+}
+
+// everDeployed tells whether some revision of the release was deployed
+// (one LIST; asked only after a failed revision).
+func (h *helmReleases) everDeployed(ctx context.Context, namespace, name string) (bool, error) {
+	history, err := h.records.history(ctx, namespace, name)
+	if err != nil {
+		return false, err
+	}
+	for _, rel := range history {
+		if rel.Info != nil && (rel.Info.Status == rcommon.StatusDeployed || rel.Info.Status == rcommon.StatusSuperseded) {
+			return true, nil
+		}
+	}
+	return false, nil
 }
 
 // record writes rel as the revision after *prev. A newer record than the

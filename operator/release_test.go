@@ -347,8 +347,9 @@ func TestReleaseRecordsAreReadAsHelmWroteThem(t *testing.T) {
 // TestReleaseFailedInstallTakesNothingOverAndUninstallLeavesOthersObjects
 // pins what a partly failed first install leaves: its failed revision
 // lists an object another manager owns; a retry does not take it over
-// (no forcing after a failed revision), and uninstalling deletes only the
-// objects that carry the release's annotations, as Helm does. A revision
+// (no forcing while no revision deployed), and uninstalling deletes only
+// the objects that carry the release's annotations, as Helm does. Once a
+// revision deployed, a retry after a failed one forces again. A revision
 // whose manifest holds a kind no longer served uninstalls all the same.
 func TestReleaseFailedInstallTakesNothingOverAndUninstallLeavesOthersObjects(t *testing.T) {
 	e := startReleaseEnv(t, 10)
@@ -378,6 +379,37 @@ func TestReleaseFailedInstallTakesNothingOverAndUninstallLeavesOthersObjects(t *
 		t.Fatalf("after uninstall: config maps %q, %d records; want only the other manager's b", got, n)
 	}
 
+	// Once a revision deployed, a retry after a failed one takes fields
+	// back again: here from a hand edit of a.
+	if err := e.cs.CoreV1().ConfigMaps(ns).Delete(ctx, "b", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := e.helm.apply(ctx, req, nil, 0); err != nil {
+		t.Fatal(err)
+	}
+	edit := func() {
+		t.Helper()
+		cm, err := e.cs.CoreV1().ConfigMaps(ns).Get(ctx, "a", metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		cm.Data["v"] = "edited"
+		if _, err := e.cs.CoreV1().ConfigMaps(ns).Update(ctx, cm, metav1.UpdateOptions{FieldManager: "kubectl-edit"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	edit()
+	if _, _, err := e.helm.apply(ctx, releaseReq(ns, configMap(ns, "a", "2"), configMap(ns, "zz_invalid", "x")), nil, 0); err == nil {
+		t.Fatal("an upgrade with an invalid object name succeeded")
+	}
+	edit()
+	if _, _, err := e.helm.apply(ctx, releaseReq(ns, configMap(ns, "a", "3"), configMap(ns, "b", "ours")), nil, 0); err != nil {
+		t.Fatalf("retry after a failed upgrade of a deployed release: %v", err)
+	}
+	if got, h := e.configMaps(t, ns), e.history(t, ns, "app"); got != "a=3 b=ours" || h != "1:superseded 2:failed 3:deployed" {
+		t.Fatalf("after the retry: config maps %q, history %q", got, h)
+	}
+
 	ghost := &release.Release{Name: "ghost", Namespace: ns, Version: 1, Info: &release.Info{Status: "deployed"},
 		Manifest: "---\n# Source: x/widget.yaml\napiVersion: example.com/v1\nkind: Widget\nmetadata:\n  name: w\n"}
 	if err := e.helm.records.create(ctx, ghost); err != nil {
@@ -386,7 +418,7 @@ func TestReleaseFailedInstallTakesNothingOverAndUninstallLeavesOthersObjects(t *
 	if err := e.helm.uninstall(ctx, ns, "ghost"); err != nil {
 		t.Fatalf("uninstall of a release whose kind is no longer served: %v", err)
 	}
-	if n := e.releaseRecordCount(t, ns); n != 0 {
-		t.Fatalf("%d records left after uninstalling ghost", n)
+	if got, err := e.cs.CoreV1().Secrets(ns).List(ctx, metav1.ListOptions{LabelSelector: "owner=helm,name=ghost"}); err != nil || len(got.Items) != 0 {
+		t.Fatalf("records left after uninstalling ghost: %v", err)
 	}
 }
