@@ -156,8 +156,8 @@ func BenchmarkAgentThroughGit(b *testing.B) {
 				time.Sleep(time.Second)
 			}
 			b.Logf("%s: deployments Ready over time: %s", phase, strings.Join(curve, " "))
-			logRequests(b, phase, apiReqs0, apiserverRequests(b, cs))
-			logProcessCPU(b, phase, procCPU0, processCPU(b))
+			logGrowth(b, phase+": %.0f API server requests, by verb and resource:\n", "  %7.0[2]f  %[1]s\n", 0, apiReqs0, apiserverRequests(b, cs))
+			logGrowth(b, phase+": %.0f CPU-s by process:", " %s %.1f", 0.5, procCPU0, processCPU(b))
 			return time.Since(start), apiserverCPU(b, cs) - cpu0,
 				scrape(b, "http://"+metricsAddr+"/metrics", "process_cpu_seconds_total") - agentCPU0,
 				scrape(b, "http://"+metricsAddr+"/metrics", "rest_client_requests_total") - req0
@@ -307,7 +307,7 @@ func baselineWorkloads(b *testing.B, ctx context.Context, e *env, cs *kubernetes
 			}
 			time.Sleep(250 * time.Millisecond)
 		}
-		logProcessCPU(b, phase, procCPU0, processCPU(b))
+		logGrowth(b, phase+": %.0f CPU-s by process:", " %s %.1f", 0.5, procCPU0, processCPU(b))
 		return time.Since(start), apiserverCPU(b, cs) - cpu0
 	}
 	create.time, create.apiserverCPU = run("baseline create", "")
@@ -486,15 +486,16 @@ func processCPU(b *testing.B) map[string]float64 {
 	return out
 }
 
-// logProcessCPU logs (with -v) the CPU seconds each command used in a
-// phase, most first.
-func logProcessCPU(b *testing.B, phase string, before, after map[string]float64) {
+// logGrowth logs (with -v) the keys whose counts grew by at least least
+// from before to after, most first: header gets the total, row each key
+// and its growth.
+func logGrowth(b *testing.B, header, row string, least float64, before, after map[string]float64) {
 	b.Helper()
-	rows, total := grown(before, after, 0.5)
+	rows, total := grown(before, after, least)
 	var sb strings.Builder
-	fmt.Fprintf(&sb, "%s: %.0f CPU-s by process:", phase, total)
+	fmt.Fprintf(&sb, header, total)
 	for _, r := range rows {
-		fmt.Fprintf(&sb, " %s %.1f", r.key, r.n)
+		fmt.Fprintf(&sb, row, r.key, r.n)
 	}
 	b.Log(sb.String())
 }
@@ -560,19 +561,6 @@ func apiserverRequests(b *testing.B, cs *kubernetes.Clientset) map[string]float6
 		counts[verb+" "+resource] += f
 	}
 	return counts
-}
-
-// logRequests logs (with -v) the API server's requests of a phase by verb
-// and resource, most first.
-func logRequests(b *testing.B, phase string, before, after map[string]float64) {
-	b.Helper()
-	rows, total := grown(before, after, 0)
-	var sb strings.Builder
-	fmt.Fprintf(&sb, "%s: %.0f API server requests, by verb and resource:\n", phase, total)
-	for _, r := range rows {
-		fmt.Fprintf(&sb, "  %7.0f  %s\n", r.n, r.key)
-	}
-	b.Log(sb.String())
 }
 
 // apiserverCPU reads the API server's process_cpu_seconds_total.
