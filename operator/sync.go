@@ -167,7 +167,9 @@ type SyncResult struct {
 	Skipped bool
 	// Created names the tasks created ("namespace/name"), in order.
 	Created []string
-	// Existing counts the tasks that already existed.
+	// Existing counts the tasks that already existed, or whose sequence
+	// the deployment's StyrminDeployment already holds (a task deleted
+	// with the history it fell out of is not made again).
 	Existing int
 	// Ignored counts lock changes that made no task (deleted lockfiles,
 	// invalid lockfiles, tombstones of deployments never applied here).
@@ -323,7 +325,18 @@ func (s *Syncer) createTasks(ctx context.Context, tasks []*v1alpha1.StyrminTask,
 				if err := s.ensureNamespace(gctx, task.Namespace, task.Spec.Deployment); err != nil {
 					return err
 				}
-				err := s.opts.Client.Create(gctx, task)
+				applied, err := s.applied(gctx, task)
+				if err != nil {
+					return err
+				}
+				if applied {
+					if s.opts.Locks != nil {
+						s.opts.Locks.Drop(task.Spec.Lock)
+					}
+					existed[i], done[i] = true, true
+					continue
+				}
+				err = s.opts.Client.Create(gctx, task)
 				if err != nil && s.opts.Locks != nil {
 					// No new task takes the instance handed over.
 					s.opts.Locks.Drop(task.Spec.Lock)
@@ -539,6 +552,25 @@ func (s *Syncer) taskFor(ctx context.Context, prev, next *resolver.Instance, com
 			Instance: instance,
 		},
 	}, nil
+}
+
+// applied tells whether the deployment's StyrminDeployment already runs
+// the task's sequence or a later one (spec.sequence, which only tasks
+// write; not the guard's annotation, which a person may raise and which
+// the task's own guard must meet): the task ran, and may have been deleted
+// since with the history it fell out of (a walk from the root meets its
+// lock again). Running it again would end Superseded at best, after its
+// pre steps.
+func (s *Syncer) applied(ctx context.Context, task *v1alpha1.StyrminTask) (bool, error) {
+	var sd v1alpha1.StyrminDeployment
+	err := s.opts.Client.Get(ctx, client.ObjectKey{Namespace: task.Namespace, Name: task.Namespace}, &sd)
+	if apierrors.IsNotFound(err) {
+		return false, nil
+	}
+	if err != nil {
+		return false, fmt.Errorf("sync: reading the StyrminDeployment of %s: %w", task.Namespace, err)
+	}
+	return sd.Spec.Sequence >= task.Spec.ToSequence, nil
 }
 
 // deploymentNamespace finds the namespace of a deployment's

@@ -218,6 +218,30 @@ func TestSyncCreatesOneTaskPerNewSequenceAndResumes(t *testing.T) {
 	if res := sync(s); len(res.Created) != 0 || res.Existing != 4 {
 		t.Errorf("walk from the root: %+v, want the 4 tasks found existing", res)
 	}
+	// A task deleted with the history it fell out of is not made again
+	// when the StyrminDeployment holds its sequence.
+	hub3 := task("dev-hub", "hub-3")
+	in3, err := repoLocks.Lock(ctx, hub3.Spec.Lock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := operator.WriteInstance(ctx, cl, "dev-hub", in3); err != nil {
+		t.Fatal(err)
+	}
+	if err := cl.Delete(ctx, task("dev-hub", "hub-2")); err != nil {
+		t.Fatal(err)
+	}
+	if err := cl.Get(ctx, source, &src); err != nil {
+		t.Fatal(err)
+	}
+	src.Status.LastSyncedCommit = ""
+	if err := cl.Status().Update(ctx, &src); err != nil {
+		t.Fatal(err)
+	}
+	s = newSyncer()
+	if res := sync(s); len(res.Created) != 0 || res.Existing != 4 {
+		t.Errorf("walk from the root with hub-2 deleted and hub at sequence 3: %+v, want nothing created", res)
+	}
 
 	// A trigger syncs at once (the poll interval is an hour).
 	runCtx, stop := context.WithCancel(ctx)

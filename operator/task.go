@@ -42,6 +42,10 @@ const (
 	// DefaultTaskConcurrency is how many tasks (of different deployments)
 	// run at once.
 	DefaultTaskConcurrency = 8
+	// DefaultKeepTasks is how many finished tasks of a deployment are
+	// kept: every change leaves a task, and without a bound the cluster's
+	// store and the agent's cache grow with the whole history.
+	DefaultKeepTasks = 10
 )
 
 // Reasons of task conditions and events.
@@ -78,6 +82,10 @@ type TaskReconcilerOptions struct {
 	// PollInterval is how often a waiting step looks again; 0 means
 	// DefaultTaskPollInterval.
 	PollInterval time.Duration
+	// KeepTasks is how many finished tasks of a deployment are kept (its
+	// history in the cluster); older ones are deleted when a task
+	// finishes. 0 means DefaultKeepTasks.
+	KeepTasks int
 	// Concurrency is how many tasks run at once; 0 means
 	// DefaultTaskConcurrency. Tasks of one deployment always run one at a
 	// time, in sequence order.
@@ -143,6 +151,9 @@ func NewTaskReconciler(opts TaskReconcilerOptions) (*TaskReconciler, error) {
 	}
 	if opts.Concurrency <= 0 {
 		opts.Concurrency = DefaultTaskConcurrency
+	}
+	if opts.KeepTasks <= 0 {
+		opts.KeepTasks = DefaultKeepTasks
 	}
 	if opts.Registerer == nil {
 		opts.Registerer = crmetrics.Registry
@@ -218,8 +229,8 @@ func (r *TaskReconciler) tasksOfDeployment(ctx context.Context, o client.Object)
 // tasksOf lists the tasks of a deployment, in sequence order. A
 // deployment's tasks live in its namespace: the cache's namespace index
 // finds them without looking at every task of the cluster. The tasks are
-// the cache's own (not copied: each carries its whole instance, and every
-// task event lists its siblings): read them, never change them.
+// the cache's own (not copied: every task event lists its siblings): read
+// them, never change them.
 func (r *TaskReconciler) tasksOf(ctx context.Context, namespace string, id v1alpha1.DeploymentID) ([]v1alpha1.StyrminTask, error) {
 	var list v1alpha1.StyrminTaskList
 	if err := r.opts.Client.List(ctx, &list, client.InNamespace(namespace), client.MatchingLabels(id.Labels()), client.UnsafeDisableDeepCopy); err != nil {
@@ -229,6 +240,35 @@ func (r *TaskReconciler) tasksOf(ctx context.Context, namespace string, id v1alp
 		return int(a.Spec.ToSequence - b.Spec.ToSequence)
 	})
 	return list.Items, nil
+}
+
+// pruneTasks deletes the finished tasks of the deployment of run's task,
+// which has just finished, beyond the KeepTasks newest. Tasks that have
+// not finished are never deleted. Failing changes nothing but the
+// history's length: it is logged only.
+func (r *TaskReconciler) pruneTasks(ctx context.Context, run *taskRun) {
+	t := run.task
+	tasks, err := r.tasksOf(ctx, t.Namespace, t.Spec.Deployment)
+	if err != nil {
+		run.log.Error(err, "pruning the deployment's finished tasks")
+		return
+	}
+	// Newest first; the cache may not show t finished yet.
+	kept := 0
+	for i := len(tasks) - 1; i >= 0; i-- {
+		old := &tasks[i]
+		if old.UID != t.UID && !old.Status.Phase.Terminal() {
+			continue
+		}
+		if kept++; kept <= r.opts.KeepTasks {
+			continue
+		}
+		uid := old.UID
+		err := r.opts.Client.Delete(ctx, old, client.Preconditions{UID: &uid})
+		if err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
+			run.log.Error(err, "deleting a finished task beyond the kept history", "task", old.Name)
+		}
+	}
 }
 
 // taskRun is what one reconcile of a task knows.
@@ -747,6 +787,7 @@ func (r *TaskReconciler) finish(ctx context.Context, run *taskRun, phase v1alpha
 	}
 	run.log.Info("task finished", "phase", phase, "message", msg)
 	r.forget(t)
+	r.pruneTasks(ctx, run)
 	return phaseResult{stop: true}, nil
 }
 

@@ -2,6 +2,7 @@ package operator_test
 
 import (
 	"context"
+	"strings"
 	"testing"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -71,5 +72,69 @@ func TestTaskWaitingForAnEarlierOneShowsItsPlan(t *testing.T) {
 		if s.State != v1alpha1.StepPending {
 			t.Fatalf("step %s is %s before the task's turn", s.Name, s.State)
 		}
+	}
+}
+
+// TestFinishedTasksBeyondTheKeptHistoryAreDeleted pins the history bound:
+// when a task finishes, its deployment's finished tasks beyond the newest
+// KeepTasks are deleted, and a task that has not finished is kept.
+func TestFinishedTasksBeyondTheKeptHistoryAreDeleted(t *testing.T) {
+	e := startEnv(t)
+	ctx := context.Background()
+	r, err := operator.NewTaskReconciler(operator.TaskReconcilerOptions{
+		Client:     e.client,
+		Drivers:    &operator.CatalogSource{Catalog: e.workspace.Catalog},
+		KeepTasks:  1,
+		Registerer: prometheus.NewRegistry(),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	in1 := e.instance(t, "local", "dev", "web", 1)
+	ns := in1.Context.Deployment.Namespace
+	if err := e.client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil {
+		t.Fatal(err)
+	}
+	task := func(in *resolver.Instance, wf v1alpha1.Workflow) *v1alpha1.StyrminTask {
+		t.Helper()
+		id := v1alpha1.DeploymentID{Cluster: in.ID.Cluster, Environment: in.ID.Environment, Name: in.ID.Name}
+		task := &v1alpha1.StyrminTask{
+			ObjectMeta: metav1.ObjectMeta{Name: operator.TaskName(in.ID.Name, in.Sequence), Namespace: ns, Labels: id.Labels()},
+			Spec: v1alpha1.StyrminTaskSpec{Deployment: id, Namespace: ns, Workflow: wf, ToSequence: in.Sequence,
+				Lock: v1alpha1.LockRef{Commit: in1.SourceCommit, Path: in.ID.LockPath()}},
+		}
+		spec, err := operator.SpecFromInstance(in)
+		if err != nil {
+			t.Fatal(err)
+		}
+		task.Spec.Instance = &spec
+		if err := e.client.Create(ctx, task); err != nil {
+			t.Fatal(err)
+		}
+		return task
+	}
+	first := task(in1, v1alpha1.WorkflowCreate)
+	first.Status.Phase = v1alpha1.TaskSucceeded
+	if err := e.client.Status().Update(ctx, first); err != nil {
+		t.Fatal(err)
+	}
+	second := task(withMessage(t, in1, 2, "second"), v1alpha1.WorkflowUpdate)
+	task(withMessage(t, in1, 3, "third"), v1alpha1.WorkflowUpdate) // overtakes the second, not started
+
+	// The second is overtaken: it ends Superseded without running, and the
+	// history keeps one finished task, itself.
+	if _, err := r.Reconcile(ctx, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(second)}); err != nil {
+		t.Fatal(err)
+	}
+	var list v1alpha1.StyrminTaskList
+	if err := e.client.List(ctx, &list, client.InNamespace(ns)); err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, tk := range list.Items {
+		got = append(got, tk.Name+"="+string(tk.Status.Phase))
+	}
+	if strings.Join(got, " ") != "web-2=Superseded web-3=" {
+		t.Fatalf("tasks after the second finished with KeepTasks 1: %v; want web-1 deleted, web-2 Superseded, web-3 not started", got)
 	}
 }

@@ -49,6 +49,7 @@ type flags struct {
 	memoryLimit                         string
 	kubeAPIQPS                          float64
 	kubeAPIBurst                        int
+	keepTasks                           int
 }
 
 func parseFlags(args []string, stderr io.Writer) (*flags, error) {
@@ -84,6 +85,7 @@ func parseFlags(args []string, stderr io.Writer) (*flags, error) {
 	fs.StringVar(&f.logLevel, "log-level", "info", "log level: debug, info, error")
 	fs.Float64Var(&f.kubeAPIQPS, "kube-api-qps", operator.DefaultQPS, "requests per second the agent may send to the API server, shared by all its clients")
 	fs.IntVar(&f.kubeAPIBurst, "kube-api-burst", operator.DefaultBurst, "requests the agent may send at once above --kube-api-qps")
+	fs.IntVar(&f.keepTasks, "keep-tasks", operator.DefaultKeepTasks, "finished tasks kept per deployment (its history in the cluster); older ones are deleted")
 	fs.StringVar(&f.memoryLimit, "memory-limit", "", `soft memory limit of Go's heap, e.g. 200Mi ("": 90% of the container's memory limit, unless GOMEMLIMIT is set; "0": none)`)
 	if err := fs.Parse(args); err != nil {
 		return nil, err
@@ -147,7 +149,7 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 		CloneDir:        f.cloneDir,
 		PollInterval:    f.pollInterval,
 		InstallCRDs:     f.installCRDs,
-		Task:            operator.TaskReconcilerOptions{StepTimeout: f.stepTimeout, StepPause: f.stepPause},
+		Task:            operator.TaskReconcilerOptions{StepTimeout: f.stepTimeout, StepPause: f.stepPause, KeepTasks: f.keepTasks},
 	}, operator.AgentExtras{
 		WebhookAddr:       f.webhookAddr,
 		WebhookSecretName: f.webhookSecretName,
