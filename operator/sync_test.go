@@ -206,16 +206,21 @@ func TestSyncCreatesOneTaskPerNewSequenceAndResumes(t *testing.T) {
 		t.Errorf("hub-3 was created (revision %d) before hub-2 (revision %d)", rv3, rv2)
 	}
 
-	// Walking again from the root creates nothing twice.
-	if err := cl.Get(ctx, source, &src); err != nil {
-		t.Fatal(err)
+	// Walking again from the root (the sync position lost) creates
+	// nothing twice.
+	fromRoot := func() operator.SyncResult {
+		t.Helper()
+		if err := cl.Get(ctx, source, &src); err != nil {
+			t.Fatal(err)
+		}
+		src.Status.LastSyncedCommit = ""
+		if err := cl.Status().Update(ctx, &src); err != nil {
+			t.Fatal(err)
+		}
+		s = newSyncer()
+		return sync(s)
 	}
-	src.Status.LastSyncedCommit = ""
-	if err := cl.Status().Update(ctx, &src); err != nil {
-		t.Fatal(err)
-	}
-	s = newSyncer()
-	if res := sync(s); len(res.Created) != 0 || res.Existing != 4 {
+	if res := fromRoot(); len(res.Created) != 0 || res.Existing != 4 {
 		t.Errorf("walk from the root: %+v, want the 4 tasks found existing", res)
 	}
 	// A task deleted with the history it fell out of is not made again
@@ -231,15 +236,7 @@ func TestSyncCreatesOneTaskPerNewSequenceAndResumes(t *testing.T) {
 	if err := cl.Delete(ctx, task("dev-hub", "hub-2")); err != nil {
 		t.Fatal(err)
 	}
-	if err := cl.Get(ctx, source, &src); err != nil {
-		t.Fatal(err)
-	}
-	src.Status.LastSyncedCommit = ""
-	if err := cl.Status().Update(ctx, &src); err != nil {
-		t.Fatal(err)
-	}
-	s = newSyncer()
-	if res := sync(s); len(res.Created) != 0 || res.Existing != 4 {
+	if res := fromRoot(); len(res.Created) != 0 || res.Existing != 4 {
 		t.Errorf("walk from the root with hub-2 deleted and hub at sequence 3: %+v, want nothing created", res)
 	}
 
