@@ -139,21 +139,13 @@ func (l *RepoLocks) Lock(_ context.Context, ref v1alpha1.LockRef) (*resolver.Ins
 	if err != nil {
 		return nil, fmt.Errorf("lock %s at commit %s: %w", ref.Path, ref.Commit, err)
 	}
-	st, err := fs.Stat(fsys, ref.Path)
-	switch {
-	case errors.Is(err, fs.ErrNotExist):
+	in, err = resolver.ReadLock(fsys, ref.Path)
+	if errors.Is(err, fs.ErrNotExist) {
 		return nil, &LockNotFoundError{Ref: ref, Err: errors.New("no such file at that commit")}
-	case errors.Is(err, gitsource.ErrSymlink), err == nil && !st.Mode().IsRegular():
-		return nil, &LockNotFoundError{Ref: ref, Err: errors.New("not a regular file at that commit")}
-	case err != nil:
-		return nil, fmt.Errorf("lock %s at commit %s: %w", ref.Path, ref.Commit, err)
 	}
-	data, err := fs.ReadFile(fsys, ref.Path)
 	if err != nil {
-		return nil, fmt.Errorf("lock %s at commit %s: %w", ref.Path, ref.Commit, err)
-	}
-	in, err = resolver.DecodeLock(ref.Path, data)
-	if err != nil {
+		// At a commit, which does not change: a link, a folder, a file
+		// too big or one that does not decode needs a change in git.
 		return nil, &LockNotFoundError{Ref: ref, Err: err}
 	}
 	return in, nil

@@ -32,12 +32,7 @@ func LoadLocks(fsys fs.FS) (map[ID]*Instance, error) {
 			errs = append(errs, &ConfigError{File: p, Msg: "unexpected file under locks/: expected locks/<cluster>/<environment>/<name>.lock.yaml"})
 			return nil
 		}
-		data, err := readLimited(fsys, p, maxLockSize)
-		if err != nil {
-			errs = append(errs, err)
-			return nil
-		}
-		in, err := DecodeLock(p, data)
+		in, err := ReadLock(fsys, p)
 		if err != nil {
 			errs = append(errs, err)
 			return nil
@@ -165,4 +160,18 @@ func summarize(names []string) string {
 		return strings.Join(names, ", ")
 	}
 	return fmt.Sprintf("%s and %d more", strings.Join(names[:max], ", "), len(names)-max)
+}
+
+// ReadLock reads and decodes the lockfile at file in fsys. It refuses
+// symbolic links, anything but a regular file and files over the size
+// limit; a missing file is an error wrapping fs.ErrNotExist.
+func ReadLock(fsys fs.FS, file string) (*Instance, error) {
+	if _, err := lstat(fsys, file); errors.Is(err, fs.ErrNotExist) {
+		return nil, fmt.Errorf("%s: %w", file, err)
+	}
+	data, err := readLimited(fsys, file, maxLockSize)
+	if err != nil {
+		return nil, err
+	}
+	return DecodeLock(file, data)
 }

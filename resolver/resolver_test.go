@@ -4,10 +4,12 @@ import (
 	"bytes"
 	"errors"
 	"flag"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+	"testing/fstest"
 
 	"github.com/styrmin/styrmin/drivers"
 	"github.com/styrmin/styrmin/examples"
@@ -284,5 +286,32 @@ parameters: logLevel: "info"
 	changes = lockDirInto(t, dir)
 	if len(changes) != 1 || changes[0].ID != (ID{"local", "dev", "hub"}) {
 		t.Fatalf("after the hold: %v, want local/dev/hub only", describe(changes))
+	}
+}
+
+// TestReadLockNamesAMissingFileAndRefusesALink pins ReadLock's answers:
+// a lockfile decodes, a missing one wraps fs.ErrNotExist, a symbolic link
+// and a folder are refused with the file named.
+func TestReadLockNamesAMissingFileAndRefusesALink(t *testing.T) {
+	in := &Instance{APIVersion: APIVersion, Kind: KindInstance, ID: ID{Cluster: "c", Environment: "e", Name: "n"}, Sequence: 3}
+	data, err := EncodeLock(in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fsys := fstest.MapFS{
+		"locks/c/e/n.lock.yaml":    {Data: data},
+		"locks/c/e/link.lock.yaml": {Data: []byte("n.lock.yaml"), Mode: fs.ModeSymlink},
+	}
+	got, err := ReadLock(fsys, "locks/c/e/n.lock.yaml")
+	if err != nil || got.Sequence != 3 || got.ID != in.ID {
+		t.Fatalf("ReadLock of a lockfile: %+v, %v", got, err)
+	}
+	if _, err := ReadLock(fsys, "locks/c/e/gone.lock.yaml"); !errors.Is(err, fs.ErrNotExist) || !strings.Contains(err.Error(), "gone.lock.yaml") {
+		t.Errorf("ReadLock of a missing file: %v, want fs.ErrNotExist naming it", err)
+	}
+	for _, bad := range []string{"locks/c/e/link.lock.yaml", "locks/c/e"} {
+		if _, err := ReadLock(fsys, bad); err == nil || errors.Is(err, fs.ErrNotExist) || !strings.Contains(err.Error(), bad) {
+			t.Errorf("ReadLock(%s): %v, want a refusal naming it", bad, err)
+		}
 	}
 }
