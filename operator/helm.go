@@ -144,16 +144,19 @@ func (h *helmReleases) apply(ctx context.Context, req releaseRequest, known *rel
 	if err != nil {
 		return nil, false, err
 	}
+	// After a failed revision the history says which revisions deployed
+	// (one LIST, only then): they decide forcing and are superseded.
+	var deployed []*release.Release
+	if prev != nil && prev.Info != nil && prev.Info.Status == rcommon.StatusFailed {
+		if deployed, err = h.deployedRevisions(ctx, req.Namespace, req.Name); err != nil {
+			return nil, false, fmt.Errorf("release %s/%s: %w", req.Namespace, req.Name, err)
+		}
+	}
 	// Forcing takes fields back from managers that changed them (drift)
 	// once the release is Styrmin's. A release that never deployed is not
 	// yet: its failed revisions may list an object another manager owns,
 	// which a retry must not take over.
-	force := prev != nil
-	if prev != nil && prev.Info != nil && prev.Info.Status == rcommon.StatusFailed {
-		if force, err = h.everDeployed(ctx, req.Namespace, req.Name); err != nil {
-			return nil, false, fmt.Errorf("release %s/%s: %w", req.Namespace, req.Name, err)
-		}
-	}
+	force := prev != nil && (prev.Info == nil || prev.Info.Status != rcommon.StatusFailed || len(deployed) > 0)
 	fields, applied, applyErr := h.objects.applyAll(ctx, objs, force)
 	if applyErr != nil && applied == 0 {
 		// Nothing changed in the cluster: no revision to record (Helm's
@@ -194,7 +197,7 @@ func (h *helmReleases) apply(ctx context.Context, req releaseRequest, known *rel
 	if applyErr != nil {
 		return nil, prev == nil, fmt.Errorf("%s release %s/%s: %w", op, req.Namespace, req.Name, applyErr)
 	}
-	if err := h.supersede(ctx, rel, prev); err != nil {
+	if err := h.supersede(ctx, rel, prev, deployed); err != nil {
 		return nil, false, err
 	}
 	h.trimHistory(ctx, rel)
@@ -220,22 +223,24 @@ func (h *helmReleases) previousRevision(ctx context.Context, namespace, name str
 	return rel, err
 }
 
-// supersede marks the revisions rel replaces superseded: prev when it was
-// deployed; when prev failed, the deployed revisions before it (one LIST),
-// as Helm's upgrade marks the deployed one and leaves the failed one be.
-func (h *helmReleases) supersede(ctx context.Context, rel, prev *release.Release) error {
-	if prev == nil || prev.Info == nil {
+// supersede marks the revisions rel replaces superseded, as Helm's
+// upgrade does: prev when it was deployed, else the deployed revisions
+// of the history (deployed, when it was read already: nil if not); a
+// failed one stays failed.
+func (h *helmReleases) supersede(ctx context.Context, rel, prev *release.Release, deployed []*release.Release) error {
+	switch {
+	case prev == nil || prev.Info == nil:
 		return nil
-	}
-	older := []*release.Release{prev}
-	if prev.Info.Status != rcommon.StatusDeployed {
-		history, err := h.records.history(ctx, rel.Namespace, rel.Name)
-		if err != nil {
+	case prev.Info.Status == rcommon.StatusDeployed:
+		deployed = []*release.Release{prev}
+	case deployed == nil:
+		// prev became a newer record than the one the apply started from.
+		var err error
+		if deployed, err = h.deployedRevisions(ctx, rel.Namespace, rel.Name); err != nil {
 			return fmt.Errorf("release %s/%s: %w", rel.Namespace, rel.Name, err)
 		}
-		older = history
 	}
-	for _, o := range older {
+	for _, o := range deployed {
 		if o.Version >= rel.Version || o.Info == nil || o.Info.Status != rcommon.StatusDeployed {
 			continue
 		}
@@ -247,19 +252,21 @@ func (h *helmReleases) supersede(ctx context.Context, rel, prev *release.Release
 	return nil
 }
 
-// everDeployed tells whether some revision of the release was deployed
-// (one LIST; asked only after a failed revision).
-func (h *helmReleases) everDeployed(ctx context.Context, namespace, name string) (bool, error) {
+// deployedRevisions returns the revisions of the release that deployed
+// (deployed, or superseded since), oldest first; empty, not nil, when none
+// did.
+func (h *helmReleases) deployedRevisions(ctx context.Context, namespace, name string) ([]*release.Release, error) {
 	history, err := h.records.history(ctx, namespace, name)
 	if err != nil {
-		return false, err
+		return nil, err
 	}
+	out := []*release.Release{}
 	for _, rel := range history {
 		if rel.Info != nil && (rel.Info.Status == rcommon.StatusDeployed || rel.Info.Status == rcommon.StatusSuperseded) {
-			return true, nil
+			out = append(out, rel)
 		}
 	}
-	return false, nil
+	return out, nil
 }
 
 // record writes rel as the revision after *prev. A newer record than the
