@@ -325,30 +325,11 @@ func (s *Syncer) createTasks(ctx context.Context, tasks []*v1alpha1.StyrminTask,
 				if err := s.ensureNamespace(gctx, task.Namespace, task.Spec.Deployment); err != nil {
 					return err
 				}
-				applied, err := s.applied(gctx, task)
+				created, err := s.createTask(gctx, task)
 				if err != nil {
 					return err
 				}
-				if applied {
-					if s.opts.Locks != nil {
-						s.opts.Locks.Drop(task.Spec.Lock)
-					}
-					existed[i], done[i] = true, true
-					continue
-				}
-				err = s.opts.Client.Create(gctx, task)
-				if err != nil && s.opts.Locks != nil {
-					// No new task takes the instance handed over.
-					s.opts.Locks.Drop(task.Spec.Lock)
-				}
-				switch {
-				case apierrors.IsAlreadyExists(err):
-					existed[i] = true
-				case err != nil:
-					return fmt.Errorf("sync: creating task %s/%s: %w", task.Namespace, task.Name, err)
-				default:
-					s.opts.Log.Info("task created", "task", task.Name, "namespace", task.Namespace, "workflow", task.Spec.Workflow)
-				}
+				existed[i] = !created
 				done[i] = true
 			}
 			return nil
@@ -552,6 +533,29 @@ func (s *Syncer) taskFor(ctx context.Context, prev, next *resolver.Instance, com
 			Instance: instance,
 		},
 	}, nil
+}
+
+// createTask creates a task unless it exists or its deployment already
+// runs its sequence; created says which. A task not created gives up the
+// instance handed over for it.
+func (s *Syncer) createTask(ctx context.Context, task *v1alpha1.StyrminTask) (created bool, err error) {
+	defer func() {
+		if !created && s.opts.Locks != nil {
+			s.opts.Locks.Drop(task.Spec.Lock)
+		}
+	}()
+	if applied, err := s.applied(ctx, task); err != nil || applied {
+		return false, err
+	}
+	err = s.opts.Client.Create(ctx, task)
+	switch {
+	case apierrors.IsAlreadyExists(err):
+		return false, nil
+	case err != nil:
+		return false, fmt.Errorf("sync: creating task %s/%s: %w", task.Namespace, task.Name, err)
+	}
+	s.opts.Log.Info("task created", "task", task.Name, "namespace", task.Namespace, "workflow", task.Spec.Workflow)
+	return true, nil
 }
 
 // applied tells whether the deployment's StyrminDeployment already runs
