@@ -436,6 +436,23 @@ func TestAgentGuardKeepsANewerInstanceAndRecovers(t *testing.T) {
 	}
 }
 
+// taskEvents lists the events regarding a task of the hub namespace as
+// "type/reason".
+func taskEvents(ctx context.Context, t *testing.T, c client.Client, task string) []string {
+	t.Helper()
+	var evs eventsv1.EventList
+	if err := c.List(ctx, &evs, client.InNamespace(hubNamespace)); err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	for _, ev := range evs.Items {
+		if ev.Regarding.Kind == "StyrminTask" && ev.Regarding.Name == task {
+			out = append(out, ev.Type+"/"+ev.Reason)
+		}
+	}
+	return out
+}
+
 // freeAddr returns a local address nothing listens on.
 func freeAddr(t *testing.T) string {
 	t.Helper()
@@ -496,6 +513,15 @@ func TestAgentFailedStepLeavesTheActiveInstance(t *testing.T) {
 	}
 	if got := e.workerReplicas(t); got != 2 {
 		t.Errorf("hub-worker replicas %d, want 2 (never stopped)", got)
+	}
+	// Tasks record events only when they end other than as planned: the
+	// failed one a Warning, the one that succeeded none.
+	agenttest.WaitUntil(t, 30*time.Second, "a Failed event on the failed task", func(ctx context.Context) (bool, string, error) {
+		evs := taskEvents(ctx, t, e.c, failed.Name)
+		return len(evs) == 1 && evs[0] == "Warning/Failed", fmt.Sprint(evs), nil
+	})
+	if evs := taskEvents(context.Background(), t, e.c, "hub-1"); len(evs) != 0 {
+		t.Errorf("events on the task that succeeded: %v, want none (its StyrminDeployment records the change)", evs)
 	}
 
 	// Back to the 1.4 line: runs (driver 1.0.0's upgrade hook) and succeeds.
