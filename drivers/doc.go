@@ -61,11 +61,17 @@
 //     way to pass a secret: its value never appears in an instance.
 //   - components: named parts of the application, each a list of workload
 //     selectors (a workload kind with a name, which may use the context,
-//     and/or matchLabels). Rendered objects are tagged with their component:
-//     the label styrmin.io/component on an object wins; otherwise a
-//     workload selected by a component belongs to it, and a Service to the
-//     component of the workloads its selector picks; other objects are
-//     shared (component ""). Every component must match a workload.
+//     and/or matchLabels). The workload kinds are the apps/v1 kinds the
+//     agent can wait for (WorkloadKinds: Deployment, StatefulSet,
+//     DaemonSet); stopComponents and startComponents may only name
+//     components whose kinds scale (CanScale: not DaemonSet). Kinds()
+//     is the one table of the kinds the engine treats specially,
+//     cluster-scoped ones included. Rendered objects are tagged with their
+//     component: the label styrmin.io/component on an object wins;
+//     otherwise a workload selected by a component belongs to it, and a
+//     Service to the component of the workloads its selector picks; other
+//     objects are shared (component ""). Every component must match a
+//     workload.
 //   - services: what other deployments of the environment learn about this
 //     one (Endpoints). component, port, protocol (default "tcp") and
 //     ingress must not depend on the context; host defaults to

@@ -119,6 +119,47 @@ type Modes struct {
 	Pre, Core, Post []Step
 }
 
+// The modes of a hook, as the spec's keys under actions.<hook> name them.
+const (
+	ModePre  = "pre"
+	ModeCore = "core"
+	ModePost = "post"
+)
+
+// ModeSteps are the steps of one mode of a hook.
+type ModeSteps struct {
+	Mode  string
+	Steps []Step
+}
+
+// Ordered returns the modes in the order they run: pre, core, post. It is
+// the one place that order is written; every walk of a hook's steps (the
+// plan, the task, `drivers show`) goes through it.
+func (m Modes) Ordered() []ModeSteps {
+	return []ModeSteps{{ModePre, m.Pre}, {ModeCore, m.Core}, {ModePost, m.Post}}
+}
+
+// ModeNames returns the names of the modes in the order they run.
+func ModeNames() []string {
+	var names []string
+	for _, ms := range (Modes{}).Ordered() {
+		names = append(names, ms.Mode)
+	}
+	return names
+}
+
+// set sets the steps of the named mode; an unknown name sets nothing.
+func (m *Modes) set(mode string, steps []Step) {
+	switch mode {
+	case ModePre:
+		m.Pre = steps
+	case ModeCore:
+		m.Core = steps
+	case ModePost:
+		m.Post = steps
+	}
+}
+
 // ActionKind is a primitive step the agent knows how to run.
 type ActionKind string
 

@@ -7,6 +7,7 @@ import (
 	"io/fs"
 	"path"
 	"regexp"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -67,13 +68,6 @@ var (
 	paramNameRE    = regexp.MustCompile(`^[a-zA-Z][a-zA-Z0-9_]*$`)
 	dnsLabelRE     = regexp.MustCompile(`^[a-z0-9]([-a-z0-9]*[a-z0-9])?$`)
 )
-
-// workloadKinds are the kinds a component may be made of: the agent knows
-// how to stop, start and wait for them.
-var workloadKinds = map[string]bool{
-	"Deployment": true, "StatefulSet": true, "DaemonSet": true,
-	"ReplicaSet": true, "Job": true, "CronJob": true, "Pod": true,
-}
 
 // Load loads and validates one driver version from fsys, which is rooted
 // at the driver version's folder. It reads the spec (driver.cue or
@@ -271,7 +265,7 @@ func (d *Driver) decodeSpec(v cue.Value, file string) error {
 	svcs, err := decodeServices(v.LookupPath(cue.ParsePath("services")), loc, known)
 	add(err)
 	d.Services = svcs
-	hooks, err := decodeActions(v.LookupPath(cue.ParsePath("actions")), loc, known)
+	hooks, err := decodeActions(v.LookupPath(cue.ParsePath("actions")), loc, comps)
 	add(err)
 	d.Hooks = hooks
 	return errors.Join(errs...)
@@ -452,9 +446,11 @@ func decodeComponents(v, raw cue.Value, loc *locator) ([]Component, error) {
 			wv := wl.Value()
 			wf := fmt.Sprintf("%s.workloads[%d]", field, i)
 			kind, err := wv.LookupPath(cue.ParsePath("kind")).String()
-			if err != nil || !workloadKinds[kind] {
+			// The agent waits for every workload of a component, so a
+			// kind it cannot wait for is refused here, not at deploy time.
+			if err != nil || !isWorkloadKindName(kind) {
 				errs = append(errs, loc.errAt(wv.LookupPath(cue.ParsePath("kind")), wf+".kind",
-					"kind %q is not a workload kind (expected one of %s)", kind, strings.Join(sortedKeys(workloadKinds), ", ")))
+					"kind %q is not a workload kind the agent can wait for: component %q may select %s", kind, name, joinWords(WorkloadKinds(), "or")))
 				continue
 			}
 			w := WorkloadSelector{Kind: kind}
@@ -559,31 +555,24 @@ type stepSpec struct {
 	Args       map[string]string `json:"args"`
 }
 
-func decodeActions(v cue.Value, loc *locator, components map[string]bool) (map[Hook]Modes, error) {
+func decodeActions(v cue.Value, loc *locator, comps []Component) (map[Hook]Modes, error) {
 	hooks := map[Hook]Modes{}
 	var errs []error
 	for _, h := range []Hook{HookSetup, HookUpgrade} {
 		hv := v.LookupPath(cue.MakePath(cue.Str(string(h))))
 		var m Modes
 		if hv.Exists() {
-			for _, mode := range []string{"pre", "core", "post"} {
+			for _, mode := range ModeNames() {
 				mv := hv.LookupPath(cue.MakePath(cue.Str(mode)))
 				if !mv.Exists() {
 					continue
 				}
 				field := fmt.Sprintf("actions.%s.%s", h, mode)
-				steps, err := decodeSteps(mv, loc, field, mode, components)
+				steps, err := decodeSteps(mv, loc, field, mode, comps)
 				if err != nil {
 					errs = append(errs, err)
 				}
-				switch mode {
-				case "pre":
-					m.Pre = steps
-				case "core":
-					m.Core = steps
-				case "post":
-					m.Post = steps
-				}
+				m.set(mode, steps)
 			}
 		}
 		if len(m.Core) == 0 {
@@ -594,7 +583,11 @@ func decodeActions(v cue.Value, loc *locator, components map[string]bool) (map[H
 	return hooks, errors.Join(errs...)
 }
 
-func decodeSteps(v cue.Value, loc *locator, field, mode string, components map[string]bool) ([]Step, error) {
+func decodeSteps(v cue.Value, loc *locator, field, mode string, comps []Component) ([]Step, error) {
+	components := map[string]bool{}
+	for _, c := range comps {
+		components[c.Name] = true
+	}
 	it, err := v.List()
 	if err != nil {
 		return nil, cueError(loc.file, err)
@@ -658,7 +651,20 @@ func decodeSteps(v cue.Value, loc *locator, field, mode string, components map[s
 			}
 		}
 		switch kind {
-		case ActionStopComponents, ActionStartComponents, ActionWaitReady:
+		case ActionStopComponents, ActionStartComponents:
+			checkComponents()
+			unexpected("component", "command", "job")
+			// Selectors name their kind, so a component the agent could
+			// not scale is found here rather than half-way through a task.
+			for _, c := range comps {
+				if !slices.Contains(s.Components, c.Name) {
+					continue
+				}
+				if k, ok := unscalableKind(c); ok {
+					fail("components", "component %q selects %s workloads, which %s cannot scale (it scales only %s)", c.Name, k, kind, joinWords(ScalableKinds(), "and"))
+				}
+			}
+		case ActionWaitReady:
 			checkComponents()
 			unexpected("component", "command", "job")
 		case ActionExec, ActionRunJob:
@@ -678,17 +684,35 @@ func decodeSteps(v cue.Value, loc *locator, field, mode string, components map[s
 			}
 		case ActionUpgradeDeploymentVersion:
 			unexpected("components", "component", "command", "job")
-			if mode != "core" {
+			if mode != ModeCore {
 				fail("action", "upgradeDeploymentVersion belongs in core, not %s", mode)
 			}
 			upgrades++
 		}
 		steps = append(steps, step)
 	}
-	if mode == "core" && len(steps) > 0 && upgrades != 1 {
+	if mode == ModeCore && len(steps) > 0 && upgrades != 1 {
 		errs = append(errs, loc.errAt(v, field, "core must contain exactly one upgradeDeploymentVersion step, found %d", upgrades))
 	}
 	return steps, errors.Join(errs...)
+}
+
+// unscalableKind returns the first kind c selects that cannot be scaled.
+func unscalableKind(c Component) (string, bool) {
+	for _, w := range c.Workloads {
+		if !CanScale(w.Kind) {
+			return w.Kind, true
+		}
+	}
+	return "", false
+}
+
+// joinWords joins names for a message: "a", "a or b", "a, b or c".
+func joinWords(names []string, conj string) string {
+	if len(names) <= 1 {
+		return strings.Join(names, "")
+	}
+	return strings.Join(names[:len(names)-1], ", ") + " " + conj + " " + names[len(names)-1]
 }
 
 func actionNames() []string {

@@ -176,7 +176,9 @@ func (d *Driver) renderChart(c Context, values map[string]any) ([]*rendered, err
 			if r.apiVersion() == "" || r.kind() == "" || r.name() == "" {
 				return nil, &SpecError{File: src, Msg: "rendered an object without apiVersion, kind or metadata.name"}
 			}
-			if r.namespace() == "" && !clusterScoped[r.kind()] {
+			// Kinds outside the table, custom ones included, are
+			// namespaced.
+			if r.namespace() == "" && !IsClusterScoped(r.kind()) {
 				r.meta()["namespace"] = c.Deployment.Namespace
 			}
 			out = append(out, r)
@@ -365,18 +367,6 @@ func normalizeNumbers(x any) any {
 	return x
 }
 
-// clusterScoped are the built-in kinds that have no namespace. Other kinds,
-// custom ones included, are treated as namespaced.
-var clusterScoped = map[string]bool{
-	"Namespace": true, "Node": true, "PersistentVolume": true, "StorageClass": true,
-	"ClusterRole": true, "ClusterRoleBinding": true, "CustomResourceDefinition": true,
-	"PriorityClass": true, "IngressClass": true, "APIService": true, "RuntimeClass": true,
-	"MutatingWebhookConfiguration": true, "ValidatingWebhookConfiguration": true,
-	"ValidatingAdmissionPolicy": true, "ValidatingAdmissionPolicyBinding": true,
-	"CSIDriver": true, "CSINode": true, "VolumeAttachment": true, "CertificateSigningRequest": true,
-	"FlowSchema": true, "PriorityLevelConfiguration": true, "VolumeAttributesClass": true,
-}
-
 // tagComponents sets each object's component: the ComponentLabel when
 // present, else the component whose workload selector matches it; a
 // Service gets the component of the workloads its selector picks. Every
@@ -397,7 +387,7 @@ func (d *Driver) tagComponents(comps []Component, objs []*rendered) error {
 			}
 			o.component = l
 		}
-		if !workloadKinds[o.kind()] {
+		if !IsWorkloadKind(o.apiVersion(), o.kind()) {
 			continue
 		}
 		workloads = append(workloads, o)
