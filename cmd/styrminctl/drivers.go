@@ -183,16 +183,13 @@ func detail(d *drivers.Driver) driverDetail {
 	for _, h := range []drivers.Hook{drivers.HookSetup, drivers.HookUpgrade} {
 		m := d.Hooks[h]
 		modes := map[string][]step{}
-		for _, mode := range []struct {
-			name  string
-			steps []drivers.Step
-		}{{"pre", m.Pre}, {"core", m.Core}, {"post", m.Post}} {
-			for _, s := range mode.steps {
+		for _, mode := range m.Ordered() {
+			for _, s := range mode.Steps {
 				st := step{Action: string(s.Action), Components: s.Components, Component: s.Component, Job: s.Job, Command: s.Command, Args: s.Args}
 				if s.Timeout > 0 {
 					st.Timeout = s.Timeout.String()
 				}
-				modes[mode.name] = append(modes[mode.name], st)
+				modes[mode.Mode] = append(modes[mode.Mode], st)
 			}
 		}
 		out.Actions[string(h)] = modes
@@ -322,7 +319,7 @@ func printDetail(w io.Writer, d driverDetail) error {
 	fmt.Fprintln(w, "\nActions:")
 	for _, h := range []string{"setup", "upgrade"} {
 		fmt.Fprintf(w, "  %s:\n", h)
-		for _, mode := range []string{"pre", "core", "post"} {
+		for _, mode := range drivers.ModeNames() {
 			for i, s := range d.Actions[h][mode] {
 				label := ""
 				if i == 0 {
