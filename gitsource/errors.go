@@ -36,6 +36,9 @@ var (
 	// ErrInvalidPath means a path in a Change is not a clean, relative,
 	// slash-separated path inside the repository.
 	ErrInvalidPath = errors.New("invalid path")
+	// ErrNoMergeBase means HEAD and its upstream branch share no commit
+	// (UpstreamMergeBase).
+	ErrNoMergeBase = errors.New("no common commit")
 )
 
 // commitError wraps an error reading commit h, mapping a missing object to
