@@ -15,6 +15,12 @@
 // environment, the deployments a fan-out leaves out because they set the
 // changed value themselves, and the deletion safety rail.
 //
+// ComputeTrees is the whole pipeline from two folders of the repository
+// (the base commit's tree and the head's, read by the caller, typically
+// with gitsource): it loads the base's lockfiles and drivers and the
+// head's configuration and drivers, resolves the head against the base's
+// lockfiles and calls Compute.
+//
 // No plan holds a secret: secret parameters are references, values of
 // parameters marked sensitive are masked wherever they appear (also inside
 // rendered manifests, also base64-encoded) and the data of Secret objects

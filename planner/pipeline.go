@@ -1,0 +1,71 @@
+package planner
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+
+	"github.com/styrmin/styrmin/drivers"
+	"github.com/styrmin/styrmin/resolver"
+)
+
+// Trees are the two sides of a plan as folders of the desired-state
+// repository. The planner never talks to git: the caller reads the trees
+// (a commit's, or the working copy) and names them.
+type Trees struct {
+	// Base is the repository at the base commit: its lockfiles are what
+	// the head is compared with and its drivers render them. An empty
+	// folder means no base (nothing is locked).
+	Base fs.FS
+	// BaseName describes the base in the plan ("" for none).
+	BaseName string
+	// Head is the configuration planned.
+	Head fs.FS
+	// HeadName describes the head in the plan ("working tree").
+	HeadName string
+	// HeadCommit is recorded in the head's instances ("" for none).
+	HeadCommit string
+}
+
+// ErrRemoteDrivers is returned (wrapped) by ComputeTrees when the head
+// lists driver sources in other git repositories.
+var ErrRemoteDrivers = errors.New("plan works offline and cannot fetch driver sources from other git repositories; keep the drivers in drivers/")
+
+// ComputeTrees loads both sides of a plan and computes it: the base's
+// lockfiles and driver versions, the head's configuration and drivers,
+// the head resolved against the base's lockfiles (so driver selection
+// sees them), then Compute with the drivers of both sides.
+func ComputeTrees(t Trees, opts Options) (*Plan, error) {
+	baseLocks, err := resolver.LoadLocks(t.Base)
+	if err != nil {
+		return nil, fmt.Errorf("lockfiles at the base %s: %w", t.BaseName, err)
+	}
+	// The base's drivers only render the locked instances: a base whose
+	// drivers no longer load loses that part of the plan, nothing more.
+	baseCatalog, _ := drivers.LoadCatalog(t.Base, "drivers", drivers.LoadOptions{})
+
+	// The head's own lockfiles do not matter (the base's do), so this
+	// loads only configuration and drivers.
+	headRepo, err := resolver.NewLoader(0).Load(t.Head)
+	if err != nil {
+		return nil, err
+	}
+	if len(headRepo.Settings.Drivers) > 0 {
+		return nil, fmt.Errorf("styrmin.cue: field drivers: %w", ErrRemoteDrivers)
+	}
+	headCatalog, err := drivers.LoadCatalog(t.Head, "drivers", drivers.LoadOptions{})
+	if err != nil {
+		return nil, err
+	}
+	res := resolver.Resolve(headRepo, resolver.Options{Catalog: headCatalog, Locks: baseLocks, SourceCommit: t.HeadCommit, Only: opts.Only})
+	return Compute(Input{
+		Base:     baseLocks,
+		Head:     res,
+		Repo:     headRepo,
+		BaseFS:   t.Base,
+		HeadFS:   t.Head,
+		Drivers:  Catalogs{headCatalog, baseCatalog},
+		BaseName: t.BaseName,
+		HeadName: t.HeadName,
+	}, opts)
+}

@@ -1,0 +1,103 @@
+package planner
+
+import (
+	"bytes"
+	"errors"
+	"os"
+	"strings"
+	"testing"
+	"testing/fstest"
+
+	"github.com/styrmin/styrmin/resolver"
+)
+
+func renderJSON(t *testing.T, p *Plan) string {
+	t.Helper()
+	var b bytes.Buffer
+	if err := Render(&b, p, FormatJSON, RenderOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	return b.String()
+}
+
+// TestComputeTreesIsThePlanOfBothSides pins that the pipeline gives the
+// plan Compute gives for the same sides loaded by hand, and that the
+// head's own lockfiles play no part.
+func TestComputeTreesIsThePlanOfBothSides(t *testing.T) {
+	base := lockedExample(t)
+	head := copyTree(t, base)
+	writeFile(t, head, devWeb, "driver: \"webapp\"\nappVersion: \"1.25.0\"\nparameters: replicas: 4\n")
+	want := computePlan(t, base, head, Options{})
+
+	// A broken lockfile in the head is not read.
+	writeFile(t, head, "locks/local/dev/web.lock.yaml", "garbage: [\n")
+	got, err := ComputeTrees(Trees{Base: os.DirFS(base), BaseName: "base", Head: os.DirFS(head), HeadName: "working tree", HeadCommit: strings.Repeat("1", 40)}, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if g, w := renderJSON(t, got), renderJSON(t, want); g != w {
+		t.Errorf("ComputeTrees differs from Compute on the same sides:\n%s", unifiedDiff("Compute", "ComputeTrees", w, g))
+	}
+	if got.Summary.Update != 1 || len(got.Deployments) != 1 || got.Deployments[0].ID != "local/dev/web" {
+		t.Errorf("summary %+v, deployments %d", got.Summary, len(got.Deployments))
+	}
+
+	// Only narrows the resolution and the plan.
+	only, err := ComputeTrees(Trees{Base: os.DirFS(base), Head: os.DirFS(head)}, Options{Only: map[resolver.ID]bool{{Cluster: "local", Environment: "staging", Name: "web"}: true}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(only.Deployments) != 0 || only.Summary.Unchanged != 1 {
+		t.Errorf("only local/staging/web: %d deployments, summary %+v", len(only.Deployments), only.Summary)
+	}
+}
+
+func TestComputeTreesWithoutABaseCreatesEverything(t *testing.T) {
+	p, err := ComputeTrees(Trees{Base: fstest.MapFS{}, Head: os.DirFS(copyTree(t, exampleDir)), HeadName: "working tree"}, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p.Summary.Create != 4 || p.Base != "" {
+		t.Errorf("summary %+v, base %q; want four creates and no base", p.Summary, p.Base)
+	}
+}
+
+func TestComputeTreesErrors(t *testing.T) {
+	base := lockedExample(t)
+	broken := copyTree(t, base)
+	writeFile(t, broken, "locks/local/dev/web.lock.yaml", "garbage: [\n")
+	remote := copyTree(t, exampleDir)
+	writeFile(t, remote, "styrmin.cue", `drivers: [{name: "x", version: "1.0.0", url: "https://git.example/x.git", ref: "v1"}]`+"\n")
+	badConfig := copyTree(t, exampleDir)
+	writeFile(t, badConfig, devWeb, "driver: \"webapp\"\nappVersion: \"1.25\"\n")
+
+	tests := []struct {
+		name       string
+		base, head string
+		wantIs     error
+		want       []string
+	}{
+		{name: "broken base lockfile", base: broken, head: base,
+			want: []string{"lockfiles at the base main (0123): ", "locks/local/dev/web.lock.yaml"}},
+		{name: "driver sources in other repositories", base: base, head: remote, wantIs: ErrRemoteDrivers,
+			want: []string{"styrmin.cue: field drivers: plan works offline and cannot fetch driver sources"}},
+		{name: "head configuration that does not load", base: base, head: badConfig,
+			want: []string{devWeb, "appVersion"}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := ComputeTrees(Trees{Base: os.DirFS(tc.base), BaseName: "main (0123)", Head: os.DirFS(tc.head), HeadName: "working tree"}, Options{})
+			if err == nil {
+				t.Fatal("no error")
+			}
+			if tc.wantIs != nil && !errors.Is(err, tc.wantIs) {
+				t.Errorf("error %v does not wrap %v", err, tc.wantIs)
+			}
+			for _, w := range tc.want {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("error %q does not contain %q", err, w)
+				}
+			}
+		})
+	}
+}
