@@ -24,7 +24,6 @@ import (
 	"github.com/styrmin/styrmin/gitsource"
 	"github.com/styrmin/styrmin/gitsource/gitserver"
 	"github.com/styrmin/styrmin/internal/agenttest"
-	"github.com/styrmin/styrmin/operator"
 	"github.com/styrmin/styrmin/operator/api/v1alpha1"
 	"github.com/styrmin/styrmin/testcluster"
 )
@@ -149,7 +148,7 @@ func (e *env) startAgent(t testing.TB, extra ...string) *agenttest.Proc {
 func (e *env) waitTask(t testing.TB, ns, name string, seq int64) *v1alpha1.StyrminTask {
 	t.Helper()
 	var task v1alpha1.StyrminTask
-	key := client.ObjectKey{Namespace: ns, Name: operator.TaskName(name, seq)}
+	key := client.ObjectKey{Namespace: ns, Name: v1alpha1.TaskName(name, seq)}
 	agenttest.WaitUntil(t, waitLimit, "task "+key.String()+" to end", func(ctx context.Context) (bool, string, error) {
 		if e.agent != nil {
 			select {

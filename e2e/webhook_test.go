@@ -29,7 +29,7 @@ const (
 // the StyrminTask existing is logged), a push with a bad signature is
 // refused with 401 and changes nothing.
 //
-// The agent runs in this process (operator.RunAgentWithExtras, as its
+// The agent runs in this process (operator.RunAgent, as its
 // binary does once the webhook flags are wired), acting as its service
 // account.
 func TestWebhookPushSyncsAtOnce(t *testing.T) {
@@ -46,17 +46,18 @@ func TestWebhookPushSyncsAtOnce(t *testing.T) {
 	addrc := make(chan net.Addr, 1)
 	done := make(chan error, 1)
 	go func() {
-		done <- operator.RunAgentWithExtras(ctx, cfg, operator.AgentOptions{
-			Manager:      operator.Options{Namespace: config.AgentNamespace, MetricsAddr: "0", DriftInterval: time.Hour},
+		done <- operator.RunAgent(ctx, cfg, operator.Options{
+			Manager:      operator.ManagerOptions{Namespace: config.AgentNamespace, MetricsAddr: "0", DriftInterval: time.Hour},
 			Cluster:      clusterName,
 			URL:          e.url,
 			Branch:       "main",
 			SecretName:   repoSecret,
 			PollInterval: time.Hour,
-		}, operator.AgentExtras{
-			WebhookAddr:        "127.0.0.1:0",
-			WebhookSecretName:  webhookSecretName,
-			OnWebhookListening: func(a net.Addr) { addrc <- a },
+			Webhook: operator.WebhookOptions{
+				Addr:        "127.0.0.1:0",
+				SecretName:  webhookSecretName,
+				OnListening: func(a net.Addr) { addrc <- a },
+			},
 		})
 	}()
 	t.Cleanup(func() {

@@ -4,22 +4,25 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io/fs"
+	"net"
 	"os"
-	"path"
-	"sync"
 	"time"
 
 	"github.com/go-logr/logr"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/rest"
+	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/manager"
 
-	"github.com/styrmin/styrmin/drivers"
 	"github.com/styrmin/styrmin/gitsource"
 	"github.com/styrmin/styrmin/operator/api/v1alpha1"
-	"github.com/styrmin/styrmin/resolver"
+	"github.com/styrmin/styrmin/operator/driversource"
+	"github.com/styrmin/styrmin/operator/instance"
+	"github.com/styrmin/styrmin/operator/source"
+	"github.com/styrmin/styrmin/operator/task"
+	"github.com/styrmin/styrmin/operator/webhook"
 )
 
 // Keys of the Secret holding the repository's credentials.
@@ -35,12 +38,15 @@ const (
 // StyrminSource, its leader election lease) when none is given.
 const DefaultAgentNamespace = "styrmin-system"
 
-// AgentOptions configures RunAgent.
-type AgentOptions struct {
+// eventSource is the reporting controller of the agent's events.
+const eventSource = "styrmin-agent"
+
+// Options configure the agent.
+type Options struct {
 	// Manager configures the controller manager and the StyrminDeployment
-	// controller (Drivers is filled in by RunAgent). Manager.Namespace is
+	// controller (Drivers is filled in by NewAgent). Manager.Namespace is
 	// the agent's namespace (default DefaultAgentNamespace).
-	Manager Options
+	Manager ManagerOptions
 	// Cluster is the cluster this agent applies locks of.
 	Cluster string
 	// URL and Branch name the desired-state repository.
@@ -54,27 +60,53 @@ type AgentOptions struct {
 	SecretNamespace string
 	// CloneDir is where the repository is cloned ("" keeps it in memory).
 	CloneDir string
-	// PollInterval between fetches (default DefaultPollInterval).
+	// PollInterval between fetches (default source.DefaultPollInterval).
 	PollInterval time.Duration
 	// SourceName names the StyrminSource keeping the sync position
 	// (default "styrmin").
 	SourceName string
 	// InstallCRDs applies the styrmin.io CRDs at start.
 	InstallCRDs bool
-	// Task tunes the task controller (Client, Drivers and Recorder are
-	// filled in by RunAgent).
-	Task TaskReconcilerOptions
-	// OnSyncer, when set, receives the syncer once it exists (the webhook
-	// receiver calls its Trigger).
-	OnSyncer func(*Syncer)
+	// Task tunes the task controller (Client, Drivers, Locks and Recorder
+	// are filled in by NewAgent).
+	Task task.Options
+	// Webhook, when its Addr is set, serves GitHub webhooks.
+	Webhook WebhookOptions
+	// LockMode, when set, runs the lock step in the agent (see
+	// source.Locker); only the elected replica locks.
+	LockMode *source.LockModeOptions
 }
 
-// RunAgent runs the agent until ctx ends: it clones the repository, then
-// runs the StyrminDeployment controller, the task controller and the
-// source sync in one controller manager.
-func RunAgent(ctx context.Context, cfg *rest.Config, opts AgentOptions) error {
+// WebhookOptions configure the agent's webhook receiver.
+type WebhookOptions struct {
+	// Addr, when set, serves GitHub webhooks there.
+	Addr string
+	// SecretName names the Secret in the agent's namespace holding the
+	// shared secret under SecretKey (default webhook.DefaultSecretKey).
+	SecretName string
+	SecretKey  string
+	// OnListening, when set, receives the bound address (tests listen on
+	// port 0).
+	OnListening func(net.Addr)
+}
+
+// Agent is the in-cluster agent: one controller manager running the
+// StyrminDeployment and task controllers, the source sync and, when
+// configured, the locker and the webhook receiver.
+type Agent struct {
+	mgr    ctrl.Manager
+	syncer *source.Syncer
+	locker *source.Locker
+	log    logr.Logger
+}
+
+// NewAgent clones the repository (retrying while the remote cannot be
+// reached) and builds the agent: the controller manager once, with every
+// runnable added to it. The syncer and the locker run only on the elected
+// replica; the webhook receiver on every replica.
+func NewAgent(ctx context.Context, cfg *rest.Config, opts Options) (*Agent, error) {
 	if opts.Cluster == "" || opts.URL == "" {
-		return errors.New("agent: the cluster name and the repository URL are required")
+		return nil, errors.New("agent: the cluster name and the repository URL are required")
 	}
 	if opts.Manager.Namespace == "" {
 		opts.Manager.Namespace = DefaultAgentNamespace
@@ -85,52 +117,47 @@ func RunAgent(ctx context.Context, cfg *rest.Config, opts AgentOptions) error {
 	if opts.Manager.Logger.GetSink() == nil {
 		opts.Manager.Logger = logr.Discard()
 	}
+	log := opts.Manager.Logger
 	if opts.InstallCRDs {
 		if err := InstallCRDs(ctx, cfg); err != nil {
-			return fmt.Errorf("agent: %w", err)
+			return nil, fmt.Errorf("agent: %w", err)
 		}
 	}
 	scheme, err := NewScheme()
 	if err != nil {
-		return err
+		return nil, err
 	}
 	direct, err := client.New(cfg, client.Options{Scheme: scheme})
 	if err != nil {
-		return fmt.Errorf("agent: client: %w", err)
+		return nil, fmt.Errorf("agent: client: %w", err)
 	}
-	var auth gitsource.Auth
-	if opts.SecretName != "" {
-		ns := opts.SecretNamespace
-		if ns == "" {
-			ns = opts.Manager.Namespace
-		}
-		key := types.NamespacedName{Namespace: ns, Name: opts.SecretName}
-		if auth, err = AuthFromSecret(ctx, direct, key); err != nil {
-			return fmt.Errorf("agent: %w", err)
-		}
+	auth, err := secretAuth(ctx, direct, opts.SecretName, opts.SecretNamespace, opts.Manager.Namespace)
+	if err != nil {
+		return nil, fmt.Errorf("agent: %w", err)
 	}
 	repo, err := cloneWithRetry(ctx, opts, auth)
 	if err != nil {
-		return err
+		return nil, err
 	}
-	drv := NewRepoDrivers(repo)
+	drv := driversource.NewRepoDrivers(repo)
 	opts.Manager.Drivers = drv
 	mgr, err := NewManager(cfg, opts.Manager)
 	if err != nil {
-		return err
+		return nil, err
 	}
-	recorder := mgr.GetEventRecorder("styrmin-agent")
+	a := &Agent{mgr: mgr, log: log}
+	recorder := mgr.GetEventRecorder(eventSource)
+	locks := instance.NewRepoLocks(repo)
 	topts := opts.Task
 	topts.Client = mgr.GetClient()
 	topts.APIReader = mgr.GetAPIReader()
 	topts.Drivers = drv
-	locks := NewRepoLocks(repo)
 	topts.Locks = locks
 	topts.Recorder = recorder
 	if topts.Exec == nil || topts.Logs == nil {
-		pods, err := NewKubePods(cfg)
+		pods, err := task.NewKubePods(cfg)
 		if err != nil {
-			return err
+			return nil, err
 		}
 		if topts.Exec == nil {
 			topts.Exec = pods
@@ -139,14 +166,14 @@ func RunAgent(ctx context.Context, cfg *rest.Config, opts AgentOptions) error {
 			topts.Logs = pods
 		}
 	}
-	tr, err := NewTaskReconciler(topts)
+	tr, err := task.NewReconciler(topts)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	if err := tr.SetupWithManager(mgr); err != nil {
-		return fmt.Errorf("agent: task controller: %w", err)
+		return nil, fmt.Errorf("agent: task controller: %w", err)
 	}
-	syncer, err := NewSyncer(SyncerOptions{
+	a.syncer, err = source.NewSyncer(source.SyncerOptions{
 		Client:   mgr.GetClient(),
 		Repo:     repo,
 		Cluster:  opts.Cluster,
@@ -155,24 +182,142 @@ func RunAgent(ctx context.Context, cfg *rest.Config, opts AgentOptions) error {
 		Interval: opts.PollInterval,
 		Locks:    locks,
 		Recorder: recorder,
-		Log:      opts.Manager.Logger.WithName("sync"),
+		Log:      log.WithName("sync"),
 	})
+	if err != nil {
+		return nil, err
+	}
+	if err := mgr.Add(a.syncer); err != nil {
+		return nil, err
+	}
+	if opts.LockMode != nil {
+		if err := a.addLocker(ctx, direct, opts); err != nil {
+			return nil, err
+		}
+	}
+	if opts.Webhook.Addr != "" {
+		if err := a.addWebhook(direct, opts); err != nil {
+			return nil, err
+		}
+	}
+	log.Info("agent built", "cluster", opts.Cluster, "repository", repo.RemoteURL(), "branch", repo.Branch())
+	return a, nil
+}
+
+// Start runs the agent until ctx ends.
+func (a *Agent) Start(ctx context.Context) error {
+	return a.mgr.Start(ctx)
+}
+
+// Syncer is the agent's source sync (its Trigger asks for a sync now).
+func (a *Agent) Syncer() *source.Syncer { return a.syncer }
+
+// Locker is the agent's locker, nil without lock mode.
+func (a *Agent) Locker() *source.Locker { return a.locker }
+
+// RunAgent builds the agent and runs it until ctx ends.
+func RunAgent(ctx context.Context, cfg *rest.Config, opts Options) error {
+	a, err := NewAgent(ctx, cfg, opts)
 	if err != nil {
 		return err
 	}
-	if err := mgr.Add(syncer); err != nil {
-		return err
+	return a.Start(ctx)
+}
+
+// addLocker adds the lock mode's locker as a runnable of the elected
+// replica: two replicas never lock the same head twice. Each lock commit
+// it pushes triggers the syncer.
+func (a *Agent) addLocker(ctx context.Context, direct client.Reader, opts Options) error {
+	lo := *opts.LockMode
+	if lo.URL == "" {
+		lo.URL = opts.URL
 	}
-	if opts.OnSyncer != nil {
-		opts.OnSyncer(syncer)
+	if lo.Branch == "" {
+		lo.Branch = opts.Branch
 	}
-	opts.Manager.Logger.Info("agent starting", "cluster", opts.Cluster, "repository", repo.RemoteURL(), "branch", repo.Branch())
-	return mgr.Start(ctx)
+	if lo.Interval == 0 {
+		lo.Interval = opts.PollInterval
+	}
+	if lo.Log.GetSink() == nil {
+		lo.Log = a.log.WithName("lock")
+	}
+	if lo.SecretName == "" {
+		lo.SecretName, lo.SecretNamespace = opts.SecretName, opts.SecretNamespace
+	}
+	var err error
+	if lo.Auth, err = secretAuth(ctx, direct, lo.SecretName, lo.SecretNamespace, opts.Manager.Namespace); err != nil {
+		return fmt.Errorf("agent: lock mode: %w", err)
+	}
+	prev := lo.OnLocked
+	lo.OnLocked = func(r source.LockResult) {
+		a.syncer.Trigger()
+		if prev != nil {
+			prev(r)
+		}
+	}
+	if a.locker, err = source.NewLocker(lo); err != nil {
+		return fmt.Errorf("agent: %w", err)
+	}
+	return a.mgr.Add(a.locker)
+}
+
+// addWebhook adds the webhook receiver: a verified push triggers the
+// locker and the syncer.
+func (a *Agent) addWebhook(direct client.Reader, opts Options) error {
+	wo := opts.Webhook
+	if wo.SecretName == "" {
+		return errors.New("agent: the webhook receiver needs the name of the Secret holding its shared secret")
+	}
+	if opts.Branch == "" {
+		return errors.New("agent: the webhook receiver needs the tracked branch named (--branch)")
+	}
+	ws, err := webhook.NewServer(webhook.ServerOptions{
+		Addr:      wo.Addr,
+		Reader:    direct,
+		Secret:    types.NamespacedName{Namespace: opts.Manager.Namespace, Name: wo.SecretName},
+		SecretKey: wo.SecretKey,
+		Branch:    opts.Branch,
+		OnPush: func(webhook.Event) {
+			if a.locker != nil {
+				a.locker.Trigger()
+			}
+			a.syncer.Trigger()
+		},
+		Log: a.log.WithName("webhook"),
+	})
+	if err != nil {
+		return fmt.Errorf("agent: %w", err)
+	}
+	addr, err := ws.Listen()
+	if err != nil {
+		return fmt.Errorf("agent: %w", err)
+	}
+	if wo.OnListening != nil {
+		wo.OnListening(addr)
+	}
+	return a.mgr.Add(ws)
+}
+
+var (
+	_ manager.LeaderElectionRunnable = (*source.Locker)(nil)
+	_ manager.LeaderElectionRunnable = (*webhook.Server)(nil)
+)
+
+// secretAuth reads the credentials of Secret name (in namespace, default
+// def); none without a name.
+func secretAuth(ctx context.Context, c client.Reader, name, namespace, def string) (gitsource.Auth, error) {
+	if name == "" {
+		return gitsource.Auth{}, nil
+	}
+	if namespace == "" {
+		namespace = def
+	}
+	return AuthFromSecret(ctx, c, types.NamespacedName{Namespace: namespace, Name: name})
 }
 
 // cloneWithRetry clones the repository, retrying with backoff while the
 // remote is unreachable; bad credentials end the agent at once.
-func cloneWithRetry(ctx context.Context, opts AgentOptions, auth gitsource.Auth) (*gitsource.Repo, error) {
+func cloneWithRetry(ctx context.Context, opts Options, auth gitsource.Auth) (*gitsource.Repo, error) {
 	if opts.CloneDir != "" {
 		// A clone left by an earlier run is reused: fetching it costs less
 		// than cloning again.
@@ -224,83 +369,3 @@ func AuthFromSecret(ctx context.Context, c client.Reader, key types.NamespacedNa
 	}
 	return a, nil
 }
-
-// DriverRepo is what RepoDrivers reads: the tracked head and the files at
-// a commit. *gitsource.Repo implements it.
-type DriverRepo interface {
-	Head() (gitsource.Hash, error)
-	FS(commit gitsource.Hash) (fs.FS, error)
-}
-
-var _ DriverRepo = (*gitsource.Repo)(nil)
-
-// RepoDrivers is the agent's DriverSource: the drivers kept in the
-// desired-state repository (drivers/<name>/<version>/), read at the
-// fetched head. A version once loaded stays available (keyed by its
-// digest), so an instance whose driver folder was since removed from the
-// branch still runs while the agent lives.
-type RepoDrivers struct {
-	repo DriverRepo
-
-	mu     sync.Mutex
-	loaded map[string]*drivers.Driver // name@version@digest
-}
-
-var _ DriverSource = (*RepoDrivers)(nil)
-
-// NewRepoDrivers returns a DriverSource over repo.
-func NewRepoDrivers(repo DriverRepo) *RepoDrivers {
-	return &RepoDrivers{repo: repo, loaded: map[string]*drivers.Driver{}}
-}
-
-// Driver returns the driver version ref pins.
-func (s *RepoDrivers) Driver(_ context.Context, ref resolver.DriverRef) (*drivers.Driver, error) {
-	key := ref.Name + "@" + ref.Version + "@" + ref.Digest
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if d, ok := s.loaded[key]; ok {
-		return d, nil
-	}
-	head, err := s.repo.Head()
-	if err != nil {
-		return nil, fmt.Errorf("driver %s@%s: %w", ref.Name, ref.Version, err)
-	}
-	fsys, err := s.repo.FS(head)
-	if err != nil {
-		return nil, fmt.Errorf("driver %s@%s: %w", ref.Name, ref.Version, err)
-	}
-	dir := path.Join("drivers", ref.Name, ref.Version)
-	if !fs.ValidPath(dir) || ref.Name == "" || ref.Version == "" {
-		return nil, &DriverNotFoundError{Ref: ref}
-	}
-	if _, err := fs.Stat(fsys, dir); errors.Is(err, fs.ErrNotExist) {
-		return nil, &DriverNotFoundError{Ref: ref}
-	}
-	sub, err := fs.Sub(fsys, dir)
-	if err != nil {
-		return nil, err
-	}
-	d, err := drivers.Load(sub, drivers.LoadOptions{Source: dir})
-	if err != nil {
-		return nil, &DriverLoadError{Ref: ref, Err: err}
-	}
-	if ref.Digest != "" && d.Digest != ref.Digest {
-		return nil, &DriverNotFoundError{Ref: ref, Digest: d.Digest}
-	}
-	s.loaded[ref.Name+"@"+ref.Version+"@"+d.Digest] = d
-	s.loaded[key] = d
-	return d, nil
-}
-
-// DriverLoadError reports a driver folder that exists but does not load:
-// it needs a change in git.
-type DriverLoadError struct {
-	Ref resolver.DriverRef
-	Err error
-}
-
-func (e *DriverLoadError) Error() string {
-	return fmt.Sprintf("driver %s@%s: %v", e.Ref.Name, e.Ref.Version, e.Err)
-}
-
-func (e *DriverLoadError) Unwrap() error { return e.Err }

@@ -20,8 +20,8 @@ import (
 	"github.com/styrmin/styrmin/gitsource"
 	"github.com/styrmin/styrmin/gitsource/gitserver"
 	"github.com/styrmin/styrmin/internal/agenttest"
-	"github.com/styrmin/styrmin/operator"
 	"github.com/styrmin/styrmin/operator/api/v1alpha1"
+	"github.com/styrmin/styrmin/operator/instance"
 	"github.com/styrmin/styrmin/resolver"
 	"github.com/styrmin/styrmin/testcluster"
 )
@@ -168,7 +168,7 @@ func (e *agentEnv) change(t *testing.T, name, msg string, files map[string][]byt
 // (the agent's tasks carry no copy).
 func (e *agentEnv) taskInstance(t *testing.T, task *v1alpha1.StyrminTask) *resolver.Instance {
 	t.Helper()
-	in, err := operator.NewRepoLocks(e.clone).Lock(context.Background(), task.Spec.Lock)
+	in, err := instance.NewRepoLocks(e.clone).Lock(context.Background(), task.Spec.Lock)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -213,7 +213,7 @@ func (e *agentEnv) startAgent(t *testing.T, extra ...string) *agenttest.Proc {
 func (e *agentEnv) waitTask(t *testing.T, ns, name string, seq int64) *v1alpha1.StyrminTask {
 	t.Helper()
 	var task v1alpha1.StyrminTask
-	key := client.ObjectKey{Namespace: ns, Name: operator.TaskName(name, seq)}
+	key := client.ObjectKey{Namespace: ns, Name: v1alpha1.TaskName(name, seq)}
 	defer func() {
 		if t.Failed() {
 			e.dump(t, ns)

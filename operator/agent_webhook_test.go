@@ -13,7 +13,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/styrmin/styrmin/internal/agenttest"
-	"github.com/styrmin/styrmin/operator"
 	"github.com/styrmin/styrmin/operator/webhook"
 	"github.com/styrmin/styrmin/testcluster"
 )
@@ -33,7 +32,7 @@ func TestWebhookServerVerifiesWithTheSecretFromKubernetes(t *testing.T) {
 	key := types.NamespacedName{Namespace: "default", Name: "webhook"}
 	var mu sync.Mutex
 	var pushes []webhook.Event
-	ws, err := operator.NewWebhookServer(operator.WebhookOptions{
+	ws, err := webhook.NewServer(webhook.ServerOptions{
 		Addr:      "127.0.0.1:0",
 		Reader:    cl,
 		Secret:    key,
@@ -68,7 +67,7 @@ func TestWebhookServerVerifiesWithTheSecretFromKubernetes(t *testing.T) {
 	}
 	sec := &corev1.Secret{
 		ObjectMeta: metav1.ObjectMeta{Name: key.Name, Namespace: key.Namespace},
-		Data:       map[string][]byte{operator.DefaultWebhookSecretKey: []byte("s1")},
+		Data:       map[string][]byte{webhook.DefaultSecretKey: []byte("s1")},
 	}
 	if err := cl.Create(ctx, sec); err != nil {
 		t.Fatal(err)
@@ -79,7 +78,7 @@ func TestWebhookServerVerifiesWithTheSecretFromKubernetes(t *testing.T) {
 	if got := post("d2", webhook.Sign([]byte("wrong"), []byte(body))); got != http.StatusUnauthorized || count() != 1 {
 		t.Fatalf("badly signed push: status %d, %d pushes; want 401 and still 1", got, count())
 	}
-	sec.Data[operator.DefaultWebhookSecretKey] = []byte("s2")
+	sec.Data[webhook.DefaultSecretKey] = []byte("s2")
 	if err := cl.Update(ctx, sec); err != nil {
 		t.Fatal(err)
 	}

@@ -16,6 +16,7 @@ import (
 	"github.com/styrmin/styrmin/internal/agenttest"
 	"github.com/styrmin/styrmin/operator"
 	"github.com/styrmin/styrmin/operator/api/v1alpha1"
+	"github.com/styrmin/styrmin/operator/instance"
 	"github.com/styrmin/styrmin/resolver"
 	"github.com/styrmin/styrmin/testcluster"
 )
@@ -46,7 +47,7 @@ func TestCRDSchemas(t *testing.T) {
 	if in.Digest, err = in.ComputeDigest(); err != nil {
 		t.Fatal(err)
 	}
-	spec, err := operator.SpecFromInstance(in)
+	spec, err := instance.SpecFromInstance(in)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -58,7 +59,7 @@ func TestCRDSchemas(t *testing.T) {
 	if err := cl.Get(ctx, client.ObjectKeyFromObject(sd), &back); err != nil {
 		t.Fatal(err)
 	}
-	got, err := operator.InstanceFromSpec(&back.Spec)
+	got, err := instance.InstanceFromSpec(&back.Spec)
 	if err != nil {
 		t.Fatalf("the stored spec no longer matches its digest (pruned?): %v", err)
 	}
@@ -176,7 +177,7 @@ func TestWriteInstanceGuard(t *testing.T) {
 	ctx := context.Background()
 	ctxJSON := `{"cluster":{"name":"c","domain":"d","ingressClass":"i","dedicatedIngress":false},"environment":{"name":"e","namespace":"e"},
 		"deployment":{"name":"app","namespace":"e-app","appVersion":"1.0.0","driver":"webapp","driverVersion":"1.0.0"},"parameters":{},"services":{}}`
-	instance := func(seq int64, msg string) *resolver.Instance {
+	newInstance := func(seq int64, msg string) *resolver.Instance {
 		in := &resolver.Instance{APIVersion: resolver.APIVersion, Kind: resolver.KindInstance,
 			ID: resolver.ID{Cluster: "c", Environment: "e", Name: "app"}, Sequence: seq,
 			Driver: resolver.DriverRef{Name: "webapp", Version: "1.0.0"}, AppVersion: "1.0.0",
@@ -184,29 +185,29 @@ func TestWriteInstanceGuard(t *testing.T) {
 		in.Digest, _ = in.ComputeDigest()
 		return in
 	}
-	write := func(in *resolver.Instance) operator.WriteOutcome {
+	write := func(in *resolver.Instance) instance.WriteOutcome {
 		t.Helper()
-		out, err := operator.WriteInstance(ctx, cl, "", in)
+		out, err := instance.WriteInstance(ctx, cl, "", in)
 		if err != nil {
 			t.Fatalf("write sequence %d: %v", in.Sequence, err)
 		}
 		return out
 	}
 
-	if out := write(instance(1, "one")); !out.Written || out.Deployment.Name != "e-app" {
+	if out := write(newInstance(1, "one")); !out.Written || out.Deployment.Name != "e-app" {
 		t.Fatalf("create: %+v", out)
 	}
 	var ns corev1.Namespace
 	if err := cl.Get(ctx, client.ObjectKey{Name: "e-app"}, &ns); err != nil || ns.Labels[v1alpha1.LabelDeployment] != "app" {
 		t.Fatalf("namespace not created with identity labels: %v %v", err, ns.Labels)
 	}
-	if out := write(instance(3, "three")); !out.Written {
+	if out := write(newInstance(3, "three")); !out.Written {
 		t.Fatalf("sequence 3 over 1: %+v", out)
 	}
-	if out := write(instance(2, "two")); out.Written || out.Kept != 3 {
+	if out := write(newInstance(2, "two")); out.Written || out.Kept != 3 {
 		t.Fatalf("sequence 2 over 3: %+v, want kept 3", out)
 	}
-	if out := write(instance(3, "three")); !out.Written {
+	if out := write(newInstance(3, "three")); !out.Written {
 		t.Fatalf("writing sequence 3 again (a resumed task): %+v", out)
 	}
 
@@ -220,14 +221,14 @@ func TestWriteInstanceGuard(t *testing.T) {
 	if err := cl.Update(ctx, &sd); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := operator.WriteInstance(ctx, cl, "", instance(4, "four")); err == nil || !strings.Contains(err.Error(), v1alpha1.AnnotationInstanceSequence) {
+	if _, err := instance.WriteInstance(ctx, cl, "", newInstance(4, "four")); err == nil || !strings.Contains(err.Error(), v1alpha1.AnnotationInstanceSequence) {
 		t.Fatalf("unparsable annotation: err = %v, want one naming the annotation", err)
 	}
 	sd.Annotations[v1alpha1.AnnotationInstanceSequence] = "999"
 	if err := cl.Update(ctx, &sd); err != nil {
 		t.Fatal(err)
 	}
-	if out := write(instance(4, "four")); out.Written || out.Kept != 999 {
+	if out := write(newInstance(4, "four")); out.Written || out.Kept != 999 {
 		t.Fatalf("under a hand-set 999: %+v", out)
 	}
 	// Recovery: remove the annotation, the next change writes.
@@ -235,14 +236,14 @@ func TestWriteInstanceGuard(t *testing.T) {
 	if err := cl.Update(ctx, &sd); err != nil {
 		t.Fatal(err)
 	}
-	if out := write(instance(5, "five")); !out.Written || out.Deployment.Spec.Sequence != 5 || out.Deployment.Generation == gen {
+	if out := write(newInstance(5, "five")); !out.Written || out.Deployment.Spec.Sequence != 5 || out.Deployment.Generation == gen {
 		t.Fatalf("after removing the annotation: %+v", out)
 	}
 
 	tomb := &resolver.Instance{APIVersion: resolver.APIVersion, Kind: resolver.KindTombstone,
 		ID: resolver.ID{Cluster: "c", Environment: "e", Name: "gone"}, Sequence: 2}
 	tomb.Digest, _ = tomb.ComputeDigest()
-	out, err := operator.WriteInstance(ctx, cl, "e-gone", tomb)
+	out, err := instance.WriteInstance(ctx, cl, "e-gone", tomb)
 	if err != nil || !out.Written || out.Deployment != nil {
 		t.Fatalf("tombstone without a StyrminDeployment: %+v, %v", out, err)
 	}

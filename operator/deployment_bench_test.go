@@ -34,6 +34,8 @@ import (
 
 	"github.com/styrmin/styrmin/operator"
 	"github.com/styrmin/styrmin/operator/api/v1alpha1"
+	"github.com/styrmin/styrmin/operator/driversource"
+	"github.com/styrmin/styrmin/operator/instance"
 	"github.com/styrmin/styrmin/resolver"
 	"github.com/styrmin/styrmin/testcluster"
 )
@@ -122,8 +124,8 @@ func BenchmarkDeploymentController(b *testing.B) {
 	agentCfg.Wrap(func(rt http.RoundTripper) http.RoundTripper {
 		return &countingTransport{rt: rt, calls: &calls, mu: &byMu, by: by}
 	})
-	mgr, err := operator.NewManager(agentCfg, operator.Options{
-		Drivers:       &operator.CatalogSource{Catalog: ws.Catalog},
+	mgr, err := operator.NewManager(agentCfg, operator.ManagerOptions{
+		Drivers:       &driversource.CatalogSource{Catalog: ws.Catalog},
 		DriftInterval: 10 * time.Minute,
 		Concurrency:   *benchConcurrency,
 		Logger:        logr.Discard(),
@@ -189,7 +191,7 @@ func BenchmarkDeploymentController(b *testing.B) {
 		}
 	})
 
-	instance := func(round, i int, msg string, seq int64) *resolver.Instance {
+	newInstance := func(round, i int, msg string, seq int64) *resolver.Instance {
 		in := *base.Instance
 		name := fmt.Sprintf("w%d-%04d", round, i)
 		in.ID.Name = name
@@ -212,7 +214,7 @@ func BenchmarkDeploymentController(b *testing.B) {
 		g.SetLimit(32)
 		for i := range n {
 			g.Go(func() error {
-				_, err := operator.WriteInstance(ctx, cl, "", instance(round, i, msg, seq))
+				_, err := instance.WriteInstance(ctx, cl, "", newInstance(round, i, msg, seq))
 				return err
 			})
 		}
@@ -230,7 +232,7 @@ func BenchmarkDeploymentController(b *testing.B) {
 				if !strings.HasPrefix(sd.Name, fmt.Sprintf("bench-w%d-", round)) {
 					continue
 				}
-				if ok, err := operator.Applied(sd, seq); err != nil {
+				if ok, err := instance.Applied(sd, seq); err != nil {
 					return false, err
 				} else if ok {
 					ready++
@@ -253,7 +255,7 @@ func BenchmarkDeploymentController(b *testing.B) {
 			var g errgroup.Group
 			g.SetLimit(32)
 			for i := range n {
-				g.Go(func() error { return applyRendered(ctx, cl, ws, instance(0, i, msg, 1)) })
+				g.Go(func() error { return applyRendered(ctx, cl, ws, newInstance(0, i, msg, 1)) })
 			}
 			if err := g.Wait(); err != nil {
 				b.Fatal(err)

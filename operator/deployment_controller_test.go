@@ -33,8 +33,11 @@ import (
 	"github.com/styrmin/styrmin/config"
 	"github.com/styrmin/styrmin/drivers"
 	"github.com/styrmin/styrmin/internal/agenttest"
+	"github.com/styrmin/styrmin/internal/helmtest"
 	"github.com/styrmin/styrmin/operator"
 	"github.com/styrmin/styrmin/operator/api/v1alpha1"
+	"github.com/styrmin/styrmin/operator/driversource"
+	"github.com/styrmin/styrmin/operator/instance"
 	"github.com/styrmin/styrmin/resolver"
 	"github.com/styrmin/styrmin/testcluster"
 )
@@ -66,8 +69,8 @@ func startEnv(t *testing.T) *env {
 	if err != nil {
 		t.Fatal(err)
 	}
-	mgr, err := operator.NewManager(agentCfg, operator.Options{
-		Drivers:        &operator.CatalogSource{Catalog: ws.Catalog},
+	mgr, err := operator.NewManager(agentCfg, operator.ManagerOptions{
+		Drivers:        &driversource.CatalogSource{Catalog: ws.Catalog},
 		DriftInterval:  driftInterval,
 		Namespace:      config.AgentNamespace,
 		LeaderElection: true,
@@ -138,9 +141,9 @@ func clone(m map[string]any) map[string]any {
 	return out
 }
 
-func (e *env) write(t *testing.T, ns string, in *resolver.Instance) operator.WriteOutcome {
+func (e *env) write(t *testing.T, ns string, in *resolver.Instance) instance.WriteOutcome {
 	t.Helper()
-	out, err := operator.WriteInstance(context.Background(), e.client, ns, in)
+	out, err := instance.WriteInstance(context.Background(), e.client, ns, in)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -154,7 +157,7 @@ func (e *env) waitApplied(t *testing.T, ns string, seq int64) *v1alpha1.StyrminD
 		if err := e.client.Get(ctx, client.ObjectKey{Namespace: ns, Name: ns}, &sd); err != nil {
 			return false, err.Error(), nil
 		}
-		ok, err := operator.Applied(&sd, seq)
+		ok, err := instance.Applied(&sd, seq)
 		return ok, fmt.Sprintf("active %d, conditions %v", sd.Status.ActiveSequence, sd.Status.Conditions), err
 	})
 	return &sd
@@ -162,7 +165,7 @@ func (e *env) waitApplied(t *testing.T, ns string, seq int64) *v1alpha1.StyrminD
 
 func (e *env) history(t *testing.T, ns, name string) []*release.Release {
 	t.Helper()
-	h := action.NewHistory(operator.HelmCLIConfig(t, e.cluster.KubeconfigPath, ns))
+	h := action.NewHistory(helmtest.CLIConfig(t, e.cluster.KubeconfigPath, ns))
 	rels, err := h.Run(name)
 	if err != nil {
 		if strings.Contains(err.Error(), driver.ErrReleaseNotFound.Error()) {
@@ -483,7 +486,7 @@ func TestStalledUntilGitChanges(t *testing.T) {
 	if c := apimeta.FindStatusCondition(sd.Status.Conditions, v1alpha1.ConditionStalled); !strings.Contains(c.Message, "webapp@9.9.9") {
 		t.Errorf("Stalled message does not name the driver: %q", c.Message)
 	}
-	if _, err := operator.Applied(&sd, 1); !errors.Is(err, operator.ErrStalled) {
+	if _, err := instance.Applied(&sd, 1); !errors.Is(err, instance.ErrStalled) {
 		t.Fatalf("Applied on a stalled deployment: %v, want ErrStalled", err)
 	}
 	if sd.Status.Release != nil {

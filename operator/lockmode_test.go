@@ -6,7 +6,7 @@ import (
 
 	"github.com/styrmin/styrmin/gitsource"
 	"github.com/styrmin/styrmin/gitsource/gitserver"
-	"github.com/styrmin/styrmin/operator"
+	"github.com/styrmin/styrmin/operator/source"
 )
 
 // The lock mode locks a configuration head and pushes the lock commit; the
@@ -16,14 +16,14 @@ func TestLockerLocksConfigurationHeadsOnceAndNeverItsOwnCommits(t *testing.T) {
 	ctx := context.Background()
 	srv := gitserver.New(t, gitserver.WithToken(agentGitToken))
 	srv.Seed(agentRepoName, exampleRepo(t), "examples")
-	var pushed []operator.LockResult
+	var pushed []source.LockResult
 	repo, err := gitsource.Clone(ctx, srv.RepoURL(agentRepoName), "", gitsource.CloneOptions{Branch: "main", Auth: gitsource.Auth{Token: agentGitToken}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	l, err := operator.NewLocker(operator.LockModeOptions{
+	l, err := source.NewLocker(source.LockModeOptions{
 		Repo:     repo,
-		OnLocked: func(r operator.LockResult) { pushed = append(pushed, r) },
+		OnLocked: func(r source.LockResult) { pushed = append(pushed, r) },
 	})
 	if err != nil {
 		t.Fatal(err)

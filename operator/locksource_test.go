@@ -14,8 +14,10 @@ import (
 
 	"github.com/styrmin/styrmin/gitsource"
 	"github.com/styrmin/styrmin/gitsource/gitserver"
-	"github.com/styrmin/styrmin/operator"
 	"github.com/styrmin/styrmin/operator/api/v1alpha1"
+	"github.com/styrmin/styrmin/operator/driversource"
+	"github.com/styrmin/styrmin/operator/instance"
+	"github.com/styrmin/styrmin/operator/task"
 )
 
 // lockedClone serves the example repository, locks it and returns a
@@ -49,7 +51,7 @@ func lockedClone(t *testing.T) (*gitsource.Repo, gitsource.Hash) {
 func TestRepoLocksReadTheLockAtItsCommit(t *testing.T) {
 	ctx := context.Background()
 	repo, head := lockedClone(t)
-	locks := operator.NewRepoLocks(repo)
+	locks := instance.NewRepoLocks(repo)
 	ref := v1alpha1.LockRef{Commit: head.String(), Path: "locks/local/dev/hub.lock.yaml"}
 
 	in, err := locks.Lock(ctx, ref)
@@ -84,7 +86,7 @@ func TestRepoLocksReadTheLockAtItsCommit(t *testing.T) {
 		{v1alpha1.LockRef{Commit: head.String(), Path: "../outside.lock.yaml"}, "not a valid path"},
 	} {
 		_, err := locks.Lock(ctx, bad.ref)
-		var nf *operator.LockNotFoundError
+		var nf *instance.LockNotFoundError
 		if !errors.As(err, &nf) || !strings.Contains(err.Error(), bad.cause) {
 			t.Errorf("Lock(%+v) = %v, want a LockNotFoundError saying %q", bad.ref, err, bad.cause)
 		}
@@ -99,10 +101,10 @@ func TestTaskWhoseLockCannotBeReadFailsNamingIt(t *testing.T) {
 	e := startEnv(t)
 	ctx := context.Background()
 	repo, head := lockedClone(t)
-	r, err := operator.NewTaskReconciler(operator.TaskReconcilerOptions{
+	r, err := task.NewReconciler(task.Options{
 		Client:     e.client,
-		Drivers:    &operator.CatalogSource{Catalog: e.workspace.Catalog},
-		Locks:      operator.NewRepoLocks(repo),
+		Drivers:    &driversource.CatalogSource{Catalog: e.workspace.Catalog},
+		Locks:      instance.NewRepoLocks(repo),
 		Registerer: prometheus.NewRegistry(),
 	})
 	if err != nil {
@@ -118,7 +120,7 @@ func TestTaskWhoseLockCannotBeReadFailsNamingIt(t *testing.T) {
 		2: {"locks/local/dev/hub.lock.yaml", "the lock is of deployment local/dev/hub"},
 	} {
 		task := &v1alpha1.StyrminTask{
-			ObjectMeta: metav1.ObjectMeta{Name: operator.TaskName("ghost", seq), Namespace: ns, Labels: id.Labels()},
+			ObjectMeta: metav1.ObjectMeta{Name: v1alpha1.TaskName("ghost", seq), Namespace: ns, Labels: id.Labels()},
 			Spec: v1alpha1.StyrminTaskSpec{Deployment: id, Namespace: ns, Workflow: v1alpha1.WorkflowCreate, ToSequence: seq,
 				Lock: v1alpha1.LockRef{Commit: head.String(), Path: c.path}},
 		}

@@ -19,17 +19,20 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
-	crmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	"github.com/styrmin/styrmin/operator/api/v1alpha1"
+	"github.com/styrmin/styrmin/operator/deployment"
+	"github.com/styrmin/styrmin/operator/driversource"
+	"github.com/styrmin/styrmin/operator/release"
 )
 
-// Options configure the agent's controller manager.
-type Options struct {
+// ManagerOptions configure the agent's controller manager and its
+// StyrminDeployment controller.
+type ManagerOptions struct {
 	// Drivers gives the StyrminDeployment controller the drivers
 	// instances pin. Required.
-	Drivers DriverSource
+	Drivers driversource.Source
 	// Namespace is the agent's namespace: its leader election lease lives
 	// there.
 	Namespace string
@@ -47,10 +50,10 @@ type Options struct {
 	// off.
 	HealthAddr string
 	// DriftInterval is how often each deployment's live objects are
-	// compared with its release (default 5 minutes).
+	// compared with its release (default deployment.DefaultDriftInterval).
 	DriftInterval time.Duration
 	// Concurrency is how many StyrminDeployments reconcile at once
-	// (default 16).
+	// (default deployment.DefaultConcurrency).
 	Concurrency int
 	// QPS and Burst bound the agent's requests to the API server,
 	// shared by all its clients (defaults DefaultQPS and DefaultBurst).
@@ -62,7 +65,7 @@ type Options struct {
 	Logger logr.Logger
 }
 
-func (o *Options) defaults() error {
+func (o *ManagerOptions) defaults() error {
 	if o.Drivers == nil {
 		return errors.New("operator: Options.Drivers is required")
 	}
@@ -75,12 +78,6 @@ func (o *Options) defaults() error {
 	if o.MetricsAddr == "" {
 		o.MetricsAddr = "0"
 	}
-	if o.DriftInterval <= 0 {
-		o.DriftInterval = 5 * time.Minute
-	}
-	if o.Concurrency <= 0 {
-		o.Concurrency = 16
-	}
 	if o.QPS <= 0 {
 		o.QPS = DefaultQPS
 	}
@@ -88,7 +85,7 @@ func (o *Options) defaults() error {
 		o.Burst = DefaultBurst
 	}
 	if o.HelmMaxHistory <= 0 {
-		o.HelmMaxHistory = 10
+		o.HelmMaxHistory = DefaultHelmMaxHistory
 	}
 	if o.Logger.GetSink() == nil {
 		o.Logger = logr.Discard()
@@ -105,6 +102,10 @@ const (
 	DefaultQPS   = 300
 	DefaultBurst = 600
 )
+
+// DefaultHelmMaxHistory is how many revisions of a release are kept, as
+// `helm upgrade --history-max` keeps them.
+const DefaultHelmMaxHistory = 10
 
 // NewScheme returns a scheme with the built-in kinds and styrmin.io.
 func NewScheme() (*runtime.Scheme, error) {
@@ -125,7 +126,7 @@ func NewScheme() (*runtime.Scheme, error) {
 // (Deployments, StatefulSets, DaemonSets) labelled
 // app.kubernetes.io/managed-by=Helm, without managedFields. Reads of
 // other workloads, or of managedFields, go through mgr.GetAPIReader().
-func NewManager(cfg *rest.Config, opts Options) (ctrl.Manager, error) {
+func NewManager(cfg *rest.Config, opts ManagerOptions) (ctrl.Manager, error) {
 	if err := opts.defaults(); err != nil {
 		return nil, err
 	}
@@ -138,7 +139,7 @@ func NewManager(cfg *rest.Config, opts Options) (ctrl.Manager, error) {
 	if err != nil {
 		return nil, err
 	}
-	helmOwned := labels.SelectorFromSet(labels.Set{helmManagedByLabel: helmManagedByValue})
+	helmOwned := labels.SelectorFromSet(labels.Set{release.ManagedByLabel: release.ManagedByValue})
 	workloads := cache.ByObject{Label: helmOwned, Transform: cache.TransformStripManagedFields()}
 	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
 		Scheme:                        scheme,
@@ -182,39 +183,30 @@ func NewManager(cfg *rest.Config, opts Options) (ctrl.Manager, error) {
 			return nil, err
 		}
 	}
-	m, err := newMetrics(crmetrics.Registry)
-	if err != nil {
-		return nil, fmt.Errorf("operator: metrics: %w", err)
-	}
 	dyn, err := dynamic.NewForConfigAndClient(cfg, mgr.GetHTTPClient())
 	if err != nil {
 		return nil, fmt.Errorf("operator: dynamic client: %w", err)
 	}
-	objects := &releaseObjects{dyn: dyn, mapper: mgr.GetRESTMapper()}
 	cs, err := kubernetes.NewForConfigAndClient(cfg, mgr.GetHTTPClient())
 	if err != nil {
 		return nil, fmt.Errorf("operator: clientset: %w", err)
 	}
-	helm, err := newHelmReleases(cs, helmOptions{
+	releases, err := release.New(cs, dyn, mgr.GetRESTMapper(), release.Options{
 		MaxHistory: opts.HelmMaxHistory,
 		Logger:     logr.ToSlogHandler(opts.Logger.WithName("helm").V(1)),
-		Objects:    objects,
 	})
 	if err != nil {
 		return nil, err
 	}
-	r := &deploymentReconciler{
-		client:   mgr.GetClient(),
-		drivers:  opts.Drivers,
-		helm:     helm,
-		drift:    objects,
-		recorder: mgr.GetEventRecorder("styrmin-agent"),
-		metrics:  m,
-		interval: opts.DriftInterval,
-		now:      time.Now,
-		states:   map[string]*deploymentState{},
-	}
-	if err := r.setupWithManager(mgr, opts.Concurrency, opts.Logger.WithName("styrmindeployment")); err != nil {
+	err = deployment.Setup(mgr, deployment.Options{
+		Drivers:       opts.Drivers,
+		Releases:      releases,
+		Recorder:      mgr.GetEventRecorder(eventSource),
+		DriftInterval: opts.DriftInterval,
+		Concurrency:   opts.Concurrency,
+		Logger:        opts.Logger.WithName("styrmindeployment"),
+	})
+	if err != nil {
 		return nil, fmt.Errorf("operator: StyrminDeployment controller: %w", err)
 	}
 	return mgr, nil

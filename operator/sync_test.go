@@ -21,8 +21,10 @@ import (
 	"github.com/styrmin/styrmin/gitsource"
 	"github.com/styrmin/styrmin/gitsource/gitserver"
 	"github.com/styrmin/styrmin/internal/agenttest"
-	"github.com/styrmin/styrmin/operator"
 	"github.com/styrmin/styrmin/operator/api/v1alpha1"
+	"github.com/styrmin/styrmin/operator/instance"
+	"github.com/styrmin/styrmin/operator/source"
+	"github.com/styrmin/styrmin/operator/task"
 	"github.com/styrmin/styrmin/resolver"
 	"github.com/styrmin/styrmin/testcluster"
 )
@@ -50,7 +52,7 @@ func TestSelectWorkflow(t *testing.T) {
 		{"tombstone without instance: delete", nil, inst(resolver.KindTombstone, "", "", ""), v1alpha1.WorkflowDelete},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			if got := operator.SelectWorkflow(tc.prev, tc.next); got != tc.want {
+			if got := source.SelectWorkflow(tc.prev, tc.next); got != tc.want {
 				t.Errorf("SelectWorkflow = %s, want %s", got, tc.want)
 			}
 		})
@@ -58,17 +60,17 @@ func TestSelectWorkflow(t *testing.T) {
 }
 
 func TestTaskAndJobNamesAreDeterministic(t *testing.T) {
-	if got := operator.TaskName("hub", 12); got != "hub-12" {
+	if got := v1alpha1.TaskName("hub", 12); got != "hub-12" {
 		t.Errorf("TaskName = %q", got)
 	}
-	if got := operator.JobName("hub", "migrate", 3); got != "hub-migrate-3" {
+	if got := task.JobName("hub", "migrate", 3); got != "hub-migrate-3" {
 		t.Errorf("JobName = %q", got)
 	}
-	long := operator.JobName(strings.Repeat("d", 63), strings.Repeat("j", 40), 123456)
-	if len(long) > 63 || long != operator.JobName(strings.Repeat("d", 63), strings.Repeat("j", 40), 123456) {
+	long := task.JobName(strings.Repeat("d", 63), strings.Repeat("j", 40), 123456)
+	if len(long) > 63 || long != task.JobName(strings.Repeat("d", 63), strings.Repeat("j", 40), 123456) {
 		t.Errorf("long JobName = %q (%d chars)", long, len(long))
 	}
-	if long == operator.JobName(strings.Repeat("d", 63), strings.Repeat("j", 40), 123457) {
+	if long == task.JobName(strings.Repeat("d", 63), strings.Repeat("j", 40), 123457) {
 		t.Error("two sequences share a job name")
 	}
 }
@@ -108,11 +110,11 @@ func TestSyncCreatesOneTaskPerNewSequenceAndResumes(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	source := types.NamespacedName{Namespace: "styrmin-system", Name: "styrmin"}
-	repoLocks := operator.NewRepoLocks(agentRepo)
-	newSyncer := func() *operator.Syncer {
-		s, err := operator.NewSyncer(operator.SyncerOptions{
-			Client: cl, Repo: agentRepo, Cluster: "local", Source: source, Locks: repoLocks,
+	sourceKey := types.NamespacedName{Namespace: "styrmin-system", Name: "styrmin"}
+	repoLocks := instance.NewRepoLocks(agentRepo)
+	newSyncer := func() *source.Syncer {
+		s, err := source.NewSyncer(source.SyncerOptions{
+			Client: cl, Repo: agentRepo, Cluster: "local", Source: sourceKey, Locks: repoLocks,
 			Spec:     v1alpha1.StyrminSourceSpec{URL: url, Branch: "main"},
 			Interval: time.Hour, Recorder: recorder, Log: testr.New(t),
 		})
@@ -121,7 +123,7 @@ func TestSyncCreatesOneTaskPerNewSequenceAndResumes(t *testing.T) {
 		}
 		return s
 	}
-	sync := func(s *operator.Syncer) operator.SyncResult {
+	sync := func(s *source.Syncer) source.SyncResult {
 		t.Helper()
 		res, err := s.Sync(ctx)
 		if err != nil {
@@ -174,7 +176,7 @@ func TestSyncCreatesOneTaskPerNewSequenceAndResumes(t *testing.T) {
 		t.Errorf("namespace dev-hub: %v labels %v", err, ns.Labels)
 	}
 	var src v1alpha1.StyrminSource
-	if err := cl.Get(ctx, source, &src); err != nil || src.Status.LastSyncedCommit != res.Head.String() {
+	if err := cl.Get(ctx, sourceKey, &src); err != nil || src.Status.LastSyncedCommit != res.Head.String() {
 		t.Fatalf("StyrminSource: %v synced %q, want %s", err, src.Status.LastSyncedCommit, res.Head)
 	}
 
@@ -208,9 +210,9 @@ func TestSyncCreatesOneTaskPerNewSequenceAndResumes(t *testing.T) {
 
 	// Walking again from the root (the sync position lost) creates
 	// nothing twice.
-	fromRoot := func() operator.SyncResult {
+	fromRoot := func() source.SyncResult {
 		t.Helper()
-		if err := cl.Get(ctx, source, &src); err != nil {
+		if err := cl.Get(ctx, sourceKey, &src); err != nil {
 			t.Fatal(err)
 		}
 		src.Status.LastSyncedCommit = ""
@@ -230,7 +232,7 @@ func TestSyncCreatesOneTaskPerNewSequenceAndResumes(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := operator.WriteInstance(ctx, cl, "dev-hub", in3); err != nil {
+	if _, err := instance.WriteInstance(ctx, cl, "dev-hub", in3); err != nil {
 		t.Fatal(err)
 	}
 	if err := cl.Delete(ctx, task("dev-hub", "hub-2")); err != nil {
@@ -268,7 +270,7 @@ func TestSyncCreatesOneTaskPerNewSequenceAndResumes(t *testing.T) {
 	if len(res.Created) != 0 || res.Ignored != 2 {
 		t.Errorf("sync of a hand-edited and a deleted lockfile: %+v, want both ignored", res)
 	}
-	if err := cl.Get(ctx, source, &src); err != nil || src.Status.LastSyncedCommit != res.Head.String() {
+	if err := cl.Get(ctx, sourceKey, &src); err != nil || src.Status.LastSyncedCommit != res.Head.String() {
 		t.Errorf("the position did not advance past the bad commit: %v %s", err, src.Status.LastSyncedCommit)
 	}
 	agenttest.WaitUntil(t, 20*time.Second, "InvalidLock and LockDeleted events on the StyrminSource", func(ctx context.Context) (bool, string, error) {

@@ -6,8 +6,8 @@ import (
 	"testing"
 
 	"github.com/styrmin/styrmin/drivers"
-	"github.com/styrmin/styrmin/operator"
 	"github.com/styrmin/styrmin/operator/api/v1alpha1"
+	"github.com/styrmin/styrmin/operator/task"
 )
 
 func exampleCatalog(t *testing.T) *drivers.Catalog {
@@ -59,7 +59,7 @@ func TestTaskStepsFollowTheDriversHooks(t *testing.T) {
 		}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			steps, err := operator.TaskSteps(tc.wf, tc.d)
+			steps, err := task.Steps(tc.wf, tc.d)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -82,7 +82,7 @@ func TestTaskStepsFollowTheDriversHooks(t *testing.T) {
 // agent runs what was planned, not what the driver source says now).
 func TestTaskStepsKeepTheDeclaredArguments(t *testing.T) {
 	hub1, _ := exampleCatalog(t).Get("graphhub", "1.0.0")
-	steps, err := operator.TaskSteps(v1alpha1.WorkflowUpgrade, hub1)
+	steps, err := task.Steps(v1alpha1.WorkflowUpgrade, hub1)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -103,10 +103,10 @@ func TestTaskStepsKeepTheDeclaredArguments(t *testing.T) {
 
 func TestTaskStepsRejectAnUnknownWorkflow(t *testing.T) {
 	hub1, _ := exampleCatalog(t).Get("graphhub", "1.0.0")
-	if _, err := operator.TaskSteps("restore", hub1); err == nil || !strings.Contains(err.Error(), `unknown workflow "restore"`) {
+	if _, err := task.Steps("restore", hub1); err == nil || !strings.Contains(err.Error(), `unknown workflow "restore"`) {
 		t.Fatalf("err = %v", err)
 	}
-	if _, err := operator.TaskSteps(v1alpha1.WorkflowCreate, nil); err == nil {
+	if _, err := task.Steps(v1alpha1.WorkflowCreate, nil); err == nil {
 		t.Fatal("create without a driver: no error")
 	}
 }

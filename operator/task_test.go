@@ -23,8 +23,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/styrmin/styrmin/internal/agenttest"
-	"github.com/styrmin/styrmin/operator"
 	"github.com/styrmin/styrmin/operator/api/v1alpha1"
+	"github.com/styrmin/styrmin/operator/task"
 )
 
 // observation is one change to a workload or job seen through a watch,
@@ -208,7 +208,7 @@ func TestAgentCreatesUpdatesUpgradesAndDeletesGraphhub(t *testing.T) {
 	if !strings.HasSuffix(c0.Image, ":1.4.1") || strings.Join(c0.Command, " ") != "graphhub db migrate" {
 		t.Errorf("migration job runs %s %v, want the new version's image with the declared command", c0.Image, c0.Command)
 	}
-	if migrate.Spec.Template.Labels[operator.LabelTask] != "hub-3" || migrate.Spec.Template.Labels["app.kubernetes.io/component"] != "" {
+	if migrate.Spec.Template.Labels[task.LabelTask] != "hub-3" || migrate.Spec.Template.Labels["app.kubernetes.io/component"] != "" {
 		t.Errorf("migration pod labels %v: want the task's, not the workload's", migrate.Spec.Template.Labels)
 	}
 	obs := stop()

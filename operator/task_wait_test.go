@@ -11,8 +11,10 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
-	"github.com/styrmin/styrmin/operator"
 	"github.com/styrmin/styrmin/operator/api/v1alpha1"
+	"github.com/styrmin/styrmin/operator/driversource"
+	"github.com/styrmin/styrmin/operator/instance"
+	"github.com/styrmin/styrmin/operator/task"
 	"github.com/styrmin/styrmin/resolver"
 )
 
@@ -23,9 +25,9 @@ import (
 func TestTaskWaitingForAnEarlierOneShowsItsPlan(t *testing.T) {
 	e := startEnv(t)
 	ctx := context.Background()
-	r, err := operator.NewTaskReconciler(operator.TaskReconcilerOptions{
+	r, err := task.NewReconciler(task.Options{
 		Client:     e.client,
-		Drivers:    &operator.CatalogSource{Catalog: e.workspace.Catalog},
+		Drivers:    &driversource.CatalogSource{Catalog: e.workspace.Catalog},
 		Registerer: prometheus.NewRegistry(),
 	})
 	if err != nil {
@@ -39,13 +41,13 @@ func TestTaskWaitingForAnEarlierOneShowsItsPlan(t *testing.T) {
 	}
 	task := func(in *resolver.Instance, wf v1alpha1.Workflow) *v1alpha1.StyrminTask {
 		t.Helper()
-		spec, err := operator.SpecFromInstance(in)
+		spec, err := instance.SpecFromInstance(in)
 		if err != nil {
 			t.Fatal(err)
 		}
 		id := v1alpha1.DeploymentID{Cluster: in.ID.Cluster, Environment: in.ID.Environment, Name: in.ID.Name}
 		task := &v1alpha1.StyrminTask{
-			ObjectMeta: metav1.ObjectMeta{Name: operator.TaskName(in.ID.Name, in.Sequence), Namespace: ns, Labels: id.Labels()},
+			ObjectMeta: metav1.ObjectMeta{Name: v1alpha1.TaskName(in.ID.Name, in.Sequence), Namespace: ns, Labels: id.Labels()},
 			Spec: v1alpha1.StyrminTaskSpec{Deployment: id, Namespace: ns, Workflow: wf,
 				ToSequence: in.Sequence, Lock: v1alpha1.LockRef{Commit: in1.SourceCommit, Path: in.ID.LockPath()}, Instance: &spec},
 		}
@@ -81,9 +83,9 @@ func TestTaskWaitingForAnEarlierOneShowsItsPlan(t *testing.T) {
 func TestFinishedTasksBeyondTheKeptHistoryAreDeleted(t *testing.T) {
 	e := startEnv(t)
 	ctx := context.Background()
-	r, err := operator.NewTaskReconciler(operator.TaskReconcilerOptions{
+	r, err := task.NewReconciler(task.Options{
 		Client:     e.client,
-		Drivers:    &operator.CatalogSource{Catalog: e.workspace.Catalog},
+		Drivers:    &driversource.CatalogSource{Catalog: e.workspace.Catalog},
 		KeepTasks:  1,
 		Registerer: prometheus.NewRegistry(),
 	})
@@ -99,11 +101,11 @@ func TestFinishedTasksBeyondTheKeptHistoryAreDeleted(t *testing.T) {
 		t.Helper()
 		id := v1alpha1.DeploymentID{Cluster: in.ID.Cluster, Environment: in.ID.Environment, Name: in.ID.Name}
 		task := &v1alpha1.StyrminTask{
-			ObjectMeta: metav1.ObjectMeta{Name: operator.TaskName(in.ID.Name, in.Sequence), Namespace: ns, Labels: id.Labels()},
+			ObjectMeta: metav1.ObjectMeta{Name: v1alpha1.TaskName(in.ID.Name, in.Sequence), Namespace: ns, Labels: id.Labels()},
 			Spec: v1alpha1.StyrminTaskSpec{Deployment: id, Namespace: ns, Workflow: wf, ToSequence: in.Sequence,
 				Lock: v1alpha1.LockRef{Commit: in1.SourceCommit, Path: in.ID.LockPath()}},
 		}
-		spec, err := operator.SpecFromInstance(in)
+		spec, err := instance.SpecFromInstance(in)
 		if err != nil {
 			t.Fatal(err)
 		}

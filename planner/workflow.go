@@ -37,51 +37,90 @@ func SelectWorkflow(prev, next *resolver.Instance) Workflow {
 // (for a delete, the tombstone that uninstalls the release).
 var coreStep = drivers.Step{Action: drivers.ActionUpgradeDeploymentVersion}
 
-// Actions returns the steps a workflow runs with driver d (the new
-// instance's driver), in the order and with the names the agent's task
-// gives them: create runs the setup hook and upgrade the upgrade hook,
-// each pre → core → post; update runs only the core steps of the upgrade
-// hook; delete runs one step that writes the tombstone. The core mode
-// always writes the instance (upgradeDeploymentVersion).
-func Actions(w Workflow, d *drivers.Driver) []Action {
+// Step is one step of a workflow: its name, unique within the workflow
+// ("setup/pre/1:runJob"), the hook and mode it belongs to, and the step
+// the driver declares.
+type Step struct {
+	Name string
+	// Hook is the driver hook the step comes from; "" for update (the
+	// core of the upgrade hook alone) and delete.
+	Hook string
+	Mode string
+	drivers.Step
+}
+
+// Steps returns the steps workflow w runs with driver d (the new
+// instance's driver), in order. It is the one definition of a workflow's
+// steps: the plan shows them (Actions), the agent's task runs them, and
+// `styrminctl drivers show` lists them.
+//
+//   - create: the setup hook, pre → core → post;
+//   - upgrade: the upgrade hook, pre → core → post;
+//   - update: only the core steps of the upgrade hook (a configuration
+//     change needs no migration);
+//   - delete: one step that writes the tombstone, after which the
+//     StyrminDeployment controller uninstalls the release.
+//
+// The core mode always writes the instance (upgradeDeploymentVersion).
+// d may be nil for delete; for the other workflows it is an error.
+func Steps(w Workflow, d *drivers.Driver) ([]Step, error) {
 	var hook, prefix string
 	var modes drivers.Modes
-	if d != nil {
-		switch w {
-		case WorkflowCreate:
-			modes = d.Hooks[drivers.HookSetup]
-		case WorkflowUpgrade, WorkflowUpdate:
-			modes = d.Hooks[drivers.HookUpgrade]
-		}
-	}
 	switch w {
 	case WorkflowCreate:
 		hook, prefix = string(drivers.HookSetup), string(drivers.HookSetup)
 	case WorkflowUpgrade:
 		hook, prefix = string(drivers.HookUpgrade), string(drivers.HookUpgrade)
 	case WorkflowUpdate:
-		modes = drivers.Modes{Core: modes.Core}
 		prefix = string(w)
 	case WorkflowDelete:
-		modes = drivers.Modes{}
 		prefix = string(w)
 	default:
-		return nil
+		return nil, fmt.Errorf("unknown workflow %q (expected create, update, upgrade or delete)", w)
+	}
+	if w != WorkflowDelete {
+		if d == nil {
+			return nil, fmt.Errorf("workflow %s needs the instance's driver", w)
+		}
+		switch w {
+		case WorkflowCreate:
+			modes = d.Hooks[drivers.HookSetup]
+		case WorkflowUpgrade:
+			modes = d.Hooks[drivers.HookUpgrade]
+		case WorkflowUpdate:
+			modes = drivers.Modes{Core: d.Hooks[drivers.HookUpgrade].Core}
+		}
 	}
 	modes.Core = withCore(modes.Core)
-	var out []Action
-	for _, m := range []struct {
-		name  string
-		steps []drivers.Step
-	}{{"pre", modes.Pre}, {"core", modes.Core}, {"post", modes.Post}} {
-		for i, s := range m.steps {
-			out = append(out, describe(hook, prefix, m.name, i+1, s, w))
+	var out []Step
+	for _, m := range modes.Ordered() {
+		for i, s := range m.Steps {
+			out = append(out, Step{Name: fmt.Sprintf("%s/%s/%d:%s", prefix, m.Mode, i+1, s.Action), Hook: hook, Mode: m.Mode, Step: s})
 		}
+	}
+	return out, nil
+}
+
+// Actions returns the steps of Steps as the plan shows them, each with a
+// sentence saying what it does; nil for an unknown workflow. Without a
+// driver (one that could not be loaded) only the core step is shown.
+func Actions(w Workflow, d *drivers.Driver) []Action {
+	if d == nil && w != WorkflowDelete {
+		d = &drivers.Driver{}
+	}
+	steps, err := Steps(w, d)
+	if err != nil {
+		return nil
+	}
+	out := make([]Action, 0, len(steps))
+	for _, s := range steps {
+		out = append(out, describe(s, w))
 	}
 	return out
 }
 
-// withCore makes sure the core mode writes the instance.
+// withCore makes sure the core mode writes the instance: drivers loaded by
+// the drivers package always have that step; a hand-built driver may not.
 func withCore(core []drivers.Step) []drivers.Step {
 	for _, s := range core {
 		if s.Action == drivers.ActionUpgradeDeploymentVersion {
@@ -93,17 +132,18 @@ func withCore(core []drivers.Step) []drivers.Step {
 
 // describe turns a declared step into an Action with a sentence saying
 // what it does.
-func describe(hook, prefix, mode string, n int, s drivers.Step, w Workflow) Action {
+func describe(step Step, w Workflow) Action {
+	s := step.Step
 	a := Action{
-		Hook:       hook,
-		Mode:       mode,
+		Name:       step.Name,
+		Hook:       step.Hook,
+		Mode:       step.Mode,
 		Action:     string(s.Action),
 		Components: slices.Clone(s.Components),
 		Component:  s.Component,
 		Job:        s.Job,
 		Command:    slices.Clone(s.Command),
 	}
-	a.Name = fmt.Sprintf("%s/%s/%d:%s", prefix, mode, n, s.Action)
 	if s.Timeout > 0 {
 		a.Timeout = s.Timeout.String()
 	}

@@ -31,7 +31,7 @@ func (id ID) String() string { return id.Cluster + "/" + id.Environment + "/" + 
 
 // LockPath is the lockfile's path in the repository.
 func (id ID) LockPath() string {
-	return "locks/" + id.Cluster + "/" + id.Environment + "/" + id.Name + ".lock.yaml"
+	return ClusterLocksDir(id.Cluster) + "/" + id.Environment + "/" + id.Name + ".lock.yaml"
 }
 
 // ParseID parses "cluster/environment/name".

@@ -416,7 +416,16 @@ func strMap(v any) map[string]string {
 }
 
 // lockDir is where lockfiles live.
-const lockDir = "locks"
+const lockDir = LocksDir
+
+// LocksDir is the folder of the repository that holds every lockfile.
+const LocksDir = "locks"
+
+// ClusterLocksDir is the folder of the lockfiles of one cluster
+// (locks/<cluster>): what an agent of that cluster follows.
+func ClusterLocksDir(cluster string) string {
+	return path.Join(LocksDir, cluster)
+}
 
 // IDFromLockPath parses locks/<cluster>/<env>/<name>.lock.yaml.
 func IDFromLockPath(p string) (ID, bool) {

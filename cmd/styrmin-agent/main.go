@@ -129,8 +129,8 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 	if f.lockMode {
 		lockMode = &operator.LockModeOptions{SecretName: f.lockSecret}
 	}
-	return operator.RunAgentWithExtras(ctx, cfg, operator.AgentOptions{
-		Manager: operator.Options{
+	return operator.RunAgent(ctx, cfg, operator.Options{
+		Manager: operator.ManagerOptions{
 			Namespace:      f.namespace,
 			LeaderElection: f.leaderElect,
 			MetricsAddr:    f.metricsAddr,
@@ -149,12 +149,9 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 		CloneDir:        f.cloneDir,
 		PollInterval:    f.pollInterval,
 		InstallCRDs:     f.installCRDs,
-		Task:            operator.TaskReconcilerOptions{StepTimeout: f.stepTimeout, StepPause: f.stepPause, KeepTasks: f.keepTasks},
-	}, operator.AgentExtras{
-		WebhookAddr:       f.webhookAddr,
-		WebhookSecretName: f.webhookSecretName,
-		WebhookSecretKey:  f.webhookSecretKey,
-		LockMode:          lockMode,
+		Task:            operator.TaskOptions{StepTimeout: f.stepTimeout, StepPause: f.stepPause, KeepTasks: f.keepTasks},
+		Webhook:         operator.WebhookOptions{Addr: f.webhookAddr, SecretName: f.webhookSecretName, SecretKey: f.webhookSecretKey},
+		LockMode:        lockMode,
 	})
 }
 

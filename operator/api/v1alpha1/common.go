@@ -1,6 +1,9 @@
 package v1alpha1
 
-import "strings"
+import (
+	"strconv"
+	"strings"
+)
 
 // Annotations and labels Styrmin puts on its objects.
 const (
@@ -106,4 +109,11 @@ func (r ObjectRef) Group() string {
 		return r.APIVersion[:i]
 	}
 	return ""
+}
+
+// TaskName is the name of the StyrminTask that applies a deployment's
+// sequence: deterministic, so the task of a lock commit is created once
+// however often the commit is walked.
+func TaskName(deployment string, sequence int64) string {
+	return deployment + "-" + strconv.FormatInt(sequence, 10)
 }

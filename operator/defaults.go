@@ -1,0 +1,28 @@
+package operator
+
+import (
+	"github.com/styrmin/styrmin/operator/source"
+	"github.com/styrmin/styrmin/operator/task"
+	"github.com/styrmin/styrmin/operator/webhook"
+)
+
+// The defaults of the agent's parts, for the agent's flags: cmd/ imports
+// only this facade and the API.
+const (
+	// DefaultPollInterval is how often the repository is fetched.
+	DefaultPollInterval = source.DefaultPollInterval
+	// DefaultStepTimeout bounds a task step whose driver declares none.
+	DefaultStepTimeout = task.DefaultStepTimeout
+	// DefaultKeepTasks is how many finished tasks a deployment keeps.
+	DefaultKeepTasks = task.DefaultKeepTasks
+	// DefaultWebhookSecretKey is the key of the webhook Secret holding the
+	// shared secret.
+	DefaultWebhookSecretKey = webhook.DefaultSecretKey
+)
+
+// TaskOptions tune the task controller (see task.Options).
+type TaskOptions = task.Options
+
+// LockModeOptions configure the agent's lock mode (see
+// source.LockModeOptions).
+type LockModeOptions = source.LockModeOptions

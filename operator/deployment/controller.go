@@ -1,0 +1,594 @@
+package deployment
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/go-logr/logr"
+	chartutil "helm.sh/helm/v4/pkg/chart/v2/util"
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	apimeta "k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/events"
+	"k8s.io/utils/ptr"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	"github.com/styrmin/styrmin/drivers"
+	"github.com/styrmin/styrmin/operator/api/v1alpha1"
+	"github.com/styrmin/styrmin/operator/driversource"
+	"github.com/styrmin/styrmin/operator/health"
+	"github.com/styrmin/styrmin/operator/instance"
+	"github.com/styrmin/styrmin/operator/internal/metricsreg"
+	"github.com/styrmin/styrmin/operator/internal/outcome"
+	"github.com/styrmin/styrmin/operator/release"
+	"github.com/styrmin/styrmin/resolver"
+)
+
+// Reconciler is the StyrminDeployment controller: it makes the cluster run the instance a
+// StyrminDeployment holds: it installs or upgrades the instance as a Helm
+// release, reports the components' state, and on an interval compares the
+// release's objects with the live ones and puts drifted fields back.
+//
+// A reconcile is a chain of phases; each owns one condition:
+//
+//	resolve  (Stalled)  spec → instance → driver → rendered objects
+//	release  (—)        install or upgrade when the active digest differs
+//	health   (Ready)    component status from the live workloads
+//	drift    (Drifted)  compare and correct on the interval
+//
+// Reconciling is derived from the others in resultFor, which also maps
+// errors to results, in one place.
+type Reconciler struct {
+	client   client.Client
+	drivers  driversource.Source
+	releases *release.Releases
+	recorder events.EventRecorder
+	metrics  *metrics
+	interval time.Duration
+	now      func() time.Time
+
+	mu     sync.Mutex
+	states map[string]*deploymentState // by namespace
+}
+
+// deploymentState is what the reconciler keeps in memory per deployment:
+// the objects of the release revision it checks for drift, their expected
+// field sets, and when to check next.
+type deploymentState struct {
+	// applied records the last release this agent applied, so a
+	// reconcile that reads the StyrminDeployment from a cache not yet
+	// showing the status written after it does not apply it again.
+	applied *appliedRelease
+	// desired is what the drift check compares with (nil: read it from
+	// the release's record on the next check).
+	desired   *release.Desired
+	nextCheck time.Time
+}
+
+// appliedRelease is what a successful install or upgrade wrote to the
+// status.
+type appliedRelease struct {
+	digest    string
+	release   v1alpha1.ReleaseStatus
+	inventory []v1alpha1.ObjectRef
+	// revision is the record written and the objects applied.
+	revision *release.Revision
+}
+
+// reconcileState flows through the phases of one reconcile.
+type reconcileState struct {
+	sd       *v1alpha1.StyrminDeployment
+	instance *resolver.Instance
+	// upToDate is true when the release already runs spec.digest.
+	upToDate bool
+	driver   *drivers.Driver
+	objects  []drivers.Object
+	ready    bool
+	// requeueAfter, when set, is the next reconcile.
+	requeueAfter time.Duration
+}
+
+// requeueWithin asks for the next reconcile within d: the earliest wish of
+// the phases wins.
+func (rs *reconcileState) requeueWithin(d time.Duration) {
+	if rs.requeueAfter == 0 || d < rs.requeueAfter {
+		rs.requeueAfter = d
+	}
+}
+
+// readyPollInterval bounds how long a not-ready deployment waits to be
+// looked at again when no workload event comes (the cache holds only
+// labelled workloads, so a workload whose label was taken away sends
+// none), and a task may wait on it. It is a safety net, not the way
+// readiness is seen: at 5 s, 500 rolling deployments cost 100 reconciles
+// a second, CPU taken from the API server on a small machine (the
+// benchmark's fan-out was 20% slower).
+const readyPollInterval = 30 * time.Second
+
+// phase is one step of a reconcile.
+type phase func(ctx context.Context, rs *reconcileState) error
+
+// Reconcile implements reconcile.Reconciler.
+func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (ctrl.Result, error) {
+	var sd v1alpha1.StyrminDeployment
+	if err := r.client.Get(ctx, req.NamespacedName, &sd); err != nil {
+		if apierrors.IsNotFound(err) {
+			r.forget(req.Namespace)
+			return ctrl.Result{}, nil
+		}
+		return ctrl.Result{}, err
+	}
+	orig := sd.DeepCopy()
+	rs := &reconcileState{sd: &sd}
+	if !sd.DeletionTimestamp.IsZero() || sd.Spec.Tombstone() {
+		return r.finalize(ctx, rs, orig)
+	}
+	err := r.run(ctx, rs, r.ensureFinalizer, r.resolve, r.release, r.health, r.correctDrift)
+	return r.resultFor(ctx, rs, orig, err)
+}
+
+func (r *Reconciler) run(ctx context.Context, rs *reconcileState, phases ...phase) error {
+	for _, p := range phases {
+		if err := p(ctx, rs); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// ensureFinalizer makes sure a deletion uninstalls the release first.
+func (r *Reconciler) ensureFinalizer(ctx context.Context, rs *reconcileState) error {
+	if controllerutil.ContainsFinalizer(rs.sd, v1alpha1.FinalizerRelease) {
+		return nil
+	}
+	before := rs.sd.DeepCopy()
+	controllerutil.AddFinalizer(rs.sd, v1alpha1.FinalizerRelease)
+	if err := r.client.Patch(ctx, rs.sd, client.MergeFrom(before)); err != nil {
+		return outcome.Retryable(v1alpha1.ReasonProgressing, fmt.Errorf("add finalizer: %w", err))
+	}
+	return nil
+}
+
+// resolve turns the spec into the objects to apply. It owns Stalled: what
+// fails here needs a change in git.
+func (r *Reconciler) resolve(ctx context.Context, rs *reconcileState) error {
+	sd := rs.sd
+	if err := validateIdentity(sd); err != nil {
+		return outcome.Stalled(v1alpha1.ReasonInvalidSpec, err)
+	}
+	in, err := instance.InstanceFromSpec(&sd.Spec)
+	if err != nil {
+		return outcome.Stalled(v1alpha1.ReasonInvalidSpec, err)
+	}
+	if ns := in.Context.Deployment.Namespace; ns != "" && ns != sd.Namespace {
+		return outcome.Stalled(v1alpha1.ReasonInvalidSpec, fmt.Errorf("spec.context.deployment.namespace is %q but the StyrminDeployment is in %q", ns, sd.Namespace))
+	}
+	if n := in.Context.Deployment.Name; n != "" && n != sd.Spec.Deployment.Name {
+		return outcome.Stalled(v1alpha1.ReasonInvalidSpec, fmt.Errorf("spec.context.deployment.name is %q but spec.deployment.name is %q", n, sd.Spec.Deployment.Name))
+	}
+	rs.instance = in
+	if a := r.state(sd.Namespace).applied; a != nil && a.digest == sd.Spec.Digest && sd.Status.ActiveDigest != a.digest {
+		// The cache lags behind the status this agent wrote.
+		rel := a.release
+		sd.Status.Release, sd.Status.ActiveDigest, sd.Status.Inventory = &rel, a.digest, slices.Clone(a.inventory)
+	}
+	rs.upToDate = sd.Status.Release != nil && sd.Status.ActiveDigest == sd.Spec.Digest
+	if !rs.upToDate {
+		// Classified by the source: missing or not loading is stalled.
+		d, err := driversource.Get(ctx, r.drivers, in.Driver)
+		if err != nil {
+			return err
+		}
+		m, err := d.Render(*in.Context, in.Values)
+		if err != nil {
+			return outcome.Stalled(v1alpha1.ReasonRenderFailed, fmt.Errorf("render %s with driver %s@%s: %w", in.ID, d.Name, d.Version, err))
+		}
+		for _, o := range m.Objects {
+			if o.Namespace != "" && o.Namespace != sd.Namespace {
+				return outcome.Stalled(v1alpha1.ReasonRenderFailed, fmt.Errorf("driver %s@%s renders %s/%s into namespace %q, outside the deployment's namespace %q", d.Name, d.Version, o.Kind, o.Name, o.Namespace, sd.Namespace))
+			}
+		}
+		rs.driver, rs.objects = d, m.Objects
+	}
+	setCondition(sd, v1alpha1.ConditionStalled, metav1.ConditionFalse, v1alpha1.ReasonSucceeded, "the instance resolves and renders")
+	return nil
+}
+
+// validateIdentity checks what the CRD schema cannot: the name and the
+// release name.
+func validateIdentity(sd *v1alpha1.StyrminDeployment) error {
+	if sd.Name != sd.Namespace {
+		return fmt.Errorf("metadata.name is %q: a StyrminDeployment is named after its namespace %q", sd.Name, sd.Namespace)
+	}
+	if err := chartutil.ValidateReleaseName(sd.Spec.Deployment.Name); err != nil {
+		return fmt.Errorf("spec.deployment.name %q is not a valid release name: %w", sd.Spec.Deployment.Name, err)
+	}
+	return nil
+}
+
+// release installs or upgrades the Helm release when it does not run the
+// spec's digest yet.
+func (r *Reconciler) release(ctx context.Context, rs *reconcileState) error {
+	sd := rs.sd
+	if rs.upToDate {
+		// Same digest, maybe a new sequence (the same content locked
+		// again): nothing to apply.
+		sd.Status.ActiveSequence = sd.Spec.Sequence
+		return nil
+	}
+	req := release.Request{
+		Namespace:   sd.Namespace,
+		Name:        sd.Spec.Deployment.Name,
+		Driver:      sd.Spec.Driver,
+		AppVersion:  sd.Spec.AppVersion,
+		Values:      rs.instance.Values,
+		Objects:     rs.objects,
+		Description: releaseDescription(&sd.Spec),
+	}
+	revision := 0
+	if sd.Status.Release != nil {
+		revision = sd.Status.Release.Revision
+	}
+	var known *release.Revision
+	if a := r.state(sd.Namespace).applied; a != nil {
+		known = a.revision
+	}
+	start := time.Now()
+	applied, installed, err := r.releases.Apply(ctx, req, known, revision)
+	op := "upgrade"
+	if installed {
+		op = "install"
+	}
+	r.metrics.applyDuration.WithLabelValues(op, metricsreg.ResultLabel(err)).Observe(time.Since(start).Seconds())
+	if err != nil {
+		var status apierrors.APIStatus
+		if errors.As(err, &status) && (apierrors.IsInvalid(err) || apierrors.IsBadRequest(err)) {
+			// The API server refuses the rendered objects: retrying the
+			// same instance cannot help.
+			return outcome.Stalled(v1alpha1.ReasonApplyFailed, err)
+		}
+		return outcome.Retryable(v1alpha1.ReasonApplyFailed, err)
+	}
+	status := applied.Status(metav1.NewTime(r.now()))
+	sd.Status.Release = &status
+	sd.Status.ActiveSequence = sd.Spec.Sequence
+	sd.Status.ActiveDigest = sd.Spec.Digest
+	sd.Status.Inventory = release.Inventory(rs.objects, sd.Namespace)
+	// The drift check starts over with the new revision's objects.
+	r.resetState(sd.Namespace, &appliedRelease{digest: sd.Spec.Digest, release: *sd.Status.Release, inventory: slices.Clone(sd.Status.Inventory), revision: applied})
+	reason, verb := v1alpha1.EventUpgraded, "Upgraded"
+	if installed {
+		reason, verb = v1alpha1.EventInstalled, "Installed"
+	}
+	r.recorder.Eventf(sd, nil, corev1.EventTypeNormal, reason, verb,
+		"%s release %s revision %d: sequence %d, driver %s, app %s", verb, applied.Name(), applied.Number(), sd.Spec.Sequence, sd.Spec.Driver, sd.Spec.AppVersion)
+	return nil
+}
+
+func releaseDescription(spec *v1alpha1.StyrminDeploymentSpec) string {
+	s := fmt.Sprintf("styrmin sequence %d", spec.Sequence)
+	if spec.SourceCommit != "" {
+		c := spec.SourceCommit
+		if len(c) > 12 {
+			c = c[:12]
+		}
+		s += " (commit " + c + ")"
+	}
+	return s
+}
+
+// health reports the components' state. It owns Ready.
+func (r *Reconciler) health(ctx context.Context, rs *reconcileState) error {
+	sd := rs.sd
+	comps, err := health.ComponentStatuses(ctx, r.client, sd.Status.Inventory)
+	if err != nil {
+		return outcome.Retryable(v1alpha1.ReasonHealthCheckFailed, err)
+	}
+	sd.Status.Components = comps
+	notReady := health.NotReadySummary(comps)
+	if notReady != "" {
+		setCondition(sd, v1alpha1.ConditionReady, metav1.ConditionFalse, v1alpha1.ReasonComponentsNotReady, notReady)
+		rs.requeueWithin(readyPollInterval)
+		return nil
+	}
+	rs.ready = true
+	rev := 0
+	if sd.Status.Release != nil {
+		rev = sd.Status.Release.Revision
+	}
+	setCondition(sd, v1alpha1.ConditionReady, metav1.ConditionTrue, v1alpha1.ReasonSucceeded,
+		fmt.Sprintf("sequence %d runs as release revision %d; %d components ready", sd.Status.ActiveSequence, rev, len(comps)))
+	return nil
+}
+
+// correctDrift compares the release's objects with the live ones when the
+// interval has passed, and puts drifted fields back. It owns Drifted.
+func (r *Reconciler) correctDrift(ctx context.Context, rs *reconcileState) error {
+	sd := rs.sd
+	if apimeta.FindStatusCondition(sd.Status.Conditions, v1alpha1.ConditionDrifted) == nil {
+		setCondition(sd, v1alpha1.ConditionDrifted, metav1.ConditionFalse, v1alpha1.ReasonNoDrift, "not checked yet")
+	}
+	st := r.state(sd.Namespace)
+	now := r.now()
+	if now.Before(st.nextCheck) {
+		rs.requeueWithin(st.nextCheck.Sub(now))
+		return nil
+	}
+	running, err := r.runningTask(ctx, sd.Namespace)
+	if err != nil {
+		return outcome.Retryable(v1alpha1.ReasonDriftCheckPaused, err)
+	}
+	if running != "" {
+		// Checked again soon: the task's end does not requeue this object.
+		setCondition(sd, v1alpha1.ConditionDrifted, metav1.ConditionFalse, v1alpha1.ReasonDriftCheckPaused, "task "+running+" is running: its steps change workloads on purpose")
+		rs.requeueWithin(min(r.interval, taskPollInterval))
+		return nil
+	}
+	start := time.Now()
+	drifts, err := r.checkDrift(ctx, sd, st)
+	st.nextCheck = now.Add(r.interval)
+	rs.requeueWithin(r.interval)
+	defer func() { r.metrics.driftDuration.Observe(time.Since(start).Seconds()) }()
+	if errors.Is(err, release.ErrReleaseGone) {
+		// Someone removed the release's record: install it again now.
+		r.metrics.driftChecks.WithLabelValues("drifted").Inc()
+		setCondition(sd, v1alpha1.ConditionDrifted, metav1.ConditionTrue, v1alpha1.ReasonDriftDetected, err.Error())
+		sd.Status.Release = nil
+		sd.Status.ActiveDigest = ""
+		st.applied = nil
+		rs.requeueAfter = time.Millisecond
+		return nil
+	}
+	if err != nil {
+		r.metrics.driftChecks.WithLabelValues("error").Inc()
+		return outcome.Retryable(v1alpha1.ReasonHealthCheckFailed, err)
+	}
+	if len(drifts) == 0 {
+		r.metrics.driftChecks.WithLabelValues("clean").Inc()
+		// A previous correction stays in status.lastDriftCorrection.
+		setCondition(sd, v1alpha1.ConditionDrifted, metav1.ConditionFalse, v1alpha1.ReasonNoDrift, "the live objects match the release")
+		return nil
+	}
+	r.metrics.driftChecks.WithLabelValues("drifted").Inc()
+	summary := release.Summary(drifts)
+	if err := r.releases.Correct(ctx, st.desired, drifts); err != nil {
+		setCondition(sd, v1alpha1.ConditionDrifted, metav1.ConditionTrue, v1alpha1.ReasonDriftCorrectionFailed, summary+": "+err.Error())
+		return outcome.Retryable(v1alpha1.ReasonDriftCorrectionFailed, err)
+	}
+	for _, d := range drifts {
+		r.metrics.driftCorrections.WithLabelValues(sd.Namespace, d.Ref().Kind).Inc()
+	}
+	sd.Status.LastDriftCorrection = &v1alpha1.DriftCorrection{Time: metav1.NewTime(now), Objects: release.DriftedObjects(drifts)}
+	sd.Status.DriftCorrections++
+	setCondition(sd, v1alpha1.ConditionDrifted, metav1.ConditionFalse, v1alpha1.ReasonDriftCorrected, "put back: "+summary)
+	r.recorder.Eventf(sd, nil, corev1.EventTypeWarning, v1alpha1.ReasonDriftCorrected, "CorrectDrift", "Put back drifted objects: %s", summary)
+	// Workloads put back may need to become ready again.
+	return r.health(ctx, rs)
+}
+
+// taskPollInterval is how soon a drift check paused by a running task is
+// tried again.
+const taskPollInterval = 5 * time.Second
+
+// runningTask returns the name of a running task in namespace (a
+// deployment's tasks live in its namespace), "" when none runs.
+func (r *Reconciler) runningTask(ctx context.Context, namespace string) (string, error) {
+	var tasks v1alpha1.StyrminTaskList
+	// Read only: the cache's own tasks, not copies.
+	if err := r.client.List(ctx, &tasks, client.InNamespace(namespace), client.UnsafeDisableDeepCopy); err != nil {
+		return "", fmt.Errorf("listing the tasks of %s: %w", namespace, err)
+	}
+	for i := range tasks.Items {
+		if tasks.Items[i].Status.Phase == v1alpha1.TaskRunning {
+			return tasks.Items[i].Name, nil
+		}
+	}
+	return "", nil
+}
+
+// checkDrift compares the release revision the status records with the
+// live objects; the revision's objects stay in st between checks.
+func (r *Reconciler) checkDrift(ctx context.Context, sd *v1alpha1.StyrminDeployment, st *deploymentState) ([]release.Drift, error) {
+	if sd.Status.Release == nil {
+		return nil, nil
+	}
+	desired, drifts, err := r.releases.Check(ctx, sd.Namespace, sd.Status.Release.Name, sd.Status.Release.Revision, sd.Status.Inventory, st.desired)
+	if desired != nil {
+		st.desired = desired
+	}
+	return drifts, err
+}
+
+// finalize uninstalls the release of a tombstone or a deleted
+// StyrminDeployment, then lets the StyrminDeployment go.
+func (r *Reconciler) finalize(ctx context.Context, rs *reconcileState, orig *v1alpha1.StyrminDeployment) (ctrl.Result, error) {
+	sd := rs.sd
+	if controllerutil.ContainsFinalizer(sd, v1alpha1.FinalizerRelease) || sd.Spec.Tombstone() {
+		start := time.Now()
+		err := r.releases.Uninstall(ctx, sd.Namespace, sd.Spec.Deployment.Name)
+		r.metrics.applyDuration.WithLabelValues("uninstall", metricsreg.ResultLabel(err)).Observe(time.Since(start).Seconds())
+		if err != nil {
+			return r.resultFor(ctx, rs, orig, outcome.Retryable(v1alpha1.ReasonUninstallFailed, err))
+		}
+		r.recorder.Eventf(sd, nil, corev1.EventTypeNormal, v1alpha1.EventUninstalled, "Uninstall",
+			"Uninstalled release %s (sequence %d)", sd.Spec.Deployment.Name, sd.Spec.Sequence)
+	}
+	r.forget(sd.Namespace)
+	if controllerutil.ContainsFinalizer(sd, v1alpha1.FinalizerRelease) {
+		before := sd.DeepCopy()
+		controllerutil.RemoveFinalizer(sd, v1alpha1.FinalizerRelease)
+		if err := r.client.Patch(ctx, sd, client.MergeFrom(before)); err != nil && !apierrors.IsNotFound(err) {
+			return ctrl.Result{}, fmt.Errorf("remove finalizer: %w", err)
+		}
+	}
+	if sd.DeletionTimestamp.IsZero() {
+		// A tombstone: the deployment is gone, and so is its record.
+		if err := r.client.Delete(ctx, sd, client.Preconditions{UID: &sd.UID}); err != nil && !apierrors.IsNotFound(err) {
+			return ctrl.Result{}, fmt.Errorf("delete tombstoned StyrminDeployment: %w", err)
+		}
+	}
+	return ctrl.Result{}, nil
+}
+
+// resultFor maps the outcome of the phases to the conditions and the
+// reconcile result, and writes the status when it changed.
+func (r *Reconciler) resultFor(ctx context.Context, rs *reconcileState, orig *v1alpha1.StyrminDeployment, err error) (ctrl.Result, error) {
+	sd := rs.sd
+	sd.Status.ObservedGeneration = sd.Generation
+	var result ctrl.Result
+	switch {
+	case err == nil:
+		if rs.ready {
+			setCondition(sd, v1alpha1.ConditionReconciling, metav1.ConditionFalse, v1alpha1.ReasonSucceeded, "the cluster runs the instance")
+		} else {
+			setCondition(sd, v1alpha1.ConditionReconciling, metav1.ConditionTrue, v1alpha1.ReasonProgressing, "waiting for the components to become ready")
+		}
+		result.RequeueAfter = rs.requeueAfter
+	default:
+		o := outcome.Map(err, v1alpha1.ReasonApplyFailed)
+		reason, msg := o.Reason, err.Error()
+		setCondition(sd, v1alpha1.ConditionReady, metav1.ConditionFalse, reason, msg)
+		if o.Kind == outcome.Stall {
+			setCondition(sd, v1alpha1.ConditionStalled, metav1.ConditionTrue, reason, msg)
+			setCondition(sd, v1alpha1.ConditionReconciling, metav1.ConditionFalse, reason, "stalled until a new instance is locked in git")
+			// A new generation (from git) retriggers at once; a slow retry
+			// covers a driver source that was only behind.
+			err = nil
+			result.RequeueAfter = r.interval
+		} else {
+			setCondition(sd, v1alpha1.ConditionStalled, metav1.ConditionFalse, v1alpha1.ReasonSucceeded, "")
+			setCondition(sd, v1alpha1.ConditionReconciling, metav1.ConditionTrue, reason, "retrying: "+msg)
+			if o.Kind == outcome.Retry && o.After > 0 {
+				err, result.RequeueAfter = nil, o.After
+			}
+		}
+	}
+	if worthWriting(&orig.Status, &sd.Status) {
+		base := sd.DeepCopy()
+		base.Status = orig.Status
+		if perr := r.client.Status().Patch(ctx, sd, client.MergeFrom(base)); perr != nil && !apierrors.IsNotFound(perr) {
+			return ctrl.Result{}, errors.Join(err, fmt.Errorf("write status: %w", perr))
+		}
+	}
+	return result, err
+}
+
+// worthWriting reports whether the status changed in more than the
+// progress of a rollout. While a deployment stays not ready, its replica
+// counts change with every pod; writing each would cost a request per pod,
+// so they are written with the next change that matters (Ready turning
+// True, a new reason, a new sequence).
+func worthWriting(old, cur *v1alpha1.StyrminDeploymentStatus) bool {
+	if equality.Semantic.DeepEqual(old, cur) {
+		return false
+	}
+	if apimeta.IsStatusConditionTrue(old.Conditions, v1alpha1.ConditionReady) ||
+		apimeta.IsStatusConditionTrue(cur.Conditions, v1alpha1.ConditionReady) {
+		return true
+	}
+	a, b := old.DeepCopy(), cur.DeepCopy()
+	for _, st := range []*v1alpha1.StyrminDeploymentStatus{a, b} {
+		st.Components = nil
+		for i := range st.Conditions {
+			if st.Conditions[i].Reason == v1alpha1.ReasonComponentsNotReady || st.Conditions[i].Reason == v1alpha1.ReasonProgressing {
+				st.Conditions[i].Message = ""
+			}
+		}
+	}
+	return !equality.Semantic.DeepEqual(a, b)
+}
+
+// setCondition sets a condition; its transition time changes only with
+// its status.
+func setCondition(sd *v1alpha1.StyrminDeployment, typ string, status metav1.ConditionStatus, reason, msg string) {
+	apimeta.SetStatusCondition(&sd.Status.Conditions, metav1.Condition{
+		Type: typ, Status: status, Reason: reason, Message: truncate(msg, 2048), ObservedGeneration: sd.Generation,
+	})
+}
+
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[:n-3] + "..."
+}
+
+// state returns a deployment's in-memory state. A deployment first seen
+// (after an agent start) gets its first drift check at a random point of
+// the interval, so hundreds of deployments do not all check at once.
+func (r *Reconciler) state(namespace string) *deploymentState {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	st, ok := r.states[namespace]
+	if !ok {
+		st = &deploymentState{nextCheck: r.now().Add(rand.N(r.interval))}
+		r.states[namespace] = st
+	}
+	return st
+}
+
+// resetState starts a deployment's state over after an apply: the first
+// drift check of the new revision is one interval later.
+func (r *Reconciler) resetState(namespace string, applied *appliedRelease) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	st := &deploymentState{applied: applied, nextCheck: r.now().Add(r.interval)}
+	if rev := applied.revision; rev != nil {
+		// The apply's answers hold the field sets the drift check
+		// expects: its first check needs no dry-run apply.
+		st.desired = rev.Desired()
+	}
+	r.states[namespace] = st
+}
+
+func (r *Reconciler) forget(namespace string) {
+	r.mu.Lock()
+	delete(r.states, namespace)
+	r.mu.Unlock()
+}
+
+// setupWithManager registers the controller: StyrminDeployments, and the
+// workloads of their releases (a workload's change reconciles the
+// StyrminDeployment of its namespace, which is named after it).
+func (r *Reconciler) setupWithManager(mgr ctrl.Manager, concurrency int, log logr.Logger) error {
+	toDeployment := handler.EnqueueRequestsFromMapFunc(func(_ context.Context, o client.Object) []reconcile.Request {
+		if o.GetAnnotations()[release.ReleaseNamespaceAnnotation] == "" {
+			return nil
+		}
+		ns := o.GetNamespace()
+		return []reconcile.Request{{NamespacedName: types.NamespacedName{Namespace: ns, Name: ns}}}
+	})
+	return ctrl.NewControllerManagedBy(mgr).
+		Named("styrmindeployment").
+		For(&v1alpha1.StyrminDeployment{}, builder.WithPredicates(predicate.Or(
+			predicate.GenerationChangedPredicate{}, predicate.AnnotationChangedPredicate{}))).
+		Watches(&appsv1.Deployment{}, toDeployment).
+		Watches(&appsv1.StatefulSet{}, toDeployment).
+		Watches(&appsv1.DaemonSet{}, toDeployment).
+		// A process may build several managers (tests do); they share
+		// the controller's metrics.
+		WithOptions(controller.Options{MaxConcurrentReconciles: concurrency, SkipNameValidation: ptr.To(true)}).
+		WithLogConstructor(func(req *reconcile.Request) logr.Logger {
+			if req == nil {
+				return log
+			}
+			return log.WithValues("namespace", req.Namespace)
+		}).
+		Complete(r)
+}

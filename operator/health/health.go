@@ -1,0 +1,166 @@
+package health
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+
+	appsv1 "k8s.io/api/apps/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/styrmin/styrmin/drivers"
+	"github.com/styrmin/styrmin/operator/api/v1alpha1"
+)
+
+// ComponentStatuses reads the inventory's workloads (from the manager's
+// cache, which watches them) and sums them up per component. A component
+// with no workload (only a Service, say) is ready.
+func ComponentStatuses(ctx context.Context, c client.Reader, inventory []v1alpha1.ObjectRef) ([]v1alpha1.ComponentStatus, error) {
+	byName := map[string]*v1alpha1.ComponentStatus{}
+	for _, r := range inventory {
+		if r.Component == "" {
+			continue
+		}
+		cs, ok := byName[r.Component]
+		if !ok {
+			cs = &v1alpha1.ComponentStatus{Name: r.Component, Ready: true}
+			byName[r.Component] = cs
+		}
+		if !drivers.IsWorkloadKind(r.APIVersion, r.Kind) {
+			continue
+		}
+		ws, err := Workload(ctx, c, r)
+		if err != nil {
+			return nil, err
+		}
+		cs.Workloads = append(cs.Workloads, ws)
+		cs.DesiredReplicas += ws.DesiredReplicas
+		cs.ReadyReplicas += ws.ReadyReplicas
+		cs.Ready = cs.Ready && ws.Ready
+	}
+	out := make([]v1alpha1.ComponentStatus, 0, len(byName))
+	for _, cs := range byName {
+		slices.SortFunc(cs.Workloads, func(a, b v1alpha1.WorkloadStatus) int {
+			return strings.Compare(a.Kind+"/"+a.Name, b.Kind+"/"+b.Name)
+		})
+		out = append(out, *cs)
+	}
+	slices.SortFunc(out, func(a, b v1alpha1.ComponentStatus) int { return strings.Compare(a.Name, b.Name) })
+	return out, nil
+}
+
+// Workload reads one workload (from the manager's cache, which watches
+// them) and tells whether it is ready, and if not why. A workload that
+// does not exist is not ready ("not found").
+func Workload(ctx context.Context, c client.Reader, r v1alpha1.ObjectRef) (v1alpha1.WorkloadStatus, error) {
+	ws := v1alpha1.WorkloadStatus{Kind: r.Kind, Name: r.Name}
+	key := client.ObjectKey{Namespace: r.Namespace, Name: r.Name}
+	var err error
+	switch r.Kind {
+	case "Deployment":
+		var d appsv1.Deployment
+		if err = c.Get(ctx, key, &d); err == nil {
+			deploymentReady(&d, &ws)
+		}
+	case "StatefulSet":
+		var s appsv1.StatefulSet
+		if err = c.Get(ctx, key, &s); err == nil {
+			statefulSetReady(&s, &ws)
+		}
+	case "DaemonSet":
+		var d appsv1.DaemonSet
+		if err = c.Get(ctx, key, &d); err == nil {
+			daemonSetReady(&d, &ws)
+		}
+	}
+	if apierrors.IsNotFound(err) {
+		ws.Message = "not found"
+		return ws, nil
+	}
+	if err != nil {
+		return ws, fmt.Errorf("read %s: %w", r, err)
+	}
+	return ws, nil
+}
+
+// ReplicasOf is a workload's spec.replicas, 1 when unset (the API
+// server's default).
+func ReplicasOf(p *int32) int32 {
+	if p == nil {
+		return 1
+	}
+	return *p
+}
+
+// deploymentReady follows `kubectl rollout status`: the controller saw the
+// current generation, every replica runs the current template, no old one
+// is left, and all are available.
+func deploymentReady(d *appsv1.Deployment, ws *v1alpha1.WorkloadStatus) {
+	want := ReplicasOf(d.Spec.Replicas)
+	ws.DesiredReplicas = want
+	ws.ReadyReplicas = d.Status.ReadyReplicas
+	ws.UpdatedReplicas = d.Status.UpdatedReplicas
+	switch {
+	case d.Status.ObservedGeneration < d.Generation:
+		ws.Message = "waiting for the deployment controller to observe the change"
+	case d.Status.UpdatedReplicas < want:
+		ws.Message = fmt.Sprintf("%d of %d replicas updated", d.Status.UpdatedReplicas, want)
+	case d.Status.Replicas > d.Status.UpdatedReplicas:
+		ws.Message = fmt.Sprintf("%d old replicas pending termination", d.Status.Replicas-d.Status.UpdatedReplicas)
+	case d.Status.AvailableReplicas < want || d.Status.ReadyReplicas < want:
+		ws.Message = fmt.Sprintf("%d of %d replicas ready", d.Status.ReadyReplicas, want)
+	default:
+		ws.Ready = true
+	}
+}
+
+func statefulSetReady(s *appsv1.StatefulSet, ws *v1alpha1.WorkloadStatus) {
+	want := ReplicasOf(s.Spec.Replicas)
+	ws.DesiredReplicas = want
+	ws.ReadyReplicas = s.Status.ReadyReplicas
+	ws.UpdatedReplicas = s.Status.UpdatedReplicas
+	rolling := s.Spec.UpdateStrategy.Type == "" || s.Spec.UpdateStrategy.Type == appsv1.RollingUpdateStatefulSetStrategyType
+	switch {
+	case s.Status.ObservedGeneration < s.Generation:
+		ws.Message = "waiting for the statefulset controller to observe the change"
+	case s.Status.ReadyReplicas < want:
+		ws.Message = fmt.Sprintf("%d of %d replicas ready", s.Status.ReadyReplicas, want)
+	case rolling && s.Status.UpdateRevision != "" && s.Status.CurrentRevision != s.Status.UpdateRevision && s.Status.UpdatedReplicas < want:
+		ws.Message = fmt.Sprintf("%d of %d replicas updated", s.Status.UpdatedReplicas, want)
+	default:
+		ws.Ready = true
+	}
+}
+
+func daemonSetReady(d *appsv1.DaemonSet, ws *v1alpha1.WorkloadStatus) {
+	want := d.Status.DesiredNumberScheduled
+	ws.DesiredReplicas = want
+	ws.ReadyReplicas = d.Status.NumberReady
+	ws.UpdatedReplicas = d.Status.UpdatedNumberScheduled
+	switch {
+	case d.Status.ObservedGeneration < d.Generation:
+		ws.Message = "waiting for the daemonset controller to observe the change"
+	case d.Status.UpdatedNumberScheduled < want:
+		ws.Message = fmt.Sprintf("%d of %d pods updated", d.Status.UpdatedNumberScheduled, want)
+	case d.Status.NumberReady < want:
+		ws.Message = fmt.Sprintf("%d of %d pods ready", d.Status.NumberReady, want)
+	default:
+		ws.Ready = true
+	}
+}
+
+// NotReadySummary names the workloads that are not ready, for the Ready
+// condition's message.
+func NotReadySummary(components []v1alpha1.ComponentStatus) string {
+	var parts []string
+	for _, c := range components {
+		for _, w := range c.Workloads {
+			if !w.Ready {
+				parts = append(parts, fmt.Sprintf("%s %s/%s: %s", c.Name, w.Kind, w.Name, w.Message))
+			}
+		}
+	}
+	return strings.Join(parts, "; ")
+}

@@ -1,0 +1,64 @@
+package health
+
+import (
+	"testing"
+
+	appsv1 "k8s.io/api/apps/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/styrmin/styrmin/operator/api/v1alpha1"
+)
+
+func ptr32(i int32) *int32 { return &i }
+
+func TestDeploymentReadiness(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		gen    int64
+		spec   *int32
+		status appsv1.DeploymentStatus
+		ready  bool
+	}{
+		{"all ready", 2, ptr32(3), appsv1.DeploymentStatus{ObservedGeneration: 2, Replicas: 3, UpdatedReplicas: 3, ReadyReplicas: 3, AvailableReplicas: 3}, true},
+		{"new generation not observed", 3, ptr32(3), appsv1.DeploymentStatus{ObservedGeneration: 2, Replicas: 3, UpdatedReplicas: 3, ReadyReplicas: 3, AvailableReplicas: 3}, false},
+		{"rolling: old replicas left", 2, ptr32(3), appsv1.DeploymentStatus{ObservedGeneration: 2, Replicas: 4, UpdatedReplicas: 3, ReadyReplicas: 4, AvailableReplicas: 4}, false},
+		{"not all updated", 2, ptr32(3), appsv1.DeploymentStatus{ObservedGeneration: 2, Replicas: 3, UpdatedReplicas: 2, ReadyReplicas: 3, AvailableReplicas: 3}, false},
+		{"one not ready", 2, ptr32(3), appsv1.DeploymentStatus{ObservedGeneration: 2, Replicas: 3, UpdatedReplicas: 3, ReadyReplicas: 2, AvailableReplicas: 2}, false},
+		{"scaled to zero", 2, ptr32(0), appsv1.DeploymentStatus{ObservedGeneration: 2}, true},
+		{"replicas unset means one", 1, nil, appsv1.DeploymentStatus{ObservedGeneration: 1}, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			d := &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Generation: tc.gen}, Spec: appsv1.DeploymentSpec{Replicas: tc.spec}, Status: tc.status}
+			var ws v1alpha1.WorkloadStatus
+			deploymentReady(d, &ws)
+			if ws.Ready != tc.ready {
+				t.Fatalf("ready = %v (%s), want %v", ws.Ready, ws.Message, tc.ready)
+			}
+			if !ws.Ready && ws.Message == "" {
+				t.Fatal("not ready without a message")
+			}
+		})
+	}
+}
+
+func TestStatefulSetAndDaemonSetReadiness(t *testing.T) {
+	s := &appsv1.StatefulSet{ObjectMeta: metav1.ObjectMeta{Generation: 1}, Spec: appsv1.StatefulSetSpec{Replicas: ptr32(2)},
+		Status: appsv1.StatefulSetStatus{ObservedGeneration: 1, ReadyReplicas: 2, UpdatedReplicas: 1, CurrentRevision: "a", UpdateRevision: "b"}}
+	var ws v1alpha1.WorkloadStatus
+	statefulSetReady(s, &ws)
+	if ws.Ready {
+		t.Fatal("a StatefulSet mid-rollout is ready")
+	}
+	s.Status.UpdatedReplicas, s.Status.CurrentRevision = 2, "b"
+	ws = v1alpha1.WorkloadStatus{}
+	statefulSetReady(s, &ws)
+	if !ws.Ready || ws.ReadyReplicas != 2 || ws.DesiredReplicas != 2 {
+		t.Fatalf("rolled-out StatefulSet: %+v", ws)
+	}
+	d := &appsv1.DaemonSet{Status: appsv1.DaemonSetStatus{DesiredNumberScheduled: 2, NumberReady: 1, UpdatedNumberScheduled: 2}}
+	ws = v1alpha1.WorkloadStatus{}
+	daemonSetReady(d, &ws)
+	if ws.Ready {
+		t.Fatal("a DaemonSet with a pod not ready is ready")
+	}
+}

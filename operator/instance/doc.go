@@ -1,0 +1,7 @@
+// Package instance owns the contract between a task and the
+// StyrminDeployment it writes: an instance as a StyrminDeployment spec
+// and back (refusing a spec edited by hand), the sequence guard
+// (WriteInstance) and the held sequence, whether a StyrminDeployment runs
+// a sequence (Applied), and reading a task's instance from its lock in
+// git (RepoLocks).
+package instance

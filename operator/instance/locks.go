@@ -1,0 +1,152 @@
+package instance
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"sync"
+
+	"github.com/styrmin/styrmin/gitsource"
+	"github.com/styrmin/styrmin/operator/api/v1alpha1"
+	"github.com/styrmin/styrmin/resolver"
+)
+
+// LockSource gives a task the instance its lock records (spec.lock: the
+// lock commit and the lockfile's path), for tasks that do not carry a copy.
+//
+// Lock returns a *LockNotFoundError when the commit or the file is not
+// there, or the file does not decode: that needs a change in git. Any
+// other error is taken as transient and retried.
+type LockSource interface {
+	Lock(ctx context.Context, ref v1alpha1.LockRef) (*resolver.Instance, error)
+}
+
+// LockNotFoundError reports a task's lock that cannot be had.
+type LockNotFoundError struct {
+	Ref v1alpha1.LockRef
+	Err error
+}
+
+func (e *LockNotFoundError) Error() string {
+	return fmt.Sprintf("lock %s at commit %s: %v", e.Ref.Path, e.Ref.Commit, e.Err)
+}
+
+func (e *LockNotFoundError) Unwrap() error { return e.Err }
+
+// TreeReader is what RepoLocks reads: the files at a commit.
+// *gitsource.Repo implements it.
+type TreeReader interface {
+	FS(commit gitsource.Hash) (fs.FS, error)
+}
+
+var _ TreeReader = (*gitsource.Repo)(nil)
+
+// maxHandedOver bounds the instances RepoLocks holds for tasks not yet
+// run; past it they are dropped and read from git again when needed.
+const maxHandedOver = 5000
+
+// RepoLocks is the agent's LockSource: lockfiles read from its clone of
+// the desired-state repository at the lock commit. The sync hands over the
+// instances it decoded for the tasks it created (HandOver), so a task's
+// first run does not decode its lockfile a second time; a restarted agent
+// reads them from git.
+//
+// Tasks carry a reference to their lock rather than a copy of the
+// instance: every write of a task (its creation and each status update)
+// then costs the API server a third of what it did, which at hundreds of
+// tasks a commit is the difference between the API server or the
+// workloads setting the pace.
+type RepoLocks struct {
+	repo TreeReader
+
+	mu     sync.Mutex
+	handed map[v1alpha1.LockRef]*resolver.Instance
+	// last is the tree of the last commit read: a restarted agent's
+	// tasks read their locks at a few commits, and a tree keeps the
+	// folders it has read.
+	lastCommit gitsource.Hash
+	last       fs.FS
+}
+
+var _ LockSource = (*RepoLocks)(nil)
+
+// NewRepoLocks returns a LockSource over repo.
+func NewRepoLocks(repo TreeReader) *RepoLocks {
+	return &RepoLocks{repo: repo, handed: map[v1alpha1.LockRef]*resolver.Instance{}}
+}
+
+// HandOver keeps in for the first Lock of ref. The caller gives up in:
+// whoever asks for ref first gets it as it is.
+func (l *RepoLocks) HandOver(ref v1alpha1.LockRef, in *resolver.Instance) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if len(l.handed) >= maxHandedOver {
+		clear(l.handed)
+	}
+	l.handed[ref] = in
+}
+
+// tree returns the files at commit, reusing the last commit's tree.
+func (l *RepoLocks) tree(commit gitsource.Hash) (fs.FS, error) {
+	l.mu.Lock()
+	last, lastCommit := l.last, l.lastCommit
+	l.mu.Unlock()
+	if last != nil && lastCommit == commit {
+		return last, nil
+	}
+	// Not under l.mu: the repository's own lock can be held by a fetch.
+	fsys, err := l.repo.FS(commit)
+	if err != nil {
+		return nil, err
+	}
+	l.mu.Lock()
+	l.lastCommit, l.last = commit, fsys
+	l.mu.Unlock()
+	return fsys, nil
+}
+
+// Drop forgets the instance handed over for ref (its task was not
+// created).
+func (l *RepoLocks) Drop(ref v1alpha1.LockRef) {
+	l.mu.Lock()
+	delete(l.handed, ref)
+	l.mu.Unlock()
+}
+
+// Lock returns the instance of ref: the one handed over, else the
+// lockfile read from git.
+func (l *RepoLocks) Lock(_ context.Context, ref v1alpha1.LockRef) (*resolver.Instance, error) {
+	l.mu.Lock()
+	in, ok := l.handed[ref]
+	delete(l.handed, ref)
+	l.mu.Unlock()
+	if ok {
+		return in, nil
+	}
+	commit, err := gitsource.ParseHash(ref.Commit)
+	if err != nil {
+		return nil, &LockNotFoundError{Ref: ref, Err: err}
+	}
+	if !fs.ValidPath(ref.Path) {
+		return nil, &LockNotFoundError{Ref: ref, Err: errors.New("not a valid path in the repository")}
+	}
+	fsys, err := l.tree(commit)
+	if errors.Is(err, gitsource.ErrCommitNotFound) {
+		// History rewritten, or a task created from another repository.
+		return nil, &LockNotFoundError{Ref: ref, Err: err}
+	}
+	if err != nil {
+		return nil, fmt.Errorf("lock %s at commit %s: %w", ref.Path, ref.Commit, err)
+	}
+	in, err = resolver.ReadLock(fsys, ref.Path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, &LockNotFoundError{Ref: ref, Err: errors.New("no such file at that commit")}
+	}
+	if err != nil {
+		// At a commit, which does not change: a link, a folder, a file
+		// too big or one that does not decode needs a change in git.
+		return nil, &LockNotFoundError{Ref: ref, Err: err}
+	}
+	return in, nil
+}

@@ -1,0 +1,69 @@
+package outcome_test
+
+import (
+	"errors"
+	"fmt"
+	"testing"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+
+	"github.com/styrmin/styrmin/operator/api/v1alpha1"
+	"github.com/styrmin/styrmin/operator/internal/outcome"
+)
+
+func TestErrorsAreClassifiedWhereTheyHappen(t *testing.T) {
+	x := errors.New("x")
+	for _, tc := range []struct {
+		name    string
+		err     error
+		stalled bool
+		reason  string
+	}{
+		{"stalled", outcome.Stalled(v1alpha1.ReasonRenderFailed, x), true, v1alpha1.ReasonRenderFailed},
+		{"stalled, wrapped with context", fmt.Errorf("step: %w", outcome.Stalled(v1alpha1.ReasonDriverNotFound, x)), true, v1alpha1.ReasonDriverNotFound},
+		{"retryable", outcome.Retryable(v1alpha1.ReasonApplyFailed, x), false, v1alpha1.ReasonApplyFailed},
+		{"stalled inside retryable: no retry can fix it", outcome.Retryable(v1alpha1.ReasonApplyFailed, outcome.Stalled(v1alpha1.ReasonInvalidSpec, x)), true, v1alpha1.ReasonInvalidSpec},
+		{"unclassified", errors.New("unclassified"), false, "Fallback"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s, r := outcome.Classify(tc.err, "Fallback")
+			if s != tc.stalled || r != tc.reason {
+				t.Errorf("Classify(%v) = %v, %s; want %v, %s", tc.err, s, r, tc.stalled, tc.reason)
+			}
+			if outcome.IsStalled(tc.err) != tc.stalled {
+				t.Errorf("IsStalled(%v) = %v", tc.err, !tc.stalled)
+			}
+			if tc.err.Error() != "x" && tc.err.Error() != "unclassified" && tc.err.Error() != "step: x" {
+				t.Errorf("a classification changed the message: %q", tc.err.Error())
+			}
+		})
+	}
+}
+
+// TestMapIsTheOneMappingFromErrorToOutcome pins what a controller does
+// with each class of error.
+func TestMapIsTheOneMappingFromErrorToOutcome(t *testing.T) {
+	conflict := apierrors.NewConflict(schema.GroupResource{Resource: "styrmintasks"}, "t", errors.New("stale"))
+	for _, tc := range []struct {
+		name string
+		err  error
+		want outcome.Outcome
+	}{
+		{"no error", nil, outcome.Outcome{Kind: outcome.None}},
+		{"stalled", outcome.Stalled(v1alpha1.ReasonRenderFailed, errors.New("bad template")), outcome.Outcome{Kind: outcome.Stall, Reason: v1alpha1.ReasonRenderFailed}},
+		{"a conflict retries at once", fmt.Errorf("writing: %w", conflict), outcome.Outcome{Kind: outcome.Conflict, Reason: "Fallback", After: outcome.ConflictDelay}},
+		{"a classified conflict keeps its reason", outcome.Retryable(v1alpha1.ReasonApplyFailed, conflict), outcome.Outcome{Kind: outcome.Conflict, Reason: v1alpha1.ReasonApplyFailed, After: outcome.ConflictDelay}},
+		{"retryable backs off", outcome.Retryable(v1alpha1.ReasonDriverUnavailable, errors.New("fetch")), outcome.Outcome{Kind: outcome.Retry, Reason: v1alpha1.ReasonDriverUnavailable}},
+		{"retryable after a fixed delay", outcome.RetryableAfter(v1alpha1.ReasonApplyFailed, 3*time.Second, errors.New("busy")), outcome.Outcome{Kind: outcome.Retry, Reason: v1alpha1.ReasonApplyFailed, After: 3 * time.Second}},
+		{"unclassified backs off with the fallback reason", errors.New("timeout"), outcome.Outcome{Kind: outcome.Retry, Reason: "Fallback"}},
+		{"a stalled conflict stalls", outcome.Stalled(v1alpha1.ReasonInvalidSpec, conflict), outcome.Outcome{Kind: outcome.Stall, Reason: v1alpha1.ReasonInvalidSpec}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := outcome.Map(tc.err, "Fallback"); got != tc.want {
+				t.Errorf("Map(%v) = %+v, want %+v", tc.err, got, tc.want)
+			}
+		})
+	}
+}

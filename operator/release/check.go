@@ -1,0 +1,105 @@
+package release
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/styrmin/styrmin/operator/api/v1alpha1"
+)
+
+// ErrReleaseGone is returned (wrapped) by Check when the record of the
+// revision to check is gone: the release needs installing again.
+var ErrReleaseGone = errors.New("the release's record is gone")
+
+// Desired is what one drift check of a release revision compares with:
+// the revision's objects and the field sets Styrmin owns on them. A
+// caller keeps it between checks of the same revision, so only the first
+// check reads the record (and dry-runs the applies that give the field
+// sets); it is not safe for concurrent use.
+type Desired struct {
+	revision int
+	objects  []*desiredObject
+	expected map[string][]byte
+}
+
+// Desired is the revision's objects with the field sets the apply's
+// answers hold: its first drift check needs no read and no dry-run.
+func (r *Revision) Desired() *Desired {
+	return &Desired{revision: r.release.Version, objects: r.objects, expected: r.fields}
+}
+
+// Drift is one object whose live state lost fields Styrmin owns, or that
+// is gone.
+type Drift struct {
+	object  *desiredObject
+	Missing bool
+	Fields  []string
+}
+
+// Ref names the drifted object.
+func (d Drift) Ref() v1alpha1.ObjectRef { return d.object.ref }
+
+// Check compares revision rev of release name in namespace with the live
+// objects; inventory gives the objects' components. d is the state of the
+// last check (nil: none); the state to keep for the next check is
+// returned. A revision whose record is gone gives an error wrapping
+// ErrReleaseGone.
+func (h *Releases) Check(ctx context.Context, namespace, name string, rev int, inventory []v1alpha1.ObjectRef, d *Desired) (*Desired, []Drift, error) {
+	if d == nil || d.revision != rev {
+		rel, err := h.records.get(ctx, namespace, name, rev)
+		if errors.Is(err, errReleaseNotFound) {
+			return nil, nil, fmt.Errorf("%w: release %s revision %d not found; installing again", ErrReleaseGone, name, rev)
+		}
+		if err != nil {
+			return nil, nil, fmt.Errorf("read release %s revision %d: %w", name, rev, err)
+		}
+		components := make(map[string]string, len(inventory))
+		for _, o := range inventory {
+			components[objectKey(o)] = o.Component
+		}
+		objs, err := h.objects.desiredObjects(rel.Manifest, rel.Name, namespace, components)
+		if err != nil {
+			return nil, nil, err
+		}
+		d = &Desired{revision: rev, objects: objs, expected: map[string][]byte{}}
+	}
+	drifts, err := h.objects.check(ctx, d.objects, d.expected)
+	return d, drifts, err
+}
+
+// Correct applies the drifted objects of d's revision again, without a
+// new Helm revision.
+func (h *Releases) Correct(ctx context.Context, d *Desired, drifts []Drift) error {
+	return h.objects.correct(ctx, drifts, d.expected)
+}
+
+// Summary is the text of a DriftCorrected event: each object and its
+// drifted fields.
+func Summary(drifts []Drift) string {
+	parts := make([]string, 0, len(drifts))
+	for _, d := range drifts {
+		name := d.object.ref.Kind + "/" + d.object.ref.Name
+		switch {
+		case d.Missing:
+			parts = append(parts, name+" (deleted)")
+		default:
+			parts = append(parts, name+" ("+strings.Join(d.Fields, ", ")+")")
+		}
+	}
+	return strings.Join(parts, "; ")
+}
+
+// DriftedObjects is the status record of a correction.
+func DriftedObjects(drifts []Drift) []v1alpha1.DriftedObject {
+	out := make([]v1alpha1.DriftedObject, 0, len(drifts))
+	for _, d := range drifts {
+		out = append(out, v1alpha1.DriftedObject{ObjectRef: d.object.ref, Missing: d.Missing, Fields: d.Fields})
+	}
+	slices.SortFunc(out, func(a, b v1alpha1.DriftedObject) int {
+		return strings.Compare(objectKey(a.ObjectRef), objectKey(b.ObjectRef))
+	})
+	return out
+}

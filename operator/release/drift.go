@@ -1,0 +1,301 @@
+package release
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"slices"
+	"sort"
+	"strings"
+
+	releaseutil "helm.sh/helm/v4/pkg/release/v1/util"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/dynamic"
+	"sigs.k8s.io/structured-merge-diff/v6/fieldpath"
+	"sigs.k8s.io/yaml"
+
+	"github.com/styrmin/styrmin/operator/api/v1alpha1"
+)
+
+// Drift is found through server-side apply's field ownership, so only the
+// fields Styrmin owns count and defaulted fields or fields set by other
+// managers cause no noise:
+//
+//   - The expected field set of an object is what Styrmin's manager owns
+//     after applying the release's version of it. A server-side dry-run
+//     apply (forced) gives it without changing anything; it is computed
+//     once per release revision and kept in memory.
+//   - Whoever changes a field Styrmin owns (kubectl edit, scale, another
+//     controller's forced apply) takes its ownership, so the field leaves
+//     Styrmin's set: the fields in the expected set and not in the live one
+//     are the drifted fields. A deleted object is drifted as a whole.
+//   - A field another manager adds (an annotation, a label) is not in
+//     Styrmin's set and never counts.
+//
+// A check costs one GET per object; a correction one apply per drifted
+// object, with the same field manager, labels and annotations as Helm's,
+// so the release is unchanged and no Helm revision is added.
+
+// releaseObjects handles the objects of a release: it parses a release
+// manifest into them, applies and deletes them (helm.go, for an install or
+// upgrade) and compares them with the live ones (the drift check).
+type releaseObjects struct {
+	dyn    dynamic.Interface
+	mapper meta.RESTMapper
+}
+
+// desiredObject is one object of a release as Helm applied it.
+type desiredObject struct {
+	ref v1alpha1.ObjectRef
+	// data is the object as JSON, the apply's body. The agent keeps the
+	// objects of every release for the drift check: as JSON they take a
+	// fifth of the memory they take as maps.
+	data []byte
+	// keep is true when the object is annotated to outlive its release
+	// (helm.sh/resource-policy: keep).
+	keep bool
+	// resource is the object's REST resource, namespaced or not.
+	resource dynamic.ResourceInterface
+}
+
+// desiredObjects parses a release manifest into the objects Helm applied:
+// each object of the manifest, in the release namespace when namespaced
+// and unset, with Helm's ownership label and annotations.
+func (d *releaseObjects) desiredObjects(manifest, releaseName, namespace string, components map[string]string) ([]*desiredObject, error) {
+	objs, _, err := d.parseObjects(manifest, releaseName, namespace, components, false)
+	return objs, err
+}
+
+// parseObjects is desiredObjects; with skipUnmapped, objects of kinds the
+// API server does not serve (a CRD removed since) are left out and
+// listed, where otherwise they are an error.
+func (d *releaseObjects) parseObjects(manifest, releaseName, namespace string, components map[string]string, skipUnmapped bool) ([]*desiredObject, []string, error) {
+	var unmapped []string
+	docs := releaseutil.SplitManifests(manifest)
+	keys := make([]string, 0, len(docs))
+	for k := range docs {
+		keys = append(keys, k)
+	}
+	sort.Sort(releaseutil.BySplitManifestsOrder(keys))
+	var out []*desiredObject
+	for _, k := range keys {
+		doc := strings.TrimSpace(docs[k])
+		if doc == "" {
+			continue
+		}
+		var m map[string]any
+		if err := yaml.Unmarshal([]byte(doc), &m); err != nil {
+			return nil, nil, fmt.Errorf("release %s/%s manifest: %w", namespace, releaseName, err)
+		}
+		if len(m) == 0 {
+			continue
+		}
+		u := &unstructured.Unstructured{Object: m}
+		gvk := u.GroupVersionKind()
+		mapping, err := d.mapper.RESTMapping(gvk.GroupKind(), gvk.Version)
+		if skipUnmapped && meta.IsNoMatchError(err) {
+			unmapped = append(unmapped, gvk.Kind+" "+u.GetName())
+			continue
+		}
+		if err != nil {
+			return nil, nil, fmt.Errorf("release %s/%s manifest: %s %q: %w", namespace, releaseName, gvk.Kind, u.GetName(), err)
+		}
+		var res dynamic.ResourceInterface = d.dyn.Resource(mapping.Resource)
+		if mapping.Scope.Name() == meta.RESTScopeNameNamespace {
+			if u.GetNamespace() == "" {
+				u.SetNamespace(namespace)
+			}
+			res = d.dyn.Resource(mapping.Resource).Namespace(u.GetNamespace())
+		}
+		labels := u.GetLabels()
+		if labels == nil {
+			labels = map[string]string{}
+		}
+		labels[ManagedByLabel] = ManagedByValue
+		u.SetLabels(labels)
+		ann := u.GetAnnotations()
+		if ann == nil {
+			ann = map[string]string{}
+		}
+		ann[ReleaseNameAnnotation] = releaseName
+		ann[ReleaseNamespaceAnnotation] = namespace
+		u.SetAnnotations(ann)
+		ref := v1alpha1.ObjectRef{APIVersion: u.GetAPIVersion(), Kind: u.GetKind(), Namespace: u.GetNamespace(), Name: u.GetName()}
+		ref.Component = components[objectKey(ref)]
+		data, err := u.MarshalJSON()
+		if err != nil {
+			return nil, nil, fmt.Errorf("release %s/%s manifest: %s: %w", namespace, releaseName, ref, err)
+		}
+		out = append(out, &desiredObject{ref: ref, data: data, keep: ann[helmResourcePolicyAnnotation] == helmKeepPolicy, resource: res})
+	}
+	return out, unmapped, nil
+}
+
+// check compares each desired object with the live one. expected holds
+// the expected field sets by object key; missing entries are computed
+// with a dry-run apply and added.
+func (d *releaseObjects) check(ctx context.Context, objects []*desiredObject, expected map[string][]byte) ([]Drift, error) {
+	var drifts []Drift
+	for _, o := range objects {
+		key := objectKey(o.ref)
+		live, err := o.resource.Get(ctx, o.ref.Name, metav1.GetOptions{})
+		if apierrors.IsNotFound(err) {
+			drifts = append(drifts, Drift{object: o, Missing: true})
+			continue
+		}
+		if err != nil {
+			return nil, fmt.Errorf("drift check: get %s: %w", o.ref, err)
+		}
+		want, ok := expected[key]
+		if !ok {
+			applied, err := d.apply(ctx, o, true)
+			if err != nil {
+				return nil, fmt.Errorf("drift check: dry-run apply %s: %w", o.ref, err)
+			}
+			want = ownedFields(applied)
+			expected[key] = want
+		}
+		fields, err := lostFields(want, ownedFields(live))
+		if err != nil {
+			return nil, fmt.Errorf("drift check: %s: %w", o.ref, err)
+		}
+		if len(fields) > 0 {
+			drifts = append(drifts, Drift{object: o, Fields: fields})
+		}
+	}
+	return drifts, nil
+}
+
+// correct applies the drifted objects again and records their field sets.
+func (d *releaseObjects) correct(ctx context.Context, drifts []Drift, expected map[string][]byte) error {
+	for _, dr := range drifts {
+		applied, err := d.apply(ctx, dr.object, false)
+		if err != nil {
+			return fmt.Errorf("correct drift of %s: %w", dr.object.ref, err)
+		}
+		expected[objectKey(dr.object.ref)] = ownedFields(applied)
+	}
+	return nil
+}
+
+// apply applies one object with Styrmin's field manager, forcing
+// conflicts.
+func (d *releaseObjects) apply(ctx context.Context, o *desiredObject, dryRun bool) (*unstructured.Unstructured, error) {
+	return d.applyObject(ctx, o, dryRun, true)
+}
+
+// applyObject applies one object with Styrmin's field manager and strict
+// field validation (an unknown field is an error, not a warning).
+func (d *releaseObjects) applyObject(ctx context.Context, o *desiredObject, dryRun, force bool) (*unstructured.Unstructured, error) {
+	opts := metav1.PatchOptions{FieldManager: v1alpha1.FieldManager, Force: &force, FieldValidation: "Strict"}
+	if dryRun {
+		opts.DryRun = []string{metav1.DryRunAll}
+	}
+	return o.resource.Patch(ctx, o.ref.Name, types.ApplyPatchType, o.data, opts)
+}
+
+// applyAll applies a release's objects in order, one request each, and
+// returns the field sets Styrmin owns on them afterwards (the expected
+// sets of the drift check). Without force an object whose fields another
+// manager owns is not taken over: the apply fails with a conflict.
+//
+// It also returns how many objects were applied before an error.
+func (d *releaseObjects) applyAll(ctx context.Context, objects []*desiredObject, force bool) (map[string][]byte, int, error) {
+	fields := make(map[string][]byte, len(objects))
+	for i, o := range objects {
+		applied, err := d.applyObject(ctx, o, false, force)
+		if err != nil {
+			if apierrors.IsConflict(err) && !force {
+				return nil, i, fmt.Errorf("apply %s: it exists and another manager owns fields Styrmin would set; Styrmin does not take over an object it did not create: %w", o.ref, err)
+			}
+			return nil, i, fmt.Errorf("apply %s: %w", o.ref, err)
+		}
+		fields[objectKey(o.ref)] = ownedFields(applied)
+	}
+	return fields, len(objects), nil
+}
+
+// remove deletes an object of release releaseName in namespace (one a
+// new revision no longer has, or any on uninstall), when it is the
+// release's: like Helm, an object whose annotations name another release,
+// or none, is left alone (kept is true), and so is one replaced since it
+// was read. Its dependents go in the background. An object already gone
+// is not an error.
+func (d *releaseObjects) remove(ctx context.Context, o *desiredObject, releaseName, namespace string) (kept bool, err error) {
+	live, err := o.resource.Get(ctx, o.ref.Name, metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		return false, nil
+	}
+	if err != nil {
+		return false, fmt.Errorf("delete %s: %w", o.ref, err)
+	}
+	ann := live.GetAnnotations()
+	if ann[ReleaseNameAnnotation] != releaseName || ann[ReleaseNamespaceAnnotation] != namespace {
+		return true, nil
+	}
+	uid := live.GetUID()
+	policy := metav1.DeletePropagationBackground
+	err = o.resource.Delete(ctx, o.ref.Name, metav1.DeleteOptions{PropagationPolicy: &policy, Preconditions: &metav1.Preconditions{UID: &uid}})
+	switch {
+	case apierrors.IsNotFound(err):
+		return false, nil
+	case apierrors.IsConflict(err):
+		return true, nil // replaced by a new object since the read
+	case err != nil:
+		return false, fmt.Errorf("delete %s: %w", o.ref, err)
+	}
+	return false, nil
+}
+
+// ownedFields returns the field set (FieldsV1 JSON) Styrmin's manager owns
+// on an object through apply, nil when it owns nothing.
+func ownedFields(u *unstructured.Unstructured) []byte {
+	for _, mf := range u.GetManagedFields() {
+		if mf.Manager == v1alpha1.FieldManager && mf.Operation == metav1.ManagedFieldsOperationApply &&
+			mf.Subresource == "" && mf.FieldsV1 != nil {
+			return mf.FieldsV1.Raw
+		}
+	}
+	return nil
+}
+
+// lostFields returns the paths in the expected field set that the live set
+// lacks, leaves only, sorted.
+func lostFields(want, have []byte) ([]string, error) {
+	if bytes.Equal(want, have) {
+		return nil, nil
+	}
+	wantSet, err := parseFieldSet(want)
+	if err != nil {
+		return nil, fmt.Errorf("expected field set: %w", err)
+	}
+	haveSet, err := parseFieldSet(have)
+	if err != nil {
+		return nil, fmt.Errorf("live field set: %w", err)
+	}
+	lost := wantSet.Difference(haveSet).Leaves()
+	var out []string
+	lost.Iterate(func(p fieldpath.Path) { out = append(out, p.String()) })
+	slices.Sort(out)
+	return out, nil
+}
+
+func parseFieldSet(raw []byte) (*fieldpath.Set, error) {
+	s := &fieldpath.Set{}
+	if len(raw) == 0 {
+		return s, nil
+	}
+	if err := s.FromJSON(bytes.NewReader(raw)); err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+// objectKey identifies an object within a release.
+func objectKey(r v1alpha1.ObjectRef) string {
+	return r.Group() + "/" + r.Kind + "/" + r.Namespace + "/" + r.Name
+}

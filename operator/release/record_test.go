@@ -1,0 +1,39 @@
+package release
+
+import (
+	"strings"
+	"testing"
+
+	release "helm.sh/helm/v4/pkg/release/v1"
+	corev1 "k8s.io/api/core/v1"
+)
+
+// FuzzDecodeRecord feeds release record Secrets of any content to the
+// decoder the agent reads the cluster's records with: it returns a release
+// or an error naming the record, and never panics. The seeds are a record
+// the agent encodes, which must decode to the same revision.
+func FuzzDecodeRecord(f *testing.F) {
+	records := newReleaseRecords(nil)
+	rel := &release.Release{Name: "app", Namespace: "ns", Version: 3, Manifest: "---\n# Source: x/configmap-a.yaml\nkind: ConfigMap\n",
+		Info: &release.Info{Status: "deployed", Description: "styrmin sequence 3"}}
+	data, err := records.encode(rel)
+	if err != nil {
+		f.Fatal(err)
+	}
+	got, err := decodeRecord(&corev1.Secret{Data: map[string][]byte{"release": data}})
+	if err != nil || got.Version != 3 || got.Manifest != rel.Manifest || got.Info.Status != "deployed" {
+		f.Fatalf("an encoded record decodes to %+v, %v", got, err)
+	}
+	f.Add(data)
+	f.Add([]byte("eyJuYW1lIjoiYXBwIn0=")) // base64 of plain JSON, as old Helm wrote
+	f.Add([]byte("not base64"))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		s := &corev1.Secret{Data: map[string][]byte{"release": data}}
+		s.Name = "sh.helm.release.v1.app.v1"
+		if rel, err := decodeRecord(s); err == nil && rel == nil {
+			t.Fatal("no release and no error")
+		} else if err != nil && !strings.Contains(err.Error(), s.Name) {
+			t.Fatalf("error %q does not name the record", err)
+		}
+	})
+}

@@ -1,0 +1,461 @@
+package release
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"path"
+	"slices"
+	"strings"
+	"time"
+
+	chartv2 "helm.sh/helm/v4/pkg/chart/v2"
+	rcommon "helm.sh/helm/v4/pkg/release/common"
+	release "helm.sh/helm/v4/pkg/release/v1"
+	releaseutil "helm.sh/helm/v4/pkg/release/v1/util"
+	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/kubernetes"
+
+	"github.com/styrmin/styrmin/drivers"
+	"github.com/styrmin/styrmin/operator/api/v1alpha1"
+)
+
+// Helm's labels and annotations on the objects of a release (exported:
+// the agent caches and watches the workloads that carry them). Helm adds
+// them when it applies; drift correction applies them too, so that the
+// field set Styrmin owns is the same whichever of the two applied last.
+const (
+	ManagedByLabel             = "app.kubernetes.io/managed-by"
+	ManagedByValue             = "Helm"
+	ReleaseNameAnnotation      = "meta.helm.sh/release-name"
+	ReleaseNamespaceAnnotation = "meta.helm.sh/release-namespace"
+	// helmResourcePolicyAnnotation set to helmKeepPolicy keeps an object
+	// when its release drops it or is uninstalled.
+	helmResourcePolicyAnnotation = "helm.sh/resource-policy"
+	helmKeepPolicy               = "keep"
+	// driverDigestAnnotation on the release's chart records the driver's
+	// digest.
+	driverDigestAnnotation = v1alpha1.Group + "/driver-digest"
+)
+
+// Releases installs, upgrades and uninstalls the Helm releases of all
+// deployments, as Helm's actions would, without them: objects are applied
+// with server-side apply (releaseObjects) and revisions are written in
+// Helm's storage format (releaseRecords), so the helm CLI reads them as
+// its own. Not linking Helm's actions (and with them its registry, plugin,
+// kubectl and SQL storage code) keeps the agent's binary, all of which is
+// resident, smaller.
+type Releases struct {
+	logger     slog.Handler
+	maxHistory int
+
+	// objects parses, applies and deletes a release's objects.
+	objects *releaseObjects
+	// records reads and writes revisions in Helm's format.
+	records *releaseRecords
+}
+
+// Options configure Releases.
+type Options struct {
+	// MaxHistory bounds the revisions kept per release (0: Helm's default
+	// of unlimited).
+	MaxHistory int
+	// Logger receives warnings that change nothing (a trim that failed).
+	Logger slog.Handler
+}
+
+// New returns the release engine over the API server's clients: cs for
+// the release records, dyn and mapper for the release's objects.
+func New(cs kubernetes.Interface, dyn dynamic.Interface, mapper meta.RESTMapper, opts Options) (*Releases, error) {
+	if cs == nil || dyn == nil || mapper == nil {
+		return nil, errors.New("release: a clientset, a dynamic client and a REST mapper are required")
+	}
+	logger := opts.Logger
+	if logger == nil {
+		logger = slog.DiscardHandler
+	}
+	return &Releases{
+		logger:     logger,
+		maxHistory: opts.MaxHistory,
+		objects:    &releaseObjects{dyn: dyn, mapper: mapper},
+		records:    newReleaseRecords(cs),
+	}, nil
+}
+
+// Request is one install or upgrade.
+type Request struct {
+	Namespace string
+	Name      string
+	Driver    v1alpha1.DriverRef
+	// AppVersion is recorded on the release's chart.
+	AppVersion string
+	// Values are recorded as the release's values.
+	Values map[string]any
+	// Objects are what drivers.Render produced: exactly what is applied.
+	Objects []drivers.Object
+	// Description is recorded on the revision.
+	Description string
+}
+
+// Revision is a release revision this agent wrote, with the
+// objects it applied and the field sets Styrmin owns on them after the
+// apply: the first drift check of the revision needs neither a read of
+// the record nor a dry-run apply.
+type Revision struct {
+	release *release.Release
+	objects []*desiredObject
+	fields  map[string][]byte
+}
+
+// Apply applies the request's objects with server-side apply and records
+// them as a new revision of the Helm release, in Helm's own storage
+// format, so `helm list`, `helm history` and `helm get manifest` show the
+// truth and `helm uninstall` works.
+//
+// It does what Helm's install and upgrade actions do here, with fewer
+// requests, which is what bounds the agent at scale (issue: API-server
+// CPU per deployment):
+//
+//   - Helm reads the release history (one or two LISTs) and reads every
+//     object before applying it; here the previous revision comes from
+//     memory (known), by its key (one GET) or, when the status names
+//     none, from one LIST (see previousRevision), and objects are applied
+//     without reading them.
+//   - Helm writes a revision three times (pending, then deployed, then
+//     the previous one superseded); here it is written once, when the
+//     apply has succeeded or failed, and the previous one once.
+//
+// The first revision is applied without forcing conflicts: an object that
+// exists and whose fields another manager owns is not taken over (Helm's
+// install refuses it too); later revisions force, as the fields are
+// Styrmin's. Objects of the previous revision that the new one lacks are
+// deleted, but for those annotated helm.sh/resource-policy: keep.
+//
+// known is the last revision this agent wrote (nil: none in memory) and
+// revision the one the StyrminDeployment's status records (0: none). A
+// failure after some objects were applied is recorded as a failed
+// revision, as Helm does.
+func (h *Releases) Apply(ctx context.Context, req Request, known *Revision, revision int) (*Revision, bool, error) {
+	var knownRel *release.Release
+	if known != nil {
+		knownRel = known.release
+	}
+	prev, err := h.previousRevision(ctx, req.Namespace, req.Name, knownRel, revision)
+	if err != nil {
+		return nil, false, fmt.Errorf("release %s/%s: reading revision %d: %w", req.Namespace, req.Name, revision, err)
+	}
+	manifest := releaseManifest(req.Objects)
+	objs, err := h.objects.desiredObjects(manifest, req.Name, req.Namespace, componentsOf(req.Objects, req.Namespace))
+	if err != nil {
+		return nil, false, err
+	}
+	// After a failed revision the history says which revisions deployed
+	// (one LIST, only then): they decide forcing and are superseded.
+	var deployed []*release.Release
+	if prev != nil && prev.Info != nil && prev.Info.Status == rcommon.StatusFailed {
+		if deployed, err = h.deployedRevisions(ctx, req.Namespace, req.Name); err != nil {
+			return nil, false, fmt.Errorf("release %s/%s: %w", req.Namespace, req.Name, err)
+		}
+	}
+	// Forcing takes fields back from managers that changed them (drift)
+	// once the release is Styrmin's. A release that never deployed is not
+	// yet: its failed revisions may list an object another manager owns,
+	// which a retry must not take over.
+	force := prev != nil && (prev.Info == nil || prev.Info.Status != rcommon.StatusFailed || len(deployed) > 0)
+	fields, applied, applyErr := h.objects.applyAll(ctx, objs, force)
+	if applyErr != nil && applied == 0 {
+		// Nothing changed in the cluster: no revision to record (Helm's
+		// install refusing an object it would take over records none
+		// either), and a retry does not fill the history with failures.
+		return nil, prev == nil, fmt.Errorf("release %s/%s: %w", req.Namespace, req.Name, applyErr)
+	}
+	if applyErr == nil && prev != nil {
+		applyErr = h.prune(ctx, prev, objs, req)
+	}
+	now := time.Now()
+	rel := &release.Release{
+		Name:        req.Name,
+		Namespace:   req.Namespace,
+		Chart:       releaseChart(req),
+		Config:      req.Values,
+		Manifest:    manifest,
+		ApplyMethod: string(release.ApplyMethodServerSideApply),
+		Info:        &release.Info{FirstDeployed: now, LastDeployed: now, Status: rcommon.StatusDeployed, Description: req.Description},
+	}
+	if applyErr != nil {
+		rel.Info.Status = rcommon.StatusFailed
+		rel.Info.Description = truncate(req.Description+": "+applyErr.Error(), 1024)
+	}
+	pruneFrom := prev
+	if err := h.record(ctx, rel, &prev); err != nil {
+		return nil, prev == nil, errors.Join(applyErr, err)
+	}
+	if applyErr == nil && pruneFrom == nil && prev != nil {
+		// A record the caller did not know of: its objects may need
+		// pruning too.
+		applyErr = h.prune(ctx, prev, objs, req)
+	}
+	op := "install"
+	if prev != nil {
+		op = "upgrade"
+	}
+	if applyErr != nil {
+		return nil, prev == nil, fmt.Errorf("%s release %s/%s: %w", op, req.Namespace, req.Name, applyErr)
+	}
+	if err := h.supersede(ctx, rel, prev, deployed); err != nil {
+		return nil, false, err
+	}
+	h.trimHistory(ctx, rel)
+	return &Revision{release: rel, objects: objs, fields: fields}, prev == nil, nil
+}
+
+// previousRevision returns the release's latest revision, nil when it has
+// none: the one in memory, else the one the status names (read by key),
+// else whatever the history holds (one LIST: a status can be lost, and a
+// revision 1 written over a longer, trimmed history would go unseen).
+func (h *Releases) previousRevision(ctx context.Context, namespace, name string, known *release.Release, revision int) (*release.Release, error) {
+	if known != nil && known.Version >= revision {
+		return known, nil
+	}
+	if revision == 0 {
+		return h.records.latest(ctx, namespace, name)
+	}
+	rel, err := h.records.get(ctx, namespace, name, revision)
+	if errors.Is(err, errReleaseNotFound) {
+		// The records were removed, or revision is stale: ask for all.
+		return h.records.latest(ctx, namespace, name)
+	}
+	return rel, err
+}
+
+// supersede marks the revisions rel replaces superseded, as Helm's
+// upgrade does: prev when it was deployed, else the deployed revisions
+// of the history (deployed, when it was read already: nil if not); a
+// failed one stays failed.
+func (h *Releases) supersede(ctx context.Context, rel, prev *release.Release, deployed []*release.Release) error {
+	switch {
+	case prev == nil || prev.Info == nil:
+		return nil
+	case prev.Info.Status == rcommon.StatusDeployed:
+		deployed = []*release.Release{prev}
+	case deployed == nil:
+		// prev became a newer record than the one the apply started from.
+		var err error
+		if deployed, err = h.deployedRevisions(ctx, rel.Namespace, rel.Name); err != nil {
+			return fmt.Errorf("release %s/%s: %w", rel.Namespace, rel.Name, err)
+		}
+	}
+	for _, o := range deployed {
+		if o.Version >= rel.Version || o.Info == nil || o.Info.Status != rcommon.StatusDeployed {
+			continue
+		}
+		o.SetStatus(rcommon.StatusSuperseded, "Superseded by revision "+fmt.Sprint(rel.Version))
+		if err := h.records.update(ctx, o); err != nil {
+			return fmt.Errorf("release %s/%s: marking revision %d superseded: %w", rel.Namespace, rel.Name, o.Version, err)
+		}
+	}
+	return nil
+}
+
+// deployedRevisions returns the revisions of the release that deployed
+// (deployed, or superseded since), oldest first; empty, not nil, when none
+// did.
+func (h *Releases) deployedRevisions(ctx context.Context, namespace, name string) ([]*release.Release, error) {
+	history, err := h.records.history(ctx, namespace, name)
+	if err != nil {
+		return nil, err
+	}
+	out := []*release.Release{}
+	for _, rel := range history {
+		if rel.Info != nil && (rel.Info.Status == rcommon.StatusDeployed || rel.Info.Status == rcommon.StatusSuperseded) {
+			out = append(out, rel)
+		}
+	}
+	return out, nil
+}
+
+// record writes rel as the revision after *prev. A newer record than the
+// caller knew (written by an agent that stopped before recording it in
+// the status) moves the revision on; *prev becomes that record.
+func (h *Releases) record(ctx context.Context, rel *release.Release, prev **release.Release) error {
+	for attempt := 0; ; attempt++ {
+		rel.Version = 1
+		if p := *prev; p != nil {
+			rel.Version = p.Version + 1
+			if p.Info != nil && !p.Info.FirstDeployed.IsZero() {
+				rel.Info.FirstDeployed = p.Info.FirstDeployed
+			}
+		}
+		err := h.records.create(ctx, rel)
+		if !errors.Is(err, errReleaseExists) || attempt == 2 {
+			if err != nil {
+				return fmt.Errorf("release %s/%s: recording revision %d: %w", rel.Namespace, rel.Name, rel.Version, err)
+			}
+			return nil
+		}
+		last, lerr := h.records.latest(ctx, rel.Namespace, rel.Name)
+		if lerr != nil {
+			return fmt.Errorf("release %s/%s: reading its history: %w", rel.Namespace, rel.Name, lerr)
+		}
+		*prev = last
+	}
+}
+
+// trimHistory deletes the revision that falls out of the kept history.
+// Failing costs nothing but a record kept too long: it is logged only.
+func (h *Releases) trimHistory(ctx context.Context, rel *release.Release) {
+	old := rel.Version - h.maxHistory
+	if h.maxHistory <= 0 || old < 1 {
+		return
+	}
+	if err := h.records.remove(ctx, rel.Namespace, rel.Name, old); err != nil {
+		h.warn(ctx, "release %s/%s: deleting revision %d: %v", rel.Namespace, rel.Name, old, err)
+	}
+}
+
+// warn logs what changes nothing but is worth knowing.
+func (h *Releases) warn(ctx context.Context, format string, args ...any) {
+	h.logger.Handle(ctx, slog.NewRecord(time.Now(), slog.LevelWarn, fmt.Sprintf(format, args...), 0)) //nolint:errcheck // logging only
+}
+
+// prune deletes the objects of the previous revision that the new one no
+// longer has.
+func (h *Releases) prune(ctx context.Context, prev *release.Release, objs []*desiredObject, req Request) error {
+	old, err := h.objects.desiredObjects(prev.Manifest, req.Name, req.Namespace, nil)
+	if err != nil {
+		return fmt.Errorf("previous revision %d: %w", prev.Version, err)
+	}
+	keep := make(map[string]bool, len(objs))
+	for _, o := range objs {
+		keep[objectKey(o.ref)] = true
+	}
+	for _, o := range old {
+		if keep[objectKey(o.ref)] || o.keep {
+			continue
+		}
+		kept, err := h.objects.remove(ctx, o, req.Name, req.Namespace)
+		if err != nil {
+			return fmt.Errorf("%w (the new revision no longer has it)", err)
+		}
+		if kept {
+			h.warn(ctx, "release %s/%s: %s, which revision %d dropped, is not the release's: left alone", req.Namespace, req.Name, o.ref, prev.Version)
+		}
+	}
+	return nil
+}
+
+// componentsOf maps each rendered object's key to its component.
+func componentsOf(objects []drivers.Object, namespace string) map[string]string {
+	out := make(map[string]string, len(objects))
+	for _, ref := range Inventory(objects, namespace) {
+		out[objectKey(ref)] = ref.Component
+	}
+	return out
+}
+
+// releaseManifest is the release's manifest as Helm writes it: the
+// objects in Helm's install order, each under a "# Source:" line naming
+// its component, so `helm get manifest` shows where an object comes from.
+func releaseManifest(objects []drivers.Object) string {
+	sorted := slices.Clone(objects)
+	order := make(map[string]int, len(releaseutil.InstallOrder))
+	for i, k := range releaseutil.InstallOrder {
+		order[k] = i
+	}
+	rank := func(kind string) int {
+		if i, ok := order[kind]; ok {
+			return i
+		}
+		return len(order)
+	}
+	slices.SortStableFunc(sorted, func(a, b drivers.Object) int {
+		if c := rank(a.Kind) - rank(b.Kind); c != 0 {
+			return c
+		}
+		if rank(a.Kind) == len(order) {
+			return strings.Compare(a.Kind, b.Kind)
+		}
+		return 0
+	})
+	var b strings.Builder
+	for _, o := range sorted {
+		b.WriteString("---\n# Source: ")
+		b.WriteString(sourceName(o))
+		b.WriteString("\n")
+		b.WriteString(strings.TrimSpace(string(o.YAML)))
+		b.WriteString("\n")
+	}
+	return b.String()
+}
+
+// Uninstall removes the release and its objects, as `helm uninstall`
+// does: the objects of its latest revision are deleted in the reverse of
+// their install order (but those annotated helm.sh/resource-policy: keep),
+// then every revision's record. A release without records is not an
+// error. Its revisions carry no hooks: the driver's actions do that work.
+func (h *Releases) Uninstall(ctx context.Context, namespace, name string) error {
+	history, err := h.records.history(ctx, namespace, name)
+	if err != nil {
+		return fmt.Errorf("uninstall release %s/%s: %w", namespace, name, err)
+	}
+	if len(history) == 0 {
+		// Nothing to delete but records that do not decode, if any.
+		if err := h.records.removeAll(ctx, namespace, name); err != nil {
+			return fmt.Errorf("uninstall release %s/%s: %w", namespace, name, err)
+		}
+		return nil
+	}
+	latest := history[len(history)-1]
+	objs, unmapped, err := h.objects.parseObjects(latest.Manifest, name, namespace, nil, true)
+	if err != nil {
+		return fmt.Errorf("uninstall release %s/%s: revision %d: %w", namespace, name, latest.Version, err)
+	}
+	if len(unmapped) > 0 {
+		// Their kind is gone, and with it the objects.
+		h.warn(ctx, "uninstall release %s/%s: kinds no longer served, nothing to delete: %s", namespace, name, strings.Join(unmapped, ", "))
+	}
+	for _, o := range slices.Backward(objs) {
+		if o.keep {
+			continue
+		}
+		kept, err := h.objects.remove(ctx, o, name, namespace)
+		if err != nil {
+			return fmt.Errorf("uninstall release %s/%s: %w", namespace, name, err)
+		}
+		if kept {
+			h.warn(ctx, "uninstall release %s/%s: %s is not the release's: left alone", namespace, name, o.ref)
+		}
+	}
+	if err := h.records.removeAll(ctx, namespace, name); err != nil {
+		return fmt.Errorf("uninstall release %s/%s: %w", namespace, name, err)
+	}
+	return nil
+}
+
+// releaseChart is the chart recorded on the release: the driver as name
+// and version, the application version, and no templates: the objects
+// are what drivers.Render produced, recorded as the release's manifest.
+func releaseChart(req Request) *chartv2.Chart {
+	return &chartv2.Chart{
+		Metadata: &chartv2.Metadata{
+			APIVersion:  chartv2.APIVersionV2,
+			Name:        req.Driver.Name,
+			Version:     req.Driver.Version,
+			AppVersion:  req.AppVersion,
+			Description: "Styrmin driver " + req.Driver.String(),
+			Type:        "application",
+			Annotations: map[string]string{driverDigestAnnotation: req.Driver.Digest},
+		},
+	}
+}
+
+// sourceName is the "# Source:" of an object in the release manifest.
+func sourceName(o drivers.Object) string {
+	comp := o.Component
+	if comp == "" {
+		comp = "shared"
+	}
+	return path.Join(comp, strings.ToLower(o.Kind)+"-"+o.Name+".yaml")
+}

@@ -1,0 +1,409 @@
+package release
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"testing"
+
+	"helm.sh/helm/v4/pkg/action"
+	"helm.sh/helm/v4/pkg/chart/common"
+	chartv2 "helm.sh/helm/v4/pkg/chart/v2"
+	"helm.sh/helm/v4/pkg/kube"
+	release "helm.sh/helm/v4/pkg/release/v1"
+	"helm.sh/helm/v4/pkg/storage/driver"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"sigs.k8s.io/controller-runtime/pkg/client/apiutil"
+
+	"github.com/styrmin/styrmin/drivers"
+	"github.com/styrmin/styrmin/internal/helmtest"
+	"github.com/styrmin/styrmin/operator/api/v1alpha1"
+	"github.com/styrmin/styrmin/testcluster"
+)
+
+// releaseEnv is an API server and the release layer the agent uses.
+type releaseEnv struct {
+	cluster *testcluster.Cluster
+	cs      *kubernetes.Clientset
+	helm    *Releases
+}
+
+func startReleaseEnv(t *testing.T, maxHistory int) *releaseEnv {
+	t.Helper()
+	c := testcluster.StartT(t, testcluster.Options{})
+	hc, err := rest.HTTPClientFor(c.RESTConfig)
+	if err != nil {
+		t.Fatal(err)
+	}
+	mapper, err := apiutil.NewDynamicRESTMapper(c.RESTConfig, hc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dyn, err := dynamic.NewForConfig(c.RESTConfig)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cs, err := kubernetes.NewForConfig(c.RESTConfig)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h, err := New(cs, dyn, mapper, Options{MaxHistory: maxHistory})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &releaseEnv{cluster: c, cs: cs, helm: h}
+}
+
+func (e *releaseEnv) namespace(t *testing.T, name string) {
+	t.Helper()
+	if _, err := e.cs.CoreV1().Namespaces().Create(context.Background(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// history is `helm history`.
+func (e *releaseEnv) history(t *testing.T, ns, name string) string {
+	t.Helper()
+	rels, err := action.NewHistory(helmtest.CLIConfig(t, e.cluster.KubeconfigPath, ns)).Run(name)
+	if err != nil {
+		t.Fatalf("helm history %s/%s: %v", ns, name, err)
+	}
+	var parts []string
+	for _, r := range rels {
+		rel := r.(*release.Release)
+		parts = append(parts, fmt.Sprintf("%d:%s", rel.Version, rel.Info.Status))
+	}
+	slices.Sort(parts)
+	return strings.Join(parts, " ")
+}
+
+func (e *releaseEnv) configMaps(t *testing.T, ns string) string {
+	t.Helper()
+	list, err := e.cs.CoreV1().ConfigMaps(ns).List(context.Background(), metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, cm := range list.Items {
+		if cm.Name != "kube-root-ca.crt" {
+			names = append(names, cm.Name+"="+cm.Data["v"])
+		}
+	}
+	slices.Sort(names)
+	return strings.Join(names, " ")
+}
+
+func configMap(ns, name, value string, annotations ...string) drivers.Object {
+	y := "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: " + name + "\n  namespace: " + ns + "\n"
+	if len(annotations) > 0 {
+		y += "  annotations:\n"
+		for i := 0; i+1 < len(annotations); i += 2 {
+			y += "    " + annotations[i] + ": " + annotations[i+1] + "\n"
+		}
+	}
+	y += "data:\n  v: \"" + value + "\"\n"
+	return drivers.Object{APIVersion: "v1", Kind: "ConfigMap", Name: name, Namespace: ns, Component: "app", YAML: []byte(y)}
+}
+
+func releaseReq(ns string, objects ...drivers.Object) Request {
+	return Request{
+		Namespace: ns, Name: "app", Driver: v1alpha1.DriverRef{Name: "mini", Version: "1.0.0", Digest: "sha256:x"},
+		AppVersion: "1.0.0", Values: map[string]any{"v": "x"}, Objects: objects, Description: "test",
+	}
+}
+
+// TestReleaseRevisionsAreHelmRecordsPrunedAndTrimmed pins the release
+// layer on a real API server: each apply is one revision that `helm
+// history` reads (the previous one superseded), objects a revision drops
+// are deleted unless Helm's keep policy says otherwise, the history is
+// trimmed to its bound, and a revision the caller does not know of (a
+// lost status) is found instead of written over.
+func TestReleaseRevisionsAreHelmRecordsPrunedAndTrimmed(t *testing.T) {
+	e := startReleaseEnv(t, 2)
+	ctx := context.Background()
+	const ns = "rel"
+	e.namespace(t, ns)
+
+	r1, installed, err := e.helm.Apply(ctx, releaseReq(ns,
+		configMap(ns, "a", "1"), configMap(ns, "b", "1", "helm.sh/resource-policy", "keep"), configMap(ns, "c", "1")), nil, 0)
+	if err != nil || !installed || r1.release.Version != 1 {
+		t.Fatalf("first apply: %v, installed %v", err, installed)
+	}
+	if got := e.history(t, ns, "app"); got != "1:deployed" {
+		t.Fatalf("history %q, want 1:deployed", got)
+	}
+	if got := e.configMaps(t, ns); got != "a=1 b=1 c=1" {
+		t.Fatalf("config maps %q", got)
+	}
+	if len(r1.fields) != 3 || !strings.Contains(string(r1.fields["/ConfigMap/rel/a"]), `"f:v"`) {
+		t.Fatalf("owned field sets from the apply: %q", r1.fields)
+	}
+
+	r2, installed, err := e.helm.Apply(ctx, releaseReq(ns, configMap(ns, "a", "2")), r1, 1)
+	if err != nil || installed || r2.release.Version != 2 {
+		t.Fatalf("second apply: %v, installed %v", err, installed)
+	}
+	if got := e.history(t, ns, "app"); got != "1:superseded 2:deployed" {
+		t.Fatalf("history %q, want 1:superseded 2:deployed", got)
+	}
+	if got := e.configMaps(t, ns); got != "a=2 b=1" {
+		t.Fatalf("config maps %q: c should be pruned, b kept by its policy", got)
+	}
+
+	// Nothing in memory: the status's revision is read by key.
+	r3, _, err := e.helm.Apply(ctx, releaseReq(ns, configMap(ns, "a", "3")), nil, 2)
+	if err != nil || r3.release.Version != 3 {
+		t.Fatalf("third apply: %v", err)
+	}
+	if got := e.history(t, ns, "app"); got != "2:superseded 3:deployed" {
+		t.Fatalf("history %q, want 2:superseded 3:deployed (trimmed to 2)", got)
+	}
+
+	// A lost status: the history is asked, revision 1 is not written
+	// again although its record was trimmed.
+	r4, installed, err := e.helm.Apply(ctx, releaseReq(ns, configMap(ns, "a", "4")), nil, 0)
+	if err != nil || installed || r4.release.Version != 4 {
+		t.Fatalf("apply with no revision known: %v, installed %v (want revision 4)", err, installed)
+	}
+	// A stale status (revision 2 while 4 exists) and a stale memory: the
+	// write of 3 finds it taken and moves on.
+	r5, _, err := e.helm.Apply(ctx, releaseReq(ns, configMap(ns, "a", "5")), r2, 2)
+	if err != nil || r5.release.Version != 5 {
+		t.Fatalf("apply with a stale revision: %v", err)
+	}
+	if got := e.history(t, ns, "app"); got != "4:superseded 5:deployed" {
+		t.Fatalf("history %q, want 4:superseded 5:deployed", got)
+	}
+	rel, err := e.helm.records.get(ctx, ns, "app", 5)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(rel.Manifest, "# Source: app/configmap-a.yaml") || rel.ApplyMethod != "ssa" || rel.Chart.Metadata.Name != "mini" {
+		t.Fatalf("record of revision 5: manifest %q, apply method %q", rel.Manifest, rel.ApplyMethod)
+	}
+}
+
+// TestReleaseInstallDoesNotTakeOverAnotherManagersObject pins that a
+// first install leaves an object it did not create as it was, names it,
+// and records no revision; once the object is gone the install works.
+func TestReleaseInstallDoesNotTakeOverAnotherManagersObject(t *testing.T) {
+	e := startReleaseEnv(t, 10)
+	ctx := context.Background()
+	const ns = "taken"
+	e.namespace(t, ns)
+	theirs := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "a", Namespace: ns}, Data: map[string]string{"v": "theirs"}}
+	if _, err := e.cs.CoreV1().ConfigMaps(ns).Create(ctx, theirs, metav1.CreateOptions{FieldManager: "kubectl-create"}); err != nil {
+		t.Fatal(err)
+	}
+	_, _, err := e.helm.Apply(ctx, releaseReq(ns, configMap(ns, "a", "ours")), nil, 0)
+	if err == nil || !strings.Contains(err.Error(), "ConfigMap") || !strings.Contains(err.Error(), "does not take over") || !apierrors.IsConflict(err) {
+		t.Fatalf("install over another manager's object: %v, want a conflict naming the ConfigMap", err)
+	}
+	if got := e.configMaps(t, ns); got != "a=theirs" {
+		t.Fatalf("config maps %q: the other manager's object changed", got)
+	}
+	secrets, err := e.cs.CoreV1().Secrets(ns).List(ctx, metav1.ListOptions{LabelSelector: "owner=helm"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(secrets.Items) != 0 {
+		t.Fatalf("%d release records written for an install that changed nothing", len(secrets.Items))
+	}
+	if err := e.cs.CoreV1().ConfigMaps(ns).Delete(ctx, "a", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := e.helm.Apply(ctx, releaseReq(ns, configMap(ns, "a", "ours")), nil, 0); err != nil {
+		t.Fatal(err)
+	}
+	if got := e.history(t, ns, "app"); got != "1:deployed" {
+		t.Fatalf("history %q, want 1:deployed", got)
+	}
+}
+
+// releaseRecordCount counts a namespace's Helm release records.
+func (e *releaseEnv) releaseRecordCount(t *testing.T, ns string) int {
+	t.Helper()
+	secrets, err := e.cs.CoreV1().Secrets(ns).List(context.Background(), metav1.ListOptions{LabelSelector: "owner=helm"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return len(secrets.Items)
+}
+
+// TestReleaseUninstallRemovesObjectsAndHistoryButKeptObjects pins the
+// uninstall the agent does without Helm's action, as `helm uninstall`
+// does it: the latest revision's objects are deleted (but one annotated
+// helm.sh/resource-policy: keep), every record goes, Helm then knows no
+// such release, and uninstalling again is not an error.
+func TestReleaseUninstallRemovesObjectsAndHistoryButKeptObjects(t *testing.T) {
+	e := startReleaseEnv(t, 10)
+	ctx := context.Background()
+	const ns = "gone"
+	e.namespace(t, ns)
+	keep := []string{"helm.sh/resource-policy", "keep"}
+	r1, _, err := e.helm.Apply(ctx, releaseReq(ns, configMap(ns, "a", "1"), configMap(ns, "b", "1", keep...)), nil, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := e.helm.Apply(ctx, releaseReq(ns, configMap(ns, "a", "2"), configMap(ns, "b", "1", keep...), configMap(ns, "c", "2")), r1, 1); err != nil {
+		t.Fatal(err)
+	}
+	if got := e.history(t, ns, "app"); got != "1:superseded 2:deployed" {
+		t.Fatalf("history %q, want 1:superseded 2:deployed", got)
+	}
+	if err := e.helm.Uninstall(ctx, ns, "app"); err != nil {
+		t.Fatal(err)
+	}
+	if got := e.configMaps(t, ns); got != "b=1" {
+		t.Fatalf("config maps after uninstall %q, want only the kept b=1", got)
+	}
+	if n := e.releaseRecordCount(t, ns); n != 0 {
+		t.Fatalf("%d release records left after uninstall", n)
+	}
+	if _, err := action.NewHistory(helmtest.CLIConfig(t, e.cluster.KubeconfigPath, ns)).Run("app"); !errors.Is(err, driver.ErrReleaseNotFound) {
+		t.Fatalf("helm history after uninstall: %v, want release not found", err)
+	}
+	if err := e.helm.Uninstall(ctx, ns, "app"); err != nil {
+		t.Fatalf("uninstalling a release that is gone: %v", err)
+	}
+}
+
+// TestReleaseRecordsAreReadAsHelmWroteThem pins the other direction of
+// the format: a release the Helm SDK installed (its encoder, its labels)
+// is read by the agent's records, upgraded as the next revision with the
+// Helm revision superseded, and uninstalled with the object Helm created.
+func TestReleaseRecordsAreReadAsHelmWroteThem(t *testing.T) {
+	e := startReleaseEnv(t, 10)
+	ctx := context.Background()
+	const ns = "helmmade"
+	e.namespace(t, ns)
+	install := action.NewInstall(helmtest.CLIConfig(t, e.cluster.KubeconfigPath, ns))
+	install.ReleaseName, install.Namespace = "app", ns
+	install.ServerSideApply = true
+	install.WaitStrategy = kube.HookOnlyStrategy
+	chart := &chartv2.Chart{
+		Metadata:  &chartv2.Metadata{APIVersion: chartv2.APIVersionV2, Name: "byhand", Version: "0.1.0"},
+		Templates: []*common.File{{Name: "templates/cm.yaml", Data: []byte("apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: a\ndata:\n  v: helm\n")}},
+	}
+	if _, err := install.RunWithContext(ctx, chart, nil); err != nil {
+		t.Fatalf("helm install: %v", err)
+	}
+	latest, err := e.helm.records.latest(ctx, ns, "app")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if latest == nil || latest.Version != 1 || latest.Chart.Metadata.Name != "byhand" || !strings.Contains(latest.Manifest, "v: helm") {
+		t.Fatalf("the record Helm wrote, as read: %+v", latest)
+	}
+	got, err := e.helm.records.get(ctx, ns, "app", 1)
+	if err != nil || got.Manifest != latest.Manifest {
+		t.Fatalf("revision 1 by key: %v", err)
+	}
+	// The status names no revision: the history is read and the upgrade
+	// is revision 2.
+	r2, installed, err := e.helm.Apply(ctx, releaseReq(ns, configMap(ns, "a", "ours")), nil, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if installed || r2.release.Version != 2 {
+		t.Fatalf("apply over Helm's release: installed %v, revision %d; want an upgrade to 2", installed, r2.release.Version)
+	}
+	if got := e.history(t, ns, "app"); got != "1:superseded 2:deployed" {
+		t.Fatalf("history %q, want 1:superseded 2:deployed", got)
+	}
+	if got := e.configMaps(t, ns); got != "a=ours" {
+		t.Fatalf("config maps %q, want a=ours", got)
+	}
+	if err := e.helm.Uninstall(ctx, ns, "app"); err != nil {
+		t.Fatal(err)
+	}
+	if got, n := e.configMaps(t, ns), e.releaseRecordCount(t, ns); got != "" || n != 0 {
+		t.Fatalf("after uninstall: config maps %q, %d records", got, n)
+	}
+}
+
+// TestReleaseFailedInstallTakesNothingOverAndUninstallLeavesOthersObjects
+// pins what a partly failed first install leaves: its failed revision
+// lists an object another manager owns; a retry does not take it over
+// (no forcing while no revision deployed), and uninstalling deletes only
+// the objects that carry the release's annotations, as Helm does. Once a
+// revision deployed, a retry after a failed one forces again. A revision
+// whose manifest holds a kind no longer served uninstalls all the same.
+func TestReleaseFailedInstallTakesNothingOverAndUninstallLeavesOthersObjects(t *testing.T) {
+	e := startReleaseEnv(t, 10)
+	ctx := context.Background()
+	const ns = "partial"
+	e.namespace(t, ns)
+	theirs := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "b", Namespace: ns}, Data: map[string]string{"v": "theirs"}}
+	if _, err := e.cs.CoreV1().ConfigMaps(ns).Create(ctx, theirs, metav1.CreateOptions{FieldManager: "kubectl-create"}); err != nil {
+		t.Fatal(err)
+	}
+	req := releaseReq(ns, configMap(ns, "a", "1"), configMap(ns, "b", "ours"))
+	for attempt := 1; attempt <= 2; attempt++ {
+		if _, _, err := e.helm.Apply(ctx, req, nil, 0); err == nil || !apierrors.IsConflict(err) {
+			t.Fatalf("attempt %d over another manager's object: %v, want a conflict", attempt, err)
+		}
+		if got := e.configMaps(t, ns); got != "a=1 b=theirs" {
+			t.Fatalf("attempt %d: config maps %q: the other manager's object was taken over", attempt, got)
+		}
+	}
+	if got := e.history(t, ns, "app"); got != "1:failed 2:failed" {
+		t.Fatalf("history %q, want two failed revisions", got)
+	}
+	if err := e.helm.Uninstall(ctx, ns, "app"); err != nil {
+		t.Fatal(err)
+	}
+	if got, n := e.configMaps(t, ns), e.releaseRecordCount(t, ns); got != "b=theirs" || n != 0 {
+		t.Fatalf("after uninstall: config maps %q, %d records; want only the other manager's b", got, n)
+	}
+
+	// Once a revision deployed, a retry after a failed one takes fields
+	// back again: here from a hand edit of a.
+	if err := e.cs.CoreV1().ConfigMaps(ns).Delete(ctx, "b", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := e.helm.Apply(ctx, req, nil, 0); err != nil {
+		t.Fatal(err)
+	}
+	edit := func() {
+		t.Helper()
+		cm, err := e.cs.CoreV1().ConfigMaps(ns).Get(ctx, "a", metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		cm.Data["v"] = "edited"
+		if _, err := e.cs.CoreV1().ConfigMaps(ns).Update(ctx, cm, metav1.UpdateOptions{FieldManager: "kubectl-edit"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	edit()
+	if _, _, err := e.helm.Apply(ctx, releaseReq(ns, configMap(ns, "a", "2"), configMap(ns, "zz_invalid", "x")), nil, 0); err == nil {
+		t.Fatal("an upgrade with an invalid object name succeeded")
+	}
+	edit()
+	if _, _, err := e.helm.Apply(ctx, releaseReq(ns, configMap(ns, "a", "3"), configMap(ns, "b", "ours")), nil, 0); err != nil {
+		t.Fatalf("retry after a failed upgrade of a deployed release: %v", err)
+	}
+	if got, h := e.configMaps(t, ns), e.history(t, ns, "app"); got != "a=3 b=ours" || h != "1:superseded 2:failed 3:deployed" {
+		t.Fatalf("after the retry: config maps %q, history %q", got, h)
+	}
+
+	ghost := &release.Release{Name: "ghost", Namespace: ns, Version: 1, Info: &release.Info{Status: "deployed"},
+		Manifest: "---\n# Source: x/widget.yaml\napiVersion: example.com/v1\nkind: Widget\nmetadata:\n  name: w\n"}
+	if err := e.helm.records.create(ctx, ghost); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.helm.Uninstall(ctx, ns, "ghost"); err != nil {
+		t.Fatalf("uninstall of a release whose kind is no longer served: %v", err)
+	}
+	if got, err := e.cs.CoreV1().Secrets(ns).List(ctx, metav1.ListOptions{LabelSelector: "owner=helm,name=ghost"}); err != nil || len(got.Items) != 0 {
+		t.Fatalf("records left after uninstalling ghost: %v", err)
+	}
+}

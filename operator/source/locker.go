@@ -1,0 +1,228 @@
+package source
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/go-logr/logr"
+
+	"github.com/styrmin/styrmin/gitsource"
+	"github.com/styrmin/styrmin/resolver"
+)
+
+// LockRepo is what the locker needs of its clone: fetch the branch, tell a
+// lock commit from a configuration commit, and commit lockfiles back with
+// compare-and-swap. *gitsource.Repo implements it.
+type LockRepo interface {
+	gitsource.Writer
+	Fetch(ctx context.Context) (gitsource.FetchResult, error)
+	LockChanges(from, to gitsource.Hash, prefix string) ([]gitsource.LockChange, error)
+}
+
+var _ LockRepo = (*gitsource.Repo)(nil)
+
+// DefaultLockAttempts bounds the push attempts of one lock when the branch
+// keeps moving.
+const DefaultLockAttempts = 8
+
+// LockModeOptions configures the agent's lock mode, for teams without CI:
+// the agent locks every configuration head itself and pushes the lock
+// commits back (so its credentials need write access).
+type LockModeOptions struct {
+	// Repo is the locker's clone; when nil, URL and Branch are cloned in
+	// memory with Auth.
+	Repo   LockRepo
+	URL    string
+	Branch string
+	Auth   gitsource.Auth
+	// SecretName/SecretNamespace name the Secret holding push credentials
+	// (RunAgentWithExtras reads it into Auth; default: the agent's
+	// repository Secret).
+	SecretName      string
+	SecretNamespace string
+	// Interval between fetches (default DefaultPollInterval); Trigger
+	// locks at once.
+	Interval time.Duration
+	// AllOrNothing locks nothing when a deployment fails to resolve; by
+	// default the deployments that resolve are locked anyway (one broken
+	// deployment does not stop the others).
+	AllOrNothing bool
+	// MaxAttempts bounds the push attempts (default DefaultLockAttempts).
+	MaxAttempts int
+	// OnLocked is called after a lock commit was pushed (the agent
+	// triggers its syncer).
+	OnLocked func(LockResult)
+	// Log receives the locker's logs.
+	Log logr.Logger
+}
+
+// LockResult says what one LockHead did.
+type LockResult struct {
+	// Head is the fetched branch head.
+	Head gitsource.Hash
+	// Skipped is true when the head was already handled or is a lock
+	// commit (the engine's own, or CI's): nothing was resolved.
+	Skipped bool
+	// Commit is the lock commit pushed (zero when none was needed).
+	Commit gitsource.Hash
+	// Locked names the deployments locked, "cluster/env/name=sequence".
+	Locked []string
+	// Failed is the resolve error of the deployments left unlocked.
+	Failed error
+}
+
+// Locker runs the lock step inside the agent: on each new head that is not
+// a lock commit it resolves the configuration and pushes the changed
+// lockfiles with compare-and-swap. Its own commits never cause another
+// lock: a lock commit is skipped, and a head whose locks are current makes
+// no commit anyway.
+type Locker struct {
+	opts    LockModeOptions
+	trigger chan struct{}
+	// last is the last head handled (by the Start loop only).
+	last gitsource.Hash
+}
+
+// NewLocker checks opts and returns a Locker. When opts.Repo is nil the
+// clone is made on first use, so building a Locker is cheap.
+func NewLocker(opts LockModeOptions) (*Locker, error) {
+	if opts.Repo == nil && opts.URL == "" {
+		return nil, errors.New("lock mode: a repository or its URL is required")
+	}
+	if opts.Interval <= 0 {
+		opts.Interval = DefaultPollInterval
+	}
+	if opts.MaxAttempts <= 0 {
+		opts.MaxAttempts = DefaultLockAttempts
+	}
+	if opts.Log.GetSink() == nil {
+		opts.Log = logr.Discard()
+	}
+	return &Locker{opts: opts, trigger: make(chan struct{}, 1)}, nil
+}
+
+// Trigger asks for a lock now (on a webhook push). It never blocks.
+func (l *Locker) Trigger() {
+	select {
+	case l.trigger <- struct{}{}:
+	default:
+	}
+}
+
+// Start clones when needed, then locks at once, on every interval and on
+// Trigger, until ctx ends. Failures are logged; the next round tries again.
+func (l *Locker) Start(ctx context.Context) error {
+	if err := l.ensureRepo(ctx); err != nil {
+		if ctx.Err() != nil {
+			return nil
+		}
+		return err
+	}
+	pollLoop(ctx, l.opts.Interval, l.trigger, func(ctx context.Context) {
+		if _, err := l.LockHead(ctx); err != nil && ctx.Err() == nil {
+			l.opts.Log.Error(err, "lock failed")
+		}
+	})
+	return nil
+}
+
+// LockHead fetches the branch and locks its head unless it was handled
+// already or is a lock commit. It is not safe for concurrent use (Start
+// calls it from one goroutine).
+func (l *Locker) LockHead(ctx context.Context) (LockResult, error) {
+	var res LockResult
+	if err := l.ensureRepo(ctx); err != nil {
+		return res, err
+	}
+	fr, err := l.opts.Repo.Fetch(ctx)
+	if err != nil {
+		return res, fmt.Errorf("lock mode: fetch: %w", err)
+	}
+	res.Head = fr.Head
+	if fr.Head.IsZero() || fr.Head == l.last {
+		res.Skipped = true
+		return res, nil
+	}
+	lockCommit, err := l.isLockCommit(fr.Head)
+	if err != nil {
+		return res, err
+	}
+	if lockCommit {
+		l.opts.Log.V(1).Info("head is a lock commit; nothing to lock", "head", fr.Head.Short())
+		l.last = fr.Head
+		res.Skipped = true
+		return res, nil
+	}
+	policy := resolver.LockKeepGoing
+	if l.opts.AllOrNothing {
+		policy = resolver.LockAllOrNothing
+	}
+	out, err := resolver.CommitLocks(ctx, l.opts.Repo, resolver.WorkspaceOptions{}, policy, l.opts.MaxAttempts)
+	if err != nil {
+		// A configuration that does not resolve is retried only on the next
+		// head: the same head would fail the same way.
+		var ce *resolver.ConfigError
+		var de *resolver.DeploymentError
+		if errors.As(err, &ce) || errors.As(err, &de) {
+			l.last = fr.Head
+		}
+		return res, fmt.Errorf("lock mode: locking %s: %w", fr.Head.Short(), err)
+	}
+	l.last = fr.Head
+	res.Failed = out.Skipped
+	if out.Skipped != nil {
+		l.opts.Log.Error(out.Skipped, "some deployments did not resolve; the others were locked", "head", fr.Head.Short())
+	}
+	if !out.Committed {
+		return res, nil
+	}
+	res.Commit = out.Commit
+	for _, c := range out.Changes {
+		res.Locked = append(res.Locked, fmt.Sprintf("%s=%d", c.ID, c.Next.Sequence))
+	}
+	// The lock commit is the new head: remembering it saves the next round
+	// a resolve (it would make no commit anyway).
+	l.last = out.Commit
+	l.opts.Log.Info("locked", "head", fr.Head.Short(), "commit", out.Commit.Short(), "deployments", res.Locked, "attempts", out.Attempts)
+	if l.opts.OnLocked != nil {
+		l.opts.OnLocked(res)
+	}
+	return res, nil
+}
+
+// ensureRepo clones the repository in memory on first use.
+func (l *Locker) ensureRepo(ctx context.Context) error {
+	if l.opts.Repo != nil {
+		return nil
+	}
+	repo, err := gitsource.Clone(ctx, l.opts.URL, "", gitsource.CloneOptions{Branch: l.opts.Branch, Auth: l.opts.Auth})
+	if err != nil {
+		return fmt.Errorf("lock mode: cloning %s: %w", l.opts.URL, err)
+	}
+	l.opts.Repo = repo
+	return nil
+}
+
+// isLockCommit reports whether head is a lock commit: it changes files
+// under locks/ and carries Styrmin-Lock trailers.
+func (l *Locker) isLockCommit(head gitsource.Hash) (bool, error) {
+	changes, err := l.opts.Repo.LockChanges(l.last, head, resolver.LocksDir)
+	if err != nil && !l.last.IsZero() {
+		changes, err = l.opts.Repo.LockChanges(gitsource.Hash{}, head, resolver.LocksDir)
+	}
+	if err != nil {
+		return false, fmt.Errorf("lock mode: reading %s: %w", head.Short(), err)
+	}
+	for i := len(changes) - 1; i >= 0; i-- {
+		if changes[i].Commit == head {
+			return len(changes[i].Locks) > 0, nil
+		}
+	}
+	return false, nil
+}
+
+// NeedLeaderElection makes only the elected agent lock: two replicas
+// would otherwise resolve and push the same head twice.
+func (l *Locker) NeedLeaderElection() bool { return true }

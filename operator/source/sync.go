@@ -1,0 +1,657 @@
+package source
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/go-logr/logr"
+	"golang.org/x/sync/errgroup"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	apimeta "k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/events"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/manager"
+
+	"github.com/styrmin/styrmin/gitsource"
+	"github.com/styrmin/styrmin/operator/api/v1alpha1"
+	"github.com/styrmin/styrmin/operator/instance"
+	"github.com/styrmin/styrmin/planner"
+	"github.com/styrmin/styrmin/resolver"
+)
+
+// SourceRepo is what the syncer needs of the desired-state repository: a
+// fetch of the tracked branch, the lock commits between two commits and
+// the files at a commit. *gitsource.Repo implements it.
+type SourceRepo interface {
+	Fetch(ctx context.Context) (gitsource.FetchResult, error)
+	LockChanges(from, to gitsource.Hash, prefix string) ([]gitsource.LockChange, error)
+	FS(commit gitsource.Hash) (fs.FS, error)
+}
+
+var _ SourceRepo = (*gitsource.Repo)(nil)
+
+// DefaultPollInterval is how often the syncer fetches when
+// SyncerOptions.Interval is zero.
+const DefaultPollInterval = time.Minute
+
+// Reasons of the StyrminSource conditions and events.
+const (
+	reasonSynced      = "Synced"
+	reasonFetchFailed = "FetchFailed"
+	reasonAuthFailed  = "AuthenticationFailed"
+	reasonSyncFailed  = "SyncFailed"
+	reasonInvalidLock = "InvalidLock"
+	reasonLockDeleted = "LockDeleted"
+)
+
+// SyncerOptions configures a Syncer.
+type SyncerOptions struct {
+	// Client reads and writes StyrminSources, StyrminTasks, Namespaces
+	// and reads StyrminDeployments.
+	Client client.Client
+	// Repo is the agent's clone of the desired-state repository.
+	Repo SourceRepo
+	// Cluster is the cluster whose locks (locks/<cluster>/…) the agent
+	// applies; the others are ignored.
+	Cluster string
+	// Source names the StyrminSource that keeps the sync position.
+	Source types.NamespacedName
+	// Spec is written on the StyrminSource (URL, branch…); informational.
+	Spec v1alpha1.StyrminSourceSpec
+	// Interval between polls; 0 means DefaultPollInterval.
+	Interval time.Duration
+	// Locks, when set, is where the tasks' instances are read: tasks are
+	// created with a reference to their lock and no copy of the instance,
+	// which is handed over to Locks instead. Without it every task
+	// carries its instance.
+	Locks *instance.RepoLocks
+	// Recorder records events on the StyrminSource (optional).
+	Recorder events.EventRecorder
+	// Log receives the syncer's logs.
+	Log logr.Logger
+}
+
+// Syncer follows the desired-state repository: on an interval and on
+// Trigger it fetches the branch, walks every lock commit of its cluster
+// since the last one it synced and creates one StyrminTask per new
+// (deployment, sequence). The position is kept in a StyrminSource, so a
+// restarted agent resumes where it stopped; creating a task is idempotent,
+// so a sync interrupted halfway is simply done again.
+type Syncer struct {
+	opts    SyncerOptions
+	prefix  string
+	trigger chan struct{}
+
+	// mu serialises syncs (the poll loop and direct calls of Sync).
+	mu sync.Mutex
+	// position is the last synced commit as written to the StyrminSource;
+	// loaded is false until it was read once.
+	position gitsource.Hash
+	loaded   bool
+	// namespaces already known to exist, so each is created once; a
+	// sync's tasks are created from several goroutines (createTasks).
+	nsMu       sync.Mutex
+	namespaces map[string]bool
+}
+
+var (
+	_ manager.Runnable               = (*Syncer)(nil)
+	_ manager.LeaderElectionRunnable = (*Syncer)(nil)
+)
+
+// NewSyncer checks opts and returns a Syncer.
+func NewSyncer(opts SyncerOptions) (*Syncer, error) {
+	switch {
+	case opts.Client == nil:
+		return nil, errors.New("syncer: Client is required")
+	case opts.Repo == nil:
+		return nil, errors.New("syncer: Repo is required")
+	case opts.Cluster == "":
+		return nil, errors.New("syncer: Cluster is required")
+	case opts.Source.Name == "" || opts.Source.Namespace == "":
+		return nil, errors.New("syncer: Source needs a name and a namespace")
+	}
+	if opts.Interval <= 0 {
+		opts.Interval = DefaultPollInterval
+	}
+	if opts.Spec.Cluster == "" {
+		opts.Spec.Cluster = opts.Cluster
+	}
+	if opts.Spec.Interval == nil {
+		opts.Spec.Interval = &metav1.Duration{Duration: opts.Interval}
+	}
+	return &Syncer{
+		opts:       opts,
+		prefix:     resolver.ClusterLocksDir(opts.Cluster),
+		trigger:    make(chan struct{}, 1),
+		namespaces: map[string]bool{},
+	}, nil
+}
+
+// Trigger asks for a sync now (a webhook calls it on push). It never
+// blocks: triggers that arrive while one is pending are merged.
+func (s *Syncer) Trigger() {
+	select {
+	case s.trigger <- struct{}{}:
+	default:
+	}
+}
+
+// NeedLeaderElection makes only the elected agent sync.
+func (s *Syncer) NeedLeaderElection() bool { return true }
+
+// Start syncs at once, then on every interval and trigger, until ctx ends.
+// A failed sync is logged and recorded on the StyrminSource; the next poll
+// tries again.
+func (s *Syncer) Start(ctx context.Context) error {
+	pollLoop(ctx, s.opts.Interval, s.trigger, func(ctx context.Context) {
+		if _, err := s.Sync(ctx); err != nil && ctx.Err() == nil {
+			s.opts.Log.Error(err, "sync failed", "source", s.opts.Source.String())
+		}
+	})
+	return nil
+}
+
+// SyncResult says what one Sync did.
+type SyncResult struct {
+	// Head is the branch head that was synced.
+	Head gitsource.Hash
+	// Skipped is true when the head was already synced.
+	Skipped bool
+	// Created names the tasks created ("namespace/name"), in order.
+	Created []string
+	// Existing counts the tasks that already existed, or whose sequence
+	// the deployment's StyrminDeployment already holds (a task deleted
+	// with the history it fell out of is not made again).
+	Existing int
+	// Ignored counts lock changes that made no task (deleted lockfiles,
+	// invalid lockfiles, tombstones of deployments never applied here).
+	Ignored int
+}
+
+// Sync fetches the branch and creates the tasks of every lock commit since
+// the last synced one, then records the head as synced.
+func (s *Syncer) Sync(ctx context.Context) (SyncResult, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var res SyncResult
+
+	src, err := s.source(ctx)
+	if err != nil {
+		return res, err
+	}
+	fr, err := s.opts.Repo.Fetch(ctx)
+	if err != nil {
+		reason := reasonFetchFailed
+		if errors.Is(err, gitsource.ErrAuth) {
+			reason = reasonAuthFailed
+		}
+		s.setFailed(ctx, src, reason, err)
+		return res, fmt.Errorf("sync %s: fetch: %w", s.opts.Spec.URL, err)
+	}
+	res.Head = fr.Head
+	if fr.Head == s.position {
+		res.Skipped = true
+		return res, nil
+	}
+	if err := s.walk(ctx, src, s.position, fr.Head, &res); err != nil {
+		s.setFailed(ctx, src, reasonSyncFailed, err)
+		return res, err
+	}
+	if err := s.advance(ctx, src, fr.Head); err != nil {
+		return res, err
+	}
+	s.opts.Log.Info("synced", "head", fr.Head.Short(), "created", len(res.Created), "existing", res.Existing, "ignored", res.Ignored)
+	return res, nil
+}
+
+// source returns the StyrminSource, creating it on first use, and loads
+// the sync position from it.
+func (s *Syncer) source(ctx context.Context) (*v1alpha1.StyrminSource, error) {
+	var src v1alpha1.StyrminSource
+	err := s.opts.Client.Get(ctx, s.opts.Source, &src)
+	if apierrors.IsNotFound(err) {
+		src = v1alpha1.StyrminSource{
+			ObjectMeta: metav1.ObjectMeta{Name: s.opts.Source.Name, Namespace: s.opts.Source.Namespace},
+			Spec:       s.opts.Spec,
+		}
+		if err := s.opts.Client.Create(ctx, &src); err != nil && !apierrors.IsAlreadyExists(err) {
+			return nil, fmt.Errorf("creating StyrminSource %s: %w", s.opts.Source, err)
+		} else if err != nil {
+			return s.source(ctx)
+		}
+	} else if err != nil {
+		return nil, fmt.Errorf("reading StyrminSource %s: %w", s.opts.Source, err)
+	}
+	if !s.loaded {
+		// A position that does not parse (edited by hand) restarts from the
+		// root: creating tasks is idempotent and the guard keeps newer
+		// instances, so walking again is safe.
+		if src.Status.LastSyncedCommit != "" {
+			h, err := gitsource.ParseHash(src.Status.LastSyncedCommit)
+			if err != nil {
+				s.opts.Log.Error(err, "ignoring the recorded sync position", "source", s.opts.Source.String())
+			} else {
+				s.position = h
+			}
+		}
+		s.loaded = true
+	}
+	if !syncSpecEqual(src.Spec, s.opts.Spec) {
+		src.Spec = s.opts.Spec
+		if err := s.opts.Client.Update(ctx, &src); err != nil {
+			return nil, fmt.Errorf("updating StyrminSource %s: %w", s.opts.Source, err)
+		}
+	}
+	return &src, nil
+}
+
+func syncSpecEqual(a, b v1alpha1.StyrminSourceSpec) bool {
+	ad, bd := time.Duration(0), time.Duration(0)
+	if a.Interval != nil {
+		ad = a.Interval.Duration
+	}
+	if b.Interval != nil {
+		bd = b.Interval.Duration
+	}
+	return a.URL == b.URL && a.Branch == b.Branch && a.Cluster == b.Cluster && a.SecretName == b.SecretName && ad == bd
+}
+
+// walk creates the tasks of the lock changes between from and to.
+func (s *Syncer) walk(ctx context.Context, src *v1alpha1.StyrminSource, from, to gitsource.Hash, res *SyncResult) error {
+	changes, err := s.opts.Repo.LockChanges(from, to, s.prefix)
+	if err != nil && !from.IsZero() {
+		// The recorded commit may be gone (the branch was rewritten and
+		// collected): walk from the root, which is safe (see source).
+		s.opts.Log.Error(err, "walking from the recorded commit failed; walking from the root", "from", from.Short())
+		from = gitsource.Hash{}
+		changes, err = s.opts.Repo.LockChanges(from, to, s.prefix)
+	}
+	if err != nil {
+		return fmt.Errorf("sync: listing lock changes %s..%s: %w", from.Short(), to.Short(), err)
+	}
+	w := &syncWalk{s: s, from: from, prev: map[resolver.ID]*resolver.Instance{}, seen: map[resolver.ID]bool{}}
+	var tasks []*v1alpha1.StyrminTask
+	for _, ch := range changes {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		task, err := w.apply(ctx, src, ch, res)
+		if err != nil {
+			return err
+		}
+		if task != nil {
+			tasks = append(tasks, task)
+		}
+	}
+	return s.createTasks(ctx, tasks, res)
+}
+
+// syncCreateConcurrency bounds the deployments whose tasks are created at
+// once.
+const syncCreateConcurrency = 16
+
+// createTasks creates a walk's tasks, deployments in parallel and each
+// deployment's tasks one after another in sequence order, so no task
+// exists before an earlier one of its deployment (which it would wait
+// for, or overtake). One lock commit can hold hundreds of deployments:
+// created one after another, at two round trips each (namespace and
+// task), they made the sync the slowest part of a large create.
+func (s *Syncer) createTasks(ctx context.Context, tasks []*v1alpha1.StyrminTask, res *SyncResult) error {
+	groups := map[string][]int{}
+	var order []string
+	for i, t := range tasks {
+		key := t.Namespace + "/" + t.Spec.Deployment.Name
+		if _, ok := groups[key]; !ok {
+			order = append(order, key)
+		}
+		groups[key] = append(groups[key], i)
+	}
+	existed := make([]bool, len(tasks))
+	done := make([]bool, len(tasks))
+	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(syncCreateConcurrency)
+	for _, key := range order {
+		g.Go(func() error {
+			for _, i := range groups[key] {
+				task := tasks[i]
+				if err := s.ensureNamespace(gctx, task.Namespace, task.Spec.Deployment); err != nil {
+					return err
+				}
+				created, err := s.createTask(gctx, task)
+				if err != nil {
+					return err
+				}
+				existed[i] = !created
+				done[i] = true
+			}
+			return nil
+		})
+	}
+	err := g.Wait()
+	// Reported in the walk's order, whatever order the creates ran in.
+	for i, t := range tasks {
+		switch {
+		case !done[i]:
+		case existed[i]:
+			res.Existing++
+		default:
+			res.Created = append(res.Created, t.Namespace+"/"+t.Name)
+		}
+	}
+	return err
+}
+
+// syncWalk is the state of one walk: the previous instance of every
+// deployment met so far, to choose each task's workflow.
+type syncWalk struct {
+	s    *Syncer
+	from gitsource.Hash
+	// fromFS is the tree at from, read lazily for the instance a
+	// deployment had before the walk.
+	fromFS fs.FS
+	prev   map[resolver.ID]*resolver.Instance
+	seen   map[resolver.ID]bool
+}
+
+// apply reads one lock change and returns the task it makes (nil: none).
+func (w *syncWalk) apply(ctx context.Context, src *v1alpha1.StyrminSource, ch gitsource.LockChange, res *SyncResult) (*v1alpha1.StyrminTask, error) {
+	log := w.s.opts.Log.WithValues("commit", ch.Commit.Short(), "path", ch.Path)
+	id, ok := resolver.IDFromLockPath(ch.Path)
+	if !ok || id.Cluster != w.s.opts.Cluster {
+		res.Ignored++
+		return nil, nil
+	}
+	if ch.Deleted {
+		// Lockfiles are never deleted by styrmin (a deleted deployment
+		// leaves a tombstone): someone removed it by hand.
+		w.s.warn(src, reasonLockDeleted, "%s was deleted at %s; a removed deployment needs a tombstone lock, so nothing was changed", ch.Path, ch.Commit.Short())
+		log.Info("ignoring a deleted lockfile")
+		res.Ignored++
+		return nil, nil
+	}
+	fsys, err := w.s.opts.Repo.FS(ch.Commit)
+	if err != nil {
+		return nil, fmt.Errorf("sync: reading %s at %s: %w", ch.Path, ch.Commit.Short(), err)
+	}
+	// Through the resolver's reader, with its size limit and its refusal
+	// of links: a lockfile is outside input.
+	next, err := resolver.ReadLock(fsys, ch.Path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, fmt.Errorf("sync: reading %s at %s: %w", ch.Path, ch.Commit.Short(), err)
+	}
+	if err == nil && next.ID != id {
+		err = fmt.Errorf("%s: the lockfile names deployment %s", ch.Path, next.ID)
+	}
+	if err != nil {
+		w.s.warn(src, reasonInvalidLock, "lock commit %s: %v; no task was created for it", ch.Commit.Short(), err)
+		log.Error(err, "ignoring an invalid lockfile")
+		res.Ignored++
+		return nil, nil
+	}
+	prev, err := w.previous(id)
+	if err != nil {
+		return nil, err
+	}
+	if prev != nil && next.Sequence <= prev.Sequence {
+		w.s.warn(src, reasonInvalidLock, "%s at %s: sequence %d does not follow %d; no task was created for it", ch.Path, ch.Commit.Short(), next.Sequence, prev.Sequence)
+		res.Ignored++
+		return nil, nil
+	}
+	w.prev[id] = next
+
+	task, err := w.s.taskFor(ctx, prev, next, gitsource.Hash(ch.Commit), ch.Path)
+	if err != nil {
+		return nil, err
+	}
+	if task == nil {
+		log.Info("tombstone of a deployment never applied in this cluster: nothing to delete", "deployment", id.String())
+		res.Ignored++
+	}
+	return task, nil
+}
+
+// previous returns the instance a deployment had before the change being
+// applied: the last one met in this walk, else its lockfile at the commit
+// the walk started from.
+func (w *syncWalk) previous(id resolver.ID) (*resolver.Instance, error) {
+	if w.seen[id] {
+		return w.prev[id], nil
+	}
+	w.seen[id] = true
+	if w.from.IsZero() {
+		return nil, nil
+	}
+	if w.fromFS == nil {
+		fsys, err := w.s.opts.Repo.FS(w.from)
+		if err != nil {
+			return nil, fmt.Errorf("sync: reading the tree at %s: %w", w.from.Short(), err)
+		}
+		w.fromFS = fsys
+	}
+	in, err := resolver.ReadLock(w.fromFS, id.LockPath())
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		// An invalid earlier lock was reported when it was synced; for the
+		// workflow it counts as no instance.
+		return nil, nil //nolint:nilerr // see above
+	}
+	w.prev[id] = in
+	return in, nil
+}
+
+// SelectWorkflow returns the workflow of the task that takes a deployment
+// from prev (nil: none) to next, by the planner's rule (so a plan shows
+// what the agent will run): delete for a tombstone, create when there was
+// no instance (or a tombstone), upgrade when the driver or the application
+// version changed, update otherwise. Where the planner sees nothing to do
+// (equal digests under a new sequence, a tombstone after a tombstone) the
+// task still runs, as an update or a delete, so every sequence ends.
+func SelectWorkflow(prev, next *resolver.Instance) v1alpha1.Workflow {
+	switch w := planner.SelectWorkflow(prev, next); {
+	case w != "":
+		return v1alpha1.Workflow(w)
+	case next.Tombstone():
+		return v1alpha1.WorkflowDelete
+	default:
+		return v1alpha1.WorkflowUpdate
+	}
+}
+
+// taskFor builds the task of next. A tombstone needs the namespace of the
+// instance it deletes: from prev, else from the StyrminDeployment in the
+// cluster; with neither there is nothing to delete and taskFor returns nil.
+func (s *Syncer) taskFor(ctx context.Context, prev, next *resolver.Instance, commit gitsource.Hash, path string) (*v1alpha1.StyrminTask, error) {
+	wf := SelectWorkflow(prev, next)
+	ns := ""
+	if next.Context != nil {
+		ns = next.Context.Deployment.Namespace
+	}
+	if ns == "" && prev != nil && prev.Context != nil {
+		ns = prev.Context.Deployment.Namespace
+	}
+	if ns == "" {
+		var err error
+		if ns, err = s.deploymentNamespace(ctx, next.ID); err != nil || ns == "" {
+			return nil, err
+		}
+	}
+	lock := v1alpha1.LockRef{Commit: commit.String(), Path: path}
+	var copied *v1alpha1.StyrminDeploymentSpec
+	if s.opts.Locks != nil {
+		s.opts.Locks.HandOver(lock, next)
+	} else {
+		spec, err := instance.SpecFromInstance(next)
+		if err != nil {
+			return nil, fmt.Errorf("sync: %s: %w", path, err)
+		}
+		copied = &spec
+	}
+	var from int64
+	if prev != nil {
+		from = prev.Sequence
+	}
+	id := instance.DeploymentID(next.ID)
+	labels := id.Labels()
+	labels[v1alpha1.LabelSequence] = strconv.FormatInt(next.Sequence, 10)
+	return &v1alpha1.StyrminTask{
+		ObjectMeta: metav1.ObjectMeta{
+			Name:      v1alpha1.TaskName(next.ID.Name, next.Sequence),
+			Namespace: ns,
+			Labels:    labels,
+		},
+		Spec: v1alpha1.StyrminTaskSpec{
+			Deployment:   id,
+			Namespace:    ns,
+			Workflow:     wf,
+			FromSequence: from,
+			ToSequence:   next.Sequence,
+			Lock:         lock,
+			Target: &v1alpha1.TaskTarget{
+				Kind: next.Kind, AppVersion: next.AppVersion, SourceCommit: next.SourceCommit, Digest: next.Digest,
+				Driver: v1alpha1.DriverRef{Name: next.Driver.Name, Version: next.Driver.Version, Digest: next.Driver.Digest},
+			},
+			Instance: copied,
+		},
+	}, nil
+}
+
+// createTask creates a task unless it exists or its deployment already
+// runs its sequence; created says which. A task not created gives up the
+// instance handed over for it.
+func (s *Syncer) createTask(ctx context.Context, task *v1alpha1.StyrminTask) (created bool, err error) {
+	defer func() {
+		if !created && s.opts.Locks != nil {
+			s.opts.Locks.Drop(task.Spec.Lock)
+		}
+	}()
+	if applied, err := s.applied(ctx, task); err != nil || applied {
+		return false, err
+	}
+	err = s.opts.Client.Create(ctx, task)
+	switch {
+	case apierrors.IsAlreadyExists(err):
+		return false, nil
+	case err != nil:
+		return false, fmt.Errorf("sync: creating task %s/%s: %w", task.Namespace, task.Name, err)
+	}
+	s.opts.Log.Info("task created", "task", task.Name, "namespace", task.Namespace, "workflow", task.Spec.Workflow)
+	return true, nil
+}
+
+// applied tells whether the deployment's StyrminDeployment already runs
+// the task's sequence or a later one (spec.sequence, which only tasks
+// write; not the guard's annotation, which a person may raise and which
+// the task's own guard must meet): the task ran, and may have been deleted
+// since with the history it fell out of (a walk from the root meets its
+// lock again). Running it again would end Superseded at best, after its
+// pre steps.
+func (s *Syncer) applied(ctx context.Context, task *v1alpha1.StyrminTask) (bool, error) {
+	var sd v1alpha1.StyrminDeployment
+	err := s.opts.Client.Get(ctx, instance.Key(task.Namespace), &sd)
+	if apierrors.IsNotFound(err) {
+		return false, nil
+	}
+	if err != nil {
+		return false, fmt.Errorf("sync: reading the StyrminDeployment of %s: %w", task.Namespace, err)
+	}
+	return sd.Spec.Sequence >= task.Spec.ToSequence, nil
+}
+
+// deploymentNamespace finds the namespace of a deployment's
+// StyrminDeployment, "" when there is none.
+func (s *Syncer) deploymentNamespace(ctx context.Context, id resolver.ID) (string, error) {
+	var list v1alpha1.StyrminDeploymentList
+	sel := instance.DeploymentID(id).Labels()
+	if err := s.opts.Client.List(ctx, &list, client.MatchingLabels(sel)); err != nil {
+		return "", fmt.Errorf("sync: looking up the StyrminDeployment of %s: %w", id, err)
+	}
+	for _, sd := range list.Items {
+		return sd.Namespace, nil
+	}
+	return "", nil
+}
+
+// ensureNamespace creates a deployment's namespace on first use.
+func (s *Syncer) ensureNamespace(ctx context.Context, name string, id v1alpha1.DeploymentID) error {
+	s.nsMu.Lock()
+	known := s.namespaces[name]
+	s.nsMu.Unlock()
+	if known {
+		return nil
+	}
+	if err := instance.CreateNamespace(ctx, s.opts.Client, name, id); err != nil {
+		return fmt.Errorf("sync: %w", err)
+	}
+	s.nsMu.Lock()
+	s.namespaces[name] = true
+	s.nsMu.Unlock()
+	return nil
+}
+
+// advance records head as synced.
+func (s *Syncer) advance(ctx context.Context, src *v1alpha1.StyrminSource, head gitsource.Hash) error {
+	now := metav1.Now()
+	src.Status.ObservedGeneration = src.Generation
+	src.Status.LastSyncedCommit = head.String()
+	src.Status.LastFetchedCommit = head.String()
+	src.Status.LastSyncTime = &now
+	apimeta.SetStatusCondition(&src.Status.Conditions, metav1.Condition{
+		Type: v1alpha1.ConditionReady, Status: metav1.ConditionTrue, Reason: reasonSynced,
+		Message: "synced " + head.Short(), ObservedGeneration: src.Generation,
+	})
+	apimeta.RemoveStatusCondition(&src.Status.Conditions, v1alpha1.ConditionStalled)
+	err := s.opts.Client.Status().Update(ctx, src)
+	if apierrors.IsConflict(err) {
+		// The copy read at the start of the sync was stale (a cache that
+		// had not caught up with the previous sync's write): read it again.
+		var fresh v1alpha1.StyrminSource
+		if err = s.opts.Client.Get(ctx, s.opts.Source, &fresh); err == nil {
+			fresh.Status.ObservedGeneration = fresh.Generation
+			fresh.Status.LastSyncedCommit = head.String()
+			fresh.Status.LastFetchedCommit = head.String()
+			fresh.Status.LastSyncTime = &now
+			fresh.Status.Conditions = src.Status.Conditions
+			err = s.opts.Client.Status().Update(ctx, &fresh)
+		}
+	}
+	if err != nil {
+		return fmt.Errorf("sync: recording %s as synced on StyrminSource %s: %w", head.Short(), s.opts.Source, err)
+	}
+	s.position = head
+	return nil
+}
+
+// setFailed records a failed sync on the StyrminSource (best effort: the
+// error is returned to the caller anyway).
+func (s *Syncer) setFailed(ctx context.Context, src *v1alpha1.StyrminSource, reason string, err error) {
+	apimeta.SetStatusCondition(&src.Status.Conditions, metav1.Condition{
+		Type: v1alpha1.ConditionReady, Status: metav1.ConditionFalse, Reason: reason,
+		Message: err.Error(), ObservedGeneration: src.Generation,
+	})
+	if reason == reasonAuthFailed {
+		apimeta.SetStatusCondition(&src.Status.Conditions, metav1.Condition{
+			Type: v1alpha1.ConditionStalled, Status: metav1.ConditionTrue, Reason: reason,
+			Message: err.Error(), ObservedGeneration: src.Generation,
+		})
+	}
+	if uerr := s.opts.Client.Status().Update(ctx, src); uerr != nil {
+		s.opts.Log.Error(uerr, "recording the failed sync", "source", s.opts.Source.String())
+	}
+}
+
+func (s *Syncer) warn(src *v1alpha1.StyrminSource, reason, format string, args ...any) {
+	if s.opts.Recorder != nil {
+		s.opts.Recorder.Eventf(src, nil, corev1.EventTypeWarning, reason, "Sync", format, args...)
+	}
+}

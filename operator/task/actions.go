@@ -1,0 +1,699 @@
+package task
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	apimeta "k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/yaml"
+
+	"github.com/styrmin/styrmin/drivers"
+	"github.com/styrmin/styrmin/operator/api/v1alpha1"
+	"github.com/styrmin/styrmin/operator/health"
+	"github.com/styrmin/styrmin/operator/instance"
+	"github.com/styrmin/styrmin/operator/internal/outcome"
+)
+
+// The action primitives. Each is called again and again until it reports
+// done: it does the part of its work that is not done yet and says when to
+// look again, so no reconcile blocks while pods start or a job runs. Each is
+// idempotent, because a step found Running after an agent restart is run
+// again from its start: stopComponents records the replicas before it
+// scales (and keeps the first record), runJob names its Job after the task
+// so a re-run finds it, upgradeDeploymentVersion does not write a
+// StyrminDeployment that already holds its sequence.
+//
+// Errors follow the package's classification: stalled means the step
+// failed (the task fails), anything else is retried until the step's
+// timeout.
+
+// actionFieldOwner is the field manager of the changes actions make to
+// workloads (replicas), distinct from the release's own manager.
+const actionFieldOwner = "styrmin-actions"
+
+// Labels the agent puts on the Jobs it runs.
+const (
+	// LabelTask names the StyrminTask a Job belongs to.
+	LabelTask = v1alpha1.Group + "/task"
+	// LabelComponent names the driver component a Job's pod template was
+	// taken from.
+	LabelComponent = v1alpha1.Group + "/component"
+)
+
+// Reasons of failed steps.
+const (
+	reasonStepFailed   = "StepFailed"
+	reasonStepTimedOut = "StepTimedOut"
+)
+
+// actionOutcome is what one call of a primitive did.
+type actionOutcome struct {
+	// done: the step finished successfully.
+	done bool
+	// after: not done; look again after this delay.
+	after time.Duration
+	// output describes what the step did (kept in the step's status).
+	output string
+	// record holds entries to persist in the step's Recorded map before
+	// the primitive is called again.
+	record map[string]string
+	// newer is the sequence of a newer instance the guard kept: the task
+	// is superseded.
+	newer int64
+}
+
+// workloadRef is one workload of a component.
+type workloadRef struct {
+	Kind, Name string
+}
+
+func (w workloadRef) String() string { return w.Kind + "/" + w.Name }
+
+func (r *Reconciler) runAction(ctx context.Context, run *taskRun, st *v1alpha1.TaskStep) (actionOutcome, error) {
+	step, err := driverStep(st)
+	if err != nil {
+		return actionOutcome{}, outcome.Stalled(reasonStepFailed, err)
+	}
+	switch step.Action {
+	case drivers.ActionStopComponents:
+		return r.stopComponents(ctx, run, st, step)
+	case drivers.ActionStartComponents:
+		return r.startComponents(ctx, run, step)
+	case drivers.ActionRunJob:
+		return r.runJob(ctx, run, step)
+	case drivers.ActionExec:
+		return r.execInComponent(ctx, run, step)
+	case drivers.ActionWaitReady:
+		return r.waitReady(ctx, run, step)
+	case drivers.ActionUpgradeDeploymentVersion:
+		return r.upgradeDeploymentVersion(ctx, run)
+	default:
+		return actionOutcome{}, outcome.Stalled(reasonStepFailed, fmt.Errorf("unknown action %q", st.Action))
+	}
+}
+
+// componentWorkloads lists the workloads of a component: those of the
+// target instance's rendered chart, and those the StyrminDeployment last
+// observed (the running instance's, which an upgrade may rename), sorted.
+func (r *Reconciler) componentWorkloads(ctx context.Context, run *taskRun, component string) ([]workloadRef, error) {
+	seen := map[workloadRef]bool{}
+	m, err := r.rendered(ctx, run)
+	if err != nil {
+		return nil, err
+	}
+	for _, o := range m.Objects {
+		if o.Component == component && drivers.IsWorkloadKind(o.APIVersion, o.Kind) {
+			seen[workloadRef{o.Kind, o.Name}] = true
+		}
+	}
+	sd, err := r.deployment(ctx, run)
+	if err != nil {
+		return nil, err
+	}
+	if sd != nil {
+		for _, cs := range sd.Status.Components {
+			if cs.Name != component {
+				continue
+			}
+			for _, w := range cs.Workloads {
+				seen[workloadRef{w.Kind, w.Name}] = true
+			}
+		}
+	}
+	out := make([]workloadRef, 0, len(seen))
+	for w := range seen {
+		out = append(out, w)
+	}
+	slices.SortFunc(out, func(a, b workloadRef) int { return strings.Compare(a.String(), b.String()) })
+	return out, nil
+}
+
+// scalable reads a Deployment's or StatefulSet's spec.replicas and status
+// replicas; found is false when it does not exist.
+func (r *Reconciler) scalable(ctx context.Context, ns string, w workloadRef) (obj client.Object, spec, current int32, found bool, err error) {
+	key := client.ObjectKey{Namespace: ns, Name: w.Name}
+	switch w.Kind {
+	case "Deployment":
+		var d appsv1.Deployment
+		if err = r.opts.Client.Get(ctx, key, &d); err == nil {
+			return &d, health.ReplicasOf(d.Spec.Replicas), d.Status.Replicas, true, nil
+		}
+	case "StatefulSet":
+		var s appsv1.StatefulSet
+		if err = r.opts.Client.Get(ctx, key, &s); err == nil {
+			return &s, health.ReplicasOf(s.Spec.Replicas), s.Status.Replicas, true, nil
+		}
+	default:
+		return nil, 0, 0, false, outcome.Stalled(reasonStepFailed, fmt.Errorf("%s cannot be stopped or started: only Deployments and StatefulSets scale", w))
+	}
+	if apierrors.IsNotFound(err) {
+		return nil, 0, 0, false, nil
+	}
+	return nil, 0, 0, false, fmt.Errorf("reading %s: %w", w, err)
+}
+
+func (r *Reconciler) scale(ctx context.Context, obj client.Object, replicas int32) error {
+	patch := []byte(`{"spec":{"replicas":` + strconv.Itoa(int(replicas)) + `}}`)
+	if err := r.opts.Client.Patch(ctx, obj, client.RawPatch(types.MergePatchType, patch), client.FieldOwner(actionFieldOwner)); err != nil {
+		return fmt.Errorf("scaling %s/%s to %d: %w", obj.GetObjectKind().GroupVersionKind().Kind, obj.GetName(), replicas, err)
+	}
+	return nil
+}
+
+// stopComponents scales the components' workloads to zero and waits until
+// their pods are gone. Before scaling it records each workload's replicas
+// in the step (persisted before the first scale), so startComponents, and
+// a re-run after a restart, know what to go back to.
+func (r *Reconciler) stopComponents(ctx context.Context, run *taskRun, st *v1alpha1.TaskStep, step drivers.Step) (actionOutcome, error) {
+	ns := run.task.Spec.Namespace
+	var targets []workloadRef
+	for _, comp := range step.Components {
+		ws, err := r.componentWorkloads(ctx, run, comp)
+		if err != nil {
+			return actionOutcome{}, err
+		}
+		targets = append(targets, ws...)
+	}
+	// First pass: record what is not recorded yet.
+	record := map[string]string{}
+	var absent []string
+	for _, w := range targets {
+		if !drivers.CanScale(w.Kind) {
+			return actionOutcome{}, outcome.Stalled(reasonStepFailed, fmt.Errorf("%s cannot be stopped: only %s scale", w, strings.Join(drivers.ScalableKinds(), " and ")))
+		}
+		if _, ok := st.Recorded[w.String()]; ok {
+			continue
+		}
+		_, spec, _, found, err := r.scalable(ctx, ns, w)
+		if err != nil {
+			return actionOutcome{}, err
+		}
+		if !found {
+			absent = append(absent, w.String())
+			continue
+		}
+		record[w.String()] = strconv.Itoa(int(spec))
+	}
+	if len(record) > 0 {
+		return actionOutcome{record: record}, nil
+	}
+	// Second pass: scale to zero and wait for the pods to go.
+	var lines []string
+	waiting := false
+	for _, w := range targets {
+		was, ok := st.Recorded[w.String()]
+		if !ok {
+			continue
+		}
+		obj, spec, current, found, err := r.scalable(ctx, ns, w)
+		if err != nil {
+			return actionOutcome{}, err
+		}
+		if !found {
+			lines = append(lines, fmt.Sprintf("%s is gone", w))
+			continue
+		}
+		if spec != 0 {
+			if err := r.scale(ctx, obj, 0); err != nil {
+				return actionOutcome{}, err
+			}
+			waiting = true
+			continue
+		}
+		if current != 0 {
+			waiting = true
+			continue
+		}
+		lines = append(lines, fmt.Sprintf("stopped %s (was %s replicas)", w, was))
+	}
+	if waiting {
+		return actionOutcome{after: r.opts.PollInterval}, nil
+	}
+	for _, a := range absent {
+		lines = append(lines, a+" does not exist yet: nothing to stop")
+	}
+	if len(lines) == 0 {
+		lines = append(lines, "no workload to stop")
+	}
+	return actionOutcome{done: true, output: strings.Join(lines, "\n")}, nil
+}
+
+// startComponents scales the components' workloads back to the replicas
+// the task's stopComponents step recorded; a workload with no record (or a
+// record of zero) gets the replicas of the target instance's chart.
+func (r *Reconciler) startComponents(ctx context.Context, run *taskRun, step drivers.Step) (actionOutcome, error) {
+	ns := run.task.Spec.Namespace
+	recorded := map[string]string{}
+	for _, s := range run.task.Status.Steps {
+		for k, v := range s.Recorded {
+			recorded[k] = v
+		}
+	}
+	var lines []string
+	for _, comp := range step.Components {
+		ws, err := r.componentWorkloads(ctx, run, comp)
+		if err != nil {
+			return actionOutcome{}, err
+		}
+		for _, w := range ws {
+			if !drivers.CanScale(w.Kind) {
+				continue
+			}
+			obj, spec, _, found, err := r.scalable(ctx, ns, w)
+			if err != nil {
+				return actionOutcome{}, err
+			}
+			if !found {
+				lines = append(lines, fmt.Sprintf("%s does not exist: nothing to start", w))
+				continue
+			}
+			want, source := int32(0), "recorded"
+			if v, ok := recorded[w.String()]; ok {
+				n, _ := strconv.Atoi(v)
+				want = int32(n)
+			}
+			if want == 0 {
+				if want, err = r.renderedReplicas(ctx, run, w); err != nil {
+					return actionOutcome{}, err
+				}
+				source = "from the chart"
+			}
+			if spec != want {
+				if err := r.scale(ctx, obj, want); err != nil {
+					return actionOutcome{}, err
+				}
+			}
+			lines = append(lines, fmt.Sprintf("started %s at %d replicas (%s)", w, want, source))
+		}
+	}
+	if len(lines) == 0 {
+		lines = append(lines, "no workload to start")
+	}
+	return actionOutcome{done: true, output: strings.Join(lines, "\n")}, nil
+}
+
+// renderedReplicas is spec.replicas of a workload in the target instance's
+// chart (1 when the chart leaves it unset or the workload is not in it).
+func (r *Reconciler) renderedReplicas(ctx context.Context, run *taskRun, w workloadRef) (int32, error) {
+	m, err := r.rendered(ctx, run)
+	if err != nil {
+		return 0, err
+	}
+	for _, o := range m.Objects {
+		if o.Kind != w.Kind || o.Name != w.Name {
+			continue
+		}
+		var obj struct {
+			Spec struct {
+				Replicas *int32 `json:"replicas"`
+			} `json:"spec"`
+		}
+		if err := yaml.Unmarshal(o.YAML, &obj); err != nil {
+			return 0, outcome.Stalled(reasonStepFailed, fmt.Errorf("rendered %s: %w", w, err))
+		}
+		if obj.Spec.Replicas != nil && *obj.Spec.Replicas > 0 {
+			return *obj.Spec.Replicas, nil
+		}
+	}
+	return 1, nil
+}
+
+// JobName is the name of the Job a runJob step creates: the deployment,
+// the job's declared name and the sequence, so a re-run of the step after a
+// restart finds the Job it created, and each sequence runs its own. Names
+// longer than a label value allows are shortened with a hash.
+func JobName(deployment, job string, sequence int64) string {
+	name := fmt.Sprintf("%s-%s-%d", deployment, job, sequence)
+	if len(name) <= 63 {
+		return name
+	}
+	sum := sha256.Sum256([]byte(name))
+	suffix := "-" + hex.EncodeToString(sum[:])[:10]
+	return strings.TrimRight(name[:63-len(suffix)], "-") + suffix
+}
+
+// runJob runs a one-off Job from the pod template of a component's
+// workload in the target instance's chart (so a migration runs the new
+// version's image), with the step's command, and waits until it completes.
+// A failed Job fails the step; it is never retried behind the user's back.
+func (r *Reconciler) runJob(ctx context.Context, run *taskRun, step drivers.Step) (actionOutcome, error) {
+	t := run.task
+	name := JobName(t.Spec.Deployment.Name, step.Job, t.Spec.ToSequence)
+	var job batchv1.Job
+	err := r.opts.APIReader.Get(ctx, client.ObjectKey{Namespace: t.Spec.Namespace, Name: name}, &job)
+	if apierrors.IsNotFound(err) {
+		j, berr := r.buildJob(ctx, run, step, name)
+		if berr != nil {
+			return actionOutcome{}, berr
+		}
+		if cerr := r.opts.Client.Create(ctx, j); cerr != nil && !apierrors.IsAlreadyExists(cerr) {
+			return actionOutcome{}, fmt.Errorf("creating job %s/%s: %w", j.Namespace, j.Name, cerr)
+		}
+		return actionOutcome{after: r.opts.PollInterval}, nil
+	}
+	if err != nil {
+		return actionOutcome{}, fmt.Errorf("reading job %s/%s: %w", t.Spec.Namespace, name, err)
+	}
+	for _, c := range job.Status.Conditions {
+		if c.Status != corev1.ConditionTrue {
+			continue
+		}
+		switch c.Type {
+		case batchv1.JobComplete:
+			out := fmt.Sprintf("job %s completed (%d pod(s) succeeded)", name, job.Status.Succeeded)
+			if logs := r.jobLogs(ctx, &job); logs != "" {
+				out += "\n" + logs
+			}
+			return actionOutcome{done: true, output: out}, nil
+		case batchv1.JobFailed:
+			msg := fmt.Sprintf("job %s/%s failed: %s: %s", job.Namespace, name, c.Reason, c.Message)
+			if logs := r.jobLogs(ctx, &job); logs != "" {
+				msg += "\n" + logs
+			}
+			return actionOutcome{}, outcome.Stalled(reasonStepFailed, errors.New(msg))
+		}
+	}
+	return actionOutcome{after: r.opts.PollInterval}, nil
+}
+
+// buildJob makes the Job of a runJob step.
+func (r *Reconciler) buildJob(ctx context.Context, run *taskRun, step drivers.Step, name string) (*batchv1.Job, error) {
+	t := run.task
+	tmpl, from, err := r.podTemplate(ctx, run, step.Component)
+	if err != nil {
+		return nil, err
+	}
+	if len(tmpl.Spec.Containers) == 0 {
+		return nil, outcome.Stalled(reasonStepFailed, fmt.Errorf("component %s: %s has no container", step.Component, from))
+	}
+	ci := 0
+	if want := step.Args["container"]; want != "" {
+		ci = slices.IndexFunc(tmpl.Spec.Containers, func(c corev1.Container) bool { return c.Name == want })
+		if ci < 0 {
+			return nil, outcome.Stalled(reasonStepFailed, fmt.Errorf("component %s: %s has no container %q", step.Component, from, want))
+		}
+	}
+	c := &tmpl.Spec.Containers[ci]
+	c.Command = append([]string(nil), step.Command...)
+	c.Args = nil
+	// A one-off run serves no traffic and is no replica of the workload:
+	// drop the probes and the workload's labels (which Services and the
+	// workload's selector match).
+	for i := range tmpl.Spec.Containers {
+		tmpl.Spec.Containers[i].LivenessProbe = nil
+		tmpl.Spec.Containers[i].ReadinessProbe = nil
+		tmpl.Spec.Containers[i].StartupProbe = nil
+	}
+	labels := t.Spec.Deployment.Labels()
+	labels[LabelTask] = t.Name
+	labels[LabelComponent] = step.Component
+	labels[v1alpha1.LabelSequence] = strconv.FormatInt(t.Spec.ToSequence, 10)
+	tmpl.Labels = labels
+	tmpl.Spec.RestartPolicy = corev1.RestartPolicyNever
+	backoff := int32(0)
+	if v := step.Args["backoffLimit"]; v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 0 {
+			return nil, outcome.Stalled(reasonStepFailed, fmt.Errorf("args.backoffLimit: expected a non-negative integer, got %q", v))
+		}
+		backoff = int32(n)
+	}
+	job := &batchv1.Job{
+		ObjectMeta: metav1.ObjectMeta{
+			Name:      name,
+			Namespace: t.Spec.Namespace,
+			Labels:    labels,
+			Annotations: map[string]string{
+				v1alpha1.Group + "/template-from": from,
+			},
+		},
+		Spec: batchv1.JobSpec{
+			BackoffLimit: &backoff,
+			Template:     *tmpl,
+		},
+	}
+	if step.Timeout > 0 {
+		secs := int64(step.Timeout / time.Second)
+		if secs < 1 {
+			secs = 1
+		}
+		job.Spec.ActiveDeadlineSeconds = &secs
+	}
+	return job, nil
+}
+
+// podTemplate returns the pod template of a component's first workload in
+// the target instance's chart, and which workload it came from.
+func (r *Reconciler) podTemplate(ctx context.Context, run *taskRun, component string) (*corev1.PodTemplateSpec, string, error) {
+	m, err := r.rendered(ctx, run)
+	if err != nil {
+		return nil, "", err
+	}
+	for _, o := range m.Objects {
+		if o.Component != component || !drivers.IsWorkloadKind(o.APIVersion, o.Kind) {
+			continue
+		}
+		from := o.Kind + "/" + o.Name
+		var tmpl corev1.PodTemplateSpec
+		switch o.Kind {
+		case "Deployment":
+			var d appsv1.Deployment
+			err = yaml.Unmarshal(o.YAML, &d)
+			tmpl = d.Spec.Template
+		case "StatefulSet":
+			var s appsv1.StatefulSet
+			err = yaml.Unmarshal(o.YAML, &s)
+			tmpl = s.Spec.Template
+		case "DaemonSet":
+			var d appsv1.DaemonSet
+			err = yaml.Unmarshal(o.YAML, &d)
+			tmpl = d.Spec.Template
+		}
+		if err != nil {
+			return nil, "", outcome.Stalled(reasonStepFailed, fmt.Errorf("rendered %s: %w", from, err))
+		}
+		return &tmpl, from, nil
+	}
+	return nil, "", outcome.Stalled(reasonStepFailed, fmt.Errorf("component %s has no Deployment, StatefulSet or DaemonSet in the chart of %s to take a pod template from", component, run.instance.Driver.Name+"@"+run.instance.Driver.Version))
+}
+
+// jobLogs returns the tail of the logs of a Job's pods, best effort (pods
+// without containers, as on fake nodes, have none).
+func (r *Reconciler) jobLogs(ctx context.Context, job *batchv1.Job) string {
+	if r.opts.Logs == nil {
+		return ""
+	}
+	var pods corev1.PodList
+	if err := r.opts.APIReader.List(ctx, &pods, client.InNamespace(job.Namespace), client.MatchingLabels{"job-name": job.Name}); err != nil {
+		return ""
+	}
+	var parts []string
+	for _, p := range pods.Items {
+		ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		out, err := r.opts.Logs.Logs(ctx, p.Namespace, p.Name, "")
+		cancel()
+		if err == nil && strings.TrimSpace(out) != "" {
+			parts = append(parts, out)
+		}
+	}
+	return strings.Join(parts, "\n")
+}
+
+// waitReady waits until every workload of the components is ready (as
+// `kubectl rollout status` tells it). A missing workload is not ready.
+func (r *Reconciler) waitReady(ctx context.Context, run *taskRun, step drivers.Step) (actionOutcome, error) {
+	var lines, waiting []string
+	for _, comp := range step.Components {
+		ws, err := r.componentWorkloads(ctx, run, comp)
+		if err != nil {
+			return actionOutcome{}, err
+		}
+		for _, w := range ws {
+			st, err := health.Workload(ctx, r.opts.Client, v1alpha1.ObjectRef{APIVersion: "apps/v1", Kind: w.Kind, Namespace: run.task.Spec.Namespace, Name: w.Name})
+			if err != nil {
+				return actionOutcome{}, err
+			}
+			if !st.Ready {
+				waiting = append(waiting, fmt.Sprintf("%s %s: %s", comp, w, st.Message))
+				continue
+			}
+			lines = append(lines, fmt.Sprintf("%s %s ready (%d/%d)", comp, w, st.ReadyReplicas, st.DesiredReplicas))
+		}
+	}
+	if len(waiting) > 0 {
+		run.waiting = strings.Join(waiting, "; ")
+		return actionOutcome{after: r.opts.PollInterval}, nil
+	}
+	if len(lines) == 0 {
+		lines = append(lines, "no workload to wait for")
+	}
+	return actionOutcome{done: true, output: strings.Join(lines, "\n")}, nil
+}
+
+// execInComponent runs the step's command in a ready pod of the
+// component's first workload. Commands must be idempotent: a step found
+// running after an agent restart runs again.
+func (r *Reconciler) execInComponent(ctx context.Context, run *taskRun, step drivers.Step) (actionOutcome, error) {
+	if r.opts.Exec == nil {
+		return actionOutcome{}, outcome.Stalled(reasonStepFailed, errors.New("exec: the agent has no pod executor configured"))
+	}
+	ws, err := r.componentWorkloads(ctx, run, step.Component)
+	if err != nil {
+		return actionOutcome{}, err
+	}
+	pod, err := r.readyPod(ctx, run.task.Spec.Namespace, ws)
+	if err != nil {
+		return actionOutcome{}, err
+	}
+	if pod == nil {
+		run.waiting = fmt.Sprintf("no ready pod of component %s to exec in", step.Component)
+		return actionOutcome{after: r.opts.PollInterval}, nil
+	}
+	container := step.Args["container"]
+	if container == "" && len(pod.Spec.Containers) > 0 {
+		container = pod.Spec.Containers[0].Name
+	}
+	stdout, stderr, err := r.opts.Exec.Exec(ctx, pod.Namespace, pod.Name, container, step.Command)
+	out := strings.TrimRight(stdout+stderr, "\n")
+	if err != nil {
+		msg := fmt.Sprintf("exec %q in pod %s/%s (container %s): %v", strings.Join(step.Command, " "), pod.Namespace, pod.Name, container, err)
+		if out != "" {
+			msg += "\n" + out
+		}
+		return actionOutcome{}, outcome.Stalled(reasonStepFailed, errors.New(msg))
+	}
+	return actionOutcome{done: true, output: fmt.Sprintf("exec in pod %s (container %s)\n%s", pod.Name, container, out)}, nil
+}
+
+// readyPod returns a running, ready pod of the workloads (the first by
+// name), nil when there is none yet.
+func (r *Reconciler) readyPod(ctx context.Context, ns string, ws []workloadRef) (*corev1.Pod, error) {
+	for _, w := range ws {
+		var sel *metav1.LabelSelector
+		key := client.ObjectKey{Namespace: ns, Name: w.Name}
+		var err error
+		switch w.Kind {
+		case "Deployment":
+			var d appsv1.Deployment
+			err = r.opts.Client.Get(ctx, key, &d)
+			sel = d.Spec.Selector
+		case "StatefulSet":
+			var s appsv1.StatefulSet
+			err = r.opts.Client.Get(ctx, key, &s)
+			sel = s.Spec.Selector
+		case "DaemonSet":
+			var d appsv1.DaemonSet
+			err = r.opts.Client.Get(ctx, key, &d)
+			sel = d.Spec.Selector
+		}
+		if apierrors.IsNotFound(err) || sel == nil {
+			continue
+		}
+		if err != nil {
+			return nil, fmt.Errorf("reading %s: %w", w, err)
+		}
+		s, err := metav1.LabelSelectorAsSelector(sel)
+		if err != nil {
+			return nil, outcome.Stalled(reasonStepFailed, fmt.Errorf("%s: selector: %w", w, err))
+		}
+		var pods corev1.PodList
+		if err := r.opts.APIReader.List(ctx, &pods, client.InNamespace(ns), client.MatchingLabelsSelector{Selector: s}); err != nil {
+			return nil, fmt.Errorf("listing pods of %s: %w", w, err)
+		}
+		slices.SortFunc(pods.Items, func(a, b corev1.Pod) int { return strings.Compare(a.Name, b.Name) })
+		for i := range pods.Items {
+			p := &pods.Items[i]
+			if p.DeletionTimestamp == nil && p.Status.Phase == corev1.PodRunning && podReady(p) {
+				return p, nil
+			}
+		}
+	}
+	return nil, nil
+}
+
+func podReady(p *corev1.Pod) bool {
+	for _, c := range p.Status.Conditions {
+		if c.Type == corev1.PodReady {
+			return c.Status == corev1.ConditionTrue
+		}
+	}
+	return false
+}
+
+// upgradeDeploymentVersion writes the task's instance into the
+// deployment's StyrminDeployment (WriteInstance) and waits until the
+// StyrminDeployment controller reports it Ready at that sequence (for a
+// tombstone: until it uninstalled the release and removed the
+// StyrminDeployment).
+//
+// The guard: a StyrminDeployment whose styrmin.io/instance-sequence
+// annotation holds a higher number than the task's is left unchanged, the
+// step says so, a NewerInstanceKept event is recorded and the task ends
+// Superseded. The whole spec is written, so removing a hand-set annotation
+// and making a change recovers the deployment's full configuration. A
+// re-run after a restart finds the StyrminDeployment holding its sequence
+// and only waits.
+func (r *Reconciler) upgradeDeploymentVersion(ctx context.Context, run *taskRun) (actionOutcome, error) {
+	t := run.task
+	seq := t.Spec.ToSequence
+	key := instance.Key(t.Spec.Namespace)
+	// An annotation that is no number needs a person: fail at once
+	// rather than retrying until the timeout.
+	if sd, err := r.deployment(ctx, run); err != nil {
+		return actionOutcome{}, err
+	} else if sd != nil {
+		if _, _, err := instance.HeldSequence(sd); err != nil {
+			return actionOutcome{}, outcome.Stalled(reasonStepFailed, err)
+		}
+	}
+	res, err := instance.WriteInstance(ctx, r.opts.Client, t.Spec.Namespace, run.instance)
+	if err != nil {
+		return actionOutcome{}, outcome.Retryable("WriteFailed", err)
+	}
+	if res.Kept > 0 {
+		msg := fmt.Sprintf("StyrminDeployment %s holds sequence %d (annotation %s), newer than this task's %d: left unchanged",
+			key, res.Kept, v1alpha1.AnnotationInstanceSequence, seq)
+		if r.opts.Recorder != nil && res.Deployment != nil {
+			r.opts.Recorder.Eventf(res.Deployment, t, corev1.EventTypeNormal, v1alpha1.EventNewerInstanceKept, "KeepNewer",
+				"kept sequence %d; task %s for sequence %d is superseded", res.Kept, t.Name, seq)
+		}
+		return actionOutcome{newer: res.Kept, output: msg}, nil
+	}
+	sd := res.Deployment
+	if run.instance.Tombstone() {
+		if sd == nil {
+			return actionOutcome{done: true, output: fmt.Sprintf("StyrminDeployment %s is gone: the release is uninstalled", key)}, nil
+		}
+		run.waiting = "waiting for the release to be uninstalled and the StyrminDeployment removed"
+		return actionOutcome{after: r.opts.PollInterval}, nil
+	}
+	ok, err := instance.Applied(sd, seq)
+	if err != nil {
+		return actionOutcome{}, outcome.Stalled(reasonStepFailed, err)
+	}
+	if !ok {
+		if c := apimeta.FindStatusCondition(sd.Status.Conditions, v1alpha1.ConditionReady); c != nil {
+			run.waiting = fmt.Sprintf("StyrminDeployment %s: %s: %s", key, c.Reason, c.Message)
+		}
+		return actionOutcome{after: r.opts.PollInterval}, nil
+	}
+	out := fmt.Sprintf("StyrminDeployment %s is Ready at sequence %d", key, seq)
+	if rel := sd.Status.Release; rel != nil {
+		out += fmt.Sprintf(" (release %s revision %d, chart %s)", rel.Name, rel.Revision, rel.Chart)
+	}
+	return actionOutcome{done: true, output: out}, nil
+}

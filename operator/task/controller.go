@@ -1,0 +1,903 @@
+package task
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/go-logr/logr"
+	"github.com/prometheus/client_golang/prometheus"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	apimeta "k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/events"
+	"k8s.io/client-go/util/workqueue"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	crmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	"github.com/styrmin/styrmin/drivers"
+	"github.com/styrmin/styrmin/operator/api/v1alpha1"
+	"github.com/styrmin/styrmin/operator/driversource"
+	"github.com/styrmin/styrmin/operator/instance"
+	"github.com/styrmin/styrmin/operator/internal/outcome"
+	"github.com/styrmin/styrmin/resolver"
+)
+
+// Defaults of Options.
+const (
+	// DefaultStepTimeout bounds a step whose driver declares no timeout.
+	DefaultStepTimeout = 15 * time.Minute
+	// DefaultTaskPollInterval is how often a waiting step looks again
+	// (Jobs and StyrminDeployments also wake it through watches).
+	DefaultTaskPollInterval = time.Second
+	// DefaultTaskConcurrency is how many tasks (of different deployments)
+	// run at once.
+	DefaultTaskConcurrency = 8
+	// DefaultKeepTasks is how many finished tasks of a deployment are
+	// kept: every change leaves a task, and without a bound the cluster's
+	// store and the agent's cache grow with the whole history.
+	DefaultKeepTasks = 10
+)
+
+// Reasons of task conditions and events.
+const (
+	reasonTaskFailed     = "Failed"
+	reasonTaskSuperseded = "Superseded"
+	reasonTaskPending    = "Pending"
+	reasonTaskRunning    = "Running"
+	reasonInvalidTask    = "InvalidTask"
+)
+
+// Options configures the task controller.
+type Options struct {
+	// Client reads through the manager's cache and writes to the API.
+	Client client.Client
+	// APIReader reads a task straight from the API server when the cache
+	// is behind the controller's own last write.
+	APIReader client.Reader
+	// Drivers gives the driver version an instance pins.
+	Drivers driversource.Source
+	// Locks gives the instance of a task that does not carry a copy
+	// (optional: without it such a task fails).
+	Locks instance.LockSource
+	// Recorder records events on tasks and StyrminDeployments (optional).
+	Recorder events.EventRecorder
+	// Exec runs exec steps; nil makes them fail with a clear message.
+	Exec PodExecutor
+	// Logs reads the logs of a runJob step's pods into its output
+	// (optional).
+	Logs PodLogs
+	// StepTimeout bounds steps without a declared timeout; 0 means
+	// DefaultStepTimeout.
+	StepTimeout time.Duration
+	// PollInterval is how often a waiting step looks again; 0 means
+	// DefaultTaskPollInterval.
+	PollInterval time.Duration
+	// KeepTasks is how many finished tasks of a deployment are kept (its
+	// history in the cluster); older ones are deleted when a task
+	// finishes. 0 means DefaultKeepTasks.
+	KeepTasks int
+	// Concurrency is how many tasks run at once; 0 means
+	// DefaultTaskConcurrency. Tasks of one deployment always run one at a
+	// time, in sequence order.
+	Concurrency int
+	// Registerer receives the task metrics; nil means controller-runtime's
+	// registry (served on the manager's metrics endpoint).
+	Registerer prometheus.Registerer
+	// StepPause, for fault-injection tests only, pauses after a step is
+	// written Running and again after its action is done, before the
+	// result is written, widening the windows in which a test kills the
+	// agent. Zero in production.
+	StepPause time.Duration
+}
+
+// Reconciler runs StyrminTasks: the steps of a task's workflow, in
+// order, one task of a deployment at a time in sequence order. Each step's
+// state is written before and after it runs, so an agent killed at any
+// point resumes the task at the step that was running (running it again:
+// the primitives are idempotent).
+type Reconciler struct {
+	opts    Options
+	metrics *taskMetrics
+
+	mu sync.Mutex
+	// started records, per task, the step this process started; a step
+	// found Running that this process did not start was interrupted by a
+	// restart, and counts a new attempt.
+	started map[types.UID]int32
+	// written is the resourceVersion of each task's last status write, to
+	// notice a cache that has not caught up with it yet.
+	written map[types.UID]string
+	// instances holds the instance of each unfinished task read from its
+	// lock, so a task's reconciles read it once; by name, so a task
+	// deleted before it finished is forgotten too.
+	instances map[types.NamespacedName]lockedInstance
+}
+
+// lockedInstance is a task's instance as read from its lock.
+type lockedInstance struct {
+	uid      types.UID
+	lock     v1alpha1.LockRef
+	instance *resolver.Instance
+}
+
+var _ reconcile.Reconciler = (*Reconciler)(nil)
+
+// NewReconciler checks opts and returns the task controller.
+func NewReconciler(opts Options) (*Reconciler, error) {
+	switch {
+	case opts.Client == nil:
+		return nil, errors.New("task reconciler: Client is required")
+	case opts.Drivers == nil:
+		return nil, errors.New("task reconciler: Drivers is required")
+	}
+	if opts.APIReader == nil {
+		opts.APIReader = opts.Client
+	}
+	if opts.StepTimeout <= 0 {
+		opts.StepTimeout = DefaultStepTimeout
+	}
+	if opts.PollInterval <= 0 {
+		opts.PollInterval = DefaultTaskPollInterval
+	}
+	if opts.Concurrency <= 0 {
+		opts.Concurrency = DefaultTaskConcurrency
+	}
+	if opts.KeepTasks <= 0 {
+		opts.KeepTasks = DefaultKeepTasks
+	}
+	if opts.Registerer == nil {
+		opts.Registerer = crmetrics.Registry
+	}
+	m, err := newTaskMetrics(opts.Registerer)
+	if err != nil {
+		return nil, err
+	}
+	return &Reconciler{opts: opts, metrics: m, started: map[types.UID]int32{}, written: map[types.UID]string{}, instances: map[types.NamespacedName]lockedInstance{}}, nil
+}
+
+// SetupWithManager registers the controller: it watches StyrminTasks
+// (a task's change wakes the other tasks of its deployment, which may be
+// waiting for it) and StyrminDeployments (to wake the step waiting for
+// one). Jobs and pods are read straight from the API server while a step
+// waits for them, so the agent caches none of them.
+func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
+	return ctrl.NewControllerManagedBy(mgr).
+		Named("styrmintask").
+		// The task's own status writes change no generation: they do not
+		// wake it again (the step loop requeues as it needs).
+		For(&v1alpha1.StyrminTask{}, builder.WithPredicates(predicate.GenerationChangedPredicate{})).
+		Watches(&v1alpha1.StyrminTask{}, handler.EnqueueRequestsFromMapFunc(r.siblingsOfTask)).
+		Watches(&v1alpha1.StyrminDeployment{}, handler.EnqueueRequestsFromMapFunc(r.tasksOfDeployment)).
+		WithOptions(controller.Options{
+			MaxConcurrentReconciles: r.opts.Concurrency,
+			RateLimiter: workqueue.NewTypedItemExponentialFailureRateLimiter[reconcile.Request](
+				100*time.Millisecond, 30*time.Second),
+		}).
+		Complete(r)
+}
+
+// siblingsOfTask maps a task to the unfinished other tasks of its
+// deployment: they wait for it to end, or are overtaken by it.
+func (r *Reconciler) siblingsOfTask(ctx context.Context, o client.Object) []reconcile.Request {
+	t, ok := o.(*v1alpha1.StyrminTask)
+	if !ok {
+		return nil
+	}
+	tasks, err := r.tasksOf(ctx, t.Namespace, t.Spec.Deployment)
+	if err != nil {
+		return nil
+	}
+	var out []reconcile.Request
+	for _, s := range tasks {
+		if s.UID != t.UID && !s.Status.Phase.Terminal() {
+			out = append(out, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(&s)})
+		}
+	}
+	return out
+}
+
+// tasksOfDeployment maps a StyrminDeployment to the running tasks of its
+// deployment.
+func (r *Reconciler) tasksOfDeployment(ctx context.Context, o client.Object) []reconcile.Request {
+	sd, ok := o.(*v1alpha1.StyrminDeployment)
+	if !ok {
+		return nil
+	}
+	tasks, err := r.tasksOf(ctx, sd.Namespace, sd.Spec.Deployment)
+	if err != nil {
+		return nil
+	}
+	var out []reconcile.Request
+	for _, t := range tasks {
+		if t.Status.Phase == v1alpha1.TaskRunning {
+			out = append(out, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(&t)})
+		}
+	}
+	return out
+}
+
+// tasksOf lists the tasks of a deployment, in sequence order. A
+// deployment's tasks live in its namespace: the cache's namespace index
+// finds them without looking at every task of the cluster. The tasks are
+// the cache's own (not copied: every task event lists its siblings): read
+// them, never change them.
+func (r *Reconciler) tasksOf(ctx context.Context, namespace string, id v1alpha1.DeploymentID) ([]v1alpha1.StyrminTask, error) {
+	var list v1alpha1.StyrminTaskList
+	if err := r.opts.Client.List(ctx, &list, client.InNamespace(namespace), client.MatchingLabels(id.Labels()), client.UnsafeDisableDeepCopy); err != nil {
+		return nil, fmt.Errorf("listing the tasks of %s: %w", id, err)
+	}
+	slices.SortFunc(list.Items, func(a, b v1alpha1.StyrminTask) int {
+		return int(a.Spec.ToSequence - b.Spec.ToSequence)
+	})
+	return list.Items, nil
+}
+
+// pruneTasks deletes the finished tasks of the deployment of run's task,
+// which has just finished, beyond the KeepTasks newest. Tasks that have
+// not finished are never deleted. Failing changes nothing but the
+// history's length: it is logged only.
+func (r *Reconciler) pruneTasks(ctx context.Context, run *taskRun) {
+	t := run.task
+	tasks, err := r.tasksOf(ctx, t.Namespace, t.Spec.Deployment)
+	if err != nil {
+		run.log.Error(err, "pruning the deployment's finished tasks")
+		return
+	}
+	// Newest first; the cache may not show t finished yet.
+	kept := 0
+	for i := len(tasks) - 1; i >= 0; i-- {
+		old := &tasks[i]
+		if old.UID != t.UID && !old.Status.Phase.Terminal() {
+			continue
+		}
+		if kept++; kept <= r.opts.KeepTasks {
+			continue
+		}
+		uid := old.UID
+		err := r.opts.Client.Delete(ctx, old, client.Preconditions{UID: &uid})
+		if err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
+			run.log.Error(err, "deleting a finished task beyond the kept history", "task", old.Name)
+		}
+	}
+}
+
+// taskRun is what one reconcile of a task knows.
+type taskRun struct {
+	task     *v1alpha1.StyrminTask
+	log      logr.Logger
+	instance *resolver.Instance
+	driver   *drivers.Driver
+	// manifests is the target instance rendered (lazily).
+	manifests *drivers.Manifests
+	// sd is the deployment's StyrminDeployment (nil: none), read lazily.
+	sd     *v1alpha1.StyrminDeployment
+	sdRead bool
+	// waiting says what a step is waiting for, for the timeout message.
+	waiting string
+	// planUnwritten is set when prepare planned the steps but did not
+	// write them: the next status write (the first step's start, or the
+	// end) carries them, which saves a request per task. A task that has
+	// to wait for its turn writes them before it waits.
+	planUnwritten bool
+}
+
+// phaseResult ends a reconcile early (stop) and asks to look again after a
+// delay.
+type phaseResult struct {
+	stop  bool
+	after time.Duration
+}
+
+// taskPhase is one link of the reconcile chain.
+type taskPhase func(ctx context.Context, run *taskRun) (phaseResult, error)
+
+// Reconcile runs the chain prepare → supersede → await turn → run steps
+// and maps its outcome to a result in one place (taskResult).
+func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
+	log := ctrl.LoggerFrom(ctx)
+	task, err := r.load(ctx, req.NamespacedName)
+	if err != nil {
+		return r.taskResult(log, phaseResult{}, err)
+	}
+	if task == nil {
+		r.metrics.forget(req.NamespacedName)
+		r.mu.Lock()
+		delete(r.instances, req.NamespacedName)
+		r.mu.Unlock()
+		return reconcile.Result{}, nil
+	}
+	r.metrics.setPhase(req.NamespacedName, task.Status.Phase)
+	if task.Status.Phase.Terminal() {
+		r.forget(task)
+		return reconcile.Result{}, nil
+	}
+	run := &taskRun{task: task, log: log}
+	for _, phase := range []taskPhase{r.prepare, r.supersedeOvertaken, r.awaitTurn, r.runSteps} {
+		res, err := phase(ctx, run)
+		if err != nil || res.stop {
+			r.metrics.setPhase(req.NamespacedName, task.Status.Phase)
+			return r.taskResult(log, res, err)
+		}
+	}
+	r.metrics.setPhase(req.NamespacedName, task.Status.Phase)
+	return reconcile.Result{}, nil
+}
+
+// taskResult maps a phase's outcome to the controller's result through
+// outcome.Map: stalled errors were turned into a failed task by the phase
+// that met them and end here without retry; conflicts (a write on a stale
+// copy) retry at once; any other error retries with backoff, or after
+// the delay it asks for.
+func (r *Reconciler) taskResult(log logr.Logger, res phaseResult, err error) (reconcile.Result, error) {
+	o := outcome.Map(err, "")
+	switch o.Kind {
+	case outcome.None:
+		return reconcile.Result{RequeueAfter: res.after}, nil
+	case outcome.Stall:
+		return reconcile.Result{}, reconcile.TerminalError(err)
+	case outcome.Conflict:
+		log.V(1).Info("conflict; retrying", "error", err.Error())
+		return reconcile.Result{RequeueAfter: o.After}, nil
+	}
+	if o.After > 0 {
+		log.Info("retrying", "after", o.After, "error", err.Error())
+		return reconcile.Result{RequeueAfter: o.After}, nil
+	}
+	return reconcile.Result{}, err
+}
+
+// load reads a task through the cache, or straight from the API server
+// when the cache has not caught up with this controller's last write (a
+// stale copy would run a finished step again).
+func (r *Reconciler) load(ctx context.Context, key types.NamespacedName) (*v1alpha1.StyrminTask, error) {
+	var t v1alpha1.StyrminTask
+	if err := r.opts.Client.Get(ctx, key, &t); err != nil {
+		if apierrors.IsNotFound(err) {
+			return nil, nil
+		}
+		return nil, fmt.Errorf("reading task %s: %w", key, err)
+	}
+	r.mu.Lock()
+	last, ok := r.written[t.UID]
+	r.mu.Unlock()
+	if !ok || last == t.ResourceVersion {
+		return &t, nil
+	}
+	var fresh v1alpha1.StyrminTask
+	if err := r.opts.APIReader.Get(ctx, key, &fresh); err != nil {
+		if apierrors.IsNotFound(err) {
+			return nil, nil
+		}
+		return nil, fmt.Errorf("reading task %s: %w", key, err)
+	}
+	r.mu.Lock()
+	r.written[fresh.UID] = fresh.ResourceVersion
+	r.mu.Unlock()
+	return &fresh, nil
+}
+
+func (r *Reconciler) forget(t *v1alpha1.StyrminTask) {
+	r.mu.Lock()
+	delete(r.started, t.UID)
+	delete(r.written, t.UID)
+	delete(r.instances, client.ObjectKeyFromObject(t))
+	r.mu.Unlock()
+}
+
+// writeStatus persists the task's status.
+func (r *Reconciler) writeStatus(ctx context.Context, run *taskRun) error {
+	t := run.task
+	t.Status.ObservedGeneration = t.Generation
+	if err := r.opts.Client.Status().Update(ctx, t); err != nil {
+		return fmt.Errorf("writing the status of task %s/%s: %w", t.Namespace, t.Name, err)
+	}
+	run.planUnwritten = false
+	r.mu.Lock()
+	r.written[t.UID] = t.ResourceVersion
+	r.mu.Unlock()
+	return nil
+}
+
+// prepare decodes the task's instance and, for a new task, plans its steps
+// from the driver. A task whose instance or driver cannot be had ends
+// Failed: that needs a change in git.
+func (r *Reconciler) prepare(ctx context.Context, run *taskRun) (phaseResult, error) {
+	t := run.task
+	in, field, err := r.instance(ctx, t)
+	if err != nil {
+		var nf *instance.LockNotFoundError
+		if errors.As(err, &nf) || field == "spec.instance" {
+			return r.failTask(ctx, run, reasonInvalidTask, field+": "+err.Error())
+		}
+		return phaseResult{}, err
+	}
+	if in.Sequence != t.Spec.ToSequence {
+		return r.failTask(ctx, run, reasonInvalidTask, fmt.Sprintf("%s: the instance's sequence is %d but spec.toSequence is %d", field, in.Sequence, t.Spec.ToSequence))
+	}
+	run.instance = in
+	if t.Status.Phase != "" {
+		return phaseResult{}, nil
+	}
+	var d *drivers.Driver
+	if t.Spec.Workflow != v1alpha1.WorkflowDelete {
+		if d, err = r.driver(ctx, run); err != nil {
+			if isStalled, _ := outcome.Classify(err, ""); isStalled {
+				return r.failTask(ctx, run, reasonTaskFailed, err.Error())
+			}
+			return phaseResult{}, err
+		}
+	}
+	steps, err := Steps(t.Spec.Workflow, d)
+	if err != nil {
+		return r.failTask(ctx, run, reasonInvalidTask, err.Error())
+	}
+	t.Status.Phase = v1alpha1.TaskPending
+	t.Status.Steps = steps
+	t.Status.CurrentStep = 0
+	setTaskConditions(t, reasonTaskPending, "waiting to run")
+	// Not written yet: a restart before the next write plans again, to
+	// the same steps.
+	run.planUnwritten = true
+	return phaseResult{}, nil
+}
+
+// instance returns the task's instance and the field it comes from: the
+// copy the task carries, else its lock (read once per task).
+func (r *Reconciler) instance(ctx context.Context, t *v1alpha1.StyrminTask) (*resolver.Instance, string, error) {
+	if t.Spec.Instance != nil {
+		in, err := instance.InstanceFromSpec(t.Spec.Instance)
+		return in, "spec.instance", err
+	}
+	const field = "spec.lock"
+	key := client.ObjectKeyFromObject(t)
+	r.mu.Lock()
+	cached, ok := r.instances[key]
+	r.mu.Unlock()
+	if ok && cached.uid == t.UID && cached.lock == t.Spec.Lock {
+		return cached.instance, field, nil
+	}
+	if r.opts.Locks == nil {
+		return nil, field, &instance.LockNotFoundError{Ref: t.Spec.Lock, Err: errors.New("the task carries no instance and the agent has no repository to read its lock from")}
+	}
+	in, err := r.opts.Locks.Lock(ctx, t.Spec.Lock)
+	if err != nil {
+		return nil, field, err
+	}
+	if d := t.Spec.Deployment; in.ID.Cluster != d.Cluster || in.ID.Environment != d.Environment || in.ID.Name != d.Name {
+		return nil, field, &instance.LockNotFoundError{Ref: t.Spec.Lock, Err: fmt.Errorf("the lock is of deployment %s, the task's is %s/%s/%s", in.ID, d.Cluster, d.Environment, d.Name)}
+	}
+	r.mu.Lock()
+	r.instances[key] = lockedInstance{uid: t.UID, lock: t.Spec.Lock, instance: in}
+	r.mu.Unlock()
+	return in, field, nil
+}
+
+// supersedeOvertaken ends a pending configuration-only task that a newer
+// task of its deployment has overtaken: the newer one writes the whole
+// configuration anyway. Creates, upgrades (migrations) and deletes always
+// run.
+func (r *Reconciler) supersedeOvertaken(ctx context.Context, run *taskRun) (phaseResult, error) {
+	t := run.task
+	if t.Status.Phase != v1alpha1.TaskPending || t.Spec.Workflow != v1alpha1.WorkflowUpdate {
+		return phaseResult{}, nil
+	}
+	tasks, err := r.tasksOf(ctx, t.Namespace, t.Spec.Deployment)
+	if err != nil {
+		return phaseResult{}, err
+	}
+	var newest int64
+	for _, s := range tasks {
+		newest = max(newest, s.Spec.ToSequence)
+	}
+	if newest <= t.Spec.ToSequence {
+		return phaseResult{}, nil
+	}
+	for i := range t.Status.Steps {
+		t.Status.Steps[i].State = v1alpha1.StepSkipped
+		t.Status.Steps[i].Message = "superseded before it ran"
+	}
+	t.Status.SupersededBy = newest
+	return r.finish(ctx, run, v1alpha1.TaskSuperseded,
+		fmt.Sprintf("superseded by sequence %d before it ran: the newer task writes the whole configuration", newest))
+}
+
+// awaitTurn keeps a pending task waiting while a task of a lower sequence
+// of its deployment is not finished (that task's end wakes it).
+func (r *Reconciler) awaitTurn(ctx context.Context, run *taskRun) (phaseResult, error) {
+	t := run.task
+	if t.Status.Phase != v1alpha1.TaskPending {
+		return phaseResult{}, nil
+	}
+	tasks, err := r.tasksOf(ctx, t.Namespace, t.Spec.Deployment)
+	if err != nil {
+		return phaseResult{}, err
+	}
+	for _, s := range tasks {
+		if s.Spec.ToSequence < t.Spec.ToSequence && !s.Status.Phase.Terminal() {
+			run.log.V(1).Info("waiting for an earlier task", "task", s.Name)
+			if run.planUnwritten {
+				if err := r.writeStatus(ctx, run); err != nil {
+					return phaseResult{}, err
+				}
+			}
+			return phaseResult{stop: true, after: 30 * time.Second}, nil
+		}
+	}
+	return phaseResult{}, nil
+}
+
+// runSteps runs the steps from the current one on. Each step is marked
+// Running (and the task Running) in a status write before its action
+// runs, and its result is written before the next one starts (together
+// with the next one's Running mark).
+func (r *Reconciler) runSteps(ctx context.Context, run *taskRun) (phaseResult, error) {
+	t := run.task
+	for int(t.Status.CurrentStep) < len(t.Status.Steps) {
+		i := t.Status.CurrentStep
+		// A status write decodes the server's answer into t, replacing
+		// the Steps slice: take the step afresh after every write.
+		st := &t.Status.Steps[i]
+		if st.State.Terminal() {
+			// Written as finished but the index not moved: move on.
+			t.Status.CurrentStep++
+			continue
+		}
+		if st.State == v1alpha1.StepPending && r.beforeCore(t, int(i)) {
+			// A newer instance is already in place: what leads up to
+			// writing this one would be wasted (or harmful: stopping
+			// workers for a migration that will not be applied).
+			if held, err := r.newerHeld(ctx, run); err != nil {
+				return phaseResult{}, err
+			} else if held > 0 {
+				st.State = v1alpha1.StepSkipped
+				st.Message = fmt.Sprintf("skipped: the StyrminDeployment holds a newer sequence (%d)", held)
+				t.Status.CurrentStep++
+				continue
+			}
+		}
+		if res, err := r.startStep(ctx, run, i); err != nil || res.stop {
+			return res, err
+		}
+		st = &t.Status.Steps[i]
+		out, err := r.runStepAction(ctx, run, st)
+		if err == nil && (out.done || out.newer > 0) {
+			run.log.Info("step action done", "task", t.Name, "step", st.Name, "index", i, "attempt", st.Attempts)
+			r.pause(ctx)
+		}
+		if err != nil {
+			if isStalled, _ := outcome.Classify(err, ""); isStalled {
+				return r.failStep(ctx, run, reasonStepFailed, err.Error())
+			}
+			if r.timedOut(st) {
+				return r.failStep(ctx, run, reasonStepTimedOut, fmt.Sprintf("timed out after %s: %v", stepTimeout(st, r.opts.StepTimeout), err))
+			}
+			return phaseResult{}, err
+		}
+		if len(out.record) > 0 {
+			if st.Recorded == nil {
+				st.Recorded = map[string]string{}
+			}
+			for k, v := range out.record {
+				st.Recorded[k] = v
+			}
+			if err := r.writeStatus(ctx, run); err != nil {
+				return phaseResult{}, err
+			}
+			continue // run the action again (st is taken afresh), now with its record
+		}
+		if out.newer > 0 {
+			r.endStep(st, v1alpha1.StepSucceeded, out.output, "")
+			for j := int(i) + 1; j < len(t.Status.Steps); j++ {
+				t.Status.Steps[j].State = v1alpha1.StepSkipped
+				t.Status.Steps[j].Message = fmt.Sprintf("skipped: superseded by sequence %d", out.newer)
+			}
+			t.Status.CurrentStep = int32(len(t.Status.Steps))
+			t.Status.SupersededBy = out.newer
+			return r.finish(ctx, run, v1alpha1.TaskSuperseded, fmt.Sprintf("step %s: %s", st.Name, out.output))
+		}
+		if !out.done {
+			if r.timedOut(st) {
+				msg := fmt.Sprintf("timed out after %s", stepTimeout(st, r.opts.StepTimeout))
+				if run.waiting != "" {
+					msg += ": " + run.waiting
+				}
+				return r.failStep(ctx, run, reasonStepTimedOut, msg)
+			}
+			return phaseResult{stop: true, after: r.timeLeft(st, out.after)}, nil
+		}
+		r.endStep(st, v1alpha1.StepSucceeded, out.output, "")
+		t.Status.CurrentStep++
+	}
+	return r.finish(ctx, run, v1alpha1.TaskSucceeded, "")
+}
+
+// runStepAction runs the step's action bounded by the step's deadline, so
+// a call that hangs (an exec whose node does not answer) ends in time.
+func (r *Reconciler) runStepAction(ctx context.Context, run *taskRun, st *v1alpha1.TaskStep) (actionOutcome, error) {
+	if st.StartedAt != nil {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithDeadline(ctx, st.StartedAt.Add(stepTimeout(st, r.opts.StepTimeout)))
+		defer cancel()
+	}
+	return r.runAction(ctx, run, st)
+}
+
+// beforeCore reports whether step i comes before the step that writes the
+// instance.
+func (r *Reconciler) beforeCore(t *v1alpha1.StyrminTask, i int) bool {
+	for j := i; j < len(t.Status.Steps); j++ {
+		if t.Status.Steps[j].Action == string(drivers.ActionUpgradeDeploymentVersion) {
+			return j > i
+		}
+	}
+	return false
+}
+
+// newerHeld returns the sequence the StyrminDeployment holds when it is
+// higher than the task's, else 0.
+func (r *Reconciler) newerHeld(ctx context.Context, run *taskRun) (int64, error) {
+	sd, err := r.deployment(ctx, run)
+	if err != nil || sd == nil {
+		return 0, err
+	}
+	held, ok, err := instance.HeldSequence(sd)
+	if err != nil || !ok || held <= run.task.Spec.ToSequence {
+		return 0, nil //nolint:nilerr // a bad annotation is the core step's to report
+	}
+	return held, nil
+}
+
+// startStep marks step i Running and writes it, when it is pending or was
+// interrupted by a restart (Running but not started by this process).
+func (r *Reconciler) startStep(ctx context.Context, run *taskRun, i int32) (phaseResult, error) {
+	t := run.task
+	st := &t.Status.Steps[i]
+	r.mu.Lock()
+	here, ok := r.started[t.UID]
+	r.mu.Unlock()
+	if st.State == v1alpha1.StepRunning && ok && here == i {
+		return phaseResult{}, nil
+	}
+	now := metav1.Now()
+	if st.State == v1alpha1.StepRunning {
+		run.log.Info("resuming a step interrupted by a restart", "step", st.Name, "attempt", st.Attempts+1)
+	}
+	st.State = v1alpha1.StepRunning
+	st.Attempts++
+	st.StartedAt = &now
+	st.FinishedAt = nil
+	if t.Status.Phase != v1alpha1.TaskRunning {
+		t.Status.Phase = v1alpha1.TaskRunning
+		if t.Status.StartedAt == nil {
+			t.Status.StartedAt = &now
+		}
+	}
+	setTaskConditions(t, reasonTaskRunning, "running step "+st.Name)
+	if err := r.writeStatus(ctx, run); err != nil {
+		return phaseResult{}, err
+	}
+	r.mu.Lock()
+	r.started[t.UID] = i
+	r.mu.Unlock()
+	run.log.Info("step started", "task", t.Name, "step", st.Name, "index", i, "attempt", st.Attempts)
+	r.pause(ctx)
+	return phaseResult{}, nil
+}
+
+// pause waits StepPause (fault-injection tests only).
+func (r *Reconciler) pause(ctx context.Context) {
+	if r.opts.StepPause <= 0 {
+		return
+	}
+	select {
+	case <-ctx.Done():
+	case <-time.After(r.opts.StepPause):
+	}
+}
+
+func (r *Reconciler) endStep(st *v1alpha1.TaskStep, state v1alpha1.StepState, output, message string) {
+	now := metav1.Now()
+	st.State = state
+	st.Output = tailString(output, maxActionOutput)
+	st.Message = message
+	st.FinishedAt = &now
+	if st.StartedAt != nil {
+		r.metrics.stepDuration.WithLabelValues(st.Action, string(state)).Observe(now.Sub(st.StartedAt.Time).Seconds())
+	}
+}
+
+func (r *Reconciler) timedOut(st *v1alpha1.TaskStep) bool {
+	return st.StartedAt != nil && time.Since(st.StartedAt.Time) > stepTimeout(st, r.opts.StepTimeout)
+}
+
+// timeLeft caps a requeue delay at the step's deadline.
+func (r *Reconciler) timeLeft(st *v1alpha1.TaskStep, after time.Duration) time.Duration {
+	if after <= 0 {
+		after = r.opts.PollInterval
+	}
+	if st.StartedAt != nil {
+		left := time.Until(st.StartedAt.Add(stepTimeout(st, r.opts.StepTimeout))) + 10*time.Millisecond
+		if left < after {
+			return max(left, 10*time.Millisecond)
+		}
+	}
+	return after
+}
+
+// failStep fails the current step and the task; the later steps are
+// skipped. What ran before stays as it is: a step that failed before the
+// instance was written leaves the active instance unchanged.
+func (r *Reconciler) failStep(ctx context.Context, run *taskRun, reason, msg string) (phaseResult, error) {
+	t := run.task
+	i := int(t.Status.CurrentStep)
+	st := &t.Status.Steps[i]
+	r.endStep(st, v1alpha1.StepFailed, "", msg)
+	for j := i + 1; j < len(t.Status.Steps); j++ {
+		t.Status.Steps[j].State = v1alpha1.StepSkipped
+		t.Status.Steps[j].Message = "skipped: step " + st.Name + " failed"
+	}
+	return r.finish(ctx, run, v1alpha1.TaskFailed, fmt.Sprintf("step %s (%s) failed: %s", st.Name, reason, msg))
+}
+
+// failTask ends a task that cannot run at all.
+func (r *Reconciler) failTask(ctx context.Context, run *taskRun, reason, msg string) (phaseResult, error) {
+	for i := range run.task.Status.Steps {
+		if !run.task.Status.Steps[i].State.Terminal() {
+			run.task.Status.Steps[i].State = v1alpha1.StepSkipped
+		}
+	}
+	return r.finish(ctx, run, v1alpha1.TaskFailed, reason+": "+msg)
+}
+
+// finish writes a terminal phase.
+func (r *Reconciler) finish(ctx context.Context, run *taskRun, phase v1alpha1.TaskPhase, msg string) (phaseResult, error) {
+	t := run.task
+	now := metav1.Now()
+	t.Status.Phase = phase
+	t.Status.FinishedAt = &now
+	t.Status.Message = msg
+	if t.Status.StartedAt == nil {
+		t.Status.StartedAt = &now
+	}
+	setTaskConditions(t, string(phase), msg)
+	if err := r.writeStatus(ctx, run); err != nil {
+		return phaseResult{}, err
+	}
+	r.metrics.finished.WithLabelValues(string(t.Spec.Workflow), string(phase)).Inc()
+	// A task records an event only when it ends other than as planned:
+	// its start and success are in its status, and the change a
+	// successful task makes is the StyrminDeployment's Installed or
+	// Upgraded event. At hundreds of tasks a commit, two more events each
+	// were a seventh of the agent's requests.
+	switch phase {
+	case v1alpha1.TaskFailed:
+		r.event(t, nil, corev1.EventTypeWarning, reasonTaskFailed, "%s", msg)
+	case v1alpha1.TaskSuperseded:
+		r.event(t, nil, corev1.EventTypeNormal, reasonTaskSuperseded, "%s", msg)
+	}
+	run.log.Info("task finished", "phase", phase, "message", msg)
+	r.forget(t)
+	r.pruneTasks(ctx, run)
+	return phaseResult{stop: true}, nil
+}
+
+func (r *Reconciler) event(regarding, related client.Object, evType, reason, format string, args ...any) {
+	if r.opts.Recorder == nil {
+		return
+	}
+	if related == nil {
+		r.opts.Recorder.Eventf(regarding, nil, evType, reason, "Run", format, args...)
+		return
+	}
+	r.opts.Recorder.Eventf(regarding, related, evType, reason, "Run", format, args...)
+}
+
+// setTaskConditions sets the kstatus-style conditions of a task from its
+// phase: Reconciling while it is pending or running, Ready when it
+// succeeded (or was superseded: nothing is left to do), Stalled when it
+// failed.
+func setTaskConditions(t *v1alpha1.StyrminTask, reason, msg string) {
+	gen := t.Generation
+	set := func(typ string, status metav1.ConditionStatus) {
+		apimeta.SetStatusCondition(&t.Status.Conditions, metav1.Condition{
+			Type: typ, Status: status, Reason: reason, Message: msg, ObservedGeneration: gen,
+		})
+	}
+	switch t.Status.Phase {
+	case v1alpha1.TaskPending, v1alpha1.TaskRunning:
+		set(v1alpha1.ConditionReconciling, metav1.ConditionTrue)
+		set(v1alpha1.ConditionReady, metav1.ConditionFalse)
+		apimeta.RemoveStatusCondition(&t.Status.Conditions, v1alpha1.ConditionStalled)
+	case v1alpha1.TaskSucceeded, v1alpha1.TaskSuperseded:
+		set(v1alpha1.ConditionReady, metav1.ConditionTrue)
+		apimeta.RemoveStatusCondition(&t.Status.Conditions, v1alpha1.ConditionReconciling)
+		apimeta.RemoveStatusCondition(&t.Status.Conditions, v1alpha1.ConditionStalled)
+	case v1alpha1.TaskFailed:
+		set(v1alpha1.ConditionReady, metav1.ConditionFalse)
+		set(v1alpha1.ConditionStalled, metav1.ConditionTrue)
+		apimeta.RemoveStatusCondition(&t.Status.Conditions, v1alpha1.ConditionReconciling)
+	}
+}
+
+// driver returns the instance's driver version.
+func (r *Reconciler) driver(ctx context.Context, run *taskRun) (*drivers.Driver, error) {
+	if run.driver != nil {
+		return run.driver, nil
+	}
+	// Classified by the source: missing or not loading is stalled (the
+	// task fails), anything else is retried.
+	d, err := driversource.Get(ctx, r.opts.Drivers, run.instance.Driver)
+	if err != nil {
+		return nil, err
+	}
+	run.driver = d
+	return d, nil
+}
+
+// rendered returns the target instance's objects.
+func (r *Reconciler) rendered(ctx context.Context, run *taskRun) (*drivers.Manifests, error) {
+	if run.manifests != nil {
+		return run.manifests, nil
+	}
+	if run.instance.Tombstone() || run.instance.Context == nil {
+		return &drivers.Manifests{}, nil
+	}
+	d, err := r.driver(ctx, run)
+	if err != nil {
+		return nil, err
+	}
+	m, err := d.Render(*run.instance.Context, run.instance.Values)
+	if err != nil {
+		return nil, outcome.Stalled(v1alpha1.ReasonRenderFailed, fmt.Errorf("rendering %s with %s@%s: %w", run.instance.ID, d.Name, d.Version, err))
+	}
+	run.manifests = m
+	return m, nil
+}
+
+// deployment returns the deployment's StyrminDeployment (nil when there is
+// none), read once per reconcile through the cache.
+func (r *Reconciler) deployment(ctx context.Context, run *taskRun) (*v1alpha1.StyrminDeployment, error) {
+	if run.sdRead {
+		return run.sd, nil
+	}
+	var sd v1alpha1.StyrminDeployment
+	key := instance.Key(run.task.Spec.Namespace)
+	err := r.opts.Client.Get(ctx, key, &sd)
+	switch {
+	case apierrors.IsNotFound(err):
+		run.sd = nil
+	case err != nil:
+		return nil, fmt.Errorf("reading StyrminDeployment %s: %w", key, err)
+	default:
+		run.sd = &sd
+	}
+	run.sdRead = true
+	return run.sd, nil
+}
+
+func tailString(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	s = s[len(s)-n:]
+	// Do not start in the middle of a UTF-8 sequence.
+	for i := 0; i < len(s) && i < 4; i++ {
+		if s[i]&0xC0 != 0x80 {
+			return s[i:]
+		}
+	}
+	return strings.ToValidUTF8(s, "")
+}

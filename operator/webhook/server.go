@@ -1,0 +1,168 @@
+package webhook
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"sync"
+	"time"
+
+	"github.com/go-logr/logr"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+)
+
+// DefaultSecretKey is the key of the webhook Secret holding the
+// shared secret when ServerOptions.SecretKey is empty.
+const DefaultSecretKey = "webhook-secret"
+
+// DefaultSecretTTL is how long a webhook secret read from its
+// Secret is reused: a rotated secret takes effect within it.
+const DefaultSecretTTL = 10 * time.Second
+
+// ServerOptions configures the agent's git webhook receiver.
+type ServerOptions struct {
+	// Addr is the listen address (":9443", "127.0.0.1:0").
+	Addr string
+	// Reader reads the Secret holding the shared secret.
+	Reader client.Reader
+	// Secret names that Secret; SecretKey is its key (default
+	// DefaultSecretKey).
+	Secret    types.NamespacedName
+	SecretKey string
+	// SecretTTL bounds how long a read secret is reused (default
+	// DefaultSecretTTL; negative: read on every request).
+	SecretTTL time.Duration
+	// Branch is the tracked branch; pushes to other refs are ignored.
+	Branch string
+	// OnPush is called for a verified push to Branch; it must not block.
+	OnPush func(Event)
+	// MaxBody bounds a request body (0: DefaultMaxBody).
+	MaxBody int64
+	// Log receives one line per request, never a payload or the secret.
+	Log logr.Logger
+}
+
+// Server serves GitHub webhooks for the agent: a verified push to
+// the tracked branch calls OnPush (the syncer's Trigger).
+type Server struct {
+	opts    ServerOptions
+	handler http.Handler
+
+	mu      sync.Mutex
+	cached  []byte
+	expires time.Time
+
+	ln net.Listener
+}
+
+// NewServer checks opts and builds the receiver; nothing listens
+// until Listen or Start.
+func NewServer(opts ServerOptions) (*Server, error) {
+	switch {
+	case opts.Addr == "":
+		return nil, errors.New("webhook server: Addr is required")
+	case opts.Reader == nil:
+		return nil, errors.New("webhook server: Reader is required")
+	case opts.Secret.Name == "" || opts.Secret.Namespace == "":
+		return nil, errors.New("webhook server: the webhook Secret needs a name and a namespace")
+	case opts.Branch == "":
+		return nil, errors.New("webhook server: Branch is required (the branch whose pushes trigger a sync)")
+	}
+	if opts.SecretKey == "" {
+		opts.SecretKey = DefaultSecretKey
+	}
+	if opts.SecretTTL == 0 {
+		opts.SecretTTL = DefaultSecretTTL
+	}
+	if opts.Log.GetSink() == nil {
+		opts.Log = logr.Discard()
+	}
+	s := &Server{opts: opts}
+	h, err := NewHandler(Options{
+		Secret:  s.secret,
+		Branch:  opts.Branch,
+		OnPush:  opts.OnPush,
+		MaxBody: opts.MaxBody,
+		Log:     opts.Log,
+	})
+	if err != nil {
+		return nil, err
+	}
+	s.handler = h
+	return s, nil
+}
+
+// Handler is the receiver as an http.Handler (served at every path).
+func (s *Server) Handler() http.Handler { return s.handler }
+
+// secret returns the shared secret, read from the Secret at most once per
+// SecretTTL. Failed reads are not cached, so a Secret created after the
+// agent started is picked up by the next delivery.
+func (s *Server) secret(ctx context.Context) ([]byte, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	now := time.Now()
+	if s.cached != nil && now.Before(s.expires) {
+		return s.cached, nil
+	}
+	var sec corev1.Secret
+	if err := s.opts.Reader.Get(ctx, s.opts.Secret, &sec); err != nil {
+		return nil, fmt.Errorf("reading the webhook secret from Secret %s: %w", s.opts.Secret, err)
+	}
+	v := sec.Data[s.opts.SecretKey]
+	if len(v) == 0 {
+		return nil, fmt.Errorf("Secret %s: key %q is missing or empty; expected the webhook's shared secret", s.opts.Secret, s.opts.SecretKey)
+	}
+	if s.opts.SecretTTL > 0 {
+		s.cached, s.expires = v, now.Add(s.opts.SecretTTL)
+	}
+	return v, nil
+}
+
+// Listen opens the listen address and returns the address bound (useful
+// with port 0). Start calls it when it was not called before.
+func (s *Server) Listen() (net.Addr, error) {
+	if s.ln != nil {
+		return s.ln.Addr(), nil
+	}
+	ln, err := net.Listen("tcp", s.opts.Addr)
+	if err != nil {
+		return nil, fmt.Errorf("webhook server: listening on %s: %w", s.opts.Addr, err)
+	}
+	s.ln = ln
+	return ln.Addr(), nil
+}
+
+// Start serves until ctx ends, then shuts down gracefully. It fits
+// manager.Runnable.
+func (s *Server) Start(ctx context.Context) error {
+	if _, err := s.Listen(); err != nil {
+		return err
+	}
+	srv := &http.Server{
+		Handler:           s.handler,
+		ReadHeaderTimeout: 10 * time.Second,
+		ReadTimeout:       30 * time.Second,
+		WriteTimeout:      30 * time.Second,
+		MaxHeaderBytes:    64 << 10,
+	}
+	errc := make(chan error, 1)
+	go func() { errc <- srv.Serve(s.ln) }()
+	s.opts.Log.Info("webhook receiver listening", "address", s.ln.Addr().String(), "branch", s.opts.Branch)
+	select {
+	case err := <-errc:
+		return fmt.Errorf("webhook server: %w", err)
+	case <-ctx.Done():
+	}
+	sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	_ = srv.Shutdown(sctx)
+	return nil
+}
+
+// NeedLeaderElection is false: every replica serves webhooks.
+func (s *Server) NeedLeaderElection() bool { return false }
