@@ -2,6 +2,7 @@ package main
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -351,6 +352,23 @@ func describeStep(s step) string {
 	return strings.Join(parts, " ")
 }
 
+// parseParams reads --param NAME=VALUE flags, each value as YAML.
+func parseParams(params []string) (map[string]any, error) {
+	set := map[string]any{}
+	for _, p := range params {
+		k, v, ok := strings.Cut(p, "=")
+		if !ok {
+			return nil, fmt.Errorf("--param %q: expected NAME=VALUE", p)
+		}
+		var x any
+		if err := yaml.Unmarshal([]byte(v), &x); err != nil {
+			return nil, fmt.Errorf("--param %s: %w", k, err)
+		}
+		set[k] = x
+	}
+	return set, nil
+}
+
 // lintReport is what `drivers lint` prints.
 type lintReport struct {
 	driverSummary
@@ -383,37 +401,25 @@ read as YAML: 3, true, "text", {name: db, key: password}).`,
 				return err
 			}
 			dir := args[0]
+			// Loading comes first, so a broken folder is reported before
+			// a mistyped --param.
 			d, err := drivers.Load(os.DirFS(dir), drivers.LoadOptions{Source: filepath.ToSlash(filepath.Clean(dir))})
 			if err != nil {
 				return err
 			}
-			set := map[string]any{}
-			for _, p := range params {
-				k, v, ok := strings.Cut(p, "=")
-				if !ok {
-					return fmt.Errorf("--param %q: expected NAME=VALUE", p)
-				}
-				var x any
-				if err := yaml.Unmarshal([]byte(v), &x); err != nil {
-					return fmt.Errorf("--param %s: %w", k, err)
-				}
-				set[k] = x
-			}
-			c, err := d.SampleContextWith(set)
-			if err != nil {
-				return fmt.Errorf("%s: %w (use --param NAME=VALUE)", d.Source, err)
-			}
-			vals, err := d.Values(c)
+			set, err := parseParams(params)
 			if err != nil {
 				return err
 			}
-			if _, err := d.Endpoints(c); err != nil {
-				return err
+			lint, err := d.Lint(set)
+			var pe *drivers.SampleParamsError
+			if errors.As(err, &pe) {
+				return fmt.Errorf("%w (use --param NAME=VALUE)", err)
 			}
-			m, err := d.Render(c, vals)
 			if err != nil {
 				return err
 			}
+			m := lint.Manifests
 			rep := lintReport{driverSummary: summarize(d), Objects: []lintObject{}}
 			for _, o := range m.Objects {
 				rep.Objects = append(rep.Objects, lintObject{APIVersion: o.APIVersion, Kind: o.Kind, Namespace: o.Namespace, Name: o.Name, Component: o.Component})
