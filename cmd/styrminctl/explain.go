@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"os"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -35,7 +34,7 @@ parameters) narrows the output to that part.`,
 			if len(args) == 2 {
 				prefix = args[1]
 			}
-			ws, err := resolver.LoadWorkspace(os.DirFS(g.Repo), resolver.WorkspaceOptions{FetchDriver: driverFetcher(cmd.Context())})
+			ws, err := headWorkspace(cmd.Context(), g.Repo)
 			if err != nil {
 				return err
 			}

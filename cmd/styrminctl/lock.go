@@ -63,8 +63,7 @@ func lockPolicy(o *lockOptions) resolver.LockPolicy {
 }
 
 func runLock(ctx context.Context, g *globalOptions, o *lockOptions, stdout io.Writer) error {
-	head := headCommit(g.Repo)
-	ws, err := resolver.LoadWorkspace(os.DirFS(g.Repo), resolver.WorkspaceOptions{SourceCommit: head, FetchDriver: driverFetcher(ctx)})
+	ws, err := headWorkspace(ctx, g.Repo)
 	if err != nil {
 		return err
 	}

@@ -11,19 +11,6 @@ import (
 	"github.com/styrmin/styrmin/resolver"
 )
 
-// headCommit returns the commit the working tree is at, "" outside git.
-func headCommit(repo string) string {
-	r, err := gitsource.Open(repo, gitsource.OpenOptions{})
-	if err != nil {
-		return ""
-	}
-	h, err := r.Head()
-	if err != nil {
-		return ""
-	}
-	return h.String()
-}
-
 // gitAuthFromEnv reads push credentials from the environment, never from
 // flags, so they stay out of shell history and CI logs.
 func gitAuthFromEnv() (gitsource.Auth, error) {

@@ -7,11 +7,19 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"runtime/debug"
 
 	"github.com/spf13/cobra"
 )
 
 func main() {
+	// Rendering a plan allocates about 1 MB per deployment while little
+	// stays live (20 MB for 1,000 deployments): collecting less often
+	// saves a fifth of the CPU time of a large plan, and costs the other
+	// short-lived commands nothing that matters. GOGC still wins when set.
+	if os.Getenv("GOGC") == "" {
+		debug.SetGCPercent(400)
+	}
 	root := newRootCmd(os.Stdout, os.Stderr)
 	if err := root.Execute(); err != nil {
 		code := 1

@@ -4,16 +4,11 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"io/fs"
 	"os"
 	"path/filepath"
-	"runtime/debug"
 
-	git "github.com/go-git/go-git/v5"
-	"github.com/go-git/go-git/v5/plumbing"
 	"github.com/spf13/cobra"
 
-	"github.com/styrmin/styrmin/drivers"
 	"github.com/styrmin/styrmin/gitsource"
 	"github.com/styrmin/styrmin/planner"
 	"github.com/styrmin/styrmin/resolver"
@@ -127,16 +122,10 @@ func isTerminal(w io.Writer) bool {
 	return err == nil && st.Mode()&os.ModeCharDevice != 0
 }
 
-// computePlan wires git, the resolver and the planner: the head
-// configuration resolved against the base's lockfiles, with the driver
-// versions of both sides.
+// computePlan wires git and the planner: the head configuration resolved
+// against the lockfiles of the base commit, with the driver versions of
+// both sides.
 func computePlan(repoDir string, f *planFlags, only map[resolver.ID]bool) (*planner.Plan, error) {
-	// Rendering allocates about 1 MB per deployment while little stays
-	// live (20 MB for 1,000 deployments): collecting less often saves a
-	// fifth of the CPU time of a large plan. GOGC still wins when set.
-	if os.Getenv("GOGC") == "" {
-		debug.SetGCPercent(400)
-	}
 	dir, err := filepath.Abs(repoDir)
 	if err != nil {
 		return nil, err
@@ -145,185 +134,31 @@ func computePlan(repoDir string, f *planFlags, only map[resolver.ID]bool) (*plan
 	if err != nil {
 		return nil, fmt.Errorf("%s: plan compares with the lockfiles of a base commit, so the repository must be a git repository: %w", repoDir, err)
 	}
-	sub, err := repoSubdir(repo, dir)
+	sub, err := repo.Subdir(dir)
 	if err != nil {
 		return nil, err
 	}
-
-	base, baseName, err := baseCommit(repo, dir, f.base)
+	base, err := repo.ResolveBase(f.base)
+	if errors.Is(err, gitsource.ErrNoMergeBase) {
+		return nil, fmt.Errorf("%w: pass --base", err)
+	}
 	if err != nil {
 		return nil, err
 	}
-	baseFS, err := treeAt(repo, base, sub)
+	baseFS, err := repo.TreeAt(base.Commit, sub)
 	if err != nil {
 		return nil, err
 	}
-	baseLocks, err := resolver.LoadLocks(baseFS)
-	if err != nil {
-		return nil, fmt.Errorf("lockfiles at the base %s: %w", baseName, err)
-	}
-	// The base's drivers render the locked instances; a base whose drivers
-	// no longer load only loses that part of the plan.
-	baseCatalog, _ := drivers.LoadCatalog(baseFS, "drivers", drivers.LoadOptions{})
-
-	var headFS fs.FS = os.DirFS(dir)
-	headName, headCommitHash := "working tree", ""
-	if h, err := repo.Resolve("HEAD"); err == nil {
-		headCommitHash = h.String()
-	}
-	if f.head != "" {
-		h, err := repo.Resolve(f.head)
-		if err != nil {
-			return nil, err
-		}
-		if headFS, err = treeAt(repo, h, sub); err != nil {
-			return nil, err
-		}
-		headName, headCommitHash = fmt.Sprintf("%s (%s)", f.head, h.Short()), h.String()
-	}
-	// The head's own lockfiles do not matter (the base's do), so this
-	// loads only configuration and drivers.
-	headRepo, err := resolver.NewLoader(0).Load(headFS)
+	h, err := loadHead(dir, f.head, repo)
 	if err != nil {
 		return nil, err
 	}
-	if len(headRepo.Settings.Drivers) > 0 {
-		return nil, fmt.Errorf("styrmin.cue: field drivers: plan works offline and cannot fetch driver sources from other git repositories; keep the drivers in drivers/")
-	}
-	headCatalog, err := drivers.LoadCatalog(headFS, "drivers", drivers.LoadOptions{})
-	if err != nil {
-		return nil, err
-	}
-	res := resolver.Resolve(headRepo, resolver.Options{Catalog: headCatalog, Locks: baseLocks, SourceCommit: headCommitHash, Only: only})
 	opts := planner.Options{AllowDeletions: f.allowDeletions, Only: only}
 	if f.deletionThreshold >= 0 {
 		opts.DeletionThreshold = &f.deletionThreshold
 	}
-	return planner.Compute(planner.Input{
-		Base:     baseLocks,
-		Head:     res,
-		Repo:     headRepo,
-		BaseFS:   baseFS,
-		HeadFS:   headFS,
-		Drivers:  planner.Catalogs{headCatalog, baseCatalog},
-		BaseName: baseName,
-		HeadName: headName,
+	return planner.ComputeTrees(planner.Trees{
+		Base: baseFS, BaseName: base.Name,
+		Head: h.fsys, HeadName: h.name, HeadCommit: h.commit,
 	}, opts)
-}
-
-// repoSubdir is the desired-state repository's folder inside the git
-// worktree ("." when it is the root), so trees of commits can be read at
-// the same place.
-func repoSubdir(repo *gitsource.Repo, dir string) (string, error) {
-	root := repo.WorktreeDir()
-	if root == "" {
-		return ".", nil
-	}
-	realRoot, err := filepath.EvalSymlinks(root)
-	if err != nil {
-		return "", err
-	}
-	realDir, err := filepath.EvalSymlinks(dir)
-	if err != nil {
-		return "", err
-	}
-	rel, err := filepath.Rel(realRoot, realDir)
-	if err != nil {
-		return "", err
-	}
-	return filepath.ToSlash(rel), nil
-}
-
-// treeAt is the repository folder at a commit (the empty tree for the
-// zero hash: no base).
-func treeAt(repo *gitsource.Repo, h gitsource.Hash, sub string) (fs.FS, error) {
-	fsys, err := repo.FS(h)
-	if err != nil {
-		return nil, err
-	}
-	if sub == "." {
-		return fsys, nil
-	}
-	return fs.Sub(fsys, sub)
-}
-
-// baseCommit picks the commit whose lockfiles the plan compares with: the
-// given revision; else the merge base of HEAD and the upstream of the
-// current branch (what a pull request is compared with); else HEAD. A
-// repository without commits has no base (zero hash).
-func baseCommit(repo *gitsource.Repo, dir, rev string) (gitsource.Hash, string, error) {
-	if rev != "" {
-		h, err := repo.Resolve(rev)
-		if err != nil {
-			return gitsource.Hash{}, "", err
-		}
-		return h, fmt.Sprintf("%s (%s)", rev, h.Short()), nil
-	}
-	head, err := repo.Resolve("HEAD")
-	if err != nil {
-		// No commit yet: nothing is locked.
-		return gitsource.Hash{}, "", nil
-	}
-	mb, upstream, err := upstreamMergeBase(dir)
-	if err != nil {
-		return gitsource.Hash{}, "", err
-	}
-	if upstream == "" {
-		return head, fmt.Sprintf("HEAD (%s)", head.Short()), nil
-	}
-	h, err := gitsource.ParseHash(mb)
-	if err != nil {
-		return gitsource.Hash{}, "", err
-	}
-	return h, fmt.Sprintf("merge base with %s (%s)", upstream, h.Short()), nil
-}
-
-// upstreamMergeBase finds the merge base of HEAD and the upstream of the
-// current branch (branch.<name>.remote and .merge in the git config). It
-// returns "" for upstream when HEAD is detached or the branch has no
-// upstream (or the upstream was never fetched).
-func upstreamMergeBase(dir string) (hash, upstream string, err error) {
-	gr, err := git.PlainOpenWithOptions(dir, &git.PlainOpenOptions{DetectDotGit: true, EnableDotGitCommonDir: true})
-	if err != nil {
-		return "", "", err
-	}
-	head, err := gr.Head()
-	if err != nil || !head.Name().IsBranch() {
-		return "", "", nil
-	}
-	cfg, err := gr.Config()
-	if err != nil {
-		return "", "", err
-	}
-	b, ok := cfg.Branches[head.Name().Short()]
-	if !ok || b.Remote == "" || b.Merge == "" {
-		return "", "", nil
-	}
-	up := b.Merge
-	if b.Remote != "." {
-		up = plumbing.NewRemoteReferenceName(b.Remote, b.Merge.Short())
-	}
-	ref, err := gr.Reference(up, true)
-	if errors.Is(err, plumbing.ErrReferenceNotFound) {
-		return "", "", nil
-	}
-	if err != nil {
-		return "", "", err
-	}
-	hc, err := gr.CommitObject(head.Hash())
-	if err != nil {
-		return "", "", err
-	}
-	uc, err := gr.CommitObject(ref.Hash())
-	if err != nil {
-		return "", "", err
-	}
-	bases, err := hc.MergeBase(uc)
-	if err != nil {
-		return "", "", fmt.Errorf("merge base of HEAD and %s: %w", up.Short(), err)
-	}
-	if len(bases) == 0 {
-		return "", "", fmt.Errorf("HEAD and its upstream %s have no common commit: pass --base", up.Short())
-	}
-	return bases[0].Hash.String(), up.Short(), nil
 }
