@@ -192,7 +192,13 @@ parameters: {
 // startAgent starts the agent binary; it is stopped when the test ends.
 func (e *agentEnv) startAgent(t *testing.T, extra ...string) *agenttest.Proc {
 	t.Helper()
-	args := append([]string{
+	e.agent = agenttest.StartAgent(t, e.bin, e.agentArgs(extra...)...)
+	return e.agent
+}
+
+// agentArgs are the agent's flags for this environment, then extra.
+func (e *agentEnv) agentArgs(extra ...string) []string {
+	return append([]string{
 		"--cluster=" + agentCluster,
 		"--repo=" + e.url,
 		"--branch=main",
@@ -204,8 +210,6 @@ func (e *agentEnv) startAgent(t *testing.T, extra ...string) *agenttest.Proc {
 		"--health-probe-bind-address=",
 		"--kubeconfig=" + e.kubeconfig,
 	}, extra...)
-	e.agent = agenttest.StartAgent(t, e.bin, args...)
-	return e.agent
 }
 
 // waitTask waits until the task of a deployment's sequence is terminal

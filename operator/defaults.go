@@ -1,6 +1,7 @@
 package operator
 
 import (
+	"github.com/styrmin/styrmin/operator/deployment"
 	"github.com/styrmin/styrmin/operator/source"
 	"github.com/styrmin/styrmin/operator/task"
 	"github.com/styrmin/styrmin/operator/webhook"
@@ -15,6 +16,9 @@ const (
 	DefaultStepTimeout = task.DefaultStepTimeout
 	// DefaultKeepTasks is how many finished tasks a deployment keeps.
 	DefaultKeepTasks = task.DefaultKeepTasks
+	// DefaultDriftInterval is how often each deployment is checked for
+	// drift.
+	DefaultDriftInterval = deployment.DefaultDriftInterval
 	// DefaultWebhookSecretKey is the key of the webhook Secret holding the
 	// shared secret.
 	DefaultWebhookSecretKey = webhook.DefaultSecretKey

@@ -68,7 +68,7 @@ func parseFlags(args []string, stderr io.Writer) (*flags, error) {
 	fs.StringVar(&f.namespace, "namespace", ns, "the agent's namespace: its StyrminSource, lease and credentials Secret (default $POD_NAMESPACE)")
 	fs.StringVar(&f.cloneDir, "clone-dir", "", "folder for the repository clone (default: in memory)")
 	fs.DurationVar(&f.pollInterval, "poll-interval", operator.DefaultPollInterval, "how often to fetch the repository")
-	fs.DurationVar(&f.driftInterval, "drift-interval", 5*time.Minute, "how often each deployment's live objects are compared with its release")
+	fs.DurationVar(&f.driftInterval, "drift-interval", operator.DefaultDriftInterval, "how often each deployment's live objects are compared with its release")
 	fs.DurationVar(&f.stepTimeout, "step-timeout", operator.DefaultStepTimeout, "time a task step may take when its driver declares no timeout")
 	fs.DurationVar(&f.stepPause, "debug-step-pause", 0, "testing only: pause after a task step starts and after its action is done, so fault-injection tests can kill the agent there")
 	fs.StringVar(&f.metricsAddr, "metrics-bind-address", ":8080", `address of the Prometheus metrics endpoint ("0" turns it off)`)

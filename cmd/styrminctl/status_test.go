@@ -183,7 +183,7 @@ func fillCluster(ctx context.Context, c *testcluster.Cluster) error {
 		labels := id.Labels()
 		ns := ft.env + "-" + ft.name
 		task := &v1alpha1.StyrminTask{
-			ObjectMeta: metav1.ObjectMeta{Name: operator.TaskName(ft.name, ft.seq), Namespace: ns, Labels: labels},
+			ObjectMeta: metav1.ObjectMeta{Name: v1alpha1.TaskName(ft.name, ft.seq), Namespace: ns, Labels: labels},
 			Spec: v1alpha1.StyrminTaskSpec{
 				Deployment: id, Namespace: ns, Workflow: ft.workflow, FromSequence: ft.from, ToSequence: ft.seq,
 				Lock: v1alpha1.LockRef{Commit: strings.Repeat(string(rune('0'+ft.seq)), 40), Path: "locks/local/" + ft.env + "/" + ft.name + ".lock.yaml"},

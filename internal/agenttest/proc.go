@@ -149,3 +149,18 @@ func (p *Proc) WaitLog(t testing.TB, timeout time.Duration, what string, match f
 		}
 	}
 }
+
+// Logged counts the log lines so far that match match, without waiting.
+func (p *Proc) Logged(match func(LogEntry) bool) int {
+	p.mu.Lock()
+	lines := p.lines
+	p.mu.Unlock()
+	n := 0
+	for _, l := range lines {
+		var e LogEntry
+		if json.Unmarshal([]byte(l), &e) == nil && match(e) {
+			n++
+		}
+	}
+	return n
+}

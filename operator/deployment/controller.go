@@ -17,7 +17,6 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/events"
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -572,7 +571,7 @@ func (r *Reconciler) setupWithManager(mgr ctrl.Manager, concurrency int, log log
 			return nil
 		}
 		ns := o.GetNamespace()
-		return []reconcile.Request{{NamespacedName: types.NamespacedName{Namespace: ns, Name: ns}}}
+		return []reconcile.Request{{NamespacedName: instance.Key(ns)}}
 	})
 	return ctrl.NewControllerManagedBy(mgr).
 		Named("styrmindeployment").

@@ -120,6 +120,7 @@ func (l *Locker) Start(ctx context.Context) error {
 		}
 		return err
 	}
+	l.opts.Log.Info("lock mode started", "interval", l.opts.Interval.String())
 	pollLoop(ctx, l.opts.Interval, l.trigger, func(ctx context.Context) {
 		if _, err := l.LockHead(ctx); err != nil && ctx.Err() == nil {
 			l.opts.Log.Error(err, "lock failed")

@@ -42,16 +42,6 @@ var _ SourceRepo = (*gitsource.Repo)(nil)
 // SyncerOptions.Interval is zero.
 const DefaultPollInterval = time.Minute
 
-// Reasons of the StyrminSource conditions and events.
-const (
-	reasonSynced      = "Synced"
-	reasonFetchFailed = "FetchFailed"
-	reasonAuthFailed  = "AuthenticationFailed"
-	reasonSyncFailed  = "SyncFailed"
-	reasonInvalidLock = "InvalidLock"
-	reasonLockDeleted = "LockDeleted"
-)
-
 // SyncerOptions configures a Syncer.
 type SyncerOptions struct {
 	// Client reads and writes StyrminSources, StyrminTasks, Namespaces
@@ -190,9 +180,9 @@ func (s *Syncer) Sync(ctx context.Context) (SyncResult, error) {
 	}
 	fr, err := s.opts.Repo.Fetch(ctx)
 	if err != nil {
-		reason := reasonFetchFailed
+		reason := v1alpha1.ReasonFetchFailed
 		if errors.Is(err, gitsource.ErrAuth) {
-			reason = reasonAuthFailed
+			reason = v1alpha1.ReasonAuthenticationFailed
 		}
 		s.setFailed(ctx, src, reason, err)
 		return res, fmt.Errorf("sync %s: fetch: %w", s.opts.Spec.URL, err)
@@ -203,7 +193,7 @@ func (s *Syncer) Sync(ctx context.Context) (SyncResult, error) {
 		return res, nil
 	}
 	if err := s.walk(ctx, src, s.position, fr.Head, &res); err != nil {
-		s.setFailed(ctx, src, reasonSyncFailed, err)
+		s.setFailed(ctx, src, v1alpha1.ReasonSyncFailed, err)
 		return res, err
 	}
 	if err := s.advance(ctx, src, fr.Head); err != nil {
@@ -373,7 +363,7 @@ func (w *syncWalk) apply(ctx context.Context, src *v1alpha1.StyrminSource, ch gi
 	if ch.Deleted {
 		// Lockfiles are never deleted by styrmin (a deleted deployment
 		// leaves a tombstone): someone removed it by hand.
-		w.s.warn(src, reasonLockDeleted, "%s was deleted at %s; a removed deployment needs a tombstone lock, so nothing was changed", ch.Path, ch.Commit.Short())
+		w.s.warn(src, v1alpha1.ReasonLockDeleted, "%s was deleted at %s; a removed deployment needs a tombstone lock, so nothing was changed", ch.Path, ch.Commit.Short())
 		log.Info("ignoring a deleted lockfile")
 		res.Ignored++
 		return nil, nil
@@ -392,7 +382,7 @@ func (w *syncWalk) apply(ctx context.Context, src *v1alpha1.StyrminSource, ch gi
 		err = fmt.Errorf("%s: the lockfile names deployment %s", ch.Path, next.ID)
 	}
 	if err != nil {
-		w.s.warn(src, reasonInvalidLock, "lock commit %s: %v; no task was created for it", ch.Commit.Short(), err)
+		w.s.warn(src, v1alpha1.ReasonInvalidLock, "lock commit %s: %v; no task was created for it", ch.Commit.Short(), err)
 		log.Error(err, "ignoring an invalid lockfile")
 		res.Ignored++
 		return nil, nil
@@ -402,7 +392,7 @@ func (w *syncWalk) apply(ctx context.Context, src *v1alpha1.StyrminSource, ch gi
 		return nil, err
 	}
 	if prev != nil && next.Sequence <= prev.Sequence {
-		w.s.warn(src, reasonInvalidLock, "%s at %s: sequence %d does not follow %d; no task was created for it", ch.Path, ch.Commit.Short(), next.Sequence, prev.Sequence)
+		w.s.warn(src, v1alpha1.ReasonInvalidLock, "%s at %s: sequence %d does not follow %d; no task was created for it", ch.Path, ch.Commit.Short(), next.Sequence, prev.Sequence)
 		res.Ignored++
 		return nil, nil
 	}
@@ -607,7 +597,7 @@ func (s *Syncer) advance(ctx context.Context, src *v1alpha1.StyrminSource, head 
 	src.Status.LastFetchedCommit = head.String()
 	src.Status.LastSyncTime = &now
 	apimeta.SetStatusCondition(&src.Status.Conditions, metav1.Condition{
-		Type: v1alpha1.ConditionReady, Status: metav1.ConditionTrue, Reason: reasonSynced,
+		Type: v1alpha1.ConditionReady, Status: metav1.ConditionTrue, Reason: v1alpha1.ReasonSynced,
 		Message: "synced " + head.Short(), ObservedGeneration: src.Generation,
 	})
 	apimeta.RemoveStatusCondition(&src.Status.Conditions, v1alpha1.ConditionStalled)
@@ -639,7 +629,7 @@ func (s *Syncer) setFailed(ctx context.Context, src *v1alpha1.StyrminSource, rea
 		Type: v1alpha1.ConditionReady, Status: metav1.ConditionFalse, Reason: reason,
 		Message: err.Error(), ObservedGeneration: src.Generation,
 	})
-	if reason == reasonAuthFailed {
+	if reason == v1alpha1.ReasonAuthenticationFailed {
 		apimeta.SetStatusCondition(&src.Status.Conditions, metav1.Condition{
 			Type: v1alpha1.ConditionStalled, Status: metav1.ConditionTrue, Reason: reason,
 			Message: err.Error(), ObservedGeneration: src.Generation,

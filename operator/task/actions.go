@@ -54,12 +54,6 @@ const (
 	LabelComponent = v1alpha1.Group + "/component"
 )
 
-// Reasons of failed steps.
-const (
-	reasonStepFailed   = "StepFailed"
-	reasonStepTimedOut = "StepTimedOut"
-)
-
 // actionOutcome is what one call of a primitive did.
 type actionOutcome struct {
 	// done: the step finished successfully.
@@ -86,7 +80,7 @@ func (w workloadRef) String() string { return w.Kind + "/" + w.Name }
 func (r *Reconciler) runAction(ctx context.Context, run *taskRun, st *v1alpha1.TaskStep) (actionOutcome, error) {
 	step, err := driverStep(st)
 	if err != nil {
-		return actionOutcome{}, outcome.Stalled(reasonStepFailed, err)
+		return actionOutcome{}, outcome.Stalled(v1alpha1.ReasonStepFailed, err)
 	}
 	switch step.Action {
 	case drivers.ActionStopComponents:
@@ -102,7 +96,7 @@ func (r *Reconciler) runAction(ctx context.Context, run *taskRun, st *v1alpha1.T
 	case drivers.ActionUpgradeDeploymentVersion:
 		return r.upgradeDeploymentVersion(ctx, run)
 	default:
-		return actionOutcome{}, outcome.Stalled(reasonStepFailed, fmt.Errorf("unknown action %q", st.Action))
+		return actionOutcome{}, outcome.Stalled(v1alpha1.ReasonStepFailed, fmt.Errorf("unknown action %q", st.Action))
 	}
 }
 
@@ -158,7 +152,7 @@ func (r *Reconciler) scalable(ctx context.Context, ns string, w workloadRef) (ob
 			return &s, health.ReplicasOf(s.Spec.Replicas), s.Status.Replicas, true, nil
 		}
 	default:
-		return nil, 0, 0, false, outcome.Stalled(reasonStepFailed, fmt.Errorf("%s cannot be stopped or started: only Deployments and StatefulSets scale", w))
+		return nil, 0, 0, false, outcome.Stalled(v1alpha1.ReasonStepFailed, fmt.Errorf("%s cannot be stopped or started: only Deployments and StatefulSets scale", w))
 	}
 	if apierrors.IsNotFound(err) {
 		return nil, 0, 0, false, nil
@@ -193,7 +187,7 @@ func (r *Reconciler) stopComponents(ctx context.Context, run *taskRun, st *v1alp
 	var absent []string
 	for _, w := range targets {
 		if !drivers.CanScale(w.Kind) {
-			return actionOutcome{}, outcome.Stalled(reasonStepFailed, fmt.Errorf("%s cannot be stopped: only %s scale", w, strings.Join(drivers.ScalableKinds(), " and ")))
+			return actionOutcome{}, outcome.Stalled(v1alpha1.ReasonStepFailed, fmt.Errorf("%s cannot be stopped: only %s scale", w, strings.Join(drivers.ScalableKinds(), " and ")))
 		}
 		if _, ok := st.Recorded[w.String()]; ok {
 			continue
@@ -323,7 +317,7 @@ func (r *Reconciler) renderedReplicas(ctx context.Context, run *taskRun, w workl
 			} `json:"spec"`
 		}
 		if err := yaml.Unmarshal(o.YAML, &obj); err != nil {
-			return 0, outcome.Stalled(reasonStepFailed, fmt.Errorf("rendered %s: %w", w, err))
+			return 0, outcome.Stalled(v1alpha1.ReasonStepFailed, fmt.Errorf("rendered %s: %w", w, err))
 		}
 		if obj.Spec.Replicas != nil && *obj.Spec.Replicas > 0 {
 			return *obj.Spec.Replicas, nil
@@ -384,7 +378,7 @@ func (r *Reconciler) runJob(ctx context.Context, run *taskRun, step drivers.Step
 			if logs := r.jobLogs(ctx, &job); logs != "" {
 				msg += "\n" + logs
 			}
-			return actionOutcome{}, outcome.Stalled(reasonStepFailed, errors.New(msg))
+			return actionOutcome{}, outcome.Stalled(v1alpha1.ReasonStepFailed, errors.New(msg))
 		}
 	}
 	return actionOutcome{after: r.opts.PollInterval}, nil
@@ -398,13 +392,13 @@ func (r *Reconciler) buildJob(ctx context.Context, run *taskRun, step drivers.St
 		return nil, err
 	}
 	if len(tmpl.Spec.Containers) == 0 {
-		return nil, outcome.Stalled(reasonStepFailed, fmt.Errorf("component %s: %s has no container", step.Component, from))
+		return nil, outcome.Stalled(v1alpha1.ReasonStepFailed, fmt.Errorf("component %s: %s has no container", step.Component, from))
 	}
 	ci := 0
 	if want := step.Args["container"]; want != "" {
 		ci = slices.IndexFunc(tmpl.Spec.Containers, func(c corev1.Container) bool { return c.Name == want })
 		if ci < 0 {
-			return nil, outcome.Stalled(reasonStepFailed, fmt.Errorf("component %s: %s has no container %q", step.Component, from, want))
+			return nil, outcome.Stalled(v1alpha1.ReasonStepFailed, fmt.Errorf("component %s: %s has no container %q", step.Component, from, want))
 		}
 	}
 	c := &tmpl.Spec.Containers[ci]
@@ -428,7 +422,7 @@ func (r *Reconciler) buildJob(ctx context.Context, run *taskRun, step drivers.St
 	if v := step.Args["backoffLimit"]; v != "" {
 		n, err := strconv.Atoi(v)
 		if err != nil || n < 0 {
-			return nil, outcome.Stalled(reasonStepFailed, fmt.Errorf("args.backoffLimit: expected a non-negative integer, got %q", v))
+			return nil, outcome.Stalled(v1alpha1.ReasonStepFailed, fmt.Errorf("args.backoffLimit: expected a non-negative integer, got %q", v))
 		}
 		backoff = int32(n)
 	}
@@ -484,11 +478,11 @@ func (r *Reconciler) podTemplate(ctx context.Context, run *taskRun, component st
 			tmpl = d.Spec.Template
 		}
 		if err != nil {
-			return nil, "", outcome.Stalled(reasonStepFailed, fmt.Errorf("rendered %s: %w", from, err))
+			return nil, "", outcome.Stalled(v1alpha1.ReasonStepFailed, fmt.Errorf("rendered %s: %w", from, err))
 		}
 		return &tmpl, from, nil
 	}
-	return nil, "", outcome.Stalled(reasonStepFailed, fmt.Errorf("component %s has no Deployment, StatefulSet or DaemonSet in the chart of %s to take a pod template from", component, run.instance.Driver.Name+"@"+run.instance.Driver.Version))
+	return nil, "", outcome.Stalled(v1alpha1.ReasonStepFailed, fmt.Errorf("component %s has no Deployment, StatefulSet or DaemonSet in the chart of %s to take a pod template from", component, run.instance.Driver.Name+"@"+run.instance.Driver.Version))
 }
 
 // jobLogs returns the tail of the logs of a Job's pods, best effort (pods
@@ -549,7 +543,7 @@ func (r *Reconciler) waitReady(ctx context.Context, run *taskRun, step drivers.S
 // running after an agent restart runs again.
 func (r *Reconciler) execInComponent(ctx context.Context, run *taskRun, step drivers.Step) (actionOutcome, error) {
 	if r.opts.Exec == nil {
-		return actionOutcome{}, outcome.Stalled(reasonStepFailed, errors.New("exec: the agent has no pod executor configured"))
+		return actionOutcome{}, outcome.Stalled(v1alpha1.ReasonStepFailed, errors.New("exec: the agent has no pod executor configured"))
 	}
 	ws, err := r.componentWorkloads(ctx, run, step.Component)
 	if err != nil {
@@ -574,7 +568,7 @@ func (r *Reconciler) execInComponent(ctx context.Context, run *taskRun, step dri
 		if out != "" {
 			msg += "\n" + out
 		}
-		return actionOutcome{}, outcome.Stalled(reasonStepFailed, errors.New(msg))
+		return actionOutcome{}, outcome.Stalled(v1alpha1.ReasonStepFailed, errors.New(msg))
 	}
 	return actionOutcome{done: true, output: fmt.Sprintf("exec in pod %s (container %s)\n%s", pod.Name, container, out)}, nil
 }
@@ -608,7 +602,7 @@ func (r *Reconciler) readyPod(ctx context.Context, ns string, ws []workloadRef) 
 		}
 		s, err := metav1.LabelSelectorAsSelector(sel)
 		if err != nil {
-			return nil, outcome.Stalled(reasonStepFailed, fmt.Errorf("%s: selector: %w", w, err))
+			return nil, outcome.Stalled(v1alpha1.ReasonStepFailed, fmt.Errorf("%s: selector: %w", w, err))
 		}
 		var pods corev1.PodList
 		if err := r.opts.APIReader.List(ctx, &pods, client.InNamespace(ns), client.MatchingLabelsSelector{Selector: s}); err != nil {
@@ -657,7 +651,7 @@ func (r *Reconciler) upgradeDeploymentVersion(ctx context.Context, run *taskRun)
 		return actionOutcome{}, err
 	} else if sd != nil {
 		if _, _, err := instance.HeldSequence(sd); err != nil {
-			return actionOutcome{}, outcome.Stalled(reasonStepFailed, err)
+			return actionOutcome{}, outcome.Stalled(v1alpha1.ReasonStepFailed, err)
 		}
 	}
 	res, err := instance.WriteInstance(ctx, r.opts.Client, t.Spec.Namespace, run.instance)
@@ -683,7 +677,7 @@ func (r *Reconciler) upgradeDeploymentVersion(ctx context.Context, run *taskRun)
 	}
 	ok, err := instance.Applied(sd, seq)
 	if err != nil {
-		return actionOutcome{}, outcome.Stalled(reasonStepFailed, err)
+		return actionOutcome{}, outcome.Stalled(v1alpha1.ReasonStepFailed, err)
 	}
 	if !ok {
 		if c := apimeta.FindStatusCondition(sd.Status.Conditions, v1alpha1.ConditionReady); c != nil {

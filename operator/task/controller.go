@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"sync"
@@ -49,15 +50,6 @@ const (
 	// kept: every change leaves a task, and without a bound the cluster's
 	// store and the agent's cache grow with the whole history.
 	DefaultKeepTasks = 10
-)
-
-// Reasons of task conditions and events.
-const (
-	reasonTaskFailed     = "Failed"
-	reasonTaskSuperseded = "Superseded"
-	reasonTaskPending    = "Pending"
-	reasonTaskRunning    = "Running"
-	reasonInvalidTask    = "InvalidTask"
 )
 
 // Options configures the task controller.
@@ -420,12 +412,12 @@ func (r *Reconciler) prepare(ctx context.Context, run *taskRun) (phaseResult, er
 	if err != nil {
 		var nf *instance.LockNotFoundError
 		if errors.As(err, &nf) || field == "spec.instance" {
-			return r.failTask(ctx, run, reasonInvalidTask, field+": "+err.Error())
+			return r.failTask(ctx, run, v1alpha1.ReasonInvalidTask, field+": "+err.Error())
 		}
 		return phaseResult{}, err
 	}
 	if in.Sequence != t.Spec.ToSequence {
-		return r.failTask(ctx, run, reasonInvalidTask, fmt.Sprintf("%s: the instance's sequence is %d but spec.toSequence is %d", field, in.Sequence, t.Spec.ToSequence))
+		return r.failTask(ctx, run, v1alpha1.ReasonInvalidTask, fmt.Sprintf("%s: the instance's sequence is %d but spec.toSequence is %d", field, in.Sequence, t.Spec.ToSequence))
 	}
 	run.instance = in
 	if t.Status.Phase != "" {
@@ -435,19 +427,19 @@ func (r *Reconciler) prepare(ctx context.Context, run *taskRun) (phaseResult, er
 	if t.Spec.Workflow != v1alpha1.WorkflowDelete {
 		if d, err = r.driver(ctx, run); err != nil {
 			if isStalled, _ := outcome.Classify(err, ""); isStalled {
-				return r.failTask(ctx, run, reasonTaskFailed, err.Error())
+				return r.failTask(ctx, run, v1alpha1.ReasonTaskFailed, err.Error())
 			}
 			return phaseResult{}, err
 		}
 	}
 	steps, err := Steps(t.Spec.Workflow, d)
 	if err != nil {
-		return r.failTask(ctx, run, reasonInvalidTask, err.Error())
+		return r.failTask(ctx, run, v1alpha1.ReasonInvalidTask, err.Error())
 	}
 	t.Status.Phase = v1alpha1.TaskPending
 	t.Status.Steps = steps
 	t.Status.CurrentStep = 0
-	setTaskConditions(t, reasonTaskPending, "waiting to run")
+	setTaskConditions(t, v1alpha1.ReasonTaskPending, "waiting to run")
 	// Not written yet: a restart before the next write plans again, to
 	// the same steps.
 	run.planUnwritten = true
@@ -577,49 +569,37 @@ func (r *Reconciler) runSteps(ctx context.Context, run *taskRun) (phaseResult, e
 			run.log.Info("step action done", "task", t.Name, "step", st.Name, "index", i, "attempt", st.Attempts)
 			r.pause(ctx)
 		}
-		if err != nil {
-			if isStalled, _ := outcome.Classify(err, ""); isStalled {
-				return r.failStep(ctx, run, reasonStepFailed, err.Error())
-			}
-			if r.timedOut(st) {
-				return r.failStep(ctx, run, reasonStepTimedOut, fmt.Sprintf("timed out after %s: %v", stepTimeout(st, r.opts.StepTimeout), err))
-			}
-			return phaseResult{}, err
-		}
-		if len(out.record) > 0 {
+		d := decide(stepCall{step: st, out: out, err: err, now: time.Now(),
+			defaultTimeout: r.opts.StepTimeout, poll: r.opts.PollInterval, waiting: run.waiting})
+		switch d.next {
+		case stepFail:
+			return r.failStep(ctx, run, d.reason, d.message)
+		case stepRetry:
+			return phaseResult{}, d.err
+		case stepRecord:
 			if st.Recorded == nil {
 				st.Recorded = map[string]string{}
 			}
-			for k, v := range out.record {
-				st.Recorded[k] = v
-			}
+			maps.Copy(st.Recorded, d.record)
 			if err := r.writeStatus(ctx, run); err != nil {
 				return phaseResult{}, err
 			}
 			continue // run the action again (st is taken afresh), now with its record
-		}
-		if out.newer > 0 {
-			r.endStep(st, v1alpha1.StepSucceeded, out.output, "")
+		case stepSuperseded:
+			r.endStep(st, v1alpha1.StepSucceeded, d.output, "")
 			for j := int(i) + 1; j < len(t.Status.Steps); j++ {
 				t.Status.Steps[j].State = v1alpha1.StepSkipped
-				t.Status.Steps[j].Message = fmt.Sprintf("skipped: superseded by sequence %d", out.newer)
+				t.Status.Steps[j].Message = fmt.Sprintf("skipped: superseded by sequence %d", d.newer)
 			}
 			t.Status.CurrentStep = int32(len(t.Status.Steps))
-			t.Status.SupersededBy = out.newer
-			return r.finish(ctx, run, v1alpha1.TaskSuperseded, fmt.Sprintf("step %s: %s", st.Name, out.output))
+			t.Status.SupersededBy = d.newer
+			return r.finish(ctx, run, v1alpha1.TaskSuperseded, fmt.Sprintf("step %s: %s", st.Name, d.output))
+		case stepWait:
+			return phaseResult{stop: true, after: d.after}, nil
+		case stepDone:
+			r.endStep(st, v1alpha1.StepSucceeded, d.output, "")
+			t.Status.CurrentStep++
 		}
-		if !out.done {
-			if r.timedOut(st) {
-				msg := fmt.Sprintf("timed out after %s", stepTimeout(st, r.opts.StepTimeout))
-				if run.waiting != "" {
-					msg += ": " + run.waiting
-				}
-				return r.failStep(ctx, run, reasonStepTimedOut, msg)
-			}
-			return phaseResult{stop: true, after: r.timeLeft(st, out.after)}, nil
-		}
-		r.endStep(st, v1alpha1.StepSucceeded, out.output, "")
-		t.Status.CurrentStep++
 	}
 	return r.finish(ctx, run, v1alpha1.TaskSucceeded, "")
 }
@@ -685,7 +665,7 @@ func (r *Reconciler) startStep(ctx context.Context, run *taskRun, i int32) (phas
 			t.Status.StartedAt = &now
 		}
 	}
-	setTaskConditions(t, reasonTaskRunning, "running step "+st.Name)
+	setTaskConditions(t, v1alpha1.ReasonTaskRunning, "running step "+st.Name)
 	if err := r.writeStatus(ctx, run); err != nil {
 		return phaseResult{}, err
 	}
@@ -717,24 +697,6 @@ func (r *Reconciler) endStep(st *v1alpha1.TaskStep, state v1alpha1.StepState, ou
 	if st.StartedAt != nil {
 		r.metrics.stepDuration.WithLabelValues(st.Action, string(state)).Observe(now.Sub(st.StartedAt.Time).Seconds())
 	}
-}
-
-func (r *Reconciler) timedOut(st *v1alpha1.TaskStep) bool {
-	return st.StartedAt != nil && time.Since(st.StartedAt.Time) > stepTimeout(st, r.opts.StepTimeout)
-}
-
-// timeLeft caps a requeue delay at the step's deadline.
-func (r *Reconciler) timeLeft(st *v1alpha1.TaskStep, after time.Duration) time.Duration {
-	if after <= 0 {
-		after = r.opts.PollInterval
-	}
-	if st.StartedAt != nil {
-		left := time.Until(st.StartedAt.Add(stepTimeout(st, r.opts.StepTimeout))) + 10*time.Millisecond
-		if left < after {
-			return max(left, 10*time.Millisecond)
-		}
-	}
-	return after
 }
 
 // failStep fails the current step and the task; the later steps are
@@ -784,9 +746,9 @@ func (r *Reconciler) finish(ctx context.Context, run *taskRun, phase v1alpha1.Ta
 	// were a seventh of the agent's requests.
 	switch phase {
 	case v1alpha1.TaskFailed:
-		r.event(t, nil, corev1.EventTypeWarning, reasonTaskFailed, "%s", msg)
+		r.event(t, nil, corev1.EventTypeWarning, v1alpha1.ReasonTaskFailed, "%s", msg)
 	case v1alpha1.TaskSuperseded:
-		r.event(t, nil, corev1.EventTypeNormal, reasonTaskSuperseded, "%s", msg)
+		r.event(t, nil, corev1.EventTypeNormal, v1alpha1.ReasonTaskSuperseded, "%s", msg)
 	}
 	run.log.Info("task finished", "phase", phase, "message", msg)
 	r.forget(t)

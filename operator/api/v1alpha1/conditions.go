@@ -73,3 +73,40 @@ const (
 	// higher sequence and left it unchanged.
 	EventNewerInstanceKept = "NewerInstanceKept"
 )
+
+// Condition and event reasons of a StyrminTask.
+const (
+	// ReasonTaskPending: the task is planned and waits for its turn.
+	ReasonTaskPending = "Pending"
+	// ReasonTaskRunning: a step of the task is running.
+	ReasonTaskRunning = "Running"
+	// ReasonTaskFailed: a step failed, or the task could not run.
+	ReasonTaskFailed = "Failed"
+	// ReasonTaskSuperseded: a newer instance of the deployment made the
+	// task unnecessary.
+	ReasonTaskSuperseded = "Superseded"
+	// ReasonInvalidTask: the task's instance, lock or steps cannot be had
+	// or do not match the task.
+	ReasonInvalidTask = "InvalidTask"
+	// ReasonStepFailed: a step's action failed in a way no retry fixes.
+	ReasonStepFailed = "StepFailed"
+	// ReasonStepTimedOut: a step did not finish within its timeout.
+	ReasonStepTimedOut = "StepTimedOut"
+)
+
+// Condition and event reasons of a StyrminSource.
+const (
+	// ReasonSynced: the branch head was synced.
+	ReasonSynced = "Synced"
+	// ReasonFetchFailed: the repository could not be fetched; retried.
+	ReasonFetchFailed = "FetchFailed"
+	// ReasonAuthenticationFailed: the remote refused the credentials.
+	ReasonAuthenticationFailed = "AuthenticationFailed"
+	// ReasonSyncFailed: walking the lock commits failed; retried.
+	ReasonSyncFailed = "SyncFailed"
+	// ReasonInvalidLock: a lockfile does not decode, names another
+	// deployment or does not follow the sequence; no task was made.
+	ReasonInvalidLock = "InvalidLock"
+	// ReasonLockDeleted: a lockfile was deleted by hand; nothing changed.
+	ReasonLockDeleted = "LockDeleted"
+)

@@ -1,4 +1,4 @@
-package operator_test
+package task_test
 
 import (
 	"os"
@@ -8,11 +8,12 @@ import (
 	"github.com/styrmin/styrmin/drivers"
 	"github.com/styrmin/styrmin/operator/api/v1alpha1"
 	"github.com/styrmin/styrmin/operator/task"
+	"github.com/styrmin/styrmin/planner"
 )
 
 func exampleCatalog(t *testing.T) *drivers.Catalog {
 	t.Helper()
-	cat, err := drivers.LoadCatalog(os.DirFS("../examples"), "drivers", drivers.LoadOptions{})
+	cat, err := drivers.LoadCatalog(os.DirFS("../../examples"), "drivers", drivers.LoadOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -108,5 +109,42 @@ func TestTaskStepsRejectAnUnknownWorkflow(t *testing.T) {
 	}
 	if _, err := task.Steps(v1alpha1.WorkflowCreate, nil); err == nil {
 		t.Fatal("create without a driver: no error")
+	}
+}
+
+// TestPlanAndTaskRunTheSameSteps pins the one step plan: for every
+// workflow of every example driver version, the plan a reviewer reads
+// (planner.Actions) and the steps the agent's task runs (task.Steps) are
+// the same steps, with the same names, hooks, modes and actions, in the
+// same order.
+func TestPlanAndTaskRunTheSameSteps(t *testing.T) {
+	cat := exampleCatalog(t)
+	workflows := []planner.Workflow{planner.WorkflowCreate, planner.WorkflowUpdate, planner.WorkflowUpgrade, planner.WorkflowDelete}
+	checked := 0
+	for _, name := range cat.Names() {
+		for _, d := range cat.Versions(name) {
+			for _, w := range workflows {
+				t.Run(d.Name+"@"+d.Version+"/"+string(w), func(t *testing.T) {
+					plan := planner.Actions(w, d)
+					steps, err := task.Steps(v1alpha1.Workflow(w), d)
+					if err != nil {
+						t.Fatal(err)
+					}
+					if len(plan) != len(steps) || len(steps) == 0 {
+						t.Fatalf("the plan shows %d steps, the task runs %d", len(plan), len(steps))
+					}
+					for i := range steps {
+						p, s := plan[i], steps[i]
+						if p.Name != s.Name || p.Hook != s.Hook || p.Mode != s.Mode || p.Action != s.Action {
+							t.Errorf("step %d: plan %s (%s/%s %s), task %s (%s/%s %s)", i, p.Name, p.Hook, p.Mode, p.Action, s.Name, s.Hook, s.Mode, s.Action)
+						}
+					}
+				})
+				checked++
+			}
+		}
+	}
+	if checked < 4*3 {
+		t.Fatalf("checked %d workflows: the examples should hold at least three driver versions", checked)
 	}
 }

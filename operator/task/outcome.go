@@ -1,0 +1,109 @@
+package task
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/styrmin/styrmin/operator/api/v1alpha1"
+	"github.com/styrmin/styrmin/operator/internal/outcome"
+)
+
+// stepNext is what the task does after one call of a step's action.
+type stepNext int
+
+const (
+	// stepDone: the step succeeded; the next one starts.
+	stepDone stepNext = iota
+	// stepWait: not done yet; look again after a delay.
+	stepWait
+	// stepRecord: persist entries in the step's record, then call the
+	// action again.
+	stepRecord
+	// stepSuperseded: the guard kept a newer instance; the task ends
+	// Superseded.
+	stepSuperseded
+	// stepFail: the step failed; the task ends Failed.
+	stepFail
+	// stepRetry: a transient error; the controller retries with backoff.
+	stepRetry
+)
+
+// stepDecision is the typed outcome of one call of a step's action.
+type stepDecision struct {
+	next stepNext
+	// after, for stepWait, is the delay, capped at the step's deadline.
+	after time.Duration
+	// output, for stepDone and stepSuperseded, is what the step did.
+	output string
+	// record, for stepRecord, holds the entries to persist.
+	record map[string]string
+	// newer, for stepSuperseded, is the sequence the guard kept.
+	newer int64
+	// reason and message, for stepFail.
+	reason, message string
+	// err, for stepRetry.
+	err error
+}
+
+// stepCall is one call of a step's action and what decides its outcome:
+// the step's start and timeout, the time, and what a waiting action is
+// waiting for.
+type stepCall struct {
+	step *v1alpha1.TaskStep
+	out  actionOutcome
+	err  error
+	// now is the time of the decision; defaultTimeout bounds a step that
+	// declares none; poll is the delay of a wait that names none.
+	now            time.Time
+	defaultTimeout time.Duration
+	poll           time.Duration
+	// waiting says what a step is waiting for, for the timeout message.
+	waiting string
+}
+
+// decide maps one call of a step's action to what happens next. It reads
+// no cluster and no clock, so its table tests need neither: a stalled
+// error fails the step, other errors retry until the step's deadline,
+// a record is persisted before the action runs again, a newer instance
+// supersedes the task, and a wait past the deadline fails the step.
+func decide(c stepCall) stepDecision {
+	timeout := stepTimeout(c.step, c.defaultTimeout)
+	timedOut := c.step.StartedAt != nil && c.now.Sub(c.step.StartedAt.Time) > timeout
+	switch {
+	case c.err != nil && outcome.IsStalled(c.err):
+		return stepDecision{next: stepFail, reason: v1alpha1.ReasonStepFailed, message: c.err.Error()}
+	case c.err != nil && timedOut:
+		return stepDecision{next: stepFail, reason: v1alpha1.ReasonStepTimedOut, message: fmt.Sprintf("timed out after %s: %v", timeout, c.err)}
+	case c.err != nil:
+		return stepDecision{next: stepRetry, err: c.err}
+	case len(c.out.record) > 0:
+		return stepDecision{next: stepRecord, record: c.out.record}
+	case c.out.newer > 0:
+		return stepDecision{next: stepSuperseded, newer: c.out.newer, output: c.out.output}
+	case !c.out.done && timedOut:
+		msg := fmt.Sprintf("timed out after %s", timeout)
+		if c.waiting != "" {
+			msg += ": " + c.waiting
+		}
+		return stepDecision{next: stepFail, reason: v1alpha1.ReasonStepTimedOut, message: msg}
+	case !c.out.done:
+		return stepDecision{next: stepWait, after: waitWithin(c.step, c.out.after, c.poll, timeout, c.now)}
+	default:
+		return stepDecision{next: stepDone, output: c.out.output}
+	}
+}
+
+// waitWithin is the delay of a wait (poll when the action names none),
+// capped at the step's deadline so its timeout is noticed in time.
+func waitWithin(st *v1alpha1.TaskStep, after, poll, timeout time.Duration, now time.Time) time.Duration {
+	if after <= 0 {
+		after = poll
+	}
+	if st.StartedAt != nil {
+		left := st.StartedAt.Add(timeout).Sub(now) + 10*time.Millisecond
+		if left < after {
+			return max(left, 10*time.Millisecond)
+		}
+	}
+	return after
+}

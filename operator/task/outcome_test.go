@@ -1,0 +1,81 @@
+package task
+
+import (
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/styrmin/styrmin/operator/api/v1alpha1"
+	"github.com/styrmin/styrmin/operator/internal/outcome"
+)
+
+// TestDecideMapsEachActionResultToOneNextStep pins what a task does
+// after one call of a step's action, without a cluster or a clock.
+func TestDecideMapsEachActionResultToOneNextStep(t *testing.T) {
+	now := time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
+	started := func(ago time.Duration) *v1alpha1.TaskStep {
+		at := metav1.NewTime(now.Add(-ago))
+		return &v1alpha1.TaskStep{Name: "upgrade/pre/2:runJob", StartedAt: &at}
+	}
+	withTimeout := func(st *v1alpha1.TaskStep, d time.Duration) *v1alpha1.TaskStep {
+		st.Timeout = &metav1.Duration{Duration: d}
+		return st
+	}
+	transient := errors.New("the API server is busy")
+	broken := outcome.Stalled(v1alpha1.ReasonStepFailed, errors.New("job migrate failed: exit 3"))
+	for _, tc := range []struct {
+		name string
+		call stepCall
+		want stepDecision
+		// message, when set, must be contained in the decision's message.
+		message string
+	}{
+		{"done", stepCall{step: started(time.Second), out: actionOutcome{done: true, output: "migrated"}},
+			stepDecision{next: stepDone, output: "migrated"}, ""},
+		{"waiting, with the delay it asks for", stepCall{step: started(time.Second), out: actionOutcome{after: 2 * time.Second}},
+			stepDecision{next: stepWait, after: 2 * time.Second}, ""},
+		{"waiting, at the poll interval when it names no delay", stepCall{step: started(time.Second)},
+			stepDecision{next: stepWait, after: time.Second}, ""},
+		{"a wait is cut at the step's deadline", stepCall{step: started(14*time.Minute + 59*time.Second), out: actionOutcome{after: 30 * time.Second}},
+			stepDecision{next: stepWait, after: time.Second + 10*time.Millisecond}, ""},
+		{"waiting past the deadline fails, naming what it waited for", stepCall{step: started(16 * time.Minute), waiting: "worker Deployment/hub-worker: 0 of 2 replicas ready"},
+			stepDecision{next: stepFail, reason: v1alpha1.ReasonStepTimedOut}, "timed out after 15m0s: worker Deployment/hub-worker"},
+		{"a declared timeout wins over the default", stepCall{step: withTimeout(started(2*time.Minute), time.Minute)},
+			stepDecision{next: stepFail, reason: v1alpha1.ReasonStepTimedOut}, "timed out after 1m0s"},
+		{"a record is persisted before the action runs again", stepCall{step: started(time.Second), out: actionOutcome{record: map[string]string{"Deployment/hub-worker": "2"}}},
+			stepDecision{next: stepRecord, record: map[string]string{"Deployment/hub-worker": "2"}}, ""},
+		{"a newer instance supersedes the task", stepCall{step: started(time.Second), out: actionOutcome{newer: 7, output: "kept sequence 7"}},
+			stepDecision{next: stepSuperseded, newer: 7, output: "kept sequence 7"}, ""},
+		{"a stalled error fails the step at once", stepCall{step: started(time.Second), err: broken},
+			stepDecision{next: stepFail, reason: v1alpha1.ReasonStepFailed}, "exit 3"},
+		{"a transient error is retried", stepCall{step: started(time.Second), err: transient},
+			stepDecision{next: stepRetry, err: transient}, ""},
+		{"a transient error past the deadline fails", stepCall{step: started(20 * time.Minute), err: transient},
+			stepDecision{next: stepFail, reason: v1alpha1.ReasonStepTimedOut}, "the API server is busy"},
+		{"a step not started yet never times out", stepCall{step: &v1alpha1.TaskStep{}, err: transient},
+			stepDecision{next: stepRetry, err: transient}, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := tc.call
+			c.now, c.defaultTimeout, c.poll = now, 15*time.Minute, time.Second
+			got := decide(c)
+			if tc.message != "" && !strings.Contains(got.message, tc.message) {
+				t.Errorf("message %q, want it to contain %q", got.message, tc.message)
+			}
+			got.message = ""
+			if got.next != tc.want.next || got.after != tc.want.after || got.output != tc.want.output ||
+				got.newer != tc.want.newer || got.reason != tc.want.reason || !errors.Is(got.err, tc.want.err) ||
+				len(got.record) != len(tc.want.record) {
+				t.Errorf("decide = %+v, want %+v", got, tc.want)
+			}
+			for k, v := range tc.want.record {
+				if got.record[k] != v {
+					t.Errorf("record[%s] = %q, want %q", k, got.record[k], v)
+				}
+			}
+		})
+	}
+}
