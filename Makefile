@@ -30,7 +30,7 @@ RACE_TESTS := TestSync|TestRelease|TestConcurrentLockers|TestLockChanges
 
 test: testcluster ## Run all tests (integration tests start real control planes), then the concurrency tests under the race detector.
 	$(GO) test -timeout $(TEST_TIMEOUT) ./...
-	$(GO) test -race -timeout $(TEST_TIMEOUT) -run '$(RACE_TESTS)' ./operator ./resolver ./gitsource
+	$(GO) test -race -timeout $(TEST_TIMEOUT) -run '$(RACE_TESTS)' ./operator/... ./resolver ./gitsource
 
 bench: testcluster ## Run the benchmarks (but the two 500-deployment ones: bench-agent, bench-controller).
 	$(GO) test -run '^$$' -bench . -skip 'AgentThroughGit|DeploymentController' -benchmem -timeout $(TEST_TIMEOUT) ./...

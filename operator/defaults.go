@@ -1,10 +1,13 @@
 package operator
 
 import (
+	"github.com/styrmin/styrmin/operator/api/v1alpha1"
 	"github.com/styrmin/styrmin/operator/deployment"
+	"github.com/styrmin/styrmin/operator/instance"
 	"github.com/styrmin/styrmin/operator/source"
 	"github.com/styrmin/styrmin/operator/task"
 	"github.com/styrmin/styrmin/operator/webhook"
+	"github.com/styrmin/styrmin/resolver"
 )
 
 // The defaults of the agent's parts, for the agent's flags: cmd/ imports
@@ -30,3 +33,7 @@ type TaskOptions = task.Options
 // LockModeOptions configure the agent's lock mode (see
 // source.LockModeOptions).
 type LockModeOptions = source.LockModeOptions
+
+// DeploymentID is the API's form of a deployment's identity (see
+// instance.DeploymentID): the one conversion, for the CLI too.
+func DeploymentID(id resolver.ID) v1alpha1.DeploymentID { return instance.DeploymentID(id) }

@@ -11,6 +11,7 @@ import (
 	"github.com/spf13/cobra"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/styrmin/styrmin/operator"
 	"github.com/styrmin/styrmin/operator/api/v1alpha1"
 	"github.com/styrmin/styrmin/resolver"
 )
@@ -137,7 +138,7 @@ func resolveDeployment(ctx context.Context, c client.Reader, name string) (v1alp
 		if err != nil {
 			return v1alpha1.DeploymentID{}, err
 		}
-		return v1alpha1.DeploymentID{Cluster: id.Cluster, Environment: id.Environment, Name: id.Name}, nil
+		return operator.DeploymentID(id), nil
 	}
 	var list v1alpha1.StyrminTaskList
 	if err := c.List(ctx, &list, client.MatchingLabels{v1alpha1.LabelDeployment: name}); err != nil {

@@ -234,7 +234,7 @@ type deploymentDetail struct {
 const latestTasks = 5
 
 func runStatusOne(ctx context.Context, c client.Reader, w io.Writer, output string, id resolver.ID) error {
-	did := v1alpha1.DeploymentID{Cluster: id.Cluster, Environment: id.Environment, Name: id.Name}
+	did := operator.DeploymentID(id)
 	var sds v1alpha1.StyrminDeploymentList
 	if err := c.List(ctx, &sds, client.MatchingLabels(did.Labels())); err != nil {
 		return fmt.Errorf("listing StyrminDeployments: %w", err)

@@ -12,6 +12,7 @@ import (
 	"github.com/spf13/cobra"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/styrmin/styrmin/operator"
 	"github.com/styrmin/styrmin/operator/api/v1alpha1"
 	"github.com/styrmin/styrmin/resolver"
 )
@@ -46,7 +47,8 @@ func newTasksListCmd(newClient clusterClientFunc, stdout io.Writer) *cobra.Comma
 				if err != nil {
 					return fmt.Errorf("--deployment: %w", err)
 				}
-				did = &v1alpha1.DeploymentID{Cluster: id.Cluster, Environment: id.Environment, Name: id.Name}
+				d := operator.DeploymentID(id)
+				did = &d
 			}
 			tasks, err := listTasks(cmd.Context(), c, namespace, did)
 			if err != nil {
