@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Builds the local Kubernetes control plane used by the tests and the demo
 # (kube-apiserver, kube-controller-manager, kube-scheduler, etcd, kwok, kubectl)
-# from the Go module proxy, plus kwok's stage file.
+# from the Go module proxy, plus kwok's stage file (kwok's default stages and
+# fault-stages.yaml).
 #
 # Output: <repo>/.bin/testcluster/ (or $STYRMIN_TESTCLUSTER_BIN).
 # A stamp of the inputs' hash makes a repeated run return at once; a cold
@@ -17,11 +18,11 @@ binaries=(kube-apiserver kube-controller-manager kube-scheduler etcd kwok kubect
 cd "$here"
 
 # Everything that decides the output: the module files, the mains, this
-# script and the Go toolchain.
+# script, the fault stages and the Go toolchain.
 inputs_hash() {
 	{
 		go version
-		sha256sum go.mod go.sum build.sh
+		sha256sum go.mod go.sum build.sh fault-stages.yaml
 		find cmd -type f -name '*.go' -print0 | LC_ALL=C sort -z | xargs -0 sha256sum
 	} | sha256sum | cut -d' ' -f1
 }
@@ -63,7 +64,9 @@ done
 
 CGO_ENABLED=0 go build -trimpath -buildvcs=false -ldflags "$ldflags" -o "$out/" ./cmd/...
 
-# kwok ships no built-in stages: concatenate its default ones.
+# kwok ships no built-in stages: concatenate its default ones, then ours
+# (fault injection by pod annotation, see fault-stages.yaml; they carry a
+# weight, so they win over a default stage that matches the same pod).
 kwok_dir="$(go list -m -f '{{.Dir}}' sigs.k8s.io/kwok)"
 stages=(
 	node/fast/node-initialize.yaml
@@ -77,6 +80,8 @@ stages=(
 		echo "---"
 		cat "$kwok_dir/kustomize/stage/$s"
 	done
+	echo "---"
+	cat fault-stages.yaml
 } >"$out/kwok-stages.yaml.tmp"
 mv "$out/kwok-stages.yaml.tmp" "$out/kwok-stages.yaml"
 
