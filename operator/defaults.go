@@ -1,6 +1,9 @@
 package operator
 
 import (
+	"context"
+	"fmt"
+
 	"github.com/styrmin/styrmin/operator/api/v1alpha1"
 	"github.com/styrmin/styrmin/operator/deployment"
 	"github.com/styrmin/styrmin/operator/instance"
@@ -8,6 +11,7 @@ import (
 	"github.com/styrmin/styrmin/operator/task"
 	"github.com/styrmin/styrmin/operator/webhook"
 	"github.com/styrmin/styrmin/resolver"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 )
 
 // The defaults of the agent's parts, for the agent's flags: cmd/ imports
@@ -22,6 +26,9 @@ const (
 	// DefaultDriftInterval is how often each deployment is checked for
 	// drift.
 	DefaultDriftInterval = deployment.DefaultDriftInterval
+	// DefaultPodStatusAfter is how long a deployment stays not ready
+	// before its pods are read into its status.
+	DefaultPodStatusAfter = deployment.DefaultPodStatusAfter
 	// DefaultWebhookSecretKey is the key of the webhook Secret holding the
 	// shared secret.
 	DefaultWebhookSecretKey = webhook.DefaultSecretKey
@@ -37,3 +44,22 @@ type LockModeOptions = source.LockModeOptions
 // DeploymentID is the API's form of a deployment's identity (see
 // instance.DeploymentID): the one conversion, for the CLI too.
 func DeploymentID(id resolver.ID) v1alpha1.DeploymentID { return instance.DeploymentID(id) }
+
+// Standing is where a deployment stands against git (see
+// instance.Standing).
+type Standing = instance.Standing
+
+// Standings reads where every deployment of the cluster c reads stands
+// against git: its newest task, its active instance, whether it is behind
+// and why.
+func Standings(ctx context.Context, c client.Reader) ([]Standing, error) {
+	var sds v1alpha1.StyrminDeploymentList
+	if err := c.List(ctx, &sds); err != nil {
+		return nil, fmt.Errorf("listing StyrminDeployments: %w", err)
+	}
+	var tasks v1alpha1.StyrminTaskList
+	if err := c.List(ctx, &tasks); err != nil {
+		return nil, fmt.Errorf("listing StyrminTasks: %w", err)
+	}
+	return instance.Standings(sds.Items, tasks.Items), nil
+}

@@ -52,6 +52,10 @@ type ManagerOptions struct {
 	// DriftInterval is how often each deployment's live objects are
 	// compared with its release (default deployment.DefaultDriftInterval).
 	DriftInterval time.Duration
+	// PodStatusAfter is how long a deployment stays not ready before its
+	// pods are read into its status (default
+	// deployment.DefaultPodStatusAfter).
+	PodStatusAfter time.Duration
 	// Concurrency is how many StyrminDeployments reconcile at once
 	// (default deployment.DefaultConcurrency).
 	Concurrency int
@@ -199,12 +203,13 @@ func NewManager(cfg *rest.Config, opts ManagerOptions) (ctrl.Manager, error) {
 		return nil, err
 	}
 	err = deployment.Setup(mgr, deployment.Options{
-		Drivers:       opts.Drivers,
-		Releases:      releases,
-		Recorder:      mgr.GetEventRecorder(eventSource),
-		DriftInterval: opts.DriftInterval,
-		Concurrency:   opts.Concurrency,
-		Logger:        opts.Logger.WithName("styrmindeployment"),
+		Drivers:        opts.Drivers,
+		Releases:       releases,
+		Recorder:       mgr.GetEventRecorder(eventSource),
+		DriftInterval:  opts.DriftInterval,
+		Concurrency:    opts.Concurrency,
+		PodStatusAfter: opts.PodStatusAfter,
+		Logger:         opts.Logger.WithName("styrmindeployment"),
 	})
 	if err != nil {
 		return nil, fmt.Errorf("operator: StyrminDeployment controller: %w", err)

@@ -18,6 +18,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	eventsv1 "k8s.io/api/events/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	apimeta "k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/watch"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -355,13 +357,14 @@ func TestAgentAppliesChangesMadeOneAfterAnotherInOrder(t *testing.T) {
 	}
 }
 
-// TestAgentGuardKeepsANewerInstanceAndRecovers hand-sets the sequence
-// annotation of a StyrminDeployment above every instance: the next tasks
-// leave it unchanged, say so, record NewerInstanceKept and end
-// Superseded (an upgrade does not even stop the workers). Removing the
-// annotation and making a change recovers: that task writes the whole
-// configuration.
-func TestAgentGuardKeepsANewerInstanceAndRecovers(t *testing.T) {
+// TestAgentHandSetSequenceStallsTheDeploymentAndItsNewestTaskWaits
+// hand-sets the sequence annotation of a StyrminDeployment above every
+// instance (a number no task wrote): the deployment is Stalled with
+// reason SequenceAhead naming the annotation and the recovery, the next
+// change's task waits at its core step instead of being superseded by a
+// phantom (an agent killed during the wait resumes waiting), and removing
+// the annotation lets that task write the whole configuration.
+func TestAgentHandSetSequenceStallsTheDeploymentAndItsNewestTaskWaits(t *testing.T) {
 	e := startAgentEnv(t)
 	e.lock(t)
 	e.startAgent(t)
@@ -373,56 +376,55 @@ func TestAgentGuardKeepsANewerInstanceAndRecovers(t *testing.T) {
 	if err := e.c.Patch(ctx, sd, patch); err != nil {
 		t.Fatal(err)
 	}
-
-	// An update meets the guard.
-	e.change(t, "hub", "hub: three workers", hubConfig("1.4.0", 3, "info"))
-	kept := e.waitTask(t, hubNamespace, "hub", 2)
-	if kept.Status.Phase != v1alpha1.TaskSuperseded || kept.Status.SupersededBy != 100 {
-		t.Fatalf("hub-2: %s superseded by %d (%s), want Superseded by 100", kept.Status.Phase, kept.Status.SupersededBy, kept.Status.Message)
-	}
-	core := kept.Status.Steps[0]
-	if !strings.Contains(core.Output, "holds sequence 100") || !strings.Contains(core.Output, "left unchanged") {
-		t.Errorf("the core step's output does not say why: %q", core.Output)
-	}
-	// An upgrade meets it too, before stopping anything.
-	e.change(t, "hub", "hub: app 1.4.1", hubConfig("1.4.1", 3, "info"))
-	up := e.waitTask(t, hubNamespace, "hub", 3)
-	if up.Status.Phase != v1alpha1.TaskSuperseded {
-		t.Fatalf("hub-3: %s (%s), want Superseded", up.Status.Phase, up.Status.Message)
-	}
-	if got := strings.Join(stepNames(up), " "); got != "1:stopComponents=Skipped 2:runJob=Skipped 1:upgradeDeploymentVersion=Succeeded 1:startComponents=Skipped 2:waitReady=Skipped" {
-		t.Errorf("hub-3 steps: %s", got)
-	}
-	if err := e.c.Get(ctx, client.ObjectKey{Namespace: hubNamespace, Name: "hub-migrate-3"}, &batchv1.Job{}); !apierrors.IsNotFound(err) {
-		t.Errorf("the superseded upgrade ran its migration job: %v", err)
-	}
-	after := e.deployment(t, hubNamespace)
-	if after.Spec.Sequence != 1 || after.Spec.Digest != sd.Spec.Digest || after.Annotations[v1alpha1.AnnotationInstanceSequence] != "100" {
-		t.Errorf("the guarded StyrminDeployment changed: sequence %d annotation %s", after.Spec.Sequence, after.Annotations[v1alpha1.AnnotationInstanceSequence])
-	}
-	if got := e.workerReplicas(t); got != 2 {
-		t.Errorf("hub-worker replicas %d, want 2 (untouched)", got)
-	}
-	agenttest.WaitUntil(t, 30*time.Second, "a NewerInstanceKept event on the StyrminDeployment", func(ctx context.Context) (bool, string, error) {
-		var evs eventsv1.EventList
-		if err := e.c.List(ctx, &evs, client.InNamespace(hubNamespace)); err != nil {
-			return false, err.Error(), nil
+	agenttest.WaitUntil(t, 30*time.Second, "the StyrminDeployment Stalled with SequenceAhead", func(ctx context.Context) (bool, string, error) {
+		sd := e.deployment(t, hubNamespace)
+		c := apimeta.FindStatusCondition(sd.Status.Conditions, v1alpha1.ConditionStalled)
+		r := apimeta.FindStatusCondition(sd.Status.Conditions, v1alpha1.ConditionReady)
+		if c == nil || r == nil {
+			return false, "no condition yet", nil
 		}
-		n := 0
-		for _, ev := range evs.Items {
-			if ev.Reason == v1alpha1.EventNewerInstanceKept && ev.Regarding.Kind == "StyrminDeployment" && ev.Regarding.Name == hubNamespace {
-				n++
-			}
-		}
-		return n >= 2, fmt.Sprintf("%d of 2 events", n), nil
+		ok := c.Status == metav1.ConditionTrue && c.Reason == v1alpha1.ReasonSequenceAhead && r.Status == metav1.ConditionFalse &&
+			strings.Contains(c.Message, v1alpha1.AnnotationInstanceSequence) && strings.Contains(c.Message, "kubectl annotate")
+		return ok, c.Reason + ": " + c.Message, nil
 	})
 
-	// Recovery: remove the annotation, make a change.
+	seq := e.change(t, "hub", "hub: three workers", hubConfig("1.4.0", 3, "info"))
+	waiting := func(what string) {
+		t.Helper()
+		agenttest.WaitUntil(t, 30*time.Second, what, func(ctx context.Context) (bool, string, error) {
+			var task v1alpha1.StyrminTask
+			if err := e.c.Get(ctx, client.ObjectKey{Namespace: hubNamespace, Name: v1alpha1.TaskName("hub", seq)}, &task); err != nil {
+				return false, err.Error(), nil
+			}
+			if task.Status.Phase.Terminal() {
+				return false, "", fmt.Errorf("hub-%d ended %s (%s): it must wait", seq, task.Status.Phase, task.Status.Message)
+			}
+			i := task.Status.CurrentStep
+			if task.Status.Phase != v1alpha1.TaskRunning || int(i) >= len(task.Status.Steps) {
+				return false, string(task.Status.Phase), nil
+			}
+			st := task.Status.Steps[i]
+			return st.State == v1alpha1.StepRunning && strings.Contains(st.Message, "annotation "+v1alpha1.AnnotationInstanceSequence+" is 100"),
+				st.Name + ": " + st.Message, nil
+		})
+	}
+	waiting("the newest task waiting at its core step, saying why")
+
+	// Killed during the wait, the agent resumes waiting.
+	e.agent.Kill(t)
+	e.startAgent(t)
+	time.Sleep(3 * time.Second)
+	waiting("the newest task waiting again after a restart")
+	if got := e.deployment(t, hubNamespace); got.Spec.Sequence != 1 || got.Annotations[v1alpha1.AnnotationInstanceSequence] != "100" {
+		t.Fatalf("the waiting task changed the StyrminDeployment: sequence %d annotation %s", got.Spec.Sequence, got.Annotations[v1alpha1.AnnotationInstanceSequence])
+	}
+
+	// Recovery: remove the annotation; the waiting task writes the whole
+	// configuration.
 	patch = client.RawPatch(types.JSONPatchType, []byte(`[{"op":"remove","path":"/metadata/annotations/styrmin.io~1instance-sequence"}]`))
-	if err := e.c.Patch(ctx, after, patch); err != nil {
+	if err := e.c.Patch(ctx, e.deployment(t, hubNamespace), patch); err != nil {
 		t.Fatal(err)
 	}
-	seq := e.change(t, "hub", "hub: debug logs", hubConfig("1.4.1", 3, "debug"))
 	rec := e.waitTask(t, hubNamespace, "hub", seq)
 	requireSucceeded(t, rec)
 	want := e.taskInstance(t, rec)
@@ -431,9 +433,66 @@ func TestAgentGuardKeepsANewerInstanceAndRecovers(t *testing.T) {
 		t.Errorf("after recovery: sequence %d digest %s active %d annotation %q; want the whole instance %d (%s)",
 			got.Spec.Sequence, got.Spec.Digest, got.Status.ActiveSequence, got.Annotations[v1alpha1.AnnotationInstanceSequence], seq, want.Digest)
 	}
-	if got.Spec.AppVersion != "1.4.1" || e.workerReplicas(t) != 3 {
-		t.Errorf("after recovery: app %s, %d workers; want every change since the guard (app 1.4.1, 3 workers)", got.Spec.AppVersion, e.workerReplicas(t))
+	if apimeta.IsStatusConditionTrue(got.Status.Conditions, v1alpha1.ConditionStalled) || e.workerReplicas(t) != 3 {
+		t.Errorf("after recovery: stalled %v, %d workers; want not stalled, 3 workers", apimeta.IsStatusConditionTrue(got.Status.Conditions, v1alpha1.ConditionStalled), e.workerReplicas(t))
 	}
+}
+
+// TestAgentNewerInstanceKeptRunsTheEarlierChangesHooks runs a task of an
+// earlier change after a newer one was applied (a task made by hand from
+// the earlier lock, as a second writer would): the guard keeps the newer
+// instance, says so and records NewerInstanceKept, the earlier change's
+// upgrade hook still runs its pre and post steps, and the task ends
+// Superseded.
+func TestAgentNewerInstanceKeptRunsTheEarlierChangesHooks(t *testing.T) {
+	e := startAgentEnv(t)
+	e.lock(t)
+	e.startAgent(t)
+	requireSucceeded(t, e.waitTask(t, hubNamespace, "hub", 1))
+	ctx := context.Background()
+	first := e.change(t, "hub", "hub: app 1.4.1", hubConfig("1.4.1", 2, "info"))
+	earlier := e.waitTask(t, hubNamespace, "hub", first)
+	requireSucceeded(t, earlier)
+	last := e.change(t, "hub", "hub: app 1.4.2", hubConfig("1.4.2", 2, "info"))
+	requireSucceeded(t, e.waitTask(t, hubNamespace, "hub", last))
+
+	again := &v1alpha1.StyrminTask{ObjectMeta: metav1.ObjectMeta{Name: "hub-again", Namespace: hubNamespace, Labels: earlier.Labels}, Spec: earlier.Spec}
+	if err := e.c.Create(ctx, again); err != nil {
+		t.Fatal(err)
+	}
+	var kept v1alpha1.StyrminTask
+	agenttest.WaitUntil(t, agentWaitLimit, "the earlier change's task to end", func(ctx context.Context) (bool, string, error) {
+		if err := e.c.Get(ctx, client.ObjectKeyFromObject(again), &kept); err != nil {
+			return false, err.Error(), nil
+		}
+		return kept.Status.Phase.Terminal(), string(kept.Status.Phase), nil
+	})
+	if kept.Status.Phase != v1alpha1.TaskSuperseded || kept.Status.SupersededBy != last || kept.Status.Workflow != v1alpha1.WorkflowUpgrade {
+		t.Fatalf("the earlier change: %s (%s) superseded by %d, workflow %s; want an upgrade Superseded by %d", kept.Status.Phase, kept.Status.Message, kept.Status.SupersededBy, kept.Status.Workflow, last)
+	}
+	if got := strings.Join(stepNames(&kept), " "); got != "1:stopComponents=Succeeded 2:runJob=Succeeded 1:upgradeDeploymentVersion=Succeeded 1:startComponents=Succeeded 2:waitReady=Succeeded" {
+		t.Errorf("the earlier change's steps: %s; want its upgrade hook run, pre and post", got)
+	}
+	core := kept.Status.Steps[2]
+	if !strings.Contains(core.Output, fmt.Sprintf("holds sequence %d", last)) || !strings.Contains(core.Output, "left unchanged") {
+		t.Errorf("the core step's output does not say why: %q", core.Output)
+	}
+	sd := e.deployment(t, hubNamespace)
+	if sd.Spec.Sequence != last || sd.Spec.AppVersion != "1.4.2" || sd.Status.ActiveSequence != last {
+		t.Errorf("the guarded StyrminDeployment changed: sequence %d app %s active %d", sd.Spec.Sequence, sd.Spec.AppVersion, sd.Status.ActiveSequence)
+	}
+	agenttest.WaitUntil(t, 30*time.Second, "a NewerInstanceKept event on the StyrminDeployment", func(ctx context.Context) (bool, string, error) {
+		var evs eventsv1.EventList
+		if err := e.c.List(ctx, &evs, client.InNamespace(hubNamespace)); err != nil {
+			return false, err.Error(), nil
+		}
+		for _, ev := range evs.Items {
+			if ev.Reason == v1alpha1.EventNewerInstanceKept && ev.Regarding.Kind == "StyrminDeployment" && ev.Regarding.Name == hubNamespace {
+				return true, "", nil
+			}
+		}
+		return false, "none yet", nil
+	})
 }
 
 // taskEvents lists the events regarding a task of the hub namespace as

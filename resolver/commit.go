@@ -22,6 +22,14 @@ type CommitOutcome struct {
 // assign one sequence twice. A head whose locks are current makes no
 // commit, so the engine's own lock commits never cause another lock.
 func CommitLocks(ctx context.Context, w gitsource.Writer, opts WorkspaceOptions, policy LockPolicy, maxAttempts int) (CommitOutcome, error) {
+	return CommitLocksAndRetries(ctx, w, opts, policy, nil, maxAttempts)
+}
+
+// CommitLocksAndRetries is CommitLocks that also locks the deployments of
+// retry again (see RetryLocks) when the configuration gives them no new
+// instance: one commit, with a Styrmin-Retry trailer per retried
+// deployment.
+func CommitLocksAndRetries(ctx context.Context, w gitsource.Writer, opts WorkspaceOptions, policy LockPolicy, retry []ID, maxAttempts int) (CommitOutcome, error) {
 	var out CommitOutcome
 	build := func(ctx context.Context, head gitsource.Hash, headFS fs.FS) (gitsource.Change, error) {
 		o := opts
@@ -36,8 +44,16 @@ func CommitLocks(ctx context.Context, w gitsource.Writer, opts WorkspaceOptions,
 		if rerr != nil && policy == LockAllOrNothing {
 			return gitsource.Change{}, rerr
 		}
-		out.Changes, out.Skipped = changes, rerr
-		ch := gitsource.Change{Files: map[string][]byte{}, Locks: map[string]int{}}
+		retries, err := RetryLocks(ws.Locks, Unchanged(retry, changes))
+		if err != nil {
+			return gitsource.Change{}, err
+		}
+		out.Changes, out.Skipped = append(changes, retries...), rerr
+		ch := RetryChange(retries)
+		if len(changes) > 0 {
+			// A lock with retries: the summary lists every deployment.
+			ch.Summary = ""
+		}
 		for _, c := range changes {
 			ch.Files[c.Path()] = c.Data
 			ch.Locks[c.ID.String()] = int(c.Next.Sequence)

@@ -38,6 +38,7 @@ type flags struct {
 	secretName, secretNamespace         string
 	namespace, cloneDir                 string
 	pollInterval, driftInterval         time.Duration
+	podStatusAfter                      time.Duration
 	stepTimeout, stepPause              time.Duration
 	metricsAddr, healthAddr, pprofAddr  string
 	webhookAddr                         string
@@ -69,6 +70,7 @@ func parseFlags(args []string, stderr io.Writer) (*flags, error) {
 	fs.StringVar(&f.cloneDir, "clone-dir", "", "folder for the repository clone (default: in memory)")
 	fs.DurationVar(&f.pollInterval, "poll-interval", operator.DefaultPollInterval, "how often to fetch the repository")
 	fs.DurationVar(&f.driftInterval, "drift-interval", operator.DefaultDriftInterval, "how often each deployment's live objects are compared with its release")
+	fs.DurationVar(&f.podStatusAfter, "pod-status-after", operator.DefaultPodStatusAfter, "how long a deployment stays not ready before the pods that are not ready are read into its status")
 	fs.DurationVar(&f.stepTimeout, "step-timeout", operator.DefaultStepTimeout, "time a task step may take when its driver declares no timeout")
 	fs.DurationVar(&f.stepPause, "debug-step-pause", 0, "testing only: pause after a task step starts and after its action is done, so fault-injection tests can kill the agent there")
 	fs.StringVar(&f.metricsAddr, "metrics-bind-address", ":8080", `address of the Prometheus metrics endpoint ("0" turns it off)`)
@@ -137,6 +139,7 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 			PprofAddr:      f.pprofAddr,
 			HealthAddr:     f.healthAddr,
 			DriftInterval:  f.driftInterval,
+			PodStatusAfter: f.podStatusAfter,
 			QPS:            float32(f.kubeAPIQPS),
 			Burst:          f.kubeAPIBurst,
 			Logger:         log,

@@ -13,19 +13,24 @@ import (
 )
 
 type lockOptions struct {
-	check     bool
-	keepGoing bool
-	commit    bool
-	push      bool
-	branch    string
-	remote    string
-	attempts  int
+	// retryFailed also locks again the deployments whose newest task
+	// failed in the cluster of kubeconfig.
+	retryFailed bool
+	kubeconfig  string
+	newClient   clusterClientFunc
+	check       bool
+	keepGoing   bool
+	commit      bool
+	push        bool
+	branch      string
+	remote      string
+	attempts    int
 }
 
 // newLockCmd builds `styrminctl lock`: resolve the working tree and write a
 // lockfile with sequence+1 for every deployment whose instance changed.
-func newLockCmd(g *globalOptions, stdout io.Writer) *cobra.Command {
-	o := &lockOptions{}
+func newLockCmd(g *globalOptions, newClient clusterClientFunc, stdout io.Writer) *cobra.Command {
+	o := &lockOptions{newClient: newClient}
 	cmd := &cobra.Command{
 		Use:   "lock",
 		Short: "Resolve the configuration and write lockfiles for the deployments that changed",
@@ -52,6 +57,8 @@ branch moved, lock resolves again on the new head and renumbers.`,
 	f.StringVar(&o.remote, "remote", "origin", "remote to push to with --push")
 	f.StringVar(&o.branch, "branch", "", "branch to commit to (default: the current branch)")
 	f.IntVar(&o.attempts, "attempts", 8, "maximum push attempts when the branch moves")
+	f.BoolVar(&o.retryFailed, "retry-failed", false, "also lock again, with the same instance, every deployment whose newest task failed in the cluster of --kubeconfig (a retry)")
+	f.StringVar(&o.kubeconfig, "kubeconfig", "", "kubeconfig of the cluster --retry-failed reads (default: $KUBECONFIG, then ~/.kube/config)")
 	return cmd
 }
 
@@ -70,6 +77,17 @@ func runLock(ctx context.Context, g *globalOptions, o *lockOptions, stdout io.Wr
 	changes, _, resErr := ws.Lock(lockPolicy(o))
 	if resErr != nil && !o.keepGoing {
 		return resErr
+	}
+	if o.retryFailed {
+		failed, err := failedDeployments(ctx, o.newClient, o.kubeconfig, ws.Locks)
+		if err != nil {
+			return err
+		}
+		retries, err := resolver.RetryLocks(ws.Locks, resolver.Unchanged(failed, changes))
+		if err != nil {
+			return err
+		}
+		changes = append(changes, retries...)
 	}
 	if o.check {
 		for _, c := range changes {

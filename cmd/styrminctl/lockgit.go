@@ -43,19 +43,29 @@ func driverFetcher(ctx context.Context) resolver.DriverFetcher {
 // --commit, on the remote with --push. Each attempt resolves again on the
 // head it builds on, so a locker that lost a race renumbers.
 func runLockCommit(ctx context.Context, g *globalOptions, o *lockOptions, stdout io.Writer) error {
-	opts := gitsource.OpenOptions{Branch: o.branch}
-	if o.push {
-		auth, err := gitAuthFromEnv()
-		if err != nil {
-			return err
-		}
-		opts.Remote, opts.Auth = o.remote, auth
-	}
-	repo, err := gitsource.Open(g.Repo, opts)
+	repo, err := openForCommit(g.Repo, o.branch, o.remote, o.push)
 	if err != nil {
 		return err
 	}
-	out, err := resolver.CommitLocks(ctx, repo, resolver.WorkspaceOptions{FetchDriver: driverFetcher(ctx)}, lockPolicy(o), o.attempts)
+	var retry []resolver.ID
+	if o.retryFailed {
+		head, err := repo.Head()
+		if err != nil {
+			return err
+		}
+		fsys, err := repo.FS(head)
+		if err != nil {
+			return err
+		}
+		locks, err := resolver.LoadLocks(fsys)
+		if err != nil {
+			return err
+		}
+		if retry, err = failedDeployments(ctx, o.newClient, o.kubeconfig, locks); err != nil {
+			return err
+		}
+	}
+	out, err := resolver.CommitLocksAndRetries(ctx, repo, resolver.WorkspaceOptions{FetchDriver: driverFetcher(ctx)}, lockPolicy(o), retry, o.attempts)
 	if err != nil {
 		return err
 	}
@@ -66,10 +76,6 @@ func runLockCommit(ctx context.Context, g *globalOptions, o *lockOptions, stdout
 	for _, c := range out.Changes {
 		fmt.Fprintf(stdout, "locked %s\n", describeChange(c))
 	}
-	verb := "committed"
-	if o.push {
-		verb = "pushed"
-	}
-	fmt.Fprintf(stdout, "%s %s on %s after %d attempt(s)\n", verb, out.Commit, repo.Branch(), out.Attempts)
+	printCommitted(stdout, out, repo, o.push)
 	return out.Skipped
 }

@@ -54,7 +54,8 @@ func newRootCmd(stdout, stderr io.Writer) *cobra.Command {
 	root.PersistentFlags().StringVar(&g.Repo, "repo", ".", "root of the desired-state repository")
 	root.AddCommand(
 		newDriversCmd(g, stdout),
-		newLockCmd(g, stdout),
+		newLockCmd(g, kubeClient, stdout),
+		newRetryCmd(g, stdout),
 		newExplainCmd(g, stdout),
 		newPlanCmd(g, stdout),
 		newDiffCmd(g, stdout),

@@ -111,7 +111,7 @@ func fillCluster(ctx context.Context, c *testcluster.Cluster) error {
 		}
 	}
 	hub.Status = v1alpha1.StyrminDeploymentStatus{
-		ObservedGeneration: hub.Generation, ActiveSequence: 3, ActiveDigest: fixtureDigest,
+		ObservedGeneration: hub.Generation, AppliedSequence: 3, AppliedDigest: fixtureDigest, ActiveSequence: 3,
 		Release: &v1alpha1.ReleaseStatus{Name: "dev-hub", Revision: 3, Chart: "graphhub-1.0.0", Status: "deployed", LastAppliedTime: at(20)},
 		Conditions: []metav1.Condition{
 			{Type: "Ready", Status: metav1.ConditionFalse, Reason: "Progressing", Message: "upgrading to sequence 4", LastTransitionTime: *at(40)},
@@ -123,7 +123,7 @@ func fillCluster(ctx context.Context, c *testcluster.Cluster) error {
 		},
 	}
 	web.Status = v1alpha1.StyrminDeploymentStatus{
-		ObservedGeneration: web.Generation, ActiveSequence: 1, ActiveDigest: fixtureDigest,
+		ObservedGeneration: web.Generation, AppliedSequence: 1, AppliedDigest: fixtureDigest, ActiveSequence: 1,
 		Conditions: []metav1.Condition{{Type: "Ready", Status: metav1.ConditionTrue, Reason: "Succeeded", Message: "all components ready", LastTransitionTime: *at(5)}},
 	}
 	for _, sd := range []*v1alpha1.StyrminDeployment{hub, web} {

@@ -54,13 +54,18 @@ import (
 // Reconciling is derived from the others in resultFor, which also maps
 // errors to results, in one place.
 type Reconciler struct {
-	client   client.Client
-	drivers  driversource.Source
-	releases *release.Releases
-	recorder events.EventRecorder
-	metrics  *metrics
-	interval time.Duration
-	now      func() time.Time
+	client client.Client
+	// apiReader reads what the cache does not hold (pods).
+	apiReader client.Reader
+	// podStatusAfter is how long a deployment stays not ready before its
+	// pods are read into the status.
+	podStatusAfter time.Duration
+	drivers        driversource.Source
+	releases       *release.Releases
+	recorder       events.EventRecorder
+	metrics        *metrics
+	interval       time.Duration
+	now            func() time.Time
 
 	mu     sync.Mutex
 	states map[string]*deploymentState // by namespace
@@ -171,6 +176,9 @@ func (r *Reconciler) resolve(ctx context.Context, rs *reconcileState) error {
 	if err := validateIdentity(sd); err != nil {
 		return outcome.Stalled(v1alpha1.ReasonInvalidSpec, err)
 	}
+	if err := sequenceAhead(sd); err != nil {
+		return err
+	}
 	in, err := instance.InstanceFromSpec(&sd.Spec)
 	if err != nil {
 		return outcome.Stalled(v1alpha1.ReasonInvalidSpec, err)
@@ -182,12 +190,12 @@ func (r *Reconciler) resolve(ctx context.Context, rs *reconcileState) error {
 		return outcome.Stalled(v1alpha1.ReasonInvalidSpec, fmt.Errorf("spec.context.deployment.name is %q but spec.deployment.name is %q", n, sd.Spec.Deployment.Name))
 	}
 	rs.instance = in
-	if a := r.state(sd.Namespace).applied; a != nil && a.digest == sd.Spec.Digest && sd.Status.ActiveDigest != a.digest {
+	if a := r.state(sd.Namespace).applied; a != nil && a.digest == sd.Spec.Digest && sd.Status.AppliedDigest != a.digest {
 		// The cache lags behind the status this agent wrote.
 		rel := a.release
-		sd.Status.Release, sd.Status.ActiveDigest, sd.Status.Inventory = &rel, a.digest, slices.Clone(a.inventory)
+		sd.Status.Release, sd.Status.AppliedDigest, sd.Status.Inventory = &rel, a.digest, slices.Clone(a.inventory)
 	}
-	rs.upToDate = sd.Status.Release != nil && sd.Status.ActiveDigest == sd.Spec.Digest
+	rs.upToDate = sd.Status.Release != nil && sd.Status.AppliedDigest == sd.Spec.Digest
 	if !rs.upToDate {
 		// Classified by the source: missing or not loading is stalled.
 		d, err := driversource.Get(ctx, r.drivers, in.Driver)
@@ -209,6 +217,23 @@ func (r *Reconciler) resolve(ctx context.Context, rs *reconcileState) error {
 	return nil
 }
 
+// sequenceAhead stalls a StyrminDeployment whose sequence annotation is
+// above the instance it holds: tasks write the spec and the annotation
+// together, so a higher number is a hand edit, no instance of the
+// deployment, and every task of it waits until the annotation goes.
+func sequenceAhead(sd *v1alpha1.StyrminDeployment) error {
+	held, ok, err := instance.HeldSequence(sd)
+	if err != nil {
+		return outcome.Stalled(v1alpha1.ReasonSequenceAhead, err)
+	}
+	if !ok || held <= sd.Spec.Sequence {
+		return nil
+	}
+	return outcome.Stalled(v1alpha1.ReasonSequenceAhead, fmt.Errorf(
+		"annotation %s is %d, above the instance this StyrminDeployment holds (sequence %d), and no task wrote it: the deployment's tasks wait; remove it (kubectl annotate styrmindeployment -n %s %s %s-) to let the newest task write the whole configuration",
+		v1alpha1.AnnotationInstanceSequence, held, sd.Spec.Sequence, sd.Namespace, sd.Name, v1alpha1.AnnotationInstanceSequence))
+}
+
 // validateIdentity checks what the CRD schema cannot: the name and the
 // release name.
 func validateIdentity(sd *v1alpha1.StyrminDeployment) error {
@@ -228,7 +253,7 @@ func (r *Reconciler) release(ctx context.Context, rs *reconcileState) error {
 	if rs.upToDate {
 		// Same digest, maybe a new sequence (the same content locked
 		// again): nothing to apply.
-		sd.Status.ActiveSequence = sd.Spec.Sequence
+		sd.Status.AppliedSequence = sd.Spec.Sequence
 		return nil
 	}
 	req := release.Request{
@@ -266,8 +291,8 @@ func (r *Reconciler) release(ctx context.Context, rs *reconcileState) error {
 	}
 	status := applied.Status(metav1.NewTime(r.now()))
 	sd.Status.Release = &status
-	sd.Status.ActiveSequence = sd.Spec.Sequence
-	sd.Status.ActiveDigest = sd.Spec.Digest
+	sd.Status.AppliedSequence = sd.Spec.Sequence
+	sd.Status.AppliedDigest = sd.Spec.Digest
 	sd.Status.Inventory = release.Inventory(rs.objects, sd.Namespace)
 	// The drift check starts over with the new revision's objects.
 	r.resetState(sd.Namespace, &appliedRelease{digest: sd.Spec.Digest, release: *sd.Status.Release, inventory: slices.Clone(sd.Status.Inventory), revision: applied})
@@ -302,7 +327,22 @@ func (r *Reconciler) health(ctx context.Context, rs *reconcileState) error {
 	sd.Status.Components = comps
 	notReady := health.NotReadySummary(comps)
 	if notReady != "" {
-		setCondition(sd, v1alpha1.ConditionReady, metav1.ConditionFalse, v1alpha1.ReasonComponentsNotReady, notReady)
+		reason := v1alpha1.ReasonComponentsNotReady
+		failed := anyFailed(comps)
+		if failed {
+			reason = v1alpha1.ReasonWorkloadFailed
+		}
+		if failed || r.notReadyFor(sd) >= r.podStatusAfter {
+			// Why a workload does not become ready is in its pods
+			// (CrashLoopBackOff, ImagePullBackOff): read them, but only
+			// for a workload failed or not ready for a while, as pods
+			// are not cached and a rollout is not worth a read.
+			if err := r.notReadyPods(ctx, sd.Namespace, comps); err != nil {
+				return outcome.Retryable(v1alpha1.ReasonHealthCheckFailed, err)
+			}
+			notReady = health.NotReadySummary(comps)
+		}
+		setCondition(sd, v1alpha1.ConditionReady, metav1.ConditionFalse, reason, notReady)
 		rs.requeueWithin(readyPollInterval)
 		return nil
 	}
@@ -312,7 +352,48 @@ func (r *Reconciler) health(ctx context.Context, rs *reconcileState) error {
 		rev = sd.Status.Release.Revision
 	}
 	setCondition(sd, v1alpha1.ConditionReady, metav1.ConditionTrue, v1alpha1.ReasonSucceeded,
-		fmt.Sprintf("sequence %d runs as release revision %d; %d components ready", sd.Status.ActiveSequence, rev, len(comps)))
+		fmt.Sprintf("sequence %d runs as release revision %d; %d components ready", sd.Status.AppliedSequence, rev, len(comps)))
+	return nil
+}
+
+// anyFailed reports whether a workload of the components failed.
+func anyFailed(comps []v1alpha1.ComponentStatus) bool {
+	for _, c := range comps {
+		for _, w := range c.Workloads {
+			if w.Failed {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// notReadyFor is how long sd has not been Ready, by its condition before
+// this reconcile (0 when it was Ready or has no condition yet).
+func (r *Reconciler) notReadyFor(sd *v1alpha1.StyrminDeployment) time.Duration {
+	c := apimeta.FindStatusCondition(sd.Status.Conditions, v1alpha1.ConditionReady)
+	if c == nil || c.Status == metav1.ConditionTrue {
+		return 0
+	}
+	return r.now().Sub(c.LastTransitionTime.Time)
+}
+
+// notReadyPods adds the pods that are not ready to the workloads that are
+// not ready.
+func (r *Reconciler) notReadyPods(ctx context.Context, namespace string, comps []v1alpha1.ComponentStatus) error {
+	for i := range comps {
+		for j := range comps[i].Workloads {
+			w := &comps[i].Workloads[j]
+			if w.Ready {
+				continue
+			}
+			pods, err := health.Pods(ctx, r.apiReader, namespace, *w)
+			if err != nil {
+				return err
+			}
+			w.Pods = pods
+		}
+	}
 	return nil
 }
 
@@ -349,7 +430,7 @@ func (r *Reconciler) correctDrift(ctx context.Context, rs *reconcileState) error
 		r.metrics.driftChecks.WithLabelValues("drifted").Inc()
 		setCondition(sd, v1alpha1.ConditionDrifted, metav1.ConditionTrue, v1alpha1.ReasonDriftDetected, err.Error())
 		sd.Status.Release = nil
-		sd.Status.ActiveDigest = ""
+		sd.Status.AppliedDigest = ""
 		st.applied = nil
 		rs.requeueAfter = time.Millisecond
 		return nil
@@ -462,6 +543,12 @@ func (r *Reconciler) resultFor(ctx context.Context, rs *reconcileState, orig *v1
 	default:
 		o := outcome.Map(err, v1alpha1.ReasonApplyFailed)
 		reason, msg := o.Reason, err.Error()
+		if prev := apimeta.FindStatusCondition(orig.Status.Conditions, v1alpha1.ConditionReady); prev == nil || prev.Status == metav1.ConditionTrue || prev.Reason != reason {
+			// A condition alone is easy to miss: a failing or stalled
+			// deployment records a Warning when it starts failing that
+			// way (once, not at every retry).
+			r.recorder.Eventf(sd, nil, corev1.EventTypeWarning, reason, "Reconcile", "%s", truncate(msg, 1024))
+		}
 		setCondition(sd, v1alpha1.ConditionReady, metav1.ConditionFalse, reason, msg)
 		if o.Kind == outcome.Stall {
 			setCondition(sd, v1alpha1.ConditionStalled, metav1.ConditionTrue, reason, msg)
@@ -503,7 +590,19 @@ func worthWriting(old, cur *v1alpha1.StyrminDeploymentStatus) bool {
 	}
 	a, b := old.DeepCopy(), cur.DeepCopy()
 	for _, st := range []*v1alpha1.StyrminDeploymentStatus{a, b} {
-		st.Components = nil
+		// Replica counts and restarts move with every pod; a failure
+		// and the pods' reasons are worth a write.
+		for i := range st.Components {
+			c := &st.Components[i]
+			c.DesiredReplicas, c.ReadyReplicas = 0, 0
+			for j := range c.Workloads {
+				w := &c.Workloads[j]
+				w.DesiredReplicas, w.ReadyReplicas, w.UpdatedReplicas, w.Message = 0, 0, 0, ""
+				for k := range w.Pods {
+					w.Pods[k].Restarts = 0
+				}
+			}
+		}
 		for i := range st.Conditions {
 			if st.Conditions[i].Reason == v1alpha1.ReasonComponentsNotReady || st.Conditions[i].Reason == v1alpha1.ReasonProgressing {
 				st.Conditions[i].Message = ""

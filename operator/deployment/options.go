@@ -21,6 +21,9 @@ const (
 	DefaultDriftInterval = 5 * time.Minute
 	// DefaultConcurrency is how many StyrminDeployments reconcile at once.
 	DefaultConcurrency = 16
+	// DefaultPodStatusAfter is how long a deployment stays not ready
+	// before its pods are read: a rollout that is only slow costs no read.
+	DefaultPodStatusAfter = 30 * time.Second
 )
 
 // Options configure the StyrminDeployment controller.
@@ -38,6 +41,11 @@ type Options struct {
 	// Concurrency is how many StyrminDeployments reconcile at once (0:
 	// DefaultConcurrency).
 	Concurrency int
+	// PodStatusAfter is how long a deployment stays not ready before the
+	// pods of its workloads that are not ready are read into its status
+	// (0: DefaultPodStatusAfter). A failed workload's pods are read at
+	// once.
+	PodStatusAfter time.Duration
 	// Registerer receives the controller's metrics (nil:
 	// controller-runtime's registry).
 	Registerer prometheus.Registerer
@@ -63,6 +71,9 @@ func Setup(mgr ctrl.Manager, opts Options) error {
 	if opts.Concurrency <= 0 {
 		opts.Concurrency = DefaultConcurrency
 	}
+	if opts.PodStatusAfter <= 0 {
+		opts.PodStatusAfter = DefaultPodStatusAfter
+	}
 	if opts.Registerer == nil {
 		opts.Registerer = crmetrics.Registry
 	}
@@ -74,14 +85,16 @@ func Setup(mgr ctrl.Manager, opts Options) error {
 		return err
 	}
 	r := &Reconciler{
-		client:   mgr.GetClient(),
-		drivers:  opts.Drivers,
-		releases: opts.Releases,
-		recorder: opts.Recorder,
-		metrics:  m,
-		interval: opts.DriftInterval,
-		now:      time.Now,
-		states:   map[string]*deploymentState{},
+		client:         mgr.GetClient(),
+		apiReader:      mgr.GetAPIReader(),
+		podStatusAfter: opts.PodStatusAfter,
+		drivers:        opts.Drivers,
+		releases:       opts.Releases,
+		recorder:       opts.Recorder,
+		metrics:        m,
+		interval:       opts.DriftInterval,
+		now:            time.Now,
+		states:         map[string]*deploymentState{},
 	}
 	return r.setupWithManager(mgr, opts.Concurrency, opts.Logger)
 }

@@ -6,8 +6,12 @@ import (
 	"slices"
 	"strings"
 
+	kstatus "github.com/fluxcd/cli-utils/pkg/kstatus/status"
+
 	appsv1 "k8s.io/api/apps/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/styrmin/styrmin/drivers"
@@ -57,22 +61,26 @@ func ComponentStatuses(ctx context.Context, c client.Reader, inventory []v1alpha
 func Workload(ctx context.Context, c client.Reader, r v1alpha1.ObjectRef) (v1alpha1.WorkloadStatus, error) {
 	ws := v1alpha1.WorkloadStatus{Kind: r.Kind, Name: r.Name}
 	key := client.ObjectKey{Namespace: r.Namespace, Name: r.Name}
+	var obj client.Object
 	var err error
 	switch r.Kind {
 	case "Deployment":
 		var d appsv1.Deployment
 		if err = c.Get(ctx, key, &d); err == nil {
 			deploymentReady(&d, &ws)
+			obj = &d
 		}
 	case "StatefulSet":
 		var s appsv1.StatefulSet
 		if err = c.Get(ctx, key, &s); err == nil {
 			statefulSetReady(&s, &ws)
+			obj = &s
 		}
 	case "DaemonSet":
 		var d appsv1.DaemonSet
 		if err = c.Get(ctx, key, &d); err == nil {
 			daemonSetReady(&d, &ws)
+			obj = &d
 		}
 	}
 	if apierrors.IsNotFound(err) {
@@ -82,7 +90,35 @@ func Workload(ctx context.Context, c client.Reader, r v1alpha1.ObjectRef) (v1alp
 	if err != nil {
 		return ws, fmt.Errorf("read %s: %w", r, err)
 	}
+	if obj != nil && !ws.Ready {
+		failed(obj, r, &ws)
+	}
 	return ws, nil
+}
+
+// failed marks a workload that kstatus computes as Failed (a Deployment
+// past its progress deadline, say): it cannot become ready without a
+// change, so whoever waits for it stops at once, with the reason.
+func failed(obj client.Object, r v1alpha1.ObjectRef, ws *v1alpha1.WorkloadStatus) {
+	m, err := runtime.DefaultUnstructuredConverter.ToUnstructured(obj)
+	if err != nil {
+		return
+	}
+	u := &unstructured.Unstructured{Object: m}
+	u.SetAPIVersion(r.APIVersion)
+	u.SetKind(r.Kind)
+	res, err := kstatus.Compute(u)
+	if err != nil || res.Status != kstatus.FailedStatus {
+		return
+	}
+	ws.Failed = true
+	ws.Message = "failed: " + res.Message
+	for _, c := range res.Conditions {
+		if c.Message != "" {
+			ws.Message += " (" + c.Reason + ": " + c.Message + ")"
+			break
+		}
+	}
 }
 
 // ReplicasOf is a workload's spec.replicas, 1 when unset (the API
@@ -158,7 +194,19 @@ func NotReadySummary(components []v1alpha1.ComponentStatus) string {
 	for _, c := range components {
 		for _, w := range c.Workloads {
 			if !w.Ready {
-				parts = append(parts, fmt.Sprintf("%s %s/%s: %s", c.Name, w.Kind, w.Name, w.Message))
+				part := fmt.Sprintf("%s %s/%s: %s", c.Name, w.Kind, w.Name, w.Message)
+				if len(w.Pods) > 0 {
+					p := w.Pods[0]
+					part += fmt.Sprintf(" (pod %s: %s", p.Name, p.Phase)
+					if p.Reason != "" {
+						part += " " + p.Reason
+					}
+					if p.Restarts > 0 {
+						part += fmt.Sprintf(", %d restarts", p.Restarts)
+					}
+					part += ")"
+				}
+				parts = append(parts, part)
 			}
 		}
 	}

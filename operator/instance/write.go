@@ -193,7 +193,7 @@ var ErrStalled = errors.New("stalled")
 
 // Applied reports whether sd runs sequence seq (or a later one) and all
 // its components are ready: the controller observed the current spec,
-// its active sequence is at least seq and Ready is True. When the
+// its applied sequence is at least seq and Ready is True. When the
 // controller is stalled on the current spec it returns an error wrapping
 // ErrStalled with the condition's reason and message, so a task can fail
 // with it instead of waiting for its timeout.
@@ -205,8 +205,14 @@ func Applied(sd *v1alpha1.StyrminDeployment, seq int64) (bool, error) {
 		c.Status == metav1.ConditionTrue && c.ObservedGeneration == sd.Generation {
 		return false, fmt.Errorf("StyrminDeployment %s/%s: %w: %s: %s", sd.Namespace, sd.Name, ErrStalled, c.Reason, c.Message)
 	}
-	if sd.Status.ActiveSequence < seq {
+	if sd.Status.AppliedSequence < seq {
 		return false, nil
+	}
+	if c := apimeta.FindStatusCondition(sd.Status.Conditions, v1alpha1.ConditionReady); c != nil &&
+		c.Status == metav1.ConditionFalse && c.Reason == v1alpha1.ReasonWorkloadFailed && c.ObservedGeneration == sd.Generation {
+		// A workload that cannot become ready (a rollout past its
+		// progress deadline): waiting longer does not help.
+		return false, fmt.Errorf("StyrminDeployment %s/%s: %w: %s: %s", sd.Namespace, sd.Name, ErrStalled, c.Reason, c.Message)
 	}
 	return apimeta.IsStatusConditionTrue(sd.Status.Conditions, v1alpha1.ConditionReady), nil
 }

@@ -23,7 +23,6 @@ import (
 	"github.com/styrmin/styrmin/gitsource"
 	"github.com/styrmin/styrmin/operator/api/v1alpha1"
 	"github.com/styrmin/styrmin/operator/instance"
-	"github.com/styrmin/styrmin/planner"
 	"github.com/styrmin/styrmin/resolver"
 )
 
@@ -440,22 +439,16 @@ func (w *syncWalk) previous(id resolver.ID) (*resolver.Instance, error) {
 	return in, nil
 }
 
-// SelectWorkflow returns the workflow of the task that takes a deployment
-// from prev (nil: none) to next, by the planner's rule (so a plan shows
-// what the agent will run): delete for a tombstone, create when there was
-// no instance (or a tombstone), upgrade when the driver or the application
-// version changed, update otherwise. Where the planner sees nothing to do
-// (equal digests under a new sequence, a tombstone after a tombstone) the
-// task still runs, as an update or a delete, so every sequence ends.
+// SelectWorkflow returns the workflow the lock history suggests for the
+// change from prev (nil: none) to next: instance.SelectWorkflow with prev
+// as the active instance. The task chooses the workflow it runs when it
+// starts, against what is active then.
 func SelectWorkflow(prev, next *resolver.Instance) v1alpha1.Workflow {
-	switch w := planner.SelectWorkflow(prev, next); {
-	case w != "":
-		return v1alpha1.Workflow(w)
-	case next.Tombstone():
-		return v1alpha1.WorkflowDelete
-	default:
-		return v1alpha1.WorkflowUpdate
+	var active *v1alpha1.ActiveInstance
+	if prev != nil {
+		active = instance.Summary(prev, "")
 	}
+	return instance.SelectWorkflow(active, next)
 }
 
 // taskFor builds the task of next. A tombstone needs the namespace of the

@@ -54,6 +54,11 @@ const (
 	LabelComponent = v1alpha1.Group + "/component"
 )
 
+// heldPollInterval is how often a step blocked by a hand-set sequence
+// annotation looks again; the StyrminDeployment's change (the annotation
+// removed) wakes it sooner.
+const heldPollInterval = 30 * time.Second
+
 // actionOutcome is what one call of a primitive did.
 type actionOutcome struct {
 	// done: the step finished successfully.
@@ -68,6 +73,9 @@ type actionOutcome struct {
 	// newer is the sequence of a newer instance the guard kept: the task
 	// is superseded.
 	newer int64
+	// blocked: not done, and waiting for a person to act (output says
+	// what to do); the step's timeout does not apply.
+	blocked bool
 }
 
 // workloadRef is one workload of a component.
@@ -521,6 +529,11 @@ func (r *Reconciler) waitReady(ctx context.Context, run *taskRun, step drivers.S
 			if err != nil {
 				return actionOutcome{}, err
 			}
+			if st.Failed {
+				// It cannot become ready without a change: fail now, not
+				// at the step's timeout.
+				return actionOutcome{}, outcome.Stalled(v1alpha1.ReasonStepFailed, fmt.Errorf("%s %s: %s", comp, w, st.Message))
+			}
 			if !st.Ready {
 				waiting = append(waiting, fmt.Sprintf("%s %s: %s", comp, w, st.Message))
 				continue
@@ -657,6 +670,17 @@ func (r *Reconciler) upgradeDeploymentVersion(ctx context.Context, run *taskRun)
 	res, err := instance.WriteInstance(ctx, r.opts.Client, t.Spec.Namespace, run.instance)
 	if err != nil {
 		return actionOutcome{}, outcome.Retryable("WriteFailed", err)
+	}
+	if res.Kept > 0 && res.Deployment != nil && res.Kept > res.Deployment.Spec.Sequence {
+		// No task wrote that number (a task writes the spec and the
+		// annotation together): a hand edit, no instance of this
+		// deployment. Wait for the annotation to go, then write the
+		// whole configuration.
+		sd := res.Deployment
+		msg := fmt.Sprintf("StyrminDeployment %s: annotation %s is %d, above the instance it holds (sequence %d) and no instance of this deployment; waiting: remove it (kubectl annotate styrmindeployment -n %s %s %s-) to let sequence %d write the whole configuration",
+			key, v1alpha1.AnnotationInstanceSequence, res.Kept, sd.Spec.Sequence, sd.Namespace, sd.Name, v1alpha1.AnnotationInstanceSequence, seq)
+		run.waiting = msg
+		return actionOutcome{blocked: true, after: heldPollInterval, output: msg}, nil
 	}
 	if res.Kept > 0 {
 		msg := fmt.Sprintf("StyrminDeployment %s holds sequence %d (annotation %s), newer than this task's %d: left unchanged",

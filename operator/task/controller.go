@@ -296,7 +296,8 @@ type phaseResult struct {
 // taskPhase is one link of the reconcile chain.
 type taskPhase func(ctx context.Context, run *taskRun) (phaseResult, error)
 
-// Reconcile runs the chain prepare → supersede → await turn → run steps
+// Reconcile runs the chain prepare → supersede → await turn → start
+// workflow → run steps
 // and maps its outcome to a result in one place (taskResult).
 func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
 	log := ctrl.LoggerFrom(ctx)
@@ -317,7 +318,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 		return reconcile.Result{}, nil
 	}
 	run := &taskRun{task: task, log: log}
-	for _, phase := range []taskPhase{r.prepare, r.supersedeOvertaken, r.awaitTurn, r.runSteps} {
+	for _, phase := range []taskPhase{r.prepare, r.supersedeOvertaken, r.awaitTurn, r.startWorkflow, r.runSteps} {
 		res, err := phase(ctx, run)
 		if err != nil || res.stop {
 			r.metrics.setPhase(req.NamespacedName, task.Status.Phase)
@@ -404,8 +405,8 @@ func (r *Reconciler) writeStatus(ctx context.Context, run *taskRun) error {
 }
 
 // prepare decodes the task's instance and, for a new task, plans its steps
-// from the driver. A task whose instance or driver cannot be had ends
-// Failed: that needs a change in git.
+// against the active instance (plan). A task whose instance or driver
+// cannot be had ends Failed: that needs a change in git.
 func (r *Reconciler) prepare(ctx context.Context, run *taskRun) (phaseResult, error) {
 	t := run.task
 	in, field, err := r.instance(ctx, t)
@@ -423,27 +424,88 @@ func (r *Reconciler) prepare(ctx context.Context, run *taskRun) (phaseResult, er
 	if t.Status.Phase != "" {
 		return phaseResult{}, nil
 	}
-	var d *drivers.Driver
-	if t.Spec.Workflow != v1alpha1.WorkflowDelete {
-		if d, err = r.driver(ctx, run); err != nil {
-			if isStalled, _ := outcome.Classify(err, ""); isStalled {
-				return r.failTask(ctx, run, v1alpha1.ReasonTaskFailed, err.Error())
-			}
-			return phaseResult{}, err
-		}
-	}
-	steps, err := Steps(t.Spec.Workflow, d)
-	if err != nil {
-		return r.failTask(ctx, run, v1alpha1.ReasonInvalidTask, err.Error())
+	if res, err := r.plan(ctx, run); err != nil || res.stop {
+		return res, err
 	}
 	t.Status.Phase = v1alpha1.TaskPending
-	t.Status.Steps = steps
-	t.Status.CurrentStep = 0
 	setTaskConditions(t, v1alpha1.ReasonTaskPending, "waiting to run")
 	// Not written yet: a restart before the next write plans again, to
 	// the same steps.
 	run.planUnwritten = true
 	return phaseResult{}, nil
+}
+
+// plan chooses the task's workflow against the deployment's active
+// instance (instance.SelectWorkflow) and plans its steps from the
+// instance's driver, recording the choice and the sequence it starts
+// from. Not written here: the next status write carries them.
+func (r *Reconciler) plan(ctx context.Context, run *taskRun) (phaseResult, error) {
+	t := run.task
+	sd, err := r.deployment(ctx, run)
+	if err != nil {
+		return phaseResult{}, err
+	}
+	tasks, err := r.tasksOf(ctx, t.Namespace, t.Spec.Deployment)
+	if err != nil {
+		return phaseResult{}, err
+	}
+	active := instance.Active(sd, tasks)
+	wf := instance.SelectWorkflow(active, run.instance)
+	var d *drivers.Driver
+	if wf != v1alpha1.WorkflowDelete {
+		if d, err = r.driver(ctx, run); err != nil {
+			if outcome.IsStalled(err) {
+				return r.failTask(ctx, run, v1alpha1.ReasonTaskFailed, err.Error())
+			}
+			return phaseResult{}, err
+		}
+	}
+	steps, err := Steps(wf, d)
+	if err != nil {
+		return r.failTask(ctx, run, v1alpha1.ReasonInvalidTask, err.Error())
+	}
+	var from int64
+	if active != nil {
+		from = active.Sequence
+	}
+	t.Status.Workflow, t.Status.FromSequence = wf, from
+	t.Status.Steps = steps
+	t.Status.CurrentStep = 0
+	// A restart before the next write plans again, against what is
+	// active then.
+	run.planUnwritten = true
+	return phaseResult{}, nil
+}
+
+// startWorkflow chooses the workflow again when the task's turn comes and
+// no step has started: an earlier task of the deployment may have
+// succeeded or failed meanwhile, and the workflow is chosen against what
+// is active when the task starts (a failed upgrade's hooks are never
+// skipped by the change after it). Once a step has started the choice is
+// kept, so a restarted agent resumes with the same steps.
+func (r *Reconciler) startWorkflow(ctx context.Context, run *taskRun) (phaseResult, error) {
+	t := run.task
+	if t.Status.Phase != v1alpha1.TaskPending || t.Status.CurrentStep != 0 ||
+		(len(t.Status.Steps) > 0 && t.Status.Steps[0].State != v1alpha1.StepPending) {
+		return phaseResult{}, nil
+	}
+	wf, from := t.Status.Workflow, t.Status.FromSequence
+	if res, err := r.plan(ctx, run); err != nil || res.stop {
+		return res, err
+	}
+	if t.Status.Workflow != wf || t.Status.FromSequence != from {
+		run.log.Info("workflow chosen again at start", "was", wf, "from", from, "now", t.Status.Workflow, "fromSequence", t.Status.FromSequence)
+	}
+	return phaseResult{}, nil
+}
+
+// workflow is the workflow the task runs: chosen when it started, or the
+// one its spec suggests for a task planned by an earlier agent.
+func workflow(t *v1alpha1.StyrminTask) v1alpha1.Workflow {
+	if t.Status.Workflow != "" {
+		return t.Status.Workflow
+	}
+	return t.Spec.Workflow
 }
 
 // instance returns the task's instance and the field it comes from: the
@@ -483,7 +545,7 @@ func (r *Reconciler) instance(ctx context.Context, t *v1alpha1.StyrminTask) (*re
 // run.
 func (r *Reconciler) supersedeOvertaken(ctx context.Context, run *taskRun) (phaseResult, error) {
 	t := run.task
-	if t.Status.Phase != v1alpha1.TaskPending || t.Spec.Workflow != v1alpha1.WorkflowUpdate {
+	if t.Status.Phase != v1alpha1.TaskPending || workflow(t) != v1alpha1.WorkflowUpdate {
 		return phaseResult{}, nil
 	}
 	tasks, err := r.tasksOf(ctx, t.Namespace, t.Spec.Deployment)
@@ -547,19 +609,6 @@ func (r *Reconciler) runSteps(ctx context.Context, run *taskRun) (phaseResult, e
 			t.Status.CurrentStep++
 			continue
 		}
-		if st.State == v1alpha1.StepPending && r.beforeCore(t, int(i)) {
-			// A newer instance is already in place: what leads up to
-			// writing this one would be wasted (or harmful: stopping
-			// workers for a migration that will not be applied).
-			if held, err := r.newerHeld(ctx, run); err != nil {
-				return phaseResult{}, err
-			} else if held > 0 {
-				st.State = v1alpha1.StepSkipped
-				st.Message = fmt.Sprintf("skipped: the StyrminDeployment holds a newer sequence (%d)", held)
-				t.Status.CurrentStep++
-				continue
-			}
-		}
 		if res, err := r.startStep(ctx, run, i); err != nil || res.stop {
 			return res, err
 		}
@@ -586,20 +635,36 @@ func (r *Reconciler) runSteps(ctx context.Context, run *taskRun) (phaseResult, e
 			}
 			continue // run the action again (st is taken afresh), now with its record
 		case stepSuperseded:
+			// A newer instance holds the StyrminDeployment: this change's
+			// remaining actions (its post steps) still run, as the
+			// earlier ones did, and the task ends Superseded.
 			r.endStep(st, v1alpha1.StepSucceeded, d.output, "")
-			for j := int(i) + 1; j < len(t.Status.Steps); j++ {
-				t.Status.Steps[j].State = v1alpha1.StepSkipped
-				t.Status.Steps[j].Message = fmt.Sprintf("skipped: superseded by sequence %d", d.newer)
-			}
-			t.Status.CurrentStep = int32(len(t.Status.Steps))
 			t.Status.SupersededBy = d.newer
-			return r.finish(ctx, run, v1alpha1.TaskSuperseded, fmt.Sprintf("step %s: %s", st.Name, d.output))
+			t.Status.CurrentStep++
+			if err := r.writeStatus(ctx, run); err != nil {
+				return phaseResult{}, err
+			}
 		case stepWait:
+			if d.message != "" {
+				// Blocked until a person acts: say why, and start the
+				// step's clock again, so its timeout counts from when
+				// it can make progress (a rare state: one write a poll).
+				now := metav1.Now()
+				st.Message, st.StartedAt = d.message, &now
+				setTaskConditions(t, d.reason, d.message)
+				if err := r.writeStatus(ctx, run); err != nil {
+					return phaseResult{}, err
+				}
+			}
 			return phaseResult{stop: true, after: d.after}, nil
 		case stepDone:
 			r.endStep(st, v1alpha1.StepSucceeded, d.output, "")
 			t.Status.CurrentStep++
 		}
+	}
+	if t.Status.SupersededBy > 0 {
+		return r.finish(ctx, run, v1alpha1.TaskSuperseded,
+			fmt.Sprintf("the StyrminDeployment holds sequence %d, newer than %d: this change's actions ran, its instance was not written", t.Status.SupersededBy, t.Spec.ToSequence))
 	}
 	return r.finish(ctx, run, v1alpha1.TaskSucceeded, "")
 }
@@ -613,31 +678,6 @@ func (r *Reconciler) runStepAction(ctx context.Context, run *taskRun, st *v1alph
 		defer cancel()
 	}
 	return r.runAction(ctx, run, st)
-}
-
-// beforeCore reports whether step i comes before the step that writes the
-// instance.
-func (r *Reconciler) beforeCore(t *v1alpha1.StyrminTask, i int) bool {
-	for j := i; j < len(t.Status.Steps); j++ {
-		if t.Status.Steps[j].Action == string(drivers.ActionUpgradeDeploymentVersion) {
-			return j > i
-		}
-	}
-	return false
-}
-
-// newerHeld returns the sequence the StyrminDeployment holds when it is
-// higher than the task's, else 0.
-func (r *Reconciler) newerHeld(ctx context.Context, run *taskRun) (int64, error) {
-	sd, err := r.deployment(ctx, run)
-	if err != nil || sd == nil {
-		return 0, err
-	}
-	held, ok, err := instance.HeldSequence(sd)
-	if err != nil || !ok || held <= run.task.Spec.ToSequence {
-		return 0, nil //nolint:nilerr // a bad annotation is the core step's to report
-	}
-	return held, nil
 }
 
 // startStep marks step i Running and writes it, when it is pending or was
@@ -727,6 +767,13 @@ func (r *Reconciler) failTask(ctx context.Context, run *taskRun, reason, msg str
 // finish writes a terminal phase.
 func (r *Reconciler) finish(ctx context.Context, run *taskRun, phase v1alpha1.TaskPhase, msg string) (phaseResult, error) {
 	t := run.task
+	if phase == v1alpha1.TaskSucceeded {
+		// Before the task's own end is written: whoever sees the task
+		// Succeeded sees its instance active.
+		if err := r.recordActive(ctx, run); err != nil {
+			return phaseResult{}, err
+		}
+	}
 	now := metav1.Now()
 	t.Status.Phase = phase
 	t.Status.FinishedAt = &now
@@ -738,7 +785,7 @@ func (r *Reconciler) finish(ctx context.Context, run *taskRun, phase v1alpha1.Ta
 	if err := r.writeStatus(ctx, run); err != nil {
 		return phaseResult{}, err
 	}
-	r.metrics.finished.WithLabelValues(string(t.Spec.Workflow), string(phase)).Inc()
+	r.metrics.finished.WithLabelValues(string(workflow(t)), string(phase)).Inc()
 	// A task records an event only when it ends other than as planned:
 	// its start and success are in its status, and the change a
 	// successful task makes is the StyrminDeployment's Installed or
@@ -754,6 +801,31 @@ func (r *Reconciler) finish(ctx context.Context, run *taskRun, phase v1alpha1.Ta
 	r.forget(t)
 	r.pruneTasks(ctx, run)
 	return phaseResult{stop: true}, nil
+}
+
+// recordActive records the task's instance as the deployment's active
+// one on its StyrminDeployment (status.active and activeSequence): the
+// task succeeded, post steps included. A StyrminDeployment gone (a
+// tombstone uninstalled) or already recording a newer one is left alone.
+func (r *Reconciler) recordActive(ctx context.Context, run *taskRun) error {
+	if run.instance == nil || run.instance.Tombstone() {
+		return nil
+	}
+	sd, err := r.deployment(ctx, run)
+	if err != nil || sd == nil {
+		return err
+	}
+	seq := run.task.Spec.ToSequence
+	if a := sd.Status.Active; a != nil && a.Sequence >= seq {
+		return nil
+	}
+	base := sd.DeepCopy()
+	sd.Status.Active = instance.Summary(run.instance, run.task.Name)
+	sd.Status.ActiveSequence = seq
+	if err := r.opts.Client.Status().Patch(ctx, sd, client.MergeFrom(base)); err != nil && !apierrors.IsNotFound(err) {
+		return fmt.Errorf("recording sequence %d as the active instance of StyrminDeployment %s/%s: %w", seq, sd.Namespace, sd.Name, err)
+	}
+	return nil
 }
 
 func (r *Reconciler) event(regarding, related client.Object, evType, reason, format string, args ...any) {

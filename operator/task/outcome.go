@@ -39,7 +39,8 @@ type stepDecision struct {
 	record map[string]string
 	// newer, for stepSuperseded, is the sequence the guard kept.
 	newer int64
-	// reason and message, for stepFail.
+	// reason and message, for stepFail, and for a stepWait that waits for
+	// a person (message is then shown on the step).
 	reason, message string
 	// err, for stepRetry.
 	err error
@@ -76,6 +77,10 @@ func decide(c stepCall) stepDecision {
 		return stepDecision{next: stepFail, reason: v1alpha1.ReasonStepTimedOut, message: fmt.Sprintf("timed out after %s: %v", timeout, c.err)}
 	case c.err != nil:
 		return stepDecision{next: stepRetry, err: c.err}
+	case c.out.blocked:
+		// Waiting for a person (a hand-set annotation): no deadline.
+		return stepDecision{next: stepWait, after: waitWithin(&v1alpha1.TaskStep{}, c.out.after, c.poll, 0, c.now),
+			reason: v1alpha1.ReasonSequenceAhead, message: c.out.output}
 	case len(c.out.record) > 0:
 		return stepDecision{next: stepRecord, record: c.out.record}
 	case c.out.newer > 0:

@@ -25,6 +25,9 @@ const (
 	ReasonProgressing = "Progressing"
 	// ReasonComponentsNotReady: applied, some workloads are not ready yet.
 	ReasonComponentsNotReady = "ComponentsNotReady"
+	// ReasonWorkloadFailed: applied, and a workload cannot become ready
+	// without a change (a rollout past its progress deadline).
+	ReasonWorkloadFailed = "WorkloadFailed"
 	// ReasonApplyFailed: installing or upgrading the release failed; the
 	// agent retries.
 	ReasonApplyFailed = "ApplyFailed"
@@ -110,3 +113,9 @@ const (
 	// ReasonLockDeleted: a lockfile was deleted by hand; nothing changed.
 	ReasonLockDeleted = "LockDeleted"
 )
+
+// ReasonSequenceAhead: the StyrminDeployment's styrmin.io/instance-sequence
+// annotation holds a number above the instance it holds, which no task
+// wrote (a hand edit): the deployment is Stalled and its newest task
+// waits until the annotation is removed.
+const ReasonSequenceAhead = "SequenceAhead"

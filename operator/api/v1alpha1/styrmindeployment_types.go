@@ -59,13 +59,22 @@ type StyrminDeploymentStatus struct {
 	// describes.
 	// +optional
 	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
-	// ActiveSequence is the sequence of the instance last applied
-	// successfully (its release is deployed).
+	// AppliedSequence is the sequence of the instance whose objects the
+	// cluster holds (its release applied). It can be ahead of
+	// ActiveSequence while a task runs its post steps or after one failed.
+	// +optional
+	AppliedSequence int64 `json:"appliedSequence,omitempty"`
+	// AppliedDigest is the digest of that instance.
+	// +optional
+	AppliedDigest string `json:"appliedDigest,omitempty"`
+	// ActiveSequence is the sequence of the active instance: the last one
+	// whose task succeeded, post steps included. The next task chooses its
+	// workflow against it. Written by the task controller.
 	// +optional
 	ActiveSequence int64 `json:"activeSequence,omitempty"`
-	// ActiveDigest is the digest of that instance.
+	// Active summarises the active instance (written with ActiveSequence).
 	// +optional
-	ActiveDigest string `json:"activeDigest,omitempty"`
+	Active *ActiveInstance `json:"active,omitempty"`
 	// Release is the Helm release that runs the instance.
 	// +optional
 	Release *ReleaseStatus `json:"release,omitempty"`
@@ -95,6 +104,28 @@ type StyrminDeploymentStatus struct {
 	// StyrminDeployment was created.
 	// +optional
 	DriftCorrections int64 `json:"driftCorrections,omitempty"`
+}
+
+// ActiveInstance summarises a deployment's active instance: what the next
+// task's workflow is chosen against.
+type ActiveInstance struct {
+	// Sequence of the instance.
+	Sequence int64 `json:"sequence"`
+	// Kind is Instance, or Tombstone for a deletion.
+	// +optional
+	Kind string `json:"kind,omitempty"`
+	// Digest of the instance.
+	// +optional
+	Digest string `json:"digest,omitempty"`
+	// Driver the instance runs.
+	// +optional
+	Driver DriverRef `json:"driver,omitempty"`
+	// AppVersion of the application.
+	// +optional
+	AppVersion string `json:"appVersion,omitempty"`
+	// Task is the name of the task that made it active.
+	// +optional
+	Task string `json:"task,omitempty"`
 }
 
 // ReleaseStatus describes the Helm release of a deployment.
@@ -149,6 +180,35 @@ type WorkloadStatus struct {
 	// Message says why the workload is not ready.
 	// +optional
 	Message string `json:"message,omitempty"`
+	// Failed is true when the workload cannot become ready without a
+	// change (kstatus Failed: a rollout past its progress deadline).
+	// +optional
+	Failed bool `json:"failed,omitempty"`
+	// Pods that are not ready, for a workload failed or not ready for a
+	// while (at most a few, sorted by name).
+	// +listType=atomic
+	// +optional
+	Pods []PodStatus `json:"pods,omitempty"`
+}
+
+// PodStatus is the observed state of one pod that is not ready.
+type PodStatus struct {
+	// Name of the pod.
+	Name string `json:"name"`
+	// Phase of the pod (Pending, Running, Failed, …).
+	Phase string `json:"phase"`
+	// Ready is the pod's Ready condition.
+	Ready bool `json:"ready"`
+	// Restarts sums its containers' restarts.
+	// +optional
+	Restarts int32 `json:"restarts,omitempty"`
+	// Reason is the first container's waiting or terminated reason
+	// (CrashLoopBackOff, ImagePullBackOff, Error), else the pod's.
+	// +optional
+	Reason string `json:"reason,omitempty"`
+	// Message goes with Reason.
+	// +optional
+	Message string `json:"message,omitempty"`
 }
 
 // DriftCorrection describes one correction of drift.
@@ -184,6 +244,7 @@ type DriftedObject struct {
 // +kubebuilder:printcolumn:name="Environment",type=string,JSONPath=`.spec.deployment.environment`,priority=1
 // +kubebuilder:printcolumn:name="Deployment",type=string,JSONPath=`.spec.deployment.name`,priority=1
 // +kubebuilder:printcolumn:name="Sequence",type=integer,JSONPath=`.spec.sequence`
+// +kubebuilder:printcolumn:name="Applied",type=integer,JSONPath=`.status.appliedSequence`
 // +kubebuilder:printcolumn:name="Active",type=integer,JSONPath=`.status.activeSequence`
 // +kubebuilder:printcolumn:name="App",type=string,JSONPath=`.spec.appVersion`
 // +kubebuilder:printcolumn:name="Driver",type=string,JSONPath=`.spec.driver.name`

@@ -74,10 +74,13 @@ type StyrminTaskSpec struct {
 	// StyrminDeployment lives.
 	// +kubebuilder:validation:MinLength=1
 	Namespace string `json:"namespace"`
-	// Workflow to run.
+	// Workflow is the workflow the lock's history suggests (from the
+	// previous lockfile). The task chooses the workflow it runs when it
+	// starts, against the active instance (status.workflow).
 	Workflow Workflow `json:"workflow"`
-	// FromSequence is the sequence the task starts from (0 when the
-	// deployment had no instance).
+	// FromSequence is the previous lock's sequence (0 when the deployment
+	// had none); status.fromSequence is the active one the task starts
+	// from.
 	// +kubebuilder:validation:Minimum=0
 	// +optional
 	FromSequence int64 `json:"fromSequence,omitempty"`
@@ -124,6 +127,16 @@ type StyrminTaskStatus struct {
 	// Phase of the task.
 	// +optional
 	Phase TaskPhase `json:"phase,omitempty"`
+	// Workflow is the workflow the task runs, chosen against the active
+	// instance when the task starts: create when there is none, upgrade
+	// when the driver or the application version differs from it, update
+	// otherwise; delete for a tombstone.
+	// +optional
+	Workflow Workflow `json:"workflow,omitempty"`
+	// FromSequence is the active instance's sequence when the task
+	// started (0: none).
+	// +optional
+	FromSequence int64 `json:"fromSequence,omitempty"`
 	// ObservedGeneration is the generation the status describes.
 	// +optional
 	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
@@ -214,8 +227,8 @@ type TaskStep struct {
 // +kubebuilder:resource:shortName=stask,categories=styrmin
 // +kubebuilder:printcolumn:name="Environment",type=string,JSONPath=`.spec.deployment.environment`
 // +kubebuilder:printcolumn:name="Deployment",type=string,JSONPath=`.spec.deployment.name`
-// +kubebuilder:printcolumn:name="Workflow",type=string,JSONPath=`.spec.workflow`
-// +kubebuilder:printcolumn:name="From",type=integer,JSONPath=`.spec.fromSequence`
+// +kubebuilder:printcolumn:name="Workflow",type=string,JSONPath=`.status.workflow`
+// +kubebuilder:printcolumn:name="From",type=integer,JSONPath=`.status.fromSequence`
 // +kubebuilder:printcolumn:name="To",type=integer,JSONPath=`.spec.toSequence`
 // +kubebuilder:printcolumn:name="Phase",type=string,JSONPath=`.status.phase`
 // +kubebuilder:printcolumn:name="Step",type=integer,JSONPath=`.status.currentStep`,priority=1

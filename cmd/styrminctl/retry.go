@@ -1,0 +1,141 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+
+	"github.com/spf13/cobra"
+
+	"github.com/styrmin/styrmin/gitsource"
+	"github.com/styrmin/styrmin/operator"
+	"github.com/styrmin/styrmin/resolver"
+)
+
+type retryOptions struct {
+	commit   bool
+	push     bool
+	branch   string
+	remote   string
+	attempts int
+}
+
+// newRetryCmd builds `styrminctl retry CLUSTER/ENV/NAME...`: lock each
+// deployment's current instance again with the next sequence.
+func newRetryCmd(g *globalOptions, stdout io.Writer) *cobra.Command {
+	o := &retryOptions{}
+	cmd := &cobra.Command{
+		Use:   "retry CLUSTER/ENV/NAME...",
+		Short: "Lock a deployment's current instance again, so the agent runs its workflow again",
+		Long: `retry writes a new lock of each deployment with the same instance and the next
+sequence. Its task runs the full workflow against the active instance: an upgrade
+that failed runs its pre steps again; a retry of a healthy deployment is an update
+that changes nothing. With --commit the lockfiles are committed, with --push pushed
+with compare-and-swap; the commit carries a Styrmin-Retry trailer per deployment.`,
+		Args: cobra.MinimumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			ids := make([]resolver.ID, 0, len(args))
+			for _, a := range args {
+				id, err := resolver.ParseID(a)
+				if err != nil {
+					return err
+				}
+				ids = append(ids, id)
+			}
+			if o.commit || o.push {
+				return runRetryCommit(cmd.Context(), g, o, ids, stdout)
+			}
+			return runRetry(g, ids, stdout)
+		},
+	}
+	f := cmd.Flags()
+	f.BoolVar(&o.commit, "commit", false, "commit the written lockfiles")
+	f.BoolVar(&o.push, "push", false, "commit and push to the remote branch with compare-and-swap retries (implies --commit)")
+	f.StringVar(&o.remote, "remote", "origin", "remote to push to with --push")
+	f.StringVar(&o.branch, "branch", "", "branch to commit to (default: the current branch)")
+	f.IntVar(&o.attempts, "attempts", 8, "maximum push attempts when the branch moves")
+	return cmd
+}
+
+// runRetry writes the retries' lockfiles into the working tree.
+func runRetry(g *globalOptions, ids []resolver.ID, stdout io.Writer) error {
+	locks, err := resolver.LoadLocks(os.DirFS(g.Repo))
+	if err != nil {
+		return err
+	}
+	changes, err := resolver.RetryLocks(locks, ids)
+	if err != nil {
+		return err
+	}
+	for _, c := range changes {
+		if err := writeAtomic(filepath.Join(g.Repo, filepath.FromSlash(c.Path())), c.Data); err != nil {
+			return err
+		}
+		fmt.Fprintf(stdout, "retry locked %s\n", describeChange(c))
+	}
+	fmt.Fprintf(stdout, "commit with a %s: CLUSTER/ENV/NAME trailer per deployment (or use --commit)\n", resolver.RetryTrailer)
+	return nil
+}
+
+// runRetryCommit commits (and pushes) the retries on the branch's head.
+func runRetryCommit(ctx context.Context, g *globalOptions, o *retryOptions, ids []resolver.ID, stdout io.Writer) error {
+	repo, err := openForCommit(g.Repo, o.branch, o.remote, o.push)
+	if err != nil {
+		return err
+	}
+	out, err := resolver.CommitRetries(ctx, repo, ids, o.attempts)
+	if err != nil {
+		return err
+	}
+	for _, c := range out.Changes {
+		fmt.Fprintf(stdout, "retry locked %s\n", describeChange(c))
+	}
+	printCommitted(stdout, out, repo, o.push)
+	return nil
+}
+
+// openForCommit opens the repository to commit locks on branch, with the
+// environment's push credentials when pushing to remote.
+func openForCommit(dir, branch, remote string, push bool) (*gitsource.Repo, error) {
+	opts := gitsource.OpenOptions{Branch: branch}
+	if push {
+		auth, err := gitAuthFromEnv()
+		if err != nil {
+			return nil, err
+		}
+		opts.Remote, opts.Auth = remote, auth
+	}
+	return gitsource.Open(dir, opts)
+}
+
+// printCommitted says where a lock commit went.
+func printCommitted(stdout io.Writer, out resolver.CommitOutcome, repo *gitsource.Repo, push bool) {
+	verb := "committed"
+	if push {
+		verb = "pushed"
+	}
+	fmt.Fprintf(stdout, "%s %s on %s after %d attempt(s)\n", verb, out.Commit, repo.Branch(), out.Attempts)
+}
+
+// failedDeployments reads, from the cluster the kubeconfig names, the
+// deployments whose newest task failed and whose lock is still that
+// task's: what `lock --retry-failed` locks again.
+func failedDeployments(ctx context.Context, newClient clusterClientFunc, kubeconfig string, locks map[resolver.ID]*resolver.Instance) ([]resolver.ID, error) {
+	c, err := newClient(kubeconfig)
+	if err != nil {
+		return nil, err
+	}
+	standings, err := operator.Standings(ctx, c)
+	if err != nil {
+		return nil, err
+	}
+	var out []resolver.ID
+	for _, s := range standings {
+		if in, ok := locks[s.ID]; s.Failed && ok && in.Sequence == s.Newest.Spec.ToSequence {
+			out = append(out, s.ID)
+		}
+	}
+	return out, nil
+}

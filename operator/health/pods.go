@@ -1,0 +1,95 @@
+package health
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/styrmin/styrmin/operator/api/v1alpha1"
+)
+
+// maxPods bounds the pods reported per workload.
+const maxPods = 5
+
+// Pods reads the pods of a workload that are not ready (straight from the
+// API server: the agent caches no pods) and summarises each: its phase,
+// restarts and the first container's waiting or terminated reason
+// (CrashLoopBackOff, ImagePullBackOff, Error) with its message. At most a
+// few, sorted by name.
+func Pods(ctx context.Context, c client.Reader, namespace string, w v1alpha1.WorkloadStatus) ([]v1alpha1.PodStatus, error) {
+	selector, err := workloadSelector(ctx, c, namespace, w)
+	if err != nil || selector == nil {
+		return nil, err
+	}
+	var pods corev1.PodList
+	if err := c.List(ctx, &pods, client.InNamespace(namespace), client.MatchingLabels(selector)); err != nil {
+		return nil, fmt.Errorf("listing the pods of %s/%s: %w", w.Kind, w.Name, err)
+	}
+	var out []v1alpha1.PodStatus
+	for i := range pods.Items {
+		if ps := podStatus(&pods.Items[i]); !ps.Ready {
+			out = append(out, ps)
+		}
+	}
+	slices.SortFunc(out, func(a, b v1alpha1.PodStatus) int { return strings.Compare(a.Name, b.Name) })
+	if len(out) > maxPods {
+		out = out[:maxPods]
+	}
+	return out, nil
+}
+
+// workloadSelector reads a workload's pod selector (its matchLabels).
+func workloadSelector(ctx context.Context, c client.Reader, namespace string, w v1alpha1.WorkloadStatus) (map[string]string, error) {
+	key := client.ObjectKey{Namespace: namespace, Name: w.Name}
+	var sel *metav1.LabelSelector
+	var err error
+	switch w.Kind {
+	case "Deployment":
+		var d appsv1.Deployment
+		err, sel = c.Get(ctx, key, &d), d.Spec.Selector
+	case "StatefulSet":
+		var s appsv1.StatefulSet
+		err, sel = c.Get(ctx, key, &s), s.Spec.Selector
+	case "DaemonSet":
+		var d appsv1.DaemonSet
+		err, sel = c.Get(ctx, key, &d), d.Spec.Selector
+	}
+	if err != nil {
+		return nil, client.IgnoreNotFound(err)
+	}
+	if sel == nil || len(sel.MatchLabels) == 0 {
+		return nil, nil
+	}
+	return sel.MatchLabels, nil
+}
+
+// podStatus summarises one pod.
+func podStatus(p *corev1.Pod) v1alpha1.PodStatus {
+	ps := v1alpha1.PodStatus{Name: p.Name, Phase: string(p.Status.Phase), Reason: p.Status.Reason, Message: p.Status.Message}
+	for _, c := range p.Status.Conditions {
+		if c.Type == corev1.PodReady {
+			ps.Ready = c.Status == corev1.ConditionTrue
+		}
+	}
+	reasonSet := false
+	for _, cs := range p.Status.ContainerStatuses {
+		ps.Restarts += cs.RestartCount
+		if reasonSet || cs.Ready {
+			continue
+		}
+		switch {
+		case cs.State.Waiting != nil && cs.State.Waiting.Reason != "":
+			ps.Reason, ps.Message, reasonSet = cs.State.Waiting.Reason, cs.State.Waiting.Message, true
+		case cs.State.Terminated != nil && cs.State.Terminated.Reason != "":
+			t := cs.State.Terminated
+			ps.Reason, ps.Message, reasonSet = t.Reason, fmt.Sprintf("exit code %d: %s", t.ExitCode, t.Message), true
+		}
+	}
+	return ps
+}

@@ -1,0 +1,97 @@
+package instance
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/styrmin/styrmin/operator/api/v1alpha1"
+	"github.com/styrmin/styrmin/resolver"
+)
+
+// Standing is where a deployment stands against git: its newest task, its
+// active instance, and whether it is behind (its newest sequence is not
+// active because that task failed, waits or still runs) and why.
+type Standing struct {
+	ID resolver.ID
+	// Namespace is the deployment's namespace.
+	Namespace string
+	// Newest is the deployment's task of the highest sequence.
+	Newest *v1alpha1.StyrminTask
+	// Active is the active instance's sequence (0: none).
+	Active int64
+	// Behind is true when Newest is not the active instance.
+	Behind bool
+	// Failed is true when Newest failed: retry it, or change the
+	// configuration.
+	Failed bool
+	// Reason names the task and its step, and what it waits for or why it
+	// failed.
+	Reason string
+}
+
+// Standings tells, for every deployment that has tasks, where it stands:
+// sds are StyrminDeployments and tasks StyrminTasks of any deployments.
+// Sorted by deployment.
+func Standings(sds []v1alpha1.StyrminDeployment, tasks []v1alpha1.StyrminTask) []Standing {
+	byID := map[v1alpha1.DeploymentID][]v1alpha1.StyrminTask{}
+	for _, t := range tasks {
+		byID[t.Spec.Deployment] = append(byID[t.Spec.Deployment], t)
+	}
+	sdOf := map[v1alpha1.DeploymentID]*v1alpha1.StyrminDeployment{}
+	for i := range sds {
+		sdOf[sds[i].Spec.Deployment] = &sds[i]
+	}
+	out := make([]Standing, 0, len(byID))
+	for id, ts := range byID {
+		out = append(out, standing(id, sdOf[id], ts))
+	}
+	slices.SortFunc(out, func(a, b Standing) int { return strings.Compare(a.ID.String(), b.ID.String()) })
+	return out
+}
+
+func standing(id v1alpha1.DeploymentID, sd *v1alpha1.StyrminDeployment, tasks []v1alpha1.StyrminTask) Standing {
+	s := Standing{ID: ResolverID(id)}
+	for i := range tasks {
+		if s.Newest == nil || tasks[i].Spec.ToSequence > s.Newest.Spec.ToSequence {
+			s.Newest = &tasks[i]
+		}
+	}
+	s.Namespace = s.Newest.Namespace
+	if a := Active(sd, tasks); a != nil {
+		s.Active = a.Sequence
+	}
+	t := s.Newest
+	if t.Spec.ToSequence <= s.Active || t.Status.Phase == v1alpha1.TaskSuperseded {
+		return s
+	}
+	s.Behind = true
+	name := t.Namespace + "/" + t.Name
+	step := ""
+	if i := int(t.Status.CurrentStep); i >= 0 && i < len(t.Status.Steps) {
+		step = t.Status.Steps[i].Name
+	}
+	switch t.Status.Phase {
+	case v1alpha1.TaskFailed:
+		s.Failed = true
+		s.Reason = fmt.Sprintf("task %s failed: %s", name, t.Status.Message)
+	case v1alpha1.TaskRunning:
+		s.Reason = fmt.Sprintf("task %s runs step %s", name, step)
+		if i := int(t.Status.CurrentStep); i < len(t.Status.Steps) && t.Status.Steps[i].Message != "" {
+			s.Reason += ": " + t.Status.Steps[i].Message
+		}
+	case v1alpha1.TaskSucceeded:
+		// Succeeded, its active record not seen yet.
+		s.Behind = false
+	default:
+		s.Reason = fmt.Sprintf("task %s waits to run (%s)", name, orPending(t.Status.Phase))
+	}
+	return s
+}
+
+func orPending(p v1alpha1.TaskPhase) string {
+	if p == "" {
+		return "not planned yet"
+	}
+	return string(p)
+}
