@@ -181,5 +181,32 @@ type Step struct {
 	Component  string   // exec, runJob: whose pod (template) to use
 	Job        string   // runJob: name of the one-off job
 	Timeout    time.Duration
-	Args       map[string]string
+	// Retry, when Attempts > 1, runs a step that failed again.
+	Retry RetryPolicy
+	Args  map[string]string
+}
+
+// RetryPolicy bounds the automatic retries of a step that fails: at most
+// Attempts runs in all, the first retry after Backoff, each next one
+// after twice the previous delay.
+type RetryPolicy struct {
+	Attempts int
+	Backoff  time.Duration
+}
+
+// DefaultRetryBackoff is the delay before a step's first retry when its
+// policy names none.
+const DefaultRetryBackoff = 10 * time.Second
+
+// Delay is the pause before run number attempt+1 after run number
+// attempt (1-based) failed: Backoff, doubling, at most 10 minutes.
+func (p RetryPolicy) Delay(attempt int) time.Duration {
+	d := p.Backoff
+	if d <= 0 {
+		d = DefaultRetryBackoff
+	}
+	for i := 1; i < attempt && d < 10*time.Minute; i++ {
+		d *= 2
+	}
+	return min(d, 10*time.Minute)
 }

@@ -552,7 +552,13 @@ type stepSpec struct {
 	Command    []string          `json:"command"`
 	Job        string            `json:"job"`
 	Timeout    string            `json:"timeout"`
+	Retry      *retrySpec        `json:"retry"`
 	Args       map[string]string `json:"args"`
+}
+
+type retrySpec struct {
+	Attempts int    `json:"attempts"`
+	Backoff  string `json:"backoff"`
 }
 
 func decodeActions(v cue.Value, loc *locator, comps []Component) (map[Hook]Modes, error) {
@@ -632,6 +638,19 @@ func decodeSteps(v cue.Value, loc *locator, field, mode string, comps []Componen
 				fail("timeout", "%q is not a positive duration (for example \"5m\")", s.Timeout)
 			}
 			step.Timeout = t
+		}
+		if s.Retry != nil {
+			step.Retry.Attempts = s.Retry.Attempts
+			if s.Retry.Backoff != "" {
+				b, err := time.ParseDuration(s.Retry.Backoff)
+				if err != nil || b <= 0 {
+					fail("retry.backoff", "%q is not a positive duration (for example \"30s\")", s.Retry.Backoff)
+				}
+				step.Retry.Backoff = b
+			}
+			if kind == ActionUpgradeDeploymentVersion {
+				fail("retry", "the step that writes the instance is not retried: it waits until the instance is applied")
+			}
 		}
 		checkComponents := func() {
 			if len(s.Components) == 0 {

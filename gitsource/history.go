@@ -1,6 +1,7 @@
 package gitsource
 
 import (
+	"errors"
 	"fmt"
 	"io/fs"
 	"path"
@@ -376,4 +377,19 @@ func (w *walker) diff(a, b plumbing.Hash, dir string, out *[]fileChange) error {
 		*out = append(*out, fileChange{path: p, deleted: true})
 	}
 	return nil
+}
+
+// Message returns a commit's message (its trailers included); a commit
+// the repository does not hold gives an error wrapping ErrCommitNotFound.
+func (r *Repo) Message(commit Hash) (string, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	c, err := object.GetCommit(r.storer, commit.plumbing())
+	if errors.Is(err, plumbing.ErrObjectNotFound) {
+		return "", fmt.Errorf("gitsource: message of %s: %w", commit.Short(), ErrCommitNotFound)
+	}
+	if err != nil {
+		return "", fmt.Errorf("gitsource: message of %s: %w", commit.Short(), err)
+	}
+	return c.Message, nil
 }

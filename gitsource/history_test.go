@@ -238,3 +238,20 @@ func TestLockChangesRejectsBadPrefixAndUnknownCommits(t *testing.T) {
 		t.Errorf("FS of an unknown commit: err = %v, want ErrCommitNotFound", err)
 	}
 }
+
+func TestMessageReadsACommitsMessageAndNamesAMissingOne(t *testing.T) {
+	lr := newLocalRepo(t, false)
+	lr.commit("styrmin: retry c/e/a=2\n\nStyrmin-Lock: c/e/a=2\nStyrmin-Retry: c/e/a", map[string]string{"locks/c/e/a.lock.yaml": "2"})
+	r, err := gitsource.Open(lr.dir, gitsource.OpenOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	msg, err := r.Message(mustResolve(t, r, "HEAD"))
+	if err != nil || !strings.Contains(msg, "Styrmin-Retry: c/e/a") {
+		t.Fatalf("Message = %q, %v", msg, err)
+	}
+	missing, _ := gitsource.ParseHash(strings.Repeat("ab", 20))
+	if _, err := r.Message(missing); !errors.Is(err, gitsource.ErrCommitNotFound) {
+		t.Fatalf("a missing commit: %v, want ErrCommitNotFound", err)
+	}
+}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io/fs"
+	"maps"
 	"os"
 	"path"
 	"strings"
@@ -45,7 +46,7 @@ const (
 )
 
 // agentBuild is the agent binary, built once per test process.
-var agentBuild = &agenttest.Binaries{Dir: "agent-test", Packages: []string{"./cmd/styrmin-agent"}}
+var agentBuild = &agenttest.Binaries{Dir: "agent-test", Packages: []string{"./cmd/styrmin-agent", "./cmd/styrminctl"}}
 
 // agentBinary builds cmd/styrmin-agent once per test process.
 func agentBinary(t *testing.T) string {
@@ -97,8 +98,17 @@ func exampleRepo(t *testing.T) fstest.MapFS {
 
 func startAgentEnv(t *testing.T) *agentEnv {
 	t.Helper()
+	return startAgentEnvWith(t, nil)
+}
+
+// startAgentEnvWith is startAgentEnv with extra files in the repository's
+// first commit.
+func startAgentEnvWith(t *testing.T, extra fstest.MapFS) *agentEnv {
+	t.Helper()
 	bin := agentBinary(t)
-	w := agenttest.Start(t, agenttest.Options{Repo: exampleRepo(t), RepoName: agentRepoName, Token: agentGitToken, SecretName: agentSecret})
+	repo := exampleRepo(t)
+	maps.Copy(repo, extra)
+	w := agenttest.Start(t, agenttest.Options{Repo: repo, RepoName: agentRepoName, Token: agentGitToken, SecretName: agentSecret})
 	clone, err := gitsource.Clone(context.Background(), w.URL, "", gitsource.CloneOptions{Branch: "main", Auth: gitsource.Auth{Token: agentGitToken}})
 	if err != nil {
 		t.Fatal(err)

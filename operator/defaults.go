@@ -63,3 +63,9 @@ func Standings(ctx context.Context, c client.Reader) ([]Standing, error) {
 	}
 	return instance.Standings(sds.Items, tasks.Items), nil
 }
+
+// StandingsOf tells where the deployments of sds and tasks stand (see
+// instance.Standings).
+func StandingsOf(sds []v1alpha1.StyrminDeployment, tasks []v1alpha1.StyrminTask) []Standing {
+	return instance.Standings(sds, tasks)
+}

@@ -97,15 +97,16 @@ func newStatusCmd(newClient clusterClientFunc, stdout io.Writer) *cobra.Command 
 
 // deploymentStatus is one line of `status`.
 type deploymentStatus struct {
-	Deployment     string `json:"deployment"`
-	Namespace      string `json:"namespace"`
-	Sequence       int64  `json:"sequence"`
-	ActiveSequence int64  `json:"activeSequence"`
-	Driver         string `json:"driver,omitempty"`
-	AppVersion     string `json:"appVersion,omitempty"`
-	Ready          string `json:"ready"`
-	Reason         string `json:"reason,omitempty"`
-	Message        string `json:"message,omitempty"`
+	Deployment      string `json:"deployment"`
+	Namespace       string `json:"namespace"`
+	Sequence        int64  `json:"sequence"`
+	AppliedSequence int64  `json:"appliedSequence"`
+	ActiveSequence  int64  `json:"activeSequence"`
+	Driver          string `json:"driver,omitempty"`
+	AppVersion      string `json:"appVersion,omitempty"`
+	Ready           string `json:"ready"`
+	Reason          string `json:"reason,omitempty"`
+	Message         string `json:"message,omitempty"`
 }
 
 // sourceStatus is the sync position of an agent.
@@ -127,12 +128,13 @@ type clusterStatus struct {
 
 func summarizeDeployment(sd *v1alpha1.StyrminDeployment) deploymentStatus {
 	s := deploymentStatus{
-		Deployment:     sd.Spec.Deployment.String(),
-		Namespace:      sd.Namespace,
-		Sequence:       sd.Spec.Sequence,
-		ActiveSequence: sd.Status.ActiveSequence,
-		AppVersion:     sd.Spec.AppVersion,
-		Ready:          "Unknown",
+		Deployment:      sd.Spec.Deployment.String(),
+		Namespace:       sd.Namespace,
+		Sequence:        sd.Spec.Sequence,
+		AppliedSequence: sd.Status.AppliedSequence,
+		ActiveSequence:  sd.Status.ActiveSequence,
+		AppVersion:      sd.Spec.AppVersion,
+		Ready:           "Unknown",
 	}
 	if sd.Spec.Driver.Name != "" {
 		s.Driver = sd.Spec.Driver.String()
@@ -228,6 +230,9 @@ type deploymentDetail struct {
 	Corrections int64                      `json:"driftCorrections,omitempty"`
 	Tasks       []taskSummary              `json:"tasks"`
 	Deleted     bool                       `json:"deleted,omitempty"`
+	// Behind says why the newest sequence is not the active one: the task
+	// that failed or waits, and its step.
+	Behind string `json:"behind,omitempty"`
 }
 
 // latestTasks is how many of a deployment's tasks `status` shows.
@@ -264,6 +269,11 @@ func runStatusOne(ctx context.Context, c client.Reader, w io.Writer, output stri
 	for i := max(0, len(tasks)-latestTasks); i < len(tasks); i++ {
 		d.Tasks = append(d.Tasks, summarizeTask(&tasks[i]))
 	}
+	for _, st := range operator.StandingsOf(sds.Items, tasks) {
+		if st.Behind {
+			d.Behind = st.Reason
+		}
+	}
 	if output != "text" {
 		return writeData(w, output, d)
 	}
@@ -273,7 +283,7 @@ func runStatusOne(ctx context.Context, c client.Reader, w io.Writer, output stri
 	if d.Deleted {
 		fmt.Fprintf(tw, "State:\tdeleted (no StyrminDeployment)\n")
 	} else {
-		fmt.Fprintf(tw, "Sequence:\t%d (annotation %s, active %d)\n", d.Sequence, noneIfEmpty(d.Annotation), d.ActiveSequence)
+		fmt.Fprintf(tw, "Sequence:\t%d (annotation %s, applied %d, active %d)\n", d.Sequence, noneIfEmpty(d.Annotation), d.AppliedSequence, d.ActiveSequence)
 		fmt.Fprintf(tw, "Driver:\t%s\n", d.Driver)
 		fmt.Fprintf(tw, "App version:\t%s\n", d.AppVersion)
 		if d.Release != nil {
@@ -285,6 +295,9 @@ func runStatusOne(ctx context.Context, c client.Reader, w io.Writer, output stri
 		if d.Corrections > 0 && d.LastDrift != nil {
 			fmt.Fprintf(tw, "Drift:\t%d corrections, last at %s\n", d.Corrections, d.LastDrift.Time.UTC().Format(time.RFC3339))
 		}
+	}
+	if d.Behind != "" {
+		fmt.Fprintf(tw, "Behind git:\t%s\n", d.Behind)
 	}
 	if err := tw.Flush(); err != nil {
 		return err
@@ -299,6 +312,9 @@ func runStatusOne(ctx context.Context, c client.Reader, w io.Writer, output stri
 		if err := tw.Flush(); err != nil {
 			return err
 		}
+		if err := printPods(w, d.Components); err != nil {
+			return err
+		}
 	}
 	fmt.Fprintln(w)
 	return printTaskTable(w, d.Tasks)
@@ -309,4 +325,26 @@ func noneIfEmpty(s string) string {
 		return "none"
 	}
 	return s
+}
+
+// printPods lists the pods the agent reported as not ready, with why.
+func printPods(w io.Writer, comps []v1alpha1.ComponentStatus) error {
+	var rows []string
+	for _, cs := range comps {
+		for _, wl := range cs.Workloads {
+			for _, p := range wl.Pods {
+				rows = append(rows, fmt.Sprintf("%s\t%s/%s\t%s\t%d\t%s\t%s", p.Name, wl.Kind, wl.Name, p.Phase, p.Restarts, noneIfEmpty(p.Reason), p.Message))
+			}
+		}
+	}
+	if len(rows) == 0 {
+		return nil
+	}
+	fmt.Fprintln(w)
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "POD NOT READY\tWORKLOAD\tPHASE\tRESTARTS\tREASON\tMESSAGE")
+	for _, r := range rows {
+		fmt.Fprintln(tw, r)
+	}
+	return tw.Flush()
 }

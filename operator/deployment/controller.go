@@ -332,7 +332,10 @@ func (r *Reconciler) health(ctx context.Context, rs *reconcileState) error {
 		if failed {
 			reason = v1alpha1.ReasonWorkloadFailed
 		}
-		if failed || r.notReadyFor(sd) >= r.podStatusAfter {
+		if since := r.notReadyFor(sd); !failed && since < r.podStatusAfter {
+			// Look again when the pods are due to be read.
+			rs.requeueWithin(r.podStatusAfter - since)
+		} else {
 			// Why a workload does not become ready is in its pods
 			// (CrashLoopBackOff, ImagePullBackOff): read them, but only
 			// for a workload failed or not ready for a while, as pods

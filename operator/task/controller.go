@@ -116,6 +116,9 @@ type Reconciler struct {
 	// lock, so a task's reconciles read it once; by name, so a task
 	// deleted before it finished is forgotten too.
 	instances map[types.NamespacedName]lockedInstance
+	// lastErr is the last transient error of each task's running step,
+	// for the message of a step that times out.
+	lastErr map[types.UID]string
 }
 
 // lockedInstance is a task's instance as read from its lock.
@@ -157,7 +160,7 @@ func NewReconciler(opts Options) (*Reconciler, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Reconciler{opts: opts, metrics: m, started: map[types.UID]int32{}, written: map[types.UID]string{}, instances: map[types.NamespacedName]lockedInstance{}}, nil
+	return &Reconciler{opts: opts, metrics: m, started: map[types.UID]int32{}, written: map[types.UID]string{}, instances: map[types.NamespacedName]lockedInstance{}, lastErr: map[types.UID]string{}}, nil
 }
 
 // SetupWithManager registers the controller: it watches StyrminTasks
@@ -386,8 +389,16 @@ func (r *Reconciler) forget(t *v1alpha1.StyrminTask) {
 	r.mu.Lock()
 	delete(r.started, t.UID)
 	delete(r.written, t.UID)
+	delete(r.lastErr, t.UID)
 	delete(r.instances, client.ObjectKeyFromObject(t))
 	r.mu.Unlock()
+}
+
+// lastError is the last transient error of a task's running step.
+func (r *Reconciler) lastError(uid types.UID) string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.lastErr[uid]
 }
 
 // writeStatus persists the task's status.
@@ -609,6 +620,13 @@ func (r *Reconciler) runSteps(ctx context.Context, run *taskRun) (phaseResult, e
 			t.Status.CurrentStep++
 			continue
 		}
+		if st.State == v1alpha1.StepPending && st.Attempts > 0 && st.FinishedAt != nil {
+			// A failed run of a step its driver retries: not before its
+			// back-off, whatever woke the task.
+			if wait := time.Until(st.FinishedAt.Add(retryPolicy(st).Delay(int(st.Attempts)))); wait > 0 {
+				return phaseResult{stop: true, after: wait}, nil
+			}
+		}
 		if res, err := r.startStep(ctx, run, i); err != nil || res.stop {
 			return res, err
 		}
@@ -618,13 +636,33 @@ func (r *Reconciler) runSteps(ctx context.Context, run *taskRun) (phaseResult, e
 			run.log.Info("step action done", "task", t.Name, "step", st.Name, "index", i, "attempt", st.Attempts)
 			r.pause(ctx)
 		}
+		if err != nil && errors.Is(err, context.DeadlineExceeded) {
+			// The step's deadline cut this call short: the error worth
+			// reporting is the one that kept it from finishing before.
+			if last := r.lastError(t.UID); last != "" {
+				err = fmt.Errorf("%w; the error before: %s", err, last)
+			}
+		}
 		d := decide(stepCall{step: st, out: out, err: err, now: time.Now(),
 			defaultTimeout: r.opts.StepTimeout, poll: r.opts.PollInterval, waiting: run.waiting})
 		switch d.next {
 		case stepFail:
 			return r.failStep(ctx, run, d.reason, d.message)
 		case stepRetry:
+			r.mu.Lock()
+			r.lastErr[t.UID] = d.err.Error()
+			r.mu.Unlock()
 			return phaseResult{}, d.err
+		case stepAgain:
+			// Pending again: the next start counts a new attempt and
+			// starts the step's clock anew.
+			now := metav1.Now()
+			st.State, st.Message, st.FinishedAt = v1alpha1.StepPending, d.message, &now
+			run.log.Info("step failed; running it again", "step", st.Name, "attempt", st.Attempts, "after", d.after.String())
+			if err := r.writeStatus(ctx, run); err != nil {
+				return phaseResult{}, err
+			}
+			return phaseResult{stop: true, after: d.after}, nil
 		case stepRecord:
 			if st.Recorded == nil {
 				st.Recorded = map[string]string{}
@@ -711,6 +749,7 @@ func (r *Reconciler) startStep(ctx context.Context, run *taskRun, i int32) (phas
 	}
 	r.mu.Lock()
 	r.started[t.UID] = i
+	delete(r.lastErr, t.UID)
 	r.mu.Unlock()
 	run.log.Info("step started", "task", t.Name, "step", st.Name, "index", i, "attempt", st.Attempts)
 	r.pause(ctx)

@@ -26,6 +26,9 @@ const (
 	stepFail
 	// stepRetry: a transient error; the controller retries with backoff.
 	stepRetry
+	// stepAgain: the step failed and its retry policy allows another
+	// run: it runs again from its start after a delay.
+	stepAgain
 )
 
 // stepDecision is the typed outcome of one call of a step's action.
@@ -68,6 +71,22 @@ type stepCall struct {
 // a record is persisted before the action runs again, a newer instance
 // supersedes the task, and a wait past the deadline fails the step.
 func decide(c stepCall) stepDecision {
+	d := decideOnce(c)
+	if d.next == stepFail {
+		// A failure the driver asked to retry (a Job or a command that
+		// failed, a timeout) runs the step again, a bounded number of
+		// times: attempts counts every run, restarts included.
+		if p := retryPolicy(c.step); int(c.step.Attempts) < p.Attempts {
+			delay := p.Delay(int(c.step.Attempts))
+			return stepDecision{next: stepAgain, after: delay, reason: d.reason,
+				message: fmt.Sprintf("attempt %d of %d failed (%s): %s; running it again in %s", c.step.Attempts, p.Attempts, d.reason, d.message, delay)}
+		}
+	}
+	return d
+}
+
+// decideOnce is decide without the step's retry policy.
+func decideOnce(c stepCall) stepDecision {
 	timeout := stepTimeout(c.step, c.defaultTimeout)
 	timedOut := c.step.StartedAt != nil && c.now.Sub(c.step.StartedAt.Time) > timeout
 	switch {

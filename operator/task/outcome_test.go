@@ -2,6 +2,7 @@ package task
 
 import (
 	"errors"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -22,6 +23,14 @@ func TestDecideMapsEachActionResultToOneNextStep(t *testing.T) {
 	}
 	withTimeout := func(st *v1alpha1.TaskStep, d time.Duration) *v1alpha1.TaskStep {
 		st.Timeout = &metav1.Duration{Duration: d}
+		return st
+	}
+	withRetry := func(st *v1alpha1.TaskStep, attempts int32, max int, backoff time.Duration) *v1alpha1.TaskStep {
+		st.Attempts = attempts
+		st.Args = map[string]string{argRetryAttempts: strconv.Itoa(max)}
+		if backoff > 0 {
+			st.Args[argRetryBackoff] = backoff.String()
+		}
 		return st
 	}
 	transient := errors.New("the API server is busy")
@@ -55,6 +64,16 @@ func TestDecideMapsEachActionResultToOneNextStep(t *testing.T) {
 			stepDecision{next: stepRetry, err: transient}, ""},
 		{"a transient error past the deadline fails", stepCall{step: started(20 * time.Minute), err: transient},
 			stepDecision{next: stepFail, reason: v1alpha1.ReasonStepTimedOut}, "the API server is busy"},
+		{"a failure the driver retries runs the step again after its back-off", stepCall{step: withRetry(started(time.Second), 1, 3, 5*time.Second), err: broken},
+			stepDecision{next: stepAgain, after: 5 * time.Second, reason: v1alpha1.ReasonStepFailed}, "attempt 1 of 3 failed"},
+		{"the back-off doubles", stepCall{step: withRetry(started(time.Second), 2, 3, 5*time.Second), err: broken},
+			stepDecision{next: stepAgain, after: 10 * time.Second, reason: v1alpha1.ReasonStepFailed}, "attempt 2 of 3"},
+		{"a timeout the driver retries runs again too", stepCall{step: withRetry(started(16*time.Minute), 1, 2, 0)},
+			stepDecision{next: stepAgain, after: 10 * time.Second, reason: v1alpha1.ReasonStepTimedOut}, "timed out"},
+		{"the last attempt fails the step", stepCall{step: withRetry(started(time.Second), 3, 3, 5*time.Second), err: broken},
+			stepDecision{next: stepFail, reason: v1alpha1.ReasonStepFailed}, "exit 3"},
+		{"a transient error is not a failure to retry", stepCall{step: withRetry(started(time.Second), 1, 3, time.Second), err: transient},
+			stepDecision{next: stepRetry, err: transient}, ""},
 		{"a step not started yet never times out", stepCall{step: &v1alpha1.TaskStep{}, err: transient},
 			stepDecision{next: stepRetry, err: transient}, ""},
 	} {

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"maps"
+	"strconv"
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -18,6 +19,9 @@ const (
 	argCommand   = "command"   // exec, runJob: the command as a JSON list
 	argComponent = "component" // exec, runJob: whose pod (template) to use
 	argJob       = "job"       // runJob: the one-off job's name
+	// argRetryAttempts and argRetryBackoff keep the step's retry policy.
+	argRetryAttempts = "retryAttempts"
+	argRetryBackoff  = "retryBackoff"
 )
 
 // Steps returns the steps a workflow runs for driver d, in order, as a
@@ -62,6 +66,12 @@ func taskStepOf(name, hook, mode string, s drivers.Step) v1alpha1.TaskStep {
 	}
 	set(argComponent, s.Component)
 	set(argJob, s.Job)
+	if s.Retry.Attempts > 1 {
+		set(argRetryAttempts, strconv.Itoa(s.Retry.Attempts))
+		if s.Retry.Backoff > 0 {
+			set(argRetryBackoff, s.Retry.Backoff.String())
+		}
+	}
 	ts.Args = args
 	if s.Timeout > 0 {
 		ts.Timeout = &metav1.Duration{Duration: s.Timeout}
@@ -87,7 +97,21 @@ func driverStep(ts *v1alpha1.TaskStep) (drivers.Step, error) {
 	if ts.Timeout != nil {
 		s.Timeout = ts.Timeout.Duration
 	}
+	s.Retry = retryPolicy(ts)
 	return s, nil
+}
+
+// retryPolicy is the retry policy a step records (none when it records
+// none, or records it badly: a status is not the place to fail a task).
+func retryPolicy(ts *v1alpha1.TaskStep) drivers.RetryPolicy {
+	var p drivers.RetryPolicy
+	if n, err := strconv.Atoi(ts.Args[argRetryAttempts]); err == nil && n > 1 {
+		p.Attempts = n
+	}
+	if d, err := time.ParseDuration(ts.Args[argRetryBackoff]); err == nil && d > 0 {
+		p.Backoff = d
+	}
+	return p
 }
 
 // stepTimeout is the time a step may take before it fails.
