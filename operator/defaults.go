@@ -69,3 +69,20 @@ func Standings(ctx context.Context, c client.Reader) ([]Standing, error) {
 func StandingsOf(sds []v1alpha1.StyrminDeployment, tasks []v1alpha1.StyrminTask) []Standing {
 	return instance.Standings(sds, tasks)
 }
+
+// FailedDeployments reads, from the cluster c reads, the deployments whose
+// newest task failed, each with that task's sequence: what `lock
+// --retry-failed` locks again, if its lock is still at that sequence.
+func FailedDeployments(ctx context.Context, c client.Reader) (map[resolver.ID]int64, error) {
+	standings, err := Standings(ctx, c)
+	if err != nil {
+		return nil, err
+	}
+	out := map[resolver.ID]int64{}
+	for _, s := range standings {
+		if s.Failed {
+			out[s.ID] = s.Newest.Spec.ToSequence
+		}
+	}
+	return out, nil
+}

@@ -14,6 +14,9 @@ type CommitOutcome struct {
 	Changes []LockChange
 	// Skipped are the deployments that failed to resolve (LockKeepGoing).
 	Skipped error
+	// NotRetried are the deployments asked to be retried whose lock had
+	// moved on at the head the commit was built on.
+	NotRetried []ID
 }
 
 // CommitLocks locks the head of the writer's branch and commits the
@@ -27,9 +30,11 @@ func CommitLocks(ctx context.Context, w gitsource.Writer, opts WorkspaceOptions,
 
 // CommitLocksAndRetries is CommitLocks that also locks the deployments of
 // retry again (see RetryLocks) when the configuration gives them no new
-// instance: one commit, with a Styrmin-Retry trailer per retried
+// instance and their lock, at the head the commit is built on, is still
+// at the sequence retry gives (see StillAt; the others are reported in
+// NotRetried): one commit, with a Styrmin-Retry trailer per retried
 // deployment.
-func CommitLocksAndRetries(ctx context.Context, w gitsource.Writer, opts WorkspaceOptions, policy LockPolicy, retry []ID, maxAttempts int) (CommitOutcome, error) {
+func CommitLocksAndRetries(ctx context.Context, w gitsource.Writer, opts WorkspaceOptions, policy LockPolicy, retry map[ID]int64, maxAttempts int) (CommitOutcome, error) {
 	var out CommitOutcome
 	build := func(ctx context.Context, head gitsource.Hash, headFS fs.FS) (gitsource.Change, error) {
 		o := opts
@@ -44,7 +49,9 @@ func CommitLocksAndRetries(ctx context.Context, w gitsource.Writer, opts Workspa
 		if rerr != nil && policy == LockAllOrNothing {
 			return gitsource.Change{}, rerr
 		}
-		retries, err := RetryLocks(ws.Locks, Unchanged(retry, changes))
+		still, moved := StillAt(ws.Locks, retry)
+		out.NotRetried = moved
+		retries, err := RetryLocks(ws.Locks, Unchanged(still, changes))
 		if err != nil {
 			return gitsource.Change{}, err
 		}
@@ -60,13 +67,19 @@ func CommitLocksAndRetries(ctx context.Context, w gitsource.Writer, opts Workspa
 		}
 		return ch, nil
 	}
+	return commitBuilt(ctx, w, build, maxAttempts, &out)
+}
+
+// commitBuilt commits what build gives with compare-and-swap and fills
+// out (build records its changes there).
+func commitBuilt(ctx context.Context, w gitsource.Writer, build gitsource.BuildFunc, maxAttempts int, out *CommitOutcome) (CommitOutcome, error) {
 	res, err := w.CommitLocks(ctx, gitsource.CommitRequest{Build: build, MaxAttempts: maxAttempts})
 	out.CommitResult = res
 	if err != nil {
-		return out, err
+		return *out, err
 	}
 	if !res.Committed {
 		out.Changes = nil
 	}
-	return out, nil
+	return *out, nil
 }

@@ -69,6 +69,25 @@ func Unchanged(ids []ID, changes []LockChange) []ID {
 	return out
 }
 
+// StillAt splits the deployments of expected (each with the sequence
+// its lock was at when it was chosen for a retry, for example the
+// sequence whose task failed) into those whose lock in current is still
+// that instance, and those whose lock moved on since (a change was
+// locked, or the deployment deleted): retrying those would lock again
+// what a newer change replaced. Both sorted.
+func StillAt(current map[ID]*Instance, expected map[ID]int64) (still, moved []ID) {
+	for id, seq := range expected {
+		if in, ok := current[id]; ok && !in.Tombstone() && in.Sequence == seq {
+			still = append(still, id)
+		} else {
+			moved = append(moved, id)
+		}
+	}
+	SortIDs(still)
+	SortIDs(moved)
+	return still, moved
+}
+
 // RetryChange is the commit change of retries: the lockfiles, a
 // Styrmin-Lock trailer and a Styrmin-Retry trailer per deployment.
 func RetryChange(changes []LockChange) gitsource.Change {
@@ -102,13 +121,5 @@ func CommitRetries(ctx context.Context, w gitsource.Writer, ids []ID, maxAttempt
 		out.Changes = changes
 		return RetryChange(changes), nil
 	}
-	res, err := w.CommitLocks(ctx, gitsource.CommitRequest{Build: build, MaxAttempts: maxAttempts})
-	out.CommitResult = res
-	if err != nil {
-		return out, err
-	}
-	if !res.Committed {
-		out.Changes = nil
-	}
-	return out, nil
+	return commitBuilt(ctx, w, build, maxAttempts, &out)
 }

@@ -58,3 +58,19 @@ func TestUnchangedLeavesOutWhatIsLockedAnew(t *testing.T) {
 		t.Fatalf("Unchanged = %v, want [a]", got)
 	}
 }
+
+func TestStillAtKeepsOnlyLocksThatDidNotMoveOn(t *testing.T) {
+	id := func(n string) resolver.ID { return resolver.ID{Cluster: "c", Environment: "e", Name: n} }
+	current := map[resolver.ID]*resolver.Instance{
+		id("same"):    {Kind: resolver.KindInstance, ID: id("same"), Sequence: 3},
+		id("moved"):   {Kind: resolver.KindInstance, ID: id("moved"), Sequence: 5},
+		id("deleted"): {Kind: resolver.KindTombstone, ID: id("deleted"), Sequence: 4},
+	}
+	still, moved := resolver.StillAt(current, map[resolver.ID]int64{id("same"): 3, id("moved"): 4, id("deleted"): 3, id("unknown"): 1})
+	if len(still) != 1 || still[0] != id("same") {
+		t.Errorf("still %v, want [same]", still)
+	}
+	if len(moved) != 3 || moved[0] != id("deleted") || moved[1] != id("moved") || moved[2] != id("unknown") {
+		t.Errorf("moved %v, want deleted, moved, unknown", moved)
+	}
+}

@@ -79,11 +79,13 @@ func runLock(ctx context.Context, g *globalOptions, o *lockOptions, stdout io.Wr
 		return resErr
 	}
 	if o.retryFailed {
-		failed, err := failedDeployments(ctx, o.newClient, o.kubeconfig, ws.Locks)
+		failed, err := failedDeployments(ctx, o.newClient, o.kubeconfig)
 		if err != nil {
 			return err
 		}
-		retries, err := resolver.RetryLocks(ws.Locks, resolver.Unchanged(failed, changes))
+		still, moved := resolver.StillAt(ws.Locks, failed)
+		printNotRetried(stdout, moved)
+		retries, err := resolver.RetryLocks(ws.Locks, resolver.Unchanged(still, changes))
 		if err != nil {
 			return err
 		}

@@ -47,21 +47,9 @@ func runLockCommit(ctx context.Context, g *globalOptions, o *lockOptions, stdout
 	if err != nil {
 		return err
 	}
-	var retry []resolver.ID
+	var retry map[resolver.ID]int64
 	if o.retryFailed {
-		head, err := repo.Head()
-		if err != nil {
-			return err
-		}
-		fsys, err := repo.FS(head)
-		if err != nil {
-			return err
-		}
-		locks, err := resolver.LoadLocks(fsys)
-		if err != nil {
-			return err
-		}
-		if retry, err = failedDeployments(ctx, o.newClient, o.kubeconfig, locks); err != nil {
+		if retry, err = failedDeployments(ctx, o.newClient, o.kubeconfig); err != nil {
 			return err
 		}
 	}
@@ -69,6 +57,7 @@ func runLockCommit(ctx context.Context, g *globalOptions, o *lockOptions, stdout
 	if err != nil {
 		return err
 	}
+	printNotRetried(stdout, out.NotRetried)
 	if !out.Committed {
 		fmt.Fprintln(stdout, "nothing to lock: every deployment is at its locked instance")
 		return out.Skipped

@@ -119,23 +119,19 @@ func printCommitted(stdout io.Writer, out resolver.CommitOutcome, repo *gitsourc
 	fmt.Fprintf(stdout, "%s %s on %s after %d attempt(s)\n", verb, out.Commit, repo.Branch(), out.Attempts)
 }
 
-// failedDeployments reads, from the cluster the kubeconfig names, the
-// deployments whose newest task failed and whose lock is still that
-// task's: what `lock --retry-failed` locks again.
-func failedDeployments(ctx context.Context, newClient clusterClientFunc, kubeconfig string, locks map[resolver.ID]*resolver.Instance) ([]resolver.ID, error) {
+// failedDeployments reads the deployments whose newest task failed in
+// the cluster the kubeconfig names, with that task's sequence.
+func failedDeployments(ctx context.Context, newClient clusterClientFunc, kubeconfig string) (map[resolver.ID]int64, error) {
 	c, err := newClient(kubeconfig)
 	if err != nil {
 		return nil, err
 	}
-	standings, err := operator.Standings(ctx, c)
-	if err != nil {
-		return nil, err
+	return operator.FailedDeployments(ctx, c)
+}
+
+// printNotRetried says which deployments were not retried, and why.
+func printNotRetried(stdout io.Writer, ids []resolver.ID) {
+	for _, id := range ids {
+		fmt.Fprintf(stdout, "not retried: %s (its lock moved on since the task that failed)\n", id)
 	}
-	var out []resolver.ID
-	for _, s := range standings {
-		if in, ok := locks[s.ID]; s.Failed && ok && in.Sequence == s.Newest.Spec.ToSequence {
-			out = append(out, s.ID)
-		}
-	}
-	return out, nil
 }

@@ -83,6 +83,10 @@ type deploymentState struct {
 	// the release's record on the next check).
 	desired   *release.Desired
 	nextCheck time.Time
+	// pods are the pods not ready of each workload ("Kind/name") as last
+	// read, at podsRead.
+	pods     map[string][]v1alpha1.PodStatus
+	podsRead time.Time
 }
 
 // appliedRelease is what a successful install or upgrade wrote to the
@@ -194,6 +198,14 @@ func (r *Reconciler) resolve(ctx context.Context, rs *reconcileState) error {
 		// The cache lags behind the status this agent wrote.
 		rel := a.release
 		sd.Status.Release, sd.Status.AppliedDigest, sd.Status.Inventory = &rel, a.digest, slices.Clone(a.inventory)
+	}
+	if sd.Status.AppliedDigest == "" && sd.Status.LegacyActiveDigest != "" {
+		// Written by an agent before the applied and active sequences
+		// were told apart: that digest is the applied one.
+		sd.Status.AppliedDigest, sd.Status.LegacyActiveDigest = sd.Status.LegacyActiveDigest, ""
+		if sd.Status.AppliedSequence == 0 {
+			sd.Status.AppliedSequence = sd.Status.ActiveSequence
+		}
 	}
 	rs.upToDate = sd.Status.Release != nil && sd.Status.AppliedDigest == sd.Spec.Digest
 	if !rs.upToDate {
@@ -340,7 +352,7 @@ func (r *Reconciler) health(ctx context.Context, rs *reconcileState) error {
 			// (CrashLoopBackOff, ImagePullBackOff): read them, but only
 			// for a workload failed or not ready for a while, as pods
 			// are not cached and a rollout is not worth a read.
-			if err := r.notReadyPods(ctx, sd.Namespace, comps); err != nil {
+			if err := r.notReadyPods(ctx, sd.Namespace, comps, r.state(sd.Namespace)); err != nil {
 				return outcome.Retryable(v1alpha1.ReasonHealthCheckFailed, err)
 			}
 			notReady = health.NotReadySummary(comps)
@@ -382,19 +394,29 @@ func (r *Reconciler) notReadyFor(sd *v1alpha1.StyrminDeployment) time.Duration {
 }
 
 // notReadyPods adds the pods that are not ready to the workloads that are
-// not ready.
-func (r *Reconciler) notReadyPods(ctx context.Context, namespace string, comps []v1alpha1.ComponentStatus) error {
+// not ready: read at most once a podStatusAfter per deployment (pods are
+// not cached, and every workload event reconciles), kept in between.
+func (r *Reconciler) notReadyPods(ctx context.Context, namespace string, comps []v1alpha1.ComponentStatus, st *deploymentState) error {
+	now := r.now()
+	read := now.Sub(st.podsRead) >= r.podStatusAfter
+	if read {
+		st.pods, st.podsRead = map[string][]v1alpha1.PodStatus{}, now
+	}
 	for i := range comps {
 		for j := range comps[i].Workloads {
 			w := &comps[i].Workloads[j]
 			if w.Ready {
 				continue
 			}
-			pods, err := health.Pods(ctx, r.apiReader, namespace, *w)
-			if err != nil {
-				return err
+			key := w.Kind + "/" + w.Name
+			if read {
+				pods, err := health.Pods(ctx, r.client, r.apiReader, namespace, *w)
+				if err != nil {
+					return err
+				}
+				st.pods[key] = pods
 			}
-			w.Pods = pods
+			w.Pods = st.pods[key]
 		}
 	}
 	return nil
@@ -593,19 +615,9 @@ func worthWriting(old, cur *v1alpha1.StyrminDeploymentStatus) bool {
 	}
 	a, b := old.DeepCopy(), cur.DeepCopy()
 	for _, st := range []*v1alpha1.StyrminDeploymentStatus{a, b} {
-		// Replica counts and restarts move with every pod; a failure
-		// and the pods' reasons are worth a write.
-		for i := range st.Components {
-			c := &st.Components[i]
-			c.DesiredReplicas, c.ReadyReplicas = 0, 0
-			for j := range c.Workloads {
-				w := &c.Workloads[j]
-				w.DesiredReplicas, w.ReadyReplicas, w.UpdatedReplicas, w.Message = 0, 0, 0, ""
-				for k := range w.Pods {
-					w.Pods[k].Restarts = 0
-				}
-			}
-		}
+		// Readiness and counts move with every pod; a failure and the
+		// pods' reasons are worth a write.
+		st.Components = failuresOf(st.Components)
 		for i := range st.Conditions {
 			if st.Conditions[i].Reason == v1alpha1.ReasonComponentsNotReady || st.Conditions[i].Reason == v1alpha1.ReasonProgressing {
 				st.Conditions[i].Message = ""
@@ -613,6 +625,29 @@ func worthWriting(old, cur *v1alpha1.StyrminDeploymentStatus) bool {
 		}
 	}
 	return !equality.Semantic.DeepEqual(a, b)
+}
+
+// failuresOf is what is worth a status write of components that are not
+// ready: the failed workloads and the pods with their reasons.
+func failuresOf(comps []v1alpha1.ComponentStatus) []v1alpha1.ComponentStatus {
+	var out []v1alpha1.ComponentStatus
+	for _, c := range comps {
+		var ws []v1alpha1.WorkloadStatus
+		for _, w := range c.Workloads {
+			if !w.Failed && len(w.Pods) == 0 {
+				continue
+			}
+			k := v1alpha1.WorkloadStatus{Kind: w.Kind, Name: w.Name, Failed: w.Failed}
+			for _, p := range w.Pods {
+				k.Pods = append(k.Pods, v1alpha1.PodStatus{Name: p.Name, Phase: p.Phase, Reason: p.Reason})
+			}
+			ws = append(ws, k)
+		}
+		if len(ws) > 0 {
+			out = append(out, v1alpha1.ComponentStatus{Name: c.Name, Workloads: ws})
+		}
+	}
+	return out
 }
 
 // setCondition sets a condition; its transition time changes only with

@@ -22,18 +22,21 @@ const maxPods = 5
 // restarts and the first container's waiting or terminated reason
 // (CrashLoopBackOff, ImagePullBackOff, Error) with its message. At most a
 // few, sorted by name.
-func Pods(ctx context.Context, c client.Reader, namespace string, w v1alpha1.WorkloadStatus) ([]v1alpha1.PodStatus, error) {
-	selector, err := workloadSelector(ctx, c, namespace, w)
+//
+// workloads reads the workload (the manager's cache), pods its pods (the
+// API server).
+func Pods(ctx context.Context, workloads, pods client.Reader, namespace string, w v1alpha1.WorkloadStatus) ([]v1alpha1.PodStatus, error) {
+	selector, err := workloadSelector(ctx, workloads, namespace, w)
 	if err != nil || selector == nil {
 		return nil, err
 	}
-	var pods corev1.PodList
-	if err := c.List(ctx, &pods, client.InNamespace(namespace), client.MatchingLabels(selector)); err != nil {
+	var list corev1.PodList
+	if err := pods.List(ctx, &list, client.InNamespace(namespace), client.MatchingLabels(selector)); err != nil {
 		return nil, fmt.Errorf("listing the pods of %s/%s: %w", w.Kind, w.Name, err)
 	}
 	var out []v1alpha1.PodStatus
-	for i := range pods.Items {
-		if ps := podStatus(&pods.Items[i]); !ps.Ready {
+	for i := range list.Items {
+		if ps := podStatus(&list.Items[i]); !ps.Ready {
 			out = append(out, ps)
 		}
 	}
@@ -52,13 +55,16 @@ func workloadSelector(ctx context.Context, c client.Reader, namespace string, w 
 	switch w.Kind {
 	case "Deployment":
 		var d appsv1.Deployment
-		err, sel = c.Get(ctx, key, &d), d.Spec.Selector
+		err = c.Get(ctx, key, &d)
+		sel = d.Spec.Selector
 	case "StatefulSet":
 		var s appsv1.StatefulSet
-		err, sel = c.Get(ctx, key, &s), s.Spec.Selector
+		err = c.Get(ctx, key, &s)
+		sel = s.Spec.Selector
 	case "DaemonSet":
 		var d appsv1.DaemonSet
-		err, sel = c.Get(ctx, key, &d), d.Spec.Selector
+		err = c.Get(ctx, key, &d)
+		sel = d.Spec.Selector
 	}
 	if err != nil {
 		return nil, client.IgnoreNotFound(err)

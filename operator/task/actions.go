@@ -370,6 +370,10 @@ func (r *Reconciler) runJob(ctx context.Context, run *taskRun, step drivers.Step
 	if err != nil {
 		return actionOutcome{}, fmt.Errorf("reading job %s/%s: %w", t.Spec.Namespace, name, err)
 	}
+	if !job.DeletionTimestamp.IsZero() {
+		// A failed run's Job being removed before the step runs again.
+		return actionOutcome{after: r.opts.PollInterval}, nil
+	}
 	for _, c := range job.Status.Conditions {
 		if c.Status != corev1.ConditionTrue {
 			continue
@@ -714,4 +718,22 @@ func (r *Reconciler) upgradeDeploymentVersion(ctx context.Context, run *taskRun)
 		out += fmt.Sprintf(" (release %s revision %d, chart %s)", rel.Name, rel.Revision, rel.Chart)
 	}
 	return actionOutcome{done: true, output: out}, nil
+}
+
+// clearFailedRun removes what a failed run of a step leaves that would
+// fail the next run at once: a runJob's failed Job (named after the
+// sequence, so the next run would find it). Its pods go with it; what
+// they logged is in the step's message.
+func (r *Reconciler) clearFailedRun(ctx context.Context, run *taskRun, st *v1alpha1.TaskStep) error {
+	if st.Action != string(drivers.ActionRunJob) {
+		return nil
+	}
+	t := run.task
+	name := JobName(t.Spec.Deployment.Name, st.Args[argJob], t.Spec.ToSequence)
+	policy := metav1.DeletePropagationBackground
+	job := &batchv1.Job{ObjectMeta: metav1.ObjectMeta{Namespace: t.Spec.Namespace, Name: name}}
+	if err := r.opts.Client.Delete(ctx, job, &client.DeleteOptions{PropagationPolicy: &policy}); client.IgnoreNotFound(err) != nil {
+		return fmt.Errorf("deleting the failed job %s/%s before running it again: %w", t.Spec.Namespace, name, err)
+	}
+	return nil
 }

@@ -119,6 +119,10 @@ type Reconciler struct {
 	// lastErr is the last transient error of each task's running step,
 	// for the message of a step that times out.
 	lastErr map[types.UID]string
+	// finished is the resourceVersion of each task's terminal write until
+	// the cache shows it: an event before then (its StyrminDeployment's
+	// status changing) must not run its last step again from a stale copy.
+	finished map[types.UID]string
 }
 
 // lockedInstance is a task's instance as read from its lock.
@@ -160,7 +164,7 @@ func NewReconciler(opts Options) (*Reconciler, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Reconciler{opts: opts, metrics: m, started: map[types.UID]int32{}, written: map[types.UID]string{}, instances: map[types.NamespacedName]lockedInstance{}, lastErr: map[types.UID]string{}}, nil
+	return &Reconciler{opts: opts, metrics: m, started: map[types.UID]int32{}, written: map[types.UID]string{}, instances: map[types.NamespacedName]lockedInstance{}, lastErr: map[types.UID]string{}, finished: map[types.UID]string{}}, nil
 }
 
 // SetupWithManager registers the controller: it watches StyrminTasks
@@ -305,6 +309,10 @@ type taskPhase func(ctx context.Context, run *taskRun) (phaseResult, error)
 func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
 	log := ctrl.LoggerFrom(ctx)
 	task, err := r.load(ctx, req.NamespacedName)
+	if errors.Is(err, errEndNotCached) {
+		// Its end's own event reconciles it again.
+		return reconcile.Result{}, nil
+	}
 	if err != nil {
 		return r.taskResult(log, phaseResult{}, err)
 	}
@@ -368,7 +376,11 @@ func (r *Reconciler) load(ctx context.Context, key types.NamespacedName) (*v1alp
 	}
 	r.mu.Lock()
 	last, ok := r.written[t.UID]
+	end, ended := r.finished[t.UID]
 	r.mu.Unlock()
+	if ended && end != t.ResourceVersion {
+		return nil, errEndNotCached
+	}
 	if !ok || last == t.ResourceVersion {
 		return &t, nil
 	}
@@ -385,8 +397,12 @@ func (r *Reconciler) load(ctx context.Context, key types.NamespacedName) (*v1alp
 	return &fresh, nil
 }
 
+// errEndNotCached: the cache does not show a task's terminal write yet.
+var errEndNotCached = errors.New("the task's end is not in the cache yet")
+
 func (r *Reconciler) forget(t *v1alpha1.StyrminTask) {
 	r.mu.Lock()
+	delete(r.finished, t.UID)
 	delete(r.started, t.UID)
 	delete(r.written, t.UID)
 	delete(r.lastErr, t.UID)
@@ -462,6 +478,12 @@ func (r *Reconciler) plan(ctx context.Context, run *taskRun) (phaseResult, error
 	}
 	active := instance.Active(sd, tasks)
 	wf := instance.SelectWorkflow(active, run.instance)
+	if active != nil && active.Sequence > t.Spec.ToSequence {
+		// An earlier change than what is active (a task made late, by a
+		// second writer): it runs its own workflow, from the lock before
+		// it, and the guard keeps the newer instance.
+		wf, active = t.Spec.Workflow, &v1alpha1.ActiveInstance{Sequence: t.Spec.FromSequence}
+	}
 	var d *drivers.Driver
 	if wf != v1alpha1.WorkflowDelete {
 		if d, err = r.driver(ctx, run); err != nil {
@@ -656,6 +678,9 @@ func (r *Reconciler) runSteps(ctx context.Context, run *taskRun) (phaseResult, e
 		case stepAgain:
 			// Pending again: the next start counts a new attempt and
 			// starts the step's clock anew.
+			if err := r.clearFailedRun(ctx, run, st); err != nil {
+				return phaseResult{}, err
+			}
 			now := metav1.Now()
 			st.State, st.Message, st.FinishedAt = v1alpha1.StepPending, d.message, &now
 			run.log.Info("step failed; running it again", "step", st.Name, "attempt", st.Attempts, "after", d.after.String())
@@ -810,6 +835,11 @@ func (r *Reconciler) finish(ctx context.Context, run *taskRun, phase v1alpha1.Ta
 		// Before the task's own end is written: whoever sees the task
 		// Succeeded sees its instance active.
 		if err := r.recordActive(ctx, run); err != nil {
+			// Persist that every step ended first: a retry then only
+			// finishes, and runs no step again.
+			if werr := r.writeStatus(ctx, run); werr != nil {
+				return phaseResult{}, errors.Join(err, werr)
+			}
 			return phaseResult{}, err
 		}
 	}
@@ -838,6 +868,9 @@ func (r *Reconciler) finish(ctx context.Context, run *taskRun, phase v1alpha1.Ta
 	}
 	run.log.Info("task finished", "phase", phase, "message", msg)
 	r.forget(t)
+	r.mu.Lock()
+	r.finished[t.UID] = t.ResourceVersion
+	r.mu.Unlock()
 	r.pruneTasks(ctx, run)
 	return phaseResult{stop: true}, nil
 }
@@ -859,6 +892,9 @@ func (r *Reconciler) recordActive(ctx context.Context, run *taskRun) error {
 		return nil
 	}
 	base := sd.DeepCopy()
+	// The whole summary in the patch: a merge patch from a cached copy
+	// would leave out the fields it happens to share with it.
+	base.Status.Active = nil
 	sd.Status.Active = instance.Summary(run.instance, run.task.Name)
 	sd.Status.ActiveSequence = seq
 	if err := r.opts.Client.Status().Patch(ctx, sd, client.MergeFrom(base)); err != nil && !apierrors.IsNotFound(err) {

@@ -67,6 +67,11 @@ type StyrminDeploymentStatus struct {
 	// AppliedDigest is the digest of that instance.
 	// +optional
 	AppliedDigest string `json:"appliedDigest,omitempty"`
+	// LegacyActiveDigest is what agents before appliedDigest wrote there
+	// (activeDigest): read once so that an upgraded agent does not apply
+	// every release again; never written.
+	// +optional
+	LegacyActiveDigest string `json:"activeDigest,omitempty"`
 	// ActiveSequence is the sequence of the active instance: the last one
 	// whose task succeeded, post steps included. The next task chooses its
 	// workflow against it. Written by the task controller.
