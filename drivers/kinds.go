@@ -19,6 +19,10 @@ type KindInfo struct {
 	// Scalable workloads have spec.replicas: stopComponents scales them
 	// to zero and startComponents back.
 	Scalable bool
+	// Judged kinds are not workloads, but a release holding one is ready
+	// only when it is (by kstatus): a Job that completed, a claim that is
+	// bound. The agent reads them from the API server, not its cache.
+	Judged bool
 }
 
 // WorkloadAPIVersion is the API version of every workload kind.
@@ -32,6 +36,8 @@ var kindTable = [...]KindInfo{
 	// A DaemonSet runs one pod per node: the agent can wait for it but
 	// has no replica count to stop or start.
 	{APIVersion: WorkloadAPIVersion, Kind: "DaemonSet", Workload: true},
+	{APIVersion: "batch/v1", Kind: "Job", Judged: true},
+	{APIVersion: "v1", Kind: "PersistentVolumeClaim", Judged: true},
 
 	{APIVersion: "v1", Kind: "Namespace", ClusterScoped: true},
 	{APIVersion: "v1", Kind: "Node", ClusterScoped: true},
@@ -112,6 +118,13 @@ func IsWorkloadKind(apiVersion, kind string) bool {
 // WorkloadAPIVersion.
 func isWorkloadKindName(kind string) bool {
 	return IsWorkloadKind(WorkloadAPIVersion, kind)
+}
+
+// IsJudged reports whether an object of apiVersion and kind makes its
+// release not ready until kstatus says it is current (see KindInfo).
+func IsJudged(apiVersion, kind string) bool {
+	k, ok := lookupKind(kind)
+	return ok && k.Judged && k.APIVersion == apiVersion
 }
 
 // CanScale reports whether workloads of kind can be stopped and started

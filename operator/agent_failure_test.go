@@ -375,3 +375,26 @@ func (e *agentEnv) createQuota(t *testing.T, q *corev1.ResourceQuota) {
 		return len(got.Status.Hard) > 0 && len(got.Status.Used) > 0, fmt.Sprint(got.Status), nil
 	})
 }
+
+// TestAFailedJobOfTheChartFailsTheChangeAtOnce: a chart that holds a Job
+// of its own (not a driver action) is ready only when the Job completed;
+// a Job that fails makes the StyrminDeployment report it failed, and the
+// task fails at its core step within seconds, naming the Job, instead of
+// waiting for its timeout.
+func TestAFailedJobOfTheChartFailsTheChangeAtOnce(t *testing.T) {
+	e := startFaultyEnv(t)
+	seq := e.change(t, "app", "app: a seed job that fails", map[string][]byte{appDeployment: appConfig("1.0.0", `seedJob: "fail"`)})
+	ft := e.waitTask(t, appNamespace, "app", seq)
+	took := ft.Status.FinishedAt.Sub(ft.Status.StartedAt.Time)
+	t.Logf("app-%d failed after %s: %s", seq, took, ft.Status.Message)
+	if ft.Status.Phase != v1alpha1.TaskFailed || !strings.Contains(ft.Status.Message, "update/core/1:upgradeDeploymentVersion") ||
+		!strings.Contains(ft.Status.Message, v1alpha1.ReasonWorkloadFailed) || !strings.Contains(ft.Status.Message, "Job/app-seed") {
+		t.Fatalf("app-%d: %s (%s), want Failed at its core step naming the failed Job", seq, ft.Status.Phase, ft.Status.Message)
+	}
+	if took > 20*time.Second {
+		t.Errorf("the change failed after %s, want within seconds (its core step's timeout is 30 s)", took)
+	}
+	if sd := e.deployment(t, appNamespace); sd.Status.ActiveSequence != 1 || sd.Status.AppliedSequence != seq {
+		t.Errorf("applied %d active %d; want %d applied, 1 active", sd.Status.AppliedSequence, sd.Status.ActiveSequence, seq)
+	}
+}

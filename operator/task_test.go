@@ -388,6 +388,20 @@ func TestAgentHandSetSequenceStallsTheDeploymentAndItsNewestTaskWaits(t *testing
 		return ok, c.Reason + ": " + c.Message, nil
 	})
 
+	// A stall is an event too, not only a condition.
+	agenttest.WaitUntil(t, 30*time.Second, "a Warning SequenceAhead event on the StyrminDeployment", func(ctx context.Context) (bool, string, error) {
+		var evs eventsv1.EventList
+		if err := e.c.List(ctx, &evs, client.InNamespace(hubNamespace)); err != nil {
+			return false, err.Error(), nil
+		}
+		for _, ev := range evs.Items {
+			if ev.Type == corev1.EventTypeWarning && ev.Reason == v1alpha1.ReasonSequenceAhead && ev.Regarding.Kind == "StyrminDeployment" {
+				return true, "", nil
+			}
+		}
+		return false, fmt.Sprintf("%d events, none a Warning SequenceAhead", len(evs.Items)), nil
+	})
+
 	seq := e.change(t, "hub", "hub: three workers", hubConfig("1.4.0", 3, "info"))
 	waiting := func(what string) {
 		t.Helper()

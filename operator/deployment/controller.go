@@ -332,7 +332,7 @@ func releaseDescription(spec *v1alpha1.StyrminDeploymentSpec) string {
 // health reports the components' state. It owns Ready.
 func (r *Reconciler) health(ctx context.Context, rs *reconcileState) error {
 	sd := rs.sd
-	comps, err := health.ComponentStatuses(ctx, r.client, sd.Status.Inventory)
+	comps, err := health.ComponentStatuses(ctx, r.client, r.apiReader, sd.Status.Inventory)
 	if err != nil {
 		return outcome.Retryable(v1alpha1.ReasonHealthCheckFailed, err)
 	}
@@ -359,6 +359,10 @@ func (r *Reconciler) health(ctx context.Context, rs *reconcileState) error {
 		}
 		setCondition(sd, v1alpha1.ConditionReady, metav1.ConditionFalse, reason, notReady)
 		rs.requeueWithin(readyPollInterval)
+		if judgedPending(sd.Status.Inventory, comps) {
+			// Jobs and claims are not watched: look again soon.
+			rs.requeueWithin(judgedPollInterval)
+		}
 		return nil
 	}
 	rs.ready = true
@@ -369,6 +373,29 @@ func (r *Reconciler) health(ctx context.Context, rs *reconcileState) error {
 	setCondition(sd, v1alpha1.ConditionReady, metav1.ConditionTrue, v1alpha1.ReasonSucceeded,
 		fmt.Sprintf("sequence %d runs as release revision %d; %d components ready", sd.Status.AppliedSequence, rev, len(comps)))
 	return nil
+}
+
+// judgedPollInterval is how soon a deployment waiting for a Job or a
+// claim of its chart looks again: the agent does not watch them.
+const judgedPollInterval = 5 * time.Second
+
+// judgedPending reports whether a judged object (a Job, a claim) of the
+// inventory is not ready yet.
+func judgedPending(inventory []v1alpha1.ObjectRef, comps []v1alpha1.ComponentStatus) bool {
+	judged := map[string]bool{}
+	for _, r := range inventory {
+		if drivers.IsJudged(r.APIVersion, r.Kind) {
+			judged[r.Kind+"/"+r.Name] = true
+		}
+	}
+	for _, c := range comps {
+		for _, w := range c.Workloads {
+			if judged[w.Kind+"/"+w.Name] && !w.Ready && !w.Failed {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // anyFailed reports whether a workload of the components failed.

@@ -18,12 +18,21 @@ import (
 	"github.com/styrmin/styrmin/operator/api/v1alpha1"
 )
 
-// ComponentStatuses reads the inventory's workloads (from the manager's
-// cache, which watches them) and sums them up per component. A component
-// with no workload (only a Service, say) is ready.
-func ComponentStatuses(ctx context.Context, c client.Reader, inventory []v1alpha1.ObjectRef) ([]v1alpha1.ComponentStatus, error) {
+// OthersComponent holds the judged objects of a release that belong to
+// no component (a chart's own Job or claim).
+const OthersComponent = "chart"
+
+// ComponentStatuses reads the inventory's workloads (from c, the
+// manager's cache, which watches them) and its judged objects, Jobs and
+// claims (from live, the API server), and sums them up per component. A
+// component with neither (only a Service, say) is ready.
+func ComponentStatuses(ctx context.Context, c, live client.Reader, inventory []v1alpha1.ObjectRef) ([]v1alpha1.ComponentStatus, error) {
 	byName := map[string]*v1alpha1.ComponentStatus{}
 	for _, r := range inventory {
+		judged := drivers.IsJudged(r.APIVersion, r.Kind)
+		if r.Component == "" && judged {
+			r.Component = OthersComponent
+		}
 		if r.Component == "" {
 			continue
 		}
@@ -32,10 +41,16 @@ func ComponentStatuses(ctx context.Context, c client.Reader, inventory []v1alpha
 			cs = &v1alpha1.ComponentStatus{Name: r.Component, Ready: true}
 			byName[r.Component] = cs
 		}
-		if !drivers.IsWorkloadKind(r.APIVersion, r.Kind) {
+		var ws v1alpha1.WorkloadStatus
+		var err error
+		switch {
+		case judged:
+			ws, err = Judged(ctx, live, r)
+		case drivers.IsWorkloadKind(r.APIVersion, r.Kind):
+			ws, err = Workload(ctx, c, r)
+		default:
 			continue
 		}
-		ws, err := Workload(ctx, c, r)
 		if err != nil {
 			return nil, err
 		}
@@ -94,6 +109,53 @@ func Workload(ctx context.Context, c client.Reader, r v1alpha1.ObjectRef) (v1alp
 		failed(obj, r, &ws)
 	}
 	return ws, nil
+}
+
+// Judged reads an object of a judged kind (a Job, a claim) and tells, by
+// kstatus, whether it is ready (Current), failed or neither.
+func Judged(ctx context.Context, c client.Reader, r v1alpha1.ObjectRef) (v1alpha1.WorkloadStatus, error) {
+	ws := v1alpha1.WorkloadStatus{Kind: r.Kind, Name: r.Name, DesiredReplicas: 1}
+	u := &unstructured.Unstructured{}
+	u.SetAPIVersion(r.APIVersion)
+	u.SetKind(r.Kind)
+	err := c.Get(ctx, client.ObjectKey{Namespace: r.Namespace, Name: r.Name}, u)
+	if apierrors.IsNotFound(err) {
+		ws.Message = "not found"
+		return ws, nil
+	}
+	if err != nil {
+		return ws, fmt.Errorf("read %s: %w", r, err)
+	}
+	res, err := kstatus.Compute(u)
+	if err != nil {
+		return ws, fmt.Errorf("status of %s: %w", r, err)
+	}
+	switch {
+	case res.Status == kstatus.CurrentStatus && r.Kind == "Job" && !jobComplete(u):
+		// kstatus counts a running Job as current; a release holding a
+		// Job is ready when the Job has done its work.
+		ws.Message = res.Message
+	case res.Status == kstatus.CurrentStatus:
+		ws.Ready, ws.ReadyReplicas = true, 1
+	case res.Status == kstatus.FailedStatus:
+		ws.Failed = true
+		ws.Message = "failed: " + res.Message
+	default:
+		ws.Message = res.Message
+	}
+	return ws, nil
+}
+
+// jobComplete reports whether a Job has the condition Complete.
+func jobComplete(u *unstructured.Unstructured) bool {
+	conds, _, _ := unstructured.NestedSlice(u.Object, "status", "conditions")
+	for _, c := range conds {
+		m, _ := c.(map[string]any)
+		if m["type"] == "Complete" && m["status"] == "True" {
+			return true
+		}
+	}
+	return false
 }
 
 // failed marks a workload that kstatus computes as Failed (a Deployment
