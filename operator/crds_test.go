@@ -3,6 +3,7 @@ package operator_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"strings"
 	"testing"
 
@@ -238,6 +239,19 @@ func TestWriteInstanceGuard(t *testing.T) {
 	}
 	if out := write(newInstance(5, "five")); !out.Written || out.Deployment.Spec.Sequence != 5 || out.Deployment.Generation == gen {
 		t.Fatalf("after removing the annotation: %+v", out)
+	}
+
+	// An instance of another deployment whose namespace would be this one
+	// (the resolver refuses such configurations; a hand-made lock or task
+	// could still try) is refused, and nothing changes.
+	other := newInstance(9, "intruder")
+	other.ID.Environment = "other"
+	other.Digest, _ = other.ComputeDigest()
+	if _, err := instance.WriteInstance(ctx, cl, "", other); !errors.Is(err, instance.ErrOtherDeployment) || !strings.Contains(err.Error(), "c/e/app") {
+		t.Fatalf("an instance of another deployment: %v, want ErrOtherDeployment naming the one the namespace holds", err)
+	}
+	if err := cl.Get(ctx, client.ObjectKeyFromObject(&sd), &sd); err != nil || sd.Spec.Sequence != 5 {
+		t.Fatalf("after the refused write: sequence %d, %v; want 5 unchanged", sd.Spec.Sequence, err)
 	}
 
 	tomb := &resolver.Instance{APIVersion: resolver.APIVersion, Kind: resolver.KindTombstone,

@@ -62,6 +62,19 @@ func TestBadInputGivesAClearErrorAndWritesNothing(t *testing.T) {
 		{"reference to a missing service", func(t *testing.T, dir string) {
 			writeFile(t, dir, devDir+"/deployments/hub.cue", hubWith(`connects: ["web.grpc"]`))
 		}, []string{devDir + "/deployments/hub.cue", "connects[0]", `no service "grpc"`}},
+		{"two environments with one namespace prefix", func(t *testing.T, dir string) {
+			writeFile(t, dir, "clusters/local/environments/other/environment.cue", "namespacePrefix: \"dev\"\n")
+			writeFile(t, dir, "clusters/local/environments/other/deployments/web.cue", "driver: \"webapp\"\nappVersion: \"1.25.0\"\n")
+		}, []string{webCUE, `namespace "dev-web" is also the namespace of local/other/web (clusters/local/environments/other/deployments/web.cue)`, "never share a namespace"}},
+		{"prefix and name that add up to another deployment's namespace", func(t *testing.T, dir string) {
+			writeFile(t, dir, devDir+"/deployments/web-x.cue", "driver: \"webapp\"\nappVersion: \"1.25.0\"\n")
+			writeFile(t, dir, "clusters/local/environments/a/environment.cue", "namespacePrefix: \"dev-web\"\n")
+			writeFile(t, dir, "clusters/local/environments/a/deployments/x.cue", "driver: \"webapp\"\nappVersion: \"1.25.0\"\n")
+		}, []string{devDir + "/deployments/web-x.cue", `namespace "dev-web-x" is also the namespace of local/a/x`}},
+		{"a reserved namespace", func(t *testing.T, dir string) {
+			writeFile(t, dir, "clusters/local/environments/kube/environment.cue", "namespacePrefix: \"kube\"\n")
+			writeFile(t, dir, "clusters/local/environments/kube/deployments/system.cue", "driver: \"webapp\"\nappVersion: \"1.25.0\"\n")
+		}, []string{"clusters/local/environments/kube/deployments/system.cue", `namespace "kube-system"`, "reserved"}},
 		{"duplicate deployment names in YAML and CUE", func(t *testing.T, dir string) {
 			writeFile(t, dir, devDir+"/deployments/web.yaml", "driver: webapp\nappVersion: 1.25.0\n")
 		}, []string{devDir + "/deployments/web", "already defined"}},

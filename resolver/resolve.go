@@ -106,6 +106,7 @@ func Resolve(repo *Repository, opts Options) *Result {
 		err error
 	}
 	var jobs []*job
+	nsErrs := namespaceErrors(repo)
 	for _, c := range repo.Clusters {
 		for _, e := range c.Environments {
 			for _, d := range e.Deployments {
@@ -124,6 +125,10 @@ func Resolve(repo *Repository, opts Options) *Result {
 	// use), so both passes run on every core; results keep their order.
 	parallel(len(jobs), func(i int) {
 		j := jobs[i]
+		if err := nsErrs[j.d.ID]; err != nil {
+			j.err = err
+			return
+		}
 		j.p, j.err = firstPass(j.c, j.e, j.d, opts)
 	})
 	byEnv := map[*Environment]map[string]*pending{}
@@ -261,7 +266,7 @@ func firstPass(c *Cluster, e *Environment, d *Deployment, opts Options) (*pendin
 		}
 	}
 
-	ns := e.NamespacePrefix + "-" + d.ID.Name
+	ns := NamespaceOf(e, d)
 	if len(ns) > 63 {
 		return nil, &ConfigError{File: d.File, Msg: fmt.Sprintf("namespace %q is longer than 63 characters: shorten the namespacePrefix or the deployment name", ns)}
 	}

@@ -88,6 +88,12 @@ func WriteInstance(ctx context.Context, c client.Client, namespace string, in *r
 		case err != nil:
 			return WriteOutcome{}, fmt.Errorf("write %s sequence %d: read StyrminDeployment %s: %w", in.ID, in.Sequence, key, err)
 		}
+		if sd.Spec.Deployment != spec.Deployment {
+			// Namespaces are unique per cluster (the resolver refuses two
+			// deployments in one); a StyrminDeployment of another
+			// deployment here is never overwritten.
+			return WriteOutcome{}, fmt.Errorf("write %s sequence %d: %w: StyrminDeployment %s holds deployment %s", in.ID, in.Sequence, ErrOtherDeployment, key, sd.Spec.Deployment)
+		}
 		held, ok, err := HeldSequence(&sd)
 		if err != nil {
 			return WriteOutcome{}, fmt.Errorf("write %s sequence %d: %w", in.ID, in.Sequence, err)
@@ -186,6 +192,10 @@ func DeploymentID(id resolver.ID) v1alpha1.DeploymentID {
 func ResolverID(id v1alpha1.DeploymentID) resolver.ID {
 	return resolver.ID{Cluster: id.Cluster, Environment: id.Environment, Name: id.Name}
 }
+
+// ErrOtherDeployment is returned (wrapped) by WriteInstance when the
+// namespace's StyrminDeployment holds another deployment.
+var ErrOtherDeployment = errors.New("the namespace belongs to another deployment")
 
 // ErrStalled is returned (wrapped) by Applied when the controller cannot
 // apply the instance without a change in git.

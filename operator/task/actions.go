@@ -672,6 +672,9 @@ func (r *Reconciler) upgradeDeploymentVersion(ctx context.Context, run *taskRun)
 		}
 	}
 	res, err := instance.WriteInstance(ctx, r.opts.Client, t.Spec.Namespace, run.instance)
+	if errors.Is(err, instance.ErrOtherDeployment) {
+		return actionOutcome{}, outcome.Stalled(v1alpha1.ReasonStepFailed, err)
+	}
 	if err != nil {
 		return actionOutcome{}, outcome.Retryable("WriteFailed", err)
 	}

@@ -1,0 +1,65 @@
+package resolver
+
+import (
+	"fmt"
+	"strings"
+)
+
+// reservedNamespaces are namespaces no deployment may use: the
+// cluster's own (kube-*, default) and the agent's.
+var reservedNamespaces = []string{"default", "kube-public", "kube-system", "kube-node-lease", "styrmin-system"}
+
+// NamespaceOf is a deployment's namespace: its environment's namespace
+// prefix and its name.
+func NamespaceOf(e *Environment, d *Deployment) string {
+	return e.NamespacePrefix + "-" + d.ID.Name
+}
+
+// namespaceErrors checks the namespaces of every deployment of repo
+// before anything resolves: two deployments of one cluster never share a
+// namespace (each gets an error naming the other's file), and none uses a
+// reserved one (kube-*, default, the agent's). It is one rule for every
+// path that resolves: plan, lock, lock mode.
+func namespaceErrors(repo *Repository) map[ID]error {
+	out := map[ID]error{}
+	for _, c := range repo.Clusters {
+		owners := map[string][]*Deployment{}
+		for _, e := range c.Environments {
+			for _, d := range e.Deployments {
+				ns := NamespaceOf(e, d)
+				owners[ns] = append(owners[ns], d)
+				if reserved(ns) {
+					out[d.ID] = &ConfigError{File: d.File, Msg: fmt.Sprintf(
+						"namespace %q (namespacePrefix %q + deployment %q) is reserved for the cluster or the agent (kube-*, default, styrmin-system): change the environment's namespacePrefix or rename the deployment",
+						ns, e.NamespacePrefix, d.ID.Name)}
+				}
+			}
+		}
+		for ns, ds := range owners {
+			if len(ds) < 2 {
+				continue
+			}
+			for _, d := range ds {
+				var others []string
+				for _, o := range ds {
+					if o != d {
+						others = append(others, fmt.Sprintf("%s (%s)", o.ID, o.File))
+					}
+				}
+				out[d.ID] = &ConfigError{File: d.File, Msg: fmt.Sprintf(
+					"namespace %q is also the namespace of %s: two deployments never share a namespace; change an environment's namespacePrefix or rename a deployment",
+					ns, strings.Join(others, ", "))}
+			}
+		}
+	}
+	return out
+}
+
+func reserved(ns string) bool {
+	for _, r := range reservedNamespaces {
+		if ns == r {
+			return true
+		}
+	}
+	return strings.HasPrefix(ns, "kube-")
+}
