@@ -16,8 +16,8 @@ import (
 
 // DefaultDeletionThreshold is how many deployments a plan may delete
 // without an explicit allowance when the repository sets no
-// deletionThreshold.
-const DefaultDeletionThreshold = 1
+// deletionThreshold (the resolver's rule).
+const DefaultDeletionThreshold = resolver.DefaultDeletionThreshold
 
 // Drivers finds the driver version an instance was resolved with.
 type Drivers interface {
@@ -224,17 +224,14 @@ func parallel(n, p int, f func(int)) {
 	wg.Wait()
 }
 
+// deletionRail applies resolver.DeletionRule, the rule lock applies too.
 func deletionRail(in Input, opts Options, count int) Deletions {
-	threshold := DefaultDeletionThreshold
-	if in.Repo != nil && in.Repo.Settings.DeletionThreshold != nil {
-		threshold = *in.Repo.Settings.DeletionThreshold
+	var settings resolver.RepoSettings
+	if in.Repo != nil {
+		settings = in.Repo.Settings
 	}
-	if opts.DeletionThreshold != nil {
-		threshold = *opts.DeletionThreshold
-	}
-	d := Deletions{Count: count, Threshold: threshold, Allowed: opts.AllowDeletions}
-	d.Refused = count > threshold && count > opts.AllowDeletions
-	return d
+	r := resolver.DeletionRule(settings, opts.DeletionThreshold, opts.AllowDeletions, count)
+	return Deletions{Count: r.Count, Threshold: r.Threshold, Allowed: r.Allowed, Refused: r.Refused}
 }
 
 // planOne plans one lock change: workflow, refs, path diff, actions and

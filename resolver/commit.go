@@ -2,7 +2,9 @@ package resolver
 
 import (
 	"context"
+	"errors"
 	"io/fs"
+	"strconv"
 
 	"github.com/styrmin/styrmin/gitsource"
 )
@@ -28,6 +30,14 @@ func CommitLocks(ctx context.Context, w gitsource.Writer, opts WorkspaceOptions,
 	return CommitLocksAndRetries(ctx, w, opts, policy, nil, maxAttempts)
 }
 
+// CommitOptions are the allowances of a lock commit.
+type CommitOptions struct {
+	// AllowDeletions allows up to this many deletions above the deletion
+	// threshold; a commit that uses it records it in a
+	// Styrmin-Allow-Deletions trailer.
+	AllowDeletions int
+}
+
 // CommitLocksAndRetries is CommitLocks that also locks the deployments of
 // retry again (see RetryLocks) when the configuration gives them no new
 // instance and their lock, at the head the commit is built on, is still
@@ -35,6 +45,11 @@ func CommitLocks(ctx context.Context, w gitsource.Writer, opts WorkspaceOptions,
 // NotRetried): one commit, with a Styrmin-Retry trailer per retried
 // deployment.
 func CommitLocksAndRetries(ctx context.Context, w gitsource.Writer, opts WorkspaceOptions, policy LockPolicy, retry map[ID]int64, maxAttempts int) (CommitOutcome, error) {
+	return CommitLocksWith(ctx, w, opts, policy, retry, CommitOptions{}, maxAttempts)
+}
+
+// CommitLocksWith is CommitLocksAndRetries with allowances.
+func CommitLocksWith(ctx context.Context, w gitsource.Writer, opts WorkspaceOptions, policy LockPolicy, retry map[ID]int64, copts CommitOptions, maxAttempts int) (CommitOutcome, error) {
 	var out CommitOutcome
 	build := func(ctx context.Context, head gitsource.Hash, headFS fs.FS) (gitsource.Change, error) {
 		o := opts
@@ -45,8 +60,9 @@ func CommitLocksAndRetries(ctx context.Context, w gitsource.Writer, opts Workspa
 		if err != nil {
 			return gitsource.Change{}, err
 		}
-		changes, _, rerr := ws.Lock(policy)
-		if rerr != nil && policy == LockAllOrNothing {
+		changes, _, rerr := ws.LockAllowing(policy, copts.AllowDeletions)
+		var refused *DeletionsRefusedError
+		if errors.As(rerr, &refused) || (rerr != nil && policy == LockAllOrNothing) {
 			return gitsource.Change{}, rerr
 		}
 		still, moved := StillAt(ws.Locks, retry)
@@ -64,6 +80,9 @@ func CommitLocksAndRetries(ctx context.Context, w gitsource.Writer, opts Workspa
 		for _, c := range changes {
 			ch.Files[c.Path()] = c.Data
 			ch.Locks[c.ID.String()] = int(c.Next.Sequence)
+		}
+		if d := DeletionRule(ws.Repo.Settings, nil, copts.AllowDeletions, len(Deleted(changes))); d.Count > d.Threshold {
+			ch.Trailers = append(ch.Trailers, gitsource.Trailer{Key: AllowDeletionsTrailer, Value: strconv.Itoa(d.Count)})
 		}
 		return ch, nil
 	}

@@ -99,13 +99,26 @@ const (
 // Lock resolves the workspace and returns the lock changes under policy.
 // With LockKeepGoing the returned error lists the deployments left out
 // while the changes hold the others.
+//
+// The deletion rule applies (see DeletionRule): a lock that deletes more
+// deployments than the threshold is refused with a
+// *DeletionsRefusedError and no changes; LockAllowing allows more.
 func (w *Workspace) Lock(policy LockPolicy) ([]LockChange, *Result, error) {
+	return w.LockAllowing(policy, 0)
+}
+
+// LockAllowing is Lock that allows up to allowDeletions deletions above
+// the threshold (styrminctl lock --allow-deletions N).
+func (w *Workspace) LockAllowing(policy LockPolicy, allowDeletions int) ([]LockChange, *Result, error) {
 	res := w.Resolve()
 	if err := res.Err(); err != nil && policy == LockAllOrNothing {
 		return nil, res, err
 	}
 	changes, err := PlanLocks(res, w.Locks)
 	if err != nil {
+		return nil, res, err
+	}
+	if _, err := checkDeletions(w.Repo.Settings, changes, allowDeletions); err != nil {
 		return nil, res, err
 	}
 	return changes, res, res.Err()

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -18,13 +19,16 @@ type lockOptions struct {
 	retryFailed bool
 	kubeconfig  string
 	newClient   clusterClientFunc
-	check       bool
-	keepGoing   bool
-	commit      bool
-	push        bool
-	branch      string
-	remote      string
-	attempts    int
+	// allowDeletions allows a lock to delete up to this many deployments,
+	// above the deletion threshold.
+	allowDeletions int
+	check          bool
+	keepGoing      bool
+	commit         bool
+	push           bool
+	branch         string
+	remote         string
+	attempts       int
 }
 
 // newLockCmd builds `styrminctl lock`: resolve the working tree and write a
@@ -57,6 +61,7 @@ branch moved, lock resolves again on the new head and renumbers.`,
 	f.StringVar(&o.remote, "remote", "origin", "remote to push to with --push")
 	f.StringVar(&o.branch, "branch", "", "branch to commit to (default: the current branch)")
 	f.IntVar(&o.attempts, "attempts", 8, "maximum push attempts when the branch moves")
+	f.IntVar(&o.allowDeletions, "allow-deletions", 0, "allow the lock to delete up to this many deployments, above the deletion threshold (recorded in a Styrmin-Allow-Deletions trailer with --commit/--push)")
 	f.BoolVar(&o.retryFailed, "retry-failed", false, "also lock again, with the same instance, every deployment whose newest task failed in the cluster of --kubeconfig (a retry)")
 	f.StringVar(&o.kubeconfig, "kubeconfig", "", "kubeconfig of the cluster --retry-failed reads (default: $KUBECONFIG, then ~/.kube/config)")
 	return cmd
@@ -74,7 +79,11 @@ func runLock(ctx context.Context, g *globalOptions, o *lockOptions, stdout io.Wr
 	if err != nil {
 		return err
 	}
-	changes, _, resErr := ws.Lock(lockPolicy(o))
+	changes, _, resErr := ws.LockAllowing(lockPolicy(o), o.allowDeletions)
+	var refused *resolver.DeletionsRefusedError
+	if errors.As(resErr, &refused) {
+		return resErr
+	}
 	if resErr != nil && !o.keepGoing {
 		return resErr
 	}

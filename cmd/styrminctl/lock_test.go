@@ -108,3 +108,48 @@ func TestExplainNamesTheLayerOfEachValue(t *testing.T) {
 		t.Fatalf("explain of a missing deployment: %v", err)
 	}
 }
+
+// TestEveryLockPathRefusesDeletionsAboveTheThreshold pins the deletion
+// rule in lock, lock --commit and lock --push (the CI merge step): two
+// deployments removed with the example's threshold of 1 are refused,
+// naming them and the allowance, and nothing is written or committed;
+// --allow-deletions 2 lets them through, and the commit records it in a
+// Styrmin-Allow-Deletions trailer.
+func TestEveryLockPathRefusesDeletionsAboveTheThreshold(t *testing.T) {
+	dir := lockedGitRepo(t)
+	for _, f := range []string{"clusters/local/environments/staging/deployments/web.yaml", "clusters/local/environments/staging/deployments/hub.cue"} {
+		if err := os.Remove(filepath.Join(dir, filepath.FromSlash(f))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	planGit(t, dir, "commit", "-q", "-am", "remove staging")
+	planGit(t, dir, "push", "-q", "origin", "HEAD:main") // merged: what --push locks
+	head := planGit(t, dir, "rev-parse", "HEAD")
+	lockBefore, err := os.ReadFile(filepath.Join(dir, "locks/local/staging/web.lock.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, args := range [][]string{{"lock"}, {"lock", "--keep-going"}, {"lock", "--commit"}, {"lock", "--push", "--branch", "main"}, {"lock", "--allow-deletions", "1"}} {
+		out, code, err := styrminctl(t, append([]string{"--repo", dir}, args...)...)
+		if code == 0 || err == nil || !strings.Contains(err.Error(), "lock refused: it deletes 2 deployments (local/staging/hub, local/staging/web)") ||
+			!strings.Contains(err.Error(), "--allow-deletions 2") {
+			t.Errorf("%v: exit %d, %v\n%s; want refused, naming both and the allowance", args, code, err, out)
+		}
+		if got := planGit(t, dir, "rev-parse", "HEAD"); got != head {
+			t.Fatalf("%v committed %s despite the refusal", args, got)
+		}
+		if got := planGit(t, dir, "ls-remote", "origin", "refs/heads/main"); !strings.HasPrefix(got, head) {
+			t.Fatalf("%v pushed despite the refusal: origin/main is %s", args, got)
+		}
+		if now, _ := os.ReadFile(filepath.Join(dir, "locks/local/staging/web.lock.yaml")); !bytes.Equal(now, lockBefore) {
+			t.Fatalf("%v wrote a lockfile despite the refusal", args)
+		}
+	}
+	out, code, err := styrminctl(t, "--repo", dir, "lock", "--commit", "--allow-deletions", "2")
+	if code != 0 {
+		t.Fatalf("allowed: exit %d, %v\n%s", code, err, out)
+	}
+	if msg := planGit(t, dir, "log", "-1", "--format=%B"); !strings.Contains(msg, "Styrmin-Allow-Deletions: 2") || !strings.Contains(msg, "Styrmin-Lock: local/staging/web=2") {
+		t.Errorf("the allowed lock commit's message lacks the allowance or the tombstones:\n%s", msg)
+	}
+}

@@ -166,7 +166,8 @@ func (l *Locker) LockHead(ctx context.Context) (LockResult, error) {
 		// head: the same head would fail the same way.
 		var ce *resolver.ConfigError
 		var de *resolver.DeploymentError
-		if errors.As(err, &ce) || errors.As(err, &de) {
+		var re *resolver.DeletionsRefusedError
+		if errors.As(err, &ce) || errors.As(err, &de) || errors.As(err, &re) {
 			l.last = fr.Head
 		}
 		return res, fmt.Errorf("lock mode: locking %s: %w", fr.Head.Short(), err)
