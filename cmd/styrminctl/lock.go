@@ -41,8 +41,9 @@ func newLockCmd(g *globalOptions, newClient clusterClientFunc, stdout io.Writer)
 		Long: `lock resolves the working tree of the desired-state repository and writes
 locks/<cluster>/<env>/<name>.lock.yaml with the next sequence for every deployment
 whose resolved instance changed. Unchanged lockfiles stay byte-identical; a removed
-deployment gets a tombstone. With --check nothing is written and the exit code is 1
-when locks are stale (for CI on pull requests). With --commit the lockfiles are
+deployment gets a tombstone. With --check nothing is written and the exit code is 2
+when locks are stale and 1 when the configuration does not resolve (for CI on pull
+requests, which can tell the two apart). With --commit the lockfiles are
 committed; with --push the commit is pushed with compare-and-swap retries: when the
 branch moved, lock resolves again on the new head and renumbers.`,
 		Args: cobra.NoArgs,
@@ -54,7 +55,7 @@ branch moved, lock resolves again on the new head and renumbers.`,
 		},
 	}
 	f := cmd.Flags()
-	f.BoolVar(&o.check, "check", false, "write nothing; exit 1 when lockfiles are stale")
+	f.BoolVar(&o.check, "check", false, "write nothing; exit 2 when lockfiles are stale, 1 on an error")
 	f.BoolVar(&o.keepGoing, "keep-going", false, "lock the deployments that resolve even when others fail (exit 1 still)")
 	f.BoolVar(&o.commit, "commit", false, "commit the written lockfiles")
 	f.BoolVar(&o.push, "push", false, "commit and push to the remote branch with compare-and-swap retries (implies --commit)")
@@ -106,7 +107,7 @@ func runLock(ctx context.Context, g *globalOptions, o *lockOptions, stdout io.Wr
 		}
 		if len(changes) > 0 {
 			fmt.Fprintf(stdout, "%d lockfile(s) are stale: run `styrminctl lock` and commit the result\n", len(changes))
-			return exitError{code: 1}
+			return exitError{code: 2}
 		}
 		fmt.Fprintln(stdout, "locks are up to date")
 		return resErr

@@ -44,8 +44,8 @@ func styrminctl(t *testing.T, args ...string) (string, int, error) {
 
 func TestLockWritesLockfilesAndCheckSeesThemCurrent(t *testing.T) {
 	repo := exampleRepo(t)
-	if _, code, _ := styrminctl(t, "--repo", repo, "lock", "--check"); code != 1 {
-		t.Fatalf("check before any lock: exit %d, want 1", code)
+	if _, code, _ := styrminctl(t, "--repo", repo, "lock", "--check"); code != 2 {
+		t.Fatalf("check before any lock: exit %d, want 2 (stale)", code)
 	}
 	out, code, err := styrminctl(t, "--repo", repo, "lock")
 	if code != 0 {
@@ -151,5 +151,19 @@ func TestEveryLockPathRefusesDeletionsAboveTheThreshold(t *testing.T) {
 	}
 	if msg := planGit(t, dir, "log", "-1", "--format=%B"); !strings.Contains(msg, "Styrmin-Allow-Deletions: 2") || !strings.Contains(msg, "Styrmin-Lock: local/staging/web=2") {
 		t.Errorf("the allowed lock commit's message lacks the allowance or the tombstones:\n%s", msg)
+	}
+}
+
+// TestLockCheckTellsStaleFromBroken: CI can tell a pull request whose
+// locks are stale (exit 2) from one whose configuration does not resolve
+// (exit 1).
+func TestLockCheckTellsStaleFromBroken(t *testing.T) {
+	repo := exampleRepo(t)
+	if _, code, _ := styrminctl(t, "--repo", repo, "lock", "--check"); code != 2 {
+		t.Fatalf("stale: exit %d, want 2", code)
+	}
+	writeRepoFile(t, repo, devWebFile, "driver: \"webapp\"\nappVersion: \"99.0.0\"\n")
+	if _, code, err := styrminctl(t, "--repo", repo, "lock", "--check"); code != 1 || err == nil || !strings.Contains(err.Error(), devWebFile) {
+		t.Fatalf("broken: exit %d, %v; want 1 naming the file", code, err)
 	}
 }

@@ -113,8 +113,8 @@ func TestCIScriptPlansLocksAndChecksAgainstARealRemote(t *testing.T) {
 	if strings.Contains(string(plan), "local/staging/web |") {
 		t.Errorf("plan lists staging, which the change does not reach:\n%s", plan)
 	}
-	if out, code := r.script("check"); code != 1 {
-		t.Fatalf("check on a branch with stale locks: exit %d, want 1\n%s", code, out)
+	if out, code := r.script("check"); code != 2 {
+		t.Fatalf("check on a branch with stale locks: exit %d, want 2\n%s", code, out)
 	}
 
 	// Merge and lock again: only dev's deployments move to sequence 2.
