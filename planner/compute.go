@@ -141,6 +141,7 @@ func Compute(in Input, opts Options) (*Plan, error) {
 		BlastRadius:   []EnvironmentImpact{},
 		LeftOut:       []LeftOut{},
 		Errors:        []DeploymentError{},
+		Held:          []Held{},
 	}
 	errs := make([]error, len(changes))
 	parallel(len(changes), opts.Parallelism, func(i int) {
@@ -172,6 +173,13 @@ func Compute(in Input, opts Options) (*Plan, error) {
 	for _, r := range in.Head.Resolved {
 		id := r.Instance.ID
 		if opts.Only != nil && !opts.Only[id] {
+			continue
+		}
+		if reason, held := in.Head.Held[id]; held {
+			// Not "unchanged": held back, maybe with a change waiting.
+			prev := in.Base[id]
+			waiting := prev == nil || prev.Tombstone() || prev.Digest != r.Instance.Digest
+			plan.Held = append(plan.Held, Held{ID: id.String(), Reason: reason, Waiting: waiting})
 			continue
 		}
 		if !changed[id] {

@@ -53,6 +53,9 @@ type Plan struct {
 	// Errors are deployments that failed to resolve; they are neither
 	// planned nor deleted.
 	Errors []DeploymentError `json:"errors"`
+	// Held are deployments on hold (a hold: line in their file): they keep
+	// their lock whatever the configuration says, sorted by deployment.
+	Held []Held `json:"held"`
 	// Deletions is the deletion safety rail.
 	Deletions Deletions `json:"deletions"`
 }
@@ -300,6 +303,17 @@ type LeftOut struct {
 	// OverriddenBy is the layer and file that set the value the
 	// deployment keeps.
 	OverriddenBy Origin `json:"overriddenBy"`
+}
+
+// Held is a deployment on hold.
+type Held struct {
+	ID string `json:"id"`
+	// Reason is the hold's text.
+	Reason string `json:"reason"`
+	// Waiting is true when the configuration gives it an instance its lock
+	// does not have yet (a new deployment, or a change): it is applied when
+	// the hold is lifted.
+	Waiting bool `json:"waiting"`
 }
 
 // Origin is a layer and the file of that layer.

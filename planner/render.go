@@ -276,3 +276,11 @@ var jsonSchema []byte
 // JSONSchema returns the JSON Schema (draft 2020-12) of the JSON output,
 // SchemaVersion.
 func JSONSchema() []byte { return bytes.Clone(jsonSchema) }
+
+// heldWaiting says whether a held deployment has a change waiting.
+func heldWaiting(h Held) string {
+	if h.Waiting {
+		return " (a change waits)"
+	}
+	return ""
+}

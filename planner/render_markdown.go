@@ -75,6 +75,14 @@ func RenderMarkdown(w io.Writer, p *Plan, o RenderOptions) error {
 		b.WriteString("\n")
 	}
 
+	if len(p.Held) > 0 {
+		b.WriteString("**Held** (they keep their lock until the hold is lifted)\n\n")
+		for _, h := range p.Held {
+			fmt.Fprintf(&b, "- %s: %s%s\n", mdCode(h.ID), h.Reason, heldWaiting(h))
+		}
+		b.WriteString("\n")
+	}
+
 	if len(p.Errors) > 0 {
 		b.WriteString("**Errors** (these deployments are neither planned nor deleted)\n\n")
 		for _, e := range p.Errors {

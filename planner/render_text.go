@@ -96,6 +96,13 @@ func RenderText(w io.Writer, p *Plan, o RenderOptions) error {
 		}
 	}
 
+	if len(p.Held) > 0 {
+		t.printf("\n%s\n", t.paint(ansiBold, "Held (they keep their lock until the hold is lifted):"))
+		for _, h := range p.Held {
+			t.printf("  %s: %s%s\n", h.ID, h.Reason, heldWaiting(h))
+		}
+	}
+
 	writeTextRail(t, p)
 
 	if len(p.Errors) > 0 {

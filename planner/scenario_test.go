@@ -526,3 +526,42 @@ func TestMarkdownStaysWithinItsSizeBudget(t *testing.T) {
 		}
 	}
 }
+
+// TestHeldDeploymentsAreShownNotCountedUnchanged: a deployment on hold
+// whose file changed, and a new deployment created on hold, appear in the
+// plan as held with their reasons (JSON, text, markdown), each with a
+// change waiting, and neither is counted unchanged or planned.
+func TestHeldDeploymentsAreShownNotCountedUnchanged(t *testing.T) {
+	base := lockedExample(t)
+	head := copyTree(t, base)
+	writeFile(t, head, devHub, "driver:     \"graphhub\"\nappVersion: \"1.4.0\"\nconnects: [\"web\"]\nhold: \"restore in progress\"\nparameters: {\n\tworkers: 3\n\tdatabasePassword: {name: \"hub-db\", key: \"password\"}\n}\n")
+	writeFile(t, head, "clusters/local/environments/dev/deployments/new.cue", "driver: \"webapp\"\nappVersion: \"1.25.0\"\nhold: \"not yet\"\n")
+	cluster, err := os.ReadFile(filepath.Join(head, clusterCue))
+	if err != nil {
+		t.Fatal(err)
+	}
+	writeFile(t, head, clusterCue, strings.Replace(string(cluster), `logLevel: "info"`, `logLevel: "warning"`, 1))
+
+	p := computePlan(t, base, head, Options{})
+	want := []Held{{ID: "local/dev/hub", Reason: "restore in progress", Waiting: true}, {ID: "local/dev/new", Reason: "not yet", Waiting: true}}
+	if len(p.Held) != 2 || p.Held[0] != want[0] || p.Held[1] != want[1] {
+		t.Fatalf("held %+v, want %+v", p.Held, want)
+	}
+	for _, d := range p.Deployments {
+		if d.ID == "local/dev/hub" || d.ID == "local/dev/new" {
+			t.Errorf("a held deployment is planned: %s", d.ID)
+		}
+	}
+	var text, md bytes.Buffer
+	if err := RenderText(&text, p, RenderOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := RenderMarkdown(&md, p, RenderOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	for name, out := range map[string]string{"text": text.String(), "markdown": md.String()} {
+		if !strings.Contains(out, "Held") || !strings.Contains(out, "local/dev/hub") || !strings.Contains(out, "restore in progress (a change waits)") {
+			t.Errorf("%s output does not show the held deployments:\n%s", name, out)
+		}
+	}
+}
