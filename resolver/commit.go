@@ -2,7 +2,6 @@ package resolver
 
 import (
 	"context"
-	"errors"
 	"io/fs"
 	"strconv"
 
@@ -27,29 +26,16 @@ type CommitOutcome struct {
 // assign one sequence twice. A head whose locks are current makes no
 // commit, so the engine's own lock commits never cause another lock.
 func CommitLocks(ctx context.Context, w gitsource.Writer, opts WorkspaceOptions, policy LockPolicy, maxAttempts int) (CommitOutcome, error) {
-	return CommitLocksAndRetries(ctx, w, opts, policy, nil, maxAttempts)
+	return CommitLocksWith(ctx, w, opts, LockRequest{Policy: policy}, maxAttempts)
 }
 
-// CommitOptions are the allowances of a lock commit.
-type CommitOptions struct {
-	// AllowDeletions allows up to this many deletions above the deletion
-	// threshold; a commit that uses it records it in a
-	// Styrmin-Allow-Deletions trailer.
-	AllowDeletions int
-}
-
-// CommitLocksAndRetries is CommitLocks that also locks the deployments of
-// retry again (see RetryLocks) when the configuration gives them no new
-// instance and their lock, at the head the commit is built on, is still
-// at the sequence retry gives (see StillAt; the others are reported in
-// NotRetried): one commit, with a Styrmin-Retry trailer per retried
-// deployment.
-func CommitLocksAndRetries(ctx context.Context, w gitsource.Writer, opts WorkspaceOptions, policy LockPolicy, retry map[ID]int64, maxAttempts int) (CommitOutcome, error) {
-	return CommitLocksWith(ctx, w, opts, policy, retry, CommitOptions{}, maxAttempts)
-}
-
-// CommitLocksWith is CommitLocksAndRetries with allowances.
-func CommitLocksWith(ctx context.Context, w gitsource.Writer, opts WorkspaceOptions, policy LockPolicy, retry map[ID]int64, copts CommitOptions, maxAttempts int) (CommitOutcome, error) {
+// CommitLocksWith is CommitLocks for a whole LockRequest
+// (Workspace.LockFor, on each attempt's head): the retries it asks for are
+// locked in the same commit, a Styrmin-Retry trailer each, when their lock
+// is still at the sequence asked for (the others are reported in
+// NotRetried); an allowance of deletions that the lock uses is recorded in
+// a Styrmin-Allow-Deletions trailer.
+func CommitLocksWith(ctx context.Context, w gitsource.Writer, opts WorkspaceOptions, req LockRequest, maxAttempts int) (CommitOutcome, error) {
 	var out CommitOutcome
 	build := func(ctx context.Context, head gitsource.Hash, headFS fs.FS) (gitsource.Change, error) {
 		o := opts
@@ -60,28 +46,21 @@ func CommitLocksWith(ctx context.Context, w gitsource.Writer, opts WorkspaceOpti
 		if err != nil {
 			return gitsource.Change{}, err
 		}
-		changes, _, rerr := ws.LockAllowing(policy, copts.AllowDeletions)
-		var refused *DeletionsRefusedError
-		if errors.As(rerr, &refused) || (rerr != nil && policy == LockAllOrNothing) {
-			return gitsource.Change{}, rerr
-		}
-		still, moved := StillAt(ws.Locks, retry)
-		out.NotRetried = moved
-		retries, err := RetryLocks(ws.Locks, Unchanged(still, changes))
+		lo, err := ws.LockFor(req)
 		if err != nil {
 			return gitsource.Change{}, err
 		}
-		out.Changes, out.Skipped = append(changes, retries...), rerr
-		ch := RetryChange(retries)
-		if len(changes) > 0 {
+		out.Changes, out.Skipped, out.NotRetried = lo.All(), lo.Skipped, lo.NotRetried
+		ch := RetryChange(lo.Retries)
+		if len(lo.Changes) > 0 {
 			// A lock with retries: the summary lists every deployment.
 			ch.Summary = ""
 		}
-		for _, c := range changes {
+		for _, c := range lo.Changes {
 			ch.Files[c.Path()] = c.Data
 			ch.Locks[c.ID.String()] = int(c.Next.Sequence)
 		}
-		if d := DeletionRule(ws.Repo.Settings, nil, copts.AllowDeletions, len(Deleted(changes))); d.Count > d.Threshold {
+		if d := DeletionRule(ws.Repo.Settings, nil, req.AllowDeletions, len(Deleted(lo.Changes))); d.Count > d.Threshold {
 			ch.Trailers = append(ch.Trailers, gitsource.Trailer{Key: AllowDeletionsTrailer, Value: strconv.Itoa(d.Count)})
 		}
 		return ch, nil

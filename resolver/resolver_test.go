@@ -315,3 +315,33 @@ func TestReadLockNamesAMissingFileAndRefusesALink(t *testing.T) {
 		}
 	}
 }
+
+// TestLockForRetriesOnlyWhatStillNeedsIt pins the one decision every lock
+// path takes: a deployment asked to be retried whose lock is still at the
+// failed sequence is locked again with the same instance; one whose lock
+// moved on is reported, not retried; one the configuration changes anyway
+// is locked once, by the change.
+func TestLockForRetriesOnlyWhatStillNeedsIt(t *testing.T) {
+	dir := exampleCopy(t)
+	lockDirInto(t, dir)
+	hub, web := ID{"local", "dev", "hub"}, ID{"local", "dev", "web"}
+	stagingWeb := ID{"local", "staging", "web"}
+	writeFile(t, dir, "clusters/local/environments/staging/deployments/web.yaml", "driver: webapp\nappVersion: 1.26.0\n")
+	ws, err := LoadWorkspace(os.DirFS(dir), WorkspaceOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	lo, err := ws.LockFor(LockRequest{Retry: map[ID]int64{hub: 1, web: 7, stagingWeb: 1}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(lo.Retries) != 1 || lo.Retries[0].ID != hub || lo.Retries[0].Next.Sequence != 2 || lo.Retries[0].Next.Digest != ws.Locks[hub].Digest {
+		t.Errorf("retries %v, want dev/hub again at 2 with its digest", describe(lo.Retries))
+	}
+	if len(lo.NotRetried) != 1 || lo.NotRetried[0] != web {
+		t.Errorf("not retried %v, want dev/web (its lock is at 1, not 7)", lo.NotRetried)
+	}
+	if len(lo.Changes) != 1 || lo.Changes[0].ID != stagingWeb || len(lo.All()) != 2 {
+		t.Errorf("changes %v, want staging/web once, by its change", describe(lo.Changes))
+	}
+}

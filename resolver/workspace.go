@@ -123,3 +123,53 @@ func (w *Workspace) LockAllowing(policy LockPolicy, allowDeletions int) ([]LockC
 	}
 	return changes, res, res.Err()
 }
+
+// LockRequest is what one lock may do beyond locking what the
+// configuration changed.
+type LockRequest struct {
+	Policy LockPolicy
+	// AllowDeletions allows up to this many deletions above the deletion
+	// threshold.
+	AllowDeletions int
+	// Retry are deployments to lock again with the same instance, each
+	// with the sequence its lock must still be at (see StillAt).
+	Retry map[ID]int64
+}
+
+// LockOutcome is what a LockRequest locks.
+type LockOutcome struct {
+	// Changes are the lock changes of the configuration, Retries those
+	// that lock an instance again; sorted by deployment each.
+	Changes, Retries []LockChange
+	// NotRetried are the deployments of the request's Retry whose lock
+	// moved on since.
+	NotRetried []ID
+	// Skipped are the deployments that failed to resolve (LockKeepGoing).
+	Skipped error
+}
+
+// All is the changes and the retries.
+func (o LockOutcome) All() []LockChange {
+	return append(append([]LockChange(nil), o.Changes...), o.Retries...)
+}
+
+// LockFor locks what the configuration changed, under the deletion rule,
+// and the retries the request asks for that the configuration does not
+// lock anew anyway: the one place every lock path (lock, --commit,
+// --push, lock mode, --retry-failed) decides what a lock writes. An error
+// means nothing is to be written.
+func (w *Workspace) LockFor(req LockRequest) (LockOutcome, error) {
+	var out LockOutcome
+	changes, _, rerr := w.LockAllowing(req.Policy, req.AllowDeletions)
+	var refused *DeletionsRefusedError
+	if errors.As(rerr, &refused) || (rerr != nil && req.Policy == LockAllOrNothing) {
+		return out, rerr
+	}
+	still, moved := StillAt(w.Locks, req.Retry)
+	retries, err := RetryLocks(w.Locks, Unchanged(still, changes))
+	if err != nil {
+		return out, err
+	}
+	out.Changes, out.Retries, out.NotRetried, out.Skipped = changes, retries, moved, rerr
+	return out, nil
+}

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -80,27 +79,18 @@ func runLock(ctx context.Context, g *globalOptions, o *lockOptions, stdout io.Wr
 	if err != nil {
 		return err
 	}
-	changes, _, resErr := ws.LockAllowing(lockPolicy(o), o.allowDeletions)
-	var refused *resolver.DeletionsRefusedError
-	if errors.As(resErr, &refused) {
-		return resErr
-	}
-	if resErr != nil && !o.keepGoing {
-		return resErr
-	}
+	req := resolver.LockRequest{Policy: lockPolicy(o), AllowDeletions: o.allowDeletions}
 	if o.retryFailed {
-		failed, err := failedDeployments(ctx, o.newClient, o.kubeconfig)
-		if err != nil {
+		if req.Retry, err = failedDeployments(ctx, o.newClient, o.kubeconfig); err != nil {
 			return err
 		}
-		still, moved := resolver.StillAt(ws.Locks, failed)
-		printNotRetried(stdout, moved)
-		retries, err := resolver.RetryLocks(ws.Locks, resolver.Unchanged(still, changes))
-		if err != nil {
-			return err
-		}
-		changes = append(changes, retries...)
 	}
+	lo, err := ws.LockFor(req)
+	if err != nil {
+		return err
+	}
+	printNotRetried(stdout, lo.NotRetried)
+	changes, resErr := lo.All(), lo.Skipped
 	if o.check {
 		for _, c := range changes {
 			fmt.Fprintf(stdout, "stale: %s (sequence %d → %d)\n", c.Path(), seqOf(c.Previous), c.Next.Sequence)

@@ -53,8 +53,8 @@ func runLockCommit(ctx context.Context, g *globalOptions, o *lockOptions, stdout
 			return err
 		}
 	}
-	out, err := resolver.CommitLocksWith(ctx, repo, resolver.WorkspaceOptions{FetchDriver: driverFetcher(ctx)}, lockPolicy(o), retry,
-		resolver.CommitOptions{AllowDeletions: o.allowDeletions}, o.attempts)
+	out, err := resolver.CommitLocksWith(ctx, repo, resolver.WorkspaceOptions{FetchDriver: driverFetcher(ctx)},
+		resolver.LockRequest{Policy: lockPolicy(o), AllowDeletions: o.allowDeletions, Retry: retry}, o.attempts)
 	if err != nil {
 		return err
 	}

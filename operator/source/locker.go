@@ -38,7 +38,7 @@ type LockModeOptions struct {
 	Branch string
 	Auth   gitsource.Auth
 	// SecretName/SecretNamespace name the Secret holding push credentials
-	// (RunAgentWithExtras reads it into Auth; default: the agent's
+	// (NewAgent reads it into Auth; default: the agent's
 	// repository Secret).
 	SecretName      string
 	SecretNamespace string

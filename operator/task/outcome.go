@@ -98,8 +98,11 @@ func decideOnce(c stepCall) stepDecision {
 		return stepDecision{next: stepRetry, err: c.err}
 	case c.out.blocked:
 		// Waiting for a person (a hand-set annotation): no deadline.
-		return stepDecision{next: stepWait, after: waitWithin(&v1alpha1.TaskStep{}, c.out.after, c.poll, 0, c.now),
-			reason: v1alpha1.ReasonSequenceAhead, message: c.out.output}
+		after := c.out.after
+		if after <= 0 {
+			after = c.poll
+		}
+		return stepDecision{next: stepWait, after: after, reason: v1alpha1.ReasonSequenceAhead, message: c.out.output}
 	case len(c.out.record) > 0:
 		return stepDecision{next: stepRecord, record: c.out.record}
 	case c.out.newer > 0:

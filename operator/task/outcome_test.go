@@ -74,6 +74,8 @@ func TestDecideMapsEachActionResultToOneNextStep(t *testing.T) {
 			stepDecision{next: stepFail, reason: v1alpha1.ReasonStepFailed}, "exit 3"},
 		{"a transient error is not a failure to retry", stepCall{step: withRetry(started(time.Second), 1, 3, time.Second), err: transient},
 			stepDecision{next: stepRetry, err: transient}, ""},
+		{"waiting for a person has no deadline, and says why", stepCall{step: started(time.Hour), out: actionOutcome{blocked: true, after: 30 * time.Second, output: "remove the annotation"}},
+			stepDecision{next: stepWait, after: 30 * time.Second, reason: v1alpha1.ReasonSequenceAhead}, "remove the annotation"},
 		{"a step not started yet never times out", stepCall{step: &v1alpha1.TaskStep{}, err: transient},
 			stepDecision{next: stepRetry, err: transient}, ""},
 	} {
