@@ -123,6 +123,8 @@ type Reconciler struct {
 	// the cache shows it: an event before then (its StyrminDeployment's
 	// status changing) must not run its last step again from a stale copy.
 	finished map[types.UID]string
+	// uids is the UID of each task seen, to forget a task that is gone.
+	uids map[types.NamespacedName]types.UID
 }
 
 // lockedInstance is a task's instance as read from its lock.
@@ -164,7 +166,7 @@ func NewReconciler(opts Options) (*Reconciler, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Reconciler{opts: opts, metrics: m, started: map[types.UID]int32{}, written: map[types.UID]string{}, instances: map[types.NamespacedName]lockedInstance{}, lastErr: map[types.UID]string{}, finished: map[types.UID]string{}}, nil
+	return &Reconciler{opts: opts, metrics: m, started: map[types.UID]int32{}, written: map[types.UID]string{}, instances: map[types.NamespacedName]lockedInstance{}, lastErr: map[types.UID]string{}, finished: map[types.UID]string{}, uids: map[types.NamespacedName]types.UID{}}, nil
 }
 
 // SetupWithManager registers the controller: it watches StyrminTasks
@@ -318,9 +320,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 	}
 	if task == nil {
 		r.metrics.forget(req.NamespacedName)
-		r.mu.Lock()
-		delete(r.instances, req.NamespacedName)
-		r.mu.Unlock()
+		r.forgetKey(req.NamespacedName)
 		return reconcile.Result{}, nil
 	}
 	r.metrics.setPhase(req.NamespacedName, task.Status.Phase)
@@ -375,6 +375,7 @@ func (r *Reconciler) load(ctx context.Context, key types.NamespacedName) (*v1alp
 		return nil, fmt.Errorf("reading task %s: %w", key, err)
 	}
 	r.mu.Lock()
+	r.uids[key] = t.UID
 	last, ok := r.written[t.UID]
 	end, ended := r.finished[t.UID]
 	r.mu.Unlock()
@@ -400,14 +401,28 @@ func (r *Reconciler) load(ctx context.Context, key types.NamespacedName) (*v1alp
 // errEndNotCached: the cache does not show a task's terminal write yet.
 var errEndNotCached = errors.New("the task's end is not in the cache yet")
 
+// forget drops what the controller keeps of a task.
 func (r *Reconciler) forget(t *v1alpha1.StyrminTask) {
 	r.mu.Lock()
-	delete(r.finished, t.UID)
-	delete(r.started, t.UID)
-	delete(r.written, t.UID)
-	delete(r.lastErr, t.UID)
-	delete(r.instances, client.ObjectKeyFromObject(t))
-	r.mu.Unlock()
+	defer r.mu.Unlock()
+	r.forgetLocked(client.ObjectKeyFromObject(t), t.UID)
+}
+
+// forgetKey drops what the controller keeps of a task that is gone (it
+// may have been deleted while it ran).
+func (r *Reconciler) forgetKey(key types.NamespacedName) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.forgetLocked(key, r.uids[key])
+}
+
+func (r *Reconciler) forgetLocked(key types.NamespacedName, uid types.UID) {
+	delete(r.finished, uid)
+	delete(r.started, uid)
+	delete(r.written, uid)
+	delete(r.lastErr, uid)
+	delete(r.instances, key)
+	delete(r.uids, key)
 }
 
 // lastError is the last transient error of a task's running step.
