@@ -58,6 +58,12 @@ type Change struct {
 // resolves again and renumbers sequences. It must not keep headFS.
 type BuildFunc func(ctx context.Context, head Hash, headFS fs.FS) (Change, error)
 
+// ChainFunc is BuildFunc for a chain of commits: each change becomes one
+// commit on top of the one before, and the branch moves to the last in
+// one compare-and-swap (so a chain lands whole or not at all). Changes
+// that leave the tree as it is make no commit.
+type ChainFunc func(ctx context.Context, head Hash, headFS fs.FS) ([]Change, error)
+
 // Backoff bounds the pause between attempts: attempt n waits a random
 // duration in [d/2, d] with d = min(Initial·2^(n-1), Max), so that racing
 // lockers spread out.
@@ -68,8 +74,16 @@ type Backoff struct {
 
 // CommitRequest configures CommitLocks.
 type CommitRequest struct {
-	// Build computes the change; required.
+	// Build computes the change; Build or Chain is required.
 	Build BuildFunc
+	// Chain computes several commits instead (see ChainFunc); it wins over
+	// Build.
+	Chain ChainFunc
+	// Dir is the folder of the repository that Build and Chain see as
+	// their root (a desired-state repository kept in a sub-folder of a
+	// larger one): headFS is that folder of the head's tree and the paths
+	// of Change.Files are relative to it. Empty or "." is the root.
+	Dir string
 	// Author authors and commits; default DefaultAuthorName and
 	// DefaultAuthorEmail.
 	Author Signature
@@ -89,6 +103,9 @@ type CommitResult struct {
 	Parent Hash
 	// Committed is false when the change left the tree as it was.
 	Committed bool
+	// Commits are the commits made, oldest first (one for Build; one per
+	// change that changed the tree for Chain); Commit is the last.
+	Commits []Hash
 	// Attempts counts the attempts made (Build calls).
 	Attempts int
 }
@@ -124,8 +141,23 @@ const (
 //
 // The commit message is FormatMessage(Summary, Locks, Trailers).
 func (r *Repo) CommitLocks(ctx context.Context, req CommitRequest) (CommitResult, error) {
-	if req.Build == nil {
+	chain := req.Chain
+	if chain == nil && req.Build != nil {
+		build := req.Build
+		chain = func(ctx context.Context, head Hash, headFS fs.FS) ([]Change, error) {
+			ch, err := build(ctx, head, headFS)
+			return []Change{ch}, err
+		}
+	}
+	if chain == nil {
 		return CommitResult{}, errors.New("gitsource: commit locks: CommitRequest.Build is nil")
+	}
+	dir := strings.Trim(req.Dir, "/")
+	if dir == "" {
+		dir = "."
+	}
+	if !fs.ValidPath(dir) {
+		return CommitResult{}, fmt.Errorf("gitsource: commit locks: folder %q is not a clean relative path", req.Dir)
 	}
 	if err := r.requireBranch("commit locks"); err != nil {
 		return CommitResult{}, err
@@ -157,7 +189,7 @@ func (r *Repo) CommitLocks(ctx context.Context, req CommitRequest) (CommitResult
 			}
 		}
 		res.Attempts = attempt
-		done, err := r.attempt(ctx, req.Build, author, &res)
+		done, err := r.attempt(ctx, chain, dir, author, &res)
 		if err != nil || done {
 			return res, err
 		}
@@ -167,85 +199,104 @@ func (r *Repo) CommitLocks(ctx context.Context, req CommitRequest) (CommitResult
 
 // attempt runs one compare-and-swap attempt. done is false when the branch
 // moved and the caller should retry.
-func (r *Repo) attempt(ctx context.Context, build BuildFunc, author Signature, res *CommitResult) (done bool, err error) {
+func (r *Repo) attempt(ctx context.Context, build ChainFunc, dir string, author Signature, res *CommitResult) (done bool, err error) {
 	head, err := r.currentHead(ctx)
 	if err != nil {
 		return true, err
 	}
-	res.Parent, res.Commit, res.Committed = head, head, false
+	res.Parent, res.Commit, res.Committed, res.Commits = head, head, false, nil
 
-	headFS, err := r.FS(head)
+	headFS, err := r.TreeAt(head, dir)
 	if err != nil {
 		return true, err
 	}
-	change, err := build(ctx, head, headFS)
+	changes, err := build(ctx, head, headFS)
 	if err != nil {
 		return true, fmt.Errorf("gitsource: commit locks: build on %s: %w", head, err)
 	}
-	msg, err := FormatMessage(change.Summary, change.Locks, change.Trailers)
-	if err != nil {
-		return true, fmt.Errorf("gitsource: commit locks: %w", err)
+	msgs := make([]string, len(changes))
+	for i, ch := range changes {
+		if msgs[i], err = FormatMessage(ch.Summary, ch.Locks, ch.Trailers); err != nil {
+			return true, fmt.Errorf("gitsource: commit locks: %w", err)
+		}
 	}
 
 	r.mu.Lock()
 	defer r.mu.Unlock()
 
 	tb := &treeBuilder{s: r.storer, old: map[string]object.TreeEntry{}}
-	baseTree := plumbing.ZeroHash
+	tree := plumbing.ZeroHash
 	if !head.IsZero() {
 		c, err := object.GetCommit(r.storer, head.plumbing())
 		if err != nil {
 			return true, fmt.Errorf("gitsource: commit locks: head %s: %w", head, err)
 		}
-		baseTree = c.TreeHash
+		tree = c.TreeHash
 	}
-	newTree, err := tb.apply(baseTree, change.Files)
-	if err != nil {
-		return true, fmt.Errorf("gitsource: commit locks: %w", err)
+	now := time.Now()
+	sig := object.Signature{Name: author.Name, Email: author.Email, When: now}
+	parent := head
+	var commits []Hash
+	written := map[string][]byte{}
+	for i, change := range changes {
+		files := change.Files
+		if dir != "." {
+			files = make(map[string][]byte, len(change.Files))
+			for p, data := range change.Files {
+				files[dir+"/"+p] = data
+			}
+		}
+		newTree, err := tb.apply(tree, files)
+		if err != nil {
+			return true, fmt.Errorf("gitsource: commit locks: %w", err)
+		}
+		if newTree == tree {
+			continue // this change is already there
+		}
+		maps.Copy(written, files)
+		commit := &object.Commit{Author: sig, Committer: sig, Message: msgs[i], TreeHash: newTree}
+		if !parent.IsZero() {
+			commit.ParentHashes = []plumbing.Hash{parent.plumbing()}
+		}
+		obj := r.storer.NewEncodedObject()
+		if err := commit.Encode(obj); err != nil {
+			return true, fmt.Errorf("gitsource: commit locks: encode commit: %w", err)
+		}
+		ch, err := r.storer.SetEncodedObject(obj)
+		if err != nil {
+			return true, fmt.Errorf("gitsource: commit locks: store commit: %w", err)
+		}
+		tb.created = append(tb.created, ch)
+		tree, parent = newTree, fromPlumbing(ch)
+		commits = append(commits, parent)
 	}
-	if newTree == baseTree {
+	if len(commits) == 0 {
 		return true, nil // nothing to commit
 	}
 
 	wt := r.checkedOutWorktree()
 	if wt != nil {
-		if err := wt.checkClean(change.Files, tb.old); err != nil {
+		if err := wt.checkClean(written, tb.old); err != nil {
 			return true, err
 		}
 	}
 
-	now := time.Now()
-	sig := object.Signature{Name: author.Name, Email: author.Email, When: now}
-	commit := &object.Commit{Author: sig, Committer: sig, Message: msg, TreeHash: newTree}
-	if !head.IsZero() {
-		commit.ParentHashes = []plumbing.Hash{head.plumbing()}
-	}
-	obj := r.storer.NewEncodedObject()
-	if err := commit.Encode(obj); err != nil {
-		return true, fmt.Errorf("gitsource: commit locks: encode commit: %w", err)
-	}
-	ch, err := r.storer.SetEncodedObject(obj)
-	if err != nil {
-		return true, fmt.Errorf("gitsource: commit locks: store commit: %w", err)
-	}
-	tb.created = append(tb.created, ch)
-
 	if r.remoteName == "" {
-		moved, err := r.casLocalRef(head, fromPlumbing(ch))
+		moved, err := r.casLocalRef(head, parent)
 		if err != nil || moved {
 			return !moved, err
 		}
 	} else {
-		moved, err := r.push(ctx, head, fromPlumbing(ch), tb.created)
+		moved, err := r.push(ctx, head, parent, tb.created)
 		if err != nil || moved {
 			return !moved, err
 		}
 	}
-	res.Commit, res.Committed = fromPlumbing(ch), true
+	res.Commit, res.Committed, res.Commits = parent, true, commits
 
 	if wt != nil {
-		if err := wt.update(change.Files); err != nil {
-			return true, fmt.Errorf("gitsource: commit locks: commit %s is on %s but updating the worktree failed (restore it with `git checkout HEAD -- <paths>`): %w", ch, r.branch, err)
+		if err := wt.update(written); err != nil {
+			return true, fmt.Errorf("gitsource: commit locks: commit %s is on %s but updating the worktree failed (restore it with `git checkout HEAD -- <paths>`): %w", parent, r.branch, err)
 		}
 	}
 	return true, nil
@@ -515,14 +566,16 @@ func (b *treeBuilder) applyNode(base plumbing.Hash, n *changeNode, dir string) (
 		mode := filemode.Regular
 		if i >= 0 {
 			e := entries[i]
-			b.old[p] = e
+			if _, seen := b.old[p]; !seen { // a chain: keep the head's entry
+				b.old[p] = e
+			}
 			switch e.Mode {
 			case filemode.Dir:
 				return plumbing.ZeroHash, false, fmt.Errorf("%w %q: is a directory", ErrInvalidPath, p)
 			case filemode.Executable:
 				mode = filemode.Executable
 			}
-		} else {
+		} else if _, seen := b.old[p]; !seen {
 			b.old[p] = object.TreeEntry{}
 		}
 		if content == nil {

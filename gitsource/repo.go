@@ -45,6 +45,9 @@ type Repo struct {
 	// local branch, so it is kept at the remote-tracking ref and "main" or
 	// "HEAD" resolve to what was last fetched or pushed.
 	ownBranch bool
+
+	// seqCache is the last answer of LockedSequences (guarded by mu).
+	seqCache *sequenceCache
 }
 
 // Compile-time checks that Repo implements the package's interfaces.

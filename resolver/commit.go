@@ -2,8 +2,12 @@ package resolver
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"io/fs"
+	"maps"
 	"strconv"
+	"strings"
 
 	"github.com/styrmin/styrmin/gitsource"
 )
@@ -26,46 +30,240 @@ type CommitOutcome struct {
 // assign one sequence twice. A head whose locks are current makes no
 // commit, so the engine's own lock commits never cause another lock.
 func CommitLocks(ctx context.Context, w gitsource.Writer, opts WorkspaceOptions, policy LockPolicy, maxAttempts int) (CommitOutcome, error) {
-	return CommitLocksWith(ctx, w, opts, LockRequest{Policy: policy}, maxAttempts)
+	return CommitLocksWith(ctx, w, opts, LockRequest{Policy: policy}, CommitOptions{Attempts: maxAttempts})
+}
+
+// DefaultMaxUnlocked bounds how many first-parent commits a lock walks
+// back to find the last lock.
+const DefaultMaxUnlocked = 1000
+
+// ConfigCommitTrailer records, on a lock commit, the configuration commit
+// whose change it locks.
+const ConfigCommitTrailer = "Styrmin-Config-Commit"
+
+// CommitOptions says how CommitLocksWith commits.
+type CommitOptions struct {
+	// Attempts bounds the compare-and-swap attempts (0: gitsource's
+	// default).
+	Attempts int
+	// Dir is the folder of the git repository that holds the
+	// desired-state repository ("" or "." for its root).
+	Dir string
+	// History reads the branch's history: the configuration commits since
+	// the last lock, each locked as its own change, and the sequences ever
+	// used. Nil locks the head only and numbers after its lockfiles.
+	History gitsource.History
+	// Squash locks the head only, as one change, even when several
+	// configuration commits are unlocked (sequences still come after
+	// every one ever used).
+	Squash bool
+	// MaxUnlocked bounds the walk back (0: DefaultMaxUnlocked).
+	MaxUnlocked int
 }
 
 // CommitLocksWith is CommitLocks for a whole LockRequest
-// (Workspace.LockFor, on each attempt's head): the retries it asks for are
-// locked in the same commit, a Styrmin-Retry trailer each, when their lock
-// is still at the sequence asked for (the others are reported in
-// NotRetried); an allowance of deletions that the lock uses is recorded in
-// a Styrmin-Allow-Deletions trailer.
-func CommitLocksWith(ctx context.Context, w gitsource.Writer, opts WorkspaceOptions, req LockRequest, maxAttempts int) (CommitOutcome, error) {
+// (Workspace.LockFor, on each attempt's head).
+//
+// With History, every first-parent commit since the locks last changed
+// that changes a deployment's instance is locked as its own change: one
+// lock commit per such configuration commit, in order, each recording the
+// commit it locks in its instances' sourceCommit and a
+// Styrmin-Config-Commit trailer, all pushed in one compare-and-swap. So
+// two upgrades merged before a lock each get a sequence, and the agent
+// runs both. A commit in between that does not resolve is skipped for the
+// deployments it breaks (they lock at the next commit that resolves); the
+// request's policy applies to the head. The deletion rule applies to the
+// whole lock; a Styrmin-Allow-Deletions trailer on a configuration commit
+// allows as --allow-deletions does.
+//
+// The retries the request asks for are locked in the last commit, a
+// Styrmin-Retry trailer each, when their lock is still at the sequence
+// asked for (the others are reported in NotRetried); an allowance of
+// deletions that the lock uses is recorded in a Styrmin-Allow-Deletions
+// trailer.
+func CommitLocksWith(ctx context.Context, w gitsource.Writer, opts WorkspaceOptions, req LockRequest, co CommitOptions) (CommitOutcome, error) {
 	var out CommitOutcome
-	build := func(ctx context.Context, head gitsource.Hash, headFS fs.FS) (gitsource.Change, error) {
+	chain := func(ctx context.Context, head gitsource.Hash, headFS fs.FS) ([]gitsource.Change, error) {
+		steps, err := lockSteps(co, head)
+		if err != nil {
+			return nil, err
+		}
 		o := opts
-		if !head.IsZero() {
-			o.SourceCommit = head.String()
+		if co.History != nil && !head.IsZero() {
+			seqs, err := co.History.LockedSequences(head)
+			if err != nil {
+				return nil, err
+			}
+			o.Used = UsedFromTrailers(seqs)
 		}
-		ws, err := LoadWorkspace(headFS, o)
-		if err != nil {
-			return gitsource.Change{}, err
+		var running map[ID]*Instance
+		var changes []gitsource.Change
+		var lastWS *Workspace
+		allowed := req.AllowDeletions
+		out.Changes, out.Skipped, out.NotRetried = nil, nil, nil
+		for i, step := range steps {
+			last := i == len(steps)-1
+			fsys := headFS
+			if step.commit != head {
+				if fsys, err = co.History.TreeAt(step.commit, dirOf(co.Dir)); err != nil {
+					return nil, err
+				}
+			}
+			if !step.commit.IsZero() {
+				o.SourceCommit = step.commit.String()
+			}
+			ws, err := LoadWorkspace(fsys, o)
+			if err != nil && !last {
+				continue // a broken commit in between: the next one locks
+			}
+			if err != nil {
+				return nil, err
+			}
+			if running == nil {
+				running = ws.Locks
+			}
+			ws.Locks = running
+			allowed += step.allowDeletions
+			r := LockRequest{Policy: LockKeepGoing, AllowDeletions: maxAllowance}
+			if last {
+				r.Policy, r.Retry = req.Policy, req.Retry
+			}
+			lo, err := ws.LockFor(r)
+			if err != nil && !last {
+				continue
+			}
+			if err != nil {
+				return nil, err
+			}
+			if last {
+				out.Skipped, out.NotRetried, lastWS = lo.Skipped, lo.NotRetried, ws
+			}
+			if len(lo.All()) == 0 {
+				continue
+			}
+			next := maps.Clone(running)
+			for _, c := range lo.All() {
+				next[c.ID] = c.Next
+				o.Used = recordUsed(o.Used, c)
+			}
+			running = next
+			out.Changes = append(out.Changes, lo.All()...)
+			changes = append(changes, stepChange(lo, step, len(steps) > 1))
 		}
-		lo, err := ws.LockFor(req)
-		if err != nil {
-			return gitsource.Change{}, err
+		if lastWS == nil {
+			return nil, nil
 		}
-		out.Changes, out.Skipped, out.NotRetried = lo.All(), lo.Skipped, lo.NotRetried
-		ch := RetryChange(lo.Retries)
-		if len(lo.Changes) > 0 {
-			// A lock with retries: the summary lists every deployment.
-			ch.Summary = ""
+		ids := Deleted(out.Changes)
+		d := DeletionRule(lastWS.Repo.Settings, nil, allowed, len(ids))
+		if d.Refused {
+			out.Changes = nil
+			return nil, &DeletionsRefusedError{Deletions: d, IDs: ids}
 		}
-		for _, c := range lo.Changes {
-			ch.Files[c.Path()] = c.Data
-			ch.Locks[c.ID.String()] = int(c.Next.Sequence)
+		if d.Count > d.Threshold {
+			for i := range changes {
+				changes[i].Trailers = append(changes[i].Trailers, gitsource.Trailer{Key: AllowDeletionsTrailer, Value: strconv.Itoa(d.Count)})
+			}
 		}
-		if d := DeletionRule(ws.Repo.Settings, nil, req.AllowDeletions, len(Deleted(lo.Changes))); d.Count > d.Threshold {
-			ch.Trailers = append(ch.Trailers, gitsource.Trailer{Key: AllowDeletionsTrailer, Value: strconv.Itoa(d.Count)})
-		}
-		return ch, nil
+		return changes, nil
 	}
-	return commitBuilt(ctx, w, build, maxAttempts, &out)
+	res, err := w.CommitLocks(ctx, gitsource.CommitRequest{Chain: chain, Dir: co.Dir, MaxAttempts: co.Attempts})
+	out.CommitResult = res
+	if err != nil {
+		return out, err
+	}
+	if !res.Committed {
+		out.Changes = nil
+	}
+	return out, nil
+}
+
+// maxAllowance lets a step of a chain lock any number of deletions: the
+// deletion rule applies to the whole lock, after the last step.
+const maxAllowance = int(^uint(0) >> 1)
+
+// lockStep is one configuration commit a lock locks.
+type lockStep struct {
+	commit gitsource.Hash
+	// allowDeletions is the commit's Styrmin-Allow-Deletions trailer.
+	allowDeletions int
+	// subject is the commit's subject line, for the lock commit's.
+	subject string
+}
+
+// lockSteps lists the configuration commits a lock on head locks, oldest
+// first: the head alone without History or with Squash, and for a branch
+// never locked (its first lock is one change); otherwise every
+// configuration commit since the last lock.
+func lockSteps(co CommitOptions, head gitsource.Hash) ([]lockStep, error) {
+	commits := []gitsource.Hash{head}
+	if co.History != nil && !head.IsZero() {
+		limit := co.MaxUnlocked
+		if limit <= 0 {
+			limit = DefaultMaxUnlocked
+		}
+		un, err := co.History.UnlockedChanges(head, dirOf(co.Dir), lockDir, limit)
+		if errors.Is(err, gitsource.ErrTooManyUnlocked) {
+			return nil, fmt.Errorf("%w: lock the head as one change with --squash", err)
+		}
+		if err != nil {
+			return nil, err
+		}
+		if !co.Squash && !un.Base.IsZero() && len(un.Commits) > 0 {
+			commits = un.Commits
+		}
+	}
+	steps := make([]lockStep, len(commits))
+	for i, c := range commits {
+		steps[i].commit = c
+		if co.History == nil || c.IsZero() {
+			continue
+		}
+		msg, err := co.History.Message(c)
+		if err != nil {
+			return nil, err
+		}
+		steps[i].subject, _, _ = strings.Cut(msg, "\n")
+		for _, t := range gitsource.ParseTrailers(msg) {
+			if strings.EqualFold(t.Key, AllowDeletionsTrailer) {
+				if n, err := strconv.Atoi(t.Value); err == nil && n > steps[i].allowDeletions {
+					steps[i].allowDeletions = n
+				}
+			}
+		}
+	}
+	return steps, nil
+}
+
+// stepChange is the lock commit of one step: its lockfiles and trailers,
+// and, in a chain, the configuration commit it locks.
+func stepChange(lo LockOutcome, step lockStep, chained bool) gitsource.Change {
+	ch := RetryChange(lo.Retries)
+	if len(lo.Changes) > 0 {
+		ch.Summary = "" // a lock with retries: the summary lists every deployment
+	}
+	for _, c := range lo.Changes {
+		ch.Files[c.Path()] = c.Data
+		ch.Locks[c.ID.String()] = int(c.Next.Sequence)
+	}
+	if chained && !step.commit.IsZero() {
+		ch.Trailers = append(ch.Trailers, gitsource.Trailer{Key: ConfigCommitTrailer, Value: step.commit.String()})
+	}
+	return ch
+}
+
+func recordUsed(u UsedSequences, c LockChange) UsedSequences {
+	if u == nil {
+		u = UsedSequences{}
+	}
+	u.record(c.ID, c.Next.Sequence)
+	return u
+}
+
+func dirOf(dir string) string {
+	if dir == "" {
+		return "."
+	}
+	return dir
 }
 
 // commitBuilt commits what build gives with compare-and-swap and fills

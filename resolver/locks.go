@@ -67,7 +67,12 @@ func (c LockChange) Trailer() string { return fmt.Sprintf("%s=%d", c.ID, c.Next.
 // PlanLocks compares resolved instances with the current locks and returns
 // the lockfiles to write, sorted by deployment: NextInstances, encoded.
 func PlanLocks(res *Result, current map[ID]*Instance) ([]LockChange, error) {
-	changes, err := NextInstances(res, current)
+	return planLocks(res, current, nil)
+}
+
+// planLocks is PlanLocks numbering after the sequences used.
+func planLocks(res *Result, current map[ID]*Instance, used UsedSequences) ([]LockChange, error) {
+	changes, err := nextInstances(res, current, used)
 	if err != nil {
 		return nil, err
 	}
@@ -89,6 +94,12 @@ func PlanLocks(res *Result, current map[ID]*Instance) ([]LockChange, error) {
 // byte-identical). Deployments that failed to resolve are neither locked
 // nor tombstoned; deployments on hold keep their lock.
 func NextInstances(res *Result, current map[ID]*Instance) ([]LockChange, error) {
+	return nextInstances(res, current, nil)
+}
+
+// nextInstances is NextInstances numbering after the sequences used (nil:
+// the current locks only).
+func nextInstances(res *Result, current map[ID]*Instance, used UsedSequences) ([]LockChange, error) {
 	var out []LockChange
 	for _, r := range res.Resolved {
 		if _, held := res.Held[r.Instance.ID]; held {
@@ -99,10 +110,7 @@ func NextInstances(res *Result, current map[ID]*Instance) ([]LockChange, error) 
 			continue
 		}
 		next := *r.Instance
-		next.Sequence = 1
-		if prev != nil {
-			next.Sequence = prev.Sequence + 1
-		}
+		next.Sequence = used.next(next.ID, prev)
 		out = append(out, LockChange{ID: next.ID, Previous: prev, Next: &next})
 	}
 	ids := make([]ID, 0, len(current))
@@ -119,7 +127,7 @@ func NextInstances(res *Result, current map[ID]*Instance) ([]LockChange, error) 
 			APIVersion:   APIVersion,
 			Kind:         KindTombstone,
 			ID:           id,
-			Sequence:     prev.Sequence + 1,
+			Sequence:     used.next(id, prev),
 			SourceCommit: sourceCommitOf(res),
 		}
 		dg, err := t.ComputeDigest()

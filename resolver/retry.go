@@ -27,6 +27,11 @@ var ErrNothingToRetry = errors.New("nothing to retry")
 // deployment without a lock, or whose lock is a tombstone, is an error
 // naming it (wrapping ErrNothingToRetry), and nothing is returned.
 func RetryLocks(current map[ID]*Instance, ids []ID) ([]LockChange, error) {
+	return retryLocks(current, ids, nil)
+}
+
+// retryLocks is RetryLocks numbering after the sequences used.
+func retryLocks(current map[ID]*Instance, ids []ID, used UsedSequences) ([]LockChange, error) {
 	ids = append([]ID(nil), ids...)
 	SortIDs(ids)
 	out := make([]LockChange, 0, len(ids))
@@ -42,7 +47,7 @@ func RetryLocks(current map[ID]*Instance, ids []ID) ([]LockChange, error) {
 			return nil, fmt.Errorf("retry %s: %w: it was deleted (its lock at sequence %d is a tombstone)", id, ErrNothingToRetry, prev.Sequence)
 		}
 		next := *prev
-		next.Sequence = prev.Sequence + 1
+		next.Sequence = used.next(id, prev)
 		data, err := EncodeLock(&next)
 		if err != nil {
 			return nil, err

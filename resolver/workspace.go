@@ -25,7 +25,15 @@ type WorkspaceOptions struct {
 	ExtraDrivers []*drivers.Driver
 	// MaxFileSize bounds configuration files (0: DefaultMaxFileSize).
 	MaxFileSize int64
+	// Used are the sequences the branch's history used; new sequences come
+	// after them (nil: after the lockfiles only).
+	Used UsedSequences
 }
+
+// ConfigPaths are the files and folders of a desired-state repository
+// that resolution reads (lockfiles aside): a working tree whose files
+// there equal a commit's resolves as that commit does.
+func ConfigPaths() []string { return []string{"styrmin.cue", "clusters", "drivers"} }
 
 // Workspace is a desired-state repository loaded at one point: its
 // configuration, its driver catalog and its current lockfiles.
@@ -114,7 +122,7 @@ func (w *Workspace) LockAllowing(policy LockPolicy, allowDeletions int) ([]LockC
 	if err := res.Err(); err != nil && policy == LockAllOrNothing {
 		return nil, res, err
 	}
-	changes, err := PlanLocks(res, w.Locks)
+	changes, err := planLocks(res, w.Locks, w.opts.Used)
 	if err != nil {
 		return nil, res, err
 	}
@@ -166,7 +174,7 @@ func (w *Workspace) LockFor(req LockRequest) (LockOutcome, error) {
 		return out, rerr
 	}
 	still, moved := StillAt(w.Locks, req.Retry)
-	retries, err := RetryLocks(w.Locks, Unchanged(still, changes))
+	retries, err := retryLocks(w.Locks, Unchanged(still, changes), w.opts.Used)
 	if err != nil {
 		return out, err
 	}

@@ -15,9 +15,17 @@ type head struct {
 	// name describes it in a plan: "working tree", or "REV (short hash)".
 	name string
 	// commit is recorded in new instances: the revision's commit; for the
-	// working tree the head of its branch ("" outside git or on a
-	// detached HEAD, as lock has always recorded it).
+	// working tree the commit HEAD names when the working tree's
+	// configuration is that commit's ("" outside git, or with uncommitted
+	// edits: no commit gives that configuration).
 	commit string
+	// edited reports a working tree whose configuration differs from HEAD.
+	edited bool
+	// used are the sequences HEAD's history used (nil outside git).
+	used resolver.UsedSequences
+	// unlocked counts the configuration commits since the locks last
+	// changed (working tree only; 0 outside git).
+	unlocked int
 }
 
 // loadHead is the one way plan, diff, lock and explain choose what they
@@ -29,15 +37,12 @@ func loadHead(dir, rev string, repo *gitsource.Repo) (head, error) {
 	if repo == nil {
 		return h, nil
 	}
-	if c, err := repo.Head(); err == nil {
-		h.commit = c.String()
-	}
-	if rev == "" {
-		return h, nil
-	}
 	sub, err := repo.Subdir(dir)
 	if err != nil {
 		return head{}, err
+	}
+	if rev == "" {
+		return workingTree(h, repo, sub)
 	}
 	r, err := repo.ResolveRevision(rev)
 	if err != nil {
@@ -48,6 +53,33 @@ func loadHead(dir, rev string, repo *gitsource.Repo) (head, error) {
 		return head{}, err
 	}
 	return head{fsys: fsys, name: r.Name, commit: r.Commit.String()}, nil
+}
+
+// workingTree completes h, the working tree at the folder sub of repo:
+// the commit it is, the sequences used, the unlocked commits.
+func workingTree(h head, repo *gitsource.Repo, sub string) (head, error) {
+	c, err := repo.Resolve("HEAD")
+	if err != nil || c.IsZero() {
+		return h, nil // no commit yet
+	}
+	same, err := repo.SameFiles(c, sub, h.fsys, resolver.ConfigPaths())
+	if err != nil {
+		return head{}, err
+	}
+	if same {
+		h.commit = c.String()
+	} else {
+		h.edited = true
+	}
+	seqs, err := repo.LockedSequences(c)
+	if err != nil {
+		return head{}, err
+	}
+	h.used = resolver.UsedFromTrailers(seqs)
+	if un, err := repo.UnlockedChanges(c, sub, "locks", resolver.DefaultMaxUnlocked); err == nil && !un.Base.IsZero() {
+		h.unlocked = len(un.Commits)
+	}
+	return h, nil
 }
 
 // openRepo opens the git repository holding dir, or returns nil outside
@@ -63,10 +95,11 @@ func openRepo(dir string) *gitsource.Repo {
 // headWorkspace loads the working tree (loadHead) with its drivers,
 // fetching the driver sources styrmin.cue lists, and its lockfiles: what
 // lock and explain resolve.
-func headWorkspace(ctx context.Context, dir string) (*resolver.Workspace, error) {
+func headWorkspace(ctx context.Context, dir string) (*resolver.Workspace, head, error) {
 	h, err := loadHead(dir, "", openRepo(dir))
 	if err != nil {
-		return nil, err
+		return nil, h, err
 	}
-	return resolver.LoadWorkspace(h.fsys, resolver.WorkspaceOptions{SourceCommit: h.commit, FetchDriver: driverFetcher(ctx)})
+	ws, err := resolver.LoadWorkspace(h.fsys, resolver.WorkspaceOptions{SourceCommit: h.commit, FetchDriver: driverFetcher(ctx), Used: h.used})
+	return ws, h, err
 }

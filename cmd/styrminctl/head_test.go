@@ -49,10 +49,19 @@ func TestLoadHeadChoosesTheWorkingTreeOrARevision(t *testing.T) {
 	if repo == nil {
 		t.Fatal("openRepo: nil inside a git repository")
 	}
-	// The working tree, uncommitted edits included, records the branch head.
+	// A working tree with uncommitted configuration edits records no
+	// commit: HEAD's configuration would give other instances.
 	h, err = loadHead(dir, "", repo)
-	if err != nil || h.name != "working tree" || h.commit != second || read(h) != "deletionThreshold: 3\n" {
-		t.Errorf("working tree: %+v, %v; want commit %s", h, err, second)
+	if err != nil || h.name != "working tree" || h.commit != "" || !h.edited || read(h) != "deletionThreshold: 3\n" {
+		t.Errorf("edited working tree: %+v, %v; want no commit", h, err)
+	}
+	// A file outside the configuration (a README) changes nothing; the
+	// working tree is HEAD's configuration.
+	writeRepoFile(t, dir, "styrmin.cue", "deletionThreshold: 2\n")
+	writeRepoFile(t, dir, "README.md", "notes\n")
+	h, err = loadHead(dir, "", repo)
+	if err != nil || h.commit != second || h.edited {
+		t.Errorf("clean working tree: %+v, %v; want commit %s", h, err, second)
 	}
 	// A revision: its tree at the same folder, named with its short hash.
 	h, err = loadHead(dir, "HEAD~1", repo)
@@ -62,10 +71,10 @@ func TestLoadHeadChoosesTheWorkingTreeOrARevision(t *testing.T) {
 	if _, err := loadHead(dir, "nosuch", repo); err == nil || !strings.Contains(err.Error(), `resolve "nosuch"`) {
 		t.Errorf("unknown revision: %v", err)
 	}
-	// A detached HEAD has no branch: no commit recorded, as lock always did.
+	// A detached HEAD (a CI checkout) records the commit it is at.
 	planGit(t, root, "checkout", "-q", "--detach", "HEAD")
-	if h, err := loadHead(dir, "", openRepo(dir)); err != nil || h.commit != "" {
-		t.Errorf("detached: %+v, %v; want no commit", h, err)
+	if h, err := loadHead(dir, "", openRepo(dir)); err != nil || h.commit != second {
+		t.Errorf("detached: %+v, %v; want commit %s", h, err, second)
 	}
 }
 

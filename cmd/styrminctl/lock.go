@@ -28,6 +28,7 @@ type lockOptions struct {
 	branch         string
 	remote         string
 	attempts       int
+	squash         bool
 }
 
 // newLockCmd builds `styrminctl lock`: resolve the working tree and write a
@@ -44,7 +45,14 @@ deployment gets a tombstone. With --check nothing is written and the exit code i
 when locks are stale and 1 when the configuration does not resolve (for CI on pull
 requests, which can tell the two apart). With --commit the lockfiles are
 committed; with --push the commit is pushed with compare-and-swap retries: when the
-branch moved, lock resolves again on the new head and renumbers.`,
+branch moved, lock resolves again on the new head and renumbers.
+
+With --commit and --push every first-parent commit since the locks last changed that
+changes a deployment's instance gets its own sequence, as a chain of lock commits (one
+per configuration commit, in order), so two upgrades merged before one lock run both
+run their hooks; --squash locks the head as one change instead. A sequence always
+comes after the highest the branch's history ever used for the deployment, whatever
+happened to its lockfile.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if o.push || o.commit {
@@ -60,6 +68,7 @@ branch moved, lock resolves again on the new head and renumbers.`,
 	f.BoolVar(&o.push, "push", false, "commit and push to the remote branch with compare-and-swap retries (implies --commit)")
 	f.StringVar(&o.remote, "remote", "origin", "remote to push to with --push")
 	f.StringVar(&o.branch, "branch", "", "branch to commit to (default: the current branch)")
+	f.BoolVar(&o.squash, "squash", false, "with --commit/--push, lock the head as one change even when several configuration commits since the last lock change instances (default: one lock commit per such commit, so each change runs its own workflow)")
 	f.IntVar(&o.attempts, "attempts", 8, "maximum push attempts when the branch moves")
 	f.IntVar(&o.allowDeletions, "allow-deletions", 0, "allow the lock to delete up to this many deployments, above the deletion threshold (recorded in a Styrmin-Allow-Deletions trailer with --commit/--push)")
 	f.BoolVar(&o.retryFailed, "retry-failed", false, "also lock again, with the same instance, every deployment whose newest task failed in the cluster of --kubeconfig (a retry)")
@@ -75,7 +84,7 @@ func lockPolicy(o *lockOptions) resolver.LockPolicy {
 }
 
 func runLock(ctx context.Context, g *globalOptions, o *lockOptions, stdout io.Writer) error {
-	ws, err := headWorkspace(ctx, g.Repo)
+	ws, h, err := headWorkspace(ctx, g.Repo)
 	if err != nil {
 		return err
 	}
@@ -102,6 +111,7 @@ func runLock(ctx context.Context, g *globalOptions, o *lockOptions, stdout io.Wr
 		fmt.Fprintln(stdout, "locks are up to date")
 		return resErr
 	}
+	printWorkingTreeNotes(stdout, h, len(changes))
 	for _, c := range changes {
 		if err := writeAtomic(filepath.Join(g.Repo, filepath.FromSlash(c.Path())), c.Data); err != nil {
 			return err
@@ -112,6 +122,20 @@ func runLock(ctx context.Context, g *globalOptions, o *lockOptions, stdout io.Wr
 		fmt.Fprintln(stdout, "nothing to lock: every deployment is at its locked instance")
 	}
 	return resErr
+}
+
+// printWorkingTreeNotes says what a lock of the working tree cannot do
+// that lock --commit does.
+func printWorkingTreeNotes(stdout io.Writer, h head, changes int) {
+	if changes == 0 {
+		return
+	}
+	if h.unlocked > 1 {
+		fmt.Fprintf(stdout, "note: %d configuration commits since the last lock are locked here as one change; `styrminctl lock --commit` gives each its own instance\n", h.unlocked)
+	}
+	if h.edited {
+		fmt.Fprintln(stdout, "note: the configuration has uncommitted edits, so the new instances record no sourceCommit (no commit holds that configuration); commit the edits first, then lock, to record one")
+	}
 }
 
 func seqOf(in *resolver.Instance) int64 {

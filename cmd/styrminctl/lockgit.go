@@ -53,8 +53,13 @@ func runLockCommit(ctx context.Context, g *globalOptions, o *lockOptions, stdout
 			return err
 		}
 	}
+	dir, err := repo.Subdir(g.Repo)
+	if err != nil {
+		return err
+	}
 	out, err := resolver.CommitLocksWith(ctx, repo, resolver.WorkspaceOptions{FetchDriver: driverFetcher(ctx)},
-		resolver.LockRequest{Policy: lockPolicy(o), AllowDeletions: o.allowDeletions, Retry: retry}, o.attempts)
+		resolver.LockRequest{Policy: lockPolicy(o), AllowDeletions: o.allowDeletions, Retry: retry},
+		resolver.CommitOptions{Attempts: o.attempts, Dir: dir, History: repo, Squash: o.squash})
 	if err != nil {
 		return err
 	}

@@ -116,6 +116,10 @@ func printCommitted(stdout io.Writer, out resolver.CommitOutcome, repo *gitsourc
 	if push {
 		verb = "pushed"
 	}
+	if n := len(out.Commits); n > 1 {
+		fmt.Fprintf(stdout, "%s %d lock commits, one per configuration change, ending at %s on %s after %d attempt(s)\n", verb, n, out.Commit, repo.Branch(), out.Attempts)
+		return
+	}
 	fmt.Fprintf(stdout, "%s %s on %s after %d attempt(s)\n", verb, out.Commit, repo.Branch(), out.Attempts)
 }
 

@@ -14,9 +14,12 @@ import (
 
 // LockRepo is what the locker needs of its clone: fetch the branch, tell a
 // lock commit from a configuration commit, and commit lockfiles back with
-// compare-and-swap. *gitsource.Repo implements it.
+// compare-and-swap, and read the history a lock walks (each configuration
+// commit since the last lock is its own change). *gitsource.Repo
+// implements it.
 type LockRepo interface {
 	gitsource.Writer
+	gitsource.History
 	Fetch(ctx context.Context) (gitsource.FetchResult, error)
 	LockChanges(from, to gitsource.Hash, prefix string) ([]gitsource.LockChange, error)
 }
@@ -160,7 +163,8 @@ func (l *Locker) LockHead(ctx context.Context) (LockResult, error) {
 	if l.opts.AllOrNothing {
 		policy = resolver.LockAllOrNothing
 	}
-	out, err := resolver.CommitLocks(ctx, l.opts.Repo, resolver.WorkspaceOptions{}, policy, l.opts.MaxAttempts)
+	out, err := resolver.CommitLocksWith(ctx, l.opts.Repo, resolver.WorkspaceOptions{}, resolver.LockRequest{Policy: policy},
+		resolver.CommitOptions{Attempts: l.opts.MaxAttempts, History: l.opts.Repo})
 	if err != nil {
 		// A configuration that does not resolve is retried only on the next
 		// head: the same head would fail the same way.

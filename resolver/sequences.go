@@ -1,0 +1,37 @@
+package resolver
+
+// UsedSequences holds, per deployment, the highest sequence the branch's
+// history has ever used (from the Styrmin-Lock trailers of its lock
+// commits). A new sequence is the next after both this and the current
+// lockfile's, so a lockfile deleted by hand, or restored to an older
+// content, never makes a number be used twice.
+type UsedSequences map[ID]int64
+
+// UsedFromTrailers turns the deployment keys of lock trailers (as
+// gitsource.Repo.LockedSequences returns them) into UsedSequences; keys
+// that name no deployment are ignored.
+func UsedFromTrailers(m map[string]int) UsedSequences {
+	out := make(UsedSequences, len(m))
+	for k, v := range m {
+		if id, err := ParseID(k); err == nil {
+			out[id] = int64(v)
+		}
+	}
+	return out
+}
+
+// next is the sequence of a new instance of id after prev (nil: none).
+func (u UsedSequences) next(id ID, prev *Instance) int64 {
+	n := u[id]
+	if prev != nil && prev.Sequence > n {
+		n = prev.Sequence
+	}
+	return n + 1
+}
+
+// record notes that id now uses seq.
+func (u UsedSequences) record(id ID, seq int64) {
+	if seq > u[id] {
+		u[id] = seq
+	}
+}
