@@ -1,0 +1,253 @@
+package main
+
+import (
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/styrmin/styrmin/resolver"
+)
+
+const devHubFile = "clusters/local/environments/dev/deployments/hub.cue"
+
+// hubAt is the dev hub deployment at an application version.
+func hubAt(version string) string {
+	return "driver:     \"graphhub\"\nappVersion: \"" + version + "\"\nconnects: [\"web\"]\nparameters: {\n\tworkers: 2\n\tdatabasePassword: {name: \"hub-db\", key: \"password\"}\n}\n"
+}
+
+// readLock reads a lockfile of the working tree.
+func readLock(t *testing.T, dir, rel string) *resolver.Instance {
+	t.Helper()
+	in, err := resolver.ReadLock(os.DirFS(dir), rel)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return in
+}
+
+// lockAtCommit reads a lockfile as one commit has it.
+func lockAtCommit(t *testing.T, dir, rev, rel string) *resolver.Instance {
+	t.Helper()
+	data := planGit(t, dir, "show", rev+":"+rel)
+	in, err := resolver.DecodeLock(rel, []byte(data+"\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return in
+}
+
+// twoUpgrades commits two upgrades of dev/hub (1.4.0 → 1.5.0 → 1.6.0) and
+// a README edit between them, none locked; it returns the two upgrade
+// commits.
+func twoUpgrades(t *testing.T, dir string) (first, second string) {
+	t.Helper()
+	writeRepoFile(t, dir, devHubFile, hubAt("1.5.0"))
+	planGit(t, dir, "commit", "-q", "-am", "hub 1.5.0")
+	first = planGit(t, dir, "rev-parse", "HEAD")
+	writeRepoFile(t, dir, "README.md", "notes\n")
+	planGit(t, dir, "add", "README.md")
+	planGit(t, dir, "commit", "-q", "-m", "readme")
+	writeRepoFile(t, dir, devHubFile, hubAt("1.6.0"))
+	planGit(t, dir, "commit", "-q", "-am", "hub 1.6.0")
+	second = planGit(t, dir, "rev-parse", "HEAD")
+	return first, second
+}
+
+func TestLockCommitGivesEveryConfigurationCommitItsOwnSequence(t *testing.T) {
+	dir := lockedGitRepo(t)
+	first, second := twoUpgrades(t, dir)
+
+	out, code, err := styrminctl(t, "--repo", dir, "lock", "--commit")
+	if code != 0 {
+		t.Fatalf("lock --commit: exit %d, %v\n%s", code, err, out)
+	}
+	if !strings.Contains(out, "committed 2 lock commits, one per configuration change") {
+		t.Errorf("output does not say two lock commits were made:\n%s", out)
+	}
+	// HEAD~1 locks the first upgrade, HEAD the second, each naming its
+	// configuration commit.
+	const hubLock = "locks/local/dev/hub.lock.yaml"
+	for _, tc := range []struct {
+		rev, config, app string
+		seq              int64
+	}{{"HEAD~1", first, "1.5.0", 2}, {"HEAD", second, "1.6.0", 3}} {
+		in := lockAtCommit(t, dir, tc.rev, hubLock)
+		if in.Sequence != tc.seq || in.AppVersion != tc.app || in.SourceCommit != tc.config {
+			t.Errorf("%s: hub lock is sequence %d, app %s, source %s; want %d, %s, %s", tc.rev, in.Sequence, in.AppVersion, in.SourceCommit, tc.seq, tc.app, tc.config)
+		}
+		msg := planGit(t, dir, "log", "-1", "--format=%B", tc.rev)
+		if !strings.Contains(msg, "Styrmin-Lock: local/dev/hub="+map[int64]string{2: "2", 3: "3"}[tc.seq]) || !strings.Contains(msg, "Styrmin-Config-Commit: "+tc.config) {
+			t.Errorf("%s: message lacks the lock or the configuration commit trailer:\n%s", tc.rev, msg)
+		}
+	}
+	if parent := planGit(t, dir, "rev-parse", "HEAD~2"); parent != second {
+		t.Errorf("the chain is not built on the head: HEAD~2 is %s, want %s", parent, second)
+	}
+	if st := planGit(t, dir, "status", "--porcelain"); st != "" {
+		t.Errorf("the working tree is not clean after the chain:\n%s", st)
+	}
+	// Locked: nothing more to lock.
+	if out, code, _ := styrminctl(t, "--repo", dir, "lock", "--commit"); code != 0 || !strings.Contains(out, "nothing to lock") {
+		t.Errorf("second lock: exit %d\n%s", code, out)
+	}
+}
+
+func TestLockSquashLocksTheHeadAsOneChange(t *testing.T) {
+	dir := lockedGitRepo(t)
+	_, second := twoUpgrades(t, dir)
+	out, code, err := styrminctl(t, "--repo", dir, "lock", "--commit", "--squash")
+	if code != 0 {
+		t.Fatalf("lock --commit --squash: exit %d, %v\n%s", code, err, out)
+	}
+	in := readLock(t, dir, "locks/local/dev/hub.lock.yaml")
+	if in.Sequence != 2 || in.AppVersion != "1.6.0" || in.SourceCommit != second {
+		t.Errorf("hub lock: sequence %d, app %s, source %s; want 2, 1.6.0, %s", in.Sequence, in.AppVersion, in.SourceCommit, second)
+	}
+	if parent := planGit(t, dir, "rev-parse", "HEAD~1"); parent != second {
+		t.Errorf("squash made more than one commit: HEAD~1 is %s", parent)
+	}
+}
+
+func TestLockPushPushesTheWholeChain(t *testing.T) {
+	dir := lockedGitRepo(t)
+	twoUpgrades(t, dir)
+	planGit(t, dir, "push", "-q", "origin", "HEAD:main")
+	out, code, err := styrminctl(t, "--repo", dir, "lock", "--push", "--branch", "main")
+	if code != 0 {
+		t.Fatalf("lock --push: exit %d, %v\n%s", code, err, out)
+	}
+	planGit(t, dir, "fetch", "-q", "origin")
+	log := planGit(t, dir, "log", "--format=%s", "-3", "origin/main")
+	if want := "styrmin: lock local/dev/hub=3\nstyrmin: lock local/dev/hub=2\nhub 1.6.0"; log != want {
+		t.Errorf("origin/main history:\n%s\nwant:\n%s", log, want)
+	}
+}
+
+// TestSequencesNeverRestartWhenALockfileIsDeleted: a lockfile deleted by
+// hand (or restored to an older content) does not make lock use a number
+// again, in the working tree and in a commit.
+func TestSequencesNeverRestartWhenALockfileIsDeleted(t *testing.T) {
+	dir := lockedGitRepo(t)
+	writeRepoFile(t, dir, devWebFile, "driver: \"webapp\"\nappVersion: \"1.25.0\"\nparameters: replicas: 3\n")
+	planGit(t, dir, "commit", "-q", "-am", "web 3 replicas")
+	if _, code, err := styrminctl(t, "--repo", dir, "lock", "--commit"); code != 0 {
+		t.Fatalf("lock: %v", err)
+	}
+	const webLock = "locks/local/dev/web.lock.yaml"
+	if in := readLock(t, dir, webLock); in.Sequence != 2 {
+		t.Fatalf("web at %d, want 2", in.Sequence)
+	}
+	planGit(t, dir, "rm", "-q", webLock)
+	planGit(t, dir, "commit", "-q", "-m", "delete web's lockfile by hand")
+
+	out, code, err := styrminctl(t, "--repo", dir, "lock")
+	if code != 0 {
+		t.Fatalf("lock: exit %d, %v\n%s", code, err, out)
+	}
+	if in := readLock(t, dir, webLock); in.Sequence != 3 {
+		t.Errorf("working-tree lock after the deletion: web at %d, want 3 (after the 2 the history used)", in.Sequence)
+	}
+	if err := os.Remove(filepath.Join(dir, webLock)); err != nil {
+		t.Fatal(err)
+	}
+	if _, code, err := styrminctl(t, "--repo", dir, "lock", "--commit"); code != 0 {
+		t.Fatalf("lock --commit: %v", err)
+	}
+	if in := readLock(t, dir, webLock); in.Sequence != 3 {
+		t.Errorf("committed lock after the deletion: web at %d, want 3", in.Sequence)
+	}
+
+	// An older lockfile content restored by hand: still after the highest.
+	planGit(t, dir, "checkout", "-q", "HEAD~2", "--", webLock) // sequence 2
+	planGit(t, dir, "commit", "-q", "-m", "restore an old lock")
+	writeRepoFile(t, dir, devWebFile, "driver: \"webapp\"\nappVersion: \"1.25.0\"\nparameters: replicas: 4\n")
+	planGit(t, dir, "commit", "-q", "-am", "web 4 replicas")
+	if _, code, err := styrminctl(t, "--repo", dir, "lock", "--commit"); code != 0 {
+		t.Fatalf("lock --commit: %v", err)
+	}
+	if in := readLock(t, dir, webLock); in.Sequence != 4 {
+		t.Errorf("after a restored old lock: web at %d, want 4", in.Sequence)
+	}
+}
+
+func TestLockOfUncommittedEditsRecordsNoSourceCommit(t *testing.T) {
+	dir := lockedGitRepo(t)
+	writeRepoFile(t, dir, devWebFile, "driver: \"webapp\"\nappVersion: \"1.25.0\"\nparameters: replicas: 3\n")
+	out, code, err := styrminctl(t, "--repo", dir, "lock")
+	if code != 0 {
+		t.Fatalf("lock: exit %d, %v", code, err)
+	}
+	if !strings.Contains(out, "uncommitted edits") {
+		t.Errorf("lock does not say the instances record no commit:\n%s", out)
+	}
+	if in := readLock(t, dir, "locks/local/dev/web.lock.yaml"); in.SourceCommit != "" {
+		t.Errorf("web's instance records %s, a commit whose configuration gives another instance", in.SourceCommit)
+	}
+	// Committed first, then locked: the commit is recorded.
+	planGit(t, dir, "checkout", "-q", "--", "locks")
+	planGit(t, dir, "commit", "-q", "-am", "web 3 replicas")
+	head := planGit(t, dir, "rev-parse", "HEAD")
+	if _, code, err := styrminctl(t, "--repo", dir, "lock"); code != 0 {
+		t.Fatal(err)
+	}
+	if in := readLock(t, dir, "locks/local/dev/web.lock.yaml"); in.SourceCommit != head {
+		t.Errorf("web's instance records %q, want %s", in.SourceCommit, head)
+	}
+}
+
+func TestLockCommitWorksForARepositoryInASubfolder(t *testing.T) {
+	if _, err := exec.LookPath("git"); err != nil {
+		t.Skip("git is not installed")
+	}
+	root := t.TempDir()
+	dir := filepath.Join(root, "deploy")
+	if err := os.Rename(exampleRepo(t), dir); err != nil {
+		t.Fatal(err)
+	}
+	writeRepoFile(t, root, "README.md", "a larger repository\n")
+	planGit(t, root, "init", "-q", "-b", "main")
+	planGit(t, root, "add", ".")
+	planGit(t, root, "commit", "-q", "-m", "configuration")
+	out, code, err := styrminctl(t, "--repo", dir, "lock", "--commit")
+	if code != 0 || !strings.Contains(out, "local/dev/web=1") {
+		t.Fatalf("lock --commit in a sub-folder: exit %d, %v\n%s", code, err, out)
+	}
+	if files := planGit(t, root, "show", "--name-only", "--format=", "HEAD"); !strings.Contains(files, "deploy/locks/local/dev/web.lock.yaml") || strings.Contains(files, "\nlocks/") || strings.HasPrefix(files, "locks/") {
+		t.Errorf("the lock commit does not write the sub-folder's locks:\n%s", files)
+	}
+	writeRepoFile(t, dir, devWebFile, "driver: \"webapp\"\nappVersion: \"1.25.0\"\nparameters: replicas: 3\n")
+	planGit(t, root, "commit", "-q", "-am", "web 3 replicas")
+	writeRepoFile(t, dir, devWebFile, "driver: \"webapp\"\nappVersion: \"1.25.0\"\nparameters: replicas: 4\n")
+	planGit(t, root, "commit", "-q", "-am", "web 4 replicas")
+	if out, code, err := styrminctl(t, "--repo", dir, "lock", "--commit"); code != 0 || !strings.Contains(out, "2 lock commits") {
+		t.Fatalf("second lock: exit %d, %v\n%s", code, err, out)
+	}
+	if in := readLock(t, dir, "locks/local/dev/web.lock.yaml"); in.Sequence != 3 {
+		t.Errorf("web at %d, want 3", in.Sequence)
+	}
+	if out, _, _ := styrminctl(t, "--repo", dir, "lock", "--check"); !strings.Contains(out, "up to date") {
+		t.Errorf("check after the lock:\n%s", out)
+	}
+}
+
+// TestAnAllowanceOnTheConfigurationCommitLetsALockDelete: lock mode and CI
+// take the allowance from the commit that deletes (a
+// Styrmin-Allow-Deletions trailer), as a person gives --allow-deletions.
+func TestAnAllowanceOnTheConfigurationCommitLetsALockDelete(t *testing.T) {
+	dir := lockedGitRepo(t)
+	for _, f := range []string{"clusters/local/environments/staging/deployments/web.yaml", "clusters/local/environments/staging/deployments/hub.cue"} {
+		if err := os.Remove(filepath.Join(dir, filepath.FromSlash(f))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	planGit(t, dir, "commit", "-q", "-am", "remove staging\n\nStyrmin-Allow-Deletions: 2")
+	out, code, err := styrminctl(t, "--repo", dir, "lock", "--commit")
+	if code != 0 {
+		t.Fatalf("lock --commit: exit %d, %v\n%s", code, err, out)
+	}
+	if in := readLock(t, dir, "locks/local/staging/web.lock.yaml"); !in.Tombstone() {
+		t.Errorf("staging/web is not tombstoned")
+	}
+}

@@ -1,0 +1,161 @@
+package gitsource_test
+
+import (
+	"context"
+	"errors"
+	"io/fs"
+	"strings"
+	"testing"
+
+	"github.com/styrmin/styrmin/gitsource"
+)
+
+func hashOf(t *testing.T, s string) gitsource.Hash {
+	t.Helper()
+	h, err := gitsource.ParseHash(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return h
+}
+
+func shortList(hs []gitsource.Hash, names map[string]string) string {
+	var out []string
+	for _, h := range hs {
+		out = append(out, names[h.String()])
+	}
+	return strings.Join(out, ",")
+}
+
+// TestUnlockedChangesListsTheConfigurationCommitsSinceTheLastLock pins
+// what a lock walks: first-parent commits after the newest one that
+// changed the locks, only those that change the folder outside its locks;
+// a merged branch counts once.
+func TestUnlockedChangesListsTheConfigurationCommitsSinceTheLastLock(t *testing.T) {
+	lr := newLocalRepo(t, false)
+	lr.commit("config", map[string]string{"deploy/clusters/a.cue": "a: 1\n", "README.md": "x\n"})
+	open := func() *gitsource.Repo {
+		r, err := gitsource.Open(lr.dir, gitsource.OpenOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return r
+	}
+	head := func() gitsource.Hash { return hashOf(t, lr.git("rev-parse", "HEAD")) }
+
+	// Never locked: no base.
+	un, err := open().UnlockedChanges(head(), "deploy", "locks", 0)
+	if err != nil || !un.Base.IsZero() || len(un.Commits) != 1 {
+		t.Fatalf("never locked: %+v, %v", un, err)
+	}
+
+	lock := lr.commit("lock", map[string]string{"deploy/locks/a.lock.yaml": "1\n"})
+	lr.commit("readme outside the folder", map[string]string{"README.md": "y\n"})
+	c1 := lr.commit("change one", map[string]string{"deploy/clusters/a.cue": "a: 2\n"})
+	lr.git("checkout", "-q", "-b", "feature")
+	lr.commit("feature one", map[string]string{"deploy/clusters/b.cue": "b: 1\n"})
+	lr.commit("feature two", map[string]string{"deploy/clusters/b.cue": "b: 2\n"})
+	lr.git("checkout", "-q", "main")
+	lr.commit("change two", map[string]string{"deploy/clusters/c.cue": "c: 1\n"})
+	lr.git("merge", "-q", "--no-ff", "-m", "merge feature", "feature")
+	merge := lr.git("rev-parse", "HEAD")
+	names := lr.subjects()
+
+	un, err = open().UnlockedChanges(head(), "deploy", "locks", 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if un.Base.String() != lock {
+		t.Errorf("base %s, want the lock commit %s", names[un.Base.String()], lock)
+	}
+	if got, want := shortList(un.Commits, names), "change one,change two,merge feature"; got != want {
+		t.Errorf("commits %s, want %s", got, want)
+	}
+	if un.Commits[0].String() != c1 || un.Commits[2].String() != merge {
+		t.Errorf("commits out of order: %v", un.Commits)
+	}
+	// The whole repository as the folder: the README edit counts too.
+	lr.commit("lock at the root", map[string]string{"locks/x.lock.yaml": "1\n"})
+	lr.commit("root readme", map[string]string{"README.md": "z\n"})
+	un, err = open().UnlockedChanges(head(), ".", "locks", 0)
+	if err != nil || len(un.Commits) != 1 || lr.subjects()[un.Commits[0].String()] != "root readme" {
+		t.Errorf("root folder: %+v, %v", un, err)
+	}
+	// A bounded walk that does not reach the base says so.
+	for i := 0; i < 3; i++ {
+		lr.commit("more", map[string]string{"c.cue": strings.Repeat("c", i+1)})
+	}
+	if _, err := open().UnlockedChanges(head(), ".", "locks", 2); !errors.Is(err, gitsource.ErrTooManyUnlocked) {
+		t.Errorf("limit 2 over 4 commits: %v, want ErrTooManyUnlocked", err)
+	}
+}
+
+// TestLockedSequencesAreTheHighestEverNamed: the numbers survive the
+// lockfiles, are read from every reachable commit, and a second call
+// after new commits sees them.
+func TestLockedSequencesAreTheHighestEverNamed(t *testing.T) {
+	lr := newLocalRepo(t, false)
+	lr.commit("styrmin: lock\n\nStyrmin-Lock: c/e/a=3\nStyrmin-Lock: c/e/b=1", map[string]string{"locks/a": "3\n"})
+	lr.commit("styrmin: lock\n\nStyrmin-Lock: c/e/a=5", map[string]string{"locks/a": "5\n"})
+	lr.commit("delete by hand", map[string]string{"locks/a": del})
+	r, err := gitsource.Open(lr.dir, gitsource.OpenOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := r.LockedSequences(hashOf(t, lr.git("rev-parse", "HEAD")))
+	if err != nil || got["c/e/a"] != 5 || got["c/e/b"] != 1 || len(got) != 2 {
+		t.Fatalf("got %v, %v", got, err)
+	}
+	got["c/e/a"] = 99 // the caller's copy
+	lr.git("checkout", "-q", "-b", "side", "HEAD~2")
+	lr.commit("styrmin: lock\n\nStyrmin-Lock: c/e/b=7", map[string]string{"locks/b": "7\n"})
+	lr.git("checkout", "-q", "main")
+	lr.git("merge", "-q", "--no-ff", "-m", "merge side", "side")
+	got, err = r.LockedSequences(hashOf(t, lr.git("rev-parse", "HEAD")))
+	if err != nil || got["c/e/a"] != 5 || got["c/e/b"] != 7 {
+		t.Fatalf("after a merge: %v, %v", got, err)
+	}
+}
+
+// TestCommitLocksChainLandsWholeInAFolder: a chain is one commit per
+// change that changes the tree, written below Dir, and the branch moves
+// once.
+func TestCommitLocksChainLandsWholeInAFolder(t *testing.T) {
+	lr := newLocalRepo(t, false)
+	base := lr.commit("config", map[string]string{"deploy/styrmin.cue": "x: 1\n"})
+	r, err := gitsource.Open(lr.dir, gitsource.OpenOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var seen []string
+	res, err := r.CommitLocks(context.Background(), gitsource.CommitRequest{
+		Dir: "deploy",
+		Chain: func(_ context.Context, _ gitsource.Hash, headFS fs.FS) ([]gitsource.Change, error) {
+			b, err := fs.ReadFile(headFS, "styrmin.cue")
+			seen = append(seen, string(b))
+			return []gitsource.Change{
+				{Files: map[string][]byte{"locks/a.lock.yaml": []byte("1\n")}, Locks: map[string]int{"c/e/a": 1}},
+				{Files: map[string][]byte{"locks/a.lock.yaml": []byte("1\n")}, Locks: map[string]int{"c/e/a": 1}}, // no change: no commit
+				{Files: map[string][]byte{"locks/a.lock.yaml": []byte("2\n")}, Locks: map[string]int{"c/e/a": 2}},
+			}, err
+		},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(seen) != 1 || seen[0] != "x: 1\n" {
+		t.Errorf("the chain saw %q, want the folder's styrmin.cue", seen)
+	}
+	if len(res.Commits) != 2 || res.Commit != res.Commits[1] || res.Parent.String() != base {
+		t.Fatalf("result %+v", res)
+	}
+	if got := lr.git("log", "--format=%s", "main"); got != "styrmin: lock c/e/a=2\nstyrmin: lock c/e/a=1\nconfig" {
+		t.Errorf("history:\n%s", got)
+	}
+	if got := lr.git("show", "HEAD~1:deploy/locks/a.lock.yaml"); got != "1" {
+		t.Errorf("first lock commit holds %q", got)
+	}
+	if got := lr.git("status", "--porcelain"); got != "" {
+		t.Errorf("worktree not updated:\n%s", got)
+	}
+}
