@@ -30,11 +30,19 @@ func (r *Repo) Subdir(dir string) (string, error) {
 	if root == "" {
 		return ".", nil
 	}
-	realRoot, err := filepath.EvalSymlinks(root)
+	absRoot, err := filepath.Abs(root)
 	if err != nil {
 		return "", fmt.Errorf("gitsource: worktree %s: %w", root, err)
 	}
-	realDir, err := filepath.EvalSymlinks(dir)
+	realRoot, err := filepath.EvalSymlinks(absRoot)
+	if err != nil {
+		return "", fmt.Errorf("gitsource: worktree %s: %w", root, err)
+	}
+	abs, err := filepath.Abs(dir)
+	if err != nil {
+		return "", fmt.Errorf("gitsource: %s: %w", dir, err)
+	}
+	realDir, err := filepath.EvalSymlinks(abs)
 	if err != nil {
 		return "", fmt.Errorf("gitsource: %s: %w", dir, err)
 	}

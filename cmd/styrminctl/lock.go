@@ -23,6 +23,7 @@ type lockOptions struct {
 	allowDeletions int
 	check          bool
 	keepGoing      bool
+	allOrNothing   bool
 	commit         bool
 	push           bool
 	branch         string
@@ -41,7 +42,9 @@ func newLockCmd(g *globalOptions, newClient clusterClientFunc, stdout io.Writer)
 		Long: `lock resolves the working tree of the desired-state repository and writes
 locks/<cluster>/<env>/<name>.lock.yaml with the next sequence for every deployment
 whose resolved instance changed. Unchanged lockfiles stay byte-identical; a removed
-deployment gets a tombstone. With --check nothing is written and the exit code is 2
+deployment gets a tombstone. A deployment that does not resolve keeps its previous
+lock and does not hold back the others: lock writes the rest and exits 1 naming it
+(--all-or-nothing writes nothing instead). With --check nothing is written and the exit code is 2
 when locks are stale and 1 when the configuration does not resolve (for CI on pull
 requests, which can tell the two apart). With --commit the lockfiles are
 committed; with --push the commit is pushed with compare-and-swap retries: when the
@@ -63,7 +66,9 @@ happened to its lockfile.`,
 	}
 	f := cmd.Flags()
 	f.BoolVar(&o.check, "check", false, "write nothing; exit 2 when lockfiles are stale, 1 on an error")
-	f.BoolVar(&o.keepGoing, "keep-going", false, "lock the deployments that resolve even when others fail (exit 1 still)")
+	f.BoolVar(&o.keepGoing, "keep-going", true, "lock the deployments that resolve even when others fail, keeping the previous lock of those (exit 1 naming them); the default")
+	_ = f.MarkDeprecated("keep-going", "it is the default; --all-or-nothing asks for the opposite")
+	f.BoolVar(&o.allOrNothing, "all-or-nothing", false, "lock nothing while any deployment fails to resolve")
 	f.BoolVar(&o.commit, "commit", false, "commit the written lockfiles")
 	f.BoolVar(&o.push, "push", false, "commit and push to the remote branch with compare-and-swap retries (implies --commit)")
 	f.StringVar(&o.remote, "remote", "origin", "remote to push to with --push")
@@ -76,11 +81,13 @@ happened to its lockfile.`,
 	return cmd
 }
 
+// lockPolicy is the fan-out policy of every lock path: a deployment that
+// does not resolve keeps its lock and does not hold the others back.
 func lockPolicy(o *lockOptions) resolver.LockPolicy {
-	if o.keepGoing {
-		return resolver.LockKeepGoing
+	if o.allOrNothing {
+		return resolver.LockAllOrNothing
 	}
-	return resolver.LockAllOrNothing
+	return resolver.LockKeepGoing
 }
 
 func runLock(ctx context.Context, g *globalOptions, o *lockOptions, stdout io.Writer) error {
@@ -89,6 +96,9 @@ func runLock(ctx context.Context, g *globalOptions, o *lockOptions, stdout io.Wr
 		return err
 	}
 	req := resolver.LockRequest{Policy: lockPolicy(o), AllowDeletions: o.allowDeletions}
+	if o.check {
+		req.Policy = resolver.LockAllOrNothing // the pull request's check stays strict
+	}
 	if o.retryFailed {
 		if req.Retry, err = failedDeployments(ctx, o.newClient, o.kubeconfig); err != nil {
 			return err

@@ -69,23 +69,28 @@ func TestLockWritesLockfilesAndCheckSeesThemCurrent(t *testing.T) {
 	}
 }
 
-func TestLockWithBadInputWritesNothing(t *testing.T) {
+// TestLockWithBadInputKeepsThatLockAndLocksTheOthers pins the one fan-out
+// policy: a deployment that does not resolve keeps its lock, the others
+// lock, and the exit code says so; --all-or-nothing writes nothing.
+func TestLockWithBadInputKeepsThatLockAndLocksTheOthers(t *testing.T) {
 	repo := exampleRepo(t)
 	bad := filepath.Join(repo, "clusters/local/environments/dev/deployments/web.cue")
 	if err := os.WriteFile(bad, []byte("driver: \"webapp\"\nappVersion: \"1.25.0\"\nparameters: replicas: 0\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	_, code, err := styrminctl(t, "--repo", repo, "lock")
+	_, code, err := styrminctl(t, "--repo", repo, "lock", "--all-or-nothing")
 	if code != 1 || err == nil || !strings.Contains(err.Error(), "clusters/local/environments/dev/deployments/web.cue") || !strings.Contains(err.Error(), "replicas") {
 		t.Fatalf("exit %d, error %v; want 1 and an error naming the file and field", code, err)
 	}
 	if _, err := os.Stat(filepath.Join(repo, "locks")); !errors.Is(err, fs.ErrNotExist) {
-		t.Fatalf("bad input wrote locks: %v", err)
+		t.Fatalf("--all-or-nothing with bad input wrote locks: %v", err)
 	}
-	// --keep-going locks the others and still fails.
-	out, code, _ := styrminctl(t, "--repo", repo, "lock", "--keep-going")
-	if code != 1 || !strings.Contains(out, "local/staging/web=1") || strings.Contains(out, "local/dev/web=") {
-		t.Fatalf("keep-going: exit %d\n%s", code, out)
+	out, code, err := styrminctl(t, "--repo", repo, "lock")
+	if code != 1 || err == nil || !strings.Contains(err.Error(), "local/dev/web") || !strings.Contains(out, "local/staging/web=1") || strings.Contains(out, "local/dev/web=") {
+		t.Fatalf("default policy: exit %d, %v\n%s", code, err, out)
+	}
+	if _, err := os.Stat(filepath.Join(repo, "locks/local/dev/web.lock.yaml")); !errors.Is(err, fs.ErrNotExist) {
+		t.Fatalf("the deployment that does not resolve was locked: %v", err)
 	}
 }
 
@@ -129,7 +134,7 @@ func TestEveryLockPathRefusesDeletionsAboveTheThreshold(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, args := range [][]string{{"lock"}, {"lock", "--keep-going"}, {"lock", "--commit"}, {"lock", "--push", "--branch", "main"}, {"lock", "--allow-deletions", "1"}} {
+	for _, args := range [][]string{{"lock"}, {"lock", "--all-or-nothing"}, {"lock", "--commit"}, {"lock", "--push", "--branch", "main"}, {"lock", "--allow-deletions", "1"}} {
 		out, code, err := styrminctl(t, append([]string{"--repo", dir}, args...)...)
 		if code == 0 || err == nil || !strings.Contains(err.Error(), "lock refused: it deletes 2 deployments (local/staging/hub, local/staging/web)") ||
 			!strings.Contains(err.Error(), "--allow-deletions 2") {
