@@ -44,8 +44,12 @@ func ComputeTrees(t Trees, opts Options) (*Plan, error) {
 	// drivers no longer load loses that part of the plan, nothing more.
 	baseCatalog, _ := drivers.LoadCatalog(t.Base, "drivers", drivers.LoadOptions{})
 
-	// The head's own lockfiles do not matter (the base's do), so this
-	// loads only configuration and drivers.
+	// The plan compares with the base's lockfiles, but the head's must be
+	// sound too: a hand-edited lockfile in a pull request fails its plan,
+	// as it would fail the lock after the merge.
+	if _, err := resolver.LoadLocks(t.Head); err != nil {
+		return nil, fmt.Errorf("lockfiles at %s: %w", t.HeadName, err)
+	}
 	headRepo, err := resolver.NewLoader(0).Load(t.Head)
 	if err != nil {
 		return nil, err

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"testing/fstest"
@@ -21,17 +22,25 @@ func renderJSON(t *testing.T, p *Plan) string {
 }
 
 // TestComputeTreesIsThePlanOfBothSides pins that the pipeline gives the
-// plan Compute gives for the same sides loaded by hand, and that the
-// head's own lockfiles play no part.
+// plan Compute gives for the same sides loaded by hand, that the head's
+// own lockfiles play no part in it, and that a broken one fails the plan
+// (as it would fail the lock after the merge).
 func TestComputeTreesIsThePlanOfBothSides(t *testing.T) {
 	base := lockedExample(t)
 	head := copyTree(t, base)
 	writeFile(t, head, devWeb, "driver: \"webapp\"\nappVersion: \"1.25.0\"\nparameters: replicas: 4\n")
 	want := computePlan(t, base, head, Options{})
 
-	// A broken lockfile in the head is not read.
+	trees := Trees{Base: os.DirFS(base), BaseName: "base", Head: os.DirFS(head), HeadName: "working tree", HeadCommit: strings.Repeat("1", 40)}
 	writeFile(t, head, "locks/local/dev/web.lock.yaml", "garbage: [\n")
-	got, err := ComputeTrees(Trees{Base: os.DirFS(base), BaseName: "base", Head: os.DirFS(head), HeadName: "working tree", HeadCommit: strings.Repeat("1", 40)}, Options{})
+	if _, err := ComputeTrees(trees, Options{}); err == nil || !strings.Contains(err.Error(), "lockfiles at working tree: locks/local/dev/web.lock.yaml") {
+		t.Fatalf("a broken head lockfile: %v, want an error naming it", err)
+	}
+	// A head without that lockfile plans as before: the base's count.
+	if err := os.Remove(filepath.Join(head, "locks/local/dev/web.lock.yaml")); err != nil {
+		t.Fatal(err)
+	}
+	got, err := ComputeTrees(trees, Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -251,3 +251,25 @@ func TestAnAllowanceOnTheConfigurationCommitLetsALockDelete(t *testing.T) {
 		t.Errorf("staging/web is not tombstoned")
 	}
 }
+
+// TestPlanFailsOnAHandEditedLockfile: a pull request whose lockfile was
+// edited by hand fails its plan, as the lock after the merge would.
+func TestPlanFailsOnAHandEditedLockfile(t *testing.T) {
+	dir := lockedGitRepo(t)
+	p := filepath.Join(dir, "locks/local/dev/web.lock.yaml")
+	data, err := os.ReadFile(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	edited := strings.Replace(string(data), "replicas: 2", "replicas: 9", 1)
+	if edited == string(data) {
+		t.Fatal("the lockfile has no replicas: 2 to edit")
+	}
+	writeRepoFile(t, dir, "locks/local/dev/web.lock.yaml", edited)
+	for _, args := range [][]string{{"plan"}, {"lock", "--check"}, {"lock"}} {
+		out, code, err := styrminctl(t, append([]string{"--repo", dir}, args...)...)
+		if code != 1 || err == nil || !strings.Contains(err.Error(), "locks/local/dev/web.lock.yaml: lockfile was edited by hand") {
+			t.Errorf("%v: exit %d, %v\n%s; want 1 naming the lockfile", args, code, err, out)
+		}
+	}
+}
