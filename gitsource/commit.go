@@ -46,6 +46,10 @@ type Change struct {
 	// Summary ends the subject line "styrmin: lock <summary>"; empty
 	// generates one from Locks.
 	Summary string
+	// Subject, when set, is the whole subject line instead (Summary is
+	// then unused): a commit that edits configuration, not locks, such as
+	// `styrminctl upgrade --commit`, must not read as a lock commit.
+	Subject string
 	// Locks become the Styrmin-Lock trailers: deployment key → sequence.
 	Locks map[string]int
 	// Trailers are extra trailers (for example the source commit).
@@ -122,7 +126,8 @@ const (
 // found the branch moved, the error wraps ErrConflict. A change that leaves
 // the tree as it is makes no commit and returns the head.
 //
-// The commit message is FormatMessage(Summary, Locks, Trailers).
+// The commit message is FormatMessage(Summary, Locks, Trailers), or
+// Subject with the same trailers.
 func (r *Repo) CommitLocks(ctx context.Context, req CommitRequest) (CommitResult, error) {
 	if req.Build == nil {
 		return CommitResult{}, errors.New("gitsource: commit locks: CommitRequest.Build is nil")
@@ -183,6 +188,9 @@ func (r *Repo) attempt(ctx context.Context, build BuildFunc, author Signature, r
 		return true, fmt.Errorf("gitsource: commit locks: build on %s: %w", head, err)
 	}
 	msg, err := FormatMessage(change.Summary, change.Locks, change.Trailers)
+	if change.Subject != "" {
+		msg, err = formatMessage(change.Subject, change.Locks, change.Trailers)
+	}
 	if err != nil {
 		return true, fmt.Errorf("gitsource: commit locks: %w", err)
 	}
