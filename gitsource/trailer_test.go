@@ -152,18 +152,3 @@ func FuzzParseLockTrailers(f *testing.F) {
 		}
 	})
 }
-
-// TestFormatMessageWithAWholeSubject pins the message of a commit that is
-// not a lock (Change.Subject): the subject as given, the same trailers.
-func TestFormatMessageWithAWholeSubject(t *testing.T) {
-	got, err := formatMessage("styrmin: upgrade local/dev", nil, []Trailer{{Key: "Styrmin-Upgrade", Value: "local/dev/web"}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if want := "styrmin: upgrade local/dev\n\nStyrmin-Upgrade: local/dev/web\n"; got != want {
-		t.Errorf("message %q, want %q", got, want)
-	}
-	if _, err := formatMessage("two\nlines", nil, nil); err == nil {
-		t.Error("a subject spanning lines was accepted")
-	}
-}
