@@ -339,8 +339,21 @@ func (l *Loader) loadEnvironment(fsys fs.FS, cluster, name string) (*Environment
 }
 
 func (l *Loader) loadDeployment(fsys fs.FS, file string, id ID) (*Deployment, error) {
+	data, err := readLimited(fsys, file, l.maxFileSize)
+	if err != nil {
+		return nil, err
+	}
+	return l.parseDeployment(file, data, id)
+}
+
+// parseDeployment parses the content of a deployment file (an upgrade
+// checks its edits with it before writing them).
+func (l *Loader) parseDeployment(file string, data []byte, id ID) (*Deployment, error) {
+	if int64(len(data)) > l.maxFileSize {
+		return nil, &ConfigError{File: file, Msg: fmt.Sprintf("file is %d bytes, more than the %d allowed", len(data), l.maxFileSize)}
+	}
 	var raw map[string]any
-	if err := l.LoadFile(fsys, file, "#Deployment", &raw); err != nil {
+	if err := l.parse(file, data, "#Deployment", &raw); err != nil {
 		return nil, err
 	}
 	d := &Deployment{ID: id, File: file, Settings: raw}
