@@ -17,7 +17,9 @@ type Selection struct {
 	Locked string
 	// LockedAppVersion is the application version of the current lock.
 	LockedAppVersion string
-	// Upgrade asks explicitly for the newest matching driver version.
+	// Upgrade asks for the newest matching driver version even when the
+	// application version is unchanged: the resolver sets it for an
+	// explicit upgrade request that the lock has not honoured yet.
 	Upgrade bool
 }
 

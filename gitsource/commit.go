@@ -46,6 +46,10 @@ type Change struct {
 	// Summary ends the subject line "styrmin: lock <summary>"; empty
 	// generates one from Locks.
 	Summary string
+	// Subject, when set, is the whole subject line instead (Summary is
+	// then unused): a commit that edits configuration, not locks, such as
+	// `styrminctl upgrade --commit`, must not read as a lock commit.
+	Subject string
 	// Locks become the Styrmin-Lock trailers: deployment key → sequence.
 	Locks map[string]int
 	// Trailers are extra trailers (for example the source commit).
@@ -139,7 +143,8 @@ const (
 // found the branch moved, the error wraps ErrConflict. A change that leaves
 // the tree as it is makes no commit and returns the head.
 //
-// The commit message is FormatMessage(Summary, Locks, Trailers).
+// The commit message is FormatMessage(Summary, Locks, Trailers), or
+// Subject with the same trailers.
 func (r *Repo) CommitLocks(ctx context.Context, req CommitRequest) (CommitResult, error) {
 	chain := req.Chain
 	if chain == nil && req.Build != nil {
@@ -216,7 +221,12 @@ func (r *Repo) attempt(ctx context.Context, build ChainFunc, dir string, author 
 	}
 	msgs := make([]string, len(changes))
 	for i, ch := range changes {
-		if msgs[i], err = FormatMessage(ch.Summary, ch.Locks, ch.Trailers); err != nil {
+		if ch.Subject != "" {
+			msgs[i], err = formatMessage(ch.Subject, ch.Locks, ch.Trailers)
+		} else {
+			msgs[i], err = FormatMessage(ch.Summary, ch.Locks, ch.Trailers)
+		}
+		if err != nil {
 			return true, fmt.Errorf("gitsource: commit locks: %w", err)
 		}
 	}

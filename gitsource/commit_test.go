@@ -405,3 +405,38 @@ func TestCommitLocksPushesToALocalPathRemote(t *testing.T) {
 	}
 	origin.git("fsck", "--strict", "--no-progress")
 }
+
+// TestCommitWithAWholeSubject pins the message of a commit that is not a
+// lock (Change.Subject): the subject as given, then the trailers.
+func TestCommitWithAWholeSubject(t *testing.T) {
+	ctx := context.Background()
+	lr := newLocalRepo(t, true)
+	r, err := gitsource.Open(lr.dir, gitsource.OpenOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := r.CommitLocks(ctx, gitsource.CommitRequest{Build: func(context.Context, gitsource.Hash, fs.FS) (gitsource.Change, error) {
+		return gitsource.Change{
+			Files:    map[string][]byte{"clusters/c/environments/e/deployments/app.cue": []byte("appVersion: \"1.0.1\"\n")},
+			Subject:  "styrmin: upgrade c/e/app",
+			Summary:  "unused",
+			Trailers: []gitsource.Trailer{{Key: "Styrmin-Upgrade", Value: "c/e/app"}},
+		}, nil
+	}})
+	if err != nil || !res.Committed {
+		t.Fatalf("result = %+v, %v", res, err)
+	}
+	msg, err := r.Message(res.Commit)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := "styrmin: upgrade c/e/app\n\nStyrmin-Upgrade: c/e/app\n"; msg != want {
+		t.Errorf("message %q, want %q", msg, want)
+	}
+	_, err = r.CommitLocks(ctx, gitsource.CommitRequest{Build: func(context.Context, gitsource.Hash, fs.FS) (gitsource.Change, error) {
+		return gitsource.Change{Files: map[string][]byte{"x": []byte("y")}, Subject: "two\nlines"}, nil
+	}})
+	if err == nil {
+		t.Error("a subject spanning lines was accepted")
+	}
+}

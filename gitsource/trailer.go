@@ -162,6 +162,21 @@ func FormatMessage(summary string, locks map[string]int, extra []Trailer) (strin
 	if strings.ContainsAny(summary, "\r\n") {
 		return "", fmt.Errorf("summary %q spans lines", summary)
 	}
+	if summary = strings.TrimSpace(summary); summary == "" {
+		summary = summarize(slices.Sorted(maps.Keys(locks)), locks)
+	}
+	subject := "styrmin: lock"
+	if summary != "" {
+		subject += " " + summary
+	}
+	return formatMessage(subject, locks, extra)
+}
+
+// formatMessage is FormatMessage with the whole subject line given.
+func formatMessage(subject string, locks map[string]int, extra []Trailer) (string, error) {
+	if strings.ContainsAny(subject, "\r\n") || strings.TrimSpace(subject) == "" {
+		return "", fmt.Errorf("subject %q must be one non-empty line", subject)
+	}
 	keys := slices.Sorted(maps.Keys(locks))
 	for _, k := range keys {
 		if err := checkLockKey(k); err != nil {
@@ -187,14 +202,8 @@ func FormatMessage(summary string, locks map[string]int, extra []Trailer) (strin
 		return cmp.Or(strings.Compare(a.Key, b.Key), strings.Compare(a.Value, b.Value))
 	})
 
-	if summary = strings.TrimSpace(summary); summary == "" {
-		summary = summarize(keys, locks)
-	}
 	var b strings.Builder
-	b.WriteString("styrmin: lock")
-	if summary != "" {
-		b.WriteString(" " + summary)
-	}
+	b.WriteString(strings.TrimSpace(subject))
 	b.WriteString("\n")
 	if len(keys)+len(extra) > 0 {
 		b.WriteString("\n")

@@ -187,15 +187,15 @@ func (a *attributor) deploymentLayer(d *resolver.Deployment) *layerChange {
 			head[k] = v
 		}
 		head["appVersion"] = d.AppVersion
-		if d.DriverVersion == "" && !d.Upgrade {
+		if d.DriverVersion == "" && d.UpgradeRequest == "" {
 			head["driver"] = d.Driver
 		} else {
 			drv := map[string]any{"name": d.Driver}
 			if d.DriverVersion != "" {
 				drv["version"] = d.DriverVersion
 			}
-			if d.Upgrade {
-				drv["upgrade"] = true
+			if d.UpgradeRequest != "" {
+				drv["upgrade"] = d.UpgradeRequest
 			}
 			head["driver"] = drv
 		}

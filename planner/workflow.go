@@ -11,7 +11,9 @@ import (
 
 // SelectWorkflow returns the workflow that takes a deployment from prev
 // (nil or a tombstone: none) to next (a tombstone: deleted). It returns ""
-// when there is nothing to do: both absent, or equal digests.
+// when there is nothing to do: both absent, or equal digests and the same
+// upgrade request (a newly honoured request that finds no newer driver
+// version is an update that changes nothing, so the lock records it).
 func SelectWorkflow(prev, next *resolver.Instance) Workflow {
 	prevLive := prev != nil && !prev.Tombstone()
 	nextLive := next != nil && !next.Tombstone()
@@ -22,7 +24,7 @@ func SelectWorkflow(prev, next *resolver.Instance) Workflow {
 		return WorkflowCreate
 	case !nextLive:
 		return WorkflowDelete
-	case prev.Digest == next.Digest:
+	case prev.Digest == next.Digest && prev.Driver.UpgradeRequest == next.Driver.UpgradeRequest:
 		return ""
 	case prev.Driver.Name != next.Driver.Name || prev.Driver.Version != next.Driver.Version || prev.AppVersion != next.AppVersion:
 		// The agent's rule: a driver whose content changed under the same

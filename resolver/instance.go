@@ -48,6 +48,15 @@ type DriverRef struct {
 	Name    string `json:"name"`
 	Version string `json:"version"`
 	Digest  string `json:"digest"`
+	// UpgradeRequest is the last upgrade request token (driver.upgrade of
+	// the deployment file) the deployment honoured, kept from lock to lock:
+	// a token that differs from it is a new request. It does not change
+	// what runs, so the digest leaves it out (a StyrminDeployment does not
+	// carry it); the lock still writes a new instance when only it changed
+	// (see NextInstances), so a request is spent even when no newer driver
+	// version exists. Empty, and absent from the lockfile, for deployments
+	// that never asked for an upgrade.
+	UpgradeRequest string `json:"upgradeRequest,omitempty"`
 }
 
 // Instance is the immutable, fully resolved snapshot of one deployment at
@@ -87,8 +96,10 @@ type digestInput struct {
 // ComputeDigest returns the digest of what determines what runs. JSON
 // encoding sorts map keys, so the result is canonical.
 func (in *Instance) ComputeDigest() (string, error) {
+	drv := in.Driver
+	drv.UpgradeRequest = "" // a record of the request, not of what runs
 	b, err := json.Marshal(digestInput{
-		Kind: in.Kind, ID: in.ID, Driver: in.Driver, AppVersion: in.AppVersion,
+		Kind: in.Kind, ID: in.ID, Driver: drv, AppVersion: in.AppVersion,
 		Context: in.Context, Values: in.Values,
 	})
 	if err != nil {

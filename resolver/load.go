@@ -19,6 +19,11 @@ const DefaultMaxFileSize = 1 << 20
 
 var nameRE = regexp.MustCompile(`^[a-z0-9]([-a-z0-9]*[a-z0-9])?$`)
 
+// upgradeTokenRE is what an upgrade request token may be (styrminctl
+// upgrade writes "2026-12-01-1"): one short word, safe in lockfiles,
+// plans and commit messages.
+var upgradeTokenRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._:+-]{0,63}$`)
+
 // Layer kinds, from the least to the most specific.
 const (
 	LayerCluster     = "cluster"
@@ -70,9 +75,12 @@ type Deployment struct {
 	File          string
 	Driver        string
 	DriverVersion string // pinned; "" when not pinned
-	Upgrade       bool
-	AppVersion    string
-	Connects      []string
+	// UpgradeRequest is the token of driver.upgrade ("" when unset): an
+	// upgrade request the deployment's current lock has not recorded
+	// re-selects the newest supporting driver version, once.
+	UpgradeRequest string
+	AppVersion     string
+	Connects       []string
 	// Hold, when set, keeps the deployment at its current lock.
 	Hold     string
 	Settings map[string]any
@@ -331,8 +339,21 @@ func (l *Loader) loadEnvironment(fsys fs.FS, cluster, name string) (*Environment
 }
 
 func (l *Loader) loadDeployment(fsys fs.FS, file string, id ID) (*Deployment, error) {
+	data, err := readLimited(fsys, file, l.maxFileSize)
+	if err != nil {
+		return nil, err
+	}
+	return l.parseDeployment(file, data, id)
+}
+
+// parseDeployment parses the content of a deployment file (an upgrade
+// checks its edits with it before writing them).
+func (l *Loader) parseDeployment(file string, data []byte, id ID) (*Deployment, error) {
+	if int64(len(data)) > l.maxFileSize {
+		return nil, &ConfigError{File: file, Msg: fmt.Sprintf("file is %d bytes, more than the %d allowed", len(data), l.maxFileSize)}
+	}
 	var raw map[string]any
-	if err := l.LoadFile(fsys, file, "#Deployment", &raw); err != nil {
+	if err := l.parse(file, data, "#Deployment", &raw); err != nil {
 		return nil, err
 	}
 	d := &Deployment{ID: id, File: file, Settings: raw}
@@ -342,7 +363,18 @@ func (l *Loader) loadDeployment(fsys fs.FS, file string, id ID) (*Deployment, er
 	case map[string]any:
 		d.Driver, _ = drv["name"].(string)
 		d.DriverVersion, _ = drv["version"].(string)
-		d.Upgrade, _ = drv["upgrade"].(bool)
+		switch u := drv["upgrade"].(type) {
+		case bool:
+			// A standing flag would move the deployment at every later
+			// lock, an unrelated fan-out included: upgrades are
+			// operations now, so the old form is refused, not guessed at.
+			return nil, &ConfigError{File: file, Field: "driver.upgrade", Msg: fmt.Sprintf("expected an upgrade request token, got the boolean %t: an upgrade is an operation, not a standing flag; run `styrminctl upgrade %s` (it writes a new token, for example upgrade: \"2026-12-01-1\"), or remove the field", u, id)}
+		case string:
+			if !upgradeTokenRE.MatchString(u) {
+				return nil, &ConfigError{File: file, Field: "driver.upgrade", Msg: fmt.Sprintf("upgrade request %q: expected a token of letters, digits and . _ : + - (at most 64, starting with a letter or digit), for example \"2026-12-01-1\"", u)}
+			}
+			d.UpgradeRequest = u
+		}
 	}
 	d.AppVersion, _ = raw["appVersion"].(string)
 	if cs, ok := raw["connects"].([]any); ok {

@@ -90,8 +90,10 @@ func planLocks(res *Result, current map[ID]*Instance, used UsedSequences) ([]Loc
 // by deployment, without encoding them (a plan needs no lockfile bytes): a
 // deployment whose digest changed gets sequence+1; one whose configuration
 // is gone gets a tombstone, so a re-created deployment never reuses a
-// number. Unchanged deployments are left alone (their files stay
-// byte-identical). Deployments that failed to resolve are neither locked
+// number. A deployment whose only change is a newly honoured upgrade
+// request (no newer driver version was loaded) gets sequence+1 too, so
+// the lock records the request as spent. Unchanged deployments are left
+// alone (their files stay byte-identical). Deployments that failed to resolve are neither locked
 // nor tombstoned; deployments on hold keep their lock.
 func NextInstances(res *Result, current map[ID]*Instance) ([]LockChange, error) {
 	return nextInstances(res, current, nil)
@@ -106,7 +108,7 @@ func nextInstances(res *Result, current map[ID]*Instance, used UsedSequences) ([
 			continue
 		}
 		prev := current[r.Instance.ID]
-		if prev != nil && !prev.Tombstone() && prev.Digest == r.Instance.Digest {
+		if prev != nil && !prev.Tombstone() && prev.Digest == r.Instance.Digest && prev.Driver.UpgradeRequest == r.Instance.Driver.UpgradeRequest {
 			continue
 		}
 		next := *r.Instance

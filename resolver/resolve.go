@@ -1,6 +1,7 @@
 package resolver
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"path"
@@ -223,11 +224,7 @@ func firstPass(c *Cluster, e *Environment, d *Deployment, opts Options) (*pendin
 	if opts.Locks != nil {
 		locked = opts.Locks[d.ID]
 	}
-	sel := drivers.Selection{AppVersion: d.AppVersion, Pinned: d.DriverVersion, Upgrade: d.Upgrade}
-	if locked != nil && !locked.Tombstone() && locked.Driver.Name == d.Driver {
-		sel.Locked = locked.Driver.Version
-		sel.LockedAppVersion = locked.AppVersion
-	}
+	sel, request := selection(d, locked)
 	drv, err := opts.Catalog.Select(d.Driver, sel)
 	if err != nil {
 		return nil, fmt.Errorf("%s: field driver: %w", d.File, err)
@@ -299,7 +296,7 @@ func firstPass(c *Cluster, e *Environment, d *Deployment, opts Options) (*pendin
 		Kind:         KindInstance,
 		ID:           d.ID,
 		SourceCommit: opts.SourceCommit,
-		Driver:       DriverRef{Name: drv.Name, Version: drv.Version, Digest: drv.Digest},
+		Driver:       DriverRef{Name: drv.Name, Version: drv.Version, Digest: drv.Digest, UpgradeRequest: request},
 		AppVersion:   d.AppVersion,
 		Context:      &ctx,
 	}
@@ -308,6 +305,28 @@ func firstPass(c *Cluster, e *Environment, d *Deployment, opts Options) (*pendin
 		driver:    drv,
 		endpoints: eps,
 	}, nil
+}
+
+// selection is what the driver selection rule is asked for d, given its
+// current lock (nil when it has none), and the upgrade request token the
+// new instance records. The deployment keeps its locked driver version
+// unless it pins one, its application version changed, or its upgrade
+// request is new (it differs from the one the lock recorded): so a
+// fan-out, which changes none of these, never changes a driver version,
+// and a request is honoured once. A file without a token keeps the lock's
+// (removing a spent token is no change).
+func selection(d *Deployment, locked *Instance) (drivers.Selection, string) {
+	sel := drivers.Selection{AppVersion: d.AppVersion, Pinned: d.DriverVersion}
+	if locked == nil || locked.Tombstone() {
+		return sel, d.UpgradeRequest
+	}
+	request := cmp.Or(d.UpgradeRequest, locked.Driver.UpgradeRequest)
+	if locked.Driver.Name == d.Driver {
+		sel.Locked = locked.Driver.Version
+		sel.LockedAppVersion = locked.AppVersion
+		sel.Upgrade = request != locked.Driver.UpgradeRequest
+	}
+	return sel, request
 }
 
 // blameParameters names the file to blame for an error of the driver's

@@ -52,9 +52,15 @@ import "strings"
 	driver: #Name | {
 		name:     #Name
 		version?: string
-		// upgrade asks for the newest driver version that supports the
-		// application version even when the version is unchanged.
-		upgrade?: bool
+		// upgrade is a one-shot upgrade request: a token the deployment's
+		// current lock has not recorded makes the next lock take the
+		// newest driver version that supports the application version,
+		// once; the lock records it (driver.upgradeRequest), so later
+		// locks keep that version. A boolean is the old standing flag:
+		// the loader refuses it and says what to write instead.
+		// The loader checks the token itself (upgradeTokenRE), so that a bad
+		// one gets a clear error rather than a disjunction's.
+		upgrade?: bool | string
 	}
 	appVersion: string & =~"^v?[0-9]+\\.[0-9]+\\.[0-9]+([-+].*)?$"
 	// connects names the deployments (or deployment.service) of the same

@@ -42,6 +42,9 @@ type Workspace struct {
 	Catalog *drivers.Catalog
 	Locks   map[ID]*Instance
 	opts    WorkspaceOptions
+	// fsys is what the workspace was loaded from: an upgrade reads the
+	// deployment files it edits there.
+	fsys fs.FS
 }
 
 // LoadWorkspace loads configuration, drivers (the repo's drivers/ folder
@@ -84,7 +87,7 @@ func LoadWorkspace(fsys fs.FS, opts WorkspaceOptions) (*Workspace, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Workspace{Repo: repo, Catalog: cat, Locks: locks, opts: opts}, nil
+	return &Workspace{Repo: repo, Catalog: cat, Locks: locks, opts: opts, fsys: fsys}, nil
 }
 
 // Resolve resolves every deployment of the workspace.

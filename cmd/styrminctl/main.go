@@ -8,6 +8,7 @@ import (
 	"io"
 	"os"
 	"runtime/debug"
+	"time"
 
 	"github.com/spf13/cobra"
 )
@@ -56,6 +57,7 @@ func newRootCmd(stdout, stderr io.Writer) *cobra.Command {
 		newDriversCmd(g, stdout),
 		newLockCmd(g, kubeClient, stdout),
 		newRetryCmd(g, stdout),
+		newUpgradeCmd(g, time.Now, stdout),
 		newExplainCmd(g, stdout),
 		newPlanCmd(g, stdout),
 		newDiffCmd(g, stdout),
