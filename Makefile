@@ -13,7 +13,7 @@ KUBECONFIG_LOCAL := .cluster/kubeconfig
 
 .DEFAULT_GOAL := help
 
-.PHONY: help build testcluster test bench bench-agent bench-controller lint clusterctl cluster-up cluster-down cluster-status demo
+.PHONY: help build testcluster test bench bench-agent bench-lock bench-controller lint clusterctl cluster-up cluster-down cluster-status demo
 
 help: ## List the targets.
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{ printf "  %-15s %s\n", $$1, $$2 }'
@@ -33,10 +33,13 @@ test: testcluster ## Run all tests (integration tests start real control planes)
 	$(GO) test -race -timeout $(TEST_TIMEOUT) -run '$(RACE_TESTS)' ./operator/... ./resolver ./gitsource
 
 bench: testcluster ## Run the benchmarks (but the two 500-deployment ones: bench-agent, bench-controller).
-	$(GO) test -run '^$$' -bench . -skip 'AgentThroughGit|DeploymentController' -benchmem -timeout $(TEST_TIMEOUT) ./...
+	$(GO) test -run '^$$' -bench . -skip 'AgentThroughGit|DeploymentController|LockChain' -benchmem -timeout $(TEST_TIMEOUT) ./...
 
 bench-agent: testcluster ## The agent binary at 500 webapp deployments locked in one commit: create and fan-out until Ready, API-server CPU, peak memory; then the same objects applied directly, as the same run's reference.
 	$(GO) test ./e2e -run '^$$' -bench AgentThroughGit -benchtime 1x -agent-deployments 500 -agent-baseline -v -timeout $(TEST_TIMEOUT)
+
+bench-lock: ## Lock a 1,000-deployment cluster fan-out of 10 configuration commits (one lock commit each) against the head-only lock of the same repository.
+	$(GO) test ./resolver -run '^$$' -bench LockChain -benchmem -benchtime 3x -timeout $(TEST_TIMEOUT)
 
 bench-controller: testcluster ## The StyrminDeployment controller alone at 500 deployments, against applying the same objects directly.
 	$(GO) test ./operator -run '^$$' -bench DeploymentController -benchtime 1x -deployments 500 -baseline -timeout $(TEST_TIMEOUT)
