@@ -279,6 +279,16 @@ func schemaAt(v cue.Value, sels []cue.Selector) cue.Value {
 			next = v.LookupPath(cue.MakePath(cue.AnyIndex))
 		}
 		if !next.Exists() {
+			// A field of one alternative: driver: #Name | {name: #Name, …}.
+			if op, alts := v.Expr(); op == cue.OrOp {
+				for _, a := range alts {
+					if next = schemaAt(a, []cue.Selector{s}); next.Exists() {
+						break
+					}
+				}
+			}
+		}
+		if !next.Exists() {
 			return cue.Value{}
 		}
 		v = next
@@ -378,18 +388,26 @@ func fieldName(sels []cue.Selector) string {
 	return b.String()
 }
 
-// syntaxMsg words a CUE parser message for people.
+// syntaxMsg words a CUE parser message for people: its token names
+// ('EOF', 'STRING') are the parser's.
 func syntaxMsg(msg string) string {
-	msg = strings.ReplaceAll(msg, "'EOF'", "the end of the file")
+	msg = strings.NewReplacer("'EOF'", "the end of the file", "'STRING'", "a string",
+		"'INT'", "a number", "'FLOAT'", "a number", "'IDENT'", "a name").Replace(msg)
 	return scrub(msg)
 }
 
-var moreErrorsRE = regexp.MustCompile(`\s*\(and \d+ more errors?\)`)
+var (
+	moreErrorsRE = regexp.MustCompile(`\s*\(and \d+ more errors?\)`)
+	outOfBoundRE = regexp.MustCompile(`^invalid value (.*) \(out of bound (.*)\)$`)
+)
 
 // scrub removes CUE's evaluator phrasing from a message that could not be
 // worded from the schema: what remains still names the problem.
 func scrub(msg string) string {
 	msg = moreErrorsRE.ReplaceAllString(msg, "")
+	if m := outOfBoundRE.FindStringSubmatch(msg); m != nil {
+		return "must satisfy " + m[2] + ", got " + m[1]
+	}
 	if strings.Contains(msg, "empty disjunction") {
 		return "matches none of the allowed forms"
 	}

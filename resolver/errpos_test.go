@@ -51,6 +51,8 @@ func TestConfigErrorsNamePositionFieldAndWhatToDo(t *testing.T) {
 			[]string{"local/dev/web: " + webCUE + `:7:12: field parameters.replicas: must be at most 10, got 50`}},
 		{"pattern of a setting", webCUE, "driver: \"webapp\"\nappVersion: \"latest\"\n",
 			[]string{webCUE + `:2:13: field appVersion: must match the regular expression ^v?[0-9]+\.[0-9]+\.[0-9]+([-+].*)?$, got "latest"`}},
+		{"pattern inside one alternative", webCUE, "driver: {name: \"Web_App\"}\nappVersion: \"1.25.0\"\n",
+			[]string{webCUE + `:1:16: field driver.name: must match the regular expression ^[a-z0-9]([-a-z0-9]*[a-z0-9])?$, got "Web_App"`}},
 		{"enum mismatch", webCUE, web("\tsize: \"huge\"\n"),
 			[]string{"local/dev/web: " + webCUE + `:7:8: field parameters.size: must be one of "small", "medium", "large", got "huge"`}},
 		{"enum mismatch set by the environment", devDir + "/environment.cue", "namespacePrefix: \"dev\"\nparameters: logLevel: \"verbose\"\n",
