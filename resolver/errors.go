@@ -47,6 +47,7 @@ func (e *ConfigError) Error() string {
 	return b.String()
 }
 
+// Unwrap returns the underlying error, so errors.Is sees through.
 func (e *ConfigError) Unwrap() error { return e.Err }
 
 // at places e at pos when pos is in e's file.
