@@ -45,7 +45,7 @@ func TestLintRendersWithASampleContext(t *testing.T) {
 		want       string
 	}{
 		{name: "value outside the constraint", params: map[string]any{"replicas": 7}, wantParams: true,
-			want: "drivers/mini/1.0.0: driver mini@1.0.0: parameter replicas: value 7 does not satisfy int & >=1 & <=3"},
+			want: "drivers/mini/1.0.0: driver mini@1.0.0: parameter replicas: must be at most 3, got 7"},
 		{name: "unknown parameter", params: map[string]any{"colour": "red"}, wantParams: true, want: "drivers/mini/1.0.0: "},
 		{name: "template failing for the values", params: map[string]any{"replicas": 3},
 			want: "drivers/mini/1.0.0/chart/templates/check.yaml"},

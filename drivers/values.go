@@ -11,6 +11,8 @@ import (
 
 	"cuelang.org/go/cue"
 	"github.com/Masterminds/semver/v3"
+
+	"github.com/styrmin/styrmin/internal/cuemsg"
 )
 
 // ApplyParameters unifies params with the driver's parameter schema:
@@ -76,16 +78,29 @@ func (d *Driver) ApplyParameters(params map[string]any) (map[string]any, error) 
 		if !isGiven && p.Optional {
 			continue
 		}
+		if !isGiven && p.HasDefault {
+			// An optional field is not found by a plain lookup: its default
+			// is the value, not a missing parameter to report.
+			out[p.Name] = deepCopyJSON(p.Default)
+			continue
+		}
 		if err := pv.Validate(cue.Concrete(true)); err != nil {
-			msg := fmt.Sprintf("expected %s", p.expectation())
+			// Worded from the parameter's schema: CUE's own message speaks
+			// of disjunctions and conflicts, and would quote a secret.
+			var msg string
 			switch {
-			case isGiven && (p.Sensitive || p.Secret):
-				// CUE's message would quote the value.
-				msg = fmt.Sprintf("value (hidden) does not satisfy %s", p.expectation())
+			case isGiven && p.Secret:
+				msg = fmt.Sprintf("must be %s (value hidden)", p.expectation())
 			case isGiven:
-				msg = fmt.Sprintf("value %s does not satisfy %s: %s", describe(given, p), p.expectation(), firstMsg(err))
+				gv := schema.Context().Encode(given)
+				msg = cuemsg.Want(parameterSchema(schema, p.Name), d.compiled.raw, gv)
+				if p.Sensitive {
+					msg += " (value hidden)"
+				} else {
+					msg += ", got " + cuemsg.Show(gv)
+				}
 			default:
-				msg = "required, " + msg
+				msg = fmt.Sprintf("required, not set (expected %s)", p.expectation())
 			}
 			errs = append(errs, &ParameterError{Driver: d.ref(), Parameter: p.Name, Msg: msg})
 			continue
@@ -103,11 +118,21 @@ func (d *Driver) ApplyParameters(params map[string]any) (map[string]any, error) 
 	return out, nil
 }
 
+// parameterSchema is the schema of one parameter, optional or not.
+func parameterSchema(schema cue.Value, name string) cue.Value {
+	if v := schema.LookupPath(cue.MakePath(cue.Str(name))); v.Exists() {
+		return v
+	}
+	return schema.LookupPath(cue.MakePath(cue.Str(name).Optional()))
+}
+
 // ParameterError is a parameter value the driver's schema rejects.
 type ParameterError struct {
 	Driver    string // name@version
 	Parameter string
-	Msg       string
+	// Msg says what the parameter must be and, unless the value is secret
+	// or sensitive, what it was ("must be at most 10, got 50").
+	Msg string
 }
 
 func (e *ParameterError) Error() string {
@@ -123,30 +148,6 @@ func (p *Parameter) expectation() string {
 	default:
 		return p.Type
 	}
-}
-
-// describe shows a given value in an error without revealing sensitive
-// ones.
-func describe(v any, p Parameter) string {
-	if p.Sensitive || p.Secret {
-		return "(hidden)"
-	}
-	s := fmt.Sprintf("%v", v)
-	if str, ok := v.(string); ok {
-		s = fmt.Sprintf("%q", str)
-	}
-	if len(s) > 60 {
-		s = s[:57] + "..."
-	}
-	return s
-}
-
-func firstMsg(err error) string {
-	msg := err.Error()
-	if i := strings.IndexByte(msg, '\n'); i >= 0 {
-		msg = msg[:i]
-	}
-	return msg
 }
 
 func (d *Driver) ref() string { return d.Name + "@" + d.Version }

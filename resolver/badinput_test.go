@@ -28,7 +28,7 @@ func TestBadInputGivesAClearErrorAndWritesNothing(t *testing.T) {
 		}, []string{"clusters/local/environments/staging/deployments/web.yaml"}},
 		{"unknown field", func(t *testing.T, dir string) {
 			writeFile(t, dir, webCUE, "driver: \"webapp\"\nappVersion: \"1.25.0\"\nreplicas: 3\n")
-		}, []string{webCUE + ":3", "field replicas", "not allowed"}},
+		}, []string{webCUE + ":3:1", "field replicas", "unknown field"}},
 		{"wrong type of a setting", func(t *testing.T, dir string) {
 			writeFile(t, dir, devDir+"/environment.cue", "namespacePrefix: \"dev\"\ndedicatedIngress: \"yes\"\n")
 		}, []string{devDir + "/environment.cue:2", "field dedicatedIngress", "bool"}},

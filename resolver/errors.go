@@ -1,19 +1,33 @@
 package resolver
 
 import (
+	"errors"
 	"fmt"
+	"regexp"
+	"sort"
+	"strconv"
 	"strings"
 
+	"cuelang.org/go/cue"
+	"cuelang.org/go/cue/ast"
 	cueerrors "cuelang.org/go/cue/errors"
+	"cuelang.org/go/cue/token"
+
+	"github.com/styrmin/styrmin/internal/cuemsg"
 )
 
 // ConfigError is bad input in one file of the desired-state repository. It
-// names the file, the line when known, the field and what was expected.
+// names the file, the position when known, the field and what was
+// expected, so the user can go straight to the line.
 type ConfigError struct {
-	File  string
-	Line  int
-	Field string
-	Msg   string
+	File string
+	// Line and Column locate the problem in File (1-based); 0 when the
+	// problem is the file as a whole.
+	Line, Column int
+	Field        string
+	Msg          string
+	// Err is the underlying error, if any (for errors.Is).
+	Err error
 }
 
 func (e *ConfigError) Error() string {
@@ -21,6 +35,9 @@ func (e *ConfigError) Error() string {
 	b.WriteString(e.File)
 	if e.Line > 0 {
 		fmt.Fprintf(&b, ":%d", e.Line)
+		if e.Column > 0 {
+			fmt.Fprintf(&b, ":%d", e.Column)
+		}
 	}
 	if e.Field != "" {
 		fmt.Fprintf(&b, ": field %s", e.Field)
@@ -28,6 +45,17 @@ func (e *ConfigError) Error() string {
 	b.WriteString(": ")
 	b.WriteString(e.Msg)
 	return b.String()
+}
+
+// Unwrap returns the underlying error, so errors.Is sees through.
+func (e *ConfigError) Unwrap() error { return e.Err }
+
+// at places e at pos when pos is in e's file.
+func (e *ConfigError) at(pos token.Position) *ConfigError {
+	if pos.Line > 0 && pos.Filename == e.File {
+		e.Line, e.Column = pos.Line, pos.Column
+	}
+	return e
 }
 
 // DeploymentError is a failure to resolve one deployment; the others still
@@ -41,30 +69,405 @@ func (e *DeploymentError) Error() string { return e.ID.String() + ": " + e.Err.E
 
 func (e *DeploymentError) Unwrap() error { return e.Err }
 
-// fromCUE turns a CUE error into a ConfigError for file, preferring a
-// position inside that file over one in the schema.
-func fromCUE(file string, err error) *ConfigError {
-	errs := cueerrors.Errors(err)
-	if len(errs) == 0 {
-		return &ConfigError{File: file, Msg: err.Error()}
+// joinConfigErrors sorts errs by position and joins them, one per line; a
+// single error is returned as itself so callers see a *ConfigError.
+func joinConfigErrors(errs []*ConfigError) error {
+	sort.SliceStable(errs, func(i, j int) bool {
+		a, b := errs[i], errs[j]
+		if a.File != b.File {
+			return a.File < b.File
+		}
+		if a.Line != b.Line {
+			return a.Line < b.Line
+		}
+		if a.Column != b.Column {
+			return a.Column < b.Column
+		}
+		if a.Field != b.Field {
+			return a.Field < b.Field
+		}
+		return a.Msg < b.Msg
+	})
+	switch len(errs) {
+	case 0:
+		return nil
+	case 1:
+		return errs[0]
 	}
-	e := errs[0]
-	path := e.Path()
-	// The schema definition (#Deployment…) is ours, not the user's field.
-	if len(path) > 0 && strings.HasPrefix(path[0], "#") {
-		path = path[1:]
+	out := make([]error, len(errs))
+	for i, e := range errs {
+		out[i] = e
 	}
-	ce := &ConfigError{File: file, Field: strings.Join(path, ".")}
-	format, args := e.Msg()
-	ce.Msg = fmt.Sprintf(format, args...)
-	for _, p := range cueerrors.Positions(e) {
-		if p.Filename() == file && p.Line() > 0 {
-			ce.Line = p.Line()
-			break
+	return errors.Join(out...)
+}
+
+// yamlLineRE matches the one position YAML syntax errors carry, once the
+// file name is cut off: the CUE YAML decoder rewrites the parser's
+// "yaml: line N: msg" as "file:N: msg".
+var yamlLineRE = regexp.MustCompile(`(?s)^(\d+): (.*)$`)
+
+// fromYAML turns a YAML syntax error into a ConfigError. The YAML parser
+// reports a line but no column, so the column is where the text of that
+// line starts (or its opening bracket, for an unclosed one): where the
+// user has to look.
+func fromYAML(file string, data []byte, err error) *ConfigError {
+	msg := strings.TrimPrefix(err.Error(), file)
+	msg = strings.TrimSpace(strings.TrimPrefix(strings.TrimPrefix(msg, ":"), " yaml:"))
+	ce := &ConfigError{File: file, Line: 1, Column: 1, Err: err}
+	if m := yamlLineRE.FindStringSubmatch(msg); m != nil {
+		if n, convErr := strconv.Atoi(m[1]); convErr == nil && n > 0 {
+			msg = strings.TrimSpace(m[2])
+			if yamlParserProblem(msg) {
+				// The parser (not the scanner) reports its mark's 0-based
+				// line; the start of the construct it was parsing.
+				n++
+			}
+			ce.Line, ce.Column = n, yamlColumn(data, n, msg)
 		}
 	}
-	if len(errs) > 1 {
-		ce.Msg += fmt.Sprintf(" (and %d more errors)", len(errs)-1)
+	if msg == "" {
+		msg = "unknown problem"
+	}
+	ce.Msg = "invalid YAML: " + msg
+	return ce
+}
+
+// yamlParserProblem reports the messages of the YAML parser, whose line
+// numbers are 0-based, unlike the scanner's.
+func yamlParserProblem(msg string) bool {
+	switch msg {
+	case "did not find expected ',' or ']'", "did not find expected ',' or '}'",
+		"did not find expected '-' indicator", "did not find expected <document start>",
+		"did not find expected key", "did not find expected node content",
+		"found duplicate %TAG directive", "found duplicate %YAML directive",
+		"found incompatible YAML document", "found undefined tag handle":
+		return true
+	}
+	return false
+}
+
+// yamlColumn is the 1-based column to show for a YAML error on line n of
+// data: the bracket that is not closed, else the first non-blank
+// character (1 when the line is blank or missing).
+func yamlColumn(data []byte, n int, msg string) int {
+	lines := strings.Split(string(data), "\n")
+	if n > len(lines) {
+		return 1
+	}
+	l := lines[n-1]
+	for _, b := range [][2]string{{"']'", "["}, {"'}'", "{"}} {
+		if strings.HasSuffix(msg, b[0]) {
+			if i := strings.LastIndex(l, b[1]); i >= 0 {
+				return i + 1
+			}
+		}
+	}
+	if t := strings.TrimLeft(l, " \t"); t != "" {
+		return len(l) - len(t) + 1
+	}
+	return 1
+}
+
+// explainer turns the CUE errors of one configuration file into
+// ConfigErrors located in that file: raw is the file as the user wrote it,
+// schema the definition it was checked against (the zero Value for syntax
+// errors) and scope the schema's root, where its references resolve.
+type explainer struct {
+	file          string
+	raw           cue.Value
+	schema, scope cue.Value
+}
+
+// explain reports every distinct problem of err, sorted by position.
+// Errors at a field and below it (a disjunction's alternatives) keep only
+// the deepest: it says which part of the value is wrong.
+func (x *explainer) explain(err error) error {
+	var out []*ConfigError
+	seen := map[string]bool{}
+	for _, e := range cueerrors.Errors(err) {
+		ce := x.one(e)
+		if k := ce.Error(); !seen[k] {
+			seen[k] = true
+			out = append(out, ce)
+		}
+	}
+	if len(out) == 0 {
+		return &ConfigError{File: x.file, Line: 1, Column: 1, Msg: err.Error(), Err: err}
+	}
+	var kept []*ConfigError
+	for _, ce := range out {
+		shadowed := false
+		for _, o := range out {
+			if ce.Field != "" && strings.HasPrefix(o.Field, ce.Field) && len(o.Field) > len(ce.Field) &&
+				(o.Field[len(ce.Field)] == '.' || o.Field[len(ce.Field)] == '[') {
+				shadowed = true
+				break
+			}
+		}
+		if !shadowed {
+			kept = append(kept, ce)
+		}
+	}
+	return joinConfigErrors(kept)
+}
+
+// one translates a single CUE error.
+func (x *explainer) one(e cueerrors.Error) *ConfigError {
+	sels := userPath(e.Path())
+	ce := &ConfigError{File: x.file, Field: fieldName(sels), Err: e}
+	format, args := e.Msg()
+	ce.Msg = fmt.Sprintf(format, args...)
+	if len(sels) == 0 {
+		// Syntax and reference errors: CUE's position is the user's.
+		ce.Msg = syntaxMsg(ce.Msg)
+		for _, p := range append([]token.Pos{e.Position()}, e.InputPositions()...) {
+			if p.IsValid() && p.Filename() == x.file {
+				ce.at(p.Position())
+				break
+			}
+		}
+		if ce.Line == 0 {
+			ce.Line, ce.Column = 1, 1
+		}
+		return ce
+	}
+	given := x.raw.LookupPath(cue.MakePath(sels...))
+	ce.at(x.position(sels, e))
+	if p := given.Pos(); strings.Contains(format, "not allowed") && p.IsValid() && p.Filename() == x.file {
+		ce.at(p.Position()) // the label is what is wrong, not its value
+	}
+	want := schemaAt(x.schema, sels)
+	switch {
+	case strings.Contains(format, "not allowed"):
+		ce.Msg = "unknown field" + x.allowed(sels[:len(sels)-1])
+	case !given.Exists():
+		ce.Msg = "required, not set"
+	case !given.IsConcrete():
+		ce.Msg = "must be a concrete value, got " + cuemsg.Show(given)
+	case want.Exists():
+		ce.Msg = cuemsg.Want(want, x.scope, given) + ", got " + cuemsg.Show(given)
+	case strings.HasPrefix(format, "conflicting values") && len(args) >= 2 && x.concrete(args[0]) && x.concrete(args[1]):
+		// Two values the user wrote for one field (the schema leaves it
+		// open): say so rather than "conflicting values".
+		ce.Msg = fmt.Sprintf("set to both %v and %v: keep one", args[0], args[1])
+	default:
+		ce.Msg = scrub(ce.Msg)
 	}
 	return ce
+}
+
+// concrete reports whether a CUE message argument is a value (3, "a")
+// rather than a type or constraint.
+func (x *explainer) concrete(arg any) bool {
+	v := x.raw.Context().CompileString(fmt.Sprint(arg))
+	return v.Err() == nil && v.IsConcrete()
+}
+
+// schemaAt looks up the schema of the field at sels: optional fields and
+// pattern constraints ([string]: string, [...string]) count.
+func schemaAt(v cue.Value, sels []cue.Selector) cue.Value {
+	if !v.Exists() {
+		return cue.Value{}
+	}
+	for _, s := range sels {
+		next := v.LookupPath(cue.MakePath(s))
+		if !next.Exists() && s.Type() == cue.StringLabel {
+			if next = v.LookupPath(cue.MakePath(s.Optional())); !next.Exists() {
+				next = v.LookupPath(cue.MakePath(cue.AnyString))
+			}
+		}
+		if !next.Exists() && s.Type() == cue.IndexLabel {
+			next = v.LookupPath(cue.MakePath(cue.AnyIndex))
+		}
+		if !next.Exists() {
+			// A field of one alternative: driver: #Name | {name: #Name, …}.
+			if op, alts := v.Expr(); op == cue.OrOp {
+				for _, a := range alts {
+					if next = schemaAt(a, []cue.Selector{s}); next.Exists() {
+						break
+					}
+				}
+			}
+		}
+		if !next.Exists() {
+			return cue.Value{}
+		}
+		v = next
+	}
+	return v
+}
+
+// valuePos is where a field's value starts (the 50 of replicas: 50), which
+// is what the user has to change; the label's position otherwise.
+func valuePos(v cue.Value) token.Pos {
+	if f, ok := v.Source().(*ast.Field); ok && f.Value != nil && f.Value.Pos().IsValid() {
+		return f.Value.Pos()
+	}
+	return v.Pos()
+}
+
+// position is where the user wrote the field at sels, or the nearest
+// enclosing field they wrote (a missing field belongs to its parent), or
+// where CUE saw the problem in the file, or the file's start.
+func (x *explainer) position(sels []cue.Selector, e cueerrors.Error) token.Position {
+	for n := len(sels); n >= 0; n-- {
+		v := x.raw.LookupPath(cue.MakePath(sels[:n]...))
+		if p := valuePos(v); v.Exists() && p.IsValid() && p.Filename() == x.file {
+			return p.Position()
+		}
+	}
+	for _, p := range cueerrors.Positions(e) {
+		if p.IsValid() && p.Filename() == x.file {
+			return p.Position()
+		}
+	}
+	return token.Position{Filename: x.file, Line: 1, Column: 1}
+}
+
+// allowed lists the fields the schema allows at parent, for an unknown
+// field: the user most often misspelt one of them.
+func (x *explainer) allowed(parent []cue.Selector) string {
+	if !x.schema.Exists() {
+		return ""
+	}
+	v := x.schema.LookupPath(cue.MakePath(parent...))
+	if v.IncompleteKind() != cue.StructKind {
+		return ""
+	}
+	it, err := v.Fields(cue.Optional(true))
+	if err != nil {
+		return ""
+	}
+	var names []string
+	for it.Next() {
+		names = append(names, it.Selector().Unquoted())
+	}
+	if len(names) == 0 {
+		return ""
+	}
+	sort.Strings(names)
+	return " (allowed here: " + strings.Join(names, ", ") + ")"
+}
+
+// userPath turns a CUE error path into selectors of the user's file: the
+// schema's definition (#Deployment…) is ours, not a field the user wrote.
+func userPath(p []string) []cue.Selector {
+	for len(p) > 0 && strings.HasPrefix(p[0], "#") {
+		p = p[1:]
+	}
+	sels := make([]cue.Selector, 0, len(p))
+	for _, s := range p {
+		if n, err := strconv.Atoi(s); err == nil && n >= 0 {
+			sels = append(sels, cue.Index(n))
+			continue
+		}
+		if u, err := strconv.Unquote(s); err == nil {
+			s = u
+		}
+		if strings.HasPrefix(s, "#") {
+			break // inside one of our definitions: the field above is the user's
+		}
+		sels = append(sels, cue.Str(s))
+	}
+	return sels
+}
+
+// fieldName formats selectors like the rest of Styrmin's errors:
+// parameters.replicas, connects[0].
+func fieldName(sels []cue.Selector) string {
+	var b strings.Builder
+	for _, s := range sels {
+		if s.Type() == cue.IndexLabel {
+			fmt.Fprintf(&b, "[%s]", s.String())
+			continue
+		}
+		if b.Len() > 0 {
+			b.WriteByte('.')
+		}
+		b.WriteString(s.Unquoted())
+	}
+	return b.String()
+}
+
+// syntaxMsg words a CUE parser message for people: its token names
+// ('EOF', 'STRING') are the parser's.
+func syntaxMsg(msg string) string {
+	msg = strings.NewReplacer("'EOF'", "the end of the file", "'STRING'", "a string",
+		"'INT'", "a number", "'FLOAT'", "a number", "'IDENT'", "a name").Replace(msg)
+	return scrub(msg)
+}
+
+var (
+	moreErrorsRE = regexp.MustCompile(`\s*\(and \d+ more errors?\)`)
+	outOfBoundRE = regexp.MustCompile(`^invalid value (.*) \(out of bound (.*)\)$`)
+)
+
+// scrub removes CUE's evaluator phrasing from a message that could not be
+// worded from the schema: what remains still names the problem.
+func scrub(msg string) string {
+	msg = moreErrorsRE.ReplaceAllString(msg, "")
+	if m := outOfBoundRE.FindStringSubmatch(msg); m != nil {
+		return "must satisfy " + m[2] + ", got " + m[1]
+	}
+	if strings.Contains(msg, "empty disjunction") {
+		return "matches none of the allowed forms"
+	}
+	msg = strings.ReplaceAll(msg, "conflicting values", "cannot be both")
+	return msg
+}
+
+// placeOf is the position of field in a loaded file, zero when unknown.
+func placeOf(pos map[string]token.Position, field string) token.Position {
+	if p, ok := pos[field]; ok {
+		return p
+	}
+	// A missing field belongs to the nearest field above it.
+	for f := field; f != ""; {
+		i := strings.LastIndexAny(f, ".[")
+		if i < 0 {
+			break
+		}
+		f = f[:i]
+		if p, ok := pos[f]; ok {
+			return p
+		}
+	}
+	return token.Position{}
+}
+
+// positions records where each field of a file's value was written, by
+// field name (parameters.replicas, connects[0]): errors found after
+// loading, once the values are plain Go, still point at the user's line.
+func positions(file string, v cue.Value) map[string]token.Position {
+	out := map[string]token.Position{}
+	var walk func(prefix string, v cue.Value)
+	walk = func(prefix string, v cue.Value) {
+		if p := valuePos(v); prefix != "" && p.IsValid() && p.Filename() == file {
+			out[prefix] = p.Position()
+		}
+		switch v.IncompleteKind() {
+		case cue.StructKind:
+			it, err := v.Fields()
+			if err != nil {
+				return
+			}
+			for it.Next() {
+				name := it.Selector().Unquoted()
+				if prefix != "" {
+					name = prefix + "." + name
+				}
+				walk(name, it.Value())
+			}
+		case cue.ListKind:
+			it, err := v.List()
+			if err != nil {
+				return
+			}
+			for i := 0; it.Next(); i++ {
+				walk(fmt.Sprintf("%s[%d]", prefix, i), it.Value())
+			}
+		}
+	}
+	walk("", v)
+	return out
 }

@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"cuelang.org/go/cue/ast"
+	cueerrors "cuelang.org/go/cue/errors"
 	"cuelang.org/go/cue/parser"
 	"cuelang.org/go/cue/token"
 	yaml "go.yaml.in/yaml/v3"
@@ -91,7 +92,7 @@ func isStringLit(e ast.Expr) (*ast.BasicLit, bool) {
 func setCUEField(file string, data []byte, s fieldSet) ([]byte, error) {
 	f, err := parser.ParseFile(file, data, parser.ParseComments)
 	if err != nil {
-		return nil, fromCUE(file, err)
+		return nil, cueSyntaxError(file, err)
 	}
 	quoted := strconv.Quote(s.value)
 	if s.under == "" {
@@ -299,4 +300,16 @@ func encodeYAML(file string, doc *yaml.Node) ([]byte, error) {
 		return nil, &ConfigError{File: file, Msg: fmt.Sprintf("encode: %v", err)}
 	}
 	return b.Bytes(), nil
+}
+
+// cueSyntaxError is a parse error of a CUE file an edit reads, at its
+// position, in the loader's words.
+func cueSyntaxError(file string, err error) *ConfigError {
+	ce := &ConfigError{File: file, Msg: err.Error(), Err: err}
+	if errs := cueerrors.Errors(err); len(errs) > 0 {
+		format, args := errs[0].Msg()
+		ce.Msg = syntaxMsg(fmt.Sprintf(format, args...))
+		ce.at(errs[0].Position().Position())
+	}
+	return ce
 }

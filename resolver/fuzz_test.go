@@ -32,7 +32,7 @@ func FuzzLoadFile(f *testing.F) {
 			file = "clusters/c/environments/e/deployments/d.yaml"
 		}
 		var out map[string]any
-		err := l.parse(file, data, "#Deployment", &out)
+		_, err := l.parse(file, data, "#Deployment", &out)
 		if err == nil {
 			if _, ok := out["driver"]; !ok {
 				t.Fatalf("accepted a deployment without a driver: %q", data)

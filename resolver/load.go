@@ -11,7 +11,10 @@ import (
 
 	"cuelang.org/go/cue"
 	"cuelang.org/go/cue/cuecontext"
+	"cuelang.org/go/cue/token"
 	cueyaml "cuelang.org/go/encoding/yaml"
+
+	"github.com/styrmin/styrmin/internal/cuemsg"
 )
 
 // DefaultMaxFileSize bounds every configuration file the loader reads.
@@ -58,6 +61,8 @@ type Cluster struct {
 	File         string
 	Settings     map[string]any
 	Environments []*Environment // sorted by name
+	// pos locates the fields of File, for errors found after loading.
+	pos map[string]token.Position
 }
 
 // Environment is one environment layer and its deployments.
@@ -67,6 +72,7 @@ type Environment struct {
 	NamespacePrefix string
 	Settings        map[string]any
 	Deployments     []*Deployment // sorted by name
+	pos             map[string]token.Position
 }
 
 // Deployment is one deployment file.
@@ -84,6 +90,7 @@ type Deployment struct {
 	// Hold, when set, keeps the deployment at its current lock.
 	Hold     string
 	Settings map[string]any
+	pos      map[string]token.Position
 }
 
 // Loader parses configuration files against the repository schemas. It
@@ -112,14 +119,23 @@ func NewLoader(maxFileSize int64) *Loader {
 // against the definition def (#Cluster, #Environment, #Deployment, #Repo).
 // It decodes into out.
 func (l *Loader) LoadFile(fsys fs.FS, file, def string, out any) error {
+	_, err := l.loadFile(fsys, file, def, out)
+	return err
+}
+
+// loadFile is LoadFile that also returns where each field was written.
+func (l *Loader) loadFile(fsys fs.FS, file, def string, out any) (map[string]token.Position, error) {
 	data, err := readLimited(fsys, file, l.maxFileSize)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	return l.parse(file, data, def, out)
 }
 
-func (l *Loader) parse(file string, data []byte, def string, out any) error {
+// parse checks one file against def. Every error names the file, the line
+// and column the user wrote, and the field, worded from the schema (see
+// explainer): CUE's own messages speak of its evaluator.
+func (l *Loader) parse(file string, data []byte, def string, out any) (map[string]token.Position, error) {
 	var v cue.Value
 	switch path.Ext(file) {
 	case ".cue":
@@ -127,26 +143,32 @@ func (l *Loader) parse(file string, data []byte, def string, out any) error {
 	case ".yaml", ".yml":
 		f, err := cueyaml.Extract(file, data)
 		if err != nil {
-			return fromCUE(file, err)
+			return nil, fromYAML(file, data, err)
 		}
 		v = l.ctx.BuildFile(f)
 	default:
-		return &ConfigError{File: file, Msg: "expected a .cue or .yaml file"}
+		return nil, &ConfigError{File: file, Msg: "expected a .cue or .yaml file"}
 	}
 	if err := v.Err(); err != nil {
-		return fromCUE(file, err)
+		return nil, (&explainer{file: file, raw: v}).explain(err)
 	}
 	if k := v.IncompleteKind(); k != cue.StructKind && k != cue.TopKind {
-		return &ConfigError{File: file, Msg: fmt.Sprintf("expected a struct at the top level, got %v", k)}
+		ce := &ConfigError{File: file, Line: 1, Column: 1, Msg: fmt.Sprintf("expected a struct at the top level, got %s", cuemsg.Kind(k))}
+		if p := v.Pos(); p.IsValid() {
+			ce.at(p.Position())
+		}
+		return nil, ce
 	}
-	v = l.schema.LookupPath(cue.ParsePath(def)).Unify(v)
-	if err := v.Validate(cue.Concrete(true), cue.Final()); err != nil {
-		return fromCUE(file, err)
+	schema := l.schema.LookupPath(cue.ParsePath(def))
+	x := &explainer{file: file, raw: v, schema: schema, scope: l.schema}
+	u := schema.Unify(v)
+	if err := u.Validate(cue.Concrete(true), cue.Final()); err != nil {
+		return nil, x.explain(err)
 	}
-	if err := v.Decode(out); err != nil {
-		return fromCUE(file, err)
+	if err := u.Decode(out); err != nil {
+		return nil, x.explain(err)
 	}
-	return nil
+	return positions(file, v), nil
 }
 
 // readLimited reads a regular file, refusing symlinks (they could escape
@@ -271,7 +293,7 @@ func (l *Loader) loadCluster(fsys fs.FS, name string) (*Cluster, error) {
 		return nil, err
 	}
 	c := &Cluster{Name: name, File: f}
-	if err := l.LoadFile(fsys, f, "#Cluster", &c.Settings); err != nil {
+	if c.pos, err = l.loadFile(fsys, f, "#Cluster", &c.Settings); err != nil {
 		return nil, err
 	}
 	envs, err := subdirs(fsys, path.Join(dir, "environments"))
@@ -297,7 +319,7 @@ func (l *Loader) loadEnvironment(fsys fs.FS, cluster, name string) (*Environment
 		return nil, err
 	}
 	e := &Environment{Name: name, File: f, NamespacePrefix: name}
-	if err := l.LoadFile(fsys, f, "#Environment", &e.Settings); err != nil {
+	if e.pos, err = l.loadFile(fsys, f, "#Environment", &e.Settings); err != nil {
 		return nil, err
 	}
 	if p, ok := e.Settings["namespacePrefix"].(string); ok {
@@ -353,10 +375,11 @@ func (l *Loader) parseDeployment(file string, data []byte, id ID) (*Deployment, 
 		return nil, &ConfigError{File: file, Msg: fmt.Sprintf("file is %d bytes, more than the %d allowed", len(data), l.maxFileSize)}
 	}
 	var raw map[string]any
-	if err := l.parse(file, data, "#Deployment", &raw); err != nil {
+	pos, err := l.parse(file, data, "#Deployment", &raw)
+	if err != nil {
 		return nil, err
 	}
-	d := &Deployment{ID: id, File: file, Settings: raw}
+	d := &Deployment{ID: id, File: file, Settings: raw, pos: pos}
 	switch drv := raw["driver"].(type) {
 	case string:
 		d.Driver = drv

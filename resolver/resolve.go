@@ -11,6 +11,8 @@ import (
 	"sync"
 	"sync/atomic"
 
+	"cuelang.org/go/cue/token"
+
 	"github.com/styrmin/styrmin/drivers"
 )
 
@@ -227,7 +229,7 @@ func firstPass(c *Cluster, e *Environment, d *Deployment, opts Options) (*pendin
 	sel, request := selection(d, locked)
 	drv, err := opts.Catalog.Select(d.Driver, sel)
 	if err != nil {
-		return nil, fmt.Errorf("%s: field driver: %w", d.File, err)
+		return nil, d.errorAt("driver", err.Error(), err)
 	}
 
 	// Keep only the parameters the driver declares from the outer layers;
@@ -243,7 +245,7 @@ func firstPass(c *Cluster, e *Environment, d *Deployment, opts Options) (*pendin
 				continue
 			}
 			if _, fromDeployment := own[k]; fromDeployment {
-				return nil, &ConfigError{File: d.File, Field: "parameters." + k, Msg: fmt.Sprintf("driver %s@%s has no parameter %q (it has: %s)", drv.Name, drv.Version, k, strings.Join(sortedKeys(declared), ", "))}
+				return nil, d.errorAt("parameters."+k, fmt.Sprintf("driver %s@%s has no parameter %q (it has: %s)", drv.Name, drv.Version, k, strings.Join(sortedKeys(declared), ", ")), nil)
 			}
 			delete(params, k)
 			forget(prov, "parameters."+k)
@@ -255,7 +257,7 @@ func firstPass(c *Cluster, e *Environment, d *Deployment, opts Options) (*pendin
 	}
 	applied, err := drv.ApplyParameters(deepCopy(params).(map[string]any))
 	if err != nil {
-		return nil, fmt.Errorf("%s: %w", blameParameters(err, prov, d.File), err)
+		return nil, parameterErrors(err, prov, []layer{c.layer(), e.layer(), d.layer()}, d.File)
 	}
 	for _, p := range drv.Parameters {
 		if _, set := params[p.Name]; !set && p.HasDefault {
@@ -329,19 +331,74 @@ func selection(d *Deployment, locked *Instance) (drivers.Selection, string) {
 	return sel, request
 }
 
-// blameParameters names the file to blame for an error of the driver's
-// parameter schema: the file that set the offending parameter, else the
-// deployment's own file (a missing required parameter belongs there).
-func blameParameters(err error, prov Provenance, deploymentFile string) string {
-	var pe *drivers.ParameterError
-	if errors.As(err, &pe) {
-		for _, o := range prov.Under("parameters." + pe.Parameter) {
+// layer is a loaded file and where its fields were written.
+type layer struct {
+	file string
+	pos  map[string]token.Position
+}
+
+func (c *Cluster) layer() layer     { return layer{c.File, c.pos} }
+func (e *Environment) layer() layer { return layer{e.File, e.pos} }
+func (d *Deployment) layer() layer  { return layer{d.File, d.pos} }
+
+// errorAt is a ConfigError at field of the deployment's file, placed where
+// the field was written (or the file's start when it was not written).
+func (d *Deployment) errorAt(field, msg string, err error) *ConfigError {
+	return placed(&ConfigError{File: d.File, Field: field, Msg: msg, Err: err}, d.pos)
+}
+
+// placed positions e at its field in pos, else at the start of its file:
+// every configuration error names a line and column.
+func placed(e *ConfigError, pos map[string]token.Position) *ConfigError {
+	e.at(placeOf(pos, e.Field))
+	if e.Line == 0 {
+		e.Line, e.Column = 1, 1
+	}
+	return e
+}
+
+// parameterErrors turns the errors of the driver's parameter schema into
+// ConfigErrors, one per parameter, each in the file that set the
+// parameter (a layer above may have) at the line it was set, else in the
+// deployment's own file: a missing required parameter belongs there.
+func parameterErrors(err error, prov Provenance, layers []layer, deploymentFile string) error {
+	var out []*ConfigError
+	for _, e := range flatten(err) {
+		var pe *drivers.ParameterError
+		if !errors.As(e, &pe) {
+			out = append(out, &ConfigError{File: deploymentFile, Line: 1, Column: 1, Msg: e.Error(), Err: e})
+			continue
+		}
+		field := "parameters." + pe.Parameter
+		file := deploymentFile
+		for _, o := range prov.Under(field) {
 			if o.Layer != "driver" {
-				return o.File
+				file = o.File
+				break
 			}
 		}
+		var pos map[string]token.Position
+		for _, l := range layers {
+			if l.file == file {
+				pos = l.pos
+			}
+		}
+		out = append(out, placed(&ConfigError{File: file, Field: field, Msg: pe.Msg, Err: pe}, pos))
 	}
-	return deploymentFile
+	return joinConfigErrors(out)
+}
+
+// flatten lists the errors joined in err (errors.Join), err itself
+// otherwise.
+func flatten(err error) []error {
+	if j, ok := err.(interface{ Unwrap() []error }); ok {
+		var out []error
+		for _, e := range j.Unwrap() {
+			out = append(out, flatten(e)...)
+		}
+		return out
+	}
+	return []error{err}
 }
 
 func secondPass(e *Environment, p *pending, byName map[string]*pending) error {
@@ -351,14 +408,14 @@ func secondPass(e *Environment, p *pending, byName map[string]*pending) error {
 		dep, svc, hasSvc := strings.Cut(ref, ".")
 		field := fmt.Sprintf("connects[%d]", i)
 		if dep == d.ID.Name {
-			return &ConfigError{File: d.File, Field: field, Msg: "a deployment cannot connect to itself"}
+			return d.errorAt(field, "a deployment cannot connect to itself", nil)
 		}
 		other, ok := byName[dep]
 		if !ok {
 			if !hasDeployment(e, dep) {
-				return &ConfigError{File: d.File, Field: field, Msg: fmt.Sprintf("no deployment %q in environment %s (it has: %s)", dep, e.Name, strings.Join(deploymentNames(e), ", "))}
+				return d.errorAt(field, fmt.Sprintf("no deployment %q in environment %s (it has: %s)", dep, e.Name, strings.Join(deploymentNames(e), ", ")), nil)
 			}
-			return &ConfigError{File: d.File, Field: field, Msg: fmt.Sprintf("deployment %q failed to resolve", dep)}
+			return d.errorAt(field, fmt.Sprintf("deployment %q failed to resolve", dep), nil)
 		}
 		if !hasSvc {
 			services[dep] = other.endpoints
@@ -366,7 +423,7 @@ func secondPass(e *Environment, p *pending, byName map[string]*pending) error {
 		}
 		ep, ok := other.endpoints[svc]
 		if !ok {
-			return &ConfigError{File: d.File, Field: field, Msg: fmt.Sprintf("deployment %q has no service %q (it has: %s)", dep, svc, strings.Join(sortedKeys(other.endpoints), ", "))}
+			return d.errorAt(field, fmt.Sprintf("deployment %q has no service %q (it has: %s)", dep, svc, strings.Join(sortedKeys(other.endpoints), ", ")), nil)
 		}
 		if services[dep] == nil {
 			services[dep] = map[string]drivers.Endpoint{}

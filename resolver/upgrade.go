@@ -284,6 +284,7 @@ func sameButFor(old, nd *Deployment, sets []fieldSet) error {
 			want.UpgradeRequest = s.value
 		}
 	}
+	want.pos = nd.pos // where fields were written moves with an edit; only values count
 	if !reflect.DeepEqual(&want, nd) {
 		return &ConfigError{File: old.File, Msg: "the upgrade's edit would change more than the fields it sets (a bug in the editor, or a layout it does not know): edit the file by hand"}
 	}

@@ -186,7 +186,7 @@ func TestDriversLintParamsAndManifests(t *testing.T) {
 		t.Fatalf("report: %+v", rep)
 	}
 	_, err = runDrivers(t, "drivers", "lint", filepath.Join(examplesRepo, "drivers", "webapp", "1.1.0"), "-p", "replicas=40")
-	if err == nil || !strings.Contains(err.Error(), "parameter replicas: value 40 does not satisfy int & >=1 & <=10") {
+	if err == nil || !strings.Contains(err.Error(), "parameter replicas: must be at most 10, got 40") {
 		t.Fatalf("err = %v", err)
 	}
 }
