@@ -48,6 +48,22 @@ type DriverRef struct {
 	Name    string `json:"name"`
 	Version string `json:"version"`
 	Digest  string `json:"digest"`
+	// Source is where a driver kept in another git repository was
+	// fetched from; nil for a driver of the repository's drivers/ folder
+	// (so their lockfiles are unchanged by its existence).
+	Source *DriverOrigin `json:"source,omitempty"`
+}
+
+// DriverOrigin records where a driver version kept in another git
+// repository comes from: the styrmin.cue entry it was listed by and the
+// commit its ref resolved to when it was locked. The agent fetches exactly
+// that commit, so a ref that moves on later changes nothing an instance
+// runs. URL never holds credentials.
+type DriverOrigin struct {
+	URL    string `json:"url"`
+	Ref    string `json:"ref"`
+	Path   string `json:"path"`
+	Commit string `json:"commit"`
 }
 
 // Instance is the immutable, fully resolved snapshot of one deployment at
@@ -82,15 +98,30 @@ type digestInput struct {
 	AppVersion string           `json:"appVersion"`
 	Context    *drivers.Context `json:"context"`
 	Values     map[string]any   `json:"values"`
+	// DriverRepo is where the agent fetches an external driver from. The
+	// ref and the commit are left out: the driver's digest pins its
+	// content, so a ref that moves on with the same content is no change.
+	DriverRepo *driverRepo `json:"driverRepo,omitempty"`
+}
+
+// driverRepo is the part of a DriverOrigin the digest covers.
+type driverRepo struct {
+	URL  string `json:"url"`
+	Path string `json:"path"`
 }
 
 // ComputeDigest returns the digest of what determines what runs. JSON
 // encoding sorts map keys, so the result is canonical.
 func (in *Instance) ComputeDigest() (string, error) {
-	b, err := json.Marshal(digestInput{
+	input := digestInput{
 		Kind: in.Kind, ID: in.ID, Driver: in.Driver, AppVersion: in.AppVersion,
 		Context: in.Context, Values: in.Values,
-	})
+	}
+	if o := in.Driver.Source; o != nil {
+		input.Driver.Source = nil
+		input.DriverRepo = &driverRepo{URL: o.URL, Path: o.Path}
+	}
+	b, err := json.Marshal(input)
 	if err != nil {
 		return "", fmt.Errorf("digest of %s: %w", in.ID, err)
 	}

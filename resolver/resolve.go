@@ -25,6 +25,10 @@ type Options struct {
 	SourceCommit string
 	// Only restricts resolution to these deployments (nil: all).
 	Only map[ID]bool
+	// DriverOrigins are the catalog's driver versions kept in other git
+	// repositories, by name@version; new instances record them
+	// (DriverRef.Source). The others come from the repository itself.
+	DriverOrigins map[string]*DriverOrigin
 }
 
 // Resolved is one resolved deployment: the instance (sequence 0: not yet
@@ -299,7 +303,7 @@ func firstPass(c *Cluster, e *Environment, d *Deployment, opts Options) (*pendin
 		Kind:         KindInstance,
 		ID:           d.ID,
 		SourceCommit: opts.SourceCommit,
-		Driver:       DriverRef{Name: drv.Name, Version: drv.Version, Digest: drv.Digest},
+		Driver:       DriverRef{Name: drv.Name, Version: drv.Version, Digest: drv.Digest, Source: driverOrigin(opts, drv)},
 		AppVersion:   d.AppVersion,
 		Context:      &ctx,
 	}
@@ -308,6 +312,17 @@ func firstPass(c *Cluster, e *Environment, d *Deployment, opts Options) (*pendin
 		driver:    drv,
 		endpoints: eps,
 	}, nil
+}
+
+// driverOrigin is where drv was fetched from; nil for a driver of the
+// repository's own drivers/ folder. A copy: instances never share it.
+func driverOrigin(opts Options, drv *drivers.Driver) *DriverOrigin {
+	o, ok := opts.DriverOrigins[drv.Name+"@"+drv.Version]
+	if !ok {
+		return nil
+	}
+	c := *o
+	return &c
 }
 
 // blameParameters names the file to blame for an error of the driver's
