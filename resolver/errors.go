@@ -14,7 +14,13 @@ type ConfigError struct {
 	Line  int
 	Field string
 	Msg   string
+	// Err is the cause when there is one (a driver source that could not
+	// be fetched), so callers can tell a network failure from bad input.
+	Err error
 }
+
+// Unwrap returns the cause.
+func (e *ConfigError) Unwrap() error { return e.Err }
 
 func (e *ConfigError) Error() string {
 	var b strings.Builder

@@ -59,7 +59,7 @@ func LoadWorkspace(fsys fs.FS, opts WorkspaceOptions) (*Workspace, error) {
 		}
 		dfs, commit, err := opts.FetchDriver(src)
 		if err != nil {
-			return nil, &ConfigError{File: "styrmin.cue", Field: fmt.Sprintf("drivers[%d]", i), Msg: fmt.Sprintf("fetch %s@%s from %s (ref %s): %v", src.Name, src.Version, src.URL, src.Ref, err)}
+			return nil, &ConfigError{File: "styrmin.cue", Field: fmt.Sprintf("drivers[%d]", i), Msg: fmt.Sprintf("fetch %s@%s from %s (ref %s): %v", src.Name, src.Version, gitsource.PublicURL(src.URL), src.Ref, err), Err: err}
 		}
 		d, err := drivers.Load(dfs, drivers.LoadOptions{Source: src.URL + "//" + src.Path + "@" + src.Ref, MaxFileSize: opts.MaxFileSize})
 		if err != nil {
