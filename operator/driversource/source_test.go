@@ -103,6 +103,8 @@ func TestRepoDriversClassifiesEachWayADriverIsMissing(t *testing.T) {
 	}
 	other := ref
 	other.Digest = "sha256:" + strings.Repeat("0", 64)
+	otherExternal := src(func(*resolver.DriverOrigin) {})
+	otherExternal.Digest = other.Digest
 
 	for _, tc := range []struct {
 		name    string
@@ -120,7 +122,7 @@ func TestRepoDriversClassifiesEachWayADriverIsMissing(t *testing.T) {
 		{"external, a path escaping the tree", Request{Ref: src(func(o *resolver.DriverOrigin) { o.Path = "../webapp" })}, true, false},
 		{"external, not a commit hash", Request{Ref: src(func(o *resolver.DriverOrigin) { o.Commit = "main" })}, true, false},
 		{"external, the remote is down", Request{Ref: src(func(o *resolver.DriverOrigin) { o.URL = "https://down.example.com/drivers.git" })}, false, false},
-		{"external with other content", Request{Ref: func() resolver.DriverRef { r := src(func(*resolver.DriverOrigin) {}); r.Digest = other.Digest; return r }()}, true, false},
+		{"external with other content", Request{Ref: otherExternal}, true, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			// A fresh source each time: the loaded versions are kept.
