@@ -54,6 +54,9 @@ type DriverRef struct {
 	Source *DriverOrigin `json:"source,omitempty"`
 }
 
+// String returns "name@version".
+func (d DriverRef) String() string { return d.Name + "@" + d.Version }
+
 // DriverOrigin records where a driver version kept in another git
 // repository comes from: the styrmin.cue entry it was listed by and the
 // commit its ref resolved to when it was locked. The agent fetches exactly
