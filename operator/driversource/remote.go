@@ -3,7 +3,6 @@ package driversource
 import (
 	"container/list"
 	"context"
-	"fmt"
 	"io/fs"
 	"sync"
 	"time"
@@ -177,9 +176,11 @@ func (r Remotes) FetchCommit(ctx context.Context, url string, commit gitsource.H
 // each driver source at its ref, with the commit it resolved to.
 func (r Remotes) LockFetcher(ctx context.Context) resolver.DriverFetcher {
 	return func(src resolver.DriverSource) (fs.FS, string, error) {
+		// The error names the remote already (without credentials), and
+		// the resolver names the styrmin.cue entry.
 		fsys, commit, err := gitsource.FetchTree(ctx, src.URL, src.Ref, src.Path, r.AuthFor(src.URL))
 		if err != nil {
-			return nil, "", fmt.Errorf("driver source %s: %w", gitsource.PublicURL(src.URL), err)
+			return nil, "", err
 		}
 		return fsys, commit.String(), nil
 	}
