@@ -61,6 +61,23 @@ func transportError(op, remote string, err error) error {
 	return fmt.Errorf("gitsource: %s %s: %w", op, redactURL(remote), err)
 }
 
+// PublicURL is raw without credentials, fit to be written down (a
+// lockfile): the user information of an http(s) URL is removed (a lone
+// user name there is often the token itself), the password of any other.
+// Credentials come from the Auth of whoever fetches, never from the URL.
+func PublicURL(raw string) string {
+	u, err := url.Parse(raw)
+	if err != nil || u.User == nil {
+		return raw
+	}
+	if u.Scheme == "http" || u.Scheme == "https" {
+		u.User = nil
+	} else {
+		u.User = url.User(u.User.Username())
+	}
+	return u.String()
+}
+
 // redactURL removes a password or token from a URL so that it can appear in
 // errors and logs.
 func redactURL(raw string) string {

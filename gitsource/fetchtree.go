@@ -5,10 +5,12 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"strings"
 
 	git "github.com/go-git/go-git/v5"
 	"github.com/go-git/go-git/v5/config"
 	"github.com/go-git/go-git/v5/plumbing"
+	"github.com/go-git/go-git/v5/plumbing/transport"
 	"github.com/go-git/go-git/v5/storage/memory"
 )
 
@@ -66,4 +68,43 @@ func FetchTree(ctx context.Context, url, rev, dir string, auth Auth) (fs.FS, Has
 		return nil, Hash{}, fmt.Errorf("gitsource: %s@%s: folder %q: %w", redactURL(url), rev, dir, err)
 	}
 	return sub, fromPlumbing(*h), nil
+}
+
+// FetchCommit fetches a remote repository into memory and returns the tree
+// of commit (a full hash): the agent reads a driver version kept in another
+// repository at the commit its lock recorded, whatever its ref points at
+// now. A commit no branch or tag of the remote reaches any more is
+// ErrCommitNotFound.
+func FetchCommit(ctx context.Context, url string, commit Hash, auth Auth) (fs.FS, error) {
+	fsys, got, err := FetchTree(ctx, url, commit.String(), ".", auth)
+	if err != nil {
+		return nil, err
+	}
+	if got != commit {
+		// A branch or tag named like the hash: not the commit asked for.
+		return nil, fmt.Errorf("gitsource: %s: commit %s: %w", redactURL(url), commit, ErrCommitNotFound)
+	}
+	return fsys, nil
+}
+
+// SameHost reports whether two remote URLs use the same protocol and host
+// (and port), so that the credentials of one may be sent to the other.
+func SameHost(a, b string) bool {
+	ea, err := transport.NewEndpoint(a)
+	if err != nil {
+		return false
+	}
+	eb, err := transport.NewEndpoint(b)
+	if err != nil {
+		return false
+	}
+	return ea.Protocol == eb.Protocol && strings.EqualFold(ea.Host, eb.Host) && port(ea) == port(eb)
+}
+
+// port is e's port, the protocol's default when the URL names none.
+func port(e *transport.Endpoint) int {
+	if e.Port != 0 {
+		return e.Port
+	}
+	return map[string]int{"http": 80, "https": 443, "ssh": 22}[e.Protocol]
 }

@@ -139,7 +139,10 @@ func NewAgent(ctx context.Context, cfg *rest.Config, opts Options) (*Agent, erro
 	if err != nil {
 		return nil, err
 	}
-	drv := driversource.NewRepoDrivers(repo)
+	// Drivers kept in other repositories are fetched with the
+	// repository's own credentials (sent only to its host).
+	remotes := driversource.Remotes{RepoURL: opts.URL, Auth: auth}
+	drv := driversource.NewRepoDrivers(repo, driversource.NewRemoteTrees(remotes.FetchCommit, driversource.RemoteTreesOptions{}))
 	opts.Manager.Drivers = drv
 	mgr, err := NewManager(cfg, opts.Manager)
 	if err != nil {
@@ -191,7 +194,7 @@ func NewAgent(ctx context.Context, cfg *rest.Config, opts Options) (*Agent, erro
 		return nil, err
 	}
 	if opts.LockMode != nil {
-		if err := a.addLocker(ctx, direct, opts); err != nil {
+		if err := a.addLocker(ctx, direct, opts, remotes); err != nil {
 			return nil, err
 		}
 	}
@@ -226,8 +229,10 @@ func RunAgent(ctx context.Context, cfg *rest.Config, opts Options) error {
 
 // addLocker adds the lock mode's locker as a runnable of the elected
 // replica: two replicas never lock the same head twice. Each lock commit
-// it pushes triggers the syncer.
-func (a *Agent) addLocker(ctx context.Context, direct client.Reader, opts Options) error {
+// it pushes triggers the syncer. It fetches driver sources as the
+// agent's driver source does (remotes), so what it locks the agent can
+// fetch.
+func (a *Agent) addLocker(ctx context.Context, direct client.Reader, opts Options, remotes driversource.Remotes) error {
 	lo := *opts.LockMode
 	if lo.URL == "" {
 		lo.URL = opts.URL
@@ -240,6 +245,9 @@ func (a *Agent) addLocker(ctx context.Context, direct client.Reader, opts Option
 	}
 	if lo.Log.GetSink() == nil {
 		lo.Log = a.log.WithName("lock")
+	}
+	if lo.FetchDriver == nil {
+		lo.FetchDriver = remotes.LockFetcher
 	}
 	if lo.SecretName == "" {
 		lo.SecretName, lo.SecretNamespace = opts.SecretName, opts.SecretNamespace

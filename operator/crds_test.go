@@ -37,7 +37,8 @@ func TestCRDSchemas(t *testing.T) {
 		APIVersion: resolver.APIVersion, Kind: resolver.KindInstance,
 		ID:       resolver.ID{Cluster: "local", Environment: "dev", Name: "web"},
 		Sequence: 4, SourceCommit: "0123456789abcdef0123456789abcdef01234567",
-		Driver:     resolver.DriverRef{Name: "webapp", Version: "1.1.0", Digest: "sha256:" + strings.Repeat("a", 64)},
+		Driver: resolver.DriverRef{Name: "webapp", Version: "1.1.0", Digest: "sha256:" + strings.Repeat("a", 64),
+			Source: &resolver.DriverOrigin{URL: "https://git.example.com/drivers.git", Ref: "main", Path: "webapp", Commit: strings.Repeat("c", 40)}},
 		AppVersion: "1.25.0",
 		Values:     map[string]any{"replicaCount": 2, "nested": map[string]any{"list": []any{"a", 1.5, true}}},
 	}
@@ -64,7 +65,7 @@ func TestCRDSchemas(t *testing.T) {
 	if err != nil {
 		t.Fatalf("the stored spec no longer matches its digest (pruned?): %v", err)
 	}
-	if got.Digest != in.Digest || got.Context.Parameters["secret"] == nil {
+	if got.Digest != in.Digest || got.Context.Parameters["secret"] == nil || got.Driver.Source == nil || *got.Driver.Source != *in.Driver.Source {
 		t.Fatalf("round trip through the API server changed the instance: %+v", got)
 	}
 

@@ -2,10 +2,13 @@ package operator_test
 
 import (
 	"context"
+	"strings"
 	"testing"
+	"testing/fstest"
 
 	"github.com/styrmin/styrmin/gitsource"
 	"github.com/styrmin/styrmin/gitsource/gitserver"
+	"github.com/styrmin/styrmin/operator/driversource"
 	"github.com/styrmin/styrmin/operator/source"
 )
 
@@ -91,5 +94,50 @@ func TestLockerLocksConfigurationHeadsOnceAndNeverItsOwnCommits(t *testing.T) {
 	}
 	if len(pushed) != 2 {
 		t.Fatalf("OnLocked called %d times, want 2 (one per lock commit pushed)", len(pushed))
+	}
+}
+
+// The lock mode takes drivers from another repository listed in
+// styrmin.cue, with the repository's credentials, and records the commit
+// it resolved; a driver repository it cannot fetch yet is tried again on
+// the same head.
+func TestLockerLocksDriversFromAnotherRepository(t *testing.T) {
+	ctx := context.Background()
+	srv := gitserver.New(t, gitserver.WithToken(agentGitToken))
+	repo := exampleRepo(t)
+	for p := range repo {
+		if strings.HasPrefix(p, "drivers/webapp/1.1.0/") {
+			delete(repo, p)
+		}
+	}
+	repo["styrmin.cue"] = &fstest.MapFile{Data: []byte("deletionThreshold: 1\ndrivers: [{name: \"webapp\", version: \"1.1.0\", url: \"" +
+		srv.RepoURL("drivers") + "\", ref: \"main\", path: \"webapp/1.1.0\"}]\n")}
+	srv.Seed(agentRepoName, repo, "examples")
+	clone, err := gitsource.Clone(ctx, srv.RepoURL(agentRepoName), "", gitsource.CloneOptions{Branch: "main", Auth: gitsource.Auth{Token: agentGitToken}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	remotes := driversource.Remotes{RepoURL: srv.RepoURL(agentRepoName), Auth: gitsource.Auth{Token: agentGitToken}}
+	l, err := source.NewLocker(source.LockModeOptions{Repo: clone, FetchDriver: remotes.LockFetcher})
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	// The driver repository does not exist yet: not a reason to give up
+	// on this head.
+	if _, err := l.LockHead(ctx); err == nil {
+		t.Fatal("locking without the driver repository succeeded")
+	}
+	srv.Commit("drivers", "webapp 1.1.0", driverFiles(t, "drivers/webapp/1.1.0", "webapp/1.1.0/"))
+	res, err := l.LockHead(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(res.Locked) != 2 {
+		t.Fatalf("locked %v, want web and hub", res.Locked)
+	}
+	lock := srv.Git(srv.Dir(agentRepoName), "show", "main:locks/local/dev/web.lock.yaml")
+	if want := "commit: " + srv.Head("drivers", "main"); !strings.Contains(lock, want) || !strings.Contains(lock, "url: "+srv.RepoURL("drivers")) {
+		t.Fatalf("web's lock does not record the driver's source (%s):\n%s", want, lock)
 	}
 }

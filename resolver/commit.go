@@ -89,6 +89,7 @@ func CommitLocksWith(ctx context.Context, w gitsource.Writer, opts WorkspaceOpti
 			return nil, err
 		}
 		o := opts
+		o.FetchDriver = fetchOnce(opts.FetchDriver)
 		if co.History != nil && !head.IsZero() {
 			seqs, err := co.History.LockedSequences(head)
 			if err != nil {
@@ -249,6 +250,29 @@ func stepChange(lo LockOutcome, step lockStep, chained bool) gitsource.Change {
 		ch.Trailers = append(ch.Trailers, gitsource.Trailer{Key: ConfigCommitTrailer, Value: step.commit.String()})
 	}
 	return ch
+}
+
+// fetchOnce is f remembering its answers for the steps of one attempt: a
+// driver source listed at every commit of a chain is fetched once (its
+// ref is read at the same moment for all of them).
+func fetchOnce(f DriverFetcher) DriverFetcher {
+	if f == nil {
+		return nil
+	}
+	type answer struct {
+		fsys   fs.FS
+		commit string
+		err    error
+	}
+	seen := map[DriverSource]answer{}
+	return func(src DriverSource) (fs.FS, string, error) {
+		if a, ok := seen[src]; ok {
+			return a.fsys, a.commit, a.err
+		}
+		fsys, commit, err := f(src)
+		seen[src] = answer{fsys, commit, err}
+		return fsys, commit, err
+	}
 }
 
 func recordUsed(u UsedSequences, c LockChange) UsedSequences {

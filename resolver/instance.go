@@ -57,6 +57,25 @@ type DriverRef struct {
 	// version exists. Empty, and absent from the lockfile, for deployments
 	// that never asked for an upgrade.
 	UpgradeRequest string `json:"upgradeRequest,omitempty"`
+	// Source is where a driver kept in another git repository was
+	// fetched from; nil for a driver of the repository's drivers/ folder
+	// (so their lockfiles are unchanged by its existence).
+	Source *DriverOrigin `json:"source,omitempty"`
+}
+
+// String returns "name@version".
+func (d DriverRef) String() string { return d.Name + "@" + d.Version }
+
+// DriverOrigin records where a driver version kept in another git
+// repository comes from: the styrmin.cue entry it was listed by and the
+// commit its ref resolved to when it was locked. The agent fetches exactly
+// that commit, so a ref that moves on later changes nothing an instance
+// runs. URL never holds credentials.
+type DriverOrigin struct {
+	URL    string `json:"url"`
+	Ref    string `json:"ref"`
+	Path   string `json:"path"`
+	Commit string `json:"commit"`
 }
 
 // Instance is the immutable, fully resolved snapshot of one deployment at
@@ -91,6 +110,16 @@ type digestInput struct {
 	AppVersion string           `json:"appVersion"`
 	Context    *drivers.Context `json:"context"`
 	Values     map[string]any   `json:"values"`
+	// DriverRepo is where the agent fetches an external driver from. The
+	// ref and the commit are left out: the driver's digest pins its
+	// content, so a ref that moves on with the same content is no change.
+	DriverRepo *driverRepo `json:"driverRepo,omitempty"`
+}
+
+// driverRepo is the part of a DriverOrigin the digest covers.
+type driverRepo struct {
+	URL  string `json:"url"`
+	Path string `json:"path"`
 }
 
 // ComputeDigest returns the digest of what determines what runs. JSON
@@ -98,10 +127,15 @@ type digestInput struct {
 func (in *Instance) ComputeDigest() (string, error) {
 	drv := in.Driver
 	drv.UpgradeRequest = "" // a record of the request, not of what runs
-	b, err := json.Marshal(digestInput{
+	input := digestInput{
 		Kind: in.Kind, ID: in.ID, Driver: drv, AppVersion: in.AppVersion,
 		Context: in.Context, Values: in.Values,
-	})
+	}
+	if o := in.Driver.Source; o != nil {
+		input.Driver.Source = nil
+		input.DriverRepo = &driverRepo{URL: o.URL, Path: o.Path}
+	}
+	b, err := json.Marshal(input)
 	if err != nil {
 		return "", fmt.Errorf("digest of %s: %w", in.ID, err)
 	}

@@ -28,6 +28,10 @@ type Options struct {
 	SourceCommit string
 	// Only restricts resolution to these deployments (nil: all).
 	Only map[ID]bool
+	// DriverOrigins are the catalog's driver versions kept in other git
+	// repositories, by name@version; new instances record them
+	// (DriverRef.Source). The others come from the repository itself.
+	DriverOrigins map[string]*DriverOrigin
 }
 
 // Resolved is one resolved deployment: the instance (sequence 0: not yet
@@ -298,7 +302,7 @@ func firstPass(c *Cluster, e *Environment, d *Deployment, opts Options) (*pendin
 		Kind:         KindInstance,
 		ID:           d.ID,
 		SourceCommit: opts.SourceCommit,
-		Driver:       DriverRef{Name: drv.Name, Version: drv.Version, Digest: drv.Digest, UpgradeRequest: request},
+		Driver:       DriverRef{Name: drv.Name, Version: drv.Version, Digest: drv.Digest, UpgradeRequest: request, Source: driverOrigin(opts, drv)},
 		AppVersion:   d.AppVersion,
 		Context:      &ctx,
 	}
@@ -307,6 +311,17 @@ func firstPass(c *Cluster, e *Environment, d *Deployment, opts Options) (*pendin
 		driver:    drv,
 		endpoints: eps,
 	}, nil
+}
+
+// driverOrigin is where drv was fetched from; nil for a driver of the
+// repository's own drivers/ folder. A copy: instances never share it.
+func driverOrigin(opts Options, drv *drivers.Driver) *DriverOrigin {
+	o, ok := opts.DriverOrigins[drv.Name+"@"+drv.Version]
+	if !ok {
+		return nil
+	}
+	c := *o
+	return &c
 }
 
 // selection is what the driver selection rule is asked for d, given its

@@ -6,12 +6,14 @@ import (
 	"io/fs"
 
 	"github.com/styrmin/styrmin/drivers"
+	"github.com/styrmin/styrmin/gitsource"
 )
 
 // DriverFetcher returns the folder of a driver version kept in another git
-// repository. The resolver itself never talks to git: the caller wires
-// gitsource in.
-type DriverFetcher func(src DriverSource) (fs.FS, error)
+// repository and the commit its ref resolved to (recorded in the instance,
+// so the agent fetches exactly that commit). The resolver itself never
+// talks to git: the caller wires gitsource in.
+type DriverFetcher func(src DriverSource) (fsys fs.FS, commit string, err error)
 
 // WorkspaceOptions configures LoadWorkspace.
 type WorkspaceOptions struct {
@@ -45,6 +47,9 @@ type Workspace struct {
 	// fsys is what the workspace was loaded from: an upgrade reads the
 	// deployment files it edits there.
 	fsys fs.FS
+	// origins are the driver versions fetched from other repositories, by
+	// name@version: where new instances record they come from.
+	origins map[string]*DriverOrigin
 }
 
 // LoadWorkspace loads configuration, drivers (the repo's drivers/ folder
@@ -58,13 +63,14 @@ func LoadWorkspace(fsys fs.FS, opts WorkspaceOptions) (*Workspace, error) {
 	if err != nil {
 		return nil, err
 	}
+	origins := map[string]*DriverOrigin{}
 	for i, src := range repo.Settings.Drivers {
 		if opts.FetchDriver == nil {
 			return nil, &ConfigError{File: "styrmin.cue", Field: fmt.Sprintf("drivers[%d]", i), Msg: "driver sources in git repositories are not available here"}
 		}
-		dfs, err := opts.FetchDriver(src)
+		dfs, commit, err := opts.FetchDriver(src)
 		if err != nil {
-			return nil, &ConfigError{File: "styrmin.cue", Field: fmt.Sprintf("drivers[%d]", i), Msg: fmt.Sprintf("fetch %s@%s from %s (ref %s): %v", src.Name, src.Version, src.URL, src.Ref, err)}
+			return nil, &ConfigError{File: "styrmin.cue", Field: fmt.Sprintf("drivers[%d]", i), Msg: fmt.Sprintf("fetch %s@%s from %s (ref %s): %v", src.Name, src.Version, gitsource.PublicURL(src.URL), src.Ref, err), Err: err}
 		}
 		d, err := drivers.Load(dfs, drivers.LoadOptions{Source: src.URL + "//" + src.Path + "@" + src.Ref, MaxFileSize: opts.MaxFileSize})
 		if err != nil {
@@ -76,6 +82,8 @@ func LoadWorkspace(fsys fs.FS, opts WorkspaceOptions) (*Workspace, error) {
 		if err := cat.Add(d); err != nil {
 			return nil, err
 		}
+		// The URL as given may carry a token; the lockfile never does.
+		origins[d.Name+"@"+d.Version] = &DriverOrigin{URL: gitsource.PublicURL(src.URL), Ref: src.Ref, Path: src.Path, Commit: commit}
 	}
 	for _, d := range opts.ExtraDrivers {
 		var dup *drivers.DuplicateError
@@ -87,12 +95,12 @@ func LoadWorkspace(fsys fs.FS, opts WorkspaceOptions) (*Workspace, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Workspace{Repo: repo, Catalog: cat, Locks: locks, opts: opts, fsys: fsys}, nil
+	return &Workspace{Repo: repo, Catalog: cat, Locks: locks, opts: opts, fsys: fsys, origins: origins}, nil
 }
 
 // Resolve resolves every deployment of the workspace.
 func (w *Workspace) Resolve() *Result {
-	return Resolve(w.Repo, Options{Catalog: w.Catalog, Locks: w.Locks, SourceCommit: w.opts.SourceCommit})
+	return Resolve(w.Repo, Options{Catalog: w.Catalog, Locks: w.Locks, SourceCommit: w.opts.SourceCommit, DriverOrigins: w.origins})
 }
 
 // LockPolicy says what to do when some deployments fail to resolve.

@@ -64,7 +64,7 @@ func parseFlags(args []string, stderr io.Writer) (*flags, error) {
 	fs.StringVar(&f.cluster, "cluster", "", "name of the cluster this agent applies (locks/<cluster>/…); required")
 	fs.StringVar(&f.repoURL, "repo", "", "URL of the desired-state repository (https, ssh or a local path); required")
 	fs.StringVar(&f.branch, "branch", "", "branch to follow (default: the remote's HEAD)")
-	fs.StringVar(&f.secretName, "repo-secret", "", "Secret holding the repository credentials (keys token [and username], or identity [passphrase] and known_hosts)")
+	fs.StringVar(&f.secretName, "repo-secret", "", "Secret holding the repository credentials (keys token [and username], or identity [passphrase] and known_hosts); also used for driver repositories on the same host")
 	fs.StringVar(&f.secretNamespace, "repo-secret-namespace", "", "namespace of --repo-secret (default: the agent's namespace)")
 	fs.StringVar(&f.namespace, "namespace", ns, "the agent's namespace: its StyrminSource, lease and credentials Secret (default $POD_NAMESPACE)")
 	fs.StringVar(&f.cloneDir, "clone-dir", "", "folder for the repository clone (default: in memory)")

@@ -38,10 +38,13 @@ func TestLockTakesDriverVersionsFromAnotherGitRepository(t *testing.T) {
 	}
 	srv.Commit("drivers", "webapp 1.2.0", files)
 	srv.Git(srv.Dir("drivers"), "tag", "webapp-1.2.0", "main")
+	tagged := srv.Head("drivers", "main")
 	srv.Commit("drivers", "work in progress after the tag", map[string][]byte{"webapp/driver.cue": []byte("broken {")})
 
 	repo := exampleRepo(t)
-	settings := "deletionThreshold: 1\ndrivers: [{name: \"webapp\", version: \"1.2.0\", url: \"" + srv.RepoURL("drivers") + "\", ref: \"webapp-1.2.0\", path: \"webapp\"}]\n"
+	// The URL carries credentials: the lockfile must not.
+	withUser := strings.Replace(srv.RepoURL("drivers"), "http://", "http://user:not-a-secret@", 1)
+	settings := "deletionThreshold: 1\ndrivers: [{name: \"webapp\", version: \"1.2.0\", url: \"" + withUser + "\", ref: \"webapp-1.2.0\", path: \"webapp\"}]\n"
 	if err := os.WriteFile(filepath.Join(repo, "styrmin.cue"), []byte(settings), 0o644); err != nil {
 		t.Fatal(err)
 	}
@@ -59,6 +62,12 @@ func TestLockTakesDriverVersionsFromAnotherGitRepository(t *testing.T) {
 	}
 	if !strings.Contains(string(lock), "version: 1.2.0") {
 		t.Fatalf("the lock does not use the driver from the other repository:\n%s", lock)
+	}
+	// The lock records where the driver comes from and the commit the tag
+	// resolved to (not the branch's newer head), without the credentials.
+	want := "  source:\n    commit: " + tagged + "\n    path: webapp\n    ref: webapp-1.2.0\n    url: " + srv.RepoURL("drivers") + "\n"
+	if !strings.Contains(string(lock), want) || strings.Contains(string(lock), "not-a-secret") {
+		t.Fatalf("the lock does not record the driver's source as\n%s\n%s", want, lock)
 	}
 
 	// A ref that does not exist is an error naming styrmin.cue's entry.

@@ -26,15 +26,19 @@ func gitAuthFromEnv() (gitsource.Auth, error) {
 }
 
 // driverFetcher reads driver versions kept in other git repositories (the
-// `drivers` list of styrmin.cue), with the credentials of gitAuthFromEnv.
+// `drivers` list of styrmin.cue), with the credentials of gitAuthFromEnv,
+// and returns the commit each ref resolved to: the lock records it.
 func driverFetcher(ctx context.Context) resolver.DriverFetcher {
-	return func(src resolver.DriverSource) (fs.FS, error) {
+	return func(src resolver.DriverSource) (fs.FS, string, error) {
 		auth, err := gitAuthFromEnv()
 		if err != nil {
-			return nil, err
+			return nil, "", err
 		}
-		fsys, _, err := gitsource.FetchTree(ctx, src.URL, src.Ref, src.Path, auth)
-		return fsys, err
+		fsys, commit, err := gitsource.FetchTree(ctx, src.URL, src.Ref, src.Path, auth)
+		if err != nil {
+			return nil, "", err
+		}
+		return fsys, commit.String(), nil
 	}
 }
 

@@ -209,8 +209,9 @@ func (r *Reconciler) resolve(ctx context.Context, rs *reconcileState) error {
 	}
 	rs.upToDate = sd.Status.Release != nil && sd.Status.AppliedDigest == sd.Spec.Digest
 	if !rs.upToDate {
-		// Classified by the source: missing or not loading is stalled.
-		d, err := driversource.Get(ctx, r.drivers, in.Driver)
+		// Classified by the source: missing or not loading is stalled. An
+		// in-repository driver is read where the instance was resolved.
+		d, err := driversource.Get(ctx, r.drivers, driversource.Request{Ref: in.Driver, Commit: in.SourceCommit})
 		if err != nil {
 			return err
 		}

@@ -25,7 +25,19 @@ import (
 // not load: both need a change in git. Any other error is taken as
 // transient. Callers go through Get, which classifies them.
 type Source interface {
-	Driver(ctx context.Context, ref resolver.DriverRef) (*drivers.Driver, error)
+	Driver(ctx context.Context, req Request) (*drivers.Driver, error)
+}
+
+// Request asks a Source for the driver version an instance pins.
+type Request struct {
+	// Ref is the instance's driver; a Ref with a Source is fetched from
+	// that repository at the recorded commit.
+	Ref resolver.DriverRef
+	// Commit is the desired-state repository's commit whose drivers/
+	// folder holds an in-repository driver: the task's lock commit or the
+	// instance's source commit, where the instance was resolved. Empty:
+	// the fetched head.
+	Commit string
 }
 
 // DriverNotFoundError reports a driver version the source does not hold,
@@ -34,14 +46,25 @@ type DriverNotFoundError struct {
 	Ref resolver.DriverRef
 	// Digest is the digest of the version found, when it differs.
 	Digest string
+	// Err says more when there is more to say (the commit is gone).
+	Err error
 }
 
 func (e *DriverNotFoundError) Error() string {
-	if e.Digest != "" {
-		return fmt.Sprintf("driver %s@%s: the instance pins digest %s but the source holds %s", e.Ref.Name, e.Ref.Version, e.Ref.Digest, e.Digest)
+	where := "the driver source"
+	if s := e.Ref.Source; s != nil {
+		where = fmt.Sprintf("%s at commit %s (ref %s, folder %s)", gitsource.PublicURL(s.URL), s.Commit, s.Ref, s.Path)
 	}
-	return fmt.Sprintf("driver %s@%s: not found in the driver source", e.Ref.Name, e.Ref.Version)
+	switch {
+	case e.Digest != "":
+		return fmt.Sprintf("driver %s@%s: the instance pins digest %s but %s holds %s", e.Ref.Name, e.Ref.Version, e.Ref.Digest, where, e.Digest)
+	case e.Err != nil:
+		return fmt.Sprintf("driver %s@%s: not found in %s: %v", e.Ref.Name, e.Ref.Version, where, e.Err)
+	}
+	return fmt.Sprintf("driver %s@%s: not found in %s", e.Ref.Name, e.Ref.Version, where)
 }
+
+func (e *DriverNotFoundError) Unwrap() error { return e.Err }
 
 // CatalogSource is a Source over a loaded catalog.
 type CatalogSource struct {
@@ -52,7 +75,8 @@ var _ Source = (*CatalogSource)(nil)
 
 // Driver returns the catalog's version of ref, checking its digest when
 // ref pins one.
-func (s *CatalogSource) Driver(_ context.Context, ref resolver.DriverRef) (*drivers.Driver, error) {
+func (s *CatalogSource) Driver(_ context.Context, req Request) (*drivers.Driver, error) {
+	ref := req.Ref
 	d, ok := s.Catalog.Get(ref.Name, ref.Version)
 	if !ok {
 		return nil, &DriverNotFoundError{Ref: ref}
@@ -73,12 +97,15 @@ type DriverRepo interface {
 var _ DriverRepo = (*gitsource.Repo)(nil)
 
 // RepoDrivers is the agent's Source: the drivers kept in the
-// desired-state repository (drivers/<name>/<version>/), read at the
-// fetched head. A version once loaded stays available (keyed by its
-// digest), so an instance whose driver folder was since removed from the
-// branch still runs while the agent lives.
+// desired-state repository (drivers/<name>/<version>/), read at the commit
+// the instance was resolved or locked at (not the head, which may have
+// dropped the folder since), and the drivers kept in other repositories,
+// fetched at the commit their lock recorded (Remote). A version once
+// loaded stays available (keyed by its digest), so it is read once while
+// the agent lives.
 type RepoDrivers struct {
-	repo DriverRepo
+	repo   DriverRepo
+	remote *RemoteTrees
 
 	mu     sync.Mutex
 	loaded map[string]*drivers.Driver // name@version@digest
@@ -86,47 +113,124 @@ type RepoDrivers struct {
 
 var _ Source = (*RepoDrivers)(nil)
 
-// NewRepoDrivers returns a Source over repo.
-func NewRepoDrivers(repo DriverRepo) *RepoDrivers {
-	return &RepoDrivers{repo: repo, loaded: map[string]*drivers.Driver{}}
+// NewRepoDrivers returns a Source over repo and, for drivers kept in other
+// repositories, remote (nil: such a driver is not found).
+func NewRepoDrivers(repo DriverRepo, remote *RemoteTrees) *RepoDrivers {
+	return &RepoDrivers{repo: repo, remote: remote, loaded: map[string]*drivers.Driver{}}
 }
 
-// Driver returns the driver version ref pins.
-func (s *RepoDrivers) Driver(_ context.Context, ref resolver.DriverRef) (*drivers.Driver, error) {
+// Driver returns the driver version req pins.
+func (s *RepoDrivers) Driver(ctx context.Context, req Request) (*drivers.Driver, error) {
+	ref := req.Ref
 	key := ref.Name + "@" + ref.Version + "@" + ref.Digest
 	s.mu.Lock()
-	defer s.mu.Unlock()
-	if d, ok := s.loaded[key]; ok {
+	d, ok := s.loaded[key]
+	s.mu.Unlock()
+	if ok {
 		return d, nil
 	}
-	head, err := s.repo.Head()
-	if err != nil {
-		return nil, fmt.Errorf("driver %s@%s: %w", ref.Name, ref.Version, err)
-	}
-	fsys, err := s.repo.FS(head)
-	if err != nil {
-		return nil, fmt.Errorf("driver %s@%s: %w", ref.Name, ref.Version, err)
-	}
-	dir := path.Join("drivers", ref.Name, ref.Version)
-	if !fs.ValidPath(dir) || ref.Name == "" || ref.Version == "" {
+	if ref.Name == "" || ref.Version == "" {
 		return nil, &DriverNotFoundError{Ref: ref}
 	}
+	var (
+		fsys fs.FS
+		dir  string
+		err  error
+	)
+	if ref.Source != nil {
+		fsys, dir, err = s.external(ctx, ref)
+	} else {
+		fsys, dir, err = s.inRepo(req)
+	}
+	if err != nil {
+		return nil, err
+	}
+	// Loaded without the lock: a fetch or a load of one driver does not
+	// hold back the others (the remote trees share their fetches).
+	if d, err = load(fsys, dir, ref); err != nil {
+		return nil, err
+	}
+	s.mu.Lock()
+	s.loaded[ref.Name+"@"+ref.Version+"@"+d.Digest] = d
+	s.loaded[key] = d
+	s.mu.Unlock()
+	return d, nil
+}
+
+// inRepo returns the tree and folder of an in-repository driver: at the
+// request's commit, or at the head when there is none or the clone no
+// longer has it (history rewritten by a force push; the digest check still
+// holds the content to what the instance pinned).
+func (s *RepoDrivers) inRepo(req Request) (fs.FS, string, error) {
+	ref := req.Ref
+	dir := path.Join("drivers", ref.Name, ref.Version)
+	if !fs.ValidPath(dir) {
+		return nil, "", &DriverNotFoundError{Ref: ref}
+	}
+	var fsys fs.FS
+	if h, err := gitsource.ParseHash(req.Commit); err == nil {
+		fsys, err = s.repo.FS(h)
+		if err != nil && !errors.Is(err, gitsource.ErrCommitNotFound) {
+			return nil, "", fmt.Errorf("driver %s@%s at %s: %w", ref.Name, ref.Version, h.Short(), err)
+		}
+	}
+	if fsys == nil {
+		head, err := s.repo.Head()
+		if err != nil {
+			return nil, "", fmt.Errorf("driver %s@%s: %w", ref.Name, ref.Version, err)
+		}
+		if fsys, err = s.repo.FS(head); err != nil {
+			return nil, "", fmt.Errorf("driver %s@%s: %w", ref.Name, ref.Version, err)
+		}
+	}
+	return fsys, dir, nil
+}
+
+// external returns the tree and folder of a driver kept in another
+// repository, at the commit its lock recorded.
+func (s *RepoDrivers) external(ctx context.Context, ref resolver.DriverRef) (fs.FS, string, error) {
+	src := ref.Source
+	dir := path.Clean(src.Path)
+	commit, err := gitsource.ParseHash(src.Commit)
+	if err != nil || s.remote == nil || src.URL == "" || !fs.ValidPath(dir) {
+		return nil, "", &DriverNotFoundError{Ref: ref}
+	}
+	fsys, err := s.remote.Tree(ctx, src.URL, commit)
+	if errors.Is(err, gitsource.ErrCommitNotFound) {
+		return nil, "", &DriverNotFoundError{Ref: ref, Err: err}
+	}
+	if err != nil {
+		return nil, "", fmt.Errorf("driver %s@%s from %s: %w", ref.Name, ref.Version, gitsource.PublicURL(src.URL), err)
+	}
+	return fsys, dir, nil
+}
+
+// load loads the driver in folder dir of fsys and checks it is the version
+// and the content ref pins.
+func load(fsys fs.FS, dir string, ref resolver.DriverRef) (*drivers.Driver, error) {
 	if _, err := fs.Stat(fsys, dir); errors.Is(err, fs.ErrNotExist) {
 		return nil, &DriverNotFoundError{Ref: ref}
+	} else if err != nil {
+		return nil, fmt.Errorf("driver %s@%s: %w", ref.Name, ref.Version, err)
 	}
 	sub, err := fs.Sub(fsys, dir)
 	if err != nil {
 		return nil, err
 	}
-	d, err := drivers.Load(sub, drivers.LoadOptions{Source: dir})
+	source := dir
+	if ref.Source != nil {
+		source = ref.Source.URL + "//" + dir + "@" + ref.Source.Commit
+	}
+	d, err := drivers.Load(sub, drivers.LoadOptions{Source: source})
 	if err != nil {
 		return nil, &DriverLoadError{Ref: ref, Err: err}
+	}
+	if d.Name != ref.Name || d.Version != ref.Version {
+		return nil, &DriverNotFoundError{Ref: ref, Err: fmt.Errorf("%s holds %s@%s", source, d.Name, d.Version)}
 	}
 	if ref.Digest != "" && d.Digest != ref.Digest {
 		return nil, &DriverNotFoundError{Ref: ref, Digest: d.Digest}
 	}
-	s.loaded[ref.Name+"@"+ref.Version+"@"+d.Digest] = d
-	s.loaded[key] = d
 	return d, nil
 }
 
@@ -143,26 +247,29 @@ func (e *DriverLoadError) Error() string {
 
 func (e *DriverLoadError) Unwrap() error { return e.Err }
 
-// Get returns the driver version ref pins from src, with its error
+// Get returns the driver version req pins from src, with its error
 // classified where it happens: a version that is missing, holds other
 // content or does not load is stalled (it needs a change in git) with
 // reason DriverNotFound; anything else is retryable with reason
 // DriverUnavailable. Both controllers load drivers through it, so one
 // load error is treated alike by both.
-func Get(ctx context.Context, src Source, ref resolver.DriverRef) (*drivers.Driver, error) {
-	d, err := src.Driver(ctx, ref)
+func Get(ctx context.Context, src Source, req Request) (*drivers.Driver, error) {
+	d, err := src.Driver(ctx, req)
 	if err == nil {
 		return d, nil
 	}
 	return nil, Classify(err)
 }
 
-// Classify classifies an error of a Source (see Get).
+// Classify classifies an error of a Source (see Get), or of fetching a
+// driver source to lock it: a ref or commit the remote does not have, or a
+// folder missing from it, is stalled like a missing version.
 func Classify(err error) error {
 	var nf *DriverNotFoundError
 	var le *DriverLoadError
 	var se *drivers.SpecError
-	if errors.As(err, &nf) || errors.As(err, &le) || errors.As(err, &se) || errors.Is(err, drivers.ErrUnknownDriver) {
+	if errors.As(err, &nf) || errors.As(err, &le) || errors.As(err, &se) || errors.Is(err, drivers.ErrUnknownDriver) ||
+		errors.Is(err, gitsource.ErrCommitNotFound) || errors.Is(err, fs.ErrNotExist) {
 		return outcome.Stalled(v1alpha1.ReasonDriverNotFound, err)
 	}
 	return outcome.Retryable(v1alpha1.ReasonDriverUnavailable, err)

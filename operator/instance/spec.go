@@ -27,6 +27,9 @@ func SpecFromInstance(in *resolver.Instance) (v1alpha1.StyrminDeploymentSpec, er
 		Driver:       v1alpha1.DriverRef{Name: in.Driver.Name, Version: in.Driver.Version, Digest: in.Driver.Digest},
 		AppVersion:   in.AppVersion,
 	}
+	if o := in.Driver.Source; o != nil {
+		spec.DriverSource = &v1alpha1.DriverSource{URL: o.URL, Ref: o.Ref, Path: o.Path, Commit: o.Commit}
+	}
 	if spec.Kind == "" {
 		spec.Kind = v1alpha1.KindInstance
 	}
@@ -57,6 +60,9 @@ func InstanceFromSpec(spec *v1alpha1.StyrminDeploymentSpec) (*resolver.Instance,
 		Digest:       spec.Digest,
 		Driver:       resolver.DriverRef{Name: spec.Driver.Name, Version: spec.Driver.Version, Digest: spec.Driver.Digest},
 		AppVersion:   spec.AppVersion,
+	}
+	if o := spec.DriverSource; o != nil {
+		in.Driver.Source = &resolver.DriverOrigin{URL: o.URL, Ref: o.Ref, Path: o.Path, Commit: o.Commit}
 	}
 	if in.Kind == "" {
 		in.Kind = resolver.KindInstance

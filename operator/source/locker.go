@@ -9,6 +9,8 @@ import (
 	"github.com/go-logr/logr"
 
 	"github.com/styrmin/styrmin/gitsource"
+	"github.com/styrmin/styrmin/operator/driversource"
+	"github.com/styrmin/styrmin/operator/internal/outcome"
 	"github.com/styrmin/styrmin/resolver"
 )
 
@@ -54,6 +56,10 @@ type LockModeOptions struct {
 	AllOrNothing bool
 	// MaxAttempts bounds the push attempts (default DefaultLockAttempts).
 	MaxAttempts int
+	// FetchDriver returns the fetcher of the driver sources styrmin.cue
+	// lists, for one lock (NewAgent: driversource.Remotes.LockFetcher);
+	// nil refuses such a listing.
+	FetchDriver func(ctx context.Context) resolver.DriverFetcher
 	// OnLocked is called after a lock commit was pushed (the agent
 	// triggers its syncer).
 	OnLocked func(LockResult)
@@ -163,15 +169,22 @@ func (l *Locker) LockHead(ctx context.Context) (LockResult, error) {
 	if l.opts.AllOrNothing {
 		policy = resolver.LockAllOrNothing
 	}
-	out, err := resolver.CommitLocksWith(ctx, l.opts.Repo, resolver.WorkspaceOptions{}, resolver.LockRequest{Policy: policy},
+	var wo resolver.WorkspaceOptions
+	if l.opts.FetchDriver != nil {
+		wo.FetchDriver = l.opts.FetchDriver(ctx)
+	}
+	out, err := resolver.CommitLocksWith(ctx, l.opts.Repo, wo, resolver.LockRequest{Policy: policy},
 		resolver.CommitOptions{Attempts: l.opts.MaxAttempts, History: l.opts.Repo})
 	if err != nil {
 		// A configuration that does not resolve is retried only on the next
-		// head: the same head would fail the same way.
+		// head: the same head would fail the same way. A driver source
+		// that could not be fetched (the network, the credentials) is
+		// tried again on the next round.
 		var ce *resolver.ConfigError
 		var de *resolver.DeploymentError
 		var re *resolver.DeletionsRefusedError
-		if errors.As(err, &ce) || errors.As(err, &de) || errors.As(err, &re) {
+		fetchFailed := errors.As(err, &ce) && ce.Err != nil && !outcome.IsStalled(driversource.Classify(ce.Err))
+		if (errors.As(err, &ce) && !fetchFailed) || errors.As(err, &de) || errors.As(err, &re) {
 			l.last = fr.Head
 		}
 		return res, fmt.Errorf("lock mode: locking %s: %w", fr.Head.Short(), err)

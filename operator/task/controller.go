@@ -962,8 +962,13 @@ func (r *Reconciler) driver(ctx context.Context, run *taskRun) (*drivers.Driver,
 		return run.driver, nil
 	}
 	// Classified by the source: missing or not loading is stalled (the
-	// task fails), anything else is retried.
-	d, err := driversource.Get(ctx, r.opts.Drivers, run.instance.Driver)
+	// task fails), anything else is retried. An in-repository driver is
+	// read at the task's lock commit: the head may have dropped it since.
+	commit := run.task.Spec.Lock.Commit
+	if commit == "" {
+		commit = run.instance.SourceCommit
+	}
+	d, err := driversource.Get(ctx, r.opts.Drivers, driversource.Request{Ref: run.instance.Driver, Commit: commit})
 	if err != nil {
 		return nil, err
 	}

@@ -79,6 +79,24 @@ type DriverRef struct {
 // String returns "name@version".
 func (d DriverRef) String() string { return d.Name + "@" + d.Version }
 
+// DriverSource is where a driver version kept in another git repository
+// comes from, as its lock recorded it.
+type DriverSource struct {
+	// URL of the driver's repository (never with credentials).
+	// +kubebuilder:validation:MinLength=1
+	URL string `json:"url"`
+	// Ref the lock resolved (a tag, a branch or a commit), for people: the
+	// agent fetches Commit.
+	// +optional
+	Ref string `json:"ref,omitempty"`
+	// Path of the driver's folder in the repository ("." for the root).
+	// +optional
+	Path string `json:"path,omitempty"`
+	// Commit the ref resolved to when the instance was locked.
+	// +kubebuilder:validation:Pattern=`^[0-9a-f]{40}$`
+	Commit string `json:"commit"`
+}
+
 // ObjectRef names one Kubernetes object applied for a deployment.
 type ObjectRef struct {
 	// APIVersion of the object ("apps/v1").

@@ -34,6 +34,11 @@ type StyrminDeploymentSpec struct {
 	// Driver is the exact driver version the instance was resolved with.
 	// +optional
 	Driver DriverRef `json:"driver,omitempty"`
+	// DriverSource is the git repository and commit the driver is fetched
+	// from when it is kept outside the desired-state repository; absent
+	// for a driver of its drivers/ folder.
+	// +optional
+	DriverSource *DriverSource `json:"driverSource,omitempty"`
 	// AppVersion is the application version.
 	// +optional
 	AppVersion string `json:"appVersion,omitempty"`

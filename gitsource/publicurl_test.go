@@ -1,0 +1,38 @@
+package gitsource
+
+import "testing"
+
+func TestPublicURLDropsCredentials(t *testing.T) {
+	for _, tc := range []struct{ in, want string }{
+		{"https://x-access-token:s3cret@github.com/o/r.git", "https://github.com/o/r.git"},
+		{"https://s3cret@github.com/o/r.git", "https://github.com/o/r.git"},
+		{"http://127.0.0.1:8080/drivers", "http://127.0.0.1:8080/drivers"},
+		{"ssh://git:s3cret@github.com/o/r.git", "ssh://git@github.com/o/r.git"},
+		{"ssh://git@github.com/o/r.git", "ssh://git@github.com/o/r.git"},
+		{"git@github.com:o/r.git", "git@github.com:o/r.git"},
+		{"file:///srv/git/r", "file:///srv/git/r"},
+	} {
+		if got := PublicURL(tc.in); got != tc.want {
+			t.Errorf("PublicURL(%q) = %q, want %q", tc.in, got, tc.want)
+		}
+	}
+}
+
+func TestSameHost(t *testing.T) {
+	for _, tc := range []struct {
+		a, b string
+		want bool
+	}{
+		{"https://github.com/o/state.git", "https://github.com/o/drivers.git", true},
+		{"https://github.com/o/state.git", "https://GitHub.com/x/y.git", true},
+		{"https://github.com/o/state.git", "https://evil.example.com/o/drivers.git", false},
+		{"https://github.com/o/state.git", "http://github.com/o/drivers.git", false},
+		{"http://127.0.0.1:1/a", "http://127.0.0.1:2/b", false},
+		{"git@github.com:o/state.git", "ssh://git@github.com/o/drivers.git", true},
+		{"git@github.com:o/state.git", "https://github.com/o/drivers.git", false},
+	} {
+		if got := SameHost(tc.a, tc.b); got != tc.want {
+			t.Errorf("SameHost(%q, %q) = %v, want %v", tc.a, tc.b, got, tc.want)
+		}
+	}
+}
