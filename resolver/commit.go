@@ -292,8 +292,8 @@ func dirOf(dir string) string {
 
 // commitBuilt commits what build gives with compare-and-swap and fills
 // out (build records its changes there).
-func commitBuilt(ctx context.Context, w gitsource.Writer, build gitsource.BuildFunc, maxAttempts int, out *CommitOutcome) (CommitOutcome, error) {
-	res, err := w.CommitLocks(ctx, gitsource.CommitRequest{Build: build, MaxAttempts: maxAttempts})
+func commitBuilt(ctx context.Context, w gitsource.Writer, build gitsource.BuildFunc, co CommitOptions, out *CommitOutcome) (CommitOutcome, error) {
+	res, err := w.CommitLocks(ctx, gitsource.CommitRequest{Build: build, Dir: co.Dir, MaxAttempts: co.Attempts})
 	out.CommitResult = res
 	if err != nil {
 		return *out, err

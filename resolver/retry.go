@@ -30,6 +30,12 @@ func RetryLocks(current map[ID]*Instance, ids []ID) ([]LockChange, error) {
 	return retryLocks(current, ids, nil)
 }
 
+// RetryLocksAfter is RetryLocks numbering after the sequences the
+// branch's history used (see UsedSequences).
+func RetryLocksAfter(current map[ID]*Instance, ids []ID, used UsedSequences) ([]LockChange, error) {
+	return retryLocks(current, ids, used)
+}
+
 // retryLocks is RetryLocks numbering after the sequences used.
 func retryLocks(current map[ID]*Instance, ids []ID, used UsedSequences) ([]LockChange, error) {
 	ids = append([]ID(nil), ids...)
@@ -110,21 +116,29 @@ func RetryChange(changes []LockChange) gitsource.Change {
 
 // CommitRetries locks the deployments of ids again on the head of the
 // writer's branch (see RetryLocks) and commits with compare-and-swap:
-// each attempt reads the locks at the newest head, so a retry never
-// reuses a sequence.
-func CommitRetries(ctx context.Context, w gitsource.Writer, ids []ID, maxAttempts int) (CommitOutcome, error) {
+// each attempt reads the locks at the newest head, and with co.History
+// the sequences its history used, so a retry never reuses a sequence.
+func CommitRetries(ctx context.Context, w gitsource.Writer, ids []ID, co CommitOptions) (CommitOutcome, error) {
 	var out CommitOutcome
-	build := func(_ context.Context, _ gitsource.Hash, headFS fs.FS) (gitsource.Change, error) {
+	build := func(_ context.Context, head gitsource.Hash, headFS fs.FS) (gitsource.Change, error) {
 		locks, err := LoadLocks(headFS)
 		if err != nil {
 			return gitsource.Change{}, err
 		}
-		changes, err := RetryLocks(locks, ids)
+		var used UsedSequences
+		if co.History != nil && !head.IsZero() {
+			seqs, err := co.History.LockedSequences(head)
+			if err != nil {
+				return gitsource.Change{}, err
+			}
+			used = UsedFromTrailers(seqs)
+		}
+		changes, err := retryLocks(locks, ids, used)
 		if err != nil {
 			return gitsource.Change{}, err
 		}
 		out.Changes = changes
 		return RetryChange(changes), nil
 	}
-	return commitBuilt(ctx, w, build, maxAttempts, &out)
+	return commitBuilt(ctx, w, build, co, &out)
 }

@@ -273,3 +273,46 @@ func TestPlanFailsOnAHandEditedLockfile(t *testing.T) {
 		}
 	}
 }
+
+// TestRetryInASubfolderNumbersAfterTheHighestSequence: retry --commit
+// writes the sub-folder's lockfile and, like every lock path, numbers
+// after the highest sequence the history used.
+func TestRetryInASubfolderNumbersAfterTheHighestSequence(t *testing.T) {
+	if _, err := exec.LookPath("git"); err != nil {
+		t.Skip("git is not installed")
+	}
+	root := t.TempDir()
+	dir := filepath.Join(root, "deploy")
+	if err := os.Rename(exampleRepo(t), dir); err != nil {
+		t.Fatal(err)
+	}
+	planGit(t, root, "init", "-q", "-b", "main")
+	planGit(t, root, "add", ".")
+	planGit(t, root, "commit", "-q", "-m", "configuration")
+	if _, code, err := styrminctl(t, "--repo", dir, "lock", "--commit"); code != 0 {
+		t.Fatal(err)
+	}
+	if _, code, err := styrminctl(t, "--repo", dir, "retry", "local/dev/web", "--commit"); code != 0 {
+		t.Fatal(err)
+	}
+	const webLock = "locks/local/dev/web.lock.yaml"
+	if in := readLock(t, dir, webLock); in.Sequence != 2 {
+		t.Fatalf("web at %d after a retry, want 2", in.Sequence)
+	}
+	// Restore the first lock by hand: the retry still comes after 2.
+	planGit(t, root, "checkout", "-q", "HEAD~1", "--", "deploy/"+webLock)
+	planGit(t, root, "commit", "-q", "-m", "restore web's first lock")
+	for _, args := range [][]string{{"retry", "local/dev/web"}, {"retry", "local/dev/web", "--commit"}} {
+		out, code, err := styrminctl(t, append([]string{"--repo", dir}, args...)...)
+		if code != 0 {
+			t.Fatalf("%v: %v\n%s", args, err, out)
+		}
+		if in := readLock(t, dir, webLock); in.Sequence != 3 {
+			t.Errorf("%v: web at %d, want 3", args, in.Sequence)
+		}
+		planGit(t, root, "checkout", "-q", "--", ".")
+	}
+	if files := planGit(t, root, "show", "--name-only", "--format=", "HEAD"); files != "deploy/"+webLock {
+		t.Errorf("the retry commit changed %q", files)
+	}
+}

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"os"
 	"path/filepath"
 
 	"github.com/spf13/cobra"
@@ -61,11 +60,15 @@ with compare-and-swap; the commit carries a Styrmin-Retry trailer per deployment
 
 // runRetry writes the retries' lockfiles into the working tree.
 func runRetry(g *globalOptions, ids []resolver.ID, stdout io.Writer) error {
-	locks, err := resolver.LoadLocks(os.DirFS(g.Repo))
+	h, err := loadHead(g.Repo, "", openRepo(g.Repo))
 	if err != nil {
 		return err
 	}
-	changes, err := resolver.RetryLocks(locks, ids)
+	locks, err := resolver.LoadLocks(h.fsys)
+	if err != nil {
+		return err
+	}
+	changes, err := resolver.RetryLocksAfter(locks, ids, h.used)
 	if err != nil {
 		return err
 	}
@@ -85,7 +88,11 @@ func runRetryCommit(ctx context.Context, g *globalOptions, o *retryOptions, ids 
 	if err != nil {
 		return err
 	}
-	out, err := resolver.CommitRetries(ctx, repo, ids, o.attempts)
+	dir, err := repo.Subdir(g.Repo)
+	if err != nil {
+		return err
+	}
+	out, err := resolver.CommitRetries(ctx, repo, ids, resolver.CommitOptions{Attempts: o.attempts, Dir: dir, History: repo})
 	if err != nil {
 		return err
 	}
