@@ -60,6 +60,9 @@ type Options struct {
 	SecretNamespace string
 	// CloneDir is where the repository is cloned ("" keeps it in memory).
 	CloneDir string
+	// Path is the folder of the git repository that holds the
+	// desired-state repository (a monorepo's deploy/); "" is its root.
+	Path string
 	// PollInterval between fetches (default source.DefaultPollInterval).
 	PollInterval time.Duration
 	// SourceName names the StyrminSource keeping the sync position
@@ -135,9 +138,14 @@ func NewAgent(ctx context.Context, cfg *rest.Config, opts Options) (*Agent, erro
 	if err != nil {
 		return nil, fmt.Errorf("agent: %w", err)
 	}
-	repo, err := cloneWithRetry(ctx, opts, auth)
+	clone, err := cloneWithRetry(ctx, opts, auth)
 	if err != nil {
 		return nil, err
+	}
+	// Everything below reads the desired-state folder as its root.
+	repo, err := clone.InFolder(opts.Path)
+	if err != nil {
+		return nil, fmt.Errorf("agent: --path: %w", err)
 	}
 	// Drivers kept in other repositories are fetched with the
 	// repository's own credentials (sent only to its host).
@@ -239,6 +247,9 @@ func (a *Agent) addLocker(ctx context.Context, direct client.Reader, opts Option
 	}
 	if lo.Branch == "" {
 		lo.Branch = opts.Branch
+	}
+	if lo.Dir == "" {
+		lo.Dir = opts.Path
 	}
 	if lo.Interval == 0 {
 		lo.Interval = opts.PollInterval

@@ -36,7 +36,7 @@ func main() {
 type flags struct {
 	cluster, repoURL, branch            string
 	secretName, secretNamespace         string
-	namespace, cloneDir                 string
+	namespace, cloneDir, path           string
 	pollInterval, driftInterval         time.Duration
 	podStatusAfter                      time.Duration
 	stepTimeout, stepPause              time.Duration
@@ -68,6 +68,7 @@ func parseFlags(args []string, stderr io.Writer) (*flags, error) {
 	fs.StringVar(&f.secretNamespace, "repo-secret-namespace", "", "namespace of --repo-secret (default: the agent's namespace)")
 	fs.StringVar(&f.namespace, "namespace", ns, "the agent's namespace: its StyrminSource, lease and credentials Secret (default $POD_NAMESPACE)")
 	fs.StringVar(&f.cloneDir, "clone-dir", "", "folder for the repository clone (default: in memory)")
+	fs.StringVar(&f.path, "path", "", "folder of the git repository that holds the desired-state repository (a monorepo's deploy/; default: its root)")
 	fs.DurationVar(&f.pollInterval, "poll-interval", operator.DefaultPollInterval, "how often to fetch the repository")
 	fs.DurationVar(&f.driftInterval, "drift-interval", operator.DefaultDriftInterval, "how often each deployment's live objects are compared with its release")
 	fs.DurationVar(&f.podStatusAfter, "pod-status-after", operator.DefaultPodStatusAfter, "how long a deployment stays not ready before the pods that are not ready are read into its status")
@@ -150,6 +151,7 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 		SecretName:      f.secretName,
 		SecretNamespace: f.secretNamespace,
 		CloneDir:        f.cloneDir,
+		Path:            f.path,
 		PollInterval:    f.pollInterval,
 		InstallCRDs:     f.installCRDs,
 		Task:            operator.TaskOptions{StepTimeout: f.stepTimeout, StepPause: f.stepPause, KeepTasks: f.keepTasks},

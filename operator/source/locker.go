@@ -41,7 +41,10 @@ type LockModeOptions struct {
 	Repo   LockRepo
 	URL    string
 	Branch string
-	Auth   gitsource.Auth
+	// Dir is the folder of the repository that holds the desired-state
+	// repository when it is cloned here ("" for its root).
+	Dir  string
+	Auth gitsource.Auth
 	// SecretName/SecretNamespace name the Secret holding push credentials
 	// (NewAgent reads it into Auth; default: the agent's
 	// repository Secret).
@@ -220,7 +223,11 @@ func (l *Locker) ensureRepo(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("lock mode: cloning %s: %w", l.opts.URL, err)
 	}
-	l.opts.Repo = repo
+	view, err := repo.InFolder(l.opts.Dir)
+	if err != nil {
+		return fmt.Errorf("lock mode: %w", err)
+	}
+	l.opts.Repo = view
 	return nil
 }
 
