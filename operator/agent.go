@@ -23,6 +23,7 @@ import (
 	"github.com/styrmin/styrmin/operator/source"
 	"github.com/styrmin/styrmin/operator/task"
 	"github.com/styrmin/styrmin/operator/webhook"
+	"github.com/styrmin/styrmin/resolver"
 )
 
 // Keys of the Secret holding the repository's credentials.
@@ -259,6 +260,10 @@ func (a *Agent) addLocker(ctx context.Context, direct client.Reader, opts Option
 	}
 	if lo.FetchDriver == nil {
 		lo.FetchDriver = remotes.LockFetcher
+	}
+	if lo.Used == nil {
+		c := a.mgr.GetClient()
+		lo.Used = func(ctx context.Context) (resolver.UsedSequences, error) { return UsedSequences(ctx, c) }
 	}
 	if lo.SecretName == "" {
 		lo.SecretName, lo.SecretNamespace = opts.SecretName, opts.SecretNamespace

@@ -86,3 +86,20 @@ func FailedDeployments(ctx context.Context, c client.Reader) (map[resolver.ID]in
 	}
 	return out, nil
 }
+
+// UsedSequences returns, per deployment, the highest sequence the cluster
+// has a task for: what the lock mode numbers after (see
+// LockModeOptions.Used).
+func UsedSequences(ctx context.Context, c client.Reader) (resolver.UsedSequences, error) {
+	standings, err := Standings(ctx, c)
+	if err != nil {
+		return nil, err
+	}
+	out := resolver.UsedSequences{}
+	for _, s := range standings {
+		if s.Newest != nil {
+			out[s.ID] = s.Newest.Spec.ToSequence
+		}
+	}
+	return out, nil
+}

@@ -2,6 +2,8 @@ package operator_test
 
 import (
 	"context"
+	"maps"
+	"strconv"
 	"strings"
 	"testing"
 	"testing/fstest"
@@ -10,6 +12,7 @@ import (
 	"github.com/styrmin/styrmin/gitsource/gitserver"
 	"github.com/styrmin/styrmin/operator/driversource"
 	"github.com/styrmin/styrmin/operator/source"
+	"github.com/styrmin/styrmin/resolver"
 )
 
 // The lock mode locks a configuration head and pushes the lock commit; the
@@ -139,5 +142,59 @@ func TestLockerLocksDriversFromAnotherRepository(t *testing.T) {
 	lock := srv.Git(srv.Dir(agentRepoName), "show", "main:locks/local/dev/web.lock.yaml")
 	if want := "commit: " + srv.Head("drivers", "main"); !strings.Contains(lock, want) || !strings.Contains(lock, "url: "+srv.RepoURL("drivers")) {
 		t.Fatalf("web's lock does not record the driver's source (%s):\n%s", want, lock)
+	}
+}
+
+// TestLockerNumbersAfterWhatTheClusterRanWhenTheBranchIsRewound: a branch
+// force-pushed back forgets lock commits the cluster already ran; the lock
+// mode still numbers after the cluster's highest sequence, so no number is
+// used twice.
+func TestLockerNumbersAfterWhatTheClusterRanWhenTheBranchIsRewound(t *testing.T) {
+	ctx := context.Background()
+	srv := gitserver.New(t, gitserver.WithToken(agentGitToken))
+	srv.Seed(agentRepoName, exampleRepo(t), "examples")
+	repo, err := gitsource.Clone(ctx, srv.RepoURL(agentRepoName), "", gitsource.CloneOptions{Branch: "main", Auth: gitsource.Auth{Token: agentGitToken}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ran := resolver.UsedSequences{}
+	l, err := source.NewLocker(source.LockModeOptions{
+		Repo: repo,
+		Used: func(context.Context) (resolver.UsedSequences, error) { return maps.Clone(ran), nil },
+		OnLocked: func(r source.LockResult) {
+			for _, k := range r.Locked {
+				key, seq, _ := strings.Cut(k, "=")
+				id, _ := resolver.ParseID(key)
+				n, _ := strconv.ParseInt(seq, 10, 64)
+				ran[id] = max(ran[id], n) // the cluster runs what is pushed
+			}
+		},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := l.LockHead(ctx); err != nil {
+		t.Fatal(err)
+	}
+	before := srv.Head(agentRepoName, "main")
+	for _, workers := range []int{3, 4} {
+		srv.Commit(agentRepoName, "more workers", hubConfig("1.4.0", workers, "debug"))
+		if _, err := l.LockHead(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	hub := resolver.ID{Cluster: "local", Environment: "dev", Name: "hub"}
+	if ran[hub] != 3 {
+		t.Fatalf("hub ran up to %d, want 3", ran[hub])
+	}
+	// Rewind: the branch is force-pushed back to the first lock.
+	srv.Git(srv.Dir(agentRepoName), "update-ref", "refs/heads/main", before)
+	srv.Commit(agentRepoName, "five workers", hubConfig("1.4.0", 5, "debug"))
+	res, err := l.LockHead(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(res.Locked) != 1 || res.Locked[0] != "local/dev/hub=4" {
+		t.Fatalf("after the rewind locked %v, want [local/dev/hub=4] (after the 3 the cluster ran)", res.Locked)
 	}
 }

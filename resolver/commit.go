@@ -59,6 +59,9 @@ type CommitOptions struct {
 	Squash bool
 	// MaxUnlocked bounds the walk back (0: DefaultMaxUnlocked).
 	MaxUnlocked int
+	// Used are sequences known used beyond the history (the agent's lock
+	// mode: those its cluster ran, which a rewound branch forgot).
+	Used UsedSequences
 }
 
 // CommitLocksWith is CommitLocks for a whole LockRequest
@@ -96,6 +99,12 @@ func CommitLocksWith(ctx context.Context, w gitsource.Writer, opts WorkspaceOpti
 				return nil, err
 			}
 			o.Used = UsedFromTrailers(seqs)
+		}
+		for id, seq := range co.Used {
+			if o.Used == nil {
+				o.Used = UsedSequences{}
+			}
+			o.Used.record(id, seq)
 		}
 		var running map[ID]*Instance
 		var changes []gitsource.Change

@@ -63,6 +63,12 @@ type LockModeOptions struct {
 	// lists, for one lock (NewAgent: driversource.Remotes.LockFetcher);
 	// nil refuses such a listing.
 	FetchDriver func(ctx context.Context) resolver.DriverFetcher
+	// Used returns the sequences the cluster has seen, per deployment
+	// (NewAgent: the highest task of each). A lock numbers after them as
+	// after the branch's history, so a branch rewound by a force-push
+	// never makes a number the cluster ran be used again. Nil: the
+	// history only.
+	Used func(ctx context.Context) (resolver.UsedSequences, error)
 	// OnLocked is called after a lock commit was pushed (the agent
 	// triggers its syncer).
 	OnLocked func(LockResult)
@@ -176,8 +182,13 @@ func (l *Locker) LockHead(ctx context.Context) (LockResult, error) {
 	if l.opts.FetchDriver != nil {
 		wo.FetchDriver = l.opts.FetchDriver(ctx)
 	}
-	out, err := resolver.CommitLocksWith(ctx, l.opts.Repo, wo, resolver.LockRequest{Policy: policy},
-		resolver.CommitOptions{Attempts: l.opts.MaxAttempts, History: l.opts.Repo})
+	co := resolver.CommitOptions{Attempts: l.opts.MaxAttempts, History: l.opts.Repo}
+	if l.opts.Used != nil {
+		if co.Used, err = l.opts.Used(ctx); err != nil {
+			return res, fmt.Errorf("lock mode: the sequences the cluster ran: %w", err)
+		}
+	}
+	out, err := resolver.CommitLocksWith(ctx, l.opts.Repo, wo, resolver.LockRequest{Policy: policy}, co)
 	if err != nil {
 		// A configuration that does not resolve is retried only on the next
 		// head: the same head would fail the same way. A driver source
