@@ -197,12 +197,15 @@ func TestLockOfUncommittedEditsRecordsNoSourceCommit(t *testing.T) {
 	}
 }
 
-func TestLockCommitWorksForARepositoryInASubfolder(t *testing.T) {
+// subfolderRepo is the example repository (not locked) in deploy/ of a
+// larger git repository, committed on main: a monorepo.
+func subfolderRepo(t *testing.T) (root, dir string) {
+	t.Helper()
 	if _, err := exec.LookPath("git"); err != nil {
 		t.Skip("git is not installed")
 	}
-	root := t.TempDir()
-	dir := filepath.Join(root, "deploy")
+	root = t.TempDir()
+	dir = filepath.Join(root, "deploy")
 	if err := os.Rename(exampleRepo(t), dir); err != nil {
 		t.Fatal(err)
 	}
@@ -210,6 +213,11 @@ func TestLockCommitWorksForARepositoryInASubfolder(t *testing.T) {
 	planGit(t, root, "init", "-q", "-b", "main")
 	planGit(t, root, "add", ".")
 	planGit(t, root, "commit", "-q", "-m", "configuration")
+	return root, dir
+}
+
+func TestLockCommitWorksForARepositoryInASubfolder(t *testing.T) {
+	root, dir := subfolderRepo(t)
 	out, code, err := styrminctl(t, "--repo", dir, "lock", "--commit")
 	if code != 0 || !strings.Contains(out, "local/dev/web=1") {
 		t.Fatalf("lock --commit in a sub-folder: exit %d, %v\n%s", code, err, out)
@@ -278,17 +286,7 @@ func TestPlanFailsOnAHandEditedLockfile(t *testing.T) {
 // writes the sub-folder's lockfile and, like every lock path, numbers
 // after the highest sequence the history used.
 func TestRetryInASubfolderNumbersAfterTheHighestSequence(t *testing.T) {
-	if _, err := exec.LookPath("git"); err != nil {
-		t.Skip("git is not installed")
-	}
-	root := t.TempDir()
-	dir := filepath.Join(root, "deploy")
-	if err := os.Rename(exampleRepo(t), dir); err != nil {
-		t.Fatal(err)
-	}
-	planGit(t, root, "init", "-q", "-b", "main")
-	planGit(t, root, "add", ".")
-	planGit(t, root, "commit", "-q", "-m", "configuration")
+	root, dir := subfolderRepo(t)
 	if _, code, err := styrminctl(t, "--repo", dir, "lock", "--commit"); code != 0 {
 		t.Fatal(err)
 	}

@@ -31,16 +31,7 @@ func planGit(t *testing.T, dir string, args ...string) string {
 // checked out: a pull request's situation.
 func lockedGitRepo(t *testing.T) string {
 	t.Helper()
-	if _, err := exec.LookPath("git"); err != nil {
-		t.Skip("git is not installed")
-	}
-	dir := exampleRepo(t)
-	if _, code, err := styrminctl(t, "--repo", dir, "lock"); code != 0 {
-		t.Fatalf("lock: %v", err)
-	}
-	planGit(t, dir, "init", "-q", "-b", "main")
-	planGit(t, dir, "add", ".")
-	planGit(t, dir, "commit", "-q", "-m", "locked")
+	dir := upgradeGitRepo(t)
 	origin := t.TempDir()
 	planGit(t, origin, "init", "-q", "--bare")
 	planGit(t, dir, "remote", "add", "origin", origin)
