@@ -107,8 +107,8 @@ func NewServer(opts ServerOptions) (*Server, error) {
 	}
 	s := &Server{opts: opts}
 	h, err := NewHandler(Options{
-		Secret:  s.secret,
-		Branch:  opts.Branch,
+		Secret:      s.secret,
+		Branch:      opts.Branch,
 		OnPush:      opts.OnPush,
 		MaxBody:     opts.MaxBody,
 		MaxInFlight: opts.MaxInFlight,
