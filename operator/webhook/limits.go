@@ -23,7 +23,7 @@ type slot struct {
 }
 
 func newSlots(max int) *slots {
-	return &slots{max: max, inUse: make(map[*slot]struct{}, max)}
+	return &slots{max: max, inUse: map[*slot]struct{}{}}
 }
 
 // acquire takes a slot for a request started at now; abort cuts that
