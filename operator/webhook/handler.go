@@ -40,7 +40,7 @@ const DefaultSlowAfter = time.Second
 const DefaultReplayWindow = 24 * time.Hour
 
 // DefaultReplayBytes bounds the memory of remembered deliveries by default
-// (about 7000 deliveries of GitHub's 36-byte ids).
+// (about 5000 deliveries of GitHub's 36-byte ids).
 const DefaultReplayBytes = 1 << 20
 
 // SecretFunc returns the shared webhook secret (for example from a
