@@ -106,6 +106,10 @@ func (d *Driver) Render(c Context, values map[string]any) (*Manifests, error) {
 	if err := d.tagComponents(comps, objs); err != nil {
 		return nil, err
 	}
+	// After the patches: a patch can add the type or the label too.
+	if err := refuseReleaseRecords(objs); err != nil {
+		return nil, err
+	}
 	return finish(objs)
 }
 

@@ -119,9 +119,11 @@ func TestWebhookPushSyncsAtOnce(t *testing.T) {
 	t.Logf("webhook push → StyrminTask dev-hub/hub-2 created in %v (poll interval 1h)", latency.Round(time.Millisecond))
 	requirePhase(t, e.waitTask(t, "dev-hub", "hub", 2), v1alpha1.TaskSucceeded)
 
-	// A replayed delivery is acknowledged without another sync request.
-	if code := agenttest.Deliver(t, url, "push", "good-1", webhook.Sign([]byte(webhookSecret), []byte(body)), body); code != http.StatusOK {
-		t.Errorf("replayed delivery: status %d, want 200 (ignored)", code)
+	// A replayed delivery is refused, under its own id or a new one.
+	for _, id := range []string{"good-1", "good-2"} {
+		if code := agenttest.Deliver(t, url, "push", id, webhook.Sign([]byte(webhookSecret), []byte(body)), body); code != http.StatusConflict {
+			t.Errorf("replayed delivery as %s: status %d, want 409", id, code)
+		}
 	}
 }
 

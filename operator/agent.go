@@ -207,8 +207,19 @@ func NewAgent(ctx context.Context, cfg *rest.Config, opts Options) (*Agent, erro
 			return nil, err
 		}
 	}
+	// A sync request recorded on the StyrminSource (by the webhook
+	// receiver of any replica, or by hand) wakes the elected replica's
+	// syncer and locker.
+	srcKey := types.NamespacedName{Namespace: opts.Manager.Namespace, Name: opts.SourceName}
+	triggers := []func(){a.syncer.Trigger}
+	if a.locker != nil {
+		triggers = append(triggers, a.locker.Trigger)
+	}
+	if err := source.WatchRequests(mgr, srcKey, triggers...); err != nil {
+		return nil, fmt.Errorf("agent: %w", err)
+	}
 	if opts.Webhook.Addr != "" {
-		if err := a.addWebhook(direct, opts); err != nil {
+		if err := a.addWebhook(direct, srcKey, opts); err != nil {
 			return nil, err
 		}
 	}
@@ -285,9 +296,11 @@ func (a *Agent) addLocker(ctx context.Context, direct client.Reader, opts Option
 	return a.mgr.Add(a.locker)
 }
 
-// addWebhook adds the webhook receiver: a verified push triggers the
-// locker and the syncer.
-func (a *Agent) addWebhook(direct client.Reader, opts Options) error {
+// addWebhook adds the webhook receiver, on every replica: a verified push
+// is recorded on the StyrminSource src (source.RequestSync), which the
+// elected replica watches, so a push that reaches another replica still
+// triggers its locker and syncer.
+func (a *Agent) addWebhook(direct client.Client, src types.NamespacedName, opts Options) error {
 	wo := opts.Webhook
 	if wo.SecretName == "" {
 		return errors.New("agent: the webhook receiver needs the name of the Secret holding its shared secret")
@@ -301,11 +314,8 @@ func (a *Agent) addWebhook(direct client.Reader, opts Options) error {
 		Secret:    types.NamespacedName{Namespace: opts.Manager.Namespace, Name: wo.SecretName},
 		SecretKey: wo.SecretKey,
 		Branch:    opts.Branch,
-		OnPush: func(webhook.Event) {
-			if a.locker != nil {
-				a.locker.Trigger()
-			}
-			a.syncer.Trigger()
+		OnPush: func(ctx context.Context, _ webhook.Event) error {
+			return source.RequestSync(ctx, direct, src, time.Now())
 		},
 		Log: a.log.WithName("webhook"),
 	})

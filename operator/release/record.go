@@ -51,6 +51,23 @@ func newReleaseRecords(cs kubernetes.Interface) *releaseRecords {
 	}}}
 }
 
+// RecordType is the Secret type of a Helm release record. Records are
+// told from other Secrets by it and by the labels together: a chart may
+// ship its own Secret labelled owner=helm, but it cannot be of this type
+// (drivers refuse to render one), so neither is mistaken for the other.
+const RecordType corev1.SecretType = "helm.sh/release.v1"
+
+// MaxRecordSize bounds a release record once decoded (base64, gunzip):
+// a Secret holds at most 1 MiB, but gzip can expand that a thousandfold,
+// so a planted record would otherwise make the agent allocate hundreds of
+// MiB on every read. A real release (chart, values and manifest) is far
+// below it; drivers bound their rendered output well under it too.
+const MaxRecordSize = 32 << 20
+
+// ErrRecordTooLarge is returned (wrapped, naming the record) for a record
+// that decodes to more than MaxRecordSize bytes.
+var ErrRecordTooLarge = errors.New("release record decodes to more than the size limit")
+
 // releaseKey is the name of a revision's Secret.
 func releaseKey(name string, version int) string {
 	return fmt.Sprintf("sh.helm.release.v1.%s.v%d", name, version)
@@ -90,17 +107,46 @@ func (r *releaseRecords) get(ctx context.Context, namespace, name string, versio
 	if err != nil {
 		return nil, err
 	}
+	if !isRecord(s, name) {
+		// A Secret with the record's name but not its type and labels is
+		// someone else's; reading it as a revision would trust its content.
+		return nil, fmt.Errorf("Secret %s/%s has a release record's name but is not one (type %q, expected %q with Helm's labels)", namespace, s.Name, s.Type, RecordType)
+	}
 	return decodeRecord(s)
 }
 
-// list reads the record Secrets of a release (one LIST).
+// list reads the record Secrets of a release (one LIST): those with
+// Helm's labels for the release AND of type RecordType. The API server
+// selects by type (a field selector Secrets support); the result is
+// filtered again here so that a client that ignores field selectors (a
+// fake, a proxy) still never hands over a chart's own Secret.
 func (r *releaseRecords) list(ctx context.Context, namespace, name string) ([]corev1.Secret, error) {
 	sel := labels.SelectorFromSet(labels.Set{"owner": "helm", "name": name}).String()
-	list, err := r.clientset.CoreV1().Secrets(namespace).List(ctx, metav1.ListOptions{LabelSelector: sel})
+	list, err := r.clientset.CoreV1().Secrets(namespace).List(ctx, metav1.ListOptions{
+		LabelSelector: sel,
+		FieldSelector: "type=" + string(RecordType),
+	})
 	if err != nil {
 		return nil, fmt.Errorf("listing the revisions of release %s/%s: %w", namespace, name, err)
 	}
-	return list.Items, nil
+	out := list.Items[:0]
+	for _, s := range list.Items {
+		if isRecord(&s, name) {
+			out = append(out, s)
+		}
+	}
+	return out, nil
+}
+
+// isRecord reports whether s is a release record of release name: its
+// type, Helm's owner and name labels, and the name Helm gives a revision
+// (sh.helm.release.v1.NAME.vN, N its version label).
+func isRecord(s *corev1.Secret, name string) bool {
+	if s.Type != RecordType || s.Labels["owner"] != "helm" || s.Labels["name"] != name {
+		return false
+	}
+	v, err := strconv.Atoi(s.Labels["version"])
+	return err == nil && s.Name == releaseKey(name, v)
 }
 
 // history reads every revision of a release (one LIST), oldest first. A
@@ -173,7 +219,7 @@ func (r *releaseRecords) secret(rel *release.Release, stamp string) (*corev1.Sec
 				stamp:     strconv.FormatInt(time.Now().Unix(), 10),
 			},
 		},
-		Type: "helm.sh/release.v1",
+		Type: RecordType,
 		Data: map[string][]byte{"release": data},
 	}, nil
 }
@@ -201,7 +247,14 @@ func (r *releaseRecords) encode(rel *release.Release) ([]byte, error) {
 
 // decodeRecord is Helm's decodeRelease: the Secret's "release" key holds
 // base64 of the release's JSON, gzipped when it starts with gzip's magic.
+// Unlike Helm's it stops at MaxRecordSize (ErrRecordTooLarge): a gzip
+// bomb is refused after reading at most that much, not expanded whole.
 func decodeRecord(s *corev1.Secret) (*release.Release, error) {
+	return decodeRecordLimit(s, MaxRecordSize)
+}
+
+// decodeRecordLimit is decodeRecord with the limit given (tests).
+func decodeRecordLimit(s *corev1.Secret, limit int64) (*release.Release, error) {
 	fail := func(err error) (*release.Release, error) {
 		return nil, fmt.Errorf("release record %s/%s: %w", s.Namespace, s.Name, err)
 	}
@@ -220,9 +273,14 @@ func decodeRecord(s *corev1.Secret) (*release.Release, error) {
 		if err != nil {
 			return fail(err)
 		}
-		if raw, err = io.ReadAll(zr); err != nil {
+		// One byte past the limit tells a record at the limit from one
+		// above it without reading further.
+		if raw, err = io.ReadAll(io.LimitReader(zr, limit+1)); err != nil {
 			return fail(err)
 		}
+	}
+	if int64(len(raw)) > limit {
+		return fail(fmt.Errorf("%w (%d bytes): not read; delete the Secret if it is no record Styrmin or Helm wrote", ErrRecordTooLarge, limit))
 	}
 	var rel release.Release
 	if err := json.Unmarshal(raw, &rel); err != nil {

@@ -9,9 +9,11 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"mime"
 	"net/http"
+	"net/url"
 	"strings"
-	"sync"
+	"time"
 
 	"github.com/go-logr/logr"
 )
@@ -20,8 +22,26 @@ import (
 // payloads at 25 MB; a push of lockfiles is far smaller.
 const DefaultMaxBody = 1 << 20
 
-// DefaultReplayMemory is how many delivery ids are remembered.
-const DefaultReplayMemory = 4096
+// DefaultMaxInFlight is how many requests may be read and verified at
+// once by default. Until its signature is checked a request is anyone's,
+// so this, times MaxBody, bounds the memory strangers can hold.
+const DefaultMaxInFlight = 32
+
+// DefaultBodyTimeout is how long a request may take to send its body by
+// default. GitHub sends a delivery at once; a sender trickling bytes is
+// cut off at this point.
+const DefaultBodyTimeout = 5 * time.Second
+
+// DefaultSlowAfter is how long a request may read its body before a new
+// request, finding every slot taken, may cut it off to take its place.
+const DefaultSlowAfter = time.Second
+
+// DefaultReplayWindow is how long a delivery is remembered by default.
+const DefaultReplayWindow = 24 * time.Hour
+
+// DefaultReplayBytes bounds the memory of remembered deliveries by default
+// (about 5000 deliveries of GitHub's 36-byte ids).
+const DefaultReplayBytes = 1 << 20
 
 // SecretFunc returns the shared webhook secret (for example from a
 // Kubernetes Secret). It is called per request, so a rotated secret takes
@@ -42,21 +62,40 @@ type Options struct {
 	Secret SecretFunc
 	// Branch is the tracked branch; pushes to other refs are ignored.
 	Branch string
-	// OnPush is called for a verified push to the tracked branch; it must
-	// not block (trigger a sync, do not run it).
-	OnPush func(Event)
+	// OnPush is called for a verified, new push to the tracked branch. It
+	// records the request (the agent annotates its StyrminSource) and must
+	// return quickly; an error answers 503 and forgets the delivery, so
+	// GitHub's redelivery of it is accepted.
+	OnPush func(context.Context, Event) error
 	// MaxBody bounds the body (0: DefaultMaxBody).
 	MaxBody int64
-	// ReplayMemory bounds the remembered delivery ids (0: default).
-	ReplayMemory int
+	// MaxInFlight bounds the requests read and verified at once (0:
+	// DefaultMaxInFlight); the excess is answered 503 at once.
+	MaxInFlight int
+	// BodyTimeout bounds the time to receive a body (0:
+	// DefaultBodyTimeout). It needs the request's connection to support
+	// read deadlines (net/http's server does).
+	BodyTimeout time.Duration
+	// SlowAfter is how long a request may read its body before a new one
+	// may cut it off when every slot is taken (0: DefaultSlowAfter).
+	SlowAfter time.Duration
+	// ReplayWindow is how long a delivery's id and body hash are
+	// remembered (0: DefaultReplayWindow).
+	ReplayWindow time.Duration
+	// ReplayBytes bounds the memory they take (0: DefaultReplayBytes); past
+	// it the oldest are forgotten first.
+	ReplayBytes int
+	// Now is the clock (tests); nil: time.Now.
+	Now func() time.Time
 	// Log receives one line per request, never the payload.
 	Log logr.Logger
 }
 
 // Handler serves GitHub webhooks.
 type Handler struct {
-	opts Options
-	seen *deliveries
+	opts  Options
+	slots *slots
+	seen  *deliveries
 }
 
 var _ http.Handler = (*Handler)(nil)
@@ -72,16 +111,37 @@ func NewHandler(opts Options) (*Handler, error) {
 	if opts.MaxBody <= 0 {
 		opts.MaxBody = DefaultMaxBody
 	}
-	if opts.ReplayMemory <= 0 {
-		opts.ReplayMemory = DefaultReplayMemory
+	if opts.MaxInFlight <= 0 {
+		opts.MaxInFlight = DefaultMaxInFlight
+	}
+	if opts.BodyTimeout <= 0 {
+		opts.BodyTimeout = DefaultBodyTimeout
+	}
+	if opts.SlowAfter <= 0 {
+		opts.SlowAfter = DefaultSlowAfter
+	}
+	if opts.ReplayWindow <= 0 {
+		opts.ReplayWindow = DefaultReplayWindow
+	}
+	if opts.ReplayBytes <= 0 {
+		opts.ReplayBytes = DefaultReplayBytes
+	}
+	if opts.Now == nil {
+		opts.Now = time.Now
 	}
 	if opts.OnPush == nil {
-		opts.OnPush = func(Event) {}
+		opts.OnPush = func(context.Context, Event) error { return nil }
 	}
-	return &Handler{opts: opts, seen: newDeliveries(opts.ReplayMemory)}, nil
+	return &Handler{
+		opts:  opts,
+		slots: newSlots(opts.MaxInFlight),
+		seen:  newDeliveries(opts.ReplayWindow, opts.ReplayBytes),
+	}, nil
 }
 
-// ServeHTTP verifies and dispatches one delivery.
+// ServeHTTP verifies and dispatches one delivery. Everything that costs
+// memory or time before the signature is checked is bounded: a slot of
+// MaxInFlight, MaxBody bytes, BodyTimeout.
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	event := r.Header.Get("X-GitHub-Event")
 	delivery := r.Header.Get("X-GitHub-Delivery")
@@ -91,19 +151,30 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "only POST", http.StatusMethodNotAllowed)
 		return
 	}
+	// Cheap refusals first: none of them reads the body.
+	if delivery == "" || len(delivery) > 128 {
+		log.Info("webhook rejected: no usable X-GitHub-Delivery")
+		http.Error(w, "X-GitHub-Delivery is required (at most 128 bytes)", http.StatusBadRequest)
+		return
+	}
+	form, err := formEncoded(r.Header.Get("Content-Type"))
+	if err != nil {
+		log.Info("webhook rejected: " + err.Error())
+		http.Error(w, err.Error(), http.StatusUnsupportedMediaType)
+		return
+	}
 	if r.ContentLength > h.opts.MaxBody {
 		log.Info("webhook rejected: body too large", "bytes", r.ContentLength)
 		http.Error(w, "payload too large", http.StatusRequestEntityTooLarge)
 		return
 	}
-	body, err := io.ReadAll(io.LimitReader(r.Body, h.opts.MaxBody+1))
+	body, status, err := h.readBody(w, r)
 	if err != nil {
-		http.Error(w, "read body", http.StatusBadRequest)
-		return
-	}
-	if int64(len(body)) > h.opts.MaxBody {
-		log.Info("webhook rejected: body too large", "bytes", ">"+fmt.Sprint(h.opts.MaxBody))
-		http.Error(w, "payload too large", http.StatusRequestEntityTooLarge)
+		log.Info("webhook rejected: " + err.Error())
+		if status == http.StatusServiceUnavailable {
+			w.Header().Set("Retry-After", "1")
+		}
+		http.Error(w, err.Error(), status)
 		return
 	}
 	secret, err := h.opts.Secret(r.Context())
@@ -117,17 +188,31 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "signature mismatch", http.StatusUnauthorized)
 		return
 	}
-	if delivery != "" && !h.seen.add(delivery) {
-		log.Info("webhook ignored: delivery already processed")
-		fmt.Fprintln(w, "duplicate delivery ignored")
+	// Only a verified delivery is remembered, so a forged one never burns
+	// the id or body of the genuine one. The body hash catches a capture
+	// replayed under a new id: the id is not covered by the signature.
+	sum := sha256.Sum256(body)
+	if dup := h.seen.add(delivery, sum, h.opts.Now()); dup != "" {
+		log.Info("webhook refused: replayed delivery (" + dup + ")")
+		http.Error(w, "delivery already processed ("+dup+")", http.StatusConflict)
 		return
+	}
+	payload := body
+	if form {
+		if payload, err = formPayload(body); err != nil {
+			h.seen.forget(delivery, sum)
+			log.Info("webhook rejected: " + err.Error())
+			http.Error(w, err.Error(), http.StatusBadRequest)
+			return
+		}
 	}
 	switch event {
 	case "ping":
 		fmt.Fprintln(w, "pong")
 	case "push":
-		p, err := ParsePush(body)
+		p, err := ParsePush(payload)
 		if err != nil {
+			h.seen.forget(delivery, sum)
 			log.Info("webhook rejected: " + err.Error())
 			http.Error(w, err.Error(), http.StatusBadRequest)
 			return
@@ -138,14 +223,86 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			fmt.Fprintln(w, "push to another ref ignored")
 			return
 		}
-		log.Info("webhook push: sync triggered", "ref", p.Ref, "after", p.After)
-		h.opts.OnPush(Event{Delivery: delivery, Ref: p.Ref, After: p.After, Repo: p.Repository.FullName})
+		if err := h.opts.OnPush(r.Context(), Event{Delivery: delivery, Ref: p.Ref, After: p.After, Repo: p.Repository.FullName}); err != nil {
+			// Not recorded: forget it, so a redelivery is not a replay.
+			h.seen.forget(delivery, sum)
+			log.Error(err, "webhook push: recording the sync request failed")
+			http.Error(w, "recording the sync request failed; redeliver", http.StatusServiceUnavailable)
+			return
+		}
+		log.Info("webhook push: sync requested", "ref", p.Ref, "after", p.After)
 		w.WriteHeader(http.StatusAccepted)
-		fmt.Fprintln(w, "sync triggered")
+		fmt.Fprintln(w, "sync requested")
 	default:
 		w.WriteHeader(http.StatusAccepted)
 		fmt.Fprintln(w, "event ignored")
 	}
+}
+
+// errBusy answers a request that found every slot taken by young ones.
+var errBusy = errors.New("too many webhook requests in flight; retry")
+
+// readBody reads the body within a slot, MaxBody and BodyTimeout, and
+// says which status a failure gets.
+func (h *Handler) readBody(w http.ResponseWriter, r *http.Request) ([]byte, int, error) {
+	rc := http.NewResponseController(w)
+	now := time.Now()
+	release, ok := h.slots.acquire(now, h.opts.SlowAfter, func() {
+		// Cut a slow sender off: its pending read fails at once.
+		_ = rc.SetReadDeadline(time.Unix(1, 0))
+	})
+	if !ok {
+		return nil, http.StatusServiceUnavailable, errBusy
+	}
+	defer release()
+	// A deadline on the connection, not a timer on the reader: a read
+	// blocked on a silent client returns when it passes. Servers that do
+	// not support it (tests with a recorder) still have MaxBody.
+	if err := rc.SetReadDeadline(now.Add(h.opts.BodyTimeout)); err != nil && !errors.Is(err, http.ErrNotSupported) {
+		return nil, http.StatusInternalServerError, fmt.Errorf("setting the body deadline: %w", err)
+	}
+	body, err := io.ReadAll(io.LimitReader(r.Body, h.opts.MaxBody+1))
+	if err != nil {
+		return nil, http.StatusRequestTimeout, fmt.Errorf("reading the body: %w", err)
+	}
+	if int64(len(body)) > h.opts.MaxBody {
+		return nil, http.StatusRequestEntityTooLarge, fmt.Errorf("payload too large (more than %d bytes)", h.opts.MaxBody)
+	}
+	return body, 0, nil
+}
+
+// formEncoded tells GitHub's two content types apart: application/json
+// (the payload is the body) and application/x-www-form-urlencoded, the
+// default of a new webhook (the payload is the body's "payload" field).
+// Either way the signature is over the raw body.
+func formEncoded(contentType string) (bool, error) {
+	if contentType == "" {
+		return false, nil
+	}
+	mt, _, err := mime.ParseMediaType(contentType)
+	if err != nil {
+		return false, fmt.Errorf("Content-Type %q: %w", contentType, err)
+	}
+	switch mt {
+	case "application/json":
+		return false, nil
+	case "application/x-www-form-urlencoded":
+		return true, nil
+	}
+	return false, fmt.Errorf("Content-Type %q: expected application/json or application/x-www-form-urlencoded", mt)
+}
+
+// formPayload is the "payload" field of a form-encoded delivery.
+func formPayload(body []byte) ([]byte, error) {
+	v, err := url.ParseQuery(string(body))
+	if err != nil {
+		return nil, fmt.Errorf("form payload: %w", err)
+	}
+	p := v.Get("payload")
+	if p == "" {
+		return nil, errors.New(`form payload: field "payload" is missing or empty`)
+	}
+	return []byte(p), nil
 }
 
 // Verify checks a GitHub X-Hub-Signature-256 header ("sha256=<hex>")
@@ -196,32 +353,4 @@ func ParsePush(body []byte) (Push, error) {
 		return p, fmt.Errorf("push payload: field ref: expected refs/…, got %q", p.Ref)
 	}
 	return p, nil
-}
-
-// deliveries remembers the last n delivery ids (a ring plus a set).
-type deliveries struct {
-	mu   sync.Mutex
-	set  map[string]struct{}
-	ring []string
-	next int
-}
-
-func newDeliveries(n int) *deliveries {
-	return &deliveries{set: make(map[string]struct{}, n), ring: make([]string, n)}
-}
-
-// add records id and reports whether it was new.
-func (d *deliveries) add(id string) bool {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	if _, ok := d.set[id]; ok {
-		return false
-	}
-	if old := d.ring[d.next]; old != "" {
-		delete(d.set, old)
-	}
-	d.ring[d.next] = id
-	d.set[id] = struct{}{}
-	d.next = (d.next + 1) % len(d.ring)
-	return true
 }

@@ -3,11 +3,18 @@ package webhook
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
+	"errors"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
+	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/go-logr/logr/funcr"
 )
@@ -20,10 +27,11 @@ type recorder struct {
 	logs   []string
 }
 
-func (r *recorder) onPush(e Event) {
+func (r *recorder) onPush(_ context.Context, e Event) error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.events = append(r.events, e)
+	return nil
 }
 
 func newTestHandler(t *testing.T, rec *recorder, maxBody int64) *Handler {
@@ -49,7 +57,12 @@ func newTestHandler(t *testing.T, rec *recorder, maxBody int64) *Handler {
 const pushMain = `{"ref":"refs/heads/main","after":"0123456789abcdef0123456789abcdef01234567","repository":{"full_name":"acme/desired-state"},"secret_marker":"PAYLOAD-MUST-NOT-BE-LOGGED"}`
 
 func deliver(h http.Handler, event, delivery, sig, body string) *httptest.ResponseRecorder {
+	return deliverAs(h, "application/json", event, delivery, sig, body)
+}
+
+func deliverAs(h http.Handler, contentType, event, delivery, sig, body string) *httptest.ResponseRecorder {
 	req := httptest.NewRequest(http.MethodPost, "/hooks/github", strings.NewReader(body))
+	req.Header.Set("Content-Type", contentType)
 	req.Header.Set("X-GitHub-Event", event)
 	if delivery != "" {
 		req.Header.Set("X-GitHub-Delivery", delivery)
@@ -101,21 +114,95 @@ func TestWebhookDeliveries(t *testing.T) {
 	}
 }
 
-func TestReplayedDeliveryIsProcessedOnce(t *testing.T) {
+// TestReplayedDeliveriesAreRefused: a captured push replayed with the same
+// delivery id, under a new id (the id is not signed) or without an id is
+// refused and triggers nothing; a new push (another body) under a new id
+// is accepted.
+func TestReplayedDeliveriesAreRefused(t *testing.T) {
 	rec := &recorder{}
 	h := newTestHandler(t, rec, 0)
 	sig := Sign(testSecret, []byte(pushMain))
-	for range 3 {
-		if w := deliver(h, "push", "delivery-1", sig, pushMain); w.Code >= 300 {
-			t.Fatalf("status %d", w.Code)
+	if w := deliver(h, "push", "delivery-1", sig, pushMain); w.Code != http.StatusAccepted {
+		t.Fatalf("first delivery: status %d", w.Code)
+	}
+	for _, tc := range []struct{ name, id string }{
+		{"the same id", "delivery-1"},
+		{"a changed id", "delivery-2"},
+		{"no id", ""},
+	} {
+		w := deliver(h, "push", tc.id, sig, pushMain)
+		if w.Code < 400 {
+			t.Errorf("replay with %s: status %d, want it refused", tc.name, w.Code)
 		}
+		t.Logf("replay with %s: %d %s", tc.name, w.Code, strings.TrimSpace(w.Body.String()))
 	}
 	if len(rec.events) != 1 {
-		t.Fatalf("a delivery replayed three times triggered %d syncs, want 1", len(rec.events))
+		t.Fatalf("replays triggered %d syncs, want 1 in all", len(rec.events))
 	}
-	deliver(h, "push", "delivery-2", sig, pushMain)
-	if len(rec.events) != 2 {
-		t.Fatalf("a new delivery id was not processed")
+	next := strings.Replace(pushMain, "0123456789abcdef", "fedcba9876543210", 1)
+	if w := deliver(h, "push", "delivery-3", Sign(testSecret, []byte(next)), next); w.Code != http.StatusAccepted || len(rec.events) != 2 {
+		t.Fatalf("a new push: status %d, %d syncs; want 202 and 2", w.Code, len(rec.events))
+	}
+}
+
+// TestFailedRecordingIsNoReplay: a push whose request could not be
+// recorded is answered 503 and forgotten, so GitHub's redelivery (same id,
+// same body) is accepted.
+func TestFailedRecordingIsNoReplay(t *testing.T) {
+	fail := true
+	var pushes int
+	h, err := NewHandler(Options{
+		Secret: func(context.Context) ([]byte, error) { return testSecret, nil },
+		Branch: "main",
+		OnPush: func(context.Context, Event) error {
+			if fail {
+				return errors.New("API server unreachable")
+			}
+			pushes++
+			return nil
+		},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sig := Sign(testSecret, []byte(pushMain))
+	if w := deliver(h, "push", "d-1", sig, pushMain); w.Code != http.StatusServiceUnavailable {
+		t.Fatalf("status %d, want 503", w.Code)
+	}
+	fail = false
+	if w := deliver(h, "push", "d-1", sig, pushMain); w.Code != http.StatusAccepted || pushes != 1 {
+		t.Fatalf("redelivery: status %d, %d pushes; want 202 and 1", w.Code, pushes)
+	}
+}
+
+// TestFormEncodedPushIsAccepted: GitHub's default content type carries the
+// JSON in the form field "payload"; the signature is over the raw body.
+func TestFormEncodedPushIsAccepted(t *testing.T) {
+	rec := &recorder{}
+	h := newTestHandler(t, rec, 0)
+	body := url.Values{"payload": {pushMain}}.Encode()
+	w := deliverAs(h, "application/x-www-form-urlencoded", "push", "form-1", Sign(testSecret, []byte(body)), body)
+	if w.Code != http.StatusAccepted || len(rec.events) != 1 || rec.events[0].After != "0123456789abcdef0123456789abcdef01234567" {
+		t.Fatalf("form push: status %d (%s), events %+v", w.Code, w.Body, rec.events)
+	}
+	// Signed over the JSON instead of the raw body: refused.
+	w = deliverAs(h, "application/x-www-form-urlencoded", "push", "form-2", Sign(testSecret, []byte(pushMain)), body)
+	if w.Code != http.StatusUnauthorized {
+		t.Fatalf("form push signed over the payload: status %d, want 401", w.Code)
+	}
+	for _, tc := range []struct{ ct, body string }{
+		{"application/x-www-form-urlencoded", "nopayload=1"},
+		{"application/x-www-form-urlencoded", "payload=%zz"},
+	} {
+		if w := deliverAs(h, tc.ct, "push", "form-"+tc.body, Sign(testSecret, []byte(tc.body)), tc.body); w.Code != http.StatusBadRequest {
+			t.Errorf("%s %q: status %d, want 400", tc.ct, tc.body, w.Code)
+		}
+	}
+	if w := deliverAs(h, "text/plain", "push", "form-3", Sign(testSecret, []byte(pushMain)), pushMain); w.Code != http.StatusUnsupportedMediaType {
+		t.Errorf("text/plain: status %d, want 415", w.Code)
+	}
+	if len(rec.events) != 1 {
+		t.Fatalf("%d syncs, want 1", len(rec.events))
 	}
 }
 
@@ -141,6 +228,7 @@ func TestOversizedBodyIsRefused(t *testing.T) {
 	req := httptest.NewRequest(http.MethodPost, "/", struct{ *bytes.Reader }{bytes.NewReader([]byte(body))})
 	req.ContentLength = -1
 	req.Header.Set("X-GitHub-Event", "push")
+	req.Header.Set("X-GitHub-Delivery", "big-2")
 	req.Header.Set("X-Hub-Signature-256", Sign(testSecret, []byte(body)))
 	w = httptest.NewRecorder()
 	h.ServeHTTP(w, req)
@@ -158,18 +246,59 @@ func TestOnlyPostIsAccepted(t *testing.T) {
 	}
 }
 
-func TestReplayMemoryIsBounded(t *testing.T) {
-	d := newDeliveries(2)
-	for _, id := range []string{"a", "b", "c"} {
-		if !d.add(id) {
-			t.Fatalf("%s reported as seen", id)
+// TestReplayMemoryIsBoundedByBytesAndTime: deliveries are forgotten when
+// their window passes or, oldest first, when the byte budget is spent.
+func TestReplayMemoryIsBoundedByBytesAndTime(t *testing.T) {
+	sum := func(i int) [32]byte { return sha256.Sum256([]byte(strconv.Itoa(i))) }
+	start := time.Unix(1_700_000_000, 0)
+	d := newDeliveries(time.Hour, 10*(36+deliveryOverhead))
+	for i := range 100 {
+		id := fmt.Sprintf("%036d", i)
+		if why := d.add(id, sum(i), start); why != "" {
+			t.Fatalf("delivery %d: %s", i, why)
 		}
 	}
-	if len(d.set) != 2 {
-		t.Fatalf("remembers %d ids, want 2", len(d.set))
+	if d.len() != 10 || d.bytes > d.maxBytes {
+		t.Fatalf("remembers %d deliveries in %d bytes, want 10 within %d", d.len(), d.bytes, d.maxBytes)
 	}
-	if !d.add("a") {
-		t.Fatal("the oldest id should have been forgotten")
+	if why := d.add(fmt.Sprintf("%036d", 99), sum(1000), start); why == "" {
+		t.Fatal("the newest id was forgotten")
+	}
+	if why := d.add("other", sum(99), start); why == "" {
+		t.Fatal("the newest body was forgotten")
+	}
+	if why := d.add(fmt.Sprintf("%036d", 99), sum(99), start.Add(time.Hour+time.Second)); why != "" {
+		t.Fatalf("a delivery older than the window is still remembered: %s", why)
+	}
+	if d.len() != 1 {
+		t.Fatalf("after the window %d deliveries remembered, want 1", d.len())
+	}
+}
+
+// TestSlowRequestIsCutOffForANewOne: with every slot taken, a request
+// that has read for longer than SlowAfter is cut off to make room; when
+// all holders are young the new request is refused at once.
+func TestSlowRequestIsCutOffForANewOne(t *testing.T) {
+	s := newSlots(2)
+	now := time.Unix(1_700_000_000, 0)
+	var aborted []string
+	abort := func(name string) func() { return func() { aborted = append(aborted, name) } }
+	if _, ok := s.acquire(now, time.Second, abort("a")); !ok {
+		t.Fatal("a")
+	}
+	releaseB, ok := s.acquire(now.Add(500*time.Millisecond), time.Second, abort("b"))
+	if !ok {
+		t.Fatal("b")
+	}
+	if _, ok := s.acquire(now.Add(900*time.Millisecond), time.Second, abort("c")); ok || len(aborted) != 0 {
+		t.Fatalf("every holder is young: acquired %v, aborted %v; want refused, none", ok, aborted)
+	}
+	if _, ok := s.acquire(now.Add(1200*time.Millisecond), time.Second, abort("d")); !ok || !slices.Equal(aborted, []string{"a"}) {
+		t.Fatalf("acquired %v, aborted %v; want d in place of a", ok, aborted)
+	}
+	releaseB()
+	if _, ok := s.acquire(now.Add(1300*time.Millisecond), time.Second, abort("e")); !ok || len(aborted) != 1 {
+		t.Fatalf("a freed slot: acquired %v, aborted %v", ok, aborted)
 	}
 }
 

@@ -23,6 +23,13 @@ const DefaultSecretKey = "webhook-secret"
 // Secret is reused: a rotated secret takes effect within it.
 const DefaultSecretTTL = 10 * time.Second
 
+// DefaultReadHeaderTimeout bounds the time a connection may take to send
+// its request headers: a slowloris sender holds a connection no longer.
+const DefaultReadHeaderTimeout = 5 * time.Second
+
+// DefaultMaxHeaderBytes bounds request headers; GitHub's are about 1 KiB.
+const DefaultMaxHeaderBytes = 16 << 10
+
 // ServerOptions configures the agent's git webhook receiver.
 type ServerOptions struct {
 	// Addr is the listen address (":9443", "127.0.0.1:0").
@@ -38,16 +45,27 @@ type ServerOptions struct {
 	SecretTTL time.Duration
 	// Branch is the tracked branch; pushes to other refs are ignored.
 	Branch string
-	// OnPush is called for a verified push to Branch; it must not block.
-	OnPush func(Event)
+	// OnPush is called for a verified, new push to Branch (see
+	// Options.OnPush); it must return quickly.
+	OnPush func(context.Context, Event) error
 	// MaxBody bounds a request body (0: DefaultMaxBody).
 	MaxBody int64
+	// MaxInFlight, BodyTimeout and SlowAfter bound the requests not yet
+	// verified (see Options; 0: their defaults).
+	MaxInFlight int
+	BodyTimeout time.Duration
+	SlowAfter   time.Duration
+	// ReadHeaderTimeout bounds the time to send the headers (0:
+	// DefaultReadHeaderTimeout).
+	ReadHeaderTimeout time.Duration
 	// Log receives one line per request, never a payload or the secret.
 	Log logr.Logger
 }
 
-// Server serves GitHub webhooks for the agent: a verified push to
-// the tracked branch calls OnPush (the syncer's Trigger).
+// Server serves GitHub webhooks for the agent: a verified push to the
+// tracked branch calls OnPush, which records the request on the
+// StyrminSource so the elected replica syncs, whichever replica received
+// it.
 type Server struct {
 	opts    ServerOptions
 	handler http.Handler
@@ -75,6 +93,12 @@ func NewServer(opts ServerOptions) (*Server, error) {
 	if opts.SecretKey == "" {
 		opts.SecretKey = DefaultSecretKey
 	}
+	if opts.ReadHeaderTimeout <= 0 {
+		opts.ReadHeaderTimeout = DefaultReadHeaderTimeout
+	}
+	if opts.BodyTimeout <= 0 {
+		opts.BodyTimeout = DefaultBodyTimeout
+	}
 	if opts.SecretTTL == 0 {
 		opts.SecretTTL = DefaultSecretTTL
 	}
@@ -83,11 +107,14 @@ func NewServer(opts ServerOptions) (*Server, error) {
 	}
 	s := &Server{opts: opts}
 	h, err := NewHandler(Options{
-		Secret:  s.secret,
-		Branch:  opts.Branch,
-		OnPush:  opts.OnPush,
-		MaxBody: opts.MaxBody,
-		Log:     opts.Log,
+		Secret:      s.secret,
+		Branch:      opts.Branch,
+		OnPush:      opts.OnPush,
+		MaxBody:     opts.MaxBody,
+		MaxInFlight: opts.MaxInFlight,
+		BodyTimeout: opts.BodyTimeout,
+		SlowAfter:   opts.SlowAfter,
+		Log:         opts.Log,
 	})
 	if err != nil {
 		return nil, err
@@ -143,13 +170,7 @@ func (s *Server) Start(ctx context.Context) error {
 	if _, err := s.Listen(); err != nil {
 		return err
 	}
-	srv := &http.Server{
-		Handler:           s.handler,
-		ReadHeaderTimeout: 10 * time.Second,
-		ReadTimeout:       30 * time.Second,
-		WriteTimeout:      30 * time.Second,
-		MaxHeaderBytes:    64 << 10,
-	}
+	srv := s.httpServer()
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(s.ln) }()
 	s.opts.Log.Info("webhook receiver listening", "address", s.ln.Addr().String(), "branch", s.opts.Branch)
@@ -162,6 +183,21 @@ func (s *Server) Start(ctx context.Context) error {
 	defer cancel()
 	_ = srv.Shutdown(sctx)
 	return nil
+}
+
+// httpServer is the server Start runs. Every timeout is short: GitHub
+// sends a delivery at once and waits at most ten seconds for the answer,
+// and each open connection is memory a stranger holds. ReadTimeout is a
+// backstop; the handler sets the body's own deadline (BodyTimeout).
+func (s *Server) httpServer() *http.Server {
+	return &http.Server{
+		Handler:           s.handler,
+		ReadHeaderTimeout: s.opts.ReadHeaderTimeout,
+		ReadTimeout:       s.opts.ReadHeaderTimeout + s.opts.BodyTimeout,
+		WriteTimeout:      s.opts.ReadHeaderTimeout + s.opts.BodyTimeout + 10*time.Second,
+		IdleTimeout:       30 * time.Second,
+		MaxHeaderBytes:    DefaultMaxHeaderBytes,
+	}
 }
 
 // NeedLeaderElection is false: every replica serves webhooks.

@@ -12,6 +12,13 @@ const (
 	// leaves one holding a higher number unchanged (the guard).
 	AnnotationInstanceSequence = Group + "/instance-sequence"
 
+	// AnnotationRequestedAt on a StyrminSource asks for a sync now: any
+	// replica that receives a verified webhook push sets it (RFC 3339,
+	// nanoseconds) and the elected replica, which watches it, syncs. So a
+	// push reaching a replica that does not sync is not lost (as Flux's
+	// reconcile.fluxcd.io/requestedAt).
+	AnnotationRequestedAt = Group + "/requested-at"
+
 	// LabelCluster, LabelEnvironment and LabelDeployment identify the
 	// deployment a StyrminDeployment or StyrminTask belongs to, so both can
 	// be listed by deployment with a label selector.
