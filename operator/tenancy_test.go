@@ -176,9 +176,10 @@ func TestAgentRefusesObjectsOutsideThePolicy(t *testing.T) {
 	}
 }
 
-// runHandMadeTask creates a task for in in namespace ns (carrying in, and
-// pointing at lock when given) and reconciles it once.
-func runHandMadeTask(t *testing.T, e *env, r *task.Reconciler, in *resolver.Instance, ns string, lock *v1alpha1.LockRef) *v1alpha1.StyrminTask {
+// runHandMadeTask creates a task for in in namespace ns (carrying in,
+// pointing at lock when given, naming specNS as spec.namespace when given,
+// else ns) and reconciles it once.
+func runHandMadeTask(t *testing.T, e *env, r *task.Reconciler, in *resolver.Instance, ns string, lock *v1alpha1.LockRef, specNS ...string) *v1alpha1.StyrminTask {
 	t.Helper()
 	ctx := context.Background()
 	if err := e.client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil && !apierrors.IsAlreadyExists(err) {
@@ -193,9 +194,13 @@ func runHandMadeTask(t *testing.T, e *env, r *task.Reconciler, in *resolver.Inst
 	if lock != nil {
 		ref = *lock
 	}
+	named := ns
+	if len(specNS) > 0 {
+		named = specNS[0]
+	}
 	tk := &v1alpha1.StyrminTask{
 		ObjectMeta: metav1.ObjectMeta{Name: v1alpha1.TaskName(in.ID.Name, in.Sequence), Namespace: ns, Labels: id.Labels()},
-		Spec: v1alpha1.StyrminTaskSpec{Deployment: id, Namespace: ns, Workflow: v1alpha1.WorkflowCreate,
+		Spec: v1alpha1.StyrminTaskSpec{Deployment: id, Namespace: named, Workflow: v1alpha1.WorkflowCreate,
 			ToSequence: in.Sequence, Lock: ref, Instance: &spec},
 	}
 	if err := e.client.Create(ctx, tk); err != nil {
@@ -230,15 +235,17 @@ func TestHandMadeTaskIsRefused(t *testing.T) {
 	lock := &v1alpha1.LockRef{Commit: head.String(), Path: "locks/local/dev/web.lock.yaml"}
 	web := e.instance(t, "local", "dev", "web", 1)
 	for _, c := range []struct {
-		name string
-		in   *resolver.Instance
-		ns   string
-		want string
+		name   string
+		in     *resolver.Instance
+		ns     string
+		specNS string
+		want   string
 	}{
-		{"an instance that is not the locked one", withMessage(t, web, 1, "hand-made"), "dev-web", "spec.instance (sequence 1"},
-		{"another namespace than the deployment's", web, "elsewhere", `spec.namespace is "elsewhere" but the deployment's namespace is "dev-web"`},
+		{"an instance that is not the locked one", withMessage(t, web, 1, "hand-made"), "dev-web", "dev-web", "spec.instance (sequence 1"},
+		{"another namespace than the deployment's", web, "elsewhere", "elsewhere", `spec.namespace is "elsewhere" but the deployment's namespace is "dev-web"`},
+		{"a spec.namespace other than the task's own", web, "other", "dev-web", `the task is in namespace "other" but spec.namespace is "dev-web"`},
 	} {
-		got := runHandMadeTask(t, e, r, c.in, c.ns, lock)
+		got := runHandMadeTask(t, e, r, c.in, c.ns, lock, c.specNS)
 		if got.Status.Phase != v1alpha1.TaskFailed || !strings.Contains(got.Status.Message, v1alpha1.ReasonLockMismatch) || !strings.Contains(got.Status.Message, c.want) ||
 			!strings.Contains(got.Status.Message, lock.Path) {
 			t.Errorf("%s: task %s %q; want Failed, LockMismatch saying %q and naming the lock", c.name, got.Status.Phase, got.Status.Message, c.want)
