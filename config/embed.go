@@ -12,7 +12,7 @@ import (
 	"slices"
 )
 
-//go:embed crd/*.yaml rbac/*.yaml agent/*.yaml
+//go:embed crd/*.yaml rbac/*.yaml agent/*.yaml tenancy/*.yaml admission/*.yaml
 var files embed.FS
 
 // CRDs returns the CustomResourceDefinitions of the styrmin.io API, one
@@ -30,6 +30,20 @@ func Namespace() []byte {
 // the leader-election Role and their bindings, sorted by file name.
 func RBAC() [][]byte {
 	return mustReadAll(files, "rbac")
+}
+
+// TenancyExample returns the example of an environment applied as its own
+// service account: the namespace, the account, its Role and RoleBinding,
+// and the Role that lets the agent impersonate it (all in dev-web).
+func TenancyExample() []byte {
+	return mustRead(files, "tenancy/example-environment.yaml")
+}
+
+// AdmissionPolicy returns the ValidatingAdmissionPolicy and its binding
+// that let only the agent's service account create or change
+// StyrminTasks and the styrmin.io/ annotations of StyrminDeployments.
+func AdmissionPolicy() []byte {
+	return mustRead(files, "admission/styrmin-tasks.yaml")
 }
 
 // AgentDeployment returns the agent's Deployment.

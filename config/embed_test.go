@@ -55,7 +55,7 @@ func TestKustomizationListsEveryFile(t *testing.T) {
 		t.Fatal(err)
 	}
 	var files []string
-	for _, dir := range []string{"crd", "rbac", "agent"} {
+	for _, dir := range []string{"crd", "rbac", "agent", "admission"} {
 		entries, err := os.ReadDir(dir)
 		if err != nil {
 			t.Fatal(err)

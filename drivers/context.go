@@ -33,6 +33,10 @@ type EnvironmentContext struct {
 	Namespace      string         `json:"namespace"`
 	BackupLocation string         `json:"backupLocation,omitempty"`
 	Config         map[string]any `json:"config,omitempty"`
+	// Policy is what the environment's deployments may do (nil: the
+	// default policy, see Policy), enforced at lock time and again by the
+	// agent before it applies.
+	Policy *Policy `json:"policy,omitempty"`
 }
 
 // DeploymentContext identifies the deployment being rendered.

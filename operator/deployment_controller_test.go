@@ -56,6 +56,13 @@ type env struct {
 
 func startEnv(t *testing.T) *env {
 	t.Helper()
+	return startEnvWith(t)
+}
+
+// startEnvWith is startEnv with more drivers in the agent's catalog than
+// the examples'.
+func startEnvWith(t *testing.T, extra ...*drivers.Driver) *env {
+	t.Helper()
 	c, cl := agenttest.StartCluster(t, testcluster.Options{Workloads: true, Nodes: 2})
 	ctx, cancel := context.WithCancel(context.Background())
 	// The agent runs as its service account with the manifests' RBAC, so
@@ -68,6 +75,11 @@ func startEnv(t *testing.T) *env {
 	ws, err := resolver.LoadWorkspace(os.DirFS("../examples"), resolver.WorkspaceOptions{SourceCommit: "0123456789abcdef0123456789abcdef01234567"})
 	if err != nil {
 		t.Fatal(err)
+	}
+	for _, d := range extra {
+		if err := ws.Catalog.Add(d); err != nil {
+			t.Fatal(err)
+		}
 	}
 	mgr, err := operator.NewManager(agentCfg, operator.ManagerOptions{
 		Drivers:        &driversource.CatalogSource{Catalog: ws.Catalog},

@@ -198,6 +198,8 @@ func NewManager(cfg *rest.Config, opts ManagerOptions) (ctrl.Manager, error) {
 	releases, err := release.New(cs, dyn, mgr.GetRESTMapper(), release.Options{
 		MaxHistory: opts.HelmMaxHistory,
 		Logger:     logr.ToSlogHandler(opts.Logger.WithName("helm").V(1)),
+		// Environments with a service account are applied as it.
+		Config: cfg,
 	})
 	if err != nil {
 		return nil, err

@@ -1,11 +1,13 @@
 package resolver
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io/fs"
 	"path"
 	"regexp"
+	"slices"
 	"sort"
 	"strings"
 
@@ -14,6 +16,7 @@ import (
 	"cuelang.org/go/cue/token"
 	cueyaml "cuelang.org/go/encoding/yaml"
 
+	"github.com/styrmin/styrmin/drivers"
 	"github.com/styrmin/styrmin/internal/cuemsg"
 )
 
@@ -61,6 +64,8 @@ type Cluster struct {
 	File         string
 	Settings     map[string]any
 	Environments []*Environment // sorted by name
+	// Policy is the cluster's default environment policy (nil: none).
+	Policy *drivers.Policy
 	// pos locates the fields of File, for errors found after loading.
 	pos map[string]token.Position
 }
@@ -70,9 +75,12 @@ type Environment struct {
 	Name            string
 	File            string
 	NamespacePrefix string
-	Settings        map[string]any
-	Deployments     []*Deployment // sorted by name
-	pos             map[string]token.Position
+	// Policy is the environment's own policy (nil: none); see
+	// EffectivePolicy for the one its deployments get.
+	Policy      *drivers.Policy
+	Settings    map[string]any
+	Deployments []*Deployment // sorted by name
+	pos         map[string]token.Position
 }
 
 // Deployment is one deployment file.
@@ -296,6 +304,9 @@ func (l *Loader) loadCluster(fsys fs.FS, name string) (*Cluster, error) {
 	if c.pos, err = l.loadFile(fsys, f, "#Cluster", &c.Settings); err != nil {
 		return nil, err
 	}
+	if c.Policy, err = takePolicy(f, c.Settings); err != nil {
+		return nil, err
+	}
 	envs, err := subdirs(fsys, path.Join(dir, "environments"))
 	if err != nil {
 		return nil, err
@@ -325,6 +336,9 @@ func (l *Loader) loadEnvironment(fsys fs.FS, cluster, name string) (*Environment
 	if p, ok := e.Settings["namespacePrefix"].(string); ok {
 		e.NamespacePrefix = p
 		delete(e.Settings, "namespacePrefix")
+	}
+	if e.Policy, err = takePolicy(f, e.Settings); err != nil {
+		return nil, err
 	}
 	ddir := path.Join(dir, "deployments")
 	entries, err := fs.ReadDir(fsys, ddir)
@@ -358,6 +372,53 @@ func (l *Loader) loadEnvironment(fsys fs.FS, cluster, name string) (*Environment
 	}
 	sort.Slice(e.Deployments, func(i, j int) bool { return e.Deployments[i].ID.Name < e.Deployments[j].ID.Name })
 	return e, errors.Join(errs...)
+}
+
+// takePolicy moves the policy out of a layer's settings: it is no setting
+// that merges into deployments (they cannot override it), and drivers see
+// it only as context.environment.policy.
+func takePolicy(file string, settings map[string]any) (*drivers.Policy, error) {
+	raw, ok := settings["policy"]
+	if !ok {
+		return nil, nil
+	}
+	delete(settings, "policy")
+	b, err := json.Marshal(raw)
+	if err != nil {
+		return nil, &ConfigError{File: file, Field: "policy", Msg: err.Error()}
+	}
+	var p drivers.Policy
+	if err := json.Unmarshal(b, &p); err != nil {
+		return nil, &ConfigError{File: file, Field: "policy", Msg: err.Error()}
+	}
+	return &p, nil
+}
+
+// EffectivePolicy is the policy of the environment's deployments: the
+// cluster's default with each field the environment sets replacing it
+// (nil: the default policy).
+func EffectivePolicy(c *Cluster, e *Environment) *drivers.Policy {
+	var p drivers.Policy
+	if c != nil && c.Policy != nil {
+		p = *c.Policy
+	}
+	if e != nil && e.Policy != nil {
+		if e.Policy.Namespaces != nil {
+			p.Namespaces = e.Policy.Namespaces
+		}
+		if e.Policy.Kinds != nil {
+			p.Kinds = e.Policy.Kinds
+		}
+		if e.Policy.ServiceAccountName != "" {
+			p.ServiceAccountName = e.Policy.ServiceAccountName
+		}
+	}
+	if p.IsZero() {
+		return nil
+	}
+	p.Namespaces = slices.Clone(p.Namespaces)
+	p.Kinds = slices.Clone(p.Kinds)
+	return &p
 }
 
 func (l *Loader) loadDeployment(fsys fs.FS, file string, id ID) (*Deployment, error) {

@@ -286,12 +286,16 @@ func firstPass(c *Cluster, e *Environment, d *Deployment, opts Options) (*pendin
 			Namespace:      e.NamespacePrefix,
 			BackupLocation: str(merged["backupLocation"]),
 			Config:         mapOrNil(merged["config"]),
+			Policy:         EffectivePolicy(c, e),
 		},
 		Deployment: drivers.DeploymentContext{
 			Name: d.ID.Name, Namespace: ns, AppVersion: d.AppVersion,
 			Driver: drv.Name, DriverVersion: drv.Version,
 		},
 		Parameters: applied,
+	}
+	if err := policyErrors(c, e, ns); err != nil {
+		return nil, err
 	}
 	eps, err := drv.Endpoints(ctx)
 	if err != nil {
@@ -311,6 +315,23 @@ func firstPass(c *Cluster, e *Environment, d *Deployment, opts Options) (*pendin
 		driver:    drv,
 		endpoints: eps,
 	}, nil
+}
+
+// policyErrors checks what the policy names before anything renders: the
+// service account the agent impersonates must be in a namespace the
+// environment may use.
+func policyErrors(c *Cluster, e *Environment, ns string) error {
+	p := EffectivePolicy(c, e)
+	sans, _, ok := p.ServiceAccount(ns)
+	if !ok || p.AllowsNamespace(ns, sans) {
+		return nil
+	}
+	file := e.File
+	if e.Policy == nil || e.Policy.ServiceAccountName == "" {
+		file = c.File
+	}
+	return &ConfigError{File: file, Line: 1, Column: 1, Field: "policy.serviceAccountName",
+		Msg: fmt.Sprintf("service account %q is in namespace %q, outside the environment's namespaces (the deployment's own %q and policy.namespaces)", p.ServiceAccountName, sans, ns)}
 }
 
 // driverOrigin is where drv was fetched from; nil for a driver of the
@@ -455,6 +476,16 @@ func secondPass(e *Environment, p *pending, byName map[string]*pending) error {
 	}
 	in := p.res.Instance
 	in.Values = values
+	// The policy is checked on what the agent will apply, so a chart that
+	// reaches out of its environment fails here, at lock time, and keeps
+	// its previous lock, rather than in the cluster. A chart that does
+	// not render is no policy question: the plan shows that error and the
+	// agent stalls on it, as before.
+	if m, err := p.driver.Render(*ctx, values); err == nil {
+		if err := drivers.CheckPolicy(*ctx, m, d.ID.String()); err != nil {
+			return fmt.Errorf("%s: %w", e.File, err)
+		}
+	}
 	dg, err := in.ComputeDigest()
 	if err != nil {
 		return err

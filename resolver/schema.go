@@ -38,10 +38,33 @@ import "strings"
 	path:    *"." | string
 }
 
-#Cluster: #Settings
+// #Policy is what an environment's deployments may do. Only cluster.cue
+// (the cluster's default) and environment.cue set it: a deployment's
+// author does not choose the boundary it runs in.
+#Policy: {
+	// namespaces the deployments may put objects in, besides their own.
+	namespaces?: [...#Namespace]
+	// kinds the charts may create; empty: every namespaced kind. A
+	// cluster-scoped kind must be listed by name; "*" is every namespaced
+	// kind.
+	kinds?: [...(=~"^[A-Z][A-Za-z0-9]*$" | "*")]
+	// serviceAccountName the agent impersonates to apply: a service
+	// account in the deployment's namespace, or "namespace/name".
+	serviceAccountName?: =~"^([a-z0-9]([-a-z0-9]*[a-z0-9])?/)?[a-z0-9]([-a-z0-9.]*[a-z0-9])?$"
+}
+
+#Namespace: =~"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$" & strings.MaxRunes(63)
+
+#Cluster: {
+	#Settings
+	// policy is the default of every environment of the cluster; an
+	// environment's policy replaces it field by field.
+	policy?: #Policy
+}
 
 #Environment: {
 	#Settings
+	policy?: #Policy
 	// namespacePrefix prefixes the namespace of every deployment of the
 	// environment; it defaults to the environment's name.
 	namespacePrefix?: #Name

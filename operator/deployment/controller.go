@@ -107,6 +107,9 @@ type reconcileState struct {
 	upToDate bool
 	driver   *drivers.Driver
 	objects  []drivers.Object
+	// releases is the release engine acting as the identity the
+	// environment's policy names (the agent's own when it names none).
+	releases *release.Releases
 	ready    bool
 	// requeueAfter, when set, is the next reconcile.
 	requeueAfter time.Duration
@@ -219,15 +222,71 @@ func (r *Reconciler) resolve(ctx context.Context, rs *reconcileState) error {
 		if err != nil {
 			return outcome.Stalled(v1alpha1.ReasonRenderFailed, fmt.Errorf("render %s with driver %s@%s: %w", in.ID, d.Name, d.Version, err))
 		}
-		for _, o := range m.Objects {
-			if o.Namespace != "" && o.Namespace != sd.Namespace {
-				return outcome.Stalled(v1alpha1.ReasonRenderFailed, fmt.Errorf("driver %s@%s renders %s/%s into namespace %q, outside the deployment's namespace %q", d.Name, d.Version, o.Kind, o.Name, o.Namespace, sd.Namespace))
-			}
+		// What git says the environment may do, enforced on what is
+		// applied (the lock checked it too, but whatever wrote the spec).
+		if err := drivers.CheckPolicy(*in.Context, m, in.ID.String()); err != nil {
+			return outcome.Stalled(v1alpha1.ReasonPolicyViolation, err)
 		}
 		rs.driver, rs.objects = d, m.Objects
 	}
+	if rs.releases, err = r.releasesFor(sd, in); err != nil {
+		return outcome.Stalled(v1alpha1.ReasonInvalidSpec, err)
+	}
 	setCondition(sd, v1alpha1.ConditionStalled, metav1.ConditionFalse, v1alpha1.ReasonSucceeded, "the instance resolves and renders")
 	return nil
+}
+
+// releasesFor returns the release engine that acts as the identity the
+// instance's environment policy names: its service account, impersonated,
+// so the cluster's RBAC bounds the release; the agent itself when it
+// names none (or the instance has no context: a tombstone).
+func (r *Reconciler) releasesFor(sd *v1alpha1.StyrminDeployment, in *resolver.Instance) (*release.Releases, error) {
+	if in == nil || in.Context == nil {
+		return r.releases, nil
+	}
+	ns, name, ok := in.Context.Environment.Policy.ServiceAccount(sd.Namespace)
+	if !ok {
+		return r.releases, nil
+	}
+	return r.releases.As(drivers.ServiceAccountUser(ns, name))
+}
+
+// identityOf is the identity a StyrminDeployment's releases act as, from
+// its spec alone (the finalizer runs without resolving it).
+func (r *Reconciler) identityOf(sd *v1alpha1.StyrminDeployment) (*release.Releases, error) {
+	if sd.Spec.Tombstone() || sd.Spec.Context == nil {
+		return r.releases, nil
+	}
+	in, err := instance.InstanceFromSpec(&sd.Spec)
+	if err != nil {
+		return r.releases, nil // an invalid spec never applied: the agent's own identity uninstalls
+	}
+	return r.releasesFor(sd, in)
+}
+
+// applyError classifies a failed apply: refused objects need a change in
+// git; a forbidden request (the identity's RBAC) or an object another
+// manager owns may be fixed in the cluster, so they are retried, each
+// with a reason of its own.
+func applyError(rs *reconcileState, err error) error {
+	var conflict *release.ConflictError
+	switch {
+	case errors.As(err, &conflict):
+		return outcome.Retryable(v1alpha1.ReasonApplyConflict, err)
+	case apierrors.IsForbidden(err):
+		who := "the agent's own identity"
+		if ns, name, ok := rs.instance.Context.Environment.Policy.ServiceAccount(rs.sd.Namespace); ok {
+			who = "service account " + ns + "/" + name + " (the environment's policy.serviceAccountName)"
+		}
+		return outcome.Retryable(v1alpha1.ReasonForbidden, fmt.Errorf("applied as %s, which the cluster's RBAC does not allow: %w", who, err))
+	}
+	var status apierrors.APIStatus
+	if errors.As(err, &status) && (apierrors.IsInvalid(err) || apierrors.IsBadRequest(err)) {
+		// The API server refuses the rendered objects: retrying the
+		// same instance cannot help.
+		return outcome.Stalled(v1alpha1.ReasonApplyFailed, err)
+	}
+	return outcome.Retryable(v1alpha1.ReasonApplyFailed, err)
 }
 
 // sequenceAhead stalls a StyrminDeployment whose sequence annotation is
@@ -287,20 +346,14 @@ func (r *Reconciler) release(ctx context.Context, rs *reconcileState) error {
 		known = a.revision
 	}
 	start := time.Now()
-	applied, installed, err := r.releases.Apply(ctx, req, known, revision)
+	applied, installed, err := rs.releases.Apply(ctx, req, known, revision)
 	op := "upgrade"
 	if installed {
 		op = "install"
 	}
 	r.metrics.applyDuration.WithLabelValues(op, metricsreg.ResultLabel(err)).Observe(time.Since(start).Seconds())
 	if err != nil {
-		var status apierrors.APIStatus
-		if errors.As(err, &status) && (apierrors.IsInvalid(err) || apierrors.IsBadRequest(err)) {
-			// The API server refuses the rendered objects: retrying the
-			// same instance cannot help.
-			return outcome.Stalled(v1alpha1.ReasonApplyFailed, err)
-		}
-		return outcome.Retryable(v1alpha1.ReasonApplyFailed, err)
+		return applyError(rs, err)
 	}
 	status := applied.Status(metav1.NewTime(r.now()))
 	sd.Status.Release = &status
@@ -474,7 +527,7 @@ func (r *Reconciler) correctDrift(ctx context.Context, rs *reconcileState) error
 		return nil
 	}
 	start := time.Now()
-	drifts, err := r.checkDrift(ctx, sd, st)
+	drifts, err := r.checkDrift(ctx, rs.releases, sd, st)
 	st.nextCheck = now.Add(r.interval)
 	rs.requeueWithin(r.interval)
 	defer func() { r.metrics.driftDuration.Observe(time.Since(start).Seconds()) }()
@@ -500,7 +553,7 @@ func (r *Reconciler) correctDrift(ctx context.Context, rs *reconcileState) error
 	}
 	r.metrics.driftChecks.WithLabelValues("drifted").Inc()
 	summary := release.Summary(drifts)
-	if err := r.releases.Correct(ctx, st.desired, drifts); err != nil {
+	if err := rs.releases.Correct(ctx, st.desired, drifts); err != nil {
 		setCondition(sd, v1alpha1.ConditionDrifted, metav1.ConditionTrue, v1alpha1.ReasonDriftCorrectionFailed, summary+": "+err.Error())
 		return outcome.Retryable(v1alpha1.ReasonDriftCorrectionFailed, err)
 	}
@@ -537,11 +590,11 @@ func (r *Reconciler) runningTask(ctx context.Context, namespace string) (string,
 
 // checkDrift compares the release revision the status records with the
 // live objects; the revision's objects stay in st between checks.
-func (r *Reconciler) checkDrift(ctx context.Context, sd *v1alpha1.StyrminDeployment, st *deploymentState) ([]release.Drift, error) {
+func (r *Reconciler) checkDrift(ctx context.Context, releases *release.Releases, sd *v1alpha1.StyrminDeployment, st *deploymentState) ([]release.Drift, error) {
 	if sd.Status.Release == nil {
 		return nil, nil
 	}
-	desired, drifts, err := r.releases.Check(ctx, sd.Namespace, sd.Status.Release.Name, sd.Status.Release.Revision, sd.Status.Inventory, st.desired)
+	desired, drifts, err := releases.Check(ctx, sd.Namespace, sd.Status.Release.Name, sd.Status.Release.Revision, sd.Status.Inventory, st.desired)
 	if desired != nil {
 		st.desired = desired
 	}
@@ -554,7 +607,10 @@ func (r *Reconciler) finalize(ctx context.Context, rs *reconcileState, orig *v1a
 	sd := rs.sd
 	if controllerutil.ContainsFinalizer(sd, v1alpha1.FinalizerRelease) || sd.Spec.Tombstone() {
 		start := time.Now()
-		err := r.releases.Uninstall(ctx, sd.Namespace, sd.Spec.Deployment.Name)
+		releases, err := r.identityOf(sd)
+		if err == nil {
+			err = releases.Uninstall(ctx, sd.Namespace, sd.Spec.Deployment.Name)
+		}
 		r.metrics.applyDuration.WithLabelValues("uninstall", metricsreg.ResultLabel(err)).Observe(time.Since(start).Seconds())
 		if err != nil {
 			return r.resultFor(ctx, rs, orig, outcome.Retryable(v1alpha1.ReasonUninstallFailed, err))

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"regexp"
 	"slices"
 	"sort"
 	"strings"
@@ -200,23 +201,62 @@ func (d *releaseObjects) applyObject(ctx context.Context, o *desiredObject, dryR
 
 // applyAll applies a release's objects in order, one request each, and
 // returns the field sets Styrmin owns on them afterwards (the expected
-// sets of the drift check). Without force an object whose fields another
-// manager owns is not taken over: the apply fails with a conflict.
+// sets of the drift check). Only the objects in created (by key: the
+// release created them) are applied forcing conflicts; any other object
+// whose fields another manager owns is not taken over: the apply fails
+// with a ConflictError.
 //
 // It also returns how many objects were applied before an error.
-func (d *releaseObjects) applyAll(ctx context.Context, objects []*desiredObject, force bool) (map[string][]byte, int, error) {
+func (d *releaseObjects) applyAll(ctx context.Context, objects []*desiredObject, created map[string]bool) (map[string][]byte, int, error) {
 	fields := make(map[string][]byte, len(objects))
 	for i, o := range objects {
+		force := created[objectKey(o.ref)]
 		applied, err := d.applyObject(ctx, o, false, force)
 		if err != nil {
 			if apierrors.IsConflict(err) && !force {
-				return nil, i, fmt.Errorf("apply %s: it exists and another manager owns fields Styrmin would set; Styrmin does not take over an object it did not create: %w", o.ref, err)
+				return nil, i, &ConflictError{Object: o.ref, Managers: conflictManagers(err), Err: err}
 			}
 			return nil, i, fmt.Errorf("apply %s: %w", o.ref, err)
 		}
 		fields[objectKey(o.ref)] = ownedFields(applied)
 	}
 	return fields, len(objects), nil
+}
+
+// ConflictError is an object the release did not create whose fields
+// another field manager owns: Styrmin does not take it over.
+type ConflictError struct {
+	Object v1alpha1.ObjectRef
+	// Managers are the field managers that own the conflicting fields.
+	Managers []string
+	Err      error
+}
+
+func (e *ConflictError) Error() string {
+	who := "another field manager"
+	if len(e.Managers) > 0 {
+		who = "field manager " + strings.Join(e.Managers, ", ")
+	}
+	return fmt.Sprintf("apply %s: it exists and %s owns fields Styrmin would set; Styrmin does not take over an object its release did not create (remove it, or the other manager's fields, to let Styrmin create it): %v", e.Object, who, e.Err)
+}
+
+func (e *ConflictError) Unwrap() error { return e.Err }
+
+// conflictRE finds the managers in the API server's conflict causes
+// (`conflict with "kubectl" using v1`).
+var conflictRE = regexp.MustCompile(`conflict with "([^"]+)"`)
+
+// conflictManagers lists the field managers an apply conflict names,
+// sorted, each once.
+func conflictManagers(err error) []string {
+	var out []string
+	for _, m := range conflictRE.FindAllStringSubmatch(err.Error(), -1) {
+		if !slices.Contains(out, m[1]) {
+			out = append(out, m[1])
+		}
+	}
+	slices.Sort(out)
+	return out
 }
 
 // remove deletes an object of release releaseName in namespace (one a

@@ -8,6 +8,7 @@ import (
 	"path"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	chartv2 "helm.sh/helm/v4/pkg/chart/v2"
@@ -17,6 +18,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
 
 	"github.com/styrmin/styrmin/drivers"
 	"github.com/styrmin/styrmin/operator/api/v1alpha1"
@@ -55,6 +57,18 @@ type Releases struct {
 	objects *releaseObjects
 	// records reads and writes revisions in Helm's format.
 	records *releaseRecords
+
+	// identities builds and keeps the engines that act as a service
+	// account (As); nil on those engines themselves.
+	identities *identities
+}
+
+// identities are the release engines of impersonated users, by user
+// name, built once each from the agent's own configuration.
+type identities struct {
+	cfg    *rest.Config
+	mu     sync.Mutex
+	byUser map[string]*Releases
 }
 
 // Options configure Releases.
@@ -64,6 +78,9 @@ type Options struct {
 	MaxHistory int
 	// Logger receives warnings that change nothing (a trim that failed).
 	Logger slog.Handler
+	// Config is the agent's client configuration, from which As builds
+	// clients that impersonate a user (nil: As refuses).
+	Config *rest.Config
 }
 
 // New returns the release engine over the API server's clients: cs for
@@ -76,12 +93,58 @@ func New(cs kubernetes.Interface, dyn dynamic.Interface, mapper meta.RESTMapper,
 	if logger == nil {
 		logger = slog.DiscardHandler
 	}
-	return &Releases{
+	h := &Releases{
 		logger:     logger,
 		maxHistory: opts.MaxHistory,
 		objects:    &releaseObjects{dyn: dyn, mapper: mapper},
 		records:    newReleaseRecords(cs),
-	}, nil
+	}
+	if opts.Config != nil {
+		h.identities = &identities{cfg: rest.CopyConfig(opts.Config), byUser: map[string]*Releases{}}
+	}
+	return h, nil
+}
+
+// As returns the release engine that acts as user (Kubernetes
+// impersonation): every request of its Apply, Check, Correct and
+// Uninstall, release records included, is the user's, so the cluster's
+// RBAC for that user bounds what a release can change. "" is the agent's
+// own identity. Engines are built once per user and kept.
+func (h *Releases) As(user string) (*Releases, error) {
+	if user == "" {
+		return h, nil
+	}
+	ids := h.identities
+	if ids == nil {
+		return nil, fmt.Errorf("release: cannot act as %s: the release engine has no client configuration to impersonate with", user)
+	}
+	ids.mu.Lock()
+	defer ids.mu.Unlock()
+	if r, ok := ids.byUser[user]; ok {
+		return r, nil
+	}
+	cfg := rest.CopyConfig(ids.cfg)
+	cfg.Impersonate = rest.ImpersonationConfig{UserName: user}
+	httpClient, err := rest.HTTPClientFor(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("release: client acting as %s: %w", user, err)
+	}
+	dyn, err := dynamic.NewForConfigAndClient(cfg, httpClient)
+	if err != nil {
+		return nil, fmt.Errorf("release: client acting as %s: %w", user, err)
+	}
+	cs, err := kubernetes.NewForConfigAndClient(cfg, httpClient)
+	if err != nil {
+		return nil, fmt.Errorf("release: client acting as %s: %w", user, err)
+	}
+	r := &Releases{
+		logger:     h.logger,
+		maxHistory: h.maxHistory,
+		objects:    &releaseObjects{dyn: dyn, mapper: h.objects.mapper},
+		records:    newReleaseRecords(cs),
+	}
+	ids.byUser[user] = r
+	return r, nil
 }
 
 // Request is one install or upgrade.
@@ -127,10 +190,13 @@ type Revision struct {
 //     the previous one superseded); here it is written once, when the
 //     apply has succeeded or failed, and the previous one once.
 //
-// The first revision is applied without forcing conflicts: an object that
-// exists and whose fields another manager owns is not taken over (Helm's
-// install refuses it too); later revisions force, as the fields are
-// Styrmin's. Objects of the previous revision that the new one lacks are
+// An object is applied forcing conflicts only when a revision of the
+// release that deployed lists it: then the release created it and its
+// fields are Styrmin's (forcing takes back fields another manager changed,
+// drift). Any other object, in the first revision or new in an upgrade,
+// is applied without force: one that exists and whose fields another
+// manager owns is not taken over (Helm refuses to adopt it too), and the
+// error names the object and the other manager. Objects of the previous revision that the new one lacks are
 // deleted, but for those annotated helm.sh/resource-policy: keep.
 //
 // known is the last revision this agent wrote (nil: none in memory) and
@@ -160,11 +226,14 @@ func (h *Releases) Apply(ctx context.Context, req Request, known *Revision, revi
 		}
 	}
 	// Forcing takes fields back from managers that changed them (drift)
-	// once the release is Styrmin's. A release that never deployed is not
-	// yet: its failed revisions may list an object another manager owns,
-	// which a retry must not take over.
-	force := prev != nil && (prev.Info == nil || prev.Info.Status != rcommon.StatusFailed || len(deployed) > 0)
-	fields, applied, applyErr := h.objects.applyAll(ctx, objs, force)
+	// on the objects the release created: those of a revision that
+	// deployed. A failed revision's list may name an object another
+	// manager owns, which a retry must not take over.
+	created, err := h.createdObjects(prev, deployed, req)
+	if err != nil {
+		return nil, false, fmt.Errorf("release %s/%s: %w", req.Namespace, req.Name, err)
+	}
+	fields, applied, applyErr := h.objects.applyAll(ctx, objs, created)
 	if applyErr != nil && applied == 0 {
 		// Nothing changed in the cluster: no revision to record (Helm's
 		// install refusing an object it would take over records none
@@ -209,6 +278,28 @@ func (h *Releases) Apply(ctx context.Context, req Request, known *Revision, revi
 	}
 	h.trimHistory(ctx, rel)
 	return &Revision{release: rel, objects: objs, fields: fields}, prev == nil, nil
+}
+
+// createdObjects returns the keys of the objects the release created: the
+// objects of prev when it deployed, else of the revisions that did
+// (deployed). Objects of kinds no longer served are left out: they cannot
+// be applied either.
+func (h *Releases) createdObjects(prev *release.Release, deployed []*release.Release, req Request) (map[string]bool, error) {
+	out := map[string]bool{}
+	revs := deployed
+	if prev != nil && (prev.Info == nil || prev.Info.Status != rcommon.StatusFailed) {
+		revs = []*release.Release{prev}
+	}
+	for _, rel := range revs {
+		objs, _, err := h.objects.parseObjects(rel.Manifest, req.Name, req.Namespace, nil, true)
+		if err != nil {
+			return nil, fmt.Errorf("revision %d: %w", rel.Version, err)
+		}
+		for _, o := range objs {
+			out[objectKey(o.ref)] = true
+		}
+	}
+	return out, nil
 }
 
 // previousRevision returns the release's latest revision, nil when it has

@@ -293,6 +293,9 @@ type taskRun struct {
 	// end) carries them, which saves a request per task. A task that has
 	// to wait for its turn writes them before it waits.
 	planUnwritten bool
+	// failReason is the reason constant of a failure (failTask), for the
+	// task's Stalled condition.
+	failReason string
 }
 
 // phaseResult ends a reconcile early (stop) and asks to look again after a
@@ -453,6 +456,10 @@ func (r *Reconciler) prepare(ctx context.Context, run *taskRun) (phaseResult, er
 	t := run.task
 	in, field, err := r.instance(ctx, t)
 	if err != nil {
+		var mm *lockMismatch
+		if errors.As(err, &mm) {
+			return r.failTask(ctx, run, v1alpha1.ReasonLockMismatch, field+": "+err.Error())
+		}
 		var nf *instance.LockNotFoundError
 		if errors.As(err, &nf) || field == "spec.instance" {
 			return r.failTask(ctx, run, v1alpha1.ReasonInvalidTask, field+": "+err.Error())
@@ -508,6 +515,11 @@ func (r *Reconciler) plan(ctx context.Context, run *taskRun) (phaseResult, error
 			return phaseResult{}, err
 		}
 	}
+	if d != nil {
+		if res, err := r.checkPolicy(ctx, run); err != nil || res.stop {
+			return res, err
+		}
+	}
 	steps, err := Steps(wf, d)
 	if err != nil {
 		return r.failTask(ctx, run, v1alpha1.ReasonInvalidTask, err.Error())
@@ -522,6 +534,26 @@ func (r *Reconciler) plan(ctx context.Context, run *taskRun) (phaseResult, error
 	// A restart before the next write plans again, against what is
 	// active then.
 	run.planUnwritten = true
+	return phaseResult{}, nil
+}
+
+// checkPolicy fails a task whose rendered objects leave its environment's
+// policy before any step runs: the lock checked it too, but the agent
+// enforces what it applies, whatever wrote the lock.
+func (r *Reconciler) checkPolicy(ctx context.Context, run *taskRun) (phaseResult, error) {
+	if run.instance.Context == nil {
+		return phaseResult{}, nil
+	}
+	m, err := r.rendered(ctx, run)
+	if err != nil {
+		if outcome.IsStalled(err) {
+			return r.failTask(ctx, run, v1alpha1.ReasonTaskFailed, err.Error())
+		}
+		return phaseResult{}, err
+	}
+	if err := drivers.CheckPolicy(*run.instance.Context, m, run.instance.ID.String()); err != nil {
+		return r.failTask(ctx, run, v1alpha1.ReasonPolicyViolation, err.Error())
+	}
 	return phaseResult{}, nil
 }
 
@@ -557,11 +589,19 @@ func workflow(t *v1alpha1.StyrminTask) v1alpha1.Workflow {
 }
 
 // instance returns the task's instance and the field it comes from: the
-// copy the task carries, else its lock (read once per task).
+// instance its lock records in git (read once per task). A task carrying a
+// copy (spec.instance) runs it only when it is the locked one: a task is a
+// change git asked for, so one whose namespace, deployment or instance
+// differ from its lock is a lockMismatch, whoever made it. An agent
+// without a repository (tests of the controller alone) runs the copy.
 func (r *Reconciler) instance(ctx context.Context, t *v1alpha1.StyrminTask) (*resolver.Instance, string, error) {
+	var carried *resolver.Instance
 	if t.Spec.Instance != nil {
 		in, err := instance.InstanceFromSpec(t.Spec.Instance)
-		return in, "spec.instance", err
+		if err != nil || r.opts.Locks == nil {
+			return in, "spec.instance", err
+		}
+		carried = in
 	}
 	const field = "spec.lock"
 	key := client.ObjectKeyFromObject(t)
@@ -578,13 +618,45 @@ func (r *Reconciler) instance(ctx context.Context, t *v1alpha1.StyrminTask) (*re
 	if err != nil {
 		return nil, field, err
 	}
-	if d := t.Spec.Deployment; in.ID.Cluster != d.Cluster || in.ID.Environment != d.Environment || in.ID.Name != d.Name {
-		return nil, field, &instance.LockNotFoundError{Ref: t.Spec.Lock, Err: fmt.Errorf("the lock is of deployment %s, the task's is %s/%s/%s", in.ID, d.Cluster, d.Environment, d.Name)}
+	if err := matchLock(t, in, carried); err != nil {
+		return nil, field, err
 	}
 	r.mu.Lock()
 	r.instances[key] = lockedInstance{uid: t.UID, lock: t.Spec.Lock, instance: in}
 	r.mu.Unlock()
 	return in, field, nil
+}
+
+// lockMismatch is a task that is not the change its lock records.
+type lockMismatch struct {
+	ref v1alpha1.LockRef
+	msg string
+}
+
+func (e *lockMismatch) Error() string {
+	return fmt.Sprintf("%s; the lock %s at commit %s says otherwise: a task runs only the change git locked", e.msg, e.ref.Path, e.ref.Commit)
+}
+
+// matchLock checks a task against the instance its lock records: the
+// deployment, the namespace (where the task lives and the one it names)
+// and, when the task carries one, the instance itself.
+func matchLock(t *v1alpha1.StyrminTask, locked, carried *resolver.Instance) error {
+	mismatch := func(format string, args ...any) error {
+		return &lockMismatch{ref: t.Spec.Lock, msg: fmt.Sprintf(format, args...)}
+	}
+	if d := t.Spec.Deployment; locked.ID.Cluster != d.Cluster || locked.ID.Environment != d.Environment || locked.ID.Name != d.Name {
+		return mismatch("the lock is of deployment %s, the task's is %s/%s/%s", locked.ID, d.Cluster, d.Environment, d.Name)
+	}
+	if t.Namespace != t.Spec.Namespace {
+		return mismatch("the task is in namespace %q but spec.namespace is %q", t.Namespace, t.Spec.Namespace)
+	}
+	if locked.Context != nil && locked.Context.Deployment.Namespace != t.Spec.Namespace {
+		return mismatch("spec.namespace is %q but the deployment's namespace is %q", t.Spec.Namespace, locked.Context.Deployment.Namespace)
+	}
+	if carried != nil && (carried.ID != locked.ID || carried.Sequence != locked.Sequence || carried.Digest != locked.Digest || carried.Kind != locked.Kind) {
+		return mismatch("spec.instance (sequence %d, digest %s) is not the locked instance (sequence %d, digest %s)", carried.Sequence, carried.Digest, locked.Sequence, locked.Digest)
+	}
+	return nil
 }
 
 // supersedeOvertaken ends a pending configuration-only task that a newer
@@ -840,6 +912,7 @@ func (r *Reconciler) failTask(ctx context.Context, run *taskRun, reason, msg str
 			run.task.Status.Steps[i].State = v1alpha1.StepSkipped
 		}
 	}
+	run.failReason = reason
 	return r.finish(ctx, run, v1alpha1.TaskFailed, reason+": "+msg)
 }
 
@@ -865,7 +938,12 @@ func (r *Reconciler) finish(ctx context.Context, run *taskRun, phase v1alpha1.Ta
 	if t.Status.StartedAt == nil {
 		t.Status.StartedAt = &now
 	}
-	setTaskConditions(t, string(phase), msg)
+	reason := string(phase)
+	if phase == v1alpha1.TaskFailed && run.failReason != "" {
+		// The conditions name why: InvalidTask, LockMismatch, StepFailed, …
+		reason = run.failReason
+	}
+	setTaskConditions(t, reason, msg)
 	if err := r.writeStatus(ctx, run); err != nil {
 		return phaseResult{}, err
 	}

@@ -60,6 +60,13 @@ const (
 	ReasonDriftCheckPaused = "DriftCheckPaused"
 	// ReasonDeleting: a tombstone or deletion is uninstalling the release.
 	ReasonDeleting = "Deleting"
+	// ReasonForbidden: the API server refused the apply for the identity
+	// it was made as (the environment's service account, or the agent):
+	// retried, as the cluster's RBAC may be fixed.
+	ReasonForbidden = "Forbidden"
+	// ReasonApplyConflict: an object the release did not create exists
+	// and another field manager owns fields of it; it is not taken over.
+	ReasonApplyConflict = "ApplyConflict"
 	// ReasonUninstallFailed: uninstalling the release failed; retried.
 	ReasonUninstallFailed = "UninstallFailed"
 )
@@ -91,6 +98,13 @@ const (
 	// ReasonInvalidTask: the task's instance, lock or steps cannot be had
 	// or do not match the task.
 	ReasonInvalidTask = "InvalidTask"
+	// ReasonLockMismatch: the task does not match its lock in git (its
+	// namespace, deployment or carried instance differ from what the lock
+	// commit records): a hand-made task, refused before it does anything.
+	ReasonLockMismatch = "LockMismatch"
+	// ReasonPolicyViolation: the instance's rendered objects leave its
+	// environment's policy (namespaces, kinds).
+	ReasonPolicyViolation = "PolicyViolation"
 	// ReasonStepFailed: a step's action failed in a way no retry fixes.
 	ReasonStepFailed = "StepFailed"
 	// ReasonStepTimedOut: a step did not finish within its timeout.

@@ -1,0 +1,137 @@
+package drivers
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+)
+
+// Policy is what the deployments of one environment may do in their
+// cluster, as git says (the cluster's default, then the environment's
+// own). The resolver puts it in the instance's context, so the agent
+// enforces exactly what was reviewed; the zero value is the default
+// policy: the deployment's own namespace, namespaced kinds only, and the
+// agent's own identity.
+type Policy struct {
+	// Namespaces the environment's deployments may create objects in,
+	// besides each deployment's own namespace (always allowed).
+	Namespaces []string `json:"namespaces,omitempty"`
+	// Kinds the environment's charts may create. Empty allows every
+	// namespaced kind; otherwise only the listed ones ("*" stands for
+	// every namespaced kind). A cluster-scoped kind is refused unless it
+	// is listed by name: it reaches beyond every namespace.
+	Kinds []string `json:"kinds,omitempty"`
+	// ServiceAccountName is the service account, in the deployment's
+	// namespace, the agent impersonates to apply and prune the
+	// deployment's objects, so the cluster's RBAC bounds what it can do.
+	// "namespace/name" names one in another namespace. Empty: the agent
+	// applies with its own identity.
+	ServiceAccountName string `json:"serviceAccountName,omitempty"`
+}
+
+// IsZero reports whether p is the default policy (so a lockfile leaves it
+// out).
+func (p *Policy) IsZero() bool {
+	return p == nil || (len(p.Namespaces) == 0 && len(p.Kinds) == 0 && p.ServiceAccountName == "")
+}
+
+// AllowsNamespace reports whether a deployment in namespace own may put an
+// object into ns.
+func (p *Policy) AllowsNamespace(own, ns string) bool {
+	if ns == "" || ns == own {
+		return true
+	}
+	return p != nil && slices.Contains(p.Namespaces, ns)
+}
+
+// AllowsKind reports whether the policy lets a chart create kind.
+func (p *Policy) AllowsKind(kind string) bool {
+	var kinds []string
+	if p != nil {
+		kinds = p.Kinds
+	}
+	if slices.Contains(kinds, kind) {
+		return true
+	}
+	if IsClusterScoped(kind) {
+		return false
+	}
+	return len(kinds) == 0 || slices.Contains(kinds, "*")
+}
+
+// ServiceAccount returns the namespace and name of the service account
+// the agent impersonates for a deployment in namespace own; ok is false
+// when the policy names none (the agent's own identity).
+func (p *Policy) ServiceAccount(own string) (namespace, name string, ok bool) {
+	if p == nil || p.ServiceAccountName == "" {
+		return "", "", false
+	}
+	if ns, n, found := strings.Cut(p.ServiceAccountName, "/"); found {
+		return ns, n, true
+	}
+	return own, p.ServiceAccountName, true
+}
+
+// ServiceAccountUser is the user name Kubernetes gives a service account
+// (what impersonation asks for).
+func ServiceAccountUser(namespace, name string) string {
+	return "system:serviceaccount:" + namespace + ":" + name
+}
+
+// PolicyError is a rendered object the environment's policy does not
+// allow.
+type PolicyError struct {
+	// Deployment is the deployment's cluster/environment/name.
+	Deployment string
+	Object     Object
+	// Rule is the policy field the object breaks ("namespaces", "kinds").
+	Rule string
+	Msg  string
+}
+
+func (e *PolicyError) Error() string {
+	return fmt.Sprintf("deployment %s: %s %s: %s (environment policy %s)", e.Deployment, e.Object.Kind, objectName(e.Object), e.Msg, e.Rule)
+}
+
+func objectName(o Object) string {
+	if o.Namespace == "" {
+		return o.Name
+	}
+	return o.Namespace + "/" + o.Name
+}
+
+// CheckPolicy checks every rendered object of the deployment of context c
+// against the policy of its environment: namespaces and kinds. It returns
+// the first object refused; deployment names the deployment in the error.
+func CheckPolicy(c Context, m *Manifests, deployment string) error {
+	p := c.Environment.Policy
+	own := c.Deployment.Namespace
+	for _, o := range m.Objects {
+		if !p.AllowsKind(o.Kind) {
+			msg := fmt.Sprintf("kind %s is not allowed", o.Kind)
+			if IsClusterScoped(o.Kind) {
+				msg = fmt.Sprintf("kind %s is cluster-scoped and not listed", o.Kind)
+			}
+			return &PolicyError{Deployment: deployment, Object: o, Rule: "kinds", Msg: msg + "; allowed: " + describeKinds(p)}
+		}
+		if !IsClusterScoped(o.Kind) && !p.AllowsNamespace(own, o.Namespace) {
+			return &PolicyError{Deployment: deployment, Object: o, Rule: "namespaces",
+				Msg: fmt.Sprintf("namespace %q is outside the environment's namespaces (allowed: %s)", o.Namespace, strings.Join(append([]string{own}, policyNamespaces(p)...), ", "))}
+		}
+	}
+	return nil
+}
+
+func policyNamespaces(p *Policy) []string {
+	if p == nil {
+		return nil
+	}
+	return p.Namespaces
+}
+
+func describeKinds(p *Policy) string {
+	if p == nil || len(p.Kinds) == 0 {
+		return "every namespaced kind"
+	}
+	return strings.Join(p.Kinds, ", ")
+}
