@@ -127,11 +127,12 @@ const (
 	ReasonSequenceUsed = "SequenceUsed"
 )
 
-// ConditionHistoryRewritten is a StyrminSource condition: True from the
-// sync that found the branch rewritten (reason ReasonHistoryRewritten)
-// while the new history locks a deployment at a sequence the cluster
-// already used (reason ReasonSequenceUsed, the message names each such
-// deployment). The first sync of a forward move that finds none removes it.
+// ConditionHistoryRewritten is a StyrminSource condition, set True by the
+// sync that finds the branch rewritten. Its reason is ReasonSequenceUsed
+// while the branch locks a deployment at a sequence the cluster already
+// used (the message names each such deployment and the lowest sequence
+// its next lock may have), else ReasonHistoryRewritten. The first sync of
+// a forward move that finds no such deployment removes it.
 const ConditionHistoryRewritten = "HistoryRewritten"
 
 // ReasonSequenceAhead: the StyrminDeployment's styrmin.io/instance-sequence
