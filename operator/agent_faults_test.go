@@ -67,7 +67,7 @@ func TestAgentRidesOutAnAPIServerRestartDuringATask(t *testing.T) {
 	}
 	t.Logf("kube-apiserver down at %s and back at %s", start.Format(time.TimeOnly), time.Now().Format(time.TimeOnly))
 	requireSucceeded(t, e.waitTask(t, hubNamespace, "hub", upgrade))
-	t.Logf("%s ended %s after the restart", task, time.Since(start).Round(time.Second))
+	t.Logf("%s ended %s after the API server was stopped", task, time.Since(start).Round(time.Second))
 
 	last := e.change(t, "hub", "hub: three workers", hubConfig("1.4.1", 3, "info"))
 	requireSucceeded(t, e.waitTask(t, hubNamespace, "hub", last))
