@@ -65,6 +65,8 @@
 //	...
 //
 // with one trailer per deployment, sorted (FormatMessage, ParseLockTrailers).
+// Readers of history (LockChanges, LockedSequences) skip a malformed
+// trailer and report it (LockTrailers): the lockfiles are what counts.
 //
 // # Concurrency
 //

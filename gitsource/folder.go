@@ -116,3 +116,6 @@ func (f *Folder) CommitLocks(ctx context.Context, req CommitRequest) (CommitResu
 	req.Dir = f.join(req.Dir)
 	return f.r.CommitLocks(ctx, req)
 }
+
+// Descends is Repo.Descends: commits are the whole repository's.
+func (f *Folder) Descends(head, from Hash) (bool, error) { return f.r.Descends(head, from) }

@@ -32,6 +32,11 @@ type LockChange struct {
 	// one commit share the map (a commit locking 500 deployments has 500
 	// changes and 500 trailers): read it, do not change it.
 	Locks map[string]int
+	// BadTrailers are the commit's Styrmin-Lock trailers that could not be
+	// read and were left out of Locks (LockTrailers), shared like Locks.
+	// The lockfiles are what counts, so a bad trailer never stops a walk;
+	// a reader reports them.
+	BadTrailers []error
 }
 
 // LockChanges lists, in order, the files under prefix (a directory such as
@@ -83,16 +88,14 @@ func (r *Repo) LockChanges(from, to Hash, prefix string) ([]LockChange, error) {
 		if len(changes) == 0 {
 			continue
 		}
-		locks, err := ParseLockTrailers(c.Message)
-		if err != nil {
-			return nil, fmt.Errorf("gitsource: lock changes: commit %s: %w", c.Hash, err)
-		}
+		locks, bad := LockTrailers(c.Message)
 		for _, ch := range changes {
 			lc := LockChange{
-				Commit: fromPlumbing(c.Hash),
-				Time:   c.Committer.When,
-				Path:   ch.path,
-				Locks:  locks,
+				Commit:      fromPlumbing(c.Hash),
+				Time:        c.Committer.When,
+				Path:        ch.path,
+				Locks:       locks,
+				BadTrailers: bad,
 			}
 			if ch.deleted {
 				lc.Deleted = true
@@ -392,4 +395,51 @@ func (r *Repo) Message(commit Hash) (string, error) {
 		return "", fmt.Errorf("gitsource: message of %s: %w", commit.Short(), err)
 	}
 	return c.Message, nil
+}
+
+// Descends reports whether head is from or a descendant of it: whether a
+// branch that was at from and is now at head only moved forward. A from
+// that the repository does not hold (a commit of a history rewritten and
+// fetched away, or a clone made after the rewrite) does not descend: its
+// history is no longer the branch's. A zero from is the root, which every
+// head descends from.
+func (r *Repo) Descends(head, from Hash) (bool, error) {
+	if from.IsZero() || head == from {
+		return true, nil
+	}
+	if head.IsZero() {
+		return false, nil
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if _, err := object.GetCommit(r.storer, from.plumbing()); err != nil {
+		if errors.Is(err, plumbing.ErrObjectNotFound) {
+			return false, nil
+		}
+		return false, commitError(from.plumbing(), err)
+	}
+	w := &walker{r: r, commits: map[plumbing.Hash]*object.Commit{}, trees: map[plumbing.Hash][]object.TreeEntry{}}
+	seen := map[plumbing.Hash]bool{head.plumbing(): true}
+	stack := []plumbing.Hash{head.plumbing()}
+	for len(stack) > 0 {
+		h := stack[len(stack)-1]
+		stack = stack[:len(stack)-1]
+		if h == from.plumbing() {
+			return true, nil
+		}
+		c, err := w.commit(h)
+		if err != nil {
+			return false, err
+		}
+		// Only the parents are needed again: keep memory flat on a long
+		// history.
+		delete(w.commits, h)
+		for _, p := range c.ParentHashes {
+			if !seen[p] {
+				seen[p] = true
+				stack = append(stack, p)
+			}
+		}
+	}
+	return false, nil
 }

@@ -206,16 +206,28 @@ func TestLockChangesParsesLockTrailers(t *testing.T) {
 	}
 }
 
-func TestLockChangesNamesTheCommitWithABadTrailer(t *testing.T) {
+// TestLockChangesSkipsABadTrailerAndGoesOn: a malformed trailer is left
+// out of Locks and reported in BadTrailers, and the walk goes on past it.
+func TestLockChangesSkipsABadTrailerAndGoesOn(t *testing.T) {
 	lr := newLocalRepo(t, false)
-	bad := lr.commit("lock\n\nStyrmin-Lock: c/e/a=one", map[string]string{"locks/a": "1"})
+	lr.commit("lock\n\nStyrmin-Lock: c/e/a=one\nStyrmin-Lock: c/e/b=2", map[string]string{"locks/a": "1", "locks/b": "2"})
+	lr.commit("styrmin: lock\n\nStyrmin-Lock: c/e/a=3", map[string]string{"locks/a": "3"})
 	r, err := gitsource.Open(lr.dir, gitsource.OpenOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, err = r.LockChanges(gitsource.Hash{}, mustResolve(t, r, "HEAD"), "locks")
-	if err == nil || !strings.Contains(err.Error(), bad) || !strings.Contains(err.Error(), `"one"`) {
-		t.Fatalf("err = %v, want it to name commit %s and the bad value", err, bad)
+	got, err := r.LockChanges(gitsource.Hash{}, mustResolve(t, r, "HEAD"), "locks")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != 3 {
+		t.Fatalf("got %d changes, want 3 (the walk goes on past the bad trailer)", len(got))
+	}
+	if !maps.Equal(got[0].Locks, map[string]int{"c/e/b": 2}) || len(got[0].BadTrailers) != 1 || !strings.Contains(got[0].BadTrailers[0].Error(), `"one"`) {
+		t.Fatalf("first commit: Locks %v, BadTrailers %v; want c/e/b=2 and the bad value named", got[0].Locks, got[0].BadTrailers)
+	}
+	if !maps.Equal(got[2].Locks, map[string]int{"c/e/a": 3}) || len(got[2].BadTrailers) != 0 {
+		t.Fatalf("second commit: Locks %v, BadTrailers %v", got[2].Locks, got[2].BadTrailers)
 	}
 }
 
@@ -253,5 +265,38 @@ func TestMessageReadsACommitsMessageAndNamesAMissingOne(t *testing.T) {
 	missing, _ := gitsource.ParseHash(strings.Repeat("ab", 20))
 	if _, err := r.Message(missing); !errors.Is(err, gitsource.ErrCommitNotFound) {
 		t.Fatalf("a missing commit: %v, want ErrCommitNotFound", err)
+	}
+}
+
+// TestDescendsTellsAForwardMoveFromARewrite: a branch moved forward
+// descends from where it was; one reset to an older commit and given a new
+// commit does not, nor does a commit the repository never held.
+func TestDescendsTellsAForwardMoveFromARewrite(t *testing.T) {
+	lr := newLocalRepo(t, false)
+	first := lr.commit("one", map[string]string{"a": "1"})
+	second := lr.commit("two", map[string]string{"a": "2"})
+	lr.git("reset", "-q", "--hard", first)
+	rewritten := lr.commit("two again", map[string]string{"a": "3"})
+	r, err := gitsource.Open(lr.dir, gitsource.OpenOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := func(s string) gitsource.Hash { return hashOf(t, s) }
+	unknown, _ := gitsource.ParseHash(strings.Repeat("ab", 20))
+	for _, tc := range []struct {
+		name       string
+		head, from gitsource.Hash
+		want       bool
+	}{
+		{"forward", h(second), h(first), true},
+		{"same commit", h(second), h(second), true},
+		{"from the root", h(second), gitsource.Hash{}, true},
+		{"rewound and rewritten", h(rewritten), h(second), false},
+		{"backwards", h(first), h(second), false},
+		{"unknown commit", h(rewritten), unknown, false},
+	} {
+		if got, err := r.Descends(tc.head, tc.from); err != nil || got != tc.want {
+			t.Errorf("%s: Descends = %v, %v; want %v", tc.name, got, err, tc.want)
+		}
 	}
 }

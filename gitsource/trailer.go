@@ -74,23 +74,44 @@ func validTrailerKey(k string) bool {
 
 // ParseLockTrailers returns the Styrmin-Lock trailers of a commit message as
 // deployment key → sequence. A message without them gives an empty map. A
-// malformed value or a key given twice is an error naming the line.
+// malformed value or a key given twice is an error naming the line. Readers
+// of history that must go on past a bad commit use LockTrailers.
 func ParseLockTrailers(message string) (map[string]int, error) {
+	locks, bad := LockTrailers(message)
+	if len(bad) > 0 {
+		return nil, bad[0]
+	}
+	return locks, nil
+}
+
+// LockTrailers is ParseLockTrailers for readers of history: it returns
+// every well-formed Styrmin-Lock trailer and one error per trailer it
+// skipped, each naming the line. A key given twice keeps its highest
+// sequence (the numbers a history has used must never be under-counted)
+// and is reported. Trailers are hints written next to the lockfiles, which
+// are what counts, so one bad line must not make a commit unreadable: the
+// branch could not be synced or locked again until its history was
+// rewritten.
+func LockTrailers(message string) (map[string]int, []error) {
 	out := map[string]int{}
+	var bad []error
 	for _, t := range ParseTrailers(message) {
 		if !strings.EqualFold(t.Key, LockTrailer) {
 			continue
 		}
 		key, seq, err := parseLockValue(t.Value)
 		if err != nil {
-			return nil, fmt.Errorf("trailer %q: %w", t.Key+": "+t.Value, err)
+			bad = append(bad, fmt.Errorf("trailer %q: %w", t.Key+": "+t.Value, err))
+			continue
 		}
-		if _, dup := out[key]; dup {
-			return nil, fmt.Errorf("trailer %q: deployment %q is locked twice in one commit", t.Key+": "+t.Value, key)
+		if prev, dup := out[key]; dup {
+			bad = append(bad, fmt.Errorf("trailer %q: deployment %q is locked twice in one commit", t.Key+": "+t.Value, key))
+			out[key] = max(prev, seq)
+			continue
 		}
 		out[key] = seq
 	}
-	return out, nil
+	return out, bad
 }
 
 // parseLockValue parses "<key>=<sequence>".

@@ -117,6 +117,17 @@ func TestFormatMessage(t *testing.T) {
 	}
 }
 
+func TestLockTrailersKeepTheGoodAndReportTheBad(t *testing.T) {
+	msg := "s\n\nStyrmin-Lock: c/e/a=x\nStyrmin-Lock: c/e/b=2\nStyrmin-Lock: c/e/c=1\nStyrmin-Lock: c/e/c=5\n"
+	got, bad := gitsource.LockTrailers(msg)
+	if want := map[string]int{"c/e/b": 2, "c/e/c": 5}; !maps.Equal(got, want) {
+		t.Fatalf("LockTrailers = %v, want %v", got, want)
+	}
+	if len(bad) != 2 || !strings.Contains(bad[0].Error(), `c/e/a=x`) || !strings.Contains(bad[1].Error(), "locked twice") {
+		t.Fatalf("bad = %v, want the malformed value and the duplicate named", bad)
+	}
+}
+
 // FuzzParseLockTrailers checks that the parser never panics, that what it
 // accepts is well formed, and that formatting what it parsed parses back to
 // the same locks.

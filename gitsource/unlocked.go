@@ -117,7 +117,8 @@ func (r *Repo) UnlockedChanges(head Hash, dir, lockDir string, limit int) (Unloc
 // LockedSequences returns, for every deployment key that a Styrmin-Lock
 // trailer of a commit reachable from head names, the highest sequence
 // named: the numbers the branch's history has used, whatever became of
-// the lockfiles since. The answer for the last head asked is kept, so the
+// the lockfiles since. Trailers that do not parse are skipped
+// (LockTrailers). The answer for the last head asked is kept, so the
 // next call reads only the commits added since.
 func (r *Repo) LockedSequences(head Hash) (map[string]int, error) {
 	if head.IsZero() {
@@ -144,10 +145,10 @@ func (r *Repo) LockedSequences(head Hash) (map[string]int, error) {
 		if err != nil {
 			return nil, commitError(h, err)
 		}
-		locks, err := ParseLockTrailers(c.Message)
-		if err != nil {
-			return nil, fmt.Errorf("gitsource: locked sequences: commit %s: %w", c.Hash, err)
-		}
+		// A malformed trailer is skipped: the lockfiles hold the numbers
+		// (resolver.UsedSequences takes the higher of both), and one bad
+		// line must not stop every later lock.
+		locks, _ := LockTrailers(c.Message)
 		for k, v := range locks {
 			out[k] = max(out[k], v)
 		}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"io/fs"
+	"maps"
 	"strings"
 	"testing"
 
@@ -114,6 +115,23 @@ func TestLockedSequencesAreTheHighestEverNamed(t *testing.T) {
 	got, err = r.LockedSequences(hashOf(t, lr.git("rev-parse", "HEAD")))
 	if err != nil || got["c/e/a"] != 5 || got["c/e/b"] != 7 {
 		t.Fatalf("after a merge: %v, %v", got, err)
+	}
+}
+
+// TestLockedSequencesSkipAMalformedTrailer: a bad trailer is skipped, not
+// an error that would stop every later lock of the branch; a key given
+// twice counts with its highest number.
+func TestLockedSequencesSkipAMalformedTrailer(t *testing.T) {
+	lr := newLocalRepo(t, false)
+	lr.commit("styrmin: lock\n\nStyrmin-Lock: c/e/a=2", map[string]string{"locks/a": "2\n"})
+	lr.commit("hand-made lock\n\nStyrmin-Lock: c/e/a=03\nStyrmin-Lock: c/e/b=4\nStyrmin-Lock: c/e/b=6", map[string]string{"locks/a": "3\n"})
+	r, err := gitsource.Open(lr.dir, gitsource.OpenOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := r.LockedSequences(hashOf(t, lr.git("rev-parse", "HEAD")))
+	if err != nil || !maps.Equal(got, map[string]int{"c/e/a": 2, "c/e/b": 6}) {
+		t.Fatalf("got %v, %v; want c/e/a=2 (the bad 03 skipped) and c/e/b=6", got, err)
 	}
 }
 

@@ -367,7 +367,10 @@ func TestAgentAppliesChangesMadeOneAfterAnotherInOrder(t *testing.T) {
 func TestAgentHandSetSequenceStallsTheDeploymentAndItsNewestTaskWaits(t *testing.T) {
 	e := startAgentEnv(t)
 	e.lock(t)
-	e.startAgent(t)
+	// Without leader election: the agent is killed below, and a restarted
+	// one would wait for the killed one's lease to expire.
+	noLease := "--leader-elect=false"
+	e.startAgent(t, noLease)
 	requireSucceeded(t, e.waitTask(t, hubNamespace, "hub", 1))
 	ctx := context.Background()
 
@@ -426,7 +429,7 @@ func TestAgentHandSetSequenceStallsTheDeploymentAndItsNewestTaskWaits(t *testing
 
 	// Killed during the wait, the agent resumes waiting.
 	e.agent.Kill(t)
-	e.startAgent(t)
+	e.startAgent(t, noLease)
 	time.Sleep(3 * time.Second)
 	waiting("the newest task waiting again after a restart")
 	if got := e.deployment(t, hubNamespace); got.Spec.Sequence != 1 || got.Annotations[v1alpha1.AnnotationInstanceSequence] != "100" {

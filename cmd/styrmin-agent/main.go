@@ -82,7 +82,10 @@ func parseFlags(args []string, stderr io.Writer) (*flags, error) {
 	fs.StringVar(&f.webhookSecretKey, "webhook-secret-key", operator.DefaultWebhookSecretKey, "key of --webhook-secret-name holding the shared secret")
 	fs.BoolVar(&f.lockMode, "lock-mode", false, "lock each configuration head in the agent and push the lock commits (teams without CI; the credentials need write access)")
 	fs.StringVar(&f.lockSecret, "lock-secret", "", "Secret holding the push credentials for --lock-mode (default: --repo-secret)")
-	fs.BoolVar(&f.leaderElect, "leader-elect", false, "elect a leader so that only one agent replica acts")
+	// On by default: two agents for one cluster without a shared lease
+	// would both sync and run every step. A lone agent acquires the free
+	// lease at once; one killed (not stopped) holds it until it expires.
+	fs.BoolVar(&f.leaderElect, "leader-elect", true, "elect a leader (a Lease in --namespace) so that only one agent replica acts; --leader-elect=false only for a single agent that must take over at once after a crash")
 	fs.BoolVar(&f.installCRDs, "install-crds", false, "apply the styrmin.io CRDs at start")
 	fs.StringVar(&f.kubeconfig, "kubeconfig", "", "kubeconfig file (default: in-cluster config, then $KUBECONFIG)")
 	fs.StringVar(&f.logLevel, "log-level", "info", "log level: debug, info, error")

@@ -31,7 +31,7 @@ func TestFlagsDefaults(t *testing.T) {
 		t.Fatal(err)
 	}
 	if f.namespace != "agents" || f.secretName != "creds" || f.pollInterval != 30*time.Second ||
-		f.driftInterval != 5*time.Minute || f.metricsAddr != ":8080" || f.healthAddr != ":8081" || f.leaderElect || f.stepPause != 0 ||
+		f.driftInterval != 5*time.Minute || f.metricsAddr != ":8080" || f.healthAddr != ":8081" || !f.leaderElect || f.stepPause != 0 ||
 		f.kubeAPIQPS != operator.DefaultQPS || f.kubeAPIBurst != operator.DefaultBurst || f.keepTasks != operator.DefaultKeepTasks {
 		t.Errorf("flags: %+v", f)
 	}

@@ -35,6 +35,8 @@ type Server struct {
 	token   string
 	srv     *httptest.Server
 	reqs    atomic.Int64
+	down    atomic.Bool
+	refused atomic.Int64
 	stderr  lockedBuffer
 	backend string
 }
@@ -73,6 +75,14 @@ func New(t testing.TB, opts ...Option) *Server {
 	}
 	s.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		s.reqs.Add(1)
+		if s.down.Load() {
+			// What a git host answers in an outage or a deploy: clients
+			// see a server error, not a refused connection, and retry.
+			s.refused.Add(1)
+			w.Header().Set("Retry-After", "1")
+			http.Error(w, "gitserver: down for the test", http.StatusServiceUnavailable)
+			return
+		}
 		if s.token != "" {
 			_, pass, ok := r.BasicAuth()
 			if !ok || subtle.ConstantTimeCompare([]byte(pass), []byte(s.token)) != 1 {
@@ -98,6 +108,26 @@ func (s *Server) Token() string { return s.token }
 
 // Requests returns how many HTTP requests the server has answered.
 func (s *Server) Requests() int64 { return s.reqs.Load() }
+
+// Stop makes the server answer every request 503 Service Unavailable
+// until Start, as a git host in an outage does. The repositories stay as
+// they are and the test's own Commit, Seed and Reset keep working (they
+// write the bare repositories directly).
+func (s *Server) Stop() { s.down.Store(true) }
+
+// Start ends a Stop: requests are served again.
+func (s *Server) Start() { s.down.Store(false) }
+
+// Refused returns how many requests were answered 503 while stopped.
+func (s *Server) Refused() int64 { return s.refused.Load() }
+
+// Reset points branch of repository name at commit, whatever it held: a
+// force push that rewinds or rewrites the branch. The commits it leaves
+// behind stay in the repository until collected, as on a real host.
+func (s *Server) Reset(name, branch, commit string) {
+	s.t.Helper()
+	s.Git(s.Dir(name), "update-ref", path.Join("refs/heads", branch), commit)
+}
 
 // gitEnv isolates git from the user's and the system's configuration.
 func (s *Server) gitEnv() []string {

@@ -4,5 +4,7 @@
 // per new (deployment, sequence); the locker (lock mode, for teams
 // without CI) locks each configuration head and pushes the lock commits.
 // Both poll on an interval and run at once on a trigger (a webhook push),
-// and both run only on the elected agent replica.
+// and both run only on the elected agent replica. A malformed lock
+// trailer is skipped with an event, and a branch rewritten under the
+// syncer is reported without a sequence ever being used twice (history.go).
 package source

@@ -27,15 +27,20 @@ import (
 )
 
 // SourceRepo is what the syncer needs of the desired-state repository: a
-// fetch of the tracked branch, the lock commits between two commits and
-// the files at a commit. *gitsource.Repo implements it.
+// fetch of the tracked branch, the lock commits between two commits, the
+// files at a commit and whether the branch only moved forward.
+// *gitsource.Repo and *gitsource.Folder implement it.
 type SourceRepo interface {
 	Fetch(ctx context.Context) (gitsource.FetchResult, error)
 	LockChanges(from, to gitsource.Hash, prefix string) ([]gitsource.LockChange, error)
 	FS(commit gitsource.Hash) (fs.FS, error)
+	Descends(head, from gitsource.Hash) (bool, error)
 }
 
-var _ SourceRepo = (*gitsource.Repo)(nil)
+var (
+	_ SourceRepo = (*gitsource.Repo)(nil)
+	_ SourceRepo = (*gitsource.Folder)(nil)
+)
 
 // DefaultPollInterval is how often the syncer fetches when
 // SyncerOptions.Interval is zero.
@@ -164,6 +169,15 @@ type SyncResult struct {
 	// Ignored counts lock changes that made no task (deleted lockfiles,
 	// invalid lockfiles, tombstones of deployments never applied here).
 	Ignored int
+	// BadTrailers counts the malformed Styrmin-Lock trailers skipped.
+	BadTrailers int
+	// Rewritten is true when the head does not descend from the last
+	// synced commit (a force push or a rewind).
+	Rewritten bool
+	// SequenceUsed names the deployments ("cluster/env/name") whose lock
+	// at the head has a sequence the cluster already used for other
+	// content, so it is ignored (see ConditionHistoryRewritten).
+	SequenceUsed []string
 }
 
 // Sync fetches the branch and creates the tasks of every lock commit since
@@ -191,7 +205,15 @@ func (s *Syncer) Sync(ctx context.Context) (SyncResult, error) {
 		res.Skipped = true
 		return res, nil
 	}
+	if res.Rewritten, err = s.rewritten(src, fr.Head); err != nil {
+		s.setFailed(ctx, src, v1alpha1.ReasonSyncFailed, err)
+		return res, err
+	}
 	if err := s.walk(ctx, src, s.position, fr.Head, &res); err != nil {
+		s.setFailed(ctx, src, v1alpha1.ReasonSyncFailed, err)
+		return res, err
+	}
+	if err := s.followHistory(ctx, src, fr.Head, &res); err != nil {
 		s.setFailed(ctx, src, v1alpha1.ReasonSyncFailed, err)
 		return res, err
 	}
@@ -269,9 +291,15 @@ func (s *Syncer) walk(ctx context.Context, src *v1alpha1.StyrminSource, from, to
 	}
 	w := &syncWalk{s: s, from: from, prev: map[resolver.ID]*resolver.Instance{}, seen: map[resolver.ID]bool{}}
 	var tasks []*v1alpha1.StyrminTask
+	var reported gitsource.Hash
 	for _, ch := range changes {
 		if err := ctx.Err(); err != nil {
 			return err
+		}
+		if len(ch.BadTrailers) > 0 && ch.Commit != reported {
+			// The changes of one commit share its trailers: report once.
+			reported = ch.Commit
+			s.reportBadTrailers(src, ch, res)
 		}
 		task, err := w.apply(ctx, src, ch, res)
 		if err != nil {

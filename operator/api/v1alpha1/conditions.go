@@ -126,7 +126,28 @@ const (
 	ReasonInvalidLock = "InvalidLock"
 	// ReasonLockDeleted: a lockfile was deleted by hand; nothing changed.
 	ReasonLockDeleted = "LockDeleted"
+	// ReasonInvalidLockTrailer: a Styrmin-Lock trailer of a lock commit
+	// does not parse; it was skipped and the sync went on (trailers are
+	// hints, the lockfiles are what counts).
+	ReasonInvalidLockTrailer = "InvalidLockTrailer"
+	// ReasonHistoryRewritten: the branch head does not descend from the
+	// last synced commit (a force push or a rewind). Also the reason of
+	// the HistoryRewritten condition while it is True.
+	ReasonHistoryRewritten = "HistoryRewritten"
+	// ReasonSequenceUsed: after a rewrite, the branch locks a deployment
+	// at a sequence the cluster already ran with other content (or below
+	// it). The lock is ignored, since a sequence is never reused; the next
+	// lock of the deployment numbers after the cluster's.
+	ReasonSequenceUsed = "SequenceUsed"
 )
+
+// ConditionHistoryRewritten is a StyrminSource condition, set True by the
+// sync that finds the branch rewritten. Its reason is ReasonSequenceUsed
+// while the branch locks a deployment at a sequence the cluster already
+// used (the message names each such deployment and the lowest sequence
+// its next lock may have), else ReasonHistoryRewritten. The first sync of
+// a forward move that finds no such deployment removes it.
+const ConditionHistoryRewritten = "HistoryRewritten"
 
 // ReasonSequenceAhead: the StyrminDeployment's styrmin.io/instance-sequence
 // annotation holds a number above the instance it holds, which no task

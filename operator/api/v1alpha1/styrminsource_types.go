@@ -41,7 +41,9 @@ type StyrminSourceStatus struct {
 	// LastSyncTime is when the last sync ended.
 	// +optional
 	LastSyncTime *metav1.Time `json:"lastSyncTime,omitempty"`
-	// Conditions: Ready (last sync succeeded), Stalled.
+	// Conditions: Ready (last sync succeeded), Stalled, HistoryRewritten
+	// (the branch was rewritten; names the deployments the new history
+	// locks at a sequence the cluster already used).
 	// +listType=map
 	// +listMapKey=type
 	// +optional

@@ -1,0 +1,176 @@
+package source
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"path"
+	"slices"
+	"strings"
+
+	apimeta "k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/styrmin/styrmin/gitsource"
+	"github.com/styrmin/styrmin/operator/api/v1alpha1"
+	"github.com/styrmin/styrmin/operator/instance"
+	"github.com/styrmin/styrmin/resolver"
+)
+
+// What the syncer does when the history it follows is not what it was:
+// malformed trailers (skipped, reported) and a branch rewound or
+// force-pushed (reported; the new history applied without reusing a
+// sequence).
+
+// reportBadTrailers records a Warning event for the malformed Styrmin-Lock
+// trailers of a lock commit. They were skipped and the sync goes on: the
+// lockfiles, not the trailers, say what a commit locks, and failing here
+// would stop every later change until the history was rewritten.
+func (s *Syncer) reportBadTrailers(src *v1alpha1.StyrminSource, ch gitsource.LockChange, res *SyncResult) {
+	res.BadTrailers += len(ch.BadTrailers)
+	msgs := make([]string, len(ch.BadTrailers))
+	for i, err := range ch.BadTrailers {
+		msgs[i] = err.Error()
+	}
+	s.warn(src, v1alpha1.ReasonInvalidLockTrailer, "lock commit %s: %s; skipped (its lockfiles are synced)", ch.Commit.Short(), strings.Join(msgs, "; "))
+	s.opts.Log.Info("skipping malformed lock trailers", "commit", ch.Commit.Short(), "trailers", msgs)
+}
+
+// rewritten tells whether head does not descend from the last synced
+// commit, and records a Warning event when so. The walk that follows
+// still lists the new history's lock changes from there (or from the
+// root, when the old commit is gone), and its rules apply unchanged: a
+// lock whose sequence does not follow the deployment's previous one is
+// ignored (InvalidLock), a sequence the cluster already runs makes no
+// task; followHistory then says which deployments that leaves behind.
+func (s *Syncer) rewritten(src *v1alpha1.StyrminSource, head gitsource.Hash) (bool, error) {
+	if s.position.IsZero() {
+		return false, nil
+	}
+	ok, err := s.opts.Repo.Descends(head, s.position)
+	if err != nil {
+		return false, fmt.Errorf("sync: does %s descend from %s: %w", head.Short(), s.position.Short(), err)
+	}
+	if ok {
+		return false, nil
+	}
+	s.warn(src, v1alpha1.ReasonHistoryRewritten, "branch %s moved from %s to %s, which does not descend from it (a force push or a rewind): applying what the new history locks, never reusing a sequence", s.opts.Spec.Branch, s.position.Short(), head.Short())
+	s.opts.Log.Info("history rewritten", "from", s.position.Short(), "head", head.Short())
+	return true, nil
+}
+
+// followHistory owns the HistoryRewritten condition. After a rewrite, and
+// while the condition stands, it compares each lock of the cluster at
+// head with what the cluster ran. A deployment whose lock has a sequence
+// the cluster already used (its newest task is at that number or above)
+// for other content stays where it is: applying the lock would give one
+// number two instances, which breaks the rule every guard and plan relies
+// on. The condition names it, loudly, until a lock numbers past the
+// cluster's (the lock mode numbers after operator.UsedSequences; a CI
+// lock must be made past it) or the branch comes back to what the cluster
+// runs.
+func (s *Syncer) followHistory(ctx context.Context, src *v1alpha1.StyrminSource, head gitsource.Hash, res *SyncResult) error {
+	standing := apimeta.FindStatusCondition(src.Status.Conditions, v1alpha1.ConditionHistoryRewritten)
+	if !res.Rewritten && standing == nil {
+		return nil
+	}
+	used, err := s.sequencesUsed(ctx, head)
+	if err != nil {
+		return err
+	}
+	res.SequenceUsed = make([]string, len(used))
+	for i, u := range used {
+		res.SequenceUsed[i] = u.id.String()
+	}
+	cond := metav1.Condition{Type: v1alpha1.ConditionHistoryRewritten, Status: metav1.ConditionTrue, ObservedGeneration: src.Generation}
+	switch {
+	case len(used) > 0:
+		cond.Reason = v1alpha1.ReasonSequenceUsed
+		cond.Message = "the branch locks sequences the cluster already used, so these locks are ignored and the deployments keep what they run until a lock numbers past it: " + describeUsed(used)
+		if standing == nil || standing.Message != cond.Message {
+			s.warn(src, v1alpha1.ReasonSequenceUsed, "%s", cond.Message)
+		}
+	case res.Rewritten:
+		cond.Reason = v1alpha1.ReasonHistoryRewritten
+		cond.Message = fmt.Sprintf("the branch was rewritten (%s does not descend from %s); every deployment follows the new history", head.Short(), s.position.Short())
+	default:
+		// A forward move with nothing left behind.
+		apimeta.RemoveStatusCondition(&src.Status.Conditions, v1alpha1.ConditionHistoryRewritten)
+		return nil
+	}
+	apimeta.SetStatusCondition(&src.Status.Conditions, cond)
+	return nil
+}
+
+// usedSequence is a deployment whose lock at the head reuses a sequence.
+type usedSequence struct {
+	id resolver.ID
+	// locked is the sequence the branch locks, ran the highest the cluster
+	// has a task for.
+	locked, ran int64
+}
+
+func describeUsed(used []usedSequence) string {
+	parts := make([]string, len(used))
+	for i, u := range used {
+		parts[i] = fmt.Sprintf("%s (the branch locks %d, the cluster ran %d; the next lock must be %d or above)", u.id, u.locked, u.ran, u.ran+1)
+	}
+	return strings.Join(parts, ", ")
+}
+
+// sequencesUsed returns, sorted, the deployments of the cluster whose
+// lockfile at head holds a sequence at or below the newest task the
+// cluster has for them, with other content than that task's. Lockfiles
+// that do not read were reported by the walk and are left out.
+func (s *Syncer) sequencesUsed(ctx context.Context, head gitsource.Hash) ([]usedSequence, error) {
+	fsys, err := s.opts.Repo.FS(head)
+	if err != nil {
+		return nil, fmt.Errorf("sync: reading the tree at %s: %w", head.Short(), err)
+	}
+	var sds v1alpha1.StyrminDeploymentList
+	if err := s.opts.Client.List(ctx, &sds); err != nil {
+		return nil, fmt.Errorf("sync: listing StyrminDeployments: %w", err)
+	}
+	var tasks v1alpha1.StyrminTaskList
+	if err := s.opts.Client.List(ctx, &tasks); err != nil {
+		return nil, fmt.Errorf("sync: listing StyrminTasks: %w", err)
+	}
+	newest := map[resolver.ID]*v1alpha1.StyrminTask{}
+	for _, st := range instance.Standings(sds.Items, tasks.Items) {
+		newest[st.ID] = st.Newest
+	}
+	var out []usedSequence
+	err = fs.WalkDir(fsys, s.prefix, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			if errors.Is(err, fs.ErrNotExist) && p == s.prefix {
+				return fs.SkipDir
+			}
+			return err
+		}
+		if d.IsDir() || path.Ext(p) != ".yaml" {
+			return nil
+		}
+		id, ok := resolver.IDFromLockPath(p)
+		if !ok || id.Cluster != s.opts.Cluster {
+			return nil
+		}
+		task := newest[id]
+		if task == nil || task.Spec.Target == nil {
+			return nil
+		}
+		in, err := resolver.ReadLock(fsys, p)
+		if err != nil {
+			return nil //nolint:nilerr // reported by the walk
+		}
+		if in.Sequence <= task.Spec.ToSequence && in.Digest != task.Spec.Target.Digest {
+			out = append(out, usedSequence{id: id, locked: in.Sequence, ran: task.Spec.ToSequence})
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("sync: reading the locks at %s: %w", head.Short(), err)
+	}
+	slices.SortFunc(out, func(a, b usedSequence) int { return strings.Compare(a.id.String(), b.id.String()) })
+	return out, nil
+}
