@@ -75,6 +75,24 @@ func (l Limits) Merge(o Limits) Limits {
 	return l
 }
 
+// Cap returns l lowered to the limits o sets (non-zero) where they are
+// lower: a repository may tighten the agent's limits, never loosen them.
+func (l Limits) Cap(o Limits) Limits {
+	if o.Timeout > 0 && o.Timeout < l.Timeout {
+		l.Timeout = o.Timeout
+	}
+	if o.Memory > 0 && o.Memory < l.Memory {
+		l.Memory = o.Memory
+	}
+	if o.RenderedBytes > 0 && o.RenderedBytes < l.RenderedBytes {
+		l.RenderedBytes = o.RenderedBytes
+	}
+	if o.ChartBytes > 0 && o.ChartBytes < l.ChartBytes {
+		l.ChartBytes = o.ChartBytes
+	}
+	return l
+}
+
 // Limit names one of Limits' bounds in a LimitError.
 type Limit string
 

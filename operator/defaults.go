@@ -6,6 +6,7 @@ import (
 
 	"github.com/styrmin/styrmin/operator/api/v1alpha1"
 	"github.com/styrmin/styrmin/operator/deployment"
+	"github.com/styrmin/styrmin/operator/driversource"
 	"github.com/styrmin/styrmin/operator/instance"
 	"github.com/styrmin/styrmin/operator/source"
 	"github.com/styrmin/styrmin/operator/task"
@@ -36,6 +37,10 @@ const (
 
 // TaskOptions tune the task controller (see task.Options).
 type TaskOptions = task.Options
+
+// DriverOptions bound the agent's driver loads and renders: limits (a
+// repository's styrmin.cue may lower them) and the sandbox.
+type DriverOptions = driversource.LoadOptions
 
 // LockModeOptions configure the agent's lock mode (see
 // source.LockModeOptions).
