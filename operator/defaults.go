@@ -3,6 +3,7 @@ package operator
 import (
 	"context"
 	"fmt"
+	"time"
 
 	"github.com/styrmin/styrmin/operator/api/v1alpha1"
 	"github.com/styrmin/styrmin/operator/deployment"
@@ -30,6 +31,10 @@ const (
 	// DefaultPodStatusAfter is how long a deployment stays not ready
 	// before its pods are read into its status.
 	DefaultPodStatusAfter = deployment.DefaultPodStatusAfter
+	// DefaultStuckAfter is how long one reconcile may run before the
+	// agent's /healthz fails: past the longest a step may take, since a
+	// step may wait inside its reconcile.
+	DefaultStuckAfter = DefaultStepTimeout + 5*time.Minute
 	// DefaultWebhookSecretKey is the key of the webhook Secret holding the
 	// shared secret.
 	DefaultWebhookSecretKey = webhook.DefaultSecretKey

@@ -62,6 +62,7 @@ type flags struct {
 	driverMemory, driverRendered        string
 	driverChart                         string
 	driverInProcess                     bool
+	stuckAfter                          time.Duration
 }
 
 func parseFlags(args []string, stderr io.Writer) (*flags, error) {
@@ -106,6 +107,7 @@ func parseFlags(args []string, stderr io.Writer) (*flags, error) {
 	fs.StringVar(&f.driverRendered, "driver-rendered-bytes", "64Mi", "most bytes a chart may render to")
 	fs.StringVar(&f.driverChart, "driver-chart-bytes", "64Mi", "most bytes a driver's subchart archives may unpack to")
 	fs.BoolVar(&f.driverInProcess, "driver-in-process", false, "evaluate drivers in the agent's process: no memory limit, and a driver over its time limit is abandoned, not stopped")
+	fs.DurationVar(&f.stuckAfter, "stuck-after", operator.DefaultStuckAfter, "how long one reconcile may run before /healthz fails (the kubelet then restarts the agent); keep it above --step-timeout")
 	if err := fs.Parse(args); err != nil {
 		return nil, err
 	}
@@ -191,6 +193,7 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 			PodStatusAfter: f.podStatusAfter,
 			QPS:            float32(f.kubeAPIQPS),
 			Burst:          f.kubeAPIBurst,
+			StuckAfter:     f.stuckAfter,
 			Logger:         log,
 		},
 		Cluster:         f.cluster,
