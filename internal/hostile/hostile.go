@@ -152,3 +152,12 @@ func nestedValues() map[string][]byte {
 	const depth = 150000
 	return map[string][]byte{"chart/values.yaml": []byte("a: " + strings.Repeat("{a: ", depth) + "1" + strings.Repeat("}", depth) + "\n")}
 }
+
+// OverAgentMemory is a driver that loads within the default limits (it
+// renders a few bytes, in about a second and some 160 MB) but not under
+// an agent limit of 96 MiB: locked by a CI whose limits it meets, it
+// fails in the agent alone.
+func OverAgentMemory() Case {
+	return Case{Name: "over-agent-memory", Limits: []string{"memory"},
+		templates: map[string]string{"big.yaml": "{{- $l := until 20000000 }}# {{ len $l }}\n"}}
+}
