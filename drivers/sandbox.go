@@ -34,7 +34,7 @@ const (
 // Go heap, an address-space rlimit behind it), and its failure is one
 // driver's error rather than the agent's crash. Measured on the example
 // drivers a child costs about one process start and one spec compile
-// (see docs/drivers.md, "Limits").
+// (see docs/driver-limits.md).
 type Sandbox struct {
 	// Path is the executable; its main must call ServeSandbox when
 	// IsSandboxChild.

@@ -29,7 +29,7 @@ import "strings"
 	// before it needs an explicit allowance.
 	deletionThreshold?: int & >=0
 	// limits bound every driver's load, evaluation and render (see
-	// docs/drivers.md, "Limits"); unset ones keep their defaults.
+	// docs/driver-limits.md); unset ones keep their defaults.
 	limits?: {
 		// timeout of one load or render, a Go duration ("30s").
 		timeout?: string & !=""
