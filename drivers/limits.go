@@ -152,6 +152,7 @@ func sizeText(n int64) string {
 // stops the work itself. file names what fn evaluates, for the error.
 func bounded[T any](ctx context.Context, l Limits, source, file string, fn func() (T, error)) (T, error) {
 	l = l.WithDefaults()
+	max := deadlineText(ctx, l.Timeout)
 	ctx, cancel := context.WithTimeout(ctx, l.Timeout)
 	defer cancel()
 	type result struct {
@@ -169,8 +170,17 @@ func bounded[T any](ctx context.Context, l Limits, source, file string, fn func(
 	case <-ctx.Done():
 		var zero T
 		if errors.Is(ctx.Err(), context.DeadlineExceeded) {
-			return zero, &LimitError{Driver: source, File: file, Limit: LimitTime, Max: l.Timeout.String()}
+			return zero, &LimitError{Driver: source, File: file, Limit: LimitTime, Max: max}
 		}
 		return zero, fmt.Errorf("driver %s: %s: %w", source, file, ctx.Err())
 	}
+}
+
+// deadlineText names the time limit that will end an evaluation: the
+// limit, or the caller's deadline when that comes first (a task step's).
+func deadlineText(ctx context.Context, limit time.Duration) string {
+	if dl, ok := ctx.Deadline(); ok && time.Until(dl) < limit {
+		return time.Until(dl).Round(time.Millisecond).String() + " (the caller's deadline)"
+	}
+	return limit.String()
 }

@@ -61,7 +61,7 @@ func checkLimitError(t *testing.T, c hostile.Case, source string, err error, too
 }
 
 func TestHostileDriversFailWithinTheirLimits(t *testing.T) {
-	sb, err := SelfSandbox()
+	sb, err := SelfSandbox(0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -95,7 +95,7 @@ func TestInProcessLoadKeepsByteLimits(t *testing.T) {
 }
 
 func TestSandboxedDriverRendersLikeInProcess(t *testing.T) {
-	sb, err := SelfSandbox()
+	sb, err := SelfSandbox(1)
 	if err != nil {
 		t.Fatal(err)
 	}

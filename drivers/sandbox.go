@@ -15,6 +15,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 )
 
@@ -43,15 +44,30 @@ type Sandbox struct {
 	// need -test.run=^$ so that it runs no test if it ignores the
 	// variable).
 	Args []string
+	// slots, when set (NewSandbox), bounds the children running at once:
+	// each may use up to its memory limit, and in a container they share
+	// its memory with the parent.
+	slots chan struct{}
 }
 
-// SelfSandbox is a Sandbox running this process's own executable.
-func SelfSandbox() (*Sandbox, error) {
+// NewSandbox is a Sandbox running path with args, at most parallel
+// children at once (0: no bound).
+func NewSandbox(path string, args []string, parallel int) *Sandbox {
+	s := &Sandbox{Path: path, Args: args}
+	if parallel > 0 {
+		s.slots = make(chan struct{}, parallel)
+	}
+	return s
+}
+
+// SelfSandbox is a Sandbox running this process's own executable, at
+// most parallel children at once (0: no bound).
+func SelfSandbox(parallel int) (*Sandbox, error) {
 	exe, err := os.Executable()
 	if err != nil {
 		return nil, fmt.Errorf("drivers: sandbox: %w", err)
 	}
-	return &Sandbox{Path: exe}, nil
+	return NewSandbox(exe, nil, parallel), nil
 }
 
 // IsSandboxChild reports whether this process was started by a Sandbox;
@@ -140,6 +156,16 @@ const phasePrefix = "styrmin-driver-phase\t"
 // gives the limit it hit, located at the last file it named.
 func (s *Sandbox) run(ctx context.Context, req *sandboxRequest, specFile string) (*sandboxResponse, error) {
 	l := req.Limits
+	if s.slots != nil {
+		// Waiting for a slot is not the driver's time.
+		select {
+		case s.slots <- struct{}{}:
+			defer func() { <-s.slots }()
+		case <-ctx.Done():
+			return nil, fmt.Errorf("driver %s: waiting for an evaluation slot: %w", req.Source, ctx.Err())
+		}
+	}
+	max := deadlineText(ctx, l.Timeout)
 	ctx, cancel := context.WithTimeout(ctx, l.Timeout)
 	defer cancel()
 	in, err := json.Marshal(req)
@@ -160,9 +186,18 @@ func (s *Sandbox) run(ctx context.Context, req *sandboxRequest, specFile string)
 	file := stderr.last()
 	if ctx.Err() != nil {
 		if errors.Is(ctx.Err(), context.DeadlineExceeded) {
-			return nil, &LimitError{Driver: req.Source, File: file, Limit: LimitTime, Max: l.Timeout.String()}
+			return nil, &LimitError{Driver: req.Source, File: file, Limit: LimitTime, Max: max}
 		}
 		return nil, fmt.Errorf("driver %s: %w", req.Source, ctx.Err())
+	}
+	var exit *exec.ExitError
+	if errors.As(runErr, &exit) && stdout.Len() == 0 {
+		if ws, ok := exit.Sys().(syscall.WaitStatus); ok && ws.Signaled() && ws.Signal() == syscall.SIGKILL {
+			// Not killed by us (the deadline is handled above): the
+			// kernel's out-of-memory killer, which the child invites.
+			return nil, &LimitError{Driver: req.Source, File: file, Limit: LimitMemory, Max: sizeText(l.Memory),
+				Detail: "killed by the kernel, most likely out of memory in its container"}
+		}
 	}
 	var resp sandboxResponse
 	if err := json.Unmarshal(stdout.Bytes(), &resp); err != nil {

@@ -63,6 +63,7 @@ type flags struct {
 	driverChart                         string
 	driverInProcess                     bool
 	stuckAfter                          time.Duration
+	driverParallel                      int
 }
 
 func parseFlags(args []string, stderr io.Writer) (*flags, error) {
@@ -106,6 +107,7 @@ func parseFlags(args []string, stderr io.Writer) (*flags, error) {
 	fs.StringVar(&f.driverMemory, "driver-memory", "128Mi", "memory limit of one driver evaluation, e.g. 128Mi; keep it under the container's memory limit minus the agent's own use")
 	fs.StringVar(&f.driverRendered, "driver-rendered-bytes", "64Mi", "most bytes a chart may render to")
 	fs.StringVar(&f.driverChart, "driver-chart-bytes", "64Mi", "most bytes a driver's subchart archives may unpack to")
+	fs.IntVar(&f.driverParallel, "driver-parallelism", 2, "driver evaluations (child processes) running at once; each may use up to --driver-memory")
 	fs.BoolVar(&f.driverInProcess, "driver-in-process", false, "evaluate drivers in the agent's process: no memory limit, and a driver over its time limit is abandoned, not stopped")
 	fs.DurationVar(&f.stuckAfter, "stuck-after", operator.DefaultStuckAfter, "how long one reconcile may run before /healthz fails (the kubelet then restarts the agent); keep it above --step-timeout")
 	if err := fs.Parse(args); err != nil {
@@ -139,7 +141,7 @@ func (f *flags) driverOptions() (operator.DriverOptions, error) {
 		*q.into = v.Value()
 	}
 	if !f.driverInProcess {
-		sb, err := drivers.SelfSandbox()
+		sb, err := drivers.SelfSandbox(f.driverParallel)
 		if err != nil {
 			return o, err
 		}

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"io/fs"
+	"runtime"
 
 	"github.com/spf13/cobra"
 
@@ -34,7 +35,7 @@ func (f *driverFlags) prepare() error {
 	if f.inProcess {
 		return nil
 	}
-	sb, err := drivers.SelfSandbox()
+	sb, err := drivers.SelfSandbox(runtime.GOMAXPROCS(0))
 	if err != nil {
 		return err
 	}
