@@ -44,6 +44,14 @@ bench-lock: ## Lock a 1,000-deployment cluster fan-out of 10 configuration commi
 bench-controller: testcluster ## The StyrminDeployment controller alone at 500 deployments, against applying the same objects directly.
 	$(GO) test ./operator -run '^$$' -bench DeploymentController -benchtime 1x -deployments 500 -baseline -timeout $(TEST_TIMEOUT)
 
+bench-limits: build ## Each hostile driver (internal/hostile) linted by the real styrminctl under test-sized limits, sandboxed then in-process (there under a 3 GB ulimit -v, so a memory bomb dies rather than exhausting the machine): exit code, time and peak memory (/usr/bin/time -v).
+	@dir="$$(mktemp -d)"; $(GO) run ./hack/hostile "$$dir" >/dev/null; \
+	for d in "$$dir"/drivers/*/1.0.0; do for mode in sandbox in-process; do \
+		flag=""; [ $$mode = in-process ] && flag=--driver-in-process; \
+		( [ $$mode = in-process ] && ulimit -v 3000000; /usr/bin/time -f "%e s %M KB exit %x" -o "$$dir/time" ./bin/styrminctl --repo "$$dir" $$flag drivers lint "$$d" >/dev/null 2>"$$dir/err" ); \
+		printf '%-28s %-10s %-28s %.150s\n' "$$(basename $$(dirname $$d))" $$mode "$$(tail -1 $$dir/time)" "$$(head -c 150 $$dir/err | tr '\n' ' ')"; \
+	done; done; rm -rf "$$dir"
+
 lint: ## gofmt and go vet.
 	@out="$$(gofmt -l .)"; if [ -n "$$out" ]; then echo "gofmt -l reports:"; echo "$$out"; exit 1; fi
 	$(GO) vet ./...

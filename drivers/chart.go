@@ -44,6 +44,10 @@ func (d *Driver) loadChart(f *folder, v cue.Value, opts LoadOptions) error {
 	if !hasChartYAML {
 		return d.compiled.locator().errAt(cv, "chart", "chart folder %q has no Chart.yaml", dir)
 	}
+	opts.notePhase(f.display(dir))
+	if err := checkArchives(f, dir, opts.Limits.WithDefaults()); err != nil {
+		return err
+	}
 	ch, err := loader.LoadFiles(files)
 	if err != nil {
 		return &SpecError{File: f.display(prefix + "Chart.yaml"), Field: "chart", Msg: "cannot load the chart: " + err.Error(), Err: err}

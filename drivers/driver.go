@@ -53,6 +53,10 @@ type compiled struct {
 	caps        *common.Capabilities
 	appRange    *semver.Constraints
 	kubeVersion string
+	// The folder and options it was loaded with: a sandboxed Render
+	// sends them to the child.
+	folder *folder
+	opts   LoadOptions
 }
 
 // Parameter is one user-facing, typed parameter of a driver.

@@ -37,7 +37,14 @@ func (d *Driver) Lint(params map[string]any) (*LintReport, error) {
 	if err != nil {
 		return nil, &SampleParamsError{Source: d.Source, Err: err}
 	}
-	m, err := d.renderSample(c)
+	vals, err := d.Values(c)
+	if err != nil {
+		return nil, err
+	}
+	if _, err := d.Endpoints(c); err != nil {
+		return nil, err
+	}
+	m, err := d.Render(c, vals)
 	if err != nil {
 		return nil, err
 	}

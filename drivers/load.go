@@ -1,6 +1,7 @@
 package drivers
 
 import (
+	"context"
 	_ "embed"
 	"errors"
 	"fmt"
@@ -56,6 +57,18 @@ type LoadOptions struct {
 	// (.Capabilities.APIVersions); default: the built-in Kubernetes API
 	// versions known to Helm.
 	APIVersions []string
+	// Limits bound the load and every later evaluation of the driver;
+	// unset ones take their defaults.
+	Limits Limits
+	// Sandbox, when set, runs the load's evaluation and every Render in a
+	// child process (see Sandbox); nil evaluates in-process, where only
+	// the time, rendered-bytes and chart limits hold.
+	Sandbox *Sandbox
+	// Context bounds the load as well as Limits.Timeout (nil: none).
+	Context context.Context
+
+	// phase, set in a sandbox child, is told each file evaluated.
+	phase func(file string)
 }
 
 var (
@@ -82,20 +95,53 @@ func Load(fsys fs.FS, opts LoadOptions) (*Driver, error) {
 	if opts.MaxTotalSize <= 0 {
 		opts.MaxTotalSize = defaultMaxTotalSize
 	}
+	opts.Limits = opts.Limits.WithDefaults()
+	ctx := opts.Context
+	if ctx == nil {
+		ctx = context.Background()
+	}
 	f, err := readFolder(fsys, opts.Source, opts.MaxFileSize, opts.MaxTotalSize)
 	if err != nil {
 		return nil, err
 	}
-	d, err := loadFolder(f, opts)
-	if err != nil {
-		return nil, err
+	specFile := f.display(specCUE)
+	if _, ok := f.files[specYAML]; ok {
+		specFile = f.display(specYAML)
 	}
-	if sample, ok := d.SampleContext(); ok {
-		if _, err := d.renderSample(sample); err != nil {
+	if opts.Sandbox != nil {
+		// Evaluated in a child first: the load below repeats exactly this
+		// (same files, deterministic), so it is known to be bounded.
+		if _, err := opts.Sandbox.run(ctx, opts.sandboxRequest("load", f), specFile); err != nil {
 			return nil, err
 		}
+		return loadFolder(f, opts)
 	}
-	return d, nil
+	return bounded(ctx, opts.Limits, f.source, specFile, func() (*Driver, error) {
+		d, err := loadFolder(f, opts)
+		if err != nil {
+			return nil, err
+		}
+		if sample, ok := d.SampleContext(); ok {
+			if _, err := d.renderSample(sample); err != nil {
+				return nil, err
+			}
+		}
+		return d, nil
+	})
+}
+
+// sandboxRequest is the request that evaluates folder f as these options
+// would.
+func (opts LoadOptions) sandboxRequest(op string, f *folder) *sandboxRequest {
+	return &sandboxRequest{Op: op, Source: f.source, Files: f.files, KubeVersion: opts.KubeVersion,
+		APIVersions: opts.APIVersions, Limits: opts.Limits}
+}
+
+// notePhase tells a sandbox child's parent which file is evaluated next.
+func (opts LoadOptions) notePhase(file string) {
+	if opts.phase != nil {
+		opts.phase(file)
+	}
 }
 
 // loadFolder builds a Driver from the folder's files without rendering.
@@ -114,6 +160,7 @@ func loadFolder(f *folder, opts LoadOptions) (*Driver, error) {
 		return nil, &SpecError{File: f.display(specCUE), Msg: "no driver spec: expected driver.cue or driver.yaml in the driver folder"}
 	}
 	file := f.display(specName)
+	opts.notePhase(file)
 	cs, err := compileSpec(file, specName, f.files[specName])
 	if err != nil {
 		return nil, err
@@ -125,6 +172,8 @@ func loadFolder(f *folder, opts LoadOptions) (*Driver, error) {
 		Hooks:    map[Hook]Modes{},
 		compiled: cs,
 	}
+	opts.Limits = opts.Limits.WithDefaults()
+	cs.folder, cs.opts = f, opts
 	if err := d.decodeSpec(v, file); err != nil {
 		return nil, err
 	}
@@ -769,12 +818,12 @@ func cleanChartPath(p string) (string, error) {
 
 // renderSample evaluates values and renders the driver once for c.
 func (d *Driver) renderSample(c Context) (*Manifests, error) {
-	vals, err := d.Values(c)
+	vals, err := d.valuesLocal(c)
 	if err != nil {
 		return nil, err
 	}
 	if _, err := d.Endpoints(c); err != nil {
 		return nil, err
 	}
-	return d.Render(c, vals)
+	return d.renderLocal(c, vals)
 }

@@ -85,6 +85,30 @@ func (r *rendered) labels() map[string]any {
 // the objects sorted. Namespaced objects without a namespace get the
 // deployment's. Same input, byte-identical output.
 func (d *Driver) Render(c Context, values map[string]any) (*Manifests, error) {
+	return d.RenderContext(context.Background(), c, values)
+}
+
+// RenderContext is Render bounded by ctx as well as the driver's limits
+// (the deadline of the step or the command that renders).
+func (d *Driver) RenderContext(ctx context.Context, c Context, values map[string]any) (*Manifests, error) {
+	cs := d.compiled
+	if s := cs.opts.Sandbox; s != nil {
+		req := cs.opts.sandboxRequest("render", cs.folder)
+		req.Context, req.Values = &c, values
+		resp, err := s.run(ctx, req, cs.file)
+		if err != nil {
+			return nil, err
+		}
+		return &Manifests{Objects: resp.Objects}, nil
+	}
+	return bounded(ctx, cs.opts.Limits, d.Source, cs.display(cs.chartDir), func() (*Manifests, error) {
+		return d.renderLocal(c, values)
+	})
+}
+
+// renderLocal renders in this process, unbounded: callers bound it.
+func (d *Driver) renderLocal(c Context, values map[string]any) (*Manifests, error) {
+	d.compiled.opts.notePhase(d.compiled.file)
 	comps, patches := d.compiled.staticComponents, d.compiled.staticPatches
 	if !d.compiled.isStaticRender {
 		v := d.compiled.renderProj.eval(c)
@@ -96,6 +120,7 @@ func (d *Driver) Render(c Context, values map[string]any) (*Manifests, error) {
 			return nil, err
 		}
 	}
+	d.compiled.opts.notePhase(d.compiled.display(d.compiled.chartDir))
 	objs, err := d.renderChart(c, values)
 	if err != nil {
 		return nil, err
@@ -153,6 +178,9 @@ func (d *Driver) renderChart(c Context, values map[string]any) ([]*rendered, err
 	files, err := engine.Engine{}.RenderWithContext(context.Background(), ch, top)
 	if err != nil {
 		return nil, d.templateError(err)
+	}
+	if err := d.checkRendered(files); err != nil {
+		return nil, err
 	}
 	names := make([]string, 0, len(files))
 	for n := range files {
@@ -229,7 +257,7 @@ var templateAtRE = regexp.MustCompile(`\(([^()\s]+):(\d+)(?::(\d+))?\)`)
 // templateError locates a Helm template error at the template file (and
 // line) inside the driver folder.
 func (d *Driver) templateError(err error) error {
-	msg := d.chartPaths(err.Error())
+	msg := shorten(d.chartPaths(err.Error()), maxTemplateErrorLen)
 	e := &SpecError{File: d.compiled.display(d.compiled.chartDir), Msg: "template error: " + msg, Err: err}
 	if m := templateAtRE.FindStringSubmatch(msg); m != nil {
 		e.File = m[1]
@@ -557,4 +585,39 @@ func finish(objs []*rendered) (*Manifests, error) {
 		})
 	}
 	return m, nil
+}
+
+// checkRendered applies the rendered-bytes limit to what the templates
+// produced, naming the largest template. Helm's engine renders each
+// template to memory and cannot be stopped midway, so it is the memory
+// limit (in a Sandbox) that bounds a render on its way; this bounds what
+// the rest of the pipeline (parsing, patches, the release record) holds.
+func (d *Driver) checkRendered(files map[string]string) error {
+	max := d.compiled.opts.Limits.WithDefaults().RenderedBytes
+	var total int64
+	largest, size := "", 0
+	for n, text := range files {
+		total += int64(len(text))
+		if len(text) > size || (len(text) == size && n < largest) {
+			largest, size = n, len(text)
+		}
+	}
+	if total <= max {
+		return nil
+	}
+	return &LimitError{Driver: d.Source, File: d.chartPaths(largest), Limit: LimitRendered, Max: sizeText(max),
+		Detail: fmt.Sprintf("the chart rendered %d bytes, %d of them in this template", total, size)}
+}
+
+// maxTemplateErrorLen bounds a template error's message: Helm nests the
+// message of every include it unwinds, so a runaway recursion gives one of
+// some 100 KB.
+const maxTemplateErrorLen = 1000
+
+// shorten keeps the start (where the error is) and the end (why) of s.
+func shorten(s string, max int) string {
+	if len(s) <= max {
+		return s
+	}
+	return s[:max/2] + " … " + s[len(s)-max/2:]
 }

@@ -1,6 +1,7 @@
 package drivers
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"maps"
@@ -165,7 +166,18 @@ func (d *Driver) parameterNames() string {
 
 // Values computes the chart values in CUE from c (whose Parameters are
 // already applied; defaults are applied again, harmlessly).
+//
+// It runs in-process (the lock computes values for every deployment, and
+// a child each would cost more than the rest of the lock), bounded by the
+// driver's time limit; the sandboxed load has evaluated the same
+// expressions with the sample context within every limit.
 func (d *Driver) Values(c Context) (map[string]any, error) {
+	return bounded(context.Background(), d.compiled.opts.Limits, d.Source, d.compiled.file, func() (map[string]any, error) {
+		return d.valuesLocal(c)
+	})
+}
+
+func (d *Driver) valuesLocal(c Context) (map[string]any, error) {
 	v := d.compiled.valuesProj.eval(c).LookupPath(valuesPath)
 	if err := v.Validate(cue.Concrete(true)); err != nil {
 		return nil, cueError(d.compiled.file, err)

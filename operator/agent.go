@@ -16,6 +16,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 
+	"github.com/styrmin/styrmin/drivers"
 	"github.com/styrmin/styrmin/gitsource"
 	"github.com/styrmin/styrmin/operator/api/v1alpha1"
 	"github.com/styrmin/styrmin/operator/driversource"
@@ -79,6 +80,8 @@ type Options struct {
 	// LockMode, when set, runs the lock step in the agent (see
 	// source.Locker); only the elected replica locks.
 	LockMode *source.LockModeOptions
+	// Drivers bound every driver load and render (limits, sandbox).
+	Drivers driversource.LoadOptions
 }
 
 // WebhookOptions configure the agent's webhook receiver.
@@ -151,7 +154,7 @@ func NewAgent(ctx context.Context, cfg *rest.Config, opts Options) (*Agent, erro
 	// Drivers kept in other repositories are fetched with the
 	// repository's own credentials (sent only to its host).
 	remotes := driversource.Remotes{RepoURL: opts.URL, Auth: auth}
-	drv := driversource.NewRepoDrivers(repo, driversource.NewRemoteTrees(remotes.FetchCommit, driversource.RemoteTreesOptions{}))
+	drv := driversource.NewRepoDrivers(repo, driversource.NewRemoteTrees(remotes.FetchCommit, driversource.RemoteTreesOptions{}), opts.Drivers)
 	opts.Manager.Drivers = drv
 	mgr, err := NewManager(cfg, opts.Manager)
 	if err != nil {
@@ -271,6 +274,9 @@ func (a *Agent) addLocker(ctx context.Context, direct client.Reader, opts Option
 	}
 	if lo.FetchDriver == nil {
 		lo.FetchDriver = remotes.LockFetcher
+	}
+	if lo.Sandbox == nil && lo.DriverLimits == (drivers.Limits{}) {
+		lo.DriverLimits, lo.Sandbox = opts.Drivers.Limits, opts.Drivers.Sandbox
 	}
 	if lo.Used == nil {
 		c := a.mgr.GetClient()

@@ -102,12 +102,13 @@ func startAgentEnv(t *testing.T) *agentEnv {
 }
 
 // startAgentEnvWith is startAgentEnv with extra files in the repository's
-// first commit.
+// first commit (a nil file removes that example file).
 func startAgentEnvWith(t *testing.T, extra fstest.MapFS) *agentEnv {
 	t.Helper()
 	bin := agentBinary(t)
 	repo := exampleRepo(t)
 	maps.Copy(repo, extra)
+	maps.DeleteFunc(repo, func(_ string, f *fstest.MapFile) bool { return f == nil })
 	w := agenttest.Start(t, agenttest.Options{Repo: repo, RepoName: agentRepoName, Token: agentGitToken, SecretName: agentSecret})
 	clone, err := gitsource.Clone(context.Background(), w.URL, "", gitsource.CloneOptions{Branch: "main", Auth: gitsource.Auth{Token: agentGitToken}})
 	if err != nil {

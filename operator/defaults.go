@@ -3,9 +3,11 @@ package operator
 import (
 	"context"
 	"fmt"
+	"time"
 
 	"github.com/styrmin/styrmin/operator/api/v1alpha1"
 	"github.com/styrmin/styrmin/operator/deployment"
+	"github.com/styrmin/styrmin/operator/driversource"
 	"github.com/styrmin/styrmin/operator/instance"
 	"github.com/styrmin/styrmin/operator/source"
 	"github.com/styrmin/styrmin/operator/task"
@@ -29,6 +31,10 @@ const (
 	// DefaultPodStatusAfter is how long a deployment stays not ready
 	// before its pods are read into its status.
 	DefaultPodStatusAfter = deployment.DefaultPodStatusAfter
+	// DefaultStuckAfter is how long one reconcile may run before the
+	// agent's /healthz fails: past the longest a step may take, since a
+	// step may wait inside its reconcile.
+	DefaultStuckAfter = DefaultStepTimeout + 5*time.Minute
 	// DefaultWebhookSecretKey is the key of the webhook Secret holding the
 	// shared secret.
 	DefaultWebhookSecretKey = webhook.DefaultSecretKey
@@ -36,6 +42,10 @@ const (
 
 // TaskOptions tune the task controller (see task.Options).
 type TaskOptions = task.Options
+
+// DriverOptions bound the agent's driver loads and renders: limits (a
+// repository's styrmin.cue may lower them) and the sandbox.
+type DriverOptions = driversource.LoadOptions
 
 // LockModeOptions configure the agent's lock mode (see
 // source.LockModeOptions).

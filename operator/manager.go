@@ -19,11 +19,13 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
+	"sigs.k8s.io/controller-runtime/pkg/metrics"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	"github.com/styrmin/styrmin/operator/api/v1alpha1"
 	"github.com/styrmin/styrmin/operator/deployment"
 	"github.com/styrmin/styrmin/operator/driversource"
+	"github.com/styrmin/styrmin/operator/internal/liveness"
 	"github.com/styrmin/styrmin/operator/release"
 )
 
@@ -63,6 +65,10 @@ type ManagerOptions struct {
 	// shared by all its clients (defaults DefaultQPS and DefaultBurst).
 	QPS   float32
 	Burst int
+	// StuckAfter is how long one reconcile may run before /healthz fails
+	// (default DefaultStuckAfter): longer than any normal reconcile, so
+	// only a wedged controller gets the agent restarted.
+	StuckAfter time.Duration
 	// HelmMaxHistory bounds the revisions kept per release (default 10).
 	HelmMaxHistory int
 	// Logger is the agent's logger (default: discard).
@@ -181,6 +187,13 @@ func NewManager(cfg *rest.Config, opts ManagerOptions) (ctrl.Manager, error) {
 	}
 	if opts.HealthAddr != "" {
 		if err := mgr.AddHealthzCheck("ping", healthz.Ping); err != nil {
+			return nil, err
+		}
+		stuck := opts.StuckAfter
+		if stuck <= 0 {
+			stuck = DefaultStuckAfter
+		}
+		if err := mgr.AddHealthzCheck("reconcile", liveness.Stuck(metrics.Registry, stuck)); err != nil {
 			return nil, err
 		}
 		if err := mgr.AddReadyzCheck("ping", healthz.Ping); err != nil {

@@ -84,6 +84,11 @@ type Options struct {
 	// Parallelism bounds how many deployments are rendered at once
 	// (0: GOMAXPROCS).
 	Parallelism int
+	// DriverLimits override the head's styrmin.cue limits where set;
+	// Sandbox, when set, evaluates drivers in a child process (see
+	// drivers.Sandbox). ComputeTrees loads both sides' drivers with them.
+	DriverLimits drivers.Limits
+	Sandbox      *drivers.Sandbox
 }
 
 // RefusedError is returned by Plan.Err when a plan deletes more

@@ -40,10 +40,6 @@ func ComputeTrees(t Trees, opts Options) (*Plan, error) {
 	if err != nil {
 		return nil, fmt.Errorf("lockfiles at the base %s: %w", t.BaseName, err)
 	}
-	// The base's drivers only render the locked instances: a base whose
-	// drivers no longer load loses that part of the plan, nothing more.
-	baseCatalog, _ := drivers.LoadCatalog(t.Base, "drivers", drivers.LoadOptions{})
-
 	// The plan compares with the base's lockfiles, but the head's must be
 	// sound too: a hand-edited lockfile in a pull request fails its plan,
 	// as it would fail the lock after the merge.
@@ -57,7 +53,15 @@ func ComputeTrees(t Trees, opts Options) (*Plan, error) {
 	if len(headRepo.Settings.Drivers) > 0 {
 		return nil, fmt.Errorf("styrmin.cue: field drivers: %w", ErrRemoteDrivers)
 	}
-	headCatalog, err := drivers.LoadCatalog(t.Head, "drivers", drivers.LoadOptions{})
+	limits, err := headRepo.Settings.DriverLimits()
+	if err != nil {
+		return nil, err
+	}
+	dopts := drivers.LoadOptions{Limits: limits.Merge(opts.DriverLimits), Sandbox: opts.Sandbox}
+	// The base's drivers only render the locked instances: a base whose
+	// drivers no longer load loses that part of the plan, nothing more.
+	baseCatalog, _ := drivers.LoadCatalog(t.Base, "drivers", dopts)
+	headCatalog, err := drivers.LoadCatalog(t.Head, "drivers", dopts)
 	if err != nil {
 		return nil, err
 	}

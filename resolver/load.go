@@ -10,6 +10,7 @@ import (
 	"slices"
 	"sort"
 	"strings"
+	"time"
 
 	"cuelang.org/go/cue"
 	"cuelang.org/go/cue/cuecontext"
@@ -47,6 +48,34 @@ type Repository struct {
 type RepoSettings struct {
 	Drivers           []DriverSource `json:"drivers,omitempty"`
 	DeletionThreshold *int           `json:"deletionThreshold,omitempty"`
+	Limits            *DriverLimits  `json:"limits,omitempty"`
+}
+
+// DriverLimits is the limits block of styrmin.cue: the bounds every
+// driver of the repository is loaded and rendered under.
+type DriverLimits struct {
+	Timeout       string `json:"timeout,omitempty"`
+	Memory        int64  `json:"memory,omitempty"`
+	RenderedBytes int64  `json:"renderedBytes,omitempty"`
+	ChartBytes    int64  `json:"chartBytes,omitempty"`
+}
+
+// DriverLimits returns the limits styrmin.cue sets (zero for those it
+// leaves unset: the defaults, or a command's flags, apply).
+func (s RepoSettings) DriverLimits() (drivers.Limits, error) {
+	var l drivers.Limits
+	if s.Limits == nil {
+		return l, nil
+	}
+	if t := s.Limits.Timeout; t != "" {
+		d, err := time.ParseDuration(t)
+		if err != nil || d <= 0 {
+			return l, fmt.Errorf("styrmin.cue: limits.timeout: %q is not a positive duration (for example \"30s\")", t)
+		}
+		l.Timeout = d
+	}
+	l.Memory, l.RenderedBytes, l.ChartBytes = s.Limits.Memory, s.Limits.RenderedBytes, s.Limits.ChartBytes
+	return l, nil
 }
 
 // DriverSource is a driver version kept in another git repository.
@@ -265,6 +294,19 @@ func subdirs(fsys fs.FS, dir string) ([]string, error) {
 	}
 	sort.Strings(out)
 	return out, nil
+}
+
+// LoadSettings reads the repository settings (styrmin.cue or
+// styrmin.yaml) alone; a repository without the file has none. What a
+// command needs before the rest loads (the driver limits) reads them here.
+func (l *Loader) LoadSettings(fsys fs.FS) (RepoSettings, error) {
+	var s RepoSettings
+	f, err := configFile(fsys, ".", "styrmin")
+	if err != nil {
+		return s, nil
+	}
+	err = l.LoadFile(fsys, f, "#Repo", &s)
+	return s, err
 }
 
 // Load reads the whole desired-state configuration of a repository.

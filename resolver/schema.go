@@ -28,6 +28,18 @@ import "strings"
 	// deletionThreshold is how many deployments one plan may delete
 	// before it needs an explicit allowance.
 	deletionThreshold?: int & >=0
+	// limits bound every driver's load, evaluation and render (see
+	// docs/driver-limits.md); unset ones keep their defaults.
+	limits?: {
+		// timeout of one load or render, a Go duration ("30s").
+		timeout?: string & !=""
+		// memory of one evaluation, in bytes (512Mi).
+		memory?: int & >0
+		// renderedBytes: the most text a chart may render to.
+		renderedBytes?: int & >0
+		// chartBytes: the most the subchart archives may unpack to.
+		chartBytes?: int & >0
+	}
 }
 
 #DriverSource: {

@@ -27,6 +27,11 @@ type WorkspaceOptions struct {
 	ExtraDrivers []*drivers.Driver
 	// MaxFileSize bounds configuration files (0: DefaultMaxFileSize).
 	MaxFileSize int64
+	// DriverLimits override styrmin.cue's limits block where set (a
+	// command's flags); Sandbox, when set, evaluates drivers in a child
+	// process (see drivers.Sandbox).
+	DriverLimits drivers.Limits
+	Sandbox      *drivers.Sandbox
 	// Used are the sequences the branch's history used; new sequences come
 	// after them (nil: after the lockfiles only).
 	Used UsedSequences
@@ -59,7 +64,12 @@ func LoadWorkspace(fsys fs.FS, opts WorkspaceOptions) (*Workspace, error) {
 	if err != nil {
 		return nil, err
 	}
-	cat, err := drivers.LoadCatalog(fsys, "drivers", drivers.LoadOptions{MaxFileSize: opts.MaxFileSize})
+	limits, err := repo.Settings.DriverLimits()
+	if err != nil {
+		return nil, err
+	}
+	dopts := drivers.LoadOptions{MaxFileSize: opts.MaxFileSize, Limits: limits.Merge(opts.DriverLimits), Sandbox: opts.Sandbox}
+	cat, err := drivers.LoadCatalog(fsys, "drivers", dopts)
 	if err != nil {
 		return nil, err
 	}
@@ -72,7 +82,9 @@ func LoadWorkspace(fsys fs.FS, opts WorkspaceOptions) (*Workspace, error) {
 		if err != nil {
 			return nil, &ConfigError{File: "styrmin.cue", Field: fmt.Sprintf("drivers[%d]", i), Msg: fmt.Sprintf("fetch %s@%s from %s (ref %s): %v", src.Name, src.Version, gitsource.PublicURL(src.URL), src.Ref, err), Err: err}
 		}
-		d, err := drivers.Load(dfs, drivers.LoadOptions{Source: src.URL + "//" + src.Path + "@" + src.Ref, MaxFileSize: opts.MaxFileSize})
+		o := dopts
+		o.Source = src.URL + "//" + src.Path + "@" + src.Ref
+		d, err := drivers.Load(dfs, o)
 		if err != nil {
 			return nil, err
 		}

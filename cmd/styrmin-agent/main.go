@@ -16,14 +16,21 @@ import (
 	"time"
 
 	"github.com/go-logr/logr"
+	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 
+	"github.com/styrmin/styrmin/drivers"
 	"github.com/styrmin/styrmin/operator"
 )
 
 func main() {
+	// Started as a driver sandbox (drivers.Sandbox): evaluate one driver
+	// and exit.
+	if drivers.IsSandboxChild() {
+		os.Exit(drivers.ServeSandbox(os.Stdin, os.Stdout, os.Stderr))
+	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	if err := run(ctx, os.Args[1:], os.Stderr); err != nil {
@@ -51,6 +58,12 @@ type flags struct {
 	kubeAPIQPS                          float64
 	kubeAPIBurst                        int
 	keepTasks                           int
+	driverTimeout                       time.Duration
+	driverMemory, driverRendered        string
+	driverChart                         string
+	driverInProcess                     bool
+	stuckAfter                          time.Duration
+	driverParallel                      int
 }
 
 func parseFlags(args []string, stderr io.Writer) (*flags, error) {
@@ -93,6 +106,13 @@ func parseFlags(args []string, stderr io.Writer) (*flags, error) {
 	fs.IntVar(&f.kubeAPIBurst, "kube-api-burst", operator.DefaultBurst, "requests the agent may send at once above --kube-api-qps")
 	fs.IntVar(&f.keepTasks, "keep-tasks", operator.DefaultKeepTasks, "finished tasks kept per deployment (its history in the cluster); older ones are deleted")
 	fs.StringVar(&f.memoryLimit, "memory-limit", "", `soft memory limit of Go's heap, e.g. 200Mi ("": 90% of the container's memory limit, unless GOMEMLIMIT is set; "0": none)`)
+	fs.DurationVar(&f.driverTimeout, "driver-timeout", drivers.DefaultTimeout, "time limit of one driver load or render (a repository's styrmin.cue may set less)")
+	fs.StringVar(&f.driverMemory, "driver-memory", "128Mi", "memory limit of one driver evaluation, e.g. 128Mi; keep it under the container's memory limit minus the agent's own use")
+	fs.StringVar(&f.driverRendered, "driver-rendered-bytes", "64Mi", "most bytes a chart may render to")
+	fs.StringVar(&f.driverChart, "driver-chart-bytes", "64Mi", "most bytes a driver's subchart archives may unpack to")
+	fs.IntVar(&f.driverParallel, "driver-parallelism", 2, "driver evaluations (child processes) running at once; each may use up to --driver-memory")
+	fs.BoolVar(&f.driverInProcess, "driver-in-process", false, "evaluate drivers in the agent's process: no memory limit, and a driver over its time limit is abandoned, not stopped")
+	fs.DurationVar(&f.stuckAfter, "stuck-after", operator.DefaultStuckAfter, "how long one reconcile may run before /healthz fails (the kubelet then restarts the agent); keep it above --step-timeout")
 	if err := fs.Parse(args); err != nil {
 		return nil, err
 	}
@@ -103,6 +123,34 @@ func parseFlags(args []string, stderr io.Writer) (*flags, error) {
 		return nil, errors.New("--cluster and --repo are required")
 	}
 	return f, nil
+}
+
+// driverOptions turns the driver flags into the agent's driver options;
+// the sandbox child is this executable (main serves it).
+func (f *flags) driverOptions() (operator.DriverOptions, error) {
+	o := operator.DriverOptions{Limits: drivers.Limits{Timeout: f.driverTimeout}}
+	for _, q := range []struct {
+		flag, value string
+		into        *int64
+	}{
+		{"--driver-memory", f.driverMemory, &o.Limits.Memory},
+		{"--driver-rendered-bytes", f.driverRendered, &o.Limits.RenderedBytes},
+		{"--driver-chart-bytes", f.driverChart, &o.Limits.ChartBytes},
+	} {
+		v, err := resource.ParseQuantity(q.value)
+		if err != nil || v.Value() <= 0 {
+			return o, fmt.Errorf("%s: %q is not a positive quantity (for example 128Mi)", q.flag, q.value)
+		}
+		*q.into = v.Value()
+	}
+	if !f.driverInProcess {
+		sb, err := drivers.SelfSandbox(f.driverParallel)
+		if err != nil {
+			return o, err
+		}
+		o.Sandbox = sb
+	}
+	return o, nil
 }
 
 func run(ctx context.Context, args []string, stderr io.Writer) error {
@@ -127,6 +175,10 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 		debug.SetMemoryLimit(limit)
 		log.Info("soft memory limit set", "bytes", limit)
 	}
+	dopts, err := f.driverOptions()
+	if err != nil {
+		return err
+	}
 	cfg, err := restConfig(f.kubeconfig)
 	if err != nil {
 		return err
@@ -146,6 +198,7 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 			PodStatusAfter: f.podStatusAfter,
 			QPS:            float32(f.kubeAPIQPS),
 			Burst:          f.kubeAPIBurst,
+			StuckAfter:     f.stuckAfter,
 			Logger:         log,
 		},
 		Cluster:         f.cluster,
@@ -160,6 +213,7 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 		Task:            operator.TaskOptions{StepTimeout: f.stepTimeout, StepPause: f.stepPause, KeepTasks: f.keepTasks},
 		Webhook:         operator.WebhookOptions{Addr: f.webhookAddr, SecretName: f.webhookSecretName, SecretKey: f.webhookSecretKey},
 		LockMode:        lockMode,
+		Drivers:         dopts,
 	})
 }
 

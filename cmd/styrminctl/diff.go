@@ -33,7 +33,7 @@ Exit codes: 0 success (changes or not), 1 error.`,
 			if err != nil {
 				return err
 			}
-			p, err := computePlan(g.Repo, f, map[resolver.ID]bool{id: true})
+			p, err := computePlan(g, f, map[resolver.ID]bool{id: true})
 			if err != nil {
 				return err
 			}

@@ -25,7 +25,7 @@ func newDriversCmd(g *globalOptions, stdout io.Writer) *cobra.Command {
 		Use:   "drivers",
 		Short: "List, show and lint application drivers",
 	}
-	cmd.AddCommand(newDriversListCmd(g, stdout), newDriversShowCmd(g, stdout), newDriversLintCmd(stdout))
+	cmd.AddCommand(newDriversListCmd(g, stdout), newDriversShowCmd(g, stdout), newDriversLintCmd(g, stdout))
 	return cmd
 }
 
@@ -59,8 +59,12 @@ func writeData(w io.Writer, output string, v any) error {
 	return err
 }
 
-func loadRepoCatalog(repo string) (*drivers.Catalog, error) {
-	return drivers.LoadCatalog(os.DirFS(repo), "drivers", drivers.LoadOptions{})
+func loadRepoCatalog(g *globalOptions) (*drivers.Catalog, error) {
+	opts, err := g.driverLoadOptions(os.DirFS(g.Repo))
+	if err != nil {
+		return nil, err
+	}
+	return drivers.LoadCatalog(os.DirFS(g.Repo), "drivers", opts)
 }
 
 type driverSummary struct {
@@ -86,7 +90,7 @@ func newDriversListCmd(g *globalOptions, stdout io.Writer) *cobra.Command {
 			if err := checkOutput(output); err != nil {
 				return err
 			}
-			cat, err := loadRepoCatalog(g.Repo)
+			cat, err := loadRepoCatalog(g)
 			if err != nil {
 				return err
 			}
@@ -212,7 +216,7 @@ they run.`,
 			if err := checkOutput(output); err != nil {
 				return err
 			}
-			cat, err := loadRepoCatalog(g.Repo)
+			cat, err := loadRepoCatalog(g)
 			if err != nil {
 				return err
 			}
@@ -384,7 +388,7 @@ type lintObject struct {
 	Component  string `json:"component,omitempty"`
 }
 
-func newDriversLintCmd(stdout io.Writer) *cobra.Command {
+func newDriversLintCmd(g *globalOptions, stdout io.Writer) *cobra.Command {
 	var output string
 	var params []string
 	var manifests bool
@@ -403,7 +407,13 @@ read as YAML: 3, true, "text", {name: db, key: password}).`,
 			dir := args[0]
 			// Loading comes first, so a broken folder is reported before
 			// a mistyped --param.
-			d, err := drivers.Load(os.DirFS(dir), drivers.LoadOptions{Source: filepath.ToSlash(filepath.Clean(dir))})
+			// The repository's styrmin.cue (--repo) sets the limits.
+			opts, err := g.driverLoadOptions(os.DirFS(g.Repo))
+			if err != nil {
+				return err
+			}
+			opts.Source = filepath.ToSlash(filepath.Clean(dir))
+			d, err := drivers.Load(os.DirFS(dir), opts)
 			if err != nil {
 				return err
 			}

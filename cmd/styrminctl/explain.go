@@ -34,7 +34,7 @@ parameters) narrows the output to that part.`,
 			if len(args) == 2 {
 				prefix = args[1]
 			}
-			ws, _, err := headWorkspace(cmd.Context(), g.Repo)
+			ws, _, err := headWorkspace(cmd.Context(), g)
 			if err != nil {
 				return err
 			}

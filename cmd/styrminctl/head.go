@@ -95,11 +95,14 @@ func openRepo(dir string) *gitsource.Repo {
 // headWorkspace loads the working tree (loadHead) with its drivers,
 // fetching the driver sources styrmin.cue lists, and its lockfiles: what
 // lock and explain resolve.
-func headWorkspace(ctx context.Context, dir string) (*resolver.Workspace, head, error) {
+func headWorkspace(ctx context.Context, g *globalOptions) (*resolver.Workspace, head, error) {
+	dir := g.Repo
 	h, err := loadHead(dir, "", openRepo(dir))
 	if err != nil {
 		return nil, h, err
 	}
-	ws, err := resolver.LoadWorkspace(h.fsys, resolver.WorkspaceOptions{SourceCommit: h.commit, FetchDriver: driverFetcher(ctx), Used: h.used})
+	opts := g.workspaceOptions(ctx)
+	opts.SourceCommit, opts.Used = h.commit, h.used
+	ws, err := resolver.LoadWorkspace(h.fsys, opts)
 	return ws, h, err
 }

@@ -91,7 +91,7 @@ func lockPolicy(o *lockOptions) resolver.LockPolicy {
 }
 
 func runLock(ctx context.Context, g *globalOptions, o *lockOptions, stdout io.Writer) error {
-	ws, h, err := headWorkspace(ctx, g.Repo)
+	ws, h, err := headWorkspace(ctx, g)
 	if err != nil {
 		return err
 	}

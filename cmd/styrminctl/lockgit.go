@@ -61,7 +61,7 @@ func runLockCommit(ctx context.Context, g *globalOptions, o *lockOptions, stdout
 	if err != nil {
 		return err
 	}
-	out, err := resolver.CommitLocksWith(ctx, repo, resolver.WorkspaceOptions{FetchDriver: driverFetcher(ctx)},
+	out, err := resolver.CommitLocksWith(ctx, repo, g.workspaceOptions(ctx),
 		resolver.LockRequest{Policy: lockPolicy(o), AllowDeletions: o.allowDeletions, Retry: retry},
 		resolver.CommitOptions{Attempts: o.attempts, Dir: dir, History: repo, Squash: o.squash})
 	if err != nil {

@@ -11,9 +11,16 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+
+	"github.com/styrmin/styrmin/drivers"
 )
 
 func main() {
+	// Started as a driver sandbox (drivers.Sandbox): evaluate one driver
+	// and exit.
+	if drivers.IsSandboxChild() {
+		os.Exit(drivers.ServeSandbox(os.Stdin, os.Stdout, os.Stderr))
+	}
 	// Rendering a plan allocates about 1 MB per deployment while little
 	// stays live (20 MB for 1,000 deployments): collecting less often
 	// saves a fifth of the CPU time of a large plan, and costs the other
@@ -38,6 +45,8 @@ func main() {
 type globalOptions struct {
 	// Repo is the root of the desired-state repository (a working tree).
 	Repo string
+	// drivers bound driver loads and renders.
+	drivers driverFlags
 }
 
 // newRootCmd builds the command tree. Subcommands are constructed with the
@@ -53,6 +62,8 @@ func newRootCmd(stdout, stderr io.Writer) *cobra.Command {
 	root.SetOut(stdout)
 	root.SetErr(stderr)
 	root.PersistentFlags().StringVar(&g.Repo, "repo", ".", "root of the desired-state repository")
+	g.drivers.register(root)
+	root.PersistentPreRunE = func(*cobra.Command, []string) error { return g.drivers.prepare() }
 	root.AddCommand(
 		newDriversCmd(g, stdout),
 		newLockCmd(g, kubeClient, stdout),

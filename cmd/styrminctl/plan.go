@@ -62,7 +62,7 @@ Exit codes: 0 success; 1 error, resolution failure or refused plan; with
 			if err != nil {
 				return err
 			}
-			p, err := computePlan(g.Repo, f, nil)
+			p, err := computePlan(g, f, nil)
 			if err != nil {
 				return err
 			}
@@ -125,14 +125,14 @@ func isTerminal(w io.Writer) bool {
 // computePlan wires git and the planner: the head configuration resolved
 // against the lockfiles of the base commit, with the driver versions of
 // both sides.
-func computePlan(repoDir string, f *planFlags, only map[resolver.ID]bool) (*planner.Plan, error) {
-	dir, err := filepath.Abs(repoDir)
+func computePlan(g *globalOptions, f *planFlags, only map[resolver.ID]bool) (*planner.Plan, error) {
+	dir, err := filepath.Abs(g.Repo)
 	if err != nil {
 		return nil, err
 	}
 	repo, err := gitsource.Open(dir, gitsource.OpenOptions{})
 	if err != nil {
-		return nil, fmt.Errorf("%s: plan compares with the lockfiles of a base commit, so the repository must be a git repository: %w", repoDir, err)
+		return nil, fmt.Errorf("%s: plan compares with the lockfiles of a base commit, so the repository must be a git repository: %w", g.Repo, err)
 	}
 	sub, err := repo.Subdir(dir)
 	if err != nil {
@@ -154,6 +154,7 @@ func computePlan(repoDir string, f *planFlags, only map[resolver.ID]bool) (*plan
 		return nil, err
 	}
 	opts := planner.Options{AllowDeletions: f.allowDeletions, Only: only}
+	opts.DriverLimits, opts.Sandbox = g.driverOptions()
 	if f.deletionThreshold >= 0 {
 		opts.DeletionThreshold = &f.deletionThreshold
 	}

@@ -65,7 +65,7 @@ on its committed head: a file to edit with uncommitted changes is refused).`,
 
 // runUpgrade writes the upgrade's edits into the working tree.
 func runUpgrade(ctx context.Context, g *globalOptions, req resolver.UpgradeRequest, stdout io.Writer) error {
-	ws, _, err := headWorkspace(ctx, g.Repo)
+	ws, _, err := headWorkspace(ctx, g)
 	if err != nil {
 		return err
 	}
@@ -96,7 +96,7 @@ func runUpgradeCommit(ctx context.Context, g *globalOptions, req resolver.Upgrad
 	if err != nil {
 		return err
 	}
-	out, err := resolver.CommitUpgrade(ctx, repo, resolver.WorkspaceOptions{FetchDriver: driverFetcher(ctx)}, req,
+	out, err := resolver.CommitUpgrade(ctx, repo, g.workspaceOptions(ctx), req,
 		resolver.CommitOptions{Attempts: upgradeAttempts, Dir: dir})
 	if err != nil {
 		return err

@@ -218,7 +218,7 @@ func (r *Reconciler) resolve(ctx context.Context, rs *reconcileState) error {
 		if err != nil {
 			return err
 		}
-		m, err := d.Render(*in.Context, in.Values)
+		m, err := d.RenderContext(ctx, *in.Context, in.Values)
 		if err != nil {
 			return outcome.Stalled(v1alpha1.ReasonRenderFailed, fmt.Errorf("render %s with driver %s@%s: %w", in.ID, d.Name, d.Version, err))
 		}

@@ -103,58 +103,125 @@ var _ DriverRepo = (*gitsource.Repo)(nil)
 // fetched at the commit their lock recorded (Remote). A version once
 // loaded stays available (keyed by its digest), so it is read once while
 // the agent lives.
+//
+// Loads are per driver version: requests for a version being loaded wait
+// for that one load (their own context still ends their wait), and loads
+// of different versions run side by side, so a driver that is slow to
+// load (up to its time limit) holds back only the deployments that use
+// it.
 type RepoDrivers struct {
 	repo   DriverRepo
 	remote *RemoteTrees
+	opts   LoadOptions
 
-	mu     sync.Mutex
-	loaded map[string]*drivers.Driver // name@version@digest
+	mu       sync.Mutex
+	loaded   map[string]*drivers.Driver // name@version@digest
+	inflight map[string]*loading        // by the request's key
+}
+
+// loading is one load in progress; done is closed when d or err is set.
+type loading struct {
+	done chan struct{}
+	d    *drivers.Driver
+	err  error
+}
+
+// LoadOptions are how RepoDrivers loads a driver version.
+type LoadOptions struct {
+	// Limits bound each load and render; a limit styrmin.cue sets at the
+	// commit read (in-repository drivers) may lower them, not raise them:
+	// the agent's are what its memory and its deployments can afford.
+	Limits drivers.Limits
+	// Sandbox, when set, evaluates drivers in a child process.
+	Sandbox *drivers.Sandbox
 }
 
 var _ Source = (*RepoDrivers)(nil)
 
 // NewRepoDrivers returns a Source over repo and, for drivers kept in other
 // repositories, remote (nil: such a driver is not found).
-func NewRepoDrivers(repo DriverRepo, remote *RemoteTrees) *RepoDrivers {
-	return &RepoDrivers{repo: repo, remote: remote, loaded: map[string]*drivers.Driver{}}
+func NewRepoDrivers(repo DriverRepo, remote *RemoteTrees, opts LoadOptions) *RepoDrivers {
+	return &RepoDrivers{repo: repo, remote: remote, opts: opts, loaded: map[string]*drivers.Driver{}, inflight: map[string]*loading{}}
 }
 
 // Driver returns the driver version req pins.
 func (s *RepoDrivers) Driver(ctx context.Context, req Request) (*drivers.Driver, error) {
 	ref := req.Ref
 	key := ref.Name + "@" + ref.Version + "@" + ref.Digest
-	s.mu.Lock()
-	d, ok := s.loaded[key]
-	s.mu.Unlock()
-	if ok {
-		return d, nil
-	}
 	if ref.Name == "" || ref.Version == "" {
 		return nil, &DriverNotFoundError{Ref: ref}
 	}
+	s.mu.Lock()
+	if d, ok := s.loaded[key]; ok {
+		s.mu.Unlock()
+		return d, nil
+	}
+	l, ok := s.inflight[key]
+	if !ok {
+		l = &loading{done: make(chan struct{})}
+		s.inflight[key] = l
+		// The load is shared: it must not end with the context of the
+		// request that happened to start it (its time limit bounds it).
+		go s.run(context.WithoutCancel(ctx), req, key, l)
+	}
+	s.mu.Unlock()
+	select {
+	case <-l.done:
+		return l.d, l.err
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+}
+
+// run loads req's driver version for everyone waiting on l, without the
+// lock: a fetch or a load of one driver does not hold back the others. A
+// failed load is not kept, so the next request tries again (the error may
+// be a failed fetch).
+func (s *RepoDrivers) run(ctx context.Context, req Request, key string, l *loading) {
+	l.d, l.err = s.fetchAndLoad(ctx, req)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	delete(s.inflight, key)
+	if l.err == nil {
+		s.loaded[req.Ref.Name+"@"+req.Ref.Version+"@"+l.d.Digest] = l.d
+		s.loaded[key] = l.d
+	}
+	close(l.done)
+}
+
+func (s *RepoDrivers) fetchAndLoad(ctx context.Context, req Request) (*drivers.Driver, error) {
+	ref := req.Ref
 	var (
 		fsys fs.FS
 		dir  string
 		err  error
 	)
+	opts := s.opts
 	if ref.Source != nil {
 		fsys, dir, err = s.external(ctx, ref)
 	} else {
 		fsys, dir, err = s.inRepo(req)
+		if err == nil {
+			opts.Limits, err = repoLimits(fsys, ref, opts.Limits)
+		}
 	}
 	if err != nil {
 		return nil, err
 	}
-	// Loaded without the lock: a fetch or a load of one driver does not
-	// hold back the others (the remote trees share their fetches).
-	if d, err = load(fsys, dir, ref); err != nil {
-		return nil, err
+	return load(ctx, fsys, dir, ref, opts)
+}
+
+// repoLimits lowers the agent's limits to those styrmin.cue sets in fsys.
+func repoLimits(fsys fs.FS, ref resolver.DriverRef, agent drivers.Limits) (drivers.Limits, error) {
+	set, err := resolver.NewLoader(0).LoadSettings(fsys)
+	if err != nil {
+		return agent, &DriverLoadError{Ref: ref, Err: err}
 	}
-	s.mu.Lock()
-	s.loaded[ref.Name+"@"+ref.Version+"@"+d.Digest] = d
-	s.loaded[key] = d
-	s.mu.Unlock()
-	return d, nil
+	repo, err := set.DriverLimits()
+	if err != nil {
+		return agent, &DriverLoadError{Ref: ref, Err: err}
+	}
+	return agent.WithDefaults().Cap(repo), nil
 }
 
 // inRepo returns the tree and folder of an in-repository driver: at the
@@ -207,7 +274,7 @@ func (s *RepoDrivers) external(ctx context.Context, ref resolver.DriverRef) (fs.
 
 // load loads the driver in folder dir of fsys and checks it is the version
 // and the content ref pins.
-func load(fsys fs.FS, dir string, ref resolver.DriverRef) (*drivers.Driver, error) {
+func load(ctx context.Context, fsys fs.FS, dir string, ref resolver.DriverRef, opts LoadOptions) (*drivers.Driver, error) {
 	if _, err := fs.Stat(fsys, dir); errors.Is(err, fs.ErrNotExist) {
 		return nil, &DriverNotFoundError{Ref: ref}
 	} else if err != nil {
@@ -221,7 +288,7 @@ func load(fsys fs.FS, dir string, ref resolver.DriverRef) (*drivers.Driver, erro
 	if ref.Source != nil {
 		source = ref.Source.URL + "//" + dir + "@" + ref.Source.Commit
 	}
-	d, err := drivers.Load(sub, drivers.LoadOptions{Source: source})
+	d, err := drivers.Load(sub, drivers.LoadOptions{Source: source, Limits: opts.Limits, Sandbox: opts.Sandbox, Context: ctx})
 	if err != nil {
 		return nil, &DriverLoadError{Ref: ref, Err: err}
 	}
@@ -265,10 +332,13 @@ func Get(ctx context.Context, src Source, req Request) (*drivers.Driver, error) 
 // driver source to lock it: a ref or commit the remote does not have, or a
 // folder missing from it, is stalled like a missing version.
 func Classify(err error) error {
+	if errors.Is(err, drivers.ErrLimit) {
+		return outcome.Stalled(v1alpha1.ReasonDriverLimitExceeded, err)
+	}
 	var nf *DriverNotFoundError
 	var le *DriverLoadError
 	var se *drivers.SpecError
-	if errors.As(err, &nf) || errors.As(err, &le) || errors.As(err, &se) || errors.Is(err, drivers.ErrUnknownDriver) ||
+	if errors.As(err, &nf) || errors.As(err, &le) || errors.As(err, &se) || errors.Is(err, drivers.ErrUnknownDriver) || errors.Is(err, drivers.ErrLimit) ||
 		errors.Is(err, gitsource.ErrCommitNotFound) || errors.Is(err, fs.ErrNotExist) {
 		return outcome.Stalled(v1alpha1.ReasonDriverNotFound, err)
 	}

@@ -126,7 +126,7 @@ func TestRepoDriversClassifiesEachWayADriverIsMissing(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			// A fresh source each time: the loaded versions are kept.
-			s := NewRepoDrivers(repo, NewRemoteTrees(fetch, RemoteTreesOptions{}))
+			s := NewRepoDrivers(repo, NewRemoteTrees(fetch, RemoteTreesOptions{}), LoadOptions{})
 			d, err := Get(context.Background(), s, tc.req)
 			if tc.ok {
 				if err != nil || d.Digest != digest {

@@ -8,6 +8,7 @@ import (
 
 	"github.com/go-logr/logr"
 
+	"github.com/styrmin/styrmin/drivers"
 	"github.com/styrmin/styrmin/gitsource"
 	"github.com/styrmin/styrmin/operator/driversource"
 	"github.com/styrmin/styrmin/operator/internal/outcome"
@@ -69,6 +70,10 @@ type LockModeOptions struct {
 	// never makes a number the cluster ran be used again. Nil: the
 	// history only.
 	Used func(ctx context.Context) (resolver.UsedSequences, error)
+	// DriverLimits and Sandbox bound the drivers a lock loads (NewAgent:
+	// the agent's; they override styrmin.cue's limits where set).
+	DriverLimits drivers.Limits
+	Sandbox      *drivers.Sandbox
 	// OnLocked is called after a lock commit was pushed (the agent
 	// triggers its syncer).
 	OnLocked func(LockResult)
@@ -178,7 +183,7 @@ func (l *Locker) LockHead(ctx context.Context) (LockResult, error) {
 	if l.opts.AllOrNothing {
 		policy = resolver.LockAllOrNothing
 	}
-	var wo resolver.WorkspaceOptions
+	wo := resolver.WorkspaceOptions{DriverLimits: l.opts.DriverLimits, Sandbox: l.opts.Sandbox}
 	if l.opts.FetchDriver != nil {
 		wo.FetchDriver = l.opts.FetchDriver(ctx)
 	}

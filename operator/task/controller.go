@@ -1066,7 +1066,7 @@ func (r *Reconciler) rendered(ctx context.Context, run *taskRun) (*drivers.Manif
 	if err != nil {
 		return nil, err
 	}
-	m, err := d.Render(*run.instance.Context, run.instance.Values)
+	m, err := d.RenderContext(ctx, *run.instance.Context, run.instance.Values)
 	if err != nil {
 		return nil, outcome.Stalled(v1alpha1.ReasonRenderFailed, fmt.Errorf("rendering %s with %s@%s: %w", run.instance.ID, d.Name, d.Version, err))
 	}

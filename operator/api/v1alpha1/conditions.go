@@ -39,6 +39,10 @@ const (
 	// ReasonDriverNotFound: the pinned driver version does not exist or its
 	// digest differs (stalled until git changes).
 	ReasonDriverNotFound = "DriverNotFound"
+	// ReasonDriverLimitExceeded: the driver exceeded a limit on its load
+	// or render (time, memory, rendered or unpacked bytes); it needs a
+	// change in git.
+	ReasonDriverLimitExceeded = "DriverLimitExceeded"
 	// ReasonRenderFailed: the driver could not render the instance
 	// (stalled until git changes).
 	ReasonRenderFailed = "RenderFailed"

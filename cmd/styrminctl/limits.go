@@ -1,0 +1,72 @@
+package main
+
+import (
+	"context"
+	"io/fs"
+	"runtime"
+
+	"github.com/spf13/cobra"
+
+	"github.com/styrmin/styrmin/drivers"
+	"github.com/styrmin/styrmin/resolver"
+)
+
+// driverFlags are the flags that bound drivers: limits over styrmin.cue's
+// and whether drivers are evaluated in a child process.
+type driverFlags struct {
+	limits    drivers.Limits
+	inProcess bool
+	// sandbox is set by prepare unless inProcess.
+	sandbox *drivers.Sandbox
+}
+
+func (f *driverFlags) register(cmd *cobra.Command) {
+	fl := cmd.PersistentFlags()
+	fl.DurationVar(&f.limits.Timeout, "driver-timeout", 0, "time limit of one driver load or render (default: styrmin.cue's limits.timeout, else 30s)")
+	fl.Int64Var(&f.limits.Memory, "driver-memory", 0, "memory limit of one driver evaluation in bytes (default: styrmin.cue's limits.memory, else 1 GiB)")
+	fl.Int64Var(&f.limits.RenderedBytes, "driver-rendered-bytes", 0, "most bytes a chart may render to (default: styrmin.cue's limits.renderedBytes, else 64 MiB)")
+	fl.Int64Var(&f.limits.ChartBytes, "driver-chart-bytes", 0, "most bytes subchart archives may unpack to (default: styrmin.cue's limits.chartBytes, else 64 MiB)")
+	fl.BoolVar(&f.inProcess, "driver-in-process", false, "evaluate drivers in this process: no memory limit, and a driver over its time limit is abandoned, not stopped")
+}
+
+// prepare starts nothing: it finds this executable, which serves as the
+// sandbox child (main calls drivers.ServeSandbox).
+func (f *driverFlags) prepare() error {
+	if f.inProcess {
+		return nil
+	}
+	sb, err := drivers.SelfSandbox(runtime.GOMAXPROCS(0))
+	if err != nil {
+		return err
+	}
+	f.sandbox = sb
+	return nil
+}
+
+// driverOptions are the limits the flags set (styrmin.cue's apply where
+// they set none) and the sandbox.
+func (g *globalOptions) driverOptions() (drivers.Limits, *drivers.Sandbox) {
+	return g.drivers.limits, g.drivers.sandbox
+}
+
+// workspaceOptions are the options every command that resolves the
+// repository loads it with.
+func (g *globalOptions) workspaceOptions(ctx context.Context) resolver.WorkspaceOptions {
+	l, sb := g.driverOptions()
+	return resolver.WorkspaceOptions{FetchDriver: driverFetcher(ctx), DriverLimits: l, Sandbox: sb}
+}
+
+// driverLoadOptions are the options a driver folder of the repository at
+// repo loads with: styrmin.cue's limits under the flags'.
+func (g *globalOptions) driverLoadOptions(repo fs.FS) (drivers.LoadOptions, error) {
+	s, err := resolver.NewLoader(0).LoadSettings(repo)
+	if err != nil {
+		return drivers.LoadOptions{}, err
+	}
+	l, err := s.DriverLimits()
+	if err != nil {
+		return drivers.LoadOptions{}, err
+	}
+	flags, sb := g.driverOptions()
+	return drivers.LoadOptions{Limits: l.Merge(flags), Sandbox: sb}, nil
+}
