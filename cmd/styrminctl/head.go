@@ -100,6 +100,6 @@ func headWorkspace(ctx context.Context, dir string) (*resolver.Workspace, head, 
 	if err != nil {
 		return nil, h, err
 	}
-	ws, err := resolver.LoadWorkspace(h.fsys, resolver.WorkspaceOptions{SourceCommit: h.commit, FetchDriver: driverFetcher(ctx), Used: h.used})
+	ws, err := resolver.LoadWorkspace(h.fsys, resolver.WorkspaceOptions{SourceCommit: h.commit, FetchDriver: driverFetcher(ctx, desiredStateRemote(dir)), Used: h.used})
 	return ws, h, err
 }
