@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
+	"io/fs"
 	"sort"
 	"strings"
 
@@ -158,4 +159,34 @@ func findDeployment(repo *Repository, id ID) (*Cluster, *Environment, *Deploymen
 		}
 	}
 	return nil, nil, nil
+}
+
+// RevealSensitiveFS is RevealSensitive over the configuration in fsys (the
+// desired-state repository at the instance's source commit). An instance
+// without placeholders reads nothing.
+func RevealSensitiveFS(fsys fs.FS, drv *drivers.Driver, in *Instance) (Sensitive, error) {
+	if !HasPlaceholders(in) {
+		return nil, nil
+	}
+	repo, err := NewLoader(0).Load(fsys)
+	if err != nil {
+		return nil, fmt.Errorf("sensitive parameters of %s: %w", in.ID, err)
+	}
+	return RevealSensitive(repo, drv, in)
+}
+
+// HasPlaceholders reports whether the instance holds the placeholder of a
+// sensitive value.
+func HasPlaceholders(in *Instance) bool {
+	if in == nil || in.Context == nil {
+		return false
+	}
+	for _, v := range in.Context.Parameters {
+		if s, ok := v.(string); ok {
+			if _, ok := PlaceholderDigest(s); ok {
+				return true
+			}
+		}
+	}
+	return false
 }

@@ -20,6 +20,7 @@ import (
 
 	"github.com/styrmin/styrmin/drivers"
 	"github.com/styrmin/styrmin/operator/api/v1alpha1"
+	"github.com/styrmin/styrmin/resolver"
 )
 
 // Helm's labels and annotations on the objects of a release (exported:
@@ -79,7 +80,7 @@ func New(cs kubernetes.Interface, dyn dynamic.Interface, mapper meta.RESTMapper,
 	return &Releases{
 		logger:     logger,
 		maxHistory: opts.MaxHistory,
-		objects:    &releaseObjects{dyn: dyn, mapper: mapper},
+		objects:    &releaseObjects{dyn: dyn, mapper: mapper, sensitive: &sensitiveSecrets{cs: cs}},
 		records:    newReleaseRecords(cs),
 	}, nil
 }
@@ -97,6 +98,11 @@ type Request struct {
 	Objects []drivers.Object
 	// Description is recorded on the revision.
 	Description string
+	// Sensitive are the values of the placeholders Values and Objects
+	// hold (nil: none). They are written to the namespace's Secret
+	// v1alpha1.SensitiveSecretName and put in place as each object is
+	// applied; the record keeps the placeholders.
+	Sensitive resolver.Sensitive
 }
 
 // Revision is a release revision this agent wrote, with the
@@ -164,6 +170,9 @@ func (h *Releases) Apply(ctx context.Context, req Request, known *Revision, revi
 	// yet: its failed revisions may list an object another manager owns,
 	// which a retry must not take over.
 	force := prev != nil && (prev.Info == nil || prev.Info.Status != rcommon.StatusFailed || len(deployed) > 0)
+	if err := h.objects.sensitive.write(ctx, req.Namespace, req.Sensitive); err != nil {
+		return nil, prev == nil, fmt.Errorf("release %s/%s: %w", req.Namespace, req.Name, err)
+	}
 	fields, applied, applyErr := h.objects.applyAll(ctx, objs, force)
 	if applyErr != nil && applied == 0 {
 		// Nothing changed in the cluster: no revision to record (Helm's
