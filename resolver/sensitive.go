@@ -3,9 +3,11 @@ package resolver
 import (
 	"crypto/hmac"
 	"crypto/sha256"
+	"encoding/base64"
 	"encoding/hex"
 	"fmt"
 	"io/fs"
+	"net/url"
 	"sort"
 	"strings"
 
@@ -189,4 +191,47 @@ func HasPlaceholders(in *Instance) bool {
 		}
 	}
 	return false
+}
+
+// Masked is what Mask writes in place of a sensitive value.
+const Masked = "(sensitive)"
+
+// Mask replaces every sensitive value of s in text, in each form a
+// program's output may give it (as is, upper- or lower-cased, base64 with
+// or without padding, standard or URL alphabet, base64 twice, URL-encoded),
+// by Masked. It is for text the engine does not render itself (a
+// command's output, a Job's logs): what it renders holds placeholders.
+func (s Sensitive) Mask(text string) string {
+	if len(s) == 0 || text == "" {
+		return text
+	}
+	var forms []string
+	for _, v := range s {
+		if v == "" {
+			continue
+		}
+		b := []byte(v)
+		std := base64.StdEncoding.EncodeToString(b)
+		forms = append(forms, v, strings.ToUpper(v), strings.ToLower(v),
+			std, base64.RawStdEncoding.EncodeToString(b),
+			base64.URLEncoding.EncodeToString(b), base64.RawURLEncoding.EncodeToString(b),
+			base64.StdEncoding.EncodeToString([]byte(std)), base64.RawStdEncoding.EncodeToString([]byte(std)),
+			url.QueryEscape(v), url.PathEscape(v))
+	}
+	// Longest first: a form inside a longer one goes with it.
+	sort.Slice(forms, func(i, j int) bool { return len(forms[i]) > len(forms[j]) })
+	for _, f := range forms {
+		text = strings.ReplaceAll(text, f, Masked)
+	}
+	return text
+}
+
+// SensitiveByDigest is the Sensitive of values keyed by placeholder
+// digest, as the agent's Secret holds them.
+func SensitiveByDigest(values map[string][]byte) Sensitive {
+	out := make(Sensitive, len(values))
+	for d, v := range values {
+		out[PlaceholderPrefix+d] = string(v)
+	}
+	return out
 }
