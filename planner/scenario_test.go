@@ -594,3 +594,32 @@ func TestHeldDeploymentsAreShownNotCountedUnchanged(t *testing.T) {
 		}
 	}
 }
+
+// TestALockWithAClearValueIsShownWithPlaceholders plans against a lock
+// written while the parameter was not yet sensitive (its value is in
+// clear in the lockfile): the locked side is rendered from a copy with
+// placeholders, so neither value shows in any form, in any format.
+func TestALockWithAClearValueIsShownWithPlaceholders(t *testing.T) {
+	base := copyTree(t, exampleDir)
+	// The chart shows the message transformed, as charts do.
+	const cm = "drivers/webapp/1.1.0/chart/templates/configmap.yaml"
+	writeFile(t, base, cm, readFile(t, base, cm)+"  shout: {{ .Values.message | upper | quote }}\n  b64: {{ .Values.message | b64enc | quote }}\n  b64b64: {{ .Values.message | b64enc | b64enc | quote }}\n  query: {{ .Values.message | urlquery | quote }}\n")
+	writeFile(t, base, devWeb, "driver:     \"webapp\"\nappVersion: \"1.25.0\"\nparameters: {replicas: 2, message: \""+oldSecret+"\"}\n")
+	lockInto(t, base)
+	if !strings.Contains(readFile(t, base, "locks/local/dev/web.lock.yaml"), oldSecret) {
+		t.Fatal("the test needs a lock with the value in clear")
+	}
+	head := copyTree(t, base)
+	sensitiveWebapp(t, head)
+	writeFile(t, head, devWeb, "driver:     \"webapp\"\nappVersion: \"1.25.0\"\nparameters: {replicas: 2, message: \""+newSecret+"\"}\n")
+	p := computePlan(t, base, head, Options{})
+	for _, f := range Formats {
+		var buf bytes.Buffer
+		if err := Render(&buf, p, f, RenderOptions{Full: true}); err != nil {
+			t.Fatal(err)
+		}
+		if found := secrettest.Find(buf.Bytes(), oldSecret, newSecret); len(found) > 0 {
+			t.Errorf("%s output contains %s", f, strings.Join(found, ", "))
+		}
+	}
+}

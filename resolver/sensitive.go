@@ -235,3 +235,45 @@ func SensitiveByDigest(values map[string][]byte) Sensitive {
 	}
 	return out
 }
+
+// WithPlaceholders returns in when it holds none of the parameters named
+// sensitive in clear, else a copy whose values of them are replaced by
+// their placeholders and whose chart values drv evaluates again from that
+// context. A lockfile written before instances held placeholders, or
+// before its driver marked a parameter sensitive, has the values in clear;
+// what is shown of it (the plan) is rendered from the copy, so no form of
+// a value can reach the output. The copy keeps the digest: it is for
+// display, never locked.
+func WithPlaceholders(in *Instance, drv *drivers.Driver, sensitive map[string]bool) (*Instance, error) {
+	if in == nil || in.Context == nil || drv == nil {
+		return in, nil
+	}
+	inClear := func(params map[string]any) []string {
+		var names []string
+		for name := range sensitive {
+			if v, ok := params[name].(string); ok {
+				if _, isPlaceholder := PlaceholderDigest(v); !isPlaceholder {
+					names = append(names, name)
+				}
+			}
+		}
+		return names
+	}
+	names := inClear(in.Context.Parameters)
+	if len(names) == 0 {
+		return in, nil
+	}
+	out := *in
+	ctx := *in.Context
+	ctx.Parameters = deepCopy(in.Context.Parameters).(map[string]any)
+	for _, name := range names {
+		ctx.Parameters[name] = Placeholder(in.ID, name, ctx.Parameters[name].(string))
+	}
+	values, err := drv.Values(ctx)
+	if err != nil {
+		// Worded without the values: CUE's message could quote one.
+		return nil, fmt.Errorf("%s: the values of driver %s@%s do not evaluate with its sensitive values hidden", in.ID, drv.Name, drv.Version)
+	}
+	out.Context, out.Values = &ctx, values
+	return &out, nil
+}
