@@ -440,6 +440,10 @@ func (h *Releases) Uninstall(ctx context.Context, namespace, name string) error 
 	if err := h.records.removeAll(ctx, namespace, name); err != nil {
 		return fmt.Errorf("uninstall release %s/%s: %w", namespace, name, err)
 	}
+	// The values outlive no release: a deleted deployment leaves none.
+	if err := h.objects.sensitive.remove(ctx, namespace); err != nil {
+		return fmt.Errorf("uninstall release %s/%s: %w", namespace, name, err)
+	}
 	return nil
 }
 

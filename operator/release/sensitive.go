@@ -67,6 +67,15 @@ func (s *sensitiveSecrets) write(ctx context.Context, namespace string, values r
 	return nil
 }
 
+// remove deletes the namespace's Secret of sensitive values, if any.
+func (s *sensitiveSecrets) remove(ctx context.Context, namespace string) error {
+	err := s.cs.CoreV1().Secrets(namespace).Delete(ctx, v1alpha1.SensitiveSecretName, metav1.DeleteOptions{})
+	if err != nil && !apierrors.IsNotFound(err) {
+		return fmt.Errorf("deleting Secret %s: %w", v1alpha1.SensitiveSecretName, err)
+	}
+	return nil
+}
+
 // read returns the namespace's sensitive values by digest.
 func (s *sensitiveSecrets) read(ctx context.Context, namespace string) (map[string][]byte, error) {
 	sec, err := s.cs.CoreV1().Secrets(namespace).Get(ctx, v1alpha1.SensitiveSecretName, metav1.GetOptions{})
