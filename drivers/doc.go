@@ -35,7 +35,7 @@
 //		replicas: *2 | int & >=1 & <=10
 //		// Reference to the database password; never the password itself.
 //		dbPassword: #SecretRef
-//		apiToken?:  string @styrmin(sensitive)   // optional, never shown
+//		apiToken?:  string @styrmin(sensitive)   // optional; a string, carried as a placeholder
 //	}
 //	components: server: workloads: [{kind: "Deployment", name: "\(context.deployment.name)-server"}]
 //	components: db: workloads: [{kind: "StatefulSet", matchLabels: {"app.kubernetes.io/component": "db"}}]

@@ -348,6 +348,13 @@ func decodeParameters(v, raw cue.Value, loc *locator) ([]Parameter, error) {
 				p.Sensitive = true
 			}
 		}
+		if p.Sensitive && !p.Secret && p.Type != "string" {
+			// Instances hold a placeholder string where a sensitive value
+			// was (resolver.Placeholder): the values mapping must accept
+			// it where it accepts the value.
+			errs = append(errs, loc.errAt(pv, field, "a sensitive parameter must be a string (it is %s): encode the value as a string, or use a #SecretRef", p.Type))
+			continue
+		}
 		if dv, ok := pv.Default(); ok || pv.IsConcrete() {
 			if err := dv.Validate(cue.Concrete(true)); err == nil {
 				var x any

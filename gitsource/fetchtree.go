@@ -108,3 +108,34 @@ func port(e *transport.Endpoint) int {
 	}
 	return map[string]int{"http": 80, "https": 443, "ssh": 22}[e.Protocol]
 }
+
+// ErrPlainHTTPCredentials is returned by CredentialsFor for credentials
+// that would go over plain http.
+var ErrPlainHTTPCredentials = errors.New("credentials are never sent over plain http")
+
+// CredentialsFor returns the credentials to fetch url with, given auth, the
+// credentials of the desired-state repository at repoURL: auth when url is
+// on the same protocol, host and port (SameHost), none for any other host
+// (a URL in styrmin.cue must not make a token go to a host whoever wrote it
+// controls) and none for a local path. A token for a plain http URL is an
+// error wrapping ErrPlainHTTPCredentials: it would cross the network in
+// clear. repoURL "" (no remote) shares credentials with no host.
+func CredentialsFor(repoURL, url string, auth Auth) (Auth, error) {
+	if auth.isZero() || repoURL == "" || !SameHost(repoURL, url) {
+		return Auth{}, nil
+	}
+	ep, err := transport.NewEndpoint(url)
+	if err != nil {
+		return Auth{}, nil
+	}
+	switch ep.Protocol {
+	case "http":
+		if auth.Token != "" {
+			return Auth{}, fmt.Errorf("gitsource: %s: %w: use an https URL", redactURL(url), ErrPlainHTTPCredentials)
+		}
+		return Auth{}, nil
+	case "file":
+		return Auth{}, nil
+	}
+	return auth, nil
+}

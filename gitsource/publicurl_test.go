@@ -1,6 +1,10 @@
 package gitsource
 
-import "testing"
+import (
+	"errors"
+	"strings"
+	"testing"
+)
 
 func TestPublicURLDropsCredentials(t *testing.T) {
 	for _, tc := range []struct{ in, want string }{
@@ -33,6 +37,33 @@ func TestSameHost(t *testing.T) {
 	} {
 		if got := SameHost(tc.a, tc.b); got != tc.want {
 			t.Errorf("SameHost(%q, %q) = %v, want %v", tc.a, tc.b, got, tc.want)
+		}
+	}
+}
+
+func TestCredentialsGoOnlyToTheirOwnHostAndNeverOverPlainHTTP(t *testing.T) {
+	auth := Auth{Token: "t0ken"}
+	for _, tc := range []struct {
+		repo, url string
+		sent      bool
+		err       bool
+	}{
+		{"https://github.com/o/state.git", "https://github.com/o/drivers.git", true, false},
+		{"https://github.com/o/state.git", "https://evil.example.com/o/drivers.git", false, false},
+		{"https://github.com/o/state.git", "https://github.com:8443/o/drivers.git", false, false},
+		{"https://github.com/o/state.git", "http://github.com/o/drivers.git", false, false},
+		{"http://git.internal/o/state.git", "http://git.internal/o/drivers.git", false, true},
+		{"", "https://github.com/o/drivers.git", false, false},
+	} {
+		got, err := CredentialsFor(tc.repo, tc.url, auth)
+		if (err != nil) != tc.err || (tc.err && !errors.Is(err, ErrPlainHTTPCredentials)) {
+			t.Errorf("CredentialsFor(%q, %q): error %v, want error %v", tc.repo, tc.url, err, tc.err)
+		}
+		if sent := got.Token != ""; sent != tc.sent {
+			t.Errorf("CredentialsFor(%q, %q) sends the token: %v, want %v", tc.repo, tc.url, sent, tc.sent)
+		}
+		if err != nil && strings.Contains(err.Error(), auth.Token) {
+			t.Errorf("the error shows the token: %v", err)
 		}
 	}
 }

@@ -294,6 +294,18 @@ func planOne(in Input, opts Options, c resolver.LockChange) (*Deployment, error)
 		}
 	}
 
+	// Both sides hold placeholders where sensitive values were (a lock
+	// from before placeholders holds them in clear: it is shown from a
+	// copy with placeholders), so nothing rendered below can hold a value
+	// in any form. The maskers then only hide the placeholders.
+	hidden := sensitiveParams(oldDrv, newDrv)
+	prev, err := resolver.WithPlaceholders(prev, oldDrv, hidden)
+	if err != nil {
+		return nil, err
+	}
+	if next, err = resolver.WithPlaceholders(next, newDrv, hidden); err != nil {
+		return nil, err
+	}
 	// What the agent renders comes from the lockfile, so both sides are
 	// taken through the JSON form a lockfile holds.
 	oldSide, err := sideOf(prev)

@@ -21,10 +21,14 @@
 // head's configuration and drivers, resolves the head against the base's
 // lockfiles and calls Compute.
 //
-// No plan holds a secret: secret parameters are references, values of
-// parameters marked sensitive are masked wherever they appear (also inside
-// rendered manifests, also base64-encoded) and the data of Secret objects
-// is redacted.
+// No plan holds a secret: secret parameters are references, and both
+// sides of a plan are rendered from instances that hold placeholders where
+// sensitive values were (resolver.Placeholder; a lock written while a
+// value was in clear is shown from a copy with placeholders,
+// resolver.WithPlaceholders), so no transformed form of a value (upper
+// case, base64, URL encoding, a short value inside other text) can reach
+// the output. The maskers then show the placeholders as "(sensitive)" and
+// "(sensitive, changed)", and the data of Secret objects is redacted.
 //
 // Render (RenderText, RenderMarkdown, RenderJSON) prints a Plan; the JSON
 // form is versioned (SchemaVersion) and described by JSONSchema and

@@ -17,7 +17,9 @@ const minMaskLen = 4
 
 // masker hides the values of sensitive parameters wherever they appear:
 // as whole values, inside longer strings and, in manifests, base64-encoded
-// (the form a Secret's data takes).
+// (the form a Secret's data takes). The values are placeholders (see
+// Compute): the masker is what shows them as Masked or MaskedChanged, not
+// what keeps a secret out of a plan.
 type masker struct {
 	needles []needle // longest first, so a value containing another is masked whole
 }

@@ -13,6 +13,7 @@ import (
 
 	"github.com/santhosh-tekuri/jsonschema/v6"
 
+	"github.com/styrmin/styrmin/internal/secrettest"
 	"github.com/styrmin/styrmin/resolver"
 )
 
@@ -167,7 +168,10 @@ func sensitiveWebapp(t *testing.T, dir string) {
 
 const (
 	oldSecret = "hunter2-old-launch-code"
-	newSecret = "correct-horse-battery-staple"
+	// newSecret has characters URL encoding changes.
+	newSecret = "correct horse/battery+staple&more"
+	// shortSecret is below the length a substring masker would look for.
+	shortSecret = "zQ%"
 )
 
 var sensitiveScenario = scenario{
@@ -187,6 +191,11 @@ var sensitiveScenario = scenario{
 	},
 }
 
+// TestSensitiveValuesNeverAppearInAnyOutput locks a sensitive value,
+// changes it, and looks for either value, in every form a leak could take
+// (raw, upper-case, base64 once, twice and unpadded, URL-encoded), in the
+// lockfiles and in the plan in every format: instances hold placeholders,
+// so nothing rendered from them can hold a transformed value.
 func TestSensitiveValuesNeverAppearInAnyOutput(t *testing.T) {
 	base := copyTree(t, exampleDir)
 	sensitiveWebapp(t, base)
@@ -196,16 +205,21 @@ func TestSensitiveValuesNeverAppearInAnyOutput(t *testing.T) {
 	sensitiveScenario.change(t, head)
 	p := computePlan(t, base, head, Options{})
 	sensitiveScenario.check(t, p)
+	lock := readFile(t, base, "locks/local/dev/web.lock.yaml")
+	if found := secrettest.Find([]byte(lock), oldSecret); len(found) > 0 {
+		t.Errorf("the lockfile holds %s:\n%s", strings.Join(found, ", "), lock)
+	}
+	if !strings.Contains(lock, resolver.PlaceholderPrefix) {
+		t.Errorf("the lockfile holds no placeholder for the sensitive value:\n%s", lock)
+	}
 	for _, f := range Formats {
 		for _, full := range []bool{false, true} {
 			var buf bytes.Buffer
 			if err := Render(&buf, p, f, RenderOptions{Full: full}); err != nil {
 				t.Fatal(err)
 			}
-			for _, secret := range []string{oldSecret, newSecret} {
-				if bytes.Contains(buf.Bytes(), []byte(secret)) {
-					t.Errorf("%s output (full=%v) contains the sensitive value %q", f, full, secret)
-				}
+			if found := secrettest.Find(buf.Bytes(), oldSecret, newSecret); len(found) > 0 {
+				t.Errorf("%s output (full=%v) contains %s", f, full, strings.Join(found, ", "))
 			}
 			if !bytes.Contains(buf.Bytes(), []byte(MaskedChanged)) {
 				t.Errorf("%s output (full=%v) does not show that the sensitive value changed (%q)", f, full, MaskedChanged)
@@ -213,6 +227,21 @@ func TestSensitiveValuesNeverAppearInAnyOutput(t *testing.T) {
 			if f == FormatText && !full {
 				golden(t, sensitiveScenario.name+".txt", buf.Bytes())
 			}
+		}
+	}
+
+	// A value too short to be masked as a substring is never rendered
+	// either: a create of a deployment with it, in full.
+	short := copyTree(t, base)
+	writeFile(t, short, devWeb, "driver:     \"webapp\"\nappVersion: \"1.25.0\"\nparameters: {replicas: 2, message: \""+shortSecret+"\"}\n")
+	sp := computePlan(t, base, short, Options{})
+	for _, f := range Formats {
+		var buf bytes.Buffer
+		if err := Render(&buf, sp, f, RenderOptions{Full: true}); err != nil {
+			t.Fatal(err)
+		}
+		if bytes.Contains(buf.Bytes(), []byte(shortSecret)) || bytes.Contains(buf.Bytes(), []byte(strings.ToUpper(shortSecret))) {
+			t.Errorf("%s output contains the short sensitive value %q", f, shortSecret)
 		}
 	}
 }
@@ -562,6 +591,35 @@ func TestHeldDeploymentsAreShownNotCountedUnchanged(t *testing.T) {
 	for name, out := range map[string]string{"text": text.String(), "markdown": md.String()} {
 		if !strings.Contains(out, "Held") || !strings.Contains(out, "local/dev/hub") || !strings.Contains(out, "restore in progress (a change waits)") {
 			t.Errorf("%s output does not show the held deployments:\n%s", name, out)
+		}
+	}
+}
+
+// TestALockWithAClearValueIsShownWithPlaceholders plans against a lock
+// written while the parameter was not yet sensitive (its value is in
+// clear in the lockfile): the locked side is rendered from a copy with
+// placeholders, so neither value shows in any form, in any format.
+func TestALockWithAClearValueIsShownWithPlaceholders(t *testing.T) {
+	base := copyTree(t, exampleDir)
+	// The chart shows the message transformed, as charts do.
+	const cm = "drivers/webapp/1.1.0/chart/templates/configmap.yaml"
+	writeFile(t, base, cm, readFile(t, base, cm)+"  shout: {{ .Values.message | upper | quote }}\n  b64: {{ .Values.message | b64enc | quote }}\n  b64b64: {{ .Values.message | b64enc | b64enc | quote }}\n  query: {{ .Values.message | urlquery | quote }}\n")
+	writeFile(t, base, devWeb, "driver:     \"webapp\"\nappVersion: \"1.25.0\"\nparameters: {replicas: 2, message: \""+oldSecret+"\"}\n")
+	lockInto(t, base)
+	if !strings.Contains(readFile(t, base, "locks/local/dev/web.lock.yaml"), oldSecret) {
+		t.Fatal("the test needs a lock with the value in clear")
+	}
+	head := copyTree(t, base)
+	sensitiveWebapp(t, head)
+	writeFile(t, head, devWeb, "driver:     \"webapp\"\nappVersion: \"1.25.0\"\nparameters: {replicas: 2, message: \""+newSecret+"\"}\n")
+	p := computePlan(t, base, head, Options{})
+	for _, f := range Formats {
+		var buf bytes.Buffer
+		if err := Render(&buf, p, f, RenderOptions{Full: true}); err != nil {
+			t.Fatal(err)
+		}
+		if found := secrettest.Find(buf.Bytes(), oldSecret, newSecret); len(found) > 0 {
+			t.Errorf("%s output contains %s", f, strings.Join(found, ", "))
 		}
 	}
 }

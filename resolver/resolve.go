@@ -43,6 +43,10 @@ type Resolved struct {
 	// Settings is the merged settings tree (domain, config, parameters…)
 	// before driver defaults were applied.
 	Settings map[string]any
+	// Sensitive holds the values of the sensitive parameters by the
+	// placeholder the instance holds instead (nil: none). It is never
+	// encoded: only the agent needs the values, and it finds them in git.
+	Sensitive Sensitive
 }
 
 // Result is the outcome of resolving a repository. One deployment failing
@@ -268,6 +272,9 @@ func firstPass(c *Cluster, e *Environment, d *Deployment, opts Options) (*pendin
 			prov["parameters."+p.Name] = Origin{Layer: "driver", File: drv.Source}
 		}
 	}
+	// From here on the instance holds placeholders: the values, services
+	// and everything rendered from it never see a sensitive value.
+	sensitive := hidePlaceholders(d.ID, drv, applied)
 
 	ns := NamespaceOf(e, d)
 	if len(ns) > 63 {
@@ -311,7 +318,7 @@ func firstPass(c *Cluster, e *Environment, d *Deployment, opts Options) (*pendin
 		Context:      &ctx,
 	}
 	return &pending{
-		res:       &Resolved{Instance: in, Deployment: d, Provenance: prov, Settings: merged},
+		res:       &Resolved{Instance: in, Deployment: d, Provenance: prov, Settings: merged, Sensitive: sensitive},
 		driver:    drv,
 		endpoints: eps,
 	}, nil

@@ -80,3 +80,41 @@ func TestLockTakesDriverVersionsFromAnotherGitRepository(t *testing.T) {
 		t.Fatalf("a missing ref: %v", err)
 	}
 }
+
+// TestDriverFetcherSendsTheTokenOnlyToItsOwnHostAndNeverOverHTTP serves a
+// driver repository that asks for a token over plain http: with
+// STYRMIN_GIT_TOKEN set, lock sends it neither when the desired-state
+// repository's remote is on another host (the fetch fails saying the token
+// was not sent) nor when the remote is on the same host over http (the
+// lock refuses, naming https).
+func TestDriverFetcherSendsTheTokenOnlyToItsOwnHostAndNeverOverHTTP(t *testing.T) {
+	const token = "tok-never-sent"
+	srv := gitserver.New(t, gitserver.WithToken(token))
+	srv.Commit("drivers", "webapp", map[string][]byte{"webapp/README": []byte("no driver needed: the fetch is refused first\n")})
+	t.Setenv("STYRMIN_GIT_TOKEN", token)
+
+	repo := exampleRepo(t)
+	settings := "deletionThreshold: 1\ndrivers: [{name: \"webapp\", version: \"1.2.0\", url: \"" + srv.RepoURL("drivers") + "\", ref: \"main\", path: \"webapp\"}]\n"
+	if err := os.WriteFile(filepath.Join(repo, "styrmin.cue"), []byte(settings), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	planGit(t, repo, "init", "-q", "-b", "main")
+	planGit(t, repo, "remote", "add", "origin", "https://git.example.com/o/state.git")
+	_, _, err := styrminctl(t, "--repo", repo, "lock")
+	if err == nil || !strings.Contains(err.Error(), "STYRMIN_GIT_TOKEN was not sent") || !strings.Contains(err.Error(), "git.example.com") {
+		t.Fatalf("a driver repository on another host: %v, want an error saying the token was not sent", err)
+	}
+
+	planGit(t, repo, "remote", "set-url", "origin", srv.RepoURL("state"))
+	requests := srv.Requests()
+	_, _, err = styrminctl(t, "--repo", repo, "lock")
+	if err == nil || !strings.Contains(err.Error(), "never sent over plain http") || !strings.Contains(err.Error(), "https") {
+		t.Fatalf("a driver repository on the remote's host over http: %v, want a refusal", err)
+	}
+	if srv.Requests() != requests {
+		t.Errorf("the lock talked to the http server after refusing to send the token there")
+	}
+	if strings.Contains(err.Error(), token) {
+		t.Errorf("the error shows the token: %v", err)
+	}
+}

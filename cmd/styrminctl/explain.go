@@ -76,7 +76,7 @@ func printExplain(w io.Writer, r *resolver.Resolved, prefix, output string) erro
 	var entries []explainEntry
 	for _, p := range prov.Paths() {
 		o := prov[p]
-		entries = append(entries, explainEntry{Path: p, Value: lookupPath(settings, p), Layer: o.Layer, File: o.File})
+		entries = append(entries, explainEntry{Path: p, Value: shownValue(lookupPath(settings, p)), Layer: o.Layer, File: o.File})
 	}
 	switch output {
 	case "json":
@@ -100,6 +100,21 @@ func printExplain(w io.Writer, r *resolver.Resolved, prefix, output string) erro
 	default:
 		return fmt.Errorf("flag --output: expected text, json or yaml, got %q", output)
 	}
+}
+
+// sensitiveShown is what explain prints for a sensitive parameter: the
+// instance holds only its placeholder, and even that is not for users.
+const sensitiveShown = "(sensitive)"
+
+// shownValue is v as explain prints it: a sensitive value's placeholder is
+// shown as sensitiveShown.
+func shownValue(v any) any {
+	if s, ok := v.(string); ok {
+		if _, ok := resolver.PlaceholderDigest(s); ok {
+			return sensitiveShown
+		}
+	}
+	return v
 }
 
 func topLevel(p resolver.Provenance) []string {

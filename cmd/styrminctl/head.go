@@ -101,7 +101,7 @@ func headWorkspace(ctx context.Context, g *globalOptions) (*resolver.Workspace, 
 	if err != nil {
 		return nil, h, err
 	}
-	opts := g.workspaceOptions(ctx)
+	opts := g.workspaceOptions(ctx, desiredStateRemote(dir))
 	opts.SourceCommit, opts.Used = h.commit, h.used
 	ws, err := resolver.LoadWorkspace(h.fsys, opts)
 	return ws, h, err

@@ -50,10 +50,11 @@ func (g *globalOptions) driverOptions() (drivers.Limits, *drivers.Sandbox) {
 }
 
 // workspaceOptions are the options every command that resolves the
-// repository loads it with.
-func (g *globalOptions) workspaceOptions(ctx context.Context) resolver.WorkspaceOptions {
+// repository loads it with; remoteURL is the desired-state repository's
+// remote, the one host driver sources may get the credentials for.
+func (g *globalOptions) workspaceOptions(ctx context.Context, remoteURL string) resolver.WorkspaceOptions {
 	l, sb := g.driverOptions()
-	return resolver.WorkspaceOptions{FetchDriver: driverFetcher(ctx), DriverLimits: l, Sandbox: sb}
+	return resolver.WorkspaceOptions{FetchDriver: driverFetcher(ctx, remoteURL), DriverLimits: l, Sandbox: sb}
 }
 
 // driverLoadOptions are the options a driver folder of the repository at

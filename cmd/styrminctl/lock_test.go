@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/styrmin/styrmin/examples"
+	"github.com/styrmin/styrmin/internal/secrettest"
 )
 
 // exampleRepo copies the example desired-state repository (without locks)
@@ -170,5 +171,64 @@ func TestLockCheckTellsStaleFromBroken(t *testing.T) {
 	writeRepoFile(t, repo, devWebFile, "driver: \"webapp\"\nappVersion: \"99.0.0\"\n")
 	if _, code, err := styrminctl(t, "--repo", repo, "lock", "--check"); code != 1 || err == nil || !strings.Contains(err.Error(), devWebFile) {
 		t.Fatalf("broken: exit %d, %v; want 1 naming the file", code, err)
+	}
+}
+
+// TestSensitiveValueNeverLeavesItsFileInTheCLI marks a parameter
+// sensitive, gives it a value, and looks for the value in every form a
+// leak could take in what the CLI writes: the lockfile, the plan in text,
+// markdown and JSON, the full diff, explain in text, JSON and YAML.
+func TestSensitiveValueNeverLeavesItsFileInTheCLI(t *testing.T) {
+	const secret = "Pa ss/w0rd+launch&code"
+	repo := lockedGitRepo(t)
+	spec := filepath.Join(repo, "drivers/webapp/1.1.0/driver.cue")
+	src, err := os.ReadFile(spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	marked := strings.Replace(string(src), `message: *"Hello from Styrmin" | string & !=""`, `message: *"Hello from Styrmin" | string & !="" @styrmin(sensitive)`, 1)
+	if marked == string(src) {
+		t.Fatal("webapp's message parameter not found; update the test")
+	}
+	if err := os.WriteFile(spec, []byte(marked), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	writeRepoFile(t, repo, devWebFile, "driver:     \"webapp\"\nappVersion: \"1.25.0\"\nparameters: {replicas: 2, message: \""+secret+"\"}\n")
+
+	outputs := map[string]string{}
+	for _, f := range []string{"text", "markdown", "json"} {
+		out, _, err := styrminctl(t, "--repo", repo, "plan", "-o", f)
+		if err != nil {
+			t.Fatalf("plan -o %s: %v", f, err)
+		}
+		outputs["plan -o "+f] = out
+	}
+	out, _, err := styrminctl(t, "--repo", repo, "diff", "local/dev/web")
+	if err != nil {
+		t.Fatalf("diff: %v", err)
+	}
+	outputs["diff"] = out
+	for _, f := range []string{"text", "json", "yaml"} {
+		out, _, err := styrminctl(t, "--repo", repo, "explain", "local/dev/web", "-o", f)
+		if err != nil {
+			t.Fatalf("explain -o %s: %v", f, err)
+		}
+		if !strings.Contains(out, sensitiveShown) {
+			t.Errorf("explain -o %s does not show the parameter as %s:\n%s", f, sensitiveShown, out)
+		}
+		outputs["explain -o "+f] = out
+	}
+	if _, _, err := styrminctl(t, "--repo", repo, "lock"); err != nil {
+		t.Fatalf("lock: %v", err)
+	}
+	lock, err := os.ReadFile(filepath.Join(repo, "locks/local/dev/web.lock.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	outputs["lockfile"] = string(lock)
+	for name, out := range outputs {
+		if found := secrettest.Find([]byte(out), secret); len(found) > 0 {
+			t.Errorf("%s holds %s:\n%s", name, strings.Join(found, ", "), out)
+		}
 	}
 }

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"io/fs"
@@ -26,20 +27,51 @@ func gitAuthFromEnv() (gitsource.Auth, error) {
 }
 
 // driverFetcher reads driver versions kept in other git repositories (the
-// `drivers` list of styrmin.cue), with the credentials of gitAuthFromEnv,
-// and returns the commit each ref resolved to: the lock records it.
-func driverFetcher(ctx context.Context) resolver.DriverFetcher {
+// `drivers` list of styrmin.cue) and returns the commit each ref resolved
+// to: the lock records it. The credentials of gitAuthFromEnv go only to a
+// driver repository on the protocol, host and port of repoURL, the
+// desired-state repository's remote ("" when it has none: then to no
+// host), and a token never goes over plain http
+// (gitsource.CredentialsFor): styrmin.cue may name any URL, and whoever
+// can change it must not be able to collect the token.
+func driverFetcher(ctx context.Context, repoURL string) resolver.DriverFetcher {
 	return func(src resolver.DriverSource) (fs.FS, string, error) {
-		auth, err := gitAuthFromEnv()
+		env, err := gitAuthFromEnv()
 		if err != nil {
 			return nil, "", err
 		}
+		auth, err := gitsource.CredentialsFor(repoURL, src.URL, env)
+		if err != nil {
+			return nil, "", fmt.Errorf("STYRMIN_GIT_TOKEN is not sent to %s: %w", gitsource.PublicURL(src.URL), err)
+		}
 		fsys, commit, err := gitsource.FetchTree(ctx, src.URL, src.Ref, src.Path, auth)
+		if errors.Is(err, gitsource.ErrAuth) && env.Token != "" && auth.Token == "" {
+			return nil, "", fmt.Errorf("%w (STYRMIN_GIT_TOKEN was not sent: it goes only to the host of the desired-state repository's remote%s)", err, remoteNote(repoURL))
+		}
 		if err != nil {
 			return nil, "", err
 		}
 		return fsys, commit.String(), nil
 	}
+}
+
+// remoteNote names the remote credentials go to, for an error message.
+func remoteNote(repoURL string) string {
+	if repoURL == "" {
+		return ", and this repository has no remote \"origin\""
+	}
+	return ", " + gitsource.PublicURL(repoURL)
+}
+
+// desiredStateRemote is the URL of the "origin" remote of the git
+// repository holding dir, "" when there is none: the host driver
+// repositories must share to get the credentials.
+func desiredStateRemote(dir string) string {
+	r, err := gitsource.Open(dir, gitsource.OpenOptions{Remote: "origin"})
+	if err != nil {
+		return ""
+	}
+	return r.RemoteURL()
 }
 
 // runLockCommit locks the committed head of the branch (not the worktree's
@@ -61,7 +93,11 @@ func runLockCommit(ctx context.Context, g *globalOptions, o *lockOptions, stdout
 	if err != nil {
 		return err
 	}
-	out, err := resolver.CommitLocksWith(ctx, repo, g.workspaceOptions(ctx),
+	remoteURL := repo.RemoteURL() // the remote pushed to; else origin
+	if remoteURL == "" {
+		remoteURL = desiredStateRemote(g.Repo)
+	}
+	out, err := resolver.CommitLocksWith(ctx, repo, g.workspaceOptions(ctx, remoteURL),
 		resolver.LockRequest{Policy: lockPolicy(o), AllowDeletions: o.allowDeletions, Retry: retry},
 		resolver.CommitOptions{Attempts: o.attempts, Dir: dir, History: repo, Squash: o.squash})
 	if err != nil {

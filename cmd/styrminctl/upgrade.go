@@ -96,7 +96,7 @@ func runUpgradeCommit(ctx context.Context, g *globalOptions, req resolver.Upgrad
 	if err != nil {
 		return err
 	}
-	out, err := resolver.CommitUpgrade(ctx, repo, g.workspaceOptions(ctx), req,
+	out, err := resolver.CommitUpgrade(ctx, repo, g.workspaceOptions(ctx, desiredStateRemote(g.Repo)), req,
 		resolver.CommitOptions{Attempts: upgradeAttempts, Dir: dir})
 	if err != nil {
 		return err

@@ -164,3 +164,10 @@ func (p *Proc) Logged(match func(LogEntry) bool) int {
 	}
 	return n
 }
+
+// Log returns everything the agent wrote to stderr so far.
+func (p *Proc) Log() string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return strings.Join(p.lines, "\n")
+}

@@ -27,6 +27,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+	"sigs.k8s.io/yaml"
 
 	"github.com/styrmin/styrmin/drivers"
 	"github.com/styrmin/styrmin/operator/api/v1alpha1"
@@ -110,7 +111,10 @@ type reconcileState struct {
 	// releases is the release engine acting as the identity the
 	// environment's policy names (the agent's own when it names none).
 	releases *release.Releases
-	ready    bool
+	// sensitive are the values of the instance's placeholders, read from
+	// git when it is applied (nil: none).
+	sensitive resolver.Sensitive
+	ready     bool
 	// requeueAfter, when set, is the next reconcile.
 	requeueAfter time.Duration
 }
@@ -227,7 +231,11 @@ func (r *Reconciler) resolve(ctx context.Context, rs *reconcileState) error {
 		if err := drivers.CheckPolicy(*in.Context, m, in.ID.String()); err != nil {
 			return outcome.Stalled(v1alpha1.ReasonPolicyViolation, err)
 		}
-		rs.driver, rs.objects = d, m.Objects
+		values, err := r.sensitiveValues(ctx, in, d, m.Objects)
+		if err != nil {
+			return err
+		}
+		rs.driver, rs.objects, rs.sensitive = d, m.Objects, values
 	}
 	if rs.releases, err = r.releasesFor(sd, in); err != nil {
 		return outcome.Stalled(v1alpha1.ReasonInvalidSpec, err)
@@ -289,6 +297,41 @@ func applyError(rs *reconcileState, err error) error {
 	return outcome.Retryable(v1alpha1.ReasonApplyFailed, err)
 }
 
+// sensitiveValues reads the values behind the placeholders of an instance
+// that has some, from git (the driver source), and checks that each
+// rendered object can take them: a chart that transformed a placeholder
+// (upper-cased it, say) stalls the deployment here instead of applying a
+// placeholder in its place. Errors name parameters and objects, never
+// values.
+func (r *Reconciler) sensitiveValues(ctx context.Context, in *resolver.Instance, d *drivers.Driver, objects []drivers.Object) (resolver.Sensitive, error) {
+	if !resolver.HasPlaceholders(in) {
+		return nil, nil
+	}
+	src, ok := r.drivers.(driversource.SensitiveSource)
+	if !ok {
+		return nil, outcome.Stalled(v1alpha1.ReasonRenderFailed, fmt.Errorf("%s has sensitive parameters, and this agent's driver source cannot read their values from git", in.ID))
+	}
+	values, err := src.Sensitive(ctx, in, d)
+	if err != nil {
+		return nil, outcome.Stalled(v1alpha1.ReasonRenderFailed, err)
+	}
+	byDigest := make(map[string][]byte, len(values))
+	for ph, v := range values {
+		dg, _ := resolver.PlaceholderDigest(ph)
+		byDigest[dg] = []byte(v)
+	}
+	for _, o := range objects {
+		body, err := yaml.YAMLToJSON(o.YAML)
+		if err != nil || !release.NeedsReveal(body) {
+			continue
+		}
+		if _, err := release.Reveal(body, byDigest); err != nil {
+			return nil, outcome.Stalled(v1alpha1.ReasonRenderFailed, fmt.Errorf("driver %s@%s, %s/%s: %w", d.Name, d.Version, o.Kind, o.Name, err))
+		}
+	}
+	return values, nil
+}
+
 // sequenceAhead stalls a StyrminDeployment whose sequence annotation is
 // above the instance it holds: tasks write the spec and the annotation
 // together, so a higher number is a hand edit, no instance of the
@@ -336,6 +379,7 @@ func (r *Reconciler) release(ctx context.Context, rs *reconcileState) error {
 		Values:      rs.instance.Values,
 		Objects:     rs.objects,
 		Description: releaseDescription(&sd.Spec),
+		Sensitive:   rs.sensitive,
 	}
 	revision := 0
 	if sd.Status.Release != nil {

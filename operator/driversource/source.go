@@ -344,3 +344,49 @@ func Classify(err error) error {
 	}
 	return outcome.Retryable(v1alpha1.ReasonDriverUnavailable, err)
 }
+
+// SensitiveSource finds the values of an instance's sensitive parameters,
+// which its lockfile (and so the StyrminDeployment) holds only as
+// placeholders. A Source that also implements it lets the agent apply
+// deployments with sensitive parameters.
+type SensitiveSource interface {
+	Sensitive(ctx context.Context, in *resolver.Instance, d *drivers.Driver) (resolver.Sensitive, error)
+}
+
+var _ SensitiveSource = (*RepoDrivers)(nil)
+
+// Sensitive reads the values behind the instance's placeholders from the
+// configuration at the commit it was resolved from, else at the fetched
+// head (a lock of an uncommitted working tree names the commit it was
+// based on): where their author wrote them, the one place they are in
+// clear. resolver.RevealSensitive checks each value against its
+// placeholder, so a commit that gives other values is never used.
+func (s *RepoDrivers) Sensitive(_ context.Context, in *resolver.Instance, d *drivers.Driver) (resolver.Sensitive, error) {
+	if !resolver.HasPlaceholders(in) {
+		return nil, nil
+	}
+	var commits []gitsource.Hash
+	if h, err := gitsource.ParseHash(in.SourceCommit); err == nil {
+		commits = append(commits, h)
+	}
+	if h, err := s.repo.Head(); err == nil && (len(commits) == 0 || commits[0] != h) {
+		commits = append(commits, h)
+	}
+	var errs []error
+	for _, h := range commits {
+		fsys, err := s.repo.FS(h)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("sensitive parameters of %s at %s: %w", in.ID, h.Short(), err))
+			continue
+		}
+		values, err := resolver.RevealSensitiveFS(fsys, d, in)
+		if err == nil {
+			return values, nil
+		}
+		errs = append(errs, fmt.Errorf("at %s: %w", h.Short(), err))
+	}
+	if len(errs) == 0 {
+		return nil, fmt.Errorf("sensitive parameters of %s: no commit to read them at", in.ID)
+	}
+	return nil, errors.Join(errs...)
+}

@@ -47,6 +47,8 @@ import (
 type releaseObjects struct {
 	dyn    dynamic.Interface
 	mapper meta.RESTMapper
+	// sensitive holds the values put in place of placeholders on apply.
+	sensitive *sensitiveSecrets
 }
 
 // desiredObject is one object of a release as Helm applied it.
@@ -61,6 +63,8 @@ type desiredObject struct {
 	keep bool
 	// resource is the object's REST resource, namespaced or not.
 	resource dynamic.ResourceInterface
+	// namespace is the release's: its Secret holds the sensitive values.
+	namespace string
 }
 
 // desiredObjects parses a release manifest into the objects Helm applied:
@@ -131,7 +135,7 @@ func (d *releaseObjects) parseObjects(manifest, releaseName, namespace string, c
 		if err != nil {
 			return nil, nil, fmt.Errorf("release %s/%s manifest: %s: %w", namespace, releaseName, ref, err)
 		}
-		out = append(out, &desiredObject{ref: ref, data: data, keep: ann[helmResourcePolicyAnnotation] == helmKeepPolicy, resource: res})
+		out = append(out, &desiredObject{ref: ref, data: data, keep: ann[helmResourcePolicyAnnotation] == helmKeepPolicy, resource: res, namespace: namespace})
 	}
 	return out, unmapped, nil
 }
@@ -196,7 +200,19 @@ func (d *releaseObjects) applyObject(ctx context.Context, o *desiredObject, dryR
 	if dryRun {
 		opts.DryRun = []string{metav1.DryRunAll}
 	}
-	return o.resource.Patch(ctx, o.ref.Name, types.ApplyPatchType, o.data, opts)
+	body := o.data
+	if NeedsReveal(body) {
+		// Revealed for this request only: the desired objects kept for the
+		// drift check, like the record, hold the placeholders.
+		values, err := d.sensitive.read(ctx, o.namespace)
+		if err != nil {
+			return nil, err
+		}
+		if body, err = Reveal(body, values); err != nil {
+			return nil, fmt.Errorf("%s: %w", o.ref, err)
+		}
+	}
+	return o.resource.Patch(ctx, o.ref.Name, types.ApplyPatchType, body, opts)
 }
 
 // applyAll applies a release's objects in order, one request each, and

@@ -22,6 +22,7 @@ import (
 
 	"github.com/styrmin/styrmin/drivers"
 	"github.com/styrmin/styrmin/operator/api/v1alpha1"
+	"github.com/styrmin/styrmin/resolver"
 )
 
 // Helm's labels and annotations on the objects of a release (exported:
@@ -96,7 +97,7 @@ func New(cs kubernetes.Interface, dyn dynamic.Interface, mapper meta.RESTMapper,
 	h := &Releases{
 		logger:     logger,
 		maxHistory: opts.MaxHistory,
-		objects:    &releaseObjects{dyn: dyn, mapper: mapper},
+		objects:    &releaseObjects{dyn: dyn, mapper: mapper, sensitive: &sensitiveSecrets{cs: cs}},
 		records:    newReleaseRecords(cs),
 	}
 	if opts.Config != nil {
@@ -140,7 +141,7 @@ func (h *Releases) As(user string) (*Releases, error) {
 	r := &Releases{
 		logger:     h.logger,
 		maxHistory: h.maxHistory,
-		objects:    &releaseObjects{dyn: dyn, mapper: h.objects.mapper},
+		objects:    &releaseObjects{dyn: dyn, mapper: h.objects.mapper, sensitive: &sensitiveSecrets{cs: cs}},
 		records:    newReleaseRecords(cs),
 	}
 	ids.byUser[user] = r
@@ -160,6 +161,11 @@ type Request struct {
 	Objects []drivers.Object
 	// Description is recorded on the revision.
 	Description string
+	// Sensitive are the values of the placeholders Values and Objects
+	// hold (nil: none). They are written to the namespace's Secret
+	// v1alpha1.SensitiveSecretName and put in place as each object is
+	// applied; the record keeps the placeholders.
+	Sensitive resolver.Sensitive
 }
 
 // Revision is a release revision this agent wrote, with the
@@ -232,6 +238,9 @@ func (h *Releases) Apply(ctx context.Context, req Request, known *Revision, revi
 	created, err := h.createdObjects(prev, deployed, req)
 	if err != nil {
 		return nil, false, fmt.Errorf("release %s/%s: %w", req.Namespace, req.Name, err)
+	}
+	if err := h.objects.sensitive.write(ctx, req.Namespace, req.Sensitive); err != nil {
+		return nil, prev == nil, fmt.Errorf("release %s/%s: %w", req.Namespace, req.Name, err)
 	}
 	fields, applied, applyErr := h.objects.applyAll(ctx, objs, created)
 	if applyErr != nil && applied == 0 {
@@ -520,6 +529,10 @@ func (h *Releases) Uninstall(ctx context.Context, namespace, name string) error 
 		}
 	}
 	if err := h.records.removeAll(ctx, namespace, name); err != nil {
+		return fmt.Errorf("uninstall release %s/%s: %w", namespace, name, err)
+	}
+	// The values outlive no release: a deleted deployment leaves none.
+	if err := h.objects.sensitive.remove(ctx, namespace); err != nil {
 		return fmt.Errorf("uninstall release %s/%s: %w", namespace, name, err)
 	}
 	return nil

@@ -386,11 +386,10 @@ func (r *Reconciler) runJob(ctx context.Context, run *taskRun, step drivers.Step
 			}
 			return actionOutcome{done: true, output: out}, nil
 		case batchv1.JobFailed:
+			// The logs go to the step's output only: the error becomes
+			// the task's message, and a message may reach an event.
 			msg := fmt.Sprintf("job %s/%s failed: %s: %s", job.Namespace, name, c.Reason, c.Message)
-			if logs := r.jobLogs(ctx, &job); logs != "" {
-				msg += "\n" + logs
-			}
-			return actionOutcome{}, outcome.Stalled(v1alpha1.ReasonStepFailed, errors.New(msg))
+			return actionOutcome{output: r.jobLogs(ctx, &job)}, outcome.Stalled(v1alpha1.ReasonStepFailed, errors.New(msg))
 		}
 	}
 	return actionOutcome{after: r.opts.PollInterval}, nil
@@ -581,11 +580,9 @@ func (r *Reconciler) execInComponent(ctx context.Context, run *taskRun, step dri
 	stdout, stderr, err := r.opts.Exec.Exec(ctx, pod.Namespace, pod.Name, container, step.Command)
 	out := strings.TrimRight(stdout+stderr, "\n")
 	if err != nil {
+		// The output goes to the step's output only (see runJob).
 		msg := fmt.Sprintf("exec %q in pod %s/%s (container %s): %v", strings.Join(step.Command, " "), pod.Namespace, pod.Name, container, err)
-		if out != "" {
-			msg += "\n" + out
-		}
-		return actionOutcome{}, outcome.Stalled(v1alpha1.ReasonStepFailed, errors.New(msg))
+		return actionOutcome{output: out}, outcome.Stalled(v1alpha1.ReasonStepFailed, errors.New(msg))
 	}
 	return actionOutcome{done: true, output: fmt.Sprintf("exec in pod %s (container %s)\n%s", pod.Name, container, out)}, nil
 }

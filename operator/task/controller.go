@@ -288,6 +288,9 @@ type taskRun struct {
 	sdRead bool
 	// waiting says what a step is waiting for, for the timeout message.
 	waiting string
+	// sensitive masks what steps report (read lazily, see redact).
+	sensitive     resolver.Sensitive
+	sensitiveRead bool
 	// planUnwritten is set when prepare planned the steps but did not
 	// write them: the next status write (the first step's start, or the
 	// end) carries them, which saves a request per task. A task that has
@@ -756,7 +759,7 @@ func (r *Reconciler) runSteps(ctx context.Context, run *taskRun) (phaseResult, e
 			defaultTimeout: r.opts.StepTimeout, poll: r.opts.PollInterval, waiting: run.waiting})
 		switch d.next {
 		case stepFail:
-			return r.failStep(ctx, run, d.reason, d.message)
+			return r.failStep(ctx, run, d.reason, d.message, d.output)
 		case stepRetry:
 			r.mu.Lock()
 			r.lastErr[t.UID] = d.err.Error()
@@ -769,7 +772,8 @@ func (r *Reconciler) runSteps(ctx context.Context, run *taskRun) (phaseResult, e
 				return phaseResult{}, err
 			}
 			now := metav1.Now()
-			st.State, st.Message, st.FinishedAt = v1alpha1.StepPending, d.message, &now
+			st.State, st.Message, st.FinishedAt = v1alpha1.StepPending, r.redact(ctx, run, d.message), &now
+			st.Output = boundOutput(r.redact(ctx, run, d.output), maxActionOutput)
 			run.log.Info("step failed; running it again", "step", st.Name, "attempt", st.Attempts, "after", d.after.String())
 			if err := r.writeStatus(ctx, run); err != nil {
 				return phaseResult{}, err
@@ -788,7 +792,7 @@ func (r *Reconciler) runSteps(ctx context.Context, run *taskRun) (phaseResult, e
 			// A newer instance holds the StyrminDeployment: this change's
 			// remaining actions (its post steps) still run, as the
 			// earlier ones did, and the task ends Superseded.
-			r.endStep(st, v1alpha1.StepSucceeded, d.output, "")
+			r.endStep(ctx, run, st, v1alpha1.StepSucceeded, d.output, "")
 			t.Status.SupersededBy = d.newer
 			t.Status.CurrentStep++
 			if err := r.writeStatus(ctx, run); err != nil {
@@ -800,15 +804,15 @@ func (r *Reconciler) runSteps(ctx context.Context, run *taskRun) (phaseResult, e
 				// step's clock again, so its timeout counts from when
 				// it can make progress (a rare state: one write a poll).
 				now := metav1.Now()
-				st.Message, st.StartedAt = d.message, &now
-				setTaskConditions(t, d.reason, d.message)
+				st.Message, st.StartedAt = r.redact(ctx, run, d.message), &now
+				setTaskConditions(t, d.reason, st.Message)
 				if err := r.writeStatus(ctx, run); err != nil {
 					return phaseResult{}, err
 				}
 			}
 			return phaseResult{stop: true, after: d.after}, nil
 		case stepDone:
-			r.endStep(st, v1alpha1.StepSucceeded, d.output, "")
+			r.endStep(ctx, run, st, v1alpha1.StepSucceeded, d.output, "")
 			t.Status.CurrentStep++
 		}
 	}
@@ -879,30 +883,66 @@ func (r *Reconciler) pause(ctx context.Context) {
 	}
 }
 
-func (r *Reconciler) endStep(st *v1alpha1.TaskStep, state v1alpha1.StepState, output, message string) {
+// endStep ends a step with what it did and why: both bounded and masked
+// (redact), as the status is read by more people than the secrets.
+func (r *Reconciler) endStep(ctx context.Context, run *taskRun, st *v1alpha1.TaskStep, state v1alpha1.StepState, output, message string) {
 	now := metav1.Now()
 	st.State = state
-	st.Output = tailString(output, maxActionOutput)
-	st.Message = message
+	st.Output = boundOutput(r.redact(ctx, run, output), maxActionOutput)
+	st.Message = r.redact(ctx, run, message)
 	st.FinishedAt = &now
 	if st.StartedAt != nil {
 		r.metrics.stepDuration.WithLabelValues(st.Action, string(state)).Observe(now.Sub(st.StartedAt.Time).Seconds())
 	}
 }
 
+// redact masks the deployment's sensitive values in text a step reports
+// (a command's output, a Job's logs, an error): the engine renders only
+// placeholders, but a program that was given a value may print it. The
+// values come from the Secret the release wrote (read once per run,
+// without the cache: the agent does not watch Secrets); without one there
+// is nothing to mask.
+func (r *Reconciler) redact(ctx context.Context, run *taskRun, text string) string {
+	if text == "" || run.instance == nil || !resolver.HasPlaceholders(run.instance) {
+		return text
+	}
+	if !run.sensitiveRead && r.opts.APIReader != nil {
+		var sec corev1.Secret
+		key := client.ObjectKey{Namespace: run.task.Spec.Namespace, Name: v1alpha1.SensitiveSecretName}
+		if err := r.opts.APIReader.Get(ctx, key, &sec); err == nil {
+			run.sensitive, run.sensitiveRead = resolver.SensitiveByDigest(sec.Data), true
+		} else if apierrors.IsNotFound(err) {
+			run.sensitiveRead = true
+		}
+	}
+	return run.sensitive.Mask(text)
+}
+
+// boundOutput keeps the last max bytes of s, saying how much was cut.
+func boundOutput(s string, max int) string {
+	if len(s) <= max {
+		return s
+	}
+	marker := fmt.Sprintf("[truncated: the last %d of %d bytes]\n", max, len(s))
+	return marker + tailString(s, max-len(marker))
+}
+
 // failStep fails the current step and the task; the later steps are
 // skipped. What ran before stays as it is: a step that failed before the
-// instance was written leaves the active instance unchanged.
-func (r *Reconciler) failStep(ctx context.Context, run *taskRun, reason, msg string) (phaseResult, error) {
+// instance was written leaves the active instance unchanged. The step's
+// output (a failed command's) goes to its status only; the task's Warning
+// event names the step and why, never what a command printed.
+func (r *Reconciler) failStep(ctx context.Context, run *taskRun, reason, msg, output string) (phaseResult, error) {
 	t := run.task
 	i := int(t.Status.CurrentStep)
 	st := &t.Status.Steps[i]
-	r.endStep(st, v1alpha1.StepFailed, "", msg)
+	r.endStep(ctx, run, st, v1alpha1.StepFailed, output, msg)
 	for j := i + 1; j < len(t.Status.Steps); j++ {
 		t.Status.Steps[j].State = v1alpha1.StepSkipped
 		t.Status.Steps[j].Message = "skipped: step " + st.Name + " failed"
 	}
-	return r.finish(ctx, run, v1alpha1.TaskFailed, fmt.Sprintf("step %s (%s) failed: %s", st.Name, reason, msg))
+	return r.finishWith(ctx, run, v1alpha1.TaskFailed, fmt.Sprintf("step %s (%s) failed: %s", st.Name, reason, st.Message),
+		fmt.Sprintf("step %s failed (%s); its message and output are in the task's status", st.Name, reason))
 }
 
 // failTask ends a task that cannot run at all.
@@ -913,11 +953,17 @@ func (r *Reconciler) failTask(ctx context.Context, run *taskRun, reason, msg str
 		}
 	}
 	run.failReason = reason
-	return r.finish(ctx, run, v1alpha1.TaskFailed, reason+": "+msg)
+	return r.finish(ctx, run, v1alpha1.TaskFailed, reason+": "+r.redact(ctx, run, msg))
 }
 
-// finish writes a terminal phase.
+// finish writes a terminal phase, with msg as its message and event.
 func (r *Reconciler) finish(ctx context.Context, run *taskRun, phase v1alpha1.TaskPhase, msg string) (phaseResult, error) {
+	return r.finishWith(ctx, run, phase, msg, msg)
+}
+
+// finishWith writes a terminal phase with msg as its message; a Failed or
+// Superseded task's event says event.
+func (r *Reconciler) finishWith(ctx context.Context, run *taskRun, phase v1alpha1.TaskPhase, msg, event string) (phaseResult, error) {
 	t := run.task
 	if phase == v1alpha1.TaskSucceeded {
 		// Before the task's own end is written: whoever sees the task
@@ -955,9 +1001,9 @@ func (r *Reconciler) finish(ctx context.Context, run *taskRun, phase v1alpha1.Ta
 	// were a seventh of the agent's requests.
 	switch phase {
 	case v1alpha1.TaskFailed:
-		r.event(t, nil, corev1.EventTypeWarning, v1alpha1.ReasonTaskFailed, "%s", msg)
+		r.event(t, nil, corev1.EventTypeWarning, v1alpha1.ReasonTaskFailed, "%s", event)
 	case v1alpha1.TaskSuperseded:
-		r.event(t, nil, corev1.EventTypeNormal, v1alpha1.ReasonTaskSuperseded, "%s", msg)
+		r.event(t, nil, corev1.EventTypeNormal, v1alpha1.ReasonTaskSuperseded, "%s", event)
 	}
 	run.log.Info("task finished", "phase", phase, "message", msg)
 	r.forget(t)

@@ -36,7 +36,8 @@ type stepDecision struct {
 	next stepNext
 	// after, for stepWait, is the delay, capped at the step's deadline.
 	after time.Duration
-	// output, for stepDone and stepSuperseded, is what the step did.
+	// output, for stepDone and stepSuperseded, is what the step did; for
+	// stepFail and stepAgain what the failed run printed.
 	output string
 	// record, for stepRecord, holds the entries to persist.
 	record map[string]string
@@ -72,13 +73,17 @@ type stepCall struct {
 // supersedes the task, and a wait past the deadline fails the step.
 func decide(c stepCall) stepDecision {
 	d := decideOnce(c)
+	if d.next == stepFail && d.output == "" {
+		// What a failed command or Job printed: for the step's status.
+		d.output = c.out.output
+	}
 	if d.next == stepFail {
 		// A failure the driver asked to retry (a Job or a command that
 		// failed, a timeout) runs the step again, a bounded number of
 		// times: attempts counts every run, restarts included.
 		if p := retryPolicy(c.step); int(c.step.Attempts) < p.Attempts {
 			delay := p.Delay(int(c.step.Attempts))
-			return stepDecision{next: stepAgain, after: delay, reason: d.reason,
+			return stepDecision{next: stepAgain, after: delay, reason: d.reason, output: d.output,
 				message: fmt.Sprintf("attempt %d of %d failed (%s): %s; running it again in %s", c.step.Attempts, p.Attempts, d.reason, d.message, delay)}
 		}
 	}

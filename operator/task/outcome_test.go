@@ -100,3 +100,20 @@ func TestDecideMapsEachActionResultToOneNextStep(t *testing.T) {
 		})
 	}
 }
+
+// TestAFailedRunsOutputGoesToTheStepNotToTheMessage pins that what a
+// failed command or Job printed is the step's output, kept apart from the
+// message (which becomes the task's message and may reach an event).
+func TestAFailedRunsOutputGoesToTheStepNotToTheMessage(t *testing.T) {
+	at := metav1.NewTime(time.Now())
+	failed := outcome.Stalled(v1alpha1.ReasonStepFailed, errors.New("job migrate failed: BackoffLimitExceeded"))
+	out := actionOutcome{output: "connecting with password hunter2\nerror"}
+	d := decide(stepCall{step: &v1alpha1.TaskStep{Name: "upgrade/pre/0:runJob", StartedAt: &at}, out: out, err: failed, now: time.Now(), defaultTimeout: time.Minute})
+	if d.next != stepFail || d.output != out.output || strings.Contains(d.message, "hunter2") {
+		t.Errorf("decide = next %v, output %q, message %q; want a failure with the output apart from the message", d.next, d.output, d.message)
+	}
+	st := &v1alpha1.TaskStep{Name: "upgrade/pre/0:runJob", StartedAt: &at, Args: map[string]string{argRetryAttempts: "3"}, Attempts: 1}
+	if d := decide(stepCall{step: st, out: out, err: failed, now: time.Now(), defaultTimeout: time.Minute}); d.next != stepAgain || d.output != out.output || strings.Contains(d.message, "hunter2") {
+		t.Errorf("decide with retries = next %v, output %q, message %q; want another run with the output apart", d.next, d.output, d.message)
+	}
+}

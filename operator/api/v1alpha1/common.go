@@ -19,6 +19,13 @@ const (
 	// reconcile.fluxcd.io/requestedAt).
 	AnnotationRequestedAt = Group + "/requested-at"
 
+	// SensitiveSecretName is the Secret, in a deployment's namespace, that
+	// holds the values of its sensitive parameters by placeholder digest
+	// (resolver.Placeholder). Instances, StyrminDeployments and release
+	// records hold only the placeholders; the agent writes this Secret
+	// from git and puts the values into the objects as it applies them.
+	SensitiveSecretName = "styrmin-sensitive"
+
 	// LabelCluster, LabelEnvironment and LabelDeployment identify the
 	// deployment a StyrminDeployment or StyrminTask belongs to, so both can
 	// be listed by deployment with a label selector.
