@@ -89,6 +89,10 @@ func (a Auth) method(rawURL string) (transport.AuthMethod, error) {
 			}
 			return nil, nil
 		}
+		if ep.Protocol == "http" && !Loopback(ep.Host) {
+			// A token over plain http crosses the network in clear.
+			return nil, fmt.Errorf("gitsource: remote %s: %w: use an https URL", redactURL(rawURL), ErrPlainHTTPCredentials)
+		}
 		user := a.Username
 		if user == "" {
 			user = "x-access-token"

@@ -53,6 +53,8 @@ func TestCredentialsGoOnlyToTheirOwnHostAndNeverOverPlainHTTP(t *testing.T) {
 		{"https://github.com/o/state.git", "https://github.com:8443/o/drivers.git", false, false},
 		{"https://github.com/o/state.git", "http://github.com/o/drivers.git", false, false},
 		{"http://git.internal/o/state.git", "http://git.internal/o/drivers.git", false, true},
+		{"http://127.0.0.1:8080/o/state.git", "http://127.0.0.1:8080/o/drivers.git", true, false}, // this machine
+		{"http://localhost:8080/o/state.git", "http://localhost:8080/o/drivers.git", true, false},
 		{"", "https://github.com/o/drivers.git", false, false},
 	} {
 		got, err := CredentialsFor(tc.repo, tc.url, auth)

@@ -180,6 +180,7 @@ func TestAuthRejectsCredentialsThatDoNotFitTheURL(t *testing.T) {
 		{"user without token", "https://example.com/org/repo.git", gitsource.Auth{Username: "u"}, "without a Token"},
 		{"bad key", "ssh://git@example.com/org/repo.git", gitsource.Auth{SSHKey: []byte("not a key")}, "parse SSHKey"},
 		{"credentials for a path", "/srv/git/repo.git", gitsource.Auth{Token: "t"}, "takes no credentials"},
+		{"token over plain http to another machine", "http://git.example.com/org/repo.git", gitsource.Auth{Token: "t"}, "never sent over plain http: use an https URL"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

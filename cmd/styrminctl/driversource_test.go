@@ -105,7 +105,13 @@ func TestDriverFetcherSendsTheTokenOnlyToItsOwnHostAndNeverOverHTTP(t *testing.T
 		t.Fatalf("a driver repository on another host: %v, want an error saying the token was not sent", err)
 	}
 
-	planGit(t, repo, "remote", "set-url", "origin", srv.RepoURL("state"))
+	// Plain http to another machine: refused before any request. (To this
+	// machine, a local git server, plain http is allowed.)
+	planGit(t, repo, "remote", "set-url", "origin", "http://git.internal/o/state.git")
+	settings = strings.Replace(settings, srv.RepoURL("drivers"), "http://git.internal/o/drivers.git", 1)
+	if err := os.WriteFile(filepath.Join(repo, "styrmin.cue"), []byte(settings), 0o644); err != nil {
+		t.Fatal(err)
+	}
 	requests := srv.Requests()
 	_, _, err = styrminctl(t, "--repo", repo, "lock")
 	if err == nil || !strings.Contains(err.Error(), "never sent over plain http") || !strings.Contains(err.Error(), "https") {
