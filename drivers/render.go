@@ -101,6 +101,19 @@ func (d *Driver) RenderContext(ctx context.Context, c Context, values map[string
 		}
 		return &Manifests{Objects: resp.Objects}, nil
 	}
+	return d.RenderInProcess(ctx, c, values)
+}
+
+// RenderInProcess is RenderContext in this process even when the driver
+// loaded through a Sandbox: bounded in time and rendered bytes, not in
+// memory. A lock renders every deployment it resolves (the environment
+// policy is checked on what the agent will apply), and a child per
+// deployment costs more than the rest of the lock (14× at 200 deployments);
+// the sandboxed load already rendered the driver with its sample
+// parameters, as Values evaluates in this process too. The agent renders
+// what it applies through RenderContext.
+func (d *Driver) RenderInProcess(ctx context.Context, c Context, values map[string]any) (*Manifests, error) {
+	cs := d.compiled
 	return bounded(ctx, cs.opts.Limits, d.Source, cs.display(cs.chartDir), func() (*Manifests, error) {
 		return d.renderLocal(c, values)
 	})

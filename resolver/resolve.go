@@ -2,6 +2,7 @@ package resolver
 
 import (
 	"cmp"
+	"context"
 	"errors"
 	"fmt"
 	"path"
@@ -488,7 +489,7 @@ func secondPass(e *Environment, p *pending, byName map[string]*pending) error {
 	// its previous lock, rather than in the cluster. A chart that does
 	// not render is no policy question: the plan shows that error and the
 	// agent stalls on it, as before.
-	if m, err := p.driver.Render(*ctx, values); err == nil {
+	if m, err := p.driver.RenderInProcess(context.Background(), *ctx, values); err == nil {
 		if err := drivers.CheckPolicy(*ctx, m, d.ID.String()); err != nil {
 			return fmt.Errorf("%s: %w", e.File, err)
 		}
