@@ -14,6 +14,7 @@ import (
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/rest"
+	"k8s.io/client-go/util/retry"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
@@ -321,13 +322,17 @@ subjects: [{apiGroup: rbac.authorization.k8s.io, kind: User, name: alice}]
 	}
 
 	key := client.ObjectKey{Namespace: ns, Name: ns}
+	// An edit reads the newest object and retries when the controller
+	// wrote it in between (a conflict is no answer of the policy).
 	edit := func(c client.Client, change func(sd *v1alpha1.StyrminDeployment)) error {
-		var sd v1alpha1.StyrminDeployment
-		if err := e.client.Get(ctx, key, &sd); err != nil {
-			t.Fatal(err)
-		}
-		change(&sd)
-		return c.Update(ctx, &sd)
+		return retry.RetryOnConflict(retry.DefaultRetry, func() error {
+			var sd v1alpha1.StyrminDeployment
+			if err := e.client.Get(ctx, key, &sd); err != nil {
+				t.Fatal(err)
+			}
+			change(&sd)
+			return c.Update(ctx, &sd)
+		})
 	}
 	if err := edit(alice, func(sd *v1alpha1.StyrminDeployment) { sd.Annotations[v1alpha1.AnnotationInstanceSequence] = "99" }); !apierrors.IsForbidden(err) ||
 		!strings.Contains(fmt.Sprint(err), "styrmin.io/ annotations") {
