@@ -196,8 +196,6 @@ type lockStep struct {
 	commit gitsource.Hash
 	// allowDeletions is the commit's Styrmin-Allow-Deletions trailer.
 	allowDeletions int
-	// subject is the commit's subject line, for the lock commit's.
-	subject string
 }
 
 // lockSteps lists the configuration commits a lock on head locks, oldest
@@ -232,7 +230,6 @@ func lockSteps(co CommitOptions, head gitsource.Hash) ([]lockStep, error) {
 		if err != nil {
 			return nil, err
 		}
-		steps[i].subject, _, _ = strings.Cut(msg, "\n")
 		for _, t := range gitsource.ParseTrailers(msg) {
 			if strings.EqualFold(t.Key, AllowDeletionsTrailer) {
 				if n, err := strconv.Atoi(t.Value); err == nil && n > steps[i].allowDeletions {
