@@ -181,6 +181,9 @@ func NewAgent(ctx context.Context, cfg *rest.Config, opts Options) (*Agent, erro
 			topts.Logs = pods
 		}
 	}
+	if topts.Impersonate == nil {
+		topts.Impersonate = task.NewImpersonation(cfg, mgr.GetScheme(), mgr.GetRESTMapper())
+	}
 	tr, err := task.NewReconciler(topts)
 	if err != nil {
 		return nil, err

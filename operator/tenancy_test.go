@@ -264,9 +264,9 @@ func TestHandMadeTaskIsRefused(t *testing.T) {
 // TestAdmissionPolicyLetsOnlyTheAgentWriteTasksAndAnnotations pins the
 // shipped ValidatingAdmissionPolicy on the local control plane: it is
 // accepted, another user (with every RBAC permission) cannot create a
-// StyrminTask or set a styrmin.io/ annotation, may still label a
-// StyrminDeployment and remove the annotation, and the agent's account
-// creates tasks.
+// StyrminTask, set a styrmin.io/ annotation or change status.appliedAs,
+// may still label a StyrminDeployment, remove the annotation and change
+// other status fields, and the agent's account does all of it.
 func TestAdmissionPolicyLetsOnlyTheAgentWriteTasksAndAnnotations(t *testing.T) {
 	e := startEnv(t)
 	ctx := context.Background()
@@ -356,5 +356,28 @@ subjects: [{apiGroup: rbac.authorization.k8s.io, kind: User, name: alice}]
 		sd.Annotations = map[string]string{v1alpha1.AnnotationInstanceSequence: "1"}
 	}); err != nil {
 		t.Fatalf("the agent sets the sequence annotation: %v", err)
+	}
+
+	// status.appliedAs names the identity that uninstalls the release:
+	// only the agent changes it.
+	editStatus := func(c client.Client, change func(sd *v1alpha1.StyrminDeployment)) error {
+		return retry.RetryOnConflict(retry.DefaultRetry, func() error {
+			var sd v1alpha1.StyrminDeployment
+			if err := e.client.Get(ctx, key, &sd); err != nil {
+				t.Fatal(err)
+			}
+			change(&sd)
+			return c.Status().Update(ctx, &sd)
+		})
+	}
+	if err := editStatus(alice, func(sd *v1alpha1.StyrminDeployment) { sd.Status.AppliedAs = "system:serviceaccount:kube-system:generic-garbage-collector" }); !apierrors.IsForbidden(err) ||
+		!strings.Contains(fmt.Sprint(err), "status.appliedAs") {
+		t.Fatalf("alice sets status.appliedAs: %v, want forbidden by the policy", err)
+	}
+	if err := editStatus(alice, func(sd *v1alpha1.StyrminDeployment) { sd.Status.DriftCorrections++ }); err != nil {
+		t.Fatalf("alice changes another status field: %v", err)
+	}
+	if err := editStatus(agent, func(sd *v1alpha1.StyrminDeployment) { sd.Status.AppliedAs = "system:serviceaccount:dev-web:deployer" }); err != nil {
+		t.Fatalf("the agent sets status.appliedAs: %v", err)
 	}
 }

@@ -249,25 +249,34 @@ func (r *Reconciler) resolve(ctx context.Context, rs *reconcileState) error {
 // so the cluster's RBAC bounds the release; the agent itself when it
 // names none (or the instance has no context: a tombstone).
 func (r *Reconciler) releasesFor(sd *v1alpha1.StyrminDeployment, in *resolver.Instance) (*release.Releases, error) {
+	return r.releases.As(userFor(sd, in))
+}
+
+// userFor is the user an instance's release is applied as ("": the
+// agent's own identity).
+func userFor(sd *v1alpha1.StyrminDeployment, in *resolver.Instance) string {
 	if in == nil || in.Context == nil {
-		return r.releases, nil
+		return ""
 	}
 	ns, name, ok := in.Context.Environment.Policy.ServiceAccount(sd.Namespace)
 	if !ok {
-		return r.releases, nil
+		return ""
 	}
-	return r.releases.As(drivers.ServiceAccountUser(ns, name))
+	return drivers.ServiceAccountUser(ns, name)
 }
 
-// identityOf is the identity a StyrminDeployment's releases act as, from
-// its spec alone (the finalizer runs without resolving it).
+// identityOf is the identity that uninstalls a StyrminDeployment's
+// release, from its spec alone (the finalizer runs without resolving
+// it): the spec's policy, or for a tombstone, which names none, the
+// user the release was last applied as (status.appliedAs), so a
+// deletion needs no more rights than the install had.
 func (r *Reconciler) identityOf(sd *v1alpha1.StyrminDeployment) (*release.Releases, error) {
 	if sd.Spec.Tombstone() || sd.Spec.Context == nil {
-		return r.releases, nil
+		return r.releases.As(sd.Status.AppliedAs)
 	}
 	in, err := instance.InstanceFromSpec(&sd.Spec)
 	if err != nil {
-		return r.releases, nil // an invalid spec never applied: the agent's own identity uninstalls
+		return r.releases.As(sd.Status.AppliedAs) // an invalid spec never applied: who applied the last one uninstalls
 	}
 	return r.releasesFor(sd, in)
 }
@@ -389,6 +398,9 @@ func (r *Reconciler) release(ctx context.Context, rs *reconcileState) error {
 	if a := r.state(sd.Namespace).applied; a != nil {
 		known = a.revision
 	}
+	// Recorded before the apply: objects a failed apply created are the
+	// identity's too, and its uninstall acts as that identity.
+	sd.Status.AppliedAs = userFor(sd, rs.instance)
 	start := time.Now()
 	applied, installed, err := rs.releases.Apply(ctx, req, known, revision)
 	op := "upgrade"

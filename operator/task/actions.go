@@ -168,10 +168,19 @@ func (r *Reconciler) scalable(ctx context.Context, ns string, w workloadRef) (ob
 	return nil, 0, 0, false, fmt.Errorf("reading %s: %w", w, err)
 }
 
-func (r *Reconciler) scale(ctx context.Context, obj client.Object, replicas int32) error {
+// scale sets a workload's replicas, as the run's identity.
+func (r *Reconciler) scale(ctx context.Context, run *taskRun, obj client.Object, replicas int32) error {
+	a, err := r.actor(ctx, run)
+	if err != nil {
+		return err
+	}
+	what := fmt.Sprintf("scaling %s/%s to %d", obj.GetObjectKind().GroupVersionKind().Kind, obj.GetName(), replicas)
 	patch := []byte(`{"spec":{"replicas":` + strconv.Itoa(int(replicas)) + `}}`)
-	if err := r.opts.Client.Patch(ctx, obj, client.RawPatch(types.MergePatchType, patch), client.FieldOwner(actionFieldOwner)); err != nil {
-		return fmt.Errorf("scaling %s/%s to %d: %w", obj.GetObjectKind().GroupVersionKind().Kind, obj.GetName(), replicas, err)
+	if err := a.Writer.Patch(ctx, obj, client.RawPatch(types.MergePatchType, patch), client.FieldOwner(actionFieldOwner)); err != nil {
+		if apierrors.IsForbidden(err) {
+			return forbidden(a, what, err)
+		}
+		return fmt.Errorf("%s: %w", what, err)
 	}
 	return nil
 }
@@ -230,7 +239,7 @@ func (r *Reconciler) stopComponents(ctx context.Context, run *taskRun, st *v1alp
 			continue
 		}
 		if spec != 0 {
-			if err := r.scale(ctx, obj, 0); err != nil {
+			if err := r.scale(ctx, run, obj, 0); err != nil {
 				return actionOutcome{}, err
 			}
 			waiting = true
@@ -295,7 +304,7 @@ func (r *Reconciler) startComponents(ctx context.Context, run *taskRun, step dri
 				source = "from the chart"
 			}
 			if spec != want {
-				if err := r.scale(ctx, obj, want); err != nil {
+				if err := r.scale(ctx, run, obj, want); err != nil {
 					return actionOutcome{}, err
 				}
 			}
@@ -362,7 +371,14 @@ func (r *Reconciler) runJob(ctx context.Context, run *taskRun, step drivers.Step
 		if berr != nil {
 			return actionOutcome{}, berr
 		}
-		if cerr := r.opts.Client.Create(ctx, j); cerr != nil && !apierrors.IsAlreadyExists(cerr) {
+		a, aerr := r.actor(ctx, run)
+		if aerr != nil {
+			return actionOutcome{}, aerr
+		}
+		if cerr := a.Writer.Create(ctx, j); cerr != nil && !apierrors.IsAlreadyExists(cerr) {
+			if apierrors.IsForbidden(cerr) {
+				return actionOutcome{}, forbidden(a, "creating job "+j.Namespace+"/"+j.Name, cerr)
+			}
 			return actionOutcome{}, fmt.Errorf("creating job %s/%s: %w", j.Namespace, j.Name, cerr)
 		}
 		return actionOutcome{after: r.opts.PollInterval}, nil
@@ -381,7 +397,7 @@ func (r *Reconciler) runJob(ctx context.Context, run *taskRun, step drivers.Step
 		switch c.Type {
 		case batchv1.JobComplete:
 			out := fmt.Sprintf("job %s completed (%d pod(s) succeeded)", name, job.Status.Succeeded)
-			if logs := r.jobLogs(ctx, &job); logs != "" {
+			if logs := r.jobLogs(ctx, run, &job); logs != "" {
 				out += "\n" + logs
 			}
 			return actionOutcome{done: true, output: out}, nil
@@ -389,7 +405,7 @@ func (r *Reconciler) runJob(ctx context.Context, run *taskRun, step drivers.Step
 			// The logs go to the step's output only: the error becomes
 			// the task's message, and a message may reach an event.
 			msg := fmt.Sprintf("job %s/%s failed: %s: %s", job.Namespace, name, c.Reason, c.Message)
-			return actionOutcome{output: r.jobLogs(ctx, &job)}, outcome.Stalled(v1alpha1.ReasonStepFailed, errors.New(msg))
+			return actionOutcome{output: r.jobLogs(ctx, run, &job)}, outcome.Stalled(v1alpha1.ReasonStepFailed, errors.New(msg))
 		}
 	}
 	return actionOutcome{after: r.opts.PollInterval}, nil
@@ -498,8 +514,9 @@ func (r *Reconciler) podTemplate(ctx context.Context, run *taskRun, component st
 
 // jobLogs returns the tail of the logs of a Job's pods, best effort (pods
 // without containers, as on fake nodes, have none).
-func (r *Reconciler) jobLogs(ctx context.Context, job *batchv1.Job) string {
-	if r.opts.Logs == nil {
+func (r *Reconciler) jobLogs(ctx context.Context, run *taskRun, job *batchv1.Job) string {
+	a, err := r.actor(ctx, run)
+	if err != nil || a.Logs == nil {
 		return ""
 	}
 	var pods corev1.PodList
@@ -509,7 +526,7 @@ func (r *Reconciler) jobLogs(ctx context.Context, job *batchv1.Job) string {
 	var parts []string
 	for _, p := range pods.Items {
 		ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-		out, err := r.opts.Logs.Logs(ctx, p.Namespace, p.Name, "")
+		out, err := a.Logs.Logs(ctx, p.Namespace, p.Name, "")
 		cancel()
 		if err == nil && strings.TrimSpace(out) != "" {
 			parts = append(parts, out)
@@ -558,7 +575,11 @@ func (r *Reconciler) waitReady(ctx context.Context, run *taskRun, step drivers.S
 // component's first workload. Commands must be idempotent: a step found
 // running after an agent restart runs again.
 func (r *Reconciler) execInComponent(ctx context.Context, run *taskRun, step drivers.Step) (actionOutcome, error) {
-	if r.opts.Exec == nil {
+	a, err := r.actor(ctx, run)
+	if err != nil {
+		return actionOutcome{}, err
+	}
+	if a.Exec == nil {
 		return actionOutcome{}, outcome.Stalled(v1alpha1.ReasonStepFailed, errors.New("exec: the agent has no pod executor configured"))
 	}
 	ws, err := r.componentWorkloads(ctx, run, step.Component)
@@ -577,11 +598,11 @@ func (r *Reconciler) execInComponent(ctx context.Context, run *taskRun, step dri
 	if container == "" && len(pod.Spec.Containers) > 0 {
 		container = pod.Spec.Containers[0].Name
 	}
-	stdout, stderr, err := r.opts.Exec.Exec(ctx, pod.Namespace, pod.Name, container, step.Command)
+	stdout, stderr, err := a.Exec.Exec(ctx, pod.Namespace, pod.Name, container, step.Command)
 	out := strings.TrimRight(stdout+stderr, "\n")
 	if err != nil {
 		// The output goes to the step's output only (see runJob).
-		msg := fmt.Sprintf("exec %q in pod %s/%s (container %s): %v", strings.Join(step.Command, " "), pod.Namespace, pod.Name, container, err)
+		msg := fmt.Sprintf("exec %q in pod %s/%s (container %s) as %s: %v", strings.Join(step.Command, " "), pod.Namespace, pod.Name, container, a.describe(), err)
 		return actionOutcome{output: out}, outcome.Stalled(v1alpha1.ReasonStepFailed, errors.New(msg))
 	}
 	return actionOutcome{done: true, output: fmt.Sprintf("exec in pod %s (container %s)\n%s", pod.Name, container, out)}, nil
@@ -732,7 +753,11 @@ func (r *Reconciler) clearFailedRun(ctx context.Context, run *taskRun, st *v1alp
 	name := JobName(t.Spec.Deployment.Name, st.Args[argJob], t.Spec.ToSequence)
 	policy := metav1.DeletePropagationBackground
 	job := &batchv1.Job{ObjectMeta: metav1.ObjectMeta{Namespace: t.Spec.Namespace, Name: name}}
-	if err := r.opts.Client.Delete(ctx, job, &client.DeleteOptions{PropagationPolicy: &policy}); client.IgnoreNotFound(err) != nil {
+	a, err := r.actor(ctx, run)
+	if err != nil {
+		return err
+	}
+	if err := a.Writer.Delete(ctx, job, &client.DeleteOptions{PropagationPolicy: &policy}); client.IgnoreNotFound(err) != nil {
 		return fmt.Errorf("deleting the failed job %s/%s before running it again: %w", t.Spec.Namespace, name, err)
 	}
 	return nil

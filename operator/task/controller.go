@@ -71,6 +71,11 @@ type Options struct {
 	// Logs reads the logs of a runJob step's pods into its output
 	// (optional).
 	Logs PodLogs
+	// Impersonate gives the clients of the service account an
+	// environment's policy names, as which that environment's tasks act
+	// (Exec and Logs above, Client's writes and APIReader's Secret reads
+	// are the agent's own identity); nil makes such a task fail.
+	Impersonate Impersonator
 	// StepTimeout bounds steps without a declared timeout; 0 means
 	// DefaultStepTimeout.
 	StepTimeout time.Duration
@@ -103,6 +108,9 @@ type Options struct {
 type Reconciler struct {
 	opts    Options
 	metrics *taskMetrics
+	// own is the agent's own identity, for environments that name no
+	// service account.
+	own Actor
 
 	mu sync.Mutex
 	// started records, per task, the step this process started; a step
@@ -166,7 +174,8 @@ func NewReconciler(opts Options) (*Reconciler, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Reconciler{opts: opts, metrics: m, started: map[types.UID]int32{}, written: map[types.UID]string{}, instances: map[types.NamespacedName]lockedInstance{}, lastErr: map[types.UID]string{}, finished: map[types.UID]string{}, uids: map[types.NamespacedName]types.UID{}}, nil
+	own := Actor{Writer: opts.Client, Reader: opts.APIReader, Exec: opts.Exec, Logs: opts.Logs}
+	return &Reconciler{opts: opts, metrics: m, own: own, started: map[types.UID]int32{}, written: map[types.UID]string{}, instances: map[types.NamespacedName]lockedInstance{}, lastErr: map[types.UID]string{}, finished: map[types.UID]string{}, uids: map[types.NamespacedName]types.UID{}}, nil
 }
 
 // SetupWithManager registers the controller: it watches StyrminTasks
@@ -286,6 +295,8 @@ type taskRun struct {
 	// sd is the deployment's StyrminDeployment (nil: none), read lazily.
 	sd     *v1alpha1.StyrminDeployment
 	sdRead bool
+	// actor is the identity the run's actions act as (see actor).
+	actor *Actor
 	// waiting says what a step is waiting for, for the timeout message.
 	waiting string
 	// sensitive masks what steps report (read lazily, see redact).
@@ -906,13 +917,21 @@ func (r *Reconciler) redact(ctx context.Context, run *taskRun, text string) stri
 	if text == "" || run.instance == nil || !resolver.HasPlaceholders(run.instance) {
 		return text
 	}
-	if !run.sensitiveRead && r.opts.APIReader != nil {
-		var sec corev1.Secret
-		key := client.ObjectKey{Namespace: run.task.Spec.Namespace, Name: v1alpha1.SensitiveSecretName}
-		if err := r.opts.APIReader.Get(ctx, key, &sec); err == nil {
-			run.sensitive, run.sensitiveRead = resolver.SensitiveByDigest(sec.Data), true
-		} else if apierrors.IsNotFound(err) {
-			run.sensitiveRead = true
+	if !run.sensitiveRead {
+		a, err := r.actor(ctx, run)
+		if err == nil {
+			var sec corev1.Secret
+			key := client.ObjectKey{Namespace: run.task.Spec.Namespace, Name: v1alpha1.SensitiveSecretName}
+			if err = a.Reader.Get(ctx, key, &sec); err == nil {
+				run.sensitive, run.sensitiveRead = resolver.SensitiveByDigest(sec.Data), true
+			} else if apierrors.IsNotFound(err) {
+				run.sensitiveRead, err = true, nil
+			}
+		}
+		if err != nil {
+			// Without the values nothing can be masked: say so, and keep
+			// nothing of what may hold one.
+			return fmt.Sprintf("[%d bytes of output withheld: the deployment's sensitive values could not be read to mask it: %v]", len(text), err)
 		}
 	}
 	return run.sensitive.Mask(text)

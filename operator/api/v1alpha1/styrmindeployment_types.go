@@ -72,6 +72,12 @@ type StyrminDeploymentStatus struct {
 	// AppliedDigest is the digest of that instance.
 	// +optional
 	AppliedDigest string `json:"appliedDigest,omitempty"`
+	// AppliedAs is the user the release was last applied as: the service
+	// account the environment's policy names, impersonated, or empty for
+	// the agent's own identity. The release is uninstalled as that user
+	// after its deployment is deleted (a tombstone names no policy).
+	// +optional
+	AppliedAs string `json:"appliedAs,omitempty"`
 	// LegacyActiveDigest is what agents before appliedDigest wrote there
 	// (activeDigest): read once so that an upgraded agent does not apply
 	// every release again; never written.

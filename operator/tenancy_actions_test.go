@@ -1,0 +1,154 @@
+package operator_test
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+	"testing"
+	"testing/fstest"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	apimeta "k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/client-go/util/retry"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/styrmin/styrmin/config"
+	"github.com/styrmin/styrmin/drivers"
+	"github.com/styrmin/styrmin/internal/agenttest"
+	"github.com/styrmin/styrmin/operator/api/v1alpha1"
+)
+
+// TestDriverActionsAndUninstallActAsTheEnvironmentsServiceAccount pins
+// that a task's driver actions and a deleted deployment's uninstall act
+// as the service account the environment's policy names, not as the
+// agent (which runs here with every right, so only impersonation can be
+// refused):
+//   - the shipped example Role without Jobs: the upgrade's migration
+//     (runJob) is refused, naming the account, and the task fails;
+//   - with Jobs granted again, `styrminctl retry` runs the upgrade as the
+//     account (stop workers, migrate, start) and it succeeds;
+//   - the StyrminDeployment records the account in status.appliedAs;
+//   - the account may not delete Deployments: the deployment removed
+//     from git stays installed, its uninstall refused naming the account;
+//     granted again, the release is uninstalled.
+func TestDriverActionsAndUninstallActAsTheEnvironmentsServiceAccount(t *testing.T) {
+	const sa = "styrmin-deployer"
+	user := drivers.ServiceAccountUser(appNamespace, sa)
+	repo := faultyRepo(t)
+	// dev holds only the app, applied as the account; the examples' dev
+	// deployments would need accounts of their own.
+	repo["clusters/local/environments/dev/deployments/web.cue"] = nil
+	repo["clusters/local/environments/dev/deployments/hub.cue"] = nil
+	repo["clusters/local/environments/dev/environment.cue"] = &fstest.MapFile{Data: []byte(`namespacePrefix: "dev"
+backupLocation:  "s3://backups/local/dev"
+policy: serviceAccountName: "` + sa + `"
+`)}
+	e := startAgentEnvWith(t, repo)
+	ctx := context.Background()
+
+	// The example environment of config/tenancy, for dev-app.
+	agenttest.Apply(t, e.c, "test", splitYAML(bytes.ReplaceAll(config.TenancyExample(), []byte("dev-web"), []byte(appNamespace))))
+	role := client.ObjectKey{Namespace: appNamespace, Name: sa}
+	editRole := func(change func(r *rbacv1.Role)) {
+		t.Helper()
+		err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+			var r rbacv1.Role
+			if err := e.c.Get(ctx, role, &r); err != nil {
+				return err
+			}
+			change(&r)
+			return e.c.Update(ctx, &r)
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	var jobs rbacv1.PolicyRule
+	editRole(func(r *rbacv1.Role) {
+		r.Rules = slices.DeleteFunc(r.Rules, func(p rbacv1.PolicyRule) bool {
+			if slices.Contains(p.APIGroups, "batch") {
+				jobs = p
+				return true
+			}
+			return false
+		})
+	})
+	if len(jobs.Verbs) == 0 {
+		t.Fatal("the example Role grants no Jobs: the test's premise is gone")
+	}
+
+	e.lock(t)
+	e.startAgent(t)
+	requireSucceeded(t, e.waitTask(t, appNamespace, "app", 1))
+	if sd := e.deployment(t, appNamespace); sd.Status.AppliedAs != user {
+		t.Fatalf("status.appliedAs %q, want %q", sd.Status.AppliedAs, user)
+	}
+
+	t.Log("the upgrade's migration Job is refused for the account")
+	failed := e.change(t, "app", "app: 1.1.0", map[string][]byte{appDeployment: appConfig("1.1.0", "")})
+	ft := e.waitTask(t, appNamespace, "app", failed)
+	if ft.Status.Phase != v1alpha1.TaskFailed || !strings.Contains(ft.Status.Message, "upgrade/pre/3:runJob") {
+		t.Fatalf("app-%d: %s (%s), want Failed at its migration", failed, ft.Status.Phase, ft.Status.Message)
+	}
+	for _, want := range []string{"creating job", user, "policy.serviceAccountName", "forbidden"} {
+		if !strings.Contains(ft.Status.Message, want) {
+			t.Errorf("the failed task's message %q does not say %q", ft.Status.Message, want)
+		}
+	}
+
+	t.Log("with Jobs granted, the retry runs the upgrade as the account")
+	editRole(func(r *rbacv1.Role) { r.Rules = append(r.Rules, jobs) })
+	e.ctl(t, "retry", "local/dev/app", "--push")
+	rt := e.waitTask(t, appNamespace, "app", failed+1)
+	requireSucceeded(t, rt)
+	if got := strings.Join(stepNames(rt), " "); !strings.Contains(got, "stopComponents=Succeeded 3:runJob=Succeeded") || !strings.Contains(got, "startComponents=Succeeded") {
+		t.Errorf("the retried upgrade's steps: %s", got)
+	}
+
+	t.Log("the deployment removed from git is uninstalled as the account")
+	var apps rbacv1.PolicyRule
+	editRole(func(r *rbacv1.Role) {
+		for i, p := range r.Rules {
+			if slices.Contains(p.APIGroups, "apps") {
+				apps = *p.DeepCopy()
+				r.Rules[i].Verbs = slices.DeleteFunc(slices.Clone(p.Verbs), func(v string) bool { return v == "delete" })
+			}
+		}
+	})
+	e.commitConfig(t, "app: gone", map[string][]byte{appDeployment: nil})
+	e.lock(t)
+	key := client.ObjectKey{Namespace: appNamespace, Name: appNamespace}
+	agenttest.WaitUntil(t, 60*time.Second, "the uninstall refused for the account", func(ctx context.Context) (bool, string, error) {
+		var sd v1alpha1.StyrminDeployment
+		if err := e.c.Get(ctx, key, &sd); err != nil {
+			return false, "", err
+		}
+		c := apimeta.FindStatusCondition(sd.Status.Conditions, v1alpha1.ConditionReady)
+		if c == nil || c.Reason != v1alpha1.ReasonUninstallFailed {
+			return false, fmt.Sprintf("tombstone %v, Ready %+v", sd.Spec.Tombstone(), c), nil
+		}
+		return strings.Contains(c.Message, user) && strings.Contains(c.Message, "forbidden"), c.Message, nil
+	})
+	editRole(func(r *rbacv1.Role) {
+		for i, p := range r.Rules {
+			if slices.Contains(p.APIGroups, "apps") {
+				r.Rules[i] = apps
+			}
+		}
+	})
+	agenttest.WaitUntil(t, 60*time.Second, "the release uninstalled and its StyrminDeployment gone", func(ctx context.Context) (bool, string, error) {
+		var sd v1alpha1.StyrminDeployment
+		err := e.c.Get(ctx, key, &sd)
+		if !apierrors.IsNotFound(err) {
+			return false, fmt.Sprintf("StyrminDeployment: %v", err), client.IgnoreNotFound(err)
+		}
+		var d appsv1.Deployment
+		err = e.c.Get(ctx, client.ObjectKey{Namespace: appNamespace, Name: "app-app"}, &d)
+		return apierrors.IsNotFound(err), fmt.Sprintf("Deployment app-app: %v", err), client.IgnoreNotFound(err)
+	})
+}
