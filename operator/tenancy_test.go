@@ -370,7 +370,9 @@ subjects: [{apiGroup: rbac.authorization.k8s.io, kind: User, name: alice}]
 			return c.Status().Update(ctx, &sd)
 		})
 	}
-	if err := editStatus(alice, func(sd *v1alpha1.StyrminDeployment) { sd.Status.AppliedAs = "system:serviceaccount:kube-system:generic-garbage-collector" }); !apierrors.IsForbidden(err) ||
+	if err := editStatus(alice, func(sd *v1alpha1.StyrminDeployment) {
+		sd.Status.AppliedAs = "system:serviceaccount:kube-system:generic-garbage-collector"
+	}); !apierrors.IsForbidden(err) ||
 		!strings.Contains(fmt.Sprint(err), "status.appliedAs") {
 		t.Fatalf("alice sets status.appliedAs: %v, want forbidden by the policy", err)
 	}
