@@ -588,9 +588,12 @@ func (r *Reconciler) correctDrift(ctx context.Context, rs *reconcileState) error
 	rs.requeueWithin(r.interval)
 	defer func() { r.metrics.driftDuration.Observe(time.Since(start).Seconds()) }()
 	if errors.Is(err, release.ErrReleaseGone) {
-		// Someone removed the release's record: install it again now.
+		// Someone removed the release's record: install it again now,
+		// so `helm list` and `helm history` tell the truth again.
 		r.metrics.driftChecks.WithLabelValues("drifted").Inc()
 		setCondition(sd, v1alpha1.ConditionDrifted, metav1.ConditionTrue, v1alpha1.ReasonDriftDetected, err.Error())
+		r.recorder.Eventf(sd, nil, corev1.EventTypeWarning, v1alpha1.EventReleaseRecordMissing, "CorrectDrift",
+			"The record of release %s revision %d is gone (helm uninstall or a deleted Secret): writing the release again as a new revision", sd.Status.Release.Name, sd.Status.Release.Revision)
 		sd.Status.Release = nil
 		sd.Status.AppliedDigest = ""
 		st.applied = nil

@@ -48,7 +48,15 @@ func (d Drift) Ref() v1alpha1.ObjectRef { return d.object.ref }
 // returned. A revision whose record is gone gives an error wrapping
 // ErrReleaseGone.
 func (h *Releases) Check(ctx context.Context, namespace, name string, rev int, inventory []v1alpha1.ObjectRef, d *Desired) (*Desired, []Drift, error) {
-	if d == nil || d.revision != rev {
+	if d != nil && d.revision == rev {
+		ok, err := h.records.exists(ctx, namespace, name, rev)
+		if err != nil {
+			return nil, nil, err
+		}
+		if !ok {
+			return nil, nil, fmt.Errorf("%w: release %s revision %d not found; installing again", ErrReleaseGone, name, rev)
+		}
+	} else {
 		rel, err := h.records.get(ctx, namespace, name, rev)
 		if errors.Is(err, errReleaseNotFound) {
 			return nil, nil, fmt.Errorf("%w: release %s revision %d not found; installing again", ErrReleaseGone, name, rev)

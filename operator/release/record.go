@@ -115,6 +115,27 @@ func (r *releaseRecords) get(ctx context.Context, namespace, name string, versio
 	return decodeRecord(s)
 }
 
+// exists tells whether revision version of a release still has its
+// record, reading only the Secret's metadata (a record's data is the
+// whole gzipped release): each drift check asks, so a record removed by
+// `helm uninstall` or by hand is noticed even while the objects stay.
+func (r *releaseRecords) exists(ctx context.Context, namespace, name string, version int) (bool, error) {
+	var meta metav1.PartialObjectMetadata
+	err := r.clientset.CoreV1().RESTClient().Get().
+		Namespace(namespace).Resource("secrets").Name(releaseKey(name, version)).
+		SetHeader("Accept", "application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1").
+		Do(ctx).Into(&meta)
+	switch {
+	case apierrors.IsNotFound(err):
+		return false, nil
+	case err != nil:
+		return false, fmt.Errorf("read release %s/%s revision %d: %w", namespace, name, version, err)
+	}
+	// A Secret of that name without Helm's labels is no record (its type
+	// is not in the metadata; the first read of the revision checked it).
+	return meta.Labels["owner"] == "helm" && meta.Labels["name"] == name, nil
+}
+
 // list reads the record Secrets of a release (one LIST): those with
 // Helm's labels for the release AND of type RecordType. The API server
 // selects by type (a field selector Secrets support); the result is

@@ -83,6 +83,10 @@ const (
 	EventInstalled   = "Installed"
 	EventUpgraded    = "Upgraded"
 	EventUninstalled = "Uninstalled"
+	// EventReleaseRecordMissing: the Helm record of the running revision
+	// is gone (`helm uninstall`, a deleted Secret); the release is
+	// written again as a new revision.
+	EventReleaseRecordMissing = "ReleaseRecordMissing"
 	// EventNewerInstanceKept: a task found a StyrminDeployment holding a
 	// higher sequence and left it unchanged.
 	EventNewerInstanceKept = "NewerInstanceKept"
