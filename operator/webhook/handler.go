@@ -16,6 +16,10 @@ import (
 	"time"
 
 	"github.com/go-logr/logr"
+	"github.com/prometheus/client_golang/prometheus"
+	crmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
+
+	"github.com/styrmin/styrmin/operator/internal/metricsreg"
 )
 
 // DefaultMaxBody is the largest payload accepted by default. GitHub caps
@@ -89,13 +93,17 @@ type Options struct {
 	Now func() time.Time
 	// Log receives one line per request, never the payload.
 	Log logr.Logger
+	// Registerer receives the deliveries metric (nil: controller-runtime's
+	// registry, served on the manager's metrics endpoint).
+	Registerer prometheus.Registerer
 }
 
 // Handler serves GitHub webhooks.
 type Handler struct {
-	opts  Options
-	slots *slots
-	seen  *deliveries
+	opts       Options
+	slots      *slots
+	seen       *deliveries
+	deliveries *prometheus.CounterVec
 }
 
 var _ http.Handler = (*Handler)(nil)
@@ -132,10 +140,21 @@ func NewHandler(opts Options) (*Handler, error) {
 	if opts.OnPush == nil {
 		opts.OnPush = func(context.Context, Event) error { return nil }
 	}
+	if opts.Registerer == nil {
+		opts.Registerer = crmetrics.Registry
+	}
+	deliveries, err := metricsreg.Register(opts.Registerer, prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "styrmin_webhook_deliveries_total",
+		Help: "Webhook deliveries received, by result (accepted, ignored, ping, bad_signature, replayed, too_large, busy, …).",
+	}, []string{"result"}))
+	if err != nil {
+		return nil, err
+	}
 	return &Handler{
-		opts:  opts,
-		slots: newSlots(opts.MaxInFlight),
-		seen:  newDeliveries(opts.ReplayWindow, opts.ReplayBytes),
+		opts:       opts,
+		slots:      newSlots(opts.MaxInFlight),
+		seen:       newDeliveries(opts.ReplayWindow, opts.ReplayBytes),
+		deliveries: deliveries,
 	}, nil
 }
 
@@ -143,30 +162,35 @@ func NewHandler(opts Options) (*Handler, error) {
 // memory or time before the signature is checked is bounded: a slot of
 // MaxInFlight, MaxBody bytes, BodyTimeout.
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	h.deliveries.WithLabelValues(string(h.serve(w, r))).Inc()
+}
+
+// serve answers one delivery and says how (the metric's result).
+func (h *Handler) serve(w http.ResponseWriter, r *http.Request) Result {
 	event := r.Header.Get("X-GitHub-Event")
 	delivery := r.Header.Get("X-GitHub-Delivery")
 	log := h.opts.Log.WithValues("event", event, "delivery", delivery, "remote", r.RemoteAddr)
 	if r.Method != http.MethodPost {
 		w.Header().Set("Allow", http.MethodPost)
 		http.Error(w, "only POST", http.StatusMethodNotAllowed)
-		return
+		return ResultMethodNotAllowed
 	}
 	// Cheap refusals first: none of them reads the body.
 	if delivery == "" || len(delivery) > 128 {
 		log.Info("webhook rejected: no usable X-GitHub-Delivery")
 		http.Error(w, "X-GitHub-Delivery is required (at most 128 bytes)", http.StatusBadRequest)
-		return
+		return ResultBadRequest
 	}
 	form, err := formEncoded(r.Header.Get("Content-Type"))
 	if err != nil {
 		log.Info("webhook rejected: " + err.Error())
 		http.Error(w, err.Error(), http.StatusUnsupportedMediaType)
-		return
+		return ResultUnsupportedMediaType
 	}
 	if r.ContentLength > h.opts.MaxBody {
 		log.Info("webhook rejected: body too large", "bytes", r.ContentLength)
 		http.Error(w, "payload too large", http.StatusRequestEntityTooLarge)
-		return
+		return ResultTooLarge
 	}
 	body, status, err := h.readBody(w, r)
 	if err != nil {
@@ -175,18 +199,18 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			w.Header().Set("Retry-After", "1")
 		}
 		http.Error(w, err.Error(), status)
-		return
+		return readResult(status)
 	}
 	secret, err := h.opts.Secret(r.Context())
 	if err != nil || len(secret) == 0 {
 		log.Error(err, "webhook rejected: no secret configured")
 		http.Error(w, "webhook secret unavailable", http.StatusServiceUnavailable)
-		return
+		return ResultNoSecret
 	}
 	if err := Verify(secret, body, r.Header.Get("X-Hub-Signature-256")); err != nil {
 		log.Info("webhook rejected: " + err.Error())
 		http.Error(w, "signature mismatch", http.StatusUnauthorized)
-		return
+		return ResultBadSignature
 	}
 	// Only a verified delivery is remembered, so a forged one never burns
 	// the id or body of the genuine one. The body hash catches a capture
@@ -195,7 +219,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if dup := h.seen.add(delivery, sum, h.opts.Now()); dup != "" {
 		log.Info("webhook refused: replayed delivery (" + dup + ")")
 		http.Error(w, "delivery already processed ("+dup+")", http.StatusConflict)
-		return
+		return ResultReplayed
 	}
 	payload := body
 	if form {
@@ -203,39 +227,83 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			h.seen.forget(delivery, sum)
 			log.Info("webhook rejected: " + err.Error())
 			http.Error(w, err.Error(), http.StatusBadRequest)
-			return
+			return ResultBadRequest
 		}
 	}
 	switch event {
 	case "ping":
 		fmt.Fprintln(w, "pong")
+		return ResultPing
 	case "push":
 		p, err := ParsePush(payload)
 		if err != nil {
 			h.seen.forget(delivery, sum)
 			log.Info("webhook rejected: " + err.Error())
 			http.Error(w, err.Error(), http.StatusBadRequest)
-			return
+			return ResultBadRequest
 		}
 		if p.Ref != "refs/heads/"+h.opts.Branch {
 			log.Info("webhook ignored: push to another ref", "ref", p.Ref)
 			w.WriteHeader(http.StatusAccepted)
 			fmt.Fprintln(w, "push to another ref ignored")
-			return
+			return ResultIgnored
 		}
 		if err := h.opts.OnPush(r.Context(), Event{Delivery: delivery, Ref: p.Ref, After: p.After, Repo: p.Repository.FullName}); err != nil {
 			// Not recorded: forget it, so a redelivery is not a replay.
 			h.seen.forget(delivery, sum)
 			log.Error(err, "webhook push: recording the sync request failed")
 			http.Error(w, "recording the sync request failed; redeliver", http.StatusServiceUnavailable)
-			return
+			return ResultError
 		}
 		log.Info("webhook push: sync requested", "ref", p.Ref, "after", p.After)
 		w.WriteHeader(http.StatusAccepted)
 		fmt.Fprintln(w, "sync requested")
+		return ResultAccepted
 	default:
 		w.WriteHeader(http.StatusAccepted)
 		fmt.Fprintln(w, "event ignored")
+		return ResultIgnored
+	}
+}
+
+// Result is how a delivery was answered: the result label of
+// styrmin_webhook_deliveries_total.
+type Result string
+
+// The results of a delivery.
+const (
+	// ResultAccepted: a verified push to the branch; a sync is requested.
+	ResultAccepted Result = "accepted"
+	// ResultIgnored: verified, but another ref or event.
+	ResultIgnored Result = "ignored"
+	// ResultPing: GitHub's ping.
+	ResultPing                 Result = "ping"
+	ResultMethodNotAllowed     Result = "method_not_allowed"
+	ResultBadRequest           Result = "bad_request"
+	ResultUnsupportedMediaType Result = "unsupported_media_type"
+	ResultTooLarge             Result = "too_large"
+	// ResultBusy: every slot taken (503, Retry-After).
+	ResultBusy Result = "busy"
+	// ResultTimeout: the body did not arrive within BodyTimeout.
+	ResultTimeout      Result = "timeout"
+	ResultNoSecret     Result = "no_secret"
+	ResultBadSignature Result = "bad_signature"
+	ResultReplayed     Result = "replayed"
+	// ResultError: verified, but recording the sync request failed (503).
+	ResultError Result = "error"
+)
+
+// readResult is the result of a body that could not be read, by status.
+func readResult(status int) Result {
+	switch status {
+	case http.StatusServiceUnavailable:
+		return ResultBusy
+	case http.StatusRequestEntityTooLarge:
+		return ResultTooLarge
+	case http.StatusRequestTimeout:
+		return ResultTimeout
+	default:
+		return ResultError
 	}
 }
 

@@ -16,6 +16,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+
 	"github.com/go-logr/logr/funcr"
 )
 
@@ -47,6 +50,8 @@ func newTestHandler(t *testing.T, rec *recorder, maxBody int64) *Handler {
 		OnPush:  rec.onPush,
 		MaxBody: maxBody,
 		Log:     log,
+		// Each handler counts its own deliveries.
+		Registerer: prometheus.NewRegistry(),
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -83,16 +88,18 @@ func TestWebhookDeliveries(t *testing.T) {
 		body       string
 		wantCode   int
 		wantPushes int
+		// wantResult is the delivery's count in styrmin_webhook_deliveries_total.
+		wantResult Result
 	}{
-		{"valid push to the tracked branch triggers a sync", "push", good, pushMain, http.StatusAccepted, 1},
-		{"ping answers", "ping", Sign(testSecret, []byte(`{"zen":"x"}`)), `{"zen":"x"}`, http.StatusOK, 0},
-		{"missing signature is rejected", "push", "", pushMain, http.StatusUnauthorized, 0},
-		{"signature with another secret is rejected", "push", Sign([]byte("other"), []byte(pushMain)), pushMain, http.StatusUnauthorized, 0},
-		{"signature of another body is rejected", "push", good, strings.Replace(pushMain, "main", "mainx", 1), http.StatusUnauthorized, 0},
-		{"malformed signature is rejected", "push", "sha1=abcd", pushMain, http.StatusUnauthorized, 0},
-		{"push to another branch is ignored", "push", Sign(testSecret, []byte(`{"ref":"refs/heads/dev"}`)), `{"ref":"refs/heads/dev"}`, http.StatusAccepted, 0},
-		{"other events are acknowledged and ignored", "issues", Sign(testSecret, []byte(`{}`)), `{}`, http.StatusAccepted, 0},
-		{"signed push with a bad payload is refused", "push", Sign(testSecret, []byte(`{"ref":3}`)), `{"ref":3}`, http.StatusBadRequest, 0},
+		{"valid push to the tracked branch triggers a sync", "push", good, pushMain, http.StatusAccepted, 1, ResultAccepted},
+		{"ping answers", "ping", Sign(testSecret, []byte(`{"zen":"x"}`)), `{"zen":"x"}`, http.StatusOK, 0, ResultPing},
+		{"missing signature is rejected", "push", "", pushMain, http.StatusUnauthorized, 0, ResultBadSignature},
+		{"signature with another secret is rejected", "push", Sign([]byte("other"), []byte(pushMain)), pushMain, http.StatusUnauthorized, 0, ResultBadSignature},
+		{"signature of another body is rejected", "push", good, strings.Replace(pushMain, "main", "mainx", 1), http.StatusUnauthorized, 0, ResultBadSignature},
+		{"malformed signature is rejected", "push", "sha1=abcd", pushMain, http.StatusUnauthorized, 0, ResultBadSignature},
+		{"push to another branch is ignored", "push", Sign(testSecret, []byte(`{"ref":"refs/heads/dev"}`)), `{"ref":"refs/heads/dev"}`, http.StatusAccepted, 0, ResultIgnored},
+		{"other events are acknowledged and ignored", "issues", Sign(testSecret, []byte(`{}`)), `{}`, http.StatusAccepted, 0, ResultIgnored},
+		{"signed push with a bad payload is refused", "push", Sign(testSecret, []byte(`{"ref":3}`)), `{"ref":3}`, http.StatusBadRequest, 0, ResultBadRequest},
 	}
 	for i, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -104,6 +111,12 @@ func TestWebhookDeliveries(t *testing.T) {
 			}
 			if len(rec.events) != tc.wantPushes {
 				t.Errorf("%d syncs triggered, want %d", len(rec.events), tc.wantPushes)
+			}
+			if got := testutil.ToFloat64(h.deliveries.WithLabelValues(string(tc.wantResult))); got != 1 {
+				t.Errorf("styrmin_webhook_deliveries_total{result=%q} = %v, want 1", tc.wantResult, got)
+			}
+			if got := testutil.CollectAndCount(h.deliveries); got != 1 {
+				t.Errorf("%d results counted, want only %s", got, tc.wantResult)
 			}
 			for _, l := range rec.logs {
 				if strings.Contains(l, "PAYLOAD-MUST-NOT-BE-LOGGED") {
