@@ -6,6 +6,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -258,10 +259,25 @@ func TestAgentCreatesUpdatesUpgradesAndDeletesGraphhub(t *testing.T) {
 		`styrmin_tasks_finished_total{phase="Succeeded",workflow="upgrade"} 1`,
 		`styrmin_task_step_duration_seconds_count{action="runJob",state="Succeeded"} 2`,
 		`styrmin_task_step_duration_seconds_count{action="stopComponents",state="Succeeded"} 1`,
+		// Each deployment's readiness and sequences; the deleted hub's
+		// series are gone.
+		`styrmin_deployment_ready{cluster="local",deployment="web",environment="dev",namespace="dev-web"} 1`,
+		`styrmin_deployment_stalled{cluster="local",deployment="web",environment="dev",namespace="dev-web"} 0`,
+		`styrmin_deployment_sequence{cluster="local",deployment="web",environment="dev",namespace="dev-web",state="active"} 1`,
+		`styrmin_deployment_sequence{cluster="local",deployment="web",environment="dev",namespace="dev-web",state="locked"} 1`,
+		// The source's syncs and fetches.
+		`styrmin_source_syncs_total{result="synced"}`,
+		`styrmin_source_fetch_duration_seconds_count{result="success"}`,
 	} {
 		if !strings.Contains(metrics, want) {
 			t.Errorf("metrics lack %s", want)
 		}
+	}
+	if strings.Contains(metrics, `namespace="dev-hub"}`) || strings.Contains(metrics, `namespace="dev-hub",state=`) {
+		t.Errorf("the deleted hub still has deployment series")
+	}
+	if m := regexp.MustCompile(`(?m)^styrmin_source_last_sync_success_timestamp_seconds (\S+)$`).FindStringSubmatch(metrics); m == nil || m[1] == "0" {
+		t.Errorf("styrmin_source_last_sync_success_timestamp_seconds: %v, want the last sync's time", m)
 	}
 
 	var src v1alpha1.StyrminSource

@@ -24,6 +24,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
@@ -733,6 +734,9 @@ func (r *Reconciler) resultFor(ctx context.Context, rs *reconcileState, orig *v1
 			}
 		}
 	}
+	if sd.DeletionTimestamp.IsZero() && !sd.Spec.Tombstone() {
+		r.metrics.observe(sd)
+	}
 	if worthWriting(&orig.Status, &sd.Status) {
 		base := sd.DeepCopy()
 		base.Status = orig.Status
@@ -840,6 +844,22 @@ func (r *Reconciler) forget(namespace string) {
 	r.mu.Lock()
 	delete(r.states, namespace)
 	r.mu.Unlock()
+	r.metrics.drop(namespace)
+}
+
+// activeSequenceChanged passes the task controller's write of a new
+// active instance (status.activeSequence), so the deployment's metrics
+// and conditions follow it at once; the controller's own status writes
+// do not pass.
+var activeSequenceChanged = predicate.Funcs{
+	UpdateFunc: func(e event.UpdateEvent) bool {
+		o, ok1 := e.ObjectOld.(*v1alpha1.StyrminDeployment)
+		n, ok2 := e.ObjectNew.(*v1alpha1.StyrminDeployment)
+		return ok1 && ok2 && o.Status.ActiveSequence != n.Status.ActiveSequence
+	},
+	CreateFunc:  func(event.CreateEvent) bool { return false },
+	DeleteFunc:  func(event.DeleteEvent) bool { return false },
+	GenericFunc: func(event.GenericEvent) bool { return false },
 }
 
 // setupWithManager registers the controller: StyrminDeployments, and the
@@ -856,7 +876,7 @@ func (r *Reconciler) setupWithManager(mgr ctrl.Manager, concurrency int, log log
 	return ctrl.NewControllerManagedBy(mgr).
 		Named("styrmindeployment").
 		For(&v1alpha1.StyrminDeployment{}, builder.WithPredicates(predicate.Or(
-			predicate.GenerationChangedPredicate{}, predicate.AnnotationChangedPredicate{}))).
+			predicate.GenerationChangedPredicate{}, predicate.AnnotationChangedPredicate{}, activeSequenceChanged))).
 		Watches(&appsv1.Deployment{}, toDeployment).
 		Watches(&appsv1.StatefulSet{}, toDeployment).
 		Watches(&appsv1.DaemonSet{}, toDeployment).

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/go-logr/logr"
+	"github.com/prometheus/client_golang/prometheus"
 	"golang.org/x/sync/errgroup"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -19,10 +20,12 @@ import (
 	"k8s.io/client-go/tools/events"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
+	crmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 
 	"github.com/styrmin/styrmin/gitsource"
 	"github.com/styrmin/styrmin/operator/api/v1alpha1"
 	"github.com/styrmin/styrmin/operator/instance"
+	"github.com/styrmin/styrmin/operator/internal/metricsreg"
 	"github.com/styrmin/styrmin/resolver"
 )
 
@@ -71,6 +74,9 @@ type SyncerOptions struct {
 	Recorder events.EventRecorder
 	// Log receives the syncer's logs.
 	Log logr.Logger
+	// Registerer receives the sync metrics (nil: controller-runtime's
+	// registry, served on the manager's metrics endpoint).
+	Registerer prometheus.Registerer
 }
 
 // Syncer follows the desired-state repository: on an interval and on
@@ -94,6 +100,8 @@ type Syncer struct {
 	// sync's tasks are created from several goroutines (createTasks).
 	nsMu       sync.Mutex
 	namespaces map[string]bool
+
+	metrics *syncMetrics
 }
 
 var (
@@ -122,11 +130,19 @@ func NewSyncer(opts SyncerOptions) (*Syncer, error) {
 	if opts.Spec.Interval == nil {
 		opts.Spec.Interval = &metav1.Duration{Duration: opts.Interval}
 	}
+	if opts.Registerer == nil {
+		opts.Registerer = crmetrics.Registry
+	}
+	m, err := newSyncMetrics(opts.Registerer)
+	if err != nil {
+		return nil, err
+	}
 	return &Syncer{
 		opts:       opts,
 		prefix:     resolver.ClusterLocksDir(opts.Cluster),
 		trigger:    make(chan struct{}, 1),
 		namespaces: map[string]bool{},
+		metrics:    m,
 	}, nil
 }
 
@@ -185,13 +201,21 @@ type SyncResult struct {
 func (s *Syncer) Sync(ctx context.Context) (SyncResult, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	res, err := s.sync(ctx)
+	s.metrics.observe(res, err, time.Now())
+	return res, err
+}
+
+func (s *Syncer) sync(ctx context.Context) (SyncResult, error) {
 	var res SyncResult
 
 	src, err := s.source(ctx)
 	if err != nil {
 		return res, err
 	}
+	start := time.Now()
 	fr, err := s.opts.Repo.Fetch(ctx)
+	s.metrics.fetchDuration.WithLabelValues(metricsreg.ResultLabel(err)).Observe(time.Since(start).Seconds())
 	if err != nil {
 		reason := v1alpha1.ReasonFetchFailed
 		if errors.Is(err, gitsource.ErrAuth) {
