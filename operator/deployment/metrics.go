@@ -75,6 +75,15 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 	if m.driftDuration, err = metricsreg.Register(reg, m.driftDuration); err != nil {
 		return nil, err
 	}
+	// Every result from the start: a zero, not a missing series.
+	for _, r := range []string{"clean", "drifted", "error"} {
+		m.driftChecks.WithLabelValues(r)
+	}
+	for _, op := range []string{"install", "upgrade", "uninstall"} {
+		for _, r := range []string{"success", "error"} {
+			m.applyDuration.WithLabelValues(op, r)
+		}
+	}
 	for _, g := range []**prometheus.GaugeVec{&m.ready, &m.stalled, &m.sequence} {
 		if *g, err = metricsreg.Register(reg, *g); err != nil {
 			return nil, err

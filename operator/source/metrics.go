@@ -50,6 +50,13 @@ func newSyncMetrics(reg prometheus.Registerer) (*syncMetrics, error) {
 	if m.lastSuccess, err = metricsreg.Register(reg, m.lastSuccess); err != nil {
 		return nil, err
 	}
+	// Every result from the start: a zero, not a missing series.
+	for _, r := range []string{syncResultSynced, syncResultUnchanged, syncResultError} {
+		m.syncs.WithLabelValues(r)
+	}
+	for _, r := range []string{"success", "error"} {
+		m.fetchDuration.WithLabelValues(r)
+	}
 	return m, nil
 }
 

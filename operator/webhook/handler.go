@@ -150,6 +150,11 @@ func NewHandler(opts Options) (*Handler, error) {
 	if err != nil {
 		return nil, err
 	}
+	// Every result from the start, so rate() and alerts see a zero
+	// rather than no series.
+	for _, r := range results {
+		deliveries.WithLabelValues(string(r))
+	}
 	return &Handler{
 		opts:       opts,
 		slots:      newSlots(opts.MaxInFlight),
@@ -292,6 +297,11 @@ const (
 	// ResultError: verified, but recording the sync request failed (503).
 	ResultError Result = "error"
 )
+
+// results are every Result.
+var results = []Result{ResultAccepted, ResultIgnored, ResultPing, ResultMethodNotAllowed, ResultBadRequest,
+	ResultUnsupportedMediaType, ResultTooLarge, ResultBusy, ResultTimeout, ResultNoSecret, ResultBadSignature,
+	ResultReplayed, ResultError}
 
 // readResult is the result of a body that could not be read, by status.
 func readResult(status int) Result {
