@@ -8,6 +8,7 @@ import (
 	"time"
 
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -157,10 +158,11 @@ func checkStoredVersions(ctx context.Context, c client.Client, u *unstructured.U
 }
 
 // applyOne applies u and tells whether it was created, configured or
-// left unchanged (its resourceVersion did not move).
+// left unchanged: the same object but for its status and bookkeeping
+// (resourceVersion, managedFields), which others may write meanwhile.
 func applyOne(ctx context.Context, c client.Client, u *unstructured.Unstructured) (Applied, error) {
 	a := Applied{Object: Describe(u)}
-	before, err := resourceVersion(ctx, c, u)
+	before, err := live(ctx, c, u)
 	if err != nil {
 		return a, err
 	}
@@ -168,14 +170,14 @@ func applyOne(ctx context.Context, c client.Client, u *unstructured.Unstructured
 	if err := c.Apply(ctx, client.ApplyConfigurationFromUnstructured(obj), client.FieldOwner(FieldManager), client.ForceOwnership); err != nil {
 		return a, fmt.Errorf("applying %s: %w", a.Object, err)
 	}
-	after, err := resourceVersion(ctx, c, u)
+	after, err := live(ctx, c, u)
 	if err != nil {
 		return a, err
 	}
 	switch {
-	case before == "":
+	case before == nil:
 		a.Action = Created
-	case before == after:
+	case equality.Semantic.DeepEqual(content(before), content(after)):
 		a.Action = Unchanged
 	default:
 		a.Action = Configured
@@ -183,18 +185,27 @@ func applyOne(ctx context.Context, c client.Client, u *unstructured.Unstructured
 	return a, nil
 }
 
-// resourceVersion is the live resourceVersion of u ("" when absent).
-func resourceVersion(ctx context.Context, c client.Client, u *unstructured.Unstructured) (string, error) {
-	live := &unstructured.Unstructured{}
-	live.SetGroupVersionKind(u.GroupVersionKind())
-	err := c.Get(ctx, client.ObjectKeyFromObject(u), live)
+// live reads u's object from the cluster (nil when absent).
+func live(ctx context.Context, c client.Client, u *unstructured.Unstructured) (*unstructured.Unstructured, error) {
+	l := &unstructured.Unstructured{}
+	l.SetGroupVersionKind(u.GroupVersionKind())
+	err := c.Get(ctx, client.ObjectKeyFromObject(u), l)
 	if apierrors.IsNotFound(err) {
-		return "", nil
+		return nil, nil
 	}
 	if err != nil {
-		return "", fmt.Errorf("reading %s: %w", Describe(u), err)
+		return nil, fmt.Errorf("reading %s: %w", Describe(u), err)
 	}
-	return live.GetResourceVersion(), nil
+	return l, nil
+}
+
+// content is u without its status and bookkeeping.
+func content(u *unstructured.Unstructured) map[string]any {
+	m := u.DeepCopy().Object
+	delete(m, "status")
+	unstructured.RemoveNestedField(m, "metadata", "resourceVersion")
+	unstructured.RemoveNestedField(m, "metadata", "managedFields")
+	return m
 }
 
 // waitEstablished waits until the CRD name is established.
