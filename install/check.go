@@ -12,6 +12,7 @@ import (
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
@@ -225,7 +226,7 @@ func checkSources(ctx context.Context, c client.Reader, ns string) Finding {
 		switch {
 		case cond == nil:
 			bad = append(bad, fmt.Sprintf("StyrminSource %s/%s has no Ready condition yet", ns, src.Name))
-		case cond.Status != "True":
+		case cond.Status != metav1.ConditionTrue:
 			bad = append(bad, fmt.Sprintf("StyrminSource %s/%s not Ready: %s: %s (last sync %s)", ns, src.Name, cond.Reason, cond.Message, when))
 		default:
 			good = append(good, fmt.Sprintf("StyrminSource %s/%s Ready: fetched %s, last sync %s", ns, src.Name, fetched, when))
@@ -265,9 +266,12 @@ func checkRepository(ctx context.Context, c client.Reader, o CheckOptions, dep *
 	case secret != "" && c != nil:
 		key := types.NamespacedName{Namespace: secretNS, Name: secret}
 		a, err := operator.AuthFromSecret(ctx, c, key)
-		if err != nil {
+		if apierrors.IsNotFound(err) {
 			return fail("repository %s: %v (create it: kubectl -n %s create secret generic %s --from-literal=token=…, or set STYRMIN_GIT_TOKEN)",
 				shown, err, key.Namespace, key.Name)
+		}
+		if err != nil {
+			return fail("repository %s: %v (or set STYRMIN_GIT_TOKEN)", shown, err)
 		}
 		auth, from = a, "the credentials in Secret "+key.String()
 	default:

@@ -113,13 +113,18 @@ func (o Options) validate() error {
 // imageTag is what a container image tag may be.
 var imageTag = regexp.MustCompile(`^[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}$`)
 
+// pseudoVersion ends a Go pseudo-version (v0.0.0-20261201150405-abcdef123456):
+// a build of a commit, not of a release.
+var pseudoVersion = regexp.MustCompile(`[-.]\d{14}-[0-9a-f]{12}$`)
+
 // DefaultImage is the agent's image for a build of styrminctl: the
 // published image of the same version, or ImageRepository:latest for a
-// build without a release version ("(devel)", "(devel)-dirty", a version
-// that is no valid tag), which has no image of its own.
+// build without a release version ("(devel)", "(devel)-dirty", a Go
+// pseudo-version, a version that is no valid tag), which has no image of
+// its own.
 func DefaultImage(v version.Info) string {
 	tag := v.Short()
-	if !imageTag.MatchString(tag) {
+	if !imageTag.MatchString(tag) || pseudoVersion.MatchString(tag) {
 		tag = "latest"
 	}
 	return ImageRepository + ":" + tag

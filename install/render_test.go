@@ -99,9 +99,12 @@ func TestRenderWithoutAPathDropsTheFlagAndADevelVersionStampsNoLabel(t *testing.
 
 func TestDefaultImageIsTheReleaseVersionOrLatest(t *testing.T) {
 	for v, want := range map[string]string{
-		"v0.3.0":   ImageRepository + ":v0.3.0",
-		"(devel)":  ImageRepository + ":latest",
-		"v0.3.0+x": ImageRepository + ":latest",
+		"v0.3.0":                               ImageRepository + ":v0.3.0",
+		"(devel)":                              ImageRepository + ":latest",
+		"v0.3.0+x":                             ImageRepository + ":latest",
+		"v0.0.0-20261201150405-abcdef123456":   ImageRepository + ":latest",
+		"v0.3.1-0.20261201150405-abcdef123456": ImageRepository + ":latest",
+		"v0.4.0-rc.1":                          ImageRepository + ":v0.4.0-rc.1",
 	} {
 		if got := DefaultImage(version.Info{Version: v}); got != want {
 			t.Errorf("DefaultImage(%s) = %s, want %s", v, got, want)

@@ -143,6 +143,14 @@ func TestInstallCheckAndVersionOnALocalControlPlane(t *testing.T) {
 		}
 	})
 
+	t.Run("check without the credentials Secret says how to create it", func(t *testing.T) {
+		lines, code := runCheck(t, nil, "--kubeconfig", kc)
+		l := line(lines, "✗ repository "+repo)
+		if code != 1 || !strings.Contains(l, "kubectl -n styrmin-system create secret generic styrmin-repo") {
+			t.Fatalf("exit %d:\n%s", code, strings.Join(lines, "\n"))
+		}
+	})
+
 	if err := cl.Create(ctx, &corev1.Secret{
 		ObjectMeta: metav1.ObjectMeta{Name: "styrmin-repo", Namespace: "styrmin-system"},
 		Data:       map[string][]byte{operator.SecretKeyToken: []byte("right-token")},
@@ -187,6 +195,34 @@ func TestInstallCheckAndVersionOnALocalControlPlane(t *testing.T) {
 		}
 		if strings.Contains(l, "wrong-token") {
 			t.Errorf("the token is shown: %s", l)
+		}
+	})
+
+	t.Run("check reports a Ready StyrminSource with its last fetch", func(t *testing.T) {
+		src := &unstructured.Unstructured{Object: map[string]any{
+			"apiVersion": "styrmin.io/v1alpha1", "kind": "StyrminSource",
+			"metadata": map[string]any{"name": "styrmin", "namespace": "styrmin-system"},
+			"spec":     map[string]any{"url": repo, "branch": "main", "cluster": "local"},
+		}}
+		// A new client: the first one's REST mapper knew no styrmin.io.
+		cl, err := client.New(c.RESTConfig, client.Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := cl.Create(ctx, src); err != nil {
+			t.Fatal(err)
+		}
+		src.Object["status"] = map[string]any{
+			"lastFetchedCommit": head, "lastSyncTime": "2026-11-01T10:00:00Z",
+			"conditions": []any{map[string]any{"type": "Ready", "status": "True", "reason": "Synced", "message": "synced", "lastTransitionTime": "2026-11-01T10:00:00Z"}},
+		}
+		if err := cl.Status().Update(ctx, src); err != nil {
+			t.Fatal(err)
+		}
+		lines, _ := runCheck(t, nil, "--kubeconfig", kc)
+		want := "✔ StyrminSource styrmin-system/styrmin Ready: fetched " + head[:12] + ", last sync 2026-11-01T10:00:00Z"
+		if line(lines, want) == "" {
+			t.Fatalf("no line %q in:\n%s", want, strings.Join(lines, "\n"))
 		}
 	})
 
