@@ -70,27 +70,26 @@ func Check(ctx context.Context, cfg *rest.Config, o CheckOptions) []Finding {
 	}
 	v, err := KubernetesVersion(cfg)
 	if err != nil {
-		return []Finding{fail("Kubernetes API server unreachable: %v (check --kubeconfig and --context)", err)}
+		return []Finding{fail("Kubernetes API server unreachable: %v (check the kubeconfig and its context)", err)}
 	}
 	out := []Finding{checkKubernetesVersion(v)}
-	var dep *appsv1.Deployment
-	if !o.Pre {
-		c, err := newClient(cfg)
-		if err != nil {
-			return append(out, fail("%v", err))
+	if o.Pre {
+		if o.Repo != "" {
+			out = append(out, checkRepository(ctx, nil, o, nil))
 		}
-		var fs []Finding
-		fs, dep = checkInstallation(ctx, c, o.Namespace)
-		out = append(out, fs...)
-		if o.Repo == "" && dep == nil {
-			return out
-		}
-		return append(out, checkRepository(ctx, c, o, dep))
-	}
-	if o.Repo == "" {
 		return out
 	}
-	return append(out, checkRepository(ctx, nil, o, dep))
+	c, err := newClient(cfg)
+	if err != nil {
+		return append(out, fail("%v", err))
+	}
+	fs, dep := checkInstallation(ctx, c, o.Namespace)
+	out = append(out, fs...)
+	if o.Repo == "" && dep == nil {
+		// No repository to check: the agent's Deployment names it.
+		return out
+	}
+	return append(out, checkRepository(ctx, c, o, dep))
 }
 
 // Failed tells whether any finding failed.
