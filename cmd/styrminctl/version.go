@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"io"
 
@@ -24,24 +25,22 @@ type versions struct {
 // the version of the styrminctl that installed it). Like kubectl, the
 // exit code is 1 when the cluster's part cannot be read.
 func newVersionCmd(load restConfigFunc, stdout io.Writer) *cobra.Command {
-	k := &kubeFlags{load: load}
-	var output, namespace string
-	var clientOnly bool
+	o := &versionOptions{kube: kubeFlags{load: load}}
 	cmd := &cobra.Command{
 		Use:   "version [--client]",
 		Short: "Show the version of styrminctl and of the cluster's agent",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if output != "text" && output != "json" {
-				return fmt.Errorf("unknown output format %q (expected text or json)", output)
+			if o.output != "text" && o.output != "json" {
+				return fmt.Errorf("unknown output format %q (expected text or json)", o.output)
 			}
 			v := versions{Client: version.Get()}
-			if !clientOnly {
-				if err := readServerVersions(cmd, k, namespace, &v); err != nil {
+			if !o.clientOnly {
+				if err := o.readServer(cmd.Context(), &v); err != nil {
 					v.Error = err.Error()
 				}
 			}
-			if err := printVersions(stdout, output, v, clientOnly); err != nil {
+			if err := printVersions(stdout, o.output, v, o.clientOnly); err != nil {
 				return err
 			}
 			if v.Error != "" {
@@ -50,22 +49,30 @@ func newVersionCmd(load restConfigFunc, stdout io.Writer) *cobra.Command {
 			return nil
 		},
 	}
-	cmd.Flags().StringVarP(&output, "output", "o", "text", "output format: text or json")
-	cmd.Flags().BoolVar(&clientOnly, "client", false, "only this binary's version; do not read the cluster")
-	cmd.Flags().StringVar(&namespace, "namespace", install.DefaultNamespace, "the agent's namespace")
-	k.register(cmd)
+	cmd.Flags().StringVarP(&o.output, "output", "o", "text", "output format: text or json")
+	cmd.Flags().BoolVar(&o.clientOnly, "client", false, "only this binary's version; do not read the cluster")
+	cmd.Flags().StringVar(&o.namespace, "namespace", install.DefaultNamespace, "the agent's namespace")
+	o.kube.register(cmd)
 	return cmd
 }
 
-func readServerVersions(cmd *cobra.Command, k *kubeFlags, namespace string, v *versions) error {
-	cfg, err := k.config()
+// versionOptions are the flags of `version`.
+type versionOptions struct {
+	kube              kubeFlags
+	output, namespace string
+	clientOnly        bool
+}
+
+// readServer reads the Kubernetes and the agent's versions into v.
+func (o *versionOptions) readServer(ctx context.Context, v *versions) error {
+	cfg, err := o.kube.config()
 	if err != nil {
 		return err
 	}
 	if v.Kubernetes, err = install.KubernetesVersion(cfg); err != nil {
 		return err
 	}
-	a, err := install.Agent(cmd.Context(), cfg, namespace)
+	a, err := install.Agent(ctx, cfg, o.namespace)
 	if err != nil {
 		return err
 	}
