@@ -153,3 +153,39 @@ func CredentialsFor(repoURL, url string, auth Auth) (Auth, error) {
 	}
 	return auth, nil
 }
+
+// RemoteHead lists the refs of a remote repository (git ls-remote: one
+// round trip, nothing fetched) and returns the head of branch, or of the
+// branch the remote's HEAD names when branch is "". A missing branch is
+// ErrBranchNotFound; refused credentials wrap ErrAuth.
+func RemoteHead(ctx context.Context, url, branch string, auth Auth) (Hash, error) {
+	method, err := auth.method(url)
+	if err != nil {
+		return Hash{}, err
+	}
+	remote := git.NewRemote(memory.NewStorage(), &config.RemoteConfig{Name: "origin", URLs: []string{url}})
+	refs, err := remote.ListContext(ctx, &git.ListOptions{Auth: method})
+	if err != nil {
+		return Hash{}, transportError("list refs of", url, err)
+	}
+	byName := map[plumbing.ReferenceName]*plumbing.Reference{}
+	for _, ref := range refs {
+		byName[ref.Name()] = ref
+	}
+	want := plumbing.NewBranchReferenceName(branch)
+	if branch == "" {
+		want = plumbing.HEAD
+	}
+	ref := byName[want]
+	if ref != nil && ref.Type() == plumbing.SymbolicReference {
+		// HEAD: the branch it names.
+		ref = byName[ref.Target()]
+	}
+	if ref != nil && ref.Type() == plumbing.HashReference {
+		return fromPlumbing(ref.Hash()), nil
+	}
+	if branch == "" {
+		return Hash{}, fmt.Errorf("gitsource: %s: the remote names no HEAD branch: %w", redactURL(url), ErrBranchNotFound)
+	}
+	return Hash{}, fmt.Errorf("gitsource: %s: branch %q: %w", redactURL(url), branch, ErrBranchNotFound)
+}

@@ -237,3 +237,25 @@ func TestOpenOnDetachedHeadReadsButWillNotCommit(t *testing.T) {
 		t.Fatalf("worktree changed:\n%s", st)
 	}
 }
+
+func TestRemoteHeadListsABranchWithoutFetchingAndNamesWhatIsWrong(t *testing.T) {
+	ctx := context.Background()
+	const token = "s3cret-token"
+	srv := gitserver.New(t, gitserver.WithToken(token))
+	url, _ := srv.CreateRepo("heads.git")
+	want := srv.Commit("heads.git", "first", map[string][]byte{"styrmin.cue": []byte("x: 1\n")})
+
+	for _, branch := range []string{"main", ""} {
+		got, err := gitsource.RemoteHead(ctx, url, branch, gitsource.Auth{Token: token})
+		if err != nil || got.String() != want {
+			t.Errorf("RemoteHead(%q) = %s, %v; want %s", branch, got, err, want)
+		}
+	}
+	if _, err := gitsource.RemoteHead(ctx, url, "release", gitsource.Auth{Token: token}); !errors.Is(err, gitsource.ErrBranchNotFound) {
+		t.Errorf("a missing branch: err = %v, want ErrBranchNotFound", err)
+	}
+	_, err := gitsource.RemoteHead(ctx, url, "main", gitsource.Auth{Token: "wrong-token-value"})
+	if !errors.Is(err, gitsource.ErrAuth) || strings.Contains(err.Error(), "wrong-token-value") {
+		t.Errorf("a wrong token: err = %v, want ErrAuth without the token", err)
+	}
+}

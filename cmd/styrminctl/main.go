@@ -75,6 +75,9 @@ func newRootCmd(stdout, stderr io.Writer) *cobra.Command {
 		newStatusCmd(kubeClient, stdout),
 		newTasksCmd(kubeClient, stdout),
 		newHistoryCmd(kubeClient, stdout),
+		newInstallCmd(kubeRESTConfig, stdout),
+		newCheckCmd(kubeRESTConfig, os.Getenv, stdout),
+		newVersionCmd(kubeRESTConfig, stdout),
 	)
 	return root
 }

@@ -12,6 +12,7 @@ import (
 	"github.com/spf13/cobra"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -28,11 +29,9 @@ type clusterClientFunc func(kubeconfig string) (client.Reader, error)
 
 // kubeClient is the clusterClientFunc of the real command.
 func kubeClient(kubeconfig string) (client.Reader, error) {
-	rules := clientcmd.NewDefaultClientConfigLoadingRules()
-	rules.ExplicitPath = kubeconfig
-	cfg, err := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, &clientcmd.ConfigOverrides{}).ClientConfig()
+	cfg, err := kubeRESTConfig(kubeconfig, "")
 	if err != nil {
-		return nil, fmt.Errorf("kubernetes config: %w", err)
+		return nil, err
 	}
 	scheme, err := operator.NewScheme()
 	if err != nil {
@@ -43,6 +42,23 @@ func kubeClient(kubeconfig string) (client.Reader, error) {
 		return nil, fmt.Errorf("kubernetes client: %w", err)
 	}
 	return c, nil
+}
+
+// restConfigFunc returns the REST config of the cluster a kubeconfig
+// and a context name ("" for the defaults) select.
+type restConfigFunc func(kubeconfig, context string) (*rest.Config, error)
+
+// kubeRESTConfig is the restConfigFunc of the real command: kubectl's
+// loading rules (the file given, else $KUBECONFIG, then ~/.kube/config).
+func kubeRESTConfig(kubeconfig, kubecontext string) (*rest.Config, error) {
+	rules := clientcmd.NewDefaultClientConfigLoadingRules()
+	rules.ExplicitPath = kubeconfig
+	overrides := &clientcmd.ConfigOverrides{CurrentContext: kubecontext}
+	cfg, err := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, overrides).ClientConfig()
+	if err != nil {
+		return nil, fmt.Errorf("kubernetes config: %w", err)
+	}
+	return cfg, nil
 }
 
 // clusterOptions are the flags of the commands that read a cluster.

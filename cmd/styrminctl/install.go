@@ -1,0 +1,130 @@
+package main
+
+import (
+	"fmt"
+	"io"
+
+	"github.com/spf13/cobra"
+	"k8s.io/client-go/rest"
+
+	"github.com/styrmin/styrmin/install"
+	"github.com/styrmin/styrmin/version"
+)
+
+// kubeFlags are --kubeconfig and --context, kubectl's way of naming a
+// cluster.
+type kubeFlags struct {
+	kubeconfig, context string
+	load                restConfigFunc
+}
+
+func (k *kubeFlags) register(cmd *cobra.Command) {
+	cmd.Flags().StringVar(&k.kubeconfig, "kubeconfig", "", "kubeconfig file (default: $KUBECONFIG, then ~/.kube/config)")
+	cmd.Flags().StringVar(&k.context, "context", "", "kubeconfig context (default: its current context)")
+}
+
+func (k *kubeFlags) config() (*rest.Config, error) { return k.load(k.kubeconfig, k.context) }
+
+// newInstallCmd builds `styrminctl install`: Styrmin's CRDs, namespace,
+// RBAC, admission policy and agent, set up for one cluster and
+// repository, applied or printed.
+func newInstallCmd(load restConfigFunc, stdout io.Writer) *cobra.Command {
+	k := &kubeFlags{load: load}
+	var o install.Options
+	var export bool
+	cmd := &cobra.Command{
+		Use:   "install --cluster NAME --repo URL",
+		Short: "Install or upgrade Styrmin's CRDs and agent on a cluster (or print them with --export)",
+		Long: "Render Styrmin's CRDs, the agent's namespace, RBAC, admission policy and Deployment\n" +
+			"with the cluster's name, the repository, branch, folder, credentials Secret and\n" +
+			"image set in the agent's arguments, and apply them with server-side apply\n" +
+			"(field manager " + install.FieldManager + "): the CRDs first, established before the rest.\n" +
+			"A CRD that would drop a version the cluster still stores is refused and nothing\n" +
+			"is applied. Prints one line per object: created, configured or unchanged.\n" +
+			"With --export, print the YAML and change nothing.\n\n" +
+			"The credentials Secret is not created: kubectl -n NAMESPACE create secret generic\n" +
+			"SECRET --from-literal=token=… (https) or --from-file=identity=… --from-file=known_hosts=… (ssh).",
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if o.Image == "" {
+				o.Image = install.DefaultImage(version.Get())
+			}
+			objs, err := install.Render(o)
+			if err != nil {
+				return err
+			}
+			if export {
+				return install.Export(stdout, objs)
+			}
+			cfg, err := k.config()
+			if err != nil {
+				return err
+			}
+			applied, err := install.Apply(cmd.Context(), cfg, objs, install.ApplyOptions{})
+			for _, a := range applied {
+				fmt.Fprintf(stdout, "%s %s\n", a.Object, a.Action)
+			}
+			if err != nil {
+				return err
+			}
+			fmt.Fprintf(stdout, "installed the agent for cluster %s with image %s; run styrminctl check\n", o.Cluster, o.Image)
+			return nil
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&o.Cluster, "cluster", "", "name of the cluster whose locks the agent applies (locks/<cluster>/…); required")
+	f.StringVar(&o.Repo, "repo", "", "URL of the desired-state repository, without credentials; required")
+	f.StringVar(&o.Branch, "branch", install.DefaultBranch, "branch the agent follows")
+	f.StringVar(&o.Path, "path", "", "folder of the git repository that holds the desired-state repository (default: its root)")
+	f.StringVar(&o.SecretName, "secret-name", install.DefaultSecretName, "Secret in --namespace holding the repository's credentials")
+	f.StringVar(&o.Namespace, "namespace", install.DefaultNamespace, "the agent's namespace")
+	f.StringVar(&o.Image, "image", "", "the agent's image (default "+install.ImageRepository+":<this styrminctl's version>, or :latest for a build without a release version)")
+	f.BoolVar(&export, "export", false, "print the manifests as YAML and change nothing")
+	k.register(cmd)
+	return cmd
+}
+
+// newCheckCmd builds `styrminctl check [--pre]`: one line per check, a
+// non-zero exit when one fails. getenv reads STYRMIN_GIT_TOKEN.
+func newCheckCmd(load restConfigFunc, getenv func(string) string, stdout io.Writer) *cobra.Command {
+	k := &kubeFlags{load: load}
+	var o install.CheckOptions
+	cmd := &cobra.Command{
+		Use:   "check [--pre]",
+		Short: "Check the prerequisites (--pre) or an installation of Styrmin on a cluster",
+		Long: "Check the API server's version (at least " + install.MinKubernetes + "); with --pre only that and, with\n" +
+			"--repo, the repository. Otherwise also the CRDs (established, at the versions this\n" +
+			"styrminctl expects), the RBAC objects and admission policy, the agent's Deployment\n" +
+			"(ready replicas), its StyrminSource (Ready, last fetch) and the repository, reached\n" +
+			"with the token in $STYRMIN_GIT_TOKEN or else the Secret the agent uses (ls-remote of\n" +
+			"the branch head; --repo and --branch default to the agent's). One line per check;\n" +
+			"the exit code is 1 when any fails.",
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			cfg, err := k.config()
+			if err != nil {
+				return err
+			}
+			o.Token = getenv("STYRMIN_GIT_TOKEN")
+			findings := install.Check(cmd.Context(), cfg, o)
+			for _, f := range findings {
+				mark := "✔"
+				if !f.OK {
+					mark = "✗"
+				}
+				fmt.Fprintf(stdout, "%s %s\n", mark, f.Message)
+			}
+			if install.Failed(findings) {
+				return exitError{code: 1}
+			}
+			return nil
+		},
+	}
+	f := cmd.Flags()
+	f.BoolVar(&o.Pre, "pre", false, "check only the prerequisites of an installation")
+	f.StringVar(&o.Repo, "repo", "", "URL of the repository to reach (default: the agent's --repo)")
+	f.StringVar(&o.Branch, "branch", "", "branch to look for (default: the agent's --branch, else the remote's HEAD)")
+	f.StringVar(&o.Namespace, "namespace", install.DefaultNamespace, "the agent's namespace")
+	k.register(cmd)
+	return cmd
+}

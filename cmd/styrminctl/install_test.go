@@ -1,0 +1,275 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"testing/fstest"
+
+	corev1 "k8s.io/api/core/v1"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/yaml"
+
+	"github.com/styrmin/styrmin/gitsource/gitserver"
+	"github.com/styrmin/styrmin/operator"
+	"github.com/styrmin/styrmin/testcluster"
+	"github.com/styrmin/styrmin/version"
+)
+
+// runCheck runs `styrminctl check` with getenv's environment and returns
+// its lines and exit code.
+func runCheck(t *testing.T, env map[string]string, args ...string) ([]string, int) {
+	t.Helper()
+	var out bytes.Buffer
+	cmd := newCheckCmd(kubeRESTConfig, func(k string) string { return env[k] }, &out)
+	cmd.SilenceUsage, cmd.SilenceErrors = true, true
+	cmd.SetArgs(args)
+	cmd.SetOut(&out)
+	cmd.SetErr(&out)
+	err := cmd.ExecuteContext(context.Background())
+	code := 0
+	if err != nil {
+		var ec exitCoder
+		if !asExitCoder(err, &ec) {
+			t.Fatalf("check %v: %v", args, err)
+		}
+		code = ec.ExitCode()
+	}
+	return strings.Split(strings.TrimSuffix(out.String(), "\n"), "\n"), code
+}
+
+// line is the line of lines that starts with prefix ("" when none).
+func line(lines []string, prefix string) string {
+	i := slices.IndexFunc(lines, func(l string) bool { return strings.HasPrefix(l, prefix) })
+	if i < 0 {
+		return ""
+	}
+	return lines[i]
+}
+
+// install, check and version against one control plane without workloads
+// (the agent's Deployment never gets a ready pod) and a git server.
+func TestInstallCheckAndVersionOnALocalControlPlane(t *testing.T) {
+	c := testcluster.StartT(t, testcluster.Options{})
+	kc := c.KubeconfigPath
+	git := gitserver.New(t, gitserver.WithToken("right-token"))
+	head := git.Seed("desired", fstest.MapFS{"styrmin.cue": {Data: []byte("version: 1\n")}}, "seed")
+	repo := git.RepoURL("desired")
+	installArgs := []string{"install", "--cluster", "local", "--repo", repo, "--path", "deploy", "--image", "agent:test"}
+	cl, err := client.New(c.RESTConfig, client.Options{}) // client-go's scheme: Secrets; CRDs as unstructured
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+
+	t.Run("check --pre passes on an empty cluster", func(t *testing.T) {
+		lines, code := runCheck(t, nil, "--pre", "--kubeconfig", kc)
+		if code != 0 || len(lines) != 1 || !strings.HasPrefix(lines[0], "✔ Kubernetes v1.") {
+			t.Fatalf("exit %d:\n%s", code, strings.Join(lines, "\n"))
+		}
+	})
+
+	t.Run("install --export prints each object with the agent's settings and changes nothing", func(t *testing.T) {
+		out, err := runCluster(t, kc, append(installArgs, "--export")...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var kinds []string
+		var args []string
+		for _, doc := range strings.Split(out, "---\n")[1:] {
+			u := &unstructured.Unstructured{}
+			if err := yaml.Unmarshal([]byte(doc), &u.Object); err != nil {
+				t.Fatalf("document does not parse: %v\n%s", err, doc)
+			}
+			kinds = append(kinds, u.GetKind()+" "+u.GetName())
+			if u.GetKind() == "Deployment" {
+				cs, _, _ := unstructured.NestedSlice(u.Object, "spec", "template", "spec", "containers")
+				args, _, _ = unstructured.NestedStringSlice(cs[0].(map[string]any), "args")
+				if img := cs[0].(map[string]any)["image"]; img != "agent:test" {
+					t.Errorf("image %v", img)
+				}
+			}
+		}
+		for _, want := range []string{"CustomResourceDefinition styrmintasks.styrmin.io", "Namespace styrmin-system", "ServiceAccount styrmin-agent",
+			"ClusterRole styrmin-agent", "ClusterRoleBinding styrmin-agent", "Role styrmin-agent-leader-election",
+			"ValidatingAdmissionPolicy styrmin-agent-writes-tasks", "Deployment styrmin-agent"} {
+			if !slices.Contains(kinds, want) {
+				t.Errorf("no %s in %v", want, kinds)
+			}
+		}
+		for _, want := range []string{"--cluster=local", "--repo=" + repo, "--branch=main", "--path=deploy", "--repo-secret=styrmin-repo"} {
+			if !slices.Contains(args, want) {
+				t.Errorf("agent args %v lack %s", args, want)
+			}
+		}
+		crds := &unstructured.UnstructuredList{}
+		crds.SetGroupVersionKind(apiextensionsv1.SchemeGroupVersion.WithKind("CustomResourceDefinitionList"))
+		if err := cl.List(ctx, crds); err != nil || len(crds.Items) != 0 {
+			t.Errorf("export changed the cluster: %d CRDs (%v)", len(crds.Items), err)
+		}
+	})
+
+	t.Run("install applies everything and a second install reports it unchanged", func(t *testing.T) {
+		out, err := runCluster(t, kc, installArgs...)
+		if err != nil {
+			t.Fatalf("%v\n%s", err, out)
+		}
+		lines := strings.Split(strings.TrimSpace(out), "\n")
+		if lines[0] != "CustomResourceDefinition styrmindeployments.styrmin.io created" ||
+			line(lines, "Deployment ") != "Deployment styrmin-system/styrmin-agent created" ||
+			!strings.HasPrefix(lines[len(lines)-1], "installed the agent for cluster local") {
+			t.Errorf("first install:\n%s", out)
+		}
+		again, err := runCluster(t, kc, installArgs...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		agained := strings.Split(strings.TrimSpace(again), "\n")
+		if len(agained) != len(lines) {
+			t.Fatalf("second install:\n%s", again)
+		}
+		for i, l := range agained[:len(agained)-1] {
+			if want := strings.TrimSuffix(lines[i], "created") + "unchanged"; l != want {
+				t.Errorf("second install line %d: %q, want %q", i, l, want)
+			}
+		}
+	})
+
+	t.Run("check without the credentials Secret says how to create it", func(t *testing.T) {
+		lines, code := runCheck(t, nil, "--kubeconfig", kc)
+		l := line(lines, "✗ repository "+repo)
+		if code != 1 || !strings.Contains(l, "kubectl -n styrmin-system create secret generic styrmin-repo") {
+			t.Fatalf("exit %d:\n%s", code, strings.Join(lines, "\n"))
+		}
+	})
+
+	if err := cl.Create(ctx, &corev1.Secret{
+		ObjectMeta: metav1.ObjectMeta{Name: "styrmin-repo", Namespace: "styrmin-system"},
+		Data:       map[string][]byte{operator.SecretKeyToken: []byte("right-token")},
+	}); err != nil {
+		t.Fatal(err)
+	}
+
+	t.Run("check reports the agent not ready and the rest installed, with the repository reachable through the Secret", func(t *testing.T) {
+		lines, code := runCheck(t, nil, "--kubeconfig", kc)
+		out := strings.Join(lines, "\n")
+		t.Log("\n" + out)
+		if code != 1 {
+			t.Errorf("exit %d, want 1", code)
+		}
+		for _, want := range []string{
+			"✔ Kubernetes v1.",
+			"✔ CRD styrmindeployments.styrmin.io established, serving v1alpha1",
+			"✔ CRD styrminsources.styrmin.io established",
+			"✔ CRD styrmintasks.styrmin.io established",
+			"✔ ClusterRole styrmin-agent",
+			"✔ ClusterRoleBinding styrmin-agent-default-environment",
+			"✔ RoleBinding styrmin-system/styrmin-agent-leader-election",
+			"✔ ValidatingAdmissionPolicyBinding styrmin-agent-writes-tasks",
+			"✗ agent Deployment styrmin-system/styrmin-agent: 0/2 replicas ready",
+			"✗ no StyrminSource in styrmin-system",
+			"✔ repository " + repo + " reachable with the credentials in Secret styrmin-system/styrmin-repo: main at " + head[:12],
+		} {
+			if line(lines, want) == "" {
+				t.Errorf("no line %q in:\n%s", want, out)
+			}
+		}
+		if n := len(slices.DeleteFunc(slices.Clone(lines), func(l string) bool { return !strings.HasPrefix(l, "✗") })); n != 2 {
+			t.Errorf("%d checks failed, want 2 (the agent and its source):\n%s", n, out)
+		}
+	})
+
+	t.Run("check with a wrong token reports the repository unreachable", func(t *testing.T) {
+		lines, code := runCheck(t, map[string]string{"STYRMIN_GIT_TOKEN": "wrong-token"}, "--kubeconfig", kc)
+		l := line(lines, "✗ repository "+repo+" unreachable with the token in STYRMIN_GIT_TOKEN")
+		if code != 1 || l == "" || !strings.Contains(l, "authentication failed") {
+			t.Fatalf("exit %d:\n%s", code, strings.Join(lines, "\n"))
+		}
+		if strings.Contains(l, "wrong-token") {
+			t.Errorf("the token is shown: %s", l)
+		}
+	})
+
+	t.Run("check reports a Ready StyrminSource with its last fetch", func(t *testing.T) {
+		src := &unstructured.Unstructured{Object: map[string]any{
+			"apiVersion": "styrmin.io/v1alpha1", "kind": "StyrminSource",
+			"metadata": map[string]any{"name": "styrmin", "namespace": "styrmin-system"},
+			"spec":     map[string]any{"url": repo, "branch": "main", "cluster": "local"},
+		}}
+		// A new client: the first one's REST mapper knew no styrmin.io.
+		cl, err := client.New(c.RESTConfig, client.Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := cl.Create(ctx, src); err != nil {
+			t.Fatal(err)
+		}
+		src.Object["status"] = map[string]any{
+			"lastFetchedCommit": head, "lastSyncTime": "2026-11-01T10:00:00Z",
+			"conditions": []any{map[string]any{"type": "Ready", "status": "True", "reason": "Synced", "message": "synced", "lastTransitionTime": "2026-11-01T10:00:00Z"}},
+		}
+		if err := cl.Status().Update(ctx, src); err != nil {
+			t.Fatal(err)
+		}
+		lines, _ := runCheck(t, nil, "--kubeconfig", kc)
+		want := "✔ StyrminSource styrmin-system/styrmin Ready: fetched " + head[:12] + ", last sync 2026-11-01T10:00:00Z"
+		if line(lines, want) == "" {
+			t.Fatalf("no line %q in:\n%s", want, strings.Join(lines, "\n"))
+		}
+	})
+
+	t.Run("check --pre with --repo reaches the repository with the token", func(t *testing.T) {
+		lines, code := runCheck(t, map[string]string{"STYRMIN_GIT_TOKEN": "right-token"}, "--pre", "--repo", repo, "--kubeconfig", kc)
+		if code != 0 || len(lines) != 2 || !strings.HasPrefix(lines[1], "✔ repository "+repo+" reachable") {
+			t.Fatalf("exit %d:\n%s", code, strings.Join(lines, "\n"))
+		}
+	})
+
+	t.Run("version -o json has the client's version and the agent's image", func(t *testing.T) {
+		out, err := runCluster(t, kc, "version", "-o", "json")
+		if err != nil {
+			t.Fatalf("%v\n%s", err, out)
+		}
+		var v versions
+		if err := json.Unmarshal([]byte(out), &v); err != nil {
+			t.Fatalf("%v\n%s", err, out)
+		}
+		if v.Client.Version != version.Get().Version || v.Agent == nil || v.Agent.Image != "agent:test" || v.Agent.Tag != "test" ||
+			!strings.HasPrefix(v.Kubernetes, "v1.") {
+			t.Errorf("version: %s", out)
+		}
+	})
+
+	t.Run("version of an unreachable cluster prints the client and fails; --client reads no cluster", func(t *testing.T) {
+		missing := filepath.Join(t.TempDir(), "missing")
+		out, err := runCluster(t, missing, "version")
+		var ec exitCoder
+		if !asExitCoder(err, &ec) || ec.ExitCode() != 1 || !strings.HasPrefix(out, "client: "+version.Get().Version) ||
+			!strings.Contains(out, "agent: unknown: kubernetes config") {
+			t.Errorf("err %v:\n%s", err, out)
+		}
+		out, err = runCluster(t, missing, "version", "--client")
+		if err != nil || strings.Count(out, "\n") != 1 {
+			t.Errorf("--client: err %v:\n%s", err, out)
+		}
+	})
+}
+
+func TestInstallNeedsAClusterAndARepository(t *testing.T) {
+	_, err := runCluster(t, filepath.Join(t.TempDir(), "missing"), "install", "--export")
+	if err == nil || !strings.Contains(err.Error(), "--cluster") || !strings.Contains(err.Error(), "--repo") {
+		t.Fatalf("err = %v", err)
+	}
+	var ec exitCoder
+	if errors.As(err, &ec) {
+		t.Fatalf("err = %v, want a plain error", err)
+	}
+}

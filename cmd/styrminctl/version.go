@@ -1,0 +1,109 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+
+	"github.com/spf13/cobra"
+
+	"github.com/styrmin/styrmin/install"
+	"github.com/styrmin/styrmin/version"
+)
+
+// versions is what `styrminctl version` prints.
+type versions struct {
+	Client     version.Info       `json:"client"`
+	Kubernetes string             `json:"kubernetes,omitempty"`
+	Agent      *install.AgentInfo `json:"agent,omitempty"`
+	// Error says why the cluster's part is missing.
+	Error string `json:"error,omitempty"`
+}
+
+// newVersionCmd builds `styrminctl version`: this binary's version and,
+// unless --client, the Kubernetes version and the agent's (its image and
+// the version of the styrminctl that installed it). Like kubectl, the
+// exit code is 1 when the cluster's part cannot be read.
+func newVersionCmd(load restConfigFunc, stdout io.Writer) *cobra.Command {
+	o := &versionOptions{kube: kubeFlags{load: load}}
+	cmd := &cobra.Command{
+		Use:   "version [--client]",
+		Short: "Show the version of styrminctl and of the cluster's agent",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if o.output != "text" && o.output != "json" {
+				return fmt.Errorf("unknown output format %q (expected text or json)", o.output)
+			}
+			v := versions{Client: version.Get()}
+			if !o.clientOnly {
+				if err := o.readServer(cmd.Context(), &v); err != nil {
+					v.Error = err.Error()
+				}
+			}
+			if err := printVersions(stdout, o.output, v, o.clientOnly); err != nil {
+				return err
+			}
+			if v.Error != "" {
+				return exitError{code: 1}
+			}
+			return nil
+		},
+	}
+	cmd.Flags().StringVarP(&o.output, "output", "o", "text", "output format: text or json")
+	cmd.Flags().BoolVar(&o.clientOnly, "client", false, "only this binary's version; do not read the cluster")
+	cmd.Flags().StringVar(&o.namespace, "namespace", install.DefaultNamespace, "the agent's namespace")
+	o.kube.register(cmd)
+	return cmd
+}
+
+// versionOptions are the flags of `version`.
+type versionOptions struct {
+	kube              kubeFlags
+	output, namespace string
+	clientOnly        bool
+}
+
+// readServer reads the Kubernetes and the agent's versions into v.
+func (o *versionOptions) readServer(ctx context.Context, v *versions) error {
+	cfg, err := o.kube.config()
+	if err != nil {
+		return err
+	}
+	if v.Kubernetes, err = install.KubernetesVersion(cfg); err != nil {
+		return err
+	}
+	a, err := install.Agent(ctx, cfg, o.namespace)
+	if err != nil {
+		return err
+	}
+	v.Agent = &a
+	return nil
+}
+
+func printVersions(w io.Writer, output string, v versions, clientOnly bool) error {
+	if output == "json" {
+		return writeData(w, "json", v)
+	}
+	fmt.Fprintf(w, "client: %s\n", v.Client)
+	if clientOnly {
+		return nil
+	}
+	if v.Kubernetes != "" {
+		fmt.Fprintf(w, "kubernetes: %s\n", v.Kubernetes)
+	}
+	switch {
+	case v.Agent != nil:
+		installed := v.Agent.Version
+		if installed == "" {
+			installed = v.Agent.Tag
+		}
+		if installed == "" {
+			installed = "unknown"
+		}
+		fmt.Fprintf(w, "agent: %s (image %s, %d/%d replicas ready, Deployment %s)\n",
+			installed, v.Agent.Image, v.Agent.ReadyReplicas, v.Agent.Replicas, v.Agent.Deployment)
+	case v.Error != "":
+		fmt.Fprintf(w, "agent: unknown: %s\n", v.Error)
+	}
+	return nil
+}

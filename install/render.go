@@ -1,0 +1,364 @@
+package install
+
+import (
+	"bufio"
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"regexp"
+	"strings"
+
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/util/validation"
+	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
+	"sigs.k8s.io/yaml"
+
+	"github.com/styrmin/styrmin/config"
+	"github.com/styrmin/styrmin/gitsource"
+	"github.com/styrmin/styrmin/version"
+)
+
+// Defaults of Options.
+const (
+	DefaultNamespace  = config.AgentNamespace
+	DefaultBranch     = "main"
+	DefaultSecretName = "styrmin-repo"
+	// ImageRepository is where the agent's images are published.
+	ImageRepository = "ghcr.io/styrmin/styrmin-agent"
+	// FieldManager is the server-side apply field manager of Apply.
+	FieldManager = "styrminctl"
+	// LabelVersion is the label Render puts on the agent's Deployment:
+	// the version of the styrminctl that installed it.
+	LabelVersion = "app.kubernetes.io/version"
+)
+
+// The agent's objects in the manifests.
+const (
+	agentDeployment = "styrmin-agent"
+	agentContainer  = "agent"
+	// agentUserVariable is the variable of the admission policy naming the
+	// agent's user.
+	agentUserVariable = "isAgent"
+)
+
+// Options are the settings of an installation.
+type Options struct {
+	// Cluster is the name of the cluster (locks/<cluster>/…); required.
+	Cluster string
+	// Repo is the desired-state repository's URL; required, without
+	// credentials (they go in the Secret).
+	Repo string
+	// Branch is the branch the agent follows (default DefaultBranch).
+	Branch string
+	// Path is the folder of the git repository holding the desired-state
+	// repository ("": its root).
+	Path string
+	// SecretName names the Secret, in Namespace, with the repository's
+	// credentials (default DefaultSecretName).
+	SecretName string
+	// Namespace is the agent's namespace (default DefaultNamespace).
+	Namespace string
+	// Image is the agent's image (default DefaultImage(version.Get())).
+	Image string
+	// Version is stamped on the Deployment as LabelVersion when it is a
+	// valid label value (default version.Get().Short()).
+	Version string
+}
+
+func (o Options) withDefaults() Options {
+	if o.Branch == "" {
+		o.Branch = DefaultBranch
+	}
+	if o.SecretName == "" {
+		o.SecretName = DefaultSecretName
+	}
+	if o.Namespace == "" {
+		o.Namespace = DefaultNamespace
+	}
+	if o.Version == "" {
+		o.Version = version.Get().Short()
+	}
+	if o.Image == "" {
+		o.Image = DefaultImage(version.Get())
+	}
+	return o
+}
+
+func (o Options) validate() error {
+	var errs []error
+	if o.Cluster == "" {
+		errs = append(errs, errors.New("the cluster name is required (--cluster)"))
+	}
+	if o.Repo == "" {
+		errs = append(errs, errors.New("the repository URL is required (--repo)"))
+	} else if gitsource.PublicURL(o.Repo) != o.Repo {
+		errs = append(errs, errors.New("the repository URL holds credentials: give the URL without them and put the token in the Secret"))
+	}
+	for _, e := range validation.IsDNS1123Label(o.Namespace) {
+		errs = append(errs, fmt.Errorf("namespace %q: %s", o.Namespace, e))
+	}
+	for _, e := range validation.IsDNS1123Subdomain(o.SecretName) {
+		errs = append(errs, fmt.Errorf("secret name %q: %s", o.SecretName, e))
+	}
+	if strings.HasPrefix(o.Path, "/") || strings.Contains("/"+o.Path+"/", "/../") {
+		errs = append(errs, fmt.Errorf("path %q: must be a folder inside the repository", o.Path))
+	}
+	if err := errors.Join(errs...); err != nil {
+		return fmt.Errorf("install options: %w", err)
+	}
+	return nil
+}
+
+// imageTag is what a container image tag may be.
+var imageTag = regexp.MustCompile(`^[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}$`)
+
+// pseudoVersion ends a Go pseudo-version (v0.0.0-20261201150405-abcdef123456):
+// a build of a commit, not of a release.
+var pseudoVersion = regexp.MustCompile(`[-.]\d{14}-[0-9a-f]{12}$`)
+
+// DefaultImage is the agent's image for a build of styrminctl: the
+// published image of the same version, or ImageRepository:latest for a
+// build without a release version ("(devel)", "(devel)-dirty", a Go
+// pseudo-version, a version that is no valid tag), which has no image of
+// its own.
+func DefaultImage(v version.Info) string {
+	tag := v.Short()
+	if !imageTag.MatchString(tag) || pseudoVersion.MatchString(tag) {
+		tag = "latest"
+	}
+	return ImageRepository + ":" + tag
+}
+
+// Render returns the objects of an installation in the order to apply
+// them: the CRDs, the namespace, RBAC, the admission policy, the agent's
+// Deployment.
+func Render(o Options) ([]*unstructured.Unstructured, error) {
+	o = o.withDefaults()
+	if err := o.validate(); err != nil {
+		return nil, err
+	}
+	objs, err := manifests(o.Namespace)
+	if err != nil {
+		return nil, err
+	}
+	dep := find(objs, "Deployment", agentDeployment)
+	if dep == nil {
+		return nil, fmt.Errorf("render: the embedded manifests hold no Deployment %s", agentDeployment)
+	}
+	if err := configureAgent(dep, o); err != nil {
+		return nil, fmt.Errorf("render: Deployment %s: %w", agentDeployment, err)
+	}
+	return objs, nil
+}
+
+// manifests parses config's manifests and puts them in namespace ns.
+func manifests(ns string) ([]*unstructured.Unstructured, error) {
+	var docs [][]byte
+	docs = append(docs, config.CRDs()...)
+	docs = append(docs, config.Namespace())
+	docs = append(docs, config.RBAC()...)
+	docs = append(docs, config.AdmissionPolicy(), config.AgentDeployment())
+	var objs []*unstructured.Unstructured
+	for _, doc := range docs {
+		got, err := parse(doc)
+		if err != nil {
+			return nil, fmt.Errorf("render: embedded manifest: %w", err)
+		}
+		objs = append(objs, got...)
+	}
+	for _, u := range objs {
+		if err := setNamespace(u, ns); err != nil {
+			return nil, fmt.Errorf("render: %s %s: %w", u.GetKind(), u.GetName(), err)
+		}
+	}
+	return objs, nil
+}
+
+// parse splits a multi-document YAML file into objects, skipping empty
+// documents.
+func parse(doc []byte) ([]*unstructured.Unstructured, error) {
+	r := utilyaml.NewYAMLReader(bufio.NewReader(bytes.NewReader(doc)))
+	var out []*unstructured.Unstructured
+	for {
+		b, err := r.Read()
+		if errors.Is(err, io.EOF) {
+			return out, nil
+		}
+		if err != nil {
+			return nil, err
+		}
+		var m map[string]any
+		if err := yaml.Unmarshal(b, &m); err != nil {
+			return nil, err
+		}
+		if len(m) == 0 {
+			continue
+		}
+		out = append(out, &unstructured.Unstructured{Object: m})
+	}
+}
+
+// setNamespace moves u to the agent's namespace ns: the Namespace itself,
+// namespaced objects, the agent's service account in bindings and the
+// user the admission policy lets write tasks.
+func setNamespace(u *unstructured.Unstructured, ns string) error {
+	if ns == config.AgentNamespace {
+		return nil
+	}
+	switch u.GetKind() {
+	case "Namespace":
+		u.SetName(ns)
+		return nil
+	case "ClusterRoleBinding", "RoleBinding":
+		subjects, _, _ := unstructured.NestedSlice(u.Object, "subjects")
+		for _, s := range subjects {
+			m, ok := s.(map[string]any)
+			if ok && m["kind"] == "ServiceAccount" && m["namespace"] == config.AgentNamespace {
+				m["namespace"] = ns
+			}
+		}
+		if err := unstructured.SetNestedSlice(u.Object, subjects, "subjects"); err != nil {
+			return err
+		}
+	case "ValidatingAdmissionPolicy":
+		vars, _, _ := unstructured.NestedSlice(u.Object, "spec", "variables")
+		found := false
+		for _, v := range vars {
+			m, ok := v.(map[string]any)
+			if ok && m["name"] == agentUserVariable {
+				m["expression"] = fmt.Sprintf("request.userInfo.username == 'system:serviceaccount:%s:%s'", ns, config.AgentServiceAccount)
+				found = true
+			}
+		}
+		if !found {
+			return fmt.Errorf("no variable %q naming the agent's user: cannot move it to namespace %s", agentUserVariable, ns)
+		}
+		if err := unstructured.SetNestedSlice(u.Object, vars, "spec", "variables"); err != nil {
+			return err
+		}
+	}
+	if u.GetNamespace() != "" {
+		u.SetNamespace(ns)
+	}
+	return nil
+}
+
+// configureAgent sets the agent's flags, image and version label.
+func configureAgent(dep *unstructured.Unstructured, o Options) error {
+	containers, _, err := unstructured.NestedSlice(dep.Object, "spec", "template", "spec", "containers")
+	if err != nil {
+		return err
+	}
+	var agent map[string]any
+	for _, c := range containers {
+		if m, ok := c.(map[string]any); ok && m["name"] == agentContainer {
+			agent = m
+		}
+	}
+	if agent == nil {
+		return fmt.Errorf("no container %q", agentContainer)
+	}
+	args, _, err := unstructured.NestedStringSlice(agent, "args")
+	if err != nil {
+		return err
+	}
+	for _, f := range []struct{ name, value string }{
+		{"cluster", o.Cluster},
+		{"repo", o.Repo},
+		{"branch", o.Branch},
+		{"path", o.Path},
+		{"repo-secret", o.SecretName},
+	} {
+		args = setArg(args, f.name, f.value)
+	}
+	agent["args"] = toAny(args)
+	agent["image"] = o.Image
+	if err := unstructured.SetNestedSlice(dep.Object, containers, "spec", "template", "spec", "containers"); err != nil {
+		return err
+	}
+	labels := dep.GetLabels()
+	if len(validation.IsValidLabelValue(o.Version)) == 0 {
+		if labels == nil {
+			labels = map[string]string{}
+		}
+		labels[LabelVersion] = o.Version
+	} else {
+		delete(labels, LabelVersion)
+	}
+	dep.SetLabels(labels)
+	return nil
+}
+
+// setArg sets --name=value in args, in place of an existing --name, or
+// at the end; value "" removes it.
+func setArg(args []string, name, value string) []string {
+	flag := "--" + name
+	out := make([]string, 0, len(args)+1)
+	set := false
+	for _, a := range args {
+		if a == flag || strings.HasPrefix(a, flag+"=") {
+			if !set && value != "" {
+				out = append(out, flag+"="+value)
+			}
+			set = true
+			continue
+		}
+		out = append(out, a)
+	}
+	if !set && value != "" {
+		out = append(out, flag+"="+value)
+	}
+	return out
+}
+
+// argValue is the value of --name=value in args ("" when absent).
+func argValue(args []string, name string) string {
+	for _, a := range args {
+		if v, ok := strings.CutPrefix(a, "--"+name+"="); ok {
+			return v
+		}
+	}
+	return ""
+}
+
+func toAny(ss []string) []any {
+	out := make([]any, len(ss))
+	for i, s := range ss {
+		out[i] = s
+	}
+	return out
+}
+
+// find returns the object of objs of kind and name (nil if none).
+func find(objs []*unstructured.Unstructured, kind, name string) *unstructured.Unstructured {
+	for _, u := range objs {
+		if u.GetKind() == kind && u.GetName() == name {
+			return u
+		}
+	}
+	return nil
+}
+
+// Export writes objs as a multi-document YAML stream, fit for kubectl
+// apply -f.
+func Export(w io.Writer, objs []*unstructured.Unstructured) error {
+	for _, u := range objs {
+		b, err := yaml.Marshal(u.Object)
+		if err != nil {
+			return fmt.Errorf("export %s %s: %w", u.GetKind(), u.GetName(), err)
+		}
+		if _, err := fmt.Fprintf(w, "---\n%s", b); err != nil {
+			return fmt.Errorf("export: %w", err)
+		}
+	}
+	return nil
+}
+
+// Describe names an object in one line: kind, namespace/name.
+func Describe(u *unstructured.Unstructured) string {
+	if u.GetNamespace() != "" {
+		return u.GetKind() + " " + u.GetNamespace() + "/" + u.GetName()
+	}
+	return u.GetKind() + " " + u.GetName()
+}
