@@ -113,6 +113,41 @@ func TestCIScriptPlansLocksAndChecksAgainstARealRemote(t *testing.T) {
 	if strings.Contains(string(plan), "local/staging/web |") {
 		t.Errorf("plan lists staging, which the change does not reach:\n%s", plan)
 	}
+	base, head := strings.TrimSpace(r.git("rev-parse", "--short", "origin/main")), strings.TrimSpace(r.git("rev-parse", "--short", "HEAD"))
+	for _, want := range []string{"\n---\n<sub>styrminctl ", "compared `" + base + "` (origin/main) with head `" + head + "`",
+		"on merge, CI locks what changed and pushes the lockfiles"} {
+		if !strings.Contains(string(plan), want) {
+			t.Errorf("plan footer lacks %q:\n%s", want, plan)
+		}
+	}
+	if strings.Contains(string(plan), "styrminctl unknown") {
+		t.Errorf("the footer has no tool version:\n%s", plan)
+	}
+
+	// A change that does not resolve: the comment says why, with the
+	// footer, and the step fails.
+	r.git("checkout", "--quiet", "-b", "broken", "change-log-level")
+	if err := os.WriteFile(envFile, []byte("namespacePrefix: \"dev\"\nconfig: logLevel: \"trace\"\nconfig: logLevel: \"debug\"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	r.git("commit", "--quiet", "-am", "dev: two log levels")
+	r.env = append(r.env, "STYRMIN_LOCK_MODE=check")
+	out, code = r.script("plan")
+	if code == 0 || code == 2 {
+		t.Fatalf("plan of a broken change: exit %d, want a failure\n%s", code, out)
+	}
+	failed, err := os.ReadFile(planFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"### Styrmin plan failed", "environment.cue", "logLevel", "\n---\n<sub>styrminctl ",
+		"lockfiles are committed in the pull request"} {
+		if !strings.Contains(string(failed), want) {
+			t.Errorf("the failed plan's comment lacks %q:\n%s", want, failed)
+		}
+	}
+	r.env = r.env[:len(r.env)-1]
+	r.git("checkout", "--quiet", "change-log-level")
 	if out, code := r.script("check"); code != 2 {
 		t.Fatalf("check on a branch with stale locks: exit %d, want 2\n%s", code, out)
 	}

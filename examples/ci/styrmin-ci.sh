@@ -3,9 +3,12 @@
 # plain script.
 #
 #   styrmin-ci.sh plan    on a pull request: write the plan as markdown to
-#                         $STYRMIN_PLAN_FILE (default styrmin-plan.md) and
-#                         fail when the locks in the branch are stale
-#                         (if STYRMIN_REQUIRE_LOCKS=1).
+#                         $STYRMIN_PLAN_FILE (default styrmin-plan.md), or
+#                         the error when the plan fails (then exit non-zero),
+#                         with a footer (tool version, what was compared,
+#                         how the change is applied: $STYRMIN_LOCK_MODE,
+#                         commit-back or check); fail when the locks in the
+#                         branch are stale (if STYRMIN_REQUIRE_LOCKS=1).
 #   styrmin-ci.sh lock    after a merge: lock what changed, commit and push
 #                         the lockfiles back with compare-and-swap retries.
 #   styrmin-ci.sh check   after a merge, for teams that lock in the pull
@@ -21,6 +24,24 @@ styrminctl=${STYRMINCTL:-styrminctl}
 repo=${STYRMIN_REPO:-.}
 cmd=${1:-}
 
+# footer describes what the plan compared and how it will be applied, under
+# the plan or its error in the pull request's comment.
+footer() {
+	local ver base head how
+	ver=$("$styrminctl" version --client 2>/dev/null | sed -n 's/^client: \([^ ]*\).*/\1/p')
+	head=$(git -C "$repo" rev-parse --short HEAD 2>/dev/null || echo unknown)
+	if [ -n "${STYRMIN_BASE:-}" ]; then
+		base="\`$(git -C "$repo" rev-parse --short "$STYRMIN_BASE" 2>/dev/null || echo unknown)\` ($STYRMIN_BASE)"
+	else
+		base="the upstream merge base"
+	fi
+	case "${STYRMIN_LOCK_MODE:-commit-back}" in
+	check) how="lockfiles are committed in the pull request (\`styrminctl lock --commit\`); on merge CI checks they are current, then each cluster's agent applies them in sequence order" ;;
+	*) how="on merge, CI locks what changed and pushes the lockfiles; then each cluster's agent applies them in sequence order" ;;
+	esac
+	printf '\n---\n<sub>styrminctl %s · compared %s with head `%s` · %s</sub>\n' "${ver:-unknown}" "$base" "$head" "$how"
+}
+
 case "$cmd" in
 plan)
 	out=${STYRMIN_PLAN_FILE:-styrmin-plan.md}
@@ -28,14 +49,30 @@ plan)
 	if [ -n "${STYRMIN_BASE:-}" ]; then
 		base_args=(--base "$STYRMIN_BASE")
 	fi
+	body=$(mktemp)
+	errs=$(mktemp)
+	trap 'rm -f "$body" "$errs"' EXIT
 	set +e
-	"$styrminctl" --repo "$repo" plan "${base_args[@]}" -o markdown --detailed-exitcode >"$out"
+	"$styrminctl" --repo "$repo" plan "${base_args[@]}" -o markdown --detailed-exitcode >"$body" 2>"$errs"
 	rc=$?
 	set -e
+	# The comment is written whatever happened: a failed plan says why, so
+	# the pull request shows the error instead of an old plan.
+	{
+		case $rc in
+		0 | 2) cat "$body" ;;
+		*)
+			printf '### Styrmin plan failed\n\nThe plan could not be computed (exit %s):\n\n```\n' "$rc"
+			cat "$errs"
+			printf '```\n'
+			;;
+		esac
+		footer
+	} >"$out"
 	case $rc in
 	0) echo "styrmin: no changes" ;;
 	2) echo "styrmin: plan has changes, written to $out" ;;
-	*) echo "styrmin: plan failed" >&2; cat "$out" >&2; exit "$rc" ;;
+	*) echo "styrmin: plan failed, the error written to $out" >&2; cat "$errs" >&2; exit "$rc" ;;
 	esac
 	if [ "${STYRMIN_REQUIRE_LOCKS:-0}" = 1 ]; then
 		"$styrminctl" --repo "$repo" lock --check
