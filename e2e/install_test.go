@@ -1,0 +1,168 @@
+package e2e
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	apimeta "k8s.io/apimachinery/pkg/api/meta"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/styrmin/styrmin/config"
+	"github.com/styrmin/styrmin/examples"
+	"github.com/styrmin/styrmin/gitsource/gitserver"
+	"github.com/styrmin/styrmin/internal/agenttest"
+	"github.com/styrmin/styrmin/operator/api/v1alpha1"
+	"github.com/styrmin/styrmin/testcluster"
+)
+
+// readmeMarker precedes each README code block this test runs.
+const readmeMarker = "<!-- run by e2e TestReadmeInstallCommandsInstallAWorkingAgent -->"
+
+// readmeBlocks returns the shell lines of the README's code blocks that
+// follow readmeMarker, in order.
+func readmeBlocks(t *testing.T) []string {
+	t.Helper()
+	b, err := os.ReadFile("../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var lines []string
+	sc := bufio.NewScanner(strings.NewReader(string(b)))
+	marked, in := false, false
+	for sc.Scan() {
+		l := sc.Text()
+		switch {
+		case strings.TrimSpace(l) == readmeMarker:
+			marked = true
+		case marked && !in && strings.HasPrefix(l, "```"):
+			in = true
+		case in && strings.HasPrefix(l, "```"):
+			in, marked = false, false
+		case in && strings.TrimSpace(l) != "" && !strings.HasPrefix(strings.TrimSpace(l), "#"):
+			lines = append(lines, strings.TrimSpace(l))
+		}
+	}
+	if len(lines) == 0 {
+		t.Fatalf("README.md has no code block after %s", readmeMarker)
+	}
+	return lines
+}
+
+// TestReadmeInstallCommandsInstallAWorkingAgent runs the README's "Install
+// on a cluster" commands as a new user would, against a bare local control
+// plane (no CRDs, no RBAC) and a git server holding the examples, with the
+// repository's URL, cluster name and token put in: `styrminctl check --pre`,
+// the Secret, `styrminctl install`, then `styrminctl check`. Before that last
+// check the test plays the kubelet: it starts the agent binary with the
+// installed Deployment's own arguments and as the installed service
+// account (so the shipped RBAC is what it runs with), and `check` must
+// pass, the agent having synced and applied the locked deployments.
+func TestReadmeInstallCommandsInstallAWorkingAgent(t *testing.T) {
+	ctl, agentBin := buildBinaries(t)
+	cluster, c := agenttest.StartCluster(t, testcluster.Options{Workloads: true})
+	srv := gitserver.New(t, gitserver.WithToken(gitToken))
+	srv.Seed(repoName, examples.Repo(), "examples")
+	url := srv.RepoURL(repoName)
+	e := &env{cluster: cluster, c: c, git: srv, url: url, ctl: ctl, bin: agentBin}
+	e.lockPush(t, e.newClone(t))
+
+	// The user's shell: styrminctl and kubectl on PATH, the cluster's
+	// kubeconfig, the token.
+	bin := t.TempDir()
+	clusterBin, err := testcluster.BinDir()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, target := range map[string]string{"styrminctl": ctl, "kubectl": filepath.Join(clusterBin, "kubectl")} {
+		if err := os.Symlink(target, filepath.Join(bin, name)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	shellEnv := append(os.Environ(), "PATH="+bin+string(os.PathListSeparator)+os.Getenv("PATH"),
+		"KUBECONFIG="+cluster.KubeconfigPath, "TOKEN="+gitToken, "STYRMIN_GIT_TOKEN=")
+	replacer := strings.NewReplacer("https://git.example.com/platform/desired-state.git", url, "--cluster prod", "--cluster "+clusterName)
+	started := false
+	for _, line := range readmeBlocks(t) {
+		line = replacer.Replace(line)
+		if strings.Contains(line, "styrminctl check") && !strings.Contains(line, "--pre") && !started {
+			e.agent = startInstalledAgent(t, c, cluster.KubeconfigPath, agentBin)
+			started = true
+			waitSourceReady(t, c)
+		}
+		begin := time.Now()
+		cmd := exec.Command("bash", "-euo", "pipefail", "-c", line)
+		cmd.Env = shellEnv
+		out, err := cmd.CombinedOutput()
+		t.Logf("$ %s  (%s)\n%s", line, time.Since(begin).Round(time.Millisecond), out)
+		if err != nil {
+			t.Fatalf("%s: %v", line, err)
+		}
+	}
+	if !started {
+		t.Fatal("the README's commands end without `styrminctl check` after the install")
+	}
+	requirePhase(t, e.waitTask(t, "dev-web", "web", 1), v1alpha1.TaskSucceeded)
+}
+
+// startInstalledAgent starts the agent binary as the installed Deployment
+// would run it: its container's arguments, as its service account; the
+// addresses and the clone folder are moved to this machine's.
+func startInstalledAgent(t *testing.T, c client.Client, adminKubeconfig, bin string) *agenttest.Proc {
+	t.Helper()
+	var d appsv1.Deployment
+	if err := c.Get(context.Background(), client.ObjectKey{Namespace: config.AgentNamespace, Name: "styrmin-agent"}, &d); err != nil {
+		t.Fatalf("the installed agent Deployment: %v", err)
+	}
+	ctr := d.Spec.Template.Spec.Containers[0]
+	var args []string
+	for _, a := range append(slices0(ctr.Command), ctr.Args...) {
+		switch {
+		case strings.HasPrefix(a, "--clone-dir="):
+			a = "--clone-dir=" + filepath.Join(t.TempDir(), "repo")
+		case strings.HasPrefix(a, "--metrics-bind-address="), strings.HasPrefix(a, "--health-probe-bind-address="), strings.HasPrefix(a, "--webhook-bind-address="):
+			a = a[:strings.Index(a, "=")+1] + "127.0.0.1:0"
+		case strings.Contains(a, "$("):
+			t.Fatalf("argument %q needs the downward API: resolve it here", a)
+		}
+		if !strings.HasPrefix(a, "/") {
+			args = append(args, a)
+		}
+	}
+	sa := "system:serviceaccount:" + d.Namespace + ":" + d.Spec.Template.Spec.ServiceAccountName
+	args = append(args, "--kubeconfig="+agenttest.ImpersonatingKubeconfig(t, adminKubeconfig, sa), pollFlag)
+	t.Logf("agent %s", strings.Join(args, " "))
+	return agenttest.StartAgent(t, bin, args...)
+}
+
+// slices0 is the command without its executable (the image's entrypoint).
+func slices0(cmd []string) []string {
+	if len(cmd) == 0 {
+		return nil
+	}
+	return cmd[1:]
+}
+
+// waitSourceReady waits until the agent's StyrminSource is Ready.
+func waitSourceReady(t *testing.T, c client.Client) {
+	t.Helper()
+	agenttest.WaitUntil(t, waitLimit, "the agent's StyrminSource to be Ready", func(ctx context.Context) (bool, string, error) {
+		var list v1alpha1.StyrminSourceList
+		if err := c.List(ctx, &list, client.InNamespace(config.AgentNamespace)); err != nil {
+			return false, err.Error(), nil
+		}
+		for _, s := range list.Items {
+			if apimeta.IsStatusConditionTrue(s.Status.Conditions, v1alpha1.ConditionReady) {
+				return true, "", nil
+			}
+		}
+		return false, fmt.Sprintf("%d sources", len(list.Items)), nil
+	})
+}
