@@ -58,9 +58,9 @@ func everyOption() map[string]any {
 				"knownHosts": "git.example.com ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIOMqqnkVzrm0SdG6UOoqKLsabgH5C9okWi0dh2l9GKJl",
 			},
 		},
-		"webhook": map[string]any{"port": 9000, "secretName": "gh-hook", "secretKey": "hmac"},
-		"metrics": map[string]any{"port": 9090, "serviceMonitor": map[string]any{"enabled": true, "interval": "30s", "labels": map[string]any{"release": "prometheus"}}},
-		"rbac":    map[string]any{"defaultEnvironmentClusterWide": false},
+		"webhook":   map[string]any{"port": 9000, "secretName": "gh-hook", "secretKey": "hmac"},
+		"metrics":   map[string]any{"port": 9090, "serviceMonitor": map[string]any{"enabled": true, "interval": "30s", "labels": map[string]any{"release": "prometheus"}}},
+		"rbac":      map[string]any{"defaultEnvironmentClusterWide": false},
 		"extraArgs": []any{"--drift-interval=10m"},
 	}
 }
@@ -179,8 +179,8 @@ func TestChartRefusesWhatWouldRunTwoAgentsOrNoneRightly(t *testing.T) {
 		set  func(map[string]any)
 		want string
 	}{
-		"no cluster":                      {func(v map[string]any) { delete(v, "cluster") }, "cluster is required"},
-		"no repository":                   {func(v map[string]any) { delete(v, "repository") }, "repository.url is required"},
+		"no cluster":                       {func(v map[string]any) { delete(v, "cluster") }, "cluster is required"},
+		"no repository":                    {func(v map[string]any) { delete(v, "repository") }, "repository.url is required"},
 		"replicas without leader election": {func(v map[string]any) { v["leaderElection"] = false }, "leaderElection"},
 		"webhook without a branch": {func(v map[string]any) {
 			v["repository"] = map[string]any{"url": "https://x.example/r.git", "branch": ""}
