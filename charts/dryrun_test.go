@@ -1,0 +1,130 @@
+package charts_test
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/kustomize/api/krusty"
+	"sigs.k8s.io/kustomize/kyaml/filesys"
+	"sigs.k8s.io/yaml"
+
+	"github.com/styrmin/styrmin/config"
+	"github.com/styrmin/styrmin/testcluster"
+)
+
+// TestAPIServerAcceptsWhatBothInstallsCreate pins that a real API server
+// takes every object of the chart (defaults and every option) and of the
+// kustomize base (`kubectl apply -k config/`, the Secret examples too),
+// in a server-side dry-run with strict field validation: schemas, CEL
+// of the admission policy, the downward API's divisor, unknown fields.
+func TestAPIServerAcceptsWhatBothInstallsCreate(t *testing.T) {
+	c := testcluster.StartT(t, testcluster.Options{})
+	scheme := runtime.NewScheme()
+	if err := clientgoscheme.AddToScheme(scheme); err != nil {
+		t.Fatal(err)
+	}
+	if err := apiextensionsv1.AddToScheme(scheme); err != nil {
+		t.Fatal(err)
+	}
+	cl, err := client.New(c.RESTConfig, client.Options{Scheme: scheme})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	// Namespaced objects are checked only in a namespace that exists.
+	ns := object(t, config.Namespace())
+	if err := cl.Create(ctx, ns); err != nil {
+		t.Fatal(err)
+	}
+	installServiceMonitorCRD(t, cl)
+
+	installs := map[string][][]byte{}
+	for name, vals := range map[string]map[string]any{"chart, defaults": required(), "chart, every option": everyOption()} {
+		r := render(t, vals)
+		for _, doc := range r.docs {
+			installs[name] = append(installs[name], doc)
+		}
+	}
+	res, err := krusty.MakeKustomizer(krusty.MakeDefaultOptions()).Run(filesys.MakeFsOnDisk(), "../config")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range res.Resources() {
+		if r.GetKind() == "Namespace" {
+			continue // made above
+		}
+		doc, err := r.AsYAML()
+		if err != nil {
+			t.Fatal(err)
+		}
+		installs["kustomize base"] = append(installs["kustomize base"], doc)
+	}
+	installs["kustomize base"] = append(installs["kustomize base"], config.SecretExamples()...)
+
+	for name, docs := range installs {
+		for _, doc := range docs {
+			u := object(t, doc)
+			if err := dryRunCreate(ctx, cl, u); err != nil {
+				t.Errorf("%s: %s %s: %v", name, u.GetKind(), u.GetName(), err)
+			}
+		}
+		t.Logf("%s: %d objects checked", name, len(docs))
+	}
+}
+
+// installServiceMonitorCRD installs a stand-in for the Prometheus
+// operator's ServiceMonitor CRD: its group, version, kind and scope, any
+// content. The real one is not at hand; this checks that the chart's
+// ServiceMonitor names them right.
+func installServiceMonitorCRD(t *testing.T, cl client.Client) {
+	t.Helper()
+	preserve := true
+	crd := &apiextensionsv1.CustomResourceDefinition{
+		ObjectMeta: metav1.ObjectMeta{Name: "servicemonitors.monitoring.coreos.com"},
+		Spec: apiextensionsv1.CustomResourceDefinitionSpec{
+			Group: "monitoring.coreos.com",
+			Names: apiextensionsv1.CustomResourceDefinitionNames{Plural: "servicemonitors", Singular: "servicemonitor", Kind: "ServiceMonitor", ListKind: "ServiceMonitorList"},
+			Scope: apiextensionsv1.NamespaceScoped,
+			Versions: []apiextensionsv1.CustomResourceDefinitionVersion{{
+				Name: "v1", Served: true, Storage: true,
+				Schema: &apiextensionsv1.CustomResourceValidation{OpenAPIV3Schema: &apiextensionsv1.JSONSchemaProps{
+					Type: "object", XPreserveUnknownFields: &preserve,
+				}},
+			}},
+		},
+	}
+	if err := cl.Create(context.Background(), crd); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// dryRunCreate creates u with a server-side dry-run, retrying while the
+// API server does not serve its kind yet (a CRD just made).
+func dryRunCreate(ctx context.Context, cl client.Client, u *unstructured.Unstructured) error {
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		err := cl.Create(ctx, u.DeepCopy(), client.DryRunAll, client.FieldValidation(metav1.FieldValidationStrict))
+		if err == nil || !meta.IsNoMatchError(err) || time.Now().After(deadline) {
+			return err
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+}
+
+func object(t *testing.T, doc []byte) *unstructured.Unstructured {
+	t.Helper()
+	u := &unstructured.Unstructured{}
+	if err := yaml.Unmarshal(doc, &u.Object); err != nil {
+		t.Fatal(fmt.Errorf("%w:\n%s", err, doc))
+	}
+	return u
+}
