@@ -17,6 +17,7 @@ import (
 	release "helm.sh/helm/v4/pkg/release/v1"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -60,7 +61,7 @@ func everyOption() map[string]any {
 		},
 		"webhook":   map[string]any{"port": 9000, "secretName": "gh-hook", "secretKey": "hmac"},
 		"metrics":   map[string]any{"port": 9090, "serviceMonitor": map[string]any{"enabled": true, "interval": "30s", "labels": map[string]any{"release": "prometheus"}}},
-		"rbac":      map[string]any{"defaultEnvironmentClusterWide": false},
+		"rbac":      map[string]any{"defaultEnvironmentClusterWide": false, "extraSecretNames": []any{"lock-push"}},
 		"extraArgs": []any{"--drift-interval=10m"},
 	}
 }
@@ -94,6 +95,7 @@ func TestChartRendersTheAgent(t *testing.T) {
 		"CustomResourceDefinition/styrmindeployments.styrmin.io", "CustomResourceDefinition/styrminsources.styrmin.io",
 		"CustomResourceDefinition/styrmintasks.styrmin.io",
 		"Deployment/styrmin-agent", "Role/styrmin-agent-leader-election", "RoleBinding/styrmin-agent-leader-election",
+		"Role/styrmin-agent-secrets", "RoleBinding/styrmin-agent-secrets",
 		"Service/styrmin-agent", "ServiceAccount/styrmin-agent",
 		"ValidatingAdmissionPolicy/styrmin-agent-writes-tasks", "ValidatingAdmissionPolicyBinding/styrmin-agent-writes-tasks",
 	}
@@ -140,6 +142,9 @@ func TestChartRendersTheAgent(t *testing.T) {
 		if got["token"] != secretValues[0] || got["identity"] != secretValues[1] || got["passphrase"] != secretValues[2] || got["known_hosts"] == "" {
 			t.Errorf("Secret keys %v, want token, identity, passphrase and known_hosts with the values", slices.Sorted(maps.Keys(got)))
 		}
+		if got := r.secretNames(t); !slices.Equal(got, []string{"agent-git", "gh-hook", "lock-push"}) {
+			t.Errorf("the agent reads Secrets %v, want agent-git, gh-hook, lock-push", got)
+		}
 		if found := secrettest.Find([]byte(r.notes), secretValues...); len(found) > 0 {
 			t.Errorf("NOTES holds %v:\n%s", found, r.notes)
 		}
@@ -158,7 +163,11 @@ func TestChartRendersTheAgent(t *testing.T) {
 		vals["leaderElection"] = false
 		vals["webhook"] = map[string]any{"enabled": false}
 		vals["metrics"] = map[string]any{"enabled": false}
+		vals["repository"].(map[string]any)["secret"] = map[string]any{"name": ""}
 		r := render(t, vals)
+		if _, ok := r.docs["Role/styrmin-agent-secrets"]; ok {
+			t.Error("a Role for no Secret: an empty resourceNames grants every Secret")
+		}
 		args := r.agentArgs(t)
 		if !slices.Contains(args, "--leader-elect=false") || !slices.Contains(args, "--metrics-bind-address=0") || slices.ContainsFunc(args, func(a string) bool { return strings.HasPrefix(a, "--webhook") }) {
 			t.Errorf("args %v: want --leader-elect=false, metrics off, no webhook", args)
@@ -401,6 +410,17 @@ func (r *rendered) wantServicePorts(t *testing.T, want map[string]int32) {
 	if !maps.Equal(got, want) {
 		t.Errorf("Service ports %v, want %v", got, want)
 	}
+}
+
+// secretNames returns the Secrets the agent's secrets Role lets it read.
+func (r *rendered) secretNames(t *testing.T) []string {
+	t.Helper()
+	var role rbacv1.Role
+	r.decode(t, "Role/styrmin-agent-secrets", &role)
+	if len(role.Rules) != 1 || !slices.Equal(role.Rules[0].Verbs, []string{"get"}) || !slices.Equal(role.Rules[0].Resources, []string{"secrets"}) {
+		t.Fatalf("secrets Role rules %+v, want one: get secrets by name", role.Rules)
+	}
+	return role.Rules[0].ResourceNames
 }
 
 // wantTmp checks that /tmp is an emptyDir under a read-only root.

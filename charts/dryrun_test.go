@@ -6,18 +6,22 @@ import (
 	"testing"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/kustomize/api/krusty"
 	"sigs.k8s.io/kustomize/kyaml/filesys"
 	"sigs.k8s.io/yaml"
 
 	"github.com/styrmin/styrmin/config"
+	"github.com/styrmin/styrmin/internal/agenttest"
 	"github.com/styrmin/styrmin/testcluster"
 )
 
@@ -78,6 +82,45 @@ func TestAPIServerAcceptsWhatBothInstallsCreate(t *testing.T) {
 			}
 		}
 		t.Logf("%s: %d objects checked", name, len(docs))
+	}
+}
+
+// TestAgentReadsItsOwnSecretsWithoutTheDefaultEnvironmentBinding pins
+// that the agent, with the base's RBAC but not the default environment's
+// ClusterRoleBinding (strict tenancy, docs/tenancy.md), still reads its
+// repository and webhook Secrets, and no other Secret.
+func TestAgentReadsItsOwnSecretsWithoutTheDefaultEnvironmentBinding(t *testing.T) {
+	c := testcluster.StartT(t, testcluster.Options{})
+	admin, err := client.New(c.RESTConfig, client.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	docs := [][]byte{config.Namespace()}
+	for _, doc := range config.RBAC() {
+		if u := object(t, doc); u.GetKind() != "ClusterRoleBinding" || u.GetName() != "styrmin-agent-default-environment" {
+			docs = append(docs, doc)
+		}
+	}
+	docs = append(docs, config.SecretExamples()...)
+	docs = append(docs, []byte("{apiVersion: v1, kind: Secret, metadata: {name: someone-else, namespace: styrmin-system}}"))
+	agenttest.Apply(t, admin, "test", docs)
+
+	cfg := rest.CopyConfig(c.RESTConfig)
+	cfg.Impersonate.UserName = "system:serviceaccount:" + config.AgentNamespace + ":" + config.AgentServiceAccount
+	agent, err := client.New(cfg, client.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	for _, doc := range config.SecretExamples() {
+		name := object(t, doc).GetName()
+		if err := agent.Get(ctx, client.ObjectKey{Namespace: config.AgentNamespace, Name: name}, &corev1.Secret{}); err != nil {
+			t.Errorf("the agent reading Secret %s: %v", name, err)
+		}
+	}
+	err = agent.Get(ctx, client.ObjectKey{Namespace: config.AgentNamespace, Name: "someone-else"}, &corev1.Secret{})
+	if !apierrors.IsForbidden(err) {
+		t.Errorf("the agent reading another Secret: %v, want forbidden", err)
 	}
 }
 

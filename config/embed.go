@@ -28,7 +28,8 @@ func Namespace() []byte {
 }
 
 // RBAC returns the agent's ServiceAccount, its least-privilege ClusterRole,
-// the leader-election Role and their bindings, sorted by file name.
+// the leader-election Role, the Role reading its own Secrets and their
+// bindings, sorted by file name.
 func RBAC() [][]byte {
 	return mustReadAll(files, "rbac")
 }
