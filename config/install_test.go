@@ -109,3 +109,36 @@ func splitDocs(b []byte) [][]byte {
 	}
 	return out
 }
+
+// TestInstallOverlayExampleSetsTheClusterAndRepository pins that the
+// overlay README's install section shows (examples/install) builds on
+// this base and sets the flags it means to: the base's first two args are
+// --cluster and --repo.
+func TestInstallOverlayExampleSetsTheClusterAndRepository(t *testing.T) {
+	res, err := krusty.MakeKustomizer(krusty.MakeDefaultOptions()).Run(filesys.MakeFsOnDisk(), "../examples/install")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range res.Resources() {
+		if r.GetKind() != "Deployment" {
+			continue
+		}
+		doc, err := r.AsYAML()
+		if err != nil {
+			t.Fatal(err)
+		}
+		var d appsv1.Deployment
+		if err := yaml.UnmarshalStrict(doc, &d); err != nil {
+			t.Fatal(err)
+		}
+		c := d.Spec.Template.Spec.Containers[0]
+		if len(c.Args) < 2 || c.Args[0] != "--cluster=prod-eu" || c.Args[1] != "--repo=https://github.com/acme/desired-state.git" {
+			t.Errorf("args %v, want --cluster=prod-eu and the repository first", c.Args)
+		}
+		if c.Image != config.AgentImage+":v0.1.0" {
+			t.Errorf("image %s", c.Image)
+		}
+		return
+	}
+	t.Fatal("the overlay has no Deployment")
+}
