@@ -11,9 +11,6 @@ import (
 
 	"helm.sh/helm/v4/pkg/action"
 	"helm.sh/helm/v4/pkg/chart/common"
-	"helm.sh/helm/v4/pkg/chart/loader/archive"
-	chartv2 "helm.sh/helm/v4/pkg/chart/v2"
-	"helm.sh/helm/v4/pkg/chart/v2/loader"
 	release "helm.sh/helm/v4/pkg/release/v1"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -314,7 +311,11 @@ func renderErr(t *testing.T, vals map[string]any) (*rendered, error) {
 	install.ReleaseName = "styrmin-agent"
 	install.Namespace = config.AgentNamespace
 	install.KubeVersion = kubeVersion(t)
-	rel, err := install.Run(loadChart(t), vals)
+	ch, err := charts.LoadAgentChart()
+	if err != nil {
+		t.Fatal(err)
+	}
+	rel, err := install.Run(ch, vals)
 	if err != nil {
 		return nil, err
 	}
@@ -331,28 +332,6 @@ func renderErr(t *testing.T, vals map[string]any) (*rendered, error) {
 		r.docs[k] = doc
 	}
 	return r, nil
-}
-
-// loadChart loads the embedded chart, as a Go caller would.
-func loadChart(t *testing.T) *chartv2.Chart {
-	t.Helper()
-	var files []*archive.BufferedFile
-	err := fs.WalkDir(charts.AgentChart(), ".", func(p string, d fs.DirEntry, err error) error {
-		if err != nil || d.IsDir() {
-			return err
-		}
-		b, err := fs.ReadFile(charts.AgentChart(), p)
-		files = append(files, &archive.BufferedFile{Name: p, Data: b})
-		return err
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ch, err := loader.LoadFiles(files)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return ch
 }
 
 func kubeVersion(t *testing.T) *common.KubeVersion {

@@ -7,13 +7,9 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/runtime"
-	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/kustomize/api/krusty"
@@ -31,18 +27,7 @@ import (
 // in a server-side dry-run with strict field validation: schemas, CEL
 // of the admission policy, the downward API's divisor, unknown fields.
 func TestAPIServerAcceptsWhatBothInstallsCreate(t *testing.T) {
-	c := testcluster.StartT(t, testcluster.Options{})
-	scheme := runtime.NewScheme()
-	if err := clientgoscheme.AddToScheme(scheme); err != nil {
-		t.Fatal(err)
-	}
-	if err := apiextensionsv1.AddToScheme(scheme); err != nil {
-		t.Fatal(err)
-	}
-	cl, err := client.New(c.RESTConfig, client.Options{Scheme: scheme})
-	if err != nil {
-		t.Fatal(err)
-	}
+	_, cl := startAPIServer(t)
 	ctx := context.Background()
 	// Namespaced objects are checked only in a namespace that exists.
 	ns := object(t, config.Namespace())
@@ -90,11 +75,7 @@ func TestAPIServerAcceptsWhatBothInstallsCreate(t *testing.T) {
 // ClusterRoleBinding (strict tenancy, docs/tenancy.md), still reads its
 // repository and webhook Secrets, and no other Secret.
 func TestAgentReadsItsOwnSecretsWithoutTheDefaultEnvironmentBinding(t *testing.T) {
-	c := testcluster.StartT(t, testcluster.Options{})
-	admin, err := client.New(c.RESTConfig, client.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	c, admin := startAPIServer(t)
 	docs := [][]byte{config.Namespace()}
 	for _, doc := range config.RBAC() {
 		if u := object(t, doc); u.GetKind() != "ClusterRoleBinding" || u.GetName() != "styrmin-agent-default-environment" {
@@ -130,24 +111,35 @@ func TestAgentReadsItsOwnSecretsWithoutTheDefaultEnvironmentBinding(t *testing.T
 // ServiceMonitor names them right.
 func installServiceMonitorCRD(t *testing.T, cl client.Client) {
 	t.Helper()
-	preserve := true
-	crd := &apiextensionsv1.CustomResourceDefinition{
-		ObjectMeta: metav1.ObjectMeta{Name: "servicemonitors.monitoring.coreos.com"},
-		Spec: apiextensionsv1.CustomResourceDefinitionSpec{
-			Group: "monitoring.coreos.com",
-			Names: apiextensionsv1.CustomResourceDefinitionNames{Plural: "servicemonitors", Singular: "servicemonitor", Kind: "ServiceMonitor", ListKind: "ServiceMonitorList"},
-			Scope: apiextensionsv1.NamespaceScoped,
-			Versions: []apiextensionsv1.CustomResourceDefinitionVersion{{
-				Name: "v1", Served: true, Storage: true,
-				Schema: &apiextensionsv1.CustomResourceValidation{OpenAPIV3Schema: &apiextensionsv1.JSONSchemaProps{
-					Type: "object", XPreserveUnknownFields: &preserve,
-				}},
-			}},
-		},
-	}
+	crd := object(t, []byte(`
+apiVersion: apiextensions.k8s.io/v1
+kind: CustomResourceDefinition
+metadata: {name: servicemonitors.monitoring.coreos.com}
+spec:
+  group: monitoring.coreos.com
+  names: {kind: ServiceMonitor, listKind: ServiceMonitorList, plural: servicemonitors, singular: servicemonitor}
+  scope: Namespaced
+  versions:
+    - name: v1
+      served: true
+      storage: true
+      schema: {openAPIV3Schema: {type: object, x-kubernetes-preserve-unknown-fields: true}}
+`))
 	if err := cl.Create(context.Background(), crd); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// startAPIServer starts etcd and an API server for the test, with a
+// client acting as the administrator.
+func startAPIServer(t *testing.T) (*testcluster.Cluster, client.Client) {
+	t.Helper()
+	c := testcluster.StartT(t, testcluster.Options{})
+	cl, err := client.New(c.RESTConfig, client.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c, cl
 }
 
 // dryRunCreate creates u with a server-side dry-run, retrying while the
@@ -155,7 +147,7 @@ func installServiceMonitorCRD(t *testing.T, cl client.Client) {
 func dryRunCreate(ctx context.Context, cl client.Client, u *unstructured.Unstructured) error {
 	deadline := time.Now().Add(30 * time.Second)
 	for {
-		err := cl.Create(ctx, u.DeepCopy(), client.DryRunAll, client.FieldValidation(metav1.FieldValidationStrict))
+		err := cl.Create(ctx, u.DeepCopy(), client.DryRunAll, client.FieldValidation("Strict"))
 		if err == nil || !meta.IsNoMatchError(err) || time.Now().After(deadline) {
 			return err
 		}

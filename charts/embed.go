@@ -9,7 +9,12 @@ package charts
 
 import (
 	"embed"
+	"fmt"
 	"io/fs"
+
+	"helm.sh/helm/v4/pkg/chart/loader/archive"
+	chartv2 "helm.sh/helm/v4/pkg/chart/v2"
+	"helm.sh/helm/v4/pkg/chart/v2/loader"
 )
 
 // all: keeps templates/_helpers.tpl and .helmignore, which embed leaves out
@@ -30,4 +35,27 @@ func AgentChart() fs.FS {
 		panic("charts: " + err.Error())
 	}
 	return sub
+}
+
+// LoadAgentChart loads the agent's chart with Helm's loader, ready for
+// Helm's install, upgrade or template actions.
+func LoadAgentChart() (*chartv2.Chart, error) {
+	fsys := AgentChart()
+	var files []*archive.BufferedFile
+	err := fs.WalkDir(fsys, ".", func(p string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() {
+			return err
+		}
+		b, err := fs.ReadFile(fsys, p)
+		files = append(files, &archive.BufferedFile{Name: p, Data: b})
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("charts: reading the embedded chart: %w", err)
+	}
+	ch, err := loader.LoadFiles(files)
+	if err != nil {
+		return nil, fmt.Errorf("charts: loading %s: %w", AgentChartDir, err)
+	}
+	return ch, nil
 }
