@@ -31,7 +31,7 @@ func TestManifestsAreObjects(t *testing.T) {
 			t.Fatalf("manifest %d: missing apiVersion, kind or name:\n%s", i, doc)
 		}
 		switch obj.Kind {
-		case "ServiceAccount", "Role", "RoleBinding", "Deployment":
+		case "ServiceAccount", "Role", "RoleBinding", "Deployment", "Service":
 			if obj.Metadata.Namespace != AgentNamespace {
 				t.Errorf("%s %s is in namespace %q, want %s", obj.Kind, obj.Metadata.Name, obj.Metadata.Namespace, AgentNamespace)
 			}
