@@ -1,7 +1,8 @@
 // Package config holds the Kubernetes manifests of Styrmin: the CRDs
-// generated from operator/api/v1alpha1, the agent's RBAC and its
-// Deployment. They are embedded so tests and the agent install exactly the
-// files in the repository.
+// generated from operator/api/v1alpha1, the agent's RBAC, its Deployment
+// and Service, and examples of the Secrets it reads. They are embedded so
+// tests and the agent install exactly the files in the repository.
+// charts/styrmin-agent installs the same agent with Helm.
 package config
 
 import (
@@ -27,7 +28,8 @@ func Namespace() []byte {
 }
 
 // RBAC returns the agent's ServiceAccount, its least-privilege ClusterRole,
-// the leader-election Role and their bindings, sorted by file name.
+// the leader-election Role, the Role reading its own Secrets and their
+// bindings, sorted by file name.
 func RBAC() [][]byte {
 	return mustReadAll(files, "rbac")
 }
@@ -51,14 +53,34 @@ func AgentDeployment() []byte {
 	return mustRead(files, "agent/deployment.yaml")
 }
 
+// Service returns the agent's Service: its metrics and webhook ports.
+func Service() []byte {
+	return mustRead(files, "agent/service.yaml")
+}
+
+// SecretExamples returns the examples of the Secrets the agent reads, the
+// repository's credentials and the webhook's shared secret, with
+// placeholders for their values. They are not in Manifests: applied, a
+// placeholder would replace the real value.
+func SecretExamples() [][]byte {
+	return [][]byte{
+		mustRead(files, "agent/repository-secret.example.yaml"),
+		mustRead(files, "agent/webhook-secret.example.yaml"),
+	}
+}
+
 // Manifests returns every manifest in the order to apply them: CRDs, the
-// namespace, RBAC, the agent.
+// namespace, RBAC, the agent and its Service.
 func Manifests() [][]byte {
 	out := CRDs()
 	out = append(out, Namespace())
 	out = append(out, RBAC()...)
-	return append(out, AgentDeployment())
+	return append(out, AgentDeployment(), Service())
 }
+
+// AgentImage is the agent's image without its tag, as the Deployment and
+// kustomization.yaml's `images:` name it.
+const AgentImage = "ghcr.io/styrmin/styrmin-agent"
 
 // The agent's identity in the manifests.
 const (

@@ -12,3 +12,6 @@
 package v1alpha1
 
 //go:generate go run sigs.k8s.io/controller-tools/cmd/controller-gen@v0.23.0 object paths=. crd:crdVersions=v1 output:crd:artifacts:config=../../../config/crd
+
+// The Helm chart carries the same CRDs (charts: TestChartCRDsAreConfigCRDs).
+//go:generate sh -c "cp ../../../config/crd/*.yaml ../../../charts/styrmin-agent/crds/"
