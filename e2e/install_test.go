@@ -7,12 +7,15 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/api/resource"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/styrmin/styrmin/config"
@@ -122,15 +125,21 @@ func startInstalledAgent(t *testing.T, c client.Client, adminKubeconfig, bin str
 		t.Fatalf("the installed agent Deployment: %v", err)
 	}
 	ctr := d.Spec.Template.Spec.Containers[0]
+	vars := containerEnv(t, ctr)
 	var args []string
 	for _, a := range append(slices0(ctr.Command), ctr.Args...) {
+		a = os.Expand(strings.NewReplacer("$(", "${", ")", "}").Replace(a), func(k string) string {
+			v, ok := vars[k]
+			if !ok {
+				t.Fatalf("argument %q names $(%s), which the container does not define", a, k)
+			}
+			return v
+		})
 		switch {
 		case strings.HasPrefix(a, "--clone-dir="):
 			a = "--clone-dir=" + filepath.Join(t.TempDir(), "repo")
 		case strings.HasPrefix(a, "--metrics-bind-address="), strings.HasPrefix(a, "--health-probe-bind-address="), strings.HasPrefix(a, "--webhook-bind-address="):
 			a = a[:strings.Index(a, "=")+1] + "127.0.0.1:0"
-		case strings.Contains(a, "$("):
-			t.Fatalf("argument %q needs the downward API: resolve it here", a)
 		}
 		if !strings.HasPrefix(a, "/") {
 			args = append(args, a)
@@ -140,6 +149,34 @@ func startInstalledAgent(t *testing.T, c client.Client, adminKubeconfig, bin str
 	args = append(args, "--kubeconfig="+agenttest.ImpersonatingKubeconfig(t, adminKubeconfig, sa), pollFlag)
 	t.Logf("agent %s", strings.Join(args, " "))
 	return agenttest.StartAgent(t, bin, args...)
+}
+
+// containerEnv is what the kubelet gives the container's $(VAR)
+// references: plain values, the pod's namespace, and resource fields of
+// its limits in their divisor's unit.
+func containerEnv(t *testing.T, ctr corev1.Container) map[string]string {
+	t.Helper()
+	vars := map[string]string{}
+	for _, ev := range ctr.Env {
+		switch {
+		case ev.ValueFrom == nil:
+			vars[ev.Name] = ev.Value
+		case ev.ValueFrom.FieldRef != nil && ev.ValueFrom.FieldRef.FieldPath == "metadata.namespace":
+			vars[ev.Name] = config.AgentNamespace
+		case ev.ValueFrom.ResourceFieldRef != nil:
+			ref := ev.ValueFrom.ResourceFieldRef
+			q, ok := ctr.Resources.Limits[corev1.ResourceName(strings.TrimPrefix(ref.Resource, "limits."))]
+			if !ok {
+				t.Fatalf("env %s: no %s", ev.Name, ref.Resource)
+			}
+			div := ref.Divisor
+			if div.IsZero() {
+				div = resource.MustParse("1")
+			}
+			vars[ev.Name] = strconv.FormatInt((q.Value()+div.Value()-1)/div.Value(), 10)
+		}
+	}
+	return vars
 }
 
 // slices0 is the command without its executable (the image's entrypoint).

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"regexp"
+	"slices"
 	"strings"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -132,7 +133,7 @@ func DefaultImage(v version.Info) string {
 
 // Render returns the objects of an installation in the order to apply
 // them: the CRDs, the namespace, RBAC, the admission policy, the agent's
-// Deployment.
+// Service and its Deployment.
 func Render(o Options) ([]*unstructured.Unstructured, error) {
 	o = o.withDefaults()
 	if err := o.validate(); err != nil {
@@ -149,7 +150,43 @@ func Render(o Options) ([]*unstructured.Unstructured, error) {
 	if err := configureAgent(dep, o); err != nil {
 		return nil, fmt.Errorf("render: Deployment %s: %w", agentDeployment, err)
 	}
+	if err := grantSecret(objs, o.SecretName); err != nil {
+		return nil, err
+	}
 	return objs, nil
+}
+
+// secretsRole is the Role that lets the agent read its own Secrets by
+// name (config/rbac/secrets_role.yaml).
+const secretsRole = "styrmin-agent-secrets"
+
+// grantSecret lets the agent read the repository's credentials Secret by
+// name: the shipped Role names the default one only.
+func grantSecret(objs []*unstructured.Unstructured, name string) error {
+	role := find(objs, "Role", secretsRole)
+	if role == nil {
+		return fmt.Errorf("render: the embedded manifests hold no Role %s", secretsRole)
+	}
+	rules, _, err := unstructured.NestedSlice(role.Object, "rules")
+	if err != nil || len(rules) == 0 {
+		return fmt.Errorf("render: Role %s has no rules: %v", secretsRole, err)
+	}
+	rule, ok := rules[0].(map[string]any)
+	if !ok {
+		return fmt.Errorf("render: Role %s: its rule is not an object", secretsRole)
+	}
+	names, _, _ := unstructured.NestedStringSlice(rule, "resourceNames")
+	if !slices.Contains(names, name) {
+		names = append(names, name)
+		if err := unstructured.SetNestedStringSlice(rule, names, "resourceNames"); err != nil {
+			return fmt.Errorf("render: Role %s: %w", secretsRole, err)
+		}
+		rules[0] = rule
+		if err := unstructured.SetNestedSlice(role.Object, rules, "rules"); err != nil {
+			return fmt.Errorf("render: Role %s: %w", secretsRole, err)
+		}
+	}
+	return nil
 }
 
 // manifests parses config's manifests and puts them in namespace ns.
@@ -158,7 +195,7 @@ func manifests(ns string) ([]*unstructured.Unstructured, error) {
 	docs = append(docs, config.CRDs()...)
 	docs = append(docs, config.Namespace())
 	docs = append(docs, config.RBAC()...)
-	docs = append(docs, config.AdmissionPolicy(), config.AgentDeployment())
+	docs = append(docs, config.AdmissionPolicy(), config.Service(), config.AgentDeployment())
 	var objs []*unstructured.Unstructured
 	for _, doc := range docs {
 		got, err := parse(doc)

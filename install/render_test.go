@@ -67,12 +67,18 @@ func TestRenderSetsTheAgentsSettingsAndNamespaceInTheObjects(t *testing.T) {
 	if !strings.Contains(buf.String(), "system:serviceaccount:styrmin-prod:styrmin-agent") {
 		t.Error("the admission policy does not name the agent in styrmin-prod")
 	}
+	// The agent may read the credentials Secret it was given by name.
+	role := find(objs, "Role", secretsRole)
+	rules, _, _ := unstructured.NestedSlice(role.Object, "rules")
+	if names, _, _ := unstructured.NestedStringSlice(rules[0].(map[string]any), "resourceNames"); !slices.Contains(names, "acme-git") {
+		t.Errorf("Role %s grants %v, not the Secret acme-git", secretsRole, names)
+	}
 	kinds := map[string]int{}
 	for _, u := range objs {
 		kinds[u.GetKind()]++
 	}
 	want := map[string]int{"CustomResourceDefinition": 3, "Namespace": 1, "ServiceAccount": 1, "ClusterRole": 2, "ClusterRoleBinding": 2,
-		"Role": 1, "RoleBinding": 1, "ValidatingAdmissionPolicy": 1, "ValidatingAdmissionPolicyBinding": 1, "Deployment": 1}
+		"Role": 2, "RoleBinding": 2, "ValidatingAdmissionPolicy": 1, "ValidatingAdmissionPolicyBinding": 1, "Deployment": 1, "Service": 1}
 	for k, n := range want {
 		if kinds[k] != n {
 			t.Errorf("%d %s rendered, want %d", kinds[k], k, n)
