@@ -124,6 +124,9 @@ func platformImage(s Spec, b Binary, base v1.Layer, created time.Time, labels ma
 		OS:           b.Platform.OS,
 		Variant:      b.Platform.Variant,
 		Created:      v1.Time{Time: created},
+		// mutate.Append fills in the diff IDs, not the type, which
+		// runtimes check.
+		RootFS: v1.RootFS{Type: "layers"},
 		Config: v1.Config{
 			User:       User(),
 			Entrypoint: s.Entrypoint(),
