@@ -11,17 +11,20 @@ KUBECTL      := $(TESTCLUSTER)/kubectl
 CLUSTERCTL   := .bin/clusterctl
 KUBECONFIG_LOCAL := .cluster/kubeconfig
 
-# The release version stamped into the binaries and the image (package
-# version): the tag, or the commit, "-dirty" for a modified tree.
+# What the binaries and the image are stamped with (package version): the
+# version (the tag, or the commit; "-dirty" for a modified tree), the commit
+# and its time.
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 REVISION ?= $(shell git rev-parse HEAD 2>/dev/null)
 # The image's creation time and every file time in it: the commit's, so
 # that two builds of one commit have the same digest.
 SOURCE_DATE_EPOCH ?= $(shell git log -1 --format=%ct 2>/dev/null || echo 0)
-# -trimpath: no build machine's folders in the binaries; -buildvcs=auto:
-# the commit recorded when git is there (what --version shows), even under
-# a GOFLAGS that turns it off.
-GO_BUILD_FLAGS := -trimpath -buildvcs=auto -ldflags "-X github.com/styrmin/styrmin/version.stamped=$(VERSION)"
+COMMIT_DATE ?= $(shell TZ=UTC git log -1 --date=format-local:%Y-%m-%dT%H:%M:%SZ --format=%cd 2>/dev/null)
+# -trimpath: no build machine's folders in the binaries. -buildvcs=false:
+# the commit is stamped instead, since Go's own record depends on the
+# checkout (it finds no repository from a git worktree, golang/go#58218).
+VERSION_PKG := github.com/styrmin/styrmin/version
+GO_BUILD_FLAGS := -trimpath -buildvcs=false -ldflags "-X $(VERSION_PKG).stamped=$(VERSION) -X $(VERSION_PKG).stampedCommit=$(REVISION) -X $(VERSION_PKG).stampedDate=$(COMMIT_DATE)"
 
 .DEFAULT_GOAL := help
 

@@ -42,7 +42,7 @@ func run(ctx context.Context, args []string, epoch string, stdout, stderr io.Wri
 	fs.StringVar(&o.Out, "out", "bin/image", "output folder")
 	fs.BoolVar(&o.Archive, "archive", true, "also write the layout as a tar file (skopeo's oci-archive:)")
 	fs.StringVar(&o.Metadata.Version, "version", "", "the version stamped into the binary and the image's labels (required)")
-	fs.StringVar(&o.Metadata.Revision, "revision", "", "the commit (label org.opencontainers.image.revision)")
+	fs.StringVar(&o.Metadata.Revision, "revision", "", "the commit, stamped into the binary and label org.opencontainers.image.revision")
 	fs.StringVar(&o.Metadata.Source, "source", "https://github.com/styrmin/styrmin", "the repository's URL (label org.opencontainers.image.source)")
 	fs.StringVar(&o.Metadata.Licenses, "licenses", "", `SPDX license expression ("": no label)`)
 	fs.StringVar(&created, "created", epoch, "creation time and every file's time, in seconds since 1970 (default $SOURCE_DATE_EPOCH; make passes the commit's time)")
@@ -64,7 +64,6 @@ func run(ctx context.Context, args []string, epoch string, stdout, stderr io.Wri
 	}
 	o.Metadata.Created = time.Unix(secs, 0).UTC()
 	o.Metadata.Title = o.Name
-	o.Compile.Version = o.Metadata.Version
 	for _, s := range strings.Split(platforms, ",") {
 		p, err := v1.ParsePlatform(strings.TrimSpace(s))
 		if err != nil {

@@ -48,7 +48,7 @@ func Build(ctx context.Context, o Options) (*Result, error) {
 	spec := Spec{Name: o.Name, Metadata: o.Metadata}
 	for _, p := range o.Platforms {
 		out := filepath.Join(o.Out, p.OS+"-"+p.Architecture+p.Variant, o.Name)
-		if err := o.Compile.Build(ctx, p, out); err != nil {
+		if err := o.Compile.Build(ctx, p, o.Metadata.Stamp(), out); err != nil {
 			return nil, err
 		}
 		spec.Binaries = append(spec.Binaries, Binary{Platform: p, Path: out})

@@ -10,9 +10,19 @@ import (
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 )
 
-// VersionVariable is the linker variable a release version is stamped
-// into (see package version).
-const VersionVariable = "github.com/styrmin/styrmin/version.stamped"
+// The linker variables of package version a build is stamped with.
+const (
+	VersionVariable = "github.com/styrmin/styrmin/version.stamped"
+	CommitVariable  = "github.com/styrmin/styrmin/version.stampedCommit"
+	DateVariable    = "github.com/styrmin/styrmin/version.stampedDate"
+)
+
+// Stamp is what a build links into package version, for --version.
+type Stamp struct {
+	// Version is the release version; Commit and Date the commit and its
+	// time (RFC 3339).
+	Version, Commit, Date string
+}
 
 // Compile is how a command is built for an image.
 type Compile struct {
@@ -22,19 +32,19 @@ type Compile struct {
 	Dir string
 	// Package is the main package, e.g. "./cmd/styrmin-agent".
 	Package string
-	// Version is stamped into VersionVariable.
-	Version string
 }
 
-// Args are the go build arguments for out. -trimpath drops the build
-// machine's folders; -buildvcs=auto records the commit when git is there
-// (what --version shows), overriding a GOFLAGS that turns it off; -s -w
-// drop the symbol table and DWARF, a third of the file, while stack
-// traces and profiles keep working (they use the pclntab).
-func (c Compile) Args(out string) []string {
-	return []string{"build", "-trimpath", "-buildvcs=auto",
-		"-ldflags", "-s -w -X " + VersionVariable + "=" + c.Version,
-		"-o", out, c.Package}
+// Args are the go build arguments for a build stamped s into out.
+// -trimpath drops the build machine's folders. -buildvcs=false: the
+// commit is stamped instead, because the toolchain's record depends on
+// the checkout (none from a git worktree, golang/go#58218) and would
+// change the digest. -s -w drop the symbol table and DWARF, a third of
+// the file, while stack traces and profiles keep working (they use the
+// pclntab).
+func (c Compile) Args(s Stamp, out string) []string {
+	ldflags := fmt.Sprintf("-s -w -X %s=%s -X %s=%s -X %s=%s",
+		VersionVariable, s.Version, CommitVariable, s.Commit, DateVariable, s.Date)
+	return []string{"build", "-trimpath", "-buildvcs=false", "-ldflags", ldflags, "-o", out, c.Package}
 }
 
 // Env is the build's environment for p: the caller's, with no cgo (a
@@ -47,13 +57,13 @@ func (c Compile) Env(p v1.Platform) []string {
 		"GOAMD64=v1", "GOARM64=v8.0")
 }
 
-// Build compiles the package for p into out.
-func (c Compile) Build(ctx context.Context, p v1.Platform, out string) error {
+// Build compiles the package for p, stamped s, into out.
+func (c Compile) Build(ctx context.Context, p v1.Platform, s Stamp, out string) error {
 	goCmd := c.Go
 	if goCmd == "" {
 		goCmd = "go"
 	}
-	cmd := exec.CommandContext(ctx, goCmd, c.Args(out)...)
+	cmd := exec.CommandContext(ctx, goCmd, c.Args(s, out)...)
 	cmd.Dir = c.Dir
 	cmd.Env = c.Env(p)
 	var o bytes.Buffer

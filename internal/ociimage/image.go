@@ -42,6 +42,12 @@ type Metadata struct {
 	Created time.Time
 }
 
+// Stamp is what the binaries are stamped with: the version, the
+// revision and the creation time, so --version and the labels agree.
+func (m Metadata) Stamp() Stamp {
+	return Stamp{Version: m.Version, Commit: m.Revision, Date: m.Created.UTC().Format(time.RFC3339)}
+}
+
 // Labels are the OCI labels of m; empty fields are left out.
 func (m Metadata) Labels() map[string]string {
 	l := map[string]string{LabelCreated: m.Created.UTC().Format(time.RFC3339)}

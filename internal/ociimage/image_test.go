@@ -53,7 +53,7 @@ func TestAgentImage(t *testing.T) {
 	ctx := context.Background()
 	start := time.Now()
 	res, err := ociimage.Build(ctx, ociimage.Options{
-		Compile:   ociimage.Compile{Dir: root, Package: "./cmd/styrmin-agent", Version: testVersion},
+		Compile:   ociimage.Compile{Dir: root, Package: "./cmd/styrmin-agent"},
 		Name:      "styrmin-agent",
 		Platforms: platforms,
 		Metadata:  md,
@@ -99,8 +99,8 @@ func TestAgentImage(t *testing.T) {
 	if err != nil {
 		t.Fatalf("--version: %v", err)
 	}
-	if !strings.HasPrefix(string(o), testVersion+" ") {
-		t.Errorf("--version printed %q, want the stamped %s first", o, testVersion)
+	if want := testVersion + " (commit 0123456789ab, 2026-12-01T10:00:00Z, "; !strings.HasPrefix(string(o), want) {
+		t.Errorf("--version printed %q, want the stamped version, commit and date: %q…", o, want)
 	}
 	runAgent(t, bin)
 }
