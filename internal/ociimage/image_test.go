@@ -5,7 +5,6 @@ import (
 	"context"
 	"crypto/sha256"
 	"fmt"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -223,7 +222,7 @@ func runAgent(t *testing.T, bin string) {
 	t.Helper()
 	const secret, token = "repo-creds", "image-test-token"
 	w := agenttest.Start(t, agenttest.Options{Repo: examples.Repo(), RepoName: "desired", Token: token, SecretName: secret})
-	addr := freeAddr(t)
+	addr := agenttest.FreeAddr(t)
 	agent := agenttest.StartAgent(t, bin,
 		"--cluster=local", "--repo="+w.URL, "--branch=main", "--repo-secret="+secret,
 		"--namespace="+config.AgentNamespace, "--poll-interval=500ms", "--metrics-bind-address=0",
@@ -254,15 +253,4 @@ func runAgent(t *testing.T, bin string) {
 		}
 		return meta.IsStatusConditionTrue(src.Status.Conditions, v1alpha1.ConditionReady), fmt.Sprint(src.Status.Conditions), nil
 	})
-}
-
-// freeAddr is a loopback address with a port nothing listens on.
-func freeAddr(t *testing.T) string {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().String()
 }
