@@ -37,7 +37,7 @@ build: ## Build the commands into ./bin, stamped with the version (git describe;
 	$(GO) build $(GO_BUILD_FLAGS) -o ./bin/ ./cmd/...
 
 image: ## Build the agent's OCI image (linux/amd64, linux/arm64; no Docker) into bin/image/styrmin-agent-oci; push with crane or skopeo (README).
-	$(GO) run ./hack/image --version "$(VERSION)" --revision "$(REVISION)" --created "$(SOURCE_DATE_EPOCH)" --out bin/image
+	$(GO) run ./hack/image --go "$(GO)" --version "$(VERSION)" --revision "$(REVISION)" --created "$(SOURCE_DATE_EPOCH)" --out bin/image
 
 testcluster: ## Build the local control plane into .bin/testcluster (once; then up to date in <1 s).
 	hack/testcluster/build.sh

@@ -38,6 +38,7 @@ func run(ctx context.Context, args []string, epoch string, stdout, stderr io.Wri
 	fs.StringVar(&o.Name, "name", "styrmin-agent", "the command: its file in the image (/NAME) and the output's names")
 	fs.StringVar(&o.Compile.Package, "package", "./cmd/styrmin-agent", "the main package to build")
 	fs.StringVar(&o.Compile.Dir, "module", ".", "the module's root folder")
+	fs.StringVar(&o.Compile.Go, "go", "go", "the go command that compiles")
 	fs.StringVar(&platforms, "platforms", "linux/amd64,linux/arm64", "comma-separated OS/ARCH[/VARIANT] list")
 	fs.StringVar(&o.Out, "out", "bin/image", "output folder")
 	fs.BoolVar(&o.Archive, "archive", true, "also write the layout as a tar file (skopeo's oci-archive:)")

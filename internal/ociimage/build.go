@@ -31,6 +31,8 @@ type Result struct {
 	// Manifests are the index's entries: each platform and its image's
 	// digest.
 	Manifests []v1.Descriptor
+	// Binaries are the compiled commands the images hold.
+	Binaries []Binary
 	// Layout is the OCI layout's folder; Archive its tar file ("" when
 	// not asked for).
 	Layout, Archive string
@@ -47,7 +49,16 @@ func Build(ctx context.Context, o Options) (*Result, error) {
 	}
 	spec := Spec{Name: o.Name, Metadata: o.Metadata}
 	for _, p := range o.Platforms {
-		out := filepath.Join(o.Out, p.OS+"-"+p.Architecture+p.Variant, o.Name)
+		// An empty GOOS or GOARCH would build for this machine under
+		// another platform's name.
+		if p.OS == "" || p.Architecture == "" {
+			return nil, fmt.Errorf("image %s: platform %q needs an OS and an architecture", o.Name, p.String())
+		}
+		dir := p.OS + "-" + p.Architecture
+		if p.Variant != "" {
+			dir += "-" + p.Variant
+		}
+		out := filepath.Join(o.Out, dir, o.Name)
 		if err := o.Compile.Build(ctx, p, o.Metadata.Stamp(), out); err != nil {
 			return nil, err
 		}
@@ -57,7 +68,7 @@ func Build(ctx context.Context, o Options) (*Result, error) {
 	if err != nil {
 		return nil, err
 	}
-	r := &Result{Layout: LayoutDir(o.Out, o.Name)}
+	r := &Result{Binaries: spec.Binaries, Layout: LayoutDir(o.Out, o.Name)}
 	if err := WriteLayout(r.Layout, idx, o.Metadata.Version); err != nil {
 		return nil, err
 	}
