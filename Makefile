@@ -11,15 +11,33 @@ KUBECTL      := $(TESTCLUSTER)/kubectl
 CLUSTERCTL   := .bin/clusterctl
 KUBECONFIG_LOCAL := .cluster/kubeconfig
 
+# What the binaries and the image are stamped with (package version): the
+# version (the tag, or the commit; "-dirty" for a modified tree), the commit
+# and its time.
+VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
+REVISION ?= $(shell git rev-parse HEAD 2>/dev/null)
+# The image's creation time and every file time in it: the commit's, so
+# that two builds of one commit have the same digest.
+SOURCE_DATE_EPOCH ?= $(shell git log -1 --format=%ct 2>/dev/null || echo 0)
+COMMIT_DATE ?= $(shell TZ=UTC git log -1 --date=format-local:%Y-%m-%dT%H:%M:%SZ --format=%cd 2>/dev/null)
+# -trimpath: no build machine's folders in the binaries. -buildvcs=false:
+# the commit is stamped instead, since Go's own record depends on the
+# checkout (it finds no repository from a git worktree, golang/go#58218).
+VERSION_PKG := github.com/styrmin/styrmin/version
+GO_BUILD_FLAGS := -trimpath -buildvcs=false -ldflags "-X $(VERSION_PKG).stamped=$(VERSION) -X $(VERSION_PKG).stampedCommit=$(REVISION) -X $(VERSION_PKG).stampedDate=$(COMMIT_DATE)"
+
 .DEFAULT_GOAL := help
 
-.PHONY: help build testcluster test bench bench-agent bench-lock bench-controller lint clusterctl cluster-up cluster-down cluster-status demo
+.PHONY: help build image testcluster test bench bench-agent bench-lock bench-controller lint clusterctl cluster-up cluster-down cluster-status demo
 
 help: ## List the targets.
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{ printf "  %-15s %s\n", $$1, $$2 }'
 
-build: ## Build the commands into ./bin.
-	$(GO) build -o ./bin/ ./cmd/...
+build: ## Build the commands into ./bin, stamped with the version (git describe; VERSION=… to set it).
+	$(GO) build $(GO_BUILD_FLAGS) -o ./bin/ ./cmd/...
+
+image: ## Build the agent's OCI image (linux/amd64, linux/arm64; no Docker) into bin/image/styrmin-agent-oci; push with crane or skopeo (README).
+	$(GO) run ./hack/image --go "$(GO)" --version "$(VERSION)" --revision "$(REVISION)" --created "$(SOURCE_DATE_EPOCH)" --out bin/image
 
 testcluster: ## Build the local control plane into .bin/testcluster (once; then up to date in <1 s).
 	hack/testcluster/build.sh

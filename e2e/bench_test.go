@@ -5,7 +5,6 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"os"
 	"sort"
@@ -31,6 +30,7 @@ import (
 
 	"github.com/styrmin/styrmin/drivers"
 	"github.com/styrmin/styrmin/gitsource"
+	"github.com/styrmin/styrmin/internal/agenttest"
 	"github.com/styrmin/styrmin/operator"
 	"github.com/styrmin/styrmin/operator/api/v1alpha1"
 	"github.com/styrmin/styrmin/resolver"
@@ -94,7 +94,7 @@ func BenchmarkAgentThroughGit(b *testing.B) {
 		if !watched.WaitForCacheSync(ctx) {
 			b.Fatal("the StyrminDeployment cache did not sync")
 		}
-		metricsAddr, pprofAddr := freeAddr(b), freeAddr(b)
+		metricsAddr, pprofAddr := agenttest.FreeAddr(b), agenttest.FreeAddr(b)
 		args := []string{"--poll-interval=1s", "--metrics-bind-address=" + metricsAddr, "--pprof-bind-address=" + pprofAddr}
 		if *agentMemoryLimit != "" {
 			args = append(args, "--memory-limit="+*agentMemoryLimit)
@@ -356,17 +356,6 @@ func applyDirectly(ctx context.Context, c client.Client, catalog *drivers.Catalo
 		}
 	}
 	return nil
-}
-
-// freeAddr returns a loopback address with a port free at the time.
-func freeAddr(b *testing.B) string {
-	b.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().String()
 }
 
 // scrape sums a metric's samples (all label sets) on a Prometheus

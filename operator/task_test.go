@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"regexp"
 	"slices"
@@ -144,7 +143,7 @@ func TestAgentCreatesUpdatesUpgradesAndDeletesGraphhub(t *testing.T) {
 	if first["hub"] != 1 || first["web"] != 1 {
 		t.Fatalf("first lock = %v, want hub and web at 1", first)
 	}
-	metricsAddr := freeAddr(t)
+	metricsAddr := agenttest.FreeAddr(t)
 	e.startAgent(t, "--leader-elect=true", "--metrics-bind-address="+metricsAddr)
 
 	// Create: the setup hook.
@@ -543,17 +542,6 @@ func taskEvents(ctx context.Context, t *testing.T, c client.Client, task string)
 		}
 	}
 	return out
-}
-
-// freeAddr returns a local address nothing listens on.
-func freeAddr(t *testing.T) string {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().String()
 }
 
 func scrape(t *testing.T, url string) string {

@@ -7,8 +7,13 @@ import (
 )
 
 // stamped is set at link time: -ldflags "-X github.com/styrmin/styrmin/version.stamped=v1.2.3".
-// Read-only at run time.
-var stamped string
+// stampedCommit and stampedDate (the commit and its time, RFC 3339) are
+// stamped the same way by make build and make image, which turn the
+// toolchain's VCS record off: Go does not find the repository from a git
+// worktree (golang/go#58218; nested in a clone it records the clone's
+// commit), so the record would depend on how the source was checked out
+// and an image's digest with it. Read-only at run time.
+var stamped, stampedCommit, stampedDate string
 
 // Info describes a build.
 type Info struct {
@@ -29,7 +34,7 @@ type Info struct {
 
 // Get returns the running binary's build information.
 func Get() Info {
-	return fromBuild(stamped, readBuildInfo())
+	return withStampedCommit(fromBuild(stamped, readBuildInfo()), stampedCommit, stampedDate)
 }
 
 func readBuildInfo() *debug.BuildInfo {
@@ -61,6 +66,16 @@ func fromBuild(stamp string, bi *debug.BuildInfo) Info {
 		case "vcs.modified":
 			in.Modified = s.Value == "true"
 		}
+	}
+	return in
+}
+
+// withStampedCommit puts a stamped commit and date in place of the
+// toolchain's record, when stamped. Modified stays the record's: a
+// stamped build's version says "-dirty" itself (git describe --dirty).
+func withStampedCommit(in Info, commit, date string) Info {
+	if commit != "" {
+		in.Commit, in.Date = commit, date
 	}
 	return in
 }

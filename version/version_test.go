@@ -33,3 +33,17 @@ func TestVersionPrefersTheStampOverTheToolchainsRecord(t *testing.T) {
 		}
 	}
 }
+
+func TestStampedCommitAndDateWinOverTheToolchainsRecord(t *testing.T) {
+	bi := &debug.BuildInfo{Settings: []debug.BuildSetting{
+		{Key: "vcs.revision", Value: "0123456789abcdef0123456789abcdef01234567"},
+		{Key: "vcs.time", Value: "2026-12-01T10:00:00Z"},
+	}}
+	got := withStampedCommit(fromBuild("v0.4.0", bi), "fedcba9876543210fedcba9876543210fedcba98", "2026-12-02T11:00:00Z")
+	if got.Commit != "fedcba9876543210fedcba9876543210fedcba98" || got.Date != "2026-12-02T11:00:00Z" {
+		t.Errorf("stamped commit and date: %+v", got)
+	}
+	if kept := withStampedCommit(fromBuild("", bi), "", ""); kept.Commit != "0123456789abcdef0123456789abcdef01234567" || kept.Date != "2026-12-01T10:00:00Z" {
+		t.Errorf("without stamps the record is kept: %+v", kept)
+	}
+}

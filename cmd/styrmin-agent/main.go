@@ -23,6 +23,7 @@ import (
 
 	"github.com/styrmin/styrmin/drivers"
 	"github.com/styrmin/styrmin/operator"
+	"github.com/styrmin/styrmin/version"
 )
 
 func main() {
@@ -33,7 +34,7 @@ func main() {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	if err := run(ctx, os.Args[1:], os.Stderr); err != nil {
+	if err := run(ctx, os.Args[1:], os.Stdout, os.Stderr); err != nil {
 		fmt.Fprintln(os.Stderr, "styrmin-agent:", err)
 		os.Exit(1)
 	}
@@ -64,6 +65,7 @@ type flags struct {
 	driverInProcess                     bool
 	stuckAfter                          time.Duration
 	driverParallel                      int
+	version                             bool
 }
 
 func parseFlags(args []string, stderr io.Writer) (*flags, error) {
@@ -112,12 +114,17 @@ func parseFlags(args []string, stderr io.Writer) (*flags, error) {
 	fs.StringVar(&f.driverChart, "driver-chart-bytes", "64Mi", "most bytes a driver's subchart archives may unpack to")
 	fs.IntVar(&f.driverParallel, "driver-parallelism", 2, "driver evaluations (child processes) running at once; each may use up to --driver-memory")
 	fs.BoolVar(&f.driverInProcess, "driver-in-process", false, "evaluate drivers in the agent's process: no memory limit, and a driver over its time limit is abandoned, not stopped")
+	fs.BoolVar(&f.version, "version", false, "print the version and exit")
 	fs.DurationVar(&f.stuckAfter, "stuck-after", operator.DefaultStuckAfter, "how long one reconcile may run before /healthz fails (the kubelet then restarts the agent); keep it above --step-timeout")
 	if err := fs.Parse(args); err != nil {
 		return nil, err
 	}
 	if fs.NArg() > 0 {
 		return nil, fmt.Errorf("unexpected arguments: %v", fs.Args())
+	}
+	// --version needs no cluster: it is how an image's build is told.
+	if f.version {
+		return f, nil
 	}
 	if f.cluster == "" || f.repoURL == "" {
 		return nil, errors.New("--cluster and --repo are required")
@@ -153,9 +160,19 @@ func (f *flags) driverOptions() (operator.DriverOptions, error) {
 	return o, nil
 }
 
-func run(ctx context.Context, args []string, stderr io.Writer) error {
+// run is the agent's command: --help and --version print and return nil
+// (exit 0); otherwise it runs the agent until ctx ends.
+func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	f, err := parseFlags(args, stderr)
+	if errors.Is(err, flag.ErrHelp) {
+		// The flag package has printed the usage; asking for it is no error.
+		return nil
+	}
 	if err != nil {
+		return err
+	}
+	if f.version {
+		_, err := fmt.Fprintln(stdout, version.Get().String())
 		return err
 	}
 	level := slog.LevelInfo

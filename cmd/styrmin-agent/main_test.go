@@ -1,12 +1,14 @@
 package main
 
 import (
+	"context"
 	"io"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/styrmin/styrmin/operator"
+	"github.com/styrmin/styrmin/version"
 )
 
 func TestFlagsNeedTheClusterAndTheRepository(t *testing.T) {
@@ -34,5 +36,25 @@ func TestFlagsDefaults(t *testing.T) {
 		f.driftInterval != 5*time.Minute || f.metricsAddr != ":8080" || f.healthAddr != ":8081" || !f.leaderElect || f.stepPause != 0 ||
 		f.kubeAPIQPS != operator.DefaultQPS || f.kubeAPIBurst != operator.DefaultBurst || f.keepTasks != operator.DefaultKeepTasks {
 		t.Errorf("flags: %+v", f)
+	}
+}
+
+func TestVersionAndHelpPrintAndSucceedWithoutACluster(t *testing.T) {
+	var out, errOut strings.Builder
+	if err := run(context.Background(), []string{"--version"}, &out, &errOut); err != nil {
+		t.Fatalf("--version: %v", err)
+	}
+	if want := version.Get().String() + "\n"; out.String() != want {
+		t.Errorf("--version printed %q, want %q", out.String(), want)
+	}
+	out.Reset()
+	for _, h := range []string{"--help", "-h"} {
+		errOut.Reset()
+		if err := run(context.Background(), []string{h}, &out, &errOut); err != nil {
+			t.Errorf("%s: %v, want success", h, err)
+		}
+		if !strings.Contains(errOut.String(), "-health-probe-bind-address") || !strings.Contains(errOut.String(), "-version") {
+			t.Errorf("%s printed no usage:\n%s", h, errOut.String())
+		}
 	}
 }

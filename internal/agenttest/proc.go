@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"encoding/json"
 	"io"
+	"net"
 	"os/exec"
 	"strings"
 	"sync"
@@ -22,6 +23,18 @@ type Proc struct {
 	mu    sync.Mutex
 	lines []string
 	wake  chan struct{} // closed and replaced at every new line
+}
+
+// FreeAddr is a loopback address whose port is free at the time, for
+// one of the agent's listen flags.
+func FreeAddr(t testing.TB) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().String()
 }
 
 // StartAgent runs the agent binary bin with args; it is stopped
