@@ -7,11 +7,13 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
 
+	v1 "github.com/google/go-containerregistry/pkg/v1"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
@@ -22,6 +24,7 @@ import (
 	"github.com/styrmin/styrmin/examples"
 	"github.com/styrmin/styrmin/gitsource/gitserver"
 	"github.com/styrmin/styrmin/internal/agenttest"
+	"github.com/styrmin/styrmin/internal/ociimage"
 	"github.com/styrmin/styrmin/operator/api/v1alpha1"
 	"github.com/styrmin/styrmin/testcluster"
 )
@@ -69,7 +72,8 @@ func readmeBlocks(t *testing.T) []string {
 // account (so the shipped RBAC is what it runs with), and `check` must
 // pass, the agent having synced and applied the locked deployments.
 func TestReadmeInstallCommandsInstallAWorkingAgent(t *testing.T) {
-	ctl, agentBin := buildBinaries(t)
+	ctl, _ := buildBinaries(t)
+	agentBin := imageAgent(t)
 	cluster, c := agenttest.StartCluster(t, testcluster.Options{Workloads: true})
 	srv := gitserver.New(t, gitserver.WithToken(gitToken))
 	srv.Seed(repoName, examples.Repo(), "examples")
@@ -113,6 +117,53 @@ func TestReadmeInstallCommandsInstallAWorkingAgent(t *testing.T) {
 		t.Fatal("the README's commands end without `styrminctl check` after the install")
 	}
 	requirePhase(t, e.waitTask(t, "dev-web", "web", 1), v1alpha1.TaskSucceeded)
+}
+
+// imageAgent builds the agent's image for this machine's platform, as
+// `make image` does, and returns its binary taken out of the image's
+// layers: what a node would run.
+func imageAgent(t *testing.T) string {
+	t.Helper()
+	wd, err := os.Getwd()
+	if err != nil {
+		t.Fatal(err)
+	}
+	root, err := testcluster.RepoRoot(wd)
+	if err != nil {
+		t.Fatal(err)
+	}
+	platform := v1.Platform{OS: "linux", Architecture: runtime.GOARCH}
+	res, err := ociimage.Build(context.Background(), ociimage.Options{
+		Compile:   ociimage.Compile{Dir: root, Package: "./cmd/styrmin-agent"},
+		Name:      "styrmin-agent",
+		Platforms: []v1.Platform{platform},
+		Metadata:  ociimage.Metadata{Title: "styrmin-agent", Version: "v0.0.0-e2e", Created: time.Unix(0, 0).UTC()},
+		Out:       t.TempDir(),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	img, err := ociimage.PlatformImage(res.Layout, platform)
+	if err != nil {
+		t.Fatal(err)
+	}
+	bin := filepath.Join(t.TempDir(), "styrmin-agent")
+	f, err := os.OpenFile(bin, os.O_CREATE|os.O_WRONLY, 0o755)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := ociimage.ExtractFile(img, ociimage.Spec{Name: "styrmin-agent"}.Entrypoint()[0], f); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Close(); err != nil {
+		t.Fatal(err)
+	}
+	out, err := exec.Command(bin, "--version").Output()
+	if err != nil || !strings.HasPrefix(string(out), "v0.0.0-e2e") {
+		t.Fatalf("the image's agent --version: %q, %v", out, err)
+	}
+	t.Logf("agent from image %s: %s", res.Digest, strings.TrimSpace(string(out)))
+	return bin
 }
 
 // startInstalledAgent starts the agent binary as the installed Deployment

@@ -119,16 +119,36 @@ var imageTag = regexp.MustCompile(`^[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}$`)
 var pseudoVersion = regexp.MustCompile(`[-.]\d{14}-[0-9a-f]{12}$`)
 
 // DefaultImage is the agent's image for a build of styrminctl: the
-// published image of the same version, or ImageRepository:latest for a
-// build without a release version ("(devel)", "(devel)-dirty", a Go
-// pseudo-version, a version that is no valid tag), which has no image of
-// its own.
+// published image of the same version, or, for a build without a release
+// version ("(devel)", "(devel)-dirty", a Go pseudo-version, a version that
+// is no valid tag), which has no image of its own, the released image the
+// shipped manifests name (config/agent/deployment.yaml), never :latest.
 func DefaultImage(v version.Info) string {
 	tag := v.Short()
 	if !imageTag.MatchString(tag) || pseudoVersion.MatchString(tag) {
-		tag = "latest"
+		return shippedImage()
 	}
 	return ImageRepository + ":" + tag
+}
+
+// shippedImage is the image of the embedded agent Deployment.
+func shippedImage() string {
+	var d struct {
+		Spec struct {
+			Template struct {
+				Spec struct {
+					Containers []struct {
+						Image string `json:"image"`
+					} `json:"containers"`
+				} `json:"spec"`
+			} `json:"template"`
+		} `json:"spec"`
+	}
+	if err := yaml.Unmarshal(config.AgentDeployment(), &d); err != nil || len(d.Spec.Template.Spec.Containers) == 0 {
+		// The embedded manifest is tested to parse (config's tests).
+		panic(fmt.Sprintf("install: the embedded agent Deployment names no image: %v", err))
+	}
+	return d.Spec.Template.Spec.Containers[0].Image
 }
 
 // Render returns the objects of an installation in the order to apply

@@ -103,20 +103,24 @@ func TestRenderWithoutAPathDropsTheFlagAndADevelVersionStampsNoLabel(t *testing.
 	}
 }
 
-func TestDefaultImageIsTheReleaseVersionOrLatest(t *testing.T) {
+func TestDefaultImageIsTheReleaseVersionOrTheShippedOne(t *testing.T) {
+	shipped := shippedImage()
+	if !strings.HasPrefix(shipped, ImageRepository+":v") {
+		t.Fatalf("the shipped manifest's image %q is no released version of %s", shipped, ImageRepository)
+	}
 	for v, want := range map[string]string{
 		"v0.3.0":                               ImageRepository + ":v0.3.0",
-		"(devel)":                              ImageRepository + ":latest",
-		"v0.3.0+x":                             ImageRepository + ":latest",
-		"v0.0.0-20261201150405-abcdef123456":   ImageRepository + ":latest",
-		"v0.3.1-0.20261201150405-abcdef123456": ImageRepository + ":latest",
+		"(devel)":                              shipped,
+		"v0.3.0+x":                             shipped,
+		"v0.0.0-20261201150405-abcdef123456":   shipped,
+		"v0.3.1-0.20261201150405-abcdef123456": shipped,
 		"v0.4.0-rc.1":                          ImageRepository + ":v0.4.0-rc.1",
 	} {
 		if got := DefaultImage(version.Info{Version: v}); got != want {
 			t.Errorf("DefaultImage(%s) = %s, want %s", v, got, want)
 		}
 	}
-	if got := DefaultImage(version.Info{Version: "(devel)", Modified: true}); got != ImageRepository+":latest" {
+	if got := DefaultImage(version.Info{Version: "(devel)", Modified: true}); got != shipped {
 		t.Errorf("DefaultImage of a dirty build = %s", got)
 	}
 }

@@ -78,7 +78,7 @@ func newInstallCmd(load restConfigFunc, stdout io.Writer) *cobra.Command {
 	f.StringVar(&o.Path, "path", "", "folder of the git repository that holds the desired-state repository (default: its root)")
 	f.StringVar(&o.SecretName, "secret-name", install.DefaultSecretName, "Secret in --namespace holding the repository's credentials")
 	f.StringVar(&o.Namespace, "namespace", install.DefaultNamespace, "the agent's namespace")
-	f.StringVar(&o.Image, "image", "", "the agent's image (default "+install.ImageRepository+":<this styrminctl's version>, or :latest for a build without a release version)")
+	f.StringVar(&o.Image, "image", "", "the agent's image (default "+install.ImageRepository+":<this styrminctl's version>, or for a build without a release version the one the shipped manifests name)")
 	f.BoolVar(&export, "export", false, "print the manifests as YAML and change nothing")
 	k.register(cmd)
 	return cmd
