@@ -51,7 +51,7 @@ type flags struct {
 	metricsAddr, healthAddr, pprofAddr  string
 	webhookAddr                         string
 	leaderElect, installCRDs            bool
-	kubeconfig, logLevel                string
+	kubeconfig, logLevel, logFormat     string
 	webhookSecretName, webhookSecretKey string
 	lockMode                            bool
 	lockSecret                          string
@@ -103,7 +103,8 @@ func parseFlags(args []string, stderr io.Writer) (*flags, error) {
 	fs.BoolVar(&f.leaderElect, "leader-elect", true, "elect a leader (a Lease in --namespace) so that only one agent replica acts; --leader-elect=false only for a single agent that must take over at once after a crash")
 	fs.BoolVar(&f.installCRDs, "install-crds", false, "apply the styrmin.io CRDs at start")
 	fs.StringVar(&f.kubeconfig, "kubeconfig", "", "kubeconfig file (default: in-cluster config, then $KUBECONFIG)")
-	fs.StringVar(&f.logLevel, "log-level", "info", "log level: debug, info, error")
+	fs.StringVar(&f.logLevel, "log-level", "info", "log level: debug, info, warn or error")
+	fs.StringVar(&f.logFormat, "log-format", "json", "log format: json (one object a line) or text (key=value)")
 	fs.Float64Var(&f.kubeAPIQPS, "kube-api-qps", operator.DefaultQPS, "requests per second the agent may send to the API server, shared by all its clients")
 	fs.IntVar(&f.kubeAPIBurst, "kube-api-burst", operator.DefaultBurst, "requests the agent may send at once above --kube-api-qps")
 	fs.IntVar(&f.keepTasks, "keep-tasks", operator.DefaultKeepTasks, "finished tasks kept per deployment (its history in the cluster); older ones are deleted")
@@ -162,6 +163,33 @@ func (f *flags) driverOptions() (operator.DriverOptions, error) {
 
 // run is the agent's command: --help and --version print and return nil
 // (exit 0); otherwise it runs the agent until ctx ends.
+// logHandler is the agent's log handler for --log-format and --log-level;
+// an unknown value is an error naming the accepted ones.
+func logHandler(format, level string, w io.Writer) (slog.Handler, error) {
+	var lv slog.Level
+	switch level {
+	case "debug":
+		lv = slog.LevelDebug
+	case "info":
+		lv = slog.LevelInfo
+	case "warn":
+		lv = slog.LevelWarn
+	case "error":
+		lv = slog.LevelError
+	default:
+		return nil, fmt.Errorf("--log-level %q: expected debug, info, warn or error", level)
+	}
+	opts := &slog.HandlerOptions{Level: lv}
+	switch format {
+	case "json":
+		return slog.NewJSONHandler(w, opts), nil
+	case "text":
+		return slog.NewTextHandler(w, opts), nil
+	default:
+		return nil, fmt.Errorf("--log-format %q: expected json or text", format)
+	}
+}
+
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	f, err := parseFlags(args, stderr)
 	if errors.Is(err, flag.ErrHelp) {
@@ -175,14 +203,11 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		_, err := fmt.Fprintln(stdout, version.Get().String())
 		return err
 	}
-	level := slog.LevelInfo
-	switch f.logLevel {
-	case "debug":
-		level = slog.LevelDebug
-	case "error":
-		level = slog.LevelError
+	handler, err := logHandler(f.logFormat, f.logLevel, stderr)
+	if err != nil {
+		return err
 	}
-	log := logr.FromSlogHandler(slog.NewJSONHandler(stderr, &slog.HandlerOptions{Level: level}))
+	log := logr.FromSlogHandler(handler)
 	ctrllog.SetLogger(log)
 	limit, err := operator.SoftMemoryLimit(f.memoryLimit, os.Getenv("GOMEMLIMIT"), os.DirFS("/sys"))
 	if err != nil {

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"io"
+	"log/slog"
 	"strings"
 	"testing"
 	"time"
@@ -55,6 +56,38 @@ func TestVersionAndHelpPrintAndSucceedWithoutACluster(t *testing.T) {
 		}
 		if !strings.Contains(errOut.String(), "-health-probe-bind-address") || !strings.Contains(errOut.String(), "-version") {
 			t.Errorf("%s printed no usage:\n%s", h, errOut.String())
+		}
+	}
+}
+
+func TestUnknownLogLevelOrFormatIsAnErrorBeforeAnythingRuns(t *testing.T) {
+	base := []string{"--cluster=local", "--repo=https://git.example.com/x.git", "--kubeconfig=/nonexistent"}
+	for _, c := range []struct{ flag, want string }{
+		{"--log-level=verbose", `--log-level "verbose": expected debug, info, warn or error`},
+		{"--log-format=xml", `--log-format "xml": expected json or text`},
+	} {
+		err := run(context.Background(), append(base, c.flag), io.Discard, io.Discard)
+		if err == nil || err.Error() != c.want {
+			t.Errorf("%s: %v, want %q", c.flag, err, c.want)
+		}
+	}
+}
+
+func TestLogFormatsWriteJSONOrKeyValueLines(t *testing.T) {
+	for format, want := range map[string]string{
+		"json": `"msg":"synced","head":"abc"`,
+		"text": `msg=synced head=abc`,
+	} {
+		var buf strings.Builder
+		h, err := logHandler(format, "warn", &buf)
+		if err != nil {
+			t.Fatal(err)
+		}
+		log := slog.New(h)
+		log.Info("hidden below warn")
+		log.Warn("synced", "head", "abc")
+		if !strings.Contains(buf.String(), want) || strings.Contains(buf.String(), "hidden") {
+			t.Errorf("%s: %q, want one line with %s and nothing below warn", format, buf.String(), want)
 		}
 	}
 }
