@@ -85,7 +85,7 @@ func runLockCommit(ctx context.Context, g *globalOptions, o *lockOptions, stdout
 	}
 	var retry map[resolver.ID]int64
 	if o.retryFailed {
-		if retry, err = failedDeployments(ctx, o.newClient, o.kubeconfig); err != nil {
+		if retry, err = failedDeployments(ctx, o.kube); err != nil {
 			return err
 		}
 	}

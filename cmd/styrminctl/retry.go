@@ -26,8 +26,11 @@ type retryOptions struct {
 func newRetryCmd(g *globalOptions, stdout io.Writer) *cobra.Command {
 	o := &retryOptions{}
 	cmd := &cobra.Command{
-		Use:   "retry CLUSTER/ENV/NAME...",
-		Short: "Lock a deployment's current instance again, so the agent runs its workflow again",
+		Use:         "retry CLUSTER/ENV/NAME...",
+		Annotations: map[string]string{readsRepo: "true"},
+		Short:       "Lock a deployment's current instance again, so the agent runs its workflow again",
+		Example: `  styrminctl retry local/dev/hub
+  styrminctl retry local/dev/hub local/staging/hub --push`,
 		Long: `retry writes a new lock of each deployment with the same instance and the next
 sequence. Its task runs the full workflow against the active instance: an upgrade
 that failed runs its pre steps again; a retry of a healthy deployment is an update
@@ -131,9 +134,9 @@ func printCommitted(stdout io.Writer, out resolver.CommitOutcome, repo *gitsourc
 }
 
 // failedDeployments reads the deployments whose newest task failed in
-// the cluster the kubeconfig names, with that task's sequence.
-func failedDeployments(ctx context.Context, newClient clusterClientFunc, kubeconfig string) (map[resolver.ID]int64, error) {
-	c, err := newClient(kubeconfig)
+// the cluster kubectl's flags name, with that task's sequence.
+func failedDeployments(ctx context.Context, k *kubeOptions) (map[resolver.ID]int64, error) {
+	c, err := k.client()
 	if err != nil {
 		return nil, err
 	}

@@ -30,8 +30,12 @@ const upgradeAttempts = 8
 func newUpgradeCmd(g *globalOptions, now func() time.Time, stdout io.Writer) *cobra.Command {
 	o := &upgradeOptions{}
 	cmd := &cobra.Command{
-		Use:   "upgrade CLUSTER/ENV[/NAME]",
-		Short: "Upgrade a deployment, or every deployment of an environment, at the next lock",
+		Use:         "upgrade CLUSTER/ENV[/NAME]",
+		Annotations: map[string]string{readsRepo: "true"},
+		Short:       "Upgrade a deployment, or every deployment of an environment, at the next lock",
+		Example: `  styrminctl upgrade local/dev/hub --app-version 1.4.1
+  styrminctl upgrade local/staging --commit
+  styrminctl upgrade local/dev/web --driver-version 1.1.0`,
 		Long: `upgrade edits deployment files in the working tree; the next lock turns the edit
 into instances. With --app-version it sets the application version (the lock then
 selects the newest driver version that supports it); with --driver-version it pins
