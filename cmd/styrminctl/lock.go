@@ -29,6 +29,7 @@ type lockOptions struct {
 	remote         string
 	attempts       int
 	squash         bool
+	ident          identityFlags
 }
 
 // newLockCmd builds `styrminctl lock`: resolve the working tree and write a
@@ -82,6 +83,7 @@ happened to its lockfile.`,
 	f.IntVar(&o.allowDeletions, "allow-deletions", 0, "allow the lock to delete up to this many deployments, above the deletion threshold (recorded in a Styrmin-Allow-Deletions trailer with --commit/--push)")
 	f.BoolVar(&o.retryFailed, "retry-failed", false, "also lock again, with the same instance, every deployment whose newest task failed in the cluster kubectl's flags name (a retry)")
 	o.kube.register(cmd, noNamespace, "")
+	o.ident.register(cmd, os.Getenv)
 	return cmd
 }
 

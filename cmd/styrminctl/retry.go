@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"os"
 	"path/filepath"
 
 	"github.com/spf13/cobra"
@@ -19,6 +20,7 @@ type retryOptions struct {
 	branch   string
 	remote   string
 	attempts int
+	ident    identityFlags
 }
 
 // newRetryCmd builds `styrminctl retry CLUSTER/ENV/NAME...`: lock each
@@ -58,6 +60,7 @@ with compare-and-swap; the commit carries a Styrmin-Retry trailer per deployment
 	f.StringVar(&o.remote, "remote", "origin", "remote to push to with --push")
 	f.StringVar(&o.branch, "branch", "", "branch to commit to (default: the current branch)")
 	f.IntVar(&o.attempts, "attempts", 8, "maximum push attempts when the branch moves")
+	o.ident.register(cmd, os.Getenv)
 	return cmd
 }
 
@@ -95,7 +98,11 @@ func runRetryCommit(ctx context.Context, g *globalOptions, o *retryOptions, ids 
 	if err != nil {
 		return err
 	}
-	out, err := resolver.CommitRetries(ctx, repo, ids, resolver.CommitOptions{Attempts: o.attempts, Dir: dir, History: repo})
+	co, err := o.ident.commitOptions(repo, resolver.CommitOptions{Attempts: o.attempts, Dir: dir, History: repo})
+	if err != nil {
+		return err
+	}
+	out, err := resolver.CommitRetries(ctx, repo, ids, co)
 	if err != nil {
 		return err
 	}
