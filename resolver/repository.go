@@ -3,6 +3,9 @@ package resolver
 import (
 	"errors"
 	"io/fs"
+	"path"
+	"slices"
+	"strings"
 )
 
 // ErrNotRepository is the error of a folder that holds nothing of a
@@ -26,4 +29,32 @@ func CheckRepository(fsys fs.FS) error {
 		}
 	}
 	return ErrNotRepository
+}
+
+// ListDeployments lists the deployments the repository defines from its
+// folders and file names alone (clusters/<cluster>/environments/<env>/
+// deployments/<name>.cue|yaml|yml), reading no file: cheap enough for
+// shell completion. Folders and files whose names Load would refuse are
+// left out; it is no check of the repository.
+func ListDeployments(fsys fs.FS) []ID {
+	var out []ID
+	clusters, _ := subdirs(fsys, "clusters")
+	for _, c := range clusters {
+		envs, _ := subdirs(fsys, path.Join("clusters", c, "environments"))
+		for _, e := range envs {
+			entries, _ := fs.ReadDir(fsys, path.Join("clusters", c, "environments", e, "deployments"))
+			for _, ent := range entries {
+				ext := path.Ext(ent.Name())
+				name := strings.TrimSuffix(ent.Name(), ext)
+				if ent.IsDir() || (ext != ".cue" && ext != ".yaml" && ext != ".yml") || !nameRE.MatchString(name) || len(name) > 40 {
+					continue
+				}
+				id := ID{Cluster: c, Environment: e, Name: name}
+				if !slices.Contains(out, id) {
+					out = append(out, id)
+				}
+			}
+		}
+	}
+	return out
 }

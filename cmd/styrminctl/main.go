@@ -174,6 +174,7 @@ func newRootCmd(stdout, stderr io.Writer) *cobra.Command {
 		newVersionCmd(kubeRESTConfig, stdout),
 	)
 	addCompletion(root)
+	g.registerCompletions(root)
 	asUsage(root)
 	return root
 }
