@@ -36,7 +36,7 @@ Exit codes: 0 success (changes or not), 1 error.`,
 			if err != nil {
 				return err
 			}
-			p, err := computePlan(g, f, map[resolver.ID]bool{id: true})
+			p, err := computePlan(g, f, map[resolver.ID]bool{id: true}, nil)
 			if err != nil {
 				return err
 			}

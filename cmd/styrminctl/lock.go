@@ -63,10 +63,12 @@ comes after the highest the branch's history ever used for the deployment, whate
 happened to its lockfile.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			prog := g.newProgress()
+			defer prog.done()
 			if o.push || o.commit {
-				return runLockCommit(cmd.Context(), g, o, stdout)
+				return runLockCommit(cmd.Context(), g, o, prog.above(stdout))
 			}
-			return runLock(cmd.Context(), g, o, stdout)
+			return runLock(cmd.Context(), g, o, prog.above(stdout))
 		},
 	}
 	f := cmd.Flags()

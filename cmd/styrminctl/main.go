@@ -130,12 +130,31 @@ type globalOptions struct {
 	Repo string
 	// drivers bound driver loads and renders.
 	drivers driverFlags
+	// stderr is where progress goes, when terminal says it is a
+	// terminal; progress is the report of the running command (nil: none).
+	stderr   io.Writer
+	terminal bool
+	progress *progress
+}
+
+// newProgress starts the progress report of a long command on stderr
+// (quiet unless stderr is a terminal) and makes the workspaces it loads
+// report to it.
+func (g *globalOptions) newProgress() *progress {
+	g.progress = newProgress(g.stderr, g.terminal)
+	return g.progress
 }
 
 // newRootCmd builds the command tree. Subcommands are constructed with the
 // writers they print to, so tests run them in-process.
 func newRootCmd(stdout, stderr io.Writer) *cobra.Command {
-	g := &globalOptions{}
+	return newRootCmdWith(stdout, stderr, isTerminal(stderr))
+}
+
+// newRootCmdWith is newRootCmd with the answer to "is stderr a
+// terminal?" (progress is shown only there), so tests can fake one.
+func newRootCmdWith(stdout, stderr io.Writer, terminal bool) *cobra.Command {
+	g := &globalOptions{stderr: stderr, terminal: terminal}
 	root := &cobra.Command{
 		Use:   "styrminctl",
 		Short: "Plan, lock and inspect Styrmin deployments",

@@ -67,10 +67,12 @@ Exit codes: 0 success; 1 error, resolution failure or refused plan; with
 			if err != nil {
 				return err
 			}
-			p, err := computePlan(g, f, nil)
+			prog := g.newProgress()
+			p, err := computePlan(g, f, nil, prog)
 			if err != nil {
 				return err
 			}
+			prog.done()
 			ro, err := renderOptions(f, stdout, false)
 			if err != nil {
 				return err
@@ -117,20 +119,10 @@ func renderOptions(f *planFlags, stdout io.Writer, full bool) (planner.RenderOpt
 	return o, nil
 }
 
-// isTerminal reports whether w is a character device (a terminal).
-func isTerminal(w io.Writer) bool {
-	file, ok := w.(*os.File)
-	if !ok {
-		return false
-	}
-	st, err := file.Stat()
-	return err == nil && st.Mode()&os.ModeCharDevice != 0
-}
-
 // computePlan wires git and the planner: the head configuration resolved
 // against the lockfiles of the base commit, with the driver versions of
 // both sides.
-func computePlan(g *globalOptions, f *planFlags, only map[resolver.ID]bool) (*planner.Plan, error) {
+func computePlan(g *globalOptions, f *planFlags, only map[resolver.ID]bool, prog *progress) (*planner.Plan, error) {
 	dir, err := filepath.Abs(g.Repo)
 	if err != nil {
 		return nil, err
@@ -159,6 +151,9 @@ func computePlan(g *globalOptions, f *planFlags, only map[resolver.ID]bool) (*pl
 		return nil, err
 	}
 	opts := planner.Options{AllowDeletions: f.allowDeletions, Only: only}
+	if prog != nil {
+		opts.Progress = prog.planned
+	}
 	opts.DriverLimits, opts.Sandbox = g.driverOptions()
 	if f.deletionThreshold >= 0 {
 		opts.DeletionThreshold = &f.deletionThreshold
