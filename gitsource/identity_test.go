@@ -3,19 +3,16 @@ package gitsource_test
 import (
 	"context"
 	"crypto"
-	"crypto/ed25519"
 	"crypto/rand"
 	"crypto/rsa"
-	"encoding/pem"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
 
-	"golang.org/x/crypto/ssh"
-
 	"github.com/styrmin/styrmin/gitsource"
+	"github.com/styrmin/styrmin/internal/sshtest"
 )
 
 // globalGitConfig points the global git configuration at a file of the
@@ -84,57 +81,25 @@ func TestIdentityTakesTheFlagThenTheEnvironmentThenGitConfig(t *testing.T) {
 	})
 }
 
-// sshKeyFiles writes a private key (OpenSSH format) and its .pub and
-// returns their paths and the public key line.
-func sshKeyFiles(t *testing.T, key crypto.Signer) (priv, pub, line string) {
-	t.Helper()
-	dir := t.TempDir()
-	block, err := ssh.MarshalPrivateKey(key, "test key")
-	if err != nil {
-		t.Fatal(err)
-	}
-	pk, err := ssh.NewPublicKey(key.Public())
-	if err != nil {
-		t.Fatal(err)
-	}
-	priv, pub = filepath.Join(dir, "id"), filepath.Join(dir, "id.pub")
-	line = strings.TrimSpace(string(ssh.MarshalAuthorizedKey(pk)))
-	if err := os.WriteFile(priv, pem.EncodeToMemory(block), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(pub, []byte(line+"\n"), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	return priv, pub, line
-}
-
 func TestSignedLockCommitsPassGitVerifyCommit(t *testing.T) {
 	if _, err := exec.LookPath("ssh-keygen"); err != nil {
 		t.Skip("ssh-keygen is not installed")
-	}
-	_, edKey, err := ed25519.GenerateKey(rand.Reader)
-	if err != nil {
-		t.Fatal(err)
 	}
 	rsaKey, err := rsa.GenerateKey(rand.Reader, 2048)
 	if err != nil {
 		t.Fatal(err)
 	}
-	for name, key := range map[string]crypto.Signer{"ed25519": edKey, "rsa": rsaKey} {
+	for name, key := range map[string]crypto.Signer{"ed25519": sshtest.Ed25519(t), "rsa": rsaKey} {
 		t.Run(name, func(t *testing.T) {
 			globalGitConfig(t, "")
-			_, pub, line := sshKeyFiles(t, key)
+			_, pub, line := sshtest.KeyFiles(t, key)
 			lr := newLocalRepo(t, false)
 			lr.commit("config", map[string]string{"styrmin.cue": "x: 1\n"})
 			// As a user sets it up: the public key named, signing on.
 			lr.git("config", "gpg.format", "ssh")
 			lr.git("config", "user.signingkey", pub)
 			lr.git("config", "commit.gpgsign", "true")
-			allowed := filepath.Join(t.TempDir(), "allowed_signers")
-			if err := os.WriteFile(allowed, []byte("signer@example.com namespaces=\"git\" "+line+"\n"), 0o644); err != nil {
-				t.Fatal(err)
-			}
-			lr.git("config", "gpg.ssh.allowedSignersFile", allowed)
+			lr.git("config", "gpg.ssh.allowedSignersFile", sshtest.AllowedSigners(t, "signer@example.com", line))
 
 			r, err := gitsource.Open(lr.dir, gitsource.OpenOptions{})
 			if err != nil {

@@ -1,16 +1,13 @@
 package main
 
 import (
-	"crypto/ed25519"
-	"crypto/rand"
-	"encoding/pem"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
 
-	"golang.org/x/crypto/ssh"
+	"github.com/styrmin/styrmin/internal/sshtest"
 )
 
 // TestCommitsTakeTheAuthorFromTheFlagTheEnvironmentOrGitConfigAndCanBeSigned
@@ -46,26 +43,8 @@ func TestCommitsTakeTheAuthorFromTheFlagTheEnvironmentOrGitConfigAndCanBeSigned(
 	if _, err := exec.LookPath("ssh-keygen"); err != nil {
 		t.Skip("ssh-keygen is not installed")
 	}
-	_, key, err := ed25519.GenerateKey(rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	block, err := ssh.MarshalPrivateKey(key, "")
-	if err != nil {
-		t.Fatal(err)
-	}
-	pub, err := ssh.NewPublicKey(key.Public())
-	if err != nil {
-		t.Fatal(err)
-	}
-	keys := t.TempDir()
-	keyFile, allowed := filepath.Join(keys, "id_ed25519"), filepath.Join(keys, "allowed_signers")
-	if err := os.WriteFile(keyFile, pem.EncodeToMemory(block), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(allowed, append([]byte("flag@example.com "), ssh.MarshalAuthorizedKey(pub)...), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	keyFile, _, line := sshtest.KeyFiles(t, sshtest.Ed25519(t))
+	allowed := sshtest.AllowedSigners(t, "flag@example.com", line)
 	if got := retry("--author", "Flag Person <flag@example.com>", "--sign", "--signing-key", keyFile); got != "Flag Person <flag@example.com>" {
 		t.Errorf("from --author: %s", got)
 	}

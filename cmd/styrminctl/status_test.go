@@ -62,21 +62,23 @@ type fixtureTask struct {
 	status    v1alpha1.StyrminTaskStatus
 }
 
-func fillCluster(ctx context.Context, c *testcluster.Cluster) error {
+// fillCluster writes the fixtures and returns a client of Styrmin's
+// scheme.
+func fillCluster(ctx context.Context, c *testcluster.Cluster) (client.Client, error) {
 	if err := operator.InstallCRDs(ctx, c.RESTConfig); err != nil {
-		return err
+		return nil, err
 	}
 	scheme, err := operator.NewScheme()
 	if err != nil {
-		return err
+		return nil, err
 	}
 	cl, err := client.New(c.RESTConfig, client.Options{Scheme: scheme})
 	if err != nil {
-		return err
+		return nil, err
 	}
 	for _, ns := range []string{"styrmin-system", "dev-hub", "dev-web", "staging-web"} {
 		if err := cl.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil {
-			return err
+			return nil, err
 		}
 	}
 	src := &v1alpha1.StyrminSource{
@@ -84,14 +86,14 @@ func fillCluster(ctx context.Context, c *testcluster.Cluster) error {
 		Spec:       v1alpha1.StyrminSourceSpec{URL: "https://git.example.com/acme/desired.git", Branch: "main", Cluster: "local"},
 	}
 	if err := cl.Create(ctx, src); err != nil {
-		return err
+		return nil, err
 	}
 	src.Status = v1alpha1.StyrminSourceStatus{
 		LastSyncedCommit: strings.Repeat("a", 40), LastSyncTime: at(30),
 		Conditions: []metav1.Condition{{Type: "Ready", Status: metav1.ConditionTrue, Reason: "Synced", Message: "synced aaaaaaaaaaaa", LastTransitionTime: *at(30)}},
 	}
 	if err := cl.Status().Update(ctx, src); err != nil {
-		return err
+		return nil, err
 	}
 
 	hub := &v1alpha1.StyrminDeployment{
@@ -108,7 +110,7 @@ func fillCluster(ctx context.Context, c *testcluster.Cluster) error {
 	}
 	for _, sd := range []*v1alpha1.StyrminDeployment{hub, web} {
 		if err := cl.Create(ctx, sd); err != nil {
-			return err
+			return nil, err
 		}
 	}
 	hub.Status = v1alpha1.StyrminDeploymentStatus{
@@ -129,7 +131,7 @@ func fillCluster(ctx context.Context, c *testcluster.Cluster) error {
 	}
 	for _, sd := range []*v1alpha1.StyrminDeployment{hub, web} {
 		if err := cl.Status().Update(ctx, sd); err != nil {
-			return err
+			return nil, err
 		}
 	}
 
@@ -198,14 +200,14 @@ func fillCluster(ctx context.Context, c *testcluster.Cluster) error {
 			task.Spec.Target = &v1alpha1.TaskTarget{Kind: in.Kind, Driver: in.Driver, AppVersion: in.AppVersion, SourceCommit: in.SourceCommit, Digest: in.Digest}
 		}
 		if err := cl.Create(ctx, task); err != nil {
-			return err
+			return nil, err
 		}
 		task.Status = ft.status
 		if err := cl.Status().Update(ctx, task); err != nil {
-			return err
+			return nil, err
 		}
 	}
-	return nil
+	return cl, nil
 }
 
 // runCluster executes styrminctl with args against the cluster of kc.
@@ -244,18 +246,19 @@ func golden(t *testing.T, name, got string) {
 // error.
 func TestClusterCommands(t *testing.T) {
 	c := testcluster.StartT(t, testcluster.Options{})
-	if err := fillCluster(context.Background(), c); err != nil {
+	cl, err := fillCluster(context.Background(), c)
+	if err != nil {
 		t.Fatal(err)
 	}
 	t.Run("golden", func(t *testing.T) { testClusterGolden(t, c.KubeconfigPath) })
 	t.Run("bad input", func(t *testing.T) { testClusterBadInput(t, c.KubeconfigPath) })
 	// Last: it changes the cluster.
-	t.Run("watch", func(t *testing.T) { testStatusWatch(t, c) })
+	t.Run("watch", func(t *testing.T) { testStatusWatch(t, c.KubeconfigPath, cl) })
 }
 
 // testStatusWatch runs status -w and tasks list -w, changes a
 // StyrminDeployment's status and a task's phase, and sees the new rows.
-func testStatusWatch(t *testing.T, c *testcluster.Cluster) {
+func testStatusWatch(t *testing.T, kc string, cl client.Client) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	statusOut, tasksOut := newSyncBuffer(), newSyncBuffer()
@@ -265,20 +268,12 @@ func testStatusWatch(t *testing.T, c *testcluster.Cluster) {
 		args []string
 	}{{statusOut, []string{"status", "-w"}}, {tasksOut, []string{"tasks", "list", "-w", "-n", "dev-web"}}} {
 		root := newRootCmd(w.out, io.Discard)
-		root.SetArgs(append(w.args, "--kubeconfig", c.KubeconfigPath))
+		root.SetArgs(append(w.args, "--kubeconfig", kc))
 		go func() { done <- root.ExecuteContext(ctx) }()
 	}
 	waitFor(t, statusOut, "local/dev/web  dev-web    1         1       webapp@1.1.0    1.25.0  True   Succeeded\n")
 	waitFor(t, tasksOut, "dev-web    web-1  local/dev/web  create    0→1       Succeeded  111111111111  \n")
 
-	scheme, err := operator.NewScheme()
-	if err != nil {
-		t.Fatal(err)
-	}
-	cl, err := client.New(c.RESTConfig, client.Options{Scheme: scheme})
-	if err != nil {
-		t.Fatal(err)
-	}
 	var web v1alpha1.StyrminDeployment
 	if err := cl.Get(ctx, client.ObjectKey{Namespace: "dev-web", Name: "dev-web"}, &web); err != nil {
 		t.Fatal(err)
