@@ -1,6 +1,7 @@
 package gitsource
 
 import (
+	"errors"
 	"fmt"
 	"net/mail"
 	"os"
@@ -10,6 +11,10 @@ import (
 
 	"github.com/go-git/go-git/v5/config"
 )
+
+// ErrSigning is wrapped by Identity's errors about signing: the
+// configuration asks for a signature it cannot make.
+var ErrSigning = errors.New("cannot sign")
 
 // IdentityOptions say who lock commits are by and whether they are
 // signed; the zero value asks git's configuration.
@@ -88,19 +93,19 @@ func (r *Repo) Identity(o IdentityOptions) (Identity, error) {
 		if f == "" {
 			f = "openpgp"
 		}
-		return id, fmt.Errorf("gitsource: signing with gpg.format %s is not supported: set gpg.format ssh and user.signingkey to an SSH key file, or pass its path", f)
+		return id, fmt.Errorf("gitsource: %w: signing with gpg.format %s is not supported: set gpg.format ssh and user.signingkey to an SSH key file, or pass its path", ErrSigning, f)
 	}
 	key := o.SigningKey
 	if key == "" {
 		key = cfg("user", "signingkey")
 	}
 	if key == "" {
-		return id, fmt.Errorf("gitsource: signing needs an SSH key file: set git config user.signingkey or pass its path")
+		return id, fmt.Errorf("gitsource: %w: signing needs an SSH key file: set git config user.signingkey or pass its path", ErrSigning)
 	}
 	key = expandHome(strings.TrimPrefix(key, "key::"))
 	signer, path, err := sshSignerFromFile(key)
 	if err != nil {
-		return id, err
+		return id, fmt.Errorf("%w: %w", ErrSigning, err)
 	}
 	id.Sign, id.SigningKey = signer, path
 	return id, nil

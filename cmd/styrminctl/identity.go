@@ -1,6 +1,9 @@
 package main
 
 import (
+	"errors"
+	"fmt"
+
 	"github.com/spf13/cobra"
 
 	"github.com/styrmin/styrmin/gitsource"
@@ -37,6 +40,9 @@ func (f *identityFlags) commitOptions(repo *gitsource.Repo, co resolver.CommitOp
 		o.Sign = &yes
 	}
 	id, err := repo.Identity(o)
+	if errors.Is(err, gitsource.ErrSigning) && o.Sign == nil {
+		return co, fmt.Errorf("%w (git config asks for signed commits; --sign=false commits unsigned)", err)
+	}
 	if err != nil {
 		return co, err
 	}

@@ -40,6 +40,17 @@ func TestCommitsTakeTheAuthorFromTheFlagTheEnvironmentOrGitConfigAndCanBeSigned(
 		t.Errorf("from the environment: %s", got)
 	}
 
+	// git config asking for a signature styrminctl cannot make (OpenPGP)
+	// stops the commit, and --sign=false makes it unsigned.
+	if err := os.WriteFile(filepath.Join(home, ".gitconfig"), []byte("[commit]\n\tgpgsign = true\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, code, err := styrminctl(t, "--repo", dir, "retry", "local/dev/web", "--commit"); code != 1 || err == nil ||
+		!strings.Contains(err.Error(), "gpg.format openpgp is not supported") || !strings.Contains(err.Error(), "--sign=false commits unsigned") {
+		t.Errorf("gpgsign with OpenPGP: exit %d, %v", code, err)
+	}
+	retry("--sign=false")
+
 	if _, err := exec.LookPath("ssh-keygen"); err != nil {
 		t.Skip("ssh-keygen is not installed")
 	}
