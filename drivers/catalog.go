@@ -63,18 +63,21 @@ func (c *Catalog) Add(d *Driver) error {
 	return nil
 }
 
-// LoadCatalog loads every driver version folder dir/<name>/<version>/ of
-// fsys. A missing dir gives an empty catalog. Errors name the folder.
-func LoadCatalog(fsys fs.FS, dir string, opts LoadOptions) (*Catalog, error) {
-	c := NewCatalog()
+// Folder is a driver version folder of a catalog: dir/<Name>/<Version>/.
+type Folder struct{ Name, Version string }
+
+// Folders lists the driver version folders under dir of fsys, in
+// directory order, reading no file: what LoadCatalog loads, and cheap
+// enough for shell completion. A missing dir has none.
+func Folders(fsys fs.FS, dir string) ([]Folder, error) {
 	names, err := fs.ReadDir(fsys, dir)
 	if errors.Is(err, fs.ErrNotExist) {
-		return c, nil
+		return nil, nil
 	}
 	if err != nil {
 		return nil, fmt.Errorf("drivers: reading %s: %w", dir, err)
 	}
-	prefix := opts.Source
+	var out []Folder
 	for _, n := range names {
 		if !n.IsDir() || strings.HasPrefix(n.Name(), ".") {
 			continue
@@ -84,32 +87,46 @@ func LoadCatalog(fsys fs.FS, dir string, opts LoadOptions) (*Catalog, error) {
 			return nil, fmt.Errorf("drivers: reading %s: %w", path.Join(dir, n.Name()), err)
 		}
 		for _, v := range versions {
-			if !v.IsDir() || strings.HasPrefix(v.Name(), ".") {
-				continue
+			if v.IsDir() && !strings.HasPrefix(v.Name(), ".") {
+				out = append(out, Folder{Name: n.Name(), Version: v.Name()})
 			}
-			folder := path.Join(dir, n.Name(), v.Name())
-			sub, err := fs.Sub(fsys, folder)
-			if err != nil {
-				return nil, fmt.Errorf("drivers: %s: %w", folder, err)
-			}
-			o := opts
-			o.Source = folder
-			if prefix != "" {
-				o.Source = strings.TrimSuffix(prefix, "/") + "/" + folder
-			}
-			d, err := Load(sub, o)
-			if err != nil {
-				return nil, err
-			}
-			if d.Name != n.Name() {
-				return nil, fmt.Errorf("%s/%s: name: %q does not match the folder name %q", o.Source, d.compiled.specFile, d.Name, n.Name())
-			}
-			if d.Version != v.Name() {
-				return nil, fmt.Errorf("%s/%s: version: %q does not match the folder name %q", o.Source, d.compiled.specFile, d.Version, v.Name())
-			}
-			if err := c.Add(d); err != nil {
-				return nil, err
-			}
+		}
+	}
+	return out, nil
+}
+
+// LoadCatalog loads every driver version folder dir/<name>/<version>/ of
+// fsys. A missing dir gives an empty catalog. Errors name the folder.
+func LoadCatalog(fsys fs.FS, dir string, opts LoadOptions) (*Catalog, error) {
+	c := NewCatalog()
+	folders, err := Folders(fsys, dir)
+	if err != nil {
+		return nil, err
+	}
+	prefix := opts.Source
+	for _, f := range folders {
+		folder := path.Join(dir, f.Name, f.Version)
+		sub, err := fs.Sub(fsys, folder)
+		if err != nil {
+			return nil, fmt.Errorf("drivers: %s: %w", folder, err)
+		}
+		o := opts
+		o.Source = folder
+		if prefix != "" {
+			o.Source = strings.TrimSuffix(prefix, "/") + "/" + folder
+		}
+		d, err := Load(sub, o)
+		if err != nil {
+			return nil, err
+		}
+		if d.Name != f.Name {
+			return nil, fmt.Errorf("%s/%s: name: %q does not match the folder name %q", o.Source, d.compiled.specFile, d.Name, f.Name)
+		}
+		if d.Version != f.Version {
+			return nil, fmt.Errorf("%s/%s: version: %q does not match the folder name %q", o.Source, d.compiled.specFile, d.Version, f.Version)
+		}
+		if err := c.Add(d); err != nil {
+			return nil, err
 		}
 	}
 	return c, nil

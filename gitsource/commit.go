@@ -91,6 +91,9 @@ type CommitRequest struct {
 	// Author authors and commits; default DefaultAuthorName and
 	// DefaultAuthorEmail.
 	Author Signature
+	// Sign signs each commit (its gpgsig header); nil for unsigned
+	// commits. Repo.Identity chooses both as git does.
+	Sign SignFunc
 	// MaxAttempts bounds the attempts when the branch keeps moving;
 	// default 5.
 	MaxAttempts int
@@ -194,7 +197,7 @@ func (r *Repo) CommitLocks(ctx context.Context, req CommitRequest) (CommitResult
 			}
 		}
 		res.Attempts = attempt
-		done, err := r.attempt(ctx, chain, dir, author, &res)
+		done, err := r.attempt(ctx, chain, dir, author, req.Sign, &res)
 		if err != nil || done {
 			return res, err
 		}
@@ -204,7 +207,7 @@ func (r *Repo) CommitLocks(ctx context.Context, req CommitRequest) (CommitResult
 
 // attempt runs one compare-and-swap attempt. done is false when the branch
 // moved and the caller should retry.
-func (r *Repo) attempt(ctx context.Context, build ChainFunc, dir string, author Signature, res *CommitResult) (done bool, err error) {
+func (r *Repo) attempt(ctx context.Context, build ChainFunc, dir string, author Signature, sign SignFunc, res *CommitResult) (done bool, err error) {
 	head, err := r.currentHead(ctx)
 	if err != nil {
 		return true, err
@@ -267,6 +270,11 @@ func (r *Repo) attempt(ctx context.Context, build ChainFunc, dir string, author 
 		commit := &object.Commit{Author: sig, Committer: sig, Message: msgs[i], TreeHash: newTree}
 		if !parent.IsZero() {
 			commit.ParentHashes = []plumbing.Hash{parent.plumbing()}
+		}
+		if sign != nil {
+			if commit.PGPSignature, err = signCommit(r.storer, commit, sign); err != nil {
+				return true, fmt.Errorf("gitsource: commit locks: %w", err)
+			}
 		}
 		obj := r.storer.NewEncodedObject()
 		if err := commit.Encode(obj); err != nil {
@@ -719,4 +727,23 @@ func checkChangePath(p string) error {
 		}
 	}
 	return nil
+}
+
+// signCommit signs the commit's encoding without a signature, as git
+// does.
+func signCommit(s storage.Storer, c *object.Commit, sign SignFunc) (string, error) {
+	obj := s.NewEncodedObject()
+	if err := c.EncodeWithoutSignature(obj); err != nil {
+		return "", fmt.Errorf("encode commit: %w", err)
+	}
+	rd, err := obj.Reader()
+	if err != nil {
+		return "", err
+	}
+	defer rd.Close()
+	payload, err := io.ReadAll(rd)
+	if err != nil {
+		return "", err
+	}
+	return sign(payload)
 }

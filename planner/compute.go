@@ -9,6 +9,7 @@ import (
 	"runtime"
 	"strings"
 	"sync"
+	"sync/atomic"
 
 	"github.com/styrmin/styrmin/drivers"
 	"github.com/styrmin/styrmin/resolver"
@@ -89,6 +90,11 @@ type Options struct {
 	// drivers.Sandbox). ComputeTrees loads both sides' drivers with them.
 	DriverLimits drivers.Limits
 	Sandbox      *drivers.Sandbox
+	// Progress, when set, is told how far the plan is: stage "resolve"
+	// (deployments resolved, ComputeTrees) and stage "render" (changed
+	// deployments rendered and compared), done out of total; it is called
+	// from several goroutines at once.
+	Progress func(stage string, done, total int)
 }
 
 // RefusedError is returned by Plan.Err when a plan deletes more
@@ -149,8 +155,12 @@ func Compute(in Input, opts Options) (*Plan, error) {
 		Held:          []Held{},
 	}
 	errs := make([]error, len(changes))
+	var rendered atomic.Int64
 	parallel(len(changes), opts.Parallelism, func(i int) {
 		plan.Deployments[i], errs[i] = planOne(in, opts, changes[i])
+		if opts.Progress != nil {
+			opts.Progress("render", int(rendered.Add(1)), len(changes))
+		}
 	})
 	if err := errors.Join(errs...); err != nil {
 		return nil, err

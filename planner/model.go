@@ -32,6 +32,10 @@ var workflowOrder = []Workflow{WorkflowCreate, WorkflowUpdate, WorkflowUpgrade, 
 type Plan struct {
 	// SchemaVersion is always SchemaVersion.
 	SchemaVersion string `json:"schemaVersion"`
+	// StyrminVersion is the version of the tool that computed the plan,
+	// as Terraform's terraform_version; the caller sets it (styrminctl:
+	// version.Get().Short()), "" leaves it out.
+	StyrminVersion string `json:"styrmin_version,omitempty"`
 	// Base describes the lockfiles compared against (a commit, or "" for
 	// none).
 	Base string `json:"base"`

@@ -65,7 +65,11 @@ func ComputeTrees(t Trees, opts Options) (*Plan, error) {
 	if err != nil {
 		return nil, err
 	}
-	res := resolver.Resolve(headRepo, resolver.Options{Catalog: headCatalog, Locks: baseLocks, SourceCommit: t.HeadCommit, Only: opts.Only})
+	ropts := resolver.Options{Catalog: headCatalog, Locks: baseLocks, SourceCommit: t.HeadCommit, Only: opts.Only}
+	if opts.Progress != nil {
+		ropts.Progress = func(done, total int) { opts.Progress("resolve", done, total) }
+	}
+	res := resolver.Resolve(headRepo, ropts)
 	return Compute(Input{
 		Base:     baseLocks,
 		Head:     res,

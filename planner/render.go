@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"io"
 	"strings"
+
+	"sigs.k8s.io/yaml"
 )
 
 // Format is a plan output format.
@@ -17,19 +19,23 @@ const (
 	FormatText     Format = "text"
 	FormatMarkdown Format = "markdown"
 	FormatJSON     Format = "json"
+	// FormatYAML is the JSON encoding written as YAML (the same fields).
+	FormatYAML Format = "yaml"
 )
 
 // Formats lists the output formats, for flag help.
-var Formats = []Format{FormatText, FormatMarkdown, FormatJSON}
+func Formats() []Format { return []Format{FormatText, FormatMarkdown, FormatJSON, FormatYAML} }
 
 // ParseFormat checks a format name.
 func ParseFormat(s string) (Format, error) {
-	for _, f := range Formats {
+	var names []string
+	for _, f := range Formats() {
 		if string(f) == s {
 			return f, nil
 		}
+		names = append(names, string(f))
 	}
-	return "", fmt.Errorf("output format %q: expected one of text, markdown, json", s)
+	return "", fmt.Errorf("unknown output format %q (accepted: %s)", s, strings.Join(names, ", "))
 }
 
 // RenderOptions tune the renderers.
@@ -58,6 +64,8 @@ func Render(w io.Writer, p *Plan, f Format, o RenderOptions) error {
 		return RenderMarkdown(w, p, o)
 	case FormatJSON:
 		return RenderJSON(w, p)
+	case FormatYAML:
+		return RenderYAML(w, p)
 	}
 	return fmt.Errorf("planner: unknown format %q", f)
 }
@@ -69,6 +77,20 @@ func RenderJSON(w io.Writer, p *Plan) error {
 	enc.SetIndent("", "  ")
 	enc.SetEscapeHTML(false)
 	return enc.Encode(p)
+}
+
+// RenderYAML writes the plan's JSON encoding as YAML.
+func RenderYAML(w io.Writer, p *Plan) error {
+	var buf bytes.Buffer
+	if err := RenderJSON(&buf, p); err != nil {
+		return err
+	}
+	b, err := yaml.JSONToYAML(buf.Bytes())
+	if err != nil {
+		return err
+	}
+	_, err = w.Write(b)
+	return err
 }
 
 // summaryLine is "1 to create, 2 to update, 0 to upgrade, 0 to delete".

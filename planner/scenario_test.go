@@ -7,11 +7,13 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"reflect"
 	"slices"
 	"strings"
 	"testing"
 
 	"github.com/santhosh-tekuri/jsonschema/v6"
+	"sigs.k8s.io/yaml"
 
 	"github.com/styrmin/styrmin/internal/secrettest"
 	"github.com/styrmin/styrmin/resolver"
@@ -212,7 +214,7 @@ func TestSensitiveValuesNeverAppearInAnyOutput(t *testing.T) {
 	if !strings.Contains(lock, resolver.PlaceholderPrefix) {
 		t.Errorf("the lockfile holds no placeholder for the sensitive value:\n%s", lock)
 	}
-	for _, f := range Formats {
+	for _, f := range Formats() {
 		for _, full := range []bool{false, true} {
 			var buf bytes.Buffer
 			if err := Render(&buf, p, f, RenderOptions{Full: full}); err != nil {
@@ -235,7 +237,7 @@ func TestSensitiveValuesNeverAppearInAnyOutput(t *testing.T) {
 	short := copyTree(t, base)
 	writeFile(t, short, devWeb, "driver:     \"webapp\"\nappVersion: \"1.25.0\"\nparameters: {replicas: 2, message: \""+shortSecret+"\"}\n")
 	sp := computePlan(t, base, short, Options{})
-	for _, f := range Formats {
+	for _, f := range Formats() {
 		var buf bytes.Buffer
 		if err := Render(&buf, sp, f, RenderOptions{Full: true}); err != nil {
 			t.Fatal(err)
@@ -332,15 +334,22 @@ func TestScenariosRenderToGoldenFiles(t *testing.T) {
 			if sc.check != nil {
 				sc.check(t, p)
 			}
-			for _, f := range Formats {
+			p.StyrminVersion = testStyrminVersion
+			var jsonOut []byte
+			for _, f := range Formats() {
 				var buf bytes.Buffer
 				if err := Render(&buf, p, f, RenderOptions{}); err != nil {
 					t.Fatal(err)
+				}
+				if f == FormatYAML {
+					sameAsJSON(t, jsonOut, buf.Bytes())
+					continue
 				}
 				ext := map[Format]string{FormatText: "txt", FormatMarkdown: "md", FormatJSON: "json"}[f]
 				golden(t, fmt.Sprintf("%s.%s", sc.name, ext), buf.Bytes())
 				if f == FormatJSON {
 					validatePlanJSON(t, buf.Bytes())
+					jsonOut = buf.Bytes()
 				}
 			}
 		})
@@ -613,7 +622,7 @@ func TestALockWithAClearValueIsShownWithPlaceholders(t *testing.T) {
 	sensitiveWebapp(t, head)
 	writeFile(t, head, devWeb, "driver:     \"webapp\"\nappVersion: \"1.25.0\"\nparameters: {replicas: 2, message: \""+newSecret+"\"}\n")
 	p := computePlan(t, base, head, Options{})
-	for _, f := range Formats {
+	for _, f := range Formats() {
 		var buf bytes.Buffer
 		if err := Render(&buf, p, f, RenderOptions{Full: true}); err != nil {
 			t.Fatal(err)
@@ -621,5 +630,42 @@ func TestALockWithAClearValueIsShownWithPlaceholders(t *testing.T) {
 		if found := secrettest.Find(buf.Bytes(), oldSecret, newSecret); len(found) > 0 {
 			t.Errorf("%s output contains %s", f, strings.Join(found, ", "))
 		}
+	}
+}
+
+// testStyrminVersion is the tool version the golden plans carry.
+const testStyrminVersion = "v0.0.0-test"
+
+// sameAsJSON checks that the YAML output holds what the JSON output does.
+func sameAsJSON(t *testing.T, jsonOut, yamlOut []byte) {
+	t.Helper()
+	converted, err := yaml.YAMLToJSON(yamlOut)
+	if err != nil {
+		t.Fatalf("the YAML plan does not parse: %v", err)
+	}
+	var a, b any
+	if err := json.Unmarshal(jsonOut, &a); err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal(converted, &b); err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(a, b) {
+		t.Errorf("the YAML plan differs from the JSON plan:\n%s", yamlOut)
+	}
+}
+
+func TestPlanJSONKeepsAngleBracketsAndAmpersandsVerbatim(t *testing.T) {
+	p := &Plan{SchemaVersion: SchemaVersion, Head: "a<b&c>", StyrminVersion: testStyrminVersion}
+	var buf bytes.Buffer
+	if err := RenderJSON(&buf, p); err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Contains(buf.Bytes(), []byte(`"head": "a<b&c>"`)) || !bytes.Contains(buf.Bytes(), []byte(`"styrmin_version": "v0.0.0-test"`)) {
+		t.Fatalf("JSON:\n%s", buf.Bytes())
+	}
+	var back Plan
+	if err := json.Unmarshal(buf.Bytes(), &back); err != nil || back.Head != "a<b&c>" {
+		t.Fatalf("round trip: %q, %v", back.Head, err)
 	}
 }

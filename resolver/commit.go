@@ -62,6 +62,11 @@ type CommitOptions struct {
 	// Used are sequences known used beyond the history (the agent's lock
 	// mode: those its cluster ran, which a rewound branch forgot).
 	Used UsedSequences
+	// Author authors and commits (gitsource's default when empty); Sign
+	// signs each commit (nil: unsigned). gitsource.Repo.Identity chooses
+	// them as git does.
+	Author gitsource.Signature
+	Sign   gitsource.SignFunc
 }
 
 // CommitLocksWith is CommitLocks for a whole LockRequest
@@ -176,7 +181,7 @@ func CommitLocksWith(ctx context.Context, w gitsource.Writer, opts WorkspaceOpti
 		}
 		return changes, nil
 	}
-	res, err := w.CommitLocks(ctx, gitsource.CommitRequest{Chain: chain, Dir: co.Dir, MaxAttempts: co.Attempts})
+	res, err := w.CommitLocks(ctx, gitsource.CommitRequest{Chain: chain, Dir: co.Dir, MaxAttempts: co.Attempts, Author: co.Author, Sign: co.Sign})
 	out.CommitResult = res
 	if err != nil {
 		return out, err
@@ -299,7 +304,7 @@ func dirOf(dir string) string {
 // commitBuilt commits what build gives with compare-and-swap and fills
 // out (build records its changes there).
 func commitBuilt(ctx context.Context, w gitsource.Writer, build gitsource.BuildFunc, co CommitOptions, out *CommitOutcome) (CommitOutcome, error) {
-	res, err := w.CommitLocks(ctx, gitsource.CommitRequest{Build: build, Dir: co.Dir, MaxAttempts: co.Attempts})
+	res, err := w.CommitLocks(ctx, gitsource.CommitRequest{Build: build, Dir: co.Dir, MaxAttempts: co.Attempts, Author: co.Author, Sign: co.Sign})
 	out.CommitResult = res
 	if err != nil {
 		return *out, err

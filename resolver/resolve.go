@@ -33,6 +33,10 @@ type Options struct {
 	// repositories, by name@version; new instances record them
 	// (DriverRef.Source). The others come from the repository itself.
 	DriverOrigins map[string]*DriverOrigin
+	// Progress, when set, is told how many of the deployments resolved so
+	// far (both passes done, or failed) out of total; it is called from
+	// several goroutines at once.
+	Progress func(done, total int)
 }
 
 // Resolved is one resolved deployment: the instance (sequence 0: not yet
@@ -135,7 +139,15 @@ func Resolve(repo *Repository, opts Options) *Result {
 	}
 	// Deployments resolve independently (drivers are safe for concurrent
 	// use), so both passes run on every core; results keep their order.
+	// Each pass is half a deployment's progress.
+	var halves atomic.Int64
+	progress := func() {
+		if opts.Progress != nil {
+			opts.Progress(int(halves.Add(1)/2), len(jobs))
+		}
+	}
 	parallel(len(jobs), func(i int) {
+		defer progress()
 		j := jobs[i]
 		if err := nsErrs[j.d.ID]; err != nil {
 			j.err = err
@@ -155,6 +167,7 @@ func Resolve(repo *Repository, opts Options) *Result {
 	}
 	second := make([]error, len(jobs))
 	parallel(len(jobs), func(i int) {
+		defer progress()
 		j := jobs[i]
 		if j.err != nil || (opts.Only != nil && !opts.Only[j.d.ID]) {
 			return

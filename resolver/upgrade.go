@@ -401,7 +401,7 @@ func CommitUpgrade(ctx context.Context, w gitsource.Writer, opts WorkspaceOption
 		out.Plan = plan
 		return gitsource.Change{Files: plan.Files(), Subject: plan.Subject(), Trailers: plan.Trailers()}, nil
 	}
-	res, err := w.CommitLocks(ctx, gitsource.CommitRequest{Build: build, Dir: co.Dir, MaxAttempts: co.Attempts})
+	res, err := w.CommitLocks(ctx, gitsource.CommitRequest{Build: build, Dir: co.Dir, MaxAttempts: co.Attempts, Author: co.Author, Sign: co.Sign})
 	out.CommitResult = res
 	return out, err
 }

@@ -35,6 +35,8 @@ type WorkspaceOptions struct {
 	// Used are the sequences the branch's history used; new sequences come
 	// after them (nil: after the lockfiles only).
 	Used UsedSequences
+	// Progress is Options.Progress of every Resolve of the workspace.
+	Progress func(done, total int)
 }
 
 // ConfigPaths are the files and folders of a desired-state repository
@@ -112,7 +114,7 @@ func LoadWorkspace(fsys fs.FS, opts WorkspaceOptions) (*Workspace, error) {
 
 // Resolve resolves every deployment of the workspace.
 func (w *Workspace) Resolve() *Result {
-	return Resolve(w.Repo, Options{Catalog: w.Catalog, Locks: w.Locks, SourceCommit: w.opts.SourceCommit, DriverOrigins: w.origins})
+	return Resolve(w.Repo, Options{Catalog: w.Catalog, Locks: w.Locks, SourceCommit: w.opts.SourceCommit, DriverOrigins: w.origins, Progress: w.opts.Progress})
 }
 
 // LockPolicy says what to do when some deployments fail to resolve.

@@ -15,8 +15,11 @@ import (
 func newDiffCmd(g *globalOptions, stdout io.Writer) *cobra.Command {
 	f := &planFlags{}
 	cmd := &cobra.Command{
-		Use:   "diff CLUSTER/ENV/NAME",
-		Short: "Show one deployment's plan in full detail",
+		Use:         "diff CLUSTER/ENV/NAME",
+		Annotations: map[string]string{readsRepo: "true"},
+		Short:       "Show one deployment's plan in full detail",
+		Example: `  styrminctl diff local/dev/hub
+  styrminctl diff local/dev/hub --base HEAD~1 --color never`,
 		Long: `diff is plan for one deployment, in full detail: every changed context and
 values path, the driver actions, and the rendered manifests of added and removed
 objects as well as the unified diff of changed ones. It compares the working tree
@@ -33,7 +36,7 @@ Exit codes: 0 success (changes or not), 1 error.`,
 			if err != nil {
 				return err
 			}
-			p, err := computePlan(g, f, map[resolver.ID]bool{id: true})
+			p, err := computePlan(g, f, map[resolver.ID]bool{id: true}, nil)
 			if err != nil {
 				return err
 			}

@@ -24,39 +24,12 @@ func newDriversCmd(g *globalOptions, stdout io.Writer) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "drivers",
 		Short: "List, show and lint application drivers",
+		Example: `  styrminctl drivers list
+  styrminctl drivers show webapp@1.1.0 -o yaml
+  styrminctl drivers lint drivers/webapp/1.1.0`,
 	}
 	cmd.AddCommand(newDriversListCmd(g, stdout), newDriversShowCmd(g, stdout), newDriversLintCmd(g, stdout))
 	return cmd
-}
-
-func addOutputFlag(cmd *cobra.Command, output *string) {
-	cmd.Flags().StringVarP(output, "output", "o", "text", "output format: text, json or yaml")
-}
-
-func checkOutput(output string) error {
-	switch output {
-	case "text", "json", "yaml":
-		return nil
-	}
-	return fmt.Errorf("unknown output format %q (expected text, json or yaml)", output)
-}
-
-// writeData prints v as indented JSON or as YAML (through its JSON form, so
-// both use the same field names).
-func writeData(w io.Writer, output string, v any) error {
-	b, err := json.MarshalIndent(v, "", "  ")
-	if err != nil {
-		return err
-	}
-	if output == "yaml" {
-		if b, err = yaml.JSONToYAML(b); err != nil {
-			return err
-		}
-	} else {
-		b = append(b, '\n')
-	}
-	_, err = w.Write(b)
-	return err
 }
 
 func loadRepoCatalog(g *globalOptions) (*drivers.Catalog, error) {
@@ -83,13 +56,13 @@ func summarize(d *drivers.Driver) driverSummary {
 func newDriversListCmd(g *globalOptions, stdout io.Writer) *cobra.Command {
 	var output string
 	cmd := &cobra.Command{
-		Use:   "list",
-		Short: "List the driver versions of the repository with their supported application versions",
-		Args:  cobra.NoArgs,
+		Use:         "list",
+		Annotations: map[string]string{readsRepo: "true"},
+		Short:       "List the driver versions of the repository with their supported application versions",
+		Example: `  styrminctl drivers list
+  styrminctl drivers list --repo ./desired-state -o json`,
+		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if err := checkOutput(output); err != nil {
-				return err
-			}
 			cat, err := loadRepoCatalog(g)
 			if err != nil {
 				return err
@@ -115,7 +88,7 @@ func newDriversListCmd(g *globalOptions, stdout io.Writer) *cobra.Command {
 			return tw.Flush()
 		},
 	}
-	addOutputFlag(cmd, &output)
+	addOutputFlag(cmd, &output, dataOutputs()...)
 	return cmd
 }
 
@@ -205,17 +178,17 @@ func detail(d *drivers.Driver) driverDetail {
 func newDriversShowCmd(g *globalOptions, stdout io.Writer) *cobra.Command {
 	var output string
 	cmd := &cobra.Command{
-		Use:   "show NAME[@VERSION]",
-		Short: "Show a driver version: parameters, components, services and actions",
+		Use:         "show NAME[@VERSION]",
+		Annotations: map[string]string{readsRepo: "true"},
+		Short:       "Show a driver version: parameters, components, services and actions",
+		Example: `  styrminctl drivers show webapp
+  styrminctl drivers show graphhub@2.0.0 -o yaml`,
 		Long: `show prints one driver version of the repository (the newest when no version is
 given): its parameters with types, defaults, constraints and docs; its components and
 the workloads they select; its services; and the actions of each hook in the order
 they run.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if err := checkOutput(output); err != nil {
-				return err
-			}
 			cat, err := loadRepoCatalog(g)
 			if err != nil {
 				return err
@@ -243,7 +216,7 @@ they run.`,
 			return printDetail(stdout, det)
 		},
 	}
-	addOutputFlag(cmd, &output)
+	addOutputFlag(cmd, &output, dataOutputs()...)
 	return cmd
 }
 
@@ -395,15 +368,14 @@ func newDriversLintCmd(g *globalOptions, stdout io.Writer) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "lint PATH",
 		Short: "Validate a driver version folder and render it with its defaults and a sample context",
+		Example: `  styrminctl drivers lint drivers/webapp/1.1.0
+  styrminctl drivers lint drivers/graphhub/2.0.0 --param database='{name: db, key: password}' --manifests`,
 		Long: `lint loads the driver version folder at PATH (the spec against the schema, the
 chart, cross-references) and renders it with a sample context and its parameters'
 defaults. Parameters without a default are set with --param NAME=VALUE (the value is
 read as YAML: 3, true, "text", {name: db, key: password}).`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if err := checkOutput(output); err != nil {
-				return err
-			}
 			dir := args[0]
 			// Loading comes first, so a broken folder is reported before
 			// a mistyped --param.
@@ -457,7 +429,7 @@ read as YAML: 3, true, "text", {name: db, key: password}).`,
 			return err
 		},
 	}
-	addOutputFlag(cmd, &output)
+	addOutputFlag(cmd, &output, dataOutputs()...)
 	cmd.Flags().StringArrayVarP(&params, "param", "p", nil, "set a parameter for the sample render: NAME=VALUE (repeatable)")
 	cmd.Flags().BoolVar(&manifests, "manifests", false, "print the rendered manifests too")
 	return cmd

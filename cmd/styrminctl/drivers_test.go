@@ -75,8 +75,12 @@ func TestDriversListJSONAndYAMLAgree(t *testing.T) {
 	}
 }
 
-func TestDriversListEmptyRepo(t *testing.T) {
-	out, err := runDrivers(t, "--repo", t.TempDir(), "drivers", "list")
+func TestDriversListOfARepositoryWithoutDriversSaysSo(t *testing.T) {
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "styrmin.cue"), []byte("deletionThreshold: 1\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out, err := runDrivers(t, "--repo", dir, "drivers", "list")
 	if err != nil || !strings.Contains(out, "no drivers in") {
 		t.Fatalf("out %q, err %v", out, err)
 	}

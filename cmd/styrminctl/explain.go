@@ -7,7 +7,6 @@ import (
 	"strings"
 
 	"github.com/spf13/cobra"
-	"sigs.k8s.io/yaml"
 
 	"github.com/styrmin/styrmin/resolver"
 )
@@ -18,8 +17,11 @@ import (
 func newExplainCmd(g *globalOptions, stdout io.Writer) *cobra.Command {
 	var output string
 	cmd := &cobra.Command{
-		Use:   "explain CLUSTER/ENV/NAME [PATH]",
-		Short: "Show a deployment's resolved settings and where each value came from",
+		Use:         "explain CLUSTER/ENV/NAME [PATH]",
+		Annotations: map[string]string{readsRepo: "true"},
+		Short:       "Show a deployment's resolved settings and where each value came from",
+		Example: `  styrminctl explain local/dev/hub
+  styrminctl explain local/dev/hub parameters.logLevel -o json`,
 		Long: `explain resolves the working tree and prints the merged settings of one
 deployment (cluster → environment → deployment, most specific wins), each value
 followed by the layer and file that set it. PATH (for example config.logLevel or
@@ -51,7 +53,7 @@ parameters) narrows the output to that part.`,
 			return printExplain(stdout, r, prefix, output)
 		},
 	}
-	cmd.Flags().StringVarP(&output, "output", "o", "text", "output format: text, json or yaml")
+	addOutputFlag(cmd, &output, dataOutputs()...)
 	return cmd
 }
 
@@ -79,18 +81,9 @@ func printExplain(w io.Writer, r *resolver.Resolved, prefix, output string) erro
 		entries = append(entries, explainEntry{Path: p, Value: shownValue(lookupPath(settings, p)), Layer: o.Layer, File: o.File})
 	}
 	switch output {
-	case "json":
-		enc := json.NewEncoder(w)
-		enc.SetIndent("", "  ")
-		return enc.Encode(entries)
-	case "yaml":
-		b, err := yaml.Marshal(entries)
-		if err != nil {
-			return err
-		}
-		_, err = w.Write(b)
-		return err
-	case "text":
+	case outJSON, outYAML:
+		return writeData(w, output, entries)
+	case outText:
 		fmt.Fprintf(w, "%s (driver %s@%s, app %s)\n", r.Instance.ID, r.Instance.Driver.Name, r.Instance.Driver.Version, r.Instance.AppVersion)
 		for _, e := range entries {
 			v, _ := json.Marshal(e.Value)

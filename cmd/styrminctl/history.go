@@ -6,7 +6,6 @@ import (
 	"io"
 	"slices"
 	"strings"
-	"text/tabwriter"
 
 	"github.com/spf13/cobra"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -18,24 +17,28 @@ import (
 
 // newHistoryCmd builds `styrminctl history NAME`: the instance timeline of
 // a deployment as the cluster ran it.
-func newHistoryCmd(newClient clusterClientFunc, stdout io.Writer) *cobra.Command {
-	o := &clusterOptions{newClient: newClient}
+func newHistoryCmd(load restConfigFunc, stdout io.Writer) *cobra.Command {
+	o := newClusterOptions(load)
 	cmd := &cobra.Command{
 		Use:   "history NAME|CLUSTER/ENV/NAME",
 		Short: "Show a deployment's instance timeline: sequence, commit, workflow, result",
 		Long: "Show every instance of a deployment the agent of a cluster took on, oldest\n" +
 			"first: its sequence, the lock commit, the workflow that applied it and how that\n" +
-			"task ended. A bare NAME must name one deployment of the cluster.",
+			"task ended. A bare NAME must name one deployment of the cluster (of the namespace\n" +
+			"-n names, when given). -o name prints each instance's task as NAMESPACE/TASK.",
+		Example: `  styrminctl history hub
+  styrminctl history local/dev/hub -o wide
+  styrminctl history web -n dev-web -o json`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			c, err := o.client()
 			if err != nil {
 				return err
 			}
-			return runHistory(cmd.Context(), c, stdout, o.output, args[0])
+			return runHistory(cmd.Context(), c, stdout, o.output, o.namespace(), args[0])
 		},
 	}
-	o.addFlags(cmd)
+	o.addFlags(cmd, listOutputs()...)
 	return cmd
 }
 
@@ -61,19 +64,19 @@ type history struct {
 	Entries    []historyEntry `json:"entries"`
 }
 
-func runHistory(ctx context.Context, c client.Reader, w io.Writer, output, name string) error {
-	did, err := resolveDeployment(ctx, c, name)
+func runHistory(ctx context.Context, c client.Reader, w io.Writer, output, namespace, name string) error {
+	did, err := resolveDeployment(ctx, c, namespace, name)
 	if err != nil {
 		return err
 	}
-	tasks, err := listTasks(ctx, c, "", &did)
+	tasks, err := listTasks(ctx, c, namespace, &did)
 	if err != nil {
 		return err
 	}
 	h := history{Deployment: did.String(), Entries: []historyEntry{}}
 	var active int64
 	var sds v1alpha1.StyrminDeploymentList
-	if err := c.List(ctx, &sds, client.MatchingLabels(did.Labels())); err != nil {
+	if err := c.List(ctx, &sds, append(inNamespace(namespace), client.MatchingLabels(did.Labels()))...); err != nil {
 		return fmt.Errorf("listing StyrminDeployments: %w", err)
 	}
 	if len(sds.Items) > 0 {
@@ -106,16 +109,27 @@ func runHistory(ctx context.Context, c client.Reader, w io.Writer, output, name 
 		h.Namespace = t.Namespace
 		h.Entries = append(h.Entries, e)
 	}
-	if output != "text" {
+	switch output {
+	case outJSON, outYAML:
 		return writeData(w, output, h)
+	case outName:
+		return historyTable(h).print(w, output)
 	}
 	if len(h.Entries) == 0 {
 		_, err := fmt.Fprintf(w, "%s: no instances in this cluster\n", h.Deployment)
 		return err
 	}
 	fmt.Fprintf(w, "%s (namespace %s)\n\n", h.Deployment, h.Namespace)
-	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "SEQUENCE\tCOMMIT\tWORKFLOW\tDRIVER\tAPP\tRESULT\tFINISHED\t")
+	return historyTable(h).print(w, output)
+}
+
+// historyTable is a deployment's instances; rows are keyed by task.
+func historyTable(h history) table {
+	t := table{
+		header: []string{"SEQUENCE", "COMMIT", "WORKFLOW", "DRIVER", "APP", "RESULT", "FINISHED", ""},
+		wide:   []string{"SOURCE COMMIT", "TASK", "MESSAGE"},
+		wideAt: 7,
+	}
 	for _, e := range h.Entries {
 		mark := ""
 		if e.Active {
@@ -125,14 +139,19 @@ func runHistory(ctx context.Context, c client.Reader, w io.Writer, output, name 
 		if e.Kind == v1alpha1.KindTombstone {
 			driver = "(deleted)"
 		}
-		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", e.Sequence, shortCommit(e.Commit), e.Workflow, driver, e.AppVersion, e.Result, e.Finished, mark)
+		key := h.Namespace + "/" + e.Task
+		t.rows = append(t.rows, row{
+			key: key, name: key, data: e,
+			cells: []string{fmt.Sprint(e.Sequence), shortCommit(e.Commit), e.Workflow, driver, e.AppVersion, e.Result, e.Finished, mark},
+			wide:  []string{shortCommit(e.SourceCommit), e.Task, firstLine(e.Message)},
+		})
 	}
-	return tw.Flush()
+	return t
 }
 
 // resolveDeployment turns "cluster/env/name" or a bare "name" into a
 // deployment, looking a bare name up among the cluster's tasks.
-func resolveDeployment(ctx context.Context, c client.Reader, name string) (v1alpha1.DeploymentID, error) {
+func resolveDeployment(ctx context.Context, c client.Reader, namespace, name string) (v1alpha1.DeploymentID, error) {
 	if strings.Contains(name, "/") {
 		id, err := resolver.ParseID(name)
 		if err != nil {
@@ -141,7 +160,7 @@ func resolveDeployment(ctx context.Context, c client.Reader, name string) (v1alp
 		return operator.DeploymentID(id), nil
 	}
 	var list v1alpha1.StyrminTaskList
-	if err := c.List(ctx, &list, client.MatchingLabels{v1alpha1.LabelDeployment: name}); err != nil {
+	if err := c.List(ctx, &list, append(inNamespace(namespace), client.MatchingLabels{v1alpha1.LabelDeployment: name})...); err != nil {
 		return v1alpha1.DeploymentID{}, fmt.Errorf("listing StyrminTasks: %w", err)
 	}
 	found := map[string]v1alpha1.DeploymentID{}

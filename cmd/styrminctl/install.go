@@ -5,31 +5,16 @@ import (
 	"io"
 
 	"github.com/spf13/cobra"
-	"k8s.io/client-go/rest"
 
 	"github.com/styrmin/styrmin/install"
 	"github.com/styrmin/styrmin/version"
 )
 
-// kubeFlags are --kubeconfig and --context, kubectl's way of naming a
-// cluster.
-type kubeFlags struct {
-	kubeconfig, context string
-	load                restConfigFunc
-}
-
-func (k *kubeFlags) register(cmd *cobra.Command) {
-	cmd.Flags().StringVar(&k.kubeconfig, "kubeconfig", "", "kubeconfig file (default: $KUBECONFIG, then ~/.kube/config)")
-	cmd.Flags().StringVar(&k.context, "context", "", "kubeconfig context (default: its current context)")
-}
-
-func (k *kubeFlags) config() (*rest.Config, error) { return k.load(k.kubeconfig, k.context) }
-
 // newInstallCmd builds `styrminctl install`: Styrmin's CRDs, namespace,
 // RBAC, admission policy and agent, set up for one cluster and
 // repository, applied or printed.
 func newInstallCmd(load restConfigFunc, stdout io.Writer) *cobra.Command {
-	k := &kubeFlags{load: load}
+	k := newKubeOptions(load)
 	var o install.Options
 	var export bool
 	cmd := &cobra.Command{
@@ -43,9 +28,14 @@ func newInstallCmd(load restConfigFunc, stdout io.Writer) *cobra.Command {
 			"is applied. Prints one line per object: created, configured or unchanged.\n" +
 			"With --export, print the YAML and change nothing.\n\n" +
 			"The credentials Secret is not created: kubectl -n NAMESPACE create secret generic\n" +
-			"SECRET --from-literal=token=… (https) or --from-file=identity=… --from-file=known_hosts=… (ssh).",
+			"SECRET --from-literal=token=… (https) or --from-file=identity=… --from-file=known_hosts=… (ssh)." +
+			kubeconfigHelp,
+		Example: `  styrminctl install --cluster prod --repo https://git.example.com/platform/desired-state.git
+  styrminctl install --cluster prod --repo ssh://git@git.example.com/platform/mono.git --path deploy --context prod
+  styrminctl install --cluster prod --repo https://git.example.com/platform/desired-state.git --export > styrmin.yaml`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			o.Namespace = k.namespace
 			if o.Image == "" {
 				o.Image = install.DefaultImage(version.Get())
 			}
@@ -77,17 +67,16 @@ func newInstallCmd(load restConfigFunc, stdout io.Writer) *cobra.Command {
 	f.StringVar(&o.Branch, "branch", install.DefaultBranch, "branch the agent follows")
 	f.StringVar(&o.Path, "path", "", "folder of the git repository that holds the desired-state repository (default: its root)")
 	f.StringVar(&o.SecretName, "secret-name", install.DefaultSecretName, "Secret in --namespace holding the repository's credentials")
-	f.StringVar(&o.Namespace, "namespace", install.DefaultNamespace, "the agent's namespace")
 	f.StringVar(&o.Image, "image", "", "the agent's image (default "+install.ImageRepository+":<this styrminctl's version>, or for a build without a release version the one the shipped manifests name)")
 	f.BoolVar(&export, "export", false, "print the manifests as YAML and change nothing")
-	k.register(cmd)
+	k.register(cmd, agentNamespace, install.DefaultNamespace)
 	return cmd
 }
 
 // newCheckCmd builds `styrminctl check [--pre]`: one line per check, a
 // non-zero exit when one fails. getenv reads STYRMIN_GIT_TOKEN.
 func newCheckCmd(load restConfigFunc, getenv func(string) string, stdout io.Writer) *cobra.Command {
-	k := &kubeFlags{load: load}
+	k := newKubeOptions(load)
 	var o install.CheckOptions
 	cmd := &cobra.Command{
 		Use:   "check [--pre]",
@@ -98,13 +87,17 @@ func newCheckCmd(load restConfigFunc, getenv func(string) string, stdout io.Writ
 			"(ready replicas), its StyrminSource (Ready, last fetch) and the repository, reached\n" +
 			"with the token in $STYRMIN_GIT_TOKEN or else the Secret the agent uses (ls-remote of\n" +
 			"the branch head; --repo and --branch default to the agent's). One line per check;\n" +
-			"the exit code is 1 when any fails.",
+			"the exit code is 1 when any fails." + kubeconfigHelp,
+		Example: `  styrminctl check --pre --repo https://git.example.com/platform/desired-state.git
+  styrminctl check --context prod
+  styrminctl check -n styrmin-system --kubeconfig ./prod.kubeconfig`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			cfg, err := k.config()
 			if err != nil {
 				return err
 			}
+			o.Namespace = k.namespace
 			o.Token = getenv("STYRMIN_GIT_TOKEN")
 			findings := install.Check(cmd.Context(), cfg, o)
 			for _, f := range findings {
@@ -124,7 +117,6 @@ func newCheckCmd(load restConfigFunc, getenv func(string) string, stdout io.Writ
 	f.BoolVar(&o.Pre, "pre", false, "check only the prerequisites of an installation")
 	f.StringVar(&o.Repo, "repo", "", "URL of the repository to reach (default: the agent's --repo)")
 	f.StringVar(&o.Branch, "branch", "", "branch to look for (default: the agent's --branch, else the remote's HEAD)")
-	f.StringVar(&o.Namespace, "namespace", install.DefaultNamespace, "the agent's namespace")
-	k.register(cmd)
+	k.register(cmd, agentNamespace, install.DefaultNamespace)
 	return cmd
 }

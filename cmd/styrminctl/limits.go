@@ -54,7 +54,11 @@ func (g *globalOptions) driverOptions() (drivers.Limits, *drivers.Sandbox) {
 // remote, the one host driver sources may get the credentials for.
 func (g *globalOptions) workspaceOptions(ctx context.Context, remoteURL string) resolver.WorkspaceOptions {
 	l, sb := g.driverOptions()
-	return resolver.WorkspaceOptions{FetchDriver: driverFetcher(ctx, remoteURL), DriverLimits: l, Sandbox: sb}
+	o := resolver.WorkspaceOptions{FetchDriver: driverFetcher(ctx, remoteURL), DriverLimits: l, Sandbox: sb}
+	if g.progress != nil {
+		o.Progress = g.progress.resolved
+	}
+	return o
 }
 
 // driverLoadOptions are the options a driver folder of the repository at

@@ -16,8 +16,7 @@ type lockOptions struct {
 	// retryFailed also locks again the deployments whose newest task
 	// failed in the cluster of kubeconfig.
 	retryFailed bool
-	kubeconfig  string
-	newClient   clusterClientFunc
+	kube        *kubeOptions
 	// allowDeletions allows a lock to delete up to this many deployments,
 	// above the deletion threshold.
 	allowDeletions int
@@ -30,15 +29,21 @@ type lockOptions struct {
 	remote         string
 	attempts       int
 	squash         bool
+	ident          identityFlags
 }
 
 // newLockCmd builds `styrminctl lock`: resolve the working tree and write a
 // lockfile with sequence+1 for every deployment whose instance changed.
-func newLockCmd(g *globalOptions, newClient clusterClientFunc, stdout io.Writer) *cobra.Command {
-	o := &lockOptions{newClient: newClient}
+func newLockCmd(g *globalOptions, load restConfigFunc, stdout io.Writer) *cobra.Command {
+	o := &lockOptions{kube: newKubeOptions(load)}
 	cmd := &cobra.Command{
-		Use:   "lock",
-		Short: "Resolve the configuration and write lockfiles for the deployments that changed",
+		Use:         "lock",
+		Annotations: map[string]string{readsRepo: "true"},
+		Short:       "Resolve the configuration and write lockfiles for the deployments that changed",
+		Example: `  styrminctl lock
+  styrminctl lock --check
+  styrminctl lock --push --author "CI <ci@example.com>"
+  styrminctl lock --commit --retry-failed --context prod`,
 		Long: `lock resolves the working tree of the desired-state repository and writes
 locks/<cluster>/<env>/<name>.lock.yaml with the next sequence for every deployment
 whose resolved instance changed. Unchanged lockfiles stay byte-identical; a removed
@@ -58,10 +63,12 @@ comes after the highest the branch's history ever used for the deployment, whate
 happened to its lockfile.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			prog := g.newProgress()
+			defer prog.done()
 			if o.push || o.commit {
-				return runLockCommit(cmd.Context(), g, o, stdout)
+				return runLockCommit(cmd.Context(), g, o, prog.above(stdout))
 			}
-			return runLock(cmd.Context(), g, o, stdout)
+			return runLock(cmd.Context(), g, o, prog.above(stdout))
 		},
 	}
 	f := cmd.Flags()
@@ -76,8 +83,9 @@ happened to its lockfile.`,
 	f.BoolVar(&o.squash, "squash", false, "with --commit/--push, lock the head as one change even when several configuration commits since the last lock change instances (default: one lock commit per such commit, so each change runs its own workflow)")
 	f.IntVar(&o.attempts, "attempts", 8, "maximum push attempts when the branch moves")
 	f.IntVar(&o.allowDeletions, "allow-deletions", 0, "allow the lock to delete up to this many deployments, above the deletion threshold (recorded in a Styrmin-Allow-Deletions trailer with --commit/--push)")
-	f.BoolVar(&o.retryFailed, "retry-failed", false, "also lock again, with the same instance, every deployment whose newest task failed in the cluster of --kubeconfig (a retry)")
-	f.StringVar(&o.kubeconfig, "kubeconfig", "", "kubeconfig of the cluster --retry-failed reads (default: $KUBECONFIG, then ~/.kube/config)")
+	f.BoolVar(&o.retryFailed, "retry-failed", false, "also lock again, with the same instance, every deployment whose newest task failed in the cluster kubectl's flags name (a retry)")
+	o.kube.register(cmd, noNamespace, "")
+	o.ident.register(cmd, os.Getenv)
 	return cmd
 }
 
@@ -100,7 +108,7 @@ func runLock(ctx context.Context, g *globalOptions, o *lockOptions, stdout io.Wr
 		req.Policy = resolver.LockAllOrNothing // the pull request's check stays strict
 	}
 	if o.retryFailed {
-		if req.Retry, err = failedDeployments(ctx, o.newClient, o.kubeconfig); err != nil {
+		if req.Retry, err = failedDeployments(ctx, o.kube); err != nil {
 			return err
 		}
 	}

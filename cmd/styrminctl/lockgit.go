@@ -85,7 +85,7 @@ func runLockCommit(ctx context.Context, g *globalOptions, o *lockOptions, stdout
 	}
 	var retry map[resolver.ID]int64
 	if o.retryFailed {
-		if retry, err = failedDeployments(ctx, o.newClient, o.kubeconfig); err != nil {
+		if retry, err = failedDeployments(ctx, o.kube); err != nil {
 			return err
 		}
 	}
@@ -97,9 +97,12 @@ func runLockCommit(ctx context.Context, g *globalOptions, o *lockOptions, stdout
 	if remoteURL == "" {
 		remoteURL = desiredStateRemote(g.Repo)
 	}
+	co, err := o.ident.commitOptions(repo, resolver.CommitOptions{Attempts: o.attempts, Dir: dir, History: repo, Squash: o.squash})
+	if err != nil {
+		return err
+	}
 	out, err := resolver.CommitLocksWith(ctx, repo, g.workspaceOptions(ctx, remoteURL),
-		resolver.LockRequest{Policy: lockPolicy(o), AllowDeletions: o.allowDeletions, Retry: retry},
-		resolver.CommitOptions{Attempts: o.attempts, Dir: dir, History: repo, Squash: o.squash})
+		resolver.LockRequest{Policy: lockPolicy(o), AllowDeletions: o.allowDeletions, Retry: retry}, co)
 	if err != nil {
 		return err
 	}

@@ -4,15 +4,19 @@
 package main
 
 import (
+	"context"
+	"errors"
 	"fmt"
 	"io"
 	"os"
 	"runtime/debug"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
 
 	"github.com/styrmin/styrmin/drivers"
+	"github.com/styrmin/styrmin/resolver"
 )
 
 func main() {
@@ -28,17 +32,96 @@ func main() {
 	if os.Getenv("GOGC") == "" {
 		debug.SetGCPercent(400)
 	}
-	root := newRootCmd(os.Stdout, os.Stderr)
-	if err := root.Execute(); err != nil {
-		code := 1
-		var ec exitCoder
-		if asExitCoder(err, &ec) {
-			code = ec.ExitCode()
-		} else {
-			fmt.Fprintln(os.Stderr, "error:", err)
-		}
-		os.Exit(code)
+	os.Exit(execute(context.Background(), newRootCmd(os.Stdout, os.Stderr), os.Stderr))
+}
+
+// execute runs the command tree and returns the exit code. An error is
+// printed on stderr, a usage mistake (an unknown flag or command, a wrong
+// number of arguments) with a hint naming the command's --help; both exit
+// 1, never 2, which plan --detailed-exitcode and lock --check use for
+// "changes".
+func execute(ctx context.Context, root *cobra.Command, stderr io.Writer) int {
+	cmd, err := root.ExecuteContextC(ctx)
+	if err == nil {
+		return 0
 	}
+	var ec exitCoder
+	if asExitCoder(err, &ec) {
+		return ec.ExitCode()
+	}
+	fmt.Fprintln(stderr, "error:", err)
+	var ue usageError
+	if errors.As(err, &ue) || strings.HasPrefix(err.Error(), "unknown command") {
+		fmt.Fprintf(stderr, "Run '%s --help' for usage.\n", cmd.CommandPath())
+	}
+	return 1
+}
+
+// usageError is a mistake in how a command was called.
+type usageError struct{ err error }
+
+func (e usageError) Error() string { return e.err.Error() }
+func (e usageError) Unwrap() error { return e.err }
+
+// asUsage makes the argument checks of c and its subcommands return
+// usageErrors, and gives a command that only groups others (drivers,
+// tasks) a check too: an unknown subcommand is a mistake, not a request
+// for help.
+func asUsage(c *cobra.Command) {
+	if !c.Runnable() && c.HasSubCommands() && c.HasParent() {
+		c.Args = cobra.NoArgs
+		c.RunE = func(c *cobra.Command, _ []string) error { return c.Help() }
+	}
+	if check := c.Args; check != nil {
+		c.Args = func(c *cobra.Command, args []string) error {
+			if err := check(c, args); err != nil {
+				return usageError{err}
+			}
+			return nil
+		}
+	}
+	for _, sub := range c.Commands() {
+		asUsage(sub)
+	}
+}
+
+// addCompletion adds cobra's `completion bash|zsh|fish|powershell`
+// (shown in the help, with examples).
+func addCompletion(root *cobra.Command) {
+	root.CompletionOptions.HiddenDefaultCmd = false
+	root.InitDefaultCompletionCmd()
+	for _, c := range root.Commands() {
+		if c.Name() != "completion" {
+			continue
+		}
+		c.Example = `  styrminctl completion bash > /etc/bash_completion.d/styrminctl
+  source <(styrminctl completion bash)
+  styrminctl completion zsh > "${fpath[1]}/_styrminctl"
+  styrminctl completion fish > ~/.config/fish/completions/styrminctl.fish`
+		for _, sh := range c.Commands() {
+			sh.Example = "  styrminctl completion " + sh.Name() + " --help"
+		}
+	}
+}
+
+// readsRepo marks a command that reads the --repo repository: it is
+// checked to be one before the command runs.
+const readsRepo = "styrmin.io/reads-repo"
+
+// checkRepo says what is wrong with --repo: missing, not a folder, or
+// not a desired-state repository.
+func (g *globalOptions) checkRepo() error {
+	st, err := os.Stat(g.Repo)
+	if err != nil {
+		return fmt.Errorf("--repo %s: %w", g.Repo, err)
+	}
+	if !st.IsDir() {
+		return fmt.Errorf("--repo %s: not a folder", g.Repo)
+	}
+	if err := resolver.CheckRepository(os.DirFS(g.Repo)); err != nil {
+		return fmt.Errorf("--repo %s: %w", g.Repo, err)
+	}
+	return nil
 }
 
 // globalOptions are the flags every subcommand shares.
@@ -47,15 +130,37 @@ type globalOptions struct {
 	Repo string
 	// drivers bound driver loads and renders.
 	drivers driverFlags
+	// stderr is where progress goes, when terminal says it is a
+	// terminal; progress is the report of the running command (nil: none).
+	stderr   io.Writer
+	terminal bool
+	progress *progress
+}
+
+// newProgress starts the progress report of a long command on stderr
+// (quiet unless stderr is a terminal) and makes the workspaces it loads
+// report to it.
+func (g *globalOptions) newProgress() *progress {
+	g.progress = newProgress(g.stderr, g.terminal)
+	return g.progress
 }
 
 // newRootCmd builds the command tree. Subcommands are constructed with the
 // writers they print to, so tests run them in-process.
 func newRootCmd(stdout, stderr io.Writer) *cobra.Command {
-	g := &globalOptions{}
+	return newRootCmdWith(stdout, stderr, isTerminal(stderr))
+}
+
+// newRootCmdWith is newRootCmd with the answer to "is stderr a
+// terminal?" (progress is shown only there), so tests can fake one.
+func newRootCmdWith(stdout, stderr io.Writer, terminal bool) *cobra.Command {
+	g := &globalOptions{stderr: stderr, terminal: terminal}
 	root := &cobra.Command{
-		Use:           "styrminctl",
-		Short:         "Plan, lock and inspect Styrmin deployments",
+		Use:   "styrminctl",
+		Short: "Plan, lock and inspect Styrmin deployments",
+		Example: `  styrminctl plan --repo ./desired-state
+  styrminctl lock --commit
+  styrminctl status --context prod`,
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
@@ -63,21 +168,32 @@ func newRootCmd(stdout, stderr io.Writer) *cobra.Command {
 	root.SetErr(stderr)
 	root.PersistentFlags().StringVar(&g.Repo, "repo", ".", "root of the desired-state repository")
 	g.drivers.register(root)
-	root.PersistentPreRunE = func(*cobra.Command, []string) error { return g.drivers.prepare() }
+	root.PersistentPreRunE = func(cmd *cobra.Command, _ []string) error {
+		if cmd.Annotations[readsRepo] != "" {
+			if err := g.checkRepo(); err != nil {
+				return err
+			}
+		}
+		return g.drivers.prepare()
+	}
+	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError{err} })
 	root.AddCommand(
 		newDriversCmd(g, stdout),
-		newLockCmd(g, kubeClient, stdout),
+		newLockCmd(g, kubeRESTConfig, stdout),
 		newRetryCmd(g, stdout),
 		newUpgradeCmd(g, time.Now, stdout),
 		newExplainCmd(g, stdout),
 		newPlanCmd(g, stdout),
 		newDiffCmd(g, stdout),
-		newStatusCmd(kubeClient, stdout),
-		newTasksCmd(kubeClient, stdout),
-		newHistoryCmd(kubeClient, stdout),
+		newStatusCmd(kubeRESTConfig, stdout),
+		newTasksCmd(kubeRESTConfig, stdout),
+		newHistoryCmd(kubeRESTConfig, stdout),
 		newInstallCmd(kubeRESTConfig, stdout),
 		newCheckCmd(kubeRESTConfig, os.Getenv, stdout),
 		newVersionCmd(kubeRESTConfig, stdout),
 	)
+	addCompletion(root)
+	g.registerCompletions(root)
+	asUsage(root)
 	return root
 }

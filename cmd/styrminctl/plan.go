@@ -12,6 +12,7 @@ import (
 	"github.com/styrmin/styrmin/gitsource"
 	"github.com/styrmin/styrmin/planner"
 	"github.com/styrmin/styrmin/resolver"
+	"github.com/styrmin/styrmin/version"
 )
 
 // planFlags are the flags plan and diff share.
@@ -25,10 +26,10 @@ type planFlags struct {
 }
 
 func (f *planFlags) register(cmd *cobra.Command) {
+	addOutputFlag(cmd, &f.output, outText, outMarkdown, outJSON, outYAML)
 	fl := cmd.Flags()
 	fl.StringVar(&f.base, "base", "", "compare with the lockfiles at this revision (default: the merge base of HEAD and its upstream branch, else HEAD)")
 	fl.StringVar(&f.head, "head", "", "plan the configuration at this revision instead of the working tree")
-	fl.StringVarP(&f.output, "output", "o", "text", "output format: text, markdown or json")
 	fl.StringVar(&f.color, "color", "auto", "colour the text output: auto (when writing to a terminal), always or never")
 	fl.IntVar(&f.allowDeletions, "allow-deletions", 0, "allow a plan to delete up to this many deployments, above the deletion threshold")
 	fl.IntVar(&f.deletionThreshold, "deletion-threshold", -1, "deletions allowed without --allow-deletions (default: the repository's deletionThreshold, else 1)")
@@ -40,8 +41,12 @@ func newPlanCmd(g *globalOptions, stdout io.Writer) *cobra.Command {
 	f := &planFlags{}
 	var detailed bool
 	cmd := &cobra.Command{
-		Use:   "plan",
-		Short: "Show what the configuration would change, deployment by deployment",
+		Use:         "plan",
+		Annotations: map[string]string{readsRepo: "true"},
+		Short:       "Show what the configuration would change, deployment by deployment",
+		Example: `  styrminctl plan
+  styrminctl plan --base origin/main -o markdown
+  styrminctl plan --detailed-exitcode -o json > plan.json`,
 		Long: `plan resolves the working tree (or --head) of the desired-state repository and
 compares every deployment with its lockfile at the base revision (default: the merge
 base of HEAD and its upstream branch, as a pull request sees it). For each deployment
@@ -62,10 +67,12 @@ Exit codes: 0 success; 1 error, resolution failure or refused plan; with
 			if err != nil {
 				return err
 			}
-			p, err := computePlan(g, f, nil)
+			prog := g.newProgress()
+			p, err := computePlan(g, f, nil, prog)
 			if err != nil {
 				return err
 			}
+			prog.done()
 			ro, err := renderOptions(f, stdout, false)
 			if err != nil {
 				return err
@@ -112,20 +119,10 @@ func renderOptions(f *planFlags, stdout io.Writer, full bool) (planner.RenderOpt
 	return o, nil
 }
 
-// isTerminal reports whether w is a character device (a terminal).
-func isTerminal(w io.Writer) bool {
-	file, ok := w.(*os.File)
-	if !ok {
-		return false
-	}
-	st, err := file.Stat()
-	return err == nil && st.Mode()&os.ModeCharDevice != 0
-}
-
 // computePlan wires git and the planner: the head configuration resolved
 // against the lockfiles of the base commit, with the driver versions of
 // both sides.
-func computePlan(g *globalOptions, f *planFlags, only map[resolver.ID]bool) (*planner.Plan, error) {
+func computePlan(g *globalOptions, f *planFlags, only map[resolver.ID]bool, prog *progress) (*planner.Plan, error) {
 	dir, err := filepath.Abs(g.Repo)
 	if err != nil {
 		return nil, err
@@ -154,12 +151,19 @@ func computePlan(g *globalOptions, f *planFlags, only map[resolver.ID]bool) (*pl
 		return nil, err
 	}
 	opts := planner.Options{AllowDeletions: f.allowDeletions, Only: only}
+	if prog != nil {
+		opts.Progress = prog.planned
+	}
 	opts.DriverLimits, opts.Sandbox = g.driverOptions()
 	if f.deletionThreshold >= 0 {
 		opts.DeletionThreshold = &f.deletionThreshold
 	}
-	return planner.ComputeTrees(planner.Trees{
+	p, err := planner.ComputeTrees(planner.Trees{
 		Base: baseFS, BaseName: base.Name,
 		Head: h.fsys, HeadName: h.name, HeadCommit: h.commit,
 	}, opts)
+	if p != nil {
+		p.StyrminVersion = version.Get().Short()
+	}
+	return p, err
 }

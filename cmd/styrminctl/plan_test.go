@@ -7,6 +7,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/styrmin/styrmin/version"
 )
 
 // planGit runs git in dir with a configuration of its own (no user or
@@ -107,14 +109,18 @@ func TestPlanJSONIsVersionedAndMarkdownHasDetails(t *testing.T) {
 		t.Fatalf("exit %d: %v", code, err)
 	}
 	var p struct {
-		SchemaVersion string `json:"schemaVersion"`
-		Deployments   []struct {
+		SchemaVersion  string `json:"schemaVersion"`
+		StyrminVersion string `json:"styrmin_version"`
+		Deployments    []struct {
 			ID       string `json:"id"`
 			Workflow string `json:"workflow"`
 		} `json:"deployments"`
 	}
 	if err := json.Unmarshal([]byte(out), &p); err != nil {
 		t.Fatalf("not JSON: %v\n%s", err, out)
+	}
+	if p.StyrminVersion != version.Get().Short() {
+		t.Errorf("styrmin_version %q, want %q", p.StyrminVersion, version.Get().Short())
 	}
 	if p.SchemaVersion != "styrmin.io/plan/v1" || len(p.Deployments) != 1 || p.Deployments[0].ID != "local/dev/web" || p.Deployments[0].Workflow != "update" {
 		t.Errorf("unexpected plan: %+v", p)

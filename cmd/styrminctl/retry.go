@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"os"
 	"path/filepath"
 
 	"github.com/spf13/cobra"
@@ -19,6 +20,7 @@ type retryOptions struct {
 	branch   string
 	remote   string
 	attempts int
+	ident    identityFlags
 }
 
 // newRetryCmd builds `styrminctl retry CLUSTER/ENV/NAME...`: lock each
@@ -26,8 +28,11 @@ type retryOptions struct {
 func newRetryCmd(g *globalOptions, stdout io.Writer) *cobra.Command {
 	o := &retryOptions{}
 	cmd := &cobra.Command{
-		Use:   "retry CLUSTER/ENV/NAME...",
-		Short: "Lock a deployment's current instance again, so the agent runs its workflow again",
+		Use:         "retry CLUSTER/ENV/NAME...",
+		Annotations: map[string]string{readsRepo: "true"},
+		Short:       "Lock a deployment's current instance again, so the agent runs its workflow again",
+		Example: `  styrminctl retry local/dev/hub
+  styrminctl retry local/dev/hub local/staging/hub --push`,
 		Long: `retry writes a new lock of each deployment with the same instance and the next
 sequence. Its task runs the full workflow against the active instance: an upgrade
 that failed runs its pre steps again; a retry of a healthy deployment is an update
@@ -55,6 +60,7 @@ with compare-and-swap; the commit carries a Styrmin-Retry trailer per deployment
 	f.StringVar(&o.remote, "remote", "origin", "remote to push to with --push")
 	f.StringVar(&o.branch, "branch", "", "branch to commit to (default: the current branch)")
 	f.IntVar(&o.attempts, "attempts", 8, "maximum push attempts when the branch moves")
+	o.ident.register(cmd, os.Getenv)
 	return cmd
 }
 
@@ -92,7 +98,11 @@ func runRetryCommit(ctx context.Context, g *globalOptions, o *retryOptions, ids 
 	if err != nil {
 		return err
 	}
-	out, err := resolver.CommitRetries(ctx, repo, ids, resolver.CommitOptions{Attempts: o.attempts, Dir: dir, History: repo})
+	co, err := o.ident.commitOptions(repo, resolver.CommitOptions{Attempts: o.attempts, Dir: dir, History: repo})
+	if err != nil {
+		return err
+	}
+	out, err := resolver.CommitRetries(ctx, repo, ids, co)
 	if err != nil {
 		return err
 	}
@@ -131,9 +141,9 @@ func printCommitted(stdout io.Writer, out resolver.CommitOutcome, repo *gitsourc
 }
 
 // failedDeployments reads the deployments whose newest task failed in
-// the cluster the kubeconfig names, with that task's sequence.
-func failedDeployments(ctx context.Context, newClient clusterClientFunc, kubeconfig string) (map[resolver.ID]int64, error) {
-	c, err := newClient(kubeconfig)
+// the cluster kubectl's flags name, with that task's sequence.
+func failedDeployments(ctx context.Context, k *kubeOptions) (map[resolver.ID]int64, error) {
+	c, err := k.client()
 	if err != nil {
 		return nil, err
 	}

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"slices"
@@ -12,8 +13,6 @@ import (
 	"github.com/spf13/cobra"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/rest"
-	"k8s.io/client-go/tools/clientcmd"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/styrmin/styrmin/operator"
@@ -21,76 +20,48 @@ import (
 	"github.com/styrmin/styrmin/resolver"
 )
 
-// clusterClientFunc returns a client of the cluster a kubeconfig names
-// ("" for the default loading rules: $KUBECONFIG, ~/.kube/config). The
-// cluster commands take one, so tests hand them a client of a test
-// cluster.
-type clusterClientFunc func(kubeconfig string) (client.Reader, error)
-
-// kubeClient is the clusterClientFunc of the real command.
-func kubeClient(kubeconfig string) (client.Reader, error) {
-	cfg, err := kubeRESTConfig(kubeconfig, "")
-	if err != nil {
-		return nil, err
-	}
-	scheme, err := operator.NewScheme()
-	if err != nil {
-		return nil, err
-	}
-	c, err := client.New(cfg, client.Options{Scheme: scheme})
-	if err != nil {
-		return nil, fmt.Errorf("kubernetes client: %w", err)
-	}
-	return c, nil
-}
-
-// restConfigFunc returns the REST config of the cluster a kubeconfig
-// and a context name ("" for the defaults) select.
-type restConfigFunc func(kubeconfig, context string) (*rest.Config, error)
-
-// kubeRESTConfig is the restConfigFunc of the real command: kubectl's
-// loading rules (the file given, else $KUBECONFIG, then ~/.kube/config).
-func kubeRESTConfig(kubeconfig, kubecontext string) (*rest.Config, error) {
-	rules := clientcmd.NewDefaultClientConfigLoadingRules()
-	rules.ExplicitPath = kubeconfig
-	overrides := &clientcmd.ConfigOverrides{CurrentContext: kubecontext}
-	cfg, err := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, overrides).ClientConfig()
-	if err != nil {
-		return nil, fmt.Errorf("kubernetes config: %w", err)
-	}
-	return cfg, nil
-}
-
-// clusterOptions are the flags of the commands that read a cluster.
+// clusterOptions are the flags of the commands that read a cluster:
+// kubectl's (kubeOptions), -n/-A and -o.
 type clusterOptions struct {
-	kubeconfig string
-	output     string
-	newClient  clusterClientFunc
+	kube   *kubeOptions
+	output string
 }
 
-func (o *clusterOptions) addFlags(cmd *cobra.Command) {
-	cmd.Flags().StringVar(&o.kubeconfig, "kubeconfig", "", "kubeconfig file (default: $KUBECONFIG, then ~/.kube/config)")
-	addOutputFlag(cmd, &o.output)
+func newClusterOptions(load restConfigFunc) *clusterOptions {
+	return &clusterOptions{kube: newKubeOptions(load)}
 }
 
-func (o *clusterOptions) client() (client.Reader, error) {
-	if err := checkOutput(o.output); err != nil {
-		return nil, err
-	}
-	return o.newClient(o.kubeconfig)
+// addFlags registers kubectl's flags, -n/-A and -o with the accepted
+// values.
+func (o *clusterOptions) addFlags(cmd *cobra.Command, outputs ...string) {
+	o.kube.register(cmd, filterNamespace, "")
+	addOutputFlag(cmd, &o.output, outputs...)
+	cmd.Long += kubeconfigHelp
 }
+
+func (o *clusterOptions) client() (client.Reader, error) { return o.kube.client() }
+
+// namespace is the namespace -n keeps, "" for all.
+func (o *clusterOptions) namespace() string { return o.kube.namespace }
 
 // newStatusCmd builds `styrminctl status [CLUSTER/ENV/NAME]`: the
 // deployments of a cluster as the agent reports them, or one in detail.
-func newStatusCmd(newClient clusterClientFunc, stdout io.Writer) *cobra.Command {
-	o := &clusterOptions{newClient: newClient}
+func newStatusCmd(load restConfigFunc, stdout io.Writer) *cobra.Command {
+	o := newClusterOptions(load)
+	var watch bool
 	cmd := &cobra.Command{
 		Use:   "status [CLUSTER/ENV/NAME]",
 		Short: "Show the deployments running in a cluster (or one in detail)",
 		Long: "Show what the agent of a cluster reports: every StyrminDeployment with its\n" +
 			"sequence, active sequence, driver, application version and readiness, and the\n" +
 			"repository position the agent synced; with a deployment, its conditions,\n" +
-			"components, release and latest tasks.",
+			"components, release and latest tasks. Deployments of every namespace are\n" +
+			"shown (-A, the default); -n NAMESPACE keeps one. With -w, the table is printed,\n" +
+			"then each deployment again when it changes (read every second), until interrupted.",
+		Example: `  styrminctl status
+  styrminctl status -o wide --context prod
+  styrminctl status -n dev-hub -w
+  styrminctl status local/dev/hub -o yaml`,
 		Args: cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			c, err := o.client()
@@ -98,16 +69,29 @@ func newStatusCmd(newClient clusterClientFunc, stdout io.Writer) *cobra.Command 
 				return err
 			}
 			if len(args) == 1 {
+				if watch {
+					return errors.New("--watch shows the list: give no deployment")
+				}
 				id, err := resolver.ParseID(args[0])
 				if err != nil {
 					return err
 				}
+				if o.output == outWide || o.output == outName {
+					return fmt.Errorf("-o %s is for the list: give no deployment", o.output)
+				}
 				return runStatusOne(cmd.Context(), c, stdout, o.output, id)
 			}
-			return runStatusAll(cmd.Context(), c, stdout, o.output)
+			if watch {
+				return watchList(cmd.Context(), stdout, o.output, func(ctx context.Context) (table, error) {
+					st, err := collectStatus(ctx, c, o.namespace())
+					return statusTable(st), err
+				})
+			}
+			return runStatusAll(cmd.Context(), c, stdout, o.output, o.namespace())
 		},
 	}
-	o.addFlags(cmd)
+	o.addFlags(cmd, listOutputs()...)
+	cmd.Flags().BoolVarP(&watch, "watch", "w", false, "after the list, print each deployment again when it changes, until interrupted")
 	return cmd
 }
 
@@ -164,16 +148,18 @@ func summarizeDeployment(sd *v1alpha1.StyrminDeployment) deploymentStatus {
 	return s
 }
 
-func runStatusAll(ctx context.Context, c client.Reader, w io.Writer, output string) error {
+// collectStatus reads the cluster's sources and the deployments of
+// namespace ("" for all).
+func collectStatus(ctx context.Context, c client.Reader, namespace string) (clusterStatus, error) {
+	out := clusterStatus{Sources: []sourceStatus{}, Deployments: []deploymentStatus{}}
 	var sds v1alpha1.StyrminDeploymentList
-	if err := c.List(ctx, &sds); err != nil {
-		return fmt.Errorf("listing StyrminDeployments: %w", err)
+	if err := c.List(ctx, &sds, inNamespace(namespace)...); err != nil {
+		return out, fmt.Errorf("listing StyrminDeployments: %w", err)
 	}
 	var srcs v1alpha1.StyrminSourceList
 	if err := c.List(ctx, &srcs); err != nil {
-		return fmt.Errorf("listing StyrminSources: %w", err)
+		return out, fmt.Errorf("listing StyrminSources: %w", err)
 	}
-	out := clusterStatus{Sources: []sourceStatus{}, Deployments: []deploymentStatus{}}
 	for i := range srcs.Items {
 		s := &srcs.Items[i]
 		ss := sourceStatus{
@@ -193,8 +179,44 @@ func runStatusAll(ctx context.Context, c client.Reader, w io.Writer, output stri
 	}
 	slices.SortFunc(out.Sources, func(a, b sourceStatus) int { return strings.Compare(a.Name, b.Name) })
 	slices.SortFunc(out.Deployments, func(a, b deploymentStatus) int { return strings.Compare(a.Deployment, b.Deployment) })
-	if output != "text" {
+	return out, nil
+}
+
+// inNamespace is the list option of -n ("" for every namespace).
+func inNamespace(namespace string) []client.ListOption {
+	if namespace == "" {
+		return nil
+	}
+	return []client.ListOption{client.InNamespace(namespace)}
+}
+
+// statusTable is the deployments' table; rows are keyed by deployment.
+func statusTable(st clusterStatus) table {
+	t := table{
+		header: []string{"DEPLOYMENT", "NAMESPACE", "SEQUENCE", "ACTIVE", "DRIVER", "APP", "READY", "REASON"},
+		wide:   []string{"APPLIED", "MESSAGE"},
+		empty:  "no deployments",
+	}
+	for _, d := range st.Deployments {
+		t.rows = append(t.rows, row{
+			key: d.Deployment, name: d.Deployment, data: d,
+			cells: []string{d.Deployment, d.Namespace, fmt.Sprint(d.Sequence), fmt.Sprint(d.ActiveSequence), d.Driver, d.AppVersion, d.Ready, d.Reason},
+			wide:  []string{fmt.Sprint(d.AppliedSequence), firstLine(d.Message)},
+		})
+	}
+	return t
+}
+
+func runStatusAll(ctx context.Context, c client.Reader, w io.Writer, output, namespace string) error {
+	out, err := collectStatus(ctx, c, namespace)
+	if err != nil {
+		return err
+	}
+	switch output {
+	case outJSON, outYAML:
 		return writeData(w, output, out)
+	case outName:
+		return statusTable(out).print(w, output)
 	}
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	for _, s := range out.Sources {
@@ -203,15 +225,10 @@ func runStatusAll(ctx context.Context, c client.Reader, w io.Writer, output stri
 	if len(out.Sources) > 0 {
 		fmt.Fprintln(tw)
 	}
-	if len(out.Deployments) == 0 {
-		fmt.Fprintln(tw, "no deployments")
-		return tw.Flush()
+	if err := tw.Flush(); err != nil {
+		return err
 	}
-	fmt.Fprintln(tw, "DEPLOYMENT\tNAMESPACE\tSEQUENCE\tACTIVE\tDRIVER\tAPP\tREADY\tREASON")
-	for _, d := range out.Deployments {
-		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%s\t%s\t%s\t%s\n", d.Deployment, d.Namespace, d.Sequence, d.ActiveSequence, d.Driver, d.AppVersion, d.Ready, d.Reason)
-	}
-	return tw.Flush()
+	return statusTable(out).print(w, output)
 }
 
 func shortCommit(c string) string {
@@ -290,7 +307,7 @@ func runStatusOne(ctx context.Context, c client.Reader, w io.Writer, output stri
 			d.Behind = st.Reason
 		}
 	}
-	if output != "text" {
+	if output != outText {
 		return writeData(w, output, d)
 	}
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"flag"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -61,21 +62,23 @@ type fixtureTask struct {
 	status    v1alpha1.StyrminTaskStatus
 }
 
-func fillCluster(ctx context.Context, c *testcluster.Cluster) error {
+// fillCluster writes the fixtures and returns a client of Styrmin's
+// scheme.
+func fillCluster(ctx context.Context, c *testcluster.Cluster) (client.Client, error) {
 	if err := operator.InstallCRDs(ctx, c.RESTConfig); err != nil {
-		return err
+		return nil, err
 	}
 	scheme, err := operator.NewScheme()
 	if err != nil {
-		return err
+		return nil, err
 	}
 	cl, err := client.New(c.RESTConfig, client.Options{Scheme: scheme})
 	if err != nil {
-		return err
+		return nil, err
 	}
 	for _, ns := range []string{"styrmin-system", "dev-hub", "dev-web", "staging-web"} {
 		if err := cl.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil {
-			return err
+			return nil, err
 		}
 	}
 	src := &v1alpha1.StyrminSource{
@@ -83,14 +86,14 @@ func fillCluster(ctx context.Context, c *testcluster.Cluster) error {
 		Spec:       v1alpha1.StyrminSourceSpec{URL: "https://git.example.com/acme/desired.git", Branch: "main", Cluster: "local"},
 	}
 	if err := cl.Create(ctx, src); err != nil {
-		return err
+		return nil, err
 	}
 	src.Status = v1alpha1.StyrminSourceStatus{
 		LastSyncedCommit: strings.Repeat("a", 40), LastSyncTime: at(30),
 		Conditions: []metav1.Condition{{Type: "Ready", Status: metav1.ConditionTrue, Reason: "Synced", Message: "synced aaaaaaaaaaaa", LastTransitionTime: *at(30)}},
 	}
 	if err := cl.Status().Update(ctx, src); err != nil {
-		return err
+		return nil, err
 	}
 
 	hub := &v1alpha1.StyrminDeployment{
@@ -107,7 +110,7 @@ func fillCluster(ctx context.Context, c *testcluster.Cluster) error {
 	}
 	for _, sd := range []*v1alpha1.StyrminDeployment{hub, web} {
 		if err := cl.Create(ctx, sd); err != nil {
-			return err
+			return nil, err
 		}
 	}
 	hub.Status = v1alpha1.StyrminDeploymentStatus{
@@ -128,7 +131,7 @@ func fillCluster(ctx context.Context, c *testcluster.Cluster) error {
 	}
 	for _, sd := range []*v1alpha1.StyrminDeployment{hub, web} {
 		if err := cl.Status().Update(ctx, sd); err != nil {
-			return err
+			return nil, err
 		}
 	}
 
@@ -197,14 +200,14 @@ func fillCluster(ctx context.Context, c *testcluster.Cluster) error {
 			task.Spec.Target = &v1alpha1.TaskTarget{Kind: in.Kind, Driver: in.Driver, AppVersion: in.AppVersion, SourceCommit: in.SourceCommit, Digest: in.Digest}
 		}
 		if err := cl.Create(ctx, task); err != nil {
-			return err
+			return nil, err
 		}
 		task.Status = ft.status
 		if err := cl.Status().Update(ctx, task); err != nil {
-			return err
+			return nil, err
 		}
 	}
-	return nil
+	return cl, nil
 }
 
 // runCluster executes styrminctl with args against the cluster of kc.
@@ -243,11 +246,66 @@ func golden(t *testing.T, name, got string) {
 // error.
 func TestClusterCommands(t *testing.T) {
 	c := testcluster.StartT(t, testcluster.Options{})
-	if err := fillCluster(context.Background(), c); err != nil {
+	cl, err := fillCluster(context.Background(), c)
+	if err != nil {
 		t.Fatal(err)
 	}
 	t.Run("golden", func(t *testing.T) { testClusterGolden(t, c.KubeconfigPath) })
 	t.Run("bad input", func(t *testing.T) { testClusterBadInput(t, c.KubeconfigPath) })
+	// Last: it changes the cluster.
+	t.Run("watch", func(t *testing.T) { testStatusWatch(t, c.KubeconfigPath, cl) })
+}
+
+// testStatusWatch runs status -w and tasks list -w, changes a
+// StyrminDeployment's status and a task's phase, and sees the new rows.
+func testStatusWatch(t *testing.T, kc string, cl client.Client) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	statusOut, tasksOut := newSyncBuffer(), newSyncBuffer()
+	done := make(chan error, 2)
+	for _, w := range []struct {
+		out  *syncBuffer
+		args []string
+	}{{statusOut, []string{"status", "-w"}}, {tasksOut, []string{"tasks", "list", "-w", "-n", "dev-web"}}} {
+		root := newRootCmd(w.out, io.Discard)
+		root.SetArgs(append(w.args, "--kubeconfig", kc))
+		go func() { done <- root.ExecuteContext(ctx) }()
+	}
+	waitFor(t, statusOut, "local/dev/web  dev-web    1         1       webapp@1.1.0    1.25.0  True   Succeeded\n")
+	waitFor(t, tasksOut, "dev-web    web-1  local/dev/web  create    0→1       Succeeded  111111111111  \n")
+
+	var web v1alpha1.StyrminDeployment
+	if err := cl.Get(ctx, client.ObjectKey{Namespace: "dev-web", Name: "dev-web"}, &web); err != nil {
+		t.Fatal(err)
+	}
+	web.Status.Conditions[0].Status, web.Status.Conditions[0].Reason = metav1.ConditionFalse, "Drifted"
+	if err := cl.Status().Update(ctx, &web); err != nil {
+		t.Fatal(err)
+	}
+	var task v1alpha1.StyrminTask
+	if err := cl.Get(ctx, client.ObjectKey{Namespace: "dev-web", Name: "web-1"}, &task); err != nil {
+		t.Fatal(err)
+	}
+	task.Status.Phase = v1alpha1.TaskFailed
+	if err := cl.Status().Update(ctx, &task); err != nil {
+		t.Fatal(err)
+	}
+	// The changed row alone, in the first table's columns.
+	waitFor(t, statusOut, "DEPLOYMENT     NAMESPACE  SEQUENCE  ACTIVE  DRIVER          APP     READY  REASON\n"+
+		"local/dev/hub  dev-hub    4         3       graphhub@1.0.0  1.4.1   False  Progressing\n"+
+		"local/dev/web  dev-web    1         1       webapp@1.1.0    1.25.0  True   Succeeded\n"+
+		"local/dev/web  dev-web    1         1       webapp@1.1.0    1.25.0  False  Drifted\n")
+	waitFor(t, tasksOut, "dev-web    web-1  local/dev/web  create    0→1       Succeeded  111111111111  \n"+
+		"dev-web    web-1  local/dev/web  create    0→1       Failed     111111111111  \n")
+	cancel()
+	for range 2 {
+		if err := <-done; err != nil {
+			t.Errorf("watch ended with %v, want nil when interrupted", err)
+		}
+	}
+	if strings.Count(statusOut.String(), "local/dev/hub") != 1 {
+		t.Errorf("an unchanged row was printed again:\n%s", statusOut.String())
+	}
 }
 
 func testClusterGolden(t *testing.T, kc string) {
@@ -267,8 +325,14 @@ func testClusterGolden(t *testing.T, kc string) {
 		{"tasks-get-hub-3.yaml", []string{"tasks", "get", "hub-3", "-n", "dev-hub", "-o", "yaml"}},
 		{"history-hub.txt", []string{"history", "hub"}},
 		{"history-staging-web.json", []string{"history", "local/staging/web", "-o", "json"}},
+		{"status-wide.txt", []string{"status", "-o", "wide"}},
+		{"status-name-dev-web.txt", []string{"status", "-n", "dev-web", "-o", "name"}},
+		{"tasks-list-wide.txt", []string{"tasks", "list", "-o", "wide"}},
+		{"tasks-list-name.txt", []string{"tasks", "list", "-A", "-o", "name"}},
+		{"tasks-get-hub-3.txt", []string{"tasks", "get", "dev-hub/hub-3"}},
+		{"history-hub-wide.txt", []string{"history", "hub", "-n", "dev-hub", "-o", "wide"}},
 	} {
-		t.Run(tc.golden, func(t *testing.T) {
+		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {
 			out, err := runCluster(t, kc, tc.args...)
 			if err != nil {
 				t.Fatal(err)
@@ -285,7 +349,7 @@ func testClusterBadInput(t *testing.T, kc string) {
 	}{
 		{[]string{"history", "web"}, "web names several deployments (local/dev/web, local/staging/web): give CLUSTER/ENV/NAME"},
 		{[]string{"history", "nothing"}, "no deployment named nothing in this cluster"},
-		{[]string{"tasks", "get", "web-1"}, "task web-1 exists in namespaces dev-web, staging-web: pick one with --namespace"},
+		{[]string{"tasks", "get", "web-1"}, "task web-1 exists in namespaces dev-web, staging-web: pick one with -n or NAMESPACE/NAME"},
 		{[]string{"tasks", "get", "nope-9"}, "no task named nope-9 in any namespace"},
 		{[]string{"status", "local/dev/nope"}, "deployment local/dev/nope: no StyrminDeployment and no task in this cluster"},
 		{[]string{"status", "-o", "xml"}, `unknown output format "xml"`},

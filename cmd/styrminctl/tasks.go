@@ -19,23 +19,32 @@ import (
 
 // newTasksCmd builds `styrminctl tasks list|get`: the tasks the agent of
 // a cluster runs, one per (deployment, sequence).
-func newTasksCmd(newClient clusterClientFunc, stdout io.Writer) *cobra.Command {
+func newTasksCmd(load restConfigFunc, stdout io.Writer) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "tasks",
 		Short: "List and show the tasks the agent runs in a cluster",
+		Example: `  styrminctl tasks list --unfinished -w
+  styrminctl tasks get -n dev-hub hub-3`,
 	}
-	cmd.AddCommand(newTasksListCmd(newClient, stdout), newTasksGetCmd(newClient, stdout))
+	cmd.AddCommand(newTasksListCmd(load, stdout), newTasksGetCmd(load, stdout))
 	return cmd
 }
 
-func newTasksListCmd(newClient clusterClientFunc, stdout io.Writer) *cobra.Command {
-	o := &clusterOptions{newClient: newClient}
-	var namespace, deployment string
-	var unfinished bool
+func newTasksListCmd(load restConfigFunc, stdout io.Writer) *cobra.Command {
+	o := newClusterOptions(load)
+	var deployment string
+	var unfinished, watch bool
 	cmd := &cobra.Command{
 		Use:   "list",
 		Short: "List tasks, by deployment and sequence",
-		Args:  cobra.NoArgs,
+		Long: "List the tasks of every namespace (-A, the default) or of one (-n), sorted by\n" +
+			"deployment and sequence. -o name prints NAMESPACE/TASK, as tasks get takes it.\n" +
+			"With -w, the list is printed, then each task again when it changes (read every\n" +
+			"second), until interrupted.",
+		Example: `  styrminctl tasks list
+  styrminctl tasks list --deployment local/dev/hub -o wide
+  styrminctl tasks list --unfinished -w`,
+		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			c, err := o.client()
 			if err != nil {
@@ -50,55 +59,68 @@ func newTasksListCmd(newClient clusterClientFunc, stdout io.Writer) *cobra.Comma
 				d := operator.DeploymentID(id)
 				did = &d
 			}
-			tasks, err := listTasks(cmd.Context(), c, namespace, did)
+			read := func(ctx context.Context) (table, error) {
+				tasks, err := listTasks(ctx, c, o.namespace(), did)
+				if err != nil {
+					return table{}, err
+				}
+				out := []taskSummary{}
+				for i := range tasks {
+					if unfinished && tasks[i].Status.Phase.Terminal() {
+						continue
+					}
+					out = append(out, summarizeTask(&tasks[i]))
+				}
+				return taskTable(out), nil
+			}
+			if watch {
+				return watchList(cmd.Context(), stdout, o.output, read)
+			}
+			t, err := read(cmd.Context())
 			if err != nil {
 				return err
 			}
-			out := []taskSummary{}
-			for i := range tasks {
-				if unfinished && tasks[i].Status.Phase.Terminal() {
-					continue
-				}
-				out = append(out, summarizeTask(&tasks[i]))
-			}
-			if o.output != "text" {
-				return writeData(stdout, o.output, out)
-			}
-			return printTaskTable(stdout, out)
+			return t.print(stdout, o.output)
 		},
 	}
-	o.addFlags(cmd)
-	cmd.Flags().StringVarP(&namespace, "namespace", "n", "", "only the tasks of this namespace (default: all)")
+	o.addFlags(cmd, listOutputs()...)
 	cmd.Flags().StringVar(&deployment, "deployment", "", "only the tasks of this deployment (CLUSTER/ENV/NAME)")
 	cmd.Flags().BoolVar(&unfinished, "unfinished", false, "only the tasks that are pending or running")
+	cmd.Flags().BoolVarP(&watch, "watch", "w", false, "after the list, print each task again when it changes, until interrupted")
 	return cmd
 }
 
-func newTasksGetCmd(newClient clusterClientFunc, stdout io.Writer) *cobra.Command {
-	o := &clusterOptions{newClient: newClient}
-	var namespace string
+func newTasksGetCmd(load restConfigFunc, stdout io.Writer) *cobra.Command {
+	o := newClusterOptions(load)
 	cmd := &cobra.Command{
-		Use:   "get NAME",
+		Use:   "get [NAMESPACE/]NAME",
 		Short: "Show one task with its steps, their state, timings and output",
-		Args:  cobra.ExactArgs(1),
+		Long: "Show one task: its lock, phase and every step with its state, timings and\n" +
+			"output. Without -n (or NAMESPACE/) every namespace is searched.",
+		Example: `  styrminctl tasks get hub-3
+  styrminctl tasks get dev-hub/hub-3 -o yaml`,
+		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			c, err := o.client()
 			if err != nil {
 				return err
 			}
-			task, err := findTask(cmd.Context(), c, namespace, args[0])
+			namespace, name := o.namespace(), args[0]
+			if ns, n, ok := strings.Cut(name, "/"); ok && namespace == "" {
+				namespace, name = ns, n
+			}
+			task, err := findTask(cmd.Context(), c, namespace, name)
 			if err != nil {
 				return err
 			}
 			d := detailTask(task)
-			if o.output != "text" {
+			if o.output != outText {
 				return writeData(stdout, o.output, d)
 			}
 			return printTaskDetail(stdout, d)
 		},
 	}
-	o.addFlags(cmd)
-	cmd.Flags().StringVarP(&namespace, "namespace", "n", "", "namespace of the task (default: search all)")
+	o.addFlags(cmd, dataOutputs()...)
 	return cmd
 }
 
@@ -160,7 +182,7 @@ func findTask(ctx context.Context, c client.Reader, namespace, name string) (*v1
 	for _, t := range found {
 		nss = append(nss, t.Namespace)
 	}
-	return nil, fmt.Errorf("task %s exists in namespaces %s: pick one with --namespace", name, strings.Join(nss, ", "))
+	return nil, fmt.Errorf("task %s exists in namespaces %s: pick one with -n or NAMESPACE/NAME", name, strings.Join(nss, ", "))
 }
 
 // taskSummary is one line of `tasks list`.
@@ -200,21 +222,31 @@ func summarizeTask(t *v1alpha1.StyrminTask) taskSummary {
 	return s
 }
 
-func printTaskTable(w io.Writer, tasks []taskSummary) error {
-	if len(tasks) == 0 {
-		_, err := fmt.Fprintln(w, "no tasks")
-		return err
+// taskTable is the tasks' table; rows are keyed by namespace and name.
+func taskTable(tasks []taskSummary) table {
+	t := table{
+		header: []string{"NAMESPACE", "TASK", "DEPLOYMENT", "WORKFLOW", "SEQUENCE", "PHASE", "COMMIT", "STEP/MESSAGE"},
+		wide:   []string{"STARTED", "FINISHED"},
+		wideAt: 7,
+		empty:  "no tasks",
 	}
-	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "NAMESPACE\tTASK\tDEPLOYMENT\tWORKFLOW\tSEQUENCE\tPHASE\tCOMMIT\tSTEP/MESSAGE")
-	for _, t := range tasks {
-		note := t.Step
+	for _, ts := range tasks {
+		note := ts.Step
 		if note == "" {
-			note = firstLine(t.Message)
+			note = firstLine(ts.Message)
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d→%d\t%s\t%s\t%s\n", t.Namespace, t.Name, t.Deployment, t.Workflow, t.From, t.To, t.Phase, shortCommit(t.Commit), note)
+		key := ts.Namespace + "/" + ts.Name
+		t.rows = append(t.rows, row{
+			key: key, name: key, data: ts,
+			cells: []string{ts.Namespace, ts.Name, ts.Deployment, ts.Workflow, fmt.Sprintf("%d→%d", ts.From, ts.To), ts.Phase, shortCommit(ts.Commit), note},
+			wide:  []string{ts.Started, ts.Finished},
+		})
 	}
-	return tw.Flush()
+	return t
+}
+
+func printTaskTable(w io.Writer, tasks []taskSummary) error {
+	return taskTable(tasks).print(w, outText)
 }
 
 func firstLine(s string) string {

@@ -18,6 +18,7 @@ type upgradeOptions struct {
 	appVersion    string
 	driverVersion string
 	commit        bool
+	ident         identityFlags
 }
 
 // upgradeAttempts bounds the compare-and-swap attempts of upgrade
@@ -30,8 +31,12 @@ const upgradeAttempts = 8
 func newUpgradeCmd(g *globalOptions, now func() time.Time, stdout io.Writer) *cobra.Command {
 	o := &upgradeOptions{}
 	cmd := &cobra.Command{
-		Use:   "upgrade CLUSTER/ENV[/NAME]",
-		Short: "Upgrade a deployment, or every deployment of an environment, at the next lock",
+		Use:         "upgrade CLUSTER/ENV[/NAME]",
+		Annotations: map[string]string{readsRepo: "true"},
+		Short:       "Upgrade a deployment, or every deployment of an environment, at the next lock",
+		Example: `  styrminctl upgrade local/dev/hub --app-version 1.4.1
+  styrminctl upgrade local/staging --commit
+  styrminctl upgrade local/dev/web --driver-version 1.1.0`,
 		Long: `upgrade edits deployment files in the working tree; the next lock turns the edit
 into instances. With --app-version it sets the application version (the lock then
 selects the newest driver version that supports it); with --driver-version it pins
@@ -51,7 +56,7 @@ on its committed head: a file to edit with uncommitted changes is refused).`,
 			}
 			req := resolver.UpgradeRequest{Target: target, AppVersion: o.appVersion, DriverVersion: o.driverVersion, Now: now()}
 			if o.commit {
-				return runUpgradeCommit(cmd.Context(), g, req, stdout)
+				return runUpgradeCommit(cmd.Context(), g, req, &o.ident, stdout)
 			}
 			return runUpgrade(cmd.Context(), g, req, stdout)
 		},
@@ -60,6 +65,7 @@ on its committed head: a file to edit with uncommitted changes is refused).`,
 	f.StringVar(&o.appVersion, "app-version", "", "set the application version")
 	f.StringVar(&o.driverVersion, "driver-version", "", "pin the driver version (it must be loaded)")
 	f.BoolVar(&o.commit, "commit", false, "commit the edited files in one commit")
+	o.ident.register(cmd, os.Getenv)
 	return cmd
 }
 
@@ -87,7 +93,7 @@ func runUpgrade(ctx context.Context, g *globalOptions, req resolver.UpgradeReque
 }
 
 // runUpgradeCommit commits the upgrade's edits on the current branch.
-func runUpgradeCommit(ctx context.Context, g *globalOptions, req resolver.UpgradeRequest, stdout io.Writer) error {
+func runUpgradeCommit(ctx context.Context, g *globalOptions, req resolver.UpgradeRequest, ident *identityFlags, stdout io.Writer) error {
 	repo, err := openForCommit(g.Repo, "", "", false)
 	if err != nil {
 		return err
@@ -96,8 +102,11 @@ func runUpgradeCommit(ctx context.Context, g *globalOptions, req resolver.Upgrad
 	if err != nil {
 		return err
 	}
-	out, err := resolver.CommitUpgrade(ctx, repo, g.workspaceOptions(ctx, desiredStateRemote(g.Repo)), req,
-		resolver.CommitOptions{Attempts: upgradeAttempts, Dir: dir})
+	co, err := ident.commitOptions(repo, resolver.CommitOptions{Attempts: upgradeAttempts, Dir: dir})
+	if err != nil {
+		return err
+	}
+	out, err := resolver.CommitUpgrade(ctx, repo, g.workspaceOptions(ctx, desiredStateRemote(g.Repo)), req, co)
 	if err != nil {
 		return err
 	}

@@ -25,15 +25,18 @@ type versions struct {
 // the version of the styrminctl that installed it). Like kubectl, the
 // exit code is 1 when the cluster's part cannot be read.
 func newVersionCmd(load restConfigFunc, stdout io.Writer) *cobra.Command {
-	o := &versionOptions{kube: kubeFlags{load: load}}
+	o := &versionOptions{kube: newKubeOptions(load)}
 	cmd := &cobra.Command{
 		Use:   "version [--client]",
 		Short: "Show the version of styrminctl and of the cluster's agent",
-		Args:  cobra.NoArgs,
+		Long: "Show this binary's version and, unless --client, the Kubernetes version and the\n" +
+			"agent's (from its Deployment in -n, default " + install.DefaultNamespace + "). The exit code is 1 when the\n" +
+			"cluster cannot be read, as kubectl's." + kubeconfigHelp,
+		Example: `  styrminctl version
+  styrminctl version --client -o json
+  styrminctl version --context prod -o yaml`,
+		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if o.output != "text" && o.output != "json" {
-				return fmt.Errorf("unknown output format %q (expected text or json)", o.output)
-			}
 			v := versions{Client: version.Get()}
 			if !o.clientOnly {
 				if err := o.readServer(cmd.Context(), &v); err != nil {
@@ -49,18 +52,17 @@ func newVersionCmd(load restConfigFunc, stdout io.Writer) *cobra.Command {
 			return nil
 		},
 	}
-	cmd.Flags().StringVarP(&o.output, "output", "o", "text", "output format: text or json")
+	addOutputFlag(cmd, &o.output, dataOutputs()...)
 	cmd.Flags().BoolVar(&o.clientOnly, "client", false, "only this binary's version; do not read the cluster")
-	cmd.Flags().StringVar(&o.namespace, "namespace", install.DefaultNamespace, "the agent's namespace")
-	o.kube.register(cmd)
+	o.kube.register(cmd, agentNamespace, install.DefaultNamespace)
 	return cmd
 }
 
 // versionOptions are the flags of `version`.
 type versionOptions struct {
-	kube              kubeFlags
-	output, namespace string
-	clientOnly        bool
+	kube       *kubeOptions
+	output     string
+	clientOnly bool
 }
 
 // readServer reads the Kubernetes and the agent's versions into v.
@@ -72,7 +74,7 @@ func (o *versionOptions) readServer(ctx context.Context, v *versions) error {
 	if v.Kubernetes, err = install.KubernetesVersion(cfg); err != nil {
 		return err
 	}
-	a, err := install.Agent(ctx, cfg, o.namespace)
+	a, err := install.Agent(ctx, cfg, o.kube.namespace)
 	if err != nil {
 		return err
 	}
@@ -81,8 +83,8 @@ func (o *versionOptions) readServer(ctx context.Context, v *versions) error {
 }
 
 func printVersions(w io.Writer, output string, v versions, clientOnly bool) error {
-	if output == "json" {
-		return writeData(w, "json", v)
+	if output != outText {
+		return writeData(w, output, v)
 	}
 	fmt.Fprintf(w, "client: %s\n", v.Client)
 	if clientOnly {

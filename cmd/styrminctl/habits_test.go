@@ -1,0 +1,283 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/spf13/cobra"
+	"k8s.io/cli-runtime/pkg/genericclioptions"
+	"k8s.io/client-go/rest"
+	"sigs.k8s.io/yaml"
+)
+
+// run executes styrminctl as main does and returns stdout, stderr and
+// the exit code.
+func run(t *testing.T, args ...string) (stdout, stderr string, code int) {
+	t.Helper()
+	var out, errb bytes.Buffer
+	root := newRootCmd(&out, &errb)
+	root.SetArgs(args)
+	code = execute(context.Background(), root, &errb)
+	return out.String(), errb.String(), code
+}
+
+// commandPaths are the paths of every command but cobra's help.
+func commandPaths(c *cobra.Command) [][]string {
+	var out [][]string
+	for _, sub := range c.Commands() {
+		if sub.Name() == "help" {
+			continue
+		}
+		out = append(out, []string{sub.Name()})
+		for _, p := range commandPaths(sub) {
+			out = append(out, append([]string{sub.Name()}, p...))
+		}
+	}
+	return out
+}
+
+func TestEveryCommandHasExamplesAndHelpExitsZero(t *testing.T) {
+	var out, errb bytes.Buffer
+	paths := append([][]string{{}}, commandPaths(newRootCmd(&out, &errb))...)
+	for _, p := range paths {
+		t.Run(strings.Join(append([]string{"styrminctl"}, p...), " "), func(t *testing.T) {
+			stdout, stderr, code := run(t, append(p, "--help")...)
+			if code != 0 || stderr != "" {
+				t.Fatalf("exit %d, stderr %q", code, stderr)
+			}
+			if !strings.Contains(stdout, "\nExamples:\n  styrminctl ") {
+				t.Errorf("no examples in the help:\n%s", stdout)
+			}
+		})
+	}
+}
+
+func TestUsageMistakesPrintAOneLineHintAndFail(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		err  string
+		hint string
+	}{
+		{[]string{"plan", "extra"}, `unknown command "extra" for "styrminctl plan"`, "styrminctl plan"},
+		{[]string{"plan", "--nope"}, "unknown flag: --nope", "styrminctl plan"},
+		{[]string{"explain"}, "accepts between 1 and 2 arg(s), received 0", "styrminctl explain"},
+		{[]string{"tasks", "get"}, "accepts 1 arg(s), received 0", "styrminctl tasks get"},
+		{[]string{"tasks", "nope"}, `unknown command "nope" for "styrminctl tasks"`, "styrminctl tasks"},
+		{[]string{"nope"}, `unknown command "nope" for "styrminctl"`, "styrminctl"},
+		{[]string{"status", "-o", "xml"}, `unknown output format "xml" (accepted: text, wide, name, json, yaml)`, "styrminctl status"},
+		{[]string{"status", "--cluster", "prod"}, "unknown flag: --cluster", "styrminctl status"},
+		{[]string{"status", "-n", "dev", "-A"}, "-n/--namespace and -A/--all-namespaces: give one of them", "styrminctl status"},
+	} {
+		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {
+			stdout, stderr, code := run(t, tc.args...)
+			lines := strings.Split(strings.TrimSuffix(stderr, "\n"), "\n")
+			if code != 1 || stdout != "" || len(lines) != 2 {
+				t.Fatalf("exit %d, stdout %q, stderr:\n%s", code, stdout, stderr)
+			}
+			if !strings.HasPrefix(lines[0], "error: ") || !strings.Contains(lines[0], tc.err) {
+				t.Errorf("error line %q, want it to contain %q", lines[0], tc.err)
+			}
+			if want := "Run '" + tc.hint + " --help' for usage."; lines[1] != want {
+				t.Errorf("hint %q, want %q", lines[1], want)
+			}
+		})
+	}
+	t.Run("an error that is no usage mistake has no hint", func(t *testing.T) {
+		_, stderr, code := run(t, "--repo", filepath.Join(t.TempDir(), "missing"), "plan")
+		if code != 1 || strings.Contains(stderr, "--help") {
+			t.Errorf("exit %d, stderr:\n%s", code, stderr)
+		}
+	})
+}
+
+func TestRepoThatIsNotADesiredStateRepositoryIsNamed(t *testing.T) {
+	notRepo := t.TempDir()
+	if err := os.WriteFile(filepath.Join(notRepo, "README.md"), []byte("# something else\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	missing := filepath.Join(t.TempDir(), "missing")
+	for _, args := range [][]string{
+		{"plan"}, {"diff", "local/dev/web"}, {"lock"}, {"lock", "--commit"}, {"retry", "local/dev/web"},
+		{"upgrade", "local/dev"}, {"explain", "local/dev/web"}, {"drivers", "list"}, {"drivers", "show", "webapp"},
+	} {
+		t.Run(strings.Join(args, " "), func(t *testing.T) {
+			_, stderr, code := run(t, append([]string{"--repo", notRepo}, args...)...)
+			want := "error: --repo " + notRepo + ": not a desired-state repository: expected styrmin.cue (or styrmin.yaml), a clusters/ folder"
+			if code != 1 || !strings.HasPrefix(stderr, want) {
+				t.Errorf("exit %d, stderr:\n%s\nwant it to start with %q", code, stderr, want)
+			}
+			_, stderr, code = run(t, append([]string{"--repo", missing}, args...)...)
+			if code != 1 || !strings.HasPrefix(stderr, "error: --repo "+missing+": ") || !strings.Contains(stderr, "no such file or directory") {
+				t.Errorf("missing folder: exit %d, stderr:\n%s", code, stderr)
+			}
+		})
+	}
+}
+
+func TestUnknownOutputFormatListsTheAcceptedOnes(t *testing.T) {
+	data := "(accepted: text, json, yaml)"
+	list := "(accepted: text, wide, name, json, yaml)"
+	plan := "(accepted: text, markdown, json, yaml)"
+	for _, tc := range []struct {
+		args     []string
+		accepted string
+	}{
+		{[]string{"status"}, list}, {[]string{"status", "local/dev/web"}, list}, {[]string{"tasks", "list"}, list},
+		{[]string{"history", "web"}, list}, {[]string{"tasks", "get", "web-1"}, data}, {[]string{"version"}, data},
+		{[]string{"drivers", "list"}, data}, {[]string{"drivers", "show", "webapp"}, data}, {[]string{"drivers", "lint", "x"}, data},
+		{[]string{"explain", "local/dev/web"}, data}, {[]string{"plan"}, plan}, {[]string{"diff", "local/dev/web"}, plan},
+	} {
+		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {
+			_, stderr, code := run(t, append(tc.args, "-o", "xml")...)
+			if code != 1 || !strings.Contains(stderr, `unknown output format "xml" `+tc.accepted) {
+				t.Errorf("exit %d, stderr:\n%s", code, stderr)
+			}
+		})
+	}
+}
+
+func TestJSONAndYAMLKeepAngleBracketsAndAmpersandsVerbatim(t *testing.T) {
+	type value struct {
+		Message string `json:"message"`
+	}
+	for _, output := range []string{outJSON, outYAML} {
+		var buf bytes.Buffer
+		if err := writeData(&buf, output, value{Message: "a<b&c>"}); err != nil {
+			t.Fatal(err)
+		}
+		if !strings.Contains(buf.String(), "a<b&c>") {
+			t.Errorf("%s: %s", output, buf.String())
+		}
+		var back value
+		if err := yaml.Unmarshal(buf.Bytes(), &back); err != nil || back.Message != "a<b&c>" {
+			t.Errorf("%s round trip: %q, %v", output, back.Message, err)
+		}
+	}
+}
+
+// kubeconfigFile writes a kubeconfig with one context: server a, token a.
+func kubeconfigFile(t *testing.T) string {
+	t.Helper()
+	p := filepath.Join(t.TempDir(), "kubeconfig")
+	const kc = `apiVersion: v1
+kind: Config
+clusters:
+- name: a
+  cluster: {server: "https://a.example.com"}
+users:
+- name: a
+  user: {token: token-a}
+- name: b
+  user: {token: token-b}
+contexts:
+- name: a
+  context: {cluster: a, user: a}
+current-context: a
+`
+	if err := os.WriteFile(p, []byte(kc), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+func TestKubectlFlagsChooseTheClusterOfEveryClusterCommand(t *testing.T) {
+	kc := kubeconfigFile(t)
+	errStop := errors.New("stop here")
+	for _, tc := range []struct {
+		build func(restConfigFunc) *cobra.Command
+		args  []string
+	}{
+		{func(l restConfigFunc) *cobra.Command { return newStatusCmd(l, &bytes.Buffer{}) }, nil},
+		{func(l restConfigFunc) *cobra.Command { return newTasksCmd(l, &bytes.Buffer{}) }, []string{"list"}},
+		{func(l restConfigFunc) *cobra.Command { return newTasksCmd(l, &bytes.Buffer{}) }, []string{"get", "x"}},
+		{func(l restConfigFunc) *cobra.Command { return newHistoryCmd(l, &bytes.Buffer{}) }, []string{"x"}},
+		{func(l restConfigFunc) *cobra.Command { return newInstallCmd(l, &bytes.Buffer{}) }, []string{"--cluster", "prod", "--repo", "https://git.example.com/r.git"}},
+		{func(l restConfigFunc) *cobra.Command {
+			return newCheckCmd(l, func(string) string { return "" }, &bytes.Buffer{})
+		}, nil},
+		{func(l restConfigFunc) *cobra.Command { return newVersionCmd(l, &bytes.Buffer{}) }, nil},
+		{func(l restConfigFunc) *cobra.Command {
+			return newLockCmd(&globalOptions{Repo: exampleRepo(t)}, l, &bytes.Buffer{})
+		}, []string{"--retry-failed"}},
+	} {
+		var got *rest.Config
+		load := func(g genericclioptions.RESTClientGetter) (*rest.Config, error) {
+			cfg, err := g.ToRESTConfig()
+			if err != nil {
+				return nil, err
+			}
+			got = cfg
+			return nil, errStop
+		}
+		cmd := tc.build(load)
+		t.Run(cmd.Name()+" "+strings.Join(tc.args, " "), func(t *testing.T) {
+			cmd.SilenceErrors, cmd.SilenceUsage = true, true
+			cmd.SetOut(&bytes.Buffer{})
+			cmd.SetErr(&bytes.Buffer{})
+			cmd.SetArgs(append(tc.args, "--kubeconfig", kc, "--server", "https://b.example.com", "--user", "b",
+				"--insecure-skip-tls-verify", "--request-timeout", "7s"))
+			err := cmd.ExecuteContext(context.Background())
+			if got == nil {
+				t.Fatalf("the flags did not reach the config: %v", err)
+			}
+			if got.Host != "https://b.example.com" || got.BearerToken != "token-b" || !got.Insecure || got.Timeout != 7*time.Second {
+				t.Errorf("config: host %s, token %s, insecure %v, timeout %s", got.Host, got.BearerToken, got.Insecure, got.Timeout)
+			}
+		})
+	}
+	t.Run("--context names a context of the kubeconfig", func(t *testing.T) {
+		_, stderr, code := run(t, "status", "--kubeconfig", kc, "--context", "nope")
+		if code != 1 || !strings.Contains(stderr, `context "nope" does not exist`) {
+			t.Errorf("exit %d, stderr:\n%s", code, stderr)
+		}
+	})
+}
+
+// TestInstallNamespaceIsTheAgentsNamespace: -n sets the namespace of
+// the objects install renders.
+func TestInstallNamespaceIsTheAgentsNamespace(t *testing.T) {
+	out, stderr, code := run(t, "install", "--cluster", "prod", "--repo", "https://git.example.com/r.git", "-n", "styrmin-prod", "--export")
+	if code != 0 || !strings.Contains(out, "kind: Namespace\nmetadata:\n") || !strings.Contains(out, "name: styrmin-prod\n") ||
+		strings.Contains(out, "namespace: styrmin-system") {
+		t.Fatalf("exit %d, stderr %s:\n%.2000s", code, stderr, out)
+	}
+}
+
+// syncBuffer is a bytes.Buffer a watching command writes while the test
+// reads it.
+type syncBuffer struct {
+	mu  chan struct{}
+	buf bytes.Buffer
+}
+
+func newSyncBuffer() *syncBuffer { return &syncBuffer{mu: make(chan struct{}, 1)} }
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu <- struct{}{}
+	defer func() { <-b.mu }()
+	return b.buf.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu <- struct{}{}
+	defer func() { <-b.mu }()
+	return b.buf.String()
+}
+
+// waitFor waits until the buffer holds want.
+func waitFor(t *testing.T, b *syncBuffer, want string) {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for !strings.Contains(b.String(), want) {
+		if time.Now().After(deadline) {
+			t.Fatalf("no %q in the output:\n%s", want, b.String())
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
