@@ -87,7 +87,7 @@ func TestGrafanaDashboardQueriesMetricsTheAgentServes(t *testing.T) {
 
 	e := startAgentEnv(t)
 	e.lock(t)
-	metricsAddr, webhookAddr := freeAddr(t), freeAddr(t)
+	metricsAddr, webhookAddr := agenttest.FreeAddr(t), agenttest.FreeAddr(t)
 	e.startAgent(t, "--metrics-bind-address="+metricsAddr, "--webhook-bind-address="+webhookAddr,
 		"--webhook-secret-name=styrmin-webhook", "--drift-interval=2s")
 	requireSucceeded(t, e.waitTask(t, webNamespace, "web", 1))
