@@ -281,6 +281,7 @@ func planOne(in Input, opts Options, c resolver.LockChange) (*Deployment, error)
 		Actions:      []Action{},
 		Manifests:    ManifestDiff{Objects: []ObjectDiff{}},
 		FromSequence: 0,
+		After:        c.Next.After,
 	}
 	if c.Previous != nil {
 		d.FromSequence = c.Previous.Sequence

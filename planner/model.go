@@ -133,6 +133,10 @@ type Deployment struct {
 	Actions []Action `json:"actions"`
 	// Manifests is the rendered-manifest difference.
 	Manifests ManifestDiff `json:"manifests"`
+	// After are the instances (ID@SEQ) that must have run, and their
+	// deployments be Ready, before this one's task starts: the waves of
+	// the rollout (a new deployment waits for what it connects to).
+	After []string `json:"after,omitempty"`
 
 	rawPaths [][]pathSegment // the unformatted path of each change
 }

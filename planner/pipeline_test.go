@@ -2,9 +2,11 @@ package planner
 
 import (
 	"bytes"
+	"encoding/json"
 	"errors"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"testing/fstest"
@@ -68,6 +70,39 @@ func TestComputeTreesWithoutABaseCreatesEverything(t *testing.T) {
 	}
 	if p.Summary.Create != 4 || p.Base != "" {
 		t.Errorf("summary %+v, base %q; want four creates and no base", p.Summary, p.Base)
+	}
+	// The hub connects to web: its create runs after web's, in every
+	// format.
+	for _, d := range p.Deployments {
+		want := []string(nil)
+		if d.ID == "local/dev/hub" {
+			want = []string{"local/dev/web@1"}
+		}
+		if !slices.Equal(d.After, want) {
+			t.Errorf("%s runs after %v, want %v", d.ID, d.After, want)
+		}
+	}
+	for format, want := range map[string]string{
+		"text":     "runs after: local/dev/web@1 (each Ready first)",
+		"markdown": "Runs after `local/dev/web@1` (each Ready first).",
+		"json":     `"after": [` + "\n" + `        "local/dev/web@1"`,
+	} {
+		var buf bytes.Buffer
+		if err := Render(&buf, p, Format(format), RenderOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		if !strings.Contains(buf.String(), want) {
+			t.Errorf("%s plan lacks %q", format, want)
+		}
+		if format == "json" {
+			var doc any
+			if err := json.Unmarshal(buf.Bytes(), &doc); err != nil {
+				t.Fatal(err)
+			}
+			if err := planSchema(t).Validate(doc); err != nil {
+				t.Errorf("the plan with after does not follow the schema: %v", err)
+			}
+		}
 	}
 }
 

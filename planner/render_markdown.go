@@ -118,6 +118,13 @@ func writeMarkdownDeployment(b *bytes.Buffer, d *Deployment, o RenderOptions) {
 		}
 		b.WriteString("\n\n")
 	}
+	if len(d.After) > 0 {
+		parts := make([]string, len(d.After))
+		for i, a := range d.After {
+			parts[i] = mdCode(a)
+		}
+		fmt.Fprintf(b, "Runs after %s (each Ready first).\n\n", strings.Join(parts, ", "))
+	}
 	if len(d.Causes) > 0 {
 		b.WriteString("**Cause**\n\n")
 		for _, c := range d.Causes {

@@ -142,6 +142,9 @@ func writeTextDeployment(t *textWriter, d *Deployment, o RenderOptions) {
 		}
 		t.printf("\n")
 	}
+	if len(d.After) > 0 {
+		t.printf("  runs after: %s (each Ready first)\n", strings.Join(d.After, ", "))
+	}
 	if len(d.Causes) > 0 {
 		t.printf("  cause:\n")
 		for _, c := range d.Causes {

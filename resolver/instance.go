@@ -5,6 +5,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"strconv"
 	"strings"
 
 	"github.com/styrmin/styrmin/drivers"
@@ -97,6 +98,32 @@ type Instance struct {
 	AppVersion string           `json:"appVersion,omitempty"`
 	Context    *drivers.Context `json:"context,omitempty"`
 	Values     map[string]any   `json:"values,omitempty"`
+	// After names the instances (ID@SEQ, see ParseAfter) whose tasks must
+	// have succeeded and whose deployments must be Ready before this
+	// instance's task starts: a new deployment waits for what it connects
+	// to. It orders a rollout and does not change what runs, so the
+	// digest leaves it out.
+	After []string `json:"after,omitempty"`
+}
+
+// AfterRef is "ID@SEQ": the instance of a deployment at a sequence.
+func AfterRef(id ID, seq int64) string { return fmt.Sprintf("%s@%d", id, seq) }
+
+// ParseAfter parses an entry of Instance.After.
+func ParseAfter(s string) (ID, int64, error) {
+	idPart, seqPart, ok := strings.Cut(s, "@")
+	if !ok {
+		return ID{}, 0, fmt.Errorf("%q: expected CLUSTER/ENVIRONMENT/NAME@SEQUENCE", s)
+	}
+	id, err := ParseID(idPart)
+	if err != nil {
+		return ID{}, 0, fmt.Errorf("%q: %w", s, err)
+	}
+	seq, err := strconv.ParseInt(seqPart, 10, 64)
+	if err != nil || seq < 1 {
+		return ID{}, 0, fmt.Errorf("%q: expected a positive sequence after @", s)
+	}
+	return id, seq, nil
 }
 
 // Tombstone reports whether the instance records a deleted deployment.

@@ -101,5 +101,16 @@ func DecodeLock(path string, data []byte) (*Instance, error) {
 	if want := in.ID.LockPath(); path != "" && !bytes.HasSuffix([]byte(path), []byte(want)) {
 		return nil, fmt.Errorf("%s: field deployment: the lockfile names %s, whose lockfile is %s", path, in.ID, want)
 	}
+	for i, a := range in.After {
+		id, _, err := ParseAfter(a)
+		switch {
+		case err != nil:
+			return nil, fmt.Errorf("%s: field after[%d]: %w", path, i, err)
+		case id == in.ID:
+			return nil, fmt.Errorf("%s: field after[%d]: %q: an instance cannot run after its own deployment", path, i, a)
+		case id.Cluster != in.ID.Cluster:
+			return nil, fmt.Errorf("%s: field after[%d]: %q: expected a deployment of cluster %s (one agent orders only its own cluster)", path, i, a, in.ID.Cluster)
+		}
+	}
 	return &in, nil
 }

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"slices"
 	"sort"
 	"strings"
 )
@@ -140,7 +141,46 @@ func nextInstances(res *Result, current map[ID]*Instance, used UsedSequences) ([
 		out = append(out, LockChange{ID: id, Previous: prev, Next: t})
 	}
 	sort.Slice(out, func(i, j int) bool { return lessID(out[i].ID, out[j].ID) })
+	orderCreates(res, current, out)
 	return out, nil
+}
+
+// orderCreates makes each new deployment (none locked, or its lock a
+// tombstone) run after the deployments it connects to: their instance
+// in this lock, else their current one. A deployment that is already
+// running has its peers running too, so an update waits for nothing.
+func orderCreates(res *Result, current map[ID]*Instance, changes []LockChange) {
+	next := make(map[ID]int64, len(changes))
+	for _, c := range changes {
+		if !c.Next.Tombstone() {
+			next[c.ID] = c.Next.Sequence
+		}
+	}
+	deployments := make(map[ID]*Deployment, len(res.Resolved))
+	for _, r := range res.Resolved {
+		deployments[r.Instance.ID] = r.Deployment
+	}
+	for _, c := range changes {
+		d := deployments[c.ID]
+		if c.Next.Tombstone() || d == nil || (c.Previous != nil && !c.Previous.Tombstone()) {
+			continue
+		}
+		var after []string
+		for _, ref := range d.Connects {
+			peer := ID{Cluster: c.ID.Cluster, Environment: c.ID.Environment, Name: strings.SplitN(ref, ".", 2)[0]}
+			seq, ok := next[peer]
+			if !ok {
+				if cur := current[peer]; cur != nil && !cur.Tombstone() {
+					seq, ok = cur.Sequence, true
+				}
+			}
+			if ok {
+				after = append(after, AfterRef(peer, seq))
+			}
+		}
+		slices.Sort(after)
+		c.Next.After = slices.Compact(after)
+	}
 }
 
 // sourceCommitOf picks the commit recorded in a tombstone: the commit the

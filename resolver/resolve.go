@@ -213,6 +213,46 @@ func parallel(n int, f func(int)) {
 
 // connectedFromOnly reports whether a deployment selected by only
 // connects to d, so d's endpoints are needed.
+// connectsCycle returns the deployments of a connects cycle through d (d
+// first and last, each named with its file), or nil.
+func connectsCycle(e *Environment, d *Deployment) []string {
+	byName := make(map[string]*Deployment, len(e.Deployments))
+	for _, o := range e.Deployments {
+		byName[o.ID.Name] = o
+	}
+	seen := map[string]bool{}
+	var path []*Deployment
+	var walk func(o *Deployment) bool
+	walk = func(o *Deployment) bool {
+		path = append(path, o)
+		for _, ref := range o.Connects {
+			next := byName[strings.SplitN(ref, ".", 2)[0]]
+			switch {
+			case next == nil || next == o: // unknown or itself: secondPass says so
+
+			case next == d:
+				path = append(path, d)
+				return true
+			case !seen[next.ID.Name]:
+				seen[next.ID.Name] = true
+				if walk(next) {
+					return true
+				}
+			}
+		}
+		path = path[:len(path)-1]
+		return false
+	}
+	if !walk(d) {
+		return nil
+	}
+	names := make([]string, len(path))
+	for i, o := range path {
+		names[i] = o.ID.Name + " (" + o.File + ")"
+	}
+	return names
+}
+
 func connectedFromOnly(e *Environment, d *Deployment, only map[ID]bool) bool {
 	for _, o := range e.Deployments {
 		if !only[o.ID] {
@@ -460,6 +500,9 @@ func flatten(err error) []error {
 
 func secondPass(e *Environment, p *pending, byName map[string]*pending) error {
 	d := p.res.Deployment
+	if cycle := connectsCycle(e, d); cycle != nil {
+		return d.errorAt("connects", "connects make a cycle ("+strings.Join(cycle, " → ")+"): a new deployment waits until the deployments it connects to are Ready, so one of them must not connect back", nil)
+	}
 	services := map[string]map[string]drivers.Endpoint{}
 	for i, ref := range d.Connects {
 		dep, svc, hasSvc := strings.Cut(ref, ".")

@@ -346,7 +346,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 		return reconcile.Result{}, nil
 	}
 	run := &taskRun{task: task, log: log}
-	for _, phase := range []taskPhase{r.prepare, r.supersedeOvertaken, r.awaitTurn, r.startWorkflow, r.runSteps} {
+	for _, phase := range []taskPhase{r.prepare, r.supersedeOvertaken, r.awaitTurn, r.awaitOrder, r.startWorkflow, r.runSteps} {
 		res, err := phase(ctx, run)
 		if err != nil || res.stop {
 			r.metrics.setPhase(req.NamespacedName, task.Status.Phase)

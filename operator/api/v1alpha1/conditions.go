@@ -96,6 +96,9 @@ const (
 const (
 	// ReasonTaskPending: the task is planned and waits for its turn.
 	ReasonTaskPending = "Pending"
+	// ReasonWaitingForOrder: the task's instance runs after others (its
+	// lock's after: ID@SEQ) that have not run, or are not Ready, yet.
+	ReasonWaitingForOrder = "WaitingForOrder"
 	// ReasonTaskRunning: a step of the task is running.
 	ReasonTaskRunning = "Running"
 	// ReasonTaskFailed: a step failed, or the task could not run.

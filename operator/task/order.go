@@ -1,0 +1,98 @@
+package task
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	apimeta "k8s.io/apimachinery/pkg/api/meta"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/styrmin/styrmin/operator/api/v1alpha1"
+	"github.com/styrmin/styrmin/resolver"
+)
+
+// orderPollInterval is how often a task waiting for other deployments
+// looks again: their StyrminDeployments live in other namespaces, whose
+// changes do not wake it.
+const orderPollInterval = 2 * time.Second
+
+// awaitOrder keeps a pending task waiting until every instance its own
+// runs after (the lock's after: ID@SEQ) has run: that deployment's
+// active sequence reached it and it is Ready. The order is in the lock,
+// so an agent restarted between two of them keeps it. A peer whose task
+// failed holds this one back, saying so, until a fix commit or a retry
+// makes the peer Ready; a peer deleted since holds nothing back.
+func (r *Reconciler) awaitOrder(ctx context.Context, run *taskRun) (phaseResult, error) {
+	t := run.task
+	if t.Status.Phase != v1alpha1.TaskPending || run.instance == nil {
+		return phaseResult{}, nil
+	}
+	for _, a := range run.instance.After {
+		id, seq, err := resolver.ParseAfter(a)
+		if err != nil {
+			// The lockfile's decoding refuses these; a task says so.
+			return r.failTask(ctx, run, v1alpha1.ReasonLockMismatch, fmt.Sprintf("lock %s: after: %v", t.Spec.Lock.Path, err))
+		}
+		done, why, err := r.peerRan(ctx, id, seq)
+		if err != nil {
+			return phaseResult{}, err
+		}
+		if done {
+			continue
+		}
+		msg := "waiting for " + a + ": " + why
+		if c := apimeta.FindStatusCondition(t.Status.Conditions, v1alpha1.ConditionReady); c == nil || c.Message != msg || run.planUnwritten {
+			setTaskConditions(t, v1alpha1.ReasonWaitingForOrder, msg)
+			if err := r.writeStatus(ctx, run); err != nil {
+				return phaseResult{}, err
+			}
+		}
+		run.log.V(1).Info("waiting for an instance it runs after", "after", a, "why", why)
+		return phaseResult{stop: true, after: orderPollInterval}, nil
+	}
+	return phaseResult{}, nil
+}
+
+// peerRan tells whether deployment id ran its instance seq and is Ready,
+// and if not, why.
+func (r *Reconciler) peerRan(ctx context.Context, id resolver.ID, seq int64) (bool, string, error) {
+	did := v1alpha1.DeploymentID{Cluster: id.Cluster, Environment: id.Environment, Name: id.Name}
+	var sds v1alpha1.StyrminDeploymentList
+	if err := r.opts.Client.List(ctx, &sds, client.MatchingLabels(did.Labels())); err != nil {
+		return false, "", fmt.Errorf("reading the StyrminDeployment of %s: %w", id, err)
+	}
+	if len(sds.Items) == 0 {
+		return false, "its deployment is not created yet", nil
+	}
+	sd := &sds.Items[0]
+	ready := apimeta.FindStatusCondition(sd.Status.Conditions, v1alpha1.ConditionReady)
+	switch {
+	case sd.Spec.Tombstone():
+		return true, "", nil
+	case sd.Status.ActiveSequence >= seq && ready != nil && ready.Status == "True":
+		return true, "", nil
+	case sd.Status.ActiveSequence >= seq:
+		why := "it is not Ready"
+		if ready != nil && ready.Message != "" {
+			why += " (" + ready.Reason + ": " + ready.Message + ")"
+		}
+		return false, why, nil
+	}
+	var peer v1alpha1.StyrminTask
+	err := r.opts.Client.Get(ctx, client.ObjectKey{Namespace: sd.Namespace, Name: v1alpha1.TaskName(id.Name, seq)}, &peer)
+	switch {
+	case err == nil && peer.Status.Phase == v1alpha1.TaskFailed:
+		return false, fmt.Sprintf("its task %s failed (%s); a fix commit or `styrminctl retry %s` lets this one go on", peer.Name, peer.Status.Message, id), nil
+	case err == nil:
+		return false, fmt.Sprintf("its task %s is %s", peer.Name, phaseOrNew(peer.Status.Phase)), nil
+	}
+	return false, fmt.Sprintf("its active sequence is %d", sd.Status.ActiveSequence), nil
+}
+
+func phaseOrNew(p v1alpha1.TaskPhase) string {
+	if p == "" {
+		return "new"
+	}
+	return string(p)
+}
