@@ -120,6 +120,23 @@ func TestRepoThatIsNotADesiredStateRepositoryIsNamed(t *testing.T) {
 	}
 }
 
+// TestCloneWithoutAWorkingTreeIsARepositoryForLocking: a clone with no
+// files checked out (git clone --no-checkout, as CI caches and the agent
+// keep them) is a desired-state repository when its HEAD holds one, and
+// lock --commit locks it from HEAD.
+func TestCloneWithoutAWorkingTreeIsARepositoryForLocking(t *testing.T) {
+	src := exampleRepo(t)
+	planGit(t, src, "init", "-q", "-b", "main")
+	planGit(t, src, "add", "-A")
+	planGit(t, src, "commit", "-q", "-m", "examples")
+	clone := filepath.Join(t.TempDir(), "clone")
+	planGit(t, filepath.Dir(clone), "clone", "-q", "--no-checkout", src, clone)
+	out, code, err := styrminctl(t, "--repo", clone, "lock", "--commit")
+	if code != 0 || !strings.Contains(out, "locked local/dev/web=1") {
+		t.Fatalf("lock --commit in a clone without a working tree: exit %d, %v\n%s", code, err, out)
+	}
+}
+
 func TestUnknownOutputFormatListsTheAcceptedOnes(t *testing.T) {
 	data := "(accepted: text, json, yaml)"
 	list := "(accepted: text, wide, name, json, yaml)"

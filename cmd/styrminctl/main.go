@@ -118,10 +118,35 @@ func (g *globalOptions) checkRepo() error {
 	if !st.IsDir() {
 		return fmt.Errorf("--repo %s: not a folder", g.Repo)
 	}
-	if err := resolver.CheckRepository(os.DirFS(g.Repo)); err != nil {
+	err = resolver.CheckRepository(os.DirFS(g.Repo))
+	if err != nil && headIsRepository(g.Repo) {
+		// A clone without a working tree (git clone --no-checkout, a
+		// CI cache): the commands that lock read its HEAD.
+		return nil
+	}
+	if err != nil {
 		return fmt.Errorf("--repo %s: %w", g.Repo, err)
 	}
 	return nil
+}
+
+// headIsRepository tells whether dir is (a folder of) a git repository
+// whose HEAD commit holds a desired-state repository there.
+func headIsRepository(dir string) bool {
+	repo := openRepo(dir)
+	if repo == nil {
+		return false
+	}
+	sub, err := repo.Subdir(dir)
+	if err != nil {
+		return false
+	}
+	c, err := repo.Resolve("HEAD")
+	if err != nil || c.IsZero() {
+		return false
+	}
+	fsys, err := repo.TreeAt(c, sub)
+	return err == nil && resolver.CheckRepository(fsys) == nil
 }
 
 // globalOptions are the flags every subcommand shares.
