@@ -148,6 +148,7 @@ func TestSyncCreatesOneTaskPerNewSequenceAndResumes(t *testing.T) {
 	}
 	other := *locks[resolver.ID{Cluster: "local", Environment: "dev", Name: "hub"}]
 	other.ID.Cluster = "elsewhere"
+	other.After = nil // local's order means nothing in another cluster
 	otherLock, err := resolver.EncodeLock(&other)
 	if err != nil {
 		t.Fatal(err)
