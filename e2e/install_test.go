@@ -72,6 +72,31 @@ func readmeBlocks(t *testing.T) []string {
 // account (so the shipped RBAC is what it runs with), and `check` must
 // pass, the agent having synced and applied the locked deployments.
 func TestReadmeInstallCommandsInstallAWorkingAgent(t *testing.T) {
+	runAsNewUser(t, readmeBlocks(t))
+}
+
+// TestInstallExportPipedToKubectlInstallsAWorkingAgent is a new user's
+// other way in, as with `flux install --export`: the objects printed by
+// `styrminctl install --export` and applied by kubectl, then the agent
+// from the image, and `styrminctl check` all ✔.
+func TestInstallExportPipedToKubectlInstallsAWorkingAgent(t *testing.T) {
+	runAsNewUser(t, []string{
+		"kubectl create namespace styrmin-system",
+		`kubectl -n styrmin-system create secret generic styrmin-repo --from-literal=token="$TOKEN"`,
+		"styrminctl install --cluster prod --repo https://git.example.com/platform/desired-state.git --export | kubectl apply -f -",
+		"styrminctl check",
+	})
+}
+
+// runAsNewUser runs shell lines as a new user would, against a bare local
+// control plane and a git server holding the locked examples, with the
+// repository's URL, the cluster's name and the token put in. Before the
+// first `styrminctl check` that is not --pre, it plays the kubelet: it
+// starts the agent binary taken out of the image with the installed
+// Deployment's own arguments, as its service account, and waits until it
+// synced. The example web deployment must end applied.
+func runAsNewUser(t *testing.T, lines []string) {
+	t.Helper()
 	ctl, _ := buildBinaries(t)
 	agentBin := imageAgent(t)
 	cluster, c := agenttest.StartCluster(t, testcluster.Options{Workloads: true})
@@ -97,7 +122,7 @@ func TestReadmeInstallCommandsInstallAWorkingAgent(t *testing.T) {
 		"KUBECONFIG="+cluster.KubeconfigPath, "TOKEN="+gitToken, "STYRMIN_GIT_TOKEN=")
 	replacer := strings.NewReplacer("https://git.example.com/platform/desired-state.git", url, "--cluster prod", "--cluster "+clusterName)
 	started := false
-	for _, line := range readmeBlocks(t) {
+	for _, line := range lines {
 		line = replacer.Replace(line)
 		if strings.Contains(line, "styrminctl check") && !strings.Contains(line, "--pre") && !started {
 			e.agent = startInstalledAgent(t, c, cluster.KubeconfigPath, agentBin)
@@ -114,7 +139,7 @@ func TestReadmeInstallCommandsInstallAWorkingAgent(t *testing.T) {
 		}
 	}
 	if !started {
-		t.Fatal("the README's commands end without `styrminctl check` after the install")
+		t.Fatal("the commands end without `styrminctl check` after the install")
 	}
 	requirePhase(t, e.waitTask(t, "dev-web", "web", 1), v1alpha1.TaskSucceeded)
 }
