@@ -82,6 +82,10 @@ func Manifests() [][]byte {
 // kustomization.yaml's `images:` name it.
 const AgentImage = "ghcr.io/styrmin/styrmin-agent"
 
+// AgentImageTag is the released tag the Deployment and kustomization.yaml
+// name (a test keeps the three equal).
+const AgentImageTag = "v0.1.0"
+
 // The agent's identity in the manifests.
 const (
 	AgentNamespace      = "styrmin-system"

@@ -76,8 +76,8 @@ func TestKustomizationListsEveryFileButTheExamples(t *testing.T) {
 func TestAgentImageIsAVersionAndKustomizeSetsIt(t *testing.T) {
 	image := agentContainer(t)["image"].(string)
 	repo, tag, ok := strings.Cut(image, ":")
-	if !ok || repo != AgentImage || !releaseTag.MatchString(tag) {
-		t.Fatalf("agent image %q, want %s:vX.Y.Z", image, AgentImage)
+	if !ok || repo != AgentImage || !releaseTag.MatchString(tag) || tag != AgentImageTag {
+		t.Fatalf("agent image %q, want %s:%s (a vX.Y.Z)", image, AgentImage, AgentImageTag)
 	}
 	k := readKustomization(t)
 	if len(k.Images) != 1 || k.Images[0].Name != AgentImage || k.Images[0].NewTag != tag {

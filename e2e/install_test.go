@@ -168,19 +168,8 @@ func imageAgent(t *testing.T) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	img, err := ociimage.PlatformImage(res.Layout, platform)
-	if err != nil {
-		t.Fatal(err)
-	}
 	bin := filepath.Join(t.TempDir(), "styrmin-agent")
-	f, err := os.OpenFile(bin, os.O_CREATE|os.O_WRONLY, 0o755)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := ociimage.ExtractFile(img, ociimage.Spec{Name: "styrmin-agent"}.Entrypoint()[0], f); err != nil {
-		t.Fatal(err)
-	}
-	if err := f.Close(); err != nil {
+	if err := ociimage.ExtractBinary(res.Layout, platform, "styrmin-agent", bin); err != nil {
 		t.Fatal(err)
 	}
 	out, err := exec.Command(bin, "--version").Output()
@@ -203,7 +192,11 @@ func startInstalledAgent(t *testing.T, c client.Client, adminKubeconfig, bin str
 	ctr := d.Spec.Template.Spec.Containers[0]
 	vars := containerEnv(t, ctr)
 	var args []string
-	for _, a := range append(slices0(ctr.Command), ctr.Args...) {
+	if len(ctr.Command) > 0 {
+		// The image's entrypoint is the agent; a command would replace it.
+		t.Fatalf("the installed agent container sets a command %v: the image's entrypoint should run", ctr.Command)
+	}
+	for _, a := range ctr.Args {
 		a = os.Expand(strings.NewReplacer("$(", "${", ")", "}").Replace(a), func(k string) string {
 			v, ok := vars[k]
 			if !ok {
@@ -217,9 +210,7 @@ func startInstalledAgent(t *testing.T, c client.Client, adminKubeconfig, bin str
 		case strings.HasPrefix(a, "--metrics-bind-address="), strings.HasPrefix(a, "--health-probe-bind-address="), strings.HasPrefix(a, "--webhook-bind-address="):
 			a = a[:strings.Index(a, "=")+1] + "127.0.0.1:0"
 		}
-		if !strings.HasPrefix(a, "/") {
-			args = append(args, a)
-		}
+		args = append(args, a)
 	}
 	sa := "system:serviceaccount:" + d.Namespace + ":" + d.Spec.Template.Spec.ServiceAccountName
 	args = append(args, "--kubeconfig="+agenttest.ImpersonatingKubeconfig(t, adminKubeconfig, sa), pollFlag)
@@ -253,14 +244,6 @@ func containerEnv(t *testing.T, ctr corev1.Container) map[string]string {
 		}
 	}
 	return vars
-}
-
-// slices0 is the command without its executable (the image's entrypoint).
-func slices0(cmd []string) []string {
-	if len(cmd) == 0 {
-		return nil
-	}
-	return cmd[1:]
 }
 
 // waitSourceReady waits until the agent's StyrminSource is Ready.

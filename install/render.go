@@ -26,7 +26,7 @@ const (
 	DefaultBranch     = "main"
 	DefaultSecretName = "styrmin-repo"
 	// ImageRepository is where the agent's images are published.
-	ImageRepository = "ghcr.io/styrmin/styrmin-agent"
+	ImageRepository = config.AgentImage
 	// FieldManager is the server-side apply field manager of Apply.
 	FieldManager = "styrminctl"
 	// LabelVersion is the label Render puts on the agent's Deployment:
@@ -131,25 +131,8 @@ func DefaultImage(v version.Info) string {
 	return ImageRepository + ":" + tag
 }
 
-// shippedImage is the image of the embedded agent Deployment.
-func shippedImage() string {
-	var d struct {
-		Spec struct {
-			Template struct {
-				Spec struct {
-					Containers []struct {
-						Image string `json:"image"`
-					} `json:"containers"`
-				} `json:"spec"`
-			} `json:"template"`
-		} `json:"spec"`
-	}
-	if err := yaml.Unmarshal(config.AgentDeployment(), &d); err != nil || len(d.Spec.Template.Spec.Containers) == 0 {
-		// The embedded manifest is tested to parse (config's tests).
-		panic(fmt.Sprintf("install: the embedded agent Deployment names no image: %v", err))
-	}
-	return d.Spec.Template.Spec.Containers[0].Image
-}
+// shippedImage is the released image the shipped manifests name.
+func shippedImage() string { return config.AgentImage + ":" + config.AgentImageTag }
 
 // Render returns the objects of an installation in the order to apply
 // them: the CRDs, the namespace, RBAC, the admission policy, the agent's

@@ -3,7 +3,6 @@ package operator_test
 import (
 	"context"
 	"encoding/json"
-	"fmt"
 	"net/http"
 	"os"
 	"regexp"
@@ -111,5 +110,5 @@ func TestGrafanaDashboardQueriesMetricsTheAgentServes(t *testing.T) {
 			t.Errorf("the dashboard queries %s, which the agent does not serve", n)
 		}
 	}
-	t.Log(fmt.Sprintf("%d panels query %d metrics, all served", len(d.Panels), len(names)))
+	t.Logf("%d panels query %d metrics, all served", len(d.Panels), len(names))
 }

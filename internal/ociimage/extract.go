@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
 	"path"
 
 	v1 "github.com/google/go-containerregistry/pkg/v1"
@@ -63,4 +64,22 @@ func ExtractFile(img v1.Image, name string, w io.Writer) error {
 			return err
 		}
 	}
+}
+
+// ExtractBinary writes the command name of platform p's image in the OCI
+// layout dir (its entrypoint, see Spec) to the executable file dst.
+func ExtractBinary(dir string, p v1.Platform, name, dst string) error {
+	img, err := PlatformImage(dir, p)
+	if err != nil {
+		return err
+	}
+	f, err := os.OpenFile(dst, os.O_CREATE|os.O_WRONLY|os.O_TRUNC, 0o755)
+	if err != nil {
+		return err
+	}
+	if err := ExtractFile(img, Spec{Name: name}.Entrypoint()[0], f); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
 }

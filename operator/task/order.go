@@ -6,6 +6,7 @@ import (
 	"time"
 
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/styrmin/styrmin/operator/api/v1alpha1"
@@ -70,7 +71,7 @@ func (r *Reconciler) peerRan(ctx context.Context, id resolver.ID, seq int64) (bo
 	switch {
 	case sd.Spec.Tombstone():
 		return true, "", nil
-	case sd.Status.ActiveSequence >= seq && ready != nil && ready.Status == "True":
+	case sd.Status.ActiveSequence >= seq && ready != nil && ready.Status == metav1.ConditionTrue:
 		return true, "", nil
 	case sd.Status.ActiveSequence >= seq:
 		why := "it is not Ready"
