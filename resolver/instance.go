@@ -104,6 +104,23 @@ type Instance struct {
 	// to. It orders a rollout and does not change what runs, so the
 	// digest leaves it out.
 	After []string `json:"after,omitempty"`
+	// Rollout places the instance in a wave of a health-gated fan-out
+	// (styrmin.cue rollout:); nil outside one. Like After it orders, and
+	// does not change what runs.
+	Rollout *Rollout `json:"rollout,omitempty"`
+	// Internal names the cluster service an internal deployment provides
+	// ("ingress"): the resolver adds those deployments itself, and
+	// application fan-outs never redeploy them. Empty for applications.
+	Internal string `json:"internal,omitempty"`
+}
+
+// Rollout is an instance's place in a wave of a fan-out: wave Wave of
+// Waves, whose task waits (After) until every instance of the wave
+// before succeeded and is Ready, and then Pause longer.
+type Rollout struct {
+	Wave  int    `json:"wave"`
+	Waves int    `json:"waves"`
+	Pause string `json:"pause,omitempty"`
 }
 
 // AfterRef is "ID@SEQ": the instance of a deployment at a sequence.

@@ -142,6 +142,10 @@ func nextInstances(res *Result, current map[ID]*Instance, used UsedSequences) ([
 	}
 	sort.Slice(out, func(i, j int) bool { return lessID(out[i].ID, out[j].ID) })
 	orderCreates(res, current, out)
+	orderIngress(res, current, out)
+	if err := orderWaves(res, out); err != nil {
+		return nil, err
+	}
 	return out, nil
 }
 
