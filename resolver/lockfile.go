@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"time"
 
 	"sigs.k8s.io/yaml"
 )
@@ -110,6 +111,14 @@ func DecodeLock(path string, data []byte) (*Instance, error) {
 			return nil, fmt.Errorf("%s: field after[%d]: %q: an instance cannot run after its own deployment", path, i, a)
 		case id.Cluster != in.ID.Cluster:
 			return nil, fmt.Errorf("%s: field after[%d]: %q: expected a deployment of cluster %s (one agent orders only its own cluster)", path, i, a, in.ID.Cluster)
+		}
+	}
+	if r := in.Rollout; r != nil {
+		if r.Waves < 2 || r.Waves > MaxWaves || r.Wave < 1 || r.Wave > r.Waves {
+			return nil, fmt.Errorf("%s: field rollout: wave %d of %d: expected a wave from 1 to a number of waves from 2 to %d", path, r.Wave, r.Waves, MaxWaves)
+		}
+		if d, err := time.ParseDuration(r.Pause); r.Pause != "" && (err != nil || d < 0) {
+			return nil, fmt.Errorf("%s: field rollout.pause: %q: expected a duration such as \"30s\"", path, r.Pause)
 		}
 	}
 	return &in, nil

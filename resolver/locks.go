@@ -47,7 +47,37 @@ func LoadLocks(fsys fs.FS) (map[ID]*Instance, error) {
 	if len(errs) > 0 {
 		return nil, errors.Join(errs...)
 	}
+	if err := checkAfters(out); err != nil {
+		return nil, err
+	}
 	return out, nil
+}
+
+// checkAfters refuses an after entry that names a deployment without a
+// lock, or an instance its lock has not reached: the task would wait for
+// something that never runs.
+func checkAfters(locks map[ID]*Instance) error {
+	ids := make([]ID, 0, len(locks))
+	for id := range locks {
+		ids = append(ids, id)
+	}
+	SortIDs(ids)
+	var errs []error
+	for _, id := range ids {
+		for i, a := range locks[id].After {
+			peer, seq, err := ParseAfter(a)
+			if err != nil {
+				continue // DecodeLock refused it already
+			}
+			switch p := locks[peer]; {
+			case p == nil:
+				errs = append(errs, &ConfigError{File: id.LockPath(), Field: fmt.Sprintf("after[%d]", i), Msg: fmt.Sprintf("%q: no deployment %s is locked (expected an instance of a locked deployment)", a, peer)})
+			case p.Sequence < seq:
+				errs = append(errs, &ConfigError{File: id.LockPath(), Field: fmt.Sprintf("after[%d]", i), Msg: fmt.Sprintf("%q: %s is locked at sequence %d (expected an instance up to it, not a later one)", a, peer, p.Sequence)})
+			}
+		}
+	}
+	return errors.Join(errs...)
 }
 
 // LockChange is one lockfile to write: a new instance (or tombstone) with

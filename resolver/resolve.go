@@ -65,6 +65,8 @@ type Result struct {
 	// Held maps the deployments on hold to the reason: they keep their
 	// current lock.
 	Held map[ID]string
+	// rollout is how fan-outs split into waves (nil: they do not).
+	rollout *rolloutConfig
 }
 
 // Err joins the per-deployment errors, nil when there are none.
@@ -110,7 +112,7 @@ type pending struct {
 // endpoints; the second pass hands every deployment the endpoints of the
 // siblings it connects to and evaluates the driver's values.
 func Resolve(repo *Repository, opts Options) *Result {
-	out := &Result{Present: map[ID]bool{}, Held: map[ID]string{}}
+	out := &Result{Present: map[ID]bool{}, Held: map[ID]string{}, rollout: rolloutConfigOf(repo)}
 	if opts.Catalog == nil {
 		opts.Catalog = drivers.NewCatalog()
 	}
