@@ -4,15 +4,26 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"runtime"
 	"slices"
 	"sort"
 	"strings"
+	"sync"
+	"sync/atomic"
 )
 
 // LoadLocks reads every lockfile under locks/. A missing folder is an
 // empty set; a hand-edited or malformed lockfile is an error naming it.
+// The files are decoded on every core: a plan or a lock of a large
+// cluster reads thousands.
 func LoadLocks(fsys fs.FS) (map[ID]*Instance, error) {
-	out := map[ID]*Instance{}
+	type entry struct {
+		path string
+		id   ID
+		in   *Instance
+		err  error
+	}
+	var entries []*entry
 	var errs []error
 	err := fs.WalkDir(fsys, lockDir, func(p string, d fs.DirEntry, err error) error {
 		if err != nil {
@@ -33,16 +44,30 @@ func LoadLocks(fsys fs.FS) (map[ID]*Instance, error) {
 			errs = append(errs, &ConfigError{File: p, Msg: "unexpected file under locks/: expected locks/<cluster>/<environment>/<name>.lock.yaml"})
 			return nil
 		}
-		in, err := ReadLock(fsys, p)
-		if err != nil {
-			errs = append(errs, err)
-			return nil
-		}
-		out[id] = in
+		entries = append(entries, &entry{path: p, id: id})
 		return nil
 	})
 	if err != nil {
 		return nil, fmt.Errorf("read %s: %w", lockDir, err)
+	}
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	for range min(runtime.GOMAXPROCS(0), len(entries)) {
+		wg.Go(func() {
+			for i := int(next.Add(1)) - 1; i < len(entries); i = int(next.Add(1)) - 1 {
+				e := entries[i]
+				e.in, e.err = ReadLock(fsys, e.path)
+			}
+		})
+	}
+	wg.Wait()
+	out := make(map[ID]*Instance, len(entries))
+	for _, e := range entries {
+		if e.err != nil {
+			errs = append(errs, e.err)
+			continue
+		}
+		out[e.id] = e.in
 	}
 	if len(errs) > 0 {
 		return nil, errors.Join(errs...)

@@ -1,0 +1,64 @@
+package resolver
+
+import (
+	"bytes"
+	"errors"
+	"testing"
+
+	"sigs.k8s.io/yaml"
+)
+
+// TestLockfileChecksumHoldsOnBothPaths: a lockfile as lock writes it
+// passes the quick check (its bytes without the checksum line), one
+// reformatted by hand with the same content passes the full check, and
+// an edit is caught on either path.
+func TestLockfileChecksumHoldsOnBothPaths(t *testing.T) {
+	dir := exampleCopy(t)
+	changes := lockDirInto(t, dir)
+	c := changes[0]
+	if !canonicalChecksum(c.Data, checksumLine(t, c.Data)) {
+		t.Fatal("a lockfile as lock writes it does not pass the quick check")
+	}
+	if _, err := DecodeLock(c.Path(), c.Data); err != nil {
+		t.Fatal(err)
+	}
+
+	// Same content, other formatting (JSON is YAML): the full check.
+	var doc map[string]any
+	if err := yaml.Unmarshal(c.Data, &doc); err != nil {
+		t.Fatal(err)
+	}
+	reformatted, err := yaml.Marshal(doc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	reformatted = append([]byte("# reformatted\n"), bytes.ReplaceAll(reformatted, []byte("\n"), []byte("\n\n"))...)
+	if canonicalChecksum(reformatted, checksumLine(t, c.Data)) {
+		t.Fatal("a reformatted lockfile passed the quick check")
+	}
+	if in, err := DecodeLock(c.Path(), reformatted); err != nil || in.Digest != c.Next.Digest {
+		t.Fatalf("the reformatted lockfile: %v, %v", in, err)
+	}
+
+	// An edit, in the canonical format and reformatted.
+	for name, data := range map[string][]byte{
+		"canonical":   bytes.Replace(c.Data, []byte("appVersion: "+c.Next.AppVersion), []byte("appVersion: 9.9.9"), 1),
+		"reformatted": bytes.Replace(reformatted, []byte("appVersion: "+c.Next.AppVersion), []byte("appVersion: 9.9.9"), 1),
+	} {
+		var he *HandEditError
+		if _, err := DecodeLock(c.Path(), data); !errors.As(err, &he) {
+			t.Errorf("%s: an edited lockfile: %v, want a HandEditError", name, err)
+		}
+	}
+}
+
+func checksumLine(t *testing.T, data []byte) string {
+	t.Helper()
+	var doc struct {
+		Checksum string `json:"checksum"`
+	}
+	if err := yaml.Unmarshal(data, &doc); err != nil || doc.Checksum == "" {
+		t.Fatalf("no checksum: %v", err)
+	}
+	return doc.Checksum
+}
