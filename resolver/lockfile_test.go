@@ -3,8 +3,10 @@ package resolver
 import (
 	"bytes"
 	"errors"
+	"os"
 	"testing"
 
+	"github.com/styrmin/styrmin/drivers"
 	"sigs.k8s.io/yaml"
 )
 
@@ -61,4 +63,34 @@ func checksumLine(t *testing.T, data []byte) string {
 		t.Fatalf("no checksum: %v", err)
 	}
 	return doc.Checksum
+}
+
+// TestOnlyWhatChangedIsRenderedForThePolicyCheck: resolving against the
+// locks renders (for the policy check) only the deployments whose
+// instance differs from their lock; a first lock renders all.
+func TestOnlyWhatChangedIsRenderedForThePolicyCheck(t *testing.T) {
+	dir := exampleCopy(t)
+	renders := func() int {
+		t.Helper()
+		rc := drivers.NewRenderCache()
+		ws, err := LoadWorkspace(os.DirFS(dir), WorkspaceOptions{RenderCache: rc})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := ws.Resolve().Err(); err != nil {
+			t.Fatal(err)
+		}
+		return rc.Len()
+	}
+	if n := renders(); n != 4 {
+		t.Errorf("a first lock rendered %d deployments, want the 4", n)
+	}
+	lockDirInto(t, dir)
+	if n := renders(); n != 0 {
+		t.Errorf("nothing changed, yet %d deployments rendered", n)
+	}
+	writeFile(t, dir, "clusters/local/environments/dev/deployments/web.cue", "driver: \"webapp\"\nappVersion: \"1.25.0\"\nparameters: replicas: 3\n")
+	if n := renders(); n != 1 {
+		t.Errorf("one deployment changed, %d rendered", n)
+	}
 }
