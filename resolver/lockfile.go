@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"time"
 
 	"sigs.k8s.io/yaml"
@@ -81,15 +82,42 @@ func canonicalChecksum(data []byte, checksum string) bool {
 // EncodeLock returns the canonical lockfile of an instance: same instance,
 // same bytes.
 func EncodeLock(in *Instance) ([]byte, error) {
-	sum, err := checksumOf(in)
+	b, err := canonical(in)
 	if err != nil {
 		return nil, fmt.Errorf("encode lock %s: %w", in.ID, err)
 	}
-	b, err := canonical(lockDocument{Instance: *in, Checksum: sum})
-	if err != nil {
-		return nil, fmt.Errorf("encode lock %s: %w", in.ID, err)
+	h := sha256.Sum256(b)
+	line := "checksum: sha256:" + hex.EncodeToString(h[:]) + "\n"
+	// The document is the instance with its checksum among the sorted
+	// top-level keys: insert the line rather than encode it all again.
+	at := checksumPosition(b)
+	out := make([]byte, 0, len(lockHeader)+len(b)+len(line))
+	out = append(out, lockHeader...)
+	out = append(out, b[:at]...)
+	out = append(out, line...)
+	return append(out, b[at:]...), nil
+}
+
+// keysBeforeChecksum are the top-level keys of an instance that sort
+// before "checksum" (TestEncodeLockIsTheCanonicalDocument keeps the list
+// true).
+var keysBeforeChecksum = []string{"after:", "apiVersion:", "appVersion:"}
+
+// checksumPosition is where the checksum line goes in an instance's
+// canonical encoding: before the first top-level key after it.
+func checksumPosition(b []byte) int {
+	for at := 0; at < len(b); {
+		line := b[at:]
+		if i := bytes.IndexByte(line, '\n'); i >= 0 {
+			line = line[:i+1]
+		}
+		top := line[0] != ' ' && line[0] != '-'
+		if top && !slices.ContainsFunc(keysBeforeChecksum, func(k string) bool { return bytes.HasPrefix(line, []byte(k)) }) {
+			return at
+		}
+		at += len(line)
 	}
-	return append([]byte(lockHeader), b...), nil
+	return len(b)
 }
 
 // DecodeLock parses a lockfile and verifies its checksum. path is used in

@@ -94,3 +94,37 @@ func TestOnlyWhatChangedIsRenderedForThePolicyCheck(t *testing.T) {
 		t.Errorf("one deployment changed, %d rendered", n)
 	}
 }
+
+// TestEncodeLockIsTheCanonicalDocument: EncodeLock, which inserts the
+// checksum line into the instance's encoding, writes exactly the
+// canonical encoding of the whole document, for instances with and
+// without the optional top-level fields.
+func TestEncodeLockIsTheCanonicalDocument(t *testing.T) {
+	dir := fanOutRepo(t, 4, "rollout: waves: 2\n")
+	changes := clusterFanOut(t, dir, "text")
+	var ins []*Instance
+	for _, c := range changes {
+		ins = append(ins, c.Next)
+	}
+	withAll := *changes[len(changes)-1].Next
+	withAll.Internal = "ingress"
+	withAll.After = []string{"local/dev/web@1"}
+	ins = append(ins, &withAll, &Instance{APIVersion: APIVersion, Kind: KindTombstone, ID: ID{"local", "dev", "gone"}, Sequence: 3, Digest: "sha256:00"})
+	for _, in := range ins {
+		got, err := EncodeLock(in)
+		if err != nil {
+			t.Fatal(err)
+		}
+		sum, err := checksumOf(in)
+		if err != nil {
+			t.Fatal(err)
+		}
+		doc, err := canonical(lockDocument{Instance: *in, Checksum: sum})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if want := append([]byte(lockHeader), doc...); !bytes.Equal(got, want) {
+			t.Errorf("%s: EncodeLock differs from the canonical document:\n%s\nwant:\n%s", in.ID, got, want)
+		}
+	}
+}
