@@ -237,7 +237,8 @@ func (r *Repo) attempt(ctx context.Context, build ChainFunc, dir string, author 
 	r.mu.Lock()
 	defer r.mu.Unlock()
 
-	tb := &treeBuilder{s: r.storer, old: map[string]object.TreeEntry{}}
+	staged := newStagedObjects(r.storer)
+	tb := &treeBuilder{s: staged, old: map[string]object.TreeEntry{}}
 	tree := plumbing.ZeroHash
 	if !head.IsZero() {
 		c, err := object.GetCommit(r.storer, head.plumbing())
@@ -276,11 +277,11 @@ func (r *Repo) attempt(ctx context.Context, build ChainFunc, dir string, author 
 				return true, fmt.Errorf("gitsource: commit locks: %w", err)
 			}
 		}
-		obj := r.storer.NewEncodedObject()
+		obj := staged.NewEncodedObject()
 		if err := commit.Encode(obj); err != nil {
 			return true, fmt.Errorf("gitsource: commit locks: encode commit: %w", err)
 		}
-		ch, err := r.storer.SetEncodedObject(obj)
+		ch, err := staged.SetEncodedObject(obj)
 		if err != nil {
 			return true, fmt.Errorf("gitsource: commit locks: store commit: %w", err)
 		}
@@ -297,6 +298,9 @@ func (r *Repo) attempt(ctx context.Context, build ChainFunc, dir string, author 
 		if err := wt.checkClean(written, tb.old); err != nil {
 			return true, err
 		}
+	}
+	if err := staged.flush(); err != nil {
+		return true, fmt.Errorf("gitsource: commit locks: %w", err)
 	}
 
 	if r.remoteName == "" {

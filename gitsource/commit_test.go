@@ -440,3 +440,58 @@ func TestCommitWithAWholeSubject(t *testing.T) {
 		t.Error("a subject spanning lines was accepted")
 	}
 }
+
+// TestCommitLocksStoresAChangeAsOnePack: a lock of many lockfiles (two
+// chained commits) adds one pack and no loose object to a repository on
+// disk (bare: a checkout's index update stores its own copies), which
+// git reads back and finds sound.
+func TestCommitLocksStoresAChangeAsOnePack(t *testing.T) {
+	lr := newLocalRepo(t, true)
+	loose := func() int {
+		n := 0
+		_ = filepath.WalkDir(filepath.Join(lr.dir, "objects"), func(p string, d fs.DirEntry, err error) error {
+			if err == nil && !d.IsDir() && len(filepath.Base(filepath.Dir(p))) == 2 {
+				n++
+			}
+			return nil
+		})
+		return n
+	}
+	packs := func() []string {
+		m, _ := filepath.Glob(filepath.Join(lr.dir, "objects", "pack", "*.pack"))
+		return m
+	}
+	looseBefore, packsBefore := loose(), len(packs())
+	r, err := gitsource.Open(lr.dir, gitsource.OpenOptions{Branch: "main"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	change := func(n, seq int) gitsource.Change {
+		files := map[string][]byte{}
+		locks := map[string]int{}
+		for i := range n {
+			files[fmt.Sprintf("locks/c/e%d/app%03d.lock.yaml", i%7, i)] = fmt.Appendf(nil, "sequence: %d\n", seq)
+			locks[fmt.Sprintf("c/e%d/app%03d", i%7, i)] = seq
+		}
+		return gitsource.Change{Files: files, Locks: locks}
+	}
+	res, err := r.CommitLocks(context.Background(), gitsource.CommitRequest{Chain: func(context.Context, gitsource.Hash, fs.FS) ([]gitsource.Change, error) {
+		return []gitsource.Change{change(300, 1), change(300, 2)}, nil
+	}})
+	if err != nil || len(res.Commits) != 2 {
+		t.Fatalf("%+v, %v", res, err)
+	}
+	if got := loose(); got != looseBefore {
+		t.Errorf("the lock wrote %d loose objects", got-looseBefore)
+	}
+	if got := len(packs()); got != packsBefore+1 {
+		t.Errorf("the lock added %d packs, want one", got-packsBefore)
+	}
+	if got := lr.git("show", "main:locks/c/e3/app010.lock.yaml"); got != "sequence: 2" {
+		t.Errorf("git reads %q", got)
+	}
+	if got := lr.git("show", "main~1:locks/c/e3/app010.lock.yaml"); got != "sequence: 1" {
+		t.Errorf("git reads %q in the first commit", got)
+	}
+	lr.git("fsck", "--strict", "--no-progress")
+}
