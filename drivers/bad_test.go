@@ -146,6 +146,24 @@ components: app:`), wantFile: src + "driver.cue:8:", wantField: "components.ghos
 			wantFile: src + "driver.cue:11:", wantField: "actions.upgrade.core[0].retry", wantMsg: "is not retried"},
 		{name: "upgradeDeploymentVersion outside core", change: replaceSpec(`{action: "waitReady", components: ["app"]}`, `{action: "upgradeDeploymentVersion"}`),
 			wantFile: src + "driver.cue:11:", wantField: "actions.upgrade.post[0].action", wantMsg: "belongs in core"},
+		{name: "backup without restore", change: replaceSpec(`actions: upgrade: post: [{action: "waitReady", components: ["app"]}]`,
+			`actions: backup: core: [{action: "runJob", component: "app", job: "dump", command: ["dump"]}]`),
+			wantFile: src + "driver.cue", wantField: "actions.restore", wantMsg: "a driver that declares backup declares restore too"},
+		{name: "restore without backup", change: replaceSpec(`actions: upgrade: post: [{action: "waitReady", components: ["app"]}]`,
+			`actions: restore: core: [{action: "runJob", component: "app", job: "load", command: ["load"]}]`),
+			wantFile: src + "driver.cue", wantField: "actions.backup", wantMsg: "a driver that declares restore declares backup too"},
+		{name: "backup without a core step", change: replaceSpec(`actions: upgrade: post: [{action: "waitReady", components: ["app"]}]`,
+			`actions: {
+	backup: pre: [{action: "stopComponents", components: ["app"]}]
+	restore: core: [{action: "runJob", component: "app", job: "load", command: ["load"]}]
+}`),
+			wantFile: src + "driver.cue:12:", wantField: "actions.backup.core", wantMsg: "a backup needs at least one core step"},
+		{name: "a backup that upgrades", change: replaceSpec(`actions: upgrade: post: [{action: "waitReady", components: ["app"]}]`,
+			`actions: {
+	backup: core: [{action: "upgradeDeploymentVersion"}]
+	restore: core: [{action: "runJob", component: "app", job: "load", command: ["load"]}]
+}`),
+			wantFile: src + "driver.cue:12:", wantField: "actions.backup.core[0].action", wantMsg: "a backup applies no new version"},
 		{name: "unknown hook", change: replaceSpec(`actions: upgrade:`, `actions: rollback:`),
 			wantFile: src + "driver.cue:11:", wantField: "actions.rollback", wantMsg: "not allowed"},
 		{name: "values referring to an unknown context field", change: replaceSpec(`values: replicas: context.parameters.replicas`, `values: zone: context.cluster.zone`),
@@ -275,5 +293,41 @@ func TestLoadCatalogWithoutDriversFolderIsEmpty(t *testing.T) {
 	cat, err := LoadCatalog(fstest.MapFS{}, "drivers", LoadOptions{})
 	if err != nil || len(cat.Names()) != 0 {
 		t.Fatalf("cat = %v, err = %v", cat.Names(), err)
+	}
+}
+
+// TestADriverWithBackupAndRestoreCanBeBackedUp: the backup and restore
+// hooks decode in mode order with no default step; a driver without
+// them cannot be backed up.
+func TestADriverWithBackupAndRestoreCanBeBackedUp(t *testing.T) {
+	plain, err := Load(minimalFS(), LoadOptions{Source: "drivers/mini/1.0.0"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if plain.CanBackup() {
+		t.Error("a driver without backup and restore hooks can be backed up")
+	}
+	fsys := minimalFS()
+	replaceSpec(`actions: upgrade: post: [{action: "waitReady", components: ["app"]}]`, `actions: {
+	backup: {
+		pre: [{action: "stopComponents", components: ["app"]}]
+		core: [{action: "runJob", component: "app", job: "dump", command: ["dump"]}]
+		post: [{action: "startComponents", components: ["app"]}]
+	}
+	restore: core: [{action: "runJob", component: "app", job: "load", command: ["load"]}]
+}`)(fsys)
+	d, err := Load(fsys, LoadOptions{Source: "drivers/mini/1.0.0"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !d.CanBackup() {
+		t.Fatal("a driver with backup and restore hooks cannot be backed up")
+	}
+	b := d.Hooks[HookBackup]
+	if len(b.Pre) != 1 || b.Core[0].Job != "dump" || len(b.Post) != 1 || b.Post[0].Action != ActionStartComponents {
+		t.Errorf("backup hook %+v", b)
+	}
+	if r := d.Hooks[HookRestore]; len(r.Pre) != 0 || len(r.Core) != 1 || r.Core[0].Job != "load" {
+		t.Errorf("restore hook %+v", r)
 	}
 }

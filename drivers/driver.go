@@ -115,7 +115,27 @@ type Hook string
 const (
 	HookSetup   Hook = "setup"   // runs on create
 	HookUpgrade Hook = "upgrade" // runs on upgrade (driver or app version changed)
+	// HookBackup and HookRestore are operations (a StyrminBackup, a
+	// StyrminRestore), not workflows: a driver declares both or neither,
+	// and one without them cannot be backed up.
+	HookBackup  Hook = "backup"
+	HookRestore Hook = "restore"
 )
+
+// LifecycleHooks are the hooks every driver has (a core step by
+// default), in the order `drivers show` lists them.
+func LifecycleHooks() []Hook { return []Hook{HookSetup, HookUpgrade} }
+
+// OperationHooks are the hooks a driver may declare for operations.
+func OperationHooks() []Hook { return []Hook{HookBackup, HookRestore} }
+
+// CanBackup reports whether the driver declares the backup and restore
+// hooks: only then can its deployments be backed up.
+func (d *Driver) CanBackup() bool {
+	_, b := d.Hooks[HookBackup]
+	_, r := d.Hooks[HookRestore]
+	return b && r
+}
 
 // Modes are the ordered steps of one hook. Core always has at least one
 // step (upgradeDeploymentVersion by default).

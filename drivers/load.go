@@ -633,7 +633,7 @@ func decodeActions(v cue.Value, loc *locator, comps []Component) (map[Hook]Modes
 					continue
 				}
 				field := fmt.Sprintf("actions.%s.%s", h, mode)
-				steps, err := decodeSteps(mv, loc, field, mode, comps)
+				steps, err := decodeSteps(mv, loc, h, field, mode, comps)
 				if err != nil {
 					errs = append(errs, err)
 				}
@@ -645,10 +645,43 @@ func decodeActions(v cue.Value, loc *locator, comps []Component) (map[Hook]Modes
 		}
 		hooks[h] = m
 	}
+	declared := map[Hook]bool{}
+	for _, h := range OperationHooks() {
+		hv := v.LookupPath(cue.MakePath(cue.Str(string(h))))
+		if !hv.Exists() {
+			continue
+		}
+		declared[h] = true
+		var m Modes
+		for _, mode := range ModeNames() {
+			mv := hv.LookupPath(cue.MakePath(cue.Str(mode)))
+			if !mv.Exists() {
+				continue
+			}
+			steps, err := decodeSteps(mv, loc, h, fmt.Sprintf("actions.%s.%s", h, mode), mode, comps)
+			if err != nil {
+				errs = append(errs, err)
+			}
+			m.set(mode, steps)
+		}
+		if len(m.Core) == 0 {
+			errs = append(errs, loc.errAt(hv, fmt.Sprintf("actions.%s.core", h),
+				"a %s needs at least one core step (a runJob that %s the artefact, say)", h, map[Hook]string{HookBackup: "writes", HookRestore: "reads"}[h]))
+		}
+		hooks[h] = m
+	}
+	if declared[HookBackup] != declared[HookRestore] {
+		missing, has := HookRestore, HookBackup
+		if declared[HookRestore] {
+			missing, has = HookBackup, HookRestore
+		}
+		errs = append(errs, loc.errAt(v, "actions."+string(missing),
+			"missing: a driver that declares %s declares %s too (a backup that cannot be restored, or the other way round, is no backup)", has, missing))
+	}
 	return hooks, errors.Join(errs...)
 }
 
-func decodeSteps(v cue.Value, loc *locator, field, mode string, comps []Component) ([]Step, error) {
+func decodeSteps(v cue.Value, loc *locator, hook Hook, field, mode string, comps []Component) ([]Step, error) {
 	components := map[string]bool{}
 	for _, c := range comps {
 		components[c.Name] = true
@@ -762,14 +795,17 @@ func decodeSteps(v cue.Value, loc *locator, field, mode string, comps []Componen
 			}
 		case ActionUpgradeDeploymentVersion:
 			unexpected("components", "component", "command", "job")
-			if mode != ModeCore {
+			switch {
+			case hook == HookBackup || hook == HookRestore:
+				fail("action", "upgradeDeploymentVersion belongs to setup and upgrade: a %s applies no new version", hook)
+			case mode != ModeCore:
 				fail("action", "upgradeDeploymentVersion belongs in core, not %s", mode)
 			}
 			upgrades++
 		}
 		steps = append(steps, step)
 	}
-	if mode == ModeCore && len(steps) > 0 && upgrades != 1 {
+	if mode == ModeCore && len(steps) > 0 && upgrades != 1 && hook != HookBackup && hook != HookRestore {
 		errs = append(errs, loc.errAt(v, field, "core must contain exactly one upgradeDeploymentVersion step, found %d", upgrades))
 	}
 	return steps, errors.Join(errs...)

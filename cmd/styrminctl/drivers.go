@@ -106,6 +106,9 @@ type driverDetail struct {
 	Components []componentView              `json:"components"`
 	Services   []serviceView                `json:"services"`
 	Actions    map[string]map[string][]step `json:"actions"`
+	// Backup tells whether the driver declares the backup and restore
+	// hooks: only then can its deployments be backed up.
+	Backup bool `json:"backup"`
 }
 
 type parameterView struct {
@@ -158,8 +161,12 @@ func detail(d *drivers.Driver) driverDetail {
 	for _, s := range d.Services {
 		out.Services = append(out.Services, serviceView{Name: s.Name, Component: s.Component, Protocol: s.Protocol, Port: s.Port, Ingress: s.Ingress})
 	}
-	for _, h := range []drivers.Hook{drivers.HookSetup, drivers.HookUpgrade} {
-		m := d.Hooks[h]
+	out.Backup = d.CanBackup()
+	for _, h := range append(drivers.LifecycleHooks(), drivers.OperationHooks()...) {
+		m, ok := d.Hooks[h]
+		if !ok {
+			continue
+		}
 		modes := map[string][]step{}
 		for _, mode := range m.Ordered() {
 			for _, s := range mode.Steps {
@@ -295,7 +302,11 @@ func printDetail(w io.Writer, d driverDetail) error {
 	}
 
 	fmt.Fprintln(w, "\nActions:")
-	for _, h := range []string{"setup", "upgrade"} {
+	for _, hook := range append(drivers.LifecycleHooks(), drivers.OperationHooks()...) {
+		h := string(hook)
+		if _, ok := d.Actions[h]; !ok {
+			continue
+		}
 		fmt.Fprintf(w, "  %s:\n", h)
 		for _, mode := range drivers.ModeNames() {
 			for i, s := range d.Actions[h][mode] {
@@ -306,6 +317,9 @@ func printDetail(w io.Writer, d driverDetail) error {
 				fmt.Fprintf(w, "    %-6s %d. %s\n", label, i+1, describeStep(s))
 			}
 		}
+	}
+	if !d.Backup {
+		fmt.Fprintln(w, "  backup, restore: not declared: its deployments cannot be backed up")
 	}
 	return nil
 }
