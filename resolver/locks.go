@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"maps"
 	"runtime"
 	"slices"
 	"sort"
@@ -72,15 +73,14 @@ func LoadLocks(fsys fs.FS) (map[ID]*Instance, error) {
 	if len(errs) > 0 {
 		return nil, errors.Join(errs...)
 	}
-	if err := checkAfters(out); err != nil {
-		return nil, err
-	}
 	return out, nil
 }
 
 // checkAfters refuses an after entry that names a deployment without a
 // lock, or an instance its lock has not reached: the task would wait for
-// something that never runs.
+// something that never runs. It checks the locks as a lock would leave
+// them, so a lockfile deleted by hand, which the lock writes again, is
+// no error.
 func checkAfters(locks map[ID]*Instance) error {
 	ids := make([]ID, 0, len(locks))
 	for id := range locks {
@@ -199,6 +199,16 @@ func nextInstances(res *Result, current map[ID]*Instance, used UsedSequences) ([
 	orderCreates(res, current, out)
 	orderIngress(res, current, out)
 	if err := orderWaves(res, out); err != nil {
+		return nil, err
+	}
+	after := maps.Clone(current)
+	if after == nil {
+		after = map[ID]*Instance{}
+	}
+	for _, c := range out {
+		after[c.ID] = c.Next
+	}
+	if err := checkAfters(after); err != nil {
 		return nil, err
 	}
 	return out, nil

@@ -250,9 +250,16 @@ func TestBadRolloutOrAfterGivesAClearErrorAndLocksNothing(t *testing.T) {
 		data, err := EncodeLock(in)
 		must(t, err)
 		writeFile(t, dir, hub, string(data))
-		_, _, err = resolveDir(t, dir)
+		before := snapshot(t, dir)
+		res, locks, err := resolveDir(t, dir)
+		if err == nil {
+			_, err = planLocksStrict(res, locks)
+		}
 		if err == nil || !strings.Contains(err.Error(), hub+": field after[0]: "+want) {
 			t.Errorf("after %q: %v, want %q naming the file and field", after, err, want)
+		}
+		if snapshot(t, dir) != before {
+			t.Error("a bad after changed the repository")
 		}
 	}
 }
