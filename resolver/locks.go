@@ -132,6 +132,9 @@ func nextInstances(res *Result, current map[ID]*Instance, used UsedSequences) ([
 			ID:           id,
 			Sequence:     used.next(id, prev),
 			SourceCommit: sourceCommitOf(res),
+			// A controller's tombstone is still internal: plans and
+			// status show it so, and orderIngress orders it.
+			Internal: prev.Internal,
 		}
 		dg, err := t.ComputeDigest()
 		if err != nil {
