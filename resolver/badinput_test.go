@@ -12,8 +12,9 @@ import (
 // (or what was expected) and that no lockfile is written.
 func TestBadInputGivesAClearErrorAndWritesNothing(t *testing.T) {
 	const (
-		devDir = "clusters/local/environments/dev"
-		webCUE = devDir + "/deployments/web.cue"
+		devDir     = "clusters/local/environments/dev"
+		webCUE     = devDir + "/deployments/web.cue"
+		clusterCUE = "clusters/local/cluster.cue"
 	)
 	cases := []struct {
 		name  string
@@ -95,6 +96,29 @@ func TestBadInputGivesAClearErrorAndWritesNothing(t *testing.T) {
 		{"list at the top level", func(t *testing.T, dir string) {
 			writeFile(t, dir, "clusters/local/environments/staging/deployments/web.yaml", "- driver: webapp\n")
 		}, []string{"clusters/local/environments/staging/deployments/web.yaml", "expected a struct"}},
+		{"ingress driver that does not declare an IngressClass", func(t *testing.T, dir string) {
+			writeFile(t, dir, clusterCUE, withIngress(`ingress: driver: "webapp"`))
+		}, []string{clusterCUE + ":", "field ingress.driver", "does not declare an IngressClass", `provides: ["ingressClass"]`}},
+		{"ingress driver whose chart creates no IngressClass of its class", func(t *testing.T, dir string) {
+			badIngressDriver(t, dir)
+			writeFile(t, dir, clusterCUE, withIngress(`ingress: driver: "bad-ingress"`))
+		}, []string{clusterCUE, "ingress.driver", `creates no IngressClass "nginx"`, "it creates: fixed"}},
+		{"unknown ingress driver", func(t *testing.T, dir string) {
+			writeFile(t, dir, clusterCUE, withIngress(`ingress: driver: "nosuchdriver"`))
+		}, []string{clusterCUE + ":", "field ingress.driver", "nosuchdriver", "unknown driver"}},
+		{"unknown ingress parameter", func(t *testing.T, dir string) {
+			writeFile(t, dir, clusterCUE, withIngress(`ingress: {driver: "ingress-nginx", parameters: colour: "red"}`))
+		}, []string{clusterCUE + ":", "field ingress.parameters.colour", "has no parameter"}},
+		{"ingress without an ingress class", func(t *testing.T, dir string) {
+			writeFile(t, dir, clusterCUE, "domain: \"local.styrmin.dev\"\ningress: driver: \"ingress-nginx\"\n")
+		}, []string{clusterCUE, "field ingressClass", "missing"}},
+		{"deployment setting dedicatedIngress", func(t *testing.T, dir string) {
+			writeFile(t, dir, webCUE, "driver: \"webapp\"\nappVersion: \"1.25.0\"\ndedicatedIngress: true\n")
+		}, []string{webCUE + ":3:1", "field dedicatedIngress", "is a cluster setting"}},
+		{"deployment in the namespace of its environment's ingress controller", func(t *testing.T, dir string) {
+			writeFile(t, dir, clusterCUE, withIngress(`ingress: driver: "ingress-nginx"`+"\ndedicatedIngress: true"))
+			writeFile(t, dir, devDir+"/deployments/styrmin-ingress.cue", "driver: \"webapp\"\nappVersion: \"1.25.0\"\n")
+		}, []string{devDir + "/deployments/styrmin-ingress.cue", `namespace "dev-styrmin-ingress" is also the namespace of the ingress controller local/dev/styrmin.ingress (clusters/local/cluster.cue)`}},
 		{"lockfile edited by hand", func(t *testing.T, dir string) {
 			lockDirInto(t, dir)
 			p := filepath.Join(dir, "locks/local/dev/web.lock.yaml")
