@@ -282,6 +282,7 @@ func planOne(in Input, opts Options, c resolver.LockChange) (*Deployment, error)
 		Manifests:    ManifestDiff{Objects: []ObjectDiff{}},
 		FromSequence: 0,
 		After:        c.Next.After,
+		Internal:     c.Next.Internal,
 	}
 	if c.Previous != nil {
 		d.FromSequence = c.Previous.Sequence
