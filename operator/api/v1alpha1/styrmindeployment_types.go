@@ -53,6 +53,12 @@ type StyrminDeploymentSpec struct {
 	// +kubebuilder:pruning:PreserveUnknownFields
 	// +optional
 	Values *apiextensionsv1.JSON `json:"values,omitempty"`
+	// Internal marks a deployment Styrmin adds itself, naming the service
+	// it provides: ingress (a cluster's or an environment's ingress
+	// controller). Absent for applications. The digest covers it.
+	// +kubebuilder:validation:Enum=ingress
+	// +optional
+	Internal string `json:"internal,omitempty"`
 }
 
 // Tombstone reports whether the spec records a deleted deployment.
