@@ -183,6 +183,9 @@ func TestDedicatedIngressOnThenOffOrdersAroundEachEnvironmentsController(t *test
 
 	writeFile(t, dir, "clusters/local/cluster.cue", withIngress(`ingress: driver: "ingress-nginx"`))
 	off := lockDirInto(t, dir)
+	if d, err := checkDeletions(RepoSettings{}, off, 0); err != nil || d.Count != 0 {
+		t.Errorf("off: the deletion rule counts %d deletions (%v); the environments' controllers go by the setting, after their applications", d.Count, err)
+	}
 	for _, ctl := range []ID{devIngress, stagingIngress} {
 		c, _ := changeFor(off, ctl)
 		var want []string
@@ -203,6 +206,17 @@ func TestDedicatedIngressOnThenOffOrdersAroundEachEnvironmentsController(t *test
 	}
 	if got := lockOf(t, dir, sharedIngress); got != shared {
 		t.Error("turning dedicated ingress on and off relocked the shared controller")
+	}
+
+	// Removing ingress: takes the shared class's controller away: that
+	// counts as a deletion.
+	writeFile(t, dir, "clusters/local/cluster.cue", exampleCluster)
+	res, locks, err := resolveDir(t, dir)
+	must(t, err)
+	gone, err := PlanLocks(res, locks)
+	must(t, err)
+	if _, err := checkDeletions(RepoSettings{}, gone, 0); err == nil || !strings.Contains(err.Error(), sharedIngress.String()) {
+		t.Errorf("removing ingress: %v, want the deletion rule to name %s", err, sharedIngress)
 	}
 }
 
