@@ -290,3 +290,18 @@ func lockOfFile(t *testing.T, dir, rel string) string {
 	must(t, err)
 	return string(b)
 }
+
+// TestLockfileWithAnUnknownInternalServiceIsRefused: internal names the
+// service an internal deployment provides; another value is refused by
+// name of the field, even with a matching checksum.
+func TestLockfileWithAnUnknownInternalServiceIsRefused(t *testing.T) {
+	dir := exampleCopy(t)
+	changes := lockDirInto(t, dir)
+	bad := *changes[0].Next
+	bad.Internal = "dns"
+	data, err := EncodeLock(&bad)
+	must(t, err)
+	if _, err := DecodeLock(bad.ID.LockPath(), data); err == nil || !strings.Contains(err.Error(), `field internal: expected "ingress" or none, got "dns"`) {
+		t.Errorf("internal: dns: %v, want an error naming the field", err)
+	}
+}
