@@ -112,6 +112,14 @@ func TestBadInputGivesAClearErrorAndWritesNothing(t *testing.T) {
 		{"ingress without an ingress class", func(t *testing.T, dir string) {
 			writeFile(t, dir, clusterCUE, "domain: \"local.styrmin.dev\"\ningress: driver: \"ingress-nginx\"\n")
 		}, []string{clusterCUE, "field ingressClass", "missing"}},
+		{"two environments' ingress controllers serving one class", func(t *testing.T, dir string) {
+			writeFile(t, dir, clusterCUE, withIngress(`ingress: driver: "ingress-nginx"`+"\ndedicatedIngress: true"))
+			writeFile(t, dir, "clusters/local/environments/a/environment.cue", "ingressClass: \"b-nginx\"\n")
+			writeFile(t, dir, "clusters/local/environments/a-b/environment.cue", "")
+		}, []string{"clusters/local/environments/a/environment.cue:1:1", "field ingressClass", `local/a/styrmin.ingress would serve class "a-b-nginx", which local/a-b/styrmin.ingress serves too`}},
+		{"ingress class that is no IngressClass name", func(t *testing.T, dir string) {
+			writeFile(t, dir, clusterCUE, strings.Replace(withIngress(`ingress: driver: "ingress-nginx"`), `"nginx"`, `"Nginx_1"`, 1))
+		}, []string{clusterCUE + ":2", "field ingressClass", `"Nginx_1", which is no IngressClass name`}},
 		{"deployment setting dedicatedIngress", func(t *testing.T, dir string) {
 			writeFile(t, dir, webCUE, "driver: \"webapp\"\nappVersion: \"1.25.0\"\ndedicatedIngress: true\n")
 		}, []string{webCUE + ":3:1", "field dedicatedIngress", "is a cluster setting"}},

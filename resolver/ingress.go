@@ -6,8 +6,11 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"regexp"
 	"slices"
 	"strings"
+
+	"cuelang.org/go/cue/token"
 
 	"github.com/styrmin/styrmin/drivers"
 )
@@ -87,6 +90,61 @@ func ingressControllers(c *Cluster) []ingressController {
 		})
 	}
 	return out
+}
+
+// ingressClassErrors checks the classes of c's controllers: each a valid
+// IngressClass name, none served twice (an environment overriding
+// ingressClass could make "<env>-<class>" another controller's class).
+func ingressClassErrors(c *Cluster, ics []ingressController) map[ID]error {
+	out := map[ID]error{}
+	owners := map[string][]ingressController{}
+	for _, ic := range ics {
+		if ic.class == "" {
+			continue // resolveIngress says it is missing
+		}
+		owners[ic.class] = append(owners[ic.class], ic)
+		if len(ic.class) > 253 || !classRE.MatchString(ic.class) {
+			out[ic.id] = placed(&ConfigError{File: ic.classFile(), Field: "ingressClass", Msg: fmt.Sprintf(
+				"the ingress controller %s would serve class %q, which is no IngressClass name (lowercase letters, digits, '-' and '.')", ic.id, ic.class)}, ic.classPos())
+		}
+	}
+	for class, ics := range owners {
+		if len(ics) < 2 {
+			continue
+		}
+		for _, ic := range ics {
+			var others []string
+			for _, o := range ics {
+				if o.id != ic.id {
+					others = append(others, o.id.String())
+				}
+			}
+			out[ic.id] = placed(&ConfigError{File: ic.classFile(), Field: "ingressClass", Msg: fmt.Sprintf(
+				"the ingress controller %s would serve class %q, which %s serves too: one IngressClass has one controller; change an environment's ingressClass",
+				ic.id, class, strings.Join(others, ", "))}, ic.classPos())
+		}
+	}
+	return out
+}
+
+// classRE is a DNS subdomain: what an IngressClass may be named.
+var classRE = regexp.MustCompile(`^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$`)
+
+// classFile is the file whose ingressClass names the controller's class.
+func (ic ingressController) classFile() string {
+	if ic.env != nil {
+		if _, own := ic.env.Settings["ingressClass"]; own {
+			return ic.env.File
+		}
+	}
+	return ic.cluster.File
+}
+
+func (ic ingressController) classPos() map[string]token.Position {
+	if ic.classFile() == ic.cluster.File {
+		return ic.cluster.pos
+	}
+	return ic.env.pos
 }
 
 // DedicatedIngress reports whether environment e has its own ingress
@@ -276,18 +334,18 @@ func ingressSettings(ic ingressController) (map[string]any, Provenance) {
 	settings := map[string]any{"ingress": raw, "ingressClass": ic.class}
 	prov := Provenance{}
 	mergeInto(map[string]any{}, map[string]any{"ingress": raw}, "", Origin{Layer: LayerCluster, File: c.File}, prov)
-	classFile, classLayer := c.File, LayerCluster
 	if ic.env != nil {
-		if _, own := ic.env.Settings["ingressClass"]; own {
-			classFile, classLayer = ic.env.File, LayerEnvironment
-		}
 		settings["dedicatedIngress"] = true
 		prov["dedicatedIngress"] = Origin{Layer: LayerCluster, File: c.File}
 		if _, own := ic.env.Settings["dedicatedIngress"]; own {
 			prov["dedicatedIngress"] = Origin{Layer: LayerEnvironment, File: ic.env.File}
 		}
 	}
-	prov["ingressClass"] = Origin{Layer: classLayer, File: classFile}
+	classLayer := LayerCluster
+	if ic.classFile() != c.File {
+		classLayer = LayerEnvironment
+	}
+	prov["ingressClass"] = Origin{Layer: classLayer, File: ic.classFile()}
 	return settings, prov
 }
 
@@ -351,6 +409,29 @@ func orderIngress(res *Result, current map[ID]*Instance, changes []LockChange) {
 			}
 		}
 	}
+}
+
+// ingressStillUsed reports whether an environment's ingress controller
+// that its configuration no longer calls for must stay locked: an
+// application of its environment still runs on its class and does not
+// move in this lock (it failed to resolve, or is on hold). Its tombstone
+// waits for a lock where they all move back, so no Ingress is left
+// without a controller.
+func ingressStillUsed(res *Result, current map[ID]*Instance, ctl *Instance) bool {
+	if ctl.Internal != InternalIngress || ctl.ID.Environment == ClusterEnvironment {
+		return false
+	}
+	for id, in := range current {
+		if id.Cluster != ctl.ID.Cluster || id.Environment != ctl.ID.Environment || id == ctl.ID ||
+			in.Tombstone() || in.Internal != "" || in.Context == nil || !in.Context.Cluster.DedicatedIngress {
+			continue
+		}
+		_, resolved := res.Get(id)
+		if _, held := res.Held[id]; held || (!resolved && res.Present[id]) {
+			return true
+		}
+	}
+	return false
 }
 
 // isInternal reports whether a change is of an internal deployment: its

@@ -305,3 +305,45 @@ func TestLockfileWithAnUnknownInternalServiceIsRefused(t *testing.T) {
 		t.Errorf("internal: dns: %v, want an error naming the field", err)
 	}
 }
+
+// TestEnvironmentControllerStaysWhileAnApplicationStillUsesItsClass: with
+// dedicated ingress turned off while an application of dev fails to
+// resolve (it keeps its lock, on dev's class), dev's controller is kept
+// and staging's goes; the lock after the fix removes dev's, after the
+// application moved back.
+func TestEnvironmentControllerStaysWhileAnApplicationStillUsesItsClass(t *testing.T) {
+	dir := exampleCopy(t)
+	writeFile(t, dir, "clusters/local/cluster.cue", withIngress(`ingress: driver: "ingress-nginx"`+"\ndedicatedIngress: true"))
+	lockDirInto(t, dir)
+	const devWeb = "clusters/local/environments/dev/deployments/web.cue"
+	good := lockOfFile(t, dir, devWeb)
+	writeFile(t, dir, "clusters/local/cluster.cue", withIngress(`ingress: driver: "ingress-nginx"`))
+	writeFile(t, dir, devWeb, "driver: \"webapp\"\nappVersion: \"1.25.0\"\nparameters: replicas: 99\n")
+	res, locks, err := resolveDir(t, dir)
+	if res == nil || len(res.Errors) == 0 {
+		t.Fatalf("dev/web resolves: %v", err)
+	}
+	changes, err := PlanLocks(res, locks)
+	must(t, err)
+	if _, ok := changeFor(changes, devIngress); ok {
+		t.Error("dev's controller is tombstoned while dev/web, which failed to resolve, still uses its class")
+	}
+	if c, ok := changeFor(changes, stagingIngress); !ok || !c.Next.Tombstone() {
+		t.Error("staging's controller is not tombstoned")
+	}
+	for _, c := range changes {
+		writeFile(t, dir, c.Path(), string(c.Data))
+	}
+	writeFile(t, dir, devWeb, good)
+	fixed := lockDirInto(t, dir)
+	// dev/hub connects to web, so it failed too: both move back now.
+	var want []string
+	for _, id := range []ID{{"local", "dev", "hub"}, {"local", "dev", "web"}} {
+		c, _ := changeFor(fixed, id)
+		want = append(want, AfterRef(id, c.Next.Sequence))
+	}
+	ctl, ok := changeFor(fixed, devIngress)
+	if !ok || !ctl.Next.Tombstone() || !slices.Equal(ctl.Next.After, want) {
+		t.Errorf("after the fix, dev's controller: %+v, want a tombstone after %v", ctl.Next, want)
+	}
+}

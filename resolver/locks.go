@@ -123,7 +123,7 @@ func nextInstances(res *Result, current map[ID]*Instance, used UsedSequences) ([
 	SortIDs(ids)
 	for _, id := range ids {
 		prev := current[id]
-		if prev.Tombstone() || res.Present[id] {
+		if prev.Tombstone() || res.Present[id] || ingressStillUsed(res, current, prev) {
 			continue
 		}
 		t := &Instance{

@@ -196,12 +196,18 @@ func Resolve(repo *Repository, opts Options) *Result {
 // services), so they resolve one after another.
 func resolveInternal(repo *Repository, opts Options, nsErrs map[ID]error, out *Result) {
 	for _, c := range repo.Clusters {
-		for _, ic := range ingressControllers(c) {
+		ics := ingressControllers(c)
+		classErrs := ingressClassErrors(c, ics)
+		for _, ic := range ics {
 			out.Present[ic.id] = true
 			if opts.Only != nil && !opts.Only[ic.id] {
 				continue
 			}
-			if err := nsErrs[ic.id]; err != nil {
+			err := nsErrs[ic.id]
+			if err == nil {
+				err = classErrs[ic.id]
+			}
+			if err != nil {
 				out.Errors = append(out.Errors, &DeploymentError{ID: ic.id, Err: err})
 				continue
 			}
