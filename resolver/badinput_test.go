@@ -109,6 +109,12 @@ func TestBadInputGivesAClearErrorAndWritesNothing(t *testing.T) {
 		{"unknown ingress parameter", func(t *testing.T, dir string) {
 			writeFile(t, dir, clusterCUE, withIngress(`ingress: {driver: "ingress-nginx", parameters: colour: "red"}`))
 		}, []string{clusterCUE + ":", "field ingress.parameters.colour", "has no parameter"}},
+		{"ingress parameter out of range", func(t *testing.T, dir string) {
+			writeFile(t, dir, clusterCUE, withIngress(`ingress: {driver: "ingress-nginx", parameters: replicas: 9}`))
+		}, []string{clusterCUE + ":6", "field ingress.parameters.replicas", "at most 5"}},
+		{"ingress driver version that is not loaded", func(t *testing.T, dir string) {
+			writeFile(t, dir, clusterCUE, withIngress(`ingress: {driver: "ingress-nginx", version: "9.9.9"}`))
+		}, []string{clusterCUE + ":6", "field ingress.version", "9.9.9 is not loaded"}},
 		{"ingress without an ingress class", func(t *testing.T, dir string) {
 			writeFile(t, dir, clusterCUE, "domain: \"local.styrmin.dev\"\ningress: driver: \"ingress-nginx\"\n")
 		}, []string{clusterCUE, "field ingressClass", "missing"}},

@@ -202,22 +202,9 @@ func resolveIngress(ic ingressController, opts Options) (*Resolved, error) {
 	if !drv.Serves(drivers.ProvidesIngressClass) {
 		return nil, errAt("ingress.driver", "driver %s@%s does not declare an IngressClass: an ingress controller's driver.cue says provides: [%q] and its chart creates the IngressClass named context.cluster.ingressClass", drv.Name, drv.Version, drivers.ProvidesIngressClass)
 	}
-	declared := map[string]bool{}
-	for _, p := range drv.Parameters {
-		declared[p.Name] = true
-	}
-	for _, k := range sortedKeys(spec.Parameters) {
-		if !declared[k] {
-			return nil, errAt("ingress.parameters."+k, "driver %s@%s has no parameter %q (it has: %s)", drv.Name, drv.Version, k, strings.Join(sortedKeys(declared), ", "))
-		}
-	}
-	params := map[string]any{}
-	if spec.Parameters != nil {
-		params = deepCopy(spec.Parameters).(map[string]any)
-	}
-	applied, err := drv.ApplyParameters(params)
+	applied, err := ingressParameters(c, drv)
 	if err != nil {
-		return nil, &ConfigError{File: c.File, Line: 1, Column: 1, Field: "ingress.parameters", Msg: err.Error(), Err: err}
+		return nil, err
 	}
 	sensitive := hidePlaceholders(ic.id, drv, applied)
 
@@ -260,6 +247,41 @@ func resolveIngress(ic ingressController, opts Options) (*Resolved, error) {
 	return &Resolved{Instance: in, Deployment: d, Provenance: prov, Settings: settings, Sensitive: sensitive}, nil
 }
 
+// ingressParameters applies the driver's parameter schema to
+// ingress.parameters (no other layer's parameters reach a controller):
+// each error names its field in cluster.cue.
+func ingressParameters(c *Cluster, drv *drivers.Driver) (map[string]any, error) {
+	spec := c.Ingress
+	declared := map[string]bool{}
+	for _, p := range drv.Parameters {
+		declared[p.Name] = true
+	}
+	for _, k := range sortedKeys(spec.Parameters) {
+		if !declared[k] {
+			return nil, placed(&ConfigError{File: c.File, Field: "ingress.parameters." + k, Msg: fmt.Sprintf(
+				"driver %s@%s has no parameter %q (it has: %s)", drv.Name, drv.Version, k, strings.Join(sortedKeys(declared), ", "))}, c.pos)
+		}
+	}
+	params := map[string]any{}
+	if spec.Parameters != nil {
+		params = deepCopy(spec.Parameters).(map[string]any)
+	}
+	applied, err := drv.ApplyParameters(params)
+	if err == nil {
+		return applied, nil
+	}
+	var out []*ConfigError
+	for _, e := range flatten(err) {
+		ce := &ConfigError{File: c.File, Field: "ingress.parameters", Msg: e.Error(), Err: e}
+		var pe *drivers.ParameterError
+		if errors.As(e, &pe) {
+			ce.Field, ce.Msg = "ingress.parameters."+pe.Parameter, pe.Msg
+		}
+		out = append(out, placed(ce, c.pos))
+	}
+	return nil, joinConfigErrors(out)
+}
+
 // selectIngressDriver picks the ingress driver version and the
 // application version: with ingress.appVersion the selection rule of
 // every deployment; without, the pinned version, else the locked one,
@@ -278,15 +300,13 @@ func selectIngressDriver(spec *IngressSpec, locked *Instance, cat *drivers.Catal
 	if len(versions) == 0 {
 		return nil, "", fmt.Errorf("driver %s: %w (loaded: %s)", spec.Driver, drivers.ErrUnknownDriver, strings.Join(cat.Names(), ", "))
 	}
-	version := cmp.Or(sel.Pinned, sel.Locked)
-	d := versions[len(versions)-1]
-	if version != "" {
-		var ok bool
-		if d, ok = cat.Get(spec.Driver, version); !ok && sel.Pinned != "" {
-			return nil, "", fmt.Errorf("driver %s: version %s is not loaded", spec.Driver, version)
-		} else if !ok {
-			d = versions[len(versions)-1]
-		}
+	d := versions[len(versions)-1] // the newest
+	if pinned, ok := cat.Get(spec.Driver, sel.Pinned); ok {
+		d = pinned
+	} else if sel.Pinned != "" {
+		return nil, "", fmt.Errorf("driver %s: version %s is not loaded", spec.Driver, sel.Pinned)
+	} else if locked, ok := cat.Get(spec.Driver, sel.Locked); ok {
+		d = locked
 	}
 	app := d.ChartAppVersion()
 	if app == "" {
