@@ -265,6 +265,7 @@ type DriftedObject struct {
 // +kubebuilder:resource:shortName=sdeploy,categories=styrmin
 // +kubebuilder:printcolumn:name="Environment",type=string,JSONPath=`.spec.deployment.environment`,priority=1
 // +kubebuilder:printcolumn:name="Deployment",type=string,JSONPath=`.spec.deployment.name`,priority=1
+// +kubebuilder:printcolumn:name="Internal",type=string,JSONPath=`.spec.internal`,priority=1
 // +kubebuilder:printcolumn:name="Sequence",type=integer,JSONPath=`.spec.sequence`
 // +kubebuilder:printcolumn:name="Applied",type=integer,JSONPath=`.status.appliedSequence`
 // +kubebuilder:printcolumn:name="Active",type=integer,JSONPath=`.status.activeSequence`
