@@ -28,7 +28,7 @@ GO_BUILD_FLAGS := -trimpath -buildvcs=false -ldflags "-X $(VERSION_PKG).stamped=
 
 .DEFAULT_GOAL := help
 
-.PHONY: help build image testcluster test bench bench-agent bench-lock bench-controller lint clusterctl cluster-up cluster-down cluster-status demo
+.PHONY: help build image testcluster test bench bench-agent bench-agent-waves bench-lock bench-controller lint clusterctl cluster-up cluster-down cluster-status demo
 
 help: ## List the targets.
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{ printf "  %-15s %s\n", $$1, $$2 }'
@@ -55,6 +55,9 @@ bench: testcluster ## Run the benchmarks (but the two 500-deployment ones: bench
 
 bench-agent: testcluster ## The agent binary at 500 webapp deployments locked in one commit: create and fan-out until Ready, API-server CPU, peak memory; then the same objects applied directly, as the same run's reference.
 	$(GO) test ./e2e -run '^$$' -bench AgentThroughGit -benchtime 1x -agent-deployments 500 -agent-baseline -v -timeout $(TEST_TIMEOUT)
+
+bench-agent-waves: testcluster ## bench-agent with the fan-out in 5 health-gated waves (styrmin.cue rollout: waves: 5): what the waves add.
+	$(GO) test ./e2e -run '^$$' -bench AgentThroughGit -benchtime 1x -agent-deployments 500 -agent-waves 5 -v -timeout $(TEST_TIMEOUT)
 
 bench-lock: ## Lock a 1,000-deployment cluster fan-out of 10 configuration commits (one lock commit each) against the head-only lock of the same repository.
 	$(GO) test ./resolver -run '^$$' -bench LockChain -benchmem -benchtime 3x -timeout $(TEST_TIMEOUT)

@@ -66,6 +66,9 @@ type LoadOptions struct {
 	Sandbox *Sandbox
 	// Context bounds the load as well as Limits.Timeout (nil: none).
 	Context context.Context
+	// RenderCache, when set, is shared by every render of the drivers
+	// loaded with these options (see RenderCache): for a command's run.
+	RenderCache *RenderCache
 
 	// phase, set in a sandbox child, is told each file evaluated.
 	phase func(file string)

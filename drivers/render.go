@@ -91,6 +91,10 @@ func (d *Driver) Render(c Context, values map[string]any) (*Manifests, error) {
 // RenderContext is Render bounded by ctx as well as the driver's limits
 // (the deadline of the step or the command that renders).
 func (d *Driver) RenderContext(ctx context.Context, c Context, values map[string]any) (*Manifests, error) {
+	return d.cachedRender(ctx, c, values, d.renderContext)
+}
+
+func (d *Driver) renderContext(ctx context.Context, c Context, values map[string]any) (*Manifests, error) {
 	cs := d.compiled
 	if s := cs.opts.Sandbox; s != nil {
 		req := cs.opts.sandboxRequest("render", cs.folder)
@@ -113,6 +117,10 @@ func (d *Driver) RenderContext(ctx context.Context, c Context, values map[string
 // parameters, as Values evaluates in this process too. The agent renders
 // what it applies through RenderContext.
 func (d *Driver) RenderInProcess(ctx context.Context, c Context, values map[string]any) (*Manifests, error) {
+	return d.cachedRender(ctx, c, values, d.renderInProcess)
+}
+
+func (d *Driver) renderInProcess(ctx context.Context, c Context, values map[string]any) (*Manifests, error) {
 	cs := d.compiled
 	return bounded(ctx, cs.opts.Limits, d.Source, cs.display(cs.chartDir), func() (*Manifests, error) {
 		return d.renderLocal(c, values)

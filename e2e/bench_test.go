@@ -42,6 +42,7 @@ var (
 	agentExtraArgs        = flag.String("agent-args", "", "extra arguments of the agent in BenchmarkAgentThroughGit, space-separated (e.g. \"--kube-api-qps=500 --kube-api-burst=1000\")")
 	benchCPUProfile       = flag.String("cpu-profile-prefix", "", "BenchmarkAgentThroughGit saves 40 s CPU profiles of the agent and of the API server, taken at the start of each phase, as PREFIX-{create,fanout}-{agent,apiserver}.pb.gz")
 	agentBaseline         = flag.Bool("agent-baseline", false, "BenchmarkAgentThroughGit then stops the agent and applies the same rendered objects directly (server-side apply, no agent, no release records) in other namespaces, created and fanned out the same way: what the workloads cost by themselves, measured in the same run")
+	agentBenchWaves       = flag.Int("agent-waves", 0, "BenchmarkAgentThroughGit splits the fan-out into this many health-gated waves (styrmin.cue rollout: waves); 0: none")
 	agentHeapProfile      = flag.String("agent-heap-profile", "", "file BenchmarkAgentThroughGit writes the agent's heap profile to, taken when its heap in use was highest (for go tool pprof)")
 )
 
@@ -69,6 +70,9 @@ func BenchmarkAgentThroughGit(b *testing.B) {
 		}
 		for i := range n {
 			files[fmt.Sprintf("clusters/local/environments/bench/deployments/app%04d.cue", i)] = []byte("driver: \"webapp\"\nappVersion: \"1.25.0\"\n")
+		}
+		if w := *agentBenchWaves; w > 0 {
+			files["styrmin.cue"] = fmt.Appendf(nil, "deletionThreshold: 1\nrollout: {waves: %d, gate: \"ready\"}\n", w)
 		}
 		e.git.Commit(repoName, fmt.Sprintf("%d webapp deployments", n), files)
 		// Readiness is read from a watch: listing 500 StyrminDeployments

@@ -104,8 +104,9 @@ const (
 //
 //   - compute: Compute alone (diffs, actions, attribution and both renders
 //     of every deployment), given the resolved head;
-//   - end-to-end: what `styrminctl plan` does without git: load the
-//     configuration, drivers and locks, resolve, compute;
+//   - end-to-end: what `styrminctl plan` does without git (ComputeTrees):
+//     load the configuration, drivers and locks of both sides, resolve,
+//     compute;
 //   - renders: only the 2,000 Helm renders Compute does, with the same
 //     parallelism, to give Helm's share;
 //   - helm-template-process: `helm template` of the same chart and values
@@ -135,7 +136,7 @@ func BenchmarkPlanClusterFanOut1000(b *testing.B) {
 	b.Run("end-to-end", func(b *testing.B) {
 		cpu := startCPU()
 		for b.Loop() {
-			p, err := Compute(loadInput(b, repo.base, repo.head), Options{})
+			p, err := ComputeTrees(Trees{Base: os.DirFS(repo.base), BaseName: "base", Head: os.DirFS(repo.head), HeadName: "head"}, Options{})
 			if err != nil {
 				b.Fatal(err)
 			}

@@ -1,14 +1,11 @@
 package planner
 
 import (
-	"bytes"
-	"encoding/json"
+	"cmp"
 	"errors"
 	"fmt"
 	"io/fs"
-	"runtime"
-	"strings"
-	"sync"
+	"slices"
 	"sync/atomic"
 
 	"github.com/styrmin/styrmin/drivers"
@@ -212,236 +209,54 @@ func Compute(in Input, opts Options) (*Plan, error) {
 	plan.LeftOut = at.leftOut(changed, opts.Only)
 	plan.BlastRadius = blastRadius(in, plan, opts.Only)
 	plan.Deletions = deletionRail(in, opts, len(resolver.Deleted(changes)))
+	plan.Waves = wavesOf(plan.Deployments)
 	return plan, nil
 }
 
-// parallel runs f(0..n-1) on up to p goroutines (p <= 0: GOMAXPROCS).
-func parallel(n, p int, f func(int)) {
-	if p <= 0 {
-		p = runtime.GOMAXPROCS(0)
+// wavesOf groups the planned deployments (sorted by ID) into their
+// waves, and keeps for each the instances it runs after besides the
+// wave before (what it connects to, its ingress), which the renderers
+// name one by one.
+func wavesOf(ds []*Deployment) []Wave {
+	type key struct {
+		cluster, group string
+		wave           int
 	}
-	if p > n {
-		p = n
-	}
-	if p <= 1 {
-		for i := 0; i < n; i++ {
-			f(i)
+	byKey := map[key]*Wave{}
+	refs := map[key]map[string]bool{}
+	for _, d := range ds {
+		if d.Wave == nil {
+			continue
 		}
-		return
+		k := key{d.Cluster, d.Wave.Group, d.Wave.Wave}
+		w := byKey[k]
+		if w == nil {
+			w = &Wave{Cluster: d.Cluster, Group: d.Wave.Group, Wave: d.Wave.Wave, Waves: d.Wave.Waves, Pause: d.Wave.Pause}
+			byKey[k] = w
+			refs[k] = map[string]bool{}
+		}
+		w.Deployments = append(w.Deployments, d.ID)
+		refs[k][fmt.Sprintf("%s@%d", d.ID, d.ToSequence)] = true
 	}
-	var wg sync.WaitGroup
-	next := make(chan int)
-	for w := 0; w < p; w++ {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for i := range next {
-				f(i)
+	for _, d := range ds {
+		d.otherAfter = d.After
+		if d.Wave == nil || d.Wave.Wave < 2 {
+			continue
+		}
+		before := refs[key{d.Cluster, d.Wave.Group, d.Wave.Wave - 1}]
+		d.otherAfter = nil
+		for _, a := range d.After {
+			if !before[a] {
+				d.otherAfter = append(d.otherAfter, a)
 			}
-		}()
-	}
-	for i := 0; i < n; i++ {
-		next <- i
-	}
-	close(next)
-	wg.Wait()
-}
-
-// deletionRail applies resolver.DeletionRule, the rule lock applies too.
-func deletionRail(in Input, opts Options, count int) Deletions {
-	var settings resolver.RepoSettings
-	if in.Repo != nil {
-		settings = in.Repo.Settings
-	}
-	r := resolver.DeletionRule(settings, opts.DeletionThreshold, opts.AllowDeletions, count)
-	return Deletions{Count: r.Count, Threshold: r.Threshold, Allowed: r.Allowed, Refused: r.Refused}
-}
-
-// planOne plans one lock change: workflow, refs, path diff, actions and
-// the manifest diff. Causes are filled in later (attribution reads files
-// and is cheap; this part renders charts and runs in parallel).
-func planOne(in Input, opts Options, c resolver.LockChange) (*Deployment, error) {
-	prev, next := c.Previous, c.Next
-	if prev != nil && prev.Tombstone() {
-		prev = nil
-	}
-	if next != nil && next.Tombstone() {
-		next = nil
-	}
-	w := SelectWorkflow(prev, next)
-	d := &Deployment{
-		ID:           c.ID.String(),
-		Cluster:      c.ID.Cluster,
-		Environment:  c.ID.Environment,
-		Name:         c.ID.Name,
-		Workflow:     w,
-		ToSequence:   c.Next.Sequence,
-		Causes:       []Cause{},
-		Changes:      []Change{},
-		Actions:      []Action{},
-		Manifests:    ManifestDiff{Objects: []ObjectDiff{}},
-		FromSequence: 0,
-		After:        c.Next.After,
-		Internal:     c.Next.Internal,
-	}
-	if c.Previous != nil {
-		d.FromSequence = c.Previous.Sequence
-	}
-	var oldDrv, newDrv *drivers.Driver
-	var missing []string
-	if prev != nil {
-		d.From = refOfInstance(prev)
-		d.Namespace = namespaceOf(prev)
-		var ok bool
-		if oldDrv, ok = in.Drivers.Driver(prev.Driver); !ok {
-			missing = append(missing, fmt.Sprintf("driver %s@%s (%s) of the locked instance is not available", prev.Driver.Name, prev.Driver.Version, prev.Driver.Digest))
 		}
 	}
-	if next != nil {
-		d.To = refOfInstance(next)
-		d.Namespace = namespaceOf(next)
-		var ok bool
-		if newDrv, ok = in.Drivers.Driver(next.Driver); !ok {
-			missing = append(missing, fmt.Sprintf("driver %s@%s (%s) is not available", next.Driver.Name, next.Driver.Version, next.Driver.Digest))
-		}
+	out := make([]Wave, 0, len(byKey))
+	for _, w := range byKey {
+		out = append(out, *w)
 	}
-
-	// Both sides hold placeholders where sensitive values were (a lock
-	// from before placeholders holds them in clear: it is shown from a
-	// copy with placeholders), so nothing rendered below can hold a value
-	// in any form. The maskers then only hide the placeholders.
-	hidden := sensitiveParams(oldDrv, newDrv)
-	prev, err := resolver.WithPlaceholders(prev, oldDrv, hidden)
-	if err != nil {
-		return nil, err
-	}
-	if next, err = resolver.WithPlaceholders(next, newDrv, hidden); err != nil {
-		return nil, err
-	}
-	// What the agent renders comes from the lockfile, so both sides are
-	// taken through the JSON form a lockfile holds.
-	oldSide, err := sideOf(prev)
-	if err != nil {
-		return nil, err
-	}
-	newSide, err := sideOf(next)
-	if err != nil {
-		return nil, err
-	}
-	masks := newMaskers(sensitiveParams(oldDrv, newDrv), oldSide.params(), newSide.params())
-	if w != WorkflowDelete {
-		secret := secretParams(oldDrv, newDrv)
-		sensitive := sensitiveParams(oldDrv, newDrv)
-		td := &treeDiff{masks: masks, rule: func(segs []pathSegment) (bool, bool, bool) {
-			if len(segs) == 3 && segs[0].key == "context" && segs[1].key == "parameters" && !segs[2].isIdx {
-				n := segs[2].key
-				return secret[n] || sensitive[n], sensitive[n], secret[n]
-			}
-			return false, false, false
-		}}
-		td.diff(nil, oldSide.tree, newSide.tree, prev != nil, next != nil)
-		d.Changes = td.out
-		d.rawPaths = td.segs
-	}
-
-	actionDriver := newDrv
-	if w == WorkflowDelete {
-		actionDriver = oldDrv
-	}
-	d.Actions = Actions(w, actionDriver)
-	if d.Actions == nil {
-		d.Actions = []Action{}
-	}
-
-	if opts.SkipManifests {
-		return d, nil
-	}
-	if len(missing) > 0 {
-		d.Manifests.Error = strings.Join(missing, "; ")
-		return d, nil
-	}
-	var oldM, newM *drivers.Manifests
-	if prev != nil {
-		if oldM, err = oldDrv.Render(oldSide.ctx, oldSide.values); err != nil {
-			d.Manifests.Error = "rendering the locked instance: " + err.Error()
-			return d, nil
-		}
-	}
-	if next != nil {
-		if newM, err = newDrv.Render(newSide.ctx, newSide.values); err != nil {
-			d.Manifests.Error = "rendering the new instance: " + err.Error()
-			return d, nil
-		}
-	}
-	md, err := diffManifests(oldM, newM, masks)
-	if err != nil {
-		d.Manifests.Error = err.Error()
-		return d, nil
-	}
-	if md.Objects == nil {
-		md.Objects = []ObjectDiff{}
-	}
-	d.Manifests = md
-	return d, nil
-}
-
-func refOfInstance(in *resolver.Instance) *InstanceRef {
-	return &InstanceRef{
-		Sequence:      in.Sequence,
-		Digest:        in.Digest,
-		Driver:        in.Driver.Name,
-		DriverVersion: in.Driver.Version,
-		DriverDigest:  in.Driver.Digest,
-		AppVersion:    in.AppVersion,
-	}
-}
-
-func namespaceOf(in *resolver.Instance) string {
-	if in.Context == nil {
-		return ""
-	}
-	return in.Context.Deployment.Namespace
-}
-
-// side is one instance as the agent would read it from its lockfile: the
-// context and values for rendering, and the normalized tree for diffing.
-type side struct {
-	ctx    drivers.Context
-	values map[string]any
-	tree   any // {"context": …, "values": …}
-}
-
-func (s side) params() map[string]any { return s.ctx.Parameters }
-
-func sideOf(in *resolver.Instance) (side, error) {
-	var s side
-	if in == nil {
-		return s, nil
-	}
-	// The lockfile is YAML read into JSON types: numbers become float64.
-	type doc struct {
-		Context *drivers.Context `json:"context,omitempty"`
-		Values  map[string]any   `json:"values,omitempty"`
-	}
-	var lock doc
-	b, err := json.Marshal(doc{in.Context, in.Values})
-	if err != nil {
-		return s, fmt.Errorf("planner: %s: %w", in.ID, err)
-	}
-	if err := json.Unmarshal(b, &lock); err != nil {
-		return s, fmt.Errorf("planner: %s: %w", in.ID, err)
-	}
-	if lock.Context != nil {
-		s.ctx = *lock.Context
-	}
-	s.values = lock.Values
-	// The same bytes, with exact numbers, for diffing.
-	dec := json.NewDecoder(bytes.NewReader(b))
-	dec.UseNumber()
-	var tree any
-	if err := dec.Decode(&tree); err != nil {
-		return s, fmt.Errorf("planner: %s: %w", in.ID, err)
-	}
-	s.tree = tree
-	return s, nil
+	slices.SortFunc(out, func(a, b Wave) int {
+		return cmp.Or(cmp.Compare(a.Cluster, b.Cluster), cmp.Compare(a.Group, b.Group), cmp.Compare(a.Wave, b.Wave))
+	})
+	return out
 }

@@ -62,6 +62,9 @@ type Plan struct {
 	Held []Held `json:"held"`
 	// Deletions is the deletion safety rail.
 	Deletions Deletions `json:"deletions"`
+	// Waves are the waves the fan-outs run in (styrmin.cue rollout:),
+	// sorted by cluster, group and wave; empty without one.
+	Waves []Wave `json:"waves,omitempty"`
 }
 
 // Summary counts deployments by outcome.
@@ -141,8 +144,34 @@ type Deployment struct {
 	// provides: "ingress", a cluster's or an environment's ingress
 	// controller); absent for applications.
 	Internal string `json:"internal,omitempty"`
+	// Wave is the deployment's place in a health-gated fan-out (nil:
+	// none); Plan.Waves lists the waves.
+	Wave *WaveRef `json:"wave,omitempty"`
 
 	rawPaths [][]pathSegment // the unformatted path of each change
+	// otherAfter is After less the wave before, which Wave says.
+	otherAfter []string
+}
+
+// WaveRef places a deployment in wave Wave of Waves of its cluster's
+// fan-out (Group: "" for the cluster's chain, else the environment with
+// a rollout of its own). Pause is waited after the wave before is Ready.
+type WaveRef struct {
+	Wave  int    `json:"wave"`
+	Waves int    `json:"waves"`
+	Group string `json:"group,omitempty"`
+	Pause string `json:"pause,omitempty"`
+}
+
+// Wave is one wave of a fan-out: the deployments that start together
+// once every deployment of the wave before succeeded and is Ready.
+type Wave struct {
+	Cluster     string   `json:"cluster"`
+	Group       string   `json:"group,omitempty"`
+	Wave        int      `json:"wave"`
+	Waves       int      `json:"waves"`
+	Pause       string   `json:"pause,omitempty"`
+	Deployments []string `json:"deployments"`
 }
 
 // InstanceRef identifies one instance.

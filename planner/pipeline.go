@@ -57,7 +57,9 @@ func ComputeTrees(t Trees, opts Options) (*Plan, error) {
 	if err != nil {
 		return nil, err
 	}
-	dopts := drivers.LoadOptions{Limits: limits.Merge(opts.DriverLimits), Sandbox: opts.Sandbox}
+	// The head's resolution renders each instance for the policy check,
+	// and Compute renders it again for the diff: once, with a cache.
+	dopts := drivers.LoadOptions{Limits: limits.Merge(opts.DriverLimits), Sandbox: opts.Sandbox, RenderCache: drivers.NewRenderCache()}
 	// The base's drivers only render the locked instances: a base whose
 	// drivers no longer load loses that part of the plan, nothing more.
 	baseCatalog, _ := drivers.LoadCatalog(t.Base, "drivers", dopts)

@@ -34,12 +34,14 @@ func TestComputeTreesIsThePlanOfBothSides(t *testing.T) {
 	want := computePlan(t, base, head, Options{})
 
 	trees := Trees{Base: os.DirFS(base), BaseName: "base", Head: os.DirFS(head), HeadName: "working tree", HeadCommit: strings.Repeat("1", 40)}
-	writeFile(t, head, "locks/local/dev/web.lock.yaml", "garbage: [\n")
-	if _, err := ComputeTrees(trees, Options{}); err == nil || !strings.Contains(err.Error(), "lockfiles at working tree: locks/local/dev/web.lock.yaml") {
+	// (The hub's: nothing runs after it, so without it the head's locks
+	// are still whole.)
+	writeFile(t, head, "locks/local/dev/hub.lock.yaml", "garbage: [\n")
+	if _, err := ComputeTrees(trees, Options{}); err == nil || !strings.Contains(err.Error(), "lockfiles at working tree: locks/local/dev/hub.lock.yaml") {
 		t.Fatalf("a broken head lockfile: %v, want an error naming it", err)
 	}
 	// A head without that lockfile plans as before: the base's count.
-	if err := os.Remove(filepath.Join(head, "locks/local/dev/web.lock.yaml")); err != nil {
+	if err := os.Remove(filepath.Join(head, "locks/local/dev/hub.lock.yaml")); err != nil {
 		t.Fatal(err)
 	}
 	got, err := ComputeTrees(trees, Options{})
@@ -143,5 +145,57 @@ func TestComputeTreesErrors(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestPlanOfAFanOutShowsItsWaves: a cluster fan-out with styrmin.cue
+// rollout: {waves: 2, pause} is planned as two waves, in all three
+// formats: the plan lists them, each deployment says its wave, and the
+// second wave's runs-after is the wave (not each instance of it).
+func TestPlanOfAFanOutShowsItsWaves(t *testing.T) {
+	base := copyTree(t, exampleDir)
+	writeFile(t, base, "styrmin.cue", "rollout: {waves: 2, pause: \"30s\"}\n")
+	lockInto(t, base)
+	head := copyTree(t, base)
+	writeFile(t, head, "clusters/local/cluster.cue", "domain: \"local.styrmin.dev\"\ningressClass: \"nginx\"\nstorageClasses: default: \"standard\"\nconfig: logFormat: \"text\"\nparameters: logLevel: \"info\"\n")
+	p := computePlan(t, base, head, Options{})
+	if len(p.Waves) != 2 || len(p.Waves[0].Deployments) != 2 || len(p.Waves[1].Deployments) != 2 {
+		t.Fatalf("waves %+v, want two of two", p.Waves)
+	}
+	if got := p.Waves[0].Deployments; !slices.Equal(got, []string{"local/dev/hub", "local/dev/web"}) {
+		t.Errorf("wave 1 is %v, want dev's hub and web", got)
+	}
+	for format, wants := range map[string][]string{
+		"text": {
+			"Waves (each starts when the one before succeeded and is Ready; a failure stops the rest):",
+			"local wave 1 of 2: 2 deployments: local/dev/hub, local/dev/web",
+			"local wave 2 of 2: 2 deployments, 30s after the wave before: local/staging/hub, local/staging/web",
+			"wave 2 of 2: starts when every deployment of wave 1 succeeded and is Ready, then 30s later",
+			"wave 1 of 2: starts at once",
+		},
+		"markdown": {"**Waves**", "Wave 2 of 2: starts when every deployment of wave 1 succeeded and is Ready, then 30s later."},
+		"json":     {`"waves": [`, `"wave": {` + "\n" + `        "wave": 2,` + "\n" + `        "waves": 2,` + "\n" + `        "pause": "30s"`},
+	} {
+		var buf bytes.Buffer
+		if err := Render(&buf, p, Format(format), RenderOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		for _, want := range wants {
+			if !strings.Contains(buf.String(), want) {
+				t.Errorf("%s plan lacks %q:\n%s", format, want, buf.String())
+			}
+		}
+		if strings.Contains(buf.String(), "runs after: local/dev") || strings.Contains(buf.String(), "Runs after `local/dev") {
+			t.Errorf("%s plan lists the wave before instance by instance", format)
+		}
+		if format == "json" {
+			var doc any
+			if err := json.Unmarshal(buf.Bytes(), &doc); err != nil {
+				t.Fatal(err)
+			}
+			if err := planSchema(t).Validate(doc); err != nil {
+				t.Errorf("the plan with waves does not follow the schema: %v", err)
+			}
+		}
 	}
 }

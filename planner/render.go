@@ -6,8 +6,12 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"runtime"
 	"strings"
+	"sync"
 
+	"github.com/styrmin/styrmin/drivers"
+	"github.com/styrmin/styrmin/resolver"
 	"sigs.k8s.io/yaml"
 )
 
@@ -305,4 +309,276 @@ func heldWaiting(h Held) string {
 		return " (a change waits)"
 	}
 	return ""
+}
+
+// waveSummary is one line of the plan's waves: which, how many, the
+// first deployments.
+func waveSummary(w Wave) string {
+	s := fmt.Sprintf("%s wave %d of %d", w.Cluster, w.Wave, w.Waves)
+	if w.Group != "" {
+		s += " (environment " + w.Group + ")"
+	}
+	s += fmt.Sprintf(": %d %s", len(w.Deployments), map[bool]string{true: "deployment", false: "deployments"}[len(w.Deployments) == 1])
+	if w.Wave > 1 && w.Pause != "" {
+		s += ", " + w.Pause + " after the wave before"
+	}
+	return s + ": " + idList(w.Deployments, 5, func(s string) string { return s })
+}
+
+// waveLine says when a wave starts, for the renderers.
+func waveLine(w *WaveRef) string {
+	s := fmt.Sprintf("wave %d of %d", w.Wave, w.Waves)
+	if w.Group != "" {
+		s += " of environment " + w.Group
+	}
+	if w.Wave == 1 {
+		return s + ": starts at once"
+	}
+	s += fmt.Sprintf(": starts when every deployment of wave %d succeeded and is Ready", w.Wave-1)
+	if w.Pause != "" {
+		s += ", then " + w.Pause + " later"
+	}
+	return s
+}
+
+// parallel runs f(0..n-1) on up to p goroutines (p <= 0: GOMAXPROCS).
+func parallel(n, p int, f func(int)) {
+	if p <= 0 {
+		p = runtime.GOMAXPROCS(0)
+	}
+	if p > n {
+		p = n
+	}
+	if p <= 1 {
+		for i := 0; i < n; i++ {
+			f(i)
+		}
+		return
+	}
+	var wg sync.WaitGroup
+	next := make(chan int)
+	for w := 0; w < p; w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range next {
+				f(i)
+			}
+		}()
+	}
+	for i := 0; i < n; i++ {
+		next <- i
+	}
+	close(next)
+	wg.Wait()
+}
+
+// deletionRail applies resolver.DeletionRule, the rule lock applies too.
+func deletionRail(in Input, opts Options, count int) Deletions {
+	var settings resolver.RepoSettings
+	if in.Repo != nil {
+		settings = in.Repo.Settings
+	}
+	r := resolver.DeletionRule(settings, opts.DeletionThreshold, opts.AllowDeletions, count)
+	return Deletions{Count: r.Count, Threshold: r.Threshold, Allowed: r.Allowed, Refused: r.Refused}
+}
+
+// planOne plans one lock change: workflow, refs, path diff, actions and
+// the manifest diff. Causes are filled in later (attribution reads files
+// and is cheap; this part renders charts and runs in parallel).
+func planOne(in Input, opts Options, c resolver.LockChange) (*Deployment, error) {
+	prev, next := c.Previous, c.Next
+	if prev != nil && prev.Tombstone() {
+		prev = nil
+	}
+	if next != nil && next.Tombstone() {
+		next = nil
+	}
+	w := SelectWorkflow(prev, next)
+	d := &Deployment{
+		ID:           c.ID.String(),
+		Cluster:      c.ID.Cluster,
+		Environment:  c.ID.Environment,
+		Name:         c.ID.Name,
+		Workflow:     w,
+		ToSequence:   c.Next.Sequence,
+		Causes:       []Cause{},
+		Changes:      []Change{},
+		Actions:      []Action{},
+		Manifests:    ManifestDiff{Objects: []ObjectDiff{}},
+		FromSequence: 0,
+		After:        c.Next.After,
+		Internal:     c.Next.Internal,
+	}
+	if r := c.Next.Rollout; r != nil {
+		d.Wave = &WaveRef{Wave: r.Wave, Waves: r.Waves, Group: r.Group, Pause: r.Pause}
+	}
+	if c.Previous != nil {
+		d.FromSequence = c.Previous.Sequence
+	}
+	var oldDrv, newDrv *drivers.Driver
+	var missing []string
+	if prev != nil {
+		d.From = refOfInstance(prev)
+		d.Namespace = namespaceOf(prev)
+		var ok bool
+		if oldDrv, ok = in.Drivers.Driver(prev.Driver); !ok {
+			missing = append(missing, fmt.Sprintf("driver %s@%s (%s) of the locked instance is not available", prev.Driver.Name, prev.Driver.Version, prev.Driver.Digest))
+		}
+	}
+	if next != nil {
+		d.To = refOfInstance(next)
+		d.Namespace = namespaceOf(next)
+		var ok bool
+		if newDrv, ok = in.Drivers.Driver(next.Driver); !ok {
+			missing = append(missing, fmt.Sprintf("driver %s@%s (%s) is not available", next.Driver.Name, next.Driver.Version, next.Driver.Digest))
+		}
+	}
+
+	// Both sides hold placeholders where sensitive values were (a lock
+	// from before placeholders holds them in clear: it is shown from a
+	// copy with placeholders), so nothing rendered below can hold a value
+	// in any form. The maskers then only hide the placeholders.
+	hidden := sensitiveParams(oldDrv, newDrv)
+	prev, err := resolver.WithPlaceholders(prev, oldDrv, hidden)
+	if err != nil {
+		return nil, err
+	}
+	if next, err = resolver.WithPlaceholders(next, newDrv, hidden); err != nil {
+		return nil, err
+	}
+	// What the agent renders comes from the lockfile, so both sides are
+	// taken through the JSON form a lockfile holds.
+	oldSide, err := sideOf(prev)
+	if err != nil {
+		return nil, err
+	}
+	newSide, err := sideOf(next)
+	if err != nil {
+		return nil, err
+	}
+	masks := newMaskers(sensitiveParams(oldDrv, newDrv), oldSide.params(), newSide.params())
+	if w != WorkflowDelete {
+		secret := secretParams(oldDrv, newDrv)
+		sensitive := sensitiveParams(oldDrv, newDrv)
+		td := &treeDiff{masks: masks, rule: func(segs []pathSegment) (bool, bool, bool) {
+			if len(segs) == 3 && segs[0].key == "context" && segs[1].key == "parameters" && !segs[2].isIdx {
+				n := segs[2].key
+				return secret[n] || sensitive[n], sensitive[n], secret[n]
+			}
+			return false, false, false
+		}}
+		td.diff(nil, oldSide.tree, newSide.tree, prev != nil, next != nil)
+		d.Changes = td.out
+		d.rawPaths = td.segs
+	}
+
+	actionDriver := newDrv
+	if w == WorkflowDelete {
+		actionDriver = oldDrv
+	}
+	d.Actions = Actions(w, actionDriver)
+	if d.Actions == nil {
+		d.Actions = []Action{}
+	}
+
+	if opts.SkipManifests {
+		return d, nil
+	}
+	if len(missing) > 0 {
+		d.Manifests.Error = strings.Join(missing, "; ")
+		return d, nil
+	}
+	var oldM, newM *drivers.Manifests
+	if prev != nil {
+		if oldM, err = oldDrv.Render(oldSide.ctx, oldSide.values); err != nil {
+			d.Manifests.Error = "rendering the locked instance: " + err.Error()
+			return d, nil
+		}
+	}
+	if next != nil {
+		if newM, err = newDrv.Render(newSide.ctx, newSide.values); err != nil {
+			d.Manifests.Error = "rendering the new instance: " + err.Error()
+			return d, nil
+		}
+	}
+	md, err := diffManifests(oldM, newM, masks)
+	if err != nil {
+		d.Manifests.Error = err.Error()
+		return d, nil
+	}
+	if md.Objects == nil {
+		md.Objects = []ObjectDiff{}
+	}
+	d.Manifests = md
+	return d, nil
+}
+
+func refOfInstance(in *resolver.Instance) *InstanceRef {
+	return &InstanceRef{
+		Sequence:      in.Sequence,
+		Digest:        in.Digest,
+		Driver:        in.Driver.Name,
+		DriverVersion: in.Driver.Version,
+		DriverDigest:  in.Driver.Digest,
+		AppVersion:    in.AppVersion,
+	}
+}
+
+func namespaceOf(in *resolver.Instance) string {
+	if in.Context == nil {
+		return ""
+	}
+	return in.Context.Deployment.Namespace
+}
+
+// side is one instance as the agent would read it from its lockfile: the
+// context and values for rendering, and the normalized tree for diffing.
+type side struct {
+	ctx    drivers.Context
+	values map[string]any
+	tree   any // {"context": …, "values": …}
+}
+
+func (s side) params() map[string]any { return s.ctx.Parameters }
+
+func sideOf(in *resolver.Instance) (side, error) {
+	var s side
+	if in == nil {
+		return s, nil
+	}
+	// The lockfile is YAML read into JSON types: numbers become float64.
+	type doc struct {
+		Context *drivers.Context `json:"context,omitempty"`
+		Values  map[string]any   `json:"values,omitempty"`
+	}
+	var lock doc
+	b, err := json.Marshal(doc{in.Context, in.Values})
+	if err != nil {
+		return s, fmt.Errorf("planner: %s: %w", in.ID, err)
+	}
+	if err := json.Unmarshal(b, &lock); err != nil {
+		return s, fmt.Errorf("planner: %s: %w", in.ID, err)
+	}
+	if lock.Context != nil {
+		s.ctx = *lock.Context
+	}
+	s.values = lock.Values
+	// The same bytes, with exact numbers, for diffing.
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.UseNumber()
+	var tree any
+	if err := dec.Decode(&tree); err != nil {
+		return s, fmt.Errorf("planner: %s: %w", in.ID, err)
+	}
+	s.tree = tree
+	return s, nil
+}
+
+// upperFirst capitalises the first letter of s (ASCII).
+func upperFirst(s string) string {
+	if s == "" || s[0] < 'a' || s[0] > 'z' {
+		return s
+	}
+	return string(s[0]-'a'+'A') + s[1:]
 }

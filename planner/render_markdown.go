@@ -75,6 +75,14 @@ func RenderMarkdown(w io.Writer, p *Plan, o RenderOptions) error {
 		b.WriteString("\n")
 	}
 
+	if len(p.Waves) > 0 {
+		b.WriteString("**Waves** (each starts when the one before succeeded and is Ready; a failure stops the rest)\n\n")
+		for _, w := range p.Waves {
+			fmt.Fprintf(&b, "- %s\n", mdCell(waveSummary(w)))
+		}
+		b.WriteString("\n")
+	}
+
 	if len(p.Held) > 0 {
 		b.WriteString("**Held** (they keep their lock until the hold is lifted)\n\n")
 		for _, h := range p.Held {
@@ -118,9 +126,12 @@ func writeMarkdownDeployment(b *bytes.Buffer, d *Deployment, o RenderOptions) {
 		}
 		b.WriteString("\n\n")
 	}
-	if len(d.After) > 0 {
-		parts := make([]string, len(d.After))
-		for i, a := range d.After {
+	if d.Wave != nil {
+		fmt.Fprintf(b, "%s.\n\n", mdCell(upperFirst(waveLine(d.Wave))))
+	}
+	if len(d.otherAfter) > 0 {
+		parts := make([]string, len(d.otherAfter))
+		for i, a := range d.otherAfter {
 			parts[i] = mdCode(a)
 		}
 		fmt.Fprintf(b, "Runs after %s (each Ready first).\n\n", strings.Join(parts, ", "))

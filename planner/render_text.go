@@ -96,6 +96,13 @@ func RenderText(w io.Writer, p *Plan, o RenderOptions) error {
 		}
 	}
 
+	if len(p.Waves) > 0 {
+		t.printf("\n%s\n", t.paint(ansiBold, "Waves (each starts when the one before succeeded and is Ready; a failure stops the rest):"))
+		for _, w := range p.Waves {
+			t.printf("  %s\n", waveSummary(w))
+		}
+	}
+
 	if len(p.Held) > 0 {
 		t.printf("\n%s\n", t.paint(ansiBold, "Held (they keep their lock until the hold is lifted):"))
 		for _, h := range p.Held {
@@ -142,8 +149,11 @@ func writeTextDeployment(t *textWriter, d *Deployment, o RenderOptions) {
 		}
 		t.printf("\n")
 	}
-	if len(d.After) > 0 {
-		t.printf("  runs after: %s (each Ready first)\n", strings.Join(d.After, ", "))
+	if d.Wave != nil {
+		t.printf("  %s\n", waveLine(d.Wave))
+	}
+	if len(d.otherAfter) > 0 {
+		t.printf("  runs after: %s (each Ready first)\n", strings.Join(d.otherAfter, ", "))
 	}
 	if len(d.Causes) > 0 {
 		t.printf("  cause:\n")

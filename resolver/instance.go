@@ -126,6 +126,9 @@ type Rollout struct {
 	Wave  int    `json:"wave"`
 	Waves int    `json:"waves"`
 	Pause string `json:"pause,omitempty"`
+	// Group names the chain of waves: "" for the cluster's, an
+	// environment's name for one with a rollout of its own.
+	Group string `json:"group,omitempty"`
 }
 
 // AfterRef is "ID@SEQ": the instance of a deployment at a sequence.

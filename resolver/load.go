@@ -42,6 +42,8 @@ const (
 type Repository struct {
 	Settings RepoSettings
 	Clusters []*Cluster // sorted by name
+	// rollout is Settings.Rollout, checked.
+	rollout *parsedRollout
 }
 
 // RepoSettings is styrmin.cue.
@@ -49,6 +51,8 @@ type RepoSettings struct {
 	Drivers           []DriverSource `json:"drivers,omitempty"`
 	DeletionThreshold *int           `json:"deletionThreshold,omitempty"`
 	Limits            *DriverLimits  `json:"limits,omitempty"`
+	// Rollout splits every cluster's fan-outs into health-gated waves.
+	Rollout *RolloutSettings `json:"rollout,omitempty"`
 }
 
 // DriverLimits is the limits block of styrmin.cue: the bounds every
@@ -114,6 +118,9 @@ type Environment struct {
 	Settings    map[string]any
 	Deployments []*Deployment // sorted by name
 	pos         map[string]token.Position
+	// rollout is the environment's own rollout block, checked (nil: the
+	// repository's applies).
+	rollout *parsedRollout
 }
 
 // Deployment is one deployment file.
@@ -316,10 +323,12 @@ func (l *Loader) LoadSettings(fsys fs.FS) (RepoSettings, error) {
 // Load reads the whole desired-state configuration of a repository.
 func (l *Loader) Load(fsys fs.FS) (*Repository, error) {
 	repo := &Repository{}
+	settingsFile := ""
 	if f, err := configFile(fsys, ".", "styrmin"); err == nil {
 		if err := l.LoadFile(fsys, f, "#Repo", &repo.Settings); err != nil {
 			return nil, err
 		}
+		settingsFile = f
 	}
 	clusters, err := subdirs(fsys, "clusters")
 	if err != nil {
@@ -336,6 +345,15 @@ func (l *Loader) Load(fsys fs.FS) (*Repository, error) {
 	}
 	if len(errs) > 0 {
 		return nil, errors.Join(errs...)
+	}
+	envs := map[string]bool{}
+	for _, c := range repo.Clusters {
+		for _, e := range c.Environments {
+			envs[e.Name] = true
+		}
+	}
+	if repo.rollout, err = checkRollout(settingsFile, repo.Settings.Rollout, envs); err != nil {
+		return nil, err
 	}
 	return repo, nil
 }
@@ -387,6 +405,9 @@ func (l *Loader) loadEnvironment(fsys fs.FS, cluster, name string) (*Environment
 		delete(e.Settings, "namespacePrefix")
 	}
 	if e.Policy, err = takePolicy(f, e.Settings); err != nil {
+		return nil, err
+	}
+	if e.rollout, err = takeRollout(f, e.Settings, nil); err != nil {
 		return nil, err
 	}
 	ddir := path.Join(dir, "deployments")

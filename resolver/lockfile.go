@@ -6,6 +6,8 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"slices"
+	"time"
 
 	"sigs.k8s.io/yaml"
 )
@@ -54,18 +56,68 @@ func checksumOf(in *Instance) (string, error) {
 	return "sha256:" + hex.EncodeToString(sum[:]), nil
 }
 
+// canonicalChecksum reports whether data is a lockfile exactly as
+// EncodeLock writes it for checksum: the header, then the instance's
+// canonical encoding with the checksum line among its sorted top-level
+// keys. Then the bytes without that line are what the checksum covers,
+// and hashing them spares re-encoding the instance (most of a lockfile's
+// decoding time). Anything else (a file reformatted by hand, say) takes
+// the full check.
+func canonicalChecksum(data []byte, checksum string) bool {
+	body, ok := bytes.CutPrefix(data, []byte(lockHeader))
+	if !ok {
+		return false
+	}
+	line := []byte("\nchecksum: " + checksum + "\n")
+	i := bytes.Index(body, line)
+	if i < 0 {
+		return false
+	}
+	h := sha256.New()
+	h.Write(body[:i+1])
+	h.Write(body[i+len(line):])
+	return "sha256:"+hex.EncodeToString(h.Sum(nil)) == checksum
+}
+
 // EncodeLock returns the canonical lockfile of an instance: same instance,
 // same bytes.
 func EncodeLock(in *Instance) ([]byte, error) {
-	sum, err := checksumOf(in)
+	b, err := canonical(in)
 	if err != nil {
 		return nil, fmt.Errorf("encode lock %s: %w", in.ID, err)
 	}
-	b, err := canonical(lockDocument{Instance: *in, Checksum: sum})
-	if err != nil {
-		return nil, fmt.Errorf("encode lock %s: %w", in.ID, err)
+	h := sha256.Sum256(b)
+	line := "checksum: sha256:" + hex.EncodeToString(h[:]) + "\n"
+	// The document is the instance with its checksum among the sorted
+	// top-level keys: insert the line rather than encode it all again.
+	at := checksumPosition(b)
+	out := make([]byte, 0, len(lockHeader)+len(b)+len(line))
+	out = append(out, lockHeader...)
+	out = append(out, b[:at]...)
+	out = append(out, line...)
+	return append(out, b[at:]...), nil
+}
+
+// keysBeforeChecksum are the top-level keys of an instance that sort
+// before "checksum" (TestEncodeLockIsTheCanonicalDocument keeps the list
+// true).
+var keysBeforeChecksum = []string{"after:", "apiVersion:", "appVersion:"}
+
+// checksumPosition is where the checksum line goes in an instance's
+// canonical encoding: before the first top-level key after it.
+func checksumPosition(b []byte) int {
+	for at := 0; at < len(b); {
+		line := b[at:]
+		if i := bytes.IndexByte(line, '\n'); i >= 0 {
+			line = line[:i+1]
+		}
+		top := line[0] != ' ' && line[0] != '-'
+		if top && !slices.ContainsFunc(keysBeforeChecksum, func(k string) bool { return bytes.HasPrefix(line, []byte(k)) }) {
+			return at
+		}
+		at += len(line)
 	}
-	return append([]byte(lockHeader), b...), nil
+	return len(b)
 }
 
 // DecodeLock parses a lockfile and verifies its checksum. path is used in
@@ -91,12 +143,14 @@ func DecodeLock(path string, data []byte) (*Instance, error) {
 	if doc.Checksum == "" {
 		return nil, fmt.Errorf("%s: field checksum: missing", path)
 	}
-	sum, err := checksumOf(&in)
-	if err != nil {
-		return nil, fmt.Errorf("%s: %w", path, err)
-	}
-	if sum != doc.Checksum {
-		return nil, &HandEditError{Path: path, Want: doc.Checksum, Computed: sum}
+	if !canonicalChecksum(data, doc.Checksum) {
+		sum, err := checksumOf(&in)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", path, err)
+		}
+		if sum != doc.Checksum {
+			return nil, &HandEditError{Path: path, Want: doc.Checksum, Computed: sum}
+		}
 	}
 	if want := in.ID.LockPath(); path != "" && !bytes.HasSuffix([]byte(path), []byte(want)) {
 		return nil, fmt.Errorf("%s: field deployment: the lockfile names %s, whose lockfile is %s", path, in.ID, want)
@@ -113,6 +167,14 @@ func DecodeLock(path string, data []byte) (*Instance, error) {
 			return nil, fmt.Errorf("%s: field after[%d]: %q: an instance cannot run after its own deployment", path, i, a)
 		case id.Cluster != in.ID.Cluster:
 			return nil, fmt.Errorf("%s: field after[%d]: %q: expected a deployment of cluster %s (one agent orders only its own cluster)", path, i, a, in.ID.Cluster)
+		}
+	}
+	if r := in.Rollout; r != nil {
+		if r.Waves < 2 || r.Waves > MaxWaves || r.Wave < 1 || r.Wave > r.Waves {
+			return nil, fmt.Errorf("%s: field rollout: wave %d of %d: expected a wave from 1 to a number of waves from 2 to %d", path, r.Wave, r.Waves, MaxWaves)
+		}
+		if d, err := time.ParseDuration(r.Pause); r.Pause != "" && (err != nil || d < 0) {
+			return nil, fmt.Errorf("%s: field rollout.pause: %q: expected a duration such as \"30s\"", path, r.Pause)
 		}
 	}
 	return &in, nil

@@ -4,15 +4,26 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"runtime"
 	"slices"
 	"sort"
 	"strings"
+	"sync"
+	"sync/atomic"
 )
 
 // LoadLocks reads every lockfile under locks/. A missing folder is an
 // empty set; a hand-edited or malformed lockfile is an error naming it.
+// The files are decoded on every core: a plan or a lock of a large
+// cluster reads thousands.
 func LoadLocks(fsys fs.FS) (map[ID]*Instance, error) {
-	out := map[ID]*Instance{}
+	type entry struct {
+		path string
+		id   ID
+		in   *Instance
+		err  error
+	}
+	var entries []*entry
 	var errs []error
 	err := fs.WalkDir(fsys, lockDir, func(p string, d fs.DirEntry, err error) error {
 		if err != nil {
@@ -33,21 +44,65 @@ func LoadLocks(fsys fs.FS) (map[ID]*Instance, error) {
 			errs = append(errs, &ConfigError{File: p, Msg: "unexpected file under locks/: expected locks/<cluster>/<environment>/<name>.lock.yaml"})
 			return nil
 		}
-		in, err := ReadLock(fsys, p)
-		if err != nil {
-			errs = append(errs, err)
-			return nil
-		}
-		out[id] = in
+		entries = append(entries, &entry{path: p, id: id})
 		return nil
 	})
 	if err != nil {
 		return nil, fmt.Errorf("read %s: %w", lockDir, err)
 	}
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	for range min(runtime.GOMAXPROCS(0), len(entries)) {
+		wg.Go(func() {
+			for i := int(next.Add(1)) - 1; i < len(entries); i = int(next.Add(1)) - 1 {
+				e := entries[i]
+				e.in, e.err = ReadLock(fsys, e.path)
+			}
+		})
+	}
+	wg.Wait()
+	out := make(map[ID]*Instance, len(entries))
+	for _, e := range entries {
+		if e.err != nil {
+			errs = append(errs, e.err)
+			continue
+		}
+		out[e.id] = e.in
+	}
 	if len(errs) > 0 {
 		return nil, errors.Join(errs...)
 	}
+	if err := checkAfters(out); err != nil {
+		return nil, err
+	}
 	return out, nil
+}
+
+// checkAfters refuses an after entry that names a deployment without a
+// lock, or an instance its lock has not reached: the task would wait for
+// something that never runs.
+func checkAfters(locks map[ID]*Instance) error {
+	ids := make([]ID, 0, len(locks))
+	for id := range locks {
+		ids = append(ids, id)
+	}
+	SortIDs(ids)
+	var errs []error
+	for _, id := range ids {
+		for i, a := range locks[id].After {
+			peer, seq, err := ParseAfter(a)
+			if err != nil {
+				continue // DecodeLock refused it already
+			}
+			switch p := locks[peer]; {
+			case p == nil:
+				errs = append(errs, &ConfigError{File: id.LockPath(), Field: fmt.Sprintf("after[%d]", i), Msg: fmt.Sprintf("%q: no deployment %s is locked (expected an instance of a locked deployment)", a, peer)})
+			case p.Sequence < seq:
+				errs = append(errs, &ConfigError{File: id.LockPath(), Field: fmt.Sprintf("after[%d]", i), Msg: fmt.Sprintf("%q: %s is locked at sequence %d (expected an instance up to it, not a later one)", a, peer, p.Sequence)})
+			}
+		}
+	}
+	return errors.Join(errs...)
 }
 
 // LockChange is one lockfile to write: a new instance (or tombstone) with

@@ -65,6 +65,8 @@ type Result struct {
 	// Held maps the deployments on hold to the reason: they keep their
 	// current lock.
 	Held map[ID]string
+	// rollout is how fan-outs split into waves (nil: they do not).
+	rollout *rolloutConfig
 }
 
 // Err joins the per-deployment errors, nil when there are none.
@@ -110,7 +112,7 @@ type pending struct {
 // endpoints; the second pass hands every deployment the endpoints of the
 // siblings it connects to and evaluates the driver's values.
 func Resolve(repo *Repository, opts Options) *Result {
-	out := &Result{Present: map[ID]bool{}, Held: map[ID]string{}}
+	out := &Result{Present: map[ID]bool{}, Held: map[ID]string{}, rollout: rolloutConfigOf(repo)}
 	if opts.Catalog == nil {
 		opts.Catalog = drivers.NewCatalog()
 	}
@@ -172,7 +174,7 @@ func Resolve(repo *Repository, opts Options) *Result {
 		if j.err != nil || (opts.Only != nil && !opts.Only[j.d.ID]) {
 			return
 		}
-		second[i] = secondPass(j.e, j.p, byEnv[j.e])
+		second[i] = secondPass(j.e, j.p, byEnv[j.e], opts.Locks[j.d.ID])
 	})
 	resolveInternal(repo, opts, nsErrs, out)
 	for i, j := range jobs {
@@ -529,7 +531,7 @@ func flatten(err error) []error {
 	return []error{err}
 }
 
-func secondPass(e *Environment, p *pending, byName map[string]*pending) error {
+func secondPass(e *Environment, p *pending, byName map[string]*pending, locked *Instance) error {
 	d := p.res.Deployment
 	if cycle := connectsCycle(e, d); cycle != nil {
 		return d.errorAt("connects", "connects make a cycle ("+strings.Join(cycle, " → ")+"): a new deployment waits until the deployments it connects to are Ready, so one of them must not connect back", nil)
@@ -571,6 +573,18 @@ func secondPass(e *Environment, p *pending, byName map[string]*pending) error {
 	}
 	in := p.res.Instance
 	in.Values = values
+	dg, err := in.ComputeDigest()
+	if err != nil {
+		return err
+	}
+	in.Digest = dg
+	if locked != nil && !locked.Tombstone() && locked.Digest == dg {
+		// The locked instance is this one: it passed the check when it
+		// was locked, and the digest covers the driver, the policy (in
+		// the context) and the values. A lock or plan of a large
+		// repository renders only what changed.
+		return nil
+	}
 	// The policy is checked on what the agent will apply, so a chart that
 	// reaches out of its environment fails here, at lock time, and keeps
 	// its previous lock, rather than in the cluster. A chart that does
@@ -581,11 +595,6 @@ func secondPass(e *Environment, p *pending, byName map[string]*pending) error {
 			return fmt.Errorf("%s: %w", e.File, err)
 		}
 	}
-	dg, err := in.ComputeDigest()
-	if err != nil {
-		return err
-	}
-	in.Digest = dg
 	return nil
 }
 

@@ -39,6 +39,24 @@ import "strings"
 		// chartBytes: the most the subchart archives may unpack to.
 		chartBytes?: int & >0
 	}
+	// rollout splits every cluster's fan-outs into health-gated waves
+	// (the loader checks the values, for errors that say what to write).
+	rollout?: #RepoRollout
+}
+
+#RepoRollout: {
+	#Rollout
+	// order runs a fan-out environment by environment.
+	order?: [...string]
+}
+
+#Rollout: {
+	// waves: a number of waves, or the share each takes ("10%").
+	waves?: number | string
+	// gate: what opens the next wave; "ready".
+	gate?: string
+	// pause after the gate opened, a Go duration.
+	pause?: string
 }
 
 #DriverSource: {
@@ -99,6 +117,9 @@ import "strings"
 	// namespacePrefix prefixes the namespace of every deployment of the
 	// environment; it defaults to the environment's name.
 	namespacePrefix?: #Name
+	// rollout splits the environment's share of a fan-out into waves of
+	// its own.
+	rollout?: #Rollout
 }
 
 #Deployment: {

@@ -37,6 +37,9 @@ type WorkspaceOptions struct {
 	Used UsedSequences
 	// Progress is Options.Progress of every Resolve of the workspace.
 	Progress func(done, total int)
+	// RenderCache is shared by the renders of the workspace's drivers
+	// (nil: none; CommitLocksWith makes one for its run).
+	RenderCache *drivers.RenderCache
 }
 
 // ConfigPaths are the files and folders of a desired-state repository
@@ -70,7 +73,7 @@ func LoadWorkspace(fsys fs.FS, opts WorkspaceOptions) (*Workspace, error) {
 	if err != nil {
 		return nil, err
 	}
-	dopts := drivers.LoadOptions{MaxFileSize: opts.MaxFileSize, Limits: limits.Merge(opts.DriverLimits), Sandbox: opts.Sandbox}
+	dopts := drivers.LoadOptions{MaxFileSize: opts.MaxFileSize, Limits: limits.Merge(opts.DriverLimits), Sandbox: opts.Sandbox, RenderCache: opts.RenderCache}
 	cat, err := drivers.LoadCatalog(fsys, "drivers", dopts)
 	if err != nil {
 		return nil, err

@@ -110,6 +110,9 @@ type deploymentStatus struct {
 	// Internal is the service an internal deployment provides (ingress);
 	// absent for applications.
 	Internal string `json:"internal,omitempty"`
+	// Waiting says why the locked instance's task has not started: the
+	// instances it runs after (a wave before, what it connects to).
+	Waiting string `json:"waiting,omitempty"`
 }
 
 // sourceStatus is the sync position of an agent.
@@ -178,11 +181,44 @@ func collectStatus(ctx context.Context, c client.Reader, namespace string) (clus
 		}
 		out.Sources = append(out.Sources, ss)
 	}
+	waiting, err := waitingTasks(ctx, c, namespace)
+	if err != nil {
+		return out, err
+	}
 	for i := range sds.Items {
-		out.Deployments = append(out.Deployments, summarizeDeployment(&sds.Items[i]))
+		d := summarizeDeployment(&sds.Items[i])
+		if t := waiting[sds.Items[i].Namespace]; t != nil && t.Spec.ToSequence > d.ActiveSequence {
+			msg := apimeta.FindStatusCondition(t.Status.Conditions, v1alpha1.ConditionReady).Message
+			d.Waiting = fmt.Sprintf("sequence %d: %s", t.Spec.ToSequence, msg)
+			d.Reason, d.Message = v1alpha1.ReasonWaitingForOrder, d.Waiting
+		}
+		out.Deployments = append(out.Deployments, d)
 	}
 	slices.SortFunc(out.Sources, func(a, b sourceStatus) int { return strings.Compare(a.Name, b.Name) })
 	slices.SortFunc(out.Deployments, func(a, b deploymentStatus) int { return strings.Compare(a.Deployment, b.Deployment) })
+	return out, nil
+}
+
+// waitingTasks maps each deployment (by namespace) to its newest task
+// that waits for the order of its lock: the instances it runs after (a
+// wave before, what it connects to). The StyrminDeployment moves to a
+// sequence only when its task starts, so only the tasks tell.
+func waitingTasks(ctx context.Context, c client.Reader, namespace string) (map[string]*v1alpha1.StyrminTask, error) {
+	var tasks v1alpha1.StyrminTaskList
+	if err := c.List(ctx, &tasks, inNamespace(namespace)...); err != nil {
+		return nil, fmt.Errorf("listing StyrminTasks: %w", err)
+	}
+	out := map[string]*v1alpha1.StyrminTask{}
+	for i := range tasks.Items {
+		t := &tasks.Items[i]
+		cond := apimeta.FindStatusCondition(t.Status.Conditions, v1alpha1.ConditionReady)
+		if t.Status.Phase != v1alpha1.TaskPending || cond == nil || cond.Reason != v1alpha1.ReasonWaitingForOrder {
+			continue
+		}
+		if prev := out[t.Namespace]; prev == nil || prev.Spec.ToSequence < t.Spec.ToSequence {
+			out[t.Namespace] = t
+		}
+	}
 	return out, nil
 }
 
@@ -232,7 +268,32 @@ func runStatusAll(ctx context.Context, c client.Reader, w io.Writer, output, nam
 	if err := tw.Flush(); err != nil {
 		return err
 	}
-	return statusTable(out).print(w, output)
+	if err := statusTable(out).print(w, output); err != nil {
+		return err
+	}
+	return printWaiting(w, out.Deployments)
+}
+
+// printWaiting says, under the table, why each deployment behind its lock
+// has not started: the reason column alone does not name what it waits
+// for (a failed wave before, say).
+func printWaiting(w io.Writer, ds []deploymentStatus) error {
+	first := true
+	for _, d := range ds {
+		if d.Waiting == "" {
+			continue
+		}
+		if first {
+			if _, err := fmt.Fprintln(w, "\nwaiting for the order of their lock:"); err != nil {
+				return err
+			}
+			first = false
+		}
+		if _, err := fmt.Fprintf(w, "  %s: %s\n", d.Deployment, d.Waiting); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 func shortCommit(c string) string {

@@ -443,7 +443,11 @@ func releaseDescription(spec *v1alpha1.StyrminDeploymentSpec) string {
 // health reports the components' state. It owns Ready.
 func (r *Reconciler) health(ctx context.Context, rs *reconcileState) error {
 	sd := rs.sd
-	comps, err := health.ComponentStatuses(ctx, r.client, r.apiReader, sd.Status.Inventory)
+	var appliedAt time.Time
+	if rel := sd.Status.Release; rel != nil && rel.LastAppliedTime != nil {
+		appliedAt = rel.LastAppliedTime.Time
+	}
+	comps, err := health.ComponentStatuses(ctx, r.client, r.apiReader, sd.Status.Inventory, appliedAt)
 	if err != nil {
 		return outcome.Retryable(v1alpha1.ReasonHealthCheckFailed, err)
 	}

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"time"
 
 	kstatus "github.com/fluxcd/cli-utils/pkg/kstatus/status"
 
@@ -26,7 +27,7 @@ const OthersComponent = "chart"
 // manager's cache, which watches them) and its judged objects, Jobs and
 // claims (from live, the API server), and sums them up per component. A
 // component with neither (only a Service, say) is ready.
-func ComponentStatuses(ctx context.Context, c, live client.Reader, inventory []v1alpha1.ObjectRef) ([]v1alpha1.ComponentStatus, error) {
+func ComponentStatuses(ctx context.Context, c, live client.Reader, inventory []v1alpha1.ObjectRef, appliedAt time.Time) ([]v1alpha1.ComponentStatus, error) {
 	byName := map[string]*v1alpha1.ComponentStatus{}
 	for _, r := range inventory {
 		judged := drivers.IsJudged(r.APIVersion, r.Kind)
@@ -47,7 +48,15 @@ func ComponentStatuses(ctx context.Context, c, live client.Reader, inventory []v
 		case judged:
 			ws, err = Judged(ctx, live, r)
 		case drivers.IsWorkloadKind(r.APIVersion, r.Kind):
-			ws, err = Workload(ctx, c, r)
+			ws, err = Workload(ctx, c, r, appliedAt)
+			if err == nil && ws.Failed && live != nil {
+				// The cache may not have seen the apply that just changed
+				// the workload: its old generation, fully observed and
+				// past its deadline, reads as failed. A failed workload
+				// stops a task at once, so read the API before saying
+				// so (rare: it costs one read per failed workload).
+				ws, err = Workload(ctx, live, r, appliedAt)
+			}
 		default:
 			continue
 		}
@@ -73,7 +82,7 @@ func ComponentStatuses(ctx context.Context, c, live client.Reader, inventory []v
 // Workload reads one workload (from the manager's cache, which watches
 // them) and tells whether it is ready, and if not why. A workload that
 // does not exist is not ready ("not found").
-func Workload(ctx context.Context, c client.Reader, r v1alpha1.ObjectRef) (v1alpha1.WorkloadStatus, error) {
+func Workload(ctx context.Context, c client.Reader, r v1alpha1.ObjectRef, appliedAt time.Time) (v1alpha1.WorkloadStatus, error) {
 	ws := v1alpha1.WorkloadStatus{Kind: r.Kind, Name: r.Name}
 	key := client.ObjectKey{Namespace: r.Namespace, Name: r.Name}
 	var obj client.Object
@@ -105,7 +114,7 @@ func Workload(ctx context.Context, c client.Reader, r v1alpha1.ObjectRef) (v1alp
 	if err != nil {
 		return ws, fmt.Errorf("read %s: %w", r, err)
 	}
-	if obj != nil && !ws.Ready {
+	if obj != nil && !ws.Ready && !timedOutBefore(obj, appliedAt) {
 		failed(obj, r, &ws)
 	}
 	return ws, nil
@@ -153,6 +162,26 @@ func jobComplete(u *unstructured.Unstructured) bool {
 		m, _ := c.(map[string]any)
 		if m["type"] == "Complete" && m["status"] == "True" {
 			return true
+		}
+	}
+	return false
+}
+
+// timedOutBefore reports whether a Deployment's progress deadline was
+// exceeded before appliedAt (the zero time: never). The deployment
+// controller keeps that verdict until the next rollout makes progress,
+// so right after a fix (a template rolled back to an available
+// ReplicaSet, say) the new generation, observed, still reads as timed
+// out: a verdict on the change before, not on this one. Times are kept
+// to the second; a timeout in the second of the apply counts.
+func timedOutBefore(obj client.Object, appliedAt time.Time) bool {
+	d, ok := obj.(*appsv1.Deployment)
+	if !ok || appliedAt.IsZero() {
+		return false
+	}
+	for _, c := range d.Status.Conditions {
+		if c.Type == appsv1.DeploymentProgressing && c.Reason == "ProgressDeadlineExceeded" {
+			return c.LastUpdateTime.Time.Before(appliedAt.Truncate(time.Second))
 		}
 	}
 	return false

@@ -2,8 +2,10 @@ package health
 
 import (
 	"testing"
+	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/styrmin/styrmin/operator/api/v1alpha1"
@@ -60,5 +62,35 @@ func TestStatefulSetAndDaemonSetReadiness(t *testing.T) {
 	daemonSetReady(d, &ws)
 	if ws.Ready {
 		t.Fatal("a DaemonSet with a pod not ready is ready")
+	}
+}
+
+// TestAProgressDeadlineExceededBeforeTheApplyIsNoVerdictOnIt: the
+// deployment controller keeps a timeout until the next rollout makes
+// progress, so a timeout from before the apply is not a failure of what
+// was applied; one at or after it is.
+func TestAProgressDeadlineExceededBeforeTheApplyIsNoVerdictOnIt(t *testing.T) {
+	applied := time.Date(2026, 12, 1, 18, 0, 10, 500_000_000, time.UTC)
+	timedOut := func(at time.Time) *appsv1.Deployment {
+		return &appsv1.Deployment{Status: appsv1.DeploymentStatus{Conditions: []appsv1.DeploymentCondition{{
+			Type: appsv1.DeploymentProgressing, Status: corev1.ConditionFalse, Reason: "ProgressDeadlineExceeded",
+			LastUpdateTime: metav1.NewTime(at),
+		}}}}
+	}
+	for _, tc := range []struct {
+		name      string
+		d         *appsv1.Deployment
+		appliedAt time.Time
+		stale     bool
+	}{
+		{"timed out seconds before the apply", timedOut(applied.Add(-5 * time.Second)), applied, true},
+		{"timed out in the second of the apply", timedOut(applied.Truncate(time.Second)), applied, false},
+		{"timed out after the apply", timedOut(applied.Add(2 * time.Second)), applied, false},
+		{"no apply time known", timedOut(applied.Add(-5 * time.Second)), time.Time{}, false},
+		{"progressing", &appsv1.Deployment{}, applied, false},
+	} {
+		if got := timedOutBefore(tc.d, tc.appliedAt); got != tc.stale {
+			t.Errorf("%s: timedOutBefore = %v, want %v", tc.name, got, tc.stale)
+		}
 	}
 }

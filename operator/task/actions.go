@@ -539,13 +539,19 @@ func (r *Reconciler) jobLogs(ctx context.Context, run *taskRun, job *batchv1.Job
 // `kubectl rollout status` tells it). A missing workload is not ready.
 func (r *Reconciler) waitReady(ctx context.Context, run *taskRun, step drivers.Step) (actionOutcome, error) {
 	var lines, waiting []string
+	// A progress deadline exceeded before the task started is a verdict
+	// on the instance before (see health.Workload).
+	var since time.Time
+	if run.task.Status.StartedAt != nil {
+		since = run.task.Status.StartedAt.Time
+	}
 	for _, comp := range step.Components {
 		ws, err := r.componentWorkloads(ctx, run, comp)
 		if err != nil {
 			return actionOutcome{}, err
 		}
 		for _, w := range ws {
-			st, err := health.Workload(ctx, r.opts.Client, v1alpha1.ObjectRef{APIVersion: "apps/v1", Kind: w.Kind, Namespace: run.task.Spec.Namespace, Name: w.Name})
+			st, err := health.Workload(ctx, r.opts.Client, v1alpha1.ObjectRef{APIVersion: "apps/v1", Kind: w.Kind, Namespace: run.task.Spec.Namespace, Name: w.Name}, since)
 			if err != nil {
 				return actionOutcome{}, err
 			}

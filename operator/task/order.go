@@ -23,72 +23,114 @@ const orderPollInterval = 2 * time.Second
 // active sequence reached it and it is Ready. The order is in the lock,
 // so an agent restarted between two of them keeps it. A peer whose task
 // failed holds this one back, saying so, until a fix commit or a retry
-// makes the peer Ready; a peer deleted since holds nothing back.
+// makes the peer Ready; a peer deleted since holds nothing back. An
+// instance in a wave (Rollout) then waits the wave's pause, counted from
+// when the last of them became Ready: from the cluster's state, so an
+// agent restarted meanwhile waits no longer and no shorter.
 func (r *Reconciler) awaitOrder(ctx context.Context, run *taskRun) (phaseResult, error) {
 	t := run.task
 	if t.Status.Phase != v1alpha1.TaskPending || run.instance == nil {
 		return phaseResult{}, nil
 	}
+	var gateOpened time.Time
 	for _, a := range run.instance.After {
 		id, seq, err := resolver.ParseAfter(a)
 		if err != nil {
 			// The lockfile's decoding refuses these; a task says so.
 			return r.failTask(ctx, run, v1alpha1.ReasonLockMismatch, fmt.Sprintf("lock %s: after: %v", t.Spec.Lock.Path, err))
 		}
-		done, why, err := r.peerRan(ctx, id, seq)
+		peer, err := r.peerRan(ctx, id, seq)
 		if err != nil {
 			return phaseResult{}, err
 		}
-		if done {
+		if peer.done {
+			if peer.readySince.After(gateOpened) {
+				gateOpened = peer.readySince
+			}
 			continue
 		}
-		msg := "waiting for " + a + ": " + why
-		if c := apimeta.FindStatusCondition(t.Status.Conditions, v1alpha1.ConditionReady); c == nil || c.Message != msg || run.planUnwritten {
-			setTaskConditions(t, v1alpha1.ReasonWaitingForOrder, msg)
-			if err := r.writeStatus(ctx, run); err != nil {
-				return phaseResult{}, err
-			}
+		return r.waitForOrder(ctx, run, "waiting for "+a+": "+peer.why, orderPollInterval)
+	}
+	if ro := run.instance.Rollout; ro != nil && ro.Pause != "" && !gateOpened.IsZero() {
+		pause, err := time.ParseDuration(ro.Pause)
+		if err != nil {
+			return r.failTask(ctx, run, v1alpha1.ReasonLockMismatch, fmt.Sprintf("lock %s: rollout.pause: %v", t.Spec.Lock.Path, err))
 		}
-		run.log.V(1).Info("waiting for an instance it runs after", "after", a, "why", why)
-		return phaseResult{stop: true, after: orderPollInterval}, nil
+		if left := time.Until(gateOpened.Add(pause)); left > 0 {
+			until := gateOpened.Add(pause).UTC().Format(time.RFC3339)
+			return r.waitForOrder(ctx, run, fmt.Sprintf("the wave before is Ready; pausing %s, until %s", ro.Pause, until), min(left, orderPollInterval))
+		}
 	}
 	return phaseResult{}, nil
 }
 
+// waitForOrder records why the task waits (once per change of reason)
+// and looks again after the interval.
+func (r *Reconciler) waitForOrder(ctx context.Context, run *taskRun, why string, after time.Duration) (phaseResult, error) {
+	t := run.task
+	msg := why
+	if ro := run.instance.Rollout; ro != nil {
+		msg = fmt.Sprintf("wave %d of %d: %s", ro.Wave, ro.Waves, why)
+	}
+	if c := apimeta.FindStatusCondition(t.Status.Conditions, v1alpha1.ConditionReady); c == nil || c.Message != msg || run.planUnwritten {
+		setTaskConditions(t, v1alpha1.ReasonWaitingForOrder, msg)
+		if err := r.writeStatus(ctx, run); err != nil {
+			return phaseResult{}, err
+		}
+	}
+	run.log.V(1).Info("waiting for the instances it runs after", "why", msg)
+	return phaseResult{stop: true, after: after}, nil
+}
+
+// peerState is what awaitOrder learns of one instance it runs after.
+type peerState struct {
+	done bool
+	// readySince is when the peer became Ready at that instance or later
+	// (done only): when its task ended, or its Ready condition turned
+	// true, whichever is later.
+	readySince time.Time
+	why        string
+}
+
 // peerRan tells whether deployment id ran its instance seq and is Ready,
 // and if not, why.
-func (r *Reconciler) peerRan(ctx context.Context, id resolver.ID, seq int64) (bool, string, error) {
+func (r *Reconciler) peerRan(ctx context.Context, id resolver.ID, seq int64) (peerState, error) {
 	did := v1alpha1.DeploymentID{Cluster: id.Cluster, Environment: id.Environment, Name: id.Name}
 	var sds v1alpha1.StyrminDeploymentList
 	if err := r.opts.Client.List(ctx, &sds, client.MatchingLabels(did.Labels())); err != nil {
-		return false, "", fmt.Errorf("reading the StyrminDeployment of %s: %w", id, err)
+		return peerState{}, fmt.Errorf("reading the StyrminDeployment of %s: %w", id, err)
 	}
 	if len(sds.Items) == 0 {
-		return false, "its deployment is not created yet", nil
+		return peerState{why: "its deployment is not created yet"}, nil
 	}
 	sd := &sds.Items[0]
 	ready := apimeta.FindStatusCondition(sd.Status.Conditions, v1alpha1.ConditionReady)
 	switch {
 	case sd.Spec.Tombstone():
-		return true, "", nil
+		return peerState{done: true}, nil
 	case sd.Status.ActiveSequence >= seq && ready != nil && ready.Status == metav1.ConditionTrue:
-		return true, "", nil
+		since := ready.LastTransitionTime.Time
+		var active v1alpha1.StyrminTask
+		if err := r.opts.Client.Get(ctx, client.ObjectKey{Namespace: sd.Namespace, Name: v1alpha1.TaskName(id.Name, sd.Status.ActiveSequence)}, &active); err == nil && active.Status.FinishedAt != nil && active.Status.FinishedAt.After(since) {
+			since = active.Status.FinishedAt.Time
+		}
+		return peerState{done: true, readySince: since}, nil
 	case sd.Status.ActiveSequence >= seq:
 		why := "it is not Ready"
 		if ready != nil && ready.Message != "" {
 			why += " (" + ready.Reason + ": " + ready.Message + ")"
 		}
-		return false, why, nil
+		return peerState{why: why}, nil
 	}
 	var peer v1alpha1.StyrminTask
 	err := r.opts.Client.Get(ctx, client.ObjectKey{Namespace: sd.Namespace, Name: v1alpha1.TaskName(id.Name, seq)}, &peer)
 	switch {
 	case err == nil && peer.Status.Phase == v1alpha1.TaskFailed:
-		return false, fmt.Sprintf("its task %s failed (%s); a fix commit or `styrminctl retry %s` lets this one go on", peer.Name, peer.Status.Message, id), nil
+		return peerState{why: fmt.Sprintf("its task %s failed (%s); a fix commit or `styrminctl retry %s` lets this one go on", peer.Name, peer.Status.Message, id)}, nil
 	case err == nil:
-		return false, fmt.Sprintf("its task %s is %s", peer.Name, phaseOrNew(peer.Status.Phase)), nil
+		return peerState{why: fmt.Sprintf("its task %s is %s", peer.Name, phaseOrNew(peer.Status.Phase))}, nil
 	}
-	return false, fmt.Sprintf("its active sequence is %d", sd.Status.ActiveSequence), nil
+	return peerState{why: fmt.Sprintf("its active sequence is %d", sd.Status.ActiveSequence)}, nil
 }
 
 func phaseOrNew(p v1alpha1.TaskPhase) string {

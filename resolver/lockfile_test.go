@@ -1,0 +1,130 @@
+package resolver
+
+import (
+	"bytes"
+	"errors"
+	"os"
+	"testing"
+
+	"github.com/styrmin/styrmin/drivers"
+	"sigs.k8s.io/yaml"
+)
+
+// TestLockfileChecksumHoldsOnBothPaths: a lockfile as lock writes it
+// passes the quick check (its bytes without the checksum line), one
+// reformatted by hand with the same content passes the full check, and
+// an edit is caught on either path.
+func TestLockfileChecksumHoldsOnBothPaths(t *testing.T) {
+	dir := exampleCopy(t)
+	changes := lockDirInto(t, dir)
+	c := changes[0]
+	if !canonicalChecksum(c.Data, checksumLine(t, c.Data)) {
+		t.Fatal("a lockfile as lock writes it does not pass the quick check")
+	}
+	if _, err := DecodeLock(c.Path(), c.Data); err != nil {
+		t.Fatal(err)
+	}
+
+	// Same content, other formatting (JSON is YAML): the full check.
+	var doc map[string]any
+	if err := yaml.Unmarshal(c.Data, &doc); err != nil {
+		t.Fatal(err)
+	}
+	reformatted, err := yaml.Marshal(doc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	reformatted = append([]byte("# reformatted\n"), bytes.ReplaceAll(reformatted, []byte("\n"), []byte("\n\n"))...)
+	if canonicalChecksum(reformatted, checksumLine(t, c.Data)) {
+		t.Fatal("a reformatted lockfile passed the quick check")
+	}
+	if in, err := DecodeLock(c.Path(), reformatted); err != nil || in.Digest != c.Next.Digest {
+		t.Fatalf("the reformatted lockfile: %v, %v", in, err)
+	}
+
+	// An edit, in the canonical format and reformatted.
+	for name, data := range map[string][]byte{
+		"canonical":   bytes.Replace(c.Data, []byte("appVersion: "+c.Next.AppVersion), []byte("appVersion: 9.9.9"), 1),
+		"reformatted": bytes.Replace(reformatted, []byte("appVersion: "+c.Next.AppVersion), []byte("appVersion: 9.9.9"), 1),
+	} {
+		var he *HandEditError
+		if _, err := DecodeLock(c.Path(), data); !errors.As(err, &he) {
+			t.Errorf("%s: an edited lockfile: %v, want a HandEditError", name, err)
+		}
+	}
+}
+
+func checksumLine(t *testing.T, data []byte) string {
+	t.Helper()
+	var doc struct {
+		Checksum string `json:"checksum"`
+	}
+	if err := yaml.Unmarshal(data, &doc); err != nil || doc.Checksum == "" {
+		t.Fatalf("no checksum: %v", err)
+	}
+	return doc.Checksum
+}
+
+// TestOnlyWhatChangedIsRenderedForThePolicyCheck: resolving against the
+// locks renders (for the policy check) only the deployments whose
+// instance differs from their lock; a first lock renders all.
+func TestOnlyWhatChangedIsRenderedForThePolicyCheck(t *testing.T) {
+	dir := exampleCopy(t)
+	renders := func() int {
+		t.Helper()
+		rc := drivers.NewRenderCache()
+		ws, err := LoadWorkspace(os.DirFS(dir), WorkspaceOptions{RenderCache: rc})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := ws.Resolve().Err(); err != nil {
+			t.Fatal(err)
+		}
+		return rc.Len()
+	}
+	if n := renders(); n != 4 {
+		t.Errorf("a first lock rendered %d deployments, want the 4", n)
+	}
+	lockDirInto(t, dir)
+	if n := renders(); n != 0 {
+		t.Errorf("nothing changed, yet %d deployments rendered", n)
+	}
+	writeFile(t, dir, "clusters/local/environments/dev/deployments/web.cue", "driver: \"webapp\"\nappVersion: \"1.25.0\"\nparameters: replicas: 3\n")
+	if n := renders(); n != 1 {
+		t.Errorf("one deployment changed, %d rendered", n)
+	}
+}
+
+// TestEncodeLockIsTheCanonicalDocument: EncodeLock, which inserts the
+// checksum line into the instance's encoding, writes exactly the
+// canonical encoding of the whole document, for instances with and
+// without the optional top-level fields.
+func TestEncodeLockIsTheCanonicalDocument(t *testing.T) {
+	dir := fanOutRepo(t, 4, "rollout: waves: 2\n")
+	changes := clusterFanOut(t, dir, "text")
+	var ins []*Instance
+	for _, c := range changes {
+		ins = append(ins, c.Next)
+	}
+	withAll := *changes[len(changes)-1].Next
+	withAll.Internal = "ingress"
+	withAll.After = []string{"local/dev/web@1"}
+	ins = append(ins, &withAll, &Instance{APIVersion: APIVersion, Kind: KindTombstone, ID: ID{"local", "dev", "gone"}, Sequence: 3, Digest: "sha256:00"})
+	for _, in := range ins {
+		got, err := EncodeLock(in)
+		if err != nil {
+			t.Fatal(err)
+		}
+		sum, err := checksumOf(in)
+		if err != nil {
+			t.Fatal(err)
+		}
+		doc, err := canonical(lockDocument{Instance: *in, Checksum: sum})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if want := append([]byte(lockHeader), doc...); !bytes.Equal(got, want) {
+			t.Errorf("%s: EncodeLock differs from the canonical document:\n%s\nwant:\n%s", in.ID, got, want)
+		}
+	}
+}
