@@ -29,6 +29,7 @@
 //	appVersions: ">=1.0.0 <2.0.0"         // supported application versions
 //	chart:       "chart"                  // optional, the default
 //	kubeVersion: "v1.37.0"                // optional: declared to the chart
+//	provides:    ["ingressClass"]         // optional: an ingress controller (cluster.cue ingress:)
 //
 //	parameters: {
 //		// Number of pods. (doc comments become the parameter docs)

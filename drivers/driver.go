@@ -1,6 +1,7 @@
 package drivers
 
 import (
+	"slices"
 	"sync"
 	"time"
 
@@ -28,6 +29,10 @@ type Driver struct {
 	Components []Component // sorted by name
 	Services   []Service   // sorted by name
 	Hooks      map[Hook]Modes
+	// Provides lists the cluster services the driver declares it provides
+	// (its spec's provides:), sorted: ProvidesIngressClass for an
+	// ingress controller.
+	Provides []string
 
 	compiled *compiled
 }
@@ -57,6 +62,25 @@ type compiled struct {
 	// sends them to the child.
 	folder *folder
 	opts   LoadOptions
+}
+
+// ProvidesIngressClass is what an ingress controller driver declares in
+// provides: its chart creates the IngressClass named
+// context.cluster.ingressClass and serves it.
+const ProvidesIngressClass = "ingressClass"
+
+// Serves reports whether the driver declares it provides service (see
+// Provides).
+func (d *Driver) Serves(service string) bool { return slices.Contains(d.Provides, service) }
+
+// ChartAppVersion is the appVersion of the driver's Chart.yaml ("" when
+// it sets none): the application version an internal deployment runs
+// when cluster.cue names none.
+func (d *Driver) ChartAppVersion() string {
+	if c := d.compiled.chart; c != nil && c.Metadata != nil {
+		return c.Metadata.AppVersion
+	}
+	return ""
 }
 
 // Parameter is one user-facing, typed parameter of a driver.

@@ -320,7 +320,24 @@ func (d *Driver) decodeSpec(v cue.Value, file string) error {
 	hooks, err := decodeActions(v.LookupPath(cue.ParsePath("actions")), loc, comps)
 	add(err)
 	d.Hooks = hooks
+	provides, err := decodeProvides(v.LookupPath(cue.ParsePath("provides")), loc)
+	add(err)
+	d.Provides = provides
 	return errors.Join(errs...)
+}
+
+// decodeProvides reads provides: a concrete list (the schema allows only
+// the known services), sorted and without duplicates.
+func decodeProvides(v cue.Value, loc *locator) ([]string, error) {
+	if !v.Exists() {
+		return nil, nil
+	}
+	var out []string
+	if err := v.Decode(&out); err != nil {
+		return nil, loc.errAt(v, "provides", "must be a concrete list that does not depend on the context (for example [%q])", ProvidesIngressClass)
+	}
+	slices.Sort(out)
+	return slices.Compact(out), nil
 }
 
 func decodeParameters(v, raw cue.Value, loc *locator) ([]Parameter, error) {

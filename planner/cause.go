@@ -2,6 +2,7 @@ package planner
 
 import (
 	"bytes"
+	"encoding/json"
 	"io/fs"
 	"path"
 	"sort"
@@ -75,7 +76,7 @@ func newAttributor(in Input) *attributor {
 	}
 	for _, c := range in.Repo.Clusters {
 		a.clusters[c.Name] = c
-		a.cl[c.Name] = a.compareLayer(CauseCluster, c.File, "#Cluster", c.Settings, "", "")
+		a.cl[c.Name] = a.compareLayer(CauseCluster, c.File, "#Cluster", clusterSettings(c), "", "")
 		for _, e := range c.Environments {
 			key := c.Name + "/" + e.Name
 			a.envs[key] = e
@@ -83,6 +84,62 @@ func newAttributor(in Input) *attributor {
 		}
 	}
 	return a
+}
+
+// clusterSettings are a cluster's settings as its file writes them: with
+// ingress:, which the loader moves out (it reaches the internal
+// deployments alone).
+func clusterSettings(c *resolver.Cluster) map[string]any {
+	if c.Ingress == nil {
+		return c.Settings
+	}
+	out := make(map[string]any, len(c.Settings)+1)
+	for k, v := range c.Settings {
+		out[k] = v
+	}
+	var raw map[string]any
+	if b, err := json.Marshal(c.Ingress); err == nil && json.Unmarshal(b, &raw) == nil {
+		out["ingress"] = raw
+	}
+	return out
+}
+
+// internalCauses attributes an internal deployment: the cluster's
+// ingress: (driver, version, parameters), ingressClass or
+// dedicatedIngress, in the most specific layer that changed it, else the
+// driver, else the cluster file that declares it.
+func (a *attributor) internalCauses(id resolver.ID, d *Deployment, set causeSet) {
+	cl := a.cl[id.Cluster]
+	el := a.el[id.Cluster+"/"+id.Environment]
+	for _, sp := range []string{"ingressClass", "dedicatedIngress"} {
+		for _, l := range []*layerChange{el, cl} {
+			if l.touches(sp) {
+				set.add(l.kind, l.file, l.touched(sp)...)
+				break
+			}
+		}
+	}
+	if cl.touches("ingress") {
+		set.add(cl.kind, cl.file, cl.touched("ingress")...)
+	}
+	if len(set) > 0 {
+		return
+	}
+	if d.From != nil && d.To != nil && (d.From.DriverVersion != d.To.DriverVersion || d.From.DriverDigest != d.To.DriverDigest) {
+		if r, ok := a.in.Head.Get(id); ok {
+			if drv, ok := a.in.Drivers.Driver(r.Instance.Driver); ok {
+				set.add(CauseDriver, drv.Source)
+				return
+			}
+		}
+	}
+	f := path.Join("clusters", id.Cluster, "cluster.cue")
+	if c := a.clusters[id.Cluster]; c != nil {
+		f = c.File
+	} else if bf, ok := a.baseFile(f); ok {
+		f = bf
+	}
+	set.add(CauseCluster, f)
 }
 
 // baseFile finds the file at the base: the head's path, or the same
@@ -342,6 +399,10 @@ func (s causeSet) list() []Cause {
 // causes attributes one planned deployment.
 func (a *attributor) causes(c resolver.LockChange, d *Deployment) []Cause {
 	set := causeSet{}
+	if d.Internal != "" {
+		a.internalCauses(c.ID, d, set)
+		return set.list()
+	}
 	switch d.Workflow {
 	case WorkflowDelete:
 		a.deletionCause(c.ID, set)

@@ -208,7 +208,7 @@ func Compute(in Input, opts Options) (*Plan, error) {
 
 	plan.LeftOut = at.leftOut(changed, opts.Only)
 	plan.BlastRadius = blastRadius(in, plan, opts.Only)
-	plan.Deletions = deletionRail(in, opts, plan.Summary.Delete)
+	plan.Deletions = deletionRail(in, opts, len(resolver.Deleted(changes)))
 	plan.Waves = wavesOf(plan.Deployments)
 	return plan, nil
 }

@@ -140,6 +140,10 @@ type Deployment struct {
 	// deployments be Ready, before this one's task starts: the waves of
 	// the rollout (a new deployment waits for what it connects to).
 	After []string `json:"after,omitempty"`
+	// Internal marks a deployment Styrmin adds itself (the service it
+	// provides: "ingress", a cluster's or an environment's ingress
+	// controller); absent for applications.
+	Internal string `json:"internal,omitempty"`
 	// Wave is the deployment's place in a health-gated fan-out (nil:
 	// none); Plan.Waves lists the waves.
 	Wave *WaveRef `json:"wave,omitempty"`

@@ -408,6 +408,7 @@ func planOne(in Input, opts Options, c resolver.LockChange) (*Deployment, error)
 		Manifests:    ManifestDiff{Objects: []ObjectDiff{}},
 		FromSequence: 0,
 		After:        c.Next.After,
+		Internal:     c.Next.Internal,
 	}
 	if r := c.Next.Rollout; r != nil {
 		d.Wave = &WaveRef{Wave: r.Wave, Waves: r.Waves, Group: r.Group, Pause: r.Pause}

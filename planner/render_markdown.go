@@ -49,7 +49,7 @@ func RenderMarkdown(w io.Writer, p *Plan, o RenderOptions) error {
 				break
 			}
 			fmt.Fprintf(&b, "| %s | %s | %s | %s | %s | %s | %s |\n",
-				mdCell(symbol(d.Workflow)), mdCode(d.ID), d.Workflow, sequence(d), mdCell(versions(d)), mdCell(causeKinds(d)), mdCell(manifestCounts(d.Manifests)))
+				mdCell(symbol(d.Workflow)), mdCode(d.ID)+mdCell(internalMark(d)), d.Workflow, sequence(d), mdCell(versions(d)), mdCell(causeKinds(d)), mdCell(manifestCounts(d.Manifests)))
 		}
 		b.WriteString("\n")
 	}
@@ -117,8 +117,8 @@ func RenderMarkdown(w io.Writer, p *Plan, o RenderOptions) error {
 }
 
 func writeMarkdownDeployment(b *bytes.Buffer, d *Deployment, o RenderOptions) {
-	fmt.Fprintf(b, "<details>\n<summary>%s <code>%s</code>: %s, sequence %s</summary>\n\n",
-		htmlEscape(symbol(d.Workflow)), htmlEscape(d.ID), d.Workflow, sequence(d))
+	fmt.Fprintf(b, "<details>\n<summary>%s <code>%s</code>%s: %s, sequence %s</summary>\n\n",
+		htmlEscape(symbol(d.Workflow)), htmlEscape(d.ID), htmlEscape(internalMark(d)), d.Workflow, sequence(d))
 	if v := versions(d); v != "" {
 		fmt.Fprintf(b, "%s", mdCell(v))
 		if d.Namespace != "" {

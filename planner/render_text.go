@@ -65,7 +65,7 @@ func RenderText(w io.Writer, p *Plan, o RenderOptions) error {
 		t.printf("\n")
 		rows := make([][]string, len(p.Deployments))
 		for i, d := range p.Deployments {
-			rows[i] = []string{symbol(d.Workflow), d.ID, string(d.Workflow), sequence(d), versions(d), "cause: " + causeKinds(d)}
+			rows[i] = []string{symbol(d.Workflow), d.ID + internalMark(d), string(d.Workflow), sequence(d), versions(d), "cause: " + causeKinds(d)}
 		}
 		widths := columnWidths(rows)
 		for i, r := range rows {
@@ -140,7 +140,7 @@ func writeTextRail(t *textWriter, p *Plan) {
 
 // writeTextDeployment writes the details of one deployment.
 func writeTextDeployment(t *textWriter, d *Deployment, o RenderOptions) {
-	head := fmt.Sprintf("%s %s: %s, sequence %s", symbol(d.Workflow), d.ID, d.Workflow, sequence(d))
+	head := fmt.Sprintf("%s %s%s: %s, sequence %s", symbol(d.Workflow), d.ID, internalMark(d), d.Workflow, sequence(d))
 	t.printf("%s\n", t.paint(ansiBold+workflowColor(d.Workflow), head))
 	if v := versions(d); v != "" {
 		t.printf("  %s", v)
@@ -251,4 +251,13 @@ func orNone(s string) string {
 
 func indentRest(s, indent string) string {
 	return strings.ReplaceAll(strings.TrimRight(s, "\n"), "\n", "\n"+indent)
+}
+
+// internalMark is what follows an internal deployment's ID in a plan:
+// " (internal: ingress)"; "" for an application.
+func internalMark(d *Deployment) string {
+	if d.Internal == "" {
+		return ""
+	}
+	return " (internal: " + d.Internal + ")"
 }

@@ -153,6 +153,31 @@ var scenarios = []scenario{
 			wantBlast(t, p, "environment local/dev: 2 of 2 deployments redeploy", "environment local/staging: 2 of 2 deployments redeploy")
 		},
 	},
+	{
+		name: "dedicated-ingress-on",
+		change: func(t *testing.T, dir string) {
+			writeFile(t, dir, clusterCue, readFile(t, dir, clusterCue)+"ingress: driver: \"ingress-nginx\"\ndedicatedIngress: true\n")
+		},
+		check: func(t *testing.T, p *Plan) {
+			internal := map[string]string{}
+			for _, d := range p.Deployments {
+				if d.Internal != "" {
+					internal[d.ID] = d.Internal
+					wantCauseKinds(t, d, CauseCluster)
+					continue
+				}
+				want := []string{"local/" + d.Environment + "/styrmin.ingress@1"}
+				if d.Workflow != WorkflowUpdate || !slices.Equal(d.After, want) {
+					t.Errorf("%s: %s after %v, want an update after %v", d.ID, d.Workflow, d.After, want)
+				}
+				wantCauses(t, d, "cluster "+clusterCue+": dedicatedIngress")
+			}
+			want := map[string]string{"local/styrmin.cluster/styrmin.ingress": "ingress", "local/dev/styrmin.ingress": "ingress", "local/staging/styrmin.ingress": "ingress"}
+			if !reflect.DeepEqual(internal, want) || len(p.Deployments) != 7 {
+				t.Errorf("internal deployments planned %v of %d, want %v of 7", internal, len(p.Deployments), want)
+			}
+		},
+	},
 }
 
 // sensitiveWebapp marks webapp's message parameter sensitive, in the

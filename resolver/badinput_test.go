@@ -12,8 +12,9 @@ import (
 // (or what was expected) and that no lockfile is written.
 func TestBadInputGivesAClearErrorAndWritesNothing(t *testing.T) {
 	const (
-		devDir = "clusters/local/environments/dev"
-		webCUE = devDir + "/deployments/web.cue"
+		devDir     = "clusters/local/environments/dev"
+		webCUE     = devDir + "/deployments/web.cue"
+		clusterCUE = "clusters/local/cluster.cue"
 	)
 	cases := []struct {
 		name  string
@@ -95,6 +96,43 @@ func TestBadInputGivesAClearErrorAndWritesNothing(t *testing.T) {
 		{"list at the top level", func(t *testing.T, dir string) {
 			writeFile(t, dir, "clusters/local/environments/staging/deployments/web.yaml", "- driver: webapp\n")
 		}, []string{"clusters/local/environments/staging/deployments/web.yaml", "expected a struct"}},
+		{"ingress driver that does not declare an IngressClass", func(t *testing.T, dir string) {
+			writeFile(t, dir, clusterCUE, withIngress(`ingress: driver: "webapp"`))
+		}, []string{clusterCUE + ":", "field ingress.driver", "does not declare an IngressClass", `provides: ["ingressClass"]`}},
+		{"ingress driver whose chart creates no IngressClass of its class", func(t *testing.T, dir string) {
+			badIngressDriver(t, dir)
+			writeFile(t, dir, clusterCUE, withIngress(`ingress: driver: "bad-ingress"`))
+		}, []string{clusterCUE, "ingress.driver", `creates no IngressClass "nginx"`, "it creates: fixed"}},
+		{"unknown ingress driver", func(t *testing.T, dir string) {
+			writeFile(t, dir, clusterCUE, withIngress(`ingress: driver: "nosuchdriver"`))
+		}, []string{clusterCUE + ":", "field ingress.driver", "nosuchdriver", "unknown driver"}},
+		{"unknown ingress parameter", func(t *testing.T, dir string) {
+			writeFile(t, dir, clusterCUE, withIngress(`ingress: {driver: "ingress-nginx", parameters: colour: "red"}`))
+		}, []string{clusterCUE + ":", "field ingress.parameters.colour", "has no parameter"}},
+		{"ingress parameter out of range", func(t *testing.T, dir string) {
+			writeFile(t, dir, clusterCUE, withIngress(`ingress: {driver: "ingress-nginx", parameters: replicas: 9}`))
+		}, []string{clusterCUE + ":6", "field ingress.parameters.replicas", "at most 5"}},
+		{"ingress driver version that is not loaded", func(t *testing.T, dir string) {
+			writeFile(t, dir, clusterCUE, withIngress(`ingress: {driver: "ingress-nginx", version: "9.9.9"}`))
+		}, []string{clusterCUE + ":6", "field ingress.version", "9.9.9 is not loaded"}},
+		{"ingress without an ingress class", func(t *testing.T, dir string) {
+			writeFile(t, dir, clusterCUE, "domain: \"local.styrmin.dev\"\ningress: driver: \"ingress-nginx\"\n")
+		}, []string{clusterCUE, "field ingressClass", "missing"}},
+		{"two environments' ingress controllers serving one class", func(t *testing.T, dir string) {
+			writeFile(t, dir, clusterCUE, withIngress(`ingress: driver: "ingress-nginx"`+"\ndedicatedIngress: true"))
+			writeFile(t, dir, "clusters/local/environments/a/environment.cue", "ingressClass: \"b-nginx\"\n")
+			writeFile(t, dir, "clusters/local/environments/a-b/environment.cue", "")
+		}, []string{"clusters/local/environments/a/environment.cue:1:1", "field ingressClass", `local/a/styrmin.ingress would serve class "a-b-nginx", which local/a-b/styrmin.ingress serves too`}},
+		{"ingress class that is no IngressClass name", func(t *testing.T, dir string) {
+			writeFile(t, dir, clusterCUE, strings.Replace(withIngress(`ingress: driver: "ingress-nginx"`), `"nginx"`, `"Nginx_1"`, 1))
+		}, []string{clusterCUE + ":2", "field ingressClass", `"Nginx_1", which is no IngressClass name`}},
+		{"deployment setting dedicatedIngress", func(t *testing.T, dir string) {
+			writeFile(t, dir, webCUE, "driver: \"webapp\"\nappVersion: \"1.25.0\"\ndedicatedIngress: true\n")
+		}, []string{webCUE + ":3:1", "field dedicatedIngress", "is a cluster setting"}},
+		{"deployment in the namespace of its environment's ingress controller", func(t *testing.T, dir string) {
+			writeFile(t, dir, clusterCUE, withIngress(`ingress: driver: "ingress-nginx"`+"\ndedicatedIngress: true"))
+			writeFile(t, dir, devDir+"/deployments/styrmin-ingress.cue", "driver: \"webapp\"\nappVersion: \"1.25.0\"\n")
+		}, []string{devDir + "/deployments/styrmin-ingress.cue", `namespace "dev-styrmin-ingress" is also the namespace of the ingress controller local/dev/styrmin.ingress (clusters/local/cluster.cue)`}},
 		{"lockfile edited by hand", func(t *testing.T, dir string) {
 			lockDirInto(t, dir)
 			p := filepath.Join(dir, "locks/local/dev/web.lock.yaml")

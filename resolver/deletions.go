@@ -38,10 +38,19 @@ func DeletionRule(settings RepoSettings, override *int, allowed, count int) Dele
 	return Deletions{Count: count, Threshold: threshold, Allowed: allowed, Refused: count > threshold && count > allowed}
 }
 
-// Deleted lists the deployments changes delete: new tombstones.
+// Deleted lists the deployments changes delete: new tombstones. An
+// environment's ingress controller is not counted: it goes when its
+// environment stops using a dedicated class, after every application
+// moved back to the shared one (orderIngress), so nothing is lost that
+// the dedicatedIngress change did not say. The cluster's shared
+// controller is counted: removing ingress: leaves the applications'
+// class without a controller.
 func Deleted(changes []LockChange) []ID {
 	var out []ID
 	for _, c := range changes {
+		if c.Next.Internal != "" && c.ID.Environment != ClusterEnvironment {
+			continue
+		}
 		if c.Next.Tombstone() && (c.Previous == nil || !c.Previous.Tombstone()) {
 			out = append(out, c.ID)
 		}

@@ -109,8 +109,13 @@ type Instance struct {
 	// does not change what runs.
 	Rollout *Rollout `json:"rollout,omitempty"`
 	// Internal names the cluster service an internal deployment provides
-	// ("ingress"): the resolver adds those deployments itself, and
-	// application fan-outs never redeploy them. Empty for applications.
+	// (InternalIngress: an ingress controller, see ingressControllers):
+	// the resolver adds those deployments itself from cluster.cue's
+	// ingress:, and application fan-outs never redeploy them. Empty for
+	// applications. The digest covers it (omitted when empty, so
+	// applications' digests are unchanged): the StyrminDeployment carries
+	// it, and a spec edited to pass an application off as internal (or
+	// back) no longer matches its digest.
 	Internal string `json:"internal,omitempty"`
 }
 
@@ -157,6 +162,7 @@ type digestInput struct {
 	AppVersion string           `json:"appVersion"`
 	Context    *drivers.Context `json:"context"`
 	Values     map[string]any   `json:"values"`
+	Internal   string           `json:"internal,omitempty"`
 	// DriverRepo is where the agent fetches an external driver from. The
 	// ref and the commit are left out: the driver's digest pins its
 	// content, so a ref that moves on with the same content is no change.
@@ -176,7 +182,7 @@ func (in *Instance) ComputeDigest() (string, error) {
 	drv.UpgradeRequest = "" // a record of the request, not of what runs
 	input := digestInput{
 		Kind: in.Kind, ID: in.ID, Driver: drv, AppVersion: in.AppVersion,
-		Context: in.Context, Values: in.Values,
+		Context: in.Context, Values: in.Values, Internal: in.Internal,
 	}
 	if o := in.Driver.Source; o != nil {
 		input.Driver.Source = nil

@@ -99,6 +99,10 @@ type Cluster struct {
 	Environments []*Environment // sorted by name
 	// Policy is the cluster's default environment policy (nil: none).
 	Policy *drivers.Policy
+	// Ingress names the driver of the cluster's ingress controller (nil:
+	// none): the resolver adds it as internal deployments (see
+	// InternalIngress).
+	Ingress *IngressSpec
 	// pos locates the fields of File, for errors found after loading.
 	pos map[string]token.Position
 }
@@ -367,6 +371,9 @@ func (l *Loader) loadCluster(fsys fs.FS, name string) (*Cluster, error) {
 	if c.Policy, err = takePolicy(f, c.Settings); err != nil {
 		return nil, err
 	}
+	if c.Ingress, err = takeIngress(f, c.Settings); err != nil {
+		return nil, err
+	}
 	envs, err := subdirs(fsys, path.Join(dir, "environments"))
 	if err != nil {
 		return nil, err
@@ -457,6 +464,36 @@ func takePolicy(file string, settings map[string]any) (*drivers.Policy, error) {
 	return &p, nil
 }
 
+// IngressSpec is cluster.cue's ingress: the driver of the cluster's
+// ingress controller and what it is given. Only these settings reach the
+// internal deployments it becomes.
+type IngressSpec struct {
+	Driver     string         `json:"driver"`
+	Version    string         `json:"version,omitempty"`
+	AppVersion string         `json:"appVersion,omitempty"`
+	Parameters map[string]any `json:"parameters,omitempty"`
+}
+
+// takeIngress moves ingress: out of the cluster's settings: it is read by
+// the internal deployments alone, so no application sees it (or
+// redeploys when it changes).
+func takeIngress(file string, settings map[string]any) (*IngressSpec, error) {
+	raw, ok := settings["ingress"]
+	if !ok {
+		return nil, nil
+	}
+	delete(settings, "ingress")
+	b, err := json.Marshal(raw)
+	if err != nil {
+		return nil, &ConfigError{File: file, Field: "ingress", Msg: err.Error()}
+	}
+	var in IngressSpec
+	if err := json.Unmarshal(b, &in); err != nil {
+		return nil, &ConfigError{File: file, Field: "ingress", Msg: err.Error()}
+	}
+	return &in, nil
+}
+
 // EffectivePolicy is the policy of the environment's deployments: the
 // cluster's default with each field the environment sets replacing it
 // (nil: the default policy).
@@ -504,6 +541,9 @@ func (l *Loader) parseDeployment(file string, data []byte, id ID) (*Deployment, 
 		return nil, err
 	}
 	d := &Deployment{ID: id, File: file, Settings: raw, pos: pos}
+	if _, set := raw["dedicatedIngress"]; set {
+		return nil, d.errorAt("dedicatedIngress", "is a cluster setting (cluster.cue), which an environment may opt in or out of (environment.cue): a deployment cannot choose its environment's ingress controller; remove the field", nil)
+	}
 	switch drv := raw["driver"].(type) {
 	case string:
 		d.Driver = drv

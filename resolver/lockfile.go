@@ -155,6 +155,9 @@ func DecodeLock(path string, data []byte) (*Instance, error) {
 	if want := in.ID.LockPath(); path != "" && !bytes.HasSuffix([]byte(path), []byte(want)) {
 		return nil, fmt.Errorf("%s: field deployment: the lockfile names %s, whose lockfile is %s", path, in.ID, want)
 	}
+	if in.Internal != "" && in.Internal != InternalIngress {
+		return nil, fmt.Errorf("%s: field internal: expected %q or none, got %q", path, InternalIngress, in.Internal)
+	}
 	for i, a := range in.After {
 		id, _, err := ParseAfter(a)
 		switch {

@@ -178,7 +178,7 @@ func nextInstances(res *Result, current map[ID]*Instance, used UsedSequences) ([
 	SortIDs(ids)
 	for _, id := range ids {
 		prev := current[id]
-		if prev.Tombstone() || res.Present[id] {
+		if prev.Tombstone() || res.Present[id] || ingressStillUsed(res, current, prev) {
 			continue
 		}
 		t := &Instance{
@@ -187,6 +187,9 @@ func nextInstances(res *Result, current map[ID]*Instance, used UsedSequences) ([
 			ID:           id,
 			Sequence:     used.next(id, prev),
 			SourceCommit: sourceCommitOf(res),
+			// A controller's tombstone is still internal: plans and
+			// status show it so, and orderIngress orders it.
+			Internal: prev.Internal,
 		}
 		dg, err := t.ComputeDigest()
 		if err != nil {

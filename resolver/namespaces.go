@@ -16,24 +16,29 @@ func NamespaceOf(e *Environment, d *Deployment) string {
 }
 
 // namespaceErrors checks the namespaces of every deployment of repo
-// before anything resolves: two deployments of one cluster never share a
-// namespace (each gets an error naming the other's file), and none uses a
-// reserved one (kube-*, default, the agent's). It is one rule for every
+// before anything resolves: two deployments of one cluster, internal ones
+// included, never share a namespace (each gets an error naming the
+// other's file), and none uses a reserved one (kube-*, default, the
+// agent's). It is one rule for every
 // path that resolves: plan, lock, lock mode.
 func namespaceErrors(repo *Repository) map[ID]error {
 	out := map[ID]error{}
 	for _, c := range repo.Clusters {
-		owners := map[string][]*Deployment{}
+		owners := map[string][]nsOwner{}
 		for _, e := range c.Environments {
 			for _, d := range e.Deployments {
 				ns := NamespaceOf(e, d)
-				owners[ns] = append(owners[ns], d)
+				owners[ns] = append(owners[ns], nsOwner{d.ID, d.File, ""})
 				if reserved(ns) {
 					out[d.ID] = &ConfigError{File: d.File, Msg: fmt.Sprintf(
 						"namespace %q (namespacePrefix %q + deployment %q) is reserved for the cluster or the agent (kube-*, default, styrmin-system): change the environment's namespacePrefix or rename the deployment",
 						ns, e.NamespacePrefix, d.ID.Name)}
 				}
 			}
+		}
+		// The internal deployments' namespaces are theirs alone too.
+		for _, ic := range ingressControllers(c) {
+			owners[ic.namespace] = append(owners[ic.namespace], nsOwner{ic.id, c.File, "the ingress controller "})
 		}
 		for ns, ds := range owners {
 			if len(ds) < 2 {
@@ -43,16 +48,24 @@ func namespaceErrors(repo *Repository) map[ID]error {
 				var others []string
 				for _, o := range ds {
 					if o != d {
-						others = append(others, fmt.Sprintf("%s (%s)", o.ID, o.File))
+						others = append(others, fmt.Sprintf("%s%s (%s)", o.what, o.id, o.file))
 					}
 				}
-				out[d.ID] = &ConfigError{File: d.File, Msg: fmt.Sprintf(
+				out[d.id] = &ConfigError{File: d.file, Msg: fmt.Sprintf(
 					"namespace %q is also the namespace of %s: two deployments never share a namespace; change an environment's namespacePrefix or rename a deployment",
 					ns, strings.Join(others, ", "))}
 			}
 		}
 	}
 	return out
+}
+
+// nsOwner is a deployment that has a namespace: what names it in an
+// error ("" for an application) and the file that defines it.
+type nsOwner struct {
+	id   ID
+	file string
+	what string
 }
 
 func reserved(ns string) bool {

@@ -176,6 +176,7 @@ func Resolve(repo *Repository, opts Options) *Result {
 		}
 		second[i] = secondPass(j.e, j.p, byEnv[j.e], opts.Locks[j.d.ID])
 	})
+	resolveInternal(repo, opts, nsErrs, out)
 	for i, j := range jobs {
 		switch {
 		case j.err != nil:
@@ -190,6 +191,36 @@ func Resolve(repo *Repository, opts Options) *Result {
 	sort.Slice(out.Resolved, func(i, j int) bool { return lessID(out.Resolved[i].Instance.ID, out.Resolved[j].Instance.ID) })
 	sort.Slice(out.Errors, func(i, j int) bool { return lessID(out.Errors[i].ID, out.Errors[j].ID) })
 	return out
+}
+
+// resolveInternal adds the internal deployments of every cluster (its
+// ingress controllers) to out. They are few and cheap (no siblings, no
+// services), so they resolve one after another.
+func resolveInternal(repo *Repository, opts Options, nsErrs map[ID]error, out *Result) {
+	for _, c := range repo.Clusters {
+		ics := ingressControllers(c)
+		classErrs := ingressClassErrors(c, ics)
+		for _, ic := range ics {
+			out.Present[ic.id] = true
+			if opts.Only != nil && !opts.Only[ic.id] {
+				continue
+			}
+			err := nsErrs[ic.id]
+			if err == nil {
+				err = classErrs[ic.id]
+			}
+			if err != nil {
+				out.Errors = append(out.Errors, &DeploymentError{ID: ic.id, Err: err})
+				continue
+			}
+			r, err := resolveIngress(ic, opts)
+			if err != nil {
+				out.Errors = append(out.Errors, &DeploymentError{ID: ic.id, Err: err})
+				continue
+			}
+			out.Resolved = append(out.Resolved, r)
+		}
+	}
 }
 
 // parallel runs f(0..n-1) on GOMAXPROCS goroutines.

@@ -11,8 +11,7 @@ import "strings"
 // Settings may be set by any layer; the most specific layer wins.
 #Settings: {
 	domain?:           string & =~"^[a-z0-9.-]+$"
-	ingressClass?:     string
-	dedicatedIngress?: bool
+	ingressClass?: string
 	storageClasses?: [string]: string
 	backupLocation?: string
 	// config is free-form data handed to drivers as context.cluster.config.
@@ -87,13 +86,33 @@ import "strings"
 
 #Cluster: {
 	#Settings
+	// dedicatedIngress gives every environment its own ingress
+	// controller (with ingress: set) serving the class
+	// "<environment>-<ingressClass>"; an environment may opt in or out.
+	dedicatedIngress?: bool
+	// ingress names the driver of the cluster's ingress controller: an
+	// internal deployment the resolver adds, serving ingressClass (and
+	// one per environment with dedicatedIngress).
+	ingress?: #Ingress
 	// policy is the default of every environment of the cluster; an
 	// environment's policy replaces it field by field.
 	policy?: #Policy
 }
 
+#Ingress: {
+	driver:   #Name
+	version?: string
+	// appVersion of the controller; default: its chart's appVersion.
+	appVersion?: string & =~"^v?[0-9]+\\.[0-9]+\\.[0-9]+([-+].*)?$"
+	// parameters of the ingress driver; no other layer's reach it.
+	parameters?: {...}
+}
+
 #Environment: {
 	#Settings
+	// dedicatedIngress opts the environment in (true) or out (false) of
+	// the cluster's setting.
+	dedicatedIngress?: bool
 	policy?: #Policy
 	// namespacePrefix prefixes the namespace of every deployment of the
 	// environment; it defaults to the environment's name.
@@ -105,6 +124,9 @@ import "strings"
 
 #Deployment: {
 	#Settings
+	// dedicatedIngress is a cluster (or environment) setting: the loader
+	// refuses it here with a message saying so.
+	dedicatedIngress?: _
 	driver: #Name | {
 		name:     #Name
 		version?: string

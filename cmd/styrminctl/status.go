@@ -107,6 +107,9 @@ type deploymentStatus struct {
 	Ready           string `json:"ready"`
 	Reason          string `json:"reason,omitempty"`
 	Message         string `json:"message,omitempty"`
+	// Internal is the service an internal deployment provides (ingress);
+	// absent for applications.
+	Internal string `json:"internal,omitempty"`
 	// Waiting says why the locked instance's task has not started: the
 	// instances it runs after (a wave before, what it connects to).
 	Waiting string `json:"waiting,omitempty"`
@@ -138,6 +141,7 @@ func summarizeDeployment(sd *v1alpha1.StyrminDeployment) deploymentStatus {
 		ActiveSequence:  sd.Status.ActiveSequence,
 		AppVersion:      sd.Spec.AppVersion,
 		Ready:           "Unknown",
+		Internal:        sd.Spec.Internal,
 	}
 	if sd.Spec.Driver.Name != "" {
 		s.Driver = sd.Spec.Driver.String()
@@ -236,7 +240,7 @@ func statusTable(st clusterStatus) table {
 	for _, d := range st.Deployments {
 		t.rows = append(t.rows, row{
 			key: d.Deployment, name: d.Deployment, data: d,
-			cells: []string{d.Deployment, d.Namespace, fmt.Sprint(d.Sequence), fmt.Sprint(d.ActiveSequence), d.Driver, d.AppVersion, d.Ready, d.Reason},
+			cells: []string{d.Deployment + internalMark(d.Internal), d.Namespace, fmt.Sprint(d.Sequence), fmt.Sprint(d.ActiveSequence), d.Driver, d.AppVersion, d.Ready, d.Reason},
 			wide:  []string{fmt.Sprint(d.AppliedSequence), firstLine(d.Message)},
 		})
 	}
@@ -378,6 +382,9 @@ func runStatusOne(ctx context.Context, c client.Reader, w io.Writer, output stri
 		fmt.Fprintf(tw, "State:\tdeleted (no StyrminDeployment)\n")
 	} else {
 		fmt.Fprintf(tw, "Sequence:\t%d (annotation %s, applied %d, active %d)\n", d.Sequence, noneIfEmpty(d.Annotation), d.AppliedSequence, d.ActiveSequence)
+		if d.Internal != "" {
+			fmt.Fprintf(tw, "Internal:\t%s (added by Styrmin, not redeployed by fan-outs)\n", d.Internal)
+		}
 		fmt.Fprintf(tw, "Driver:\t%s\n", d.Driver)
 		fmt.Fprintf(tw, "App version:\t%s\n", d.AppVersion)
 		if d.Release != nil {
@@ -412,6 +419,14 @@ func runStatusOne(ctx context.Context, c client.Reader, w io.Writer, output stri
 	}
 	fmt.Fprintln(w)
 	return printTaskTable(w, d.Tasks)
+}
+
+// internalMark follows an internal deployment's name in the table.
+func internalMark(internal string) string {
+	if internal == "" {
+		return ""
+	}
+	return " (internal: " + internal + ")"
 }
 
 func noneIfEmpty(s string) string {

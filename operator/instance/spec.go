@@ -26,6 +26,7 @@ func SpecFromInstance(in *resolver.Instance) (v1alpha1.StyrminDeploymentSpec, er
 		Digest:       in.Digest,
 		Driver:       v1alpha1.DriverRef{Name: in.Driver.Name, Version: in.Driver.Version, Digest: in.Driver.Digest},
 		AppVersion:   in.AppVersion,
+		Internal:     in.Internal,
 	}
 	if o := in.Driver.Source; o != nil {
 		spec.DriverSource = &v1alpha1.DriverSource{URL: o.URL, Ref: o.Ref, Path: o.Path, Commit: o.Commit}
@@ -60,6 +61,7 @@ func InstanceFromSpec(spec *v1alpha1.StyrminDeploymentSpec) (*resolver.Instance,
 		Digest:       spec.Digest,
 		Driver:       resolver.DriverRef{Name: spec.Driver.Name, Version: spec.Driver.Version, Digest: spec.Driver.Digest},
 		AppVersion:   spec.AppVersion,
+		Internal:     spec.Internal,
 	}
 	if o := spec.DriverSource; o != nil {
 		in.Driver.Source = &resolver.DriverOrigin{URL: o.URL, Ref: o.Ref, Path: o.Path, Commit: o.Commit}

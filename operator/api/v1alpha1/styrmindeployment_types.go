@@ -53,6 +53,12 @@ type StyrminDeploymentSpec struct {
 	// +kubebuilder:pruning:PreserveUnknownFields
 	// +optional
 	Values *apiextensionsv1.JSON `json:"values,omitempty"`
+	// Internal marks a deployment Styrmin adds itself, naming the service
+	// it provides: ingress (a cluster's or an environment's ingress
+	// controller). Absent for applications. The digest covers it.
+	// +kubebuilder:validation:Enum=ingress
+	// +optional
+	Internal string `json:"internal,omitempty"`
 }
 
 // Tombstone reports whether the spec records a deleted deployment.
@@ -259,6 +265,7 @@ type DriftedObject struct {
 // +kubebuilder:resource:shortName=sdeploy,categories=styrmin
 // +kubebuilder:printcolumn:name="Environment",type=string,JSONPath=`.spec.deployment.environment`,priority=1
 // +kubebuilder:printcolumn:name="Deployment",type=string,JSONPath=`.spec.deployment.name`,priority=1
+// +kubebuilder:printcolumn:name="Internal",type=string,JSONPath=`.spec.internal`,priority=1
 // +kubebuilder:printcolumn:name="Sequence",type=integer,JSONPath=`.spec.sequence`
 // +kubebuilder:printcolumn:name="Applied",type=integer,JSONPath=`.status.appliedSequence`
 // +kubebuilder:printcolumn:name="Active",type=integer,JSONPath=`.status.activeSequence`
