@@ -416,24 +416,22 @@ func planOne(in Input, opts Options, c resolver.LockChange) (*Deployment, error)
 	if c.Previous != nil {
 		d.FromSequence = c.Previous.Sequence
 	}
-	var oldDrv, newDrv *drivers.Driver
 	var missing []string
-	if prev != nil {
-		d.From = refOfInstance(prev)
-		d.Namespace = namespaceOf(prev)
-		var ok bool
-		if oldDrv, ok = in.Drivers.Driver(prev.Driver); !ok {
-			missing = append(missing, fmt.Sprintf("driver %s@%s (%s) of the locked instance is not available", prev.Driver.Name, prev.Driver.Version, prev.Driver.Digest))
+	// side describes one instance in d and finds its driver.
+	side := func(i *resolver.Instance, which string) (*InstanceRef, *drivers.Driver) {
+		if i == nil {
+			return nil, nil
 		}
-	}
-	if next != nil {
-		d.To = refOfInstance(next)
-		d.Namespace = namespaceOf(next)
-		var ok bool
-		if newDrv, ok = in.Drivers.Driver(next.Driver); !ok {
-			missing = append(missing, fmt.Sprintf("driver %s@%s (%s) is not available", next.Driver.Name, next.Driver.Version, next.Driver.Digest))
+		d.Namespace = namespaceOf(i)
+		drv, ok := in.Drivers.Driver(i.Driver)
+		if !ok {
+			missing = append(missing, fmt.Sprintf("driver %s@%s (%s)%s is not available", i.Driver.Name, i.Driver.Version, i.Driver.Digest, which))
 		}
+		return refOfInstance(i), drv
 	}
+	var oldDrv, newDrv *drivers.Driver
+	d.From, oldDrv = side(prev, " of the locked instance")
+	d.To, newDrv = side(next, "")
 
 	// Both sides hold placeholders where sensitive values were (a lock
 	// from before placeholders holds them in clear: it is shown from a

@@ -448,20 +448,26 @@ func (l *Loader) loadEnvironment(fsys fs.FS, cluster, name string) (*Environment
 // that merges into deployments (they cannot override it), and drivers see
 // it only as context.environment.policy.
 func takePolicy(file string, settings map[string]any) (*drivers.Policy, error) {
-	raw, ok := settings["policy"]
+	return takeBlock[drivers.Policy](file, settings, "policy")
+}
+
+// takeBlock moves the block field out of a layer's settings into a T
+// (nil when absent): a block that is no setting drivers see.
+func takeBlock[T any](file string, settings map[string]any, field string) (*T, error) {
+	raw, ok := settings[field]
 	if !ok {
 		return nil, nil
 	}
-	delete(settings, "policy")
+	delete(settings, field)
 	b, err := json.Marshal(raw)
 	if err != nil {
-		return nil, &ConfigError{File: file, Field: "policy", Msg: err.Error()}
+		return nil, &ConfigError{File: file, Field: field, Msg: err.Error()}
 	}
-	var p drivers.Policy
-	if err := json.Unmarshal(b, &p); err != nil {
-		return nil, &ConfigError{File: file, Field: "policy", Msg: err.Error()}
+	var v T
+	if err := json.Unmarshal(b, &v); err != nil {
+		return nil, &ConfigError{File: file, Field: field, Msg: err.Error()}
 	}
-	return &p, nil
+	return &v, nil
 }
 
 // IngressSpec is cluster.cue's ingress: the driver of the cluster's
@@ -478,20 +484,7 @@ type IngressSpec struct {
 // the internal deployments alone, so no application sees it (or
 // redeploys when it changes).
 func takeIngress(file string, settings map[string]any) (*IngressSpec, error) {
-	raw, ok := settings["ingress"]
-	if !ok {
-		return nil, nil
-	}
-	delete(settings, "ingress")
-	b, err := json.Marshal(raw)
-	if err != nil {
-		return nil, &ConfigError{File: file, Field: "ingress", Msg: err.Error()}
-	}
-	var in IngressSpec
-	if err := json.Unmarshal(b, &in); err != nil {
-		return nil, &ConfigError{File: file, Field: "ingress", Msg: err.Error()}
-	}
-	return &in, nil
+	return takeBlock[IngressSpec](file, settings, "ingress")
 }
 
 // EffectivePolicy is the policy of the environment's deployments: the

@@ -318,18 +318,9 @@ func (ch chain) assign() {
 // takeRollout moves a layer's rollout block out of its settings (it is
 // no setting drivers see) and checks it.
 func takeRollout(file string, settings map[string]any, envs map[string]bool) (*parsedRollout, error) {
-	raw, ok := settings["rollout"]
-	if !ok {
-		return nil, nil
+	r, err := takeBlock[RolloutSettings](file, settings, "rollout")
+	if err != nil || r == nil {
+		return nil, err
 	}
-	delete(settings, "rollout")
-	b, err := json.Marshal(raw)
-	if err != nil {
-		return nil, &ConfigError{File: file, Field: "rollout", Msg: err.Error()}
-	}
-	var r RolloutSettings
-	if err := json.Unmarshal(b, &r); err != nil {
-		return nil, &ConfigError{File: file, Field: "rollout", Msg: err.Error()}
-	}
-	return checkRollout(file, &r, envs)
+	return checkRollout(file, r, envs)
 }
