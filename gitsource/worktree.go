@@ -11,6 +11,7 @@ import (
 	"github.com/go-git/go-billy/v5/util"
 	git "github.com/go-git/go-git/v5"
 	"github.com/go-git/go-git/v5/plumbing"
+	"github.com/go-git/go-git/v5/plumbing/filemode"
 	"github.com/go-git/go-git/v5/plumbing/format/index"
 	"github.com/go-git/go-git/v5/plumbing/object"
 )
@@ -119,9 +120,51 @@ func (l *localWorktree) update(files map[string][]byte) error {
 		if err := util.WriteFile(fsys, p, content, perm); err != nil {
 			return fmt.Errorf("write %s: %w", p, err)
 		}
-		if err := l.wt.AddWithOptions(&git.AddOptions{Path: p, SkipStatus: true}); err != nil {
+	}
+	return l.stage(files)
+}
+
+// stage records the written files in the index, as `git add` would: one
+// read and one write of the index for the whole change (git's Add reads
+// and writes it per file, and stores each blob again, which the commit
+// already holds), each entry with the file's stat data so git sees the
+// worktree clean without refreshing the index.
+func (l *localWorktree) stage(files map[string][]byte) error {
+	idx, err := l.r.storer.Index()
+	if err != nil {
+		return fmt.Errorf("read the index: %w", err)
+	}
+	byName := make(map[string]*index.Entry, len(idx.Entries))
+	for _, e := range idx.Entries {
+		if e.Stage == 0 {
+			byName[e.Name] = e
+		}
+	}
+	fsys := l.wt.Filesystem
+	for _, p := range slices.Sorted(maps.Keys(files)) {
+		content := files[p]
+		if content == nil {
+			continue
+		}
+		info, err := fsys.Lstat(p)
+		if err != nil {
 			return fmt.Errorf("stage %s: %w", p, err)
 		}
+		e := byName[p]
+		if e == nil {
+			e = idx.Add(p)
+			byName[p] = e
+		}
+		e.Hash = plumbing.ComputeHash(plumbing.BlobObject, content)
+		e.ModifiedAt = info.ModTime()
+		if e.Mode, err = filemode.NewFromOSFileMode(info.Mode()); err != nil {
+			return fmt.Errorf("stage %s: %w", p, err)
+		}
+		e.Size = uint32(info.Size())
+		fillStat(e, info.Sys())
+	}
+	if err := l.r.storer.SetIndex(idx); err != nil {
+		return fmt.Errorf("write the index: %w", err)
 	}
 	return nil
 }
