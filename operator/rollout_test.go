@@ -93,7 +93,7 @@ func TestFanOutInWavesStopsAtAFailedWaveAndAFixCommitCompletesIt(t *testing.T) {
 		t.Helper()
 		for i := 20; i < waveDeployments; i++ {
 			name := waveName(i)
-			want := fmt.Sprintf("wave %d of 4: waiting for local/dev/", wave(i))
+			want := fmt.Sprintf("wave %d of 4: waiting for wave %d to succeed and be Ready", wave(i), wave(i)-1)
 			if wave(i) == 3 {
 				want = "wave 3 of 4: waiting for local/dev/" + waveFailing + "@2: its task " + waveFailing + "-2 failed"
 			}
@@ -124,7 +124,7 @@ func TestFanOutInWavesStopsAtAFailedWaveAndAFixCommitCompletesIt(t *testing.T) {
 	for _, want := range []string{
 		"waiting for the order of their lock:",
 		"local/dev/w20: sequence 2: wave 3 of 4: waiting for local/dev/" + waveFailing + "@2: its task " + waveFailing + "-2 failed",
-		"local/dev/w30: sequence 2: wave 4 of 4: waiting for local/dev/w20@2: its task w20-2 is Pending",
+		"local/dev/w30: sequence 2: wave 4 of 4: waiting for wave 3 to succeed and be Ready",
 		"WaitingForOrder",
 	} {
 		if !strings.Contains(status, want) {

@@ -7,16 +7,19 @@ import (
 
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/styrmin/styrmin/operator/api/v1alpha1"
 	"github.com/styrmin/styrmin/resolver"
 )
 
 // orderPollInterval is how often a task waiting for other deployments
-// looks again: their StyrminDeployments live in other namespaces, whose
-// changes do not wake it.
-const orderPollInterval = 2 * time.Second
+// looks again by itself. The StyrminDeployment it waits for wakes it
+// when it changes (waitFor); this is the net under that, for a change
+// missed while the agent restarted, say.
+const orderPollInterval = 10 * time.Second
 
 // awaitOrder keeps a pending task waiting until every instance its own
 // runs after (the lock's after: ID@SEQ) has run: that deployment's
@@ -49,8 +52,16 @@ func (r *Reconciler) awaitOrder(ctx context.Context, run *taskRun) (phaseResult,
 			}
 			continue
 		}
-		return r.waitForOrder(ctx, run, "waiting for "+a+": "+peer.why, orderPollInterval)
+		r.waitFor(client.ObjectKeyFromObject(t), id)
+		why := "waiting for " + a + ": " + peer.why
+		if ro := run.instance.Rollout; ro != nil && ro.Wave > 1 && !peer.failed {
+			// One message while the wave before runs (not one per peer
+			// and phase, each a status write); a failure names itself.
+			why = fmt.Sprintf("waiting for wave %d to succeed and be Ready", ro.Wave-1)
+		}
+		return r.waitForOrder(ctx, run, why, orderPollInterval)
 	}
+	r.waitFor(client.ObjectKeyFromObject(t), resolver.ID{})
 	if ro := run.instance.Rollout; ro != nil && ro.Pause != "" && !gateOpened.IsZero() {
 		pause, err := time.ParseDuration(ro.Pause)
 		if err != nil {
@@ -85,6 +96,8 @@ func (r *Reconciler) waitForOrder(ctx context.Context, run *taskRun, why string,
 // peerState is what awaitOrder learns of one instance it runs after.
 type peerState struct {
 	done bool
+	// failed: the peer's task for that instance failed.
+	failed bool
 	// readySince is when the peer became Ready at that instance or later
 	// (done only): when its task ended, or its Ready condition turned
 	// true, whichever is later.
@@ -126,7 +139,7 @@ func (r *Reconciler) peerRan(ctx context.Context, id resolver.ID, seq int64) (pe
 	err := r.opts.Client.Get(ctx, client.ObjectKey{Namespace: sd.Namespace, Name: v1alpha1.TaskName(id.Name, seq)}, &peer)
 	switch {
 	case err == nil && peer.Status.Phase == v1alpha1.TaskFailed:
-		return peerState{why: fmt.Sprintf("its task %s failed (%s); a fix commit or `styrminctl retry %s` lets this one go on", peer.Name, peer.Status.Message, id)}, nil
+		return peerState{failed: true, why: fmt.Sprintf("its task %s failed (%s); a fix commit or `styrminctl retry %s` lets this one go on", peer.Name, peer.Status.Message, id)}, nil
 	case err == nil:
 		return peerState{why: fmt.Sprintf("its task %s is %s", peer.Name, phaseOrNew(peer.Status.Phase))}, nil
 	}
@@ -138,4 +151,45 @@ func phaseOrNew(p v1alpha1.TaskPhase) string {
 		return "new"
 	}
 	return string(p)
+}
+
+// waitFor records that task waits for deployment id (the zero ID: for
+// nothing any more), so that id's StyrminDeployment wakes it.
+func (r *Reconciler) waitFor(task types.NamespacedName, id resolver.ID) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if prev, ok := r.waitsFor[task]; ok {
+		if prev == id {
+			return
+		}
+		delete(r.waiting[prev], task)
+		if len(r.waiting[prev]) == 0 {
+			delete(r.waiting, prev)
+		}
+		delete(r.waitsFor, task)
+	}
+	if id == (resolver.ID{}) {
+		return
+	}
+	if r.waiting[id] == nil {
+		r.waiting[id] = map[types.NamespacedName]bool{}
+	}
+	r.waiting[id][task] = true
+	r.waitsFor[task] = id
+}
+
+// waitersOf are the requests of the tasks waiting for deployment id.
+func (r *Reconciler) waitersOf(id resolver.ID) []reconcile.Request {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	out := make([]reconcile.Request, 0, len(r.waiting[id]))
+	for t := range r.waiting[id] {
+		out = append(out, reconcile.Request{NamespacedName: t})
+	}
+	return out
+}
+
+// instanceID is the resolver's form of a deployment's identity.
+func instanceID(id v1alpha1.DeploymentID) resolver.ID {
+	return resolver.ID{Cluster: id.Cluster, Environment: id.Environment, Name: id.Name}
 }
