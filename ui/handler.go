@@ -134,6 +134,9 @@ func New(o Options) (*Handler, error) {
 	if o.Now == nil {
 		o.Now = time.Now
 	}
+	if o.Dir == "" {
+		o.Dir = "."
+	}
 	if o.Planner == nil {
 		o.Planner = PlannerFunc(planner.ComputeTrees)
 	}
