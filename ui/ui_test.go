@@ -2,10 +2,14 @@ package ui_test
 
 import (
 	"net/http"
+	"net/http/httptest"
 	"strings"
 	"testing"
 
+	"github.com/styrmin/styrmin/internal/agenttest"
 	"github.com/styrmin/styrmin/internal/secrettest"
+	"github.com/styrmin/styrmin/testcluster"
+	"github.com/styrmin/styrmin/ui"
 )
 
 func wantIn(t *testing.T, page, body string, wants ...string) {
@@ -193,5 +197,45 @@ func TestPagesEscapeWhatTheyShow(t *testing.T) {
 	_, _, body := get(t, w.srv, "/?q=%3Cscript%3Ealert(1)%3C/script%3E")
 	if strings.Contains(body, "<script>alert(1)") || !strings.Contains(body, "&lt;script&gt;alert(1)&lt;/script&gt;") {
 		t.Errorf("the query is not escaped in the filter form:\n%s", body)
+	}
+}
+
+func TestAnEmptyClusterBesideAFullOneSaysItHasNothingYet(t *testing.T) {
+	w := newDemoWorld(t)
+	_, empty := agenttest.StartCluster(t, testcluster.Options{})
+	h, err := ui.New(ui.Options{
+		Clusters: []ui.Cluster{{Name: "local", Reader: w.cl}, {Name: "edge", Reader: empty}},
+		Repo:     w.git.repo,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(h)
+	defer srv.Close()
+	_, _, body := get(t, srv, "/")
+	wantIn(t, "two clusters", body, "Cluster local", "Cluster edge", "No deployments in this cluster yet.", `href="/d/local/dev/web"`)
+	_, _, edge := get(t, srv, "/?cluster=edge")
+	if strings.Contains(edge, "Cluster local") || !strings.Contains(edge, "No deployments in this cluster yet.") {
+		t.Errorf("cluster=edge shows only the empty cluster:\n%s", edge)
+	}
+	if code, _, _ := get(t, srv, "/d/edge/dev/web"); code != http.StatusNotFound {
+		t.Errorf("a deployment the empty cluster does not have: %d, want 404", code)
+	}
+	if code, _, _ := get(t, srv, "/d/nowhere/dev/web"); code != http.StatusNotFound {
+		t.Errorf("an unknown cluster: %d, want 404", code)
+	}
+
+	// Without a repository, the pages that read git say so.
+	bare, err := ui.New(ui.Options{Clusters: []ui.Cluster{{Name: "edge", Reader: empty}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	bs := httptest.NewServer(bare)
+	defer bs.Close()
+	if code, _, body := get(t, bs, "/plan?head=main"); code != http.StatusNotFound || !strings.Contains(body, "none is configured") {
+		t.Errorf("plan without a repository: %d\n%s", code, body)
+	}
+	if code, _, body := get(t, bs, "/"); code != http.StatusOK || !strings.Contains(body, "No deployments in this cluster yet.") {
+		t.Errorf("overview without a repository: %d\n%s", code, body)
 	}
 }
