@@ -49,7 +49,7 @@ type flags struct {
 	podStatusAfter                      time.Duration
 	stepTimeout, stepPause              time.Duration
 	metricsAddr, healthAddr, pprofAddr  string
-	webhookAddr                         string
+	webhookAddr, uiAddr                 string
 	leaderElect, installCRDs            bool
 	kubeconfig, logLevel, logFormat     string
 	webhookSecretName, webhookSecretKey string
@@ -93,6 +93,7 @@ func parseFlags(args []string, stderr io.Writer) (*flags, error) {
 	fs.StringVar(&f.pprofAddr, "pprof-bind-address", "0", `address of Go's profiling endpoint, /debug/pprof ("0" turns it off)`)
 	fs.StringVar(&f.healthAddr, "health-probe-bind-address", ":8081", `address of /healthz and /readyz ("" turns them off)`)
 	fs.StringVar(&f.webhookAddr, "webhook-bind-address", "", `address of the GitHub webhook receiver ("" turns it off); needs --branch and --webhook-secret-name`)
+	fs.StringVar(&f.uiAddr, "ui-bind-address", "", `address of the read-only web UI ("" turns it off); 127.0.0.1:8090 for kubectl port-forward, another interface only behind your own authentication`)
 	fs.StringVar(&f.webhookSecretName, "webhook-secret-name", "", "Secret in the agent's namespace holding the webhook's shared secret")
 	fs.StringVar(&f.webhookSecretKey, "webhook-secret-key", operator.DefaultWebhookSecretKey, "key of --webhook-secret-name holding the shared secret")
 	fs.BoolVar(&f.lockMode, "lock-mode", false, "lock each configuration head in the agent and push the lock commits (teams without CI; the credentials need write access)")
@@ -254,6 +255,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		InstallCRDs:     f.installCRDs,
 		Task:            operator.TaskOptions{StepTimeout: f.stepTimeout, StepPause: f.stepPause, KeepTasks: f.keepTasks},
 		Webhook:         operator.WebhookOptions{Addr: f.webhookAddr, SecretName: f.webhookSecretName, SecretKey: f.webhookSecretKey},
+		UI:              operator.UIOptions{Addr: f.uiAddr},
 		LockMode:        lockMode,
 		Drivers:         dopts,
 	})
