@@ -58,7 +58,7 @@ type eventView struct {
 
 type taskRow struct {
 	Name, Namespace, Workflow, Phase, Started, Finished, Message string
-	Sequence, From                                    int64
+	Sequence, From                                               int64
 }
 
 func (h *Handler) deployment(w http.ResponseWriter, r *http.Request) {

@@ -18,6 +18,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/styrmin/styrmin/gitsource"
+	"github.com/styrmin/styrmin/operator/api/v1alpha1"
 	"github.com/styrmin/styrmin/planner"
 	"github.com/styrmin/styrmin/resolver"
 	"github.com/styrmin/styrmin/timeline"
@@ -329,4 +330,26 @@ func sortedKeys[V any](m map[string]V) []string {
 	}
 	slices.Sort(out)
 	return out
+}
+
+// ClusterName is the Styrmin cluster a client reads: what its
+// StyrminSources name (the agent records its --cluster there), else
+// fallback (a kubeconfig context's name) when they name none or several.
+func ClusterName(ctx context.Context, c client.Reader, fallback string) (string, error) {
+	var srcs v1alpha1.StyrminSourceList
+	if err := c.List(ctx, &srcs); err != nil {
+		return fallback, fmt.Errorf("listing StyrminSources: %w", err)
+	}
+	names := map[string]bool{}
+	for _, s := range srcs.Items {
+		if s.Spec.Cluster != "" {
+			names[s.Spec.Cluster] = true
+		}
+	}
+	if len(names) == 1 {
+		for n := range names {
+			return n, nil
+		}
+	}
+	return fallback, nil
 }

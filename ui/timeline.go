@@ -40,7 +40,7 @@ type timelineRow struct {
 	// Result, Task and Active are what the cluster knows of the entry:
 	// its task's phase and name, and whether it is the active instance.
 	Result, Task, TaskNamespace string
-	Active                     bool
+	Active                      bool
 }
 
 func (h *Handler) timeline(w http.ResponseWriter, r *http.Request) {

@@ -36,9 +36,9 @@ func TestOverviewShowsEveryDeploymentWithItsSequencesAndState(t *testing.T) {
 	wantIn(t, "the overview", body,
 		"Cluster local", "Environment dev", "Environment staging",
 		`href="/d/local/dev/web"`, `href="/d/local/dev/hub"`,
-		`<span class="badge bad">failed</span>`,       // dev/web's newest task failed
-		`<span class="badge muted">held</span>`,       // staging/web
-		`<small>frozen for the audit</small>`,         // the hold's reason
+		`<span class="badge bad">failed</span>`,      // dev/web's newest task failed
+		`<span class="badge muted">held</span>`,      // staging/web
+		`<small>frozen for the audit</small>`,        // the hold's reason
 		`<span class="badge run">not applied</span>`, // staging/hub: locked, never applied
 		`data-refresh="5"`,
 		"1 failed", "1 held",
