@@ -7,8 +7,8 @@
 // entry (its task's result) is added by the reader that has one (the web
 // UI, `styrminctl history`).
 //
-// It reads only: the lockfiles are decoded with the resolver's checks (a
-// hand-edited lockfile is an entry with an error, not the end of the
-// timeline), and the instances keep their placeholders for sensitive
-// values, so no entry holds a secret.
+// It reads only, and only each lockfile's summary (sequence, kind,
+// driver, application version, digest, source commit): a lockfile that
+// does not read is an entry with an error, not the end of the timeline,
+// and no entry holds a value of the configuration, let alone a secret.
 package timeline

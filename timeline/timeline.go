@@ -1,6 +1,7 @@
 package timeline
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"path"
@@ -8,6 +9,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"go.yaml.in/yaml/v3"
 
 	"github.com/styrmin/styrmin/gitsource"
 	"github.com/styrmin/styrmin/planner"
@@ -65,12 +68,10 @@ type Entry struct {
 	// Path is the lockfile's path from the git repository's root.
 	Path string `json:"path"`
 
+	// instance holds the lockfile's summary fields (not its context
+	// and values), nil when Removed or Error.
 	instance *resolver.Instance
 }
-
-// Instance returns the entry's instance (nil when Removed or Error), with
-// the placeholders of its sensitive values.
-func (e *Entry) Instance() *resolver.Instance { return e.instance }
 
 // Reader reads timelines from one repository, remembering each decoded
 // lockfile by its object (they never change), so reading a timeline
@@ -84,11 +85,113 @@ type Reader struct {
 	mu      sync.Mutex
 	decoded map[gitsource.Hash]decodedLock
 	commits map[gitsource.Hash]gitsource.CommitInfo
+	// timelines are the timelines read, by head and deployment: a
+	// commit's history never changes.
+	timelines map[timelineKey][]Entry
 }
+
+type timelineKey struct {
+	head gitsource.Hash
+	id   resolver.ID
+}
+
+// maxTimelines bounds the remembered timelines.
+const maxTimelines = 256
 
 type decodedLock struct {
 	in  *resolver.Instance
 	err error
+}
+
+// lockHeader is what a timeline shows of a lockfile: the fields that
+// identify and summarise the instance. Decoding only them (not the
+// context and values, nor the checksum over them) keeps a timeline of
+// thousands of lock commits fast; the plan between two entries reads
+// and checks the whole lockfiles.
+type lockHeader struct {
+	APIVersion   string      `yaml:"apiVersion"`
+	Kind         string      `yaml:"kind"`
+	Deployment   resolver.ID `yaml:"deployment"`
+	Sequence     int64       `yaml:"sequence"`
+	SourceCommit string      `yaml:"sourceCommit"`
+	Digest       string      `yaml:"digest"`
+	AppVersion   string      `yaml:"appVersion"`
+	Driver       struct {
+		Name           string `yaml:"name"`
+		Version        string `yaml:"version"`
+		Digest         string `yaml:"digest"`
+		UpgradeRequest string `yaml:"upgradeRequest"`
+	} `yaml:"driver"`
+	Checksum string `yaml:"checksum"`
+}
+
+// maxLockSize bounds a lockfile the timeline reads (the resolver's
+// bound).
+const maxLockSize = 4 << 20
+
+// bulky are the top-level fields of a lockfile a timeline does not read:
+// most of its bytes.
+var bulky = [][]byte{[]byte("context:"), []byte("values:")}
+
+// summaryLines is the lockfile without its bulky top-level fields and
+// what is under them (lines indented, or list items at column 0), so the
+// YAML parser reads a tenth of it. A lockfile that is not in the
+// engine's canonical form gives a document the checks below refuse.
+func summaryLines(data []byte) []byte {
+	out := make([]byte, 0, 512)
+	skip := false
+	for len(data) > 0 {
+		line := data
+		if i := bytes.IndexByte(data, '\n'); i >= 0 {
+			line, data = data[:i+1], data[i+1:]
+		} else {
+			data = nil
+		}
+		top := len(line) > 0 && line[0] != ' ' && line[0] != '\t' && line[0] != '-' && line[0] != '#'
+		if top {
+			skip = false
+			for _, b := range bulky {
+				if bytes.HasPrefix(line, b) {
+					skip = true
+				}
+			}
+		}
+		if !skip {
+			out = append(out, line...)
+		}
+	}
+	return out
+}
+
+// decodeHeader reads a lockfile's summary fields, with the checks that
+// need no more: a known apiVersion and kind, a positive sequence, the
+// deployment its path names, a checksum present.
+func decodeHeader(file string, data []byte) (*resolver.Instance, error) {
+	if len(data) > maxLockSize {
+		return nil, fmt.Errorf("%s: lockfile is %d bytes, more than the %d allowed", file, len(data), maxLockSize)
+	}
+	var h lockHeader
+	if err := yaml.Unmarshal(summaryLines(data), &h); err != nil {
+		return nil, fmt.Errorf("%s: not a valid lockfile: %w", file, err)
+	}
+	switch {
+	case h.APIVersion != resolver.APIVersion:
+		return nil, fmt.Errorf("%s: field apiVersion: expected %q, got %q", file, resolver.APIVersion, h.APIVersion)
+	case h.Kind != resolver.KindInstance && h.Kind != resolver.KindTombstone:
+		return nil, fmt.Errorf("%s: field kind: expected %q or %q, got %q", file, resolver.KindInstance, resolver.KindTombstone, h.Kind)
+	case h.Sequence < 1:
+		return nil, fmt.Errorf("%s: field sequence: expected a positive integer, got %d", file, h.Sequence)
+	case h.Checksum == "":
+		return nil, fmt.Errorf("%s: field checksum: missing", file)
+	case !strings.HasSuffix(file, h.Deployment.LockPath()):
+		return nil, fmt.Errorf("%s: field deployment: the lockfile names %s, whose lockfile is %s", file, h.Deployment, h.Deployment.LockPath())
+	}
+	in := &resolver.Instance{
+		APIVersion: h.APIVersion, Kind: h.Kind, ID: h.Deployment, Sequence: h.Sequence, SourceCommit: h.SourceCommit,
+		Digest: h.Digest, AppVersion: h.AppVersion,
+		Driver: resolver.DriverRef{Name: h.Driver.Name, Version: h.Driver.Version, Digest: h.Driver.Digest, UpgradeRequest: h.Driver.UpgradeRequest},
+	}
+	return in, nil
 }
 
 // maxRemembered bounds the remembered lockfiles and commits; past it the
@@ -99,7 +202,7 @@ const maxRemembered = 50000
 // in the folder dir of the git repository ("" or "." for its root).
 func NewReader(history History, dir string) *Reader {
 	dir = strings.Trim(path.Clean("/"+dir), "/")
-	return &Reader{history: history, dir: dir, decoded: map[gitsource.Hash]decodedLock{}, commits: map[gitsource.Hash]gitsource.CommitInfo{}}
+	return &Reader{history: history, dir: dir, decoded: map[gitsource.Hash]decodedLock{}, commits: map[gitsource.Hash]gitsource.CommitInfo{}, timelines: map[timelineKey][]Entry{}}
 }
 
 // LockPath is the path of id's lockfile from the git repository's root.
@@ -111,7 +214,29 @@ func (r *Reader) LockPath(id resolver.ID) string {
 }
 
 // Read returns every lock commit of id reachable from head, oldest first.
+// The entries are shared with later calls: read them, do not change them.
 func (r *Reader) Read(head gitsource.Hash, id resolver.ID) ([]Entry, error) {
+	key := timelineKey{head, id}
+	r.mu.Lock()
+	out, ok := r.timelines[key]
+	r.mu.Unlock()
+	if ok {
+		return out, nil
+	}
+	out, err := r.read(head, id)
+	if err != nil {
+		return nil, err
+	}
+	r.mu.Lock()
+	if len(r.timelines) >= maxTimelines {
+		clear(r.timelines)
+	}
+	r.timelines[key] = out
+	r.mu.Unlock()
+	return out, nil
+}
+
+func (r *Reader) read(head gitsource.Hash, id resolver.ID) ([]Entry, error) {
 	file := r.LockPath(id)
 	changes, err := r.history.LockChanges(gitsource.Hash{}, head, path.Dir(file))
 	if err != nil {
@@ -228,7 +353,7 @@ func (r *Reader) decode(blob gitsource.Hash, file string) (*resolver.Instance, e
 		// The object may come with the next fetch: not remembered.
 		return nil, err
 	}
-	d.in, d.err = resolver.DecodeLock(file, data)
+	d.in, d.err = decodeHeader(file, data)
 	r.mu.Lock()
 	if len(r.decoded) >= maxRemembered {
 		clear(r.decoded)

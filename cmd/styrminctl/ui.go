@@ -14,10 +14,12 @@ import (
 	"github.com/spf13/cobra"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/styrmin/styrmin/gitsource"
 	"github.com/styrmin/styrmin/operator"
+	"github.com/styrmin/styrmin/operator/api/v1alpha1"
 	"github.com/styrmin/styrmin/planner"
 	"github.com/styrmin/styrmin/ui"
 )
@@ -114,8 +116,13 @@ func runUI(ctx context.Context, g *globalOptions, load contextConfigFunc, stdout
 		if err != nil {
 			return fmt.Errorf("context %s: kubernetes client: %w", name, err)
 		}
+		// Reading the sources checks the access too: the cache below would
+		// only retry a refused watch.
 		rctx, cancel := context.WithTimeout(ctx, 15*time.Second)
 		cluster, err := ui.ClusterName(rctx, c, name)
+		if err == nil {
+			err = c.List(rctx, &v1alpha1.StyrminDeploymentList{}, client.Limit(1))
+		}
 		cancel()
 		if err != nil {
 			return fmt.Errorf("context %s: %w", name, err)
@@ -124,7 +131,15 @@ func runUI(ctx context.Context, g *globalOptions, load contextConfigFunc, stdout
 			return fmt.Errorf("contexts %s and %s both reach cluster %s: give each cluster once", other, name, cluster)
 		}
 		seen[cluster] = name
-		clusters = append(clusters, ui.Cluster{Name: cluster, Reader: c})
+		// Styrmin's objects are read through a cache (list once, then
+		// watch), as the agent serves them: a page of 500 deployments
+		// renders in tens of milliseconds, not a full list per request.
+		informers, err := cache.New(cfg, cache.Options{Scheme: scheme})
+		if err != nil {
+			return fmt.Errorf("context %s: %w", name, err)
+		}
+		go func() { _ = informers.Start(ctx) }()
+		clusters = append(clusters, ui.Cluster{Name: cluster, Reader: informers, Live: c})
 	}
 	limits, sandbox := g.driverOptions()
 	h, err := ui.New(ui.Options{Clusters: clusters, Repo: repo, Dir: sub, PlanOptions: planner.Options{DriverLimits: limits, Sandbox: sandbox}})
