@@ -245,4 +245,3 @@ func countSubstring(s, sub string) int {
 	}
 	return n
 }
-

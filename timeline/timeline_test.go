@@ -1,0 +1,144 @@
+package timeline_test
+
+import (
+	"context"
+	"io/fs"
+	"os"
+	"os/exec"
+	"strings"
+	"testing"
+
+	"github.com/styrmin/styrmin/examples"
+	"github.com/styrmin/styrmin/gitsource"
+	"github.com/styrmin/styrmin/planner"
+	"github.com/styrmin/styrmin/resolver"
+	"github.com/styrmin/styrmin/timeline"
+)
+
+var hub = resolver.ID{Cluster: "local", Environment: "dev", Name: "hub"}
+
+// lockedRepo is the example repository, committed and locked once, in a
+// local git repository.
+func lockedRepo(t *testing.T) (*gitsource.Repo, *resolver.Instance) {
+	t.Helper()
+	if _, err := exec.LookPath("git"); err != nil {
+		t.Skip("git is not installed")
+	}
+	dir := t.TempDir()
+	if err := examples.WriteTo(dir); err != nil {
+		t.Fatal(err)
+	}
+	for _, args := range [][]string{{"init", "-q", "-b", "main"}, {"add", "-A"}, {"commit", "-q", "-m", "Merge pull request #3 from team/start"}} {
+		cmd := exec.Command("git", append([]string{"-c", "user.name=Ada", "-c", "user.email=ada@example.com"}, args...)...)
+		cmd.Dir = dir
+		cmd.Env = append(os.Environ(), "GIT_CONFIG_GLOBAL=/dev/null", "GIT_CONFIG_SYSTEM=/dev/null")
+		if out, err := cmd.CombinedOutput(); err != nil {
+			t.Fatalf("git %v: %v\n%s", args, err, out)
+		}
+	}
+	repo, err := gitsource.Open(dir, gitsource.OpenOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := resolver.CommitLocksWith(context.Background(), repo, resolver.WorkspaceOptions{}, resolver.LockRequest{}, resolver.CommitOptions{History: repo}); err != nil {
+		t.Fatal(err)
+	}
+	head, _ := repo.Head()
+	fsys, _ := repo.TreeAt(head, ".")
+	in, err := resolver.ReadLock(fsys, hub.LockPath())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return repo, in
+}
+
+func commit(t *testing.T, repo *gitsource.Repo, ch gitsource.Change) {
+	t.Helper()
+	if _, err := repo.CommitLocks(context.Background(), gitsource.CommitRequest{Build: func(context.Context, gitsource.Hash, fs.FS) (gitsource.Change, error) { return ch, nil }}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestTimelineHasEveryLockCommitOfTheDeploymentInOrder locks the hub four
+// more times (an upgrade, a retry, a hand edit, a removed lockfile) and
+// reads its timeline: every lock commit, oldest first, with the workflow
+// against the entry before, the retry marked, the unreadable lockfile an
+// entry with an error, and the configuration commit's pull request.
+func TestTimelineHasEveryLockCommitOfTheDeploymentInOrder(t *testing.T) {
+	repo, first := lockedRepo(t)
+	upgrade := *first
+	upgrade.Sequence, upgrade.AppVersion, upgrade.Digest = 2, "1.5.0", "sha256:other"
+	data, err := resolver.EncodeLock(&upgrade)
+	if err != nil {
+		t.Fatal(err)
+	}
+	commit(t, repo, gitsource.Change{Files: map[string][]byte{hub.LockPath(): data}, Locks: map[string]int{hub.String(): 2}})
+	retry := upgrade
+	retry.Sequence = 3
+	data, _ = resolver.EncodeLock(&retry)
+	commit(t, repo, gitsource.Change{Files: map[string][]byte{hub.LockPath(): data}, Locks: map[string]int{hub.String(): 3},
+		Trailers: []gitsource.Trailer{{Key: resolver.RetryTrailer, Value: hub.String()}}})
+	commit(t, repo, gitsource.Change{Subject: "hand edit", Files: map[string][]byte{hub.LockPath(): []byte("apiVersion: nonsense\n")}})
+	commit(t, repo, gitsource.Change{Subject: "removed", Files: map[string][]byte{hub.LockPath(): nil}})
+	// Another deployment's lock commit is not in the hub's timeline.
+	web := resolver.ID{Cluster: "local", Environment: "dev", Name: "web"}
+	commit(t, repo, gitsource.Change{Files: map[string][]byte{web.LockPath(): nil}})
+
+	head, err := repo.Head()
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := timeline.NewReader(repo, "")
+	entries, err := r.Read(head, hub)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(entries) != 5 {
+		t.Fatalf("%d entries, want 5: %+v", len(entries), entries)
+	}
+	want := []struct {
+		seq      int64
+		workflow planner.Workflow
+		retry    bool
+	}{{1, planner.WorkflowCreate, false}, {2, planner.WorkflowUpgrade, false}, {3, "", true}, {0, "", false}, {0, "", false}}
+	for i, w := range want {
+		e := entries[i]
+		if e.Sequence != w.seq || e.Workflow != w.workflow || e.Retry != w.retry {
+			t.Errorf("entry %d: sequence %d, workflow %q, retry %v; want %d, %q, %v", i, e.Sequence, e.Workflow, e.Retry, w.seq, w.workflow, w.retry)
+		}
+	}
+	if e := entries[0]; e.ConfigCommit == "" || e.PullRequest != 3 || e.Driver != "graphhub@1.0.0" || e.AppVersion != "1.4.0" {
+		t.Errorf("the first entry: %+v; want its configuration commit, pull request #3, graphhub@1.0.0, app 1.4.0", e)
+	}
+	if e := entries[3]; !strings.Contains(e.Error, "field apiVersion") {
+		t.Errorf("the hand edit: %q, want an error naming apiVersion", e.Error)
+	}
+	if e := entries[4]; !e.Removed {
+		t.Errorf("the removal: %+v, want Removed", e)
+	}
+	if _, err := timeline.Find(entries, 2); err != nil {
+		t.Error(err)
+	}
+	if _, err := timeline.Find(entries, 9); err == nil {
+		t.Error("Find(9): no error")
+	}
+	again, err := r.Read(head, hub)
+	if err != nil || len(again) != len(entries) || &again[0] != &entries[0] {
+		t.Errorf("reading the same head again should give the remembered timeline (%v)", err)
+	}
+}
+
+func TestFindDeploymentTakesABareNameOnlyWhenItIsOne(t *testing.T) {
+	repo, _ := lockedRepo(t)
+	head, _ := repo.Head()
+	fsys, _ := repo.TreeAt(head, ".")
+	if _, err := timeline.FindDeployment(fsys, "hub"); err == nil || !strings.Contains(err.Error(), "local/dev/hub, local/staging/hub") {
+		t.Errorf("hub is two deployments: %v", err)
+	}
+	if id, err := timeline.FindDeployment(fsys, "local/dev/hub"); err != nil || id != hub {
+		t.Errorf("a full ID: %v %v", id, err)
+	}
+	if _, err := timeline.FindDeployment(fsys, "nope"); err == nil {
+		t.Error("an unknown name: no error")
+	}
+}
