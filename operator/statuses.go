@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -27,6 +28,9 @@ type StatusOptions struct {
 	APIURL string
 	// TargetURL, when set, links each status (the UI's address).
 	TargetURL string
+	// Repository is "OWNER/NAME" on the git host (default: read from the
+	// repository's URL, which must then be GitHub's form).
+	Repository string
 }
 
 // addStatusReporter reports lock commits' results (the elected replica
@@ -52,8 +56,18 @@ func (a *Agent) addStatusReporter(ctx context.Context, direct client.Reader, opt
 		return fmt.Errorf("agent: Secret %s has no key %q holding the commit status token", key, so.SecretKey)
 	}
 	host, owner, repo, err := commitstatus.ParseRepository(opts.URL)
+	if so.Repository != "" {
+		var ok bool
+		if owner, repo, ok = strings.Cut(so.Repository, "/"); !ok {
+			return fmt.Errorf("agent: the commit status repository %q is not OWNER/NAME", so.Repository)
+		}
+		err = nil
+	}
 	if err != nil {
-		return fmt.Errorf("agent: reporting commit statuses: %w", err)
+		return fmt.Errorf("agent: reporting commit statuses: %w (name it with --status-repository)", err)
+	}
+	if base := so.APIURL; base == "" && host == "" {
+		return errors.New("agent: reporting commit statuses: give the API's address (--status-api-url)")
 	}
 	base := so.APIURL
 	if base == "" {

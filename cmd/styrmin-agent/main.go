@@ -53,6 +53,7 @@ type flags struct {
 	reportStatuses                      bool
 	statusSecret, statusSecretKey       string
 	statusAPIURL, statusTargetURL       string
+	statusRepository                    string
 	leaderElect, installCRDs            bool
 	kubeconfig, logLevel, logFormat     string
 	webhookSecretName, webhookSecretKey string
@@ -101,6 +102,7 @@ func parseFlags(args []string, stderr io.Writer) (*flags, error) {
 	fs.StringVar(&f.statusSecret, "status-secret", "", "Secret in the agent's namespace holding the token for --report-statuses (default: --repo-secret)")
 	fs.StringVar(&f.statusSecretKey, "status-secret-key", "token", "key of --status-secret holding the token")
 	fs.StringVar(&f.statusAPIURL, "status-api-url", "", "GitHub's API for --report-statuses (default: api.github.com for github.com, https://HOST/api/v3 otherwise)")
+	fs.StringVar(&f.statusRepository, "status-repository", "", "OWNER/NAME of the repository on GitHub for --report-statuses (default: from --repo)")
 	fs.StringVar(&f.statusTargetURL, "status-target-url", "", "link of each commit status (for example the UI's address)")
 	fs.StringVar(&f.webhookSecretName, "webhook-secret-name", "", "Secret in the agent's namespace holding the webhook's shared secret")
 	fs.StringVar(&f.webhookSecretKey, "webhook-secret-key", operator.DefaultWebhookSecretKey, "key of --webhook-secret-name holding the shared secret")
@@ -265,7 +267,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		Webhook:         operator.WebhookOptions{Addr: f.webhookAddr, SecretName: f.webhookSecretName, SecretKey: f.webhookSecretKey},
 		UI:              operator.UIOptions{Addr: f.uiAddr},
 		Statuses: operator.StatusOptions{Enabled: f.reportStatuses, SecretName: f.statusSecret, SecretKey: f.statusSecretKey,
-			APIURL: f.statusAPIURL, TargetURL: f.statusTargetURL},
+			APIURL: f.statusAPIURL, TargetURL: f.statusTargetURL, Repository: f.statusRepository},
 		LockMode: lockMode,
 		Drivers:  dopts,
 	})
