@@ -142,3 +142,28 @@ func TestFindDeploymentTakesABareNameOnlyWhenItIsOne(t *testing.T) {
 		t.Error("an unknown name: no error")
 	}
 }
+
+// TestSummaryOfACanonicalLockfileIsWhatTheResolverDecodes reads the
+// example's lockfiles with the timeline's scanner and with the resolver:
+// the summary fields agree.
+func TestSummaryOfACanonicalLockfileIsWhatTheResolverDecodes(t *testing.T) {
+	repo, _ := lockedRepo(t)
+	head, _ := repo.Head()
+	r := timeline.NewReader(repo, "")
+	fsys, _ := repo.TreeAt(head, ".")
+	for _, id := range []resolver.ID{hub, {Cluster: "local", Environment: "staging", Name: "web"}} {
+		want, err := resolver.ReadLock(fsys, id.LockPath())
+		if err != nil {
+			t.Fatal(err)
+		}
+		entries, err := r.Read(head, id)
+		if err != nil || len(entries) != 1 {
+			t.Fatalf("%s: %v %v", id, entries, err)
+		}
+		e := entries[0]
+		if e.Sequence != want.Sequence || e.Kind != want.Kind || e.Digest != want.Digest || e.AppVersion != want.AppVersion ||
+			e.Driver != want.Driver.String() || e.ConfigCommit != want.SourceCommit {
+			t.Errorf("%s: the timeline reads %+v, the resolver %+v", id, e, want)
+		}
+	}
+}

@@ -168,8 +168,10 @@ func countRows(body string) int {
 // BenchmarkTimeline1000LockCommits serves the timeline of a deployment
 // with 1,000 lock commits in a real go-git repository (each locking a new
 // sequence of dev/hub, with its configuration-commit trailer). Cold: a
-// new handler for each request (nothing decoded yet); warm: one handler,
-// whose reader remembers the lockfiles it decoded.
+// new handler for each request (nothing read yet), on the agent's clone
+// in memory, on disk packed (styrminctl ui's clone) and loose (as go-git
+// wrote it); warm: one handler, which remembers the timeline of the
+// head.
 func BenchmarkTimeline1000LockCommits(b *testing.B) {
 	const commits = 1000
 	_, cl := controlPlane(b)
@@ -205,35 +207,48 @@ func BenchmarkTimeline1000LockCommits(b *testing.B) {
 		}
 	}
 	b.Logf("made %d lock commits in %s", commits, time.Since(start).Round(time.Millisecond))
-	newHandler := func() *ui.Handler {
-		h, err := ui.New(ui.Options{Clusters: []ui.Cluster{{Name: "local", Reader: cl}}, Repo: d.repo})
-		if err != nil {
-			b.Fatal(err)
-		}
-		return h
-	}
 	path := "/d/local/dev/hub/timeline"
-	rec := httptest.NewRecorder()
-	newHandler().ServeHTTP(rec, httptest.NewRequest(http.MethodGet, path, nil))
-	if n := countSubstring(rec.Body.String(), `<input type="radio" name="a"`); n != commits {
-		b.Fatalf("the timeline shows %d entries, want %d", n, commits)
-	}
-	b.Run("cold", func(b *testing.B) {
-		start := time.Now()
-		for b.Loop() {
-			serve(b, newHandler(), path)
+	run := func(b *testing.B, repo *gitsource.Repo, cold bool) {
+		newHandler := func() *ui.Handler {
+			h, err := ui.New(ui.Options{Clusters: []ui.Cluster{{Name: "local", Reader: cl}}, Repo: repo})
+			if err != nil {
+				b.Fatal(err)
+			}
+			return h
 		}
-		b.ReportMetric(float64(time.Since(start).Microseconds())/1000/float64(b.N), "ms/page")
-	})
-	b.Run("warm", func(b *testing.B) {
+		rec := httptest.NewRecorder()
+		newHandler().ServeHTTP(rec, httptest.NewRequest(http.MethodGet, path, nil))
+		if n := countSubstring(rec.Body.String(), `<input type="radio" name="a"`); n != commits {
+			b.Fatalf("the timeline shows %d entries, want %d", n, commits)
+		}
 		h := newHandler()
 		serve(b, h, path)
 		start := time.Now()
 		for b.Loop() {
+			if cold {
+				h = newHandler()
+			}
 			serve(b, h, path)
 		}
 		b.ReportMetric(float64(time.Since(start).Microseconds())/1000/float64(b.N), "ms/page")
-	})
+	}
+	// On disk as go-git wrote them: one file per object.
+	b.Run("cold-loose", func(b *testing.B) { run(b, d.repo, true) })
+	// On disk as a clone holds them (styrminctl ui): packed, then
+	// opened again.
+	git(b, d.dir, "repack", "-adq")
+	packed, err := gitsource.Open(d.dir, gitsource.OpenOptions{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Run("cold-disk", func(b *testing.B) { run(b, packed, true) })
+	// The agent's clone: in memory (its default, no --clone-dir).
+	memory, err := gitsource.Clone(ctx, d.dir, "", gitsource.CloneOptions{Branch: "main"})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Run("cold", func(b *testing.B) { run(b, memory, true) })
+	b.Run("warm", func(b *testing.B) { run(b, memory, false) })
 }
 
 func countSubstring(s, sub string) int {
