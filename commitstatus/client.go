@@ -98,7 +98,9 @@ func New(o Options) (*Client, error) {
 }
 
 // String names the repository, never the token.
-func (c *Client) String() string { return "commitstatus " + c.owner + "/" + c.repo + " at " + c.base.Host }
+func (c *Client) String() string {
+	return "commitstatus " + c.owner + "/" + c.repo + " at " + c.base.Host
+}
 
 // GoString is String, so %#v prints no token either.
 func (c *Client) GoString() string { return c.String() }
