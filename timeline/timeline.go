@@ -249,10 +249,13 @@ func scanHeader(summary []byte) (lockHeader, bool) {
 	return h, true
 }
 
-// decodeHeader reads a lockfile's summary fields, with the checks that
-// need no more: a known apiVersion and kind, a positive sequence, the
-// deployment its path names, a checksum present.
-func decodeHeader(file string, data []byte) (*resolver.Instance, error) {
+// Summary reads a lockfile's summary fields (kind, deployment, sequence,
+// source commit, digest, driver, application version; not the context
+// and values), with the checks that need no more: a known apiVersion and
+// kind, a positive sequence, the deployment its path names, a checksum
+// present. It does not verify the checksum (resolver.DecodeLock does):
+// it is for pages that show many lockfiles at once.
+func Summary(file string, data []byte) (*resolver.Instance, error) {
 	if len(data) > maxLockSize {
 		return nil, fmt.Errorf("%s: lockfile is %d bytes, more than the %d allowed", file, len(data), maxLockSize)
 	}
@@ -440,7 +443,7 @@ func (r *Reader) decode(blob gitsource.Hash, file string) (*resolver.Instance, e
 		// The object may come with the next fetch: not remembered.
 		return nil, err
 	}
-	d.in, d.err = decodeHeader(file, data)
+	d.in, d.err = Summary(file, data)
 	r.mu.Lock()
 	if len(r.decoded) >= maxRemembered {
 		clear(r.decoded)

@@ -153,6 +153,23 @@ func BenchmarkOverview500Deployments(b *testing.B) {
 			b.ReportMetric(float64(time.Since(start).Microseconds())/1000/float64(b.N), "ms/page")
 		})
 	}
+	// A new handler for each request: git's head read again (500
+	// lockfiles decoded and checked, the configuration loaded for the
+	// holds), as after every new commit.
+	b.Run("new-head", func(b *testing.B) {
+		if !informers.WaitForCacheSync(cctx) {
+			b.Fatal("the cache did not sync")
+		}
+		start := time.Now()
+		for b.Loop() {
+			h, err := ui.New(ui.Options{Clusters: []ui.Cluster{{Name: "bench", Reader: informers, Live: cl}}, Repo: d.repo})
+			if err != nil {
+				b.Fatal(err)
+			}
+			serve(b, h, "/?cluster=bench")
+		}
+		b.ReportMetric(float64(time.Since(start).Microseconds())/1000/float64(b.N), "ms/page")
+	})
 }
 
 func countRows(body string) int {

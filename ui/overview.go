@@ -10,7 +10,6 @@ import (
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/styrmin/styrmin/gitsource"
 	"github.com/styrmin/styrmin/operator/api/v1alpha1"
 	"github.com/styrmin/styrmin/operator/instance"
 	"github.com/styrmin/styrmin/resolver"
@@ -250,10 +249,7 @@ func (h *Handler) clusterView(ctx context.Context, c *Cluster, gs *headState, f 
 					// cleaned up after: nothing to show.
 					continue
 				}
-				r = &row{ID: id, Ready: "Unknown", App: in.AppVersion, Driver: in.Driver.String()}
-				if in.Context != nil {
-					r.Namespace = in.Context.Deployment.Namespace
-				}
+				r = &row{ID: id, Ready: "Unknown", App: in.AppVersion, Driver: in.Driver.String(), Namespace: gs.namespaceOf(id)}
 				rows[id] = r
 			}
 			r.Locked = in.Sequence
@@ -280,57 +276,6 @@ func (h *Handler) clusterView(ctx context.Context, c *Cluster, gs *headState, f 
 		cv.Environments = append(cv.Environments, environmentView{Name: env, Rows: rs})
 	}
 	return cv
-}
-
-// headState is what the overview reads from git at one head: the locked
-// instances and the deployments on hold.
-type headState struct {
-	head  gitsource.Hash
-	locks map[resolver.ID]*resolver.Instance
-	held  map[resolver.ID]string
-	err   error
-}
-
-// headState reads git's head, once per head commit.
-func (h *Handler) headState() *headState {
-	if h.o.Repo == nil {
-		return nil
-	}
-	head, err := h.o.Repo.Head()
-	if err != nil {
-		return &headState{err: fmt.Errorf("reading the repository's head: %w", err)}
-	}
-	h.headMu.Lock()
-	defer h.headMu.Unlock()
-	if h.head != nil && h.head.head == head {
-		return h.head
-	}
-	gs := &headState{head: head, held: map[resolver.ID]string{}}
-	fsys, err := h.o.Repo.TreeAt(head, h.o.Dir)
-	if err == nil {
-		gs.locks, err = resolver.LoadLocks(fsys)
-	}
-	if err == nil {
-		var repo *resolver.Repository
-		// The configuration only (no driver is evaluated): which
-		// deployments are held.
-		if repo, err = resolver.NewLoader(0).Load(fsys); err == nil {
-			for _, c := range repo.Clusters {
-				for _, e := range c.Environments {
-					for _, dep := range e.Deployments {
-						if dep.Hold != "" {
-							gs.held[dep.ID] = dep.Hold
-						}
-					}
-				}
-			}
-		}
-	}
-	if err != nil {
-		gs.err = fmt.Errorf("reading the repository at %s: %w", head.Short(), err)
-	}
-	h.head = gs
-	return gs
 }
 
 func short(commit string) string {
