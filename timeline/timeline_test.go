@@ -167,3 +167,21 @@ func TestSummaryOfACanonicalLockfileIsWhatTheResolverDecodes(t *testing.T) {
 		}
 	}
 }
+
+// TestSummaryReadsAHandWrittenLockfileThroughYAML gives Summary a lockfile
+// in another YAML style than the engine's: it is read by the YAML parser,
+// and a wrong path or a missing checksum is refused.
+func TestSummaryReadsAHandWrittenLockfileThroughYAML(t *testing.T) {
+	const file = "locks/local/dev/hub.lock.yaml"
+	doc := "apiVersion: 'styrmin.io/v1alpha1'\nkind: Instance\ndeployment: {cluster: local, environment: dev, name: hub}\nsequence: 7\ndigest: sha256:x\nchecksum: sha256:y\ndriver: {name: graphhub, version: 1.0.0}\n"
+	in, err := timeline.Summary(file, []byte(doc))
+	if err != nil || in.Sequence != 7 || in.Driver.Name != "graphhub" || in.ID != hub {
+		t.Fatalf("%+v %v", in, err)
+	}
+	if _, err := timeline.Summary("locks/local/dev/web.lock.yaml", []byte(doc)); err == nil || !strings.Contains(err.Error(), "field deployment") {
+		t.Errorf("the lockfile of another deployment: %v", err)
+	}
+	if _, err := timeline.Summary(file, []byte(strings.Replace(doc, "checksum: sha256:y\n", "", 1))); err == nil || !strings.Contains(err.Error(), "checksum") {
+		t.Errorf("no checksum: %v", err)
+	}
+}

@@ -9,15 +9,36 @@ import (
 	"github.com/styrmin/styrmin/resolver"
 )
 
+// conditionClass colours a condition by what its status means: Ready
+// and the agent's sync are good when True, Stalled, Drifted and
+// Reconciling when False.
+func conditionClass(condType, status string) string {
+	good := "True"
+	switch condType {
+	case "Stalled", "Drifted", "Reconciling":
+		good = "False"
+	}
+	switch {
+	case status == good:
+		return "ok"
+	case status == "Unknown":
+		return "wait"
+	case condType == "Reconciling":
+		return "run"
+	}
+	return "bad"
+}
+
 // pageNames are the pages; each is parsed with the layout.
 var pageNames = []string{"overview", "deployment", "timeline", "task", "plan", "error"}
 
 func parsePages() (map[string]*template.Template, error) {
 	funcs := template.FuncMap{
-		"short":      short,
-		"stateClass": stateClass,
-		"deployment": deploymentHref,
-		"timelineOf": func(cluster string, id resolver.ID) string { return deploymentHref(cluster, id) + "/timeline" },
+		"short":          short,
+		"stateClass":     stateClass,
+		"conditionClass": conditionClass,
+		"deployment":     deploymentHref,
+		"timelineOf":     func(cluster string, id resolver.ID) string { return deploymentHref(cluster, id) + "/timeline" },
 		"taskHref": func(cluster, namespace, task string) string {
 			return "/t/" + url.PathEscape(cluster) + "/" + url.PathEscape(namespace) + "/" + url.PathEscape(task)
 		},

@@ -169,6 +169,9 @@ func TestOnlyGETIsServedAndEveryResponseCarriesAStrictPolicy(t *testing.T) {
 			t.Errorf("%s /: %d, Allow %q; want 405 and GET, HEAD", m, code, hd.Get("Allow"))
 		}
 	}
+	if code, _, body := do(t, w.srv, http.MethodHead, "/"); code != http.StatusOK || body != "" {
+		t.Errorf("HEAD /: %d with %d bytes, want 200 and no body", code, len(body))
+	}
 	for _, path := range []string{"/", "/d/local/dev/hub", "/static/ui.js", "/no/such/page", "/t/local/dev-hub/hub-3"} {
 		_, hd, body := get(t, w.srv, path)
 		csp := hd.Get("Content-Security-Policy")
