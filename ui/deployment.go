@@ -256,6 +256,11 @@ func (h *Handler) settingsAt(commit string, id resolver.ID) ([]setting, string) 
 	if r, ok := recall(&h.cacheMu, h.settings, key); ok {
 		return r.settings, r.err
 	}
+	h.computing <- struct{}{}
+	defer func() { <-h.computing }()
+	if r, ok := recall(&h.cacheMu, h.settings, key); ok {
+		return r.settings, r.err
+	}
 	r := &settingsResult{}
 	r.settings, r.err = h.resolveSettings(commit, id)
 	remember(&h.cacheMu, h.settings, key, r)

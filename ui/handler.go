@@ -106,6 +106,10 @@ type Handler struct {
 	cacheMu  sync.Mutex
 	plans    map[string]*planResult
 	settings map[string]*settingsResult
+	// computing lets one plan or resolution run at a time: each takes
+	// seconds of CPU on a large repository, and the agent that serves
+	// the pages has its own work to do.
+	computing chan struct{}
 }
 
 var _ http.Handler = (*Handler)(nil)
@@ -141,7 +145,7 @@ func New(o Options) (*Handler, error) {
 	if o.Planner == nil {
 		o.Planner = PlannerFunc(planner.ComputeTrees)
 	}
-	h := &Handler{o: o, clusters: map[string]*Cluster{}, plans: map[string]*planResult{}, settings: map[string]*settingsResult{}}
+	h := &Handler{o: o, clusters: map[string]*Cluster{}, plans: map[string]*planResult{}, settings: map[string]*settingsResult{}, computing: make(chan struct{}, 1)}
 	for i := range o.Clusters {
 		c := &h.o.Clusters[i]
 		if c.Name == "" || c.Reader == nil {

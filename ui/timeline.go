@@ -183,6 +183,12 @@ func (h *Handler) planHTML(base, head gitsource.Hash, baseName, headName string,
 	if r, ok := recall(&h.cacheMu, h.plans, key); ok {
 		return r.html, r.err
 	}
+	h.computing <- struct{}{}
+	defer func() { <-h.computing }()
+	if r, ok := recall(&h.cacheMu, h.plans, key); ok {
+		// Computed while this request waited.
+		return r.html, r.err
+	}
 	r := &planResult{}
 	r.html, r.err = h.computePlan(base, head, baseName, headName, only)
 	remember(&h.cacheMu, h.plans, key, r)

@@ -12,6 +12,11 @@
     if (document.hidden) {
       return;
     }
+    // Not while someone types in a filter or holds a choice open.
+    var active = document.activeElement;
+    if (active && /^(INPUT|SELECT|TEXTAREA|BUTTON)$/.test(active.tagName)) {
+      return;
+    }
     var open = {};
     document.querySelectorAll("details[id][open]").forEach(function (d) { open[d.id] = true; });
     fetch(window.location.href, { credentials: "same-origin", cache: "no-store" })
