@@ -280,7 +280,9 @@ func (h *Handler) resolveSettings(commit string, id resolver.ID) ([]setting, str
 	if err != nil {
 		return nil, "resolving the repository at " + short(commit) + ": " + mask(err.Error())
 	}
-	res := ws.Resolve()
+	// This deployment only (as plan --only does): a repository of 500
+	// deployments resolves one in a fraction of the time.
+	res := resolver.Resolve(ws.Repo, resolver.Options{Catalog: ws.Catalog, Locks: ws.Locks, SourceCommit: commit, Only: map[resolver.ID]bool{id: true}})
 	rd, ok := res.Get(id)
 	if !ok {
 		for _, e := range res.Errors {
