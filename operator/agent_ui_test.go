@@ -2,10 +2,13 @@ package operator_test
 
 import (
 	"encoding/json"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"os/exec"
 	"strings"
 	"sync"
 	"testing"
@@ -113,5 +116,23 @@ func TestAgentServesTheUIAndReportsEachLockCommitToTheGitHost(t *testing.T) {
 	}
 	if strings.Contains(e.agent.Log(), agentGitToken) {
 		t.Error("the agent's log holds the token")
+	}
+	// A browser over the running agent: the DOM it builds, no page part
+	// the policy refuses (the ui package's test loads every page).
+	if bin, err := exec.LookPath("chromium"); err == nil {
+		for path, want := range map[string]string{"/": "Cluster local", "/t/local/dev-hub/hub-" + fmt.Sprint(seqs["hub"]): "Succeeded"} {
+			cmd := exec.Command(bin, "--headless", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--user-data-dir="+t.TempDir(),
+				"--enable-logging=stderr", "--v=0", "--virtual-time-budget=2000", "--dump-dom", "http://"+addr+path)
+			var out, errOut strings.Builder
+			cmd.Stdout, cmd.Stderr = &out, &errOut
+			if err := cmd.Run(); err != nil {
+				t.Fatalf("chromium: %v\n%s", err, errOut.String())
+			}
+			if !strings.Contains(out.String(), want) || strings.Contains(errOut.String(), "Content Security Policy") {
+				t.Errorf("chromium on %s: the DOM lacks %q or the policy refused a part:\n%s\n%s", path, want, out.String(), errOut.String())
+			}
+		}
+	} else if os.Getenv("CI") != "" {
+		t.Error("chromium is not installed (.ci/run installs it)")
 	}
 }
