@@ -113,6 +113,9 @@ func (h *Handler) timelineData(ctx context.Context, c *Cluster, id resolver.ID, 
 		row := timelineRow{Entry: e, Active: active != 0 && e.Sequence == active}
 		if t := bySeq[e.Sequence]; t != nil && t.Spec.Lock.Commit == e.Commit {
 			row.Task, row.TaskNamespace, row.Result = t.Name, t.Namespace, string(t.Status.Phase)
+			if w := string(t.Status.Workflow); w != "" && w != string(e.Workflow) {
+				row.RanAs = w
+			}
 			if row.Result == "" {
 				row.Result = string(v1alpha1.TaskPending)
 			}
