@@ -41,6 +41,10 @@ type timelineRow struct {
 	// its task's phase and name, and whether it is the active instance.
 	Result, Task, TaskNamespace string
 	Active                      bool
+	// RanAs is the workflow the task ran when it is not the one git's
+	// order selects (a change after a failed upgrade runs the upgrade:
+	// the workflow is chosen against the active instance).
+	RanAs string
 }
 
 func (h *Handler) timeline(w http.ResponseWriter, r *http.Request) {
