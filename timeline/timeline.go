@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"path"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -89,6 +90,8 @@ type Reader struct {
 	// timelines are the timelines read, by head and deployment: a
 	// commit's history never changes.
 	timelines map[timelineKey][]Entry
+	// latest is the newest head each deployment's timeline was read at.
+	latest map[resolver.ID]gitsource.Hash
 }
 
 type timelineKey struct {
@@ -296,7 +299,7 @@ const maxRemembered = 50000
 // in the folder dir of the git repository ("" or "." for its root).
 func NewReader(history History, dir string) *Reader {
 	dir = strings.Trim(path.Clean("/"+dir), "/")
-	return &Reader{history: history, dir: dir, decoded: map[gitsource.Hash]decodedLock{}, commits: map[gitsource.Hash]gitsource.CommitInfo{}, timelines: map[timelineKey][]Entry{}}
+	return &Reader{history: history, dir: dir, decoded: map[gitsource.Hash]decodedLock{}, commits: map[gitsource.Hash]gitsource.CommitInfo{}, timelines: map[timelineKey][]Entry{}, latest: map[resolver.ID]gitsource.Hash{}}
 }
 
 // LockPath is the path of id's lockfile from the git repository's root.
@@ -309,35 +312,68 @@ func (r *Reader) LockPath(id resolver.ID) string {
 
 // Read returns every lock commit of id reachable from head, oldest first.
 // The entries are shared with later calls: read them, do not change them.
+//
+// A timeline read at an earlier head that head descends from (the
+// branch moved forward) is extended with the new commits only, when the
+// history can tell descent (Descender, as *gitsource.Repo does).
 func (r *Reader) Read(head gitsource.Hash, id resolver.ID) ([]Entry, error) {
 	key := timelineKey{head, id}
 	r.mu.Lock()
 	out, ok := r.timelines[key]
+	prev, hasPrev := r.latest[id]
 	r.mu.Unlock()
 	if ok {
 		return out, nil
 	}
-	out, err := r.read(head, id)
+	from := gitsource.Hash{}
+	var before []Entry
+	if d, can := r.history.(Descender); can && hasPrev {
+		if forward, err := d.Descends(head, prev); err == nil && forward {
+			r.mu.Lock()
+			before, ok = r.timelines[timelineKey{prev, id}]
+			r.mu.Unlock()
+			if ok {
+				from = prev
+			}
+		}
+	}
+	out, err := r.read(from, head, id, before)
 	if err != nil {
 		return nil, err
 	}
 	r.mu.Lock()
 	if len(r.timelines) >= maxTimelines {
 		clear(r.timelines)
+		clear(r.latest)
 	}
 	r.timelines[key] = out
+	r.latest[id] = head
 	r.mu.Unlock()
 	return out, nil
 }
 
-func (r *Reader) read(head gitsource.Hash, id resolver.ID) ([]Entry, error) {
+// Descender tells whether head descends from (or is) an earlier commit:
+// *gitsource.Repo.
+type Descender interface {
+	Descends(head, from gitsource.Hash) (bool, error)
+}
+
+var _ Descender = (*gitsource.Repo)(nil)
+
+// read walks the lock commits after from (zero: the root) up to head,
+// after the entries before (read up to from).
+func (r *Reader) read(from, head gitsource.Hash, id resolver.ID, before []Entry) ([]Entry, error) {
 	file := r.LockPath(id)
-	changes, err := r.history.LockChanges(gitsource.Hash{}, head, path.Dir(file))
+	changes, err := r.history.LockChanges(from, head, path.Dir(file))
 	if err != nil {
 		return nil, fmt.Errorf("timeline of %s: %w", id, err)
 	}
-	var out []Entry
+	// A new slice: the entries before are shared with earlier callers.
+	out := slices.Clone(before)
 	var prev *resolver.Instance
+	for i := len(out) - 1; i >= 0 && prev == nil; i-- {
+		prev = out[i].instance
+	}
 	for _, ch := range changes {
 		if ch.Path != file {
 			continue

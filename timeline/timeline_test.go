@@ -2,9 +2,11 @@ package timeline_test
 
 import (
 	"context"
+	"fmt"
 	"io/fs"
 	"os"
 	"os/exec"
+	"reflect"
 	"strings"
 	"testing"
 
@@ -183,5 +185,42 @@ func TestSummaryReadsAHandWrittenLockfileThroughYAML(t *testing.T) {
 	}
 	if _, err := timeline.Summary(file, []byte(strings.Replace(doc, "checksum: sha256:y\n", "", 1))); err == nil || !strings.Contains(err.Error(), "checksum") {
 		t.Errorf("no checksum: %v", err)
+	}
+}
+
+// TestTimelineReadAgainAfterNewCommitsEqualsAFreshRead reads a timeline,
+// adds lock commits, and reads it at the new head: extended with the new
+// commits only, it equals what a new reader reads from the root.
+func TestTimelineReadAgainAfterNewCommitsEqualsAFreshRead(t *testing.T) {
+	repo, first := lockedRepo(t)
+	r := timeline.NewReader(repo, "")
+	head1, _ := repo.Head()
+	before, err := r.Read(head1, hub)
+	if err != nil || len(before) != 1 {
+		t.Fatalf("%v %v", before, err)
+	}
+	for seq := int64(2); seq <= 4; seq++ {
+		in := *first
+		in.Sequence, in.AppVersion, in.Digest = seq, fmt.Sprintf("1.4.%d", seq), fmt.Sprintf("sha256:%d", seq)
+		data, err := resolver.EncodeLock(&in)
+		if err != nil {
+			t.Fatal(err)
+		}
+		commit(t, repo, gitsource.Change{Files: map[string][]byte{hub.LockPath(): data}, Locks: map[string]int{hub.String(): int(seq)}})
+	}
+	head2, _ := repo.Head()
+	extended, err := r.Read(head2, hub)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fresh, err := timeline.NewReader(repo, "").Read(head2, hub)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(extended, fresh) || len(fresh) != 4 || fresh[1].Workflow != planner.WorkflowUpgrade {
+		t.Errorf("extended:\n%+v\nfresh:\n%+v", extended, fresh)
+	}
+	if len(before) != 1 {
+		t.Errorf("the earlier timeline changed: %d entries", len(before))
 	}
 }
