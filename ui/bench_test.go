@@ -266,6 +266,34 @@ func BenchmarkTimeline1000LockCommits(b *testing.B) {
 	}
 	b.Run("cold", func(b *testing.B) { run(b, memory, true) })
 	b.Run("warm", func(b *testing.B) { run(b, memory, false) })
+	// One handler while the branch moves: a new lock commit before each
+	// request, whose timeline is the one before and the new commit.
+	b.Run("new-commit", func(b *testing.B) {
+		h, err := ui.New(ui.Options{Clusters: []ui.Cluster{{Name: "local", Reader: cl}}, Repo: packed})
+		if err != nil {
+			b.Fatal(err)
+		}
+		serve(b, h, path)
+		var spent time.Duration
+		for i := 0; i < b.N; i++ {
+			in := *hub
+			in.Sequence = int64(commits + 1 + i)
+			in.Digest = fmt.Sprintf("sha256:bench-%d", i)
+			data, err := resolver.EncodeLock(&in)
+			if err != nil {
+				b.Fatal(err)
+			}
+			if _, err := packed.CommitLocks(ctx, gitsource.CommitRequest{Build: func(context.Context, gitsource.Hash, fs.FS) (gitsource.Change, error) {
+				return gitsource.Change{Files: map[string][]byte{idDevHub.LockPath(): data}, Locks: map[string]int{idDevHub.String(): int(in.Sequence)}}, nil
+			}}); err != nil {
+				b.Fatal(err)
+			}
+			start := time.Now()
+			serve(b, h, path)
+			spent += time.Since(start)
+		}
+		b.ReportMetric(float64(spent.Microseconds())/1000/float64(b.N), "ms/page")
+	})
 }
 
 func countSubstring(s, sub string) int {
