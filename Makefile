@@ -28,7 +28,7 @@ GO_BUILD_FLAGS := -trimpath -buildvcs=false -ldflags "-X $(VERSION_PKG).stamped=
 
 .DEFAULT_GOAL := help
 
-.PHONY: help build image testcluster test bench bench-agent bench-agent-waves bench-lock bench-controller lint clusterctl cluster-up cluster-down cluster-status demo
+.PHONY: help build image testcluster test bench bench-ui ui-screenshots bench-agent bench-agent-waves bench-lock bench-controller lint clusterctl cluster-up cluster-down cluster-status demo
 
 help: ## List the targets.
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{ printf "  %-15s %s\n", $$1, $$2 }'
@@ -52,6 +52,12 @@ test: testcluster ## Run all tests (integration tests start real control planes)
 
 bench: testcluster ## Run the benchmarks (but the two 500-deployment ones: bench-agent, bench-controller).
 	$(GO) test -run '^$$' -bench . -skip 'AgentThroughGit|DeploymentController|LockChain' -benchmem -timeout $(TEST_TIMEOUT) ./...
+
+bench-ui: testcluster ## The web UI's figures: the overview at 500 deployments, the timeline of 1,000 lock commits (docs/ui.md).
+	$(GO) test ./ui -run '^$$' -bench . -benchtime 20x -timeout $(TEST_TIMEOUT)
+
+ui-screenshots: testcluster ## Load every page of the web UI in headless Chromium over the demo's state and write the screenshots into docs/images.
+	STYRMIN_UI_SCREENSHOTS=$(CURDIR)/docs/images $(GO) test ./ui -run TestChromiumLoadsEveryPage -count=1 -v
 
 bench-agent: testcluster ## The agent binary at 500 webapp deployments locked in one commit: create and fan-out until Ready, API-server CPU, peak memory; then the same objects applied directly, as the same run's reference.
 	$(GO) test ./e2e -run '^$$' -bench AgentThroughGit -benchtime 1x -agent-deployments 500 -agent-baseline -v -timeout $(TEST_TIMEOUT)

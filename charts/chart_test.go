@@ -154,6 +154,25 @@ func TestChartRendersTheAgent(t *testing.T) {
 			}
 		}
 	})
+	t.Run("the UI and commit statuses", func(t *testing.T) {
+		vals := required()
+		vals["ui"] = map[string]any{"enabled": true}
+		vals["statuses"] = map[string]any{"enabled": true, "secretName": "gh-status", "repository": "acme/desired-state", "targetURL": "https://styrmin.example.com/"}
+		r := render(t, vals)
+		args := r.agentArgs(t)
+		for _, a := range []string{"--ui-bind-address=127.0.0.1:8090", "--report-statuses", "--status-secret=gh-status", "--status-secret-key=token",
+			"--status-repository=acme/desired-state", "--status-target-url=https://styrmin.example.com/"} {
+			if !slices.Contains(args, a) {
+				t.Errorf("args %v lack %s", args, a)
+			}
+		}
+		if got := r.secretNames(t); !slices.Contains(got, "gh-status") {
+			t.Errorf("the agent reads Secrets %v, want gh-status among them", got)
+		}
+		if d := render(t, required()).agentArgs(t); slices.ContainsFunc(d, func(a string) bool { return strings.HasPrefix(a, "--ui") || strings.HasPrefix(a, "--report") }) {
+			t.Errorf("the defaults serve no UI and report nothing: %v", d)
+		}
+	})
 	t.Run("one replica without leader election", func(t *testing.T) {
 		vals := required()
 		vals["replicaCount"] = 1

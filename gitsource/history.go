@@ -20,6 +20,15 @@ type LockChange struct {
 	Commit Hash
 	// Time is the commit's committer time.
 	Time time.Time
+	// Author wrote the commit, at AuthorTime; Subject is its message's
+	// first line (readers of history show them without reading the
+	// commit again).
+	Author     Signature
+	AuthorTime time.Time
+	Subject    string
+	// Trailers are all the commit's trailers (Styrmin-Config-Commit,
+	// Styrmin-Retry, …), shared like Locks.
+	Trailers []Trailer
 	// Path is the file's path from the repository root.
 	Path string
 	// Deleted reports that the commit removed the file.
@@ -89,10 +98,17 @@ func (r *Repo) LockChanges(from, to Hash, prefix string) ([]LockChange, error) {
 			continue
 		}
 		locks, bad := LockTrailers(c.Message)
+		subject, _, _ := strings.Cut(c.Message, "\n")
+		subject = strings.TrimSpace(subject)
+		trailers := ParseTrailers(c.Message)
 		for _, ch := range changes {
 			lc := LockChange{
 				Commit:      fromPlumbing(c.Hash),
 				Time:        c.Committer.When,
+				Author:      Signature{Name: c.Author.Name, Email: c.Author.Email},
+				AuthorTime:  c.Author.When,
+				Subject:     subject,
+				Trailers:    trailers,
 				Path:        ch.path,
 				Locks:       locks,
 				BadTrailers: bad,

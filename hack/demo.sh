@@ -95,9 +95,10 @@ for ns in dev-hub staging-hub; do
 	# The driver takes the database password as a reference to this Secret; the value never enters git.
 	"$kubectl" -n "$ns" create secret generic hub-db --from-literal=password="demo-$RANDOM$RANDOM" --dry-run=client -o yaml | "$kubectl" apply -f - >/dev/null
 done
-printf '%s$ styrmin-agent --cluster local --repo %s --branch main --poll-interval 2s --drift-interval 10s --install-crds &%s\n' "$dim" "$repo" "$off"
+ui_address=127.0.0.1:18090
+printf '%s$ styrmin-agent --cluster local --repo %s --branch main --poll-interval 2s --drift-interval 10s --install-crds --ui-bind-address %s &%s\n' "$dim" "$repo" "$ui_address" "$off"
 setsid "$bin/styrmin-agent" --cluster local --repo "$repo" --branch main --poll-interval 2s --drift-interval 10s \
-	--install-crds --metrics-bind-address 127.0.0.1:18080 --health-probe-bind-address 127.0.0.1:18081 \
+	--install-crds --metrics-bind-address 127.0.0.1:18080 --health-probe-bind-address 127.0.0.1:18081 --ui-bind-address "$ui_address" \
 	--kubeconfig "$KUBECONFIG" >"$demo/agent.log" 2>&1 </dev/null &
 echo $! >"$root/.cluster/agent.pid"
 say "   agent pid $(cat "$root/.cluster/agent.pid"), log $demo/agent.log"
@@ -135,9 +136,12 @@ cat <<MSG
    $bin/styrminctl status                      # every deployment, its sequence and readiness
    $bin/styrminctl tasks list                  # every task: workflow, sequence, phase
    $bin/styrminctl history local/dev/hub       # the instance timeline of one deployment
+   $bin/styrminctl history local/dev/hub --from-git --repo $repo   # every lock commit, from git
+   $bin/styrminctl ui --repo $repo             # the web UI for every kubeconfig context, on 127.0.0.1:8090
    $kubectl get styrmindeployments -A
    $kubectl get styrmintasks -A
    git -C $repo log --format='%h %s%n%b'        # lock commits with their Styrmin-Lock trailers
    Agent log: $demo/agent.log
    The agent and the control plane keep running; stop both with: make cluster-down
 MSG
+printf '\n%sThe web UI (served by the agent, read-only): http://%s/%s\n' "$bold" "$ui_address" "$off"

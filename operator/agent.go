@@ -77,6 +77,11 @@ type Options struct {
 	Task task.Options
 	// Webhook, when its Addr is set, serves GitHub webhooks.
 	Webhook WebhookOptions
+	// UI, when its Addr is set, serves the read-only web UI.
+	UI UIOptions
+	// Statuses, when enabled, reports each lock commit's result to the
+	// git host.
+	Statuses StatusOptions
 	// LockMode, when set, runs the lock step in the agent (see
 	// source.Locker); only the elected replica locks.
 	LockMode *source.LockModeOptions
@@ -226,6 +231,16 @@ func NewAgent(ctx context.Context, cfg *rest.Config, opts Options) (*Agent, erro
 	}
 	if opts.Webhook.Addr != "" {
 		if err := a.addWebhook(direct, srcKey, opts); err != nil {
+			return nil, err
+		}
+	}
+	if opts.UI.Addr != "" {
+		if err := a.addUI(clone, opts); err != nil {
+			return nil, err
+		}
+	}
+	if opts.Statuses.Enabled {
+		if err := a.addStatusReporter(ctx, direct, opts); err != nil {
 			return nil, err
 		}
 	}

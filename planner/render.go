@@ -70,6 +70,8 @@ func Render(w io.Writer, p *Plan, f Format, o RenderOptions) error {
 		return RenderJSON(w, p)
 	case FormatYAML:
 		return RenderYAML(w, p)
+	case FormatHTML:
+		return RenderHTML(w, p, o)
 	}
 	return fmt.Errorf("planner: unknown format %q", f)
 }

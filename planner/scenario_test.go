@@ -239,7 +239,7 @@ func TestSensitiveValuesNeverAppearInAnyOutput(t *testing.T) {
 	if !strings.Contains(lock, resolver.PlaceholderPrefix) {
 		t.Errorf("the lockfile holds no placeholder for the sensitive value:\n%s", lock)
 	}
-	for _, f := range Formats() {
+	for _, f := range append(Formats(), FormatHTML) {
 		for _, full := range []bool{false, true} {
 			var buf bytes.Buffer
 			if err := Render(&buf, p, f, RenderOptions{Full: full}); err != nil {
@@ -262,7 +262,7 @@ func TestSensitiveValuesNeverAppearInAnyOutput(t *testing.T) {
 	short := copyTree(t, base)
 	writeFile(t, short, devWeb, "driver:     \"webapp\"\nappVersion: \"1.25.0\"\nparameters: {replicas: 2, message: \""+shortSecret+"\"}\n")
 	sp := computePlan(t, base, short, Options{})
-	for _, f := range Formats() {
+	for _, f := range append(Formats(), FormatHTML) {
 		var buf bytes.Buffer
 		if err := Render(&buf, sp, f, RenderOptions{Full: true}); err != nil {
 			t.Fatal(err)

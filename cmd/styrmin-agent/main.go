@@ -49,7 +49,11 @@ type flags struct {
 	podStatusAfter                      time.Duration
 	stepTimeout, stepPause              time.Duration
 	metricsAddr, healthAddr, pprofAddr  string
-	webhookAddr                         string
+	webhookAddr, uiAddr                 string
+	reportStatuses                      bool
+	statusSecret, statusSecretKey       string
+	statusAPIURL, statusTargetURL       string
+	statusRepository                    string
 	leaderElect, installCRDs            bool
 	kubeconfig, logLevel, logFormat     string
 	webhookSecretName, webhookSecretKey string
@@ -93,6 +97,13 @@ func parseFlags(args []string, stderr io.Writer) (*flags, error) {
 	fs.StringVar(&f.pprofAddr, "pprof-bind-address", "0", `address of Go's profiling endpoint, /debug/pprof ("0" turns it off)`)
 	fs.StringVar(&f.healthAddr, "health-probe-bind-address", ":8081", `address of /healthz and /readyz ("" turns them off)`)
 	fs.StringVar(&f.webhookAddr, "webhook-bind-address", "", `address of the GitHub webhook receiver ("" turns it off); needs --branch and --webhook-secret-name`)
+	fs.StringVar(&f.uiAddr, "ui-bind-address", "", `address of the read-only web UI ("" turns it off); 127.0.0.1:8090 for kubectl port-forward, another interface only behind your own authentication`)
+	fs.BoolVar(&f.reportStatuses, "report-statuses", false, "report each lock commit's result in this cluster to GitHub as a commit status (context styrmin/CLUSTER)")
+	fs.StringVar(&f.statusSecret, "status-secret", "", "Secret in the agent's namespace holding the token for --report-statuses (default: --repo-secret)")
+	fs.StringVar(&f.statusSecretKey, "status-secret-key", "token", "key of --status-secret holding the token")
+	fs.StringVar(&f.statusAPIURL, "status-api-url", "", "GitHub's API for --report-statuses (default: api.github.com for github.com, https://HOST/api/v3 otherwise)")
+	fs.StringVar(&f.statusRepository, "status-repository", "", "OWNER/NAME of the repository on GitHub for --report-statuses (default: from --repo)")
+	fs.StringVar(&f.statusTargetURL, "status-target-url", "", "link of each commit status (for example the UI's address)")
 	fs.StringVar(&f.webhookSecretName, "webhook-secret-name", "", "Secret in the agent's namespace holding the webhook's shared secret")
 	fs.StringVar(&f.webhookSecretKey, "webhook-secret-key", operator.DefaultWebhookSecretKey, "key of --webhook-secret-name holding the shared secret")
 	fs.BoolVar(&f.lockMode, "lock-mode", false, "lock each configuration head in the agent and push the lock commits (teams without CI; the credentials need write access)")
@@ -254,8 +265,11 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		InstallCRDs:     f.installCRDs,
 		Task:            operator.TaskOptions{StepTimeout: f.stepTimeout, StepPause: f.stepPause, KeepTasks: f.keepTasks},
 		Webhook:         operator.WebhookOptions{Addr: f.webhookAddr, SecretName: f.webhookSecretName, SecretKey: f.webhookSecretKey},
-		LockMode:        lockMode,
-		Drivers:         dopts,
+		UI:              operator.UIOptions{Addr: f.uiAddr},
+		Statuses: operator.StatusOptions{Enabled: f.reportStatuses, SecretName: f.statusSecret, SecretKey: f.statusSecretKey,
+			APIURL: f.statusAPIURL, TargetURL: f.statusTargetURL, Repository: f.statusRepository},
+		LockMode: lockMode,
+		Drivers:  dopts,
 	})
 }
 

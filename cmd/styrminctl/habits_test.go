@@ -213,7 +213,9 @@ func TestKubectlFlagsChooseTheClusterOfEveryClusterCommand(t *testing.T) {
 		{func(l restConfigFunc) *cobra.Command { return newStatusCmd(l, &bytes.Buffer{}) }, nil},
 		{func(l restConfigFunc) *cobra.Command { return newTasksCmd(l, &bytes.Buffer{}) }, []string{"list"}},
 		{func(l restConfigFunc) *cobra.Command { return newTasksCmd(l, &bytes.Buffer{}) }, []string{"get", "x"}},
-		{func(l restConfigFunc) *cobra.Command { return newHistoryCmd(l, &bytes.Buffer{}) }, []string{"x"}},
+		{func(l restConfigFunc) *cobra.Command {
+			return newHistoryCmd(&globalOptions{Repo: "."}, l, &bytes.Buffer{})
+		}, []string{"x"}},
 		{func(l restConfigFunc) *cobra.Command { return newInstallCmd(l, &bytes.Buffer{}) }, []string{"--cluster", "prod", "--repo", "https://git.example.com/r.git"}},
 		{func(l restConfigFunc) *cobra.Command {
 			return newCheckCmd(l, func(string) string { return "" }, &bytes.Buffer{})

@@ -17,20 +17,29 @@ import (
 
 // newHistoryCmd builds `styrminctl history NAME`: the instance timeline of
 // a deployment as the cluster ran it.
-func newHistoryCmd(load restConfigFunc, stdout io.Writer) *cobra.Command {
+func newHistoryCmd(g *globalOptions, load restConfigFunc, stdout io.Writer) *cobra.Command {
 	o := newClusterOptions(load)
+	var fromGit bool
 	cmd := &cobra.Command{
 		Use:   "history NAME|CLUSTER/ENV/NAME",
 		Short: "Show a deployment's instance timeline: sequence, commit, workflow, result",
 		Long: "Show every instance of a deployment the agent of a cluster took on, oldest\n" +
 			"first: its sequence, the lock commit, the workflow that applied it and how that\n" +
 			"task ended. A bare NAME must name one deployment of the cluster (of the namespace\n" +
-			"-n names, when given). -o name prints each instance's task as NAMESPACE/TASK.",
+			"-n names, when given). -o name prints each instance's task as NAMESPACE/TASK.\n\n" +
+			"With --from-git, the whole timeline comes from the git history of --repo instead: every\n" +
+			"lock commit of the deployment reachable from HEAD (the cluster keeps only the newest\n" +
+			"tasks), with its author, date, the configuration commit it locked and the workflow\n" +
+			"it selects; no cluster is read. A bare NAME must name one lockfile.",
 		Example: `  styrminctl history hub
   styrminctl history local/dev/hub -o wide
-  styrminctl history web -n dev-web -o json`,
+  styrminctl history web -n dev-web -o json
+  styrminctl history local/dev/hub --from-git --repo ./desired-state`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if fromGit {
+				return runHistoryFromGit(g.Repo, stdout, o.output, args[0])
+			}
 			c, err := o.client()
 			if err != nil {
 				return err
@@ -39,6 +48,7 @@ func newHistoryCmd(load restConfigFunc, stdout io.Writer) *cobra.Command {
 		},
 	}
 	o.addFlags(cmd, listOutputs()...)
+	cmd.Flags().BoolVar(&fromGit, "from-git", false, "read the whole timeline from the git history of --repo (every lock commit), not from a cluster")
 	return cmd
 }
 

@@ -252,6 +252,7 @@ func TestClusterCommands(t *testing.T) {
 	}
 	t.Run("golden", func(t *testing.T) { testClusterGolden(t, c.KubeconfigPath) })
 	t.Run("bad input", func(t *testing.T) { testClusterBadInput(t, c.KubeconfigPath) })
+	t.Run("ui", func(t *testing.T) { testUI(t, c.KubeconfigPath) })
 	// Last: it changes the cluster.
 	t.Run("watch", func(t *testing.T) { testStatusWatch(t, c.KubeconfigPath, cl) })
 }

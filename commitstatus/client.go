@@ -1,0 +1,224 @@
+package commitstatus
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/url"
+	"regexp"
+	"strings"
+	"time"
+	"unicode/utf8"
+)
+
+// State is a commit status's state.
+type State string
+
+// The states GitHub accepts.
+const (
+	Pending State = "pending"
+	Success State = "success"
+	Failure State = "failure"
+	Error   State = "error"
+)
+
+// Status is one commit status.
+type Status struct {
+	State State `json:"state"`
+	// Context names the reporter: "styrmin/<cluster>".
+	Context string `json:"context"`
+	// Description is one line (GitHub keeps 140 characters).
+	Description string `json:"description,omitempty"`
+	// TargetURL links to more (the UI's page), optional.
+	TargetURL string `json:"target_url,omitempty"`
+}
+
+// maxDescription is GitHub's limit of a status description.
+const maxDescription = 140
+
+// DefaultBaseURL is github.com's API.
+const DefaultBaseURL = "https://api.github.com"
+
+// Options configure New.
+type Options struct {
+	// BaseURL is the API's root (DefaultBaseURL; GitHub Enterprise:
+	// https://HOST/api/v3).
+	BaseURL string
+	// Owner and Repo name the repository.
+	Owner, Repo string
+	// Token authenticates (a fine-grained token with "Commit statuses:
+	// write", or a GitHub App's installation token).
+	Token string
+	// HTTP is the client (nil: one with a 30 s timeout).
+	HTTP *http.Client
+}
+
+// Client posts commit statuses to one repository. It is safe for
+// concurrent use.
+type Client struct {
+	base        *url.URL
+	owner, repo string
+	token       string
+	http        *http.Client
+}
+
+// New checks the options and builds the client.
+func New(o Options) (*Client, error) {
+	if o.BaseURL == "" {
+		o.BaseURL = DefaultBaseURL
+	}
+	base, err := url.Parse(strings.TrimSuffix(o.BaseURL, "/"))
+	if err != nil || base.Host == "" {
+		return nil, fmt.Errorf("commitstatus: base URL %q is not an absolute URL", o.BaseURL)
+	}
+	if base.Scheme != "https" && !(base.Scheme == "http" && isLoopback(base.Hostname())) {
+		return nil, fmt.Errorf("commitstatus: base URL %s: the token is sent only over https", base.Redacted())
+	}
+	if base.User != nil {
+		return nil, errors.New("commitstatus: the base URL must not hold credentials")
+	}
+	if !validName.MatchString(o.Owner) || !validName.MatchString(o.Repo) {
+		return nil, fmt.Errorf("commitstatus: %q/%q is not a GitHub repository name", o.Owner, o.Repo)
+	}
+	if o.Token == "" {
+		return nil, errors.New("commitstatus: a token is required")
+	}
+	if o.HTTP == nil {
+		o.HTTP = &http.Client{Timeout: 30 * time.Second}
+	}
+	// Redirects would carry the Authorization header elsewhere: refused.
+	hc := *o.HTTP
+	hc.CheckRedirect = func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
+	return &Client{base: base, owner: o.Owner, repo: o.Repo, token: o.Token, http: &hc}, nil
+}
+
+// String names the repository, never the token.
+func (c *Client) String() string {
+	return "commitstatus " + c.owner + "/" + c.repo + " at " + c.base.Host
+}
+
+// GoString is String, so %#v prints no token either.
+func (c *Client) GoString() string { return c.String() }
+
+var (
+	validName = regexp.MustCompile(`^[A-Za-z0-9_.-]{1,100}$`)
+	validSHA  = regexp.MustCompile(`^[0-9a-f]{40}$`)
+)
+
+// Post sets status s on commit sha.
+func (c *Client) Post(ctx context.Context, sha string, s Status) error {
+	if !validSHA.MatchString(sha) {
+		return fmt.Errorf("commitstatus: %q is not a full commit hash", sha)
+	}
+	switch s.State {
+	case Pending, Success, Failure, Error:
+	default:
+		return fmt.Errorf("commitstatus: state %q is not pending, success, failure or error", s.State)
+	}
+	s.Description = truncate(s.Description, maxDescription)
+	body, err := json.Marshal(s)
+	if err != nil {
+		return err
+	}
+	u := c.base.JoinPath("repos", c.owner, c.repo, "statuses", sha)
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, u.String(), bytes.NewReader(body))
+	if err != nil {
+		return fmt.Errorf("commitstatus: %w", err)
+	}
+	req.Header.Set("Authorization", "Bearer "+c.token)
+	req.Header.Set("Accept", "application/vnd.github+json")
+	req.Header.Set("X-GitHub-Api-Version", "2022-11-28")
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("User-Agent", "styrmin-agent")
+	resp, err := c.http.Do(req)
+	if err != nil {
+		// url.Error holds the URL only, which holds no credential.
+		return fmt.Errorf("commitstatus: status of %s for %s/%s: %w", sha[:12], c.owner, c.repo, err)
+	}
+	defer resp.Body.Close()
+	msg, _ := io.ReadAll(io.LimitReader(resp.Body, 4<<10))
+	if resp.StatusCode != http.StatusCreated && resp.StatusCode != http.StatusOK {
+		return &HTTPError{Code: resp.StatusCode, Message: apiMessage(msg)}
+	}
+	return nil
+}
+
+// HTTPError is the API's refusal.
+type HTTPError struct {
+	Code    int
+	Message string
+}
+
+func (e *HTTPError) Error() string {
+	return fmt.Sprintf("commitstatus: the API answered %d %s: %s", e.Code, http.StatusText(e.Code), e.Message)
+}
+
+// Retryable says whether the same request may succeed later (rate
+// limits, the host's own errors), not a refusal of the token or request.
+func (e *HTTPError) Retryable() bool {
+	return e.Code == http.StatusTooManyRequests || e.Code >= 500 || e.Code == http.StatusForbidden && strings.Contains(strings.ToLower(e.Message), "rate limit")
+}
+
+// apiMessage is the "message" of GitHub's error body, else its text.
+func apiMessage(b []byte) string {
+	var m struct {
+		Message string `json:"message"`
+	}
+	if json.Unmarshal(b, &m) == nil && m.Message != "" {
+		return m.Message
+	}
+	return truncate(strings.TrimSpace(string(b)), 200)
+}
+
+func truncate(s string, n int) string {
+	if utf8.RuneCountInString(s) <= n {
+		return s
+	}
+	r := []rune(s)
+	return string(r[:n-1]) + "…"
+}
+
+func isLoopback(host string) bool {
+	if host == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
+}
+
+// githubRepo matches the repository URLs of GitHub: https, ssh and
+// scp-like.
+var githubRepo = regexp.MustCompile(`^(?:https://(?:[^@/]+@)?|ssh://git@|git@)([^/:]+)[/:]([A-Za-z0-9_.-]+)/([A-Za-z0-9_.-]+?)(?:\.git)?/?$`)
+
+// ParseRepository finds the host, owner and name in a repository URL
+// ("https://github.com/acme/desired-state.git",
+// "git@github.com:acme/desired-state.git").
+func ParseRepository(repoURL string) (host, owner, repo string, err error) {
+	m := githubRepo.FindStringSubmatch(repoURL)
+	if m == nil {
+		return "", "", "", fmt.Errorf("commitstatus: %q is not a repository URL of the form https://HOST/OWNER/REPO", redact(repoURL))
+	}
+	return m[1], m[2], m[3], nil
+}
+
+// BaseURLFor is the API of a host: DefaultBaseURL for github.com, the
+// GitHub Enterprise path otherwise.
+func BaseURLFor(host string) string {
+	if host == "github.com" {
+		return DefaultBaseURL
+	}
+	return "https://" + host + "/api/v3"
+}
+
+// redact drops the user information of a URL, should one hold a token.
+func redact(s string) string {
+	if u, err := url.Parse(s); err == nil && u.User != nil {
+		return u.Redacted()
+	}
+	return s
+}

@@ -1,0 +1,203 @@
+package commitstatus_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/styrmin/styrmin/commitstatus"
+)
+
+const token = "ghp_test-token-0123456789abcdef"
+
+// fakeGitHub implements the documented endpoint POST
+// /repos/{owner}/{repo}/statuses/{sha}: it checks the headers and the
+// body as GitHub does and records what it accepted.
+type fakeGitHub struct {
+	t        *testing.T
+	mu       sync.Mutex
+	statuses map[string][]commitstatus.Status // by sha
+	failWith int
+}
+
+func (f *fakeGitHub) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	fail := func(code int, msg string) {
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(code)
+		fmt.Fprintf(w, `{"message":%q,"documentation_url":"https://docs.github.com/rest/commits/statuses"}`, msg)
+	}
+	if r.Method != http.MethodPost {
+		fail(http.StatusNotFound, "Not Found")
+		return
+	}
+	parts := strings.Split(strings.TrimPrefix(r.URL.Path, "/"), "/")
+	if len(parts) != 5 || parts[0] != "repos" || parts[3] != "statuses" {
+		fail(http.StatusNotFound, "Not Found")
+		return
+	}
+	if r.Header.Get("Authorization") != "Bearer "+token {
+		fail(http.StatusUnauthorized, "Bad credentials")
+		return
+	}
+	if r.Header.Get("Accept") != "application/vnd.github+json" || r.Header.Get("X-GitHub-Api-Version") == "" || r.Header.Get("Content-Type") != "application/json" {
+		fail(http.StatusBadRequest, "missing headers")
+		return
+	}
+	if f.failWith != 0 {
+		fail(f.failWith, "Validation Failed")
+		return
+	}
+	var s map[string]any
+	dec := json.NewDecoder(r.Body)
+	if err := dec.Decode(&s); err != nil {
+		fail(http.StatusBadRequest, "Problems parsing JSON")
+		return
+	}
+	for k := range s {
+		switch k {
+		case "state", "target_url", "description", "context":
+		default:
+			fail(http.StatusUnprocessableEntity, "unknown field "+k)
+			return
+		}
+	}
+	st := commitstatus.Status{State: commitstatus.State(fmt.Sprint(s["state"])), Context: fmt.Sprint(s["context"])}
+	if d, ok := s["description"].(string); ok {
+		st.Description = d
+	}
+	if u, ok := s["target_url"].(string); ok {
+		st.TargetURL = u
+	}
+	switch st.State {
+	case "pending", "success", "failure", "error":
+	default:
+		fail(http.StatusUnprocessableEntity, "Validation Failed")
+		return
+	}
+	f.mu.Lock()
+	f.statuses[parts[4]] = append(f.statuses[parts[4]], st)
+	f.mu.Unlock()
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(http.StatusCreated)
+	fmt.Fprintf(w, `{"state":%q,"context":%q}`, st.State, st.Context)
+}
+
+func newFake(t *testing.T) (*fakeGitHub, *httptest.Server) {
+	f := &fakeGitHub{t: t, statuses: map[string][]commitstatus.Status{}}
+	srv := httptest.NewServer(f)
+	t.Cleanup(srv.Close)
+	return f, srv
+}
+
+const sha = "0123456789abcdef0123456789abcdef01234567"
+
+func TestPostSendsTheDocumentedRequest(t *testing.T) {
+	f, srv := newFake(t)
+	c, err := commitstatus.New(commitstatus.Options{BaseURL: srv.URL, Owner: "acme", Repo: "desired-state", Token: token})
+	if err != nil {
+		t.Fatal(err)
+	}
+	long := strings.Repeat("é", 200)
+	for _, s := range []commitstatus.Status{
+		{State: commitstatus.Pending, Context: "styrmin/prod", Description: "2 of 3 deployments applied"},
+		{State: commitstatus.Success, Context: "styrmin/prod", Description: long, TargetURL: "https://styrmin.example.com/"},
+	} {
+		if err := c.Post(context.Background(), sha, s); err != nil {
+			t.Fatal(err)
+		}
+	}
+	got := f.statuses[sha]
+	if len(got) != 2 || got[0].State != "pending" || got[1].State != "success" || got[1].TargetURL != "https://styrmin.example.com/" || got[0].Context != "styrmin/prod" {
+		t.Fatalf("the server recorded %+v", got)
+	}
+	if n := len([]rune(got[1].Description)); n != 140 {
+		t.Errorf("a long description is cut to GitHub's 140 characters, got %d", n)
+	}
+}
+
+func TestRefusalsNameTheAPIsMessageAndNeverTheToken(t *testing.T) {
+	f, srv := newFake(t)
+	bad, _ := commitstatus.New(commitstatus.Options{BaseURL: srv.URL, Owner: "acme", Repo: "r", Token: "wrong-" + token})
+	err := bad.Post(context.Background(), sha, commitstatus.Status{State: commitstatus.Success, Context: "styrmin/x"})
+	var he *commitstatus.HTTPError
+	if err == nil || !strings.Contains(err.Error(), "401") || !strings.Contains(err.Error(), "Bad credentials") || strings.Contains(err.Error(), token) {
+		t.Errorf("a bad token: %v", err)
+	}
+	f.failWith = http.StatusServiceUnavailable
+	good, _ := commitstatus.New(commitstatus.Options{BaseURL: srv.URL, Owner: "acme", Repo: "r", Token: token})
+	err = good.Post(context.Background(), sha, commitstatus.Status{State: commitstatus.Success, Context: "styrmin/x"})
+	if !asHTTP(err, &he) || !he.Retryable() {
+		t.Errorf("a 503 is retryable: %v", err)
+	}
+	for _, s := range []string{fmt.Sprint(good), fmt.Sprintf("%v %+v %#v", good, good, good)} {
+		if strings.Contains(s, token) {
+			t.Errorf("the client prints its token: %s", s)
+		}
+	}
+	if err := good.Post(context.Background(), "main", commitstatus.Status{State: commitstatus.Success}); err == nil {
+		t.Error("a ref that is no commit hash: no error")
+	}
+	if err := good.Post(context.Background(), sha, commitstatus.Status{State: "done"}); err == nil {
+		t.Error("an unknown state: no error")
+	}
+}
+
+func asHTTP(err error, he **commitstatus.HTTPError) bool {
+	e, ok := err.(*commitstatus.HTTPError)
+	*he = e
+	return ok
+}
+
+func TestTheTokenGoesOnlyOverHTTPSAndNoRedirectCarriesIt(t *testing.T) {
+	if _, err := commitstatus.New(commitstatus.Options{BaseURL: "http://github.example.com/api/v3", Owner: "a", Repo: "b", Token: token}); err == nil {
+		t.Error("plain http to another host: no error")
+	}
+	if _, err := commitstatus.New(commitstatus.Options{BaseURL: "https://x:y@github.example.com", Owner: "a", Repo: "b", Token: token}); err == nil {
+		t.Error("credentials in the base URL: no error")
+	}
+	var leaked sync.Map
+	elsewhere := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		leaked.Store("auth", r.Header.Get("Authorization"))
+	}))
+	defer elsewhere.Close()
+	redirect := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		http.Redirect(w, r, elsewhere.URL+r.URL.Path, http.StatusTemporaryRedirect)
+	}))
+	defer redirect.Close()
+	c, err := commitstatus.New(commitstatus.Options{BaseURL: redirect.URL, Owner: "a", Repo: "b", Token: token})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Post(context.Background(), sha, commitstatus.Status{State: commitstatus.Success, Context: "styrmin/x"}); err == nil {
+		t.Error("a redirect: no error")
+	}
+	if v, ok := leaked.Load("auth"); ok {
+		t.Errorf("the redirect's target got %q", v)
+	}
+}
+
+func TestParseRepositoryReadsGitHubURLs(t *testing.T) {
+	for url, want := range map[string]string{
+		"https://github.com/acme/desired-state.git":    "github.com acme desired-state",
+		"https://github.com/acme/desired-state":        "github.com acme desired-state",
+		"git@github.com:acme/desired-state.git":        "github.com acme desired-state",
+		"ssh://git@ghe.example.com/platform/state.git": "ghe.example.com platform state",
+		"https://x-access-token:SECRET@github.com/a/b": "github.com a b",
+	} {
+		h, o, r, err := commitstatus.ParseRepository(url)
+		if got := h + " " + o + " " + r; err != nil || got != want {
+			t.Errorf("%s: %q %v, want %q", url, got, err, want)
+		}
+	}
+	if _, _, _, err := commitstatus.ParseRepository("https://u:SECRET@example.com/only"); err == nil || strings.Contains(err.Error(), "SECRET") {
+		t.Errorf("a URL that is no repository: %v", err)
+	}
+	if commitstatus.BaseURLFor("github.com") != "https://api.github.com" || commitstatus.BaseURLFor("ghe.example.com") != "https://ghe.example.com/api/v3" {
+		t.Error("BaseURLFor")
+	}
+}

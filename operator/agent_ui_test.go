@@ -1,0 +1,138 @@
+package operator_test
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+// statusHost implements GitHub's POST /repos/{owner}/{repo}/statuses/{sha}
+// for the agent's reports, checking the token.
+type statusHost struct {
+	mu  sync.Mutex
+	got map[string][]map[string]string // by sha
+}
+
+func (h *statusHost) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	parts := strings.Split(strings.TrimPrefix(r.URL.Path, "/"), "/")
+	if r.Method != http.MethodPost || len(parts) != 5 || strings.Join(parts[:4], "/") != "repos/acme/desired/statuses" {
+		http.Error(w, `{"message":"Not Found"}`, http.StatusNotFound)
+		return
+	}
+	if r.Header.Get("Authorization") != "Bearer "+agentGitToken {
+		http.Error(w, `{"message":"Bad credentials"}`, http.StatusUnauthorized)
+		return
+	}
+	var s map[string]string
+	if err := json.NewDecoder(r.Body).Decode(&s); err != nil {
+		http.Error(w, `{"message":"Problems parsing JSON"}`, http.StatusBadRequest)
+		return
+	}
+	h.mu.Lock()
+	h.got[parts[4]] = append(h.got[parts[4]], s)
+	h.mu.Unlock()
+	w.WriteHeader(http.StatusCreated)
+}
+
+func (h *statusHost) states(sha string) []string {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	var out []string
+	for _, s := range h.got[sha] {
+		out = append(out, s["context"]+"="+s["state"])
+	}
+	return out
+}
+
+func freeAddress(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	return ln.Addr().String()
+}
+
+// TestAgentServesTheUIAndReportsEachLockCommitToTheGitHost runs the agent
+// with --ui-bind-address and --report-statuses: the lock commit's result
+// reaches the git host as a commit status of context styrmin/local
+// (pending, then success once its tasks succeeded), the UI serves the
+// deployments and the timeline from the agent's clone, and the token is
+// in no log line.
+func TestAgentServesTheUIAndReportsEachLockCommitToTheGitHost(t *testing.T) {
+	e := startAgentEnv(t)
+	host := &statusHost{got: map[string][]map[string]string{}}
+	gh := httptest.NewServer(host)
+	defer gh.Close()
+	addr := freeAddress(t)
+	e.startAgent(t, "--ui-bind-address="+addr, "--report-statuses", "--status-api-url="+gh.URL, "--status-repository=acme/desired",
+		"--status-target-url=http://"+addr+"/")
+	seqs := e.lock(t)
+	head, err := e.clone.Head()
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.waitTask(t, hubNamespace, "hub", seqs["hub"])
+	e.waitTask(t, webNamespace, "web", seqs["web"])
+	deadline := time.Now().Add(agentWaitLimit)
+	for {
+		st := host.states(head.String())
+		if len(st) > 0 && st[len(st)-1] == "styrmin/local=success" {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the git host got %v for the lock commit, want styrmin/local=success last", st)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	get := func(path string) string {
+		t.Helper()
+		resp, err := http.Get("http://" + addr + path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		if resp.StatusCode != http.StatusOK {
+			t.Fatalf("GET %s: %d\n%s", path, resp.StatusCode, b)
+		}
+		return string(b)
+	}
+	if body := get("/"); !strings.Contains(body, `href="/d/local/dev/hub"`) || !strings.Contains(body, `href="/d/local/dev/web"`) {
+		t.Errorf("the agent's overview lacks the deployments:\n%s", body)
+	}
+	if body := get("/d/local/dev/hub/timeline"); !strings.Contains(body, head.Short()) {
+		t.Errorf("the timeline lacks the lock commit %s:\n%s", head.Short(), body)
+	}
+	if strings.Contains(e.agent.Log(), agentGitToken) {
+		t.Error("the agent's log holds the token")
+	}
+	// A browser over the running agent: the DOM it builds, no page part
+	// the policy refuses (the ui package's test loads every page).
+	if bin, err := exec.LookPath("chromium"); err == nil {
+		for path, want := range map[string]string{"/": "Cluster local", "/t/local/dev-hub/hub-" + fmt.Sprint(seqs["hub"]): "Succeeded"} {
+			cmd := exec.Command(bin, "--headless", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--user-data-dir="+t.TempDir(),
+				"--enable-logging=stderr", "--v=0", "--virtual-time-budget=2000", "--dump-dom", "http://"+addr+path)
+			var out, errOut strings.Builder
+			cmd.Stdout, cmd.Stderr = &out, &errOut
+			if err := cmd.Run(); err != nil {
+				t.Fatalf("chromium: %v\n%s", err, errOut.String())
+			}
+			if !strings.Contains(out.String(), want) || strings.Contains(errOut.String(), "Content Security Policy") {
+				t.Errorf("chromium on %s: the DOM lacks %q or the policy refused a part:\n%s\n%s", path, want, out.String(), errOut.String())
+			}
+		}
+	} else if os.Getenv("CI") != "" {
+		t.Error("chromium is not installed (.ci/run installs it)")
+	}
+}

@@ -1,0 +1,88 @@
+package operator
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/styrmin/styrmin/commitstatus"
+	"github.com/styrmin/styrmin/operator/statusreport"
+)
+
+// StatusOptions configure reporting each lock commit's result to the git
+// host as GitHub commit statuses.
+type StatusOptions struct {
+	// Enabled turns reporting on.
+	Enabled bool
+	// SecretName and SecretKey name the Secret (in the agent's
+	// namespace) and key holding the token (default: the repository's
+	// Secret, key token).
+	SecretName, SecretKey string
+	// APIURL is the API's root (default: github.com's for a github.com
+	// repository, https://HOST/api/v3 for another host).
+	APIURL string
+	// TargetURL, when set, links each status (the UI's address).
+	TargetURL string
+	// Repository is "OWNER/NAME" on the git host (default: read from the
+	// repository's URL, which must then be GitHub's form).
+	Repository string
+}
+
+// addStatusReporter reports lock commits' results (the elected replica
+// only). The token is read once from its Secret and kept in the client.
+func (a *Agent) addStatusReporter(ctx context.Context, direct client.Reader, opts Options) error {
+	so := opts.Statuses
+	if so.SecretName == "" {
+		so.SecretName = opts.SecretName
+	}
+	if so.SecretKey == "" {
+		so.SecretKey = SecretKeyToken
+	}
+	if so.SecretName == "" {
+		return errors.New("agent: reporting commit statuses needs a token: name its Secret (--status-secret, or --repo-secret)")
+	}
+	var s corev1.Secret
+	key := types.NamespacedName{Namespace: opts.Manager.Namespace, Name: so.SecretName}
+	if err := direct.Get(ctx, key, &s); err != nil {
+		return fmt.Errorf("agent: reading the commit status token from Secret %s: %w", key, err)
+	}
+	token := string(s.Data[so.SecretKey])
+	if token == "" {
+		return fmt.Errorf("agent: Secret %s has no key %q holding the commit status token", key, so.SecretKey)
+	}
+	host, owner, repo, err := commitstatus.ParseRepository(opts.URL)
+	if so.Repository != "" {
+		var ok bool
+		if owner, repo, ok = strings.Cut(so.Repository, "/"); !ok {
+			return fmt.Errorf("agent: the commit status repository %q is not OWNER/NAME", so.Repository)
+		}
+		err = nil
+	}
+	if err != nil {
+		return fmt.Errorf("agent: reporting commit statuses: %w (name it with --status-repository)", err)
+	}
+	if base := so.APIURL; base == "" && host == "" {
+		return errors.New("agent: reporting commit statuses: give the API's address (--status-api-url)")
+	}
+	base := so.APIURL
+	if base == "" {
+		base = commitstatus.BaseURLFor(host)
+	}
+	poster, err := commitstatus.New(commitstatus.Options{BaseURL: base, Owner: owner, Repo: repo, Token: token})
+	if err != nil {
+		return fmt.Errorf("agent: %w", err)
+	}
+	r, err := statusreport.New(statusreport.Options{
+		Reader: a.mgr.GetClient(), Poster: poster, Cluster: opts.Cluster, TargetURL: so.TargetURL, Log: a.log.WithName("statuses"),
+	})
+	if err != nil {
+		return fmt.Errorf("agent: %w", err)
+	}
+	a.log.Info("reporting lock commits' results as commit statuses", "to", poster.String(), "context", "styrmin/"+opts.Cluster)
+	return a.mgr.Add(r)
+}

@@ -1,0 +1,236 @@
+// Package statusreport reports each lock commit's result in this cluster
+// to the git host (commitstatus): pending while its tasks run, failure
+// when one failed, success when all succeeded or were superseded by a
+// newer instance. It runs on the elected replica, reads the tasks from the
+// manager's cache and posts a status only when a commit's changes.
+package statusreport
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/go-logr/logr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/manager"
+
+	"github.com/styrmin/styrmin/commitstatus"
+	"github.com/styrmin/styrmin/operator/api/v1alpha1"
+)
+
+// Poster posts a commit status: *commitstatus.Client.
+type Poster interface {
+	Post(ctx context.Context, sha string, s commitstatus.Status) error
+}
+
+var _ Poster = (*commitstatus.Client)(nil)
+
+// Options configure New.
+type Options struct {
+	// Reader reads the cluster's StyrminTasks.
+	Reader client.Reader
+	// Poster posts the statuses.
+	Poster Poster
+	// Cluster names the cluster; Context is the status context (default
+	// "styrmin/<cluster>").
+	Cluster, Context string
+	// TargetURL, when set, links each status (the web UI).
+	TargetURL string
+	// Interval between two looks at the tasks (default 10 s).
+	Interval time.Duration
+	// Window: at start, commits whose tasks all ended longer ago than
+	// this were reported by an earlier run and are left alone (default
+	// 1 h).
+	Window time.Duration
+	Log    logr.Logger
+	// Now is the clock (nil: time.Now).
+	Now func() time.Time
+}
+
+// Reporter posts the statuses. Start runs it as a manager's runnable.
+type Reporter struct {
+	o       Options
+	started time.Time
+
+	mu sync.Mutex
+	// posted is the last status posted (or refused for good) per commit.
+	posted map[string]commitstatus.Status
+}
+
+var _ manager.LeaderElectionRunnable = (*Reporter)(nil)
+
+// New checks the options.
+func New(o Options) (*Reporter, error) {
+	if o.Reader == nil || o.Poster == nil || o.Cluster == "" {
+		return nil, errors.New("statusreport: a reader, a poster and the cluster's name are required")
+	}
+	if o.Context == "" {
+		o.Context = "styrmin/" + o.Cluster
+	}
+	if o.Interval <= 0 {
+		o.Interval = 10 * time.Second
+	}
+	if o.Window <= 0 {
+		o.Window = time.Hour
+	}
+	if o.Now == nil {
+		o.Now = time.Now
+	}
+	if o.Log.GetSink() == nil {
+		o.Log = logr.Discard()
+	}
+	return &Reporter{o: o, started: o.Now(), posted: map[string]commitstatus.Status{}}, nil
+}
+
+// NeedLeaderElection is true: one replica reports.
+func (r *Reporter) NeedLeaderElection() bool { return true }
+
+// Start reports every Interval until ctx ends.
+func (r *Reporter) Start(ctx context.Context) error {
+	t := time.NewTicker(r.o.Interval)
+	defer t.Stop()
+	for {
+		if err := r.Report(ctx); err != nil && ctx.Err() == nil {
+			r.o.Log.Error(err, "reporting commit statuses")
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-t.C:
+		}
+	}
+}
+
+// Report posts the status of every lock commit whose status changed since
+// it was last posted.
+func (r *Reporter) Report(ctx context.Context) error {
+	var list v1alpha1.StyrminTaskList
+	if err := r.o.Reader.List(ctx, &list); err != nil {
+		return fmt.Errorf("listing StyrminTasks: %w", err)
+	}
+	byCommit := map[string][]v1alpha1.StyrminTask{}
+	for _, t := range list.Items {
+		if t.Spec.Deployment.Cluster == r.o.Cluster && t.Spec.Lock.Commit != "" {
+			byCommit[t.Spec.Lock.Commit] = append(byCommit[t.Spec.Lock.Commit], t)
+		}
+	}
+	var errs []error
+	for _, sha := range sortedKeys(byCommit) {
+		tasks := byCommit[sha]
+		s := Summarize(r.o.Cluster, tasks)
+		s.Context, s.TargetURL = r.o.Context, r.o.TargetURL
+		r.mu.Lock()
+		last, seen := r.posted[sha]
+		r.mu.Unlock()
+		if seen && last == s {
+			continue
+		}
+		if !seen && s.State != commitstatus.Pending && endedBefore(tasks, r.started.Add(-r.o.Window)) {
+			// An earlier run reported it.
+			r.remember(sha, s)
+			continue
+		}
+		err := r.o.Poster.Post(ctx, sha, s)
+		var he *commitstatus.HTTPError
+		switch {
+		case err == nil:
+			r.o.Log.Info("reported a lock commit's result", "commit", sha[:min(12, len(sha))], "state", s.State, "description", s.Description)
+			r.remember(sha, s)
+		case errors.As(err, &he) && !he.Retryable():
+			// Refused for good (a bad token, an unknown commit): not
+			// asked again until the status changes.
+			r.remember(sha, s)
+			errs = append(errs, err)
+		default:
+			errs = append(errs, err)
+		}
+	}
+	// Commits no task refers to any more are forgotten.
+	r.mu.Lock()
+	for sha := range r.posted {
+		if _, ok := byCommit[sha]; !ok {
+			delete(r.posted, sha)
+		}
+	}
+	r.mu.Unlock()
+	return errors.Join(errs...)
+}
+
+func (r *Reporter) remember(sha string, s commitstatus.Status) {
+	r.mu.Lock()
+	r.posted[sha] = s
+	r.mu.Unlock()
+}
+
+// endedBefore tells whether every task ended before t.
+func endedBefore(tasks []v1alpha1.StyrminTask, t time.Time) bool {
+	for _, tk := range tasks {
+		if !tk.Status.Phase.Terminal() || tk.Status.FinishedAt == nil || !tk.Status.FinishedAt.Time.Before(t) {
+			return false
+		}
+	}
+	return true
+}
+
+// Summarize is the status of one lock commit in a cluster from its
+// tasks (one per deployment it locked): failure when one failed, pending
+// while one has not ended, success otherwise; the description counts
+// them and names the first failure.
+func Summarize(cluster string, tasks []v1alpha1.StyrminTask) commitstatus.Status {
+	var failed []string
+	applied, superseded, running := 0, 0, 0
+	for _, t := range tasks {
+		switch t.Status.Phase {
+		case v1alpha1.TaskSucceeded:
+			applied++
+		case v1alpha1.TaskSuperseded:
+			superseded++
+		case v1alpha1.TaskFailed:
+			failed = append(failed, t.Spec.Deployment.String())
+		default:
+			running++
+		}
+	}
+	slices.Sort(failed)
+	var parts []string
+	if len(failed) > 0 {
+		parts = append(parts, fmt.Sprintf("%s failed", strings.Join(failed, ", ")))
+	}
+	if applied > 0 {
+		parts = append(parts, plural(applied, "applied"))
+	}
+	if superseded > 0 {
+		parts = append(parts, plural(superseded, "superseded by a newer instance"))
+	}
+	if running > 0 {
+		parts = append(parts, plural(running, "running or waiting"))
+	}
+	s := commitstatus.Status{State: commitstatus.Success, Description: cluster + ": " + strings.Join(parts, "; ")}
+	switch {
+	case len(failed) > 0:
+		s.State = commitstatus.Failure
+	case running > 0:
+		s.State = commitstatus.Pending
+	}
+	return s
+}
+
+func plural(n int, what string) string {
+	if n == 1 {
+		return "1 deployment " + what
+	}
+	return fmt.Sprintf("%d deployments %s", n, what)
+}
+
+func sortedKeys[V any](m map[string]V) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	slices.Sort(out)
+	return out
+}

@@ -1,0 +1,174 @@
+package statusreport_test
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/go-logr/logr/funcr"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/styrmin/styrmin/commitstatus"
+	"github.com/styrmin/styrmin/internal/agenttest"
+	"github.com/styrmin/styrmin/operator/api/v1alpha1"
+	"github.com/styrmin/styrmin/operator/statusreport"
+	"github.com/styrmin/styrmin/testcluster"
+)
+
+const token = "ghp_reporter-test-token-42"
+
+// gitHub implements POST /repos/{owner}/{repo}/statuses/{sha} and records
+// the accepted statuses in order.
+type gitHub struct {
+	mu  sync.Mutex
+	got []posted
+}
+
+type posted struct {
+	sha string
+	commitstatus.Status
+}
+
+func (g *gitHub) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	parts := strings.Split(strings.TrimPrefix(r.URL.Path, "/"), "/")
+	if r.Method != http.MethodPost || len(parts) != 5 || parts[0] != "repos" || parts[1] != "acme" || parts[2] != "desired" || parts[3] != "statuses" {
+		http.Error(w, `{"message":"Not Found"}`, http.StatusNotFound)
+		return
+	}
+	if r.Header.Get("Authorization") != "Bearer "+token {
+		http.Error(w, `{"message":"Bad credentials"}`, http.StatusUnauthorized)
+		return
+	}
+	var s commitstatus.Status
+	if err := json.NewDecoder(r.Body).Decode(&s); err != nil || s.Context == "" {
+		http.Error(w, `{"message":"Validation Failed"}`, http.StatusUnprocessableEntity)
+		return
+	}
+	g.mu.Lock()
+	g.got = append(g.got, posted{parts[4], s})
+	g.mu.Unlock()
+	w.WriteHeader(http.StatusCreated)
+	_, _ = w.Write([]byte(`{}`))
+}
+
+func (g *gitHub) take() []posted {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	out := g.got
+	g.got = nil
+	return out
+}
+
+// TestReporterPostsEachLockCommitsResultOnceItChanges writes the tasks of
+// two lock commits into a real API server and reports: pending while one
+// runs, then failure when a task of the commit fails, success for the
+// commit whose tasks succeeded or were superseded; nothing is posted
+// again while nothing changes, and the token is in no log line.
+func TestReporterPostsEachLockCommitsResultOnceItChanges(t *testing.T) {
+	_, cl := agenttest.StartCluster(t, testcluster.Options{})
+	ctx := context.Background()
+	gh := &gitHub{}
+	srv := httptest.NewServer(gh)
+	defer srv.Close()
+	poster, err := commitstatus.New(commitstatus.Options{BaseURL: srv.URL, Owner: "acme", Repo: "desired", Token: token})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var logs strings.Builder
+	var logMu sync.Mutex
+	log := funcr.New(func(prefix, args string) {
+		logMu.Lock()
+		logs.WriteString(prefix + " " + args + "\n")
+		logMu.Unlock()
+	}, funcr.Options{Verbosity: 10})
+	r, err := statusreport.New(statusreport.Options{Reader: cl, Poster: poster, Cluster: "prod", TargetURL: "https://styrmin.example.com/", Log: log})
+	if err != nil {
+		t.Fatal(err)
+	}
+	first, second := strings.Repeat("a", 40), strings.Repeat("b", 40)
+	if err := cl.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "apps"}}); err != nil {
+		t.Fatal(err)
+	}
+	task := func(name, env, commit string, phase v1alpha1.TaskPhase) *v1alpha1.StyrminTask {
+		did := v1alpha1.DeploymentID{Cluster: "prod", Environment: env, Name: name}
+		tk := &v1alpha1.StyrminTask{
+			ObjectMeta: metav1.ObjectMeta{Name: env + "-" + name + "-" + commit[:1], Namespace: "apps", Labels: did.Labels()},
+			Spec:       v1alpha1.StyrminTaskSpec{Deployment: did, Namespace: "apps", Workflow: v1alpha1.WorkflowUpdate, ToSequence: 2, Lock: v1alpha1.LockRef{Commit: commit, Path: "locks/prod/" + env + "/" + name + ".lock.yaml"}},
+		}
+		if err := cl.Create(ctx, tk); err != nil {
+			t.Fatal(err)
+		}
+		tk.Status.Phase = phase
+		if phase.Terminal() {
+			tk.Status.FinishedAt = &metav1.Time{Time: time.Now()}
+		}
+		if err := cl.Status().Update(ctx, tk); err != nil {
+			t.Fatal(err)
+		}
+		return tk
+	}
+	task("web", "dev", first, v1alpha1.TaskSucceeded)
+	task("hub", "dev", first, v1alpha1.TaskRunning)
+	task("web", "staging", second, v1alpha1.TaskSucceeded)
+	task("hub", "staging", second, v1alpha1.TaskSuperseded)
+	// Another cluster's task (a shared API server in a test) is not ours.
+	other := v1alpha1.DeploymentID{Cluster: "edge", Environment: "dev", Name: "web"}
+	if err := cl.Create(ctx, &v1alpha1.StyrminTask{ObjectMeta: metav1.ObjectMeta{Name: "edge-web", Namespace: "apps"},
+		Spec: v1alpha1.StyrminTaskSpec{Deployment: other, Namespace: "apps", Workflow: v1alpha1.WorkflowCreate, ToSequence: 1, Lock: v1alpha1.LockRef{Commit: strings.Repeat("c", 40), Path: "x"}}}); err != nil {
+		t.Fatal(err)
+	}
+
+	if err := r.Report(ctx); err != nil {
+		t.Fatal(err)
+	}
+	got := gh.take()
+	if len(got) != 2 {
+		t.Fatalf("posted %d statuses, want one per lock commit: %+v", len(got), got)
+	}
+	if g := got[0]; g.sha != first || g.State != commitstatus.Pending || g.Context != "styrmin/prod" || g.TargetURL != "https://styrmin.example.com/" ||
+		g.Description != "prod: 1 deployment applied; 1 deployment running or waiting" {
+		t.Errorf("the first commit: %+v", g)
+	}
+	if g := got[1]; g.sha != second || g.State != commitstatus.Success || g.Description != "prod: 1 deployment applied; 1 deployment superseded by a newer instance" {
+		t.Errorf("the second commit: %+v", g)
+	}
+	if err := r.Report(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if got := gh.take(); len(got) != 0 {
+		t.Errorf("nothing changed, yet it posted %+v", got)
+	}
+
+	var hub v1alpha1.StyrminTask
+	if err := cl.Get(ctx, keyOf("apps", "dev-hub-a"), &hub); err != nil {
+		t.Fatal(err)
+	}
+	hub.Status.Phase = v1alpha1.TaskFailed
+	if err := cl.Status().Update(ctx, &hub); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.Report(ctx); err != nil {
+		t.Fatal(err)
+	}
+	got = gh.take()
+	if len(got) != 1 || got[0].sha != first || got[0].State != commitstatus.Failure || got[0].Description != "prod: prod/dev/hub failed; 1 deployment applied" {
+		t.Errorf("after the hub's task failed: %+v", got)
+	}
+	logMu.Lock()
+	defer logMu.Unlock()
+	if !strings.Contains(logs.String(), "reported a lock commit's result") || strings.Contains(logs.String(), token) {
+		t.Errorf("the log should tell what was reported and never hold the token:\n%s", logs.String())
+	}
+}
+
+func keyOf(namespace, name string) client.ObjectKey {
+	return client.ObjectKey{Namespace: namespace, Name: name}
+}

@@ -1,0 +1,93 @@
+package operator
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"time"
+
+	"github.com/go-logr/logr"
+	"sigs.k8s.io/controller-runtime/pkg/manager"
+
+	"github.com/styrmin/styrmin/gitsource"
+	"github.com/styrmin/styrmin/planner"
+	"github.com/styrmin/styrmin/ui"
+)
+
+// UIOptions configure the agent's read-only web UI.
+type UIOptions struct {
+	// Addr, when set, serves the UI there ("127.0.0.1:8090" for kubectl
+	// port-forward; another interface only behind the team's own
+	// authentication).
+	Addr string
+	// OnListening, when set, receives the bound address (tests listen on
+	// port 0).
+	OnListening func(net.Addr)
+}
+
+// addUI serves the web UI on every replica: it reads the manager's cache
+// (StyrminDeployments, tasks, sources), the API server for pods and
+// events (which the agent does not cache), and the agent's clone.
+func (a *Agent) addUI(clone *gitsource.Repo, opts Options) error {
+	h, err := ui.New(ui.Options{
+		Clusters:    []ui.Cluster{{Name: opts.Cluster, Reader: a.mgr.GetClient(), Live: a.mgr.GetAPIReader()}},
+		Repo:        clone,
+		Dir:         opts.Path,
+		PlanOptions: planner.Options{DriverLimits: opts.Drivers.Limits, Sandbox: opts.Drivers.Sandbox},
+	})
+	if err != nil {
+		return fmt.Errorf("agent: ui: %w", err)
+	}
+	ln, err := net.Listen("tcp", opts.UI.Addr)
+	if err != nil {
+		return fmt.Errorf("agent: ui: %w", err)
+	}
+	if opts.UI.OnListening != nil {
+		opts.UI.OnListening(ln.Addr())
+	}
+	a.log.Info("serving the web UI", "address", ln.Addr().String())
+	return a.mgr.Add(&uiServer{ln: ln, handler: h, log: a.log.WithName("ui")})
+}
+
+// uiServer serves the UI until the manager stops; every replica serves
+// it (it only reads).
+type uiServer struct {
+	ln      net.Listener
+	handler http.Handler
+	log     logr.Logger
+}
+
+var _ manager.LeaderElectionRunnable = (*uiServer)(nil)
+
+// NeedLeaderElection is false: every replica serves the UI.
+func (s *uiServer) NeedLeaderElection() bool { return false }
+
+// Start serves until ctx ends, then shuts down within 5 seconds.
+func (s *uiServer) Start(ctx context.Context) error {
+	srv := &http.Server{
+		Handler:           s.handler,
+		ReadHeaderTimeout: 10 * time.Second,
+		ReadTimeout:       30 * time.Second,
+		WriteTimeout:      2 * time.Minute, // a plan of many deployments takes a while
+		IdleTimeout:       2 * time.Minute,
+		MaxHeaderBytes:    64 << 10,
+	}
+	done := make(chan error, 1)
+	go func() { done <- srv.Serve(s.ln) }()
+	select {
+	case err := <-done:
+		return fmt.Errorf("ui: %w", err)
+	case <-ctx.Done():
+	}
+	sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := srv.Shutdown(sctx); err != nil {
+		return fmt.Errorf("ui: shutdown: %w", err)
+	}
+	if err := <-done; err != nil && !errors.Is(err, http.ErrServerClosed) {
+		return fmt.Errorf("ui: %w", err)
+	}
+	return nil
+}

@@ -1,0 +1,192 @@
+package ui
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"strings"
+	"time"
+
+	apimeta "k8s.io/apimachinery/pkg/api/meta"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/styrmin/styrmin/operator/api/v1alpha1"
+	"github.com/styrmin/styrmin/operator/instance"
+	"github.com/styrmin/styrmin/resolver"
+)
+
+type taskData struct {
+	Cluster string
+	ID      resolver.ID
+	Task    taskRow
+	Lock    v1alpha1.LockRef
+	Steps   []stepView
+	// Explain says in words how the task ended, when it is not plain.
+	Explain []string
+	Events  []eventView
+	Error   string
+	// ChartWidth is the bar chart's width in pixels.
+	ChartWidth int
+	Total      string
+}
+
+type stepView struct {
+	Index                            int
+	Name, Mode, Action, State, Class string
+	Attempts                         int32
+	Started, Duration                string
+	Output, Message                  string
+	// Bar places the step in the chart: its start and length in
+	// pixels, and the row's y.
+	BarX, BarW, BarY int
+	Kept             bool
+}
+
+// chartWidth is the duration chart's drawing width.
+const chartWidth = 600
+
+func (h *Handler) task(w http.ResponseWriter, r *http.Request) {
+	c, err := h.cluster(r.PathValue("cluster"))
+	if err != nil {
+		h.fail(w, http.StatusNotFound, err)
+		return
+	}
+	ctx, cancel := h.ctx(r)
+	defer cancel()
+	d, code, err := h.taskData(ctx, c, r.PathValue("namespace"), r.PathValue("task"))
+	if err != nil {
+		h.fail(w, code, err)
+		return
+	}
+	h.render(w, "task", page{
+		Title: "Task " + d.Task.Name, Live: !v1alpha1.TaskPhase(d.Task.Phase).Terminal(), Data: d,
+		Nav: []link{{"Overview", "/"}, {d.ID.String(), deploymentHref(c.Name, d.ID)}},
+	})
+}
+
+func (h *Handler) taskData(ctx context.Context, c *Cluster, namespace, name string) (taskData, int, error) {
+	var t v1alpha1.StyrminTask
+	if err := c.Reader.Get(ctx, client.ObjectKey{Namespace: namespace, Name: name}, &t); err != nil {
+		return taskData{}, http.StatusNotFound, fmt.Errorf("task %s/%s in cluster %s: %s", namespace, name, c.Name, mask(err.Error()))
+	}
+	d := taskData{Cluster: c.Name, ID: instance.ResolverID(t.Spec.Deployment), Task: taskRowOf(&t), Lock: t.Spec.Lock, ChartWidth: chartWidth}
+	now := h.o.Now()
+	var first, last time.Time
+	for _, s := range t.Status.Steps {
+		if s.StartedAt != nil && (first.IsZero() || s.StartedAt.Time.Before(first)) {
+			first = s.StartedAt.Time
+		}
+		end := now
+		if s.FinishedAt != nil {
+			end = s.FinishedAt.Time
+		}
+		if s.StartedAt != nil && end.After(last) {
+			last = end
+		}
+	}
+	span := last.Sub(first)
+	if span > 0 {
+		d.Total = span.Round(time.Millisecond).String()
+	}
+	for i, s := range t.Status.Steps {
+		v := stepView{
+			Index: i + 1, Name: s.Name, Mode: s.Mode, Action: s.Action, State: string(s.State), Attempts: s.Attempts,
+			Output: mask(s.Output), Message: mask(s.Message), BarY: i * 22, Class: stateClass(string(s.State)),
+		}
+		if v.State == "" {
+			v.State = string(v1alpha1.StepPending)
+		}
+		if s.StartedAt != nil {
+			v.Started = s.StartedAt.UTC().Format("15:04:05")
+			end := now
+			if s.FinishedAt != nil {
+				end = s.FinishedAt.Time
+			}
+			dur := end.Sub(s.StartedAt.Time)
+			v.Duration = dur.Round(time.Millisecond).String()
+			if span > 0 {
+				v.BarX = int(float64(s.StartedAt.Time.Sub(first)) / float64(span) * chartWidth)
+				v.BarW = max(2, int(float64(dur)/float64(span)*chartWidth))
+			}
+		}
+		// The core step's output when the guard kept a newer instance
+		// (task.writeInstance); the event says it too.
+		v.Kept = strings.Contains(s.Output, "newer than this task's") && strings.Contains(s.Output, "left unchanged")
+		d.Steps = append(d.Steps, v)
+	}
+	d.Explain = explainTask(&t, d.Steps)
+	_, d.Events, d.Error = h.podsAndEvents(ctx, c, namespace, map[string]bool{t.Name: true})
+	return d, http.StatusOK, nil
+}
+
+// explainTask says in words how a task ended when a phase alone does
+// not say it: superseded, a newer instance kept, failed, waiting.
+func explainTask(t *v1alpha1.StyrminTask, steps []stepView) []string {
+	var out []string
+	kept := false
+	for _, s := range steps {
+		if s.Kept {
+			kept = true
+		}
+	}
+	switch t.Status.Phase {
+	case v1alpha1.TaskSuperseded:
+		by := "a newer instance"
+		if t.Status.SupersededBy > 0 {
+			by = fmt.Sprintf("sequence %d", t.Status.SupersededBy)
+		}
+		out = append(out, fmt.Sprintf("Superseded: when this task came to write sequence %d, the cluster already held %s of this deployment. "+
+			"The guard never lets an older change overwrite a newer one, so the cluster runs the newer instance, "+
+			"which was resolved from a later commit of the same branch and so includes this change unless a later commit undid it.", t.Spec.ToSequence, by))
+		if kept {
+			out = append(out, "NewerInstanceKept: the step that writes the StyrminDeployment found the newer instance and left it; "+
+				"this change's remaining steps (its post steps) still ran, as its pre steps did, so its hooks are not skipped.")
+		}
+	case v1alpha1.TaskFailed:
+		for _, s := range steps {
+			if s.State == string(v1alpha1.StepFailed) {
+				out = append(out, fmt.Sprintf("Failed at step %d (%s): %s", s.Index, s.Name, firstLine(s.Message)))
+				break
+			}
+		}
+		out = append(out, "The instance before stays active: the next change's workflow is chosen against it, so nothing this task should have run is skipped. "+
+			"Fix the configuration, or retry with styrminctl lock --retry-failed.")
+	case v1alpha1.TaskSucceeded:
+		if kept {
+			out = append(out, "NewerInstanceKept: a newer instance was already in the cluster; this task ran its hooks and left the newer instance in place.")
+		}
+	default:
+		if c := apimeta.FindStatusCondition(t.Status.Conditions, v1alpha1.ConditionReady); c != nil && c.Reason == v1alpha1.ReasonWaitingForOrder {
+			out = append(out, "Waiting for its turn: "+mask(c.Message))
+		}
+	}
+	return out
+}
+
+func firstLine(s string) string {
+	for i, r := range s {
+		if r == '\n' {
+			return s[:i]
+		}
+	}
+	return s
+}
+
+// stateClass is the style class of a step or task state.
+func stateClass(s string) string {
+	switch s {
+	case "Succeeded", "True", "ready":
+		return "ok"
+	case "Failed", "failed", "stalled":
+		return "bad"
+	case "Running", "behind", "not applied":
+		return "run"
+	case "Superseded", "Skipped", "held":
+		return "muted"
+	}
+	return "wait"
+}
+
+func deploymentHref(cluster string, id resolver.ID) string {
+	return "/d/" + cluster + "/" + id.Environment + "/" + id.Name
+}

@@ -1,0 +1,228 @@
+package ui
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"html/template"
+	"net/http"
+	"slices"
+	"strconv"
+
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/styrmin/styrmin/gitsource"
+	"github.com/styrmin/styrmin/operator/api/v1alpha1"
+	"github.com/styrmin/styrmin/operator/instance"
+	"github.com/styrmin/styrmin/planner"
+	"github.com/styrmin/styrmin/resolver"
+	"github.com/styrmin/styrmin/timeline"
+)
+
+type timelineData struct {
+	Cluster string
+	ID      resolver.ID
+	Head    string
+	// Entries are newest first.
+	Entries []timelineRow
+	// A and B are the entries diffed (0: none); Plan is their plan as
+	// HTML, PlanError why there is none.
+	A, B      int64
+	Plan      template.HTML
+	PlanError string
+	// ClusterError says why the cluster's results are missing.
+	ClusterError string
+}
+
+type timelineRow struct {
+	timeline.Entry
+	// Result, Task and Active are what the cluster knows of the entry:
+	// its task's phase and name, and whether it is the active instance.
+	Result, Task, TaskNamespace string
+	Active                      bool
+	// RanAs is the workflow the task ran when it is not the one git's
+	// order selects (a change after a failed upgrade runs the upgrade:
+	// the workflow is chosen against the active instance).
+	RanAs string
+}
+
+func (h *Handler) timeline(w http.ResponseWriter, r *http.Request) {
+	c, id, err := h.deploymentOf(r)
+	if err != nil {
+		h.fail(w, http.StatusNotFound, err)
+		return
+	}
+	if h.o.Repo == nil {
+		h.fail(w, http.StatusNotFound, errNoRepository)
+		return
+	}
+	ctx, cancel := h.ctx(r)
+	defer cancel()
+	q := r.URL.Query()
+	var a, b int64
+	for _, p := range []struct {
+		name string
+		to   *int64
+	}{{"a", &a}, {"b", &b}} {
+		if s := q.Get(p.name); s != "" {
+			n, err := strconv.ParseInt(s, 10, 64)
+			if err != nil || n < 1 {
+				h.fail(w, http.StatusBadRequest, fmt.Errorf("%s=%q: expected a sequence number", p.name, s))
+				return
+			}
+			*p.to = n
+		}
+	}
+	d, code, err := h.timelineData(ctx, c, id, a, b)
+	if err != nil {
+		h.fail(w, code, err)
+		return
+	}
+	h.render(w, "timeline", page{
+		Title: "Timeline of " + id.String(), Data: d,
+		Nav: []link{{"Overview", "/"}, {id.String(), deploymentHref(c.Name, id)}},
+	})
+}
+
+func (h *Handler) timelineData(ctx context.Context, c *Cluster, id resolver.ID, a, b int64) (timelineData, int, error) {
+	d := timelineData{Cluster: c.Name, ID: id, A: a, B: b}
+	head, err := h.o.Repo.Head()
+	if err != nil {
+		return d, http.StatusBadGateway, fmt.Errorf("reading the repository's head: %w", err)
+	}
+	d.Head = head.Short()
+	entries, err := h.history.Read(head, id)
+	if err != nil {
+		return d, http.StatusInternalServerError, err
+	}
+	// What the cluster knows: the task of each sequence it still keeps,
+	// and the active one.
+	var tasks v1alpha1.StyrminTaskList
+	labels := client.MatchingLabels(instance.DeploymentID(id).Labels())
+	var active int64
+	if err := c.Reader.List(ctx, &tasks, labels); err != nil {
+		d.ClusterError = "listing StyrminTasks: " + mask(err.Error())
+	}
+	var sds v1alpha1.StyrminDeploymentList
+	if err := c.Reader.List(ctx, &sds, labels); err == nil && len(sds.Items) > 0 {
+		active = sds.Items[0].Status.ActiveSequence
+	}
+	bySeq := map[int64]*v1alpha1.StyrminTask{}
+	for i := range tasks.Items {
+		bySeq[tasks.Items[i].Spec.ToSequence] = &tasks.Items[i]
+	}
+	for i := len(entries) - 1; i >= 0; i-- {
+		e := entries[i]
+		row := timelineRow{Entry: e, Active: active != 0 && e.Sequence == active}
+		if t := bySeq[e.Sequence]; t != nil && t.Spec.Lock.Commit == e.Commit {
+			row.Task, row.TaskNamespace, row.Result = t.Name, t.Namespace, string(t.Status.Phase)
+			if w := string(t.Status.Workflow); w != "" && w != string(e.Workflow) {
+				row.RanAs = w
+			}
+			if row.Result == "" {
+				row.Result = string(v1alpha1.TaskPending)
+			}
+		}
+		d.Entries = append(d.Entries, row)
+	}
+	if a != 0 || b != 0 {
+		plan, err := h.diff(entries, id, a, b)
+		if err != nil {
+			d.PlanError = mask(err.Error())
+		} else {
+			d.Plan = plan
+		}
+	}
+	return d, http.StatusOK, nil
+}
+
+// diff is the plan from entry a to entry b (the older one is the base):
+// the base's lockfile against the configuration b locked, as the planner
+// computes and renders it.
+func (h *Handler) diff(entries []timeline.Entry, id resolver.ID, a, b int64) (template.HTML, error) {
+	if a == 0 || b == 0 {
+		return "", errors.New("choose two entries to compare (a and b)")
+	}
+	if a > b {
+		a, b = b, a
+	}
+	ea, err := timeline.Find(entries, a)
+	if err != nil {
+		return "", err
+	}
+	eb, err := timeline.Find(entries, b)
+	if err != nil {
+		return "", err
+	}
+	base, err := gitsource.ParseHash(ea.Commit)
+	if err != nil {
+		return "", err
+	}
+	// The configuration b locked: its configuration commit's tree
+	// resolves to b's instance (resolution is deterministic).
+	headRev := eb.Commit
+	if eb.ConfigCommit != "" {
+		headRev = eb.ConfigCommit
+	}
+	head, err := gitsource.ParseHash(headRev)
+	if err != nil {
+		return "", err
+	}
+	return h.planHTML(base, head, fmt.Sprintf("sequence %d (%s)", a, base.Short()), fmt.Sprintf("sequence %d (%s)", b, head.Short()), map[resolver.ID]bool{id: true})
+}
+
+// planResult is one computed plan, rendered.
+type planResult struct {
+	html template.HTML
+	err  error
+}
+
+// planHTML computes the plan of head against base's lockfiles and renders
+// it; remembered by the two commits (and the deployments kept).
+func (h *Handler) planHTML(base, head gitsource.Hash, baseName, headName string, only map[resolver.ID]bool) (template.HTML, error) {
+	keys := make([]string, 0, len(only))
+	for id := range only {
+		keys = append(keys, id.String())
+	}
+	slices.Sort(keys)
+	key := fmt.Sprintf("%s %s %v", base, head, keys)
+	if r, ok := recall(&h.cacheMu, h.plans, key); ok {
+		return r.html, r.err
+	}
+	h.computing <- struct{}{}
+	defer func() { <-h.computing }()
+	if r, ok := recall(&h.cacheMu, h.plans, key); ok {
+		// Computed while this request waited.
+		return r.html, r.err
+	}
+	r := &planResult{}
+	r.html, r.err = h.computePlan(base, head, baseName, headName, only)
+	remember(&h.cacheMu, h.plans, key, r)
+	return r.html, r.err
+}
+
+func (h *Handler) computePlan(base, head gitsource.Hash, baseName, headName string, only map[resolver.ID]bool) (template.HTML, error) {
+	baseFS, err := h.o.Repo.TreeAt(base, h.o.Dir)
+	if err != nil {
+		return "", err
+	}
+	headFS, err := h.o.Repo.TreeAt(head, h.o.Dir)
+	if err != nil {
+		return "", err
+	}
+	opts := h.o.PlanOptions
+	opts.Only = only
+	opts.Progress = nil
+	p, err := h.o.Planner.ComputeTrees(planner.Trees{Base: baseFS, BaseName: baseName, Head: headFS, HeadName: headName, HeadCommit: head.String()}, opts)
+	if err != nil {
+		return "", err
+	}
+	var buf bytes.Buffer
+	if err := planner.RenderHTML(&buf, p, planner.RenderOptions{Full: true}); err != nil {
+		return "", err
+	}
+	// RenderHTML escaped every value with html/template; placeholders
+	// are masked once more, as on every page.
+	return template.HTML(mask(buf.String())), nil //nolint:gosec // produced by html/template
+}
