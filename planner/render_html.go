@@ -35,6 +35,7 @@ var htmlPlan = template.Must(template.New("plan").Funcs(template.FuncMap{
 	"idList":         func(ids []string) string { return idList(ids, 10, func(s string) string { return s }) },
 	"keeps":          keeps,
 	"otherAfter":     func(d *Deployment) []string { return d.otherAfter },
+	"internalMark":   internalMark,
 	"diffLines":      diffLineClasses,
 	"showDiff":       func(od ObjectDiff, full bool) bool { return full || od.Op == OpChanged },
 }).Parse(htmlSource))
