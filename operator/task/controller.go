@@ -137,8 +137,9 @@ type Reconciler struct {
 	// instances they run after): its StyrminDeployment's changes wake
 	// them, instead of each polling it.
 	waiting map[resolver.ID]map[types.NamespacedName]bool
-	// waitsFor is waiting the other way round, to drop a task's entry.
-	waitsFor map[types.NamespacedName]resolver.ID
+	// waitsFor is waiting the other way round: what each waiting task
+	// waits for, and how far through its list it got.
+	waitsFor map[types.NamespacedName]orderWait
 }
 
 // lockedInstance is a task's instance as read from its lock.
@@ -181,7 +182,7 @@ func NewReconciler(opts Options) (*Reconciler, error) {
 		return nil, err
 	}
 	own := Actor{Writer: opts.Client, Reader: opts.APIReader, Exec: opts.Exec, Logs: opts.Logs}
-	return &Reconciler{opts: opts, metrics: m, own: own, started: map[types.UID]int32{}, written: map[types.UID]string{}, instances: map[types.NamespacedName]lockedInstance{}, lastErr: map[types.UID]string{}, finished: map[types.UID]string{}, uids: map[types.NamespacedName]types.UID{}, waiting: map[resolver.ID]map[types.NamespacedName]bool{}, waitsFor: map[types.NamespacedName]resolver.ID{}}, nil
+	return &Reconciler{opts: opts, metrics: m, own: own, started: map[types.UID]int32{}, written: map[types.UID]string{}, instances: map[types.NamespacedName]lockedInstance{}, lastErr: map[types.UID]string{}, finished: map[types.UID]string{}, uids: map[types.NamespacedName]types.UID{}, waiting: map[resolver.ID]map[types.NamespacedName]bool{}, waitsFor: map[types.NamespacedName]orderWait{}}, nil
 }
 
 // SetupWithManager registers the controller: it watches StyrminTasks
@@ -242,7 +243,7 @@ func (r *Reconciler) tasksOfDeployment(ctx context.Context, o client.Object) []r
 			out = append(out, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(&t)})
 		}
 	}
-	return append(out, r.waitersOf(instanceID(sd.Spec.Deployment))...)
+	return append(out, r.waitersOf(sd)...)
 }
 
 // tasksOf lists the tasks of a deployment, in sequence order. A
@@ -446,13 +447,7 @@ func (r *Reconciler) forgetLocked(key types.NamespacedName, uid types.UID) {
 	delete(r.lastErr, uid)
 	delete(r.instances, key)
 	delete(r.uids, key)
-	if prev, ok := r.waitsFor[key]; ok {
-		delete(r.waiting[prev], key)
-		if len(r.waiting[prev]) == 0 {
-			delete(r.waiting, prev)
-		}
-		delete(r.waitsFor, key)
-	}
+	r.dropWaitLocked(key)
 }
 
 // lastError is the last transient error of a task's running step.

@@ -35,8 +35,12 @@ func (r *Reconciler) awaitOrder(ctx context.Context, run *taskRun) (phaseResult,
 	if t.Status.Phase != v1alpha1.TaskPending || run.instance == nil {
 		return phaseResult{}, nil
 	}
-	var gateOpened time.Time
-	for _, a := range run.instance.After {
+	key := client.ObjectKeyFromObject(t)
+	// Peers found done stay done (a task waits for each once): a task
+	// woken again goes on from the first it waited for.
+	w := r.orderProgress(key, len(run.instance.After))
+	for i := w.next; i < len(run.instance.After); i++ {
+		a := run.instance.After[i]
 		id, seq, err := resolver.ParseAfter(a)
 		if err != nil {
 			// The lockfile's decoding refuses these; a task says so.
@@ -47,12 +51,13 @@ func (r *Reconciler) awaitOrder(ctx context.Context, run *taskRun) (phaseResult,
 			return phaseResult{}, err
 		}
 		if peer.done {
-			if peer.readySince.After(gateOpened) {
-				gateOpened = peer.readySince
+			if peer.readySince.After(w.gateOpened) {
+				w.gateOpened = peer.readySince
 			}
 			continue
 		}
-		r.waitFor(client.ObjectKeyFromObject(t), id)
+		w.next, w.peer, w.seq = i, id, seq
+		r.waitFor(key, w)
 		why := "waiting for " + a + ": " + peer.why
 		if ro := run.instance.Rollout; ro != nil && ro.Wave > 1 && !peer.failed {
 			// One message while the wave before runs (not one per peer
@@ -61,7 +66,9 @@ func (r *Reconciler) awaitOrder(ctx context.Context, run *taskRun) (phaseResult,
 		}
 		return r.waitForOrder(ctx, run, why, orderPollInterval)
 	}
-	r.waitFor(client.ObjectKeyFromObject(t), resolver.ID{})
+	gateOpened := w.gateOpened
+	r.dropWait(key)
+
 	if ro := run.instance.Rollout; ro != nil && ro.Pause != "" && !gateOpened.IsZero() {
 		pause, err := time.ParseDuration(ro.Pause)
 		if err != nil {
@@ -153,38 +160,75 @@ func phaseOrNew(p v1alpha1.TaskPhase) string {
 	return string(p)
 }
 
-// waitFor records that task waits for deployment id (the zero ID: for
-// nothing any more), so that id's StyrminDeployment wakes it.
-func (r *Reconciler) waitFor(task types.NamespacedName, id resolver.ID) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if prev, ok := r.waitsFor[task]; ok {
-		if prev == id {
-			return
-		}
-		delete(r.waiting[prev], task)
-		if len(r.waiting[prev]) == 0 {
-			delete(r.waiting, prev)
-		}
-		delete(r.waitsFor, task)
-	}
-	if id == (resolver.ID{}) {
-		return
-	}
-	if r.waiting[id] == nil {
-		r.waiting[id] = map[types.NamespacedName]bool{}
-	}
-	r.waiting[id][task] = true
-	r.waitsFor[task] = id
+// orderWait is what a waiting task waits for: the instance peer@seq,
+// the index of that entry in its after list (those before it ran), the
+// list's length (a task's instance is fixed, but a replaced task reuses
+// the name), and when the last of those that ran became Ready.
+type orderWait struct {
+	peer       resolver.ID
+	seq        int64
+	next, of   int
+	gateOpened time.Time
 }
 
-// waitersOf are the requests of the tasks waiting for deployment id.
-func (r *Reconciler) waitersOf(id resolver.ID) []reconcile.Request {
+// orderProgress is how far task got through an after list of n entries
+// (from the start when it was not waiting, or waited on another list).
+func (r *Reconciler) orderProgress(task types.NamespacedName, n int) orderWait {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	out := make([]reconcile.Request, 0, len(r.waiting[id]))
+	if w, ok := r.waitsFor[task]; ok && w.of == n {
+		return w
+	}
+	return orderWait{of: n}
+}
+
+// waitFor records that task waits for w.peer, whose StyrminDeployment
+// wakes it once that instance ran.
+func (r *Reconciler) waitFor(task types.NamespacedName, w orderWait) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.dropWaitLocked(task)
+	if r.waiting[w.peer] == nil {
+		r.waiting[w.peer] = map[types.NamespacedName]bool{}
+	}
+	r.waiting[w.peer][task] = true
+	r.waitsFor[task] = w
+}
+
+// dropWait forgets that task waits (it goes on, or is gone).
+func (r *Reconciler) dropWait(task types.NamespacedName) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.dropWaitLocked(task)
+}
+
+func (r *Reconciler) dropWaitLocked(task types.NamespacedName) {
+	w, ok := r.waitsFor[task]
+	if !ok {
+		return
+	}
+	delete(r.waiting[w.peer], task)
+	if len(r.waiting[w.peer]) == 0 {
+		delete(r.waiting, w.peer)
+	}
+	delete(r.waitsFor, task)
+}
+
+// waitersOf are the tasks that sd's change lets go on: those waiting for
+// an instance of its deployment that it now runs, Ready (or for a
+// deployment now deleted). Other changes wake none: a wave of a hundred
+// tasks waiting for one peer would each look again at every status write
+// of it; the poll shows a failure's message.
+func (r *Reconciler) waitersOf(sd *v1alpha1.StyrminDeployment) []reconcile.Request {
+	id := instanceID(sd.Spec.Deployment)
+	ready := apimeta.IsStatusConditionTrue(sd.Status.Conditions, v1alpha1.ConditionReady)
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var out []reconcile.Request
 	for t := range r.waiting[id] {
-		out = append(out, reconcile.Request{NamespacedName: t})
+		if sd.Spec.Tombstone() || !sd.DeletionTimestamp.IsZero() || (ready && sd.Status.ActiveSequence >= r.waitsFor[t].seq) {
+			out = append(out, reconcile.Request{NamespacedName: t})
+		}
 	}
 	return out
 }
