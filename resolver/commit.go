@@ -9,7 +9,6 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/styrmin/styrmin/drivers"
 	"github.com/styrmin/styrmin/gitsource"
 )
 
@@ -92,12 +91,6 @@ type CommitOptions struct {
 // trailer.
 func CommitLocksWith(ctx context.Context, w gitsource.Writer, opts WorkspaceOptions, req LockRequest, co CommitOptions) (CommitOutcome, error) {
 	var out CommitOutcome
-	if opts.RenderCache == nil {
-		// Every step of a chain resolves every deployment, and a retried
-		// attempt resolves them again: a deployment a step does not
-		// change renders once.
-		opts.RenderCache = drivers.NewRenderCache()
-	}
 	chain := func(ctx context.Context, head gitsource.Hash, headFS fs.FS) ([]gitsource.Change, error) {
 		steps, err := lockSteps(co, head)
 		if err != nil {

@@ -38,7 +38,9 @@ type WorkspaceOptions struct {
 	// Progress is Options.Progress of every Resolve of the workspace.
 	Progress func(done, total int)
 	// RenderCache is shared by the renders of the workspace's drivers
-	// (nil: none; CommitLocksWith makes one for its run).
+	// (nil: none). A lock needs none: what a step leaves unchanged is its
+	// lock, not rendered again, and a cache would hold every render of a
+	// long chain.
 	RenderCache *drivers.RenderCache
 }
 
