@@ -1,6 +1,7 @@
 package operator_test
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -8,11 +9,12 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
-	"os/exec"
 	"strings"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/styrmin/styrmin/internal/browser"
 )
 
 // statusHost implements GitHub's POST /repos/{owner}/{repo}/statuses/{sha}
@@ -119,17 +121,14 @@ func TestAgentServesTheUIAndReportsEachLockCommitToTheGitHost(t *testing.T) {
 	}
 	// A browser over the running agent: the DOM it builds, no page part
 	// the policy refuses (the ui package's test loads every page).
-	if bin, err := exec.LookPath("chromium"); err == nil {
+	if bin := browser.Find(); bin != "" {
 		for path, want := range map[string]string{"/": "Cluster local", "/t/local/dev-hub/hub-" + fmt.Sprint(seqs["hub"]): "Succeeded"} {
-			cmd := exec.Command(bin, "--headless", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--user-data-dir="+t.TempDir(),
-				"--enable-logging=stderr", "--v=0", "--virtual-time-budget=2000", "--dump-dom", "http://"+addr+path)
-			var out, errOut strings.Builder
-			cmd.Stdout, cmd.Stderr = &out, &errOut
-			if err := cmd.Run(); err != nil {
-				t.Fatalf("chromium: %v\n%s", err, errOut.String())
+			out, errOut, err := browser.Run(context.Background(), bin, t.TempDir(), "--virtual-time-budget=2000", "--dump-dom", "http://"+addr+path)
+			if err != nil {
+				t.Fatal(err)
 			}
-			if !strings.Contains(out.String(), want) || strings.Contains(errOut.String(), "Content Security Policy") {
-				t.Errorf("chromium on %s: the DOM lacks %q or the policy refused a part:\n%s\n%s", path, want, out.String(), errOut.String())
+			if !strings.Contains(out, want) || strings.Contains(errOut, "Content Security Policy") {
+				t.Errorf("chromium on %s: the DOM lacks %q or the policy refused a part:\n%s\n%s", path, want, out, errOut)
 			}
 		}
 	} else if os.Getenv("CI") != "" {

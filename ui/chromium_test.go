@@ -1,14 +1,14 @@
 package ui_test
 
 import (
-	"bytes"
 	"context"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/styrmin/styrmin/internal/browser"
 )
 
 // chromium finds Debian's headless browser; without it the test is
@@ -16,10 +16,8 @@ import (
 // installs it).
 func chromium(t *testing.T) string {
 	t.Helper()
-	for _, name := range []string{"chromium", "chromium-browser"} {
-		if p, err := exec.LookPath(name); err == nil {
-			return p
-		}
+	if p := browser.Find(); p != "" {
+		return p
 	}
 	if os.Getenv("CI") != "" {
 		t.Fatal("chromium is not installed (.ci/run installs Debian's package chromium)")
@@ -28,22 +26,17 @@ func chromium(t *testing.T) string {
 	return ""
 }
 
-// runChromium runs headless Chromium with args and returns its stdout
-// and stderr.
+// runChromium runs headless Chromium with args (browser.Run: a run that
+// crashes is tried again) and returns its stdout and stderr.
 func runChromium(t *testing.T, bin string, args ...string) (string, string) {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	profile := t.TempDir()
-	base := []string{"--headless", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--no-first-run",
-		"--hide-scrollbars", "--user-data-dir=" + profile, "--enable-logging=stderr", "--v=0", "--virtual-time-budget=3000"}
-	cmd := exec.CommandContext(ctx, bin, append(base, args...)...)
-	var out, errOut bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &errOut
-	if err := cmd.Run(); err != nil {
-		t.Fatalf("chromium %v: %v\n%s", args, err, errOut.String())
+	out, errOut, err := browser.Run(ctx, bin, t.TempDir(), append([]string{"--virtual-time-budget=3000"}, args...)...)
+	if err != nil {
+		t.Fatal(err)
 	}
-	return out.String(), errOut.String()
+	return out, errOut
 }
 
 // TestChromiumLoadsEveryPage loads each page of the UI over the demo's
