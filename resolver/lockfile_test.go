@@ -128,3 +128,12 @@ func TestEncodeLockIsTheCanonicalDocument(t *testing.T) {
 		}
 	}
 }
+
+func TestSettingAtFollowsADottedPath(t *testing.T) {
+	tree := map[string]any{"domain": "d", "parameters": map[string]any{"replicas": 2}, "config": map[string]any{"log": map[string]any{"level": "info"}}}
+	for path, want := range map[string]any{"domain": "d", "parameters.replicas": 2, "config.log.level": "info", "config.log.format": nil, "domain.x": nil, "absent": nil} {
+		if got := SettingAt(tree, path); got != want {
+			t.Errorf("SettingAt(%q) = %v, want %v", path, got, want)
+		}
+	}
+}

@@ -92,3 +92,18 @@ func deepCopy(v any) any {
 		return v
 	}
 }
+
+// SettingAt is the value at a dotted path of a settings tree (a
+// Provenance path, "parameters.replicas"), nil when there is none: what
+// `styrminctl explain` and the web UI show beside each path's origin.
+func SettingAt(settings map[string]any, path string) any {
+	var cur any = settings
+	for _, part := range strings.Split(path, ".") {
+		m, ok := cur.(map[string]any)
+		if !ok {
+			return nil
+		}
+		cur = m[part]
+	}
+	return cur
+}

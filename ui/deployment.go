@@ -301,20 +301,8 @@ func (h *Handler) resolveSettings(commit string, id resolver.ID) ([]setting, str
 	var out []setting
 	for _, p := range rd.Provenance.Paths() {
 		o := rd.Provenance[p]
-		b, _ := json.Marshal(maskValue(lookupPath(all, p)))
+		b, _ := json.Marshal(maskValue(resolver.SettingAt(all, p)))
 		out = append(out, setting{Path: p, Value: string(b), Layer: o.Layer, File: o.File})
 	}
 	return out, ""
-}
-
-func lookupPath(m map[string]any, p string) any {
-	var cur any = m
-	for _, part := range strings.Split(p, ".") {
-		mm, ok := cur.(map[string]any)
-		if !ok {
-			return nil
-		}
-		cur = mm[part]
-	}
-	return cur
 }

@@ -10,7 +10,6 @@ import (
 	"io/fs"
 	"net/http"
 	"regexp"
-	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -324,16 +323,6 @@ func recall[V any](mu *sync.Mutex, m map[string]V, key string) (V, bool) {
 	defer mu.Unlock()
 	v, ok := m[key]
 	return v, ok
-}
-
-// sortedKeys returns m's keys in order.
-func sortedKeys[V any](m map[string]V) []string {
-	out := make([]string, 0, len(m))
-	for k := range m {
-		out = append(out, k)
-	}
-	slices.Sort(out)
-	return out
 }
 
 // ClusterName is the Styrmin cluster a client reads: what its

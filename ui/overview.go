@@ -3,6 +3,7 @@ package ui
 import (
 	"context"
 	"fmt"
+	"maps"
 	"net/http"
 	"slices"
 	"strings"
@@ -270,7 +271,7 @@ func (h *Handler) clusterView(ctx context.Context, c *Cluster, gs *headState, f 
 			byEnv[r.ID.Environment] = append(byEnv[r.ID.Environment], *r)
 		}
 	}
-	for _, env := range sortedKeys(byEnv) {
+	for _, env := range slices.Sorted(maps.Keys(byEnv)) {
 		rs := byEnv[env]
 		slices.SortFunc(rs, func(a, b row) int { return strings.Compare(a.ID.Name, b.ID.Name) })
 		cv.Environments = append(cv.Environments, environmentView{Name: env, Rows: rs})

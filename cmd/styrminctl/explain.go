@@ -78,7 +78,7 @@ func printExplain(w io.Writer, r *resolver.Resolved, prefix, output string) erro
 	var entries []explainEntry
 	for _, p := range prov.Paths() {
 		o := prov[p]
-		entries = append(entries, explainEntry{Path: p, Value: shownValue(lookupPath(settings, p)), Layer: o.Layer, File: o.File})
+		entries = append(entries, explainEntry{Path: p, Value: shownValue(resolver.SettingAt(settings, p)), Layer: o.Layer, File: o.File})
 	}
 	switch output {
 	case outJSON, outYAML:
@@ -121,16 +121,4 @@ func topLevel(p resolver.Provenance) []string {
 		}
 	}
 	return out
-}
-
-func lookupPath(m map[string]any, p string) any {
-	var cur any = m
-	for _, part := range strings.Split(p, ".") {
-		mm, ok := cur.(map[string]any)
-		if !ok {
-			return nil
-		}
-		cur = mm[part]
-	}
-	return cur
 }

@@ -9,6 +9,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"sync"
@@ -119,7 +120,7 @@ func (r *Reporter) Report(ctx context.Context) error {
 		}
 	}
 	var errs []error
-	for _, sha := range sortedKeys(byCommit) {
+	for _, sha := range slices.Sorted(maps.Keys(byCommit)) {
 		tasks := byCommit[sha]
 		s := Summarize(r.o.Cluster, tasks)
 		s.Context, s.TargetURL = r.o.Context, r.o.TargetURL
@@ -224,13 +225,4 @@ func plural(n int, what string) string {
 		return "1 deployment " + what
 	}
 	return fmt.Sprintf("%d deployments %s", n, what)
-}
-
-func sortedKeys[V any](m map[string]V) []string {
-	out := make([]string, 0, len(m))
-	for k := range m {
-		out = append(out, k)
-	}
-	slices.Sort(out)
-	return out
 }
