@@ -21,6 +21,7 @@ import (
 	"github.com/styrmin/styrmin/operator/api/v1alpha1"
 	"github.com/styrmin/styrmin/operator/driversource"
 	"github.com/styrmin/styrmin/operator/instance"
+	"github.com/styrmin/styrmin/operator/operation"
 	"github.com/styrmin/styrmin/operator/source"
 	"github.com/styrmin/styrmin/operator/task"
 	"github.com/styrmin/styrmin/operator/webhook"
@@ -75,6 +76,12 @@ type Options struct {
 	// Task tunes the task controller (Client, Drivers, Locks and Recorder
 	// are filled in by NewAgent).
 	Task task.Options
+	// ScheduleInterval is how often the backup scheduler looks at the
+	// environments' schedules (0: operation.DefaultScheduleInterval).
+	ScheduleInterval time.Duration
+	// Now is the clock of backups and their schedules (nil: time.Now;
+	// tests move it).
+	Now func() time.Time
 	// Webhook, when its Addr is set, serves GitHub webhooks.
 	Webhook WebhookOptions
 	// UI, when its Addr is set, serves the read-only web UI.
@@ -189,12 +196,18 @@ func NewAgent(ctx context.Context, cfg *rest.Config, opts Options) (*Agent, erro
 	if topts.Impersonate == nil {
 		topts.Impersonate = task.NewImpersonation(cfg, mgr.GetScheme(), mgr.GetRESTMapper())
 	}
+	if topts.AgentNamespace == "" {
+		topts.AgentNamespace = opts.Manager.Namespace
+	}
 	tr, err := task.NewReconciler(topts)
 	if err != nil {
 		return nil, err
 	}
 	if err := tr.SetupWithManager(mgr); err != nil {
 		return nil, fmt.Errorf("agent: task controller: %w", err)
+	}
+	if err := a.addOperations(mgr, repo, drv, opts); err != nil {
+		return nil, err
 	}
 	a.syncer, err = source.NewSyncer(source.SyncerOptions{
 		Client:   mgr.GetClient(),
@@ -266,6 +279,55 @@ func RunAgent(ctx context.Context, cfg *rest.Config, opts Options) error {
 		return err
 	}
 	return a.Start(ctx)
+}
+
+// addOperations adds the StyrminBackup and StyrminRestore controllers
+// and the backup scheduler, which read the environments' backup settings
+// from git at the commit the agent synced last (its fetched head before
+// the first sync).
+func (a *Agent) addOperations(mgr ctrl.Manager, repo *gitsource.Folder, drv driversource.Source, opts Options) error {
+	c := mgr.GetClient()
+	srcKey := types.NamespacedName{Namespace: opts.Manager.Namespace, Name: opts.SourceName}
+	settings := operation.SettingsFunc(func(ctx context.Context) ([]resolver.EnvironmentBackups, error) {
+		var src v1alpha1.StyrminSource
+		if err := c.Get(ctx, srcKey, &src); err != nil {
+			return nil, fmt.Errorf("reading StyrminSource %s: %w", srcKey, err)
+		}
+		commit := src.Status.LastSyncedCommit
+		if commit == "" {
+			commit = src.Status.LastFetchedCommit
+		}
+		h, err := gitsource.ParseHash(commit)
+		if err != nil {
+			return nil, fmt.Errorf("StyrminSource %s has synced no commit yet", srcKey)
+		}
+		fsys, err := repo.FS(h)
+		if err != nil {
+			return nil, err
+		}
+		return resolver.BackupSettings(fsys)
+	})
+	oo := operation.Options{Client: c, APIReader: mgr.GetAPIReader(), Drivers: drv, Settings: settings,
+		Namespace: opts.Manager.Namespace, Cluster: opts.Cluster, Now: opts.Now}
+	br, err := operation.NewBackupReconciler(oo)
+	if err != nil {
+		return err
+	}
+	if err := br.SetupWithManager(mgr); err != nil {
+		return fmt.Errorf("agent: backup controller: %w", err)
+	}
+	rr, err := operation.NewRestoreReconciler(oo)
+	if err != nil {
+		return err
+	}
+	if err := rr.SetupWithManager(mgr); err != nil {
+		return fmt.Errorf("agent: restore controller: %w", err)
+	}
+	sched, err := operation.NewScheduler(oo, opts.ScheduleInterval, a.log.WithName("backups"))
+	if err != nil {
+		return err
+	}
+	return mgr.Add(sched)
 }
 
 // addLocker adds the lock mode's locker as a runnable of the elected

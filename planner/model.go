@@ -20,6 +20,11 @@ const (
 	WorkflowUpdate  Workflow = "update"  // configuration only: the core step only
 	WorkflowUpgrade Workflow = "upgrade" // driver or application version changed: hook upgrade
 	WorkflowDelete  Workflow = "delete"  // the deployment is gone: a tombstone uninstalls it
+	// WorkflowBackup and WorkflowRestore are operations, not changes: the
+	// driver's backup or restore hook against the running instance (no
+	// plan selects them).
+	WorkflowBackup  Workflow = "backup"
+	WorkflowRestore Workflow = "restore"
 )
 
 // workflowOrder orders workflows in summaries.

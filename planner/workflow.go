@@ -77,8 +77,12 @@ func Steps(w Workflow, d *drivers.Driver) ([]Step, error) {
 		prefix = string(w)
 	case WorkflowDelete:
 		prefix = string(w)
+	case WorkflowBackup:
+		hook, prefix = string(drivers.HookBackup), string(drivers.HookBackup)
+	case WorkflowRestore:
+		hook, prefix = string(drivers.HookRestore), string(drivers.HookRestore)
 	default:
-		return nil, fmt.Errorf("unknown workflow %q (expected create, update, upgrade or delete)", w)
+		return nil, fmt.Errorf("unknown workflow %q (expected create, update, upgrade, delete, backup or restore)", w)
 	}
 	if w != WorkflowDelete {
 		if d == nil {
@@ -91,9 +95,17 @@ func Steps(w Workflow, d *drivers.Driver) ([]Step, error) {
 			modes = d.Hooks[drivers.HookUpgrade]
 		case WorkflowUpdate:
 			modes = drivers.Modes{Core: d.Hooks[drivers.HookUpgrade].Core}
+		case WorkflowBackup, WorkflowRestore:
+			var ok bool
+			if modes, ok = d.Hooks[drivers.Hook(hook)]; !ok {
+				return nil, fmt.Errorf("driver %s@%s declares no %s hook", d.Name, d.Version, hook)
+			}
 		}
 	}
-	modes.Core = withCore(modes.Core)
+	if w != WorkflowBackup && w != WorkflowRestore {
+		// An operation writes no instance.
+		modes.Core = withCore(modes.Core)
+	}
 	var out []Step
 	for _, m := range modes.Ordered() {
 		for i, s := range m.Steps {

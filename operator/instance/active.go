@@ -26,7 +26,7 @@ func Active(sd *v1alpha1.StyrminDeployment, tasks []v1alpha1.StyrminTask) *v1alp
 	}
 	for i := range tasks {
 		t := &tasks[i]
-		if t.Status.Phase != v1alpha1.TaskSucceeded || (active != nil && t.Spec.ToSequence <= active.Sequence) {
+		if t.Status.Phase != v1alpha1.TaskSucceeded || t.Spec.Operation != nil || (active != nil && t.Spec.ToSequence <= active.Sequence) {
 			continue
 		}
 		if a := TaskTarget(t); a != nil {

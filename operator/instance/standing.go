@@ -28,6 +28,9 @@ type Standing struct {
 	// Reason names the task and its step, and what it waits for or why it
 	// failed.
 	Reason string
+	// Operation is the deployment's backup or restore that runs or waits,
+	// or its restore that failed and holds it ("" when none).
+	Operation string
 }
 
 // Standings tells, for every deployment that has tasks, where it stands:
@@ -35,7 +38,12 @@ type Standing struct {
 // Sorted by deployment.
 func Standings(sds []v1alpha1.StyrminDeployment, tasks []v1alpha1.StyrminTask) []Standing {
 	byID := map[v1alpha1.DeploymentID][]v1alpha1.StyrminTask{}
+	ops := map[v1alpha1.DeploymentID][]v1alpha1.StyrminTask{}
 	for _, t := range tasks {
+		if t.Spec.Operation != nil {
+			ops[t.Spec.Deployment] = append(ops[t.Spec.Deployment], t)
+			continue
+		}
 		byID[t.Spec.Deployment] = append(byID[t.Spec.Deployment], t)
 	}
 	sdOf := map[v1alpha1.DeploymentID]*v1alpha1.StyrminDeployment{}
@@ -44,7 +52,9 @@ func Standings(sds []v1alpha1.StyrminDeployment, tasks []v1alpha1.StyrminTask) [
 	}
 	out := make([]Standing, 0, len(byID))
 	for id, ts := range byID {
-		out = append(out, standing(id, sdOf[id], ts))
+		s := standing(id, sdOf[id], ts)
+		s.Operation = operationStanding(ops[id])
+		out = append(out, s)
 	}
 	slices.SortFunc(out, func(a, b Standing) int { return strings.Compare(a.ID.String(), b.ID.String()) })
 	return out
@@ -87,6 +97,32 @@ func standing(id v1alpha1.DeploymentID, sd *v1alpha1.StyrminDeployment, tasks []
 		s.Reason = fmt.Sprintf("task %s waits to run (%s)", name, orPending(t.Status.Phase))
 	}
 	return s
+}
+
+// operationStanding says which of a deployment's operation tasks runs or
+// waits, or which restore failed in its newest attempt (it holds the
+// deployment's changes).
+func operationStanding(ops []v1alpha1.StyrminTask) string {
+	newest := map[string]*v1alpha1.StyrminTask{}
+	for i := range ops {
+		t := &ops[i]
+		if n := newest[t.Spec.Operation.Name]; n == nil || n.Spec.Operation.Attempt < t.Spec.Operation.Attempt {
+			newest[t.Spec.Operation.Name] = t
+		}
+	}
+	var out []string
+	for _, t := range newest {
+		op := t.Spec.Operation
+		kind := strings.ToLower(string(op.Kind))
+		switch {
+		case !t.Status.Phase.Terminal():
+			out = append(out, fmt.Sprintf("%s %s %s (task %s/%s)", kind, op.Name, strings.ToLower(orPending(t.Status.Phase)), t.Namespace, t.Name))
+		case op.Kind == v1alpha1.OperationRestore && t.Status.Phase == v1alpha1.TaskFailed:
+			out = append(out, fmt.Sprintf("restore %s failed (task %s/%s): the deployment's changes wait until it is retried or deleted", op.Name, t.Namespace, t.Name))
+		}
+	}
+	slices.Sort(out)
+	return strings.Join(out, "; ")
 }
 
 func orPending(p v1alpha1.TaskPhase) string {

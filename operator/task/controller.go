@@ -76,6 +76,9 @@ type Options struct {
 	// (Exec and Logs above, Client's writes and APIReader's Secret reads
 	// are the agent's own identity); nil makes such a task fail.
 	Impersonate Impersonator
+	// AgentNamespace is the agent's namespace, where the Secrets that
+	// backups name live.
+	AgentNamespace string
 	// StepTimeout bounds steps without a declared timeout; 0 means
 	// DefaultStepTimeout.
 	StepTimeout time.Duration
@@ -277,7 +280,9 @@ func (r *Reconciler) pruneTasks(ctx context.Context, run *taskRun) {
 	kept := 0
 	for i := len(tasks) - 1; i >= 0; i-- {
 		old := &tasks[i]
-		if old.UID != t.UID && !old.Status.Phase.Terminal() {
+		if (old.UID != t.UID && !old.Status.Phase.Terminal()) || IsOperation(old) {
+			// Operations' tasks go with their StyrminBackup or
+			// StyrminRestore (a failed restore's holds its deployment).
 			continue
 		}
 		if kept++; kept <= r.opts.KeepTasks {
@@ -476,6 +481,9 @@ func (r *Reconciler) writeStatus(ctx context.Context, run *taskRun) error {
 // cannot be had ends Failed: that needs a change in git.
 func (r *Reconciler) prepare(ctx context.Context, run *taskRun) (phaseResult, error) {
 	t := run.task
+	if IsOperation(t) {
+		return r.prepareOperation(ctx, run)
+	}
 	in, field, err := r.instance(ctx, t)
 	if err != nil {
 		var mm *lockMismatch
@@ -592,7 +600,11 @@ func (r *Reconciler) startWorkflow(ctx context.Context, run *taskRun) (phaseResu
 		return phaseResult{}, nil
 	}
 	wf, from := t.Status.Workflow, t.Status.FromSequence
-	if res, err := r.plan(ctx, run); err != nil || res.stop {
+	replan := r.plan
+	if IsOperation(t) {
+		replan = r.planOperation
+	}
+	if res, err := replan(ctx, run); err != nil || res.stop {
 		return res, err
 	}
 	if t.Status.Workflow != wf || t.Status.FromSequence != from {
@@ -687,7 +699,7 @@ func matchLock(t *v1alpha1.StyrminTask, locked, carried *resolver.Instance) erro
 // run.
 func (r *Reconciler) supersedeOvertaken(ctx context.Context, run *taskRun) (phaseResult, error) {
 	t := run.task
-	if t.Status.Phase != v1alpha1.TaskPending || workflow(t) != v1alpha1.WorkflowUpdate {
+	if t.Status.Phase != v1alpha1.TaskPending || workflow(t) != v1alpha1.WorkflowUpdate || IsOperation(t) {
 		return phaseResult{}, nil
 	}
 	tasks, err := r.tasksOf(ctx, t.Namespace, t.Spec.Deployment)
@@ -696,7 +708,9 @@ func (r *Reconciler) supersedeOvertaken(ctx context.Context, run *taskRun) (phas
 	}
 	var newest int64
 	for _, s := range tasks {
-		newest = max(newest, s.Spec.ToSequence)
+		if !IsOperation(&s) {
+			newest = max(newest, s.Spec.ToSequence)
+		}
 	}
 	if newest <= t.Spec.ToSequence {
 		return phaseResult{}, nil
@@ -710,8 +724,10 @@ func (r *Reconciler) supersedeOvertaken(ctx context.Context, run *taskRun) (phas
 		fmt.Sprintf("superseded by sequence %d before it ran: the newer task writes the whole configuration", newest))
 }
 
-// awaitTurn keeps a pending task waiting while a task of a lower sequence
-// of its deployment is not finished (that task's end wakes it).
+// awaitTurn keeps a pending task waiting while a task before it of its
+// deployment is not finished (that task's end wakes it): a lower
+// sequence, or an operation ordered before it (runsBefore). A change
+// also waits while a restore before it failed (restoreHold).
 func (r *Reconciler) awaitTurn(ctx context.Context, run *taskRun) (phaseResult, error) {
 	t := run.task
 	if t.Status.Phase != v1alpha1.TaskPending {
@@ -722,7 +738,7 @@ func (r *Reconciler) awaitTurn(ctx context.Context, run *taskRun) (phaseResult, 
 		return phaseResult{}, err
 	}
 	for _, s := range tasks {
-		if s.Spec.ToSequence < t.Spec.ToSequence && !s.Status.Phase.Terminal() {
+		if s.UID != t.UID && runsBefore(&s, t) && !s.Status.Phase.Terminal() {
 			run.log.V(1).Info("waiting for an earlier task", "task", s.Name)
 			if run.planUnwritten {
 				if err := r.writeStatus(ctx, run); err != nil {
@@ -732,7 +748,25 @@ func (r *Reconciler) awaitTurn(ctx context.Context, run *taskRun) (phaseResult, 
 			return phaseResult{stop: true, after: 30 * time.Second}, nil
 		}
 	}
+	if !IsOperation(t) {
+		if why := restoreHold(t, tasks); why != "" {
+			return r.waitWith(ctx, run, v1alpha1.ReasonRestoreInProgress, why, 30*time.Second)
+		}
+	}
 	return phaseResult{}, nil
+}
+
+// waitWith records why the task waits (once per change of reason) and
+// looks again after the interval.
+func (r *Reconciler) waitWith(ctx context.Context, run *taskRun, reason, msg string, after time.Duration) (phaseResult, error) {
+	t := run.task
+	if c := apimeta.FindStatusCondition(t.Status.Conditions, v1alpha1.ConditionReady); c == nil || c.Message != msg || c.Reason != reason || run.planUnwritten {
+		setTaskConditions(t, reason, msg)
+		if err := r.writeStatus(ctx, run); err != nil {
+			return phaseResult{}, err
+		}
+	}
+	return phaseResult{stop: true, after: after}, nil
 }
 
 // runSteps runs the steps from the current one on. Each step is marked
@@ -1046,7 +1080,8 @@ func (r *Reconciler) finishWith(ctx context.Context, run *taskRun, phase v1alpha
 // task succeeded, post steps included. A StyrminDeployment gone (a
 // tombstone uninstalled) or already recording a newer one is left alone.
 func (r *Reconciler) recordActive(ctx context.Context, run *taskRun) error {
-	if run.instance == nil || run.instance.Tombstone() {
+	if run.instance == nil || run.instance.Tombstone() || IsOperation(run.task) {
+		// An operation changes no instance.
 		return nil
 	}
 	sd, err := r.deployment(ctx, run)
@@ -1116,7 +1151,7 @@ func (r *Reconciler) driver(ctx context.Context, run *taskRun) (*drivers.Driver,
 	// task fails), anything else is retried. An in-repository driver is
 	// read at the task's lock commit: the head may have dropped it since.
 	commit := run.task.Spec.Lock.Commit
-	if commit == "" {
+	if commit == "" || IsOperation(run.task) {
 		commit = run.instance.SourceCommit
 	}
 	d, err := driversource.Get(ctx, r.opts.Drivers, driversource.Request{Ref: run.instance.Driver, Commit: commit})

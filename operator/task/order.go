@@ -32,7 +32,7 @@ const orderPollInterval = 10 * time.Second
 // agent restarted meanwhile waits no longer and no shorter.
 func (r *Reconciler) awaitOrder(ctx context.Context, run *taskRun) (phaseResult, error) {
 	t := run.task
-	if t.Status.Phase != v1alpha1.TaskPending || run.instance == nil {
+	if t.Status.Phase != v1alpha1.TaskPending || run.instance == nil || IsOperation(t) {
 		return phaseResult{}, nil
 	}
 	key := client.ObjectKeyFromObject(t)

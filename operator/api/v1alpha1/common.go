@@ -32,6 +32,10 @@ const (
 	LabelCluster     = Group + "/cluster"
 	LabelEnvironment = Group + "/environment"
 	LabelDeployment  = Group + "/deployment"
+	// LabelOperation on an operation task names its StyrminBackup or
+	// StyrminRestore; LabelOperationKind says which (backup, restore).
+	LabelOperation     = Group + "/operation"
+	LabelOperationKind = Group + "/operation-kind"
 	// LabelSequence on a StyrminTask is the sequence it applies.
 	LabelSequence = Group + "/sequence"
 

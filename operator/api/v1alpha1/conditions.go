@@ -99,6 +99,9 @@ const (
 	// ReasonWaitingForOrder: the task's instance runs after others (its
 	// lock's after: ID@SEQ) that have not run, or are not Ready, yet.
 	ReasonWaitingForOrder = "WaitingForOrder"
+	// ReasonRestoreInProgress: the task's change waits for a restore of
+	// its deployment (running, or failed and not yet retried or deleted).
+	ReasonRestoreInProgress = "RestoreInProgress"
 	// ReasonTaskRunning: a step of the task is running.
 	ReasonTaskRunning = "Running"
 	// ReasonTaskFailed: a step failed, or the task could not run.

@@ -6,7 +6,7 @@ import (
 
 // Workflow is what a task runs, chosen by the planner from the difference
 // between the active instance and the new one.
-// +kubebuilder:validation:Enum=create;update;upgrade;delete
+// +kubebuilder:validation:Enum=create;update;upgrade;delete;backup;restore
 type Workflow string
 
 // The workflows.
@@ -15,7 +15,49 @@ const (
 	WorkflowUpdate  Workflow = "update"  // configuration only: core step only
 	WorkflowUpgrade Workflow = "upgrade" // driver or app version changed: hook upgrade
 	WorkflowDelete  Workflow = "delete"  // tombstone: uninstall
+	// WorkflowBackup and WorkflowRestore run an operation (spec.operation):
+	// the driver's backup or restore hook against the running instance.
+	WorkflowBackup  Workflow = "backup"
+	WorkflowRestore Workflow = "restore"
 )
+
+// OperationKind is the kind of operation a task runs.
+// +kubebuilder:validation:Enum=Backup;Restore
+type OperationKind string
+
+// The operation kinds.
+const (
+	OperationBackup  OperationKind = "Backup"
+	OperationRestore OperationKind = "Restore"
+)
+
+// TaskOperation says which operation an operation task runs: the
+// StyrminBackup or StyrminRestore it belongs to, and where the artefact
+// is. An operation task is ordered after the deployment's tasks up to its
+// toSequence and before the later ones.
+type TaskOperation struct {
+	// Kind is Backup or Restore.
+	Kind OperationKind `json:"kind"`
+	// Name is the StyrminBackup or StyrminRestore (in the agent's
+	// namespace) the task belongs to.
+	// +kubebuilder:validation:MinLength=1
+	Name string `json:"name"`
+	// BackupID is the backup taken or restored.
+	// +kubebuilder:validation:MinLength=1
+	BackupID string `json:"backupID"`
+	// Artifact is the URL of this deployment's artefact: written by a
+	// backup, read by a restore.
+	// +kubebuilder:validation:MinLength=1
+	Artifact string `json:"artifact"`
+	// Secret names the Secret in the agent's namespace holding the
+	// location's credentials ("" for none). The agent copies it next to
+	// the driver's job; its values are never in a status, event or log.
+	// +optional
+	Secret string `json:"secret,omitempty"`
+	// Attempt counts a restore's runs (1 first, then one more per retry).
+	// +optional
+	Attempt int32 `json:"attempt,omitempty"`
+}
 
 // TaskPhase is where a task is in its life. Succeeded, Failed and
 // Superseded are terminal.
@@ -93,6 +135,10 @@ type StyrminTaskSpec struct {
 	// `styrminctl history`; the instance itself is at Lock.
 	// +optional
 	Target *TaskTarget `json:"target,omitempty"`
+	// Operation is set on an operation task (a backup or a restore), which
+	// runs against the deployment's running instance rather than a lock.
+	// +optional
+	Operation *TaskOperation `json:"operation,omitempty"`
 	// Instance is a copy of the target instance. When absent (the agent's
 	// sync leaves it out: each write of the task then costs the API server
 	// much less), the agent reads it from Lock.

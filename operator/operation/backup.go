@@ -1,0 +1,431 @@
+package operation
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	apimeta "k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	"github.com/styrmin/styrmin/operator/api/v1alpha1"
+	"github.com/styrmin/styrmin/operator/driversource"
+	"github.com/styrmin/styrmin/operator/task"
+	"github.com/styrmin/styrmin/resolver"
+)
+
+// Finalizer keeps a StyrminBackup or StyrminRestore until its tasks are
+// deleted: they live in the deployments' namespaces, where no owner
+// reference from the agent's namespace reaches.
+const Finalizer = v1alpha1.Group + "/operation-tasks"
+
+// Options configures the operation controllers.
+type Options struct {
+	// Client reads through the manager's cache and writes to the API.
+	Client client.Client
+	// APIReader reads Secrets straight from the API server.
+	APIReader client.Reader
+	// Drivers gives the driver of a running instance.
+	Drivers driversource.Source
+	// Settings gives the environments' backup settings from git.
+	Settings Settings
+	// Namespace is the agent's namespace, where StyrminBackups,
+	// StyrminRestores and the backup credentials Secrets live.
+	Namespace string
+	// Cluster is the agent's cluster.
+	Cluster string
+	// Now is the clock (nil: time.Now).
+	Now func() time.Time
+}
+
+func (o *Options) now() time.Time {
+	if o.Now != nil {
+		return o.Now()
+	}
+	return time.Now()
+}
+
+// BackupReconciler runs StyrminBackups: it checks the backup can be
+// taken, makes one backup task per deployment and records each one's
+// result.
+type BackupReconciler struct{ opts Options }
+
+var _ reconcile.Reconciler = (*BackupReconciler)(nil)
+
+// NewBackupReconciler checks opts and returns the StyrminBackup
+// controller.
+func NewBackupReconciler(opts Options) (*BackupReconciler, error) {
+	if err := opts.check(); err != nil {
+		return nil, err
+	}
+	return &BackupReconciler{opts: opts}, nil
+}
+
+func (o *Options) check() error {
+	switch {
+	case o.Client == nil:
+		return errors.New("operation: Client is required")
+	case o.APIReader == nil:
+		return errors.New("operation: APIReader is required")
+	case o.Drivers == nil:
+		return errors.New("operation: Drivers is required")
+	case o.Settings == nil:
+		return errors.New("operation: Settings is required")
+	case o.Namespace == "" || o.Cluster == "":
+		return errors.New("operation: Namespace and Cluster are required")
+	}
+	return nil
+}
+
+// SetupWithManager registers the controller: StyrminBackups, and the
+// operation tasks that belong to them.
+func (r *BackupReconciler) SetupWithManager(mgr ctrl.Manager) error {
+	return ctrl.NewControllerManagedBy(mgr).
+		Named("styrminbackup").
+		For(&v1alpha1.StyrminBackup{}).
+		Watches(&v1alpha1.StyrminTask{}, handler.EnqueueRequestsFromMapFunc(ownerOf(v1alpha1.OperationBackup, r.opts.Namespace))).
+		Complete(r)
+}
+
+// ownerOf maps an operation task to its StyrminBackup or StyrminRestore.
+func ownerOf(kind v1alpha1.OperationKind, namespace string) handler.MapFunc {
+	return func(_ context.Context, o client.Object) []reconcile.Request {
+		t, ok := o.(*v1alpha1.StyrminTask)
+		if !ok || t.Spec.Operation == nil || t.Spec.Operation.Kind != kind {
+			return nil
+		}
+		return []reconcile.Request{{NamespacedName: types.NamespacedName{Namespace: namespace, Name: t.Spec.Operation.Name}}}
+	}
+}
+
+// Reconcile runs the chain finalize → start → record.
+func (r *BackupReconciler) Reconcile(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
+	var b v1alpha1.StyrminBackup
+	if err := r.opts.Client.Get(ctx, req.NamespacedName, &b); err != nil {
+		return reconcile.Result{}, client.IgnoreNotFound(err)
+	}
+	if !b.DeletionTimestamp.IsZero() {
+		return reconcile.Result{}, finalize(ctx, r.opts.Client, &b, v1alpha1.OperationBackup)
+	}
+	if !controllerutil.ContainsFinalizer(&b, Finalizer) {
+		base := b.DeepCopy()
+		controllerutil.AddFinalizer(&b, Finalizer)
+		if err := r.opts.Client.Patch(ctx, &b, client.MergeFrom(base)); err != nil {
+			return reconcile.Result{}, err
+		}
+	}
+	if b.Status.Phase.Terminal() {
+		return reconcile.Result{}, nil
+	}
+	if b.Status.Phase == "" {
+		return r.start(ctx, &b)
+	}
+	return r.record(ctx, &b)
+}
+
+// start checks the backup can be taken and makes its tasks; a refusal
+// ends it Failed with nothing else changed.
+func (r *BackupReconciler) start(ctx context.Context, b *v1alpha1.StyrminBackup) (reconcile.Result, error) {
+	plan, err := r.check(ctx, b)
+	var refused *RefusedError
+	if errors.As(err, &refused) {
+		return reconcile.Result{}, r.refuse(ctx, b, refused)
+	}
+	if err != nil {
+		return reconcile.Result{}, err
+	}
+	now := metav1.NewTime(r.opts.now())
+	base := b.DeepCopy()
+	b.Status.Phase = v1alpha1.OperationRunning
+	b.Status.Location = plan.settings.Location
+	b.Status.StartedAt = &now
+	b.Status.Deployments = nil
+	for _, tg := range plan.targets {
+		name := task.OperationTaskName(tg.sd.Spec.Deployment.Name, v1alpha1.OperationBackup, b.Name, 1)
+		b.Status.Deployments = append(b.Status.Deployments, v1alpha1.OperationDeployment{
+			Name: tg.sd.Spec.Deployment.Name, Namespace: tg.sd.Namespace, Task: name, Phase: v1alpha1.OperationPending,
+			Artifact: resolver.ArtifactURL(plan.settings.Location, b.Name, tg.sd.Spec.Deployment.Name),
+			Sequence: tg.sd.Spec.Sequence,
+			Driver:   v1alpha1.DriverRef{Name: tg.driver.Name, Version: tg.driver.Version, Digest: tg.instance.Driver.Digest},
+		})
+	}
+	setConditions(&b.Status.Conditions, b.Generation, v1alpha1.OperationRunning, "creating the backup's tasks")
+	// The plan first: a restart after it makes the same tasks.
+	if err := r.opts.Client.Status().Patch(ctx, b, client.MergeFrom(base)); err != nil {
+		return reconcile.Result{}, err
+	}
+	for i, tg := range plan.targets {
+		d := b.Status.Deployments[i]
+		op := v1alpha1.TaskOperation{Kind: v1alpha1.OperationBackup, Name: b.Name, BackupID: b.Name, Artifact: d.Artifact, Secret: plan.settings.Secret, Attempt: 1}
+		if err := makeTask(ctx, r.opts.Client, tg, d.Task, op); err != nil {
+			return reconcile.Result{}, err
+		}
+	}
+	return reconcile.Result{}, nil
+}
+
+// backupPlan is what a backup acts on once checked.
+type backupPlan struct {
+	settings resolver.EnvironmentBackups
+	targets  []target
+}
+
+// check refuses a backup that cannot be taken: an environment of another
+// cluster, or one git does not declare or without a location; a location
+// its Secret cannot reach; a deployment that does not run here, or whose
+// driver has no backup hook.
+func (r *BackupReconciler) check(ctx context.Context, b *v1alpha1.StyrminBackup) (*backupPlan, error) {
+	cluster := b.Spec.Cluster
+	if cluster == "" {
+		cluster = r.opts.Cluster
+	}
+	envName := cluster + "/" + b.Spec.Environment
+	if cluster != r.opts.Cluster {
+		return nil, &RefusedError{Environment: envName, Msg: fmt.Sprintf("this agent serves cluster %s: a backup of another cluster's environment belongs to that cluster's agent", r.opts.Cluster)}
+	}
+	if err := validName(b.Name); err != nil {
+		return nil, &RefusedError{Environment: envName, Msg: err.Error()}
+	}
+	settings, err := environment(ctx, r.opts.Settings, cluster, b.Spec.Environment)
+	if err != nil {
+		return nil, err
+	}
+	if err := checkCredentials(ctx, r.opts.APIReader, r.opts.Namespace, settings); err != nil {
+		return nil, err
+	}
+	tgs, err := targets(ctx, r.opts.Client, r.opts.Drivers, cluster, b.Spec.Environment, b.Spec.Deployments)
+	if err != nil {
+		return nil, err
+	}
+	var cannot []string
+	for _, tg := range tgs {
+		if !tg.driver.CanBackup() {
+			cannot = append(cannot, fmt.Sprintf("%s (driver %s@%s)", tg.sd.Spec.Deployment.Name, tg.driver.Name, tg.driver.Version))
+		}
+	}
+	if len(cannot) > 0 {
+		return nil, &RefusedError{Environment: envName, Deployment: strings.Join(cannot, ", "),
+			Msg: "its driver declares no backup and restore hooks, so it cannot be backed up (expected actions: backup: … and restore: … in the driver; or back up the other deployments with --deployment)"}
+	}
+	return &backupPlan{settings: settings, targets: tgs}, nil
+}
+
+// validName refuses an ID that cannot be part of an artefact's path and
+// of its tasks' names.
+func validName(n string) error {
+	if len(n) > 63 || strings.Trim(n, "abcdefghijklmnopqrstuvwxyz0123456789-") != "" || strings.HasPrefix(n, "-") || strings.HasSuffix(n, "-") {
+		return fmt.Errorf("the name %q is not a valid backup ID (expected lowercase letters, digits and '-', at most 63)", n)
+	}
+	return nil
+}
+
+// refuse ends an operation Failed before anything ran.
+func (r *BackupReconciler) refuse(ctx context.Context, b *v1alpha1.StyrminBackup, e *RefusedError) error {
+	base := b.DeepCopy()
+	now := metav1.NewTime(r.opts.now())
+	b.Status.Phase, b.Status.Message, b.Status.FinishedAt = v1alpha1.OperationFailed, "refused: "+e.Error(), &now
+	setConditions(&b.Status.Conditions, b.Generation, v1alpha1.OperationFailed, b.Status.Message)
+	return r.opts.Client.Status().Patch(ctx, b, client.MergeFrom(base))
+}
+
+// record copies the tasks' progress into the backup's status and ends
+// it when every task has ended.
+func (r *BackupReconciler) record(ctx context.Context, b *v1alpha1.StyrminBackup) (reconcile.Result, error) {
+	base := b.DeepCopy()
+	done, err := recordTasks(ctx, r.opts.Client, b.Status.Deployments)
+	if err != nil {
+		return reconcile.Result{}, err
+	}
+	phase, msg := overall(b.Status.Deployments, done)
+	if phase.Terminal() {
+		now := metav1.NewTime(r.opts.now())
+		b.Status.Phase, b.Status.Message, b.Status.FinishedAt = phase, msg, &now
+		setConditions(&b.Status.Conditions, b.Generation, phase, msg)
+	}
+	if equalStatus(base.Status.Deployments, b.Status.Deployments) && base.Status.Phase == b.Status.Phase {
+		return reconcile.Result{RequeueAfter: time.Minute}, nil
+	}
+	return reconcile.Result{}, r.opts.Client.Status().Patch(ctx, b, client.MergeFrom(base))
+}
+
+// makeTask creates an operation task for target tg, ordered after the
+// newest change the agent made a task for.
+func makeTask(ctx context.Context, c client.Client, tg target, name string, op v1alpha1.TaskOperation) error {
+	seq, lock, err := orderAfter(ctx, c, tg.sd)
+	if err != nil {
+		return err
+	}
+	id := tg.sd.Spec.Deployment
+	labels := id.Labels()
+	labels[v1alpha1.LabelOperation] = op.Name
+	labels[v1alpha1.LabelOperationKind] = strings.ToLower(string(op.Kind))
+	labels[v1alpha1.LabelSequence] = strconv.FormatInt(seq, 10)
+	t := &v1alpha1.StyrminTask{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: tg.sd.Namespace, Labels: labels},
+		Spec: v1alpha1.StyrminTaskSpec{
+			Deployment: id, Namespace: tg.sd.Namespace,
+			Workflow:     task.OperationWorkflow(op.Kind),
+			FromSequence: tg.sd.Spec.Sequence, ToSequence: seq, Lock: lock,
+			Operation: &op,
+		},
+	}
+	if err := c.Create(ctx, t); err != nil && !apierrors.IsAlreadyExists(err) {
+		return fmt.Errorf("creating the %s task %s/%s: %w", strings.ToLower(string(op.Kind)), t.Namespace, t.Name, err)
+	}
+	return nil
+}
+
+// recordTasks copies each deployment's task's progress into ds and
+// reports whether every one ended.
+func recordTasks(ctx context.Context, c client.Reader, ds []v1alpha1.OperationDeployment) (bool, error) {
+	done := true
+	for i := range ds {
+		d := &ds[i]
+		var t v1alpha1.StyrminTask
+		err := c.Get(ctx, client.ObjectKey{Namespace: d.Namespace, Name: d.Task}, &t)
+		if apierrors.IsNotFound(err) {
+			if !d.Phase.Terminal() {
+				// Not in the cache yet, or deleted by hand: the latter
+				// is an end.
+				if d.StartedAt != nil {
+					d.Phase, d.Message = v1alpha1.OperationFailed, "its task "+d.Namespace+"/"+d.Task+" was deleted before it ended"
+				} else {
+					done = false
+				}
+			}
+			continue
+		}
+		if err != nil {
+			return false, err
+		}
+		d.StartedAt, d.FinishedAt = t.Status.StartedAt, t.Status.FinishedAt
+		if t.Status.FromSequence > 0 {
+			d.Sequence = t.Status.FromSequence
+		}
+		switch t.Status.Phase {
+		case v1alpha1.TaskSucceeded:
+			d.Phase, d.Message = v1alpha1.OperationSucceeded, ""
+			d.Size = reportedSize(&t)
+		case v1alpha1.TaskFailed, v1alpha1.TaskSuperseded:
+			d.Phase, d.Message = v1alpha1.OperationFailed, t.Status.Message
+		case v1alpha1.TaskRunning:
+			d.Phase = v1alpha1.OperationRunning
+			done = false
+		default:
+			d.Phase = v1alpha1.OperationPending
+			if c := apimeta.FindStatusCondition(t.Status.Conditions, v1alpha1.ConditionReady); c != nil {
+				d.Message = c.Message
+			}
+			done = false
+		}
+	}
+	return done, nil
+}
+
+// SizeMarker starts the line of a backup job's output that reports the
+// artefact's size in bytes ("styrmin-backup-size=1234").
+const SizeMarker = "styrmin-backup-size="
+
+// reportedSize is the size the task's jobs reported (0: none).
+func reportedSize(t *v1alpha1.StyrminTask) int64 {
+	var size int64
+	for _, st := range t.Status.Steps {
+		for _, line := range strings.Split(st.Output, "\n") {
+			if v, ok := strings.CutPrefix(strings.TrimSpace(line), SizeMarker); ok {
+				if n, err := strconv.ParseInt(v, 10, 64); err == nil && n >= 0 {
+					size = n
+				}
+			}
+		}
+	}
+	return size
+}
+
+// overall is an operation's phase from its deployments': Failed when one
+// failed (its message names each), Succeeded when all did.
+func overall(ds []v1alpha1.OperationDeployment, done bool) (v1alpha1.OperationPhase, string) {
+	if !done {
+		return v1alpha1.OperationRunning, ""
+	}
+	var failed []string
+	for _, d := range ds {
+		if d.Phase != v1alpha1.OperationSucceeded {
+			failed = append(failed, fmt.Sprintf("%s: %s", d.Name, firstLine(d.Message)))
+		}
+	}
+	if len(failed) > 0 {
+		return v1alpha1.OperationFailed, "failed for " + strings.Join(failed, "; ")
+	}
+	return v1alpha1.OperationSucceeded, ""
+}
+
+func firstLine(s string) string {
+	if i := strings.IndexByte(s, '\n'); i >= 0 {
+		return s[:i]
+	}
+	return s
+}
+
+func equalStatus(a, b []v1alpha1.OperationDeployment) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		x, y := a[i], b[i]
+		if x.Phase != y.Phase || x.Message != y.Message || x.Size != y.Size || x.Sequence != y.Sequence ||
+			!x.StartedAt.Equal(y.StartedAt) || !x.FinishedAt.Equal(y.FinishedAt) {
+			return false
+		}
+	}
+	return true
+}
+
+// setConditions sets Ready, Reconciling and Stalled from the phase.
+func setConditions(conds *[]metav1.Condition, gen int64, phase v1alpha1.OperationPhase, msg string) {
+	set := func(t string, s metav1.ConditionStatus, reason string) {
+		apimeta.SetStatusCondition(conds, metav1.Condition{Type: t, Status: s, Reason: reason, Message: msg, ObservedGeneration: gen})
+	}
+	switch phase {
+	case v1alpha1.OperationSucceeded:
+		set(v1alpha1.ConditionReady, metav1.ConditionTrue, string(phase))
+		apimeta.RemoveStatusCondition(conds, v1alpha1.ConditionReconciling)
+		apimeta.RemoveStatusCondition(conds, v1alpha1.ConditionStalled)
+	case v1alpha1.OperationFailed:
+		set(v1alpha1.ConditionReady, metav1.ConditionFalse, string(phase))
+		set(v1alpha1.ConditionStalled, metav1.ConditionTrue, string(phase))
+		apimeta.RemoveStatusCondition(conds, v1alpha1.ConditionReconciling)
+	default:
+		set(v1alpha1.ConditionReady, metav1.ConditionFalse, string(phase))
+		set(v1alpha1.ConditionReconciling, metav1.ConditionTrue, string(phase))
+		apimeta.RemoveStatusCondition(conds, v1alpha1.ConditionStalled)
+	}
+}
+
+// finalize deletes an operation's tasks, then lets the object go.
+func finalize(ctx context.Context, c client.Client, o client.Object, kind v1alpha1.OperationKind) error {
+	if !controllerutil.ContainsFinalizer(o, Finalizer) {
+		return nil
+	}
+	var tasks v1alpha1.StyrminTaskList
+	if err := c.List(ctx, &tasks, client.MatchingLabels{v1alpha1.LabelOperation: o.GetName(), v1alpha1.LabelOperationKind: strings.ToLower(string(kind))}); err != nil {
+		return err
+	}
+	for i := range tasks.Items {
+		if err := c.Delete(ctx, &tasks.Items[i]); err != nil && !apierrors.IsNotFound(err) {
+			return fmt.Errorf("deleting task %s/%s: %w", tasks.Items[i].Namespace, tasks.Items[i].Name, err)
+		}
+	}
+	base := o.DeepCopyObject().(client.Object)
+	controllerutil.RemoveFinalizer(o, Finalizer)
+	return c.Patch(ctx, o, client.MergeFrom(base))
+}

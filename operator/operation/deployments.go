@@ -1,0 +1,122 @@
+package operation
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/styrmin/styrmin/drivers"
+	"github.com/styrmin/styrmin/operator/api/v1alpha1"
+	"github.com/styrmin/styrmin/operator/driversource"
+	"github.com/styrmin/styrmin/operator/instance"
+	"github.com/styrmin/styrmin/resolver"
+)
+
+// target is one deployment an operation acts on: its StyrminDeployment,
+// the instance that runs and its driver.
+type target struct {
+	sd       *v1alpha1.StyrminDeployment
+	instance *resolver.Instance
+	driver   *drivers.Driver
+}
+
+// RefusedError is an operation refused before anything ran: it names the
+// environment, the deployment where one is at fault, and what was
+// expected. Nothing was changed.
+type RefusedError struct {
+	Environment string
+	Deployment  string
+	Msg         string
+}
+
+func (e *RefusedError) Error() string {
+	if e.Deployment != "" {
+		return fmt.Sprintf("environment %s, deployment %s: %s", e.Environment, e.Deployment, e.Msg)
+	}
+	return fmt.Sprintf("environment %s: %s", e.Environment, e.Msg)
+}
+
+// targets finds the deployments of cluster/env an operation acts on
+// (names: all but the internal ones when empty), with what runs. A name
+// that is no deployment, or a deployment with nothing running, is
+// refused.
+func targets(ctx context.Context, c client.Reader, src driversource.Source, cluster, env string, names []string) ([]target, error) {
+	var list v1alpha1.StyrminDeploymentList
+	if err := c.List(ctx, &list, client.MatchingLabels{v1alpha1.LabelCluster: cluster, v1alpha1.LabelEnvironment: env}); err != nil {
+		return nil, fmt.Errorf("listing the StyrminDeployments of %s/%s: %w", cluster, env, err)
+	}
+	byName := map[string]*v1alpha1.StyrminDeployment{}
+	for i := range list.Items {
+		sd := &list.Items[i]
+		if sd.Spec.Internal != "" || !sd.DeletionTimestamp.IsZero() {
+			continue
+		}
+		byName[sd.Spec.Deployment.Name] = sd
+	}
+	envName := cluster + "/" + env
+	if len(names) == 0 {
+		for n := range byName {
+			names = append(names, n)
+		}
+		if len(names) == 0 {
+			return nil, &RefusedError{Environment: envName, Msg: "no deployment of the environment runs in this cluster: there is nothing to back up or restore"}
+		}
+	}
+	names = slices.Clone(names)
+	slices.Sort(names)
+	names = slices.Compact(names)
+	var out []target
+	for _, n := range names {
+		sd := byName[n]
+		if sd == nil {
+			return nil, &RefusedError{Environment: envName, Deployment: n, Msg: fmt.Sprintf("no such deployment runs in this cluster (expected one of: %s)", strings.Join(sortedKeys(byName), ", "))}
+		}
+		if sd.Spec.Tombstone() {
+			return nil, &RefusedError{Environment: envName, Deployment: n, Msg: "the deployment is being deleted: it has no running instance"}
+		}
+		in, err := instance.InstanceFromSpec(&sd.Spec)
+		if err != nil {
+			return nil, &RefusedError{Environment: envName, Deployment: n, Msg: fmt.Sprintf("its StyrminDeployment holds no valid instance: %v", err)}
+		}
+		d, err := driversource.Get(ctx, src, driversource.Request{Ref: in.Driver, Commit: in.SourceCommit})
+		if err != nil {
+			return nil, fmt.Errorf("environment %s, deployment %s: driver %s@%s: %w", envName, n, in.Driver.Name, in.Driver.Version, err)
+		}
+		out = append(out, target{sd: sd, instance: in, driver: d})
+	}
+	return out, nil
+}
+
+func sortedKeys[V any](m map[string]V) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	slices.Sort(out)
+	return out
+}
+
+// orderAfter is where a new operation task of a deployment goes: after
+// the newest change the agent made a task for (its sequence and lock), or
+// after the running instance when none is left.
+func orderAfter(ctx context.Context, c client.Reader, sd *v1alpha1.StyrminDeployment) (int64, v1alpha1.LockRef, error) {
+	var tasks v1alpha1.StyrminTaskList
+	if err := c.List(ctx, &tasks, client.InNamespace(sd.Namespace), client.MatchingLabels(sd.Spec.Deployment.Labels())); err != nil {
+		return 0, v1alpha1.LockRef{}, fmt.Errorf("listing the tasks of %s: %w", instance.ResolverID(sd.Spec.Deployment), err)
+	}
+	seq := sd.Spec.Sequence
+	id := sd.Spec.Deployment
+	lock := v1alpha1.LockRef{Commit: sd.Spec.SourceCommit, Path: instance.ResolverID(id).LockPath()}
+	for _, t := range tasks.Items {
+		if t.Spec.Operation == nil && t.Spec.ToSequence >= seq {
+			seq, lock = t.Spec.ToSequence, t.Spec.Lock
+		}
+	}
+	if lock.Commit == "" {
+		lock.Commit = "unknown"
+	}
+	return seq, lock, nil
+}

@@ -1,0 +1,274 @@
+package operation
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/Masterminds/semver/v3"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	"github.com/styrmin/styrmin/operator/api/v1alpha1"
+	"github.com/styrmin/styrmin/operator/task"
+)
+
+// RestoreReconciler runs StyrminRestores: it checks the backup fits what
+// runs, makes one restore task per deployment (which holds the
+// deployment's other changes back until it succeeds), records the
+// results and runs the failed ones again when asked (spec.retry).
+type RestoreReconciler struct{ opts Options }
+
+var _ reconcile.Reconciler = (*RestoreReconciler)(nil)
+
+// NewRestoreReconciler checks opts and returns the StyrminRestore
+// controller.
+func NewRestoreReconciler(opts Options) (*RestoreReconciler, error) {
+	if err := opts.check(); err != nil {
+		return nil, err
+	}
+	return &RestoreReconciler{opts: opts}, nil
+}
+
+// SetupWithManager registers the controller.
+func (r *RestoreReconciler) SetupWithManager(mgr ctrl.Manager) error {
+	return ctrl.NewControllerManagedBy(mgr).
+		Named("styrminrestore").
+		For(&v1alpha1.StyrminRestore{}).
+		Watches(&v1alpha1.StyrminTask{}, handler.EnqueueRequestsFromMapFunc(ownerOf(v1alpha1.OperationRestore, r.opts.Namespace))).
+		Complete(r)
+}
+
+// Reconcile runs the chain finalize → start → retry → record.
+func (r *RestoreReconciler) Reconcile(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
+	var rs v1alpha1.StyrminRestore
+	if err := r.opts.Client.Get(ctx, req.NamespacedName, &rs); err != nil {
+		return reconcile.Result{}, client.IgnoreNotFound(err)
+	}
+	if !rs.DeletionTimestamp.IsZero() {
+		return reconcile.Result{}, finalize(ctx, r.opts.Client, &rs, v1alpha1.OperationRestore)
+	}
+	if !controllerutil.ContainsFinalizer(&rs, Finalizer) {
+		base := rs.DeepCopy()
+		controllerutil.AddFinalizer(&rs, Finalizer)
+		if err := r.opts.Client.Patch(ctx, &rs, client.MergeFrom(base)); err != nil {
+			return reconcile.Result{}, err
+		}
+	}
+	switch {
+	case rs.Status.Phase == "":
+		return reconcile.Result{}, r.start(ctx, &rs)
+	case rs.Spec.Retry != rs.Status.ObservedRetry && rs.Status.Phase == v1alpha1.OperationFailed && len(rs.Status.Deployments) > 0:
+		return reconcile.Result{}, r.retry(ctx, &rs)
+	case rs.Status.Phase.Terminal():
+		return reconcile.Result{}, nil
+	}
+	base := rs.DeepCopy()
+	done, err := recordTasks(ctx, r.opts.Client, rs.Status.Deployments)
+	if err != nil {
+		return reconcile.Result{}, err
+	}
+	if phase, msg := overall(rs.Status.Deployments, done); phase.Terminal() {
+		now := metav1.NewTime(r.opts.now())
+		rs.Status.Phase, rs.Status.Message, rs.Status.FinishedAt = phase, msg, &now
+		if phase == v1alpha1.OperationFailed {
+			msg += "; the deployments' changes wait until it is retried (styrminctl restore retry " + rs.Name + ") or deleted"
+			rs.Status.Message = msg
+		}
+		setConditions(&rs.Status.Conditions, rs.Generation, phase, msg)
+	}
+	if equalStatus(base.Status.Deployments, rs.Status.Deployments) && base.Status.Phase == rs.Status.Phase {
+		return reconcile.Result{}, nil
+	}
+	return reconcile.Result{}, r.opts.Client.Status().Patch(ctx, &rs, client.MergeFrom(base))
+}
+
+// start checks the restore and makes its tasks; a refusal ends it Failed
+// with nothing else changed (and holds nothing).
+func (r *RestoreReconciler) start(ctx context.Context, rs *v1alpha1.StyrminRestore) error {
+	ds, env, err := r.check(ctx, rs)
+	base := rs.DeepCopy()
+	now := metav1.NewTime(r.opts.now())
+	var refused *RefusedError
+	if errors.As(err, &refused) {
+		rs.Status.Phase, rs.Status.Message, rs.Status.FinishedAt = v1alpha1.OperationFailed, "refused: "+refused.Error(), &now
+		rs.Status.Environment, rs.Status.ObservedRetry = env, rs.Spec.Retry
+		setConditions(&rs.Status.Conditions, rs.Generation, v1alpha1.OperationFailed, rs.Status.Message)
+		return r.opts.Client.Status().Patch(ctx, rs, client.MergeFrom(base))
+	}
+	if err != nil {
+		return err
+	}
+	rs.Status.Phase, rs.Status.Environment, rs.Status.StartedAt = v1alpha1.OperationRunning, env, &now
+	rs.Status.ObservedRetry, rs.Status.Deployments = rs.Spec.Retry, ds
+	setConditions(&rs.Status.Conditions, rs.Generation, v1alpha1.OperationRunning, "restoring")
+	if err := r.opts.Client.Status().Patch(ctx, rs, client.MergeFrom(base)); err != nil {
+		return err
+	}
+	return r.makeTasks(ctx, rs, nil)
+}
+
+// retry runs the failed deployments' restores again, each as a new
+// attempt (a new task; the failed one stays as history).
+func (r *RestoreReconciler) retry(ctx context.Context, rs *v1alpha1.StyrminRestore) error {
+	base := rs.DeepCopy()
+	var again []string
+	for i := range rs.Status.Deployments {
+		d := &rs.Status.Deployments[i]
+		if d.Phase == v1alpha1.OperationSucceeded {
+			continue
+		}
+		d.Attempt++
+		d.Task = task.OperationTaskName(d.Name, v1alpha1.OperationRestore, rs.Name, d.Attempt)
+		d.Phase, d.Message, d.StartedAt, d.FinishedAt = v1alpha1.OperationPending, "", nil, nil
+		again = append(again, d.Name)
+	}
+	rs.Status.Phase, rs.Status.Message, rs.Status.FinishedAt = v1alpha1.OperationRunning, "", nil
+	rs.Status.ObservedRetry = rs.Spec.Retry
+	setConditions(&rs.Status.Conditions, rs.Generation, v1alpha1.OperationRunning, "retrying "+strings.Join(again, ", "))
+	if err := r.opts.Client.Status().Patch(ctx, rs, client.MergeFrom(base)); err != nil {
+		return err
+	}
+	return r.makeTasks(ctx, rs, again)
+}
+
+// makeTasks creates the restore tasks of rs's deployments (only: all
+// when nil) that are not done.
+func (r *RestoreReconciler) makeTasks(ctx context.Context, rs *v1alpha1.StyrminRestore, only []string) error {
+	var b v1alpha1.StyrminBackup
+	if err := r.opts.Client.Get(ctx, client.ObjectKey{Namespace: r.opts.Namespace, Name: rs.Spec.Backup}, &b); err != nil {
+		return err
+	}
+	tgs, err := targets(ctx, r.opts.Client, r.opts.Drivers, r.opts.Cluster, rs.Status.Environment, names(rs.Status.Deployments, only))
+	if err != nil {
+		return err
+	}
+	settings, err := environment(ctx, r.opts.Settings, r.opts.Cluster, rs.Status.Environment)
+	var refused *RefusedError
+	if err != nil && !errors.As(err, &refused) {
+		return err
+	}
+	for _, tg := range tgs {
+		i := slices.IndexFunc(rs.Status.Deployments, func(d v1alpha1.OperationDeployment) bool { return d.Name == tg.sd.Spec.Deployment.Name })
+		d := rs.Status.Deployments[i]
+		op := v1alpha1.TaskOperation{Kind: v1alpha1.OperationRestore, Name: rs.Name, BackupID: b.Name, Artifact: d.Artifact, Secret: settings.Secret, Attempt: d.Attempt}
+		if err := makeTask(ctx, r.opts.Client, tg, d.Task, op); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func names(ds []v1alpha1.OperationDeployment, only []string) []string {
+	var out []string
+	for _, d := range ds {
+		if only == nil || slices.Contains(only, d.Name) {
+			out = append(out, d.Name)
+		}
+	}
+	return out
+}
+
+// check refuses a restore that cannot run: a backup that does not exist
+// or did not succeed for a deployment asked for, a deployment the backup
+// does not hold or that does not run here, or one whose running driver
+// cannot read the backup (another driver, another major version, or an
+// older version than the one that took it). It returns the deployments'
+// plan and the environment.
+func (r *RestoreReconciler) check(ctx context.Context, rs *v1alpha1.StyrminRestore) ([]v1alpha1.OperationDeployment, string, error) {
+	var b v1alpha1.StyrminBackup
+	err := r.opts.Client.Get(ctx, client.ObjectKey{Namespace: r.opts.Namespace, Name: rs.Spec.Backup}, &b)
+	if apierrors.IsNotFound(err) {
+		return nil, "", &RefusedError{Environment: "?", Msg: fmt.Sprintf("spec.backup: no StyrminBackup %s in %s", rs.Spec.Backup, r.opts.Namespace)}
+	}
+	if err != nil {
+		return nil, "", err
+	}
+	cluster := b.Spec.Cluster
+	if cluster == "" {
+		cluster = r.opts.Cluster
+	}
+	env := b.Spec.Environment
+	envName := cluster + "/" + env
+	if cluster != r.opts.Cluster {
+		return nil, env, &RefusedError{Environment: envName, Msg: fmt.Sprintf("backup %s is of cluster %s; this agent serves %s", b.Name, cluster, r.opts.Cluster)}
+	}
+	byName := map[string]v1alpha1.OperationDeployment{}
+	for _, d := range b.Status.Deployments {
+		byName[d.Name] = d
+	}
+	want := rs.Spec.Deployments
+	if len(want) == 0 {
+		want = sortedKeys(byName)
+	}
+	if len(want) == 0 {
+		return nil, env, &RefusedError{Environment: envName, Msg: fmt.Sprintf("backup %s holds no deployment (phase %s)", b.Name, orNone(string(b.Status.Phase)))}
+	}
+	for _, n := range want {
+		d, ok := byName[n]
+		switch {
+		case !ok:
+			return nil, env, &RefusedError{Environment: envName, Deployment: n, Msg: fmt.Sprintf("backup %s holds no backup of it (it holds: %s)", b.Name, strings.Join(sortedKeys(byName), ", "))}
+		case d.Phase != v1alpha1.OperationSucceeded:
+			return nil, env, &RefusedError{Environment: envName, Deployment: n, Msg: fmt.Sprintf("its backup in %s did not succeed (%s): there is nothing to restore", b.Name, orNone(string(d.Phase)))}
+		}
+	}
+	tgs, err := targets(ctx, r.opts.Client, r.opts.Drivers, cluster, env, want)
+	if err != nil {
+		return nil, env, err
+	}
+	out := make([]v1alpha1.OperationDeployment, 0, len(tgs))
+	for _, tg := range tgs {
+		n := tg.sd.Spec.Deployment.Name
+		bd := byName[n]
+		if err := Compatible(bd.Driver, tg.driver.Name, tg.driver.Version); err != nil {
+			return nil, env, &RefusedError{Environment: envName, Deployment: n, Msg: err.Error()}
+		}
+		if !tg.driver.CanBackup() {
+			return nil, env, &RefusedError{Environment: envName, Deployment: n, Msg: fmt.Sprintf("driver %s@%s declares no restore hook", tg.driver.Name, tg.driver.Version)}
+		}
+		out = append(out, v1alpha1.OperationDeployment{
+			Name: n, Namespace: tg.sd.Namespace, Attempt: 1, Phase: v1alpha1.OperationPending,
+			Task:     task.OperationTaskName(n, v1alpha1.OperationRestore, rs.Name, 1),
+			Artifact: bd.Artifact, Sequence: tg.sd.Spec.Sequence,
+			Driver: v1alpha1.DriverRef{Name: tg.driver.Name, Version: tg.driver.Version, Digest: tg.instance.Driver.Digest},
+		})
+	}
+	return out, env, nil
+}
+
+func orNone(s string) string {
+	if s == "" {
+		return "not started"
+	}
+	return s
+}
+
+// Compatible refuses restoring a backup taken with driver from into a
+// deployment running driver name@version: a backup's format is its
+// driver's, so the driver must be the same one, of the same major version
+// and no older than the one that took it.
+func Compatible(from v1alpha1.DriverRef, name, version string) error {
+	if from.Name != name {
+		return fmt.Errorf("the backup was taken with driver %s@%s, the deployment runs driver %s@%s: a backup restores only into the driver that took it", from.Name, from.Version, name, version)
+	}
+	a, errA := semver.StrictNewVersion(from.Version)
+	b, errB := semver.StrictNewVersion(version)
+	if errA != nil || errB != nil {
+		return fmt.Errorf("driver versions %s and %s: expected semantic versions", from.Version, version)
+	}
+	if a.Major() != b.Major() {
+		return fmt.Errorf("the backup was taken with %s@%s, the deployment runs %s@%s: a new major version of a driver may not read its old backups (expected %s@%d.x)", name, from.Version, name, version, name, a.Major())
+	}
+	if b.LessThan(a) {
+		return fmt.Errorf("the backup was taken with %s@%s, newer than the running %s@%s: upgrade the deployment first", name, from.Version, name, version)
+	}
+	return nil
+}

@@ -1,0 +1,274 @@
+package task
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/styrmin/styrmin/operator/api/v1alpha1"
+	"github.com/styrmin/styrmin/operator/instance"
+	"github.com/styrmin/styrmin/operator/internal/outcome"
+	"github.com/styrmin/styrmin/resolver"
+)
+
+// Environment variables an operation's jobs receive (besides the
+// location's credentials, from the copied Secret).
+const (
+	EnvBackupID       = "STYRMIN_BACKUP_ID"
+	EnvBackupLocation = "STYRMIN_BACKUP_LOCATION"
+	EnvRestoreFrom    = "STYRMIN_RESTORE_FROM"
+	// EnvBackupPath is, for a pvc:// location, the artefact's folder in
+	// the claim as mounted in the job (BackupMountPath/…).
+	EnvBackupPath = "STYRMIN_BACKUP_PATH"
+)
+
+// BackupMountPath is where a job of an operation on a pvc:// location
+// mounts the claim.
+const BackupMountPath = "/styrmin-backup"
+
+// LabelBackupCredentials marks a Secret of the agent's namespace that an
+// environment's backups may use: the agent hands a Secret to a driver's
+// job only when the platform team marked it so, whatever a repository
+// names in backups.secret.
+const LabelBackupCredentials = v1alpha1.Group + "/backup-credentials"
+
+// IsOperation reports whether t runs an operation (a backup or a
+// restore) rather than a change locked in git.
+func IsOperation(t *v1alpha1.StyrminTask) bool { return t.Spec.Operation != nil }
+
+// OperationWorkflow is the workflow of an operation kind.
+func OperationWorkflow(k v1alpha1.OperationKind) v1alpha1.Workflow {
+	if k == v1alpha1.OperationRestore {
+		return v1alpha1.WorkflowRestore
+	}
+	return v1alpha1.WorkflowBackup
+}
+
+// runsBefore reports whether task s comes before task t of the same
+// deployment: by sequence; at one sequence the change before the
+// operations ordered after it; operations among themselves in the order
+// they were made.
+func runsBefore(s, t *v1alpha1.StyrminTask) bool {
+	if s.Spec.ToSequence != t.Spec.ToSequence {
+		return s.Spec.ToSequence < t.Spec.ToSequence
+	}
+	so, to := IsOperation(s), IsOperation(t)
+	if so != to {
+		return !so
+	}
+	if !so {
+		return false
+	}
+	if c := s.CreationTimestamp.Compare(t.CreationTimestamp.Time); c != 0 {
+		return c < 0
+	}
+	return s.Name < t.Name
+}
+
+// restoreHold returns why a change of the deployment waits for a restore
+// ("" when none holds it): a restore ordered before it that failed, in
+// its newest attempt, holds the deployment until it is retried or its
+// StyrminRestore is deleted (which deletes its tasks). Unfinished ones
+// are awaited by awaitTurn like any earlier task.
+func restoreHold(t *v1alpha1.StyrminTask, tasks []v1alpha1.StyrminTask) string {
+	newest := map[string]*v1alpha1.StyrminTask{}
+	for i := range tasks {
+		s := &tasks[i]
+		op := s.Spec.Operation
+		if op == nil || op.Kind != v1alpha1.OperationRestore || !runsBefore(s, t) {
+			continue
+		}
+		if n := newest[op.Name]; n == nil || n.Spec.Operation.Attempt < op.Attempt {
+			newest[op.Name] = s
+		}
+	}
+	var held []string
+	for name, s := range newest {
+		if s.Status.Phase == v1alpha1.TaskFailed {
+			held = append(held, name)
+		}
+	}
+	if len(held) == 0 {
+		return ""
+	}
+	return fmt.Sprintf("restore in progress: StyrminRestore %s failed (%s); this change waits until it is retried (styrminctl restore retry %s) or deleted",
+		strings.Join(held, ", "), firstLine(newest[held[0]].Status.Message), held[0])
+}
+
+func firstLine(s string) string {
+	if i := strings.IndexByte(s, '\n'); i >= 0 {
+		return s[:i]
+	}
+	return s
+}
+
+// prepareOperation is prepare for an operation task: its instance is the
+// deployment's running one (what its StyrminDeployment holds), and its
+// steps are the driver's backup or restore hook.
+func (r *Reconciler) prepareOperation(ctx context.Context, run *taskRun) (phaseResult, error) {
+	t := run.task
+	sd, err := r.deployment(ctx, run)
+	if err != nil {
+		return phaseResult{}, err
+	}
+	kind := strings.ToLower(string(t.Spec.Operation.Kind))
+	if sd == nil || sd.Spec.Tombstone() {
+		return r.failTask(ctx, run, v1alpha1.ReasonInvalidTask, fmt.Sprintf("deployment %s has no running instance to %s", instanceID(t.Spec.Deployment), kind))
+	}
+	in, err := instance.InstanceFromSpec(&sd.Spec)
+	if err != nil {
+		return r.failTask(ctx, run, v1alpha1.ReasonInvalidTask, fmt.Sprintf("StyrminDeployment %s/%s: %v", sd.Namespace, sd.Name, err))
+	}
+	if run.instance == nil || run.instance.Sequence != in.Sequence || run.instance.Digest != in.Digest {
+		run.instance, run.driver, run.manifests = in, nil, nil
+	}
+	if t.Status.Phase != "" {
+		return phaseResult{}, nil
+	}
+	if res, err := r.planOperation(ctx, run); err != nil || res.stop {
+		return res, err
+	}
+	t.Status.Phase = v1alpha1.TaskPending
+	setTaskConditions(t, v1alpha1.ReasonTaskPending, "waiting to run")
+	run.planUnwritten = true
+	return phaseResult{}, nil
+}
+
+// planOperation plans an operation task's steps from the running
+// instance's driver: its backup or restore hook, which a driver declares
+// both or neither of.
+func (r *Reconciler) planOperation(ctx context.Context, run *taskRun) (phaseResult, error) {
+	t := run.task
+	d, err := r.driver(ctx, run)
+	if err != nil {
+		if outcome.IsStalled(err) {
+			return r.failTask(ctx, run, v1alpha1.ReasonTaskFailed, err.Error())
+		}
+		return phaseResult{}, err
+	}
+	if !d.CanBackup() {
+		return r.failTask(ctx, run, v1alpha1.ReasonInvalidTask, fmt.Sprintf("deployment %s runs driver %s@%s, which declares no backup and restore hooks: it cannot be backed up or restored", run.instance.ID, d.Name, d.Version))
+	}
+	wf := OperationWorkflow(t.Spec.Operation.Kind)
+	steps, err := Steps(wf, d)
+	if err != nil {
+		return r.failTask(ctx, run, v1alpha1.ReasonInvalidTask, err.Error())
+	}
+	t.Status.Workflow, t.Status.FromSequence = wf, run.instance.Sequence
+	t.Status.Steps, t.Status.CurrentStep = steps, 0
+	run.planUnwritten = true
+	return phaseResult{}, nil
+}
+
+// OperationTaskName is the name of an operation's task for a deployment:
+// the deployment, the operation's kind and name, and the attempt; long
+// names are shortened with a hash.
+func OperationTaskName(deployment string, kind v1alpha1.OperationKind, name string, attempt int32) string {
+	s := fmt.Sprintf("%s-%s-%s", deployment, strings.ToLower(string(kind)), name)
+	if attempt > 1 {
+		s = fmt.Sprintf("%s-%d", s, attempt)
+	}
+	if len(s) <= 200 {
+		return s
+	}
+	sum := sha256.Sum256([]byte(s))
+	return s[:189] + "-" + hex.EncodeToString(sum[:])[:10]
+}
+
+// operationJobName is the Job name of an operation task's runJob step:
+// each operation (and attempt) runs its own Job.
+func operationJobName(t *v1alpha1.StyrminTask, job string) string {
+	sum := sha256.Sum256([]byte(t.Name))
+	return JobName(t.Spec.Deployment.Name, job+"-"+hex.EncodeToString(sum[:])[:6], t.Spec.ToSequence)
+}
+
+// credentialsSecretName is the copy of an operation's credentials Secret
+// in the deployment's namespace.
+func credentialsSecretName(t *v1alpha1.StyrminTask) string {
+	sum := sha256.Sum256([]byte(t.Name))
+	return "styrmin-backup-" + hex.EncodeToString(sum[:])[:10]
+}
+
+// withOperation gives an operation task's job what the driver's hook
+// needs: the backup's ID and artefact URL as environment variables, the
+// location's credentials from a copy of the Secret the environment names
+// (made here, owned by the task), and for a pvc:// location the claim
+// mounted at BackupMountPath.
+func (r *Reconciler) withOperation(ctx context.Context, run *taskRun, pod *corev1.PodSpec, c *corev1.Container) error {
+	op := run.task.Spec.Operation
+	if op == nil {
+		return nil
+	}
+	env := []corev1.EnvVar{{Name: EnvBackupID, Value: op.BackupID}}
+	if op.Kind == v1alpha1.OperationRestore {
+		env = append(env, corev1.EnvVar{Name: EnvRestoreFrom, Value: op.Artifact})
+	} else {
+		env = append(env, corev1.EnvVar{Name: EnvBackupLocation, Value: op.Artifact})
+	}
+	loc, err := resolver.ParseBackupLocation(op.Artifact)
+	if err != nil {
+		return outcome.Stalled(v1alpha1.ReasonStepFailed, fmt.Errorf("spec.operation.artifact: %w", err))
+	}
+	if loc.Scheme == "pvc" {
+		pod.Volumes = append(pod.Volumes, corev1.Volume{Name: "styrmin-backup", VolumeSource: corev1.VolumeSource{
+			PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: loc.Target}}})
+		c.VolumeMounts = append(c.VolumeMounts, corev1.VolumeMount{Name: "styrmin-backup", MountPath: BackupMountPath})
+		env = append(env, corev1.EnvVar{Name: EnvBackupPath, Value: BackupMountPath + "/" + strings.TrimPrefix(loc.Path, "/")})
+	}
+	c.Env = append(c.Env, env...)
+	if op.Secret == "" {
+		return nil
+	}
+	name, err := r.copyCredentials(ctx, run)
+	if err != nil {
+		return err
+	}
+	c.EnvFrom = append(c.EnvFrom, corev1.EnvFromSource{SecretRef: &corev1.SecretEnvSource{LocalObjectReference: corev1.LocalObjectReference{Name: name}}})
+	return nil
+}
+
+// copyCredentials copies the operation's credentials Secret from the
+// agent's namespace into the deployment's, owned by the task (so it goes
+// with it), and returns the copy's name. A Secret that is missing or not
+// marked for backups fails the step: it needs a person.
+func (r *Reconciler) copyCredentials(ctx context.Context, run *taskRun) (string, error) {
+	t := run.task
+	op := t.Spec.Operation
+	var src corev1.Secret
+	key := client.ObjectKey{Namespace: r.opts.AgentNamespace, Name: op.Secret}
+	if err := r.opts.APIReader.Get(ctx, key, &src); err != nil {
+		if apierrors.IsNotFound(err) {
+			return "", outcome.Stalled(v1alpha1.ReasonStepFailed, fmt.Errorf("the backup credentials Secret %s does not exist", key))
+		}
+		return "", fmt.Errorf("reading the backup credentials Secret %s: %w", key, err)
+	}
+	if src.Labels[LabelBackupCredentials] != "true" {
+		return "", outcome.Stalled(v1alpha1.ReasonStepFailed, fmt.Errorf("the Secret %s is not labelled %s=true: the agent hands a Secret to a driver's job only when it is marked for backups", key, LabelBackupCredentials))
+	}
+	name := credentialsSecretName(t)
+	cp := &corev1.Secret{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: t.Spec.Namespace, Labels: t.Spec.Deployment.Labels(),
+			OwnerReferences: []metav1.OwnerReference{{APIVersion: v1alpha1.GroupVersion.String(), Kind: "StyrminTask", Name: t.Name, UID: t.UID}}},
+		Type: src.Type,
+		Data: src.Data,
+	}
+	cp.Labels[LabelTask] = t.Name
+	a, err := r.actor(ctx, run)
+	if err != nil {
+		return "", err
+	}
+	if err := a.Writer.Create(ctx, cp); err != nil && !apierrors.IsAlreadyExists(err) {
+		if apierrors.IsForbidden(err) {
+			return "", forbidden(a, "creating secret "+cp.Namespace+"/"+cp.Name, err)
+		}
+		return "", fmt.Errorf("copying the backup credentials into %s: %w", t.Spec.Namespace, err)
+	}
+	return name, nil
+}
