@@ -164,6 +164,28 @@ components: app:`), wantFile: src + "driver.cue:8:", wantField: "components.ghos
 	restore: core: [{action: "runJob", component: "app", job: "load", command: ["load"]}]
 }`),
 			wantFile: src + "driver.cue:12:", wantField: "actions.backup.core[0].action", wantMsg: "a backup applies no new version"},
+		{name: "backup step outside the upgrade hook's pre mode", change: replaceSpec(`actions: upgrade: post: [{action: "waitReady", components: ["app"]}]`, withBackupHooks(`upgrade: post: [{action: "backup"}]`)),
+			wantFile: src + "driver.cue:12:", wantField: "actions.upgrade.post[0].action", wantMsg: "backup belongs in the upgrade hook's pre mode"},
+		{name: "backup step in setup", change: replaceSpec(`actions: upgrade: post: [{action: "waitReady", components: ["app"]}]`, withBackupHooks(`setup: pre: [{action: "backup"}]`)),
+			wantFile: src + "driver.cue:12:", wantField: "actions.setup.pre[0].action", wantMsg: "not setup.pre"},
+		{name: "backup step of a driver without backup hooks", change: replaceSpec(`actions: upgrade: post: [{action: "waitReady", components: ["app"]}]`, `actions: upgrade: pre: [{action: "backup"}]`),
+			wantFile: src + "driver.cue:11:", wantField: "actions.upgrade.pre[0].action", wantMsg: "backup runs the driver's backup and restore hooks, which it does not declare"},
+		{name: "backup step with a command", change: replaceSpec(`actions: upgrade: post: [{action: "waitReady", components: ["app"]}]`, withBackupHooks(`upgrade: pre: [{action: "backup", command: ["dump"]}]`)),
+			wantFile: src + "driver.cue:12:", wantField: "actions.upgrade.pre[0].command", wantMsg: "not an argument of backup"},
+		{name: "restoreBackup outside setup", change: replaceSpec(`actions: upgrade: post: [{action: "waitReady", components: ["app"]}]`, withBackupHooks(`upgrade: pre: [{action: "restoreBackup"}]`)),
+			wantFile: src + "driver.cue:12:", wantField: "actions.upgrade.pre[0].action", wantMsg: "restoreBackup belongs in the setup hook"},
+		{name: "restoreBackup in the restore hook", change: replaceSpec(`actions: upgrade: post: [{action: "waitReady", components: ["app"]}]`, `actions: {
+	backup: core: [{action: "runJob", component: "app", job: "dump", command: ["dump"]}]
+	restore: core: [{action: "restoreBackup"}]
+}`), wantFile: src + "driver.cue:13:", wantField: "actions.restore.core[0].action", wantMsg: "restoreBackup belongs in the setup hook"},
+		{name: "restoreBackup twice", change: replaceSpec(`actions: upgrade: post: [{action: "waitReady", components: ["app"]}]`, withBackupHooks(`setup: {
+		pre: [{action: "restoreBackup"}]
+		post: [{action: "restoreBackup"}]
+	}`)), wantFile: src + "driver.cue:12:", wantField: "actions.setup.post[0]", wantMsg: "a second restoreBackup (the first is actions.setup.pre[0])"},
+		{name: "restoreBackup of a driver without restore hooks", change: replaceSpec(`actions: upgrade: post: [{action: "waitReady", components: ["app"]}]`, `actions: setup: post: [{action: "restoreBackup"}]`),
+			wantFile: src + "driver.cue:11:", wantField: "actions.setup.post[0].action", wantMsg: "restoreBackup runs the driver's backup and restore hooks, which it does not declare"},
+		{name: "restoreBackup naming components", change: replaceSpec(`actions: upgrade: post: [{action: "waitReady", components: ["app"]}]`, withBackupHooks(`setup: post: [{action: "restoreBackup", components: ["app"]}]`)),
+			wantFile: src + "driver.cue:12:", wantField: "actions.setup.post[0].components", wantMsg: "not an argument of restoreBackup"},
 		{name: "unknown hook", change: replaceSpec(`actions: upgrade:`, `actions: rollback:`),
 			wantFile: src + "driver.cue:11:", wantField: "actions.rollback", wantMsg: "not allowed"},
 		{name: "values referring to an unknown context field", change: replaceSpec(`values: replicas: context.parameters.replicas`, `values: zone: context.cluster.zone`),
@@ -293,6 +315,33 @@ func TestLoadCatalogWithoutDriversFolderIsEmpty(t *testing.T) {
 	cat, err := LoadCatalog(fstest.MapFS{}, "drivers", LoadOptions{})
 	if err != nil || len(cat.Names()) != 0 {
 		t.Fatalf("cat = %v, err = %v", cat.Names(), err)
+	}
+}
+
+// withBackupHooks is an actions block with hooks (one line, the line
+// after "actions: {") and the backup and restore hooks.
+func withBackupHooks(hooks string) string {
+	return "actions: {\n\t" + hooks + `
+	backup: core: [{action: "runJob", component: "app", job: "dump", command: ["dump"]}]
+	restore: core: [{action: "runJob", component: "app", job: "load", command: ["load"]}]
+}`
+}
+
+// TestBackupAndRestoreBackupSteps: the two steps load where they belong,
+// with no arguments.
+func TestBackupAndRestoreBackupSteps(t *testing.T) {
+	fsys := minimalFS()
+	replaceSpec(`actions: upgrade: post: [{action: "waitReady", components: ["app"]}]`, withBackupHooks(`setup: post: [{action: "waitReady", components: ["app"]}, {action: "restoreBackup"}]
+	upgrade: pre: [{action: "backup"}]`))(fsys)
+	d, err := Load(fsys, LoadOptions{Source: "drivers/mini/1.0.0"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s := d.Hooks[HookSetup].Post; len(s) != 2 || s[1].Action != ActionRestoreBackup {
+		t.Errorf("setup post %+v", s)
+	}
+	if s := d.Hooks[HookUpgrade].Pre; len(s) != 1 || s[0].Action != ActionBackup {
+		t.Errorf("upgrade pre %+v", s)
 	}
 }
 

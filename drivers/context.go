@@ -33,10 +33,28 @@ type EnvironmentContext struct {
 	Namespace      string         `json:"namespace"`
 	BackupLocation string         `json:"backupLocation,omitempty"`
 	Config         map[string]any `json:"config,omitempty"`
+	// ClonedFrom is what the environment was cloned from (nil unless it
+	// is a clone): the agent reads it to restore a clone's deployments
+	// from the source's backup in the setup hook's restoreBackup step.
+	ClonedFrom *CloneSource `json:"clonedFrom,omitempty"`
 	// Policy is what the environment's deployments may do (nil: the
 	// default policy, see Policy), enforced at lock time and again by the
 	// agent before it applies.
 	Policy *Policy `json:"policy,omitempty"`
+}
+
+// CloneSource is where a cloned environment came from, as `styrminctl
+// env clone` recorded it in environment.cue's clonedFrom.
+type CloneSource struct {
+	Cluster     string `json:"cluster,omitempty"`
+	Environment string `json:"environment,omitempty"`
+	// Commit is the commit of the source's configuration the clone copied.
+	Commit string `json:"commit,omitempty"`
+	// Backup is the ID of the source's backup the clone restores ("":
+	// none, the clone starts empty).
+	Backup string `json:"backup,omitempty"`
+	// Location is the source's backupLocation the backup is read from.
+	Location string `json:"location,omitempty"`
 }
 
 // DeploymentContext identifies the deployment being rendered.

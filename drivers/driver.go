@@ -219,6 +219,14 @@ const (
 	ActionRunJob                   ActionKind = "runJob"
 	ActionWaitReady                ActionKind = "waitReady"
 	ActionUpgradeDeploymentVersion ActionKind = "upgradeDeploymentVersion"
+	// ActionBackup takes a backup of the deployment where it stands, as
+	// the backup hook declares; it belongs in the upgrade hook's pre mode
+	// (a safety net before the upgrade changes anything).
+	ActionBackup ActionKind = "backup"
+	// ActionRestoreBackup restores, where it stands in the setup hook, the
+	// backup a cloned environment was cloned from, as the restore hook
+	// declares; in any other environment it is skipped.
+	ActionRestoreBackup ActionKind = "restoreBackup"
 )
 
 // Step is one declared action with its arguments.

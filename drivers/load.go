@@ -619,6 +619,7 @@ func sortedKeys[V any](m map[string]V) []string {
 var actionKinds = map[ActionKind]bool{
 	ActionStopComponents: true, ActionStartComponents: true, ActionExec: true,
 	ActionRunJob: true, ActionWaitReady: true, ActionUpgradeDeploymentVersion: true,
+	ActionBackup: true, ActionRestoreBackup: true,
 }
 
 type stepSpec struct {
@@ -640,6 +641,10 @@ type retrySpec struct {
 func decodeActions(v cue.Value, loc *locator, comps []Component) (map[Hook]Modes, error) {
 	hooks := map[Hook]Modes{}
 	var errs []error
+	// The backup and restoreBackup steps run the operation hooks, so they
+	// need both declared (decodeActions checks the hooks themselves).
+	canBackup := v.LookupPath(cue.MakePath(cue.Str(string(HookBackup)))).Exists() &&
+		v.LookupPath(cue.MakePath(cue.Str(string(HookRestore)))).Exists()
 	for _, h := range []Hook{HookSetup, HookUpgrade} {
 		hv := v.LookupPath(cue.MakePath(cue.Str(string(h))))
 		var m Modes
@@ -650,7 +655,7 @@ func decodeActions(v cue.Value, loc *locator, comps []Component) (map[Hook]Modes
 					continue
 				}
 				field := fmt.Sprintf("actions.%s.%s", h, mode)
-				steps, err := decodeSteps(mv, loc, h, field, mode, comps)
+				steps, err := decodeSteps(mv, loc, h, field, mode, comps, canBackup)
 				if err != nil {
 					errs = append(errs, err)
 				}
@@ -659,6 +664,9 @@ func decodeActions(v cue.Value, loc *locator, comps []Component) (map[Hook]Modes
 		}
 		if len(m.Core) == 0 {
 			m.Core = []Step{{Action: ActionUpgradeDeploymentVersion}}
+		}
+		if err := restoreOnce(hv, loc, h, m); err != nil {
+			errs = append(errs, err)
 		}
 		hooks[h] = m
 	}
@@ -675,7 +683,7 @@ func decodeActions(v cue.Value, loc *locator, comps []Component) (map[Hook]Modes
 			if !mv.Exists() {
 				continue
 			}
-			steps, err := decodeSteps(mv, loc, h, fmt.Sprintf("actions.%s.%s", h, mode), mode, comps)
+			steps, err := decodeSteps(mv, loc, h, fmt.Sprintf("actions.%s.%s", h, mode), mode, comps, canBackup)
 			if err != nil {
 				errs = append(errs, err)
 			}
@@ -698,7 +706,25 @@ func decodeActions(v cue.Value, loc *locator, comps []Component) (map[Hook]Modes
 	return hooks, errors.Join(errs...)
 }
 
-func decodeSteps(v cue.Value, loc *locator, hook Hook, field, mode string, comps []Component) ([]Step, error) {
+// restoreOnce refuses a second restoreBackup in a hook: a clone's data
+// is restored once, where the driver says, and a second restore would
+// undo what ran between the two.
+func restoreOnce(hv cue.Value, loc *locator, h Hook, m Modes) error {
+	var at []string
+	for _, ms := range m.Ordered() {
+		for i, s := range ms.Steps {
+			if s.Action == ActionRestoreBackup {
+				at = append(at, fmt.Sprintf("actions.%s.%s[%d]", h, ms.Mode, i))
+			}
+		}
+	}
+	if len(at) < 2 {
+		return nil
+	}
+	return loc.errAt(hv, at[1], "a second restoreBackup (the first is %s): the setup hook restores a clone's backup at most once", at[0])
+}
+
+func decodeSteps(v cue.Value, loc *locator, hook Hook, field, mode string, comps []Component, canBackup bool) ([]Step, error) {
 	components := map[string]bool{}
 	for _, c := range comps {
 		components[c.Name] = true
@@ -819,6 +845,18 @@ func decodeSteps(v cue.Value, loc *locator, hook Hook, field, mode string, comps
 				fail("action", "upgradeDeploymentVersion belongs in core, not %s", mode)
 			}
 			upgrades++
+		case ActionBackup, ActionRestoreBackup:
+			// The step runs the driver's own backup or restore hook: what
+			// to dump and where is declared there, once.
+			unexpected("components", "component", "command", "job")
+			switch {
+			case kind == ActionBackup && (hook != HookUpgrade || mode != ModePre):
+				fail("action", "backup belongs in the upgrade hook's pre mode (a backup before the upgrade changes anything), not %s.%s", hook, mode)
+			case kind == ActionRestoreBackup && hook != HookSetup:
+				fail("action", "restoreBackup belongs in the setup hook (a clone's deployments restore their source's backup once, when created), not %s", hook)
+			case !canBackup:
+				fail("action", "%s runs the driver's backup and restore hooks, which it does not declare: add actions.backup and actions.restore", kind)
+			}
 		}
 		steps = append(steps, step)
 	}

@@ -179,6 +179,10 @@ func describe(step Step, w Workflow) Action {
 		a.Description = fmt.Sprintf("run job %s from the %s pod template: %s", s.Job, s.Component, strings.Join(s.Command, " "))
 	case drivers.ActionExec:
 		a.Description = fmt.Sprintf("exec in a %s pod: %s", s.Component, strings.Join(s.Command, " "))
+	case drivers.ActionBackup:
+		a.Description = "take a backup of the deployment (the driver's backup hook)"
+	case drivers.ActionRestoreBackup:
+		a.Description = "restore the backup the environment was cloned from (the driver's restore hook); skipped unless the environment is a clone from a backup"
 	case drivers.ActionUpgradeDeploymentVersion:
 		switch w {
 		case WorkflowDelete:

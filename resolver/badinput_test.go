@@ -133,6 +133,52 @@ func TestBadInputGivesAClearErrorAndWritesNothing(t *testing.T) {
 			writeFile(t, dir, clusterCUE, withIngress(`ingress: driver: "ingress-nginx"`+"\ndedicatedIngress: true"))
 			writeFile(t, dir, devDir+"/deployments/styrmin-ingress.cue", "driver: \"webapp\"\nappVersion: \"1.25.0\"\n")
 		}, []string{devDir + "/deployments/styrmin-ingress.cue", `namespace "dev-styrmin-ingress" is also the namespace of the ingress controller local/dev/styrmin.ingress (clusters/local/cluster.cue)`}},
+		{"deployment setting backupLocation", func(t *testing.T, dir string) {
+			writeFile(t, dir, webCUE, "driver: \"webapp\"\nappVersion: \"1.25.0\"\nbackupLocation: \"s3://backups/web\"\n")
+		}, []string{webCUE + ":3:1", "field backupLocation", "backupLocation is an environment setting"}},
+		{"deployment setting backups", func(t *testing.T, dir string) {
+			writeFile(t, dir, webCUE, "driver: \"webapp\"\nappVersion: \"1.25.0\"\nbackups: keep: 3\n")
+		}, []string{webCUE + ":3:", "field backups", "backups is an environment setting"}},
+		{"backup location of an unknown scheme", func(t *testing.T, dir string) {
+			writeFile(t, dir, devDir+"/environment.cue", "namespacePrefix: \"dev\"\nbackupLocation: \"gs://backups/dev\"\n")
+		}, []string{devDir + "/environment.cue:2", "field backupLocation", "s3://BUCKET[/PREFIX] or pvc://CLAIM[/PATH]"}},
+		{"backup location with a bad bucket", func(t *testing.T, dir string) {
+			writeFile(t, dir, clusterCUE, "domain: \"local.styrmin.dev\"\nbackupLocation: \"s3://Backups_1/local\"\n")
+		}, []string{clusterCUE + ":2", "field backupLocation", `bucket "Backups_1"`, "s3://BUCKET[/PREFIX]"}},
+		{"backup location with a bad claim", func(t *testing.T, dir string) {
+			writeFile(t, dir, devDir+"/environment.cue", "backupLocation: \"pvc://My.Claim/dev\"\n")
+		}, []string{devDir + "/environment.cue:1", "field backupLocation", `claim "My.Claim"`}},
+		{"backup location with an escaping path", func(t *testing.T, dir string) {
+			writeFile(t, dir, devDir+"/environment.cue", "backupLocation: \"pvc://backups/../prod\"\n")
+		}, []string{devDir + "/environment.cue:1", "field backupLocation", `no "." or ".."`}},
+		{"backup schedule that is no cron expression", func(t *testing.T, dir string) {
+			writeFile(t, dir, devDir+"/environment.cue", "backupLocation: \"s3://backups/dev\"\nbackups: schedule: \"every night\"\n")
+		}, []string{devDir + "/environment.cue:2", "field backups.schedule", "no cron expression", "0 3 * * *"}},
+		{"backup schedule with six fields", func(t *testing.T, dir string) {
+			writeFile(t, dir, devDir+"/environment.cue", "backupLocation: \"s3://backups/dev\"\nbackups: schedule: \"0 0 3 * * *\"\n")
+		}, []string{devDir + "/environment.cue:2", "field backups.schedule", "five fields"}},
+		{"backups keeping none", func(t *testing.T, dir string) {
+			writeFile(t, dir, devDir+"/environment.cue", "backupLocation: \"s3://backups/dev\"\nbackups: keep: 0\n")
+		}, []string{devDir + "/environment.cue:2", "field backups.keep", "at least 1"}},
+		{"backups secret that is no Secret name", func(t *testing.T, dir string) {
+			writeFile(t, dir, clusterCUE, "domain: \"local.styrmin.dev\"\nbackups: secret: \"Backup_Creds\"\n")
+		}, []string{clusterCUE + ":2", "field backups.secret", "DNS-1123 subdomain"}},
+		{"unknown key in backups", func(t *testing.T, dir string) {
+			writeFile(t, dir, devDir+"/environment.cue", "backupLocation: \"s3://backups/dev\"\nbackups: retain: 3\n")
+		}, []string{devDir + "/environment.cue:2", "retain", "unknown field"}},
+		{"backup schedule without a location", func(t *testing.T, dir string) {
+			writeFile(t, dir, devDir+"/environment.cue", "namespacePrefix: \"dev\"\nbackups: schedule: \"0 3 * * *\"\n")
+		}, []string{devDir + "/environment.cue:2", "field backups.schedule", "environment local/dev has no backupLocation"}},
+		{"backup retention from the cluster without a location", func(t *testing.T, dir string) {
+			writeFile(t, dir, clusterCUE, "domain: \"local.styrmin.dev\"\nbackups: keep: 3\n")
+			writeFile(t, dir, devDir+"/environment.cue", "namespacePrefix: \"dev\"\n")
+		}, []string{clusterCUE + ":2", "field backups.keep", "environment local/dev has no backupLocation"}},
+		{"clone source with a bad backup ID", func(t *testing.T, dir string) {
+			writeFile(t, dir, devDir+"/environment.cue", "backupLocation: \"s3://backups/dev\"\nclonedFrom: {cluster: \"local\", environment: \"staging\", commit: \"abcdef1\", backup: \"Nightly_1\", location: \"s3://backups/staging\"}\n")
+		}, []string{devDir + "/environment.cue:2", "field clonedFrom.backup", "no backup ID"}},
+		{"clone source with a bad commit", func(t *testing.T, dir string) {
+			writeFile(t, dir, devDir+"/environment.cue", "clonedFrom: {cluster: \"local\", environment: \"staging\", commit: \"HEAD\"}\n")
+		}, []string{devDir + "/environment.cue:1", "clonedFrom.commit"}},
 		{"lockfile edited by hand", func(t *testing.T, dir string) {
 			lockDirInto(t, dir)
 			p := filepath.Join(dir, "locks/local/dev/web.lock.yaml")

@@ -58,7 +58,7 @@ func TestConfigErrorsNamePositionFieldAndWhatToDo(t *testing.T) {
 		{"enum mismatch set by the environment", devDir + "/environment.cue", "namespacePrefix: \"dev\"\nparameters: logLevel: \"verbose\"\n",
 			[]string{"local/dev/hub: " + devDir + `/environment.cue:2:23: field parameters.logLevel: must be one of "info", "debug", "warning", "error", got "verbose"`}},
 		{"unknown field", webCUE, "driver: \"webapp\"\nappVersion: \"1.25.0\"\nreplicas: 3\n",
-			[]string{webCUE + `:3:1: field replicas: unknown field (allowed here: appVersion, backupLocation, config, connects, dedicatedIngress, domain, driver, hold, ingressClass, parameters, storageClasses)`}},
+			[]string{webCUE + `:3:1: field replicas: unknown field (allowed here: appVersion, backupBeforeUpgrade, backupLocation, backups, config, connects, dedicatedIngress, domain, driver, hold, ingressClass, parameters, storageClasses)`}},
 		{"unknown field of the driver", webCUE, "driver: {name: \"webapp\", versoin: \"1.1.0\"}\nappVersion: \"1.25.0\"\n",
 			[]string{webCUE + `:1:26: field driver.versoin: unknown field`}},
 		{"unknown parameter", webCUE, web("\tcolour: \"red\"\n"),

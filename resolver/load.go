@@ -103,6 +103,9 @@ type Cluster struct {
 	// none): the resolver adds it as internal deployments (see
 	// InternalIngress).
 	Ingress *IngressSpec
+	// Backups is the default backups block of the cluster's
+	// environments (nil: none).
+	Backups *Backups
 	// pos locates the fields of File, for errors found after loading.
 	pos map[string]token.Position
 }
@@ -117,7 +120,12 @@ type Environment struct {
 	Policy      *drivers.Policy
 	Settings    map[string]any
 	Deployments []*Deployment // sorted by name
-	pos         map[string]token.Position
+	// Backups is the environment's own backups block (nil: none); see
+	// EffectiveBackups for the settings that apply.
+	Backups *Backups
+	// ClonedFrom is what the environment is a clone of (nil: no clone).
+	ClonedFrom *CloneSource
+	pos        map[string]token.Position
 	// rollout is the environment's own rollout block, checked (nil: the
 	// repository's applies).
 	rollout *parsedRollout
@@ -359,6 +367,28 @@ func (l *Loader) Load(fsys fs.FS) (*Repository, error) {
 }
 
 func (l *Loader) loadCluster(fsys fs.FS, name string) (*Cluster, error) {
+	c, err := l.loadClusterFile(fsys, name)
+	if err != nil {
+		return nil, err
+	}
+	envs, err := subdirs(fsys, path.Join("clusters", name, "environments"))
+	if err != nil {
+		return nil, err
+	}
+	var errs []error
+	for _, en := range envs {
+		e, err := l.loadEnvironment(fsys, c, en)
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		c.Environments = append(c.Environments, e)
+	}
+	return c, errors.Join(errs...)
+}
+
+// loadClusterFile reads cluster.cue alone (BackupSettings needs no more).
+func (l *Loader) loadClusterFile(fsys fs.FS, name string) (*Cluster, error) {
 	dir := path.Join("clusters", name)
 	f, err := configFile(fsys, dir, "cluster")
 	if err != nil {
@@ -374,42 +404,22 @@ func (l *Loader) loadCluster(fsys fs.FS, name string) (*Cluster, error) {
 	if c.Ingress, err = takeIngress(f, c.Settings); err != nil {
 		return nil, err
 	}
-	envs, err := subdirs(fsys, path.Join(dir, "environments"))
-	if err != nil {
+	if err := checkBackupLocation(f, c.Settings, c.pos); err != nil {
 		return nil, err
 	}
-	var errs []error
-	for _, en := range envs {
-		e, err := l.loadEnvironment(fsys, name, en)
-		if err != nil {
-			errs = append(errs, err)
-			continue
-		}
-		c.Environments = append(c.Environments, e)
+	if c.Backups, err = takeBackups(f, c.Settings, c.pos); err != nil {
+		return nil, err
 	}
-	return c, errors.Join(errs...)
+	return c, nil
 }
 
-func (l *Loader) loadEnvironment(fsys fs.FS, cluster, name string) (*Environment, error) {
-	dir := path.Join("clusters", cluster, "environments", name)
-	f, err := configFile(fsys, dir, "environment")
+func (l *Loader) loadEnvironment(fsys fs.FS, c *Cluster, name string) (*Environment, error) {
+	e, err := l.loadEnvironmentFile(fsys, c, name)
 	if err != nil {
 		return nil, err
 	}
-	e := &Environment{Name: name, File: f, NamespacePrefix: name}
-	if e.pos, err = l.loadFile(fsys, f, "#Environment", &e.Settings); err != nil {
-		return nil, err
-	}
-	if p, ok := e.Settings["namespacePrefix"].(string); ok {
-		e.NamespacePrefix = p
-		delete(e.Settings, "namespacePrefix")
-	}
-	if e.Policy, err = takePolicy(f, e.Settings); err != nil {
-		return nil, err
-	}
-	if e.rollout, err = takeRollout(f, e.Settings, nil); err != nil {
-		return nil, err
-	}
+	cluster := c.Name
+	dir := path.Dir(e.File)
 	ddir := path.Join(dir, "deployments")
 	entries, err := fs.ReadDir(fsys, ddir)
 	if err != nil && !errors.Is(err, fs.ErrNotExist) {
@@ -442,6 +452,43 @@ func (l *Loader) loadEnvironment(fsys fs.FS, cluster, name string) (*Environment
 	}
 	sort.Slice(e.Deployments, func(i, j int) bool { return e.Deployments[i].ID.Name < e.Deployments[j].ID.Name })
 	return e, errors.Join(errs...)
+}
+
+// loadEnvironmentFile reads environment.cue alone: its settings, policy,
+// rollout, backups and clone source, checked against its cluster's.
+func (l *Loader) loadEnvironmentFile(fsys fs.FS, c *Cluster, name string) (*Environment, error) {
+	dir := path.Join("clusters", c.Name, "environments", name)
+	f, err := configFile(fsys, dir, "environment")
+	if err != nil {
+		return nil, err
+	}
+	e := &Environment{Name: name, File: f, NamespacePrefix: name}
+	if e.pos, err = l.loadFile(fsys, f, "#Environment", &e.Settings); err != nil {
+		return nil, err
+	}
+	if p, ok := e.Settings["namespacePrefix"].(string); ok {
+		e.NamespacePrefix = p
+		delete(e.Settings, "namespacePrefix")
+	}
+	if e.Policy, err = takePolicy(f, e.Settings); err != nil {
+		return nil, err
+	}
+	if e.rollout, err = takeRollout(f, e.Settings, nil); err != nil {
+		return nil, err
+	}
+	if err := checkBackupLocation(f, e.Settings, e.pos); err != nil {
+		return nil, err
+	}
+	if e.Backups, err = takeBackups(f, e.Settings, e.pos); err != nil {
+		return nil, err
+	}
+	if e.ClonedFrom, err = takeClonedFrom(f, e.Settings, e.pos); err != nil {
+		return nil, err
+	}
+	if err := checkBackupsNeedLocation(c, e); err != nil {
+		return nil, err
+	}
+	return e, nil
 }
 
 // takePolicy moves the policy out of a layer's settings: it is no setting
@@ -536,6 +583,13 @@ func (l *Loader) parseDeployment(file string, data []byte, id ID) (*Deployment, 
 	d := &Deployment{ID: id, File: file, Settings: raw, pos: pos}
 	if _, set := raw["dedicatedIngress"]; set {
 		return nil, d.errorAt("dedicatedIngress", "is a cluster setting (cluster.cue), which an environment may opt in or out of (environment.cue): a deployment cannot choose its environment's ingress controller; remove the field", nil)
+	}
+	for _, f := range []string{"backupLocation", "backups"} {
+		if _, set := raw[f]; set {
+			// An environment is backed up, restored and cloned as a
+			// whole: one deployment elsewhere would be left behind.
+			return nil, d.errorAt(f, f+" is an environment setting (environment.cue, or cluster.cue for every environment): an environment's deployments are backed up and restored together; remove the field", nil)
+		}
 	}
 	switch drv := raw["driver"].(type) {
 	case string:

@@ -13,7 +13,10 @@ import "strings"
 	domain?:           string & =~"^[a-z0-9.-]+$"
 	ingressClass?: string
 	storageClasses?: [string]: string
-	backupLocation?: string
+	// backupBeforeUpgrade takes a backup of a deployment (its driver's
+	// backup hook) in the upgrade hook's pre mode, before anything else
+	// runs; styrminctl upgrade --backup-first writes it.
+	backupBeforeUpgrade?: bool
 	// config is free-form data handed to drivers as context.cluster.config.
 	config?: {...}
 	// parameters set here apply to every deployment below whose driver
@@ -84,8 +87,32 @@ import "strings"
 
 #Namespace: =~"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$" & strings.MaxRunes(63)
 
+// #Backups are an environment's backup settings (cluster.cue sets the
+// default of its environments, field by field). The loader checks the
+// values, for errors that say what to write.
+#Backups: {
+	// secret names a Secret in the agent's namespace with the location's
+	// credentials.
+	secret?: string & !=""
+	// schedule is a cron expression of five fields.
+	schedule?: string & !=""
+	// keep is how many scheduled backups are kept.
+	keep?: int
+}
+
+// #EnvironmentSettings are set by cluster.cue (the default) and
+// environment.cue, never by a deployment: an environment is backed up,
+// restored and cloned as a whole.
+#EnvironmentSettings: {
+	// backupLocation is where the environment's backups go:
+	// s3://BUCKET[/PREFIX] or pvc://CLAIM[/PATH].
+	backupLocation?: string
+	backups?:        #Backups
+}
+
 #Cluster: {
 	#Settings
+	#EnvironmentSettings
 	// dedicatedIngress gives every environment its own ingress
 	// controller (with ingress: set) serving the class
 	// "<environment>-<ingressClass>"; an environment may opt in or out.
@@ -110,6 +137,16 @@ import "strings"
 
 #Environment: {
 	#Settings
+	#EnvironmentSettings
+	// clonedFrom is written by styrminctl env clone: the environment this
+	// one is a copy of, and the backup it restores (if any).
+	clonedFrom?: {
+		cluster:     #Name
+		environment: #Name
+		commit:      =~"^[0-9a-f]{7,64}$"
+		backup?:     string
+		location?:   string
+	}
 	// dedicatedIngress opts the environment in (true) or out (false) of
 	// the cluster's setting.
 	dedicatedIngress?: bool
@@ -127,6 +164,10 @@ import "strings"
 	// dedicatedIngress is a cluster (or environment) setting: the loader
 	// refuses it here with a message saying so.
 	dedicatedIngress?: _
+	// backupLocation and backups are environment settings: the loader
+	// refuses them here with a message saying so.
+	backupLocation?: _
+	backups?:        _
 	driver: #Name | {
 		name:     #Name
 		version?: string

@@ -326,6 +326,12 @@ func printDetail(w io.Writer, d driverDetail) error {
 
 func describeStep(s step) string {
 	parts := []string{s.Action}
+	switch drivers.ActionKind(s.Action) {
+	case drivers.ActionBackup:
+		parts = append(parts, "(runs the backup hook)")
+	case drivers.ActionRestoreBackup:
+		parts = append(parts, "(runs the restore hook when the environment is a clone from a backup)")
+	}
 	if len(s.Components) > 0 {
 		parts = append(parts, strings.Join(s.Components, ", "))
 	}

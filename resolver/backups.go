@@ -1,0 +1,285 @@
+package resolver
+
+import (
+	"cmp"
+	"errors"
+	"fmt"
+	"io/fs"
+	"path"
+	"regexp"
+	"strings"
+
+	"cuelang.org/go/cue/token"
+	"github.com/robfig/cron/v3"
+
+	"github.com/styrmin/styrmin/drivers"
+)
+
+// The backup location schemes.
+const (
+	SchemeS3  = "s3"
+	SchemePVC = "pvc"
+)
+
+// backupLocationForms is what a location may look like, for messages.
+const backupLocationForms = "s3://BUCKET[/PREFIX] or pvc://CLAIM[/PATH]"
+
+var (
+	// bucketRE is an S3 bucket name: 3–63 lowercase letters, digits, dots
+	// and hyphens, starting and ending with a letter or a digit.
+	bucketRE = regexp.MustCompile(`^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$`)
+	// dnsSubdomainRE is a DNS-1123 subdomain (a Secret's name).
+	dnsSubdomainRE = regexp.MustCompile(`^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$`)
+	// pathSegmentRE is one element of a location's prefix or path: safe
+	// in an object key and a file name alike.
+	pathSegmentRE = regexp.MustCompile(`^[A-Za-z0-9._-]+$`)
+)
+
+// isDNSLabel reports whether s is a DNS-1123 label (a claim's name, a
+// backup ID).
+func isDNSLabel(s string) bool { return len(s) <= 63 && nameRE.MatchString(s) }
+
+// BackupLocation is a parsed backupLocation URL.
+type BackupLocation struct {
+	// Scheme is SchemeS3 or SchemePVC.
+	Scheme string
+	// Target is the bucket (s3) or the PersistentVolumeClaim (pvc).
+	Target string
+	// Path is the prefix inside the bucket or the path inside the claim,
+	// without leading or trailing slashes ("" when none).
+	Path string
+}
+
+// String is the location as a URL, the form ParseBackupLocation reads.
+func (l BackupLocation) String() string {
+	s := l.Scheme + "://" + l.Target
+	if l.Path != "" {
+		s += "/" + l.Path
+	}
+	return s
+}
+
+// ParseBackupLocation splits a location URL, s3://BUCKET[/PREFIX] or
+// pvc://CLAIM[/PATH], into its scheme, bucket or claim, and prefix or
+// path. The error says what was expected (the caller adds the file and
+// the field).
+func ParseBackupLocation(s string) (BackupLocation, error) {
+	scheme, rest, ok := strings.Cut(s, "://")
+	if !ok || (scheme != SchemeS3 && scheme != SchemePVC) {
+		return BackupLocation{}, fmt.Errorf("%q is no backup location: expected %s", s, backupLocationForms)
+	}
+	target, p, _ := strings.Cut(rest, "/")
+	switch scheme {
+	case SchemeS3:
+		if !bucketRE.MatchString(target) || strings.Contains(target, "..") {
+			return BackupLocation{}, fmt.Errorf("%q: bucket %q is no S3 bucket name (3 to 63 lowercase letters, digits, dots and hyphens, starting and ending with a letter or digit): expected %s", s, target, backupLocationForms)
+		}
+	case SchemePVC:
+		if !isDNSLabel(target) {
+			return BackupLocation{}, fmt.Errorf("%q: claim %q is no PersistentVolumeClaim name (a DNS-1123 label: at most 63 lowercase letters, digits and '-'): expected %s", s, target, backupLocationForms)
+		}
+	}
+	if p != "" || strings.HasSuffix(rest, "/") {
+		for _, seg := range strings.Split(p, "/") {
+			if seg == "" || seg == "." || seg == ".." || !pathSegmentRE.MatchString(seg) {
+				return BackupLocation{}, fmt.Errorf("%q: path %q must be non-empty elements of letters, digits, '.', '_' and '-' separated by single slashes (no \".\" or \"..\", no trailing slash): expected %s", s, p, backupLocationForms)
+			}
+		}
+	}
+	return BackupLocation{Scheme: scheme, Target: target, Path: p}, nil
+}
+
+// ArtifactURL is where a deployment's artefact of a backup lives:
+// <location>/<backupID>/<deployment>.
+func ArtifactURL(location, backupID, deployment string) string {
+	return strings.TrimRight(location, "/") + "/" + backupID + "/" + deployment
+}
+
+// Backups is the backups block of cluster.cue (the default) or
+// environment.cue, checked.
+type Backups struct {
+	// Secret names a Secret in the agent's namespace holding the
+	// location's credentials ("": none).
+	Secret string `json:"secret,omitempty"`
+	// Schedule is a five-field cron expression ("": no scheduled backups).
+	Schedule string `json:"schedule,omitempty"`
+	// Keep is how many scheduled backups are kept (nil: unset).
+	Keep *int `json:"keep,omitempty"`
+}
+
+// CloneSource is where a cloned environment came from (environment.cue's
+// clonedFrom); the drivers see it as context.environment.clonedFrom.
+type CloneSource = drivers.CloneSource
+
+// EnvironmentBackups is an environment's backup settings as git declares them.
+type EnvironmentBackups struct {
+	Cluster, Environment string
+	Location             string // "" when none
+	Secret               string // "" when none
+	Schedule             string // "" when none
+	Keep                 int    // 0 when unset
+	// ClonedFrom is nil unless the environment is a clone.
+	ClonedFrom *CloneSource
+}
+
+// BackupSettings reads every environment's backup settings from a
+// repository tree (the same fs.FS the resolver loads), sorted by cluster
+// then environment. It reads the cluster and environment files alone:
+// the agent calls it on every sync, and no driver or deployment changes
+// what it returns.
+func BackupSettings(fsys fs.FS) ([]EnvironmentBackups, error) {
+	l := NewLoader(0)
+	clusters, err := subdirs(fsys, "clusters")
+	if err != nil {
+		return nil, err
+	}
+	var out []EnvironmentBackups
+	var errs []error
+	for _, cn := range clusters {
+		c, err := l.loadClusterFile(fsys, cn)
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		envs, err := subdirs(fsys, path.Join("clusters", cn, "environments"))
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		for _, en := range envs {
+			e, err := l.loadEnvironmentFile(fsys, c, en)
+			if err != nil {
+				errs = append(errs, err)
+				continue
+			}
+			out = append(out, EffectiveBackups(c, e))
+		}
+	}
+	if len(errs) > 0 {
+		return nil, errors.Join(errs...)
+	}
+	return out, nil
+}
+
+// EffectiveBackups is the backup settings of environment e of cluster c:
+// each field the environment sets, else the cluster's.
+func EffectiveBackups(c *Cluster, e *Environment) EnvironmentBackups {
+	b := EnvironmentBackups{Cluster: c.Name, Environment: e.Name, Location: backupLocationOf(c, e)}
+	for _, s := range []*Backups{c.Backups, e.Backups} {
+		if s == nil {
+			continue
+		}
+		b.Secret = cmp.Or(s.Secret, b.Secret)
+		b.Schedule = cmp.Or(s.Schedule, b.Schedule)
+		if s.Keep != nil {
+			b.Keep = *s.Keep
+		}
+	}
+	b.ClonedFrom = cloneSourceOf(e)
+	return b
+}
+
+// backupLocationOf is the environment's backupLocation, else the cluster's.
+func backupLocationOf(c *Cluster, e *Environment) string {
+	if s, ok := e.Settings["backupLocation"].(string); ok {
+		return s
+	}
+	s, _ := c.Settings["backupLocation"].(string)
+	return s
+}
+
+// checkBackupLocation checks a layer's own backupLocation.
+func checkBackupLocation(file string, settings map[string]any, pos map[string]token.Position) error {
+	s, ok := settings["backupLocation"].(string)
+	if !ok {
+		return nil
+	}
+	if _, err := ParseBackupLocation(s); err != nil {
+		return placed(&ConfigError{File: file, Field: "backupLocation", Msg: err.Error()}, pos)
+	}
+	return nil
+}
+
+// takeBackups moves the backups block out of a layer's settings (no
+// driver sees it, and a change of schedule redeploys nothing) and checks
+// its values.
+func takeBackups(file string, settings map[string]any, pos map[string]token.Position) (*Backups, error) {
+	b, err := takeBlock[Backups](file, settings, "backups")
+	if err != nil || b == nil {
+		return b, err
+	}
+	at := func(field, format string, args ...any) error {
+		return placed(&ConfigError{File: file, Field: "backups." + field, Msg: fmt.Sprintf(format, args...)}, pos)
+	}
+	if b.Secret != "" && (len(b.Secret) > 253 || !dnsSubdomainRE.MatchString(b.Secret)) {
+		return nil, at("secret", "%q is no Secret name: expected a DNS-1123 subdomain (lowercase letters, digits, '-' and '.', at most 253)", b.Secret)
+	}
+	if b.Schedule != "" {
+		if _, err := cron.ParseStandard(b.Schedule); err != nil {
+			return nil, at("schedule", "%q is no cron expression (%v): expected five fields, minute hour day-of-month month day-of-week, for example \"0 3 * * *\"", b.Schedule, err)
+		}
+	}
+	if b.Keep != nil && *b.Keep < 1 {
+		return nil, at("keep", "is %d: keep at least 1 backup (or remove the field)", *b.Keep)
+	}
+	return b, nil
+}
+
+// checkBackupsNeedLocation refuses a schedule or a retention with no
+// location to write to, in the file that set it.
+func checkBackupsNeedLocation(c *Cluster, e *Environment) error {
+	if backupLocationOf(c, e) != "" {
+		return nil
+	}
+	for _, l := range []struct {
+		file string
+		b    *Backups
+		pos  map[string]token.Position
+	}{{e.File, e.Backups, e.pos}, {c.File, c.Backups, c.pos}} {
+		if l.b == nil {
+			continue
+		}
+		field := ""
+		switch {
+		case l.b.Schedule != "":
+			field = "backups.schedule"
+		case l.b.Keep != nil:
+			field = "backups.keep"
+		default:
+			continue
+		}
+		return placed(&ConfigError{File: l.file, Field: field, Msg: fmt.Sprintf("environment %s/%s has no backupLocation to back up to: set backupLocation (%s) in %s or %s, or remove the field", c.Name, e.Name, backupLocationForms, e.File, c.File)}, l.pos)
+	}
+	return nil
+}
+
+// takeClonedFrom moves clonedFrom out of the environment's settings and
+// checks what the schema cannot.
+func takeClonedFrom(file string, settings map[string]any, pos map[string]token.Position) (*CloneSource, error) {
+	cf, err := takeBlock[CloneSource](file, settings, "clonedFrom")
+	if err != nil || cf == nil {
+		return cf, err
+	}
+	if cf.Backup != "" && !isDNSLabel(cf.Backup) {
+		return nil, placed(&ConfigError{File: file, Field: "clonedFrom.backup", Msg: fmt.Sprintf("%q is no backup ID: expected a DNS-1123 label", cf.Backup)}, pos)
+	}
+	if cf.Location != "" {
+		if _, err := ParseBackupLocation(cf.Location); err != nil {
+			return nil, placed(&ConfigError{File: file, Field: "clonedFrom.location", Msg: err.Error()}, pos)
+		}
+	}
+	if cf.Backup != "" && cf.Location == "" {
+		return nil, placed(&ConfigError{File: file, Field: "clonedFrom.location", Msg: "missing: a clone from a backup names the location the backup is read from"}, pos)
+	}
+	return cf, nil
+}
+
+// cloneSourceOf is a copy of the environment's clone source for a
+// context (nil: no clone): instances never share it.
+func cloneSourceOf(e *Environment) *CloneSource {
+	if e.ClonedFrom == nil {
+		return nil
+	}
+	cf := *e.ClonedFrom
+	return &cf
+}

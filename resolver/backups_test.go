@@ -1,0 +1,161 @@
+package resolver
+
+import (
+	"encoding/json"
+	"os"
+	"reflect"
+	"strings"
+	"testing"
+)
+
+func TestParseBackupLocation(t *testing.T) {
+	good := []struct {
+		in   string
+		want BackupLocation
+	}{
+		{"s3://backups", BackupLocation{"s3", "backups", ""}},
+		{"s3://backups/local/dev", BackupLocation{"s3", "backups", "local/dev"}},
+		{"s3://my.bucket-1/a_b/c.d", BackupLocation{"s3", "my.bucket-1", "a_b/c.d"}},
+		{"pvc://backup-claim", BackupLocation{"pvc", "backup-claim", ""}},
+		{"pvc://backup-claim/dev", BackupLocation{"pvc", "backup-claim", "dev"}},
+	}
+	for _, tc := range good {
+		got, err := ParseBackupLocation(tc.in)
+		if err != nil || got != tc.want {
+			t.Errorf("ParseBackupLocation(%q) = %+v, %v; want %+v", tc.in, got, err, tc.want)
+		}
+		if got.String() != tc.in {
+			t.Errorf("%q: String() = %q", tc.in, got.String())
+		}
+	}
+	bad := []string{"", "backups", "s3:/backups", "gs://backups", "S3://backups", "s3://", "s3://ab",
+		"s3://" + strings.Repeat("a", 64), "s3://-backups", "s3://back..ups", "s3://Backups", "s3://back_ups",
+		"s3://backups/", "s3://backups//dev", "s3://backups/../x", "s3://backups/./x", "s3://backups/a b",
+		"pvc://Claim", "pvc://claim.with.dots", "pvc://" + strings.Repeat("a", 64), "pvc://claim/", "pvc://claim/..",
+		"s3://backups?x=1", "pvc://claim/a\\b"}
+	for _, in := range bad {
+		if got, err := ParseBackupLocation(in); err == nil {
+			t.Errorf("ParseBackupLocation(%q) = %+v, want an error", in, got)
+		} else if !strings.Contains(err.Error(), "s3://BUCKET[/PREFIX] or pvc://CLAIM[/PATH]") {
+			t.Errorf("ParseBackupLocation(%q): error %q does not say the forms expected", in, err)
+		}
+	}
+}
+
+func TestArtifactURL(t *testing.T) {
+	for _, tc := range []struct{ loc, want string }{
+		{"s3://backups/local/dev", "s3://backups/local/dev/nightly-1/hub"},
+		{"s3://backups/local/dev/", "s3://backups/local/dev/nightly-1/hub"},
+		{"pvc://claim", "pvc://claim/nightly-1/hub"},
+	} {
+		if got := ArtifactURL(tc.loc, "nightly-1", "hub"); got != tc.want {
+			t.Errorf("ArtifactURL(%q) = %q, want %q", tc.loc, got, tc.want)
+		}
+	}
+}
+
+// FuzzParseBackupLocation: whatever the input, the parser does not panic,
+// and what it accepts prints back to itself and parses to the same parts.
+func FuzzParseBackupLocation(f *testing.F) {
+	for _, s := range []string{"s3://backups/local/dev", "pvc://claim/x", "s3://a..b", "pvc://", "://", "s3://b/../c"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		l, err := ParseBackupLocation(s)
+		if err != nil {
+			return
+		}
+		if l.String() != s {
+			t.Fatalf("%q parsed to %+v, which prints as %q", s, l, l.String())
+		}
+		if l.Scheme != SchemeS3 && l.Scheme != SchemePVC {
+			t.Fatalf("%q: scheme %q", s, l.Scheme)
+		}
+		for _, seg := range strings.Split(l.Path, "/") {
+			if l.Path != "" && (seg == "" || seg == "." || seg == "..") {
+				t.Fatalf("%q: path %q has an empty or relative element", s, l.Path)
+			}
+		}
+		again, err := ParseBackupLocation(l.String())
+		if err != nil || again != l {
+			t.Fatalf("%q: reparsed to %+v, %v", s, again, err)
+		}
+	})
+}
+
+// TestBackupSettings pins the agent's view: every environment, sorted,
+// the cluster's defaults filled in field by field, the location
+// inherited, and the clone source.
+func TestBackupSettings(t *testing.T) {
+	dir := exampleCopy(t)
+	writeFile(t, dir, "clusters/local/cluster.cue", "domain: \"local.styrmin.dev\"\ningressClass: \"nginx\"\nstorageClasses: default: \"standard\"\nbackupLocation: \"s3://backups/local\"\nbackups: {secret: \"backup-credentials\", keep: 3}\n")
+	writeFile(t, dir, "clusters/local/environments/dev/environment.cue", "namespacePrefix: \"dev\"\nbackupLocation: \"s3://backups/local/dev\"\nbackups: {schedule: \"0 3 * * *\", keep: 7}\n")
+	writeFile(t, dir, "clusters/local/environments/preview/environment.cue", "backupLocation: \"s3://backups/local/preview\"\nclonedFrom: {cluster: \"local\", environment: \"dev\", commit: \"0123456789abcdef0123456789abcdef01234567\", backup: \"nightly-1\", location: \"s3://backups/local/dev\"}\n")
+	writeFile(t, dir, "clusters/other/cluster.cue", "domain: \"other.dev\"\n")
+	writeFile(t, dir, "clusters/other/environments/a/environment.cue", "")
+	// A broken deployment is not read: backups depend on no deployment.
+	writeFile(t, dir, "clusters/local/environments/dev/deployments/web.cue", "driver: \n")
+	got, err := BackupSettings(os.DirFS(dir))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []EnvironmentBackups{
+		{Cluster: "local", Environment: "dev", Location: "s3://backups/local/dev", Secret: "backup-credentials", Schedule: "0 3 * * *", Keep: 7},
+		{Cluster: "local", Environment: "preview", Location: "s3://backups/local/preview", Secret: "backup-credentials", Keep: 3,
+			ClonedFrom: &CloneSource{Cluster: "local", Environment: "dev", Commit: "0123456789abcdef0123456789abcdef01234567", Backup: "nightly-1", Location: "s3://backups/local/dev"}},
+		{Cluster: "local", Environment: "staging", Location: "s3://backups/local/staging", Secret: "backup-credentials", Keep: 3},
+		{Cluster: "other", Environment: "a"},
+	}
+	if !reflect.DeepEqual(got, want) {
+		g, _ := json.MarshalIndent(got, "", "  ")
+		w, _ := json.MarshalIndent(want, "", "  ")
+		t.Errorf("BackupSettings:\n%s\nwant:\n%s", g, w)
+	}
+
+	writeFile(t, dir, "clusters/other/environments/a/environment.cue", "backups: schedule: \"@nightly\"\n")
+	if _, err := BackupSettings(os.DirFS(dir)); err == nil || !strings.Contains(err.Error(), "clusters/other/environments/a/environment.cue:1") || !strings.Contains(err.Error(), "backups.schedule") {
+		t.Errorf("bad environment file: %v", err)
+	}
+}
+
+// TestCloneSourceReachesTheContext: clonedFrom lands in every instance's
+// context, and environment-only settings stay out of the settings the
+// drivers see.
+func TestCloneSourceReachesTheContext(t *testing.T) {
+	dir := exampleCopy(t)
+	writeFile(t, dir, "clusters/local/environments/dev/environment.cue", "namespacePrefix: \"dev\"\nbackupLocation: \"s3://backups/local/dev\"\nbackups: {secret: \"backup-credentials\", schedule: \"0 3 * * *\", keep: 7}\nclonedFrom: {cluster: \"local\", environment: \"staging\", commit: \"abcdef1\", backup: \"b1\", location: \"s3://backups/local/staging\"}\n")
+	res, _, err := resolveDir(t, dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := res.Err(); err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for _, r := range res.Resolved {
+		cf := r.Instance.Context.Environment.ClonedFrom
+		if r.Instance.ID.Environment != "dev" {
+			if cf != nil {
+				t.Errorf("%s: clonedFrom %+v", r.Instance.ID, cf)
+			}
+			continue
+		}
+		n++
+		if cf == nil || *cf != (CloneSource{Cluster: "local", Environment: "staging", Commit: "abcdef1", Backup: "b1", Location: "s3://backups/local/staging"}) {
+			t.Errorf("%s: clonedFrom %+v", r.Instance.ID, cf)
+		}
+		if _, ok := r.Settings["backups"]; ok {
+			t.Errorf("%s: backups reached the merged settings", r.Instance.ID)
+		}
+		data, err := json.Marshal(r.Instance.Context.Environment)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !strings.Contains(string(data), `"clonedFrom":{"cluster":"local","environment":"staging","commit":"abcdef1","backup":"b1","location":"s3://backups/local/staging"}`) {
+			t.Errorf("%s: context.environment %s", r.Instance.ID, data)
+		}
+	}
+	if n == 0 {
+		t.Fatal("no dev deployment resolved")
+	}
+}
