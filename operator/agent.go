@@ -199,6 +199,21 @@ func NewAgent(ctx context.Context, cfg *rest.Config, opts Options) (*Agent, erro
 	if topts.AgentNamespace == "" {
 		topts.AgentNamespace = opts.Manager.Namespace
 	}
+	settings := a.backupSettings(mgr.GetClient(), repo, opts)
+	if topts.BackupSettings == nil {
+		topts.BackupSettings = func(ctx context.Context, cluster, env string) (resolver.EnvironmentBackups, error) {
+			all, err := settings(ctx)
+			if err != nil {
+				return resolver.EnvironmentBackups{}, err
+			}
+			for _, e := range all {
+				if e.Cluster == cluster && e.Environment == env {
+					return e, nil
+				}
+			}
+			return resolver.EnvironmentBackups{Cluster: cluster, Environment: env}, nil
+		}
+	}
 	tr, err := task.NewReconciler(topts)
 	if err != nil {
 		return nil, err
@@ -206,7 +221,7 @@ func NewAgent(ctx context.Context, cfg *rest.Config, opts Options) (*Agent, erro
 	if err := tr.SetupWithManager(mgr); err != nil {
 		return nil, fmt.Errorf("agent: task controller: %w", err)
 	}
-	if err := a.addOperations(mgr, repo, drv, opts); err != nil {
+	if err := a.addOperations(mgr, settings, drv, opts); err != nil {
 		return nil, err
 	}
 	a.syncer, err = source.NewSyncer(source.SyncerOptions{
@@ -281,14 +296,11 @@ func RunAgent(ctx context.Context, cfg *rest.Config, opts Options) error {
 	return a.Start(ctx)
 }
 
-// addOperations adds the StyrminBackup and StyrminRestore controllers
-// and the backup scheduler, which read the environments' backup settings
-// from git at the commit the agent synced last (its fetched head before
-// the first sync).
-func (a *Agent) addOperations(mgr ctrl.Manager, repo *gitsource.Folder, drv driversource.Source, opts Options) error {
-	c := mgr.GetClient()
+// backupSettings reads the environments' backup settings from git at the
+// commit the agent synced last (its fetched head before the first sync).
+func (a *Agent) backupSettings(c client.Reader, repo *gitsource.Folder, opts Options) operation.SettingsFunc {
 	srcKey := types.NamespacedName{Namespace: opts.Manager.Namespace, Name: opts.SourceName}
-	settings := operation.SettingsFunc(func(ctx context.Context) ([]resolver.EnvironmentBackups, error) {
+	return func(ctx context.Context) ([]resolver.EnvironmentBackups, error) {
 		var src v1alpha1.StyrminSource
 		if err := c.Get(ctx, srcKey, &src); err != nil {
 			return nil, fmt.Errorf("reading StyrminSource %s: %w", srcKey, err)
@@ -306,7 +318,13 @@ func (a *Agent) addOperations(mgr ctrl.Manager, repo *gitsource.Folder, drv driv
 			return nil, err
 		}
 		return resolver.BackupSettings(fsys)
-	})
+	}
+}
+
+// addOperations adds the StyrminBackup and StyrminRestore controllers
+// and the backup scheduler.
+func (a *Agent) addOperations(mgr ctrl.Manager, settings operation.SettingsFunc, drv driversource.Source, opts Options) error {
+	c := mgr.GetClient()
 	oo := operation.Options{Client: c, APIReader: mgr.GetAPIReader(), Drivers: drv, Settings: settings,
 		Namespace: opts.Manager.Namespace, Cluster: opts.Cluster, Now: opts.Now}
 	br, err := operation.NewBackupReconciler(oo)

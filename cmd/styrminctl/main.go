@@ -211,6 +211,8 @@ func newRootCmdWith(stdout, stderr io.Writer, terminal bool) *cobra.Command {
 		newPlanCmd(g, stdout),
 		newDiffCmd(g, stdout),
 		newStatusCmd(kubeRESTConfig, stdout),
+		newBackupCmd(kubeRESTConfig, time.Now, stdout),
+		newRestoreCmd(kubeRESTConfig, time.Now, stdout),
 		newTasksCmd(kubeRESTConfig, stdout),
 		newHistoryCmd(g, kubeRESTConfig, stdout),
 		newUICmd(g, kubeContextConfig, stdout),

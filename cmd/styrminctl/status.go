@@ -113,6 +113,9 @@ type deploymentStatus struct {
 	// Waiting says why the locked instance's task has not started: the
 	// instances it runs after (a wave before, what it connects to).
 	Waiting string `json:"waiting,omitempty"`
+	// Held says why the locked instance's task waits for a restore of the
+	// deployment (running, or failed and not retried or deleted).
+	Held string `json:"held,omitempty"`
 }
 
 // sourceStatus is the sync position of an agent.
@@ -188,9 +191,14 @@ func collectStatus(ctx context.Context, c client.Reader, namespace string) (clus
 	for i := range sds.Items {
 		d := summarizeDeployment(&sds.Items[i])
 		if t := waiting[sds.Items[i].Namespace]; t != nil && t.Spec.ToSequence > d.ActiveSequence {
-			msg := apimeta.FindStatusCondition(t.Status.Conditions, v1alpha1.ConditionReady).Message
-			d.Waiting = fmt.Sprintf("sequence %d: %s", t.Spec.ToSequence, msg)
-			d.Reason, d.Message = v1alpha1.ReasonWaitingForOrder, d.Waiting
+			cond := apimeta.FindStatusCondition(t.Status.Conditions, v1alpha1.ConditionReady)
+			why := fmt.Sprintf("sequence %d: %s", t.Spec.ToSequence, cond.Message)
+			if cond.Reason == v1alpha1.ReasonRestoreInProgress {
+				d.Held = why
+			} else {
+				d.Waiting = why
+			}
+			d.Reason, d.Message = cond.Reason, why
 		}
 		out.Deployments = append(out.Deployments, d)
 	}
@@ -212,7 +220,7 @@ func waitingTasks(ctx context.Context, c client.Reader, namespace string) (map[s
 	for i := range tasks.Items {
 		t := &tasks.Items[i]
 		cond := apimeta.FindStatusCondition(t.Status.Conditions, v1alpha1.ConditionReady)
-		if t.Status.Phase != v1alpha1.TaskPending || cond == nil || cond.Reason != v1alpha1.ReasonWaitingForOrder {
+		if t.Status.Phase != v1alpha1.TaskPending || cond == nil || (cond.Reason != v1alpha1.ReasonWaitingForOrder && cond.Reason != v1alpha1.ReasonRestoreInProgress) {
 			continue
 		}
 		if prev := out[t.Namespace]; prev == nil || prev.Spec.ToSequence < t.Spec.ToSequence {
@@ -278,19 +286,28 @@ func runStatusAll(ctx context.Context, c client.Reader, w io.Writer, output, nam
 // has not started: the reason column alone does not name what it waits
 // for (a failed wave before, say).
 func printWaiting(w io.Writer, ds []deploymentStatus) error {
-	first := true
-	for _, d := range ds {
-		if d.Waiting == "" {
-			continue
-		}
-		if first {
-			if _, err := fmt.Fprintln(w, "\nwaiting for the order of their lock:"); err != nil {
+	for _, part := range []struct {
+		heading string
+		why     func(deploymentStatus) string
+	}{
+		{"waiting for the order of their lock:", func(d deploymentStatus) string { return d.Waiting }},
+		{"held by a restore:", func(d deploymentStatus) string { return d.Held }},
+	} {
+		first := true
+		for _, d := range ds {
+			why := part.why(d)
+			if why == "" {
+				continue
+			}
+			if first {
+				if _, err := fmt.Fprintln(w, "\n"+part.heading); err != nil {
+					return err
+				}
+				first = false
+			}
+			if _, err := fmt.Fprintf(w, "  %s: %s\n", d.Deployment, why); err != nil {
 				return err
 			}
-			first = false
-		}
-		if _, err := fmt.Fprintf(w, "  %s: %s\n", d.Deployment, d.Waiting); err != nil {
-			return err
 		}
 	}
 	return nil

@@ -364,8 +364,8 @@ func JobName(deployment, job string, sequence int64) string {
 func (r *Reconciler) runJob(ctx context.Context, run *taskRun, step drivers.Step) (actionOutcome, error) {
 	t := run.task
 	name := JobName(t.Spec.Deployment.Name, step.Job, t.Spec.ToSequence)
-	if IsOperation(t) {
-		name = operationJobName(t, step.Job)
+	if IsOperation(t) || step.Args[argOperation] != "" {
+		name = operationJobName(t, step.Job+step.Args[argOperation])
 	}
 	var job batchv1.Job
 	err := r.opts.APIReader.Get(ctx, client.ObjectKey{Namespace: t.Spec.Namespace, Name: name}, &job)
@@ -442,7 +442,7 @@ func (r *Reconciler) buildJob(ctx context.Context, run *taskRun, step drivers.St
 		tmpl.Spec.Containers[i].ReadinessProbe = nil
 		tmpl.Spec.Containers[i].StartupProbe = nil
 	}
-	if err := r.withOperation(ctx, run, &tmpl.Spec, c); err != nil {
+	if err := r.withOperation(ctx, run, step, &tmpl.Spec, c); err != nil {
 		return nil, err
 	}
 	labels := t.Spec.Deployment.Labels()

@@ -79,6 +79,10 @@ type Options struct {
 	// AgentNamespace is the agent's namespace, where the Secrets that
 	// backups name live.
 	AgentNamespace string
+	// BackupSettings gives an environment's backup settings as git
+	// declares them (the Secret of a clone's restore, of a backup before an
+	// upgrade); nil: such jobs get no credentials.
+	BackupSettings func(ctx context.Context, cluster, environment string) (resolver.EnvironmentBackups, error)
 	// StepTimeout bounds steps without a declared timeout; 0 means
 	// DefaultStepTimeout.
 	StepTimeout time.Duration
@@ -551,6 +555,9 @@ func (r *Reconciler) plan(ctx context.Context, run *taskRun) (phaseResult, error
 		}
 	}
 	steps, err := Steps(wf, d)
+	if err == nil {
+		steps, err = expandSteps(wf, d, run.instance, steps)
+	}
 	if err != nil {
 		return r.failTask(ctx, run, v1alpha1.ReasonInvalidTask, err.Error())
 	}

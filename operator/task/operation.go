@@ -12,6 +12,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/styrmin/styrmin/drivers"
 	"github.com/styrmin/styrmin/operator/api/v1alpha1"
 	"github.com/styrmin/styrmin/operator/instance"
 	"github.com/styrmin/styrmin/operator/internal/outcome"
@@ -191,8 +192,8 @@ func operationJobName(t *v1alpha1.StyrminTask, job string) string {
 
 // credentialsSecretName is the copy of an operation's credentials Secret
 // in the deployment's namespace.
-func credentialsSecretName(t *v1alpha1.StyrminTask) string {
-	sum := sha256.Sum256([]byte(t.Name))
+func credentialsSecretName(t *v1alpha1.StyrminTask, secret string) string {
+	sum := sha256.Sum256([]byte(t.Name + "/" + secret))
 	return "styrmin-backup-" + hex.EncodeToString(sum[:])[:10]
 }
 
@@ -201,10 +202,10 @@ func credentialsSecretName(t *v1alpha1.StyrminTask) string {
 // location's credentials from a copy of the Secret the environment names
 // (made here, owned by the task), and for a pvc:// location the claim
 // mounted at BackupMountPath.
-func (r *Reconciler) withOperation(ctx context.Context, run *taskRun, pod *corev1.PodSpec, c *corev1.Container) error {
-	op := run.task.Spec.Operation
-	if op == nil {
-		return nil
+func (r *Reconciler) withOperation(ctx context.Context, run *taskRun, step drivers.Step, pod *corev1.PodSpec, c *corev1.Container) error {
+	op, err := r.operationOf(ctx, run, step)
+	if op == nil || err != nil {
+		return err
 	}
 	env := []corev1.EnvVar{{Name: EnvBackupID, Value: op.BackupID}}
 	if op.Kind == v1alpha1.OperationRestore {
@@ -226,7 +227,7 @@ func (r *Reconciler) withOperation(ctx context.Context, run *taskRun, pod *corev
 	if op.Secret == "" {
 		return nil
 	}
-	name, err := r.copyCredentials(ctx, run)
+	name, err := r.copyCredentials(ctx, run, op)
 	if err != nil {
 		return err
 	}
@@ -238,9 +239,8 @@ func (r *Reconciler) withOperation(ctx context.Context, run *taskRun, pod *corev
 // agent's namespace into the deployment's, owned by the task (so it goes
 // with it), and returns the copy's name. A Secret that is missing or not
 // marked for backups fails the step: it needs a person.
-func (r *Reconciler) copyCredentials(ctx context.Context, run *taskRun) (string, error) {
+func (r *Reconciler) copyCredentials(ctx context.Context, run *taskRun, op *v1alpha1.TaskOperation) (string, error) {
 	t := run.task
-	op := t.Spec.Operation
 	var src corev1.Secret
 	key := client.ObjectKey{Namespace: r.opts.AgentNamespace, Name: op.Secret}
 	if err := r.opts.APIReader.Get(ctx, key, &src); err != nil {
@@ -252,7 +252,7 @@ func (r *Reconciler) copyCredentials(ctx context.Context, run *taskRun) (string,
 	if src.Labels[LabelBackupCredentials] != "true" {
 		return "", outcome.Stalled(v1alpha1.ReasonStepFailed, fmt.Errorf("the Secret %s is not labelled %s=true: the agent hands a Secret to a driver's job only when it is marked for backups", key, LabelBackupCredentials))
 	}
-	name := credentialsSecretName(t)
+	name := credentialsSecretName(t, op.Secret)
 	cp := &corev1.Secret{
 		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: t.Spec.Namespace, Labels: t.Spec.Deployment.Labels(),
 			OwnerReferences: []metav1.OwnerReference{{APIVersion: v1alpha1.GroupVersion.String(), Kind: "StyrminTask", Name: t.Name, UID: t.UID}}},
@@ -271,4 +271,107 @@ func (r *Reconciler) copyCredentials(ctx context.Context, run *taskRun) (string,
 		return "", fmt.Errorf("copying the backup credentials into %s: %w", t.Spec.Namespace, err)
 	}
 	return name, nil
+}
+
+// Step arguments of an operation's steps inside a change's task (a
+// clone's restore in its setup hook, a backup before an upgrade).
+const (
+	argOperation = "operation" // backup or restore
+	argBackupID  = "backupID"
+	argArtifact  = "artifact"
+)
+
+// operationOf is the operation a job step runs for: the task's own, or
+// the one its step carries (a restoreBackup or backup step of a change),
+// whose credentials are the environment's as git declares them now.
+func (r *Reconciler) operationOf(ctx context.Context, run *taskRun, step drivers.Step) (*v1alpha1.TaskOperation, error) {
+	if op := run.task.Spec.Operation; op != nil {
+		return op, nil
+	}
+	kind := step.Args[argOperation]
+	if kind == "" {
+		return nil, nil
+	}
+	op := &v1alpha1.TaskOperation{Kind: v1alpha1.OperationBackup, BackupID: step.Args[argBackupID], Artifact: step.Args[argArtifact]}
+	if kind == "restore" {
+		op.Kind = v1alpha1.OperationRestore
+	}
+	if op.Artifact == "" {
+		return nil, outcome.Stalled(v1alpha1.ReasonStepFailed, fmt.Errorf("the environment of %s has no backupLocation: expected backupLocation in its environment.cue", run.instance.ID))
+	}
+	if r.opts.BackupSettings != nil {
+		id := run.task.Spec.Deployment
+		e, err := r.opts.BackupSettings(ctx, id.Cluster, id.Environment)
+		if err != nil {
+			return nil, err
+		}
+		op.Secret = e.Secret
+	}
+	return op, nil
+}
+
+// expandSteps puts the driver's backup and restore hooks where a change's
+// steps ask for them: a create of a deployment whose environment is a
+// clone from a backup restores it at the setup hook's restoreBackup step
+// (any other create skips that step); an upgrade takes a backup at its
+// backup step.
+func expandSteps(wf v1alpha1.Workflow, d *drivers.Driver, in *resolver.Instance, steps []v1alpha1.TaskStep) ([]v1alpha1.TaskStep, error) {
+	if d == nil || !d.CanBackup() || (wf != v1alpha1.WorkflowCreate && wf != v1alpha1.WorkflowUpgrade) {
+		return steps, nil
+	}
+	var env drivers.EnvironmentContext
+	if in.Context != nil {
+		env = in.Context.Environment
+	}
+	hookSteps := func(at string, hook v1alpha1.Workflow, args map[string]string) ([]v1alpha1.TaskStep, error) {
+		hs, err := Steps(hook, d)
+		if err != nil {
+			return nil, err
+		}
+		for i := range hs {
+			hs[i].Name = at + "/" + hs[i].Name
+			if hs[i].Args == nil {
+				hs[i].Args = map[string]string{}
+			}
+			for k, v := range args {
+				hs[i].Args[k] = v
+			}
+		}
+		return hs, nil
+	}
+	backupArgs := func() map[string]string {
+		id := fmt.Sprintf("%s-before-%d", in.ID.Name, in.Sequence)
+		art := ""
+		if env.BackupLocation != "" {
+			art = resolver.ArtifactURL(env.BackupLocation, id, in.ID.Name)
+		}
+		return map[string]string{argOperation: "backup", argBackupID: id, argArtifact: art}
+	}
+	var out []v1alpha1.TaskStep
+	for _, st := range steps {
+		switch drivers.ActionKind(st.Action) {
+		case drivers.ActionRestoreBackup:
+			cf := env.ClonedFrom
+			if cf == nil || cf.Backup == "" || cf.Location == "" {
+				st.State, st.Message = v1alpha1.StepSkipped, "the environment is not a clone from a backup: nothing to restore"
+				out = append(out, st)
+				continue
+			}
+			hs, err := hookSteps(st.Name, v1alpha1.WorkflowRestore, map[string]string{argOperation: "restore", argBackupID: cf.Backup,
+				argArtifact: resolver.ArtifactURL(cf.Location, cf.Backup, in.ID.Name)})
+			if err != nil {
+				return nil, err
+			}
+			out = append(out, hs...)
+		case drivers.ActionBackup:
+			hs, err := hookSteps(st.Name, v1alpha1.WorkflowBackup, backupArgs())
+			if err != nil {
+				return nil, err
+			}
+			out = append(out, hs...)
+		default:
+			out = append(out, st)
+		}
+	}
+	return out, nil
 }

@@ -1,0 +1,112 @@
+package operation
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/styrmin/styrmin/operator/api/v1alpha1"
+)
+
+// BackupRequest asks for a backup of an environment.
+type BackupRequest struct {
+	// Namespace is the agent's namespace.
+	Namespace            string
+	Cluster, Environment string
+	// Deployments to back up (none: all of the environment's).
+	Deployments []string
+	// Name is the backup's ID ("": <env>-<time>).
+	Name string
+	Now  time.Time
+}
+
+// NewBackup is the StyrminBackup a request asks for; its name is
+// checked as the agent checks it.
+func NewBackup(r BackupRequest) (*v1alpha1.StyrminBackup, error) {
+	name := r.Name
+	if name == "" {
+		name = r.Environment + "-" + r.Now.UTC().Format("20060102-150405")
+	}
+	if err := validName(name); err != nil {
+		return nil, err
+	}
+	return &v1alpha1.StyrminBackup{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: r.Namespace,
+			Labels: map[string]string{v1alpha1.LabelCluster: r.Cluster, v1alpha1.LabelEnvironment: r.Environment}},
+		Spec: v1alpha1.StyrminBackupSpec{Cluster: r.Cluster, Environment: r.Environment, Deployments: r.Deployments},
+	}, nil
+}
+
+// RestoreRequest asks for a restore of a backup.
+type RestoreRequest struct {
+	Namespace string
+	// Cluster and Environment the backup must be of.
+	Cluster, Environment string
+	Backup               string
+	Deployments          []string
+	Name                 string
+	Now                  time.Time
+}
+
+// NewRestore checks that the backup is of the environment named and
+// returns the StyrminRestore the request asks for.
+func NewRestore(ctx context.Context, c client.Reader, r RestoreRequest) (*v1alpha1.StyrminRestore, error) {
+	var b v1alpha1.StyrminBackup
+	if err := c.Get(ctx, client.ObjectKey{Namespace: r.Namespace, Name: r.Backup}, &b); err != nil {
+		return nil, fmt.Errorf("--from %s: %w", r.Backup, err)
+	}
+	if b.Spec.Environment != r.Environment || (b.Spec.Cluster != "" && b.Spec.Cluster != r.Cluster) {
+		return nil, fmt.Errorf("--from %s: the backup is of %s/%s, not %s/%s", r.Backup, orNone(b.Spec.Cluster), b.Spec.Environment, r.Cluster, r.Environment)
+	}
+	if b.Status.Phase != v1alpha1.OperationSucceeded {
+		return nil, fmt.Errorf("--from %s: the backup is %s (%s): only a backup that succeeded restores", r.Backup, orNone(string(b.Status.Phase)), b.Status.Message)
+	}
+	name := r.Name
+	if name == "" {
+		name = r.Environment + "-restore-" + r.Now.UTC().Format("20060102-150405")
+	}
+	if err := validName(name); err != nil {
+		return nil, err
+	}
+	return &v1alpha1.StyrminRestore{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: r.Namespace,
+			Labels: map[string]string{v1alpha1.LabelCluster: r.Cluster, v1alpha1.LabelEnvironment: r.Environment}},
+		Spec: v1alpha1.StyrminRestoreSpec{Backup: r.Backup, Deployments: r.Deployments},
+	}, nil
+}
+
+// RetryRestore asks the agent to run a failed restore's failed
+// deployments again.
+func RetryRestore(ctx context.Context, c client.Client, key client.ObjectKey, now time.Time) error {
+	var r v1alpha1.StyrminRestore
+	if err := c.Get(ctx, key, &r); err != nil {
+		return err
+	}
+	if r.Status.Phase != v1alpha1.OperationFailed {
+		return fmt.Errorf("restore %s is %s: only a failed restore is retried", key.Name, orNone(string(r.Status.Phase)))
+	}
+	if strings.HasPrefix(r.Status.Message, "refused:") {
+		return fmt.Errorf("restore %s was refused (%s): fix that and make a new restore", key.Name, r.Status.Message)
+	}
+	base := r.DeepCopy()
+	r.Spec.Retry = strconv.FormatInt(now.UnixNano(), 36)
+	return c.Patch(ctx, &r, client.MergeFrom(base))
+}
+
+// Wait polls obj (a StyrminBackup or StyrminRestore) until done says it
+// ended, or ctx ends.
+func Wait(ctx context.Context, c client.Reader, obj client.Object, poll time.Duration, done func() bool) error {
+	key := client.ObjectKeyFromObject(obj)
+	return wait.PollUntilContextCancel(ctx, poll, true, func(ctx context.Context) (bool, error) {
+		if err := c.Get(ctx, key, obj); err != nil {
+			return false, err
+		}
+		return done(), nil
+	})
+}

@@ -1,0 +1,364 @@
+package operator_test
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+	"testing"
+	"testing/fstest"
+	"time"
+
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/go-logr/logr"
+
+	"github.com/styrmin/styrmin/config"
+	"github.com/styrmin/styrmin/drivers"
+	"github.com/styrmin/styrmin/operator/driversource"
+	"github.com/styrmin/styrmin/internal/agenttest"
+	"github.com/styrmin/styrmin/operator/api/v1alpha1"
+	"github.com/styrmin/styrmin/operator/operation"
+	"github.com/styrmin/styrmin/operator/task"
+	"github.com/styrmin/styrmin/resolver"
+)
+
+const (
+	// backupSecret is the credentials Secret the data environment names.
+	backupSecret = "styrmin-backup"
+	// backupSecretKey is a fake key: it must reach the job, never a status.
+	backupSecretKey = "not-a-real-key-but-a-secret-all-the-same"
+)
+
+// dataEnvironment is an environment of two graphhub deployments (a, b)
+// whose driver declares backup and restore hooks, with an s3:// backup
+// location, its credentials and a daily schedule that keeps 2.
+func dataEnvironment() fstest.MapFS {
+	hub := []byte("driver: \"graphhub\"\nappVersion: \"1.4.0\"\nparameters: databasePassword: {name: \"db\", key: \"password\"}\n")
+	return fstest.MapFS{
+		"clusters/local/environments/data/environment.cue": {Data: []byte(`namespacePrefix: "data"
+backupLocation:  "s3://backups/local/data"
+backups: {secret: "` + backupSecret + `", schedule: "0 3 * * *", keep: 2}
+parameters: logLevel: "info"
+`), Mode: 0o644},
+		"clusters/local/environments/data/deployments/a.cue": {Data: hub, Mode: 0o644},
+		"clusters/local/environments/data/deployments/b.cue": {Data: hub, Mode: 0o644},
+	}
+}
+
+// createBackupSecret makes the data environment's credentials Secret,
+// marked for backups.
+func (e *agentEnv) createBackupSecret(t *testing.T) {
+	t.Helper()
+	s := &corev1.Secret{
+		ObjectMeta: metav1.ObjectMeta{Name: backupSecret, Namespace: config.AgentNamespace, Labels: map[string]string{task.LabelBackupCredentials: "true"}},
+		StringData: map[string]string{"AWS_ACCESS_KEY_ID": "test", "AWS_SECRET_ACCESS_KEY": backupSecretKey},
+	}
+	if err := e.c.Create(context.Background(), s); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// waitBackup waits until a StyrminBackup ends.
+func (e *agentEnv) waitBackup(t *testing.T, name string) *v1alpha1.StyrminBackup {
+	t.Helper()
+	var b v1alpha1.StyrminBackup
+	agenttest.WaitUntil(t, agentWaitLimit, "backup "+name+" to end", func(ctx context.Context) (bool, string, error) {
+		if err := e.c.Get(ctx, client.ObjectKey{Namespace: config.AgentNamespace, Name: name}, &b); err != nil {
+			return false, err.Error(), nil
+		}
+		return b.Status.Phase.Terminal(), fmt.Sprintf("phase %q %s %+v", b.Status.Phase, b.Status.Message, b.Status.Deployments), nil
+	})
+	return &b
+}
+
+// waitRestore waits until a StyrminRestore reaches phase.
+func (e *agentEnv) waitRestore(t *testing.T, name string, phase v1alpha1.OperationPhase) *v1alpha1.StyrminRestore {
+	t.Helper()
+	var r v1alpha1.StyrminRestore
+	agenttest.WaitUntil(t, agentWaitLimit, "restore "+name+" to be "+string(phase), func(ctx context.Context) (bool, string, error) {
+		if err := e.c.Get(ctx, client.ObjectKey{Namespace: config.AgentNamespace, Name: name}, &r); err != nil {
+			return false, err.Error(), nil
+		}
+		return r.Status.Phase == phase, fmt.Sprintf("phase %q %s", r.Status.Phase, r.Status.Message), nil
+	})
+	return &r
+}
+
+func (e *agentEnv) create(t *testing.T, o client.Object) {
+	t.Helper()
+	if err := e.c.Create(context.Background(), o); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestBackupOfAnEnvironmentRunsEachDriversHookAsATaskAndARestoreHoldsBackItsDeploymentsFanOut(t *testing.T) {
+	e := startAgentEnvWith(t, dataEnvironment())
+	e.lock(t)
+	e.startAgent(t)
+	for _, n := range []string{"a", "b"} {
+		requireSucceeded(t, e.waitTask(t, "data-"+n, n, 1))
+	}
+	requireSucceeded(t, e.waitTask(t, webNamespace, "web", 1))
+	ctx := context.Background()
+	ns := config.AgentNamespace
+
+	t.Log("refused: a location its Secret cannot reach, and an environment with a driver without the hook")
+	e.create(t, &v1alpha1.StyrminBackup{ObjectMeta: metav1.ObjectMeta{Name: "no-secret", Namespace: ns}, Spec: v1alpha1.StyrminBackupSpec{Environment: "data"}})
+	if b := e.waitBackup(t, "no-secret"); b.Status.Phase != v1alpha1.OperationFailed ||
+		!strings.Contains(b.Status.Message, "environment local/data") || !strings.Contains(b.Status.Message, `backups.secret "styrmin-backup": no such Secret`) {
+		t.Fatalf("a backup whose Secret is missing: %s %q, want Failed naming the environment and the Secret", b.Status.Phase, b.Status.Message)
+	}
+	e.createBackupSecret(t)
+	e.create(t, &v1alpha1.StyrminBackup{ObjectMeta: metav1.ObjectMeta{Name: "dev-all", Namespace: ns}, Spec: v1alpha1.StyrminBackupSpec{Environment: "dev"}})
+	if b := e.waitBackup(t, "dev-all"); b.Status.Phase != v1alpha1.OperationFailed || !strings.Contains(b.Status.Message, "environment local/dev") {
+		t.Fatalf("a backup of dev: %s %q, want it refused (dev has no backups.secret for its s3:// location, and web's driver has no hook)", b.Status.Phase, b.Status.Message)
+	}
+	e.create(t, &v1alpha1.StyrminBackup{ObjectMeta: metav1.ObjectMeta{Name: "web-only", Namespace: ns}, Spec: v1alpha1.StyrminBackupSpec{Environment: "data", Deployments: []string{"web"}}})
+	if b := e.waitBackup(t, "web-only"); b.Status.Phase != v1alpha1.OperationFailed || !strings.Contains(b.Status.Message, "deployment web: no such deployment") {
+		t.Fatalf("a backup of a deployment of another environment: %s %q", b.Status.Phase, b.Status.Message)
+	}
+	for _, name := range []string{"no-secret", "dev-all", "web-only"} {
+		var tasks v1alpha1.StyrminTaskList
+		if err := e.c.List(ctx, &tasks, client.MatchingLabels{v1alpha1.LabelOperation: name}); err != nil || len(tasks.Items) > 0 {
+			t.Fatalf("refused backup %s made %d tasks (%v): a refusal changes nothing", name, len(tasks.Items), err)
+		}
+	}
+
+	t.Log("a backup of data, made while a change of a is locked: one task per deployment, ordered with a's change")
+	seq := e.change(t, "a", "a logs at debug", map[string][]byte{"clusters/local/environments/data/deployments/a.cue": []byte(
+		"driver: \"graphhub\"\nappVersion: \"1.4.0\"\nparameters: {logLevel: \"debug\", databasePassword: {name: \"db\", key: \"password\"}}\n")})
+	e.create(t, &v1alpha1.StyrminBackup{ObjectMeta: metav1.ObjectMeta{Name: "b1", Namespace: ns}, Spec: v1alpha1.StyrminBackupSpec{Environment: "data"}})
+	b1 := e.waitBackup(t, "b1")
+	if b1.Status.Phase != v1alpha1.OperationSucceeded || b1.Status.Location != "s3://backups/local/data" || len(b1.Status.Deployments) != 2 {
+		t.Fatalf("backup b1: %s %q location %q deployments %+v", b1.Status.Phase, b1.Status.Message, b1.Status.Location, b1.Status.Deployments)
+	}
+	change := e.waitTask(t, "data-a", "a", seq)
+	requireSucceeded(t, change)
+	for _, d := range b1.Status.Deployments {
+		if want := "s3://backups/local/data/b1/" + d.Name; d.Artifact != want || d.Driver.Name != "graphhub" || d.Driver.Version != "1.0.0" ||
+			d.StartedAt == nil || d.FinishedAt == nil || d.Sequence < 1 {
+			t.Errorf("b1's %s: %+v, want artefact %s, graphhub@1.0.0, its times and sequence", d.Name, d, want)
+		}
+		var op v1alpha1.StyrminTask
+		if err := e.c.Get(ctx, client.ObjectKey{Namespace: d.Namespace, Name: d.Task}, &op); err != nil {
+			t.Fatal(err)
+		}
+		if op.Status.Workflow != v1alpha1.WorkflowBackup || len(op.Status.Steps) == 0 || !strings.HasPrefix(op.Status.Steps[0].Name, "backup/") {
+			t.Errorf("b1's task for %s: workflow %s steps %v, want the backup hook's", d.Name, op.Status.Workflow, stepNames(&op))
+		}
+		if d.Name != "a" {
+			continue
+		}
+		// Ordered: the backup and a's change never overlap, in the order
+		// the backup's task says.
+		if op.Spec.ToSequence >= seq {
+			if op.Status.StartedAt.Before(change.Status.FinishedAt) {
+				t.Errorf("the backup (after sequence %d) started %s, before a's change %d ended %s", op.Spec.ToSequence, op.Status.StartedAt, seq, change.Status.FinishedAt)
+			}
+		} else if change.Status.StartedAt.Before(op.Status.FinishedAt) {
+			t.Errorf("a's change %d started %s, before the backup (ordered before it) ended %s", seq, change.Status.StartedAt, op.Status.FinishedAt)
+		}
+		if d.Sequence != op.Status.FromSequence {
+			t.Errorf("b1 records sequence %d for a, its task ran at %d", d.Sequence, op.Status.FromSequence)
+		}
+	}
+	e.requireBackupJob(t, "data-a", "b1", "s3://backups/local/data/b1/a")
+
+	t.Log("a restore that fails holds back a's fan-out task; b's goes on; a retry lets it run")
+	// Without its Secret the restore's job cannot be given its
+	// credentials: its step fails.
+	if err := e.c.Delete(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: backupSecret, Namespace: ns}}); err != nil {
+		t.Fatal(err)
+	}
+	e.create(t, &v1alpha1.StyrminRestore{ObjectMeta: metav1.ObjectMeta{Name: "r1", Namespace: ns}, Spec: v1alpha1.StyrminRestoreSpec{Backup: "b1", Deployments: []string{"a"}}})
+	r1 := e.waitRestore(t, "r1", v1alpha1.OperationFailed)
+	if !strings.Contains(r1.Status.Message, "does not exist") || !strings.Contains(r1.Status.Message, "styrminctl restore retry r1") {
+		t.Fatalf("r1 failed with %q, want the missing Secret and how to retry", r1.Status.Message)
+	}
+	e.commitConfig(t, "data logs at warning", map[string][]byte{"clusters/local/environments/data/environment.cue": []byte(`namespacePrefix: "data"
+backupLocation:  "s3://backups/local/data"
+backups: {secret: "` + backupSecret + `", schedule: "0 3 * * *", keep: 2}
+parameters: logLevel: "warning"
+`)})
+	fan := e.lock(t)
+	if fan["b"] == 0 {
+		t.Fatalf("the fan-out locked %v, want b", fan)
+	}
+	requireSucceeded(t, e.waitTask(t, "data-b", "b", fan["b"]))
+	held := v1alpha1.TaskName("a", seq+1)
+	agenttest.WaitUntil(t, agentWaitLimit, "a's fan-out task to wait for the restore", func(ctx context.Context) (bool, string, error) {
+		var tk v1alpha1.StyrminTask
+		if err := e.c.Get(ctx, client.ObjectKey{Namespace: "data-a", Name: held}, &tk); err != nil {
+			return false, err.Error(), nil
+		}
+		for _, c := range tk.Status.Conditions {
+			if c.Type == v1alpha1.ConditionReady && c.Reason == v1alpha1.ReasonRestoreInProgress {
+				return tk.Status.Phase == v1alpha1.TaskPending && len(tk.Status.Steps) > 0 && tk.Status.Steps[0].State == v1alpha1.StepPending, c.Message, nil
+			}
+		}
+		return false, fmt.Sprintf("phase %s %v", tk.Status.Phase, tk.Status.Conditions), nil
+	})
+	out := e.ctl(t, "status", "--kubeconfig", e.kubeconfig)
+	if !strings.Contains(out, "held by a restore:") || !strings.Contains(out, "StyrminRestore r1 failed") {
+		t.Errorf("styrminctl status does not show the failed restore holding a:\n%s", out)
+	}
+	e.createBackupSecret(t)
+	var r v1alpha1.StyrminRestore
+	if err := e.c.Get(ctx, client.ObjectKey{Namespace: ns, Name: "r1"}, &r); err != nil {
+		t.Fatal(err)
+	}
+	base := r.DeepCopy()
+	r.Spec.Retry = "1"
+	if err := e.c.Patch(ctx, &r, client.MergeFrom(base)); err != nil {
+		t.Fatal(err)
+	}
+	r1 = e.waitRestore(t, "r1", v1alpha1.OperationSucceeded)
+	if d := r1.Status.Deployments[0]; d.Attempt != 2 || d.Artifact != "s3://backups/local/data/b1/a" {
+		t.Errorf("r1 after its retry: %+v, want attempt 2 restoring b1's artefact of a", d)
+	}
+	after := e.waitTask(t, "data-a", "a", seq+1)
+	requireSucceeded(t, after)
+	var rt v1alpha1.StyrminTask
+	if err := e.c.Get(ctx, client.ObjectKey{Namespace: "data-a", Name: r1.Status.Deployments[0].Task}, &rt); err != nil {
+		t.Fatal(err)
+	}
+	if after.Status.StartedAt.Before(rt.Status.FinishedAt) {
+		t.Errorf("a's fan-out started %s, before its restore ended %s", after.Status.StartedAt, rt.Status.FinishedAt)
+	}
+	e.requireNoSecretValue(t)
+}
+
+// requireBackupJob checks the job a backup ran for a deployment: the
+// backup's ID and artefact as environment variables, the credentials from
+// a copy of the Secret (never in the job's spec).
+func (e *agentEnv) requireBackupJob(t *testing.T, ns, id, artifact string) {
+	t.Helper()
+	var jobs batchv1.JobList
+	if err := e.c.List(context.Background(), &jobs, client.InNamespace(ns)); err != nil {
+		t.Fatal(err)
+	}
+	for _, j := range jobs.Items {
+		c := j.Spec.Template.Spec.Containers[0]
+		env := map[string]string{}
+		for _, v := range c.Env {
+			env[v.Name] = v.Value
+		}
+		if env[task.EnvBackupID] != id {
+			continue
+		}
+		if env[task.EnvBackupLocation] != artifact || len(c.EnvFrom) != 1 || c.EnvFrom[0].SecretRef == nil {
+			t.Fatalf("backup job %s/%s: env %v envFrom %+v, want the artefact %s and the credentials' copy", ns, j.Name, env, c.EnvFrom, artifact)
+		}
+		var cp corev1.Secret
+		if err := e.c.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: c.EnvFrom[0].SecretRef.Name}, &cp); err != nil {
+			t.Fatal(err)
+		}
+		if string(cp.Data["AWS_SECRET_ACCESS_KEY"]) != backupSecretKey {
+			t.Errorf("the copy of the credentials holds %d keys, not the Secret's", len(cp.Data))
+		}
+		return
+	}
+	t.Fatalf("no job in %s ran backup %s", ns, id)
+}
+
+// requireNoSecretValue checks that no task, backup or restore status
+// holds the credentials' value.
+func (e *agentEnv) requireNoSecretValue(t *testing.T) {
+	t.Helper()
+	ctx := context.Background()
+	var tasks v1alpha1.StyrminTaskList
+	var backups v1alpha1.StyrminBackupList
+	var restores v1alpha1.StyrminRestoreList
+	for _, l := range []client.ObjectList{&tasks, &backups, &restores} {
+		if err := e.c.List(ctx, l); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if s := fmt.Sprintf("%+v %+v %+v", tasks.Items, backups.Items, restores.Items); strings.Contains(s, backupSecretKey) {
+		t.Error("a task, backup or restore holds the credentials' value")
+	}
+	if strings.Contains(e.agent.Log(), backupSecretKey) {
+		t.Error("the agent's log holds the credentials' value")
+	}
+}
+
+func TestScheduledBackupsAreMadeOncePerTimeAndTheOldestBeyondKeepDeleted(t *testing.T) {
+	e := startAgentEnvWith(t, dataEnvironment())
+	e.lock(t)
+	e.startAgent(t)
+	for _, n := range []string{"a", "b"} {
+		requireSucceeded(t, e.waitTask(t, "data-"+n, n, 1))
+	}
+	e.createBackupSecret(t)
+	// The test's own scheduler, on a clock it moves; the agent's runs on
+	// the real one and will not reach 03:00 during the test.
+	now := time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
+	settings := operation.SettingsFunc(func(context.Context) ([]resolver.EnvironmentBackups, error) {
+		return []resolver.EnvironmentBackups{{Cluster: agentCluster, Environment: "data", Location: "s3://backups/local/data", Secret: backupSecret, Schedule: "0 3 * * *", Keep: 2}}, nil
+	})
+	s, err := operation.NewScheduler(operation.Options{Client: e.c, APIReader: e.c, Drivers: noDrivers{}, Settings: settings,
+		Namespace: config.AgentNamespace, Cluster: agentCluster, Now: func() time.Time { return now }}, 0, logr.Discard())
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	tick := func() {
+		t.Helper()
+		if err := s.Tick(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	scheduled := func() []string {
+		t.Helper()
+		var list v1alpha1.StyrminBackupList
+		if err := e.c.List(ctx, &list, client.InNamespace(config.AgentNamespace), client.MatchingLabels{operation.LabelSchedule: "data"}); err != nil {
+			t.Fatal(err)
+		}
+		var out []string
+		for _, b := range list.Items {
+			if b.DeletionTimestamp.IsZero() {
+				out = append(out, b.Name)
+			}
+		}
+		slices.Sort(out)
+		return out
+	}
+	tick()
+	if got := scheduled(); len(got) != 0 {
+		t.Fatalf("a new schedule made %v at once, want its first time to wait for 03:00", got)
+	}
+	var made []string
+	for day := 2; day <= 4; day++ {
+		now = time.Date(2026, 12, day, 3, 0, 30, 0, time.UTC)
+		tick()
+		tick() // once per time, however often it looks
+		name := fmt.Sprintf("data-202612%02d-0300", day)
+		made = append(made, name)
+		if b := e.waitBackup(t, name); b.Status.Phase != v1alpha1.OperationSucceeded {
+			t.Fatalf("scheduled backup %s: %s %q", name, b.Status.Phase, b.Status.Message)
+		}
+	}
+	now = now.Add(time.Minute)
+	tick()
+	agenttest.WaitUntil(t, agentWaitLimit, "the oldest backup beyond keep 2 to be deleted", func(context.Context) (bool, string, error) {
+		got := scheduled()
+		return slices.Equal(got, made[1:]), fmt.Sprint(got), nil
+	})
+	// Its tasks went with it.
+	agenttest.WaitUntil(t, agentWaitLimit, "the deleted backup's tasks to go", func(ctx context.Context) (bool, string, error) {
+		var tasks v1alpha1.StyrminTaskList
+		err := e.c.List(ctx, &tasks, client.MatchingLabels{v1alpha1.LabelOperation: made[0]})
+		return err == nil && len(tasks.Items) == 0, fmt.Sprintf("%d tasks", len(tasks.Items)), err
+	})
+}
+
+// noDrivers is a driver source the scheduler never asks.
+type noDrivers struct{}
+
+func (noDrivers) Driver(context.Context, driversource.Request) (*drivers.Driver, error) {
+	return nil, fmt.Errorf("no drivers here")
+}
