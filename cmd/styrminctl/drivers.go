@@ -315,6 +315,13 @@ func printDetail(w io.Writer, d driverDetail) error {
 					label = mode + ":"
 				}
 				fmt.Fprintf(w, "    %-6s %d. %s\n", label, i+1, describeStep(s))
+				// A script (sh -c "…" over several lines) reads as
+				// written, below its step, not folded into one line.
+				if script := multiLine(s.Command); script != nil {
+					for _, l := range script {
+						fmt.Fprintf(w, "              | %s\n", l)
+					}
+				}
 			}
 		}
 	}
@@ -341,7 +348,12 @@ func describeStep(s step) string {
 		parts = append(parts, "in "+s.Component)
 	}
 	if len(s.Command) > 0 {
-		parts = append(parts, "`"+strings.Join(s.Command, " ")+"`")
+		if multiLine(s.Command) != nil {
+			// The last argument is shown below the step.
+			parts = append(parts, "`"+strings.Join(s.Command[:len(s.Command)-1], " ")+" <script>`")
+		} else {
+			parts = append(parts, "`"+strings.Join(s.Command, " ")+"`")
+		}
 	}
 	if s.Timeout != "" {
 		parts = append(parts, "(timeout "+s.Timeout+")")
@@ -453,4 +465,19 @@ read as YAML: 3, true, "text", {name: db, key: password}).`,
 	cmd.Flags().StringArrayVarP(&params, "param", "p", nil, "set a parameter for the sample render: NAME=VALUE (repeatable)")
 	cmd.Flags().BoolVar(&manifests, "manifests", false, "print the rendered manifests too")
 	return cmd
+}
+
+// multiLine returns the lines of a command whose last argument is a
+// script of several lines (nil otherwise), without the blank ones.
+func multiLine(cmd []string) []string {
+	if len(cmd) == 0 || !strings.Contains(cmd[len(cmd)-1], "\n") {
+		return nil
+	}
+	var out []string
+	for _, l := range strings.Split(cmd[len(cmd)-1], "\n") {
+		if strings.TrimSpace(l) != "" {
+			out = append(out, l)
+		}
+	}
+	return out
 }
