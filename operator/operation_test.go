@@ -83,7 +83,7 @@ func (e *agentEnv) waitRestore(t *testing.T, name string, phase v1alpha1.Operati
 		if err := e.c.Get(ctx, client.ObjectKey{Namespace: config.AgentNamespace, Name: name}, &r); err != nil {
 			return false, err.Error(), nil
 		}
-		return r.Status.Phase == phase, fmt.Sprintf("phase %q %s", r.Status.Phase, r.Status.Message), nil
+		return r.Status.Phase == phase, fmt.Sprintf("phase %q %s retry %q observed %q %+v", r.Status.Phase, r.Status.Message, r.Spec.Retry, r.Status.ObservedRetry, r.Status.Deployments), nil
 	})
 	return &r
 }
@@ -179,14 +179,14 @@ func TestBackupOfAnEnvironmentRunsEachDriversHookAsATaskAndARestoreHoldsBackItsD
 	if !strings.Contains(r1.Status.Message, "does not exist") || !strings.Contains(r1.Status.Message, "styrminctl restore retry r1") {
 		t.Fatalf("r1 failed with %q, want the missing Secret and how to retry", r1.Status.Message)
 	}
-	e.commitConfig(t, "data logs at warning", map[string][]byte{"clusters/local/environments/data/environment.cue": []byte(`namespacePrefix: "data"
+	e.commitConfig(t, "data runs one worker", map[string][]byte{"clusters/local/environments/data/environment.cue": []byte(`namespacePrefix: "data"
 backupLocation:  "s3://backups/local/data"
 backups: {secret: "` + backupSecret + `", schedule: "0 3 * * *", keep: 2}
-parameters: logLevel: "warning"
+parameters: {logLevel: "info", workers: 1}
 `)})
 	fan := e.lock(t)
-	if fan["b"] == 0 {
-		t.Fatalf("the fan-out locked %v, want b", fan)
+	if fan["b"] == 0 || fan["a"] != seq+1 {
+		t.Fatalf("the fan-out locked %v, want a at %d and b", fan, seq+1)
 	}
 	requireSucceeded(t, e.waitTask(t, "data-b", "b", fan["b"]))
 	held := v1alpha1.TaskName("a", seq+1)
@@ -250,11 +250,17 @@ func (e *agentEnv) requireBackupJob(t *testing.T, ns, id, artifact string) {
 		if env[task.EnvBackupID] != id {
 			continue
 		}
-		if env[task.EnvBackupLocation] != artifact || len(c.EnvFrom) != 1 || c.EnvFrom[0].SecretRef == nil {
+		copied := ""
+		for _, f := range c.EnvFrom {
+			if f.SecretRef != nil && strings.HasPrefix(f.SecretRef.Name, "styrmin-backup-") {
+				copied = f.SecretRef.Name
+			}
+		}
+		if env[task.EnvBackupLocation] != artifact || copied == "" {
 			t.Fatalf("backup job %s/%s: env %v envFrom %+v, want the artefact %s and the credentials' copy", ns, j.Name, env, c.EnvFrom, artifact)
 		}
 		var cp corev1.Secret
-		if err := e.c.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: c.EnvFrom[0].SecretRef.Name}, &cp); err != nil {
+		if err := e.c.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: copied}, &cp); err != nil {
 			t.Fatal(err)
 		}
 		if string(cp.Data["AWS_SECRET_ACCESS_KEY"]) != backupSecretKey {

@@ -261,9 +261,21 @@ func (r *BackupReconciler) record(ctx context.Context, b *v1alpha1.StyrminBackup
 // makeTask creates an operation task for target tg, ordered after the
 // newest change the agent made a task for.
 func makeTask(ctx context.Context, c client.Client, tg target, name string, op v1alpha1.TaskOperation) error {
-	seq, lock, err := orderAfter(ctx, c, tg.sd)
-	if err != nil {
-		return err
+	return makeTaskAt(ctx, c, tg, name, op, nil)
+}
+
+// makeTaskAt is makeTask in the place of task at (when not nil): a
+// retry's.
+func makeTaskAt(ctx context.Context, c client.Client, tg target, name string, op v1alpha1.TaskOperation, at *v1alpha1.StyrminTask) error {
+	var seq int64
+	var lock v1alpha1.LockRef
+	if at != nil {
+		seq, lock = at.Spec.ToSequence, at.Spec.Lock
+	} else {
+		var err error
+		if seq, lock, err = orderAfter(ctx, c, tg.sd); err != nil {
+			return err
+		}
 	}
 	id := tg.sd.Spec.Deployment
 	labels := id.Labels()

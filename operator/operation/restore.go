@@ -112,7 +112,7 @@ func (r *RestoreReconciler) start(ctx context.Context, rs *v1alpha1.StyrminResto
 	if err := r.opts.Client.Status().Patch(ctx, rs, client.MergeFrom(base)); err != nil {
 		return err
 	}
-	return r.makeTasks(ctx, rs, nil)
+	return r.makeTasks(ctx, rs, nil, nil)
 }
 
 // retry runs the failed deployments' restores again, each as a new
@@ -120,11 +120,13 @@ func (r *RestoreReconciler) start(ctx context.Context, rs *v1alpha1.StyrminResto
 func (r *RestoreReconciler) retry(ctx context.Context, rs *v1alpha1.StyrminRestore) error {
 	base := rs.DeepCopy()
 	var again []string
+	prev := map[string]string{}
 	for i := range rs.Status.Deployments {
 		d := &rs.Status.Deployments[i]
 		if d.Phase == v1alpha1.OperationSucceeded {
 			continue
 		}
+		prev[d.Name] = d.Task
 		d.Attempt++
 		d.Task = task.OperationTaskName(d.Name, v1alpha1.OperationRestore, rs.Name, d.Attempt)
 		d.Phase, d.Message, d.StartedAt, d.FinishedAt = v1alpha1.OperationPending, "", nil, nil
@@ -136,12 +138,14 @@ func (r *RestoreReconciler) retry(ctx context.Context, rs *v1alpha1.StyrminResto
 	if err := r.opts.Client.Status().Patch(ctx, rs, client.MergeFrom(base)); err != nil {
 		return err
 	}
-	return r.makeTasks(ctx, rs, again)
+	return r.makeTasks(ctx, rs, again, prev)
 }
 
 // makeTasks creates the restore tasks of rs's deployments (only: all
-// when nil) that are not done.
-func (r *RestoreReconciler) makeTasks(ctx context.Context, rs *v1alpha1.StyrminRestore, only []string) error {
+// when nil) that are not done. A retry's task takes its failed attempt's
+// place (prev: its task by deployment) among the deployment's changes:
+// the changes that wait for the restore stay after it.
+func (r *RestoreReconciler) makeTasks(ctx context.Context, rs *v1alpha1.StyrminRestore, only []string, prev map[string]string) error {
 	var b v1alpha1.StyrminBackup
 	if err := r.opts.Client.Get(ctx, client.ObjectKey{Namespace: r.opts.Namespace, Name: rs.Spec.Backup}, &b); err != nil {
 		return err
@@ -159,7 +163,16 @@ func (r *RestoreReconciler) makeTasks(ctx context.Context, rs *v1alpha1.StyrminR
 		i := slices.IndexFunc(rs.Status.Deployments, func(d v1alpha1.OperationDeployment) bool { return d.Name == tg.sd.Spec.Deployment.Name })
 		d := rs.Status.Deployments[i]
 		op := v1alpha1.TaskOperation{Kind: v1alpha1.OperationRestore, Name: rs.Name, BackupID: b.Name, Artifact: d.Artifact, Secret: settings.Secret, Attempt: d.Attempt}
-		if err := makeTask(ctx, r.opts.Client, tg, d.Task, op); err != nil {
+		var at *v1alpha1.StyrminTask
+		if p := prev[d.Name]; p != "" {
+			var pt v1alpha1.StyrminTask
+			if err := r.opts.Client.Get(ctx, client.ObjectKey{Namespace: d.Namespace, Name: p}, &pt); err == nil {
+				at = &pt
+			} else if !apierrors.IsNotFound(err) {
+				return err
+			}
+		}
+		if err := makeTaskAt(ctx, r.opts.Client, tg, d.Task, op, at); err != nil {
 			return err
 		}
 	}
