@@ -18,9 +18,9 @@ import (
 
 	"github.com/styrmin/styrmin/config"
 	"github.com/styrmin/styrmin/drivers"
-	"github.com/styrmin/styrmin/operator/driversource"
 	"github.com/styrmin/styrmin/internal/agenttest"
 	"github.com/styrmin/styrmin/operator/api/v1alpha1"
+	"github.com/styrmin/styrmin/operator/driversource"
 	"github.com/styrmin/styrmin/operator/operation"
 	"github.com/styrmin/styrmin/operator/task"
 	"github.com/styrmin/styrmin/resolver"

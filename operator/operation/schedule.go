@@ -215,4 +215,3 @@ func scheduledFor(b *v1alpha1.StyrminBackup) time.Time {
 	}
 	return b.CreationTimestamp.Time
 }
-
