@@ -368,3 +368,49 @@ type noDrivers struct{}
 func (noDrivers) Driver(context.Context, driversource.Request) (*drivers.Driver, error) {
 	return nil, fmt.Errorf("no drivers here")
 }
+
+// TestAgentKilledAtEveryStepOfABackupResumesIt SIGKILLs the agent twice
+// at every step of a backup's task (once the step is written Running, once
+// its action is done), restarting it each time: the backup ends Succeeded,
+// each step ran again after each kill, and its job was made once.
+func TestAgentKilledAtEveryStepOfABackupResumesIt(t *testing.T) {
+	e := startAgentEnvWith(t, dataEnvironment())
+	e.lock(t)
+	flags := []string{"--debug-step-pause=1s", "--leader-elect=false"}
+	agent := e.startAgent(t, flags...)
+	requireSucceeded(t, e.waitTask(t, "data-a", "a", 1))
+	e.createBackupSecret(t)
+	e.create(t, &v1alpha1.StyrminBackup{ObjectMeta: metav1.ObjectMeta{Name: "k1", Namespace: config.AgentNamespace},
+		Spec: v1alpha1.StyrminBackupSpec{Environment: "data", Deployments: []string{"a"}}})
+	name := task.OperationTaskName("a", v1alpha1.OperationBackup, "k1", 1)
+	const steps = 1 // the graphhub backup hook: the dump job
+	for k := range steps {
+		for _, point := range []string{"step started", "step action done"} {
+			agent.WaitLog(t, 2*time.Minute, fmt.Sprintf("%q of step %d of %s", point, k, name), func(l agenttest.LogEntry) bool {
+				return l.Str("msg") == point && l.Str("task") == name && l.Num("index") == int64(k)
+			})
+			agent.Kill(t)
+			agent = e.startAgent(t, flags...)
+		}
+	}
+	b := e.waitBackup(t, "k1")
+	if b.Status.Phase != v1alpha1.OperationSucceeded {
+		t.Fatalf("backup k1 after the kills: %s %q", b.Status.Phase, b.Status.Message)
+	}
+	var tk v1alpha1.StyrminTask
+	if err := e.c.Get(context.Background(), client.ObjectKey{Namespace: "data-a", Name: name}, &tk); err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range tk.Status.Steps {
+		if s.State != v1alpha1.StepSucceeded || s.Attempts != 3 {
+			t.Errorf("step %s: %s after %d attempts; want Succeeded after 3 (two kills)", s.Name, s.State, s.Attempts)
+		}
+	}
+	var jobs batchv1.JobList
+	if err := e.c.List(context.Background(), &jobs, client.InNamespace("data-a"), client.MatchingLabels{task.LabelTask: name}); err != nil {
+		t.Fatal(err)
+	}
+	if len(jobs.Items) != 1 {
+		t.Errorf("the backup made %d jobs, want 1 whatever the kills", len(jobs.Items))
+	}
+}
