@@ -223,7 +223,7 @@ func (r *BackupReconciler) check(ctx context.Context, b *v1alpha1.StyrminBackup)
 // validName refuses an ID that cannot be part of an artefact's path and
 // of its tasks' names.
 func validName(n string) error {
-	if len(n) > 63 || strings.Trim(n, "abcdefghijklmnopqrstuvwxyz0123456789-") != "" || strings.HasPrefix(n, "-") || strings.HasSuffix(n, "-") {
+	if n == "" || len(n) > 63 || strings.Trim(n, "abcdefghijklmnopqrstuvwxyz0123456789-") != "" || strings.HasPrefix(n, "-") || strings.HasSuffix(n, "-") {
 		return fmt.Errorf("the name %q is not a valid backup ID (expected lowercase letters, digits and '-', at most 63)", n)
 	}
 	return nil

@@ -1,0 +1,40 @@
+package operation
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/styrmin/styrmin/operator/api/v1alpha1"
+)
+
+func TestABackupRestoresOnlyIntoItsDriverOfTheSameMajorVersionAndNoOlder(t *testing.T) {
+	from := v1alpha1.DriverRef{Name: "graphhub", Version: "1.2.0"}
+	for _, tc := range []struct {
+		name, driver, version, want string
+	}{
+		{"the same version", "graphhub", "1.2.0", ""},
+		{"a newer minor", "graphhub", "1.3.1", ""},
+		{"another driver", "webapp", "1.2.0", "a backup restores only into the driver that took it"},
+		{"a new major", "graphhub", "2.0.0", "a new major version of a driver may not read its old backups (expected graphhub@1.x)"},
+		{"an older version", "graphhub", "1.1.0", "newer than the running graphhub@1.1.0: upgrade the deployment first"},
+		{"no semantic version", "graphhub", "latest", "expected semantic versions"},
+	} {
+		err := Compatible(from, tc.driver, tc.version)
+		if (tc.want == "") != (err == nil) || (err != nil && !strings.Contains(err.Error(), tc.want)) {
+			t.Errorf("%s: %v, want %q", tc.name, err, tc.want)
+		}
+	}
+}
+
+func TestBackupIDsAreRefusedUnlessTheyCanNameAnArtefactAndATask(t *testing.T) {
+	for _, ok := range []string{"dev-20261201-0300", "before-migration", "a"} {
+		if err := validName(ok); err != nil {
+			t.Errorf("%q: %v", ok, err)
+		}
+	}
+	for _, bad := range []string{"", "Dev", "-a", "a-", "a/b", "a.b", strings.Repeat("a", 64)} {
+		if err := validName(bad); err == nil {
+			t.Errorf("%q was accepted", bad)
+		}
+	}
+}

@@ -1,0 +1,120 @@
+package task
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/styrmin/styrmin/drivers"
+	"github.com/styrmin/styrmin/operator/api/v1alpha1"
+	"github.com/styrmin/styrmin/resolver"
+)
+
+func change(seq int64) v1alpha1.StyrminTask {
+	return v1alpha1.StyrminTask{ObjectMeta: metav1.ObjectMeta{Name: "c" + string(rune('0'+seq))}, Spec: v1alpha1.StyrminTaskSpec{ToSequence: seq}}
+}
+
+func op(name string, kind v1alpha1.OperationKind, seq int64, created int, attempt int32, phase v1alpha1.TaskPhase) v1alpha1.StyrminTask {
+	return v1alpha1.StyrminTask{
+		ObjectMeta: metav1.ObjectMeta{Name: name, CreationTimestamp: metav1.NewTime(time.Unix(int64(created), 0))},
+		Spec:       v1alpha1.StyrminTaskSpec{ToSequence: seq, Operation: &v1alpha1.TaskOperation{Kind: kind, Name: strings.Split(name, "-")[0], Attempt: attempt}},
+		Status:     v1alpha1.StyrminTaskStatus{Phase: phase},
+	}
+}
+
+func TestAnOperationRunsAfterTheChangesUpToItsSequenceAndBeforeTheLaterOnes(t *testing.T) {
+	c2, c3 := change(2), change(3)
+	b1 := op("b1", v1alpha1.OperationBackup, 2, 10, 1, "")
+	b2 := op("b2", v1alpha1.OperationBackup, 2, 20, 1, "")
+	for _, tc := range []struct {
+		name string
+		s, t v1alpha1.StyrminTask
+		want bool
+	}{
+		{"the change of its sequence first", c2, b1, true},
+		{"then the operation", b1, c2, false},
+		{"the operation before the next change", b1, c3, true},
+		{"the next change after it", c3, b1, false},
+		{"operations at one sequence in the order made", b1, b2, true},
+		{"not the other way round", b2, b1, false},
+		{"changes by sequence", c2, c3, true},
+	} {
+		if got := runsBefore(&tc.s, &tc.t); got != tc.want {
+			t.Errorf("%s: runsBefore(%s, %s) = %t, want %t", tc.name, tc.s.Name, tc.t.Name, got, tc.want)
+		}
+	}
+}
+
+func TestAFailedRestoreHoldsTheLaterChangesUntilANewerAttempt(t *testing.T) {
+	c3 := change(3)
+	failed := op("r1-a", v1alpha1.OperationRestore, 2, 10, 1, v1alpha1.TaskFailed)
+	failed.Status.Message = "step restore/core/1:runJob failed: job restore-db failed\nlogs"
+	retried := op("r1-a-2", v1alpha1.OperationRestore, 2, 20, 2, v1alpha1.TaskSucceeded)
+	failedBackup := op("b1-a", v1alpha1.OperationBackup, 2, 10, 1, v1alpha1.TaskFailed)
+	later := op("r2-a", v1alpha1.OperationRestore, 3, 30, 1, v1alpha1.TaskFailed)
+	for _, tc := range []struct {
+		name  string
+		tasks []v1alpha1.StyrminTask
+		want  string
+	}{
+		{"a failed restore holds", []v1alpha1.StyrminTask{failed, c3}, "restore in progress: StyrminRestore r1 failed (step restore/core/1:runJob failed: job restore-db failed)"},
+		{"its retry that succeeded does not", []v1alpha1.StyrminTask{failed, retried, c3}, ""},
+		{"a failed backup does not", []v1alpha1.StyrminTask{failedBackup, c3}, ""},
+		{"a restore ordered after the change does not", []v1alpha1.StyrminTask{later, c3}, ""},
+	} {
+		got := restoreHold(&c3, tc.tasks)
+		if (tc.want == "") != (got == "") || !strings.HasPrefix(got, tc.want) {
+			t.Errorf("%s: %q, want %q", tc.name, got, tc.want)
+		}
+	}
+}
+
+func TestACloneFromABackupRestoresItAtTheSetupHooksStepAndOtherCreatesSkipIt(t *testing.T) {
+	d := &drivers.Driver{Name: "db", Version: "1.0.0", Hooks: map[drivers.Hook]drivers.Modes{
+		drivers.HookSetup:   {Post: []drivers.Step{{Action: drivers.ActionWaitReady, Components: []string{"db"}}, {Action: drivers.ActionRestoreBackup}, {Action: drivers.ActionRunJob, Component: "db", Job: "init"}}},
+		drivers.HookUpgrade: {Pre: []drivers.Step{{Action: drivers.ActionBackup}}, Core: []drivers.Step{{Action: drivers.ActionUpgradeDeploymentVersion}}},
+		drivers.HookBackup:  {Core: []drivers.Step{{Action: drivers.ActionRunJob, Component: "db", Job: "dump"}}},
+		drivers.HookRestore: {Pre: []drivers.Step{{Action: drivers.ActionStopComponents, Components: []string{"app"}}}, Core: []drivers.Step{{Action: drivers.ActionRunJob, Component: "db", Job: "load"}}},
+	}}
+	in := func(cf *drivers.CloneSource) *resolver.Instance {
+		return &resolver.Instance{ID: resolver.ID{Cluster: "local", Environment: "preview", Name: "hub"}, Sequence: 4,
+			Context: &drivers.Context{Environment: drivers.EnvironmentContext{BackupLocation: "s3://b/local/preview", ClonedFrom: cf}}}
+	}
+	names := func(steps []v1alpha1.TaskStep) []string {
+		var out []string
+		for _, s := range steps {
+			out = append(out, s.Name+"="+string(s.State)+":"+s.Args[argArtifact])
+		}
+		return out
+	}
+	plan := func(wf v1alpha1.Workflow, i *resolver.Instance) []string {
+		steps, err := Steps(wf, d)
+		if err == nil {
+			steps, err = expandSteps(wf, d, i, steps)
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		return names(steps)
+	}
+	clone := plan(v1alpha1.WorkflowCreate, in(&drivers.CloneSource{Environment: "dev", Backup: "nightly", Location: "s3://b/local/dev"}))
+	want := []string{
+		"setup/post/1:waitReady=Pending:",
+		"setup/post/2:restoreBackup/restore/pre/1:stopComponents=Pending:s3://b/local/dev/nightly/hub",
+		"setup/post/2:restoreBackup/restore/core/1:runJob=Pending:s3://b/local/dev/nightly/hub",
+		"setup/post/3:runJob=Pending:",
+	}
+	if got := clone[len(clone)-4:]; strings.Join(got, " ") != strings.Join(want, " ") {
+		t.Errorf("a clone's create:\n%s\nwant it to end\n%s", strings.Join(clone, "\n"), strings.Join(want, "\n"))
+	}
+	plain := plan(v1alpha1.WorkflowCreate, in(nil))
+	if !strings.Contains(strings.Join(plain, " "), "setup/post/2:restoreBackup=Skipped:") {
+		t.Errorf("a create that is no clone: %v, want the restoreBackup step skipped", plain)
+	}
+	up := plan(v1alpha1.WorkflowUpgrade, in(nil))
+	if len(up) < 1 || up[0] != "upgrade/pre/1:backup/backup/core/1:runJob=Pending:s3://b/local/preview/hub-before-4/hub" {
+		t.Errorf("an upgrade with a backup step: %v, want the backup hook's job first, to the deployment's own location", up)
+	}
+}
