@@ -477,7 +477,7 @@ func planOne(in Input, opts Options, c resolver.LockChange) (*Deployment, error)
 	if w == WorkflowDelete {
 		actionDriver = oldDrv
 	}
-	d.Actions = Actions(w, actionDriver)
+	d.Actions = ActionsFor(w, actionDriver, next != nil && next.BackupFirst)
 	if d.Actions == nil {
 		d.Actions = []Action{}
 	}

@@ -66,6 +66,15 @@ type Step struct {
 // The core mode always writes the instance (upgradeDeploymentVersion).
 // d may be nil for delete; for the other workflows it is an error.
 func Steps(w Workflow, d *drivers.Driver) ([]Step, error) {
+	return StepsFor(w, d, false)
+}
+
+// StepsFor is Steps for an instance whose BackupFirst is backupFirst: an
+// upgrade then starts with a backup step (the driver's backup hook)
+// ahead of the upgrade hook's pre steps, unless the driver's pre mode
+// takes one itself. The agent's task runs StepsFor with the instance's
+// BackupFirst, so the plan and the task agree.
+func StepsFor(w Workflow, d *drivers.Driver, backupFirst bool) ([]Step, error) {
 	var hook, prefix string
 	var modes drivers.Modes
 	switch w {
@@ -106,6 +115,9 @@ func Steps(w Workflow, d *drivers.Driver) ([]Step, error) {
 		// An operation writes no instance.
 		modes.Core = withCore(modes.Core)
 	}
+	if w == WorkflowUpgrade && backupFirst && !slices.ContainsFunc(modes.Pre, func(s drivers.Step) bool { return s.Action == drivers.ActionBackup }) {
+		modes.Pre = append([]drivers.Step{{Action: drivers.ActionBackup}}, modes.Pre...)
+	}
 	var out []Step
 	for _, m := range modes.Ordered() {
 		for i, s := range m.Steps {
@@ -119,10 +131,15 @@ func Steps(w Workflow, d *drivers.Driver) ([]Step, error) {
 // sentence saying what it does; nil for an unknown workflow. Without a
 // driver (one that could not be loaded) only the core step is shown.
 func Actions(w Workflow, d *drivers.Driver) []Action {
+	return ActionsFor(w, d, false)
+}
+
+// ActionsFor is Actions for the steps of StepsFor.
+func ActionsFor(w Workflow, d *drivers.Driver, backupFirst bool) []Action {
 	if d == nil && w != WorkflowDelete {
 		d = &drivers.Driver{}
 	}
-	steps, err := Steps(w, d)
+	steps, err := StepsFor(w, d, backupFirst)
 	if err != nil {
 		return nil
 	}

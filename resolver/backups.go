@@ -283,3 +283,25 @@ func cloneSourceOf(e *Environment) *CloneSource {
 	cf := *e.ClonedFrom
 	return &cf
 }
+
+// backupFirstOf is the merged backupBeforeUpgrade setting of a
+// deployment. Set for a driver that cannot be backed up, it is an error
+// in the file that set it: an upgrade that was asked to back up first
+// must not go ahead without one.
+func backupFirstOf(c *Cluster, e *Environment, d *Deployment, merged map[string]any, prov Provenance, drv *drivers.Driver) (bool, error) {
+	if merged["backupBeforeUpgrade"] != true {
+		return false, nil
+	}
+	if drv.CanBackup() {
+		return true, nil
+	}
+	l := d.layer()
+	if o, ok := prov["backupBeforeUpgrade"]; ok {
+		for _, cand := range []layer{c.layer(), e.layer(), d.layer()} {
+			if cand.file == o.File {
+				l = cand
+			}
+		}
+	}
+	return false, placed(&ConfigError{File: l.file, Field: "backupBeforeUpgrade", Msg: fmt.Sprintf("deployment %s: driver %s@%s declares no backup and restore hooks, so its upgrades cannot back up first: remove the field (or set it false for this deployment), or use a driver version that declares actions.backup and actions.restore", d.ID, drv.Name, drv.Version)}, l.pos)
+}

@@ -159,3 +159,74 @@ func TestCloneSourceReachesTheContext(t *testing.T) {
 		t.Fatal("no dev deployment resolved")
 	}
 }
+
+// TestBackupFirstIsRecordedAndLocked: backupBeforeUpgrade reaches the
+// instance of a driver that can be backed up, the digest covers it, and
+// the lockfile keeps it; unset, nothing changes.
+func TestBackupFirstIsRecordedAndLocked(t *testing.T) {
+	hubOf := func(res *Result) *Instance {
+		t.Helper()
+		for _, r := range res.Resolved {
+			if r.Instance.ID == (ID{"local", "dev", "hub"}) {
+				return r.Instance
+			}
+		}
+		t.Fatal("no local/dev/hub")
+		return nil
+	}
+	dir := exampleCopy(t)
+	res, _, err := resolveDir(t, dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	plain := hubOf(res)
+	if plain.BackupFirst {
+		t.Fatal("backupFirst without the setting")
+	}
+	const hub = "clusters/local/environments/dev/deployments/hub.cue"
+	data, err := os.ReadFile(dir + "/" + hub)
+	if err != nil {
+		t.Fatal(err)
+	}
+	writeFile(t, dir, hub, string(data)+"backupBeforeUpgrade: true\n")
+	res, _, err = resolveDir(t, dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := res.Err(); err != nil {
+		t.Fatal(err)
+	}
+	in := hubOf(res)
+	if !in.BackupFirst {
+		t.Fatal("backupBeforeUpgrade: true did not set backupFirst")
+	}
+	d1, _ := plain.ComputeDigest()
+	d2, _ := in.ComputeDigest()
+	if d1 == d2 {
+		t.Error("the digest does not cover backupFirst")
+	}
+	in.Sequence = 1
+	in.Digest = d2
+	lock, err := EncodeLock(in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(lock), "\nbackupFirst: true\n") {
+		t.Errorf("lockfile:\n%s", lock)
+	}
+	back, err := DecodeLock("locks/local/dev/hub.lock.yaml", lock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !back.BackupFirst {
+		t.Error("decoded lock lost backupFirst")
+	}
+	plain.Sequence, plain.Digest = 1, d1
+	lock, err = EncodeLock(plain)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(string(lock), "backupFirst") {
+		t.Errorf("lockfile without the setting mentions backupFirst:\n%s", lock)
+	}
+}

@@ -179,6 +179,15 @@ func TestBadInputGivesAClearErrorAndWritesNothing(t *testing.T) {
 		{"clone source with a bad commit", func(t *testing.T, dir string) {
 			writeFile(t, dir, devDir+"/environment.cue", "clonedFrom: {cluster: \"local\", environment: \"staging\", commit: \"HEAD\"}\n")
 		}, []string{devDir + "/environment.cue:1", "clonedFrom.commit"}},
+		{"backup before upgrade of a driver that cannot be backed up", func(t *testing.T, dir string) {
+			writeFile(t, dir, webCUE, "driver: \"webapp\"\nappVersion: \"1.25.0\"\nbackupBeforeUpgrade: true\n")
+		}, []string{webCUE + ":3:", "field backupBeforeUpgrade", "driver webapp@", "declares no backup and restore hooks"}},
+		{"backup before upgrade set by the environment for a driver that cannot be backed up", func(t *testing.T, dir string) {
+			writeFile(t, dir, devDir+"/environment.cue", "namespacePrefix: \"dev\"\nbackupBeforeUpgrade: true\n")
+		}, []string{devDir + "/environment.cue:2:", "field backupBeforeUpgrade", "local/dev/web", "driver webapp@"}},
+		{"backup before upgrade that is no boolean", func(t *testing.T, dir string) {
+			writeFile(t, dir, webCUE, "driver: \"webapp\"\nappVersion: \"1.25.0\"\nbackupBeforeUpgrade: \"yes\"\n")
+		}, []string{webCUE + ":3", "field backupBeforeUpgrade", "bool"}},
 		{"lockfile edited by hand", func(t *testing.T, dir string) {
 			lockDirInto(t, dir)
 			p := filepath.Join(dir, "locks/local/dev/web.lock.yaml")

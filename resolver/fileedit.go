@@ -21,6 +21,9 @@ type fieldSet struct {
 	field string // "appVersion", or "version" / "upgrade" under driver
 	under string // "" or "driver"
 	value string
+	// boolean: value is "true" or "false", written as a boolean (a
+	// top-level setting such as backupBeforeUpgrade, added when absent).
+	boolean bool
 }
 
 func (f fieldSet) path() string {
@@ -95,6 +98,9 @@ func setCUEField(file string, data []byte, s fieldSet) ([]byte, error) {
 		return nil, cueSyntaxError(file, err)
 	}
 	quoted := strconv.Quote(s.value)
+	if s.boolean {
+		return setCUEBool(file, data, f, s)
+	}
 	if s.under == "" {
 		fd, n := oneField(f.Decls, s.field)
 		if n != 1 {
@@ -165,6 +171,27 @@ func setCUEField(file string, data []byte, s fieldSet) ([]byte, error) {
 	}
 }
 
+// setCUEBool sets a top-level boolean: the literal replaced where the
+// file has one, else a line added at the end.
+func setCUEBool(file string, data []byte, f *ast.File, s fieldSet) ([]byte, error) {
+	fd, n := oneField(f.Decls, s.field)
+	switch {
+	case n > 1:
+		return nil, cannotEdit(file, s, fmt.Sprintf("the file defines %s %d times", s.field, n))
+	case n == 0:
+		out := append([]byte(nil), data...)
+		if len(out) > 0 && out[len(out)-1] != '\n' {
+			out = append(out, '\n')
+		}
+		return append(out, s.field+": "+s.value+"\n"...), nil
+	}
+	lit, ok := fd.Value.(*ast.BasicLit)
+	if !ok || (lit.Kind != token.TRUE && lit.Kind != token.FALSE) {
+		return nil, cannotEdit(file, s, "its value is not a boolean literal")
+	}
+	return splice(data, lit.Pos().Offset(), lit.End().Offset(), s.value), nil
+}
+
 func setYAMLField(file string, data []byte, s fieldSet) ([]byte, error) {
 	var doc yaml.Node
 	if err := yaml.Unmarshal(data, &doc); err != nil {
@@ -174,6 +201,21 @@ func setYAMLField(file string, data []byte, s fieldSet) ([]byte, error) {
 		return nil, cannotEdit(file, s, "the file is not one YAML mapping")
 	}
 	root := doc.Content[0]
+	if s.boolean {
+		b := &yaml.Node{Kind: yaml.ScalarNode, Tag: "!!bool", Value: s.value}
+		switch v, n := yamlValue(root, s.field); {
+		case n > 1:
+			return nil, cannotEdit(file, s, fmt.Sprintf("%s is defined %d times", s.field, n))
+		case n == 0:
+			root.Content = append(root.Content, &yaml.Node{Kind: yaml.ScalarNode, Tag: "!!str", Value: s.field}, b)
+		case v.Kind != yaml.ScalarNode:
+			return nil, cannotEdit(file, s, "its value is not a boolean")
+		default:
+			b.LineComment = v.LineComment
+			*v = *b
+		}
+		return encodeYAML(file, &doc)
+	}
 	target := root
 	if s.under != "" {
 		v, n := yamlValue(root, s.under)

@@ -117,6 +117,12 @@ type Instance struct {
 	// it, and a spec edited to pass an application off as internal (or
 	// back) no longer matches its digest.
 	Internal string `json:"internal,omitempty"`
+	// BackupFirst makes an upgrade of the deployment take a backup (its
+	// driver's backup hook) before the upgrade hook's pre steps: the
+	// merged backupBeforeUpgrade setting, for a driver that can be backed
+	// up. It changes what an upgrade runs, so the digest covers it
+	// (omitted when false, so other digests are unchanged).
+	BackupFirst bool `json:"backupFirst,omitempty"`
 }
 
 // Rollout is an instance's place in a wave of a fan-out: wave Wave of
@@ -156,13 +162,14 @@ func (in *Instance) Tombstone() bool { return in.Kind == KindTombstone }
 
 // digestInput is what the digest covers, in a fixed shape.
 type digestInput struct {
-	Kind       string           `json:"kind"`
-	ID         ID               `json:"deployment"`
-	Driver     DriverRef        `json:"driver"`
-	AppVersion string           `json:"appVersion"`
-	Context    *drivers.Context `json:"context"`
-	Values     map[string]any   `json:"values"`
-	Internal   string           `json:"internal,omitempty"`
+	Kind        string           `json:"kind"`
+	ID          ID               `json:"deployment"`
+	Driver      DriverRef        `json:"driver"`
+	AppVersion  string           `json:"appVersion"`
+	Context     *drivers.Context `json:"context"`
+	Values      map[string]any   `json:"values"`
+	Internal    string           `json:"internal,omitempty"`
+	BackupFirst bool             `json:"backupFirst,omitempty"`
 	// DriverRepo is where the agent fetches an external driver from. The
 	// ref and the commit are left out: the driver's digest pins its
 	// content, so a ref that moves on with the same content is no change.
@@ -183,6 +190,7 @@ func (in *Instance) ComputeDigest() (string, error) {
 	input := digestInput{
 		Kind: in.Kind, ID: in.ID, Driver: drv, AppVersion: in.AppVersion,
 		Context: in.Context, Values: in.Values, Internal: in.Internal,
+		BackupFirst: in.BackupFirst,
 	}
 	if o := in.Driver.Source; o != nil {
 		input.Driver.Source = nil

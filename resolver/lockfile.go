@@ -101,7 +101,7 @@ func EncodeLock(in *Instance) ([]byte, error) {
 // keysBeforeChecksum are the top-level keys of an instance that sort
 // before "checksum" (TestEncodeLockIsTheCanonicalDocument keeps the list
 // true).
-var keysBeforeChecksum = []string{"after:", "apiVersion:", "appVersion:"}
+var keysBeforeChecksum = []string{"after:", "apiVersion:", "appVersion:", "backupFirst:"}
 
 // checksumPosition is where the checksum line goes in an instance's
 // canonical encoding: before the first top-level key after it.

@@ -396,9 +396,14 @@ func firstPass(c *Cluster, e *Environment, d *Deployment, opts Options) (*pendin
 	if err != nil {
 		return nil, fmt.Errorf("%s: services of driver %s@%s: %w", d.File, drv.Name, drv.Version, err)
 	}
+	backupFirst, err := backupFirstOf(c, e, d, merged, prov, drv)
+	if err != nil {
+		return nil, err
+	}
 	in := &Instance{
 		APIVersion:   APIVersion,
 		Kind:         KindInstance,
+		BackupFirst:  backupFirst,
 		ID:           d.ID,
 		SourceCommit: opts.SourceCommit,
 		Driver:       DriverRef{Name: drv.Name, Version: drv.Version, Digest: drv.Digest, UpgradeRequest: request, Source: driverOrigin(opts, drv)},

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"maps"
 	"path"
 	"reflect"
 	"slices"
@@ -56,6 +57,10 @@ type UpgradeRequest struct {
 	// Now dates the upgrade request token written when neither version is
 	// given (the caller's clock: the resolver keeps none).
 	Now time.Time
+	// BackupFirst sets backupBeforeUpgrade: true in every deployment file
+	// the upgrade edits, so the upgrade backs each up before its pre steps
+	// (the deployment's driver must declare backup and restore hooks).
+	BackupFirst bool
 }
 
 // UpgradeEdit is one deployment file an upgrade rewrites.
@@ -108,6 +113,9 @@ func (p *UpgradePlan) Subject() string {
 	}
 	if p.Token != "" {
 		what = append(what, "newest driver build (request "+p.Token+")")
+	}
+	if p.Request.BackupFirst {
+		what = append(what, "backup first")
 	}
 	return fmt.Sprintf("styrmin: upgrade %s: %s", p.Request.Target, strings.Join(what, ", "))
 }
@@ -203,6 +211,9 @@ func (w *Workspace) PlanUpgrade(req UpgradeRequest) (*UpgradePlan, error) {
 		if len(s) == 0 {
 			continue
 		}
+		if req.BackupFirst && d.Settings["backupBeforeUpgrade"] != true {
+			s = append(s, fieldSet{field: "backupBeforeUpgrade", value: "true", boolean: true})
+		}
 		data, err := readLimited(w.fsys, d.File, loader.maxFileSize)
 		if err != nil {
 			return nil, err
@@ -282,6 +293,14 @@ func sameButFor(old, nd *Deployment, sets []fieldSet) error {
 			want.DriverVersion = s.value
 		case "driver.upgrade":
 			want.UpgradeRequest = s.value
+		default:
+			if s.boolean {
+				want.Settings = maps.Clone(want.Settings)
+				if want.Settings == nil {
+					want.Settings = map[string]any{}
+				}
+				want.Settings[s.field] = s.value == "true"
+			}
 		}
 	}
 	want.pos = nd.pos // where fields were written moves with an edit; only values count
@@ -303,6 +322,10 @@ func describeSets(d *Deployment, sets []fieldSet) []string {
 			old = d.DriverVersion
 		case "driver.upgrade":
 			old = d.UpgradeRequest
+		default:
+			if v, ok := d.Settings[s.field].(bool); ok {
+				old = fmt.Sprint(v)
+			}
 		}
 		if old == "" {
 			old = "(unset)"

@@ -51,6 +51,27 @@ func TestSetFieldsEditsOnlyTheValue(t *testing.T) {
 			in:   "driver:\n  name: webapp\n  upgrade: \"r1\"\nappVersion: 1.25.0\n",
 			want: "driver:\n  name: webapp\n  upgrade: \"2026-12-01-1\"\nappVersion: 1.25.0\n"},
 	}
+	bf := fieldSet{field: "backupBeforeUpgrade", value: "true", boolean: true}
+	cases = append(cases, []struct {
+		name, file, in, want string
+		sets                 []fieldSet
+	}{
+		{name: "cue boolean added", file: "d.cue", sets: []fieldSet{app, bf},
+			in:   "driver: \"webapp\"\nappVersion: \"1.25.0\" // nginx\n",
+			want: "driver: \"webapp\"\nappVersion: \"1.26.0\" // nginx\nbackupBeforeUpgrade: true\n"},
+		{name: "cue boolean added after a last line without newline", file: "d.cue", sets: []fieldSet{bf},
+			in:   "driver: \"webapp\"",
+			want: "driver: \"webapp\"\nbackupBeforeUpgrade: true\n"},
+		{name: "cue boolean replaced", file: "d.cue", sets: []fieldSet{bf},
+			in:   "backupBeforeUpgrade: false // not yet\ndriver: \"webapp\"\n",
+			want: "backupBeforeUpgrade: true // not yet\ndriver: \"webapp\"\n"},
+		{name: "yaml boolean added", file: "d.yaml", sets: []fieldSet{bf},
+			in:   "# web\ndriver: webapp\nappVersion: 1.25.0\n",
+			want: "# web\ndriver: webapp\nappVersion: 1.25.0\nbackupBeforeUpgrade: true\n"},
+		{name: "yaml boolean replaced", file: "d.yaml", sets: []fieldSet{bf},
+			in:   "driver: webapp\nbackupBeforeUpgrade: false # later\n",
+			want: "driver: webapp\nbackupBeforeUpgrade: true # later\n"},
+	}...)
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			got, err := setFields(c.file, []byte(c.in), c.sets)
@@ -136,6 +157,7 @@ func TestPlanUpgradeRefusesBadInputNamingTheFileAndField(t *testing.T) {
 		{"not a version", UpgradeRequest{Target: web, AppVersion: "latest"}, []string{devWeb, "appVersion"}},
 		{"newest build of a pinned deployment", UpgradeRequest{Target: UpgradeTarget{"local", "staging", "hub"}}, []string{"staging/deployments/hub.cue", "field driver.version", "pins driver graphhub 1.0.0"}},
 		{"new driver version's parameters", UpgradeRequest{Target: UpgradeTarget{"local", "dev", "hub"}, AppVersion: "1.6.0", DriverVersion: "1.0.0"}, []string{"dev/deployments/hub.cue", "pinned version 1.0.0"}},
+		{"backup first of a driver that cannot be backed up", UpgradeRequest{Target: web, AppVersion: "1.26.0", BackupFirst: true}, []string{devWeb, "field backupBeforeUpgrade", "driver webapp@", "no backup and restore hooks", "no file changed"}},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -150,5 +172,36 @@ func TestPlanUpgradeRefusesBadInputNamingTheFileAndField(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestPlanUpgradeBackupFirst: --backup-first adds backupBeforeUpgrade to
+// each edited file, and the next lock records backupFirst.
+func TestPlanUpgradeBackupFirst(t *testing.T) {
+	dir := exampleCopy(t)
+	lockDirInto(t, dir)
+	plan, err := upgradeWorkspace(t, dir).PlanUpgrade(UpgradeRequest{Target: UpgradeTarget{"local", "dev", "hub"}, AppVersion: "1.4.1", BackupFirst: true, Now: upgradeDay})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(plan.Edits) != 1 || !strings.HasSuffix(string(plan.Edits[0].Data), "\nbackupBeforeUpgrade: true\n") {
+		t.Fatalf("plan %+v", plan)
+	}
+	if got := strings.Join(plan.Edits[0].Changes, "; "); !strings.Contains(got, "backupBeforeUpgrade: (unset) → true") {
+		t.Errorf("changes %q", got)
+	}
+	if !strings.HasSuffix(plan.Subject(), ", backup first") {
+		t.Errorf("subject %q", plan.Subject())
+	}
+	for f, data := range plan.Files() {
+		writeFile(t, dir, f, string(data))
+	}
+	res, _, err := resolveDir(t, dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, ok := res.Get(ID{"local", "dev", "hub"})
+	if !ok || !r.Instance.BackupFirst {
+		t.Fatalf("local/dev/hub resolved without backupFirst: %v", res.Err())
 	}
 }

@@ -18,6 +18,7 @@ type upgradeOptions struct {
 	appVersion    string
 	driverVersion string
 	commit        bool
+	backupFirst   bool
 	ident         identityFlags
 }
 
@@ -36,7 +37,8 @@ func newUpgradeCmd(g *globalOptions, now func() time.Time, stdout io.Writer) *co
 		Short:       "Upgrade a deployment, or every deployment of an environment, at the next lock",
 		Example: `  styrminctl upgrade local/dev/hub --app-version 1.4.1
   styrminctl upgrade local/staging --commit
-  styrminctl upgrade local/dev/web --driver-version 1.1.0`,
+  styrminctl upgrade local/dev/web --driver-version 1.1.0
+  styrminctl upgrade local/dev/hub --app-version 1.4.1 --backup-first`,
 		Long: `upgrade edits deployment files in the working tree; the next lock turns the edit
 into instances. With --app-version it sets the application version (the lock then
 selects the newest driver version that supports it); with --driver-version it pins
@@ -47,14 +49,17 @@ Without NAME every deployment of the environment is edited (an upgrade request
 skips the deployments that pin a version). Every edit is checked before anything
 is written: bad input names the file and the field and changes nothing. With
 --commit the edited files are committed in one commit on the current branch (built
-on its committed head: a file to edit with uncommitted changes is refused).`,
+on its committed head: a file to edit with uncommitted changes is refused). With
+--backup-first each edited file also gets backupBeforeUpgrade: true: the upgrade
+then runs the driver's backup hook before its pre steps (a driver without backup
+and restore hooks is refused).`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			target, err := resolver.ParseUpgradeTarget(args[0])
 			if err != nil {
 				return err
 			}
-			req := resolver.UpgradeRequest{Target: target, AppVersion: o.appVersion, DriverVersion: o.driverVersion, Now: now()}
+			req := resolver.UpgradeRequest{Target: target, AppVersion: o.appVersion, DriverVersion: o.driverVersion, Now: now(), BackupFirst: o.backupFirst}
 			if o.commit {
 				return runUpgradeCommit(cmd.Context(), g, req, &o.ident, stdout)
 			}
@@ -65,6 +70,7 @@ on its committed head: a file to edit with uncommitted changes is refused).`,
 	f.StringVar(&o.appVersion, "app-version", "", "set the application version")
 	f.StringVar(&o.driverVersion, "driver-version", "", "pin the driver version (it must be loaded)")
 	f.BoolVar(&o.commit, "commit", false, "commit the edited files in one commit")
+	f.BoolVar(&o.backupFirst, "backup-first", false, "also set backupBeforeUpgrade: true in each edited file, so the upgrade backs the deployment up first (its driver must declare backup and restore hooks)")
 	o.ident.register(cmd, os.Getenv)
 	return cmd
 }

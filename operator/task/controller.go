@@ -554,7 +554,7 @@ func (r *Reconciler) plan(ctx context.Context, run *taskRun) (phaseResult, error
 			return res, err
 		}
 	}
-	steps, err := Steps(wf, d)
+	steps, err := StepsFor(wf, d, run.instance.BackupFirst)
 	if err == nil {
 		steps, err = expandSteps(wf, d, run.instance, steps)
 	}

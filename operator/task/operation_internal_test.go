@@ -90,7 +90,7 @@ func TestACloneFromABackupRestoresItAtTheSetupHooksStepAndOtherCreatesSkipIt(t *
 		return out
 	}
 	plan := func(wf v1alpha1.Workflow, i *resolver.Instance) []string {
-		steps, err := Steps(wf, d)
+		steps, err := StepsFor(wf, d, i.BackupFirst)
 		if err == nil {
 			steps, err = expandSteps(wf, d, i, steps)
 		}
@@ -116,5 +116,14 @@ func TestACloneFromABackupRestoresItAtTheSetupHooksStepAndOtherCreatesSkipIt(t *
 	up := plan(v1alpha1.WorkflowUpgrade, in(nil))
 	if len(up) < 1 || up[0] != "upgrade/pre/1:backup/backup/core/1:runJob=Pending:s3://b/local/preview/hub-before-4/hub" {
 		t.Errorf("an upgrade with a backup step: %v, want the backup hook's job first, to the deployment's own location", up)
+	}
+	// A driver without the step, and an instance asking for a backup
+	// first (styrminctl upgrade --backup-first).
+	d.Hooks[drivers.HookUpgrade] = drivers.Modes{Pre: []drivers.Step{{Action: drivers.ActionStopComponents, Components: []string{"app"}}}, Core: []drivers.Step{{Action: drivers.ActionUpgradeDeploymentVersion}}}
+	first := in(nil)
+	first.BackupFirst = true
+	up = plan(v1alpha1.WorkflowUpgrade, first)
+	if len(up) < 2 || up[0] != "upgrade/pre/1:backup/backup/core/1:runJob=Pending:s3://b/local/preview/hub-before-4/hub" || !strings.HasPrefix(up[1], "upgrade/pre/2:stopComponents") {
+		t.Errorf("an upgrade with a backup first: %v, want the backup's job before the upgrade's pre steps", up)
 	}
 }

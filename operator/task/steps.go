@@ -30,7 +30,13 @@ const (
 // the task starts, and kept in its status: a restarted agent runs what
 // was planned even if the driver source changed meanwhile.
 func Steps(wf v1alpha1.Workflow, d *drivers.Driver) ([]v1alpha1.TaskStep, error) {
-	planned, err := planner.Steps(planner.Workflow(wf), d)
+	return StepsFor(wf, d, false)
+}
+
+// StepsFor is Steps for an instance whose BackupFirst is backupFirst
+// (planner.StepsFor: an upgrade then starts with a backup).
+func StepsFor(wf v1alpha1.Workflow, d *drivers.Driver, backupFirst bool) ([]v1alpha1.TaskStep, error) {
+	planned, err := planner.StepsFor(planner.Workflow(wf), d, backupFirst)
 	if err != nil {
 		return nil, err
 	}

@@ -39,8 +39,18 @@ func TestTaskStepsFollowTheDriversHooks(t *testing.T) {
 		{"graphhub create runs setup", v1alpha1.WorkflowCreate, hub1, []string{
 			"setup/core/1:upgradeDeploymentVersion",
 			"setup/post/1:waitReady",
-			"setup/post/2:runJob",
-			"setup/post/3:waitReady",
+			"setup/post/2:restoreBackup",
+			"setup/post/3:runJob",
+			"setup/post/4:waitReady",
+		}},
+		{"graphhub backup runs the backup hook", v1alpha1.WorkflowBackup, hub1, []string{
+			"backup/core/1:runJob",
+		}},
+		{"graphhub restore runs the restore hook in mode order", v1alpha1.WorkflowRestore, hub1, []string{
+			"restore/pre/1:stopComponents",
+			"restore/core/1:runJob",
+			"restore/post/1:startComponents",
+			"restore/post/2:waitReady",
 		}},
 		{"graphhub upgrade runs the upgrade hook in mode order", v1alpha1.WorkflowUpgrade, hub1, []string{
 			"upgrade/pre/1:stopComponents",
@@ -104,8 +114,12 @@ func TestTaskStepsKeepTheDeclaredArguments(t *testing.T) {
 
 func TestTaskStepsRejectAnUnknownWorkflow(t *testing.T) {
 	hub1, _ := exampleCatalog(t).Get("graphhub", "1.0.0")
-	if _, err := task.Steps("restore", hub1); err == nil || !strings.Contains(err.Error(), `unknown workflow "restore"`) {
+	if _, err := task.Steps("rollback", hub1); err == nil || !strings.Contains(err.Error(), `unknown workflow "rollback"`) {
 		t.Fatalf("err = %v", err)
+	}
+	web, _ := exampleCatalog(t).Get("webapp", "1.1.0")
+	if _, err := task.Steps(v1alpha1.WorkflowBackup, web); err == nil || !strings.Contains(err.Error(), "declares no backup hook") {
+		t.Fatalf("a backup with a driver without the hook: err = %v", err)
 	}
 	if _, err := task.Steps(v1alpha1.WorkflowCreate, nil); err == nil {
 		t.Fatal("create without a driver: no error")

@@ -1,0 +1,566 @@
+package resolver
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"path"
+	"regexp"
+	"slices"
+	"sort"
+	"strings"
+
+	"cuelang.org/go/cue/ast"
+	"cuelang.org/go/cue/format"
+	"cuelang.org/go/cue/parser"
+	yaml "go.yaml.in/yaml/v3"
+
+	"github.com/styrmin/styrmin/gitsource"
+)
+
+// The trailers of the commits `styrminctl env clone --commit` and `env
+// delete --commit` make: the environment written or removed.
+const (
+	CloneTrailer             = "Styrmin-Clone"
+	EnvironmentDeleteTrailer = "Styrmin-Delete-Environment"
+)
+
+// LatestBackup is the --from-backup value that names the newest backup
+// of the source: the caller (which can ask the cluster) resolves it to
+// an ID before PlanClone.
+const LatestBackup = "latest"
+
+var commitRE = regexp.MustCompile(`^[0-9a-f]{7,64}$`)
+
+// CloneRequest is one `env clone`: a copy of environment Source of
+// Cluster, named Target, in TargetCluster ("": the same cluster).
+type CloneRequest struct {
+	Cluster, Source string
+	Target          string
+	TargetCluster   string
+	// FromBackup is the ID of the source's backup the clone's deployments
+	// restore in their setup hook ("": none, the clone starts empty).
+	FromBackup string
+	// NamespacePrefix of the clone ("": the clone's name).
+	NamespacePrefix string
+}
+
+// ClonePlan is what a clone writes. It is checked: the clone's
+// deployments resolve, in namespaces of their own.
+type ClonePlan struct {
+	Request CloneRequest
+	// Dir is the clone's folder, clusters/<cluster>/environments/<target>.
+	Dir string
+	// EnvironmentFile is the clone's environment file (rewritten; every
+	// other file is a byte-for-byte copy).
+	EnvironmentFile string
+	// ClonedFrom is what the clone records in clonedFrom.
+	ClonedFrom CloneSource
+	// BackupLocation is the clone's own location ("": none).
+	BackupLocation string
+	// DroppedSchedule is true when the source's backups.schedule or keep
+	// were left out: a clone takes no scheduled backups of its own.
+	DroppedSchedule bool
+	Deployments     []ID // sorted
+	files           map[string][]byte
+}
+
+// Files maps each file the clone writes to its content.
+func (p *ClonePlan) Files() map[string][]byte { return p.files }
+
+// Subject is the subject line of the clone's commit.
+func (p *ClonePlan) Subject() string {
+	s := fmt.Sprintf("styrmin: env clone %s/%s → %s/%s", p.Request.Cluster, p.Request.Source, p.targetCluster(), p.Request.Target)
+	if p.ClonedFrom.Backup != "" {
+		s += " from backup " + p.ClonedFrom.Backup
+	}
+	return s
+}
+
+// Trailers are the Styrmin-Clone trailer of the clone's commit.
+func (p *ClonePlan) Trailers() []gitsource.Trailer {
+	return []gitsource.Trailer{{Key: CloneTrailer, Value: p.targetCluster() + "/" + p.Request.Target}}
+}
+
+func (p *ClonePlan) targetCluster() string { return cmp.Or(p.Request.TargetCluster, p.Request.Cluster) }
+
+// PlanClone computes the files of a clone and checks them; bad input is
+// an error naming the environment (its file) and what was expected, and
+// nothing is to be written:
+//
+//   - the target must be a new environment name (a DNS label of at most
+//     40) of the target cluster, the source an existing environment;
+//   - the namespace prefix (default: the target's name) must give every
+//     cloned deployment a namespace no deployment of the target cluster
+//     has;
+//   - a clone from a backup needs an s3:// backupLocation on the source
+//     (a pvc:// claim lives in one namespace, which the clone's
+//     deployments cannot read).
+//
+// The clone's environment file is the source's with namespacePrefix set,
+// backupLocation derived for the clone (same bucket or claim, the last
+// path element replaced by the clone's name, or the name appended),
+// backups.schedule and keep dropped, and clonedFrom set; deployment files
+// are copied byte for byte. The source commit recorded is the
+// workspace's SourceCommit (the commit HEAD names), so the working tree's
+// configuration must be committed.
+func (w *Workspace) PlanClone(req CloneRequest) (*ClonePlan, error) {
+	if w.fsys == nil {
+		return nil, errors.New("env clone: the workspace has no files to copy")
+	}
+	src, err := w.upgradeEnvironment(UpgradeTarget{Cluster: req.Cluster, Environment: req.Source})
+	if err != nil {
+		return nil, err
+	}
+	srcCluster := w.cluster(req.Cluster)
+	tc := cmp.Or(req.TargetCluster, req.Cluster)
+	dstCluster := w.cluster(tc)
+	dir := path.Join("clusters", tc, "environments", req.Target)
+	dstFile := path.Join(dir, path.Base(src.File))
+	refuse := func(format string, args ...any) error {
+		return &ConfigError{File: dstFile, Msg: fmt.Sprintf("env clone %s/%s → %s/%s refused, nothing written: ", req.Cluster, req.Source, tc, req.Target) + fmt.Sprintf(format, args...)}
+	}
+	switch {
+	case dstCluster == nil:
+		return nil, &ConfigError{File: path.Join("clusters", tc, "cluster.cue"), Msg: fmt.Sprintf("no cluster %q to clone into (the repository has: %s)", tc, strings.Join(w.clusterNames(), ", "))}
+	case !nameRE.MatchString(req.Target) || len(req.Target) > 40:
+		return nil, refuse("the new environment's name %q must be a lowercase DNS label of at most 40 characters", req.Target)
+	case slices.ContainsFunc(dstCluster.Environments, func(e *Environment) bool { return e.Name == req.Target }):
+		return nil, refuse("environment %s/%s exists already: choose a new name, or delete it first (styrminctl env delete %s/%s)", tc, req.Target, tc, req.Target)
+	}
+	prefix := cmp.Or(req.NamespacePrefix, req.Target)
+	if !nameRE.MatchString(prefix) || len(prefix) > 40 {
+		return nil, refuse("namespace prefix %q must be a lowercase DNS label of at most 40 characters", prefix)
+	}
+	if err := cloneNamespaceCollisions(dstCluster, src, prefix); err != nil {
+		return nil, refuse("%v", err)
+	}
+	commit := w.opts.SourceCommit
+	if !commitRE.MatchString(commit) {
+		return nil, refuse("the clone records the commit of %s/%s it copies, and the working tree's configuration is no commit: commit it first", req.Cluster, req.Source)
+	}
+	srcLoc := backupLocationOf(srcCluster, src)
+	cf := CloneSource{Cluster: req.Cluster, Environment: req.Source, Commit: commit}
+	if req.FromBackup != "" {
+		switch {
+		case req.FromBackup == LatestBackup:
+			return nil, refuse("--from-backup latest must be resolved to a backup ID first (the cluster knows the backups)")
+		case !isDNSLabel(req.FromBackup):
+			return nil, refuse("backup %q: expected a backup ID (a DNS-1123 label)", req.FromBackup)
+		case srcLoc == "":
+			return nil, refuse("%s/%s has no backupLocation (%s), so it has no backups to clone from", req.Cluster, req.Source, src.File)
+		case strings.HasPrefix(srcLoc, SchemePVC+"://"):
+			return nil, refuse("%s/%s backs up to %s, a PersistentVolumeClaim in one namespace, which the clone's deployments cannot read: use an s3:// backupLocation to clone from a backup", req.Cluster, req.Source, srcLoc)
+		}
+		cf.Backup, cf.Location = req.FromBackup, srcLoc
+	}
+	dstLoc := ""
+	if srcLoc != "" {
+		l, err := ParseBackupLocation(srcLoc)
+		if err != nil {
+			return nil, refuse("%v", err)
+		}
+		dstLoc = derivedLocation(l, req.Source, req.Target).String()
+	}
+
+	plan := &ClonePlan{Request: req, Dir: dir, EnvironmentFile: dstFile, ClonedFrom: cf, BackupLocation: dstLoc, files: map[string][]byte{}}
+	srcDir := path.Dir(src.File)
+	err = fs.WalkDir(w.fsys, srcDir, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if d.IsDir() {
+			return nil
+		}
+		data, err := readLimited(w.fsys, p, NewLoader(w.opts.MaxFileSize).maxFileSize)
+		if err != nil {
+			return err
+		}
+		rel := strings.TrimPrefix(p, srcDir+"/")
+		if p == src.File {
+			data, plan.DroppedSchedule, err = cloneEnvironmentFile(p, data, prefix, dstLoc, cf)
+			if err != nil {
+				return err
+			}
+		}
+		plan.files[path.Join(dir, rel)] = data
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	for _, d := range src.Deployments {
+		plan.Deployments = append(plan.Deployments, ID{Cluster: tc, Environment: req.Target, Name: d.ID.Name})
+	}
+	if err := w.checkClone(plan); err != nil {
+		return nil, err
+	}
+	return plan, nil
+}
+
+// checkClone loads the repository with the clone's files and resolves
+// the clone's deployments: whatever fails there (a driver the target
+// cluster lacks, a policy) fails the clone.
+func (w *Workspace) checkClone(plan *ClonePlan) error {
+	repo, err := NewLoader(w.opts.MaxFileSize).Load(newFolderOverlay(w.fsys, plan.files, ""))
+	if err != nil {
+		return fmt.Errorf("env clone refused, nothing written: %w", err)
+	}
+	only := map[ID]bool{}
+	for _, id := range plan.Deployments {
+		only[id] = true
+	}
+	res := Resolve(repo, Options{Catalog: w.Catalog, Locks: w.Locks, SourceCommit: w.opts.SourceCommit, Only: only, DriverOrigins: w.origins})
+	if err := res.Err(); err != nil {
+		return fmt.Errorf("env clone refused, nothing written: %w", err)
+	}
+	return nil
+}
+
+func (w *Workspace) cluster(name string) *Cluster {
+	for _, c := range w.Repo.Clusters {
+		if c.Name == name {
+			return c
+		}
+	}
+	return nil
+}
+
+func (w *Workspace) clusterNames() []string {
+	var out []string
+	for _, c := range w.Repo.Clusters {
+		out = append(out, c.Name)
+	}
+	return out
+}
+
+// cloneNamespaceCollisions refuses a prefix under which a cloned
+// deployment would take a namespace of the target cluster (another
+// environment's deployment, or an ingress controller's).
+func cloneNamespaceCollisions(c *Cluster, src *Environment, prefix string) error {
+	taken := map[string]string{}
+	for _, e := range c.Environments {
+		for _, d := range e.Deployments {
+			taken[NamespaceOf(e, d)] = fmt.Sprintf("%s (%s)", d.ID, d.File)
+		}
+	}
+	for _, ic := range ingressControllers(c) {
+		taken[ic.namespace] = fmt.Sprintf("the ingress controller %s (%s)", ic.id, c.File)
+	}
+	for _, d := range src.Deployments {
+		ns := prefix + "-" + d.ID.Name
+		if other, ok := taken[ns]; ok {
+			return fmt.Errorf("namespace prefix %q gives deployment %s the namespace %q of %s: pass another --namespace-prefix", prefix, d.ID.Name, ns, other)
+		}
+		if reserved(ns) {
+			return fmt.Errorf("namespace prefix %q gives deployment %s the reserved namespace %q: pass another --namespace-prefix", prefix, d.ID.Name, ns)
+		}
+		if len(ns) > 63 {
+			return fmt.Errorf("namespace prefix %q gives deployment %s the namespace %q, longer than 63 characters: pass a shorter --namespace-prefix", prefix, d.ID.Name, ns)
+		}
+	}
+	return nil
+}
+
+// derivedLocation is the clone's backup location: the source's bucket or
+// claim, with the path's last element the clone's name where it was the
+// source's, else the clone's name appended: a clone never writes into
+// its source's backups.
+func derivedLocation(l BackupLocation, src, dst string) BackupLocation {
+	segs := []string{}
+	if l.Path != "" {
+		segs = strings.Split(l.Path, "/")
+	}
+	if n := len(segs); n > 0 && segs[n-1] == src {
+		segs[n-1] = dst
+	} else {
+		segs = append(segs, dst)
+	}
+	l.Path = strings.Join(segs, "/")
+	return l
+}
+
+// cloneEnvironmentFile rewrites a source environment file for its clone,
+// keeping its format and comments. It reports whether a backup schedule
+// or retention was dropped.
+func cloneEnvironmentFile(file string, data []byte, prefix, location string, cf CloneSource) ([]byte, bool, error) {
+	if path.Ext(file) == ".cue" {
+		return cloneCUEEnvironment(file, data, prefix, location, cf)
+	}
+	return cloneYAMLEnvironment(file, data, prefix, location, cf)
+}
+
+func cloneCUEEnvironment(file string, data []byte, prefix, location string, cf CloneSource) ([]byte, bool, error) {
+	f, err := parser.ParseFile(file, data, parser.ParseComments)
+	if err != nil {
+		return nil, false, cueSyntaxError(file, err)
+	}
+	set := func(name string, v ast.Expr) error {
+		fd, n := oneField(f.Decls, name)
+		switch n {
+		case 0:
+			f.Decls = append(f.Decls, &ast.Field{Label: ast.NewIdent(name), Value: v})
+		case 1:
+			fd.Value = v
+		default:
+			return &ConfigError{File: file, Field: name, Msg: fmt.Sprintf("the file defines %s %d times, so env clone does not rewrite it: define it once", name, n)}
+		}
+		return nil
+	}
+	if err := set("namespacePrefix", ast.NewString(prefix)); err != nil {
+		return nil, false, err
+	}
+	if location != "" {
+		if err := set("backupLocation", ast.NewString(location)); err != nil {
+			return nil, false, err
+		}
+	}
+	dropped := false
+	if fd, n := oneField(f.Decls, "backups"); n > 1 {
+		return nil, false, &ConfigError{File: file, Field: "backups", Msg: fmt.Sprintf("the file defines backups %d times, so env clone does not rewrite it: define it once", n)}
+	} else if n == 1 {
+		st, ok := fd.Value.(*ast.StructLit)
+		if !ok {
+			return nil, false, &ConfigError{File: file, Field: "backups", Msg: "is not a struct literal, so env clone does not rewrite it"}
+		}
+		kept := st.Elts[:0:0]
+		for _, el := range st.Elts {
+			if ef, ok := el.(*ast.Field); ok {
+				if l, _, err := ast.LabelName(ef.Label); err == nil && (l == "schedule" || l == "keep") {
+					dropped = true
+					continue
+				}
+			}
+			kept = append(kept, el)
+		}
+		st.Elts = kept
+		if len(kept) == 0 {
+			f.Decls = slices.DeleteFunc(f.Decls, func(d ast.Decl) bool { return d == ast.Decl(fd) })
+		} else if !st.Lbrace.IsValid() && len(kept) > 0 {
+			// backups: schedule: "…" written without braces: keep it valid.
+			st.Lbrace, st.Rbrace = fd.Pos(), fd.Pos()
+		}
+	}
+	elts := []any{ast.NewIdent("cluster"), ast.NewString(cf.Cluster), ast.NewIdent("environment"), ast.NewString(cf.Environment), ast.NewIdent("commit"), ast.NewString(cf.Commit)}
+	if cf.Backup != "" {
+		elts = append(elts, ast.NewIdent("backup"), ast.NewString(cf.Backup), ast.NewIdent("location"), ast.NewString(cf.Location))
+	}
+	cfv := ast.NewStruct(elts...)
+	if err := set("clonedFrom", cfv); err != nil {
+		return nil, false, err
+	}
+	out, err := format.Node(f)
+	if err != nil {
+		return nil, false, &ConfigError{File: file, Msg: "env clone could not write the environment file: " + err.Error()}
+	}
+	return out, dropped, nil
+}
+
+func cloneYAMLEnvironment(file string, data []byte, prefix, location string, cf CloneSource) ([]byte, bool, error) {
+	var doc yaml.Node
+	if err := yaml.Unmarshal(data, &doc); err != nil {
+		return nil, false, &ConfigError{File: file, Msg: err.Error()}
+	}
+	if len(doc.Content) == 0 {
+		doc = yaml.Node{Kind: yaml.DocumentNode, Content: []*yaml.Node{{Kind: yaml.MappingNode, Tag: "!!map"}}}
+	}
+	root := doc.Content[0]
+	if root.Kind != yaml.MappingNode {
+		return nil, false, &ConfigError{File: file, Msg: "the file is not one YAML mapping, so env clone does not rewrite it"}
+	}
+	str := func(s string) *yaml.Node { return &yaml.Node{Kind: yaml.ScalarNode, Tag: "!!str", Value: s} }
+	set := func(name string, v *yaml.Node) error {
+		old, n := yamlValue(root, name)
+		switch n {
+		case 0:
+			root.Content = append(root.Content, str(name), v)
+		case 1:
+			v.LineComment = old.LineComment
+			*old = *v
+		default:
+			return &ConfigError{File: file, Field: name, Msg: fmt.Sprintf("%s is defined %d times, so env clone does not rewrite it", name, n)}
+		}
+		return nil
+	}
+	if err := set("namespacePrefix", str(prefix)); err != nil {
+		return nil, false, err
+	}
+	if location != "" {
+		if err := set("backupLocation", str(location)); err != nil {
+			return nil, false, err
+		}
+	}
+	dropped := false
+	if b, n := yamlValue(root, "backups"); n == 1 && b.Kind == yaml.MappingNode {
+		var kept []*yaml.Node
+		for i := 0; i+1 < len(b.Content); i += 2 {
+			if k := b.Content[i].Value; k == "schedule" || k == "keep" {
+				dropped = true
+				continue
+			}
+			kept = append(kept, b.Content[i], b.Content[i+1])
+		}
+		b.Content = kept
+		if len(kept) == 0 {
+			for i := 0; i+1 < len(root.Content); i += 2 {
+				if root.Content[i].Value == "backups" {
+					root.Content = append(root.Content[:i], root.Content[i+2:]...)
+					break
+				}
+			}
+		}
+	} else if n > 0 {
+		return nil, false, &ConfigError{File: file, Field: "backups", Msg: "is not one mapping, so env clone does not rewrite it"}
+	}
+	m := &yaml.Node{Kind: yaml.MappingNode, Tag: "!!map"}
+	for _, kv := range [][2]string{{"cluster", cf.Cluster}, {"environment", cf.Environment}, {"commit", cf.Commit}, {"backup", cf.Backup}, {"location", cf.Location}} {
+		if kv[1] != "" {
+			m.Content = append(m.Content, str(kv[0]), &yaml.Node{Kind: yaml.ScalarNode, Tag: "!!str", Style: yaml.DoubleQuotedStyle, Value: kv[1]})
+		}
+	}
+	if err := set("clonedFrom", m); err != nil {
+		return nil, false, err
+	}
+	out, err := encodeYAML(file, &doc)
+	return out, dropped, err
+}
+
+// EnvironmentDeleteRequest is one `env delete`.
+type EnvironmentDeleteRequest struct {
+	Cluster, Environment string
+}
+
+// EnvironmentDeletePlan is what an environment's deletion removes: its
+// folder. The next lock tombstones its deployments, under the deletion
+// threshold (Deletions says whether it needs an allowance).
+type EnvironmentDeletePlan struct {
+	Request EnvironmentDeleteRequest
+	Dir     string
+	// Deployments the next lock deletes, sorted.
+	Deployments []ID
+	// Deletions is the deletion rule for those deployments alone: when
+	// Refused, the lock needs --allow-deletions Count.
+	Deletions Deletions
+	files     map[string][]byte
+}
+
+// Files maps each removed file to nil (gitsource.Change's deletion).
+func (p *EnvironmentDeletePlan) Files() map[string][]byte { return p.files }
+
+// Subject is the subject line of the deletion's commit.
+func (p *EnvironmentDeletePlan) Subject() string {
+	return fmt.Sprintf("styrmin: env delete %s/%s (%d deployments)", p.Request.Cluster, p.Request.Environment, len(p.Deployments))
+}
+
+// Trailers are the Styrmin-Delete-Environment trailer of the commit.
+func (p *EnvironmentDeletePlan) Trailers() []gitsource.Trailer {
+	return []gitsource.Trailer{{Key: EnvironmentDeleteTrailer, Value: p.Request.Cluster + "/" + p.Request.Environment}}
+}
+
+// PlanEnvironmentDelete lists the files of an environment's folder to
+// remove. An environment that does not exist is an error naming it. The
+// last environment of a cluster may go too: an empty cluster is valid
+// configuration, and the lock's deletion threshold is the guard against
+// deleting more than meant.
+func (w *Workspace) PlanEnvironmentDelete(req EnvironmentDeleteRequest) (*EnvironmentDeletePlan, error) {
+	if w.fsys == nil {
+		return nil, errors.New("env delete: the workspace has no files to remove")
+	}
+	e, err := w.upgradeEnvironment(UpgradeTarget{Cluster: req.Cluster, Environment: req.Environment})
+	if err != nil {
+		return nil, err
+	}
+	dir := path.Dir(e.File)
+	plan := &EnvironmentDeletePlan{Request: req, Dir: dir, files: map[string][]byte{}}
+	err = fs.WalkDir(w.fsys, dir, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if !d.IsDir() {
+			plan.files[p] = nil
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, &ConfigError{File: dir, Msg: err.Error()}
+	}
+	for _, d := range e.Deployments {
+		if l := w.Locks[d.ID]; l == nil || !l.Tombstone() {
+			plan.Deployments = append(plan.Deployments, d.ID)
+		}
+	}
+	sort.Slice(plan.Deployments, func(i, j int) bool { return plan.Deployments[i].String() < plan.Deployments[j].String() })
+	locked := 0
+	for _, id := range plan.Deployments {
+		if w.Locks[id] != nil {
+			locked++
+		}
+	}
+	plan.Deletions = DeletionRule(w.Repo.Settings, nil, 0, locked)
+	// The repository must still load without the folder (a rollout order
+	// naming the environment, say).
+	if _, err := NewLoader(w.opts.MaxFileSize).Load(newFolderOverlay(w.fsys, nil, dir)); err != nil {
+		return nil, fmt.Errorf("env delete %s/%s refused, nothing removed: %w", req.Cluster, req.Environment, err)
+	}
+	return plan, nil
+}
+
+// EnvironmentCommit reports what CommitClone or CommitEnvironmentDelete
+// committed.
+type EnvironmentCommit struct {
+	gitsource.CommitResult
+	Clone  *ClonePlan             // set by CommitClone
+	Delete *EnvironmentDeletePlan // set by CommitEnvironmentDelete
+}
+
+// CommitClone plans the clone on the head of the writer's branch (its
+// commit is the one clonedFrom records) and commits its files in one
+// commit, compare-and-swap like CommitUpgrade.
+func CommitClone(ctx context.Context, w gitsource.Writer, opts WorkspaceOptions, req CloneRequest, co CommitOptions) (EnvironmentCommit, error) {
+	var out EnvironmentCommit
+	res, err := commitWorkspaceEdit(ctx, w, opts, co, func(ws *Workspace) (gitsource.Change, error) {
+		plan, err := ws.PlanClone(req)
+		if err != nil {
+			return gitsource.Change{}, err
+		}
+		out.Clone = plan
+		return gitsource.Change{Files: plan.Files(), Subject: plan.Subject(), Trailers: plan.Trailers()}, nil
+	})
+	out.CommitResult = res
+	return out, err
+}
+
+// CommitEnvironmentDelete removes the environment's folder in one commit
+// on the head of the writer's branch.
+func CommitEnvironmentDelete(ctx context.Context, w gitsource.Writer, opts WorkspaceOptions, req EnvironmentDeleteRequest, co CommitOptions) (EnvironmentCommit, error) {
+	var out EnvironmentCommit
+	res, err := commitWorkspaceEdit(ctx, w, opts, co, func(ws *Workspace) (gitsource.Change, error) {
+		plan, err := ws.PlanEnvironmentDelete(req)
+		if err != nil {
+			return gitsource.Change{}, err
+		}
+		out.Delete = plan
+		return gitsource.Change{Files: plan.Files(), Subject: plan.Subject(), Trailers: plan.Trailers()}, nil
+	})
+	out.CommitResult = res
+	return out, err
+}
+
+// commitWorkspaceEdit commits the change edit computes on a workspace of
+// the branch's head, planning again on every attempt.
+func commitWorkspaceEdit(ctx context.Context, w gitsource.Writer, opts WorkspaceOptions, co CommitOptions, edit func(*Workspace) (gitsource.Change, error)) (gitsource.CommitResult, error) {
+	build := func(ctx context.Context, head gitsource.Hash, headFS fs.FS) (gitsource.Change, error) {
+		o := opts
+		if !head.IsZero() {
+			o.SourceCommit = head.String()
+		}
+		ws, err := LoadWorkspace(headFS, o)
+		if err != nil {
+			return gitsource.Change{}, err
+		}
+		return edit(ws)
+	}
+	return w.CommitLocks(ctx, gitsource.CommitRequest{Build: build, Dir: co.Dir, MaxAttempts: co.Attempts, Author: co.Author, Sign: co.Sign})
+}

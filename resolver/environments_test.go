@@ -1,0 +1,265 @@
+package resolver
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+const cloneCommit = "0123456789abcdef0123456789abcdef01234567"
+
+func cloneWorkspace(t *testing.T, dir string) *Workspace {
+	t.Helper()
+	ws, err := LoadWorkspace(os.DirFS(dir), WorkspaceOptions{SourceCommit: cloneCommit})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ws
+}
+
+func writePlanFiles(t *testing.T, dir string, files map[string][]byte) {
+	t.Helper()
+	for p, data := range files {
+		if data == nil {
+			if err := os.Remove(filepath.Join(dir, filepath.FromSlash(p))); err != nil {
+				t.Fatal(err)
+			}
+			continue
+		}
+		writeFile(t, dir, p, string(data))
+	}
+}
+
+// TestCloneCopiesTheEnvironmentAndConnectsInsideIt: the clone's
+// deployment files are byte-for-byte copies, its environment file is
+// rewritten (prefix, location, no schedule, clonedFrom), and after the
+// clone every cloned instance reaches only deployments of the clone.
+func TestCloneCopiesTheEnvironmentAndConnectsInsideIt(t *testing.T) {
+	dir := exampleCopy(t)
+	const devEnv = "clusters/local/environments/dev/environment.cue"
+	writeFile(t, dir, devEnv, "// dev: the team's environment\nnamespacePrefix: \"dev\"\nbackupLocation:  \"s3://backups/local/dev\"\nbackups: {secret: \"backup-credentials\", schedule: \"0 3 * * *\", keep: 7}\nparameters: logLevel: \"debug\"\n")
+	plan, err := cloneWorkspace(t, dir).PlanClone(CloneRequest{Cluster: "local", Source: "dev", Target: "preview", FromBackup: "nightly-1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !plan.DroppedSchedule || plan.BackupLocation != "s3://backups/local/preview" || len(plan.Deployments) != 2 {
+		t.Errorf("plan %+v", plan)
+	}
+	for _, rel := range []string{"deployments/hub.cue", "deployments/web.cue"} {
+		want, err := os.ReadFile(filepath.Join(dir, "clusters/local/environments/dev", rel))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := plan.Files()["clusters/local/environments/preview/"+rel]; string(got) != string(want) {
+			t.Errorf("%s: copy differs:\n%s\nwant\n%s", rel, got, want)
+		}
+	}
+	env := string(plan.Files()["clusters/local/environments/preview/environment.cue"])
+	for _, want := range []string{"// dev: the team's environment", `namespacePrefix: "preview"`, `backupLocation:  "s3://backups/local/preview"`, `secret: "backup-credentials"`,
+		`parameters: logLevel: "debug"`, `cluster:     "local"`, `environment: "dev"`, `commit:      "` + cloneCommit + `"`, `backup:      "nightly-1"`, `location:    "s3://backups/local/dev"`} {
+		if !strings.Contains(env, want) {
+			t.Errorf("environment file lacks %q:\n%s", want, env)
+		}
+	}
+	if strings.Contains(env, "schedule") || strings.Contains(env, "keep") {
+		t.Errorf("environment file keeps the schedule:\n%s", env)
+	}
+	if !strings.Contains(plan.Subject(), "local/dev → local/preview from backup nightly-1") || plan.Trailers()[0].Value != "local/preview" {
+		t.Errorf("subject %q, trailers %v", plan.Subject(), plan.Trailers())
+	}
+
+	writePlanFiles(t, dir, plan.Files())
+	res, _, err := resolveDir(t, dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := res.Err(); err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for _, r := range res.Resolved {
+		if r.Instance.ID.Environment != "preview" {
+			continue
+		}
+		n++
+		ctx := r.Instance.Context
+		if !strings.HasPrefix(ctx.Deployment.Namespace, "preview-") {
+			t.Errorf("%s: namespace %s", r.Instance.ID, ctx.Deployment.Namespace)
+		}
+		if cf := ctx.Environment.ClonedFrom; cf == nil || cf.Backup != "nightly-1" || cf.Environment != "dev" {
+			t.Errorf("%s: clonedFrom %+v", r.Instance.ID, cf)
+		}
+		for dep, svcs := range ctx.Services {
+			for name, ep := range svcs {
+				if !strings.Contains(ep.Host, ".preview-"+dep+".") || !strings.Contains(ep.URL, ".preview-"+dep+".") {
+					t.Errorf("%s: service %s.%s at %s (%s), outside the clone", r.Instance.ID, dep, name, ep.Host, ep.URL)
+				}
+			}
+		}
+		if r.Instance.ID.Name == "hub" && len(ctx.Services["web"]) == 0 {
+			t.Errorf("preview/hub does not reach preview/web: %+v", ctx.Services)
+		}
+	}
+	if n != 2 {
+		t.Fatalf("%d preview deployments resolved, want 2", n)
+	}
+}
+
+// TestCloneOfAYAMLEnvironmentToAnotherPrefix: YAML stays YAML; the
+// location's last element is the source's name, so it is replaced.
+func TestCloneOfAYAMLEnvironmentToAnotherPrefix(t *testing.T) {
+	dir := exampleCopy(t)
+	plan, err := cloneWorkspace(t, dir).PlanClone(CloneRequest{Cluster: "local", Source: "staging", Target: "qa", NamespacePrefix: "qa-1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	env := string(plan.Files()["clusters/local/environments/qa/environment.yaml"])
+	for _, want := range []string{"# YAML is accepted", "namespacePrefix: qa-1", "backupLocation: s3://backups/local/qa", "clonedFrom:\n  cluster: \"local\"\n  environment: \"staging\"\n  commit: \"" + cloneCommit + "\"\n"} {
+		if !strings.Contains(env, want) {
+			t.Errorf("environment file lacks %q:\n%s", want, env)
+		}
+	}
+	if plan.DroppedSchedule || strings.Contains(env, "backup:") {
+		t.Errorf("plan %+v:\n%s", plan, env)
+	}
+}
+
+func TestDerivedLocation(t *testing.T) {
+	for _, tc := range []struct{ in, want string }{
+		{"s3://backups/local/dev", "s3://backups/local/preview"},
+		{"s3://backups/local", "s3://backups/local/preview"},
+		{"s3://backups", "s3://backups/preview"},
+		{"pvc://claim/dev", "pvc://claim/preview"},
+	} {
+		l, err := ParseBackupLocation(tc.in)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := derivedLocation(l, "dev", "preview").String(); got != tc.want {
+			t.Errorf("%s → %s, want %s", tc.in, got, tc.want)
+		}
+	}
+}
+
+// TestCloneRefusesBadInput: every refusal names the environment and what
+// was expected, and no file is written (PlanClone writes nothing; the
+// tree is compared all the same).
+func TestCloneRefusesBadInput(t *testing.T) {
+	cases := []struct {
+		name  string
+		setup func(t *testing.T, dir string)
+		req   CloneRequest
+		opts  *WorkspaceOptions
+		want  []string
+	}{
+		{"target exists", nil, CloneRequest{Cluster: "local", Source: "dev", Target: "staging"},
+			nil, []string{"clusters/local/environments/staging/environment.cue", "environment local/staging exists already"}},
+		{"source missing", nil, CloneRequest{Cluster: "local", Source: "prod", Target: "preview"},
+			nil, []string{"clusters/local/environments/prod/environment.cue", `no environment "prod"`, "dev, staging"}},
+		{"target cluster missing", nil, CloneRequest{Cluster: "local", Source: "dev", Target: "preview", TargetCluster: "remote"},
+			nil, []string{"clusters/remote/cluster.cue", `no cluster "remote"`}},
+		{"bad target name", nil, CloneRequest{Cluster: "local", Source: "dev", Target: "Preview_1"},
+			nil, []string{"clusters/local/environments/Preview_1/environment.cue", `name "Preview_1" must be a lowercase DNS label`}},
+		{"colliding namespace prefix", nil, CloneRequest{Cluster: "local", Source: "dev", Target: "preview", NamespacePrefix: "staging"},
+			nil, []string{"clusters/local/environments/preview/environment.cue", `namespace prefix "staging" gives deployment hub the namespace "staging-hub" of local/staging/hub (clusters/local/environments/staging/deployments/hub.cue)`, "--namespace-prefix"}},
+		{"reserved namespace prefix", nil, CloneRequest{Cluster: "local", Source: "dev", Target: "kube"},
+			nil, []string{"reserved namespace \"kube-hub\""}},
+		{"backup ID that is no label", nil, CloneRequest{Cluster: "local", Source: "dev", Target: "preview", FromBackup: "Nightly_1"},
+			nil, []string{"clusters/local/environments/preview/environment.cue", `backup "Nightly_1": expected a backup ID`}},
+		{"latest not resolved", nil, CloneRequest{Cluster: "local", Source: "dev", Target: "preview", FromBackup: LatestBackup},
+			nil, []string{"--from-backup latest must be resolved"}},
+		{"from a backup without a location", func(t *testing.T, dir string) {
+			writeFile(t, dir, "clusters/local/environments/dev/environment.cue", "namespacePrefix: \"dev\"\n")
+		}, CloneRequest{Cluster: "local", Source: "dev", Target: "preview", FromBackup: "nightly-1"},
+			nil, []string{"local/dev has no backupLocation", "no backups to clone from"}},
+		{"from a backup on a claim", func(t *testing.T, dir string) {
+			writeFile(t, dir, "clusters/local/environments/dev/environment.cue", "namespacePrefix: \"dev\"\nbackupLocation: \"pvc://backups/dev\"\n")
+		}, CloneRequest{Cluster: "local", Source: "dev", Target: "preview", FromBackup: "nightly-1"},
+			nil, []string{"local/dev backs up to pvc://backups/dev", "use an s3:// backupLocation"}},
+		{"uncommitted configuration", nil, CloneRequest{Cluster: "local", Source: "dev", Target: "preview"},
+			&WorkspaceOptions{}, []string{"records the commit of local/dev", "commit it first"}},
+		{"environment file defining a field twice", func(t *testing.T, dir string) {
+			writeFile(t, dir, "clusters/local/environments/dev/environment.cue", "namespacePrefix: \"dev\"\nnamespacePrefix: string\n")
+		}, CloneRequest{Cluster: "local", Source: "dev", Target: "preview"},
+			nil, []string{"clusters/local/environments/dev/environment.cue", "field namespacePrefix", "defines namespacePrefix 2 times"}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := exampleCopy(t)
+			if tc.setup != nil {
+				tc.setup(t, dir)
+			}
+			opts := WorkspaceOptions{SourceCommit: cloneCommit}
+			if tc.opts != nil {
+				opts = *tc.opts
+			}
+			ws, err := LoadWorkspace(os.DirFS(dir), opts)
+			if err != nil {
+				t.Fatal(err)
+			}
+			before := snapshot(t, dir)
+			plan, err := ws.PlanClone(tc.req)
+			if err == nil {
+				t.Fatalf("accepted: %+v", plan)
+			}
+			for _, w := range tc.want {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("error %q lacks %q", err, w)
+				}
+			}
+			if snapshot(t, dir) != before {
+				t.Error("a refused clone changed the repository")
+			}
+		})
+	}
+}
+
+// TestEnvironmentDelete: the folder goes; the next lock tombstones its
+// deployments and, two being more than the default threshold, needs
+// --allow-deletions 2.
+func TestEnvironmentDelete(t *testing.T) {
+	dir := exampleCopy(t)
+	lockDirInto(t, dir)
+	ws := cloneWorkspace(t, dir)
+	if _, err := ws.PlanEnvironmentDelete(EnvironmentDeleteRequest{Cluster: "local", Environment: "prod"}); err == nil || !strings.Contains(err.Error(), `no environment "prod"`) {
+		t.Errorf("deleting a missing environment: %v", err)
+	}
+	plan, err := ws.PlanEnvironmentDelete(EnvironmentDeleteRequest{Cluster: "local", Environment: "dev"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(plan.Deployments) != 2 || plan.Deployments[0] != (ID{"local", "dev", "hub"}) || !plan.Deletions.Refused || plan.Deletions.Count != 2 {
+		t.Errorf("plan %+v", plan)
+	}
+	for p, data := range plan.Files() {
+		if data != nil || !strings.HasPrefix(p, "clusters/local/environments/dev/") {
+			t.Errorf("file %s: %q", p, data)
+		}
+	}
+	writePlanFiles(t, dir, plan.Files())
+	// git keeps no empty folders; a working tree is cleaned the same way.
+	if err := os.RemoveAll(filepath.Join(dir, filepath.FromSlash(plan.Dir))); err != nil {
+		t.Fatal(err)
+	}
+	res, locks, err := resolveDir(t, dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	changes, err := PlanLocks(res, locks)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := Deleted(changes); len(got) != 2 {
+		t.Errorf("deleted %v, want dev's two deployments", got)
+	}
+	_, err = checkDeletions(RepoSettings{}, changes, 0)
+	var refused *DeletionsRefusedError
+	if !errors.As(err, &refused) || !strings.Contains(err.Error(), "--allow-deletions 2") {
+		t.Errorf("lock without an allowance: %v", err)
+	}
+	if _, err := checkDeletions(RepoSettings{}, changes, 2); err != nil {
+		t.Errorf("lock --allow-deletions 2: %v", err)
+	}
+}
