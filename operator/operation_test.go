@@ -28,7 +28,7 @@ import (
 
 const (
 	// backupSecret is the credentials Secret the data environment names.
-	backupSecret = "styrmin-backup"
+	backupSecret = "backup-credentials"
 	// backupSecretKey is a fake key: it must reach the job, never a status.
 	backupSecretKey = "not-a-real-key-but-a-secret-all-the-same"
 )
@@ -109,19 +109,27 @@ func TestBackupOfAnEnvironmentRunsEachDriversHookAsATaskAndARestoreHoldsBackItsD
 	t.Log("refused: a location its Secret cannot reach, and an environment with a driver without the hook")
 	e.create(t, &v1alpha1.StyrminBackup{ObjectMeta: metav1.ObjectMeta{Name: "no-secret", Namespace: ns}, Spec: v1alpha1.StyrminBackupSpec{Environment: "data"}})
 	if b := e.waitBackup(t, "no-secret"); b.Status.Phase != v1alpha1.OperationFailed ||
-		!strings.Contains(b.Status.Message, "environment local/data") || !strings.Contains(b.Status.Message, `backups.secret "styrmin-backup": no such Secret`) {
+		!strings.Contains(b.Status.Message, "environment local/data") || !strings.Contains(b.Status.Message, `backups.secret "backup-credentials": no such Secret`) {
 		t.Fatalf("a backup whose Secret is missing: %s %q, want Failed naming the environment and the Secret", b.Status.Phase, b.Status.Message)
 	}
 	e.createBackupSecret(t)
+	e.create(t, &v1alpha1.StyrminBackup{ObjectMeta: metav1.ObjectMeta{Name: "dev-web", Namespace: ns}, Spec: v1alpha1.StyrminBackupSpec{Environment: "dev", Deployments: []string{"web"}}})
+	if b := e.waitBackup(t, "dev-web"); b.Status.Phase != v1alpha1.OperationFailed ||
+		!strings.Contains(b.Status.Message, "environment local/dev, deployment web (driver webapp@1.1.0): its driver declares no backup and restore hooks") {
+		t.Fatalf("a backup of web: %s %q, want it refused naming the environment, the deployment and its driver", b.Status.Phase, b.Status.Message)
+	}
+	t.Log("a whole environment's backup keeps what can be kept and says what it skipped")
+	requireSucceeded(t, e.waitTask(t, hubNamespace, "hub", 1))
 	e.create(t, &v1alpha1.StyrminBackup{ObjectMeta: metav1.ObjectMeta{Name: "dev-all", Namespace: ns}, Spec: v1alpha1.StyrminBackupSpec{Environment: "dev"}})
-	if b := e.waitBackup(t, "dev-all"); b.Status.Phase != v1alpha1.OperationFailed || !strings.Contains(b.Status.Message, "environment local/dev") {
-		t.Fatalf("a backup of dev: %s %q, want it refused (dev has no backups.secret for its s3:// location, and web's driver has no hook)", b.Status.Phase, b.Status.Message)
+	if b := e.waitBackup(t, "dev-all"); b.Status.Phase != v1alpha1.OperationSucceeded || len(b.Status.Deployments) != 1 || b.Status.Deployments[0].Name != "hub" ||
+		!slices.Equal(b.Status.Skipped, []string{"web: driver webapp@1.1.0 declares no backup hook"}) {
+		t.Fatalf("a backup of dev: %s %q deployments %+v skipped %q, want hub backed up and web skipped", b.Status.Phase, b.Status.Message, b.Status.Deployments, b.Status.Skipped)
 	}
 	e.create(t, &v1alpha1.StyrminBackup{ObjectMeta: metav1.ObjectMeta{Name: "web-only", Namespace: ns}, Spec: v1alpha1.StyrminBackupSpec{Environment: "data", Deployments: []string{"web"}}})
 	if b := e.waitBackup(t, "web-only"); b.Status.Phase != v1alpha1.OperationFailed || !strings.Contains(b.Status.Message, "deployment web: no such deployment") {
 		t.Fatalf("a backup of a deployment of another environment: %s %q", b.Status.Phase, b.Status.Message)
 	}
-	for _, name := range []string{"no-secret", "dev-all", "web-only"} {
+	for _, name := range []string{"no-secret", "dev-web", "web-only"} {
 		var tasks v1alpha1.StyrminTaskList
 		if err := e.c.List(ctx, &tasks, client.MatchingLabels{v1alpha1.LabelOperation: name}); err != nil || len(tasks.Items) > 0 {
 			t.Fatalf("refused backup %s made %d tasks (%v): a refusal changes nothing", name, len(tasks.Items), err)

@@ -149,7 +149,7 @@ func (r *BackupReconciler) start(ctx context.Context, b *v1alpha1.StyrminBackup)
 	b.Status.Phase = v1alpha1.OperationRunning
 	b.Status.Location = plan.settings.Location
 	b.Status.StartedAt = &now
-	b.Status.Deployments = nil
+	b.Status.Deployments, b.Status.Skipped = nil, plan.skipped
 	for _, tg := range plan.targets {
 		name := task.OperationTaskName(tg.sd.Spec.Deployment.Name, v1alpha1.OperationBackup, b.Name, 1)
 		b.Status.Deployments = append(b.Status.Deployments, v1alpha1.OperationDeployment{
@@ -178,6 +178,8 @@ func (r *BackupReconciler) start(ctx context.Context, b *v1alpha1.StyrminBackup)
 type backupPlan struct {
 	settings resolver.EnvironmentBackups
 	targets  []target
+	// skipped: the deployments whose drivers cannot be backed up.
+	skipped []string
 }
 
 // check refuses a backup that cannot be taken: an environment of another
@@ -207,17 +209,25 @@ func (r *BackupReconciler) check(ctx context.Context, b *v1alpha1.StyrminBackup)
 	if err != nil {
 		return nil, err
 	}
+	// A whole environment's backup takes what can be backed up and says
+	// what it skipped (a stateless web server has nothing to keep); a
+	// deployment named that cannot be backed up is refused.
+	plan := &backupPlan{settings: settings}
 	var cannot []string
 	for _, tg := range tgs {
-		if !tg.driver.CanBackup() {
-			cannot = append(cannot, fmt.Sprintf("%s (driver %s@%s)", tg.sd.Spec.Deployment.Name, tg.driver.Name, tg.driver.Version))
+		if tg.driver.CanBackup() {
+			plan.targets = append(plan.targets, tg)
+			continue
 		}
+		why := fmt.Sprintf("%s: driver %s@%s declares no backup hook", tg.sd.Spec.Deployment.Name, tg.driver.Name, tg.driver.Version)
+		plan.skipped = append(plan.skipped, why)
+		cannot = append(cannot, fmt.Sprintf("%s (driver %s@%s)", tg.sd.Spec.Deployment.Name, tg.driver.Name, tg.driver.Version))
 	}
-	if len(cannot) > 0 {
+	if len(cannot) > 0 && (len(b.Spec.Deployments) > 0 || len(plan.targets) == 0) {
 		return nil, &RefusedError{Environment: envName, Deployment: strings.Join(cannot, ", "),
-			Msg: "its driver declares no backup and restore hooks, so it cannot be backed up (expected actions: backup: … and restore: … in the driver; or back up the other deployments with --deployment)"}
+			Msg: "its driver declares no backup and restore hooks, so it cannot be backed up (expected actions: backup: … and restore: … in the driver)"}
 	}
-	return &backupPlan{settings: settings, targets: tgs}, nil
+	return plan, nil
 }
 
 // validName refuses an ID that cannot be part of an artefact's path and

@@ -52,6 +52,12 @@ type StyrminBackupStatus struct {
 	// +listType=atomic
 	// +optional
 	Deployments []OperationDeployment `json:"deployments,omitempty"`
+	// Skipped are the deployments of a whole environment's backup whose
+	// drivers declare no backup hook, each with why ("web: driver
+	// webapp@1.1.0 declares no backup hook"): nothing of theirs is kept.
+	// +listType=atomic
+	// +optional
+	Skipped []string `json:"skipped,omitempty"`
 	// StartedAt is when the backup's tasks were created.
 	// +optional
 	StartedAt *metav1.Time `json:"startedAt,omitempty"`

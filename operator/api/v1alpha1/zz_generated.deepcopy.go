@@ -314,6 +314,11 @@ func (in *StyrminBackupStatus) DeepCopyInto(out *StyrminBackupStatus) {
 			(*in)[i].DeepCopyInto(&(*out)[i])
 		}
 	}
+	if in.Skipped != nil {
+		in, out := &in.Skipped, &out.Skipped
+		*out = make([]string, len(*in))
+		copy(*out, *in)
+	}
 	if in.StartedAt != nil {
 		in, out := &in.StartedAt, &out.StartedAt
 		*out = (*in).DeepCopy()
