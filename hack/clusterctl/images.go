@@ -12,24 +12,32 @@ var graphhubVersions = []string{"1.4.0", "1.4.1", "1.5.0"}
 // container (maintenance mode is a file the server's pod keeps).
 const graphhubScript = `#!/bin/sh
 version="$(cat /etc/graphhub-version)"
+# As a container's first process the shell ignores SIGTERM unless it traps
+# it: without the trap every stop would wait out the grace period.
+serve() {
+	trap 'kill "$child" 2>/dev/null; exit 0' TERM INT
+	"$@" & child=$!
+	wait "$child"
+}
 case "$1 $2" in
 "server "*)
+	# graphhub server --port PORT
 	mkdir -p /tmp/www/api && echo ok >/tmp/www/api/health
-	echo "graphhub $version: serving on port ${4:-8000}"
-	exec httpd -f -p "${4:-8000}" -h /tmp/www ;;
+	echo "graphhub $version: serving on port ${3:-8000}"
+	serve httpd -f -p "${3:-8000}" -h /tmp/www ;;
 "worker "*)
 	echo "graphhub $version: worker started"
-	exec sleep 2147483647 ;;
+	serve sleep 2147483647 ;;
 "db init")
-	echo "graphhub $version: database schema initialised at $version" ;;
+	echo "graphhub $version: database schema created at $version" ;;
 "db migrate")
-	echo "graphhub $version: database schema migrated from $version to the next release" ;;
+	echo "graphhub $version: database schema migrated to $version" ;;
 "maintenance on")
 	date -u +%FT%TZ >/tmp/maintenance
-	echo "graphhub $version: maintenance mode on (API read-only since $(cat /tmp/maintenance))" ;;
+	echo "graphhub $version: maintenance mode on, API read-only (pod $(hostname))" ;;
 "maintenance off")
-	if [ -f /tmp/maintenance ]; then since="$(cat /tmp/maintenance)"; rm -f /tmp/maintenance; else since="never (a new pod)"; fi
-	echo "graphhub $version: maintenance mode off (was on since $since)" ;;
+	rm -f /tmp/maintenance
+	echo "graphhub $version: maintenance mode off, API read-write (pod $(hostname))" ;;
 *)
 	echo "graphhub $version: unknown command: $*" >&2
 	exit 2 ;;
@@ -39,8 +47,10 @@ esac
 // serviceScript stands in for the database and the cache: it listens on
 // the port the chart probes and ignores the server's own arguments.
 const serviceScript = `#!/bin/sh
+trap 'kill "$child" 2>/dev/null; exit 0' TERM INT
 echo "listening on port $1"
-exec httpd -f -p "$1" -h /tmp
+httpd -f -p "$1" -h /tmp & child=$!
+wait "$child"
 `
 
 // demoImages are the images of graphhub (server and workers, database,

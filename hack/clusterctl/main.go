@@ -5,6 +5,7 @@
 //	                           start it in the background, wait until ready, print how to reach it;
 //	                           -real-node adds a kubelet with containerd (testcluster.RealNodeName)
 //	clusterctl status          tell whether it runs and how many nodes are Ready
+//	clusterctl real-node-check tell whether this machine can run the real node (exit status 1 if not, saying why)
 //	clusterctl down            stop it and every process it started
 //
 // `up` re-executes itself as a detached supervisor (own session) that holds
@@ -45,7 +46,7 @@ func main() {
 
 func run(args []string, stdout, stderr io.Writer) int {
 	usage := func() {
-		fmt.Fprintln(stderr, "usage: clusterctl up [-nodes N] [-real-node] | status | down")
+		fmt.Fprintln(stderr, "usage: clusterctl up [-nodes N] [-real-node] | status | real-node-check | down")
 	}
 	if len(args) == 0 {
 		usage()
@@ -77,6 +78,10 @@ func run(args []string, stdout, stderr io.Writer) int {
 		err = s.serve(*nodes, *realNode)
 	case "status":
 		err = s.status(stdout)
+	case "real-node-check":
+		if err = testcluster.RealNodeAvailable(""); err == nil {
+			fmt.Fprintln(stdout, "This machine can run the real node.")
+		}
 	case "down":
 		err = s.down(stdout)
 	default:
