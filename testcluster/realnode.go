@@ -598,7 +598,8 @@ func (n *realNode) stop() error {
 // the kubelet's log links, the folder.
 func (n *realNode) cleanup() error {
 	var errs []error
-	if err := killLeftovers(n.dir); err != nil {
+	// With the slash: slot 1's folder is a prefix of slot 10's.
+	if err := killLeftovers(n.dir + "/"); err != nil {
 		errs = append(errs, err)
 	}
 	n.killPods()

@@ -180,3 +180,30 @@ func processesWithCmdline(s string) []string {
 	}
 	return pids
 }
+
+// Where the machine lacks what the real node needs, RealNodeAvailable and
+// Start say what is missing and how to get it, and Start runs nothing.
+func TestRealNodeUnavailableSaysWhy(t *testing.T) {
+	t.Setenv("PATH", t.TempDir()) // no containerd, runc, ctr, ip or busybox
+	err := testcluster.RealNodeAvailable("")
+	if !errors.Is(err, testcluster.ErrRealNodeUnavailable) {
+		t.Fatalf("RealNodeAvailable = %v, want ErrRealNodeUnavailable", err)
+	}
+	want := []string{"containerd", "runc", "busybox", "apt-get install containerd runc containernetworking-plugins busybox-static"}
+	if os.Geteuid() != 0 {
+		want = []string{"needs root"}
+	}
+	for _, w := range want {
+		if !strings.Contains(err.Error(), w) {
+			t.Errorf("%q does not say %q", err, w)
+		}
+	}
+	_, err = testcluster.Start(context.Background(), testcluster.Options{Workloads: true, RealNode: &testcluster.RealNodeOptions{}})
+	if !errors.Is(err, testcluster.ErrRealNodeUnavailable) && !errors.Is(err, testcluster.ErrBinariesMissing) {
+		t.Fatalf("Start = %v, want ErrRealNodeUnavailable", err)
+	}
+	_, err = testcluster.Start(context.Background(), testcluster.Options{RealNode: &testcluster.RealNodeOptions{}})
+	if err == nil || !strings.Contains(err.Error(), "needs Options.Workloads") {
+		t.Errorf("Start without workloads = %v, want it refused", err)
+	}
+}
