@@ -193,8 +193,8 @@ func ownCgroup() (string, bool, error) {
 }
 
 // cgroupHierarchies are the folders a pod's cgroup is made in: each v1
-// hierarchy's mount (the kubelet, through runc, joins every one), or the
-// unified hierarchy.
+// hierarchy's mount (the kubelet, through runc, joins every one) and, in
+// the hybrid layout, the unified one; or the unified hierarchy alone.
 func (h *realNodeHost) cgroupHierarchies() []string {
 	if h.cgroupV2 {
 		return []string{"/sys/fs/cgroup"}
@@ -210,7 +210,9 @@ func (h *realNodeHost) cgroupHierarchies() []string {
 		// "... mountpoint options - fstype source superoptions"
 		fields := strings.Fields(sc.Text())
 		i := slices.Index(fields, "-")
-		if i < 0 || i+1 >= len(fields) || len(fields) < 5 || fields[i+1] != "cgroup" {
+		// cgroup2 too: in the hybrid layout runc makes the containers'
+		// cgroups in the unified hierarchy as well, and Stop removes them.
+		if i < 0 || i+1 >= len(fields) || len(fields) < 5 || (fields[i+1] != "cgroup" && fields[i+1] != "cgroup2") {
 			continue
 		}
 		dirs = append(dirs, unescapeMount(fields[4]))
