@@ -8,7 +8,8 @@
 #
 # Output: <repo>/.bin/testcluster/ (or $STYRMIN_TESTCLUSTER_BIN).
 # A stamp of the inputs' hash makes a repeated run return at once; a cold
-# build takes about 12 minutes on 2 cores, a warm-cache rebuild seconds.
+# build takes about 12 minutes on 2 cores (the kubelet about 5 more), a
+# warm-cache rebuild seconds.
 set -euo pipefail
 
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -51,7 +52,7 @@ if up_to_date "$want"; then
 	exit 0
 fi
 
-echo "testcluster: building ${binaries[*]} into ${out#"$repo"/} (first time: about 12 minutes)"
+echo "testcluster: building ${binaries[*]} into ${out#"$repo"/} (first time: about 17 minutes)"
 start=$SECONDS
 rm -f "$out/.stamp"
 
