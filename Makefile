@@ -86,8 +86,12 @@ lint: ## gofmt and go vet.
 clusterctl:
 	@$(GO) build -o $(CLUSTERCTL) ./hack/clusterctl
 
-cluster-up: testcluster clusterctl ## Start the local control plane with fake nodes in the background.
-	@$(CLUSTERCTL) up
+# REAL_NODE=1 adds the real node (a kubelet with containerd and runc from
+# the machine's packages; needs root): see README.
+REAL_NODE ?=
+
+cluster-up: testcluster clusterctl ## Start the local control plane with fake nodes in the background (REAL_NODE=1: and a real node).
+	@$(CLUSTERCTL) up $(if $(REAL_NODE),-real-node)
 
 cluster-down: clusterctl ## Stop the local control plane, the demo's agent and every process they started.
 	@if [ -f .cluster/agent.pid ]; then kill $$(cat .cluster/agent.pid) 2>/dev/null || true; rm -f .cluster/agent.pid; fi

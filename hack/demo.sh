@@ -3,8 +3,10 @@
 # examples/, the agent running against the local control plane, and the
 # story of a platform team's day: deploy two environments, fan out an
 # environment value, upgrade the multi-component application (its
-# migration job runs between stopping and starting the workers) and watch
-# a drift being corrected. `make demo` has already built the binaries and
+# migration job runs between stopping and starting the workers), upgrade it
+# to its 1.5 line on the real node (driver 2.0.0 execs into the server;
+# skipped, saying why, where the machine cannot run the real node) and
+# watch a drift being corrected. `make demo` has already built the binaries and
 # started the control plane; the cluster keeps running until
 # `make cluster-down`.
 set -euo pipefail
@@ -57,6 +59,17 @@ all_ready() {
 	ready_at dev-web "$1" && ready_at dev-hub "$2" && ready_at staging-web "$3" && ready_at staging-hub "$4"
 }
 
+# hub_on_real_node: every pod of dev-hub runs on the real node and is Ready.
+hub_on_real_node() {
+	local nodes n
+	nodes=$("$kubectl" -n dev-hub get pods -o jsonpath='{range .items[*]}{.spec.nodeName} {end}') || return 1
+	[ -n "$nodes" ] || return 1
+	for n in $nodes; do
+		[ "$n" = testcluster-real-node ] || return 1
+	done
+	"$kubectl" -n dev-hub wait --for=condition=Ready pods --all --timeout=5s
+}
+
 stop_agent() {
 	if [ -f "$root/.cluster/agent.pid" ]; then
 		kill "$(cat "$root/.cluster/agent.pid")" 2>/dev/null || true
@@ -64,13 +77,22 @@ stop_agent() {
 	fi
 }
 
-step "0/7 A fresh local control plane (etcd, kube-apiserver, controller-manager, scheduler, kwok fake nodes)"
+step "0/8 A fresh local control plane (etcd, kube-apiserver, controller-manager, scheduler, kwok fake nodes, a real node)"
 stop_agent
 "$root/.bin/clusterctl" down >/dev/null
-"$root/.bin/clusterctl" up
+# The real node (a kubelet with containerd) runs real processes: driver
+# 2.0.0's exec steps need one (step 6).
+if real_node_reason=$("$root/.bin/clusterctl" real-node-check 2>&1); then
+	real_node=true
+	"$root/.bin/clusterctl" up -real-node
+else
+	real_node=false
+	say "   No real node: ${real_node_reason#clusterctl: }"
+	"$root/.bin/clusterctl" up
+fi
 run "$kubectl" get nodes
 
-step "1/7 A desired-state repository, made from examples/"
+step "1/8 A desired-state repository, made from examples/"
 rm -rf "$demo"
 mkdir -p "$repo"
 cp -R examples/styrmin.cue examples/clusters examples/drivers "$repo/"
@@ -80,14 +102,14 @@ git_ commit -q -m "Desired state: cluster local, environments dev and staging"
 say "   $repo: cluster local; environments dev and staging; deployments web (driver webapp) and hub (driver graphhub) in each."
 styrminctl --repo "$repo" drivers list
 
-step "2/7 Review the plan, then lock: one lockfile per deployment, sequence 1"
+step "2/8 Review the plan, then lock: one lockfile per deployment, sequence 1"
 printf '%s$ styrminctl --repo %s plan | head -14%s\n' "$dim" "$repo" "$off"
 "$bin/styrminctl" --repo "$repo" plan >"$demo/plan.txt"
 head -14 "$demo/plan.txt"
 say "   (the full plan, in $demo/plan.txt, goes on with every value, action and manifest of each deployment)"
 styrminctl --repo "$repo" lock --commit
 
-step "3/7 Start the agent for cluster local (it follows the repository's lock commits)"
+step "3/8 Start the agent for cluster local (it follows the repository's lock commits)"
 # The agent keeps its sync position (a StyrminSource) in its own namespace.
 "$kubectl" create namespace styrmin-system --dry-run=client -o yaml | "$kubectl" apply -f - >/dev/null
 for ns in dev-hub staging-hub; do
@@ -105,7 +127,7 @@ say "   agent pid $(cat "$root/.cluster/agent.pid"), log $demo/agent.log"
 wait_for "four deployments Ready at sequence 1" 240 all_ready 1 1 1 1
 styrminctl status
 
-step "4/7 Change an environment value: dev logs at info (fan-out)"
+step "4/8 Change an environment value: dev logs at info (fan-out)"
 sed -i 's/parameters: logLevel: "debug"/parameters: logLevel: "info"/' "$repo/clusters/local/environments/dev/environment.cue"
 git_ commit -q -am "dev: log at info level"
 say "   The plan shows who inherits the value: dev/hub redeploys; dev/web's driver has no logLevel, so it does not."
@@ -114,8 +136,7 @@ styrminctl --repo "$repo" lock --commit
 wait_for "dev/hub Ready at sequence 2" 120 ready_at dev-hub 2
 styrminctl tasks list
 
-step "5/7 Upgrade graphhub in dev: app 1.4.0 → 1.4.1 (driver graphhub 1.0.0's upgrade hook)"
-say "   (The 1.5 line would take driver 2.0.0, whose hook execs into the server: the fake nodes run no containers.)"
+step "5/8 Upgrade graphhub in dev: app 1.4.0 → 1.4.1 (driver graphhub 1.0.0's upgrade hook)"
 sed -i 's/appVersion: "1.4.0"/appVersion: "1.4.1"/' "$repo/clusters/local/environments/dev/deployments/hub.cue"
 git_ commit -q -am "dev/hub: graphhub 1.4.1"
 styrminctl --repo "$repo" plan --base HEAD~1
@@ -125,12 +146,40 @@ say "   The upgrade task's steps, in the order they ran (workers stopped, migrat
 styrminctl tasks get -n dev-hub hub-3
 run "$kubectl" -n dev-hub get jobs
 
-step "6/7 Drift: scale dev/web by hand; the agent puts it back"
+step "6/8 Upgrade graphhub in dev to the 1.5 line: driver 2.0.0, whose hook execs into the server, on the real node"
+if [ "$real_node" = true ]; then
+	say "   dev-hub's pods move to the real node: the namespace's annotations give every new pod its node selector and"
+	say "   toleration (admission plugins PodNodeSelector, PodTolerationRestriction); its images were made on this machine."
+	run "$kubectl" annotate --overwrite namespace dev-hub \
+		"scheduler.alpha.kubernetes.io/node-selector=styrmin.io/real-node=true" \
+		'scheduler.alpha.kubernetes.io/defaultTolerations=[{"key":"styrmin.io/real-node","operator":"Equal","value":"true","effect":"NoSchedule"}]'
+	run "$kubectl" -n dev-hub delete pods --all --wait=false
+	wait_for "dev/hub's pods Ready on the real node" 180 hub_on_real_node
+	run "$kubectl" -n dev-hub get pods -o wide
+	sed -i 's/appVersion: "1.4.1"/appVersion: "1.5.0"/' "$repo/clusters/local/environments/dev/deployments/hub.cue"
+	git_ commit -q -am "dev/hub: graphhub 1.5.0"
+	say "   1.5.0 is outside driver 1.0.0's range: the plan takes driver 2.0.0, whose upgrade hook turns maintenance mode on (exec),"
+	say "   stops the workers, migrates, upgrades, starts the workers and turns maintenance mode off (exec)."
+	printf '%s$ styrminctl --repo %s plan --base HEAD~1 | head -24%s\n' "$dim" "$repo" "$off"
+	"$bin/styrminctl" --repo "$repo" plan --base HEAD~1 >"$demo/plan-1.5.txt"
+	head -24 "$demo/plan-1.5.txt"
+	say "   (the whole plan: $demo/plan-1.5.txt)"
+	styrminctl --repo "$repo" lock --commit
+	wait_for "dev/hub Ready at sequence 4" 240 ready_at dev-hub 4
+	say "   The upgrade task: each exec step's output is the command's, run in the server's container on the real node:"
+	styrminctl tasks get -n dev-hub hub-4
+	run "$kubectl" -n dev-hub get pods -o wide
+else
+	say "   Skipped: this machine cannot run the real node (${real_node_reason#clusterctl: })."
+	say "   Driver 2.0.0's hook execs into the server, and pods on the fake nodes run no process."
+fi
+
+step "7/8 Drift: scale dev/web by hand; the agent puts it back"
 run "$kubectl" -n dev-web scale deployment web --replicas=5
 wait_for "dev/web back at its 2 replicas" 60 sh -c "[ \"\$('$kubectl' -n dev-web get deployment web -o jsonpath='{.spec.replicas}')\" = 2 ]"
 run "$kubectl" -n dev-web get events --field-selector reason=DriftCorrected
 
-step "7/7 Where to look"
+step "8/8 Where to look"
 cat <<MSG
    export KUBECONFIG=$KUBECONFIG
    $bin/styrminctl status                      # every deployment, its sequence and readiness

@@ -74,6 +74,16 @@ type Options struct {
 	APIServerArgs []string
 	// BinDir holds the binaries; empty means BinDir().
 	BinDir string
+	// RealNode, with Workloads, adds the real node (RealNodeName): a
+	// kubelet with containerd, where pods that select RealNodeLabel (and
+	// tolerate its taint) run real processes, so exec and logs work. It
+	// needs root and the machine's container runtime; RealNodeAvailable
+	// tells whether it can run, and Start fails (wrapping
+	// ErrRealNodeUnavailable) if it cannot. With it the API server also
+	// runs the PodNodeSelector and PodTolerationRestriction admission
+	// plugins, so that annotations on a namespace can send all of its new
+	// pods to the real node (RealNodeNamespaceAnnotations).
+	RealNode *RealNodeOptions
 }
 
 // Cluster is a running control plane. Stop it when done.
@@ -94,6 +104,12 @@ type Cluster struct {
 	ownsLogDir bool
 	logFiles   []*os.File
 	procs      []*component
+
+	// RealNodeStartTime is how long the real node took to start and be
+	// Ready (zero without one).
+	RealNodeStartTime time.Duration
+
+	node *realNode // nil without a real node
 
 	stopStorage context.CancelFunc // ends the storage provisioner
 
@@ -127,11 +143,32 @@ func Start(ctx context.Context, opts Options) (_ *Cluster, err error) {
 	if err := checkBinaries(binDir, opts.Workloads); err != nil {
 		return nil, fmt.Errorf("testcluster: %w", err)
 	}
+	if opts.RealNode != nil {
+		if !opts.Workloads {
+			return nil, errors.New("testcluster: Options.RealNode needs Options.Workloads")
+		}
+		if err := RealNodeAvailable(binDir); err != nil {
+			return nil, fmt.Errorf("testcluster: %w", err)
+		}
+		// The API server reaches kubelets at their InternalIP (the
+		// default tries the node's name first, which does not resolve).
+		// Given first: a flag of APIServerArgs comes after them, and the
+		// last value of a flag wins.
+		apiArgs = append([]arg{
+			{name: "kubelet-preferred-address-types", value: "InternalIP"},
+			{name: "enable-admission-plugins", value: "PodNodeSelector,PodTolerationRestriction"},
+		}, apiArgs...)
+	}
 
 	c := &Cluster{BinDir: binDir, LogDir: opts.LogDir}
 	defer func() {
 		if err != nil {
-			_ = c.Stop()
+			// The logs say why (a component that exited, a node that
+			// never became Ready): keep them.
+			_ = c.shutdown(true)
+			if c.ownsLogDir {
+				err = fmt.Errorf("%w (component logs kept in %s)", err, c.LogDir)
+			}
 		}
 	}()
 	if c.workDir, err = os.MkdirTemp("", "testcluster-"); err != nil {
@@ -157,9 +194,18 @@ func Start(ctx context.Context, opts Options) (_ *Cluster, err error) {
 	if err := c.addNodes(ctx, opts.Nodes); err != nil {
 		return nil, err
 	}
+	volumes := defaultVolumeRoot
+	if opts.RealNode != nil {
+		if err := c.startRealNode(ctx, opts.RealNode); err != nil {
+			return nil, err
+		}
+		// On the real node hostPath volumes are real folders: they live
+		// in the node's folder, removed with it.
+		volumes = filepath.Join(c.node.dir, "volumes")
+	}
 	storageCtx, cancel := context.WithCancel(context.Background())
 	c.stopStorage = cancel
-	if err := c.startStorage(storageCtx); err != nil {
+	if err := c.startStorage(storageCtx, volumes); err != nil {
 		return nil, err
 	}
 	return c, nil
@@ -262,7 +308,8 @@ func (c *Cluster) startWorkloadComponents() error {
 		{"kwok", []string{
 			"--kubeconfig=" + kwok,
 			"--config=" + filepath.Join(c.BinDir, StagesFile),
-			"--manage-all-nodes=true",
+			// Only the fake nodes: the real node has a kubelet.
+			"--manage-nodes-with-annotation-selector=" + fakeNodeAnnotation + "=fake",
 			"--node-lease-duration-seconds=40",
 			"--cidr=" + podCIDR,
 			"--node-ip=" + nodeIP,
@@ -338,6 +385,13 @@ func (c *Cluster) stop(keepLogs bool) error {
 	var errs []error
 	if c.stopStorage != nil {
 		c.stopStorage()
+	}
+	// The real node first: its pods' processes are the machine's, not
+	// the API server's.
+	if c.node != nil {
+		if err := c.node.stop(); err != nil {
+			errs = append(errs, err)
+		}
 	}
 	// Reverse order: workload components first, then the API server and etcd.
 	for i := len(c.procs) - 1; i >= 0; i-- {

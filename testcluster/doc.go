@@ -14,6 +14,19 @@
 //	c := testcluster.StartT(t, testcluster.Options{Workloads: true})
 //	cl, err := client.New(c.RESTConfig, client.Options{})
 //
+// # The real node
+//
+// Options.RealNode adds one node where containers really run: a kubelet
+// (v1.34, built by `make testcluster` too: later kubelets refuse cgroup v1)
+// with the machine's containerd and runc, its images made from the
+// machine's static busybox. It needs root; RealNodeAvailable says whether
+// the machine can run it and RequireRealNode skips a test that cannot
+// (fails it under CI). Pods go there only with RealNodeSelector and
+// RealNodeToleration (or a namespace with RealNodeNamespaceAnnotations);
+// kwok manages only the fake nodes. All of the node's state is in a folder
+// of its own, removed by Stop with its processes, mounts, cgroups and
+// network bridge.
+//
 // # Fault injection
 //
 // Pods on fake nodes run no process: kwok plays their lifecycle from the

@@ -12,6 +12,9 @@ import (
 	"k8s.io/client-go/kubernetes"
 )
 
+// fakeNodeAnnotation marks the nodes kwok manages.
+const fakeNodeAnnotation = "kwok.x-k8s.io/node"
+
 // NodeNamePrefix starts the name of every fake node: kwok-node-0, kwok-node-1, …
 const NodeNamePrefix = "kwok-node-"
 
@@ -27,7 +30,7 @@ func fakeNode(name string) *corev1.Node {
 	return &corev1.Node{
 		ObjectMeta: metav1.ObjectMeta{
 			Name:        name,
-			Annotations: map[string]string{"kwok.x-k8s.io/node": "fake"},
+			Annotations: map[string]string{fakeNodeAnnotation: "fake"},
 			Labels: map[string]string{
 				"kubernetes.io/hostname": name,
 				"kubernetes.io/os":       "linux",

@@ -3,6 +3,7 @@ package testcluster
 import (
 	"context"
 	"fmt"
+	"path"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -22,9 +23,13 @@ const StorageClass = "standard"
 // storageProvisioner is the provisioner name of StorageClass.
 const storageProvisioner = "testcluster.styrmin.io/hostpath"
 
+// defaultVolumeRoot holds the provisioned hostPath volumes; no fake node
+// ever makes these folders. With a real node they are in its folder.
+const defaultVolumeRoot = "/var/lib/testcluster"
+
 // startStorage creates the default storage class and provisions volumes
 // for its claims until ctx ends.
-func (c *Cluster) startStorage(ctx context.Context) error {
+func (c *Cluster) startStorage(ctx context.Context, volumeRoot string) error {
 	cs, err := kubernetes.NewForConfig(c.RESTConfig)
 	if err != nil {
 		return fmt.Errorf("testcluster: storage: %w", err)
@@ -43,13 +48,13 @@ func (c *Cluster) startStorage(ctx context.Context) error {
 	if err != nil && !apierrors.IsAlreadyExists(err) {
 		return fmt.Errorf("testcluster: storage class: %w", err)
 	}
-	go provisionLoop(ctx, cs)
+	go provisionLoop(ctx, cs, volumeRoot)
 	return nil
 }
 
 // provisionLoop polls for pending claims of StorageClass; a poll is one
 // list call, cheap next to what tests do.
-func provisionLoop(ctx context.Context, cs kubernetes.Interface) {
+func provisionLoop(ctx context.Context, cs kubernetes.Interface, volumeRoot string) {
 	t := time.NewTicker(300 * time.Millisecond)
 	defer t.Stop()
 	for {
@@ -70,14 +75,14 @@ func provisionLoop(ctx context.Context, cs kubernetes.Interface) {
 			if pvc.Spec.StorageClassName == nil || *pvc.Spec.StorageClassName != StorageClass {
 				continue
 			}
-			_ = provision(ctx, cs, pvc)
+			_ = provision(ctx, cs, pvc, volumeRoot)
 		}
 	}
 }
 
 // provision creates a hostPath volume pre-bound to pvc; the persistent
 // volume binder controller completes the binding.
-func provision(ctx context.Context, cs kubernetes.Interface, pvc *corev1.PersistentVolumeClaim) error {
+func provision(ctx context.Context, cs kubernetes.Interface, pvc *corev1.PersistentVolumeClaim, volumeRoot string) error {
 	size := pvc.Spec.Resources.Requests[corev1.ResourceStorage]
 	modes := pvc.Spec.AccessModes
 	if len(modes) == 0 {
@@ -93,7 +98,7 @@ func provision(ctx context.Context, cs kubernetes.Interface, pvc *corev1.Persist
 			AccessModes:                   modes,
 			StorageClassName:              StorageClass,
 			PersistentVolumeReclaimPolicy: corev1.PersistentVolumeReclaimDelete,
-			PersistentVolumeSource:        corev1.PersistentVolumeSource{HostPath: &corev1.HostPathVolumeSource{Path: "/var/lib/testcluster/" + string(pvc.UID)}},
+			PersistentVolumeSource:        corev1.PersistentVolumeSource{HostPath: &corev1.HostPathVolumeSource{Path: path.Join(volumeRoot, string(pvc.UID))}},
 			ClaimRef: &corev1.ObjectReference{
 				Kind: "PersistentVolumeClaim", APIVersion: "v1",
 				Namespace: pvc.Namespace, Name: pvc.Name, UID: pvc.UID,

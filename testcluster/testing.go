@@ -2,6 +2,7 @@ package testcluster
 
 import (
 	"context"
+	"os"
 	"testing"
 	"time"
 )
@@ -32,4 +33,20 @@ func StartT(t testing.TB, opts Options) *Cluster {
 		}
 	})
 	return c
+}
+
+// RequireRealNode skips t when this machine cannot run the real node
+// (RealNodeAvailable says why), or fails it when the environment variable
+// CI is set: CI installs the container runtime, so a skip there would hide
+// a broken setup.
+func RequireRealNode(t testing.TB) {
+	t.Helper()
+	err := RealNodeAvailable("")
+	if err == nil {
+		return
+	}
+	if os.Getenv("CI") != "" {
+		t.Fatalf("CI is set, so the real node must run: %v", err)
+	}
+	t.Skipf("skipped: %v", err)
 }

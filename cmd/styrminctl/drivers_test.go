@@ -35,6 +35,7 @@ func TestDriversListText(t *testing.T) {
 		"graphhub       1.0.0    >=1.0.0 <1.5.0",
 		"graphhub       2.0.0    >=1.5.0 <2.0.0",
 		"ingress-nginx  1.0.0    >=1.10.0 <2.0.0",
+		"schemademo     1.0.0    >=1.0.0 <2.0.0",
 		"webapp         1.0.0    >=1.24.0 <1.28.0",
 		"webapp         1.1.0    >=1.24.0 <2.0.0",
 	} {
@@ -61,8 +62,8 @@ func TestDriversListJSONAndYAMLAgree(t *testing.T) {
 	if err := yaml.Unmarshal([]byte(ys), &fromYAML); err != nil {
 		t.Fatal(err)
 	}
-	if len(fromJSON) != 5 || len(fromYAML) != 5 {
-		t.Fatalf("%d and %d entries, want 5", len(fromJSON), len(fromYAML))
+	if len(fromJSON) != 6 || len(fromYAML) != 6 {
+		t.Fatalf("%d and %d entries, want 6", len(fromJSON), len(fromYAML))
 	}
 	for i := range fromJSON {
 		for _, k := range []string{"name", "version", "appVersions", "digest", "source"} {
@@ -153,7 +154,7 @@ func TestDriversShowYAML(t *testing.T) {
 
 func TestDriversShowUnknown(t *testing.T) {
 	_, err := runDrivers(t, "--repo", examplesRepo, "drivers", "show", "nope")
-	if err == nil || !strings.Contains(err.Error(), "driver nope: unknown driver (the repository has: graphhub, ingress-nginx, webapp)") {
+	if err == nil || !strings.Contains(err.Error(), "driver nope: unknown driver (the repository has: graphhub, ingress-nginx, schemademo, webapp)") {
 		t.Fatalf("err = %v", err)
 	}
 	_, err = runDrivers(t, "--repo", examplesRepo, "drivers", "show", "webapp@9.0.0")

@@ -1,8 +1,11 @@
 // Command clusterctl starts and stops the local Kubernetes control plane of
 // the repository (package testcluster) for humans and the demo:
 //
-//	clusterctl up [-nodes N]   start it in the background, wait until ready, print how to reach it
+//	clusterctl up [-nodes N] [-real-node]
+//	                           start it in the background, wait until ready, print how to reach it;
+//	                           -real-node adds a kubelet with containerd (testcluster.RealNodeName)
 //	clusterctl status          tell whether it runs and how many nodes are Ready
+//	clusterctl real-node-check tell whether this machine can run the real node (exit status 1 if not, saying why)
 //	clusterctl down            stop it and every process it started
 //
 // `up` re-executes itself as a detached supervisor (own session) that holds
@@ -43,7 +46,7 @@ func main() {
 
 func run(args []string, stdout, stderr io.Writer) int {
 	usage := func() {
-		fmt.Fprintln(stderr, "usage: clusterctl up [-nodes N] | status | down")
+		fmt.Fprintln(stderr, "usage: clusterctl up [-nodes N] [-real-node] | status | real-node-check | down")
 	}
 	if len(args) == 0 {
 		usage()
@@ -64,16 +67,21 @@ func run(args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("clusterctl "+args[0], flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	nodes := fs.Int("nodes", testcluster.DefaultNodes, "number of fake nodes")
+	realNode := fs.Bool("real-node", false, "add a real node (a kubelet with containerd; needs root and the machine's container runtime) with the demo's images")
 	if err := fs.Parse(args[1:]); err != nil {
 		return 2
 	}
 	switch args[0] {
 	case "up":
-		err = s.up(stdout, *nodes)
+		err = s.up(stdout, *nodes, *realNode)
 	case "serve": // the detached supervisor that up starts
-		err = s.serve(*nodes)
+		err = s.serve(*nodes, *realNode)
 	case "status":
 		err = s.status(stdout)
+	case "real-node-check":
+		if err = testcluster.RealNodeAvailable(""); err == nil {
+			fmt.Fprintln(stdout, "This machine can run the real node.")
+		}
 	case "down":
 		err = s.down(stdout)
 	default:
@@ -123,7 +131,7 @@ func (s state) supervisor() int {
 	return pid
 }
 
-func (s state) up(out io.Writer, nodes int) error {
+func (s state) up(out io.Writer, nodes int, realNode bool) error {
 	if pid := s.supervisor(); pid != 0 {
 		if _, err := os.Stat(s.readyFile); err == nil {
 			fmt.Fprintf(out, "The local control plane is already up (supervisor pid %d).\n", pid)
@@ -134,6 +142,11 @@ func (s state) up(out io.Writer, nodes int) error {
 	}
 	if _, err := testcluster.BinDir(); err != nil {
 		return err
+	}
+	if realNode {
+		if err := testcluster.RealNodeAvailable(""); err != nil {
+			return err
+		}
 	}
 	if err := os.MkdirAll(s.dir, 0o755); err != nil {
 		return err
@@ -165,7 +178,7 @@ func (s state) up(out io.Writer, nodes int) error {
 		Sys: &syscall.SysProcAttr{Setsid: true},
 	}
 	start := time.Now()
-	proc, err := os.StartProcess(self, []string{self, "serve", "-nodes", strconv.Itoa(nodes)}, attr)
+	proc, err := os.StartProcess(self, []string{self, "serve", "-nodes", strconv.Itoa(nodes), "-real-node=" + strconv.FormatBool(realNode)}, attr)
 	if err != nil {
 		return fmt.Errorf("starting the supervisor: %w", err)
 	}
@@ -199,8 +212,12 @@ func (s state) up(out io.Writer, nodes int) error {
 			break
 		}
 	}
-	fmt.Fprintf(out, "The local control plane is up in %.1f s (%d fake nodes, supervisor pid %d).\n",
-		time.Since(start).Seconds(), nodes, proc.Pid)
+	withReal := ""
+	if realNode {
+		withReal = " and the real node " + testcluster.RealNodeName
+	}
+	fmt.Fprintf(out, "The local control plane is up in %.1f s (%d fake nodes%s, supervisor pid %d).\n",
+		time.Since(start).Seconds(), nodes, withReal, proc.Pid)
 	s.printAccess(out)
 	return nil
 }
@@ -220,16 +237,23 @@ Stop it with: make cluster-down
 
 // serve runs in the detached supervisor: start the cluster, publish its
 // kubeconfig, hold it until SIGTERM or SIGINT, then stop it.
-func (s state) serve(nodes int) error {
+func (s state) serve(nodes int, realNode bool) error {
 	signals := make(chan os.Signal, 1)
 	signal.Notify(signals, syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP)
 
 	ctx, cancel := context.WithTimeout(context.Background(), upTimeout)
 	defer cancel()
 	fmt.Printf("%s starting the control plane (%d fake nodes)\n", time.Now().Format(time.RFC3339), nodes)
-	c, err := testcluster.Start(ctx, testcluster.Options{Workloads: true, Nodes: nodes, LogDir: s.logDir})
+	opts := testcluster.Options{Workloads: true, Nodes: nodes, LogDir: s.logDir}
+	if realNode {
+		opts.RealNode = &testcluster.RealNodeOptions{Images: demoImages()}
+	}
+	c, err := testcluster.Start(ctx, opts)
 	if err != nil {
 		return err
+	}
+	if realNode {
+		fmt.Printf("%s the real node %s is Ready in %.1f s\n", time.Now().Format(time.RFC3339), testcluster.RealNodeName, c.RealNodeStartTime.Seconds())
 	}
 	defer func() {
 		for _, f := range []string{s.readyFile, s.kubeconfig, s.pidFile} {

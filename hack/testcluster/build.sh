@@ -1,19 +1,23 @@
 #!/usr/bin/env bash
 # Builds the local Kubernetes control plane used by the tests and the demo
 # (kube-apiserver, kube-controller-manager, kube-scheduler, etcd, kwok, kubectl)
-# from the Go module proxy, plus kwok's stage file (kwok's default stages and
+# and the real node's kubelet (an older minor version, from its own module in
+# kubelet/: kubelet v1.35 and later refuse a cgroup v1 hierarchy) from the Go
+# module proxy, plus kwok's stage file (kwok's default stages and
 # fault-stages.yaml).
 #
 # Output: <repo>/.bin/testcluster/ (or $STYRMIN_TESTCLUSTER_BIN).
 # A stamp of the inputs' hash makes a repeated run return at once; a cold
-# build takes about 12 minutes on 2 cores, a warm-cache rebuild seconds.
+# build takes about 12 minutes on 2 cores (the kubelet about 5 more), a
+# warm-cache rebuild seconds.
 set -euo pipefail
 
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 repo="$(cd "$here/../.." && pwd)"
 out="${STYRMIN_TESTCLUSTER_BIN:-$repo/.bin/testcluster}"
 kube_version="v1.37.2"
-binaries=(kube-apiserver kube-controller-manager kube-scheduler etcd kwok kubectl)
+kubelet_version="v1.34.4"
+binaries=(kube-apiserver kube-controller-manager kube-scheduler etcd kwok kubectl kubelet)
 
 cd "$here"
 
@@ -22,7 +26,7 @@ cd "$here"
 inputs_hash() {
 	{
 		go version
-		sha256sum go.mod go.sum build.sh fault-stages.yaml
+		sha256sum go.mod go.sum build.sh fault-stages.yaml kubelet/go.mod kubelet/go.sum kubelet/main.go
 		find cmd -type f -name '*.go' -print0 | LC_ALL=C sort -z | xargs -0 sha256sum
 	} | sha256sum | cut -d' ' -f1
 }
@@ -48,21 +52,26 @@ if up_to_date "$want"; then
 	exit 0
 fi
 
-echo "testcluster: building ${binaries[*]} into ${out#"$repo"/} (first time: about 12 minutes)"
+echo "testcluster: building ${binaries[*]} into ${out#"$repo"/} (first time: about 17 minutes)"
 start=$SECONDS
 rm -f "$out/.stamp"
 
-minor="${kube_version#v1.}"
-minor="${minor%%.*}"
-ldflags="-s -w"
-for pkg in k8s.io/component-base/version k8s.io/client-go/pkg/version; do
-	ldflags+=" -X $pkg.gitVersion=$kube_version"
-	ldflags+=" -X $pkg.gitMajor=1"
-	ldflags+=" -X $pkg.gitMinor=$minor"
-	ldflags+=" -X $pkg.gitTreeState=clean"
-done
+# version_ldflags VERSION: the linker flags that stamp a Kubernetes version
+# (without them /version and the node's kubelet version say v0.0.0).
+version_ldflags() {
+	local minor="${1#v1.}" flags="-s -w" pkg
+	minor="${minor%%.*}"
+	for pkg in k8s.io/component-base/version k8s.io/client-go/pkg/version; do
+		flags+=" -X $pkg.gitVersion=$1"
+		flags+=" -X $pkg.gitMajor=1"
+		flags+=" -X $pkg.gitMinor=$minor"
+		flags+=" -X $pkg.gitTreeState=clean"
+	done
+	echo "$flags"
+}
 
-CGO_ENABLED=0 go build -trimpath -buildvcs=false -ldflags "$ldflags" -o "$out/" ./cmd/...
+CGO_ENABLED=0 go build -trimpath -buildvcs=false -ldflags "$(version_ldflags "$kube_version")" -o "$out/" ./cmd/...
+(cd kubelet && CGO_ENABLED=0 go build -trimpath -buildvcs=false -ldflags "$(version_ldflags "$kubelet_version")" -o "$out/kubelet" .)
 
 # kwok ships no built-in stages: concatenate its default ones, then ours
 # (fault injection by pod annotation, see fault-stages.yaml; they carry a

@@ -92,6 +92,9 @@ func WaitUntil(t testing.TB, timeout time.Duration, what string, cond func(ctx c
 type Options struct {
 	// Nodes is the number of fake nodes (0: the cluster's default).
 	Nodes int
+	// RealNode adds the cluster's real node (testcluster.Options.RealNode);
+	// call testcluster.RequireRealNode first.
+	RealNode *testcluster.RealNodeOptions
 	// Repo is the desired-state repository's first commit.
 	Repo fs.FS
 	// RepoName names the repository on the git server.
@@ -117,7 +120,7 @@ type World struct {
 // Start builds a World; everything in it stops when the test ends.
 func Start(t testing.TB, o Options) *World {
 	t.Helper()
-	c, cl := StartCluster(t, testcluster.Options{Workloads: true, Nodes: o.Nodes})
+	c, cl := StartCluster(t, testcluster.Options{Workloads: true, Nodes: o.Nodes, RealNode: o.RealNode})
 	Apply(t, cl, "test", append([][]byte{config.Namespace()}, config.RBAC()...))
 	err := cl.Create(context.Background(), &corev1.Secret{
 		ObjectMeta: metav1.ObjectMeta{Name: o.SecretName, Namespace: config.AgentNamespace},

@@ -28,7 +28,8 @@ const maxActionOutput = 4 << 10
 // KubePods executes commands through the pods/exec subresource (WebSocket,
 // falling back to SPDY on older API servers) and reads pods/log. Pods on
 // fake nodes run no containers, so exec fails there: tests of drivers
-// that exec need real containers.
+// that exec run them on the local control plane's real node
+// (testcluster.Options.RealNode).
 type KubePods struct {
 	config    *rest.Config
 	clientset kubernetes.Interface
