@@ -551,9 +551,12 @@ func sideOf(in *resolver.Instance) (side, error) {
 	type doc struct {
 		Context *drivers.Context `json:"context,omitempty"`
 		Values  map[string]any   `json:"values,omitempty"`
+		// BackupFirst changes what an upgrade runs, so a plan shows it
+		// changing (absent when false: other plans are unchanged).
+		BackupFirst bool `json:"backupFirst,omitempty"`
 	}
 	var lock doc
-	b, err := json.Marshal(doc{in.Context, in.Values})
+	b, err := json.Marshal(doc{in.Context, in.Values, in.BackupFirst})
 	if err != nil {
 		return s, fmt.Errorf("planner: %s: %w", in.ID, err)
 	}
