@@ -3,6 +3,7 @@ package operator_test
 import (
 	"context"
 	"fmt"
+	"io/fs"
 	"slices"
 	"strings"
 	"testing"
@@ -17,6 +18,7 @@ import (
 	"github.com/go-logr/logr"
 
 	"github.com/styrmin/styrmin/config"
+	"github.com/styrmin/styrmin/gitsource"
 	"github.com/styrmin/styrmin/drivers"
 	"github.com/styrmin/styrmin/internal/agenttest"
 	"github.com/styrmin/styrmin/operator/api/v1alpha1"
@@ -44,7 +46,7 @@ backupLocation:  "s3://backups/local/data"
 backups: {secret: "` + backupSecret + `", schedule: "0 3 * * *", keep: 2}
 parameters: logLevel: "info"
 `), Mode: 0o644},
-		"clusters/local/environments/data/deployments/a.cue": {Data: hub, Mode: 0o644},
+		"clusters/local/environments/data/deployments/a.cue": {Data: append([]byte("connects: [\"b\"]\n"), hub...), Mode: 0o644},
 		"clusters/local/environments/data/deployments/b.cue": {Data: hub, Mode: 0o644},
 	}
 }
@@ -138,7 +140,7 @@ func TestBackupOfAnEnvironmentRunsEachDriversHookAsATaskAndARestoreHoldsBackItsD
 
 	t.Log("a backup of data, made while a change of a is locked: one task per deployment, ordered with a's change")
 	seq := e.change(t, "a", "a logs at debug", map[string][]byte{"clusters/local/environments/data/deployments/a.cue": []byte(
-		"driver: \"graphhub\"\nappVersion: \"1.4.0\"\nparameters: {logLevel: \"debug\", databasePassword: {name: \"db\", key: \"password\"}}\n")})
+		"connects: [\"b\"]\ndriver: \"graphhub\"\nappVersion: \"1.4.0\"\nparameters: {logLevel: \"debug\", databasePassword: {name: \"db\", key: \"password\"}}\n")})
 	e.create(t, &v1alpha1.StyrminBackup{ObjectMeta: metav1.ObjectMeta{Name: "b1", Namespace: ns}, Spec: v1alpha1.StyrminBackupSpec{Environment: "data"}})
 	b1 := e.waitBackup(t, "b1")
 	if b1.Status.Phase != v1alpha1.OperationSucceeded || b1.Status.Location != "s3://backups/local/data" || len(b1.Status.Deployments) != 2 {
@@ -421,4 +423,135 @@ func TestAgentKilledAtEveryStepOfABackupResumesIt(t *testing.T) {
 	if len(jobs.Items) != 1 {
 		t.Errorf("the backup made %d jobs, want 1 whatever the kills", len(jobs.Items))
 	}
+}
+
+// headWorkspace is the workspace of the server's branch head.
+func (e *agentEnv) headWorkspace(t *testing.T) *resolver.Workspace {
+	t.Helper()
+	ctx := context.Background()
+	res, err := e.clone.Fetch(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fsys, err := e.clone.FS(res.Head)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ws, err := resolver.LoadWorkspace(fsys, resolver.WorkspaceOptions{SourceCommit: res.Head.String()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ws
+}
+
+func TestACloneFromTheLatestBackupRestoresItInSetupConnectsInsideAndIsDeletedWhole(t *testing.T) {
+	e := startAgentEnvWith(t, dataEnvironment())
+	e.lock(t)
+	e.startAgent(t)
+	for _, n := range []string{"a", "b"} {
+		requireSucceeded(t, e.waitTask(t, "data-"+n, n, 1))
+	}
+	e.createBackupSecret(t)
+	ctx := context.Background()
+	ns := config.AgentNamespace
+	for _, name := range []string{"n1", "n2"} {
+		e.create(t, &v1alpha1.StyrminBackup{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns}, Spec: v1alpha1.StyrminBackupSpec{Environment: "data"}})
+		if b := e.waitBackup(t, name); b.Status.Phase != v1alpha1.OperationSucceeded {
+			t.Fatalf("backup %s: %s %q", name, b.Status.Phase, b.Status.Message)
+		}
+	}
+	latest, err := operation.LatestBackup(ctx, e.c, ns, agentCluster, "data")
+	if err != nil || latest.Name != "n2" {
+		t.Fatalf("the latest backup of data: %v, %v; want n2", latest, err)
+	}
+
+	t.Log("clone data to preview from the latest backup, lock it")
+	plan, err := e.headWorkspace(t).PlanClone(resolver.CloneRequest{Cluster: agentCluster, Source: "data", Target: "preview", FromBackup: latest.Name})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.commitConfig(t, plan.Subject(), plan.Files())
+	if locked := e.lock(t); locked["a"] != 1 || locked["b"] != 1 {
+		t.Fatalf("the clone locked %v, want preview's a and b at 1", locked)
+	}
+	for _, n := range []string{"a", "b"} {
+		tk := e.waitTask(t, "preview-"+n, n, 1)
+		requireSucceeded(t, tk)
+		var steps []string
+		for _, st := range tk.Status.Steps {
+			steps = append(steps, st.Name)
+		}
+		restore := slices.IndexFunc(steps, func(s string) bool { return strings.HasPrefix(s, "setup/post/2:restoreBackup/restore/core/") })
+		dbReady := slices.Index(steps, "setup/post/1:waitReady")
+		initDB := slices.Index(steps, "setup/post/3:runJob")
+		if restore < 0 || dbReady < 0 || initDB < 0 || !(dbReady < restore && restore < initDB) {
+			t.Errorf("preview-%s's create: steps %v, want the restore hook after the database is ready and before init", n, steps)
+		}
+		e.requireRestoreJob(t, "preview-"+n, "s3://backups/local/data/n2/"+n)
+		in := e.taskInstance(t, tk)
+		cf := in.Context.Environment.ClonedFrom
+		if cf == nil || cf.Environment != "data" || cf.Backup != "n2" || in.Context.Environment.BackupLocation != "s3://backups/local/preview" {
+			t.Errorf("preview-%s's context: clonedFrom %+v, backupLocation %q", n, cf, in.Context.Environment.BackupLocation)
+		}
+		if n == "a" {
+			urls := fmt.Sprint(in.Context.Services)
+			if !strings.Contains(urls, "preview-b") || strings.Contains(urls, "data-") {
+				t.Errorf("preview-a connects to %s, want preview's b only", urls)
+			}
+		}
+	}
+
+	t.Log("delete preview: its deployments are tombstoned and uninstalled")
+	del, err := e.headWorkspace(t).PlanEnvironmentDelete(resolver.EnvironmentDeleteRequest{Cluster: agentCluster, Environment: "preview"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.commitConfig(t, del.Subject(), del.Files())
+	_, err = e.clone.CommitLocks(ctx, gitsource.CommitRequest{Build: func(_ context.Context, head gitsource.Hash, headFS fs.FS) (gitsource.Change, error) {
+		ws, err := resolver.LoadWorkspace(headFS, resolver.WorkspaceOptions{SourceCommit: head.String()})
+		if err != nil {
+			return gitsource.Change{}, err
+		}
+		if _, _, err := ws.Lock(resolver.LockAllOrNothing); err == nil || !strings.Contains(err.Error(), "--allow-deletions 2") {
+			return gitsource.Change{}, fmt.Errorf("a lock deleting preview's two deployments: %v, want the deletion guard asking for --allow-deletions 2", err)
+		}
+		changes, _, err := ws.LockAllowing(resolver.LockAllOrNothing, 2)
+		if err != nil {
+			return gitsource.Change{}, err
+		}
+		ch := gitsource.Change{Files: map[string][]byte{}, Locks: map[string]int{}}
+		for _, c := range changes {
+			ch.Files[c.Path()] = c.Data
+			ch.Locks[c.ID.String()] = int(c.Next.Sequence)
+		}
+		return ch, nil
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, n := range []string{"a", "b"} {
+		requireSucceeded(t, e.waitTask(t, "preview-"+n, n, 2))
+		agenttest.WaitUntil(t, agentWaitLimit, "preview-"+n+"'s StyrminDeployment to go", func(ctx context.Context) (bool, string, error) {
+			return e.deployment(t, "preview-"+n) == nil, "still there", nil
+		})
+	}
+}
+
+// requireRestoreJob checks the job a clone's restore ran: the artefact it
+// restores and the credentials' copy.
+func (e *agentEnv) requireRestoreJob(t *testing.T, ns, artifact string) {
+	t.Helper()
+	var jobs batchv1.JobList
+	if err := e.c.List(context.Background(), &jobs, client.InNamespace(ns)); err != nil {
+		t.Fatal(err)
+	}
+	for _, j := range jobs.Items {
+		c := j.Spec.Template.Spec.Containers[0]
+		for _, v := range c.Env {
+			if v.Name == task.EnvRestoreFrom && v.Value == artifact {
+				return
+			}
+		}
+	}
+	t.Fatalf("no job in %s restored %s", ns, artifact)
 }

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -13,6 +12,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/styrmin/styrmin/gitsource"
+	"github.com/styrmin/styrmin/operator/operation"
 	"github.com/styrmin/styrmin/resolver"
 )
 
@@ -21,10 +21,21 @@ import (
 // the lookup rather than doing it.
 type latestBackupFunc func(ctx context.Context, cluster, env string) (id string, err error)
 
-// latestBackupNotWired is the lookup until the agent's backups can be
-// listed from the CLI.
-func latestBackupNotWired(context.Context, string, string) (string, error) {
-	return "", errors.New("--from-backup latest needs the cluster; not wired yet")
+// clusterLatestBackup is the lookup of the real command: the newest
+// StyrminBackup of the environment that succeeded, in the agent's
+// namespace of the cluster kubectl's flags name.
+func clusterLatestBackup(k *kubeOptions) latestBackupFunc {
+	return func(ctx context.Context, cluster, env string) (string, error) {
+		c, err := k.client()
+		if err != nil {
+			return "", fmt.Errorf("--from-backup latest asks the cluster: %w", err)
+		}
+		b, err := operation.LatestBackup(ctx, c, k.namespace, cluster, env)
+		if err != nil {
+			return "", fmt.Errorf("--from-backup latest: %w", err)
+		}
+		return b.Name, nil
+	}
 }
 
 // envAttempts bounds the compare-and-swap attempts of env … --commit.
@@ -44,7 +55,7 @@ type envDeleteOptions struct {
 // newEnvCmd builds `styrminctl env`: environments as units, edited in
 // the working tree (or committed) like upgrade's edits; the next lock
 // turns them into instances or tombstones.
-func newEnvCmd(g *globalOptions, latestBackup latestBackupFunc, stdout io.Writer) *cobra.Command {
+func newEnvCmd(g *globalOptions, load restConfigFunc, stdout io.Writer) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "env",
 		Short: "Clone or delete a whole environment",
@@ -52,6 +63,8 @@ func newEnvCmd(g *globalOptions, latestBackup latestBackupFunc, stdout io.Writer
   styrminctl env delete local/preview --commit`,
 	}
 	co := &envCloneOptions{}
+	kube := newKubeOptions(load)
+	latestBackup := clusterLatestBackup(kube)
 	clone := &cobra.Command{
 		Use:         "clone CLUSTER/SRC DST",
 		Annotations: map[string]string{readsRepo: "true"},
@@ -104,6 +117,7 @@ connect only to each other. Nothing is written when a check fails.`,
 			return nil
 		},
 	}
+	kube.register(clone, agentNamespace, "styrmin-system")
 	f := clone.Flags()
 	f.StringVar(&co.cluster, "cluster", "", "clone into this cluster (default: the source's)")
 	f.StringVar(&co.fromBackup, "from-backup", "", "restore this backup ID of the source (or \"latest\") in the clone's setup")

@@ -27,7 +27,7 @@ func TestEnvCloneAndDelete(t *testing.T) {
 		want string
 	}{
 		{[]string{"env", "clone", "local/dev", "staging"}, "environment local/staging exists already"},
-		{[]string{"env", "clone", "local/dev", "qa", "--from-backup", "latest"}, "--from-backup latest needs the cluster; not wired yet"},
+		{[]string{"env", "clone", "local/dev", "qa", "--from-backup", "latest", "--kubeconfig", filepath.Join(dir, "no-such-kubeconfig")}, "--from-backup latest asks the cluster"},
 		{[]string{"env", "clone", "local/dev", "qa", "--namespace-prefix", "staging"}, `deployment hub the namespace "staging-hub" of local/staging/hub`},
 		{[]string{"env", "delete", "local/prod"}, `no environment "prod"`},
 	} {

@@ -207,7 +207,7 @@ func newRootCmdWith(stdout, stderr io.Writer, terminal bool) *cobra.Command {
 		newLockCmd(g, kubeRESTConfig, stdout),
 		newRetryCmd(g, stdout),
 		newUpgradeCmd(g, time.Now, stdout),
-		newEnvCmd(g, latestBackupNotWired, stdout),
+		newEnvCmd(g, kubeRESTConfig, stdout),
 		newExplainCmd(g, stdout),
 		newPlanCmd(g, stdout),
 		newDiffCmd(g, stdout),

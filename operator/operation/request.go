@@ -110,3 +110,26 @@ func Wait(ctx context.Context, c client.Reader, obj client.Object, poll time.Dur
 		return done(), nil
 	})
 }
+
+// LatestBackup is the newest backup of cluster/env that succeeded (by
+// when it finished): the one `env clone --from-backup latest` restores.
+func LatestBackup(ctx context.Context, c client.Reader, namespace, cluster, env string) (*v1alpha1.StyrminBackup, error) {
+	var list v1alpha1.StyrminBackupList
+	if err := c.List(ctx, &list, client.InNamespace(namespace)); err != nil {
+		return nil, fmt.Errorf("listing StyrminBackups in %s: %w", namespace, err)
+	}
+	var latest *v1alpha1.StyrminBackup
+	for i := range list.Items {
+		b := &list.Items[i]
+		if b.Spec.Environment != env || (b.Spec.Cluster != "" && b.Spec.Cluster != cluster) || b.Status.Phase != v1alpha1.OperationSucceeded || b.Status.FinishedAt == nil {
+			continue
+		}
+		if latest == nil || b.Status.FinishedAt.After(latest.Status.FinishedAt.Time) {
+			latest = b
+		}
+	}
+	if latest == nil {
+		return nil, fmt.Errorf("environment %s/%s has no backup that succeeded in %s (styrminctl backup create %s/%s --wait makes one)", cluster, env, namespace, cluster, env)
+	}
+	return latest, nil
+}
