@@ -18,8 +18,8 @@ import (
 	"github.com/go-logr/logr"
 
 	"github.com/styrmin/styrmin/config"
-	"github.com/styrmin/styrmin/gitsource"
 	"github.com/styrmin/styrmin/drivers"
+	"github.com/styrmin/styrmin/gitsource"
 	"github.com/styrmin/styrmin/internal/agenttest"
 	"github.com/styrmin/styrmin/operator/api/v1alpha1"
 	"github.com/styrmin/styrmin/operator/driversource"
