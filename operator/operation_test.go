@@ -239,6 +239,23 @@ parameters: {logLevel: "info", workers: 1}
 	if after.Status.StartedAt.Before(rt.Status.FinishedAt) {
 		t.Errorf("a's fan-out started %s, before its restore ended %s", after.Status.StartedAt, rt.Status.FinishedAt)
 	}
+
+	t.Log("an upgrade with backupBeforeUpgrade takes a backup before its pre steps and records it")
+	up := e.change(t, "a", "a: app 1.4.1, backed up first", map[string][]byte{"clusters/local/environments/data/deployments/a.cue": []byte(
+		"connects: [\"b\"]\nbackupBeforeUpgrade: true\ndriver: \"graphhub\"\nappVersion: \"1.4.1\"\nparameters: {logLevel: \"debug\", databasePassword: {name: \"db\", key: \"password\"}}\n")})
+	ut := e.waitTask(t, "data-a", "a", up)
+	requireSucceeded(t, ut)
+	if ut.Status.Workflow != v1alpha1.WorkflowUpgrade || len(ut.Status.Steps) < 2 || ut.Status.Steps[0].Name != "upgrade/pre/1:backup/backup/core/1:runJob" ||
+		ut.Status.Steps[1].Name != "upgrade/pre/2:stopComponents" {
+		t.Fatalf("the upgrade's steps %v, want the backup hook's job first, then the upgrade's pre steps", stepNames(ut))
+	}
+	id := task.InlineBackupID(resolver.ID{Cluster: agentCluster, Environment: "data", Name: "a"}, up)
+	pre := e.waitBackup(t, id)
+	if pre.Status.Phase != v1alpha1.OperationSucceeded || len(pre.Status.Deployments) != 1 ||
+		pre.Status.Deployments[0].Artifact != "s3://backups/local/data/"+id+"/a" || pre.Status.Deployments[0].Sequence != seq+1 {
+		t.Errorf("the backup before the upgrade: %s %+v, want a's artefact at sequence %d", pre.Status.Phase, pre.Status.Deployments, seq+1)
+	}
+	e.requireBackupJob(t, "data-a", id, "s3://backups/local/data/"+id+"/a")
 	e.requireNoSecretValue(t)
 }
 

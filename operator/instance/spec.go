@@ -27,6 +27,7 @@ func SpecFromInstance(in *resolver.Instance) (v1alpha1.StyrminDeploymentSpec, er
 		Driver:       v1alpha1.DriverRef{Name: in.Driver.Name, Version: in.Driver.Version, Digest: in.Driver.Digest},
 		AppVersion:   in.AppVersion,
 		Internal:     in.Internal,
+		BackupFirst:  in.BackupFirst,
 	}
 	if o := in.Driver.Source; o != nil {
 		spec.DriverSource = &v1alpha1.DriverSource{URL: o.URL, Ref: o.Ref, Path: o.Path, Commit: o.Commit}
@@ -62,6 +63,7 @@ func InstanceFromSpec(spec *v1alpha1.StyrminDeploymentSpec) (*resolver.Instance,
 		Driver:       resolver.DriverRef{Name: spec.Driver.Name, Version: spec.Driver.Version, Digest: spec.Driver.Digest},
 		AppVersion:   spec.AppVersion,
 		Internal:     spec.Internal,
+		BackupFirst:  spec.BackupFirst,
 	}
 	if o := spec.DriverSource; o != nil {
 		in.Driver.Source = &resolver.DriverOrigin{URL: o.URL, Ref: o.Ref, Path: o.Path, Commit: o.Commit}

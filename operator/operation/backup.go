@@ -127,6 +127,11 @@ func (r *BackupReconciler) Reconcile(ctx context.Context, req reconcile.Request)
 	if b.Status.Phase.Terminal() {
 		return reconcile.Result{}, nil
 	}
+	if b.Labels[task.LabelTask] != "" {
+		// Taken inside a change's task (a backup before an upgrade), which
+		// records its result itself.
+		return reconcile.Result{}, nil
+	}
 	if b.Status.Phase == "" {
 		return r.start(ctx, &b)
 	}

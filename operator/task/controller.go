@@ -872,6 +872,13 @@ func (r *Reconciler) runSteps(ctx context.Context, run *taskRun) (phaseResult, e
 			}
 			return phaseResult{stop: true, after: d.after}, nil
 		case stepDone:
+			// A backup taken inside a change (before an upgrade) is
+			// recorded as a StyrminBackup once its last step is done,
+			// before that step's end is written: a restart records it
+			// again, which finds it made.
+			if err := r.recordInlineBackup(ctx, run, i); err != nil {
+				return phaseResult{}, err
+			}
 			r.endStep(ctx, run, st, v1alpha1.StepSucceeded, d.output, "")
 			t.Status.CurrentStep++
 		}

@@ -340,7 +340,7 @@ func expandSteps(wf v1alpha1.Workflow, d *drivers.Driver, in *resolver.Instance,
 		return hs, nil
 	}
 	backupArgs := func() map[string]string {
-		id := fmt.Sprintf("%s-before-%d", in.ID.Name, in.Sequence)
+		id := InlineBackupID(in.ID, in.Sequence)
 		art := ""
 		if env.BackupLocation != "" {
 			art = resolver.ArtifactURL(env.BackupLocation, id, in.ID.Name)
@@ -374,4 +374,61 @@ func expandSteps(wf v1alpha1.Workflow, d *drivers.Driver, in *resolver.Instance,
 		}
 	}
 	return out, nil
+}
+
+// InlineBackupID is the ID of the backup an upgrade takes before its pre
+// steps: the environment, the deployment and the sequence it upgrades to.
+func InlineBackupID(id resolver.ID, seq int64) string {
+	return fmt.Sprintf("%s-%s-before-%d", id.Environment, id.Name, seq)
+}
+
+// recordInlineBackup records the backup a change's steps took (an
+// upgrade's backup first) as a StyrminBackup that succeeded, when step i
+// is the last of that backup's steps: it can then be listed and restored
+// like any other. The driver it records is the active one, whose data it
+// is.
+func (r *Reconciler) recordInlineBackup(ctx context.Context, run *taskRun, i int32) error {
+	t := run.task
+	steps := t.Status.Steps
+	st := steps[i]
+	if IsOperation(t) || st.Args[argOperation] != "backup" {
+		return nil
+	}
+	if int(i)+1 < len(steps) && steps[i+1].Args[argBackupID] == st.Args[argBackupID] {
+		return nil
+	}
+	id := st.Args[argBackupID]
+	first := steps[i]
+	for j := int(i); j >= 0 && steps[j].Args[argBackupID] == id; j-- {
+		first = steps[j]
+	}
+	driver := v1alpha1.DriverRef{Name: run.instance.Driver.Name, Version: run.instance.Driver.Version}
+	seq := run.instance.Sequence
+	if sd, err := r.deployment(ctx, run); err == nil && sd != nil && sd.Status.Active != nil {
+		driver, seq = sd.Status.Active.Driver, sd.Status.Active.Sequence
+	}
+	loc := run.instance.Context.Environment.BackupLocation
+	now := metav1.Now()
+	dep := t.Spec.Deployment
+	b := &v1alpha1.StyrminBackup{
+		ObjectMeta: metav1.ObjectMeta{Name: id, Namespace: r.opts.AgentNamespace, Labels: map[string]string{
+			v1alpha1.LabelCluster: dep.Cluster, v1alpha1.LabelEnvironment: dep.Environment, LabelTask: t.Name}},
+		Spec: v1alpha1.StyrminBackupSpec{Cluster: dep.Cluster, Environment: dep.Environment, Deployments: []string{dep.Name}},
+	}
+	if err := r.opts.Client.Create(ctx, b); err != nil && !apierrors.IsAlreadyExists(err) {
+		return fmt.Errorf("recording the backup %s taken before the upgrade: %w", id, err)
+	} else if err != nil {
+		if err := r.opts.Client.Get(ctx, client.ObjectKeyFromObject(b), b); err != nil {
+			return err
+		}
+		if b.Status.Phase.Terminal() {
+			return nil
+		}
+	}
+	base := b.DeepCopy()
+	b.Status = v1alpha1.StyrminBackupStatus{Phase: v1alpha1.OperationSucceeded, Location: loc, StartedAt: first.StartedAt, FinishedAt: &now,
+		Message: "taken by task " + t.Namespace + "/" + t.Name + " before its upgrade",
+		Deployments: []v1alpha1.OperationDeployment{{Name: dep.Name, Namespace: t.Spec.Namespace, Task: t.Name, Phase: v1alpha1.OperationSucceeded,
+			Artifact: st.Args[argArtifact], Sequence: seq, Driver: driver, StartedAt: first.StartedAt, FinishedAt: &now}}}
+	return r.opts.Client.Status().Patch(ctx, b, client.MergeFrom(base))
 }

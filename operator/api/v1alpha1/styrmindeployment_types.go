@@ -59,6 +59,10 @@ type StyrminDeploymentSpec struct {
 	// +kubebuilder:validation:Enum=ingress
 	// +optional
 	Internal string `json:"internal,omitempty"`
+	// BackupFirst makes an upgrade of the deployment take a backup (the
+	// driver's backup hook) before its pre steps (backupBeforeUpgrade).
+	// +optional
+	BackupFirst bool `json:"backupFirst,omitempty"`
 }
 
 // Tombstone reports whether the spec records a deleted deployment.
