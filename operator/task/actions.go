@@ -103,6 +103,8 @@ func (r *Reconciler) runAction(ctx context.Context, run *taskRun, st *v1alpha1.T
 		return r.waitReady(ctx, run, step)
 	case drivers.ActionUpgradeDeploymentVersion:
 		return r.upgradeDeploymentVersion(ctx, run)
+	case drivers.ActionRestoreBackup, drivers.ActionBackup:
+		return backupStepBridge(run, step)
 	default:
 		return actionOutcome{}, outcome.Stalled(v1alpha1.ReasonStepFailed, fmt.Errorf("unknown action %q", st.Action))
 	}

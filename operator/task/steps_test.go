@@ -39,8 +39,9 @@ func TestTaskStepsFollowTheDriversHooks(t *testing.T) {
 		{"graphhub create runs setup", v1alpha1.WorkflowCreate, hub1, []string{
 			"setup/core/1:upgradeDeploymentVersion",
 			"setup/post/1:waitReady",
-			"setup/post/2:runJob",
-			"setup/post/3:waitReady",
+			"setup/post/2:restoreBackup",
+			"setup/post/3:runJob",
+			"setup/post/4:waitReady",
 		}},
 		{"graphhub upgrade runs the upgrade hook in mode order", v1alpha1.WorkflowUpgrade, hub1, []string{
 			"upgrade/pre/1:stopComponents",
