@@ -152,7 +152,7 @@ func TestAgentCreatesUpdatesUpgradesAndDeletesGraphhub(t *testing.T) {
 	if create.Spec.Workflow != v1alpha1.WorkflowCreate || create.Spec.FromSequence != 0 {
 		t.Errorf("hub-1: workflow %s from %d, want create from 0", create.Spec.Workflow, create.Spec.FromSequence)
 	}
-	if got := strings.Join(stepNames(create), " "); got != "1:upgradeDeploymentVersion=Succeeded 1:waitReady=Succeeded 2:runJob=Succeeded 3:waitReady=Succeeded" {
+	if got := strings.Join(stepNames(create), " "); got != "1:upgradeDeploymentVersion=Succeeded 1:waitReady=Succeeded 2:restoreBackup=Skipped 3:runJob=Succeeded 4:waitReady=Succeeded" {
 		t.Errorf("hub-1 steps: %s", got)
 	}
 	var initJob batchv1.Job
