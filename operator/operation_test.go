@@ -471,11 +471,20 @@ func TestACloneFromTheLatestBackupRestoresItInSetupConnectsInsideAndIsDeletedWho
 	e.createBackupSecret(t)
 	ctx := context.Background()
 	ns := config.AgentNamespace
-	for _, name := range []string{"n1", "n2"} {
-		e.create(t, &v1alpha1.StyrminBackup{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns}, Spec: v1alpha1.StyrminBackupSpec{Environment: "data"}})
-		if b := e.waitBackup(t, name); b.Status.Phase != v1alpha1.OperationSucceeded {
-			t.Fatalf("backup %s: %s %q", name, b.Status.Phase, b.Status.Message)
-		}
+	e.create(t, &v1alpha1.StyrminBackup{ObjectMeta: metav1.ObjectMeta{Name: "n1", Namespace: ns}, Spec: v1alpha1.StyrminBackupSpec{Environment: "data"}})
+	if b := e.waitBackup(t, "n1"); b.Status.Phase != v1alpha1.OperationSucceeded {
+		t.Fatalf("backup n1: %s %q", b.Status.Phase, b.Status.Message)
+	}
+	kc := "--kubeconfig=" + e.kubeconfig
+	if out := e.ctl(t, "backup", "create", "local/data", "--name", "n2", "--wait", kc); !strings.Contains(out, "n2 succeeded") ||
+		!strings.Contains(out, "s3://backups/local/data/n2/a") || !strings.Contains(out, "graphhub@1.0.0") {
+		t.Fatalf("styrminctl backup create --wait:\n%s", out)
+	}
+	if out := e.ctl(t, "backup", "list", "local/data", kc); !strings.Contains(out, "n1") || !strings.Contains(out, "n2") || !strings.Contains(out, "Succeeded") {
+		t.Errorf("styrminctl backup list:\n%s", out)
+	}
+	if out := e.ctl(t, "backup", "get", "n2", kc); !strings.Contains(out, "s3://backups/local/data/n2/b") {
+		t.Errorf("styrminctl backup get n2:\n%s", out)
 	}
 	latest, err := operation.LatestBackup(ctx, e.c, ns, agentCluster, "data")
 	if err != nil || latest.Name != "n2" {
@@ -516,6 +525,14 @@ func TestACloneFromTheLatestBackupRestoresItInSetupConnectsInsideAndIsDeletedWho
 				t.Errorf("preview-a connects to %s, want preview's b only", urls)
 			}
 		}
+	}
+
+	t.Log("restore one deployment of data from the command line")
+	if out := e.ctl(t, "restore", "local/data", "--from", "n2", "--deployment", "b", "--name", "rb", "--wait", kc); !strings.Contains(out, "rb succeeded") {
+		t.Errorf("styrminctl restore --wait:\n%s", out)
+	}
+	if b := e.waitRestore(t, "rb", v1alpha1.OperationSucceeded); len(b.Status.Deployments) != 1 || b.Status.Deployments[0].Name != "b" {
+		t.Errorf("restore rb: %+v, want b only", b.Status.Deployments)
 	}
 
 	t.Log("delete preview: its deployments are tombstoned and uninstalled")
