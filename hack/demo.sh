@@ -77,11 +77,11 @@ stop_agent() {
 	fi
 }
 
-step "0/8 A fresh local control plane (etcd, kube-apiserver, controller-manager, scheduler, kwok fake nodes, a real node)"
+step "0/9 A fresh local control plane (etcd, kube-apiserver, controller-manager, scheduler, kwok fake nodes, a real node)"
 stop_agent
 "$root/.bin/clusterctl" down >/dev/null
 # The real node (a kubelet with containerd) runs real processes: driver
-# 2.0.0's exec steps need one (step 6).
+# 2.0.0's exec steps need one (step 7).
 if real_node_reason=$("$root/.bin/clusterctl" real-node-check 2>&1); then
 	real_node=true
 	"$root/.bin/clusterctl" up -real-node
@@ -92,7 +92,7 @@ else
 fi
 run "$kubectl" get nodes
 
-step "1/8 A desired-state repository, made from examples/"
+step "1/9 A desired-state repository, made from examples/"
 rm -rf "$demo"
 mkdir -p "$repo"
 cp -R examples/styrmin.cue examples/clusters examples/drivers "$repo/"
@@ -102,14 +102,14 @@ git_ commit -q -m "Desired state: cluster local, environments dev and staging"
 say "   $repo: cluster local; environments dev and staging; deployments web (driver webapp) and hub (driver graphhub) in each."
 styrminctl --repo "$repo" drivers list
 
-step "2/8 Review the plan, then lock: one lockfile per deployment, sequence 1"
+step "2/9 Review the plan, then lock: one lockfile per deployment, sequence 1"
 printf '%s$ styrminctl --repo %s plan | head -14%s\n' "$dim" "$repo" "$off"
 "$bin/styrminctl" --repo "$repo" plan >"$demo/plan.txt"
 head -14 "$demo/plan.txt"
 say "   (the full plan, in $demo/plan.txt, goes on with every value, action and manifest of each deployment)"
 styrminctl --repo "$repo" lock --commit
 
-step "3/8 Start the agent for cluster local (it follows the repository's lock commits)"
+step "3/9 Start the agent for cluster local (it follows the repository's lock commits)"
 # The agent keeps its sync position (a StyrminSource) in its own namespace.
 "$kubectl" create namespace styrmin-system --dry-run=client -o yaml | "$kubectl" apply -f - >/dev/null
 for ns in dev-hub staging-hub; do
@@ -127,7 +127,7 @@ say "   agent pid $(cat "$root/.cluster/agent.pid"), log $demo/agent.log"
 wait_for "four deployments Ready at sequence 1" 240 all_ready 1 1 1 1
 styrminctl status
 
-step "4/8 Change an environment value: dev logs at info (fan-out)"
+step "4/9 Change an environment value: dev logs at info (fan-out)"
 sed -i 's/parameters: logLevel: "debug"/parameters: logLevel: "info"/' "$repo/clusters/local/environments/dev/environment.cue"
 git_ commit -q -am "dev: log at info level"
 say "   The plan shows who inherits the value: dev/hub redeploys; dev/web's driver has no logLevel, so it does not."
@@ -136,7 +136,7 @@ styrminctl --repo "$repo" lock --commit
 wait_for "dev/hub Ready at sequence 2" 120 ready_at dev-hub 2
 styrminctl tasks list
 
-step "5/8 Upgrade graphhub in dev: app 1.4.0 → 1.4.1 (driver graphhub 1.0.0's upgrade hook)"
+step "5/9 Upgrade graphhub in dev: app 1.4.0 → 1.4.1 (driver graphhub 1.0.0's upgrade hook)"
 sed -i 's/appVersion: "1.4.0"/appVersion: "1.4.1"/' "$repo/clusters/local/environments/dev/deployments/hub.cue"
 git_ commit -q -am "dev/hub: graphhub 1.4.1"
 styrminctl --repo "$repo" plan --base HEAD~1
@@ -146,7 +146,29 @@ say "   The upgrade task's steps, in the order they ran (workers stopped, migrat
 styrminctl tasks get -n dev-hub hub-3
 run "$kubectl" -n dev-hub get jobs
 
-step "6/8 Upgrade graphhub in dev to the 1.5 line: driver 2.0.0, whose hook execs into the server, on the real node"
+step "6/9 Environments as units: back up dev, clone it to preview with its data, restore dev/hub"
+say "   dev's backups go to s3://backups/local/dev with the credentials of the Secret its environment.cue names;"
+say "   the agent hands a Secret to a driver's job only when it is labelled styrmin.io/backup-credentials=true."
+"$kubectl" -n styrmin-system create secret generic backup-credentials --from-literal=AWS_ACCESS_KEY_ID=demo \
+	--from-literal=AWS_SECRET_ACCESS_KEY="demo-$RANDOM$RANDOM" --dry-run=client -o yaml | "$kubectl" apply -f - >/dev/null
+"$kubectl" -n styrmin-system label --overwrite secret backup-credentials styrmin.io/backup-credentials=true >/dev/null
+say "   A backup runs each driver's backup hook as a task of its deployment (graphhub: a pg_dump job); webapp has no hook: skipped."
+styrminctl backup create local/dev --name dev-demo --wait
+styrminctl backup list
+say "   A clone copies dev's configuration into preview: its own namespaces and backup location, connects inside preview,"
+say "   and, with --from-backup, each deployment restores dev's backup in its setup hook before its application starts."
+"$kubectl" create namespace preview-hub --dry-run=client -o yaml | "$kubectl" apply -f - >/dev/null
+"$kubectl" -n preview-hub create secret generic hub-db --from-literal=password="demo-$RANDOM$RANDOM" --dry-run=client -o yaml | "$kubectl" apply -f - >/dev/null
+styrminctl --repo "$repo" env clone local/dev preview --from-backup latest --commit
+styrminctl --repo "$repo" lock --commit
+wait_for "preview/hub and preview/web Ready at sequence 1" 240 sh -c "$(declare -f ready_at); kubectl='$kubectl'; ready_at preview-hub 1 && ready_at preview-web 1"
+say "   preview/hub's create: the restore hook's steps run after the database is ready and before init:"
+styrminctl tasks get -n preview-hub hub-1
+say "   A restore of dev/hub from the backup: while it runs, dev/hub's other changes wait (a fan-out included)."
+styrminctl restore local/dev --from dev-demo --deployment hub --name dev-demo-restore --wait
+run "$kubectl" get styrminbackups,styrminrestores -n styrmin-system
+
+step "7/9 Upgrade graphhub in dev to the 1.5 line: driver 2.0.0, whose hook execs into the server, on the real node"
 if [ "$real_node" = true ]; then
 	say "   dev-hub's pods move to the real node: the namespace's annotations give every new pod its node selector and"
 	say "   toleration (admission plugins PodNodeSelector, PodTolerationRestriction); its images were made on this machine."
@@ -174,12 +196,12 @@ else
 	say "   Driver 2.0.0's hook execs into the server, and pods on the fake nodes run no process."
 fi
 
-step "7/8 Drift: scale dev/web by hand; the agent puts it back"
+step "8/9 Drift: scale dev/web by hand; the agent puts it back"
 run "$kubectl" -n dev-web scale deployment web --replicas=5
 wait_for "dev/web back at its 2 replicas" 60 sh -c "[ \"\$('$kubectl' -n dev-web get deployment web -o jsonpath='{.spec.replicas}')\" = 2 ]"
 run "$kubectl" -n dev-web get events --field-selector reason=DriftCorrected
 
-step "8/8 Where to look"
+step "9/9 Where to look"
 cat <<MSG
    export KUBECONFIG=$KUBECONFIG
    $bin/styrminctl status                      # every deployment, its sequence and readiness
@@ -189,6 +211,7 @@ cat <<MSG
    $bin/styrminctl ui --repo $repo             # the web UI for every kubeconfig context, on 127.0.0.1:8090
    $kubectl get styrmindeployments -A
    $kubectl get styrmintasks -A
+   $bin/styrminctl backup list                 # the backups, and: backup get NAME, restore CLUSTER/ENV --from NAME
    git -C $repo log --format='%h %s%n%b'        # lock commits with their Styrmin-Lock trailers
    Agent log: $demo/agent.log
    The agent and the control plane keep running; stop both with: make cluster-down
