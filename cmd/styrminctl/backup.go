@@ -114,7 +114,7 @@ With --wait it waits for the result and fails when the backup failed.` + kubecon
 					return err
 				}
 			}
-			t := table{header: []string{"NAME", "ENVIRONMENT", "PHASE", "DEPLOYMENTS", "STARTED", "MESSAGE"}, empty: "no backups"}
+			t := table{header: []string{"NAME", "ENVIRONMENT", "PHASE", "DEPLOYMENTS", "SKIPPED", "STARTED", "MESSAGE"}, empty: "no backups"}
 			items := bl.Items
 			slices.SortFunc(items, func(a, b v1alpha1.StyrminBackup) int { return a.CreationTimestamp.Compare(b.CreationTimestamp.Time) })
 			for _, b := range items {
@@ -126,7 +126,7 @@ With --wait it waits for the result and fails when the backup failed.` + kubecon
 					ds = append(ds, d.Name)
 				}
 				t.rows = append(t.rows, row{key: b.Name, name: b.Name, data: b, cells: []string{b.Name, b.Spec.Environment, noneIfEmpty(string(b.Status.Phase)),
-					noneIfEmpty(strings.Join(ds, ",")), timeOrNone(timeOf(b.Status.StartedAt)), firstLine(b.Status.Message)}})
+					noneIfEmpty(strings.Join(ds, ",")), noneIfEmpty(skippedNames(b.Status.Skipped)), timeOrNone(timeOf(b.Status.StartedAt)), firstLine(b.Status.Message)}})
 			}
 			return t.print(stdout, o.output)
 		},
@@ -152,6 +152,9 @@ With --wait it waits for the result and fails when the backup failed.` + kubecon
 			fmt.Fprintf(stdout, "Backup:\t%s\nEnvironment:\t%s\nPhase:\t%s\nLocation:\t%s\n", b.Name, b.Spec.Environment, noneIfEmpty(string(b.Status.Phase)), noneIfEmpty(b.Status.Location))
 			if b.Status.Message != "" {
 				fmt.Fprintf(stdout, "Message:\t%s\n", b.Status.Message)
+			}
+			for _, s := range b.Status.Skipped {
+				fmt.Fprintf(stdout, "Skipped:\t%s\n", s)
 			}
 			return printOperationDeployments(stdout, b.Status.Deployments)
 		},
@@ -277,6 +280,16 @@ func printOperationDeployments(w io.Writer, ds []v1alpha1.OperationDeployment) e
 			d.Artifact, size, timeOrNone(timeOf(d.StartedAt)), timeOrNone(timeOf(d.FinishedAt)), firstLine(d.Message))
 	}
 	return tw.Flush()
+}
+
+// skippedNames are the deployments a backup skipped, by name.
+func skippedNames(skipped []string) string {
+	names := make([]string, 0, len(skipped))
+	for _, s := range skipped {
+		name, _, _ := strings.Cut(s, ":")
+		names = append(names, name)
+	}
+	return strings.Join(names, ",")
 }
 
 func timeOf(t *metav1.Time) time.Time {

@@ -365,7 +365,7 @@ func (r *Reconciler) runJob(ctx context.Context, run *taskRun, step drivers.Step
 	t := run.task
 	name := JobName(t.Spec.Deployment.Name, step.Job, t.Spec.ToSequence)
 	if IsOperation(t) || step.Args[argOperation] != "" {
-		name = operationJobName(t, step.Job+step.Args[argOperation])
+		name = operationJobName(t, step.Job)
 	}
 	var job batchv1.Job
 	err := r.opts.APIReader.Get(ctx, client.ObjectKey{Namespace: t.Spec.Namespace, Name: name}, &job)
