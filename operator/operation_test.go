@@ -216,6 +216,10 @@ parameters: {logLevel: "info", workers: 1}
 	if !strings.Contains(out, "held by a restore:") || !strings.Contains(out, "StyrminRestore r1 failed") {
 		t.Errorf("styrminctl status does not show the failed restore holding a:\n%s", out)
 	}
+	plan := e.ctl(t, "plan", "--base", "HEAD~1", "--head", "HEAD", "--restores", "--kubeconfig", e.kubeconfig)
+	if !strings.Contains(plan, "waits for a restore in progress (StyrminRestore r1 failed; it waits to be retried or deleted)") {
+		t.Errorf("styrminctl plan --restores does not show a's change waiting for the restore:\n%s", plan)
+	}
 	e.createBackupSecret(t)
 	var r v1alpha1.StyrminRestore
 	if err := e.c.Get(ctx, client.ObjectKey{Namespace: ns, Name: "r1"}, &r); err != nil {

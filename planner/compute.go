@@ -75,6 +75,10 @@ type Options struct {
 	// AllowDeletions allows a plan to delete up to this many deployments
 	// even above the threshold.
 	AllowDeletions int
+	// Restoring names, per deployment, a restore in progress in the
+	// cluster (read by the caller: the planner reads no cluster); their
+	// changes are shown as waiting for it.
+	Restoring map[resolver.ID]string
 	// Only restricts the plan to these deployments (nil: all).
 	Only map[resolver.ID]bool
 	// SkipManifests leaves out the rendered-manifest diff.
@@ -171,6 +175,7 @@ func Compute(in Input, opts Options) (*Plan, error) {
 	changed := map[resolver.ID]bool{}
 	for i, d := range plan.Deployments {
 		changed[changes[i].ID] = true
+		d.Restoring = opts.Restoring[changes[i].ID]
 		switch d.Workflow {
 		case WorkflowCreate:
 			plan.Summary.Create++

@@ -152,6 +152,11 @@ type Deployment struct {
 	// Wave is the deployment's place in a health-gated fan-out (nil:
 	// none); Plan.Waves lists the waves.
 	Wave *WaveRef `json:"wave,omitempty"`
+	// Restoring is the restore in progress in the cluster that the
+	// deployment's change waits for, as the caller read it (plan
+	// --restores); "" when none or not read. The change is applied after
+	// the restore succeeds.
+	Restoring string `json:"restoring,omitempty"`
 
 	rawPaths [][]pathSegment // the unformatted path of each change
 	// otherAfter is After less the wave before, which Wave says.

@@ -328,6 +328,11 @@ func waveSummary(w Wave) string {
 }
 
 // waveLine says when a wave starts, for the renderers.
+// restoringLine says what a change waiting for a restore does.
+func restoringLine(r string) string {
+	return "waits for a restore in progress (" + r + "): applied after it succeeds"
+}
+
 func waveLine(w *WaveRef) string {
 	s := fmt.Sprintf("wave %d of %d", w.Wave, w.Waves)
 	if w.Group != "" {

@@ -30,6 +30,7 @@ var htmlPlan = template.Must(template.New("plan").Funcs(template.FuncMap{
 	"sequence":       sequence,
 	"waveSummary":    waveSummary,
 	"waveLine":       func(w *WaveRef) string { return upperFirst(waveLine(w)) },
+	"restoringLine":  func(r string) string { return upperFirst(restoringLine(r)) },
 	"heldWaiting":    heldWaiting,
 	"groupLeftOut":   groupLeftOut,
 	"idList":         func(ids []string) string { return idList(ids, 10, func(s string) string { return s }) },

@@ -129,6 +129,9 @@ func writeMarkdownDeployment(b *bytes.Buffer, d *Deployment, o RenderOptions) {
 	if d.Wave != nil {
 		fmt.Fprintf(b, "%s.\n\n", mdCell(upperFirst(waveLine(d.Wave))))
 	}
+	if d.Restoring != "" {
+		fmt.Fprintf(b, "%s.\n\n", mdCell(upperFirst(restoringLine(d.Restoring))))
+	}
 	if len(d.otherAfter) > 0 {
 		parts := make([]string, len(d.otherAfter))
 		for i, a := range d.otherAfter {

@@ -152,6 +152,9 @@ func writeTextDeployment(t *textWriter, d *Deployment, o RenderOptions) {
 	if d.Wave != nil {
 		t.printf("  %s\n", waveLine(d.Wave))
 	}
+	if d.Restoring != "" {
+		t.printf("  %s\n", restoringLine(d.Restoring))
+	}
 	if len(d.otherAfter) > 0 {
 		t.printf("  runs after: %s (each Ready first)\n", strings.Join(d.otherAfter, ", "))
 	}

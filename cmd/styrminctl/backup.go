@@ -56,6 +56,9 @@ func newBackupCmd(load restConfigFunc, now func() time.Time, stdout io.Writer) *
 	cmd := &cobra.Command{
 		Use:   "backup",
 		Short: "Back up an environment (its drivers' backup hooks), list and show backups",
+		Example: `  styrminctl backup create local/dev --wait
+  styrminctl backup list local/dev
+  styrminctl backup get dev-20261201-0300`,
 	}
 	o := &operationOptions{kube: newKubeOptions(load)}
 	create := &cobra.Command{
@@ -98,6 +101,8 @@ With --wait it waits for the result and fails when the backup failed.` + kubecon
 	list := &cobra.Command{
 		Use:   "list [CLUSTER/ENV]",
 		Short: "List the backups (of one environment)",
+		Example: `  styrminctl backup list
+  styrminctl backup list local/dev -o json`,
 		Args:  cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			c, err := o.kube.client()
@@ -136,6 +141,8 @@ With --wait it waits for the result and fails when the backup failed.` + kubecon
 	get := &cobra.Command{
 		Use:   "get NAME",
 		Short: "Show a backup: each deployment's artefact, size, times and sequence",
+		Example: `  styrminctl backup get dev-20261201-0300
+  styrminctl backup get before-migration -o yaml`,
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			c, err := o.kube.client()
@@ -227,6 +234,7 @@ driver version the running one cannot read (another major version, or a newer on
 	retry := &cobra.Command{
 		Use:   "retry NAME",
 		Short: "Run a failed restore's failed deployments again",
+		Example: `  styrminctl restore retry dev-restore-20261201-101500`,
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			c, err := o.writer()

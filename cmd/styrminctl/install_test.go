@@ -123,7 +123,7 @@ func TestInstallCheckAndVersionOnALocalControlPlane(t *testing.T) {
 			t.Fatalf("%v\n%s", err, out)
 		}
 		lines := strings.Split(strings.TrimSpace(out), "\n")
-		if lines[0] != "CustomResourceDefinition styrmindeployments.styrmin.io created" ||
+		if lines[0] != "CustomResourceDefinition styrminbackups.styrmin.io created" || line(lines, "CustomResourceDefinition styrmindeployments") != "CustomResourceDefinition styrmindeployments.styrmin.io created" ||
 			line(lines, "Deployment ") != "Deployment styrmin-system/styrmin-agent created" ||
 			!strings.HasPrefix(lines[len(lines)-1], "installed the agent for cluster local") {
 			t.Errorf("first install:\n%s", out)

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -10,6 +11,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/styrmin/styrmin/gitsource"
+	"github.com/styrmin/styrmin/operator/operation"
 	"github.com/styrmin/styrmin/planner"
 	"github.com/styrmin/styrmin/resolver"
 	"github.com/styrmin/styrmin/version"
@@ -23,6 +25,9 @@ type planFlags struct {
 	color             string
 	allowDeletions    int
 	deletionThreshold int
+	// restores reads the cluster (kube) for restores in progress.
+	restores bool
+	kube     *kubeOptions
 }
 
 func (f *planFlags) register(cmd *cobra.Command) {
@@ -55,7 +60,10 @@ the sequence it would get, why (the layer file whose change reaches it), the cha
 context and values, the driver actions the workflow runs, and the rendered-manifest
 diff. Sensitive parameters are masked and secrets appear only as references.
 
-It reads only the repository: no cluster, no network. A plan that deletes more
+It reads only the repository: no cluster, no network, unless --restores asks it to
+read the cluster (kubectl's flags) for restores in progress: a change of a deployment
+being restored is then shown as waiting for the restore (the agent applies it after
+the restore succeeds). A plan that deletes more
 deployments than the deletion threshold is refused (exit 1) unless
 --allow-deletions covers them.
 
@@ -84,6 +92,9 @@ Exit codes: 0 success; 1 error, resolution failure or refused plan; with
 		},
 	}
 	f.register(cmd)
+	f.kube = newKubeOptions(kubeRESTConfig)
+	f.kube.register(cmd, noNamespace, "")
+	cmd.Flags().BoolVar(&f.restores, "restores", false, "read the cluster (kubectl's flags) for restores in progress and show the changes that wait for them")
 	cmd.Flags().BoolVar(&detailed, "detailed-exitcode", false, "exit 0 when there are no changes, 2 when there are, 1 on error")
 	return cmd
 }
@@ -151,6 +162,15 @@ func computePlan(g *globalOptions, f *planFlags, only map[resolver.ID]bool, prog
 		return nil, err
 	}
 	opts := planner.Options{AllowDeletions: f.allowDeletions, Only: only}
+	if f.restores {
+		c, err := f.kube.client()
+		if err != nil {
+			return nil, fmt.Errorf("--restores: %w", err)
+		}
+		if opts.Restoring, err = operation.RestoresInProgress(context.Background(), c); err != nil {
+			return nil, fmt.Errorf("--restores: %w", err)
+		}
+	}
 	if prog != nil {
 		opts.Progress = prog.planned
 	}

@@ -12,6 +12,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/styrmin/styrmin/operator/api/v1alpha1"
+	"github.com/styrmin/styrmin/resolver"
 )
 
 // BackupRequest asks for a backup of an environment.
@@ -132,4 +133,47 @@ func LatestBackup(ctx context.Context, c client.Reader, namespace, cluster, env 
 		return nil, fmt.Errorf("environment %s/%s has no backup that succeeded in %s (styrminctl backup create %s/%s --wait makes one)", cluster, env, namespace, cluster, env)
 	}
 	return latest, nil
+}
+
+// RestoresInProgress names, per deployment, the restore its changes wait
+// for: one whose newest attempt runs or waits, or failed (until it is
+// retried or deleted). `styrminctl plan --restores` shows it.
+func RestoresInProgress(ctx context.Context, c client.Reader) (map[resolver.ID]string, error) {
+	var tasks v1alpha1.StyrminTaskList
+	if err := c.List(ctx, &tasks, client.MatchingLabels{v1alpha1.LabelOperationKind: "restore"}); err != nil {
+		return nil, fmt.Errorf("listing restore tasks: %w", err)
+	}
+	type key struct {
+		id   resolver.ID
+		name string
+	}
+	newest := map[key]*v1alpha1.StyrminTask{}
+	for i := range tasks.Items {
+		t := &tasks.Items[i]
+		if t.Spec.Operation == nil {
+			continue
+		}
+		d := t.Spec.Deployment
+		k := key{resolver.ID{Cluster: d.Cluster, Environment: d.Environment, Name: d.Name}, t.Spec.Operation.Name}
+		if n := newest[k]; n == nil || n.Spec.Operation.Attempt < t.Spec.Operation.Attempt {
+			newest[k] = t
+		}
+	}
+	out := map[resolver.ID]string{}
+	for k, t := range newest {
+		var s string
+		switch {
+		case !t.Status.Phase.Terminal():
+			s = "StyrminRestore " + k.name + " runs"
+		case t.Status.Phase == v1alpha1.TaskFailed:
+			s = "StyrminRestore " + k.name + " failed; it waits to be retried or deleted"
+		default:
+			continue
+		}
+		if prev := out[k.id]; prev != "" {
+			s = prev + "; " + s
+		}
+		out[k.id] = s
+	}
+	return out, nil
 }
