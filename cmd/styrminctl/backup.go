@@ -103,7 +103,7 @@ With --wait it waits for the result and fails when the backup failed.` + kubecon
 		Short: "List the backups (of one environment)",
 		Example: `  styrminctl backup list
   styrminctl backup list local/dev -o json`,
-		Args:  cobra.MaximumNArgs(1),
+		Args: cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			c, err := o.kube.client()
 			if err != nil {
@@ -143,7 +143,7 @@ With --wait it waits for the result and fails when the backup failed.` + kubecon
 		Short: "Show a backup: each deployment's artefact, size, times and sequence",
 		Example: `  styrminctl backup get dev-20261201-0300
   styrminctl backup get before-migration -o yaml`,
-		Args:  cobra.ExactArgs(1),
+		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			c, err := o.kube.client()
 			if err != nil {
@@ -232,10 +232,10 @@ driver version the running one cannot read (another major version, or a newer on
 	o.register(cmd, true)
 	cmd.Flags().StringVar(&from, "from", "", "the backup to restore (a StyrminBackup's name)")
 	retry := &cobra.Command{
-		Use:   "retry NAME",
-		Short: "Run a failed restore's failed deployments again",
+		Use:     "retry NAME",
+		Short:   "Run a failed restore's failed deployments again",
 		Example: `  styrminctl restore retry dev-restore-20261201-101500`,
-		Args:  cobra.ExactArgs(1),
+		Args:    cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			c, err := o.writer()
 			if err != nil {
