@@ -144,6 +144,10 @@ const (
 	// and one without them cannot be backed up.
 	HookBackup  Hook = "backup"
 	HookRestore Hook = "restore"
+	// HookDeleteBackup (optional, only beside backup and restore) deletes
+	// a backup's artefact when its StyrminBackup is deleted (by retention
+	// or by hand); without it the artefact is left where it is.
+	HookDeleteBackup Hook = "deleteBackup"
 )
 
 // LifecycleHooks are the hooks every driver has (a core step by
@@ -151,7 +155,14 @@ const (
 func LifecycleHooks() []Hook { return []Hook{HookSetup, HookUpgrade} }
 
 // OperationHooks are the hooks a driver may declare for operations.
-func OperationHooks() []Hook { return []Hook{HookBackup, HookRestore} }
+func OperationHooks() []Hook { return []Hook{HookBackup, HookRestore, HookDeleteBackup} }
+
+// CanDeleteBackups reports whether the driver deletes its backups'
+// artefacts (the deleteBackup hook).
+func (d *Driver) CanDeleteBackups() bool {
+	_, ok := d.Hooks[HookDeleteBackup]
+	return ok && d.CanBackup()
+}
 
 // CanBackup reports whether the driver declares the backup and restore
 // hooks: only then can its deployments be backed up.

@@ -691,7 +691,7 @@ func decodeActions(v cue.Value, loc *locator, comps []Component) (map[Hook]Modes
 		}
 		if len(m.Core) == 0 {
 			errs = append(errs, loc.errAt(hv, fmt.Sprintf("actions.%s.core", h),
-				"a %s needs at least one core step (a runJob that %s the artefact, say)", h, map[Hook]string{HookBackup: "writes", HookRestore: "reads"}[h]))
+				"a %s needs at least one core step (a runJob that %s the artefact, say)", h, map[Hook]string{HookBackup: "writes", HookRestore: "reads", HookDeleteBackup: "deletes"}[h]))
 		}
 		hooks[h] = m
 	}
@@ -702,6 +702,10 @@ func decodeActions(v cue.Value, loc *locator, comps []Component) (map[Hook]Modes
 		}
 		errs = append(errs, loc.errAt(v, "actions."+string(missing),
 			"missing: a driver that declares %s declares %s too (a backup that cannot be restored, or the other way round, is no backup)", has, missing))
+	}
+	if declared[HookDeleteBackup] && !declared[HookBackup] {
+		errs = append(errs, loc.errAt(v, "actions."+string(HookDeleteBackup),
+			"deleteBackup deletes a backup's artefact: it needs actions.backup and actions.restore"))
 	}
 	return hooks, errors.Join(errs...)
 }
@@ -839,7 +843,7 @@ func decodeSteps(v cue.Value, loc *locator, hook Hook, field, mode string, comps
 		case ActionUpgradeDeploymentVersion:
 			unexpected("components", "component", "command", "job")
 			switch {
-			case hook == HookBackup || hook == HookRestore:
+			case hook == HookBackup || hook == HookRestore || hook == HookDeleteBackup:
 				fail("action", "upgradeDeploymentVersion belongs to setup and upgrade: a %s applies no new version", hook)
 			case mode != ModeCore:
 				fail("action", "upgradeDeploymentVersion belongs in core, not %s", mode)
@@ -860,7 +864,7 @@ func decodeSteps(v cue.Value, loc *locator, hook Hook, field, mode string, comps
 		}
 		steps = append(steps, step)
 	}
-	if mode == ModeCore && len(steps) > 0 && upgrades != 1 && hook != HookBackup && hook != HookRestore {
+	if mode == ModeCore && len(steps) > 0 && upgrades != 1 && hook != HookBackup && hook != HookRestore && hook != HookDeleteBackup {
 		errs = append(errs, loc.errAt(v, field, "core must contain exactly one upgradeDeploymentVersion step, found %d", upgrades))
 	}
 	return steps, errors.Join(errs...)

@@ -385,12 +385,39 @@ func TestScheduledBackupsAreMadeOncePerTimeAndTheOldestBeyondKeepDeleted(t *test
 		got := scheduled()
 		return slices.Equal(got, made[1:]), fmt.Sprint(got), nil
 	})
-	// Its tasks went with it.
+	// Its tasks went with it, after the driver's deleteBackup hook deleted
+	// each deployment's artefact.
 	agenttest.WaitUntil(t, agentWaitLimit, "the deleted backup's tasks to go", func(ctx context.Context) (bool, string, error) {
 		var tasks v1alpha1.StyrminTaskList
 		err := e.c.List(ctx, &tasks, client.MatchingLabels{v1alpha1.LabelOperation: made[0]})
 		return err == nil && len(tasks.Items) == 0, fmt.Sprintf("%d tasks", len(tasks.Items)), err
 	})
+	for _, n := range []string{"a", "b"} {
+		e.requireJobEnv(t, "data-"+n, task.EnvBackupLocation, "s3://backups/local/data/"+made[0]+"/"+n, "delete-backup")
+	}
+}
+
+// requireJobEnv checks that a job whose name has prefix ran in ns with
+// the environment variable key set to value.
+func (e *agentEnv) requireJobEnv(t *testing.T, ns, key, value, prefix string) {
+	t.Helper()
+	var jobs batchv1.JobList
+	if err := e.c.List(context.Background(), &jobs, client.InNamespace(ns)); err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, j := range jobs.Items {
+		names = append(names, j.Name)
+		if !strings.Contains(j.Name, prefix) {
+			continue
+		}
+		for _, v := range j.Spec.Template.Spec.Containers[0].Env {
+			if v.Name == key && v.Value == value {
+				return
+			}
+		}
+	}
+	t.Fatalf("no %s job in %s with %s=%s (jobs: %v)", prefix, ns, key, value, names)
 }
 
 // noDrivers is a driver source the scheduler never asks.

@@ -23,8 +23,9 @@ const (
 	// WorkflowBackup and WorkflowRestore are operations, not changes: the
 	// driver's backup or restore hook against the running instance (no
 	// plan selects them).
-	WorkflowBackup  Workflow = "backup"
-	WorkflowRestore Workflow = "restore"
+	WorkflowBackup       Workflow = "backup"
+	WorkflowRestore      Workflow = "restore"
+	WorkflowDeleteBackup Workflow = "deleteBackup"
 )
 
 // workflowOrder orders workflows in summaries.

@@ -90,6 +90,8 @@ func StepsFor(w Workflow, d *drivers.Driver, backupFirst bool) ([]Step, error) {
 		hook, prefix = string(drivers.HookBackup), string(drivers.HookBackup)
 	case WorkflowRestore:
 		hook, prefix = string(drivers.HookRestore), string(drivers.HookRestore)
+	case WorkflowDeleteBackup:
+		hook, prefix = string(drivers.HookDeleteBackup), string(drivers.HookDeleteBackup)
 	default:
 		return nil, fmt.Errorf("unknown workflow %q (expected create, update, upgrade, delete, backup or restore)", w)
 	}
@@ -104,14 +106,14 @@ func StepsFor(w Workflow, d *drivers.Driver, backupFirst bool) ([]Step, error) {
 			modes = d.Hooks[drivers.HookUpgrade]
 		case WorkflowUpdate:
 			modes = drivers.Modes{Core: d.Hooks[drivers.HookUpgrade].Core}
-		case WorkflowBackup, WorkflowRestore:
+		case WorkflowBackup, WorkflowRestore, WorkflowDeleteBackup:
 			var ok bool
 			if modes, ok = d.Hooks[drivers.Hook(hook)]; !ok {
 				return nil, fmt.Errorf("driver %s@%s declares no %s hook", d.Name, d.Version, hook)
 			}
 		}
 	}
-	if w != WorkflowBackup && w != WorkflowRestore {
+	if w != WorkflowBackup && w != WorkflowRestore && w != WorkflowDeleteBackup {
 		// An operation writes no instance.
 		modes.Core = withCore(modes.Core)
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -101,7 +102,10 @@ func (r *BackupReconciler) SetupWithManager(mgr ctrl.Manager) error {
 func ownerOf(kind v1alpha1.OperationKind, namespace string) handler.MapFunc {
 	return func(_ context.Context, o client.Object) []reconcile.Request {
 		t, ok := o.(*v1alpha1.StyrminTask)
-		if !ok || t.Spec.Operation == nil || t.Spec.Operation.Kind != kind {
+		if !ok || t.Spec.Operation == nil {
+			return nil
+		}
+		if k := t.Spec.Operation.Kind; k != kind && (kind != v1alpha1.OperationBackup || k != v1alpha1.OperationDeleteBackup) {
 			return nil
 		}
 		return []reconcile.Request{{NamespacedName: types.NamespacedName{Namespace: namespace, Name: t.Spec.Operation.Name}}}
@@ -115,7 +119,15 @@ func (r *BackupReconciler) Reconcile(ctx context.Context, req reconcile.Request)
 		return reconcile.Result{}, client.IgnoreNotFound(err)
 	}
 	if !b.DeletionTimestamp.IsZero() {
-		return reconcile.Result{}, finalize(ctx, r.opts.Client, &b, v1alpha1.OperationBackup)
+		// Read afresh: a cached copy of a backup already gone would make
+		// its artefacts' delete tasks again.
+		if err := r.opts.APIReader.Get(ctx, req.NamespacedName, &b); err != nil {
+			return reconcile.Result{}, client.IgnoreNotFound(err)
+		}
+		if done, err := r.deleteArtifacts(ctx, &b); err != nil || !done {
+			return reconcile.Result{RequeueAfter: 5 * time.Second}, err
+		}
+		return reconcile.Result{}, finalize(ctx, r.opts.Client, &b, v1alpha1.OperationBackup, v1alpha1.OperationDeleteBackup)
 	}
 	if !controllerutil.ContainsFinalizer(&b, Finalizer) {
 		base := b.DeepCopy()
@@ -438,16 +450,75 @@ func setConditions(conds *[]metav1.Condition, gen int64, phase v1alpha1.Operatio
 	}
 }
 
+// deleteArtifacts runs, for a backup being deleted, the deleteBackup
+// hook of each deployment whose artefact it holds and whose running
+// driver declares one, as a task of that deployment; it reports done when
+// every such task ended (a failed one leaves its artefact, and says so in
+// its task). A deployment that no longer runs, or whose driver has no
+// such hook, keeps its artefact where it is.
+func (r *BackupReconciler) deleteArtifacts(ctx context.Context, b *v1alpha1.StyrminBackup) (bool, error) {
+	if !controllerutil.ContainsFinalizer(b, Finalizer) || b.Labels[task.LabelTask] != "" {
+		return true, nil
+	}
+	done := true
+	for _, d := range b.Status.Deployments {
+		if d.Phase != v1alpha1.OperationSucceeded || d.Artifact == "" {
+			continue
+		}
+		name := task.OperationTaskName(d.Name, v1alpha1.OperationDeleteBackup, b.Name, 1)
+		var t v1alpha1.StyrminTask
+		err := r.opts.Client.Get(ctx, client.ObjectKey{Namespace: d.Namespace, Name: name}, &t)
+		if err == nil {
+			done = done && t.Status.Phase.Terminal()
+			continue
+		}
+		if !apierrors.IsNotFound(err) {
+			return false, err
+		}
+		cluster := b.Spec.Cluster
+		if cluster == "" {
+			cluster = r.opts.Cluster
+		}
+		tgs, err := targets(ctx, r.opts.Client, r.opts.Drivers, cluster, b.Spec.Environment, []string{d.Name})
+		var refused *RefusedError
+		if errors.As(err, &refused) || (err == nil && !tgs[0].driver.CanDeleteBackups()) {
+			continue
+		}
+		if err != nil {
+			return false, err
+		}
+		op := v1alpha1.TaskOperation{Kind: v1alpha1.OperationDeleteBackup, Name: b.Name, BackupID: b.Name, Artifact: d.Artifact, Secret: r.secretOf(ctx, cluster, b.Spec.Environment), Attempt: 1}
+		if err := makeTask(ctx, r.opts.Client, tgs[0], name, op); err != nil {
+			return false, err
+		}
+		done = false
+	}
+	return done, nil
+}
+
+// secretOf is the credentials Secret git names for an environment now
+// ("" when none or unreadable: the job then runs without).
+func (r *BackupReconciler) secretOf(ctx context.Context, cluster, env string) string {
+	e, err := environment(ctx, r.opts.Settings, cluster, env)
+	if err != nil {
+		return ""
+	}
+	return e.Secret
+}
+
 // finalize deletes an operation's tasks, then lets the object go.
-func finalize(ctx context.Context, c client.Client, o client.Object, kind v1alpha1.OperationKind) error {
+func finalize(ctx context.Context, c client.Client, o client.Object, kinds ...v1alpha1.OperationKind) error {
 	if !controllerutil.ContainsFinalizer(o, Finalizer) {
 		return nil
 	}
 	var tasks v1alpha1.StyrminTaskList
-	if err := c.List(ctx, &tasks, client.MatchingLabels{v1alpha1.LabelOperation: o.GetName(), v1alpha1.LabelOperationKind: strings.ToLower(string(kind))}); err != nil {
+	if err := c.List(ctx, &tasks, client.MatchingLabels{v1alpha1.LabelOperation: o.GetName()}); err != nil {
 		return err
 	}
 	for i := range tasks.Items {
+		if op := tasks.Items[i].Spec.Operation; op == nil || !slices.Contains(kinds, op.Kind) {
+			continue
+		}
 		if err := c.Delete(ctx, &tasks.Items[i]); err != nil && !apierrors.IsNotFound(err) {
 			return fmt.Errorf("deleting task %s/%s: %w", tasks.Items[i].Namespace, tasks.Items[i].Name, err)
 		}

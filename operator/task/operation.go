@@ -46,8 +46,11 @@ func IsOperation(t *v1alpha1.StyrminTask) bool { return t.Spec.Operation != nil 
 
 // OperationWorkflow is the workflow of an operation kind.
 func OperationWorkflow(k v1alpha1.OperationKind) v1alpha1.Workflow {
-	if k == v1alpha1.OperationRestore {
+	switch k {
+	case v1alpha1.OperationRestore:
 		return v1alpha1.WorkflowRestore
+	case v1alpha1.OperationDeleteBackup:
+		return v1alpha1.WorkflowDeleteBackup
 	}
 	return v1alpha1.WorkflowBackup
 }
@@ -156,6 +159,9 @@ func (r *Reconciler) planOperation(ctx context.Context, run *taskRun) (phaseResu
 	}
 	if !d.CanBackup() {
 		return r.failTask(ctx, run, v1alpha1.ReasonInvalidTask, fmt.Sprintf("deployment %s runs driver %s@%s, which declares no backup and restore hooks: it cannot be backed up or restored", run.instance.ID, d.Name, d.Version))
+	}
+	if t.Spec.Operation.Kind == v1alpha1.OperationDeleteBackup && !d.CanDeleteBackups() {
+		return r.failTask(ctx, run, v1alpha1.ReasonInvalidTask, fmt.Sprintf("deployment %s runs driver %s@%s, which declares no deleteBackup hook: the artefact %s is left where it is", run.instance.ID, d.Name, d.Version, t.Spec.Operation.Artifact))
 	}
 	wf := OperationWorkflow(t.Spec.Operation.Kind)
 	steps, err := Steps(wf, d)

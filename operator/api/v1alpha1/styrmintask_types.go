@@ -6,7 +6,7 @@ import (
 
 // Workflow is what a task runs, chosen by the planner from the difference
 // between the active instance and the new one.
-// +kubebuilder:validation:Enum=create;update;upgrade;delete;backup;restore
+// +kubebuilder:validation:Enum=create;update;upgrade;delete;backup;restore;deleteBackup
 type Workflow string
 
 // The workflows.
@@ -19,16 +19,22 @@ const (
 	// the driver's backup or restore hook against the running instance.
 	WorkflowBackup  Workflow = "backup"
 	WorkflowRestore Workflow = "restore"
+	// WorkflowDeleteBackup runs the driver's deleteBackup hook: the
+	// artefact of a StyrminBackup being deleted.
+	WorkflowDeleteBackup Workflow = "deleteBackup"
 )
 
 // OperationKind is the kind of operation a task runs.
-// +kubebuilder:validation:Enum=Backup;Restore
+// +kubebuilder:validation:Enum=Backup;Restore;DeleteBackup
 type OperationKind string
 
 // The operation kinds.
 const (
 	OperationBackup  OperationKind = "Backup"
 	OperationRestore OperationKind = "Restore"
+	// OperationDeleteBackup deletes a backup's artefact (its
+	// StyrminBackup is being deleted).
+	OperationDeleteBackup OperationKind = "DeleteBackup"
 )
 
 // TaskOperation says which operation an operation task runs: the
