@@ -51,6 +51,21 @@ parameters: logLevel: "info"
 	}
 }
 
+// startDataEnv starts the agent on the example repository with the data
+// environment, waits until its deployments run, and makes their
+// credentials Secret.
+func startDataEnv(t *testing.T) *agentEnv {
+	t.Helper()
+	e := startAgentEnvWith(t, dataEnvironment())
+	e.lock(t)
+	e.startAgent(t)
+	for _, n := range []string{"a", "b"} {
+		requireSucceeded(t, e.waitTask(t, "data-"+n, n, 1))
+	}
+	e.createBackupSecret(t)
+	return e
+}
+
 // createBackupSecret makes the data environment's credentials Secret,
 // marked for backups.
 func (e *agentEnv) createBackupSecret(t *testing.T) {
@@ -324,13 +339,7 @@ func (e *agentEnv) requireNoSecretValue(t *testing.T) {
 }
 
 func TestScheduledBackupsAreMadeOncePerTimeAndTheOldestBeyondKeepDeleted(t *testing.T) {
-	e := startAgentEnvWith(t, dataEnvironment())
-	e.lock(t)
-	e.startAgent(t)
-	for _, n := range []string{"a", "b"} {
-		requireSucceeded(t, e.waitTask(t, "data-"+n, n, 1))
-	}
-	e.createBackupSecret(t)
+	e := startDataEnv(t)
 	// The test's own scheduler, on a clock it moves; the agent's runs on
 	// the real one and will not reach 03:00 during the test.
 	now := time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
@@ -493,13 +502,7 @@ func (e *agentEnv) headWorkspace(t *testing.T) *resolver.Workspace {
 }
 
 func TestACloneFromTheLatestBackupRestoresItInSetupConnectsInsideAndIsDeletedWhole(t *testing.T) {
-	e := startAgentEnvWith(t, dataEnvironment())
-	e.lock(t)
-	e.startAgent(t)
-	for _, n := range []string{"a", "b"} {
-		requireSucceeded(t, e.waitTask(t, "data-"+n, n, 1))
-	}
-	e.createBackupSecret(t)
+	e := startDataEnv(t)
 	ctx := context.Background()
 	ns := config.AgentNamespace
 	e.create(t, &v1alpha1.StyrminBackup{ObjectMeta: metav1.ObjectMeta{Name: "n1", Namespace: ns}, Spec: v1alpha1.StyrminBackupSpec{Environment: "data"}})
