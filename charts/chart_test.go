@@ -89,7 +89,8 @@ func TestChartRendersTheAgent(t *testing.T) {
 	base := []string{
 		"ClusterRole/styrmin-agent", "ClusterRole/styrmin-agent-default-environment",
 		"ClusterRoleBinding/styrmin-agent", "ClusterRoleBinding/styrmin-agent-default-environment",
-		"CustomResourceDefinition/styrmindeployments.styrmin.io", "CustomResourceDefinition/styrminsources.styrmin.io",
+		"CustomResourceDefinition/styrminbackups.styrmin.io", "CustomResourceDefinition/styrmindeployments.styrmin.io",
+		"CustomResourceDefinition/styrminrestores.styrmin.io", "CustomResourceDefinition/styrminsources.styrmin.io",
 		"CustomResourceDefinition/styrmintasks.styrmin.io",
 		"Deployment/styrmin-agent", "Role/styrmin-agent-leader-election", "RoleBinding/styrmin-agent-leader-election",
 		"Role/styrmin-agent-secrets", "RoleBinding/styrmin-agent-secrets",
@@ -180,6 +181,7 @@ func TestChartRendersTheAgent(t *testing.T) {
 		vals["webhook"] = map[string]any{"enabled": false}
 		vals["metrics"] = map[string]any{"enabled": false}
 		vals["repository"].(map[string]any)["secret"] = map[string]any{"name": ""}
+		vals["rbac"] = map[string]any{"extraSecretNames": []any{}}
 		r := render(t, vals)
 		if _, ok := r.docs["Role/styrmin-agent-secrets"]; ok {
 			t.Error("a Role for no Secret: an empty resourceNames grants every Secret")

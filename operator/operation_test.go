@@ -12,6 +12,7 @@ import (
 
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
+	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -129,6 +130,26 @@ func TestBackupOfAnEnvironmentRunsEachDriversHookAsATaskAndARestoreHoldsBackItsD
 		!strings.Contains(b.Status.Message, "environment local/data") || !strings.Contains(b.Status.Message, `backups.secret "backup-credentials": no such Secret`) {
 		t.Fatalf("a backup whose Secret is missing: %s %q, want Failed naming the environment and the Secret", b.Status.Phase, b.Status.Message)
 	}
+	// A Secret the platform team did not mark for backups, then one
+	// without the key an s3:// location needs.
+	unmarked := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: backupSecret, Namespace: ns}, StringData: map[string]string{"AWS_ACCESS_KEY_ID": "test"}}
+	e.create(t, unmarked)
+	e.create(t, &v1alpha1.StyrminBackup{ObjectMeta: metav1.ObjectMeta{Name: "unmarked", Namespace: ns}, Spec: v1alpha1.StyrminBackupSpec{Environment: "data"}})
+	if b := e.waitBackup(t, "unmarked"); b.Status.Phase != v1alpha1.OperationFailed || !strings.Contains(b.Status.Message, "is not labelled styrmin.io/backup-credentials=true") {
+		t.Fatalf("a backup whose Secret is not marked for backups: %s %q", b.Status.Phase, b.Status.Message)
+	}
+	base := unmarked.DeepCopy()
+	unmarked.Labels = map[string]string{task.LabelBackupCredentials: "true"}
+	if err := e.c.Patch(ctx, unmarked, client.MergeFrom(base)); err != nil {
+		t.Fatal(err)
+	}
+	e.create(t, &v1alpha1.StyrminBackup{ObjectMeta: metav1.ObjectMeta{Name: "no-key", Namespace: ns}, Spec: v1alpha1.StyrminBackupSpec{Environment: "data"}})
+	if b := e.waitBackup(t, "no-key"); b.Status.Phase != v1alpha1.OperationFailed || !strings.Contains(b.Status.Message, "has no key AWS_SECRET_ACCESS_KEY") {
+		t.Fatalf("a backup whose Secret lacks a key: %s %q", b.Status.Phase, b.Status.Message)
+	}
+	if err := e.c.Delete(ctx, unmarked); err != nil {
+		t.Fatal(err)
+	}
 	e.createBackupSecret(t)
 	e.create(t, &v1alpha1.StyrminBackup{ObjectMeta: metav1.ObjectMeta{Name: "dev-web", Namespace: ns}, Spec: v1alpha1.StyrminBackupSpec{Environment: "dev", Deployments: []string{"web"}}})
 	if b := e.waitBackup(t, "dev-web"); b.Status.Phase != v1alpha1.OperationFailed ||
@@ -146,7 +167,7 @@ func TestBackupOfAnEnvironmentRunsEachDriversHookAsATaskAndARestoreHoldsBackItsD
 	if b := e.waitBackup(t, "web-only"); b.Status.Phase != v1alpha1.OperationFailed || !strings.Contains(b.Status.Message, "deployment web: no such deployment") {
 		t.Fatalf("a backup of a deployment of another environment: %s %q", b.Status.Phase, b.Status.Message)
 	}
-	for _, name := range []string{"no-secret", "dev-web", "web-only"} {
+	for _, name := range []string{"no-secret", "unmarked", "no-key", "dev-web", "web-only"} {
 		var tasks v1alpha1.StyrminTaskList
 		if err := e.c.List(ctx, &tasks, client.MatchingLabels{v1alpha1.LabelOperation: name}); err != nil || len(tasks.Items) > 0 {
 			t.Fatalf("refused backup %s made %d tasks (%v): a refusal changes nothing", name, len(tasks.Items), err)
@@ -240,9 +261,9 @@ parameters: {logLevel: "info", workers: 1}
 	if err := e.c.Get(ctx, client.ObjectKey{Namespace: ns, Name: "r1"}, &r); err != nil {
 		t.Fatal(err)
 	}
-	base := r.DeepCopy()
+	rbase := r.DeepCopy()
 	r.Spec.Retry = "1"
-	if err := e.c.Patch(ctx, &r, client.MergeFrom(base)); err != nil {
+	if err := e.c.Patch(ctx, &r, client.MergeFrom(rbase)); err != nil {
 		t.Fatal(err)
 	}
 	r1 = e.waitRestore(t, "r1", v1alpha1.OperationSucceeded)
@@ -568,6 +589,28 @@ func TestACloneFromTheLatestBackupRestoresItInSetupConnectsInsideAndIsDeletedWho
 	if b := e.waitRestore(t, "rb", v1alpha1.OperationSucceeded); len(b.Status.Deployments) != 1 || b.Status.Deployments[0].Name != "b" {
 		t.Errorf("restore rb: %+v, want b only", b.Status.Deployments)
 	}
+
+	t.Log("a failed restore holds b's change until the StyrminRestore is deleted")
+	if err := e.c.Delete(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: backupSecret, Namespace: ns}}); err != nil {
+		t.Fatal(err)
+	}
+	e.create(t, &v1alpha1.StyrminRestore{ObjectMeta: metav1.ObjectMeta{Name: "rd", Namespace: ns}, Spec: v1alpha1.StyrminRestoreSpec{Backup: "n2", Deployments: []string{"b"}}})
+	e.waitRestore(t, "rd", v1alpha1.OperationFailed)
+	seqB := e.change(t, "b", "b: one worker", map[string][]byte{"clusters/local/environments/data/deployments/b.cue": []byte(
+		"driver: \"graphhub\"\nappVersion: \"1.4.0\"\nparameters: {workers: 1, databasePassword: {name: \"db\", key: \"password\"}}\n")})
+	heldB := v1alpha1.TaskName("b", seqB)
+	agenttest.WaitUntil(t, agentWaitLimit, "b's change to wait for the failed restore", func(ctx context.Context) (bool, string, error) {
+		var tk v1alpha1.StyrminTask
+		if err := e.c.Get(ctx, client.ObjectKey{Namespace: "data-b", Name: heldB}, &tk); err != nil {
+			return false, err.Error(), nil
+		}
+		c := apimeta.FindStatusCondition(tk.Status.Conditions, v1alpha1.ConditionReady)
+		return c != nil && c.Reason == v1alpha1.ReasonRestoreInProgress && tk.Status.Phase == v1alpha1.TaskPending, fmt.Sprintf("%s %v", tk.Status.Phase, c), nil
+	})
+	if err := e.c.Delete(ctx, &v1alpha1.StyrminRestore{ObjectMeta: metav1.ObjectMeta{Name: "rd", Namespace: ns}}); err != nil {
+		t.Fatal(err)
+	}
+	requireSucceeded(t, e.waitTask(t, "data-b", "b", seqB))
 
 	t.Log("delete preview: its deployments are tombstoned and uninstalled")
 	del, err := e.headWorkspace(t).PlanEnvironmentDelete(resolver.EnvironmentDeleteRequest{Cluster: agentCluster, Environment: "preview"})
