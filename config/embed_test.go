@@ -37,8 +37,8 @@ func TestManifestsAreObjects(t *testing.T) {
 			}
 		}
 	}
-	if n := len(CRDs()); n != 3 {
-		t.Errorf("%d CRDs embedded, want 3 (StyrminDeployment, StyrminTask, StyrminSource)", n)
+	if n := len(CRDs()); n != 5 {
+		t.Errorf("%d CRDs embedded, want 5 (StyrminBackup, StyrminDeployment, StyrminRestore, StyrminSource, StyrminTask)", n)
 	}
 }
 

@@ -50,7 +50,7 @@ func TestApplyCreatesUpgradesAndRefusesToDropAStoredVersion(t *testing.T) {
 	if len(got) != len(objs) || actions(got)[Created] != len(objs) {
 		t.Fatalf("first apply: %v, want %d created", got, len(objs))
 	}
-	if got[0].Object != "CustomResourceDefinition styrmindeployments.styrmin.io" || got[len(got)-1].Object != "Deployment styrmin-system/styrmin-agent" {
+	if got[0].Object != "CustomResourceDefinition styrminbackups.styrmin.io" || got[len(got)-1].Object != "Deployment styrmin-system/styrmin-agent" {
 		t.Errorf("order: first %s, last %s", got[0].Object, got[len(got)-1].Object)
 	}
 

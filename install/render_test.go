@@ -77,7 +77,7 @@ func TestRenderSetsTheAgentsSettingsAndNamespaceInTheObjects(t *testing.T) {
 	for _, u := range objs {
 		kinds[u.GetKind()]++
 	}
-	want := map[string]int{"CustomResourceDefinition": 3, "Namespace": 1, "ServiceAccount": 1, "ClusterRole": 2, "ClusterRoleBinding": 2,
+	want := map[string]int{"CustomResourceDefinition": 5, "Namespace": 1, "ServiceAccount": 1, "ClusterRole": 2, "ClusterRoleBinding": 2,
 		"Role": 2, "RoleBinding": 2, "ValidatingAdmissionPolicy": 1, "ValidatingAdmissionPolicyBinding": 1, "Deployment": 1, "Service": 1}
 	for k, n := range want {
 		if kinds[k] != n {
