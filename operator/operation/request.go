@@ -3,6 +3,7 @@ package operation
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -159,8 +160,15 @@ func RestoresInProgress(ctx context.Context, c client.Reader) (map[resolver.ID]s
 			newest[k] = t
 		}
 	}
+	keys := make([]key, 0, len(newest))
+	for k := range newest {
+		keys = append(keys, k)
+	}
+	// Several restores of one deployment are named in name order.
+	slices.SortFunc(keys, func(a, b key) int { return strings.Compare(a.name, b.name) })
 	out := map[resolver.ID]string{}
-	for k, t := range newest {
+	for _, k := range keys {
+		t := newest[k]
 		var s string
 		switch {
 		case !t.Status.Phase.Terminal():

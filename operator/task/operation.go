@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
+	"slices"
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
@@ -102,6 +103,9 @@ func restoreHold(t *v1alpha1.StyrminTask, tasks []v1alpha1.StyrminTask) string {
 	if len(held) == 0 {
 		return ""
 	}
+	// One message whatever the map's order: it is written only when it
+	// changes.
+	slices.Sort(held)
 	return fmt.Sprintf("restore in progress: StyrminRestore %s failed (%s); this change waits until it is retried (styrminctl restore retry %s) or deleted",
 		strings.Join(held, ", "), firstLine(newest[held[0]].Status.Message), held[0])
 }
