@@ -158,6 +158,12 @@ components: app:`), wantFile: src + "driver.cue:8:", wantField: "components.ghos
 	restore: core: [{action: "runJob", component: "app", job: "load", command: ["load"]}]
 }`),
 			wantFile: src + "driver.cue:12:", wantField: "actions.backup.core", wantMsg: "a backup needs at least one core step"},
+		{name: "deleteBackup without backup hooks", change: replaceSpec(`actions: upgrade: post: [{action: "waitReady", components: ["app"]}]`,
+			`actions: deleteBackup: core: [{action: "runJob", component: "app", job: "rm", command: ["rm"]}]`),
+			wantFile: src + "driver.cue:11:", wantField: "actions.deleteBackup", wantMsg: "deleteBackup deletes a backup's artefact: it needs actions.backup and actions.restore"},
+		{name: "deleteBackup without a core step", change: replaceSpec(`actions: upgrade: post: [{action: "waitReady", components: ["app"]}]`,
+			withBackupHooks(`deleteBackup: pre: [{action: "runJob", component: "app", job: "rm", command: ["rm"]}]`)),
+			wantFile: src + "driver.cue:12:", wantField: "actions.deleteBackup.core", wantMsg: "a deleteBackup needs at least one core step"},
 		{name: "a backup that upgrades", change: replaceSpec(`actions: upgrade: post: [{action: "waitReady", components: ["app"]}]`,
 			`actions: {
 	backup: core: [{action: "upgradeDeploymentVersion"}]
