@@ -14,7 +14,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/styrmin/styrmin/operator"
 	"github.com/styrmin/styrmin/operator/api/v1alpha1"
 	"github.com/styrmin/styrmin/operator/operation"
 )
@@ -30,17 +29,7 @@ type operationOptions struct {
 	output      string
 }
 
-func (o *operationOptions) writer() (client.Client, error) {
-	cfg, err := o.kube.config()
-	if err != nil {
-		return nil, err
-	}
-	scheme, err := operator.NewScheme()
-	if err != nil {
-		return nil, err
-	}
-	return client.New(cfg, client.Options{Scheme: scheme})
-}
+func (o *operationOptions) writer() (client.Client, error) { return o.kube.writer() }
 
 // parseEnvironment parses CLUSTER/ENV.
 func parseEnvironment(s string) (cluster, env string, err error) {

@@ -168,29 +168,41 @@ styrminctl lock --allow-deletions N (the command says N).`,
 	return cmd
 }
 
-// envCommitter is what an env … --commit commits with.
+// envCommitter is what an edit of the working tree's branch (upgrade,
+// env … --commit) commits with.
 type envCommitter struct {
-	repo gitsource.Writer
+	repo *gitsource.Repo
 	opts resolver.WorkspaceOptions
 	co   resolver.CommitOptions
+}
+
+// newCommitter opens the --repo repository for a commit on its current
+// branch, with the identity flags and up to attempts compare-and-swap
+// attempts.
+func newCommitter(ctx context.Context, g *globalOptions, ident *identityFlags, attempts int) (*envCommitter, error) {
+	repo, err := openForCommit(g.Repo, "", "", false)
+	if err != nil {
+		return nil, err
+	}
+	dir, err := repo.Subdir(g.Repo)
+	if err != nil {
+		return nil, err
+	}
+	co, err := ident.commitOptions(repo, resolver.CommitOptions{Attempts: attempts, Dir: dir})
+	if err != nil {
+		return nil, err
+	}
+	return &envCommitter{repo: repo, opts: g.workspaceOptions(ctx, desiredStateRemote(g.Repo)), co: co}, nil
 }
 
 // runEnvCommit commits an environment edit on the current branch, as
 // upgrade --commit does.
 func runEnvCommit(ctx context.Context, g *globalOptions, ident *identityFlags, stdout io.Writer, commit func(context.Context, *envCommitter) (resolver.EnvironmentCommit, error)) error {
-	repo, err := openForCommit(g.Repo, "", "", false)
+	c, err := newCommitter(ctx, g, ident, envAttempts)
 	if err != nil {
 		return err
 	}
-	dir, err := repo.Subdir(g.Repo)
-	if err != nil {
-		return err
-	}
-	co, err := ident.commitOptions(repo, resolver.CommitOptions{Attempts: envAttempts, Dir: dir})
-	if err != nil {
-		return err
-	}
-	out, err := commit(ctx, &envCommitter{repo: repo, opts: g.workspaceOptions(ctx, desiredStateRemote(g.Repo)), co: co})
+	out, err := commit(ctx, c)
 	if err != nil {
 		return err
 	}
@@ -204,7 +216,7 @@ func runEnvCommit(ctx context.Context, g *globalOptions, ident *identityFlags, s
 		subject = out.Delete.Subject()
 	}
 	if out.Committed {
-		fmt.Fprintf(stdout, "committed %s on %s: %s\n", out.Commit, repo.Branch(), subject)
+		fmt.Fprintf(stdout, "committed %s on %s: %s\n", out.Commit, c.repo.Branch(), subject)
 	}
 	return nil
 }

@@ -85,7 +85,10 @@ func (k *kubeOptions) config() (*rest.Config, error) {
 }
 
 // client is a client of Styrmin's scheme for the cluster the flags name.
-func (k *kubeOptions) client() (client.Reader, error) {
+func (k *kubeOptions) client() (client.Reader, error) { return k.writer() }
+
+// writer is client for the commands that write (backup, restore).
+func (k *kubeOptions) writer() (client.Client, error) {
 	cfg, err := k.config()
 	if err != nil {
 		return nil, err

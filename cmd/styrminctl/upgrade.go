@@ -100,25 +100,17 @@ func runUpgrade(ctx context.Context, g *globalOptions, req resolver.UpgradeReque
 
 // runUpgradeCommit commits the upgrade's edits on the current branch.
 func runUpgradeCommit(ctx context.Context, g *globalOptions, req resolver.UpgradeRequest, ident *identityFlags, stdout io.Writer) error {
-	repo, err := openForCommit(g.Repo, "", "", false)
+	c, err := newCommitter(ctx, g, ident, upgradeAttempts)
 	if err != nil {
 		return err
 	}
-	dir, err := repo.Subdir(g.Repo)
-	if err != nil {
-		return err
-	}
-	co, err := ident.commitOptions(repo, resolver.CommitOptions{Attempts: upgradeAttempts, Dir: dir})
-	if err != nil {
-		return err
-	}
-	out, err := resolver.CommitUpgrade(ctx, repo, g.workspaceOptions(ctx, desiredStateRemote(g.Repo)), req, co)
+	out, err := resolver.CommitUpgrade(ctx, c.repo, c.opts, req, c.co)
 	if err != nil {
 		return err
 	}
 	printUpgrade(stdout, out.Plan)
 	if out.Committed {
-		fmt.Fprintf(stdout, "committed %s on %s: %s\n", out.Commit, repo.Branch(), out.Plan.Subject())
+		fmt.Fprintf(stdout, "committed %s on %s: %s\n", out.Commit, c.repo.Branch(), out.Plan.Subject())
 	}
 	return nil
 }
