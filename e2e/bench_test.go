@@ -5,8 +5,10 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"os"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -33,11 +35,15 @@ import (
 	"github.com/styrmin/styrmin/internal/agenttest"
 	"github.com/styrmin/styrmin/operator"
 	"github.com/styrmin/styrmin/operator/api/v1alpha1"
+	"github.com/styrmin/styrmin/operator/webhook"
 	"github.com/styrmin/styrmin/resolver"
 )
 
 var (
-	agentBenchDeployments = flag.Int("agent-deployments", 500, "webapp deployments BenchmarkAgentThroughGit locks in one commit")
+	agentBenchDeployments = flag.Int("agent-deployments", 500, "webapp deployments BenchmarkAgentThroughGit locks in one commit (without -agent-sizes)")
+	agentSizes            = flag.String("agent-sizes", "", "comma-separated deployment counts: BenchmarkAgentThroughGit runs once per size (sub-benchmarks n=N, a fresh control plane each) and logs the series as a markdown table; empty: -agent-deployments alone")
+	agentPlot             = flag.String("agent-plot", "", "SVG file BenchmarkAgentThroughGit draws its series into: API-server CPU and time per deployment against deployments, the agent's and the baseline's")
+	agentChanges          = flag.Int("agent-changes", 0, "after the fan-out, BenchmarkAgentThroughGit restarts the agent with its webhook receiver and a one-hour poll, then changes one deployment at a time this many times (commit, lock, push, signed webhook push), each timed from the delivery until that deployment is Ready; 0: none")
 	agentMemoryLimit      = flag.String("agent-memory-limit", "", "the agent's --memory-limit in BenchmarkAgentThroughGit (as in a container with a memory limit; empty: none)")
 	agentExtraArgs        = flag.String("agent-args", "", "extra arguments of the agent in BenchmarkAgentThroughGit, space-separated (e.g. \"--kube-api-qps=500 --kube-api-burst=1000\")")
 	benchCPUProfile       = flag.String("cpu-profile-prefix", "", "BenchmarkAgentThroughGit saves 40 s CPU profiles of the agent and of the API server, taken at the start of each phase, as PREFIX-{create,fanout}-{agent,apiserver}.pb.gz")
@@ -46,152 +52,403 @@ var (
 	agentHeapProfile      = flag.String("agent-heap-profile", "", "file BenchmarkAgentThroughGit writes the agent's heap profile to, taken when its heap in use was highest (for go tool pprof)")
 )
 
+const (
+	// benchNamespaces prefixes the namespaces of the bench environment's
+	// deployments (namespacePrefix "bench", resolver.NamespaceOf), and
+	// baselineNamespaces those of the baseline's copies.
+	benchNamespaces    = "bench-"
+	baselineNamespaces = "base"
+	// webappLabel selects the webapp chart's Deployments, the agent's and
+	// the baseline's (which relabels only managed-by): the cache of the
+	// benchmark watches no other Deployment.
+	webappLabel = "app.kubernetes.io/name"
+)
+
 // BenchmarkAgentThroughGit measures the whole path at scale: n webapp
 // deployments, one namespace each, locked in one commit by `styrminctl
 // lock --push`; the agent binary syncs the commit, runs one task per
 // deployment and installs each release. Reported: the time from the lock
 // commit until every deployment is Ready at its sequence, the same for a
 // fan-out that changes one value for all of them, the API server's CPU
-// seconds per deployment and the agent's peak resident memory.
-// Run with `make bench-agent` (-benchtime 1x).
+// seconds per deployment and the agent's peak resident memory. A
+// deployment is Ready when its StyrminDeployment's Ready condition holds
+// at the sequence and its Deployments have rolled out (rolledOut, the
+// baseline's check too); the time until each of the two alone is
+// reported beside.
+//
+// Each size of -agent-sizes (else -agent-deployments) is a sub-benchmark
+// with a control plane of its own; the series is logged as a markdown
+// table and, with -agent-plot, drawn as an SVG. Run with `make
+// bench-agent` or `make bench-scale` (-benchtime 1x).
 func BenchmarkAgentThroughGit(b *testing.B) {
-	n := *agentBenchDeployments
-	for b.Loop() {
-		// A rolling update runs a new pod beside the old one: room for
-		// two pods per deployment and the examples, 250 pods a node.
-		e := newEnvWithNodes(b, (2*n+50)/250+1)
-		cs, err := kubernetes.NewForConfig(e.cluster.RESTConfig)
+	sizes, err := parseSizes(*agentSizes, *agentBenchDeployments)
+	if err != nil {
+		b.Fatal(err)
+	}
+	var series []scalePoint
+	for _, n := range sizes {
+		b.Run(fmt.Sprintf("n=%d", n), func(b *testing.B) {
+			for b.Loop() {
+				series = append(series, benchAgent(b, n))
+			}
+		})
+	}
+	if len(series) == 0 {
+		return // every size failed, or -bench matched none
+	}
+	b.Logf("cost per deployment against deployments (Ready: workloads and condition; ×base: over the baseline of the same run):\n%s", scaleTable(series))
+	if *agentPlot != "" {
+		f, err := os.Create(*agentPlot)
 		if err != nil {
 			b.Fatal(err)
 		}
-		clone := e.newClone(b)
-		files := map[string][]byte{
-			"clusters/local/environments/bench/environment.cue": []byte("namespacePrefix: \"bench\"\nparameters: message: \"first\"\n"),
-		}
-		for i := range n {
-			files[fmt.Sprintf("clusters/local/environments/bench/deployments/app%04d.cue", i)] = []byte("driver: \"webapp\"\nappVersion: \"1.25.0\"\n")
-		}
-		if w := *agentBenchWaves; w > 0 {
-			files["styrmin.cue"] = fmt.Appendf(nil, "deletionThreshold: 1\nrollout: {waves: %d, gate: \"ready\"}\n", w)
-		}
-		e.git.Commit(repoName, fmt.Sprintf("%d webapp deployments", n), files)
-		// Readiness is read from a watch: listing 500 StyrminDeployments
-		// every second would be a load of its own on the API server being
-		// measured.
-		ctx, cancel := context.WithCancel(context.Background())
-		defer cancel()
-		scheme, err := operator.NewScheme()
-		if err != nil {
+		if err := writeScaleSVG(f, series); err != nil {
 			b.Fatal(err)
 		}
-		watched, err := cache.New(e.cluster.RESTConfig, cache.Options{Scheme: scheme, ByObject: map[client.Object]cache.ByObject{
-			&v1alpha1.StyrminDeployment{}: {Label: labels.SelectorFromSet(labels.Set{v1alpha1.LabelEnvironment: "bench"})},
-			&appsv1.Deployment{}:          {Label: labels.SelectorFromSet(labels.Set{baselineLabel: "baseline"})},
-		}})
-		if err != nil {
+		if err := f.Close(); err != nil {
 			b.Fatal(err)
 		}
-		go func() { _ = watched.Start(ctx) }()
-		if _, err := watched.GetInformer(ctx, &v1alpha1.StyrminDeployment{}); err != nil {
-			b.Fatal(err)
-		}
-		if !watched.WaitForCacheSync(ctx) {
-			b.Fatal("the StyrminDeployment cache did not sync")
-		}
-		metricsAddr, pprofAddr := agenttest.FreeAddr(b), agenttest.FreeAddr(b)
-		args := []string{"--poll-interval=1s", "--metrics-bind-address=" + metricsAddr, "--pprof-bind-address=" + pprofAddr}
-		if *agentMemoryLimit != "" {
-			args = append(args, "--memory-limit="+*agentMemoryLimit)
-		}
-		args = append(args, strings.Fields(*agentExtraArgs)...)
-		e.startAgent(b, args...)
+		b.Logf("plot written to %s", *agentPlot)
+	}
+}
 
-		// The agent's heap in use, sampled every second: its highest value
-		// (and, with -agent-heap-profile, a profile taken then), and its
-		// anonymous resident memory: the process's peak resident set
-		// (VmHWM) also counts the pages of its 90 MB of code.
-		var peakHeap, peakAnon float64
-		sampleHeap := func() {
-			peakAnon = max(peakAnon, procStatusMiB(b, e.agent.Pid(), "RssAnon:"))
-			h := scrape(b, "http://"+metricsAddr+"/metrics", "go_memstats_heap_inuse_bytes")
-			if h <= peakHeap {
-				return
-			}
-			peakHeap = h
-			if *agentHeapProfile != "" {
-				writeURL(b, "http://"+pprofAddr+"/debug/pprof/heap", *agentHeapProfile)
-			}
+// parseSizes reads -agent-sizes ("100,500"), or is the one size def when
+// it is empty.
+func parseSizes(list string, def int) ([]int, error) {
+	if strings.TrimSpace(list) == "" {
+		return []int{def}, nil
+	}
+	var sizes []int
+	for _, f := range strings.Split(list, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(f))
+		if err != nil || n < 1 {
+			return nil, fmt.Errorf("-agent-sizes %q: %q is not a positive number of deployments", list, f)
 		}
-		run := func(phase string, seq int64) (time.Duration, float64, float64, float64) {
-			cpu0 := apiserverCPU(b, cs)
-			apiReqs0 := apiserverRequests(b, cs)
-			procCPU0 := processCPU(b)
-			agentCPU0 := scrape(b, "http://"+metricsAddr+"/metrics", "process_cpu_seconds_total")
-			req0 := scrape(b, "http://"+metricsAddr+"/metrics", "rest_client_requests_total")
-			start := time.Now()
-			profiled := profileCPU(b, cs, "http://"+pprofAddr, phase)
-			defer func() { <-profiled }()
-			locked, out := e.lockPush(b, clone)
-			if len(locked) < n {
-				b.Fatalf("%s: locked %d deployments, want at least %d:\n%s", phase, len(locked), n, out)
+		sizes = append(sizes, n)
+	}
+	return sizes, nil
+}
+
+// benchAgent is one run of BenchmarkAgentThroughGit at n deployments; it
+// reports the run's metrics and returns its point of the series.
+func benchAgent(b *testing.B, n int) scalePoint {
+	// A rolling update runs a new pod beside the old one: room for
+	// two pods per deployment and the examples, 250 pods a node.
+	e := newEnvWithNodes(b, (2*n+50)/250+1)
+	cs, err := kubernetes.NewForConfig(e.cluster.RESTConfig)
+	if err != nil {
+		b.Fatal(err)
+	}
+	clone := e.newClone(b)
+	files := map[string][]byte{
+		"clusters/local/environments/bench/environment.cue": []byte("namespacePrefix: \"bench\"\nparameters: message: \"first\"\n"),
+	}
+	for i := range n {
+		files[benchDeploymentFile(i)] = []byte(benchDeploymentCUE)
+	}
+	if w := *agentBenchWaves; w > 0 {
+		files["styrmin.cue"] = fmt.Appendf(nil, "deletionThreshold: 1\nrollout: {waves: %d, gate: \"ready\"}\n", w)
+	}
+	e.git.Commit(repoName, fmt.Sprintf("%d webapp deployments", n), files)
+	// Readiness is read from a watch: listing 500 StyrminDeployments
+	// and Deployments every 250 ms would be a load of its own on the
+	// API server being measured.
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	scheme, err := operator.NewScheme()
+	if err != nil {
+		b.Fatal(err)
+	}
+	watched, err := cache.New(e.cluster.RESTConfig, cache.Options{Scheme: scheme, ByObject: map[client.Object]cache.ByObject{
+		&v1alpha1.StyrminDeployment{}: {Label: labels.SelectorFromSet(labels.Set{v1alpha1.LabelEnvironment: "bench"})},
+		&appsv1.Deployment{}:          {Label: labels.SelectorFromSet(labels.Set{webappLabel: "webapp"})},
+	}})
+	if err != nil {
+		b.Fatal(err)
+	}
+	go func() { _ = watched.Start(ctx) }()
+	for _, o := range []client.Object{&v1alpha1.StyrminDeployment{}, &appsv1.Deployment{}} {
+		if _, err := watched.GetInformer(ctx, o); err != nil {
+			b.Fatal(err)
+		}
+	}
+	if !watched.WaitForCacheSync(ctx) {
+		b.Fatal("the StyrminDeployment and Deployment caches did not sync")
+	}
+	metricsAddr, pprofAddr := agenttest.FreeAddr(b), agenttest.FreeAddr(b)
+	args := []string{"--poll-interval=1s", "--metrics-bind-address=" + metricsAddr, "--pprof-bind-address=" + pprofAddr}
+	if *agentMemoryLimit != "" {
+		args = append(args, "--memory-limit="+*agentMemoryLimit)
+	}
+	args = append(args, strings.Fields(*agentExtraArgs)...)
+	e.startAgent(b, args...)
+
+	// The agent's heap in use, sampled every second: its highest value
+	// (and, with -agent-heap-profile, a profile taken then), and its
+	// anonymous resident memory: the process's peak resident set
+	// (VmHWM) also counts the pages of its 90 MB of code.
+	var peakHeap, peakAnon float64
+	sampleHeap := func() {
+		peakAnon = max(peakAnon, procStatusMiB(b, e.agent.Pid(), "RssAnon:"))
+		h := scrape(b, "http://"+metricsAddr+"/metrics", "go_memstats_heap_inuse_bytes")
+		if h <= peakHeap {
+			return
+		}
+		peakHeap = h
+		if *agentHeapProfile != "" {
+			writeURL(b, "http://"+pprofAddr+"/debug/pprof/heap", *agentHeapProfile)
+		}
+	}
+	type phaseRun struct {
+		agentPhase
+		agentCPU, agentReqs float64
+	}
+	run := func(phase string, seq int64) phaseRun {
+		// A Deployment counts once it has a generation newer than now:
+		// one that is Available at the old one has not rolled out the
+		// change yet (the cache may not even have seen it).
+		since := generations(ctx, b, watched, benchNamespaces)
+		cpu0 := apiserverCPU(b, cs)
+		apiReqs0 := apiserverRequests(b, cs)
+		procCPU0 := processCPU(b)
+		agentCPU0 := scrape(b, "http://"+metricsAddr+"/metrics", "process_cpu_seconds_total")
+		req0 := scrape(b, "http://"+metricsAddr+"/metrics", "rest_client_requests_total")
+		start := time.Now()
+		profiled := profileCPU(b, cs, "http://"+pprofAddr, phase)
+		defer func() { <-profiled }()
+		locked, out := e.lockPush(b, clone)
+		if len(locked) < n {
+			b.Fatalf("%s: locked %d deployments, want at least %d:\n%s", phase, len(locked), n, out)
+		}
+		deadline := time.Now().Add(30 * time.Minute)
+		var curve []string
+		var res phaseRun
+		var sampled time.Time
+		// Polled every 250 ms, as the baseline is: the two times have
+		// the same resolution.
+		for {
+			r, err := readyAt(ctx, watched, seq, since)
+			if err != nil {
+				b.Fatal(err)
 			}
-			deadline := time.Now().Add(30 * time.Minute)
-			var curve []string
-			for {
-				ready, waiting, err := readyAt(ctx, watched, seq)
-				if err != nil {
-					b.Fatal(err)
-				}
-				if s := int(time.Since(start).Seconds()); s/5 >= len(curve) {
-					curve = append(curve, fmt.Sprintf("%ds:%d(%s)", s, ready, waiting))
-				}
-				if ready >= n {
-					break
-				}
-				select {
-				case <-e.agent.Done():
-					b.Fatalf("%s: the agent exited with %d of %d deployments Ready", phase, ready, n)
-				default:
-				}
-				if time.Now().After(deadline) {
-					b.Fatalf("%s: %d of %d deployments Ready at sequence %d after 30 minutes", phase, ready, n, seq)
-				}
+			elapsed := time.Since(start)
+			if res.condition == 0 && r.condition >= n {
+				res.condition = elapsed
+			}
+			if res.workloads == 0 && r.workloads >= n {
+				res.workloads = elapsed
+			}
+			if s := int(elapsed.Seconds()); s/5 >= len(curve) {
+				curve = append(curve, fmt.Sprintf("%ds:%d(%s)", s, r.both, r.waiting))
+			}
+			if r.both >= n {
+				res.ready = elapsed
+				break
+			}
+			select {
+			case <-e.agent.Done():
+				b.Fatalf("%s: the agent exited with %d of %d deployments Ready", phase, r.both, n)
+			default:
+			}
+			if time.Now().After(deadline) {
+				b.Fatalf("%s: %d of %d deployments Ready at sequence %d after 30 minutes (%s)", phase, r.both, n, seq, r.waiting)
+			}
+			if time.Since(sampled) >= time.Second {
 				sampleHeap()
-				time.Sleep(time.Second)
+				sampled = time.Now()
 			}
-			b.Logf("%s: deployments Ready over time: %s", phase, strings.Join(curve, " "))
-			logGrowth(b, phase+": %.0f API server requests, by verb and resource:\n", "  %7.0[2]f  %[1]s\n", 0, apiReqs0, apiserverRequests(b, cs))
-			logGrowth(b, phase+": %.0f CPU-s by process:", " %s %.1f", 0.5, procCPU0, processCPU(b))
-			return time.Since(start), apiserverCPU(b, cs) - cpu0,
-				scrape(b, "http://"+metricsAddr+"/metrics", "process_cpu_seconds_total") - agentCPU0,
-				scrape(b, "http://"+metricsAddr+"/metrics", "rest_client_requests_total") - req0
+			time.Sleep(250 * time.Millisecond)
 		}
-		create, createCPU, createAgentCPU, createReqs := run("create", 1)
-		e.git.Commit(repoName, "bench: a new message for every deployment",
-			map[string][]byte{"clusters/local/environments/bench/environment.cue": []byte("namespacePrefix: \"bench\"\nparameters: message: \"second\"\n")})
-		fanout, fanoutCPU, fanoutAgentCPU, fanoutReqs := run("fan-out", 2)
+		b.Logf("%s: deployments Ready over time: %s", phase, strings.Join(curve, " "))
+		b.Logf("%s: all Ready in %v (workloads rolled out in %v, conditions Ready in %v)", phase,
+			res.ready.Round(time.Millisecond), res.workloads.Round(time.Millisecond), res.condition.Round(time.Millisecond))
+		logGrowth(b, phase+": %.0f API server requests, by verb and resource:\n", "  %7.0[2]f  %[1]s\n", 0, apiReqs0, apiserverRequests(b, cs))
+		logGrowth(b, phase+": %.0f CPU-s by process:", " %s %.1f", 0.5, procCPU0, processCPU(b))
+		res.apiserverCPU = apiserverCPU(b, cs) - cpu0
+		res.agentCPU = scrape(b, "http://"+metricsAddr+"/metrics", "process_cpu_seconds_total") - agentCPU0
+		res.agentReqs = scrape(b, "http://"+metricsAddr+"/metrics", "rest_client_requests_total") - req0
+		return res
+	}
+	create := run("create", 1)
+	e.git.Commit(repoName, "bench: a new message for every deployment",
+		map[string][]byte{"clusters/local/environments/bench/environment.cue": []byte("namespacePrefix: \"bench\"\nparameters: message: \"second\"\n")})
+	fanout := run("fan-out", 2)
+	point := scalePoint{n: n, create: create.agentPhase, fanout: fanout.agentPhase}
 
-		b.ReportMetric(create.Seconds(), "create-s")
-		b.ReportMetric(fanout.Seconds(), "fanout-s")
-		b.ReportMetric(createCPU/float64(n), "create-apiserver-cpu-s/deploy")
-		b.ReportMetric(fanoutCPU/float64(n), "fanout-apiserver-cpu-s/deploy")
-		b.ReportMetric(createAgentCPU/float64(n), "create-agent-cpu-s/deploy")
-		b.ReportMetric(fanoutAgentCPU/float64(n), "fanout-agent-cpu-s/deploy")
-		b.ReportMetric(createReqs/float64(n), "create-agent-requests/deploy")
-		b.ReportMetric(fanoutReqs/float64(n), "fanout-agent-requests/deploy")
-		logMappings(b, e.agent.Pid())
-		b.ReportMetric(procStatusMiB(b, e.agent.Pid(), "VmHWM:"), "agent-peak-rss-MiB")
-		b.ReportMetric(peakAnon, "agent-peak-anon-rss-MiB")
-		b.ReportMetric(peakHeap/(1<<20), "agent-peak-heap-inuse-MiB")
-		if *agentBaseline {
-			e.agent.Stop()
-			bc, bf := baselineWorkloads(b, ctx, e, cs, watched)
-			// The agent's figures as multiples of the workloads' own, from
-			// the same run: the machine's speed drops out.
-			b.ReportMetric(create.Seconds()/bc.time.Seconds(), "create-time/baseline")
-			b.ReportMetric(fanout.Seconds()/bf.time.Seconds(), "fanout-time/baseline")
-			b.ReportMetric(createCPU/bc.apiserverCPU, "create-apiserver-cpu/baseline")
-			b.ReportMetric(fanoutCPU/bf.apiserverCPU, "fanout-apiserver-cpu/baseline")
+	b.ReportMetric(create.ready.Seconds(), "create-s")
+	b.ReportMetric(fanout.ready.Seconds(), "fanout-s")
+	b.ReportMetric(create.workloads.Seconds(), "create-workloads-s")
+	b.ReportMetric(fanout.workloads.Seconds(), "fanout-workloads-s")
+	b.ReportMetric(create.condition.Seconds(), "create-condition-s")
+	b.ReportMetric(fanout.condition.Seconds(), "fanout-condition-s")
+	b.ReportMetric(create.apiserverCPU/float64(n), "create-apiserver-cpu-s/deploy")
+	b.ReportMetric(fanout.apiserverCPU/float64(n), "fanout-apiserver-cpu-s/deploy")
+	b.ReportMetric(create.agentCPU/float64(n), "create-agent-cpu-s/deploy")
+	b.ReportMetric(fanout.agentCPU/float64(n), "fanout-agent-cpu-s/deploy")
+	b.ReportMetric(create.agentReqs/float64(n), "create-agent-requests/deploy")
+	b.ReportMetric(fanout.agentReqs/float64(n), "fanout-agent-requests/deploy")
+	logMappings(b, e.agent.Pid())
+	b.ReportMetric(procStatusMiB(b, e.agent.Pid(), "VmHWM:"), "agent-peak-rss-MiB")
+	b.ReportMetric(peakAnon, "agent-peak-anon-rss-MiB")
+	b.ReportMetric(peakHeap/(1<<20), "agent-peak-heap-inuse-MiB")
+	if k := *agentChanges; k > 0 {
+		point.changes = changeOneAtATime(b, ctx, e, clone, watched, n, k, args)
+		b.ReportMetric(float64(percentile(point.changes, 50).Microseconds())/1000, "change-from-webhook-p50-ms")
+		b.ReportMetric(float64(percentile(point.changes, 99).Microseconds())/1000, "change-from-webhook-p99-ms")
+		b.ReportMetric(float64(percentile(point.changes, 100).Microseconds())/1000, "change-from-webhook-max-ms")
+	}
+	if *agentBaseline {
+		e.agent.Stop()
+		point.hasBaseline = true
+		point.baseCreate, point.baseFanout = baselineWorkloads(b, ctx, e, cs, watched)
+		// The agent's figures as multiples of the workloads' own, from
+		// the same run: the machine's speed drops out.
+		b.ReportMetric(create.ready.Seconds()/point.baseCreate.time.Seconds(), "create-time/baseline")
+		b.ReportMetric(fanout.ready.Seconds()/point.baseFanout.time.Seconds(), "fanout-time/baseline")
+		b.ReportMetric(create.workloads.Seconds()/point.baseCreate.time.Seconds(), "create-workloads-time/baseline")
+		b.ReportMetric(fanout.workloads.Seconds()/point.baseFanout.time.Seconds(), "fanout-workloads-time/baseline")
+		b.ReportMetric(create.apiserverCPU/point.baseCreate.apiserverCPU, "create-apiserver-cpu/baseline")
+		b.ReportMetric(fanout.apiserverCPU/point.baseFanout.apiserverCPU, "fanout-apiserver-cpu/baseline")
+		b.Logf("against the baseline: create %s the time (workloads %s), %s the API-server CPU; fan-out %s the time (workloads %s), %s the API-server CPU",
+			ratio(create.ready.Seconds(), point.baseCreate.time.Seconds()), ratio(create.workloads.Seconds(), point.baseCreate.time.Seconds()),
+			ratio(create.apiserverCPU, point.baseCreate.apiserverCPU),
+			ratio(fanout.ready.Seconds(), point.baseFanout.time.Seconds()), ratio(fanout.workloads.Seconds(), point.baseFanout.time.Seconds()),
+			ratio(fanout.apiserverCPU, point.baseFanout.apiserverCPU))
+	}
+	return point
+}
+
+// benchDeploymentCUE is a bench deployment's file; benchDeploymentFile
+// its path for deployment i, named app0000… (namespace bench-app0000…).
+const benchDeploymentCUE = "driver: \"webapp\"\nappVersion: \"1.25.0\"\n"
+
+func benchDeploymentFile(i int) string {
+	return fmt.Sprintf("clusters/local/environments/bench/deployments/app%04d.cue", i)
+}
+
+// changeOneAtATime is "one change in a busy cluster": with the n
+// deployments Ready, it restarts the agent (args, as it ran) with its
+// webhook receiver and a one-hour poll, so that a sync comes from the
+// webhook and not from polling. Then, changes times, it gives one
+// deployment a message of its own, locks and pushes the commit as a user
+// would, delivers the signed GitHub push event and times from the
+// delivery until that deployment is Ready at the new sequence (its
+// Deployment rolled out at a newer generation, its condition Ready). The
+// lock runs before the clock starts: it loads the whole repository,
+// which costs the user's machine, not the cluster, and the webhook is
+// what a git host sends once the push is in.
+func changeOneAtATime(b *testing.B, ctx context.Context, e *env, clone string, watched cache.Cache, n, changes int, args []string) []time.Duration {
+	e.agent.Stop()
+	e.createSecret(b, webhookSecretName, map[string][]byte{operator.DefaultWebhookSecretKey: []byte(webhookSecret)})
+	hookAddr := agenttest.FreeAddr(b)
+	metricsAddr := ""
+	for _, a := range args {
+		if v, ok := strings.CutPrefix(a, "--metrics-bind-address="); ok {
+			metricsAddr = v
+		}
+	}
+	e.startAgent(b, append(slices.Clone(args), "--poll-interval=1h", "--webhook-bind-address="+hookAddr, "--webhook-secret-name="+webhookSecretName)...)
+	settled := time.Now()
+	waitListening(b, e, hookAddr)
+	e.waitSynced(b)
+	waitQuiet(b, e, "http://"+metricsAddr+"/metrics")
+	b.Logf("changes: the restarted agent settled in %v", time.Since(settled).Round(time.Millisecond))
+
+	url := "http://" + hookAddr + "/"
+	step := max(1, n/changes)
+	var took []time.Duration
+	var lockTook []time.Duration
+	for k := range changes {
+		i := (k * step) % n
+		name := fmt.Sprintf("app%04d", i)
+		ns := benchNamespaces + name
+		e.git.Commit(repoName, fmt.Sprintf("bench: change %d of %s", k, name),
+			map[string][]byte{benchDeploymentFile(i): fmt.Appendf(nil, "%sparameters: message: \"change %d\"\n", benchDeploymentCUE, k)})
+		since := generations(ctx, b, watched, ns)
+		lockStart := time.Now()
+		locked, out := e.lockPush(b, clone)
+		lockTook = append(lockTook, time.Since(lockStart))
+		seq := locked["local/bench/"+name]
+		if len(locked) != 1 || seq == 0 {
+			b.Fatalf("change %d: locked %v, want local/bench/%s alone:\n%s", k, locked, name, out)
+		}
+		head := e.git.Head(repoName, "main")
+		body := fmt.Sprintf(`{"ref":"refs/heads/main","after":%q,"repository":{"full_name":"acme/desired"}}`, head)
+		start := time.Now()
+		if code := agenttest.Deliver(b, url, "push", fmt.Sprintf("bench-change-%d", k), webhook.Sign([]byte(webhookSecret), []byte(body)), body); code != http.StatusAccepted {
+			b.Fatalf("change %d: signed push: status %d, want 202", k, code)
+		}
+		for {
+			// One namespace's objects: the cache's namespace index makes
+			// this cheap enough to poll every 10 ms.
+			r, err := readyAt(ctx, watched, seq, since, client.InNamespace(ns))
+			if err != nil {
+				b.Fatal(err)
+			}
+			if r.both == 1 {
+				break
+			}
+			if time.Since(start) > 5*time.Minute {
+				b.Fatalf("change %d: %s not Ready at sequence %d 5 minutes after the webhook (%s)", k, name, seq, r.waiting)
+			}
+			select {
+			case <-e.agent.Done():
+				b.Fatalf("change %d: the agent exited", k)
+			default:
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+		took = append(took, time.Since(start))
+		b.Logf("change %d: %s at sequence %d Ready %v after the webhook delivery (lock and push took %v)",
+			k, name, seq, took[k].Round(time.Millisecond), lockTook[k].Round(time.Millisecond))
+	}
+	b.ReportMetric(percentile(lockTook, 50).Seconds(), "change-lock-push-p50-s")
+	return took
+}
+
+// waitListening waits until the agent's webhook receiver accepts
+// connections.
+func waitListening(b *testing.B, e *env, addr string) {
+	b.Helper()
+	deadline := time.Now().Add(time.Minute)
+	for {
+		c, err := net.DialTimeout("tcp", addr, time.Second)
+		if err == nil {
+			c.Close()
+			return
+		}
+		select {
+		case <-e.agent.Done():
+			b.Fatalf("the agent exited before its webhook receiver listened: %s", e.agent.ExitState())
+		default:
+		}
+		if time.Now().After(deadline) {
+			b.Fatalf("the webhook receiver at %s did not listen within a minute: %v", addr, err)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// waitQuiet waits until the agent's API requests (rest_client_requests_total
+// at its metrics endpoint) have grown by at most 5 over each of 3
+// seconds in a row: the work of its start (one pass over every
+// deployment) is done and does not overlap the first changes, while its
+// lease renewals may go on.
+func waitQuiet(b *testing.B, e *env, metrics string) {
+	b.Helper()
+	deadline := time.Now().Add(10 * time.Minute)
+	last, quiet := scrape(b, metrics, "rest_client_requests_total"), 0
+	for quiet < 3 {
+		time.Sleep(time.Second)
+		now := scrape(b, metrics, "rest_client_requests_total")
+		if now-last <= 5 {
+			quiet++
+		} else {
+			quiet = 0
+		}
+		last = now
+		if time.Now().After(deadline) {
+			b.Fatalf("the restarted agent still made %.0f API requests a second after 10 minutes", now-last)
 		}
 	}
 }
@@ -242,14 +499,9 @@ const baselineLabel = "app.kubernetes.io/managed-by"
 // baselineWorkloads applies the objects the agent applied, rendered from
 // the same lockfiles, directly with server-side apply, 32 at a time, in
 // namespaces of their own; then changes the message of all of them, as
-// the fan-out did. Each is timed until every Deployment has rolled out,
-// with the API server's CPU: what any engine's workloads cost.
-// baselinePhase is what a baseline phase took.
-type baselinePhase struct {
-	time         time.Duration
-	apiserverCPU float64
-}
-
+// the fan-out did. Each is timed until every Deployment has rolled out
+// (rolledOut, as the agent's phases), with the API server's CPU: what any
+// engine's workloads cost.
 func baselineWorkloads(b *testing.B, ctx context.Context, e *env, cs *kubernetes.Clientset, watched cache.Cache) (create, fanout baselinePhase) {
 	b.Helper()
 	repo, err := gitsource.Clone(ctx, e.url, "", gitsource.CloneOptions{Branch: "main", Auth: gitsource.Auth{Token: gitToken}})
@@ -278,28 +530,32 @@ func baselineWorkloads(b *testing.B, ctx context.Context, e *env, cs *kubernetes
 	if n == 0 {
 		b.Fatalf("baseline: no lockfile of the bench environment in the clone (%d locks)", len(ws.Locks))
 	}
-	run := func(phase, message string) (time.Duration, float64) {
+	run := func(phase, message string) baselinePhase {
+		// As in the agent's phases: a Deployment still Available at its
+		// generation of before the phase has not rolled out the change.
+		since := generations(ctx, b, watched, baselineNamespaces)
 		cpu0 := apiserverCPU(b, cs)
 		procCPU0 := processCPU(b)
 		start := time.Now()
 		var g errgroup.Group
 		g.SetLimit(32)
 		for i, in := range instances {
-			g.Go(func() error { return applyDirectly(ctx, e.c, ws.Catalog, in, fmt.Sprintf("base%04d", i), message) })
+			g.Go(func() error {
+				return applyDirectly(ctx, e.c, ws.Catalog, in, fmt.Sprintf("%s%04d", baselineNamespaces, i), message)
+			})
 		}
 		if err := g.Wait(); err != nil {
 			b.Fatal(err)
 		}
 		for {
 			var list appsv1.DeploymentList
-			if err := watched.List(ctx, &list, client.MatchingLabels{baselineLabel: "baseline"}); err != nil {
+			if err := watched.List(ctx, &list, client.MatchingLabels{baselineLabel: "baseline"}, client.UnsafeDisableDeepCopy); err != nil {
 				b.Fatal(err)
 			}
 			ready := 0
-			for _, d := range list.Items {
-				// As `kubectl rollout status`, and the agent's readiness.
-				if d.Status.ObservedGeneration == d.Generation && d.Status.UpdatedReplicas == *d.Spec.Replicas &&
-					d.Status.Replicas == d.Status.UpdatedReplicas && d.Status.AvailableReplicas == *d.Spec.Replicas {
+			for i := range list.Items {
+				d := &list.Items[i]
+				if strings.HasPrefix(d.Namespace, baselineNamespaces) && rolledOut(d, since[d.Namespace+"/"+d.Name]) {
 					ready++
 				}
 			}
@@ -312,15 +568,48 @@ func baselineWorkloads(b *testing.B, ctx context.Context, e *env, cs *kubernetes
 			time.Sleep(250 * time.Millisecond)
 		}
 		logGrowth(b, phase+": %.0f CPU-s by process:", " %s %.1f", 0.5, procCPU0, processCPU(b))
-		return time.Since(start), apiserverCPU(b, cs) - cpu0
+		return baselinePhase{time: time.Since(start), apiserverCPU: apiserverCPU(b, cs) - cpu0}
 	}
-	create.time, create.apiserverCPU = run("baseline create", "")
-	fanout.time, fanout.apiserverCPU = run("baseline fan-out", "third")
+	create = run("baseline create", "")
+	fanout = run("baseline fan-out", "third")
 	b.ReportMetric(create.time.Seconds(), "baseline-create-s")
 	b.ReportMetric(fanout.time.Seconds(), "baseline-fanout-s")
 	b.ReportMetric(create.apiserverCPU/float64(n), "baseline-create-apiserver-cpu-s/deploy")
 	b.ReportMetric(fanout.apiserverCPU/float64(n), "baseline-fanout-apiserver-cpu-s/deploy")
 	return create, fanout
+}
+
+// rolledOut tells whether a Deployment has rolled out a generation newer
+// than since, as `kubectl rollout status` and the agent's readiness
+// decide: the controller has observed that generation, every replica is
+// updated, no old one is left and all are available. since is the
+// generation it had before the change (0 for a new one): one Available at
+// that generation has not rolled out the change yet.
+func rolledOut(d *appsv1.Deployment, since int64) bool {
+	want := int32(1) // the API's default
+	if d.Spec.Replicas != nil {
+		want = *d.Spec.Replicas
+	}
+	return d.Generation > since && d.Status.ObservedGeneration == d.Generation &&
+		d.Status.UpdatedReplicas == want && d.Status.Replicas == d.Status.UpdatedReplicas &&
+		d.Status.AvailableReplicas == want
+}
+
+// generations are the generations of the watched Deployments in
+// namespaces starting with prefix, by namespace/name: a phase's since.
+func generations(ctx context.Context, b *testing.B, c client.Reader, prefix string) map[string]int64 {
+	b.Helper()
+	var list appsv1.DeploymentList
+	if err := c.List(ctx, &list, client.UnsafeDisableDeepCopy); err != nil {
+		b.Fatal(err)
+	}
+	out := map[string]int64{}
+	for _, d := range list.Items {
+		if strings.HasPrefix(d.Namespace, prefix) {
+			out[d.Namespace+"/"+d.Name] = d.Generation
+		}
+	}
+	return out
 }
 
 // applyDirectly renders a locked instance into namespace ns (message, when
@@ -414,21 +703,55 @@ func get(b *testing.B, url string) []byte {
 	}
 }
 
-// readyAt counts the bench environment's StyrminDeployments that are
-// Ready with that active sequence.
-func readyAt(ctx context.Context, c client.Reader, seq int64) (int, string, error) {
+// readiness counts the bench deployments Ready at a sequence: by their
+// StyrminDeployment's Ready condition, by their workloads (every
+// Deployment of the namespace rolled out, at least one) and by both, the
+// benchmark's Ready; waiting tallies why the others are not.
+type readiness struct {
+	condition, workloads, both int
+	waiting                    string
+}
+
+// readyAt reads the bench environment's StyrminDeployments (opts: of
+// one namespace) and their namespaces' Deployments, each of which must
+// have rolled out a generation newer than since's.
+func readyAt(ctx context.Context, c client.Reader, seq int64, since map[string]int64, opts ...client.ListOption) (readiness, error) {
 	var list v1alpha1.StyrminDeploymentList
-	if err := c.List(ctx, &list, client.MatchingLabels{v1alpha1.LabelEnvironment: "bench"}, client.UnsafeDisableDeepCopy); err != nil {
-		return 0, "", err
+	if err := c.List(ctx, &list, append([]client.ListOption{client.MatchingLabels{v1alpha1.LabelEnvironment: "bench"}, client.UnsafeDisableDeepCopy}, opts...)...); err != nil {
+		return readiness{}, err
 	}
-	n := 0
+	var deps appsv1.DeploymentList
+	if err := c.List(ctx, &deps, append([]client.ListOption{client.UnsafeDisableDeepCopy}, opts...)...); err != nil {
+		return readiness{}, err
+	}
+	// Per namespace: true when every Deployment has rolled out.
+	rolled := map[string]bool{}
+	for i := range deps.Items {
+		d := &deps.Items[i]
+		if !strings.HasPrefix(d.Namespace, benchNamespaces) {
+			continue
+		}
+		ok, seen := rolled[d.Namespace]
+		rolled[d.Namespace] = (ok || !seen) && rolledOut(d, since[d.Namespace+"/"+d.Name])
+	}
+	var r readiness
 	waiting := map[string]int{}
 	for i := range list.Items {
 		sd := &list.Items[i]
 		ready := apimeta.FindStatusCondition(sd.Status.Conditions, v1alpha1.ConditionReady)
+		condition := sd.Status.ActiveSequence == seq && ready != nil && ready.Status == metav1.ConditionTrue
+		workloads := rolled[sd.Namespace]
+		if condition {
+			r.condition++
+		}
+		if workloads {
+			r.workloads++
+		}
 		switch {
-		case sd.Status.ActiveSequence == seq && ready != nil && ready.Status == metav1.ConditionTrue:
-			n++
+		case condition && workloads:
+			r.both++
+		case condition:
+			waiting["workloads rolling out"]++
 		case sd.Spec.Sequence < seq:
 			waiting["no task yet"]++
 		case sd.Status.ActiveSequence < seq:
@@ -442,10 +765,10 @@ func readyAt(ctx context.Context, c client.Reader, seq int64) (int, string, erro
 		parts = append(parts, fmt.Sprintf("%s=%d", k, v))
 	}
 	sort.Strings(parts)
-	return n, strings.Join(parts, ","), nil
+	r.waiting = strings.Join(parts, ",")
+	return r, nil
 }
 
-// processCPU sums the CPU seconds (user and system) of this machine's
 // processes by command name, from /proc: the control plane's parts, the
 // agent and this test, which share the machine's cores.
 func processCPU(b *testing.B) map[string]float64 {

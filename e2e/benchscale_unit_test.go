@@ -1,0 +1,216 @@
+package e2e
+
+import (
+	"bytes"
+	"encoding/xml"
+	"flag"
+	"io"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+)
+
+var updateGolden = flag.Bool("update", false, "rewrite the golden files of the tests that have them (testdata/*.golden*)")
+
+func TestPercentileIsNearestRank(t *testing.T) {
+	ms := func(vs ...int) []time.Duration {
+		var out []time.Duration
+		for _, v := range vs {
+			out = append(out, time.Duration(v)*time.Millisecond)
+		}
+		return out
+	}
+	twenty := ms(20, 19, 18, 17, 16, 15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1)
+	for _, tc := range []struct {
+		name string
+		xs   []time.Duration
+		p    float64
+		want time.Duration
+	}{
+		{"none", nil, 50, 0},
+		{"one value is every percentile", ms(7), 99, 7 * time.Millisecond},
+		{"p50 of 20 is the 10th smallest", twenty, 50, 10 * time.Millisecond},
+		{"p99 of 20 is the maximum", twenty, 99, 20 * time.Millisecond},
+		{"p95 of 20 is the 19th", twenty, 95, 19 * time.Millisecond},
+		{"p100 is the maximum", ms(3, 1, 2), 100, 3 * time.Millisecond},
+		{"a tiny p is the minimum", ms(3, 1, 2), 0.1, time.Millisecond},
+		{"p50 of an even count is the lower middle", ms(4, 1, 3, 2), 50, 2 * time.Millisecond},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			in := slices.Clone(tc.xs)
+			if got := percentile(tc.xs, tc.p); got != tc.want {
+				t.Errorf("percentile(%v, %v) = %v, want %v", tc.xs, tc.p, got, tc.want)
+			}
+			if !slices.Equal(in, tc.xs) {
+				t.Errorf("percentile reordered its input: %v, was %v", tc.xs, in)
+			}
+		})
+	}
+}
+
+func TestNiceTicksCoverTheRangeInRoundSteps(t *testing.T) {
+	for _, tc := range []struct {
+		hi   float64
+		want []float64
+	}{
+		{0, []float64{0, 1}},
+		{-3, []float64{0, 1}},
+		{2000, []float64{0, 500, 1000, 1500, 2000}},
+		{1999, []float64{0, 500, 1000, 1500, 2000}},
+		{20, []float64{0, 5, 10, 15, 20}},
+		{0.11, []float64{0, 0.05, 0.1, 0.15}},
+		{0.3, []float64{0, 0.1, 0.2, 0.3}},
+		{73, []float64{0, 20, 40, 60, 80}},
+	} {
+		got := niceTicks(tc.hi)
+		if !slices.Equal(got, tc.want) {
+			t.Errorf("niceTicks(%v) = %v, want %v", tc.hi, got, tc.want)
+		}
+	}
+}
+
+func TestTickLabelsHaveTheDecimalsOfTheStep(t *testing.T) {
+	for _, tc := range []struct {
+		v     float64
+		ticks []float64
+		want  string
+	}{
+		{1500, []float64{0, 500}, "1500"},
+		{0.15, []float64{0, 0.05}, "0.15"},
+		{0.30000000000000004, []float64{0, 0.1}, "0.3"},
+		{4, []float64{0, 1}, "4"},
+		{40, []float64{0, 20}, "40"},
+	} {
+		if got := tickLabel(tc.v, tc.ticks); got != tc.want {
+			t.Errorf("tickLabel(%v, step %v) = %q, want %q", tc.v, tc.ticks[1], got, tc.want)
+		}
+	}
+}
+
+// testSeries is a series over three sizes, 500 run twice, the smallest
+// without a baseline, given out of order.
+func testSeries() []scalePoint {
+	s := func(v float64) time.Duration { return time.Duration(v * float64(time.Second)) }
+	point := func(n int, create, fanout, cpu float64, baseline bool) scalePoint {
+		p := scalePoint{
+			n:      n,
+			create: agentPhase{ready: s(create), workloads: s(create - 1), condition: s(create - 0.5), apiserverCPU: cpu * float64(n)},
+			fanout: agentPhase{ready: s(fanout), workloads: s(fanout), condition: s(fanout - 2), apiserverCPU: 1.2 * cpu * float64(n)},
+		}
+		if baseline {
+			p.hasBaseline = true
+			p.baseCreate = baselinePhase{time: s(create / 2), apiserverCPU: cpu / 2 * float64(n)}
+			p.baseFanout = baselinePhase{time: s(fanout / 1.5), apiserverCPU: cpu / 1.6 * float64(n)}
+		}
+		return p
+	}
+	withChanges := point(2000, 160, 180, 0.09, true)
+	for i := range 20 {
+		withChanges.changes = append(withChanges.changes, time.Duration(300+10*i)*time.Millisecond)
+	}
+	return []scalePoint{
+		point(500, 36, 42, 0.1, true),
+		withChanges,
+		point(100, 8, 9, 0.12, false),
+		point(500, 38, 44, 0.11, true),
+	}
+}
+
+func TestScaleTableHasARowPerRunBySize(t *testing.T) {
+	table := scaleTable(testSeries())
+	lines := strings.Split(strings.TrimSpace(table), "\n")
+	if len(lines) != 2+4 {
+		t.Fatalf("table has %d lines, want a header, a rule and 4 rows:\n%s", len(lines), table)
+	}
+	cols := strings.Count(lines[0], "|")
+	for i, l := range lines {
+		if c := strings.Count(l, "|"); c != cols {
+			t.Errorf("line %d has %d |, the header %d: %s", i, c, cols, l)
+		}
+	}
+	var sizes []string
+	for _, l := range lines[2:] {
+		sizes = append(sizes, strings.TrimSpace(strings.Split(l, "|")[1]))
+	}
+	if want := []string{"100", "500", "500", "2000"}; !slices.Equal(sizes, want) {
+		t.Errorf("rows are for sizes %v, want %v", sizes, want)
+	}
+	for _, want := range []string{
+		"| 100 | 8.0 (7.0 / 7.5) | 9.0 (9.0 / 7.0) | 0.120 | 0.144 | – | – | – | – | – | – | – | – | – |",
+		"| 500 | 36.0 (35.0 / 35.5) | 42.0 (42.0 / 40.0) | 0.100 | 0.120 | 18.0 | 28.0 | 0.050 | 0.062 | 2.00× | 1.50× | 2.00× | 1.92× | – |",
+		"| 390 / 490 / 490 |",
+	} {
+		if !strings.Contains(table, want) {
+			t.Errorf("table lacks %q:\n%s", want, table)
+		}
+	}
+}
+
+func TestScaleSVGIsWellFormedAndMatchesTheGoldenFile(t *testing.T) {
+	var buf bytes.Buffer
+	if err := writeScaleSVG(&buf, testSeries()); err != nil {
+		t.Fatal(err)
+	}
+	dec := xml.NewDecoder(bytes.NewReader(buf.Bytes()))
+	elements := map[string]int{}
+	var texts []string
+	for {
+		tok, err := dec.Token()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			t.Fatalf("the SVG is not well-formed XML: %v\n%s", err, buf.String())
+		}
+		switch tok := tok.(type) {
+		case xml.StartElement:
+			elements[tok.Name.Local]++
+		case xml.CharData:
+			if s := strings.TrimSpace(string(tok)); s != "" {
+				texts = append(texts, s)
+			}
+		}
+	}
+	// Two panels of four lines: the agent's through three sizes, the
+	// baseline's through the two that have one.
+	if elements["polyline"] != 8 {
+		t.Errorf("%d polylines, want 4 lines in each of 2 panels", elements["polyline"])
+	}
+	// A dot per run and line in each panel: 4 agent runs on 2 lines, 3
+	// baseline runs on 2.
+	if want := 2 * (4*2 + 3*2); elements["circle"] != want {
+		t.Errorf("%d dots, want %d", elements["circle"], want)
+	}
+	for _, want := range []string{"API-server CPU per deployment", "Time per deployment", "deployments", "CPU s / deployment", "ms / deployment",
+		"agent create", "agent fan-out", "baseline create", "baseline fan-out", "2000", "0"} {
+		if !slices.Contains(texts, want) {
+			t.Errorf("the SVG has no text %q (has %q)", want, texts)
+		}
+	}
+
+	golden := filepath.Join("testdata", "agent-scale.golden.svg")
+	if *updateGolden {
+		if err := os.MkdirAll("testdata", 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(golden, buf.Bytes(), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want, err := os.ReadFile(golden)
+	if err != nil {
+		t.Fatalf("%v (go test ./e2e -run %s -update writes it)", err, t.Name())
+	}
+	if !bytes.Equal(buf.Bytes(), want) {
+		t.Errorf("the SVG differs from %s (go test ./e2e -run %s -update rewrites it, then look at it):\n%s", golden, t.Name(), buf.String())
+	}
+}
+
+func TestScaleSVGRefusesAnEmptySeries(t *testing.T) {
+	if err := writeScaleSVG(io.Discard, nil); err == nil {
+		t.Error("writeScaleSVG of no runs: no error")
+	}
+}
