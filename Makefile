@@ -28,7 +28,7 @@ GO_BUILD_FLAGS := -trimpath -buildvcs=false -ldflags "-X $(VERSION_PKG).stamped=
 
 .DEFAULT_GOAL := help
 
-.PHONY: help build image testcluster test bench bench-ui ui-screenshots bench-agent bench-agent-waves bench-lock bench-controller lint clusterctl cluster-up cluster-down cluster-status demo
+.PHONY: help build image testcluster test bench bench-ui ui-screenshots bench-agent bench-scale bench-agent-waves bench-lock bench-controller lint clusterctl cluster-up cluster-down cluster-status demo
 
 help: ## List the targets.
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{ printf "  %-15s %s\n", $$1, $$2 }'
@@ -59,8 +59,17 @@ bench-ui: testcluster ## The web UI's figures: the overview at 500 deployments, 
 ui-screenshots: testcluster ## Load every page of the web UI in headless Chromium over the demo's state and write the screenshots into docs/images.
 	STYRMIN_UI_SCREENSHOTS=$(CURDIR)/docs/images $(GO) test ./ui -run TestChromiumLoadsEveryPage -count=1 -v
 
-bench-agent: testcluster ## The agent binary at 500 webapp deployments locked in one commit: create and fan-out until Ready, API-server CPU, peak memory; then the same objects applied directly, as the same run's reference.
-	$(GO) test ./e2e -run '^$$' -bench AgentThroughGit -benchtime 1x -agent-deployments 500 -agent-baseline -v -timeout $(TEST_TIMEOUT)
+bench-agent: testcluster ## The agent binary at 500 webapp deployments locked in one commit: create and fan-out until Ready (workloads rolled out and condition), API-server CPU, peak memory; 20 one-deployment changes by signed webhook push (p50, p99); then the same objects applied directly, as the same run's reference, and the ratios.
+	$(GO) test ./e2e -run '^$$' -bench AgentThroughGit -benchtime 1x -agent-deployments 500 -agent-baseline -agent-changes 20 -v -timeout $(TEST_TIMEOUT)
+
+# bench-scale runs four control planes one after the other, the largest
+# with 2,000 deployments and their baseline: hours, not minutes, on 2 cores.
+SCALE_SIZES   ?= 100,500,1000,2000
+SCALE_PLOT    ?= $(CURDIR)/docs/images/agent-scale.svg
+SCALE_TIMEOUT ?= 4h
+
+bench-scale: testcluster ## bench-agent at 100, 500, 1,000 and 2,000 deployments (SCALE_SIZES=…), a control plane each, with the baseline and 20 webhook changes: the series as a markdown table in the log and the plot of cost per deployment in docs/images/agent-scale.svg (SCALE_PLOT=…).
+	$(GO) test ./e2e -run '^$$' -bench AgentThroughGit -benchtime 1x -agent-sizes $(SCALE_SIZES) -agent-baseline -agent-changes 20 -agent-plot $(SCALE_PLOT) -v -timeout $(SCALE_TIMEOUT)
 
 bench-agent-waves: testcluster ## bench-agent with the fan-out in 5 health-gated waves (styrmin.cue rollout: waves: 5): what the waves add.
 	$(GO) test ./e2e -run '^$$' -bench AgentThroughGit -benchtime 1x -agent-deployments 500 -agent-waves 5 -v -timeout $(TEST_TIMEOUT)

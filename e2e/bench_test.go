@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"bytes"
 	"context"
 	"flag"
 	"fmt"
@@ -8,6 +9,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"path/filepath"
 	"slices"
 	"sort"
 	"strconv"
@@ -42,7 +44,7 @@ import (
 var (
 	agentBenchDeployments = flag.Int("agent-deployments", 500, "webapp deployments BenchmarkAgentThroughGit locks in one commit (without -agent-sizes)")
 	agentSizes            = flag.String("agent-sizes", "", "comma-separated deployment counts: BenchmarkAgentThroughGit runs once per size (sub-benchmarks n=N, a fresh control plane each) and logs the series as a markdown table; empty: -agent-deployments alone")
-	agentPlot             = flag.String("agent-plot", "", "SVG file BenchmarkAgentThroughGit draws its series into: API-server CPU and time per deployment against deployments, the agent's and the baseline's")
+	agentPlot             = flag.String("agent-plot", "", "SVG file BenchmarkAgentThroughGit draws its series into (after every size): API-server CPU and time per deployment against deployments, the agent's and the baseline's; a relative path is relative to e2e/, where go test runs")
 	agentChanges          = flag.Int("agent-changes", 0, "after the fan-out, BenchmarkAgentThroughGit restarts the agent with its webhook receiver and a one-hour poll, then changes one deployment at a time this many times (commit, lock, push, signed webhook push), each timed from the delivery until that deployment is Ready; 0: none")
 	agentMemoryLimit      = flag.String("agent-memory-limit", "", "the agent's --memory-limit in BenchmarkAgentThroughGit (as in a container with a memory limit; empty: none)")
 	agentExtraArgs        = flag.String("agent-args", "", "extra arguments of the agent in BenchmarkAgentThroughGit, space-separated (e.g. \"--kube-api-qps=500 --kube-api-burst=1000\")")
@@ -85,6 +87,13 @@ func BenchmarkAgentThroughGit(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
+	if *agentPlot != "" {
+		// Refused now rather than after hours of runs (go test runs in
+		// e2e/: a relative path is relative to it).
+		if _, err := os.Stat(filepath.Dir(*agentPlot)); err != nil {
+			b.Fatalf("-agent-plot %s: %v", *agentPlot, err)
+		}
+	}
 	var series []scalePoint
 	for _, n := range sizes {
 		b.Run(fmt.Sprintf("n=%d", n), func(b *testing.B) {
@@ -92,23 +101,30 @@ func BenchmarkAgentThroughGit(b *testing.B) {
 				series = append(series, benchAgent(b, n))
 			}
 		})
+		// Drawn after every size: a later one that fails or times out
+		// leaves the plot of those before.
+		if *agentPlot != "" && len(series) > 0 {
+			writePlot(b, *agentPlot, series)
+		}
 	}
 	if len(series) == 0 {
 		return // every size failed, or -bench matched none
 	}
 	b.Logf("cost per deployment against deployments (Ready: workloads and condition; ×base: over the baseline of the same run):\n%s", scaleTable(series))
 	if *agentPlot != "" {
-		f, err := os.Create(*agentPlot)
-		if err != nil {
-			b.Fatal(err)
-		}
-		if err := writeScaleSVG(f, series); err != nil {
-			b.Fatal(err)
-		}
-		if err := f.Close(); err != nil {
-			b.Fatal(err)
-		}
 		b.Logf("plot written to %s", *agentPlot)
+	}
+}
+
+// writePlot draws the series into file (writeScaleSVG).
+func writePlot(b *testing.B, file string, series []scalePoint) {
+	b.Helper()
+	var buf bytes.Buffer
+	if err := writeScaleSVG(&buf, series); err != nil {
+		b.Fatal(err)
+	}
+	if err := os.WriteFile(file, buf.Bytes(), 0o644); err != nil {
+		b.Fatal(err)
 	}
 }
 
@@ -291,6 +307,8 @@ func benchAgent(b *testing.B, n int) scalePoint {
 	b.ReportMetric(procStatusMiB(b, e.agent.Pid(), "VmHWM:"), "agent-peak-rss-MiB")
 	b.ReportMetric(peakAnon, "agent-peak-anon-rss-MiB")
 	b.ReportMetric(peakHeap/(1<<20), "agent-peak-heap-inuse-MiB")
+	b.ReportMetric(peakHeap/(1<<10)/float64(n), "agent-peak-heap-inuse-KiB/deploy")
+	point.peakRSS, point.peakHeap = procStatusMiB(b, e.agent.Pid(), "VmHWM:"), peakHeap/(1<<20)
 	if k := *agentChanges; k > 0 {
 		point.changes = changeOneAtATime(b, ctx, e, clone, watched, n, k, args)
 		b.ReportMetric(float64(percentile(point.changes, 50).Microseconds())/1000, "change-from-webhook-p50-ms")
@@ -436,7 +454,7 @@ func waitListening(b *testing.B, e *env, addr string) {
 // lease renewals may go on.
 func waitQuiet(b *testing.B, e *env, metrics string) {
 	b.Helper()
-	deadline := time.Now().Add(10 * time.Minute)
+	deadline := time.Now().Add(5 * time.Minute)
 	last, quiet := scrape(b, metrics, "rest_client_requests_total"), 0
 	for quiet < 3 {
 		time.Sleep(time.Second)
@@ -446,10 +464,13 @@ func waitQuiet(b *testing.B, e *env, metrics string) {
 		} else {
 			quiet = 0
 		}
-		last = now
 		if time.Now().After(deadline) {
-			b.Fatalf("the restarted agent still made %.0f API requests a second after 10 minutes", now-last)
+			// Not fatal: the changes are still measured, in a cluster
+			// busier than intended, and the log says so.
+			b.Logf("changes: the restarted agent still makes %.0f API requests a second after 5 minutes; measuring anyway", now-last)
+			return
 		}
+		last = now
 	}
 }
 

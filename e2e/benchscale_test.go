@@ -42,6 +42,9 @@ type scalePoint struct {
 	// changes are the times of the one-deployment changes
 	// (-agent-changes), from the webhook delivery until Ready.
 	changes []time.Duration
+	// peakRSS and peakHeap are the agent's peak resident set and peak
+	// heap in use over create and fan-out, in MiB.
+	peakRSS, peakHeap float64
 }
 
 // perDeployMS is a phase's time per deployment in milliseconds.
@@ -64,14 +67,14 @@ func percentile(xs []time.Duration, p float64) time.Duration {
 
 // scaleTable is the series as a markdown table, one row per run, smallest
 // size first: the agent's times (both, workloads alone, condition alone),
-// its API-server CPU per deployment, the baseline's, and the agent's
-// figures as multiples of the baseline's; "–" where a run has no
-// baseline or no changes.
+// its API-server CPU per deployment, the baseline's, the agent's figures
+// as multiples of the baseline's, the changes' percentiles and the
+// agent's peak memory; "–" where a run has no baseline or no changes.
 func scaleTable(points []scalePoint) string {
 	points = sortedPoints(points)
 	var sb strings.Builder
-	sb.WriteString("| deployments | create s (workloads / condition) | fan-out s (workloads / condition) | create API CPU s/dep | fan-out API CPU s/dep | baseline create s | baseline fan-out s | baseline create API CPU s/dep | baseline fan-out API CPU s/dep | create time ×base | fan-out time ×base | create API CPU ×base | fan-out API CPU ×base | change p50 / p99 / max ms (from webhook) |\n")
-	sb.WriteString("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n")
+	sb.WriteString("| deployments | create s (workloads / condition) | fan-out s (workloads / condition) | create API CPU s/dep | fan-out API CPU s/dep | baseline create s | baseline fan-out s | baseline create API CPU s/dep | baseline fan-out API CPU s/dep | create time ×base | fan-out time ×base | create API CPU ×base | fan-out API CPU ×base | change p50 / p99 / max ms (from webhook) | agent peak RSS MiB | agent peak heap KiB/dep |\n")
+	sb.WriteString("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n")
 	const none = "–"
 	for _, p := range points {
 		n := float64(p.n)
@@ -103,6 +106,7 @@ func scaleTable(points []scalePoint) string {
 		} else {
 			cells = append(cells, none)
 		}
+		cells = append(cells, fmt.Sprintf("%.0f", p.peakRSS), fmt.Sprintf("%.0f", p.peakHeap*1024/n))
 		sb.WriteString("| " + strings.Join(cells, " | ") + " |\n")
 	}
 	return sb.String()

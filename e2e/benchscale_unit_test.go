@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"bytes"
+	"context"
 	"encoding/xml"
 	"flag"
 	"io"
@@ -11,6 +12,15 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/fake"
+
+	"github.com/styrmin/styrmin/operator"
+	"github.com/styrmin/styrmin/operator/api/v1alpha1"
 )
 
 var updateGolden = flag.Bool("update", false, "rewrite the golden files of the tests that have them (testdata/*.golden*)")
@@ -100,6 +110,7 @@ func testSeries() []scalePoint {
 			create: agentPhase{ready: s(create), workloads: s(create - 1), condition: s(create - 0.5), apiserverCPU: cpu * float64(n)},
 			fanout: agentPhase{ready: s(fanout), workloads: s(fanout), condition: s(fanout - 2), apiserverCPU: 1.2 * cpu * float64(n)},
 		}
+		p.peakRSS, p.peakHeap = 100+float64(n)/20, float64(n)/8
 		if baseline {
 			p.hasBaseline = true
 			p.baseCreate = baselinePhase{time: s(create / 2), apiserverCPU: cpu / 2 * float64(n)}
@@ -139,9 +150,9 @@ func TestScaleTableHasARowPerRunBySize(t *testing.T) {
 		t.Errorf("rows are for sizes %v, want %v", sizes, want)
 	}
 	for _, want := range []string{
-		"| 100 | 8.0 (7.0 / 7.5) | 9.0 (9.0 / 7.0) | 0.120 | 0.144 | – | – | – | – | – | – | – | – | – |",
-		"| 500 | 36.0 (35.0 / 35.5) | 42.0 (42.0 / 40.0) | 0.100 | 0.120 | 18.0 | 28.0 | 0.050 | 0.062 | 2.00× | 1.50× | 2.00× | 1.92× | – |",
-		"| 390 / 490 / 490 |",
+		"| 100 | 8.0 (7.0 / 7.5) | 9.0 (9.0 / 7.0) | 0.120 | 0.144 | – | – | – | – | – | – | – | – | – | 105 | 128 |",
+		"| 500 | 36.0 (35.0 / 35.5) | 42.0 (42.0 / 40.0) | 0.100 | 0.120 | 18.0 | 28.0 | 0.050 | 0.062 | 2.00× | 1.50× | 2.00× | 1.92× | – | 125 | 128 |",
+		"| 390 / 490 / 490 | 200 | 128 |",
 	} {
 		if !strings.Contains(table, want) {
 			t.Errorf("table lacks %q:\n%s", want, table)
@@ -212,5 +223,115 @@ func TestScaleSVGIsWellFormedAndMatchesTheGoldenFile(t *testing.T) {
 func TestScaleSVGRefusesAnEmptySeries(t *testing.T) {
 	if err := writeScaleSVG(io.Discard, nil); err == nil {
 		t.Error("writeScaleSVG of no runs: no error")
+	}
+}
+
+func TestParseSizesReadsACommaListOrFallsBackToOneSize(t *testing.T) {
+	for _, tc := range []struct {
+		list string
+		want []int
+		err  bool
+	}{
+		{"", []int{500}, false},
+		{"  ", []int{500}, false},
+		{"100,500,1000,2000", []int{100, 500, 1000, 2000}, false},
+		{" 10 , 20 ", []int{10, 20}, false},
+		{"10,,20", nil, true},
+		{"10,0", nil, true},
+		{"ten", nil, true},
+	} {
+		got, err := parseSizes(tc.list, 500)
+		if (err != nil) != tc.err || !slices.Equal(got, tc.want) {
+			t.Errorf("parseSizes(%q) = %v, %v; want %v, error %v", tc.list, got, err, tc.want, tc.err)
+		}
+	}
+}
+
+// deployment is a webapp Deployment of 1 replica at generation gen whose
+// status has observed observed, with updated and available replicas.
+func deployment(ns string, gen, observed int64, updated, available int32) *appsv1.Deployment {
+	return &appsv1.Deployment{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "app", Generation: gen, Labels: map[string]string{webappLabel: "webapp"}},
+		Spec:       appsv1.DeploymentSpec{Replicas: ptr.To[int32](1)},
+		Status:     appsv1.DeploymentStatus{ObservedGeneration: observed, Replicas: updated, UpdatedReplicas: updated, AvailableReplicas: available},
+	}
+}
+
+func TestRolledOutNeedsANewerGenerationObservedUpdatedAndAvailable(t *testing.T) {
+	surge := deployment("ns", 3, 3, 1, 1)
+	surge.Status.Replicas = 2 // an old pod still beside the new one
+	for _, tc := range []struct {
+		name  string
+		d     *appsv1.Deployment
+		since int64
+		want  bool
+	}{
+		{"new and available", deployment("ns", 1, 1, 1, 1), 0, true},
+		{"changed and available at the new generation", deployment("ns", 3, 3, 1, 1), 2, true},
+		{"available at the generation of before the change", deployment("ns", 2, 2, 1, 1), 2, false},
+		{"the new generation not yet observed", deployment("ns", 3, 2, 1, 1), 2, false},
+		{"not yet updated", deployment("ns", 3, 3, 0, 1), 2, false},
+		{"updated, not yet available", deployment("ns", 3, 3, 1, 0), 2, false},
+		{"an old replica left", surge, 2, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := rolledOut(tc.d, tc.since); got != tc.want {
+				t.Errorf("rolledOut(generation %d, status %+v, since %d) = %v, want %v", tc.d.Generation, tc.d.Status, tc.since, got, tc.want)
+			}
+		})
+	}
+	noReplicas := deployment("ns", 1, 1, 1, 1)
+	noReplicas.Spec.Replicas = nil
+	if !rolledOut(noReplicas, 0) {
+		t.Error("a Deployment without spec.replicas (1 by default) with 1 available: not rolled out")
+	}
+}
+
+func TestReadyAtCountsADeploymentReadyOnlyByWorkloadsAndCondition(t *testing.T) {
+	scheme, err := operator.NewScheme()
+	if err != nil {
+		t.Fatal(err)
+	}
+	sd := func(ns string, spec, active int64, ready metav1.ConditionStatus) *v1alpha1.StyrminDeployment {
+		d := &v1alpha1.StyrminDeployment{
+			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: ns, Labels: map[string]string{v1alpha1.LabelEnvironment: "bench"}},
+			Spec:       v1alpha1.StyrminDeploymentSpec{Sequence: spec},
+			Status:     v1alpha1.StyrminDeploymentStatus{ActiveSequence: active},
+		}
+		if ready != "" {
+			d.Status.Conditions = []metav1.Condition{{Type: v1alpha1.ConditionReady, Status: ready, Reason: "Waiting"}}
+		}
+		return d
+	}
+	objs := []client.Object{
+		// Ready by both.
+		sd("bench-a", 2, 2, metav1.ConditionTrue), deployment("bench-a", 5, 5, 1, 1),
+		// Condition Ready, Deployment Available at its generation of before.
+		sd("bench-b", 2, 2, metav1.ConditionTrue), deployment("bench-b", 4, 4, 1, 1),
+		// Deployment rolled out, condition not at the sequence.
+		sd("bench-c", 2, 1, metav1.ConditionTrue), deployment("bench-c", 5, 5, 1, 1),
+		// No task yet, nothing rolled out.
+		sd("bench-d", 1, 1, metav1.ConditionTrue), deployment("bench-d", 4, 4, 1, 1),
+		// Applied, not Ready; no Deployment at all.
+		sd("bench-e", 2, 2, metav1.ConditionFalse),
+		// A baseline Deployment, not of the bench: never counted.
+		deployment("base0000", 9, 9, 1, 1),
+	}
+	c := fake.NewClientBuilder().WithScheme(scheme).WithObjects(objs...).WithStatusSubresource(&appsv1.Deployment{}).Build()
+	since := map[string]int64{"bench-a/app": 4, "bench-b/app": 4, "bench-c/app": 4, "bench-d/app": 4}
+	r, err := readyAt(context.Background(), c, 2, since)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := readiness{condition: 2, workloads: 2, both: 1, waiting: "Waiting=1,no task yet=1,not applied=1,workloads rolling out=1"}
+	if r != want {
+		t.Errorf("readyAt = %+v, want %+v", r, want)
+	}
+	r, err = readyAt(context.Background(), c, 2, since, client.InNamespace("bench-b"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := (readiness{condition: 1, waiting: "workloads rolling out=1"}); r != want {
+		t.Errorf("readyAt in bench-b = %+v, want %+v", r, want)
 	}
 }
