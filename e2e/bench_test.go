@@ -745,10 +745,16 @@ func readyAt(ctx context.Context, c client.Reader, seq int64, since map[string]i
 	if err := c.List(ctx, &deps, append([]client.ListOption{client.UnsafeDisableDeepCopy}, opts...)...); err != nil {
 		return readiness{}, err
 	}
+	return countReady(list.Items, deps.Items, seq, since), nil
+}
+
+// countReady is readyAt's count over the listed StyrminDeployments and
+// Deployments (those outside the bench namespaces are ignored).
+func countReady(sds []v1alpha1.StyrminDeployment, deps []appsv1.Deployment, seq int64, since map[string]int64) readiness {
 	// Per namespace: true when every Deployment has rolled out.
 	rolled := map[string]bool{}
-	for i := range deps.Items {
-		d := &deps.Items[i]
+	for i := range deps {
+		d := &deps[i]
 		if !strings.HasPrefix(d.Namespace, benchNamespaces) {
 			continue
 		}
@@ -757,8 +763,8 @@ func readyAt(ctx context.Context, c client.Reader, seq int64, since map[string]i
 	}
 	var r readiness
 	waiting := map[string]int{}
-	for i := range list.Items {
-		sd := &list.Items[i]
+	for i := range sds {
+		sd := &sds[i]
 		ready := apimeta.FindStatusCondition(sd.Status.Conditions, v1alpha1.ConditionReady)
 		condition := sd.Status.ActiveSequence == seq && ready != nil && ready.Status == metav1.ConditionTrue
 		workloads := rolled[sd.Namespace]
@@ -787,7 +793,7 @@ func readyAt(ctx context.Context, c client.Reader, seq int64, since map[string]i
 	}
 	sort.Strings(parts)
 	r.waiting = strings.Join(parts, ",")
-	return r, nil
+	return r
 }
 
 // processes by command name, from /proc: the control plane's parts, the

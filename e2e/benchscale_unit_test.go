@@ -2,7 +2,6 @@ package e2e
 
 import (
 	"bytes"
-	"context"
 	"encoding/xml"
 	"flag"
 	"io"
@@ -16,10 +15,7 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
-	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 
-	"github.com/styrmin/styrmin/operator"
 	"github.com/styrmin/styrmin/operator/api/v1alpha1"
 )
 
@@ -287,11 +283,7 @@ func TestRolledOutNeedsANewerGenerationObservedUpdatedAndAvailable(t *testing.T)
 	}
 }
 
-func TestReadyAtCountsADeploymentReadyOnlyByWorkloadsAndCondition(t *testing.T) {
-	scheme, err := operator.NewScheme()
-	if err != nil {
-		t.Fatal(err)
-	}
+func TestCountReadyCountsADeploymentReadyOnlyByWorkloadsAndCondition(t *testing.T) {
 	sd := func(ns string, spec, active int64, ready metav1.ConditionStatus) *v1alpha1.StyrminDeployment {
 		d := &v1alpha1.StyrminDeployment{
 			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: ns, Labels: map[string]string{v1alpha1.LabelEnvironment: "bench"}},
@@ -303,35 +295,31 @@ func TestReadyAtCountsADeploymentReadyOnlyByWorkloadsAndCondition(t *testing.T) 
 		}
 		return d
 	}
-	objs := []client.Object{
+	sds := []v1alpha1.StyrminDeployment{
 		// Ready by both.
-		sd("bench-a", 2, 2, metav1.ConditionTrue), deployment("bench-a", 5, 5, 1, 1),
+		*sd("bench-a", 2, 2, metav1.ConditionTrue),
 		// Condition Ready, Deployment Available at its generation of before.
-		sd("bench-b", 2, 2, metav1.ConditionTrue), deployment("bench-b", 4, 4, 1, 1),
+		*sd("bench-b", 2, 2, metav1.ConditionTrue),
 		// Deployment rolled out, condition not at the sequence.
-		sd("bench-c", 2, 1, metav1.ConditionTrue), deployment("bench-c", 5, 5, 1, 1),
+		*sd("bench-c", 2, 1, metav1.ConditionTrue),
 		// No task yet, nothing rolled out.
-		sd("bench-d", 1, 1, metav1.ConditionTrue), deployment("bench-d", 4, 4, 1, 1),
+		*sd("bench-d", 1, 1, metav1.ConditionTrue),
 		// Applied, not Ready; no Deployment at all.
-		sd("bench-e", 2, 2, metav1.ConditionFalse),
+		*sd("bench-e", 2, 2, metav1.ConditionFalse),
+	}
+	deps := []appsv1.Deployment{
+		*deployment("bench-a", 5, 5, 1, 1), *deployment("bench-b", 4, 4, 1, 1),
+		*deployment("bench-c", 5, 5, 1, 1), *deployment("bench-d", 4, 4, 1, 1),
 		// A baseline Deployment, not of the bench: never counted.
-		deployment("base0000", 9, 9, 1, 1),
+		*deployment("base0000", 9, 9, 1, 1),
 	}
-	c := fake.NewClientBuilder().WithScheme(scheme).WithObjects(objs...).WithStatusSubresource(&appsv1.Deployment{}).Build()
 	since := map[string]int64{"bench-a/app": 4, "bench-b/app": 4, "bench-c/app": 4, "bench-d/app": 4}
-	r, err := readyAt(context.Background(), c, 2, since)
-	if err != nil {
-		t.Fatal(err)
-	}
 	want := readiness{condition: 2, workloads: 2, both: 1, waiting: "Waiting=1,no task yet=1,not applied=1,workloads rolling out=1"}
-	if r != want {
-		t.Errorf("readyAt = %+v, want %+v", r, want)
+	if r := countReady(sds, deps, 2, since); r != want {
+		t.Errorf("countReady = %+v, want %+v", r, want)
 	}
-	r, err = readyAt(context.Background(), c, 2, since, client.InNamespace("bench-b"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if want := (readiness{condition: 1, waiting: "workloads rolling out=1"}); r != want {
-		t.Errorf("readyAt in bench-b = %+v, want %+v", r, want)
+	// One namespace alone (how a single change is watched).
+	if r, want := countReady(sds[1:2], deps[1:2], 2, since), (readiness{condition: 1, waiting: "workloads rolling out=1"}); r != want {
+		t.Errorf("countReady in bench-b = %+v, want %+v", r, want)
 	}
 }
