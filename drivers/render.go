@@ -132,14 +132,11 @@ func (d *Driver) renderLocal(c Context, values map[string]any) (*Manifests, erro
 	d.compiled.opts.notePhase(d.compiled.file)
 	comps, patches := d.compiled.staticComponents, d.compiled.staticPatches
 	if !d.compiled.isStaticRender {
-		v := d.compiled.renderProj.eval(c)
-		var err error
-		if comps, err = d.resolveComponents(v); err != nil {
+		s, err := d.renderSpecFor(c)
+		if err != nil {
 			return nil, err
 		}
-		if patches, err = d.decodePatches(v); err != nil {
-			return nil, err
-		}
+		comps, patches = s.comps, s.patches
 	}
 	d.compiled.opts.notePhase(d.compiled.display(d.compiled.chartDir))
 	objs, err := d.renderChart(c, values)
@@ -201,7 +198,7 @@ func (d *Driver) renderChart(c Context, values map[string]any) ([]*rendered, err
 			if strings.TrimSpace(doc) == "" {
 				continue
 			}
-			obj, err := parseObject([]byte(doc))
+			obj, err := d.compiled.opts.RenderCache.parseDoc(doc)
 			if err != nil {
 				return nil, &SpecError{File: src, Msg: err.Error(), Err: err}
 			}
