@@ -72,3 +72,46 @@ func toInt(t *testing.T, v any) int {
 	t.Fatalf("%T is no number", v)
 	return 0
 }
+
+// TestRenderCacheSharesDocumentsAndSpecsExactly renders every example
+// driver for contexts that share most of their documents and spec
+// evaluations (another domain, another namespace, the same again) through
+// one cache, and compares each with the uncached render: what the cache
+// shares must not leak between renders (a render changes its objects).
+func TestRenderCacheSharesDocumentsAndSpecsExactly(t *testing.T) {
+	rc := NewRenderCache()
+	cat, err := LoadCatalog(os.DirFS(examples), ".", LoadOptions{Source: "examples/drivers", RenderCache: rc})
+	if err != nil {
+		t.Fatal(err)
+	}
+	plain := loadExamples(t)
+	for _, name := range cat.Names() {
+		for _, d := range cat.Versions(name) {
+			pd, _ := plain.Get(name, d.Version)
+			for _, edit := range []func(*Context){
+				func(*Context) {},
+				func(c *Context) { c.Cluster.Domain = "other.example.com" },
+				func(c *Context) { c.Deployment.Namespace = "elsewhere" },
+				func(c *Context) { c.Cluster.Domain = "other.example.com" },
+			} {
+				c := exampleContext(d)
+				edit(&c)
+				vals, err := d.Values(c)
+				if err != nil {
+					t.Fatal(err)
+				}
+				got, err := d.Render(c, vals)
+				if err != nil {
+					t.Fatal(err)
+				}
+				want, err := pd.Render(c, vals)
+				if err != nil || !bytes.Equal(want.YAML(), got.YAML()) {
+					t.Fatalf("%s@%s: the cached render differs from the uncached one (%v):\n%s\nwant:\n%s", name, d.Version, err, got.YAML(), want.YAML())
+				}
+			}
+		}
+	}
+	if len(rc.docs) == 0 || len(rc.specs) == 0 {
+		t.Errorf("%d documents and %d specs cached", len(rc.docs), len(rc.specs))
+	}
+}
