@@ -237,6 +237,11 @@ func readLimited(fsys fs.FS, file string, limit int64) ([]byte, error) {
 	if err != nil {
 		return nil, &ConfigError{File: file, Msg: err.Error()}
 	}
+	return readLimitedInfo(fsys, file, limit, fi)
+}
+
+// readLimitedInfo is readLimited of a file whose lstat is fi.
+func readLimitedInfo(fsys fs.FS, file string, limit int64, fi fs.FileInfo) ([]byte, error) {
 	if fi.Mode()&fs.ModeSymlink != 0 {
 		return nil, &ConfigError{File: file, Msg: "is a symbolic link; configuration files must be regular files inside the repository"}
 	}
@@ -259,6 +264,14 @@ func readLimited(fsys fs.FS, file string, limit int64) ([]byte, error) {
 // lstat reports a symlink as a symlink where the file system can tell:
 // directory listings carry the type even when Stat follows links.
 func lstat(fsys fs.FS, file string) (fs.FileInfo, error) {
+	// Reading the folder for every file of it is quadratic (a folder of
+	// lockfiles holds hundreds): a tree that can lstat is asked directly,
+	// the folder read only for the error of a file it cannot describe.
+	if rl, ok := fsys.(fs.ReadLinkFS); ok {
+		if fi, err := rl.Lstat(file); err == nil {
+			return fi, nil
+		}
+	}
 	entries, err := fs.ReadDir(fsys, path.Dir(file))
 	if err != nil {
 		return nil, err

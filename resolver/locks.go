@@ -39,10 +39,17 @@ func NewLockLoader() *LockLoader {
 
 // read is ReadLock through the loader's decoded lockfiles.
 func (l *LockLoader) read(fsys fs.FS, file string) (*Instance, error) {
-	if _, err := lstat(fsys, file); errors.Is(err, fs.ErrNotExist) {
+	fi, err := lstat(fsys, file)
+	if errors.Is(err, fs.ErrNotExist) {
 		return nil, fmt.Errorf("%s: %w", file, err)
 	}
-	data, err := readLimited(fsys, file, maxLockSize)
+	var data []byte
+	if err == nil && fs.ValidPath(file) {
+		// Once: a file of a git tree is read whole to be described.
+		data, err = readLimitedInfo(fsys, file, maxLockSize, fi)
+	} else {
+		data, err = readLimited(fsys, file, maxLockSize)
+	}
 	if err != nil {
 		return nil, err
 	}
