@@ -8,6 +8,7 @@ import (
 	"path"
 	"slices"
 	"strings"
+	"sync"
 	"text/template"
 
 	"github.com/Masterminds/sprig/v3"
@@ -38,6 +39,31 @@ type helmTemplates struct {
 	// files is Helm's .Files object of the chart, read-only.
 	files any
 	chart *chartv2.Chart
+	// bound are copies of set with include and tpl bound to them, for a
+	// render at a time: copying the function maps per render costs more
+	// than executing. Executing changes no template set (tpl parses into
+	// a copy of its own), and include's counts are back to zero after a
+	// render that succeeds; a failed one's copy is dropped.
+	bound sync.Pool
+}
+
+// boundSet is a copy of a chart's template set for one render at a time.
+type boundSet struct {
+	t        *template.Template
+	included map[string]int
+}
+
+func (h *helmTemplates) getBound() (*boundSet, error) {
+	if b, ok := h.bound.Get().(*boundSet); ok {
+		return b, nil
+	}
+	t, err := h.set.Clone()
+	if err != nil {
+		return nil, err
+	}
+	b := &boundSet{t: t, included: map[string]int{}}
+	t.Funcs(template.FuncMap{"include": helmInclude(t, b.included), "tpl": helmTpl(t, b.included)})
+	return b, nil
 }
 
 // newHelmTemplates parses the chart's templates, or returns nil when the
@@ -112,12 +138,11 @@ func (h *helmTemplates) render(top common.Values) (out map[string]string, err er
 			err = fmt.Errorf("rendering template failed: %v", r)
 		}
 	}()
-	t, err := h.set.Clone()
+	b, err := h.getBound()
 	if err != nil {
 		return nil, err
 	}
-	included := map[string]int{}
-	t.Funcs(template.FuncMap{"include": helmInclude(t, included), "tpl": helmTpl(t, included)})
+	t := b.t
 	acc, err := ci.NewAccessor(h.chart)
 	if err != nil {
 		return nil, err
@@ -144,6 +169,7 @@ func (h *helmTemplates) render(top common.Values) (out map[string]string, err er
 		}
 		out[name] = strings.ReplaceAll(buf.String(), "<no value>", "")
 	}
+	h.bound.Put(b)
 	return out, nil
 }
 
