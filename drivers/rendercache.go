@@ -29,8 +29,8 @@ type RenderCache struct {
 	// specs are the components and patches of a driver evaluated for a
 	// context, by the parts of the context they use (in JSON, as the
 	// render key takes the context): the two sides of a plan often give
-	// the same (a deployment's name, not the cluster's domain). Shared,
-	// as a driver's static ones are.
+	// the same (the deployment's and the cluster's names, not the
+	// cluster's domain). Shared, as a driver's static ones are.
 	specMu sync.Mutex
 	specs  map[[sha256.Size]byte]renderSpec
 }
@@ -143,7 +143,7 @@ func (d *Driver) renderSpecFor(c Context) (renderSpec, error) {
 	kj, err := json.Marshal(struct {
 		Driver  string         `json:"driver"`
 		Context map[string]any `json:"context"`
-	}{d.Digest, p.keys.data(c)})
+	}{d.Digest, p.keys.keyData(c)})
 	if err != nil {
 		return eval()
 	}

@@ -2,6 +2,7 @@ package drivers
 
 import (
 	"bytes"
+	"encoding/json"
 	"os"
 	"testing"
 )
@@ -113,5 +114,44 @@ func TestRenderCacheSharesDocumentsAndSpecsExactly(t *testing.T) {
 	}
 	if len(rc.docs) == 0 || len(rc.specs) == 0 {
 		t.Errorf("%d documents and %d specs cached", len(rc.docs), len(rc.specs))
+	}
+}
+
+// TestSpecKeyNarrowsToTheSelectedFields pins what the spec cache keys
+// on: the context fields a spec selects (webapp 1.1.0's components and
+// patches name the deployment and the cluster, not the domain), and the
+// whole context parts once the spec constrains the context itself.
+func TestSpecKeyNarrowsToTheSelectedFields(t *testing.T) {
+	d, _ := loadExamples(t).Get("webapp", "1.1.0")
+	p := d.compiled.renderProj
+	a := exampleContext(d)
+	b := a
+	b.Cluster.Domain = "other.example.com"
+	ka, _ := json.Marshal(p.keys.keyData(a))
+	kb, _ := json.Marshal(p.keys.keyData(b))
+	if !p.keys.selectsOnly || string(ka) != string(kb) {
+		t.Errorf("keys differ with the domain (selects only: %t):\n%s\n%s", p.keys.selectsOnly, ka, kb)
+	}
+	b.Cluster.Name = "eu-2"
+	kb, _ = json.Marshal(p.keys.keyData(b))
+	if string(ka) == string(kb) {
+		t.Errorf("keys are the same for another cluster name: %s", ka)
+	}
+
+	for _, tc := range []struct {
+		src         string
+		selectsOnly bool
+	}{
+		{"x: context.cluster.name\ny: context.deployment.name\n", true},
+		{"x: context.cluster.name\ncontext: cluster: domain: =~\"^a\"\n", false},
+	} {
+		f, err := parseSpec("driver.cue", "driver.cue", []byte(tc.src))
+		if err != nil {
+			t.Fatal(err)
+		}
+		ck := findContextKeys(f, f)
+		if got := declaresContextOnce(f); got != tc.selectsOnly || ck.whole["cluster"] || !ck.fields["cluster"]["name"] {
+			t.Errorf("%q: selects only %t, want %t; keys %+v", tc.src, got, tc.selectsOnly, ck)
+		}
 	}
 }
