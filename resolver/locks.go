@@ -190,12 +190,15 @@ func planLocks(res *Result, current map[ID]*Instance, used UsedSequences) ([]Loc
 	if err != nil {
 		return nil, err
 	}
-	for i := range changes {
-		data, err := EncodeLock(changes[i].Next)
+	// On every core: a fan-out encodes a lockfile per deployment.
+	errs := make([]error, len(changes))
+	parallel(len(changes), func(i int) {
+		changes[i].Data, errs[i] = EncodeLock(changes[i].Next)
+	})
+	for _, err := range errs {
 		if err != nil {
 			return nil, err
 		}
-		changes[i].Data = data
 	}
 	return changes, nil
 }
