@@ -51,8 +51,12 @@ type compiled struct {
 	isStaticRender   bool
 	// Strategic-merge metadata by apiVersion/kind (a nil entry: unknown
 	// kind), filled on first use.
-	patchMetas  sync.Map
-	chart       *chartv2.Chart
+	patchMetas sync.Map
+	chart      *chartv2.Chart
+	// The chart's templates parsed once (nil: render through Helm's
+	// engine), on first render.
+	helmOnce    sync.Once
+	helm        *helmTemplates
 	chartDir    string
 	display     func(string) string // folder path -> path shown to users
 	caps        *common.Capabilities

@@ -242,6 +242,7 @@ func compileSpec(file, specName string, src []byte) (*compiled, error) {
 			return full
 		}
 		keys := findContextKeys(pf, f) // before compiling, which re-resolves the tree
+		keys.selectsOnly = declaresContextOnce(pf)
 		pv := ctx.BuildFile(pf, cue.Scope(schema))
 		if pv.Err() != nil {
 			return full

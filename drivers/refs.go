@@ -1,6 +1,8 @@
 package drivers
 
 import (
+	"encoding/json"
+
 	"cuelang.org/go/cue"
 	"cuelang.org/go/cue/ast"
 )
@@ -13,6 +15,15 @@ import (
 type contextKeys struct {
 	all  bool
 	keys map[string]bool
+	// fields lists, per key, the fields of it the spec selects
+	// (context.cluster.name); whole marks the keys it uses otherwise too
+	// (context.cluster alone, or indexed).
+	fields map[string]map[string]bool
+	whole  map[string]bool
+	// selectsOnly is set when nothing but those selectors reads the
+	// context (the spec declares no constraint on it): then the fields
+	// selected decide an evaluation, which a cache can key on.
+	selectsOnly bool
 }
 
 // findContextKeys walks a parsed spec (or a projection of it) for
@@ -24,15 +35,32 @@ func findContextKeys(f, scope *ast.File) contextKeys {
 		id, ok := n.(*ast.Ident)
 		return ok && id.Name == "context" && id.Scope == scope
 	}
-	ck := contextKeys{keys: map[string]bool{}}
+	ck := contextKeys{keys: map[string]bool{}, fields: map[string]map[string]bool{}, whole: map[string]bool{}}
 	handled := map[*ast.Ident]bool{}
+	// Inner selectors (context.cluster) seen from the selector around
+	// them (context.cluster.name); Walk visits a node before its parts.
+	selected := map[*ast.SelectorExpr]bool{}
 	ast.Walk(f, func(n ast.Node) bool {
 		switch x := n.(type) {
 		case *ast.SelectorExpr:
+			if in, ok := x.X.(*ast.SelectorExpr); ok && refers(in.X) {
+				key, _, err1 := ast.LabelName(in.Sel)
+				field, _, err2 := ast.LabelName(x.Sel)
+				if err1 == nil && err2 == nil {
+					selected[in] = true
+					if ck.fields[key] == nil {
+						ck.fields[key] = map[string]bool{}
+					}
+					ck.fields[key][field] = true
+				}
+			}
 			if refers(x.X) {
 				handled[x.X.(*ast.Ident)] = true
 				if name, _, err := ast.LabelName(x.Sel); err == nil {
 					ck.keys[name] = true
+					if !selected[x] {
+						ck.whole[name] = true
+					}
 				} else {
 					ck.all = true
 				}
@@ -45,6 +73,52 @@ func findContextKeys(f, scope *ast.File) contextKeys {
 		return true
 	}, nil)
 	return ck
+}
+
+// keyData is data(c) narrowed to the fields the spec selects, when those
+// decide an evaluation (selectsOnly), for a cache key; else data(c). The
+// fields are taken by their JSON names, the names CUE sees.
+func (ck contextKeys) keyData(c Context) map[string]any {
+	d := ck.data(c)
+	if !ck.selectsOnly || ck.all {
+		return d
+	}
+	for k, fields := range ck.fields {
+		if ck.whole[k] {
+			continue
+		}
+		j, err := json.Marshal(d[k])
+		if err != nil {
+			return ck.data(c)
+		}
+		var m map[string]json.RawMessage
+		if err := json.Unmarshal(j, &m); err != nil {
+			return ck.data(c)
+		}
+		picked := make(map[string]json.RawMessage, len(fields))
+		for f := range fields {
+			if v, ok := m[f]; ok {
+				picked[f] = v
+			}
+		}
+		d[k] = picked
+	}
+	return d
+}
+
+// declaresContextOnce reports whether f declares the top-level context
+// field once (the `context: _` parseSpec adds): no constraint of the
+// spec's own on it.
+func declaresContextOnce(f *ast.File) bool {
+	n := 0
+	for _, d := range f.Decls {
+		if fd, ok := d.(*ast.Field); ok {
+			if name, _, err := ast.LabelName(fd.Label); err != nil || name == "context" {
+				n++
+			}
+		}
+	}
+	return n == 1
 }
 
 // none reports whether the spec does not use the context at all.

@@ -132,14 +132,11 @@ func (d *Driver) renderLocal(c Context, values map[string]any) (*Manifests, erro
 	d.compiled.opts.notePhase(d.compiled.file)
 	comps, patches := d.compiled.staticComponents, d.compiled.staticPatches
 	if !d.compiled.isStaticRender {
-		v := d.compiled.renderProj.eval(c)
-		var err error
-		if comps, err = d.resolveComponents(v); err != nil {
+		s, err := d.renderSpecFor(c)
+		if err != nil {
 			return nil, err
 		}
-		if patches, err = d.decodePatches(v); err != nil {
-			return nil, err
-		}
+		comps, patches = s.comps, s.patches
 	}
 	d.compiled.opts.notePhase(d.compiled.display(d.compiled.chartDir))
 	objs, err := d.renderChart(c, values)
@@ -179,26 +176,9 @@ func (d *Driver) prepareStatic() error {
 }
 
 func (d *Driver) renderChart(c Context, values map[string]any) ([]*rendered, error) {
-	// Helm copies the values given, but merges the chart's own defaults in
-	// by reference, and templates may modify values (sprig's set): give
-	// each render its own defaults, since renders run concurrently.
-	ch := new(chartv2.Chart)
-	*ch = *d.compiled.chart
-	if ch.Values != nil {
-		ch.Values = deepCopyJSON(ch.Values).(map[string]any)
-	}
-	top, err := chartutil.ToRenderValues(ch, values, common.ReleaseOptions{
-		Name:      c.Deployment.Name,
-		Namespace: c.Deployment.Namespace,
-		Revision:  1,
-		IsInstall: true,
-	}, d.compiled.caps)
+	files, err := d.executeChart(c, values)
 	if err != nil {
-		return nil, &SpecError{File: d.compiled.display(d.compiled.chartDir), Field: "values", Msg: err.Error(), Err: err}
-	}
-	files, err := engine.Engine{}.RenderWithContext(context.Background(), ch, top)
-	if err != nil {
-		return nil, d.templateError(err)
+		return nil, err
 	}
 	if err := d.checkRendered(files); err != nil {
 		return nil, err
@@ -218,7 +198,7 @@ func (d *Driver) renderChart(c Context, values map[string]any) ([]*rendered, err
 			if strings.TrimSpace(doc) == "" {
 				continue
 			}
-			obj, err := parseObject([]byte(doc))
+			obj, err := d.compiled.opts.RenderCache.parseDoc(doc)
 			if err != nil {
 				return nil, &SpecError{File: src, Msg: err.Error(), Err: err}
 			}
@@ -238,6 +218,56 @@ func (d *Driver) renderChart(c Context, values map[string]any) ([]*rendered, err
 		}
 	}
 	return out, nil
+}
+
+// executeChart renders the chart's templates: through the parsed set
+// when the chart allows it, else, or when that fails, through Helm's
+// engine.
+func (d *Driver) executeChart(c Context, values map[string]any) (map[string]string, error) {
+	cs := d.compiled
+	cs.helmOnce.Do(func() { cs.helm = newHelmTemplates(cs.chart) })
+	if cs.helm != nil {
+		top, _, err := d.renderValues(c, values)
+		if err != nil {
+			return nil, err
+		}
+		if files, err := cs.helm.render(top); err == nil {
+			return files, nil
+		}
+	}
+	// Afresh: a failed execution may have changed the values (sprig's set).
+	top, ch, err := d.renderValues(c, values)
+	if err != nil {
+		return nil, err
+	}
+	files, err := engine.Engine{}.RenderWithContext(context.Background(), ch, top)
+	if err != nil {
+		return nil, d.templateError(err)
+	}
+	return files, nil
+}
+
+// renderValues is what the chart's templates see (Helm's top-level
+// values) for one render, and the chart they were made from.
+func (d *Driver) renderValues(c Context, values map[string]any) (common.Values, *chartv2.Chart, error) {
+	// Helm copies the values given, but merges the chart's own defaults in
+	// by reference, and templates may modify values (sprig's set): give
+	// each render its own defaults, since renders run concurrently.
+	ch := new(chartv2.Chart)
+	*ch = *d.compiled.chart
+	if ch.Values != nil {
+		ch.Values = deepCopyJSON(ch.Values).(map[string]any)
+	}
+	top, err := chartutil.ToRenderValues(ch, values, common.ReleaseOptions{
+		Name:      c.Deployment.Name,
+		Namespace: c.Deployment.Namespace,
+		Revision:  1,
+		IsInstall: true,
+	}, d.compiled.caps)
+	if err != nil {
+		return nil, nil, &SpecError{File: d.compiled.display(d.compiled.chartDir), Field: "values", Msg: err.Error(), Err: err}
+	}
+	return top, ch, nil
 }
 
 // splitDocs splits a rendered template into YAML documents at lines that

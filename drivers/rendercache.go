@@ -20,11 +20,54 @@ import (
 type RenderCache struct {
 	mu sync.Mutex
 	m  map[[sha256.Size]byte]*Manifests
+	// docs are rendered YAML documents parsed, by their text: the two
+	// sides of a plan mostly render the same objects (a cluster change
+	// reaches the Ingress of a deployment, not its Deployment), and
+	// parsing is the largest part of a render. Callers get copies.
+	docMu sync.Mutex
+	docs  map[string]map[string]any
+	// specs are the components and patches of a driver evaluated for a
+	// context, by the parts of the context they use (in JSON, as the
+	// render key takes the context): the two sides of a plan often give
+	// the same (the deployment's and the cluster's names, not the
+	// cluster's domain). Shared, as a driver's static ones are.
+	specMu sync.Mutex
+	specs  map[[sha256.Size]byte]renderSpec
+}
+
+// renderSpec is what a render takes from the spec besides the values.
+type renderSpec struct {
+	comps   []Component
+	patches []patchEntry
 }
 
 // NewRenderCache returns an empty cache.
 func NewRenderCache() *RenderCache {
-	return &RenderCache{m: map[[sha256.Size]byte]*Manifests{}}
+	return &RenderCache{m: map[[sha256.Size]byte]*Manifests{}, docs: map[string]map[string]any{}, specs: map[[sha256.Size]byte]renderSpec{}}
+}
+
+// parseDoc is parseObject through the cache, if there is one.
+func (rc *RenderCache) parseDoc(doc string) (map[string]any, error) {
+	if rc == nil {
+		return parseObject([]byte(doc))
+	}
+	rc.docMu.Lock()
+	obj, ok := rc.docs[doc]
+	rc.docMu.Unlock()
+	if !ok {
+		var err error
+		if obj, err = parseObject([]byte(doc)); err != nil {
+			return nil, err
+		}
+		rc.docMu.Lock()
+		rc.docs[doc] = obj
+		rc.docMu.Unlock()
+	}
+	if obj == nil {
+		return nil, nil
+	}
+	// Renders change their objects (namespaces, patches).
+	return deepCopyJSON(obj).(map[string]any), nil
 }
 
 // Len is how many renders the cache holds.
@@ -75,4 +118,47 @@ func (d *Driver) cachedRender(ctx context.Context, c Context, values map[string]
 	rc.m[key] = m
 	rc.mu.Unlock()
 	return m, nil
+}
+
+// renderSpecFor evaluates the driver's components and patches for c,
+// through the cache if there is one.
+func (d *Driver) renderSpecFor(c Context) (renderSpec, error) {
+	p := d.compiled.renderProj
+	eval := func() (renderSpec, error) {
+		v := p.eval(c)
+		comps, err := d.resolveComponents(v)
+		if err != nil {
+			return renderSpec{}, err
+		}
+		patches, err := d.decodePatches(v)
+		if err != nil {
+			return renderSpec{}, err
+		}
+		return renderSpec{comps, patches}, nil
+	}
+	rc := d.compiled.opts.RenderCache
+	if rc == nil {
+		return eval()
+	}
+	kj, err := json.Marshal(struct {
+		Driver  string         `json:"driver"`
+		Context map[string]any `json:"context"`
+	}{d.Digest, p.keys.keyData(c)})
+	if err != nil {
+		return eval()
+	}
+	key := sha256.Sum256(kj)
+	rc.specMu.Lock()
+	s, ok := rc.specs[key]
+	rc.specMu.Unlock()
+	if ok {
+		return s, nil
+	}
+	if s, err = eval(); err != nil {
+		return s, err
+	}
+	rc.specMu.Lock()
+	rc.specs[key] = s
+	rc.specMu.Unlock()
+	return s, nil
 }

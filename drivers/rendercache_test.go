@@ -2,6 +2,7 @@ package drivers
 
 import (
 	"bytes"
+	"encoding/json"
 	"os"
 	"testing"
 )
@@ -71,4 +72,86 @@ func toInt(t *testing.T, v any) int {
 	}
 	t.Fatalf("%T is no number", v)
 	return 0
+}
+
+// TestRenderCacheSharesDocumentsAndSpecsExactly renders every example
+// driver for contexts that share most of their documents and spec
+// evaluations (another domain, another namespace, the same again) through
+// one cache, and compares each with the uncached render: what the cache
+// shares must not leak between renders (a render changes its objects).
+func TestRenderCacheSharesDocumentsAndSpecsExactly(t *testing.T) {
+	rc := NewRenderCache()
+	cat, err := LoadCatalog(os.DirFS(examples), ".", LoadOptions{Source: "examples/drivers", RenderCache: rc})
+	if err != nil {
+		t.Fatal(err)
+	}
+	plain := loadExamples(t)
+	for _, name := range cat.Names() {
+		for _, d := range cat.Versions(name) {
+			pd, _ := plain.Get(name, d.Version)
+			for _, edit := range []func(*Context){
+				func(*Context) {},
+				func(c *Context) { c.Cluster.Domain = "other.example.com" },
+				func(c *Context) { c.Deployment.Namespace = "elsewhere" },
+				func(c *Context) { c.Cluster.Domain = "other.example.com" },
+			} {
+				c := exampleContext(d)
+				edit(&c)
+				vals, err := d.Values(c)
+				if err != nil {
+					t.Fatal(err)
+				}
+				got, err := d.Render(c, vals)
+				if err != nil {
+					t.Fatal(err)
+				}
+				want, err := pd.Render(c, vals)
+				if err != nil || !bytes.Equal(want.YAML(), got.YAML()) {
+					t.Fatalf("%s@%s: the cached render differs from the uncached one (%v):\n%s\nwant:\n%s", name, d.Version, err, got.YAML(), want.YAML())
+				}
+			}
+		}
+	}
+	if len(rc.docs) == 0 || len(rc.specs) == 0 {
+		t.Errorf("%d documents and %d specs cached", len(rc.docs), len(rc.specs))
+	}
+}
+
+// TestSpecKeyNarrowsToTheSelectedFields pins what the spec cache keys
+// on: the context fields a spec selects (webapp 1.1.0's components and
+// patches name the deployment and the cluster, not the domain), and the
+// whole context parts once the spec constrains the context itself.
+func TestSpecKeyNarrowsToTheSelectedFields(t *testing.T) {
+	d, _ := loadExamples(t).Get("webapp", "1.1.0")
+	p := d.compiled.renderProj
+	a := exampleContext(d)
+	b := a
+	b.Cluster.Domain = "other.example.com"
+	ka, _ := json.Marshal(p.keys.keyData(a))
+	kb, _ := json.Marshal(p.keys.keyData(b))
+	if !p.keys.selectsOnly || string(ka) != string(kb) {
+		t.Errorf("keys differ with the domain (selects only: %t):\n%s\n%s", p.keys.selectsOnly, ka, kb)
+	}
+	b.Cluster.Name = "eu-2"
+	kb, _ = json.Marshal(p.keys.keyData(b))
+	if string(ka) == string(kb) {
+		t.Errorf("keys are the same for another cluster name: %s", ka)
+	}
+
+	for _, tc := range []struct {
+		src         string
+		selectsOnly bool
+	}{
+		{"x: context.cluster.name\ny: context.deployment.name\n", true},
+		{"x: context.cluster.name\ncontext: cluster: domain: =~\"^a\"\n", false},
+	} {
+		f, err := parseSpec("driver.cue", "driver.cue", []byte(tc.src))
+		if err != nil {
+			t.Fatal(err)
+		}
+		ck := findContextKeys(f, f)
+		if got := declaresContextOnce(f); got != tc.selectsOnly || ck.whole["cluster"] || !ck.fields["cluster"]["name"] {
+			t.Errorf("%q: selects only %t, want %t; keys %+v", tc.src, got, tc.selectsOnly, ck)
+		}
+	}
 }

@@ -223,9 +223,12 @@ func (m cpuMark) since() (self, children int64) {
 }
 
 // reportPerDeployment reports wall time per plan and per deployment, and
-// CPU time per deployment (on a shared machine the steadier figure).
+// CPU time per plan and per deployment (on a shared machine the steadier
+// figure), with -benchmem's figures.
 func reportPerDeployment(b *testing.B, n int, cpu cpuMark) {
+	b.ReportAllocs()
 	self, _ := cpu.since()
+	b.ReportMetric(float64(self)/1e6/float64(b.N), "cpu-s/op")
 	b.ReportMetric(float64(b.Elapsed().Milliseconds())/float64(b.N), "ms/plan")
 	b.ReportMetric(float64(b.Elapsed().Microseconds())/float64(b.N)/float64(n), "µs/deployment")
 	b.ReportMetric(float64(self)/float64(b.N)/float64(n), "cpu-µs/deployment")

@@ -36,14 +36,16 @@ var ErrRemoteDrivers = errors.New("plan works offline and cannot fetch driver so
 // the head resolved against the base's lockfiles (so driver selection
 // sees them), then Compute with the drivers of both sides.
 func ComputeTrees(t Trees, opts Options) (*Plan, error) {
-	baseLocks, err := resolver.LoadLocks(t.Base)
+	// The head's lockfiles mostly are the base's: decoded once.
+	locks := resolver.NewLockLoader()
+	baseLocks, err := locks.Load(t.Base)
 	if err != nil {
 		return nil, fmt.Errorf("lockfiles at the base %s: %w", t.BaseName, err)
 	}
 	// The plan compares with the base's lockfiles, but the head's must be
 	// sound too: a hand-edited lockfile in a pull request fails its plan,
 	// as it would fail the lock after the merge.
-	if _, err := resolver.LoadLocks(t.Head); err != nil {
+	if _, err := locks.Load(t.Head); err != nil {
 		return nil, fmt.Errorf("lockfiles at %s: %w", t.HeadName, err)
 	}
 	headRepo, err := resolver.NewLoader(0).Load(t.Head)

@@ -7,9 +7,12 @@ import (
 	"io/fs"
 	"path"
 	"regexp"
+	"runtime"
 	"slices"
 	"sort"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"cuelang.org/go/cue"
@@ -155,6 +158,18 @@ type Loader struct {
 	ctx         *cue.Context
 	schema      cue.Value
 	maxFileSize int64
+	// forks are Loaders like this one that parse deployments on the
+	// other cores.
+	forks sync.Pool
+}
+
+// fork returns a Loader like l for another goroutine, reusing one when
+// it can.
+func (l *Loader) fork() *Loader {
+	if f, ok := l.forks.Get().(*Loader); ok {
+		return f
+	}
+	return NewLoader(l.maxFileSize)
 }
 
 // NewLoader compiles the schemas. maxFileSize <= 0 means DefaultMaxFileSize.
@@ -237,6 +252,11 @@ func readLimited(fsys fs.FS, file string, limit int64) ([]byte, error) {
 	if err != nil {
 		return nil, &ConfigError{File: file, Msg: err.Error()}
 	}
+	return readLimitedInfo(fsys, file, limit, fi)
+}
+
+// readLimitedInfo is readLimited of a file whose lstat is fi.
+func readLimitedInfo(fsys fs.FS, file string, limit int64, fi fs.FileInfo) ([]byte, error) {
 	if fi.Mode()&fs.ModeSymlink != 0 {
 		return nil, &ConfigError{File: file, Msg: "is a symbolic link; configuration files must be regular files inside the repository"}
 	}
@@ -259,6 +279,14 @@ func readLimited(fsys fs.FS, file string, limit int64) ([]byte, error) {
 // lstat reports a symlink as a symlink where the file system can tell:
 // directory listings carry the type even when Stat follows links.
 func lstat(fsys fs.FS, file string) (fs.FileInfo, error) {
+	// Reading the folder for every file of it is quadratic (a folder of
+	// lockfiles holds hundreds): a tree that can lstat is asked directly,
+	// the folder read only for the error of a file it cannot describe.
+	if rl, ok := fsys.(fs.ReadLinkFS); ok {
+		if fi, err := rl.Lstat(file); err == nil {
+			return fi, nil
+		}
+	}
 	entries, err := fs.ReadDir(fsys, path.Dir(file))
 	if err != nil {
 		return nil, err
@@ -427,6 +455,11 @@ func (l *Loader) loadEnvironment(fsys fs.FS, c *Cluster, name string) (*Environm
 	}
 	seen := map[string]string{}
 	var errs []error
+	type job struct {
+		file string
+		id   ID
+	}
+	var jobs []job
 	for _, ent := range entries {
 		ext := path.Ext(ent.Name())
 		if ent.IsDir() || (ext != ".cue" && ext != ".yaml" && ext != ".yml") {
@@ -443,12 +476,38 @@ func (l *Loader) loadEnvironment(fsys fs.FS, c *Cluster, name string) (*Environm
 			continue
 		}
 		seen[dn] = file
-		d, err := l.loadDeployment(fsys, file, ID{Cluster: cluster, Environment: name, Name: dn})
-		if err != nil {
-			errs = append(errs, err)
+		jobs = append(jobs, job{file: file, id: ID{Cluster: cluster, Environment: name, Name: dn}})
+	}
+	// Parsed on every core (CUE evaluation is most of a load), each
+	// worker with its own Loader: a CUE context is not for concurrent use.
+	type result struct {
+		d   *Deployment
+		err error
+	}
+	results := make([]result, len(jobs))
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	for w := range min(runtime.GOMAXPROCS(0), len(jobs)) {
+		wl := l
+		if w > 0 {
+			wl = l.fork()
+		}
+		wg.Go(func() {
+			if wl != l {
+				defer l.forks.Put(wl)
+			}
+			for i := int(next.Add(1)) - 1; i < len(jobs); i = int(next.Add(1)) - 1 {
+				results[i].d, results[i].err = wl.loadDeployment(fsys, jobs[i].file, jobs[i].id)
+			}
+		})
+	}
+	wg.Wait()
+	for _, r := range results {
+		if r.err != nil {
+			errs = append(errs, r.err)
 			continue
 		}
-		e.Deployments = append(e.Deployments, d)
+		e.Deployments = append(e.Deployments, r.d)
 	}
 	sort.Slice(e.Deployments, func(i, j int) bool { return e.Deployments[i].ID.Name < e.Deployments[j].ID.Name })
 	return e, errors.Join(errs...)

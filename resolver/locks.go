@@ -1,6 +1,7 @@
 package resolver
 
 import (
+	"crypto/sha256"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -18,6 +19,63 @@ import (
 // The files are decoded on every core: a plan or a lock of a large
 // cluster reads thousands.
 func LoadLocks(fsys fs.FS) (map[ID]*Instance, error) {
+	return NewLockLoader().Load(fsys)
+}
+
+// LockLoader loads the lockfiles of several trees (the two sides of a
+// plan), decoding a lockfile once when it has the same path and bytes in
+// another tree: most of a plan's lockfiles are the same on both sides.
+// The instances of such lockfiles are shared between the maps Load
+// returns: callers must not modify them. Safe for concurrent use.
+type LockLoader struct {
+	mu      sync.Mutex
+	decoded map[[sha256.Size]byte]*Instance
+}
+
+// NewLockLoader returns a loader that has decoded nothing yet.
+func NewLockLoader() *LockLoader {
+	return &LockLoader{decoded: map[[sha256.Size]byte]*Instance{}}
+}
+
+// read is ReadLock through the loader's decoded lockfiles.
+func (l *LockLoader) read(fsys fs.FS, file string) (*Instance, error) {
+	fi, err := lstat(fsys, file)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, fmt.Errorf("%s: %w", file, err)
+	}
+	var data []byte
+	if err == nil && fs.ValidPath(file) {
+		// Once: a file of a git tree is read whole to be described.
+		data, err = readLimitedInfo(fsys, file, maxLockSize, fi)
+	} else {
+		data, err = readLimited(fsys, file, maxLockSize)
+	}
+	if err != nil {
+		return nil, err
+	}
+	h := sha256.New()
+	h.Write([]byte(file))
+	h.Write([]byte{0})
+	h.Write(data)
+	var key [sha256.Size]byte
+	h.Sum(key[:0])
+	l.mu.Lock()
+	in, ok := l.decoded[key]
+	l.mu.Unlock()
+	if ok {
+		return in, nil
+	}
+	if in, err = DecodeLock(file, data); err != nil {
+		return nil, err
+	}
+	l.mu.Lock()
+	l.decoded[key] = in
+	l.mu.Unlock()
+	return in, nil
+}
+
+// Load is LoadLocks of fsys.
+func (l *LockLoader) Load(fsys fs.FS) (map[ID]*Instance, error) {
 	type entry struct {
 		path string
 		id   ID
@@ -57,7 +115,7 @@ func LoadLocks(fsys fs.FS) (map[ID]*Instance, error) {
 		wg.Go(func() {
 			for i := int(next.Add(1)) - 1; i < len(entries); i = int(next.Add(1)) - 1 {
 				e := entries[i]
-				e.in, e.err = ReadLock(fsys, e.path)
+				e.in, e.err = l.read(fsys, e.path)
 			}
 		})
 	}
@@ -132,12 +190,15 @@ func planLocks(res *Result, current map[ID]*Instance, used UsedSequences) ([]Loc
 	if err != nil {
 		return nil, err
 	}
-	for i := range changes {
-		data, err := EncodeLock(changes[i].Next)
+	// On every core: a fan-out encodes a lockfile per deployment.
+	errs := make([]error, len(changes))
+	parallel(len(changes), func(i int) {
+		changes[i].Data, errs[i] = EncodeLock(changes[i].Next)
+	})
+	for _, err := range errs {
 		if err != nil {
 			return nil, err
 		}
-		changes[i].Data = data
 	}
 	return changes, nil
 }

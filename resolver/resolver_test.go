@@ -261,6 +261,38 @@ func TestHandEditedLockfileIsReported(t *testing.T) {
 	}
 }
 
+// TestLockLoaderDecodesSharedLockfilesOnceAndStillChecksEach loads two
+// trees that share all but one lockfile: the shared ones are decoded
+// once (the same instances), the hand-edited one is still refused.
+func TestLockLoaderDecodesSharedLockfilesOnceAndStillChecksEach(t *testing.T) {
+	base := exampleCopy(t)
+	lockDirInto(t, base)
+	head := exampleCopy(t)
+	lockDirInto(t, head)
+	l := NewLockLoader()
+	bl, err := l.Load(os.DirFS(base))
+	if err != nil {
+		t.Fatal(err)
+	}
+	hl, err := l.Load(os.DirFS(head))
+	if err != nil || len(hl) != len(bl) || len(bl) == 0 {
+		t.Fatalf("%d and %d lockfiles, %v", len(bl), len(hl), err)
+	}
+	for id, in := range bl {
+		if hl[id] != in {
+			t.Errorf("%s decoded twice", id)
+		}
+	}
+	p := filepath.Join(head, "locks/local/dev/web.lock.yaml")
+	data, _ := os.ReadFile(p)
+	writeFile(t, head, "locks/local/dev/web.lock.yaml", string(bytes.Replace(data, []byte("sequence: 1"), []byte("sequence: 7"), 1)))
+	_, err = l.Load(os.DirFS(head))
+	var he *HandEditError
+	if !errors.As(err, &he) || he.Path != "locks/local/dev/web.lock.yaml" {
+		t.Fatalf("got %v, want a HandEditError naming the lockfile", err)
+	}
+}
+
 func TestDeploymentOnHoldKeepsItsLockThroughAFanOut(t *testing.T) {
 	dir := exampleCopy(t)
 	lockDirInto(t, dir)
