@@ -25,6 +25,7 @@ import (
 	"github.com/styrmin/styrmin/operator/api/v1alpha1"
 	"github.com/styrmin/styrmin/operator/deployment"
 	"github.com/styrmin/styrmin/operator/driversource"
+	"github.com/styrmin/styrmin/operator/health"
 	"github.com/styrmin/styrmin/operator/internal/liveness"
 	"github.com/styrmin/styrmin/operator/release"
 )
@@ -150,7 +151,8 @@ func NewManager(cfg *rest.Config, opts ManagerOptions) (ctrl.Manager, error) {
 		return nil, err
 	}
 	helmOwned := labels.SelectorFromSet(labels.Set{release.ManagedByLabel: release.ManagedByValue})
-	workloads := cache.ByObject{Label: helmOwned, Transform: cache.TransformStripManagedFields()}
+	// Workloads are cached without their pod templates (health.TrimWorkload).
+	workloads := cache.ByObject{Label: helmOwned, Transform: health.TrimWorkload}
 	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
 		Scheme:                        scheme,
 		Logger:                        opts.Logger,
