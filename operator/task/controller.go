@@ -233,8 +233,11 @@ func (r *Reconciler) siblingsOfTask(ctx context.Context, o client.Object) []reco
 	return out
 }
 
-// tasksOfDeployment maps a StyrminDeployment to the running tasks of its
-// deployment.
+// tasksOfDeployment maps a StyrminDeployment to the unfinished tasks of
+// its deployment: a step waiting for what the StyrminDeployment reports
+// is woken by its change, not by polling (watchedPollInterval). Pending
+// ones too: the cache may not show a task's Running mark yet when the
+// change it waits for comes.
 func (r *Reconciler) tasksOfDeployment(ctx context.Context, o client.Object) []reconcile.Request {
 	sd, ok := o.(*v1alpha1.StyrminDeployment)
 	if !ok {
@@ -246,7 +249,7 @@ func (r *Reconciler) tasksOfDeployment(ctx context.Context, o client.Object) []r
 	}
 	var out []reconcile.Request
 	for _, t := range tasks {
-		if t.Status.Phase == v1alpha1.TaskRunning {
+		if !t.Status.Phase.Terminal() {
 			out = append(out, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(&t)})
 		}
 	}
