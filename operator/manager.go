@@ -36,6 +36,9 @@ type ManagerOptions struct {
 	// Drivers gives the StyrminDeployment controller the drivers
 	// instances pin. Required.
 	Drivers driversource.Source
+	// Renders is shared by the StyrminDeployment controller and the task
+	// controller (optional: nil renders each time).
+	Renders *driversource.Renders
 	// Namespace is the agent's namespace: its leader election lease lives
 	// there.
 	Namespace string
@@ -221,6 +224,7 @@ func NewManager(cfg *rest.Config, opts ManagerOptions) (ctrl.Manager, error) {
 	}
 	err = deployment.Setup(mgr, deployment.Options{
 		Drivers:        opts.Drivers,
+		Renders:        opts.Renders,
 		Releases:       releases,
 		Recorder:       mgr.GetEventRecorder(eventSource),
 		DriftInterval:  opts.DriftInterval,
