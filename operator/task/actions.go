@@ -61,13 +61,14 @@ const heldPollInterval = 30 * time.Second
 
 // watchedPollInterval is how often a step waiting for what its
 // StyrminDeployment reports (its instance applied and Ready, its
-// components ready, its tombstone uninstalled) looks again. Every change
-// of the StyrminDeployment wakes the deployment's unfinished tasks
-// (tasksOfDeployment), so this is a safety net only. At the step poll of
-// one second, 2,000 deployments rolling out were 2,000 reconciles a
-// second of tasks that could not progress, and the new tasks of a
-// fan-out waited behind them in the queue.
-const watchedPollInterval = 30 * time.Second
+// tombstone uninstalled) looks again. Every change of the
+// StyrminDeployment wakes the deployment's running tasks
+// (tasksOfDeployment), so this is a safety net, for a change that comes
+// before the cache shows the task Running. At the step poll of one
+// second, 2,000 deployments rolling out were 2,000 reconciles a second of
+// tasks that could not progress, and the new tasks of a fan-out waited
+// behind them in the queue.
+const watchedPollInterval = 10 * time.Second
 
 // actionOutcome is what one call of a primitive did.
 type actionOutcome struct {

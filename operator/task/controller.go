@@ -236,11 +236,9 @@ func (r *Reconciler) siblingsOfTask(ctx context.Context, o client.Object) []reco
 	return out
 }
 
-// tasksOfDeployment maps a StyrminDeployment to the unfinished tasks of
-// its deployment: a step waiting for what the StyrminDeployment reports
-// is woken by its change, not by polling (watchedPollInterval). Pending
-// ones too: the cache may not show a task's Running mark yet when the
-// change it waits for comes.
+// tasksOfDeployment maps a StyrminDeployment to the running tasks of its
+// deployment: a step waiting for what the StyrminDeployment reports is
+// woken by its change, not by polling (watchedPollInterval).
 func (r *Reconciler) tasksOfDeployment(ctx context.Context, o client.Object) []reconcile.Request {
 	sd, ok := o.(*v1alpha1.StyrminDeployment)
 	if !ok {
@@ -252,7 +250,7 @@ func (r *Reconciler) tasksOfDeployment(ctx context.Context, o client.Object) []r
 	}
 	var out []reconcile.Request
 	for _, t := range tasks {
-		if !t.Status.Phase.Terminal() {
+		if t.Status.Phase == v1alpha1.TaskRunning {
 			out = append(out, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(&t)})
 		}
 	}
