@@ -168,6 +168,10 @@ func NewAgent(ctx context.Context, cfg *rest.Config, opts Options) (*Agent, erro
 	remotes := driversource.Remotes{RepoURL: opts.URL, Auth: auth}
 	drv := driversource.NewRepoDrivers(repo, driversource.NewRemoteTrees(remotes.FetchCommit, driversource.RemoteTreesOptions{}), opts.Drivers)
 	opts.Manager.Drivers = drv
+	// A change is rendered by its task and by the StyrminDeployment
+	// controller: once, through one cache.
+	renders := driversource.NewRenders(0)
+	opts.Manager.Renders = renders
 	mgr, err := NewManager(cfg, opts.Manager)
 	if err != nil {
 		return nil, err
@@ -179,6 +183,7 @@ func NewAgent(ctx context.Context, cfg *rest.Config, opts Options) (*Agent, erro
 	topts.Client = mgr.GetClient()
 	topts.APIReader = mgr.GetAPIReader()
 	topts.Drivers = drv
+	topts.Renders = renders
 	topts.Locks = locks
 	topts.Recorder = recorder
 	if topts.Exec == nil || topts.Logs == nil {

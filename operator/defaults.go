@@ -25,6 +25,11 @@ const (
 	DefaultStepTimeout = task.DefaultStepTimeout
 	// DefaultKeepTasks is how many finished tasks a deployment keeps.
 	DefaultKeepTasks = task.DefaultKeepTasks
+	// DefaultTaskConcurrency is how many tasks run at once.
+	DefaultTaskConcurrency = task.DefaultTaskConcurrency
+	// DefaultDeploymentConcurrency is how many StyrminDeployments
+	// reconcile at once.
+	DefaultDeploymentConcurrency = deployment.DefaultConcurrency
 	// DefaultDriftInterval is how often each deployment is checked for
 	// drift.
 	DefaultDriftInterval = deployment.DefaultDriftInterval

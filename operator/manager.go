@@ -25,6 +25,7 @@ import (
 	"github.com/styrmin/styrmin/operator/api/v1alpha1"
 	"github.com/styrmin/styrmin/operator/deployment"
 	"github.com/styrmin/styrmin/operator/driversource"
+	"github.com/styrmin/styrmin/operator/health"
 	"github.com/styrmin/styrmin/operator/internal/liveness"
 	"github.com/styrmin/styrmin/operator/release"
 )
@@ -35,6 +36,9 @@ type ManagerOptions struct {
 	// Drivers gives the StyrminDeployment controller the drivers
 	// instances pin. Required.
 	Drivers driversource.Source
+	// Renders is shared by the StyrminDeployment controller and the task
+	// controller (optional: nil renders each time).
+	Renders *driversource.Renders
 	// Namespace is the agent's namespace: its leader election lease lives
 	// there.
 	Namespace string
@@ -150,7 +154,8 @@ func NewManager(cfg *rest.Config, opts ManagerOptions) (ctrl.Manager, error) {
 		return nil, err
 	}
 	helmOwned := labels.SelectorFromSet(labels.Set{release.ManagedByLabel: release.ManagedByValue})
-	workloads := cache.ByObject{Label: helmOwned, Transform: cache.TransformStripManagedFields()}
+	// Workloads are cached without their pod templates (health.TrimWorkload).
+	workloads := cache.ByObject{Label: helmOwned, Transform: health.TrimWorkload}
 	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
 		Scheme:                        scheme,
 		Logger:                        opts.Logger,
@@ -219,6 +224,7 @@ func NewManager(cfg *rest.Config, opts ManagerOptions) (ctrl.Manager, error) {
 	}
 	err = deployment.Setup(mgr, deployment.Options{
 		Drivers:        opts.Drivers,
+		Renders:        opts.Renders,
 		Releases:       releases,
 		Recorder:       mgr.GetEventRecorder(eventSource),
 		DriftInterval:  opts.DriftInterval,

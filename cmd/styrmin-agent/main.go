@@ -63,6 +63,8 @@ type flags struct {
 	kubeAPIQPS                          float64
 	kubeAPIBurst                        int
 	keepTasks                           int
+	taskConcurrency                     int
+	deploymentConcurrency               int
 	driverTimeout                       time.Duration
 	driverMemory, driverRendered        string
 	driverChart                         string
@@ -118,6 +120,8 @@ func parseFlags(args []string, stderr io.Writer) (*flags, error) {
 	fs.StringVar(&f.logFormat, "log-format", "json", "log format: json (one object a line) or text (key=value)")
 	fs.Float64Var(&f.kubeAPIQPS, "kube-api-qps", operator.DefaultQPS, "requests per second the agent may send to the API server, shared by all its clients")
 	fs.IntVar(&f.kubeAPIBurst, "kube-api-burst", operator.DefaultBurst, "requests the agent may send at once above --kube-api-qps")
+	fs.IntVar(&f.taskConcurrency, "task-concurrency", operator.DefaultTaskConcurrency, "tasks (of different deployments) run at once")
+	fs.IntVar(&f.deploymentConcurrency, "deployment-concurrency", operator.DefaultDeploymentConcurrency, "StyrminDeployments reconciled (applied, checked) at once")
 	fs.IntVar(&f.keepTasks, "keep-tasks", operator.DefaultKeepTasks, "finished tasks kept per deployment (its history in the cluster); older ones are deleted")
 	fs.StringVar(&f.memoryLimit, "memory-limit", "", `soft memory limit of Go's heap, e.g. 200Mi ("": 90% of the container's memory limit, unless GOMEMLIMIT is set; "0": none)`)
 	fs.DurationVar(&f.driverTimeout, "driver-timeout", drivers.DefaultTimeout, "time limit of one driver load or render (a repository's styrmin.cue may set less)")
@@ -140,6 +144,9 @@ func parseFlags(args []string, stderr io.Writer) (*flags, error) {
 	}
 	if f.cluster == "" || f.repoURL == "" {
 		return nil, errors.New("--cluster and --repo are required")
+	}
+	if f.taskConcurrency < 1 || f.deploymentConcurrency < 1 {
+		return nil, fmt.Errorf("--task-concurrency %d, --deployment-concurrency %d: expected at least 1 each", f.taskConcurrency, f.deploymentConcurrency)
 	}
 	return f, nil
 }
@@ -252,6 +259,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 			QPS:            float32(f.kubeAPIQPS),
 			Burst:          f.kubeAPIBurst,
 			StuckAfter:     f.stuckAfter,
+			Concurrency:    f.deploymentConcurrency,
 			Logger:         log,
 		},
 		Cluster:         f.cluster,
@@ -263,7 +271,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		Path:            f.path,
 		PollInterval:    f.pollInterval,
 		InstallCRDs:     f.installCRDs,
-		Task:            operator.TaskOptions{StepTimeout: f.stepTimeout, StepPause: f.stepPause, KeepTasks: f.keepTasks},
+		Task:            operator.TaskOptions{StepTimeout: f.stepTimeout, StepPause: f.stepPause, KeepTasks: f.keepTasks, Concurrency: f.taskConcurrency},
 		Webhook:         operator.WebhookOptions{Addr: f.webhookAddr, SecretName: f.webhookSecretName, SecretKey: f.webhookSecretKey},
 		UI:              operator.UIOptions{Addr: f.uiAddr},
 		Statuses: operator.StatusOptions{Enabled: f.reportStatuses, SecretName: f.statusSecret, SecretKey: f.statusSecretKey,

@@ -35,8 +35,22 @@ func TestFlagsDefaults(t *testing.T) {
 	}
 	if f.namespace != "agents" || f.secretName != "creds" || f.pollInterval != 30*time.Second ||
 		f.driftInterval != 5*time.Minute || f.metricsAddr != ":8080" || f.healthAddr != ":8081" || !f.leaderElect || f.stepPause != 0 ||
-		f.kubeAPIQPS != operator.DefaultQPS || f.kubeAPIBurst != operator.DefaultBurst || f.keepTasks != operator.DefaultKeepTasks {
+		f.kubeAPIQPS != operator.DefaultQPS || f.kubeAPIBurst != operator.DefaultBurst || f.keepTasks != operator.DefaultKeepTasks ||
+		f.taskConcurrency != operator.DefaultTaskConcurrency || f.deploymentConcurrency != operator.DefaultDeploymentConcurrency {
 		t.Errorf("flags: %+v", f)
+	}
+}
+
+func TestConcurrencyBelowOneIsAnErrorNamingTheFlags(t *testing.T) {
+	for _, flag := range []string{"--task-concurrency=0", "--deployment-concurrency=-3"} {
+		_, err := parseFlags([]string{"--cluster=a", "--repo=b", flag}, io.Discard)
+		if err == nil || !strings.Contains(err.Error(), "--task-concurrency") || !strings.Contains(err.Error(), "expected at least 1") {
+			t.Errorf("parseFlags(%s) = %v, want an error naming the flags and what they take", flag, err)
+		}
+	}
+	f, err := parseFlags([]string{"--cluster=a", "--repo=b", "--task-concurrency=32", "--deployment-concurrency=48"}, io.Discard)
+	if err != nil || f.taskConcurrency != 32 || f.deploymentConcurrency != 48 {
+		t.Errorf("parseFlags = %+v, %v", f, err)
 	}
 }
 

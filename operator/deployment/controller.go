@@ -63,6 +63,7 @@ type Reconciler struct {
 	// pods are read into the status.
 	podStatusAfter time.Duration
 	drivers        driversource.Source
+	renders        *driversource.Renders
 	releases       *release.Releases
 	recorder       events.EventRecorder
 	metrics        *metrics
@@ -223,7 +224,7 @@ func (r *Reconciler) resolve(ctx context.Context, rs *reconcileState) error {
 		if err != nil {
 			return err
 		}
-		m, err := d.RenderContext(ctx, *in.Context, in.Values)
+		m, err := r.renders.Render(ctx, d, *in.Context, in.Values)
 		if err != nil {
 			return outcome.Stalled(v1alpha1.ReasonRenderFailed, fmt.Errorf("render %s with driver %s@%s: %w", in.ID, d.Name, d.Version, err))
 		}

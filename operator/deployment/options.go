@@ -30,6 +30,9 @@ const (
 type Options struct {
 	// Drivers gives the driver versions instances pin. Required.
 	Drivers driversource.Source
+	// Renders renders instances, sharing the renders with the task
+	// controller (optional: nil renders each time).
+	Renders *driversource.Renders
 	// Releases applies, checks and uninstalls the releases. Required.
 	Releases *release.Releases
 	// Recorder records the Installed, Upgraded, Uninstalled and
@@ -89,6 +92,7 @@ func Setup(mgr ctrl.Manager, opts Options) error {
 		apiReader:      mgr.GetAPIReader(),
 		podStatusAfter: opts.PodStatusAfter,
 		drivers:        opts.Drivers,
+		renders:        opts.Renders,
 		releases:       opts.Releases,
 		recorder:       opts.Recorder,
 		metrics:        m,

@@ -3,5 +3,6 @@
 // the commit the instance was locked or resolved at, from another git
 // repository at the commit its lock recorded (RepoDrivers, with the fetched
 // trees shared and bounded by RemoteTrees), or from a loaded catalog
-// (CatalogSource), with the source's errors classified in one place (Get).
+// (CatalogSource), with the source's errors classified in one place (Get); and the
+// renders of instances its controllers share (Renders).
 package driversource

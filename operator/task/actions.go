@@ -59,6 +59,17 @@ const (
 // removed) wakes it sooner.
 const heldPollInterval = 30 * time.Second
 
+// watchedPollInterval is how often a step waiting for what its
+// StyrminDeployment reports (its instance applied and Ready, its
+// tombstone uninstalled) looks again. Every change of the
+// StyrminDeployment wakes the deployment's running tasks
+// (tasksOfDeployment), so this is a safety net, for a change that comes
+// before the cache shows the task Running. At the step poll of one
+// second, 2,000 deployments rolling out were 2,000 reconciles a second of
+// tasks that could not progress, and the new tasks of a fan-out waited
+// behind them in the queue.
+const watchedPollInterval = 10 * time.Second
+
 // actionOutcome is what one call of a primitive did.
 type actionOutcome struct {
 	// done: the step finished successfully.
@@ -734,7 +745,7 @@ func (r *Reconciler) upgradeDeploymentVersion(ctx context.Context, run *taskRun)
 			return actionOutcome{done: true, output: fmt.Sprintf("StyrminDeployment %s is gone: the release is uninstalled", key)}, nil
 		}
 		run.waiting = "waiting for the release to be uninstalled and the StyrminDeployment removed"
-		return actionOutcome{after: r.opts.PollInterval}, nil
+		return actionOutcome{after: watchedPollInterval}, nil
 	}
 	ok, err := instance.Applied(sd, seq)
 	if err != nil {
@@ -744,7 +755,7 @@ func (r *Reconciler) upgradeDeploymentVersion(ctx context.Context, run *taskRun)
 		if c := apimeta.FindStatusCondition(sd.Status.Conditions, v1alpha1.ConditionReady); c != nil {
 			run.waiting = fmt.Sprintf("StyrminDeployment %s: %s: %s", key, c.Reason, c.Message)
 		}
-		return actionOutcome{after: r.opts.PollInterval}, nil
+		return actionOutcome{after: watchedPollInterval}, nil
 	}
 	out := fmt.Sprintf("StyrminDeployment %s is Ready at sequence %d", key, seq)
 	if rel := sd.Status.Release; rel != nil {

@@ -61,6 +61,9 @@ type Options struct {
 	APIReader client.Reader
 	// Drivers gives the driver version an instance pins.
 	Drivers driversource.Source
+	// Renders renders instances, sharing the renders with the
+	// StyrminDeployment controller (optional: nil renders each time).
+	Renders *driversource.Renders
 	// Locks gives the instance of a task that does not carry a copy
 	// (optional: without it such a task fails).
 	Locks instance.LockSource
@@ -234,7 +237,8 @@ func (r *Reconciler) siblingsOfTask(ctx context.Context, o client.Object) []reco
 }
 
 // tasksOfDeployment maps a StyrminDeployment to the running tasks of its
-// deployment.
+// deployment: a step waiting for what the StyrminDeployment reports is
+// woken by its change, not by polling (watchedPollInterval).
 func (r *Reconciler) tasksOfDeployment(ctx context.Context, o client.Object) []reconcile.Request {
 	sd, ok := o.(*v1alpha1.StyrminDeployment)
 	if !ok {
@@ -1188,7 +1192,7 @@ func (r *Reconciler) rendered(ctx context.Context, run *taskRun) (*drivers.Manif
 	if err != nil {
 		return nil, err
 	}
-	m, err := d.RenderContext(ctx, *run.instance.Context, run.instance.Values)
+	m, err := r.opts.Renders.Render(ctx, d, *run.instance.Context, run.instance.Values)
 	if err != nil {
 		return nil, outcome.Stalled(v1alpha1.ReasonRenderFailed, fmt.Errorf("rendering %s with %s@%s: %w", run.instance.ID, d.Name, d.Version, err))
 	}
