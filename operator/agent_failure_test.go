@@ -201,7 +201,9 @@ func TestTaskFailingInAPostStepLeavesThePreviousInstanceActive(t *testing.T) {
 // next upgrade's first step (waitReady) fails within seconds naming the
 // workload and the reason, not at its timeout.
 func TestRolloutPastItsProgressDeadlineFailsAtOnce(t *testing.T) {
-	t.Parallel()
+	// Not parallel: it bounds how soon the task fails (15 s), and beside
+	// other control planes the agent's driver evaluations queue for their
+	// slots (a parallel run failed it at its 30 s step timeout).
 	e := startFaultyEnv(t)
 	ctx := context.Background()
 	var app appsv1.Deployment
@@ -388,7 +390,8 @@ func (e *agentEnv) createQuota(t *testing.T, q *corev1.ResourceQuota) {
 // task fails at its core step within seconds, naming the Job, instead of
 // waiting for its timeout.
 func TestAFailedJobOfTheChartFailsTheChangeAtOnce(t *testing.T) {
-	t.Parallel()
+	// Not parallel: it bounds how soon the task fails (20 s); see
+	// TestRolloutPastItsProgressDeadlineFailsAtOnce.
 	e := startFaultyEnv(t)
 	seq := e.change(t, "app", "app: a seed job that fails", map[string][]byte{appDeployment: appConfig("1.0.0", `seedJob: "fail"`)})
 	ft := e.waitTask(t, appNamespace, "app", seq)
