@@ -201,9 +201,9 @@ func TestTaskFailingInAPostStepLeavesThePreviousInstanceActive(t *testing.T) {
 // next upgrade's first step (waitReady) fails within seconds naming the
 // workload and the reason, not at its timeout.
 func TestRolloutPastItsProgressDeadlineFailsAtOnce(t *testing.T) {
-	// Not parallel: it bounds how soon the task fails (15 s), and beside
-	// other control planes the agent's driver evaluations queue for their
-	// slots (a parallel run failed it at its 30 s step timeout).
+	// Not parallel: it bounds how soon the task fails (15 s). Its first
+	// step has waited out its 30 s timeout for a driver-evaluation slot of
+	// the agent, in a parallel run and once when it ran alone too.
 	e := startFaultyEnv(t)
 	ctx := context.Background()
 	var app appsv1.Deployment
