@@ -20,6 +20,7 @@ import (
 // driver repository at the commit the lock recorded, with the
 // repository's credentials, and reading graphhub at the lock commit.
 func TestAgentRunsAnExternalDriverAtItsLockedCommit(t *testing.T) {
+	t.Parallel()
 	e := startAgentEnv(t)
 
 	// The driver repository: webapp 1.1.0 under webapp/1.1.0/.

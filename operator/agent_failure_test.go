@@ -78,6 +78,7 @@ func startFaultyEnv(t *testing.T, agentFlags ...string) *agentEnv {
 // migration Job included, in order (an ordered watch of the workers and
 // the Jobs).
 func TestFailedUpgradeThenAConfigurationChangeRunsTheUpgradeHook(t *testing.T) {
+	t.Parallel()
 	e := startFaultyEnv(t)
 	stop := e.observe(t, appNamespace, "app-worker")
 
@@ -119,6 +120,7 @@ func TestFailedUpgradeThenAConfigurationChangeRunsTheUpgradeHook(t *testing.T) {
 // task runs the upgrade's pre steps again and succeeds. A retry of a
 // healthy deployment is an update that changes nothing.
 func TestRetryRunsAFailedUpgradeAgain(t *testing.T) {
+	t.Parallel()
 	e := startFaultyEnv(t)
 	ctx := context.Background()
 	quota := &corev1.ResourceQuota{ObjectMeta: metav1.ObjectMeta{Name: "no-jobs", Namespace: appNamespace},
@@ -176,6 +178,7 @@ func TestRetryRunsAFailedUpgradeAgain(t *testing.T) {
 // previous one stays active, and the deployment is behind git, naming
 // the task and the step.
 func TestTaskFailingInAPostStepLeavesThePreviousInstanceActive(t *testing.T) {
+	t.Parallel()
 	e := startFaultyEnv(t)
 	seq := e.change(t, "app", "app: 1.5.0", map[string][]byte{appDeployment: appConfig("1.5.0", "")})
 	ft := e.waitTask(t, appNamespace, "app", seq)
@@ -198,6 +201,9 @@ func TestTaskFailingInAPostStepLeavesThePreviousInstanceActive(t *testing.T) {
 // next upgrade's first step (waitReady) fails within seconds naming the
 // workload and the reason, not at its timeout.
 func TestRolloutPastItsProgressDeadlineFailsAtOnce(t *testing.T) {
+	// Not parallel: it bounds how soon the task fails (15 s). Its first
+	// step has waited out its 30 s timeout for a driver-evaluation slot of
+	// the agent, in a parallel run and once when it ran alone too.
 	e := startFaultyEnv(t)
 	ctx := context.Background()
 	var app appsv1.Deployment
@@ -235,6 +241,7 @@ func TestRolloutPastItsProgressDeadlineFailsAtOnce(t *testing.T) {
 // pods, with CrashLoopBackOff and their restarts, and `styrminctl status`
 // shows them.
 func TestCrashingPodsAppearInTheStatus(t *testing.T) {
+	t.Parallel()
 	e := startFaultyEnv(t, "--pod-status-after=1s")
 	e.change(t, "app", "app: crashing workers", map[string][]byte{appDeployment: appConfig("1.0.0", `workerFault: "crashloop"`)})
 	agenttest.WaitUntil(t, 60*time.Second, "the crashing pods in the StyrminDeployment's status", func(ctx context.Context) (bool, string, error) {
@@ -315,6 +322,7 @@ func (e *agentEnv) headTrailer(t *testing.T, key string) string {
 // --retry-failed` locks exactly that one again, and once the quota is
 // gone its retry succeeds.
 func TestLockRetryFailedRelocksExactlyTheFailedDeployments(t *testing.T) {
+	t.Parallel()
 	repo := faultyRepo(t)
 	delete(repo, appDeployment)
 	names := []string{"a1", "a2", "a3", "a4", "a5"}
@@ -382,6 +390,8 @@ func (e *agentEnv) createQuota(t *testing.T, q *corev1.ResourceQuota) {
 // task fails at its core step within seconds, naming the Job, instead of
 // waiting for its timeout.
 func TestAFailedJobOfTheChartFailsTheChangeAtOnce(t *testing.T) {
+	// Not parallel: it bounds how soon the task fails (20 s); see
+	// TestRolloutPastItsProgressDeadlineFailsAtOnce.
 	e := startFaultyEnv(t)
 	seq := e.change(t, "app", "app: a seed job that fails", map[string][]byte{appDeployment: appConfig("1.0.0", `seedJob: "fail"`)})
 	ft := e.waitTask(t, appNamespace, "app", seq)

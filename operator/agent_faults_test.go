@@ -50,7 +50,6 @@ const (
 // controller manager, scheduler and kwok watch again within their
 // back-off, and only then does the migration Job's pod run.
 func TestAgentRidesOutAnAPIServerRestartDuringATask(t *testing.T) {
-	// In parallel with the git outage: both mostly wait a fault out.
 	t.Parallel()
 	e := startAgentEnv(t)
 	e.lock(t)
@@ -96,7 +95,7 @@ func TestAgentRidesOutAnAPIServerRestartDuringATask(t *testing.T) {
 // and keeps running; changes pushed once the server is back are synced
 // and run in order.
 func TestAgentCatchesUpAfterTheGitServerWasDown(t *testing.T) {
-	t.Parallel() // see TestAgentRidesOutAnAPIServerRestartDuringATask
+	t.Parallel()
 	e := startAgentEnv(t)
 	e.lock(t)
 	e.startAgent(t)
@@ -144,6 +143,7 @@ func TestAgentCatchesUpAfterTheGitServerWasDown(t *testing.T) {
 // after what the cluster ran (as the lock mode numbers), runs, the
 // condition goes, and hub ends at it.
 func TestAgentFollowsAForcePushWithoutReusingASequence(t *testing.T) {
+	t.Parallel()
 	e := startAgentEnv(t)
 	e.lock(t)
 	firstLock := e.git.Head(agentRepoName, "main")
@@ -198,6 +198,7 @@ func TestAgentFollowsAForcePushWithoutReusingASequence(t *testing.T) {
 // default flags (leader election on) for one cluster: one holds the lease
 // and runs every step, each once, and the other runs none.
 func TestTwoAgentsForOneClusterRunEachStepOnce(t *testing.T) {
+	t.Parallel()
 	e := startAgentEnv(t)
 	e.lock(t)
 	agents := []*agenttest.Proc{e.startAgent(t), e.startAgent(t)}

@@ -21,6 +21,7 @@ import (
 // both points so the kill lands there, and without leader election, so a
 // restarted agent does not wait for the killed one's lease to expire.
 func TestAgentKilledAtEveryStepOfAnUpgradeResumes(t *testing.T) {
+	t.Parallel()
 	e := startAgentEnv(t)
 	e.lock(t)
 	flags := []string{"--debug-step-pause=1s", "--leader-elect=false"}

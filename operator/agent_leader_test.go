@@ -13,6 +13,7 @@ import (
 // and syncs, each configuration change gets one lock commit, and when the
 // leader stops the other takes over and locks the next change.
 func TestTwoReplicasWithLeaderElectionLockEachChangeOnce(t *testing.T) {
+	t.Parallel()
 	e := startAgentEnv(t)
 	flags := []string{"--leader-elect", "--lock-mode"}
 	replicas := []*agenttest.Proc{

@@ -21,6 +21,7 @@ import (
 // limit error, in the agent's sandbox child; the agent does not crash and
 // the other deployment (web) becomes Ready.
 func TestAgentBadDriverFailsWithItsLimitAndTheGoodDeploymentBecomesReady(t *testing.T) {
+	t.Parallel()
 	const badFile = "clusters/local/environments/dev/deployments/bad.cue"
 	extra := fstest.MapFS{
 		// Two deployments: web and bad.

@@ -66,6 +66,7 @@ func webConfig(message string) []byte {
 // values, chart). Only the objects the application reads hold the value,
 // and they do hold it: the agent puts it there from git.
 func TestSensitiveValueNeverLeavesGitInAnyArtefact(t *testing.T) {
+	t.Parallel()
 	e := startAgentEnvWith(t, sensitiveWebRepo(t))
 	first := e.lock(t)["web"]
 	if first == 0 {

@@ -33,6 +33,10 @@ import (
 // styrmin-agent binary built with `go build` and run as a subprocess (so
 // a test can SIGKILL it), acting as its service account with the RBAC of
 // config/.
+//
+// The package's integration tests call t.Parallel: each has a control
+// plane, git server and agent of its own (ports from the kernel, files in
+// temporary folders), and most of a test's time is waiting, not CPU.
 
 const (
 	agentCluster   = "local"

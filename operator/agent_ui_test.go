@@ -72,6 +72,7 @@ func freeAddress(t *testing.T) string {
 // deployments and the timeline from the agent's clone, and the token is
 // in no log line.
 func TestAgentServesTheUIAndReportsEachLockCommitToTheGitHost(t *testing.T) {
+	t.Parallel()
 	e := startAgentEnv(t)
 	host := &statusHost{got: map[string][]map[string]string{}}
 	gh := httptest.NewServer(host)

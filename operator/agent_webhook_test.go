@@ -23,6 +23,7 @@ import (
 // with 401, no Secret yet means 503 (and the Secret created later is
 // picked up), and a rotated secret takes effect.
 func TestWebhookServerVerifiesWithTheSecretFromKubernetes(t *testing.T) {
+	t.Parallel()
 	c := testcluster.StartT(t, testcluster.Options{})
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()

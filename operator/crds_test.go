@@ -26,6 +26,7 @@ import (
 // real objects (values and context kept whole, not pruned) and refuse bad
 // ones with an error naming the field.
 func TestCRDSchemas(t *testing.T) {
+	t.Parallel()
 	c, cl := agenttest.StartCluster(t, testcluster.Options{})
 	ctx := context.Background()
 	// Installing again is a no-op, as an agent restart does it.
@@ -175,6 +176,7 @@ func mustContext(t *testing.T, js string) *drivers.Context {
 // hand-edited annotation stops writes until it is removed, and a tombstone
 // without a StyrminDeployment writes nothing.
 func TestWriteInstanceGuard(t *testing.T) {
+	t.Parallel()
 	_, cl := agenttest.StartCluster(t, testcluster.Options{})
 	ctx := context.Background()
 	ctxJSON := `{"cluster":{"name":"c","domain":"d","ingressClass":"i","dedicatedIngress":false},"environment":{"name":"e","namespace":"e"},

@@ -275,6 +275,8 @@ func driftChecks(t *testing.T, result string) float64 {
 // through create, update, drift (scaled workload, edited ConfigMap), a
 // field of another manager, and its tombstone, on a real control plane.
 func TestDeploymentLifecycle(t *testing.T) {
+	// Not parallel: driftChecks reads the process-wide metrics registry,
+	// which every in-process manager's drift checks count in.
 	e := startEnv(t)
 	ctx := context.Background()
 	in1 := e.instance(t, "local", "dev", "web", 1)
@@ -465,6 +467,7 @@ func TestDeploymentLifecycle(t *testing.T) {
 // driver version does not exist stalls (Stalled True, not retried, and
 // Applied says so), and the next instance from git recovers.
 func TestStalledUntilGitChanges(t *testing.T) {
+	t.Parallel()
 	e := startEnv(t)
 	good := e.instance(t, "local", "staging", "web", 2)
 	ns := good.Context.Deployment.Namespace

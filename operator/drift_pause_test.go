@@ -20,6 +20,7 @@ import (
 // deliberate changes (workers scaled to zero before a migration) are not
 // put back as drift, and that drift is corrected once the task ends.
 func TestDriftIsNotCorrectedWhileATaskRuns(t *testing.T) {
+	t.Parallel()
 	e := startEnv(t)
 	ctx := context.Background()
 	in := e.instance(t, "local", "dev", "web", 1)

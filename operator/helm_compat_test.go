@@ -30,6 +30,7 @@ import (
 // ReleaseRecordMissing event, so `helm list` shows it again. A record
 // deleted by hand while the objects stay is noticed the same way.
 func TestHelmReadsAndUninstallsWhatTheAgentWroteAndTheAgentWritesItAgain(t *testing.T) {
+	t.Parallel()
 	e := startEnv(t)
 	ctx := context.Background()
 	in := e.instance(t, "local", "dev", "web", 1)

@@ -241,6 +241,7 @@ func replayViolations(events []watchEvent) []string {
 // throughout, and the internal deployments are marked on their
 // StyrminDeployments.
 func TestDedicatedIngressOnThenOffOrdersAroundEachEnvironmentsController(t *testing.T) {
+	t.Parallel()
 	e := startAgentEnvWith(t, ingressRepo())
 	// The lock's sequences by name: both environments' apps and
 	// controllers share names.

@@ -19,6 +19,7 @@ import (
 // lock commit itself, and a configuration commit whose locks are current,
 // make no further commit (no loop).
 func TestLockerLocksConfigurationHeadsOnceAndNeverItsOwnCommits(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	srv := gitserver.New(t, gitserver.WithToken(agentGitToken))
 	srv.Seed(agentRepoName, exampleRepo(t), "examples")
@@ -105,6 +106,7 @@ func TestLockerLocksConfigurationHeadsOnceAndNeverItsOwnCommits(t *testing.T) {
 // it resolved; a driver repository it cannot fetch yet is tried again on
 // the same head.
 func TestLockerLocksDriversFromAnotherRepository(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	srv := gitserver.New(t, gitserver.WithToken(agentGitToken))
 	repo := exampleRepo(t)
@@ -150,6 +152,7 @@ func TestLockerLocksDriversFromAnotherRepository(t *testing.T) {
 // mode still numbers after the cluster's highest sequence, so no number is
 // used twice.
 func TestLockerNumbersAfterWhatTheClusterRanWhenTheBranchIsRewound(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	srv := gitserver.New(t, gitserver.WithToken(agentGitToken))
 	srv.Seed(agentRepoName, exampleRepo(t), "examples")

@@ -49,6 +49,7 @@ func lockedClone(t *testing.T) (*gitsource.Repo, gitsource.Hash) {
 // (unknown commit, no such file, not a hash) is a LockNotFoundError that
 // names the path and the commit.
 func TestRepoLocksReadTheLockAtItsCommit(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	repo, head := lockedClone(t)
 	locks := instance.NewRepoLocks(repo)
@@ -98,6 +99,7 @@ func TestRepoLocksReadTheLockAtItsCommit(t *testing.T) {
 // deployment's, ends Failed with a message naming spec.lock and the file,
 // and changes nothing else.
 func TestTaskWhoseLockCannotBeReadFailsNamingIt(t *testing.T) {
+	t.Parallel()
 	e := startEnv(t)
 	ctx := context.Background()
 	repo, head := lockedClone(t)

@@ -46,6 +46,7 @@ type dashboard struct {
 // samples on the agent's metrics endpoint: a renamed metric breaks the
 // test, not the team's dashboard.
 func TestGrafanaDashboardQueriesMetricsTheAgentServes(t *testing.T) {
+	t.Parallel()
 	b, err := os.ReadFile("../config/monitoring/grafana-dashboard.json")
 	if err != nil {
 		t.Fatal(err)

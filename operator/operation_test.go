@@ -114,6 +114,7 @@ func (e *agentEnv) create(t *testing.T, o client.Object) {
 }
 
 func TestBackupOfAnEnvironmentRunsEachDriversHookAsATaskAndARestoreHoldsBackItsDeploymentsFanOut(t *testing.T) {
+	t.Parallel()
 	e := startAgentEnvWith(t, dataEnvironment())
 	e.lock(t)
 	e.startAgent(t)
@@ -360,6 +361,7 @@ func (e *agentEnv) requireNoSecretValue(t *testing.T) {
 }
 
 func TestScheduledBackupsAreMadeOncePerTimeAndTheOldestBeyondKeepDeleted(t *testing.T) {
+	t.Parallel()
 	e := startDataEnv(t)
 	// The test's own scheduler, on a clock it moves; the agent's runs on
 	// the real one and will not reach 03:00 during the test.
@@ -462,6 +464,7 @@ func (noDrivers) Driver(context.Context, driversource.Request) (*drivers.Driver,
 // its action is done), restarting it each time: the backup ends Succeeded,
 // each step ran again after each kill, and its job was made once.
 func TestAgentKilledAtEveryStepOfABackupResumesIt(t *testing.T) {
+	t.Parallel()
 	e := startAgentEnvWith(t, dataEnvironment())
 	e.lock(t)
 	flags := []string{"--debug-step-pause=1s", "--leader-elect=false"}
@@ -523,6 +526,7 @@ func (e *agentEnv) headWorkspace(t *testing.T) *resolver.Workspace {
 }
 
 func TestACloneFromTheLatestBackupRestoresItInSetupConnectsInsideAndIsDeletedWhole(t *testing.T) {
+	t.Parallel()
 	e := startDataEnv(t)
 	ctx := context.Background()
 	ns := config.AgentNamespace

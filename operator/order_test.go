@@ -21,6 +21,7 @@ const peerDeployment = "clusters/local/environments/dev/deployments/peer.cue"
 // peer's failed task and how to go on, and runs no step; a fix commit
 // makes peer Ready, and only then does app's create run and succeed.
 func TestNewDeploymentWaitsForWhatItConnectsToAndAFailedOneHoldsItBack(t *testing.T) {
+	t.Parallel()
 	repo := faultyRepo(t)
 	repo[appDeployment] = &fstest.MapFile{Data: []byte("driver: \"faulty\"\nappVersion: \"1.0.0\"\nconnects: [\"peer\"]\n"), Mode: 0o644}
 	repo[peerDeployment] = &fstest.MapFile{Data: appConfig("1.0.0", `fault: "unready"`+"\nprogressDeadline: 1"), Mode: 0o644}

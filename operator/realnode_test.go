@@ -46,6 +46,7 @@ func stepOutput(t *testing.T, task *v1alpha1.StyrminTask, suffix string) string 
 // its step with its exit code and output (the task Failed, the previous
 // instance active).
 func TestAgentExecAndMigrationJobOnTheRealNode(t *testing.T) {
+	t.Parallel()
 	testcluster.RequireRealNode(t)
 	bin := agentBinary(t)
 	begin := time.Now()

@@ -43,6 +43,7 @@ func waveCluster(logFormat string) []byte {
 // failed deployment lets wave 3, then wave 4, run, each after the wave
 // before ended.
 func TestFanOutInWavesStopsAtAFailedWaveAndAFixCommitCompletesIt(t *testing.T) {
+	t.Parallel()
 	repo := faultyRepo(t)
 	repo[appDeployment] = nil
 	repo[webDeployment] = nil

@@ -36,6 +36,7 @@ import (
 // lock numbered after the cluster's (as the lock mode numbers) is applied
 // and clears the condition.
 func TestSyncSkipsABadTrailerAndFollowsARewrittenHistory(t *testing.T) {
+	t.Parallel()
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	c, cl := agenttest.StartCluster(t, testcluster.Options{})

@@ -83,6 +83,7 @@ func TestTaskAndJobNamesAreDeterministic(t *testing.T) {
 // root, reports invalid and deleted lockfiles without stopping, and syncs
 // at once when triggered.
 func TestSyncCreatesOneTaskPerNewSequenceAndResumes(t *testing.T) {
+	t.Parallel()
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	c, cl := agenttest.StartCluster(t, testcluster.Options{})

@@ -138,6 +138,7 @@ func indexOf(obs []observation, what string, from int) int {
 // an upgrade whose migration job runs between stopping and starting the
 // workers, and removing the deployment uninstalls it.
 func TestAgentCreatesUpdatesUpgradesAndDeletesGraphhub(t *testing.T) {
+	t.Parallel()
 	e := startAgentEnv(t)
 	first := e.lock(t)
 	if first["hub"] != 1 || first["web"] != 1 {
@@ -304,6 +305,7 @@ func (e *agentEnv) workerReplicas(t *testing.T) int32 {
 // ends, no two tasks of the deployment ran at once, and the upgrades'
 // migrations ran in sequence order.
 func TestAgentAppliesChangesMadeOneAfterAnotherInOrder(t *testing.T) {
+	t.Parallel()
 	e := startAgentEnv(t)
 	e.lock(t)
 	e.startAgent(t)
@@ -380,6 +382,7 @@ func TestAgentAppliesChangesMadeOneAfterAnotherInOrder(t *testing.T) {
 // phantom (an agent killed during the wait resumes waiting), and removing
 // the annotation lets that task write the whole configuration.
 func TestAgentHandSetSequenceStallsTheDeploymentAndItsNewestTaskWaits(t *testing.T) {
+	t.Parallel()
 	e := startAgentEnv(t)
 	e.lock(t)
 	// Without leader election: the agent is killed below, and a restarted
@@ -477,6 +480,7 @@ func TestAgentHandSetSequenceStallsTheDeploymentAndItsNewestTaskWaits(t *testing
 // upgrade hook still runs its pre and post steps, and the task ends
 // Superseded.
 func TestAgentNewerInstanceKeptRunsTheEarlierChangesHooks(t *testing.T) {
+	t.Parallel()
 	e := startAgentEnv(t)
 	e.lock(t)
 	e.startAgent(t)
@@ -565,6 +569,7 @@ func scrape(t *testing.T, url string) string {
 // (the workers keep running, the StyrminDeployment keeps the active
 // instance). A later change is not held back by the failed task.
 func TestAgentFailedStepLeavesTheActiveInstance(t *testing.T) {
+	t.Parallel()
 	e := startAgentEnv(t)
 	e.lock(t)
 	e.startAgent(t)

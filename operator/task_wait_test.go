@@ -23,6 +23,7 @@ import (
 // (Pending) before it waits: a task that can run at once writes them only
 // with its first step's start, which must not leave a waiting task blank.
 func TestTaskWaitingForAnEarlierOneShowsItsPlan(t *testing.T) {
+	t.Parallel()
 	e := startEnv(t)
 	ctx := context.Background()
 	r, err := task.NewReconciler(task.Options{
@@ -81,6 +82,7 @@ func TestTaskWaitingForAnEarlierOneShowsItsPlan(t *testing.T) {
 // when a task finishes, its deployment's finished tasks beyond the newest
 // KeepTasks are deleted, and a task that has not finished is kept.
 func TestFinishedTasksBeyondTheKeptHistoryAreDeleted(t *testing.T) {
+	t.Parallel()
 	e := startEnv(t)
 	ctx := context.Background()
 	r, err := task.NewReconciler(task.Options{

@@ -37,6 +37,7 @@ import (
 //     from git stays installed, its uninstall refused naming the account;
 //     granted again, the release is uninstalled.
 func TestDriverActionsAndUninstallActAsTheEnvironmentsServiceAccount(t *testing.T) {
+	t.Parallel()
 	const sa = "styrmin-deployer"
 	user := drivers.ServiceAccountUser(appNamespace, sa)
 	repo := faultyRepo(t)

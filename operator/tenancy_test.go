@@ -107,6 +107,7 @@ func splitYAML(data []byte) [][]byte {
 // reason Forbidden, naming the account), and the example Role
 // (config/tenancy) makes it install, as that account.
 func TestAgentAppliesAsTheEnvironmentsServiceAccount(t *testing.T) {
+	t.Parallel()
 	d := tenantDriver(t)
 	e := startEnvWith(t, d)
 	ctx := context.Background()
@@ -145,6 +146,7 @@ func TestAgentAppliesAsTheEnvironmentsServiceAccount(t *testing.T) {
 // and the rule) and applies nothing, and a task of the same instance ends
 // Failed with that reason before any step.
 func TestAgentRefusesObjectsOutsideThePolicy(t *testing.T) {
+	t.Parallel()
 	d := tenantDriver(t)
 	e := startEnvWith(t, d)
 	ctx := context.Background()
@@ -222,6 +224,7 @@ func runHandMadeTask(t *testing.T, e *env, r *task.Reconciler, in *resolver.Inst
 // deployment's) ends Failed and Stalled with reason LockMismatch, and
 // writes no StyrminDeployment.
 func TestHandMadeTaskIsRefused(t *testing.T) {
+	t.Parallel()
 	e := startEnv(t)
 	repo, head := lockedClone(t)
 	r, err := task.NewReconciler(task.Options{
@@ -268,6 +271,7 @@ func TestHandMadeTaskIsRefused(t *testing.T) {
 // may still label a StyrminDeployment, remove the annotation and change
 // other status fields, and the agent's account does all of it.
 func TestAdmissionPolicyLetsOnlyTheAgentWriteTasksAndAnnotations(t *testing.T) {
+	t.Parallel()
 	e := startEnv(t)
 	ctx := context.Background()
 	web := e.instance(t, "local", "dev", "web", 1)

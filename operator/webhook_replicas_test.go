@@ -31,6 +31,7 @@ import (
 // does not lead triggers the leader's sync, not its own; a replay of it
 // under a new id is refused; a push to the leader triggers it too, once.
 func TestWebhookPushToAReplicaThatDoesNotLeadTriggersTheLeader(t *testing.T) {
+	t.Parallel()
 	c := testcluster.StartT(t, testcluster.Options{})
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
