@@ -223,6 +223,10 @@ func TestRolloutPastItsProgressDeadlineFailsAtOnce(t *testing.T) {
 		}
 		return false, "no Ready condition", nil
 	})
+	// The verdict is seconds older than the task that comes next: its pre
+	// step still judges the running instance failed (the verdict is after
+	// that instance was applied), as the StyrminDeployment does.
+	time.Sleep(2 * time.Second)
 	seq := e.change(t, "app", "app: 1.1.0", map[string][]byte{appDeployment: appConfig("1.1.0", "")})
 	ft := e.waitTask(t, appNamespace, "app", seq)
 	took := ft.Status.FinishedAt.Sub(ft.Status.StartedAt.Time)

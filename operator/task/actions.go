@@ -556,11 +556,14 @@ func (r *Reconciler) jobLogs(ctx context.Context, run *taskRun, job *batchv1.Job
 // `kubectl rollout status` tells it). A missing workload is not ready.
 func (r *Reconciler) waitReady(ctx context.Context, run *taskRun, step drivers.Step) (actionOutcome, error) {
 	var lines, waiting []string
-	// A progress deadline exceeded before the task started is a verdict
-	// on the instance before (see health.Workload).
-	var since time.Time
-	if run.task.Status.StartedAt != nil {
-		since = run.task.Status.StartedAt.Time
+	// A progress deadline exceeded before the running instance was
+	// applied is a verdict on the instance before (see health.Workload),
+	// as the StyrminDeployment's own health judges it: a pre step sees
+	// the running instance failed even when it failed before this task
+	// started. Without an applied release, from the task's start.
+	since, err := r.appliedSince(ctx, run)
+	if err != nil {
+		return actionOutcome{}, err
 	}
 	for _, comp := range step.Components {
 		ws, err := r.componentWorkloads(ctx, run, comp)
@@ -592,6 +595,22 @@ func (r *Reconciler) waitReady(ctx context.Context, run *taskRun, step drivers.S
 		lines = append(lines, "no workload to wait for")
 	}
 	return actionOutcome{done: true, output: strings.Join(lines, "\n")}, nil
+}
+
+// appliedSince is when the deployment's running release was last
+// applied (its StyrminDeployment's status), else when the task started.
+func (r *Reconciler) appliedSince(ctx context.Context, run *taskRun) (time.Time, error) {
+	sd, err := r.deployment(ctx, run)
+	if err != nil {
+		return time.Time{}, err
+	}
+	if sd != nil && sd.Status.Release != nil && sd.Status.Release.LastAppliedTime != nil {
+		return sd.Status.Release.LastAppliedTime.Time, nil
+	}
+	if run.task.Status.StartedAt != nil {
+		return run.task.Status.StartedAt.Time, nil
+	}
+	return time.Time{}, nil
 }
 
 // execInComponent runs the step's command in a ready pod of the
