@@ -85,30 +85,42 @@ type renderKey struct {
 	Values      json.RawMessage `json:"values"`
 }
 
+// RenderKey is what a render of d for c and values depends on, as a
+// digest (the driver's digest and declared Kubernetes version, the
+// context, the values in their JSON form), and the values in that form:
+// render those, so that the key alone decides the output (an integer and
+// a float that print the same render the same). For the caches of
+// renders: this one, and the agent's.
+func (d *Driver) RenderKey(c Context, values map[string]any) (key [sha256.Size]byte, norm map[string]any, err error) {
+	vj, err := json.Marshal(values)
+	if err != nil {
+		return key, nil, err
+	}
+	kj, err := json.Marshal(renderKey{Driver: d.Digest, KubeVersion: d.compiled.kubeVersion, Context: c, Values: vj})
+	if err != nil {
+		return key, nil, err
+	}
+	if err := json.Unmarshal(vj, &norm); err != nil {
+		return key, nil, err
+	}
+	return sha256.Sum256(kj), norm, nil
+}
+
 // cachedRender renders through the driver's cache, if it has one.
 func (d *Driver) cachedRender(ctx context.Context, c Context, values map[string]any, render func(context.Context, Context, map[string]any) (*Manifests, error)) (*Manifests, error) {
 	rc := d.compiled.opts.RenderCache
 	if rc == nil {
 		return render(ctx, c, values)
 	}
-	vj, err := json.Marshal(values)
+	key, norm, err := d.RenderKey(c, values)
 	if err != nil {
 		return render(ctx, c, values)
 	}
-	kj, err := json.Marshal(renderKey{Driver: d.Digest, KubeVersion: d.compiled.kubeVersion, Context: c, Values: vj})
-	if err != nil {
-		return render(ctx, c, values)
-	}
-	key := sha256.Sum256(kj)
 	rc.mu.Lock()
 	m, ok := rc.m[key]
 	rc.mu.Unlock()
 	if ok {
 		return m, nil
-	}
-	var norm map[string]any
-	if err := json.Unmarshal(vj, &norm); err != nil {
-		return render(ctx, c, values)
 	}
 	m, err = render(ctx, c, norm)
 	if err != nil {

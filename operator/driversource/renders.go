@@ -3,7 +3,6 @@ package driversource
 import (
 	"context"
 	"crypto/sha256"
-	"encoding/json"
 	"sync"
 
 	"github.com/styrmin/styrmin/drivers"
@@ -39,34 +38,26 @@ func NewRenders(size int) *Renders {
 	return &Renders{size: size, m: make(map[[sha256.Size]byte]*drivers.Manifests, size)}
 }
 
-// renderKey is what a render's output depends on: a driver's digest
-// covers its files, the declared Kubernetes version included.
-type renderKey struct {
-	Driver  string          `json:"driver"`
-	Context drivers.Context `json:"context"`
-	Values  any             `json:"values"`
-}
-
 // Render renders d for c and values (d.RenderContext), or returns the
-// render of the same input kept from before.
+// render of the same input kept from before (drivers.Driver.RenderKey).
 func (r *Renders) Render(ctx context.Context, d *drivers.Driver, c drivers.Context, values map[string]any) (*drivers.Manifests, error) {
 	if r == nil {
 		return d.RenderContext(ctx, c, values)
 	}
-	raw, err := json.Marshal(renderKey{Driver: d.Digest, Context: c, Values: values})
+	key, norm, err := d.RenderKey(c, values)
 	if err != nil {
 		// What JSON cannot take, a lock cannot hold either: render
 		// without the cache and let the render report it.
 		return d.RenderContext(ctx, c, values)
 	}
-	key := sha256.Sum256(raw)
 	r.mu.Lock()
 	m, ok := r.m[key]
 	r.mu.Unlock()
 	if ok {
 		return m, nil
 	}
-	m, err = d.RenderContext(ctx, c, values)
+	// The values in the key's form: the key alone decides the output.
+	m, err = d.RenderContext(ctx, c, norm)
 	if err != nil {
 		return nil, err
 	}

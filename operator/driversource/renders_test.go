@@ -49,6 +49,13 @@ func TestRendersRenderAnInputOnceAndStayBounded(t *testing.T) {
 	if again != first {
 		t.Error("the same input was rendered again")
 	}
+	// The values as JSON decodes them (numbers as floats, as the
+	// StyrminDeployment's copy has them): the same input, the same render.
+	c0f, v0f := input(0)
+	v0f["replicaCount"] = float64(1)
+	if asJSON, err := r.Render(ctx, d, c0f, v0f); err != nil || asJSON != first {
+		t.Errorf("the values in their JSON form were rendered again (%v)", err)
+	}
 	// Another input is another render, with its own objects.
 	c1, v1 := input(1)
 	other, err := r.Render(ctx, d, c1, v1)
