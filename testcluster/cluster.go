@@ -108,6 +108,10 @@ type Cluster struct {
 	// RealNodeStartTime is how long the real node took to start and be
 	// Ready (zero without one).
 	RealNodeStartTime time.Duration
+	// RealNodeDir is the real node's folder (empty without one): every
+	// mount, socket and state file of its containerd and kubelet is below
+	// it. Other clusters' real nodes on the machine have folders of their own.
+	RealNodeDir string
 
 	node *realNode // nil without a real node
 

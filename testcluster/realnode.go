@@ -280,6 +280,7 @@ func (c *Cluster) startRealNode(ctx context.Context, opts *RealNodeOptions) erro
 		cgroupRoot: filepath.Join(h.ownCgroup, "testcluster-node-"+strconv.Itoa(slot)),
 	}
 	c.node = n
+	c.RealNodeDir = n.dir
 	n.cleanup() // a crashed earlier node of this slot
 	if err := n.prepare(); err != nil {
 		return fmt.Errorf("testcluster: real node: %w", err)
