@@ -44,11 +44,11 @@ testcluster: ## Build the local control plane into .bin/testcluster (once; then 
 
 # The tests of code that runs goroutines over shared state, again under the
 # race detector (the whole suite under it would take several times as long).
-RACE_TESTS := TestSync|TestRelease|TestConcurrentLockers|TestLockChanges
+RACE_TESTS := TestSync|TestRelease|TestConcurrentLockers|TestLockChanges|TestSandbox
 
 test: testcluster ## Run all tests (integration tests start real control planes), then the concurrency tests under the race detector.
 	$(GO) test -timeout $(TEST_TIMEOUT) ./...
-	$(GO) test -race -timeout $(TEST_TIMEOUT) -run '$(RACE_TESTS)' ./operator/... ./resolver ./gitsource
+	$(GO) test -race -timeout $(TEST_TIMEOUT) -run '$(RACE_TESTS)' ./operator/... ./resolver ./gitsource ./drivers
 
 bench: testcluster ## Run the benchmarks (but the two 500-deployment ones: bench-agent, bench-controller).
 	$(GO) test -run '^$$' -bench . -skip 'AgentThroughGit|DeploymentController|LockChain' -benchmem -timeout $(TEST_TIMEOUT) ./...

@@ -2,7 +2,9 @@ package drivers
 
 import (
 	"os"
+	"syscall"
 	"testing"
+	"time"
 )
 
 // benchDriver loads an example driver version and a context for it.
@@ -99,4 +101,51 @@ func BenchmarkRenderParallel(b *testing.B) {
 			})
 		})
 	}
+}
+
+// BenchmarkSandboxRender measures one render through a Sandbox against the
+// same render in this process (no render cache: every iteration renders).
+// child-cpu-ms/op is the sandbox processes' CPU (user and system) per
+// render, which ns/op does not count.
+func BenchmarkSandboxRender(b *testing.B) {
+	const dir = "webapp/1.1.0"
+	d, c, vals := benchDriver(b, dir)
+	b.Run("in-process", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			if _, err := d.Render(c, vals); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("sandbox", func(b *testing.B) {
+		sb, err := SelfSandbox(2)
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer sb.Close()
+		boxed, err := Load(os.DirFS("../examples/drivers/"+dir), LoadOptions{Source: "examples/drivers/" + dir, Sandbox: sb})
+		if err != nil {
+			b.Fatal(err)
+		}
+		before := childrenCPU()
+		b.ReportAllocs()
+		for b.Loop() {
+			if _, err := boxed.Render(c, vals); err != nil {
+				b.Fatal(err)
+			}
+		}
+		sb.Close() // the children's CPU is counted once they have ended
+		b.ReportMetric(float64((childrenCPU()-before).Microseconds())/1000/float64(b.N), "child-cpu-ms/op")
+	})
+}
+
+// childrenCPU is the CPU time of this process's ended and waited-for
+// children.
+func childrenCPU() time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_CHILDREN, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }

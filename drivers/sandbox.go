@@ -10,32 +10,39 @@ import (
 	"io"
 	"os"
 	"os/exec"
-	"runtime/debug"
-	"runtime/metrics"
-	"sort"
+	"runtime"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
 	"time"
 )
 
-// sandboxEnv, set to sandboxProtocol, makes a binary serve one sandboxed
-// evaluation (IsSandboxChild, ServeSandbox) instead of running normally.
+// sandboxEnv, set to sandboxProtocol, makes a binary serve sandboxed
+// evaluations (IsSandboxChild, ServeSandbox) instead of running normally.
 const (
 	sandboxEnv      = "STYRMIN_DRIVER_SANDBOX"
 	sandboxProtocol = "1"
 )
 
-// Sandbox runs a driver's load and renders in a child process: the same
+// sandboxIdle is how long a child waits for its next request before the
+// parent ends it: a fan-out reuses its children, a quiet agent holds none.
+const sandboxIdle = 30 * time.Second
+
+// Sandbox runs a driver's load and renders in child processes: the same
 // binary, started again with an environment variable that makes its main
 // call ServeSandbox. CUE and Helm's template engine cannot be interrupted
 // and a Go out-of-memory is fatal, so in-process checks can report a
 // deadline but not stop the work nor bound its memory: a child can be
 // killed at the deadline, runs under a memory ceiling (a watchdog on the
 // Go heap, an address-space rlimit behind it), and its failure is one
-// driver's error rather than the agent's crash. Measured on the example
-// drivers a child costs about one process start and one spec compile
-// (see docs/driver-limits.md).
+// driver's error rather than the agent's crash.
+//
+// A child serves one evaluation at a time and then waits for the next
+// (it keeps the drivers it loaded), so a render costs a render rather than
+// a process start and a spec compile (see docs/driver-limits.md). A child
+// that hits a limit, dies or is killed at a deadline is never used again;
+// one idle for sandboxIdle ends.
 type Sandbox struct {
 	// Path is the executable; its main must call ServeSandbox when
 	// IsSandboxChild.
@@ -44,14 +51,22 @@ type Sandbox struct {
 	// need -test.run=^$ so that it runs no test if it ignores the
 	// variable).
 	Args []string
-	// slots, when set (NewSandbox), bounds the children running at once:
-	// each may use up to its memory limit, and in a container they share
-	// its memory with the parent.
+	// slots, when set (NewSandbox), bounds the evaluations running at
+	// once: each may use up to its memory limit, and in a container they
+	// share its memory with the parent.
 	slots chan struct{}
+
+	// idleAfter, when set, replaces sandboxIdle (tests).
+	idleAfter time.Duration
+
+	mu     sync.Mutex
+	idle   []*sandboxChild // children waiting for a request, the most recent last
+	nextID uint64
+	starts int // children started, for tests
 }
 
 // NewSandbox is a Sandbox running path with args, at most parallel
-// children at once (0: no bound).
+// evaluations at once (0: no bound).
 func NewSandbox(path string, args []string, parallel int) *Sandbox {
 	s := &Sandbox{Path: path, Args: args}
 	if parallel > 0 {
@@ -61,7 +76,7 @@ func NewSandbox(path string, args []string, parallel int) *Sandbox {
 }
 
 // SelfSandbox is a Sandbox running this process's own executable, at
-// most parallel children at once (0: no bound).
+// most parallel evaluations at once (0: no bound).
 func SelfSandbox(parallel int) (*Sandbox, error) {
 	exe, err := os.Executable()
 	if err != nil {
@@ -74,8 +89,24 @@ func SelfSandbox(parallel int) (*Sandbox, error) {
 // main then calls ServeSandbox and exits with its code.
 func IsSandboxChild() bool { return os.Getenv(sandboxEnv) == sandboxProtocol }
 
-// sandboxRequest is what the parent writes to the child's stdin.
+// Close ends the idle children; a child busy with an evaluation ends when
+// it is done. The Sandbox still works after Close, starting children as
+// needed.
+func (s *Sandbox) Close() {
+	s.mu.Lock()
+	idle := s.idle
+	s.idle = nil
+	s.mu.Unlock()
+	for _, c := range idle {
+		c.kill()
+	}
+}
+
+// sandboxRequest is what the parent writes to the child's stdin, one JSON
+// document a line.
 type sandboxRequest struct {
+	// ID tells this request's phase lines on stderr from an earlier one's.
+	ID          uint64            `json:"id"`
 	Op          string            `json:"op"` // "load" or "render"
 	Source      string            `json:"source"`
 	Files       map[string][]byte `json:"files"`
@@ -86,10 +117,13 @@ type sandboxRequest struct {
 	Values      map[string]any    `json:"values,omitempty"`
 }
 
-// sandboxResponse is what the child writes to its stdout.
+// sandboxResponse is what the child writes to its stdout, one a line.
 type sandboxResponse struct {
 	Errors  []wireError `json:"errors,omitempty"`
 	Objects []Object    `json:"objects,omitempty"`
+	// Retire says the child ends after this answer (a limit was hit, or
+	// its heap grew too large to be worth keeping).
+	Retire bool `json:"retire,omitempty"`
 }
 
 // wireError carries an error across the process boundary keeping its
@@ -147,15 +181,18 @@ func fromWire(ws []wireError) error {
 }
 
 // phasePrefix starts the lines the child writes to stderr naming the file
-// it evaluates, so that a child killed at the deadline (or by the kernel)
-// is reported at that file.
+// it evaluates (after the request's ID and a tab), so that a child killed
+// at the deadline (or by the kernel) is reported at that file.
 const phasePrefix = "styrmin-driver-phase\t"
+
+// errStaleChild is an idle child found dead when given a request (it
+// retired, or was killed): the request runs again on a new child.
+var errStaleChild = errors.New("the sandbox child had ended")
 
 // run sends req to a child and returns its answer. The child is killed at
 // the deadline (the sooner of ctx's and the limit); a child that dies
 // gives the limit it hit, located at the last file it named.
 func (s *Sandbox) run(ctx context.Context, req *sandboxRequest, specFile string) (*sandboxResponse, error) {
-	l := req.Limits
 	if s.slots != nil {
 		// Waiting for a slot is not the driver's time.
 		select {
@@ -165,77 +202,261 @@ func (s *Sandbox) run(ctx context.Context, req *sandboxRequest, specFile string)
 			return nil, fmt.Errorf("driver %s: waiting for an evaluation slot: %w", req.Source, ctx.Err())
 		}
 	}
+	l := req.Limits
 	max := deadlineText(ctx, l.Timeout)
 	ctx, cancel := context.WithTimeout(ctx, l.Timeout)
 	defer cancel()
+	for {
+		c, reused, err := s.child(l)
+		if err != nil {
+			return nil, fmt.Errorf("driver %s: starting the sandbox: %w", req.Source, err)
+		}
+		s.mu.Lock()
+		s.nextID++
+		r := *req
+		r.ID = s.nextID
+		s.mu.Unlock()
+		resp, err := c.do(ctx, &r, specFile, max, reused)
+		if err == nil && !resp.Retire {
+			s.release(c)
+		} else {
+			c.kill()
+		}
+		if errors.Is(err, errStaleChild) && reused {
+			continue // another idle child, or a new one
+		}
+		if err != nil {
+			return nil, err
+		}
+		if len(resp.Errors) > 0 {
+			return nil, fromWire(resp.Errors)
+		}
+		return resp, nil
+	}
+}
+
+// child returns an idle child started with limits l (reused), or a new
+// one.
+func (s *Sandbox) child(l Limits) (*sandboxChild, bool, error) {
+	s.mu.Lock()
+	for i := len(s.idle) - 1; i >= 0; i-- {
+		c := s.idle[i]
+		if c.limits != l {
+			continue
+		}
+		s.idle = append(s.idle[:i], s.idle[i+1:]...)
+		s.mu.Unlock()
+		c.timer.Stop()
+		return c, true, nil
+	}
+	s.mu.Unlock()
+	c, err := s.start(l)
+	return c, false, err
+}
+
+// release makes c idle, ending it after sandboxIdle without a request, or
+// at once when there are already as many idle children as evaluations may
+// run at once.
+func (s *Sandbox) release(c *sandboxChild) {
+	keep := runtime.GOMAXPROCS(0)
+	if s.slots != nil {
+		keep = cap(s.slots)
+	}
+	s.mu.Lock()
+	if len(s.idle) >= keep {
+		s.mu.Unlock()
+		c.kill()
+		return
+	}
+	after := sandboxIdle
+	if s.idleAfter > 0 {
+		after = s.idleAfter
+	}
+	// Set under the lock: child() stops it as soon as it takes c.
+	c.timer = time.AfterFunc(after, func() {
+		s.mu.Lock()
+		for i, o := range s.idle {
+			if o == c {
+				s.idle = append(s.idle[:i], s.idle[i+1:]...)
+				s.mu.Unlock()
+				c.kill()
+				return
+			}
+		}
+		s.mu.Unlock() // taken meanwhile
+	})
+	s.idle = append(s.idle, c)
+	s.mu.Unlock()
+}
+
+// sandboxChild is one child process and its pipes.
+type sandboxChild struct {
+	limits Limits
+	cmd    *exec.Cmd
+	stdin  io.WriteCloser
+	stdout *bufio.Reader
+	stderr *phaseWriter
+	exited chan struct{} // closed when the process has been waited for
+	err    error         // the process's end (after exited)
+	timer  *time.Timer   // ends it while idle
+}
+
+func (s *Sandbox) start(l Limits) (*sandboxChild, error) {
+	cmd := exec.Command(s.Path, s.Args...)
+	cmd.Env = append(os.Environ(), sandboxEnv+"="+sandboxProtocol)
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		return nil, err
+	}
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		return nil, err
+	}
+	c := &sandboxChild{limits: l, cmd: cmd, stdin: stdin, stdout: bufio.NewReaderSize(stdout, 64<<10),
+		stderr: &phaseWriter{}, exited: make(chan struct{})}
+	cmd.Stderr = c.stderr
+	cmd.WaitDelay = time.Second
+	if err := cmd.Start(); err != nil {
+		return nil, err
+	}
+	s.mu.Lock()
+	s.starts++
+	s.mu.Unlock()
+	go func() {
+		c.err = cmd.Wait()
+		close(c.exited)
+	}()
+	return c, nil
+}
+
+// kill ends the child and waits for it.
+func (c *sandboxChild) kill() {
+	_ = c.stdin.Close() // an idle child ends by itself on EOF
+	_ = c.cmd.Process.Kill()
+	<-c.exited
+}
+
+// do sends req and reads the answer. An error means the child cannot be
+// used again; errStaleChild, that a reused child had ended before it
+// began the request.
+func (c *sandboxChild) do(ctx context.Context, req *sandboxRequest, specFile, max string, reused bool) (*sandboxResponse, error) {
+	c.stderr.begin(req.ID, specFile)
 	in, err := json.Marshal(req)
 	if err != nil {
 		return nil, fmt.Errorf("drivers: sandbox request: %w", err)
 	}
-	cmd := exec.CommandContext(ctx, s.Path, s.Args...)
-	cmd.Env = append(os.Environ(), sandboxEnv+"="+sandboxProtocol)
-	cmd.Stdin = bytes.NewReader(in)
-	var stdout bytes.Buffer
+	type result struct {
+		line     []byte
+		err      error
+		writeErr bool
+	}
+	answer := make(chan result, 1)
 	// The answer is bounded by the rendered-bytes limit (objects are
 	// re-encoded, so allow for the framing).
-	cmd.Stdout = &limitedWriter{w: &stdout, n: 2*l.RenderedBytes + 1<<20}
-	stderr := &phaseWriter{file: specFile}
-	cmd.Stderr = stderr
-	cmd.WaitDelay = time.Second
-	runErr := cmd.Run()
-	file := stderr.last()
-	if ctx.Err() != nil {
+	limit := 2*req.Limits.RenderedBytes + 1<<20
+	go func() {
+		if _, err := c.stdin.Write(append(in, '\n')); err != nil {
+			answer <- result{err: err, writeErr: true}
+			return
+		}
+		b, err := readLine(c.stdout, limit)
+		answer <- result{line: b, err: err}
+	}()
+	var got result
+	select {
+	case got = <-answer:
+	case <-ctx.Done():
+		_ = c.cmd.Process.Kill()
+		<-c.exited
+		<-answer
 		if errors.Is(ctx.Err(), context.DeadlineExceeded) {
-			return nil, &LimitError{Driver: req.Source, File: file, Limit: LimitTime, Max: max}
+			return nil, &LimitError{Driver: req.Source, File: c.stderr.last(), Limit: LimitTime, Max: max}
 		}
 		return nil, fmt.Errorf("driver %s: %w", req.Source, ctx.Err())
 	}
+	if got.err == nil {
+		var resp sandboxResponse
+		if err := json.Unmarshal(got.line, &resp); err != nil {
+			return nil, fmt.Errorf("driver %s: %s: unreadable evaluation result: %w", req.Source, c.stderr.last(), err)
+		}
+		return &resp, nil
+	}
+	if errors.Is(got.err, errAnswerTooLarge) {
+		return nil, fmt.Errorf("driver %s: %s: unreadable evaluation result: %w", req.Source, c.stderr.last(), got.err)
+	}
+	// No answer: the child died. Wait for it, and for its last words.
+	killed := false
+	select {
+	case <-c.exited:
+	case <-time.After(2 * time.Second):
+		_ = c.cmd.Process.Kill()
+		<-c.exited
+		killed = true
+	}
+	if reused && !c.stderr.started() {
+		return nil, errStaleChild
+	}
+	file := c.stderr.last()
 	var exit *exec.ExitError
-	if errors.As(runErr, &exit) && stdout.Len() == 0 {
+	if errors.As(c.err, &exit) && !killed && !c.stderr.outOfMemory() {
 		if ws, ok := exit.Sys().(syscall.WaitStatus); ok && ws.Signaled() && ws.Signal() == syscall.SIGKILL {
-			// Not killed by us (the deadline is handled above): the
-			// kernel's out-of-memory killer, which the child invites.
-			return nil, &LimitError{Driver: req.Source, File: file, Limit: LimitMemory, Max: sizeText(l.Memory),
+			// Not killed by us: the kernel's out-of-memory killer,
+			// which the child invites.
+			return nil, &LimitError{Driver: req.Source, File: file, Limit: LimitMemory, Max: sizeText(req.Limits.Memory),
 				Detail: "killed by the kernel, most likely out of memory in its container"}
 		}
 	}
-	var resp sandboxResponse
-	if err := json.Unmarshal(stdout.Bytes(), &resp); err != nil {
-		if stderr.outOfMemory() {
-			return nil, &LimitError{Driver: req.Source, File: file, Limit: LimitMemory, Max: sizeText(l.Memory)}
+	if c.stderr.outOfMemory() {
+		return nil, &LimitError{Driver: req.Source, File: file, Limit: LimitMemory, Max: sizeText(req.Limits.Memory)}
+	}
+	if got.writeErr && c.err == nil {
+		return nil, fmt.Errorf("driver %s: %s: sending the evaluation: %w", req.Source, file, got.err)
+	}
+	return nil, fmt.Errorf("driver %s: %s: evaluation failed: %v: %s", req.Source, file, c.err, c.stderr.tail())
+}
+
+// errAnswerTooLarge is an answer longer than the request's limit allows.
+var errAnswerTooLarge = errors.New("sandbox answer larger than its limit")
+
+// readLine reads one line of at most limit bytes.
+func readLine(r *bufio.Reader, limit int64) ([]byte, error) {
+	var b []byte
+	for {
+		frag, err := r.ReadSlice('\n')
+		if int64(len(b)+len(frag)) > limit {
+			return nil, errAnswerTooLarge
 		}
-		if runErr != nil {
-			return nil, fmt.Errorf("driver %s: %s: evaluation failed: %w: %s", req.Source, file, runErr, stderr.tail())
+		b = append(b, frag...)
+		switch {
+		case err == nil:
+			return b, nil
+		case errors.Is(err, bufio.ErrBufferFull):
+			continue
+		case errors.Is(err, io.EOF) && len(b) > 0:
+			return nil, io.ErrUnexpectedEOF
+		default:
+			return nil, err
 		}
-		return nil, fmt.Errorf("driver %s: %s: unreadable evaluation result: %w", req.Source, file, err)
 	}
-	if len(resp.Errors) > 0 {
-		return nil, fromWire(resp.Errors)
-	}
-	return &resp, nil
 }
 
-// limitedWriter fails writes past n bytes.
-type limitedWriter struct {
-	w io.Writer
-	n int64
-}
-
-func (w *limitedWriter) Write(p []byte) (int, error) {
-	if int64(len(p)) > w.n {
-		return 0, errors.New("sandbox answer larger than its limit")
-	}
-	w.n -= int64(len(p))
-	return w.w.Write(p)
-}
-
-// phaseWriter keeps the last phase line and the tail of the child's
-// stderr.
+// phaseWriter keeps, for the request in flight, the last file its phase
+// lines named and the tail of the child's other output.
 type phaseWriter struct {
-	mu   sync.Mutex
-	file string
-	buf  []byte
-	tl   []byte // the start of what is not a phase line
+	mu    sync.Mutex
+	id    string // the request in flight
+	file  string
+	begun bool   // the request's first phase line was seen
+	buf   []byte // an unfinished line
+	tl    []byte // the start of what is not a phase line
+}
+
+// begin starts a request: its file is specFile until a phase line names
+// another.
+func (w *phaseWriter) begin(id uint64, specFile string) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.id, w.file, w.begun, w.tl = strconv.FormatUint(id, 10), specFile, false, nil
 }
 
 func (w *phaseWriter) Write(p []byte) (int, error) {
@@ -249,8 +470,13 @@ func (w *phaseWriter) Write(p []byte) (int, error) {
 		}
 		line := string(w.buf[:i])
 		w.buf = w.buf[i+1:]
-		if f, ok := strings.CutPrefix(line, phasePrefix); ok {
-			w.file = f
+		if rest, ok := strings.CutPrefix(line, phasePrefix); ok {
+			if id, f, ok := strings.Cut(rest, "\t"); ok && id == w.id {
+				w.begun = true
+				if f != "" {
+					w.file = f
+				}
+			}
 			continue
 		}
 		w.keep(line + "\n")
@@ -276,6 +502,13 @@ func (w *phaseWriter) last() string {
 	return w.file
 }
 
+// started reports whether the child began the request in flight.
+func (w *phaseWriter) started() bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.begun
+}
+
 func (w *phaseWriter) tail() string {
 	w.mu.Lock()
 	defer w.mu.Unlock()
@@ -294,94 +527,4 @@ func (w *phaseWriter) outOfMemory() bool {
 	s := string(w.tl) + string(w.buf)
 	return strings.Contains(s, "out of memory") || strings.Contains(s, "cannot allocate memory") ||
 		strings.Contains(s, "stack exceeds")
-}
-
-// ServeSandbox reads one request from in, evaluates it and writes the
-// answer to out; it returns the exit code. Memory is watched from the
-// start: over the limit, the answer is a memory LimitError and the process
-// exits at once (nothing it could still do is worth the memory).
-func ServeSandbox(in io.Reader, out io.Writer, stderr io.Writer) int {
-	var req sandboxRequest
-	dec := json.NewDecoder(bufio.NewReader(in))
-	dec.UseNumber() // numbers stay what the parent had: int64 or float64
-	if err := dec.Decode(&req); err != nil {
-		fmt.Fprintf(stderr, "drivers: sandbox: bad request: %v\n", err)
-		return 2
-	}
-	l := req.Limits.WithDefaults()
-	var (
-		mu    sync.Mutex
-		phase = req.Source
-		done  bool
-	)
-	answer := func(resp *sandboxResponse) {
-		mu.Lock()
-		defer mu.Unlock()
-		if done {
-			return
-		}
-		done = true
-		_ = json.NewEncoder(out).Encode(resp)
-	}
-	setPhase := func(file string) {
-		mu.Lock()
-		phase = file
-		mu.Unlock()
-		fmt.Fprintf(stderr, "%s%s\n", phasePrefix, file)
-	}
-	// The garbage collector works harder near the limit, so only live
-	// data trips the watchdog; the rlimit stops what the watchdog is too
-	// slow to see (one huge allocation).
-	debug.SetMemoryLimit(l.Memory)
-	limitAddressSpace(l.Memory)
-	go watchMemory(l.Memory, func(heap uint64) {
-		mu.Lock()
-		file := phase
-		mu.Unlock()
-		answer(&sandboxResponse{Errors: toWire(&LimitError{Driver: req.Source, File: file, Limit: LimitMemory,
-			Max: sizeText(l.Memory), Detail: fmt.Sprintf("the evaluation reached %s", sizeText(int64(heap)&^(1<<20-1)))})})
-		os.Exit(3)
-	})
-	f := &folder{source: req.Source, files: req.Files}
-	for p := range req.Files {
-		f.paths = append(f.paths, p)
-	}
-	sort.Strings(f.paths)
-	opts := LoadOptions{Source: req.Source, KubeVersion: req.KubeVersion, APIVersions: req.APIVersions, Limits: l, phase: setPhase}
-	d, err := loadFolder(f, opts)
-	var resp sandboxResponse
-	switch {
-	case err != nil:
-	case req.Op == "load":
-		if sample, ok := d.SampleContext(); ok {
-			_, err = d.renderSample(sample)
-		}
-	case req.Op == "render" && req.Context != nil:
-		var m *Manifests
-		c := *req.Context
-		c.Parameters, _ = normalizeNumbers(c.Parameters).(map[string]any)
-		values, _ := normalizeNumbers(req.Values).(map[string]any)
-		if m, err = d.renderLocal(c, values); err == nil {
-			resp.Objects = m.Objects
-		}
-	default:
-		err = fmt.Errorf("drivers: sandbox: unknown operation %q", req.Op)
-	}
-	resp.Errors = toWire(err)
-	answer(&resp)
-	return 0
-}
-
-// watchMemory calls over when the Go heap exceeds limit. It polls: CUE
-// allocates in many small steps, so a few milliseconds see it well before
-// the address-space limit.
-func watchMemory(limit int64, over func(heap uint64)) {
-	sample := []metrics.Sample{{Name: "/memory/classes/heap/objects:bytes"}}
-	for range time.Tick(2 * time.Millisecond) {
-		metrics.Read(sample)
-		if v := sample[0].Value; v.Kind() == metrics.KindUint64 && v.Uint64() > uint64(limit) {
-			over(v.Uint64())
-			return
-		}
-	}
 }

@@ -239,6 +239,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
+	if dopts.Sandbox != nil {
+		defer dopts.Sandbox.Close()
+	}
 	cfg, err := restConfig(f.kubeconfig)
 	if err != nil {
 		return err

@@ -201,6 +201,13 @@ func newRootCmdWith(stdout, stderr io.Writer, terminal bool) *cobra.Command {
 		}
 		return g.drivers.prepare()
 	}
+	// The sandbox's idle children would end when this process does; a
+	// test runs many commands in one process.
+	root.PersistentPostRun = func(*cobra.Command, []string) {
+		if g.drivers.sandbox != nil {
+			g.drivers.sandbox.Close()
+		}
+	}
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError{err} })
 	root.AddCommand(
 		newDriversCmd(g, stdout),

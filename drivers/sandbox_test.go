@@ -1,0 +1,208 @@
+package drivers
+
+import (
+	"errors"
+	"os"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/styrmin/styrmin/internal/hostile"
+)
+
+// sandboxStarts is how many children sb has started.
+func sandboxStarts(sb *Sandbox) int {
+	sb.mu.Lock()
+	defer sb.mu.Unlock()
+	return sb.starts
+}
+
+// idlePIDs are the pids of sb's idle children.
+func idlePIDs(sb *Sandbox) []int {
+	sb.mu.Lock()
+	defer sb.mu.Unlock()
+	var pids []int
+	for _, c := range sb.idle {
+		pids = append(pids, c.cmd.Process.Pid)
+	}
+	return pids
+}
+
+// loadBoxed loads an example driver version through sb.
+func loadBoxed(t *testing.T, sb *Sandbox, dir string) (*Driver, Context, map[string]any) {
+	t.Helper()
+	local, err := Load(os.DirFS("../examples/drivers/"+dir), LoadOptions{Source: "examples/drivers/" + dir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	boxed, err := Load(os.DirFS("../examples/drivers/"+dir), LoadOptions{Source: "examples/drivers/" + dir, Limits: testLimits(), Sandbox: sb})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := exampleContext(local)
+	vals, err := local.Values(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return boxed, c, vals
+}
+
+// A child serves one evaluation after another: the load and many renders
+// of two driver versions start one process, which keeps both drivers.
+func TestSandboxChildServesManyEvaluations(t *testing.T) {
+	sb, err := SelfSandbox(1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sb.Close()
+	webapp, wc, wv := loadBoxed(t, sb, "webapp/1.1.0")
+	graphhub, gc, gv := loadBoxed(t, sb, "graphhub/2.0.0")
+	for i := range 10 {
+		wc.Deployment.Name = "web" + string(rune('a'+i))
+		if _, err := webapp.Render(wc, wv); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := graphhub.Render(gc, gv); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n := sandboxStarts(sb); n != 1 {
+		t.Errorf("2 loads and 20 renders started %d children, want 1", n)
+	}
+}
+
+// A child that hit a limit is never used again: the next driver, a good
+// one, renders in a new child, and the bad driver's error is its own.
+func TestSandboxChildOverALimitIsReplaced(t *testing.T) {
+	sb, err := SelfSandbox(1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sb.Close()
+	// Every evaluation under the same limits, so that the child a bad
+	// driver ran in is the one the good driver would reuse.
+	good, c, vals := loadBoxed(t, sb, "webapp/1.1.0")
+	for _, name := range []string{"cue-list-range-oom", "nested-until-template"} {
+		hc := hostileCase(t, name)
+		_, err := Load(mapFS(hc.Files("bad", "1.0.0")), LoadOptions{Source: "drivers/bad/1.0.0", Limits: testLimits(), Sandbox: sb})
+		var le *LimitError
+		if !errors.As(err, &le) {
+			t.Fatalf("%s: %v, want a limit error", name, err)
+		}
+		if _, err := good.Render(c, vals); err != nil {
+			t.Fatalf("after %s: the good driver: %v", name, err)
+		}
+	}
+	// The good load's child, lost to the first bad driver; the next,
+	// lost to the second; the one the last render ran in.
+	if n := sandboxStarts(sb); n != 3 {
+		t.Errorf("%d children started, want 3: a new one after each child lost to a limit", n)
+	}
+}
+
+// hostileCase is the hostile driver named name.
+func hostileCase(t *testing.T, name string) hostile.Case {
+	t.Helper()
+	for _, c := range hostile.Cases() {
+		if c.Name == name {
+			return c
+		}
+	}
+	t.Fatalf("no hostile case %s", name)
+	return hostile.Case{}
+}
+
+// An idle child that died (killed from outside, say) is noticed when it is
+// given the next request, which runs in a new child: the caller sees no
+// error.
+func TestSandboxReplacesAnIdleChildThatDied(t *testing.T) {
+	sb, err := SelfSandbox(1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sb.Close()
+	d, c, vals := loadBoxed(t, sb, "webapp/1.1.0")
+	pids := idlePIDs(sb)
+	if len(pids) != 1 {
+		t.Fatalf("idle children %v, want one", pids)
+	}
+	if err := syscall.Kill(pids[0], syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(100 * time.Millisecond)
+	if _, err := d.Render(c, vals); err != nil {
+		t.Fatalf("render after the idle child died: %v", err)
+	}
+	if n := sandboxStarts(sb); n != 2 {
+		t.Errorf("%d children started, want 2", n)
+	}
+}
+
+// A child idle for longer than the sandbox keeps children ends; Close
+// ends the others.
+func TestSandboxIdleChildrenEnd(t *testing.T) {
+	sb, err := SelfSandbox(2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sb.idleAfter = 200 * time.Millisecond
+	loadBoxed(t, sb, "webapp/1.1.0")
+	pids := idlePIDs(sb)
+	if len(pids) != 1 {
+		t.Fatalf("idle children %v, want one", pids)
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for processRuns(pids[0]) && time.Now().Before(deadline) {
+		time.Sleep(20 * time.Millisecond)
+	}
+	if processRuns(pids[0]) {
+		t.Errorf("child %d still runs after being idle for %s", pids[0], sb.idleAfter)
+	}
+
+	sb.idleAfter = time.Hour
+	loadBoxed(t, sb, "webapp/1.1.0")
+	pids = idlePIDs(sb)
+	sb.Close()
+	for _, pid := range pids {
+		if processRuns(pid) {
+			t.Errorf("child %d still runs after Close", pid)
+		}
+	}
+}
+
+// processRuns reports whether pid is a live process (not a zombie: the
+// sandbox waits for its children).
+func processRuns(pid int) bool {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return false
+	}
+	_, after, _ := strings.Cut(string(b), ") ")
+	return !strings.HasPrefix(after, "Z")
+}
+
+// The phase lines of an earlier request (late on the stderr pipe) do not
+// move the file a request in flight is reported at, and a request has
+// begun only once its own first line came.
+func TestPhaseWriterKeepsToTheRequestInFlight(t *testing.T) {
+	var w phaseWriter
+	w.begin(2, "d/driver.cue")
+	_, _ = w.Write([]byte(phasePrefix + "1\td/chart/templates/old.yaml\n"))
+	if w.last() != "d/driver.cue" || w.started() {
+		t.Fatalf("after an earlier request's line: file %q, started %v", w.last(), w.started())
+	}
+	_, _ = w.Write([]byte(phasePrefix + "2\t\n" + phasePrefix + "2\td/chart"))
+	if !w.started() || w.last() != "d/driver.cue" {
+		t.Fatalf("after the request's first line: file %q, started %v", w.last(), w.started())
+	}
+	_, _ = w.Write([]byte("\nfatal error: runtime: out of memory\n"))
+	if w.last() != "d/chart" || !w.outOfMemory() || w.tail() != "fatal error: runtime: out of memory" {
+		t.Fatalf("file %q, out of memory %v, tail %q", w.last(), w.outOfMemory(), w.tail())
+	}
+	w.begin(3, "e/driver.cue")
+	if w.outOfMemory() || w.last() != "e/driver.cue" {
+		t.Fatalf("a new request keeps the last one's output: %q at %q", w.tail(), w.last())
+	}
+}

@@ -1,0 +1,240 @@
+package drivers
+
+import (
+	"bufio"
+	"crypto/sha256"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"runtime/debug"
+	"runtime/metrics"
+	"sort"
+	"sync"
+	"time"
+)
+
+// childDrivers is how many loaded drivers a sandbox child keeps: a fan-out
+// renders many deployments of few driver versions.
+const childDrivers = 8
+
+// ServeSandbox serves the requests read from in, one at a time, writing
+// each answer to out; it returns the exit code when in ends. The first
+// request's limits are the process's: the parent starts a child per set of
+// limits. Memory is watched from the start: over the limit, the answer is
+// a memory LimitError and the process exits at once (nothing it could
+// still do is worth the memory).
+func ServeSandbox(in io.Reader, out io.Writer, stderr io.Writer) int {
+	dec := json.NewDecoder(bufio.NewReader(in))
+	dec.UseNumber() // numbers stay what the parent had: int64 or float64
+	s := &sandboxServer{out: out, stderr: stderr, drivers: map[[32]byte]*Driver{}}
+	for first := true; ; first = false {
+		var req sandboxRequest
+		if err := dec.Decode(&req); err != nil {
+			if errors.Is(err, io.EOF) {
+				return 0
+			}
+			fmt.Fprintf(stderr, "drivers: sandbox: bad request: %v\n", err)
+			return 2
+		}
+		if first {
+			s.limits = req.Limits.WithDefaults()
+			// The garbage collector works harder near the limit, so only
+			// live data trips the watchdog; the rlimit stops what the
+			// watchdog is too slow to see (one huge allocation).
+			debug.SetMemoryLimit(s.limits.Memory)
+			limitAddressSpace(s.limits.Memory)
+		}
+		if s.serve(&req) {
+			return 0
+		}
+	}
+}
+
+// sandboxServer is a child's state across requests.
+type sandboxServer struct {
+	out, stderr io.Writer
+	limits      Limits
+
+	mu       sync.Mutex
+	req      *sandboxRequest // in flight
+	phase    string          // the file it evaluates
+	answered bool
+
+	drivers map[[32]byte]*Driver // loaded, by driverKey
+	order   [][32]byte           // drivers' keys, the least recently used first
+}
+
+// serve answers req; it reports whether the child should end (its heap
+// grew past half the limit: a new child is cheaper than the risk of
+// failing the next driver for this one's garbage).
+func (s *sandboxServer) serve(req *sandboxRequest) bool {
+	s.mu.Lock()
+	s.req, s.phase, s.answered = req, req.Source, false
+	s.mu.Unlock()
+	s.setPhase("") // the request has begun
+	// Watched only while it runs: an idle child costs no CPU.
+	stop := make(chan struct{})
+	defer close(stop)
+	go watchMemory(s.limits.Memory, stop, s.overMemory)
+	var resp sandboxResponse
+	d, err := s.driver(req)
+	switch {
+	case err != nil:
+	case req.Op == "load":
+		if sample, ok := d.SampleContext(); ok {
+			_, err = d.renderSample(sample)
+		}
+	case req.Op == "render" && req.Context != nil:
+		var m *Manifests
+		c := *req.Context
+		c.Parameters, _ = normalizeNumbers(c.Parameters).(map[string]any)
+		values, _ := normalizeNumbers(req.Values).(map[string]any)
+		if m, err = d.renderLocal(c, values); err == nil {
+			resp.Objects = m.Objects
+		}
+	default:
+		err = fmt.Errorf("drivers: sandbox: unknown operation %q", req.Op)
+	}
+	resp.Errors = toWire(err)
+	resp.Retire = heapObjects() > uint64(s.limits.Memory)/2
+	s.answer(&resp)
+	s.mu.Lock()
+	s.req = nil
+	s.mu.Unlock()
+	return resp.Retire
+}
+
+// driver loads the request's driver, or returns the one loaded for an
+// earlier request of the same files and options. A driver that fails to
+// load is not kept.
+func (s *sandboxServer) driver(req *sandboxRequest) (*Driver, error) {
+	key := driverKey(req)
+	if d, ok := s.drivers[key]; ok {
+		s.touch(key)
+		return d, nil
+	}
+	f := &folder{source: req.Source, files: req.Files}
+	for p := range req.Files {
+		f.paths = append(f.paths, p)
+	}
+	sort.Strings(f.paths)
+	d, err := loadFolder(f, LoadOptions{Source: req.Source, KubeVersion: req.KubeVersion, APIVersions: req.APIVersions,
+		Limits: s.limits, phase: s.setPhase})
+	if err != nil {
+		return nil, err
+	}
+	if len(s.order) >= childDrivers {
+		delete(s.drivers, s.order[0])
+		s.order = s.order[1:]
+	}
+	s.drivers[key] = d
+	s.order = append(s.order, key)
+	return d, nil
+}
+
+// touch makes key the most recently used driver.
+func (s *sandboxServer) touch(key [32]byte) {
+	for i, k := range s.order {
+		if k == key {
+			s.order = append(append(s.order[:i:i], s.order[i+1:]...), key)
+			return
+		}
+	}
+}
+
+// driverKey identifies what a load depends on: the folder's files and the
+// options (the limits are the process's).
+func driverKey(req *sandboxRequest) [32]byte {
+	h := sha256.New()
+	field := func(s string) {
+		fmt.Fprintf(h, "%d:", len(s))
+		h.Write([]byte(s))
+	}
+	field(req.Source)
+	field(req.KubeVersion)
+	for _, v := range req.APIVersions {
+		field(v)
+	}
+	paths := make([]string, 0, len(req.Files))
+	for p := range req.Files {
+		paths = append(paths, p)
+	}
+	sort.Strings(paths)
+	for _, p := range paths {
+		field(p)
+		field(string(req.Files[p]))
+	}
+	var k [32]byte
+	h.Sum(k[:0])
+	return k
+}
+
+// setPhase records the file being evaluated and tells the parent ("" only
+// says the request has begun).
+func (s *sandboxServer) setPhase(file string) {
+	s.mu.Lock()
+	if file != "" {
+		s.phase = file
+	}
+	id := uint64(0)
+	if s.req != nil {
+		id = s.req.ID
+	}
+	s.mu.Unlock()
+	fmt.Fprintf(s.stderr, "%s%d\t%s\n", phasePrefix, id, file)
+}
+
+// answer writes the request's answer once.
+func (s *sandboxServer) answer(resp *sandboxResponse) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.answered {
+		return
+	}
+	s.answered = true
+	_ = json.NewEncoder(s.out).Encode(resp)
+}
+
+// overMemory answers the request in flight with the memory limit, and
+// ends the process.
+func (s *sandboxServer) overMemory(heap uint64) {
+	s.mu.Lock()
+	req, file := s.req, s.phase
+	s.mu.Unlock()
+	if req != nil {
+		s.answer(&sandboxResponse{Retire: true, Errors: toWire(&LimitError{Driver: req.Source, File: file, Limit: LimitMemory,
+			Max: sizeText(s.limits.Memory), Detail: fmt.Sprintf("the evaluation reached %s", sizeText(int64(heap)&^(1<<20-1)))})})
+	}
+	os.Exit(3)
+}
+
+// heapObjects is the Go heap in use, garbage not yet collected included.
+func heapObjects() uint64 {
+	sample := []metrics.Sample{{Name: "/memory/classes/heap/objects:bytes"}}
+	metrics.Read(sample)
+	if v := sample[0].Value; v.Kind() == metrics.KindUint64 {
+		return v.Uint64()
+	}
+	return 0
+}
+
+// watchMemory calls over when the Go heap exceeds limit, until stop is
+// closed. It polls: CUE allocates in many small steps, so a few
+// milliseconds see it well before the address-space limit.
+func watchMemory(limit int64, stop <-chan struct{}, over func(heap uint64)) {
+	tick := time.NewTicker(2 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		select {
+		case <-stop:
+			return
+		case <-tick.C:
+		}
+		if h := heapObjects(); h > uint64(limit) {
+			over(h)
+			return
+		}
+	}
+}
