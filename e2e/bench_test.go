@@ -833,8 +833,8 @@ func processCPU(b *testing.B) map[string]float64 {
 			continue
 		}
 		// With the children it has waited for (cutime, cstime): the
-		// agent renders each instance in a short-lived child process
-		// (the driver sandbox), gone before the phase ends.
+		// agent's driver sandbox children, live ones being counted as
+		// processes of their own.
 		var sum float64
 		for _, i := range []int{11, 12, 13, 14} {
 			v, _ := strconv.ParseFloat(f[i], 64)
@@ -922,22 +922,52 @@ func apiserverRequests(b *testing.B, cs *kubernetes.Clientset) map[string]float6
 	return counts
 }
 
-// childrenCPU is the CPU seconds of the children pid has waited for
-// (cutime and cstime in its /proc stat): the agent's driver sandboxes.
+// childrenCPU is the CPU seconds of pid's children, the agent's driver
+// sandboxes: those it has waited for (cutime and cstime in its /proc
+// stat) and those still running (a child serves many renders and ends
+// when idle). A child running at both readings counts what it used in
+// between; one that ended in between, what it used after the first.
 func childrenCPU(b *testing.B, pid int) float64 {
 	b.Helper()
-	raw, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	f := procStat(fmt.Sprintf("/proc/%d/stat", pid))
+	if len(f) < 15 {
+		b.Fatalf("/proc/%d/stat: %q", pid, f)
+	}
+	sum := statSeconds(f, 13, 14)
+	entries, err := os.ReadDir("/proc")
 	if err != nil {
 		b.Fatal(err)
 	}
-	rest := string(raw[strings.LastIndexByte(string(raw), ')')+1:])
-	f := strings.Fields(rest)
-	if len(f) < 15 {
-		b.Fatalf("/proc/%d/stat: %q", pid, raw)
+	parent := strconv.Itoa(pid)
+	for _, e := range entries {
+		if _, err := strconv.Atoi(e.Name()); err != nil {
+			continue
+		}
+		if c := procStat("/proc/" + e.Name() + "/stat"); len(c) > 12 && c[1] == parent {
+			sum += statSeconds(c, 11, 12)
+		}
 	}
-	cu, _ := strconv.ParseFloat(f[13], 64)
-	cs, _ := strconv.ParseFloat(f[14], 64)
-	return (cu + cs) / 100 // USER_HZ
+	return sum
+}
+
+// procStat returns the fields of a /proc stat file after the command's
+// name (the state first), nil if the process is gone.
+func procStat(path string) []string {
+	raw, err := os.ReadFile(path)
+	if err != nil {
+		return nil
+	}
+	return strings.Fields(string(raw[strings.LastIndexByte(string(raw), ')')+1:]))
+}
+
+// statSeconds sums the clock-tick fields at idx of a procStat, in seconds.
+func statSeconds(f []string, idx ...int) float64 {
+	var sum float64
+	for _, i := range idx {
+		v, _ := strconv.ParseFloat(f[i], 64)
+		sum += v
+	}
+	return sum / 100 // USER_HZ
 }
 
 // apiserverCPU reads the API server's process_cpu_seconds_total.
