@@ -111,8 +111,10 @@ func (d *Driver) renderContext(ctx context.Context, c Context, values map[string
 // RenderInProcess is RenderContext in this process even when the driver
 // loaded through a Sandbox: bounded in time and rendered bytes, not in
 // memory. A lock renders every deployment it resolves (the environment
-// policy is checked on what the agent will apply), and a child per
-// deployment costs more than the rest of the lock (14× at 200 deployments);
+// policy is checked on what the agent will apply), and a child process
+// per deployment cost more than the rest of the lock (14× at 200
+// deployments; a reused child still costs a round trip and the objects
+// encoded twice per render);
 // the sandboxed load already rendered the driver with its sample
 // parameters, as Values evaluates in this process too. The agent renders
 // what it applies through RenderContext.

@@ -1,7 +1,9 @@
 package drivers
 
 import (
+	"encoding/json"
 	"errors"
+	"maps"
 	"os"
 	"strconv"
 	"strings"
@@ -204,5 +206,38 @@ func TestPhaseWriterKeepsToTheRequestInFlight(t *testing.T) {
 	w.begin(3, "e/driver.cue")
 	if w.outOfMemory() || w.last() != "e/driver.cue" {
 		t.Fatalf("a new request keeps the last one's output: %q at %q", w.tail(), w.last())
+	}
+}
+
+// A child answers, and says it ends, once what it keeps live passes half
+// the memory limit; below that it keeps serving. Its drivers are kept by
+// their files: a second request for the same folder loads nothing.
+func TestSandboxServerRetiresPastHalfItsMemoryLimit(t *testing.T) {
+	files, err := readFolder(os.DirFS("../examples/drivers/webapp/1.1.0"), "examples/drivers/webapp/1.1.0", defaultMaxFileSize, defaultMaxTotalSize)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out, stderr strings.Builder
+	live := uint64(0)
+	s := &sandboxServer{out: &out, stderr: &stderr, drivers: map[[32]byte]*Driver{}, liveHeap: func() uint64 { return live },
+		limits: Limits{Memory: 100 << 20}.WithDefaults()}
+	req := &sandboxRequest{ID: 1, Op: "load", Source: "examples/drivers/webapp/1.1.0", Files: files.files, Limits: s.limits}
+	for i, c := range []struct {
+		live   uint64
+		retire bool
+	}{{10 << 20, false}, {50 << 20, false}, {51 << 20, true}} {
+		before := maps.Clone(s.drivers)
+		live = c.live
+		out.Reset()
+		if got := s.serve(req); got != c.retire {
+			t.Errorf("live heap %d MiB: serve says end %v, want %v", c.live>>20, got, c.retire)
+		}
+		var resp sandboxResponse
+		if err := json.Unmarshal([]byte(out.String()), &resp); err != nil || resp.Retire != c.retire || len(resp.Errors) > 0 {
+			t.Errorf("answer %d: %q (%v), want retire %v and no error", i, out.String(), err, c.retire)
+		}
+		if len(s.drivers) != 1 || i > 0 && !maps.Equal(before, s.drivers) {
+			t.Errorf("request %d: %d drivers kept, the same as before: %v; want the one loaded first", i, len(s.drivers), maps.Equal(before, s.drivers))
+		}
 	}
 }

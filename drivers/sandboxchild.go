@@ -28,7 +28,7 @@ const childDrivers = 8
 func ServeSandbox(in io.Reader, out io.Writer, stderr io.Writer) int {
 	dec := json.NewDecoder(bufio.NewReader(in))
 	dec.UseNumber() // numbers stay what the parent had: int64 or float64
-	s := &sandboxServer{out: out, stderr: stderr, drivers: map[[32]byte]*Driver{}}
+	s := &sandboxServer{out: out, stderr: stderr, drivers: map[[32]byte]*Driver{}, liveHeap: liveHeap}
 	for first := true; ; first = false {
 		var req sandboxRequest
 		if err := dec.Decode(&req); err != nil {
@@ -64,11 +64,13 @@ type sandboxServer struct {
 
 	drivers map[[32]byte]*Driver // loaded, by driverKey
 	order   [][32]byte           // drivers' keys, the least recently used first
+
+	liveHeap func() uint64 // liveHeap; tests set another
 }
 
-// serve answers req; it reports whether the child should end (its heap
-// grew past half the limit: a new child is cheaper than the risk of
-// failing the next driver for this one's garbage).
+// serve answers req; it reports whether the child should end (its live
+// heap grew past half the limit: a new child is cheaper than the risk of
+// failing the next driver for what this one left).
 func (s *sandboxServer) serve(req *sandboxRequest) bool {
 	s.mu.Lock()
 	s.req, s.phase, s.answered = req, req.Source, false
@@ -98,7 +100,7 @@ func (s *sandboxServer) serve(req *sandboxRequest) bool {
 		err = fmt.Errorf("drivers: sandbox: unknown operation %q", req.Op)
 	}
 	resp.Errors = toWire(err)
-	resp.Retire = heapObjects() > uint64(s.limits.Memory)/2
+	resp.Retire = s.liveHeap() > uint64(s.limits.Memory)/2
 	s.answer(&resp)
 	s.mu.Lock()
 	s.req = nil
@@ -211,8 +213,14 @@ func (s *sandboxServer) overMemory(heap uint64) {
 }
 
 // heapObjects is the Go heap in use, garbage not yet collected included.
-func heapObjects() uint64 {
-	sample := []metrics.Sample{{Name: "/memory/classes/heap/objects:bytes"}}
+func heapObjects() uint64 { return readUint64Metric("/memory/classes/heap/objects:bytes") }
+
+// liveHeap is the heap the last garbage collection found live: what the
+// child keeps, not the garbage an evaluation left.
+func liveHeap() uint64 { return readUint64Metric("/gc/heap/live:bytes") }
+
+func readUint64Metric(name string) uint64 {
+	sample := []metrics.Sample{{Name: name}}
 	metrics.Read(sample)
 	if v := sample[0].Value; v.Kind() == metrics.KindUint64 {
 		return v.Uint64()

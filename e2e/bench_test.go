@@ -205,10 +205,11 @@ func benchAgent(b *testing.B, n int) scalePoint {
 	// (VmHWM) also counts the pages of its 90 MB of code.
 	// The driver sandbox's children are processes of their own: in a
 	// container they count against the same limit.
-	var peakHeap, peakAnon, peakSandbox float64
+	var peakHeap, peakAnon, peakSandbox, peakSandboxAnon float64
 	sampleHeap := func() {
 		peakAnon = max(peakAnon, procStatusMiB(b, e.agent.Pid(), "RssAnon:"))
-		peakSandbox = max(peakSandbox, childrenRSSMiB(b, e.agent.Pid()))
+		peakSandbox = max(peakSandbox, childrenMiB(b, e.agent.Pid(), "VmRSS:"))
+		peakSandboxAnon = max(peakSandboxAnon, childrenMiB(b, e.agent.Pid(), "RssAnon:"))
 		h := scrape(b, "http://"+metricsAddr+"/metrics", "go_memstats_heap_inuse_bytes")
 		if h <= peakHeap {
 			return
@@ -319,6 +320,7 @@ func benchAgent(b *testing.B, n int) scalePoint {
 	b.ReportMetric(procStatusMiB(b, e.agent.Pid(), "VmHWM:"), "agent-peak-rss-MiB")
 	b.ReportMetric(peakAnon, "agent-peak-anon-rss-MiB")
 	b.ReportMetric(peakSandbox, "agent-sandbox-peak-rss-MiB")
+	b.ReportMetric(peakSandboxAnon, "agent-sandbox-peak-anon-rss-MiB")
 	b.ReportMetric(peakHeap/(1<<20), "agent-peak-heap-inuse-MiB")
 	b.ReportMetric(peakHeap/(1<<10)/float64(n), "agent-peak-heap-inuse-KiB/deploy")
 	point.peakRSS, point.peakHeap = procStatusMiB(b, e.agent.Pid(), "VmHWM:"), peakHeap/(1<<20)
@@ -967,8 +969,10 @@ func childPIDs(b *testing.B, pid int) []int {
 	return pids
 }
 
-// childrenRSSMiB is the resident memory of pid's children, together.
-func childrenRSSMiB(b *testing.B, pid int) float64 {
+// childrenMiB is a size from the /proc status of pid's children, summed
+// (VmRSS: resident; RssAnon: resident and not a file's, what a container
+// is charged for each, the binary's pages being shared with the agent).
+func childrenMiB(b *testing.B, pid int, field string) float64 {
 	b.Helper()
 	var sum float64
 	for _, c := range childPIDs(b, pid) {
@@ -977,7 +981,7 @@ func childrenRSSMiB(b *testing.B, pid int) float64 {
 			continue // ended
 		}
 		for _, line := range strings.Split(string(status), "\n") {
-			if v, ok := strings.CutPrefix(line, "VmRSS:"); ok {
+			if v, ok := strings.CutPrefix(line, field); ok {
 				kb, _ := strconv.ParseFloat(strings.TrimSuffix(strings.TrimSpace(v), " kB"), 64)
 				sum += kb / 1024
 			}

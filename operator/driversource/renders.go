@@ -15,9 +15,9 @@ const DefaultRenderCacheSize = 512
 // latest renders, by what they are made from (the driver's digest, the
 // context and the values). A change is rendered by its task (the policy
 // check before any step) and again by the StyrminDeployment controller
-// when it applies it, and a render runs in a child process (the driver
-// sandbox), of which only a few run at once: sharing the render halves
-// the children, which bounded how fast a fan-out's tasks started.
+// when it applies it, and a render runs in the driver sandbox, where only
+// a few run at once: sharing the render halves the sandbox's work, which
+// bounded how fast a fan-out's tasks started.
 // Manifests are shared: callers must not change them. Failures are not
 // kept. Bounded: a full cache drops an entry at random, so a
 // long-running agent does not grow with its history. Safe for concurrent
