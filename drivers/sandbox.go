@@ -61,6 +61,7 @@ type Sandbox struct {
 
 	mu     sync.Mutex
 	idle   []*sandboxChild // children waiting for a request, the most recent last
+	live   int             // children started and not yet ended
 	nextID uint64
 	starts int // children started, for tests
 }
@@ -89,16 +90,17 @@ func SelfSandbox(parallel int) (*Sandbox, error) {
 // main then calls ServeSandbox and exits with its code.
 func IsSandboxChild() bool { return os.Getenv(sandboxEnv) == sandboxProtocol }
 
-// Close ends the idle children; a child busy with an evaluation ends when
-// it is done. The Sandbox still works after Close, starting children as
-// needed.
+// Close ends the idle children; one busy with an evaluation goes back to
+// the pool when it is done, and ends after sandboxIdle. The Sandbox still
+// works after Close, starting children as needed.
 func (s *Sandbox) Close() {
 	s.mu.Lock()
 	idle := s.idle
 	s.idle = nil
 	s.mu.Unlock()
 	for _, c := range idle {
-		c.kill()
+		c.timer.Stop()
+		s.end(c)
 	}
 }
 
@@ -220,7 +222,7 @@ func (s *Sandbox) run(ctx context.Context, req *sandboxRequest, specFile string)
 		if err == nil && !resp.Retire {
 			s.release(c)
 		} else {
-			c.kill()
+			s.end(c)
 		}
 		if errors.Is(err, errStaleChild) && reused {
 			continue // another idle child, or a new one
@@ -236,7 +238,8 @@ func (s *Sandbox) run(ctx context.Context, req *sandboxRequest, specFile string)
 }
 
 // child returns an idle child started with limits l (reused), or a new
-// one.
+// one. Children are at most as many as evaluations may run at once, idle
+// ones included: when none fits l, the longest idle makes room.
 func (s *Sandbox) child(l Limits) (*sandboxChild, bool, error) {
 	s.mu.Lock()
 	for i := len(s.idle) - 1; i >= 0; i-- {
@@ -249,23 +252,49 @@ func (s *Sandbox) child(l Limits) (*sandboxChild, bool, error) {
 		c.timer.Stop()
 		return c, true, nil
 	}
+	var evict *sandboxChild
+	if s.live >= s.maxChildren() && len(s.idle) > 0 {
+		evict = s.idle[0]
+		s.idle = s.idle[1:]
+	}
+	s.live++
 	s.mu.Unlock()
+	if evict != nil {
+		evict.timer.Stop()
+		s.end(evict)
+	}
 	c, err := s.start(l)
+	if err != nil {
+		s.mu.Lock()
+		s.live--
+		s.mu.Unlock()
+	}
 	return c, false, err
 }
 
-// release makes c idle, ending it after sandboxIdle without a request, or
-// at once when there are already as many idle children as evaluations may
-// run at once.
-func (s *Sandbox) release(c *sandboxChild) {
-	keep := runtime.GOMAXPROCS(0)
+// maxChildren bounds the children: the slots, or (unbounded) one a core.
+func (s *Sandbox) maxChildren() int {
 	if s.slots != nil {
-		keep = cap(s.slots)
+		return cap(s.slots)
 	}
+	return runtime.GOMAXPROCS(0)
+}
+
+// end kills c, which is no longer counted.
+func (s *Sandbox) end(c *sandboxChild) {
+	c.kill()
 	s.mu.Lock()
-	if len(s.idle) >= keep {
+	s.live--
+	s.mu.Unlock()
+}
+
+// release makes c idle, ending it after sandboxIdle without a request, or
+// at once when there are more children than evaluations may run at once.
+func (s *Sandbox) release(c *sandboxChild) {
+	s.mu.Lock()
+	if s.live > s.maxChildren() {
 		s.mu.Unlock()
-		c.kill()
+		s.end(c)
 		return
 	}
 	after := sandboxIdle
@@ -279,7 +308,7 @@ func (s *Sandbox) release(c *sandboxChild) {
 			if o == c {
 				s.idle = append(s.idle[:i], s.idle[i+1:]...)
 				s.mu.Unlock()
-				c.kill()
+				s.end(c)
 				return
 			}
 		}
@@ -294,6 +323,7 @@ type sandboxChild struct {
 	limits Limits
 	cmd    *exec.Cmd
 	stdin  io.WriteCloser
+	out    *os.File // the read end of its stdout
 	stdout *bufio.Reader
 	stderr *phaseWriter
 	exited chan struct{} // closed when the process has been waited for
@@ -308,15 +338,23 @@ func (s *Sandbox) start(l Limits) (*sandboxChild, error) {
 	if err != nil {
 		return nil, err
 	}
-	stdout, err := cmd.StdoutPipe()
+	// A pipe of our own rather than StdoutPipe: Wait closes that one when
+	// the process exits, and a child that answers and then exits (it
+	// retires, or its watchdog answered) would lose an answer not read yet.
+	// Ours is read to its end and closed by kill.
+	r, w, err := os.Pipe()
 	if err != nil {
 		return nil, err
 	}
-	c := &sandboxChild{limits: l, cmd: cmd, stdin: stdin, stdout: bufio.NewReaderSize(stdout, 64<<10),
+	cmd.Stdout = w
+	c := &sandboxChild{limits: l, cmd: cmd, stdin: stdin, out: r, stdout: bufio.NewReaderSize(r, 64<<10),
 		stderr: &phaseWriter{}, exited: make(chan struct{})}
 	cmd.Stderr = c.stderr
 	cmd.WaitDelay = time.Second
-	if err := cmd.Start(); err != nil {
+	err = cmd.Start()
+	_ = w.Close() // the child's now
+	if err != nil {
+		_ = r.Close()
 		return nil, err
 	}
 	s.mu.Lock()
@@ -329,11 +367,13 @@ func (s *Sandbox) start(l Limits) (*sandboxChild, error) {
 	return c, nil
 }
 
-// kill ends the child and waits for it.
+// kill ends the child and waits for it. Not while a request is being
+// read (do has its answer, or gave up on it).
 func (c *sandboxChild) kill() {
 	_ = c.stdin.Close() // an idle child ends by itself on EOF
 	_ = c.cmd.Process.Kill()
 	<-c.exited
+	_ = c.out.Close()
 }
 
 // do sends req and reads the answer. An error means the child cannot be

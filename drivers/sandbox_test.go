@@ -90,11 +90,15 @@ func TestSandboxChildOverALimitIsReplaced(t *testing.T) {
 		hc := hostileCase(t, name)
 		_, err := Load(mapFS(hc.Files("bad", "1.0.0")), LoadOptions{Source: "drivers/bad/1.0.0", Limits: testLimits(), Sandbox: sb})
 		var le *LimitError
-		if !errors.As(err, &le) {
-			t.Fatalf("%s: %v, want a limit error", name, err)
+		if !errors.As(err, &le) || le.Driver != "drivers/bad/1.0.0" || (le.Limit != LimitMemory && le.Limit != LimitTime) {
+			t.Fatalf("%s: %v, want the bad driver's memory or time limit", name, err)
 		}
+		pids := idlePIDs(sb)
 		if _, err := good.Render(c, vals); err != nil {
 			t.Fatalf("after %s: the good driver: %v", name, err)
+		}
+		if len(pids) != 0 {
+			t.Errorf("after %s: idle children %v, want none: the bad driver's child is never given back", name, pids)
 		}
 	}
 	// The good load's child, lost to the first bad driver; the next,
@@ -209,28 +213,28 @@ func TestPhaseWriterKeepsToTheRequestInFlight(t *testing.T) {
 	}
 }
 
-// A child answers, and says it ends, once what it keeps live passes half
-// the memory limit; below that it keeps serving. Its drivers are kept by
-// their files: a second request for the same folder loads nothing.
-func TestSandboxServerRetiresPastHalfItsMemoryLimit(t *testing.T) {
+// A child answers, and says it ends, once what it keeps passes a quarter
+// of the memory limit; below that it keeps serving. Its drivers are kept
+// by their files: a second request for the same folder loads nothing.
+func TestSandboxServerRetiresPastAQuarterOfItsMemoryLimit(t *testing.T) {
 	files, err := readFolder(os.DirFS("../examples/drivers/webapp/1.1.0"), "examples/drivers/webapp/1.1.0", defaultMaxFileSize, defaultMaxTotalSize)
 	if err != nil {
 		t.Fatal(err)
 	}
 	var out, stderr strings.Builder
-	live := uint64(0)
-	s := &sandboxServer{out: &out, stderr: &stderr, drivers: map[[32]byte]*Driver{}, liveHeap: func() uint64 { return live },
-		limits: Limits{Memory: 100 << 20}.WithDefaults()}
+	kept := uint64(0)
+	s := &sandboxServer{out: &out, stderr: &stderr, drivers: map[[32]byte]*Driver{}, kept: func(uint64) uint64 { return kept },
+		limits: Limits{Memory: 4 << 30}.WithDefaults()}
 	req := &sandboxRequest{ID: 1, Op: "load", Source: "examples/drivers/webapp/1.1.0", Files: files.files, Limits: s.limits}
 	for i, c := range []struct {
-		live   uint64
+		kept   uint64
 		retire bool
-	}{{10 << 20, false}, {50 << 20, false}, {51 << 20, true}} {
+	}{{10 << 20, false}, {1 << 30, false}, {1<<30 + 1, true}} {
 		before := maps.Clone(s.drivers)
-		live = c.live
+		kept = c.kept
 		out.Reset()
 		if got := s.serve(req); got != c.retire {
-			t.Errorf("live heap %d MiB: serve says end %v, want %v", c.live>>20, got, c.retire)
+			t.Errorf("%d MiB kept: serve says end %v, want %v", c.kept>>20, got, c.retire)
 		}
 		var resp sandboxResponse
 		if err := json.Unmarshal([]byte(out.String()), &resp); err != nil || resp.Retire != c.retire || len(resp.Errors) > 0 {
@@ -239,5 +243,42 @@ func TestSandboxServerRetiresPastHalfItsMemoryLimit(t *testing.T) {
 		if len(s.drivers) != 1 || i > 0 && !maps.Equal(before, s.drivers) {
 			t.Errorf("request %d: %d drivers kept, the same as before: %v; want the one loaded first", i, len(s.drivers), maps.Equal(before, s.drivers))
 		}
+	}
+}
+
+// A child that retires answers and then exits at once: its answer still
+// arrives whole (it is read from a pipe the parent owns, not one closed
+// when the child is waited for), render after render.
+func TestSandboxReadsTheAnswerOfAChildThatRetires(t *testing.T) {
+	sb, err := SelfSandbox(1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sb.Close()
+	dir := "webapp/1.1.0"
+	local, err := Load(os.DirFS("../examples/drivers/"+dir), LoadOptions{Source: "examples/drivers/" + dir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A limit so small that what a child keeps after one evaluation is
+	// over its quarter: every child retires after its first answer.
+	l := Limits{Memory: 8 << 20}.WithDefaults()
+	boxed, err := Load(os.DirFS("../examples/drivers/"+dir), LoadOptions{Source: "examples/drivers/" + dir, Limits: l, Sandbox: sb})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := exampleContext(local)
+	vals, err := local.Values(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const renders = 20
+	for i := range renders {
+		if _, err := boxed.Render(c, vals); err != nil {
+			t.Fatalf("render %d: %v", i, err)
+		}
+	}
+	if n := sandboxStarts(sb); n != renders+1 {
+		t.Errorf("%d children for a load and %d renders, want %d: one each, every child retiring", n, renders, renders+1)
 	}
 }

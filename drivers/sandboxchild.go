@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"runtime"
 	"runtime/debug"
 	"runtime/metrics"
 	"sort"
@@ -28,7 +29,7 @@ const childDrivers = 8
 func ServeSandbox(in io.Reader, out io.Writer, stderr io.Writer) int {
 	dec := json.NewDecoder(bufio.NewReader(in))
 	dec.UseNumber() // numbers stay what the parent had: int64 or float64
-	s := &sandboxServer{out: out, stderr: stderr, drivers: map[[32]byte]*Driver{}, liveHeap: liveHeap}
+	s := &sandboxServer{out: out, stderr: stderr, drivers: map[[32]byte]*Driver{}, kept: keptHeap}
 	for first := true; ; first = false {
 		var req sandboxRequest
 		if err := dec.Decode(&req); err != nil {
@@ -40,10 +41,11 @@ func ServeSandbox(in io.Reader, out io.Writer, stderr io.Writer) int {
 		}
 		if first {
 			s.limits = req.Limits.WithDefaults()
-			// The garbage collector works harder near the limit, so only
-			// live data trips the watchdog; the rlimit stops what the
-			// watchdog is too slow to see (one huge allocation).
-			debug.SetMemoryLimit(s.limits.Memory)
+			// The garbage collector works harder near the limit (each
+			// evaluation's, above what the child keeps), so only live
+			// data trips the watchdog; the rlimit stops what the watchdog
+			// is too slow to see (one huge allocation).
+			debug.SetMemoryLimit(s.limits.Memory + s.limits.Memory/keptShare)
 			limitAddressSpace(s.limits.Memory)
 		}
 		if s.serve(&req) {
@@ -65,21 +67,41 @@ type sandboxServer struct {
 	drivers map[[32]byte]*Driver // loaded, by driverKey
 	order   [][32]byte           // drivers' keys, the least recently used first
 
-	liveHeap func() uint64 // liveHeap; tests set another
+	kept func(limit uint64) uint64 // keptHeap; tests set another
 }
 
-// serve answers req; it reports whether the child should end (its live
-// heap grew past half the limit: a new child is cheaper than the risk of
-// failing the next driver for what this one left).
+// keptShare: a child keeps at most 1/keptShare of the memory limit
+// between evaluations (its drivers, their caches); past it, it retires.
+// An evaluation may use the whole limit above what was kept.
+const keptShare = 4
+
+// keptHeap is what the child holds between evaluations: the heap in use
+// when it is small, else the heap a collection finds live (a collection
+// only then: it costs more than a small render).
+func keptHeap(limit uint64) uint64 {
+	h := heapObjects()
+	if h <= limit/keptShare {
+		return h
+	}
+	runtime.GC()
+	return liveHeap()
+}
+
+// serve answers req; it reports whether the child should end (what it
+// keeps grew past its share of the limit: a new child is cheaper than
+// holding memory the next evaluation is owed).
 func (s *sandboxServer) serve(req *sandboxRequest) bool {
 	s.mu.Lock()
 	s.req, s.phase, s.answered = req, req.Source, false
 	s.mu.Unlock()
 	s.setPhase("") // the request has begun
-	// Watched only while it runs: an idle child costs no CPU.
+	// Watched only while it runs (an idle child costs no CPU), against
+	// the limit above what the child held when it began: what an earlier
+	// driver left never counts against this one.
+	base := heapObjects()
 	stop := make(chan struct{})
 	defer close(stop)
-	go watchMemory(s.limits.Memory, stop, s.overMemory)
+	go watchMemory(uint64(s.limits.Memory)+base, stop, func(heap uint64) { s.overMemory(req, heap-base) })
 	var resp sandboxResponse
 	d, err := s.driver(req)
 	switch {
@@ -100,7 +122,7 @@ func (s *sandboxServer) serve(req *sandboxRequest) bool {
 		err = fmt.Errorf("drivers: sandbox: unknown operation %q", req.Op)
 	}
 	resp.Errors = toWire(err)
-	resp.Retire = s.liveHeap() > uint64(s.limits.Memory)/2
+	resp.Retire = s.kept(uint64(s.limits.Memory)) > uint64(s.limits.Memory)/keptShare
 	s.answer(&resp)
 	s.mu.Lock()
 	s.req = nil
@@ -156,6 +178,7 @@ func driverKey(req *sandboxRequest) [32]byte {
 	}
 	field(req.Source)
 	field(req.KubeVersion)
+	fmt.Fprintf(h, "%d:", len(req.APIVersions))
 	for _, v := range req.APIVersions {
 		field(v)
 	}
@@ -199,16 +222,18 @@ func (s *sandboxServer) answer(resp *sandboxResponse) {
 	_ = json.NewEncoder(s.out).Encode(resp)
 }
 
-// overMemory answers the request in flight with the memory limit, and
-// ends the process.
-func (s *sandboxServer) overMemory(heap uint64) {
+// overMemory answers req with the memory limit, heap being what it used,
+// and ends the process; unless req is no longer in flight (its watchdog
+// saw the heap after it was answered).
+func (s *sandboxServer) overMemory(req *sandboxRequest, heap uint64) {
 	s.mu.Lock()
-	req, file := s.req, s.phase
-	s.mu.Unlock()
-	if req != nil {
-		s.answer(&sandboxResponse{Retire: true, Errors: toWire(&LimitError{Driver: req.Source, File: file, Limit: LimitMemory,
-			Max: sizeText(s.limits.Memory), Detail: fmt.Sprintf("the evaluation reached %s", sizeText(int64(heap)&^(1<<20-1)))})})
+	defer s.mu.Unlock()
+	if s.req != req || s.answered {
+		return
 	}
+	s.answered = true
+	_ = json.NewEncoder(s.out).Encode(&sandboxResponse{Retire: true, Errors: toWire(&LimitError{Driver: req.Source, File: s.phase,
+		Limit: LimitMemory, Max: sizeText(s.limits.Memory), Detail: fmt.Sprintf("the evaluation reached %s", sizeText(int64(heap)&^(1<<20-1)))})})
 	os.Exit(3)
 }
 
@@ -231,7 +256,7 @@ func readUint64Metric(name string) uint64 {
 // watchMemory calls over when the Go heap exceeds limit, until stop is
 // closed. It polls: CUE allocates in many small steps, so a few
 // milliseconds see it well before the address-space limit.
-func watchMemory(limit int64, stop <-chan struct{}, over func(heap uint64)) {
+func watchMemory(limit uint64, stop <-chan struct{}, over func(heap uint64)) {
 	tick := time.NewTicker(2 * time.Millisecond)
 	defer tick.Stop()
 	for {
@@ -240,7 +265,7 @@ func watchMemory(limit int64, stop <-chan struct{}, over func(heap uint64)) {
 			return
 		case <-tick.C:
 		}
-		if h := heapObjects(); h > uint64(limit) {
+		if h := heapObjects(); h > limit {
 			over(h)
 			return
 		}
