@@ -560,11 +560,12 @@ func (w *phaseWriter) tail() string {
 }
 
 // outOfMemory reports the Go runtime's fatal error when the address-space
-// limit stops an allocation.
+// limit stops an allocation (in a binary built with -race, the race
+// detector's own).
 func (w *phaseWriter) outOfMemory() bool {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	s := string(w.tl) + string(w.buf)
 	return strings.Contains(s, "out of memory") || strings.Contains(s, "cannot allocate memory") ||
-		strings.Contains(s, "stack exceeds")
+		strings.Contains(s, "stack exceeds") || strings.Contains(s, "ThreadSanitizer failed to allocate")
 }
