@@ -32,14 +32,34 @@ func idlePIDs(sb *Sandbox) []int {
 	return pids
 }
 
-// loadBoxed loads an example driver version through sb.
+// newSandbox is a Sandbox of this test binary, its idle children ended
+// with the test.
+func newSandbox(t *testing.T, parallel int) *Sandbox {
+	t.Helper()
+	sb, err := SelfSandbox(parallel)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(sb.Close)
+	return sb
+}
+
+// loadBoxed loads an example driver version through sb under the test
+// limits.
 func loadBoxed(t *testing.T, sb *Sandbox, dir string) (*Driver, Context, map[string]any) {
+	t.Helper()
+	return loadBoxedWithin(t, sb, dir, testLimits())
+}
+
+// loadBoxedWithin loads an example driver version through sb under l, and
+// gives a context and values to render it with.
+func loadBoxedWithin(t *testing.T, sb *Sandbox, dir string, l Limits) (*Driver, Context, map[string]any) {
 	t.Helper()
 	local, err := Load(os.DirFS("../examples/drivers/"+dir), LoadOptions{Source: "examples/drivers/" + dir})
 	if err != nil {
 		t.Fatal(err)
 	}
-	boxed, err := Load(os.DirFS("../examples/drivers/"+dir), LoadOptions{Source: "examples/drivers/" + dir, Limits: testLimits(), Sandbox: sb})
+	boxed, err := Load(os.DirFS("../examples/drivers/"+dir), LoadOptions{Source: "examples/drivers/" + dir, Limits: l, Sandbox: sb})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -54,11 +74,7 @@ func loadBoxed(t *testing.T, sb *Sandbox, dir string) (*Driver, Context, map[str
 // A child serves one evaluation after another: the load and many renders
 // of two driver versions start one process, which keeps both drivers.
 func TestSandboxChildServesManyEvaluations(t *testing.T) {
-	sb, err := SelfSandbox(1)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer sb.Close()
+	sb := newSandbox(t, 1)
 	webapp, wc, wv := loadBoxed(t, sb, "webapp/1.1.0")
 	graphhub, gc, gv := loadBoxed(t, sb, "graphhub/2.0.0")
 	for i := range 10 {
@@ -78,11 +94,7 @@ func TestSandboxChildServesManyEvaluations(t *testing.T) {
 // A child that hit a limit is never used again: the next driver, a good
 // one, renders in a new child, and the bad driver's error is its own.
 func TestSandboxChildOverALimitIsReplaced(t *testing.T) {
-	sb, err := SelfSandbox(1)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer sb.Close()
+	sb := newSandbox(t, 1)
 	// Every evaluation under the same limits, so that the child a bad
 	// driver ran in is the one the good driver would reuse.
 	good, c, vals := loadBoxed(t, sb, "webapp/1.1.0")
@@ -124,11 +136,7 @@ func hostileCase(t *testing.T, name string) hostile.Case {
 // given the next request, which runs in a new child: the caller sees no
 // error.
 func TestSandboxReplacesAnIdleChildThatDied(t *testing.T) {
-	sb, err := SelfSandbox(1)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer sb.Close()
+	sb := newSandbox(t, 1)
 	d, c, vals := loadBoxed(t, sb, "webapp/1.1.0")
 	pids := idlePIDs(sb)
 	if len(pids) != 1 {
@@ -250,28 +258,10 @@ func TestSandboxServerRetiresPastAQuarterOfItsMemoryLimit(t *testing.T) {
 // arrives whole (it is read from a pipe the parent owns, not one closed
 // when the child is waited for), render after render.
 func TestSandboxReadsTheAnswerOfAChildThatRetires(t *testing.T) {
-	sb, err := SelfSandbox(1)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer sb.Close()
-	dir := "webapp/1.1.0"
-	local, err := Load(os.DirFS("../examples/drivers/"+dir), LoadOptions{Source: "examples/drivers/" + dir})
-	if err != nil {
-		t.Fatal(err)
-	}
+	sb := newSandbox(t, 1)
 	// A limit so small that what a child keeps after one evaluation is
 	// over its quarter: every child retires after its first answer.
-	l := Limits{Memory: 8 << 20}.WithDefaults()
-	boxed, err := Load(os.DirFS("../examples/drivers/"+dir), LoadOptions{Source: "examples/drivers/" + dir, Limits: l, Sandbox: sb})
-	if err != nil {
-		t.Fatal(err)
-	}
-	c := exampleContext(local)
-	vals, err := local.Values(c)
-	if err != nil {
-		t.Fatal(err)
-	}
+	boxed, c, vals := loadBoxedWithin(t, sb, "webapp/1.1.0", Limits{Memory: 8 << 20}.WithDefaults())
 	const renders = 20
 	for i := range renders {
 		if _, err := boxed.Render(c, vals); err != nil {
