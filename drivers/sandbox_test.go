@@ -272,3 +272,28 @@ func TestSandboxReadsTheAnswerOfAChildThatRetires(t *testing.T) {
 		t.Errorf("%d children for a load and %d renders, want %d: one each, every child retiring", n, renders, renders+1)
 	}
 }
+
+// Children, idle ones included, are never more than the evaluations that
+// may run at once: an evaluation under other limits than the idle child's
+// ends that child before it starts its own.
+func TestSandboxChildrenStayWithinTheSlots(t *testing.T) {
+	sb := newSandbox(t, 1)
+	loadBoxed(t, sb, "webapp/1.1.0")
+	first := idlePIDs(sb)
+	if len(first) != 1 {
+		t.Fatalf("idle children %v, want one", first)
+	}
+	other := testLimits()
+	other.Memory *= 2
+	loadBoxedWithin(t, sb, "webapp/1.1.0", other)
+	now := idlePIDs(sb)
+	if len(now) != 1 || now[0] == first[0] {
+		t.Errorf("idle children %v after an evaluation under other limits, want one other than %d", now, first[0])
+	}
+	if processRuns(first[0]) {
+		t.Errorf("child %d, idle under the first limits, still runs beside the new one: 2 children for 1 slot", first[0])
+	}
+	if n := sandboxStarts(sb); n != 2 {
+		t.Errorf("%d children started, want 2", n)
+	}
+}
