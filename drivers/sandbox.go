@@ -86,6 +86,14 @@ func SelfSandbox(parallel int) (*Sandbox, error) {
 	return NewSandbox(exe, nil, parallel), nil
 }
 
+// Requests is how many evaluations (loads and renders) the Sandbox has
+// sent to its children so far, a retry on a new child included.
+func (s *Sandbox) Requests() uint64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.nextID
+}
+
 // IsSandboxChild reports whether this process was started by a Sandbox;
 // main then calls ServeSandbox and exits with its code.
 func IsSandboxChild() bool { return os.Getenv(sandboxEnv) == sandboxProtocol }

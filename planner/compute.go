@@ -91,6 +91,15 @@ type Options struct {
 	// drivers.Sandbox). ComputeTrees loads both sides' drivers with them.
 	DriverLimits drivers.Limits
 	Sandbox      *drivers.Sandbox
+	// RenderInProcess renders the manifests of both sides in this process
+	// (bounded in time and rendered bytes, not in memory) even when the
+	// drivers load through Sandbox, as the lock's policy render does: the
+	// sandboxed load rendered each chart with its sample parameters within
+	// every limit, and the head's instances were rendered in-process by
+	// the resolver's policy check already. A child per render cost a CLI
+	// plan of 1,000 deployments 0.6 s of its 1.7. The agent leaves it
+	// off: everything it runs is sandboxed.
+	RenderInProcess bool
 	// Progress, when set, is told how far the plan is: stage "resolve"
 	// (deployments resolved, ComputeTrees) and stage "render" (changed
 	// deployments rendered and compared), done out of total; it is called

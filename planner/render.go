@@ -2,6 +2,7 @@ package planner
 
 import (
 	"bytes"
+	"context"
 	_ "embed"
 	"encoding/json"
 	"fmt"
@@ -494,15 +495,21 @@ func planOne(in Input, opts Options, c resolver.LockChange) (*Deployment, error)
 		d.Manifests.Error = strings.Join(missing, "; ")
 		return d, nil
 	}
+	render := (*drivers.Driver).Render
+	if opts.RenderInProcess {
+		render = func(d *drivers.Driver, c drivers.Context, values map[string]any) (*drivers.Manifests, error) {
+			return d.RenderInProcess(context.Background(), c, values)
+		}
+	}
 	var oldM, newM *drivers.Manifests
 	if prev != nil {
-		if oldM, err = oldDrv.Render(oldSide.ctx, oldSide.values); err != nil {
+		if oldM, err = render(oldDrv, oldSide.ctx, oldSide.values); err != nil {
 			d.Manifests.Error = "rendering the locked instance: " + err.Error()
 			return d, nil
 		}
 	}
 	if next != nil {
-		if newM, err = newDrv.Render(newSide.ctx, newSide.values); err != nil {
+		if newM, err = render(newDrv, newSide.ctx, newSide.values); err != nil {
 			d.Manifests.Error = "rendering the new instance: " + err.Error()
 			return d, nil
 		}

@@ -175,6 +175,9 @@ func computePlan(g *globalOptions, f *planFlags, only map[resolver.ID]bool, prog
 		opts.Progress = prog.planned
 	}
 	opts.DriverLimits, opts.Sandbox = g.driverOptions()
+	// Loads stay sandboxed; the renders of a plan are per deployment, like
+	// the lock's policy render (see planner.Options.RenderInProcess).
+	opts.RenderInProcess = true
 	if f.deletionThreshold >= 0 {
 		opts.DeletionThreshold = &f.deletionThreshold
 	}

@@ -1,0 +1,199 @@
+package e2e
+
+import (
+	"fmt"
+	"io/fs"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/styrmin/styrmin/examples"
+)
+
+const (
+	cliBenchEnvs   = 20
+	cliBenchPerEnv = 50
+)
+
+// BenchmarkCLIFanOut1000 runs the built styrminctl, as a user or a CI job
+// runs it, on a git checkout of 1,000 deployments (20 environments of 50,
+// two in three webapp, one in three graphhub) whose head commit changes
+// the cluster's domain: a fan-out to every deployment. It times whole
+// processes: start, reading git, loading and resolving both sides,
+// rendering, diffing and printing (plan), or writing the 1,000 lockfiles
+// (lock), with the command's own settings (its GC target included).
+//
+//   - plan: `styrminctl plan --color never`, its output read to the end;
+//   - lock: `styrminctl lock`, the lockfiles written into the working
+//     tree (put back between runs, untimed);
+//   - lock-commit: `styrminctl lock --commit --squash`, the same as one
+//     commit (the branch put back between runs, untimed).
+//
+// Besides ns/op it reports ms/op, the command's CPU seconds (user and
+// system, both cores, its sandbox children included: wait4's usage) and
+// its peak resident memory. -benchmem's figures are the benchmark's own,
+// not the command's: the library benchmarks (planner's
+// BenchmarkPlanClusterFanOut1000, resolver's BenchmarkLockChain) give
+// the allocations.
+func BenchmarkCLIFanOut1000(b *testing.B) {
+	ctl, _ := buildBinaries(b)
+	dir := fanOutCheckout(b, ctl, cliBenchEnvs, cliBenchPerEnv)
+	n := cliBenchEnvs * cliBenchPerEnv
+
+	b.Run("plan", func(b *testing.B) {
+		var u cliUsage
+		for b.Loop() {
+			out := u.run(b, dir, ctl, "--repo", dir, "plan", "--color", "never")
+			if got := strings.Count(out, "\n~ "); got != n && !strings.Contains(out, fmt.Sprintf("%d to change", n)) {
+				b.Fatalf("plan does not change %d deployments:\n%s", n, tail(out, 2000))
+			}
+		}
+		u.report(b)
+	})
+
+	b.Run("lock", func(b *testing.B) {
+		var u cliUsage
+		for b.Loop() {
+			out := u.run(b, dir, ctl, "--repo", dir, "lock")
+			if got := strings.Count(out, "\nlocked ") + strings.Count(out[:min(len(out), 7)], "locked "); got != n {
+				b.Fatalf("lock wrote %d lockfiles, want %d:\n%s", got, n, tail(out, 2000))
+			}
+			b.StopTimer()
+			git(b, dir, "checkout", "--", "locks")
+			b.StartTimer()
+		}
+		u.report(b)
+	})
+
+	b.Run("lock-commit", func(b *testing.B) {
+		head := strings.TrimSpace(git(b, dir, "rev-parse", "HEAD"))
+		var u cliUsage
+		for b.Loop() {
+			out := u.run(b, dir, ctl, "--repo", dir, "lock", "--commit", "--squash")
+			if got := strings.Count(out, "\nlocked ") + strings.Count(out[:min(len(out), 7)], "locked "); got != n {
+				b.Fatalf("lock --commit wrote %d lockfiles, want %d:\n%s", got, n, tail(out, 2000))
+			}
+			b.StopTimer()
+			git(b, dir, "reset", "--hard", "-q", head)
+			b.StartTimer()
+		}
+		u.report(b)
+	})
+}
+
+// cliUsage sums what the runs of a command cost.
+type cliUsage struct {
+	runs    int
+	wall    time.Duration
+	cpu     time.Duration
+	peakRSS int64 // KiB
+}
+
+// run runs the command in dir and returns its standard output; a failure
+// fails the benchmark with its output.
+func (u *cliUsage) run(b *testing.B, dir, name string, args ...string) string {
+	b.Helper()
+	cmd := exec.Command(name, args...)
+	cmd.Dir = dir
+	var out, errb strings.Builder
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	start := time.Now()
+	err := cmd.Run()
+	u.wall += time.Since(start)
+	if err != nil {
+		b.Fatalf("%s %s: %v\n%s\n%s", name, strings.Join(args, " "), err, tail(out.String(), 2000), tail(errb.String(), 2000))
+	}
+	u.runs++
+	u.cpu += cmd.ProcessState.UserTime() + cmd.ProcessState.SystemTime()
+	if ru, ok := cmd.ProcessState.SysUsage().(*syscall.Rusage); ok {
+		u.peakRSS = max(u.peakRSS, ru.Maxrss)
+	}
+	return out.String()
+}
+
+func (u *cliUsage) report(b *testing.B) {
+	if u.runs == 0 {
+		return
+	}
+	b.ReportMetric(float64(u.wall.Milliseconds())/float64(u.runs), "ms/op")
+	b.ReportMetric(u.cpu.Seconds()/float64(u.runs), "cpu-s/op")
+	b.ReportMetric(float64(u.peakRSS)/1024, "peak-rss-MiB")
+}
+
+// fanOutCheckout is a git checkout of the example drivers and envs×perEnv
+// deployments, locked in one commit, and then a commit that changes the
+// cluster's domain, not yet locked.
+func fanOutCheckout(b *testing.B, ctl string, envs, perEnv int) string {
+	b.Helper()
+	dir := b.TempDir()
+	if err := os.CopyFS(filepath.Join(dir, "drivers"), mustSub(b, examples.Repo(), "drivers")); err != nil {
+		b.Fatal(err)
+	}
+	write := func(p, s string) {
+		if err := os.MkdirAll(filepath.Dir(filepath.Join(dir, p)), 0o755); err != nil {
+			b.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, p), []byte(s), 0o644); err != nil {
+			b.Fatal(err)
+		}
+	}
+	cluster := func(domain string) string {
+		return fmt.Sprintf("domain:       %q\ningressClass: \"nginx\"\nstorageClasses: default: \"standard\"\nconfig: logFormat: \"json\"\n", domain)
+	}
+	write("styrmin.cue", "deletionThreshold: 1\n")
+	write("clusters/bench/cluster.cue", cluster("bench.styrmin.dev"))
+	for e := range envs {
+		env := fmt.Sprintf("e%02d", e)
+		at := "clusters/bench/environments/" + env
+		write(at+"/environment.cue", fmt.Sprintf("backupLocation: \"s3://backups/bench/%s\"\nconfig: logLevel: \"info\"\n", env))
+		for i := range perEnv {
+			spec := fmt.Sprintf("driver: \"webapp\"\nappVersion: \"1.25.0\"\nparameters: {replicas: %d, ingress: true}\n", 1+i%3)
+			if i%3 == 2 {
+				spec = fmt.Sprintf("driver: \"graphhub\"\nappVersion: \"1.4.0\"\nparameters: {\n\tworkers: %d\n\tdatabasePassword: {name: \"db\", key: \"password\"}\n}\n", 1+i%4)
+			}
+			write(fmt.Sprintf("%s/deployments/app-%02d.cue", at, i), spec)
+		}
+	}
+	git(b, dir, "init", "-q", "-b", "main")
+	git(b, dir, "add", "-A")
+	git(b, dir, "commit", "-q", "-m", "configuration")
+	if out, err := exec.Command(ctl, "--repo", dir, "lock", "--commit").CombinedOutput(); err != nil {
+		b.Fatalf("styrminctl lock --commit: %v\n%s", err, tail(string(out), 2000))
+	}
+	write("clusters/bench/cluster.cue", cluster("apps.styrmin.dev"))
+	git(b, dir, "commit", "-q", "-am", "cluster: a new domain")
+	return dir
+}
+
+func mustSub(b *testing.B, fsys fs.FS, dir string) fs.FS {
+	sub, err := fs.Sub(fsys, dir)
+	if err != nil {
+		b.Fatal(err)
+	}
+	return sub
+}
+
+// git runs git in dir with a fixed identity and returns its output.
+func git(b *testing.B, dir string, args ...string) string {
+	b.Helper()
+	cmd := exec.Command("git", args...)
+	cmd.Dir = dir
+	cmd.Env = append(os.Environ(), "GIT_AUTHOR_NAME=bench", "GIT_AUTHOR_EMAIL=bench@example.com",
+		"GIT_COMMITTER_NAME=bench", "GIT_COMMITTER_EMAIL=bench@example.com", "GIT_CONFIG_GLOBAL=/dev/null")
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		b.Fatalf("git %s: %v\n%s", strings.Join(args, " "), err, out)
+	}
+	return string(out)
+}
+
+func tail(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return "…" + s[len(s)-n:]
+}

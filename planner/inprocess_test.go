@@ -1,0 +1,59 @@
+package planner
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/styrmin/styrmin/drivers"
+)
+
+// A plan with a Sandbox sends only the drivers' loads to it when asked to
+// render in this process, and plans the same as with every render
+// sandboxed.
+func TestPlanRendersInProcessWhenAskedLoadsStaySandboxed(t *testing.T) {
+	const envs, perEnv = 2, 3
+	repo := generateFanOutRepo(t, envs, perEnv)
+	plan := func(inProcess bool) (string, uint64) {
+		t.Helper()
+		sb, err := drivers.SelfSandbox(2)
+		if err != nil {
+			t.Fatal(err)
+		}
+		sb.Args = []string{"-test.run=^$"}
+		defer sb.Close()
+		p, err := ComputeTrees(Trees{Base: os.DirFS(repo.base), BaseName: "base", Head: os.DirFS(repo.head), HeadName: "head"},
+			Options{Sandbox: sb, RenderInProcess: inProcess})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(p.Deployments) != envs*perEnv {
+			t.Fatalf("%d deployments planned, want %d", len(p.Deployments), envs*perEnv)
+		}
+		b, err := json.Marshal(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return string(b), sb.Requests()
+	}
+	versions, err := filepath.Glob(filepath.Join(repo.base, "drivers", "*", "*", "driver.cue"))
+	if err != nil || len(versions) == 0 {
+		t.Fatalf("driver versions: %v, %v", versions, err)
+	}
+	sandboxed, all := plan(false)
+	inProcess, loads := plan(true)
+	// Each side loads its catalog in the sandbox.
+	if want := uint64(2 * len(versions)); loads != want {
+		t.Errorf("in-process renders: the sandbox served %d evaluations, want the %d loads", loads, want)
+	}
+	// Sandboxed, each locked instance is rendered there too (a new one
+	// was rendered in-process by the resolver's policy check, and that
+	// render is shared).
+	if want := loads + envs*perEnv; all != want {
+		t.Errorf("sandboxed renders: the sandbox served %d evaluations, want %d (the loads and the locked side's renders)", all, want)
+	}
+	if inProcess != sandboxed {
+		t.Errorf("the plans differ:\nsandboxed:  %.400s\nin-process: %.400s", sandboxed, inProcess)
+	}
+}
