@@ -44,7 +44,7 @@ func canonical(v any) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	return yaml.JSONToYAML(j)
+	return jsonToYAML(j)
 }
 
 func checksumOf(in *Instance) (string, error) {
