@@ -221,6 +221,12 @@ func blobHashes(fsys fs.FS, root string, inTree bool) (map[string]plumbing.Hash,
 			return nil
 		}
 		if inTree {
+			// The tree entry holds the hash: no need to read the blob,
+			// as Info does for its size.
+			if e, ok := d.(*dirEntry); ok {
+				out[p] = e.e.Hash
+				return nil
+			}
 			fi, err := d.Info()
 			if err != nil {
 				return err
