@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -11,6 +12,7 @@ import (
 
 	"github.com/styrmin/styrmin/examples"
 	"github.com/styrmin/styrmin/internal/secrettest"
+	"github.com/styrmin/styrmin/resolver"
 )
 
 // exampleRepo copies the example desired-state repository (without locks)
@@ -230,5 +232,41 @@ func TestSensitiveValueNeverLeavesItsFileInTheCLI(t *testing.T) {
 		if found := secrettest.Find([]byte(out), secret); len(found) > 0 {
 			t.Errorf("%s holds %s:\n%s", name, strings.Join(found, ", "), out)
 		}
+	}
+}
+
+// writeLocks writes every lockfile it can, says which, and names the one
+// it could not write (here a folder stands where its file goes).
+func TestWriteLocksWritesTheOthersWhenOneFails(t *testing.T) {
+	root := t.TempDir()
+	var changes []resolver.LockChange
+	for i := range 12 {
+		id := resolver.ID{Cluster: "c", Environment: "e", Name: fmt.Sprintf("d%02d", i)}
+		changes = append(changes, resolver.LockChange{ID: id, Data: []byte(id.String() + "\n")})
+	}
+	blocked := changes[5].Path()
+	if err := os.MkdirAll(filepath.Join(root, blocked, "x"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	written, err := writeLocks(root, changes)
+	if err == nil || !strings.Contains(err.Error(), "d05") {
+		t.Fatalf("err = %v, want one naming %s", err, blocked)
+	}
+	for i, c := range changes {
+		data, rerr := os.ReadFile(filepath.Join(root, c.Path()))
+		if i == 5 {
+			if written[i] {
+				t.Errorf("%s reported written", c.Path())
+			}
+			continue
+		}
+		if !written[i] || rerr != nil || string(data) != c.ID.String()+"\n" {
+			t.Errorf("%s: written %v, %q, %v", c.Path(), written[i], data, rerr)
+		}
+	}
+	// No temporary file is left behind.
+	left, _ := filepath.Glob(filepath.Join(root, "locks", "c", "e", ".lock-*"))
+	if len(left) > 0 {
+		t.Errorf("temporary files left: %v", left)
 	}
 }
