@@ -5,9 +5,11 @@ import (
 	"fmt"
 	"io/fs"
 	"path"
+	"runtime"
 	"slices"
 	"sort"
 	"strings"
+	"sync"
 
 	"github.com/Masterminds/semver/v3"
 )
@@ -103,33 +105,58 @@ func LoadCatalog(fsys fs.FS, dir string, opts LoadOptions) (*Catalog, error) {
 	if err != nil {
 		return nil, err
 	}
-	prefix := opts.Source
-	for _, f := range folders {
-		folder := path.Join(dir, f.Name, f.Version)
-		sub, err := fs.Sub(fsys, folder)
-		if err != nil {
-			return nil, fmt.Errorf("drivers: %s: %w", folder, err)
+	// Each load compiles a spec and renders the chart with its sample
+	// parameters (in a sandbox child, waiting for it): they run on every
+	// core, and are added in the folders' order, so the first error is
+	// the same whatever finished first.
+	loaded := make([]*Driver, len(folders))
+	errs := make([]error, len(folders))
+	var wg sync.WaitGroup
+	sem := make(chan struct{}, max(1, runtime.GOMAXPROCS(0)))
+	for i, f := range folders {
+		wg.Go(func() {
+			sem <- struct{}{}
+			defer func() { <-sem }()
+			loaded[i], errs[i] = loadCatalogFolder(fsys, dir, f, opts)
+		})
+	}
+	wg.Wait()
+	for i := range folders {
+		if errs[i] != nil {
+			return nil, errs[i]
 		}
-		o := opts
-		o.Source = folder
-		if prefix != "" {
-			o.Source = strings.TrimSuffix(prefix, "/") + "/" + folder
-		}
-		d, err := Load(sub, o)
-		if err != nil {
-			return nil, err
-		}
-		if d.Name != f.Name {
-			return nil, fmt.Errorf("%s/%s: name: %q does not match the folder name %q", o.Source, d.compiled.specFile, d.Name, f.Name)
-		}
-		if d.Version != f.Version {
-			return nil, fmt.Errorf("%s/%s: version: %q does not match the folder name %q", o.Source, d.compiled.specFile, d.Version, f.Version)
-		}
-		if err := c.Add(d); err != nil {
+		if err := c.Add(loaded[i]); err != nil {
 			return nil, err
 		}
 	}
 	return c, nil
+}
+
+// loadCatalogFolder loads the driver version in folder f of dir and checks that
+// it is the one the folder names.
+func loadCatalogFolder(fsys fs.FS, dir string, f Folder, opts LoadOptions) (*Driver, error) {
+	folder := path.Join(dir, f.Name, f.Version)
+	sub, err := fs.Sub(fsys, folder)
+	if err != nil {
+		return nil, fmt.Errorf("drivers: %s: %w", folder, err)
+	}
+	prefix := opts.Source
+	o := opts
+	o.Source = folder
+	if prefix != "" {
+		o.Source = strings.TrimSuffix(prefix, "/") + "/" + folder
+	}
+	d, err := Load(sub, o)
+	if err != nil {
+		return nil, err
+	}
+	if d.Name != f.Name {
+		return nil, fmt.Errorf("%s/%s: name: %q does not match the folder name %q", o.Source, d.compiled.specFile, d.Name, f.Name)
+	}
+	if d.Version != f.Version {
+		return nil, fmt.Errorf("%s/%s: version: %q does not match the folder name %q", o.Source, d.compiled.specFile, d.Version, f.Version)
+	}
+	return d, nil
 }
 
 // Names returns the driver names, sorted.

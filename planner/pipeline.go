@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"sync"
 
 	"github.com/styrmin/styrmin/drivers"
 	"github.com/styrmin/styrmin/resolver"
@@ -37,6 +38,30 @@ var ErrRemoteDrivers = errors.New("plan works offline and cannot fetch driver so
 // sees them), then Compute with the drivers of both sides.
 func ComputeTrees(t Trees, opts Options) (*Plan, error) {
 	// The head's lockfiles mostly are the base's: decoded once.
+	// The drivers of both sides load (mostly waiting for sandbox children)
+	// while the lockfiles and the configuration are read. Errors are
+	// reported in the order of old, when one loaded after the other.
+	settings, err := resolver.NewLoader(0).LoadSettings(t.Head)
+	if err != nil {
+		return nil, err
+	}
+	limits, err := settings.DriverLimits()
+	if err != nil {
+		return nil, err
+	}
+	// The head's resolution renders each instance for the policy check,
+	// and Compute renders it again for the diff: once, with a cache.
+	dopts := drivers.LoadOptions{Limits: limits.Merge(opts.DriverLimits), Sandbox: opts.Sandbox, RenderCache: drivers.NewRenderCache()}
+	var baseCatalog, headCatalog *drivers.Catalog
+	var headCatErr error
+	var wg sync.WaitGroup
+	// The base's drivers only render the locked instances: a base whose
+	// drivers no longer load loses that part of the plan, nothing more.
+	wg.Go(func() { baseCatalog, _ = drivers.LoadCatalog(t.Base, "drivers", dopts) })
+	wg.Go(func() { headCatalog, headCatErr = drivers.LoadCatalog(t.Head, "drivers", dopts) })
+	defer wg.Wait()
+
+	// The head's lockfiles mostly are the base's: decoded once.
 	locks := resolver.NewLockLoader()
 	baseLocks, err := locks.Load(t.Base)
 	if err != nil {
@@ -55,19 +80,9 @@ func ComputeTrees(t Trees, opts Options) (*Plan, error) {
 	if len(headRepo.Settings.Drivers) > 0 {
 		return nil, fmt.Errorf("styrmin.cue: field drivers: %w", ErrRemoteDrivers)
 	}
-	limits, err := headRepo.Settings.DriverLimits()
-	if err != nil {
-		return nil, err
-	}
-	// The head's resolution renders each instance for the policy check,
-	// and Compute renders it again for the diff: once, with a cache.
-	dopts := drivers.LoadOptions{Limits: limits.Merge(opts.DriverLimits), Sandbox: opts.Sandbox, RenderCache: drivers.NewRenderCache()}
-	// The base's drivers only render the locked instances: a base whose
-	// drivers no longer load loses that part of the plan, nothing more.
-	baseCatalog, _ := drivers.LoadCatalog(t.Base, "drivers", dopts)
-	headCatalog, err := drivers.LoadCatalog(t.Head, "drivers", dopts)
-	if err != nil {
-		return nil, err
+	wg.Wait()
+	if headCatErr != nil {
+		return nil, headCatErr
 	}
 	ropts := resolver.Options{Catalog: headCatalog, Locks: baseLocks, SourceCommit: t.HeadCommit, Only: opts.Only}
 	if opts.Progress != nil {

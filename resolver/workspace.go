@@ -1,6 +1,7 @@
 package resolver
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -67,17 +68,35 @@ type Workspace struct {
 // LoadWorkspace loads configuration, drivers (the repo's drivers/ folder
 // and the listed driver sources) and locks from fsys.
 func LoadWorkspace(fsys fs.FS, opts WorkspaceOptions) (*Workspace, error) {
-	repo, err := NewLoader(opts.MaxFileSize).Load(fsys)
+	loader := NewLoader(opts.MaxFileSize)
+	// The drivers load (mostly waiting for sandbox children) while the
+	// configuration and the lockfiles are read; errors are reported in the
+	// order of old, when one loaded after the other: the configuration's,
+	// the drivers', the driver sources', the lockfiles'.
+	settings, err := loader.LoadSettings(fsys)
 	if err != nil {
 		return nil, err
 	}
-	limits, err := repo.Settings.DriverLimits()
+	limits, err := settings.DriverLimits()
 	if err != nil {
 		return nil, err
 	}
 	dopts := drivers.LoadOptions{MaxFileSize: opts.MaxFileSize, Limits: limits.Merge(opts.DriverLimits), Sandbox: opts.Sandbox, RenderCache: opts.RenderCache}
-	cat, err := drivers.LoadCatalog(fsys, "drivers", dopts)
-	if err != nil {
+	var cat *drivers.Catalog
+	var catErr error
+	catDone := make(chan struct{})
+	go func() {
+		defer close(catDone)
+		cat, catErr = drivers.LoadCatalog(fsys, "drivers", dopts)
+	}()
+	repo, loadErr := loader.Load(fsys)
+	var locks map[ID]*Instance
+	var locksErr error
+	if loadErr == nil {
+		locks, locksErr = LoadLocks(fsys)
+	}
+	<-catDone
+	if err := cmp.Or(loadErr, catErr); err != nil {
 		return nil, err
 	}
 	origins := map[string]*DriverOrigin{}
@@ -110,9 +129,8 @@ func LoadWorkspace(fsys fs.FS, opts WorkspaceOptions) (*Workspace, error) {
 			return nil, err
 		}
 	}
-	locks, err := LoadLocks(fsys)
-	if err != nil {
-		return nil, err
+	if locksErr != nil {
+		return nil, locksErr
 	}
 	return &Workspace{Repo: repo, Catalog: cat, Locks: locks, opts: opts, fsys: fsys, origins: origins}, nil
 }
