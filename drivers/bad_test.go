@@ -5,6 +5,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"testing/fstest"
@@ -384,5 +385,40 @@ func TestADriverWithBackupAndRestoreCanBeBackedUp(t *testing.T) {
 	}
 	if r := d.Hooks[HookRestore]; len(r.Pre) != 0 || len(r.Core) != 1 || r.Core[0].Job != "load" {
 		t.Errorf("restore hook %+v", r)
+	}
+}
+
+// The versions of a catalog load at once; the error is the first broken
+// folder's in the folders' order, whichever load failed first, and a
+// good catalog has every version.
+func TestLoadCatalogReportsTheFirstBrokenFolderInOrder(t *testing.T) {
+	catalog := func(broken ...string) fstest.MapFS {
+		m := fstest.MapFS{}
+		for _, name := range []string{"mini", "minj", "mink", "minl"} {
+			for p, f := range minimalFS() {
+				data := f.Data
+				if p == "driver.cue" {
+					data = []byte(strings.Replace(string(data), `"mini"`, `"`+name+`"`, 1))
+					if slices.Contains(broken, name) {
+						data = []byte("name: \"" + name + "\"\nversion: \"1.0.0\"\nparameters: {\n")
+					}
+				}
+				m["drivers/"+name+"/1.0.0/"+p] = &fstest.MapFile{Data: data}
+			}
+		}
+		return m
+	}
+	good, err := LoadCatalog(catalog(), "drivers", LoadOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := good.Names(); !slices.Equal(got, []string{"mini", "minj", "mink", "minl"}) {
+		t.Fatalf("names %v", got)
+	}
+	for range 10 {
+		_, err := LoadCatalog(catalog("minl", "minj"), "drivers", LoadOptions{})
+		if err == nil || !strings.Contains(err.Error(), "drivers/minj/1.0.0/driver.cue") {
+			t.Fatalf("err = %v, want the one of drivers/minj/1.0.0/driver.cue", err)
+		}
 	}
 }
