@@ -28,7 +28,7 @@ GO_BUILD_FLAGS := -trimpath -buildvcs=false -ldflags "-X $(VERSION_PKG).stamped=
 
 .DEFAULT_GOAL := help
 
-.PHONY: help build image testcluster test bench bench-ui ui-screenshots bench-agent bench-scale bench-agent-waves bench-lock bench-controller lint clusterctl cluster-up cluster-down cluster-status demo
+.PHONY: help build image testcluster test bench bench-ui ui-screenshots bench-agent bench-scale bench-agent-waves bench-lock bench-cli bench-controller lint clusterctl cluster-up cluster-down cluster-status demo
 
 help: ## List the targets.
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{ printf "  %-15s %s\n", $$1, $$2 }'
@@ -78,6 +78,9 @@ bench-agent-waves: testcluster ## bench-agent with the fan-out in 5 health-gated
 
 bench-lock: ## Lock a 1,000-deployment cluster fan-out of 10 configuration commits (one lock commit each) against the head-only lock of the same repository.
 	$(GO) test ./resolver -run '^$$' -bench LockChain -benchmem -benchtime 3x -timeout $(TEST_TIMEOUT)
+
+bench-cli: ## The built styrminctl's plan, lock and lock --commit, whole processes, on a git checkout of a 1,000-deployment cluster fan-out: ms, CPU seconds and peak memory per command (CLI_REFERENCE=path/to/another/styrminctl runs it too, in turn, for before-and-after ratios).
+	STYRMIN_CLI_REFERENCE=$(CLI_REFERENCE) $(GO) test ./e2e -run '^$$' -bench CLIFanOut1000 -benchtime 5x -timeout $(TEST_TIMEOUT)
 
 bench-controller: testcluster ## The StyrminDeployment controller alone at 500 deployments, against applying the same objects directly.
 	$(GO) test ./operator -run '^$$' -bench DeploymentController -benchtime 1x -deployments 500 -baseline -timeout $(TEST_TIMEOUT)
