@@ -4,6 +4,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -83,5 +84,69 @@ func TestHostileDriversFailLintLockAndPlanWithinTheirLimits(t *testing.T) {
 	os.RemoveAll(bad)
 	if _, code, err := styrminctl(t, "--repo", dir, "drivers", "lint", filepath.Join(dir, "drivers", "webapp", "1.0.0")); code != 0 {
 		t.Fatalf("a good driver under the same limits: %v", err)
+	}
+}
+
+// childPIDs are the processes this test process started that still run.
+func childPIDs(t *testing.T) map[string]bool {
+	t.Helper()
+	stats, err := filepath.Glob("/proc/[0-9]*/stat")
+	if err != nil {
+		t.Fatal(err)
+	}
+	me := strconv.Itoa(os.Getpid())
+	out := map[string]bool{}
+	for _, p := range stats {
+		data, err := os.ReadFile(p)
+		if err != nil {
+			continue // ended meanwhile
+		}
+		// pid (comm) state ppid …: comm may hold spaces, so after the ')'.
+		rest := string(data[strings.LastIndexByte(string(data), ')')+1:])
+		if f := strings.Fields(rest); len(f) > 1 && f[1] == me {
+			out[filepath.Base(filepath.Dir(p))] = true
+		}
+	}
+	return out
+}
+
+// A command that fails after loading drivers in the sandbox leaves no
+// idle child behind (cobra runs no post-run hook after an error): a
+// process that runs many commands, a test's, holds none.
+func TestFailedCommandEndsItsSandboxChildren(t *testing.T) {
+	if _, err := os.Stat("/proc/self/stat"); err != nil {
+		t.Skip("needs /proc")
+	}
+	dir := exampleRepo(t)
+	// One deployment asks for a driver version that does not exist: the
+	// drivers load, the lock writes the others and exits 1.
+	web := filepath.Join(dir, "clusters/local/environments/dev/deployments/web.cue")
+	data, err := os.ReadFile(web)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(web, []byte(strings.Replace(string(data), `driver:`, "driverVersion: \"9.9.9\"\ndriver:", 1)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	before := childPIDs(t)
+	out, errOut, code := run(t, "--repo", dir, "lock")
+	if code != 1 {
+		t.Fatalf("lock exit %d, want 1 (a deployment fails to resolve)\n%s\n%s", code, out, errOut)
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		var left []string
+		for pid := range childPIDs(t) {
+			if !before[pid] {
+				left = append(left, pid)
+			}
+		}
+		if len(left) == 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("sandbox children still running after the failed command: %v", left)
+		}
+		time.Sleep(50 * time.Millisecond)
 	}
 }

@@ -57,6 +57,26 @@ func execute(ctx context.Context, root *cobra.Command, stderr io.Writer) int {
 	return 1
 }
 
+// closeAfterRun makes c and its subcommands call done when their run
+// returns, with an error or not.
+func closeAfterRun(c *cobra.Command, done func()) {
+	if run := c.RunE; run != nil {
+		c.RunE = func(cmd *cobra.Command, args []string) error {
+			defer done()
+			return run(cmd, args)
+		}
+	}
+	if run := c.Run; run != nil {
+		c.Run = func(cmd *cobra.Command, args []string) {
+			defer done()
+			run(cmd, args)
+		}
+	}
+	for _, sub := range c.Commands() {
+		closeAfterRun(sub, done)
+	}
+}
+
 // usageError is a mistake in how a command was called.
 type usageError struct{ err error }
 
@@ -201,13 +221,6 @@ func newRootCmdWith(stdout, stderr io.Writer, terminal bool) *cobra.Command {
 		}
 		return g.drivers.prepare()
 	}
-	// The sandbox's idle children would end when this process does; a
-	// test runs many commands in one process.
-	root.PersistentPostRun = func(*cobra.Command, []string) {
-		if g.drivers.sandbox != nil {
-			g.drivers.sandbox.Close()
-		}
-	}
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError{err} })
 	root.AddCommand(
 		newDriversCmd(g, stdout),
@@ -231,5 +244,13 @@ func newRootCmdWith(stdout, stderr io.Writer, terminal bool) *cobra.Command {
 	addCompletion(root)
 	g.registerCompletions(root)
 	asUsage(root)
+	// The sandbox's idle children would end when this process does; a
+	// test runs many commands in one process. After every command, failed
+	// ones too (cobra runs no post-run hook after an error).
+	closeAfterRun(root, func() {
+		if g.drivers.sandbox != nil {
+			g.drivers.sandbox.Close()
+		}
+	})
 	return root
 }
