@@ -144,6 +144,14 @@ func (f *treeFS) blob(h plumbing.Hash) ([]byte, error) {
 
 // blobSize returns the size of blob h; the caller holds r.mu.
 func (f *treeFS) blobSize(h plumbing.Hash) (int64, error) {
+	// A git directory's storage reads the size from the object's header
+	// (a packed object's too), without inflating the object: a lockfile
+	// read from a commit was inflated twice, once to be described.
+	if s, ok := f.r.storer.(interface {
+		EncodedObjectSize(plumbing.Hash) (int64, error)
+	}); ok {
+		return s.EncodedObjectSize(h)
+	}
 	obj, err := f.r.storer.EncodedObject(plumbing.BlobObject, h)
 	if err != nil {
 		return 0, err

@@ -6,6 +6,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"testing/fstest"
 
@@ -229,4 +230,52 @@ func equalStrings(a, b []string) bool {
 		}
 	}
 	return true
+}
+
+// Stat, Lstat and a directory entry's Info give the size of a blob read
+// from its object's header: loose, packed, and packed as a delta of
+// another version (git gc deltifies the two versions of the file).
+func TestFSSizesOfLooseAndPackedBlobs(t *testing.T) {
+	lr := newLocalRepo(t, false)
+	big := strings.Repeat("values: line of a lockfile that repeats\n", 200)
+	c1 := lr.commit("first", map[string]string{"locks/c/e/app.lock.yaml": big + "sequence: 1\n"})
+	c2 := lr.commit("second", map[string]string{"locks/c/e/app.lock.yaml": big + "sequence: 22\n", "small.txt": "x"})
+	check := func(stage string) {
+		t.Helper()
+		r, err := gitsource.Open(lr.dir, gitsource.OpenOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, c := range []string{c1, c2} {
+			fsys, err := r.FS(mustResolve(t, r, c))
+			if err != nil {
+				t.Fatal(err)
+			}
+			data, err := fs.ReadFile(fsys, "locks/c/e/app.lock.yaml")
+			if err != nil {
+				t.Fatal(err)
+			}
+			fi, err := fs.Stat(fsys, "locks/c/e/app.lock.yaml")
+			if err != nil || fi.Size() != int64(len(data)) {
+				t.Errorf("%s: Stat size %v, %v; want %d", stage, fi.Size(), err, len(data))
+			}
+			li, err := fsys.(fs.ReadLinkFS).Lstat("locks/c/e/app.lock.yaml")
+			if err != nil || li.Size() != int64(len(data)) {
+				t.Errorf("%s: Lstat size %v, %v; want %d", stage, li.Size(), err, len(data))
+			}
+			entries, err := fs.ReadDir(fsys, "locks/c/e")
+			if err != nil || len(entries) != 1 {
+				t.Fatalf("%s: ReadDir = %v, %v", stage, entries, err)
+			}
+			if ei, err := entries[0].Info(); err != nil || ei.Size() != int64(len(data)) {
+				t.Errorf("%s: Info size %v, %v; want %d", stage, ei.Size(), err, len(data))
+			}
+		}
+	}
+	check("loose")
+	lr.git("gc", "--quiet", "--aggressive")
+	if loose := lr.git("count-objects"); !strings.HasPrefix(loose, "0 objects") {
+		t.Fatalf("after gc: %s", loose)
+	}
+	check("packed")
 }
