@@ -80,7 +80,7 @@ bench-lock: ## Lock a 1,000-deployment cluster fan-out of 10 configuration commi
 	$(GO) test ./resolver -run '^$$' -bench LockChain -benchmem -benchtime 3x -timeout $(TEST_TIMEOUT)
 
 bench-cli: ## The built styrminctl's plan, lock and lock --commit, whole processes, on a git checkout of a 1,000-deployment cluster fan-out: ms, CPU seconds and peak memory per command (CLI_REFERENCE=path/to/another/styrminctl runs it too, in turn, for before-and-after ratios).
-	STYRMIN_CLI_REFERENCE=$(CLI_REFERENCE) $(GO) test ./e2e -run '^$$' -bench CLIFanOut1000 -benchtime 5x -timeout $(TEST_TIMEOUT)
+	STYRMIN_CLI_REFERENCE=$(if $(CLI_REFERENCE),$(abspath $(CLI_REFERENCE))) $(GO) test ./e2e -run '^$$' -bench CLIFanOut1000 -benchtime 5x -timeout $(TEST_TIMEOUT)
 
 bench-controller: testcluster ## The StyrminDeployment controller alone at 500 deployments, against applying the same objects directly.
 	$(GO) test ./operator -run '^$$' -bench DeploymentController -benchtime 1x -deployments 500 -baseline -timeout $(TEST_TIMEOUT)

@@ -388,9 +388,9 @@ func TestADriverWithBackupAndRestoreCanBeBackedUp(t *testing.T) {
 	}
 }
 
-// The versions of a catalog load at once; the error is the first broken
-// folder's in the folders' order, whichever load failed first, and a
-// good catalog has every version.
+// The error of a catalog is the first broken folder's in the folders'
+// order, whichever load failed first, and a good catalog has every
+// version.
 func TestLoadCatalogReportsTheFirstBrokenFolderInOrder(t *testing.T) {
 	catalog := func(broken ...string) fstest.MapFS {
 		m := fstest.MapFS{}
@@ -408,17 +408,21 @@ func TestLoadCatalogReportsTheFirstBrokenFolderInOrder(t *testing.T) {
 		}
 		return m
 	}
-	good, err := LoadCatalog(catalog(), "drivers", LoadOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if got := good.Names(); !slices.Equal(got, []string{"mini", "minj", "mink", "minl"}) {
-		t.Fatalf("names %v", got)
-	}
-	for range 10 {
-		_, err := LoadCatalog(catalog("minl", "minj"), "drivers", LoadOptions{})
-		if err == nil || !strings.Contains(err.Error(), "drivers/minj/1.0.0/driver.cue") {
-			t.Fatalf("err = %v, want the one of drivers/minj/1.0.0/driver.cue", err)
+	// In a sandbox the versions load at once; in-process one after the
+	// other.
+	for _, opts := range []LoadOptions{{Sandbox: newSandbox(t, 2)}, {}} {
+		good, err := LoadCatalog(catalog(), "drivers", opts)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := good.Names(); !slices.Equal(got, []string{"mini", "minj", "mink", "minl"}) {
+			t.Fatalf("names %v", got)
+		}
+		for range 10 {
+			_, err := LoadCatalog(catalog("minl", "minj"), "drivers", opts)
+			if err == nil || !strings.Contains(err.Error(), "drivers/minj/1.0.0/driver.cue") {
+				t.Fatalf("sandboxed %v: err = %v, want the one of drivers/minj/1.0.0/driver.cue", opts.Sandbox != nil, err)
+			}
 		}
 	}
 }

@@ -106,13 +106,19 @@ func LoadCatalog(fsys fs.FS, dir string, opts LoadOptions) (*Catalog, error) {
 		return nil, err
 	}
 	// Each load compiles a spec and renders the chart with its sample
-	// parameters (in a sandbox child, waiting for it): they run on every
-	// core, and are added in the folders' order, so the first error is
-	// the same whatever finished first.
+	// parameters. In a sandbox (its children, as many as it allows) they
+	// run on every core, and are added in the folders' order, so the
+	// first error is the same whatever finished first. In-process, one
+	// after the other: there a load's time limit is wall-clock time, and
+	// loads at once would take each other's.
 	loaded := make([]*Driver, len(folders))
 	errs := make([]error, len(folders))
 	var wg sync.WaitGroup
-	sem := make(chan struct{}, max(1, runtime.GOMAXPROCS(0)))
+	parallel := 1
+	if opts.Sandbox != nil {
+		parallel = max(1, runtime.GOMAXPROCS(0))
+	}
+	sem := make(chan struct{}, parallel)
 	for i, f := range folders {
 		wg.Go(func() {
 			sem <- struct{}{}

@@ -51,7 +51,13 @@ func BenchmarkCLIFanOut1000(b *testing.B) {
 	if ref := os.Getenv("STYRMIN_CLI_REFERENCE"); ref != "" {
 		// Another build (an older commit's, say) run on the same checkout
 		// in the same run, for before-and-after ratios on a noisy machine.
-		ctls = append(ctls, struct{ name, path string }{"reference", ref})
+		// The commands run in the checkout: a relative path is the
+		// caller's.
+		abs, err := filepath.Abs(ref)
+		if err != nil {
+			b.Fatal(err)
+		}
+		ctls = append(ctls, struct{ name, path string }{"reference", abs})
 	}
 	for round := range 2 {
 		if round == 1 && len(ctls) == 1 {

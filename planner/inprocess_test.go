@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/styrmin/styrmin/drivers"
@@ -55,5 +56,49 @@ func TestPlanRendersInProcessWhenAskedLoadsStaySandboxed(t *testing.T) {
 	}
 	if inProcess != sandboxed {
 		t.Errorf("the plans differ:\nsandboxed:  %.400s\nin-process: %.400s", sandboxed, inProcess)
+	}
+}
+
+// With a sandbox the drivers load while the lockfiles and the
+// configuration are read; the error a plan reports is still the one of
+// the first step that fails, in the order they ran one after the other:
+// lockfiles, configuration, limits, then the head's drivers.
+func TestPlanReportsTheFirstFailingStepWhileDriversLoadAtOnce(t *testing.T) {
+	repo := generateFanOutRepo(t, 1, 2)
+	sb, err := drivers.SelfSandbox(2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sb.Args = []string{"-test.run=^$"}
+	defer sb.Close()
+	lockfile := "locks/bench/e00/app-00.lock.yaml"
+	breakers := map[string]func(base, head string){
+		"lockfile": func(base, _ string) { writeFile(t, base, lockfile, "sequence: 7\n") },
+		"configuration": func(_, head string) {
+			writeFile(t, head, "clusters/bench/environments/e00/deployments/app-01.cue", "driver: {\n")
+		},
+		"limits": func(_, head string) {
+			writeFile(t, head, "styrmin.cue", "deletionThreshold: 1\nlimits: timeout: \"soon\"\n")
+		},
+		"driver": func(_, head string) {
+			writeFile(t, head, "drivers/webapp/1.1.0/driver.cue", "name: \"webapp\"\nparameters: {\n")
+		},
+	}
+	want := map[string]string{
+		"lockfile":      "lockfiles at the base",
+		"configuration": "app-01.cue",
+		"limits":        "limits.timeout",
+		"driver":        "drivers/webapp/1.1.0/driver.cue",
+	}
+	order := []string{"lockfile", "configuration", "limits", "driver"}
+	for i, first := range order {
+		base, head := copyTree(t, repo.base), copyTree(t, repo.head)
+		for _, b := range order[i:] {
+			breakers[b](base, head)
+		}
+		_, err := ComputeTrees(Trees{Base: os.DirFS(base), BaseName: "base", Head: os.DirFS(head), HeadName: "head"}, Options{Sandbox: sb})
+		if err == nil || !strings.Contains(err.Error(), want[first]) {
+			t.Errorf("broken from %s on: err = %v, want the %s's (%q)", first, err, first, want[first])
+		}
 	}
 }

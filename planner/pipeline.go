@@ -37,29 +37,45 @@ var ErrRemoteDrivers = errors.New("plan works offline and cannot fetch driver so
 // the head resolved against the base's lockfiles (so driver selection
 // sees them), then Compute with the drivers of both sides.
 func ComputeTrees(t Trees, opts Options) (*Plan, error) {
-	// The head's lockfiles mostly are the base's: decoded once.
-	// The drivers of both sides load (mostly waiting for sandbox children)
-	// while the lockfiles and the configuration are read. Errors are
-	// reported in the order of old, when one loaded after the other.
-	settings, err := resolver.NewLoader(0).LoadSettings(t.Head)
-	if err != nil {
-		return nil, err
+	// With a sandbox, the drivers of both sides load (mostly waiting for
+	// its children) while the lockfiles and the configuration are read.
+	// Errors are reported in the order of old, when one loaded after the
+	// other; without a sandbox everything runs as before, one after the
+	// other, since an in-process load's time limit is wall-clock time.
+	var early *drivers.LoadOptions
+	if opts.Sandbox != nil {
+		if settings, err := resolver.NewLoader(0).LoadSettings(t.Head); err == nil {
+			if limits, err := settings.DriverLimits(); err == nil {
+				early = ptr(catalogOptions(limits, opts))
+			}
+		}
 	}
-	limits, err := settings.DriverLimits()
-	if err != nil {
-		return nil, err
-	}
-	// The head's resolution renders each instance for the policy check,
-	// and Compute renders it again for the diff: once, with a cache.
-	dopts := drivers.LoadOptions{Limits: limits.Merge(opts.DriverLimits), Sandbox: opts.Sandbox, RenderCache: drivers.NewRenderCache()}
 	var baseCatalog, headCatalog *drivers.Catalog
 	var headCatErr error
-	var wg sync.WaitGroup
-	// The base's drivers only render the locked instances: a base whose
-	// drivers no longer load loses that part of the plan, nothing more.
-	wg.Go(func() { baseCatalog, _ = drivers.LoadCatalog(t.Base, "drivers", dopts) })
-	wg.Go(func() { headCatalog, headCatErr = drivers.LoadCatalog(t.Head, "drivers", dopts) })
-	defer wg.Wait()
+	loadCatalogs := func(dopts drivers.LoadOptions) {
+		// The base's drivers only render the locked instances: a base
+		// whose drivers no longer load loses that part of the plan,
+		// nothing more.
+		if dopts.Sandbox == nil {
+			baseCatalog, _ = drivers.LoadCatalog(t.Base, "drivers", dopts)
+			headCatalog, headCatErr = drivers.LoadCatalog(t.Head, "drivers", dopts)
+			return
+		}
+		var wg sync.WaitGroup
+		wg.Go(func() { baseCatalog, _ = drivers.LoadCatalog(t.Base, "drivers", dopts) })
+		headCatalog, headCatErr = drivers.LoadCatalog(t.Head, "drivers", dopts)
+		wg.Wait()
+	}
+	catalogs := make(chan struct{})
+	if early != nil {
+		go func() {
+			defer close(catalogs)
+			loadCatalogs(*early)
+		}()
+		// An early return waits for the loads: no evaluation outlives
+		// the call.
+		defer func() { <-catalogs }()
+	}
 
 	// The head's lockfiles mostly are the base's: decoded once.
 	locks := resolver.NewLockLoader()
@@ -80,7 +96,15 @@ func ComputeTrees(t Trees, opts Options) (*Plan, error) {
 	if len(headRepo.Settings.Drivers) > 0 {
 		return nil, fmt.Errorf("styrmin.cue: field drivers: %w", ErrRemoteDrivers)
 	}
-	wg.Wait()
+	limits, err := headRepo.Settings.DriverLimits()
+	if err != nil {
+		return nil, err
+	}
+	if early != nil {
+		<-catalogs
+	} else {
+		loadCatalogs(catalogOptions(limits, opts))
+	}
 	if headCatErr != nil {
 		return nil, headCatErr
 	}
@@ -100,3 +124,12 @@ func ComputeTrees(t Trees, opts Options) (*Plan, error) {
 		HeadName: t.HeadName,
 	}, opts)
 }
+
+// catalogOptions are the load options of both sides' drivers. The head's
+// resolution renders each instance for the policy check, and Compute
+// renders it again for the diff: once, with a cache.
+func catalogOptions(limits drivers.Limits, opts Options) drivers.LoadOptions {
+	return drivers.LoadOptions{Limits: limits.Merge(opts.DriverLimits), Sandbox: opts.Sandbox, RenderCache: drivers.NewRenderCache()}
+}
+
+func ptr[T any](v T) *T { return &v }

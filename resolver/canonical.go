@@ -18,9 +18,12 @@ import (
 // sixth of a lock's CPU. Here encoding/json parses it, and each number
 // gets the type go-yaml's resolver gives its text (int, int64, uint64 or
 // float64); go-yaml then encodes the same values. TestJSONToYAMLIsSigsYAML
-// and FuzzJSONToYAML pin the equality. One difference: go-yaml's reader
-// refuses some characters encoding/json leaves raw (DEL, C1 controls), so
-// JSONToYAML failed on a value holding one; here it is written escaped.
+// and FuzzJSONToYAML pin the equality. Where JSONToYAML's own YAML reader
+// got the JSON wrong, this writes what the JSON holds instead: a value
+// holding a character the reader refuses (DEL, C1 controls) failed and is
+// written escaped; a key longer than 1,024 characters failed and is
+// written as an explicit key; U+0085 (NEL), which the reader took for a
+// line break, came out as a space and is written escaped.
 func jsonToYAML(j []byte) ([]byte, error) {
 	dec := json.NewDecoder(bytes.NewReader(j))
 	dec.UseNumber()

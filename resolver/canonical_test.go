@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"strings"
 	"testing"
 
 	"sigs.k8s.io/yaml"
@@ -23,6 +24,8 @@ var canonicalSeeds = []string{
 	`{"empty":{},"list":[],"nested":{"a":[{"b":[1,"2",null,true,false]}]},"z":null}`,
 	`{"B":1,"a":2,"a1":3,"a10":4,"a2":5,"_":6,"1":7,"10":8,"2":9,"-":10,"":11}`,
 	`[1,"a",{"k":"v"},[],null]`,
+	`{"nel":"a\u0085b","end":"a\u0085"}`,
+	`{"` + strings.Repeat("k", 1100) + `":1}`,
 	`"scalar"`, `42`, `null`, `true`,
 }
 
@@ -80,15 +83,18 @@ func sameAsSigsYAML(t *testing.T, data []byte) bool {
 	if again, _ := jsonToYAML(j); !bytes.Equal(again, got) {
 		t.Errorf("%.300s: two encodings differ:\n%q\n%q", j, got, again)
 	}
-	if werr == nil && keysTotallyOrdered(v) {
+	// JSONToYAML's reader took U+0085 (NEL) for a line break and wrote a
+	// space: there it is no reference.
+	if werr == nil && keysTotallyOrdered(v) && !bytes.Contains(j, []byte("\u0085")) && !bytes.Contains(j, []byte("\xc2\x85")) {
 		if !bytes.Equal(got, want) {
 			t.Errorf("%.300s:\n got %q\nwant %q", j, got, want)
 		}
 		return true
 	}
 	// JSONToYAML refused a raw character its YAML reader does not allow
-	// (DEL, C1 controls), or its key order was not total (then it wrote
-	// one of several files): the YAML written reads back as the JSON.
+	// (DEL, C1 controls) or a key over 1,024 characters, read NEL as a
+	// line break, or its key order was not total (then it wrote one of
+	// several files): the YAML written reads back as the JSON.
 	back, err := yaml.YAMLToJSON(got)
 	if err != nil {
 		t.Errorf("%.300s: JSONToYAML: %v; jsonToYAML's %q does not read back: %v", j, werr, got, err)

@@ -1,7 +1,6 @@
 package resolver
 
 import (
-	"cmp"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -69,35 +68,55 @@ type Workspace struct {
 // and the listed driver sources) and locks from fsys.
 func LoadWorkspace(fsys fs.FS, opts WorkspaceOptions) (*Workspace, error) {
 	loader := NewLoader(opts.MaxFileSize)
-	// The drivers load (mostly waiting for sandbox children) while the
-	// configuration and the lockfiles are read; errors are reported in the
-	// order of old, when one loaded after the other: the configuration's,
-	// the drivers', the driver sources', the lockfiles'.
-	settings, err := loader.LoadSettings(fsys)
-	if err != nil {
-		return nil, err
+	// With a sandbox, the drivers load (mostly waiting for its children)
+	// while the configuration and the lockfiles are read. Errors are
+	// reported in the order of old, when one loaded after the other: the
+	// configuration's, the limits', the drivers', the driver sources', the
+	// lockfiles'. Without a sandbox everything runs one after the other,
+	// as before: an in-process load's time limit is wall-clock time.
+	loadOpts := func(limits drivers.Limits) drivers.LoadOptions {
+		return drivers.LoadOptions{MaxFileSize: opts.MaxFileSize, Limits: limits.Merge(opts.DriverLimits), Sandbox: opts.Sandbox, RenderCache: opts.RenderCache}
 	}
-	limits, err := settings.DriverLimits()
-	if err != nil {
-		return nil, err
+	var early *drivers.LoadOptions
+	if opts.Sandbox != nil {
+		if settings, err := loader.LoadSettings(fsys); err == nil {
+			if limits, err := settings.DriverLimits(); err == nil {
+				o := loadOpts(limits)
+				early = &o
+			}
+		}
 	}
-	dopts := drivers.LoadOptions{MaxFileSize: opts.MaxFileSize, Limits: limits.Merge(opts.DriverLimits), Sandbox: opts.Sandbox, RenderCache: opts.RenderCache}
 	var cat *drivers.Catalog
 	var catErr error
-	catDone := make(chan struct{})
-	go func() {
-		defer close(catDone)
-		cat, catErr = drivers.LoadCatalog(fsys, "drivers", dopts)
-	}()
-	repo, loadErr := loader.Load(fsys)
+	catalog := make(chan struct{})
+	if early != nil {
+		go func() {
+			defer close(catalog)
+			cat, catErr = drivers.LoadCatalog(fsys, "drivers", *early)
+		}()
+		// An early return waits for the loads: no evaluation outlives
+		// the call.
+		defer func() { <-catalog }()
+	}
+	repo, err := loader.Load(fsys)
+	if err != nil {
+		return nil, err
+	}
+	limits, err := repo.Settings.DriverLimits()
+	if err != nil {
+		return nil, err
+	}
+	dopts := loadOpts(limits)
 	var locks map[ID]*Instance
 	var locksErr error
-	if loadErr == nil {
+	if early != nil {
 		locks, locksErr = LoadLocks(fsys)
+		<-catalog
+	} else {
+		cat, catErr = drivers.LoadCatalog(fsys, "drivers", dopts)
 	}
-	<-catDone
-	if err := cmp.Or(loadErr, catErr); err != nil {
-		return nil, err
+	if catErr != nil {
+		return nil, catErr
 	}
 	origins := map[string]*DriverOrigin{}
 	for i, src := range repo.Settings.Drivers {
@@ -128,6 +147,9 @@ func LoadWorkspace(fsys fs.FS, opts WorkspaceOptions) (*Workspace, error) {
 		if err := cat.Add(d); err != nil && !errors.As(err, &dup) {
 			return nil, err
 		}
+	}
+	if early == nil {
+		locks, locksErr = LoadLocks(fsys)
 	}
 	if locksErr != nil {
 		return nil, locksErr

@@ -118,20 +118,21 @@ func TestFailedCommandEndsItsSandboxChildren(t *testing.T) {
 		t.Skip("needs /proc")
 	}
 	dir := exampleRepo(t)
-	// One deployment asks for a driver version that does not exist: the
-	// drivers load, the lock writes the others and exits 1.
+	// One deployment pins a driver version that does not exist (and the one
+	// that connects to it fails too): the drivers load, the lock writes the
+	// others and exits 1.
 	web := filepath.Join(dir, "clusters/local/environments/dev/deployments/web.cue")
 	data, err := os.ReadFile(web)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := os.WriteFile(web, []byte(strings.Replace(string(data), `driver:`, "driverVersion: \"9.9.9\"\ndriver:", 1)), 0o644); err != nil {
+	if err := os.WriteFile(web, []byte(strings.Replace(string(data), `driver:     "webapp"`, `driver: {name: "webapp", version: "9.9.9"}`, 1)), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	before := childPIDs(t)
 	out, errOut, code := run(t, "--repo", dir, "lock")
-	if code != 1 {
-		t.Fatalf("lock exit %d, want 1 (a deployment fails to resolve)\n%s\n%s", code, out, errOut)
+	if code != 1 || !strings.Contains(out, "locked local/staging/") || !strings.Contains(errOut, "9.9.9") {
+		t.Fatalf("lock exit %d, want 1, the others locked and the missing driver version named\n%s\n%s", code, out, errOut)
 	}
 	deadline := time.Now().Add(5 * time.Second)
 	for {
