@@ -138,8 +138,35 @@ func LoadCatalog(fsys fs.FS, dir string, opts LoadOptions) (*Catalog, error) {
 	return c, nil
 }
 
-// loadCatalogFolder loads the driver version in folder f of dir and checks that
-// it is the one the folder names.
+// PendingCatalog is a catalog StartCatalog is loading.
+type PendingCatalog struct {
+	done    chan struct{}
+	catalog *Catalog
+	err     error
+}
+
+// StartCatalog is LoadCatalog in the background. With a Sandbox a load
+// mostly waits for its children, so the caller reads the rest of a
+// repository meanwhile. A caller that returns early waits too (defer
+// Wait), so that no evaluation outlives it.
+func StartCatalog(fsys fs.FS, dir string, opts LoadOptions) *PendingCatalog {
+	p := &PendingCatalog{done: make(chan struct{})}
+	go func() {
+		defer close(p.done)
+		p.catalog, p.err = LoadCatalog(fsys, dir, opts)
+	}()
+	return p
+}
+
+// Wait returns what LoadCatalog returned, once it has; it may be called
+// more than once.
+func (p *PendingCatalog) Wait() (*Catalog, error) {
+	<-p.done
+	return p.catalog, p.err
+}
+
+// loadCatalogFolder loads the driver version in folder f of dir and
+// checks that it is the one the folder names.
 func loadCatalogFolder(fsys fs.FS, dir string, f Folder, opts LoadOptions) (*Driver, error) {
 	folder := path.Join(dir, f.Name, f.Version)
 	sub, err := fs.Sub(fsys, folder)

@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
-	"sync"
 
 	"github.com/styrmin/styrmin/drivers"
 	"github.com/styrmin/styrmin/resolver"
@@ -42,39 +41,14 @@ func ComputeTrees(t Trees, opts Options) (*Plan, error) {
 	// Errors are reported in the order of old, when one loaded after the
 	// other; without a sandbox everything runs as before, one after the
 	// other, since an in-process load's time limit is wall-clock time.
-	var early *drivers.LoadOptions
+	var base, head *drivers.PendingCatalog
 	if opts.Sandbox != nil {
-		if settings, err := resolver.NewLoader(0).LoadSettings(t.Head); err == nil {
-			if limits, err := settings.DriverLimits(); err == nil {
-				early = ptr(catalogOptions(limits, opts))
-			}
+		if limits, err := resolver.NewLoader(0).DriverLimits(t.Head); err == nil {
+			o := catalogOptions(limits, opts)
+			base, head = drivers.StartCatalog(t.Base, "drivers", o), drivers.StartCatalog(t.Head, "drivers", o)
+			defer base.Wait()
+			defer head.Wait()
 		}
-	}
-	var baseCatalog, headCatalog *drivers.Catalog
-	var headCatErr error
-	loadCatalogs := func(dopts drivers.LoadOptions) {
-		// The base's drivers only render the locked instances: a base
-		// whose drivers no longer load loses that part of the plan,
-		// nothing more.
-		if dopts.Sandbox == nil {
-			baseCatalog, _ = drivers.LoadCatalog(t.Base, "drivers", dopts)
-			headCatalog, headCatErr = drivers.LoadCatalog(t.Head, "drivers", dopts)
-			return
-		}
-		var wg sync.WaitGroup
-		wg.Go(func() { baseCatalog, _ = drivers.LoadCatalog(t.Base, "drivers", dopts) })
-		headCatalog, headCatErr = drivers.LoadCatalog(t.Head, "drivers", dopts)
-		wg.Wait()
-	}
-	catalogs := make(chan struct{})
-	if early != nil {
-		go func() {
-			defer close(catalogs)
-			loadCatalogs(*early)
-		}()
-		// An early return waits for the loads: no evaluation outlives
-		// the call.
-		defer func() { <-catalogs }()
 	}
 
 	// The head's lockfiles mostly are the base's: decoded once.
@@ -100,13 +74,19 @@ func ComputeTrees(t Trees, opts Options) (*Plan, error) {
 	if err != nil {
 		return nil, err
 	}
-	if early != nil {
-		<-catalogs
+	// The base's drivers only render the locked instances: a base whose
+	// drivers no longer load loses that part of the plan, nothing more.
+	var baseCatalog, headCatalog *drivers.Catalog
+	if head != nil {
+		baseCatalog, _ = base.Wait()
+		headCatalog, err = head.Wait()
 	} else {
-		loadCatalogs(catalogOptions(limits, opts))
+		o := catalogOptions(limits, opts)
+		baseCatalog, _ = drivers.LoadCatalog(t.Base, "drivers", o)
+		headCatalog, err = drivers.LoadCatalog(t.Head, "drivers", o)
 	}
-	if headCatErr != nil {
-		return nil, headCatErr
+	if err != nil {
+		return nil, err
 	}
 	ropts := resolver.Options{Catalog: headCatalog, Locks: baseLocks, SourceCommit: t.HeadCommit, Only: opts.Only}
 	if opts.Progress != nil {
@@ -131,5 +111,3 @@ func ComputeTrees(t Trees, opts Options) (*Plan, error) {
 func catalogOptions(limits drivers.Limits, opts Options) drivers.LoadOptions {
 	return drivers.LoadOptions{Limits: limits.Merge(opts.DriverLimits), Sandbox: opts.Sandbox, RenderCache: drivers.NewRenderCache()}
 }
-
-func ptr[T any](v T) *T { return &v }

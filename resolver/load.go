@@ -356,6 +356,17 @@ func (l *Loader) LoadSettings(fsys fs.FS) (RepoSettings, error) {
 	return s, err
 }
 
+// DriverLimits reads the driver limits of styrmin.cue alone (LoadSettings,
+// then RepoSettings.DriverLimits): what a caller needs that loads the
+// drivers while it reads the rest of the repository.
+func (l *Loader) DriverLimits(fsys fs.FS) (drivers.Limits, error) {
+	s, err := l.LoadSettings(fsys)
+	if err != nil {
+		return drivers.Limits{}, err
+	}
+	return s.DriverLimits()
+}
+
 // Load reads the whole desired-state configuration of a repository.
 func (l *Loader) Load(fsys fs.FS) (*Repository, error) {
 	repo := &Repository{}

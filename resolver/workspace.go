@@ -77,26 +77,12 @@ func LoadWorkspace(fsys fs.FS, opts WorkspaceOptions) (*Workspace, error) {
 	loadOpts := func(limits drivers.Limits) drivers.LoadOptions {
 		return drivers.LoadOptions{MaxFileSize: opts.MaxFileSize, Limits: limits.Merge(opts.DriverLimits), Sandbox: opts.Sandbox, RenderCache: opts.RenderCache}
 	}
-	var early *drivers.LoadOptions
+	var pending *drivers.PendingCatalog
 	if opts.Sandbox != nil {
-		if settings, err := loader.LoadSettings(fsys); err == nil {
-			if limits, err := settings.DriverLimits(); err == nil {
-				o := loadOpts(limits)
-				early = &o
-			}
+		if limits, err := loader.DriverLimits(fsys); err == nil {
+			pending = drivers.StartCatalog(fsys, "drivers", loadOpts(limits))
+			defer pending.Wait()
 		}
-	}
-	var cat *drivers.Catalog
-	var catErr error
-	catalog := make(chan struct{})
-	if early != nil {
-		go func() {
-			defer close(catalog)
-			cat, catErr = drivers.LoadCatalog(fsys, "drivers", *early)
-		}()
-		// An early return waits for the loads: no evaluation outlives
-		// the call.
-		defer func() { <-catalog }()
 	}
 	repo, err := loader.Load(fsys)
 	if err != nil {
@@ -107,16 +93,17 @@ func LoadWorkspace(fsys fs.FS, opts WorkspaceOptions) (*Workspace, error) {
 		return nil, err
 	}
 	dopts := loadOpts(limits)
+	var cat *drivers.Catalog
 	var locks map[ID]*Instance
 	var locksErr error
-	if early != nil {
+	if pending != nil {
 		locks, locksErr = LoadLocks(fsys)
-		<-catalog
+		cat, err = pending.Wait()
 	} else {
-		cat, catErr = drivers.LoadCatalog(fsys, "drivers", dopts)
+		cat, err = drivers.LoadCatalog(fsys, "drivers", dopts)
 	}
-	if catErr != nil {
-		return nil, catErr
+	if err != nil {
+		return nil, err
 	}
 	origins := map[string]*DriverOrigin{}
 	for i, src := range repo.Settings.Drivers {
@@ -148,7 +135,7 @@ func LoadWorkspace(fsys fs.FS, opts WorkspaceOptions) (*Workspace, error) {
 			return nil, err
 		}
 	}
-	if early == nil {
+	if pending == nil {
 		locks, locksErr = LoadLocks(fsys)
 	}
 	if locksErr != nil {

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"path/filepath"
 
 	"github.com/spf13/cobra"
 
@@ -78,11 +77,14 @@ func runRetry(g *globalOptions, ids []resolver.ID, stdout io.Writer) error {
 	if err != nil {
 		return err
 	}
-	for _, c := range changes {
-		if err := writeAtomic(filepath.Join(g.Repo, filepath.FromSlash(c.Path())), c.Data); err != nil {
-			return err
+	written, err := writeLocks(g.Repo, changes)
+	for i, c := range changes {
+		if written[i] {
+			fmt.Fprintf(stdout, "retry locked %s\n", describeChange(c))
 		}
-		fmt.Fprintf(stdout, "retry locked %s\n", describeChange(c))
+	}
+	if err != nil {
+		return err
 	}
 	fmt.Fprintf(stdout, "commit with a %s: CLUSTER/ENV/NAME trailer per deployment (or use --commit)\n", resolver.RetryTrailer)
 	return nil
