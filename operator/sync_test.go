@@ -6,6 +6,7 @@ import (
 	"io/fs"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -113,9 +114,10 @@ func TestSyncCreatesOneTaskPerNewSequenceAndResumes(t *testing.T) {
 	}
 	sourceKey := types.NamespacedName{Namespace: "styrmin-system", Name: "styrmin"}
 	repoLocks := instance.NewRepoLocks(agentRepo)
+	files := &filesRepo{SourceRepo: agentRepo, asked: map[gitsource.Hash]int{}}
 	newSyncer := func() *source.Syncer {
 		s, err := source.NewSyncer(source.SyncerOptions{
-			Client: cl, Repo: agentRepo, Cluster: "local", Source: sourceKey, Locks: repoLocks,
+			Client: cl, Repo: files, Cluster: "local", Source: sourceKey, Locks: repoLocks,
 			Spec:     v1alpha1.StyrminSourceSpec{URL: url, Branch: "main"},
 			Interval: time.Hour, Recorder: recorder, Log: testr.New(t),
 		})
@@ -160,6 +162,13 @@ func TestSyncCreatesOneTaskPerNewSequenceAndResumes(t *testing.T) {
 	res := sync(s)
 	if strings.Join(res.Created, " ") != "dev-hub/hub-1 dev-web/web-1" || res.Existing != 0 || res.Ignored != 0 {
 		t.Fatalf("first sync: %+v, want hub-1 and web-1 created (the other cluster's lock not even listed)", res)
+	}
+	// The lock commit's two lockfiles are read from one tree: a commit of
+	// hundreds would otherwise decode its folder once per lockfile.
+	for commit, n := range files.reads() {
+		if n > 1 {
+			t.Errorf("the files of %s were read %d times in one sync, want once", commit.Short(), n)
+		}
 	}
 	hub1 := task("dev-hub", "hub-1")
 	if hub1.Spec.Workflow != v1alpha1.WorkflowCreate || hub1.Spec.FromSequence != 0 || hub1.Spec.ToSequence != 1 ||
@@ -316,4 +325,27 @@ func resourceVersion(t *testing.T, o client.Object) int64 {
 		t.Fatalf("%s: resourceVersion %q: %v", o.GetName(), o.GetResourceVersion(), err)
 	}
 	return rv
+}
+
+// filesRepo counts, by commit, the trees a syncer reads.
+type filesRepo struct {
+	source.SourceRepo
+	mu    sync.Mutex
+	asked map[gitsource.Hash]int
+}
+
+func (r *filesRepo) FS(commit gitsource.Hash) (fs.FS, error) {
+	r.mu.Lock()
+	r.asked[commit]++
+	r.mu.Unlock()
+	return r.SourceRepo.FS(commit)
+}
+
+// reads returns the counts so far and starts again.
+func (r *filesRepo) reads() map[gitsource.Hash]int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	out := r.asked
+	r.asked = map[gitsource.Hash]int{}
+	return out
 }

@@ -527,13 +527,20 @@ func anyFailed(comps []v1alpha1.ComponentStatus) bool {
 }
 
 // notReadyFor is how long sd has not been Ready, by its condition before
-// this reconcile (0 when it was Ready or has no condition yet).
+// this reconcile (0 when it was Ready or has no condition yet), counted
+// from its last apply when that came later: a rollout is timed from its
+// start, not from when its change began to wait (a large fan-out queues
+// changes for minutes, and each would have its pods read at once).
 func (r *Reconciler) notReadyFor(sd *v1alpha1.StyrminDeployment) time.Duration {
 	c := apimeta.FindStatusCondition(sd.Status.Conditions, v1alpha1.ConditionReady)
 	if c == nil || c.Status == metav1.ConditionTrue {
 		return 0
 	}
-	return r.now().Sub(c.LastTransitionTime.Time)
+	since := c.LastTransitionTime.Time
+	if rel := sd.Status.Release; rel != nil && rel.LastAppliedTime != nil && rel.LastAppliedTime.After(since) {
+		since = rel.LastAppliedTime.Time
+	}
+	return r.now().Sub(since)
 }
 
 // notReadyPods adds the pods that are not ready to the workloads that are

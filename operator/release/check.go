@@ -28,7 +28,7 @@ type Desired struct {
 // Desired is the revision's objects with the field sets the apply's
 // answers hold: its first drift check needs no read and no dry-run.
 func (r *Revision) Desired() *Desired {
-	return &Desired{revision: r.release.Version, objects: r.objects, expected: r.fields}
+	return &Desired{revision: r.number, objects: r.objects, expected: r.fields}
 }
 
 // Drift is one object whose live state lost fields Styrmin owns, or that

@@ -26,20 +26,19 @@ func Inventory(objects []drivers.Object, namespace string) []v1alpha1.ObjectRef 
 }
 
 // Name returns the release's name.
-func (r *Revision) Name() string { return r.release.Name }
+func (r *Revision) Name() string { return r.name }
 
 // Number returns the revision's number (Helm's version).
-func (r *Revision) Number() int { return r.release.Version }
+func (r *Revision) Number() int { return r.number }
 
 // Status is the revision as a StyrminDeployment's status records it,
 // applied at now.
 func (r *Revision) Status(now metav1.Time) v1alpha1.ReleaseStatus {
-	rel := r.release
 	return v1alpha1.ReleaseStatus{
-		Name:            rel.Name,
-		Revision:        rel.Version,
-		Chart:           rel.Chart.Metadata.Name + "-" + rel.Chart.Metadata.Version,
-		Status:          string(rel.Info.Status),
+		Name:            r.name,
+		Revision:        r.number,
+		Chart:           r.chart,
+		Status:          r.status,
 		LastAppliedTime: &now,
 	}
 }

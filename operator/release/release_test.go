@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"reflect"
 	"slices"
 	"strings"
 	"testing"
@@ -133,11 +134,24 @@ func TestReleaseRevisionsAreHelmRecordsPrunedAndTrimmed(t *testing.T) {
 
 	r1, installed, err := e.helm.Apply(ctx, releaseReq(ns,
 		configMap(ns, "a", "1"), configMap(ns, "b", "1", "helm.sh/resource-policy", "keep"), configMap(ns, "c", "1")), nil, 0)
-	if err != nil || !installed || r1.release.Version != 1 {
+	if err != nil || !installed || r1.number != 1 {
 		t.Fatalf("first apply: %v, installed %v", err, installed)
 	}
 	if got := e.history(t, ns, "app"); got != "1:deployed" {
 		t.Fatalf("history %q, want 1:deployed", got)
+	}
+	// The revision kept in memory, encoded, is the record as stored.
+	kept, err := r1.decode()
+	if err != nil {
+		t.Fatal(err)
+	}
+	stored, err := e.helm.records.get(ctx, ns, "app", 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if kept.Manifest != stored.Manifest || kept.Info.Status != stored.Info.Status || !reflect.DeepEqual(kept.Config, stored.Config) ||
+		kept.Chart.Metadata.Version != stored.Chart.Metadata.Version {
+		t.Errorf("the kept revision decodes to %+v, the stored record is %+v", kept, stored)
 	}
 	if got := e.configMaps(t, ns); got != "a=1 b=1 c=1" {
 		t.Fatalf("config maps %q", got)
@@ -147,7 +161,7 @@ func TestReleaseRevisionsAreHelmRecordsPrunedAndTrimmed(t *testing.T) {
 	}
 
 	r2, installed, err := e.helm.Apply(ctx, releaseReq(ns, configMap(ns, "a", "2")), r1, 1)
-	if err != nil || installed || r2.release.Version != 2 {
+	if err != nil || installed || r2.number != 2 {
 		t.Fatalf("second apply: %v, installed %v", err, installed)
 	}
 	if got := e.history(t, ns, "app"); got != "1:superseded 2:deployed" {
@@ -159,7 +173,7 @@ func TestReleaseRevisionsAreHelmRecordsPrunedAndTrimmed(t *testing.T) {
 
 	// Nothing in memory: the status's revision is read by key.
 	r3, _, err := e.helm.Apply(ctx, releaseReq(ns, configMap(ns, "a", "3")), nil, 2)
-	if err != nil || r3.release.Version != 3 {
+	if err != nil || r3.number != 3 {
 		t.Fatalf("third apply: %v", err)
 	}
 	if got := e.history(t, ns, "app"); got != "2:superseded 3:deployed" {
@@ -169,13 +183,13 @@ func TestReleaseRevisionsAreHelmRecordsPrunedAndTrimmed(t *testing.T) {
 	// A lost status: the history is asked, revision 1 is not written
 	// again although its record was trimmed.
 	r4, installed, err := e.helm.Apply(ctx, releaseReq(ns, configMap(ns, "a", "4")), nil, 0)
-	if err != nil || installed || r4.release.Version != 4 {
+	if err != nil || installed || r4.number != 4 {
 		t.Fatalf("apply with no revision known: %v, installed %v (want revision 4)", err, installed)
 	}
 	// A stale status (revision 2 while 4 exists) and a stale memory: the
 	// write of 3 finds it taken and moves on.
 	r5, _, err := e.helm.Apply(ctx, releaseReq(ns, configMap(ns, "a", "5")), r2, 2)
-	if err != nil || r5.release.Version != 5 {
+	if err != nil || r5.number != 5 {
 		t.Fatalf("apply with a stale revision: %v", err)
 	}
 	if got := e.history(t, ns, "app"); got != "4:superseded 5:deployed" {
@@ -312,8 +326,8 @@ func TestReleaseRecordsAreReadAsHelmWroteThem(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if installed || r2.release.Version != 2 {
-		t.Fatalf("apply over Helm's release: installed %v, revision %d; want an upgrade to 2", installed, r2.release.Version)
+	if installed || r2.number != 2 {
+		t.Fatalf("apply over Helm's release: installed %v, revision %d; want an upgrade to 2", installed, r2.number)
 	}
 	if got := e.history(t, ns, "app"); got != "1:superseded 2:deployed" {
 		t.Fatalf("history %q, want 1:superseded 2:deployed", got)

@@ -401,6 +401,24 @@ type syncWalk struct {
 	fromFS fs.FS
 	prev   map[resolver.ID]*resolver.Instance
 	seen   map[resolver.ID]bool
+	// at is the tree of the commit whose changes are being read, atFS
+	// its files: a lock commit changes hundreds of lockfiles in one
+	// folder, which a tree read afresh for each would decode each time.
+	at   gitsource.Hash
+	atFS fs.FS
+}
+
+// fsAt returns the files of commit, reusing those of the commit before.
+func (w *syncWalk) fsAt(commit gitsource.Hash) (fs.FS, error) {
+	if w.atFS != nil && w.at == commit {
+		return w.atFS, nil
+	}
+	fsys, err := w.s.opts.Repo.FS(commit)
+	if err != nil {
+		return nil, err
+	}
+	w.at, w.atFS = commit, fsys
+	return fsys, nil
 }
 
 // apply reads one lock change and returns the task it makes (nil: none).
@@ -419,7 +437,7 @@ func (w *syncWalk) apply(ctx context.Context, src *v1alpha1.StyrminSource, ch gi
 		res.Ignored++
 		return nil, nil
 	}
-	fsys, err := w.s.opts.Repo.FS(ch.Commit)
+	fsys, err := w.fsAt(gitsource.Hash(ch.Commit))
 	if err != nil {
 		return nil, fmt.Errorf("sync: reading %s at %s: %w", ch.Path, ch.Commit.Short(), err)
 	}
