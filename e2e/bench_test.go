@@ -192,7 +192,11 @@ func benchAgent(b *testing.B, n int) scalePoint {
 		b.Fatal("the StyrminDeployment and Deployment caches did not sync")
 	}
 	metricsAddr, pprofAddr := agenttest.FreeAddr(b), agenttest.FreeAddr(b)
-	args := []string{"--poll-interval=1s", "--metrics-bind-address=" + metricsAddr, "--pprof-bind-address=" + pprofAddr}
+	// The repository is cloned to disk, as the shipped manifests have it
+	// (--clone-dir): in memory the clone's objects, every lock commit's
+	// lockfiles, would count in the agent's heap.
+	args := []string{"--poll-interval=1s", "--metrics-bind-address=" + metricsAddr, "--pprof-bind-address=" + pprofAddr,
+		"--clone-dir=" + filepath.Join(b.TempDir(), "clone")}
 	if *agentMemoryLimit != "" {
 		args = append(args, "--memory-limit="+*agentMemoryLimit)
 	}
