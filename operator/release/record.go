@@ -73,18 +73,21 @@ func releaseKey(name string, version int) string {
 	return fmt.Sprintf("sh.helm.release.v1.%s.v%d", name, version)
 }
 
-// create writes a new revision; errReleaseExists when its Secret
-// exists.
-func (r *releaseRecords) create(ctx context.Context, rel *release.Release) error {
+// create writes a new revision and returns its record as stored (the
+// Secret's "release" value); errReleaseExists when its Secret exists.
+func (r *releaseRecords) create(ctx context.Context, rel *release.Release) ([]byte, error) {
 	s, err := r.secret(rel, "createdAt")
 	if err != nil {
-		return err
+		return nil, err
 	}
 	_, err = r.clientset.CoreV1().Secrets(rel.Namespace).Create(ctx, s, metav1.CreateOptions{})
 	if apierrors.IsAlreadyExists(err) {
-		return errReleaseExists
+		return nil, errReleaseExists
 	}
-	return err
+	if err != nil {
+		return nil, err
+	}
+	return s.Data["release"], nil
 }
 
 // update rewrites an existing revision (its status changed).

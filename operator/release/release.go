@@ -193,17 +193,13 @@ type Revision struct {
 	fields    map[string][]byte
 }
 
-// newRevision keeps rel, as its record encodes it, with the objects
-// applied and their field sets.
-func (h *Releases) newRevision(rel *release.Release, objs []*desiredObject, fields map[string][]byte) (*Revision, error) {
-	record, err := h.records.encode(rel)
-	if err != nil {
-		return nil, fmt.Errorf("release %s/%s revision %d: encoding: %w", rel.Namespace, rel.Name, rel.Version, err)
-	}
+// newRevision keeps rel, recorded as record, with the objects applied and
+// their field sets.
+func newRevision(rel *release.Release, record []byte, objs []*desiredObject, fields map[string][]byte) *Revision {
 	return &Revision{
 		name: rel.Name, number: rel.Version, chart: rel.Chart.Metadata.Name + "-" + rel.Chart.Metadata.Version,
 		status: string(rel.Info.Status), record: record, namespace: rel.Namespace, objects: objs, fields: fields,
-	}, nil
+	}
 }
 
 // decode returns the release the revision recorded.
@@ -304,7 +300,8 @@ func (h *Releases) Apply(ctx context.Context, req Request, known *Revision, revi
 		rel.Info.Description = truncate(req.Description+": "+applyErr.Error(), 1024)
 	}
 	pruneFrom := prev
-	if err := h.record(ctx, rel, &prev); err != nil {
+	record, err := h.record(ctx, rel, &prev)
+	if err != nil {
 		return nil, prev == nil, errors.Join(applyErr, err)
 	}
 	if applyErr == nil && pruneFrom == nil && prev != nil {
@@ -323,11 +320,7 @@ func (h *Releases) Apply(ctx context.Context, req Request, known *Revision, revi
 		return nil, false, err
 	}
 	h.trimHistory(ctx, rel)
-	rev, err := h.newRevision(rel, objs, fields)
-	if err != nil {
-		return nil, false, err
-	}
-	return rev, prev == nil, nil
+	return newRevision(rel, record, objs, fields), prev == nil, nil
 }
 
 // createdObjects returns the keys of the objects the release created: the
@@ -417,10 +410,11 @@ func (h *Releases) deployedRevisions(ctx context.Context, namespace, name string
 	return out, nil
 }
 
-// record writes rel as the revision after *prev. A newer record than the
-// caller knew (written by an agent that stopped before recording it in
-// the status) moves the revision on; *prev becomes that record.
-func (h *Releases) record(ctx context.Context, rel *release.Release, prev **release.Release) error {
+// record writes rel as the revision after *prev and returns the record as
+// stored. A newer record than the caller knew (written by an agent that
+// stopped before recording it in the status) moves the revision on;
+// *prev becomes that record.
+func (h *Releases) record(ctx context.Context, rel *release.Release, prev **release.Release) ([]byte, error) {
 	for attempt := 0; ; attempt++ {
 		rel.Version = 1
 		if p := *prev; p != nil {
@@ -429,16 +423,16 @@ func (h *Releases) record(ctx context.Context, rel *release.Release, prev **rele
 				rel.Info.FirstDeployed = p.Info.FirstDeployed
 			}
 		}
-		err := h.records.create(ctx, rel)
+		record, err := h.records.create(ctx, rel)
 		if !errors.Is(err, errReleaseExists) || attempt == 2 {
 			if err != nil {
-				return fmt.Errorf("release %s/%s: recording revision %d: %w", rel.Namespace, rel.Name, rel.Version, err)
+				return nil, fmt.Errorf("release %s/%s: recording revision %d: %w", rel.Namespace, rel.Name, rel.Version, err)
 			}
-			return nil
+			return record, nil
 		}
 		last, lerr := h.records.latest(ctx, rel.Namespace, rel.Name)
 		if lerr != nil {
-			return fmt.Errorf("release %s/%s: reading its history: %w", rel.Namespace, rel.Name, lerr)
+			return nil, fmt.Errorf("release %s/%s: reading its history: %w", rel.Namespace, rel.Name, lerr)
 		}
 		*prev = last
 	}

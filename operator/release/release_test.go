@@ -411,7 +411,7 @@ func TestReleaseFailedInstallTakesNothingOverAndUninstallLeavesOthersObjects(t *
 
 	ghost := &release.Release{Name: "ghost", Namespace: ns, Version: 1, Info: &release.Info{Status: "deployed"},
 		Manifest: "---\n# Source: x/widget.yaml\napiVersion: example.com/v1\nkind: Widget\nmetadata:\n  name: w\n"}
-	if err := e.helm.records.create(ctx, ghost); err != nil {
+	if _, err := e.helm.records.create(ctx, ghost); err != nil {
 		t.Fatal(err)
 	}
 	if err := e.helm.Uninstall(ctx, ns, "ghost"); err != nil {

@@ -401,8 +401,8 @@ type syncWalk struct {
 	fromFS fs.FS
 	prev   map[resolver.ID]*resolver.Instance
 	seen   map[resolver.ID]bool
-	// at is the tree of the commit whose changes are being read, atFS
-	// its files: a lock commit changes hundreds of lockfiles in one
+	// at is the commit whose changes are being read and atFS its files,
+	// read once: a lock commit changes hundreds of lockfiles in one
 	// folder, which a tree read afresh for each would decode each time.
 	at   gitsource.Hash
 	atFS fs.FS
@@ -437,7 +437,7 @@ func (w *syncWalk) apply(ctx context.Context, src *v1alpha1.StyrminSource, ch gi
 		res.Ignored++
 		return nil, nil
 	}
-	fsys, err := w.fsAt(gitsource.Hash(ch.Commit))
+	fsys, err := w.fsAt(ch.Commit)
 	if err != nil {
 		return nil, fmt.Errorf("sync: reading %s at %s: %w", ch.Path, ch.Commit.Short(), err)
 	}
