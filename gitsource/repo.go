@@ -13,7 +13,10 @@ import (
 	"github.com/go-git/go-git/v5/plumbing"
 	"github.com/go-git/go-git/v5/plumbing/object"
 	"github.com/go-git/go-git/v5/plumbing/transport"
+	"github.com/go-git/go-billy/v5/osfs"
+	"github.com/go-git/go-git/v5/plumbing/cache"
 	"github.com/go-git/go-git/v5/storage"
+	"github.com/go-git/go-git/v5/storage/filesystem"
 	"github.com/go-git/go-git/v5/storage/memory"
 )
 
@@ -72,6 +75,10 @@ type OpenOptions struct {
 	CABundle []byte
 	// InsecureSkipTLS disables TLS verification for an https remote.
 	InsecureSkipTLS bool
+	// ObjectCacheSize bounds, in bytes, the decoded objects kept in memory
+	// for a bare repository opened at its own path (the agent's clone);
+	// 0 keeps go-git's default (96 MiB). See CloneOptions.ObjectCacheSize.
+	ObjectCacheSize int64
 }
 
 // Open opens the repository that contains path (path may be a subdirectory
@@ -87,11 +94,18 @@ func Open(path string, opts OpenOptions) (*Repo, error) {
 	if err != nil {
 		return nil, fmt.Errorf("gitsource: open %s: %w", path, err)
 	}
-	r := &Repo{repo: gr, storer: gr.Storer, caBundle: opts.CABundle, insecure: opts.InsecureSkipTLS}
-	if wt, err := gr.Worktree(); err == nil {
-		r.worktreeDir = wt.Filesystem.Root()
-	} else if !errors.Is(err, git.ErrIsBareRepository) {
+	wt, err := gr.Worktree()
+	switch {
+	case errors.Is(err, git.ErrIsBareRepository) && opts.ObjectCacheSize > 0:
+		if gr, err = openBare(path, opts.ObjectCacheSize); err != nil {
+			return nil, fmt.Errorf("gitsource: open %s: %w", path, err)
+		}
+	case err != nil && !errors.Is(err, git.ErrIsBareRepository):
 		return nil, fmt.Errorf("gitsource: open %s: worktree: %w", path, err)
+	}
+	r := &Repo{repo: gr, storer: gr.Storer, caBundle: opts.CABundle, insecure: opts.InsecureSkipTLS}
+	if wt != nil {
+		r.worktreeDir = wt.Filesystem.Root()
 	}
 
 	r.branch = opts.Branch
@@ -141,6 +155,14 @@ type CloneOptions struct {
 	CABundle []byte
 	// InsecureSkipTLS disables TLS verification for an https remote.
 	InsecureSkipTLS bool
+	// ObjectCacheSize bounds, in bytes, the decoded objects a clone on
+	// disk keeps in memory; 0 keeps go-git's default (96 MiB). A
+	// long-running reader (the agent) reads most objects once (each lock
+	// commit's new lockfiles), so a large cache only fills with them: at
+	// 2,000 deployments a fan-out's lockfiles and the packs' delta bases
+	// held 12 MB of the agent's heap after two commits, and it kept
+	// growing towards the default with every commit.
+	ObjectCacheSize int64
 }
 
 // Clone clones one branch of url (an https or ssh URL, or a local path) into
@@ -182,6 +204,13 @@ func Clone(ctx context.Context, url, dir string, opts CloneOptions) (*Repo, erro
 		}
 		return nil, transportError("clone", url, err)
 	}
+	if dir != "" && opts.ObjectCacheSize > 0 {
+		// go-git's clone has no cache option: the clone is read afresh
+		// through a storage of the size asked for.
+		if gr, err = openBare(dir, opts.ObjectCacheSize); err != nil {
+			return nil, fmt.Errorf("gitsource: clone %s: %w", redactURL(url), err)
+		}
+	}
 	head, err := gr.Head()
 	if err != nil {
 		return nil, fmt.Errorf("gitsource: clone %s: read HEAD: %w", redactURL(url), err)
@@ -206,6 +235,13 @@ func Clone(ctx context.Context, url, dir string, opts CloneOptions) (*Repo, erro
 		return nil, fmt.Errorf("gitsource: clone %s: %w", redactURL(url), err)
 	}
 	return r, nil
+}
+
+// openBare opens the bare repository at dir with an object cache of
+// cacheSize bytes.
+func openBare(dir string, cacheSize int64) (*git.Repository, error) {
+	s := filesystem.NewStorage(osfs.New(dir), cache.NewObjectLRU(cache.FileSize(cacheSize)))
+	return git.Open(s, nil)
 }
 
 // Branch returns the short name of the tracked branch, "" when a Repo was

@@ -458,6 +458,14 @@ func secretAuth(ctx context.Context, c client.Reader, name, namespace, def strin
 	return AuthFromSecret(ctx, c, types.NamespacedName{Namespace: namespace, Name: name})
 }
 
+// cloneObjectCache bounds the decoded git objects the agent's clone on
+// disk keeps in memory. The sync reads each lock commit's lockfiles once
+// (and hands them to their tasks), so go-git's default of 96 MiB only
+// filled with them: 12 MB at 2,000 deployments after two lock commits,
+// more with each. A few MiB still hold the trees and delta bases a walk
+// of recent commits reads again.
+const cloneObjectCache = 8 << 20
+
 // cloneWithRetry clones the repository, retrying with backoff while the
 // remote is unreachable; bad credentials end the agent at once.
 func cloneWithRetry(ctx context.Context, opts Options, auth gitsource.Auth) (*gitsource.Repo, error) {
@@ -465,7 +473,7 @@ func cloneWithRetry(ctx context.Context, opts Options, auth gitsource.Auth) (*gi
 		// A clone left by an earlier run is reused: fetching it costs less
 		// than cloning again.
 		if entries, err := os.ReadDir(opts.CloneDir); err == nil && len(entries) > 0 {
-			repo, err := gitsource.Open(opts.CloneDir, gitsource.OpenOptions{Remote: "origin", Branch: opts.Branch, Auth: auth})
+			repo, err := gitsource.Open(opts.CloneDir, gitsource.OpenOptions{Remote: "origin", Branch: opts.Branch, Auth: auth, ObjectCacheSize: cloneObjectCache})
 			if err != nil {
 				return nil, fmt.Errorf("agent: opening the clone in %s: %w (remove the folder to clone again)", opts.CloneDir, err)
 			}
@@ -474,7 +482,7 @@ func cloneWithRetry(ctx context.Context, opts Options, auth gitsource.Auth) (*gi
 	}
 	delay := time.Second
 	for {
-		repo, err := gitsource.Clone(ctx, opts.URL, opts.CloneDir, gitsource.CloneOptions{Branch: opts.Branch, Auth: auth})
+		repo, err := gitsource.Clone(ctx, opts.URL, opts.CloneDir, gitsource.CloneOptions{Branch: opts.Branch, Auth: auth, ObjectCacheSize: cloneObjectCache})
 		if err == nil {
 			return repo, nil
 		}
