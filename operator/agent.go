@@ -462,9 +462,10 @@ func secretAuth(ctx context.Context, c client.Reader, name, namespace, def strin
 // disk keeps in memory. The sync reads each lock commit's lockfiles once
 // (and hands them to their tasks), so go-git's default of 96 MiB only
 // filled with them: 12 MB at 2,000 deployments after two lock commits,
-// more with each. A few MiB still hold the trees and delta bases a walk
-// of recent commits reads again.
-const cloneObjectCache = 8 << 20
+// more with each, and still 6.5 MB under a bound of 8 MiB. What is read
+// again (commits and trees of recent history, a locks folder's tree of
+// 2,000 entries is about 100 KB) fits in a few MiB.
+const cloneObjectCache = 2 << 20
 
 // cloneWithRetry clones the repository, retrying with backoff while the
 // remote is unreachable; bad credentials end the agent at once.
