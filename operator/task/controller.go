@@ -130,11 +130,9 @@ type Reconciler struct {
 	// written is the resourceVersion of each task's last status write, to
 	// notice a cache that has not caught up with it yet.
 	written map[types.UID]string
-	// instances holds the instance of unfinished tasks read from their
+	// instances holds the instance of each unfinished task read from its
 	// lock, so a task's reconciles read it once; by name, so a task
-	// deleted before it finished is forgotten too. At most
-	// maxCachedInstances: past them a task reads its lockfile again at
-	// each reconcile.
+	// deleted before it finished is forgotten too.
 	instances map[types.NamespacedName]lockedInstance
 	// lastErr is the last transient error of each task's running step,
 	// for the message of a step that times out.
@@ -153,13 +151,6 @@ type Reconciler struct {
 	// waits for, and how far through its list it got.
 	waitsFor map[types.NamespacedName]orderWait
 }
-
-// maxCachedInstances bounds Reconciler.instances. A fan-out's tasks all
-// read their instance as soon as they are created, then most wait for
-// minutes behind the StyrminDeployments applied before theirs: at 2,000
-// deployments the instances of waiting tasks were 9.5 MB of the agent's
-// heap. A lockfile read again costs a fraction of a millisecond.
-const maxCachedInstances = 256
 
 // lockedInstance is a task's instance as read from its lock.
 type lockedInstance struct {
@@ -676,9 +667,7 @@ func (r *Reconciler) instance(ctx context.Context, t *v1alpha1.StyrminTask) (*re
 		return nil, field, err
 	}
 	r.mu.Lock()
-	if _, replaces := r.instances[key]; replaces || len(r.instances) < maxCachedInstances {
-		r.instances[key] = lockedInstance{uid: t.UID, lock: t.Spec.Lock, instance: in}
-	}
+	r.instances[key] = lockedInstance{uid: t.UID, lock: t.Spec.Lock, instance: in}
 	r.mu.Unlock()
 	return in, field, nil
 }
