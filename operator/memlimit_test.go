@@ -44,3 +44,34 @@ func TestSoftMemoryLimitFollowsTheContainer(t *testing.T) {
 		})
 	}
 }
+
+func TestGCPercentIsTheAgentsDefaultUnlessGOGCOrTheFlagSaysOtherwise(t *testing.T) {
+	for _, tc := range []struct {
+		name, flag, env string
+		want            int
+		set             bool
+		err             string
+	}{
+		{name: "the agent's default", want: DefaultGCPercent, set: true},
+		{name: "GOGC is left to the runtime", env: "200"},
+		{name: "the flag", flag: "100", want: 100, set: true},
+		{name: "the flag beats GOGC", flag: "25", env: "off", want: 25, set: true},
+		{name: "not a number", flag: "half", err: `--gc-percent: expected a whole number from 10 to 1000 (Go's GOGC) or nothing, got "half"`},
+		{name: "off is not offered", flag: "off", err: "--gc-percent: expected a whole number"},
+		{name: "too low", flag: "5", err: "--gc-percent: expected a whole number"},
+		{name: "too high", flag: "5000", err: "--gc-percent: expected a whole number"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got, set, err := GCPercent(tc.flag, tc.env)
+			if tc.err != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.err) {
+					t.Fatalf("error %v, want one containing %q", err, tc.err)
+				}
+				return
+			}
+			if err != nil || got != tc.want || set != tc.set {
+				t.Fatalf("GCPercent = %d, %v, %v; want %d, %v", got, set, err, tc.want, tc.set)
+			}
+		})
+	}
+}

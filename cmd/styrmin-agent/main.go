@@ -60,6 +60,7 @@ type flags struct {
 	lockMode                            bool
 	lockSecret                          string
 	memoryLimit                         string
+	gcPercent                           string
 	kubeAPIQPS                          float64
 	kubeAPIBurst                        int
 	keepTasks                           int
@@ -123,6 +124,7 @@ func parseFlags(args []string, stderr io.Writer) (*flags, error) {
 	fs.IntVar(&f.taskConcurrency, "task-concurrency", operator.DefaultTaskConcurrency, "tasks (of different deployments) run at once")
 	fs.IntVar(&f.deploymentConcurrency, "deployment-concurrency", operator.DefaultDeploymentConcurrency, "StyrminDeployments reconciled (applied, checked) at once")
 	fs.IntVar(&f.keepTasks, "keep-tasks", operator.DefaultKeepTasks, "finished tasks kept per deployment (its history in the cluster); older ones are deleted")
+	fs.StringVar(&f.gcPercent, "gc-percent", "", fmt.Sprintf(`garbage-collection target, Go's GOGC: the heap may grow by this percent of what is live before a collection ("": %d, unless GOGC is set)`, operator.DefaultGCPercent))
 	fs.StringVar(&f.memoryLimit, "memory-limit", "", `soft memory limit of Go's heap, e.g. 200Mi ("": 90% of the container's memory limit, unless GOMEMLIMIT is set; "0": none)`)
 	fs.DurationVar(&f.driverTimeout, "driver-timeout", drivers.DefaultTimeout, "time limit of one driver load or render (a repository's styrmin.cue may set less)")
 	fs.StringVar(&f.driverMemory, "driver-memory", "128Mi", "memory limit of one driver evaluation, e.g. 128Mi; keep it under the container's memory limit minus the agent's own use")
@@ -227,6 +229,13 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	}
 	log := logr.FromSlogHandler(handler)
 	ctrllog.SetLogger(log)
+	percent, set, err := operator.GCPercent(f.gcPercent, os.Getenv("GOGC"))
+	if err != nil {
+		return err
+	}
+	if set {
+		debug.SetGCPercent(percent)
+	}
 	limit, err := operator.SoftMemoryLimit(f.memoryLimit, os.Getenv("GOMEMLIMIT"), os.DirFS("/sys"))
 	if err != nil {
 		return err

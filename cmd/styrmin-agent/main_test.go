@@ -87,6 +87,19 @@ func TestUnknownLogLevelOrFormatIsAnErrorBeforeAnythingRuns(t *testing.T) {
 	}
 }
 
+func TestBadMemorySettingsAreAnErrorBeforeAnythingRuns(t *testing.T) {
+	base := []string{"--cluster=local", "--repo=https://git.example.com/x.git", "--kubeconfig=/nonexistent"}
+	for _, c := range []struct{ flag, want string }{
+		{"--gc-percent=half", `--gc-percent: expected a whole number from 10 to 1000 (Go's GOGC) or nothing, got "half"`},
+		{"--memory-limit=lots", `--memory-limit: expected a quantity of bytes such as 200Mi, "0" or nothing, got "lots"`},
+	} {
+		err := run(context.Background(), append(base, c.flag), io.Discard, io.Discard)
+		if err == nil || err.Error() != c.want {
+			t.Errorf("%s: %v, want %q", c.flag, err, c.want)
+		}
+	}
+}
+
 func TestLogFormatsWriteJSONOrKeyValueLines(t *testing.T) {
 	for format, want := range map[string]string{
 		"json": `"msg":"synced","head":"abc"`,
