@@ -15,20 +15,23 @@ import (
 var ErrReleaseGone = errors.New("the release's record is gone")
 
 // Desired is what one drift check of a release revision compares with:
-// the revision's objects and the field sets Styrmin owns on them. A
-// caller keeps it between checks of the same revision, so only the first
-// check reads the record (and dry-runs the applies that give the field
-// sets); it is not safe for concurrent use.
+// the revision's objects and the field sets Styrmin owns on them, packed
+// (see pack). A caller keeps it between checks of the same revision, so
+// only the first check reads the record (and dry-runs the applies that
+// give the field sets); it is not safe for concurrent use.
 type Desired struct {
 	revision int
-	objects  []*desiredObject
-	expected map[string][]byte
+	packed   []byte
 }
 
 // Desired is the revision's objects with the field sets the apply's
-// answers hold: its first drift check needs no read and no dry-run.
+// answers hold: its first drift check needs no read and no dry-run. Nil
+// when the revision keeps none: the first check reads the record.
 func (r *Revision) Desired() *Desired {
-	return &Desired{revision: r.number, objects: r.objects, expected: r.fields}
+	if r.desired == nil {
+		return nil
+	}
+	return &Desired{revision: r.number, packed: r.desired}
 }
 
 // Drift is one object whose live state lost fields Styrmin owns, or that
@@ -48,6 +51,8 @@ func (d Drift) Ref() v1alpha1.ObjectRef { return d.object.ref }
 // returned. A revision whose record is gone gives an error wrapping
 // ErrReleaseGone.
 func (h *Releases) Check(ctx context.Context, namespace, name string, rev int, inventory []v1alpha1.ObjectRef, d *Desired) (*Desired, []Drift, error) {
+	var objs []*desiredObject
+	var expected map[string][]byte
 	if d != nil && d.revision == rev {
 		ok, err := h.records.exists(ctx, namespace, name, rev)
 		if err != nil {
@@ -55,6 +60,9 @@ func (h *Releases) Check(ctx context.Context, namespace, name string, rev int, i
 		}
 		if !ok {
 			return nil, nil, fmt.Errorf("%w: release %s revision %d not found; installing again", ErrReleaseGone, name, rev)
+		}
+		if objs, expected, err = unpack(h.objects.dyn, d.packed); err != nil {
+			return nil, nil, err
 		}
 	} else {
 		rel, err := h.records.get(ctx, namespace, name, rev)
@@ -68,20 +76,35 @@ func (h *Releases) Check(ctx context.Context, namespace, name string, rev int, i
 		for _, o := range inventory {
 			components[objectKey(o)] = o.Component
 		}
-		objs, err := h.objects.desiredObjects(rel.Manifest, rel.Name, namespace, components)
-		if err != nil {
+		if objs, err = h.objects.desiredObjects(rel.Manifest, rel.Name, namespace, components); err != nil {
 			return nil, nil, err
 		}
-		d = &Desired{revision: rev, objects: objs, expected: map[string][]byte{}}
+		expected = map[string][]byte{}
 	}
-	drifts, err := h.objects.check(ctx, d.objects, d.expected)
-	return d, drifts, err
+	drifts, err := h.objects.check(ctx, objs, expected)
+	// What the check learnt (field sets from dry-runs) is kept for the
+	// next one.
+	packed, perr := pack(objs, expected)
+	if perr != nil {
+		return nil, nil, errors.Join(err, perr)
+	}
+	return &Desired{revision: rev, packed: packed}, drifts, err
 }
 
 // Correct applies the drifted objects of d's revision again, without a
-// new Helm revision.
+// new Helm revision; d keeps their field sets.
 func (h *Releases) Correct(ctx context.Context, d *Desired, drifts []Drift) error {
-	return h.objects.correct(ctx, drifts, d.expected)
+	objs, expected, err := unpack(h.objects.dyn, d.packed)
+	if err != nil {
+		return err
+	}
+	cerr := h.objects.correct(ctx, drifts, expected)
+	packed, err := pack(objs, expected)
+	if err != nil {
+		return errors.Join(cerr, err)
+	}
+	d.packed = packed
+	return cerr
 }
 
 // Summary is the text of a DriftCorrected event: each object and its

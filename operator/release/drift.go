@@ -14,6 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/dynamic"
 	"sigs.k8s.io/structured-merge-diff/v6/fieldpath"
@@ -61,8 +62,11 @@ type desiredObject struct {
 	// keep is true when the object is annotated to outlive its release
 	// (helm.sh/resource-policy: keep).
 	keep bool
-	// resource is the object's REST resource, namespaced or not.
-	resource dynamic.ResourceInterface
+	// resource is the object's REST resource, namespaced or not; gvr and
+	// namespaced say which, to make it again (see pack).
+	resource   dynamic.ResourceInterface
+	gvr        schema.GroupVersionResource
+	namespaced bool
 	// namespace is the release's: its Secret holds the sensitive values.
 	namespace string
 }
@@ -109,13 +113,11 @@ func (d *releaseObjects) parseObjects(manifest, releaseName, namespace string, c
 		if err != nil {
 			return nil, nil, fmt.Errorf("release %s/%s manifest: %s %q: %w", namespace, releaseName, gvk.Kind, u.GetName(), err)
 		}
-		var res dynamic.ResourceInterface = d.dyn.Resource(mapping.Resource)
-		if mapping.Scope.Name() == meta.RESTScopeNameNamespace {
-			if u.GetNamespace() == "" {
-				u.SetNamespace(namespace)
-			}
-			res = d.dyn.Resource(mapping.Resource).Namespace(u.GetNamespace())
+		namespaced := mapping.Scope.Name() == meta.RESTScopeNameNamespace
+		if namespaced && u.GetNamespace() == "" {
+			u.SetNamespace(namespace)
 		}
+		res := resourceOf(d.dyn, mapping.Resource, namespaced, u.GetNamespace())
 		labels := u.GetLabels()
 		if labels == nil {
 			labels = map[string]string{}
@@ -135,7 +137,8 @@ func (d *releaseObjects) parseObjects(manifest, releaseName, namespace string, c
 		if err != nil {
 			return nil, nil, fmt.Errorf("release %s/%s manifest: %s: %w", namespace, releaseName, ref, err)
 		}
-		out = append(out, &desiredObject{ref: ref, data: data, keep: ann[helmResourcePolicyAnnotation] == helmKeepPolicy, resource: res, namespace: namespace})
+		out = append(out, &desiredObject{ref: ref, data: data, keep: ann[helmResourcePolicyAnnotation] == helmKeepPolicy,
+			resource: res, gvr: mapping.Resource, namespaced: namespaced, namespace: namespace})
 	}
 	return out, unmapped, nil
 }

@@ -189,16 +189,19 @@ type Revision struct {
 	// namespace the release's, to name it when it is decoded.
 	record    []byte
 	namespace string
-	objects   []*desiredObject
-	fields    map[string][]byte
+	// desired is the objects applied and their field sets, packed (nil
+	// when they could not be: the first drift check reads the record).
+	desired []byte
 }
 
 // newRevision keeps rel, recorded as record, with the objects applied and
 // their field sets.
 func newRevision(rel *release.Release, record []byte, objs []*desiredObject, fields map[string][]byte) *Revision {
+	// Not packed: the drift check reads the record, as after a restart.
+	desired, _ := pack(objs, fields)
 	return &Revision{
 		name: rel.Name, number: rel.Version, chart: rel.Chart.Metadata.Name + "-" + rel.Chart.Metadata.Version,
-		status: string(rel.Info.Status), record: record, namespace: rel.Namespace, objects: objs, fields: fields,
+		status: string(rel.Info.Status), record: record, namespace: rel.Namespace, desired: desired,
 	}
 }
 

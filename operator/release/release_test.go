@@ -2,6 +2,7 @@ package release
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"reflect"
@@ -156,8 +157,23 @@ func TestReleaseRevisionsAreHelmRecordsPrunedAndTrimmed(t *testing.T) {
 	if got := e.configMaps(t, ns); got != "a=1 b=1 c=1" {
 		t.Fatalf("config maps %q", got)
 	}
-	if len(r1.fields) != 3 || !strings.Contains(string(r1.fields["/ConfigMap/rel/a"]), `"f:v"`) {
-		t.Fatalf("owned field sets from the apply: %q", r1.fields)
+	// The objects and field sets kept for the drift check, packed.
+	objs, fields, err := unpack(e.helm.objects.dyn, r1.desired)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(fields) != 3 || !strings.Contains(string(fields["/ConfigMap/rel/a"]), `"f:v"`) {
+		t.Fatalf("owned field sets from the apply: %q", fields)
+	}
+	var names []string
+	for _, o := range objs {
+		names = append(names, o.ref.Kind+"/"+o.ref.Namespace+"/"+o.ref.Name)
+		if o.gvr.Resource != "configmaps" || !o.namespaced || o.namespace != ns || !json.Valid(o.data) {
+			t.Errorf("kept object %s: resource %v, namespaced %v, namespace %q, JSON %v", o.ref, o.gvr, o.namespaced, o.namespace, json.Valid(o.data))
+		}
+	}
+	if got := strings.Join(names, " "); got != "ConfigMap/rel/a ConfigMap/rel/b ConfigMap/rel/c" {
+		t.Errorf("kept objects %s", got)
 	}
 
 	r2, installed, err := e.helm.Apply(ctx, releaseReq(ns, configMap(ns, "a", "2")), r1, 1)

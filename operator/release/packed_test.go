@@ -1,0 +1,81 @@
+package release
+
+import (
+	"bytes"
+	"fmt"
+	"strings"
+	"testing"
+
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/rest"
+
+	"github.com/styrmin/styrmin/operator/api/v1alpha1"
+)
+
+// TestPackedRevisionKeepsEveryObjectAndFieldSetInAFractionOfTheirSize
+// pins what the agent keeps per release for the drift check: the objects
+// (their JSON, whether they outlive the release, their resource) and the
+// field sets come back as they went in, a field set known to be empty
+// stays known, one not known stays unknown, and the packed form is
+// smaller than a third of the JSON it holds.
+func TestPackedRevisionKeepsEveryObjectAndFieldSetInAFractionOfTheirSize(t *testing.T) {
+	dyn, err := dynamic.NewForConfig(&rest.Config{Host: "https://127.0.0.1:1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	deployments := schema.GroupVersionResource{Group: "apps", Version: "v1", Resource: "deployments"}
+	namespaces := schema.GroupVersionResource{Version: "v1", Resource: "namespaces"}
+	obj := func(kind, ns, name string, gvr schema.GroupVersionResource, keep bool) *desiredObject {
+		labels := strings.Repeat(fmt.Sprintf(`"app.kubernetes.io/part-%s":"web",`, name), 12)
+		data := fmt.Sprintf(`{"apiVersion":"v1","kind":%q,"metadata":{"name":%q,"namespace":%q,"labels":{%s"x":"y"}},"spec":{"replicas":2}}`, kind, name, ns, labels)
+		return &desiredObject{ref: v1alpha1.ObjectRef{APIVersion: gvr.GroupVersion().String(), Kind: kind, Namespace: ns, Name: name},
+			gvr: gvr, namespaced: ns != "", data: []byte(data), keep: keep, namespace: "dev-web"}
+	}
+	objects := []*desiredObject{
+		obj("Deployment", "dev-web", "web", deployments, false),
+		obj("Deployment", "dev-web", "worker", deployments, true),
+		obj("Namespace", "", "dev-web-extra", namespaces, false),
+	}
+	fieldSet := []byte(`{"f:metadata":{"f:labels":{` + strings.Repeat(`"f:app.kubernetes.io/name":{},`, 20) + `"f:x":{}}},"f:spec":{"f:replicas":{}}}`)
+	expected := map[string][]byte{
+		objectKey(objects[0].ref): fieldSet,
+		objectKey(objects[2].ref): nil, // known: Styrmin owns none of it
+	}
+	packed, err := pack(objects, expected)
+	if err != nil {
+		t.Fatal(err)
+	}
+	gotObjects, gotExpected, err := unpack(dyn, packed)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(gotObjects) != len(objects) {
+		t.Fatalf("%d objects unpacked, want %d", len(gotObjects), len(objects))
+	}
+	size := 0
+	for i, want := range objects {
+		got := gotObjects[i]
+		size += len(want.data)
+		if got.ref != want.ref || got.gvr != want.gvr || got.namespaced != want.namespaced || got.keep != want.keep ||
+			got.namespace != want.namespace || !bytes.Equal(got.data, want.data) || got.resource == nil {
+			t.Errorf("object %d: got %+v, want %+v", i, got, want)
+		}
+	}
+	for key, want := range expected {
+		size += len(want)
+		got, ok := gotExpected[key]
+		if !ok || !bytes.Equal(got, want) {
+			t.Errorf("field set of %s: %q (known %v), want %q", key, got, ok, want)
+		}
+	}
+	if _, ok := gotExpected[objectKey(objects[1].ref)]; ok {
+		t.Errorf("the unknown field set of %s came back known", objects[1].ref)
+	}
+	if len(packed)*3 > size {
+		t.Errorf("packed: %d bytes for %d bytes of JSON; want under a third", len(packed), size)
+	}
+	if _, _, err := unpack(dyn, []byte("not gzip")); err == nil || !strings.Contains(err.Error(), "unpacking the release's objects") {
+		t.Errorf("unpacking garbage: %v", err)
+	}
+}
