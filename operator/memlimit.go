@@ -83,11 +83,11 @@ func SoftMemoryLimit(flag, gomemlimitEnv string, sys fs.FS) (int64, error) {
 // the heap may grow to 1.5 times what is live before a collection, where
 // Go's default lets it reach twice. The agent's live heap grows with its
 // deployments (caches, kept revisions) and peaks when a lock commit
-// starts a fan-out: at 2,000 deployments its peak resident set was
-// 248–263 MiB at 100 and 194 MiB at 50, with the agent's CPU per
-// deployment unchanged within the runs' spread (0.026–0.027 s against
-// 0.022–0.030 s): it spends its time waiting for the API server, not
-// collecting. docs/agent-performance.md has the runs.
+// starts a fan-out: at 2,000 deployments its peak heap in use was 172–178
+// MiB at 100 and 115–131 MiB at 50, with the agent's CPU per deployment
+// within the runs' spread at 100 (0.020–0.027 s against 0.018–0.030 s):
+// it spends its time waiting for the API server, not collecting.
+// docs/agent-performance.md has the runs.
 const DefaultGCPercent = 50
 
 // GCPercent decides the agent's garbage-collection target from the
