@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -97,7 +98,7 @@ func Open(path string, opts OpenOptions) (*Repo, error) {
 	wt, err := gr.Worktree()
 	switch {
 	case errors.Is(err, git.ErrIsBareRepository) && opts.ObjectCacheSize > 0:
-		if gr, err = openBare(path, opts.ObjectCacheSize); err != nil {
+		if gr, err = reopenBare(gr, path, opts.ObjectCacheSize); err != nil {
 			return nil, fmt.Errorf("gitsource: open %s: %w", path, err)
 		}
 	case err != nil && !errors.Is(err, git.ErrIsBareRepository):
@@ -207,7 +208,7 @@ func Clone(ctx context.Context, url, dir string, opts CloneOptions) (*Repo, erro
 	if dir != "" && opts.ObjectCacheSize > 0 {
 		// go-git's clone has no cache option: the clone is read afresh
 		// through a storage of the size asked for.
-		if gr, err = openBare(dir, opts.ObjectCacheSize); err != nil {
+		if gr, err = reopenBare(gr, dir, opts.ObjectCacheSize); err != nil {
 			return nil, fmt.Errorf("gitsource: clone %s: %w", redactURL(url), err)
 		}
 	}
@@ -237,9 +238,13 @@ func Clone(ctx context.Context, url, dir string, opts CloneOptions) (*Repo, erro
 	return r, nil
 }
 
-// openBare opens the bare repository at dir with an object cache of
-// cacheSize bytes.
-func openBare(dir string, cacheSize int64) (*git.Repository, error) {
+// reopenBare opens the bare repository gr holds at dir again, with an
+// object cache of cacheSize bytes, and closes gr's storage (the packfiles
+// it may hold open): go-git's PlainOpen and PlainClone take no cache.
+func reopenBare(gr *git.Repository, dir string, cacheSize int64) (*git.Repository, error) {
+	if c, ok := gr.Storer.(io.Closer); ok {
+		_ = c.Close()
+	}
 	s := filesystem.NewStorage(osfs.New(dir), cache.NewObjectLRU(cache.FileSize(cacheSize)))
 	return git.Open(s, nil)
 }
