@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io/fs"
 	"sync"
+	"time"
 
 	"github.com/styrmin/styrmin/gitsource"
 	"github.com/styrmin/styrmin/operator/api/v1alpha1"
@@ -50,6 +51,11 @@ var _ TreeReader = (*gitsource.Repo)(nil)
 // read again costs a fraction of a millisecond.
 const maxHandedOver = 256
 
+// handOverTTL is how long an instance handed over waits for its task. One
+// whose task never asks (deleted before it ran) would otherwise hold its
+// place for good: when the map is full, those older than this go first.
+const handOverTTL = 10 * time.Minute
+
 // RepoLocks is the agent's LockSource: lockfiles read from its clone of
 // the desired-state repository at the lock commit. The sync hands over the
 // instances it decoded for the tasks it created (HandOver), so a task's
@@ -65,7 +71,9 @@ type RepoLocks struct {
 	repo TreeReader
 
 	mu     sync.Mutex
-	handed map[v1alpha1.LockRef]*resolver.Instance
+	handed map[v1alpha1.LockRef]handedOver
+	// now is the clock of the hand-overs' ages (time.Now).
+	now func() time.Time
 	// last is the tree of the last commit read: a restarted agent's
 	// tasks read their locks at a few commits, and a tree keeps the
 	// folders it has read.
@@ -77,17 +85,31 @@ var _ LockSource = (*RepoLocks)(nil)
 
 // NewRepoLocks returns a LockSource over repo.
 func NewRepoLocks(repo TreeReader) *RepoLocks {
-	return &RepoLocks{repo: repo, handed: map[v1alpha1.LockRef]*resolver.Instance{}}
+	return &RepoLocks{repo: repo, handed: map[v1alpha1.LockRef]handedOver{}, now: time.Now}
+}
+
+// handedOver is an instance handed over and when.
+type handedOver struct {
+	in *resolver.Instance
+	at time.Time
 }
 
 // HandOver keeps in for the first Lock of ref, unless maxHandedOver are
-// kept already. The caller gives up in: whoever asks for ref first gets
-// it as it is.
+// kept already (and none of them is older than handOverTTL). The caller
+// gives up in: whoever asks for ref first gets it as it is.
 func (l *RepoLocks) HandOver(ref v1alpha1.LockRef, in *resolver.Instance) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	now := l.now()
+	if len(l.handed) >= maxHandedOver {
+		for r, h := range l.handed {
+			if now.Sub(h.at) > handOverTTL {
+				delete(l.handed, r)
+			}
+		}
+	}
 	if len(l.handed) < maxHandedOver {
-		l.handed[ref] = in
+		l.handed[ref] = handedOver{in: in, at: now}
 	}
 }
 
@@ -122,11 +144,11 @@ func (l *RepoLocks) Drop(ref v1alpha1.LockRef) {
 // lockfile read from git.
 func (l *RepoLocks) Lock(_ context.Context, ref v1alpha1.LockRef) (*resolver.Instance, error) {
 	l.mu.Lock()
-	in, ok := l.handed[ref]
+	h, ok := l.handed[ref]
 	delete(l.handed, ref)
 	l.mu.Unlock()
 	if ok {
-		return in, nil
+		return h.in, nil
 	}
 	commit, err := gitsource.ParseHash(ref.Commit)
 	if err != nil {
@@ -143,7 +165,7 @@ func (l *RepoLocks) Lock(_ context.Context, ref v1alpha1.LockRef) (*resolver.Ins
 	if err != nil {
 		return nil, fmt.Errorf("lock %s at commit %s: %w", ref.Path, ref.Commit, err)
 	}
-	in, err = resolver.ReadLock(fsys, ref.Path)
+	in, err := resolver.ReadLock(fsys, ref.Path)
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, &LockNotFoundError{Ref: ref, Err: errors.New("no such file at that commit")}
 	}

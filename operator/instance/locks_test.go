@@ -6,6 +6,7 @@ import (
 	"io/fs"
 	"testing"
 	"testing/fstest"
+	"time"
 
 	"github.com/styrmin/styrmin/gitsource"
 	"github.com/styrmin/styrmin/operator/api/v1alpha1"
@@ -23,7 +24,8 @@ var _ TreeReader = treeOf(nil)
 // commit larger than the bound does not keep a decoded lockfile per task
 // until the task runs: the first maxHandedOver are kept and given as they
 // are, the others are read from git when asked for, and nothing handed
-// over is dropped to make room.
+// over is dropped to make room, unless its task has not asked for it in
+// handOverTTL (deleted before it ran): those make room for new ones.
 func TestRepoLocksKeepAtMostTheirBoundOfHandedOverInstances(t *testing.T) {
 	in := testInstance(t)
 	data, err := resolver.EncodeLock(in)
@@ -34,6 +36,8 @@ func TestRepoLocksKeepAtMostTheirBoundOfHandedOverInstances(t *testing.T) {
 	refs := make([]v1alpha1.LockRef, maxHandedOver+10)
 	handed := make([]*resolver.Instance, len(refs))
 	locks := NewRepoLocks(files)
+	now := time.Date(2026, 12, 3, 8, 0, 0, 0, time.UTC)
+	locks.now = func() time.Time { return now }
 	for i := range refs {
 		// The same lockfile at as many commits.
 		refs[i] = v1alpha1.LockRef{Commit: fmt.Sprintf("%040x", i+1), Path: in.ID.LockPath()}
@@ -56,5 +60,26 @@ func TestRepoLocksKeepAtMostTheirBoundOfHandedOverInstances(t *testing.T) {
 		if got.Digest != in.Digest || got.Sequence != in.Sequence {
 			t.Errorf("lock %d: sequence %d digest %s; want %d %s", i, got.Sequence, got.Digest, in.Sequence, in.Digest)
 		}
+	}
+
+	// A full map of hand-overs no task asked for: within handOverTTL they
+	// keep their places, after it a new one takes a place.
+	for _, ref := range refs[:maxHandedOver] {
+		locks.HandOver(ref, handed[0])
+	}
+	late := v1alpha1.LockRef{Commit: fmt.Sprintf("%040x", len(refs)+1), Path: in.ID.LockPath()}
+	files[late.Path] = &fstest.MapFile{Data: data}
+	now = now.Add(handOverTTL / 2)
+	locks.HandOver(late, handed[1])
+	if _, kept := locks.handed[late]; kept {
+		t.Error("a hand-over took the place of one younger than handOverTTL")
+	}
+	now = now.Add(handOverTTL)
+	locks.HandOver(late, handed[1])
+	if got, err := locks.Lock(context.Background(), late); err != nil || got != handed[1] {
+		t.Errorf("after handOverTTL the stale hand-overs did not make room: given as it is %v, %v", got == handed[1], err)
+	}
+	if n := len(locks.handed); n != 0 {
+		t.Errorf("%d stale hand-overs kept", n)
 	}
 }
