@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"html"
 	"io"
 	"net"
 	"net/http"
@@ -14,7 +15,10 @@ import (
 	"testing"
 	"time"
 
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
 	"github.com/styrmin/styrmin/internal/browser"
+	"github.com/styrmin/styrmin/operator/api/v1alpha1"
 )
 
 // statusHost implements GitHub's POST /repos/{owner}/{repo}/statuses/{sha}
@@ -116,6 +120,21 @@ func TestAgentServesTheUIAndReportsEachLockCommitToTheGitHost(t *testing.T) {
 	}
 	if body := get("/d/local/dev/hub/timeline"); !strings.Contains(body, head.Short()) {
 		t.Errorf("the timeline lacks the lock commit %s:\n%s", head.Short(), body)
+	}
+	// The agent caches finished tasks without their steps
+	// (task.TrimFinished); the task page reads the task itself.
+	var hubTask v1alpha1.StyrminTask
+	if err := e.c.Get(context.Background(), client.ObjectKey{Namespace: hubNamespace, Name: v1alpha1.TaskName("hub", seqs["hub"])}, &hubTask); err != nil {
+		t.Fatal(err)
+	}
+	if len(hubTask.Status.Steps) == 0 {
+		t.Fatalf("task %s has no steps", hubTask.Name)
+	}
+	taskPage := get("/t/local/" + hubNamespace + "/" + hubTask.Name)
+	for _, st := range hubTask.Status.Steps {
+		if !strings.Contains(taskPage, html.EscapeString(st.Name)) {
+			t.Errorf("the page of the finished task %s lacks its step %s:\n%s", hubTask.Name, st.Name, taskPage)
+		}
 	}
 	if strings.Contains(e.agent.Log(), agentGitToken) {
 		t.Error("the agent's log holds the token")

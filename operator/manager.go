@@ -28,6 +28,7 @@ import (
 	"github.com/styrmin/styrmin/operator/health"
 	"github.com/styrmin/styrmin/operator/internal/liveness"
 	"github.com/styrmin/styrmin/operator/release"
+	"github.com/styrmin/styrmin/operator/task"
 )
 
 // ManagerOptions configure the agent's controller manager and its
@@ -153,9 +154,6 @@ func NewManager(cfg *rest.Config, opts ManagerOptions) (ctrl.Manager, error) {
 	if err != nil {
 		return nil, err
 	}
-	helmOwned := labels.SelectorFromSet(labels.Set{release.ManagedByLabel: release.ManagedByValue})
-	// Workloads are cached without their pod templates (health.TrimWorkload).
-	workloads := cache.ByObject{Label: helmOwned, Transform: health.TrimWorkload}
 	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
 		Scheme:                        scheme,
 		Logger:                        opts.Logger,
@@ -176,16 +174,7 @@ func NewManager(cfg *rest.Config, opts ManagerOptions) (ctrl.Manager, error) {
 		Metrics:                metricsserver.Options{BindAddress: opts.MetricsAddr},
 		HealthProbeBindAddress: opts.HealthAddr,
 		PprofBindAddress:       opts.PprofAddr,
-		Cache: cache.Options{
-			// Nothing read from the cache needs managedFields (the drift
-			// check reads them from the API server), and they are often
-			// the largest part of a cached object.
-			DefaultTransform: cache.TransformStripManagedFields(),
-			ByObject: map[client.Object]cache.ByObject{
-				&appsv1.Deployment{}:  workloads,
-				&appsv1.StatefulSet{}: workloads,
-				&appsv1.DaemonSet{}:   workloads,
-			}},
+		Cache:                  cacheOptions(),
 	})
 	if err != nil {
 		return nil, fmt.Errorf("operator: new manager: %w", err)
@@ -244,4 +233,26 @@ func leaderElectionConfig(cfg *rest.Config) *rest.Config {
 	le.RateLimiter = nil
 	le.QPS, le.Burst = 5, 10
 	return le
+}
+
+// cacheOptions is what the agent's cache keeps of each kind: no
+// managedFields, workloads without their pod templates
+// (health.TrimWorkload), finished tasks without their steps
+// (task.TrimFinished).
+func cacheOptions() cache.Options {
+	helmOwned := labels.SelectorFromSet(labels.Set{release.ManagedByLabel: release.ManagedByValue})
+	workloads := cache.ByObject{Label: helmOwned, Transform: health.TrimWorkload}
+	return cache.Options{
+		// Nothing read from the cache needs managedFields (the drift
+		// check reads them from the API server), and they are often
+		// the largest part of a cached object.
+		DefaultTransform: cache.TransformStripManagedFields(),
+		ByObject: map[client.Object]cache.ByObject{
+			&appsv1.Deployment{}:  workloads,
+			&appsv1.StatefulSet{}: workloads,
+			&appsv1.DaemonSet{}:   workloads,
+			// Finished tasks without their steps (task.TrimFinished).
+			&v1alpha1.StyrminTask{}: {Transform: task.TrimFinished},
+		},
+	}
 }

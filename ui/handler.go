@@ -31,8 +31,9 @@ type Cluster struct {
 	// Reader reads StyrminDeployments, StyrminTasks and StyrminSources
 	// (the agent's cache, or a direct client).
 	Reader client.Reader
-	// Live reads pods and events, which the agent does not cache (nil:
-	// Reader).
+	// Live reads pods and events, which the agent does not cache, and
+	// the task of the task page: the agent caches finished tasks without
+	// their steps (nil: Reader).
 	Live client.Reader
 }
 

@@ -66,7 +66,7 @@ func (h *Handler) task(w http.ResponseWriter, r *http.Request) {
 
 func (h *Handler) taskData(ctx context.Context, c *Cluster, namespace, name string) (taskData, int, error) {
 	var t v1alpha1.StyrminTask
-	if err := c.Reader.Get(ctx, client.ObjectKey{Namespace: namespace, Name: name}, &t); err != nil {
+	if err := c.Live.Get(ctx, client.ObjectKey{Namespace: namespace, Name: name}, &t); err != nil {
 		return taskData{}, http.StatusNotFound, fmt.Errorf("task %s/%s in cluster %s: %s", namespace, name, c.Name, mask(err.Error()))
 	}
 	d := taskData{Cluster: c.Name, ID: instance.ResolverID(t.Spec.Deployment), Task: taskRowOf(&t), Lock: t.Spec.Lock, ChartWidth: chartWidth}
