@@ -24,8 +24,8 @@ var benchCachedTasks = flag.Int("cached-tasks", 2000, "finished StyrminTasks Ben
 
 // BenchmarkCachedFinishedTasks measures what the agent's cache keeps per
 // finished task: the live heap of a cache holding -cached-tasks finished
-// tasks (a webapp change's steps: stop, apply, wait, a job, each with its
-// output and times), with the agent's cache options (cacheOptions:
+// tasks of each shape (finishedTask: a webapp update's one step, an
+// upgrade's five), with the agent's cache options (cacheOptions:
 // finished tasks without their steps) against the same options without
 // the task transform (managedFields dropped only), in the same run.
 // A deployment keeps ten finished tasks, so at 2,000 deployments the
