@@ -129,12 +129,12 @@ func (r *Reconciler) peerRan(ctx context.Context, id resolver.ID, seq int64) (pe
 	case sd.Spec.Tombstone():
 		return peerState{done: true}, nil
 	case sd.Status.ActiveSequence >= seq && ready != nil && ready.Status == metav1.ConditionTrue:
-		since := ready.LastTransitionTime.Time
-		var active v1alpha1.StyrminTask
-		if err := r.opts.Client.Get(ctx, client.ObjectKey{Namespace: sd.Namespace, Name: v1alpha1.TaskName(id.Name, sd.Status.ActiveSequence)}, &active); err == nil && active.Status.FinishedAt != nil && active.Status.FinishedAt.After(since) {
-			since = active.Status.FinishedAt.Time
+		var active *v1alpha1.StyrminTask
+		var t v1alpha1.StyrminTask
+		if err := r.opts.Client.Get(ctx, client.ObjectKey{Namespace: sd.Namespace, Name: v1alpha1.TaskName(id.Name, sd.Status.ActiveSequence)}, &t); err == nil {
+			active = &t
 		}
-		return peerState{done: true, readySince: since}, nil
+		return peerState{done: true, readySince: readySince(ready.LastTransitionTime.Time, active, time.Now())}, nil
 	case sd.Status.ActiveSequence >= seq:
 		why := "it is not Ready"
 		if ready != nil && ready.Message != "" {
@@ -151,6 +151,27 @@ func (r *Reconciler) peerRan(ctx context.Context, id resolver.ID, seq int64) (pe
 		return peerState{why: fmt.Sprintf("its task %s is %s", peer.Name, phaseOrNew(peer.Status.Phase))}, nil
 	}
 	return peerState{why: fmt.Sprintf("its active sequence is %d", sd.Status.ActiveSequence)}, nil
+}
+
+// readySince is when a peer that is Ready at its active instance became
+// so: when its Ready condition last turned true or when the task that
+// made the instance active ended, whichever is later. A task records its
+// instance active before it writes its own end (finishWith), so a waiter
+// woken by that record can find the task not ended yet; its Ready
+// condition may have been true since an older instance. The instance is
+// Ready from now, then, not since that older one: counting from the
+// condition alone let a wave start without its pause. A task pruned from
+// the history (nil) leaves the condition's time.
+func readySince(readyTransition time.Time, active *v1alpha1.StyrminTask, now time.Time) time.Time {
+	switch {
+	case active == nil:
+		return readyTransition
+	case active.Status.FinishedAt == nil:
+		return now
+	case active.Status.FinishedAt.After(readyTransition):
+		return active.Status.FinishedAt.Time
+	}
+	return readyTransition
 }
 
 func phaseOrNew(p v1alpha1.TaskPhase) string {
