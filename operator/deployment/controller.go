@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"math/rand/v2"
 	"slices"
 	"sync"
@@ -84,8 +85,12 @@ type deploymentState struct {
 	applied *appliedRelease
 	// desired is what the drift check compares with (nil: read it from
 	// the release's record on the next check).
-	desired   *release.Desired
-	nextCheck time.Time
+	desired *release.Desired
+	// generations are the workloads' generations this agent's last apply
+	// or correction of them was answered with: the health check reads a
+	// workload the cache shows older from the API server.
+	generations release.Generations
+	nextCheck   time.Time
 	// pods are the pods not ready of each workload ("Kind/name") as last
 	// read, at podsRead.
 	pods     map[string][]v1alpha1.PodStatus
@@ -448,7 +453,7 @@ func (r *Reconciler) health(ctx context.Context, rs *reconcileState) error {
 	if rel := sd.Status.Release; rel != nil && rel.LastAppliedTime != nil {
 		appliedAt = rel.LastAppliedTime.Time
 	}
-	comps, err := health.ComponentStatuses(ctx, r.client, r.apiReader, sd.Status.Inventory, appliedAt)
+	comps, err := health.ComponentStatuses(ctx, r.client, r.apiReader, sd.Status.Inventory, appliedAt, r.written(sd.Namespace))
 	if err != nil {
 		return outcome.Retryable(v1alpha1.ReasonHealthCheckFailed, err)
 	}
@@ -625,7 +630,9 @@ func (r *Reconciler) correctDrift(ctx context.Context, rs *reconcileState) error
 	}
 	r.metrics.driftChecks.WithLabelValues("drifted").Inc()
 	summary := release.Summary(drifts)
-	if err := rs.releases.Correct(ctx, st.desired, drifts); err != nil {
+	gens, err := rs.releases.Correct(ctx, st.desired, drifts)
+	r.noteGenerations(sd.Namespace, gens)
+	if err != nil {
 		setCondition(sd, v1alpha1.ConditionDrifted, metav1.ConditionTrue, v1alpha1.ReasonDriftCorrectionFailed, summary+": "+err.Error())
 		return outcome.Retryable(v1alpha1.ReasonDriftCorrectionFailed, err)
 	}
@@ -848,8 +855,40 @@ func (r *Reconciler) resetState(namespace string, applied *appliedRelease) {
 		// The apply's answers hold the field sets the drift check
 		// expects: its first check needs no dry-run apply.
 		st.desired = rev.Desired()
+		st.generations = rev.Generations()
 	}
 	r.states[namespace] = st
+}
+
+// noteGenerations records the generations a correction of a deployment's
+// workloads was answered with.
+func (r *Reconciler) noteGenerations(namespace string, gens release.Generations) {
+	if len(gens) == 0 {
+		return
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	st := r.states[namespace]
+	if st == nil {
+		return
+	}
+	// A new map: the one before may be the revision's, or handed out.
+	merged := release.Generations{}
+	maps.Copy(merged, st.generations)
+	maps.Copy(merged, gens)
+	st.generations = merged
+}
+
+// written tells the health check the generations this agent last wrote
+// the deployment's workloads at (nil: none known, after a restart).
+func (r *Reconciler) written(namespace string) health.Written {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	st := r.states[namespace]
+	if st == nil || len(st.generations) == 0 {
+		return nil
+	}
+	return st.generations.Of
 }
 
 func (r *Reconciler) forget(namespace string) {

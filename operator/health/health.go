@@ -27,7 +27,7 @@ const OthersComponent = "chart"
 // manager's cache, which watches them) and its judged objects, Jobs and
 // claims (from live, the API server), and sums them up per component. A
 // component with neither (only a Service, say) is ready.
-func ComponentStatuses(ctx context.Context, c, live client.Reader, inventory []v1alpha1.ObjectRef, appliedAt time.Time) ([]v1alpha1.ComponentStatus, error) {
+func ComponentStatuses(ctx context.Context, c, live client.Reader, inventory []v1alpha1.ObjectRef, appliedAt time.Time, written Written) ([]v1alpha1.ComponentStatus, error) {
 	byName := map[string]*v1alpha1.ComponentStatus{}
 	for _, r := range inventory {
 		judged := drivers.IsJudged(r.APIVersion, r.Kind)
@@ -48,13 +48,18 @@ func ComponentStatuses(ctx context.Context, c, live client.Reader, inventory []v
 		case judged:
 			ws, err = Judged(ctx, live, r)
 		case drivers.IsWorkloadKind(r.APIVersion, r.Kind):
-			ws, err = Workload(ctx, c, r, appliedAt)
-			if err == nil && ws.Failed && live != nil {
+			var generation int64
+			ws, generation, err = workload(ctx, c, r, appliedAt)
+			// Not found in the cache is not ready anyway: no read.
+			behind := written != nil && generation > 0 && generation < written(r)
+			if err == nil && (ws.Failed || behind) && live != nil {
 				// The cache may not have seen the apply that just changed
-				// the workload: its old generation, fully observed and
-				// past its deadline, reads as failed. A failed workload
-				// stops a task at once, so read the API before saying
-				// so (rare: it costs one read per failed workload).
+				// the workload: its old generation, fully observed,
+				// reads as ready (and the deployment would be Ready at
+				// the new sequence before its rollout started), or, past
+				// its deadline, as failed (which stops a task at once).
+				// Read the API then: one read per workload written and
+				// not seen yet, or failed.
 				ws, err = Workload(ctx, live, r, appliedAt)
 			}
 		default:
@@ -83,6 +88,17 @@ func ComponentStatuses(ctx context.Context, c, live client.Reader, inventory []v
 // them) and tells whether it is ready, and if not why. A workload that
 // does not exist is not ready ("not found").
 func Workload(ctx context.Context, c client.Reader, r v1alpha1.ObjectRef, appliedAt time.Time) (v1alpha1.WorkloadStatus, error) {
+	ws, _, err := workload(ctx, c, r, appliedAt)
+	return ws, err
+}
+
+// Written tells the generation the agent's last write of a workload was
+// answered with, 0 when none is known (release.Generations.Of).
+type Written func(v1alpha1.ObjectRef) int64
+
+// workload is Workload that also returns the generation of the object
+// read (0 when there is none).
+func workload(ctx context.Context, c client.Reader, r v1alpha1.ObjectRef, appliedAt time.Time) (v1alpha1.WorkloadStatus, int64, error) {
 	ws := v1alpha1.WorkloadStatus{Kind: r.Kind, Name: r.Name}
 	key := client.ObjectKey{Namespace: r.Namespace, Name: r.Name}
 	var obj client.Object
@@ -109,15 +125,18 @@ func Workload(ctx context.Context, c client.Reader, r v1alpha1.ObjectRef, applie
 	}
 	if apierrors.IsNotFound(err) {
 		ws.Message = "not found"
-		return ws, nil
+		return ws, 0, nil
 	}
 	if err != nil {
-		return ws, fmt.Errorf("read %s: %w", r, err)
+		return ws, 0, fmt.Errorf("read %s: %w", r, err)
 	}
-	if obj != nil && !ws.Ready && !timedOutBefore(obj, appliedAt) {
+	if obj == nil {
+		return ws, 0, nil
+	}
+	if !ws.Ready && !timedOutBefore(obj, appliedAt) {
 		failed(obj, r, &ws)
 	}
-	return ws, nil
+	return ws, obj.GetGeneration(), nil
 }
 
 // Judged reads an object of a judged kind (a Job, a claim) and tells, by

@@ -93,18 +93,18 @@ func (h *Releases) Check(ctx context.Context, namespace, name string, rev int, i
 
 // Correct applies the drifted objects of d's revision again, without a
 // new Helm revision; d keeps their field sets.
-func (h *Releases) Correct(ctx context.Context, d *Desired, drifts []Drift) error {
+func (h *Releases) Correct(ctx context.Context, d *Desired, drifts []Drift) (Generations, error) {
 	objs, expected, err := unpack(h.objects.dyn, d.packed)
 	if err != nil {
-		return err
+		return nil, err
 	}
-	cerr := h.objects.correct(ctx, drifts, expected)
+	gens, cerr := h.objects.correct(ctx, drifts, expected)
 	packed, err := pack(objs, expected)
 	if err != nil {
-		return errors.Join(cerr, err)
+		return gens, errors.Join(cerr, err)
 	}
 	d.packed = packed
-	return cerr
+	return gens, cerr
 }
 
 // Summary is the text of a DriftCorrected event: each object and its

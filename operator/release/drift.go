@@ -179,15 +179,18 @@ func (d *releaseObjects) check(ctx context.Context, objects []*desiredObject, ex
 }
 
 // correct applies the drifted objects again and records their field sets.
-func (d *releaseObjects) correct(ctx context.Context, drifts []Drift, expected map[string][]byte) error {
+// It returns the generations the workloads among them were applied at.
+func (d *releaseObjects) correct(ctx context.Context, drifts []Drift, expected map[string][]byte) (Generations, error) {
+	gens := Generations{}
 	for _, dr := range drifts {
 		applied, err := d.apply(ctx, dr.object, false)
 		if err != nil {
-			return fmt.Errorf("correct drift of %s: %w", dr.object.ref, err)
+			return gens, fmt.Errorf("correct drift of %s: %w", dr.object.ref, err)
 		}
 		expected[objectKey(dr.object.ref)] = ownedFields(applied)
+		gens.note(dr.object.ref, applied)
 	}
-	return nil
+	return gens, nil
 }
 
 // apply applies one object with Styrmin's field manager, forcing
@@ -225,21 +228,24 @@ func (d *releaseObjects) applyObject(ctx context.Context, o *desiredObject, dryR
 // whose fields another manager owns is not taken over: the apply fails
 // with a ConflictError.
 //
-// It also returns how many objects were applied before an error.
-func (d *releaseObjects) applyAll(ctx context.Context, objects []*desiredObject, created map[string]bool) (map[string][]byte, int, error) {
+// It also returns the generations the workloads were applied at, and how
+// many objects were applied before an error.
+func (d *releaseObjects) applyAll(ctx context.Context, objects []*desiredObject, created map[string]bool) (map[string][]byte, Generations, int, error) {
 	fields := make(map[string][]byte, len(objects))
+	gens := Generations{}
 	for i, o := range objects {
 		force := created[objectKey(o.ref)]
 		applied, err := d.applyObject(ctx, o, false, force)
 		if err != nil {
 			if apierrors.IsConflict(err) && !force {
-				return nil, i, &ConflictError{Object: o.ref, Managers: conflictManagers(err), Err: err}
+				return nil, nil, i, &ConflictError{Object: o.ref, Managers: conflictManagers(err), Err: err}
 			}
-			return nil, i, fmt.Errorf("apply %s: %w", o.ref, err)
+			return nil, nil, i, fmt.Errorf("apply %s: %w", o.ref, err)
 		}
 		fields[objectKey(o.ref)] = ownedFields(applied)
+		gens.note(o.ref, applied)
 	}
-	return fields, len(objects), nil
+	return fields, gens, len(objects), nil
 }
 
 // ConflictError is an object the release did not create whose fields

@@ -192,16 +192,23 @@ type Revision struct {
 	// desired is the objects applied and their field sets, packed (nil
 	// when they could not be: the first drift check reads the record).
 	desired []byte
+	// generations are the workloads' generations the applies were
+	// answered with.
+	generations Generations
 }
+
+// Generations are the generations the revision's workloads were applied
+// at (see Generations).
+func (r *Revision) Generations() Generations { return r.generations }
 
 // newRevision keeps rel, recorded as record, with the objects applied and
 // their field sets.
-func newRevision(rel *release.Release, record []byte, objs []*desiredObject, fields map[string][]byte) *Revision {
+func newRevision(rel *release.Release, record []byte, objs []*desiredObject, fields map[string][]byte, gens Generations) *Revision {
 	// Not packed: the drift check reads the record, as after a restart.
 	desired, _ := pack(objs, fields)
 	return &Revision{
 		name: rel.Name, number: rel.Version, chart: rel.Chart.Metadata.Name + "-" + rel.Chart.Metadata.Version,
-		status: string(rel.Info.Status), record: record, namespace: rel.Namespace, desired: desired,
+		status: string(rel.Info.Status), record: record, namespace: rel.Namespace, desired: desired, generations: gens,
 	}
 }
 
@@ -278,7 +285,7 @@ func (h *Releases) Apply(ctx context.Context, req Request, known *Revision, revi
 	if err := h.objects.sensitive.write(ctx, req.Namespace, req.Sensitive); err != nil {
 		return nil, prev == nil, fmt.Errorf("release %s/%s: %w", req.Namespace, req.Name, err)
 	}
-	fields, applied, applyErr := h.objects.applyAll(ctx, objs, created)
+	fields, gens, applied, applyErr := h.objects.applyAll(ctx, objs, created)
 	if applyErr != nil && applied == 0 {
 		// Nothing changed in the cluster: no revision to record (Helm's
 		// install refusing an object it would take over records none
@@ -323,7 +330,7 @@ func (h *Releases) Apply(ctx context.Context, req Request, known *Revision, revi
 		return nil, false, err
 	}
 	h.trimHistory(ctx, rel)
-	return newRevision(rel, record, objs, fields), prev == nil, nil
+	return newRevision(rel, record, objs, fields, gens), prev == nil, nil
 }
 
 // createdObjects returns the keys of the objects the release created: the

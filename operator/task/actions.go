@@ -105,7 +105,7 @@ func (r *Reconciler) runAction(ctx context.Context, run *taskRun, st *v1alpha1.T
 	case drivers.ActionStopComponents:
 		return r.stopComponents(ctx, run, st, step)
 	case drivers.ActionStartComponents:
-		return r.startComponents(ctx, run, step)
+		return r.startComponents(ctx, run, st.Name, step)
 	case drivers.ActionRunJob:
 		return r.runJob(ctx, run, step)
 	case drivers.ActionExec:
@@ -276,8 +276,14 @@ func (r *Reconciler) stopComponents(ctx context.Context, run *taskRun, st *v1alp
 
 // startComponents scales the components' workloads back to the replicas
 // the task's stopComponents step recorded; a workload with no record (or a
-// record of zero) gets the replicas of the target instance's chart.
-func (r *Reconciler) startComponents(ctx context.Context, run *taskRun, step drivers.Step) (actionOutcome, error) {
+// record of zero) gets the replicas of the target instance's chart. It is
+// done once the cache shows every workload it scaled at the generation the
+// scale was answered with: a waitReady after it reads the cache, and a
+// copy from before the scale, at zero replicas and fully rolled out, would
+// read as ready (0/0). The generation, not the replicas, because an
+// autoscaler may change them at once. After a restart the cache is read
+// afresh, and a workload at its replicas is done.
+func (r *Reconciler) startComponents(ctx context.Context, run *taskRun, stepName string, step drivers.Step) (actionOutcome, error) {
 	ns := run.task.Spec.Namespace
 	recorded := map[string]string{}
 	for _, s := range run.task.Status.Steps {
@@ -286,6 +292,7 @@ func (r *Reconciler) startComponents(ctx context.Context, run *taskRun, step dri
 		}
 	}
 	var lines []string
+	scaling := false
 	for _, comp := range step.Components {
 		ws, err := r.componentWorkloads(ctx, run, comp)
 		if err != nil {
@@ -303,6 +310,11 @@ func (r *Reconciler) startComponents(ctx context.Context, run *taskRun, step dri
 				lines = append(lines, fmt.Sprintf("%s does not exist: nothing to start", w))
 				continue
 			}
+			scaledKey := stepName + " " + w.String()
+			if gen, ok := r.scaledAt(run.task.UID, scaledKey); ok && obj.GetGeneration() < gen {
+				scaling = true // the cache has not seen the scale yet
+				continue
+			}
 			want, source := int32(0), "recorded"
 			if v, ok := recorded[w.String()]; ok {
 				n, _ := strconv.Atoi(v)
@@ -314,18 +326,46 @@ func (r *Reconciler) startComponents(ctx context.Context, run *taskRun, step dri
 				}
 				source = "from the chart"
 			}
-			if spec != want {
+			if _, ok := r.scaledAt(run.task.UID, scaledKey); spec != want && !ok {
 				if err := r.scale(ctx, run, obj, want); err != nil {
 					return actionOutcome{}, err
 				}
+				// The patch's answer holds the new generation.
+				r.noteScaled(run.task.UID, scaledKey, obj.GetGeneration())
+				scaling = true
+				continue
 			}
 			lines = append(lines, fmt.Sprintf("started %s at %d replicas (%s)", w, want, source))
 		}
+	}
+	if scaling {
+		return actionOutcome{after: r.opts.PollInterval}, nil
 	}
 	if len(lines) == 0 {
 		lines = append(lines, "no workload to start")
 	}
 	return actionOutcome{done: true, output: strings.Join(lines, "\n")}, nil
+}
+
+// scaledAt is the generation a startComponents step's scale of a
+// workload ("step Kind/name") in task uid was answered with, if it scaled
+// it.
+func (r *Reconciler) scaledAt(uid types.UID, key string) (int64, bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	gen, ok := r.scaled[uid][key]
+	return gen, ok
+}
+
+// noteScaled records that a startComponents step scaled a workload ("step
+// Kind/name") in task uid, answered with generation gen.
+func (r *Reconciler) noteScaled(uid types.UID, key string, gen int64) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.scaled[uid] == nil {
+		r.scaled[uid] = map[string]int64{}
+	}
+	r.scaled[uid][key] = gen
 }
 
 // renderedReplicas is spec.replicas of a workload in the target instance's

@@ -141,6 +141,10 @@ type Reconciler struct {
 	// the cache shows it: an event before then (its StyrminDeployment's
 	// status changing) must not run its last step again from a stale copy.
 	finished map[types.UID]string
+	// scaled is, per task, the generation each workload a startComponents
+	// step scaled was answered with ("step Kind/name"): the step ends once
+	// the cache shows it (see startComponents).
+	scaled map[types.UID]map[string]int64
 	// uids is the UID of each task seen, to forget a task that is gone.
 	uids map[types.NamespacedName]types.UID
 	// waiting maps each deployment to the tasks waiting for it (the
@@ -192,7 +196,7 @@ func NewReconciler(opts Options) (*Reconciler, error) {
 		return nil, err
 	}
 	own := Actor{Writer: opts.Client, Reader: opts.APIReader, Exec: opts.Exec, Logs: opts.Logs}
-	return &Reconciler{opts: opts, metrics: m, own: own, started: map[types.UID]int32{}, written: map[types.UID]string{}, instances: map[types.NamespacedName]lockedInstance{}, lastErr: map[types.UID]string{}, finished: map[types.UID]string{}, uids: map[types.NamespacedName]types.UID{}, waiting: map[resolver.ID]map[types.NamespacedName]bool{}, waitsFor: map[types.NamespacedName]orderWait{}}, nil
+	return &Reconciler{opts: opts, metrics: m, own: own, started: map[types.UID]int32{}, written: map[types.UID]string{}, instances: map[types.NamespacedName]lockedInstance{}, lastErr: map[types.UID]string{}, finished: map[types.UID]string{}, scaled: map[types.UID]map[string]int64{}, uids: map[types.NamespacedName]types.UID{}, waiting: map[resolver.ID]map[types.NamespacedName]bool{}, waitsFor: map[types.NamespacedName]orderWait{}}, nil
 }
 
 // SetupWithManager registers the controller: it watches StyrminTasks
@@ -458,6 +462,7 @@ func (r *Reconciler) forgetLocked(key types.NamespacedName, uid types.UID) {
 	delete(r.started, uid)
 	delete(r.written, uid)
 	delete(r.lastErr, uid)
+	delete(r.scaled, uid)
 	delete(r.instances, key)
 	delete(r.uids, key)
 	r.dropWaitLocked(key)

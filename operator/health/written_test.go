@@ -1,0 +1,135 @@
+package health
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/styrmin/styrmin/operator/api/v1alpha1"
+	"github.com/styrmin/styrmin/testcluster"
+)
+
+// staleCache is a cache that has not seen the last write of an object
+// yet: it serves a copy read before that write. An informer's lag cannot
+// be produced on demand, so the copy stands for it; everything else is
+// the API server's.
+type staleCache struct {
+	client.Reader
+	copy *appsv1.Deployment
+}
+
+func (s staleCache) Get(_ context.Context, key client.ObjectKey, obj client.Object, _ ...client.GetOption) error {
+	d, ok := obj.(*appsv1.Deployment)
+	if !ok || key != client.ObjectKeyFromObject(s.copy) {
+		return apierrors.NewNotFound(appsv1.Resource("deployments"), key.Name)
+	}
+	s.copy.DeepCopyInto(d)
+	return nil
+}
+
+// countingReader counts the reads of the API server.
+type countingReader struct {
+	client.Reader
+	gets *int
+}
+
+func (c countingReader) Get(ctx context.Context, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
+	*c.gets++
+	return c.Reader.Get(ctx, key, obj, opts...)
+}
+
+func TestAWorkloadTheCacheShowsOlderThanTheAgentWroteIsReadFromTheAPIServer(t *testing.T) {
+	c := testcluster.StartT(t, testcluster.Options{})
+	api, err := client.New(c.RESTConfig, client.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	if err := api.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "app"}}); err != nil {
+		t.Fatal(err)
+	}
+	one := int32(1)
+	labels := map[string]string{"app": "web"}
+	d := &appsv1.Deployment{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "app", Name: "web"},
+		Spec: appsv1.DeploymentSpec{
+			Replicas: &one,
+			Selector: &metav1.LabelSelector{MatchLabels: labels},
+			Template: corev1.PodTemplateSpec{
+				ObjectMeta: metav1.ObjectMeta{Labels: labels},
+				Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: "web", Image: "web:1"}}},
+			},
+		},
+	}
+	if err := api.Create(ctx, d); err != nil {
+		t.Fatal(err)
+	}
+	// Generation 1 rolled out, as the deployment controller reports it
+	// (this control plane runs none).
+	d.Status = appsv1.DeploymentStatus{ObservedGeneration: d.Generation, Replicas: 1, UpdatedReplicas: 1, ReadyReplicas: 1, AvailableReplicas: 1}
+	if err := api.Status().Update(ctx, d); err != nil {
+		t.Fatal(err)
+	}
+	var before appsv1.Deployment
+	if err := api.Get(ctx, client.ObjectKeyFromObject(d), &before); err != nil {
+		t.Fatal(err)
+	}
+	// The agent's apply of a new image: generation 2, not rolled out.
+	if err := api.Patch(ctx, d, client.RawPatch(types.MergePatchType, []byte(`{"spec":{"template":{"spec":{"containers":[{"name":"web","image":"web:2"}]}}}}`))); err != nil {
+		t.Fatal(err)
+	}
+	if d.Generation <= before.Generation {
+		t.Fatalf("the apply left generation %d", d.Generation)
+	}
+
+	cache := staleCache{Reader: api, copy: &before}
+	inventory := []v1alpha1.ObjectRef{{APIVersion: "apps/v1", Kind: "Deployment", Namespace: "app", Name: "web", Component: "web"}}
+	wrote := func(gen int64) Written {
+		return func(r v1alpha1.ObjectRef) int64 {
+			if r.Kind == "Deployment" && r.Name == "web" {
+				return gen
+			}
+			return 0
+		}
+	}
+	check := func(written Written) (v1alpha1.ComponentStatus, int) {
+		t.Helper()
+		gets := 0
+		comps, err := ComponentStatuses(ctx, cache, countingReader{Reader: api, gets: &gets}, inventory, time.Time{}, written)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(comps) != 1 {
+			t.Fatalf("components: %+v", comps)
+		}
+		return comps[0], gets
+	}
+
+	// What the check must not believe: the copy from before the apply
+	// reads as ready.
+	if cs, _ := check(nil); !cs.Ready {
+		t.Fatalf("the copy from before the apply reads as not ready (%+v): this test shows nothing", cs)
+	}
+	cs, gets := check(wrote(d.Generation))
+	if cs.Ready {
+		t.Errorf("ready at generation %d, read from a cache at %d: the rollout has not started", d.Generation, before.Generation)
+	}
+	if len(cs.Workloads) != 1 || !strings.Contains(cs.Workloads[0].Message, "observe the change") {
+		t.Errorf("workloads %+v, want one waiting for the deployment controller to observe the change", cs.Workloads)
+	}
+	if gets != 1 {
+		t.Errorf("%d reads of the API server, want 1", gets)
+	}
+	// A cache that has seen the write is believed, with no read.
+	if cs, gets := check(wrote(before.Generation)); !cs.Ready || gets != 0 {
+		t.Errorf("a cache at the generation written: ready %t with %d reads of the API server, want ready with none", cs.Ready, gets)
+	}
+}

@@ -1,0 +1,91 @@
+package release
+
+import (
+	"context"
+	"fmt"
+	"testing"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/styrmin/styrmin/drivers"
+	"github.com/styrmin/styrmin/operator/api/v1alpha1"
+)
+
+func webDeployment(ns, image string) drivers.Object {
+	y := fmt.Sprintf(`apiVersion: apps/v1
+kind: Deployment
+metadata:
+  name: web
+  namespace: %s
+spec:
+  replicas: 1
+  selector:
+    matchLabels: {app: web}
+  template:
+    metadata:
+      labels: {app: web}
+    spec:
+      containers:
+      - name: web
+        image: %s
+`, ns, image)
+	return drivers.Object{APIVersion: "apps/v1", Kind: "Deployment", Name: "web", Namespace: ns, Component: "web", YAML: []byte(y)}
+}
+
+// TestRevisionsAndCorrectionsKnowTheGenerationsTheyWroteWorkloadsAt pins
+// what the health check compares a cached workload with: the generation
+// the API server answered the agent's apply of it with, and its drift
+// correction's. Workloads only: a ConfigMap has none to wait for.
+func TestRevisionsAndCorrectionsKnowTheGenerationsTheyWroteWorkloadsAt(t *testing.T) {
+	e := startReleaseEnv(t, 10)
+	ctx := context.Background()
+	const ns = "gens"
+	e.namespace(t, ns)
+	web := v1alpha1.ObjectRef{APIVersion: "apps/v1", Kind: "Deployment", Namespace: ns, Name: "web"}
+	live := func() int64 {
+		t.Helper()
+		d, err := e.cs.AppsV1().Deployments(ns).Get(ctx, "web", metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return d.Generation
+	}
+
+	r1, _, err := e.helm.Apply(ctx, releaseReq(ns, configMap(ns, "a", "1"), webDeployment(ns, "web:1")), nil, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := r1.Generations().Of(web), live(); got != want || got == 0 {
+		t.Errorf("revision 1 knows generation %d of the Deployment, the API server has %d", got, want)
+	}
+	if got := r1.Generations().Of(v1alpha1.ObjectRef{APIVersion: "v1", Kind: "ConfigMap", Namespace: ns, Name: "a"}); got != 0 {
+		t.Errorf("a ConfigMap's generation kept: %d", got)
+	}
+	r2, _, err := e.helm.Apply(ctx, releaseReq(ns, configMap(ns, "a", "1"), webDeployment(ns, "web:2")), r1, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := r2.Generations().Of(web), live(); got != want || got <= r1.Generations().Of(web) {
+		t.Errorf("revision 2 knows generation %d of the Deployment (revision 1: %d), the API server has %d", got, r1.Generations().Of(web), want)
+	}
+
+	// Someone changes the image; the correction puts it back, at a newer
+	// generation.
+	if _, err := e.cs.AppsV1().Deployments(ns).Patch(ctx, "web", types.StrategicMergePatchType,
+		[]byte(`{"spec":{"template":{"spec":{"containers":[{"name":"web","image":"other"}]}}}}`), metav1.PatchOptions{FieldManager: "kubectl"}); err != nil {
+		t.Fatal(err)
+	}
+	drifted := live()
+	desired, drifts, err := e.helm.Check(ctx, ns, "app", 2, nil, r2.Desired())
+	if err != nil || len(drifts) != 1 {
+		t.Fatalf("drift check: %v, %d drifts", err, len(drifts))
+	}
+	gens, err := e.helm.Correct(ctx, desired, drifts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := gens.Of(web), live(); got != want || got <= drifted {
+		t.Errorf("the correction knows generation %d of the Deployment (drifted at %d), the API server has %d", got, drifted, want)
+	}
+}
