@@ -230,15 +230,16 @@ func NewAgent(ctx context.Context, cfg *rest.Config, opts Options) (*Agent, erro
 		return nil, err
 	}
 	a.syncer, err = source.NewSyncer(source.SyncerOptions{
-		Client:   mgr.GetClient(),
-		Repo:     repo,
-		Cluster:  opts.Cluster,
-		Source:   types.NamespacedName{Namespace: opts.Manager.Namespace, Name: opts.SourceName},
-		Spec:     v1alpha1.StyrminSourceSpec{URL: repo.RemoteURL(), Branch: repo.Branch(), Cluster: opts.Cluster, SecretName: opts.SecretName},
-		Interval: opts.PollInterval,
-		Locks:    locks,
-		Recorder: recorder,
-		Log:      log.WithName("sync"),
+		Client:    mgr.GetClient(),
+		APIReader: mgr.GetAPIReader(),
+		Repo:      repo,
+		Cluster:   opts.Cluster,
+		Source:    types.NamespacedName{Namespace: opts.Manager.Namespace, Name: opts.SourceName},
+		Spec:      v1alpha1.StyrminSourceSpec{URL: repo.RemoteURL(), Branch: repo.Branch(), Cluster: opts.Cluster, SecretName: opts.SecretName},
+		Interval:  opts.PollInterval,
+		Locks:     locks,
+		Recorder:  recorder,
+		Log:       log.WithName("sync"),
 	})
 	if err != nil {
 		return nil, err

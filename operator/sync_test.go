@@ -298,6 +298,57 @@ func TestSyncCreatesOneTaskPerNewSequenceAndResumes(t *testing.T) {
 		all := strings.Join(notes, "\n")
 		return strings.Contains(all, "edited by hand") && strings.Contains(all, "was deleted"), all, nil
 	})
+
+	t.Log("a cache behind the last sync's write: the position goes on a copy read from the API server")
+	var behind v1alpha1.StyrminSource
+	if err := cl.Get(ctx, sourceKey, &behind); err != nil {
+		t.Fatal(err)
+	}
+	webLock, err := fs.ReadFile(fsys, "locks/local/dev/web.lock.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	git.Commit("desired", "the locks restored", map[string][]byte{"locks/local/dev/hub.lock.yaml": data, "locks/local/dev/web.lock.yaml": webLock})
+	git.Commit("desired", "info logs", hubConfig("1.4.1", 3, "info"))
+	lockRepo(t, author)
+	sync(s) // the status moves on; behind is now a stale copy
+	git.Commit("desired", "debug logs again", hubConfig("1.4.1", 3, "debug"))
+	lockRepo(t, author)
+	lagging := func(reader client.Reader) *source.Syncer {
+		s, err := source.NewSyncer(source.SyncerOptions{
+			Client: staleSourceClient{Client: cl, copy: &behind}, APIReader: reader, Repo: files, Cluster: "local", Source: sourceKey, Locks: repoLocks,
+			Spec:     v1alpha1.StyrminSourceSpec{URL: url, Branch: "main"},
+			Interval: time.Hour, Recorder: recorder, Log: testr.New(t),
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return s
+	}
+	// Read again from the same cache, the copy is as stale: the sync fails.
+	if _, err := lagging(nil).Sync(ctx); err == nil || !strings.Contains(err.Error(), "recording") {
+		t.Fatalf("a sync re-reading a stale cache: %v, want its conflict", err)
+	}
+	res = sync(lagging(cl))
+	if err := cl.Get(ctx, sourceKey, &src); err != nil || src.Status.LastSyncedCommit != res.Head.String() {
+		t.Errorf("the position after a sync from a stale copy: %v %s, want %s", err, src.Status.LastSyncedCommit, res.Head)
+	}
+}
+
+// staleSourceClient is a cache that has not seen the last write of the
+// StyrminSource: it serves a copy read before it. An informer's lag cannot
+// be produced on demand; everything else is the API server's.
+type staleSourceClient struct {
+	client.Client
+	copy *v1alpha1.StyrminSource
+}
+
+func (c staleSourceClient) Get(ctx context.Context, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
+	if src, ok := obj.(*v1alpha1.StyrminSource); ok && key == client.ObjectKeyFromObject(c.copy) {
+		c.copy.DeepCopyInto(src)
+		return nil
+	}
+	return c.Client.Get(ctx, key, obj, opts...)
 }
 
 func mustFS(t *testing.T, r *gitsource.Repo) fs.FS {

@@ -55,6 +55,10 @@ type SyncerOptions struct {
 	// Client reads and writes StyrminSources, StyrminTasks, Namespaces
 	// and reads StyrminDeployments.
 	Client client.Client
+	// APIReader reads the StyrminSource again when a status write of a
+	// copy from Client (a cache) conflicts: the cache may well still hold
+	// the same copy. Nil: Client.
+	APIReader client.Reader
 	// Repo is the agent's clone of the desired-state repository.
 	Repo SourceRepo
 	// Cluster is the cluster whose locks (locks/<cluster>/…) the agent
@@ -124,6 +128,9 @@ func NewSyncer(opts SyncerOptions) (*Syncer, error) {
 	}
 	if opts.Interval <= 0 {
 		opts.Interval = DefaultPollInterval
+	}
+	if opts.APIReader == nil {
+		opts.APIReader = opts.Client
 	}
 	if opts.Spec.Cluster == "" {
 		opts.Spec.Cluster = opts.Cluster
@@ -685,9 +692,10 @@ func (s *Syncer) advance(ctx context.Context, src *v1alpha1.StyrminSource, head 
 	err := s.opts.Client.Status().Update(ctx, src)
 	if apierrors.IsConflict(err) {
 		// The copy read at the start of the sync was stale (a cache that
-		// had not caught up with the previous sync's write): read it again.
+		// had not caught up with the previous sync's write): read it again,
+		// from the API server (the cache may still hold the same copy).
 		var fresh v1alpha1.StyrminSource
-		if err = s.opts.Client.Get(ctx, s.opts.Source, &fresh); err == nil {
+		if err = s.opts.APIReader.Get(ctx, s.opts.Source, &fresh); err == nil {
 			fresh.Status.ObservedGeneration = fresh.Generation
 			fresh.Status.LastSyncedCommit = head.String()
 			fresh.Status.LastFetchedCommit = head.String()
@@ -706,17 +714,29 @@ func (s *Syncer) advance(ctx context.Context, src *v1alpha1.StyrminSource, head 
 // setFailed records a failed sync on the StyrminSource (best effort: the
 // error is returned to the caller anyway).
 func (s *Syncer) setFailed(ctx context.Context, src *v1alpha1.StyrminSource, reason string, err error) {
-	apimeta.SetStatusCondition(&src.Status.Conditions, metav1.Condition{
-		Type: v1alpha1.ConditionReady, Status: metav1.ConditionFalse, Reason: reason,
-		Message: err.Error(), ObservedGeneration: src.Generation,
-	})
-	if reason == v1alpha1.ReasonAuthenticationFailed {
+	failed := func(src *v1alpha1.StyrminSource) {
 		apimeta.SetStatusCondition(&src.Status.Conditions, metav1.Condition{
-			Type: v1alpha1.ConditionStalled, Status: metav1.ConditionTrue, Reason: reason,
+			Type: v1alpha1.ConditionReady, Status: metav1.ConditionFalse, Reason: reason,
 			Message: err.Error(), ObservedGeneration: src.Generation,
 		})
+		if reason == v1alpha1.ReasonAuthenticationFailed {
+			apimeta.SetStatusCondition(&src.Status.Conditions, metav1.Condition{
+				Type: v1alpha1.ConditionStalled, Status: metav1.ConditionTrue, Reason: reason,
+				Message: err.Error(), ObservedGeneration: src.Generation,
+			})
+		}
 	}
-	if uerr := s.opts.Client.Status().Update(ctx, src); uerr != nil {
+	failed(src)
+	uerr := s.opts.Client.Status().Update(ctx, src)
+	if apierrors.IsConflict(uerr) {
+		// A stale copy, as in advance: the failure goes on a fresh one.
+		var fresh v1alpha1.StyrminSource
+		if uerr = s.opts.APIReader.Get(ctx, s.opts.Source, &fresh); uerr == nil {
+			failed(&fresh)
+			uerr = s.opts.Client.Status().Update(ctx, &fresh)
+		}
+	}
+	if uerr != nil {
 		s.opts.Log.Error(uerr, "recording the failed sync", "source", s.opts.Source.String())
 	}
 }
