@@ -26,7 +26,9 @@ const OthersComponent = "chart"
 // ComponentStatuses reads the inventory's workloads (from c, the
 // manager's cache, which watches them) and its judged objects, Jobs and
 // claims (from live, the API server), and sums them up per component. A
-// component with neither (only a Service, say) is ready.
+// component with neither (only a Service, say) is ready. A workload the
+// cache shows at a generation older than written tells (the agent's last
+// apply or correction of it), or failed, is read from live.
 func ComponentStatuses(ctx context.Context, c, live client.Reader, inventory []v1alpha1.ObjectRef, appliedAt time.Time, written Written) ([]v1alpha1.ComponentStatus, error) {
 	byName := map[string]*v1alpha1.ComponentStatus{}
 	for _, r := range inventory {
