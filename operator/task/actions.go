@@ -311,7 +311,8 @@ func (r *Reconciler) startComponents(ctx context.Context, run *taskRun, stepName
 				continue
 			}
 			scaledKey := stepName + " " + w.String()
-			if gen, ok := r.scaledAt(run.task.UID, scaledKey); ok && obj.GetGeneration() < gen {
+			gen, scaled := r.scaledAt(run.task.UID, scaledKey)
+			if scaled && obj.GetGeneration() < gen {
 				scaling = true // the cache has not seen the scale yet
 				continue
 			}
@@ -326,7 +327,7 @@ func (r *Reconciler) startComponents(ctx context.Context, run *taskRun, stepName
 				}
 				source = "from the chart"
 			}
-			if _, ok := r.scaledAt(run.task.UID, scaledKey); spec != want && !ok {
+			if spec != want && !scaled {
 				if err := r.scale(ctx, run, obj, want); err != nil {
 					return actionOutcome{}, err
 				}
