@@ -90,7 +90,11 @@ type deploymentState struct {
 	// or correction of them was answered with: the health check reads a
 	// workload the cache shows older from the API server.
 	generations release.Generations
-	nextCheck   time.Time
+	// wrote is the resourceVersion the API server answered this
+	// controller's last write of the StyrminDeployment with: a cached copy
+	// older than it is read again from the API server.
+	wrote     string
+	nextCheck time.Time
 	// pods are the pods not ready of each workload ("Kind/name") as last
 	// read, at podsRead.
 	pods     map[string][]v1alpha1.PodStatus
@@ -149,7 +153,7 @@ type phase func(ctx context.Context, rs *reconcileState) error
 // Reconcile implements reconcile.Reconciler.
 func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (ctrl.Result, error) {
 	var sd v1alpha1.StyrminDeployment
-	if err := r.client.Get(ctx, req.NamespacedName, &sd); err != nil {
+	if _, err := readAfterWrite(ctx, r.client, r.apiReader, req.NamespacedName, &sd, r.wroteVersion(req.Namespace)); err != nil {
 		if apierrors.IsNotFound(err) {
 			r.forget(req.Namespace)
 			return ctrl.Result{}, nil
@@ -184,6 +188,7 @@ func (r *Reconciler) ensureFinalizer(ctx context.Context, rs *reconcileState) er
 	if err := r.client.Patch(ctx, rs.sd, client.MergeFrom(before)); err != nil {
 		return outcome.Retryable(v1alpha1.ReasonProgressing, fmt.Errorf("add finalizer: %w", err))
 	}
+	r.noteWritten(rs.sd.Namespace, rs.sd.ResourceVersion)
 	return nil
 }
 
@@ -759,8 +764,12 @@ func (r *Reconciler) resultFor(ctx context.Context, rs *reconcileState, orig *v1
 	if worthWriting(&orig.Status, &sd.Status) {
 		base := sd.DeepCopy()
 		base.Status = orig.Status
-		if perr := r.client.Status().Patch(ctx, sd, client.MergeFrom(base)); perr != nil && !apierrors.IsNotFound(perr) {
+		perr := r.client.Status().Patch(ctx, sd, client.MergeFrom(base))
+		if perr != nil && !apierrors.IsNotFound(perr) {
 			return ctrl.Result{}, errors.Join(err, fmt.Errorf("write status: %w", perr))
+		}
+		if perr == nil && sd.DeletionTimestamp.IsZero() && !sd.Spec.Tombstone() {
+			r.noteWritten(sd.Namespace, sd.ResourceVersion)
 		}
 	}
 	return result, err
@@ -851,6 +860,9 @@ func (r *Reconciler) resetState(namespace string, applied *appliedRelease) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	st := &deploymentState{applied: applied, nextCheck: r.now().Add(r.interval)}
+	if old := r.states[namespace]; old != nil {
+		st.wrote = old.wrote
+	}
 	if rev := applied.revision; rev != nil {
 		// The apply's answers hold the field sets the drift check
 		// expects: its first check needs no dry-run apply.
@@ -889,6 +901,27 @@ func (r *Reconciler) written(namespace string) health.Written {
 		return nil
 	}
 	return st.generations.Of
+}
+
+// noteWritten records the resourceVersion a write of a deployment's
+// StyrminDeployment was answered with.
+func (r *Reconciler) noteWritten(namespace, resourceVersion string) {
+	st := r.state(namespace)
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	st.wrote = resourceVersion
+}
+
+// wroteVersion is the resourceVersion of this controller's last write of
+// a deployment's StyrminDeployment ("": none since the agent started, or
+// since the deployment was forgotten).
+func (r *Reconciler) wroteVersion(namespace string) string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if st := r.states[namespace]; st != nil {
+		return st.wrote
+	}
+	return ""
 }
 
 func (r *Reconciler) forget(namespace string) {
