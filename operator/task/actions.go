@@ -312,31 +312,34 @@ func (r *Reconciler) startComponents(ctx context.Context, run *taskRun, stepName
 			}
 			scaledKey := stepName + " " + w.String()
 			gen, scaled := r.scaledAt(run.task.UID, scaledKey)
-			if scaled && obj.GetGeneration() < gen {
-				scaling = true // the cache has not seen the scale yet
-				continue
-			}
 			want, source := int32(0), "recorded"
-			if v, ok := recorded[w.String()]; ok {
-				n, _ := strconv.Atoi(v)
-				want = int32(n)
-			}
-			if want == 0 {
-				if want, err = r.renderedReplicas(ctx, run, w); err != nil {
-					return actionOutcome{}, err
+			if !scaled || obj.GetGeneration() >= gen {
+				// Only what the decision needs: a scale not yet seen
+				// waits without rendering the chart.
+				if v, ok := recorded[w.String()]; ok {
+					n, _ := strconv.Atoi(v)
+					want = int32(n)
 				}
-				source = "from the chart"
+				if want == 0 {
+					if want, err = r.renderedReplicas(ctx, run, w); err != nil {
+						return actionOutcome{}, err
+					}
+					source = "from the chart"
+				}
 			}
-			if spec != want && !scaled {
+			switch startNext(obj.GetGeneration(), gen, scaled, spec, want) {
+			case startWait:
+				scaling = true
+			case startScale:
 				if err := r.scale(ctx, run, obj, want); err != nil {
 					return actionOutcome{}, err
 				}
 				// The patch's answer holds the new generation.
 				r.noteScaled(run.task.UID, scaledKey, obj.GetGeneration())
 				scaling = true
-				continue
+			case startDone:
+				lines = append(lines, fmt.Sprintf("started %s at %d replicas (%s)", w, want, source))
 			}
-			lines = append(lines, fmt.Sprintf("started %s at %d replicas (%s)", w, want, source))
 		}
 	}
 	if scaling {
@@ -346,6 +349,37 @@ func (r *Reconciler) startComponents(ctx context.Context, run *taskRun, stepName
 		lines = append(lines, "no workload to start")
 	}
 	return actionOutcome{done: true, output: strings.Join(lines, "\n")}, nil
+}
+
+// startMove is what a startComponents step does next with one workload.
+type startMove int
+
+const (
+	// startWait: the cache has not seen the step's scale yet.
+	startWait startMove = iota
+	// startScale: scale the workload to the replicas it goes back to.
+	startScale
+	// startDone: the workload is started.
+	startDone
+)
+
+// startNext decides a startComponents step's next move with a workload the
+// cache shows at generation cached with spec replicas; scaled tells
+// whether the step scaled it, answered with generation scaledGen, and want
+// is the replicas it goes back to. A copy older than the scale's answer,
+// at zero replicas and fully rolled out, would read as ready: it is waited
+// out, not taken as started. Once the scale is seen the workload is
+// started, whatever its replicas are then (an autoscaler's change is not
+// fought).
+func startNext(cached, scaledGen int64, scaled bool, spec, want int32) startMove {
+	switch {
+	case scaled && cached < scaledGen:
+		return startWait
+	case !scaled && spec != want:
+		return startScale
+	default:
+		return startDone
+	}
 }
 
 // scaledAt is the generation a startComponents step's scale of a
