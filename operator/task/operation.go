@@ -386,6 +386,19 @@ func expandSteps(wf v1alpha1.Workflow, d *drivers.Driver, in *resolver.Instance,
 	return out, nil
 }
 
+// backedUp is the driver and sequence of the data an upgrade's backup
+// took: the active instance's, the one the upgrade starts from (the
+// upgrade's own when none is known). Read as the workflow was chosen, from
+// the StyrminDeployment and the deployment's tasks both: the task before
+// this one records itself active on the StyrminDeployment just before its
+// end, and the cache may show its end before that record.
+func backedUp(sd *v1alpha1.StyrminDeployment, tasks []v1alpha1.StyrminTask, in *resolver.Instance) (v1alpha1.DriverRef, int64) {
+	if a := instance.Active(sd, tasks); a != nil && a.Sequence < in.Sequence {
+		return a.Driver, a.Sequence
+	}
+	return v1alpha1.DriverRef{Name: in.Driver.Name, Version: in.Driver.Version}, in.Sequence
+}
+
 // InlineBackupID is the ID of the backup an upgrade takes before its pre
 // steps: the environment, the deployment and the sequence it upgrades to.
 func InlineBackupID(id resolver.ID, seq int64) string {
@@ -412,11 +425,15 @@ func (r *Reconciler) recordInlineBackup(ctx context.Context, run *taskRun, i int
 	for j := int(i); j >= 0 && steps[j].Args[argBackupID] == id; j-- {
 		first = steps[j]
 	}
-	driver := v1alpha1.DriverRef{Name: run.instance.Driver.Name, Version: run.instance.Driver.Version}
-	seq := run.instance.Sequence
-	if sd, err := r.deployment(ctx, run); err == nil && sd != nil && sd.Status.Active != nil {
-		driver, seq = sd.Status.Active.Driver, sd.Status.Active.Sequence
+	sd, err := r.deployment(ctx, run)
+	if err != nil {
+		return err
 	}
+	tasks, err := r.tasksOf(ctx, t.Namespace, t.Spec.Deployment)
+	if err != nil {
+		return err
+	}
+	driver, seq := backedUp(sd, tasks, run.instance)
 	loc := run.instance.Context.Environment.BackupLocation
 	now := metav1.Now()
 	dep := t.Spec.Deployment
