@@ -36,6 +36,7 @@ import (
 	"github.com/styrmin/styrmin/operator/driversource"
 	"github.com/styrmin/styrmin/operator/health"
 	"github.com/styrmin/styrmin/operator/instance"
+	"github.com/styrmin/styrmin/operator/internal/afterwrite"
 	"github.com/styrmin/styrmin/operator/internal/metricsreg"
 	"github.com/styrmin/styrmin/operator/internal/outcome"
 	"github.com/styrmin/styrmin/operator/release"
@@ -153,7 +154,7 @@ type phase func(ctx context.Context, rs *reconcileState) error
 // Reconcile implements reconcile.Reconciler.
 func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (ctrl.Result, error) {
 	var sd v1alpha1.StyrminDeployment
-	if _, err := readAfterWrite(ctx, r.client, r.apiReader, req.NamespacedName, &sd, r.wroteVersion(req.Namespace)); err != nil {
+	if _, err := afterwrite.Read(ctx, r.client, r.apiReader, req.NamespacedName, &sd, r.wroteVersion(req.Namespace)); err != nil {
 		if apierrors.IsNotFound(err) {
 			r.forget(req.Namespace)
 			return ctrl.Result{}, nil

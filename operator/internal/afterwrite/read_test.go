@@ -1,4 +1,4 @@
-package deployment
+package afterwrite
 
 import (
 	"context"
@@ -35,11 +35,12 @@ func (c countingReader) Get(ctx context.Context, key client.ObjectKey, obj clien
 }
 
 // TestACachedCopyOlderThanTheControllersLastWriteIsReadFromTheAPIServer
-// pins the read a StyrminDeployment's reconcile starts with: its status
-// patch is computed against it, so a copy from before the controller's own
-// last write would lose a write (Ready False, then True again from a copy
-// that still says True: nothing to write) or keep an older transition
-// time. The object here is a ConfigMap: the read is the same for any kind.
+// pins the read a StyrminDeployment's reconcile and a sync start with:
+// their status writes are computed against it, so a copy from before the
+// controller's own last write would lose a write (Ready False, then True
+// again from a copy that still says True: nothing to write) or keep an
+// older transition time. The object here is a ConfigMap: the read is the
+// same for any kind.
 func TestACachedCopyOlderThanTheControllersLastWriteIsReadFromTheAPIServer(t *testing.T) {
 	c := testcluster.StartT(t, testcluster.Options{})
 	api, err := client.New(c.RESTConfig, client.Options{})
@@ -75,7 +76,7 @@ func TestACachedCopyOlderThanTheControllersLastWriteIsReadFromTheAPIServer(t *te
 		t.Run(tc.name, func(t *testing.T) {
 			gets := 0
 			var got corev1.ConfigMap
-			fromAPI, err := readAfterWrite(ctx, staleCache{Reader: api, copy: tc.cached}, countingReader{Reader: api, gets: &gets}, key, &got, tc.wrote)
+			fromAPI, err := Read(ctx, staleCache{Reader: api, copy: tc.cached}, countingReader{Reader: api, gets: &gets}, key, &got, tc.wrote)
 			if err != nil {
 				t.Fatal(err)
 			}
