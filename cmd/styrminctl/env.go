@@ -230,11 +230,7 @@ func writeFiles(root string, files map[string][]byte) error {
 	}
 	sort.Strings(paths)
 	for _, p := range paths {
-		path := filepath.Join(root, filepath.FromSlash(p))
-		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
-			return err
-		}
-		if err := writeAtomic(path, files[p]); err != nil {
+		if err := writeAtomic(filepath.Join(root, filepath.FromSlash(p)), files[p]); err != nil {
 			return err
 		}
 	}

@@ -184,33 +184,15 @@ const lockWriters = 4
 // writeLocks writes the changes' lockfiles under the repository root, each
 // through a rename, lockWriters at a time. It reports which were written,
 // and the errors of those that were not.
-//
-// Each writer takes a whole directory: a create and a rename hold their
-// directory's lock, and writers in one directory spun on it (a twentieth
-// of a 1,000-deployment lock's CPU).
 func writeLocks(root string, changes []resolver.LockChange) ([]bool, error) {
 	written := make([]bool, len(changes))
 	errs := make([]error, len(changes))
-	byDir := map[string][]int{}
-	var dirs []string
-	for i, c := range changes {
-		dir := filepath.Dir(filepath.Join(root, filepath.FromSlash(c.Path())))
-		if byDir[dir] == nil {
-			dirs = append(dirs, dir)
-		}
-		byDir[dir] = append(byDir[dir], i)
-	}
 	var g errgroup.Group
 	g.SetLimit(lockWriters)
-	for _, dir := range dirs {
+	for i, c := range changes {
 		g.Go(func() error {
-			mkErr := os.MkdirAll(dir, 0o755)
-			for _, i := range byDir[dir] {
-				if errs[i] = mkErr; errs[i] == nil {
-					errs[i] = writeAtomic(filepath.Join(root, filepath.FromSlash(changes[i].Path())), changes[i].Data)
-				}
-				written[i] = errs[i] == nil
-			}
+			errs[i] = writeAtomic(filepath.Join(root, filepath.FromSlash(c.Path())), c.Data)
+			written[i] = errs[i] == nil
 			return nil
 		})
 	}
@@ -219,8 +201,11 @@ func writeLocks(root string, changes []resolver.LockChange) ([]bool, error) {
 }
 
 // writeAtomic replaces a file through a rename, so a crash never leaves a
-// half-written lockfile. The directory exists.
+// half-written lockfile.
 func writeAtomic(path string, data []byte) error {
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		return err
+	}
 	tmp, err := os.CreateTemp(filepath.Dir(path), ".lock-*")
 	if err != nil {
 		return err
