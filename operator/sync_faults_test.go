@@ -63,8 +63,11 @@ func TestSyncSkipsABadTrailerAndFollowsARewrittenHistory(t *testing.T) {
 		t.Fatal(err)
 	}
 	sourceKey := types.NamespacedName{Namespace: "styrmin-system", Name: "styrmin"}
+	// lag, once filled, is the copy of the StyrminSource the syncer's
+	// cache serves: a cache behind the syncer's own writes.
+	var lag v1alpha1.StyrminSource
 	s, err := source.NewSyncer(source.SyncerOptions{
-		Client: cl, Repo: agentRepo, Cluster: "local", Source: sourceKey,
+		Client: staleSourceClient{Client: cl, copy: &lag}, APIReader: cl, Repo: agentRepo, Cluster: "local", Source: sourceKey,
 		Spec:     v1alpha1.StyrminSourceSpec{URL: url, Branch: "main"},
 		Interval: time.Hour, Recorder: broadcaster.NewRecorder(cl.Scheme(), "styrmin-agent"), Log: testr.New(t),
 	})
@@ -118,6 +121,10 @@ func TestSyncSkipsABadTrailerAndFollowsARewrittenHistory(t *testing.T) {
 	if seq := lockRepo(t, author)["hub"]; seq != 2 {
 		t.Fatalf("the rewound branch locked hub at %d, want 2 (its history only knows 1)", seq)
 	}
+	var beforeRewrite v1alpha1.StyrminSource
+	if err := cl.Get(ctx, sourceKey, &beforeRewrite); err != nil {
+		t.Fatal(err)
+	}
 	res := sync()
 	if !res.Rewritten || len(res.Created) != 0 || strings.Join(res.SequenceUsed, " ") != "local/dev/hub" {
 		t.Fatalf("sync of the rewritten branch: %+v, want it rewritten, nothing created, hub named", res)
@@ -130,6 +137,21 @@ func TestSyncSkipsABadTrailerAndFollowsARewrittenHistory(t *testing.T) {
 	waitSourceEvent(t, cl, v1alpha1.ReasonSequenceUsed, "local/dev/hub")
 	if task := hubTask(2); task == nil || task.Spec.Target.Digest == lockDigest(t, author, "hub") {
 		t.Fatal("hub-2 was replaced by the new history's instance under the same number")
+	}
+
+	// The next sync comes before the syncer's cache has seen the
+	// condition it wrote (a push right after the force push): it reads the
+	// StyrminSource from the API server, and the condition stands while
+	// hub's lock still reuses 2. From the cached copy it would have found no
+	// condition to follow and written that copy's conditions back.
+	beforeRewrite.DeepCopyInto(&lag)
+	git.Commit("desired", "a note, nothing locked", map[string][]byte{"NOTES.md": []byte("hub waits for a lock past 2\n")})
+	if res := sync(); res.Rewritten || len(res.Created) != 0 || strings.Join(res.SequenceUsed, " ") != "local/dev/hub" {
+		t.Fatalf("sync after the rewrite from a cache behind it: %+v, want hub still named", res)
+	}
+	lag = v1alpha1.StyrminSource{}
+	if cond := condition(); cond == nil || cond.Reason != v1alpha1.ReasonSequenceUsed {
+		t.Fatalf("HistoryRewritten after a sync from a cache behind the syncer's write: %+v, want it standing for hub", cond)
 	}
 
 	// The next lock numbers after what the cluster ran (as the lock mode

@@ -26,6 +26,7 @@ import (
 	"github.com/styrmin/styrmin/gitsource"
 	"github.com/styrmin/styrmin/operator/api/v1alpha1"
 	"github.com/styrmin/styrmin/operator/instance"
+	"github.com/styrmin/styrmin/operator/internal/afterwrite"
 	"github.com/styrmin/styrmin/operator/internal/metricsreg"
 	"github.com/styrmin/styrmin/resolver"
 )
@@ -101,6 +102,11 @@ type Syncer struct {
 	// loaded is false until it was read once.
 	position gitsource.Hash
 	loaded   bool
+	// wrote is the resourceVersion the syncer's last write of the
+	// StyrminSource was answered with: a cached copy older than it is read
+	// again from the API server, since a sync decides from its conditions
+	// (HistoryRewritten stands until it is resolved) and writes them back.
+	wrote string
 	// namespaces already known to exist, so each is created once; a
 	// sync's tasks are created from several goroutines (createTasks).
 	nsMu       sync.Mutex
@@ -260,16 +266,23 @@ func (s *Syncer) sync(ctx context.Context) (SyncResult, error) {
 // the sync position from it.
 func (s *Syncer) source(ctx context.Context) (*v1alpha1.StyrminSource, error) {
 	var src v1alpha1.StyrminSource
-	err := s.opts.Client.Get(ctx, s.opts.Source, &src)
+	_, err := afterwrite.Read(ctx, s.opts.Client, s.opts.APIReader, s.opts.Source, &src, s.wrote)
 	if apierrors.IsNotFound(err) {
 		src = v1alpha1.StyrminSource{
 			ObjectMeta: metav1.ObjectMeta{Name: s.opts.Source.Name, Namespace: s.opts.Source.Namespace},
 			Spec:       s.opts.Spec,
 		}
-		if err := s.opts.Client.Create(ctx, &src); err != nil && !apierrors.IsAlreadyExists(err) {
+		err = s.opts.Client.Create(ctx, &src)
+		switch {
+		case err == nil:
+			s.wrote = src.ResourceVersion
+		case apierrors.IsAlreadyExists(err):
+			// Created by another writer, not in the cache yet.
+			if err := s.opts.APIReader.Get(ctx, s.opts.Source, &src); err != nil {
+				return nil, fmt.Errorf("reading StyrminSource %s: %w", s.opts.Source, err)
+			}
+		default:
 			return nil, fmt.Errorf("creating StyrminSource %s: %w", s.opts.Source, err)
-		} else if err != nil {
-			return s.source(ctx)
 		}
 	} else if err != nil {
 		return nil, fmt.Errorf("reading StyrminSource %s: %w", s.opts.Source, err)
@@ -689,11 +702,15 @@ func (s *Syncer) advance(ctx context.Context, src *v1alpha1.StyrminSource, head 
 		Message: "synced " + head.Short(), ObservedGeneration: src.Generation,
 	})
 	apimeta.RemoveStatusCondition(&src.Status.Conditions, v1alpha1.ConditionStalled)
+	written := src
 	err := s.opts.Client.Status().Update(ctx, src)
 	if apierrors.IsConflict(err) {
-		// The copy read at the start of the sync was stale (a cache that
-		// had not caught up with the previous sync's write): read it again,
-		// from the API server (the cache may still hold the same copy).
+		// The copy read at the start of the sync was older than the object
+		// (another writer: a sync requested by annotation; or, for a new
+		// syncer, a cache behind an earlier agent's write): read it again,
+		// from the API server (the cache may still hold the same copy). The
+		// conditions are the sync's own, decided from a copy no older than
+		// its last write.
 		var fresh v1alpha1.StyrminSource
 		if err = s.opts.APIReader.Get(ctx, s.opts.Source, &fresh); err == nil {
 			fresh.Status.ObservedGeneration = fresh.Generation
@@ -702,12 +719,14 @@ func (s *Syncer) advance(ctx context.Context, src *v1alpha1.StyrminSource, head 
 			fresh.Status.LastSyncTime = &now
 			fresh.Status.Conditions = src.Status.Conditions
 			err = s.opts.Client.Status().Update(ctx, &fresh)
+			written = &fresh
 		}
 	}
 	if err != nil {
 		return fmt.Errorf("sync: recording %s as synced on StyrminSource %s: %w", head.Short(), s.opts.Source, err)
 	}
 	s.position = head
+	s.wrote = written.ResourceVersion
 	return nil
 }
 
@@ -727,18 +746,22 @@ func (s *Syncer) setFailed(ctx context.Context, src *v1alpha1.StyrminSource, rea
 		}
 	}
 	failed(src)
+	written := src
 	uerr := s.opts.Client.Status().Update(ctx, src)
 	if apierrors.IsConflict(uerr) {
-		// A stale copy, as in advance: the failure goes on a fresh one.
+		// An older copy, as in advance: the failure goes on a fresh one.
 		var fresh v1alpha1.StyrminSource
 		if uerr = s.opts.APIReader.Get(ctx, s.opts.Source, &fresh); uerr == nil {
 			failed(&fresh)
 			uerr = s.opts.Client.Status().Update(ctx, &fresh)
+			written = &fresh
 		}
 	}
 	if uerr != nil {
 		s.opts.Log.Error(uerr, "recording the failed sync", "source", s.opts.Source.String())
+		return
 	}
+	s.wrote = written.ResourceVersion
 }
 
 func (s *Syncer) warn(src *v1alpha1.StyrminSource, reason, format string, args ...any) {
