@@ -34,7 +34,8 @@ const Finalizer = v1alpha1.Group + "/operation-tasks"
 type Options struct {
 	// Client reads through the manager's cache and writes to the API.
 	Client client.Client
-	// APIReader reads Secrets straight from the API server.
+	// APIReader reads straight from the API server: Secrets, and the
+	// tasks a new operation task is ordered after.
 	APIReader client.Reader
 	// Drivers gives the driver of a running instance.
 	Drivers driversource.Source
@@ -184,7 +185,7 @@ func (r *BackupReconciler) start(ctx context.Context, b *v1alpha1.StyrminBackup)
 	for i, tg := range plan.targets {
 		d := b.Status.Deployments[i]
 		op := v1alpha1.TaskOperation{Kind: v1alpha1.OperationBackup, Name: b.Name, BackupID: b.Name, Artifact: d.Artifact, Secret: plan.settings.Secret, Attempt: 1}
-		if err := makeTask(ctx, r.opts.Client, tg, d.Task, op); err != nil {
+		if err := makeTask(ctx, r.opts.Client, r.opts.APIReader, tg, d.Task, op); err != nil {
 			return reconcile.Result{}, err
 		}
 	}
@@ -286,21 +287,23 @@ func (r *BackupReconciler) record(ctx context.Context, b *v1alpha1.StyrminBackup
 }
 
 // makeTask creates an operation task for target tg, ordered after the
-// newest change the agent made a task for.
-func makeTask(ctx context.Context, c client.Client, tg target, name string, op v1alpha1.TaskOperation) error {
-	return makeTaskAt(ctx, c, tg, name, op, nil)
+// newest change the agent made a task for, as the API server lists them
+// (api): a change task the cache does not show yet would be ordered after
+// the operation, and both could run at once.
+func makeTask(ctx context.Context, c client.Client, api client.Reader, tg target, name string, op v1alpha1.TaskOperation) error {
+	return makeTaskAt(ctx, c, api, tg, name, op, nil)
 }
 
 // makeTaskAt is makeTask in the place of task at (when not nil): a
 // retry's.
-func makeTaskAt(ctx context.Context, c client.Client, tg target, name string, op v1alpha1.TaskOperation, at *v1alpha1.StyrminTask) error {
+func makeTaskAt(ctx context.Context, c client.Client, api client.Reader, tg target, name string, op v1alpha1.TaskOperation, at *v1alpha1.StyrminTask) error {
 	var seq int64
 	var lock v1alpha1.LockRef
 	if at != nil {
 		seq, lock = at.Spec.ToSequence, at.Spec.Lock
 	} else {
 		var err error
-		if seq, lock, err = orderAfter(ctx, c, tg.sd); err != nil {
+		if seq, lock, err = orderAfter(ctx, api, tg.sd); err != nil {
 			return err
 		}
 	}
@@ -488,7 +491,7 @@ func (r *BackupReconciler) deleteArtifacts(ctx context.Context, b *v1alpha1.Styr
 			return false, err
 		}
 		op := v1alpha1.TaskOperation{Kind: v1alpha1.OperationDeleteBackup, Name: b.Name, BackupID: b.Name, Artifact: d.Artifact, Secret: r.secretOf(ctx, cluster, b.Spec.Environment), Attempt: 1}
-		if err := makeTask(ctx, r.opts.Client, tgs[0], name, op); err != nil {
+		if err := makeTask(ctx, r.opts.Client, r.opts.APIReader, tgs[0], name, op); err != nil {
 			return false, err
 		}
 		done = false

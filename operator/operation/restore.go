@@ -172,7 +172,7 @@ func (r *RestoreReconciler) makeTasks(ctx context.Context, rs *v1alpha1.StyrminR
 				return err
 			}
 		}
-		if err := makeTaskAt(ctx, r.opts.Client, tg, d.Task, op, at); err != nil {
+		if err := makeTaskAt(ctx, r.opts.Client, r.opts.APIReader, tg, d.Task, op, at); err != nil {
 			return err
 		}
 	}

@@ -147,6 +147,13 @@ type Reconciler struct {
 	scaled map[types.UID]map[string]int64
 	// uids is the UID of each task seen, to forget a task that is gone.
 	uids map[types.NamespacedName]types.UID
+	// runs is, per deployment, the task of it whose steps this process
+	// runs. awaitTurn orders tasks from the cache, which can miss a task
+	// created a moment earlier (an operation task ordered before a change
+	// task that has just started): the tasks of a deployment are
+	// reconciled by this process, so it can keep two from running at once
+	// whatever its cache shows.
+	runs map[resolver.ID]types.UID
 	// waiting maps each deployment to the tasks waiting for it (the
 	// instances they run after): its StyrminDeployment's changes wake
 	// them, instead of each polling it.
@@ -196,7 +203,7 @@ func NewReconciler(opts Options) (*Reconciler, error) {
 		return nil, err
 	}
 	own := Actor{Writer: opts.Client, Reader: opts.APIReader, Exec: opts.Exec, Logs: opts.Logs}
-	return &Reconciler{opts: opts, metrics: m, own: own, started: map[types.UID]int32{}, written: map[types.UID]string{}, instances: map[types.NamespacedName]lockedInstance{}, lastErr: map[types.UID]string{}, finished: map[types.UID]string{}, scaled: map[types.UID]map[string]int64{}, uids: map[types.NamespacedName]types.UID{}, waiting: map[resolver.ID]map[types.NamespacedName]bool{}, waitsFor: map[types.NamespacedName]orderWait{}}, nil
+	return &Reconciler{opts: opts, metrics: m, own: own, started: map[types.UID]int32{}, written: map[types.UID]string{}, instances: map[types.NamespacedName]lockedInstance{}, lastErr: map[types.UID]string{}, finished: map[types.UID]string{}, scaled: map[types.UID]map[string]int64{}, uids: map[types.NamespacedName]types.UID{}, runs: map[resolver.ID]types.UID{}, waiting: map[resolver.ID]map[types.NamespacedName]bool{}, waitsFor: map[types.NamespacedName]orderWait{}}, nil
 }
 
 // SetupWithManager registers the controller: it watches StyrminTasks
@@ -463,9 +470,38 @@ func (r *Reconciler) forgetLocked(key types.NamespacedName, uid types.UID) {
 	delete(r.written, uid)
 	delete(r.lastErr, uid)
 	delete(r.scaled, uid)
+	for id, holder := range r.runs {
+		if holder == uid {
+			delete(r.runs, id)
+		}
+	}
 	delete(r.instances, key)
 	delete(r.uids, key)
 	r.dropWaitLocked(key)
+}
+
+// claimRun makes task uid the one whose steps run for deployment id,
+// unless another task of it runs: it returns the task that runs.
+func (r *Reconciler) claimRun(id resolver.ID, uid types.UID) types.UID {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if holder, ok := r.runs[id]; ok {
+		return holder
+	}
+	r.runs[id] = uid
+	return uid
+}
+
+// nameOf is the name of a task this process has seen ("" if none).
+func (r *Reconciler) nameOf(uid types.UID) string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for key, u := range r.uids {
+		if u == uid {
+			return key.Name
+		}
+	}
+	return ""
 }
 
 // lastError is the last transient error of a task's running step.
@@ -791,6 +827,15 @@ func (r *Reconciler) waitWith(ctx context.Context, run *taskRun, reason, msg str
 // with the next one's Running mark).
 func (r *Reconciler) runSteps(ctx context.Context, run *taskRun) (phaseResult, error) {
 	t := run.task
+	if holder := r.claimRun(instance.ResolverID(t.Spec.Deployment), t.UID); holder != t.UID {
+		run.log.Info("waiting for another task of the deployment, which runs", "task", r.nameOf(holder))
+		if run.planUnwritten {
+			if err := r.writeStatus(ctx, run); err != nil {
+				return phaseResult{}, err
+			}
+		}
+		return phaseResult{stop: true, after: r.opts.PollInterval}, nil
+	}
 	for int(t.Status.CurrentStep) < len(t.Status.Steps) {
 		i := t.Status.CurrentStep
 		// A status write decodes the server's answer into t, replacing
