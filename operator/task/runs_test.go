@@ -36,7 +36,7 @@ func TestATaskDoesNotRunItsStepsWhileAnotherTaskOfItsDeploymentRuns(t *testing.T
 	backup := task("nightly-hub", "u-backup", dep, 4, &v1alpha1.TaskOperation{Kind: v1alpha1.OperationBackup, Name: "nightly"})
 	elsewhere := task("web-2", "u-web", other, 2, nil)
 	r := &Reconciler{opts: Options{PollInterval: 2 * time.Second}, runs: map[resolver.ID]types.UID{},
-		uids: map[types.NamespacedName]types.UID{{Namespace: "data-hub", Name: "hub-5"}: "u-upgrade"},
+		uids:     map[types.NamespacedName]types.UID{{Namespace: "data-hub", Name: "hub-5"}: "u-upgrade"},
 		finished: map[types.UID]string{}, started: map[types.UID]int32{}, written: map[types.UID]string{},
 		lastErr: map[types.UID]string{}, scaled: map[types.UID]map[string]int64{}, instances: map[types.NamespacedName]lockedInstance{},
 		waiting: map[resolver.ID]map[types.NamespacedName]bool{}, waitsFor: map[types.NamespacedName]orderWait{}}
