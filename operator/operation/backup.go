@@ -137,6 +137,15 @@ func (r *BackupReconciler) Reconcile(ctx context.Context, req reconcile.Request)
 			return reconcile.Result{}, err
 		}
 	}
+	if b.Status.Phase == "" {
+		// About to start: read afresh. The finalizer's patch queues the
+		// backup again at once, and a cache that has not seen the start's
+		// status write would start it again, or refuse it (settings
+		// changed meanwhile) while its tasks run.
+		if err := r.opts.APIReader.Get(ctx, req.NamespacedName, &b); err != nil {
+			return reconcile.Result{}, client.IgnoreNotFound(err)
+		}
+	}
 	if b.Status.Phase.Terminal() {
 		return reconcile.Result{}, nil
 	}

@@ -62,10 +62,18 @@ func (r *RestoreReconciler) Reconcile(ctx context.Context, req reconcile.Request
 			return reconcile.Result{}, err
 		}
 	}
+	if rs.Status.Phase == "" || retryDue(&rs) {
+		// About to start or retry: read afresh, as a backup does before it
+		// starts; a copy from before the last start or retry would make
+		// its tasks again, or refuse what runs.
+		if err := r.opts.APIReader.Get(ctx, req.NamespacedName, &rs); err != nil {
+			return reconcile.Result{}, client.IgnoreNotFound(err)
+		}
+	}
 	switch {
 	case rs.Status.Phase == "":
 		return reconcile.Result{}, r.start(ctx, &rs)
-	case rs.Spec.Retry != rs.Status.ObservedRetry && rs.Status.Phase == v1alpha1.OperationFailed && len(rs.Status.Deployments) > 0:
+	case retryDue(&rs):
 		return reconcile.Result{}, r.retry(ctx, &rs)
 	case rs.Status.Phase.Terminal():
 		return reconcile.Result{}, nil
@@ -88,6 +96,12 @@ func (r *RestoreReconciler) Reconcile(ctx context.Context, req reconcile.Request
 		return reconcile.Result{}, nil
 	}
 	return reconcile.Result{}, r.opts.Client.Status().Patch(ctx, &rs, client.MergeFrom(base))
+}
+
+// retryDue reports whether a failed restore was asked to run again
+// (spec.retry moved) and has not yet.
+func retryDue(rs *v1alpha1.StyrminRestore) bool {
+	return rs.Spec.Retry != rs.Status.ObservedRetry && rs.Status.Phase == v1alpha1.OperationFailed && len(rs.Status.Deployments) > 0
 }
 
 // start checks the restore and makes its tasks; a refusal ends it Failed

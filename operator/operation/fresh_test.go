@@ -1,0 +1,92 @@
+package operation_test
+
+import (
+	"context"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	"github.com/styrmin/styrmin/internal/agenttest"
+	"github.com/styrmin/styrmin/operator/api/v1alpha1"
+	"github.com/styrmin/styrmin/operator/driversource"
+	"github.com/styrmin/styrmin/operator/operation"
+	"github.com/styrmin/styrmin/resolver"
+	"github.com/styrmin/styrmin/testcluster"
+)
+
+// staleBackupClient is a cache that has not seen the last status write of
+// a StyrminBackup: it serves a copy read before it. An informer's lag
+// cannot be produced on demand; everything else is the API server's.
+type staleBackupClient struct {
+	client.Client
+	copy *v1alpha1.StyrminBackup
+}
+
+func (c staleBackupClient) Get(ctx context.Context, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
+	if b, ok := obj.(*v1alpha1.StyrminBackup); ok && key == client.ObjectKeyFromObject(c.copy) {
+		c.copy.DeepCopyInto(b)
+		return nil
+	}
+	return c.Client.Get(ctx, key, obj, opts...)
+}
+
+// TestABackupStartedIsNotStartedOrRefusedAgainFromACacheBehindItsStart
+// pins the read before a backup starts. The start writes Running and the
+// backup's plan, then makes its tasks; the finalizer's patch has queued
+// the backup again already, and a cache that has not seen the start's
+// write shows it never started. Started again from that copy, with the
+// environment's settings changed meanwhile (here: git no longer declares
+// it), it was refused and ended Failed while its tasks ran, their results
+// never recorded.
+func TestABackupStartedIsNotStartedOrRefusedAgainFromACacheBehindItsStart(t *testing.T) {
+	_, cl := agenttest.StartCluster(t, testcluster.Options{})
+	ctx := context.Background()
+	for _, ns := range []string{"styrmin-system", "data-hub"} {
+		if err := cl.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	b := &v1alpha1.StyrminBackup{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "styrmin-system", Name: "nightly", Finalizers: []string{operation.Finalizer}},
+		Spec:       v1alpha1.StyrminBackupSpec{Cluster: "local", Environment: "data"},
+	}
+	if err := cl.Create(ctx, b); err != nil {
+		t.Fatal(err)
+	}
+	before := b.DeepCopy()
+	// The start, as the controller wrote it: Running, one deployment's
+	// task planned (made next; not in the cache yet either).
+	started := metav1.Now()
+	b.Status = v1alpha1.StyrminBackupStatus{Phase: v1alpha1.OperationRunning, Location: "s3://backups/local/data", StartedAt: &started,
+		Deployments: []v1alpha1.OperationDeployment{{Name: "hub", Namespace: "data-hub", Task: "hub-backup-nightly-1", Phase: v1alpha1.OperationPending,
+			Artifact: "s3://backups/local/data/nightly/hub", Sequence: 3}}}
+	if err := cl.Status().Update(ctx, b); err != nil {
+		t.Fatal(err)
+	}
+	started = *b.Status.StartedAt // as stored: whole seconds
+
+	noEnvironments := operation.SettingsFunc(func(context.Context) ([]resolver.EnvironmentBackups, error) { return nil, nil })
+	r, err := operation.NewBackupReconciler(operation.Options{
+		Client: staleBackupClient{Client: cl, copy: before}, APIReader: cl,
+		Drivers:  driversource.NewRepoDrivers(nil, nil, driversource.LoadOptions{}),
+		Settings: noEnvironments, Namespace: "styrmin-system", Cluster: "local",
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := r.Reconcile(ctx, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(b)}); err != nil {
+		t.Fatal(err)
+	}
+	var got v1alpha1.StyrminBackup
+	if err := cl.Get(ctx, client.ObjectKeyFromObject(b), &got); err != nil {
+		t.Fatal(err)
+	}
+	if got.Status.Phase != v1alpha1.OperationRunning || got.Status.Message != "" || got.Status.StartedAt == nil ||
+		!got.Status.StartedAt.Equal(&started) || len(got.Status.Deployments) != 1 {
+		t.Fatalf("the backup after a reconcile from a copy before its start: %s %q, started %v, %d deployments; want it running as started",
+			got.Status.Phase, got.Status.Message, got.Status.StartedAt, len(got.Status.Deployments))
+	}
+}
