@@ -128,7 +128,7 @@ func (r *BackupReconciler) Reconcile(ctx context.Context, req reconcile.Request)
 		if done, err := r.deleteArtifacts(ctx, &b); err != nil || !done {
 			return reconcile.Result{RequeueAfter: 5 * time.Second}, err
 		}
-		return reconcile.Result{}, finalize(ctx, r.opts.Client, &b, v1alpha1.OperationBackup, v1alpha1.OperationDeleteBackup)
+		return reconcile.Result{}, finalize(ctx, r.opts.Client, r.opts.APIReader, &b, v1alpha1.OperationBackup, v1alpha1.OperationDeleteBackup)
 	}
 	if !controllerutil.ContainsFinalizer(&b, Finalizer) {
 		base := b.DeepCopy()
@@ -519,12 +519,15 @@ func (r *BackupReconciler) secretOf(ctx context.Context, cluster, env string) st
 }
 
 // finalize deletes an operation's tasks, then lets the object go.
-func finalize(ctx context.Context, c client.Client, o client.Object, kinds ...v1alpha1.OperationKind) error {
+func finalize(ctx context.Context, c client.Client, api client.Reader, o client.Object, kinds ...v1alpha1.OperationKind) error {
 	if !controllerutil.ContainsFinalizer(o, Finalizer) {
 		return nil
 	}
+	// Listed from the API server: a task made a moment before the
+	// deletion (a start or a retry) may not be in the cache, and left
+	// behind it would run without its operation, or hold its deployment.
 	var tasks v1alpha1.StyrminTaskList
-	if err := c.List(ctx, &tasks, client.MatchingLabels{v1alpha1.LabelOperation: o.GetName()}); err != nil {
+	if err := api.List(ctx, &tasks, client.MatchingLabels{v1alpha1.LabelOperation: o.GetName()}); err != nil {
 		return err
 	}
 	for i := range tasks.Items {

@@ -90,3 +90,70 @@ func TestABackupStartedIsNotStartedOrRefusedAgainFromACacheBehindItsStart(t *tes
 			got.Status.Phase, got.Status.Message, got.Status.StartedAt, len(got.Status.Deployments))
 	}
 }
+
+// cacheWithoutTasks is a cache that has not seen the operation tasks made
+// a moment ago: it lists none.
+type cacheWithoutTasks struct{ client.Client }
+
+func (c cacheWithoutTasks) List(ctx context.Context, list client.ObjectList, opts ...client.ListOption) error {
+	if _, ok := list.(*v1alpha1.StyrminTaskList); ok {
+		return nil
+	}
+	return c.Client.List(ctx, list, opts...)
+}
+
+// TestADeletedRestoreDeletesATaskItsCacheDoesNotShowYet pins where a
+// deleted operation finds its tasks: the API server. A restore deleted a
+// moment after its start (or a retry) made a task the cache does not show
+// yet; left behind, the task ran without its restore, and a failure of it
+// held the deployment's changes, naming a restore that was gone.
+func TestADeletedRestoreDeletesATaskItsCacheDoesNotShowYet(t *testing.T) {
+	_, cl := agenttest.StartCluster(t, testcluster.Options{})
+	ctx := context.Background()
+	for _, ns := range []string{"styrmin-system", "data-hub"} {
+		if err := cl.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	rs := &v1alpha1.StyrminRestore{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "styrmin-system", Name: "back-to-monday", Finalizers: []string{operation.Finalizer}},
+		Spec:       v1alpha1.StyrminRestoreSpec{Backup: "monday"},
+	}
+	if err := cl.Create(ctx, rs); err != nil {
+		t.Fatal(err)
+	}
+	dep := v1alpha1.DeploymentID{Cluster: "local", Environment: "data", Name: "hub"}
+	labels := dep.Labels()
+	labels[v1alpha1.LabelOperation] = rs.Name
+	task := &v1alpha1.StyrminTask{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "data-hub", Name: "hub-restore-back-to-monday-1", Labels: labels},
+		Spec: v1alpha1.StyrminTaskSpec{Deployment: dep, Namespace: "data-hub", Workflow: v1alpha1.WorkflowRestore, ToSequence: 3,
+			Lock:      v1alpha1.LockRef{Commit: "unknown", Path: "locks/local/data/hub.lock.yaml"},
+			Operation: &v1alpha1.TaskOperation{Kind: v1alpha1.OperationRestore, Name: rs.Name, BackupID: "monday", Artifact: "s3://backups/local/data/monday/hub", Attempt: 1}},
+	}
+	if err := cl.Create(ctx, task); err != nil {
+		t.Fatal(err)
+	}
+	if err := cl.Delete(ctx, rs); err != nil {
+		t.Fatal(err)
+	}
+
+	r, err := operation.NewRestoreReconciler(operation.Options{
+		Client: cacheWithoutTasks{Client: cl}, APIReader: cl,
+		Drivers:   driversource.NewRepoDrivers(nil, nil, driversource.LoadOptions{}),
+		Settings:  operation.SettingsFunc(func(context.Context) ([]resolver.EnvironmentBackups, error) { return nil, nil }),
+		Namespace: "styrmin-system", Cluster: "local",
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := r.Reconcile(ctx, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(rs)}); err != nil {
+		t.Fatal(err)
+	}
+	if err := cl.Get(ctx, client.ObjectKeyFromObject(task), task); err == nil {
+		t.Fatalf("the restore's task %s/%s is left after the restore was deleted", task.Namespace, task.Name)
+	}
+	if err := cl.Get(ctx, client.ObjectKeyFromObject(rs), rs); err == nil {
+		t.Fatalf("the restore is still there: finalizers %v", rs.Finalizers)
+	}
+}

@@ -53,7 +53,7 @@ func (r *RestoreReconciler) Reconcile(ctx context.Context, req reconcile.Request
 		return reconcile.Result{}, client.IgnoreNotFound(err)
 	}
 	if !rs.DeletionTimestamp.IsZero() {
-		return reconcile.Result{}, finalize(ctx, r.opts.Client, &rs, v1alpha1.OperationRestore)
+		return reconcile.Result{}, finalize(ctx, r.opts.Client, r.opts.APIReader, &rs, v1alpha1.OperationRestore)
 	}
 	if !controllerutil.ContainsFinalizer(&rs, Finalizer) {
 		base := rs.DeepCopy()
