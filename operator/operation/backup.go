@@ -360,8 +360,14 @@ func recordTasks(ctx context.Context, c client.Reader, ds []v1alpha1.OperationDe
 			return false, err
 		}
 		d.StartedAt, d.FinishedAt = t.Status.StartedAt, t.Status.FinishedAt
-		if t.Status.FromSequence > 0 {
-			d.Sequence = t.Status.FromSequence
+		if from := t.Status.FromSequence; from > 0 && from != d.Sequence {
+			// The task ran after a change that was pending when the
+			// operation started: its data is that instance's, and so is
+			// the driver a restore of it must be compatible with.
+			if drv, ok := driverAt(ctx, c, d.Namespace, d.Name, from); ok {
+				d.Driver = drv
+			}
+			d.Sequence = from
 		}
 		switch t.Status.Phase {
 		case v1alpha1.TaskSucceeded:

@@ -120,3 +120,30 @@ func orderAfter(ctx context.Context, c client.Reader, sd *v1alpha1.StyrminDeploy
 	}
 	return seq, lock, nil
 }
+
+// driverAt is the driver of a deployment's instance at sequence seq, as
+// its StyrminDeployment (the instance locked or the one active) or its
+// change task for seq records it; false when none does any more.
+func driverAt(ctx context.Context, c client.Reader, namespace, name string, seq int64) (v1alpha1.DriverRef, bool) {
+	var sds v1alpha1.StyrminDeploymentList
+	if err := c.List(ctx, &sds, client.InNamespace(namespace)); err == nil {
+		for _, sd := range sds.Items {
+			if sd.Spec.Deployment.Name != name {
+				continue
+			}
+			if sd.Spec.Sequence == seq {
+				return sd.Spec.Driver, true
+			}
+			if a := sd.Status.Active; a != nil && a.Sequence == seq {
+				return a.Driver, true
+			}
+		}
+	}
+	var t v1alpha1.StyrminTask
+	if err := c.Get(ctx, client.ObjectKey{Namespace: namespace, Name: v1alpha1.TaskName(name, seq)}, &t); err == nil {
+		if a := instance.TaskTarget(&t); a != nil {
+			return a.Driver, true
+		}
+	}
+	return v1alpha1.DriverRef{}, false
+}

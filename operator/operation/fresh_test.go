@@ -2,6 +2,7 @@ package operation_test
 
 import (
 	"context"
+	"strings"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
@@ -155,5 +156,80 @@ func TestADeletedRestoreDeletesATaskItsCacheDoesNotShowYet(t *testing.T) {
 	}
 	if err := cl.Get(ctx, client.ObjectKeyFromObject(rs), rs); err == nil {
 		t.Fatalf("the restore is still there: finalizers %v", rs.Finalizers)
+	}
+}
+
+// TestABackupRecordsTheDriverOfTheInstanceItsTaskBackedUp pins what a
+// backup records of a deployment whose change was pending when the backup
+// started: its task runs after that change, so the data it takes is the
+// newer instance's, and a restore of it must be checked against that
+// instance's driver, not the one running at the start.
+func TestABackupRecordsTheDriverOfTheInstanceItsTaskBackedUp(t *testing.T) {
+	_, cl := agenttest.StartCluster(t, testcluster.Options{})
+	ctx := context.Background()
+	for _, ns := range []string{"styrmin-system", "data-hub"} {
+		if err := cl.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	dep := v1alpha1.DeploymentID{Cluster: "local", Environment: "data", Name: "hub"}
+	upgraded := v1alpha1.DriverRef{Name: "graphhub", Version: "2.0.0"}
+	sd := &v1alpha1.StyrminDeployment{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "data-hub", Name: "hub", Labels: dep.Labels()},
+		Spec: v1alpha1.StyrminDeploymentSpec{Deployment: dep, Sequence: 4, Driver: upgraded, AppVersion: "2.0.0",
+			Digest: "sha256:" + strings.Repeat("ab", 32)},
+	}
+	if err := cl.Create(ctx, sd); err != nil {
+		t.Fatal(err)
+	}
+	b := &v1alpha1.StyrminBackup{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "styrmin-system", Name: "nightly", Finalizers: []string{operation.Finalizer}},
+		Spec:       v1alpha1.StyrminBackupSpec{Cluster: "local", Environment: "data"},
+	}
+	if err := cl.Create(ctx, b); err != nil {
+		t.Fatal(err)
+	}
+	taskName := "hub-backup-nightly-1"
+	started := metav1.Now()
+	b.Status = v1alpha1.StyrminBackupStatus{Phase: v1alpha1.OperationRunning, Location: "s3://backups/local/data", StartedAt: &started,
+		Deployments: []v1alpha1.OperationDeployment{{Name: "hub", Namespace: "data-hub", Task: taskName, Phase: v1alpha1.OperationPending,
+			Artifact: "s3://backups/local/data/nightly/hub", Sequence: 3, Driver: v1alpha1.DriverRef{Name: "graphhub", Version: "1.4.0"}}}}
+	if err := cl.Status().Update(ctx, b); err != nil {
+		t.Fatal(err)
+	}
+	labels := dep.Labels()
+	labels[v1alpha1.LabelOperation] = b.Name
+	bt := &v1alpha1.StyrminTask{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "data-hub", Name: taskName, Labels: labels},
+		Spec: v1alpha1.StyrminTaskSpec{Deployment: dep, Namespace: "data-hub", Workflow: v1alpha1.WorkflowBackup, FromSequence: 3, ToSequence: 4,
+			Lock:      v1alpha1.LockRef{Commit: "unknown", Path: "locks/local/data/hub.lock.yaml"},
+			Operation: &v1alpha1.TaskOperation{Kind: v1alpha1.OperationBackup, Name: b.Name, BackupID: b.Name, Artifact: "s3://backups/local/data/nightly/hub", Attempt: 1}},
+	}
+	if err := cl.Create(ctx, bt); err != nil {
+		t.Fatal(err)
+	}
+	finished := metav1.Now()
+	bt.Status = v1alpha1.StyrminTaskStatus{Phase: v1alpha1.TaskSucceeded, Workflow: v1alpha1.WorkflowBackup, FromSequence: 4, StartedAt: &started, FinishedAt: &finished}
+	if err := cl.Status().Update(ctx, bt); err != nil {
+		t.Fatal(err)
+	}
+
+	r, err := operation.NewBackupReconciler(operation.Options{
+		Client: cl, APIReader: cl,
+		Drivers:   driversource.NewRepoDrivers(nil, nil, driversource.LoadOptions{}),
+		Settings:  operation.SettingsFunc(func(context.Context) ([]resolver.EnvironmentBackups, error) { return nil, nil }),
+		Namespace: "styrmin-system", Cluster: "local",
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := r.Reconcile(ctx, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(b)}); err != nil {
+		t.Fatal(err)
+	}
+	if err := cl.Get(ctx, client.ObjectKeyFromObject(b), b); err != nil {
+		t.Fatal(err)
+	}
+	if d := b.Status.Deployments[0]; b.Status.Phase != v1alpha1.OperationSucceeded || d.Sequence != 4 || d.Driver != upgraded {
+		t.Fatalf("the backup: %s, hub at sequence %d with driver %+v; want it succeeded with sequence 4's driver %+v", b.Status.Phase, d.Sequence, d.Driver, upgraded)
 	}
 }
