@@ -1,6 +1,7 @@
 package drivers
 
 import (
+	"fmt"
 	"slices"
 	"sync"
 	"time"
@@ -174,6 +175,28 @@ func (d *Driver) CanBackup() bool {
 	_, b := d.Hooks[HookBackup]
 	_, r := d.Hooks[HookRestore]
 	return b && r
+}
+
+// RestoreCompatible refuses restoring a backup taken with driver
+// takenName@takenVersion into a deployment running driver name@version: a
+// backup's format is its driver's, so the driver must be the same one, of
+// the same major version and no older than the one that took it.
+func RestoreCompatible(takenName, takenVersion, name, version string) error {
+	if takenName != name {
+		return fmt.Errorf("the backup was taken with driver %s@%s, the deployment runs driver %s@%s: a backup restores only into the driver that took it", takenName, takenVersion, name, version)
+	}
+	a, errA := semver.StrictNewVersion(takenVersion)
+	b, errB := semver.StrictNewVersion(version)
+	if errA != nil || errB != nil {
+		return fmt.Errorf("driver versions %s and %s: expected semantic versions", takenVersion, version)
+	}
+	if a.Major() != b.Major() {
+		return fmt.Errorf("the backup was taken with %s@%s, the deployment runs %s@%s: a new major version of a driver may not read its old backups (expected %s@%d.x)", name, takenVersion, name, version, name, a.Major())
+	}
+	if b.LessThan(a) {
+		return fmt.Errorf("the backup was taken with %s@%s, newer than the running %s@%s: upgrade the deployment first", name, takenVersion, name, version)
+	}
+	return nil
 }
 
 // Modes are the ordered steps of one hook. Core always has at least one

@@ -7,7 +7,6 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/Masterminds/semver/v3"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -16,6 +15,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
+	"github.com/styrmin/styrmin/drivers"
 	"github.com/styrmin/styrmin/operator/api/v1alpha1"
 	"github.com/styrmin/styrmin/operator/task"
 )
@@ -279,23 +279,7 @@ func orNone(s string) string {
 }
 
 // Compatible refuses restoring a backup taken with driver from into a
-// deployment running driver name@version: a backup's format is its
-// driver's, so the driver must be the same one, of the same major version
-// and no older than the one that took it.
+// deployment running driver name@version (drivers.RestoreCompatible).
 func Compatible(from v1alpha1.DriverRef, name, version string) error {
-	if from.Name != name {
-		return fmt.Errorf("the backup was taken with driver %s@%s, the deployment runs driver %s@%s: a backup restores only into the driver that took it", from.Name, from.Version, name, version)
-	}
-	a, errA := semver.StrictNewVersion(from.Version)
-	b, errB := semver.StrictNewVersion(version)
-	if errA != nil || errB != nil {
-		return fmt.Errorf("driver versions %s and %s: expected semantic versions", from.Version, version)
-	}
-	if a.Major() != b.Major() {
-		return fmt.Errorf("the backup was taken with %s@%s, the deployment runs %s@%s: a new major version of a driver may not read its old backups (expected %s@%d.x)", name, from.Version, name, version, name, a.Major())
-	}
-	if b.LessThan(a) {
-		return fmt.Errorf("the backup was taken with %s@%s, newer than the running %s@%s: upgrade the deployment first", name, from.Version, name, version)
-	}
-	return nil
+	return drivers.RestoreCompatible(from.Name, from.Version, name, version)
 }

@@ -167,6 +167,16 @@ func (r *Reconciler) planOperation(ctx context.Context, run *taskRun) (phaseResu
 	if t.Spec.Operation.Kind == v1alpha1.OperationDeleteBackup && !d.CanDeleteBackups() {
 		return r.failTask(ctx, run, v1alpha1.ReasonInvalidTask, fmt.Sprintf("deployment %s runs driver %s@%s, which declares no deleteBackup hook: the artefact %s is left where it is", run.instance.ID, d.Name, d.Version, t.Spec.Operation.Artifact))
 	}
+	if t.Spec.Operation.Kind == v1alpha1.OperationRestore {
+		var b v1alpha1.StyrminBackup
+		err := r.opts.Client.Get(ctx, client.ObjectKey{Namespace: r.opts.AgentNamespace, Name: t.Spec.Operation.BackupID}, &b)
+		if err != nil && !apierrors.IsNotFound(err) {
+			return phaseResult{}, fmt.Errorf("reading backup %s: %w", t.Spec.Operation.BackupID, err)
+		}
+		if why := restoreRefusal(&b, t.Spec.Deployment.Name, d); why != "" {
+			return r.failTask(ctx, run, v1alpha1.ReasonInvalidTask, why)
+		}
+	}
 	wf := OperationWorkflow(t.Spec.Operation.Kind)
 	steps, err := Steps(wf, d)
 	if err != nil {
@@ -176,6 +186,25 @@ func (r *Reconciler) planOperation(ctx context.Context, run *taskRun) (phaseResu
 	t.Status.Steps, t.Status.CurrentStep = steps, 0
 	run.planUnwritten = true
 	return phaseResult{}, nil
+}
+
+// restoreRefusal says why a restore task may not restore backup b's data
+// of a deployment into driver d ("" when it may, or when b records no
+// such data: a backup deleted meanwhile leaves the restore's job to find
+// the artefact gone). The restore checked this when it started, against
+// the driver running then; its task runs after the changes made before
+// it, and one of them may have moved the deployment to a driver that
+// cannot read the backup (a new major version).
+func restoreRefusal(b *v1alpha1.StyrminBackup, deployment string, d *drivers.Driver) string {
+	for _, bd := range b.Status.Deployments {
+		if bd.Name != deployment || bd.Driver.Name == "" {
+			continue
+		}
+		if err := drivers.RestoreCompatible(bd.Driver.Name, bd.Driver.Version, d.Name, d.Version); err != nil {
+			return fmt.Sprintf("backup %s cannot be restored into deployment %s as it runs now (a change ran before the restore): %v", b.Name, deployment, err)
+		}
+	}
+	return ""
 }
 
 // OperationTaskName is the name of an operation's task for a deployment:
