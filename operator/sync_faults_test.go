@@ -19,6 +19,7 @@ import (
 	"github.com/styrmin/styrmin/gitsource"
 	"github.com/styrmin/styrmin/gitsource/gitserver"
 	"github.com/styrmin/styrmin/internal/agenttest"
+	"github.com/styrmin/styrmin/internal/cachetest"
 	"github.com/styrmin/styrmin/operator"
 	"github.com/styrmin/styrmin/operator/api/v1alpha1"
 	"github.com/styrmin/styrmin/operator/source"
@@ -67,7 +68,7 @@ func TestSyncSkipsABadTrailerAndFollowsARewrittenHistory(t *testing.T) {
 	// cache serves: a cache behind the syncer's own writes.
 	var lag v1alpha1.StyrminSource
 	s, err := source.NewSyncer(source.SyncerOptions{
-		Client: staleSourceClient{Client: cl, copy: &lag}, APIReader: cl, Repo: agentRepo, Cluster: "local", Source: sourceKey,
+		Client: cachetest.Stale{Client: cl, Copy: &lag}, APIReader: cl, Repo: agentRepo, Cluster: "local", Source: sourceKey,
 		Spec:     v1alpha1.StyrminSourceSpec{URL: url, Branch: "main"},
 		Interval: time.Hour, Recorder: broadcaster.NewRecorder(cl.Scheme(), "styrmin-agent"), Log: testr.New(t),
 	})

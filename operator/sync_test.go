@@ -22,6 +22,7 @@ import (
 	"github.com/styrmin/styrmin/gitsource"
 	"github.com/styrmin/styrmin/gitsource/gitserver"
 	"github.com/styrmin/styrmin/internal/agenttest"
+	"github.com/styrmin/styrmin/internal/cachetest"
 	"github.com/styrmin/styrmin/operator/api/v1alpha1"
 	"github.com/styrmin/styrmin/operator/instance"
 	"github.com/styrmin/styrmin/operator/source"
@@ -316,7 +317,7 @@ func TestSyncCreatesOneTaskPerNewSequenceAndResumes(t *testing.T) {
 	lockRepo(t, author)
 	lagging := func(reader client.Reader) *source.Syncer {
 		s, err := source.NewSyncer(source.SyncerOptions{
-			Client: staleSourceClient{Client: cl, copy: &behind}, APIReader: reader, Repo: files, Cluster: "local", Source: sourceKey, Locks: repoLocks,
+			Client: cachetest.Stale{Client: cl, Copy: &behind}, APIReader: reader, Repo: files, Cluster: "local", Source: sourceKey, Locks: repoLocks,
 			Spec:     v1alpha1.StyrminSourceSpec{URL: url, Branch: "main"},
 			Interval: time.Hour, Recorder: recorder, Log: testr.New(t),
 		})
@@ -333,22 +334,6 @@ func TestSyncCreatesOneTaskPerNewSequenceAndResumes(t *testing.T) {
 	if err := cl.Get(ctx, sourceKey, &src); err != nil || src.Status.LastSyncedCommit != res.Head.String() {
 		t.Errorf("the position after a sync from a stale copy: %v %s, want %s", err, src.Status.LastSyncedCommit, res.Head)
 	}
-}
-
-// staleSourceClient is a cache that has not seen the last write of the
-// StyrminSource: it serves a copy read before it. An informer's lag cannot
-// be produced on demand; everything else is the API server's.
-type staleSourceClient struct {
-	client.Client
-	copy *v1alpha1.StyrminSource
-}
-
-func (c staleSourceClient) Get(ctx context.Context, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
-	if src, ok := obj.(*v1alpha1.StyrminSource); ok && key == client.ObjectKeyFromObject(c.copy) {
-		c.copy.DeepCopyInto(src)
-		return nil
-	}
-	return c.Client.Get(ctx, key, obj, opts...)
 }
 
 func mustFS(t *testing.T, r *gitsource.Repo) fs.FS {

@@ -8,43 +8,14 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/styrmin/styrmin/internal/cachetest"
 	"github.com/styrmin/styrmin/operator/api/v1alpha1"
 	"github.com/styrmin/styrmin/testcluster"
 )
-
-// staleCache is a cache that has not seen the last write of an object
-// yet: it serves a copy read before that write. An informer's lag cannot
-// be produced on demand, so the copy stands for it; everything else is
-// the API server's.
-type staleCache struct {
-	client.Reader
-	copy *appsv1.Deployment
-}
-
-func (s staleCache) Get(_ context.Context, key client.ObjectKey, obj client.Object, _ ...client.GetOption) error {
-	d, ok := obj.(*appsv1.Deployment)
-	if !ok || key != client.ObjectKeyFromObject(s.copy) {
-		return apierrors.NewNotFound(appsv1.Resource("deployments"), key.Name)
-	}
-	s.copy.DeepCopyInto(d)
-	return nil
-}
-
-// countingReader counts the reads of the API server.
-type countingReader struct {
-	client.Reader
-	gets *int
-}
-
-func (c countingReader) Get(ctx context.Context, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
-	*c.gets++
-	return c.Reader.Get(ctx, key, obj, opts...)
-}
 
 func TestAWorkloadTheCacheShowsOlderThanTheAgentWroteIsReadFromTheAPIServer(t *testing.T) {
 	c := testcluster.StartT(t, testcluster.Options{})
@@ -90,7 +61,7 @@ func TestAWorkloadTheCacheShowsOlderThanTheAgentWroteIsReadFromTheAPIServer(t *t
 		t.Fatalf("the apply left generation %d", d.Generation)
 	}
 
-	cache := staleCache{Reader: api, copy: &before}
+	cache := cachetest.Stale{Client: api, Copy: &before}
 	inventory := []v1alpha1.ObjectRef{{APIVersion: "apps/v1", Kind: "Deployment", Namespace: "app", Name: "web", Component: "web"}}
 	wrote := func(gen int64) Written {
 		return func(r v1alpha1.ObjectRef) int64 {
@@ -103,7 +74,7 @@ func TestAWorkloadTheCacheShowsOlderThanTheAgentWroteIsReadFromTheAPIServer(t *t
 	check := func(written Written) (v1alpha1.ComponentStatus, int) {
 		t.Helper()
 		gets := 0
-		comps, err := ComponentStatuses(ctx, cache, countingReader{Reader: api, gets: &gets}, inventory, time.Time{}, written)
+		comps, err := ComponentStatuses(ctx, cache, cachetest.Counting{Reader: api, Gets: &gets}, inventory, time.Time{}, written)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -11,6 +11,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/styrmin/styrmin/internal/agenttest"
+	"github.com/styrmin/styrmin/internal/cachetest"
 	"github.com/styrmin/styrmin/operator/api/v1alpha1"
 	"github.com/styrmin/styrmin/operator/driversource"
 	"github.com/styrmin/styrmin/operator/operation"
@@ -18,20 +19,26 @@ import (
 	"github.com/styrmin/styrmin/testcluster"
 )
 
-// staleBackupClient is a cache that has not seen the last status write of
-// a StyrminBackup: it serves a copy read before it. An informer's lag
-// cannot be produced on demand; everything else is the API server's.
-type staleBackupClient struct {
-	client.Client
-	copy *v1alpha1.StyrminBackup
+// operations starts a control plane with the agent's namespace and a
+// deployment's.
+func operations(t *testing.T) (context.Context, client.Client) {
+	_, cl := agenttest.StartCluster(t, testcluster.Options{})
+	ctx := context.Background()
+	for _, ns := range []string{"styrmin-system", "data-hub"} {
+		if err := cl.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return ctx, cl
 }
 
-func (c staleBackupClient) Get(ctx context.Context, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
-	if b, ok := obj.(*v1alpha1.StyrminBackup); ok && key == client.ObjectKeyFromObject(c.copy) {
-		c.copy.DeepCopyInto(b)
-		return nil
-	}
-	return c.Client.Get(ctx, key, obj, opts...)
+// options are the operation controllers' options reading through cache
+// and api. Git declares no environment (a backup or restore that starts is
+// refused); the drivers are never read.
+func options(cache client.Client, api client.Reader) operation.Options {
+	noEnvironments := operation.SettingsFunc(func(context.Context) ([]resolver.EnvironmentBackups, error) { return nil, nil })
+	return operation.Options{Client: cache, APIReader: api, Drivers: driversource.NewRepoDrivers(nil, nil, driversource.LoadOptions{}),
+		Settings: noEnvironments, Namespace: "styrmin-system", Cluster: "local"}
 }
 
 // TestABackupStartedIsNotStartedOrRefusedAgainFromACacheBehindItsStart
@@ -43,13 +50,7 @@ func (c staleBackupClient) Get(ctx context.Context, key client.ObjectKey, obj cl
 // it), it was refused and ended Failed while its tasks ran, their results
 // never recorded.
 func TestABackupStartedIsNotStartedOrRefusedAgainFromACacheBehindItsStart(t *testing.T) {
-	_, cl := agenttest.StartCluster(t, testcluster.Options{})
-	ctx := context.Background()
-	for _, ns := range []string{"styrmin-system", "data-hub"} {
-		if err := cl.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil {
-			t.Fatal(err)
-		}
-	}
+	ctx, cl := operations(t)
 	b := &v1alpha1.StyrminBackup{
 		ObjectMeta: metav1.ObjectMeta{Namespace: "styrmin-system", Name: "nightly", Finalizers: []string{operation.Finalizer}},
 		Spec:       v1alpha1.StyrminBackupSpec{Cluster: "local", Environment: "data"},
@@ -69,12 +70,7 @@ func TestABackupStartedIsNotStartedOrRefusedAgainFromACacheBehindItsStart(t *tes
 	}
 	started = *b.Status.StartedAt // as stored: whole seconds
 
-	noEnvironments := operation.SettingsFunc(func(context.Context) ([]resolver.EnvironmentBackups, error) { return nil, nil })
-	r, err := operation.NewBackupReconciler(operation.Options{
-		Client: staleBackupClient{Client: cl, copy: before}, APIReader: cl,
-		Drivers:  driversource.NewRepoDrivers(nil, nil, driversource.LoadOptions{}),
-		Settings: noEnvironments, Namespace: "styrmin-system", Cluster: "local",
-	})
+	r, err := operation.NewBackupReconciler(options(cachetest.Stale{Client: cl, Copy: before}, cl))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -109,13 +105,7 @@ func (c cacheWithoutTasks) List(ctx context.Context, list client.ObjectList, opt
 // yet; left behind, the task ran without its restore, and a failure of it
 // held the deployment's changes, naming a restore that was gone.
 func TestADeletedRestoreDeletesATaskItsCacheDoesNotShowYet(t *testing.T) {
-	_, cl := agenttest.StartCluster(t, testcluster.Options{})
-	ctx := context.Background()
-	for _, ns := range []string{"styrmin-system", "data-hub"} {
-		if err := cl.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil {
-			t.Fatal(err)
-		}
-	}
+	ctx, cl := operations(t)
 	rs := &v1alpha1.StyrminRestore{
 		ObjectMeta: metav1.ObjectMeta{Namespace: "styrmin-system", Name: "back-to-monday", Finalizers: []string{operation.Finalizer}},
 		Spec:       v1alpha1.StyrminRestoreSpec{Backup: "monday"},
@@ -139,12 +129,7 @@ func TestADeletedRestoreDeletesATaskItsCacheDoesNotShowYet(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	r, err := operation.NewRestoreReconciler(operation.Options{
-		Client: cacheWithoutTasks{Client: cl}, APIReader: cl,
-		Drivers:   driversource.NewRepoDrivers(nil, nil, driversource.LoadOptions{}),
-		Settings:  operation.SettingsFunc(func(context.Context) ([]resolver.EnvironmentBackups, error) { return nil, nil }),
-		Namespace: "styrmin-system", Cluster: "local",
-	})
+	r, err := operation.NewRestoreReconciler(options(cacheWithoutTasks{Client: cl}, cl))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -165,13 +150,7 @@ func TestADeletedRestoreDeletesATaskItsCacheDoesNotShowYet(t *testing.T) {
 // newer instance's, and a restore of it must be checked against that
 // instance's driver, not the one running at the start.
 func TestABackupRecordsTheDriverOfTheInstanceItsTaskBackedUp(t *testing.T) {
-	_, cl := agenttest.StartCluster(t, testcluster.Options{})
-	ctx := context.Background()
-	for _, ns := range []string{"styrmin-system", "data-hub"} {
-		if err := cl.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil {
-			t.Fatal(err)
-		}
-	}
+	ctx, cl := operations(t)
 	dep := v1alpha1.DeploymentID{Cluster: "local", Environment: "data", Name: "hub"}
 	upgraded := v1alpha1.DriverRef{Name: "graphhub", Version: "2.0.0"}
 	sd := &v1alpha1.StyrminDeployment{
@@ -214,12 +193,7 @@ func TestABackupRecordsTheDriverOfTheInstanceItsTaskBackedUp(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	r, err := operation.NewBackupReconciler(operation.Options{
-		Client: cl, APIReader: cl,
-		Drivers:   driversource.NewRepoDrivers(nil, nil, driversource.LoadOptions{}),
-		Settings:  operation.SettingsFunc(func(context.Context) ([]resolver.EnvironmentBackups, error) { return nil, nil }),
-		Namespace: "styrmin-system", Cluster: "local",
-	})
+	r, err := operation.NewBackupReconciler(options(cl, cl))
 	if err != nil {
 		t.Fatal(err)
 	}

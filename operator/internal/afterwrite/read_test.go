@@ -8,31 +8,9 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/styrmin/styrmin/internal/cachetest"
 	"github.com/styrmin/styrmin/testcluster"
 )
-
-// staleCache serves a copy of an object read before its last write: an
-// informer's lag cannot be produced on demand, so the copy stands for it.
-type staleCache struct {
-	client.Reader
-	copy *corev1.ConfigMap
-}
-
-func (s staleCache) Get(_ context.Context, _ client.ObjectKey, obj client.Object, _ ...client.GetOption) error {
-	s.copy.DeepCopyInto(obj.(*corev1.ConfigMap))
-	return nil
-}
-
-// countingReader counts the reads of the API server.
-type countingReader struct {
-	client.Reader
-	gets *int
-}
-
-func (c countingReader) Get(ctx context.Context, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
-	*c.gets++
-	return c.Reader.Get(ctx, key, obj, opts...)
-}
 
 // TestACachedCopyOlderThanTheControllersLastWriteIsReadFromTheAPIServer
 // pins the read a StyrminDeployment's reconcile and a sync start with:
@@ -76,7 +54,7 @@ func TestACachedCopyOlderThanTheControllersLastWriteIsReadFromTheAPIServer(t *te
 		t.Run(tc.name, func(t *testing.T) {
 			gets := 0
 			var got corev1.ConfigMap
-			fromAPI, err := Read(ctx, staleCache{Reader: api, copy: tc.cached}, countingReader{Reader: api, gets: &gets}, key, &got, tc.wrote)
+			fromAPI, err := Read(ctx, cachetest.Stale{Client: api, Copy: tc.cached}, cachetest.Counting{Reader: api, Gets: &gets}, key, &got, tc.wrote)
 			if err != nil {
 				t.Fatal(err)
 			}
