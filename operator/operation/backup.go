@@ -478,6 +478,16 @@ func (r *BackupReconciler) deleteArtifacts(ctx context.Context, b *v1alpha1.Styr
 	if !controllerutil.ContainsFinalizer(b, Finalizer) || b.Labels[task.LabelTask] != "" {
 		return true, nil
 	}
+	// A restore that reads the backup keeps its artefacts: a new restore
+	// refuses a backup being deleted, and one that started before the
+	// deletion (or checked it a moment before) is waited for.
+	inUse, err := restoring(ctx, r.opts.APIReader, r.opts.Namespace)
+	if err != nil {
+		return false, err
+	}
+	if inUse[b.Name] {
+		return false, nil
+	}
 	done := true
 	for _, d := range b.Status.Deployments {
 		if d.Phase != v1alpha1.OperationSucceeded || d.Artifact == "" {

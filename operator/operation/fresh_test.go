@@ -207,3 +207,87 @@ func TestABackupRecordsTheDriverOfTheInstanceItsTaskBackedUp(t *testing.T) {
 		t.Fatalf("the backup: %s, hub at sequence %d with driver %+v; want it succeeded with sequence 4's driver %+v", b.Status.Phase, d.Sequence, d.Driver, upgraded)
 	}
 }
+
+// TestABackupBeingDeletedKeepsItsArtefactsWhileARestoreReadsIt pins the
+// two writers of a backup's artefacts: its deletion (retention, or by
+// hand) deletes them, a restore reads them. A new restore of a backup being
+// deleted is refused; a restore that reads it (started before the deletion,
+// or checked it a moment before) keeps the deletion waiting until it
+// succeeds; one refused at its start never read it.
+func TestABackupBeingDeletedKeepsItsArtefactsWhileARestoreReadsIt(t *testing.T) {
+	ctx, cl := operations(t)
+	b := &v1alpha1.StyrminBackup{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "styrmin-system", Name: "monday", Finalizers: []string{operation.Finalizer}},
+		Spec:       v1alpha1.StyrminBackupSpec{Cluster: "local", Environment: "data"},
+	}
+	if err := cl.Create(ctx, b); err != nil {
+		t.Fatal(err)
+	}
+	b.Status = v1alpha1.StyrminBackupStatus{Phase: v1alpha1.OperationSucceeded, Location: "s3://backups/local/data",
+		Deployments: []v1alpha1.OperationDeployment{{Name: "hub", Namespace: "data-hub", Task: "hub-backup-monday-1", Phase: v1alpha1.OperationSucceeded,
+			Artifact: "s3://backups/local/data/monday/hub", Sequence: 3, Driver: v1alpha1.DriverRef{Name: "graphhub", Version: "1.4.0"}}}}
+	if err := cl.Status().Update(ctx, b); err != nil {
+		t.Fatal(err)
+	}
+	reading := &v1alpha1.StyrminRestore{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "styrmin-system", Name: "back-to-monday", Finalizers: []string{operation.Finalizer}},
+		Spec:       v1alpha1.StyrminRestoreSpec{Backup: b.Name},
+	}
+	if err := cl.Create(ctx, reading); err != nil {
+		t.Fatal(err)
+	}
+	reading.Status = v1alpha1.StyrminRestoreStatus{Phase: v1alpha1.OperationRunning, Environment: "data",
+		Deployments: []v1alpha1.OperationDeployment{{Name: "hub", Namespace: "data-hub", Task: "hub-restore-back-to-monday-1", Phase: v1alpha1.OperationRunning}}}
+	if err := cl.Status().Update(ctx, reading); err != nil {
+		t.Fatal(err)
+	}
+	if err := cl.Delete(ctx, b); err != nil {
+		t.Fatal(err)
+	}
+	backups, err := operation.NewBackupReconciler(options(cl, cl))
+	if err != nil {
+		t.Fatal(err)
+	}
+	restores, err := operation.NewRestoreReconciler(options(cl, cl))
+	if err != nil {
+		t.Fatal(err)
+	}
+	reconcileBackup := func() {
+		t.Helper()
+		if _, err := backups.Reconcile(ctx, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(b)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	reconcileBackup()
+	if err := cl.Get(ctx, client.ObjectKeyFromObject(b), b); err != nil {
+		t.Fatalf("the backup a restore reads went at its deletion: %v", err)
+	}
+
+	again := &v1alpha1.StyrminRestore{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "styrmin-system", Name: "again", Finalizers: []string{operation.Finalizer}},
+		Spec:       v1alpha1.StyrminRestoreSpec{Backup: b.Name},
+	}
+	if err := cl.Create(ctx, again); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := restores.Reconcile(ctx, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(again)}); err != nil {
+		t.Fatal(err)
+	}
+	if err := cl.Get(ctx, client.ObjectKeyFromObject(again), again); err != nil {
+		t.Fatal(err)
+	}
+	if again.Status.Phase != v1alpha1.OperationFailed || !strings.Contains(again.Status.Message, "StyrminBackup monday is being deleted") {
+		t.Fatalf("a restore of a backup being deleted: %s %q, want it refused", again.Status.Phase, again.Status.Message)
+	}
+
+	reading.Status.Phase = v1alpha1.OperationSucceeded
+	reading.Status.Deployments[0].Phase = v1alpha1.OperationSucceeded
+	if err := cl.Status().Update(ctx, reading); err != nil {
+		t.Fatal(err)
+	}
+	reconcileBackup()
+	if err := cl.Get(ctx, client.ObjectKeyFromObject(b), b); err == nil {
+		t.Fatalf("the backup is left once its restore succeeded (and the refused one never read it): finalizers %v", b.Finalizers)
+	}
+}

@@ -210,8 +210,10 @@ func names(ds []v1alpha1.OperationDeployment, only []string) []string {
 // older version than the one that took it). It returns the deployments'
 // plan and the environment.
 func (r *RestoreReconciler) check(ctx context.Context, rs *v1alpha1.StyrminRestore) ([]v1alpha1.OperationDeployment, string, error) {
+	// From the API server: a backup whose deletion began a moment ago
+	// loses its artefacts unless a restore reading it is seen first.
 	var b v1alpha1.StyrminBackup
-	err := r.opts.Client.Get(ctx, client.ObjectKey{Namespace: r.opts.Namespace, Name: rs.Spec.Backup}, &b)
+	err := r.opts.APIReader.Get(ctx, client.ObjectKey{Namespace: r.opts.Namespace, Name: rs.Spec.Backup}, &b)
 	if apierrors.IsNotFound(err) {
 		return nil, "", &RefusedError{Environment: "?", Msg: fmt.Sprintf("spec.backup: no StyrminBackup %s in %s", rs.Spec.Backup, r.opts.Namespace)}
 	}
@@ -226,6 +228,9 @@ func (r *RestoreReconciler) check(ctx context.Context, rs *v1alpha1.StyrminResto
 	envName := cluster + "/" + env
 	if cluster != r.opts.Cluster {
 		return nil, env, &RefusedError{Environment: envName, Msg: fmt.Sprintf("backup %s is of cluster %s; this agent serves %s", b.Name, cluster, r.opts.Cluster)}
+	}
+	if !b.DeletionTimestamp.IsZero() {
+		return nil, env, &RefusedError{Environment: envName, Msg: fmt.Sprintf("spec.backup: StyrminBackup %s is being deleted, with its artefacts", b.Name)}
 	}
 	byName := map[string]v1alpha1.OperationDeployment{}
 	for _, d := range b.Status.Deployments {

@@ -167,7 +167,7 @@ func (s *Scheduler) due(ctx context.Context, env, schedule string, backups []v1a
 // succeeded (and failed ones older than those), never one that runs or
 // that a restore in progress reads.
 func (s *Scheduler) retain(ctx context.Context, backups []v1alpha1.StyrminBackup, keep int) error {
-	inUse, err := s.restoring(ctx)
+	inUse, err := restoring(ctx, s.opts.APIReader, s.opts.Namespace)
 	if err != nil {
 		return err
 	}
@@ -192,15 +192,20 @@ func (s *Scheduler) retain(ctx context.Context, backups []v1alpha1.StyrminBackup
 	return nil
 }
 
-// restoring is the set of backups a restore that has not succeeded reads.
-func (s *Scheduler) restoring(ctx context.Context) (map[string]bool, error) {
+// restoring is the set of backups that a restore reads, as the API server
+// lists them in namespace: a restore made a moment ago may not be in the
+// cache, and a backup it reads must not lose its artefacts. A restore
+// reads its backup until it succeeds or is deleted; one refused at its
+// start (failed, with no deployment) never read it.
+func restoring(ctx context.Context, api client.Reader, namespace string) (map[string]bool, error) {
 	var list v1alpha1.StyrminRestoreList
-	if err := s.opts.Client.List(ctx, &list, client.InNamespace(s.opts.Namespace)); err != nil {
-		return nil, err
+	if err := api.List(ctx, &list, client.InNamespace(namespace)); err != nil {
+		return nil, fmt.Errorf("listing the restores: %w", err)
 	}
 	out := map[string]bool{}
 	for _, r := range list.Items {
-		if r.Status.Phase != v1alpha1.OperationSucceeded {
+		refused := r.Status.Phase == v1alpha1.OperationFailed && len(r.Status.Deployments) == 0
+		if r.Status.Phase != v1alpha1.OperationSucceeded && !refused && r.DeletionTimestamp.IsZero() {
 			out[r.Spec.Backup] = true
 		}
 	}
