@@ -187,7 +187,8 @@ func (r *BackupReconciler) start(ctx context.Context, b *v1alpha1.StyrminBackup)
 		})
 	}
 	setConditions(&b.Status.Conditions, b.Generation, v1alpha1.OperationRunning, "creating the backup's tasks")
-	// The plan first: a restart after it makes the same tasks.
+	// The plan first: a restart after it, or a task that could not be
+	// made, makes the same tasks (record, remakeTasks).
 	if err := r.opts.Client.Status().Patch(ctx, b, client.MergeFrom(base)); err != nil {
 		return reconcile.Result{}, err
 	}
@@ -279,6 +280,9 @@ func (r *BackupReconciler) refuse(ctx context.Context, b *v1alpha1.StyrminBackup
 // it when every task has ended.
 func (r *BackupReconciler) record(ctx context.Context, b *v1alpha1.StyrminBackup) (reconcile.Result, error) {
 	base := b.DeepCopy()
+	if err := r.remakeTasks(ctx, b); err != nil {
+		return reconcile.Result{}, err
+	}
 	done, err := recordTasks(ctx, r.opts.Client, b.Status.Deployments)
 	if err != nil {
 		return reconcile.Result{}, err
@@ -293,6 +297,58 @@ func (r *BackupReconciler) record(ctx context.Context, b *v1alpha1.StyrminBackup
 		return reconcile.Result{RequeueAfter: time.Minute}, nil
 	}
 	return reconcile.Result{}, r.opts.Client.Status().Patch(ctx, b, client.MergeFrom(base))
+}
+
+// remakeTasks makes again the tasks of b's deployments that have not
+// started and are not there: the start planned them, then failed to make
+// them (or the agent stopped in between). A deployment that no longer
+// runs, or whose driver can no longer back up, ends Failed.
+func (r *BackupReconciler) remakeTasks(ctx context.Context, b *v1alpha1.StyrminBackup) error {
+	missing, err := unmadeTasks(ctx, r.opts.Client, b.Status.Deployments)
+	if err != nil || len(missing) == 0 {
+		return err
+	}
+	cluster := b.Spec.Cluster
+	if cluster == "" {
+		cluster = r.opts.Cluster
+	}
+	for _, i := range missing {
+		d := &b.Status.Deployments[i]
+		tgs, err := targets(ctx, r.opts.Client, r.opts.Drivers, cluster, b.Spec.Environment, []string{d.Name})
+		var refused *RefusedError
+		if errors.As(err, &refused) {
+			d.Phase, d.Message = v1alpha1.OperationFailed, refused.Error()
+			continue
+		}
+		if err != nil {
+			return err
+		}
+		op := v1alpha1.TaskOperation{Kind: v1alpha1.OperationBackup, Name: b.Name, BackupID: b.Name, Artifact: d.Artifact, Secret: r.secretOf(ctx, cluster, b.Spec.Environment), Attempt: 1}
+		if err := makeTask(ctx, r.opts.Client, r.opts.APIReader, tgs[0], d.Task, op); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// unmadeTasks are the indexes of the deployments of an operation whose
+// task has not started and is not in the cache (not made yet, or made a
+// moment ago: making it again finds it there).
+func unmadeTasks(ctx context.Context, c client.Reader, ds []v1alpha1.OperationDeployment) ([]int, error) {
+	var out []int
+	for i, d := range ds {
+		if d.Phase.Terminal() || d.StartedAt != nil || d.Task == "" {
+			continue
+		}
+		var t v1alpha1.StyrminTask
+		err := c.Get(ctx, client.ObjectKey{Namespace: d.Namespace, Name: d.Task}, &t)
+		if apierrors.IsNotFound(err) {
+			out = append(out, i)
+		} else if err != nil {
+			return nil, err
+		}
+	}
+	return out, nil
 }
 
 // makeTask creates an operation task for target tg, ordered after the
@@ -364,10 +420,11 @@ func recordTasks(ctx context.Context, c client.Reader, ds []v1alpha1.OperationDe
 			// The task ran after a change that was pending when the
 			// operation started: its data is that instance's, and so is
 			// the driver a restore of it must be compatible with.
+			// Both or neither: a sequence recorded without its driver
+			// would not be looked up again.
 			if drv, ok := driverAt(ctx, c, d.Namespace, d.Name, from); ok {
-				d.Driver = drv
+				d.Driver, d.Sequence = drv, from
 			}
-			d.Sequence = from
 		}
 		switch t.Status.Phase {
 		case v1alpha1.TaskSucceeded:

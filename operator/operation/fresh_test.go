@@ -60,7 +60,7 @@ func TestABackupStartedIsNotStartedOrRefusedAgainFromACacheBehindItsStart(t *tes
 	}
 	before := b.DeepCopy()
 	// The start, as the controller wrote it: Running, one deployment's
-	// task planned (made next; not in the cache yet either).
+	// task planned, then made.
 	started := metav1.Now()
 	b.Status = v1alpha1.StyrminBackupStatus{Phase: v1alpha1.OperationRunning, Location: "s3://backups/local/data", StartedAt: &started,
 		Deployments: []v1alpha1.OperationDeployment{{Name: "hub", Namespace: "data-hub", Task: "hub-backup-nightly-1", Phase: v1alpha1.OperationPending,
@@ -69,6 +69,17 @@ func TestABackupStartedIsNotStartedOrRefusedAgainFromACacheBehindItsStart(t *tes
 		t.Fatal(err)
 	}
 	started = *b.Status.StartedAt // as stored: whole seconds
+	dep := v1alpha1.DeploymentID{Cluster: "local", Environment: "data", Name: "hub"}
+	labels := dep.Labels()
+	labels[v1alpha1.LabelOperation] = b.Name
+	if err := cl.Create(ctx, &v1alpha1.StyrminTask{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "data-hub", Name: "hub-backup-nightly-1", Labels: labels},
+		Spec: v1alpha1.StyrminTaskSpec{Deployment: dep, Namespace: "data-hub", Workflow: v1alpha1.WorkflowBackup, FromSequence: 3, ToSequence: 3,
+			Lock:      v1alpha1.LockRef{Commit: "unknown", Path: "locks/local/data/hub.lock.yaml"},
+			Operation: &v1alpha1.TaskOperation{Kind: v1alpha1.OperationBackup, Name: b.Name, BackupID: b.Name, Artifact: "s3://backups/local/data/nightly/hub", Attempt: 1}},
+	}); err != nil {
+		t.Fatal(err)
+	}
 
 	r, err := operation.NewBackupReconciler(options(cachetest.Stale{Client: cl, Copy: before}, cl))
 	if err != nil {
@@ -212,8 +223,8 @@ func TestABackupRecordsTheDriverOfTheInstanceItsTaskBackedUp(t *testing.T) {
 // two writers of a backup's artefacts: its deletion (retention, or by
 // hand) deletes them, a restore reads them. A new restore of a backup being
 // deleted is refused; a restore that reads it (started before the deletion,
-// or checked it a moment before) keeps the deletion waiting until it
-// succeeds; one refused at its start never read it.
+// or checked it a moment before) keeps the deletion waiting until it ends;
+// a failed one's retry is refused then.
 func TestABackupBeingDeletedKeepsItsArtefactsWhileARestoreReadsIt(t *testing.T) {
 	ctx, cl := operations(t)
 	b := &v1alpha1.StyrminBackup{
@@ -281,13 +292,66 @@ func TestABackupBeingDeletedKeepsItsArtefactsWhileARestoreReadsIt(t *testing.T) 
 		t.Fatalf("a restore of a backup being deleted: %s %q, want it refused", again.Status.Phase, again.Status.Message)
 	}
 
-	reading.Status.Phase = v1alpha1.OperationSucceeded
-	reading.Status.Deployments[0].Phase = v1alpha1.OperationSucceeded
+	// The restore that read it fails: it reads nothing until retried, and
+	// its retry is refused now that the backup is being deleted.
+	reading.Status.Phase = v1alpha1.OperationFailed
+	reading.Status.Deployments[0].Phase = v1alpha1.OperationFailed
 	if err := cl.Status().Update(ctx, reading); err != nil {
 		t.Fatal(err)
 	}
+	reading.Spec.Retry = "1"
+	if err := cl.Update(ctx, reading); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := restores.Reconcile(ctx, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(reading)}); err != nil {
+		t.Fatal(err)
+	}
+	if err := cl.Get(ctx, client.ObjectKeyFromObject(reading), reading); err != nil {
+		t.Fatal(err)
+	}
+	if reading.Status.Phase != v1alpha1.OperationFailed || reading.Status.ObservedRetry != "1" || reading.Status.Deployments[0].Attempt > 1 ||
+		!strings.Contains(reading.Status.Message, "retry refused: ") || !strings.Contains(reading.Status.Message, "being deleted") {
+		t.Fatalf("the retry of a restore whose backup is being deleted: %s %q (retry %q observed, attempt %d), want it refused",
+			reading.Status.Phase, reading.Status.Message, reading.Status.ObservedRetry, reading.Status.Deployments[0].Attempt)
+	}
 	reconcileBackup()
 	if err := cl.Get(ctx, client.ObjectKeyFromObject(b), b); err == nil {
-		t.Fatalf("the backup is left once its restore succeeded (and the refused one never read it): finalizers %v", b.Finalizers)
+		t.Fatalf("the backup is left once no restore reads it (one failed, one refused): finalizers %v", b.Finalizers)
+	}
+}
+
+// TestABackupWhoseTaskWasNeverMadeDoesNotStayRunning pins what a backup
+// does with a deployment its start planned but whose task it could not
+// make (the agent stopped in between, or the create failed): it makes the
+// task again, and when the deployment no longer runs, that deployment ends
+// Failed, and so does the backup, rather than running for ever.
+func TestABackupWhoseTaskWasNeverMadeDoesNotStayRunning(t *testing.T) {
+	ctx, cl := operations(t)
+	b := &v1alpha1.StyrminBackup{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "styrmin-system", Name: "nightly", Finalizers: []string{operation.Finalizer}},
+		Spec:       v1alpha1.StyrminBackupSpec{Cluster: "local", Environment: "data"},
+	}
+	if err := cl.Create(ctx, b); err != nil {
+		t.Fatal(err)
+	}
+	started := metav1.Now()
+	b.Status = v1alpha1.StyrminBackupStatus{Phase: v1alpha1.OperationRunning, Location: "s3://backups/local/data", StartedAt: &started,
+		Deployments: []v1alpha1.OperationDeployment{{Name: "hub", Namespace: "data-hub", Task: "hub-backup-nightly-1", Phase: v1alpha1.OperationPending,
+			Artifact: "s3://backups/local/data/nightly/hub", Sequence: 3}}}
+	if err := cl.Status().Update(ctx, b); err != nil {
+		t.Fatal(err)
+	}
+	r, err := operation.NewBackupReconciler(options(cl, cl))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := r.Reconcile(ctx, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(b)}); err != nil {
+		t.Fatal(err)
+	}
+	if err := cl.Get(ctx, client.ObjectKeyFromObject(b), b); err != nil {
+		t.Fatal(err)
+	}
+	if d := b.Status.Deployments[0]; b.Status.Phase != v1alpha1.OperationFailed || d.Phase != v1alpha1.OperationFailed || !strings.Contains(d.Message, "no such deployment runs in this cluster") {
+		t.Fatalf("a backup whose task was never made, of a deployment gone: %s, hub %s %q; want both failed, naming why", b.Status.Phase, d.Phase, d.Message)
 	}
 }

@@ -79,6 +79,9 @@ func (r *RestoreReconciler) Reconcile(ctx context.Context, req reconcile.Request
 		return reconcile.Result{}, nil
 	}
 	base := rs.DeepCopy()
+	if err := r.remakeTasks(ctx, &rs); err != nil {
+		return reconcile.Result{}, err
+	}
 	done, err := recordTasks(ctx, r.opts.Client, rs.Status.Deployments)
 	if err != nil {
 		return reconcile.Result{}, err
@@ -129,10 +132,70 @@ func (r *RestoreReconciler) start(ctx context.Context, rs *v1alpha1.StyrminResto
 	return r.makeTasks(ctx, rs, nil, nil)
 }
 
+// backupOf reads the backup a started restore reads, from the API
+// server; one gone or being deleted (its deletion began after the restore
+// started) is refused: its artefacts are going.
+func (r *RestoreReconciler) backupOf(ctx context.Context, rs *v1alpha1.StyrminRestore) (*v1alpha1.StyrminBackup, error) {
+	var b v1alpha1.StyrminBackup
+	err := r.opts.APIReader.Get(ctx, client.ObjectKey{Namespace: r.opts.Namespace, Name: rs.Spec.Backup}, &b)
+	env := r.opts.Cluster + "/" + rs.Status.Environment
+	switch {
+	case apierrors.IsNotFound(err):
+		return nil, &RefusedError{Environment: env, Msg: fmt.Sprintf("spec.backup: StyrminBackup %s is gone, with its artefacts", rs.Spec.Backup)}
+	case err != nil:
+		return nil, err
+	case !b.DeletionTimestamp.IsZero():
+		return nil, &RefusedError{Environment: env, Msg: fmt.Sprintf("spec.backup: StyrminBackup %s is being deleted, with its artefacts", b.Name)}
+	}
+	return &b, nil
+}
+
+// remakeTasks makes again the tasks of rs's deployments that have not
+// started and are not there: the start or a retry planned them, then
+// failed to make them (or the agent stopped in between). A retry's task
+// goes in its failed attempt's place. When a deployment no longer runs or
+// cannot read the backup, those deployments end Failed.
+func (r *RestoreReconciler) remakeTasks(ctx context.Context, rs *v1alpha1.StyrminRestore) error {
+	missing, err := unmadeTasks(ctx, r.opts.Client, rs.Status.Deployments)
+	if err != nil || len(missing) == 0 {
+		return err
+	}
+	var only []string
+	prev := map[string]string{}
+	for _, i := range missing {
+		d := rs.Status.Deployments[i]
+		only = append(only, d.Name)
+		if d.Attempt > 1 {
+			prev[d.Name] = task.OperationTaskName(d.Name, v1alpha1.OperationRestore, rs.Name, d.Attempt-1)
+		}
+	}
+	err = r.makeTasks(ctx, rs, only, prev)
+	var refused *RefusedError
+	if errors.As(err, &refused) {
+		for _, i := range missing {
+			d := &rs.Status.Deployments[i]
+			d.Phase, d.Message = v1alpha1.OperationFailed, refused.Error()
+		}
+		return nil
+	}
+	return err
+}
+
 // retry runs the failed deployments' restores again, each as a new
 // attempt (a new task; the failed one stays as history).
 func (r *RestoreReconciler) retry(ctx context.Context, rs *v1alpha1.StyrminRestore) error {
 	base := rs.DeepCopy()
+	if _, err := r.backupOf(ctx, rs); err != nil {
+		var refused *RefusedError
+		if !errors.As(err, &refused) {
+			return err
+		}
+		// Refused: it stays Failed, the retry observed.
+		rs.Status.ObservedRetry = rs.Spec.Retry
+		rs.Status.Message = "retry refused: " + refused.Error()
+		setConditions(&rs.Status.Conditions, rs.Generation, v1alpha1.OperationFailed, rs.Status.Message)
+		return r.opts.Client.Status().Patch(ctx, rs, client.MergeFrom(base))
+	}
 	var again []string
 	prev := map[string]string{}
 	for i := range rs.Status.Deployments {
@@ -160,8 +223,8 @@ func (r *RestoreReconciler) retry(ctx context.Context, rs *v1alpha1.StyrminResto
 // place (prev: its task by deployment) among the deployment's changes:
 // the changes that wait for the restore stay after it.
 func (r *RestoreReconciler) makeTasks(ctx context.Context, rs *v1alpha1.StyrminRestore, only []string, prev map[string]string) error {
-	var b v1alpha1.StyrminBackup
-	if err := r.opts.Client.Get(ctx, client.ObjectKey{Namespace: r.opts.Namespace, Name: rs.Spec.Backup}, &b); err != nil {
+	b, err := r.backupOf(ctx, rs)
+	if err != nil {
 		return err
 	}
 	tgs, err := targets(ctx, r.opts.Client, r.opts.Drivers, r.opts.Cluster, rs.Status.Environment, names(rs.Status.Deployments, only))

@@ -195,8 +195,9 @@ func (s *Scheduler) retain(ctx context.Context, backups []v1alpha1.StyrminBackup
 // restoring is the set of backups that a restore reads, as the API server
 // lists them in namespace: a restore made a moment ago may not be in the
 // cache, and a backup it reads must not lose its artefacts. A restore
-// reads its backup until it succeeds or is deleted; one refused at its
-// start (failed, with no deployment) never read it.
+// reads its backup from its creation until it ends; a failed one reads
+// nothing until it is retried, and its retry is refused when its backup is
+// being deleted (so a failed restore never keeps a backup forever).
 func restoring(ctx context.Context, api client.Reader, namespace string) (map[string]bool, error) {
 	var list v1alpha1.StyrminRestoreList
 	if err := api.List(ctx, &list, client.InNamespace(namespace)); err != nil {
@@ -204,8 +205,7 @@ func restoring(ctx context.Context, api client.Reader, namespace string) (map[st
 	}
 	out := map[string]bool{}
 	for _, r := range list.Items {
-		refused := r.Status.Phase == v1alpha1.OperationFailed && len(r.Status.Deployments) == 0
-		if r.Status.Phase != v1alpha1.OperationSucceeded && !refused && r.DeletionTimestamp.IsZero() {
+		if !r.Status.Phase.Terminal() && r.DeletionTimestamp.IsZero() {
 			out[r.Spec.Backup] = true
 		}
 	}

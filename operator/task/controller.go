@@ -423,6 +423,12 @@ func (r *Reconciler) load(ctx context.Context, key types.NamespacedName) (*v1alp
 		return nil, fmt.Errorf("reading task %s: %w", key, err)
 	}
 	r.mu.Lock()
+	if old, seen := r.uids[key]; seen && old != t.UID {
+		// Deleted and made again under its name before this process saw
+		// it go: what it kept of the old one (its hold on the deployment
+		// first) goes now.
+		r.forgetLocked(key, old)
+	}
 	r.uids[key] = t.UID
 	last, ok := r.written[t.UID]
 	end, ended := r.finished[t.UID]
@@ -490,6 +496,24 @@ func (r *Reconciler) claimRun(id resolver.ID, uid types.UID) types.UID {
 	}
 	r.runs[id] = uid
 	return uid
+}
+
+// hasStarted reports whether this process wrote the start of a step of
+// task uid.
+func (r *Reconciler) hasStarted(uid types.UID) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	_, ok := r.started[uid]
+	return ok
+}
+
+// releaseRun lets deployment id's tasks run, if task uid held it.
+func (r *Reconciler) releaseRun(id resolver.ID, uid types.UID) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.runs[id] == uid {
+		delete(r.runs, id)
+	}
 }
 
 // nameOf is the name of a task this process has seen ("" if none).
@@ -790,7 +814,7 @@ func (r *Reconciler) awaitTurn(ctx context.Context, run *taskRun) (phaseResult, 
 		return phaseResult{}, err
 	}
 	for _, s := range tasks {
-		if s.UID != t.UID && runsBefore(&s, t) && !s.Status.Phase.Terminal() {
+		if waitsFor(t, &s) {
 			run.log.V(1).Info("waiting for an earlier task", "task", s.Name)
 			if run.planUnwritten {
 				if err := r.writeStatus(ctx, run); err != nil {
@@ -806,6 +830,15 @@ func (r *Reconciler) awaitTurn(ctx context.Context, run *taskRun) (phaseResult, 
 		}
 	}
 	return phaseResult{}, nil
+}
+
+// waitsFor reports whether pending task t waits for task s of its
+// deployment: s is ordered before it and has not ended, or s runs. A task
+// ordered after t may have started from a cache that did not show t yet
+// (then held back only by this agent's memory of it, which a restart
+// loses); it finishes first.
+func waitsFor(t, s *v1alpha1.StyrminTask) bool {
+	return s.UID != t.UID && ((runsBefore(s, t) && !s.Status.Phase.Terminal()) || s.Status.Phase == v1alpha1.TaskRunning)
 }
 
 // waitWith records why the task waits (once per change of reason) and
@@ -827,7 +860,8 @@ func (r *Reconciler) waitWith(ctx context.Context, run *taskRun, reason, msg str
 // with the next one's Running mark).
 func (r *Reconciler) runSteps(ctx context.Context, run *taskRun) (phaseResult, error) {
 	t := run.task
-	if holder := r.claimRun(instance.ResolverID(t.Spec.Deployment), t.UID); holder != t.UID {
+	id := instance.ResolverID(t.Spec.Deployment)
+	if holder := r.claimRun(id, t.UID); holder != t.UID {
 		run.log.Info("waiting for another task of the deployment, which runs", "task", r.nameOf(holder))
 		if run.planUnwritten {
 			if err := r.writeStatus(ctx, run); err != nil {
@@ -836,6 +870,15 @@ func (r *Reconciler) runSteps(ctx context.Context, run *taskRun) (phaseResult, e
 		}
 		return phaseResult{stop: true, after: r.opts.PollInterval}, nil
 	}
+	wasPending := t.Status.Phase == v1alpha1.TaskPending
+	defer func() {
+		// A task whose first step's start was not written (the write
+		// failed) has not started: it may wait for another task next
+		// time, and must not hold the deployment meanwhile.
+		if wasPending && !r.hasStarted(t.UID) {
+			r.releaseRun(id, t.UID)
+		}
+	}()
 	for int(t.Status.CurrentStep) < len(t.Status.Steps) {
 		i := t.Status.CurrentStep
 		// A status write decodes the server's answer into t, replacing

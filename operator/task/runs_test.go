@@ -8,6 +8,8 @@ import (
 	"github.com/go-logr/logr"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/rest"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/styrmin/styrmin/operator/api/v1alpha1"
 	"github.com/styrmin/styrmin/resolver"
@@ -20,7 +22,8 @@ import (
 // the backup's controller did not see yet, would start while that change's
 // upgrade runs. Whichever task reaches its steps first runs; the other
 // waits, without starting a step, until the first is forgotten (it ended or
-// was deleted).
+// was deleted). A task that could not write its first step's start does
+// not hold the deployment.
 func TestATaskDoesNotRunItsStepsWhileAnotherTaskOfItsDeploymentRuns(t *testing.T) {
 	dep := v1alpha1.DeploymentID{Cluster: "local", Environment: "data", Name: "hub"}
 	other := v1alpha1.DeploymentID{Cluster: "local", Environment: "data", Name: "web"}
@@ -59,7 +62,53 @@ func TestATaskDoesNotRunItsStepsWhileAnotherTaskOfItsDeploymentRuns(t *testing.T
 		t.Errorf("the upgrade's next reconcile: runs %s, want it still", got)
 	}
 	r.forget(upgrade)
-	if got := r.claimRun(id, backup.UID); got != backup.UID {
-		t.Errorf("after the upgrade ended: runs %s, want the backup", got)
+
+	// The backup's first step's start cannot be written (here the API
+	// server cannot be reached): it has not started, and holds nothing
+	// while it tries again, when a task ordered before it may have shown
+	// up in the cache.
+	unreachable, err := client.New(&rest.Config{Host: "http://127.0.0.1:1"}, client.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.opts.Client = unreachable
+	if _, err := r.runSteps(context.Background(), &taskRun{task: backup, log: logr.Discard()}); err == nil {
+		t.Fatal("the backup's first step started without its start written")
+	}
+	if got := r.claimRun(id, upgrade.UID); got != upgrade.UID {
+		t.Errorf("after the backup failed to start: %s holds the deployment, want it free", got)
+	}
+}
+
+// TestAPendingTaskWaitsForAnEarlierOneAndForAnyThatRuns pins awaitTurn's
+// rule. A task ordered after this one that runs already (it started from a
+// cache that did not show this one, and the agent restarted since, losing
+// its hold) finishes first: two tasks of a deployment never interleave.
+func TestAPendingTaskWaitsForAnEarlierOneAndForAnyThatRuns(t *testing.T) {
+	at := func(uid types.UID, seq int64, op bool, phase v1alpha1.TaskPhase) *v1alpha1.StyrminTask {
+		tk := &v1alpha1.StyrminTask{ObjectMeta: metav1.ObjectMeta{UID: uid, Name: string(uid)},
+			Spec: v1alpha1.StyrminTaskSpec{ToSequence: seq}, Status: v1alpha1.StyrminTaskStatus{Phase: phase}}
+		if op {
+			tk.Spec.Operation = &v1alpha1.TaskOperation{Kind: v1alpha1.OperationRestore, Name: "monday"}
+		}
+		return tk
+	}
+	restore := at("restore", 4, true, v1alpha1.TaskPending)
+	for _, tc := range []struct {
+		name  string
+		other *v1alpha1.StyrminTask
+		wait  bool
+	}{
+		{"an earlier change not ended", at("c4", 4, false, v1alpha1.TaskPending), true},
+		{"an earlier change that ended", at("c3", 3, false, v1alpha1.TaskSucceeded), false},
+		{"a later change, pending", at("c5", 5, false, v1alpha1.TaskPending), false},
+		{"a later change that runs", at("c5", 5, false, v1alpha1.TaskRunning), true},
+		{"itself", restore, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := waitsFor(restore, tc.other); got != tc.wait {
+				t.Errorf("waitsFor = %v, want %v", got, tc.wait)
+			}
+		})
 	}
 }
