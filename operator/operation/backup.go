@@ -538,7 +538,7 @@ func (r *BackupReconciler) deleteArtifacts(ctx context.Context, b *v1alpha1.Styr
 	// A restore that reads the backup keeps its artefacts: a new restore
 	// refuses a backup being deleted, and one that started before the
 	// deletion (or checked it a moment before) is waited for.
-	inUse, err := restoring(ctx, r.opts.APIReader, r.opts.Namespace)
+	inUse, err := restoring(ctx, r.opts.APIReader, r.opts.Namespace, false)
 	if err != nil {
 		return false, err
 	}

@@ -167,7 +167,7 @@ func (s *Scheduler) due(ctx context.Context, env, schedule string, backups []v1a
 // succeeded (and failed ones older than those), never one that runs or
 // that a restore in progress reads.
 func (s *Scheduler) retain(ctx context.Context, backups []v1alpha1.StyrminBackup, keep int) error {
-	inUse, err := restoring(ctx, s.opts.APIReader, s.opts.Namespace)
+	inUse, err := restoring(ctx, s.opts.APIReader, s.opts.Namespace, true)
 	if err != nil {
 		return err
 	}
@@ -192,20 +192,24 @@ func (s *Scheduler) retain(ctx context.Context, backups []v1alpha1.StyrminBackup
 	return nil
 }
 
-// restoring is the set of backups that a restore reads, as the API server
+// restoring is the set of backups that restores read, as the API server
 // lists them in namespace: a restore made a moment ago may not be in the
 // cache, and a backup it reads must not lose its artefacts. A restore
-// reads its backup from its creation until it ends; a failed one reads
-// nothing until it is retried, and its retry is refused when its backup is
-// being deleted (so a failed restore never keeps a backup forever).
-func restoring(ctx context.Context, api client.Reader, namespace string) (map[string]bool, error) {
+// reads its backup from its creation until it ends; with failedToo, a
+// failed one that may be retried too (retention keeps its backup; a
+// deletion asked for does not wait for it, and its retry is then refused).
+func restoring(ctx context.Context, api client.Reader, namespace string, failedToo bool) (map[string]bool, error) {
 	var list v1alpha1.StyrminRestoreList
 	if err := api.List(ctx, &list, client.InNamespace(namespace)); err != nil {
 		return nil, fmt.Errorf("listing the restores: %w", err)
 	}
 	out := map[string]bool{}
 	for _, r := range list.Items {
-		if !r.Status.Phase.Terminal() && r.DeletionTimestamp.IsZero() {
+		// A failed restore with no deployment was refused at its start: it
+		// cannot be retried.
+		retriable := r.Status.Phase == v1alpha1.OperationFailed && len(r.Status.Deployments) > 0
+		reads := !r.Status.Phase.Terminal() || (failedToo && retriable)
+		if reads && r.DeletionTimestamp.IsZero() {
 			out[r.Spec.Backup] = true
 		}
 	}
