@@ -304,7 +304,7 @@ func (r *BackupReconciler) record(ctx context.Context, b *v1alpha1.StyrminBackup
 // them (or the agent stopped in between). A deployment that no longer
 // runs, or whose driver can no longer back up, ends Failed.
 func (r *BackupReconciler) remakeTasks(ctx context.Context, b *v1alpha1.StyrminBackup) error {
-	missing, err := unmadeTasks(ctx, r.opts.Client, b.Status.Deployments)
+	missing, err := unmadeTasks(ctx, r.opts.Client, r.opts.APIReader, b.Status.Deployments)
 	if err != nil || len(missing) == 0 {
 		return err
 	}
@@ -332,16 +332,21 @@ func (r *BackupReconciler) remakeTasks(ctx context.Context, b *v1alpha1.StyrminB
 }
 
 // unmadeTasks are the indexes of the deployments of an operation whose
-// task has not started and is not in the cache (not made yet, or made a
-// moment ago: making it again finds it there).
-func unmadeTasks(ctx context.Context, c client.Reader, ds []v1alpha1.OperationDeployment) ([]int, error) {
+// task has not started and does not exist. The cache is asked first; a
+// task it does not show is looked for on the API server, since right
+// after the start made it the cache usually does not show it yet.
+func unmadeTasks(ctx context.Context, cache, api client.Reader, ds []v1alpha1.OperationDeployment) ([]int, error) {
 	var out []int
 	for i, d := range ds {
 		if d.Phase.Terminal() || d.StartedAt != nil || d.Task == "" {
 			continue
 		}
+		key := client.ObjectKey{Namespace: d.Namespace, Name: d.Task}
 		var t v1alpha1.StyrminTask
-		err := c.Get(ctx, client.ObjectKey{Namespace: d.Namespace, Name: d.Task}, &t)
+		err := cache.Get(ctx, key, &t)
+		if apierrors.IsNotFound(err) {
+			err = api.Get(ctx, key, &t)
+		}
 		if apierrors.IsNotFound(err) {
 			out = append(out, i)
 		} else if err != nil {

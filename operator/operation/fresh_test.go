@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
@@ -81,7 +82,8 @@ func TestABackupStartedIsNotStartedOrRefusedAgainFromACacheBehindItsStart(t *tes
 		t.Fatal(err)
 	}
 
-	r, err := operation.NewBackupReconciler(options(cachetest.Stale{Client: cl, Copy: before}, cl))
+	// The cache shows neither the start nor its task.
+	r, err := operation.NewBackupReconciler(options(cacheWithoutTasks{Client: cachetest.Stale{Client: cl, Copy: before}}, cl))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -100,8 +102,15 @@ func TestABackupStartedIsNotStartedOrRefusedAgainFromACacheBehindItsStart(t *tes
 }
 
 // cacheWithoutTasks is a cache that has not seen the operation tasks made
-// a moment ago: it lists none.
+// a moment ago: it lists none and finds none.
 type cacheWithoutTasks struct{ client.Client }
+
+func (c cacheWithoutTasks) Get(ctx context.Context, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
+	if _, ok := obj.(*v1alpha1.StyrminTask); ok {
+		return apierrors.NewNotFound(v1alpha1.GroupVersion.WithResource("styrmintasks").GroupResource(), key.Name)
+	}
+	return c.Client.Get(ctx, key, obj, opts...)
+}
 
 func (c cacheWithoutTasks) List(ctx context.Context, list client.ObjectList, opts ...client.ListOption) error {
 	if _, ok := list.(*v1alpha1.StyrminTaskList); ok {

@@ -156,7 +156,7 @@ func (r *RestoreReconciler) backupOf(ctx context.Context, rs *v1alpha1.StyrminRe
 // goes in its failed attempt's place. When a deployment no longer runs or
 // cannot read the backup, those deployments end Failed.
 func (r *RestoreReconciler) remakeTasks(ctx context.Context, rs *v1alpha1.StyrminRestore) error {
-	missing, err := unmadeTasks(ctx, r.opts.Client, rs.Status.Deployments)
+	missing, err := unmadeTasks(ctx, r.opts.Client, r.opts.APIReader, rs.Status.Deployments)
 	if err != nil || len(missing) == 0 {
 		return err
 	}
@@ -172,9 +172,12 @@ func (r *RestoreReconciler) remakeTasks(ctx context.Context, rs *v1alpha1.Styrmi
 	err = r.makeTasks(ctx, rs, only, prev)
 	var refused *RefusedError
 	if errors.As(err, &refused) {
+		// The deployment the refusal names, or all of them (the backup
+		// is going).
 		for _, i := range missing {
-			d := &rs.Status.Deployments[i]
-			d.Phase, d.Message = v1alpha1.OperationFailed, refused.Error()
+			if d := &rs.Status.Deployments[i]; refused.Deployment == "" || refused.Deployment == d.Name {
+				d.Phase, d.Message = v1alpha1.OperationFailed, refused.Error()
+			}
 		}
 		return nil
 	}
@@ -192,7 +195,7 @@ func (r *RestoreReconciler) retry(ctx context.Context, rs *v1alpha1.StyrminResto
 		}
 		// Refused: it stays Failed, the retry observed.
 		rs.Status.ObservedRetry = rs.Spec.Retry
-		rs.Status.Message = "retry refused: " + refused.Error()
+		rs.Status.Message = "retry refused: " + refused.Error() + "; the deployments' changes wait until StyrminRestore " + rs.Name + " is deleted"
 		setConditions(&rs.Status.Conditions, rs.Generation, v1alpha1.OperationFailed, rs.Status.Message)
 		return r.opts.Client.Status().Patch(ctx, rs, client.MergeFrom(base))
 	}

@@ -208,7 +208,10 @@ func restoring(ctx context.Context, api client.Reader, namespace string, failedT
 		// A failed restore with no deployment was refused at its start: it
 		// cannot be retried.
 		retriable := r.Status.Phase == v1alpha1.OperationFailed && len(r.Status.Deployments) > 0
-		reads := !r.Status.Phase.Terminal() || (failedToo && retriable)
+		// Asked to retry and not yet: it is about to read the backup, or
+		// to be refused (then the deletion goes on).
+		retrying := retriable && r.Spec.Retry != r.Status.ObservedRetry
+		reads := !r.Status.Phase.Terminal() || retrying || (failedToo && retriable)
 		if reads && r.DeletionTimestamp.IsZero() {
 			out[r.Spec.Backup] = true
 		}
