@@ -42,6 +42,96 @@ func options(cache client.Client, api client.Reader) operation.Options {
 		Settings: noEnvironments, Namespace: "styrmin-system", Cluster: "local"}
 }
 
+// hubID is the deployment the operations here act on.
+func hubID() v1alpha1.DeploymentID {
+	return v1alpha1.DeploymentID{Cluster: "local", Environment: "data", Name: "hub"}
+}
+
+// newBackup creates a StyrminBackup of local/data with the operations'
+// finalizer, then writes status. It returns the copy from before the status
+// write too (what a cache behind that write holds).
+func newBackup(ctx context.Context, t *testing.T, cl client.Client, name string, status v1alpha1.StyrminBackupStatus) (b, before *v1alpha1.StyrminBackup) {
+	t.Helper()
+	b = &v1alpha1.StyrminBackup{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "styrmin-system", Name: name, Finalizers: []string{operation.Finalizer}},
+		Spec:       v1alpha1.StyrminBackupSpec{Cluster: "local", Environment: "data"},
+	}
+	if err := cl.Create(ctx, b); err != nil {
+		t.Fatal(err)
+	}
+	before = b.DeepCopy()
+	b.Status = status
+	if err := cl.Status().Update(ctx, b); err != nil {
+		t.Fatal(err)
+	}
+	return b, before
+}
+
+// newRestore creates a StyrminRestore of backup with the operations'
+// finalizer, then writes status unless it is empty.
+func newRestore(ctx context.Context, t *testing.T, cl client.Client, name, backup string, status v1alpha1.StyrminRestoreStatus) *v1alpha1.StyrminRestore {
+	t.Helper()
+	rs := &v1alpha1.StyrminRestore{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "styrmin-system", Name: name, Finalizers: []string{operation.Finalizer}},
+		Spec:       v1alpha1.StyrminRestoreSpec{Backup: backup},
+	}
+	if err := cl.Create(ctx, rs); err != nil {
+		t.Fatal(err)
+	}
+	if status.Phase != "" {
+		rs.Status = status
+		if err := cl.Status().Update(ctx, rs); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return rs
+}
+
+// newOperationTask creates hub's task of an operation, from and to the
+// sequences given, then writes status unless it is empty.
+func newOperationTask(ctx context.Context, t *testing.T, cl client.Client, name string, op v1alpha1.TaskOperation, from, to int64, status v1alpha1.StyrminTaskStatus) *v1alpha1.StyrminTask {
+	t.Helper()
+	labels := hubID().Labels()
+	labels[v1alpha1.LabelOperation] = op.Name
+	wf := v1alpha1.WorkflowBackup
+	if op.Kind == v1alpha1.OperationRestore {
+		wf = v1alpha1.WorkflowRestore
+	}
+	tk := &v1alpha1.StyrminTask{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "data-hub", Name: name, Labels: labels},
+		Spec: v1alpha1.StyrminTaskSpec{Deployment: hubID(), Namespace: "data-hub", Workflow: wf, FromSequence: from, ToSequence: to,
+			Lock: v1alpha1.LockRef{Commit: "unknown", Path: "locks/local/data/hub.lock.yaml"}, Operation: &op},
+	}
+	if err := cl.Create(ctx, tk); err != nil {
+		t.Fatal(err)
+	}
+	if status.Phase != "" {
+		tk.Status = status
+		if err := cl.Status().Update(ctx, tk); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return tk
+}
+
+// reconcileAndRead reconciles obj with r, then reads it back; false when
+// it is gone.
+func reconcileAndRead(ctx context.Context, t *testing.T, cl client.Client, r reconcile.Reconciler, obj client.Object) bool {
+	t.Helper()
+	key := client.ObjectKeyFromObject(obj)
+	if _, err := r.Reconcile(ctx, reconcile.Request{NamespacedName: key}); err != nil {
+		t.Fatal(err)
+	}
+	err := cl.Get(ctx, key, obj)
+	if apierrors.IsNotFound(err) {
+		return false
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	return true
+}
+
 // TestABackupStartedIsNotStartedOrRefusedAgainFromACacheBehindItsStart
 // pins the read before a backup starts. The start writes Running and the
 // backup's plan, then makes its tasks; the finalizer's patch has queued
@@ -52,52 +142,26 @@ func options(cache client.Client, api client.Reader) operation.Options {
 // never recorded.
 func TestABackupStartedIsNotStartedOrRefusedAgainFromACacheBehindItsStart(t *testing.T) {
 	ctx, cl := operations(t)
-	b := &v1alpha1.StyrminBackup{
-		ObjectMeta: metav1.ObjectMeta{Namespace: "styrmin-system", Name: "nightly", Finalizers: []string{operation.Finalizer}},
-		Spec:       v1alpha1.StyrminBackupSpec{Cluster: "local", Environment: "data"},
-	}
-	if err := cl.Create(ctx, b); err != nil {
-		t.Fatal(err)
-	}
-	before := b.DeepCopy()
 	// The start, as the controller wrote it: Running, one deployment's
 	// task planned, then made.
-	started := metav1.Now()
-	b.Status = v1alpha1.StyrminBackupStatus{Phase: v1alpha1.OperationRunning, Location: "s3://backups/local/data", StartedAt: &started,
+	now := metav1.Now()
+	b, before := newBackup(ctx, t, cl, "nightly", v1alpha1.StyrminBackupStatus{Phase: v1alpha1.OperationRunning, Location: "s3://backups/local/data", StartedAt: &now,
 		Deployments: []v1alpha1.OperationDeployment{{Name: "hub", Namespace: "data-hub", Task: "hub-backup-nightly-1", Phase: v1alpha1.OperationPending,
-			Artifact: "s3://backups/local/data/nightly/hub", Sequence: 3}}}
-	if err := cl.Status().Update(ctx, b); err != nil {
-		t.Fatal(err)
-	}
-	started = *b.Status.StartedAt // as stored: whole seconds
-	dep := v1alpha1.DeploymentID{Cluster: "local", Environment: "data", Name: "hub"}
-	labels := dep.Labels()
-	labels[v1alpha1.LabelOperation] = b.Name
-	if err := cl.Create(ctx, &v1alpha1.StyrminTask{
-		ObjectMeta: metav1.ObjectMeta{Namespace: "data-hub", Name: "hub-backup-nightly-1", Labels: labels},
-		Spec: v1alpha1.StyrminTaskSpec{Deployment: dep, Namespace: "data-hub", Workflow: v1alpha1.WorkflowBackup, FromSequence: 3, ToSequence: 3,
-			Lock:      v1alpha1.LockRef{Commit: "unknown", Path: "locks/local/data/hub.lock.yaml"},
-			Operation: &v1alpha1.TaskOperation{Kind: v1alpha1.OperationBackup, Name: b.Name, BackupID: b.Name, Artifact: "s3://backups/local/data/nightly/hub", Attempt: 1}},
-	}); err != nil {
-		t.Fatal(err)
-	}
+			Artifact: "s3://backups/local/data/nightly/hub", Sequence: 3}}})
+	started := *b.Status.StartedAt // as stored: whole seconds
+	newOperationTask(ctx, t, cl, "hub-backup-nightly-1", v1alpha1.TaskOperation{Kind: v1alpha1.OperationBackup, Name: b.Name, BackupID: b.Name,
+		Artifact: "s3://backups/local/data/nightly/hub", Attempt: 1}, 3, 3, v1alpha1.StyrminTaskStatus{})
 
 	// The cache shows neither the start nor its task.
 	r, err := operation.NewBackupReconciler(options(cacheWithoutTasks{Client: cachetest.Stale{Client: cl, Copy: before}}, cl))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := r.Reconcile(ctx, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(b)}); err != nil {
-		t.Fatal(err)
-	}
-	var got v1alpha1.StyrminBackup
-	if err := cl.Get(ctx, client.ObjectKeyFromObject(b), &got); err != nil {
-		t.Fatal(err)
-	}
-	if got.Status.Phase != v1alpha1.OperationRunning || got.Status.Message != "" || got.Status.StartedAt == nil ||
-		!got.Status.StartedAt.Equal(&started) || len(got.Status.Deployments) != 1 {
+	reconcileAndRead(ctx, t, cl, r, b)
+	if b.Status.Phase != v1alpha1.OperationRunning || b.Status.Message != "" || b.Status.StartedAt == nil ||
+		!b.Status.StartedAt.Equal(&started) || len(b.Status.Deployments) != 1 {
 		t.Fatalf("the backup after a reconcile from a copy before its start: %s %q, started %v, %d deployments; want it running as started",
-			got.Status.Phase, got.Status.Message, got.Status.StartedAt, len(got.Status.Deployments))
+			b.Status.Phase, b.Status.Message, b.Status.StartedAt, len(b.Status.Deployments))
 	}
 }
 
@@ -126,25 +190,9 @@ func (c cacheWithoutTasks) List(ctx context.Context, list client.ObjectList, opt
 // held the deployment's changes, naming a restore that was gone.
 func TestADeletedRestoreDeletesATaskItsCacheDoesNotShowYet(t *testing.T) {
 	ctx, cl := operations(t)
-	rs := &v1alpha1.StyrminRestore{
-		ObjectMeta: metav1.ObjectMeta{Namespace: "styrmin-system", Name: "back-to-monday", Finalizers: []string{operation.Finalizer}},
-		Spec:       v1alpha1.StyrminRestoreSpec{Backup: "monday"},
-	}
-	if err := cl.Create(ctx, rs); err != nil {
-		t.Fatal(err)
-	}
-	dep := v1alpha1.DeploymentID{Cluster: "local", Environment: "data", Name: "hub"}
-	labels := dep.Labels()
-	labels[v1alpha1.LabelOperation] = rs.Name
-	task := &v1alpha1.StyrminTask{
-		ObjectMeta: metav1.ObjectMeta{Namespace: "data-hub", Name: "hub-restore-back-to-monday-1", Labels: labels},
-		Spec: v1alpha1.StyrminTaskSpec{Deployment: dep, Namespace: "data-hub", Workflow: v1alpha1.WorkflowRestore, ToSequence: 3,
-			Lock:      v1alpha1.LockRef{Commit: "unknown", Path: "locks/local/data/hub.lock.yaml"},
-			Operation: &v1alpha1.TaskOperation{Kind: v1alpha1.OperationRestore, Name: rs.Name, BackupID: "monday", Artifact: "s3://backups/local/data/monday/hub", Attempt: 1}},
-	}
-	if err := cl.Create(ctx, task); err != nil {
-		t.Fatal(err)
-	}
+	rs := newRestore(ctx, t, cl, "back-to-monday", "monday", v1alpha1.StyrminRestoreStatus{})
+	task := newOperationTask(ctx, t, cl, "hub-restore-back-to-monday-1", v1alpha1.TaskOperation{Kind: v1alpha1.OperationRestore, Name: rs.Name,
+		BackupID: "monday", Artifact: "s3://backups/local/data/monday/hub", Attempt: 1}, 0, 3, v1alpha1.StyrminTaskStatus{})
 	if err := cl.Delete(ctx, rs); err != nil {
 		t.Fatal(err)
 	}
@@ -153,14 +201,11 @@ func TestADeletedRestoreDeletesATaskItsCacheDoesNotShowYet(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := r.Reconcile(ctx, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(rs)}); err != nil {
-		t.Fatal(err)
+	if reconcileAndRead(ctx, t, cl, r, rs) {
+		t.Fatalf("the restore is still there: finalizers %v", rs.Finalizers)
 	}
 	if err := cl.Get(ctx, client.ObjectKeyFromObject(task), task); err == nil {
 		t.Fatalf("the restore's task %s/%s is left after the restore was deleted", task.Namespace, task.Name)
-	}
-	if err := cl.Get(ctx, client.ObjectKeyFromObject(rs), rs); err == nil {
-		t.Fatalf("the restore is still there: finalizers %v", rs.Finalizers)
 	}
 }
 
@@ -171,58 +216,30 @@ func TestADeletedRestoreDeletesATaskItsCacheDoesNotShowYet(t *testing.T) {
 // instance's driver, not the one running at the start.
 func TestABackupRecordsTheDriverOfTheInstanceItsTaskBackedUp(t *testing.T) {
 	ctx, cl := operations(t)
-	dep := v1alpha1.DeploymentID{Cluster: "local", Environment: "data", Name: "hub"}
 	upgraded := v1alpha1.DriverRef{Name: "graphhub", Version: "2.0.0"}
 	sd := &v1alpha1.StyrminDeployment{
-		ObjectMeta: metav1.ObjectMeta{Namespace: "data-hub", Name: "hub", Labels: dep.Labels()},
-		Spec: v1alpha1.StyrminDeploymentSpec{Deployment: dep, Sequence: 4, Driver: upgraded, AppVersion: "2.0.0",
+		ObjectMeta: metav1.ObjectMeta{Namespace: "data-hub", Name: "hub", Labels: hubID().Labels()},
+		Spec: v1alpha1.StyrminDeploymentSpec{Deployment: hubID(), Sequence: 4, Driver: upgraded, AppVersion: "2.0.0",
 			Digest: "sha256:" + strings.Repeat("ab", 32)},
 	}
 	if err := cl.Create(ctx, sd); err != nil {
 		t.Fatal(err)
 	}
-	b := &v1alpha1.StyrminBackup{
-		ObjectMeta: metav1.ObjectMeta{Namespace: "styrmin-system", Name: "nightly", Finalizers: []string{operation.Finalizer}},
-		Spec:       v1alpha1.StyrminBackupSpec{Cluster: "local", Environment: "data"},
-	}
-	if err := cl.Create(ctx, b); err != nil {
-		t.Fatal(err)
-	}
-	taskName := "hub-backup-nightly-1"
 	started := metav1.Now()
-	b.Status = v1alpha1.StyrminBackupStatus{Phase: v1alpha1.OperationRunning, Location: "s3://backups/local/data", StartedAt: &started,
-		Deployments: []v1alpha1.OperationDeployment{{Name: "hub", Namespace: "data-hub", Task: taskName, Phase: v1alpha1.OperationPending,
-			Artifact: "s3://backups/local/data/nightly/hub", Sequence: 3, Driver: v1alpha1.DriverRef{Name: "graphhub", Version: "1.4.0"}}}}
-	if err := cl.Status().Update(ctx, b); err != nil {
-		t.Fatal(err)
-	}
-	labels := dep.Labels()
-	labels[v1alpha1.LabelOperation] = b.Name
-	bt := &v1alpha1.StyrminTask{
-		ObjectMeta: metav1.ObjectMeta{Namespace: "data-hub", Name: taskName, Labels: labels},
-		Spec: v1alpha1.StyrminTaskSpec{Deployment: dep, Namespace: "data-hub", Workflow: v1alpha1.WorkflowBackup, FromSequence: 3, ToSequence: 4,
-			Lock:      v1alpha1.LockRef{Commit: "unknown", Path: "locks/local/data/hub.lock.yaml"},
-			Operation: &v1alpha1.TaskOperation{Kind: v1alpha1.OperationBackup, Name: b.Name, BackupID: b.Name, Artifact: "s3://backups/local/data/nightly/hub", Attempt: 1}},
-	}
-	if err := cl.Create(ctx, bt); err != nil {
-		t.Fatal(err)
-	}
+	b, _ := newBackup(ctx, t, cl, "nightly", v1alpha1.StyrminBackupStatus{Phase: v1alpha1.OperationRunning, Location: "s3://backups/local/data", StartedAt: &started,
+		Deployments: []v1alpha1.OperationDeployment{{Name: "hub", Namespace: "data-hub", Task: "hub-backup-nightly-1", Phase: v1alpha1.OperationPending,
+			Artifact: "s3://backups/local/data/nightly/hub", Sequence: 3, Driver: v1alpha1.DriverRef{Name: "graphhub", Version: "1.4.0"}}}})
+	// Its task ran after the change to sequence 4.
 	finished := metav1.Now()
-	bt.Status = v1alpha1.StyrminTaskStatus{Phase: v1alpha1.TaskSucceeded, Workflow: v1alpha1.WorkflowBackup, FromSequence: 4, StartedAt: &started, FinishedAt: &finished}
-	if err := cl.Status().Update(ctx, bt); err != nil {
-		t.Fatal(err)
-	}
+	newOperationTask(ctx, t, cl, "hub-backup-nightly-1", v1alpha1.TaskOperation{Kind: v1alpha1.OperationBackup, Name: b.Name, BackupID: b.Name,
+		Artifact: "s3://backups/local/data/nightly/hub", Attempt: 1}, 3, 4,
+		v1alpha1.StyrminTaskStatus{Phase: v1alpha1.TaskSucceeded, Workflow: v1alpha1.WorkflowBackup, FromSequence: 4, StartedAt: &started, FinishedAt: &finished})
 
 	r, err := operation.NewBackupReconciler(options(cl, cl))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := r.Reconcile(ctx, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(b)}); err != nil {
-		t.Fatal(err)
-	}
-	if err := cl.Get(ctx, client.ObjectKeyFromObject(b), b); err != nil {
-		t.Fatal(err)
-	}
+	reconcileAndRead(ctx, t, cl, r, b)
 	if d := b.Status.Deployments[0]; b.Status.Phase != v1alpha1.OperationSucceeded || d.Sequence != 4 || d.Driver != upgraded {
 		t.Fatalf("the backup: %s, hub at sequence %d with driver %+v; want it succeeded with sequence 4's driver %+v", b.Status.Phase, d.Sequence, d.Driver, upgraded)
 	}
@@ -236,31 +253,11 @@ func TestABackupRecordsTheDriverOfTheInstanceItsTaskBackedUp(t *testing.T) {
 // a failed one's retry is refused then.
 func TestABackupBeingDeletedKeepsItsArtefactsWhileARestoreReadsIt(t *testing.T) {
 	ctx, cl := operations(t)
-	b := &v1alpha1.StyrminBackup{
-		ObjectMeta: metav1.ObjectMeta{Namespace: "styrmin-system", Name: "monday", Finalizers: []string{operation.Finalizer}},
-		Spec:       v1alpha1.StyrminBackupSpec{Cluster: "local", Environment: "data"},
-	}
-	if err := cl.Create(ctx, b); err != nil {
-		t.Fatal(err)
-	}
-	b.Status = v1alpha1.StyrminBackupStatus{Phase: v1alpha1.OperationSucceeded, Location: "s3://backups/local/data",
+	b, _ := newBackup(ctx, t, cl, "monday", v1alpha1.StyrminBackupStatus{Phase: v1alpha1.OperationSucceeded, Location: "s3://backups/local/data",
 		Deployments: []v1alpha1.OperationDeployment{{Name: "hub", Namespace: "data-hub", Task: "hub-backup-monday-1", Phase: v1alpha1.OperationSucceeded,
-			Artifact: "s3://backups/local/data/monday/hub", Sequence: 3, Driver: v1alpha1.DriverRef{Name: "graphhub", Version: "1.4.0"}}}}
-	if err := cl.Status().Update(ctx, b); err != nil {
-		t.Fatal(err)
-	}
-	reading := &v1alpha1.StyrminRestore{
-		ObjectMeta: metav1.ObjectMeta{Namespace: "styrmin-system", Name: "back-to-monday", Finalizers: []string{operation.Finalizer}},
-		Spec:       v1alpha1.StyrminRestoreSpec{Backup: b.Name},
-	}
-	if err := cl.Create(ctx, reading); err != nil {
-		t.Fatal(err)
-	}
-	reading.Status = v1alpha1.StyrminRestoreStatus{Phase: v1alpha1.OperationRunning, Environment: "data",
-		Deployments: []v1alpha1.OperationDeployment{{Name: "hub", Namespace: "data-hub", Task: "hub-restore-back-to-monday-1", Phase: v1alpha1.OperationRunning}}}
-	if err := cl.Status().Update(ctx, reading); err != nil {
-		t.Fatal(err)
-	}
+			Artifact: "s3://backups/local/data/monday/hub", Sequence: 3, Driver: v1alpha1.DriverRef{Name: "graphhub", Version: "1.4.0"}}}})
+	reading := newRestore(ctx, t, cl, "back-to-monday", b.Name, v1alpha1.StyrminRestoreStatus{Phase: v1alpha1.OperationRunning, Environment: "data",
+		Deployments: []v1alpha1.OperationDeployment{{Name: "hub", Namespace: "data-hub", Task: "hub-restore-back-to-monday-1", Phase: v1alpha1.OperationRunning}}})
 	if err := cl.Delete(ctx, b); err != nil {
 		t.Fatal(err)
 	}
@@ -272,31 +269,13 @@ func TestABackupBeingDeletedKeepsItsArtefactsWhileARestoreReadsIt(t *testing.T) 
 	if err != nil {
 		t.Fatal(err)
 	}
-	reconcileBackup := func() {
-		t.Helper()
-		if _, err := backups.Reconcile(ctx, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(b)}); err != nil {
-			t.Fatal(err)
-		}
+
+	if !reconcileAndRead(ctx, t, cl, backups, b) {
+		t.Fatal("the backup a restore reads went at its deletion")
 	}
 
-	reconcileBackup()
-	if err := cl.Get(ctx, client.ObjectKeyFromObject(b), b); err != nil {
-		t.Fatalf("the backup a restore reads went at its deletion: %v", err)
-	}
-
-	again := &v1alpha1.StyrminRestore{
-		ObjectMeta: metav1.ObjectMeta{Namespace: "styrmin-system", Name: "again", Finalizers: []string{operation.Finalizer}},
-		Spec:       v1alpha1.StyrminRestoreSpec{Backup: b.Name},
-	}
-	if err := cl.Create(ctx, again); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := restores.Reconcile(ctx, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(again)}); err != nil {
-		t.Fatal(err)
-	}
-	if err := cl.Get(ctx, client.ObjectKeyFromObject(again), again); err != nil {
-		t.Fatal(err)
-	}
+	again := newRestore(ctx, t, cl, "again", b.Name, v1alpha1.StyrminRestoreStatus{})
+	reconcileAndRead(ctx, t, cl, restores, again)
 	if again.Status.Phase != v1alpha1.OperationFailed || !strings.Contains(again.Status.Message, "StyrminBackup monday is being deleted") {
 		t.Fatalf("a restore of a backup being deleted: %s %q, want it refused", again.Status.Phase, again.Status.Message)
 	}
@@ -312,19 +291,13 @@ func TestABackupBeingDeletedKeepsItsArtefactsWhileARestoreReadsIt(t *testing.T) 
 	if err := cl.Update(ctx, reading); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := restores.Reconcile(ctx, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(reading)}); err != nil {
-		t.Fatal(err)
-	}
-	if err := cl.Get(ctx, client.ObjectKeyFromObject(reading), reading); err != nil {
-		t.Fatal(err)
-	}
+	reconcileAndRead(ctx, t, cl, restores, reading)
 	if reading.Status.Phase != v1alpha1.OperationFailed || reading.Status.ObservedRetry != "1" || reading.Status.Deployments[0].Attempt > 1 ||
 		!strings.Contains(reading.Status.Message, "retry refused: ") || !strings.Contains(reading.Status.Message, "being deleted") {
 		t.Fatalf("the retry of a restore whose backup is being deleted: %s %q (retry %q observed, attempt %d), want it refused",
 			reading.Status.Phase, reading.Status.Message, reading.Status.ObservedRetry, reading.Status.Deployments[0].Attempt)
 	}
-	reconcileBackup()
-	if err := cl.Get(ctx, client.ObjectKeyFromObject(b), b); err == nil {
+	if reconcileAndRead(ctx, t, cl, backups, b) {
 		t.Fatalf("the backup is left once no restore reads it (one failed, one refused): finalizers %v", b.Finalizers)
 	}
 }
@@ -336,30 +309,15 @@ func TestABackupBeingDeletedKeepsItsArtefactsWhileARestoreReadsIt(t *testing.T) 
 // Failed, and so does the backup, rather than running for ever.
 func TestABackupWhoseTaskWasNeverMadeDoesNotStayRunning(t *testing.T) {
 	ctx, cl := operations(t)
-	b := &v1alpha1.StyrminBackup{
-		ObjectMeta: metav1.ObjectMeta{Namespace: "styrmin-system", Name: "nightly", Finalizers: []string{operation.Finalizer}},
-		Spec:       v1alpha1.StyrminBackupSpec{Cluster: "local", Environment: "data"},
-	}
-	if err := cl.Create(ctx, b); err != nil {
-		t.Fatal(err)
-	}
 	started := metav1.Now()
-	b.Status = v1alpha1.StyrminBackupStatus{Phase: v1alpha1.OperationRunning, Location: "s3://backups/local/data", StartedAt: &started,
+	b, _ := newBackup(ctx, t, cl, "nightly", v1alpha1.StyrminBackupStatus{Phase: v1alpha1.OperationRunning, Location: "s3://backups/local/data", StartedAt: &started,
 		Deployments: []v1alpha1.OperationDeployment{{Name: "hub", Namespace: "data-hub", Task: "hub-backup-nightly-1", Phase: v1alpha1.OperationPending,
-			Artifact: "s3://backups/local/data/nightly/hub", Sequence: 3}}}
-	if err := cl.Status().Update(ctx, b); err != nil {
-		t.Fatal(err)
-	}
+			Artifact: "s3://backups/local/data/nightly/hub", Sequence: 3}}})
 	r, err := operation.NewBackupReconciler(options(cl, cl))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := r.Reconcile(ctx, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(b)}); err != nil {
-		t.Fatal(err)
-	}
-	if err := cl.Get(ctx, client.ObjectKeyFromObject(b), b); err != nil {
-		t.Fatal(err)
-	}
+	reconcileAndRead(ctx, t, cl, r, b)
 	if d := b.Status.Deployments[0]; b.Status.Phase != v1alpha1.OperationFailed || d.Phase != v1alpha1.OperationFailed || !strings.Contains(d.Message, "no such deployment runs in this cluster") {
 		t.Fatalf("a backup whose task was never made, of a deployment gone: %s, hub %s %q; want both failed, naming why", b.Status.Phase, d.Phase, d.Message)
 	}
