@@ -36,8 +36,9 @@ const DefaultMaxInFlight = 32
 // cut off at this point.
 const DefaultBodyTimeout = 5 * time.Second
 
-// DefaultSlowAfter is how long a request may read its body before a new
-// request, finding every slot taken, may cut it off to take its place.
+// DefaultSlowAfter is how long a request may read and verify its body
+// before a new request, finding every slot taken, may cut it off to take
+// its place.
 const DefaultSlowAfter = time.Second
 
 // DefaultReplayWindow is how long a delivery is remembered by default.
@@ -80,7 +81,7 @@ type Options struct {
 	// DefaultBodyTimeout). It needs the request's connection to support
 	// read deadlines (net/http's server does).
 	BodyTimeout time.Duration
-	// SlowAfter is how long a request may read its body before a new one
+	// SlowAfter is how long a request may read and verify its body before a new one
 	// may cut it off when every slot is taken (0: DefaultSlowAfter).
 	SlowAfter time.Duration
 	// ReplayWindow is how long a delivery's id and body hash are
@@ -197,16 +198,38 @@ func (h *Handler) serve(w http.ResponseWriter, r *http.Request) Result {
 		http.Error(w, "payload too large", http.StatusRequestEntityTooLarge)
 		return ResultTooLarge
 	}
-	body, status, err := h.readBody(w, r)
+	// The slot is held until the body is verified or refused, not only
+	// while it is read: an unverified body waiting for the secret (an API
+	// read, slow or failing) is as much memory as one being read. An
+	// evicted request stops reading and stops waiting for the secret.
+	ctx, cancel := context.WithCancel(r.Context())
+	defer cancel()
+	rc := http.NewResponseController(w)
+	release, ok := h.slots.acquire(time.Now(), h.opts.SlowAfter, func() {
+		// Cut a slow sender off: its pending read fails at once.
+		_ = rc.SetReadDeadline(time.Unix(1, 0))
+		cancel()
+	})
+	if !ok {
+		log.Info("webhook rejected: " + errBusy.Error())
+		w.Header().Set("Retry-After", "1")
+		http.Error(w, errBusy.Error(), http.StatusServiceUnavailable)
+		return ResultBusy
+	}
+	defer release()
+	body, status, err := h.readBody(rc, r)
 	if err != nil {
 		log.Info("webhook rejected: " + err.Error())
-		if status == http.StatusServiceUnavailable {
-			w.Header().Set("Retry-After", "1")
-		}
 		http.Error(w, err.Error(), status)
 		return readResult(status)
 	}
-	secret, err := h.opts.Secret(r.Context())
+	secret, err := h.opts.Secret(ctx)
+	if ctx.Err() != nil && r.Context().Err() == nil {
+		log.Info("webhook rejected: evicted while the secret was read")
+		w.Header().Set("Retry-After", "1")
+		http.Error(w, errBusy.Error(), http.StatusServiceUnavailable)
+		return ResultBusy
+	}
 	if err != nil || len(secret) == 0 {
 		log.Error(err, "webhook rejected: no secret configured")
 		http.Error(w, "webhook secret unavailable", http.StatusServiceUnavailable)
@@ -217,6 +240,7 @@ func (h *Handler) serve(w http.ResponseWriter, r *http.Request) Result {
 		http.Error(w, "signature mismatch", http.StatusUnauthorized)
 		return ResultBadSignature
 	}
+	release() // verified: what follows is bounded by GitHub, not by strangers
 	// Only a verified delivery is remembered, so a forged one never burns
 	// the id or body of the genuine one. The body hash catches a capture
 	// replayed under a new id: the id is not covered by the signature.
@@ -320,19 +344,10 @@ func readResult(status int) Result {
 // errBusy answers a request that found every slot taken by young ones.
 var errBusy = errors.New("too many webhook requests in flight; retry")
 
-// readBody reads the body within a slot, MaxBody and BodyTimeout, and
-// says which status a failure gets.
-func (h *Handler) readBody(w http.ResponseWriter, r *http.Request) ([]byte, int, error) {
-	rc := http.NewResponseController(w)
+// readBody reads the body within MaxBody and BodyTimeout (the caller
+// holds a slot), and says which status a failure gets.
+func (h *Handler) readBody(rc *http.ResponseController, r *http.Request) ([]byte, int, error) {
 	now := time.Now()
-	release, ok := h.slots.acquire(now, h.opts.SlowAfter, func() {
-		// Cut a slow sender off: its pending read fails at once.
-		_ = rc.SetReadDeadline(time.Unix(1, 0))
-	})
-	if !ok {
-		return nil, http.StatusServiceUnavailable, errBusy
-	}
-	defer release()
 	// A deadline on the connection, not a timer on the reader: a read
 	// blocked on a silent client returns when it passes. Servers that do
 	// not support it (tests with a recorder) still have MaxBody.

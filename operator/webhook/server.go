@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"net"
 	"net/http"
-	"sync"
 	"time"
 
 	"github.com/go-logr/logr"
@@ -70,7 +69,9 @@ type Server struct {
 	opts    ServerOptions
 	handler http.Handler
 
-	mu      sync.Mutex
+	// lock serialises reads of the Secret; a channel, so a caller that
+	// gives up (an evicted request) stops waiting for it.
+	lock    chan struct{}
 	cached  []byte
 	expires time.Time
 
@@ -105,7 +106,7 @@ func NewServer(opts ServerOptions) (*Server, error) {
 	if opts.Log.GetSink() == nil {
 		opts.Log = logr.Discard()
 	}
-	s := &Server{opts: opts}
+	s := &Server{opts: opts, lock: make(chan struct{}, 1)}
 	h, err := NewHandler(Options{
 		Secret:      s.secret,
 		Branch:      opts.Branch,
@@ -130,8 +131,12 @@ func (s *Server) Handler() http.Handler { return s.handler }
 // SecretTTL. Failed reads are not cached, so a Secret created after the
 // agent started is picked up by the next delivery.
 func (s *Server) secret(ctx context.Context) ([]byte, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
+	select {
+	case s.lock <- struct{}{}:
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+	defer func() { <-s.lock }()
 	now := time.Now()
 	if s.cached != nil && now.Before(s.expires) {
 		return s.cached, nil

@@ -1,11 +1,13 @@
 package webhook
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"io"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"runtime"
 	"runtime/metrics"
 	"strings"
@@ -14,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -205,5 +208,121 @@ func TestStalledBodyIsCutOffAtTheBodyTimeout(t *testing.T) {
 			t.Logf("stalled %s: connection closed after %v", name, took.Round(10*time.Millisecond))
 		}
 		c.Close()
+	}
+}
+
+// TestUnverifiedBodiesWaitingForTheSecretKeepTheirSlots pins the bound on
+// unverified bodies while the secret is slow to read (an API server under
+// load, or a Secret that is missing, whose failed reads are not cached):
+// a request keeps its slot until its body is verified, so no more than
+// MaxInFlight bodies wait for the secret at once.
+func TestUnverifiedBodiesWaitingForTheSecretKeepTheirSlots(t *testing.T) {
+	var waiting, most atomic.Int64
+	var reads sync.Mutex // one read at a time, as the Server's
+	h, err := NewHandler(Options{
+		Secret: func(ctx context.Context) ([]byte, error) {
+			n := waiting.Add(1)
+			defer waiting.Add(-1)
+			for m := most.Load(); n > m && !most.CompareAndSwap(m, n); m = most.Load() {
+			}
+			reads.Lock()
+			defer reads.Unlock()
+			time.Sleep(50 * time.Millisecond)
+			return testSecret, nil
+		},
+		Branch:      "main",
+		MaxInFlight: 2,
+		MaxBody:     1 << 20,
+		Registerer:  prometheus.NewRegistry(),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(h)
+	defer srv.Close()
+	body := bytes.Repeat([]byte("x"), 1<<20)
+	var wg sync.WaitGroup
+	var refused atomic.Int64
+	for range 40 {
+		wg.Go(func() {
+			req, _ := http.NewRequest(http.MethodPost, srv.URL, bytes.NewReader(body))
+			req.Header.Set("X-GitHub-Event", "push")
+			req.Header.Set("X-GitHub-Delivery", "stranger")
+			req.Header.Set("X-Hub-Signature-256", "sha256="+strings.Repeat("0", 64))
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusServiceUnavailable {
+				refused.Add(1)
+			}
+		})
+	}
+	wg.Wait()
+	if m := most.Load(); m > 2 {
+		t.Errorf("%d unverified 1 MiB bodies waited for the secret at once, with MaxInFlight 2", m)
+	}
+	if refused.Load() == 0 {
+		t.Error("no request was refused as busy: the test did not fill the slots")
+	}
+}
+
+// TestAnEvictedRequestStopsWaitingForTheSecret: a request that waits for
+// the secret past SlowAfter is cut off when a new one needs its slot, and
+// lets go of its body at once rather than when the read returns.
+func TestAnEvictedRequestStopsWaitingForTheSecret(t *testing.T) {
+	entered := make(chan struct{}, 2)
+	h, err := NewHandler(Options{
+		Secret: func(ctx context.Context) ([]byte, error) {
+			entered <- struct{}{}
+			<-ctx.Done() // an API server that does not answer
+			return nil, ctx.Err()
+		},
+		Branch:      "main",
+		MaxInFlight: 1,
+		SlowAfter:   50 * time.Millisecond,
+		Registerer:  prometheus.NewRegistry(),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(h)
+	defer srv.Close()
+	send := func(ctx context.Context, id string) (int, error) {
+		req, _ := http.NewRequestWithContext(ctx, http.MethodPost, srv.URL, strings.NewReader(pushMain))
+		req.Header.Set("X-GitHub-Event", "push")
+		req.Header.Set("X-GitHub-Delivery", id)
+		req.Header.Set("X-Hub-Signature-256", Sign(testSecret, []byte(pushMain)))
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			return 0, err
+		}
+		resp.Body.Close()
+		return resp.StatusCode, nil
+	}
+	// Both requests end with the test, so a failure does not leave the
+	// server waiting for them.
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	first := make(chan int, 1)
+	go func() {
+		code, err := send(ctx, "first")
+		if err != nil && ctx.Err() == nil {
+			t.Error(err)
+		}
+		first <- code
+	}()
+	<-entered
+	time.Sleep(100 * time.Millisecond) // older than SlowAfter
+	go func() { _, _ = send(ctx, "second") }()
+	select {
+	case code := <-first:
+		if code != http.StatusServiceUnavailable {
+			t.Errorf("the evicted request was answered %d, want %d (retry)", code, http.StatusServiceUnavailable)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the evicted request still waits for the secret")
 	}
 }
