@@ -17,6 +17,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/styrmin/styrmin/operator/api/v1alpha1"
@@ -125,8 +126,12 @@ func (r *BackupReconciler) Reconcile(ctx context.Context, req reconcile.Request)
 		if err := r.opts.APIReader.Get(ctx, req.NamespacedName, &b); err != nil {
 			return reconcile.Result{}, client.IgnoreNotFound(err)
 		}
-		if done, err := r.deleteArtifacts(ctx, &b); err != nil || !done {
+		wait, err := r.deleteArtifacts(ctx, &b)
+		if err != nil {
 			return reconcile.Result{RequeueAfter: 5 * time.Second}, err
+		}
+		if wait.reason != "" {
+			return reconcile.Result{RequeueAfter: 5 * time.Second}, r.sayDeletionWaits(ctx, &b, wait)
 		}
 		return reconcile.Result{}, finalize(ctx, r.opts.Client, r.opts.APIReader, &b, v1alpha1.OperationBackup, v1alpha1.OperationDeleteBackup)
 	}
@@ -530,27 +535,47 @@ func setConditions(conds *[]metav1.Condition, gen int64, phase v1alpha1.Operatio
 	}
 }
 
+// deletionWait is what the deletion of a backup waits for: a reason of
+// its Reconciling condition and a message naming what (zero when
+// nothing).
+type deletionWait struct{ reason, msg string }
+
+// sayDeletionWaits writes why the deletion of b waits, when that changed,
+// so a backup that does not go says why rather than only keeping its
+// finalizer.
+func (r *BackupReconciler) sayDeletionWaits(ctx context.Context, b *v1alpha1.StyrminBackup, w deletionWait) error {
+	base := b.DeepCopy()
+	if !apimeta.SetStatusCondition(&b.Status.Conditions, metav1.Condition{Type: v1alpha1.ConditionReconciling, Status: metav1.ConditionTrue,
+		Reason: w.reason, Message: w.msg, ObservedGeneration: b.Generation}) {
+		return nil
+	}
+	log.FromContext(ctx).Info("the backup's deletion waits", "backup", b.Name, "reason", w.reason, "why", w.msg)
+	return client.IgnoreNotFound(r.opts.Client.Status().Patch(ctx, b, client.MergeFrom(base)))
+}
+
 // deleteArtifacts runs, for a backup being deleted, the deleteBackup
 // hook of each deployment whose artefact it holds and whose running
-// driver declares one, as a task of that deployment; it reports done when
-// every such task ended (a failed one leaves its artefact, and says so in
-// its task). A deployment that no longer runs, or whose driver has no
-// such hook, keeps its artefact where it is.
-func (r *BackupReconciler) deleteArtifacts(ctx context.Context, b *v1alpha1.StyrminBackup) (bool, error) {
+// driver declares one, as a task of that deployment; it reports what the
+// deletion still waits for, nothing once every such task ended (a failed
+// one leaves its artefact, and says so in its task). A deployment that no
+// longer runs, or whose driver has no such hook, keeps its artefact where
+// it is.
+func (r *BackupReconciler) deleteArtifacts(ctx context.Context, b *v1alpha1.StyrminBackup) (deletionWait, error) {
 	if !controllerutil.ContainsFinalizer(b, Finalizer) || b.Labels[task.LabelTask] != "" {
-		return true, nil
+		return deletionWait{}, nil
 	}
 	// A restore that reads the backup keeps its artefacts: a new restore
 	// refuses a backup being deleted, and one that started before the
 	// deletion (or checked it a moment before) is waited for.
 	inUse, err := restoring(ctx, r.opts.APIReader, r.opts.Namespace, false)
 	if err != nil {
-		return false, err
+		return deletionWait{}, err
 	}
-	if inUse[b.Name] {
-		return false, nil
+	if reader := inUse[b.Name]; reader != "" {
+		return deletionWait{v1alpha1.ReasonDeletionWaitsForRestore,
+			fmt.Sprintf("the deletion waits for StyrminRestore %s, which reads this backup; its artefacts stay until it ends (or is deleted)", reader)}, nil
 	}
-	done := true
+	var running []string
 	for _, d := range b.Status.Deployments {
 		if d.Phase != v1alpha1.OperationSucceeded || d.Artifact == "" {
 			continue
@@ -559,11 +584,13 @@ func (r *BackupReconciler) deleteArtifacts(ctx context.Context, b *v1alpha1.Styr
 		var t v1alpha1.StyrminTask
 		err := r.opts.Client.Get(ctx, client.ObjectKey{Namespace: d.Namespace, Name: name}, &t)
 		if err == nil {
-			done = done && t.Status.Phase.Terminal()
+			if !t.Status.Phase.Terminal() {
+				running = append(running, d.Name)
+			}
 			continue
 		}
 		if !apierrors.IsNotFound(err) {
-			return false, err
+			return deletionWait{}, err
 		}
 		cluster := b.Spec.Cluster
 		if cluster == "" {
@@ -575,15 +602,19 @@ func (r *BackupReconciler) deleteArtifacts(ctx context.Context, b *v1alpha1.Styr
 			continue
 		}
 		if err != nil {
-			return false, err
+			return deletionWait{}, err
 		}
 		op := v1alpha1.TaskOperation{Kind: v1alpha1.OperationDeleteBackup, Name: b.Name, BackupID: b.Name, Artifact: d.Artifact, Secret: r.secretOf(ctx, cluster, b.Spec.Environment), Attempt: 1}
 		if err := makeTask(ctx, r.opts.Client, r.opts.APIReader, tgs[0], name, op); err != nil {
-			return false, err
+			return deletionWait{}, err
 		}
-		done = false
+		running = append(running, d.Name)
 	}
-	return done, nil
+	if len(running) > 0 {
+		return deletionWait{v1alpha1.ReasonDeletingArtifacts,
+			fmt.Sprintf("deleting the artefacts of %s: the deleteBackup task of each runs", strings.Join(running, ", "))}, nil
+	}
+	return deletionWait{}, nil
 }
 
 // secretOf is the credentials Secret git names for an environment now

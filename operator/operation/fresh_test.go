@@ -7,6 +7,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
@@ -272,6 +273,11 @@ func TestABackupBeingDeletedKeepsItsArtefactsWhileARestoreReadsIt(t *testing.T) 
 
 	if !reconcileAndRead(ctx, t, cl, backups, b) {
 		t.Fatal("the backup a restore reads went at its deletion")
+	}
+	// It says why it stays, naming the restore.
+	if c := apimeta.FindStatusCondition(b.Status.Conditions, v1alpha1.ConditionReconciling); c == nil || c.Status != metav1.ConditionTrue ||
+		c.Reason != v1alpha1.ReasonDeletionWaitsForRestore || !strings.Contains(c.Message, "StyrminRestore back-to-monday") {
+		t.Fatalf("a backup whose deletion waits for a restore: Reconciling %+v, want True, %s, naming the restore", c, v1alpha1.ReasonDeletionWaitsForRestore)
 	}
 
 	again := newRestore(ctx, t, cl, "again", b.Name, v1alpha1.StyrminRestoreStatus{})

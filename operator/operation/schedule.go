@@ -174,7 +174,7 @@ func (s *Scheduler) retain(ctx context.Context, backups []v1alpha1.StyrminBackup
 	kept := 0
 	for i := range backups {
 		b := &backups[i]
-		if !b.Status.Phase.Terminal() || inUse[b.Name] || !b.DeletionTimestamp.IsZero() {
+		if !b.Status.Phase.Terminal() || inUse[b.Name] != "" || !b.DeletionTimestamp.IsZero() {
 			continue
 		}
 		if b.Status.Phase == v1alpha1.OperationSucceeded {
@@ -192,18 +192,19 @@ func (s *Scheduler) retain(ctx context.Context, backups []v1alpha1.StyrminBackup
 	return nil
 }
 
-// restoring is the set of backups that restores read, as the API server
-// lists them in namespace: a restore made a moment ago may not be in the
-// cache, and a backup it reads must not lose its artefacts. A restore
+// restoring maps each backup that restores read to the name of one of
+// them (the first by name), as the API server lists them in namespace: a
+// restore made a moment ago may not be in the cache, and a backup it
+// reads must not lose its artefacts. A restore
 // reads its backup from its creation until it ends; with failedToo, a
 // failed one that may be retried too (retention keeps its backup; a
 // deletion asked for does not wait for it, and its retry is then refused).
-func restoring(ctx context.Context, api client.Reader, namespace string, failedToo bool) (map[string]bool, error) {
+func restoring(ctx context.Context, api client.Reader, namespace string, failedToo bool) (map[string]string, error) {
 	var list v1alpha1.StyrminRestoreList
 	if err := api.List(ctx, &list, client.InNamespace(namespace)); err != nil {
 		return nil, fmt.Errorf("listing the restores: %w", err)
 	}
-	out := map[string]bool{}
+	out := map[string]string{}
 	for _, r := range list.Items {
 		// A failed restore with no deployment was refused at its start: it
 		// cannot be retried.
@@ -212,8 +213,8 @@ func restoring(ctx context.Context, api client.Reader, namespace string, failedT
 		// to be refused (then the deletion goes on).
 		retrying := retriable && r.Spec.Retry != r.Status.ObservedRetry
 		reads := !r.Status.Phase.Terminal() || retrying || (failedToo && retriable)
-		if reads && r.DeletionTimestamp.IsZero() {
-			out[r.Spec.Backup] = true
+		if first, seen := out[r.Spec.Backup]; reads && r.DeletionTimestamp.IsZero() && (!seen || r.Name < first) {
+			out[r.Spec.Backup] = r.Name
 		}
 	}
 	return out, nil

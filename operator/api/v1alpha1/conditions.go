@@ -168,3 +168,14 @@ const ConditionHistoryRewritten = "HistoryRewritten"
 // wrote (a hand edit): the deployment is Stalled and its newest task
 // waits until the annotation is removed.
 const ReasonSequenceAhead = "SequenceAhead"
+
+// Reasons of the Reconciling condition of a StyrminBackup being deleted,
+// which says what its deletion waits for.
+const (
+	// ReasonDeletionWaitsForRestore: a restore reads the backup (it runs,
+	// or failed and was asked to retry); its artefacts stay until it ends.
+	ReasonDeletionWaitsForRestore = "DeletionWaitsForRestore"
+	// ReasonDeletingArtifacts: the deployments' deleteBackup hooks run as
+	// tasks; the backup goes when they have ended.
+	ReasonDeletingArtifacts = "DeletingArtifacts"
+)
