@@ -15,8 +15,15 @@ import (
 // lockHeader is the first line of every lockfile.
 const lockHeader = "# Written by styrmin lock. Do not edit: the checksum detects hand edits.\n"
 
-// maxLockSize bounds what DecodeLock accepts.
+// maxLockSize bounds what DecodeLock accepts, and so what EncodeLock
+// writes.
 const maxLockSize = 4 << 20
+
+// MaxSequence is the highest sequence an instance may have: 2^53-1, the
+// largest integer every JSON reader (a browser's too) holds exactly. A
+// number above it comes only from a hand edit or a hostile trailer, and
+// would overflow on its way up.
+const MaxSequence = 1<<53 - 1
 
 // lockDocument is the on-disk shape: the instance plus a checksum of its
 // canonical encoding.
@@ -82,6 +89,9 @@ func canonicalChecksum(data []byte, checksum string) bool {
 // EncodeLock returns the canonical lockfile of an instance: same instance,
 // same bytes.
 func EncodeLock(in *Instance) ([]byte, error) {
+	if in.Sequence < 1 || in.Sequence > MaxSequence {
+		return nil, fmt.Errorf("encode lock %s: sequence %d: expected an integer from 1 to %d", in.ID, in.Sequence, int64(MaxSequence))
+	}
 	b, err := canonical(in)
 	if err != nil {
 		return nil, fmt.Errorf("encode lock %s: %w", in.ID, err)
@@ -95,7 +105,15 @@ func EncodeLock(in *Instance) ([]byte, error) {
 	out = append(out, lockHeader...)
 	out = append(out, b[:at]...)
 	out = append(out, line...)
-	return append(out, b[at:]...), nil
+	out = append(out, b[at:]...)
+	// Written, it could never be read again (by the next lock, the plan
+	// or the agent), and reverting the configuration would not help: the
+	// lockfiles are read before anything resolves.
+	if len(out) > maxLockSize {
+		return nil, fmt.Errorf("%s: the lockfile of %s would be %d bytes, more than the %d a lockfile may have: its context and values are too large (large parameters or configuration reach both)",
+			in.ID.LockPath(), in.ID, len(out), maxLockSize)
+	}
+	return out, nil
 }
 
 // keysBeforeChecksum are the top-level keys of an instance that sort
@@ -137,8 +155,8 @@ func DecodeLock(path string, data []byte) (*Instance, error) {
 	if in.Kind != KindInstance && in.Kind != KindTombstone {
 		return nil, fmt.Errorf("%s: field kind: expected %q or %q, got %q", path, KindInstance, KindTombstone, in.Kind)
 	}
-	if in.Sequence < 1 {
-		return nil, fmt.Errorf("%s: field sequence: expected a positive integer, got %d", path, in.Sequence)
+	if in.Sequence < 1 || in.Sequence > MaxSequence {
+		return nil, fmt.Errorf("%s: field sequence: expected an integer from 1 to %d, got %d", path, int64(MaxSequence), in.Sequence)
 	}
 	if doc.Checksum == "" {
 		return nil, fmt.Errorf("%s: field checksum: missing", path)

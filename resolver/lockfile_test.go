@@ -3,7 +3,10 @@ package resolver
 import (
 	"bytes"
 	"errors"
+	"fmt"
+	"math"
 	"os"
+	"strings"
 	"testing"
 
 	"github.com/styrmin/styrmin/drivers"
@@ -135,5 +138,61 @@ func TestSettingAtFollowsADottedPath(t *testing.T) {
 		if got := SettingAt(tree, path); got != want {
 			t.Errorf("SettingAt(%q) = %v, want %v", path, got, want)
 		}
+	}
+}
+
+// TestALockfileItsReadersWouldRefuseIsNeverWritten pins that what
+// EncodeLock writes, DecodeLock reads: a lockfile over the readers' size
+// limit, once committed, would stop every later lock, plan and sync, and
+// reverting the configuration would not help (lockfiles are read before
+// anything resolves). The lock refuses it instead, naming the lockfile.
+func TestALockfileItsReadersWouldRefuseIsNeverWritten(t *testing.T) {
+	dir := exampleCopy(t)
+	c := lockDirInto(t, dir)[0]
+	in := *c.Next
+	in.Values = map[string]any{"big": strings.Repeat("x", maxLockSize/2), "bigger": strings.Repeat("y", maxLockSize/2)}
+	data, err := EncodeLock(&in)
+	if err == nil {
+		if _, derr := DecodeLock(c.Path(), data); derr != nil {
+			t.Fatalf("EncodeLock wrote a lockfile DecodeLock refuses: %v", derr)
+		}
+		t.Fatalf("EncodeLock wrote a lockfile of %d bytes", len(data))
+	}
+	if !strings.Contains(err.Error(), c.Path()) || !strings.Contains(err.Error(), "more than the") {
+		t.Fatalf("the refusal %q does not name the lockfile and the limit", err)
+	}
+}
+
+// TestSequencesStayWithinWhatEveryReaderHoldsExactly pins the bounds of a
+// sequence: a lockfile above MaxSequence is refused naming the field, a
+// trailer above it (any commit message can carry one) is ignored rather
+// than overflowing the next number, and no instance above it is encoded.
+func TestSequencesStayWithinWhatEveryReaderHoldsExactly(t *testing.T) {
+	dir := exampleCopy(t)
+	c := lockDirInto(t, dir)[0]
+	in := *c.Next
+	in.Sequence = MaxSequence
+	data, err := EncodeLock(&in)
+	if err != nil {
+		t.Fatalf("the highest sequence: %v", err)
+	}
+	if _, err := DecodeLock(c.Path(), data); err != nil {
+		t.Fatalf("the highest sequence does not read back: %v", err)
+	}
+	in.Sequence = MaxSequence + 1
+	if _, err := EncodeLock(&in); err == nil || !strings.Contains(err.Error(), "sequence") {
+		t.Fatalf("a sequence above the highest was encoded (%v)", err)
+	}
+	edited := bytes.Replace(data, []byte(fmt.Sprintf("sequence: %d", int64(MaxSequence))), []byte("sequence: 9223372036854775807"), 1)
+	if _, err := DecodeLock(c.Path(), edited); err == nil || !strings.Contains(err.Error(), c.Path()+": field sequence") {
+		t.Fatalf("a lockfile at the largest int64: %v, want a refusal naming the file and field", err)
+	}
+
+	used := UsedFromTrailers(map[string]int{c.ID.String(): math.MaxInt64, "local/dev/other": 7})
+	if got := used.next(c.ID, nil); got != 1 {
+		t.Errorf("after a hostile trailer at the largest int64, the next sequence is %d, want 1", got)
+	}
+	if got := used.next(ID{"local", "dev", "other"}, nil); got != 8 {
+		t.Errorf("after a trailer at 7, the next sequence is %d, want 8", got)
 	}
 }

@@ -9,11 +9,13 @@ type UsedSequences map[ID]int64
 
 // UsedFromTrailers turns the deployment keys of lock trailers (as
 // gitsource.Repo.LockedSequences returns them) into UsedSequences; keys
-// that name no deployment are ignored.
+// that name no deployment, and numbers outside 1..MaxSequence, are
+// ignored: any commit message can carry a trailer, and no lock ever
+// wrote such a number.
 func UsedFromTrailers(m map[string]int) UsedSequences {
 	out := make(UsedSequences, len(m))
 	for k, v := range m {
-		if id, err := ParseID(k); err == nil {
+		if id, err := ParseID(k); err == nil && v >= 1 && int64(v) <= MaxSequence {
 			out[id] = int64(v)
 		}
 	}
