@@ -74,6 +74,11 @@ func (l *LockLoader) read(fsys fs.FS, file string) (*Instance, error) {
 	return in, nil
 }
 
+// LockTempPrefix starts the name of a lockfile being written: a temporary
+// file in its folder, renamed over it. Loading skips such files, so a lock
+// killed between the two leaves nothing that stops the next one.
+const LockTempPrefix = ".styrmin-lock-"
+
 // Load is LoadLocks of fsys.
 func (l *LockLoader) Load(fsys fs.FS) (map[ID]*Instance, error) {
 	type entry struct {
@@ -91,7 +96,7 @@ func (l *LockLoader) Load(fsys fs.FS) (map[ID]*Instance, error) {
 			}
 			return err
 		}
-		if d.IsDir() {
+		if d.IsDir() || strings.HasPrefix(d.Name(), LockTempPrefix) {
 			return nil
 		}
 		if d.Type()&fs.ModeSymlink != 0 {

@@ -7,6 +7,8 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"strings"
+	"time"
 
 	"github.com/spf13/cobra"
 	"golang.org/x/sync/errgroup"
@@ -185,6 +187,13 @@ const lockWriters = 4
 // through a rename, lockWriters at a time. It reports which were written,
 // and the errors of those that were not.
 func writeLocks(root string, changes []resolver.LockChange) ([]bool, error) {
+	dirs := map[string]bool{}
+	for _, c := range changes {
+		dirs[filepath.Dir(filepath.Join(root, filepath.FromSlash(c.Path())))] = true
+	}
+	for d := range dirs {
+		removeStaleTemps(d, time.Now().Add(-staleTempAge))
+	}
 	written := make([]bool, len(changes))
 	errs := make([]error, len(changes))
 	var g errgroup.Group
@@ -200,17 +209,50 @@ func writeLocks(root string, changes []resolver.LockChange) ([]bool, error) {
 	return written, errors.Join(errs...)
 }
 
+// staleTempAge is how old a temporary lockfile must be to be another
+// lock's leftover (one killed before its rename) rather than a file a
+// lock running beside this one is writing.
+const staleTempAge = time.Minute
+
+// removeStaleTemps removes, best effort, the temporary lockfiles in dir
+// last written before cutoff: the loader skips them, but they would
+// otherwise pile up in the working tree, and into commits.
+func removeStaleTemps(dir string, cutoff time.Time) {
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return
+	}
+	for _, e := range entries {
+		if !e.Type().IsRegular() || !strings.HasPrefix(e.Name(), resolver.LockTempPrefix) {
+			continue
+		}
+		if fi, err := e.Info(); err == nil && fi.ModTime().Before(cutoff) {
+			_ = os.Remove(filepath.Join(dir, e.Name()))
+		}
+	}
+}
+
 // writeAtomic replaces a file through a rename, so a crash never leaves a
-// half-written lockfile.
+// half-written lockfile. The file keeps the mode of the one it replaces
+// (a new one is readable by all, as git checks files out).
 func writeAtomic(path string, data []byte) error {
 	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
 		return err
 	}
-	tmp, err := os.CreateTemp(filepath.Dir(path), ".lock-*")
+	mode := os.FileMode(0o644)
+	if fi, err := os.Stat(path); err == nil {
+		mode = fi.Mode().Perm()
+	}
+	tmp, err := os.CreateTemp(filepath.Dir(path), resolver.LockTempPrefix+"*")
 	if err != nil {
 		return err
 	}
 	if _, err := tmp.Write(data); err != nil {
+		tmp.Close()
+		os.Remove(tmp.Name())
+		return err
+	}
+	if err := tmp.Chmod(mode); err != nil {
 		tmp.Close()
 		os.Remove(tmp.Name())
 		return err

@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/styrmin/styrmin/examples"
 	"github.com/styrmin/styrmin/internal/secrettest"
@@ -265,8 +266,58 @@ func TestWriteLocksWritesTheOthersWhenOneFails(t *testing.T) {
 		}
 	}
 	// No temporary file is left behind.
-	left, _ := filepath.Glob(filepath.Join(root, "locks", "c", "e", ".lock-*"))
+	left, _ := filepath.Glob(filepath.Join(root, "locks", "c", "e", resolver.LockTempPrefix+"*"))
 	if len(left) > 0 {
 		t.Errorf("temporary files left: %v", left)
+	}
+}
+
+// TestALockKilledBeforeItsRenameDoesNotStopTheNextOne pins what a lock
+// killed while writing (a cancelled CI job) leaves: a temporary file
+// beside the lockfiles, which the next lock skips rather than
+// refuse as an unexpected file, and which a later lock removes once it is
+// clearly nobody's (a fresh one may be a lock running beside it). The
+// lockfiles are readable by all, as git checks files out.
+func TestALockKilledBeforeItsRenameDoesNotStopTheNextOne(t *testing.T) {
+	repo := exampleRepo(t)
+	if _, code, err := styrminctl(t, "--repo", repo, "lock"); code != 0 {
+		t.Fatalf("lock: exit %d: %v", code, err)
+	}
+	dir := filepath.Join(repo, "locks/local/dev")
+	old, fresh := filepath.Join(dir, resolver.LockTempPrefix+"1234"), filepath.Join(dir, resolver.LockTempPrefix+"5678")
+	for _, p := range []string{old, fresh} {
+		if err := os.WriteFile(p, []byte("apiVersion: styrmin.io/v1alpha1\nkind: Inst"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	long := time.Now().Add(-time.Hour)
+	if err := os.Chtimes(old, long, long); err != nil {
+		t.Fatal(err)
+	}
+	if out, code, err := styrminctl(t, "--repo", repo, "lock", "--check"); code != 0 {
+		t.Fatalf("lock --check beside a killed lock's temporary files: exit %d: %v\n%s", code, err, out)
+	}
+	web := filepath.Join(repo, "clusters/local/environments/dev/deployments/web.cue")
+	data, err := os.ReadFile(web)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(web, bytes.Replace(data, []byte("replicas: 2"), []byte("replicas: 3"), 1), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out, code, err := styrminctl(t, "--repo", repo, "lock")
+	if code != 0 || !strings.Contains(out, "local/dev/web=2") {
+		t.Fatalf("lock beside a killed lock's temporary files: exit %d: %v\n%s", code, err, out)
+	}
+	if _, err := os.Stat(old); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("an hour-old temporary lockfile is still there (%v)", err)
+	}
+	if _, err := os.Stat(fresh); err != nil {
+		t.Errorf("a fresh temporary lockfile, maybe another lock's, was removed: %v", err)
+	}
+	for _, name := range []string{"web.lock.yaml", "hub.lock.yaml"} {
+		if fi, err := os.Stat(filepath.Join(dir, name)); err != nil || fi.Mode().Perm() != 0o644 {
+			t.Errorf("%s: mode %v (%v), want -rw-r--r--", name, fi.Mode().Perm(), err)
+		}
 	}
 }
