@@ -173,6 +173,12 @@ func DecodeLock(path string, data []byte) (*Instance, error) {
 	if want := in.ID.LockPath(); path != "" && !bytes.HasSuffix([]byte(path), []byte(want)) {
 		return nil, fmt.Errorf("%s: field deployment: the lockfile names %s, whose lockfile is %s", path, in.ID, want)
 	}
+	// The agent creates the namespace and the task in it: a name the API
+	// server refuses would fail every sync that meets this lockfile, so it
+	// is refused here like any other bad field.
+	if c := in.Context; c != nil && c.Deployment.Namespace != "" && !isNamespaceName(c.Deployment.Namespace) {
+		return nil, fmt.Errorf("%s: field context.deployment.namespace: %q: expected a lowercase DNS label of at most 63 characters", path, c.Deployment.Namespace)
+	}
 	if in.Internal != "" && in.Internal != InternalIngress {
 		return nil, fmt.Errorf("%s: field internal: expected %q or none, got %q", path, InternalIngress, in.Internal)
 	}
@@ -196,4 +202,10 @@ func DecodeLock(path string, data []byte) (*Instance, error) {
 		}
 	}
 	return &in, nil
+}
+
+// isNamespaceName tells whether name is a namespace name the API server
+// accepts: a DNS label (RFC 1123) of at most 63 characters.
+func isNamespaceName(name string) bool {
+	return len(name) <= 63 && nameRE.MatchString(name)
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math"
 	"os"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -194,5 +195,34 @@ func TestSequencesStayWithinWhatEveryReaderHoldsExactly(t *testing.T) {
 	}
 	if got := used.next(ID{"local", "dev", "other"}, nil); got != 8 {
 		t.Errorf("after a trailer at 7, the next sequence is %d, want 8", got)
+	}
+}
+
+// TestLockfileWithANamespaceTheAPIServerRefusesIsRefused: a lockfile whose
+// namespace is no DNS label, or is longer than one, is refused by name of
+// the field even with a matching checksum (the agent would fail every
+// sync creating it); a good one reads.
+func TestLockfileWithANamespaceTheAPIServerRefusesIsRefused(t *testing.T) {
+	dir := exampleCopy(t)
+	changes := lockDirInto(t, dir)
+	good := *changes[0].Next
+	if good.Context == nil || good.Context.Deployment.Namespace == "" {
+		t.Fatalf("%s has no namespace", good.ID)
+	}
+	data, err := EncodeLock(&good)
+	must(t, err)
+	if _, err := DecodeLock(good.ID.LockPath(), data); err != nil {
+		t.Fatalf("the resolver's own lockfile: %v", err)
+	}
+	for _, ns := range []string{"Not_A_Namespace", "dev.hub", "-dev", strings.Repeat("n", 64)} {
+		bad := good
+		ctx := *good.Context
+		ctx.Deployment.Namespace = ns
+		bad.Context = &ctx
+		data, err := EncodeLock(&bad)
+		must(t, err)
+		if _, err := DecodeLock(bad.ID.LockPath(), data); err == nil || !strings.Contains(err.Error(), "field context.deployment.namespace: "+strconv.Quote(ns)) {
+			t.Errorf("namespace %q: %v, want an error naming the field", ns, err)
+		}
 	}
 }

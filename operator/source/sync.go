@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io/fs"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -367,6 +368,12 @@ const syncCreateConcurrency = 16
 // for, or overtake). One lock commit can hold hundreds of deployments:
 // created one after another, at two round trips each (namespace and
 // task), they made the sync the slowest part of a large create.
+//
+// A task the API server refuses (its namespace being deleted, a quota, an
+// admission webhook) holds back only its own deployment's later tasks:
+// the other deployments' tasks are still made, and the error, naming each
+// deployment refused and why, fails the sync so the position stays and
+// the refused task is tried again at the next sync.
 func (s *Syncer) createTasks(ctx context.Context, tasks []*v1alpha1.StyrminTask, res *SyncResult) error {
 	groups := map[string][]int{}
 	var order []string
@@ -379,18 +386,20 @@ func (s *Syncer) createTasks(ctx context.Context, tasks []*v1alpha1.StyrminTask,
 	}
 	existed := make([]bool, len(tasks))
 	done := make([]bool, len(tasks))
-	g, gctx := errgroup.WithContext(ctx)
+	failed := make([]error, len(order))
+	// Not errgroup.WithContext: one deployment's refusal must not cancel
+	// the others' creates.
+	var g errgroup.Group
 	g.SetLimit(syncCreateConcurrency)
-	for _, key := range order {
+	for k, key := range order {
 		g.Go(func() error {
-			for _, i := range groups[key] {
+			for n, i := range groups[key] {
 				task := tasks[i]
-				if err := s.ensureNamespace(gctx, task.Namespace, task.Spec.Deployment); err != nil {
-					return err
-				}
-				created, err := s.createTask(gctx, task)
+				created, err := s.makeTask(ctx, task)
 				if err != nil {
-					return err
+					failed[k] = fmt.Errorf("%s (%s at %s): %w", instance.ResolverID(task.Spec.Deployment), task.Spec.Lock.Path, shortCommit(task.Spec.Lock.Commit), err)
+					s.dropHandedOver(tasks, groups[key][n+1:])
+					return nil
 				}
 				existed[i] = !created
 				done[i] = true
@@ -398,7 +407,7 @@ func (s *Syncer) createTasks(ctx context.Context, tasks []*v1alpha1.StyrminTask,
 			return nil
 		})
 	}
-	err := g.Wait()
+	_ = g.Wait() // the goroutines report through failed
 	// Reported in the walk's order, whatever order the creates ran in.
 	for i, t := range tasks {
 		switch {
@@ -409,7 +418,53 @@ func (s *Syncer) createTasks(ctx context.Context, tasks []*v1alpha1.StyrminTask,
 			res.Created = append(res.Created, t.Namespace+"/"+t.Name)
 		}
 	}
-	return err
+	var refused taskErrors
+	for _, err := range failed {
+		if err != nil {
+			refused = append(refused, err)
+		}
+	}
+	if len(refused) > 0 {
+		return refused
+	}
+	return nil
+}
+
+// dropHandedOver gives up the instances handed over for tasks that were
+// never tried (their deployment's earlier task failed).
+func (s *Syncer) dropHandedOver(tasks []*v1alpha1.StyrminTask, idx []int) {
+	if s.opts.Locks == nil {
+		return
+	}
+	for _, i := range idx {
+		s.opts.Locks.Drop(tasks[i].Spec.Lock)
+	}
+}
+
+// taskErrors are the deployments whose tasks a sync could not make, one
+// error each.
+type taskErrors []error
+
+func (e taskErrors) Error() string {
+	msgs := make([]string, len(e))
+	for i, err := range e {
+		msgs[i] = err.Error()
+	}
+	what := "the task of 1 deployment"
+	if len(e) > 1 {
+		what = "the tasks of " + strconv.Itoa(len(e)) + " deployments"
+	}
+	return fmt.Sprintf("sync: %s could not be made (tried again at the next sync; the others were made): %s", what, strings.Join(msgs, "; "))
+}
+
+func (e taskErrors) Unwrap() []error { return e }
+
+// shortCommit is the abbreviation of a commit's hex name.
+func shortCommit(c string) string {
+	if len(c) > 7 {
+		return c[:7]
+	}
+	return c
 }
 
 // syncWalk is the state of one walk: the previous instance of every
@@ -617,6 +672,17 @@ func (s *Syncer) taskFor(ctx context.Context, prev, next *resolver.Instance, com
 	}, nil
 }
 
+// makeTask makes a task's namespace, then the task.
+func (s *Syncer) makeTask(ctx context.Context, task *v1alpha1.StyrminTask) (created bool, err error) {
+	if err := s.ensureNamespace(ctx, task.Namespace, task.Spec.Deployment); err != nil {
+		if s.opts.Locks != nil {
+			s.opts.Locks.Drop(task.Spec.Lock)
+		}
+		return false, err
+	}
+	return s.createTask(ctx, task)
+}
+
 // createTask creates a task unless it exists or its deployment already
 // runs its sequence; created says which. A task not created gives up the
 // instance handed over for it.
@@ -634,7 +700,7 @@ func (s *Syncer) createTask(ctx context.Context, task *v1alpha1.StyrminTask) (cr
 	case apierrors.IsAlreadyExists(err):
 		return false, nil
 	case err != nil:
-		return false, fmt.Errorf("sync: creating task %s/%s: %w", task.Namespace, task.Name, err)
+		return false, fmt.Errorf("creating task %s/%s: %w", task.Namespace, task.Name, err)
 	}
 	s.opts.Log.Info("task created", "task", task.Name, "namespace", task.Namespace, "workflow", task.Spec.Workflow)
 	return true, nil
@@ -654,7 +720,7 @@ func (s *Syncer) applied(ctx context.Context, task *v1alpha1.StyrminTask) (bool,
 		return false, nil
 	}
 	if err != nil {
-		return false, fmt.Errorf("sync: reading the StyrminDeployment of %s: %w", task.Namespace, err)
+		return false, fmt.Errorf("reading the StyrminDeployment of %s: %w", task.Namespace, err)
 	}
 	return sd.Spec.Sequence >= task.Spec.ToSequence, nil
 }
@@ -682,7 +748,7 @@ func (s *Syncer) ensureNamespace(ctx context.Context, name string, id v1alpha1.D
 		return nil
 	}
 	if err := instance.CreateNamespace(ctx, s.opts.Client, name, id); err != nil {
-		return fmt.Errorf("sync: %w", err)
+		return err
 	}
 	s.nsMu.Lock()
 	s.namespaces[name] = true

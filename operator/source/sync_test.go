@@ -1,0 +1,247 @@
+package source_test
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+	"testing"
+	"testing/fstest"
+	"time"
+
+	"github.com/go-logr/logr/testr"
+	corev1 "k8s.io/api/core/v1"
+	apimeta "k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/styrmin/styrmin/drivers"
+	"github.com/styrmin/styrmin/gitsource"
+	"github.com/styrmin/styrmin/gitsource/gitserver"
+	"github.com/styrmin/styrmin/internal/agenttest"
+	"github.com/styrmin/styrmin/operator/api/v1alpha1"
+	"github.com/styrmin/styrmin/operator/instance"
+	"github.com/styrmin/styrmin/operator/source"
+	"github.com/styrmin/styrmin/resolver"
+	"github.com/styrmin/styrmin/testcluster"
+)
+
+// The syncer's tests run it against a local control plane (etcd and
+// kube-apiserver, no controllers: nothing runs the tasks, and a deleted
+// namespace stays Terminating until the test finalizes it as the
+// namespace controller would) and a git smart-HTTP server whose lock
+// commits hold lockfiles the resolver encodes.
+
+// syncEnv is a control plane, a git server with a desired-state
+// repository and the agent's clone of it.
+type syncEnv struct {
+	t     *testing.T
+	ctx   context.Context
+	cl    client.Client
+	cs    kubernetes.Interface
+	git   *gitserver.Server
+	repo  *gitsource.Repo
+	locks *instance.RepoLocks
+	key   types.NamespacedName
+}
+
+const repoName = "desired"
+
+func startSyncEnv(t *testing.T) *syncEnv {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	c, cl := agenttest.StartCluster(t, testcluster.Options{})
+	cs, err := kubernetes.NewForConfig(c.RESTConfig)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cl.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "styrmin-system"}}); err != nil {
+		t.Fatal(err)
+	}
+	git := gitserver.New(t)
+	git.Seed(repoName, fstest.MapFS{"README.md": {Data: []byte("desired state\n")}}, "seed")
+	repo, err := gitsource.Clone(ctx, git.RepoURL(repoName), "", gitsource.CloneOptions{Branch: "main"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &syncEnv{t: t, ctx: ctx, cl: cl, cs: cs, git: git, repo: repo, locks: instance.NewRepoLocks(repo),
+		key: types.NamespacedName{Namespace: "styrmin-system", Name: "styrmin"}}
+}
+
+// syncer returns a new syncer, as an agent (re)started.
+func (e *syncEnv) syncer() *source.Syncer {
+	e.t.Helper()
+	s, err := source.NewSyncer(source.SyncerOptions{
+		Client: e.cl, Repo: e.repo, Cluster: "local", Source: e.key, Locks: e.locks,
+		Spec:     v1alpha1.StyrminSourceSpec{URL: e.git.RepoURL(repoName), Branch: "main"},
+		Interval: time.Hour, Log: testr.New(e.t),
+	})
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	return s
+}
+
+// lock commits the lockfiles of ins as one lock commit and returns it.
+func (e *syncEnv) lock(message string, ins ...*resolver.Instance) string {
+	e.t.Helper()
+	files := map[string][]byte{}
+	for _, in := range ins {
+		data, err := resolver.EncodeLock(in)
+		if err != nil {
+			e.t.Fatal(err)
+		}
+		files[in.ID.LockPath()] = data
+	}
+	return e.git.Commit(repoName, message, files)
+}
+
+func deploymentID(name string) resolver.ID {
+	return resolver.ID{Cluster: "local", Environment: "dev", Name: name}
+}
+
+// instanceAt is deployment name's instance at seq, in namespace ns.
+func instanceAt(name, ns string, seq int64) *resolver.Instance {
+	return &resolver.Instance{APIVersion: resolver.APIVersion, Kind: resolver.KindInstance, ID: deploymentID(name), Sequence: seq,
+		Digest: fmt.Sprintf("sha256:%064x", seq), Driver: resolver.DriverRef{Name: "webapp", Version: "1.0.0"}, AppVersion: "1.0",
+		Context: &drivers.Context{Deployment: drivers.DeploymentContext{Name: name, Namespace: ns, AppVersion: "1.0", Driver: "webapp", DriverVersion: "1.0.0"}}}
+}
+
+// tombstoneAt is deployment name's deletion at seq.
+func tombstoneAt(name string, seq int64) *resolver.Instance {
+	return &resolver.Instance{APIVersion: resolver.APIVersion, Kind: resolver.KindTombstone, ID: deploymentID(name), Sequence: seq,
+		Digest: fmt.Sprintf("sha256:%064x", 1000+seq)}
+}
+
+// source reads the StyrminSource from the API server.
+func (e *syncEnv) source() *v1alpha1.StyrminSource {
+	e.t.Helper()
+	var src v1alpha1.StyrminSource
+	if err := e.cl.Get(e.ctx, e.key, &src); err != nil {
+		e.t.Fatal(err)
+	}
+	return &src
+}
+
+// tasks lists the names ("namespace/name") of every StyrminTask, sorted.
+func (e *syncEnv) tasks() []string {
+	e.t.Helper()
+	var list v1alpha1.StyrminTaskList
+	if err := e.cl.List(e.ctx, &list); err != nil {
+		e.t.Fatal(err)
+	}
+	var out []string
+	for _, t := range list.Items {
+		out = append(out, t.Namespace+"/"+t.Name)
+	}
+	slices.Sort(out)
+	return out
+}
+
+// deleteNamespace deletes a namespace: it stays Terminating (no namespace
+// controller runs) until finalizeNamespace.
+func (e *syncEnv) deleteNamespace(name string) {
+	e.t.Helper()
+	if err := e.cl.Delete(e.ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}}); err != nil {
+		e.t.Fatal(err)
+	}
+}
+
+// finalizeNamespace does the namespace controller's last step for a
+// Terminating namespace (its content already deleted): it removes the
+// finalizer, and the namespace is gone.
+func (e *syncEnv) finalizeNamespace(name string) {
+	e.t.Helper()
+	ns, err := e.cs.CoreV1().Namespaces().Get(e.ctx, name, metav1.GetOptions{})
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	ns.Spec.Finalizers = nil
+	if _, err := e.cs.CoreV1().Namespaces().Finalize(e.ctx, ns, metav1.UpdateOptions{}); err != nil {
+		e.t.Fatal(err)
+	}
+	agenttest.WaitUntil(e.t, 20*time.Second, "namespace "+name+" to be gone", func(ctx context.Context) (bool, string, error) {
+		_, err := e.cs.CoreV1().Namespaces().Get(ctx, name, metav1.GetOptions{})
+		return err != nil && strings.Contains(err.Error(), "not found"), fmt.Sprint(err), nil
+	})
+}
+
+// noRoomForTasks puts a quota of no StyrminTask on namespace ns, counted
+// as the quota controller would count it (none runs): the API server
+// refuses a task there.
+func (e *syncEnv) noRoomForTasks(ns string) *corev1.ResourceQuota {
+	e.t.Helper()
+	const tasks = corev1.ResourceName("count/styrmintasks.styrmin.io")
+	q := &corev1.ResourceQuota{ObjectMeta: metav1.ObjectMeta{Name: "no-tasks", Namespace: ns},
+		Spec: corev1.ResourceQuotaSpec{Hard: corev1.ResourceList{tasks: resource.MustParse("0")}}}
+	if err := e.cl.Create(e.ctx, q); err != nil {
+		e.t.Fatal(err)
+	}
+	q.Status = corev1.ResourceQuotaStatus{Hard: q.Spec.Hard, Used: corev1.ResourceList{tasks: resource.MustParse("0")}}
+	if err := e.cl.Status().Update(e.ctx, q); err != nil {
+		e.t.Fatal(err)
+	}
+	return q
+}
+
+// TestASyncMakesTheOtherTasksWhenTheAPIServerRefusesOne: one lock commit
+// locks 40 deployments, one whose namespace has no room for a task (a
+// quota: the API server refuses its task) and one whose namespace is no
+// DNS label. Every other deployment's task is made; the sync fails naming
+// the refused deployment and why, and the position stays, so the next
+// sync tries it again and, the quota gone, makes it and moves on. The
+// lockfile with a namespace the API server could never take is skipped as
+// invalid.
+func TestASyncMakesTheOtherTasksWhenTheAPIServerRefusesOne(t *testing.T) {
+	t.Parallel()
+	e := startSyncEnv(t)
+	if err := e.cl.Create(e.ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "dev-aaa"}}); err != nil {
+		t.Fatal(err)
+	}
+	quota := e.noRoomForTasks("dev-aaa")
+	ins := []*resolver.Instance{instanceAt("aaa", "dev-aaa", 1), instanceAt("bad", "Not_A_Namespace", 1)}
+	var want []string
+	for i := range 40 {
+		n := fmt.Sprintf("d%02d", i)
+		ins = append(ins, instanceAt(n, "dev-"+n, 1))
+		want = append(want, "dev-"+n+"/"+n+"-1")
+	}
+	e.lock("lock 42 deployments", ins...)
+
+	s := e.syncer()
+	res, err := s.Sync(e.ctx)
+	if err == nil || !strings.Contains(err.Error(), "local/dev/aaa") || !strings.Contains(err.Error(), "exceeded quota") {
+		t.Fatalf("sync with no room for aaa's task: %v, want an error naming local/dev/aaa and the quota", err)
+	}
+	if got := e.tasks(); !slices.Equal(got, want) || len(res.Created) != 40 || res.Ignored != 1 {
+		t.Fatalf("after the refused sync: tasks %v (created %d, ignored %d), want every other deployment's task and bad's lockfile ignored", got, len(res.Created), res.Ignored)
+	}
+	src := e.source()
+	if src.Status.LastSyncedCommit != "" {
+		t.Errorf("the position moved to %s past the commit whose task for aaa was refused", src.Status.LastSyncedCommit)
+	}
+	if ready := apimeta.FindStatusCondition(src.Status.Conditions, v1alpha1.ConditionReady); ready == nil || ready.Status != metav1.ConditionFalse ||
+		!strings.Contains(ready.Message, "local/dev/aaa") || !strings.Contains(ready.Message, "exceeded quota") {
+		t.Errorf("Ready after the refused sync: %+v, want False naming local/dev/aaa and the quota", ready)
+	}
+
+	// The quota gone, the next sync makes aaa's task and moves on; the
+	// others' are found made.
+	if err := e.cl.Delete(e.ctx, quota); err != nil {
+		t.Fatal(err)
+	}
+	res, err = s.Sync(e.ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Join(res.Created, " ") != "dev-aaa/aaa-1" || res.Existing != 40 {
+		t.Errorf("sync after the quota went: %+v, want aaa-1 created and the 40 others found", res)
+	}
+	if src := e.source(); src.Status.LastSyncedCommit != res.Head.String() {
+		t.Errorf("position %q, want %s", src.Status.LastSyncedCommit, res.Head)
+	}
+}
