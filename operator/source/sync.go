@@ -109,7 +109,8 @@ type Syncer struct {
 	// (HistoryRewritten stands until it is resolved) and writes them back.
 	wrote string
 	// namespaces already known to exist, so each is created once; a
-	// sync's tasks are created from several goroutines (createTasks).
+	// sync's tasks are created from several goroutines (createTasks). One
+	// a task create finds gone or being deleted is forgotten.
 	nsMu       sync.Mutex
 	namespaces map[string]bool
 
@@ -395,7 +396,7 @@ func (s *Syncer) createTasks(ctx context.Context, tasks []*v1alpha1.StyrminTask,
 		g.Go(func() error {
 			for n, i := range groups[key] {
 				task := tasks[i]
-				created, err := s.makeTask(ctx, task)
+				created, err := s.createTask(ctx, task)
 				if err != nil {
 					failed[k] = fmt.Errorf("%s (%s at %s): %w", instance.ResolverID(task.Spec.Deployment), task.Spec.Lock.Path, shortCommit(task.Spec.Lock.Commit), err)
 					s.dropHandedOver(tasks, groups[key][n+1:])
@@ -672,20 +673,9 @@ func (s *Syncer) taskFor(ctx context.Context, prev, next *resolver.Instance, com
 	}, nil
 }
 
-// makeTask makes a task's namespace, then the task.
-func (s *Syncer) makeTask(ctx context.Context, task *v1alpha1.StyrminTask) (created bool, err error) {
-	if err := s.ensureNamespace(ctx, task.Namespace, task.Spec.Deployment); err != nil {
-		if s.opts.Locks != nil {
-			s.opts.Locks.Drop(task.Spec.Lock)
-		}
-		return false, err
-	}
-	return s.createTask(ctx, task)
-}
-
-// createTask creates a task unless it exists or its deployment already
-// runs its sequence; created says which. A task not created gives up the
-// instance handed over for it.
+// createTask creates a task, and its namespace, unless the task exists or
+// its deployment already runs its sequence; created says which. A task
+// not created gives up the instance handed over for it.
 func (s *Syncer) createTask(ctx context.Context, task *v1alpha1.StyrminTask) (created bool, err error) {
 	defer func() {
 		if !created && s.opts.Locks != nil {
@@ -695,7 +685,22 @@ func (s *Syncer) createTask(ctx context.Context, task *v1alpha1.StyrminTask) (cr
 	if applied, err := s.applied(ctx, task); err != nil || applied {
 		return false, err
 	}
-	err = s.opts.Client.Create(ctx, task)
+	for retried := false; ; retried = true {
+		if err := s.ensureNamespace(ctx, task.Namespace, task.Spec.Deployment); err != nil {
+			return false, err
+		}
+		err = s.opts.Client.Create(ctx, task)
+		if !namespaceRefused(err) {
+			break
+		}
+		// The namespace was deleted since the syncer made or found it (by
+		// a person, say), or is being deleted: it is made again, now if it
+		// is gone, else at a later sync once it is.
+		s.forgetNamespace(task.Namespace)
+		if retried || !apierrors.IsNotFound(err) {
+			break
+		}
+	}
 	switch {
 	case apierrors.IsAlreadyExists(err):
 		return false, nil
@@ -704,6 +709,20 @@ func (s *Syncer) createTask(ctx context.Context, task *v1alpha1.StyrminTask) (cr
 	}
 	s.opts.Log.Info("task created", "task", task.Name, "namespace", task.Namespace, "workflow", task.Spec.Workflow)
 	return true, nil
+}
+
+// namespaceRefused tells whether a create was refused for its namespace:
+// there is none, or it is being deleted.
+func namespaceRefused(err error) bool {
+	if apierrors.HasStatusCause(err, corev1.NamespaceTerminatingCause) {
+		return true
+	}
+	var st apierrors.APIStatus
+	if !apierrors.IsNotFound(err) || !errors.As(err, &st) {
+		return false
+	}
+	d := st.Status().Details
+	return d != nil && d.Kind == "namespaces"
 }
 
 // applied tells whether the deployment's StyrminDeployment already runs
@@ -754,6 +773,13 @@ func (s *Syncer) ensureNamespace(ctx context.Context, name string, id v1alpha1.D
 	s.namespaces[name] = true
 	s.nsMu.Unlock()
 	return nil
+}
+
+// forgetNamespace makes ensureNamespace create the namespace again.
+func (s *Syncer) forgetNamespace(name string) {
+	s.nsMu.Lock()
+	delete(s.namespaces, name)
+	s.nsMu.Unlock()
 }
 
 // advance records head as synced.

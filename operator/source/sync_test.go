@@ -245,3 +245,59 @@ func TestASyncMakesTheOtherTasksWhenTheAPIServerRefusesOne(t *testing.T) {
 		t.Errorf("position %q, want %s", src.Status.LastSyncedCommit, res.Head)
 	}
 }
+
+// TestASyncMakesADeletedNamespaceAgain: the syncer made hub's namespace
+// once; someone deletes it (its content first, as the namespace
+// controller does). The next lock's sync makes the namespace again, with
+// hub's labels, and its task; the same syncer, no restart. A namespace
+// still being deleted refuses the task and is not taken as made: once it
+// is gone, the next sync makes it again.
+func TestASyncMakesADeletedNamespaceAgain(t *testing.T) {
+	t.Parallel()
+	e := startSyncEnv(t)
+	s := e.syncer()
+	sync := func() source.SyncResult {
+		t.Helper()
+		res, err := s.Sync(e.ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return res
+	}
+	gone := func(seq int64) {
+		t.Helper()
+		if err := e.cl.Delete(e.ctx, &v1alpha1.StyrminTask{ObjectMeta: metav1.ObjectMeta{Namespace: "dev-hub", Name: v1alpha1.TaskName("hub", seq)}}); err != nil {
+			t.Fatal(err)
+		}
+		e.deleteNamespace("dev-hub")
+	}
+	e.lock("lock hub 1", instanceAt("hub", "dev-hub", 1))
+	if res := sync(); strings.Join(res.Created, " ") != "dev-hub/hub-1" {
+		t.Fatalf("first sync: %+v", res)
+	}
+
+	gone(1)
+	e.finalizeNamespace("dev-hub")
+	e.lock("lock hub 2", instanceAt("hub", "dev-hub", 2))
+	if res := sync(); strings.Join(res.Created, " ") != "dev-hub/hub-2" {
+		t.Fatalf("sync after dev-hub was deleted: %+v, want hub-2 created", res)
+	}
+	var ns corev1.Namespace
+	if err := e.cl.Get(e.ctx, client.ObjectKey{Name: "dev-hub"}, &ns); err != nil || ns.Labels[v1alpha1.LabelDeployment] != "hub" || ns.DeletionTimestamp != nil {
+		t.Fatalf("namespace dev-hub after the sync: %v, labels %v, deleted %v; want it made again for hub", err, ns.Labels, ns.DeletionTimestamp)
+	}
+
+	// Being deleted when the next lock comes: refused, not taken as made.
+	gone(2)
+	e.lock("lock hub 3", instanceAt("hub", "dev-hub", 3))
+	if _, err := s.Sync(e.ctx); err == nil || !strings.Contains(err.Error(), "local/dev/hub") || !strings.Contains(err.Error(), "dev-hub") {
+		t.Fatalf("sync while dev-hub is being deleted: %v, want the refusal naming local/dev/hub", err)
+	}
+	e.finalizeNamespace("dev-hub")
+	if res := sync(); strings.Join(res.Created, " ") != "dev-hub/hub-3" {
+		t.Fatalf("sync after dev-hub went: %+v, want hub-3 created", res)
+	}
+	if err := e.cl.Get(e.ctx, client.ObjectKey{Name: "dev-hub"}, &ns); err != nil || ns.DeletionTimestamp != nil {
+		t.Fatalf("namespace dev-hub: %v, deleted %v; want it made again", err, ns.DeletionTimestamp)
+	}
+}
