@@ -243,6 +243,15 @@ func (s *Syncer) sync(ctx context.Context) (SyncResult, error) {
 	res.Head = fr.Head
 	if fr.Head == s.position {
 		res.Skipped = true
+		// Nothing to walk, but a failure recorded since the last sync (a
+		// fetch refused, its credentials wrong) is over: this fetch
+		// worked. Written only when the status says otherwise: a poll of
+		// an unchanged branch writes nothing.
+		if !syncedAt(src, fr.Head) {
+			if err := s.advance(ctx, src, fr.Head); err != nil {
+				return res, err
+			}
+		}
 		return res, nil
 	}
 	if res.Rewritten, err = s.rewritten(src, fr.Head); err != nil {
@@ -780,6 +789,15 @@ func (s *Syncer) forgetNamespace(name string) {
 	s.nsMu.Lock()
 	delete(s.namespaces, name)
 	s.nsMu.Unlock()
+}
+
+// syncedAt tells whether src's status already records head as fetched
+// and synced, Ready and not Stalled, for its current spec.
+func syncedAt(src *v1alpha1.StyrminSource, head gitsource.Hash) bool {
+	st := src.Status
+	return st.LastSyncedCommit == head.String() && st.LastFetchedCommit == head.String() && st.ObservedGeneration == src.Generation &&
+		apimeta.IsStatusConditionTrue(st.Conditions, v1alpha1.ConditionReady) &&
+		apimeta.FindStatusCondition(st.Conditions, v1alpha1.ConditionStalled) == nil
 }
 
 // advance records head as synced.

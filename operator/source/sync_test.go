@@ -2,6 +2,7 @@ package source_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -43,6 +44,7 @@ type syncEnv struct {
 	cl    client.Client
 	cs    kubernetes.Interface
 	git   *gitserver.Server
+	dir   string // the agent's clone
 	repo  *gitsource.Repo
 	locks *instance.RepoLocks
 	key   types.NamespacedName
@@ -50,7 +52,7 @@ type syncEnv struct {
 
 const repoName = "desired"
 
-func startSyncEnv(t *testing.T) *syncEnv {
+func startSyncEnv(t *testing.T, opts ...gitserver.Option) *syncEnv {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
@@ -62,21 +64,28 @@ func startSyncEnv(t *testing.T) *syncEnv {
 	if err := cl.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "styrmin-system"}}); err != nil {
 		t.Fatal(err)
 	}
-	git := gitserver.New(t)
+	git := gitserver.New(t, opts...)
 	git.Seed(repoName, fstest.MapFS{"README.md": {Data: []byte("desired state\n")}}, "seed")
-	repo, err := gitsource.Clone(ctx, git.RepoURL(repoName), "", gitsource.CloneOptions{Branch: "main"})
+	dir := t.TempDir()
+	repo, err := gitsource.Clone(ctx, git.RepoURL(repoName), dir, gitsource.CloneOptions{Branch: "main", Auth: gitsource.Auth{Token: git.Token()}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &syncEnv{t: t, ctx: ctx, cl: cl, cs: cs, git: git, repo: repo, locks: instance.NewRepoLocks(repo),
+	return &syncEnv{t: t, ctx: ctx, cl: cl, cs: cs, git: git, dir: dir, repo: repo, locks: instance.NewRepoLocks(repo),
 		key: types.NamespacedName{Namespace: "styrmin-system", Name: "styrmin"}}
 }
 
 // syncer returns a new syncer, as an agent (re)started.
 func (e *syncEnv) syncer() *source.Syncer {
 	e.t.Helper()
+	return e.syncerOf(e.repo)
+}
+
+// syncerOf returns a new syncer of repo.
+func (e *syncEnv) syncerOf(repo source.SourceRepo) *source.Syncer {
+	e.t.Helper()
 	s, err := source.NewSyncer(source.SyncerOptions{
-		Client: e.cl, Repo: e.repo, Cluster: "local", Source: e.key, Locks: e.locks,
+		Client: e.cl, Repo: repo, Cluster: "local", Source: e.key, Locks: e.locks,
 		Spec:     v1alpha1.StyrminSourceSpec{URL: e.git.RepoURL(repoName), Branch: "main"},
 		Interval: time.Hour, Log: testr.New(e.t),
 	})
@@ -299,5 +308,82 @@ func TestASyncMakesADeletedNamespaceAgain(t *testing.T) {
 	}
 	if err := e.cl.Get(e.ctx, client.ObjectKey{Name: "dev-hub"}, &ns); err != nil || ns.DeletionTimestamp != nil {
 		t.Fatalf("namespace dev-hub: %v, deleted %v; want it made again", err, ns.DeletionTimestamp)
+	}
+}
+
+// TestAFetchThatWorksAgainMakesTheSourceReadyWithoutANewCommit: the
+// branch does not move while fetches fail, first for refused credentials
+// (an agent started with a wrong token: Ready False, Stalled), then for a
+// git host outage. The first fetch that works again, with nothing new to
+// walk, makes the StyrminSource Ready and not Stalled, with the fetch and
+// its time recorded; a further poll of the unchanged branch writes
+// nothing.
+func TestAFetchThatWorksAgainMakesTheSourceReadyWithoutANewCommit(t *testing.T) {
+	t.Parallel()
+	e := startSyncEnv(t, gitserver.WithToken("test-token-not-a-secret"))
+	e.lock("lock hub 1", instanceAt("hub", "dev-hub", 1))
+	head, err := e.syncer().Sync(e.ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	conditions := func() (ready, stalled *metav1.Condition, src *v1alpha1.StyrminSource) {
+		src = e.source()
+		return apimeta.FindStatusCondition(src.Status.Conditions, v1alpha1.ConditionReady),
+			apimeta.FindStatusCondition(src.Status.Conditions, v1alpha1.ConditionStalled), src
+	}
+	recovered := func(what string, before *v1alpha1.StyrminSource) *v1alpha1.StyrminSource {
+		t.Helper()
+		ready, stalled, src := conditions()
+		if ready == nil || ready.Status != metav1.ConditionTrue || stalled != nil {
+			t.Errorf("%s: Ready %+v, Stalled %+v; want Ready True and no Stalled", what, ready, stalled)
+		}
+		if src.Status.LastFetchedCommit != head.Head.String() || src.Status.LastSyncTime == nil ||
+			!src.Status.LastSyncTime.After(before.Status.LastSyncTime.Time) {
+			t.Errorf("%s: lastFetchedCommit %s at %v, want %s after %v", what, src.Status.LastFetchedCommit, src.Status.LastSyncTime, head.Head, before.Status.LastSyncTime)
+		}
+		return src
+	}
+
+	// An agent started with a wrong token (the repository Secret's): the
+	// git host refuses it.
+	wrong, err := gitsource.Open(e.dir, gitsource.OpenOptions{Remote: "origin", Branch: "main", Auth: gitsource.Auth{Token: "a-wrong-token"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.syncerOf(wrong).Sync(e.ctx); !errors.Is(err, gitsource.ErrAuth) {
+		t.Fatalf("sync with a wrong token: %v, want an authentication failure", err)
+	}
+	ready, stalled, failed := conditions()
+	if ready == nil || ready.Status != metav1.ConditionFalse || stalled == nil || stalled.Status != metav1.ConditionTrue {
+		t.Fatalf("after the refused fetch: Ready %+v, Stalled %+v; want Ready False and Stalled", ready, stalled)
+	}
+	time.Sleep(time.Second) // lastSyncTime has a resolution of a second
+	s := e.syncer()         // the token put right, the agent restarted
+	if res, err := s.Sync(e.ctx); err != nil || !res.Skipped {
+		t.Fatalf("sync with the token put right: %+v, %v; want the unchanged head skipped", res, err)
+	}
+	ok := recovered("after a fetch with the right token", failed)
+
+	// A git host outage, then the host back.
+	e.git.Stop()
+	if _, err := s.Sync(e.ctx); err == nil {
+		t.Fatal("sync during the outage worked")
+	}
+	if ready, _, _ := conditions(); ready == nil || ready.Status != metav1.ConditionFalse || ready.Reason != v1alpha1.ReasonFetchFailed {
+		t.Fatalf("during the outage: Ready %+v, want False (%s)", ready, v1alpha1.ReasonFetchFailed)
+	}
+	e.git.Start()
+	time.Sleep(time.Second)
+	if _, err := s.Sync(e.ctx); err != nil {
+		t.Fatal(err)
+	}
+	ok = recovered("after the outage", ok)
+
+	// Nothing failed, nothing moved: nothing is written.
+	if _, err := s.Sync(e.ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, src := conditions(); src.ResourceVersion != ok.ResourceVersion {
+		t.Errorf("a poll of the unchanged branch wrote the StyrminSource (resourceVersion %s, was %s)", src.ResourceVersion, ok.ResourceVersion)
 	}
 }
