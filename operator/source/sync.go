@@ -199,7 +199,9 @@ type SyncResult struct {
 	// with the history it fell out of is not made again).
 	Existing int
 	// Ignored counts lock changes that made no task (deleted lockfiles,
-	// invalid lockfiles, tombstones of deployments never applied here).
+	// invalid lockfiles, tombstones of deployments never applied here,
+	// earlier changes of a deployment deleted since, in a walk from the
+	// root).
 	Ignored int
 	// BadTrailers counts the malformed Styrmin-Lock trailers skipped.
 	BadTrailers int
@@ -345,7 +347,7 @@ func (s *Syncer) walk(ctx context.Context, src *v1alpha1.StyrminSource, from, to
 	if err != nil {
 		return fmt.Errorf("sync: listing lock changes %s..%s: %w", from.Short(), to.Short(), err)
 	}
-	w := &syncWalk{s: s, from: from, prev: map[resolver.ID]*resolver.Instance{}, seen: map[resolver.ID]bool{}}
+	w := &syncWalk{s: s, from: from, to: to, prev: map[resolver.ID]*resolver.Instance{}, seen: map[resolver.ID]bool{}, deleted: map[resolver.ID]int64{}}
 	var tasks []*v1alpha1.StyrminTask
 	var reported gitsource.Hash
 	for _, ch := range changes {
@@ -485,6 +487,12 @@ type syncWalk struct {
 	// fromFS is the tree at from, read lazily for the instance a
 	// deployment had before the walk.
 	fromFS fs.FS
+	// to is the head walked to, and toFS its tree, read lazily by a walk
+	// from the root; deleted holds, by deployment, the sequence of its
+	// tombstone at to when nothing of it runs, else 0 (deletedAtHead).
+	to      gitsource.Hash
+	toFS    fs.FS
+	deleted map[resolver.ID]int64
 	// prev is each deployment's instance before the change being read,
 	// summarised (see summary): what choosing a workflow and naming a
 	// tombstone's namespace need. Whole, a walk over a fan-out of 2,000
@@ -557,6 +565,17 @@ func (w *syncWalk) apply(ctx context.Context, src *v1alpha1.StyrminSource, ch gi
 		return nil, nil
 	}
 	w.prev[id] = summary(next)
+	if next.Kind != resolver.KindTombstone {
+		deleted, err := w.deletedAtHead(ctx, id, next.Sequence)
+		if err != nil {
+			return nil, err
+		}
+		if deleted {
+			log.Info("a deployment deleted at the head and running nowhere: its earlier change is not made again", "deployment", id.String(), "sequence", next.Sequence)
+			res.Ignored++
+			return nil, nil
+		}
+	}
 
 	task, err := w.s.taskFor(ctx, prev, next, gitsource.Hash(ch.Commit), ch.Path)
 	if err != nil {
@@ -567,6 +586,45 @@ func (w *syncWalk) apply(ctx context.Context, src *v1alpha1.StyrminSource, ch gi
 		res.Ignored++
 	}
 	return task, nil
+}
+
+// deletedAtHead tells whether a walk from the root must not make the
+// task of a deployment's instance at seq: the deployment's lock at the
+// head is a tombstone numbered after it and nothing of the deployment
+// runs (it has no StyrminDeployment). Such a walk (no recorded position:
+// a first sync, or a position lost with a rewritten history) meets the
+// deployment's whole history, and the tasks that ran it were pruned since
+// it was deleted: making them again would install it again, to be
+// deleted once more by the tombstone's task, if that still exists. A walk
+// from a recorded position meets only changes after it, none of which the
+// cluster ran.
+func (w *syncWalk) deletedAtHead(ctx context.Context, id resolver.ID, seq int64) (bool, error) {
+	if !w.from.IsZero() {
+		return false, nil
+	}
+	tomb, ok := w.deleted[id]
+	if !ok {
+		if w.toFS == nil {
+			fsys, err := w.s.opts.Repo.FS(w.to)
+			if err != nil {
+				return false, fmt.Errorf("sync: reading the tree at %s: %w", w.to.Short(), err)
+			}
+			w.toFS = fsys
+		}
+		// A lockfile missing or invalid at the head says nothing of a
+		// deletion: the change is made as before.
+		if in, err := resolver.ReadLock(w.toFS, id.LockPath()); err == nil && in.Kind == resolver.KindTombstone {
+			ns, err := w.s.deploymentNamespace(ctx, id)
+			if err != nil {
+				return false, err
+			}
+			if ns == "" {
+				tomb = in.Sequence
+			}
+		}
+		w.deleted[id] = tomb
+	}
+	return seq < tomb, nil
 }
 
 // previous returns the instance a deployment had before the change being

@@ -387,3 +387,51 @@ func TestAFetchThatWorksAgainMakesTheSourceReadyWithoutANewCommit(t *testing.T) 
 		t.Errorf("a poll of the unchanged branch wrote the StyrminSource (resourceVersion %s, was %s)", src.ResourceVersion, ok.ResourceVersion)
 	}
 }
+
+// TestAWalkFromTheRootDoesNotBringBackADeletedDeployment: hub was locked
+// three times, then deleted (a tombstone at 4); its StyrminDeployment is
+// gone and its first tasks were pruned. A walk from the root (the sync
+// position lost, as after a force push and an agent restart) makes none
+// of hub's earlier tasks again, which would install it again; web, whose
+// lock at the head is an instance, gets its pruned task made again as
+// before.
+func TestAWalkFromTheRootDoesNotBringBackADeletedDeployment(t *testing.T) {
+	t.Parallel()
+	e := startSyncEnv(t)
+	s := e.syncer()
+	for _, locks := range [][]*resolver.Instance{
+		{instanceAt("hub", "dev-hub", 1), instanceAt("web", "dev-web", 1)},
+		{instanceAt("hub", "dev-hub", 2)},
+		{instanceAt("hub", "dev-hub", 3)},
+		{tombstoneAt("hub", 4)},
+	} {
+		e.lock("a lock", locks...)
+		if _, err := s.Sync(e.ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got := e.tasks(); len(got) != 5 {
+		t.Fatalf("tasks %v, want hub-1 to hub-4 and web-1", got)
+	}
+	// What the cluster keeps after hub's tombstone ran (no task runs
+	// here, so no StyrminDeployment was ever written): its newest tasks.
+	for _, name := range []string{"dev-hub/hub-1", "dev-hub/hub-2", "dev-web/web-1"} {
+		ns, n, _ := strings.Cut(name, "/")
+		if err := e.cl.Delete(e.ctx, &v1alpha1.StyrminTask{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: n}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	src := e.source()
+	src.Status.LastSyncedCommit = ""
+	if err := e.cl.Status().Update(e.ctx, src); err != nil {
+		t.Fatal(err)
+	}
+
+	res, err := e.syncer().Sync(e.ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := e.tasks(); strings.Join(got, " ") != "dev-hub/hub-3 dev-hub/hub-4 dev-web/web-1" || strings.Join(res.Created, " ") != "dev-web/web-1" {
+		t.Errorf("walk from the root: tasks %v (created %v), want hub's earlier tasks not made again and web-1 made", got, res.Created)
+	}
+}
