@@ -7,4 +7,7 @@
 // and both run only on the elected agent replica. A malformed lock
 // trailer is skipped with an event, and a branch rewritten under the
 // syncer is reported without a sequence ever being used twice (history.go).
+// A task the API server refuses holds back only its own deployment: the
+// other tasks are made, and the sync fails naming it and keeps its
+// position, so the refused task is tried again at the next sync.
 package source
