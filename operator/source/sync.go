@@ -566,7 +566,7 @@ func (w *syncWalk) apply(ctx context.Context, src *v1alpha1.StyrminSource, ch gi
 	}
 	w.prev[id] = summary(next)
 	if next.Kind != resolver.KindTombstone {
-		deleted, err := w.deletedAtHead(ctx, id, next.Sequence)
+		deleted, err := w.deletedAtHead(ctx, id, next.Sequence, gitsource.Hash(ch.Commit))
 		if err != nil {
 			return nil, err
 		}
@@ -598,8 +598,10 @@ func (w *syncWalk) apply(ctx context.Context, src *v1alpha1.StyrminSource, ch gi
 // deleted once more by the tombstone's task, if that still exists. A walk
 // from a recorded position meets only changes after it, none of which the
 // cluster ran.
-func (w *syncWalk) deletedAtHead(ctx context.Context, id resolver.ID, seq int64) (bool, error) {
-	if !w.from.IsZero() {
+func (w *syncWalk) deletedAtHead(ctx context.Context, id resolver.ID, seq int64, at gitsource.Hash) (bool, error) {
+	if !w.from.IsZero() || at == w.to {
+		// A change of the head itself is what the head locks: no read
+		// (a first sync of a large repository meets thousands).
 		return false, nil
 	}
 	tomb, ok := w.deleted[id]
