@@ -538,20 +538,37 @@ func releaseManifest(objects []drivers.Object) string {
 // Uninstall removes the release and its objects, as `helm uninstall`
 // does: the objects of its latest revision are deleted in the reverse of
 // their install order (but those annotated helm.sh/resource-policy: keep),
-// then every revision's record. A release without records is not an
-// error. Its revisions carry no hooks: the driver's actions do that work.
+// then every revision's record, then the namespace's Secret of sensitive
+// values. A release without records is not an error, and its values
+// Secret goes all the same. Its revisions carry no hooks: the driver's
+// actions do that work.
 func (h *Releases) Uninstall(ctx context.Context, namespace, name string) error {
 	history, err := h.records.history(ctx, namespace, name)
 	if err != nil {
 		return fmt.Errorf("uninstall release %s/%s: %w", namespace, name, err)
 	}
-	if len(history) == 0 {
-		// Nothing to delete but records that do not decode, if any.
-		if err := h.records.removeAll(ctx, namespace, name); err != nil {
-			return fmt.Errorf("uninstall release %s/%s: %w", namespace, name, err)
+	// No decodable record (an install that failed on its first object, or
+	// a retry after the records went) still removes the values Secret
+	// below: Apply writes it before anything is recorded.
+	if len(history) > 0 {
+		if err := h.removeObjects(ctx, namespace, name, history); err != nil {
+			return err
 		}
-		return nil
 	}
+	if err := h.records.removeAll(ctx, namespace, name); err != nil {
+		return fmt.Errorf("uninstall release %s/%s: %w", namespace, name, err)
+	}
+	// The values outlive no release: a deleted deployment leaves none.
+	if err := h.objects.sensitive.remove(ctx, namespace); err != nil {
+		return fmt.Errorf("uninstall release %s/%s: %w", namespace, name, err)
+	}
+	return nil
+}
+
+// removeObjects deletes the objects of the latest revision of history
+// (oldest first), in the reverse of their install order, but those
+// annotated helm.sh/resource-policy: keep.
+func (h *Releases) removeObjects(ctx context.Context, namespace, name string, history []*release.Release) error {
 	latest := history[len(history)-1]
 	objs, unmapped, err := h.objects.parseObjects(latest.Manifest, name, namespace, nil, true)
 	if err != nil {
@@ -572,13 +589,6 @@ func (h *Releases) Uninstall(ctx context.Context, namespace, name string) error 
 		if kept {
 			h.warn(ctx, "uninstall release %s/%s: %s is not the release's: left alone", namespace, name, o.ref)
 		}
-	}
-	if err := h.records.removeAll(ctx, namespace, name); err != nil {
-		return fmt.Errorf("uninstall release %s/%s: %w", namespace, name, err)
-	}
-	// The values outlive no release: a deleted deployment leaves none.
-	if err := h.objects.sensitive.remove(ctx, namespace); err != nil {
-		return fmt.Errorf("uninstall release %s/%s: %w", namespace, name, err)
 	}
 	return nil
 }
