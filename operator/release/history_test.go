@@ -72,3 +72,40 @@ func TestUninstallRemovesTheValuesSecretEvenWhenNoRevisionWasRecorded(t *testing
 		t.Fatal("the values Secret outlived the retried uninstall")
 	}
 }
+
+// TestAReleaseWithoutSensitiveValuesAnyMoreRemovesTheValuesSecret pins
+// that the Secret of sensitive values goes once a revision without any
+// deployed, and is kept while the deployed revision still uses it (an
+// upgrade without values that fails).
+func TestAReleaseWithoutSensitiveValuesAnyMoreRemovesTheValuesSecret(t *testing.T) {
+	e := startReleaseEnv(t, 10)
+	ctx := context.Background()
+	const ns = "values-dropped"
+	e.namespace(t, ns)
+	const value = "hunter2-dropped"
+	ph := resolver.Placeholder(resolver.ID{Cluster: "c", Environment: "e", Name: "d"}, "token", value)
+	req := releaseReq(ns, configMap(ns, "a", ph))
+	req.Sensitive = resolver.Sensitive{ph: value}
+	r1, _, err := e.helm.Apply(ctx, req, nil, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := e.configMaps(t, ns); got != "a="+value || !e.sensitiveSecretExists(t, ns) {
+		t.Fatalf("after the install: config maps %q, values Secret there: %v", got, e.sensitiveSecretExists(t, ns))
+	}
+	if _, _, err := e.helm.Apply(ctx, releaseReq(ns, configMap(ns, "a", "plain"), configMap(ns, "zz_invalid", "x")), r1, 1); err == nil {
+		t.Fatal("an upgrade with an invalid object name succeeded")
+	}
+	if !e.sensitiveSecretExists(t, ns) {
+		t.Fatal("a failed upgrade without values removed the Secret the deployed revision reveals with")
+	}
+	if _, _, err := e.helm.Apply(ctx, releaseReq(ns, configMap(ns, "a", "plain")), r1, 1); err != nil {
+		t.Fatal(err)
+	}
+	if got := e.configMaps(t, ns); got != "a=plain" {
+		t.Fatalf("config maps %q, want a=plain", got)
+	}
+	if e.sensitiveSecretExists(t, ns) {
+		t.Fatal("the values Secret outlived the last revision that had sensitive values")
+	}
+}

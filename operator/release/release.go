@@ -330,6 +330,16 @@ func (h *Releases) Apply(ctx context.Context, req Request, known *Revision, revi
 		return nil, false, err
 	}
 	h.trimHistory(ctx, rel)
+	if len(req.Sensitive) == 0 {
+		// The instance has no sensitive values (any more): an earlier
+		// one's go once a revision without them deployed, not before (the
+		// deployed revision's drift correction reveals with them). One
+		// DELETE, answered NotFound when there was none; a failure is
+		// tried again by the next apply or the uninstall.
+		if err := h.objects.sensitive.remove(ctx, req.Namespace); err != nil {
+			h.warn(ctx, "release %s/%s: %v", req.Namespace, req.Name, err)
+		}
+	}
 	return newRevision(rel, record, objs, fields, gens), prev == nil, nil
 }
 

@@ -32,7 +32,8 @@ type sensitiveSecrets struct {
 }
 
 // write makes the namespace's Secret hold exactly values (keyed by
-// placeholder digest). No values: nothing is written.
+// placeholder digest). No values: nothing is written (Apply removes the
+// Secret once a revision without values deployed).
 func (s *sensitiveSecrets) write(ctx context.Context, namespace string, values resolver.Sensitive) error {
 	if len(values) == 0 {
 		return nil
