@@ -109,3 +109,46 @@ func TestAReleaseWithoutSensitiveValuesAnyMoreRemovesTheValuesSecret(t *testing.
 		t.Fatal("the values Secret outlived the last revision that had sensitive values")
 	}
 }
+
+// TestAnUpgradeSkipsObjectsOfAKindNoLongerServedWhenItPrunes pins that a
+// previous revision holding an object whose kind the API server no
+// longer serves (its CRD removed) does not fail the upgrade at the
+// prune: the object is skipped, the others are pruned, and the next
+// upgrade works too.
+func TestAnUpgradeSkipsObjectsOfAKindNoLongerServedWhenItPrunes(t *testing.T) {
+	e := startReleaseEnv(t, 10)
+	ctx := context.Background()
+	const ns = "kind-gone"
+	e.namespace(t, ns)
+	if _, _, err := e.helm.Apply(ctx, releaseReq(ns, configMap(ns, "a", "1"), configMap(ns, "b", "1")), nil, 0); err != nil {
+		t.Fatal(err)
+	}
+	// Revision 2 as a release whose Widget CRD was removed since leaves it.
+	rel, err := e.helm.records.get(ctx, ns, "app", 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rel.Version = 2
+	rel.Manifest += "---\n# Source: x/widget-w.yaml\napiVersion: example.com/v1\nkind: Widget\nmetadata:\n  name: w\n"
+	if _, err := e.helm.records.create(ctx, rel); err != nil {
+		t.Fatal(err)
+	}
+	rel.Version = 1
+	rel.SetStatus("superseded", "Superseded by revision 2")
+	if err := e.helm.records.update(ctx, rel); err != nil {
+		t.Fatal(err)
+	}
+	r3, _, err := e.helm.Apply(ctx, releaseReq(ns, configMap(ns, "a", "3")), nil, 2)
+	if err != nil {
+		t.Fatalf("upgrade after a revision holding a kind no longer served: %v", err)
+	}
+	if got := e.configMaps(t, ns); got != "a=3" {
+		t.Fatalf("config maps %q, want a=3 (b pruned)", got)
+	}
+	if _, _, err := e.helm.Apply(ctx, releaseReq(ns, configMap(ns, "a", "4")), r3, 3); err != nil {
+		t.Fatal(err)
+	}
+	if got := e.history(t, ns, "app"); got != "1:superseded 2:superseded 3:superseded 4:deployed" {
+		t.Fatalf("history %q", got)
+	}
+}

@@ -476,11 +476,16 @@ func (h *Releases) warn(ctx context.Context, format string, args ...any) {
 }
 
 // prune deletes the objects of the previous revision that the new one no
-// longer has.
+// longer has. Objects of kinds the API server no longer serves are
+// skipped, as Uninstall skips them: their kind is gone, and with it the
+// objects, and failing on them would fail every later upgrade.
 func (h *Releases) prune(ctx context.Context, prev *release.Release, objs []*desiredObject, req Request) error {
-	old, err := h.objects.desiredObjects(prev.Manifest, req.Name, req.Namespace, nil)
+	old, unmapped, err := h.objects.parseObjects(prev.Manifest, req.Name, req.Namespace, nil, true)
 	if err != nil {
 		return fmt.Errorf("previous revision %d: %w", prev.Version, err)
+	}
+	if len(unmapped) > 0 {
+		h.warn(ctx, "release %s/%s: revision %d holds kinds no longer served, nothing to delete: %s", req.Namespace, req.Name, prev.Version, strings.Join(unmapped, ", "))
 	}
 	keep := make(map[string]bool, len(objs))
 	for _, o := range objs {
