@@ -4,6 +4,7 @@ import (
 	"context"
 	"testing"
 
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
@@ -150,5 +151,56 @@ func TestAnUpgradeSkipsObjectsOfAKindNoLongerServedWhenItPrunes(t *testing.T) {
 	}
 	if got := e.history(t, ns, "app"); got != "1:superseded 2:superseded 3:superseded 4:deployed" {
 		t.Fatalf("history %q", got)
+	}
+}
+
+// TestObjectsAFailedRevisionCreatedArePrunedByTheFixAndUninstalled pins
+// that the objects a failed revision created before it failed are the
+// release's: the fix that follows prunes those it no longer has (though
+// the caller knows only the deployed revision before the failure), an
+// uninstall after a failed revision deletes them and those of the
+// deployed revision the failed one dropped, and an object of another
+// manager that a failed revision listed is left alone throughout.
+func TestObjectsAFailedRevisionCreatedArePrunedByTheFixAndUninstalled(t *testing.T) {
+	e := startReleaseEnv(t, 10)
+	ctx := context.Background()
+	const ns = "failed-leftovers"
+	e.namespace(t, ns)
+	theirs := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "t", Namespace: ns}, Data: map[string]string{"v": "theirs"}}
+	if _, err := e.cs.CoreV1().ConfigMaps(ns).Create(ctx, theirs, metav1.CreateOptions{FieldManager: "kubectl-create"}); err != nil {
+		t.Fatal(err)
+	}
+	r1, _, err := e.helm.Apply(ctx, releaseReq(ns, configMap(ns, "a", "1")), nil, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Revision 2 creates x, then is refused t (another manager's).
+	if _, _, err := e.helm.Apply(ctx, releaseReq(ns, configMap(ns, "a", "2"), configMap(ns, "x", "2"), configMap(ns, "t", "ours")), r1, 1); !apierrors.IsConflict(err) {
+		t.Fatalf("revision 2 over another manager's object: %v, want a conflict", err)
+	}
+	if got := e.configMaps(t, ns); got != "a=2 t=theirs x=2" {
+		t.Fatalf("after the failed revision: config maps %q", got)
+	}
+	// The fix, from what the caller knows: revision 1.
+	r3, _, err := e.helm.Apply(ctx, releaseReq(ns, configMap(ns, "a", "3"), configMap(ns, "k", "3")), r1, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := e.configMaps(t, ns); got != "a=3 k=3 t=theirs" {
+		t.Fatalf("after the fix: config maps %q, want x pruned and t left alone", got)
+	}
+	// Revision 4 drops k, creates yy and fails; the uninstall that follows
+	// deletes what revisions 3 and 4 created.
+	if _, _, err := e.helm.Apply(ctx, releaseReq(ns, configMap(ns, "a", "4"), configMap(ns, "yy", "4"), configMap(ns, "zz_invalid", "4")), r3, 3); err == nil {
+		t.Fatal("an upgrade with an invalid object name succeeded")
+	}
+	if got, h := e.configMaps(t, ns), e.history(t, ns, "app"); got != "a=4 k=3 t=theirs yy=4" || h != "1:superseded 2:failed 3:deployed 4:failed" {
+		t.Fatalf("after the second failed revision: config maps %q, history %q", got, h)
+	}
+	if err := e.helm.Uninstall(ctx, ns, "app"); err != nil {
+		t.Fatal(err)
+	}
+	if got := e.configMaps(t, ns); got != "t=theirs" {
+		t.Fatalf("after the uninstall: config maps %q, want only the other manager's t", got)
 	}
 }

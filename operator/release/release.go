@@ -244,8 +244,11 @@ func (r *Revision) decode() (*release.Release, error) {
 // drift). Any other object, in the first revision or new in an upgrade,
 // is applied without force: one that exists and whose fields another
 // manager owns is not taken over (Helm refuses to adopt it too), and the
-// error names the object and the other manager. Objects of the previous revision that the new one lacks are
-// deleted, but for those annotated helm.sh/resource-policy: keep.
+// error names the object and the other manager. Objects of the previous
+// revision that the new one lacks are deleted, but for those annotated
+// helm.sh/resource-policy: keep; after a failed revision, so are those of
+// every revision since the last that deployed (what they created before
+// they failed), the release's only.
 //
 // known is the last revision this agent wrote (nil: none in memory) and
 // revision the one the StyrminDeployment's status records (0: none). A
@@ -257,7 +260,9 @@ func (h *Releases) Apply(ctx context.Context, req Request, known *Revision, revi
 		// Kept by this agent; one that does not decode is read again.
 		knownRel, _ = known.decode()
 	}
-	prev, err := h.previousRevision(ctx, req.Namespace, req.Name, knownRel, revision)
+	// hist is the release's history (oldest first) when this apply read
+	// it, nil while it did not: the common upgrade reads none.
+	prev, hist, err := h.previousRevision(ctx, req.Namespace, req.Name, knownRel, revision)
 	if err != nil {
 		return nil, false, fmt.Errorf("release %s/%s: reading revision %d: %w", req.Namespace, req.Name, revision, err)
 	}
@@ -270,9 +275,12 @@ func (h *Releases) Apply(ctx context.Context, req Request, known *Revision, revi
 	// (one LIST, only then): they decide forcing and are superseded.
 	var deployed []*release.Release
 	if prev != nil && prev.Info != nil && prev.Info.Status == rcommon.StatusFailed {
-		if deployed, err = h.deployedRevisions(ctx, req.Namespace, req.Name); err != nil {
-			return nil, false, fmt.Errorf("release %s/%s: %w", req.Namespace, req.Name, err)
+		if hist == nil {
+			if hist, err = h.records.history(ctx, req.Namespace, req.Name); err != nil {
+				return nil, false, fmt.Errorf("release %s/%s: %w", req.Namespace, req.Name, err)
+			}
 		}
+		deployed = deployedOf(hist)
 	}
 	// Forcing takes fields back from managers that changed them (drift)
 	// on the objects the release created: those of a revision that
@@ -292,8 +300,10 @@ func (h *Releases) Apply(ctx context.Context, req Request, known *Revision, revi
 		// either), and a retry does not fill the history with failures.
 		return nil, prev == nil, fmt.Errorf("release %s/%s: %w", req.Namespace, req.Name, applyErr)
 	}
+	// The revisions whose objects were pruned against, by version.
+	pruned := map[int]bool{}
 	if applyErr == nil && prev != nil {
-		applyErr = h.prune(ctx, prev, objs, req)
+		applyErr = h.prune(ctx, replaced(prev, hist), objs, req, pruned)
 	}
 	now := time.Now()
 	rel := &release.Release{
@@ -309,15 +319,17 @@ func (h *Releases) Apply(ctx context.Context, req Request, known *Revision, revi
 		rel.Info.Status = rcommon.StatusFailed
 		rel.Info.Description = truncate(req.Description+": "+applyErr.Error(), 1024)
 	}
-	pruneFrom := prev
-	record, err := h.record(ctx, rel, &prev)
+	record, read, err := h.record(ctx, rel, &prev)
 	if err != nil {
 		return nil, prev == nil, errors.Join(applyErr, err)
 	}
-	if applyErr == nil && pruneFrom == nil && prev != nil {
-		// A record the caller did not know of: its objects may need
-		// pruning too.
-		applyErr = h.prune(ctx, prev, objs, req)
+	if read != nil {
+		// Records the caller did not know of (a failed revision it was
+		// not told of, a lost status): their objects may need pruning too.
+		hist = read
+		if applyErr == nil && prev != nil {
+			applyErr = h.prune(ctx, replaced(prev, hist), objs, req, pruned)
+		}
 	}
 	op := "install"
 	if prev != nil {
@@ -369,19 +381,57 @@ func (h *Releases) createdObjects(prev *release.Release, deployed []*release.Rel
 // none: the one in memory, else the one the status names (read by key),
 // else whatever the history holds (one LIST: a status can be lost, and a
 // revision 1 written over a longer, trimmed history would go unseen).
-func (h *Releases) previousRevision(ctx context.Context, namespace, name string, known *release.Release, revision int) (*release.Release, error) {
+// The history is returned when it was read, nil when not.
+func (h *Releases) previousRevision(ctx context.Context, namespace, name string, known *release.Release, revision int) (*release.Release, []*release.Release, error) {
 	if known != nil && known.Version >= revision {
-		return known, nil
+		return known, nil, nil
 	}
-	if revision == 0 {
-		return h.records.latest(ctx, namespace, name)
-	}
-	rel, err := h.records.get(ctx, namespace, name, revision)
-	if errors.Is(err, errReleaseNotFound) {
+	if revision != 0 {
+		rel, err := h.records.get(ctx, namespace, name, revision)
+		if !errors.Is(err, errReleaseNotFound) {
+			return rel, nil, err
+		}
 		// The records were removed, or revision is stale: ask for all.
-		return h.records.latest(ctx, namespace, name)
 	}
-	return rel, err
+	hist, err := h.records.history(ctx, namespace, name)
+	if err != nil {
+		return nil, nil, err
+	}
+	return last(hist), hist, nil
+}
+
+// last is the newest revision of a history (oldest first), nil when empty.
+func last(hist []*release.Release) *release.Release {
+	if len(hist) == 0 {
+		return nil
+	}
+	return hist[len(hist)-1]
+}
+
+// replaced returns the revisions whose objects a new revision after prev
+// replaces, newest first: prev when the history was not read (prev is then
+// the latest and deployed: a failed one has the history read), else every
+// revision since the last one that deployed, that one included (every
+// revision when none did). A failed revision may have created objects
+// before it failed, and only the fix that follows it can prune them.
+func replaced(prev *release.Release, hist []*release.Release) []*release.Release {
+	if hist == nil {
+		return []*release.Release{prev}
+	}
+	var out []*release.Release
+	for _, rel := range slices.Backward(hist) {
+		out = append(out, rel)
+		if deployedStatus(rel) {
+			break
+		}
+	}
+	return out
+}
+
+// deployedStatus reports whether rel deployed: it is deployed, or was
+// superseded since.
+func deployedStatus(rel *release.Release) bool {
+	return rel.Info != nil && (rel.Info.Status == rcommon.StatusDeployed || rel.Info.Status == rcommon.StatusSuperseded)
 }
 
 // supersede marks the revisions rel replaces superseded, as Helm's
@@ -396,10 +446,11 @@ func (h *Releases) supersede(ctx context.Context, rel, prev *release.Release, de
 		deployed = []*release.Release{prev}
 	case deployed == nil:
 		// prev became a newer record than the one the apply started from.
-		var err error
-		if deployed, err = h.deployedRevisions(ctx, rel.Namespace, rel.Name); err != nil {
+		history, err := h.records.history(ctx, rel.Namespace, rel.Name)
+		if err != nil {
 			return fmt.Errorf("release %s/%s: %w", rel.Namespace, rel.Name, err)
 		}
+		deployed = deployedOf(history)
 	}
 	for _, o := range deployed {
 		if o.Version >= rel.Version || o.Info == nil || o.Info.Status != rcommon.StatusDeployed {
@@ -413,28 +464,25 @@ func (h *Releases) supersede(ctx context.Context, rel, prev *release.Release, de
 	return nil
 }
 
-// deployedRevisions returns the revisions of the release that deployed
-// (deployed, or superseded since), oldest first; empty, not nil, when none
-// did.
-func (h *Releases) deployedRevisions(ctx context.Context, namespace, name string) ([]*release.Release, error) {
-	history, err := h.records.history(ctx, namespace, name)
-	if err != nil {
-		return nil, err
-	}
+// deployedOf returns the revisions of history that deployed (deployed,
+// or superseded since), oldest first; empty, not nil, when none did.
+func deployedOf(history []*release.Release) []*release.Release {
 	out := []*release.Release{}
 	for _, rel := range history {
-		if rel.Info != nil && (rel.Info.Status == rcommon.StatusDeployed || rel.Info.Status == rcommon.StatusSuperseded) {
+		if deployedStatus(rel) {
 			out = append(out, rel)
 		}
 	}
-	return out, nil
+	return out
 }
 
 // record writes rel as the revision after *prev and returns the record as
 // stored. A newer record than the caller knew (written by an agent that
-// stopped before recording it in the status) moves the revision on;
-// *prev becomes that record.
-func (h *Releases) record(ctx context.Context, rel *release.Release, prev **release.Release) ([]byte, error) {
+// stopped before recording it in the status, or a failed revision) moves
+// the revision on; *prev becomes that record, and the history read to
+// find it is returned (nil when none was read).
+func (h *Releases) record(ctx context.Context, rel *release.Release, prev **release.Release) ([]byte, []*release.Release, error) {
+	var hist []*release.Release
 	for attempt := 0; ; attempt++ {
 		rel.Version = 1
 		if p := *prev; p != nil {
@@ -446,15 +494,16 @@ func (h *Releases) record(ctx context.Context, rel *release.Release, prev **rele
 		record, err := h.records.create(ctx, rel)
 		if !errors.Is(err, errReleaseExists) || attempt == 2 {
 			if err != nil {
-				return nil, fmt.Errorf("release %s/%s: recording revision %d: %w", rel.Namespace, rel.Name, rel.Version, err)
+				return nil, hist, fmt.Errorf("release %s/%s: recording revision %d: %w", rel.Namespace, rel.Name, rel.Version, err)
 			}
-			return record, nil
+			return record, hist, nil
 		}
-		last, lerr := h.records.latest(ctx, rel.Namespace, rel.Name)
+		read, lerr := h.records.history(ctx, rel.Namespace, rel.Name)
 		if lerr != nil {
-			return nil, fmt.Errorf("release %s/%s: reading its history: %w", rel.Namespace, rel.Name, lerr)
+			return nil, hist, fmt.Errorf("release %s/%s: reading its history: %w", rel.Namespace, rel.Name, lerr)
 		}
-		*prev = last
+		hist = read
+		*prev = last(hist)
 	}
 }
 
@@ -475,33 +524,49 @@ func (h *Releases) warn(ctx context.Context, format string, args ...any) {
 	h.logger.Handle(ctx, slog.NewRecord(time.Now(), slog.LevelWarn, fmt.Sprintf(format, args...), 0)) //nolint:errcheck // logging only
 }
 
-// prune deletes the objects of the previous revision that the new one no
-// longer has. Objects of kinds the API server no longer serves are
-// skipped, as Uninstall skips them: their kind is gone, and with it the
-// objects, and failing on them would fail every later upgrade.
-func (h *Releases) prune(ctx context.Context, prev *release.Release, objs []*desiredObject, req Request) error {
-	old, unmapped, err := h.objects.parseObjects(prev.Manifest, req.Name, req.Namespace, nil, true)
-	if err != nil {
-		return fmt.Errorf("previous revision %d: %w", prev.Version, err)
-	}
-	if len(unmapped) > 0 {
-		h.warn(ctx, "release %s/%s: revision %d holds kinds no longer served, nothing to delete: %s", req.Namespace, req.Name, prev.Version, strings.Join(unmapped, ", "))
-	}
-	keep := make(map[string]bool, len(objs))
+// prune deletes the objects of revs (the revisions the new one replaces,
+// newest first: see replaced) that the new revision no longer has, each
+// as the newest revision listing it says (its keep policy), and adds the
+// versions pruned against to done; revisions in done are skipped. Only
+// the release's objects are deleted (releaseObjects.remove): a failed
+// revision lists objects it was refused. Objects of kinds the API server
+// no longer serves are skipped, as Uninstall skips them: their kind is
+// gone, and with it the objects, and failing on them would fail every
+// later upgrade.
+func (h *Releases) prune(ctx context.Context, revs []*release.Release, objs []*desiredObject, req Request, done map[int]bool) error {
+	seen := make(map[string]bool, len(objs))
 	for _, o := range objs {
-		keep[objectKey(o.ref)] = true
+		seen[objectKey(o.ref)] = true
 	}
-	for _, o := range old {
-		if keep[objectKey(o.ref)] || o.keep {
+	for _, prev := range revs {
+		if done[prev.Version] {
 			continue
 		}
-		kept, err := h.objects.remove(ctx, o, req.Name, req.Namespace)
+		old, unmapped, err := h.objects.parseObjects(prev.Manifest, req.Name, req.Namespace, nil, true)
 		if err != nil {
-			return fmt.Errorf("%w (the new revision no longer has it)", err)
+			return fmt.Errorf("previous revision %d: %w", prev.Version, err)
 		}
-		if kept {
-			h.warn(ctx, "release %s/%s: %s, which revision %d dropped, is not the release's: left alone", req.Namespace, req.Name, o.ref, prev.Version)
+		if len(unmapped) > 0 {
+			h.warn(ctx, "release %s/%s: revision %d holds kinds no longer served, nothing to delete: %s", req.Namespace, req.Name, prev.Version, strings.Join(unmapped, ", "))
 		}
+		for _, o := range old {
+			key := objectKey(o.ref)
+			if seen[key] {
+				continue
+			}
+			seen[key] = true
+			if o.keep {
+				continue
+			}
+			kept, err := h.objects.remove(ctx, o, req.Name, req.Namespace)
+			if err != nil {
+				return fmt.Errorf("%w (the new revision no longer has it)", err)
+			}
+			if kept {
+				h.warn(ctx, "release %s/%s: %s, which revision %d had, is not the release's: left alone", req.Namespace, req.Name, o.ref, prev.Version)
+			}
+		}
+		done[prev.Version] = true
 	}
 	return nil
 }
@@ -520,25 +585,7 @@ func componentsOf(objects []drivers.Object, namespace string) map[string]string 
 // its component, so `helm get manifest` shows where an object comes from.
 func releaseManifest(objects []drivers.Object) string {
 	sorted := slices.Clone(objects)
-	order := make(map[string]int, len(releaseutil.InstallOrder))
-	for i, k := range releaseutil.InstallOrder {
-		order[k] = i
-	}
-	rank := func(kind string) int {
-		if i, ok := order[kind]; ok {
-			return i
-		}
-		return len(order)
-	}
-	slices.SortStableFunc(sorted, func(a, b drivers.Object) int {
-		if c := rank(a.Kind) - rank(b.Kind); c != 0 {
-			return c
-		}
-		if rank(a.Kind) == len(order) {
-			return strings.Compare(a.Kind, b.Kind)
-		}
-		return 0
-	})
+	slices.SortStableFunc(sorted, func(a, b drivers.Object) int { return compareInstallOrder(a.Kind, b.Kind) })
 	var b strings.Builder
 	for _, o := range sorted {
 		b.WriteString("---\n# Source: ")
@@ -551,7 +598,8 @@ func releaseManifest(objects []drivers.Object) string {
 }
 
 // Uninstall removes the release and its objects, as `helm uninstall`
-// does: the objects of its latest revision are deleted in the reverse of
+// does: the objects of its latest revision (and of every revision since
+// the last that deployed) are deleted in the reverse of
 // their install order (but those annotated helm.sh/resource-policy: keep),
 // then every revision's record, then the namespace's Secret of sensitive
 // values. A release without records is not an error, and its values
@@ -581,14 +629,31 @@ func (h *Releases) Uninstall(ctx context.Context, namespace, name string) error 
 }
 
 // removeObjects deletes the objects of the latest revision of history
-// (oldest first), in the reverse of their install order, but those
-// annotated helm.sh/resource-policy: keep.
+// (oldest first) and of every revision since the last one that deployed
+// (see replaced: a failed revision may have created objects, and may have
+// dropped objects of the deployed one), in the reverse of their install
+// order, but those annotated helm.sh/resource-policy: keep by the newest
+// revision listing them. Only the release's objects are deleted.
 func (h *Releases) removeObjects(ctx context.Context, namespace, name string, history []*release.Release) error {
-	latest := history[len(history)-1]
-	objs, unmapped, err := h.objects.parseObjects(latest.Manifest, name, namespace, nil, true)
-	if err != nil {
-		return fmt.Errorf("uninstall release %s/%s: revision %d: %w", namespace, name, latest.Version, err)
+	var objs []*desiredObject
+	var unmapped []string
+	seen := map[string]bool{}
+	for _, rel := range replaced(last(history), history) {
+		parsed, gone, err := h.objects.parseObjects(rel.Manifest, name, namespace, nil, true)
+		if err != nil {
+			return fmt.Errorf("uninstall release %s/%s: revision %d: %w", namespace, name, rel.Version, err)
+		}
+		for _, o := range parsed {
+			if key := objectKey(o.ref); !seen[key] {
+				seen[key] = true
+				objs = append(objs, o)
+			}
+		}
+		unmapped = append(unmapped, gone...)
 	}
+	slices.SortStableFunc(objs, func(a, b *desiredObject) int { return compareInstallOrder(a.ref.Kind, b.ref.Kind) })
+	slices.Sort(unmapped)
+	unmapped = slices.Compact(unmapped)
 	if len(unmapped) > 0 {
 		// Their kind is gone, and with it the objects.
 		h.warn(ctx, "uninstall release %s/%s: kinds no longer served, nothing to delete: %s", namespace, name, strings.Join(unmapped, ", "))
@@ -606,6 +671,34 @@ func (h *Releases) removeObjects(ctx context.Context, namespace, name string, hi
 		}
 	}
 	return nil
+}
+
+// installRank is each kind's place in Helm's install order.
+var installRank = func() map[string]int {
+	order := make(map[string]int, len(releaseutil.InstallOrder))
+	for i, k := range releaseutil.InstallOrder {
+		order[k] = i
+	}
+	return order
+}()
+
+// compareInstallOrder orders two kinds as Helm installs them: by
+// releaseutil.InstallOrder, kinds it does not list after those it does,
+// by name.
+func compareInstallOrder(a, b string) int {
+	rank := func(kind string) int {
+		if i, ok := installRank[kind]; ok {
+			return i
+		}
+		return len(installRank)
+	}
+	if c := rank(a) - rank(b); c != 0 {
+		return c
+	}
+	if rank(a) == len(installRank) {
+		return strings.Compare(a, b)
+	}
+	return 0
 }
 
 // releaseChart is the chart recorded on the release: the driver as name
