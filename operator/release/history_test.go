@@ -204,3 +204,53 @@ func TestObjectsAFailedRevisionCreatedArePrunedByTheFixAndUninstalled(t *testing
 		t.Fatalf("after the uninstall: config maps %q, want only the other manager's t", got)
 	}
 }
+
+// TestFailedRetriesAreTrimmedToTheHistoryBound pins that each record
+// written, failed or deployed, is followed by a trim to MaxHistory, oldest
+// first: failed retries of a change do not pile up records, the deployed
+// revision the status names (and the failure after it, which the next
+// retry, starting from that revision, finds) is never trimmed while they
+// fail, and the history is back to the bound's last revisions once a
+// revision deploys.
+func TestFailedRetriesAreTrimmedToTheHistoryBound(t *testing.T) {
+	e := startReleaseEnv(t, 3)
+	ctx := context.Background()
+	const ns = "retries"
+	e.namespace(t, ns)
+	r1, _, err := e.helm.Apply(ctx, releaseReq(ns, configMap(ns, "a", "1")), nil, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The controller keeps what the last successful apply returned.
+	for i := 0; i < 5; i++ {
+		if _, _, err := e.helm.Apply(ctx, releaseReq(ns, configMap(ns, "a", "2"), configMap(ns, "zz_invalid", "2")), r1, 1); err == nil {
+			t.Fatal("an upgrade with an invalid object name succeeded")
+		}
+		if n := e.releaseRecordCount(t, ns); n > 3 {
+			t.Fatalf("after failed retry %d: %d records (history %s), above the bound of 3", i+1, n, e.history(t, ns, "app"))
+		}
+	}
+	if got := e.history(t, ns, "app"); got != "1:deployed 2:failed 6:failed" {
+		t.Fatalf("history after the failed retries %q, want the deployed revision, the failure after it and the last one", got)
+	}
+	if _, _, err := e.helm.Check(ctx, ns, "app", 1, nil, nil); err != nil {
+		t.Fatalf("drift check of the deployed revision after the failed retries: %v", err)
+	}
+	r7, _, err := e.helm.Apply(ctx, releaseReq(ns, configMap(ns, "a", "3")), r1, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := e.history(t, ns, "app"); got != "6:failed 7:deployed" {
+		t.Fatalf("history after the fix %q, want 6:failed 7:deployed", got)
+	}
+	r8, _, err := e.helm.Apply(ctx, releaseReq(ns, configMap(ns, "a", "4")), r7, 7)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := e.helm.Apply(ctx, releaseReq(ns, configMap(ns, "a", "5")), r8, 8); err != nil {
+		t.Fatal(err)
+	}
+	if got := e.history(t, ns, "app"); got != "7:superseded 8:superseded 9:deployed" {
+		t.Fatalf("history after two more upgrades %q, want 7:superseded 8:superseded 9:deployed", got)
+	}
+}

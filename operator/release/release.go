@@ -77,7 +77,8 @@ type identities struct {
 // Options configure Releases.
 type Options struct {
 	// MaxHistory bounds the revisions kept per release (0: Helm's default
-	// of unlimited).
+	// of unlimited); failed revisions count, and while they fail a bound
+	// below 3 keeps 3 (see trimHistory).
 	MaxHistory int
 	// Logger receives warnings that change nothing (a trim that failed).
 	Logger slog.Handler
@@ -336,12 +337,14 @@ func (h *Releases) Apply(ctx context.Context, req Request, known *Revision, revi
 		op = "upgrade"
 	}
 	if applyErr != nil {
+		// A failed revision is trimmed too, or retries would pile up.
+		h.trimHistory(ctx, rel, prev, hist, revision)
 		return nil, prev == nil, fmt.Errorf("%s release %s/%s: %w", op, req.Namespace, req.Name, applyErr)
 	}
 	if err := h.supersede(ctx, rel, prev, deployed); err != nil {
 		return nil, false, err
 	}
-	h.trimHistory(ctx, rel)
+	h.trimHistory(ctx, rel, prev, hist, 0)
 	if len(req.Sensitive) == 0 {
 		// The instance has no sensitive values (any more): an earlier
 		// one's go once a revision without them deployed, not before (the
@@ -507,15 +510,78 @@ func (h *Releases) record(ctx context.Context, rel *release.Release, prev **rele
 	}
 }
 
-// trimHistory deletes the revision that falls out of the kept history.
-// Failing costs nothing but a record kept too long: it is logged only.
-func (h *Releases) trimHistory(ctx context.Context, rel *release.Release) {
-	old := rel.Version - h.maxHistory
-	if h.maxHistory <= 0 || old < 1 {
+// trimHistory deletes, once rel is recorded, the records beyond the kept
+// history (MaxHistory), oldest first. Failing costs nothing but a record
+// kept too long: it is logged only.
+//
+// While the apply fails (status is then the revision the status names,
+// 0 when the apply succeeded) the deployed revision D the status names is
+// kept, and so is a lost or stale status's (prev, or the newest revision
+// that deployed): the drift check reads it. So is D+1: a retry starts
+// from D (the caller keeps no failed revision) and learns of the failed
+// revisions only when the write of D+1 finds that record; were it gone,
+// the retry would write D+1 again, behind newer records. A bound below 3
+// is thus exceeded by one while revisions fail.
+//
+// When this apply read the history (hist: after a failed revision, or on
+// a record the caller did not know of), a failed revision trims all
+// records beyond the bound, so retries do not pile up, and a deployed one
+// every record that falls out of the window of the last MaxHistory
+// revisions: after a success the records lie in that window, and each
+// later apply that reads no history deletes the one revision falling out
+// of it, without a LIST.
+func (h *Releases) trimHistory(ctx context.Context, rel, prev *release.Release, hist []*release.Release, status int) {
+	if h.maxHistory <= 0 {
 		return
 	}
-	if err := h.records.remove(ctx, rel.Namespace, rel.Name, old); err != nil {
-		h.warn(ctx, "release %s/%s: deleting revision %d: %v", rel.Namespace, rel.Name, old, err)
+	kept := map[int]bool{rel.Version: true}
+	failed := status != 0 || rel.Info.Status != rcommon.StatusDeployed
+	if failed {
+		var named []int
+		if status != 0 {
+			named = append(named, status)
+		}
+		if prev != nil && prev.Info != nil && prev.Info.Status == rcommon.StatusDeployed {
+			named = append(named, prev.Version)
+		}
+		for _, r := range slices.Backward(hist) {
+			if r.Info != nil && r.Info.Status == rcommon.StatusDeployed {
+				named = append(named, r.Version)
+				break
+			}
+		}
+		for _, v := range named {
+			kept[v], kept[v+1] = true, true
+		}
+	}
+	remove := func(version int) {
+		if err := h.records.remove(ctx, rel.Namespace, rel.Name, version); err != nil {
+			h.warn(ctx, "release %s/%s: deleting revision %d: %v", rel.Namespace, rel.Name, version, err)
+		}
+	}
+	oldest := rel.Version - h.maxHistory // the newest revision out of the window
+	switch {
+	case hist == nil:
+		if oldest >= 1 && !kept[oldest] {
+			remove(oldest)
+		}
+	case failed:
+		excess := len(hist) + 1 - h.maxHistory
+		for _, r := range hist {
+			if excess <= 0 {
+				break
+			}
+			if r.Version < rel.Version && !kept[r.Version] {
+				remove(r.Version)
+				excess--
+			}
+		}
+	default:
+		for _, r := range hist {
+			if r.Version <= oldest {
+				remove(r.Version)
+			}
+		}
 	}
 }
 
