@@ -254,3 +254,38 @@ func TestFailedRetriesAreTrimmedToTheHistoryBound(t *testing.T) {
 		t.Fatalf("history after two more upgrades %q, want 7:superseded 8:superseded 9:deployed", got)
 	}
 }
+
+// TestARevisionLeftDeployedByAnAgentKilledBeforeSupersedingIsSupersededByTheNext
+// pins that an agent stopped between writing revision 2 and superseding
+// revision 1 (two "deployed" records, the status still naming 1) leaves
+// one deployed revision after the next apply: every older record still
+// marked deployed is superseded.
+func TestARevisionLeftDeployedByAnAgentKilledBeforeSupersedingIsSupersededByTheNext(t *testing.T) {
+	e := startReleaseEnv(t, 10)
+	ctx := context.Background()
+	const ns = "two-deployed"
+	e.namespace(t, ns)
+	if _, _, err := e.helm.Apply(ctx, releaseReq(ns, configMap(ns, "a", "1")), nil, 0); err != nil {
+		t.Fatal(err)
+	}
+	// What the stopped agent wrote: revision 2, deployed; revision 1 not
+	// superseded yet.
+	rel, err := e.helm.records.get(ctx, ns, "app", 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rel.Version = 2
+	if _, err := e.helm.records.create(ctx, rel); err != nil {
+		t.Fatal(err)
+	}
+	if got := e.history(t, ns, "app"); got != "1:deployed 2:deployed" {
+		t.Fatalf("history before the restart %q", got)
+	}
+	// The agent restarted: nothing in memory, the status names revision 1.
+	if _, _, err := e.helm.Apply(ctx, releaseReq(ns, configMap(ns, "a", "3")), nil, 1); err != nil {
+		t.Fatal(err)
+	}
+	if got := e.history(t, ns, "app"); got != "1:superseded 2:superseded 3:deployed" {
+		t.Fatalf("history after the next apply %q, want 1:superseded 2:superseded 3:deployed", got)
+	}
+}

@@ -341,7 +341,7 @@ func (h *Releases) Apply(ctx context.Context, req Request, known *Revision, revi
 		h.trimHistory(ctx, rel, prev, hist, revision)
 		return nil, prev == nil, fmt.Errorf("%s release %s/%s: %w", op, req.Namespace, req.Name, applyErr)
 	}
-	if err := h.supersede(ctx, rel, prev, deployed); err != nil {
+	if err := h.supersede(ctx, rel, prev, hist); err != nil {
 		return nil, false, err
 	}
 	h.trimHistory(ctx, rel, prev, hist, 0)
@@ -437,25 +437,18 @@ func deployedStatus(rel *release.Release) bool {
 	return rel.Info != nil && (rel.Info.Status == rcommon.StatusDeployed || rel.Info.Status == rcommon.StatusSuperseded)
 }
 
-// supersede marks the revisions rel replaces superseded, as Helm's
-// upgrade does: prev when it was deployed, else the deployed revisions
-// of the history (deployed, when it was read already: nil if not); a
-// failed one stays failed.
-func (h *Releases) supersede(ctx context.Context, rel, prev *release.Release, deployed []*release.Release) error {
-	switch {
-	case prev == nil || prev.Info == nil:
-		return nil
-	case prev.Info.Status == rcommon.StatusDeployed:
-		deployed = []*release.Release{prev}
-	case deployed == nil:
-		// prev became a newer record than the one the apply started from.
-		history, err := h.records.history(ctx, rel.Namespace, rel.Name)
-		if err != nil {
-			return fmt.Errorf("release %s/%s: %w", rel.Namespace, rel.Name, err)
-		}
-		deployed = deployedOf(history)
+// supersede marks superseded the revisions before rel still marked
+// deployed, as Helm's upgrade does: prev when this apply read no history
+// (prev is then the latest revision), else every one the history holds:
+// an agent stopped between writing a revision and superseding the one
+// before left two deployed, and the history (read when the write found
+// the newer record) shows both. A failed one stays failed.
+func (h *Releases) supersede(ctx context.Context, rel, prev *release.Release, hist []*release.Release) error {
+	revs := hist
+	if hist == nil && prev != nil {
+		revs = []*release.Release{prev}
 	}
-	for _, o := range deployed {
+	for _, o := range revs {
 		if o.Version >= rel.Version || o.Info == nil || o.Info.Status != rcommon.StatusDeployed {
 			continue
 		}
