@@ -345,17 +345,27 @@ func (h *Releases) Apply(ctx context.Context, req Request, known *Revision, revi
 		return nil, false, err
 	}
 	h.trimHistory(ctx, rel, prev, hist, 0)
-	if len(req.Sensitive) == 0 {
-		// The instance has no sensitive values (any more): an earlier
+	if len(req.Sensitive) == 0 && heldSensitive(prev, hist) {
+		// The instance has no sensitive values any more: an earlier
 		// one's go once a revision without them deployed, not before (the
-		// deployed revision's drift correction reveals with them). One
-		// DELETE, answered NotFound when there was none; a failure is
-		// tried again by the next apply or the uninstall.
+		// deployed revision's drift correction reveals with them). Only
+		// when a revision known here had some: an apply of an instance
+		// that never had any (most of them) makes no request for it. A
+		// failure is tried again by the next apply or the uninstall.
 		if err := h.objects.sensitive.remove(ctx, req.Namespace); err != nil {
 			h.warn(ctx, "release %s/%s: %v", req.Namespace, req.Name, err)
 		}
 	}
 	return newRevision(rel, record, objs, fields, gens), prev == nil, nil
+}
+
+// heldSensitive reports whether prev or a revision of hist placed
+// sensitive values: its manifest holds a placeholder.
+func heldSensitive(prev *release.Release, hist []*release.Release) bool {
+	if prev != nil && strings.Contains(prev.Manifest, resolver.PlaceholderPrefix) {
+		return true
+	}
+	return slices.ContainsFunc(hist, func(r *release.Release) bool { return strings.Contains(r.Manifest, resolver.PlaceholderPrefix) })
 }
 
 // createdObjects returns the keys of the objects the release created: the
