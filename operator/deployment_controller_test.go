@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"os"
 	"slices"
 	"strings"
@@ -526,5 +527,63 @@ func TestStalledUntilGitChanges(t *testing.T) {
 	})
 	if got := e.history(t, ns, good.ID.Name); len(got) != 0 {
 		t.Fatalf("helm history after deletion = %q", revisions(got))
+	}
+}
+
+// TestARevertAfterAPartlyAppliedFailedChangeIsAppliedAgain pins what a
+// revert does after a change that failed halfway: the change's ConfigMap
+// was applied before the API server refused its Deployment, so the
+// cluster no longer runs the previous instance, and the same content
+// locked again (a new sequence, the previous digest) is applied again as a
+// new deployed revision rather than taken as running and shown Ready.
+func TestARevertAfterAPartlyAppliedFailedChangeIsAppliedAgain(t *testing.T) {
+	t.Parallel()
+	e := startEnv(t)
+	good := e.instance(t, "local", "staging", "web", 1)
+	ns, name := good.Context.Deployment.Namespace, good.ID.Name
+	e.write(t, ns, good)
+	e.waitApplied(t, ns, 1)
+	message := func(ctx context.Context) (string, error) {
+		var cm corev1.ConfigMap
+		err := e.client.Get(ctx, client.ObjectKey{Namespace: ns, Name: name + "-content"}, &cm)
+		return cm.Data["message"], err
+	}
+	before, err := message(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	broken := *good
+	broken.Sequence = 2
+	broken.Values = maps.Clone(good.Values)
+	broken.Values["message"] = "half of a broken change"
+	broken.Values["replicaCount"] = -1 // the API server refuses the Deployment
+	broken.Digest, _ = broken.ComputeDigest()
+	e.write(t, ns, &broken)
+	agenttest.WaitUntil(t, 60*time.Second, "the broken change's ConfigMap applied and its Deployment refused", func(ctx context.Context) (bool, string, error) {
+		var sd v1alpha1.StyrminDeployment
+		if err := e.client.Get(ctx, client.ObjectKey{Namespace: ns, Name: ns}, &sd); err != nil {
+			return false, err.Error(), nil
+		}
+		got, err := message(ctx)
+		c := apimeta.FindStatusCondition(sd.Status.Conditions, v1alpha1.ConditionStalled)
+		stalled := c != nil && c.Status == metav1.ConditionTrue && c.Reason == v1alpha1.ReasonApplyFailed
+		return err == nil && got == "half of a broken change" && stalled, fmt.Sprintf("message %q (%v), conditions %v", got, err, sd.Status.Conditions), nil
+	})
+
+	revert := *good
+	revert.Sequence = 3
+	e.write(t, ns, &revert)
+	sd := e.waitApplied(t, ns, 3)
+	got, err := message(context.Background())
+	if err != nil || got != before {
+		t.Fatalf("after the revert the ConfigMap says %q (%v), want the first instance's %q", got, err, before)
+	}
+	if sd.Status.AppliedDigest != good.Digest || sd.Status.Release == nil || sd.Status.Release.Status != "deployed" {
+		t.Fatalf("after the revert: applied digest %s, release %+v; want %s deployed", sd.Status.AppliedDigest, sd.Status.Release, good.Digest)
+	}
+	hist := e.history(t, ns, name)
+	if last := hist[len(hist)-1]; last.Info.Status != "deployed" || last.Version != sd.Status.Release.Revision {
+		t.Fatalf("helm history after the revert: %q, want the status's revision %d last and deployed", revisions(hist), sd.Status.Release.Revision)
 	}
 }

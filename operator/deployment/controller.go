@@ -422,6 +422,12 @@ func (r *Reconciler) release(ctx context.Context, rs *reconcileState) error {
 	}
 	r.metrics.applyDuration.WithLabelValues(op, metricsreg.ResultLabel(err)).Observe(time.Since(start).Seconds())
 	if err != nil {
+		// Objects applied before the failure are the failed instance's
+		// now: the cluster is no longer known to run AppliedDigest, so
+		// that digest locked again (a revert) is applied again, as a new
+		// revision, rather than taken as running.
+		sd.Status.AppliedDigest = ""
+		r.forgetApplied(sd.Namespace)
 		return applyError(rs, err)
 	}
 	status := applied.Status(metav1.NewTime(r.now()))
@@ -853,6 +859,17 @@ func (r *Reconciler) state(namespace string) *deploymentState {
 		r.states[namespace] = st
 	}
 	return st
+}
+
+// forgetApplied drops what the deployment's last successful apply left
+// in memory (which stands in for a status the cache does not show yet):
+// an apply failed since.
+func (r *Reconciler) forgetApplied(namespace string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if st := r.states[namespace]; st != nil {
+		st.applied = nil
+	}
 }
 
 // resetState starts a deployment's state over after an apply: the first
