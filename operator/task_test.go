@@ -288,6 +288,36 @@ func TestAgentCreatesUpdatesUpgradesAndDeletesGraphhub(t *testing.T) {
 	if src.Status.LastSyncedCommit != head.String() {
 		t.Errorf("StyrminSource synced %s, want the head %s", src.Status.LastSyncedCommit, head)
 	}
+
+	// A task of the create, made again after the deletion (a second
+	// writer, or a walk from the root after its task was pruned), does not
+	// install the deleted deployment again: it ends Superseded by the
+	// tombstone.
+	var createTask v1alpha1.StyrminTask
+	if err := e.c.Get(context.Background(), client.ObjectKey{Namespace: hubNamespace, Name: v1alpha1.TaskName("hub", 1)}, &createTask); err != nil {
+		t.Fatal(err)
+	}
+	late := &v1alpha1.StyrminTask{ObjectMeta: metav1.ObjectMeta{Name: "hub-late", Namespace: hubNamespace, Labels: createTask.Labels}, Spec: createTask.Spec}
+	if err := e.c.Create(context.Background(), late); err != nil {
+		t.Fatal(err)
+	}
+	agenttest.WaitUntil(t, agentWaitLimit, "the late create task to end", func(ctx context.Context) (bool, string, error) {
+		if err := e.c.Get(ctx, client.ObjectKeyFromObject(late), late); err != nil {
+			return false, err.Error(), nil
+		}
+		return late.Status.Phase.Terminal(), string(late.Status.Phase), nil
+	})
+	if late.Status.Phase != v1alpha1.TaskSuperseded || late.Status.SupersededBy != 4 || !strings.Contains(late.Status.Message, "deleted the deployment") {
+		t.Errorf("a create task made after the deletion: %s superseded by %d (%q), want Superseded by the tombstone 4", late.Status.Phase, late.Status.SupersededBy, late.Status.Message)
+	}
+	var list appsv1.DeploymentList
+	if err := e.c.List(context.Background(), &list, client.InNamespace(hubNamespace)); err != nil {
+		t.Fatal(err)
+	}
+	err := e.c.Get(context.Background(), client.ObjectKey{Namespace: hubNamespace, Name: hubNamespace}, &v1alpha1.StyrminDeployment{})
+	if len(list.Items) != 0 || !apierrors.IsNotFound(err) {
+		t.Errorf("after the late create task: %d workloads, StyrminDeployment %v; want the deployment to stay deleted", len(list.Items), err)
+	}
 }
 
 func (e *agentEnv) workerReplicas(t *testing.T) int32 {

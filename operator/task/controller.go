@@ -587,6 +587,14 @@ func (r *Reconciler) prepare(ctx context.Context, run *taskRun) (phaseResult, er
 	return phaseResult{}, nil
 }
 
+// deletedAfter reports whether the active instance is a deletion that
+// came after change t: a change task made late (a second writer, or a
+// walk from the root after its task was pruned) of a deployment deleted
+// since.
+func deletedAfter(active *v1alpha1.ActiveInstance, t *v1alpha1.StyrminTask) bool {
+	return active != nil && active.Kind == v1alpha1.KindTombstone && active.Sequence > t.Spec.ToSequence && !IsOperation(t)
+}
+
 // plan chooses the task's workflow against the deployment's active
 // instance (instance.SelectWorkflow) and plans its steps from the
 // instance's driver, recording the choice and the sequence it starts
@@ -602,6 +610,14 @@ func (r *Reconciler) plan(ctx context.Context, run *taskRun) (phaseResult, error
 		return phaseResult{}, err
 	}
 	active := instance.Active(sd, tasks)
+	if deletedAfter(active, t) {
+		// The deployment was deleted by a later change: running this
+		// one would install it again (the guard keeps only a newer
+		// StyrminDeployment, and there is none).
+		t.Status.SupersededBy = active.Sequence
+		return r.finish(ctx, run, v1alpha1.TaskSuperseded,
+			fmt.Sprintf("superseded by sequence %d, which deleted the deployment: an earlier change does not install it again", active.Sequence))
+	}
 	wf := instance.SelectWorkflow(active, run.instance)
 	if active != nil && active.Sequence > t.Spec.ToSequence {
 		// An earlier change than what is active (a task made late, by a
