@@ -228,9 +228,15 @@ func (d *releaseObjects) applyObject(ctx context.Context, o *desiredObject, dryR
 // whose fields another manager owns is not taken over: the apply fails
 // with a ConflictError.
 //
+// Nor is an object another release's (see refuseOtherReleases): that is
+// checked before anything is applied, so a refusal changes nothing.
+//
 // It also returns the generations the workloads were applied at, and how
 // many objects were applied before an error.
-func (d *releaseObjects) applyAll(ctx context.Context, objects []*desiredObject, created map[string]bool) (map[string][]byte, Generations, int, error) {
+func (d *releaseObjects) applyAll(ctx context.Context, objects []*desiredObject, created map[string]bool, releaseName string) (map[string][]byte, Generations, int, error) {
+	if err := d.refuseOtherReleases(ctx, objects, created, releaseName); err != nil {
+		return nil, nil, 0, err
+	}
 	fields := make(map[string][]byte, len(objects))
 	gens := Generations{}
 	for i, o := range objects {
@@ -248,16 +254,73 @@ func (d *releaseObjects) applyAll(ctx context.Context, objects []*desiredObject,
 	return fields, gens, len(objects), nil
 }
 
-// ConflictError is an object the release did not create whose fields
-// another field manager owns: Styrmin does not take it over.
+// refuseOtherReleases refuses an object that exists and whose Helm
+// release annotations name another release (another name, or the same
+// name in another namespace): two deployments whose charts render the
+// same cluster-scoped object, or the same name in a namespace both may
+// write. Server-side apply cannot tell: every release applies with the
+// same field manager, so the apply would take the object over without a
+// conflict, and the other release's drift check would see nothing while
+// this one's prune or uninstall deleted what it uses. Helm refuses to
+// adopt such an object too ("invalid ownership metadata"). An object
+// without the annotations, or with this release's, goes on.
+//
+// Only the objects the release did not create are read, one GET each
+// (every object of a first install, only the new ones of an upgrade): the
+// ones it created carry its annotations, and this check keeps other
+// releases off them (but for one deleted and made again by another
+// release in between, which is not read).
+func (d *releaseObjects) refuseOtherReleases(ctx context.Context, objects []*desiredObject, created map[string]bool, releaseName string) error {
+	for _, o := range objects {
+		if created[objectKey(o.ref)] {
+			continue
+		}
+		live, err := o.resource.Get(ctx, o.ref.Name, metav1.GetOptions{})
+		if apierrors.IsNotFound(err) {
+			continue
+		}
+		if err != nil {
+			return fmt.Errorf("apply %s: reading which release it belongs to: %w", o.ref, err)
+		}
+		if owner, ok := otherRelease(live.GetAnnotations(), releaseName, o.namespace); ok {
+			return &ConflictError{Object: o.ref, Release: owner}
+		}
+	}
+	return nil
+}
+
+// otherRelease returns the release (namespace/name) an object's Helm
+// annotations name, when they name one and it is not releaseName in
+// namespace.
+func otherRelease(ann map[string]string, releaseName, namespace string) (string, bool) {
+	name, ns := ann[ReleaseNameAnnotation], ann[ReleaseNamespaceAnnotation]
+	if (name == "" && ns == "") || (name == releaseName && ns == namespace) {
+		return "", false
+	}
+	return ns + "/" + name, true
+}
+
+// ConflictError is an object the release did not create that is not
+// Styrmin's to take over: another field manager owns fields of it, or
+// (Release set) another release's annotations are on it.
 type ConflictError struct {
 	Object v1alpha1.ObjectRef
 	// Managers are the field managers that own the conflicting fields.
 	Managers []string
-	Err      error
+	// Release is the release (namespace/name) the object's
+	// meta.helm.sh/release-name and release-namespace annotations name,
+	// when they name another release ("" otherwise).
+	Release string
+	// Err is the API server's conflict (nil for another release's object:
+	// nothing was applied).
+	Err error
 }
 
 func (e *ConflictError) Error() string {
+	if e.Release != "" {
+		return fmt.Sprintf("apply %s: it exists and belongs to release %s (its %s and %s annotations); a release does not take over another release's object (give the object another name in one of the charts, or uninstall release %s)",
+			e.Object, e.Release, ReleaseNameAnnotation, ReleaseNamespaceAnnotation, e.Release)
+	}
 	who := "another field manager"
 	if len(e.Managers) > 0 {
 		who = "field manager " + strings.Join(e.Managers, ", ")

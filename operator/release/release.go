@@ -233,8 +233,9 @@ func (r *Revision) decode() (*release.Release, error) {
 //   - Helm reads the release history (one or two LISTs) and reads every
 //     object before applying it; here the previous revision comes from
 //     memory (known), by its key (one GET) or, when the status names
-//     none, from one LIST (see previousRevision), and objects are applied
-//     without reading them.
+//     none, from one LIST (see previousRevision), and only the objects
+//     the release did not create are read (their release annotations,
+//     see refuseOtherReleases): none in an upgrade that adds none.
 //   - Helm writes a revision three times (pending, then deployed, then
 //     the previous one superseded); here it is written once, when the
 //     apply has succeeded or failed, and the previous one once.
@@ -245,7 +246,9 @@ func (r *Revision) decode() (*release.Release, error) {
 // drift). Any other object, in the first revision or new in an upgrade,
 // is applied without force: one that exists and whose fields another
 // manager owns is not taken over (Helm refuses to adopt it too), and the
-// error names the object and the other manager. Objects of the previous
+// error names the object and the other manager; nor is one whose release
+// annotations name another release (refused before anything is applied,
+// the error naming that release). Objects of the previous
 // revision that the new one lacks are deleted, but for those annotated
 // helm.sh/resource-policy: keep; after a failed revision, so are those of
 // every revision since the last that deployed (what they created before
@@ -294,7 +297,7 @@ func (h *Releases) Apply(ctx context.Context, req Request, known *Revision, revi
 	if err := h.objects.sensitive.write(ctx, req.Namespace, req.Sensitive); err != nil {
 		return nil, prev == nil, fmt.Errorf("release %s/%s: %w", req.Namespace, req.Name, err)
 	}
-	fields, gens, applied, applyErr := h.objects.applyAll(ctx, objs, created)
+	fields, gens, applied, applyErr := h.objects.applyAll(ctx, objs, created, req.Name)
 	if applyErr != nil && applied == 0 {
 		// Nothing changed in the cluster: no revision to record (Helm's
 		// install refusing an object it would take over records none

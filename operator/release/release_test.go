@@ -437,3 +437,117 @@ func TestReleaseFailedInstallTakesNothingOverAndUninstallLeavesOthersObjects(t *
 		t.Fatalf("records left after uninstalling ghost: %v", err)
 	}
 }
+
+// clusterRoleBinding is a chart's `{{.Release.Name}}-view` binding of the
+// view role to the release's service account: the same name for a
+// deployment of the same name in every environment.
+func clusterRoleBinding(name, saNamespace string) drivers.Object {
+	y := "apiVersion: rbac.authorization.k8s.io/v1\nkind: ClusterRoleBinding\nmetadata:\n  name: " + name + "\n" +
+		"roleRef:\n  apiGroup: rbac.authorization.k8s.io\n  kind: ClusterRole\n  name: view\n" +
+		"subjects:\n- kind: ServiceAccount\n  name: api\n  namespace: " + saNamespace + "\n"
+	return drivers.Object{APIVersion: "rbac.authorization.k8s.io/v1", Kind: "ClusterRoleBinding", Name: name, Component: "app", YAML: []byte(y)}
+}
+
+// TestAReleaseDoesNotTakeOverAnotherReleasesObjectOfTheSameName pins that
+// two releases rendering the same object, a cluster-scoped one (release
+// api in dev and in prod) or one in a namespace both may write (releases
+// web and api), never share it: every release applies with the same field
+// manager, so only the release annotations tell. The second release's
+// apply fails naming the first and changes nothing (not even its own other
+// objects, and records no revision), the object stays the first's
+// (annotations and content), and the second's uninstall leaves it. An
+// object whose annotations name another release by the time an uninstall
+// runs is left too, though the uninstalled release created it.
+func TestAReleaseDoesNotTakeOverAnotherReleasesObjectOfTheSameName(t *testing.T) {
+	e := startReleaseEnv(t, 10)
+	ctx := context.Background()
+	for _, ns := range []string{"dev", "prod", "web", "staging", "shared"} {
+		e.namespace(t, ns)
+	}
+	req := func(ns, name string, objects ...drivers.Object) Request {
+		r := releaseReq(ns, objects...)
+		r.Name = name
+		return r
+	}
+	owner := func(t *testing.T, ns, name string) (string, string) {
+		t.Helper()
+		if ns == "" {
+			crb, err := e.cs.RbacV1().ClusterRoleBindings().Get(ctx, name, metav1.GetOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			return crb.Annotations[ReleaseNamespaceAnnotation] + "/" + crb.Annotations[ReleaseNameAnnotation], crb.Subjects[0].Namespace
+		}
+		cm, err := e.cs.CoreV1().ConfigMaps(ns).Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return cm.Annotations[ReleaseNamespaceAnnotation] + "/" + cm.Annotations[ReleaseNameAnnotation], cm.Data["v"]
+	}
+	cases := []struct {
+		name          string
+		first, second Request
+		// objNS and obj name the shared object; content is the first's.
+		objNS, obj, content string
+	}{
+		{"cluster-scoped, same release name in another namespace",
+			req("dev", "api", clusterRoleBinding("api-view", "dev")),
+			req("prod", "api", configMap("prod", "own", "prod"), clusterRoleBinding("api-view", "prod")),
+			"", "api-view", "dev"},
+		{"namespaced, in a namespace both write, another release name",
+			req("web", "web", configMap("shared", "settings", "web")),
+			req("staging", "api", configMap("staging", "own", "staging"), configMap("shared", "settings", "staging")),
+			"shared", "settings", "web"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			first := c.first.Namespace + "/" + c.first.Name
+			if _, _, err := e.helm.Apply(ctx, c.first, nil, 0); err != nil {
+				t.Fatal(err)
+			}
+			_, _, err := e.helm.Apply(ctx, c.second, nil, 0)
+			var conflict *ConflictError
+			if !errors.As(err, &conflict) || conflict.Release != first || !strings.Contains(err.Error(), c.obj) || !strings.Contains(err.Error(), "release "+first) {
+				t.Fatalf("second release's apply over %s: %v, want a conflict naming the object and release %s", c.obj, err, first)
+			}
+			if who, content := owner(t, c.objNS, c.obj); who != first || content != c.content {
+				t.Fatalf("%s belongs to %s with content %q, want still %s's with %q", c.obj, who, content, first, c.content)
+			}
+			if _, err := e.cs.CoreV1().ConfigMaps(c.second.Namespace).Get(ctx, "own", metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+				t.Fatalf("the refused release's own object: %v, want not created", err)
+			}
+			if n := e.releaseRecordCount(t, c.second.Namespace); n != 0 {
+				t.Fatalf("%d records for a refused install that changed nothing", n)
+			}
+			if err := e.helm.Uninstall(ctx, c.second.Namespace, c.second.Name); err != nil {
+				t.Fatal(err)
+			}
+			if who, content := owner(t, c.objNS, c.obj); who != first || content != c.content {
+				t.Fatalf("after the second release's uninstall %s belongs to %s with %q, want %s's with %q", c.obj, who, content, first, c.content)
+			}
+		})
+	}
+
+	// The second release created the binding (the first's was deleted by
+	// hand), then it was deleted again and the first's upgrade made it
+	// anew: the second's record lists it, its annotations name the first.
+	// The second's uninstall leaves it.
+	if err := e.cs.RbacV1().ClusterRoleBindings().Delete(ctx, "api-view", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := e.helm.Apply(ctx, cases[0].second, nil, 0); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.cs.RbacV1().ClusterRoleBindings().Delete(ctx, "api-view", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := e.helm.Apply(ctx, cases[0].first, nil, 0); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.helm.Uninstall(ctx, "prod", "api"); err != nil {
+		t.Fatal(err)
+	}
+	if who, content := owner(t, "", "api-view"); who != "dev/api" || content != "dev" {
+		t.Fatalf("after prod's uninstall api-view belongs to %s with %q, want dev/api's", who, content)
+	}
+}
