@@ -265,14 +265,18 @@ func (d *releaseObjects) applyAll(ctx context.Context, objects []*desiredObject,
 // adopt such an object too ("invalid ownership metadata"). An object
 // without the annotations, or with this release's, goes on.
 //
-// Only the objects the release did not create are read, one GET each
-// (every object of a first install, only the new ones of an upgrade): the
-// ones it created carry its annotations, and this check keeps other
-// releases off them (but for one deleted and made again by another
-// release in between, which is not read).
+// Only objects outside the release's own namespace that it did not
+// create are read, one GET each: cluster-scoped ones, and those in a
+// namespace an environment's policy adds. A namespace belongs to one
+// deployment, whose release takes what it renders there (a release of
+// another environment writing into it is the one refused, by this check
+// on its side); most deployments render nothing else, so their installs
+// and upgrades read nothing. The objects a release created carry its
+// annotations, and this check keeps other releases off them (but for
+// one deleted and made again by another release in between, not read).
 func (d *releaseObjects) refuseOtherReleases(ctx context.Context, objects []*desiredObject, created map[string]bool, releaseName string) error {
 	for _, o := range objects {
-		if created[objectKey(o.ref)] {
+		if created[objectKey(o.ref)] || (o.namespaced && o.ref.Namespace == o.namespace) {
 			continue
 		}
 		live, err := o.resource.Get(ctx, o.ref.Name, metav1.GetOptions{})
