@@ -179,6 +179,12 @@ func DecodeLock(path string, data []byte) (*Instance, error) {
 	if c := in.Context; c != nil && c.Deployment.Namespace != "" && !isNamespaceName(c.Deployment.Namespace) {
 		return nil, fmt.Errorf("%s: field context.deployment.namespace: %q: expected a lowercase DNS label of at most 63 characters", path, c.Deployment.Namespace)
 	}
+	// The resolver never writes a reserved namespace; a lockfile that
+	// holds one was written by hand (its checksum is no signature), and
+	// the agent would create the deployment's objects there.
+	if c := in.Context; c != nil && reserved(c.Deployment.Namespace) {
+		return nil, fmt.Errorf("%s: field context.deployment.namespace: %q is reserved for the cluster or the agent (kube-*, default, styrmin-system): no deployment runs there", path, c.Deployment.Namespace)
+	}
 	if in.Internal != "" && in.Internal != InternalIngress {
 		return nil, fmt.Errorf("%s: field internal: expected %q or none, got %q", path, InternalIngress, in.Internal)
 	}

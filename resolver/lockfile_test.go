@@ -199,7 +199,8 @@ func TestSequencesStayWithinWhatEveryReaderHoldsExactly(t *testing.T) {
 }
 
 // TestLockfileWithANamespaceTheAPIServerRefusesIsRefused: a lockfile whose
-// namespace is no DNS label, or is longer than one, is refused by name of
+// namespace is no DNS label, is longer than one, or is reserved for the
+// cluster or the agent, is refused by name of
 // the field even with a matching checksum (the agent would fail every
 // sync creating it); a good one reads.
 func TestLockfileWithANamespaceTheAPIServerRefusesIsRefused(t *testing.T) {
@@ -214,7 +215,10 @@ func TestLockfileWithANamespaceTheAPIServerRefusesIsRefused(t *testing.T) {
 	if _, err := DecodeLock(good.ID.LockPath(), data); err != nil {
 		t.Fatalf("the resolver's own lockfile: %v", err)
 	}
-	for _, ns := range []string{"Not_A_Namespace", "dev.hub", "-dev", strings.Repeat("n", 64)} {
+	// A reserved namespace too: the resolver never writes one, so such a
+	// lockfile was written by hand (its checksum recomputed), and the agent
+	// would put the deployment's objects beside the cluster's own.
+	for _, ns := range []string{"Not_A_Namespace", "dev.hub", "-dev", strings.Repeat("n", 64), "kube-system", "kube-anything", "default", "styrmin-system"} {
 		bad := good
 		ctx := *good.Context
 		ctx.Deployment.Namespace = ns

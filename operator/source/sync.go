@@ -549,6 +549,12 @@ func (w *syncWalk) apply(ctx context.Context, src *v1alpha1.StyrminSource, ch gi
 	if err == nil && next.ID != id {
 		err = fmt.Errorf("%s: the lockfile names deployment %s", ch.Path, next.ID)
 	}
+	if err == nil && next.Context != nil && next.Context.Deployment.Namespace == w.s.opts.Source.Namespace {
+		// The agent's own namespace, whatever it is called (the
+		// resolver's reserved list knows only the default name): its
+		// Secrets and service account are not a deployment's to touch.
+		err = fmt.Errorf("%s: field context.deployment.namespace: %q is the agent's namespace: no deployment runs there", ch.Path, next.Context.Deployment.Namespace)
+	}
 	if err != nil {
 		w.s.warn(src, v1alpha1.ReasonInvalidLock, "lock commit %s: %v; no task was created for it", ch.Commit.Short(), err)
 		log.Error(err, "ignoring an invalid lockfile")

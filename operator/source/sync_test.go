@@ -435,3 +435,25 @@ func TestAWalkFromTheRootDoesNotBringBackADeletedDeployment(t *testing.T) {
 		t.Errorf("walk from the root: tasks %v (created %v), want hub's earlier tasks not made again and web-1 made", got, res.Created)
 	}
 }
+
+// TestASyncMakesNoTaskInTheAgentsNamespace: a lockfile whose namespace is
+// the agent's own (named here as an installation may name it, so the
+// resolver's reserved list does not know it; its checksum is no signature)
+// is skipped as invalid: the agent's Secrets and service account are no
+// deployment's to touch.
+func TestASyncMakesNoTaskInTheAgentsNamespace(t *testing.T) {
+	t.Parallel()
+	e := startSyncEnv(t)
+	if err := e.cl.Create(e.ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "platform"}}); err != nil {
+		t.Fatal(err)
+	}
+	e.key = types.NamespacedName{Namespace: "platform", Name: "styrmin"}
+	e.lock("lock two deployments, one into the agent's namespace", instanceAt("web", "dev-web", 1), instanceAt("intruder", "platform", 1))
+	res, err := e.syncer().Sync(e.ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := e.tasks(); !slices.Equal(got, []string{"dev-web/web-1"}) || res.Ignored != 1 {
+		t.Fatalf("tasks %v (ignored %d), want web's only and the lockfile into the agent's namespace ignored", got, res.Ignored)
+	}
+}
