@@ -4,6 +4,7 @@ import (
 	"context"
 	"strings"
 	"testing"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -327,4 +328,39 @@ func TestABackupWhoseTaskWasNeverMadeDoesNotStayRunning(t *testing.T) {
 	if d := b.Status.Deployments[0]; b.Status.Phase != v1alpha1.OperationFailed || d.Phase != v1alpha1.OperationFailed || !strings.Contains(d.Message, "no such deployment runs in this cluster") {
 		t.Fatalf("a backup whose task was never made, of a deployment gone: %s, hub %s %q; want both failed, naming why", b.Status.Phase, d.Phase, d.Message)
 	}
+}
+
+// TestTheLatestBackupACloneRestoresHoldsTheWholeEnvironment pins which
+// backup `env clone --from-backup latest` takes: the newest of the whole
+// environment, not a newer one of one deployment (an upgrade's backup
+// first), from which the clone's other deployments would restore
+// artefacts it does not hold.
+func TestTheLatestBackupACloneRestoresHoldsTheWholeEnvironment(t *testing.T) {
+	ctx, cl := operations(t)
+	finished := func(at time.Time) *metav1.Time { m := metav1.NewTime(at); return &m }
+	now := time.Now()
+	whole, _ := newBackup(ctx, t, cl, "nightly", v1alpha1.StyrminBackupStatus{Phase: v1alpha1.OperationSucceeded, FinishedAt: finished(now.Add(-time.Hour))})
+	one, _ := newBackup(ctx, t, cl, "data-hub-before-4", v1alpha1.StyrminBackupStatus{Phase: v1alpha1.OperationSucceeded, FinishedAt: finished(now)})
+	one.Spec.Deployments = []string{"hub"}
+	if err := cl.Update(ctx, one); err != nil {
+		t.Fatal(err)
+	}
+	got, err := operation.LatestBackup(ctx, cl, "styrmin-system", "local", "data")
+	if err != nil || got.Name != whole.Name {
+		t.Fatalf("the latest backup: %v (%v), want %s, the newest of the whole environment", nameOf(got), err, whole.Name)
+	}
+	whole.Status.Phase = v1alpha1.OperationFailed
+	if err := cl.Status().Update(ctx, whole); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := operation.LatestBackup(ctx, cl, "styrmin-system", "local", "data"); err == nil || !strings.Contains(err.Error(), "no backup of all its deployments") {
+		t.Fatalf("with only a backup of one deployment: %v (%v), want an error saying none holds all", nameOf(got), err)
+	}
+}
+
+func nameOf(b *v1alpha1.StyrminBackup) string {
+	if b == nil {
+		return "none"
+	}
+	return b.Name
 }

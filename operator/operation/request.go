@@ -113,8 +113,11 @@ func Wait(ctx context.Context, c client.Reader, obj client.Object, poll time.Dur
 	})
 }
 
-// LatestBackup is the newest backup of cluster/env that succeeded (by
-// when it finished): the one `env clone --from-backup latest` restores.
+// LatestBackup is the newest backup of the whole of cluster/env that
+// succeeded (by when it finished): the one `env clone --from-backup
+// latest` restores. A backup of some deployments only (an upgrade's
+// backup first, `backup create --deployment`) is not one: the clone's
+// other deployments would restore artefacts it does not hold.
 func LatestBackup(ctx context.Context, c client.Reader, namespace, cluster, env string) (*v1alpha1.StyrminBackup, error) {
 	var list v1alpha1.StyrminBackupList
 	if err := c.List(ctx, &list, client.InNamespace(namespace)); err != nil {
@@ -123,7 +126,8 @@ func LatestBackup(ctx context.Context, c client.Reader, namespace, cluster, env 
 	var latest *v1alpha1.StyrminBackup
 	for i := range list.Items {
 		b := &list.Items[i]
-		if b.Spec.Environment != env || (b.Spec.Cluster != "" && b.Spec.Cluster != cluster) || b.Status.Phase != v1alpha1.OperationSucceeded || b.Status.FinishedAt == nil {
+		if b.Spec.Environment != env || (b.Spec.Cluster != "" && b.Spec.Cluster != cluster) || len(b.Spec.Deployments) > 0 ||
+			b.Status.Phase != v1alpha1.OperationSucceeded || b.Status.FinishedAt == nil {
 			continue
 		}
 		if latest == nil || b.Status.FinishedAt.After(latest.Status.FinishedAt.Time) {
@@ -131,7 +135,7 @@ func LatestBackup(ctx context.Context, c client.Reader, namespace, cluster, env 
 		}
 	}
 	if latest == nil {
-		return nil, fmt.Errorf("environment %s/%s has no backup that succeeded in %s (styrminctl backup create %s/%s --wait makes one)", cluster, env, namespace, cluster, env)
+		return nil, fmt.Errorf("environment %s/%s has no backup of all its deployments that succeeded in %s (styrminctl backup create %s/%s --wait makes one)", cluster, env, namespace, cluster, env)
 	}
 	return latest, nil
 }
