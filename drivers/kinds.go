@@ -29,7 +29,10 @@ type KindInfo struct {
 const WorkloadAPIVersion = "apps/v1"
 
 // kindTable is read-only: the exported functions hand out copies. The
-// workloads come first, in the order messages list them.
+// workloads come first, in the order messages list them. Every
+// cluster-scoped kind Kubernetes serves (alpha and beta included) must be
+// here: TestKindTableMatchesTheAPIServer (operator/release) compares the
+// table with a real API server's discovery.
 var kindTable = [...]KindInfo{
 	{APIVersion: WorkloadAPIVersion, Kind: "Deployment", Workload: true, Scalable: true},
 	{APIVersion: WorkloadAPIVersion, Kind: "StatefulSet", Workload: true, Scalable: true},
@@ -61,6 +64,25 @@ var kindTable = [...]KindInfo{
 	{APIVersion: "certificates.k8s.io/v1", Kind: "CertificateSigningRequest", ClusterScoped: true},
 	{APIVersion: "flowcontrol.apiserver.k8s.io/v1", Kind: "FlowSchema", ClusterScoped: true},
 	{APIVersion: "flowcontrol.apiserver.k8s.io/v1", Kind: "PriorityLevelConfiguration", ClusterScoped: true},
+	{APIVersion: "admissionregistration.k8s.io/v1", Kind: "MutatingAdmissionPolicy", ClusterScoped: true},
+	{APIVersion: "admissionregistration.k8s.io/v1", Kind: "MutatingAdmissionPolicyBinding", ClusterScoped: true},
+	{APIVersion: "networking.k8s.io/v1", Kind: "ServiceCIDR", ClusterScoped: true},
+	{APIVersion: "networking.k8s.io/v1", Kind: "IPAddress", ClusterScoped: true},
+	{APIVersion: "certificates.k8s.io/v1", Kind: "ClusterTrustBundle", ClusterScoped: true},
+	{APIVersion: "resource.k8s.io/v1", Kind: "DeviceClass", ClusterScoped: true},
+	{APIVersion: "resource.k8s.io/v1", Kind: "ResourceSlice", ClusterScoped: true},
+	{APIVersion: "resource.k8s.io/v1", Kind: "DeviceTaintRule", ClusterScoped: true},
+	{APIVersion: "resource.k8s.io/v1alpha3", Kind: "ResourcePoolStatusRequest", ClusterScoped: true},
+	{APIVersion: "storagemigration.k8s.io/v1", Kind: "StorageVersionMigration", ClusterScoped: true},
+	{APIVersion: "internal.apiserver.k8s.io/v1alpha1", Kind: "StorageVersion", ClusterScoped: true},
+	{APIVersion: "v1", Kind: "ComponentStatus", ClusterScoped: true},
+	// Reviews are only created, never stored, but are served without a
+	// namespace like any other cluster-scoped kind.
+	{APIVersion: "authentication.k8s.io/v1", Kind: "TokenReview", ClusterScoped: true},
+	{APIVersion: "authentication.k8s.io/v1", Kind: "SelfSubjectReview", ClusterScoped: true},
+	{APIVersion: "authorization.k8s.io/v1", Kind: "SubjectAccessReview", ClusterScoped: true},
+	{APIVersion: "authorization.k8s.io/v1", Kind: "SelfSubjectAccessReview", ClusterScoped: true},
+	{APIVersion: "authorization.k8s.io/v1", Kind: "SelfSubjectRulesReview", ClusterScoped: true},
 }
 
 // Kinds returns the table of built-in kinds the engine treats specially:
