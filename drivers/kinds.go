@@ -103,7 +103,8 @@ func lookupKind(kind string) (KindInfo, bool) {
 
 // IsClusterScoped reports whether kind is a built-in kind without a
 // namespace. Like Helm, it goes by the kind's name alone: a chart's
-// objects are scoped before any API server is asked.
+// objects are scoped before any API server is asked (the agent's policy
+// check asks its cluster too: CheckPolicyWith).
 func IsClusterScoped(kind string) bool {
 	k, ok := lookupKind(kind)
 	return ok && k.ClusterScoped

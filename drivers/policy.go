@@ -44,8 +44,15 @@ func (p *Policy) AllowsNamespace(own, ns string) bool {
 	return p != nil && slices.Contains(p.Namespaces, ns)
 }
 
-// AllowsKind reports whether the policy lets a chart create kind.
+// AllowsKind reports whether the policy lets a chart create kind, scoped
+// by the kind table (IsClusterScoped).
 func (p *Policy) AllowsKind(kind string) bool {
+	return p.allowsKind(kind, IsClusterScoped(kind))
+}
+
+// allowsKind reports whether the policy lets a chart create kind, a
+// cluster-scoped one when clusterScoped.
+func (p *Policy) allowsKind(kind string, clusterScoped bool) bool {
 	var kinds []string
 	if p != nil {
 		kinds = p.Kinds
@@ -53,7 +60,7 @@ func (p *Policy) AllowsKind(kind string) bool {
 	if slices.Contains(kinds, kind) {
 		return true
 	}
-	if IsClusterScoped(kind) {
+	if clusterScoped {
 		return false
 	}
 	return len(kinds) == 0 || slices.Contains(kinds, "*")
@@ -103,23 +110,62 @@ func objectName(o Object) string {
 // CheckPolicy checks every rendered object of the deployment of context c
 // against the policy of its environment: namespaces and kinds. It returns
 // the first object refused; deployment names the deployment in the error.
+// Objects are scoped by the kind table alone (the CLI's check at plan and
+// lock time, which asks no cluster).
 func CheckPolicy(c Context, m *Manifests, deployment string) error {
+	return CheckPolicyWith(c, m, deployment, nil)
+}
+
+// ScopeFunc tells whether an object's kind is cluster-scoped as a cluster
+// serves it; known is false when the cluster does not serve the kind, and
+// the kind table decides. An error (the cluster could not be asked) fails
+// the check: what the apply would create is not known.
+type ScopeFunc func(o Object) (clusterScoped, known bool, err error)
+
+// CheckPolicyWith is CheckPolicy with the objects scoped by scope (nil:
+// the kind table); an error of scope is returned as it is, not as a
+// PolicyError. A kind scope does not know is scoped by the
+// table. The agent passes the cluster's mapping: a kind the
+// table does not know (a custom resource, a kind newer than the table) is
+// rendered as namespaced but created cluster-wide if the cluster serves it
+// so, and the policy must judge what is created.
+func CheckPolicyWith(c Context, m *Manifests, deployment string, scope ScopeFunc) error {
 	p := c.Environment.Policy
 	own := c.Deployment.Namespace
 	for _, o := range m.Objects {
-		if !p.AllowsKind(o.Kind) {
+		clusterScoped := IsClusterScoped(o.Kind)
+		if scope != nil {
+			cs, known, err := scope(o)
+			if err != nil {
+				return fmt.Errorf("deployment %s: %s %s: scope of %s %s: %w", deployment, o.Kind, objectName(o), o.APIVersion, o.Kind, err)
+			}
+			if known {
+				clusterScoped = cs
+			}
+		}
+		if !p.allowsKind(o.Kind, clusterScoped) {
 			msg := fmt.Sprintf("kind %s is not allowed", o.Kind)
-			if IsClusterScoped(o.Kind) {
+			if clusterScoped {
 				msg = fmt.Sprintf("kind %s is cluster-scoped and not listed", o.Kind)
 			}
-			return &PolicyError{Deployment: deployment, Object: o, Rule: "kinds", Msg: msg + "; allowed: " + describeKinds(p)}
+			return &PolicyError{Deployment: deployment, Object: policyObject(o, clusterScoped), Rule: "kinds", Msg: msg + "; allowed: " + describeKinds(p)}
 		}
-		if !IsClusterScoped(o.Kind) && !p.AllowsNamespace(own, o.Namespace) {
+		if !clusterScoped && !p.AllowsNamespace(own, o.Namespace) {
 			return &PolicyError{Deployment: deployment, Object: o, Rule: "namespaces",
 				Msg: fmt.Sprintf("namespace %q is outside the environment's namespaces (allowed: %s)", o.Namespace, strings.Join(append([]string{own}, policyNamespaces(p)...), ", "))}
 		}
 	}
 	return nil
+}
+
+// policyObject is o as an error names it: rendering gave a kind the table
+// does not know the deployment's namespace, which a cluster-scoped object
+// does not have.
+func policyObject(o Object, clusterScoped bool) Object {
+	if clusterScoped {
+		o.Namespace = ""
+	}
+	return o
 }
 
 func policyNamespaces(p *Policy) []string {

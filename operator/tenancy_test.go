@@ -13,6 +13,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/util/retry"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -385,5 +386,85 @@ subjects: [{apiGroup: rbac.authorization.k8s.io, kind: User, name: alice}]
 	}
 	if err := editStatus(agent, func(sd *v1alpha1.StyrminDeployment) { sd.Status.AppliedAs = "system:serviceaccount:dev-web:deployer" }); err != nil {
 		t.Fatalf("the agent sets status.appliedAs: %v", err)
+	}
+}
+
+// clusterGadgetCRD defines ClusterGadget (example.com/v1), a custom kind
+// the kind table does not know, served cluster-scoped.
+const clusterGadgetCRD = `apiVersion: apiextensions.k8s.io/v1
+kind: CustomResourceDefinition
+metadata: {name: clustergadgets.example.com}
+spec:
+  group: example.com
+  scope: Cluster
+  names: {kind: ClusterGadget, listKind: ClusterGadgetList, plural: clustergadgets, singular: clustergadget}
+  versions:
+    - name: v1
+      served: true
+      storage: true
+      schema:
+        openAPIV3Schema:
+          type: object
+          x-kubernetes-preserve-unknown-fields: true
+`
+
+// TestAgentRefusesAClusterScopedCustomResource pins that the agent's
+// policy check scopes a rendered object as the cluster serves its kind,
+// not by its name: a ClusterGadget (a CRD with scope Cluster, unknown to
+// the kind table, so rendered into the deployment's namespace and passed
+// by the CLI's check) under the default policy stalls the
+// StyrminDeployment with PolicyViolation naming the object and the rule,
+// and nothing of the release is applied, though the agent's RBAC would
+// let it create ClusterGadgets; a task of the instance ends Failed with
+// that reason before any step.
+func TestAgentRefusesAClusterScopedCustomResource(t *testing.T) {
+	t.Parallel()
+	d := tenantDriver(t)
+	e := startEnvWith(t, d)
+	ctx := context.Background()
+	agenttest.Apply(t, e.client, "test", [][]byte{[]byte(clusterGadgetCRD), []byte(`apiVersion: rbac.authorization.k8s.io/v1
+kind: ClusterRole
+metadata: {name: test-clustergadgets}
+rules: [{apiGroups: [example.com], resources: [clustergadgets], verbs: ["*"]}]
+`), []byte(`apiVersion: rbac.authorization.k8s.io/v1
+kind: ClusterRoleBinding
+metadata: {name: test-clustergadgets}
+roleRef: {apiGroup: rbac.authorization.k8s.io, kind: ClusterRole, name: test-clustergadgets}
+subjects: [{kind: ServiceAccount, name: ` + config.AgentServiceAccount + `, namespace: ` + config.AgentNamespace + `}]
+`)})
+	gadgets := &unstructured.UnstructuredList{}
+	gadgets.SetAPIVersion("example.com/v1")
+	gadgets.SetKind("ClusterGadgetList")
+	agenttest.WaitUntil(t, 30*time.Second, "ClusterGadgets to be served", func(ctx context.Context) (bool, string, error) {
+		err := e.client.List(ctx, gadgets)
+		return err == nil, fmt.Sprint(err), nil
+	})
+
+	in := tenantInstance(t, d, "cg", 1, nil, map[string]any{"clusterGadget": true})
+	ns := in.Context.Deployment.Namespace
+	e.write(t, ns, in)
+	msg := e.condition(t, ns, v1alpha1.ConditionStalled, v1alpha1.ReasonPolicyViolation)
+	for _, want := range []string{"deployment local/dev/cg: ClusterGadget cg-gadget: kind ClusterGadget is cluster-scoped and not listed", "allowed: every namespaced kind", "policy kinds"} {
+		if !strings.Contains(msg, want) {
+			t.Errorf("Stalled message %q does not say %q", msg, want)
+		}
+	}
+	if err := e.client.List(ctx, gadgets); err != nil || len(gadgets.Items) != 0 {
+		t.Fatalf("a refused instance created ClusterGadgets: %v, %d", err, len(gadgets.Items))
+	}
+	var cms corev1.ConfigMapList
+	if err := e.client.List(ctx, &cms, client.InNamespace(ns), client.MatchingLabels{"app.kubernetes.io/managed-by": "Helm"}); err != nil || len(cms.Items) != 0 {
+		t.Fatalf("a refused instance applied objects: %v, %d", err, len(cms.Items))
+	}
+
+	r, err := task.NewReconciler(task.Options{Client: e.client, Drivers: &driversource.CatalogSource{Catalog: e.workspace.Catalog}, Registerer: prometheus.NewRegistry()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	other := tenantInstance(t, d, "cgt", 1, nil, map[string]any{"clusterGadget": true})
+	got := runHandMadeTask(t, e, r, other, "dev-cgt", nil)
+	if got.Status.Phase != v1alpha1.TaskFailed || !strings.Contains(got.Status.Message, v1alpha1.ReasonPolicyViolation) ||
+		!strings.Contains(got.Status.Message, "ClusterGadget cgt-gadget: kind ClusterGadget is cluster-scoped") {
+		t.Fatalf("task of an instance rendering a ClusterGadget: %s %q; want Failed, PolicyViolation naming the ClusterGadget", got.Status.Phase, got.Status.Message)
 	}
 }

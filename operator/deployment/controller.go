@@ -71,6 +71,9 @@ type Reconciler struct {
 	metrics        *metrics
 	interval       time.Duration
 	now            func() time.Time
+	// scopes tells the policy check each rendered kind's scope as the
+	// cluster serves it (the manager's cached RESTMapper).
+	scopes *release.Scopes
 
 	mu     sync.Mutex
 	states map[string]*deploymentState // by namespace
@@ -240,9 +243,13 @@ func (r *Reconciler) resolve(ctx context.Context, rs *reconcileState) error {
 			return outcome.Stalled(v1alpha1.ReasonRenderFailed, fmt.Errorf("render %s with driver %s@%s: %w", in.ID, d.Name, d.Version, err))
 		}
 		// What git says the environment may do, enforced on what is
-		// applied (the lock checked it too, but whatever wrote the spec).
-		if err := drivers.CheckPolicy(*in.Context, m, in.ID.String()); err != nil {
-			return outcome.Stalled(v1alpha1.ReasonPolicyViolation, err)
+		// applied (the lock checked it too, but whatever wrote the spec),
+		// at the scope the cluster will create each object with.
+		if err := drivers.CheckPolicyWith(*in.Context, m, in.ID.String(), r.scopes.ClusterScoped); err != nil {
+			if _, ok := errors.AsType[*drivers.PolicyError](err); ok {
+				return outcome.Stalled(v1alpha1.ReasonPolicyViolation, err)
+			}
+			return err // the cluster could not be asked: retried
 		}
 		values, err := r.sensitiveValues(ctx, in, d, m.Objects)
 		if err != nil {

@@ -94,6 +94,7 @@ func Setup(mgr ctrl.Manager, opts Options) error {
 		drivers:        opts.Drivers,
 		renders:        opts.Renders,
 		releases:       opts.Releases,
+		scopes:         release.NewScopes(mgr.GetRESTMapper()),
 		recorder:       opts.Recorder,
 		metrics:        m,
 		interval:       opts.DriftInterval,

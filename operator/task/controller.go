@@ -33,6 +33,7 @@ import (
 	"github.com/styrmin/styrmin/operator/driversource"
 	"github.com/styrmin/styrmin/operator/instance"
 	"github.com/styrmin/styrmin/operator/internal/outcome"
+	"github.com/styrmin/styrmin/operator/release"
 	"github.com/styrmin/styrmin/resolver"
 )
 
@@ -121,6 +122,9 @@ type Reconciler struct {
 	// own is the agent's own identity, for environments that name no
 	// service account.
 	own Actor
+	// scopes tells the policy check each rendered kind's scope, from the
+	// client's RESTMapper.
+	scopes *release.Scopes
 
 	mu sync.Mutex
 	// started records, per task, the step this process started; a step
@@ -203,7 +207,7 @@ func NewReconciler(opts Options) (*Reconciler, error) {
 		return nil, err
 	}
 	own := Actor{Writer: opts.Client, Reader: opts.APIReader, Exec: opts.Exec, Logs: opts.Logs}
-	return &Reconciler{opts: opts, metrics: m, own: own, started: map[types.UID]int32{}, written: map[types.UID]string{}, instances: map[types.NamespacedName]lockedInstance{}, lastErr: map[types.UID]string{}, finished: map[types.UID]string{}, scaled: map[types.UID]map[string]int64{}, uids: map[types.NamespacedName]types.UID{}, runs: map[resolver.ID]types.UID{}, waiting: map[resolver.ID]map[types.NamespacedName]bool{}, waitsFor: map[types.NamespacedName]orderWait{}}, nil
+	return &Reconciler{opts: opts, metrics: m, own: own, scopes: release.NewScopes(opts.Client.RESTMapper()), started: map[types.UID]int32{}, written: map[types.UID]string{}, instances: map[types.NamespacedName]lockedInstance{}, lastErr: map[types.UID]string{}, finished: map[types.UID]string{}, scaled: map[types.UID]map[string]int64{}, uids: map[types.NamespacedName]types.UID{}, runs: map[resolver.ID]types.UID{}, waiting: map[resolver.ID]map[types.NamespacedName]bool{}, waitsFor: map[types.NamespacedName]orderWait{}}, nil
 }
 
 // SetupWithManager registers the controller: it watches StyrminTasks
@@ -661,7 +665,8 @@ func (r *Reconciler) plan(ctx context.Context, run *taskRun) (phaseResult, error
 
 // checkPolicy fails a task whose rendered objects leave its environment's
 // policy before any step runs: the lock checked it too, but the agent
-// enforces what it applies, whatever wrote the lock.
+// enforces what it applies, whatever wrote the lock, at the scope the
+// cluster serves each kind with (the lock could only go by kind names).
 func (r *Reconciler) checkPolicy(ctx context.Context, run *taskRun) (phaseResult, error) {
 	if run.instance.Context == nil {
 		return phaseResult{}, nil
@@ -673,8 +678,11 @@ func (r *Reconciler) checkPolicy(ctx context.Context, run *taskRun) (phaseResult
 		}
 		return phaseResult{}, err
 	}
-	if err := drivers.CheckPolicy(*run.instance.Context, m, run.instance.ID.String()); err != nil {
-		return r.failTask(ctx, run, v1alpha1.ReasonPolicyViolation, err.Error())
+	if err := drivers.CheckPolicyWith(*run.instance.Context, m, run.instance.ID.String(), r.scopes.ClusterScoped); err != nil {
+		if _, ok := errors.AsType[*drivers.PolicyError](err); ok {
+			return r.failTask(ctx, run, v1alpha1.ReasonPolicyViolation, err.Error())
+		}
+		return phaseResult{}, err // the cluster could not be asked: retried
 	}
 	return phaseResult{}, nil
 }
