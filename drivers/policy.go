@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+
+	"sigs.k8s.io/yaml"
 )
 
 // Policy is what the deployments of one environment may do in their
@@ -110,8 +112,9 @@ func objectName(o Object) string {
 // CheckPolicy checks every rendered object of the deployment of context c
 // against the policy of its environment: namespaces and kinds. It returns
 // the first object refused; deployment names the deployment in the error.
-// Objects are scoped by the kind table alone (the CLI's check at plan and
-// lock time, which asks no cluster).
+// Objects are scoped by the kind table and the chart's own
+// CustomResourceDefinitions (the CLI's check at plan and lock time, which
+// asks no cluster).
 func CheckPolicy(c Context, m *Manifests, deployment string) error {
 	return CheckPolicyWith(c, m, deployment, nil)
 }
@@ -124,16 +127,20 @@ type ScopeFunc func(o Object) (clusterScoped, known bool, err error)
 
 // CheckPolicyWith is CheckPolicy with the objects scoped by scope (nil:
 // the kind table); an error of scope is returned as it is, not as a
-// PolicyError. A kind scope does not know is scoped by the
-// table. The agent passes the cluster's mapping: a kind the
+// PolicyError. A kind scope does not know is scoped by a
+// CustomResourceDefinition the chart renders for it, else by the table. The agent passes the cluster's mapping: a kind the
 // table does not know (a custom resource, a kind newer than the table) is
 // rendered as namespaced but created cluster-wide if the cluster serves it
 // so, and the policy must judge what is created.
 func CheckPolicyWith(c Context, m *Manifests, deployment string, scope ScopeFunc) error {
 	p := c.Environment.Policy
 	own := c.Deployment.Namespace
+	defined := renderedCRDScopes(m.Objects)
 	for _, o := range m.Objects {
 		clusterScoped := IsClusterScoped(o.Kind)
+		if cs, ok := defined[crdKey{group: apiGroup(o.APIVersion), kind: o.Kind}]; ok {
+			clusterScoped = cs
+		}
 		if scope != nil {
 			cs, known, err := scope(o)
 			if err != nil {
@@ -166,6 +173,47 @@ func policyObject(o Object, clusterScoped bool) Object {
 		o.Namespace = ""
 	}
 	return o
+}
+
+// crdKey is the group and kind a CustomResourceDefinition defines.
+type crdKey struct{ group, kind string }
+
+// renderedCRDScopes returns whether each kind a rendered
+// CustomResourceDefinition defines is cluster-scoped: its objects in the
+// same chart are unknown to the table, and to the cluster until the
+// release applies the definition (which Helm's install order does first).
+func renderedCRDScopes(objects []Object) map[crdKey]bool {
+	var out map[crdKey]bool
+	for _, o := range objects {
+		if o.Kind != "CustomResourceDefinition" || apiGroup(o.APIVersion) != "apiextensions.k8s.io" {
+			continue
+		}
+		var crd struct {
+			Spec struct {
+				Group string `json:"group"`
+				Names struct {
+					Kind string `json:"kind"`
+				} `json:"names"`
+				Scope string `json:"scope"`
+			} `json:"spec"`
+		}
+		if err := yaml.Unmarshal(o.YAML, &crd); err != nil || crd.Spec.Names.Kind == "" {
+			continue // the API server refuses it: nothing of the kind is created
+		}
+		if out == nil {
+			out = map[crdKey]bool{}
+		}
+		out[crdKey{group: crd.Spec.Group, kind: crd.Spec.Names.Kind}] = crd.Spec.Scope == "Cluster"
+	}
+	return out
+}
+
+// apiGroup is the group of apiVersion ("" for the core group).
+func apiGroup(apiVersion string) string {
+	if g, _, ok := strings.Cut(apiVersion, "/"); ok {
+		return g
+	}
+	return ""
 }
 
 func policyNamespaces(p *Policy) []string {

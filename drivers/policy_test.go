@@ -2,6 +2,7 @@ package drivers
 
 import (
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 )
@@ -12,8 +13,10 @@ import (
 // so rendered into the deployment's namespace) is refused under the
 // default policy, naming the object without that namespace, the rule and
 // what is allowed; it is allowed when the policy lists it; a namespaced
-// custom kind is allowed; and a kind the cluster does not serve falls
-// back to the table.
+// custom kind is allowed; a kind the cluster does not serve falls back
+// to the table; a kind a CustomResourceDefinition of the same chart
+// defines takes that definition's scope, with or without a cluster; and a
+// cluster that cannot be asked fails the check without a PolicyError.
 func TestCheckPolicyWithTheClustersScope(t *testing.T) {
 	served := map[string]bool{ // apiVersion/kind → cluster-scoped
 		"cert-manager.io/v1/ClusterIssuer": true,
@@ -59,6 +62,24 @@ func TestCheckPolicyWithTheClustersScope(t *testing.T) {
 		var pe *PolicyError
 		if !errors.As(err, &pe) || !strings.Contains(err.Error(), tc.want) || !strings.HasPrefix(err.Error(), "deployment local/dev/web: ") {
 			t.Errorf("%s: %v, want a PolicyError of local/dev/web saying %q", tc.name, err, tc.want)
+		}
+	}
+
+	// A kind a CustomResourceDefinition of the same chart defines is not
+	// served yet when the check runs (the release applies the definition
+	// first): the definition's scope decides, with or without a cluster.
+	crd := func(kind, scope string) Object {
+		return Object{APIVersion: "apiextensions.k8s.io/v1", Kind: "CustomResourceDefinition", Name: "gadgets.example.com",
+			YAML: []byte("apiVersion: apiextensions.k8s.io/v1\nkind: CustomResourceDefinition\nspec:\n  group: example.com\n  names:\n    kind: " + kind + "\n  scope: " + scope + "\n")}
+	}
+	mayDefine := Context{Environment: EnvironmentContext{Policy: &Policy{Kinds: []string{"*", "CustomResourceDefinition"}}}, Deployment: DeploymentContext{Namespace: "dev-web"}}
+	for _, sc := range []ScopeFunc{nil, scope} {
+		err := CheckPolicyWith(mayDefine, &Manifests{Objects: []Object{crd("ClusterGadget", "Cluster"), obj("example.com/v1", "ClusterGadget", "g")}}, "local/dev/web", sc)
+		if !strings.Contains(fmt.Sprint(err), "ClusterGadget g: kind ClusterGadget is cluster-scoped and not listed") {
+			t.Errorf("a cluster-scoped kind the chart defines (scope func %v): %v, want refused", sc != nil, err)
+		}
+		if err := CheckPolicyWith(mayDefine, &Manifests{Objects: []Object{crd("Gadget", "Namespaced"), obj("example.com/v1", "Gadget", "g")}}, "local/dev/web", sc); err != nil {
+			t.Errorf("a namespaced kind the chart defines (scope func %v): %v, want allowed", sc != nil, err)
 		}
 	}
 
