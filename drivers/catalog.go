@@ -72,6 +72,9 @@ type Folder struct{ Name, Version string }
 // directory order, reading no file: what LoadCatalog loads, and cheap
 // enough for shell completion. A missing dir has none.
 func Folders(fsys fs.FS, dir string) ([]Folder, error) {
+	if fi, err := fs.Lstat(fsys, dir); err == nil && fi.Mode()&fs.ModeSymlink != 0 {
+		return nil, symlinkedFolder(dir)
+	}
 	names, err := fs.ReadDir(fsys, dir)
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, nil
@@ -81,7 +84,17 @@ func Folders(fsys fs.FS, dir string) ([]Folder, error) {
 	}
 	var out []Folder
 	for _, n := range names {
-		if !n.IsDir() || strings.HasPrefix(n.Name(), ".") {
+		if strings.HasPrefix(n.Name(), ".") {
+			continue
+		}
+		// A listing reports a link as no folder: a linked driver would
+		// silently vanish from the catalog (or, followed, be read from
+		// outside the repository). Refused, like every link of the
+		// repository's folders.
+		if n.Type()&fs.ModeSymlink != 0 {
+			return nil, symlinkedFolder(path.Join(dir, n.Name()))
+		}
+		if !n.IsDir() {
 			continue
 		}
 		versions, err := fs.ReadDir(fsys, path.Join(dir, n.Name()))
@@ -89,12 +102,26 @@ func Folders(fsys fs.FS, dir string) ([]Folder, error) {
 			return nil, fmt.Errorf("drivers: reading %s: %w", path.Join(dir, n.Name()), err)
 		}
 		for _, v := range versions {
-			if v.IsDir() && !strings.HasPrefix(v.Name(), ".") {
+			if strings.HasPrefix(v.Name(), ".") {
+				continue
+			}
+			if v.Type()&fs.ModeSymlink != 0 {
+				return nil, symlinkedFolder(path.Join(dir, n.Name(), v.Name()))
+			}
+			if v.IsDir() {
 				out = append(out, Folder{Name: n.Name(), Version: v.Name()})
 			}
 		}
 	}
 	return out, nil
+}
+
+// ErrSymlinkedFolder is the error (inside a SpecError naming the path) of a
+// symbolic link among the driver folders.
+var ErrSymlinkedFolder = errors.New("is a symbolic link; symbolic links are refused: driver folders must be real folders inside the repository")
+
+func symlinkedFolder(p string) error {
+	return &SpecError{File: p, Msg: ErrSymlinkedFolder.Error(), Err: ErrSymlinkedFolder}
 }
 
 // LoadCatalog loads every driver version folder dir/<name>/<version>/ of

@@ -321,17 +321,47 @@ func configFile(fsys fs.FS, dir, base string) (string, error) {
 	}
 }
 
+// ErrSymlinkedFolder is the error (inside a ConfigError naming the path) of
+// a symbolic link where the loader reads a folder.
+var ErrSymlinkedFolder = errors.New("is a symbolic link; symbolic links are refused: the repository's folders must be real folders inside it")
+
+// refuseSymlinkedFolder refuses dir when it is a symbolic link. A folder
+// listing reports a link as no folder, so a linked cluster or environment
+// would silently vanish (and the lock tombstone its deployments), while
+// reading through one would read, or write, outside the repository. A
+// missing dir is for the caller to handle.
+func refuseSymlinkedFolder(fsys fs.FS, dir string) error {
+	fi, err := lstat(fsys, dir)
+	if err == nil && fi.Mode()&fs.ModeSymlink != 0 {
+		return symlinkedFolder(dir)
+	}
+	return nil
+}
+
+func symlinkedFolder(dir string) error {
+	return &ConfigError{File: dir, Msg: ErrSymlinkedFolder.Error(), Err: ErrSymlinkedFolder}
+}
+
 // subdirs lists the directories under dir, sorted; a missing dir is empty.
+// dir or a folder in it that is a symbolic link is an error.
 func subdirs(fsys fs.FS, dir string) ([]string, error) {
+	if err := refuseSymlinkedFolder(fsys, dir); err != nil {
+		return nil, err
+	}
 	entries, err := fs.ReadDir(fsys, dir)
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, nil
 	}
 	if err != nil {
-		return nil, &ConfigError{File: dir, Msg: err.Error()}
+		return nil, &ConfigError{File: dir, Msg: err.Error(), Err: err}
 	}
 	var out []string
 	for _, e := range entries {
+		if e.Type()&fs.ModeSymlink != 0 {
+			// Only folders are listed here; a linked file is no layer
+			// either, and is refused the same way rather than ignored.
+			return nil, symlinkedFolder(path.Join(dir, e.Name()))
+		}
 		if e.IsDir() {
 			if !nameRE.MatchString(e.Name()) || len(e.Name()) > 40 {
 				return nil, &ConfigError{File: path.Join(dir, e.Name()), Msg: "folder name must be a lowercase DNS label of at most 40 characters"}
@@ -460,6 +490,9 @@ func (l *Loader) loadEnvironment(fsys fs.FS, c *Cluster, name string) (*Environm
 	cluster := c.Name
 	dir := path.Dir(e.File)
 	ddir := path.Join(dir, "deployments")
+	if err := refuseSymlinkedFolder(fsys, ddir); err != nil {
+		return nil, err
+	}
 	entries, err := fs.ReadDir(fsys, ddir)
 	if err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return nil, &ConfigError{File: ddir, Msg: err.Error()}

@@ -89,6 +89,11 @@ func (l *LockLoader) Load(fsys fs.FS) (map[ID]*Instance, error) {
 	}
 	var entries []*entry
 	var errs []error
+	// WalkDir follows a linked root (the links under it it reports): the
+	// locks read, and then written, would be outside the repository.
+	if err := refuseSymlinkedFolder(fsys, lockDir); err != nil {
+		return nil, err
+	}
 	err := fs.WalkDir(fsys, lockDir, func(p string, d fs.DirEntry, err error) error {
 		if err != nil {
 			if errors.Is(err, fs.ErrNotExist) && p == lockDir {
@@ -100,7 +105,7 @@ func (l *LockLoader) Load(fsys fs.FS) (map[ID]*Instance, error) {
 			return nil
 		}
 		if d.Type()&fs.ModeSymlink != 0 {
-			errs = append(errs, &ConfigError{File: p, Msg: "is a symbolic link; lockfiles must be regular files"})
+			errs = append(errs, &ConfigError{File: p, Msg: "is a symbolic link; symbolic links are refused: lockfiles must be regular files, in real folders inside the repository"})
 			return nil
 		}
 		id, ok := IDFromLockPath(p)

@@ -5,7 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
+	"path"
 	"path/filepath"
 	"strings"
 	"time"
@@ -188,13 +190,19 @@ const lockWriters = 4
 // and the errors of those that were not.
 func writeLocks(root string, changes []resolver.LockChange) ([]bool, error) {
 	dirs := map[string]bool{}
+	written := make([]bool, len(changes))
 	for _, c := range changes {
-		dirs[filepath.Dir(filepath.Join(root, filepath.FromSlash(c.Path())))] = true
+		rel := path.Dir(c.Path())
+		if !dirs[rel] {
+			if err := refuseLinkedFolders(root, rel); err != nil {
+				return written, err
+			}
+		}
+		dirs[rel] = true
 	}
 	for d := range dirs {
-		removeStaleTemps(d, time.Now().Add(-staleTempAge))
+		removeStaleTemps(filepath.Join(root, filepath.FromSlash(d)), time.Now().Add(-staleTempAge))
 	}
-	written := make([]bool, len(changes))
 	errs := make([]error, len(changes))
 	var g errgroup.Group
 	g.SetLimit(lockWriters)
@@ -207,6 +215,30 @@ func writeLocks(root string, changes []resolver.LockChange) ([]bool, error) {
 	}
 	_ = g.Wait()
 	return written, errors.Join(errs...)
+}
+
+// refuseLinkedFolders refuses rel (a slash path under root) when it or a
+// folder above it is a symbolic link: the loader refuses them already,
+// and a write must not follow one out of the repository either, whoever
+// made the link since. Checked for every folder before any write, so a
+// refused lock writes nothing.
+func refuseLinkedFolders(root, rel string) error {
+	p := root
+	for _, part := range strings.Split(rel, "/") {
+		p = filepath.Join(p, part)
+		fi, err := os.Lstat(p)
+		if errors.Is(err, fs.ErrNotExist) {
+			return nil // made by the write, as a real folder
+		}
+		if err != nil {
+			return err
+		}
+		if fi.Mode()&fs.ModeSymlink != 0 {
+			rp, _ := filepath.Rel(root, p)
+			return fmt.Errorf("%s: %w", filepath.ToSlash(rp), resolver.ErrSymlinkedFolder)
+		}
+	}
+	return nil
 }
 
 // staleTempAge is how old a temporary lockfile must be to be another
