@@ -1,13 +1,16 @@
 package gitsource
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"maps"
 	"strings"
 
 	"github.com/go-git/go-git/v5/plumbing"
+	"github.com/go-git/go-git/v5/plumbing/filemode"
 	"github.com/go-git/go-git/v5/plumbing/object"
 )
 
@@ -18,8 +21,9 @@ var ErrTooManyUnlocked = errors.New("too many commits since the locks last chang
 // Unlocked is what changed on a branch since its locks last changed.
 type Unlocked struct {
 	// Base is the newest first-parent ancestor of the head (the head
-	// itself included) that changed the lock folder: the last lock commit,
-	// or a merge that brought lockfiles in. Zero when no commit ever did.
+	// itself included) that changed the lock folder other than by locking
+	// the same instances again (a retry): the last lock commit, or a merge
+	// that brought lockfiles in. Zero when no commit ever did.
 	Base Hash
 	// Commits are the first-parent commits after Base, oldest first, that
 	// change something in the folder outside its lock folder (each a
@@ -29,9 +33,11 @@ type Unlocked struct {
 
 // UnlockedChanges walks the first-parent chain back from head and returns
 // the configuration commits made since the lock folder (lockDir, inside the
-// folder dir) last changed. It reads commits and the top trees only, never
-// file contents. A walk longer than limit commits (0: no limit) fails with
-// ErrTooManyUnlocked.
+// folder dir) last changed. A commit that only locks the same instances
+// again (relocksOnly) is no lock of the configuration, and the walk goes on
+// past it. It reads commits and the top trees, and the lockfiles a commit
+// changes only when it changes the lock folder. A walk longer than limit
+// commits (0: no limit) fails with ErrTooManyUnlocked.
 func (r *Repo) UnlockedChanges(head Hash, dir, lockDir string, limit int) (Unlocked, error) {
 	var out Unlocked
 	dir = strings.Trim(dir, "/")
@@ -45,7 +51,10 @@ func (r *Repo) UnlockedChanges(head Hash, dir, lockDir string, limit int) (Unloc
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	w := &walker{r: r, commits: map[plumbing.Hash]*object.Commit{}, trees: map[plumbing.Hash][]object.TreeEntry{}}
-	type state struct{ locks, config string }
+	type state struct {
+		locks  object.TreeEntry // zero when there is no lock folder
+		config string
+	}
 	at := func(c *object.Commit) (state, error) {
 		root, err := w.subtree(c.TreeHash, parts)
 		if err != nil {
@@ -59,7 +68,7 @@ func (r *Repo) UnlockedChanges(head Hash, dir, lockDir string, limit int) (Unloc
 		var b strings.Builder
 		for _, e := range entries {
 			if e.Name == lockDir {
-				st.locks = e.Hash.String()
+				st.locks = e
 				continue
 			}
 			fmt.Fprintf(&b, "%s %o %s\n", e.Name, uint32(e.Mode), e.Hash)
@@ -82,7 +91,7 @@ func (r *Repo) UnlockedChanges(head Hash, dir, lockDir string, limit int) (Unloc
 			return Unlocked{}, err
 		}
 		if len(c.ParentHashes) == 0 {
-			if cur.locks != "" {
+			if !cur.locks.Hash.IsZero() {
 				out.Base = fromPlumbing(c.Hash)
 			} else if cur.config != "" {
 				newest = append(newest, fromPlumbing(c.Hash))
@@ -97,9 +106,19 @@ func (r *Repo) UnlockedChanges(head Hash, dir, lockDir string, limit int) (Unloc
 		if err != nil {
 			return Unlocked{}, err
 		}
-		if cur.locks != prev.locks {
-			out.Base = fromPlumbing(c.Hash)
-			break
+		if cur.locks.Hash != prev.locks.Hash || cur.locks.Mode != prev.locks.Mode {
+			// A commit that only locks the same instances again (a
+			// retry) locks no configuration: taken for the last lock, it
+			// would merge the configuration commits before it into the
+			// next one (one instance for two upgrades).
+			relock, err := w.relocksOnly(prev.locks, cur.locks)
+			if err != nil {
+				return Unlocked{}, err
+			}
+			if !relock {
+				out.Base = fromPlumbing(c.Hash)
+				break
+			}
 		}
 		if cur.config != prev.config {
 			newest = append(newest, fromPlumbing(c.Hash))
@@ -112,6 +131,111 @@ func (r *Repo) UnlockedChanges(head Hash, dir, lockDir string, limit int) (Unloc
 		out.Commits = append(out.Commits, newest[i])
 	}
 	return out, nil
+}
+
+// maxRelockCompare bounds a lockfile read to tell a retry from a lock
+// (a lockfile is at most 4 MiB; a larger blob is no lockfile's retry).
+const maxRelockCompare = 8 << 20
+
+// relocksOnly reports whether the lock folder went from a to b by locking
+// the same instances again and nothing else: every file of b is a file of
+// a, none added or removed, and each one that changed differs only in its
+// top-level sequence and checksum lines. That is what a retry writes
+// (styrminctl retry, the lock mode's retries); a lock of a configuration
+// change changes an instance's digest, its upgrade request or its
+// tombstone, and a hand edit anything else, so those stay the last lock.
+// The content decides, not the Styrmin-Retry trailer: trailers are hints.
+// Only the files that changed are read, and a lock commit's first one
+// usually ends it.
+func (w *walker) relocksOnly(a, b object.TreeEntry) (bool, error) {
+	if a.Hash.IsZero() || b.Hash.IsZero() || a.Mode != filemode.Dir || b.Mode != filemode.Dir {
+		return false, nil
+	}
+	return w.sameInstances(a.Hash, b.Hash)
+}
+
+func (w *walker) sameInstances(a, b plumbing.Hash) (bool, error) {
+	ea, err := w.tree(a)
+	if err != nil {
+		return false, err
+	}
+	eb, err := w.tree(b)
+	if err != nil {
+		return false, err
+	}
+	if len(ea) != len(eb) {
+		return false, nil
+	}
+	for i := range ea {
+		x, y := ea[i], eb[i]
+		if x.Name != y.Name || x.Mode != y.Mode {
+			return false, nil
+		}
+		if x.Hash == y.Hash {
+			continue
+		}
+		var same bool
+		switch x.Mode {
+		case filemode.Dir:
+			same, err = w.sameInstances(x.Hash, y.Hash)
+		case filemode.Regular, filemode.Executable:
+			same, err = w.relockedFile(x.Hash, y.Hash)
+		}
+		if err != nil || !same {
+			return false, err
+		}
+	}
+	return true, nil
+}
+
+// relockedFile reports whether two lockfile blobs differ only in their
+// top-level sequence and checksum lines (nested keys are indented).
+func (w *walker) relockedFile(a, b plumbing.Hash) (bool, error) {
+	read := func(h plumbing.Hash) ([]byte, error) {
+		blob, err := object.GetBlob(w.r.storer, h)
+		if err != nil {
+			return nil, fmt.Errorf("blob %s: %w", h, err)
+		}
+		if blob.Size > maxRelockCompare {
+			return nil, nil
+		}
+		rd, err := blob.Reader()
+		if err != nil {
+			return nil, fmt.Errorf("blob %s: %w", h, err)
+		}
+		defer rd.Close()
+		data, err := io.ReadAll(rd)
+		if err != nil {
+			return nil, fmt.Errorf("blob %s: %w", h, err)
+		}
+		return data, nil
+	}
+	da, err := read(a)
+	if err != nil || da == nil {
+		return false, err
+	}
+	db, err := read(b)
+	if err != nil || db == nil {
+		return false, err
+	}
+	return bytes.Equal(withoutSequence(da), withoutSequence(db)), nil
+}
+
+// withoutSequence drops a lockfile's top-level sequence and checksum lines.
+func withoutSequence(data []byte) []byte {
+	out := make([]byte, 0, len(data))
+	for len(data) > 0 {
+		line := data
+		if i := bytes.IndexByte(data, '\n'); i >= 0 {
+			line = data[:i+1]
+		}
+		data = data[len(line):]
+		if bytes.HasPrefix(line, []byte("sequence:")) || bytes.HasPrefix(line, []byte("checksum:")) {
+			continue
+		}
+		out = append(out, line...)
+	}
+	return out
 }
 
 // LockedSequences returns, for every deployment key that a Styrmin-Lock

@@ -177,3 +177,50 @@ func TestCommitLocksChainLandsWholeInAFolder(t *testing.T) {
 		t.Errorf("worktree not updated:\n%s", got)
 	}
 }
+
+// TestARetryCommitIsNotTheLastLock pins which commits that change the
+// locks end the walk: one that only locks the same instances again (each
+// changed lockfile differs in its sequence and checksum alone: a retry)
+// does not, so the configuration commits before it are still unlocked;
+// one that changes anything else of a lockfile (an upgrade request
+// recorded, a tombstone), adds or removes one, does.
+func TestARetryCommitIsNotTheLastLock(t *testing.T) {
+	lockfile := func(seq, sum, upgrade string) string {
+		return "# written by styrminctl lock\napiVersion: styrmin.io/v1alpha1\nchecksum: sha256:" + sum +
+			"\ndigest: sha256:d1\ndriver:\n  name: graphhub\n  sequence: 7\n" + upgrade + "kind: Instance\nsequence: " + seq + "\n"
+	}
+	for _, tc := range []struct {
+		name  string
+		files map[string]string
+		base  bool // the commit is the last lock
+	}{
+		{"a retry", map[string]string{"locks/c/e/a.lock.yaml": lockfile("2", "b", "")}, false},
+		{"an upgrade request recorded", map[string]string{"locks/c/e/a.lock.yaml": lockfile("2", "b", "  upgradeRequest: r1\n")}, true},
+		{"a nested sequence changed", map[string]string{"locks/c/e/a.lock.yaml": strings.Replace(lockfile("2", "b", ""), "  sequence: 7", "  sequence: 8", 1)}, true},
+		{"a lockfile added", map[string]string{"locks/c/e/a.lock.yaml": lockfile("2", "b", ""), "locks/c/e/b.lock.yaml": lockfile("1", "c", "")}, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			lr := newLocalRepo(t, false)
+			lock := lr.commit("lock", map[string]string{"clusters/a.cue": "a: 1\n", "locks/c/e/a.lock.yaml": lockfile("1", "a", "")})
+			lr.commit("change one", map[string]string{"clusters/a.cue": "a: 2\n"})
+			relock := lr.commit("relock", tc.files)
+			c2 := lr.commit("change two", map[string]string{"clusters/a.cue": "a: 3\n"})
+			r, err := gitsource.Open(lr.dir, gitsource.OpenOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			un, err := r.UnlockedChanges(hashOf(t, c2), ".", "locks", 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			names := lr.subjects()
+			wantBase, wantCommits := lock, "change one,change two"
+			if tc.base {
+				wantBase, wantCommits = relock, "change two"
+			}
+			if un.Base.String() != wantBase || shortList(un.Commits, names) != wantCommits {
+				t.Errorf("base %s, commits %s; want %s, %s", names[un.Base.String()], shortList(un.Commits, names), names[wantBase], wantCommits)
+			}
+		})
+	}
+}

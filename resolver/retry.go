@@ -118,6 +118,10 @@ func RetryChange(changes []LockChange) gitsource.Change {
 // writer's branch (see RetryLocks) and commits with compare-and-swap:
 // each attempt reads the locks at the newest head, and with co.History
 // the sequences its history used, so a retry never reuses a sequence.
+// It locks no configuration commit waiting for its lock, and need not: a
+// commit that only locks the same instances again is no last lock for
+// the next lock's walk (gitsource.Repo.UnlockedChanges), so each of them
+// still gets its own instance then.
 func CommitRetries(ctx context.Context, w gitsource.Writer, ids []ID, co CommitOptions) (CommitOutcome, error) {
 	var out CommitOutcome
 	build := func(_ context.Context, head gitsource.Hash, headFS fs.FS) (gitsource.Change, error) {

@@ -314,3 +314,63 @@ func TestRetryInASubfolderNumbersAfterTheHighestSequence(t *testing.T) {
 		t.Errorf("the retry commit changed %q", files)
 	}
 }
+
+// TestARetryCommitBetweenUnlockedUpgradesKeepsOneLockPerUpgrade: a
+// `retry --commit` made while configuration commits wait for their lock
+// (after both upgrades, or between them) locks no configuration, so the
+// next lock still gives each upgrade its own instance: hub 1.5.0, whose
+// upgrade hook must run, is not merged into 1.6.0.
+func TestARetryCommitBetweenUnlockedUpgradesKeepsOneLockPerUpgrade(t *testing.T) {
+	const hubLock = "locks/local/dev/hub.lock.yaml"
+	for _, between := range []bool{false, true} {
+		name := "after both upgrades"
+		if between {
+			name = "between the upgrades"
+		}
+		t.Run(name, func(t *testing.T) {
+			dir := lockedGitRepo(t)
+			retry := func() {
+				t.Helper()
+				if out, code, err := styrminctl(t, "--repo", dir, "retry", "local/dev/web", "--commit"); code != 0 {
+					t.Fatalf("retry --commit: exit %d, %v\n%s", code, err, out)
+				}
+			}
+			writeRepoFile(t, dir, devHubFile, hubAt("1.5.0"))
+			planGit(t, dir, "commit", "-q", "-am", "hub 1.5.0")
+			first := planGit(t, dir, "rev-parse", "HEAD")
+			if between {
+				retry()
+			}
+			writeRepoFile(t, dir, devHubFile, hubAt("1.6.0"))
+			planGit(t, dir, "commit", "-q", "-am", "hub 1.6.0")
+			second := planGit(t, dir, "rev-parse", "HEAD")
+			if !between {
+				retry()
+			}
+			if in := readLock(t, dir, "locks/local/dev/web.lock.yaml"); in.Sequence != 2 {
+				t.Fatalf("web after the retry at %d, want 2", in.Sequence)
+			}
+
+			out, code, err := styrminctl(t, "--repo", dir, "lock", "--commit")
+			if code != 0 {
+				t.Fatalf("lock --commit: exit %d, %v\n%s", code, err, out)
+			}
+			for _, tc := range []struct {
+				rev, config, app string
+				seq              int64
+			}{{"HEAD~1", first, "1.5.0", 2}, {"HEAD", second, "1.6.0", 3}} {
+				in := lockAtCommit(t, dir, tc.rev, hubLock)
+				if in.Sequence != tc.seq || in.AppVersion != tc.app || in.SourceCommit != tc.config {
+					t.Errorf("%s: hub lock is sequence %d, app %s, source %s; want %d, %s, %s\n%s", tc.rev, in.Sequence, in.AppVersion, in.SourceCommit, tc.seq, tc.app, tc.config, out)
+				}
+			}
+			// The retried instance stays as the retry locked it.
+			if in := readLock(t, dir, "locks/local/dev/web.lock.yaml"); in.Sequence != 2 {
+				t.Errorf("web after the lock at %d, want the retry's 2", in.Sequence)
+			}
+			if out, code, _ := styrminctl(t, "--repo", dir, "lock", "--commit"); code != 0 || !strings.Contains(out, "nothing to lock") {
+				t.Errorf("second lock: exit %d\n%s", code, out)
+			}
+		})
+	}
+}
