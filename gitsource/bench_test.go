@@ -159,3 +159,71 @@ func BenchmarkCommitLocksHTTP(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkLockedSequences reads the sequences a history used, as every
+// CLI lock does once (a fresh repository, no answer kept), from a packed
+// repository on disk: 2,000 lock commits, and 2,000 lock commits each
+// after a configuration commit (no trailers: the commits whose lockfiles
+// may have been committed by hand).
+func BenchmarkLockedSequences(b *testing.B) {
+	for _, h := range []struct {
+		name   string
+		config bool
+	}{{"locks-2000", false}, {"locks-and-config-4000", true}} {
+		b.Run(h.name, func(b *testing.B) {
+			dir := lockHistory(b, 2000)
+			if h.config {
+				dir = lockAndConfigHistory(b, 2000)
+			}
+			for b.Loop() {
+				r, err := gitsource.Open(dir, gitsource.OpenOptions{})
+				if err != nil {
+					b.Fatal(err)
+				}
+				got, err := lockedSequences(r, mustResolve(b, r, "main"))
+				if err != nil || len(got) != 20 {
+					b.Fatalf("%d deployments, %v; want 20", len(got), err)
+				}
+			}
+		})
+	}
+}
+
+// lockAndConfigHistory is lockHistory with a configuration commit (no
+// trailers) before each lock commit.
+func lockAndConfigHistory(b *testing.B, n int) string {
+	b.Helper()
+	lr := newLocalRepo(b, true)
+	r, err := gitsource.Open(lr.dir, gitsource.OpenOptions{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	ctx := context.Background()
+	for i := range n {
+		name := fmt.Sprintf("app%02d", i%20)
+		cfg := "clusters/c/environments/e/deployments/" + name + ".cue"
+		if _, err := r.CommitLocks(ctx, gitsource.CommitRequest{Build: func(context.Context, gitsource.Hash, fs.FS) (gitsource.Change, error) {
+			return gitsource.Change{Files: map[string][]byte{cfg: fmt.Appendf(nil, "replicas: %d\n", i)}, Subject: "config"}, nil
+		}}); err != nil {
+			b.Fatal(err)
+		}
+		_, err := r.CommitLocks(ctx, gitsource.CommitRequest{Build: func(_ context.Context, _ gitsource.Hash, headFS fs.FS) (gitsource.Change, error) {
+			p := "locks/c/e/" + name + ".lock.yaml"
+			seq, err := readSequence(headFS, p)
+			if err != nil {
+				return gitsource.Change{}, err
+			}
+			return gitsource.Change{Files: map[string][]byte{p: fmt.Appendf(nil, "sequence: %d\n", seq+1)}, Locks: map[string]int{"c/e/" + name: seq + 1}}, nil
+		}})
+		if err != nil {
+			b.Fatal(err)
+		}
+	}
+	lr.git("gc", "--quiet")
+	return lr.dir
+}
+
+// lockedSequences is Repo.LockedSequences of the root folder's locks.
+func lockedSequences(r *gitsource.Repo, head gitsource.Hash) (map[string]int, error) {
+	return r.LockedSequences(head, ".", "locks")
+}

@@ -105,10 +105,9 @@ func (f *Folder) UnlockedChanges(head Hash, sub, lockDir string, limit int) (Unl
 	return f.r.UnlockedChanges(head, f.join(sub), lockDir, limit)
 }
 
-// LockedSequences is Repo.LockedSequences (trailers name deployments,
-// not paths).
-func (f *Folder) LockedSequences(head Hash) (map[string]int, error) {
-	return f.r.LockedSequences(head)
+// LockedSequences is Repo.LockedSequences for sub below the folder.
+func (f *Folder) LockedSequences(head Hash, sub, lockDir string) (map[string]int, error) {
+	return f.r.LockedSequences(head, f.join(sub), lockDir)
 }
 
 // CommitLocks commits with the request's Dir taken below the folder.

@@ -238,44 +238,76 @@ func withoutSequence(data []byte) []byte {
 	return out
 }
 
-// LockedSequences returns, for every deployment key that a Styrmin-Lock
-// trailer of a commit reachable from head names, the highest sequence
-// named: the numbers the branch's history has used, whatever became of
-// the lockfiles since. Trailers that do not parse are skipped
-// (LockTrailers). The answer for the last head asked is kept, so the
-// next call reads only the commits added since.
-func (r *Repo) LockedSequences(head Hash) (map[string]int, error) {
+// LockedSequences returns, for every deployment key, the highest sequence
+// a commit reachable from head used for it: what its Styrmin-Lock
+// trailers name, and, for a commit without them or with a malformed one,
+// what the lockfiles it wrote under lockDir of the folder dir hold that no
+// valid trailer names (a lockfile committed by hand after `styrminctl
+// lock`). So a number stays used whatever became of the
+// lockfile since (deleted, or restored to an older content). Trailers
+// that do not parse are skipped (LockTrailers). The answer for the last
+// head and folder asked is kept, so the next call reads only the commits
+// added since.
+//
+// Cost: besides each commit, for each commit without lock trailers (or
+// with a malformed one) the lock folder's tree of it and its parents (one
+// tree per folder of the path), the subtrees that differ and the blobs of
+// the lockfiles it wrote. A commit with lock trailers is taken at their
+// word: lock commits write a trailer per lockfile.
+func (r *Repo) LockedSequences(head Hash, dir, lockDir string) (map[string]int, error) {
 	if head.IsZero() {
 		return map[string]int{}, nil
 	}
+	dir = strings.Trim(dir, "/")
+	var parts []string
+	if dir != "" && dir != "." {
+		parts = strings.Split(dir, "/")
+	}
+	parts = append(parts, lockDir)
+	folder := strings.Join(parts, "/")
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if r.seqCache != nil && r.seqCache.head == head {
-		return maps.Clone(r.seqCache.max), nil
+	cached := r.seqCache
+	if cached != nil && cached.folder != folder {
+		cached = nil
 	}
+	if cached != nil && cached.head == head {
+		return maps.Clone(cached.max), nil
+	}
+	sr := &sequenceReader{r: r, parts: parts, lockTrees: map[plumbing.Hash]plumbing.Hash{}, commits: map[plumbing.Hash]*object.Commit{}}
 	out := map[string]int{}
 	seen := map[plumbing.Hash]bool{head.plumbing(): true}
 	stack := []plumbing.Hash{head.plumbing()}
 	for len(stack) > 0 {
 		h := stack[len(stack)-1]
 		stack = stack[:len(stack)-1]
-		if r.seqCache != nil && h == r.seqCache.head.plumbing() {
-			for k, v := range r.seqCache.max {
+		if cached != nil && h == cached.head.plumbing() {
+			for k, v := range cached.max {
 				out[k] = max(out[k], v)
 			}
 			continue
 		}
-		c, err := object.GetCommit(r.storer, h)
+		c, err := sr.commit(h)
 		if err != nil {
-			return nil, commitError(h, err)
+			return nil, err
 		}
 		// A malformed trailer is skipped: the lockfiles hold the numbers
 		// (resolver.UsedSequences takes the higher of both), and one bad
 		// line must not stop every later lock.
-		locks, _ := LockTrailers(c.Message)
+		locks, bad := LockTrailers(c.Message)
 		for k, v := range locks {
 			out[k] = max(out[k], v)
 		}
+		// A lock commit's trailers name every lockfile it writes, so only
+		// the others (none, or a malformed one) have theirs read: reading
+		// every lock commit's lockfiles would make each lock of a large
+		// repository read its whole history.
+		if len(locks) == 0 || len(bad) > 0 {
+			if err := sr.unnamed(c, locks, out); err != nil {
+				return nil, err
+			}
+		}
+		delete(sr.commits, h) // the walk never comes back to it
 		for _, p := range c.ParentHashes {
 			if !seen[p] {
 				seen[p] = true
@@ -283,14 +315,198 @@ func (r *Repo) LockedSequences(head Hash) (map[string]int, error) {
 			}
 		}
 	}
-	r.seqCache = &sequenceCache{head: head, max: out}
+	r.seqCache = &sequenceCache{head: head, folder: folder, max: out}
 	return maps.Clone(out), nil
 }
 
-// sequenceCache is LockedSequences' answer for one head.
+// sequenceCache is LockedSequences' answer for one head and lock folder.
 type sequenceCache struct {
-	head Hash
-	max  map[string]int
+	head   Hash
+	folder string
+	max    map[string]int
+}
+
+// sequenceReader finds the lockfiles a commit wrote that its trailers do
+// not name. It keeps no tree (a long history's would be large), only each
+// commit's lock folder tree hash, so a commit's is looked up once as the
+// commit and once as a parent at most from the object cache.
+type sequenceReader struct {
+	r         *Repo
+	parts     []string // the lock folder's path
+	lockTrees map[plumbing.Hash]plumbing.Hash
+	// commits are parents read for their lock folder, kept until the
+	// walk reaches them.
+	commits map[plumbing.Hash]*object.Commit
+}
+
+func (s *sequenceReader) commit(h plumbing.Hash) (*object.Commit, error) {
+	if c, ok := s.commits[h]; ok {
+		return c, nil
+	}
+	c, err := object.GetCommit(s.r.storer, h)
+	if err != nil {
+		return nil, commitError(h, err)
+	}
+	s.commits[h] = c
+	return c, nil
+}
+
+// lockTree is the hash of a commit's lock folder (zero: none).
+func (s *sequenceReader) lockTree(commit plumbing.Hash) (plumbing.Hash, error) {
+	if h, ok := s.lockTrees[commit]; ok {
+		return h, nil
+	}
+	c, err := s.commit(commit)
+	if err != nil {
+		return plumbing.ZeroHash, err
+	}
+	cur := c.TreeHash
+	for _, part := range s.parts {
+		entries, err := s.entries(cur)
+		if err != nil {
+			return plumbing.ZeroHash, err
+		}
+		next := plumbing.ZeroHash
+		for _, e := range entries {
+			if e.Name == part && e.Mode == filemode.Dir {
+				next = e.Hash
+				break
+			}
+		}
+		if cur = next; cur.IsZero() {
+			break
+		}
+	}
+	s.lockTrees[commit] = cur
+	return cur, nil
+}
+
+func (s *sequenceReader) entries(h plumbing.Hash) ([]object.TreeEntry, error) {
+	if h.IsZero() {
+		return nil, nil
+	}
+	t, err := object.GetTree(s.r.storer, h)
+	if err != nil {
+		return nil, fmt.Errorf("tree %s: %w", h, err)
+	}
+	return t.Entries, nil
+}
+
+// unnamed adds to out the sequence of every lockfile c wrote (its content
+// differs from the same path in every parent) that named does not name.
+func (s *sequenceReader) unnamed(c *object.Commit, named map[string]int, out map[string]int) error {
+	cur, err := s.lockTree(c.Hash)
+	if err != nil || cur.IsZero() {
+		return err
+	}
+	parents := make([]plumbing.Hash, 0, len(c.ParentHashes))
+	for _, p := range c.ParentHashes {
+		lt, err := s.lockTree(p)
+		if err != nil {
+			return err
+		}
+		if lt == cur {
+			return nil // the folder as a parent had it: nothing written here
+		}
+		parents = append(parents, lt)
+	}
+	return s.diff(cur, parents, nil, named, out)
+}
+
+// diff walks the tree cur against the same folder of each parent (zero:
+// absent), descending only where it differs from all of them.
+func (s *sequenceReader) diff(cur plumbing.Hash, parents []plumbing.Hash, at []string, named, out map[string]int) error {
+	entries, err := s.entries(cur)
+	if err != nil {
+		return err
+	}
+	byParent := make([]map[string]object.TreeEntry, len(parents))
+	for i, p := range parents {
+		pe, err := s.entries(p)
+		if err != nil {
+			return err
+		}
+		byParent[i] = make(map[string]object.TreeEntry, len(pe))
+		for _, e := range pe {
+			byParent[i][e.Name] = e
+		}
+	}
+	for _, e := range entries {
+		same := false
+		var sub []plumbing.Hash
+		for _, m := range byParent {
+			pe, ok := m[e.Name]
+			if ok && pe.Hash == e.Hash && pe.Mode == e.Mode {
+				same = true
+				break
+			}
+			if ok && pe.Mode == filemode.Dir {
+				sub = append(sub, pe.Hash)
+			} else {
+				sub = append(sub, plumbing.ZeroHash)
+			}
+		}
+		if same {
+			continue
+		}
+		path := append(at[:len(at):len(at)], e.Name)
+		switch {
+		case e.Mode == filemode.Dir && len(path) < 3:
+			if err := s.diff(e.Hash, sub, path, named, out); err != nil {
+				return err
+			}
+		case (e.Mode == filemode.Regular || e.Mode == filemode.Executable) && len(path) == 3:
+			// locks/<cluster>/<env>/<name>.lock.yaml
+			name, ok := strings.CutSuffix(path[2], ".lock.yaml")
+			if !ok || name == "" || strings.HasPrefix(name, ".") {
+				continue
+			}
+			key := path[0] + "/" + path[1] + "/" + name
+			if _, ok := named[key]; ok || checkLockKey(key) != nil {
+				continue
+			}
+			seq, err := s.sequenceOf(e.Hash)
+			if err != nil {
+				return err
+			}
+			if seq > 0 {
+				out[key] = max(out[key], seq)
+			}
+		}
+	}
+	return nil
+}
+
+// sequenceOf reads the top-level sequence of a lockfile blob: 0 when it
+// has none that parses (the lockfile is checked where it is loaded; a
+// broken one in history cannot be mended, and must not stop a lock).
+func (s *sequenceReader) sequenceOf(h plumbing.Hash) (int, error) {
+	blob, err := object.GetBlob(s.r.storer, h)
+	if err != nil {
+		return 0, fmt.Errorf("blob %s: %w", h, err)
+	}
+	if blob.Size > maxRelockCompare {
+		return 0, nil
+	}
+	rd, err := blob.Reader()
+	if err != nil {
+		return 0, fmt.Errorf("blob %s: %w", h, err)
+	}
+	defer rd.Close()
+	data, err := io.ReadAll(rd)
+	if err != nil {
+		return 0, fmt.Errorf("blob %s: %w", h, err)
+	}
+	for line := range bytes.Lines(data) {
+		if v, ok := bytes.CutPrefix(line, []byte("sequence:")); ok {
+			n, err := parseSequence(string(bytes.TrimSpace(v)))
+			if err != nil {
+				return 0, nil
+			}
+			return n, nil
+		}
+	}
+	return 0, nil
 }
 
 // History is what a locker reads of a branch beyond one tree: the
@@ -298,7 +514,7 @@ type sequenceCache struct {
 // the trees of those commits.
 type History interface {
 	UnlockedChanges(head Hash, dir, lockDir string, limit int) (Unlocked, error)
-	LockedSequences(head Hash) (map[string]int, error)
+	LockedSequences(head Hash, dir, lockDir string) (map[string]int, error)
 	TreeAt(commit Hash, sub string) (fs.FS, error)
 	Message(commit Hash) (string, error)
 }

@@ -103,7 +103,7 @@ func TestLockedSequencesAreTheHighestEverNamed(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	got, err := r.LockedSequences(hashOf(t, lr.git("rev-parse", "HEAD")))
+	got, err := r.LockedSequences(hashOf(t, lr.git("rev-parse", "HEAD")), ".", "locks")
 	if err != nil || got["c/e/a"] != 5 || got["c/e/b"] != 1 || len(got) != 2 {
 		t.Fatalf("got %v, %v", got, err)
 	}
@@ -112,7 +112,7 @@ func TestLockedSequencesAreTheHighestEverNamed(t *testing.T) {
 	lr.commit("styrmin: lock\n\nStyrmin-Lock: c/e/b=7", map[string]string{"locks/b": "7\n"})
 	lr.git("checkout", "-q", "main")
 	lr.git("merge", "-q", "--no-ff", "-m", "merge side", "side")
-	got, err = r.LockedSequences(hashOf(t, lr.git("rev-parse", "HEAD")))
+	got, err = r.LockedSequences(hashOf(t, lr.git("rev-parse", "HEAD")), ".", "locks")
 	if err != nil || got["c/e/a"] != 5 || got["c/e/b"] != 7 {
 		t.Fatalf("after a merge: %v, %v", got, err)
 	}
@@ -129,7 +129,7 @@ func TestLockedSequencesSkipAMalformedTrailer(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	got, err := r.LockedSequences(hashOf(t, lr.git("rev-parse", "HEAD")))
+	got, err := r.LockedSequences(hashOf(t, lr.git("rev-parse", "HEAD")), ".", "locks")
 	if err != nil || !maps.Equal(got, map[string]int{"c/e/a": 2, "c/e/b": 6}) {
 		t.Fatalf("got %v, %v; want c/e/a=2 (the bad 03 skipped) and c/e/b=6", got, err)
 	}
@@ -222,5 +222,36 @@ func TestARetryCommitIsNotTheLastLock(t *testing.T) {
 				t.Errorf("base %s, commits %s; want %s, %s", names[un.Base.String()], shortList(un.Commits, names), names[wantBase], wantCommits)
 			}
 		})
+	}
+}
+
+// TestLockedSequencesCountLockfilesCommittedWithoutTrailers: a lockfile a
+// commit wrote that no trailer of it names (committed by hand) counts
+// with its sequence, in the folder asked for, even after it is deleted; a
+// lockfile a trailer names is not read (the trailer is what a lock commit
+// records, and reading every lock commit's lockfiles would cost a lock of
+// a large repository dearly).
+func TestLockedSequencesCountLockfilesCommittedWithoutTrailers(t *testing.T) {
+	lr := newLocalRepo(t, false)
+	lr.commit("styrmin: lock\n\nStyrmin-Lock: c/e/a=2", map[string]string{"deploy/locks/c/e/a.lock.yaml": "kind: Instance\nsequence: 9\n"})
+	lr.commit("locked by hand", map[string]string{
+		"deploy/locks/c/e/b.lock.yaml":   "kind: Instance\nsequence: 4\nvalues:\n  sequence: 77\n",
+		"deploy/locks/c/e/notes.txt":     "sequence: 50\n",
+		"deploy/other/c/e/x.lock.yaml":   "sequence: 60\n",
+		"deploy/locks/c/e/bad.lock.yaml": "sequence: 03\n",
+	})
+	lr.commit("delete by hand", map[string]string{"deploy/locks/c/e/b.lock.yaml": del})
+	r, err := gitsource.Open(lr.dir, gitsource.OpenOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	head := hashOf(t, lr.git("rev-parse", "HEAD"))
+	got, err := r.LockedSequences(head, "deploy", "locks")
+	if want := map[string]int{"c/e/a": 2, "c/e/b": 4}; err != nil || !maps.Equal(got, want) {
+		t.Errorf("got %v, %v; want %v", got, err, want)
+	}
+	// Another folder's locks are not this one's.
+	if got, err := r.LockedSequences(head, ".", "locks"); err != nil || !maps.Equal(got, map[string]int{"c/e/a": 2}) {
+		t.Errorf("the root folder: %v, %v; want only the trailer's c/e/a=2", got, err)
 	}
 }

@@ -99,7 +99,7 @@ func CommitLocksWith(ctx context.Context, w gitsource.Writer, opts WorkspaceOpti
 		o := opts
 		o.FetchDriver = fetchOnce(opts.FetchDriver)
 		if co.History != nil && !head.IsZero() {
-			seqs, err := co.History.LockedSequences(head)
+			seqs, err := co.History.LockedSequences(head, dirOf(co.Dir), lockDir)
 			if err != nil {
 				return nil, err
 			}

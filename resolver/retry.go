@@ -131,7 +131,7 @@ func CommitRetries(ctx context.Context, w gitsource.Writer, ids []ID, co CommitO
 		}
 		var used UsedSequences
 		if co.History != nil && !head.IsZero() {
-			seqs, err := co.History.LockedSequences(head)
+			seqs, err := co.History.LockedSequences(head, dirOf(co.Dir), lockDir)
 			if err != nil {
 				return gitsource.Change{}, err
 			}

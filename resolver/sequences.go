@@ -2,13 +2,14 @@ package resolver
 
 // UsedSequences holds, per deployment, the highest sequence the branch's
 // history has ever used (from the Styrmin-Lock trailers of its lock
-// commits). A new sequence is the next after both this and the current
+// commits, and the lockfiles of commits without them). A new sequence is the next after both this and the current
 // lockfile's, so a lockfile deleted by hand, or restored to an older
 // content, never makes a number be used twice.
 type UsedSequences map[ID]int64
 
-// UsedFromTrailers turns the deployment keys of lock trailers (as
-// gitsource.Repo.LockedSequences returns them) into UsedSequences; keys
+// UsedFromTrailers turns the deployment keys of lock trailers and
+// lockfiles (as gitsource.Repo.LockedSequences returns them) into
+// UsedSequences; keys
 // that name no deployment, and numbers outside 1..MaxSequence, are
 // ignored: any commit message can carry a trailer, and no lock ever
 // wrote such a number.

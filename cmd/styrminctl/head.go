@@ -71,7 +71,7 @@ func workingTree(h head, repo *gitsource.Repo, sub string) (head, error) {
 	} else {
 		h.edited = true
 	}
-	seqs, err := repo.LockedSequences(c)
+	seqs, err := repo.LockedSequences(c, sub, "locks")
 	if err != nil {
 		return head{}, err
 	}

@@ -374,3 +374,45 @@ func TestARetryCommitBetweenUnlockedUpgradesKeepsOneLockPerUpgrade(t *testing.T)
 		})
 	}
 }
+
+// TestASequenceCommittedByHandIsNotReusedAfterItsLockfileIsDeleted: a
+// lockfile committed with a plain `git commit` after `styrminctl lock`
+// (what `lock --check` tells people to do: no trailers), then deleted, or
+// restored to an older content, still counts: the next lock numbers after
+// it.
+func TestASequenceCommittedByHandIsNotReusedAfterItsLockfileIsDeleted(t *testing.T) {
+	const webLock = "locks/local/dev/web.lock.yaml"
+	for _, restore := range []bool{false, true} {
+		name := "deleted"
+		if restore {
+			name = "restored to an older content"
+		}
+		t.Run(name, func(t *testing.T) {
+			dir := lockedGitRepo(t)
+			writeRepoFile(t, dir, devWebFile, "driver: \"webapp\"\nappVersion: \"1.25.0\"\nparameters: replicas: 3\n")
+			if out, code, err := styrminctl(t, "--repo", dir, "lock"); code != 0 {
+				t.Fatalf("lock: exit %d, %v\n%s", code, err, out)
+			}
+			planGit(t, dir, "commit", "-q", "-am", "web 3 replicas, locked")
+			if in := readLock(t, dir, webLock); in.Sequence != 2 {
+				t.Fatalf("web at %d, want 2", in.Sequence)
+			}
+			if restore {
+				planGit(t, dir, "checkout", "-q", "HEAD~1", "--", webLock) // sequence 1
+				planGit(t, dir, "commit", "-q", "-m", "restore web's old lockfile")
+			} else {
+				planGit(t, dir, "rm", "-q", webLock)
+				planGit(t, dir, "commit", "-q", "-m", "delete web's lockfile")
+			}
+			writeRepoFile(t, dir, devWebFile, "driver: \"webapp\"\nappVersion: \"1.25.0\"\nparameters: replicas: 4\n")
+			planGit(t, dir, "commit", "-q", "-am", "web 4 replicas")
+			out, code, err := styrminctl(t, "--repo", dir, "lock", "--commit")
+			if code != 0 {
+				t.Fatalf("lock --commit: exit %d, %v\n%s", code, err, out)
+			}
+			if in := readLock(t, dir, webLock); in.Sequence != 3 {
+				t.Errorf("web at %d, want 3 (after the 2 committed by hand)\n%s", in.Sequence, out)
+			}
+		})
+	}
+}
