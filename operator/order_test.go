@@ -2,6 +2,7 @@ package operator_test
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"testing"
 	"testing/fstest"
@@ -75,5 +76,77 @@ func TestNewDeploymentWaitsForWhatItConnectsToAndAFailedOneHoldsItBack(t *testin
 	peerDone := peerFixed.Status.Steps[len(peerFixed.Status.Steps)-1].FinishedAt
 	if first := app.Status.Steps[0].StartedAt; first == nil || peerDone == nil || first.Before(peerDone) {
 		t.Errorf("app-1 started at %v, before its peer's fix ended at %v", first, peerDone)
+	}
+}
+
+// TestAWaveAfterAPeerDeletedSinceRunsInsteadOfWaiting: a cluster fan-out
+// in two waves, o0 of wave 1 failing; wave 2 waits for it, naming it.
+// Meanwhile a commit deletes o1, the other deployment of wave 1, which ran
+// its instance: its tombstone's task ends by deleting its
+// StyrminDeployment while wave 2 waits for o0 (nothing wakes it for o1).
+// A fix commit then makes o0 Ready, and wave 2, whose locks still order
+// after o1's instance, runs and succeeds instead of waiting for ever for a
+// deployment that looks not created yet.
+func TestAWaveAfterAPeerDeletedSinceRunsInsteadOfWaiting(t *testing.T) {
+	t.Parallel()
+	repo := faultyRepo(t)
+	repo[appDeployment] = nil
+	repo[webDeployment] = nil
+	repo[hubDeployment] = nil
+	repo["styrmin.cue"] = &fstest.MapFile{Data: []byte("rollout: {waves: 2, gate: \"ready\"}\n"), Mode: 0o644}
+	repo["clusters/local/cluster.cue"] = &fstest.MapFile{Data: waveCluster("json"), Mode: 0o644}
+	names := []string{"o0", "o1", "o2", "o3"} // o0, o1 in wave 1; o2, o3 in wave 2
+	for _, n := range names {
+		repo[waveFile(n)] = &fstest.MapFile{Data: appConfig("1.0.0", ""), Mode: 0o644}
+	}
+	e := startAgentEnvWith(t, repo)
+	e.lock(t)
+	e.startAgent(t)
+	for _, n := range names {
+		requireSucceeded(t, e.waitTask(t, "dev-"+n, n, 1))
+	}
+
+	t.Log("the fan-out, o0 made to fail")
+	e.commitConfig(t, "cluster: log format text; o0 unready", map[string][]byte{
+		"clusters/local/cluster.cue": waveCluster("text"),
+		waveFile("o0"):               appConfig("1.0.0", `fault: "unready"`+"\nprogressDeadline: 1"),
+	})
+	if locked := e.lock(t); len(locked) != len(names) {
+		t.Fatalf("the fan-out locked %v", locked)
+	}
+	if task := e.waitTask(t, "dev-o0", "o0", 2); task.Status.Phase != v1alpha1.TaskFailed {
+		t.Fatalf("o0-2: %s, want Failed", task.Status.Phase)
+	}
+	requireSucceeded(t, e.waitTask(t, "dev-o1", "o1", 2))
+	for _, n := range []string{"o2", "o3"} {
+		key := client.ObjectKey{Namespace: "dev-" + n, Name: v1alpha1.TaskName(n, 2)}
+		agenttest.WaitUntil(t, agentWaitLimit, key.Name+" to wait for the failed o0", func(ctx context.Context) (bool, string, error) {
+			var task v1alpha1.StyrminTask
+			if err := e.c.Get(ctx, key, &task); err != nil {
+				return false, err.Error(), nil
+			}
+			c := apimeta.FindStatusCondition(task.Status.Conditions, v1alpha1.ConditionReady)
+			if c == nil || c.Reason != v1alpha1.ReasonWaitingForOrder || !strings.Contains(c.Message, "waiting for local/dev/o0@2: its task o0-2 failed") {
+				return false, fmt.Sprint(c), nil
+			}
+			return true, "", nil
+		})
+	}
+
+	t.Log("a commit deletes o1 while wave 2 waits for o0")
+	e.commitConfig(t, "delete o1", map[string][]byte{waveFile("o1"): nil})
+	if locked := e.lock(t); locked["o1"] != 3 || len(locked) != 1 {
+		t.Fatalf("the deletion locked %v, want o1's tombstone at 3", locked)
+	}
+	requireSucceeded(t, e.waitTask(t, "dev-o1", "o1", 3))
+	agenttest.WaitUntil(t, agentWaitLimit, "o1's StyrminDeployment to be deleted", func(context.Context) (bool, string, error) {
+		return e.deployment(t, "dev-o1") == nil, "still there", nil
+	})
+
+	t.Log("a fix commit makes o0 Ready; wave 2 goes on")
+	fixed := e.change(t, "o0", "o0: no fault", map[string][]byte{waveFile("o0"): appConfig("1.0.0", "")})
+	requireSucceeded(t, e.waitTask(t, "dev-o0", "o0", fixed))
+	for _, n := range []string{"o2", "o3"} {
+		requireSucceeded(t, e.waitTask(t, "dev-"+n, n, 2))
 	}
 }

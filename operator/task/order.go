@@ -2,6 +2,7 @@ package task
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -12,6 +13,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/styrmin/styrmin/operator/api/v1alpha1"
+	"github.com/styrmin/styrmin/operator/instance"
 	"github.com/styrmin/styrmin/resolver"
 )
 
@@ -46,7 +48,12 @@ func (r *Reconciler) awaitOrder(ctx context.Context, run *taskRun) (phaseResult,
 			// The lockfile's decoding refuses these; a task says so.
 			return r.failTask(ctx, run, v1alpha1.ReasonLockMismatch, fmt.Sprintf("lock %s: after: %v", t.Spec.Lock.Path, err))
 		}
-		peer, err := r.peerRan(ctx, id, seq)
+		// The peer's namespace, once read for this wait (see peerGone).
+		ns := ""
+		if w.peer == id && w.seq == seq {
+			ns = w.ns
+		}
+		peer, err := r.peerRan(ctx, t.Spec.Lock.Commit, id, seq, &ns)
 		if err != nil {
 			return phaseResult{}, err
 		}
@@ -56,7 +63,7 @@ func (r *Reconciler) awaitOrder(ctx context.Context, run *taskRun) (phaseResult,
 			}
 			continue
 		}
-		w.next, w.peer, w.seq = i, id, seq
+		w.next, w.peer, w.seq, w.ns = i, id, seq, ns
 		r.waitFor(key, w)
 		why := "waiting for " + a + ": " + peer.why
 		if ro := run.instance.Rollout; ro != nil && ro.Wave > 1 && !peer.failed {
@@ -113,14 +120,19 @@ type peerState struct {
 }
 
 // peerRan tells whether deployment id ran its instance seq and is Ready,
-// and if not, why.
-func (r *Reconciler) peerRan(ctx context.Context, id resolver.ID, seq int64) (peerState, error) {
+// and if not, why. lockCommit is the waiting task's; *ns the peer's
+// namespace when known ("": not read yet), set when read.
+func (r *Reconciler) peerRan(ctx context.Context, lockCommit string, id resolver.ID, seq int64, ns *string) (peerState, error) {
 	did := v1alpha1.DeploymentID{Cluster: id.Cluster, Environment: id.Environment, Name: id.Name}
 	var sds v1alpha1.StyrminDeploymentList
 	if err := r.opts.Client.List(ctx, &sds, client.MatchingLabels(did.Labels())); err != nil {
 		return peerState{}, fmt.Errorf("reading the StyrminDeployment of %s: %w", id, err)
 	}
 	if len(sds.Items) == 0 {
+		gone, err := r.peerGone(ctx, lockCommit, id, seq, ns)
+		if err != nil || gone {
+			return peerState{done: gone}, err
+		}
 		return peerState{why: "its deployment is not created yet"}, nil
 	}
 	sd := &sds.Items[0]
@@ -151,6 +163,58 @@ func (r *Reconciler) peerRan(ctx context.Context, id resolver.ID, seq int64) (pe
 		return peerState{why: fmt.Sprintf("its task %s is %s", peer.Name, phaseOrNew(peer.Status.Phase))}, nil
 	}
 	return peerState{why: fmt.Sprintf("its active sequence is %d", sd.Status.ActiveSequence)}, nil
+}
+
+// peerGone tells whether a peer without a StyrminDeployment was deleted
+// after its instance seq: finishing a tombstone deletes the
+// StyrminDeployment, so without this a peer deleted since would look not
+// created yet, and hold the task back for good. Its tasks say so: a
+// tombstone's task that succeeded, numbered above seq. They live in the
+// peer's namespace, which its lock at the waiting task's lock commit
+// names (that lock ordered after it, so it is there): read once per wait,
+// then the list is the cache's, indexed by namespace. A lock that cannot
+// be read leaves the peer not created yet, as before. (A peer's lock
+// written in the same commit and handed over to its task not run yet is
+// taken here: that task reads its lockfile from git instead.)
+func (r *Reconciler) peerGone(ctx context.Context, lockCommit string, id resolver.ID, seq int64, ns *string) (bool, error) {
+	if *ns == "" {
+		if r.opts.Locks == nil {
+			return false, nil
+		}
+		in, err := r.opts.Locks.Lock(ctx, v1alpha1.LockRef{Commit: lockCommit, Path: id.LockPath()})
+		var missing *instance.LockNotFoundError
+		switch {
+		case errors.As(err, &missing):
+			return false, nil
+		case err != nil:
+			return false, err
+		case in.Context == nil || in.Context.Deployment.Namespace == "":
+			return false, nil
+		}
+		*ns = in.Context.Deployment.Namespace
+	}
+	tasks, err := r.tasksOf(ctx, *ns, instance.DeploymentID(id))
+	if err != nil {
+		return false, err
+	}
+	return deletedSince(tasks, seq) > 0, nil
+}
+
+// deletedSince returns the sequence of the newest of a deployment's
+// tombstones whose task succeeded after its instance seq, 0 when none
+// did. Operations and tasks that did not succeed delete nothing.
+func deletedSince(tasks []v1alpha1.StyrminTask, seq int64) int64 {
+	var tomb int64
+	for i := range tasks {
+		t := &tasks[i]
+		if t.Status.Phase != v1alpha1.TaskSucceeded || t.Spec.Operation != nil || t.Spec.ToSequence <= seq {
+			continue
+		}
+		if a := instance.TaskTarget(t); a != nil && a.Kind == v1alpha1.KindTombstone {
+			tomb = max(tomb, t.Spec.ToSequence)
+		}
+	}
+	return tomb
 }
 
 // readySince is when a peer that is Ready at its active instance became
@@ -186,8 +250,10 @@ func phaseOrNew(p v1alpha1.TaskPhase) string {
 // list's length (a task's instance is fixed, but a replaced task reuses
 // the name), and when the last of those that ran became Ready.
 type orderWait struct {
-	peer       resolver.ID
-	seq        int64
+	peer resolver.ID
+	seq  int64
+	// ns is the peer's namespace once peerGone read it.
+	ns         string
 	next, of   int
 	gateOpened time.Time
 }
