@@ -185,6 +185,7 @@ func NewAgent(ctx context.Context, cfg *rest.Config, opts Options) (*Agent, erro
 	topts.Drivers = drv
 	topts.Renders = renders
 	topts.Locks = locks
+	topts.Source = types.NamespacedName{Namespace: opts.Manager.Namespace, Name: opts.SourceName}
 	topts.Recorder = recorder
 	if topts.Exec == nil || topts.Logs == nil {
 		pods, err := task.NewKubePods(cfg)

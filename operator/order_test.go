@@ -7,7 +7,10 @@ import (
 	"testing"
 	"testing/fstest"
 
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/styrmin/styrmin/internal/agenttest"
@@ -89,6 +92,19 @@ func TestNewDeploymentWaitsForWhatItConnectsToAndAFailedOneHoldsItBack(t *testin
 // deployment that looks not created yet.
 func TestAWaveAfterAPeerDeletedSinceRunsInsteadOfWaiting(t *testing.T) {
 	t.Parallel()
+	waveAfterADeletedPeer(t, false)
+}
+
+// TestAWaveAfterAPeerDeletedWithItsNamespaceRunsInsteadOfWaiting is
+// TestAWaveAfterAPeerDeletedSinceRunsInsteadOfWaiting with o1's namespace
+// deleted by hand after o1 was: its tasks went with it, and only git says
+// o1 was deleted.
+func TestAWaveAfterAPeerDeletedWithItsNamespaceRunsInsteadOfWaiting(t *testing.T) {
+	t.Parallel()
+	waveAfterADeletedPeer(t, true)
+}
+
+func waveAfterADeletedPeer(t *testing.T, deleteNamespace bool) {
 	repo := faultyRepo(t)
 	repo[appDeployment] = nil
 	repo[webDeployment] = nil
@@ -142,6 +158,16 @@ func TestAWaveAfterAPeerDeletedSinceRunsInsteadOfWaiting(t *testing.T) {
 	agenttest.WaitUntil(t, agentWaitLimit, "o1's StyrminDeployment to be deleted", func(context.Context) (bool, string, error) {
 		return e.deployment(t, "dev-o1") == nil, "still there", nil
 	})
+	if deleteNamespace {
+		ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "dev-o1"}}
+		if err := e.c.Delete(context.Background(), ns); err != nil {
+			t.Fatal(err)
+		}
+		agenttest.WaitUntil(t, agentWaitLimit, "namespace dev-o1 to be deleted", func(ctx context.Context) (bool, string, error) {
+			err := e.c.Get(ctx, client.ObjectKeyFromObject(ns), ns)
+			return apierrors.IsNotFound(err), fmt.Sprint(err), nil
+		})
+	}
 
 	t.Log("a fix commit makes o0 Ready; wave 2 goes on")
 	fixed := e.change(t, "o0", "o0: no fault", map[string][]byte{waveFile("o0"): appConfig("1.0.0", "")})

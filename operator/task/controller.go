@@ -68,6 +68,10 @@ type Options struct {
 	// Locks gives the instance of a task that does not carry a copy
 	// (optional: without it such a task fails).
 	Locks instance.LockSource
+	// Source is the agent's StyrminSource, whose last synced commit tells
+	// a task whether a peer it waits for that left nothing in the cluster
+	// was deleted (optional: without it such a peer looks not created).
+	Source types.NamespacedName
 	// Recorder records events on tasks and StyrminDeployments (optional).
 	Recorder events.EventRecorder
 	// Exec runs exec steps; nil makes them fail with a clear message.

@@ -48,12 +48,12 @@ func (r *Reconciler) awaitOrder(ctx context.Context, run *taskRun) (phaseResult,
 			// The lockfile's decoding refuses these; a task says so.
 			return r.failTask(ctx, run, v1alpha1.ReasonLockMismatch, fmt.Sprintf("lock %s: after: %v", t.Spec.Lock.Path, err))
 		}
-		// The peer's namespace, once read for this wait (see peerGone).
-		ns := ""
+		// What peerGone read of the peer's locks for this wait.
+		var seen peerLocks
 		if w.peer == id && w.seq == seq {
-			ns = w.ns
+			seen = w.locks
 		}
-		peer, err := r.peerRan(ctx, t.Spec.Lock.Commit, id, seq, &ns)
+		peer, err := r.peerRan(ctx, t.Spec.Lock.Commit, id, seq, &seen)
 		if err != nil {
 			return phaseResult{}, err
 		}
@@ -63,7 +63,7 @@ func (r *Reconciler) awaitOrder(ctx context.Context, run *taskRun) (phaseResult,
 			}
 			continue
 		}
-		w.next, w.peer, w.seq, w.ns = i, id, seq, ns
+		w.next, w.peer, w.seq, w.locks = i, id, seq, seen
 		r.waitFor(key, w)
 		why := "waiting for " + a + ": " + peer.why
 		if ro := run.instance.Rollout; ro != nil && ro.Wave > 1 && !peer.failed {
@@ -120,16 +120,16 @@ type peerState struct {
 }
 
 // peerRan tells whether deployment id ran its instance seq and is Ready,
-// and if not, why. lockCommit is the waiting task's; *ns the peer's
-// namespace when known ("": not read yet), set when read.
-func (r *Reconciler) peerRan(ctx context.Context, lockCommit string, id resolver.ID, seq int64, ns *string) (peerState, error) {
+// and if not, why. lockCommit is the waiting task's; seen is what was
+// read of the peer's locks during this wait, updated.
+func (r *Reconciler) peerRan(ctx context.Context, lockCommit string, id resolver.ID, seq int64, seen *peerLocks) (peerState, error) {
 	did := v1alpha1.DeploymentID{Cluster: id.Cluster, Environment: id.Environment, Name: id.Name}
 	var sds v1alpha1.StyrminDeploymentList
 	if err := r.opts.Client.List(ctx, &sds, client.MatchingLabels(did.Labels())); err != nil {
 		return peerState{}, fmt.Errorf("reading the StyrminDeployment of %s: %w", id, err)
 	}
 	if len(sds.Items) == 0 {
-		gone, err := r.peerGone(ctx, lockCommit, id, seq, ns)
+		gone, err := r.peerGone(ctx, lockCommit, id, seq, seen)
 		if err != nil || gone {
 			return peerState{done: gone}, err
 		}
@@ -165,39 +165,84 @@ func (r *Reconciler) peerRan(ctx context.Context, lockCommit string, id resolver
 	return peerState{why: fmt.Sprintf("its active sequence is %d", sd.Status.ActiveSequence)}, nil
 }
 
+// peerLocks is what peerGone read of a peer's locks, kept for the wait
+// so a poll reads no lockfile again: its namespace at the waiting task's
+// lock commit ("" until read), and the last synced commit it read the
+// peer's lock at.
+type peerLocks struct {
+	ns, synced string
+}
+
 // peerGone tells whether a peer without a StyrminDeployment was deleted
 // after its instance seq: finishing a tombstone deletes the
 // StyrminDeployment, so without this a peer deleted since would look not
-// created yet, and hold the task back for good. Its tasks say so: a
-// tombstone's task that succeeded, numbered above seq. They live in the
-// peer's namespace, which its lock at the waiting task's lock commit
-// names (that lock ordered after it, so it is there): read once per wait,
-// then the list is the cache's, indexed by namespace. A lock that cannot
-// be read leaves the peer not created yet, as before. (A peer's lock
-// written in the same commit and handed over to its task not run yet is
-// taken here: that task reads its lockfile from git instead.)
-func (r *Reconciler) peerGone(ctx context.Context, lockCommit string, id resolver.ID, seq int64, ns *string) (bool, error) {
-	if *ns == "" {
-		if r.opts.Locks == nil {
-			return false, nil
-		}
-		in, err := r.opts.Locks.Lock(ctx, v1alpha1.LockRef{Commit: lockCommit, Path: id.LockPath()})
-		var missing *instance.LockNotFoundError
-		switch {
-		case errors.As(err, &missing):
-			return false, nil
-		case err != nil:
+// created yet, and hold the task back for good.
+//
+// Its tasks say so first: a tombstone's task that succeeded, numbered
+// above seq. They live in the peer's namespace, which its lock at the
+// waiting task's lock commit names (that lock ordered after it, so it is
+// there): read once per wait, then the list is the cache's, indexed by
+// namespace. (A peer's lock written in the same commit and handed over to
+// its task not run yet is taken here: that task reads its lockfile from
+// git instead.)
+//
+// With no task of the peer left (its namespace deleted after it, and its
+// tasks with it; or not created yet) the lock at the last commit the
+// agent synced says it, as the sync's own rule for a deployment deleted at
+// the head (no StyrminDeployment, a tombstone numbered after): read once
+// per synced commit, only while the peer has neither StyrminDeployment nor
+// task. A lock that cannot be read says nothing: not created yet, as
+// before.
+func (r *Reconciler) peerGone(ctx context.Context, lockCommit string, id resolver.ID, seq int64, seen *peerLocks) (bool, error) {
+	if seen.ns == "" {
+		in, err := r.peerLock(ctx, lockCommit, id)
+		if err != nil || in == nil {
 			return false, err
-		case in.Context == nil || in.Context.Deployment.Namespace == "":
+		}
+		if in.Kind == resolver.KindTombstone {
+			return in.Sequence > seq, nil
+		}
+		if in.Context == nil || in.Context.Deployment.Namespace == "" {
 			return false, nil
 		}
-		*ns = in.Context.Deployment.Namespace
+		seen.ns = in.Context.Deployment.Namespace
 	}
-	tasks, err := r.tasksOf(ctx, *ns, instance.DeploymentID(id))
+	tasks, err := r.tasksOf(ctx, seen.ns, instance.DeploymentID(id))
 	if err != nil {
 		return false, err
 	}
-	return deletedSince(tasks, seq) > 0, nil
+	if len(tasks) > 0 || r.opts.Source.Name == "" {
+		return deletedSince(tasks, seq) > 0, nil
+	}
+	var src v1alpha1.StyrminSource
+	if err := r.opts.Client.Get(ctx, r.opts.Source, &src); err != nil {
+		return false, client.IgnoreNotFound(err)
+	}
+	synced := src.Status.LastSyncedCommit
+	if synced == "" || synced == lockCommit || synced == seen.synced {
+		// The waiting task's own commit holds the awaited instance; a
+		// commit read already said nothing.
+		return false, nil
+	}
+	in, err := r.peerLock(ctx, synced, id)
+	if err != nil {
+		return false, err
+	}
+	seen.synced = synced
+	return in != nil && in.Kind == resolver.KindTombstone && in.Sequence > seq, nil
+}
+
+// peerLock reads deployment id's lockfile at commit: nil when there is
+// none to read (no lock source, no such commit or file).
+func (r *Reconciler) peerLock(ctx context.Context, commit string, id resolver.ID) (*resolver.Instance, error) {
+	if r.opts.Locks == nil {
+		return nil, nil
+	}
+	in, err := r.opts.Locks.Lock(ctx, v1alpha1.LockRef{Commit: commit, Path: id.LockPath()})
+	if missing := (*instance.LockNotFoundError)(nil); errors.As(err, &missing) {
+		return nil, nil
+	}
+	return in, err
 }
 
 // deletedSince returns the sequence of the newest of a deployment's
@@ -252,8 +297,8 @@ func phaseOrNew(p v1alpha1.TaskPhase) string {
 type orderWait struct {
 	peer resolver.ID
 	seq  int64
-	// ns is the peer's namespace once peerGone read it.
-	ns         string
+	// locks is what peerGone read of the peer's locks.
+	locks      peerLocks
 	next, of   int
 	gateOpened time.Time
 }

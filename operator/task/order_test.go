@@ -2,18 +2,19 @@ package task
 
 import (
 	"context"
-	"path"
-	"strings"
+	"errors"
 	"testing"
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 
 	"github.com/styrmin/styrmin/drivers"
 	"github.com/styrmin/styrmin/operator/api/v1alpha1"
+	"github.com/styrmin/styrmin/operator/instance"
 	"github.com/styrmin/styrmin/resolver"
 )
 
@@ -87,23 +88,42 @@ func TestDeletedSinceIsATombstoneThatSucceededAfterTheAwaitedInstance(t *testing
 	}
 }
 
-// peerLocks gives the lock of every deployment at any commit: an instance
-// in namespace dev-<name>.
-type peerLocks struct{ reads int }
+// commitLocks gives the locks of web at two commits, counting the reads:
+// an instance (web@6, namespace dev-web) at the waiting task's, and
+// synced's at the last synced commit.
+type commitLocks struct {
+	synced *resolver.Instance
+	reads  map[string]int
+}
 
-func (l *peerLocks) Lock(_ context.Context, ref v1alpha1.LockRef) (*resolver.Instance, error) {
-	l.reads++
-	name := strings.TrimSuffix(path.Base(ref.Path), ".lock.yaml")
-	return &resolver.Instance{Kind: resolver.KindInstance, Context: &drivers.Context{Deployment: drivers.DeploymentContext{Namespace: "dev-" + name}}}, nil
+const (
+	lockCommit   = "0123456789abcdef0123456789abcdef01234567"
+	syncedCommit = "89abcdef0123456789abcdef0123456789abcdef"
+)
+
+func (l *commitLocks) Lock(_ context.Context, ref v1alpha1.LockRef) (*resolver.Instance, error) {
+	l.reads[ref.Commit]++
+	if ref.Path != "locks/local/dev/web.lock.yaml" {
+		return nil, &instance.LockNotFoundError{Ref: ref, Err: errors.New("no such file")}
+	}
+	switch {
+	case ref.Commit == lockCommit:
+		return &resolver.Instance{Kind: resolver.KindInstance, Sequence: 6, Context: &drivers.Context{Deployment: drivers.DeploymentContext{Namespace: "dev-web"}}}, nil
+	case ref.Commit == syncedCommit && l.synced != nil:
+		return l.synced, nil
+	}
+	return nil, &instance.LockNotFoundError{Ref: ref, Err: errors.New("no such commit")}
 }
 
 // TestAPeerDeletedAfterTheAwaitedInstanceHoldsNothingBack pins that a
-// task ordered after web@6 goes on once web was deleted after it: the
-// tombstone's end deletes web's StyrminDeployment, and web looked not
-// created yet then, holding the task back for good (an environment's
-// ingress controller never uninstalled). A peer that truly is not
-// created yet, or whose deletion has not ended, still holds it back; the
-// peer's lock is read once per wait.
+// task ordered after web@6 goes on once web was deleted after it, web's
+// StyrminDeployment gone (the tombstone's end deletes it): web looked
+// not created yet then, holding the task back for good (an environment's
+// ingress controller never uninstalled). Its tombstone's task says so;
+// with its namespace deleted, and its tasks with it, its lock at the last
+// synced commit does. A peer that truly is not created yet, or whose
+// deletion has not ended, still holds it back. Each lock is read once per
+// wait, however often the task looks again.
 func TestAPeerDeletedAfterTheAwaitedInstanceHoldsNothingBack(t *testing.T) {
 	scheme := runtime.NewScheme()
 	if err := v1alpha1.AddToScheme(scheme); err != nil {
@@ -115,23 +135,34 @@ func TestAPeerDeletedAfterTheAwaitedInstanceHoldsNothingBack(t *testing.T) {
 			Spec:   v1alpha1.StyrminTaskSpec{Deployment: web, ToSequence: seq, Target: &v1alpha1.TaskTarget{Kind: kind}},
 			Status: v1alpha1.StyrminTaskStatus{Phase: phase}}
 	}
+	source := types.NamespacedName{Namespace: "styrmin-system", Name: "repo"}
+	src := &v1alpha1.StyrminSource{ObjectMeta: metav1.ObjectMeta{Namespace: source.Namespace, Name: source.Name},
+		Status: v1alpha1.StyrminSourceStatus{LastSyncedCommit: syncedCommit}}
+	tomb7 := &resolver.Instance{Kind: resolver.KindTombstone, Sequence: 7}
+	web6 := &resolver.Instance{Kind: resolver.KindInstance, Sequence: 6}
 	id := resolver.ID{Cluster: "local", Environment: "dev", Name: "web"}
 	for _, tc := range []struct {
-		name  string
-		tasks []client.Object
-		done  bool
+		name    string
+		objects []client.Object
+		synced  *resolver.Instance
+		done    bool
+		// syncedReads: the reads of the lock at the synced commit.
+		syncedReads int
 	}{
-		{"web@6 ran, then web@7 deleted it", []client.Object{task(6, v1alpha1.KindInstance, v1alpha1.TaskSucceeded), task(7, v1alpha1.KindTombstone, v1alpha1.TaskSucceeded)}, true},
-		{"web not created yet", nil, false},
-		{"web@7's deletion not ended", []client.Object{task(6, v1alpha1.KindInstance, v1alpha1.TaskSucceeded), task(7, v1alpha1.KindTombstone, v1alpha1.TaskRunning)}, false},
+		{"web@6 ran, then web@7 deleted it", []client.Object{src, task(6, v1alpha1.KindInstance, v1alpha1.TaskSucceeded), task(7, v1alpha1.KindTombstone, v1alpha1.TaskSucceeded)}, tomb7, true, 0},
+		{"web deleted at 7, its namespace with its tasks", []client.Object{src}, tomb7, true, 1},
+		{"web not created yet", []client.Object{src}, web6, false, 1},
+		{"web not created yet, the synced commit not in the clone", []client.Object{src}, nil, false, 1},
+		{"web deleted at 7, no source to read", nil, tomb7, false, 0},
+		{"web@7's deletion not ended", []client.Object{src, task(6, v1alpha1.KindInstance, v1alpha1.TaskSucceeded), task(7, v1alpha1.KindTombstone, v1alpha1.TaskRunning)}, tomb7, false, 0},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			locks := &peerLocks{}
-			c := fake.NewClientBuilder().WithScheme(scheme).WithObjects(tc.tasks...).Build()
-			r := &Reconciler{opts: Options{Client: c, Locks: locks}}
-			ns := ""
-			for range 2 {
-				got, err := r.peerRan(context.Background(), "0123456789abcdef0123456789abcdef01234567", id, 6, &ns)
+			locks := &commitLocks{synced: tc.synced, reads: map[string]int{}}
+			c := fake.NewClientBuilder().WithScheme(scheme).WithObjects(tc.objects...).Build()
+			r := &Reconciler{opts: Options{Client: c, Locks: locks, Source: source}}
+			var seen peerLocks
+			for range 3 {
+				got, err := r.peerRan(context.Background(), lockCommit, id, 6, &seen)
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -141,9 +172,12 @@ func TestAPeerDeletedAfterTheAwaitedInstanceHoldsNothingBack(t *testing.T) {
 				if !got.done && got.why != "its deployment is not created yet" {
 					t.Errorf("why = %q", got.why)
 				}
+				if got.done {
+					break
+				}
 			}
-			if ns != "dev-web" || locks.reads != 1 {
-				t.Errorf("the peer's namespace %q from %d lock reads, want dev-web from one", ns, locks.reads)
+			if seen.ns != "dev-web" || locks.reads[lockCommit] != 1 || locks.reads[syncedCommit] != tc.syncedReads {
+				t.Errorf("the peer's namespace %q; lock reads %v, want dev-web, one at the task's commit and %d at the synced one", seen.ns, locks.reads, tc.syncedReads)
 			}
 		})
 	}
