@@ -79,7 +79,7 @@ func (r *Repo) LockChanges(from, to Hash, prefix string) ([]LockChange, error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 
-	w := &walker{r: r, commits: map[plumbing.Hash]*object.Commit{}, trees: map[plumbing.Hash][]object.TreeEntry{}}
+	w := &walker{r: r, commits: commitCache{}, trees: map[plumbing.Hash][]object.TreeEntry{}}
 	commits, err := w.between(from.plumbing(), to.plumbing())
 	if err != nil {
 		return nil, err
@@ -128,19 +128,26 @@ func (r *Repo) LockChanges(from, to Hash, prefix string) ([]LockChange, error) {
 // holds r.mu.
 type walker struct {
 	r       *Repo
-	commits map[plumbing.Hash]*object.Commit
+	commits commitCache
 	trees   map[plumbing.Hash][]object.TreeEntry
 }
 
-func (w *walker) commit(h plumbing.Hash) (*object.Commit, error) {
-	if c, ok := w.commits[h]; ok {
+func (w *walker) commit(h plumbing.Hash) (*object.Commit, error) { return w.commits.get(w.r, h) }
+
+// commitCache holds the commits a walk read, until it drops them (a walk
+// that never comes back to a commit deletes it).
+type commitCache map[plumbing.Hash]*object.Commit
+
+// get returns commit h, read from r's storer the first time.
+func (cc commitCache) get(r *Repo, h plumbing.Hash) (*object.Commit, error) {
+	if c, ok := cc[h]; ok {
 		return c, nil
 	}
-	c, err := object.GetCommit(w.r.storer, h)
+	c, err := object.GetCommit(r.storer, h)
 	if err != nil {
 		return nil, commitError(h, err)
 	}
-	w.commits[h] = c
+	cc[h] = c
 	return c, nil
 }
 
@@ -434,7 +441,7 @@ func (r *Repo) Descends(head, from Hash) (bool, error) {
 		}
 		return false, commitError(from.plumbing(), err)
 	}
-	w := &walker{r: r, commits: map[plumbing.Hash]*object.Commit{}, trees: map[plumbing.Hash][]object.TreeEntry{}}
+	w := &walker{r: r, commits: commitCache{}, trees: map[plumbing.Hash][]object.TreeEntry{}}
 	seen := map[plumbing.Hash]bool{head.plumbing(): true}
 	stack := []plumbing.Hash{head.plumbing()}
 	for len(stack) > 0 {

@@ -50,7 +50,7 @@ func (r *Repo) UnlockedChanges(head Hash, dir, lockDir string, limit int) (Unloc
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	w := &walker{r: r, commits: map[plumbing.Hash]*object.Commit{}, trees: map[plumbing.Hash][]object.TreeEntry{}}
+	w := &walker{r: r, commits: commitCache{}, trees: map[plumbing.Hash][]object.TreeEntry{}}
 	type state struct {
 		locks  object.TreeEntry // zero when there is no lock folder
 		config string
@@ -274,7 +274,7 @@ func (r *Repo) LockedSequences(head Hash, dir, lockDir string) (map[string]int, 
 	if cached != nil && cached.head == head {
 		return maps.Clone(cached.max), nil
 	}
-	sr := &sequenceReader{r: r, parts: parts, lockTrees: map[plumbing.Hash]plumbing.Hash{}, commits: map[plumbing.Hash]*object.Commit{}}
+	sr := &sequenceReader{r: r, parts: parts, lockTrees: map[plumbing.Hash]plumbing.Hash{}, commits: commitCache{}}
 	out := map[string]int{}
 	seen := map[plumbing.Hash]bool{head.plumbing(): true}
 	stack := []plumbing.Hash{head.plumbing()}
@@ -336,19 +336,11 @@ type sequenceReader struct {
 	lockTrees map[plumbing.Hash]plumbing.Hash
 	// commits are parents read for their lock folder, kept until the
 	// walk reaches them.
-	commits map[plumbing.Hash]*object.Commit
+	commits commitCache
 }
 
 func (s *sequenceReader) commit(h plumbing.Hash) (*object.Commit, error) {
-	if c, ok := s.commits[h]; ok {
-		return c, nil
-	}
-	c, err := object.GetCommit(s.r.storer, h)
-	if err != nil {
-		return nil, commitError(h, err)
-	}
-	s.commits[h] = c
-	return c, nil
+	return s.commits.get(s.r, h)
 }
 
 // lockTree is the hash of a commit's lock folder (zero: none).
