@@ -258,9 +258,16 @@ func (w *walker) between(from, to plumbing.Hash) ([]*object.Commit, error) {
 // subtree returns the hash of the directory parts below tree root, zero if
 // it does not exist or is not a directory.
 func (w *walker) subtree(root plumbing.Hash, parts []string) (plumbing.Hash, error) {
+	return subtreeOf(root, parts, w.tree)
+}
+
+// subtreeOf is the hash of the directory parts below tree root, zero if it
+// does not exist or is not a directory, reading trees through entries (a
+// walk's cache, or none).
+func subtreeOf(root plumbing.Hash, parts []string, entriesOf func(plumbing.Hash) ([]object.TreeEntry, error)) (plumbing.Hash, error) {
 	cur := root
 	for _, part := range parts {
-		entries, err := w.tree(cur)
+		entries, err := entriesOf(cur)
 		if err != nil {
 			return plumbing.ZeroHash, err
 		}

@@ -352,22 +352,9 @@ func (s *sequenceReader) lockTree(commit plumbing.Hash) (plumbing.Hash, error) {
 	if err != nil {
 		return plumbing.ZeroHash, err
 	}
-	cur := c.TreeHash
-	for _, part := range s.parts {
-		entries, err := s.entries(cur)
-		if err != nil {
-			return plumbing.ZeroHash, err
-		}
-		next := plumbing.ZeroHash
-		for _, e := range entries {
-			if e.Name == part && e.Mode == filemode.Dir {
-				next = e.Hash
-				break
-			}
-		}
-		if cur = next; cur.IsZero() {
-			break
-		}
+	cur, err := subtreeOf(c.TreeHash, s.parts, s.entries)
+	if err != nil {
+		return plumbing.ZeroHash, err
 	}
 	s.lockTrees[commit] = cur
 	return cur, nil
