@@ -15,7 +15,7 @@ import (
 // TestMain lets the test binary serve as its own Sandbox child.
 func TestMain(m *testing.M) {
 	if IsSandboxChild() {
-		os.Exit(ServeSandbox(os.Stdin, os.Stdout, os.Stderr))
+		os.Exit(ServeSandbox(os.Stdin, os.Stdout, os.Stderr, testFuncs()))
 	}
 	os.Exit(m.Run())
 }

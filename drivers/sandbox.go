@@ -125,12 +125,18 @@ type sandboxRequest struct {
 	Limits      Limits            `json:"limits"`
 	Context     *Context          `json:"context,omitempty"`
 	Values      map[string]any    `json:"values,omitempty"`
+	// Func and Input are a "call": the child's SandboxFunc of that name,
+	// given Files and Input.
+	Func  string `json:"func,omitempty"`
+	Input []byte `json:"input,omitempty"`
 }
 
 // sandboxResponse is what the child writes to its stdout, one a line.
 type sandboxResponse struct {
 	Errors  []wireError `json:"errors,omitempty"`
 	Objects []Object    `json:"objects,omitempty"`
+	// Output is a call's result.
+	Output []byte `json:"output,omitempty"`
 	// Retire says the child ends after this answer (a limit was hit, or
 	// its heap grew too large to be worth keeping).
 	Retire bool `json:"retire,omitempty"`
@@ -195,9 +201,40 @@ func fromWire(ws []wireError) error {
 // at the deadline (or by the kernel) is reported at that file.
 const phasePrefix = "styrmin-driver-phase\t"
 
+// ErrSandboxStart is a child that could not be started: the machine's
+// trouble (a process or pipe limit), not the evaluation's.
+var ErrSandboxStart = errors.New("starting the sandbox")
+
 // errStaleChild is an idle child found dead when given a request (it
 // retired, or was killed): the request runs again on a new child.
 var errStaleChild = errors.New("the sandbox child had ended")
+
+// SandboxFunc is an evaluation a sandbox child runs for its parent
+// besides loading and rendering drivers: a package that evaluates
+// untrusted input (the resolver, a repository's configuration) names its
+// functions, the binary's main passes them to ServeSandbox, and the
+// parent runs one with Sandbox.Call. It is given the request's files and
+// input; phase names the file it is about to evaluate, so that a limit it
+// hits is reported at that file. Its error crosses the process boundary
+// as text (a LimitError keeps its type).
+type SandboxFunc func(files map[string][]byte, input []byte, phase func(file string)) ([]byte, error)
+
+// SandboxFuncs are the functions a child serves by name.
+type SandboxFuncs map[string]SandboxFunc
+
+// Call runs the child's function name with files and input, under limits
+// as a driver's load is: the child is killed at the time limit, stopped at
+// the memory limit, and either is a *LimitError whose Driver is source
+// and whose File is the last file the function named (file until it
+// names one). A child without that function answers with an error.
+func (s *Sandbox) Call(ctx context.Context, name, source, file string, files map[string][]byte, input []byte, limits Limits) ([]byte, error) {
+	req := &sandboxRequest{Op: "call", Func: name, Source: source, Files: files, Input: input, Limits: limits.WithDefaults()}
+	resp, err := s.run(ctx, req, file)
+	if err != nil {
+		return nil, err
+	}
+	return resp.Output, nil
+}
 
 // run sends req to a child and returns its answer. The child is killed at
 // the deadline (the sooner of ctx's and the limit); a child that dies
@@ -219,7 +256,7 @@ func (s *Sandbox) run(ctx context.Context, req *sandboxRequest, specFile string)
 	for {
 		c, reused, err := s.child(l)
 		if err != nil {
-			return nil, fmt.Errorf("driver %s: starting the sandbox: %w", req.Source, err)
+			return nil, fmt.Errorf("driver %s: %w: %w", req.Source, ErrSandboxStart, err)
 		}
 		s.mu.Lock()
 		s.nextID++

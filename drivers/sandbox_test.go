@@ -1,6 +1,8 @@
 package drivers
 
 import (
+	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"maps"
@@ -295,5 +297,58 @@ func TestSandboxChildrenStayWithinTheSlots(t *testing.T) {
 	}
 	if n := sandboxStarts(sb); n != 2 {
 		t.Errorf("%d children started, want 2", n)
+	}
+}
+
+// testFuncs are the functions this test binary serves as a sandbox child:
+// "echo" answers its file's content followed by its input, "grow" names
+// its file and allocates until it is stopped.
+func testFuncs() SandboxFuncs {
+	return SandboxFuncs{
+		"echo": func(files map[string][]byte, input []byte, phase func(string)) ([]byte, error) {
+			if string(input) == "fail" {
+				return nil, errors.New("echo: asked to fail")
+			}
+			return append(append([]byte{}, files["in.txt"]...), input...), nil
+		},
+		"grow": func(files map[string][]byte, _ []byte, phase func(string)) ([]byte, error) {
+			phase("big.txt")
+			var keep [][]byte
+			for {
+				keep = append(keep, bytes.Repeat([]byte{1}, 1<<20))
+				if len(keep) < 0 {
+					return nil, nil
+				}
+			}
+		},
+	}
+}
+
+// TestASandboxCallRunsTheChildsFunctionUnderTheLimits: Call runs the
+// child's function of that name with the files and input and returns its
+// output; its error comes back as an error; a function the binary does
+// not serve is an error naming it; one that outgrows the memory limit is
+// a LimitError at the file it named, and the child is not used again.
+func TestASandboxCallRunsTheChildsFunctionUnderTheLimits(t *testing.T) {
+	sb := newSandbox(t, 1)
+	ctx := context.Background()
+	limits := Limits{Memory: 64 << 20, Timeout: 20 * time.Second}
+	out, err := sb.Call(ctx, "echo", "test", "in.txt", map[string][]byte{"in.txt": []byte("file,")}, []byte("input"), limits)
+	if err != nil || string(out) != "file,input" {
+		t.Fatalf("echo: %q, %v; want \"file,input\"", out, err)
+	}
+	if _, err := sb.Call(ctx, "echo", "test", "in.txt", nil, []byte("fail"), limits); err == nil || !strings.Contains(err.Error(), "asked to fail") {
+		t.Fatalf("echo asked to fail: %v", err)
+	}
+	if _, err := sb.Call(ctx, "nothing", "test", "in.txt", nil, nil, limits); err == nil || !strings.Contains(err.Error(), `no function "nothing"`) {
+		t.Fatalf("a function the child does not serve: %v", err)
+	}
+	_, err = sb.Call(ctx, "grow", "test", "in.txt", nil, nil, limits)
+	var le *LimitError
+	if !errors.As(err, &le) || le.Limit != LimitMemory || le.File != "big.txt" || le.Driver != "test" {
+		t.Fatalf("grow: %v; want the memory limit at big.txt", err)
+	}
+	if out, err := sb.Call(ctx, "echo", "test", "in.txt", map[string][]byte{"in.txt": []byte("again,")}, []byte("ok"), limits); err != nil || string(out) != "again,ok" {
+		t.Fatalf("echo after the limit: %q, %v", out, err)
 	}
 }

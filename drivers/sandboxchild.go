@@ -26,10 +26,12 @@ const childDrivers = 8
 // limits. Memory is watched from the start: over the limit, the answer is
 // a memory LimitError and the process exits at once (nothing it could
 // still do is worth the memory).
-func ServeSandbox(in io.Reader, out io.Writer, stderr io.Writer) int {
+//
+// funcs are the functions Sandbox.Call may run besides (nil: none).
+func ServeSandbox(in io.Reader, out io.Writer, stderr io.Writer, funcs SandboxFuncs) int {
 	dec := json.NewDecoder(bufio.NewReader(in))
 	dec.UseNumber() // numbers stay what the parent had: int64 or float64
-	s := &sandboxServer{out: out, stderr: stderr, drivers: map[[32]byte]*Driver{}, kept: keptHeap}
+	s := &sandboxServer{out: out, stderr: stderr, drivers: map[[32]byte]*Driver{}, kept: keptHeap, funcs: funcs}
 	for first := true; ; first = false {
 		var req sandboxRequest
 		if err := dec.Decode(&req); err != nil {
@@ -68,6 +70,8 @@ type sandboxServer struct {
 	order   [][32]byte           // drivers' keys, the least recently used first
 
 	kept func(limit uint64) uint64 // keptHeap; tests set another
+
+	funcs SandboxFuncs // what a "call" may run
 }
 
 // keptShare: a child keeps at most 1/keptShare of the memory limit
@@ -103,9 +107,22 @@ func (s *sandboxServer) serve(req *sandboxRequest) bool {
 	defer close(stop)
 	go watchMemory(uint64(s.limits.Memory)+base, stop, func(heap uint64) { s.overMemory(req, heap-base) })
 	var resp sandboxResponse
-	d, err := s.driver(req)
+	var (
+		d   *Driver
+		err error
+	)
+	if req.Op == "load" || req.Op == "render" {
+		d, err = s.driver(req)
+	}
 	switch {
 	case err != nil:
+	case req.Op == "call":
+		fn, ok := s.funcs[req.Func]
+		if !ok {
+			err = fmt.Errorf("drivers: sandbox: this binary serves no function %q", req.Func)
+			break
+		}
+		resp.Output, err = fn(req.Files, req.Input, s.setPhase)
 	case req.Op == "load":
 		if sample, ok := d.SampleContext(); ok {
 			_, err = d.renderSample(sample)

@@ -163,6 +163,12 @@ func NewAgent(ctx context.Context, cfg *rest.Config, opts Options) (*Agent, erro
 	if err != nil {
 		return nil, fmt.Errorf("agent: --path: %w", err)
 	}
+	if opts.Drivers.Config == nil {
+		// What the agent reads of the repository's own configuration
+		// is evaluated in the drivers' sandbox first: an author of the
+		// repository could otherwise exhaust the agent's memory.
+		opts.Drivers.Config = resolver.NewConfigSandbox(opts.Drivers.Sandbox, opts.Drivers.Limits)
+	}
 	// Drivers kept in other repositories are fetched with the
 	// repository's own credentials (sent only to its host).
 	remotes := driversource.Remotes{RepoURL: opts.URL, Auth: auth}
@@ -324,7 +330,7 @@ func (a *Agent) backupSettings(c client.Reader, repo *gitsource.Folder, opts Opt
 		if err != nil {
 			return nil, err
 		}
-		return resolver.BackupSettings(fsys)
+		return resolver.NewLoader(0).WithSandbox(opts.Drivers.Config).BackupSettings(fsys)
 	}
 }
 
@@ -382,6 +388,9 @@ func (a *Agent) addLocker(ctx context.Context, direct client.Reader, opts Option
 	}
 	if lo.Sandbox == nil && lo.DriverLimits == (drivers.Limits{}) {
 		lo.DriverLimits, lo.Sandbox = opts.Drivers.Limits, opts.Drivers.Sandbox
+	}
+	if lo.ConfigSandbox == nil {
+		lo.ConfigSandbox = opts.Drivers.Config
 	}
 	if lo.Used == nil {
 		c := a.mgr.GetClient()

@@ -3,6 +3,8 @@ package operator_test
 import (
 	"context"
 	"fmt"
+	"os"
+	"strconv"
 	"strings"
 	"testing"
 	"testing/fstest"
@@ -66,5 +68,62 @@ func TestAgentBadDriverFailsWithItsLimitAndTheGoodDeploymentBecomesReady(t *test
 	case <-e.agent.Done():
 		t.Fatalf("the agent exited: %s", e.agent.ExitState())
 	default:
+	}
+}
+
+// TestAgentStaysUpWhenTheRepositorysConfigurationWouldExhaustItsMemory:
+// a styrmin.cue of 500 bytes whose evaluation allocates 512 MiB (holding
+// 128 MiB at once) reaches the agent, which reads styrmin.cue for the
+// limits of every driver it loads. The agent evaluates it in its
+// sandbox, under --config-memory, and not itself: the deployments'
+// tasks report the limit naming the file, the agent does not exit, and
+// its own peak memory stays far below what the file would have cost it.
+func TestAgentStaysUpWhenTheRepositorysConfigurationWouldExhaustItsMemory(t *testing.T) {
+	t.Parallel()
+	var bomb strings.Builder
+	bomb.WriteString("deletionThreshold: 1\nlet s0 = \"0123456789abcdef\"\n")
+	for i := 1; i <= 22; i++ {
+		fmt.Fprintf(&bomb, "let s%d = s%d + s%d\n", i, i-1, i-1)
+	}
+	bomb.WriteString("if len(s22) < 0 {\n\tlimits: timeout: \"1s\"\n}\n")
+	e := startAgentEnvWith(t, fstest.MapFS{"styrmin.cue": {Data: []byte(bomb.String()), Mode: 0o644}})
+	locked := e.lock(t) // in this process, which can afford it
+	if locked["web"] != 1 {
+		t.Fatalf("locked %v, want web=1", locked)
+	}
+	e.startAgent(t)
+
+	key := client.ObjectKey{Namespace: "dev-web", Name: v1alpha1.TaskName("web", 1)}
+	var task v1alpha1.StyrminTask
+	agenttest.WaitUntil(t, agentWaitLimit, "web's task to report the limit of styrmin.cue", func(ctx context.Context) (bool, string, error) {
+		if err := e.c.Get(ctx, key, &task); err != nil {
+			return false, err.Error(), nil
+		}
+		msgs := []string{task.Status.Message}
+		for _, c := range task.Status.Conditions {
+			msgs = append(msgs, c.Reason+": "+c.Message)
+		}
+		all := strings.Join(msgs, " | ")
+		return strings.Contains(all, "styrmin.cue: evaluating it exceeded the memory limit of 64 MiB"), string(task.Status.Phase) + " " + all, nil
+	})
+	t.Logf("web's task: %s: %s", task.Status.Phase, task.Status.Message)
+	select {
+	case <-e.agent.Done():
+		t.Fatalf("the agent exited: %s", e.agent.ExitState())
+	default:
+	}
+	status, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", e.agent.Pid()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var peakKiB int64
+	for _, line := range strings.Split(string(status), "\n") {
+		if v, ok := strings.CutPrefix(line, "VmHWM:"); ok {
+			peakKiB, _ = strconv.ParseInt(strings.Fields(v)[0], 10, 64)
+		}
+	}
+	t.Logf("the agent's peak resident memory: %d MiB", peakKiB>>10)
+	if peakKiB == 0 || peakKiB > 128<<10 {
+		t.Errorf("the agent's peak resident memory is %d MiB: it evaluated the file itself", peakKiB>>10)
 	}
 }

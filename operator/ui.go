@@ -35,7 +35,7 @@ func (a *Agent) addUI(clone *gitsource.Repo, opts Options) error {
 		Clusters:    []ui.Cluster{{Name: opts.Cluster, Reader: a.mgr.GetClient(), Live: a.mgr.GetAPIReader()}},
 		Repo:        clone,
 		Dir:         opts.Path,
-		PlanOptions: planner.Options{DriverLimits: opts.Drivers.Limits, Sandbox: opts.Drivers.Sandbox},
+		PlanOptions: planner.Options{DriverLimits: opts.Drivers.Limits, Sandbox: opts.Drivers.Sandbox, ConfigSandbox: opts.Drivers.Config},
 	})
 	if err != nil {
 		return fmt.Errorf("agent: ui: %w", err)

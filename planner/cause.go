@@ -62,10 +62,10 @@ type attributor struct {
 	el       map[string]*layerChange
 }
 
-func newAttributor(in Input) *attributor {
+func newAttributor(in Input, config *resolver.ConfigSandbox) *attributor {
 	a := &attributor{
 		in:       in,
-		loader:   resolver.NewLoader(0),
+		loader:   resolver.NewLoader(0).WithSandbox(config),
 		clusters: map[string]*resolver.Cluster{},
 		envs:     map[string]*resolver.Environment{},
 		cl:       map[string]*layerChange{},

@@ -91,6 +91,10 @@ type Options struct {
 	// drivers.Sandbox). ComputeTrees loads both sides' drivers with them.
 	DriverLimits drivers.Limits
 	Sandbox      *drivers.Sandbox
+	// ConfigSandbox, when set, evaluates each configuration file of both
+	// sides in a sandbox child first (see resolver.ConfigSandbox): the
+	// agent's web UI plans what any author of the repository wrote.
+	ConfigSandbox *resolver.ConfigSandbox
 	// RenderInProcess renders the manifests of both sides in this process
 	// (bounded in time and rendered bytes, not in memory) even when the
 	// drivers load through Sandbox, as the lock's policy render does: the
@@ -176,7 +180,7 @@ func Compute(in Input, opts Options) (*Plan, error) {
 		return nil, err
 	}
 
-	at := newAttributor(in)
+	at := newAttributor(in, opts.ConfigSandbox)
 	for i, c := range changes {
 		plan.Deployments[i].Causes = at.causes(c, plan.Deployments[i])
 	}

@@ -43,7 +43,7 @@ func ComputeTrees(t Trees, opts Options) (*Plan, error) {
 	// other, since an in-process load's time limit is wall-clock time.
 	var base, head *drivers.PendingCatalog
 	if opts.Sandbox != nil {
-		if limits, err := resolver.NewLoader(0).DriverLimits(t.Head); err == nil {
+		if limits, err := resolver.NewLoader(0).WithSandbox(opts.ConfigSandbox).DriverLimits(t.Head); err == nil {
 			o := catalogOptions(limits, opts)
 			base, head = drivers.StartCatalog(t.Base, "drivers", o), drivers.StartCatalog(t.Head, "drivers", o)
 			defer base.Wait()
@@ -63,7 +63,7 @@ func ComputeTrees(t Trees, opts Options) (*Plan, error) {
 	if _, err := locks.Load(t.Head); err != nil {
 		return nil, fmt.Errorf("lockfiles at %s: %w", t.HeadName, err)
 	}
-	headRepo, err := resolver.NewLoader(0).Load(t.Head)
+	headRepo, err := resolver.NewLoader(0).WithSandbox(opts.ConfigSandbox).Load(t.Head)
 	if err != nil {
 		return nil, err
 	}

@@ -128,7 +128,11 @@ type EnvironmentBackups struct {
 // the agent calls it on every sync, and no driver or deployment changes
 // what it returns.
 func BackupSettings(fsys fs.FS) ([]EnvironmentBackups, error) {
-	l := NewLoader(0)
+	return NewLoader(0).BackupSettings(fsys)
+}
+
+// BackupSettings is BackupSettings with this Loader (and its sandbox).
+func (l *Loader) BackupSettings(fsys fs.FS) ([]EnvironmentBackups, error) {
 	clusters, err := subdirs(fsys, "clusters")
 	if err != nil {
 		return nil, err

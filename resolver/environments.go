@@ -204,7 +204,7 @@ func (w *Workspace) PlanClone(req CloneRequest) (*ClonePlan, error) {
 // the clone's deployments: whatever fails there (a driver the target
 // cluster lacks, a policy) fails the clone.
 func (w *Workspace) checkClone(plan *ClonePlan) error {
-	repo, err := NewLoader(w.opts.MaxFileSize).Load(newFolderOverlay(w.fsys, plan.files, ""))
+	repo, err := NewLoader(w.opts.MaxFileSize).WithSandbox(w.opts.ConfigSandbox).Load(newFolderOverlay(w.fsys, plan.files, ""))
 	if err != nil {
 		return fmt.Errorf("env clone refused, nothing written: %w", err)
 	}
@@ -501,7 +501,7 @@ func (w *Workspace) PlanEnvironmentDelete(req EnvironmentDeleteRequest) (*Enviro
 	plan.Deletions = DeletionRule(w.Repo.Settings, nil, 0, locked)
 	// The repository must still load without the folder (a rollout order
 	// naming the environment, say).
-	if _, err := NewLoader(w.opts.MaxFileSize).Load(newFolderOverlay(w.fsys, nil, dir)); err != nil {
+	if _, err := NewLoader(w.opts.MaxFileSize).WithSandbox(w.opts.ConfigSandbox).Load(newFolderOverlay(w.fsys, nil, dir)); err != nil {
 		return nil, fmt.Errorf("env delete %s/%s refused, nothing removed: %w", req.Cluster, req.Environment, err)
 	}
 	return plan, nil

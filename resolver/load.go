@@ -158,9 +158,19 @@ type Loader struct {
 	ctx         *cue.Context
 	schema      cue.Value
 	maxFileSize int64
+	// sandbox, when set, evaluates each file in a child first.
+	sandbox *ConfigSandbox
 	// forks are Loaders like this one that parse deployments on the
 	// other cores.
 	forks sync.Pool
+}
+
+// WithSandbox makes l evaluate each file in a sandbox child before it
+// evaluates it itself (see ConfigSandbox); nil: in-process only. It
+// returns l.
+func (l *Loader) WithSandbox(c *ConfigSandbox) *Loader {
+	l.sandbox = c
+	return l
 }
 
 // fork returns a Loader like l for another goroutine, reusing one when
@@ -169,7 +179,7 @@ func (l *Loader) fork() *Loader {
 	if f, ok := l.forks.Get().(*Loader); ok {
 		return f
 	}
-	return NewLoader(l.maxFileSize)
+	return NewLoader(l.maxFileSize).WithSandbox(l.sandbox)
 }
 
 // NewLoader compiles the schemas. maxFileSize <= 0 means DefaultMaxFileSize.
@@ -207,6 +217,16 @@ func (l *Loader) loadFile(fsys fs.FS, file, def string, out any) (map[string]tok
 // and column the user wrote, and the field, worded from the schema (see
 // explainer): CUE's own messages speak of its evaluator.
 func (l *Loader) parse(file string, data []byte, def string, out any) (map[string]token.Position, error) {
+	if l.sandbox != nil {
+		if err := l.sandbox.check(file, data, def); err != nil {
+			return nil, err
+		}
+	}
+	return l.eval(file, data, def, out)
+}
+
+// eval is parse in this process.
+func (l *Loader) eval(file string, data []byte, def string, out any) (map[string]token.Position, error) {
 	var v cue.Value
 	switch path.Ext(file) {
 	case ".cue":

@@ -11,7 +11,7 @@ import (
 // starts this test binary.
 func TestMain(m *testing.M) {
 	if drivers.IsSandboxChild() {
-		os.Exit(drivers.ServeSandbox(os.Stdin, os.Stdout, os.Stderr))
+		os.Exit(drivers.ServeSandbox(os.Stdin, os.Stdout, os.Stderr, SandboxFuncs()))
 	}
 	os.Exit(m.Run())
 }

@@ -167,10 +167,16 @@ func findDeployment(repo *Repository, id ID) (*Cluster, *Environment, *Deploymen
 // desired-state repository at the instance's source commit). An instance
 // without placeholders reads nothing.
 func RevealSensitiveFS(fsys fs.FS, drv *drivers.Driver, in *Instance) (Sensitive, error) {
+	return NewLoader(0).RevealSensitiveFS(fsys, drv, in)
+}
+
+// RevealSensitiveFS is RevealSensitiveFS with this Loader (and its
+// sandbox).
+func (l *Loader) RevealSensitiveFS(fsys fs.FS, drv *drivers.Driver, in *Instance) (Sensitive, error) {
 	if !HasPlaceholders(in) {
 		return nil, nil
 	}
-	repo, err := NewLoader(0).Load(fsys)
+	repo, err := l.Load(fsys)
 	if err != nil {
 		return nil, fmt.Errorf("sensitive parameters of %s: %w", in.ID, err)
 	}

@@ -204,7 +204,7 @@ func (w *Workspace) PlanUpgrade(req UpgradeRequest) (*UpgradePlan, error) {
 		}
 	}
 
-	loader := NewLoader(w.opts.MaxFileSize)
+	loader := NewLoader(w.opts.MaxFileSize).WithSandbox(w.opts.ConfigSandbox)
 	edited := map[ID]*Deployment{}
 	for _, d := range targets {
 		s := sets[d.ID]

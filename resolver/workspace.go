@@ -32,6 +32,10 @@ type WorkspaceOptions struct {
 	// process (see drivers.Sandbox).
 	DriverLimits drivers.Limits
 	Sandbox      *drivers.Sandbox
+	// ConfigSandbox, when set, evaluates each configuration file in a
+	// sandbox child first (see ConfigSandbox): for a process that reads
+	// what any author of the repository wrote (the agent).
+	ConfigSandbox *ConfigSandbox
 	// Used are the sequences the branch's history used; new sequences come
 	// after them (nil: after the lockfiles only).
 	Used UsedSequences
@@ -67,7 +71,7 @@ type Workspace struct {
 // LoadWorkspace loads configuration, drivers (the repo's drivers/ folder
 // and the listed driver sources) and locks from fsys.
 func LoadWorkspace(fsys fs.FS, opts WorkspaceOptions) (*Workspace, error) {
-	loader := NewLoader(opts.MaxFileSize)
+	loader := NewLoader(opts.MaxFileSize).WithSandbox(opts.ConfigSandbox)
 	// With a sandbox, the drivers load (mostly waiting for its children)
 	// while the configuration and the lockfiles are read. Errors are
 	// reported in the order of old, when one loaded after the other: the

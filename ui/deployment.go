@@ -276,7 +276,8 @@ func (h *Handler) resolveSettings(commit string, id resolver.ID) ([]setting, str
 	if err != nil {
 		return nil, mask(err.Error())
 	}
-	ws, err := resolver.LoadWorkspace(fsys, resolver.WorkspaceOptions{SourceCommit: commit, DriverLimits: h.o.PlanOptions.DriverLimits, Sandbox: h.o.PlanOptions.Sandbox})
+	ws, err := resolver.LoadWorkspace(fsys, resolver.WorkspaceOptions{SourceCommit: commit, DriverLimits: h.o.PlanOptions.DriverLimits, Sandbox: h.o.PlanOptions.Sandbox,
+		ConfigSandbox: h.o.PlanOptions.ConfigSandbox})
 	if err != nil {
 		return nil, "resolving the repository at " + short(commit) + ": " + mask(err.Error())
 	}

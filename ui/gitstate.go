@@ -39,7 +39,7 @@ func (h *Handler) headState() *headState {
 	gs := &headState{head: head}
 	gs.fsys, err = h.o.Repo.TreeAt(head, h.o.Dir)
 	if err == nil {
-		gs.locks, gs.held, err = readHead(gs.fsys)
+		gs.locks, gs.held, err = readHead(gs.fsys, h.o.PlanOptions.ConfigSandbox)
 	}
 	if err != nil {
 		gs.err = fmt.Errorf("reading the repository at %s: %w", head.Short(), err)
@@ -52,7 +52,7 @@ func (h *Handler) headState() *headState {
 // overview needs no context or values, and decoding 500 whole lockfiles
 // would cost a quarter of a second per new commit) and the holds of the
 // deployment files that mention one.
-func readHead(fsys fs.FS) (map[resolver.ID]*resolver.Instance, map[resolver.ID]string, error) {
+func readHead(fsys fs.FS, config *resolver.ConfigSandbox) (map[resolver.ID]*resolver.Instance, map[resolver.ID]string, error) {
 	files, err := fs.Glob(fsys, path.Join(resolver.LocksDir, "*", "*", "*.lock.yaml"))
 	if err != nil {
 		return nil, nil, err
@@ -81,7 +81,7 @@ func readHead(fsys fs.FS) (map[resolver.ID]*resolver.Instance, map[resolver.ID]s
 			// Only a file that mentions a hold is parsed (with the
 			// repository's schema, as the resolver reads it).
 			if loader == nil {
-				loader = resolver.NewLoader(0)
+				loader = resolver.NewLoader(0).WithSandbox(config)
 			}
 			var raw map[string]any
 			if err := loader.LoadFile(fsys, file, "#Deployment", &raw); err != nil {

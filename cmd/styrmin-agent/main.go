@@ -23,6 +23,7 @@ import (
 
 	"github.com/styrmin/styrmin/drivers"
 	"github.com/styrmin/styrmin/operator"
+	"github.com/styrmin/styrmin/resolver"
 	"github.com/styrmin/styrmin/version"
 )
 
@@ -30,7 +31,7 @@ func main() {
 	// Started as a driver sandbox (drivers.Sandbox): evaluate one driver
 	// and exit.
 	if drivers.IsSandboxChild() {
-		os.Exit(drivers.ServeSandbox(os.Stdin, os.Stdout, os.Stderr))
+		os.Exit(drivers.ServeSandbox(os.Stdin, os.Stdout, os.Stderr, resolver.SandboxFuncs()))
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
@@ -69,6 +70,7 @@ type flags struct {
 	driverTimeout                       time.Duration
 	driverMemory, driverRendered        string
 	driverChart                         string
+	configMemory                        string
 	driverInProcess                     bool
 	stuckAfter                          time.Duration
 	driverParallel                      int
@@ -130,6 +132,7 @@ func parseFlags(args []string, stderr io.Writer) (*flags, error) {
 	fs.StringVar(&f.driverMemory, "driver-memory", "128Mi", "memory limit of one driver evaluation, e.g. 128Mi; keep it under the container's memory limit minus the agent's own use")
 	fs.StringVar(&f.driverRendered, "driver-rendered-bytes", "64Mi", "most bytes a chart may render to")
 	fs.StringVar(&f.driverChart, "driver-chart-bytes", "64Mi", "most bytes a driver's subchart archives may unpack to")
+	fs.StringVar(&f.configMemory, "config-memory", "64Mi", "memory limit of evaluating one configuration file of the repository (styrmin.cue, cluster, environment and deployment files), first in a sandbox child and then in the agent: keep it well under the container's memory limit minus the agent's own use")
 	fs.IntVar(&f.driverParallel, "driver-parallelism", 2, "driver evaluations (child processes) running at once; each may use up to --driver-memory")
 	fs.BoolVar(&f.driverInProcess, "driver-in-process", false, "evaluate drivers in the agent's process: no memory limit, and a driver over its time limit is abandoned, not stopped")
 	fs.BoolVar(&f.version, "version", false, "print the version and exit")
@@ -157,6 +160,7 @@ func parseFlags(args []string, stderr io.Writer) (*flags, error) {
 // the sandbox child is this executable (main serves it).
 func (f *flags) driverOptions() (operator.DriverOptions, error) {
 	o := operator.DriverOptions{Limits: drivers.Limits{Timeout: f.driverTimeout}}
+	var configMemory int64
 	for _, q := range []struct {
 		flag, value string
 		into        *int64
@@ -164,6 +168,7 @@ func (f *flags) driverOptions() (operator.DriverOptions, error) {
 		{"--driver-memory", f.driverMemory, &o.Limits.Memory},
 		{"--driver-rendered-bytes", f.driverRendered, &o.Limits.RenderedBytes},
 		{"--driver-chart-bytes", f.driverChart, &o.Limits.ChartBytes},
+		{"--config-memory", f.configMemory, &configMemory},
 	} {
 		v, err := resource.ParseQuantity(q.value)
 		if err != nil || v.Value() <= 0 {
@@ -177,6 +182,9 @@ func (f *flags) driverOptions() (operator.DriverOptions, error) {
 			return o, err
 		}
 		o.Sandbox = sb
+		// The repository's own files are evaluated there too, within
+		// their own memory limit.
+		o.Config = resolver.NewConfigSandbox(sb, drivers.Limits{Timeout: f.driverTimeout, Memory: configMemory})
 	}
 	return o, nil
 }

@@ -11,13 +11,14 @@ import (
 
 	"github.com/styrmin/styrmin/drivers"
 	"github.com/styrmin/styrmin/internal/hostile"
+	"github.com/styrmin/styrmin/resolver"
 )
 
 // TestMain lets the test binary serve as the CLI's driver sandbox, as
 // the styrminctl binary does.
 func TestMain(m *testing.M) {
 	if drivers.IsSandboxChild() {
-		os.Exit(drivers.ServeSandbox(os.Stdin, os.Stdout, os.Stderr))
+		os.Exit(drivers.ServeSandbox(os.Stdin, os.Stdout, os.Stderr, resolver.SandboxFuncs()))
 	}
 	os.Exit(m.Run())
 }

@@ -23,7 +23,7 @@ func main() {
 	// Started as a driver sandbox (drivers.Sandbox): evaluate one driver
 	// and exit.
 	if drivers.IsSandboxChild() {
-		os.Exit(drivers.ServeSandbox(os.Stdin, os.Stdout, os.Stderr))
+		os.Exit(drivers.ServeSandbox(os.Stdin, os.Stdout, os.Stderr, resolver.SandboxFuncs()))
 	}
 	// Rendering a plan allocates about 1 MB per deployment while little
 	// stays live (20 MB for 1,000 deployments): collecting less often

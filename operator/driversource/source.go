@@ -134,6 +134,11 @@ type LoadOptions struct {
 	Limits drivers.Limits
 	// Sandbox, when set, evaluates drivers in a child process.
 	Sandbox *drivers.Sandbox
+	// Config, when set, bounds the evaluation of the repository's own
+	// configuration the agent reads (styrmin.cue for the limits, the
+	// layers for sensitive values) in Sandbox's children (NewAgent makes
+	// it from Sandbox and Limits).
+	Config *resolver.ConfigSandbox
 }
 
 var _ Source = (*RepoDrivers)(nil)
@@ -202,7 +207,7 @@ func (s *RepoDrivers) fetchAndLoad(ctx context.Context, req Request) (*drivers.D
 	} else {
 		fsys, dir, err = s.inRepo(req)
 		if err == nil {
-			opts.Limits, err = repoLimits(fsys, ref, opts.Limits)
+			opts.Limits, err = repoLimits(resolver.NewLoader(0).WithSandbox(opts.Config), fsys, ref, opts.Limits)
 		}
 	}
 	if err != nil {
@@ -212,8 +217,8 @@ func (s *RepoDrivers) fetchAndLoad(ctx context.Context, req Request) (*drivers.D
 }
 
 // repoLimits lowers the agent's limits to those styrmin.cue sets in fsys.
-func repoLimits(fsys fs.FS, ref resolver.DriverRef, agent drivers.Limits) (drivers.Limits, error) {
-	set, err := resolver.NewLoader(0).LoadSettings(fsys)
+func repoLimits(l *resolver.Loader, fsys fs.FS, ref resolver.DriverRef, agent drivers.Limits) (drivers.Limits, error) {
+	set, err := l.LoadSettings(fsys)
 	if err != nil {
 		return agent, &DriverLoadError{Ref: ref, Err: err}
 	}
@@ -379,7 +384,7 @@ func (s *RepoDrivers) Sensitive(_ context.Context, in *resolver.Instance, d *dri
 			errs = append(errs, fmt.Errorf("sensitive parameters of %s at %s: %w", in.ID, h.Short(), err))
 			continue
 		}
-		values, err := resolver.RevealSensitiveFS(fsys, d, in)
+		values, err := resolver.NewLoader(0).WithSandbox(s.opts.Config).RevealSensitiveFS(fsys, d, in)
 		if err == nil {
 			return values, nil
 		}

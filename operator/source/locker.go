@@ -74,6 +74,9 @@ type LockModeOptions struct {
 	// the agent's; they override styrmin.cue's limits where set).
 	DriverLimits drivers.Limits
 	Sandbox      *drivers.Sandbox
+	// ConfigSandbox bounds the evaluation of the configuration a lock
+	// reads (NewAgent: made from Sandbox; see resolver.ConfigSandbox).
+	ConfigSandbox *resolver.ConfigSandbox
 	// OnLocked is called after a lock commit was pushed (the agent
 	// triggers its syncer).
 	OnLocked func(LockResult)
@@ -183,7 +186,7 @@ func (l *Locker) LockHead(ctx context.Context) (LockResult, error) {
 	if l.opts.AllOrNothing {
 		policy = resolver.LockAllOrNothing
 	}
-	wo := resolver.WorkspaceOptions{DriverLimits: l.opts.DriverLimits, Sandbox: l.opts.Sandbox}
+	wo := resolver.WorkspaceOptions{DriverLimits: l.opts.DriverLimits, Sandbox: l.opts.Sandbox, ConfigSandbox: l.opts.ConfigSandbox}
 	if l.opts.FetchDriver != nil {
 		wo.FetchDriver = l.opts.FetchDriver(ctx)
 	}
