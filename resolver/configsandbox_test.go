@@ -181,3 +181,31 @@ func TestAConfigurationFileOfTheLargestSizeNeedsMoreThanTheDefaultLimit(t *testi
 		}
 	}
 }
+
+// BenchmarkLoadWithConfigSandbox loads the configuration of 1,000
+// deployments (Loader.Load) in-process, with a new ConfigSandbox (every
+// file sent to a child: an agent's first lock in lock mode) and with one
+// that has seen the files (its next locks).
+func BenchmarkLoadWithConfigSandbox(b *testing.B) {
+	fsys := os.DirFS(generateRepo(b, 1000, 20))
+	sb, err := drivers.SelfSandbox(2)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(sb.Close)
+	load := func(b *testing.B, cs func() *ConfigSandbox) {
+		b.ReportAllocs()
+		for b.Loop() {
+			if _, err := NewLoader(0).WithSandbox(cs()).Load(fsys); err != nil {
+				b.Fatal(err)
+			}
+		}
+	}
+	b.Run("in-process", func(b *testing.B) { load(b, func() *ConfigSandbox { return nil }) })
+	b.Run("sandbox-new", func(b *testing.B) { load(b, func() *ConfigSandbox { return NewConfigSandbox(sb, drivers.Limits{}) }) })
+	seen := NewConfigSandbox(sb, drivers.Limits{})
+	if _, err := NewLoader(0).WithSandbox(seen).Load(fsys); err != nil {
+		b.Fatal(err)
+	}
+	b.Run("sandbox-seen", func(b *testing.B) { load(b, func() *ConfigSandbox { return seen }) })
+}
