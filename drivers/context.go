@@ -55,6 +55,12 @@ type CloneSource struct {
 	Backup string `json:"backup,omitempty"`
 	// Location is the source's backupLocation the backup is read from.
 	Location string `json:"location,omitempty"`
+	// Deployments are the deployments the clone copied, which the backup
+	// holds: only they restore it. Written with Backup; empty in a clone
+	// written before the list (every deployment restores). A context
+	// never carries it: a deployment's context has a clone source only
+	// when the deployment restores it.
+	Deployments []string `json:"deployments,omitempty"`
 }
 
 // DeploymentContext identifies the deployment being rendered.

@@ -586,6 +586,29 @@ func TestACloneFromTheLatestBackupRestoresItInSetupConnectsInsideAndIsDeletedWho
 		}
 	}
 
+	t.Log("a deployment added to preview after the clone is not in the backup: it starts empty")
+	e.commitConfig(t, "preview: add c", map[string][]byte{"clusters/local/environments/preview/deployments/c.cue": plan.Files()["clusters/local/environments/preview/deployments/b.cue"]})
+	if locked := e.lock(t); locked["c"] != 1 || len(locked) != 1 {
+		t.Fatalf("adding c locked %v, want preview's c at 1", locked)
+	}
+	tc := e.waitTask(t, "preview-c", "c", 1)
+	requireSucceeded(t, tc)
+	skipped := false
+	for _, st := range tc.Status.Steps {
+		if strings.Contains(st.Name, "restoreBackup") {
+			skipped = st.State == v1alpha1.StepSkipped && !strings.Contains(st.Name, "restoreBackup/")
+			if !skipped {
+				t.Errorf("preview-c's create ran %s (%s): it restores a backup that does not hold it", st.Name, st.State)
+			}
+		}
+	}
+	if !skipped {
+		t.Errorf("preview-c's create has no skipped restoreBackup step")
+	}
+	if in := e.taskInstance(t, tc); in.Context.Environment.ClonedFrom != nil {
+		t.Errorf("preview-c's context: clonedFrom %+v, want none", in.Context.Environment.ClonedFrom)
+	}
+
 	t.Log("restore one deployment of data from the command line")
 	if out := e.ctl(t, "restore", "local/data", "--from", "n2", "--deployment", "b", "--name", "rb", "--wait", kc); !strings.Contains(out, "rb succeeded") {
 		t.Errorf("styrminctl restore --wait:\n%s", out)
@@ -627,10 +650,10 @@ func TestACloneFromTheLatestBackupRestoresItInSetupConnectsInsideAndIsDeletedWho
 		if err != nil {
 			return gitsource.Change{}, err
 		}
-		if _, _, err := ws.Lock(resolver.LockAllOrNothing); err == nil || !strings.Contains(err.Error(), "--allow-deletions 2") {
-			return gitsource.Change{}, fmt.Errorf("a lock deleting preview's two deployments: %v, want the deletion guard asking for --allow-deletions 2", err)
+		if _, _, err := ws.Lock(resolver.LockAllOrNothing); err == nil || !strings.Contains(err.Error(), "--allow-deletions 3") {
+			return gitsource.Change{}, fmt.Errorf("a lock deleting preview's three deployments: %v, want the deletion guard asking for --allow-deletions 3", err)
 		}
-		changes, _, err := ws.LockAllowing(resolver.LockAllOrNothing, 2)
+		changes, _, err := ws.LockAllowing(resolver.LockAllOrNothing, 3)
 		if err != nil {
 			return gitsource.Change{}, err
 		}
@@ -644,7 +667,7 @@ func TestACloneFromTheLatestBackupRestoresItInSetupConnectsInsideAndIsDeletedWho
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, n := range []string{"a", "b"} {
+	for _, n := range []string{"a", "b", "c"} {
 		requireSucceeded(t, e.waitTask(t, "preview-"+n, n, 2))
 		agenttest.WaitUntil(t, agentWaitLimit, "preview-"+n+"'s StyrminDeployment to go", func(ctx context.Context) (bool, string, error) {
 			return e.deployment(t, "preview-"+n) == nil, "still there", nil

@@ -7,6 +7,7 @@ import (
 	"io/fs"
 	"path"
 	"regexp"
+	"slices"
 	"strings"
 
 	"cuelang.org/go/cue/token"
@@ -278,14 +279,29 @@ func takeClonedFrom(file string, settings map[string]any, pos map[string]token.P
 	return cf, nil
 }
 
-// cloneSourceOf is a copy of the environment's clone source for a
-// context (nil: no clone): instances never share it.
+// cloneSourceOf is a copy of the environment's clone source (nil: no
+// clone): instances never share it.
 func cloneSourceOf(e *Environment) *CloneSource {
 	if e.ClonedFrom == nil {
 		return nil
 	}
 	cf := *e.ClonedFrom
+	cf.Deployments = slices.Clone(cf.Deployments)
 	return &cf
+}
+
+// cloneSourceFor is the clone source in deployment name's context: nil
+// when the environment is no clone, or a clone from a backup that does
+// not hold the deployment (added to the clone later: it starts empty,
+// its restoreBackup step skipped). Without the list it carries.
+func cloneSourceFor(e *Environment, name string) *CloneSource {
+	cf := e.ClonedFrom
+	if cf == nil || (cf.Backup != "" && len(cf.Deployments) > 0 && !slices.Contains(cf.Deployments, name)) {
+		return nil
+	}
+	c := *cf
+	c.Deployments = nil
+	return &c
 }
 
 // backupFirstOf is the merged backupBeforeUpgrade setting of a

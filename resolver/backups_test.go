@@ -2,6 +2,7 @@ package resolver
 
 import (
 	"encoding/json"
+	"fmt"
 	"os"
 	"reflect"
 	"strings"
@@ -118,45 +119,58 @@ func TestBackupSettings(t *testing.T) {
 	}
 }
 
-// TestCloneSourceReachesTheContext: clonedFrom lands in every instance's
-// context, and environment-only settings stay out of the settings the
-// drivers see.
+// TestCloneSourceReachesTheContext: clonedFrom lands in the context of
+// every instance the backup holds (all of them in a clone written before
+// the list of deployments), without that list; a deployment added to the
+// clone later has none (it starts empty); environment-only settings stay
+// out of the settings the drivers see.
 func TestCloneSourceReachesTheContext(t *testing.T) {
-	dir := exampleCopy(t)
-	writeFile(t, dir, "clusters/local/environments/dev/environment.cue", "namespacePrefix: \"dev\"\nbackupLocation: \"s3://backups/local/dev\"\nbackups: {secret: \"backup-credentials\", schedule: \"0 3 * * *\", keep: 7}\nclonedFrom: {cluster: \"local\", environment: \"staging\", commit: \"abcdef1\", backup: \"b1\", location: \"s3://backups/local/staging\"}\n")
-	res, _, err := resolveDir(t, dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := res.Err(); err != nil {
-		t.Fatal(err)
-	}
-	n := 0
-	for _, r := range res.Resolved {
-		cf := r.Instance.Context.Environment.ClonedFrom
-		if r.Instance.ID.Environment != "dev" {
-			if cf != nil {
-				t.Errorf("%s: clonedFrom %+v", r.Instance.ID, cf)
+	const from = `clonedFrom: {cluster: "local", environment: "staging", commit: "abcdef1", backup: "b1", location: "s3://backups/local/staging"%s}` + "\n"
+	for _, tc := range []struct {
+		name, list string
+		restores   map[string]bool
+	}{
+		{"a clone written before the list", "", map[string]bool{"web": true, "hub": true}},
+		{"hub added after the clone", `, deployments: ["web"]`, map[string]bool{"web": true}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := exampleCopy(t)
+			writeFile(t, dir, "clusters/local/environments/dev/environment.cue", "namespacePrefix: \"dev\"\nbackupLocation: \"s3://backups/local/dev\"\nbackups: {secret: \"backup-credentials\", schedule: \"0 3 * * *\", keep: 7}\n"+fmt.Sprintf(from, tc.list))
+			res, _, err := resolveDir(t, dir)
+			if err != nil {
+				t.Fatal(err)
 			}
-			continue
-		}
-		n++
-		if cf == nil || *cf != (CloneSource{Cluster: "local", Environment: "staging", Commit: "abcdef1", Backup: "b1", Location: "s3://backups/local/staging"}) {
-			t.Errorf("%s: clonedFrom %+v", r.Instance.ID, cf)
-		}
-		if _, ok := r.Settings["backups"]; ok {
-			t.Errorf("%s: backups reached the merged settings", r.Instance.ID)
-		}
-		data, err := json.Marshal(r.Instance.Context.Environment)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if !strings.Contains(string(data), `"clonedFrom":{"cluster":"local","environment":"staging","commit":"abcdef1","backup":"b1","location":"s3://backups/local/staging"}`) {
-			t.Errorf("%s: context.environment %s", r.Instance.ID, data)
-		}
-	}
-	if n == 0 {
-		t.Fatal("no dev deployment resolved")
+			if err := res.Err(); err != nil {
+				t.Fatal(err)
+			}
+			n := 0
+			for _, r := range res.Resolved {
+				cf := r.Instance.Context.Environment.ClonedFrom
+				if r.Instance.ID.Environment != "dev" || !tc.restores[r.Instance.ID.Name] {
+					if cf != nil {
+						t.Errorf("%s: clonedFrom %+v, want none", r.Instance.ID, cf)
+					}
+					continue
+				}
+				n++
+				if cf == nil || !reflect.DeepEqual(*cf, CloneSource{Cluster: "local", Environment: "staging", Commit: "abcdef1", Backup: "b1", Location: "s3://backups/local/staging"}) {
+					t.Errorf("%s: clonedFrom %+v", r.Instance.ID, cf)
+				}
+				if _, ok := r.Settings["backups"]; ok {
+					t.Errorf("%s: backups reached the merged settings", r.Instance.ID)
+				}
+				data, err := json.Marshal(r.Instance.Context.Environment)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if !strings.Contains(string(data), `"clonedFrom":{"cluster":"local","environment":"staging","commit":"abcdef1","backup":"b1","location":"s3://backups/local/staging"}`) {
+					t.Errorf("%s: context.environment %s", r.Instance.ID, data)
+				}
+			}
+			if n != len(tc.restores) {
+				t.Fatalf("%d dev deployments restore the backup, want %d", n, len(tc.restores))
+			}
+		})
 	}
 }
 

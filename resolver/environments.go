@@ -155,6 +155,12 @@ func (w *Workspace) PlanClone(req CloneRequest) (*ClonePlan, error) {
 			return nil, refuse("%s/%s backs up to %s, a PersistentVolumeClaim in one namespace, which the clone's deployments cannot read: use an s3:// backupLocation to clone from a backup", req.Cluster, req.Source, srcLoc)
 		}
 		cf.Backup, cf.Location = req.FromBackup, srcLoc
+		// Only the deployments the backup holds restore it: one added
+		// to the clone later has nothing there.
+		for _, d := range src.Deployments {
+			cf.Deployments = append(cf.Deployments, d.ID.Name)
+		}
+		slices.Sort(cf.Deployments)
 	}
 	dstLoc := ""
 	if srcLoc != "" {
@@ -346,6 +352,11 @@ func cloneCUEEnvironment(file string, data []byte, prefix, location string, cf C
 	elts := []any{ast.NewIdent("cluster"), ast.NewString(cf.Cluster), ast.NewIdent("environment"), ast.NewString(cf.Environment), ast.NewIdent("commit"), ast.NewString(cf.Commit)}
 	if cf.Backup != "" {
 		elts = append(elts, ast.NewIdent("backup"), ast.NewString(cf.Backup), ast.NewIdent("location"), ast.NewString(cf.Location))
+		names := make([]ast.Expr, len(cf.Deployments))
+		for i, n := range cf.Deployments {
+			names[i] = ast.NewString(n)
+		}
+		elts = append(elts, ast.NewIdent("deployments"), ast.NewList(names...))
 	}
 	cfv := ast.NewStruct(elts...)
 	if err := set("clonedFrom", cfv); err != nil {
@@ -419,6 +430,13 @@ func cloneYAMLEnvironment(file string, data []byte, prefix, location string, cf 
 		if kv[1] != "" {
 			m.Content = append(m.Content, str(kv[0]), &yaml.Node{Kind: yaml.ScalarNode, Tag: "!!str", Style: yaml.DoubleQuotedStyle, Value: kv[1]})
 		}
+	}
+	if cf.Backup != "" {
+		names := &yaml.Node{Kind: yaml.SequenceNode, Tag: "!!seq", Style: yaml.FlowStyle}
+		for _, n := range cf.Deployments {
+			names.Content = append(names.Content, str(n))
+		}
+		m.Content = append(m.Content, str("deployments"), names)
 	}
 	if err := set("clonedFrom", m); err != nil {
 		return nil, false, err

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -58,7 +59,7 @@ func TestCloneCopiesTheEnvironmentAndConnectsInsideIt(t *testing.T) {
 	}
 	env := string(plan.Files()["clusters/local/environments/preview/environment.cue"])
 	for _, want := range []string{"// dev: the team's environment", `namespacePrefix: "preview"`, `backupLocation:  "s3://backups/local/preview"`, `secret: "backup-credentials"`,
-		`parameters: logLevel: "debug"`, `cluster:     "local"`, `environment: "dev"`, `commit:      "` + cloneCommit + `"`, `backup:      "nightly-1"`, `location:    "s3://backups/local/dev"`} {
+		`parameters: logLevel: "debug"`, `cluster:     "local"`, `environment: "dev"`, `commit:      "` + cloneCommit + `"`, `backup:      "nightly-1"`, `location:    "s3://backups/local/dev"`, `deployments: ["hub", "web"]`} {
 		if !strings.Contains(env, want) {
 			t.Errorf("environment file lacks %q:\n%s", want, env)
 		}
@@ -105,6 +106,24 @@ func TestCloneCopiesTheEnvironmentAndConnectsInsideIt(t *testing.T) {
 	if n != 2 {
 		t.Fatalf("%d preview deployments resolved, want 2", n)
 	}
+
+	// A deployment added to the clone later is not in the backup: it
+	// starts empty (no clone source, so its restoreBackup step skips).
+	writeFile(t, dir, "clusters/local/environments/preview/deployments/extra.cue", "driver: \"webapp\"\nappVersion: \"1.25.0\"\n")
+	res, _, err = resolveDir(t, dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	extra, ok := res.Get(ID{Cluster: "local", Environment: "preview", Name: "extra"})
+	if !ok {
+		t.Fatalf("preview/extra did not resolve: %v", res.Err())
+	}
+	if cf := extra.Instance.Context.Environment.ClonedFrom; cf != nil {
+		t.Errorf("preview/extra, added after the clone, restores %+v", cf)
+	}
+	if web, _ := res.Get(ID{Cluster: "local", Environment: "preview", Name: "web"}); web == nil || web.Instance.Context.Environment.ClonedFrom == nil {
+		t.Errorf("preview/web no longer restores the backup")
+	}
 }
 
 // TestCloneOfAYAMLEnvironmentToAnotherPrefix: YAML stays YAML; the
@@ -121,8 +140,28 @@ func TestCloneOfAYAMLEnvironmentToAnotherPrefix(t *testing.T) {
 			t.Errorf("environment file lacks %q:\n%s", want, env)
 		}
 	}
-	if plan.DroppedSchedule || strings.Contains(env, "backup:") {
+	if plan.DroppedSchedule || strings.Contains(env, "backup:") || strings.Contains(env, "deployments:") {
 		t.Errorf("plan %+v:\n%s", plan, env)
+	}
+
+	// From a backup: the deployments it holds are listed, and read back.
+	plan, err = cloneWorkspace(t, dir).PlanClone(CloneRequest{Cluster: "local", Source: "staging", Target: "qa", NamespacePrefix: "qa-1", FromBackup: "nightly-2"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	env = string(plan.Files()["clusters/local/environments/qa/environment.yaml"])
+	if !strings.Contains(env, "  backup: \"nightly-2\"\n") || !strings.Contains(env, "  deployments: [hub, web]\n") {
+		t.Errorf("environment file lacks the backup and its deployments:\n%s", env)
+	}
+	writePlanFiles(t, dir, plan.Files())
+	settings, err := BackupSettings(os.DirFS(dir))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range settings {
+		if e.Environment == "qa" && (e.ClonedFrom == nil || !slices.Equal(e.ClonedFrom.Deployments, []string{"hub", "web"})) {
+			t.Errorf("qa's clone source read back: %+v", e.ClonedFrom)
+		}
 	}
 }
 

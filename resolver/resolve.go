@@ -381,7 +381,7 @@ func firstPass(c *Cluster, e *Environment, d *Deployment, opts Options) (*pendin
 			BackupLocation: str(merged["backupLocation"]),
 			Config:         mapOrNil(merged["config"]),
 			Policy:         EffectivePolicy(c, e),
-			ClonedFrom:     cloneSourceOf(e),
+			ClonedFrom:     cloneSourceFor(e, d.ID.Name),
 		},
 		Deployment: drivers.DeploymentContext{
 			Name: d.ID.Name, Namespace: ns, AppVersion: d.AppVersion,

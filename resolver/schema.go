@@ -146,6 +146,9 @@ import "strings"
 		commit:      =~"^[0-9a-f]{7,64}$"
 		backup?:     string
 		location?:   string
+		// deployments are those the clone copied from the backup: a
+		// deployment added to the clone later starts empty.
+		deployments?: [...#Name]
 	}
 	// dedicatedIngress opts the environment in (true) or out (false) of
 	// the cluster's setting.

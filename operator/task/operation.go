@@ -392,7 +392,7 @@ func expandSteps(wf v1alpha1.Workflow, d *drivers.Driver, in *resolver.Instance,
 		case drivers.ActionRestoreBackup:
 			cf := env.ClonedFrom
 			if cf == nil || cf.Backup == "" || cf.Location == "" {
-				st.State, st.Message = v1alpha1.StepSkipped, "the environment is not a clone from a backup: nothing to restore"
+				st.State, st.Message = v1alpha1.StepSkipped, "nothing to restore: the environment is not a clone from a backup, or the deployment was added to it after the clone"
 				out = append(out, st)
 				continue
 			}
