@@ -229,3 +229,13 @@ func describeKinds(p *Policy) string {
 	}
 	return strings.Join(p.Kinds, ", ")
 }
+
+// Equal reports whether p and o allow the same: the same namespaces and
+// kinds in the same order, the same service account (nil and the zero
+// policy alike).
+func (p *Policy) Equal(o *Policy) bool {
+	if p.IsZero() || o.IsZero() {
+		return p.IsZero() && o.IsZero()
+	}
+	return slices.Equal(p.Namespaces, o.Namespaces) && slices.Equal(p.Kinds, o.Kinds) && p.ServiceAccountName == o.ServiceAccountName
+}

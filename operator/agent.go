@@ -184,13 +184,14 @@ func NewAgent(ctx context.Context, cfg *rest.Config, opts Options) (*Agent, erro
 	}
 	a := &Agent{mgr: mgr, log: log}
 	recorder := mgr.GetEventRecorder(eventSource)
-	locks := instance.NewRepoLocks(repo)
+	locks := instance.NewRepoLocks(repo).WithConfigSandbox(opts.Drivers.Config)
 	topts := opts.Task
 	topts.Client = mgr.GetClient()
 	topts.APIReader = mgr.GetAPIReader()
 	topts.Drivers = drv
 	topts.Renders = renders
 	topts.Locks = locks
+	topts.Policies = locks
 	topts.Source = types.NamespacedName{Namespace: opts.Manager.Namespace, Name: opts.SourceName}
 	topts.Recorder = recorder
 	if topts.Exec == nil || topts.Logs == nil {

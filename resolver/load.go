@@ -746,3 +746,29 @@ func (l *Loader) parseDeployment(file string, data []byte, id ID) (*Deployment, 
 	}
 	return d, nil
 }
+
+// DeclaredPolicy is the policy the configuration in fsys gives an
+// instance of deployment id, internal being the instance's Internal: the
+// cluster's and environment's (EffectivePolicy), or an ingress
+// controller's when the cluster declares one. It is what the instance's
+// lockfile must record: the agent, which enforces the recorded policy,
+// compares the two at the lock commit, so a lockfile edited by hand
+// cannot loosen what the configuration allows. It reads those two files
+// alone.
+func (l *Loader) DeclaredPolicy(fsys fs.FS, id ID, internal string) (*drivers.Policy, error) {
+	c, err := l.loadClusterFile(fsys, id.Cluster)
+	if err != nil {
+		return nil, err
+	}
+	if internal == InternalIngress {
+		if c.Ingress == nil {
+			return nil, &ConfigError{File: c.File, Field: "ingress", Msg: "missing: a lockfile records an ingress controller of this cluster, which declares none"}
+		}
+		return ingressPolicy(), nil
+	}
+	e, err := l.loadEnvironmentFile(fsys, c, id.Environment)
+	if err != nil {
+		return nil, err
+	}
+	return EffectivePolicy(c, e), nil
+}

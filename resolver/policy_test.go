@@ -5,6 +5,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/styrmin/styrmin/drivers"
 )
 
 // withTenantDriver adds the operator's tenancy test driver to a copy of
@@ -109,5 +111,62 @@ func TestPolicyIsInTheInstanceContext(t *testing.T) {
 				t.Errorf("%s: policy %+v, want none (the default)", r.Instance.ID, p)
 			}
 		}
+	}
+}
+
+// TestDeclaredPolicyIsWhatALockRecords: DeclaredPolicy gives what the
+// resolver records in an instance's context, for an environment's
+// deployment (the environment's policy over the cluster's) and for an
+// ingress controller (its own, only when the cluster declares one).
+func TestDeclaredPolicyIsWhatALockRecords(t *testing.T) {
+	dir := exampleCopy(t)
+	writeFile(t, dir, "clusters/local/cluster.cue", withIngress("policy: {namespaces: [\"shared\"], kinds: [\"*\"]}"))
+	writeFile(t, dir, "clusters/local/environments/dev/environment.cue", "namespacePrefix: \"dev\"\npolicy: namespaces: [\"dev-shared\"]\n")
+	res, _, err := resolveDir(t, dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fsys := os.DirFS(dir)
+	for _, r := range res.Resolved {
+		got, err := NewLoader(0).DeclaredPolicy(fsys, r.Instance.ID, r.Instance.Internal)
+		if err != nil {
+			t.Fatalf("%s: %v", r.Instance.ID, err)
+		}
+		if want := r.Instance.Context.Environment.Policy; !got.Equal(want) {
+			t.Errorf("%s: declared %+v, recorded %+v", r.Instance.ID, got, want)
+		}
+	}
+	dev, err := NewLoader(0).DeclaredPolicy(fsys, ID{Cluster: "local", Environment: "dev", Name: "web"}, "")
+	if err != nil || !dev.Equal(&drivers.Policy{Namespaces: []string{"dev-shared"}, Kinds: []string{"*"}}) {
+		t.Errorf("dev's policy: %+v, %v", dev, err)
+	}
+	if _, err := NewLoader(0).DeclaredPolicy(fsys, ID{Cluster: "local", Environment: "dev", Name: "ingress"}, InternalIngress); err == nil || !strings.Contains(err.Error(), "clusters/local/cluster.cue: field ingress: missing") {
+		t.Errorf("an ingress controller of a cluster that declares none: %v", err)
+	}
+	if _, err := NewLoader(0).DeclaredPolicy(fsys, ID{Cluster: "local", Environment: "gone", Name: "web"}, ""); err == nil {
+		t.Errorf("the policy of an environment that does not exist: no error")
+	}
+
+	// With an ingress controller for the cluster and one for dev.
+	writeFile(t, dir, "clusters/local/cluster.cue", withIngress("policy: {namespaces: [\"shared\"], kinds: [\"*\"]}\ningress: driver: \"ingress-nginx\"\ndedicatedIngress: true"))
+	res, _, err = resolveDir(t, dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	internal := 0
+	for _, r := range res.Resolved {
+		got, err := NewLoader(0).DeclaredPolicy(fsys, r.Instance.ID, r.Instance.Internal)
+		if err != nil {
+			t.Fatalf("%s: %v", r.Instance.ID, err)
+		}
+		if want := r.Instance.Context.Environment.Policy; !got.Equal(want) {
+			t.Errorf("%s: declared %+v, recorded %+v", r.Instance.ID, got, want)
+		}
+		if r.Instance.Internal != "" {
+			internal++
+		}
+	}
+	if internal < 2 {
+		t.Fatalf("%d ingress controllers resolved, want the cluster's and dev's", internal)
 	}
 }

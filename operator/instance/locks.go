@@ -8,6 +8,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/styrmin/styrmin/drivers"
 	"github.com/styrmin/styrmin/gitsource"
 	"github.com/styrmin/styrmin/operator/api/v1alpha1"
 	"github.com/styrmin/styrmin/resolver"
@@ -79,13 +80,98 @@ type RepoLocks struct {
 	// folders it has read.
 	lastCommit gitsource.Hash
 	last       fs.FS
+
+	// config bounds the evaluation of the configuration DeclaredPolicy
+	// reads (nil: in-process).
+	config *resolver.ConfigSandbox
+	// policies are the policies read, by commit and layer.
+	policies map[policyKey]*drivers.Policy
 }
 
-var _ LockSource = (*RepoLocks)(nil)
+var (
+	_ LockSource   = (*RepoLocks)(nil)
+	_ PolicySource = (*RepoLocks)(nil)
+)
 
 // NewRepoLocks returns a LockSource over repo.
 func NewRepoLocks(repo TreeReader) *RepoLocks {
-	return &RepoLocks{repo: repo, handed: map[v1alpha1.LockRef]handedOver{}, now: time.Now}
+	return &RepoLocks{repo: repo, handed: map[v1alpha1.LockRef]handedOver{}, now: time.Now, policies: map[policyKey]*drivers.Policy{}}
+}
+
+// WithConfigSandbox makes DeclaredPolicy evaluate the configuration in c's
+// sandbox first (see resolver.ConfigSandbox). It returns l.
+func (l *RepoLocks) WithConfigSandbox(c *resolver.ConfigSandbox) *RepoLocks {
+	l.config = c
+	return l
+}
+
+// PolicySource gives the policy the configuration declares for an
+// instance at its lock's commit (resolver.Loader.DeclaredPolicy). A
+// *PolicyUnknownError means it cannot be had from that commit (the files
+// do not load, the commit is gone): that needs a change in git. Any other
+// error is taken as transient.
+type PolicySource interface {
+	DeclaredPolicy(ctx context.Context, ref v1alpha1.LockRef, in *resolver.Instance) (*drivers.Policy, error)
+}
+
+// PolicyUnknownError reports a lock commit whose configuration gives no
+// policy for the instance.
+type PolicyUnknownError struct {
+	Ref v1alpha1.LockRef
+	Err error
+}
+
+func (e *PolicyUnknownError) Error() string {
+	return fmt.Sprintf("the configuration at lock commit %s: %v", e.Ref.Commit, e.Err)
+}
+
+func (e *PolicyUnknownError) Unwrap() error { return e.Err }
+
+// policyKey is what a declared policy depends on.
+type policyKey struct {
+	commit, cluster, environment, internal string
+}
+
+// maxPolicies bounds the policies RepoLocks remembers.
+const maxPolicies = 1024
+
+// DeclaredPolicy reads the cluster and environment files at ref's commit
+// and returns the policy they give in (a commit's files never change, so
+// it is read once per commit and environment).
+func (l *RepoLocks) DeclaredPolicy(_ context.Context, ref v1alpha1.LockRef, in *resolver.Instance) (*drivers.Policy, error) {
+	key := policyKey{ref.Commit, in.ID.Cluster, in.ID.Environment, in.Internal}
+	l.mu.Lock()
+	p, ok := l.policies[key]
+	l.mu.Unlock()
+	if ok {
+		return p, nil
+	}
+	commit, err := gitsource.ParseHash(ref.Commit)
+	if err != nil {
+		return nil, &PolicyUnknownError{Ref: ref, Err: err}
+	}
+	fsys, err := l.tree(commit)
+	if errors.Is(err, gitsource.ErrCommitNotFound) {
+		return nil, &PolicyUnknownError{Ref: ref, Err: err}
+	}
+	if err != nil {
+		return nil, fmt.Errorf("the configuration at lock commit %s: %w", ref.Commit, err)
+	}
+	p, err = resolver.NewLoader(0).WithSandbox(l.config).DeclaredPolicy(fsys, in.ID, in.Internal)
+	if err != nil {
+		var ce *resolver.ConfigError
+		if errors.As(err, &ce) || errors.Is(err, fs.ErrNotExist) {
+			return nil, &PolicyUnknownError{Ref: ref, Err: err}
+		}
+		return nil, fmt.Errorf("the configuration at lock commit %s: %w", ref.Commit, err)
+	}
+	l.mu.Lock()
+	if len(l.policies) >= maxPolicies {
+		clear(l.policies)
+	}
+	l.policies[key] = p
+	l.mu.Unlock()
+	return p, nil
 }
 
 // handedOver is an instance handed over and when.

@@ -2,6 +2,7 @@ package task
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"maps"
@@ -68,6 +69,10 @@ type Options struct {
 	// Locks gives the instance of a task that does not carry a copy
 	// (optional: without it such a task fails).
 	Locks instance.LockSource
+	// Policies gives the policy the configuration declares for a task's
+	// instance at its lock commit, which the instance's lockfile must
+	// record (optional: without it the recorded policy is trusted).
+	Policies instance.PolicySource
 	// Source is the agent's StyrminSource, whose last synced commit tells
 	// a task whether a peer it waits for that left nothing in the cluster
 	// was deleted (optional: without it such a peer looks not created).
@@ -675,6 +680,9 @@ func (r *Reconciler) checkPolicy(ctx context.Context, run *taskRun) (phaseResult
 	if run.instance.Context == nil {
 		return phaseResult{}, nil
 	}
+	if res, err := r.checkDeclaredPolicy(ctx, run); err != nil || res.stop {
+		return res, err
+	}
 	m, err := r.rendered(ctx, run)
 	if err != nil {
 		if outcome.IsStalled(err) {
@@ -689,6 +697,54 @@ func (r *Reconciler) checkPolicy(ctx context.Context, run *taskRun) (phaseResult
 		return phaseResult{}, err // the cluster could not be asked: retried
 	}
 	return phaseResult{}, nil
+}
+
+// checkDeclaredPolicy fails a task whose lockfile records another policy
+// than the configuration at its lock commit declares for it. The agent
+// enforces the recorded policy (and impersonates the service account it
+// names), so a lockfile edited by hand with a valid checksum could
+// otherwise loosen it, past whoever reviews the environment's files. A
+// lock made by styrminctl or the agent's lock mode always records what
+// the configuration it locked declares.
+func (r *Reconciler) checkDeclaredPolicy(ctx context.Context, run *taskRun) (phaseResult, error) {
+	ref := run.task.Spec.Lock
+	if r.opts.Policies == nil || ref.Commit == "" {
+		return phaseResult{}, nil // a task carrying its instance: made by the agent itself
+	}
+	declared, err := r.opts.Policies.DeclaredPolicy(ctx, ref, run.instance)
+	if err != nil {
+		if _, ok := errors.AsType[*instance.PolicyUnknownError](err); ok {
+			return r.failTask(ctx, run, v1alpha1.ReasonPolicyViolation, fmt.Sprintf("the policy of %s cannot be checked: %v", run.instance.ID, err))
+		}
+		return phaseResult{}, err
+	}
+	recorded := run.instance.Context.Environment.Policy
+	if !declared.Equal(recorded) {
+		return r.failTask(ctx, run, v1alpha1.ReasonPolicyViolation, fmt.Sprintf(
+			"%s records the policy %s, but the cluster and environment files at lock commit %s declare %s: the lockfile was not written by a lock of that configuration; lock it again",
+			ref.Path, policyText(recorded), shortCommit(ref.Commit), policyText(declared)))
+	}
+	return phaseResult{}, nil
+}
+
+// policyText shows a policy in a message.
+func policyText(p *drivers.Policy) string {
+	if p.IsZero() {
+		return "{} (the default)"
+	}
+	b, err := json.Marshal(p)
+	if err != nil {
+		return fmt.Sprintf("%+v", *p)
+	}
+	return string(b)
+}
+
+// shortCommit is a commit's first 12 characters.
+func shortCommit(c string) string {
+	if len(c) > 12 {
+		return c[:12]
+	}
+	return c
 }
 
 // startWorkflow chooses the workflow again when the task's turn comes and

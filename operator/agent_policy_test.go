@@ -1,0 +1,66 @@
+package operator_test
+
+import (
+	"context"
+	"io/fs"
+	"strings"
+	"testing"
+
+	"github.com/styrmin/styrmin/drivers"
+	"github.com/styrmin/styrmin/gitsource"
+	"github.com/styrmin/styrmin/operator/api/v1alpha1"
+	"github.com/styrmin/styrmin/resolver"
+)
+
+// TestALockfileThatLoosensItsEnvironmentsPolicyIsRefused: the agent
+// enforces the policy a lockfile records, so whoever can commit a
+// lockfile (its checksum recomputed) could loosen the policy its
+// environment's files declare, past whoever reviews those files. The
+// agent compares the recorded policy with what the cluster and
+// environment files declare at the lock commit: web's next instance,
+// committed by hand with cluster-scoped ClusterRoles allowed, fails its
+// task with PolicyViolation saying both policies, before any step runs,
+// and web stays at the instance before.
+func TestALockfileThatLoosensItsEnvironmentsPolicyIsRefused(t *testing.T) {
+	t.Parallel()
+	e := startAgentEnv(t)
+	first := e.lock(t)["web"]
+	e.startAgent(t)
+	requireSucceeded(t, e.waitTask(t, webNamespace, "web", first))
+
+	id := resolver.ID{Cluster: agentCluster, Environment: "dev", Name: "web"}
+	_, err := e.clone.CommitLocks(context.Background(), gitsource.CommitRequest{Build: func(_ context.Context, head gitsource.Hash, headFS fs.FS) (gitsource.Change, error) {
+		in, err := resolver.ReadLock(headFS, id.LockPath())
+		if err != nil {
+			return gitsource.Change{}, err
+		}
+		in.Sequence = first + 1
+		in.Context.Parameters["replicas"] = 3
+		in.Context.Environment.Policy = &drivers.Policy{Kinds: []string{"*", "ClusterRole", "ClusterRoleBinding"}}
+		if in.Digest, err = in.ComputeDigest(); err != nil {
+			return gitsource.Change{}, err
+		}
+		data, err := resolver.EncodeLock(in)
+		if err != nil {
+			return gitsource.Change{}, err
+		}
+		return gitsource.Change{Summary: "web by hand", Files: map[string][]byte{id.LockPath(): data}, Locks: map[string]int{id.String(): int(in.Sequence)}}, nil
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	task := e.waitTask(t, webNamespace, "web", first+1)
+	if task.Status.Phase != v1alpha1.TaskFailed || !strings.Contains(task.Status.Message, v1alpha1.ReasonPolicyViolation) ||
+		!strings.Contains(task.Status.Message, `records the policy {"kinds":["*","ClusterRole","ClusterRoleBinding"]}`) ||
+		!strings.Contains(task.Status.Message, "declare {} (the default)") {
+		t.Fatalf("the hand-made lock's task: %s %q; want Failed, PolicyViolation saying both policies", task.Status.Phase, task.Status.Message)
+	}
+	for _, st := range task.Status.Steps {
+		if st.State != v1alpha1.StepPending && st.State != "" {
+			t.Errorf("step %s ran (%s)", st.Name, st.State)
+		}
+	}
+	if sd := e.deployment(t, webNamespace); sd == nil || sd.Status.ActiveSequence != first || sd.Status.AppliedSequence != first {
+		t.Errorf("web's StyrminDeployment after the refused lock: %+v", sd.Status)
+	}
+}
