@@ -366,8 +366,13 @@ func TestScheduledBackupsAreMadeOncePerTimeAndTheOldestBeyondKeepDeleted(t *test
 	// The test's own scheduler, on a clock it moves; the agent's runs on
 	// the real one and will not reach 03:00 during the test.
 	now := time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
+	var clone *resolver.EnvironmentBackups // an environment cloned from a backup of data
 	settings := operation.SettingsFunc(func(context.Context) ([]resolver.EnvironmentBackups, error) {
-		return []resolver.EnvironmentBackups{{Cluster: agentCluster, Environment: "data", Location: "s3://backups/local/data", Secret: backupSecret, Schedule: "0 3 * * *", Keep: 2}}, nil
+		all := []resolver.EnvironmentBackups{{Cluster: agentCluster, Environment: "data", Location: "s3://backups/local/data", Secret: backupSecret, Schedule: "0 3 * * *", Keep: 2}}
+		if clone != nil {
+			all = append(all, *clone)
+		}
+		return all, nil
 	})
 	s, err := operation.NewScheduler(operation.Options{Client: e.c, APIReader: e.c, Drivers: noDrivers{}, Settings: settings,
 		Namespace: config.AgentNamespace, Cluster: agentCluster, Now: func() time.Time { return now }}, 0, logr.Discard())
@@ -411,6 +416,16 @@ func TestScheduledBackupsAreMadeOncePerTimeAndTheOldestBeyondKeepDeleted(t *test
 			t.Fatalf("scheduled backup %s: %s %q", name, b.Status.Phase, b.Status.Message)
 		}
 	}
+	// While an environment in git is cloned from the oldest, it stays.
+	clone = &resolver.EnvironmentBackups{Cluster: agentCluster, Environment: "preview", Location: "s3://backups/local/preview",
+		ClonedFrom: &resolver.CloneSource{Cluster: agentCluster, Environment: "data", Commit: "abcdef1", Backup: made[0], Location: "s3://backups/local/data"}}
+	now = now.Add(time.Minute)
+	tick()
+	tick()
+	if got := scheduled(); !slices.Equal(got, made) {
+		t.Fatalf("with preview cloned from %s, the backups are %v, want all three %v", made[0], got, made)
+	}
+	clone = nil
 	now = now.Add(time.Minute)
 	tick()
 	agenttest.WaitUntil(t, agentWaitLimit, "the oldest backup beyond keep 2 to be deleted", func(context.Context) (bool, string, error) {

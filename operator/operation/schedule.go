@@ -89,12 +89,21 @@ func (s *Scheduler) Tick(ctx context.Context) error {
 		return err
 	}
 	now := s.opts.now()
+	// A backup an environment in git is cloned from stays: the clone's
+	// deployments restore it when they are created, which may be later
+	// than the next retention.
+	cloned := map[string]string{}
+	for _, e := range all {
+		if cf := e.ClonedFrom; cf != nil && cf.Backup != "" && cf.Cluster == s.opts.Cluster {
+			cloned[cf.Environment+"/"+cf.Backup] = e.Cluster + "/" + e.Environment
+		}
+	}
 	var errs []error
 	for _, e := range all {
 		if e.Cluster != s.opts.Cluster || (e.Schedule == "" && e.Keep == 0) {
 			continue
 		}
-		if err := s.environment(ctx, e.Environment, e.Schedule, e.Keep, now); err != nil {
+		if err := s.environment(ctx, e.Environment, e.Schedule, e.Keep, now, cloned); err != nil {
 			errs = append(errs, fmt.Errorf("environment %s/%s: %w", e.Cluster, e.Environment, err))
 		}
 	}
@@ -104,7 +113,7 @@ func (s *Scheduler) Tick(ctx context.Context) error {
 	return nil
 }
 
-func (s *Scheduler) environment(ctx context.Context, env, schedule string, keep int, now time.Time) error {
+func (s *Scheduler) environment(ctx context.Context, env, schedule string, keep int, now time.Time, cloned map[string]string) error {
 	var list v1alpha1.StyrminBackupList
 	if err := s.opts.Client.List(ctx, &list, client.InNamespace(s.opts.Namespace), client.MatchingLabels{LabelSchedule: env, v1alpha1.LabelCluster: s.opts.Cluster}); err != nil {
 		return err
@@ -117,7 +126,7 @@ func (s *Scheduler) environment(ctx context.Context, env, schedule string, keep 
 		}
 	}
 	if keep > 0 {
-		return s.retain(ctx, backups, keep)
+		return s.retain(ctx, env, backups, keep, cloned)
 	}
 	return nil
 }
@@ -163,10 +172,11 @@ func (s *Scheduler) due(ctx context.Context, env, schedule string, backups []v1a
 	return nil
 }
 
-// retain deletes the scheduled backups beyond the keep newest that
-// succeeded (and failed ones older than those), never one that runs or
-// that a restore in progress reads.
-func (s *Scheduler) retain(ctx context.Context, backups []v1alpha1.StyrminBackup, keep int) error {
+// retain deletes the scheduled backups of env beyond the keep newest that
+// succeeded (and failed ones older than those), never one that runs, that
+// a restore in progress reads or that an environment is cloned from
+// (cloned: "env/backup" to the clone).
+func (s *Scheduler) retain(ctx context.Context, env string, backups []v1alpha1.StyrminBackup, keep int, cloned map[string]string) error {
 	inUse, err := restoring(ctx, s.opts.APIReader, s.opts.Namespace, true)
 	if err != nil {
 		return err
@@ -182,6 +192,10 @@ func (s *Scheduler) retain(ctx context.Context, backups []v1alpha1.StyrminBackup
 				continue
 			}
 		} else if kept < keep {
+			continue
+		}
+		if clone := cloned[env+"/"+b.Name]; clone != "" {
+			s.log.V(1).Info("kept a backup beyond keep: an environment is cloned from it", "backup", b.Name, "keep", keep, "clone", clone)
 			continue
 		}
 		if err := s.opts.Client.Delete(ctx, b); err != nil && !apierrors.IsNotFound(err) {
