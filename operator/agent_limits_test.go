@@ -50,9 +50,17 @@ func TestAgentBadDriverFailsWithItsLimitAndTheGoodDeploymentBecomesReady(t *test
 		return c != nil && c.Status == "True", fmt.Sprintf("%+v", c), nil
 	})
 
-	key := client.ObjectKey{Namespace: "dev-bad", Name: v1alpha1.TaskName("bad", 1)}
+	e.requireTaskReportsAndAgentUp(t, "dev-bad", "bad", "exceeded the memory limit of 96 MiB", "drivers/bad/1.0.0")
+}
+
+// requireTaskReportsAndAgentUp waits until the first task of deployment
+// name says every one of want (in its message or conditions), and checks
+// that the agent did not exit.
+func (e *agentEnv) requireTaskReportsAndAgentUp(t *testing.T, ns, name string, want ...string) {
+	t.Helper()
+	key := client.ObjectKey{Namespace: ns, Name: v1alpha1.TaskName(name, 1)}
 	var task v1alpha1.StyrminTask
-	agenttest.WaitUntil(t, agentWaitLimit, "the bad deployment's task to report the limit", func(ctx context.Context) (bool, string, error) {
+	agenttest.WaitUntil(t, agentWaitLimit, name+"'s task to report "+strings.Join(want, ", "), func(ctx context.Context) (bool, string, error) {
 		if err := e.c.Get(ctx, key, &task); err != nil {
 			return false, err.Error(), nil
 		}
@@ -61,9 +69,14 @@ func TestAgentBadDriverFailsWithItsLimitAndTheGoodDeploymentBecomesReady(t *test
 			msgs = append(msgs, c.Reason+": "+c.Message)
 		}
 		all := strings.Join(msgs, " | ")
-		return strings.Contains(all, "exceeded the memory limit of 96 MiB") && strings.Contains(all, "drivers/bad/1.0.0"), string(task.Status.Phase) + " " + all, nil
+		for _, w := range want {
+			if !strings.Contains(all, w) {
+				return false, string(task.Status.Phase) + " " + all, nil
+			}
+		}
+		return true, "", nil
 	})
-	t.Logf("bad task: %s: %s", task.Status.Phase, task.Status.Message)
+	t.Logf("%s's task: %s: %s", name, task.Status.Phase, task.Status.Message)
 	select {
 	case <-e.agent.Done():
 		t.Fatalf("the agent exited: %s", e.agent.ExitState())
@@ -93,25 +106,7 @@ func TestAgentStaysUpWhenTheRepositorysConfigurationWouldExhaustItsMemory(t *tes
 	}
 	e.startAgent(t)
 
-	key := client.ObjectKey{Namespace: "dev-web", Name: v1alpha1.TaskName("web", 1)}
-	var task v1alpha1.StyrminTask
-	agenttest.WaitUntil(t, agentWaitLimit, "web's task to report the limit of styrmin.cue", func(ctx context.Context) (bool, string, error) {
-		if err := e.c.Get(ctx, key, &task); err != nil {
-			return false, err.Error(), nil
-		}
-		msgs := []string{task.Status.Message}
-		for _, c := range task.Status.Conditions {
-			msgs = append(msgs, c.Reason+": "+c.Message)
-		}
-		all := strings.Join(msgs, " | ")
-		return strings.Contains(all, "styrmin.cue: evaluating it exceeded the memory limit of 64 MiB"), string(task.Status.Phase) + " " + all, nil
-	})
-	t.Logf("web's task: %s: %s", task.Status.Phase, task.Status.Message)
-	select {
-	case <-e.agent.Done():
-		t.Fatalf("the agent exited: %s", e.agent.ExitState())
-	default:
-	}
+	e.requireTaskReportsAndAgentUp(t, "dev-web", "web", "styrmin.cue: evaluating it exceeded the memory limit of 64 MiB")
 	status, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", e.agent.Pid()))
 	if err != nil {
 		t.Fatal(err)

@@ -127,15 +127,26 @@ func TestDeclaredPolicyIsWhatALockRecords(t *testing.T) {
 		t.Fatal(err)
 	}
 	fsys := os.DirFS(dir)
-	for _, r := range res.Resolved {
-		got, err := NewLoader(0).DeclaredPolicy(fsys, r.Instance.ID, r.Instance.Internal)
-		if err != nil {
-			t.Fatalf("%s: %v", r.Instance.ID, err)
+	// requireRecorded checks every instance of res against its files and
+	// returns how many are internal.
+	requireRecorded := func(res *Result) int {
+		t.Helper()
+		internal := 0
+		for _, r := range res.Resolved {
+			got, err := NewLoader(0).DeclaredPolicy(fsys, r.Instance.ID, r.Instance.Internal)
+			if err != nil {
+				t.Fatalf("%s: %v", r.Instance.ID, err)
+			}
+			if want := r.Instance.Context.Environment.Policy; !got.Equal(want) {
+				t.Errorf("%s: declared %+v, recorded %+v", r.Instance.ID, got, want)
+			}
+			if r.Instance.Internal != "" {
+				internal++
+			}
 		}
-		if want := r.Instance.Context.Environment.Policy; !got.Equal(want) {
-			t.Errorf("%s: declared %+v, recorded %+v", r.Instance.ID, got, want)
-		}
+		return internal
 	}
+	requireRecorded(res)
 	dev, err := NewLoader(0).DeclaredPolicy(fsys, ID{Cluster: "local", Environment: "dev", Name: "web"}, "")
 	if err != nil || !dev.Equal(&drivers.Policy{Namespaces: []string{"dev-shared"}, Kinds: []string{"*"}}) {
 		t.Errorf("dev's policy: %+v, %v", dev, err)
@@ -153,20 +164,7 @@ func TestDeclaredPolicyIsWhatALockRecords(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	internal := 0
-	for _, r := range res.Resolved {
-		got, err := NewLoader(0).DeclaredPolicy(fsys, r.Instance.ID, r.Instance.Internal)
-		if err != nil {
-			t.Fatalf("%s: %v", r.Instance.ID, err)
-		}
-		if want := r.Instance.Context.Environment.Policy; !got.Equal(want) {
-			t.Errorf("%s: declared %+v, recorded %+v", r.Instance.ID, got, want)
-		}
-		if r.Instance.Internal != "" {
-			internal++
-		}
-	}
-	if internal < 2 {
+	if internal := requireRecorded(res); internal < 2 {
 		t.Fatalf("%d ingress controllers resolved, want the cluster's and dev's", internal)
 	}
 }
