@@ -652,6 +652,14 @@ func (r *Reconciler) plan(ctx context.Context, run *taskRun) (phaseResult, error
 			return res, err
 		}
 	}
+	if wf == v1alpha1.WorkflowCreate && d != nil && d.CanBackup() {
+		if why, err := r.cloneRestoreRefusal(ctx, run.instance, d); err != nil || why != "" {
+			if err != nil {
+				return phaseResult{}, err
+			}
+			return r.failTask(ctx, run, v1alpha1.ReasonInvalidTask, why)
+		}
+	}
 	steps, err := StepsFor(wf, d, run.instance.BackupFirst)
 	if err == nil {
 		steps, err = expandSteps(wf, d, run.instance, steps)

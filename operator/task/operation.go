@@ -207,6 +207,39 @@ func restoreRefusal(b *v1alpha1.StyrminBackup, deployment string, d *drivers.Dri
 	return ""
 }
 
+// cloneRestoreRefusal says why the create of a deployment cloned from a
+// backup may not restore it into driver d: the backup, when this cluster
+// holds its record, has the deployment's data from a driver d cannot
+// restore (a newer major version, or an older version than the backup's).
+// A StyrminRestore checks the same when it starts; a clone's restore is
+// a step of the create, so it is checked as the create is planned,
+// before anything runs. "" when it may, or when the record is elsewhere
+// (a clone into another cluster) and the restore job is left to read it.
+func (r *Reconciler) cloneRestoreRefusal(ctx context.Context, in *resolver.Instance, d *drivers.Driver) (string, error) {
+	if in.Context == nil || in.Context.Environment.ClonedFrom == nil || in.Context.Environment.ClonedFrom.Backup == "" {
+		return "", nil
+	}
+	cf := in.Context.Environment.ClonedFrom
+	var b v1alpha1.StyrminBackup
+	err := r.opts.Client.Get(ctx, client.ObjectKey{Namespace: r.opts.AgentNamespace, Name: cf.Backup}, &b)
+	if apierrors.IsNotFound(err) || (err == nil && b.Spec.Environment != cf.Environment) {
+		return "", nil
+	}
+	if err != nil {
+		return "", fmt.Errorf("reading backup %s: %w", cf.Backup, err)
+	}
+	for _, bd := range b.Status.Deployments {
+		if bd.Name != in.ID.Name || bd.Driver.Name == "" {
+			continue
+		}
+		if err := drivers.RestoreCompatible(bd.Driver.Name, bd.Driver.Version, d.Name, d.Version); err != nil {
+			return fmt.Sprintf("the environment is a clone of %s/%s from backup %s, which %s cannot restore: %v; clone from a backup this driver version reads, or lock %s with a driver version that reads it",
+				cf.Cluster, cf.Environment, cf.Backup, in.ID, err, in.ID), nil
+		}
+	}
+	return "", nil
+}
+
 // OperationTaskName is the name of an operation's task for a deployment:
 // the deployment, the operation's kind and name, and the attempt; long
 // names are shortened with a hash.
