@@ -760,6 +760,15 @@ func (s *Syncer) createTask(ctx context.Context, task *v1alpha1.StyrminTask) (cr
 	if applied, err := s.applied(ctx, task); err != nil || applied {
 		return false, err
 	}
+	// Made by an earlier sync: one whose position did not move (another
+	// deployment's task was refused) walks the same commits at every
+	// poll, and would post every task of them again. The agent's client
+	// reads it from its cache; a cache behind gets AlreadyExists below.
+	if err := s.opts.Client.Get(ctx, client.ObjectKeyFromObject(task), &v1alpha1.StyrminTask{}); err == nil {
+		return false, nil
+	} else if !apierrors.IsNotFound(err) {
+		return false, fmt.Errorf("reading task %s/%s: %w", task.Namespace, task.Name, err)
+	}
 	for retried := false; ; retried = true {
 		if err := s.ensureNamespace(ctx, task.Namespace, task.Spec.Deployment); err != nil {
 			return false, err

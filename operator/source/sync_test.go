@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"testing/fstest"
 	"time"
@@ -48,6 +49,8 @@ type syncEnv struct {
 	repo  *gitsource.Repo
 	locks *instance.RepoLocks
 	key   types.NamespacedName
+	// taskCreates counts the tasks posted through countingCreates.
+	taskCreates atomic.Int64
 }
 
 const repoName = "desired"
@@ -81,11 +84,42 @@ func (e *syncEnv) syncer() *source.Syncer {
 	return e.syncerOf(e.repo)
 }
 
+// countingCreates is the environment's client, counting the tasks it
+// posts in taskCreates.
+func (e *syncEnv) countingCreates() client.Client {
+	return &countingClient{Client: e.cl, tasks: &e.taskCreates}
+}
+
+// countingClient counts the tasks it creates.
+type countingClient struct {
+	client.Client
+	tasks *atomic.Int64
+}
+
+func (c *countingClient) Create(ctx context.Context, obj client.Object, opts ...client.CreateOption) error {
+	if _, ok := obj.(*v1alpha1.StyrminTask); ok {
+		c.tasks.Add(1)
+	}
+	return c.Client.Create(ctx, obj, opts...)
+}
+
+// syncerWith returns a new syncer of the environment's repository that
+// uses c.
+func (e *syncEnv) syncerWith(c client.Client) *source.Syncer {
+	e.t.Helper()
+	return e.newSyncer(c, e.repo)
+}
+
 // syncerOf returns a new syncer of repo.
 func (e *syncEnv) syncerOf(repo source.SourceRepo) *source.Syncer {
 	e.t.Helper()
+	return e.newSyncer(e.cl, repo)
+}
+
+func (e *syncEnv) newSyncer(c client.Client, repo source.SourceRepo) *source.Syncer {
+	e.t.Helper()
 	s, err := source.NewSyncer(source.SyncerOptions{
-		Client: e.cl, Repo: repo, Cluster: "local", Source: e.key, Locks: e.locks,
+		Client: c, Repo: repo, Cluster: "local", Source: e.key, Locks: e.locks,
 		Spec:     v1alpha1.StyrminSourceSpec{URL: e.git.RepoURL(repoName), Branch: "main"},
 		Interval: time.Hour, Log: testr.New(e.t),
 	})
@@ -221,7 +255,7 @@ func TestASyncMakesTheOtherTasksWhenTheAPIServerRefusesOne(t *testing.T) {
 	}
 	e.lock("lock 42 deployments", ins...)
 
-	s := e.syncer()
+	s := e.syncerWith(e.countingCreates())
 	res, err := s.Sync(e.ctx)
 	if err == nil || !strings.Contains(err.Error(), "local/dev/aaa") || !strings.Contains(err.Error(), "exceeded quota") {
 		t.Fatalf("sync with no room for aaa's task: %v, want an error naming local/dev/aaa and the quota", err)
@@ -236,6 +270,16 @@ func TestASyncMakesTheOtherTasksWhenTheAPIServerRefusesOne(t *testing.T) {
 	if ready := apimeta.FindStatusCondition(src.Status.Conditions, v1alpha1.ConditionReady); ready == nil || ready.Status != metav1.ConditionFalse ||
 		!strings.Contains(ready.Message, "local/dev/aaa") || !strings.Contains(ready.Message, "exceeded quota") {
 		t.Errorf("Ready after the refused sync: %+v, want False naming local/dev/aaa and the quota", ready)
+	}
+
+	// While it is refused, each sync tries aaa's task again, and does
+	// not post the others' again (they are found made).
+	e.taskCreates.Store(0)
+	if _, err := s.Sync(e.ctx); err == nil {
+		t.Fatal("a sync while aaa's task is still refused passed")
+	}
+	if n := e.taskCreates.Load(); n != 1 {
+		t.Errorf("a sync while aaa's task is still refused posted %d tasks, want aaa's alone", n)
 	}
 
 	// The quota gone, the next sync makes aaa's task and moves on; the
