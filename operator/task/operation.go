@@ -196,15 +196,25 @@ func (r *Reconciler) planOperation(ctx context.Context, run *taskRun) (phaseResu
 // it, and one of them may have moved the deployment to a driver that
 // cannot read the backup (a new major version).
 func restoreRefusal(b *v1alpha1.StyrminBackup, deployment string, d *drivers.Driver) string {
+	if err := incompatibleBackup(b, deployment, d); err != nil {
+		return fmt.Sprintf("backup %s cannot be restored into deployment %s as it runs now (a change ran before the restore): %v", b.Name, deployment, err)
+	}
+	return ""
+}
+
+// incompatibleBackup says why backup b's data of deployment cannot be
+// restored into driver d (drivers.RestoreCompatible); nil when it can, or
+// when b records no such data.
+func incompatibleBackup(b *v1alpha1.StyrminBackup, deployment string, d *drivers.Driver) error {
 	for _, bd := range b.Status.Deployments {
 		if bd.Name != deployment || bd.Driver.Name == "" {
 			continue
 		}
 		if err := drivers.RestoreCompatible(bd.Driver.Name, bd.Driver.Version, d.Name, d.Version); err != nil {
-			return fmt.Sprintf("backup %s cannot be restored into deployment %s as it runs now (a change ran before the restore): %v", b.Name, deployment, err)
+			return err
 		}
 	}
-	return ""
+	return nil
 }
 
 // cloneRestoreRefusal says why the create of a deployment cloned from a
@@ -228,14 +238,9 @@ func (r *Reconciler) cloneRestoreRefusal(ctx context.Context, in *resolver.Insta
 	if err != nil {
 		return "", fmt.Errorf("reading backup %s: %w", cf.Backup, err)
 	}
-	for _, bd := range b.Status.Deployments {
-		if bd.Name != in.ID.Name || bd.Driver.Name == "" {
-			continue
-		}
-		if err := drivers.RestoreCompatible(bd.Driver.Name, bd.Driver.Version, d.Name, d.Version); err != nil {
-			return fmt.Sprintf("the environment is a clone of %s/%s from backup %s, which %s cannot restore: %v; clone from a backup this driver version reads, or lock %s with a driver version that reads it",
-				cf.Cluster, cf.Environment, cf.Backup, in.ID, err, in.ID), nil
-		}
+	if err := incompatibleBackup(&b, in.ID.Name, d); err != nil {
+		return fmt.Sprintf("the environment is a clone of %s/%s from backup %s, which %s cannot restore: %v; clone from a backup this driver version reads, or lock %s with a driver version that reads it",
+			cf.Cluster, cf.Environment, cf.Backup, in.ID, err, in.ID), nil
 	}
 	return "", nil
 }
