@@ -30,6 +30,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/styrmin/styrmin/drivers"
+	"github.com/styrmin/styrmin/gitsource"
 	"github.com/styrmin/styrmin/operator/api/v1alpha1"
 	"github.com/styrmin/styrmin/operator/driversource"
 	"github.com/styrmin/styrmin/operator/instance"
@@ -728,9 +729,13 @@ func (r *Reconciler) checkDeclaredPolicy(ctx context.Context, run *taskRun) (pha
 	}
 	recorded := run.instance.Context.Environment.Policy
 	if !declared.Equal(recorded) {
+		commit := ref.Commit
+		if h, err := gitsource.ParseHash(commit); err == nil {
+			commit = h.Short()
+		}
 		return r.failTask(ctx, run, v1alpha1.ReasonPolicyViolation, fmt.Sprintf(
 			"%s records the policy %s, but the cluster and environment files at lock commit %s declare %s: the lockfile was not written by a lock of that configuration; lock it again",
-			ref.Path, policyText(recorded), shortCommit(ref.Commit), policyText(declared)))
+			ref.Path, policyText(recorded), commit, policyText(declared)))
 	}
 	return phaseResult{}, nil
 }
@@ -745,14 +750,6 @@ func policyText(p *drivers.Policy) string {
 		return fmt.Sprintf("%+v", *p)
 	}
 	return string(b)
-}
-
-// shortCommit is a commit's first 12 characters.
-func shortCommit(c string) string {
-	if len(c) > 12 {
-		return c[:12]
-	}
-	return c
 }
 
 // startWorkflow chooses the workflow again when the task's turn comes and
