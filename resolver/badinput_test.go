@@ -176,6 +176,9 @@ func TestBadInputGivesAClearErrorAndWritesNothing(t *testing.T) {
 		{"clone source with a bad backup ID", func(t *testing.T, dir string) {
 			writeFile(t, dir, devDir+"/environment.cue", "backupLocation: \"s3://backups/dev\"\nclonedFrom: {cluster: \"local\", environment: \"staging\", commit: \"abcdef1\", backup: \"Nightly_1\", location: \"s3://backups/staging\"}\n")
 		}, []string{devDir + "/environment.cue:2", "field clonedFrom.backup", "no backup ID"}},
+		{"clone source listing a deployment by no name", func(t *testing.T, dir string) {
+			writeFile(t, dir, devDir+"/environment.cue", "backupLocation: \"s3://backups/dev\"\nclonedFrom: {cluster: \"local\", environment: \"staging\", commit: \"abcdef1\", backup: \"n1\", location: \"s3://backups/staging\", deployments: [\"Web_1\"]}\n")
+		}, []string{devDir + "/environment.cue:2", "clonedFrom.deployments"}},
 		{"clone source with a bad commit", func(t *testing.T, dir string) {
 			writeFile(t, dir, devDir+"/environment.cue", "clonedFrom: {cluster: \"local\", environment: \"staging\", commit: \"HEAD\"}\n")
 		}, []string{devDir + "/environment.cue:1", "clonedFrom.commit"}},
