@@ -19,6 +19,8 @@ import (
 	chartv2 "helm.sh/helm/v4/pkg/chart/v2"
 	"helm.sh/helm/v4/pkg/engine"
 	releaseutil "helm.sh/helm/v4/pkg/release/v1/util"
+
+	"github.com/styrmin/styrmin/internal/blockyaml"
 )
 
 // Manifests are the rendered objects of one deployment, sorted by kind
@@ -334,6 +336,18 @@ func (d *Driver) chartPaths(s string) string {
 // the largest cost of a render). A document holding only comments gives
 // nil.
 func parseObject(doc []byte) (map[string]any, error) {
+	// Most templates render block YAML inside the subset every reader
+	// reads alike: read without the general parser.
+	if v, ok := blockyaml.Decode(doc); ok {
+		if m, ok := v.(map[string]any); ok {
+			return int64Numbers(m).(map[string]any), nil
+		}
+	}
+	return parseObjectYAML(doc)
+}
+
+// parseObjectYAML is parseObject through go-yaml v2.
+func parseObjectYAML(doc []byte) (map[string]any, error) {
 	var x any
 	if err := yamlv2.Unmarshal(doc, &x); err != nil {
 		return nil, fmt.Errorf("rendered invalid YAML: %w", err)
@@ -350,6 +364,25 @@ func parseObject(doc []byte) (map[string]any, error) {
 		return nil, fmt.Errorf("rendered a document that is not an object")
 	}
 	return m, nil
+}
+
+// int64Numbers turns blockyaml's numbers (integers, as text) into the
+// int64s parseObject gives, in place.
+func int64Numbers(v any) any {
+	switch t := v.(type) {
+	case map[string]any:
+		for k, x := range t {
+			t[k] = int64Numbers(x)
+		}
+	case []any:
+		for i, x := range t {
+			t[i] = int64Numbers(x)
+		}
+	case json.Number:
+		n, _ := t.Int64() // blockyaml gives only integers within int64
+		return n
+	}
+	return v
 }
 
 // jsonable converts go-yaml v2 data to JSON data: string keys, int64 for

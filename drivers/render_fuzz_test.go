@@ -2,11 +2,15 @@ package drivers
 
 import (
 	"context"
+	"reflect"
+	"strings"
 	"testing"
 	"testing/fstest"
 	"time"
 
 	"sigs.k8s.io/yaml"
+
+	"github.com/styrmin/styrmin/internal/blockyaml"
 )
 
 // FuzzRender feeds arbitrary chart templates and values files to a driver
@@ -69,4 +73,83 @@ func FuzzRender(f *testing.F) {
 			}
 		}
 	})
+}
+
+// FuzzParseObjectFastPathAgrees: a rendered document the block reader
+// accepts is read to the same object as go-yaml v2 reads it (what
+// Kubernetes clients read), so the fast path never changes a render.
+func FuzzParseObjectFastPathAgrees(f *testing.F) {
+	for _, doc := range parseObjectSeeds {
+		f.Add([]byte(doc))
+	}
+	f.Fuzz(func(t *testing.T, doc []byte) {
+		parseObjectAgrees(t, doc)
+	})
+}
+
+var parseObjectSeeds = []string{
+	"apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: x\ndata:\n  a: \"1\"\n  b: |\n    line\n",
+	"apiVersion: apps/v1\nkind: Deployment\nspec:\n  replicas: 3\n  template:\n    spec:\n      containers:\n        - name: c\n          command: [\"serve\", \"--port\", \"8000\"]\n          resources:\n            limits: {memory: 64Mi}\n",
+	"a: yes\nb: 0755\nc: 1.5\nd: ~\n",
+	"# only a comment\n",
+}
+
+func parseObjectAgrees(t *testing.T, doc []byte) {
+	t.Helper()
+	v, ok := blockyaml.Decode(doc)
+	if !ok {
+		return
+	}
+	m, isMap := v.(map[string]any)
+	if !isMap {
+		return
+	}
+	fast := int64Numbers(m)
+	slow, err := parseObjectYAML(doc)
+	if err != nil {
+		t.Fatalf("the fast path read %q, go-yaml refuses it: %v", doc, err)
+	}
+	if !reflect.DeepEqual(fast, any(slow)) {
+		t.Fatalf("the paths read %q differently:\nfast: %#v\nyaml: %#v", doc, fast, slow)
+	}
+}
+
+// TestTemplateOutputReadsTheSameOnBothPaths: every document the example
+// drivers' templates render is read alike by the fast path and go-yaml,
+// and most take the fast path (or it saves nothing).
+func TestTemplateOutputReadsTheSameOnBothPaths(t *testing.T) {
+	cat := loadExamples(t)
+	var docs, fast int
+	for _, gc := range goldenCases(cat) {
+		name, version, _ := strings.Cut(gc.driver, "@")
+		d, ok := cat.Get(name, version)
+		if !ok {
+			t.Fatalf("no driver %s", gc.driver)
+		}
+		c := exampleContext(d)
+		vals, err := d.Values(c)
+		if err != nil {
+			t.Fatal(err)
+		}
+		files, err := d.executeChart(c, vals)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, out := range files {
+			for _, doc := range splitDocs(out) {
+				if strings.TrimSpace(doc) == "" {
+					continue
+				}
+				docs++
+				parseObjectAgrees(t, []byte(doc))
+				if _, ok := blockyaml.Decode([]byte(doc)); ok {
+					fast++
+				}
+			}
+		}
+	}
+	if docs == 0 || fast*10 < docs*8 {
+		t.Fatalf("%d of %d rendered documents took the fast path, expected at least 80%%", fast, docs)
+	}
+	t.Logf("%d of %d rendered documents took the fast path", fast, docs)
 }

@@ -10,6 +10,7 @@ import (
 	yamlv3 "go.yaml.in/yaml/v3"
 
 	"github.com/styrmin/styrmin/drivers"
+	"github.com/styrmin/styrmin/internal/blockyaml"
 )
 
 // Redacted is what a plan shows instead of a value of a Secret object's
@@ -136,6 +137,13 @@ func refOf(o drivers.Object) string {
 // reads with the YAML library that wrote it (drivers encode with yaml.v3),
 // so a string such as "y" stays a string.
 func parseObject(o drivers.Object) (map[string]any, error) {
+	// The drivers' canonical form is block YAML the fast reader reads
+	// as go-yaml v3 then normalize would, numbers included.
+	if v, ok := blockyaml.Decode(o.YAML); ok {
+		if m, ok := v.(map[string]any); ok {
+			return m, nil
+		}
+	}
 	var v any
 	if err := yamlv3.Unmarshal(o.YAML, &v); err != nil {
 		return nil, fmt.Errorf("%s: %w", refOf(o), err)

@@ -1,10 +1,16 @@
 package planner
 
 import (
+	"os"
+	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
 
+	yamlv3 "go.yaml.in/yaml/v3"
+
 	"github.com/styrmin/styrmin/drivers"
+	"github.com/styrmin/styrmin/internal/blockyaml"
 )
 
 func mustNormalize(t *testing.T, v any) any {
@@ -192,5 +198,49 @@ func TestMaskedObjectsKeepTheRenderedLayout(t *testing.T) {
 	}
 	if got != y {
 		t.Errorf("re-encoded:\n%s\nwant:\n%s", got, y)
+	}
+}
+
+// TestParseObjectReadsTheCanonicalFormAsYAMLDoes: rendered objects are
+// read by the fast block reader where they can be, and to what go-yaml
+// v3 and normalize make of them; an object outside its subset (a float)
+// is read by go-yaml.
+func TestParseObjectReadsTheCanonicalFormAsYAMLDoes(t *testing.T) {
+	golden, err := filepath.Glob("../drivers/testdata/golden/*.yaml")
+	if err != nil || len(golden) == 0 {
+		t.Fatalf("no rendered goldens: %v", err)
+	}
+	var objects []drivers.Object
+	for _, p := range golden {
+		data, err := os.ReadFile(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		// The goldens are a summary, then the objects, in canonical form.
+		docs := strings.Split(string(data), "\n---\n")
+		for _, doc := range docs[1:] {
+			objects = append(objects, drivers.Object{Kind: "X", Name: p, YAML: []byte(strings.TrimSuffix(doc, "\n") + "\n")})
+		}
+	}
+	objects = append(objects, drivers.Object{Kind: "Float", Name: "f", YAML: []byte("spec:\n  cpu: 0.5\n  ratio: 1.0\n")})
+	var fast int
+	for _, o := range objects {
+		got, err := parseObject(o)
+		if err != nil {
+			t.Fatalf("%s: %v", o.Name, err)
+		}
+		var v any
+		if err := yamlv3.Unmarshal(o.YAML, &v); err != nil {
+			t.Fatal(err)
+		}
+		if want := mustNormalize(t, v); !reflect.DeepEqual(any(got), want) {
+			t.Fatalf("%s read as\n%#v\nwant\n%#v", o.Name, got, want)
+		}
+		if _, ok := blockyaml.Decode(o.YAML); ok {
+			fast++
+		}
+	}
+	if fast != len(objects)-1 {
+		t.Fatalf("%d of %d objects took the fast path, want all but the one with floats", fast, len(objects))
 	}
 }

@@ -2,6 +2,8 @@ package resolver
 
 import (
 	"errors"
+	"os"
+	"path/filepath"
 	"testing"
 )
 
@@ -56,7 +58,14 @@ func FuzzDecodeLock(f *testing.F) {
 	f.Add(data)
 	f.Add([]byte("apiVersion: styrmin.io/v1alpha1\nkind: Instance\n"))
 	f.Add([]byte("{"))
+	golden, _ := filepath.Glob("testdata/golden/locks/*/*/*.lock.yaml")
+	for _, p := range golden {
+		if data, err := os.ReadFile(p); err == nil {
+			f.Add(data)
+		}
+	}
 	f.Fuzz(func(t *testing.T, data []byte) {
+		sameOnBothDecodingPaths(t, data)
 		got, err := DecodeLock("locks/c/e/n.lock.yaml", data)
 		if err != nil {
 			return

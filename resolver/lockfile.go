@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"sigs.k8s.io/yaml"
+
+	"github.com/styrmin/styrmin/internal/blockyaml"
 )
 
 // lockHeader is the first line of every lockfile.
@@ -30,6 +32,29 @@ const MaxSequence = 1<<53 - 1
 type lockDocument struct {
 	Instance
 	Checksum string `json:"checksum"`
+}
+
+// decodeLockDocument reads a lockfile's YAML into doc as
+// sigs.k8s.io/yaml's UnmarshalStrict does. With fast, a lockfile inside
+// the block YAML the lock writes (every lockfile it wrote, in practice)
+// is read without the general YAML parser, the most of a lockfile's
+// decoding time; anything else, or anything the strict JSON decoding
+// then refuses, is read by UnmarshalStrict, whose error is the one
+// reported.
+func decodeLockDocument(data []byte, doc *lockDocument, fast bool) error {
+	if fast {
+		if v, ok := blockyaml.Decode(data); ok {
+			if j, err := json.Marshal(v); err == nil {
+				dec := json.NewDecoder(bytes.NewReader(j))
+				dec.DisallowUnknownFields()
+				if dec.Decode(doc) == nil {
+					return nil
+				}
+			}
+			*doc = lockDocument{}
+		}
+	}
+	return yaml.UnmarshalStrict(data, doc)
 }
 
 // HandEditError reports a lockfile whose content no longer matches its
@@ -145,7 +170,7 @@ func DecodeLock(path string, data []byte) (*Instance, error) {
 		return nil, fmt.Errorf("%s: lockfile is %d bytes, more than the %d allowed", path, len(data), maxLockSize)
 	}
 	var doc lockDocument
-	if err := yaml.UnmarshalStrict(data, &doc); err != nil {
+	if err := decodeLockDocument(data, &doc, true); err != nil {
 		return nil, fmt.Errorf("%s: not a valid lockfile: %w", path, err)
 	}
 	in := doc.Instance

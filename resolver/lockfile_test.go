@@ -6,11 +6,14 @@ import (
 	"fmt"
 	"math"
 	"os"
+	"path/filepath"
+	"reflect"
 	"strconv"
 	"strings"
 	"testing"
 
 	"github.com/styrmin/styrmin/drivers"
+	"github.com/styrmin/styrmin/internal/blockyaml"
 	"sigs.k8s.io/yaml"
 )
 
@@ -228,5 +231,103 @@ func TestLockfileWithANamespaceTheAPIServerRefusesIsRefused(t *testing.T) {
 		if _, err := DecodeLock(bad.ID.LockPath(), data); err == nil || !strings.Contains(err.Error(), "field context.deployment.namespace: "+strconv.Quote(ns)) {
 			t.Errorf("namespace %q: %v, want an error naming the field", ns, err)
 		}
+	}
+}
+
+// sameOnBothDecodingPaths fails t when the fast decoding of a lockfile
+// (blockyaml) and sigs.k8s.io/yaml's UnmarshalStrict read data
+// differently: the fast path may only decline, never disagree.
+func sameOnBothDecodingPaths(t *testing.T, data []byte) {
+	t.Helper()
+	var fast, slow lockDocument
+	ferr := decodeLockDocument(data, &fast, true)
+	serr := decodeLockDocument(data, &slow, false)
+	if (ferr == nil) != (serr == nil) || (ferr != nil && ferr.Error() != serr.Error()) {
+		t.Fatalf("the decoding paths disagree on %q:\nfast: %v\nstrict: %v", data, ferr, serr)
+	}
+	if !reflect.DeepEqual(fast, slow) {
+		t.Fatalf("the decoding paths read %q differently:\nfast:   %#v\nstrict: %#v", data, fast, slow)
+	}
+}
+
+// TestLockfilesTakeTheFastDecodingAndReadTheSame: the lockfiles lock
+// writes, values of every kind included, are read without the general
+// YAML parser and to the same instance; one outside the block subset (a
+// float, a long string written on several lines) is read by the general
+// parser.
+func TestLockfilesTakeTheFastDecodingAndReadTheSame(t *testing.T) {
+	golden, err := filepath.Glob("testdata/golden/locks/*/*/*.lock.yaml")
+	if err != nil || len(golden) == 0 {
+		t.Fatalf("no golden lockfiles: %v", err)
+	}
+	var docs [][]byte
+	for _, p := range golden {
+		data, err := os.ReadFile(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		docs = append(docs, data)
+	}
+	in := &Instance{APIVersion: APIVersion, Kind: KindInstance, ID: ID{"c", "e", "n"}, Sequence: 7,
+		Values: map[string]any{
+			"words":     []any{"yes", "on", "y", "null", "~", "1.5", "0755", "-1", "1e3", "2001-12-14", "--port", "128Mi", "1.25.0"},
+			"multiline": "line one\nline two\n",
+			"quoted":    "a: b # c",
+			"unicode":   "grüße ✓",
+			"empty":     map[string]any{},
+			"none":      []any{},
+			"nested":    []any{map[string]any{"name": "x", "value": int64(3)}, []any{true, nil}},
+		}}
+	data, err := EncodeLock(in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	docs = append(docs, data)
+	for i, data := range docs {
+		sameOnBothDecodingPaths(t, data)
+		if _, ok := blockyaml.Decode(data); !ok {
+			t.Errorf("lockfile %d is read by the general YAML parser, not the fast path:\n%s", i, data)
+		}
+	}
+	// A float, and a string go-yaml folds onto several lines.
+	for _, outside := range []map[string]any{{"ratio": 1.5}, {"long": strings.Repeat("word ", 40)}} {
+		in.Values = outside
+		data, err := EncodeLock(in)
+		if err != nil {
+			t.Fatal(err)
+		}
+		sameOnBothDecodingPaths(t, data)
+		if _, ok := blockyaml.Decode(data); ok {
+			t.Errorf("values %v are read by the fast path", outside)
+		}
+		got, err := DecodeLock("locks/c/e/n.lock.yaml", data)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if fmt.Sprint(got.Values) != fmt.Sprint(outside) {
+			t.Fatalf("values %v read back as %v", outside, got.Values)
+		}
+	}
+}
+
+// BenchmarkDecodeLock decodes a golden lockfile through the fast path and
+// through UnmarshalStrict alone, the reference (go test ./resolver -run
+// '^$' -bench DecodeLock -benchmem).
+func BenchmarkDecodeLock(b *testing.B) {
+	data, err := os.ReadFile("testdata/golden/locks/local/dev/hub.lock.yaml")
+	if err != nil {
+		b.Fatal(err)
+	}
+	for _, fast := range []bool{true, false} {
+		name := map[bool]string{true: "fast", false: "strict"}[fast]
+		b.Run(name, func(b *testing.B) {
+			b.SetBytes(int64(len(data)))
+			for b.Loop() {
+				var doc lockDocument
+				if err := decodeLockDocument(data, &doc, fast); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
 	}
 }
