@@ -51,6 +51,18 @@ func ComputeTrees(t Trees, opts Options) (*Plan, error) {
 		}
 	}
 
+	// The head's configuration loads while the lockfiles are read: both
+	// only read, and the lockfiles' git reads leave a core idle. Its
+	// error still comes after theirs.
+	type loaded struct {
+		repo *resolver.Repository
+		err  error
+	}
+	headLoad := make(chan loaded, 1)
+	go func() {
+		r, err := resolver.NewLoader(0).WithSandbox(opts.ConfigSandbox).Load(t.Head)
+		headLoad <- loaded{r, err}
+	}()
 	// The head's lockfiles mostly are the base's: decoded once.
 	locks := resolver.NewLockLoader()
 	baseLocks, err := locks.Load(t.Base)
@@ -63,7 +75,8 @@ func ComputeTrees(t Trees, opts Options) (*Plan, error) {
 	if _, err := locks.Load(t.Head); err != nil {
 		return nil, fmt.Errorf("lockfiles at %s: %w", t.HeadName, err)
 	}
-	headRepo, err := resolver.NewLoader(0).WithSandbox(opts.ConfigSandbox).Load(t.Head)
+	hl := <-headLoad
+	headRepo, err := hl.repo, hl.err
 	if err != nil {
 		return nil, err
 	}

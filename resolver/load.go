@@ -1,6 +1,7 @@
 package resolver
 
 import (
+	"crypto/sha256"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -163,6 +164,8 @@ type Loader struct {
 	// forks are Loaders like this one that parse deployments on the
 	// other cores.
 	forks sync.Pool
+	// memo is shared with the forks.
+	memo *parseMemo
 }
 
 // WithSandbox makes l evaluate each file in a sandbox child before it
@@ -179,7 +182,9 @@ func (l *Loader) fork() *Loader {
 	if f, ok := l.forks.Get().(*Loader); ok {
 		return f
 	}
-	return NewLoader(l.maxFileSize).WithSandbox(l.sandbox)
+	f := NewLoader(l.maxFileSize).WithSandbox(l.sandbox)
+	f.memo = l.memo
+	return f
 }
 
 // NewLoader compiles the schemas. maxFileSize <= 0 means DefaultMaxFileSize.
@@ -193,7 +198,7 @@ func NewLoader(maxFileSize int64) *Loader {
 		// The schema is a constant of this package: a failure is a bug.
 		panic(fmt.Sprintf("resolver schema: %v", schema.Err()))
 	}
-	return &Loader{ctx: ctx, schema: schema, maxFileSize: maxFileSize}
+	return &Loader{ctx: ctx, schema: schema, maxFileSize: maxFileSize, memo: &parseMemo{}}
 }
 
 // LoadFile parses one file (CUE or YAML, by extension) and validates it
@@ -217,12 +222,25 @@ func (l *Loader) loadFile(fsys fs.FS, file, def string, out any) (map[string]tok
 // and column the user wrote, and the field, worded from the schema (see
 // explainer): CUE's own messages speak of its evaluator.
 func (l *Loader) parse(file string, data []byte, def string, out any) (map[string]token.Position, error) {
+	m, isMap := out.(*map[string]any)
+	key := parseKey{def: def, ext: path.Ext(file)}
+	if isMap {
+		key.sum = sha256.Sum256(data)
+		if v, pos, ok := l.memo.get(key, file); ok {
+			*m = v
+			return pos, nil
+		}
+	}
 	if l.sandbox != nil {
 		if err := l.sandbox.check(file, data, def); err != nil {
 			return nil, err
 		}
 	}
-	return l.eval(file, data, def, out)
+	pos, err := l.eval(file, data, def, out)
+	if err == nil && isMap && *m != nil {
+		l.memo.put(key, *m, pos)
+	}
+	return pos, err
 }
 
 // eval is parse in this process.

@@ -73,7 +73,7 @@ type Workspace struct {
 func LoadWorkspace(fsys fs.FS, opts WorkspaceOptions) (*Workspace, error) {
 	loader := NewLoader(opts.MaxFileSize).WithSandbox(opts.ConfigSandbox)
 	// With a sandbox, the drivers load (mostly waiting for its children)
-	// while the configuration and the lockfiles are read. Errors are
+	// and the lockfiles are read while the configuration loads. Errors are
 	// reported in the order of old, when one loaded after the other: the
 	// configuration's, the limits', the drivers', the driver sources', the
 	// lockfiles'. Without a sandbox everything runs one after the other,
@@ -82,10 +82,21 @@ func LoadWorkspace(fsys fs.FS, opts WorkspaceOptions) (*Workspace, error) {
 		return drivers.LoadOptions{MaxFileSize: opts.MaxFileSize, Limits: limits.Merge(opts.DriverLimits), Sandbox: opts.Sandbox, RenderCache: opts.RenderCache}
 	}
 	var pending *drivers.PendingCatalog
+	type loadedLocks struct {
+		locks map[ID]*Instance
+		err   error
+	}
+	var locksLoad chan loadedLocks
 	if opts.Sandbox != nil {
 		if limits, err := loader.DriverLimits(fsys); err == nil {
 			pending = drivers.StartCatalog(fsys, "drivers", loadOpts(limits))
 			defer pending.Wait()
+			// The lockfiles are read while the configuration loads too.
+			locksLoad = make(chan loadedLocks, 1)
+			go func() {
+				l, err := LoadLocks(fsys)
+				locksLoad <- loadedLocks{l, err}
+			}()
 		}
 	}
 	repo, err := loader.Load(fsys)
@@ -101,7 +112,8 @@ func LoadWorkspace(fsys fs.FS, opts WorkspaceOptions) (*Workspace, error) {
 	var locks map[ID]*Instance
 	var locksErr error
 	if pending != nil {
-		locks, locksErr = LoadLocks(fsys)
+		ll := <-locksLoad
+		locks, locksErr = ll.locks, ll.err
 		cat, err = pending.Wait()
 	} else {
 		cat, err = drivers.LoadCatalog(fsys, "drivers", dopts)
