@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"cuelang.org/go/cue"
@@ -53,7 +54,11 @@ type compiled struct {
 	// Strategic-merge metadata by apiVersion/kind (a nil entry: unknown
 	// kind), filled on first use.
 	patchMetas sync.Map
-	chart      *chartv2.Chart
+	// Parameter sets applied (ApplyParameters) by paramsKey, and how many
+	// were stored (at most maxAppliedParams).
+	appliedParams sync.Map
+	appliedCount  atomic.Int64
+	chart         *chartv2.Chart
 	// The chart's templates parsed once (nil: render through Helm's
 	// engine), on first render.
 	helmOnce    sync.Once

@@ -270,3 +270,45 @@ func TestApplyParametersAcceptsIntegralFloatsForInts(t *testing.T) {
 		t.Fatal("4.5 workers accepted")
 	}
 }
+
+// TestApplyParametersRemembersASetAndGivesEachCallItsOwnCopy: a parameter
+// set applied before is not evaluated again, yet every caller gets a
+// result of its own to change; sets that differ only in a number's type
+// are different sets, and an invalid set is never remembered.
+func TestApplyParametersRemembersASetAndGivesEachCallItsOwnCopy(t *testing.T) {
+	d := graphhub(t)
+	params := func() map[string]any {
+		return map[string]any{"workers": int64(7), "databaseSize": "2Gi", "databasePassword": map[string]any{"name": "db", "key": "pw"}}
+	}
+	first, err := d.ApplyParameters(params())
+	if err != nil {
+		t.Fatal(err)
+	}
+	key, ok := paramsKey(params())
+	if !ok {
+		t.Fatal("no key for plain parameters")
+	}
+	if _, remembered := d.compiled.appliedParams.Load(key); !remembered {
+		t.Fatal("the applied set was not remembered")
+	}
+	want := deepCopyJSON(first)
+	first["workers"] = int64(99)
+	first["databasePassword"].(map[string]any)["key"] = "changed"
+	second, err := d.ApplyParameters(params())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(any(second), want) {
+		t.Fatalf("the second call got %#v, want %#v (a caller's change leaked)", second, want)
+	}
+	if a, _ := paramsKey(map[string]any{"x": int64(3)}); a == func() string { k, _ := paramsKey(map[string]any{"x": float64(3)}); return k }() {
+		t.Fatal("an int and a float of the same value share a key")
+	}
+	bad := params()
+	bad["workers"] = int64(50)
+	for range 2 {
+		if _, err := d.ApplyParameters(bad); err == nil || !strings.Contains(err.Error(), "must be at most 20") {
+			t.Fatalf("an invalid set gave %v", err)
+		}
+	}
+}

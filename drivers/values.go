@@ -8,6 +8,7 @@ import (
 	"math"
 	"regexp"
 	"sort"
+	"strconv"
 	"strings"
 
 	"cuelang.org/go/cue"
@@ -49,6 +50,14 @@ func (d *Driver) ApplyParameters(params map[string]any) (map[string]any, error) 
 		}
 		params[name] = int64(f)
 	}
+	// Deployments often give the same parameters (the defaults, an
+	// environment's usual sizes): each set is evaluated once.
+	key, memo := paramsKey(params)
+	if memo {
+		if out, ok := d.compiled.appliedParams.Load(key); ok {
+			return deepCopyJSON(out).(map[string]any), nil
+		}
+	}
 	// The spec's own parameters (not unified with #Driver): the schema was
 	// checked at Load, and this runs once per deployment.
 	schema := d.compiled.raw.LookupPath(parametersPath)
@@ -67,6 +76,9 @@ func (d *Driver) ApplyParameters(params map[string]any) (map[string]any, error) 
 				if _, ok := out[p.Name]; !ok && p.HasDefault {
 					out[p.Name] = deepCopyJSON(p.Default)
 				}
+			}
+			if memo && d.compiled.appliedCount.Add(1) <= maxAppliedParams {
+				d.compiled.appliedParams.Store(key, deepCopyJSON(out))
 			}
 			return out, nil
 		}
@@ -117,6 +129,58 @@ func (d *Driver) ApplyParameters(params map[string]any) (map[string]any, error) 
 		return nil, errors.Join(errs...)
 	}
 	return out, nil
+}
+
+// maxAppliedParams bounds the parameter sets a driver remembers.
+const maxAppliedParams = 4096
+
+// paramsKey is a canonical form of params, types included (an int and a
+// float of the same value are different parameters to CUE), or false
+// for a value of a type it does not know.
+func paramsKey(params map[string]any) (string, bool) {
+	var b strings.Builder
+	ok := writeParamsKey(&b, params)
+	return b.String(), ok
+}
+
+func writeParamsKey(b *strings.Builder, v any) bool {
+	switch t := v.(type) {
+	case nil:
+		b.WriteByte('n')
+	case bool:
+		b.WriteString(strconv.FormatBool(t))
+	case string:
+		b.WriteString(strconv.Quote(t))
+	case int:
+		b.WriteString("i" + strconv.Itoa(t))
+	case int64:
+		b.WriteString("i" + strconv.FormatInt(t, 10))
+	case float64:
+		b.WriteString("f" + strconv.FormatFloat(t, 'g', -1, 64))
+	case []any:
+		b.WriteByte('[')
+		for _, x := range t {
+			if !writeParamsKey(b, x) {
+				return false
+			}
+			b.WriteByte(',')
+		}
+		b.WriteByte(']')
+	case map[string]any:
+		b.WriteByte('{')
+		for _, k := range sortedKeys(t) {
+			b.WriteString(strconv.Quote(k))
+			b.WriteByte(':')
+			if !writeParamsKey(b, t[k]) {
+				return false
+			}
+			b.WriteByte(',')
+		}
+		b.WriteByte('}')
+	default:
+		return false
+	}
+	return true
 }
 
 // parameterSchema is the schema of one parameter, optional or not.
