@@ -45,7 +45,7 @@ const (
 // the allocations.
 func BenchmarkCLIFanOut1000(b *testing.B) {
 	ctl, _ := buildBinaries(b)
-	dir := fanOutCheckout(b, ctl, cliBenchEnvs, cliBenchPerEnv)
+	dir := fanOutCheckout(b, ctl, cliBenchEnvs, cliBenchPerEnv, false)
 	n := cliBenchEnvs * cliBenchPerEnv
 	ctls := []struct{ name, path string }{{"this", ctl}}
 	if ref := os.Getenv("STYRMIN_CLI_REFERENCE"); ref != "" {
@@ -66,6 +66,13 @@ func BenchmarkCLIFanOut1000(b *testing.B) {
 		for _, c := range ctls {
 			cliFanOut(b, c.name, c.path, dir, n)
 		}
+	}
+	// The same fleet with no two deployment files of the same text (each
+	// names itself in a comment): what a command costs when nothing it
+	// evaluates per file repeats (parameter sets still do).
+	distinct := fanOutCheckout(b, ctl, cliBenchEnvs, cliBenchPerEnv, true)
+	for _, c := range ctls {
+		cliFanOut(b, c.name+"-distinct-files", c.path, distinct, n)
 	}
 }
 
@@ -163,7 +170,7 @@ func (u *cliUsage) report(b *testing.B) {
 // fanOutCheckout is a git checkout of the example drivers and envs×perEnv
 // deployments, locked in one commit, and then a commit that changes the
 // cluster's domain, not yet locked.
-func fanOutCheckout(b *testing.B, ctl string, envs, perEnv int) string {
+func fanOutCheckout(b *testing.B, ctl string, envs, perEnv int, distinct bool) string {
 	b.Helper()
 	dir := b.TempDir()
 	if err := os.CopyFS(filepath.Join(dir, "drivers"), mustSub(b, examples.Repo(), "drivers")); err != nil {
@@ -190,6 +197,9 @@ func fanOutCheckout(b *testing.B, ctl string, envs, perEnv int) string {
 			spec := fmt.Sprintf("driver: \"webapp\"\nappVersion: \"1.25.0\"\nparameters: {replicas: %d, ingress: true}\n", 1+i%3)
 			if i%3 == 2 {
 				spec = fmt.Sprintf("driver: \"graphhub\"\nappVersion: \"1.4.0\"\nparameters: {\n\tworkers: %d\n\tdatabasePassword: {name: \"db\", key: \"password\"}\n}\n", 1+i%4)
+			}
+			if distinct {
+				spec = fmt.Sprintf("// app-%02d of %s\n", i, env) + spec
 			}
 			write(fmt.Sprintf("%s/deployments/app-%02d.cue", at, i), spec)
 		}
