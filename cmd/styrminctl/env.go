@@ -12,6 +12,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/styrmin/styrmin/gitsource"
+	"github.com/styrmin/styrmin/internal/atomicfile"
 	"github.com/styrmin/styrmin/operator/operation"
 	"github.com/styrmin/styrmin/resolver"
 )
@@ -229,8 +230,10 @@ func writeFiles(root string, files map[string][]byte) error {
 		paths = append(paths, p)
 	}
 	sort.Strings(paths)
+	w := atomicfile.New(resolver.LockTempPrefix)
+	defer func() { _ = w.Close() }()
 	for _, p := range paths {
-		if err := writeAtomic(filepath.Join(root, filepath.FromSlash(p)), files[p]); err != nil {
+		if err := w.Write(filepath.Join(root, filepath.FromSlash(p)), files[p]); err != nil {
 			return err
 		}
 	}

@@ -15,6 +15,7 @@ import (
 	"github.com/spf13/cobra"
 	"golang.org/x/sync/errgroup"
 
+	"github.com/styrmin/styrmin/internal/atomicfile"
 	"github.com/styrmin/styrmin/resolver"
 )
 
@@ -181,7 +182,7 @@ func describeChange(c resolver.LockChange) string {
 }
 
 // lockWriters is how many lockfiles are written at once: a write is a
-// few system calls (create, write, close, rename), and one after another
+// few system calls (open, write, close, rename), and one after another
 // they were a sixth of a 1,000-deployment lock's time.
 const lockWriters = 4
 
@@ -204,15 +205,25 @@ func writeLocks(root string, changes []resolver.LockChange) ([]bool, error) {
 		removeStaleTemps(filepath.Join(root, filepath.FromSlash(d)), time.Now().Add(-staleTempAge))
 	}
 	errs := make([]error, len(changes))
+	next := make(chan int)
 	var g errgroup.Group
-	g.SetLimit(lockWriters)
-	for i, c := range changes {
+	for range min(lockWriters, len(changes)) {
 		g.Go(func() error {
-			errs[i] = writeAtomic(filepath.Join(root, filepath.FromSlash(c.Path())), c.Data)
-			written[i] = errs[i] == nil
+			w := atomicfile.New(resolver.LockTempPrefix)
+			// A spare left behind is skipped by the loader and removed by
+			// a later lock, as a killed lock's.
+			defer func() { _ = w.Close() }()
+			for i := range next {
+				errs[i] = w.Write(filepath.Join(root, filepath.FromSlash(changes[i].Path())), changes[i].Data)
+				written[i] = errs[i] == nil
+			}
 			return nil
 		})
 	}
+	for i := range changes {
+		next <- i
+	}
+	close(next)
 	_ = g.Wait()
 	return written, errors.Join(errs...)
 }
@@ -262,40 +273,4 @@ func removeStaleTemps(dir string, cutoff time.Time) {
 			_ = os.Remove(filepath.Join(dir, e.Name()))
 		}
 	}
-}
-
-// writeAtomic replaces a file through a rename, so a crash never leaves a
-// half-written lockfile. The file keeps the mode of the one it replaces
-// (a new one is readable by all, as git checks files out).
-func writeAtomic(path string, data []byte) error {
-	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
-		return err
-	}
-	mode := os.FileMode(0o644)
-	if fi, err := os.Stat(path); err == nil {
-		mode = fi.Mode().Perm()
-	}
-	tmp, err := os.CreateTemp(filepath.Dir(path), resolver.LockTempPrefix+"*")
-	if err != nil {
-		return err
-	}
-	if _, err := tmp.Write(data); err != nil {
-		tmp.Close()
-		os.Remove(tmp.Name())
-		return err
-	}
-	if err := tmp.Chmod(mode); err != nil {
-		tmp.Close()
-		os.Remove(tmp.Name())
-		return err
-	}
-	if err := tmp.Close(); err != nil {
-		os.Remove(tmp.Name())
-		return err
-	}
-	if err := os.Rename(tmp.Name(), path); err != nil {
-		os.Remove(tmp.Name())
-		return err
-	}
-	return nil
 }
