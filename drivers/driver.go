@@ -58,7 +58,12 @@ type compiled struct {
 	// were stored (at most maxAppliedParams).
 	appliedParams sync.Map
 	appliedCount  atomic.Int64
-	chart         *chartv2.Chart
+	// Components and patches evaluated (renderSpecFor) by the parts of
+	// the context they use, and how many were stored (at most
+	// maxRenderSpecs).
+	renderSpecs     sync.Map
+	renderSpecCount atomic.Int64
+	chart           *chartv2.Chart
 	// The chart's templates parsed once (nil: render through Helm's
 	// engine), on first render.
 	helmOnce    sync.Once

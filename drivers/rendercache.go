@@ -26,13 +26,6 @@ type RenderCache struct {
 	// parsing is the largest part of a render. Callers get copies.
 	docMu sync.Mutex
 	docs  map[string]map[string]any
-	// specs are the components and patches of a driver evaluated for a
-	// context, by the parts of the context they use (in JSON, as the
-	// render key takes the context): the two sides of a plan often give
-	// the same (the deployment's and the cluster's names, not the
-	// cluster's domain). Shared, as a driver's static ones are.
-	specMu sync.Mutex
-	specs  map[[sha256.Size]byte]renderSpec
 }
 
 // renderSpec is what a render takes from the spec besides the values.
@@ -43,7 +36,7 @@ type renderSpec struct {
 
 // NewRenderCache returns an empty cache.
 func NewRenderCache() *RenderCache {
-	return &RenderCache{m: map[[sha256.Size]byte]*Manifests{}, docs: map[string]map[string]any{}, specs: map[[sha256.Size]byte]renderSpec{}}
+	return &RenderCache{m: map[[sha256.Size]byte]*Manifests{}, docs: map[string]map[string]any{}}
 }
 
 // parseDoc is parseObject through the cache, if there is one.
@@ -132,45 +125,37 @@ func (d *Driver) cachedRender(ctx context.Context, c Context, values map[string]
 	return m, nil
 }
 
-// renderSpecFor evaluates the driver's components and patches for c,
-// through the cache if there is one.
+// renderSpecFor evaluates the driver's components and patches for c, once
+// per value of the parts of the context they use: a fleet's deployments
+// of one name in many environments, and the two sides of a plan, mostly
+// give the same (the deployment's and the cluster's names, not the
+// domain). The result is shared, as a driver's static ones are: callers
+// must not change it.
 func (d *Driver) renderSpecFor(c Context) (renderSpec, error) {
 	p := d.compiled.renderProj
-	eval := func() (renderSpec, error) {
-		v := p.eval(c)
-		comps, err := d.resolveComponents(v)
-		if err != nil {
-			return renderSpec{}, err
-		}
-		patches, err := d.decodePatches(v)
-		if err != nil {
-			return renderSpec{}, err
-		}
-		return renderSpec{comps, patches}, nil
-	}
-	rc := d.compiled.opts.RenderCache
-	if rc == nil {
-		return eval()
-	}
-	kj, err := json.Marshal(struct {
-		Driver  string         `json:"driver"`
-		Context map[string]any `json:"context"`
-	}{d.Digest, p.keys.keyData(c)})
-	if err != nil {
-		return eval()
-	}
+	kj, err := json.Marshal(p.keys.keyData(c))
 	key := sha256.Sum256(kj)
-	rc.specMu.Lock()
-	s, ok := rc.specs[key]
-	rc.specMu.Unlock()
-	if ok {
-		return s, nil
+	if err == nil {
+		if s, ok := d.compiled.renderSpecs.Load(key); ok {
+			return s.(renderSpec), nil
+		}
 	}
-	if s, err = eval(); err != nil {
-		return s, err
+	v := p.eval(c)
+	comps, err2 := d.resolveComponents(v)
+	if err2 != nil {
+		return renderSpec{}, err2
 	}
-	rc.specMu.Lock()
-	rc.specs[key] = s
-	rc.specMu.Unlock()
+	patches, err2 := d.decodePatches(v)
+	if err2 != nil {
+		return renderSpec{}, err2
+	}
+	s := renderSpec{comps, patches}
+	if err == nil && d.compiled.renderSpecCount.Add(1) <= maxRenderSpecs {
+		d.compiled.renderSpecs.Store(key, s)
+	}
 	return s, nil
 }
+
+// maxRenderSpecs bounds the evaluations of components and patches a driver
+// remembers.
+const maxRenderSpecs = 4096

@@ -85,16 +85,22 @@ func TestRenderCacheSharesDocumentsAndSpecsExactly(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	plain := loadExamples(t)
+	edits := []func(*Context){
+		func(*Context) {},
+		func(c *Context) { c.Cluster.Domain = "other.example.com" },
+		func(c *Context) { c.Deployment.Namespace = "elsewhere" },
+		func(c *Context) { c.Cluster.Domain = "other.example.com" },
+	}
+	// The uncached renders are each a driver's first: a driver remembers
+	// its components and patches by context too.
+	plain := make([]*Catalog, len(edits))
+	for i := range plain {
+		plain[i] = loadExamples(t)
+	}
 	for _, name := range cat.Names() {
 		for _, d := range cat.Versions(name) {
-			pd, _ := plain.Get(name, d.Version)
-			for _, edit := range []func(*Context){
-				func(*Context) {},
-				func(c *Context) { c.Cluster.Domain = "other.example.com" },
-				func(c *Context) { c.Deployment.Namespace = "elsewhere" },
-				func(c *Context) { c.Cluster.Domain = "other.example.com" },
-			} {
+			for i, edit := range edits {
+				pd, _ := plain[i].Get(name, d.Version)
 				c := exampleContext(d)
 				edit(&c)
 				vals, err := d.Values(c)
@@ -112,8 +118,14 @@ func TestRenderCacheSharesDocumentsAndSpecsExactly(t *testing.T) {
 			}
 		}
 	}
-	if len(rc.docs) == 0 || len(rc.specs) == 0 {
-		t.Errorf("%d documents and %d specs cached", len(rc.docs), len(rc.specs))
+	specs := 0
+	for _, name := range cat.Names() {
+		for _, d := range cat.Versions(name) {
+			specs += int(d.compiled.renderSpecCount.Load())
+		}
+	}
+	if len(rc.docs) == 0 || specs == 0 {
+		t.Errorf("%d documents cached and %d specs remembered", len(rc.docs), specs)
 	}
 }
 
@@ -153,5 +165,53 @@ func TestSpecKeyNarrowsToTheSelectedFields(t *testing.T) {
 		if got := declaresContextOnce(f); got != tc.selectsOnly || ck.whole["cluster"] || !ck.fields["cluster"]["name"] {
 			t.Errorf("%q: selects only %t, want %t; keys %+v", tc.src, got, tc.selectsOnly, ck)
 		}
+	}
+}
+
+// TestComponentsAndPatchesAreEvaluatedOncePerContextTheyUse: webapp
+// 1.1.0's components and patches name the deployment and the cluster, so
+// another domain renders with the same evaluation and another deployment
+// name evaluates them again, each render naming its own deployment.
+func TestComponentsAndPatchesAreEvaluatedOncePerContextTheyUse(t *testing.T) {
+	d, _ := loadExamples(t).Get("webapp", "1.1.0")
+	render := func(edit func(*Context)) *Manifests {
+		t.Helper()
+		c := exampleContext(d)
+		edit(&c)
+		vals, err := d.Values(c)
+		if err != nil {
+			t.Fatal(err)
+		}
+		m, err := d.Render(c, vals)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return m
+	}
+	// Load rendered the driver with its sample parameters already.
+	before := d.compiled.renderSpecCount.Load()
+	render(func(*Context) {})
+	render(func(c *Context) { c.Cluster.Domain = "other.example.com" })
+	if n := d.compiled.renderSpecCount.Load() - before; n != 1 {
+		t.Errorf("%d evaluations for one deployment and cluster name, want 1", n)
+	}
+	out := render(func(c *Context) { c.Deployment.Name = "shop" })
+	if n := d.compiled.renderSpecCount.Load() - before; n != 2 {
+		t.Errorf("%d evaluations after another deployment name, want 2", n)
+	}
+	// The patch (the cluster's annotation) and the component reach the
+	// Deployment named for this deployment.
+	found := false
+	for _, o := range out.Objects {
+		if o.Kind != "Deployment" {
+			continue
+		}
+		found = o.Name == "shop" && o.Component == "web" && bytes.Contains(o.YAML, []byte("styrmin.io/cluster: eu-1"))
+		if !found {
+			t.Errorf("Deployment %s of component %q, without the patch or the component of shop's render:\n%s", o.Name, o.Component, o.YAML)
+		}
+	}
+	if !found {
+		t.Error("no Deployment rendered")
 	}
 }
