@@ -2,6 +2,7 @@ package resolver
 
 import (
 	"bytes"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"math"
@@ -14,6 +15,7 @@ import (
 
 	"github.com/styrmin/styrmin/drivers"
 	"github.com/styrmin/styrmin/internal/blockyaml"
+	yamlv2 "go.yaml.in/yaml/v2"
 	"sigs.k8s.io/yaml"
 )
 
@@ -329,5 +331,50 @@ func BenchmarkDecodeLock(b *testing.B) {
 				}
 			}
 		})
+	}
+}
+
+// TestLockfilesTakeTheFastEncodingAndWriteTheSame: the golden lockfiles'
+// instances are written by blockyaml, as go-yaml writes them.
+func TestLockfilesTakeTheFastEncodingAndWriteTheSame(t *testing.T) {
+	golden, err := filepath.Glob("testdata/golden/locks/*/*/*.lock.yaml")
+	if err != nil || len(golden) == 0 {
+		t.Fatalf("no golden lockfiles: %v", err)
+	}
+	for _, p := range golden {
+		data, err := os.ReadFile(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		in, err := DecodeLock(p, data)
+		if err != nil {
+			t.Fatal(err)
+		}
+		j, err := json.Marshal(in)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var tree any
+		dec := json.NewDecoder(bytes.NewReader(j))
+		dec.UseNumber()
+		if err := dec.Decode(&tree); err != nil {
+			t.Fatal(err)
+		}
+		typed, err := yamlTyped(tree)
+		if err != nil {
+			t.Fatal(err)
+		}
+		fast, ok := blockyaml.Encode(typed.(yamlv2.MapSlice))
+		if !ok {
+			t.Errorf("%s is written by go-yaml, not the fast path", p)
+			continue
+		}
+		slow, err := yamlv2.Marshal(typed)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !bytes.Equal(fast, slow) {
+			t.Errorf("%s: the fast path writes\n%s\ngo-yaml writes\n%s", p, fast, slow)
+		}
 	}
 }
