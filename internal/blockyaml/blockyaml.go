@@ -1,6 +1,7 @@
 // Package blockyaml reads the block-style YAML that Styrmin's own writers
 // emit (lockfiles, rendered objects in canonical form) without a general
-// YAML parser, or declines.
+// YAML parser, and writes lockfiles as go-yaml v2 writes them without its
+// emitter; in both directions it declines what is outside its subset.
 //
 // A general parser spends most of a large plan's or lock's decoding time
 // on generality the writers never use. Decode accepts only a subset:
@@ -12,7 +13,9 @@
 // word such as "yes" or "on", an anchor, a comment after a value, a
 // scalar continued on the next line) makes Decode decline, and the
 // caller parses the document with the general parser as before: a
-// document is never read differently, only sooner.
+// document is never read differently, only sooner. Encode likewise
+// writes go-yaml v2's bytes (lockfile checksums are taken over them) or
+// declines.
 package blockyaml
 
 import (
