@@ -32,23 +32,7 @@ var canonicalSeeds = []string{
 func TestJSONToYAMLIsSigsYAML(t *testing.T) {
 	docs := append([]string(nil), canonicalSeeds...)
 	// Every golden lockfile's instance, as canonical encodes it.
-	paths, err := filepath.Glob("testdata/golden/locks/*/*/*.lock.yaml")
-	if err != nil || len(paths) == 0 {
-		t.Fatalf("golden lockfiles: %v, %v", paths, err)
-	}
-	for _, p := range paths {
-		data, err := os.ReadFile(p)
-		if err != nil {
-			t.Fatal(err)
-		}
-		in, err := DecodeLock(p, data)
-		if err != nil {
-			t.Fatal(err)
-		}
-		j, err := json.Marshal(in)
-		if err != nil {
-			t.Fatal(err)
-		}
+	for _, j := range goldenInstancesJSON(t) {
 		docs = append(docs, string(j))
 	}
 	for _, d := range docs {
@@ -169,4 +153,29 @@ func TestEncodeLockIsTheSameForKeysGoYAMLCannotOrder(t *testing.T) {
 	if _, err := DecodeLock("locks/c/e/n.lock.yaml", first); err != nil {
 		t.Fatalf("the lockfile does not decode: %v\n%s", err, first)
 	}
+}
+
+// goldenInstancesJSON is every golden lockfile's instance in JSON, by
+// path.
+func goldenInstancesJSON(t *testing.T) map[string][]byte {
+	t.Helper()
+	paths, err := filepath.Glob("testdata/golden/locks/*/*/*.lock.yaml")
+	if err != nil || len(paths) == 0 {
+		t.Fatalf("golden lockfiles: %v, %v", paths, err)
+	}
+	out := map[string][]byte{}
+	for _, p := range paths {
+		data, err := os.ReadFile(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		in, err := DecodeLock(p, data)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if out[p], err = json.Marshal(in); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return out
 }

@@ -337,23 +337,7 @@ func BenchmarkDecodeLock(b *testing.B) {
 // TestLockfilesTakeTheFastEncodingAndWriteTheSame: the golden lockfiles'
 // instances are written by blockyaml, as go-yaml writes them.
 func TestLockfilesTakeTheFastEncodingAndWriteTheSame(t *testing.T) {
-	golden, err := filepath.Glob("testdata/golden/locks/*/*/*.lock.yaml")
-	if err != nil || len(golden) == 0 {
-		t.Fatalf("no golden lockfiles: %v", err)
-	}
-	for _, p := range golden {
-		data, err := os.ReadFile(p)
-		if err != nil {
-			t.Fatal(err)
-		}
-		in, err := DecodeLock(p, data)
-		if err != nil {
-			t.Fatal(err)
-		}
-		j, err := json.Marshal(in)
-		if err != nil {
-			t.Fatal(err)
-		}
+	for p, j := range goldenInstancesJSON(t) {
 		var tree any
 		dec := json.NewDecoder(bytes.NewReader(j))
 		dec.UseNumber()

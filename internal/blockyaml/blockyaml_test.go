@@ -227,39 +227,28 @@ var words = []string{"a", "web", "app.kubernetes.io/name", "http://x:80", "yes",
 	"", " lead", "trail ", "a: b", "a #b", "multi\nline\n", "multi\nline", "x\n\n", "tab\there", "é", "null", "~",
 	"[x]", "{y}", "- z", "'q'", "\"dq\"", "#c", "@at", "2001-12-14", "1.25.0", "1.2.3e5", "1.2.3:4", "1.2.", "1.4.0-rc.1", "128Mi", "5E", "1Ei", "0b1", "1e5", "6E", "-U", "--port", "-1", "-.5", "---", "-x-", "0o17", "7f3a", "long " + strings.Repeat("word ", 30)}
 
+// randomTree is randomSlice as the map a decoder gives.
 func randomTree(rng *rand.Rand, depth int) map[string]any {
-	m := map[string]any{}
-	for range 1 + rng.IntN(4) {
-		m[words[rng.IntN(len(words))]] = randomValue(rng, depth+1)
-	}
-	return m
+	return plainTree(randomSlice(rng, depth, "")).(map[string]any)
 }
 
-func randomValue(rng *rand.Rand, depth int) any {
-	k := rng.IntN(10)
-	if depth > 3 {
-		k = rng.IntN(6)
-	}
-	switch k {
-	case 0:
-		return words[rng.IntN(len(words))]
-	case 1:
-		return rng.Int64N(1<<40) - 1<<39
-	case 2:
-		return rng.IntN(2) == 0
-	case 3:
-		return nil
-	case 4, 5:
-		return words[rng.IntN(len(words))]
-	case 6, 7:
-		return randomTree(rng, depth)
-	default:
-		s := make([]any, rng.IntN(3))
-		for i := range s {
-			s[i] = randomValue(rng, depth+1)
+// plainTree turns MapSlices into maps (a later duplicate key wins).
+func plainTree(v any) any {
+	switch t := v.(type) {
+	case yamlv2.MapSlice:
+		m := make(map[string]any, len(t))
+		for _, it := range t {
+			m[it.Key.(string)] = plainTree(it.Value)
 		}
-		return s
+		return m
+	case []any:
+		out := make([]any, len(t))
+		for i, e := range t {
+			out[i] = plainTree(e)
+		}
+		return out
 	}
+	return v
 }
 
 // FuzzDecode: whatever Decode accepts, both YAML readers read the same.
