@@ -100,16 +100,7 @@ func TestParametersDescribeTheSchema(t *testing.T) {
 
 func TestSecretParameterRendersAsReferenceOnly(t *testing.T) {
 	d := graphhub(t)
-	c := exampleContext(d)
-	vals, err := d.Values(c)
-	if err != nil {
-		t.Fatal(err)
-	}
-	m, err := d.Render(c, vals)
-	if err != nil {
-		t.Fatal(err)
-	}
-	out := m.YAML()
+	out := valuesAndRender(t, d, exampleContext(d)).YAML()
 	if n := bytes.Count(out, []byte("secretKeyRef:")); n != 3 {
 		t.Errorf("%d secretKeyRef entries, want 3 (server, worker, database)", n)
 	}

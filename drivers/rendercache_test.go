@@ -178,15 +178,7 @@ func TestComponentsAndPatchesAreEvaluatedOncePerContextTheyUse(t *testing.T) {
 		t.Helper()
 		c := exampleContext(d)
 		edit(&c)
-		vals, err := d.Values(c)
-		if err != nil {
-			t.Fatal(err)
-		}
-		m, err := d.Render(c, vals)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return m
+		return valuesAndRender(t, d, c)
 	}
 	// Load rendered the driver with its sample parameters already.
 	before := d.compiled.renderSpecCount.Load()
@@ -214,4 +206,18 @@ func TestComponentsAndPatchesAreEvaluatedOncePerContextTheyUse(t *testing.T) {
 	if !found {
 		t.Error("no Deployment rendered")
 	}
+}
+
+// valuesAndRender renders d for c with the values d computes for c.
+func valuesAndRender(t *testing.T, d *Driver, c Context) *Manifests {
+	t.Helper()
+	vals, err := d.Values(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := d.Render(c, vals)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return m
 }
