@@ -133,24 +133,24 @@ func (d *Driver) cachedRender(ctx context.Context, c Context, values map[string]
 // must not change it.
 func (d *Driver) renderSpecFor(c Context) (renderSpec, error) {
 	p := d.compiled.renderProj
-	kj, err := json.Marshal(p.keys.keyData(c))
+	kj, keyErr := json.Marshal(p.keys.keyData(c))
 	key := sha256.Sum256(kj)
-	if err == nil {
+	if keyErr == nil {
 		if s, ok := d.compiled.renderSpecs.Load(key); ok {
 			return s.(renderSpec), nil
 		}
 	}
 	v := p.eval(c)
-	comps, err2 := d.resolveComponents(v)
-	if err2 != nil {
-		return renderSpec{}, err2
+	comps, err := d.resolveComponents(v)
+	if err != nil {
+		return renderSpec{}, err
 	}
-	patches, err2 := d.decodePatches(v)
-	if err2 != nil {
-		return renderSpec{}, err2
+	patches, err := d.decodePatches(v)
+	if err != nil {
+		return renderSpec{}, err
 	}
 	s := renderSpec{comps, patches}
-	if err == nil && d.compiled.renderSpecCount.Add(1) <= maxRenderSpecs {
+	if keyErr == nil && d.compiled.renderSpecCount.Add(1) <= maxRenderSpecs {
 		d.compiled.renderSpecs.Store(key, s)
 	}
 	return s, nil
