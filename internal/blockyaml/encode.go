@@ -61,21 +61,17 @@ func (e *encoder) mapping(m yamlv2.MapSlice, indent int, inItem bool) bool {
 		}
 		e.buf = append(e.buf, ':')
 		col := indent + len(e.buf) - start + 1
+		if text, ok := emptyCollection(it.Value); ok {
+			e.buf = append(e.buf, text...)
+			continue
+		}
 		switch v := it.Value.(type) {
 		case yamlv2.MapSlice:
-			if len(v) == 0 {
-				e.buf = append(e.buf, " {}\n"...)
-				continue
-			}
 			e.buf = append(e.buf, '\n')
 			if !e.mapping(v, indent+2, false) {
 				return false
 			}
 		case []any:
-			if len(v) == 0 {
-				e.buf = append(e.buf, " []\n"...)
-				continue
-			}
 			// go-yaml v2 does not indent a sequence under its key.
 			e.buf = append(e.buf, '\n')
 			if !e.sequence(v, indent) {
@@ -97,21 +93,17 @@ func (e *encoder) sequence(s []any, indent int) bool {
 	for _, item := range s {
 		e.indent(indent)
 		e.buf = append(e.buf, '-')
+		if text, ok := emptyCollection(item); ok {
+			e.buf = append(e.buf, text...)
+			continue
+		}
 		switch v := item.(type) {
 		case yamlv2.MapSlice:
-			if len(v) == 0 {
-				e.buf = append(e.buf, " {}\n"...)
-				continue
-			}
 			e.buf = append(e.buf, ' ')
 			if !e.mapping(v, indent+2, true) {
 				return false
 			}
 		case []any:
-			if len(v) == 0 {
-				e.buf = append(e.buf, " []\n"...)
-				continue
-			}
 			return false // a sequence in a sequence: rare in what Styrmin writes
 		default:
 			e.buf = append(e.buf, ' ')
@@ -122,6 +114,18 @@ func (e *encoder) sequence(s []any, indent int) bool {
 		}
 	}
 	return true
+}
+
+// emptyCollection is what go-yaml writes after a key's colon or an item's
+// dash for an empty mapping or sequence.
+func emptyCollection(v any) (string, bool) {
+	switch t := v.(type) {
+	case yamlv2.MapSlice:
+		return " {}\n", len(t) == 0
+	case []any:
+		return " []\n", len(t) == 0
+	}
+	return "", false
 }
 
 // scalar writes v starting at column col.
