@@ -1,3 +1,5 @@
+//go:build unix
+
 package atomicfile
 
 import (
@@ -240,6 +242,79 @@ func TestAWriteThatCannotPlaceItsFileLeavesNoTemporaryFile(t *testing.T) {
 	}
 	if got := readFile(t, filepath.Join(root, "ok")); got != "2\n" {
 		t.Errorf("ok = %q", got)
+	}
+}
+
+// TestAShorterTextLeavesNothingOfTheReusedFile: the spare holds the
+// longer text of the file it replaced; the next file written through it
+// holds its own text only.
+func TestAShorterTextLeavesNothingOfTheReusedFile(t *testing.T) {
+	root := t.TempDir()
+	long := strings.Repeat("long line\n", 100)
+	for _, name := range []string{"f0", "f1"} {
+		if err := os.WriteFile(filepath.Join(root, name), []byte(long), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	w := New(prefix)
+	for _, name := range []string{"f0", "f1"} {
+		if err := w.Write(filepath.Join(root, name), []byte(name+"\n")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range []string{"f0", "f1"} {
+		if got := readFile(t, filepath.Join(root, name)); got != name+"\n" {
+			t.Errorf("%s holds %d bytes, want only %q", name, len(got), name+"\n")
+		}
+	}
+}
+
+// TestTwoWritersOnTheSameFilesLeaveOneWholeTextEach: two locks writing
+// the same files at once (two processes in one working tree), each file
+// ends up holding one writer's whole text, and no temporary file stays.
+func TestTwoWritersOnTheSameFilesLeaveOneWholeTextEach(t *testing.T) {
+	root := t.TempDir()
+	paths := make([]string, 40)
+	for i := range paths {
+		paths[i] = filepath.Join(root, fmt.Sprintf("d%d", i%4), fmt.Sprintf("f%02d", i))
+		if err := os.MkdirAll(filepath.Dir(paths[i]), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(paths[i], []byte("old\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	texts := []string{strings.Repeat("a", 5000) + "\n", strings.Repeat("b", 3000) + "\n"}
+	errs := make(chan error, len(texts))
+	for _, text := range texts {
+		go func() {
+			w := New(prefix)
+			for round := range 5 {
+				for _, p := range paths {
+					if err := w.Write(p, []byte(text)); err != nil {
+						errs <- fmt.Errorf("round %d, %s: %w", round, p, err)
+						return
+					}
+				}
+			}
+			errs <- w.Close()
+		}()
+	}
+	for range texts {
+		if err := <-errs; err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, p := range paths {
+		if got := readFile(t, p); got != texts[0] && got != texts[1] {
+			t.Errorf("%s holds %d bytes that are neither writer's whole text", p, len(got))
+		}
+	}
+	if left := temps(t, root); len(left) > 0 {
+		t.Errorf("temporary files left: %v", left)
 	}
 }
 
