@@ -1,10 +1,13 @@
 package drivers
 
 import (
+	"bytes"
+	"context"
 	"errors"
 	"fmt"
 	"strings"
 	"testing"
+	"testing/fstest"
 )
 
 // TestCheckPolicyWithTheClustersScope pins that the agent's check judges
@@ -90,5 +93,82 @@ func TestCheckPolicyWithTheClustersScope(t *testing.T) {
 	var pe *PolicyError
 	if err == nil || errors.As(err, &pe) || !strings.Contains(err.Error(), "ClusterIssuer dev-web/letsencrypt") || !strings.Contains(err.Error(), "discovery unavailable") {
 		t.Errorf("scope failing: %v, want an error naming the object and the cause, no PolicyError", err)
+	}
+}
+
+// TestRenderForPolicyJudgesAsTheWholeRender pins the lock's lighter
+// render: the same objects in the same order as Render, with the text of
+// CustomResourceDefinitions only, and the same verdict of the policy; a
+// cluster-scoped kind the chart's own definition declares is refused on
+// both, and allowed on both when the policy lists it.
+func TestRenderForPolicyJudgesAsTheWholeRender(t *testing.T) {
+	fsys := minimalFS()
+	fsys["chart/templates/gadgets.yaml"] = &fstest.MapFile{Data: []byte(`apiVersion: apiextensions.k8s.io/v1
+kind: CustomResourceDefinition
+metadata:
+  name: clustergadgets.example.com
+spec:
+  group: example.com
+  names: {kind: ClusterGadget, plural: clustergadgets}
+  scope: Cluster
+  versions: [{name: v1, served: true, storage: true}]
+---
+apiVersion: example.com/v1
+kind: ClusterGadget
+metadata:
+  name: {{ .Release.Name }}-gadget
+`)}
+	mini, err := Load(fsys, LoadOptions{Source: "drivers/mini/1.0.0"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cat := loadExamples(t)
+	webapp, _ := cat.Get("webapp", "1.1.0")
+	graphhub, _ := cat.Get("graphhub", "2.0.0")
+	for _, d := range []*Driver{mini, webapp, graphhub} {
+		c := exampleContext(d)
+		vals, err := d.Values(c)
+		if err != nil {
+			t.Fatal(err)
+		}
+		whole, err := d.Render(c, vals)
+		if err != nil {
+			t.Fatal(err)
+		}
+		light, err := d.RenderForPolicy(context.Background(), c, vals)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(light.Objects) != len(whole.Objects) {
+			t.Fatalf("%s: %d objects for the policy, %d rendered", d.Name, len(light.Objects), len(whole.Objects))
+		}
+		for i, o := range light.Objects {
+			w := whole.Objects[i]
+			wantText := []byte(nil)
+			if w.Kind == "CustomResourceDefinition" {
+				wantText = w.YAML
+			}
+			if o.APIVersion != w.APIVersion || o.Kind != w.Kind || o.Namespace != w.Namespace || o.Name != w.Name || o.Component != w.Component || !bytes.Equal(o.YAML, wantText) {
+				t.Errorf("%s: object %d for the policy is %+v, rendered %+v", d.Name, i, o, w)
+			}
+		}
+		definesOnly := &Policy{Kinds: []string{"*", "CustomResourceDefinition"}}
+		listsTheKind := &Policy{Kinds: []string{"*", "CustomResourceDefinition", "ClusterGadget"}}
+		for _, p := range []*Policy{nil, definesOnly, listsTheKind} {
+			c.Environment.Policy = p
+			got, want := fmt.Sprint(CheckPolicy(c, light, "local/dev/x")), fmt.Sprint(CheckPolicy(c, whole, "local/dev/x"))
+			if got != want {
+				t.Errorf("%s, policy %+v: %s for the policy render, %s for the whole", d.Name, p, got, want)
+			}
+			if d != mini {
+				continue
+			}
+			if refused := strings.Contains(got, "kind ClusterGadget is cluster-scoped and not listed"); refused != (p == definesOnly) {
+				t.Errorf("mini, policy %+v: %s", p, got)
+			}
+			if (got == "<nil>") != (p == listsTheKind) {
+				t.Errorf("mini, policy %+v: %s", p, got)
+			}
+		}
 	}
 }

@@ -1,7 +1,9 @@
 package drivers
 
 import (
-	"encoding/json"
+	"reflect"
+	"slices"
+	"strings"
 
 	"cuelang.org/go/cue"
 	"cuelang.org/go/cue/ast"
@@ -75,10 +77,18 @@ func findContextKeys(f, scope *ast.File) contextKeys {
 	return ck
 }
 
-// keyData is data(c) narrowed to the fields the spec selects, when those
-// decide an evaluation (selectsOnly), for a cache key; else data(c). The
-// fields are taken by their JSON names, the names CUE sees.
+// keyData is what an evaluation of the spec depends on, for a cache key:
+// evalData(c), which is data(c) unless the selected fields decide.
 func (ck contextKeys) keyData(c Context) map[string]any {
+	return ck.evalData(c)
+}
+
+// evalData is what eval fills in: data(c), narrowed to the fields the
+// spec selects when those decide an evaluation (selectsOnly). A
+// deployment's context holds some forty fields (the environment's policy
+// among them) where a driver's values read ten: converting and unifying
+// the rest was a third of evaluating the values.
+func (ck contextKeys) evalData(c Context) map[string]any {
 	d := ck.data(c)
 	if !ck.selectsOnly || ck.all {
 		return d
@@ -87,23 +97,85 @@ func (ck contextKeys) keyData(c Context) map[string]any {
 		if ck.whole[k] {
 			continue
 		}
-		j, err := json.Marshal(d[k])
-		if err != nil {
-			return ck.data(c)
+		if part, ok := d[k]; ok {
+			d[k] = pickFields(part, fields)
 		}
-		var m map[string]json.RawMessage
-		if err := json.Unmarshal(j, &m); err != nil {
-			return ck.data(c)
-		}
-		picked := make(map[string]json.RawMessage, len(fields))
-		for f := range fields {
-			if v, ok := m[f]; ok {
-				picked[f] = v
-			}
-		}
-		d[k] = picked
 	}
 	return d
+}
+
+// pickFields returns the fields of a context part (a struct of the
+// context, or a map) named in want, as CUE's conversion of the whole part
+// would give them: a struct's fields by their JSON names, without those
+// the conversion leaves out (unexported, "-", omitempty and zero).
+func pickFields(part any, want map[string]bool) map[string]any {
+	out := make(map[string]any, len(want))
+	v := reflect.ValueOf(part)
+	switch v.Kind() {
+	case reflect.Map:
+		for name := range want {
+			if x := v.MapIndex(reflect.ValueOf(name)); x.IsValid() {
+				out[name] = x.Interface()
+			}
+		}
+	case reflect.Struct:
+		for _, f := range contextFieldsOf(v.Type()) {
+			if !want[f.name] {
+				continue
+			}
+			x := v.Field(f.index)
+			if f.omitEmpty && x.IsZero() {
+				continue
+			}
+			out[f.name] = x.Interface()
+		}
+	}
+	return out
+}
+
+// contextField is a field of a context struct as CUE's conversion names
+// and keeps it.
+type contextField struct {
+	name      string
+	index     int
+	omitEmpty bool
+}
+
+// contextFields are the fields of the context's structs, computed once.
+var contextFields = map[reflect.Type][]contextField{
+	reflect.TypeFor[ClusterContext]():     structFields(reflect.TypeFor[ClusterContext]()),
+	reflect.TypeFor[EnvironmentContext](): structFields(reflect.TypeFor[EnvironmentContext]()),
+	reflect.TypeFor[DeploymentContext]():  structFields(reflect.TypeFor[DeploymentContext]()),
+}
+
+func contextFieldsOf(t reflect.Type) []contextField {
+	if f, ok := contextFields[t]; ok {
+		return f
+	}
+	return structFields(t)
+}
+
+// structFields lists t's fields as CUE's conversion of a Go struct (and
+// encoding/json) sees them: exported ones named by their JSON tag,
+// omitempty as the tag says.
+func structFields(t reflect.Type) []contextField {
+	var out []contextField
+	for i := range t.NumField() {
+		sf := t.Field(i)
+		if !sf.IsExported() || sf.Anonymous {
+			continue
+		}
+		tag := sf.Tag.Get("json")
+		if tag == "-" {
+			continue
+		}
+		name, opts, _ := strings.Cut(tag, ",")
+		if name == "" {
+			name = sf.Name
+		}
+		out = append(out, contextField{name: name, index: i, omitEmpty: slices.Contains(strings.Split(opts, ","), "omitempty")})
+	}
+	return out
 }
 
 // declaresContextOnce reports whether f declares the top-level context
@@ -280,5 +352,5 @@ func (p projection) eval(c Context) cue.Value {
 	if p.keys.none() {
 		return p.value
 	}
-	return p.value.FillPath(contextPath, p.keys.data(c))
+	return p.value.FillPath(contextPath, p.keys.evalData(c))
 }

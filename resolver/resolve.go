@@ -596,7 +596,7 @@ func secondPass(e *Environment, p *pending, byName map[string]*pending, locked *
 	// its previous lock, rather than in the cluster. A chart that does
 	// not render is no policy question: the plan shows that error and the
 	// agent stalls on it, as before.
-	if m, err := p.driver.RenderInProcess(context.Background(), *ctx, values); err == nil {
+	if m, err := p.driver.RenderForPolicy(context.Background(), *ctx, values); err == nil {
 		if err := drivers.CheckPolicy(*ctx, m, d.ID.String()); err != nil {
 			return fmt.Errorf("%s: %w", e.File, err)
 		}
