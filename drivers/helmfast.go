@@ -12,12 +12,15 @@ import (
 	"text/template"
 
 	"github.com/Masterminds/sprig/v3"
+	yamlv2 "go.yaml.in/yaml/v2"
 	ci "helm.sh/helm/v4/pkg/chart"
 	"helm.sh/helm/v4/pkg/chart/common"
 	chartv2 "helm.sh/helm/v4/pkg/chart/v2"
 	"helm.sh/helm/v4/pkg/engine"
 	"sigs.k8s.io/yaml"
 	goyaml "sigs.k8s.io/yaml/goyaml.v3"
+
+	"github.com/styrmin/styrmin/internal/blockyaml"
 )
 
 // helmTemplates is a chart's templates parsed once, for a driver's every
@@ -256,10 +259,30 @@ func helmFuncMap() template.FuncMap {
 	return f
 }
 
+// marshalYAML is sigs.k8s.io/yaml's Marshal, which toYaml calls, byte
+// for byte: an object within what blockyaml writes as go-yaml does (most
+// of a chart's values: labels, resources, environment) is written without
+// go-yaml's reader and emitter, which took a third of a template's
+// execution in a large lock; anything else goes through Marshal.
+func marshalYAML(v any) ([]byte, error) {
+	j, err := json.Marshal(v)
+	if err != nil {
+		return yaml.Marshal(v) // Marshal's own error
+	}
+	if t, err := blockyaml.FromJSON(j); err == nil {
+		if m, ok := t.(yamlv2.MapSlice); ok {
+			if b, ok := blockyaml.Encode(m); ok {
+				return b, nil
+			}
+		}
+	}
+	return yaml.JSONToYAML(j)
+}
+
 // The functions below are Helm's (pkg/engine/funcs.go), as they are.
 
 func helmToYAML(v any) string {
-	data, err := yaml.Marshal(v)
+	data, err := marshalYAML(v)
 	if err != nil {
 		return ""
 	}
@@ -267,7 +290,7 @@ func helmToYAML(v any) string {
 }
 
 func helmMustToYAML(v any) string {
-	data, err := yaml.Marshal(v)
+	data, err := marshalYAML(v)
 	if err != nil {
 		panic(err)
 	}

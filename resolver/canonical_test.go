@@ -10,6 +10,8 @@ import (
 	"testing"
 
 	"sigs.k8s.io/yaml"
+
+	"github.com/styrmin/styrmin/internal/blockyaml"
 )
 
 // canonicalSeeds are JSON documents that reach go-yaml's corners: every
@@ -69,7 +71,7 @@ func sameAsSigsYAML(t *testing.T, data []byte) bool {
 	}
 	// JSONToYAML's reader took U+0085 (NEL) for a line break and wrote a
 	// space: there it is no reference.
-	if werr == nil && keysTotallyOrdered(v) && !bytes.Contains(j, []byte("\u0085")) && !bytes.Contains(j, []byte("\xc2\x85")) {
+	if werr == nil && blockyaml.KeysInOneOrder(v) && !bytes.Contains(j, []byte("\u0085")) && !bytes.Contains(j, []byte("\xc2\x85")) {
 		if !bytes.Equal(got, want) {
 			t.Errorf("%.300s:\n got %q\nwant %q", j, got, want)
 		}
@@ -101,35 +103,6 @@ func FuzzJSONToYAML(f *testing.F) {
 	f.Fuzz(func(t *testing.T, data []byte) {
 		sameAsSigsYAML(t, data)
 	})
-}
-
-// keysTotallyOrdered reports whether go-yaml's key order is a total order
-// on the keys of every object in v (when not, JSONToYAML's output depends
-// on Go's map iteration).
-func keysTotallyOrdered(v any) bool {
-	switch t := v.(type) {
-	case map[string]any:
-		keys := sortedKeysYAML(t)
-		for i := range keys {
-			for j := i + 1; j < len(keys); j++ {
-				if !yamlKeyLess(keys[i], keys[j]) || yamlKeyLess(keys[j], keys[i]) {
-					return false
-				}
-			}
-		}
-		for _, e := range t {
-			if !keysTotallyOrdered(e) {
-				return false
-			}
-		}
-	case []any:
-		for _, e := range t {
-			if !keysTotallyOrdered(e) {
-				return false
-			}
-		}
-	}
-	return true
 }
 
 // Keys go-yaml cannot put in one order (its order goes round in a circle

@@ -2,7 +2,6 @@ package resolver
 
 import (
 	"bytes"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"math"
@@ -338,13 +337,7 @@ func BenchmarkDecodeLock(b *testing.B) {
 // instances are written by blockyaml, as go-yaml writes them.
 func TestLockfilesTakeTheFastEncodingAndWriteTheSame(t *testing.T) {
 	for p, j := range goldenInstancesJSON(t) {
-		var tree any
-		dec := json.NewDecoder(bytes.NewReader(j))
-		dec.UseNumber()
-		if err := dec.Decode(&tree); err != nil {
-			t.Fatal(err)
-		}
-		typed, err := yamlTyped(tree)
+		typed, err := blockyaml.FromJSON(j)
 		if err != nil {
 			t.Fatal(err)
 		}

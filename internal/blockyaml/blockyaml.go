@@ -15,7 +15,8 @@
 // caller parses the document with the general parser as before: a
 // document is never read differently, only sooner. Encode likewise
 // writes go-yaml v2's bytes (lockfile checksums are taken over them) or
-// declines.
+// declines; FromJSON types JSON data as sigs.k8s.io/yaml's JSONToYAML
+// does before go-yaml writes it (lockfiles, Helm's toYaml).
 package blockyaml
 
 import (
