@@ -9,6 +9,7 @@ import (
 	"path"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/go-git/go-git/v5/plumbing"
@@ -27,8 +28,9 @@ var errSubmodule = errors.New("is a submodule; submodules are not supported")
 // fs.ReadLinkFS. Symbolic links are reported (Lstat, ReadDir, ReadLink) but
 // never followed: Open, ReadFile and Stat of a link, or of a path through
 // one, fail with an error wrapping ErrSymlink, so a link in the tree cannot
-// lead a reader elsewhere. ModTime is the commit's committer time and
-// FileInfo.Sys returns the entry's object Hash. The file system is safe for
+// lead a reader elsewhere. ModTime is the commit's committer time,
+// FileInfo.Sys returns the entry's object Hash, and a file's Size is read
+// from the object store when first asked (a Stat reads no object). The file system is safe for
 // concurrent use; files are read whole when opened.
 func (r *Repo) FS(commit Hash) (fs.FS, error) {
 	if commit.IsZero() {
@@ -175,11 +177,9 @@ func (f *treeFS) info(e object.TreeEntry) (*fileInfo, error) {
 		fi.mode = fs.ModeIrregular
 	}
 	if e.Mode.IsFile() {
-		size, err := f.blobSize(e.Hash)
-		if err != nil {
-			return nil, err
-		}
-		fi.size = size
+		// Sized when asked: a Stat for a file's existence or mode (the
+		// plan's attribution of changes to files) reads no object.
+		fi.sizeOf = f
 	}
 	return fi, nil
 }
@@ -225,6 +225,7 @@ func (f *treeFS) Open(name string) (fs.File, error) {
 	if err != nil {
 		return nil, &fs.PathError{Op: "open", Path: name, Err: err}
 	}
+	fi.sizeOf, fi.size = nil, int64(len(data))
 	return &file{info: fi, Reader: bytes.NewReader(data)}, nil
 }
 
@@ -337,14 +338,34 @@ func (f *treeFS) ReadLink(name string) (string, error) {
 // fileInfo implements fs.FileInfo.
 type fileInfo struct {
 	name    string
-	size    int64
 	mode    fs.FileMode
 	modTime time.Time
 	hash    Hash
+	// sizeOf, when set, reads size from the object store on the first
+	// call of Size.
+	sizeOf   *treeFS
+	sizeOnce sync.Once
+	size     int64
 }
 
-func (i *fileInfo) Name() string       { return i.name }
-func (i *fileInfo) Size() int64        { return i.size }
+func (i *fileInfo) Name() string { return i.name }
+
+// Size is the blob's size, read from the object store when first asked
+// (its header only, where the store can). An object the store cannot
+// read has size 0: reading the file then fails with the store's error.
+func (i *fileInfo) Size() int64 {
+	if f := i.sizeOf; f != nil {
+		i.sizeOnce.Do(func() {
+			f.r.mu.Lock()
+			defer f.r.mu.Unlock()
+			if s, err := f.blobSize(i.hash.plumbing()); err == nil {
+				i.size = s
+			}
+		})
+	}
+	return i.size
+}
+
 func (i *fileInfo) Mode() fs.FileMode  { return i.mode }
 func (i *fileInfo) ModTime() time.Time { return i.modTime }
 func (i *fileInfo) IsDir() bool        { return i.mode.IsDir() }

@@ -279,3 +279,47 @@ func TestFSSizesOfLooseAndPackedBlobs(t *testing.T) {
 	}
 	check("packed")
 }
+
+// A Stat reads no object: with a file's blob gone from the store, Stat,
+// Lstat and a directory entry still describe it (its size reads as 0),
+// and reading it fails, naming the path. Sizes asked for concurrently
+// are read once and agree.
+func TestFSDescribesAFileWithoutReadingItsObject(t *testing.T) {
+	lr := newLocalRepo(t, false)
+	c := lr.commit("first", map[string]string{"gone.txt": "text of a blob that goes", "kept.txt": "kept"})
+	blob := strings.TrimSpace(lr.git("rev-parse", c+":gone.txt"))
+	if err := os.Remove(filepath.Join(lr.dir, ".git", "objects", blob[:2], blob[2:])); err != nil {
+		t.Fatal(err)
+	}
+	r, err := gitsource.Open(lr.dir, gitsource.OpenOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	fsys, err := r.FS(mustResolve(t, r, c))
+	if err != nil {
+		t.Fatal(err)
+	}
+	fi, err := fs.Stat(fsys, "gone.txt")
+	if err != nil || !fi.Mode().IsRegular() || fi.Size() != 0 {
+		t.Errorf("Stat of a file whose blob is gone = %v, %v; want a regular file of size 0", fi, err)
+	}
+	if _, err := fsys.(fs.ReadLinkFS).Lstat("gone.txt"); err != nil {
+		t.Errorf("Lstat: %v", err)
+	}
+	if _, err := fs.ReadFile(fsys, "gone.txt"); err == nil || !strings.Contains(err.Error(), "gone.txt") {
+		t.Errorf("ReadFile of a file whose blob is gone: %v; want an error naming it", err)
+	}
+	ki, err := fs.Stat(fsys, "kept.txt")
+	if err != nil {
+		t.Fatal(err)
+	}
+	sizes := make(chan int64, 8)
+	for range cap(sizes) {
+		go func() { sizes <- ki.Size() }()
+	}
+	for range cap(sizes) {
+		if s := <-sizes; s != int64(len("kept")) {
+			t.Errorf("kept.txt: size %d, want %d", s, len("kept"))
+		}
+	}
+}
