@@ -37,25 +37,22 @@ type lockDocument struct {
 // decodeLockDocument reads a lockfile's YAML into doc as
 // sigs.k8s.io/yaml's UnmarshalStrict does. With fast, a lockfile inside
 // the block YAML the lock writes (every lockfile it wrote, in practice)
-// is read without the general YAML parser, the most of a lockfile's
-// decoding time; anything else, or anything the strict JSON decoding
-// then refuses, is read by UnmarshalStrict, whose error is the one
-// reported.
+// is read without the general YAML parser and without a JSON form
+// (lockSchema), most of a lockfile's decoding time; anything else, or
+// anything the schema declines, is read by UnmarshalStrict, whose error
+// is the one reported.
 func decodeLockDocument(data []byte, doc *lockDocument, fast bool) error {
 	if fast {
-		if v, ok := blockyaml.Decode(data); ok {
-			if j, err := json.Marshal(v); err == nil {
-				dec := json.NewDecoder(bytes.NewReader(j))
-				dec.DisallowUnknownFields()
-				if dec.Decode(doc) == nil {
-					return nil
-				}
-			}
-			*doc = lockDocument{}
+		if lockSchema.Unmarshal(data, doc) {
+			return nil
 		}
+		*doc = lockDocument{}
 	}
 	return yaml.UnmarshalStrict(data, doc)
 }
+
+// lockSchema fills a lockDocument from the block YAML of a lockfile.
+var lockSchema = blockyaml.SchemaOf(&lockDocument{})
 
 // HandEditError reports a lockfile whose content no longer matches its
 // checksum: someone edited it by hand.

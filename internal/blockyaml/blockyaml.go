@@ -16,7 +16,9 @@
 // document is never read differently, only sooner. Encode likewise
 // writes go-yaml v2's bytes (lockfile checksums are taken over them) or
 // declines; FromJSON types JSON data as sigs.k8s.io/yaml's JSONToYAML
-// does before go-yaml writes it (lockfiles, Helm's toYaml).
+// does before go-yaml writes it (lockfiles, Helm's toYaml). A Schema
+// fills a Go type from what Decode reads as encoding/json would fill it
+// from the JSON form (sigs.k8s.io/yaml's UnmarshalStrict), or declines.
 package blockyaml
 
 import (
