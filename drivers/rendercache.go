@@ -4,7 +4,9 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/json"
+	"math"
 	"sync"
+	"unicode/utf8"
 )
 
 // RenderCache remembers renders by what they are made from: the driver
@@ -70,12 +72,12 @@ func (rc *RenderCache) Len() int {
 	return len(rc.m)
 }
 
-// renderKey is what a render's output depends on.
+// renderKey is what a render's output depends on, but the values
+// (hashed after it).
 type renderKey struct {
-	Driver      string          `json:"driver"`
-	KubeVersion string          `json:"kubeVersion"`
-	Context     Context         `json:"context"`
-	Values      json.RawMessage `json:"values"`
+	Driver      string  `json:"driver"`
+	KubeVersion string  `json:"kubeVersion"`
+	Context     Context `json:"context"`
 }
 
 // RenderKey is what a render of d for c and values depends on, as a
@@ -85,18 +87,92 @@ type renderKey struct {
 // a float that print the same render the same). For the caches of
 // renders: this one, and the agent's.
 func (d *Driver) RenderKey(c Context, values map[string]any) (key [sha256.Size]byte, norm map[string]any, err error) {
-	vj, err := json.Marshal(values)
-	if err != nil {
+	h := sha256.New()
+	// Two JSON texts, one after the other: each ends where its value
+	// does, so no two inputs hash the same text.
+	enc := json.NewEncoder(h)
+	if err := enc.Encode(renderKey{Driver: d.Digest, KubeVersion: d.compiled.kubeVersion, Context: c}); err != nil {
 		return key, nil, err
 	}
-	kj, err := json.Marshal(renderKey{Driver: d.Digest, KubeVersion: d.compiled.kubeVersion, Context: c, Values: vj})
-	if err != nil {
+	if err := enc.Encode(values); err != nil {
 		return key, nil, err
 	}
-	if err := json.Unmarshal(vj, &norm); err != nil {
-		return key, nil, err
+	h.Sum(key[:0])
+	norm, ok := jsonNormal(values)
+	if !ok {
+		vj, err := json.Marshal(values)
+		if err != nil {
+			return key, nil, err
+		}
+		if err := json.Unmarshal(vj, &norm); err != nil {
+			return key, nil, err
+		}
 	}
-	return sha256.Sum256(kj), norm, nil
+	return key, norm, nil
+}
+
+// jsonNormal returns values as encoding/json's Marshal then Unmarshal
+// into a map would (every number a float64), without the text; ok is
+// false for what it leaves to them (a type other than JSON data's, a
+// float32, a string that is not valid UTF-8, a number JSON cannot hold).
+func jsonNormal(values map[string]any) (map[string]any, bool) {
+	if values == nil {
+		return nil, true
+	}
+	v, ok := jsonNormalValue(values)
+	if !ok {
+		return nil, false
+	}
+	return v.(map[string]any), true
+}
+
+func jsonNormalValue(v any) (any, bool) {
+	switch t := v.(type) {
+	case nil, bool:
+		return t, true
+	case string:
+		return t, utf8.ValidString(t)
+	case float64:
+		return t, !math.IsNaN(t) && !math.IsInf(t, 0)
+	case int:
+		return float64(t), true
+	case int64:
+		return float64(t), true
+	case int32:
+		return float64(t), true
+	case uint64:
+		return float64(t), true
+	case map[string]any:
+		if t == nil {
+			return nil, true
+		}
+		out := make(map[string]any, len(t))
+		for k, e := range t {
+			if !utf8.ValidString(k) {
+				return nil, false
+			}
+			ne, ok := jsonNormalValue(e)
+			if !ok {
+				return nil, false
+			}
+			out[k] = ne
+		}
+		return out, true
+	case []any:
+		if t == nil {
+			return nil, true
+		}
+		out := make([]any, len(t))
+		for i, e := range t {
+			ne, ok := jsonNormalValue(e)
+			if !ok {
+				return nil, false
+			}
+			out[i] = ne
+		}
+		return out, true
+	}
+	return nil, false
 }
 
 // cachedRender renders through the driver's cache, if it has one.
