@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -35,7 +36,10 @@ const (
 //
 // With STYRMIN_CLI_REFERENCE naming another styrminctl (an older
 // commit's build), the sub-benchmarks run for both, this/… and
-// reference/…, twice in turn, on the same checkout.
+// reference/…, on the same checkout, then paired/… runs the two in turn
+// and reports the median of the pairs' ratios (wall-ratio, cpu-ratio,
+// this over the reference): the figures to quote on a machine whose
+// speed drifts.
 //
 // Besides ns/op it reports ms/op, the command's CPU seconds (user and
 // system, both cores, its sandbox children included: wait4's usage) and
@@ -59,13 +63,11 @@ func BenchmarkCLIFanOut1000(b *testing.B) {
 		}
 		ctls = append(ctls, struct{ name, path string }{"reference", abs})
 	}
-	for round := range 2 {
-		if round == 1 && len(ctls) == 1 {
-			break
-		}
-		for _, c := range ctls {
-			cliFanOut(b, c.name, c.path, dir, n)
-		}
+	for _, c := range ctls {
+		cliFanOut(b, c.name, c.path, dir, n)
+	}
+	if len(ctls) == 2 {
+		cliPaired(b, ctls[0].path, ctls[1].path, dir, n)
 	}
 	// The same fleet with no two deployment files of the same text (each
 	// names itself in a comment): what a command costs when nothing it
@@ -76,48 +78,123 @@ func BenchmarkCLIFanOut1000(b *testing.B) {
 	}
 }
 
-// cliFanOut runs the plan, lock and lock-commit sub-benchmarks of one
-// styrminctl, named label/plan and so on.
-func cliFanOut(b *testing.B, label, ctl, dir string, n int) {
-	b.Run(label+"/plan", func(b *testing.B) {
-		var u cliUsage
-		for b.Loop() {
-			out := u.run(b, dir, ctl, "--repo", dir, "plan", "--color", "never")
+// cliCommand is one command of the benchmark: its arguments, the check
+// of its output, and what puts the checkout back after it (untimed).
+type cliCommand struct {
+	name  string
+	args  []string
+	check func(b *testing.B, out string)
+	reset func(b *testing.B)
+}
+
+// cliCommands are plan, lock and lock --commit --squash on the checkout
+// in dir of n deployments.
+func cliCommands(b *testing.B, dir string, n int) []cliCommand {
+	head := strings.TrimSpace(git(b, dir, "rev-parse", "HEAD"))
+	locked := func(what string) func(b *testing.B, out string) {
+		return func(b *testing.B, out string) {
+			if got := strings.Count("\n"+out, "\nlocked "); got != n {
+				b.Fatalf("%s wrote %d lockfiles, want %d:\n%s", what, got, n, tail(out, 2000))
+			}
+		}
+	}
+	return []cliCommand{{
+		name: "plan",
+		args: []string{"--repo", dir, "plan", "--color", "never"},
+		check: func(b *testing.B, out string) {
 			if !strings.Contains(out, fmt.Sprintf("%d to update", n)) {
 				b.Fatalf("plan does not update %d deployments:\n%s", n, tail(out, 2000))
 			}
-		}
-		u.report(b)
-	})
+		},
+	}, {
+		name:  "lock",
+		args:  []string{"--repo", dir, "lock"},
+		check: locked("lock"),
+		reset: func(b *testing.B) { git(b, dir, "checkout", "--", "locks") },
+	}, {
+		name:  "lock-commit",
+		args:  []string{"--repo", dir, "lock", "--commit", "--squash"},
+		check: locked("lock --commit"),
+		reset: func(b *testing.B) { git(b, dir, "reset", "--hard", "-q", head) },
+	}}
+}
 
-	b.Run(label+"/lock", func(b *testing.B) {
-		var u cliUsage
-		for b.Loop() {
-			out := u.run(b, dir, ctl, "--repo", dir, "lock")
-			if got := strings.Count("\n"+out, "\nlocked "); got != n {
-				b.Fatalf("lock wrote %d lockfiles, want %d:\n%s", got, n, tail(out, 2000))
-			}
-			b.StopTimer()
-			git(b, dir, "checkout", "--", "locks")
-			b.StartTimer()
-		}
-		u.report(b)
-	})
+// runCLI runs c with ctl in dir, adding its cost to u, checks its output
+// and puts the checkout back (untimed).
+func runCLI(b *testing.B, u *cliUsage, c cliCommand, ctl, dir string) {
+	b.Helper()
+	out := u.run(b, dir, ctl, c.args...)
+	b.StopTimer()
+	defer b.StartTimer()
+	c.check(b, out)
+	if c.reset != nil {
+		c.reset(b)
+	}
+}
 
-	b.Run(label+"/lock-commit", func(b *testing.B) {
-		head := strings.TrimSpace(git(b, dir, "rev-parse", "HEAD"))
-		var u cliUsage
-		for b.Loop() {
-			out := u.run(b, dir, ctl, "--repo", dir, "lock", "--commit", "--squash")
-			if got := strings.Count("\n"+out, "\nlocked "); got != n {
-				b.Fatalf("lock --commit wrote %d lockfiles, want %d:\n%s", got, n, tail(out, 2000))
+// cliFanOut runs the plan, lock and lock-commit sub-benchmarks of one
+// styrminctl, named label/plan and so on.
+func cliFanOut(b *testing.B, label, ctl, dir string, n int) {
+	for _, c := range cliCommands(b, dir, n) {
+		b.Run(label+"/"+c.name, func(b *testing.B) {
+			var u cliUsage
+			for b.Loop() {
+				runCLI(b, &u, c, ctl, dir)
 			}
-			b.StopTimer()
-			git(b, dir, "reset", "--hard", "-q", head)
-			b.StartTimer()
-		}
-		u.report(b)
-	})
+			u.report(b)
+		})
+	}
+}
+
+// cliPaired runs each command with this build and the reference in turn
+// (this first in odd iterations, the reference first in even ones) and
+// reports, besides each one's figures, the median of the pairs' ratios,
+// this over the reference: a pair's two runs meet the machine at the same
+// speed, where five runs of one build and then five of the other can
+// meet it at speeds a factor apart (seen on a shared virtual machine).
+func cliPaired(b *testing.B, this, ref, dir string, n int) {
+	for _, c := range cliCommands(b, dir, n) {
+		b.Run("paired/"+c.name, func(b *testing.B) {
+			var a, r cliUsage
+			var wall, cpu []float64
+			i := 0
+			for b.Loop() {
+				a0, r0 := a, r
+				if i%2 == 0 {
+					runCLI(b, &a, c, this, dir)
+					runCLI(b, &r, c, ref, dir)
+				} else {
+					runCLI(b, &r, c, ref, dir)
+					runCLI(b, &a, c, this, dir)
+				}
+				i++
+				wall = append(wall, float64(a.wall-a0.wall)/float64(r.wall-r0.wall))
+				cpu = append(cpu, float64(a.cpu-a0.cpu)/float64(r.cpu-r0.cpu))
+			}
+			b.ReportMetric(median(wall), "wall-ratio")
+			b.ReportMetric(median(cpu), "cpu-ratio")
+			if a.runs > 0 && r.runs > 0 {
+				b.ReportMetric(float64(a.wall.Milliseconds())/float64(a.runs), "this-ms/op")
+				b.ReportMetric(float64(r.wall.Milliseconds())/float64(r.runs), "reference-ms/op")
+				b.ReportMetric(a.cpu.Seconds()/float64(a.runs), "this-cpu-s/op")
+				b.ReportMetric(r.cpu.Seconds()/float64(r.runs), "reference-cpu-s/op")
+			}
+		})
+	}
+}
+
+// median is the middle of xs (the mean of the middle two for an even
+// count); 0 for none.
+func median(xs []float64) float64 {
+	if len(xs) == 0 {
+		return 0
+	}
+	s := slices.Clone(xs)
+	slices.Sort(s)
+	if len(s)%2 == 1 {
+		return s[len(s)/2]
+	}
+	return (s[len(s)/2-1] + s[len(s)/2]) / 2
 }
 
 // cliUsage sums what the runs of a command cost.
