@@ -136,7 +136,7 @@ func (d *Driver) renderInProcess(ctx context.Context, c Context, values map[stri
 // text of CustomResourceDefinitions only (the kinds they define decide
 // the scope of the chart's other objects); other objects have no YAML.
 // A lock checks the policy of every deployment it resolves and keeps
-// none of the text: encoding it was a sixth of the lock's CPU at 1,000
+// none of the text: encoding it was 6% of the lock's CPU at 1,000
 // deployments. With a render cache (a plan, which shows the text) the
 // whole render is made, and kept for the diff.
 func (d *Driver) RenderForPolicy(ctx context.Context, c Context, values map[string]any) (*Manifests, error) {
