@@ -262,7 +262,7 @@ func helmFuncMap() template.FuncMap {
 // marshalYAML is sigs.k8s.io/yaml's Marshal, which toYaml calls, byte
 // for byte: an object within what blockyaml writes as go-yaml does (most
 // of a chart's values: labels, resources, environment) is written without
-// go-yaml's reader and emitter, which took a third of a template's
+// go-yaml's reader and emitter, which took a fifth of the templates'
 // execution in a large lock; anything else goes through Marshal.
 func marshalYAML(v any) ([]byte, error) {
 	j, err := json.Marshal(v)

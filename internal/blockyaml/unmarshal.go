@@ -13,7 +13,7 @@ import (
 // encoding/json fills them from the documents' JSON form with
 // DisallowUnknownFields (what sigs.k8s.io/yaml's UnmarshalStrict does
 // after converting YAML to JSON), without writing and scanning that JSON:
-// two thirds of reading a lockfile went there. It declines what it does
+// three quarters of reading a lockfile went there. It declines what it does
 // not map exactly as encoding/json would: a key that is no field's JSON
 // name as written (encoding/json also matches other cases), a number a
 // field's type cannot hold, a type
