@@ -77,13 +77,8 @@ func findContextKeys(f, scope *ast.File) contextKeys {
 	return ck
 }
 
-// keyData is what an evaluation of the spec depends on, for a cache key:
-// evalData(c), which is data(c) unless the selected fields decide.
-func (ck contextKeys) keyData(c Context) map[string]any {
-	return ck.evalData(c)
-}
-
-// evalData is what eval fills in: data(c), narrowed to the fields the
+// evalData is what eval fills in, and so what an evaluation depends on
+// (a memo's key): data(c), narrowed to the fields the
 // spec selects when those decide an evaluation (selectsOnly). A
 // deployment's context holds thirty-odd fields (the environment's policy
 // among them) where webapp's values read ten: converting the whole

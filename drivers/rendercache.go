@@ -209,7 +209,7 @@ func (d *Driver) cachedRender(ctx context.Context, c Context, values map[string]
 // must not change it.
 func (d *Driver) renderSpecFor(c Context) (renderSpec, error) {
 	p := d.compiled.renderProj
-	kj, keyErr := json.Marshal(p.keys.keyData(c))
+	kj, keyErr := json.Marshal(p.keys.evalData(c))
 	key := sha256.Sum256(kj)
 	if keyErr == nil {
 		if s, ok := d.compiled.renderSpecs.Load(key); ok {

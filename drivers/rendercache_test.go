@@ -139,13 +139,13 @@ func TestSpecKeyNarrowsToTheSelectedFields(t *testing.T) {
 	a := exampleContext(d)
 	b := a
 	b.Cluster.Domain = "other.example.com"
-	ka, _ := json.Marshal(p.keys.keyData(a))
-	kb, _ := json.Marshal(p.keys.keyData(b))
+	ka, _ := json.Marshal(p.keys.evalData(a))
+	kb, _ := json.Marshal(p.keys.evalData(b))
 	if !p.keys.selectsOnly || string(ka) != string(kb) {
 		t.Errorf("keys differ with the domain (selects only: %t):\n%s\n%s", p.keys.selectsOnly, ka, kb)
 	}
 	b.Cluster.Name = "eu-2"
-	kb, _ = json.Marshal(p.keys.keyData(b))
+	kb, _ = json.Marshal(p.keys.evalData(b))
 	if string(ka) == string(kb) {
 		t.Errorf("keys are the same for another cluster name: %s", ka)
 	}

@@ -30,8 +30,9 @@ var errSubmodule = errors.New("is a submodule; submodules are not supported")
 // one, fail with an error wrapping ErrSymlink, so a link in the tree cannot
 // lead a reader elsewhere. ModTime is the commit's committer time,
 // FileInfo.Sys returns the entry's object Hash, and a file's Size is read
-// from the object store when first asked (a Stat reads no object). The file system is safe for
-// concurrent use; files are read whole when opened.
+// from the object store when first asked (a Stat reads no object). The
+// file system is safe for concurrent use; files are read whole when
+// opened.
 func (r *Repo) FS(commit Hash) (fs.FS, error) {
 	if commit.IsZero() {
 		return &treeFS{r: r}, nil

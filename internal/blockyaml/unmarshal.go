@@ -70,7 +70,7 @@ func infoOf(t reflect.Type, seen map[reflect.Type]*typeInfo) *typeInfo {
 	case reflect.Pointer, reflect.Slice:
 		ti.elem = infoOf(t.Elem(), seen)
 	case reflect.Map:
-		if t.Key().Kind() != reflect.String || t.Key() != reflect.TypeFor[string]() {
+		if t.Key() != reflect.TypeFor[string]() {
 			ti.bad = true
 			break
 		}
