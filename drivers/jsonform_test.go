@@ -3,7 +3,6 @@ package drivers
 import (
 	"bytes"
 	"encoding/json"
-	"reflect"
 	"strings"
 	"testing"
 
@@ -45,68 +44,4 @@ func FuzzToYAMLIsSigsYAML(f *testing.F) {
 			t.Errorf("%s: toYaml wrote\n%s(%v)\nsigs.k8s.io/yaml\n%s(%v)", data, got, gerr, want, werr)
 		}
 	})
-}
-
-// FuzzRenderKeyValuesAreTheirJSONForm pins jsonNormal to encoding/json's
-// Marshal then Unmarshal: the values a cached render is made from are
-// the key's, whichever way they are computed. The fuzzer's JSON is read
-// with integers as int64 (as CUE gives them) and again as float64 (as a
-// lockfile gives them), nested.
-func FuzzRenderKeyValuesAreTheirJSONForm(f *testing.F) {
-	for _, s := range toYAMLSeeds {
-		f.Add([]byte(s))
-	}
-	f.Add([]byte(`{"a":null,"b":{"c":null},"d":[],"e":{},"f":-0,"g":9007199254740993,"h":1e300}`))
-	f.Fuzz(func(t *testing.T, data []byte) {
-		var asFloats map[string]any
-		if json.Unmarshal(data, &asFloats) != nil {
-			return
-		}
-		dec := json.NewDecoder(bytes.NewReader(data))
-		dec.UseNumber()
-		var asNumbers map[string]any
-		if dec.Decode(&asNumbers) != nil {
-			return
-		}
-		asInts := withInts(asNumbers).(map[string]any)
-		for _, v := range []map[string]any{asFloats, asInts} {
-			got, ok := jsonNormal(v)
-			if !ok {
-				continue
-			}
-			j, err := json.Marshal(v)
-			if err != nil {
-				t.Fatalf("%s: jsonNormal took what encoding/json refuses: %v", data, err)
-			}
-			var want map[string]any
-			if err := json.Unmarshal(j, &want); err != nil {
-				t.Fatal(err)
-			}
-			if !reflect.DeepEqual(got, want) {
-				t.Fatalf("%s: jsonNormal gave\n%#v\nthe JSON round trip\n%#v", data, got, want)
-			}
-		}
-	})
-}
-
-// withInts replaces each json.Number by an int64 when it is one, else a
-// float64.
-func withInts(v any) any {
-	switch t := v.(type) {
-	case map[string]any:
-		for k, e := range t {
-			t[k] = withInts(e)
-		}
-	case []any:
-		for i, e := range t {
-			t[i] = withInts(e)
-		}
-	case json.Number:
-		if i, err := t.Int64(); err == nil {
-			return i
-		}
-		f, _ := t.Float64()
-		return f
-	}
-	return v
 }

@@ -4,9 +4,9 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/json"
-	"math"
 	"sync"
-	"unicode/utf8"
+
+	"github.com/styrmin/styrmin/internal/jsonform"
 )
 
 // RenderCache remembers renders by what they are made from: the driver
@@ -98,7 +98,7 @@ func (d *Driver) RenderKey(c Context, values map[string]any) (key [sha256.Size]b
 		return key, nil, err
 	}
 	h.Sum(key[:0])
-	norm, ok := jsonNormal(values)
+	norm, ok := jsonform.RoundTripMap(values)
 	if !ok {
 		vj, err := json.Marshal(values)
 		if err != nil {
@@ -109,70 +109,6 @@ func (d *Driver) RenderKey(c Context, values map[string]any) (key [sha256.Size]b
 		}
 	}
 	return key, norm, nil
-}
-
-// jsonNormal returns values as encoding/json's Marshal then Unmarshal
-// into a map would (every number a float64), without the text; ok is
-// false for what it leaves to them (a type other than JSON data's, a
-// float32, a string that is not valid UTF-8, a number JSON cannot hold).
-func jsonNormal(values map[string]any) (map[string]any, bool) {
-	if values == nil {
-		return nil, true
-	}
-	v, ok := jsonNormalValue(values)
-	if !ok {
-		return nil, false
-	}
-	return v.(map[string]any), true
-}
-
-func jsonNormalValue(v any) (any, bool) {
-	switch t := v.(type) {
-	case nil, bool:
-		return t, true
-	case string:
-		return t, utf8.ValidString(t)
-	case float64:
-		return t, !math.IsNaN(t) && !math.IsInf(t, 0)
-	case int:
-		return float64(t), true
-	case int64:
-		return float64(t), true
-	case int32:
-		return float64(t), true
-	case uint64:
-		return float64(t), true
-	case map[string]any:
-		if t == nil {
-			return nil, true
-		}
-		out := make(map[string]any, len(t))
-		for k, e := range t {
-			if !utf8.ValidString(k) {
-				return nil, false
-			}
-			ne, ok := jsonNormalValue(e)
-			if !ok {
-				return nil, false
-			}
-			out[k] = ne
-		}
-		return out, true
-	case []any:
-		if t == nil {
-			return nil, true
-		}
-		out := make([]any, len(t))
-		for i, e := range t {
-			ne, ok := jsonNormalValue(e)
-			if !ok {
-				return nil, false
-			}
-			out[i] = ne
-		}
-		return out, true
-	}
-	return nil, false
 }
 
 // cachedRender renders through the driver's cache, if it has one.

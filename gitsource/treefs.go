@@ -54,11 +54,23 @@ type treeFS struct {
 	dirs    map[plumbing.Hash]*dirIndex // guarded by r.mu
 }
 
+// ReadFileUpToFS is a file system that reads a file only when it holds at
+// most limit bytes, learning its size as it reads: a reader that bounds
+// what it reads needs no Stat first (of a git tree, sizing an object then
+// reading it looked it up twice).
+type ReadFileUpToFS interface {
+	fs.FS
+	// ReadFileUpTo returns the file's bytes and size, or no bytes and its
+	// size when that is over limit.
+	ReadFileUpTo(name string, limit int64) (data []byte, size int64, err error)
+}
+
 var (
-	_ fs.ReadFileFS = (*treeFS)(nil)
-	_ fs.ReadDirFS  = (*treeFS)(nil)
-	_ fs.StatFS     = (*treeFS)(nil)
-	_ fs.ReadLinkFS = (*treeFS)(nil)
+	_ ReadFileUpToFS = (*treeFS)(nil)
+	_ fs.ReadFileFS  = (*treeFS)(nil)
+	_ fs.ReadDirFS   = (*treeFS)(nil)
+	_ fs.StatFS      = (*treeFS)(nil)
+	_ fs.ReadLinkFS  = (*treeFS)(nil)
 )
 
 // dirIndex is a decoded tree with its entries in fs order (sorted by name,
@@ -128,21 +140,31 @@ func (f *treeFS) lookup(op, name string) (object.TreeEntry, error) {
 
 // blob reads the whole blob h; the caller holds r.mu.
 func (f *treeFS) blob(h plumbing.Hash) ([]byte, error) {
+	data, _, err := f.blobUpTo(h, -1)
+	return data, err
+}
+
+// blobUpTo reads the blob h and returns it with its size, or only its size
+// when that is over limit (a negative limit: none); the caller holds r.mu.
+func (f *treeFS) blobUpTo(h plumbing.Hash, limit int64) ([]byte, int64, error) {
 	obj, err := f.r.storer.EncodedObject(plumbing.BlobObject, h)
 	if err != nil {
-		return nil, err
+		return nil, 0, err
+	}
+	if limit >= 0 && obj.Size() > limit {
+		return nil, obj.Size(), nil
 	}
 	rd, err := obj.Reader()
 	if err != nil {
-		return nil, err
+		return nil, 0, err
 	}
 	defer rd.Close()
 	buf := make([]byte, 0, obj.Size())
 	w := bytes.NewBuffer(buf)
 	if _, err := io.Copy(w, rd); err != nil {
-		return nil, err
+		return nil, 0, err
 	}
-	return w.Bytes(), nil
+	return w.Bytes(), int64(w.Len()), nil
 }
 
 // blobSize returns the size of blob h; the caller holds r.mu.
@@ -232,23 +254,38 @@ func (f *treeFS) Open(name string) (fs.File, error) {
 
 // ReadFile implements fs.ReadFileFS.
 func (f *treeFS) ReadFile(name string) ([]byte, error) {
+	data, _, err := f.readFile(name, -1)
+	return data, err
+}
+
+// ReadFileUpTo implements ReadFileUpToFS: the file is read as ReadFile
+// reads it, its object looked up once.
+func (f *treeFS) ReadFileUpTo(name string, limit int64) ([]byte, int64, error) {
+	if limit < 0 {
+		limit = 0
+	}
+	return f.readFile(name, limit)
+}
+
+// readFile is ReadFile, or ReadFileUpTo with a limit of at least 0.
+func (f *treeFS) readFile(name string, limit int64) ([]byte, int64, error) {
 	f.r.mu.Lock()
 	defer f.r.mu.Unlock()
 	e, err := f.lookup("readfile", name)
 	if err != nil {
-		return nil, err
+		return nil, 0, err
 	}
 	if err := refuse("readfile", name, e); err != nil {
-		return nil, err
+		return nil, 0, err
 	}
 	if e.Mode == filemode.Dir {
-		return nil, &fs.PathError{Op: "readfile", Path: name, Err: errors.New("is a directory")}
+		return nil, 0, &fs.PathError{Op: "readfile", Path: name, Err: errors.New("is a directory")}
 	}
-	data, err := f.blob(e.Hash)
+	data, size, err := f.blobUpTo(e.Hash, limit)
 	if err != nil {
-		return nil, &fs.PathError{Op: "readfile", Path: name, Err: err}
+		return nil, 0, &fs.PathError{Op: "readfile", Path: name, Err: err}
 	}
-	return data, nil
+	return data, size, nil
 }
 
 // ReadDir implements fs.ReadDirFS: entries sorted by name.

@@ -323,3 +323,58 @@ func TestFSDescribesAFileWithoutReadingItsObject(t *testing.T) {
 		}
 	}
 }
+
+// ReadFileUpTo reads what ReadFile reads when the file is within the
+// limit, and only its size when it is over (loose and packed objects
+// alike); what ReadFile refuses (a link, a folder, a missing file) it
+// refuses the same way, naming the path.
+func TestFSReadsAFileUpToALimitAsReadFileReadsIt(t *testing.T) {
+	lr := newLocalRepo(t, false)
+	text := strings.Repeat("a line of a lockfile\n", 50)
+	c := lr.commit("first", map[string]string{"locks/app.lock.yaml": text, "empty.txt": ""})
+	lr.git("-c", "core.symlinks=true", "checkout", "-q", c)
+	if err := os.Symlink("locks/app.lock.yaml", filepath.Join(lr.dir, "link.yaml")); err != nil {
+		t.Fatal(err)
+	}
+	lr.git("add", "link.yaml")
+	lr.git("commit", "-q", "-m", "link")
+	head := strings.TrimSpace(lr.git("rev-parse", "HEAD"))
+	check := func(stage string) {
+		t.Helper()
+		r, err := gitsource.Open(lr.dir, gitsource.OpenOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		fsys, err := r.FS(mustResolve(t, r, head))
+		if err != nil {
+			t.Fatal(err)
+		}
+		up := fsys.(gitsource.ReadFileUpToFS)
+		n := int64(len(text))
+		for _, limit := range []int64{n, n + 1, 1 << 20} {
+			data, size, err := up.ReadFileUpTo("locks/app.lock.yaml", limit)
+			if err != nil || string(data) != text || size != n {
+				t.Errorf("%s: limit %d: %d bytes, size %d, %v; want the file, size %d", stage, limit, len(data), size, err, n)
+			}
+		}
+		for _, limit := range []int64{0, n - 1} {
+			data, size, err := up.ReadFileUpTo("locks/app.lock.yaml", limit)
+			if err != nil || data != nil || size != n {
+				t.Errorf("%s: limit %d: %q, size %d, %v; want no bytes and size %d", stage, limit, data, size, err, n)
+			}
+		}
+		if data, size, err := up.ReadFileUpTo("empty.txt", 0); err != nil || data == nil || len(data) != 0 || size != 0 {
+			t.Errorf("%s: empty file: %q, size %d, %v; want empty bytes", stage, data, size, err)
+		}
+		for _, name := range []string{"link.yaml", "locks", "missing.yaml"} {
+			_, want := fs.ReadFile(fsys, name)
+			_, _, err := up.ReadFileUpTo(name, 1<<20)
+			if want == nil || err == nil || err.Error() != want.Error() || !strings.Contains(err.Error(), name) {
+				t.Errorf("%s: %s: ReadFileUpTo error %v, ReadFile's %v; want the same, naming it", stage, name, err, want)
+			}
+		}
+	}
+	check("loose")
+	lr.git("gc", "--quiet", "--aggressive")
+	check("packed")
+}

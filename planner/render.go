@@ -12,6 +12,7 @@ import (
 	"sync"
 
 	"github.com/styrmin/styrmin/drivers"
+	"github.com/styrmin/styrmin/internal/jsonform"
 	"github.com/styrmin/styrmin/resolver"
 	"sigs.k8s.io/yaml"
 )
@@ -555,10 +556,59 @@ type side struct {
 func (s side) params() map[string]any { return s.ctx.Parameters }
 
 func sideOf(in *resolver.Instance) (side, error) {
-	var s side
 	if in == nil {
+		return side{}, nil
+	}
+	if s, ok := sideOfData(in); ok {
 		return s, nil
 	}
+	return sideByText(in)
+}
+
+// sideOfData is sideByText without writing the values as text: the values
+// are JSON data (a lockfile's, or CUE's), whose round trip jsonform
+// gives; only the context, a struct, goes through JSON. ok is false for
+// values jsonform leaves to encoding/json.
+func sideOfData(in *resolver.Instance) (side, bool) {
+	var s side
+	values, ok := jsonform.RoundTripMap(in.Values)
+	if !ok {
+		return s, false
+	}
+	valuesTree, ok := jsonform.RoundTripNumbers(in.Values)
+	if !ok {
+		return s, false
+	}
+	tree := map[string]any{}
+	if in.Context != nil {
+		b, err := json.Marshal(in.Context)
+		if err != nil {
+			return s, false
+		}
+		if err := json.Unmarshal(b, &s.ctx); err != nil {
+			return s, false
+		}
+		ct, err := decodeNumbers(b)
+		if err != nil {
+			return s, false
+		}
+		tree["context"] = ct
+	}
+	// As the document's omitempty fields.
+	if len(in.Values) > 0 {
+		s.values = values
+		tree["values"] = valuesTree
+	}
+	if in.BackupFirst {
+		tree["backupFirst"] = true
+	}
+	s.tree = tree
+	return s, true
+}
+
+// sideByText takes the instance through the JSON text a lockfile holds.
+func sideByText(in *resolver.Instance) (side, error) {
+	var s side
 	// The lockfile is YAML read into JSON types: numbers become float64.
 	type doc struct {
 		Context *drivers.Context `json:"context,omitempty"`
@@ -580,14 +630,21 @@ func sideOf(in *resolver.Instance) (side, error) {
 	}
 	s.values = lock.Values
 	// The same bytes, with exact numbers, for diffing.
-	dec := json.NewDecoder(bytes.NewReader(b))
-	dec.UseNumber()
-	var tree any
-	if err := dec.Decode(&tree); err != nil {
+	tree, err := decodeNumbers(b)
+	if err != nil {
 		return s, fmt.Errorf("planner: %s: %w", in.ID, err)
 	}
 	s.tree = tree
 	return s, nil
+}
+
+// decodeNumbers reads JSON text with every number a json.Number.
+func decodeNumbers(b []byte) (any, error) {
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.UseNumber()
+	var tree any
+	err := dec.Decode(&tree)
+	return tree, err
 }
 
 // upperFirst capitalises the first letter of s (ASCII).

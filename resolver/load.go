@@ -22,6 +22,7 @@ import (
 	cueyaml "cuelang.org/go/encoding/yaml"
 
 	"github.com/styrmin/styrmin/drivers"
+	"github.com/styrmin/styrmin/gitsource"
 	"github.com/styrmin/styrmin/internal/cuemsg"
 )
 
@@ -300,6 +301,17 @@ func readLimitedInfo(fsys fs.FS, file string, limit int64, fi fs.FileInfo) ([]by
 	}
 	if !fi.Mode().IsRegular() {
 		return nil, &ConfigError{File: file, Msg: "not a regular file"}
+	}
+	if up, ok := fsys.(gitsource.ReadFileUpToFS); ok {
+		// Sized as it is read, not described first.
+		data, size, err := up.ReadFileUpTo(file, limit)
+		if err != nil {
+			return nil, &ConfigError{File: file, Msg: err.Error()}
+		}
+		if data == nil && size > limit {
+			return nil, &ConfigError{File: file, Msg: fmt.Sprintf("file is %d bytes, more than the %d allowed", size, limit)}
+		}
+		return data, nil
 	}
 	if fi.Size() > limit {
 		return nil, &ConfigError{File: file, Msg: fmt.Sprintf("file is %d bytes, more than the %d allowed", fi.Size(), limit)}

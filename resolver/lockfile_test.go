@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"io/fs"
 	"math"
 	"os"
 	"path/filepath"
@@ -12,7 +13,9 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/go-git/go-git/v5"
 	"github.com/styrmin/styrmin/drivers"
+	"github.com/styrmin/styrmin/gitsource"
 	"github.com/styrmin/styrmin/internal/blockyaml"
 	yamlv2 "go.yaml.in/yaml/v2"
 	"sigs.k8s.io/yaml"
@@ -352,6 +355,58 @@ func TestLockfilesTakeTheFastEncodingAndWriteTheSame(t *testing.T) {
 		}
 		if !bytes.Equal(fast, slow) {
 			t.Errorf("%s: the fast path writes\n%s\ngo-yaml writes\n%s", p, fast, slow)
+		}
+	}
+}
+
+// A lockfile over the readers' limit in a commit (a plan's base, a sync)
+// is refused as in the working tree, naming it and its size, and the
+// lockfiles within the limit are read the same from either.
+func TestALockfileOverTheLimitIsRefusedFromACommitAsFromTheWorkingTree(t *testing.T) {
+	dir := exampleCopy(t)
+	changes := lockDirInto(t, dir)
+	big := changes[0].Path()
+	writeFile(t, dir, big, "# "+strings.Repeat("x", maxLockSize)+"\n")
+	files := map[string][]byte{}
+	for _, c := range changes {
+		data, err := os.ReadFile(filepath.Join(dir, filepath.FromSlash(c.Path())))
+		if err != nil {
+			t.Fatal(err)
+		}
+		files[c.Path()] = data
+	}
+	gdir := t.TempDir()
+	if _, err := git.PlainInit(gdir, true); err != nil {
+		t.Fatal(err)
+	}
+	repo, err := gitsource.Open(gdir, gitsource.OpenOptions{Branch: "main"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	head := commitFiles(t, repo, "locks", files)
+	tree, err := repo.FS(head)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := fmt.Sprintf("file is %d bytes, more than the %d allowed", len(files[big]), maxLockSize)
+	for name, fsys := range map[string]fs.FS{"working tree": os.DirFS(dir), "commit": tree} {
+		_, err := LoadLocks(fsys)
+		if err == nil || !strings.Contains(err.Error(), big) || !strings.Contains(err.Error(), want) {
+			t.Errorf("%s: %v; want an error naming %s: %s", name, err, big, want)
+		}
+	}
+	delete(files, big)
+	for _, c := range changes[1:] {
+		fromTree, err := NewLockLoader().read(tree, c.Path())
+		if err != nil {
+			t.Fatal(err)
+		}
+		fromDir, err := NewLockLoader().read(os.DirFS(dir), c.Path())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if fromTree.Digest != fromDir.Digest || fromTree.Sequence != fromDir.Sequence {
+			t.Errorf("%s: from the commit %s/%d, from the working tree %s/%d", c.Path(), fromTree.Digest, fromTree.Sequence, fromDir.Digest, fromDir.Sequence)
 		}
 	}
 }
