@@ -129,9 +129,11 @@ func (d *Driver) applyPatches(patches []patchEntry, objs []*rendered) error {
 			if b, err = e.jp.Apply(b); err != nil {
 				return fail("applying to %s %s: %v", o.kind(), o.name(), err)
 			}
-			if o.obj, err = decodeJSONObject(b); err != nil {
+			obj, err := decodeJSONObject(b)
+			if err != nil {
 				return fail("applying to %s %s: %v", o.kind(), o.name(), err)
 			}
+			o.replace(obj)
 		}
 		if n == 0 {
 			return fail("matches no object of the rendered chart (target %s)", e.spec.Target)
@@ -242,6 +244,7 @@ func (d *Driver) mergePatch(o *rendered, patch map[string]any) error {
 	p["kind"] = o.kind()
 
 	if lookup := d.compiled.patchMeta(o.apiVersion(), o.kind()); lookup != nil {
+		o.own() // the merge changes the object it is given
 		out, err := strategicpatch.StrategicMergeMapPatchUsingLookupPatchMeta(o.obj, p, lookup)
 		if err != nil {
 			return err
@@ -265,7 +268,7 @@ func (d *Driver) mergePatch(o *rendered, patch map[string]any) error {
 	if !ok {
 		return fmt.Errorf("the patch did not leave an object")
 	}
-	o.obj = obj
+	o.replace(obj)
 	return nil
 }
 

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"math"
 	"path"
 	"regexp"
@@ -66,6 +67,27 @@ type rendered struct {
 	obj       map[string]any
 	source    string // template file, for messages
 	component string
+	// shared is set while obj's nested maps and lists are a render
+	// cache's: own copies them before a change.
+	shared bool
+	// doc is the document obj was parsed from, with the namespace the
+	// render filled in, while no patch has changed obj (nil: unknown).
+	doc *renderedDoc
+}
+
+// own makes obj this render's own to change: a copy of what a render
+// cache shares.
+func (r *rendered) own() {
+	if r.shared {
+		r.obj = deepCopyJSON(r.obj).(map[string]any)
+		r.shared = false
+	}
+	r.doc = nil
+}
+
+// replace gives the object what a patch made of it.
+func (r *rendered) replace(obj map[string]any) {
+	r.obj, r.shared, r.doc = obj, false, nil
 }
 
 func (r *rendered) apiVersion() string { s, _ := r.obj["apiVersion"].(string); return s }
@@ -181,7 +203,7 @@ func (d *Driver) renderObjects(c Context, values map[string]any, text func(o *re
 	if err := refuseReleaseRecords(objs); err != nil {
 		return nil, err
 	}
-	return finish(objs, text)
+	return finish(d.compiled.opts.RenderCache, objs, text)
 }
 
 // prepareStatic evaluates components and patches once when they do not
@@ -226,21 +248,32 @@ func (d *Driver) renderChart(c Context, values map[string]any) ([]*rendered, err
 			if strings.TrimSpace(doc) == "" {
 				continue
 			}
-			obj, err := d.compiled.opts.RenderCache.parseDoc(doc)
+			obj, shared, err := d.compiled.opts.RenderCache.parseDoc(doc)
 			if err != nil {
 				return nil, &SpecError{File: src, Msg: err.Error(), Err: err}
 			}
 			if obj == nil {
 				continue
 			}
-			r := &rendered{obj: obj, source: src}
+			r := &rendered{obj: obj, source: src, shared: shared}
 			if r.apiVersion() == "" || r.kind() == "" || r.name() == "" {
 				return nil, &SpecError{File: src, Msg: "rendered an object without apiVersion, kind or metadata.name"}
 			}
+			key := renderedDoc{doc: doc}
 			// Kinds outside the table, custom ones included, are
 			// namespaced.
 			if r.namespace() == "" && !IsClusterScoped(r.kind()) {
+				if shared {
+					// The object and its metadata copied; the rest
+					// stays shared.
+					r.obj = maps.Clone(r.obj)
+					r.obj["metadata"] = maps.Clone(r.meta())
+				}
 				r.meta()["namespace"] = c.Deployment.Namespace
+				key.namespace = c.Deployment.Namespace
+			}
+			if shared {
+				r.doc = &key
 			}
 			out = append(out, r)
 		}
@@ -670,7 +703,7 @@ func policyText(o *rendered) bool {
 
 // finish sorts the objects, rejects duplicates and encodes those text
 // selects.
-func finish(objs []*rendered, text func(o *rendered) bool) (*Manifests, error) {
+func finish(rc *RenderCache, objs []*rendered, text func(o *rendered) bool) (*Manifests, error) {
 	sort.SliceStable(objs, func(i, j int) bool {
 		a, b := objs[i], objs[j]
 		if ra, rb := kindRank(a.kind()), kindRank(b.kind()); ra != rb {
@@ -698,7 +731,7 @@ func finish(objs []*rendered, text func(o *rendered) bool) (*Manifests, error) {
 		var y []byte
 		if text(o) {
 			var err error
-			if y, err = encodeYAML(o.obj); err != nil {
+			if y, err = rc.encode(o); err != nil {
 				return nil, &SpecError{File: o.source, Msg: err.Error(), Err: err}
 			}
 		}

@@ -25,9 +25,19 @@ type RenderCache struct {
 	// docs are rendered YAML documents parsed, by their text: the two
 	// sides of a plan mostly render the same objects (a cluster change
 	// reaches the Ingress of a deployment, not its Deployment), and
-	// parsing is the largest part of a render. Callers get copies.
+	// parsing is the largest part of a render. Renders share them and
+	// copy what they change (rendered.own).
 	docMu sync.Mutex
 	docs  map[string]map[string]any
+	// texts are the canonical YAML of documents no patch changed, by
+	// their text and the namespace the render gave them.
+	texts map[renderedDoc][]byte
+}
+
+// renderedDoc is a document as rendered, with the namespace its render filled
+// in ("" when it had one, or is cluster-scoped).
+type renderedDoc struct {
+	doc, namespace string
 }
 
 // renderSpec is what a render takes from the spec besides the values.
@@ -38,31 +48,52 @@ type renderSpec struct {
 
 // NewRenderCache returns an empty cache.
 func NewRenderCache() *RenderCache {
-	return &RenderCache{m: map[[sha256.Size]byte]*Manifests{}, docs: map[string]map[string]any{}}
+	return &RenderCache{m: map[[sha256.Size]byte]*Manifests{}, docs: map[string]map[string]any{}, texts: map[renderedDoc][]byte{}}
 }
 
-// parseDoc is parseObject through the cache, if there is one.
-func (rc *RenderCache) parseDoc(doc string) (map[string]any, error) {
+// parseDoc is parseObject through the cache, if there is one; shared
+// reports an object the cache holds, which the caller must not change
+// (rendered.own copies it).
+func (rc *RenderCache) parseDoc(doc string) (obj map[string]any, shared bool, err error) {
 	if rc == nil {
-		return parseObject([]byte(doc))
+		obj, err = parseObject([]byte(doc))
+		return obj, false, err
 	}
 	rc.docMu.Lock()
 	obj, ok := rc.docs[doc]
 	rc.docMu.Unlock()
 	if !ok {
-		var err error
 		if obj, err = parseObject([]byte(doc)); err != nil {
-			return nil, err
+			return nil, false, err
 		}
 		rc.docMu.Lock()
 		rc.docs[doc] = obj
 		rc.docMu.Unlock()
 	}
-	if obj == nil {
-		return nil, nil
+	return obj, obj != nil, nil
+}
+
+// encode is encodeYAML of o, through the cache for an object that is its
+// document's as parsed (its namespace filled in): the two sides of a plan
+// encode the same objects too.
+func (rc *RenderCache) encode(o *rendered) ([]byte, error) {
+	if rc == nil || o.doc == nil {
+		return encodeYAML(o.obj)
 	}
-	// Renders change their objects (namespaces, patches).
-	return deepCopyJSON(obj).(map[string]any), nil
+	rc.docMu.Lock()
+	y, ok := rc.texts[*o.doc]
+	rc.docMu.Unlock()
+	if ok {
+		return y, nil
+	}
+	y, err := encodeYAML(o.obj)
+	if err != nil {
+		return nil, err
+	}
+	rc.docMu.Lock()
+	rc.texts[*o.doc] = y
+	rc.docMu.Unlock()
+	return y, nil
 }
 
 // Len is how many renders the cache holds.

@@ -2,9 +2,11 @@ package drivers
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"os"
 	"testing"
+	"testing/fstest"
 )
 
 // TestRenderCacheRendersEachInputOnce pins the cache: the same driver,
@@ -220,4 +222,83 @@ func valuesAndRender(t *testing.T, d *Driver, c Context) *Manifests {
 		t.Fatal(err)
 	}
 	return m
+}
+
+// Renders through one cache share the documents two deployments render
+// alike (one name, one chart, other environments) and copy what they
+// change: a patch that writes each deployment's environment, a strategic
+// merge (which changes the object it is given) and a JSON patch, reaches
+// only its own render, however often and in whatever order the renders
+// run; an object no patch changes is encoded once per namespace.
+func TestRenderCachePatchesOnlyTheRenderTheyBelongTo(t *testing.T) {
+	fsys := minimalFS()
+	replaceSpec(`values:`, `patches: [
+	{target: {kind: "Deployment"}, patch: {metadata: annotations: env: context.environment.name, spec: template: {
+		if context.environment.name == "staging" {metadata: annotations: staging: "only"}
+		spec: containers: [{name: "app", env: [{name: "ENV", value: context.environment.name}]}]
+	}}},
+	{target: {kind: "Deployment"}, jsonPatch: [{op: "add", path: "/spec/template/metadata/labels/env", value: context.environment.name}]},
+]
+values:`)(fsys)
+	fsys["chart/templates/configmap.yaml"] = &fstest.MapFile{Data: []byte("apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: {{ .Release.Name }}-settings\ndata:\n  replicas: \"{{ .Values.replicas }}\"\n")}
+	rc := NewRenderCache()
+	cached, err := Load(fsys, LoadOptions{Source: "drivers/mini/1.0.0", RenderCache: rc})
+	if err != nil {
+		t.Fatal(err)
+	}
+	contexts := map[string]Context{}
+	for _, env := range []string{"staging", "prod", "test"} {
+		c := exampleContext(cached)
+		c.Environment.Name, c.Environment.Namespace = env, env
+		c.Deployment.Namespace = env + "-" + c.Deployment.Name
+		contexts[env] = c
+	}
+	want := map[string][]byte{}
+	for env, c := range contexts {
+		plain, err := Load(fsys, LoadOptions{Source: "drivers/mini/1.0.0"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		m, err := plain.Render(c, valuesOf(t, plain, c))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !bytes.Contains(m.YAML(), []byte("value: "+env)) || !bytes.Contains(m.YAML(), []byte("env: "+env)) {
+			t.Fatalf("%s: the patches did not apply:\n%s", env, m.YAML())
+		}
+		want[env] = m.YAML()
+	}
+	for _, env := range []string{"staging", "prod", "staging", "test", "prod"} {
+		c := contexts[env]
+		// RenderForPolicy renders the same way with a cache; a cached
+		// render would return the first render's manifests.
+		m, err := cached.RenderForPolicy(context.Background(), c, valuesOf(t, cached, c))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !bytes.Equal(m.YAML(), want[env]) {
+			t.Fatalf("%s: through the cache\n%s\nalone\n%s", env, m.YAML(), want[env])
+		}
+	}
+	namespaces := map[string]bool{}
+	for k, y := range rc.texts {
+		if bytes.Contains(y, []byte("kind: Deployment")) {
+			t.Errorf("the text of a patched object was kept:\n%s", y)
+		}
+		namespaces[k.namespace] = true
+	}
+	for env, c := range contexts {
+		if !namespaces[c.Deployment.Namespace] {
+			t.Errorf("%s: no text kept for its namespace %s", env, c.Deployment.Namespace)
+		}
+	}
+}
+
+func valuesOf(t *testing.T, d *Driver, c Context) map[string]any {
+	t.Helper()
+	v, err := d.Values(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return v
 }
