@@ -63,6 +63,12 @@ func (r *Repo) TreeAt(commit Hash, sub string) (fs.FS, error) {
 	if sub == "." {
 		return fsys, nil
 	}
+	// The folder's own tree, which reads as the whole one does (fs.Sub's
+	// wrapper hides ReadFileUpTo); where sub is no folder, fs.Sub's
+	// errors.
+	if t, ok := fsys.(*treeFS).subtree(sub); ok {
+		return t, nil
+	}
 	return fs.Sub(fsys, sub)
 }
 

@@ -7,6 +7,7 @@ import (
 	"io"
 	"io/fs"
 	"path"
+	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -43,7 +44,24 @@ func (r *Repo) FS(commit Hash) (fs.FS, error) {
 	if err != nil {
 		return nil, commitError(commit, err)
 	}
-	return &treeFS{r: r, root: c.TreeHash, modTime: c.Committer.When}, nil
+	return &treeFS{r: r, root: c.TreeHash, modTime: c.Committer.When, checkout: r.worktreeDir}, nil
+}
+
+// subtree is the tree of f at the folder sub, as its own file system;
+// ok is false when sub is not a folder of f (missing, a link on the way,
+// a file).
+func (f *treeFS) subtree(sub string) (*treeFS, bool) {
+	f.r.mu.Lock()
+	defer f.r.mu.Unlock()
+	e, err := f.lookup("open", sub)
+	if err != nil || e.Mode != filemode.Dir {
+		return nil, false
+	}
+	t := &treeFS{r: f.r, root: e.Hash, modTime: f.modTime, dirs: f.dirs}
+	if f.checkout != "" {
+		t.checkout = filepath.Join(f.checkout, filepath.FromSlash(sub))
+	}
+	return t, true
 }
 
 // treeFS implements fs.FS over one git tree. Every storage access holds r.mu.
@@ -52,6 +70,9 @@ type treeFS struct {
 	root    plumbing.Hash // zero for the empty tree
 	modTime time.Time
 	dirs    map[plumbing.Hash]*dirIndex // guarded by r.mu
+	// checkout, when set, is the working tree's folder of root: a file
+	// is read from there when it holds the same blob (see fromCheckout).
+	checkout string
 }
 
 // ReadFileUpToFS is a file system that reads a file only when it holds at
@@ -221,6 +242,11 @@ func refuse(op, name string, e object.TreeEntry) error {
 
 // Open implements fs.FS.
 func (f *treeFS) Open(name string) (fs.File, error) {
+	if fi, ok := f.openFile(name); ok {
+		// A plain file: read outside the lock, from the checkout when
+		// it holds the blob.
+		return f.openBlob(name, fi)
+	}
 	f.r.mu.Lock()
 	defer f.r.mu.Unlock()
 	e, err := f.lookup("open", name)
@@ -252,6 +278,35 @@ func (f *treeFS) Open(name string) (fs.File, error) {
 	return &file{info: fi, Reader: bytes.NewReader(data)}, nil
 }
 
+// openFile describes name when it is a regular file of the tree.
+func (f *treeFS) openFile(name string) (*fileInfo, bool) {
+	f.r.mu.Lock()
+	defer f.r.mu.Unlock()
+	e, err := f.lookup("open", name)
+	if err != nil || !e.Mode.IsFile() || e.Mode == filemode.Symlink || refuse("open", name, e) != nil {
+		return nil, false
+	}
+	fi, err := f.info(e)
+	return fi, err == nil
+}
+
+// openBlob opens the regular file name, described by fi.
+func (f *treeFS) openBlob(name string, fi *fileInfo) (fs.File, error) {
+	h := fi.hash.plumbing()
+	data, ok := f.fromCheckout(name, h, -1)
+	if !ok {
+		f.r.mu.Lock()
+		var err error
+		data, err = f.blob(h)
+		f.r.mu.Unlock()
+		if err != nil {
+			return nil, &fs.PathError{Op: "open", Path: name, Err: err}
+		}
+	}
+	fi.sizeOf, fi.size = nil, int64(len(data))
+	return &file{info: fi, Reader: bytes.NewReader(data)}, nil
+}
+
 // ReadFile implements fs.ReadFileFS.
 func (f *treeFS) ReadFile(name string) ([]byte, error) {
 	data, _, err := f.readFile(name, -1)
@@ -270,22 +325,68 @@ func (f *treeFS) ReadFileUpTo(name string, limit int64) ([]byte, int64, error) {
 // readFile is ReadFile, or ReadFileUpTo with a limit of at least 0.
 func (f *treeFS) readFile(name string, limit int64) ([]byte, int64, error) {
 	f.r.mu.Lock()
-	defer f.r.mu.Unlock()
 	e, err := f.lookup("readfile", name)
+	if err == nil {
+		err = refuse("readfile", name, e)
+	}
+	if err == nil && e.Mode == filemode.Dir {
+		err = &fs.PathError{Op: "readfile", Path: name, Err: errors.New("is a directory")}
+	}
+	f.r.mu.Unlock()
 	if err != nil {
 		return nil, 0, err
 	}
-	if err := refuse("readfile", name, e); err != nil {
-		return nil, 0, err
+	if data, ok := f.fromCheckout(name, e.Hash, limit); ok {
+		return data, int64(len(data)), nil
 	}
-	if e.Mode == filemode.Dir {
-		return nil, 0, &fs.PathError{Op: "readfile", Path: name, Err: errors.New("is a directory")}
-	}
+	f.r.mu.Lock()
+	defer f.r.mu.Unlock()
 	data, size, err := f.blobUpTo(e.Hash, limit)
 	if err != nil {
 		return nil, 0, &fs.PathError{Op: "readfile", Path: name, Err: err}
 	}
 	return data, size, nil
+}
+
+// checkoutMax bounds what fromCheckout reads without a limit: a larger
+// file is read from the object store.
+const checkoutMax = 4 << 20
+
+// fromCheckout reads the file name from the working tree, if the tree has
+// one and the file there is the blob h (its git hash is h's): the same
+// bytes as the object store's, without inflating them from a pack (a plan
+// reads a thousand lockfiles of HEAD, most of them checked out as they
+// are). The hash is of the bytes read, so a file changed meanwhile is
+// never taken for the blob. Only a plain file within limit (or
+// checkoutMax) is read, never through a link at its own name, and never
+// blocking on a pipe or device put there.
+func (f *treeFS) fromCheckout(name string, h plumbing.Hash, limit int64) ([]byte, bool) {
+	if f.checkout == "" {
+		return nil, false
+	}
+	fd, err := openCheckedOut(filepath.Join(f.checkout, filepath.FromSlash(name)))
+	if err != nil {
+		return nil, false
+	}
+	defer fd.Close()
+	fi, err := fd.Stat()
+	max := int64(checkoutMax)
+	if limit >= 0 {
+		max = min(max, limit)
+	}
+	if err != nil || !fi.Mode().IsRegular() || fi.Size() > max {
+		return nil, false
+	}
+	data := make([]byte, fi.Size()+1)
+	n, err := io.ReadFull(fd, data)
+	if (err != io.ErrUnexpectedEOF && err != io.EOF) || int64(n) != fi.Size() {
+		return nil, false // grown or shrunk since
+	}
+	data = data[:n]
+	if plumbing.ComputeHash(plumbing.BlobObject, data) != h {
+		return nil, false
+	}
+	return data, true
 }
 
 // ReadDir implements fs.ReadDirFS: entries sorted by name.

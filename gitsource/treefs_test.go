@@ -288,8 +288,11 @@ func TestFSDescribesAFileWithoutReadingItsObject(t *testing.T) {
 	lr := newLocalRepo(t, false)
 	c := lr.commit("first", map[string]string{"gone.txt": "text of a blob that goes", "kept.txt": "kept"})
 	blob := strings.TrimSpace(lr.git("rev-parse", c+":gone.txt"))
-	if err := os.Remove(filepath.Join(lr.dir, ".git", "objects", blob[:2], blob[2:])); err != nil {
-		t.Fatal(err)
+	// The checked-out copy too: it would be read in the blob's place.
+	for _, p := range []string{filepath.Join(".git", "objects", blob[:2], blob[2:]), "gone.txt"} {
+		if err := os.Remove(filepath.Join(lr.dir, p)); err != nil {
+			t.Fatal(err)
+		}
 	}
 	r, err := gitsource.Open(lr.dir, gitsource.OpenOptions{})
 	if err != nil {
