@@ -69,6 +69,10 @@ type LoadOptions struct {
 	// RenderCache, when set, is shared by every render of the drivers
 	// loaded with these options (see RenderCache): for a command's run.
 	RenderCache *RenderCache
+	// Shared, when set, gives a folder loaded before with these options
+	// (the same source and files) the same Driver, without loading it
+	// again (see LoadShare): for a command's run.
+	Shared *LoadShare
 
 	// phase, set in a sandbox child, is told each file evaluated.
 	phase func(file string)
@@ -107,6 +111,14 @@ func Load(fsys fs.FS, opts LoadOptions) (*Driver, error) {
 	if err != nil {
 		return nil, err
 	}
+	if opts.Shared != nil {
+		return opts.Shared.load(opts.shareKey(f), func() (*Driver, error) { return load(ctx, f, opts) })
+	}
+	return load(ctx, f, opts)
+}
+
+// load is Load of the folder f, read.
+func load(ctx context.Context, f *folder, opts LoadOptions) (*Driver, error) {
 	specFile := f.display(specCUE)
 	if _, ok := f.files[specYAML]; ok {
 		specFile = f.display(specYAML)

@@ -120,7 +120,10 @@ func ComputeTrees(t Trees, opts Options) (*Plan, error) {
 
 // catalogOptions are the load options of both sides' drivers. The head's
 // resolution renders each instance for the policy check, and Compute
-// renders it again for the diff: once, with a cache.
+// renders it again for the diff: once, with a cache. The base's drivers
+// are mostly the head's: each version the two sides hold alike loads
+// once.
 func catalogOptions(limits drivers.Limits, opts Options) drivers.LoadOptions {
-	return drivers.LoadOptions{Limits: limits.Merge(opts.DriverLimits), Sandbox: opts.Sandbox, RenderCache: drivers.NewRenderCache()}
+	return drivers.LoadOptions{Limits: limits.Merge(opts.DriverLimits), Sandbox: opts.Sandbox,
+		RenderCache: drivers.NewRenderCache(), Shared: drivers.NewLoadShare()}
 }
