@@ -68,6 +68,14 @@ type Workspace struct {
 	origins map[string]*DriverOrigin
 }
 
+// SetSource records what the workspace's new instances come from: the
+// commit whose configuration it is ("" for none) and the sequences its
+// history used, for a caller that learns them while the workspace loads.
+// Call it before the workspace resolves or locks.
+func (w *Workspace) SetSource(commit string, used UsedSequences) {
+	w.opts.SourceCommit, w.opts.Used = commit, used
+}
+
 // LoadWorkspace loads configuration, drivers (the repo's drivers/ folder
 // and the listed driver sources) and locks from fsys.
 func LoadWorkspace(fsys fs.FS, opts WorkspaceOptions) (*Workspace, error) {

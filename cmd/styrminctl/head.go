@@ -97,12 +97,28 @@ func openRepo(dir string) *gitsource.Repo {
 // lock and explain resolve.
 func headWorkspace(ctx context.Context, g *globalOptions) (*resolver.Workspace, head, error) {
 	dir := g.Repo
-	h, err := loadHead(dir, "", openRepo(dir))
-	if err != nil {
-		return nil, h, err
+	// The working tree loads while git tells which commit it is and the
+	// sequences its history used: both only read, and the workspace needs
+	// the answer only when it resolves. git's error comes first, as when
+	// it was asked first.
+	type headed struct {
+		h   head
+		err error
 	}
+	hc := make(chan headed, 1)
+	go func() {
+		h, err := loadHead(dir, "", openRepo(dir))
+		hc <- headed{h, err}
+	}()
 	opts := g.workspaceOptions(ctx, desiredStateRemote(dir))
-	opts.SourceCommit, opts.Used = h.commit, h.used
-	ws, err := resolver.LoadWorkspace(h.fsys, opts)
-	return ws, h, err
+	ws, err := resolver.LoadWorkspace(os.DirFS(dir), opts)
+	hd := <-hc
+	if hd.err != nil {
+		return nil, hd.h, hd.err
+	}
+	if err != nil {
+		return nil, hd.h, err
+	}
+	ws.SetSource(hd.h.commit, hd.h.used)
+	return ws, hd.h, nil
 }
