@@ -22,6 +22,16 @@ import (
 // character it refuses, a key past 1,024 characters, U+0085 taken for a
 // line break), the result holds what the JSON holds.
 func FromJSON(j []byte) (any, error) {
+	// JSON as encoding/json writes it is read in one pass; the rest
+	// (errors included) by encoding/json.
+	if v, ok := fromJSONText(j); ok {
+		return v, nil
+	}
+	return fromJSONDecoder(j)
+}
+
+// fromJSONDecoder is FromJSON through encoding/json.
+func fromJSONDecoder(j []byte) (any, error) {
 	dec := json.NewDecoder(bytes.NewReader(j))
 	dec.UseNumber()
 	var v any
