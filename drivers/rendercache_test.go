@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"os"
+	"sync"
 	"testing"
 	"testing/fstest"
 )
@@ -224,13 +225,15 @@ func valuesAndRender(t *testing.T, d *Driver, c Context) *Manifests {
 	return m
 }
 
-// Renders through one cache share the documents two deployments render
-// alike (one name, one chart, other environments) and copy what they
-// change: a patch that writes each deployment's environment, a strategic
-// merge (which changes the object it is given) and a JSON patch, reaches
-// only its own render, however often and in whatever order the renders
-// run; an object no patch changes is encoded once per namespace.
-func TestRenderCachePatchesOnlyTheRenderTheyBelongTo(t *testing.T) {
+// patchedMini is the minimal driver with a ConfigMap no patch changes
+// and a Deployment three patches change per environment (a strategic
+// merge, which changes the object it is given, one of them only in
+// staging, and a JSON patch), loaded through a render cache; with the
+// contexts of three environments where the deployment has one name (so
+// its documents render alike) and each context's render without a
+// cache.
+func patchedMini(t *testing.T) (*Driver, *RenderCache, map[string]Context, map[string][]byte) {
+	t.Helper()
 	fsys := minimalFS()
 	replaceSpec(`values:`, `patches: [
 	{target: {kind: "Deployment"}, patch: {metadata: annotations: env: context.environment.name, spec: template: {
@@ -268,17 +271,32 @@ values:`)(fsys)
 		}
 		want[env] = m.YAML()
 	}
+	return cached, rc, contexts, want
+}
+
+// renderedAsAlone fails unless d renders c, through its cache, as want.
+// RenderForPolicy renders afresh where Render would return the cache's
+// first render of c.
+func renderedAsAlone(t *testing.T, d *Driver, env string, c Context, want []byte) {
+	m, err := d.RenderForPolicy(context.Background(), c, valuesOf(t, d, c))
+	if err != nil {
+		t.Error(err)
+		return
+	}
+	if !bytes.Equal(m.YAML(), want) {
+		t.Errorf("%s: through the cache\n%s\nalone\n%s", env, m.YAML(), want)
+	}
+}
+
+// Renders through one cache share the documents two deployments render
+// alike (one name, one chart, other environments) and copy what they
+// change: each patch reaches only its own render, however often and in
+// whatever order the renders run; an object no patch changes is encoded
+// once per namespace, and a patched one never kept.
+func TestRenderCachePatchesOnlyTheRenderTheyBelongTo(t *testing.T) {
+	cached, rc, contexts, want := patchedMini(t)
 	for _, env := range []string{"staging", "prod", "staging", "test", "prod"} {
-		c := contexts[env]
-		// RenderForPolicy renders the same way with a cache; a cached
-		// render would return the first render's manifests.
-		m, err := cached.RenderForPolicy(context.Background(), c, valuesOf(t, cached, c))
-		if err != nil {
-			t.Fatal(err)
-		}
-		if !bytes.Equal(m.YAML(), want[env]) {
-			t.Fatalf("%s: through the cache\n%s\nalone\n%s", env, m.YAML(), want[env])
-		}
+		renderedAsAlone(t, cached, env, contexts[env], want[env])
 	}
 	namespaces := map[string]bool{}
 	for k, y := range rc.texts {
@@ -292,6 +310,19 @@ values:`)(fsys)
 			t.Errorf("%s: no text kept for its namespace %s", env, c.Deployment.Namespace)
 		}
 	}
+}
+
+// The same renders at once (under the race detector in make test): what
+// the cache shares is only read.
+func TestRenderCacheSharedByRendersAtOnce(t *testing.T) {
+	cached, _, contexts, want := patchedMini(t)
+	var wg sync.WaitGroup
+	for range 4 {
+		for env, c := range contexts {
+			wg.Go(func() { renderedAsAlone(t, cached, env, c, want[env]) })
+		}
+	}
+	wg.Wait()
 }
 
 func valuesOf(t *testing.T, d *Driver, c Context) map[string]any {
