@@ -22,12 +22,9 @@ func exchange(a, b string) error {
 	return nil
 }
 
-// reopen opens the spare file at path for writing when it still is a
-// plain file with no other name. It never follows a link and never
-// blocks on a pipe put there since. It is not emptied here: fill cuts it
-// to the new text's length after writing it, since ext4 flushes a file
-// truncated to zero when it is closed (its auto_da_alloc), which made
-// closing the lockfiles most of a large lock's writing.
+// reopen opens the spare file at path for writing, emptied, when it still
+// is a plain file with no other name. It never follows a link and never
+// blocks on a pipe put there since.
 func reopen(path string) (*os.File, error) {
 	f, err := os.OpenFile(path, os.O_WRONLY|syscall.O_NOFOLLOW|syscall.O_NONBLOCK, 0)
 	if err != nil {
@@ -36,6 +33,9 @@ func reopen(path string) (*os.File, error) {
 	fi, err := f.Stat()
 	if err == nil && (!fi.Mode().IsRegular() || !soleLink(fi)) {
 		err = fmt.Errorf("%s: no longer a plain file of its own", path)
+	}
+	if err == nil {
+		err = f.Truncate(0)
 	}
 	if err != nil {
 		f.Close()

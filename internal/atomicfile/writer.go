@@ -121,15 +121,9 @@ func (w *Writer) temp(dir string) (*os.File, error) {
 	return os.CreateTemp(dir, w.prefix+"*")
 }
 
-// fill writes data into f, from its start, with the given permissions,
-// cuts it to data's length (a reused spare may hold a longer text) and
-// closes it.
+// fill writes data into f with the given permissions and closes it.
 func fill(f *os.File, data []byte, mode os.FileMode) error {
 	if _, err := f.Write(data); err != nil {
-		f.Close()
-		return err
-	}
-	if err := f.Truncate(int64(len(data))); err != nil {
 		f.Close()
 		return err
 	}
