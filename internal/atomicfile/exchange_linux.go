@@ -25,6 +25,14 @@ func exchange(a, b string) error {
 // reopen opens the spare file at path for writing, emptied, when it still
 // is a plain file with no other name. It never follows a link and never
 // blocks on a pipe put there since.
+//
+// Emptied first, not overwritten and cut after: ext4 flushes a file
+// truncated to zero when it is closed (auto_da_alloc), which puts the new
+// text on disk in new blocks before the exchange is committed. Written
+// over in place, a power loss could leave the path holding the spare's
+// old text, another lockfile's, behind the new name. The flush is most of
+// the writes' system time (1,000 files: about 150 ms against 26 ms
+// without, BenchmarkReplace1000/exchange); it is the price of that.
 func reopen(path string) (*os.File, error) {
 	f, err := os.OpenFile(path, os.O_WRONLY|syscall.O_NOFOLLOW|syscall.O_NONBLOCK, 0)
 	if err != nil {
