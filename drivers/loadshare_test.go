@@ -1,6 +1,7 @@
 package drivers
 
 import (
+	"context"
 	"os"
 	"sync"
 	"testing"
@@ -54,8 +55,23 @@ func TestALoadShareLoadsEachFolderOnce(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if other == mini || other.Digest == mini.Digest || limited == mini {
-		t.Error("a folder of other files, or under other limits, was given the first load's Driver")
+	cachedRenders, err := Load(minimalFS(), LoadOptions{Source: "drivers/mini/1.0.0", Shared: share, RenderCache: NewRenderCache()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if other == mini || other.Digest == mini.Digest || limited == mini || cachedRenders == mini {
+		t.Error("a folder of other files, or under other limits or another render cache, was given the first load's Driver")
+	}
+
+	// A failed load is not kept: the next load of the folder loads.
+	retried := NewLoadShare()
+	cancelled, cancel := context.WithCancel(context.Background())
+	cancel()
+	if _, err := Load(minimalFS(), LoadOptions{Source: "drivers/mini/1.0.0", Shared: retried, Context: cancelled}); err == nil {
+		t.Fatal("a load with its context cancelled succeeded")
+	}
+	if d, err := Load(minimalFS(), LoadOptions{Source: "drivers/mini/1.0.0", Shared: retried}); err != nil || d == nil {
+		t.Errorf("after a failed load, the next gave %v, %v; want the driver", d, err)
 	}
 
 	at := NewLoadShare()

@@ -2,7 +2,6 @@ package drivers
 
 import (
 	"bytes"
-	"context"
 	"encoding/json"
 	"os"
 	"sync"
@@ -274,11 +273,11 @@ values:`)(fsys)
 	return cached, rc, contexts, want
 }
 
-// renderedAsAlone fails unless d renders c, through its cache, as want.
-// RenderForPolicy renders afresh where Render would return the cache's
-// first render of c.
+// renderedAsAlone fails unless d renders c, its documents parsed through
+// its cache, as want. renderLocal renders afresh each time, where Render
+// and RenderForPolicy would return the cache's first render of c.
 func renderedAsAlone(t *testing.T, d *Driver, env string, c Context, want []byte) {
-	m, err := d.RenderForPolicy(context.Background(), c, valuesOf(t, d, c))
+	m, err := d.renderLocal(c, valuesOf(t, d, c))
 	if err != nil {
 		t.Error(err)
 		return

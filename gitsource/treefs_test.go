@@ -329,7 +329,7 @@ func TestFSDescribesAFileWithoutReadingItsObject(t *testing.T) {
 
 // ReadFileUpTo reads what ReadFile reads when the file is within the
 // limit, and only its size when it is over (loose and packed objects
-// alike); what ReadFile refuses (a link, a folder, a missing file) it
+// alike, from the object store); what ReadFile refuses (a link, a folder, a missing file) it
 // refuses the same way, naming the path.
 func TestFSReadsAFileUpToALimitAsReadFileReadsIt(t *testing.T) {
 	lr := newLocalRepo(t, false)
@@ -342,6 +342,12 @@ func TestFSReadsAFileUpToALimitAsReadFileReadsIt(t *testing.T) {
 	lr.git("add", "link.yaml")
 	lr.git("commit", "-q", "-m", "link")
 	head := strings.TrimSpace(lr.git("rev-parse", "HEAD"))
+	// The object store's reads: checked-out copies would be read instead.
+	for _, p := range []string{"locks", "empty.txt", "link.yaml"} {
+		if err := os.RemoveAll(filepath.Join(lr.dir, p)); err != nil {
+			t.Fatal(err)
+		}
+	}
 	check := func(stage string) {
 		t.Helper()
 		r, err := gitsource.Open(lr.dir, gitsource.OpenOptions{})

@@ -105,9 +105,16 @@ func headWorkspace(ctx context.Context, g *globalOptions) (*resolver.Workspace, 
 		h   head
 		err error
 	}
+	// A git error stops fetching driver sources, which may wait on the
+	// network.
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
 	hc := make(chan headed, 1)
 	go func() {
 		h, err := loadHead(dir, "", openRepo(dir))
+		if err != nil {
+			cancel()
+		}
 		hc <- headed{h, err}
 	}()
 	opts := g.workspaceOptions(ctx, desiredStateRemote(dir))
