@@ -11,6 +11,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"sync"
 )
 
 const (
@@ -23,6 +24,11 @@ type folder struct {
 	source string            // shown in messages
 	files  map[string][]byte // slash paths relative to the folder root
 	paths  []string          // sorted
+
+	// sum is digest's, computed once (a shared load's key and the Driver
+	// both need it).
+	sumOnce sync.Once
+	sum     string
 }
 
 // display is the name of a path inside the folder as shown to users.
@@ -133,6 +139,11 @@ func resolveLink(fsys fs.FS, p string) (string, error) {
 // length, bytes) makes it unambiguous; it depends on nothing but content,
 // so it is the same on every machine.
 func (f *folder) digest() string {
+	f.sumOnce.Do(func() { f.sum = f.computeDigest() })
+	return f.sum
+}
+
+func (f *folder) computeDigest() string {
 	h := sha256.New()
 	for _, p := range f.paths {
 		data := f.files[p]

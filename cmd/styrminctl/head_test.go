@@ -2,11 +2,14 @@ package main
 
 import (
 	"io/fs"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 )
 
 // TestLoadHeadChoosesTheWorkingTreeOrARevision pins the one way plan,
@@ -86,5 +89,53 @@ func TestPlanNamesTheWayOutWhenTheUpstreamSharesNoCommit(t *testing.T) {
 	_, code, err := styrminctl(t, "--repo", dir, "plan")
 	if code != 1 || err == nil || err.Error() != "HEAD and its upstream origin/main have no common commit: pass --base" {
 		t.Fatalf("exit %d, err %v", code, err)
+	}
+}
+
+// The workspace loads while git is asked which commit the working tree
+// is: when git fails (here HEAD's tree is missing from the store), its
+// error is the command's, and a driver source being fetched meanwhile
+// (from a server that never answers) is given up rather than waited for.
+func TestAGitErrorEndsTheLockWithoutWaitingForDriverSources(t *testing.T) {
+	if _, err := exec.LookPath("git"); err != nil {
+		t.Skip("git is not installed")
+	}
+	stalled := make(chan struct{})
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		select {
+		case <-stalled:
+		case <-r.Context().Done():
+		}
+	}))
+	defer srv.Close()
+	defer close(stalled)
+
+	repo := exampleRepo(t)
+	settings := "drivers: [{name: \"webapp\", version: \"1.2.0\", url: \"" + srv.URL + "/drivers.git\", ref: \"main\", path: \"webapp\"}]\n"
+	writeRepoFile(t, repo, "styrmin.cue", settings)
+	planGit(t, repo, "init", "-q", "-b", "main")
+	planGit(t, repo, "add", ".")
+	planGit(t, repo, "commit", "-q", "-m", "configuration")
+	tree := planGit(t, repo, "rev-parse", "HEAD^{tree}")
+	if err := os.Remove(filepath.Join(repo, ".git", "objects", tree[:2], tree[2:])); err != nil {
+		t.Fatal(err)
+	}
+
+	type result struct {
+		out string
+		err error
+	}
+	done := make(chan result, 1)
+	go func() {
+		out, _, err := styrminctl(t, "--repo", repo, "lock")
+		done <- result{out, err}
+	}()
+	select {
+	case r := <-done:
+		if r.err == nil || !strings.Contains(r.err.Error(), "object not found") || strings.Contains(r.err.Error(), "drivers[0]") {
+			t.Fatalf("lock: %v\n%s\nwant git's error about the missing tree, not the driver source's", r.err, r.out)
+		}
+	case <-time.After(60 * time.Second):
+		t.Fatal("the lock still waits for the driver source a minute after git failed")
 	}
 }

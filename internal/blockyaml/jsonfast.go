@@ -1,6 +1,7 @@
 package blockyaml
 
 import (
+	"bytes"
 	"slices"
 	"sort"
 	"strconv"
@@ -77,7 +78,7 @@ func (p *jsonText) value() (any, bool) {
 }
 
 func (p *jsonText) word(w string) bool {
-	if !strings.HasPrefix(string(p.s[p.i:min(len(p.s), p.i+len(w))]), w) {
+	if !bytes.HasPrefix(p.s[p.i:], []byte(w)) {
 		return false
 	}
 	p.i += len(w)
