@@ -772,12 +772,20 @@ func (r *Reconciler) resultFor(ctx context.Context, rs *reconcileState, orig *v1
 			}
 		}
 	}
+	if err == nil {
+		r.activeWithReady(ctx, rs)
+	}
 	if sd.DeletionTimestamp.IsZero() && !sd.Spec.Tombstone() {
 		r.metrics.observe(sd)
 	}
 	if worthWriting(&orig.Status, &sd.Status) {
 		base := sd.DeepCopy()
 		base.Status = orig.Status
+		if sd.Status.ActiveSequence != orig.Status.ActiveSequence {
+			// The whole summary in the patch: a merge patch from a cached
+			// copy would leave out the fields it shares with the older one.
+			base.Status.Active = nil
+		}
 		perr := r.client.Status().Patch(ctx, sd, client.MergeFrom(base))
 		if perr != nil && !apierrors.IsNotFound(perr) {
 			return ctrl.Result{}, errors.Join(err, fmt.Errorf("write status: %w", perr))
@@ -787,6 +795,51 @@ func (r *Reconciler) resultFor(ctx context.Context, rs *reconcileState, orig *v1
 		}
 	}
 	return result, err
+}
+
+// activeWithReady records the instance as the deployment's active one in
+// the status write that makes it Ready at its sequence, when the task
+// applying it runs nothing after this: its current step, the last, is the
+// core step that writes the instance and waits for exactly this. That is
+// one status write per change less than the task's own record of it
+// (recordActive), which then finds it made. A task with steps after the
+// core one (an upgrade's verification, say) records it when they succeed;
+// a task not in the cache, or finished, is left to itself.
+//
+// A task whose deadline passes as its deployment turns Ready may still
+// end Failed: its instance runs and is Ready and every step before the
+// core one succeeded, so what is recorded active is what runs.
+func (r *Reconciler) activeWithReady(ctx context.Context, rs *reconcileState) {
+	sd, in := rs.sd, rs.instance
+	seq := sd.Spec.Sequence
+	if in == nil || in.Tombstone() || !sd.DeletionTimestamp.IsZero() || sd.Status.ActiveSequence >= seq {
+		return
+	}
+	if ok, err := instance.Applied(sd, seq); err != nil || !ok {
+		return
+	}
+	var t v1alpha1.StyrminTask
+	key := client.ObjectKey{Namespace: sd.Namespace, Name: v1alpha1.TaskName(sd.Spec.Deployment.Name, seq)}
+	if err := r.client.Get(ctx, key, &t); err != nil || !lastStepWritesInstance(&t, sd.Spec.Deployment, seq) {
+		return
+	}
+	sd.Status.Active = instance.Summary(in, t.Name)
+	sd.Status.ActiveSequence = seq
+}
+
+// lastStepWritesInstance reports whether t is the unfinished task of the
+// deployment's sequence seq whose current step is its last and writes the
+// instance.
+func lastStepWritesInstance(t *v1alpha1.StyrminTask, id v1alpha1.DeploymentID, seq int64) bool {
+	if t.Spec.Operation != nil || t.Spec.ToSequence != seq || t.Spec.Deployment != id {
+		return false
+	}
+	if t.Status.Phase != v1alpha1.TaskPending && t.Status.Phase != v1alpha1.TaskRunning {
+		return false
+	}
+	steps := t.Status.Steps
+	return len(steps) > 0 && int(t.Status.CurrentStep) == len(steps)-1 &&
+		steps[len(steps)-1].Action == string(drivers.ActionUpgradeDeploymentVersion)
 }
 
 // worthWriting reports whether the status changed in more than the
@@ -956,10 +1009,11 @@ func (r *Reconciler) forget(namespace string) {
 	r.metrics.drop(namespace)
 }
 
-// activeSequenceChanged passes the task controller's write of a new
-// active instance (status.activeSequence), so the deployment's metrics
-// and conditions follow it at once; the controller's own status writes
-// do not pass.
+// activeSequenceChanged passes the write of a new active instance
+// (status.activeSequence), the task controller's, so the deployment's
+// metrics and conditions follow it at once; of the controller's own
+// status writes only the one that records it with Ready passes
+// (activeWithReady), once a change, as the task's did.
 var activeSequenceChanged = predicate.Funcs{
 	UpdateFunc: func(e event.UpdateEvent) bool {
 		o, ok1 := e.ObjectOld.(*v1alpha1.StyrminDeployment)

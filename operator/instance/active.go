@@ -8,7 +8,8 @@ import (
 
 // Active returns a deployment's active instance: the last one whose task
 // succeeded, post steps included (nil: none). It is the newest of what the
-// StyrminDeployment records (status.active, written when a task succeeds)
+// StyrminDeployment records (status.active, written when a task succeeds,
+// or with Ready when its last step is the one that writes the instance)
 // and the deployment's succeeded tasks: a task's end reaches the cache of
 // tasks before the StyrminDeployment's status may, and a StyrminDeployment
 // outlives the tasks pruned from the history. sd may be nil (none yet, or

@@ -1278,7 +1278,9 @@ func (r *Reconciler) finishWith(ctx context.Context, run *taskRun, phase v1alpha
 // recordActive records the task's instance as the deployment's active
 // one on its StyrminDeployment (status.active and activeSequence): the
 // task succeeded, post steps included. A StyrminDeployment gone (a
-// tombstone uninstalled) or already recording a newer one is left alone.
+// tombstone uninstalled) or already recording it or a newer one is left
+// alone: when the core step is the task's last, the StyrminDeployment
+// controller records it with the Ready the step waited for.
 func (r *Reconciler) recordActive(ctx context.Context, run *taskRun) error {
 	if run.instance == nil || run.instance.Tombstone() || IsOperation(run.task) {
 		// An operation changes no instance.

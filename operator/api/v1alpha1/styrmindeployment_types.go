@@ -95,7 +95,8 @@ type StyrminDeploymentStatus struct {
 	LegacyActiveDigest string `json:"activeDigest,omitempty"`
 	// ActiveSequence is the sequence of the active instance: the last one
 	// whose task succeeded, post steps included. The next task chooses its
-	// workflow against it. Written by the task controller.
+	// workflow against it. Written by the task controller, or with the Ready
+	// condition when the task's last step is the one that writes the instance.
 	// +optional
 	ActiveSequence int64 `json:"activeSequence,omitempty"`
 	// Active summarises the active instance (written with ActiveSequence).
