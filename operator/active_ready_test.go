@@ -3,8 +3,11 @@ package operator_test
 import (
 	"context"
 	"testing"
+	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/styrmin/styrmin/drivers"
 	"github.com/styrmin/styrmin/operator/api/v1alpha1"
@@ -40,7 +43,9 @@ func TestTheActiveInstanceIsRecordedWithReadyWhenItsTaskRunsNothingAfter(t *test
 	}
 	core := v1alpha1.TaskStep{Name: "upgradeDeploymentVersion", Mode: "core", Action: string(drivers.ActionUpgradeDeploymentVersion), State: v1alpha1.StepRunning}
 	post := v1alpha1.TaskStep{Name: "waitReady", Mode: "post", Action: string(drivers.ActionWaitReady), State: v1alpha1.StepPending}
-	standing := func(in *resolver.Instance, phase v1alpha1.TaskPhase, steps ...v1alpha1.TaskStep) {
+	// standing makes the task of in's sequence, as the sync would, for
+	// the instance of digest, in phase with steps.
+	standing := func(in *resolver.Instance, digest string, phase v1alpha1.TaskPhase, steps ...v1alpha1.TaskStep) {
 		t.Helper()
 		ns := in.Context.Deployment.Namespace
 		id := instance.DeploymentID(in.ID)
@@ -50,7 +55,8 @@ func TestTheActiveInstanceIsRecordedWithReadyWhenItsTaskRunsNothingAfter(t *test
 		task := &v1alpha1.StyrminTask{
 			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: v1alpha1.TaskName(in.ID.Name, in.Sequence)},
 			Spec: v1alpha1.StyrminTaskSpec{Deployment: id, Namespace: ns, Workflow: v1alpha1.WorkflowCreate, ToSequence: in.Sequence,
-				Lock: v1alpha1.LockRef{Commit: in.SourceCommit, Path: in.ID.LockPath()}},
+				Lock:   v1alpha1.LockRef{Commit: in.SourceCommit, Path: in.ID.LockPath()},
+				Target: &v1alpha1.TaskTarget{Kind: in.Kind, Digest: digest, Driver: v1alpha1.DriverRef{Name: in.Driver.Name, Version: in.Driver.Version}, AppVersion: in.AppVersion}},
 		}
 		if err := e.client.Create(ctx, task); err != nil {
 			t.Fatal(err)
@@ -60,19 +66,24 @@ func TestTheActiveInstanceIsRecordedWithReadyWhenItsTaskRunsNothingAfter(t *test
 			t.Fatal(err)
 		}
 	}
+	web := e.instance(t, "local", "dev", "web", 1)
 	cases := []struct {
 		name       string
 		in         *resolver.Instance
 		task       func(in *resolver.Instance)
 		wantActive bool
 	}{
-		{"its task's last step writes it", e.instance(t, "local", "dev", "web", 1),
-			func(in *resolver.Instance) { standing(in, v1alpha1.TaskRunning, core) }, true},
+		{"its task's last step writes it", web,
+			func(in *resolver.Instance) { standing(in, in.Digest, v1alpha1.TaskRunning, core) }, true},
 		{"its task runs a step after", e.instance(t, "local", "staging", "web", 1),
-			func(in *resolver.Instance) { standing(in, v1alpha1.TaskRunning, core, post) }, false},
-		{"its task ended", renamed(e.instance(t, "local", "dev", "web", 1), "ended"),
-			func(in *resolver.Instance) { standing(in, v1alpha1.TaskFailed, core) }, false},
-		{"no task", renamed(e.instance(t, "local", "dev", "web", 1), "alone"), func(*resolver.Instance) {}, false},
+			func(in *resolver.Instance) { standing(in, in.Digest, v1alpha1.TaskRunning, core, post) }, false},
+		{"its task ended", renamed(web, "ended"),
+			func(in *resolver.Instance) { standing(in, in.Digest, v1alpha1.TaskFailed, core) }, false},
+		{"its task has not started", renamed(web, "pending"),
+			func(in *resolver.Instance) { standing(in, in.Digest, v1alpha1.TaskPending, core) }, false},
+		{"its task applies another instance", renamed(web, "other"),
+			func(in *resolver.Instance) { standing(in, web.Digest, v1alpha1.TaskRunning, core) }, false},
+		{"no task", renamed(web, "alone"), func(*resolver.Instance) {}, false},
 	}
 	for _, c := range cases {
 		c.task(c.in)
@@ -88,6 +99,26 @@ func TestTheActiveInstanceIsRecordedWithReadyWhenItsTaskRunsNothingAfter(t *test
 		}
 		if got && (sd.Status.Active.Task != "web-1" || sd.Status.Active.Digest != c.in.Digest || sd.Status.Active.Driver.Name != c.in.Driver.Name) {
 			t.Errorf("%s: active %+v; want the instance's summary naming task web-1", c.name, sd.Status.Active)
+		}
+	}
+	// A later reconcile (an annotation changed) records none either.
+	for _, c := range cases {
+		ns := c.in.Context.Deployment.Namespace
+		var sd v1alpha1.StyrminDeployment
+		sd.Namespace, sd.Name = ns, ns
+		if err := e.client.Patch(ctx, &sd, client.RawPatch(types.MergePatchType, []byte(`{"metadata":{"annotations":{"example.com/touch":"1"}}}`))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	time.Sleep(3 * time.Second)
+	for _, c := range cases {
+		ns := c.in.Context.Deployment.Namespace
+		var sd v1alpha1.StyrminDeployment
+		if err := e.client.Get(ctx, client.ObjectKey{Namespace: ns, Name: ns}, &sd); err != nil {
+			t.Fatal(err)
+		}
+		if got := sd.Status.ActiveSequence == 1; got != c.wantActive {
+			t.Errorf("%s, after another reconcile: active sequence %d; want recorded: %v", c.name, sd.Status.ActiveSequence, c.wantActive)
 		}
 	}
 }

@@ -806,9 +806,11 @@ func (r *Reconciler) resultFor(ctx context.Context, rs *reconcileState, orig *v1
 // core one (an upgrade's verification, say) records it when they succeed;
 // a task not in the cache, or finished, is left to itself.
 //
-// A task whose deadline passes as its deployment turns Ready may still
-// end Failed: its instance runs and is Ready and every step before the
-// core one succeeded, so what is recorded active is what runs.
+// The core step counts a change recorded active as done, whatever its
+// workloads did since. Only a task whose deadline passes in the moment
+// between its last look and this write (or whose end this cache has not
+// seen yet) can still end Failed with its instance recorded active: it
+// runs and was Ready, and every step before the core one succeeded.
 func (r *Reconciler) activeWithReady(ctx context.Context, rs *reconcileState) {
 	sd, in := rs.sd, rs.instance
 	seq := sd.Spec.Sequence
@@ -820,21 +822,21 @@ func (r *Reconciler) activeWithReady(ctx context.Context, rs *reconcileState) {
 	}
 	var t v1alpha1.StyrminTask
 	key := client.ObjectKey{Namespace: sd.Namespace, Name: v1alpha1.TaskName(sd.Spec.Deployment.Name, seq)}
-	if err := r.client.Get(ctx, key, &t); err != nil || !lastStepWritesInstance(&t, sd.Spec.Deployment, seq) {
+	if err := r.client.Get(ctx, key, &t); err != nil || !lastStepWritesInstance(&t, sd.Spec.Deployment, seq, sd.Spec.Digest) {
 		return
 	}
 	sd.Status.Active = instance.Summary(in, t.Name)
 	sd.Status.ActiveSequence = seq
 }
 
-// lastStepWritesInstance reports whether t is the unfinished task of the
-// deployment's sequence seq whose current step is its last and writes the
-// instance.
-func lastStepWritesInstance(t *v1alpha1.StyrminTask, id v1alpha1.DeploymentID, seq int64) bool {
-	if t.Spec.Operation != nil || t.Spec.ToSequence != seq || t.Spec.Deployment != id {
+// lastStepWritesInstance reports whether t is the running task of the
+// deployment's sequence seq, applying the instance of digest, whose
+// current step is its last and writes the instance.
+func lastStepWritesInstance(t *v1alpha1.StyrminTask, id v1alpha1.DeploymentID, seq int64, digest string) bool {
+	if t.Spec.Operation != nil || t.Spec.ToSequence != seq || t.Spec.Deployment != id || t.Status.Phase != v1alpha1.TaskRunning {
 		return false
 	}
-	if t.Status.Phase != v1alpha1.TaskPending && t.Status.Phase != v1alpha1.TaskRunning {
+	if target := instance.TaskTarget(t); target == nil || target.Digest != digest {
 		return false
 	}
 	steps := t.Status.Steps
