@@ -856,6 +856,9 @@ func (r *Reconciler) upgradeDeploymentVersion(ctx context.Context, run *taskRun)
 		return actionOutcome{after: watchedPollInterval}, nil
 	}
 	out := fmt.Sprintf("StyrminDeployment %s is Ready at sequence %d", key, seq)
+	if !ok {
+		out = fmt.Sprintf("StyrminDeployment %s was Ready at sequence %d and records it active", key, seq)
+	}
 	if rel := sd.Status.Release; rel != nil {
 		out += fmt.Sprintf(" (release %s revision %d, chart %s)", rel.Name, rel.Revision, rel.Chart)
 	}
