@@ -169,6 +169,15 @@ func BenchmarkStyrminDeploymentWrites(b *testing.B) {
 		sd.Status = v1alpha1.StyrminDeploymentStatus{}
 		return cl.Create(ctx, sd)
 	}
+	// create makes a StyrminDeployment at sequence 1, tracked or as
+	// WriteInstance does.
+	create := func(tracked bool, name string) error {
+		if tracked {
+			return createTracked(name)
+		}
+		_, err := instance.WriteInstance(ctx, cl, "", at(name, 1))
+		return err
+	}
 	updateTracked := func(key client.ObjectKey, seq int64) error {
 		if err := instance.EnsureNamespace(ctx, cl, key.Namespace, template.Deployment.Spec.Deployment); err != nil {
 			return err
@@ -231,14 +240,7 @@ func BenchmarkStyrminDeploymentWrites(b *testing.B) {
 			runs++
 			prefix := fmt.Sprintf("ch%d-%s", runs, mode)
 			for i := range n {
-				name := fmt.Sprintf("%s-%04d", prefix, i)
-				var err error
-				if tracked {
-					err = createTracked(name)
-				} else {
-					_, err = instance.WriteInstance(ctx, cl, "", at(name, 1))
-				}
-				if err != nil {
+				if err := create(tracked, fmt.Sprintf("%s-%04d", prefix, i)); err != nil {
 					b.Fatal(err)
 				}
 			}
@@ -272,13 +274,7 @@ func BenchmarkStyrminDeploymentWrites(b *testing.B) {
 			for round := range b.N {
 				cpu += each(b, func(i int) error {
 					name := fmt.Sprintf("%s-%d-%04d", prefix, round, i)
-					var err error
-					if tracked {
-						err = createTracked(name)
-					} else {
-						_, err = instance.WriteInstance(ctx, cl, "", at(name, 1))
-					}
-					if err != nil {
+					if err := create(tracked, name); err != nil {
 						return err
 					}
 					return statuses(keyOf(name), round)
