@@ -29,17 +29,7 @@ func TestTheActiveInstanceIsRecordedWithReadyWhenItsTaskRunsNothingAfter(t *test
 	ctx := context.Background()
 	// Copies of dev/web under other names, in namespaces of their own.
 	renamed := func(in *resolver.Instance, name string) *resolver.Instance {
-		out := *in
-		out.ID.Name = name
-		dc := *in.Context
-		dc.Deployment.Name, dc.Deployment.Namespace = name, "dev-"+name
-		out.Context = &dc
-		d, err := out.ComputeDigest()
-		if err != nil {
-			t.Fatal(err)
-		}
-		out.Digest = d
-		return &out
+		return renamedInstance(t, in, name, "dev-"+name)
 	}
 	core := v1alpha1.TaskStep{Name: "upgradeDeploymentVersion", Mode: "core", Action: string(drivers.ActionUpgradeDeploymentVersion), State: v1alpha1.StepRunning}
 	post := v1alpha1.TaskStep{Name: "waitReady", Mode: "post", Action: string(drivers.ActionWaitReady), State: v1alpha1.StepPending}

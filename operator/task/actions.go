@@ -841,28 +841,40 @@ func (r *Reconciler) upgradeDeploymentVersion(ctx context.Context, run *taskRun)
 		run.waiting = "waiting for the release to be uninstalled and the StyrminDeployment removed"
 		return actionOutcome{after: watchedPollInterval}, nil
 	}
-	// Recorded active with the Ready this step waits for (the core step is
-	// the task's last): done, whatever the workloads did since, so that
-	// the task never fails a change its deployment records as active.
-	recorded := sd.Status.Active != nil && sd.Status.Active.Sequence == seq && sd.Status.Active.Task == t.Name
-	ok, err := instance.Applied(sd, seq)
-	if err != nil && !recorded {
+	ready, recorded, err := coreStepDone(sd, seq, t.Name)
+	if err != nil {
 		return actionOutcome{}, outcome.Stalled(v1alpha1.ReasonStepFailed, err)
 	}
-	if !ok && !recorded {
+	if !ready && !recorded {
 		if c := apimeta.FindStatusCondition(sd.Status.Conditions, v1alpha1.ConditionReady); c != nil {
 			run.waiting = fmt.Sprintf("StyrminDeployment %s: %s: %s", key, c.Reason, c.Message)
 		}
 		return actionOutcome{after: watchedPollInterval}, nil
 	}
 	out := fmt.Sprintf("StyrminDeployment %s is Ready at sequence %d", key, seq)
-	if !ok {
+	if !ready {
 		out = fmt.Sprintf("StyrminDeployment %s was Ready at sequence %d and records it active", key, seq)
 	}
 	if rel := sd.Status.Release; rel != nil {
 		out += fmt.Sprintf(" (release %s revision %d, chart %s)", rel.Name, rel.Revision, rel.Chart)
 	}
 	return actionOutcome{done: true, output: out}, nil
+}
+
+// coreStepDone tells where the core step of task at seq stands on sd:
+// ready when sd runs seq and is Ready; recorded when sd records seq active
+// by that task, which the StyrminDeployment controller does with the Ready
+// the step waits for when it is the task's last. Recorded is done too,
+// whatever the workloads did since, so that a task never fails a change
+// its deployment records as active; err (a stalled deployment, a failed
+// workload) only when it is not.
+func coreStepDone(sd *v1alpha1.StyrminDeployment, seq int64, task string) (ready, recorded bool, err error) {
+	recorded = sd.Status.Active != nil && sd.Status.Active.Sequence == seq && sd.Status.Active.Task == task
+	ready, err = instance.Applied(sd, seq)
+	if recorded {
+		err = nil
+	}
+	return ready, recorded, err
 }
 
 // clearFailedRun removes what a failed run of a step leaves that would
