@@ -375,24 +375,41 @@ func testFaultUnreadyDeployment(t *testing.T, cl client.Client) {
 		}
 		return false, fmt.Sprintf("ready=%d conditions=%v", got.Status.ReadyReplicas, got.Status.Conditions)
 	})
-	pods, err := listPods(ctx, cl, "fault-unready", labels)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(pods) != 2 {
-		t.Fatalf("%d pods, want 2", len(pods))
-	}
-	for _, p := range pods {
-		if p.Status.Phase != corev1.PodRunning || podCondition(&p, corev1.PodReady) != corev1.ConditionFalse {
-			t.Errorf("pod %s: phase %s Ready %q, want Running, False", p.Name, p.Status.Phase, podCondition(&p, corev1.PodReady))
+	// The deadline can pass before kwok has started the pods (the
+	// Deployment's start time is truncated to the second), so their state is
+	// awaited; a pod counted ready or restarted fails at once.
+	var pods []corev1.Pod
+	waitFor(t, "both pods Running, started and not Ready", func(ctx context.Context) (bool, string) {
+		var err error
+		if pods, err = listPods(ctx, cl, "fault-unready", labels); err != nil {
+			return false, err.Error()
 		}
-		for _, cs := range p.Status.ContainerStatuses {
-			if cs.State.Running == nil || !ptr.Deref(cs.Started, false) || cs.Ready || cs.RestartCount != 0 {
-				t.Errorf("pod %s container %s: state %+v started %v ready %t restarts %d, want running, started, not ready, 0",
-					p.Name, cs.Name, cs.State, cs.Started, cs.Ready, cs.RestartCount)
+		if len(pods) != 2 {
+			return false, fmt.Sprintf("%d pods, want 2", len(pods))
+		}
+		for _, p := range pods {
+			if podCondition(&p, corev1.PodReady) == corev1.ConditionTrue {
+				t.Fatalf("pod %s Ready, want not ready", p.Name)
+			}
+			for _, cs := range p.Status.ContainerStatuses {
+				if cs.Ready || cs.RestartCount != 0 {
+					t.Fatalf("pod %s container %s: ready %t restarts %d, want not ready, 0", p.Name, cs.Name, cs.Ready, cs.RestartCount)
+				}
+			}
+			if p.Status.Phase != corev1.PodRunning || podCondition(&p, corev1.PodReady) != corev1.ConditionFalse {
+				return false, fmt.Sprintf("pod %s: phase %s Ready %q", p.Name, p.Status.Phase, podCondition(&p, corev1.PodReady))
+			}
+			if len(p.Status.ContainerStatuses) == 0 {
+				return false, fmt.Sprintf("pod %s: no container status yet", p.Name)
+			}
+			for _, cs := range p.Status.ContainerStatuses {
+				if cs.State.Running == nil || !ptr.Deref(cs.Started, false) {
+					return false, fmt.Sprintf("pod %s container %s: state %+v started %v", p.Name, cs.Name, cs.State, cs.Started)
+				}
 			}
 		}
-	}
+		return true, ""
+	})
 	deletePodAndWait(t, cl, &pods[0])
 }
 
