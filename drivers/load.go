@@ -125,9 +125,19 @@ func load(ctx context.Context, f *folder, opts LoadOptions) (*Driver, error) {
 	}
 	if opts.Sandbox != nil {
 		// Evaluated in a child first: the load below repeats exactly this
-		// (same files, deterministic), so it is known to be bounded.
-		if _, err := opts.Sandbox.run(ctx, opts.sandboxRequest("load", f), specFile); err != nil {
-			return nil, err
+		// (same files, deterministic), so it is known to be bounded. A
+		// load an earlier process checked so is not sent again.
+		req := opts.sandboxRequest("load", f)
+		checks := opts.Sandbox.checks
+		key := ""
+		if checks != nil {
+			key = checks.key(req, f)
+		}
+		if !checks.has(key) {
+			if _, err := opts.Sandbox.run(ctx, req, specFile); err != nil {
+				return nil, err
+			}
+			checks.add(key)
 		}
 		return loadFolder(f, opts)
 	}

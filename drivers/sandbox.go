@@ -58,6 +58,9 @@ type Sandbox struct {
 
 	// idleAfter, when set, replaces sandboxIdle (tests).
 	idleAfter time.Duration
+	// checks, when set (KeepChecks), are the loads checked by earlier
+	// processes.
+	checks *loadChecks
 
 	mu     sync.Mutex
 	idle   []*sandboxChild // children waiting for a request, the most recent last

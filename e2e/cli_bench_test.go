@@ -41,6 +41,13 @@ const (
 // this over the reference): the figures to quote on a machine whose
 // speed drifts.
 //
+// The commands keep the driver checks of their sandbox children (see
+// drivers.Sandbox.KeepChecks) in this run's cache folder, as a user's do:
+// the checkout's preparation runs styrminctl first, so this/… finds every
+// driver version checked, as a second command with unchanged drivers
+// does. this-no-checks/… runs the same commands with --driver-checks "",
+// every driver load checked in a child, as a first command.
+//
 // Besides ns/op it reports ms/op, the command's CPU seconds (user and
 // system, both cores, its sandbox children included: wait4's usage) and
 // its peak resident memory. -benchmem's figures are the benchmark's own,
@@ -66,6 +73,7 @@ func BenchmarkCLIFanOut1000(b *testing.B) {
 	for _, c := range ctls {
 		cliFanOut(b, c.name, c.path, dir, n)
 	}
+	cliFanOut(b, "this-no-checks", ctl, dir, n, "--driver-checks=")
 	if len(ctls) == 2 {
 		cliPaired(b, ctls[0].path, ctls[1].path, dir, n)
 	}
@@ -88,8 +96,8 @@ type cliCommand struct {
 }
 
 // cliCommands are plan, lock and lock --commit --squash on the checkout
-// in dir of n deployments.
-func cliCommands(b *testing.B, dir string, n int) []cliCommand {
+// in dir of n deployments, each with the global flags.
+func cliCommands(b *testing.B, dir string, n int, global ...string) []cliCommand {
 	head := strings.TrimSpace(git(b, dir, "rev-parse", "HEAD"))
 	locked := func(what string) func(b *testing.B, out string) {
 		return func(b *testing.B, out string) {
@@ -100,7 +108,7 @@ func cliCommands(b *testing.B, dir string, n int) []cliCommand {
 	}
 	return []cliCommand{{
 		name: "plan",
-		args: []string{"--repo", dir, "plan", "--color", "never"},
+		args: slices.Concat([]string{"--repo", dir}, global, []string{"plan", "--color", "never"}),
 		check: func(b *testing.B, out string) {
 			if !strings.Contains(out, fmt.Sprintf("%d to update", n)) {
 				b.Fatalf("plan does not update %d deployments:\n%s", n, tail(out, 2000))
@@ -108,12 +116,12 @@ func cliCommands(b *testing.B, dir string, n int) []cliCommand {
 		},
 	}, {
 		name:  "lock",
-		args:  []string{"--repo", dir, "lock"},
+		args:  slices.Concat([]string{"--repo", dir}, global, []string{"lock"}),
 		check: locked("lock"),
 		reset: func(b *testing.B) { git(b, dir, "checkout", "--", "locks") },
 	}, {
 		name:  "lock-commit",
-		args:  []string{"--repo", dir, "lock", "--commit", "--squash"},
+		args:  slices.Concat([]string{"--repo", dir}, global, []string{"lock", "--commit", "--squash"}),
 		check: locked("lock --commit"),
 		reset: func(b *testing.B) { git(b, dir, "reset", "--hard", "-q", head) },
 	}}
@@ -133,9 +141,9 @@ func runCLI(b *testing.B, u *cliUsage, c cliCommand, ctl, dir string) {
 }
 
 // cliFanOut runs the plan, lock and lock-commit sub-benchmarks of one
-// styrminctl, named label/plan and so on.
-func cliFanOut(b *testing.B, label, ctl, dir string, n int) {
-	for _, c := range cliCommands(b, dir, n) {
+// styrminctl with the global flags, named label/plan and so on.
+func cliFanOut(b *testing.B, label, ctl, dir string, n int, global ...string) {
+	for _, c := range cliCommands(b, dir, n, global...) {
 		b.Run(label+"/"+c.name, func(b *testing.B) {
 			var u cliUsage
 			for b.Loop() {

@@ -43,7 +43,16 @@ var binaries = &agenttest.Binaries{Dir: "e2e-test", Packages: []string{"./cmd/st
 func TestMain(m *testing.M) {
 	// envtest and the in-process agent log through controller-runtime.
 	ctrllog.SetLogger(logr.Discard())
-	os.Exit(m.Run())
+	// The commands run here keep what they cache (the driver checks) in
+	// a folder of this run, not the user's.
+	cache, err := os.MkdirTemp("", "styrmin-e2e-cache")
+	if err != nil {
+		panic(err)
+	}
+	os.Setenv("XDG_CACHE_HOME", cache)
+	code := m.Run()
+	os.RemoveAll(cache)
+	os.Exit(code)
 }
 
 // buildBinaries builds both commands, once.

@@ -2,7 +2,10 @@ package main
 
 import (
 	"context"
+	"fmt"
 	"io/fs"
+	"os"
+	"path/filepath"
 	"runtime"
 
 	"github.com/spf13/cobra"
@@ -16,6 +19,10 @@ import (
 type driverFlags struct {
 	limits    drivers.Limits
 	inProcess bool
+	// checks is the folder where the sandbox remembers the driver loads
+	// its children checked (drivers.Sandbox.KeepChecks); "" for none.
+	checks    string
+	checksSet bool
 	// sandbox is set by prepare unless inProcess.
 	sandbox *drivers.Sandbox
 }
@@ -27,6 +34,17 @@ func (f *driverFlags) register(cmd *cobra.Command) {
 	fl.Int64Var(&f.limits.RenderedBytes, "driver-rendered-bytes", 0, "most bytes a chart may render to (default: styrmin.cue's limits.renderedBytes, else 64 MiB)")
 	fl.Int64Var(&f.limits.ChartBytes, "driver-chart-bytes", 0, "most bytes subchart archives may unpack to (default: styrmin.cue's limits.chartBytes, else 64 MiB)")
 	fl.BoolVar(&f.inProcess, "driver-in-process", false, "evaluate drivers in this process: no memory limit, and a driver over its time limit is abandoned, not stopped")
+	fl.StringVar(&f.checks, "driver-checks", defaultDriverChecks(), `folder where the driver loads checked in a child process are remembered, so that the next command loads an unchanged driver at once ("" for none)`)
+}
+
+// defaultDriverChecks is the user's cache folder's styrmin/driver-checks,
+// or none when the user has no cache folder.
+func defaultDriverChecks() string {
+	dir, err := os.UserCacheDir()
+	if err != nil {
+		return ""
+	}
+	return filepath.Join(dir, "styrmin", "driver-checks")
 }
 
 // prepare starts nothing: it finds this executable, which serves as the
@@ -38,6 +56,14 @@ func (f *driverFlags) prepare() error {
 	sb, err := drivers.SelfSandbox(runtime.GOMAXPROCS(0))
 	if err != nil {
 		return err
+	}
+	if f.checks != "" {
+		// The default folder is a convenience: without it, every load is
+		// checked in a child, as it would be anyway. One asked for by name
+		// must work.
+		if err := sb.KeepChecks(f.checks); err != nil && f.checksSet {
+			return usageError{fmt.Errorf("--driver-checks: %w", err)}
+		}
 	}
 	f.sandbox = sb
 	return nil

@@ -15,12 +15,20 @@ import (
 )
 
 // TestMain lets the test binary serve as the CLI's driver sandbox, as
-// the styrminctl binary does.
+// the styrminctl binary does, and gives the commands a cache folder of
+// their own (the driver checks' default), not the user's.
 func TestMain(m *testing.M) {
 	if drivers.IsSandboxChild() {
 		os.Exit(drivers.ServeSandbox(os.Stdin, os.Stdout, os.Stderr, resolver.SandboxFuncs()))
 	}
-	os.Exit(m.Run())
+	cache, err := os.MkdirTemp("", "styrminctl-test-cache")
+	if err != nil {
+		panic(err)
+	}
+	os.Setenv("XDG_CACHE_HOME", cache)
+	code := m.Run()
+	os.RemoveAll(cache)
+	os.Exit(code)
 }
 
 // writeDriver replaces the folder dir with files.
@@ -131,7 +139,8 @@ func TestFailedCommandEndsItsSandboxChildren(t *testing.T) {
 		t.Fatal(err)
 	}
 	before := childPIDs(t)
-	out, errOut, code := run(t, "--repo", dir, "lock")
+	// Without remembered checks: the drivers load in children.
+	out, errOut, code := run(t, "--repo", dir, "--driver-checks=", "lock")
 	if code != 1 || !strings.Contains(out, "locked local/staging/") || !strings.Contains(errOut, "9.9.9") {
 		t.Fatalf("lock exit %d, want 1, the others locked and the missing driver version named\n%s\n%s", code, out, errOut)
 	}
@@ -150,5 +159,62 @@ func TestFailedCommandEndsItsSandboxChildren(t *testing.T) {
 			t.Fatalf("sandbox children still running after the failed command: %v", left)
 		}
 		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// The drivers the sandbox's children checked are remembered in the folder
+// --driver-checks names (by default the user's cache folder's
+// styrmin/driver-checks), none with --driver-checks "", and a folder others
+// may write to is refused when named.
+func TestLockRemembersTheDriverLoadsItsChildrenChecked(t *testing.T) {
+	dir := exampleRepo(t)
+	versions, err := filepath.Glob(filepath.Join(dir, "drivers", "*", "*"))
+	if err != nil || len(versions) == 0 {
+		t.Fatalf("driver versions of the example: %v %v", versions, err)
+	}
+	entries := func(d string) int {
+		t.Helper()
+		es, err := os.ReadDir(d)
+		if os.IsNotExist(err) {
+			return 0
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		n := 0
+		for _, e := range es {
+			if e.Name() != "trimmed" {
+				n++
+			}
+		}
+		return n
+	}
+	t.Setenv("XDG_CACHE_HOME", t.TempDir())
+	byDefault := filepath.Join(os.Getenv("XDG_CACHE_HOME"), "styrmin", "driver-checks")
+	if out, errOut, code := run(t, "--repo", dir, "--driver-checks=", "lock"); code != 0 {
+		t.Fatalf("lock exit %d\n%s\n%s", code, out, errOut)
+	}
+	if n := entries(byDefault); n != 0 {
+		t.Fatalf(`--driver-checks "" left %d checks in the default folder`, n)
+	}
+	if out, errOut, code := run(t, "--repo", dir, "lock"); code != 0 {
+		t.Fatalf("lock exit %d\n%s\n%s", code, out, errOut)
+	}
+	if n := entries(byDefault); n != len(versions) {
+		t.Errorf("the default folder holds %d checks, want one per driver version (%d)", n, len(versions))
+	}
+	named := filepath.Join(t.TempDir(), "checks")
+	if out, errOut, code := run(t, "--repo", dir, "--driver-checks", named, "lock"); code != 0 {
+		t.Fatalf("lock exit %d\n%s\n%s", code, out, errOut)
+	}
+	if n := entries(named); n != len(versions) {
+		t.Errorf("--driver-checks %s holds %d checks, want %d", named, n, len(versions))
+	}
+	if err := os.Chmod(named, 0o777); err != nil {
+		t.Fatal(err)
+	}
+	out, errOut, code := run(t, "--repo", dir, "--driver-checks", named, "lock")
+	if code != 1 || !strings.Contains(errOut, "--driver-checks: ") || !strings.Contains(errOut, "only its owner may write to") {
+		t.Errorf("a checks folder others may write to: exit %d, want 1 and the flag named\n%s\n%s", code, errOut, out)
 	}
 }

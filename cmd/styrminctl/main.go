@@ -219,6 +219,9 @@ func newRootCmdWith(stdout, stderr io.Writer, terminal bool) *cobra.Command {
 				return err
 			}
 		}
+		if fl := cmd.Flag("driver-checks"); fl != nil {
+			g.drivers.checksSet = fl.Changed
+		}
 		return g.drivers.prepare()
 	}
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError{err} })
