@@ -24,6 +24,7 @@ import (
 	"github.com/styrmin/styrmin/gitsource"
 	"github.com/styrmin/styrmin/gitsource/gitserver"
 	"github.com/styrmin/styrmin/internal/agenttest"
+	"github.com/styrmin/styrmin/internal/cachehome"
 	"github.com/styrmin/styrmin/operator/api/v1alpha1"
 	"github.com/styrmin/styrmin/testcluster"
 )
@@ -43,16 +44,7 @@ var binaries = &agenttest.Binaries{Dir: "e2e-test", Packages: []string{"./cmd/st
 func TestMain(m *testing.M) {
 	// envtest and the in-process agent log through controller-runtime.
 	ctrllog.SetLogger(logr.Discard())
-	// The commands run here keep what they cache (the driver checks) in
-	// a folder of this run, not the user's.
-	cache, err := os.MkdirTemp("", "styrmin-e2e-cache")
-	if err != nil {
-		panic(err)
-	}
-	os.Setenv("XDG_CACHE_HOME", cache)
-	code := m.Run()
-	os.RemoveAll(cache)
-	os.Exit(code)
+	os.Exit(cachehome.Run(m))
 }
 
 // buildBinaries builds both commands, once.

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/styrmin/styrmin/drivers"
+	"github.com/styrmin/styrmin/internal/cachehome"
 	"github.com/styrmin/styrmin/internal/hostile"
 	"github.com/styrmin/styrmin/resolver"
 )
@@ -21,14 +22,7 @@ func TestMain(m *testing.M) {
 	if drivers.IsSandboxChild() {
 		os.Exit(drivers.ServeSandbox(os.Stdin, os.Stdout, os.Stderr, resolver.SandboxFuncs()))
 	}
-	cache, err := os.MkdirTemp("", "styrminctl-test-cache")
-	if err != nil {
-		panic(err)
-	}
-	os.Setenv("XDG_CACHE_HOME", cache)
-	code := m.Run()
-	os.RemoveAll(cache)
-	os.Exit(code)
+	os.Exit(cachehome.Run(m))
 }
 
 // writeDriver replaces the folder dir with files.
