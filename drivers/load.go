@@ -124,21 +124,25 @@ func load(ctx context.Context, f *folder, opts LoadOptions) (*Driver, error) {
 		specFile = f.display(specYAML)
 	}
 	if opts.Sandbox != nil {
-		// Evaluated in a child first: the load below repeats exactly this
-		// (same files, deterministic), so it is known to be bounded. A
-		// load an earlier process checked so is not sent again.
+		// Evaluated in a child first: the load below repeats its spec
+		// compile and chart load (same files, no render), so it is known
+		// to be bounded. A load an earlier process checked so is not sent
+		// again (loadChecks).
 		req := opts.sandboxRequest("load", f)
 		checks := opts.Sandbox.checks
 		key := ""
 		if checks != nil {
 			key = checks.key(req, f)
 		}
-		if !checks.has(key) {
-			if _, err := opts.Sandbox.run(ctx, req, specFile); err != nil {
-				return nil, err
-			}
-			checks.add(key)
+		if checks.has(key) {
+			// Still under the time limit and the caller's context: the
+			// machine may be slower than when the child checked it.
+			return bounded(ctx, opts.Limits, f.source, specFile, func() (*Driver, error) { return loadFolder(f, opts) })
 		}
+		if _, err := opts.Sandbox.run(ctx, req, specFile); err != nil {
+			return nil, err
+		}
+		checks.add(key)
 		return loadFolder(f, opts)
 	}
 	return bounded(ctx, opts.Limits, f.source, specFile, func() (*Driver, error) {

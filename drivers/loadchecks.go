@@ -3,122 +3,150 @@ package drivers
 import (
 	"crypto/sha256"
 	"debug/elf"
-	"encoding/binary"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
-	"path/filepath"
+	"strings"
 	"time"
 )
 
 // loadChecks remembers, in a folder, the driver loads a Sandbox's children
 // finished within their limits, so that the next process loading the same
-// folder under the same limits with the same executables loads it
-// in-process at once. A sandboxed load is a child's evaluation followed by
-// the same evaluation in-process (load); the child only says the work is
-// bounded, and evaluation is deterministic, so its answer holds for as
-// long as nothing it depended on changes: the folder's files, the options
-// the load was asked with (kube version, API versions, limits) and the
-// code of both processes (their Go build IDs). A command-line lock runs
-// the same drivers again and again, and the children's start and load were
-// an eighth of a 1,000-deployment lock's time.
+// folder under the same options with the same executables loads it
+// in-process at once. A sandboxed load is a child's load followed by the
+// parent's (load): the parent compiles the same spec and loads the same
+// chart, which the child showed to be bounded. The child's answer holds
+// for as long as nothing it depended on changes: the folder's files, the
+// request's options and limits, the variables of the environment that
+// change how CUE and Go evaluate, and the code of both processes (their Go
+// build IDs). A command-line lock loads the same drivers again and again,
+// and the children's start and loads were an eighth of a 1,000-deployment
+// lock's time.
 //
 // Only loads that succeeded are remembered: a driver over a limit is sent
-// to a child every time. Each check is an empty file named by the digest
-// of what decided it; an entry not used for checksKeep is removed by a
-// later process.
+// to a child every time. Each check is an empty file named by the
+// hexadecimal SHA-256 of what decided it; a check not used for checksKeep
+// is removed by a later process. The folder is opened once and used
+// through an os.Root, so neither it nor its entries can be swapped for a
+// link elsewhere.
 type loadChecks struct {
-	dir string
-	// code is the build IDs of this executable and the sandbox's.
+	root *os.Root
+	// code is the build IDs of this executable and the sandbox's, its
+	// arguments and the evaluation's environment variables.
 	code string
 }
 
-// checksKeep is how long a check no load used is kept; checksTouch is how
-// stale its time may get before a use renews it (one system call less per
-// load most of the time); checksTrim is how often a process looks for
-// checks to remove.
 const (
-	checksKeep  = 30 * 24 * time.Hour
+	// checksKeep is how long a check no load used is kept.
+	checksKeep = 30 * 24 * time.Hour
+	// checksTouch is how stale a check's time may get before a use renews
+	// it (one system call less per load most of the time).
 	checksTouch = time.Hour
-	checksTrim  = 24 * time.Hour
+	// checksTrim is how often a process looks for checks to remove.
+	checksTrim = 24 * time.Hour
 	// checksTrimmed is the file whose time says when checks were last
 	// trimmed.
 	checksTrimmed = "trimmed"
 )
 
+// evalEnv are the environment variables a child inherits that change how
+// a driver evaluates: CUE's debug and experiment flags (sharing,
+// definitions left open, the evaluator's version) and Go's runtime
+// settings.
+var evalEnv = []string{"CUE_DEBUG", "CUE_EXPERIMENT", "GODEBUG"}
+
 // KeepChecks makes the sandbox remember in dir the driver loads its
 // children finished within their limits, for later processes (see
 // loadChecks). Call it before the sandbox is used. It fails, and nothing
-// is remembered, when dir cannot be made, is writable by other users (a
-// check written there by someone else would let a driver skip the child),
-// or the executables carry no Go build ID.
+// is remembered, when dir cannot be made or opened, is a symbolic link,
+// is not owned by this process's user or is writable by others (a check
+// written by someone else would let a driver skip the child), when the
+// executables carry no Go build ID that names their content, and outside
+// Linux.
 func (s *Sandbox) KeepChecks(dir string) error {
-	self, err := os.Executable()
+	mine, err := selfBuildID()
 	if err != nil {
 		return fmt.Errorf("drivers: load checks: %w", err)
 	}
-	mine, err := goBuildID(self)
+	theirs, err := goBuildID(s.Path)
 	if err != nil {
 		return fmt.Errorf("drivers: load checks: %w", err)
-	}
-	theirs := mine
-	if s.Path != self {
-		if theirs, err = goBuildID(s.Path); err != nil {
-			return fmt.Errorf("drivers: load checks: %w", err)
-		}
 	}
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return fmt.Errorf("drivers: load checks: %w", err)
 	}
-	fi, err := os.Stat(dir)
+	if fi, err := os.Lstat(dir); err != nil {
+		return fmt.Errorf("drivers: load checks: %w", err)
+	} else if fi.Mode()&fs.ModeSymlink != 0 {
+		return fmt.Errorf("drivers: load checks: %s is a symbolic link", dir)
+	}
+	root, err := os.OpenRoot(dir)
 	if err != nil {
 		return fmt.Errorf("drivers: load checks: %w", err)
 	}
-	if !fi.IsDir() || fi.Mode().Perm()&0o022 != 0 {
-		return fmt.Errorf("drivers: load checks: %s is not a folder only its owner may write to (%s)", dir, fi.Mode())
+	// The folder opened, not the path: a swap after the Lstat is seen.
+	fi, err := root.Stat(".")
+	if err != nil {
+		_ = root.Close()
+		return fmt.Errorf("drivers: load checks: %w", err)
 	}
-	s.checks = &loadChecks{dir: dir, code: mine + "\x00" + theirs}
-	go s.checks.trim(time.Now())
+	if err := ownFolder(fi); err != nil {
+		_ = root.Close()
+		return fmt.Errorf("drivers: load checks: %s %w", dir, err)
+	}
+	code := []string{mine, theirs, strings.Join(s.Args, "\x00")}
+	for _, name := range evalEnv {
+		v, set := os.LookupEnv(name)
+		code = append(code, fmt.Sprint(set, v))
+	}
+	c := &loadChecks{root: root, code: strings.Join(code, "\x00\x00")}
+	c.trim(time.Now())
+	s.checks = c
 	return nil
 }
 
-// key names the check of a load request of folder f.
+// key names the check of a load request of folder f: the request as the
+// child reads it, its files by their digest.
 func (c *loadChecks) key(req *sandboxRequest, f *folder) string {
-	h := sha256.New()
-	field := func(s string) {
-		var n [8]byte
-		binary.BigEndian.PutUint64(n[:], uint64(len(s)))
-		h.Write(n[:])
-		h.Write([]byte(s))
+	r := *req
+	r.ID, r.Files = 0, nil
+	data, err := json.Marshal(struct {
+		Version string          `json:"version"`
+		Code    string          `json:"code"`
+		Request *sandboxRequest `json:"request"`
+		Folder  string          `json:"folder"`
+	}{"styrmin driver load check 1", c.code, &r, f.digest()})
+	if err != nil {
+		return "" // not a key: checks nothing
 	}
-	field("styrmin driver load check 1")
-	field(c.code)
-	field(req.Op)
-	field(req.Source)
-	field(f.digest())
-	field(req.KubeVersion)
-	field(fmt.Sprint(len(req.APIVersions)))
-	for _, v := range req.APIVersions {
-		field(v)
+	sum := sha256.Sum256(data)
+	return hex.EncodeToString(sum[:])
+}
+
+// isKey reports whether name is a check's name, the only files trim
+// removes.
+func isKey(name string) bool {
+	if len(name) != 2*sha256.Size {
+		return false
 	}
-	l := req.Limits
-	field(fmt.Sprint(int64(l.Timeout), l.Memory, l.RenderedBytes, l.ChartBytes))
-	return hex.EncodeToString(h.Sum(nil))
+	_, err := hex.DecodeString(name)
+	return err == nil && strings.ToLower(name) == name
 }
 
 // has reports whether the load was checked, renewing the check's time.
 func (c *loadChecks) has(key string) bool {
-	if c == nil {
+	if c == nil || !isKey(key) {
 		return false
 	}
-	p := filepath.Join(c.dir, key)
-	fi, err := os.Lstat(p)
+	fi, err := c.root.Lstat(key)
 	if err != nil || !fi.Mode().IsRegular() {
 		return false
 	}
 	if now := time.Now(); now.Sub(fi.ModTime()) > checksTouch {
-		_ = os.Chtimes(p, now, now)
+		_ = c.root.Chtimes(key, now, now)
 	}
 	return true
 }
@@ -126,46 +154,54 @@ func (c *loadChecks) has(key string) bool {
 // add records the load as checked. A check that cannot be written is
 // left out: the next process asks a child again.
 func (c *loadChecks) add(key string) {
-	if c == nil {
+	if c == nil || !isKey(key) {
 		return
 	}
-	f, err := os.OpenFile(filepath.Join(c.dir, key), os.O_CREATE|os.O_WRONLY, 0o600)
+	f, err := c.root.OpenFile(key, os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o600)
 	if err == nil {
 		_ = f.Close()
 	}
 }
 
 // trim removes the checks not used for checksKeep, at most once every
-// checksTrim (a busy folder is not listed by every process).
+// checksTrim (a busy folder is not listed by every process). It removes
+// nothing but checks, whatever else the folder holds.
 func (c *loadChecks) trim(now time.Time) {
-	marker := filepath.Join(c.dir, checksTrimmed)
-	if fi, err := os.Stat(marker); err == nil && now.Sub(fi.ModTime()) < checksTrim {
+	if fi, err := c.root.Lstat(checksTrimmed); err == nil && now.Sub(fi.ModTime()) < checksTrim {
 		return
 	}
-	if f, err := os.OpenFile(marker, os.O_CREATE|os.O_WRONLY, 0o600); err == nil {
-		_ = f.Close()
-		_ = os.Chtimes(marker, now, now)
+	if err := c.root.WriteFile(checksTrimmed, nil, 0o600); err != nil {
+		return // a folder that cannot be written to: nothing to trim
 	}
-	entries, err := os.ReadDir(c.dir)
+	_ = c.root.Chtimes(checksTrimmed, now, now)
+	d, err := c.root.Open(".")
+	if err != nil {
+		return
+	}
+	entries, err := d.ReadDir(-1)
+	_ = d.Close()
 	if err != nil {
 		return
 	}
 	for _, e := range entries {
-		if e.Name() == checksTrimmed || !e.Type().IsRegular() {
+		if !isKey(e.Name()) || !e.Type().IsRegular() {
 			continue
 		}
 		if fi, err := e.Info(); err == nil && now.Sub(fi.ModTime()) > checksKeep {
-			_ = os.Remove(filepath.Join(c.dir, e.Name()))
+			_ = c.root.Remove(e.Name())
 		}
 	}
 }
 
-// errNoBuildID is an executable without a Go build ID note.
+// errNoBuildID is an executable without a Go build ID that names its
+// content.
 var errNoBuildID = errors.New("no Go build ID")
 
-// goBuildID reads the Go build ID an ELF executable carries (the
-// .note.go.buildid section the Go linker writes), which changes whenever
-// its code does.
+// goBuildID reads the Go build ID an ELF executable carries (the note
+// "Go", type 4, in its .note.go.buildid section, as the Go toolchain
+// writes and reads it), which changes whenever its code does. An ID set
+// by hand at link time (-buildid=…, "redacted" in some build systems) does
+// not, and has not the toolchain's form: it is refused.
 func goBuildID(path string) (string, error) {
 	f, err := elf.Open(path)
 	if err != nil {
@@ -176,20 +212,46 @@ func goBuildID(path string) (string, error) {
 	if s == nil {
 		return "", fmt.Errorf("%s: %w", path, errNoBuildID)
 	}
-	note, err := s.Data()
+	notes, err := s.Data()
 	if err != nil {
 		return "", fmt.Errorf("%s: %w", path, err)
 	}
-	// An ELF note: name size, description size, type, the name "Go"
-	// padded to four bytes, then the description, the build ID.
-	if len(note) < 16 {
-		return "", fmt.Errorf("%s: %w", path, errNoBuildID)
-	}
+	const goNoteType = 4
 	order := f.ByteOrder
-	nameSize, descSize := order.Uint32(note[0:4]), order.Uint32(note[4:8])
-	start := 12 + uint64(nameSize+3)&^3
-	if nameSize != 4 || string(note[12:14]) != "Go" || start+uint64(descSize) > uint64(len(note)) || descSize == 0 {
-		return "", fmt.Errorf("%s: %w", path, errNoBuildID)
+	for len(notes) >= 12 {
+		nameSize, descSize, typ := order.Uint32(notes[0:4]), order.Uint32(notes[4:8]), order.Uint32(notes[8:12])
+		nameEnd := 12 + (uint64(nameSize)+3)&^3
+		descEnd := nameEnd + (uint64(descSize)+3)&^3
+		if nameEnd > uint64(len(notes)) || nameEnd+uint64(descSize) > uint64(len(notes)) {
+			break
+		}
+		if typ == goNoteType && nameSize == 4 && string(notes[12:16]) == "Go\x00\x00" {
+			id := string(notes[nameEnd : nameEnd+uint64(descSize)])
+			if !toolchainBuildID(id) {
+				return "", fmt.Errorf("%s: build ID %q: %w", path, id, errNoBuildID)
+			}
+			return id, nil
+		}
+		if descEnd > uint64(len(notes)) {
+			break
+		}
+		notes = notes[descEnd:]
 	}
-	return string(note[start : start+uint64(descSize)]), nil
+	return "", fmt.Errorf("%s: %w", path, errNoBuildID)
+}
+
+// toolchainBuildID reports whether id has the form the go command gives
+// a build ID: hashes (base64, about 20 characters each) separated by
+// slashes, two for a link, four for a build.
+func toolchainBuildID(id string) bool {
+	parts := strings.Split(id, "/")
+	if len(parts) < 2 {
+		return false
+	}
+	for _, p := range parts {
+		if len(p) < 8 {
+			return false
+		}
+	}
+	return true
 }

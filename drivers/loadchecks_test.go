@@ -6,6 +6,8 @@ import (
 	"os/exec"
 	"path/filepath"
 	"reflect"
+	"runtime"
+	"slices"
 	"strings"
 	"testing"
 	"testing/fstest"
@@ -20,6 +22,7 @@ const checkedDriver = "../examples/drivers/webapp/1.1.0"
 // in dir: one process's, as the next process would open it.
 func checkingSandbox(t *testing.T, dir string) *Sandbox {
 	t.Helper()
+	linuxOnly(t)
 	sb, err := SelfSandbox(1)
 	if err != nil {
 		t.Fatal(err)
@@ -29,6 +32,15 @@ func checkingSandbox(t *testing.T, dir string) *Sandbox {
 	}
 	t.Cleanup(sb.Close)
 	return sb
+}
+
+// linuxOnly skips a test of load checks outside Linux, where there are
+// none.
+func linuxOnly(t *testing.T) {
+	t.Helper()
+	if runtime.GOOS != "linux" {
+		t.Skip("load checks are kept on Linux only")
+	}
 }
 
 // folderFS is the example driver's folder as a map, to be changed.
@@ -161,43 +173,72 @@ func TestALoadOverALimitIsNotRememberedAsChecked(t *testing.T) {
 	}
 }
 
-func TestKeepChecksRefusesAFolderOthersMayWriteTo(t *testing.T) {
-	dir := filepath.Join(t.TempDir(), "checks")
-	if err := os.Mkdir(dir, 0o700); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.Chmod(dir, 0o777); err != nil {
-		t.Fatal(err)
-	}
-	sb, err := SelfSandbox(1)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(sb.Close)
-	err = sb.KeepChecks(dir)
-	if err == nil || !strings.Contains(err.Error(), "not a folder only its owner may write to") {
-		t.Fatalf("KeepChecks of a folder others may write to: %v, want a refusal", err)
-	}
-	// The sandbox checks every load in a child, as without checks.
-	for range 2 {
-		if _, err := Load(folderFS(t), LoadOptions{Source: "drivers/webapp/1.1.0", Sandbox: sb}); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if n := sb.Requests(); n != 2 {
-		t.Errorf("loads sent %d requests to a child, want 2", n)
-	}
-	if got := checks(t, dir); len(got) != 0 {
-		t.Errorf("checks written in a refused folder: %v", got)
+func TestKeepChecksRefusesAFolderSomeoneElseCouldWriteChecksIn(t *testing.T) {
+	linuxOnly(t)
+	for _, tc := range []struct {
+		name, want string
+		make       func(t *testing.T, dir string)
+	}{
+		{"writable by others", "may be written to by other users", func(t *testing.T, dir string) {
+			if err := os.Chmod(dir, 0o777); err != nil {
+				t.Fatal(err)
+			}
+		}},
+		{"a symbolic link", "is a symbolic link", func(t *testing.T, dir string) {
+			real := dir + ".real"
+			if err := os.Rename(dir, real); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.Symlink(real, dir); err != nil {
+				t.Fatal(err)
+			}
+		}},
+		{"owned by another user", "is not owned by this process's user", func(t *testing.T, dir string) {
+			if os.Geteuid() != 0 {
+				t.Skip("only root can give a folder away")
+			}
+			if err := os.Chown(dir, 65534, 65534); err != nil {
+				t.Fatal(err)
+			}
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := filepath.Join(t.TempDir(), "checks")
+			if err := os.Mkdir(dir, 0o700); err != nil {
+				t.Fatal(err)
+			}
+			tc.make(t, dir)
+			sb, err := SelfSandbox(1)
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(sb.Close)
+			err = sb.KeepChecks(dir)
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("KeepChecks of a folder %s: %v, want %q", tc.name, err, tc.want)
+			}
+			// The sandbox checks every load in a child, as without checks.
+			for range 2 {
+				if _, err := Load(folderFS(t), LoadOptions{Source: "drivers/webapp/1.1.0", Sandbox: sb}); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if n := sb.Requests(); n != 2 {
+				t.Errorf("loads sent %d requests to a child, want 2", n)
+			}
+			if got := checks(t, dir); len(got) != 0 {
+				t.Errorf("checks written in a refused folder: %v", got)
+			}
+		})
 	}
 }
 
 func TestALoadCheckThatCannotBeWrittenLeavesTheLoadAlone(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "checks")
 	sb := checkingSandbox(t, dir)
-	// The folder replaced by a file: no check can be read or written
-	// there, whoever runs the test.
-	if err := os.Remove(dir); err != nil {
+	// The folder removed after it was opened, a file in its place: no
+	// check can be read or written, whoever runs the test.
+	if err := os.RemoveAll(dir); err != nil {
 		t.Fatal(err)
 	}
 	if err := os.WriteFile(dir, nil, 0o600); err != nil {
@@ -240,58 +281,137 @@ func TestGoBuildIDIsTheOneTheGoToolReads(t *testing.T) {
 	if err := sb.KeepChecks(t.TempDir()); err == nil {
 		t.Error("KeepChecks with a child executable without a build ID: no error")
 	}
+	// A build ID set by hand at link time stays the same whatever the
+	// code: refused.
+	src := t.TempDir()
+	if err := os.WriteFile(filepath.Join(src, "main.go"), []byte("package main\n\nfunc main() {}\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(src, "go.mod"), []byte("module redacted\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	bin := filepath.Join(src, "redacted")
+	build := exec.Command("go", "build", "-ldflags=-buildid=redacted", "-o", bin, ".")
+	build.Dir = src
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	if id, err := goBuildID(bin); err == nil || !errors.Is(err, errNoBuildID) {
+		t.Errorf("goBuildID of a binary linked with -buildid=redacted = %q, %v; want errNoBuildID", id, err)
+	}
 }
 
-func TestLoadChecksUnusedForAMonthAreRemoved(t *testing.T) {
+// hexKey is a check's name made of one letter.
+func hexKey(c byte) string { return strings.Repeat(string(c), 64) }
+
+func TestLoadChecksUnusedForAMonthAreRemovedAndNothingElse(t *testing.T) {
 	dir := t.TempDir()
-	c := &loadChecks{dir: dir, code: "x"}
+	root, err := os.OpenRoot(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = root.Close() })
+	c := &loadChecks{root: root, code: "x"}
 	now := time.Now()
-	for name, age := range map[string]time.Duration{"old": checksKeep + time.Hour, "recent": checksKeep - 48*time.Hour} {
+	old, recent, stale, used := hexKey('a'), hexKey('b'), hexKey('c'), hexKey('d')
+	age := func(name string, d time.Duration) {
+		t.Helper()
 		p := filepath.Join(dir, name)
-		if err := os.WriteFile(p, nil, 0o600); err != nil {
-			t.Fatal(err)
+		if _, err := os.Stat(p); err != nil {
+			if err := os.WriteFile(p, nil, 0o600); err != nil {
+				t.Fatal(err)
+			}
 		}
-		if err := os.Chtimes(p, now.Add(-age), now.Add(-age)); err != nil {
+		if err := os.Chtimes(p, now.Add(-d), now.Add(-d)); err != nil {
 			t.Fatal(err)
 		}
 	}
+	age(old, checksKeep+time.Hour)
+	age(recent, checksKeep-48*time.Hour)
+	// Not a check: whatever else the folder holds stays.
+	age("README.md", checksKeep+time.Hour)
+	age(strings.ToUpper(hexKey('e')), checksKeep+time.Hour)
 	c.trim(now)
-	if got := checks(t, dir); !reflect.DeepEqual(got, []string{"recent"}) {
-		t.Fatalf("after trimming: %v, want [recent]", got)
+	if got := checks(t, dir); !reflect.DeepEqual(got, []string{strings.ToUpper(hexKey('e')), "README.md", recent}) {
+		t.Fatalf("after trimming: %v, want the recent check and what is not a check", got)
 	}
-	// Not again within a day: an entry gone stale since is kept.
-	p := filepath.Join(dir, "stale")
-	if err := os.WriteFile(p, nil, 0o600); err != nil {
-		t.Fatal(err)
-	}
-	old := now.Add(-checksKeep - time.Hour)
-	if err := os.Chtimes(p, old, old); err != nil {
-		t.Fatal(err)
-	}
+	// Not again within a day: a check gone stale since is kept.
+	age(stale, checksKeep+time.Hour)
 	c.trim(now.Add(time.Hour))
-	if got := checks(t, dir); len(got) != 2 {
-		t.Errorf("trimmed again within a day: %v left", got)
+	if got := checks(t, dir); !slices.Contains(got, stale) {
+		t.Errorf("trimmed again within a day: %v", got)
 	}
 	c.trim(now.Add(checksTrim + time.Hour))
-	if got := checks(t, dir); !reflect.DeepEqual(got, []string{"recent"}) {
-		t.Errorf("a day later: %v, want [recent]", got)
+	if got := checks(t, dir); slices.Contains(got, stale) || !slices.Contains(got, recent) {
+		t.Errorf("a day later: %v, want the stale check gone, the recent one kept", got)
 	}
 	// A use renews a check's time.
-	c.add("used")
-	used := filepath.Join(dir, "used")
-	if err := os.Chtimes(used, old, old); err != nil {
-		t.Fatal(err)
-	}
-	if !c.has("used") {
+	c.add(used)
+	age(used, checksKeep)
+	if !c.has(used) {
 		t.Fatal("a check written is not found")
 	}
-	if fi, err := os.Stat(used); err != nil || now.Sub(fi.ModTime()) > time.Minute {
-		t.Errorf("a check used keeps its old time: %v %v", fi.ModTime(), err)
+	if fi, err := os.Stat(filepath.Join(dir, used)); err != nil || time.Since(fi.ModTime()) > time.Minute {
+		t.Errorf("a check used keeps its old time: %v", err)
 	}
-	if c.has("missing") || (*loadChecks)(nil).has("used") {
+	if c.has(hexKey('f')) || (*loadChecks)(nil).has(used) || c.has("README.md") {
 		t.Error("a check never written is found")
 	}
-	if _, err := os.Stat(filepath.Join(dir, checksTrimmed)); errors.Is(err, os.ErrNotExist) {
-		t.Error("no trim marker")
+}
+
+func TestALoadChecksKeyChangesWithEverythingTheChildsAnswerDependsOn(t *testing.T) {
+	linuxOnly(t)
+	f := &folder{files: map[string][]byte{"driver.cue": []byte("name: \"x\"\n")}, paths: []string{"driver.cue"}}
+	base := LoadOptions{Source: "drivers/x/1.0.0", Limits: Limits{}.WithDefaults()}
+	c := &loadChecks{code: "a"}
+	key := func(c *loadChecks, o LoadOptions, f *folder) string { return c.key(o.sandboxRequest("load", f), f) }
+	want := key(c, base, f)
+	if !isKey(want) {
+		t.Fatalf("key %q is not a check's name", want)
+	}
+	if got := key(c, base, f); got != want {
+		t.Fatalf("the same load gives another key: %s, %s", got, want)
+	}
+	changed := map[string]func() string{
+		"the code": func() string { return key(&loadChecks{code: "b"}, base, f) },
+		"a file": func() string {
+			g := &folder{files: map[string][]byte{"driver.cue": []byte("name: \"y\"\n")}, paths: []string{"driver.cue"}}
+			return key(c, base, g)
+		},
+		"the source": func() string {
+			g := &folder{source: "drivers/x/1.0.1", files: f.files, paths: f.paths}
+			return key(c, base, g)
+		},
+		"the kube version":   func() string { o := base; o.KubeVersion = "v1.30.0"; return key(c, o, f) },
+		"the API versions":   func() string { o := base; o.APIVersions = []string{"example.com/v1"}; return key(c, o, f) },
+		"the time limit":     func() string { o := base; o.Limits.Timeout++; return key(c, o, f) },
+		"the memory limit":   func() string { o := base; o.Limits.Memory++; return key(c, o, f) },
+		"the rendered bytes": func() string { o := base; o.Limits.RenderedBytes++; return key(c, o, f) },
+		"the chart bytes":    func() string { o := base; o.Limits.ChartBytes++; return key(c, o, f) },
+	}
+	for name, k := range changed {
+		if got := k(); got == want || !isKey(got) {
+			t.Errorf("another %s gives the key %q (the same load's: %q)", name, got, want)
+		}
+	}
+	// The environment a child inherits and evaluates under.
+	codeOf := func(t *testing.T) string {
+		sb, err := SelfSandbox(1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := sb.KeepChecks(t.TempDir()); err != nil {
+			t.Fatal(err)
+		}
+		return sb.checks.code
+	}
+	plain := codeOf(t)
+	for _, name := range evalEnv {
+		t.Run(name, func(t *testing.T) {
+			t.Setenv(name, "sharing=false")
+			if codeOf(t) == plain {
+				t.Errorf("%s set gives the same checks as unset", name)
+			}
+		})
 	}
 }

@@ -24,7 +24,7 @@ import (
 	"github.com/styrmin/styrmin/gitsource"
 	"github.com/styrmin/styrmin/gitsource/gitserver"
 	"github.com/styrmin/styrmin/internal/agenttest"
-	"github.com/styrmin/styrmin/internal/cachehome"
+	"github.com/styrmin/styrmin/internal/checksfolder"
 	"github.com/styrmin/styrmin/operator/api/v1alpha1"
 	"github.com/styrmin/styrmin/testcluster"
 )
@@ -44,7 +44,7 @@ var binaries = &agenttest.Binaries{Dir: "e2e-test", Packages: []string{"./cmd/st
 func TestMain(m *testing.M) {
 	// envtest and the in-process agent log through controller-runtime.
 	ctrllog.SetLogger(logr.Discard())
-	os.Exit(cachehome.Run(m))
+	os.Exit(checksfolder.Run(m))
 }
 
 // buildBinaries builds both commands, once.

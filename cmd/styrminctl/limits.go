@@ -2,7 +2,9 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -34,12 +36,20 @@ func (f *driverFlags) register(cmd *cobra.Command) {
 	fl.Int64Var(&f.limits.RenderedBytes, "driver-rendered-bytes", 0, "most bytes a chart may render to (default: styrmin.cue's limits.renderedBytes, else 64 MiB)")
 	fl.Int64Var(&f.limits.ChartBytes, "driver-chart-bytes", 0, "most bytes subchart archives may unpack to (default: styrmin.cue's limits.chartBytes, else 64 MiB)")
 	fl.BoolVar(&f.inProcess, "driver-in-process", false, "evaluate drivers in this process: no memory limit, and a driver over its time limit is abandoned, not stopped")
-	fl.StringVar(&f.checks, "driver-checks", defaultDriverChecks(), `folder where the driver loads checked in a child process are remembered, so that the next command loads an unchanged driver at once ("" for none)`)
+	fl.StringVar(&f.checks, "driver-checks", defaultDriverChecks(), `folder where the driver loads checked in a child process are remembered, so that the next command loads an unchanged driver at once ("" for none; default: $`+driverChecksEnv+`, else styrmin/driver-checks in the user's cache folder)`)
 }
 
-// defaultDriverChecks is the user's cache folder's styrmin/driver-checks,
-// or none when the user has no cache folder.
+// driverChecksEnv names the variable that replaces the default folder of
+// the driver checks (empty: none).
+const driverChecksEnv = "STYRMIN_DRIVER_CHECKS"
+
+// defaultDriverChecks is $STYRMIN_DRIVER_CHECKS when set, else the user's
+// cache folder's styrmin/driver-checks, or none when the user has no
+// cache folder.
 func defaultDriverChecks() string {
+	if dir, set := os.LookupEnv(driverChecksEnv); set {
+		return dir
+	}
 	dir, err := os.UserCacheDir()
 	if err != nil {
 		return ""
@@ -48,8 +58,10 @@ func defaultDriverChecks() string {
 }
 
 // prepare starts nothing: it finds this executable, which serves as the
-// sandbox child (main calls drivers.ServeSandbox).
-func (f *driverFlags) prepare() error {
+// sandbox child (main calls drivers.ServeSandbox), and opens the folder
+// of the driver checks; a default one that cannot be used is noted on
+// stderr.
+func (f *driverFlags) prepare(stderr io.Writer) error {
 	if f.inProcess {
 		return nil
 	}
@@ -58,11 +70,18 @@ func (f *driverFlags) prepare() error {
 		return err
 	}
 	if f.checks != "" {
-		// The default folder is a convenience: without it, every load is
-		// checked in a child, as it would be anyway. One asked for by name
-		// must work.
-		if err := sb.KeepChecks(f.checks); err != nil && f.checksSet {
-			return usageError{fmt.Errorf("--driver-checks: %w", err)}
+		// Without the checks every load is checked in a child, as it
+		// would be anyway: a default folder that cannot be used is
+		// noted, one asked for by name must work.
+		dir, err := filepath.Abs(f.checks)
+		if err == nil {
+			err = sb.KeepChecks(dir)
+		}
+		if err != nil && f.checksSet {
+			return fmt.Errorf("--driver-checks: %w", err)
+		}
+		if err != nil && !errors.Is(err, errors.ErrUnsupported) {
+			fmt.Fprintf(stderr, "note: every driver load is checked in a child process: %v\n", err)
 		}
 	}
 	f.sandbox = sb

@@ -3,6 +3,7 @@ package main
 import (
 	"os"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"strconv"
 	"strings"
@@ -10,19 +11,30 @@ import (
 	"time"
 
 	"github.com/styrmin/styrmin/drivers"
-	"github.com/styrmin/styrmin/internal/cachehome"
+	"github.com/styrmin/styrmin/internal/checksfolder"
 	"github.com/styrmin/styrmin/internal/hostile"
 	"github.com/styrmin/styrmin/resolver"
 )
+
+// childLogEnv names a file a sandbox child of the test binary adds a line
+// to when it starts.
+const childLogEnv = "STYRMINCTL_TEST_CHILD_LOG"
 
 // TestMain lets the test binary serve as the CLI's driver sandbox, as
 // the styrminctl binary does, and gives the commands a cache folder of
 // their own (the driver checks' default), not the user's.
 func TestMain(m *testing.M) {
 	if drivers.IsSandboxChild() {
+		if p := os.Getenv(childLogEnv); p != "" {
+			// A test counting the children its commands started.
+			if f, err := os.OpenFile(p, os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o600); err == nil {
+				_, _ = f.WriteString("child\n")
+				_ = f.Close()
+			}
+		}
 		os.Exit(drivers.ServeSandbox(os.Stdin, os.Stdout, os.Stderr, resolver.SandboxFuncs()))
 	}
-	os.Exit(cachehome.Run(m))
+	os.Exit(checksfolder.Run(m))
 }
 
 // writeDriver replaces the folder dir with files.
@@ -157,10 +169,14 @@ func TestFailedCommandEndsItsSandboxChildren(t *testing.T) {
 }
 
 // The drivers the sandbox's children checked are remembered in the folder
-// --driver-checks names (by default the user's cache folder's
-// styrmin/driver-checks), none with --driver-checks "", and a folder others
-// may write to is refused when named.
+// --driver-checks names (by default $STYRMIN_DRIVER_CHECKS, else the user's
+// cache folder's styrmin/driver-checks), so the next command starts no
+// child for them; none with --driver-checks "". A folder others may write
+// to is refused when named and noted when it is the default.
 func TestLockRemembersTheDriverLoadsItsChildrenChecked(t *testing.T) {
+	if runtime.GOOS != "linux" {
+		t.Skip("load checks are kept on Linux only")
+	}
 	dir := exampleRepo(t)
 	versions, err := filepath.Glob(filepath.Join(dir, "drivers", "*", "*"))
 	if err != nil || len(versions) == 0 {
@@ -183,32 +199,63 @@ func TestLockRemembersTheDriverLoadsItsChildrenChecked(t *testing.T) {
 		}
 		return n
 	}
+	childLog := filepath.Join(t.TempDir(), "children")
+	t.Setenv(childLogEnv, childLog)
+	children := func() int {
+		data, err := os.ReadFile(childLog)
+		if err != nil && !os.IsNotExist(err) {
+			t.Fatal(err)
+		}
+		return strings.Count(string(data), "\n")
+	}
+	lock := func(args ...string) (stderr string, started int) {
+		t.Helper()
+		before := children()
+		out, errOut, code := run(t, append(append([]string{"--repo", dir}, args...), "lock")...)
+		if code != 0 {
+			t.Fatalf("lock %v: exit %d\n%s\n%s", args, code, out, errOut)
+		}
+		return errOut, children() - before
+	}
+
+	// The default: the user's cache folder.
+	t.Setenv(driverChecksEnv, "")
+	os.Unsetenv(driverChecksEnv)
 	t.Setenv("XDG_CACHE_HOME", t.TempDir())
 	byDefault := filepath.Join(os.Getenv("XDG_CACHE_HOME"), "styrmin", "driver-checks")
-	if out, errOut, code := run(t, "--repo", dir, "--driver-checks=", "lock"); code != 0 {
-		t.Fatalf("lock exit %d\n%s\n%s", code, out, errOut)
+	if _, started := lock("--driver-checks="); started == 0 || entries(byDefault) != 0 {
+		t.Fatalf(`--driver-checks "": %d children, %d checks in the default folder; want children and no checks`, started, entries(byDefault))
 	}
-	if n := entries(byDefault); n != 0 {
-		t.Fatalf(`--driver-checks "" left %d checks in the default folder`, n)
+	if _, started := lock(); started == 0 || entries(byDefault) != len(versions) {
+		t.Errorf("the first lock: %d children, %d checks; want children and one check per driver version (%d)", started, entries(byDefault), len(versions))
 	}
-	if out, errOut, code := run(t, "--repo", dir, "lock"); code != 0 {
-		t.Fatalf("lock exit %d\n%s\n%s", code, out, errOut)
+	if _, started := lock(); started != 0 {
+		t.Errorf("the next lock started %d children, want none: every driver was checked", started)
 	}
-	if n := entries(byDefault); n != len(versions) {
-		t.Errorf("the default folder holds %d checks, want one per driver version (%d)", n, len(versions))
+
+	// $STYRMIN_DRIVER_CHECKS, then the flag, name another folder.
+	fromEnv := filepath.Join(t.TempDir(), "env-checks")
+	t.Setenv(driverChecksEnv, fromEnv)
+	if _, started := lock(); started == 0 || entries(fromEnv) != len(versions) {
+		t.Errorf("with %s: %d children, %d checks there", driverChecksEnv, started, entries(fromEnv))
 	}
 	named := filepath.Join(t.TempDir(), "checks")
-	if out, errOut, code := run(t, "--repo", dir, "--driver-checks", named, "lock"); code != 0 {
-		t.Fatalf("lock exit %d\n%s\n%s", code, out, errOut)
+	if _, started := lock("--driver-checks", named); started == 0 || entries(named) != len(versions) {
+		t.Errorf("--driver-checks %s: %d children, %d checks there", named, started, entries(named))
 	}
-	if n := entries(named); n != len(versions) {
-		t.Errorf("--driver-checks %s holds %d checks, want %d", named, n, len(versions))
-	}
+
+	// A folder others may write to: refused when named, noted when the
+	// default, and the drivers checked in children.
 	if err := os.Chmod(named, 0o777); err != nil {
 		t.Fatal(err)
 	}
 	out, errOut, code := run(t, "--repo", dir, "--driver-checks", named, "lock")
-	if code != 1 || !strings.Contains(errOut, "--driver-checks: ") || !strings.Contains(errOut, "only its owner may write to") {
-		t.Errorf("a checks folder others may write to: exit %d, want 1 and the flag named\n%s\n%s", code, errOut, out)
+	if code != 1 || !strings.Contains(errOut, "--driver-checks: ") || !strings.Contains(errOut, "may be written to by other users") || strings.Contains(errOut, "--help") {
+		t.Errorf("a named checks folder others may write to: exit %d, want 1 and the flag named\n%s\n%s", code, errOut, out)
+	}
+	t.Setenv(driverChecksEnv, named)
+	errOut, started := lock()
+	if !strings.Contains(errOut, "note: every driver load is checked in a child process: ") || started == 0 {
+		t.Errorf("a default checks folder others may write to: %d children, stderr %q; want children and a note", started, errOut)
 	}
 }

@@ -222,7 +222,7 @@ func newRootCmdWith(stdout, stderr io.Writer, terminal bool) *cobra.Command {
 		if fl := cmd.Flag("driver-checks"); fl != nil {
 			g.drivers.checksSet = fl.Changed
 		}
-		return g.drivers.prepare()
+		return g.drivers.prepare(stderr)
 	}
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError{err} })
 	root.AddCommand(

@@ -1,0 +1,16 @@
+//go:build !linux
+
+package drivers
+
+import (
+	"errors"
+	"io/fs"
+)
+
+// selfBuildID is not read outside Linux: load checks are Linux's only.
+func selfBuildID() (string, error) {
+	return "", errors.ErrUnsupported
+}
+
+// ownFolder is not checked outside Linux (selfBuildID fails first).
+func ownFolder(fs.FileInfo) error { return errors.ErrUnsupported }
