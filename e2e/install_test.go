@@ -128,6 +128,7 @@ func runAsNewUser(t *testing.T, lines []string) {
 			e.agent = startInstalledAgent(t, c, cluster.KubeconfigPath, agentBin)
 			started = true
 			waitSourceReady(t, c)
+			waitAgentDeploymentReady(t, c)
 		}
 		begin := time.Now()
 		cmd := exec.Command("bash", "-euo", "pipefail", "-c", line)
@@ -247,6 +248,20 @@ func containerEnv(t *testing.T, ctr corev1.Container) map[string]string {
 }
 
 // waitSourceReady waits until the agent's StyrminSource is Ready.
+// waitAgentDeploymentReady waits for a ready replica of the installed
+// agent's Deployment, which styrminctl check requires: kwok readies its
+// pod on its own schedule, the agent's sync (waitSourceReady) on another.
+func waitAgentDeploymentReady(t *testing.T, c client.Client) {
+	t.Helper()
+	agenttest.WaitUntil(t, waitLimit, "the installed agent's Deployment to have a ready replica", func(ctx context.Context) (bool, string, error) {
+		var d appsv1.Deployment
+		if err := c.Get(ctx, client.ObjectKey{Namespace: config.AgentNamespace, Name: "styrmin-agent"}, &d); err != nil {
+			return false, err.Error(), nil
+		}
+		return d.Status.ReadyReplicas > 0, fmt.Sprintf("%d/%d ready", d.Status.ReadyReplicas, d.Status.Replicas), nil
+	})
+}
+
 func waitSourceReady(t *testing.T, c client.Client) {
 	t.Helper()
 	agenttest.WaitUntil(t, waitLimit, "the agent's StyrminSource to be Ready", func(ctx context.Context) (bool, string, error) {

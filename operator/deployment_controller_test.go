@@ -388,10 +388,19 @@ func TestDeploymentLifecycle(t *testing.T) {
 		return strings.Contains(all, ".spec.replicas") && strings.Contains(all, ".data.message") &&
 			strings.Contains(all, "Service/"+name+" (deleted)"), all, nil
 	})
-	sd = e.waitApplied(t, ns, 2)
-	if c := sd.Status.LastDriftCorrection; c == nil || sd.Status.DriftCorrections == 0 {
-		t.Fatalf("status has no drift correction: %+v", sd.Status)
-	}
+	e.waitApplied(t, ns, 2)
+	// The status patch ends the reconcile that corrected, after its event
+	// was handed to the broadcaster, and a correction may take two
+	// reconciles: a clean check since (Drifted's reason back to NoDrift)
+	// says the count is final, the baseline below.
+	agenttest.WaitUntil(t, 10*driftInterval, "the drift correction counted and a clean check since", func(ctx context.Context) (bool, string, error) {
+		if err := e.client.Get(ctx, client.ObjectKey{Namespace: ns, Name: ns}, sd); err != nil {
+			return false, err.Error(), nil
+		}
+		c := apimeta.FindStatusCondition(sd.Status.Conditions, v1alpha1.ConditionDrifted)
+		return sd.Status.LastDriftCorrection != nil && sd.Status.DriftCorrections > 0 && c != nil && c.Reason == v1alpha1.ReasonNoDrift,
+			fmt.Sprintf("corrections %d, Drifted %+v", sd.Status.DriftCorrections, c), nil
+	})
 	if got := revisions(e.history(t, ns, name)); got != "1:superseded 2:deployed" {
 		t.Fatalf("drift correction changed the release history: %q", got)
 	}

@@ -43,10 +43,6 @@ func TestDriftIsNotCorrectedWhileATaskRuns(t *testing.T) {
 	if err := e.client.Status().Update(ctx, task); err != nil {
 		t.Fatal(err)
 	}
-	scale := &autoscalingv1.Scale{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns}, Spec: autoscalingv1.ScaleSpec{Replicas: 0}}
-	if _, err := e.clientset.AppsV1().Deployments(ns).UpdateScale(ctx, name, scale, metav1.UpdateOptions{FieldManager: "styrmin-actions"}); err != nil {
-		t.Fatal(err)
-	}
 	agenttest.WaitUntil(t, 10*driftInterval, "the drift check to pause for the running task", func(ctx context.Context) (bool, string, error) {
 		var sd v1alpha1.StyrminDeployment
 		if err := e.client.Get(ctx, client.ObjectKey{Namespace: ns, Name: ns}, &sd); err != nil {
@@ -55,6 +51,12 @@ func TestDriftIsNotCorrectedWhileATaskRuns(t *testing.T) {
 		c := apimeta.FindStatusCondition(sd.Status.Conditions, v1alpha1.ConditionDrifted)
 		return c != nil && c.Reason == v1alpha1.ReasonDriftCheckPaused, fmt.Sprintf("Drifted: %+v", c), nil
 	})
+	// Scaled only now: a check between the scale and the controller's
+	// cache seeing the task running would rightly put it back.
+	scale := &autoscalingv1.Scale{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns}, Spec: autoscalingv1.ScaleSpec{Replicas: 0}}
+	if _, err := e.clientset.AppsV1().Deployments(ns).UpdateScale(ctx, name, scale, metav1.UpdateOptions{FieldManager: "styrmin-actions"}); err != nil {
+		t.Fatal(err)
+	}
 	// Several drift intervals later the workers are still stopped.
 	time.Sleep(3 * driftInterval)
 	var d appsv1.Deployment

@@ -252,9 +252,10 @@ func TestAgentCreatesUpdatesUpgradesAndDeletesGraphhub(t *testing.T) {
 	if len(e.tasksOf(t, hubNamespace)) != 4 {
 		t.Errorf("hub tasks: %d, want 4 (the history stays)", len(e.tasksOf(t, hubNamespace)))
 	}
-	// Metrics: tasks by phase, step durations.
-	metrics := scrape(t, "http://"+metricsAddr+"/metrics")
-	for _, want := range []string{
+	// Metrics: tasks by phase, step durations. The gauges are set after a
+	// reconcile returns, a moment after what it wrote is seen: scraped
+	// until all are there.
+	wants := []string{
 		`styrmin_tasks{phase="Succeeded"} 5`,
 		`styrmin_tasks_finished_total{phase="Succeeded",workflow="upgrade"} 1`,
 		`styrmin_task_step_duration_seconds_count{action="runJob",state="Succeeded"} 2`,
@@ -268,14 +269,21 @@ func TestAgentCreatesUpdatesUpgradesAndDeletesGraphhub(t *testing.T) {
 		// The source's syncs and fetches.
 		`styrmin_source_syncs_total{result="synced"}`,
 		`styrmin_source_fetch_duration_seconds_count{result="success"}`,
-	} {
-		if !strings.Contains(metrics, want) {
-			t.Errorf("metrics lack %s", want)
+	}
+	var metrics string
+	agenttest.WaitUntil(t, 10*time.Second, "the metrics of every task and deployment", func(context.Context) (bool, string, error) {
+		metrics = scrape(t, "http://"+metricsAddr+"/metrics")
+		var lack []string
+		for _, want := range wants {
+			if !strings.Contains(metrics, want) {
+				lack = append(lack, want)
+			}
 		}
-	}
-	if strings.Contains(metrics, `namespace="dev-hub"}`) || strings.Contains(metrics, `namespace="dev-hub",state=`) {
-		t.Errorf("the deleted hub still has deployment series")
-	}
+		if strings.Contains(metrics, `namespace="dev-hub"}`) || strings.Contains(metrics, `namespace="dev-hub",state=`) {
+			lack = append(lack, "the deleted hub's deployment series gone")
+		}
+		return len(lack) == 0, "lacking " + strings.Join(lack, ", "), nil
+	})
 	if m := regexp.MustCompile(`(?m)^styrmin_source_last_sync_success_timestamp_seconds (\S+)$`).FindStringSubmatch(metrics); m == nil || m[1] == "0" {
 		t.Errorf("styrmin_source_last_sync_success_timestamp_seconds: %v, want the last sync's time", m)
 	}
