@@ -9,6 +9,7 @@ import (
 	"runtime"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"testing/fstest"
 	"time"
@@ -413,5 +414,35 @@ func TestALoadChecksKeyChangesWithEverythingTheChildsAnswerDependsOn(t *testing.
 				t.Errorf("%s set gives the same checks as unset", name)
 			}
 		})
+	}
+}
+
+// Two processes checking the same load at once both load it, and leave
+// one check (the second create finds the first's file).
+func TestTwoProcessesCheckingTheSameLoadAtOnceLeaveOneCheck(t *testing.T) {
+	dir := t.TempDir()
+	sbs := []*Sandbox{checkingSandbox(t, dir), checkingSandbox(t, dir)}
+	errs := make([]error, len(sbs))
+	var wg sync.WaitGroup
+	for i, sb := range sbs {
+		wg.Go(func() {
+			_, errs[i] = Load(folderFS(t), LoadOptions{Source: "drivers/webapp/1.1.0", Sandbox: sb})
+		})
+	}
+	wg.Wait()
+	for i, err := range errs {
+		if err != nil {
+			t.Errorf("load %d: %v", i+1, err)
+		}
+	}
+	if got := checks(t, dir); len(got) != 1 {
+		t.Errorf("checks after two loads at once: %v, want one", got)
+	}
+	next := checkingSandbox(t, dir)
+	if _, err := Load(folderFS(t), LoadOptions{Source: "drivers/webapp/1.1.0", Sandbox: next}); err != nil {
+		t.Fatal(err)
+	}
+	if n := next.Requests(); n != 0 {
+		t.Errorf("the next load sent %d requests to a child, want 0", n)
 	}
 }
