@@ -130,10 +130,7 @@ func load(ctx context.Context, f *folder, opts LoadOptions) (*Driver, error) {
 		// again (loadChecks).
 		req := opts.sandboxRequest("load", f)
 		checks := opts.Sandbox.checks
-		key := ""
-		if checks != nil {
-			key = checks.key(req, f)
-		}
+		key := checks.key(req, f)
 		if checks.has(key) {
 			// Still under the time limit and the caller's context: the
 			// machine may be slower than when the child checked it.

@@ -109,8 +109,11 @@ func (s *Sandbox) KeepChecks(dir string) error {
 }
 
 // key names the check of a load request of folder f: the request as the
-// child reads it, its files by their digest.
+// child reads it, its files by their digest ("" without checks).
 func (c *loadChecks) key(req *sandboxRequest, f *folder) string {
+	if c == nil {
+		return ""
+	}
 	r := *req
 	r.ID, r.Files = 0, nil
 	data, err := json.Marshal(struct {

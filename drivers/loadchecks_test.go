@@ -66,6 +66,21 @@ func folderFS(t *testing.T) fstest.MapFS {
 	return fsys
 }
 
+// checkedSource is the example driver's folder as a catalog names it.
+const checkedSource = "drivers/webapp/1.1.0"
+
+// loadExample loads the example driver through sb and returns it with the
+// number of requests the load sent to a child.
+func loadExample(t *testing.T, sb *Sandbox) (*Driver, uint64) {
+	t.Helper()
+	before := sb.Requests()
+	d, err := Load(folderFS(t), LoadOptions{Source: checkedSource, Sandbox: sb})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return d, sb.Requests() - before
+}
+
 // checks lists the checks remembered in dir.
 func checks(t *testing.T, dir string) []string {
 	t.Helper()
@@ -84,28 +99,16 @@ func checks(t *testing.T, dir string) []string {
 
 func TestALoadAChildCheckedIsNotSentToAChildByTheNextProcess(t *testing.T) {
 	dir := t.TempDir()
-	opts := func(sb *Sandbox) LoadOptions {
-		return LoadOptions{Source: "drivers/webapp/1.1.0", Sandbox: sb}
-	}
-	first := checkingSandbox(t, dir)
-	checked, err := Load(folderFS(t), opts(first))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if n := first.Requests(); n != 1 {
-		t.Fatalf("the first load sent %d requests to a child, want 1", n)
+	checked, sent := loadExample(t, checkingSandbox(t, dir))
+	if sent != 1 {
+		t.Fatalf("the first load sent %d requests to a child, want 1", sent)
 	}
 	if got := checks(t, dir); len(got) != 1 {
 		t.Fatalf("checks after the first load: %v, want one", got)
 	}
-
-	next := checkingSandbox(t, dir)
-	again, err := Load(folderFS(t), opts(next))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if n := next.Requests(); n != 0 {
-		t.Errorf("the next process's load of the same folder sent %d requests to a child, want 0", n)
+	again, sent := loadExample(t, checkingSandbox(t, dir))
+	if sent != 0 {
+		t.Errorf("the next process's load of the same folder sent %d requests to a child, want 0", sent)
 	}
 	c := exampleContext(checked)
 	v1, err1 := checked.Values(c)
@@ -118,16 +121,16 @@ func TestALoadAChildCheckedIsNotSentToAChildByTheNextProcess(t *testing.T) {
 	// again.
 	changed := folderFS(t)
 	changed["driver.cue"] = &fstest.MapFile{Data: append([]byte("// changed\n"), changed["driver.cue"].Data...)}
-	limits := opts(nil)
-	limits.Limits = Limits{Timeout: 20 * time.Second}
+	plain := LoadOptions{Source: checkedSource}
+	limits := LoadOptions{Source: checkedSource, Limits: Limits{Timeout: 20 * time.Second}}
 	for _, tc := range []struct {
 		name string
 		fsys fstest.MapFS
 		opts LoadOptions
 	}{
-		{"a file of the folder", changed, opts(nil)},
+		{"a file of the folder", changed, plain},
 		{"the limits", folderFS(t), limits},
-		{"the kube version", folderFS(t), LoadOptions{Source: "drivers/webapp/1.1.0", KubeVersion: "v1.30.0"}},
+		{"the kube version", folderFS(t), LoadOptions{Source: checkedSource, KubeVersion: "v1.30.0"}},
 		{"the folder's name", folderFS(t), LoadOptions{Source: "drivers/webapp2/1.1.0"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -219,13 +222,10 @@ func TestKeepChecksRefusesAFolderSomeoneElseCouldWriteChecksIn(t *testing.T) {
 				t.Fatalf("KeepChecks of a folder %s: %v, want %q", tc.name, err, tc.want)
 			}
 			// The sandbox checks every load in a child, as without checks.
-			for range 2 {
-				if _, err := Load(folderFS(t), LoadOptions{Source: "drivers/webapp/1.1.0", Sandbox: sb}); err != nil {
-					t.Fatal(err)
+			for i := range 2 {
+				if _, sent := loadExample(t, sb); sent != 1 {
+					t.Errorf("load %d sent %d requests to a child, want 1", i+1, sent)
 				}
-			}
-			if n := sb.Requests(); n != 2 {
-				t.Errorf("loads sent %d requests to a child, want 2", n)
 			}
 			if got := checks(t, dir); len(got) != 0 {
 				t.Errorf("checks written in a refused folder: %v", got)
@@ -245,13 +245,10 @@ func TestALoadCheckThatCannotBeWrittenLeavesTheLoadAlone(t *testing.T) {
 	if err := os.WriteFile(dir, nil, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	for range 2 {
-		if _, err := Load(folderFS(t), LoadOptions{Source: "drivers/webapp/1.1.0", Sandbox: sb}); err != nil {
-			t.Fatalf("a load whose check cannot be written: %v", err)
+	for i := range 2 {
+		if _, sent := loadExample(t, sb); sent != 1 {
+			t.Errorf("load %d sent %d requests to a child, want 1", i+1, sent)
 		}
-	}
-	if n := sb.Requests(); n != 2 {
-		t.Errorf("loads sent %d requests to a child, want 2", n)
 	}
 }
 
@@ -426,7 +423,7 @@ func TestTwoProcessesCheckingTheSameLoadAtOnceLeaveOneCheck(t *testing.T) {
 	var wg sync.WaitGroup
 	for i, sb := range sbs {
 		wg.Go(func() {
-			_, errs[i] = Load(folderFS(t), LoadOptions{Source: "drivers/webapp/1.1.0", Sandbox: sb})
+			_, errs[i] = Load(folderFS(t), LoadOptions{Source: checkedSource, Sandbox: sb})
 		})
 	}
 	wg.Wait()
@@ -438,11 +435,7 @@ func TestTwoProcessesCheckingTheSameLoadAtOnceLeaveOneCheck(t *testing.T) {
 	if got := checks(t, dir); len(got) != 1 {
 		t.Errorf("checks after two loads at once: %v, want one", got)
 	}
-	next := checkingSandbox(t, dir)
-	if _, err := Load(folderFS(t), LoadOptions{Source: "drivers/webapp/1.1.0", Sandbox: next}); err != nil {
-		t.Fatal(err)
-	}
-	if n := next.Requests(); n != 0 {
-		t.Errorf("the next load sent %d requests to a child, want 0", n)
+	if _, sent := loadExample(t, checkingSandbox(t, dir)); sent != 0 {
+		t.Errorf("the next load sent %d requests to a child, want 0", sent)
 	}
 }

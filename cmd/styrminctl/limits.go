@@ -23,8 +23,7 @@ type driverFlags struct {
 	inProcess bool
 	// checks is the folder where the sandbox remembers the driver loads
 	// its children checked (drivers.Sandbox.KeepChecks); "" for none.
-	checks    string
-	checksSet bool
+	checks string
 	// sandbox is set by prepare unless inProcess.
 	sandbox *drivers.Sandbox
 }
@@ -36,7 +35,7 @@ func (f *driverFlags) register(cmd *cobra.Command) {
 	fl.Int64Var(&f.limits.RenderedBytes, "driver-rendered-bytes", 0, "most bytes a chart may render to (default: styrmin.cue's limits.renderedBytes, else 64 MiB)")
 	fl.Int64Var(&f.limits.ChartBytes, "driver-chart-bytes", 0, "most bytes subchart archives may unpack to (default: styrmin.cue's limits.chartBytes, else 64 MiB)")
 	fl.BoolVar(&f.inProcess, "driver-in-process", false, "evaluate drivers in this process: no memory limit, and a driver over its time limit is abandoned, not stopped")
-	fl.StringVar(&f.checks, "driver-checks", defaultDriverChecks(), `folder where the driver loads checked in a child process are remembered, so that the next command loads an unchanged driver at once ("" for none; default: $`+driverChecksEnv+`, else styrmin/driver-checks in the user's cache folder)`)
+	fl.StringVar(&f.checks, "driver-checks", defaultDriverChecks(), `folder where the driver loads checked in a child process are remembered, so that the next command reading the repository loads an unchanged driver at once (drivers lint always checks in a child; "" for none; default: $`+driverChecksEnv+`, else styrmin/driver-checks in the user's cache folder)`)
 }
 
 // driverChecksEnv names the variable that replaces the default folder of
@@ -58,10 +57,12 @@ func defaultDriverChecks() string {
 }
 
 // prepare starts nothing: it finds this executable, which serves as the
-// sandbox child (main calls drivers.ServeSandbox), and opens the folder
-// of the driver checks; a default one that cannot be used is noted on
-// stderr.
-func (f *driverFlags) prepare(stderr io.Writer) error {
+// sandbox child (main calls drivers.ServeSandbox), and, for a command
+// that reads the repository, opens the folder of the driver checks:
+// one named by the flag (named) must work, a default one that cannot be
+// used is noted on stderr. Other commands (drivers lint among them: a
+// lint is the check) keep none.
+func (f *driverFlags) prepare(stderr io.Writer, readsRepo, named bool) error {
 	if f.inProcess {
 		return nil
 	}
@@ -69,15 +70,14 @@ func (f *driverFlags) prepare(stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	if f.checks != "" {
+	if f.checks != "" && readsRepo {
 		// Without the checks every load is checked in a child, as it
-		// would be anyway: a default folder that cannot be used is
-		// noted, one asked for by name must work.
+		// would be anyway.
 		dir, err := filepath.Abs(f.checks)
 		if err == nil {
 			err = sb.KeepChecks(dir)
 		}
-		if err != nil && f.checksSet {
+		if err != nil && named {
 			return fmt.Errorf("--driver-checks: %w", err)
 		}
 		if err != nil && !errors.Is(err, errors.ErrUnsupported) {

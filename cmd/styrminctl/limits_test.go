@@ -168,8 +168,8 @@ func TestFailedCommandEndsItsSandboxChildren(t *testing.T) {
 	}
 }
 
-// The drivers the sandbox's children checked are remembered in the folder
-// --driver-checks names (by default $STYRMIN_DRIVER_CHECKS, else the user's
+// The drivers the sandbox's children checked for a command that reads the
+// repository are remembered in the folder --driver-checks names (by default $STYRMIN_DRIVER_CHECKS, else the user's
 // cache folder's styrmin/driver-checks), so the next command starts no
 // child for them; none with --driver-checks "". A folder others may write
 // to is refused when named and noted when it is the default.
@@ -231,6 +231,26 @@ func TestLockRemembersTheDriverLoadsItsChildrenChecked(t *testing.T) {
 	}
 	if _, started := lock(); started != 0 {
 		t.Errorf("the next lock started %d children, want none: every driver was checked", started)
+	}
+	// A lint is the check: it keeps none (a driver folder changed by a
+	// comment is linted, and no check is added).
+	linted := filepath.Join(t.TempDir(), filepath.Base(filepath.Dir(versions[0])), filepath.Base(versions[0]))
+	if err := os.CopyFS(linted, os.DirFS(versions[0])); err != nil {
+		t.Fatal(err)
+	}
+	spec := filepath.Join(linted, "driver.cue")
+	data, err := os.ReadFile(spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(spec, append([]byte("// linted\n"), data...), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if out, errOut, code := run(t, "--repo", dir, "drivers", "lint", linted); code != 0 {
+		t.Fatalf("drivers lint %s: exit %d\n%s\n%s", linted, code, out, errOut)
+	}
+	if n := entries(byDefault); n != len(versions) {
+		t.Errorf("drivers lint left a check: %d, want %d", n, len(versions))
 	}
 
 	// $STYRMIN_DRIVER_CHECKS, then the flag, name another folder.

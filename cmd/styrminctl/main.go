@@ -219,10 +219,8 @@ func newRootCmdWith(stdout, stderr io.Writer, terminal bool) *cobra.Command {
 				return err
 			}
 		}
-		if fl := cmd.Flag("driver-checks"); fl != nil {
-			g.drivers.checksSet = fl.Changed
-		}
-		return g.drivers.prepare(stderr)
+		fl := cmd.Flag("driver-checks")
+		return g.drivers.prepare(stderr, cmd.Annotations[readsRepo] != "", fl != nil && fl.Changed)
 	}
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError{err} })
 	root.AddCommand(
