@@ -22,7 +22,8 @@ import (
 // Ready at its sequence when the task of that sequence is at its last step
 // and that step writes the instance; with a step after it (an upgrade's
 // verification), or no such task, or a task already ended, it does not:
-// the task records it when everything it runs succeeded.
+// the task records it when everything it runs succeeded; nor for a task
+// that has claimed its failure (instance.ActiveClaims).
 func TestTheActiveInstanceIsRecordedWithReadyWhenItsTaskRunsNothingAfter(t *testing.T) {
 	t.Parallel()
 	e := startEnv(t)
@@ -35,7 +36,7 @@ func TestTheActiveInstanceIsRecordedWithReadyWhenItsTaskRunsNothingAfter(t *test
 	post := v1alpha1.TaskStep{Name: "waitReady", Mode: "post", Action: string(drivers.ActionWaitReady), State: v1alpha1.StepPending}
 	// standing makes the task of in's sequence, as the sync would, for
 	// the instance of digest, in phase with steps.
-	standing := func(in *resolver.Instance, digest string, phase v1alpha1.TaskPhase, steps ...v1alpha1.TaskStep) {
+	standing := func(in *resolver.Instance, digest string, phase v1alpha1.TaskPhase, steps ...v1alpha1.TaskStep) *v1alpha1.StyrminTask {
 		t.Helper()
 		ns := in.Context.Deployment.Namespace
 		id := instance.DeploymentID(in.ID)
@@ -55,6 +56,7 @@ func TestTheActiveInstanceIsRecordedWithReadyWhenItsTaskRunsNothingAfter(t *test
 		if err := e.client.Status().Update(ctx, task); err != nil {
 			t.Fatal(err)
 		}
+		return task
 	}
 	web := e.instance(t, "local", "dev", "web", 1)
 	cases := []struct {
@@ -74,6 +76,15 @@ func TestTheActiveInstanceIsRecordedWithReadyWhenItsTaskRunsNothingAfter(t *test
 		{"its task applies another instance", renamed(web, "other"),
 			func(in *resolver.Instance) { standing(in, web.Digest, v1alpha1.TaskRunning, core) }, false},
 		{"no task", renamed(web, "alone"), func(*resolver.Instance) {}, false},
+		// The task's deadline passed before the deployment was Ready, and
+		// it ends Failed: the controller, whose cache may still show it
+		// running (here it stays so), must not record it active.
+		{"its task claimed its failure", renamed(web, "failing"), func(in *resolver.Instance) {
+			task := standing(in, in.Digest, v1alpha1.TaskRunning, core)
+			if recorded, err := e.claims.Fail(ctx, task.UID); err != nil || recorded {
+				t.Fatalf("claiming the failure of a task nothing recorded: recorded %v, %v", recorded, err)
+			}
+		}, false},
 	}
 	for _, c := range cases {
 		c.task(c.in)

@@ -178,6 +178,10 @@ func NewAgent(ctx context.Context, cfg *rest.Config, opts Options) (*Agent, erro
 	// controller: once, through one cache.
 	renders := driversource.NewRenders(0)
 	opts.Manager.Renders = renders
+	// Whether a change whose task's last step writes the instance ended
+	// active or failed is settled between the two controllers here.
+	claims := instance.NewActiveClaims()
+	opts.Manager.ActiveClaims = claims
 	mgr, err := NewManager(cfg, opts.Manager)
 	if err != nil {
 		return nil, err
@@ -190,6 +194,7 @@ func NewAgent(ctx context.Context, cfg *rest.Config, opts Options) (*Agent, erro
 	topts.APIReader = mgr.GetAPIReader()
 	topts.Drivers = drv
 	topts.Renders = renders
+	topts.ActiveClaims = claims
 	topts.Locks = locks
 	topts.Policies = locks
 	topts.Source = types.NamespacedName{Namespace: opts.Manager.Namespace, Name: opts.SourceName}

@@ -53,6 +53,9 @@ type env struct {
 	client    client.Client
 	clientset *kubernetes.Clientset
 	workspace *resolver.Workspace
+	// claims are the StyrminDeployment controller's, for a task
+	// controller a test builds beside it.
+	claims *instance.ActiveClaims
 }
 
 func startEnv(t *testing.T) *env {
@@ -82,8 +85,10 @@ func startEnvWith(t *testing.T, extra ...*drivers.Driver) *env {
 			t.Fatal(err)
 		}
 	}
+	claims := instance.NewActiveClaims()
 	mgr, err := operator.NewManager(agentCfg, operator.ManagerOptions{
 		Drivers:        &driversource.CatalogSource{Catalog: ws.Catalog},
+		ActiveClaims:   claims,
 		DriftInterval:  driftInterval,
 		Namespace:      config.AgentNamespace,
 		LeaderElection: true,
@@ -109,7 +114,7 @@ func startEnvWith(t *testing.T, extra ...*drivers.Driver) *env {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &env{cluster: c, client: cl, clientset: cs, workspace: ws}
+	return &env{cluster: c, client: cl, clientset: cs, workspace: ws, claims: claims}
 }
 
 // instance resolves an example deployment and gives it a sequence.

@@ -26,6 +26,7 @@ import (
 	"github.com/styrmin/styrmin/operator/deployment"
 	"github.com/styrmin/styrmin/operator/driversource"
 	"github.com/styrmin/styrmin/operator/health"
+	"github.com/styrmin/styrmin/operator/instance"
 	"github.com/styrmin/styrmin/operator/internal/liveness"
 	"github.com/styrmin/styrmin/operator/release"
 	"github.com/styrmin/styrmin/operator/task"
@@ -40,6 +41,10 @@ type ManagerOptions struct {
 	// Renders is shared by the StyrminDeployment controller and the task
 	// controller (optional: nil renders each time).
 	Renders *driversource.Renders
+	// ActiveClaims is shared by the StyrminDeployment controller and the
+	// task controller (instance.ActiveClaims; nil: the controller records
+	// a change active without asking its task).
+	ActiveClaims *instance.ActiveClaims
 	// Namespace is the agent's namespace: its leader election lease lives
 	// there.
 	Namespace string
@@ -214,6 +219,7 @@ func NewManager(cfg *rest.Config, opts ManagerOptions) (ctrl.Manager, error) {
 	err = deployment.Setup(mgr, deployment.Options{
 		Drivers:        opts.Drivers,
 		Renders:        opts.Renders,
+		ActiveClaims:   opts.ActiveClaims,
 		Releases:       releases,
 		Recorder:       mgr.GetEventRecorder(eventSource),
 		DriftInterval:  opts.DriftInterval,

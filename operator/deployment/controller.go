@@ -68,9 +68,12 @@ type Reconciler struct {
 	renders        *driversource.Renders
 	releases       *release.Releases
 	recorder       events.EventRecorder
-	metrics        *metrics
-	interval       time.Duration
-	now            func() time.Time
+	// claims arbitrates the record of a change active with its task's
+	// failure (nil: none, the controller alone).
+	claims   *instance.ActiveClaims
+	metrics  *metrics
+	interval time.Duration
+	now      func() time.Time
 	// scopes tells the policy check each rendered kind's scope as the
 	// cluster serves it (the manager's cached RESTMapper).
 	scopes *release.Scopes
@@ -772,8 +775,14 @@ func (r *Reconciler) resultFor(ctx context.Context, rs *reconcileState, orig *v1
 			}
 		}
 	}
+	// statusWritten is set by the status write below; any other way out
+	// leaves it false, and a claimed record of the active instance is
+	// settled with it.
+	statusWritten := false
 	if err == nil {
-		r.activeWithReady(ctx, rs)
+		if settle := r.activeWithReady(ctx, rs); settle != nil {
+			defer func() { settle(statusWritten) }()
+		}
 	}
 	if sd.DeletionTimestamp.IsZero() && !sd.Spec.Tombstone() {
 		r.metrics.observe(sd)
@@ -790,6 +799,7 @@ func (r *Reconciler) resultFor(ctx context.Context, rs *reconcileState, orig *v1
 		if perr != nil && !apierrors.IsNotFound(perr) {
 			return ctrl.Result{}, errors.Join(err, fmt.Errorf("write status: %w", perr))
 		}
+		statusWritten = perr == nil
 		if perr == nil && sd.DeletionTimestamp.IsZero() && !sd.Spec.Tombstone() {
 			r.noteWritten(sd.Namespace, sd.ResourceVersion)
 		}
@@ -806,42 +816,33 @@ func (r *Reconciler) resultFor(ctx context.Context, rs *reconcileState, orig *v1
 // core one (an upgrade's verification, say) records it when they succeed;
 // a task not in the cache, or finished, is left to itself.
 //
-// The core step counts a change recorded active as done, whatever its
-// workloads did since. Only a task whose deadline passes in the moment
-// between its last look and this write (or whose end this cache has not
-// seen yet) can still end Failed with its instance recorded active: it
-// runs and was Ready, and every step before the core one succeeded.
-func (r *Reconciler) activeWithReady(ctx context.Context, rs *reconcileState) {
+// The record is claimed first (instance.ActiveClaims): a task that has
+// claimed its failure (its deadline passed, a workload failed) while
+// this cache still shows it running is not recorded, and a task whose
+// deadline passes while the write is under way waits for it and counts
+// it done. The returned settle, when not nil, must be called with
+// whether the status write was made.
+func (r *Reconciler) activeWithReady(ctx context.Context, rs *reconcileState) (settle func(written bool)) {
 	sd, in := rs.sd, rs.instance
 	seq := sd.Spec.Sequence
 	if in == nil || in.Tombstone() || !sd.DeletionTimestamp.IsZero() || sd.Status.ActiveSequence >= seq {
-		return
+		return nil
 	}
 	if ok, err := instance.Applied(sd, seq); err != nil || !ok {
-		return
+		return nil
 	}
 	var t v1alpha1.StyrminTask
 	key := client.ObjectKey{Namespace: sd.Namespace, Name: v1alpha1.TaskName(sd.Spec.Deployment.Name, seq)}
-	if err := r.client.Get(ctx, key, &t); err != nil || !lastStepWritesInstance(&t, sd.Spec.Deployment, seq, sd.Spec.Digest) {
-		return
+	if err := r.client.Get(ctx, key, &t); err != nil || !instance.LastStepWritesInstance(&t, sd.Spec.Deployment, seq, sd.Spec.Digest) {
+		return nil
+	}
+	settle, ok := r.claims.Record(t.UID)
+	if !ok {
+		return nil
 	}
 	sd.Status.Active = instance.Summary(in, t.Name)
 	sd.Status.ActiveSequence = seq
-}
-
-// lastStepWritesInstance reports whether t is the running task of the
-// deployment's sequence seq, applying the instance of digest, whose
-// current step is its last and writes the instance.
-func lastStepWritesInstance(t *v1alpha1.StyrminTask, id v1alpha1.DeploymentID, seq int64, digest string) bool {
-	if t.Spec.Operation != nil || t.Spec.ToSequence != seq || t.Spec.Deployment != id || t.Status.Phase != v1alpha1.TaskRunning {
-		return false
-	}
-	if target := instance.TaskTarget(t); target == nil || target.Digest != digest {
-		return false
-	}
-	steps := t.Status.Steps
-	return len(steps) > 0 && int(t.Status.CurrentStep) == len(steps)-1 &&
-		steps[len(steps)-1].Action == string(drivers.ActionUpgradeDeploymentVersion)
+	return settle
 }
 
 // worthWriting reports whether the status changed in more than the

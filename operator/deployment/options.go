@@ -11,6 +11,7 @@ import (
 	crmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 
 	"github.com/styrmin/styrmin/operator/driversource"
+	"github.com/styrmin/styrmin/operator/instance"
 	"github.com/styrmin/styrmin/operator/release"
 )
 
@@ -49,6 +50,11 @@ type Options struct {
 	// (0: DefaultPodStatusAfter). A failed workload's pods are read at
 	// once.
 	PodStatusAfter time.Duration
+	// ActiveClaims is shared with the task controller: the controller
+	// records a change active with Ready only when its task has not
+	// claimed its failure (nil: it records without asking, for the
+	// controller alone).
+	ActiveClaims *instance.ActiveClaims
 	// Registerer receives the controller's metrics (nil:
 	// controller-runtime's registry).
 	Registerer prometheus.Registerer
@@ -96,6 +102,7 @@ func Setup(mgr ctrl.Manager, opts Options) error {
 		releases:       opts.Releases,
 		scopes:         release.NewScopes(mgr.GetRESTMapper()),
 		recorder:       opts.Recorder,
+		claims:         opts.ActiveClaims,
 		metrics:        m,
 		interval:       opts.DriftInterval,
 		now:            time.Now,

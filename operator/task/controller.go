@@ -67,6 +67,11 @@ type Options struct {
 	// Renders renders instances, sharing the renders with the
 	// StyrminDeployment controller (optional: nil renders each time).
 	Renders *driversource.Renders
+	// ActiveClaims is shared with the StyrminDeployment controller, which
+	// records a change active with Ready when its task's last step writes
+	// the instance: a task failing that step claims its failure there
+	// first (nil: none, the task controller alone).
+	ActiveClaims *instance.ActiveClaims
 	// Locks gives the instance of a task that does not carry a copy
 	// (optional: without it such a task fails).
 	Locks instance.LockSource
@@ -1194,6 +1199,9 @@ func boundOutput(s string, max int) string {
 // output (a failed command's) goes to its status only; the task's Warning
 // event names the step and why, never what a command printed.
 func (r *Reconciler) failStep(ctx context.Context, run *taskRun, reason, msg, output string) (phaseResult, error) {
+	if recorded, err := r.recordedFirst(ctx, run); err != nil || recorded {
+		return r.endRecorded(ctx, run, recorded, err, reason+": "+msg)
+	}
 	t := run.task
 	i := int(t.Status.CurrentStep)
 	st := &t.Status.Steps[i]
@@ -1208,6 +1216,9 @@ func (r *Reconciler) failStep(ctx context.Context, run *taskRun, reason, msg, ou
 
 // failTask ends a task that cannot run at all.
 func (r *Reconciler) failTask(ctx context.Context, run *taskRun, reason, msg string) (phaseResult, error) {
+	if recorded, err := r.recordedFirst(ctx, run); err != nil || recorded {
+		return r.endRecorded(ctx, run, recorded, err, reason+": "+msg)
+	}
 	for i := range run.task.Status.Steps {
 		if !run.task.Status.Steps[i].State.Terminal() {
 			run.task.Status.Steps[i].State = v1alpha1.StepSkipped
@@ -1215,6 +1226,55 @@ func (r *Reconciler) failTask(ctx context.Context, run *taskRun, reason, msg str
 	}
 	run.failReason = reason
 	return r.finish(ctx, run, v1alpha1.TaskFailed, reason+": "+r.redact(ctx, run, msg))
+}
+
+// recordedFirst tells a task about to fail whether its change was
+// recorded active first. Only a task whose current step is its last and
+// writes the instance can be: the StyrminDeployment controller records
+// such a change with the Ready the step waits for. The task claims its
+// failure (instance.ActiveClaims), which waits for a record under way and
+// keeps the controller from making one after; then, a record made before
+// (by this agent before a restart, or a write whose answer was lost) is
+// read from the API server, which a cache may not show yet.
+func (r *Reconciler) recordedFirst(ctx context.Context, run *taskRun) (bool, error) {
+	t := run.task
+	target := instance.TaskTarget(t)
+	if target == nil || !instance.LastStepWritesInstance(t, t.Spec.Deployment, t.Spec.ToSequence, target.Digest) {
+		return false, nil
+	}
+	recorded, err := r.opts.ActiveClaims.Fail(ctx, t.UID)
+	if err != nil || recorded {
+		return recorded, err
+	}
+	var sd v1alpha1.StyrminDeployment
+	key := instance.Key(t.Spec.Namespace)
+	if err := r.opts.APIReader.Get(ctx, key, &sd); err != nil {
+		if apierrors.IsNotFound(err) {
+			return false, nil
+		}
+		return false, fmt.Errorf("reading StyrminDeployment %s before ending the task Failed: %w", key, err)
+	}
+	a := sd.Status.Active
+	return a != nil && a.Sequence == t.Spec.ToSequence && a.Task == t.Name, nil
+}
+
+// endRecorded ends a task whose change was recorded active before its
+// last step could fail (recordedFirst): that step waited for its
+// deployment to be Ready at its sequence, which it was, so the step and
+// the task succeed, saying what would have failed them. err is
+// recordedFirst's (the task is then left as it is, to be tried again).
+func (r *Reconciler) endRecorded(ctx context.Context, run *taskRun, recorded bool, err error, why string) (phaseResult, error) {
+	if err != nil || !recorded {
+		return phaseResult{}, err
+	}
+	t := run.task
+	st := &t.Status.Steps[t.Status.CurrentStep]
+	out := fmt.Sprintf("StyrminDeployment %s was Ready at sequence %d and records it active, before the step could end (%s)",
+		instance.Key(t.Spec.Namespace), t.Spec.ToSequence, why)
+	run.log.Info("the change was recorded active before its last step failed; the task succeeds", "task", t.Name, "step", st.Name, "why", why)
+	r.endStep(ctx, run, st, v1alpha1.StepSucceeded, out, "")
+	t.Status.CurrentStep++
+	return r.finish(ctx, run, v1alpha1.TaskSucceeded, "")
 }
 
 // finish writes a terminal phase, with msg as its message and event.
@@ -1268,6 +1328,7 @@ func (r *Reconciler) finishWith(ctx context.Context, run *taskRun, phase v1alpha
 	}
 	run.log.Info("task finished", "phase", phase, "message", msg)
 	r.forget(t)
+	r.opts.ActiveClaims.Forget(t.UID)
 	r.mu.Lock()
 	r.finished[t.UID] = t.ResourceVersion
 	r.mu.Unlock()

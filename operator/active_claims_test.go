@@ -1,0 +1,173 @@
+package operator_test
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	"github.com/styrmin/styrmin/operator/api/v1alpha1"
+	"github.com/styrmin/styrmin/operator/driversource"
+	"github.com/styrmin/styrmin/operator/instance"
+	"github.com/styrmin/styrmin/operator/task"
+)
+
+// TestATaskWhoseChangeIsRecordedActiveAsItsLastStepTimesOutSucceeds pins
+// the task's side of instance.ActiveClaims, with a task controller beside
+// the StyrminDeployment controller on a real API server. A webapp create
+// runs one step, the core one, which waits for its deployment to be Ready;
+// a quota of no pods keeps it from ever being so, and the step's deadline
+// passes. When the controller's record of the change as active is under
+// way at that moment (the test holds the controller's claim, and writes
+// the record itself as the controller would), the task waits for it and
+// succeeds: its change is the deployment's active one. With no record, it
+// fails, and the previous instance (none) stays active.
+func TestATaskWhoseChangeIsRecordedActiveAsItsLastStepTimesOutSucceeds(t *testing.T) {
+	t.Parallel()
+	e := startEnv(t)
+	ctx := context.Background()
+	const timeout = 3 * time.Second
+	r, err := task.NewReconciler(task.Options{
+		Client:       e.client,
+		APIReader:    e.client,
+		Drivers:      &driversource.CatalogSource{Catalog: e.workspace.Catalog},
+		Registerer:   prometheus.NewRegistry(),
+		ActiveClaims: e.claims,
+		StepTimeout:  timeout,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	web := e.instance(t, "local", "dev", "web", 1)
+	cases := []struct {
+		name      string
+		recorded  bool
+		wantPhase v1alpha1.TaskPhase
+	}{
+		{"recorded", true, v1alpha1.TaskSucceeded},
+		{"unrecorded", false, v1alpha1.TaskFailed},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			in := renamedInstance(t, web, c.name, "dev-"+c.name)
+			ns := in.Context.Deployment.Namespace
+			if err := e.client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil {
+				t.Fatal(err)
+			}
+			quota := &corev1.ResourceQuota{ObjectMeta: metav1.ObjectMeta{Name: "no-pods", Namespace: ns},
+				Spec: corev1.ResourceQuotaSpec{Hard: corev1.ResourceList{corev1.ResourcePods: resource.MustParse("0")}}}
+			if err := e.client.Create(ctx, quota); err != nil {
+				t.Fatal(err)
+			}
+			spec, err := instance.SpecFromInstance(in)
+			if err != nil {
+				t.Fatal(err)
+			}
+			id := instance.DeploymentID(in.ID)
+			tk := &v1alpha1.StyrminTask{
+				ObjectMeta: metav1.ObjectMeta{Name: v1alpha1.TaskName(in.ID.Name, in.Sequence), Namespace: ns, Labels: id.Labels()},
+				Spec: v1alpha1.StyrminTaskSpec{Deployment: id, Namespace: ns, Workflow: v1alpha1.WorkflowCreate,
+					ToSequence: in.Sequence, Lock: v1alpha1.LockRef{Commit: in.SourceCommit, Path: in.ID.LockPath()}, Instance: &spec},
+			}
+			if err := e.client.Create(ctx, tk); err != nil {
+				t.Fatal(err)
+			}
+			req := reconcile.Request{NamespacedName: client.ObjectKeyFromObject(tk)}
+			// Plan, start the one step and write the instance.
+			for i := 0; ; i++ {
+				if _, err := r.Reconcile(ctx, req); err != nil {
+					t.Fatal(err)
+				}
+				if err := e.client.Get(ctx, req.NamespacedName, tk); err != nil {
+					t.Fatal(err)
+				}
+				var sd v1alpha1.StyrminDeployment
+				err := e.client.Get(ctx, instance.Key(ns), &sd)
+				if err == nil && tk.Status.Phase == v1alpha1.TaskRunning && sd.Spec.Sequence == in.Sequence {
+					break
+				}
+				if i == 10 {
+					t.Fatalf("task %s/%s: phase %q after %d reconciles (StyrminDeployment: %v); want Running with its instance written", ns, tk.Name, tk.Status.Phase, i+1, err)
+				}
+			}
+			if n := len(tk.Status.Steps); n != 1 || tk.Status.Steps[0].Action != "upgradeDeploymentVersion" {
+				t.Fatalf("steps %+v; want the core step alone", tk.Status.Steps)
+			}
+			var settle func(bool)
+			if c.recorded {
+				var ok bool
+				if settle, ok = e.claims.Record(tk.UID); !ok {
+					t.Fatal("the controller's claim on a running task was refused")
+				}
+			}
+			time.Sleep(timeout + 500*time.Millisecond)
+			done := make(chan error, 1)
+			go func() {
+				_, err := r.Reconcile(ctx, req)
+				done <- err
+			}()
+			if c.recorded {
+				select {
+				case err := <-done:
+					t.Fatalf("the task's reconcile past its deadline returned (%v) while its change's record was under way; want it to wait", err)
+				case <-time.After(time.Second):
+				}
+				var sd v1alpha1.StyrminDeployment
+				if err := e.client.Get(ctx, instance.Key(ns), &sd); err != nil {
+					t.Fatal(err)
+				}
+				base := sd.DeepCopy()
+				sd.Status.Active, sd.Status.ActiveSequence = instance.Summary(in, tk.Name), in.Sequence
+				if err := e.client.Status().Patch(ctx, &sd, client.MergeFrom(base)); err != nil {
+					t.Fatal(err)
+				}
+				settle(true)
+			}
+			select {
+			case err := <-done:
+				if err != nil {
+					t.Fatal(err)
+				}
+			case <-time.After(30 * time.Second):
+				t.Fatal("the task's reconcile did not return")
+			}
+			if err := e.client.Get(ctx, req.NamespacedName, tk); err != nil {
+				t.Fatal(err)
+			}
+			st := tk.Status.Steps[0]
+			if tk.Status.Phase != c.wantPhase {
+				t.Fatalf("task phase %s (step %s: %s %s); want %s", tk.Status.Phase, st.State, st.Message, st.Output, c.wantPhase)
+			}
+			var sd v1alpha1.StyrminDeployment
+			if err := e.client.Get(ctx, instance.Key(ns), &sd); err != nil {
+				t.Fatal(err)
+			}
+			if c.recorded {
+				if st.State != v1alpha1.StepSucceeded || !strings.Contains(st.Output, "records it active") || !strings.Contains(st.Output, "timed out") {
+					t.Errorf("step %s, output %q; want it succeeded, saying the change was recorded active before its timeout", st.State, st.Output)
+				}
+				if sd.Status.ActiveSequence != in.Sequence {
+					t.Errorf("active sequence %d; want %d", sd.Status.ActiveSequence, in.Sequence)
+				}
+				return
+			}
+			if st.State != v1alpha1.StepFailed || !strings.Contains(st.Message, "timed out") {
+				t.Errorf("step %s, message %q; want it failed on its timeout", st.State, st.Message)
+			}
+			if sd.Status.ActiveSequence != 0 || sd.Status.Active != nil {
+				t.Errorf("active %d (%+v) after the task failed; want none", sd.Status.ActiveSequence, sd.Status.Active)
+			}
+			// The controller can no longer record it, whatever its cache shows.
+			if _, ok := e.claims.Record(tk.UID); ok {
+				t.Error("the controller's claim on a task that claimed its failure was granted")
+			}
+		})
+	}
+}
