@@ -576,6 +576,7 @@ func baselineWorkloads(b *testing.B, ctx context.Context, e *env, cs *kubernetes
 		since := generations(ctx, b, watched, baselineNamespaces)
 		cpu0 := apiserverCPU(b, cs)
 		procCPU0 := processCPU(b)
+		apiReqs0 := apiserverRequests(b, cs)
 		start := time.Now()
 		var g errgroup.Group
 		g.SetLimit(32)
@@ -607,6 +608,9 @@ func baselineWorkloads(b *testing.B, ctx context.Context, e *env, cs *kubernetes
 			}
 			time.Sleep(250 * time.Millisecond)
 		}
+		// The same count as the agent's phases, to compare resource by
+		// resource what the workloads themselves cost.
+		logGrowth(b, phase+": %.0f API server requests, by verb and resource:\n", "  %7.0[2]f  %[1]s\n", 0, apiReqs0, apiserverRequests(b, cs))
 		logGrowth(b, phase+": %.0f CPU-s by process:", " %s %.1f", 0.5, procCPU0, processCPU(b))
 		return baselinePhase{time: time.Since(start), apiserverCPU: apiserverCPU(b, cs) - cpu0}
 	}
