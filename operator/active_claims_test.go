@@ -24,7 +24,7 @@ import (
 // the StyrminDeployment controller on a real API server. A webapp create
 // runs one step, the core one, which waits for its deployment to be Ready;
 // a quota of no pods keeps it from ever being so, and the step's deadline
-// passes. When the controller's record of the change as active is under
+// passes (its start is moved back). When the controller's record of the change as active is under
 // way at that moment (the test holds the controller's claim, and writes
 // the record itself as the controller would), the task waits for it and
 // succeeds: its change is the deployment's active one. With no record, it
@@ -33,7 +33,9 @@ func TestATaskWhoseChangeIsRecordedActiveAsItsLastStepTimesOutSucceeds(t *testin
 	t.Parallel()
 	e := startEnv(t)
 	ctx := context.Background()
-	const timeout = 3 * time.Second
+	// Long enough for no setup to reach it on a loaded machine: the
+	// test moves the step's start back past it instead of waiting.
+	const timeout = 2 * time.Minute
 	r, err := task.NewReconciler(task.Options{
 		Client:       e.client,
 		APIReader:    e.client,
@@ -100,14 +102,19 @@ func TestATaskWhoseChangeIsRecordedActiveAsItsLastStepTimesOutSucceeds(t *testin
 			if n := len(tk.Status.Steps); n != 1 || tk.Status.Steps[0].Action != "upgradeDeploymentVersion" {
 				t.Fatalf("steps %+v; want the core step alone", tk.Status.Steps)
 			}
-			var settle func(bool)
+			var settle func(error)
 			if c.recorded {
 				var ok bool
 				if settle, ok = e.claims.Record(tk.UID); !ok {
 					t.Fatal("the controller's claim on a running task was refused")
 				}
 			}
-			time.Sleep(timeout + 500*time.Millisecond)
+			// The step's deadline passes.
+			base := tk.DeepCopy()
+			tk.Status.Steps[0].StartedAt = &metav1.Time{Time: time.Now().Add(-timeout - time.Minute)}
+			if err := e.client.Status().Patch(ctx, tk, client.MergeFrom(base)); err != nil {
+				t.Fatal(err)
+			}
 			done := make(chan error, 1)
 			go func() {
 				_, err := r.Reconcile(ctx, req)
@@ -128,7 +135,7 @@ func TestATaskWhoseChangeIsRecordedActiveAsItsLastStepTimesOutSucceeds(t *testin
 				if err := e.client.Status().Patch(ctx, &sd, client.MergeFrom(base)); err != nil {
 					t.Fatal(err)
 				}
-				settle(true)
+				settle(nil)
 			}
 			select {
 			case err := <-done:

@@ -775,13 +775,12 @@ func (r *Reconciler) resultFor(ctx context.Context, rs *reconcileState, orig *v1
 			}
 		}
 	}
-	// statusWritten is set by the status write below; any other way out
-	// leaves it false, and a claimed record of the active instance is
-	// settled with it.
-	statusWritten := false
+	// statusErr is the status write's below (nil: made); a claimed record
+	// of the active instance is settled with it, on every way out.
+	statusErr := instance.ErrNotWritten
 	if err == nil {
 		if settle := r.activeWithReady(ctx, rs); settle != nil {
-			defer func() { settle(statusWritten) }()
+			defer func() { settle(statusErr) }()
 		}
 	}
 	if sd.DeletionTimestamp.IsZero() && !sd.Spec.Tombstone() {
@@ -796,10 +795,10 @@ func (r *Reconciler) resultFor(ctx context.Context, rs *reconcileState, orig *v1
 			base.Status.Active = nil
 		}
 		perr := r.client.Status().Patch(ctx, sd, client.MergeFrom(base))
+		statusErr = perr
 		if perr != nil && !apierrors.IsNotFound(perr) {
 			return ctrl.Result{}, errors.Join(err, fmt.Errorf("write status: %w", perr))
 		}
-		statusWritten = perr == nil
 		if perr == nil && sd.DeletionTimestamp.IsZero() && !sd.Spec.Tombstone() {
 			r.noteWritten(sd.Namespace, sd.ResourceVersion)
 		}
@@ -820,9 +819,9 @@ func (r *Reconciler) resultFor(ctx context.Context, rs *reconcileState, orig *v1
 // claimed its failure (its deadline passed, a workload failed) while
 // this cache still shows it running is not recorded, and a task whose
 // deadline passes while the write is under way waits for it and counts
-// it done. The returned settle, when not nil, must be called with
-// whether the status write was made.
-func (r *Reconciler) activeWithReady(ctx context.Context, rs *reconcileState) (settle func(written bool)) {
+// it done. The returned settle, when not nil, must be called with the
+// status write's error (nil: made; instance.ErrNotWritten: not sent).
+func (r *Reconciler) activeWithReady(ctx context.Context, rs *reconcileState) (settle func(error)) {
 	sd, in := rs.sd, rs.instance
 	seq := sd.Spec.Sequence
 	if in == nil || in.Tombstone() || !sd.DeletionTimestamp.IsZero() || sd.Status.ActiveSequence >= seq {

@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/styrmin/styrmin/drivers"
@@ -26,7 +28,7 @@ func TestActiveClaimsLetTheFirstOfRecordAndFailDecide(t *testing.T) {
 		if !ok {
 			t.Fatal("record refused on a fresh task")
 		}
-		settle(true)
+		settle(nil)
 		if recorded, err := c.Fail(ctx, uid); err != nil || !recorded {
 			t.Fatalf("Fail after a written record: %v, %v; want recorded", recorded, err)
 		}
@@ -45,6 +47,11 @@ func TestActiveClaimsLetTheFirstOfRecordAndFailDecide(t *testing.T) {
 		}
 	})
 	for _, written := range []bool{true, false} {
+		// Not written: refused by the API server (a conflict).
+		var result error = apierrors.NewConflict(schema.GroupResource{Group: "styrmin.io", Resource: "styrmindeployments"}, "dev-web", errors.New("changed"))
+		if written {
+			result = nil
+		}
 		t.Run(fmt.Sprintf("a failure waits for a record under way, written %v", written), func(t *testing.T) {
 			c := NewActiveClaims()
 			settle, ok := c.Record(uid)
@@ -61,8 +68,8 @@ func TestActiveClaimsLetTheFirstOfRecordAndFailDecide(t *testing.T) {
 				t.Fatalf("Fail returned %v while the record was under way", r)
 			case <-time.After(50 * time.Millisecond):
 			}
-			settle(written)
-			settle(!written) // a second call changes nothing
+			settle(result)
+			settle(ErrNotWritten) // a second call changes nothing
 			if r := <-got; r != written {
 				t.Fatalf("Fail after a record settled written=%v: recorded %v", written, r)
 			}
@@ -71,6 +78,47 @@ func TestActiveClaimsLetTheFirstOfRecordAndFailDecide(t *testing.T) {
 			}
 		})
 	}
+	t.Run("a write without a definite answer keeps the task from failing for a while", func(t *testing.T) {
+		now := time.Unix(1_000_000, 0)
+		c := NewActiveClaims()
+		c.now = func() time.Time { return now }
+		settle, _ := c.Record(uid)
+		settle(apierrors.NewTimeoutError("the server was slow", 0))
+		if _, err := c.Fail(ctx, uid); !errors.Is(err, ErrRecordInDoubt) {
+			t.Fatalf("Fail right after a timed-out record: %v; want ErrRecordInDoubt", err)
+		}
+		now = now.Add(doubtAge)
+		if recorded, err := c.Fail(ctx, uid); err != nil || recorded {
+			t.Fatalf("Fail once the doubt is over: %v, %v; want not recorded (the task reads the API server next)", recorded, err)
+		}
+		if _, ok := c.Record(uid); ok {
+			t.Fatal("record granted after the failure was claimed")
+		}
+	})
+	t.Run("a refused write leaves the task free to fail", func(t *testing.T) {
+		for _, err := range []error{ErrNotWritten, apierrors.NewNotFound(schema.GroupResource{Resource: "styrmindeployments"}, "dev-web"),
+			apierrors.NewTooManyRequests("later", 1), apierrors.NewForbidden(schema.GroupResource{Resource: "styrmindeployments"}, "dev-web", errors.New("no"))} {
+			c := NewActiveClaims()
+			settle, _ := c.Record(uid)
+			settle(err)
+			if recorded, ferr := c.Fail(ctx, uid); ferr != nil || recorded {
+				t.Errorf("Fail after a record refused with %v: %v, %v; want not recorded", err, recorded, ferr)
+			}
+		}
+	})
+	t.Run("a record made stays made whatever a later write does", func(t *testing.T) {
+		c := NewActiveClaims()
+		settle, _ := c.Record(uid)
+		settle(nil)
+		again, ok := c.Record(uid)
+		if !ok {
+			t.Fatal("a second record of a recorded task refused")
+		}
+		again(apierrors.NewConflict(schema.GroupResource{Resource: "styrmindeployments"}, "dev-web", errors.New("changed")))
+		if recorded, err := c.Fail(ctx, uid); err != nil || !recorded {
+			t.Fatalf("Fail after a record then a refused write: %v, %v; want recorded", recorded, err)
+		}
+	})
 	t.Run("the wait ends with its context", func(t *testing.T) {
 		c := NewActiveClaims()
 		if _, ok := c.Record(uid); !ok {
@@ -85,7 +133,7 @@ func TestActiveClaimsLetTheFirstOfRecordAndFailDecide(t *testing.T) {
 	t.Run("forget drops a record, keeps a failure", func(t *testing.T) {
 		c := NewActiveClaims()
 		settle, _ := c.Record(uid)
-		settle(true)
+		settle(nil)
 		c.Forget(uid)
 		if recorded, _ := c.Fail(ctx, uid); recorded {
 			t.Fatal("a forgotten record still answered Fail")
@@ -116,7 +164,7 @@ func TestActiveClaimsLetTheFirstOfRecordAndFailDecide(t *testing.T) {
 		if !ok {
 			t.Fatal("nil refused a record")
 		}
-		settle(true)
+		settle(nil)
 		if recorded, err := c.Fail(ctx, uid); recorded || err != nil {
 			t.Fatalf("nil Fail: %v, %v", recorded, err)
 		}

@@ -1258,15 +1258,25 @@ func (r *Reconciler) recordedFirst(ctx context.Context, run *taskRun) (bool, err
 	return a != nil && a.Sequence == t.Spec.ToSequence && a.Task == t.Name, nil
 }
 
+// recordDoubtPoll is how often a task whose change's record is in doubt
+// (instance.ErrRecordInDoubt) asks again whether it may fail.
+const recordDoubtPoll = 10 * time.Second
+
 // endRecorded ends a task whose change was recorded active before its
 // last step could fail (recordedFirst): that step waited for its
 // deployment to be Ready at its sequence, which it was, so the step and
 // the task succeed, saying what would have failed them. err is
-// recordedFirst's (the task is then left as it is, to be tried again).
+// recordedFirst's (the task is then left as it is, to be tried again; a
+// record in doubt after recordDoubtPoll).
 func (r *Reconciler) endRecorded(ctx context.Context, run *taskRun, recorded bool, err error, why string) (phaseResult, error) {
+	if errors.Is(err, instance.ErrRecordInDoubt) {
+		run.log.Info("not failing the task yet", "task", run.task.Name, "why", err.Error())
+		return phaseResult{stop: true, after: recordDoubtPoll}, nil
+	}
 	if err != nil || !recorded {
 		return phaseResult{}, err
 	}
+	why = r.redact(ctx, run, why)
 	t := run.task
 	st := &t.Status.Steps[t.Status.CurrentStep]
 	out := fmt.Sprintf("StyrminDeployment %s was Ready at sequence %d and records it active, before the step could end (%s)",
