@@ -117,6 +117,28 @@ func startEnvWith(t *testing.T, extra ...*drivers.Driver) *env {
 	return &env{cluster: c, client: cl, clientset: cs, workspace: ws, claims: claims}
 }
 
+// createTask makes the task of in's sequence in its deployment's
+// namespace, as the sync would, carrying a copy of the instance (no lock
+// to read), with workflow wf.
+func (e *env) createTask(t *testing.T, in *resolver.Instance, wf v1alpha1.Workflow) *v1alpha1.StyrminTask {
+	t.Helper()
+	spec, err := instance.SpecFromInstance(in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ns := in.Context.Deployment.Namespace
+	id := instance.DeploymentID(in.ID)
+	task := &v1alpha1.StyrminTask{
+		ObjectMeta: metav1.ObjectMeta{Name: v1alpha1.TaskName(in.ID.Name, in.Sequence), Namespace: ns, Labels: id.Labels()},
+		Spec: v1alpha1.StyrminTaskSpec{Deployment: id, Namespace: ns, Workflow: wf,
+			ToSequence: in.Sequence, Lock: v1alpha1.LockRef{Commit: in.SourceCommit, Path: in.ID.LockPath()}, Instance: &spec},
+	}
+	if err := e.client.Create(context.Background(), task); err != nil {
+		t.Fatal(err)
+	}
+	return task
+}
+
 // instance resolves an example deployment and gives it a sequence.
 func (e *env) instance(t *testing.T, cluster, environment, name string, seq int64) *resolver.Instance {
 	t.Helper()

@@ -13,7 +13,6 @@ import (
 
 	"github.com/styrmin/styrmin/operator/api/v1alpha1"
 	"github.com/styrmin/styrmin/operator/driversource"
-	"github.com/styrmin/styrmin/operator/instance"
 	"github.com/styrmin/styrmin/operator/task"
 	"github.com/styrmin/styrmin/resolver"
 )
@@ -41,21 +40,7 @@ func TestTaskWaitingForAnEarlierOneShowsItsPlan(t *testing.T) {
 		t.Fatal(err)
 	}
 	task := func(in *resolver.Instance, wf v1alpha1.Workflow) *v1alpha1.StyrminTask {
-		t.Helper()
-		spec, err := instance.SpecFromInstance(in)
-		if err != nil {
-			t.Fatal(err)
-		}
-		id := v1alpha1.DeploymentID{Cluster: in.ID.Cluster, Environment: in.ID.Environment, Name: in.ID.Name}
-		task := &v1alpha1.StyrminTask{
-			ObjectMeta: metav1.ObjectMeta{Name: v1alpha1.TaskName(in.ID.Name, in.Sequence), Namespace: ns, Labels: id.Labels()},
-			Spec: v1alpha1.StyrminTaskSpec{Deployment: id, Namespace: ns, Workflow: wf,
-				ToSequence: in.Sequence, Lock: v1alpha1.LockRef{Commit: in1.SourceCommit, Path: in.ID.LockPath()}, Instance: &spec},
-		}
-		if err := e.client.Create(ctx, task); err != nil {
-			t.Fatal(err)
-		}
-		return task
+		return e.createTask(t, in, wf)
 	}
 	task(in1, v1alpha1.WorkflowCreate) // not started: the second waits for it
 	second := task(in2, v1alpha1.WorkflowUpdate)
@@ -100,22 +85,7 @@ func TestFinishedTasksBeyondTheKeptHistoryAreDeleted(t *testing.T) {
 		t.Fatal(err)
 	}
 	task := func(in *resolver.Instance, wf v1alpha1.Workflow) *v1alpha1.StyrminTask {
-		t.Helper()
-		id := v1alpha1.DeploymentID{Cluster: in.ID.Cluster, Environment: in.ID.Environment, Name: in.ID.Name}
-		task := &v1alpha1.StyrminTask{
-			ObjectMeta: metav1.ObjectMeta{Name: v1alpha1.TaskName(in.ID.Name, in.Sequence), Namespace: ns, Labels: id.Labels()},
-			Spec: v1alpha1.StyrminTaskSpec{Deployment: id, Namespace: ns, Workflow: wf, ToSequence: in.Sequence,
-				Lock: v1alpha1.LockRef{Commit: in1.SourceCommit, Path: in.ID.LockPath()}},
-		}
-		spec, err := instance.SpecFromInstance(in)
-		if err != nil {
-			t.Fatal(err)
-		}
-		task.Spec.Instance = &spec
-		if err := e.client.Create(ctx, task); err != nil {
-			t.Fatal(err)
-		}
-		return task
+		return e.createTask(t, in, wf)
 	}
 	first := task(in1, v1alpha1.WorkflowCreate)
 	first.Status.Phase = v1alpha1.TaskSucceeded

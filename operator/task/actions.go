@@ -869,12 +869,18 @@ func (r *Reconciler) upgradeDeploymentVersion(ctx context.Context, run *taskRun)
 // its deployment records as active; err (a stalled deployment, a failed
 // workload) only when it is not.
 func coreStepDone(sd *v1alpha1.StyrminDeployment, seq int64, task string) (ready, recorded bool, err error) {
-	recorded = sd.Status.Active != nil && sd.Status.Active.Sequence == seq && sd.Status.Active.Task == task
+	recorded = recordedBy(sd, seq, task)
 	ready, err = instance.Applied(sd, seq)
 	if recorded {
 		err = nil
 	}
 	return ready, recorded, err
+}
+
+// recordedBy reports whether sd records sequence seq active by task.
+func recordedBy(sd *v1alpha1.StyrminDeployment, seq int64, task string) bool {
+	a := sd.Status.Active
+	return a != nil && a.Sequence == seq && a.Task == task
 }
 
 // clearFailedRun removes what a failed run of a step leaves that would

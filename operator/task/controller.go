@@ -1254,8 +1254,7 @@ func (r *Reconciler) recordedFirst(ctx context.Context, run *taskRun) (bool, err
 		}
 		return false, fmt.Errorf("reading StyrminDeployment %s before ending the task Failed: %w", key, err)
 	}
-	a := sd.Status.Active
-	return a != nil && a.Sequence == t.Spec.ToSequence && a.Task == t.Name, nil
+	return recordedBy(&sd, t.Spec.ToSequence, t.Name), nil
 }
 
 // recordDoubtPoll is how often a task whose change's record is in doubt
