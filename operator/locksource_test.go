@@ -18,6 +18,7 @@ import (
 	"github.com/styrmin/styrmin/operator/driversource"
 	"github.com/styrmin/styrmin/operator/instance"
 	"github.com/styrmin/styrmin/operator/task"
+	"github.com/styrmin/styrmin/resolver"
 )
 
 // lockedClone serves the example repository, locks it and returns a
@@ -43,8 +44,23 @@ func lockedClone(t *testing.T) (*gitsource.Repo, gitsource.Hash) {
 	return repo, head
 }
 
+// handOverSequence is the sequence of the lockfile handedLock makes.
+const handOverSequence = 99
+
+// handedLock is in's lockfile at handOverSequence.
+func handedLock(t *testing.T, in *resolver.Instance) []byte {
+	t.Helper()
+	out := *in
+	out.Sequence = handOverSequence
+	data, err := resolver.EncodeLock(&out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return data
+}
+
 // TestRepoLocksReadTheLockAtItsCommit pins the agent's lock source: a
-// task's lock is read at its commit; an instance the sync handed over is
+// task's lock is read at its commit; a lockfile the sync handed over is
 // given once, as it is, and then read from git; a lock that is not there
 // (unknown commit, no such file, not a hash) is a LockNotFoundError that
 // names the path and the commit.
@@ -62,18 +78,21 @@ func TestRepoLocksReadTheLockAtItsCommit(t *testing.T) {
 	if in.ID.Name != "hub" || in.Sequence != 1 || in.Digest == "" {
 		t.Fatalf("lock read from git: %s sequence %d digest %q", in.ID, in.Sequence, in.Digest)
 	}
-	locks.HandOver(ref, in)
-	if got, err := locks.Lock(ctx, ref); err != nil || got != in {
-		t.Fatalf("the handed-over instance was not given as it is: %v", err)
+	// A lockfile handed over is given once, as it is (this one, with a
+	// sequence of its own, tells it from the one in git).
+	handed := handedLock(t, in)
+	locks.HandOver(ref, handed)
+	if got, err := locks.Lock(ctx, ref); err != nil || got.Sequence != handOverSequence {
+		t.Fatalf("the handed-over lockfile was not given: %+v, %v", got, err)
 	}
 	again, err := locks.Lock(ctx, ref)
-	if err != nil || again == in || again.Digest != in.Digest {
-		t.Fatalf("after the hand-over the lock is read from git again: same %v, %v", again == in, err)
+	if err != nil || again.Sequence != in.Sequence || again.Digest != in.Digest {
+		t.Fatalf("after the hand-over the lock is read from git again: %+v, %v", again, err)
 	}
-	locks.HandOver(ref, in)
+	locks.HandOver(ref, handed)
 	locks.Drop(ref)
-	if got, err := locks.Lock(ctx, ref); err != nil || got == in {
-		t.Fatalf("a dropped hand-over was given: %v", err)
+	if got, err := locks.Lock(ctx, ref); err != nil || got.Sequence != in.Sequence {
+		t.Fatalf("a dropped hand-over was given: %+v, %v", got, err)
 	}
 
 	for _, bad := range []struct {

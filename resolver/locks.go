@@ -355,16 +355,22 @@ func summarize(names []string) string {
 	return fmt.Sprintf("%s and %d more", strings.Join(names[:max], ", "), len(names)-max)
 }
 
-// ReadLock reads and decodes the lockfile at file in fsys. It refuses
-// symbolic links, anything but a regular file and files over the size
-// limit; a missing file is an error wrapping fs.ErrNotExist.
+// ReadLock reads and decodes the lockfile at file in fsys (ReadLockFile,
+// then DecodeLock).
 func ReadLock(fsys fs.FS, file string) (*Instance, error) {
-	if _, err := lstat(fsys, file); errors.Is(err, fs.ErrNotExist) {
-		return nil, fmt.Errorf("%s: %w", file, err)
-	}
-	data, err := readLimited(fsys, file, maxLockSize)
+	data, err := ReadLockFile(fsys, file)
 	if err != nil {
 		return nil, err
 	}
 	return DecodeLock(file, data)
+}
+
+// ReadLockFile reads the lockfile at file in fsys without decoding it. It
+// refuses symbolic links, anything but a regular file and files over the
+// size limit; a missing file is an error wrapping fs.ErrNotExist.
+func ReadLockFile(fsys fs.FS, file string) ([]byte, error) {
+	if _, err := lstat(fsys, file); errors.Is(err, fs.ErrNotExist) {
+		return nil, fmt.Errorf("%s: %w", file, err)
+	}
+	return readLimited(fsys, file, maxLockSize)
 }

@@ -14,14 +14,26 @@ import (
 	"github.com/styrmin/styrmin/resolver"
 )
 
-// LockSource gives a task the instance its lock records (spec.lock: the
-// lock commit and the lockfile's path), for tasks that do not carry a copy.
+// LockSource gives a task the lockfile its lock records (spec.lock: the
+// lock commit and the lockfile's path), for tasks that do not carry a
+// copy, as stored: a task that waits keeps it so, a quarter of the
+// instance decoded, and decodes it (DecodeLockFile) when it runs.
 //
-// Lock returns a *LockNotFoundError when the commit or the file is not
-// there, or the file does not decode: that needs a change in git. Any
-// other error is taken as transient and retried.
+// LockFile returns a *LockNotFoundError when the commit or the file is
+// not there: that needs a change in git. Any other error is taken as
+// transient and retried.
 type LockSource interface {
-	Lock(ctx context.Context, ref v1alpha1.LockRef) (*resolver.Instance, error)
+	LockFile(ctx context.Context, ref v1alpha1.LockRef) ([]byte, error)
+}
+
+// DecodeLockFile decodes the lockfile of ref; one that does not decode is
+// a *LockNotFoundError, as a lockfile at a commit does not change.
+func DecodeLockFile(ref v1alpha1.LockRef, data []byte) (*resolver.Instance, error) {
+	in, err := resolver.DecodeLock(ref.Path, data)
+	if err != nil {
+		return nil, &LockNotFoundError{Ref: ref, Err: err}
+	}
+	return in, nil
 }
 
 // LockNotFoundError reports a task's lock that cannot be had.
@@ -44,11 +56,11 @@ type TreeReader interface {
 
 var _ TreeReader = (*gitsource.Repo)(nil)
 
-// maxHandedOver bounds the instances RepoLocks holds for tasks not yet
+// maxHandedOver bounds the lockfiles RepoLocks holds for tasks not yet
 // run; past it none is kept, and those tasks read their lockfile from git
-// when they run. A lock commit of 2,000 deployments handed over 2,000
-// decoded lockfiles (11 MB), most of them kept for minutes while the
-// first tasks ran; the tasks created first run first, and a lockfile
+// when they run. A lock commit of 2,000 deployments once handed over
+// 2,000 decoded lockfiles (11 MB), most of them kept for minutes while
+// the first tasks ran; the tasks created first run first, and a lockfile
 // read again costs a fraction of a millisecond.
 const maxHandedOver = 256
 
@@ -59,9 +71,9 @@ const handOverTTL = 10 * time.Minute
 
 // RepoLocks is the agent's LockSource: lockfiles read from its clone of
 // the desired-state repository at the lock commit. The sync hands over the
-// instances it decoded for the tasks it created (HandOver), so a task's
-// first run does not decode its lockfile a second time; a restarted agent
-// reads them from git.
+// lockfiles it read for the tasks it created (HandOver), so a task's
+// first run does not read its lockfile from git a second time; a
+// restarted agent reads them from git.
 //
 // Tasks carry a reference to their lock rather than a copy of the
 // instance: every write of a task (its creation and each status update)
@@ -174,16 +186,17 @@ func (l *RepoLocks) DeclaredPolicy(_ context.Context, ref v1alpha1.LockRef, in *
 	return p, nil
 }
 
-// handedOver is an instance handed over and when.
+// handedOver is a lockfile handed over and when.
 type handedOver struct {
-	in *resolver.Instance
-	at time.Time
+	data []byte
+	at   time.Time
 }
 
-// HandOver keeps in for the first Lock of ref, unless maxHandedOver are
-// kept already (and none of them is older than handOverTTL). The caller
-// gives up in: whoever asks for ref first gets it as it is.
-func (l *RepoLocks) HandOver(ref v1alpha1.LockRef, in *resolver.Instance) {
+// HandOver keeps data, the lockfile of ref as read, for the first
+// LockFile of ref, unless maxHandedOver are kept already (and none of
+// them is older than handOverTTL). The caller gives up data: whoever asks
+// for ref first gets it as it is.
+func (l *RepoLocks) HandOver(ref v1alpha1.LockRef, data []byte) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	now := l.now()
@@ -195,7 +208,7 @@ func (l *RepoLocks) HandOver(ref v1alpha1.LockRef, in *resolver.Instance) {
 		}
 	}
 	if len(l.handed) < maxHandedOver {
-		l.handed[ref] = handedOver{in: in, at: now}
+		l.handed[ref] = handedOver{data: data, at: now}
 	}
 }
 
@@ -218,7 +231,7 @@ func (l *RepoLocks) tree(commit gitsource.Hash) (fs.FS, error) {
 	return fsys, nil
 }
 
-// Drop forgets the instance handed over for ref (its task was not
+// Drop forgets the lockfile handed over for ref (its task was not
 // created).
 func (l *RepoLocks) Drop(ref v1alpha1.LockRef) {
 	l.mu.Lock()
@@ -226,15 +239,24 @@ func (l *RepoLocks) Drop(ref v1alpha1.LockRef) {
 	l.mu.Unlock()
 }
 
-// Lock returns the instance of ref: the one handed over, else the
+// Lock returns the instance of ref decoded (LockFile, DecodeLockFile).
+func (l *RepoLocks) Lock(ctx context.Context, ref v1alpha1.LockRef) (*resolver.Instance, error) {
+	data, err := l.LockFile(ctx, ref)
+	if err != nil {
+		return nil, err
+	}
+	return DecodeLockFile(ref, data)
+}
+
+// LockFile returns the lockfile of ref: the one handed over, else the
 // lockfile read from git.
-func (l *RepoLocks) Lock(_ context.Context, ref v1alpha1.LockRef) (*resolver.Instance, error) {
+func (l *RepoLocks) LockFile(_ context.Context, ref v1alpha1.LockRef) ([]byte, error) {
 	l.mu.Lock()
 	h, ok := l.handed[ref]
 	delete(l.handed, ref)
 	l.mu.Unlock()
 	if ok {
-		return h.in, nil
+		return h.data, nil
 	}
 	commit, err := gitsource.ParseHash(ref.Commit)
 	if err != nil {
@@ -251,14 +273,14 @@ func (l *RepoLocks) Lock(_ context.Context, ref v1alpha1.LockRef) (*resolver.Ins
 	if err != nil {
 		return nil, fmt.Errorf("lock %s at commit %s: %w", ref.Path, ref.Commit, err)
 	}
-	in, err := resolver.ReadLock(fsys, ref.Path)
+	data, err := resolver.ReadLockFile(fsys, ref.Path)
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, &LockNotFoundError{Ref: ref, Err: errors.New("no such file at that commit")}
 	}
 	if err != nil {
-		// At a commit, which does not change: a link, a folder, a file
-		// too big or one that does not decode needs a change in git.
+		// At a commit, which does not change: a link, a folder or a file
+		// too big needs a change in git (as one that does not decode).
 		return nil, &LockNotFoundError{Ref: ref, Err: err}
 	}
-	return in, nil
+	return data, nil
 }

@@ -1,6 +1,7 @@
 package instance
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"io/fs"
@@ -20,13 +21,13 @@ func (t treeOf) FS(gitsource.Hash) (fs.FS, error) { return fstest.MapFS(t), nil 
 
 var _ TreeReader = treeOf(nil)
 
-// TestRepoLocksKeepAtMostTheirBoundOfHandedOverInstances pins that a lock
-// commit larger than the bound does not keep a decoded lockfile per task
-// until the task runs: the first maxHandedOver are kept and given as they
-// are, the others are read from git when asked for, and nothing handed
-// over is dropped to make room, unless its task has not asked for it in
+// TestRepoLocksKeepAtMostTheirBoundOfHandedOverLockfiles pins that a lock
+// commit larger than the bound does not keep a lockfile per task until
+// the task runs: the first maxHandedOver are kept and given as they are,
+// the others are read from git when asked for, and nothing handed over is
+// dropped to make room, unless its task has not asked for it in
 // handOverTTL (deleted before it ran): those make room for new ones.
-func TestRepoLocksKeepAtMostTheirBoundOfHandedOverInstances(t *testing.T) {
+func TestRepoLocksKeepAtMostTheirBoundOfHandedOverLockfiles(t *testing.T) {
 	in := testInstance(t)
 	data, err := resolver.EncodeLock(in)
 	if err != nil {
@@ -34,31 +35,36 @@ func TestRepoLocksKeepAtMostTheirBoundOfHandedOverInstances(t *testing.T) {
 	}
 	files := treeOf{}
 	refs := make([]v1alpha1.LockRef, maxHandedOver+10)
-	handed := make([]*resolver.Instance, len(refs))
+	handed := make([][]byte, len(refs))
 	locks := NewRepoLocks(files)
 	now := time.Date(2026, 12, 3, 8, 0, 0, 0, time.UTC)
 	locks.now = func() time.Time { return now }
+	// same tells whether got is the very slice handed over.
+	same := func(got, handed []byte) bool { return len(got) > 0 && len(handed) > 0 && &got[0] == &handed[0] }
 	for i := range refs {
 		// The same lockfile at as many commits.
 		refs[i] = v1alpha1.LockRef{Commit: fmt.Sprintf("%040x", i+1), Path: in.ID.LockPath()}
 		files[refs[i].Path] = &fstest.MapFile{Data: data}
-		copied := *in
-		handed[i] = &copied
+		handed[i] = bytes.Clone(data)
 		locks.HandOver(refs[i], handed[i])
 	}
 	if n := len(locks.handed); n != maxHandedOver {
-		t.Fatalf("%d instances kept after %d were handed over; want %d", n, len(refs), maxHandedOver)
+		t.Fatalf("%d lockfiles kept after %d were handed over; want %d", n, len(refs), maxHandedOver)
 	}
 	for i, ref := range refs {
-		got, err := locks.Lock(context.Background(), ref)
+		got, err := locks.LockFile(context.Background(), ref)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if kept := i < maxHandedOver; (got == handed[i]) != kept {
-			t.Errorf("hand-over %d given as it is: %v; want %v", i, got == handed[i], kept)
+		if kept := i < maxHandedOver; same(got, handed[i]) != kept {
+			t.Errorf("hand-over %d given as it is: %v; want %v", i, same(got, handed[i]), kept)
 		}
-		if got.Digest != in.Digest || got.Sequence != in.Sequence {
-			t.Errorf("lock %d: sequence %d digest %s; want %d %s", i, got.Sequence, got.Digest, in.Sequence, in.Digest)
+		dec, err := DecodeLockFile(ref, got)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if dec.Digest != in.Digest || dec.Sequence != in.Sequence {
+			t.Errorf("lock %d: sequence %d digest %s; want %d %s", i, dec.Sequence, dec.Digest, in.Sequence, in.Digest)
 		}
 	}
 
@@ -76,8 +82,8 @@ func TestRepoLocksKeepAtMostTheirBoundOfHandedOverInstances(t *testing.T) {
 	}
 	now = now.Add(handOverTTL)
 	locks.HandOver(late, handed[1])
-	if got, err := locks.Lock(context.Background(), late); err != nil || got != handed[1] {
-		t.Errorf("after handOverTTL the stale hand-overs did not make room: given as it is %v, %v", got == handed[1], err)
+	if got, err := locks.LockFile(context.Background(), late); err != nil || !same(got, handed[1]) {
+		t.Errorf("after handOverTTL the stale hand-overs did not make room: given as it is %v, %v", same(got, handed[1]), err)
 	}
 	if n := len(locks.handed); n != 0 {
 		t.Errorf("%d stale hand-overs kept", n)

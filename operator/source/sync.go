@@ -74,7 +74,7 @@ type SyncerOptions struct {
 	Interval time.Duration
 	// Locks, when set, is where the tasks' instances are read: tasks are
 	// created with a reference to their lock and no copy of the instance,
-	// which is handed over to Locks instead. Without it every task
+	// whose lockfile, as read, is handed over to Locks. Without it every task
 	// carries its instance.
 	Locks *instance.RepoLocks
 	// Recorder records events on the StyrminSource (optional).
@@ -542,7 +542,11 @@ func (w *syncWalk) apply(ctx context.Context, src *v1alpha1.StyrminSource, ch gi
 	}
 	// Through the resolver's reader, with its size limit and its refusal
 	// of links: a lockfile is outside input.
-	next, err := resolver.ReadLock(fsys, ch.Path)
+	data, err := resolver.ReadLockFile(fsys, ch.Path)
+	var next *resolver.Instance
+	if err == nil {
+		next, err = resolver.DecodeLock(ch.Path, data)
+	}
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, fmt.Errorf("sync: reading %s at %s: %w", ch.Path, ch.Commit.Short(), err)
 	}
@@ -583,7 +587,7 @@ func (w *syncWalk) apply(ctx context.Context, src *v1alpha1.StyrminSource, ch gi
 		}
 	}
 
-	task, err := w.s.taskFor(ctx, prev, next, gitsource.Hash(ch.Commit), ch.Path)
+	task, err := w.s.taskFor(ctx, prev, next, data, gitsource.Hash(ch.Commit), ch.Path)
 	if err != nil {
 		return nil, err
 	}
@@ -668,14 +672,15 @@ func (w *syncWalk) previous(id resolver.ID) (*resolver.Instance, error) {
 }
 
 // summary is what a walk keeps of a deployment's instance for the next
-// change of it: the fields SelectWorkflow and taskFor read.
+// change of it: the fields SelectWorkflow and taskFor read, detached from
+// the lockfile's text, which a string of a decoded instance keeps whole.
 func summary(in *resolver.Instance) *resolver.Instance {
 	s := &resolver.Instance{APIVersion: in.APIVersion, Kind: in.Kind, ID: in.ID, Sequence: in.Sequence,
 		Digest: in.Digest, Driver: in.Driver, AppVersion: in.AppVersion}
 	if in.Context != nil {
 		s.Context = &drivers.Context{Deployment: in.Context.Deployment}
 	}
-	return s
+	return s.Detached()
 }
 
 // SelectWorkflow returns the workflow the lock history suggests for the
@@ -693,7 +698,7 @@ func SelectWorkflow(prev, next *resolver.Instance) v1alpha1.Workflow {
 // taskFor builds the task of next. A tombstone needs the namespace of the
 // instance it deletes: from prev, else from the StyrminDeployment in the
 // cluster; with neither there is nothing to delete and taskFor returns nil.
-func (s *Syncer) taskFor(ctx context.Context, prev, next *resolver.Instance, commit gitsource.Hash, path string) (*v1alpha1.StyrminTask, error) {
+func (s *Syncer) taskFor(ctx context.Context, prev, next *resolver.Instance, data []byte, commit gitsource.Hash, path string) (*v1alpha1.StyrminTask, error) {
 	wf := SelectWorkflow(prev, next)
 	ns := ""
 	if next.Context != nil {
@@ -711,7 +716,7 @@ func (s *Syncer) taskFor(ctx context.Context, prev, next *resolver.Instance, com
 	lock := v1alpha1.LockRef{Commit: commit.String(), Path: path}
 	var copied *v1alpha1.StyrminDeploymentSpec
 	if s.opts.Locks != nil {
-		s.opts.Locks.HandOver(lock, next)
+		s.opts.Locks.HandOver(lock, data)
 	} else {
 		spec, err := instance.SpecFromInstance(next)
 		if err != nil {

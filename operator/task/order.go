@@ -238,7 +238,12 @@ func (r *Reconciler) peerLock(ctx context.Context, commit string, id resolver.ID
 	if r.opts.Locks == nil {
 		return nil, nil
 	}
-	in, err := r.opts.Locks.Lock(ctx, v1alpha1.LockRef{Commit: commit, Path: id.LockPath()})
+	ref := v1alpha1.LockRef{Commit: commit, Path: id.LockPath()}
+	data, err := r.opts.Locks.LockFile(ctx, ref)
+	var in *resolver.Instance
+	if err == nil {
+		in, err = instance.DecodeLockFile(ref, data)
+	}
 	if missing := (*instance.LockNotFoundError)(nil); errors.As(err, &missing) {
 		return nil, nil
 	}

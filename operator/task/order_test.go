@@ -88,10 +88,11 @@ func TestDeletedSinceIsATombstoneThatSucceededAfterTheAwaitedInstance(t *testing
 	}
 }
 
-// commitLocks gives the locks of web at two commits, counting the reads:
-// an instance (web@6, namespace dev-web) at the waiting task's, and
-// synced's at the last synced commit.
+// commitLocks gives the lockfiles of web at two commits, counting the
+// reads: an instance (web@6, namespace dev-web) at the waiting task's,
+// and synced's at the last synced commit.
 type commitLocks struct {
+	t      *testing.T
 	synced *resolver.Instance
 	reads  map[string]int
 }
@@ -101,16 +102,33 @@ const (
 	syncedCommit = "89abcdef0123456789abcdef0123456789abcdef"
 )
 
-func (l *commitLocks) Lock(_ context.Context, ref v1alpha1.LockRef) (*resolver.Instance, error) {
+// webLock is in as web's lockfile.
+func webLock(t *testing.T, in *resolver.Instance) []byte {
+	t.Helper()
+	out := *in
+	out.APIVersion, out.ID = resolver.APIVersion, resolver.ID{Cluster: "local", Environment: "dev", Name: "web"}
+	d, err := out.ComputeDigest()
+	if err != nil {
+		t.Fatal(err)
+	}
+	out.Digest = d
+	data, err := resolver.EncodeLock(&out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return data
+}
+
+func (l *commitLocks) LockFile(_ context.Context, ref v1alpha1.LockRef) ([]byte, error) {
 	l.reads[ref.Commit]++
 	if ref.Path != "locks/local/dev/web.lock.yaml" {
 		return nil, &instance.LockNotFoundError{Ref: ref, Err: errors.New("no such file")}
 	}
 	switch {
 	case ref.Commit == lockCommit:
-		return &resolver.Instance{Kind: resolver.KindInstance, Sequence: 6, Context: &drivers.Context{Deployment: drivers.DeploymentContext{Namespace: "dev-web"}}}, nil
+		return webLock(l.t, &resolver.Instance{Kind: resolver.KindInstance, Sequence: 6, Context: &drivers.Context{Deployment: drivers.DeploymentContext{Namespace: "dev-web"}}}), nil
 	case ref.Commit == syncedCommit && l.synced != nil:
-		return l.synced, nil
+		return webLock(l.t, l.synced), nil
 	}
 	return nil, &instance.LockNotFoundError{Ref: ref, Err: errors.New("no such commit")}
 }
@@ -157,7 +175,7 @@ func TestAPeerDeletedAfterTheAwaitedInstanceHoldsNothingBack(t *testing.T) {
 		{"web@7's deletion not ended", []client.Object{src, task(6, v1alpha1.KindInstance, v1alpha1.TaskSucceeded), task(7, v1alpha1.KindTombstone, v1alpha1.TaskRunning)}, tomb7, false, 0},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			locks := &commitLocks{synced: tc.synced, reads: map[string]int{}}
+			locks := &commitLocks{t: t, synced: tc.synced, reads: map[string]int{}}
 			c := fake.NewClientBuilder().WithScheme(scheme).WithObjects(tc.objects...).Build()
 			r := &Reconciler{opts: Options{Client: c, Locks: locks, Source: source}}
 			var seen peerLocks
