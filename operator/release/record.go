@@ -73,29 +73,31 @@ func releaseKey(name string, version int) string {
 	return fmt.Sprintf("sh.helm.release.v1.%s.v%d", name, version)
 }
 
-// create writes a new revision and returns its record as stored (the
-// Secret's "release" value); errReleaseExists when its Secret exists.
+// create writes a new revision and returns its record gzipped, as
+// stored but for the base64 (the Secret's "release" value);
+// errReleaseExists when its Secret exists.
 func (r *releaseRecords) create(ctx context.Context, rel *release.Release) ([]byte, error) {
-	s, err := r.secret(rel, "createdAt")
+	gz, err := r.gzipped(rel)
 	if err != nil {
 		return nil, err
 	}
-	_, err = r.clientset.CoreV1().Secrets(rel.Namespace).Create(ctx, s, metav1.CreateOptions{})
+	_, err = r.clientset.CoreV1().Secrets(rel.Namespace).Create(ctx, secret(rel, "createdAt", gz), metav1.CreateOptions{})
 	if apierrors.IsAlreadyExists(err) {
 		return nil, errReleaseExists
 	}
 	if err != nil {
 		return nil, err
 	}
-	return s.Data["release"], nil
+	return gz, nil
 }
 
 // update rewrites an existing revision (its status changed).
 func (r *releaseRecords) update(ctx context.Context, rel *release.Release) error {
-	s, err := r.secret(rel, "modifiedAt")
+	gz, err := r.gzipped(rel)
 	if err != nil {
 		return err
 	}
+	s := secret(rel, "modifiedAt", gz)
 	_, err = r.clientset.CoreV1().Secrets(rel.Namespace).Update(ctx, s, metav1.UpdateOptions{})
 	return err
 }
@@ -223,14 +225,10 @@ func (r *releaseRecords) remove(ctx context.Context, namespace, name string, ver
 	return err
 }
 
-// secret is the Secret of a revision, as Helm's newSecretsObject builds
-// it; stamp is the label Helm sets with the time ("createdAt" on create,
-// "modifiedAt" on update).
-func (r *releaseRecords) secret(rel *release.Release, stamp string) (*corev1.Secret, error) {
-	data, err := r.encode(rel)
-	if err != nil {
-		return nil, fmt.Errorf("release %s/%s revision %d: encoding: %w", rel.Namespace, rel.Name, rel.Version, err)
-	}
+// secret is the Secret of a revision gzipped as gz, as Helm's
+// newSecretsObject builds it; stamp is the label Helm sets with the time
+// ("createdAt" on create, "modifiedAt" on update).
+func secret(rel *release.Release, stamp string, gz []byte) *corev1.Secret {
 	return &corev1.Secret{
 		ObjectMeta: metav1.ObjectMeta{
 			Name:      releaseKey(rel.Name, rel.Version),
@@ -244,29 +242,41 @@ func (r *releaseRecords) secret(rel *release.Release, stamp string) (*corev1.Sec
 			},
 		},
 		Type: RecordType,
-		Data: map[string][]byte{"release": data},
-	}, nil
+		Data: map[string][]byte{"release": base64.StdEncoding.AppendEncode(nil, gz)},
+	}
 }
 
-// encode is Helm's encodeRelease with a pooled gzip writer.
+// encode is Helm's encodeRelease with a pooled gzip writer: the record as
+// stored.
 func (r *releaseRecords) encode(rel *release.Release) ([]byte, error) {
-	raw, err := json.Marshal(rel)
+	gz, err := r.gzipped(rel)
 	if err != nil {
 		return nil, err
+	}
+	return base64.StdEncoding.AppendEncode(nil, gz), nil
+}
+
+// gzipped is the record of rel before its base64.
+func (r *releaseRecords) gzipped(rel *release.Release) ([]byte, error) {
+	fail := func(err error) ([]byte, error) {
+		return nil, fmt.Errorf("release %s/%s revision %d: encoding: %w", rel.Namespace, rel.Name, rel.Version, err)
+	}
+	raw, err := json.Marshal(rel)
+	if err != nil {
+		return fail(err)
 	}
 	var buf bytes.Buffer
 	w := r.gzips.Get().(*gzip.Writer)
 	defer r.gzips.Put(w)
 	w.Reset(&buf)
 	if _, err := w.Write(raw); err != nil {
-		return nil, err
+		return fail(err)
 	}
 	if err := w.Close(); err != nil {
-		return nil, err
+		return fail(err)
 	}
-	out := make([]byte, base64.StdEncoding.EncodedLen(buf.Len()))
-	base64.StdEncoding.Encode(out, buf.Bytes())
-	return out, nil
+	// Kept for as long as the revision is the last: no spare capacity.
+	return bytes.Clone(buf.Bytes()), nil
 }
 
 // decodeRecord is Helm's decodeRelease: the Secret's "release" key holds
