@@ -50,10 +50,15 @@ func newTaskMetrics(reg prometheus.Registerer) (*taskMetrics, error) {
 	if m.stepDuration, err = metricsreg.Register(reg, m.stepDuration); err != nil {
 		return nil, err
 	}
+	for _, p := range taskPhases {
+		m.byPhase.WithLabelValues(string(p)).Add(0) // every phase reported, 0 included
+	}
 	return m, nil
 }
 
-// taskPhases lists the phases the gauge always reports (0 included).
+// taskPhases lists the phases the gauge always reports (0 included). The
+// gauge moves by one with each task's change (not counted afresh from
+// every task known, thousands in a fan-out).
 var taskPhases = []v1alpha1.TaskPhase{
 	v1alpha1.TaskPending, v1alpha1.TaskRunning, v1alpha1.TaskSucceeded, v1alpha1.TaskFailed, v1alpha1.TaskSuperseded,
 }
@@ -65,30 +70,25 @@ func (m *taskMetrics) setPhase(key types.NamespacedName, phase v1alpha1.TaskPhas
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	if m.phases[key] == phase {
+	old, known := m.phases[key]
+	if known && old == phase {
 		return
 	}
+	if known {
+		m.byPhase.WithLabelValues(string(old)).Dec()
+	}
 	m.phases[key] = phase
-	m.refresh()
+	m.byPhase.WithLabelValues(string(phase)).Inc()
 }
 
 // forget drops a deleted task.
 func (m *taskMetrics) forget(key types.NamespacedName) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	if _, ok := m.phases[key]; !ok {
+	old, ok := m.phases[key]
+	if !ok {
 		return
 	}
 	delete(m.phases, key)
-	m.refresh()
-}
-
-func (m *taskMetrics) refresh() {
-	counts := map[v1alpha1.TaskPhase]int{}
-	for _, p := range m.phases {
-		counts[p]++
-	}
-	for _, p := range taskPhases {
-		m.byPhase.WithLabelValues(string(p)).Set(float64(counts[p]))
-	}
+	m.byPhase.WithLabelValues(string(old)).Dec()
 }
