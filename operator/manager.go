@@ -27,6 +27,7 @@ import (
 	"github.com/styrmin/styrmin/operator/driversource"
 	"github.com/styrmin/styrmin/operator/health"
 	"github.com/styrmin/styrmin/operator/instance"
+	"github.com/styrmin/styrmin/operator/internal/intern"
 	"github.com/styrmin/styrmin/operator/internal/liveness"
 	"github.com/styrmin/styrmin/operator/release"
 	"github.com/styrmin/styrmin/operator/task"
@@ -244,10 +245,12 @@ func leaderElectionConfig(cfg *rest.Config) *rest.Config {
 // cacheOptions is what the agent's cache keeps of each kind: no
 // managedFields, workloads without their pod templates
 // (health.TrimWorkload), finished tasks without their steps
-// (task.TrimFinished).
+// (task.TrimFinished), and the strings that repeat across
+// StyrminDeployments and tasks kept once (intern).
 func cacheOptions() cache.Options {
 	helmOwned := labels.SelectorFromSet(labels.Set{release.ManagedByLabel: release.ManagedByValue})
 	workloads := cache.ByObject{Label: helmOwned, Transform: health.TrimWorkload}
+	shared := intern.New(0)
 	return cache.Options{
 		// Nothing read from the cache needs managedFields (the drift
 		// check reads them from the API server), and they are often
@@ -258,7 +261,8 @@ func cacheOptions() cache.Options {
 			&appsv1.StatefulSet{}: workloads,
 			&appsv1.DaemonSet{}:   workloads,
 			// Finished tasks without their steps (task.TrimFinished).
-			&v1alpha1.StyrminTask{}: {Transform: task.TrimFinished},
+			&v1alpha1.StyrminTask{}:       {Transform: shared.Transform(task.TrimFinished, &v1alpha1.StyrminTask{})},
+			&v1alpha1.StyrminDeployment{}: {Transform: shared.Transform(cache.TransformStripManagedFields(), &v1alpha1.StyrminDeployment{})},
 		},
 	}
 }
