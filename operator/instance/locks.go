@@ -64,7 +64,7 @@ var _ TreeReader = (*gitsource.Repo)(nil)
 // read again costs a fraction of a millisecond.
 const maxHandedOver = 256
 
-// handOverTTL is how long an instance handed over waits for its task. One
+// handOverTTL is how long a lockfile handed over waits for its task. One
 // whose task never asks (deleted before it ran) would otherwise hold its
 // place for good: when the map is full, those older than this go first.
 const handOverTTL = 10 * time.Minute

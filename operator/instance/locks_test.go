@@ -3,8 +3,10 @@ package instance
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"io/fs"
+	"strings"
 	"testing"
 	"testing/fstest"
 	"time"
@@ -87,5 +89,24 @@ func TestRepoLocksKeepAtMostTheirBoundOfHandedOverLockfiles(t *testing.T) {
 	}
 	if n := len(locks.handed); n != 0 {
 		t.Errorf("%d stale hand-overs kept", n)
+	}
+}
+
+// TestALockfileThatDoesNotDecodeIsNotFound pins the class of a lockfile
+// read (or kept) that does not decode: a LockNotFoundError naming the
+// file and the commit, which stalls the task (a lockfile at a commit does
+// not change), not an error retried.
+func TestALockfileThatDoesNotDecodeIsNotFound(t *testing.T) {
+	ref := v1alpha1.LockRef{Commit: fmt.Sprintf("%040x", 7), Path: "locks/local/dev/web.lock.yaml"}
+	for name, data := range map[string][]byte{
+		"not YAML":       []byte("{{{\n"),
+		"edited by hand": []byte("apiVersion: styrmin.io/v1alpha1\nkind: Instance\nsequence: 1\nchecksum: sha256:00\n"),
+		"empty":          nil,
+	} {
+		in, err := DecodeLockFile(ref, data)
+		var nf *LockNotFoundError
+		if in != nil || !errors.As(err, &nf) || !strings.Contains(err.Error(), ref.Path) || !strings.Contains(err.Error(), ref.Commit) {
+			t.Errorf("%s: %v, %v; want a LockNotFoundError naming %s at %s", name, in, err, ref.Path, ref.Commit)
+		}
 	}
 }

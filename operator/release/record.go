@@ -246,17 +246,8 @@ func secret(rel *release.Release, stamp string, gz []byte) *corev1.Secret {
 	}
 }
 
-// encode is Helm's encodeRelease with a pooled gzip writer: the record as
-// stored.
-func (r *releaseRecords) encode(rel *release.Release) ([]byte, error) {
-	gz, err := r.gzipped(rel)
-	if err != nil {
-		return nil, err
-	}
-	return base64.StdEncoding.AppendEncode(nil, gz), nil
-}
-
-// gzipped is the record of rel before its base64.
+// gzipped is Helm's encodeRelease with a pooled gzip writer, before
+// its base64 (secret adds it).
 func (r *releaseRecords) gzipped(rel *release.Release) ([]byte, error) {
 	fail := func(err error) ([]byte, error) {
 		return nil, fmt.Errorf("release %s/%s revision %d: encoding: %w", rel.Namespace, rel.Name, rel.Version, err)

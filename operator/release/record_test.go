@@ -18,10 +18,11 @@ func FuzzDecodeRecord(f *testing.F) {
 	records := newReleaseRecords(nil)
 	rel := &release.Release{Name: "app", Namespace: "ns", Version: 3, Manifest: "---\n# Source: x/configmap-a.yaml\nkind: ConfigMap\n",
 		Info: &release.Info{Status: "deployed", Description: "styrmin sequence 3"}}
-	data, err := records.encode(rel)
+	gz, err := records.gzipped(rel)
 	if err != nil {
 		f.Fatal(err)
 	}
+	data := secret(rel, "createdAt", gz).Data["release"]
 	got, err := decodeRecord(&corev1.Secret{Data: map[string][]byte{"release": data}})
 	if err != nil || got.Version != 3 || got.Manifest != rel.Manifest || got.Info.Status != "deployed" {
 		f.Fatalf("an encoded record decodes to %+v, %v", got, err)

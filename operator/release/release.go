@@ -179,7 +179,7 @@ type Request struct {
 //
 // The agent keeps the last revision of every release (the next upgrade
 // supersedes it without reading it back), so a Revision holds the record
-// gzipped, as stored but for the base64 (a quarter more), rather than the
+// gzipped, as stored but for the base64 (a third more), rather than the
 // decoded release: its manifest, chart and values took about 12 KiB per
 // deployment, the most of the agent's heap at 2,000 deployments after its
 // caches.
@@ -488,8 +488,8 @@ func deployedOf(history []*release.Release) []*release.Release {
 	return out
 }
 
-// record writes rel as the revision after *prev and returns the record as
-// stored. A newer record than the caller knew (written by an agent that
+// record writes rel as the revision after *prev and returns its record
+// gzipped (releaseRecords.create). A newer record than the caller knew (written by an agent that
 // stopped before recording it in the status, or a failed revision) moves
 // the revision on; *prev becomes that record, and the history read to
 // find it is returned (nil when none was read).

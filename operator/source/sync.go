@@ -442,7 +442,7 @@ func (s *Syncer) createTasks(ctx context.Context, tasks []*v1alpha1.StyrminTask,
 	return nil
 }
 
-// dropHandedOver gives up the instances handed over for tasks that were
+// dropHandedOver gives up the lockfiles handed over for tasks that were
 // never tried (their deployment's earlier task failed).
 func (s *Syncer) dropHandedOver(tasks []*v1alpha1.StyrminTask, idx []int) {
 	if s.opts.Locks == nil {
@@ -755,7 +755,7 @@ func (s *Syncer) taskFor(ctx context.Context, prev, next *resolver.Instance, dat
 
 // createTask creates a task, and its namespace, unless the task exists or
 // its deployment already runs its sequence; created says which. A task
-// not created gives up the instance handed over for it.
+// not created gives up the lockfile handed over for it.
 func (s *Syncer) createTask(ctx context.Context, task *v1alpha1.StyrminTask) (created bool, err error) {
 	defer func() {
 		if !created && s.opts.Locks != nil {

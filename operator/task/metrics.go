@@ -58,7 +58,9 @@ func newTaskMetrics(reg prometheus.Registerer) (*taskMetrics, error) {
 
 // taskPhases lists the phases the gauge always reports (0 included). The
 // gauge moves by one with each task's change (not counted afresh from
-// every task known, thousands in a fan-out).
+// every task known, thousands in a fan-out): two task controllers on one
+// registry (tests of several managers in one process) add up, as the
+// agent runs one.
 var taskPhases = []v1alpha1.TaskPhase{
 	v1alpha1.TaskPending, v1alpha1.TaskRunning, v1alpha1.TaskSucceeded, v1alpha1.TaskFailed, v1alpha1.TaskSuperseded,
 }

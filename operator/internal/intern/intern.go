@@ -12,8 +12,11 @@ import (
 // naming many objects, a raw document) rarely repeat.
 const MaxLen = 128
 
-// DefaultSize bounds a Table's strings when New is given no size.
-const DefaultSize = 1 << 14
+// DefaultSize bounds a Table's strings when New is given no size: room
+// for the few strings each deployment's objects hold alone (its name, its
+// instance's digest, its lockfile's path) at tens of thousands of
+// deployments, in about a megabyte.
+const DefaultSize = 1 << 15
 
 // Table is a bounded set of canonical strings. When it is full it starts
 // again empty: strings already shared stay shared, later objects share
@@ -58,9 +61,10 @@ func (t *Table) locked(s string) string {
 
 // Object points the strings of obj (a pointer to a typed API object) at
 // the table's copies, in place: every exported string field, element and
-// map key or value, but an object's own name, generated name, UID and
-// resourceVersion (unique to it: nothing to share, and they would crowd
-// the table). Maps of strings are rebuilt (keys cannot be replaced in
+// map key or value, but an object's own name, generated name, namespace,
+// UID and resourceVersion (one object's or one deployment's: little to
+// share, and they would crowd the table) and byte slices (raw JSON, not
+// strings). Maps of strings are rebuilt (keys cannot be replaced in
 // place); other maps are left as they are.
 func (t *Table) Object(obj any) {
 	t.mu.Lock()
@@ -71,7 +75,7 @@ func (t *Table) Object(obj any) {
 // own tells the fields of ObjectMeta that are unique to an object.
 func own(field string) bool {
 	switch field {
-	case "Name", "GenerateName", "UID", "ResourceVersion":
+	case "Name", "GenerateName", "Namespace", "UID", "ResourceVersion":
 		return true
 	}
 	return false
@@ -90,6 +94,9 @@ func (t *Table) walk(v reflect.Value) {
 			t.walk(v.Elem())
 		}
 	case reflect.Slice, reflect.Array:
+		if v.Type().Elem().Kind() == reflect.Uint8 {
+			return // bytes: raw JSON, one reflective call a byte for nothing
+		}
 		for i := range v.Len() {
 			t.walk(v.Index(i))
 		}
