@@ -128,24 +128,33 @@ func TestEncodeLockIsTheSameForKeysGoYAMLCannotOrder(t *testing.T) {
 	}
 }
 
-// goldenInstancesJSON is every golden lockfile's instance in JSON, by
-// path.
-func goldenInstancesJSON(t *testing.T) map[string][]byte {
+// goldenInstances is every golden lockfile decoded, by path.
+func goldenInstances(t *testing.T) map[string]*Instance {
 	t.Helper()
 	paths, err := filepath.Glob("testdata/golden/locks/*/*/*.lock.yaml")
 	if err != nil || len(paths) == 0 {
 		t.Fatalf("golden lockfiles: %v, %v", paths, err)
 	}
-	out := map[string][]byte{}
+	out := map[string]*Instance{}
 	for _, p := range paths {
 		data, err := os.ReadFile(p)
 		if err != nil {
 			t.Fatal(err)
 		}
-		in, err := DecodeLock(p, data)
-		if err != nil {
+		if out[p], err = DecodeLock(p, data); err != nil {
 			t.Fatal(err)
 		}
+	}
+	return out
+}
+
+// goldenInstancesJSON is every golden lockfile's instance in JSON, by
+// path.
+func goldenInstancesJSON(t *testing.T) map[string][]byte {
+	t.Helper()
+	out := map[string][]byte{}
+	for p, in := range goldenInstances(t) {
+		var err error
 		if out[p], err = json.Marshal(in); err != nil {
 			t.Fatal(err)
 		}
