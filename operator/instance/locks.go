@@ -26,6 +26,16 @@ type LockSource interface {
 	LockFile(ctx context.Context, ref v1alpha1.LockRef) ([]byte, error)
 }
 
+// ReadLock returns the instance of ref from src, decoded (LockFile, then
+// DecodeLockFile).
+func ReadLock(ctx context.Context, src LockSource, ref v1alpha1.LockRef) (*resolver.Instance, error) {
+	data, err := src.LockFile(ctx, ref)
+	if err != nil {
+		return nil, err
+	}
+	return DecodeLockFile(ref, data)
+}
+
 // DecodeLockFile decodes the lockfile of ref; one that does not decode is
 // a *LockNotFoundError, as a lockfile at a commit does not change.
 func DecodeLockFile(ref v1alpha1.LockRef, data []byte) (*resolver.Instance, error) {
@@ -239,13 +249,9 @@ func (l *RepoLocks) Drop(ref v1alpha1.LockRef) {
 	l.mu.Unlock()
 }
 
-// Lock returns the instance of ref decoded (LockFile, DecodeLockFile).
+// Lock returns the instance of ref decoded (ReadLock).
 func (l *RepoLocks) Lock(ctx context.Context, ref v1alpha1.LockRef) (*resolver.Instance, error) {
-	data, err := l.LockFile(ctx, ref)
-	if err != nil {
-		return nil, err
-	}
-	return DecodeLockFile(ref, data)
+	return ReadLock(ctx, l, ref)
 }
 
 // LockFile returns the lockfile of ref: the one handed over, else the

@@ -238,12 +238,7 @@ func (r *Reconciler) peerLock(ctx context.Context, commit string, id resolver.ID
 	if r.opts.Locks == nil {
 		return nil, nil
 	}
-	ref := v1alpha1.LockRef{Commit: commit, Path: id.LockPath()}
-	data, err := r.opts.Locks.LockFile(ctx, ref)
-	var in *resolver.Instance
-	if err == nil {
-		in, err = instance.DecodeLockFile(ref, data)
-	}
+	in, err := instance.ReadLock(ctx, r.opts.Locks, v1alpha1.LockRef{Commit: commit, Path: id.LockPath()})
 	if missing := (*instance.LockNotFoundError)(nil); errors.As(err, &missing) {
 		return nil, nil
 	}
