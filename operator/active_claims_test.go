@@ -2,18 +2,24 @@ package operator_test
 
 import (
 	"context"
+	"fmt"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
+	"github.com/styrmin/styrmin/internal/agenttest"
 	"github.com/styrmin/styrmin/operator/api/v1alpha1"
 	"github.com/styrmin/styrmin/operator/driversource"
 	"github.com/styrmin/styrmin/operator/instance"
@@ -193,5 +199,160 @@ func TestATaskWhoseChangeIsRecordedActiveAsItsLastStepTimesOutSucceeds(t *testin
 				t.Error("the controller's claim on a task that claimed its failure was granted")
 			}
 		})
+	}
+}
+
+// TestAFailedEndWhoseAnswerIsLostLeavesThePreviousInstanceActive pins a
+// task's reads after a status write whose answer was lost. A webapp
+// create's one step (the core one) passes its deadline while a quota of
+// no pods keeps its deployment from being Ready, and the task writes its
+// Failed end: the API server makes the write but the answer is lost (a
+// timeout). The quota then goes, the deployment turns Ready (the
+// StyrminDeployment controller does not record the change active: the
+// task claimed its failure), and the task is reconciled again with its
+// reads served as a cache behind would serve them: the copy from before
+// the Failed write, Running, whatever the context's deadline. Reading
+// that copy, the task would find its step done, record its instance
+// active and then fail to write its success (a conflict): a Failed task
+// with its change active, planned against by the next one. It reads the
+// task from the API server instead, finds it Failed, and the previous
+// instance (none) stays active.
+func TestAFailedEndWhoseAnswerIsLostLeavesThePreviousInstanceActive(t *testing.T) {
+	t.Parallel()
+	e := startEnv(t)
+	ctx := context.Background()
+	const timeout = 2 * time.Minute
+	direct, err := client.NewWithWatch(e.cluster.RESTConfig, client.Options{Scheme: e.client.Scheme()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var (
+		mu    sync.Mutex
+		stale *v1alpha1.StyrminTask // served for the task once its Failed write is made
+		lost  int                   // Failed writes made and answered with a timeout
+	)
+	cl := interceptor.NewClient(direct, interceptor.Funcs{
+		Get: func(ctx context.Context, c client.WithWatch, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
+			mu.Lock()
+			s := stale
+			mu.Unlock()
+			if tk, ok := obj.(*v1alpha1.StyrminTask); ok && s != nil && key == client.ObjectKeyFromObject(s) {
+				s.DeepCopyInto(tk)
+				return nil
+			}
+			// A cache answers whatever the context's deadline.
+			return c.Get(context.WithoutCancel(ctx), key, obj, opts...)
+		},
+		SubResourceUpdate: func(ctx context.Context, c client.Client, sub string, obj client.Object, opts ...client.SubResourceUpdateOption) error {
+			tk, ok := obj.(*v1alpha1.StyrminTask)
+			if !ok || tk.Status.Phase != v1alpha1.TaskFailed {
+				return c.SubResource(sub).Update(ctx, obj, opts...)
+			}
+			var before v1alpha1.StyrminTask
+			if err := c.Get(ctx, client.ObjectKeyFromObject(tk), &before); err != nil {
+				return err
+			}
+			if err := c.SubResource(sub).Update(ctx, obj, opts...); err != nil {
+				return err
+			}
+			mu.Lock()
+			stale, lost = &before, lost+1
+			mu.Unlock()
+			return apierrors.NewTimeoutError("the request did not finish in time", 0)
+		},
+	})
+	r, err := task.NewReconciler(task.Options{
+		Client:       cl,
+		APIReader:    e.client,
+		Drivers:      &driversource.CatalogSource{Catalog: e.workspace.Catalog},
+		Registerer:   prometheus.NewRegistry(),
+		ActiveClaims: e.claims,
+		StepTimeout:  timeout,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	in := renamedInstance(t, e.instance(t, "local", "dev", "web", 1), "lost", "dev-lost")
+	ns := in.Context.Deployment.Namespace
+	if err := e.client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil {
+		t.Fatal(err)
+	}
+	quota := &corev1.ResourceQuota{ObjectMeta: metav1.ObjectMeta{Name: "no-pods", Namespace: ns},
+		Spec: corev1.ResourceQuotaSpec{Hard: corev1.ResourceList{corev1.ResourcePods: resource.MustParse("0")}}}
+	if err := e.client.Create(ctx, quota); err != nil {
+		t.Fatal(err)
+	}
+	tk := e.createTask(t, in, v1alpha1.WorkflowCreate)
+	req := reconcile.Request{NamespacedName: client.ObjectKeyFromObject(tk)}
+	for i := 0; ; i++ {
+		if _, err := r.Reconcile(ctx, req); err != nil {
+			t.Fatal(err)
+		}
+		if err := e.client.Get(ctx, req.NamespacedName, tk); err != nil {
+			t.Fatal(err)
+		}
+		var sd v1alpha1.StyrminDeployment
+		err := e.client.Get(ctx, instance.Key(ns), &sd)
+		if err == nil && tk.Status.Phase == v1alpha1.TaskRunning && sd.Spec.Sequence == in.Sequence {
+			break
+		}
+		if i == 10 {
+			t.Fatalf("task %s/%s: phase %q after %d reconciles (StyrminDeployment: %v); want Running with its instance written", ns, tk.Name, tk.Status.Phase, i+1, err)
+		}
+	}
+	// The step's deadline passes; the task fails, and the answer to its
+	// Failed write is lost.
+	base := tk.DeepCopy()
+	tk.Status.Steps[0].StartedAt = &metav1.Time{Time: time.Now().Add(-timeout - time.Minute)}
+	if err := e.client.Status().Patch(ctx, tk, client.MergeFrom(base)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := r.Reconcile(ctx, req); err == nil {
+		t.Fatal("the reconcile whose Failed write timed out returned no error")
+	}
+	if err := e.client.Get(ctx, req.NamespacedName, tk); err != nil {
+		t.Fatal(err)
+	}
+	if mu.Lock(); lost != 1 || tk.Status.Phase != v1alpha1.TaskFailed {
+		mu.Unlock()
+		t.Fatalf("task phase %s after %d Failed writes made and unanswered; want Failed after one", tk.Status.Phase, lost)
+	}
+	mu.Unlock()
+	// The deployment turns Ready.
+	if err := e.client.Delete(ctx, quota); err != nil {
+		t.Fatal(err)
+	}
+	agenttest.WaitUntil(t, 2*time.Minute, "the deployment Ready at its sequence", func(ctx context.Context) (bool, string, error) {
+		var sets appsv1.ReplicaSetList
+		if err := e.client.List(ctx, &sets, client.InNamespace(ns)); err != nil {
+			return false, "", err
+		}
+		for i := range sets.Items {
+			// The ReplicaSet controller's back-off after the quota's
+			// refusals: a change of the set makes it try at once.
+			nudge := client.RawPatch(types.MergePatchType, []byte(`{"metadata":{"annotations":{"example.com/nudge":"quota-removed"}}}`))
+			if err := e.client.Patch(ctx, &sets.Items[i], nudge); err != nil {
+				return false, "", err
+			}
+		}
+		var sd v1alpha1.StyrminDeployment
+		if err := e.client.Get(ctx, instance.Key(ns), &sd); err != nil {
+			return false, err.Error(), nil
+		}
+		ready, err := instance.Applied(&sd, in.Sequence)
+		return ready, fmt.Sprintf("applied %d, conditions %+v (%v)", sd.Status.AppliedSequence, sd.Status.Conditions, err), nil
+	})
+	if _, err := r.Reconcile(ctx, req); err != nil {
+		t.Fatalf("the reconcile after the lost answer: %v; want the task found Failed", err)
+	}
+	if err := e.client.Get(ctx, req.NamespacedName, tk); err != nil {
+		t.Fatal(err)
+	}
+	var sd v1alpha1.StyrminDeployment
+	if err := e.client.Get(ctx, instance.Key(ns), &sd); err != nil {
+		t.Fatal(err)
+	}
+	if tk.Status.Phase != v1alpha1.TaskFailed || sd.Status.ActiveSequence != 0 || sd.Status.Active != nil {
+		t.Fatalf("task %s, active sequence %d (%+v); want the task Failed and nothing active", tk.Status.Phase, sd.Status.ActiveSequence, sd.Status.Active)
 	}
 }

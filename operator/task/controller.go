@@ -434,8 +434,9 @@ func (r *Reconciler) taskResult(log logr.Logger, res phaseResult, err error) (re
 }
 
 // load reads a task through the cache, or straight from the API server
-// when the cache has not caught up with this controller's last write (a
-// stale copy would run a finished step again).
+// when the cache has not caught up with this controller's last write, or
+// that write's outcome is not known (a stale copy would run a finished
+// step again, or a finished task on).
 func (r *Reconciler) load(ctx context.Context, key types.NamespacedName) (*v1alpha1.StyrminTask, error) {
 	var t v1alpha1.StyrminTask
 	if err := r.opts.Client.Get(ctx, key, &t); err != nil {
@@ -473,6 +474,11 @@ func (r *Reconciler) load(ctx context.Context, key types.NamespacedName) (*v1alp
 	r.mu.Unlock()
 	return &fresh, nil
 }
+
+// unknownWrite stands for a task's last status write whose outcome is
+// not known: no resourceVersion is equal to it, so load reads the task
+// from the API server.
+const unknownWrite = ""
 
 // errEndNotCached: the cache does not show a task's terminal write yet.
 var errEndNotCached = errors.New("the task's end is not in the cache yet")
@@ -557,11 +563,19 @@ func (r *Reconciler) lastError(uid types.UID) string {
 	return r.lastErr[uid]
 }
 
-// writeStatus persists the task's status.
+// writeStatus persists the task's status. After a write that failed,
+// the next load reads the task from the API server: a write whose answer
+// was lost (a timeout, a reset connection) may have been made, and the
+// cache's copy from before it would run the task on as if it had not (a
+// Failed end made and then succeeded over, recording its instance
+// active).
 func (r *Reconciler) writeStatus(ctx context.Context, run *taskRun) error {
 	t := run.task
 	t.Status.ObservedGeneration = t.Generation
 	if err := r.opts.Client.Status().Update(ctx, t); err != nil {
+		r.mu.Lock()
+		r.written[t.UID] = unknownWrite
+		r.mu.Unlock()
 		return fmt.Errorf("writing the status of task %s/%s: %w", t.Namespace, t.Name, err)
 	}
 	run.planUnwritten = false
