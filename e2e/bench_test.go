@@ -803,9 +803,11 @@ func countReady(sds []v1alpha1.StyrminDeployment, deps []appsv1.Deployment, seq 
 		case condition:
 			waiting["workloads rolling out"]++
 		case sd.Spec.Sequence < seq:
-			waiting["no task yet"]++
+			// No task has started this change's step yet (the tasks may
+			// exist: a fan-out's are made within seconds).
+			waiting["instance not written"]++
 		case sd.Status.ActiveSequence < seq:
-			waiting["not applied"]++
+			waiting["not active"]++
 		case ready != nil:
 			waiting[ready.Reason]++
 		}

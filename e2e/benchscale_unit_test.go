@@ -302,7 +302,7 @@ func TestCountReadyCountsADeploymentReadyOnlyByWorkloadsAndCondition(t *testing.
 		*sd("bench-b", 2, 2, metav1.ConditionTrue),
 		// Deployment rolled out, condition not at the sequence.
 		*sd("bench-c", 2, 1, metav1.ConditionTrue),
-		// No task yet, nothing rolled out.
+		// The instance not written yet (no task started), nothing rolled out.
 		*sd("bench-d", 1, 1, metav1.ConditionTrue),
 		// Applied, not Ready; no Deployment at all.
 		*sd("bench-e", 2, 2, metav1.ConditionFalse),
@@ -314,7 +314,7 @@ func TestCountReadyCountsADeploymentReadyOnlyByWorkloadsAndCondition(t *testing.
 		*deployment("base0000", 9, 9, 1, 1),
 	}
 	since := map[string]int64{"bench-a/app": 4, "bench-b/app": 4, "bench-c/app": 4, "bench-d/app": 4}
-	want := readiness{condition: 2, workloads: 2, both: 1, waiting: "Waiting=1,no task yet=1,not applied=1,workloads rolling out=1"}
+	want := readiness{condition: 2, workloads: 2, both: 1, waiting: "Waiting=1,instance not written=1,not active=1,workloads rolling out=1"}
 	if r := countReady(sds, deps, 2, since); r != want {
 		t.Errorf("countReady = %+v, want %+v", r, want)
 	}

@@ -8,6 +8,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	corev1 "k8s.io/api/core/v1"
+	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
@@ -163,5 +164,97 @@ func TestTaskWhoseLockCannotBeReadFailsNamingIt(t *testing.T) {
 	var sds v1alpha1.StyrminDeploymentList
 	if err := e.client.List(ctx, &sds, client.InNamespace(ns)); err != nil || len(sds.Items) != 0 {
 		t.Fatalf("a task that failed before its first step wrote a StyrminDeployment: %v, %d", err, len(sds.Items))
+	}
+}
+
+// TestATaskWhoseTargetIsNotItsLocksFails pins the check of spec.target
+// against the task's lock: the target is what a succeeded task's instance
+// is taken to be (instance.Active), so what the next change's workflow is
+// chosen against, and a target that names another driver version than
+// the lock's would have the next upgrade planned as an update, its
+// migration skipped. A task whose target differs from its lock (the
+// digest, the driver version) ends Failed with LockMismatch before any
+// step; one whose target is edited after the agent first read its lock
+// is checked again at its next reconcile.
+func TestATaskWhoseTargetIsNotItsLocksFails(t *testing.T) {
+	t.Parallel()
+	e := startEnv(t)
+	ctx := context.Background()
+	repo, head := lockedClone(t)
+	locks := instance.NewRepoLocks(repo)
+	r, err := task.NewReconciler(task.Options{
+		Client:     e.client,
+		Drivers:    &driversource.CatalogSource{Catalog: e.workspace.Catalog},
+		Locks:      locks,
+		Registerer: prometheus.NewRegistry(),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ref := v1alpha1.LockRef{Commit: head.String(), Path: "locks/local/dev/web.lock.yaml"}
+	in, err := locks.Lock(ctx, ref)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ns := in.Context.Deployment.Namespace
+	if err := e.client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil {
+		t.Fatal(err)
+	}
+	id := instance.DeploymentID(in.ID)
+	locked := func() *v1alpha1.TaskTarget {
+		return &v1alpha1.TaskTarget{Kind: in.Kind, AppVersion: in.AppVersion, SourceCommit: in.SourceCommit, Digest: in.Digest,
+			Driver: v1alpha1.DriverRef{Name: in.Driver.Name, Version: in.Driver.Version, Digest: in.Driver.Digest}}
+	}
+	phaseAfter := func(tk *v1alpha1.StyrminTask) *v1alpha1.StyrminTask {
+		t.Helper()
+		if _, err := r.Reconcile(ctx, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(tk)}); err != nil {
+			t.Fatal(err)
+		}
+		var got v1alpha1.StyrminTask
+		if err := e.client.Get(ctx, client.ObjectKeyFromObject(tk), &got); err != nil {
+			t.Fatal(err)
+		}
+		return &got
+	}
+	wantMismatch := func(got *v1alpha1.StyrminTask, what string) {
+		t.Helper()
+		c := apimeta.FindStatusCondition(got.Status.Conditions, v1alpha1.ConditionReady)
+		if got.Status.Phase != v1alpha1.TaskFailed || c == nil || c.Reason != v1alpha1.ReasonLockMismatch ||
+			!strings.Contains(got.Status.Message, "spec.target") || !strings.Contains(got.Status.Message, ref.Path) {
+			t.Errorf("task with %s: phase %q, condition %+v, message %q; want Failed (LockMismatch) naming spec.target and the lock", what, got.Status.Phase, c, got.Status.Message)
+		}
+	}
+	digest, driver := locked(), locked()
+	digest.Digest = "sha256:" + strings.Repeat("0", 64)
+	driver.Driver.Version = "2.0.0"
+	for seq, c := range map[int64]struct {
+		what   string
+		target *v1alpha1.TaskTarget
+	}{
+		1: {"another digest", digest},
+		2: {"another driver version", driver},
+		3: {"its lock's target, edited after the first read", locked()},
+	} {
+		tk := &v1alpha1.StyrminTask{
+			ObjectMeta: metav1.ObjectMeta{Name: v1alpha1.TaskName(in.ID.Name, seq), Namespace: ns, Labels: id.Labels()},
+			Spec: v1alpha1.StyrminTaskSpec{Deployment: id, Namespace: ns, Workflow: v1alpha1.WorkflowCreate, ToSequence: in.Sequence,
+				Lock: ref, Target: c.target},
+		}
+		if err := e.client.Create(ctx, tk); err != nil {
+			t.Fatal(err)
+		}
+		got := phaseAfter(tk)
+		if seq < 3 {
+			wantMismatch(got, c.what)
+			continue
+		}
+		if got.Status.Phase == v1alpha1.TaskFailed {
+			t.Fatalf("task with %s failed at once: %s", c.what, got.Status.Message)
+		}
+		got.Spec.Target.Driver.Version = "2.0.0"
+		if err := e.client.Update(ctx, got); err != nil {
+			t.Fatal(err)
+		}
+		wantMismatch(phaseAfter(got), c.what)
 	}
 }

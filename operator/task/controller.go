@@ -831,6 +831,10 @@ func (r *Reconciler) instance(ctx context.Context, t *v1alpha1.StyrminTask) (*re
 	r.mu.Unlock()
 	if ok && cached.uid == t.UID && cached.lock == t.Spec.Lock {
 		in, err := instance.DecodeLockFile(t.Spec.Lock, cached.data)
+		if err == nil {
+			// Checked again: a task's spec can be edited between reads.
+			err = matchLock(t, in, carried)
+		}
 		return in, field, err
 	}
 	if r.opts.Locks == nil {
@@ -864,8 +868,10 @@ func (e *lockMismatch) Error() string {
 }
 
 // matchLock checks a task against the instance its lock records: the
-// deployment, the namespace (where the task lives and the one it names)
-// and, when the task carries one, the instance itself.
+// deployment, the namespace (where the task lives and the one it names),
+// the summary of spec.target (what the deployment's active instance is
+// taken from once the task succeeds, so what the next change's workflow
+// is chosen against) and, when the task carries one, the instance itself.
 func matchLock(t *v1alpha1.StyrminTask, locked, carried *resolver.Instance) error {
 	mismatch := func(format string, args ...any) error {
 		return &lockMismatch{ref: t.Spec.Lock, msg: fmt.Sprintf(format, args...)}
@@ -878,6 +884,12 @@ func matchLock(t *v1alpha1.StyrminTask, locked, carried *resolver.Instance) erro
 	}
 	if locked.Context != nil && locked.Context.Deployment.Namespace != t.Spec.Namespace {
 		return mismatch("spec.namespace is %q but the deployment's namespace is %q", t.Spec.Namespace, locked.Context.Deployment.Namespace)
+	}
+	if tg := t.Spec.Target; tg != nil && (tg.Kind != locked.Kind || tg.Digest != locked.Digest || tg.AppVersion != locked.AppVersion ||
+		tg.SourceCommit != locked.SourceCommit || tg.Driver.Name != locked.Driver.Name ||
+		tg.Driver.Version != locked.Driver.Version || tg.Driver.Digest != locked.Driver.Digest) {
+		return mismatch("spec.target (digest %s, driver %s %s, application %s) is not the locked instance (digest %s, driver %s %s, application %s)",
+			tg.Digest, tg.Driver.Name, tg.Driver.Version, tg.AppVersion, locked.Digest, locked.Driver.Name, locked.Driver.Version, locked.AppVersion)
 	}
 	if carried != nil && (carried.ID != locked.ID || carried.Sequence != locked.Sequence || carried.Digest != locked.Digest || carried.Kind != locked.Kind) {
 		return mismatch("spec.instance (sequence %d, digest %s) is not the locked instance (sequence %d, digest %s)", carried.Sequence, carried.Digest, locked.Sequence, locked.Digest)
