@@ -248,7 +248,7 @@ func NewAgent(ctx context.Context, cfg *rest.Config, opts Options) (*Agent, erro
 		Repo:      repo,
 		Cluster:   opts.Cluster,
 		Source:    types.NamespacedName{Namespace: opts.Manager.Namespace, Name: opts.SourceName},
-		Spec:      v1alpha1.StyrminSourceSpec{URL: repo.RemoteURL(), Branch: repo.Branch(), Cluster: opts.Cluster, SecretName: opts.SecretName},
+		Spec:      v1alpha1.StyrminSourceSpec{URL: repo.RemoteURL(), Branch: repo.Branch(), Cluster: opts.Cluster, Path: opts.Path, SecretName: opts.SecretName},
 		Interval:  opts.PollInterval,
 		Locks:     locks,
 		Recorder:  recorder,

@@ -312,6 +312,9 @@ func (s *Syncer) source(ctx context.Context) (*v1alpha1.StyrminSource, error) {
 				s.position = h
 			}
 		}
+		if err := s.forgetPositionOfOtherLocks(ctx, &src); err != nil {
+			return nil, err
+		}
 		s.loaded = true
 	}
 	if !syncSpecEqual(src.Spec, s.opts.Spec) {
@@ -323,6 +326,28 @@ func (s *Syncer) source(ctx context.Context) (*v1alpha1.StyrminSource, error) {
 	return &src, nil
 }
 
+// forgetPositionOfOtherLocks drops a recorded position that was taken
+// for another cluster's locks or another folder of the repository (the
+// spec it was recorded with says whose): the commits walked up to it may
+// hold this cluster's locks, never read. The next walk starts from the
+// root, which is safe (see source). The position is cleared on the
+// StyrminSource before the spec is rewritten, so an agent stopped in
+// between walks from the root too.
+func (s *Syncer) forgetPositionOfOtherLocks(ctx context.Context, src *v1alpha1.StyrminSource) error {
+	if src.Status.LastSyncedCommit == "" || (src.Spec.Cluster == s.opts.Spec.Cluster && src.Spec.Path == s.opts.Spec.Path) {
+		return nil
+	}
+	s.opts.Log.Info("the recorded sync position is of other locks: walking from the root",
+		"source", s.opts.Source.String(), "was", src.Spec.Cluster+":"+src.Spec.Path, "now", s.opts.Spec.Cluster+":"+s.opts.Spec.Path)
+	src.Status.LastSyncedCommit = ""
+	if err := s.opts.Client.Status().Update(ctx, src); err != nil {
+		return fmt.Errorf("clearing the sync position of StyrminSource %s (taken for cluster %q, folder %q): %w", s.opts.Source, src.Spec.Cluster, src.Spec.Path, err)
+	}
+	s.wrote = src.ResourceVersion
+	s.position = gitsource.Hash{}
+	return nil
+}
+
 func syncSpecEqual(a, b v1alpha1.StyrminSourceSpec) bool {
 	ad, bd := time.Duration(0), time.Duration(0)
 	if a.Interval != nil {
@@ -331,7 +356,7 @@ func syncSpecEqual(a, b v1alpha1.StyrminSourceSpec) bool {
 	if b.Interval != nil {
 		bd = b.Interval.Duration
 	}
-	return a.URL == b.URL && a.Branch == b.Branch && a.Cluster == b.Cluster && a.SecretName == b.SecretName && ad == bd
+	return a.URL == b.URL && a.Branch == b.Branch && a.Cluster == b.Cluster && a.Path == b.Path && a.SecretName == b.SecretName && ad == bd
 }
 
 // walk creates the tasks of the lock changes between from and to.

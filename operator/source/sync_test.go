@@ -501,3 +501,61 @@ func TestASyncMakesNoTaskInTheAgentsNamespace(t *testing.T) {
 		t.Fatalf("tasks %v (ignored %d), want web's only and the lockfile into the agent's namespace ignored", got, res.Ignored)
 	}
 }
+
+// TestAChangedClusterOrPathWalksFromTheRoot pins the scope of the sync
+// position: an agent started with the wrong cluster (a typo) walks the
+// lock commits, finds none of its cluster and records the head; started
+// again with the right one, it must not resume from that head (the
+// commits walked hold its locks, never read) but walk from the root and
+// make their tasks. The same for the repository's folder (--path): a
+// position recorded for another folder is not resumed either.
+func TestAChangedClusterOrPathWalksFromTheRoot(t *testing.T) {
+	t.Parallel()
+	e := startSyncEnv(t)
+	head := e.lock("lock hub", instanceAt("hub", "dev-hub", 1))
+	syncerFor := func(cluster, path string) *source.Syncer {
+		t.Helper()
+		s, err := source.NewSyncer(source.SyncerOptions{
+			Client: e.cl, Repo: e.repo, Cluster: cluster, Source: e.key, Locks: e.locks,
+			Spec:     v1alpha1.StyrminSourceSpec{URL: e.git.RepoURL(repoName), Branch: "main", Path: path},
+			Interval: time.Hour, Log: testr.New(t),
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return s
+	}
+	res, err := syncerFor("lcoal", "").Sync(e.ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(res.Created) != 0 || e.source().Status.LastSyncedCommit != head {
+		t.Fatalf("the mistyped cluster's sync: created %v, position %s; want none, %s", res.Created, e.source().Status.LastSyncedCommit, head)
+	}
+	res, err = syncerFor("local", "").Sync(e.ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := []string{"dev-hub/hub-1"}; !slices.Equal(e.tasks(), want) || res.Skipped {
+		t.Fatalf("after the cluster was corrected: tasks %v (skipped: %v); want %v", e.tasks(), res.Skipped, want)
+	}
+	if src := e.source(); src.Status.LastSyncedCommit != head || src.Spec.Cluster != "local" {
+		t.Fatalf("position %s for cluster %q; want %s for local", src.Status.LastSyncedCommit, src.Spec.Cluster, head)
+	}
+	// Another folder: the head is walked again from the root (its task
+	// found made), not skipped as synced.
+	res, err = syncerFor("local", "apps").Sync(e.ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Skipped || res.Existing != 1 {
+		t.Fatalf("after the folder changed: skipped %v, existing %d; want the history walked again from the root", res.Skipped, res.Existing)
+	}
+	if src := e.source(); src.Spec.Path != "apps" || src.Status.LastSyncedCommit != head {
+		t.Fatalf("folder %q, position %s; want apps, %s", src.Spec.Path, src.Status.LastSyncedCommit, head)
+	}
+	// The same agent again: resumed, nothing walked.
+	if res, err = syncerFor("local", "apps").Sync(e.ctx); err != nil || !res.Skipped {
+		t.Fatalf("an agent restarted with the same flags: %+v, %v; want the sync skipped at its position", res, err)
+	}
+}
