@@ -111,6 +111,18 @@ func CommitLocksWith(ctx context.Context, w gitsource.Writer, opts WorkspaceOpti
 			}
 			o.Used.record(id, seq)
 		}
+		if len(steps) > 1 {
+			// The steps' lockfiles are their commits'; a lock committed
+			// after one (a retry) is the head's.
+			headLocks, err := LoadLocks(headFS)
+			if err != nil {
+				return nil, err
+			}
+			o.HeadLocks = make(map[ID]int64, len(headLocks))
+			for id, in := range headLocks {
+				o.HeadLocks[id] = in.Sequence
+			}
+		}
 		var running map[ID]*Instance
 		var changes []gitsource.Change
 		var lastWS *Workspace

@@ -196,9 +196,14 @@ func TestSequencesStayWithinWhatEveryReaderHoldsExactly(t *testing.T) {
 		t.Fatalf("a lockfile at the largest int64: %v, want a refusal naming the file and field", err)
 	}
 
-	used := UsedFromTrailers(map[string]int{c.ID.String(): math.MaxInt64, "local/dev/other": 7})
+	used := UsedFromTrailers(map[string]int{c.ID.String(): math.MaxInt64, "local/dev/other": 7, "local/dev/top": MaxSequence})
 	if got := used.next(c.ID, nil); got != 1 {
 		t.Errorf("after a hostile trailer at the largest int64, the next sequence is %d, want 1", got)
+	}
+	// A trailer at the highest sequence would leave no next one: every
+	// lock of that deployment (and of the commit with it) would fail.
+	if got := used.next(ID{"local", "dev", "top"}, nil); got != 1 {
+		t.Errorf("after a trailer at the highest sequence, the next sequence is %d, want 1", got)
 	}
 	if got := used.next(ID{"local", "dev", "other"}, nil); got != 8 {
 		t.Errorf("after a trailer at 7, the next sequence is %d, want 8", got)

@@ -191,12 +191,14 @@ func (c LockChange) Trailer() string { return fmt.Sprintf("%s=%d", c.ID, c.Next.
 // PlanLocks compares resolved instances with the current locks and returns
 // the lockfiles to write, sorted by deployment: NextInstances, encoded.
 func PlanLocks(res *Result, current map[ID]*Instance) ([]LockChange, error) {
-	return planLocks(res, current, nil)
+	return planLocks(res, current, nil, nil)
 }
 
-// planLocks is PlanLocks numbering after the sequences used.
-func planLocks(res *Result, current map[ID]*Instance, used UsedSequences) ([]LockChange, error) {
-	changes, err := nextInstances(res, current, used)
+// planLocks is PlanLocks numbering after the sequences used; head are
+// the sequences of the branch head's lockfiles when current are another
+// commit's (a step of a chain), nil when they are the head's.
+func planLocks(res *Result, current map[ID]*Instance, used UsedSequences, head map[ID]int64) ([]LockChange, error) {
+	changes, err := nextInstances(res, current, used, head)
 	if err != nil {
 		return nil, err
 	}
@@ -220,24 +222,44 @@ func planLocks(res *Result, current map[ID]*Instance, used UsedSequences) ([]Loc
 // number. A deployment whose only change is a newly honoured upgrade
 // request (no newer driver version was loaded) gets sequence+1 too, so
 // the lock records the request as spent. Unchanged deployments are left
-// alone (their files stay byte-identical). Deployments that failed to resolve are neither locked
+// alone (their files stay byte-identical), unless a lock (or a tombstone)
+// is behind a sequence used already (numbering after used sequences
+// only): a revert brought it back, and it is locked again past that
+// sequence. Deployments that failed to resolve are neither locked
 // nor tombstoned; deployments on hold keep their lock.
 func NextInstances(res *Result, current map[ID]*Instance) ([]LockChange, error) {
-	return nextInstances(res, current, nil)
+	return nextInstances(res, current, nil, nil)
 }
 
 // nextInstances is NextInstances numbering after the sequences used (nil:
-// the current locks only).
-func nextInstances(res *Result, current map[ID]*Instance, used UsedSequences) ([]LockChange, error) {
+// the current locks only); head as planLocks'.
+func nextInstances(res *Result, current map[ID]*Instance, used UsedSequences, head map[ID]int64) ([]LockChange, error) {
+	// behind: a lock below a sequence used, also at the head (in a chain,
+	// a retry committed after the step's commit is the head's lock, not
+	// a revert).
+	behind := func(id ID, prev *Instance) bool {
+		u := used[id]
+		if prev.Sequence >= u {
+			return false
+		}
+		s, ok := head[id]
+		return !ok || s < u
+	}
 	var out []LockChange
 	for _, r := range res.Resolved {
 		if _, held := res.Held[r.Instance.ID]; held {
 			continue
 		}
 		prev := current[r.Instance.ID]
-		if prev != nil && !prev.Tombstone() && prev.Digest == r.Instance.Digest && prev.Driver.UpgradeRequest == r.Instance.Driver.UpgradeRequest {
+		if prev != nil && !prev.Tombstone() && prev.Digest == r.Instance.Digest && prev.Driver.UpgradeRequest == r.Instance.Driver.UpgradeRequest &&
+			!behind(prev.ID, prev) {
 			continue
 		}
+		// Else a change; or the lockfile is behind a sequence already
+		// used (a revert or a rewind brought an older lockfile back with
+		// its configuration): the agent, which ran the newer sequence,
+		// never applies the older one, so the same content is locked
+		// again past it.
 		next := *r.Instance
 		next.Sequence = used.next(next.ID, prev)
 		out = append(out, LockChange{ID: next.ID, Previous: prev, Next: &next})
@@ -249,7 +271,7 @@ func nextInstances(res *Result, current map[ID]*Instance, used UsedSequences) ([
 	SortIDs(ids)
 	for _, id := range ids {
 		prev := current[id]
-		if prev.Tombstone() || res.Present[id] || ingressStillUsed(res, current, prev) {
+		if (prev.Tombstone() && !behind(id, prev)) || res.Present[id] || ingressStillUsed(res, current, prev) {
 			continue
 		}
 		t := &Instance{

@@ -10,13 +10,14 @@ type UsedSequences map[ID]int64
 // UsedFromTrailers turns the deployment keys of lock trailers and
 // lockfiles (as gitsource.Repo.LockedSequences returns them) into
 // UsedSequences; keys
-// that name no deployment, and numbers outside 1..MaxSequence, are
+// that name no deployment, and numbers outside 1..MaxSequence-1, are
 // ignored: any commit message can carry a trailer, and no lock ever
-// wrote such a number.
+// wrote such a number (one at MaxSequence would leave no next one, and
+// stop every lock of the deployment and the commit with it).
 func UsedFromTrailers(m map[string]int) UsedSequences {
 	out := make(UsedSequences, len(m))
 	for k, v := range m {
-		if id, err := ParseID(k); err == nil && v >= 1 && int64(v) <= MaxSequence {
+		if id, err := ParseID(k); err == nil && v >= 1 && int64(v) < MaxSequence {
 			out[id] = int64(v)
 		}
 	}

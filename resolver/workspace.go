@@ -39,6 +39,12 @@ type WorkspaceOptions struct {
 	// Used are the sequences the branch's history used; new sequences come
 	// after them (nil: after the lockfiles only).
 	Used UsedSequences
+	// HeadLocks are the sequences of the branch head's lockfiles when the
+	// workspace is of an older commit (a step of a lock chain; nil: its
+	// own lockfiles are the head's). A lockfile below a used sequence is
+	// locked again only when the head's is below it too: a revert, not a
+	// retry committed after the step.
+	HeadLocks map[ID]int64
 	// Progress is Options.Progress of every Resolve of the workspace.
 	Progress func(done, total int)
 	// RenderCache is shared by the renders of the workspace's drivers
@@ -203,7 +209,7 @@ func (w *Workspace) LockAllowing(policy LockPolicy, allowDeletions int) ([]LockC
 	if err := res.Err(); err != nil && policy == LockAllOrNothing {
 		return nil, res, err
 	}
-	changes, err := planLocks(res, w.Locks, w.opts.Used)
+	changes, err := planLocks(res, w.Locks, w.opts.Used, w.opts.HeadLocks)
 	if err != nil {
 		return nil, res, err
 	}

@@ -416,3 +416,43 @@ func TestASequenceCommittedByHandIsNotReusedAfterItsLockfileIsDeleted(t *testing
 		})
 	}
 }
+
+// TestARevertedChangeIsLockedPastTheSequenceItUsed pins a revert: web's
+// change (3 replicas) is locked at 2 and committed with its lockfile, and
+// then reverted (git revert, as a pull request's "Revert" does): the
+// configuration and the lockfile at 1 are back, their digests equal. The
+// agent ran 2 and never applies 1 again, so the lock must not take the
+// lockfile as up to date: lock --check reports a change, and lock
+// --commit locks the reverted content at 3, past the sequence used.
+func TestARevertedChangeIsLockedPastTheSequenceItUsed(t *testing.T) {
+	const webLock = "locks/local/dev/web.lock.yaml"
+	dir := lockedGitRepo(t)
+	first := readLock(t, dir, webLock)
+	writeRepoFile(t, dir, devWebFile, "driver: \"webapp\"\nappVersion: \"1.25.0\"\nparameters: replicas: 3\n")
+	if out, code, err := styrminctl(t, "--repo", dir, "lock"); code != 0 {
+		t.Fatalf("lock: exit %d, %v\n%s", code, err, out)
+	}
+	planGit(t, dir, "commit", "-q", "-am", "web 3 replicas, locked")
+	if in := readLock(t, dir, webLock); in.Sequence != 2 {
+		t.Fatalf("web at %d, want 2", in.Sequence)
+	}
+	planGit(t, dir, "revert", "--no-edit", "HEAD")
+	if in := readLock(t, dir, webLock); in.Sequence != 1 || in.Digest != first.Digest {
+		t.Fatalf("after the revert web's lockfile is at %d (%s); want 1 (%s)", in.Sequence, in.Digest, first.Digest)
+	}
+	if out, code, _ := styrminctl(t, "--repo", dir, "lock", "--check"); code != 2 {
+		t.Fatalf("lock --check after the revert: exit %d; want 2 (web's lock is behind the sequence it used)\n%s", code, out)
+	}
+	out, code, err := styrminctl(t, "--repo", dir, "lock", "--commit")
+	if code != 0 {
+		t.Fatalf("lock --commit: exit %d, %v\n%s", code, err, out)
+	}
+	in := readLock(t, dir, webLock)
+	if in.Sequence != 3 || in.Digest != first.Digest {
+		t.Errorf("web at %d (%s); want the reverted content (%s) at 3\n%s", in.Sequence, in.Digest, first.Digest, out)
+	}
+	// And then it is current.
+	if out, code, _ := styrminctl(t, "--repo", dir, "lock", "--check"); code != 0 {
+		t.Errorf("lock --check after locking the revert: exit %d; want 0\n%s", code, out)
+	}
+}
