@@ -201,3 +201,114 @@ func TestLockerNumbersAfterWhatTheClusterRanWhenTheBranchIsRewound(t *testing.T)
 		t.Fatalf("after the rewind locked %v, want [local/dev/hub=4] (after the 3 the cluster ran)", res.Locked)
 	}
 }
+
+// A retry committed by someone else on top of a configuration commit no
+// lock took yet is a lock commit at the head, but it locks no
+// configuration: the lock mode still locks the commit under it, as its
+// own change (its source commit the configuration commit).
+func TestLockerLocksAConfigurationCommitUnderARetryCommit(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	srv := gitserver.New(t, gitserver.WithToken(agentGitToken))
+	srv.Seed(agentRepoName, exampleRepo(t), "examples")
+	clone := func() *gitsource.Repo {
+		t.Helper()
+		repo, err := gitsource.Clone(ctx, srv.RepoURL(agentRepoName), "", gitsource.CloneOptions{Branch: "main", Auth: gitsource.Auth{Token: agentGitToken}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return repo
+	}
+	l, err := source.NewLocker(source.LockModeOptions{Repo: clone()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := l.LockHead(ctx); err != nil {
+		t.Fatal(err)
+	}
+	config := srv.Commit(agentRepoName, "more workers", hubConfig("1.4.0", 3, "debug"))
+	other := clone()
+	web := resolver.ID{Cluster: "local", Environment: "dev", Name: "web"}
+	if out, err := resolver.CommitRetries(ctx, other, []resolver.ID{web}, resolver.CommitOptions{History: other}); err != nil || !out.Committed {
+		t.Fatalf("the retry of web: %+v, %v", out, err)
+	}
+	res, err := l.LockHead(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Skipped || len(res.Locked) != 1 || res.Locked[0] != "local/dev/hub=2" {
+		t.Fatalf("round on the retry commit: %+v; want hub locked at 2", res)
+	}
+	after := clone()
+	head, err := after.Head()
+	if err != nil {
+		t.Fatal(err)
+	}
+	fsys, err := after.FS(head)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const hubLock = "locks/local/dev/hub.lock.yaml"
+	data, err := resolver.ReadLockFile(fsys, hubLock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	hub, err := resolver.DecodeLock(hubLock, data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if hub.SourceCommit != config {
+		t.Errorf("hub's lock is of %s; want the configuration commit %s", hub.SourceCommit, config)
+	}
+}
+
+// A branch force-pushed back to an older lock commit (a rollback by
+// rewind) holds lockfiles below what the cluster ran: the agent never
+// applies them again, so the lock mode locks their content again past
+// the sequences the cluster ran, though the head is a lock commit.
+func TestLockerRelocksARewindToAnOlderLock(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	srv := gitserver.New(t, gitserver.WithToken(agentGitToken))
+	srv.Seed(agentRepoName, exampleRepo(t), "examples")
+	repo, err := gitsource.Clone(ctx, srv.RepoURL(agentRepoName), "", gitsource.CloneOptions{Branch: "main", Auth: gitsource.Auth{Token: agentGitToken}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ran := resolver.UsedSequences{}
+	l, err := source.NewLocker(source.LockModeOptions{
+		Repo: repo,
+		Used: func(context.Context) (resolver.UsedSequences, error) { return maps.Clone(ran), nil },
+		OnLocked: func(r source.LockResult) {
+			for _, k := range r.Locked {
+				key, seq, _ := strings.Cut(k, "=")
+				id, _ := resolver.ParseID(key)
+				n, _ := strconv.ParseInt(seq, 10, 64)
+				ran[id] = max(ran[id], n)
+			}
+		},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := l.LockHead(ctx); err != nil {
+		t.Fatal(err)
+	}
+	first := srv.Head(agentRepoName, "main")
+	srv.Commit(agentRepoName, "more workers", hubConfig("1.4.0", 3, "debug"))
+	if _, err := l.LockHead(ctx); err != nil {
+		t.Fatal(err)
+	}
+	// Unchanged lock commits are skipped without a resolve.
+	if res, err := l.LockHead(ctx); err != nil || !res.Skipped {
+		t.Fatalf("round on the lock mode's own commit: %+v, %v; want skipped", res, err)
+	}
+	srv.Git(srv.Dir(agentRepoName), "update-ref", "refs/heads/main", first)
+	res, err := l.LockHead(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(res.Locked) != 1 || res.Locked[0] != "local/dev/hub=3" {
+		t.Fatalf("after the rewind to the first lock: %+v; want hub locked again at 3 (after the 2 the cluster ran)", res)
+	}
+}

@@ -111,7 +111,7 @@ func CommitLocksWith(ctx context.Context, w gitsource.Writer, opts WorkspaceOpti
 			}
 			o.Used.record(id, seq)
 		}
-		if len(steps) > 1 {
+		if len(steps) > 1 || steps[0].commit != head {
 			// The steps' lockfiles are their commits'; a lock committed
 			// after one (a retry) is the head's.
 			headLocks, err := LoadLocks(headFS)

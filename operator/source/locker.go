@@ -177,10 +177,16 @@ func (l *Locker) LockHead(ctx context.Context) (LockResult, error) {
 		return res, err
 	}
 	if lockCommit {
-		l.opts.Log.V(1).Info("head is a lock commit; nothing to lock", "head", fr.Head.Short())
-		l.last = fr.Head
-		res.Skipped = true
-		return res, nil
+		pending, err := l.pendingUnder(ctx, fr.Head)
+		if err != nil {
+			return res, err
+		}
+		if !pending {
+			l.opts.Log.V(1).Info("head is a lock commit; nothing to lock", "head", fr.Head.Short())
+			l.last = fr.Head
+			res.Skipped = true
+			return res, nil
+		}
 	}
 	policy := resolver.LockKeepGoing
 	if l.opts.AllOrNothing {
@@ -263,6 +269,49 @@ func (l *Locker) isLockCommit(head gitsource.Hash) (bool, error) {
 	for i := len(changes) - 1; i >= 0; i-- {
 		if changes[i].Commit == head {
 			return len(changes[i].Locks) > 0, nil
+		}
+	}
+	return false, nil
+}
+
+// pendingUnder reports whether a lock commit at the head still leaves
+// something to lock: configuration commits under it that no lock took
+// (the head is a retry, which locks the same instances again and no
+// configuration), or a lockfile behind a sequence the cluster ran (the
+// branch was rewound to an older lock, whose instances the agent never
+// applies again). Otherwise the head is skipped without a resolve.
+func (l *Locker) pendingUnder(ctx context.Context, head gitsource.Hash) (bool, error) {
+	un, err := l.opts.Repo.UnlockedChanges(head, "", resolver.LocksDir, resolver.DefaultMaxUnlocked)
+	if errors.Is(err, gitsource.ErrTooManyUnlocked) {
+		return true, nil // the lock says what to do about it
+	}
+	if err != nil {
+		return false, fmt.Errorf("lock mode: reading %s: %w", head.Short(), err)
+	}
+	if !un.Base.IsZero() && un.Base != head && len(un.Commits) > 0 {
+		return true, nil
+	}
+	if l.opts.Used == nil {
+		return false, nil
+	}
+	ran, err := l.opts.Used(ctx)
+	if err != nil {
+		return false, fmt.Errorf("lock mode: the sequences the cluster ran: %w", err)
+	}
+	if len(ran) == 0 {
+		return false, nil
+	}
+	tree, err := l.opts.Repo.TreeAt(head, ".")
+	if err != nil {
+		return false, fmt.Errorf("lock mode: reading %s: %w", head.Short(), err)
+	}
+	locks, err := resolver.LoadLocks(tree)
+	if err != nil {
+		return true, nil // the lock reports it
+	}
+	for id, in := range locks {
+		if in.Sequence < ran[id] {
+			return true, nil
 		}
 	}
 	return false, nil
