@@ -31,6 +31,10 @@ const DefaultMaxFileSize = 1 << 20
 
 var nameRE = regexp.MustCompile(`^[a-z0-9]([-a-z0-9]*[a-z0-9])?$`)
 
+// maxNameLen bounds the names of clusters, environments and deployments
+// (folders and files): a task's name adds a sequence to a deployment's.
+const maxNameLen = 40
+
 // upgradeTokenRE is what an upgrade request token may be (styrminctl
 // upgrade writes "2026-12-01-1"): one short word, safe in lockfiles,
 // plans and commit messages.
@@ -413,7 +417,7 @@ func subdirs(fsys fs.FS, dir string) ([]string, error) {
 			return nil, symlinkedFolder(path.Join(dir, e.Name()))
 		}
 		if e.IsDir() {
-			if !nameRE.MatchString(e.Name()) || len(e.Name()) > 40 {
+			if !nameRE.MatchString(e.Name()) || len(e.Name()) > maxNameLen {
 				return nil, &ConfigError{File: path.Join(dir, e.Name()), Msg: "folder name must be a lowercase DNS label of at most 40 characters"}
 			}
 			out = append(out, e.Name())
@@ -561,7 +565,7 @@ func (l *Loader) loadEnvironment(fsys fs.FS, c *Cluster, name string) (*Environm
 		}
 		file := path.Join(ddir, ent.Name())
 		dn := strings.TrimSuffix(ent.Name(), ext)
-		if !nameRE.MatchString(dn) || len(dn) > 40 {
+		if !nameRE.MatchString(dn) || len(dn) > maxNameLen {
 			errs = append(errs, &ConfigError{File: file, Msg: "deployment name (the file name) must be a lowercase DNS label of at most 40 characters"})
 			continue
 		}

@@ -195,6 +195,19 @@ func DecodeLock(path string, data []byte) (*Instance, error) {
 	if want := in.ID.LockPath(); path != "" && !bytes.HasSuffix([]byte(path), []byte(want)) {
 		return nil, fmt.Errorf("%s: field deployment: the lockfile names %s, whose lockfile is %s", path, in.ID, want)
 	}
+	// The deployment's names are in the agent's task name and labels: one
+	// the API server refuses would fail every sync that meets this
+	// lockfile (its position held for good), so a lockfile naming a
+	// deployment the resolver never writes (its folders and file are
+	// lowercase DNS labels of at most 40 characters, but for the internal
+	// ingress controllers' own names) is refused.
+	for _, part := range []struct{ field, name, internal string }{
+		{"cluster", in.ID.Cluster, ""}, {"environment", in.ID.Environment, ClusterEnvironment}, {"name", in.ID.Name, IngressName},
+	} {
+		if (!nameRE.MatchString(part.name) || len(part.name) > maxNameLen) && part.name != part.internal {
+			return nil, fmt.Errorf("%s: field deployment.%s: %q: expected a lowercase DNS label of at most %d characters", path, part.field, part.name, maxNameLen)
+		}
+	}
 	// The agent creates the namespace and the task in it: a name the API
 	// server refuses would fail every sync that meets this lockfile, so it
 	// is refused here like any other bad field.

@@ -415,3 +415,39 @@ func TestALockfileOverTheLimitIsRefusedFromACommitAsFromTheWorkingTree(t *testin
 		}
 	}
 }
+
+// TestLockfileNamingADeploymentTheResolverNeverWritesIsRefused: a
+// lockfile whose cluster, environment or deployment name is no lowercase
+// DNS label of at most 40 characters (what the resolver's folders and
+// files must be) is refused naming the field, even with a matching
+// checksum: its task's name or labels would be refused by the API server
+// at every sync, and the sync's position held for good. The internal
+// ingress controllers' names read.
+func TestLockfileNamingADeploymentTheResolverNeverWritesIsRefused(t *testing.T) {
+	good := Instance{APIVersion: APIVersion, Kind: KindTombstone, ID: ID{Cluster: "local", Environment: "dev", Name: "web"}, Sequence: 2, Digest: "sha256:aa"}
+	for _, c := range []struct {
+		id    ID
+		field string // "": reads
+	}{
+		{ID{"local", "dev", "web"}, ""},
+		{ID{"local", ClusterEnvironment, IngressName}, ""},
+		{ID{"local", "dev", IngressName}, ""},
+		{ID{"local", "dev", "Web"}, "deployment.name"},
+		{ID{"local", "dev", "web_1"}, "deployment.name"},
+		{ID{"local", strings.Repeat("e", 41), "web"}, "deployment.environment"},
+		{ID{"Local", "dev", "web"}, "deployment.cluster"},
+		{ID{"local", "dev.x", "web"}, "deployment.environment"},
+	} {
+		in := good
+		in.ID = c.id
+		data, err := EncodeLock(&in)
+		must(t, err)
+		_, err = DecodeLock(c.id.LockPath(), data)
+		switch {
+		case c.field == "" && err != nil:
+			t.Errorf("%s: %v; want it read", c.id, err)
+		case c.field != "" && (err == nil || !strings.Contains(err.Error(), "field "+c.field+": ")):
+			t.Errorf("%s: %v; want a refusal naming field %s", c.id, err, c.field)
+		}
+	}
+}
