@@ -612,7 +612,7 @@ func (r *Reconciler) correctDrift(ctx context.Context, rs *reconcileState) error
 		rs.requeueWithin(st.nextCheck.Sub(now))
 		return nil
 	}
-	running, err := r.runningTask(ctx, sd.Namespace)
+	running, err := runningTask(ctx, r.client, sd.Namespace)
 	if err != nil {
 		return outcome.Retryable(v1alpha1.ReasonDriftCheckPaused, err)
 	}
@@ -650,6 +650,20 @@ func (r *Reconciler) correctDrift(ctx context.Context, rs *reconcileState) error
 		setCondition(sd, v1alpha1.ConditionDrifted, metav1.ConditionFalse, v1alpha1.ReasonNoDrift, "the live objects match the release")
 		return nil
 	}
+	// The task list read through the cache may not show a task that
+	// started since: one that scaled its workers down for a migration
+	// would have them put back up in its middle. A task writes Running
+	// before its step acts, so a drift its step made shows it running
+	// in the API server's list (one request, when something drifted).
+	if running, err := runningTask(ctx, r.apiReader, sd.Namespace); err != nil || running != "" {
+		if err != nil {
+			return outcome.Retryable(v1alpha1.ReasonDriftCheckPaused, err)
+		}
+		st.nextCheck = now
+		setCondition(sd, v1alpha1.ConditionDrifted, metav1.ConditionFalse, v1alpha1.ReasonDriftCheckPaused, "task "+running+" is running: its steps change workloads on purpose")
+		rs.requeueWithin(min(r.interval, taskPollInterval))
+		return nil
+	}
 	r.metrics.driftChecks.WithLabelValues("drifted").Inc()
 	summary := release.Summary(drifts)
 	gens, err := rs.releases.Correct(ctx, st.desired, drifts)
@@ -674,11 +688,12 @@ func (r *Reconciler) correctDrift(ctx context.Context, rs *reconcileState) error
 const taskPollInterval = 5 * time.Second
 
 // runningTask returns the name of a running task in namespace (a
-// deployment's tasks live in its namespace), "" when none runs.
-func (r *Reconciler) runningTask(ctx context.Context, namespace string) (string, error) {
+// deployment's tasks live in its namespace), "" when none runs, as c
+// (the cache, or the API server) lists them.
+func runningTask(ctx context.Context, c client.Reader, namespace string) (string, error) {
 	var tasks v1alpha1.StyrminTaskList
 	// Read only: the cache's own tasks, not copies.
-	if err := r.client.List(ctx, &tasks, client.InNamespace(namespace), client.UnsafeDisableDeepCopy); err != nil {
+	if err := c.List(ctx, &tasks, client.InNamespace(namespace), client.UnsafeDisableDeepCopy); err != nil {
 		return "", fmt.Errorf("listing the tasks of %s: %w", namespace, err)
 	}
 	for i := range tasks.Items {
