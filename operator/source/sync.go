@@ -610,6 +610,15 @@ func (w *syncWalk) apply(ctx context.Context, src *v1alpha1.StyrminSource, ch gi
 			res.Ignored++
 			return nil, nil
 		}
+	} else if gone, err := w.s.goneEverywhere(ctx, id); err != nil {
+		return nil, err
+	} else if gone {
+		// Deleted already (this tombstone's task ran and was pruned, and
+		// a walk meets it again): its task would delete nothing, and
+		// make the deployment's namespace again.
+		log.Info("tombstone of a deployment that nothing runs or waits to run: nothing to delete", "deployment", id.String(), "sequence", next.Sequence)
+		res.Ignored++
+		return nil, nil
 	}
 
 	task, err := w.s.taskFor(ctx, prev, next, data, gitsource.Hash(ch.Commit), ch.Path)
@@ -623,18 +632,17 @@ func (w *syncWalk) apply(ctx context.Context, src *v1alpha1.StyrminSource, ch gi
 	return task, nil
 }
 
-// deletedAtHead tells whether a walk from the root must not make the
-// task of a deployment's instance at seq: the deployment's lock at the
-// head is a tombstone numbered after it and nothing of the deployment
-// runs (it has no StyrminDeployment). Such a walk (no recorded position:
-// a first sync, or a position lost with a rewritten history) meets the
-// deployment's whole history, and the tasks that ran it were pruned since
-// it was deleted: making them again would install it again, to be
-// deleted once more by the tombstone's task, if that still exists. A walk
-// from a recorded position meets only changes after it, none of which the
-// cluster ran.
+// deletedAtHead tells whether a walk must not make the task of a
+// deployment's instance at seq: the deployment's lock at the head is a
+// tombstone numbered after it and nothing of the deployment runs (it has
+// no StyrminDeployment). A walk from the root (a first sync, or a
+// position lost with a rewritten history) meets the deployment's whole
+// history, and a walk from a position held by a refused task meets again
+// changes the cluster ran since; the tasks that ran them may be pruned:
+// making them again would install the deployment again, to be deleted
+// once more by the tombstone's task, if that still exists.
 func (w *syncWalk) deletedAtHead(ctx context.Context, id resolver.ID, seq int64, at gitsource.Hash) (bool, error) {
-	if !w.from.IsZero() || at == w.to {
+	if at == w.to {
 		// A change of the head itself is what the head locks: no read
 		// (a first sync of a large repository meets thousands).
 		return false, nil
@@ -856,6 +864,25 @@ func (s *Syncer) applied(ctx context.Context, task *v1alpha1.StyrminTask) (bool,
 		return false, fmt.Errorf("reading the StyrminDeployment of %s: %w", task.Namespace, err)
 	}
 	return sd.Spec.Sequence >= task.Spec.ToSequence, nil
+}
+
+// goneEverywhere reports whether nothing of a deployment runs or waits to
+// run: it has no StyrminDeployment and no unfinished task (a create not
+// run yet is deleted by the tombstone's task after it).
+func (s *Syncer) goneEverywhere(ctx context.Context, id resolver.ID) (bool, error) {
+	if ns, err := s.deploymentNamespace(ctx, id); err != nil || ns != "" {
+		return false, err
+	}
+	var tasks v1alpha1.StyrminTaskList
+	if err := s.opts.Client.List(ctx, &tasks, client.MatchingLabels(instance.DeploymentID(id).Labels())); err != nil {
+		return false, fmt.Errorf("sync: looking up the tasks of %s: %w", id, err)
+	}
+	for i := range tasks.Items {
+		if !tasks.Items[i].Status.Phase.Terminal() {
+			return false, nil
+		}
+	}
+	return true, nil
 }
 
 // deploymentNamespace finds the namespace of a deployment's

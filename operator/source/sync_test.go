@@ -559,3 +559,71 @@ func TestAChangedClusterOrPathWalksFromTheRoot(t *testing.T) {
 		t.Fatalf("an agent restarted with the same flags: %+v, %v; want the sync skipped at its position", res, err)
 	}
 }
+
+// TestARefusedSyncDoesNotBringBackADeploymentDeletedMeanwhile: a sync
+// whose position is held by a task the API server refuses (a quota on
+// aaa's namespace) walks the same commits at every poll. Meanwhile hub's
+// update and its tombstone, in those commits, ran: hub is gone, its tasks
+// pruned, and someone deleted the namespace the agent left. The next walk
+// from the held position must not make hub's update again (a deleted
+// deployment installed again, its namespace made again): the head's lock
+// of hub is a tombstone after it and nothing of hub runs, as for a walk
+// from the root.
+func TestARefusedSyncDoesNotBringBackADeploymentDeletedMeanwhile(t *testing.T) {
+	t.Parallel()
+	e := startSyncEnv(t)
+	s := e.syncer()
+	e.lock("lock hub", instanceAt("hub", "dev-hub", 1))
+	if _, err := s.Sync(e.ctx); err != nil {
+		t.Fatal(err)
+	}
+	held := e.source().Status.LastSyncedCommit
+	// Hub's first task ran: its StyrminDeployment holds sequence 1.
+	spec, err := instance.SpecFromInstance(instanceAt("hub", "dev-hub", 1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	sd := &v1alpha1.StyrminDeployment{ObjectMeta: metav1.ObjectMeta{Namespace: "dev-hub", Name: "dev-hub",
+		Labels: instance.DeploymentID(deploymentID("hub")).Labels()}, Spec: spec}
+	if err := e.cl.Create(e.ctx, sd); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.cl.Create(e.ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "dev-aaa"}}); err != nil {
+		t.Fatal(err)
+	}
+	e.noRoomForTasks("dev-aaa")
+	e.lock("aaa, and hub's update", instanceAt("aaa", "dev-aaa", 1), instanceAt("hub", "dev-hub", 2))
+	e.lock("delete hub", tombstoneAt("hub", 3))
+	if _, err := s.Sync(e.ctx); err == nil {
+		t.Fatal("the sync with aaa's task refused passed")
+	}
+	if got := e.tasks(); strings.Join(got, " ") != "dev-hub/hub-1 dev-hub/hub-2 dev-hub/hub-3" {
+		t.Fatalf("tasks %v; want hub's three", got)
+	}
+	// Hub's tasks ran (its StyrminDeployment deleted by the last), were
+	// pruned, and its namespace was deleted.
+	if err := e.cl.Delete(e.ctx, sd); err != nil {
+		t.Fatal(err)
+	}
+	for _, n := range []string{"hub-1", "hub-2", "hub-3"} {
+		if err := e.cl.Delete(e.ctx, &v1alpha1.StyrminTask{ObjectMeta: metav1.ObjectMeta{Namespace: "dev-hub", Name: n}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	e.deleteNamespace("dev-hub")
+	e.finalizeNamespace("dev-hub")
+
+	if _, err := s.Sync(e.ctx); err == nil {
+		t.Fatal("the sync with aaa's task still refused passed")
+	}
+	if src := e.source(); src.Status.LastSyncedCommit != held {
+		t.Fatalf("position %s; want it held at %s", src.Status.LastSyncedCommit, held)
+	}
+	if got := e.tasks(); len(got) != 0 {
+		t.Errorf("tasks %v after the walk from the held position; want hub's not made again", got)
+	}
+	var ns corev1.Namespace
+	if err := e.cl.Get(e.ctx, client.ObjectKey{Name: "dev-hub"}, &ns); err == nil {
+		t.Errorf("namespace dev-hub made again (%s)", ns.Status.Phase)
+	}
+}
