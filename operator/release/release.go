@@ -495,6 +495,11 @@ func deployedOf(history []*release.Release) []*release.Release {
 // find it is returned (nil when none was read).
 func (h *Releases) record(ctx context.Context, rel *release.Release, prev **release.Release) ([]byte, []*release.Release, error) {
 	var hist []*release.Release
+	// taken is the highest revision whose record name a Secret holds that
+	// is no record the history reads (someone's Secret, a chart's, one
+	// that does not decode): it is numbered past, or every later revision
+	// would meet it.
+	taken := 0
 	for attempt := 0; ; attempt++ {
 		rel.Version = 1
 		if p := *prev; p != nil {
@@ -503,8 +508,12 @@ func (h *Releases) record(ctx context.Context, rel *release.Release, prev **rele
 				rel.Info.FirstDeployed = p.Info.FirstDeployed
 			}
 		}
+		rel.Version = max(rel.Version, taken+1)
 		record, err := h.records.create(ctx, rel)
 		if !errors.Is(err, errReleaseExists) || attempt == 2 {
+			if errors.Is(err, errReleaseExists) {
+				err = fmt.Errorf("%w: Secret %s holds that name", err, releaseKey(rel.Name, rel.Version))
+			}
 			if err != nil {
 				return nil, hist, fmt.Errorf("release %s/%s: recording revision %d: %w", rel.Namespace, rel.Name, rel.Version, err)
 			}
@@ -516,6 +525,11 @@ func (h *Releases) record(ctx context.Context, rel *release.Release, prev **rele
 		}
 		hist = read
 		*prev = last(hist)
+		if l := *prev; l == nil || l.Version < rel.Version {
+			// The name is held, but by no record the history reads.
+			h.warn(ctx, "release %s/%s: Secret %s holds the name of revision %d but is no release record: numbering past it", rel.Namespace, rel.Name, releaseKey(rel.Name, rel.Version), rel.Version)
+			taken = rel.Version
+		}
 	}
 }
 

@@ -551,3 +551,42 @@ func TestAReleaseDoesNotTakeOverAnotherReleasesObjectOfTheSameName(t *testing.T)
 		t.Fatalf("after prod's uninstall api-view belongs to %s with %q, want dev/api's", who, content)
 	}
 }
+
+// TestASecretAtTheNextRecordNameIsNumberedPast: a Secret that is no
+// release record (an ordinary Secret a chart or a person made, or one of
+// the record's type that does not decode) holds the name of the next
+// revision's record. The history does not read it, so every upgrade met
+// it and failed, its objects applied without a record; the revision is
+// now numbered past it, and the history reads on.
+func TestASecretAtTheNextRecordNameIsNumberedPast(t *testing.T) {
+	e := startReleaseEnv(t, 10)
+	ctx := context.Background()
+	const ns = "squat"
+	e.namespace(t, ns)
+	r1, _, err := e.helm.Apply(ctx, releaseReq(ns, configMap(ns, "a", "1")), nil, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range []*corev1.Secret{
+		{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: releaseKey("app", 2)}, Type: corev1.SecretTypeOpaque, Data: map[string][]byte{"k": []byte("v")}},
+		{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: releaseKey("app", 3), Labels: map[string]string{"owner": "helm", "name": "app", "version": "3"}},
+			Type: RecordType, Data: map[string][]byte{"release": []byte("not a record")}},
+	} {
+		if _, err := e.cs.CoreV1().Secrets(ns).Create(ctx, s, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	r4, _, err := e.helm.Apply(ctx, releaseReq(ns, configMap(ns, "a", "2")), r1, 1)
+	if err != nil {
+		t.Fatalf("upgrade past the Secrets at revisions 2 and 3: %v", err)
+	}
+	if r4.number != 4 {
+		t.Errorf("upgrade recorded revision %d; want 4, past the names held", r4.number)
+	}
+	if got := e.configMaps(t, ns); got != "a=2" {
+		t.Errorf("config maps %q; want a=2", got)
+	}
+	if got := e.history(t, ns, "app"); got != "1:superseded 4:deployed" {
+		t.Errorf("history %q; want 1:superseded 4:deployed", got)
+	}
+}
