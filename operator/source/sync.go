@@ -372,7 +372,7 @@ func (s *Syncer) walk(ctx context.Context, src *v1alpha1.StyrminSource, from, to
 	if err != nil {
 		return fmt.Errorf("sync: listing lock changes %s..%s: %w", from.Short(), to.Short(), err)
 	}
-	w := &syncWalk{s: s, from: from, to: to, prev: map[resolver.ID]*resolver.Instance{}, seen: map[resolver.ID]bool{}, deleted: map[resolver.ID]int64{}}
+	w := &syncWalk{s: s, from: from, to: to, prev: map[resolver.ID]*resolver.Instance{}, seen: map[resolver.ID]bool{}, deleted: map[resolver.ID]int64{}, queued: map[resolver.ID]bool{}}
 	var tasks []*v1alpha1.StyrminTask
 	var reported gitsource.Hash
 	for _, ch := range changes {
@@ -525,6 +525,9 @@ type syncWalk struct {
 	// created.
 	prev map[resolver.ID]*resolver.Instance
 	seen map[resolver.ID]bool
+	// queued are the deployments this walk has a task for already (made
+	// at its end): a tombstone after one has something to delete.
+	queued map[resolver.ID]bool
 	// at is the commit whose changes are being read and atFS its files,
 	// read once: a lock commit changes hundreds of lockfiles in one
 	// folder, which a tree read afresh for each would decode each time.
@@ -610,7 +613,7 @@ func (w *syncWalk) apply(ctx context.Context, src *v1alpha1.StyrminSource, ch gi
 			res.Ignored++
 			return nil, nil
 		}
-	} else if gone, err := w.s.goneEverywhere(ctx, id); err != nil {
+	} else if gone, err := w.s.goneEverywhere(ctx, id, w.queued[id]); err != nil {
 		return nil, err
 	} else if gone {
 		// Deleted already (this tombstone's task ran and was pruned, and
@@ -624,6 +627,9 @@ func (w *syncWalk) apply(ctx context.Context, src *v1alpha1.StyrminSource, ch gi
 	task, err := w.s.taskFor(ctx, prev, next, data, gitsource.Hash(ch.Commit), ch.Path)
 	if err != nil {
 		return nil, err
+	}
+	if task != nil {
+		w.queued[id] = true
 	}
 	if task == nil {
 		log.Info("tombstone of a deployment never applied in this cluster: nothing to delete", "deployment", id.String())
@@ -867,14 +873,20 @@ func (s *Syncer) applied(ctx context.Context, task *v1alpha1.StyrminTask) (bool,
 }
 
 // goneEverywhere reports whether nothing of a deployment runs or waits to
-// run: it has no StyrminDeployment and no unfinished task (a create not
-// run yet is deleted by the tombstone's task after it).
-func (s *Syncer) goneEverywhere(ctx context.Context, id resolver.ID) (bool, error) {
+// run: this walk has no task for it (queued), and it has no
+// StyrminDeployment and no unfinished task (a create not run yet is
+// deleted by the tombstone's task after it). The tasks are listed from
+// the API server: a cache may not show one an earlier sync made a moment
+// ago, whose deployment the tombstone must delete.
+func (s *Syncer) goneEverywhere(ctx context.Context, id resolver.ID, queued bool) (bool, error) {
+	if queued {
+		return false, nil
+	}
 	if ns, err := s.deploymentNamespace(ctx, id); err != nil || ns != "" {
 		return false, err
 	}
 	var tasks v1alpha1.StyrminTaskList
-	if err := s.opts.Client.List(ctx, &tasks, client.MatchingLabels(instance.DeploymentID(id).Labels())); err != nil {
+	if err := s.opts.APIReader.List(ctx, &tasks, client.MatchingLabels(instance.DeploymentID(id).Labels())); err != nil {
 		return false, fmt.Errorf("sync: looking up the tasks of %s: %w", id, err)
 	}
 	for i := range tasks.Items {

@@ -627,3 +627,23 @@ func TestARefusedSyncDoesNotBringBackADeploymentDeletedMeanwhile(t *testing.T) {
 		t.Errorf("namespace dev-hub made again (%s)", ns.Status.Phase)
 	}
 }
+
+// TestATombstoneBetweenACreateAndARecreationInOneWalkIsMade: one walk
+// meets a deployment's create, its tombstone and its re-creation (several
+// pushes between two polls). Nothing of it runs in the cluster yet, but
+// the walk's own create task will: the tombstone's task is made, so the
+// deletion (and its hooks) runs between the two creates, and the
+// re-creation is a create, not an update over the first.
+func TestATombstoneBetweenACreateAndARecreationInOneWalkIsMade(t *testing.T) {
+	t.Parallel()
+	e := startSyncEnv(t)
+	e.lock("create hub", instanceAt("hub", "dev-hub", 1))
+	e.lock("delete hub", tombstoneAt("hub", 2))
+	e.lock("create hub again", instanceAt("hub", "dev-hub", 3))
+	if _, err := e.syncer().Sync(e.ctx); err != nil {
+		t.Fatal(err)
+	}
+	if got := strings.Join(e.tasks(), " "); got != "dev-hub/hub-1 dev-hub/hub-2 dev-hub/hub-3" {
+		t.Fatalf("tasks %s; want hub-1, its tombstone hub-2 and hub-3", got)
+	}
+}
