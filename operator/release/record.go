@@ -216,6 +216,28 @@ func (r *releaseRecords) removeAll(ctx context.Context, namespace, name string) 
 	return nil
 }
 
+// removeIfRecord deletes the Secret at a revision's record name when it
+// is one of the release's records: a revision numbered past (record) has
+// someone else's Secret at its name, which trimming must not delete. One
+// GET more than remove; used where no history was read.
+func (r *releaseRecords) removeIfRecord(ctx context.Context, namespace, name string, version int) error {
+	s, err := r.clientset.CoreV1().Secrets(namespace).Get(ctx, releaseKey(name, version), metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	if !isRecord(s, name) {
+		return nil
+	}
+	err = r.clientset.CoreV1().Secrets(namespace).Delete(ctx, s.Name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &s.UID}})
+	if apierrors.IsNotFound(err) || apierrors.IsConflict(err) {
+		return nil
+	}
+	return err
+}
+
 // remove deletes a revision; one already gone is not an error.
 func (r *releaseRecords) remove(ctx context.Context, namespace, name string, version int) error {
 	err := r.clientset.CoreV1().Secrets(namespace).Delete(ctx, releaseKey(name, version), metav1.DeleteOptions{})

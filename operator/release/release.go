@@ -586,7 +586,10 @@ func (h *Releases) trimHistory(ctx context.Context, rel, prev *release.Release, 
 	switch {
 	case hist == nil:
 		if oldest >= 1 && !kept[oldest] {
-			remove(oldest)
+			// Not read: the name may be held by a Secret numbered past.
+			if err := h.records.removeIfRecord(ctx, rel.Namespace, rel.Name, oldest); err != nil {
+				h.warn(ctx, "release %s/%s: deleting revision %d: %v", rel.Namespace, rel.Name, oldest, err)
+			}
 		}
 	case failed:
 		excess := len(hist) + 1 - h.maxHistory

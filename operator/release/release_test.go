@@ -589,4 +589,15 @@ func TestASecretAtTheNextRecordNameIsNumberedPast(t *testing.T) {
 	if got := e.history(t, ns, "app"); got != "1:superseded 4:deployed" {
 		t.Errorf("history %q; want 1:superseded 4:deployed", got)
 	}
+	// Trimming the history (10 revisions) later reaches the names held:
+	// the Secrets that are no records stay.
+	prev := r4
+	for v := 5; v <= 13; v++ {
+		if prev, _, err = e.helm.Apply(ctx, releaseReq(ns, configMap(ns, "a", fmt.Sprint(v))), prev, prev.number); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := e.cs.CoreV1().Secrets(ns).Get(ctx, releaseKey("app", 2), metav1.GetOptions{}); err != nil {
+		t.Errorf("the Secret at revision 2's name, no record, after the history was trimmed past it: %v", err)
+	}
 }
