@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"path"
 	"strconv"
 	"strings"
 	"sync"
@@ -66,6 +67,9 @@ type SyncerOptions struct {
 	// Cluster is the cluster whose locks (locks/<cluster>/…) the agent
 	// applies; the others are ignored.
 	Cluster string
+	// Path is the folder of the repository Repo views ("" or ".": its
+	// root): with Cluster, what the recorded position is of.
+	Path string
 	// Source names the StyrminSource that keeps the sync position.
 	Source types.NamespacedName
 	// Spec is written on the StyrminSource (URL, branch…); informational.
@@ -143,6 +147,7 @@ func NewSyncer(opts SyncerOptions) (*Syncer, error) {
 	if opts.Spec.Cluster == "" {
 		opts.Spec.Cluster = opts.Cluster
 	}
+	opts.Path = syncPath(opts.Path)
 	if opts.Spec.Interval == nil {
 		opts.Spec.Interval = &metav1.Duration{Duration: opts.Interval}
 	}
@@ -317,8 +322,12 @@ func (s *Syncer) source(ctx context.Context) (*v1alpha1.StyrminSource, error) {
 		}
 		s.loaded = true
 	}
-	if !syncSpecEqual(src.Spec, s.opts.Spec) {
+	if !syncSpecEqual(src.Spec, s.opts.Spec) || src.Annotations[v1alpha1.AnnotationSyncPath] != s.opts.Path {
 		src.Spec = s.opts.Spec
+		if src.Annotations == nil {
+			src.Annotations = map[string]string{}
+		}
+		src.Annotations[v1alpha1.AnnotationSyncPath] = s.opts.Path
 		if err := s.opts.Client.Update(ctx, &src); err != nil {
 			return nil, fmt.Errorf("updating StyrminSource %s: %w", s.opts.Source, err)
 		}
@@ -327,25 +336,39 @@ func (s *Syncer) source(ctx context.Context) (*v1alpha1.StyrminSource, error) {
 }
 
 // forgetPositionOfOtherLocks drops a recorded position that was taken
-// for another cluster's locks or another folder of the repository (the
-// spec it was recorded with says whose): the commits walked up to it may
-// hold this cluster's locks, never read. The next walk starts from the
-// root, which is safe (see source). The position is cleared on the
-// StyrminSource before the spec is rewritten, so an agent stopped in
-// between walks from the root too.
+// for another cluster's locks (spec.cluster) or another folder of the
+// repository (AnnotationSyncPath): the commits walked up to it may hold
+// this cluster's locks, never read. The next walk starts from the root,
+// which is safe (see source). A StyrminSource that records no folder (an
+// agent before it did) keeps its position: it was taken for this folder
+// unless the agent's flags changed along with its version. The position
+// is cleared on the StyrminSource before the spec and the annotation are
+// rewritten, so an agent stopped in between walks from the root too.
 func (s *Syncer) forgetPositionOfOtherLocks(ctx context.Context, src *v1alpha1.StyrminSource) error {
-	if src.Status.LastSyncedCommit == "" || (src.Spec.Cluster == s.opts.Spec.Cluster && src.Spec.Path == s.opts.Spec.Path) {
+	path, recorded := src.Annotations[v1alpha1.AnnotationSyncPath]
+	if src.Status.LastSyncedCommit == "" || (src.Spec.Cluster == s.opts.Spec.Cluster && (!recorded || path == s.opts.Path)) {
 		return nil
 	}
 	s.opts.Log.Info("the recorded sync position is of other locks: walking from the root",
-		"source", s.opts.Source.String(), "was", src.Spec.Cluster+":"+src.Spec.Path, "now", s.opts.Spec.Cluster+":"+s.opts.Spec.Path)
+		"source", s.opts.Source.String(), "cluster", src.Spec.Cluster, "folder", path, "now cluster", s.opts.Spec.Cluster, "now folder", s.opts.Path)
 	src.Status.LastSyncedCommit = ""
 	if err := s.opts.Client.Status().Update(ctx, src); err != nil {
-		return fmt.Errorf("clearing the sync position of StyrminSource %s (taken for cluster %q, folder %q): %w", s.opts.Source, src.Spec.Cluster, src.Spec.Path, err)
+		return fmt.Errorf("clearing the sync position of StyrminSource %s (taken for cluster %q, folder %q): %w", s.opts.Source, src.Spec.Cluster, path, err)
 	}
 	s.wrote = src.ResourceVersion
 	s.position = gitsource.Hash{}
 	return nil
+}
+
+// syncPath is a repository folder as the position records it: "." for
+// the root, no leading or trailing slash ("deploy/" and "./deploy" are
+// "deploy").
+func syncPath(p string) string {
+	p = path.Clean("/" + strings.Trim(p, "/"))
+	if p == "/" {
+		return "."
+	}
+	return strings.TrimPrefix(p, "/")
 }
 
 func syncSpecEqual(a, b v1alpha1.StyrminSourceSpec) bool {
@@ -356,7 +379,7 @@ func syncSpecEqual(a, b v1alpha1.StyrminSourceSpec) bool {
 	if b.Interval != nil {
 		bd = b.Interval.Duration
 	}
-	return a.URL == b.URL && a.Branch == b.Branch && a.Cluster == b.Cluster && a.Path == b.Path && a.SecretName == b.SecretName && ad == bd
+	return a.URL == b.URL && a.Branch == b.Branch && a.Cluster == b.Cluster && a.SecretName == b.SecretName && ad == bd
 }
 
 // walk creates the tasks of the lock changes between from and to.

@@ -516,8 +516,8 @@ func TestAChangedClusterOrPathWalksFromTheRoot(t *testing.T) {
 	syncerFor := func(cluster, path string) *source.Syncer {
 		t.Helper()
 		s, err := source.NewSyncer(source.SyncerOptions{
-			Client: e.cl, Repo: e.repo, Cluster: cluster, Source: e.key, Locks: e.locks,
-			Spec:     v1alpha1.StyrminSourceSpec{URL: e.git.RepoURL(repoName), Branch: "main", Path: path},
+			Client: e.cl, Repo: e.repo, Cluster: cluster, Path: path, Source: e.key, Locks: e.locks,
+			Spec:     v1alpha1.StyrminSourceSpec{URL: e.git.RepoURL(repoName), Branch: "main"},
 			Interval: time.Hour, Log: testr.New(t),
 		})
 		if err != nil {
@@ -551,12 +551,26 @@ func TestAChangedClusterOrPathWalksFromTheRoot(t *testing.T) {
 	if res.Skipped || res.Existing != 1 {
 		t.Fatalf("after the folder changed: skipped %v, existing %d; want the history walked again from the root", res.Skipped, res.Existing)
 	}
-	if src := e.source(); src.Spec.Path != "apps" || src.Status.LastSyncedCommit != head {
-		t.Fatalf("folder %q, position %s; want apps, %s", src.Spec.Path, src.Status.LastSyncedCommit, head)
+	if src := e.source(); src.Annotations[v1alpha1.AnnotationSyncPath] != "apps" || src.Status.LastSyncedCommit != head {
+		t.Fatalf("folder %q, position %s; want apps, %s", src.Annotations[v1alpha1.AnnotationSyncPath], src.Status.LastSyncedCommit, head)
 	}
-	// The same agent again: resumed, nothing walked.
-	if res, err = syncerFor("local", "apps").Sync(e.ctx); err != nil || !res.Skipped {
+	// The same agent again, the folder written otherwise: resumed,
+	// nothing walked.
+	if res, err = syncerFor("local", "apps/").Sync(e.ctx); err != nil || !res.Skipped {
 		t.Fatalf("an agent restarted with the same flags: %+v, %v; want the sync skipped at its position", res, err)
+	}
+	// A StyrminSource an earlier agent wrote records no folder: its
+	// position is kept (an upgrade does not walk from the root).
+	src := e.source()
+	delete(src.Annotations, v1alpha1.AnnotationSyncPath)
+	if err := e.cl.Update(e.ctx, src); err != nil {
+		t.Fatal(err)
+	}
+	if res, err = syncerFor("local", "deploy").Sync(e.ctx); err != nil || !res.Skipped {
+		t.Fatalf("an agent upgraded from one that recorded no folder: %+v, %v; want the sync skipped at its position", res, err)
+	}
+	if got := e.source().Annotations[v1alpha1.AnnotationSyncPath]; got != "deploy" {
+		t.Errorf("folder recorded %q after the upgrade; want deploy", got)
 	}
 }
 

@@ -18,6 +18,13 @@ const (
 	// push reaching a replica that does not sync is not lost (as Flux's
 	// reconcile.fluxcd.io/requestedAt).
 	AnnotationRequestedAt = Group + "/requested-at"
+	// AnnotationSyncPath on a StyrminSource names the folder of the
+	// repository ("." for its root) whose locks its recorded sync position
+	// is of, with spec.cluster: an agent that reads another folder walks
+	// from the root. An annotation, not a field of the spec, so a
+	// StyrminSource CRD an upgrade left as it was (Helm never upgrades
+	// crds/) keeps it.
+	AnnotationSyncPath = Group + "/sync-path"
 
 	// SensitiveSecretName is the Secret, in a deployment's namespace, that
 	// holds the values of its sensitive parameters by placeholder digest

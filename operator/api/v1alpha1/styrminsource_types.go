@@ -16,12 +16,6 @@ type StyrminSourceSpec struct {
 	// Cluster is the cluster whose locks the agent applies.
 	// +kubebuilder:validation:MinLength=1
 	Cluster string `json:"cluster"`
-	// Path is the folder of the repository that holds the desired state
-	// ("": its root). The recorded sync position is of this cluster's
-	// locks in this folder: an agent that follows another cluster or
-	// folder walks the history again from its root.
-	// +optional
-	Path string `json:"path,omitempty"`
 	// Interval between polls.
 	// +optional
 	Interval *metav1.Duration `json:"interval,omitempty"`
