@@ -24,6 +24,7 @@ import (
 	"github.com/styrmin/styrmin/operator/driversource"
 	"github.com/styrmin/styrmin/operator/instance"
 	"github.com/styrmin/styrmin/operator/task"
+	"github.com/styrmin/styrmin/resolver"
 )
 
 // TestATaskWhoseChangeIsRecordedActiveAsItsLastStepTimesOutSucceeds pins
@@ -72,33 +73,7 @@ func TestATaskWhoseChangeIsRecordedActiveAsItsLastStepTimesOutSucceeds(t *testin
 		t.Run(c.name, func(t *testing.T) {
 			in := renamedInstance(t, web, c.name, "dev-"+c.name)
 			ns := in.Context.Deployment.Namespace
-			if err := e.client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil {
-				t.Fatal(err)
-			}
-			quota := &corev1.ResourceQuota{ObjectMeta: metav1.ObjectMeta{Name: "no-pods", Namespace: ns},
-				Spec: corev1.ResourceQuotaSpec{Hard: corev1.ResourceList{corev1.ResourcePods: resource.MustParse("0")}}}
-			if err := e.client.Create(ctx, quota); err != nil {
-				t.Fatal(err)
-			}
-			tk := e.createTask(t, in, v1alpha1.WorkflowCreate)
-			req := reconcile.Request{NamespacedName: client.ObjectKeyFromObject(tk)}
-			// Plan, start the one step and write the instance.
-			for i := 0; ; i++ {
-				if _, err := r.Reconcile(ctx, req); err != nil {
-					t.Fatal(err)
-				}
-				if err := e.client.Get(ctx, req.NamespacedName, tk); err != nil {
-					t.Fatal(err)
-				}
-				var sd v1alpha1.StyrminDeployment
-				err := e.client.Get(ctx, instance.Key(ns), &sd)
-				if err == nil && tk.Status.Phase == v1alpha1.TaskRunning && sd.Spec.Sequence == in.Sequence {
-					break
-				}
-				if i == 10 {
-					t.Fatalf("task %s/%s: phase %q after %d reconciles (StyrminDeployment: %v); want Running with its instance written", ns, tk.Name, tk.Status.Phase, i+1, err)
-				}
-			}
+			tk, req, _ := e.startUnreadyCreate(t, r, in)
 			if n := len(tk.Status.Steps); n != 1 || tk.Status.Steps[0].Action != "upgradeDeploymentVersion" {
 				t.Fatalf("steps %+v; want the core step alone", tk.Status.Steps)
 			}
@@ -274,32 +249,7 @@ func TestAFailedEndWhoseAnswerIsLostLeavesThePreviousInstanceActive(t *testing.T
 	}
 	in := renamedInstance(t, e.instance(t, "local", "dev", "web", 1), "lost", "dev-lost")
 	ns := in.Context.Deployment.Namespace
-	if err := e.client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil {
-		t.Fatal(err)
-	}
-	quota := &corev1.ResourceQuota{ObjectMeta: metav1.ObjectMeta{Name: "no-pods", Namespace: ns},
-		Spec: corev1.ResourceQuotaSpec{Hard: corev1.ResourceList{corev1.ResourcePods: resource.MustParse("0")}}}
-	if err := e.client.Create(ctx, quota); err != nil {
-		t.Fatal(err)
-	}
-	tk := e.createTask(t, in, v1alpha1.WorkflowCreate)
-	req := reconcile.Request{NamespacedName: client.ObjectKeyFromObject(tk)}
-	for i := 0; ; i++ {
-		if _, err := r.Reconcile(ctx, req); err != nil {
-			t.Fatal(err)
-		}
-		if err := e.client.Get(ctx, req.NamespacedName, tk); err != nil {
-			t.Fatal(err)
-		}
-		var sd v1alpha1.StyrminDeployment
-		err := e.client.Get(ctx, instance.Key(ns), &sd)
-		if err == nil && tk.Status.Phase == v1alpha1.TaskRunning && sd.Spec.Sequence == in.Sequence {
-			break
-		}
-		if i == 10 {
-			t.Fatalf("task %s/%s: phase %q after %d reconciles (StyrminDeployment: %v); want Running with its instance written", ns, tk.Name, tk.Status.Phase, i+1, err)
-		}
-	}
+	tk, req, quota := e.startUnreadyCreate(t, r, in)
 	// The step's deadline passes; the task fails, and the answer to its
 	// Failed write is lost.
 	base := tk.DeepCopy()
@@ -354,5 +304,43 @@ func TestAFailedEndWhoseAnswerIsLostLeavesThePreviousInstanceActive(t *testing.T
 	}
 	if tk.Status.Phase != v1alpha1.TaskFailed || sd.Status.ActiveSequence != 0 || sd.Status.Active != nil {
 		t.Fatalf("task %s, active sequence %d (%+v); want the task Failed and nothing active", tk.Status.Phase, sd.Status.ActiveSequence, sd.Status.Active)
+	}
+}
+
+// startUnreadyCreate makes the create task of in (a webapp: one step, the
+// core one) in its namespace, with a quota of no pods that keeps the
+// deployment from ever being Ready, and reconciles it with r until it is
+// Running with its instance written; it returns the task as read then,
+// its request and the quota.
+func (e *env) startUnreadyCreate(t *testing.T, r *task.Reconciler, in *resolver.Instance) (*v1alpha1.StyrminTask, reconcile.Request, *corev1.ResourceQuota) {
+	t.Helper()
+	ctx := context.Background()
+	ns := in.Context.Deployment.Namespace
+	if err := e.client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil {
+		t.Fatal(err)
+	}
+	quota := &corev1.ResourceQuota{ObjectMeta: metav1.ObjectMeta{Name: "no-pods", Namespace: ns},
+		Spec: corev1.ResourceQuotaSpec{Hard: corev1.ResourceList{corev1.ResourcePods: resource.MustParse("0")}}}
+	if err := e.client.Create(ctx, quota); err != nil {
+		t.Fatal(err)
+	}
+	tk := e.createTask(t, in, v1alpha1.WorkflowCreate)
+	req := reconcile.Request{NamespacedName: client.ObjectKeyFromObject(tk)}
+	// Plan, start the one step and write the instance.
+	for i := 0; ; i++ {
+		if _, err := r.Reconcile(ctx, req); err != nil {
+			t.Fatal(err)
+		}
+		if err := e.client.Get(ctx, req.NamespacedName, tk); err != nil {
+			t.Fatal(err)
+		}
+		var sd v1alpha1.StyrminDeployment
+		err := e.client.Get(ctx, instance.Key(ns), &sd)
+		if err == nil && tk.Status.Phase == v1alpha1.TaskRunning && sd.Spec.Sequence == in.Sequence {
+			return tk, req, quota
+		}
+		if i == 10 {
+			t.Fatalf("task %s/%s: phase %q after %d reconciles (StyrminDeployment: %v); want Running with its instance written", ns, tk.Name, tk.Status.Phase, i+1, err)
+		}
 	}
 }

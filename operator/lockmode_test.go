@@ -160,19 +160,8 @@ func TestLockerNumbersAfterWhatTheClusterRanWhenTheBranchIsRewound(t *testing.T)
 	if err != nil {
 		t.Fatal(err)
 	}
-	ran := resolver.UsedSequences{}
-	l, err := source.NewLocker(source.LockModeOptions{
-		Repo: repo,
-		Used: func(context.Context) (resolver.UsedSequences, error) { return maps.Clone(ran), nil },
-		OnLocked: func(r source.LockResult) {
-			for _, k := range r.Locked {
-				key, seq, _ := strings.Cut(k, "=")
-				id, _ := resolver.ParseID(key)
-				n, _ := strconv.ParseInt(seq, 10, 64)
-				ran[id] = max(ran[id], n) // the cluster runs what is pushed
-			}
-		},
-	})
+	ran, used, onLocked := clusterRuns()
+	l, err := source.NewLocker(source.LockModeOptions{Repo: repo, Used: used, OnLocked: onLocked})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -275,19 +264,8 @@ func TestLockerRelocksARewindToAnOlderLock(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ran := resolver.UsedSequences{}
-	l, err := source.NewLocker(source.LockModeOptions{
-		Repo: repo,
-		Used: func(context.Context) (resolver.UsedSequences, error) { return maps.Clone(ran), nil },
-		OnLocked: func(r source.LockResult) {
-			for _, k := range r.Locked {
-				key, seq, _ := strings.Cut(k, "=")
-				id, _ := resolver.ParseID(key)
-				n, _ := strconv.ParseInt(seq, 10, 64)
-				ran[id] = max(ran[id], n)
-			}
-		},
-	})
+	_, used, onLocked := clusterRuns()
+	l, err := source.NewLocker(source.LockModeOptions{Repo: repo, Used: used, OnLocked: onLocked})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -311,4 +289,21 @@ func TestLockerRelocksARewindToAnOlderLock(t *testing.T) {
 	if len(res.Locked) != 1 || res.Locked[0] != "local/dev/hub=3" {
 		t.Fatalf("after the rewind to the first lock: %+v; want hub locked again at 3 (after the 2 the cluster ran)", res)
 	}
+}
+
+// clusterRuns stands for a cluster that runs every lock the lock mode
+// pushes: the sequences it ran, the lock mode's Used reading them and
+// its OnLocked recording each pushed lock.
+func clusterRuns() (resolver.UsedSequences, func(context.Context) (resolver.UsedSequences, error), func(source.LockResult)) {
+	ran := resolver.UsedSequences{}
+	used := func(context.Context) (resolver.UsedSequences, error) { return maps.Clone(ran), nil }
+	onLocked := func(r source.LockResult) {
+		for _, k := range r.Locked {
+			key, seq, _ := strings.Cut(k, "=")
+			id, _ := resolver.ParseID(key)
+			n, _ := strconv.ParseInt(seq, 10, 64)
+			ran[id] = max(ran[id], n)
+		}
+	}
+	return ran, used, onLocked
 }
