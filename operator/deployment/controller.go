@@ -311,6 +311,9 @@ func (r *Reconciler) identityOf(sd *v1alpha1.StyrminDeployment) (*release.Releas
 func applyError(rs *reconcileState, err error) error {
 	var conflict *release.ConflictError
 	switch {
+	case errors.Is(err, release.ErrRevisionTooLarge):
+		// Refused before anything was applied: the render must shrink.
+		return outcome.Stalled(v1alpha1.ReasonApplyFailed, err)
 	case errors.As(err, &conflict):
 		return outcome.Retryable(v1alpha1.ReasonApplyConflict, err)
 	case apierrors.IsForbidden(err):

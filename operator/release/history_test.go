@@ -131,7 +131,7 @@ func TestAnUpgradeSkipsObjectsOfAKindNoLongerServedWhenItPrunes(t *testing.T) {
 	}
 	rel.Version = 2
 	rel.Manifest += "---\n# Source: x/widget-w.yaml\napiVersion: example.com/v1\nkind: Widget\nmetadata:\n  name: w\n"
-	if _, err := e.helm.records.create(ctx, rel); err != nil {
+	if _, err := e.helm.records.create(ctx, rel, nil); err != nil {
 		t.Fatal(err)
 	}
 	rel.Version = 1
@@ -275,7 +275,7 @@ func TestARevisionLeftDeployedByAnAgentKilledBeforeSupersedingIsSupersededByTheN
 		t.Fatal(err)
 	}
 	rel.Version = 2
-	if _, err := e.helm.records.create(ctx, rel); err != nil {
+	if _, err := e.helm.records.create(ctx, rel, nil); err != nil {
 		t.Fatal(err)
 	}
 	if got := e.history(t, ns, "app"); got != "1:deployed 2:deployed" {

@@ -73,15 +73,40 @@ func releaseKey(name string, version int) string {
 	return fmt.Sprintf("sh.helm.release.v1.%s.v%d", name, version)
 }
 
+// MaxSecretData is what a Secret's data may hold (the API server's
+// limit): a revision whose record is larger cannot be written.
+const MaxSecretData = 1 << 20
+
+// ErrRevisionTooLarge is returned (wrapped, naming the release and the
+// sizes) before anything is applied when a revision's record would not
+// fit in its Secret: applied, its objects would be in no record, never
+// pruned nor uninstalled. A change in git (a smaller render) is needed.
+var ErrRevisionTooLarge = errors.New("the release record would be larger than a Secret holds")
+
+// checkSize refuses a revision whose record, gzipped as gz, does not fit.
+func checkSize(rel *release.Release, gz []byte) error {
+	if n := base64.StdEncoding.EncodedLen(len(gz)); n > MaxSecretData {
+		return fmt.Errorf("release %s/%s revision %d: %w (%d bytes gzipped and base64-encoded, at most %d): render less (fewer or smaller objects)",
+			rel.Namespace, rel.Name, rel.Version, ErrRevisionTooLarge, n, MaxSecretData)
+	}
+	return nil
+}
+
 // create writes a new revision and returns its record gzipped, as
 // stored but for the base64 (the Secret's "release" value);
-// errReleaseExists when its Secret exists.
-func (r *releaseRecords) create(ctx context.Context, rel *release.Release) ([]byte, error) {
-	gz, err := r.gzipped(rel)
-	if err != nil {
+// errReleaseExists when its Secret exists. gz is the record gzipped
+// already (nil: gzipped here).
+func (r *releaseRecords) create(ctx context.Context, rel *release.Release, gz []byte) ([]byte, error) {
+	if gz == nil {
+		var err error
+		if gz, err = r.gzipped(rel); err != nil {
+			return nil, err
+		}
+	}
+	if err := checkSize(rel, gz); err != nil {
 		return nil, err
 	}
-	_, err = r.clientset.CoreV1().Secrets(rel.Namespace).Create(ctx, secret(rel, "createdAt", gz), metav1.CreateOptions{})
+	_, err := r.clientset.CoreV1().Secrets(rel.Namespace).Create(ctx, secret(rel, "createdAt", gz), metav1.CreateOptions{})
 	if apierrors.IsAlreadyExists(err) {
 		return nil, errReleaseExists
 	}

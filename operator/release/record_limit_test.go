@@ -69,7 +69,7 @@ func TestChartSecretWithRecordLabelsIsNoRecord(t *testing.T) {
 	cs := fake.NewClientset()
 	records := newReleaseRecords(cs)
 	rel := &release.Release{Name: "app", Namespace: "ns", Version: 1, Info: &release.Info{Status: "deployed"}}
-	if _, err := records.create(ctx, rel); err != nil {
+	if _, err := records.create(ctx, rel, nil); err != nil {
 		t.Fatal(err)
 	}
 	labels := map[string]string{"owner": "helm", "name": "app", "status": "deployed", "version": "2"}

@@ -297,6 +297,28 @@ func (h *Releases) Apply(ctx context.Context, req Request, known *Revision, revi
 	if err != nil {
 		return nil, false, fmt.Errorf("release %s/%s: %w", req.Namespace, req.Name, err)
 	}
+	// The record as it will be written if the apply succeeds, gzipped
+	// now: one that cannot be written (too large for its Secret) is
+	// refused before any object is applied. Written as it is below unless
+	// the apply fails or the revision moves on (record).
+	now := time.Now()
+	rel := &release.Release{
+		Name:        req.Name,
+		Namespace:   req.Namespace,
+		Chart:       releaseChart(req),
+		Config:      req.Values,
+		Manifest:    manifest,
+		ApplyMethod: string(release.ApplyMethodServerSideApply),
+		Info:        &release.Info{FirstDeployed: now, LastDeployed: now, Status: rcommon.StatusDeployed, Description: req.Description},
+	}
+	numberAfter(rel, prev)
+	gz, err := h.records.gzipped(rel)
+	if err != nil {
+		return nil, prev == nil, err
+	}
+	if err := checkSize(rel, gz); err != nil {
+		return nil, prev == nil, err
+	}
 	if err := h.objects.sensitive.write(ctx, req.Namespace, req.Sensitive); err != nil {
 		return nil, prev == nil, fmt.Errorf("release %s/%s: %w", req.Namespace, req.Name, err)
 	}
@@ -312,21 +334,12 @@ func (h *Releases) Apply(ctx context.Context, req Request, known *Revision, revi
 	if applyErr == nil && prev != nil {
 		applyErr = h.prune(ctx, replaced(prev, hist), objs, req, pruned)
 	}
-	now := time.Now()
-	rel := &release.Release{
-		Name:        req.Name,
-		Namespace:   req.Namespace,
-		Chart:       releaseChart(req),
-		Config:      req.Values,
-		Manifest:    manifest,
-		ApplyMethod: string(release.ApplyMethodServerSideApply),
-		Info:        &release.Info{FirstDeployed: now, LastDeployed: now, Status: rcommon.StatusDeployed, Description: req.Description},
-	}
 	if applyErr != nil {
 		rel.Info.Status = rcommon.StatusFailed
 		rel.Info.Description = truncate(req.Description+": "+applyErr.Error(), 1024)
+		gz = nil
 	}
-	record, read, err := h.record(ctx, rel, &prev)
+	record, read, err := h.record(ctx, rel, &prev, gz)
 	if err != nil {
 		return nil, prev == nil, errors.Join(applyErr, err)
 	}
@@ -493,23 +506,21 @@ func deployedOf(history []*release.Release) []*release.Release {
 // stopped before recording it in the status, or a failed revision) moves
 // the revision on; *prev becomes that record, and the history read to
 // find it is returned (nil when none was read).
-func (h *Releases) record(ctx context.Context, rel *release.Release, prev **release.Release) ([]byte, []*release.Release, error) {
+func (h *Releases) record(ctx context.Context, rel *release.Release, prev **release.Release, gz []byte) ([]byte, []*release.Release, error) {
 	var hist []*release.Release
 	// taken is the highest revision whose record name a Secret holds that
 	// is no record the history reads (someone's Secret, a chart's, one
 	// that does not decode): it is numbered past, or every later revision
 	// would meet it.
 	taken := 0
+	gzVersion, gzFirst := rel.Version, rel.Info.FirstDeployed
 	for attempt := 0; ; attempt++ {
-		rel.Version = 1
-		if p := *prev; p != nil {
-			rel.Version = p.Version + 1
-			if p.Info != nil && !p.Info.FirstDeployed.IsZero() {
-				rel.Info.FirstDeployed = p.Info.FirstDeployed
-			}
-		}
+		numberAfter(rel, *prev)
 		rel.Version = max(rel.Version, taken+1)
-		record, err := h.records.create(ctx, rel)
+		if rel.Version != gzVersion || !rel.Info.FirstDeployed.Equal(gzFirst) {
+			gz = nil // gzipped for another revision
+		}
+		record, err := h.records.create(ctx, rel, gz)
 		if !errors.Is(err, errReleaseExists) || attempt == 2 {
 			if errors.Is(err, errReleaseExists) {
 				err = fmt.Errorf("%w: Secret %s holds that name", err, releaseKey(rel.Name, rel.Version))
@@ -529,6 +540,18 @@ func (h *Releases) record(ctx context.Context, rel *release.Release, prev **rele
 			// The name is held, but by no record the history reads.
 			h.warn(ctx, "release %s/%s: Secret %s holds the name of revision %d but is no release record: numbering past it", rel.Namespace, rel.Name, releaseKey(rel.Name, rel.Version), rel.Version)
 			taken = rel.Version
+		}
+	}
+}
+
+// numberAfter makes rel the revision after prev (nil: the first), first
+// deployed when prev was.
+func numberAfter(rel, prev *release.Release) {
+	rel.Version = 1
+	if prev != nil {
+		rel.Version = prev.Version + 1
+		if prev.Info != nil && !prev.Info.FirstDeployed.IsZero() {
+			rel.Info.FirstDeployed = prev.Info.FirstDeployed
 		}
 	}
 }

@@ -2,9 +2,11 @@ package release
 
 import (
 	"context"
+	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"reflect"
 	"slices"
 	"strings"
@@ -427,7 +429,7 @@ func TestReleaseFailedInstallTakesNothingOverAndUninstallLeavesOthersObjects(t *
 
 	ghost := &release.Release{Name: "ghost", Namespace: ns, Version: 1, Info: &release.Info{Status: "deployed"},
 		Manifest: "---\n# Source: x/widget.yaml\napiVersion: example.com/v1\nkind: Widget\nmetadata:\n  name: w\n"}
-	if _, err := e.helm.records.create(ctx, ghost); err != nil {
+	if _, err := e.helm.records.create(ctx, ghost, nil); err != nil {
 		t.Fatal(err)
 	}
 	if err := e.helm.Uninstall(ctx, ns, "ghost"); err != nil {
@@ -599,5 +601,38 @@ func TestASecretAtTheNextRecordNameIsNumberedPast(t *testing.T) {
 	}
 	if _, err := e.cs.CoreV1().Secrets(ns).Get(ctx, releaseKey("app", 2), metav1.GetOptions{}); err != nil {
 		t.Errorf("the Secret at revision 2's name, no record, after the history was trimmed past it: %v", err)
+	}
+}
+
+// TestARevisionWhoseRecordCannotBeWrittenAppliesNothing: a release whose
+// record would not fit in its Secret (1 MiB: here two ConfigMaps of
+// 600 KB that do not compress) is refused before any object is applied:
+// applied, its objects would be in no record, never pruned nor
+// uninstalled. The error says so (ErrRevisionTooLarge) with the sizes.
+func TestARevisionWhoseRecordCannotBeWrittenAppliesNothing(t *testing.T) {
+	e := startReleaseEnv(t, 10)
+	ctx := context.Background()
+	const ns = "big"
+	e.namespace(t, ns)
+	big := func(name string) drivers.Object {
+		o := configMap(ns, name, "x")
+		noise := make([]byte, 450<<10)
+		rand.NewChaCha8([32]byte{name[0]}).Read(noise) //nolint:errcheck // never fails
+		o.YAML = append(o.YAML, []byte("binaryData:\n  blob: "+base64.StdEncoding.EncodeToString(noise)+"\n")...)
+		return o
+	}
+	_, _, err := e.helm.Apply(ctx, releaseReq(ns, big("one"), big("two")), nil, 0)
+	if !errors.Is(err, ErrRevisionTooLarge) || !strings.Contains(err.Error(), "at most 1048576") {
+		t.Fatalf("apply of a release too large for its record: %v; want ErrRevisionTooLarge with the sizes", err)
+	}
+	if got := e.configMaps(t, ns); got != "" {
+		t.Errorf("config maps %q applied; want none", got)
+	}
+	secrets, err := e.cs.CoreV1().Secrets(ns).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(secrets.Items) != 0 {
+		t.Errorf("%d Secrets written; want none", len(secrets.Items))
 	}
 }
