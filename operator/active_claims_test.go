@@ -43,20 +43,8 @@ func TestATaskWhoseChangeIsRecordedActiveAsItsLastStepTimesOutSucceeds(t *testin
 	t.Parallel()
 	e := startEnv(t)
 	ctx := context.Background()
-	// Long enough for no setup to reach it on a loaded machine: the
-	// test moves the step's start back past it instead of waiting.
-	const timeout = 2 * time.Minute
-	r, err := task.NewReconciler(task.Options{
-		Client:       e.client,
-		APIReader:    e.client,
-		Drivers:      &driversource.CatalogSource{Catalog: e.workspace.Catalog},
-		Registerer:   prometheus.NewRegistry(),
-		ActiveClaims: e.claims,
-		StepTimeout:  timeout,
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
+	const timeout = claimsStepTimeout
+	r := e.claimsReconciler(t, e.client)
 	web := e.instance(t, "local", "dev", "web", 1)
 	cases := []struct {
 		name string
@@ -196,7 +184,7 @@ func TestAFailedEndWhoseAnswerIsLostLeavesThePreviousInstanceActive(t *testing.T
 	t.Parallel()
 	e := startEnv(t)
 	ctx := context.Background()
-	const timeout = 2 * time.Minute
+	const timeout = claimsStepTimeout
 	direct, err := client.NewWithWatch(e.cluster.RESTConfig, client.Options{Scheme: e.client.Scheme()})
 	if err != nil {
 		t.Fatal(err)
@@ -236,17 +224,7 @@ func TestAFailedEndWhoseAnswerIsLostLeavesThePreviousInstanceActive(t *testing.T
 			return apierrors.NewTimeoutError("the request did not finish in time", 0)
 		},
 	})
-	r, err := task.NewReconciler(task.Options{
-		Client:       cl,
-		APIReader:    e.client,
-		Drivers:      &driversource.CatalogSource{Catalog: e.workspace.Catalog},
-		Registerer:   prometheus.NewRegistry(),
-		ActiveClaims: e.claims,
-		StepTimeout:  timeout,
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
+	r := e.claimsReconciler(t, cl)
 	in := renamedInstance(t, e.instance(t, "local", "dev", "web", 1), "lost", "dev-lost")
 	ns := in.Context.Deployment.Namespace
 	tk, req, quota := e.startUnreadyCreate(t, r, in)
@@ -343,4 +321,28 @@ func (e *env) startUnreadyCreate(t *testing.T, r *task.Reconciler, in *resolver.
 			t.Fatalf("task %s/%s: phase %q after %d reconciles (StyrminDeployment: %v); want Running with its instance written", ns, tk.Name, tk.Status.Phase, i+1, err)
 		}
 	}
+}
+
+// claimsStepTimeout is the step timeout of claimsReconciler's tasks: long
+// enough for no setup to reach it on a loaded machine (the tests move a
+// step's start back past it instead of waiting).
+const claimsStepTimeout = 2 * time.Minute
+
+// claimsReconciler is a task controller beside the environment's
+// StyrminDeployment controller, sharing its claims, writing through c and
+// reading past it from the API server.
+func (e *env) claimsReconciler(t *testing.T, c client.Client) *task.Reconciler {
+	t.Helper()
+	r, err := task.NewReconciler(task.Options{
+		Client:       c,
+		APIReader:    e.client,
+		Drivers:      &driversource.CatalogSource{Catalog: e.workspace.Catalog},
+		Registerer:   prometheus.NewRegistry(),
+		ActiveClaims: e.claims,
+		StepTimeout:  claimsStepTimeout,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r
 }

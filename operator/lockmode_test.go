@@ -21,13 +21,9 @@ import (
 func TestLockerLocksConfigurationHeadsOnceAndNeverItsOwnCommits(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	srv := gitserver.New(t, gitserver.WithToken(agentGitToken))
-	srv.Seed(agentRepoName, exampleRepo(t), "examples")
+	srv := exampleServer(t)
 	var pushed []source.LockResult
-	repo, err := gitsource.Clone(ctx, srv.RepoURL(agentRepoName), "", gitsource.CloneOptions{Branch: "main", Auth: gitsource.Auth{Token: agentGitToken}})
-	if err != nil {
-		t.Fatal(err)
-	}
+	repo := cloneOf(t, srv)
 	l, err := source.NewLocker(source.LockModeOptions{
 		Repo:     repo,
 		OnLocked: func(r source.LockResult) { pushed = append(pushed, r) },
@@ -154,12 +150,8 @@ func TestLockerLocksDriversFromAnotherRepository(t *testing.T) {
 func TestLockerNumbersAfterWhatTheClusterRanWhenTheBranchIsRewound(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	srv := gitserver.New(t, gitserver.WithToken(agentGitToken))
-	srv.Seed(agentRepoName, exampleRepo(t), "examples")
-	repo, err := gitsource.Clone(ctx, srv.RepoURL(agentRepoName), "", gitsource.CloneOptions{Branch: "main", Auth: gitsource.Auth{Token: agentGitToken}})
-	if err != nil {
-		t.Fatal(err)
-	}
+	srv := exampleServer(t)
+	repo := cloneOf(t, srv)
 	ran, used, onLocked := clusterRuns()
 	l, err := source.NewLocker(source.LockModeOptions{Repo: repo, Used: used, OnLocked: onLocked})
 	if err != nil {
@@ -198,17 +190,8 @@ func TestLockerNumbersAfterWhatTheClusterRanWhenTheBranchIsRewound(t *testing.T)
 func TestLockerLocksAConfigurationCommitUnderARetryCommit(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	srv := gitserver.New(t, gitserver.WithToken(agentGitToken))
-	srv.Seed(agentRepoName, exampleRepo(t), "examples")
-	clone := func() *gitsource.Repo {
-		t.Helper()
-		repo, err := gitsource.Clone(ctx, srv.RepoURL(agentRepoName), "", gitsource.CloneOptions{Branch: "main", Auth: gitsource.Auth{Token: agentGitToken}})
-		if err != nil {
-			t.Fatal(err)
-		}
-		return repo
-	}
-	l, err := source.NewLocker(source.LockModeOptions{Repo: clone()})
+	srv := exampleServer(t)
+	l, err := source.NewLocker(source.LockModeOptions{Repo: cloneOf(t, srv)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -216,7 +199,7 @@ func TestLockerLocksAConfigurationCommitUnderARetryCommit(t *testing.T) {
 		t.Fatal(err)
 	}
 	config := srv.Commit(agentRepoName, "more workers", hubConfig("1.4.0", 3, "debug"))
-	other := clone()
+	other := cloneOf(t, srv)
 	web := resolver.ID{Cluster: "local", Environment: "dev", Name: "web"}
 	if out, err := resolver.CommitRetries(ctx, other, []resolver.ID{web}, resolver.CommitOptions{History: other}); err != nil || !out.Committed {
 		t.Fatalf("the retry of web: %+v, %v", out, err)
@@ -228,25 +211,7 @@ func TestLockerLocksAConfigurationCommitUnderARetryCommit(t *testing.T) {
 	if res.Skipped || len(res.Locked) != 1 || res.Locked[0] != "local/dev/hub=2" {
 		t.Fatalf("round on the retry commit: %+v; want hub locked at 2", res)
 	}
-	after := clone()
-	head, err := after.Head()
-	if err != nil {
-		t.Fatal(err)
-	}
-	fsys, err := after.FS(head)
-	if err != nil {
-		t.Fatal(err)
-	}
-	const hubLock = "locks/local/dev/hub.lock.yaml"
-	data, err := resolver.ReadLockFile(fsys, hubLock)
-	if err != nil {
-		t.Fatal(err)
-	}
-	hub, err := resolver.DecodeLock(hubLock, data)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if hub.SourceCommit != config {
+	if hub := headLock(t, cloneOf(t, srv), "locks/local/dev/hub.lock.yaml"); hub.SourceCommit != config {
 		t.Errorf("hub's lock is of %s; want the configuration commit %s", hub.SourceCommit, config)
 	}
 }
@@ -258,12 +223,8 @@ func TestLockerLocksAConfigurationCommitUnderARetryCommit(t *testing.T) {
 func TestLockerRelocksARewindToAnOlderLock(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	srv := gitserver.New(t, gitserver.WithToken(agentGitToken))
-	srv.Seed(agentRepoName, exampleRepo(t), "examples")
-	repo, err := gitsource.Clone(ctx, srv.RepoURL(agentRepoName), "", gitsource.CloneOptions{Branch: "main", Auth: gitsource.Auth{Token: agentGitToken}})
-	if err != nil {
-		t.Fatal(err)
-	}
+	srv := exampleServer(t)
+	repo := cloneOf(t, srv)
 	_, used, onLocked := clusterRuns()
 	l, err := source.NewLocker(source.LockModeOptions{Repo: repo, Used: used, OnLocked: onLocked})
 	if err != nil {
@@ -306,4 +267,40 @@ func clusterRuns() (resolver.UsedSequences, func(context.Context) (resolver.Used
 		}
 	}
 	return ran, used, onLocked
+}
+
+// exampleServer is a git server holding the example repository.
+func exampleServer(t *testing.T) *gitserver.Server {
+	t.Helper()
+	srv := gitserver.New(t, gitserver.WithToken(agentGitToken))
+	srv.Seed(agentRepoName, exampleRepo(t), "examples")
+	return srv
+}
+
+// cloneOf clones the example repository of srv, as the lock mode does.
+func cloneOf(t *testing.T, srv *gitserver.Server) *gitsource.Repo {
+	t.Helper()
+	repo, err := gitsource.Clone(context.Background(), srv.RepoURL(agentRepoName), "", gitsource.CloneOptions{Branch: "main", Auth: gitsource.Auth{Token: agentGitToken}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return repo
+}
+
+// headLock is the lockfile at path at repo's head, decoded.
+func headLock(t *testing.T, repo *gitsource.Repo, path string) *resolver.Instance {
+	t.Helper()
+	head, err := repo.Head()
+	if err != nil {
+		t.Fatal(err)
+	}
+	fsys, err := repo.FS(head)
+	if err != nil {
+		t.Fatal(err)
+	}
+	in, err := resolver.ReadLock(fsys, path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return in
 }
