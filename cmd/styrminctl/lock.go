@@ -70,6 +70,11 @@ comes after the highest the branch's history ever used for the deployment, whate
 happened to its lockfile.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if o.check && (o.push || o.commit) {
+				// A check that commits would land what a pull request's
+				// check is meant only to judge.
+				return usageError{errors.New("--check writes nothing: it cannot be given with --commit or --push")}
+			}
 			prog := g.newProgress()
 			defer prog.done()
 			if o.push || o.commit {

@@ -321,3 +321,26 @@ func TestALockKilledBeforeItsRenameDoesNotStopTheNextOne(t *testing.T) {
 		}
 	}
 }
+
+// TestLockCheckWithCommitOrPushIsRefusedAndCommitsNothing: --check is a
+// pull request's judgement; with --commit or --push it must not land a
+// lock commit (it once did, exiting 0).
+func TestLockCheckWithCommitOrPushIsRefusedAndCommitsNothing(t *testing.T) {
+	dir := lockedGitRepo(t)
+	writeRepoFile(t, dir, devWebFile, "driver: \"webapp\"\nappVersion: \"1.25.0\"\nparameters: replicas: 3\n")
+	planGit(t, dir, "commit", "-q", "-am", "web: three replicas")
+	head := planGit(t, dir, "rev-parse", "HEAD")
+	for _, flag := range []string{"--commit", "--push"} {
+		out, code, err := styrminctl(t, "--repo", dir, "lock", "--check", flag)
+		var ue usageError
+		if code != 1 || !errors.As(err, &ue) || !strings.Contains(err.Error(), flag) {
+			t.Errorf("lock --check %s: exit %d, %v; want a usage error naming %s\n%s", flag, code, err, flag, out)
+		}
+		if now := planGit(t, dir, "rev-parse", "HEAD"); now != head {
+			t.Fatalf("lock --check %s committed: HEAD moved from %s to %s", flag, head, now)
+		}
+	}
+	if remote := planGit(t, dir, "rev-parse", "origin/main"); remote == head {
+		t.Fatal("lock --check --push pushed the configuration commit")
+	}
+}
