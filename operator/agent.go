@@ -506,12 +506,12 @@ func cloneWithRetry(ctx context.Context, opts Options, auth gitsource.Auth) (*gi
 			return repo, nil
 		}
 		if errors.Is(err, gitsource.ErrAuth) || ctx.Err() != nil {
-			return nil, fmt.Errorf("agent: cloning %s: %w", opts.URL, err)
+			return nil, fmt.Errorf("agent: cloning %s: %w", gitsource.PublicURL(opts.URL), err)
 		}
 		opts.Manager.Logger.Error(err, "cloning the repository failed; retrying", "after", delay)
 		select {
 		case <-ctx.Done():
-			return nil, fmt.Errorf("agent: cloning %s: %w", opts.URL, err)
+			return nil, fmt.Errorf("agent: cloning %s: %w", gitsource.PublicURL(opts.URL), err)
 		case <-time.After(delay):
 		}
 		delay = min(delay*2, time.Minute)

@@ -138,16 +138,18 @@ func (l *Locker) Trigger() {
 }
 
 // Start clones when needed, then locks at once, on every interval and on
-// Trigger, until ctx ends. Failures are logged; the next round tries again.
+// Trigger, until ctx ends. Failures, the clone's included, are logged and
+// the next round tries again: a runnable that returned an error would
+// stop the whole agent over a remote that is down for a minute.
 func (l *Locker) Start(ctx context.Context) error {
-	if err := l.ensureRepo(ctx); err != nil {
-		if ctx.Err() != nil {
-			return nil
-		}
-		return err
-	}
 	l.opts.Log.Info("lock mode started", "interval", l.opts.Interval.String())
 	pollLoop(ctx, l.opts.Interval, l.trigger, func(ctx context.Context) {
+		if err := l.ensureRepo(ctx); err != nil {
+			if ctx.Err() == nil {
+				l.opts.Log.Error(err, "lock mode: no clone yet; trying again", "after", l.opts.Interval.String())
+			}
+			return
+		}
 		if _, err := l.LockHead(ctx); err != nil && ctx.Err() == nil {
 			l.opts.Log.Error(err, "lock failed")
 		}
@@ -246,7 +248,7 @@ func (l *Locker) ensureRepo(ctx context.Context) error {
 	}
 	repo, err := gitsource.Clone(ctx, l.opts.URL, "", gitsource.CloneOptions{Branch: l.opts.Branch, Auth: l.opts.Auth})
 	if err != nil {
-		return fmt.Errorf("lock mode: cloning %s: %w", l.opts.URL, err)
+		return fmt.Errorf("lock mode: cloning %s: %w", gitsource.PublicURL(l.opts.URL), err)
 	}
 	view, err := repo.InFolder(l.opts.Dir)
 	if err != nil {

@@ -245,7 +245,7 @@ func (s *Syncer) sync(ctx context.Context) (SyncResult, error) {
 			reason = v1alpha1.ReasonAuthenticationFailed
 		}
 		s.setFailed(ctx, src, reason, err)
-		return res, fmt.Errorf("sync %s: fetch: %w", s.opts.Spec.URL, err)
+		return res, fmt.Errorf("sync %s: fetch: %w", gitsource.PublicURL(s.opts.Spec.URL), err)
 	}
 	res.Head = fr.Head
 	if fr.Head == s.position {

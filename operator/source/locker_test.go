@@ -1,0 +1,58 @@
+package source_test
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/go-logr/logr/funcr"
+
+	"github.com/styrmin/styrmin/operator/source"
+)
+
+// TestALockerWhoseCloneFailsKeepsTryingAndNamesNoCredentials: a remote
+// that does not answer when the agent starts must not stop the agent (a
+// runnable's error stops the whole manager), and the URL the locker was
+// given with a token in it must not reach its logs.
+func TestALockerWhoseCloneFailsKeepsTryingAndNamesNoCredentials(t *testing.T) {
+	const token = "ghp_lockModeTokenNeverLogged0123456789"
+	var mu sync.Mutex
+	var lines []string
+	log := funcr.New(func(prefix, args string) {
+		mu.Lock()
+		defer mu.Unlock()
+		lines = append(lines, prefix+" "+args)
+	}, funcr.Options{})
+	l, err := source.NewLocker(source.LockModeOptions{
+		// Port 1 on the loopback: refused at once.
+		URL:      fmt.Sprintf("https://x-access-token:%s@127.0.0.1:1/acme/desired-state.git", token),
+		Branch:   "main",
+		Interval: 100 * time.Millisecond,
+		Log:      log,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	if err := l.Start(ctx); err != nil {
+		t.Fatalf("Start returned %v: the agent would stop over a remote that does not answer", err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	failures := 0
+	for _, line := range lines {
+		if strings.Contains(line, token) {
+			t.Errorf("a log line holds the token: %s", line)
+		}
+		if strings.Contains(line, "no clone yet") {
+			failures++
+		}
+	}
+	if failures < 2 {
+		t.Errorf("%d clone failures logged in 2 s at a 100 ms interval, want the clone tried again:\n%s", failures, strings.Join(lines, "\n"))
+	}
+}
