@@ -270,13 +270,23 @@ func statefulSetReady(s *appsv1.StatefulSet, ws *v1alpha1.WorkloadStatus) {
 	ws.ReadyReplicas = s.Status.ReadyReplicas
 	ws.UpdatedReplicas = s.Status.UpdatedReplicas
 	rolling := s.Spec.UpdateStrategy.Type == "" || s.Spec.UpdateStrategy.Type == appsv1.RollingUpdateStatefulSetStrategyType
+	// A partitioned rollout updates only the pods at or above the
+	// partition: done once those are, as `kubectl rollout status` says
+	// (the current revision never reaches the update revision then).
+	var partition int32
+	if ru := s.Spec.UpdateStrategy.RollingUpdate; rolling && ru != nil && ru.Partition != nil {
+		partition = min(max(*ru.Partition, 0), want)
+	}
 	switch {
 	case s.Status.ObservedGeneration < s.Generation:
 		ws.Message = "waiting for the statefulset controller to observe the change"
 	case s.Status.ReadyReplicas < want:
 		ws.Message = fmt.Sprintf("%d of %d replicas ready", s.Status.ReadyReplicas, want)
-	case rolling && s.Status.UpdateRevision != "" && s.Status.CurrentRevision != s.Status.UpdateRevision && s.Status.UpdatedReplicas < want:
-		ws.Message = fmt.Sprintf("%d of %d replicas updated", s.Status.UpdatedReplicas, want)
+	case rolling && s.Status.UpdateRevision != "" && s.Status.CurrentRevision != s.Status.UpdateRevision && s.Status.UpdatedReplicas < want-partition:
+		ws.Message = fmt.Sprintf("%d of %d replicas updated", s.Status.UpdatedReplicas, want-partition)
+		if partition > 0 {
+			ws.Message += fmt.Sprintf(" (the %d below partition %d stay at the current revision)", partition, partition)
+		}
 	default:
 		ws.Ready = true
 	}

@@ -65,6 +65,42 @@ func TestStatefulSetAndDaemonSetReadiness(t *testing.T) {
 	}
 }
 
+// TestAPartitionedStatefulSetIsReadyOnceThePodsAbovePartitionAreUpdated:
+// with a rolling-update partition the StatefulSet controller updates only
+// the pods at or above it, so the current revision never reaches the
+// update revision; ready as `kubectl rollout status` says, or a change
+// that uses a partition (a canary) would never end.
+func TestAPartitionedStatefulSetIsReadyOnceThePodsAbovePartitionAreUpdated(t *testing.T) {
+	partitioned := func(partition int32, updated int32) *appsv1.StatefulSet {
+		return &appsv1.StatefulSet{ObjectMeta: metav1.ObjectMeta{Generation: 2},
+			Spec: appsv1.StatefulSetSpec{Replicas: ptr32(3), UpdateStrategy: appsv1.StatefulSetUpdateStrategy{
+				Type: appsv1.RollingUpdateStatefulSetStrategyType, RollingUpdate: &appsv1.RollingUpdateStatefulSetStrategy{Partition: ptr32(partition)}}},
+			Status: appsv1.StatefulSetStatus{ObservedGeneration: 2, Replicas: 3, ReadyReplicas: 3, UpdatedReplicas: updated, CurrentRevision: "a", UpdateRevision: "b"}}
+	}
+	for _, c := range []struct {
+		name               string
+		partition, updated int32
+		ready              bool
+	}{
+		{"partition 1, the two above it updated", 1, 2, true},
+		{"partition 1, one of the two above it updated", 1, 1, false},
+		{"partition 3: nothing to update", 3, 0, true},
+		{"partition above the replicas", 5, 0, true},
+		{"partition 0, two of three updated", 0, 2, false},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			var ws v1alpha1.WorkloadStatus
+			statefulSetReady(partitioned(c.partition, c.updated), &ws)
+			if ws.Ready != c.ready {
+				t.Fatalf("ready %v, want %v (%s)", ws.Ready, c.ready, ws.Message)
+			}
+			if !ws.Ready && ws.Message == "" {
+				t.Fatal("not ready without a message")
+			}
+		})
+	}
+}
+
 // TestAProgressDeadlineExceededBeforeTheApplyIsNoVerdictOnIt: the
 // deployment controller keeps a timeout until the next rollout makes
 // progress, so a timeout from before the apply is not a failure of what
