@@ -243,7 +243,7 @@ func (r *Reconciler) resolve(ctx context.Context, rs *reconcileState) error {
 		}
 		m, err := r.renders.Render(ctx, d, *in.Context, in.Values)
 		if err != nil {
-			return outcome.Stalled(v1alpha1.ReasonRenderFailed, fmt.Errorf("render %s with driver %s@%s: %w", in.ID, d.Name, d.Version, err))
+			return driversource.ClassifyRender(fmt.Errorf("render %s with driver %s@%s: %w", in.ID, d.Name, d.Version, err))
 		}
 		// What git says the environment may do, enforced on what is
 		// applied (the lock checked it too, but whatever wrote the spec),

@@ -337,6 +337,12 @@ func Get(ctx context.Context, src Source, req Request) (*drivers.Driver, error) 
 // driver source to lock it: a ref or commit the remote does not have, or a
 // folder missing from it, is stalled like a missing version.
 func Classify(err error) error {
+	if errors.Is(err, drivers.ErrSandboxStart) {
+		// The machine's trouble (a process or pipe limit), not the
+		// driver's: a load that could not start its sandbox may work in
+		// a minute.
+		return outcome.Retryable(v1alpha1.ReasonDriverUnavailable, err)
+	}
 	if errors.Is(err, drivers.ErrLimit) {
 		return outcome.Stalled(v1alpha1.ReasonDriverLimitExceeded, err)
 	}
@@ -394,4 +400,16 @@ func (s *RepoDrivers) Sensitive(_ context.Context, in *resolver.Instance, d *dri
 		return nil, fmt.Errorf("sensitive parameters of %s: no commit to read them at", in.ID)
 	}
 	return nil, errors.Join(errs...)
+}
+
+// ClassifyRender classifies a render's error, as both controllers render:
+// a sandbox that could not be started is the machine's trouble and
+// retryable (a change that fails over it would leave the deployment
+// behind, failed, once the machine recovers); anything else is the
+// driver's or the instance's and stalled, with reason RenderFailed.
+func ClassifyRender(err error) error {
+	if errors.Is(err, drivers.ErrSandboxStart) {
+		return outcome.Retryable(v1alpha1.ReasonRenderFailed, err)
+	}
+	return outcome.Stalled(v1alpha1.ReasonRenderFailed, err)
 }

@@ -238,3 +238,36 @@ func TestRemotesSendCredentialsOnlyToTheRepositorysHost(t *testing.T) {
 		t.Fatal("another host gets the repository's token")
 	}
 }
+
+// TestASandboxThatCannotStartIsRetryableNotStalled: a driver evaluated in
+// a sandbox the machine cannot start (here its executable is missing; in
+// a pod, a process or pipe limit) is not the driver's fault: a load or a
+// render failing over it is retried, where a stalled error would fail the
+// change at once and leave the deployment behind once the machine
+// recovers. A limit the driver exceeds stays stalled.
+func TestASandboxThatCannotStartIsRetryableNotStalled(t *testing.T) {
+	sub, err := fs.Sub(examples.Repo(), "drivers/webapp/1.1.0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	missing := &drivers.Sandbox{Path: t.TempDir() + "/no-such-executable"}
+	_, loadErr := drivers.Load(sub, drivers.LoadOptions{Sandbox: missing})
+	if !errors.Is(loadErr, drivers.ErrSandboxStart) {
+		t.Fatalf("load with a sandbox that cannot start: %v, want ErrSandboxStart", loadErr)
+	}
+	for name, c := range map[string]struct {
+		err        error
+		stalled    bool
+		wantReason string
+	}{
+		"a load":                  {Classify(&DriverLoadError{Err: loadErr}), false, v1alpha1.ReasonDriverUnavailable},
+		"a render":                {ClassifyRender(fmt.Errorf("render: %w", loadErr)), false, v1alpha1.ReasonRenderFailed},
+		"a render over its limit": {ClassifyRender(fmt.Errorf("render: %w", &drivers.LimitError{Limit: drivers.LimitTime})), true, v1alpha1.ReasonRenderFailed},
+		"a load over its limit":   {Classify(fmt.Errorf("load: %w", drivers.ErrLimit)), true, v1alpha1.ReasonDriverLimitExceeded},
+	} {
+		stalled, reason := outcome.Classify(c.err, "")
+		if stalled != c.stalled || reason != c.wantReason {
+			t.Errorf("%s: stalled %v, reason %q; want %v, %q (%v)", name, stalled, reason, c.stalled, c.wantReason, c.err)
+		}
+	}
+}

@@ -1482,7 +1482,7 @@ func (r *Reconciler) rendered(ctx context.Context, run *taskRun) (*drivers.Manif
 	}
 	m, err := r.opts.Renders.Render(ctx, d, *run.instance.Context, run.instance.Values)
 	if err != nil {
-		return nil, outcome.Stalled(v1alpha1.ReasonRenderFailed, fmt.Errorf("rendering %s with %s@%s: %w", run.instance.ID, d.Name, d.Version, err))
+		return nil, driversource.ClassifyRender(fmt.Errorf("rendering %s with %s@%s: %w", run.instance.ID, d.Name, d.Version, err))
 	}
 	run.manifests = m
 	return m, nil
