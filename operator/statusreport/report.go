@@ -59,7 +59,30 @@ type Reporter struct {
 
 	mu sync.Mutex
 	// posted is the last status posted (or refused for good) per commit.
-	posted map[string]commitstatus.Status
+	posted map[string]postedStatus
+}
+
+// postedStatus is a status posted for a commit, with the tasks it counted.
+type postedStatus struct {
+	status commitstatus.Status
+	tasks  map[string]bool
+}
+
+// onlyFewer reports whether the commit's tasks are, all ended, among those
+// a final status (success or failure) counted: then only pruning of old
+// tasks changed the summary, and posting it would rewrite the commit's
+// result from what is left (a failure become success once the failed
+// task was pruned). Tasks end once, so nothing else can change it.
+func (p postedStatus) onlyFewer(tasks []v1alpha1.StyrminTask) bool {
+	if p.status.State == commitstatus.Pending {
+		return false
+	}
+	for _, t := range tasks {
+		if !t.Status.Phase.Terminal() || !p.tasks[t.Namespace+"/"+t.Name] {
+			return false
+		}
+	}
+	return len(tasks) < len(p.tasks)
 }
 
 var _ manager.LeaderElectionRunnable = (*Reporter)(nil)
@@ -84,7 +107,7 @@ func New(o Options) (*Reporter, error) {
 	if o.Log.GetSink() == nil {
 		o.Log = logr.Discard()
 	}
-	return &Reporter{o: o, started: o.Now(), posted: map[string]commitstatus.Status{}}, nil
+	return &Reporter{o: o, started: o.Now(), posted: map[string]postedStatus{}}, nil
 }
 
 // NeedLeaderElection is true: one replica reports.
@@ -127,12 +150,12 @@ func (r *Reporter) Report(ctx context.Context) error {
 		r.mu.Lock()
 		last, seen := r.posted[sha]
 		r.mu.Unlock()
-		if seen && last == s {
+		if seen && (last.status == s || last.onlyFewer(tasks)) {
 			continue
 		}
 		if !seen && s.State != commitstatus.Pending && endedBefore(tasks, r.started.Add(-r.o.Window)) {
 			// An earlier run reported it.
-			r.remember(sha, s)
+			r.remember(sha, s, tasks)
 			continue
 		}
 		err := r.o.Poster.Post(ctx, sha, s)
@@ -140,11 +163,11 @@ func (r *Reporter) Report(ctx context.Context) error {
 		switch {
 		case err == nil:
 			r.o.Log.Info("reported a lock commit's result", "commit", sha[:min(12, len(sha))], "state", s.State, "description", s.Description)
-			r.remember(sha, s)
+			r.remember(sha, s, tasks)
 		case errors.As(err, &he) && !he.Retryable():
 			// Refused for good (a bad token, an unknown commit): not
 			// asked again until the status changes.
-			r.remember(sha, s)
+			r.remember(sha, s, tasks)
 			errs = append(errs, err)
 		default:
 			errs = append(errs, err)
@@ -161,9 +184,13 @@ func (r *Reporter) Report(ctx context.Context) error {
 	return errors.Join(errs...)
 }
 
-func (r *Reporter) remember(sha string, s commitstatus.Status) {
+func (r *Reporter) remember(sha string, s commitstatus.Status, tasks []v1alpha1.StyrminTask) {
+	names := make(map[string]bool, len(tasks))
+	for _, t := range tasks {
+		names[t.Namespace+"/"+t.Name] = true
+	}
 	r.mu.Lock()
-	r.posted[sha] = s
+	r.posted[sha] = postedStatus{status: s, tasks: names}
 	r.mu.Unlock()
 }
 

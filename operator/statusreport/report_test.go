@@ -3,6 +3,7 @@ package statusreport_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -161,6 +162,26 @@ func TestReporterPostsEachLockCommitsResultOnceItChanges(t *testing.T) {
 	got = gh.take()
 	if len(got) != 1 || got[0].sha != first || got[0].State != commitstatus.Failure || got[0].Description != "prod: prod/dev/hub failed; 1 deployment applied" {
 		t.Errorf("after the hub's task failed: %+v", got)
+	}
+
+	// The agent keeps the newest finished tasks of each deployment: the
+	// failed task of the first commit is pruned while its web task stays.
+	// The commit failed; what is left must not post it as a success.
+	if err := cl.Delete(ctx, &hub); err != nil {
+		t.Fatal(err)
+	}
+	agenttest.WaitUntil(t, 10*time.Second, "the pruned task to be gone from the reader", func(ctx context.Context) (bool, string, error) {
+		var list v1alpha1.StyrminTaskList
+		if err := cl.List(ctx, &list); err != nil {
+			return false, err.Error(), nil
+		}
+		return len(list.Items) == 4, fmt.Sprintf("%d tasks", len(list.Items)), nil
+	})
+	if err := r.Report(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if got := gh.take(); len(got) != 0 {
+		t.Errorf("a failed commit whose failed task was pruned was posted again: %+v", got)
 	}
 	logMu.Lock()
 	defer logMu.Unlock()
