@@ -133,6 +133,9 @@ type reconcileState struct {
 	// git when it is applied (nil: none).
 	sensitive resolver.Sensitive
 	ready     bool
+	// applied is true when this reconcile applied a revision: the
+	// components the status holds are then the revision's before.
+	applied bool
 	// requeueAfter, when set, is the next reconcile.
 	requeueAfter time.Duration
 }
@@ -234,6 +237,12 @@ func (r *Reconciler) resolve(ctx context.Context, rs *reconcileState) error {
 		}
 	}
 	rs.upToDate = sd.Status.Release != nil && sd.Status.AppliedDigest == sd.Spec.Digest
+	if rs.upToDate && sd.Spec.Sequence != sd.Status.AppliedSequence && len(unfinishedJobs(sd.Status.Components)) > 0 {
+		// The same content locked again (a retry) while a Job of the
+		// release failed or is gone unfinished: applied again, as a new
+		// revision, so that the Job runs again; nothing else changes.
+		rs.upToDate = false
+	}
 	if !rs.upToDate {
 		// Classified by the source: missing or not loading is stalled. An
 		// in-repository driver is read where the instance was resolved.
@@ -415,6 +424,7 @@ func (r *Reconciler) release(ctx context.Context, rs *reconcileState) error {
 		Objects:     rs.objects,
 		Description: releaseDescription(&sd.Spec),
 		Sensitive:   rs.sensitive,
+		Rerun:       failedJobs(sd.Status.Components, sd.Status.Inventory),
 	}
 	revision := 0
 	if sd.Status.Release != nil {
@@ -443,6 +453,7 @@ func (r *Reconciler) release(ctx context.Context, rs *reconcileState) error {
 		r.forgetApplied(sd.Namespace)
 		return applyError(rs, err)
 	}
+	rs.applied = true
 	status := applied.Status(metav1.NewTime(r.now()))
 	sd.Status.Release = &status
 	sd.Status.AppliedSequence = sd.Spec.Sequence
@@ -478,7 +489,11 @@ func (r *Reconciler) health(ctx context.Context, rs *reconcileState) error {
 	if rel := sd.Status.Release; rel != nil && rel.LastAppliedTime != nil {
 		appliedAt = rel.LastAppliedTime.Time
 	}
-	comps, err := health.ComponentStatuses(ctx, r.client, r.apiReader, sd.Status.Inventory, appliedAt, r.written(sd.Namespace))
+	previous := sd.Status.Components
+	if rs.applied {
+		previous = nil // another revision's
+	}
+	comps, err := health.ComponentStatuses(ctx, r.client, r.apiReader, sd.Status.Inventory, appliedAt, r.written(sd.Namespace), previous)
 	if err != nil {
 		return outcome.Retryable(v1alpha1.ReasonHealthCheckFailed, err)
 	}
@@ -542,6 +557,38 @@ func judgedPending(inventory []v1alpha1.ObjectRef, comps []v1alpha1.ComponentSta
 		}
 	}
 	return false
+}
+
+// unfinishedJobs returns the Jobs of the components that failed or are
+// gone without having finished, as the last health check saw them.
+func unfinishedJobs(comps []v1alpha1.ComponentStatus) []v1alpha1.WorkloadStatus {
+	var out []v1alpha1.WorkloadStatus
+	for _, c := range comps {
+		for _, w := range c.Workloads {
+			if w.Kind == "Job" && (w.Failed || health.Gone(w)) {
+				out = append(out, w)
+			}
+		}
+	}
+	return out
+}
+
+// failedJobs returns the Jobs of the inventory that failed, as the last
+// health check saw them: the apply runs them again (release.Request.Rerun).
+func failedJobs(comps []v1alpha1.ComponentStatus, inventory []v1alpha1.ObjectRef) []v1alpha1.ObjectRef {
+	failed := map[string]bool{}
+	for _, w := range unfinishedJobs(comps) {
+		if w.Failed {
+			failed[w.Name] = true
+		}
+	}
+	var out []v1alpha1.ObjectRef
+	for _, r := range inventory {
+		if failed[r.Name] && release.IsJob(r) {
+			out = append(out, r)
+		}
+	}
+	return out
 }
 
 // anyFailed reports whether a workload of the components failed.

@@ -29,7 +29,13 @@ const OthersComponent = "chart"
 // component with neither (only a Service, say) is ready. A workload the
 // cache shows at a generation older than written tells (the agent's last
 // apply or correction of it), or failed, is read from live.
-func ComponentStatuses(ctx context.Context, c, live client.Reader, inventory []v1alpha1.ObjectRef, appliedAt time.Time, written Written) ([]v1alpha1.ComponentStatus, error) {
+//
+// previous are the components as the last check saw them at the same
+// release revision (nil right after an apply): a Job gone since (deleted
+// after its ttlSecondsAfterFinished, or cleaned up by hand; the drift
+// check does not make it again) keeps the verdict that check gave it,
+// finished or failed.
+func ComponentStatuses(ctx context.Context, c, live client.Reader, inventory []v1alpha1.ObjectRef, appliedAt time.Time, written Written, previous []v1alpha1.ComponentStatus) ([]v1alpha1.ComponentStatus, error) {
 	byName := map[string]*v1alpha1.ComponentStatus{}
 	for _, r := range inventory {
 		judged := drivers.IsJudged(r.APIVersion, r.Kind)
@@ -49,6 +55,9 @@ func ComponentStatuses(ctx context.Context, c, live client.Reader, inventory []v
 		switch {
 		case judged:
 			ws, err = Judged(ctx, live, r)
+			if err == nil && ws.Message == notFound && r.Kind == "Job" {
+				ws = finishedBefore(previous, r, ws)
+			}
 		case drivers.IsWorkloadKind(r.APIVersion, r.Kind):
 			var generation int64
 			ws, generation, err = workload(ctx, c, r, appliedAt)
@@ -150,7 +159,7 @@ func Judged(ctx context.Context, c client.Reader, r v1alpha1.ObjectRef) (v1alpha
 	u.SetKind(r.Kind)
 	err := c.Get(ctx, client.ObjectKey{Namespace: r.Namespace, Name: r.Name}, u)
 	if apierrors.IsNotFound(err) {
-		ws.Message = "not found"
+		ws.Message = notFound
 		return ws, nil
 	}
 	if err != nil {
@@ -174,6 +183,35 @@ func Judged(ctx context.Context, c client.Reader, r v1alpha1.ObjectRef) (v1alpha
 		ws.Message = res.Message
 	}
 	return ws, nil
+}
+
+// notFound is the message of a judged object that does not exist.
+const notFound = "not found"
+
+// Gone reports whether a judged object's status says it does not exist
+// (and was not seen finished before: see ComponentStatuses).
+func Gone(w v1alpha1.WorkloadStatus) bool { return strings.HasPrefix(w.Message, notFound) }
+
+// finishedBefore is the status of a Job that is gone: the verdict of the
+// check before (previous, at the same revision) when it had finished or
+// failed, else ws (not found, not ready).
+func finishedBefore(previous []v1alpha1.ComponentStatus, r v1alpha1.ObjectRef, ws v1alpha1.WorkloadStatus) v1alpha1.WorkloadStatus {
+	for _, cs := range previous {
+		for _, w := range cs.Workloads {
+			if w.Kind != r.Kind || w.Name != r.Name {
+				continue
+			}
+			switch {
+			case w.Failed:
+				return w
+			case w.Ready:
+				w.Message = "finished; deleted since"
+				return w
+			}
+		}
+	}
+	ws.Message = notFound + " (a Job is not made again by the drift check: a retry runs it again)"
+	return ws
 }
 
 // jobComplete reports whether a Job has the condition Complete.

@@ -74,7 +74,7 @@ func TestAWorkloadTheCacheShowsOlderThanTheAgentWroteIsReadFromTheAPIServer(t *t
 	check := func(written Written) (v1alpha1.ComponentStatus, int) {
 		t.Helper()
 		gets := 0
-		comps, err := ComponentStatuses(ctx, cache, cachetest.Counting{Reader: api, Gets: &gets}, inventory, time.Time{}, written)
+		comps, err := ComponentStatuses(ctx, cache, cachetest.Counting{Reader: api, Gets: &gets}, inventory, time.Time{}, written, nil)
 		if err != nil {
 			t.Fatal(err)
 		}

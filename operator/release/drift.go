@@ -3,6 +3,7 @@ package release
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"regexp"
 	"slices"
@@ -152,6 +153,13 @@ func (d *releaseObjects) check(ctx context.Context, objects []*desiredObject, ex
 		key := objectKey(o.ref)
 		live, err := o.resource.Get(ctx, o.ref.Name, metav1.GetOptions{})
 		if apierrors.IsNotFound(err) {
+			if IsJob(o.ref) {
+				// A Job runs once: one gone (its ttlSecondsAfterFinished,
+				// or cleaned up by hand) is not made again, which would
+				// run its work again (a migration, a seed). The health
+				// check tells whether it had finished.
+				continue
+			}
 			drifts = append(drifts, Drift{object: o, Missing: true})
 			continue
 		}
@@ -233,15 +241,36 @@ func (d *releaseObjects) applyObject(ctx context.Context, o *desiredObject, dryR
 //
 // It also returns the generations the workloads were applied at, and how
 // many objects were applied before an error.
-func (d *releaseObjects) applyAll(ctx context.Context, objects []*desiredObject, created map[string]bool, releaseName string) (map[string][]byte, Generations, int, error) {
+//
+// A Job the release created is applied as a new Job (the old one deleted
+// first) when it is in rerun (it failed), or when the API server refuses
+// the apply because its template changed (a Job's template cannot be
+// changed in place): a Job runs once per object, and these are the two
+// ways a new revision means it to run again.
+func (d *releaseObjects) applyAll(ctx context.Context, objects []*desiredObject, created, rerun map[string]bool, releaseName string) (map[string][]byte, Generations, int, error) {
 	if err := d.refuseOtherReleases(ctx, objects, created, releaseName); err != nil {
 		return nil, nil, 0, err
 	}
 	fields := make(map[string][]byte, len(objects))
 	gens := Generations{}
 	for i, o := range objects {
-		force := created[objectKey(o.ref)]
+		key := objectKey(o.ref)
+		force := created[key]
+		if force && rerun[key] {
+			if _, err := d.remove(ctx, o, releaseName, o.namespace); err != nil {
+				return nil, nil, i, fmt.Errorf("run %s again: %w", o.ref, err)
+			}
+		}
 		applied, err := d.applyObject(ctx, o, false, force)
+		if err != nil && force && IsJob(o.ref) && immutable(err) {
+			kept, rerr := d.remove(ctx, o, releaseName, o.namespace)
+			if rerr != nil {
+				return nil, nil, i, fmt.Errorf("replace %s, whose template changed: %w", o.ref, rerr)
+			}
+			if !kept {
+				applied, err = d.applyObject(ctx, o, false, force)
+			}
+		}
 		if err != nil {
 			if apierrors.IsConflict(err) && !force {
 				return nil, nil, i, &ConflictError{Object: o.ref, Managers: conflictManagers(err), Err: err}
@@ -252,6 +281,31 @@ func (d *releaseObjects) applyAll(ctx context.Context, objects []*desiredObject,
 		gens.note(o.ref, applied)
 	}
 	return fields, gens, len(objects), nil
+}
+
+// IsJob reports whether r is a batch Job: an object that runs once, which
+// the drift check does not make again when it is gone and a new revision
+// replaces rather than changes.
+func IsJob(r v1alpha1.ObjectRef) bool {
+	return r.Kind == "Job" && strings.HasPrefix(r.APIVersion, "batch/")
+}
+
+// immutable reports whether the API server refused an update because it
+// changes a field that cannot be changed (a Job's template, selector).
+func immutable(err error) bool {
+	if !apierrors.IsInvalid(err) {
+		return false
+	}
+	var status apierrors.APIStatus
+	if !errors.As(err, &status) || status.Status().Details == nil {
+		return false
+	}
+	for _, c := range status.Status().Details.Causes {
+		if strings.Contains(c.Message, "immutable") {
+			return true
+		}
+	}
+	return false
 }
 
 // refuseOtherReleases refuses an object that exists and whose Helm

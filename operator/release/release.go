@@ -170,6 +170,12 @@ type Request struct {
 	// v1alpha1.SensitiveSecretName and put in place as each object is
 	// applied; the record keeps the placeholders.
 	Sensitive resolver.Sensitive
+	// Rerun are Jobs of the release that failed: deleted (when the
+	// release created them) before they are applied, so that the
+	// revision runs them again. A Job's template cannot be changed, and
+	// a failed Job applied unchanged stays failed: without this neither a
+	// retry nor a fix that leaves the Job alone could get past it.
+	Rerun []v1alpha1.ObjectRef
 }
 
 // Revision is a release revision this agent wrote, with the
@@ -322,7 +328,7 @@ func (h *Releases) Apply(ctx context.Context, req Request, known *Revision, revi
 	if err := h.objects.sensitive.write(ctx, req.Namespace, req.Sensitive); err != nil {
 		return nil, prev == nil, fmt.Errorf("release %s/%s: %w", req.Namespace, req.Name, err)
 	}
-	fields, gens, applied, applyErr := h.objects.applyAll(ctx, objs, created, req.Name)
+	fields, gens, applied, applyErr := h.objects.applyAll(ctx, objs, created, rerunKeys(req.Rerun), req.Name)
 	if applyErr != nil && applied == 0 {
 		// Nothing changed in the cluster: no revision to record (Helm's
 		// install refusing an object it would take over records none
@@ -376,6 +382,20 @@ func (h *Releases) Apply(ctx context.Context, req Request, known *Revision, revi
 		}
 	}
 	return newRevision(rel, record, objs, fields, gens), prev == nil, nil
+}
+
+// rerunKeys is the set of the Jobs of refs, by object key (nil: none).
+func rerunKeys(refs []v1alpha1.ObjectRef) map[string]bool {
+	var out map[string]bool
+	for _, r := range refs {
+		if IsJob(r) {
+			if out == nil {
+				out = map[string]bool{}
+			}
+			out[objectKey(r)] = true
+		}
+	}
+	return out
 }
 
 // heldSensitive reports whether prev or a revision of hist placed
