@@ -19,8 +19,9 @@ import (
 	"github.com/styrmin/styrmin/operator/api/v1alpha1"
 )
 
-// OthersComponent holds the judged objects of a release that belong to
-// no component (a chart's own Job or claim).
+// OthersComponent holds the judged objects and workloads of a release
+// that belong to no component (a chart's own Job or claim, a subchart's
+// Deployment).
 const OthersComponent = "chart"
 
 // ComponentStatuses reads the inventory's workloads (from c, the
@@ -39,7 +40,9 @@ func ComponentStatuses(ctx context.Context, c, live client.Reader, inventory []v
 	byName := map[string]*v1alpha1.ComponentStatus{}
 	for _, r := range inventory {
 		judged := drivers.IsJudged(r.APIVersion, r.Kind)
-		if r.Component == "" && judged {
+		if r.Component == "" && (judged || drivers.IsWorkloadKind(r.APIVersion, r.Kind)) {
+			// A workload no component selects (a subchart's) is the
+			// release's as well: a stuck one keeps it from Ready.
 			r.Component = OthersComponent
 		}
 		if r.Component == "" {

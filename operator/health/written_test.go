@@ -104,3 +104,45 @@ func TestAWorkloadTheCacheShowsOlderThanTheAgentWroteIsReadFromTheAPIServer(t *t
 		t.Errorf("a cache at the generation written: ready %t with %d reads of the API server, want ready with none", cs.Ready, gets)
 	}
 }
+
+// TestAWorkloadNoComponentSelectsIsJudgedUnderTheChart: a chart may render
+// a workload none of the driver's components selects (a subchart's
+// cache, say). Its rollout is the release's too: one stuck (here never
+// observed by its controller) keeps the deployment from Ready, under the
+// "chart" component, instead of being left out of the check.
+func TestAWorkloadNoComponentSelectsIsJudgedUnderTheChart(t *testing.T) {
+	c := testcluster.StartT(t, testcluster.Options{})
+	api, err := client.New(c.RESTConfig, client.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	if err := api.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "app"}}); err != nil {
+		t.Fatal(err)
+	}
+	labels := map[string]string{"app": "cache"}
+	d := &appsv1.Deployment{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "app", Name: "cache"},
+		Spec: appsv1.DeploymentSpec{
+			Selector: &metav1.LabelSelector{MatchLabels: labels},
+			Template: corev1.PodTemplateSpec{
+				ObjectMeta: metav1.ObjectMeta{Labels: labels},
+				Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: "cache", Image: "cache:1"}}},
+			},
+		},
+	}
+	if err := api.Create(ctx, d); err != nil {
+		t.Fatal(err)
+	}
+	inventory := []v1alpha1.ObjectRef{{APIVersion: "apps/v1", Kind: "Deployment", Namespace: "app", Name: "cache"}}
+	comps, err := ComponentStatuses(ctx, api, api, inventory, time.Time{}, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(comps) != 1 || comps[0].Name != OthersComponent || comps[0].Ready || len(comps[0].Workloads) != 1 || comps[0].Workloads[0].Name != "cache" {
+		t.Fatalf("components %+v, want %q not ready with Deployment cache", comps, OthersComponent)
+	}
+	if s := NotReadySummary(comps); !strings.Contains(s, "Deployment/cache") {
+		t.Errorf("the Ready message %q does not name the workload", s)
+	}
+}
