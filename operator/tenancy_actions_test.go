@@ -11,9 +11,11 @@ import (
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/util/retry"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -40,20 +42,8 @@ func TestDriverActionsAndUninstallActAsTheEnvironmentsServiceAccount(t *testing.
 	t.Parallel()
 	const sa = "styrmin-deployer"
 	user := drivers.ServiceAccountUser(appNamespace, sa)
-	repo := faultyRepo(t)
-	// dev holds only the app, applied as the account; the examples' dev
-	// deployments would need accounts of their own.
-	repo["clusters/local/environments/dev/deployments/web.cue"] = nil
-	repo["clusters/local/environments/dev/deployments/hub.cue"] = nil
-	repo["clusters/local/environments/dev/environment.cue"] = &fstest.MapFile{Data: []byte(`namespacePrefix: "dev"
-backupLocation:  "s3://backups/local/dev"
-policy: serviceAccountName: "` + sa + `"
-`)}
-	e := startAgentEnvWith(t, repo)
+	e := startServiceAccountAppEnv(t, sa)
 	ctx := context.Background()
-
-	// The example environment of config/tenancy, for dev-app.
-	agenttest.Apply(t, e.c, "test", splitYAML(bytes.ReplaceAll(config.TenancyExample(), []byte("dev-web"), []byte(appNamespace))))
 	role := client.ObjectKey{Namespace: appNamespace, Name: sa}
 	editRole := func(change func(r *rbacv1.Role)) {
 		t.Helper()
@@ -151,5 +141,58 @@ policy: serviceAccountName: "` + sa + `"
 		var d appsv1.Deployment
 		err = e.c.Get(ctx, client.ObjectKey{Namespace: appNamespace, Name: "app-app"}, &d)
 		return apierrors.IsNotFound(err), fmt.Sprintf("Deployment app-app: %v", err), client.IgnoreNotFound(err)
+	})
+}
+
+// startServiceAccountAppEnv is the faulty driver's app alone in dev (the
+// examples' dev deployments would need accounts of their own), dev's
+// policy naming service account sa, and config/tenancy's example
+// environment applied for dev-app; nothing locked, no agent started.
+func startServiceAccountAppEnv(t *testing.T, sa string) *agentEnv {
+	t.Helper()
+	repo := faultyRepo(t)
+	repo["clusters/local/environments/dev/deployments/web.cue"] = nil
+	repo["clusters/local/environments/dev/deployments/hub.cue"] = nil
+	repo["clusters/local/environments/dev/environment.cue"] = &fstest.MapFile{Data: []byte(`namespacePrefix: "dev"
+backupLocation:  "s3://backups/local/dev"
+policy: serviceAccountName: "` + sa + `"
+`)}
+	e := startAgentEnvWith(t, repo)
+	agenttest.Apply(t, e.c, "test", splitYAML(bytes.ReplaceAll(config.TenancyExample(), []byte("dev-web"), []byte(appNamespace))))
+	return e
+}
+
+// TestDeletingTheNamespaceOfADeploymentThatAppliesAsAServiceAccountEnds:
+// the service account, its Role and the Role that lets the agent act as
+// it live in the deployment's namespace (config/tenancy). Deleting that
+// namespace deletes them while the StyrminDeployment's finalizer waits to
+// uninstall as the account, which is then forbidden for good: the
+// namespace stayed Terminating. The agent uninstalls itself then.
+func TestDeletingTheNamespaceOfADeploymentThatAppliesAsAServiceAccountEnds(t *testing.T) {
+	t.Parallel()
+	e := startServiceAccountAppEnv(t, "styrmin-deployer")
+	e.lock(t)
+	e.startAgent(t)
+	requireSucceeded(t, e.waitTask(t, appNamespace, "app", 1))
+	ctx := context.Background()
+	if err := e.c.Delete(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: appNamespace}}); err != nil {
+		t.Fatal(err)
+	}
+	agenttest.WaitUntil(t, 90*time.Second, "namespace "+appNamespace+" to be gone", func(ctx context.Context) (bool, string, error) {
+		var ns corev1.Namespace
+		err := e.c.Get(ctx, client.ObjectKey{Name: appNamespace}, &ns)
+		if apierrors.IsNotFound(err) {
+			return true, "", nil
+		}
+		if err != nil {
+			return false, err.Error(), nil
+		}
+		var sd v1alpha1.StyrminDeployment
+		if err := e.c.Get(ctx, client.ObjectKey{Namespace: appNamespace, Name: appNamespace}, &sd); err == nil {
+			if c := apimeta.FindStatusCondition(sd.Status.Conditions, v1alpha1.ConditionReady); c != nil {
+				return false, fmt.Sprintf("%s; the StyrminDeployment: %s: %s", ns.Status.Phase, c.Reason, c.Message), nil
+			}
+		}
+		return false, string(ns.Status.Phase), nil
 	})
 }

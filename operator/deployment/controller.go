@@ -777,6 +777,17 @@ func (r *Reconciler) finalize(ctx context.Context, rs *reconcileState, orig *v1a
 		if err == nil {
 			err = releases.Uninstall(ctx, sd.Namespace, sd.Spec.Deployment.Name)
 		}
+		if err != nil && apierrors.IsForbidden(err) && releases != r.releases && r.namespaceTerminating(ctx, sd.Namespace) {
+			// The namespace is going, and with it the service account's
+			// Role and the agent's right to act as it: nothing can grant
+			// them again there, and the finalizer would hold the
+			// namespace for good. The agent uninstalls itself: only the
+			// release's objects are deleted (their release annotations
+			// are checked), and those in the namespace go with it anyway.
+			r.recorder.Eventf(sd, nil, corev1.EventTypeWarning, v1alpha1.EventUninstalledAsAgent, "Uninstall",
+				"Namespace %s is being deleted and %s may no longer act: uninstalling release %s as the agent (%v)", sd.Namespace, sd.Status.AppliedAs, sd.Spec.Deployment.Name, err)
+			err = r.releases.Uninstall(ctx, sd.Namespace, sd.Spec.Deployment.Name)
+		}
 		r.metrics.applyDuration.WithLabelValues("uninstall", metricsreg.ResultLabel(err)).Observe(time.Since(start).Seconds())
 		if err != nil {
 			return r.resultFor(ctx, rs, orig, outcome.Retryable(v1alpha1.ReasonUninstallFailed, err))
@@ -799,6 +810,16 @@ func (r *Reconciler) finalize(ctx context.Context, rs *reconcileState, orig *v1a
 		}
 	}
 	return ctrl.Result{}, nil
+}
+
+// namespaceTerminating reports whether namespace is being deleted, as the
+// API server says (a read error counts as no).
+func (r *Reconciler) namespaceTerminating(ctx context.Context, namespace string) bool {
+	var ns corev1.Namespace
+	if err := r.apiReader.Get(ctx, client.ObjectKey{Name: namespace}, &ns); err != nil {
+		return false
+	}
+	return !ns.DeletionTimestamp.IsZero()
 }
 
 // resultFor maps the outcome of the phases to the conditions and the

@@ -83,6 +83,10 @@ const (
 	EventInstalled   = "Installed"
 	EventUpgraded    = "Upgraded"
 	EventUninstalled = "Uninstalled"
+	// EventUninstalledAsAgent: the namespace of a deployment that applies
+	// as a service account is being deleted, and with it the rights to
+	// act as that account; the agent uninstalled the release itself.
+	EventUninstalledAsAgent = "UninstalledAsAgent"
 	// EventReleaseRecordMissing: the Helm record of the running revision
 	// is gone (`helm uninstall`, a deleted Secret); the release is
 	// written again as a new revision.
