@@ -229,7 +229,7 @@ func (r *BackupReconciler) check(ctx context.Context, b *v1alpha1.StyrminBackup)
 		return nil, &RefusedError{Environment: envName, Msg: fmt.Sprintf("this agent serves cluster %s: a backup of another cluster's environment belongs to that cluster's agent", r.opts.Cluster)}
 	}
 	if err := validName(b.Name); err != nil {
-		return nil, &RefusedError{Environment: envName, Msg: err.Error()}
+		return nil, &RefusedError{Environment: envName, Msg: "metadata.name: " + err.Error()}
 	}
 	settings, err := environment(ctx, r.opts.Settings, cluster, b.Spec.Environment)
 	if err != nil {
@@ -263,11 +263,21 @@ func (r *BackupReconciler) check(ctx context.Context, b *v1alpha1.StyrminBackup)
 	return plan, nil
 }
 
-// validName refuses an ID that cannot be part of an artefact's path and
-// of its tasks' names.
-func validName(n string) error {
-	if n == "" || len(n) > 63 || strings.Trim(n, "abcdefghijklmnopqrstuvwxyz0123456789-") != "" || strings.HasPrefix(n, "-") || strings.HasSuffix(n, "-") {
-		return fmt.Errorf("the name %q is not a valid backup ID (expected lowercase letters, digits and '-', at most 63)", n)
+// validName refuses a backup ID that cannot be part of an artefact's
+// path and of its tasks' names.
+func validName(n string) error { return checkName(n, "backup ID") }
+
+// validRestoreName refuses a restore name that cannot label its tasks
+// (styrmin.io/operation, a label value: at most 63 characters).
+func validRestoreName(n string) error { return checkName(n, "StyrminRestore name") }
+
+func checkName(n, what string) error {
+	const want = "lowercase letters, digits and '-', at most 63 characters"
+	if len(n) > 63 {
+		return fmt.Errorf("the name %q is not a valid %s: it has %d characters (expected %s)", n, what, len(n), want)
+	}
+	if n == "" || strings.Trim(n, "abcdefghijklmnopqrstuvwxyz0123456789-") != "" || strings.HasPrefix(n, "-") || strings.HasSuffix(n, "-") {
+		return fmt.Errorf("the name %q is not a valid %s (expected %s)", n, what, want)
 	}
 	return nil
 }
@@ -288,7 +298,7 @@ func (r *BackupReconciler) record(ctx context.Context, b *v1alpha1.StyrminBackup
 	if err := r.remakeTasks(ctx, b); err != nil {
 		return reconcile.Result{}, err
 	}
-	done, err := recordTasks(ctx, r.opts.Client, b.Status.Deployments)
+	done, err := recordTasks(ctx, r.opts.Client, v1alpha1.OperationBackup, b.Name, b.Status.Deployments)
 	if err != nil {
 		return reconcile.Result{}, err
 	}
@@ -396,15 +406,73 @@ func makeTaskAt(ctx context.Context, c client.Client, api client.Reader, tg targ
 			Operation: &op,
 		},
 	}
-	if err := c.Create(ctx, t); err != nil && !apierrors.IsAlreadyExists(err) {
+	err := c.Create(ctx, t)
+	if apierrors.IsAlreadyExists(err) {
+		// Made by an earlier pass (the agent stopped, or the cache did not
+		// show it), or another's at this name: only the former is ours.
+		var have v1alpha1.StyrminTask
+		if err := api.Get(ctx, client.ObjectKeyFromObject(t), &have); err != nil {
+			return fmt.Errorf("reading the %s task %s/%s: %w", strings.ToLower(string(op.Kind)), t.Namespace, t.Name, err)
+		}
+		if !ownTask(&have, op.Kind, op.Name, op.Attempt) {
+			return foreignTask(&have, op.Kind, op.Name, op.Attempt)
+		}
+		return nil
+	}
+	if err != nil {
 		return fmt.Errorf("creating the %s task %s/%s: %w", strings.ToLower(string(op.Kind)), t.Namespace, t.Name, err)
 	}
 	return nil
 }
 
+// ownTask reports whether task t is the task of attempt of operation
+// (kind, name); attempt 0 is the first, as a backup records it.
+func ownTask(t *v1alpha1.StyrminTask, kind v1alpha1.OperationKind, name string, attempt int32) bool {
+	op := t.Spec.Operation
+	return op != nil && op.Kind == kind && op.Name == name && max(op.Attempt, 1) == max(attempt, 1)
+}
+
+// foreignTask is the error of a task found at the name of an operation's
+// task that is not that operation's: its result is another's.
+func foreignTask(t *v1alpha1.StyrminTask, kind v1alpha1.OperationKind, name string, attempt int32) error {
+	whose := "a change's (it has no spec.operation)"
+	if op := t.Spec.Operation; op != nil {
+		whose = describeOperation(op.Kind, op.Name, op.Attempt) + "'s"
+	}
+	return fmt.Errorf("task %s/%s has the name of %s's task, but its spec.operation makes it %s: it is left as it is, and not taken as this one's", t.Namespace, t.Name, describeOperation(kind, name, attempt), whose)
+}
+
+func describeOperation(kind v1alpha1.OperationKind, name string, attempt int32) string {
+	switch kind {
+	case v1alpha1.OperationRestore:
+		return fmt.Sprintf("StyrminRestore %s (attempt %d)", name, max(attempt, 1))
+	case v1alpha1.OperationDeleteBackup:
+		return "the deletion of StyrminBackup " + name
+	}
+	return "StyrminBackup " + name
+}
+
+// operationTask is the task of attempt of operation (kind, name) in
+// namespace (nil when none), found by its spec.operation: a task an older
+// agent made has a name of another form.
+func operationTask(ctx context.Context, c client.Reader, namespace string, kind v1alpha1.OperationKind, name string, attempt int32) (*v1alpha1.StyrminTask, error) {
+	var list v1alpha1.StyrminTaskList
+	if err := c.List(ctx, &list, client.InNamespace(namespace), client.MatchingLabels{v1alpha1.LabelOperation: name}); err != nil {
+		return nil, fmt.Errorf("listing the tasks of %s in %s: %w", describeOperation(kind, name, attempt), namespace, err)
+	}
+	for i := range list.Items {
+		if ownTask(&list.Items[i], kind, name, attempt) {
+			return &list.Items[i], nil
+		}
+	}
+	return nil, nil
+}
+
 // recordTasks copies each deployment's task's progress into ds and
-// reports whether every one ended.
-func recordTasks(ctx context.Context, c client.Reader, ds []v1alpha1.OperationDeployment) (bool, error) {
+// reports whether every one ended. A task at a deployment's task name
+// that is not operation (kind, name)'s ends that deployment Failed,
+// naming it.
+func recordTasks(ctx context.Context, c client.Reader, kind v1alpha1.OperationKind, name string, ds []v1alpha1.OperationDeployment) (bool, error) {
 	done := true
 	for i := range ds {
 		d := &ds[i]
@@ -424,6 +492,12 @@ func recordTasks(ctx context.Context, c client.Reader, ds []v1alpha1.OperationDe
 		}
 		if err != nil {
 			return false, err
+		}
+		if !ownTask(&t, kind, name, d.Attempt) {
+			if !d.Phase.Terminal() {
+				d.Phase, d.Message = v1alpha1.OperationFailed, foreignTask(&t, kind, name, d.Attempt).Error()
+			}
+			continue
 		}
 		d.StartedAt, d.FinishedAt = t.Status.StartedAt, t.Status.FinishedAt
 		if from := t.Status.FromSequence; from > 0 && from != d.Sequence {
@@ -580,18 +654,19 @@ func (r *BackupReconciler) deleteArtifacts(ctx context.Context, b *v1alpha1.Styr
 		if d.Phase != v1alpha1.OperationSucceeded || d.Artifact == "" {
 			continue
 		}
-		name := task.OperationTaskName(d.Name, v1alpha1.OperationDeleteBackup, b.Name, 1)
-		var t v1alpha1.StyrminTask
-		err := r.opts.Client.Get(ctx, client.ObjectKey{Namespace: d.Namespace, Name: name}, &t)
-		if err == nil {
+		// Found by its spec: one an older agent made has a name of
+		// another form, and its hook must not run twice.
+		t, err := operationTask(ctx, r.opts.Client, d.Namespace, v1alpha1.OperationDeleteBackup, b.Name, 1)
+		if err != nil {
+			return deletionWait{}, err
+		}
+		if t != nil {
 			if !t.Status.Phase.Terminal() {
 				running = append(running, d.Name)
 			}
 			continue
 		}
-		if !apierrors.IsNotFound(err) {
-			return deletionWait{}, err
-		}
+		name := task.OperationTaskName(d.Name, v1alpha1.OperationDeleteBackup, b.Name, 1)
 		cluster := b.Spec.Cluster
 		if cluster == "" {
 			cluster = r.opts.Cluster

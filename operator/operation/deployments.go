@@ -36,6 +36,10 @@ func (e *RefusedError) Error() string {
 	if e.Deployment != "" {
 		return fmt.Sprintf("environment %s, deployment %s: %s", e.Environment, e.Deployment, e.Msg)
 	}
+	if e.Environment == "" {
+		// Refused before the environment is known (a bad name).
+		return e.Msg
+	}
 	return fmt.Sprintf("environment %s: %s", e.Environment, e.Msg)
 }
 

@@ -73,7 +73,7 @@ func NewRestore(ctx context.Context, c client.Reader, r RestoreRequest) (*v1alph
 	if name == "" {
 		name = r.Environment + "-restore-" + r.Now.UTC().Format("20060102-150405")
 	}
-	if err := validName(name); err != nil {
+	if err := validRestoreName(name); err != nil {
 		return nil, err
 	}
 	return &v1alpha1.StyrminRestore{

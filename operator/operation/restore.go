@@ -82,7 +82,7 @@ func (r *RestoreReconciler) Reconcile(ctx context.Context, req reconcile.Request
 	if err := r.remakeTasks(ctx, &rs); err != nil {
 		return reconcile.Result{}, err
 	}
-	done, err := recordTasks(ctx, r.opts.Client, rs.Status.Deployments)
+	done, err := recordTasks(ctx, r.opts.Client, v1alpha1.OperationRestore, rs.Name, rs.Status.Deployments)
 	if err != nil {
 		return reconcile.Result{}, err
 	}
@@ -129,7 +129,7 @@ func (r *RestoreReconciler) start(ctx context.Context, rs *v1alpha1.StyrminResto
 	if err := r.opts.Client.Status().Patch(ctx, rs, client.MergeFrom(base)); err != nil {
 		return err
 	}
-	return r.makeTasks(ctx, rs, nil, nil)
+	return r.makeTasks(ctx, rs, nil)
 }
 
 // backupOf reads the backup a started restore reads, from the API
@@ -161,15 +161,10 @@ func (r *RestoreReconciler) remakeTasks(ctx context.Context, rs *v1alpha1.Styrmi
 		return err
 	}
 	var only []string
-	prev := map[string]string{}
 	for _, i := range missing {
-		d := rs.Status.Deployments[i]
-		only = append(only, d.Name)
-		if d.Attempt > 1 {
-			prev[d.Name] = task.OperationTaskName(d.Name, v1alpha1.OperationRestore, rs.Name, d.Attempt-1)
-		}
+		only = append(only, rs.Status.Deployments[i].Name)
 	}
-	err = r.makeTasks(ctx, rs, only, prev)
+	err = r.makeTasks(ctx, rs, only)
 	var refused *RefusedError
 	if errors.As(err, &refused) {
 		// The deployment the refusal names, or all of them (the backup
@@ -200,13 +195,11 @@ func (r *RestoreReconciler) retry(ctx context.Context, rs *v1alpha1.StyrminResto
 		return r.opts.Client.Status().Patch(ctx, rs, client.MergeFrom(base))
 	}
 	var again []string
-	prev := map[string]string{}
 	for i := range rs.Status.Deployments {
 		d := &rs.Status.Deployments[i]
 		if d.Phase == v1alpha1.OperationSucceeded {
 			continue
 		}
-		prev[d.Name] = d.Task
 		d.Attempt++
 		d.Task = task.OperationTaskName(d.Name, v1alpha1.OperationRestore, rs.Name, d.Attempt)
 		d.Phase, d.Message, d.StartedAt, d.FinishedAt = v1alpha1.OperationPending, "", nil, nil
@@ -218,14 +211,19 @@ func (r *RestoreReconciler) retry(ctx context.Context, rs *v1alpha1.StyrminResto
 	if err := r.opts.Client.Status().Patch(ctx, rs, client.MergeFrom(base)); err != nil {
 		return err
 	}
-	return r.makeTasks(ctx, rs, again, prev)
+	return r.makeTasks(ctx, rs, again)
 }
 
 // makeTasks creates the restore tasks of rs's deployments (only: all
 // when nil) that are not done. A retry's task takes its failed attempt's
-// place (prev: its task by deployment) among the deployment's changes:
-// the changes that wait for the restore stay after it.
-func (r *RestoreReconciler) makeTasks(ctx context.Context, rs *v1alpha1.StyrminRestore, only []string, prev map[string]string) error {
+// place among the deployment's changes: the changes that wait for the
+// restore stay after it.
+func (r *RestoreReconciler) makeTasks(ctx context.Context, rs *v1alpha1.StyrminRestore, only []string) error {
+	// Checked again here, not only at the start: a restore an older agent
+	// started under such a name could never make its task.
+	if err := validRestoreName(rs.Name); err != nil {
+		return &RefusedError{Environment: r.opts.Cluster + "/" + rs.Status.Environment, Msg: "metadata.name: " + err.Error()}
+	}
 	b, err := r.backupOf(ctx, rs)
 	if err != nil {
 		return err
@@ -244,11 +242,9 @@ func (r *RestoreReconciler) makeTasks(ctx context.Context, rs *v1alpha1.StyrminR
 		d := rs.Status.Deployments[i]
 		op := v1alpha1.TaskOperation{Kind: v1alpha1.OperationRestore, Name: rs.Name, BackupID: b.Name, Artifact: d.Artifact, Secret: settings.Secret, Attempt: d.Attempt}
 		var at *v1alpha1.StyrminTask
-		if p := prev[d.Name]; p != "" {
-			var pt v1alpha1.StyrminTask
-			if err := r.opts.Client.Get(ctx, client.ObjectKey{Namespace: d.Namespace, Name: p}, &pt); err == nil {
-				at = &pt
-			} else if !apierrors.IsNotFound(err) {
+		if d.Attempt > 1 {
+			// By its spec, not its name: an older agent named it otherwise.
+			if at, err = operationTask(ctx, r.opts.Client, d.Namespace, v1alpha1.OperationRestore, rs.Name, d.Attempt-1); err != nil {
 				return err
 			}
 		}
@@ -276,12 +272,18 @@ func names(ds []v1alpha1.OperationDeployment, only []string) []string {
 // older version than the one that took it). It returns the deployments'
 // plan and the environment.
 func (r *RestoreReconciler) check(ctx context.Context, rs *v1alpha1.StyrminRestore) ([]v1alpha1.OperationDeployment, string, error) {
+	// The name labels the restore's tasks: one the API server refuses
+	// there would leave the restore running for ever, and its backup
+	// undeletable.
+	if err := validRestoreName(rs.Name); err != nil {
+		return nil, "", &RefusedError{Msg: "metadata.name: " + err.Error()}
+	}
 	// From the API server: a backup whose deletion began a moment ago
 	// loses its artefacts unless a restore reading it is seen first.
 	var b v1alpha1.StyrminBackup
 	err := r.opts.APIReader.Get(ctx, client.ObjectKey{Namespace: r.opts.Namespace, Name: rs.Spec.Backup}, &b)
 	if apierrors.IsNotFound(err) {
-		return nil, "", &RefusedError{Environment: "?", Msg: fmt.Sprintf("spec.backup: no StyrminBackup %s in %s", rs.Spec.Backup, r.opts.Namespace)}
+		return nil, "", &RefusedError{Msg: fmt.Sprintf("spec.backup: no StyrminBackup %s in %s", rs.Spec.Backup, r.opts.Namespace)}
 	}
 	if err != nil {
 		return nil, "", err

@@ -355,6 +355,10 @@ type taskRun struct {
 	// sensitive masks what steps report (read lazily, see redact).
 	sensitive     resolver.Sensitive
 	sensitiveRead bool
+	// credentials masks the backup credentials its jobs were given
+	// (read lazily, see redact).
+	credentials     resolver.Sensitive
+	credentialsRead bool
 	// planUnwritten is set when prepare planned the steps but did not
 	// write them: the next status write (the first step's start, or the
 	// end) carries them, which saves a request per task. A task that has
@@ -1193,9 +1197,21 @@ func (r *Reconciler) endStep(ctx context.Context, run *taskRun, st *v1alpha1.Tas
 // placeholders, but a program that was given a value may print it. The
 // values come from the Secret the release wrote (read once per run,
 // without the cache: the agent does not watch Secrets); without one there
-// is nothing to mask.
+// is nothing to mask. So do the values of the backup credentials a
+// backup's or restore's jobs were given (credentialValues).
 func (r *Reconciler) redact(ctx context.Context, run *taskRun, text string) string {
-	if text == "" || run.instance == nil || !resolver.HasPlaceholders(run.instance) {
+	if text == "" {
+		return text
+	}
+	if !run.credentialsRead {
+		creds, err := r.credentialValues(ctx, run)
+		if err != nil {
+			return fmt.Sprintf("[%d bytes of output withheld: the backup credentials its jobs were given could not be read to mask it: %v]", len(text), err)
+		}
+		run.credentials, run.credentialsRead = creds, true
+	}
+	text = run.credentials.Mask(text)
+	if run.instance == nil || !resolver.HasPlaceholders(run.instance) {
 		return text
 	}
 	if !run.sensitiveRead {

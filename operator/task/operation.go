@@ -246,18 +246,25 @@ func (r *Reconciler) cloneRestoreRefusal(ctx context.Context, in *resolver.Insta
 }
 
 // OperationTaskName is the name of an operation's task for a deployment:
-// the deployment, the operation's kind and name, and the attempt; long
-// names are shortened with a hash.
+// the deployment, the operation's kind and name and the attempt (after
+// the first), cut to fit, then a hash of all four. The readable part
+// alone is ambiguous (restore fix's second attempt and restore fix-2's
+// first both read hub-restore-fix-2), and so were the names older agents
+// gave; the hash keeps each operation's tasks its own. At most 63
+// characters: the name labels the task's jobs and Secrets.
 func OperationTaskName(deployment string, kind v1alpha1.OperationKind, name string, attempt int32) string {
-	s := fmt.Sprintf("%s-%s-%s", deployment, strings.ToLower(string(kind)), name)
+	attempt = max(attempt, 1)
+	k := strings.ToLower(string(kind))
+	sum := sha256.Sum256([]byte(fmt.Sprintf("%s\x00%s\x00%s\x00%d", deployment, k, name, attempt)))
+	hash := hex.EncodeToString(sum[:])[:10]
+	s := fmt.Sprintf("%s-%s-%s", deployment, k, name)
 	if attempt > 1 {
 		s = fmt.Sprintf("%s-%d", s, attempt)
 	}
-	if len(s) <= 200 {
-		return s
+	if room := 63 - len(hash) - 1; len(s) > room {
+		s = strings.TrimRight(s[:room], "-.")
 	}
-	sum := sha256.Sum256([]byte(s))
-	return s[:189] + "-" + hex.EncodeToString(sum[:])[:10]
+	return s + "-" + hash
 }
 
 // operationJobName is the Job name of an operation task's runJob step:
@@ -348,6 +355,72 @@ func (r *Reconciler) copyCredentials(ctx context.Context, run *taskRun, op *v1al
 		return "", fmt.Errorf("copying the backup credentials into %s: %w", t.Spec.Namespace, err)
 	}
 	return name, nil
+}
+
+// minCredentialLength is the shortest credential value redact masks.
+// Masking is by text, and a value of a few characters (an access key ID
+// of "test", a region) is common text: masking it would garble output
+// around every such word and hide nothing worth hiding.
+const minCredentialLength = 6
+
+// credentialValues are the values of the backup credentials the task's
+// jobs were given: the copy they read (copyCredentials) of the Secret the
+// operation names, or for a change's backup or restore steps the one the
+// environment names. No copy, no job was given any: nothing to mask.
+func (r *Reconciler) credentialValues(ctx context.Context, run *taskRun) (resolver.Sensitive, error) {
+	secret, err := r.credentialsSecret(ctx, run)
+	if secret == "" || err != nil {
+		return nil, err
+	}
+	a, err := r.actor(ctx, run)
+	if err != nil {
+		return nil, err
+	}
+	t := run.task
+	key := client.ObjectKey{Namespace: t.Spec.Namespace, Name: credentialsSecretName(t, secret)}
+	var cp corev1.Secret
+	if err := a.Reader.Get(ctx, key, &cp); apierrors.IsNotFound(err) {
+		return nil, nil
+	} else if err != nil {
+		return nil, fmt.Errorf("reading the Secret %s: %w", key, err)
+	}
+	out := resolver.Sensitive{}
+	for k, v := range cp.Data {
+		value := string(v)
+		trimmed := strings.TrimSpace(value)
+		if len(trimmed) < minCredentialLength {
+			continue
+		}
+		out[k] = value
+		// A value from a file ends in a newline a job's print may drop.
+		out[k+"/trimmed"] = trimmed
+	}
+	return out, nil
+}
+
+// credentialsSecret names the Secret whose copy the task's jobs were
+// given ("" when none): the operation's, or for a change whose backup or
+// restore steps started, the environment's as withOperation found it.
+func (r *Reconciler) credentialsSecret(ctx context.Context, run *taskRun) (string, error) {
+	t := run.task
+	if op := t.Spec.Operation; op != nil {
+		return op.Secret, nil
+	}
+	if r.opts.BackupSettings == nil {
+		return "", nil
+	}
+	for _, st := range t.Status.Steps {
+		if st.Args[argOperation] == "" || st.StartedAt == nil {
+			continue
+		}
+		id := t.Spec.Deployment
+		e, err := r.opts.BackupSettings(ctx, id.Cluster, id.Environment)
+		if err != nil {
+			return "", fmt.Errorf("reading the backup settings of %s/%s: %w", id.Cluster, id.Environment, err)
+		}
+		return e.Secret, nil
+	}
+	return "", nil
 }
 
 // Step arguments of an operation's steps inside a change's task (a

@@ -1,0 +1,302 @@
+package operation_test
+
+import (
+	"context"
+	"strings"
+	"testing"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	"github.com/styrmin/styrmin/drivers"
+	"github.com/styrmin/styrmin/operator/api/v1alpha1"
+	"github.com/styrmin/styrmin/operator/driversource"
+	"github.com/styrmin/styrmin/operator/instance"
+	"github.com/styrmin/styrmin/operator/operation"
+	"github.com/styrmin/styrmin/operator/task"
+	"github.com/styrmin/styrmin/resolver"
+)
+
+// backupDriver is a driver source whose every version declares backup
+// and restore hooks (and no deleteBackup hook).
+type backupDriver struct{}
+
+func (backupDriver) Driver(_ context.Context, req driversource.Request) (*drivers.Driver, error) {
+	job := drivers.Modes{Core: []drivers.Step{{Action: drivers.ActionRunJob, Component: "db", Job: "dump"}}}
+	return &drivers.Driver{Name: req.Ref.Name, Version: req.Ref.Version,
+		Hooks: map[drivers.Hook]drivers.Modes{drivers.HookBackup: job, drivers.HookRestore: job}}, nil
+}
+
+// restoring sets up hub running graphhub@1.4.0 at sequence 3, a backup
+// monday that holds it, and the StyrminRestore controller, with git
+// declaring local/data's backup location.
+func restoring(t *testing.T) (context.Context, client.Client, *operation.RestoreReconciler, operation.Options) {
+	t.Helper()
+	ctx, cl := operations(t)
+	in := &resolver.Instance{APIVersion: resolver.APIVersion, Kind: resolver.KindInstance, ID: resolver.ID{Cluster: "local", Environment: "data", Name: "hub"},
+		Sequence: 3, SourceCommit: "unknown", Driver: resolver.DriverRef{Name: "graphhub", Version: "1.4.0"}, AppVersion: "1.4.0",
+		Context: &drivers.Context{Parameters: map[string]any{"logLevel": "info"}}}
+	var err error
+	if in.Digest, err = in.ComputeDigest(); err != nil {
+		t.Fatal(err)
+	}
+	spec, err := instance.SpecFromInstance(in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := instance.InstanceFromSpec(&spec); err != nil {
+		t.Fatal(err)
+	}
+	if err := cl.Create(ctx, &v1alpha1.StyrminDeployment{ObjectMeta: metav1.ObjectMeta{Namespace: "data-hub", Name: "hub", Labels: hubID().Labels()}, Spec: spec}); err != nil {
+		t.Fatal(err)
+	}
+	newBackup(ctx, t, cl, "monday", v1alpha1.StyrminBackupStatus{Phase: v1alpha1.OperationSucceeded, Location: "s3://backups/local/data",
+		Deployments: []v1alpha1.OperationDeployment{{Name: "hub", Namespace: "data-hub", Task: "hub-backup-monday-1", Phase: v1alpha1.OperationSucceeded,
+			Artifact: "s3://backups/local/data/monday/hub", Sequence: 3, Driver: v1alpha1.DriverRef{Name: "graphhub", Version: "1.4.0"}}}})
+	opts := options(cl, cl)
+	opts.Drivers = backupDriver{}
+	opts.Settings = operation.SettingsFunc(func(context.Context) ([]resolver.EnvironmentBackups, error) {
+		return []resolver.EnvironmentBackups{{Cluster: "local", Environment: "data", Location: "s3://backups/local/data"}}, nil
+	})
+	r, err := operation.NewRestoreReconciler(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ctx, cl, r, opts
+}
+
+// endTask ends hub's task name in phase, as the task controller would.
+func endTask(ctx context.Context, t *testing.T, cl client.Client, name string, phase v1alpha1.TaskPhase) *v1alpha1.StyrminTask {
+	t.Helper()
+	var tk v1alpha1.StyrminTask
+	if err := cl.Get(ctx, client.ObjectKey{Namespace: "data-hub", Name: name}, &tk); err != nil {
+		t.Fatalf("hub's task %s: %v", name, err)
+	}
+	now := metav1.Now()
+	tk.Status = v1alpha1.StyrminTaskStatus{Phase: phase, Workflow: v1alpha1.WorkflowRestore, FromSequence: 3, StartedAt: &now, FinishedAt: &now, Message: "ended " + string(phase)}
+	if err := cl.Status().Update(ctx, &tk); err != nil {
+		t.Fatal(err)
+	}
+	return &tk
+}
+
+// retryRestore asks rs to run again and reconciles it.
+func retryRestore(ctx context.Context, t *testing.T, cl client.Client, r reconcile.Reconciler, rs *v1alpha1.StyrminRestore, retry string) {
+	t.Helper()
+	rs.Spec.Retry = retry
+	if err := cl.Update(ctx, rs); err != nil {
+		t.Fatal(err)
+	}
+	reconcileAndRead(ctx, t, cl, r, rs)
+}
+
+// TestRestoresWhoseTaskNamesReadAlikeEachGetTheirOwnTaskAndResult pins
+// the names of restore tasks: a retry's attempt once followed the name
+// (restore fix's second attempt and restore fix-2's first were both
+// hub-restore-fix-2), and the restore that came second took the other's
+// task as its own. Fix-2 then reported Succeeded with nothing restored;
+// the other way round, fix reported Succeeded while its failed first
+// attempt held hub's changes.
+func TestRestoresWhoseTaskNamesReadAlikeEachGetTheirOwnTaskAndResult(t *testing.T) {
+	ctx, cl, r, _ := restoring(t)
+	task := func(rs *v1alpha1.StyrminRestore) *v1alpha1.StyrminTask {
+		t.Helper()
+		var tk v1alpha1.StyrminTask
+		if err := cl.Get(ctx, client.ObjectKey{Namespace: "data-hub", Name: rs.Status.Deployments[0].Task}, &tk); err != nil {
+			t.Fatalf("restore %s's task: %v", rs.Name, err)
+		}
+		return &tk
+	}
+	owns := func(rs *v1alpha1.StyrminRestore, attempt int32) {
+		t.Helper()
+		if op := task(rs).Spec.Operation; op == nil || op.Name != rs.Name || op.Attempt != attempt {
+			t.Fatalf("restore %s (attempt %d) has task %s of %+v, want its own", rs.Name, attempt, rs.Status.Deployments[0].Task, op)
+		}
+	}
+
+	// Fix fails, then its retry succeeds; fix-2 comes after.
+	fix := newRestore(ctx, t, cl, "fix", "monday", v1alpha1.StyrminRestoreStatus{})
+	reconcileAndRead(ctx, t, cl, r, fix)
+	owns(fix, 1)
+	endTask(ctx, t, cl, fix.Status.Deployments[0].Task, v1alpha1.TaskFailed)
+	reconcileAndRead(ctx, t, cl, r, fix)
+	retryRestore(ctx, t, cl, r, fix, "1")
+	owns(fix, 2)
+	endTask(ctx, t, cl, fix.Status.Deployments[0].Task, v1alpha1.TaskSucceeded)
+	reconcileAndRead(ctx, t, cl, r, fix)
+	if fix.Status.Phase != v1alpha1.OperationSucceeded {
+		t.Fatalf("restore fix after its retry succeeded: %s %q", fix.Status.Phase, fix.Status.Message)
+	}
+	fix2 := newRestore(ctx, t, cl, "fix-2", "monday", v1alpha1.StyrminRestoreStatus{})
+	reconcileAndRead(ctx, t, cl, r, fix2)
+	reconcileAndRead(ctx, t, cl, r, fix2)
+	owns(fix2, 1)
+	if fix2.Status.Phase != v1alpha1.OperationRunning {
+		t.Fatalf("restore fix-2, whose task has not run: %s %q, want Running", fix2.Status.Phase, fix2.Status.Message)
+	}
+
+	// The other way round: undo-2 succeeds, then undo fails and is
+	// retried.
+	undo2 := newRestore(ctx, t, cl, "undo-2", "monday", v1alpha1.StyrminRestoreStatus{})
+	reconcileAndRead(ctx, t, cl, r, undo2)
+	endTask(ctx, t, cl, undo2.Status.Deployments[0].Task, v1alpha1.TaskSucceeded)
+	reconcileAndRead(ctx, t, cl, r, undo2)
+	undo := newRestore(ctx, t, cl, "undo", "monday", v1alpha1.StyrminRestoreStatus{})
+	reconcileAndRead(ctx, t, cl, r, undo)
+	endTask(ctx, t, cl, undo.Status.Deployments[0].Task, v1alpha1.TaskFailed)
+	reconcileAndRead(ctx, t, cl, r, undo)
+	retryRestore(ctx, t, cl, r, undo, "1")
+	reconcileAndRead(ctx, t, cl, r, undo)
+	owns(undo, 2)
+	if undo.Status.Phase != v1alpha1.OperationRunning {
+		t.Fatalf("restore undo, whose retry has not run: %s %q, want Running", undo.Status.Phase, undo.Status.Message)
+	}
+	for _, rs := range []*v1alpha1.StyrminRestore{fix, fix2, undo2, undo} {
+		if n := rs.Status.Deployments[0].Task; len(n) > 63 {
+			t.Errorf("restore %s's task name %s has %d characters, want at most 63 (it labels the task's jobs)", rs.Name, n, len(n))
+		}
+	}
+}
+
+// TestARestoreNeverTakesAnotherOperationsTaskAtItsTaskNameAsItsOwn pins
+// what a restore does with a task already at its task's name that is
+// not its own (made by hand, or by an older agent for another restore):
+// an error naming that task, never its result as the restore's.
+func TestARestoreNeverTakesAnotherOperationsTaskAtItsTaskNameAsItsOwn(t *testing.T) {
+	ctx, cl, r, _ := restoring(t)
+	name := task.OperationTaskName("hub", v1alpha1.OperationRestore, "fix", 1)
+	other := newOperationTask(ctx, t, cl, name, v1alpha1.TaskOperation{Kind: v1alpha1.OperationRestore, Name: "other", BackupID: "monday",
+		Artifact: "s3://backups/local/data/monday/hub", Attempt: 1}, 3, 3, v1alpha1.StyrminTaskStatus{Phase: v1alpha1.TaskSucceeded})
+	fix := newRestore(ctx, t, cl, "fix", "monday", v1alpha1.StyrminRestoreStatus{})
+
+	_, err := r.Reconcile(ctx, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(fix)})
+	if err == nil || !strings.Contains(err.Error(), "data-hub/"+name) || !strings.Contains(err.Error(), "StyrminRestore other") {
+		t.Fatalf("the start of a restore whose task name holds another restore's task: %v, want an error naming it and whose it is", err)
+	}
+	reconcileAndRead(ctx, t, cl, r, fix)
+	d := fix.Status.Deployments[0]
+	if fix.Status.Phase != v1alpha1.OperationFailed || d.Phase != v1alpha1.OperationFailed ||
+		!strings.Contains(d.Message, "data-hub/"+name) || !strings.Contains(d.Message, "StyrminRestore other") {
+		t.Fatalf("restore fix: %s, hub %s %q; want both Failed, naming the other restore's task", fix.Status.Phase, d.Phase, d.Message)
+	}
+	var after v1alpha1.StyrminTask
+	if err := cl.Get(ctx, client.ObjectKeyFromObject(other), &after); err != nil || after.Spec.Operation.Name != "other" || after.Status.Phase != v1alpha1.TaskSucceeded {
+		t.Fatalf("the other restore's task after: %+v %s (%v), want it untouched", after.Spec.Operation, after.Status.Phase, err)
+	}
+}
+
+// TestARestoreWhoseNameCannotLabelItsTasksIsRefusedAndHoldsNothing pins
+// the check of a restore's name: its tasks carry it as a label value (at
+// most 63 characters). A longer one was started, its task refused by the
+// API server on every pass: it stayed Running for ever, and its backup's
+// deletion waited for it for ever.
+func TestARestoreWhoseNameCannotLabelItsTasksIsRefusedAndHoldsNothing(t *testing.T) {
+	ctx, cl, r, opts := restoring(t)
+	long := "put-the-hub-back-as-it-was-on-monday-before-the-migration-broke-it"
+	rs := newRestore(ctx, t, cl, long, "monday", v1alpha1.StyrminRestoreStatus{})
+	for range 3 {
+		// Without the check, each pass fails making the task.
+		_, _ = r.Reconcile(ctx, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(rs)})
+	}
+	if err := cl.Get(ctx, client.ObjectKeyFromObject(rs), rs); err != nil {
+		t.Fatal(err)
+	}
+	if rs.Status.Phase != v1alpha1.OperationFailed || !strings.Contains(rs.Status.Message, "metadata.name") ||
+		!strings.Contains(rs.Status.Message, "at most 63 characters") || len(rs.Status.Deployments) != 0 {
+		t.Fatalf("a restore named with %d characters: %s %q, %d deployments; want it refused naming metadata.name and what is expected",
+			len(long), rs.Status.Phase, rs.Status.Message, len(rs.Status.Deployments))
+	}
+	// One an older agent started under such a name ends Failed too, at
+	// the next pass that would make its task.
+	started := newRestore(ctx, t, cl, long+"-too", "monday", v1alpha1.StyrminRestoreStatus{Phase: v1alpha1.OperationRunning, Environment: "data",
+		Deployments: []v1alpha1.OperationDeployment{{Name: "hub", Namespace: "data-hub", Task: "hub-restore-" + long + "-too", Attempt: 1,
+			Phase: v1alpha1.OperationPending, Artifact: "s3://backups/local/data/monday/hub", Sequence: 3}}})
+	for range 3 {
+		_, _ = r.Reconcile(ctx, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(started)})
+	}
+	if err := cl.Get(ctx, client.ObjectKeyFromObject(started), started); err != nil {
+		t.Fatal(err)
+	}
+	if started.Status.Phase != v1alpha1.OperationFailed || !strings.Contains(started.Status.Message, "metadata.name") {
+		t.Fatalf("a restore with a name too long started by an older agent: %s %q, want it Failed naming metadata.name", started.Status.Phase, started.Status.Message)
+	}
+	var tasks v1alpha1.StyrminTaskList
+	if err := cl.List(ctx, &tasks, client.InNamespace("data-hub")); err != nil || len(tasks.Items) != 0 {
+		t.Fatalf("hub's tasks after the refusal: %d (%v), want none", len(tasks.Items), err)
+	}
+
+	b := &v1alpha1.StyrminBackup{ObjectMeta: metav1.ObjectMeta{Namespace: "styrmin-system", Name: "monday"}}
+	if err := cl.Delete(ctx, b); err != nil {
+		t.Fatal(err)
+	}
+	backups, err := operation.NewBackupReconciler(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if reconcileAndRead(ctx, t, cl, backups, b) {
+		t.Fatalf("backup monday stays at its deletion: %+v", b.Status.Conditions)
+	}
+}
+
+// TestAnOperationBegunByAnOlderAgentFindsItsTasksUnderTheirOldNames pins
+// how an operation finds the tasks an older agent made, whose names had
+// no hash (hub-restore-fix, hub-deletebackup-monday): by their
+// spec.operation. A backup's deletion that found no deleteBackup task
+// under the new name let the backup go while its old one ran (and
+// deleted that task); a retry planned by an older agent that found no
+// failed attempt went after hub's later changes, which its failure held.
+func TestAnOperationBegunByAnOlderAgentFindsItsTasksUnderTheirOldNames(t *testing.T) {
+	ctx, cl, r, opts := restoring(t)
+	// A change to sequence 4 waits behind restore fix, whose first
+	// attempt failed; the older agent planned its retry, then stopped.
+	change := &v1alpha1.StyrminTask{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "data-hub", Name: "hub-4", Labels: hubID().Labels()},
+		Spec: v1alpha1.StyrminTaskSpec{Deployment: hubID(), Namespace: "data-hub", Workflow: v1alpha1.WorkflowUpdate, FromSequence: 3, ToSequence: 4,
+			Lock: v1alpha1.LockRef{Commit: "c4", Path: "locks/local/data/hub.lock.yaml"}},
+	}
+	if err := cl.Create(ctx, change); err != nil {
+		t.Fatal(err)
+	}
+	op := v1alpha1.TaskOperation{Kind: v1alpha1.OperationRestore, Name: "fix", BackupID: "monday", Artifact: "s3://backups/local/data/monday/hub", Attempt: 1}
+	newOperationTask(ctx, t, cl, "hub-restore-fix", op, 3, 3, v1alpha1.StyrminTaskStatus{Phase: v1alpha1.TaskFailed})
+	fix := newRestore(ctx, t, cl, "fix", "monday", v1alpha1.StyrminRestoreStatus{Phase: v1alpha1.OperationRunning, Environment: "data", ObservedRetry: "1",
+		Deployments: []v1alpha1.OperationDeployment{{Name: "hub", Namespace: "data-hub", Task: "hub-restore-fix-2", Attempt: 2,
+			Phase: v1alpha1.OperationPending, Artifact: "s3://backups/local/data/monday/hub", Sequence: 3}}})
+	fix.Spec.Retry = "1"
+	if err := cl.Update(ctx, fix); err != nil {
+		t.Fatal(err)
+	}
+	reconcileAndRead(ctx, t, cl, r, fix)
+	var retry v1alpha1.StyrminTask
+	if err := cl.Get(ctx, client.ObjectKey{Namespace: "data-hub", Name: "hub-restore-fix-2"}, &retry); err != nil {
+		t.Fatalf("the retry the older agent planned: %v", err)
+	}
+	if retry.Spec.ToSequence != 3 {
+		t.Errorf("the retry of restore fix goes at sequence %d, want 3, its failed attempt's place before the change it holds", retry.Spec.ToSequence)
+	}
+
+	// Monday's deletion, begun by the older agent: its deleteBackup task
+	// for hub runs.
+	newOperationTask(ctx, t, cl, "hub-deletebackup-monday", v1alpha1.TaskOperation{Kind: v1alpha1.OperationDeleteBackup, Name: "monday", BackupID: "monday",
+		Artifact: "s3://backups/local/data/monday/hub", Attempt: 1}, 3, 3, v1alpha1.StyrminTaskStatus{Phase: v1alpha1.TaskRunning})
+	if err := cl.Delete(ctx, fix); err != nil {
+		t.Fatal(err)
+	}
+	reconcileAndRead(ctx, t, cl, r, fix)
+	b := &v1alpha1.StyrminBackup{ObjectMeta: metav1.ObjectMeta{Namespace: "styrmin-system", Name: "monday"}}
+	if err := cl.Delete(ctx, b); err != nil {
+		t.Fatal(err)
+	}
+	backups, err := operation.NewBackupReconciler(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reconcileAndRead(ctx, t, cl, backups, b) {
+		t.Fatal("backup monday went while the deleteBackup task an older agent made for it runs")
+	}
+	var tasks v1alpha1.StyrminTaskList
+	if err := cl.List(ctx, &tasks, client.InNamespace("data-hub"), client.MatchingLabels{v1alpha1.LabelOperation: "monday"}); err != nil || len(tasks.Items) != 1 {
+		t.Fatalf("monday's deleteBackup tasks: %d (%v), want the one the older agent made", len(tasks.Items), err)
+	}
+}
