@@ -54,6 +54,10 @@ type Options struct {
 	// Token authenticates (a fine-grained token with "Commit statuses:
 	// write", or a GitHub App's installation token).
 	Token string
+	// TokenSource, when set instead of Token, gives the token for each
+	// post: a token that is replaced while the agent runs (an
+	// installation token expires within the hour) is used once replaced.
+	TokenSource func(ctx context.Context) (string, error)
 	// HTTP is the client (nil: one with a 30 s timeout).
 	HTTP *http.Client
 }
@@ -63,7 +67,7 @@ type Options struct {
 type Client struct {
 	base        *url.URL
 	owner, repo string
-	token       string
+	token       func(ctx context.Context) (string, error)
 	http        *http.Client
 }
 
@@ -85,8 +89,15 @@ func New(o Options) (*Client, error) {
 	if !validName.MatchString(o.Owner) || !validName.MatchString(o.Repo) {
 		return nil, fmt.Errorf("commitstatus: %q/%q is not a GitHub repository name", o.Owner, o.Repo)
 	}
-	if o.Token == "" {
+	token := o.TokenSource
+	switch {
+	case token != nil && o.Token != "":
+		return nil, errors.New("commitstatus: give a token or a token source, not both")
+	case token == nil && o.Token == "":
 		return nil, errors.New("commitstatus: a token is required")
+	case token == nil:
+		fixed := o.Token
+		token = func(context.Context) (string, error) { return fixed, nil }
 	}
 	if o.HTTP == nil {
 		o.HTTP = &http.Client{Timeout: 30 * time.Second}
@@ -94,7 +105,7 @@ func New(o Options) (*Client, error) {
 	// Redirects would carry the Authorization header elsewhere: refused.
 	hc := *o.HTTP
 	hc.CheckRedirect = func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
-	return &Client{base: base, owner: o.Owner, repo: o.Repo, token: o.Token, http: &hc}, nil
+	return &Client{base: base, owner: o.Owner, repo: o.Repo, token: token, http: &hc}, nil
 }
 
 // String names the repository, never the token.
@@ -125,12 +136,19 @@ func (c *Client) Post(ctx context.Context, sha string, s Status) error {
 	if err != nil {
 		return err
 	}
+	token, err := c.token(ctx)
+	if err != nil {
+		return fmt.Errorf("commitstatus: the token: %w", err)
+	}
+	if token == "" {
+		return errors.New("commitstatus: the token is empty")
+	}
 	u := c.base.JoinPath("repos", c.owner, c.repo, "statuses", sha)
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, u.String(), bytes.NewReader(body))
 	if err != nil {
 		return fmt.Errorf("commitstatus: %w", err)
 	}
-	req.Header.Set("Authorization", "Bearer "+c.token)
+	req.Header.Set("Authorization", "Bearer "+token)
 	req.Header.Set("Accept", "application/vnd.github+json")
 	req.Header.Set("X-GitHub-Api-Version", "2022-11-28")
 	req.Header.Set("Content-Type", "application/json")
@@ -157,6 +175,10 @@ type HTTPError struct {
 func (e *HTTPError) Error() string {
 	return fmt.Sprintf("commitstatus: the API answered %d %s: %s", e.Code, http.StatusText(e.Code), e.Message)
 }
+
+// Unauthorized says the token was refused (expired, revoked): a request
+// with the token that replaces it may succeed.
+func (e *HTTPError) Unauthorized() bool { return e.Code == http.StatusUnauthorized }
 
 // Retryable says whether the same request may succeed later (rate
 // limits, the host's own errors), not a refusal of the token or request.

@@ -201,3 +201,49 @@ func TestParseRepositoryReadsGitHubURLs(t *testing.T) {
 		t.Error("BaseURLFor")
 	}
 }
+
+// TestATokenSourceGivesTheTokenOfEachPost: a token replaced while the
+// agent runs is used from the next post on; a token and a source at once
+// is a mistake, and a source that fails posts nothing.
+func TestATokenSourceGivesTheTokenOfEachPost(t *testing.T) {
+	var mu sync.Mutex
+	var seen []string
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		seen = append(seen, r.Header.Get("Authorization"))
+		mu.Unlock()
+		w.WriteHeader(http.StatusCreated)
+	}))
+	defer srv.Close()
+	if _, err := commitstatus.New(commitstatus.Options{BaseURL: srv.URL, Owner: "acme", Repo: "desired", Token: token,
+		TokenSource: func(context.Context) (string, error) { return token, nil }}); err == nil {
+		t.Fatal("a token and a token source at once were accepted")
+	}
+	tokens := []string{"ghs_one", "ghs_two", ""}
+	c, err := commitstatus.New(commitstatus.Options{BaseURL: srv.URL, Owner: "acme", Repo: "desired",
+		TokenSource: func(context.Context) (string, error) {
+			next := tokens[0]
+			tokens = tokens[1:]
+			if next == "" {
+				return "", fmt.Errorf("the Secret is gone")
+			}
+			return next, nil
+		}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sha := strings.Repeat("a", 40)
+	for range 2 {
+		if err := c.Post(context.Background(), sha, commitstatus.Status{State: commitstatus.Success, Context: "styrmin/x"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := c.Post(context.Background(), sha, commitstatus.Status{State: commitstatus.Success, Context: "styrmin/x"}); err == nil || !strings.Contains(err.Error(), "the Secret is gone") {
+		t.Fatalf("a source that fails: %v", err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if strings.Join(seen, ",") != "Bearer ghs_one,Bearer ghs_two" {
+		t.Fatalf("the posts carried %v, want each post the source's token of the moment and none when it failed", seen)
+	}
+}

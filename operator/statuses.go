@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -34,7 +36,9 @@ type StatusOptions struct {
 }
 
 // addStatusReporter reports lock commits' results (the elected replica
-// only). The token is read once from its Secret and kept in the client.
+// only). The token is read from its Secret again after tokenTTL, so a
+// token replaced there (an installation token expires within the hour)
+// is used without a restart.
 func (a *Agent) addStatusReporter(ctx context.Context, direct client.Reader, opts Options) error {
 	so := opts.Statuses
 	if so.SecretName == "" {
@@ -46,14 +50,12 @@ func (a *Agent) addStatusReporter(ctx context.Context, direct client.Reader, opt
 	if so.SecretName == "" {
 		return errors.New("agent: reporting commit statuses needs a token: name its Secret (--status-secret, or --repo-secret)")
 	}
-	var s corev1.Secret
 	key := types.NamespacedName{Namespace: opts.Manager.Namespace, Name: so.SecretName}
-	if err := direct.Get(ctx, key, &s); err != nil {
-		return fmt.Errorf("agent: reading the commit status token from Secret %s: %w", key, err)
-	}
-	token := string(s.Data[so.SecretKey])
-	if token == "" {
-		return fmt.Errorf("agent: Secret %s has no key %q holding the commit status token", key, so.SecretKey)
+	tokens := &secretToken{reader: direct, key: key, field: so.SecretKey, ttl: tokenTTL}
+	// Read once now: a missing Secret or key is a mistake to report at
+	// start, not at the first lock commit.
+	if _, err := tokens.Token(ctx); err != nil {
+		return fmt.Errorf("agent: %w", err)
 	}
 	host, owner, repo, err := commitstatus.ParseRepository(opts.URL)
 	if so.Repository != "" {
@@ -73,7 +75,7 @@ func (a *Agent) addStatusReporter(ctx context.Context, direct client.Reader, opt
 	if base == "" {
 		base = commitstatus.BaseURLFor(host)
 	}
-	poster, err := commitstatus.New(commitstatus.Options{BaseURL: base, Owner: owner, Repo: repo, Token: token})
+	poster, err := commitstatus.New(commitstatus.Options{BaseURL: base, Owner: owner, Repo: repo, TokenSource: tokens.Token})
 	if err != nil {
 		return fmt.Errorf("agent: %w", err)
 	}
@@ -85,4 +87,40 @@ func (a *Agent) addStatusReporter(ctx context.Context, direct client.Reader, opt
 	}
 	a.log.Info("reporting lock commits' results as commit statuses", "to", poster.String(), "context", "styrmin/"+opts.Cluster)
 	return a.mgr.Add(r)
+}
+
+// tokenTTL is how long a commit status token read from its Secret is used
+// before it is read again.
+const tokenTTL = time.Minute
+
+// secretToken is a token kept in a Secret's key, read again once older
+// than ttl. A failed read is not kept: the next post reads again.
+type secretToken struct {
+	reader client.Reader
+	key    types.NamespacedName
+	field  string
+	ttl    time.Duration
+
+	mu      sync.Mutex
+	token   string
+	expires time.Time
+}
+
+// Token returns the token, reading the Secret when the one kept expired.
+func (s *secretToken) Token(ctx context.Context) (string, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.token != "" && time.Now().Before(s.expires) {
+		return s.token, nil
+	}
+	var sec corev1.Secret
+	if err := s.reader.Get(ctx, s.key, &sec); err != nil {
+		return "", fmt.Errorf("reading the commit status token from Secret %s: %w", s.key, err)
+	}
+	token := strings.TrimSpace(string(sec.Data[s.field]))
+	if token == "" {
+		return "", fmt.Errorf("Secret %s has no key %q holding the commit status token", s.key, s.field)
+	}
+	s.token, s.expires = token, time.Now().Add(s.ttl)
+	return token, nil
 }

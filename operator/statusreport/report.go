@@ -143,6 +143,7 @@ func (r *Reporter) Report(ctx context.Context) error {
 		}
 	}
 	var errs []error
+commits:
 	for _, sha := range slices.Sorted(maps.Keys(byCommit)) {
 		tasks := byCommit[sha]
 		s := Summarize(r.o.Cluster, tasks)
@@ -164,6 +165,12 @@ func (r *Reporter) Report(ctx context.Context) error {
 		case err == nil:
 			r.o.Log.Info("reported a lock commit's result", "commit", sha[:min(12, len(sha))], "state", s.State, "description", s.Description)
 			r.remember(sha, s, tasks)
+		case errors.As(err, &he) && he.Unauthorized():
+			// The token was refused (expired, revoked): the one that
+			// replaces it is used next round; the other commits would be
+			// refused alike meanwhile.
+			errs = append(errs, err)
+			break commits
 		case errors.As(err, &he) && !he.Retryable():
 			// Refused for good (a bad token, an unknown commit): not
 			// asked again until the status changes.

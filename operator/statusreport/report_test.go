@@ -193,3 +193,58 @@ func TestReporterPostsEachLockCommitsResultOnceItChanges(t *testing.T) {
 func keyOf(namespace, name string) client.ObjectKey {
 	return client.ObjectKey{Namespace: namespace, Name: name}
 }
+
+// TestAStatusRefusedForAnExpiredTokenIsPostedWithTheNextToken: a refused
+// token (401: expired, revoked) is no verdict on the status. It was
+// remembered like a refusal for good, so the commit's status was never
+// posted, not even once the token was replaced.
+func TestAStatusRefusedForAnExpiredTokenIsPostedWithTheNextToken(t *testing.T) {
+	_, cl := agenttest.StartCluster(t, testcluster.Options{})
+	ctx := context.Background()
+	gh := &gitHub{}
+	srv := httptest.NewServer(gh)
+	defer srv.Close()
+	var mu sync.Mutex
+	current := "ghs_expired"
+	poster, err := commitstatus.New(commitstatus.Options{BaseURL: srv.URL, Owner: "acme", Repo: "desired",
+		TokenSource: func(context.Context) (string, error) {
+			mu.Lock()
+			defer mu.Unlock()
+			return current, nil
+		}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := statusreport.New(statusreport.Options{Reader: cl, Poster: poster, Cluster: "prod"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cl.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "apps"}}); err != nil {
+		t.Fatal(err)
+	}
+	sha := strings.Repeat("d", 40)
+	did := v1alpha1.DeploymentID{Cluster: "prod", Environment: "dev", Name: "web"}
+	tk := &v1alpha1.StyrminTask{
+		ObjectMeta: metav1.ObjectMeta{Name: "dev-web-2", Namespace: "apps", Labels: did.Labels()},
+		Spec:       v1alpha1.StyrminTaskSpec{Deployment: did, Namespace: "apps", Workflow: v1alpha1.WorkflowUpdate, ToSequence: 2, Lock: v1alpha1.LockRef{Commit: sha, Path: "locks/prod/dev/web.lock.yaml"}},
+	}
+	if err := cl.Create(ctx, tk); err != nil {
+		t.Fatal(err)
+	}
+	tk.Status.Phase, tk.Status.FinishedAt = v1alpha1.TaskSucceeded, &metav1.Time{Time: time.Now()}
+	if err := cl.Status().Update(ctx, tk); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.Report(ctx); err == nil || !strings.Contains(err.Error(), "401") {
+		t.Fatalf("with an expired token: %v, want the 401", err)
+	}
+	mu.Lock()
+	current = token
+	mu.Unlock()
+	if err := r.Report(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if got := gh.take(); len(got) != 1 || got[0].sha != sha || got[0].State != commitstatus.Success {
+		t.Fatalf("with the token that replaced it: posted %+v, want the commit's success", got)
+	}
+}
