@@ -43,7 +43,17 @@ Exit codes: 0 success (changes or not), 1 error.`,
 			if len(p.Errors) > 0 {
 				return fmt.Errorf("%s: %s", p.Errors[0].ID, p.Errors[0].Message)
 			}
-			if len(p.Deployments) == 0 && p.Summary.Unchanged == 0 {
+			if len(p.Deployments) == 0 && len(p.Held) > 0 && format == planner.FormatText {
+				// On hold: resolved, but kept at its lock (planner.Held).
+				h := p.Held[0]
+				waits := "nothing waits: the configuration resolves to the locked instance"
+				if h.Waiting {
+					waits = "a change waits: it is locked and applied once the hold is lifted"
+				}
+				_, err := fmt.Fprintf(stdout, "%s: on hold (%s); %s\n", id, h.Reason, waits)
+				return err
+			}
+			if len(p.Deployments) == 0 && p.Summary.Unchanged == 0 && len(p.Held) == 0 {
 				return fmt.Errorf("deployment %s is neither defined in the configuration nor locked at the base %s", id, p.Base)
 			}
 			ro, err := renderOptions(f, stdout, true)

@@ -344,3 +344,20 @@ func TestLockCheckWithCommitOrPushIsRefusedAndCommitsNothing(t *testing.T) {
 		t.Fatal("lock --check --push pushed the configuration commit")
 	}
 }
+
+// TestLockCommitSaysItDidNotLockUncommittedEdits: lock --commit locks the
+// committed head; with configuration edits in the working tree it said
+// only "nothing to lock", as if it had seen them and they changed nothing.
+func TestLockCommitSaysItDidNotLockUncommittedEdits(t *testing.T) {
+	dir := lockedGitRepo(t)
+	writeRepoFile(t, dir, devWebFile, "driver: \"webapp\"\nappVersion: \"1.25.0\"\nparameters: replicas: 3\n")
+	out, code, err := styrminctl(t, "--repo", dir, "lock", "--commit")
+	if code != 0 || !strings.Contains(out, "nothing to lock") || !strings.Contains(out, "uncommitted configuration edits, which are not locked") {
+		t.Fatalf("lock --commit with uncommitted edits: exit %d, %v:\n%s", code, err, out)
+	}
+	planGit(t, dir, "commit", "-q", "-am", "web: three replicas")
+	out, code, err = styrminctl(t, "--repo", dir, "lock", "--commit")
+	if code != 0 || strings.Contains(out, "uncommitted") || !strings.Contains(out, "locked local/dev/web=") {
+		t.Fatalf("lock --commit of the committed edit: exit %d, %v:\n%s", code, err, out)
+	}
+}

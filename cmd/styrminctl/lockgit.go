@@ -107,6 +107,9 @@ func runLockCommit(ctx context.Context, g *globalOptions, o *lockOptions, stdout
 		return err
 	}
 	printNotRetried(stdout, out.NotRetried)
+	if o.branch == "" {
+		printUncommittedNote(stdout, repo, g.Repo, dir)
+	}
 	if !out.Committed {
 		fmt.Fprintln(stdout, "nothing to lock: every deployment is at its locked instance")
 		return out.Skipped
@@ -116,4 +119,18 @@ func runLockCommit(ctx context.Context, g *globalOptions, o *lockOptions, stdout
 	}
 	printCommitted(stdout, out, repo, o.push)
 	return out.Skipped
+}
+
+// printUncommittedNote says that the working tree's configuration edits
+// were not locked: --commit and --push lock the committed head, and "nothing
+// to lock" alone would read as if the edits had been seen and found to
+// change nothing.
+func printUncommittedNote(stdout io.Writer, repo *gitsource.Repo, dir, sub string) {
+	head, err := repo.Resolve("HEAD")
+	if err != nil || head.IsZero() {
+		return
+	}
+	if same, err := repo.SameFiles(head, sub, os.DirFS(dir), resolver.ConfigPaths()); err == nil && !same {
+		fmt.Fprintln(stdout, "note: the working tree has uncommitted configuration edits, which are not locked: --commit and --push lock the committed head; commit the edits first")
+	}
 }

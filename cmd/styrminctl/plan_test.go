@@ -217,3 +217,20 @@ func TestPlanWorksForARepositoryInASubfolderOfTheGitRepository(t *testing.T) {
 		t.Errorf("the plan does not compare with the subfolder's lockfiles:\n%s", out)
 	}
 }
+
+// TestDiffOfADeploymentOnHoldSaysSo: a held deployment is resolved but
+// kept at its lock; diff said it was "neither defined in the configuration
+// nor locked", which sends its reader looking for a deleted file.
+func TestDiffOfADeploymentOnHoldSaysSo(t *testing.T) {
+	dir := lockedGitRepo(t)
+	writeRepoFile(t, dir, devWebFile, "driver:     \"webapp\"\nappVersion: \"1.25.0\"\nparameters: replicas: 2\nhold: \"freeze for the audit\"\n")
+	out, code, err := styrminctl(t, "--repo", dir, "diff", "local/dev/web")
+	if code != 0 || !strings.Contains(out, "local/dev/web: on hold (freeze for the audit); nothing waits") {
+		t.Fatalf("diff of a held deployment: exit %d, %v:\n%s", code, err, out)
+	}
+	writeRepoFile(t, dir, devWebFile, "driver:     \"webapp\"\nappVersion: \"1.25.0\"\nparameters: replicas: 3\nhold: \"freeze for the audit\"\n")
+	out, code, err = styrminctl(t, "--repo", dir, "diff", "local/dev/web")
+	if code != 0 || !strings.Contains(out, "on hold (freeze for the audit); a change waits") {
+		t.Fatalf("diff of a held deployment with a change: exit %d, %v:\n%s", code, err, out)
+	}
+}
