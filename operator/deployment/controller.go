@@ -7,6 +7,7 @@ import (
 	"maps"
 	"math/rand/v2"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -325,6 +326,12 @@ func applyError(rs *reconcileState, err error) error {
 		return outcome.Stalled(v1alpha1.ReasonApplyFailed, err)
 	case errors.As(err, &conflict):
 		return outcome.Retryable(v1alpha1.ReasonApplyConflict, err)
+	// The API server answers 403 for more than RBAC: saying "RBAC" then
+	// sends whoever reads it to the wrong place.
+	case apierrors.IsForbidden(err) && apierrors.HasStatusCause(err, corev1.NamespaceTerminatingCause):
+		return outcome.Retryable(v1alpha1.ReasonNamespaceTerminating, fmt.Errorf("namespace %s is being deleted: %w", rs.sd.Namespace, err))
+	case apierrors.IsForbidden(err) && strings.Contains(err.Error(), "exceeded quota"):
+		return outcome.Retryable(v1alpha1.ReasonQuotaExceeded, fmt.Errorf("a ResourceQuota of namespace %s refuses the release's objects: %w", rs.sd.Namespace, err))
 	case apierrors.IsForbidden(err):
 		who := "the agent's own identity"
 		if ns, name, ok := rs.instance.Context.Environment.Policy.ServiceAccount(rs.sd.Namespace); ok {

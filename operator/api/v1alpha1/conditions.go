@@ -68,6 +68,12 @@ const (
 	// it was made as (the environment's service account, or the agent):
 	// retried, as the cluster's RBAC may be fixed.
 	ReasonForbidden = "Forbidden"
+	// ReasonQuotaExceeded: a ResourceQuota of the namespace refused an
+	// object of the release (retried: the quota may be raised).
+	ReasonQuotaExceeded = "QuotaExceeded"
+	// ReasonNamespaceTerminating: the deployment's namespace is being
+	// deleted, and takes no new objects.
+	ReasonNamespaceTerminating = "NamespaceTerminating"
 	// ReasonApplyConflict: an object the release did not create exists
 	// and another field manager owns fields of it; it is not taken over.
 	ReasonApplyConflict = "ApplyConflict"
