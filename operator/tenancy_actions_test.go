@@ -196,3 +196,57 @@ func TestDeletingTheNamespaceOfADeploymentThatAppliesAsAServiceAccountEnds(t *te
 		return false, string(ns.Status.Phase), nil
 	})
 }
+
+// TestADriftCheckThatCannotReadTheObjectsLeavesReadyAlone: a drift check
+// that fails (here the account may no longer read Deployments: a Role
+// tightened by hand) says nothing of the workloads, which the agent reads
+// itself. It turned Ready False (HealthCheckFailed), paging whoever alerts
+// on Ready for a deployment that runs fine; now Drifted is Unknown, naming
+// the failure, and Ready stays True.
+func TestADriftCheckThatCannotReadTheObjectsLeavesReadyAlone(t *testing.T) {
+	t.Parallel()
+	const sa = "styrmin-deployer"
+	e := startServiceAccountAppEnv(t, sa)
+	e.lock(t)
+	e.startAgent(t, "--drift-interval=2s")
+	requireSucceeded(t, e.waitTask(t, appNamespace, "app", 1))
+	ctx := context.Background()
+	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		var r rbacv1.Role
+		if err := e.c.Get(ctx, client.ObjectKey{Namespace: appNamespace, Name: sa}, &r); err != nil {
+			return err
+		}
+		for i, p := range r.Rules {
+			if slices.Contains(p.APIGroups, "apps") {
+				r.Rules[i].Verbs = slices.DeleteFunc(slices.Clone(p.Verbs), func(v string) bool { return v == "get" })
+			}
+		}
+		return e.c.Update(ctx, &r)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	key := client.ObjectKey{Namespace: appNamespace, Name: appNamespace}
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		var sd v1alpha1.StyrminDeployment
+		if err := e.c.Get(ctx, key, &sd); err != nil {
+			t.Fatal(err)
+		}
+		ready := apimeta.FindStatusCondition(sd.Status.Conditions, v1alpha1.ConditionReady)
+		if ready == nil || ready.Status != metav1.ConditionTrue {
+			t.Fatalf("Ready after a drift check could not read the objects: %+v, want True", ready)
+		}
+		drifted := apimeta.FindStatusCondition(sd.Status.Conditions, v1alpha1.ConditionDrifted)
+		if drifted != nil && drifted.Reason == v1alpha1.ReasonDriftCheckFailed {
+			if drifted.Status != metav1.ConditionUnknown || !strings.Contains(drifted.Message, "forbidden") {
+				t.Errorf("Drifted %+v, want Unknown naming the refused read", drifted)
+			}
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no failed drift check reported in 60 s: Drifted %+v", drifted)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+}

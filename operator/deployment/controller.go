@@ -698,8 +698,16 @@ func (r *Reconciler) correctDrift(ctx context.Context, rs *reconcileState) error
 		return nil
 	}
 	if err != nil {
+		// A look at the live objects that failed (a read the identity may
+		// not make, the API server busy) says nothing of the workloads:
+		// Ready stays the health phase's verdict, and the check is tried
+		// again sooner than the interval.
 		r.metrics.driftChecks.WithLabelValues("error").Inc()
-		return outcome.Retryable(v1alpha1.ReasonHealthCheckFailed, err)
+		setCondition(sd, v1alpha1.ConditionDrifted, metav1.ConditionUnknown, v1alpha1.ReasonDriftCheckFailed, err.Error())
+		retry := min(r.interval, driftRetryInterval)
+		st.nextCheck = now.Add(retry)
+		rs.requeueWithin(retry)
+		return nil
 	}
 	if len(drifts) == 0 {
 		r.metrics.driftChecks.WithLabelValues("clean").Inc()
@@ -739,6 +747,9 @@ func (r *Reconciler) correctDrift(ctx context.Context, rs *reconcileState) error
 	// Workloads put back may need to become ready again.
 	return r.health(ctx, rs)
 }
+
+// driftRetryInterval is how soon a drift check that failed is tried again.
+const driftRetryInterval = 30 * time.Second
 
 // taskPollInterval is how soon a drift check paused by a running task is
 // tried again.

@@ -62,6 +62,9 @@ const (
 	// steps change workloads on purpose (workers stopped for a migration),
 	// so drift is not corrected until it ends.
 	ReasonDriftCheckPaused = "DriftCheckPaused"
+	// ReasonDriftCheckFailed: the live objects could not be compared with
+	// the release (Drifted Unknown); it says nothing of their health.
+	ReasonDriftCheckFailed = "DriftCheckFailed"
 	// ReasonDeleting: a tombstone or deletion is uninstalling the release.
 	ReasonDeleting = "Deleting"
 	// ReasonForbidden: the API server refused the apply for the identity
@@ -188,4 +191,11 @@ const (
 	// ReasonDeletingArtifacts: the deployments' deleteBackup hooks run as
 	// tasks; the backup goes when they have ended.
 	ReasonDeletingArtifacts = "DeletingArtifacts"
+	// ReasonDeletionWaitsForClone: an environment git declares cloned
+	// from the backup has deployments whose creates restore it and have
+	// not ended (or not been made yet); its artefacts stay until they have.
+	ReasonDeletionWaitsForClone = "DeletionWaitsForClone"
+	// ReasonDeletionWaitsForBackupTasks: the backup's own tasks run; the
+	// artefacts they write are deleted once they end.
+	ReasonDeletionWaitsForBackupTasks = "DeletionWaitsForBackupTasks"
 )
