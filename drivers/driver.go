@@ -77,6 +77,13 @@ type compiled struct {
 	// sends them to the child.
 	folder *folder
 	opts   LoadOptions
+	// deferredCheck is set when the load went through a sandbox but
+	// could render no sample (a parameter without a default): the first
+	// evaluation for a deployment is checked in the child first
+	// (checkDeferred); checked is set once one passed.
+	deferredCheck bool
+	checkMu       sync.Mutex
+	checked       bool
 }
 
 // ProvidesIngressClass is what an ingress controller driver declares in

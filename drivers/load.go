@@ -134,13 +134,13 @@ func load(ctx context.Context, f *folder, opts LoadOptions) (*Driver, error) {
 		if checks.has(key) {
 			// Still under the time limit and the caller's context: the
 			// machine may be slower than when the child checked it.
-			return bounded(ctx, opts.Limits, f.source, specFile, func() (*Driver, error) { return loadFolder(f, opts) })
+			return deferSample(bounded(ctx, opts.Limits, f.source, specFile, func() (*Driver, error) { return loadFolder(f, opts) }))
 		}
 		if _, err := opts.Sandbox.run(ctx, req, specFile); err != nil {
 			return nil, err
 		}
 		checks.add(key)
-		return loadFolder(f, opts)
+		return deferSample(loadFolder(f, opts))
 	}
 	return bounded(ctx, opts.Limits, f.source, specFile, func() (*Driver, error) {
 		d, err := loadFolder(f, opts)
@@ -154,6 +154,46 @@ func load(ctx context.Context, f *folder, opts LoadOptions) (*Driver, error) {
 		}
 		return d, nil
 	})
+}
+
+// deferSample marks a driver loaded through a sandbox that could render no
+// sample: its child checked the spec and the chart, but evaluated none of
+// its values, services or templates, which this process would then
+// evaluate unchecked (bounded in time only). See checkDeferred.
+func deferSample(d *Driver, err error) (*Driver, error) {
+	if err != nil {
+		return nil, err
+	}
+	if _, ok := d.SampleContext(); !ok {
+		d.compiled.deferredCheck = true
+	}
+	return d, nil
+}
+
+// checkDeferred makes, in the sandbox child, the check the load could not
+// make for lack of a sample: the driver's values, services and chart
+// evaluated for c (the deployment about to be evaluated in this process)
+// within every limit. Once one deployment passed, the driver is evaluated
+// in this process as a driver whose sample passed is. A failure is not
+// kept: another deployment's parameters may pass, and each that fails
+// reports its limit, naming the driver.
+func (d *Driver) checkDeferred(ctx context.Context, c Context) error {
+	cs := d.compiled
+	if !cs.deferredCheck {
+		return nil
+	}
+	cs.checkMu.Lock()
+	defer cs.checkMu.Unlock()
+	if cs.checked {
+		return nil
+	}
+	req := cs.opts.sandboxRequest("check", cs.folder)
+	req.Context = &c
+	if _, err := cs.opts.Sandbox.run(ctx, req, cs.file); err != nil {
+		return err
+	}
+	cs.checked = true
+	return nil
 }
 
 // sandboxRequest is the request that evaluates folder f as these options

@@ -143,6 +143,9 @@ func (d *Driver) renderContext(ctx context.Context, c Context, values map[string
 // parameters, as Values evaluates in this process too. The agent renders
 // what it applies through RenderContext.
 func (d *Driver) RenderInProcess(ctx context.Context, c Context, values map[string]any) (*Manifests, error) {
+	if err := d.checkDeferred(ctx, c); err != nil {
+		return nil, err
+	}
 	return d.cachedRender(ctx, c, values, d.renderInProcess)
 }
 
@@ -164,6 +167,9 @@ func (d *Driver) renderInProcess(ctx context.Context, c Context, values map[stri
 func (d *Driver) RenderForPolicy(ctx context.Context, c Context, values map[string]any) (*Manifests, error) {
 	if d.compiled.opts.RenderCache != nil {
 		return d.RenderInProcess(ctx, c, values)
+	}
+	if err := d.checkDeferred(ctx, c); err != nil {
+		return nil, err
 	}
 	cs := d.compiled
 	return bounded(ctx, cs.opts.Limits, d.Source, cs.display(cs.chartDir), func() (*Manifests, error) {

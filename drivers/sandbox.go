@@ -120,7 +120,7 @@ func (s *Sandbox) Close() {
 type sandboxRequest struct {
 	// ID tells this request's phase lines on stderr from an earlier one's.
 	ID          uint64            `json:"id"`
-	Op          string            `json:"op"` // "load" or "render"
+	Op          string            `json:"op"` // "load", "check", "render" or "call"
 	Source      string            `json:"source"`
 	Files       map[string][]byte `json:"files"`
 	KubeVersion string            `json:"kubeVersion,omitempty"`

@@ -111,7 +111,7 @@ func (s *sandboxServer) serve(req *sandboxRequest) bool {
 		d   *Driver
 		err error
 	)
-	if req.Op == "load" || req.Op == "render" {
+	if req.Op == "load" || req.Op == "render" || req.Op == "check" {
 		d, err = s.driver(req)
 	}
 	switch {
@@ -127,6 +127,12 @@ func (s *sandboxServer) serve(req *sandboxRequest) bool {
 		if sample, ok := d.SampleContext(); ok {
 			_, err = d.renderSample(sample)
 		}
+	case req.Op == "check" && req.Context != nil:
+		// A driver whose load had no sample, checked with a deployment's
+		// context instead (Driver.checkDeferred).
+		c := *req.Context
+		c.Parameters, _ = normalizeNumbers(c.Parameters).(map[string]any)
+		_, err = d.renderSample(c)
 	case req.Op == "render" && req.Context != nil:
 		var m *Manifests
 		c := *req.Context

@@ -236,6 +236,9 @@ func (d *Driver) parameterNames() string {
 // driver's time limit; the sandboxed load has evaluated the same
 // expressions with the sample context within every limit.
 func (d *Driver) Values(c Context) (map[string]any, error) {
+	if err := d.checkDeferred(context.Background(), c); err != nil {
+		return nil, err
+	}
 	return bounded(context.Background(), d.compiled.opts.Limits, d.Source, d.compiled.file, func() (map[string]any, error) {
 		return d.valuesLocal(c)
 	})
@@ -263,6 +266,9 @@ func (d *Driver) Endpoints(c Context) (map[string]Endpoint, error) {
 	out := make(map[string]Endpoint, len(d.Services))
 	if len(d.Services) == 0 {
 		return out, nil
+	}
+	if err := d.checkDeferred(context.Background(), c); err != nil {
+		return nil, err
 	}
 	v := d.compiled.servicesProj.eval(c)
 	for _, s := range d.Services {

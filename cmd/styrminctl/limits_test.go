@@ -279,3 +279,41 @@ func TestLockRemembersTheDriverLoadsItsChildrenChecked(t *testing.T) {
 		t.Errorf("a default checks folder others may write to: %d children, stderr %q; want children and a note", started, errOut)
 	}
 }
+
+// TestADriverWithoutASampleIsCheckedInItsSandboxBeforeTheLockEvaluatesIt:
+// the sandboxed load renders a sample of each driver, and the lock then
+// evaluates it in-process (bounded in time only). A driver with a
+// parameter without a default has no sample: its load evaluated nothing
+// of its chart, and the lock then rendered a memory bomb in the CLI's
+// own process. Its first evaluation for a deployment is made in the child
+// now, and fails there within the memory limit, naming the driver; the
+// other deployments are locked.
+func TestADriverWithoutASampleIsCheckedInItsSandboxBeforeTheLockEvaluatesIt(t *testing.T) {
+	dir := lockedGitRepo(t)
+	l := hostile.Test()
+	settings, err := os.ReadFile(filepath.Join(dir, "styrmin.cue"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	writeRepoFile(t, dir, "styrmin.cue", string(settings)+l.CUE())
+	files := hostile.OverAgentMemory().Files("bad", "1.0.0")
+	// A parameter without a default: no sample to render at load.
+	files["driver.cue"] = append(files["driver.cue"], []byte("parameters: size: int & >=1\n")...)
+	writeDriver(t, filepath.Join(dir, "drivers", "bad", "1.0.0"), files)
+	writeRepoFile(t, dir, "clusters/local/environments/dev/deployments/bad.cue", "driver:     \"bad\"\nappVersion: \"1.0.0\"\nparameters: size: 1\n")
+	start := time.Now()
+	out, code, err := styrminctl(t, "--repo", dir, "lock")
+	took := time.Since(start)
+	if code != 1 || err == nil {
+		t.Fatalf("lock: exit %d, %v; want 1, the bad deployment failing\n%s", code, err, out)
+	}
+	if msg := err.Error(); !strings.Contains(msg, "exceeded the memory limit") || !strings.Contains(msg, "drivers/bad/1.0.0") {
+		t.Fatalf("lock's error %.400s; want the memory limit, naming the driver folder", msg)
+	}
+	if took > l.Timeout+5*time.Second {
+		t.Errorf("lock took %s, limit %s", took, l.Timeout)
+	}
+	if strings.Contains(out, "locked local/dev/bad") || !strings.Contains(out, "locked local/dev/web") && !strings.Contains(out, "nothing to lock") {
+		t.Errorf("the bad deployment was locked, or the others were not:\n%s", out)
+	}
+}
