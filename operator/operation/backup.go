@@ -649,8 +649,15 @@ func (r *BackupReconciler) deleteArtifacts(ctx context.Context, b *v1alpha1.Styr
 		return deletionWait{v1alpha1.ReasonDeletionWaitsForRestore,
 			fmt.Sprintf("the deletion waits for StyrminRestore %s, which reads this backup; its artefacts stay until it ends (or is deleted)", reader)}, nil
 	}
+	if w, err := r.cloneWait(ctx, b); err != nil || w.reason != "" {
+		return w, err
+	}
+	ds, backingUp, err := r.backupTasksEnded(ctx, b)
+	if err != nil {
+		return deletionWait{}, err
+	}
 	var running []string
-	for _, d := range b.Status.Deployments {
+	for _, d := range ds {
 		if d.Phase != v1alpha1.OperationSucceeded || d.Artifact == "" {
 			continue
 		}
@@ -685,11 +692,162 @@ func (r *BackupReconciler) deleteArtifacts(ctx context.Context, b *v1alpha1.Styr
 		}
 		running = append(running, d.Name)
 	}
+	if len(backingUp) > 0 {
+		return deletionWait{v1alpha1.ReasonDeletionWaitsForBackupTasks,
+			fmt.Sprintf("the deletion waits for the backup tasks of %s, which run: the artefacts they write are deleted once they end", strings.Join(backingUp, ", "))}, nil
+	}
 	if len(running) > 0 {
 		return deletionWait{v1alpha1.ReasonDeletingArtifacts,
 			fmt.Sprintf("deleting the artefacts of %s: the deleteBackup task of each runs", strings.Join(running, ", "))}, nil
 	}
 	return deletionWait{}, nil
+}
+
+// backupTasksEnded returns b's deployments with their tasks' phases, read
+// from the API server as record reads them: the status may be behind the
+// tasks (the agent stopped before it recorded one's end), and an
+// artefact whose task succeeded unrecorded was left behind. A task that
+// has not started is deleted now, so that it never writes an artefact no
+// one deletes (on its resourceVersion: one that has just started is
+// waited for instead); the deployments whose tasks run are named.
+func (r *BackupReconciler) backupTasksEnded(ctx context.Context, b *v1alpha1.StyrminBackup) ([]v1alpha1.OperationDeployment, []string, error) {
+	ds := slices.Clone(b.Status.Deployments)
+	if b.Status.Phase.Terminal() {
+		return ds, nil, nil
+	}
+	if _, err := recordTasks(ctx, r.opts.APIReader, v1alpha1.OperationBackup, b.Name, ds); err != nil {
+		return nil, nil, err
+	}
+	var running []string
+	for _, d := range ds {
+		if d.Phase == v1alpha1.OperationPending {
+			started, err := dropUnstarted(ctx, r.opts.Client, r.opts.APIReader, d.Namespace, d.Task, b.Name)
+			if err != nil {
+				return nil, nil, err
+			}
+			if !started {
+				continue
+			}
+		} else if d.Phase != v1alpha1.OperationRunning {
+			continue
+		}
+		running = append(running, d.Name)
+	}
+	return ds, running, nil
+}
+
+// dropUnstarted deletes backup backup's task namespace/name unless it has
+// started (true then), read from the API server and deleted on that
+// read's resourceVersion: a task marks its first step Running before the
+// step acts, so a task deleted so never acted.
+func dropUnstarted(ctx context.Context, c client.Client, api client.Reader, namespace, name, backup string) (bool, error) {
+	if name == "" {
+		return false, nil
+	}
+	var t v1alpha1.StyrminTask
+	err := api.Get(ctx, client.ObjectKey{Namespace: namespace, Name: name}, &t)
+	if apierrors.IsNotFound(err) {
+		return false, nil
+	}
+	if err != nil {
+		return false, fmt.Errorf("reading task %s/%s: %w", namespace, name, err)
+	}
+	if !ownTask(&t, v1alpha1.OperationBackup, backup, 1) || t.Status.Phase.Terminal() {
+		return false, nil
+	}
+	if t.Status.Phase == v1alpha1.TaskRunning {
+		return true, nil
+	}
+	err = c.Delete(ctx, &t, client.Preconditions{UID: &t.UID, ResourceVersion: &t.ResourceVersion})
+	switch {
+	case apierrors.IsConflict(err):
+		// Written since: it may have started; looked at again next pass.
+		return true, nil
+	case err != nil && !apierrors.IsNotFound(err):
+		return false, fmt.Errorf("deleting task %s/%s, which has not started: %w", namespace, name, err)
+	}
+	return false, nil
+}
+
+// cloneWait is what the deletion of b waits for in the environments git
+// declares cloned from it (in this cluster, whose tasks this agent sees):
+// their deployments restore b as they are created, in their create's
+// setup hook. Retention keeps such a backup; a deletion by hand waits
+// while one of those creates has not ended, or while the clone has not
+// reached the cluster yet (no task or StyrminDeployment of the
+// deployments that restore it): the restore would find no artefact and
+// the clone would start empty.
+func (r *BackupReconciler) cloneWait(ctx context.Context, b *v1alpha1.StyrminBackup) (deletionWait, error) {
+	all, err := r.opts.Settings.BackupSettings(ctx)
+	if err != nil {
+		// Said on the backup, not only logged: it stays until git reads.
+		return deletionWait{v1alpha1.ReasonDeletionWaitsForClone,
+			fmt.Sprintf("the deletion waits: git's environments cannot be read to tell whether one is cloned from this backup: %v", err)}, nil
+	}
+	cluster := b.Spec.Cluster
+	if cluster == "" {
+		cluster = r.opts.Cluster
+	}
+	var waits []string
+	for _, e := range all {
+		cf := e.ClonedFrom
+		if e.Cluster != r.opts.Cluster || cf == nil || cf.Backup != b.Name || cf.Cluster != cluster || cf.Environment != b.Spec.Environment {
+			continue
+		}
+		names, made, err := r.restoringCreates(ctx, e.Environment, cf.Deployments, b.Name)
+		if err != nil {
+			return deletionWait{}, err
+		}
+		switch {
+		case !made:
+			waits = append(waits, fmt.Sprintf("environment %s/%s (not created yet)", e.Cluster, e.Environment))
+		case len(names) > 0:
+			waits = append(waits, fmt.Sprintf("environment %s/%s (deployments %s)", e.Cluster, e.Environment, strings.Join(names, ", ")))
+		}
+	}
+	if len(waits) == 0 {
+		return deletionWait{}, nil
+	}
+	return deletionWait{v1alpha1.ReasonDeletionWaitsForClone,
+		fmt.Sprintf("the deletion waits for %s, cloned from this backup: the creates of its deployments restore it; its artefacts stay until they have ended (or git no longer declares the clone)", strings.Join(waits, "; "))}, nil
+}
+
+// restoringCreates names the deployments of environment env of this
+// cluster (those of restore when not empty: the ones the clone copied)
+// with a change task that has not ended and restores backup, or may (not
+// planned yet), as the API server lists them: one the sync made a moment
+// ago may not be in the cache. made is false while none of those
+// deployments has a task or a StyrminDeployment.
+func (r *BackupReconciler) restoringCreates(ctx context.Context, env string, restore []string, backup string) (names []string, made bool, err error) {
+	sel := client.MatchingLabels{v1alpha1.LabelCluster: r.opts.Cluster, v1alpha1.LabelEnvironment: env}
+	var tasks v1alpha1.StyrminTaskList
+	if err := r.opts.APIReader.List(ctx, &tasks, sel); err != nil {
+		return nil, false, fmt.Errorf("listing the tasks of %s/%s: %w", r.opts.Cluster, env, err)
+	}
+	var sds v1alpha1.StyrminDeploymentList
+	if err := r.opts.APIReader.List(ctx, &sds, sel); err != nil {
+		return nil, false, fmt.Errorf("listing the StyrminDeployments of %s/%s: %w", r.opts.Cluster, env, err)
+	}
+	restores := func(name string) bool { return len(restore) == 0 || slices.Contains(restore, name) }
+	for _, sd := range sds.Items {
+		made = made || restores(sd.Spec.Deployment.Name)
+	}
+	for i := range tasks.Items {
+		t := &tasks.Items[i]
+		name := t.Spec.Deployment.Name
+		if !restores(name) || t.Spec.Operation != nil {
+			continue
+		}
+		made = true
+		if t.Status.Phase.Terminal() || slices.Contains(names, name) {
+			continue
+		}
+		if len(t.Status.Steps) == 0 || task.RestoresBackup(t, backup) {
+			names = append(names, name)
+		}
+	}
+	slices.Sort(names)
+	return names, made, nil
 }
 
 // secretOf is the credentials Secret git names for an environment now

@@ -934,8 +934,9 @@ func (r *Reconciler) supersedeOvertaken(ctx context.Context, run *taskRun) (phas
 
 // awaitTurn keeps a pending task waiting while a task before it of its
 // deployment is not finished (that task's end wakes it): a lower
-// sequence, or an operation ordered before it (runsBefore). A change
-// also waits while a restore before it failed (restoreHold).
+// sequence, or an operation ordered before it (runsBefore). A change or
+// a backup also waits while a restore before it failed (restoreHold); a
+// restore does not wait for a backup held so (heldByRestore).
 func (r *Reconciler) awaitTurn(ctx context.Context, run *taskRun) (phaseResult, error) {
 	t := run.task
 	if t.Status.Phase != v1alpha1.TaskPending {
@@ -945,8 +946,9 @@ func (r *Reconciler) awaitTurn(ctx context.Context, run *taskRun) (phaseResult, 
 	if err != nil {
 		return phaseResult{}, err
 	}
+	restore := IsOperation(t) && t.Spec.Operation.Kind == v1alpha1.OperationRestore
 	for _, s := range tasks {
-		if waitsFor(t, &s) {
+		if waitsFor(t, &s) && !(restore && heldByRestore(&s, tasks)) {
 			run.log.V(1).Info("waiting for an earlier task", "task", s.Name)
 			if run.planUnwritten {
 				if err := r.writeStatus(ctx, run); err != nil {
@@ -956,7 +958,7 @@ func (r *Reconciler) awaitTurn(ctx context.Context, run *taskRun) (phaseResult, 
 			return phaseResult{stop: true, after: 30 * time.Second}, nil
 		}
 	}
-	if !IsOperation(t) {
+	if holdsForRestores(t) {
 		if why := restoreHold(t, tasks); why != "" {
 			return r.waitWith(ctx, run, v1alpha1.ReasonRestoreInProgress, why, 30*time.Second)
 		}

@@ -77,37 +77,89 @@ func runsBefore(s, t *v1alpha1.StyrminTask) bool {
 	return s.Name < t.Name
 }
 
-// restoreHold returns why a change of the deployment waits for a restore
-// ("" when none holds it): a restore ordered before it that failed, in
-// its newest attempt, holds the deployment until it is retried or its
-// StyrminRestore is deleted (which deletes its tasks). Unfinished ones
-// are awaited by awaitTurn like any earlier task.
+// restoreHold returns why task t of the deployment (a change, or a
+// backup) waits for a restore ("" when none holds it): a restore with an
+// attempt ordered before t whose newest attempt failed holds the
+// deployment until it is retried or its StyrminRestore is deleted (which
+// deletes its tasks): the deployment's data is half restored. Unfinished
+// attempts ordered before t are awaited by awaitTurn like any earlier
+// task; a retry, though, takes its failed attempt's place by sequence
+// only, and a backup made between the two is ordered before it: for that
+// backup an unfinished newest attempt holds too, or it would record the
+// half-restored data first.
 func restoreHold(t *v1alpha1.StyrminTask, tasks []v1alpha1.StyrminTask) string {
-	newest := map[string]*v1alpha1.StyrminTask{}
+	failed, retried, newest := restoresHolding(t, tasks)
+	what := "this change"
+	if IsOperation(t) {
+		what = "this backup"
+	}
+	switch {
+	case len(failed) > 0:
+		return fmt.Sprintf("restore in progress: StyrminRestore %s failed (%s); %s waits until it is retried (styrminctl restore retry %s) or deleted",
+			strings.Join(failed, ", "), firstLine(newest[failed[0]].Status.Message), what, failed[0])
+	case len(retried) > 0:
+		return fmt.Sprintf("restore in progress: StyrminRestore %s is being retried; %s waits until it has ended",
+			strings.Join(retried, ", "), what)
+	}
+	return ""
+}
+
+// restoresHolding names, in name order, the restores that hold task t
+// (see restoreHold): those whose newest attempt failed, and those whose
+// newest attempt has not ended and is ordered after t; with each
+// restore's newest attempt.
+func restoresHolding(t *v1alpha1.StyrminTask, tasks []v1alpha1.StyrminTask) (failed, retried []string, newest map[string]*v1alpha1.StyrminTask) {
+	newest = map[string]*v1alpha1.StyrminTask{}
+	before := map[string]bool{}
 	for i := range tasks {
 		s := &tasks[i]
 		op := s.Spec.Operation
-		if op == nil || op.Kind != v1alpha1.OperationRestore || !runsBefore(s, t) {
+		if op == nil || op.Kind != v1alpha1.OperationRestore {
 			continue
+		}
+		if runsBefore(s, t) {
+			before[op.Name] = true
 		}
 		if n := newest[op.Name]; n == nil || n.Spec.Operation.Attempt < op.Attempt {
 			newest[op.Name] = s
 		}
 	}
-	var held []string
-	for name, s := range newest {
-		if s.Status.Phase == v1alpha1.TaskFailed {
-			held = append(held, name)
+	for name := range before {
+		switch s := newest[name]; {
+		case s.Status.Phase == v1alpha1.TaskFailed:
+			failed = append(failed, name)
+		case !s.Status.Phase.Terminal() && !runsBefore(s, t):
+			retried = append(retried, name)
 		}
-	}
-	if len(held) == 0 {
-		return ""
 	}
 	// One message whatever the map's order: it is written only when it
 	// changes.
-	slices.Sort(held)
-	return fmt.Sprintf("restore in progress: StyrminRestore %s failed (%s); this change waits until it is retried (styrminctl restore retry %s) or deleted",
-		strings.Join(held, ", "), firstLine(newest[held[0]].Status.Message), held[0])
+	slices.Sort(failed)
+	slices.Sort(retried)
+	return failed, retried, newest
+}
+
+// heldByRestore reports whether backup task s is held by a restore (see
+// restoreHold) and has not started: a restore does not wait for it,
+// though ordered before it. The backup waits for the deployment's data
+// to be whole again, which the restore is to make; waiting for each other
+// they would both wait for ever.
+func heldByRestore(s *v1alpha1.StyrminTask, tasks []v1alpha1.StyrminTask) bool {
+	if op := s.Spec.Operation; op == nil || op.Kind != v1alpha1.OperationBackup || s.Status.Phase == v1alpha1.TaskRunning {
+		return false
+	}
+	failed, retried, _ := restoresHolding(s, tasks)
+	return len(failed)+len(retried) > 0
+}
+
+// holdsForRestores reports whether task t waits while a restore of its
+// deployment failed (restoreHold): a change, which would redeploy the
+// deployment half restored, and a backup, which would record its data
+// half restored (and a later clone or restore would use it). A restore
+// is not held (it is what mends the data), nor a backup's deletion (it
+// reads nothing of the deployment's data).
+func holdsForRestores(t *v1alpha1.StyrminTask) bool {
+	return !IsOperation(t) || t.Spec.Operation.Kind == v1alpha1.OperationBackup
 }
 
 func firstLine(s string) string {
@@ -458,6 +510,21 @@ func (r *Reconciler) operationOf(ctx context.Context, run *taskRun, step drivers
 		op.Secret = e.Secret
 	}
 	return op, nil
+}
+
+// RestoresBackup reports whether change task t has a step yet to end
+// that restores backup backupID (a clone's restoreBackup, in its create's
+// setup hook): the backup's artefacts must stay until it has.
+func RestoresBackup(t *v1alpha1.StyrminTask, backupID string) bool {
+	if IsOperation(t) || t.Status.Phase.Terminal() {
+		return false
+	}
+	for _, st := range t.Status.Steps {
+		if st.Args[argOperation] == "restore" && st.Args[argBackupID] == backupID && !st.State.Terminal() {
+			return true
+		}
+	}
+	return false
 }
 
 // expandSteps puts the driver's backup and restore hooks where a change's

@@ -1,0 +1,204 @@
+package operation_test
+
+import (
+	"context"
+	"strings"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	apimeta "k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/styrmin/styrmin/drivers"
+	"github.com/styrmin/styrmin/operator/api/v1alpha1"
+	"github.com/styrmin/styrmin/operator/driversource"
+	"github.com/styrmin/styrmin/operator/operation"
+	"github.com/styrmin/styrmin/operator/task"
+	"github.com/styrmin/styrmin/resolver"
+)
+
+// deletionWaits reconciles backup b, being deleted, and fails unless it
+// stays with a Reconciling condition of reason saying each of want.
+func deletionWaits(ctx context.Context, t *testing.T, cl client.Client, r *operation.BackupReconciler, b *v1alpha1.StyrminBackup, reason string, want ...string) {
+	t.Helper()
+	if !reconcileAndRead(ctx, t, cl, r, b) {
+		t.Fatalf("backup %s went at its deletion; want it to wait (%s, %q)", b.Name, reason, want)
+	}
+	c := apimeta.FindStatusCondition(b.Status.Conditions, v1alpha1.ConditionReconciling)
+	if c == nil || c.Status != metav1.ConditionTrue || c.Reason != reason {
+		t.Fatalf("backup %s being deleted: Reconciling %+v, want True, %s", b.Name, c, reason)
+	}
+	for _, w := range want {
+		if !strings.Contains(c.Message, w) {
+			t.Fatalf("backup %s being deleted says %q, want it to say %q", b.Name, c.Message, w)
+		}
+	}
+}
+
+// TestABackupsDeletionWaitsForTheCreatesOfAnEnvironmentClonedFromIt pins
+// what a backup deleted by hand waits for besides restores: the
+// environments git declares cloned from it, whose deployments restore it
+// in their create's setup hook. Retention kept such a backup, but a
+// deletion right after `env clone --from-backup … --commit` let its
+// artefacts go before the creates ran, and the clone started empty (its
+// create finds no StyrminBackup and checks nothing). The deletion waits,
+// naming the clone, until the creates that restore it have ended.
+func TestABackupsDeletionWaitsForTheCreatesOfAnEnvironmentClonedFromIt(t *testing.T) {
+	ctx, cl, _, opts := restoring(t)
+	opts.Settings = operation.SettingsFunc(func(context.Context) ([]resolver.EnvironmentBackups, error) {
+		return []resolver.EnvironmentBackups{
+			{Cluster: "local", Environment: "data", Location: "s3://backups/local/data"},
+			{Cluster: "local", Environment: "preview", Location: "s3://backups/local/preview", ClonedFrom: &resolver.CloneSource{
+				Cluster: "local", Environment: "data", Commit: "abcdef1", Backup: "monday", Location: "s3://backups/local/data", Deployments: []string{"hub"}}},
+		}, nil
+	})
+	if err := cl.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "preview-hub"}}); err != nil {
+		t.Fatal(err)
+	}
+	backups, err := operation.NewBackupReconciler(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := &v1alpha1.StyrminBackup{ObjectMeta: metav1.ObjectMeta{Namespace: "styrmin-system", Name: "monday"}}
+	if err := cl.Delete(ctx, b); err != nil {
+		t.Fatal(err)
+	}
+
+	// The clone is committed; the agent has not made its tasks yet.
+	deletionWaits(ctx, t, cl, backups, b, v1alpha1.ReasonDeletionWaitsForClone, "environment local/preview (not created yet)", "cloned from this backup")
+
+	// Its create's task is made, then planned: its setup hook restores
+	// monday (the steps as expandSteps plans them).
+	preview := v1alpha1.DeploymentID{Cluster: "local", Environment: "preview", Name: "hub"}
+	create := &v1alpha1.StyrminTask{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "preview-hub", Name: v1alpha1.TaskName("hub", 1), Labels: preview.Labels()},
+		Spec: v1alpha1.StyrminTaskSpec{Deployment: preview, Namespace: "preview-hub", Workflow: v1alpha1.WorkflowCreate, ToSequence: 1,
+			Lock: v1alpha1.LockRef{Commit: "c1", Path: "locks/local/preview/hub.lock.yaml"}},
+	}
+	if err := cl.Create(ctx, create); err != nil {
+		t.Fatal(err)
+	}
+	deletionWaits(ctx, t, cl, backups, b, v1alpha1.ReasonDeletionWaitsForClone, "environment local/preview (deployments hub)")
+	restore := map[string]string{"operation": "restore", "backupID": "monday", "artifact": "s3://backups/local/data/monday/hub"}
+	create.Status = v1alpha1.StyrminTaskStatus{Phase: v1alpha1.TaskRunning, Workflow: v1alpha1.WorkflowCreate, Steps: []v1alpha1.TaskStep{
+		{Name: "create/core/1:upgradeDeploymentVersion", Hook: "create", Mode: "core", Action: string(drivers.ActionUpgradeDeploymentVersion), State: v1alpha1.StepSucceeded},
+		{Name: "setup/post/1:restoreBackup/restore/core/1:runJob", Hook: "setup", Mode: "post", Action: string(drivers.ActionRunJob), Args: restore, State: v1alpha1.StepPending},
+	}}
+	if err := cl.Status().Update(ctx, create); err != nil {
+		t.Fatal(err)
+	}
+	deletionWaits(ctx, t, cl, backups, b, v1alpha1.ReasonDeletionWaitsForClone, "environment local/preview (deployments hub)")
+	var tasks v1alpha1.StyrminTaskList
+	if err := cl.List(ctx, &tasks, client.MatchingLabels{v1alpha1.LabelOperation: "monday"}); err != nil || len(tasks.Items) != 0 {
+		t.Fatalf("monday's deleteBackup tasks while the clone's create restores it: %d (%v), want none", len(tasks.Items), err)
+	}
+
+	// The restore ran: the create goes on without it, and the backup goes.
+	create.Status.Steps[1].State = v1alpha1.StepSucceeded
+	if err := cl.Status().Update(ctx, create); err != nil {
+		t.Fatal(err)
+	}
+	if reconcileAndRead(ctx, t, cl, backups, b) {
+		t.Fatalf("backup monday stays once the clone's create restored it: %+v", b.Status.Conditions)
+	}
+}
+
+// deletingDriver is backupDriver with a deleteBackup hook.
+type deletingDriver struct{}
+
+func (deletingDriver) Driver(ctx context.Context, req driversource.Request) (*drivers.Driver, error) {
+	d, err := backupDriver{}.Driver(ctx, req)
+	if err != nil {
+		return nil, err
+	}
+	d.Hooks[drivers.HookDeleteBackup] = drivers.Modes{Core: []drivers.Step{{Action: drivers.ActionRunJob, Component: "db", Job: "rm"}}}
+	return d, nil
+}
+
+// TestADeletedBackupDeletesTheArtefactOfATaskThatSucceededBeforeItsStatusSaidSo
+// pins which artefacts a backup's deletion deletes: those its tasks
+// wrote, whatever its status recorded. It went by the status alone, so a
+// backup deleted while its status still said Running (its task had
+// succeeded, and the agent restarted before recording it) made no
+// deleteBackup task, then deleted the tasks: the artefact stayed, recorded
+// nowhere. The deletion waits for a task that runs, deletes the artefact
+// of one that succeeded, and deletes a task that has not started.
+func TestADeletedBackupDeletesTheArtefactOfATaskThatSucceededBeforeItsStatusSaidSo(t *testing.T) {
+	ctx, cl, _, opts := restoring(t)
+	opts.Drivers = deletingDriver{}
+	backups, err := operation.NewBackupReconciler(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	backupTask := func(b string, status v1alpha1.StyrminTaskStatus) (*v1alpha1.StyrminBackup, *v1alpha1.StyrminTask) {
+		t.Helper()
+		name := task.OperationTaskName("hub", v1alpha1.OperationBackup, b, 1)
+		art := "s3://backups/local/data/" + b + "/hub"
+		d := v1alpha1.OperationDeployment{Name: "hub", Namespace: "data-hub", Task: name, Phase: v1alpha1.OperationPending, Artifact: art, Sequence: 3,
+			Driver: v1alpha1.DriverRef{Name: "graphhub", Version: "1.4.0"}}
+		if status.StartedAt != nil {
+			d.Phase, d.StartedAt = v1alpha1.OperationRunning, status.StartedAt
+		}
+		bk, _ := newBackup(ctx, t, cl, b, v1alpha1.StyrminBackupStatus{Phase: v1alpha1.OperationRunning, Location: "s3://backups/local/data",
+			StartedAt: status.StartedAt, Deployments: []v1alpha1.OperationDeployment{d}})
+		tk := newOperationTask(ctx, t, cl, name, v1alpha1.TaskOperation{Kind: v1alpha1.OperationBackup, Name: b, BackupID: b, Artifact: art, Attempt: 1}, 3, 3, status)
+		if err := cl.Delete(ctx, bk); err != nil {
+			t.Fatal(err)
+		}
+		return bk, tk
+	}
+	deleteTask := func(b string) *v1alpha1.StyrminTask {
+		t.Helper()
+		var tasks v1alpha1.StyrminTaskList
+		if err := cl.List(ctx, &tasks, client.InNamespace("data-hub"), client.MatchingLabels{v1alpha1.LabelOperation: b}); err != nil {
+			t.Fatal(err)
+		}
+		for i := range tasks.Items {
+			if op := tasks.Items[i].Spec.Operation; op.Kind == v1alpha1.OperationDeleteBackup {
+				return &tasks.Items[i]
+			}
+		}
+		return nil
+	}
+
+	// Nightly's task runs as it is deleted: the deletion waits for it.
+	now := metav1.Now()
+	nightly, running := backupTask("nightly", v1alpha1.StyrminTaskStatus{Phase: v1alpha1.TaskRunning, Workflow: v1alpha1.WorkflowBackup, StartedAt: &now})
+	deletionWaits(ctx, t, cl, backups, nightly, v1alpha1.ReasonDeletionWaitsForBackupTasks, "backup tasks of hub")
+	if d := deleteTask("nightly"); d != nil {
+		t.Fatalf("a deleteBackup task %s while hub's backup runs: its artefact is not written yet", d.Name)
+	}
+
+	// It succeeds; nightly's status still says Running (the agent
+	// restarted before recording it).
+	running.Status.Phase, running.Status.FinishedAt = v1alpha1.TaskSucceeded, &now
+	if err := cl.Status().Update(ctx, running); err != nil {
+		t.Fatal(err)
+	}
+	deletionWaits(ctx, t, cl, backups, nightly, v1alpha1.ReasonDeletingArtifacts, "deleting the artefacts of hub")
+	del := deleteTask("nightly")
+	if del == nil || del.Spec.Operation.Artifact != "s3://backups/local/data/nightly/hub" {
+		t.Fatalf("hub's deleteBackup task for nightly: %+v, want one deleting s3://backups/local/data/nightly/hub", del)
+	}
+	del.Status.Phase = v1alpha1.TaskSucceeded
+	if err := cl.Status().Update(ctx, del); err != nil {
+		t.Fatal(err)
+	}
+	if reconcileAndRead(ctx, t, cl, backups, nightly) {
+		t.Fatalf("backup nightly stays once its artefact is deleted: %+v", nightly.Status.Conditions)
+	}
+
+	// Weekly's task has not started: it is deleted, never to write an
+	// artefact, and the backup goes without waiting.
+	weekly, pending := backupTask("weekly", v1alpha1.StyrminTaskStatus{Phase: v1alpha1.TaskPending, Workflow: v1alpha1.WorkflowBackup})
+	if reconcileAndRead(ctx, t, cl, backups, weekly) {
+		t.Fatalf("backup weekly, whose task has not started, stays at its deletion: %+v", weekly.Status.Conditions)
+	}
+	if err := cl.Get(ctx, client.ObjectKeyFromObject(pending), pending); err == nil {
+		t.Fatalf("weekly's task %s is left after weekly went", pending.Name)
+	}
+	if d := deleteTask("weekly"); d != nil {
+		t.Fatalf("a deleteBackup task %s for weekly, whose task never ran", d.Name)
+	}
+}

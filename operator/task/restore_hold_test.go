@@ -1,0 +1,172 @@
+package task
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/go-logr/logr"
+	"github.com/prometheus/client_golang/prometheus"
+	corev1 "k8s.io/api/core/v1"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	apimeta "k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/wait"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/yaml"
+
+	"github.com/styrmin/styrmin/config"
+	"github.com/styrmin/styrmin/drivers"
+	"github.com/styrmin/styrmin/operator/api/v1alpha1"
+	"github.com/styrmin/styrmin/operator/driversource"
+	"github.com/styrmin/styrmin/testcluster"
+)
+
+// withCRDs starts a control plane serving the styrmin.io CRDs, with
+// namespace ns. (operator.InstallCRDs imports this package.)
+func withCRDs(t *testing.T, ns string) client.Client {
+	t.Helper()
+	c := testcluster.StartT(t, testcluster.Options{})
+	s := runtime.NewScheme()
+	for _, add := range []func(*runtime.Scheme) error{clientgoscheme.AddToScheme, apiextensionsv1.AddToScheme, v1alpha1.AddToScheme} {
+		if err := add(s); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cl, err := client.New(c.RESTConfig, client.Options{Scheme: s})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	for _, doc := range config.CRDs() {
+		var crd apiextensionsv1.CustomResourceDefinition
+		if err := yaml.Unmarshal(doc, &crd); err != nil {
+			t.Fatal(err)
+		}
+		if err := cl.Create(ctx, &crd); err != nil {
+			t.Fatal(err)
+		}
+		err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
+			if err := cl.Get(ctx, client.ObjectKeyFromObject(&crd), &crd); err != nil {
+				return false, err
+			}
+			for _, c := range crd.Status.Conditions {
+				if c.Type == apiextensionsv1.Established && c.Status == apiextensionsv1.ConditionTrue {
+					return true, nil
+				}
+			}
+			return false, nil
+		})
+		if err != nil {
+			t.Fatalf("CRD %s not established: %v", crd.Name, err)
+		}
+	}
+	if err := cl.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil {
+		t.Fatal(err)
+	}
+	return cl
+}
+
+// noDrivers gives no driver: the tasks here are planned already.
+type noDrivers struct{}
+
+func (noDrivers) Driver(context.Context, driversource.Request) (*drivers.Driver, error) {
+	return nil, errors.New("no driver: the tasks here are planned already")
+}
+
+// TestABackupWaitsWhileARestoreOfItsDeploymentFailedAndTheRetryGoesFirst
+// pins what a failed restore holds: the deployment's data is half
+// restored, and only its changes waited. The nightly backup's task ran,
+// and its backup recorded the half-restored data as Succeeded, which
+// `env clone --from-backup latest` then chose and retention counted
+// toward keep. The backup waits instead, naming the restore; the retry,
+// made after the backup and so ordered after it, runs first (each waiting
+// for the other would hold both for ever), and the backup runs once the
+// retry succeeded.
+func TestABackupWaitsWhileARestoreOfItsDeploymentFailedAndTheRetryGoesFirst(t *testing.T) {
+	cl := withCRDs(t, "data-hub")
+	ctx := context.Background()
+	r, err := NewReconciler(Options{Client: cl, Drivers: noDrivers{}, AgentNamespace: "styrmin-system", Registerer: prometheus.NewRegistry()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	hub := v1alpha1.DeploymentID{Cluster: "local", Environment: "data", Name: "hub"}
+	// task makes hub's task of an operation at sequence 3 in a second of
+	// its own: operations at one sequence run in the order made.
+	task := func(kind v1alpha1.OperationKind, name string, attempt int32, status v1alpha1.StyrminTaskStatus) *v1alpha1.StyrminTask {
+		t.Helper()
+		time.Sleep(time.Until(time.Now().Truncate(time.Second).Add(time.Second)))
+		labels := hub.Labels()
+		labels[v1alpha1.LabelOperation] = name
+		tk := &v1alpha1.StyrminTask{
+			ObjectMeta: metav1.ObjectMeta{Namespace: "data-hub", Name: OperationTaskName("hub", kind, name, attempt), Labels: labels},
+			Spec: v1alpha1.StyrminTaskSpec{Deployment: hub, Namespace: "data-hub", Workflow: OperationWorkflow(kind), FromSequence: 3, ToSequence: 3,
+				Lock:      v1alpha1.LockRef{Commit: "unknown", Path: "locks/local/data/hub.lock.yaml"},
+				Operation: &v1alpha1.TaskOperation{Kind: kind, Name: name, BackupID: "monday", Artifact: "s3://backups/local/data/monday/hub", Attempt: attempt}},
+		}
+		if err := cl.Create(ctx, tk); err != nil {
+			t.Fatal(err)
+		}
+		tk.Status = status
+		if err := cl.Status().Update(ctx, tk); err != nil {
+			t.Fatal(err)
+		}
+		return tk
+	}
+	planned := func(wf v1alpha1.Workflow) v1alpha1.StyrminTaskStatus {
+		return v1alpha1.StyrminTaskStatus{Phase: v1alpha1.TaskPending, Workflow: wf, FromSequence: 3,
+			Steps: []v1alpha1.TaskStep{{Name: string(wf) + "/core/1:runJob", Hook: string(wf), Mode: "core", Action: string(drivers.ActionRunJob), State: v1alpha1.StepPending}}}
+	}
+	// awaitTurn runs the task's turn from what the API server holds: true
+	// when it may run its steps.
+	awaitTurn := func(tk *v1alpha1.StyrminTask) (bool, *v1alpha1.StyrminTask) {
+		t.Helper()
+		var fresh v1alpha1.StyrminTask
+		if err := cl.Get(ctx, client.ObjectKeyFromObject(tk), &fresh); err != nil {
+			t.Fatal(err)
+		}
+		res, err := r.awaitTurn(ctx, &taskRun{task: &fresh, log: logr.Discard()})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := cl.Get(ctx, client.ObjectKeyFromObject(tk), &fresh); err != nil {
+			t.Fatal(err)
+		}
+		return !res.stop, &fresh
+	}
+	heldBy := func(tk *v1alpha1.StyrminTask, want string) {
+		t.Helper()
+		runs, fresh := awaitTurn(tk)
+		c := apimeta.FindStatusCondition(fresh.Status.Conditions, v1alpha1.ConditionReady)
+		if runs || c == nil || c.Reason != v1alpha1.ReasonRestoreInProgress || !strings.Contains(c.Message, want) || !strings.Contains(c.Message, "this backup waits") {
+			t.Fatalf("the backup's task: runs %t, Ready %+v; want it waiting, %s, naming %q", runs, c, v1alpha1.ReasonRestoreInProgress, want)
+		}
+	}
+
+	// Restore r1's first attempt failed partway; the nightly backup was
+	// made after it.
+	failed := planned(v1alpha1.WorkflowRestore)
+	failed.Phase, failed.Message = v1alpha1.TaskFailed, "step restore/core/1:runJob failed: job restore-db failed\nlogs"
+	task(v1alpha1.OperationRestore, "r1", 1, failed)
+	backup := task(v1alpha1.OperationBackup, "nightly", 1, planned(v1alpha1.WorkflowBackup))
+	heldBy(backup, "StyrminRestore r1 failed (step restore/core/1:runJob failed: job restore-db failed)")
+
+	// Retried: the retry, made after the backup, goes first.
+	retry := task(v1alpha1.OperationRestore, "r1", 2, planned(v1alpha1.WorkflowRestore))
+	if runs, _ := awaitTurn(retry); !runs {
+		t.Fatal("the retry of restore r1 waits for the backup its failure holds: both wait for ever")
+	}
+	heldBy(backup, "StyrminRestore r1 is being retried")
+
+	retry.Status.Phase = v1alpha1.TaskSucceeded
+	if err := cl.Status().Update(ctx, retry); err != nil {
+		t.Fatal(err)
+	}
+	if runs, fresh := awaitTurn(backup); !runs {
+		t.Fatalf("the backup's task after restore r1's retry succeeded: waits (%+v), want it to run", fresh.Status.Conditions)
+	}
+}
