@@ -39,12 +39,12 @@ func DeletionRule(settings RepoSettings, override *int, allowed, count int) Dele
 }
 
 // Deleted lists the deployments changes delete: new tombstones. An
-// environment's ingress controller is not counted: it goes when its
-// environment stops using a dedicated class, after every application
-// moved back to the shared one (orderIngress), so nothing is lost that
-// the dedicatedIngress change did not say. The cluster's shared
-// controller is counted: removing ingress: leaves the applications'
-// class without a controller.
+// environment's ingress controller is not counted: it is tombstoned only
+// once no application of its environment uses its class after the lock
+// (ingressStillUsed keeps it otherwise, removing ingress: too), and goes
+// after those that moved off it (orderIngress), so nothing loses its
+// class. The cluster's shared controller is counted: removing ingress:
+// leaves the applications' class without a controller.
 func Deleted(changes []LockChange) []ID {
 	var out []ID
 	for _, c := range changes {

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"regexp"
 	"slices"
+	"sort"
 	"strings"
 
 	"cuelang.org/go/cue/token"
@@ -433,17 +434,25 @@ func orderIngress(res *Result, current map[ID]*Instance, changes []LockChange) {
 
 // ingressStillUsed reports whether an environment's ingress controller
 // that its configuration no longer calls for must stay locked: an
-// application of its environment still runs on its class and does not
-// move in this lock (it failed to resolve, or is on hold). Its tombstone
-// waits for a lock where they all move back, so no Ingress is left
-// without a controller.
+// application of its environment still runs on its class after this
+// lock. Either it does not move (it failed to resolve, or is on hold),
+// or its new instance still uses the class: removing ingress: while
+// dedicatedIngress stays leaves the applications on "<env>-<class>"
+// (their context does not read ingress:), and a tombstone there would
+// take their controller away without the deletion rule counting it.
+// The tombstone waits for a lock where they all move off the class, so
+// no Ingress is left without a controller.
 func ingressStillUsed(res *Result, current map[ID]*Instance, ctl *Instance) bool {
-	if ctl.Internal != InternalIngress || ctl.ID.Environment == ClusterEnvironment {
+	if ctl.Internal != InternalIngress || ctl.ID.Environment == ClusterEnvironment || ctl.Context == nil {
 		return false
 	}
+	isApp := func(in *Instance) bool {
+		return in.ID.Cluster == ctl.ID.Cluster && in.ID.Environment == ctl.ID.Environment &&
+			!in.Tombstone() && in.Internal == "" && in.Context != nil
+	}
+	class := ctl.Context.Cluster.IngressClass
 	for id, in := range current {
-		if id.Cluster != ctl.ID.Cluster || id.Environment != ctl.ID.Environment || id == ctl.ID ||
-			in.Tombstone() || in.Internal != "" || in.Context == nil || !in.Context.Cluster.DedicatedIngress {
+		if !isApp(in) || !in.Context.Cluster.DedicatedIngress {
 			continue
 		}
 		_, resolved := res.Get(id)
@@ -451,7 +460,68 @@ func ingressStillUsed(res *Result, current map[ID]*Instance, ctl *Instance) bool
 			return true
 		}
 	}
+	for _, r := range res.Resolved {
+		if _, held := res.Held[r.Instance.ID]; !held && isApp(r.Instance) && ingressClassOf(r.Instance) == class {
+			return true
+		}
+	}
 	return false
+}
+
+// ingressClassOf is the class an instance uses: an application's, its
+// environment's dedicated class with dedicatedIngress, else its
+// ingressClass; a controller's, the class it serves (its context's
+// ingressClass); "" for a tombstone or an instance without context.
+func ingressClassOf(in *Instance) string {
+	if in == nil || in.Tombstone() || in.Context == nil {
+		return ""
+	}
+	if in.Context.Cluster.DedicatedIngress {
+		return DedicatedIngressClass(in.ID.Environment, in.Context.Cluster.IngressClass)
+	}
+	return in.Context.Cluster.IngressClass
+}
+
+// failUnservedIngressMoves fails the applications that would move to
+// their environment's dedicated class while the controller of that class
+// fails to resolve and its lock (if any) serves another: locked, they
+// would point their Ingresses at a class no controller serves (orderIngress
+// has no new controller instance to order them after), and under
+// LockKeepGoing the rest of the lock goes through. As failures they keep
+// their locks, each error naming the controller's, and move in the lock
+// where it resolves. An application already on the class, or one on
+// hold, is left alone: nothing it serves changes controller.
+func failUnservedIngressMoves(res *Result, current map[ID]*Instance) {
+	failed := map[ID]error{}
+	for _, e := range res.Errors {
+		if e.ID.Name == IngressName && e.ID.Environment != ClusterEnvironment {
+			failed[e.ID] = e.Err
+		}
+	}
+	if len(failed) == 0 {
+		return
+	}
+	kept := make([]*Resolved, 0, len(res.Resolved))
+	for _, r := range res.Resolved {
+		in := r.Instance
+		ctl := EnvironmentIngressID(in.ID.Cluster, in.ID.Environment)
+		err, broken := failed[ctl]
+		_, held := res.Held[in.ID]
+		class := ingressClassOf(in)
+		if !broken || held || in.Internal != "" || in.Context == nil || !in.Context.Cluster.DedicatedIngress ||
+			ingressClassOf(current[in.ID]) == class || ingressClassOf(current[ctl]) == class {
+			kept = append(kept, r)
+			continue
+		}
+		res.Errors = append(res.Errors, &DeploymentError{ID: in.ID, Err: fmt.Errorf(
+			"not locked: its ingress class would be %q, whose controller %s fails to resolve, so no controller would serve it; it keeps its current lock until the controller resolves: %w",
+			class, ctl, err)})
+	}
+	if len(kept) == len(res.Resolved) {
+		return
+	}
+	res.Resolved = kept
+	sort.Slice(res.Errors, func(i, j int) bool { return lessID(res.Errors[i].ID, res.Errors[j].ID) })
 }
 
 // isInternal reports whether a change is of an internal deployment: its

@@ -245,6 +245,8 @@ func nextInstances(res *Result, current map[ID]*Instance, used UsedSequences, he
 		s, ok := head[id]
 		return !ok || s < u
 	}
+	// First: an application failed there is ordered as any failed one.
+	failUnservedIngressMoves(res, current)
 	var out []LockChange
 	for _, r := range res.Resolved {
 		if _, held := res.Held[r.Instance.ID]; held {
