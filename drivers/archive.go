@@ -72,7 +72,11 @@ func unpackedSize(data []byte, budget int64, depth int) (int64, error) {
 		if err != nil {
 			return used, err
 		}
-		if h.Typeflag != tar.TypeReg {
+		// Count every entry Helm's loader (LoadArchiveFiles) reads: all
+		// but folders and PAX headers. Skipping what is not TypeReg left
+		// a TypeCont or vendor-typed entry, which Helm reads as a file,
+		// outside the budget.
+		if h.FileInfo().IsDir() || h.Typeflag == tar.TypeXGlobalHeader || h.Typeflag == tar.TypeXHeader {
 			continue
 		}
 		if isArchive(path.Clean(h.Name)) {

@@ -127,8 +127,10 @@ type ScopeFunc func(o Object) (clusterScoped, known bool, err error)
 
 // CheckPolicyWith is CheckPolicy with the objects scoped by scope (nil:
 // the kind table); an error of scope is returned as it is, not as a
-// PolicyError. A kind scope does not know is scoped by a
-// CustomResourceDefinition the chart renders for it, else by the table. The agent passes the cluster's mapping: a kind the
+// PolicyError. A kind scope does not know is cluster-scoped when the
+// table says so or a CustomResourceDefinition the chart renders for it
+// does (a definition never makes a kind namespaced that the table knows
+// as cluster-scoped). The agent passes the cluster's mapping: a kind the
 // table does not know (a custom resource, a kind newer than the table) is
 // rendered as namespaced but created cluster-wide if the cluster serves it
 // so, and the policy must judge what is created.
@@ -137,10 +139,11 @@ func CheckPolicyWith(c Context, m *Manifests, deployment string, scope ScopeFunc
 	own := c.Deployment.Namespace
 	defined := renderedCRDScopes(m.Objects)
 	for _, o := range m.Objects {
-		clusterScoped := IsClusterScoped(o.Kind)
-		if cs, ok := defined[crdKey{group: apiGroup(o.APIVersion), kind: o.Kind}]; ok {
-			clusterScoped = cs
-		}
+		// The chart's own definitions may make a kind cluster-scoped,
+		// never namespaced: one declaring Namespaced a kind the table
+		// knows as cluster-scoped (its own ClusterRoleBinding of
+		// rbac.authorization.k8s.io) would pass the policy with it.
+		clusterScoped := IsClusterScoped(o.Kind) || defined[crdKey{group: apiGroup(o.APIVersion), kind: o.Kind}]
 		if scope != nil {
 			cs, known, err := scope(o)
 			if err != nil {
@@ -182,6 +185,8 @@ type crdKey struct{ group, kind string }
 // CustomResourceDefinition defines is cluster-scoped: its objects in the
 // same chart are unknown to the table, and to the cluster until the
 // release applies the definition (which Helm's install order does first).
+// CheckPolicyWith takes only Cluster from it: a chart cannot rescope a
+// built-in kind.
 func renderedCRDScopes(objects []Object) map[crdKey]bool {
 	var out map[crdKey]bool
 	for _, o := range objects {

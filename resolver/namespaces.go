@@ -18,9 +18,9 @@ func NamespaceOf(e *Environment, d *Deployment) string {
 // namespaceErrors checks the namespaces of every deployment of repo
 // before anything resolves: two deployments of one cluster, internal ones
 // included, never share a namespace (each gets an error naming the
-// other's file), and none uses a reserved one (kube-*, default, the
-// agent's). It is one rule for every
-// path that resolves: plan, lock, lock mode.
+// other's file), none uses a reserved one (kube-*, default, the agent's),
+// and no environment's policy lets its deployments into one. It is one
+// rule for every path that resolves: plan, lock, lock mode.
 func namespaceErrors(repo *Repository) map[ID]error {
 	out := map[ID]error{}
 	for _, c := range repo.Clusters {
@@ -36,9 +36,17 @@ func namespaceErrors(repo *Repository) map[ID]error {
 				}
 			}
 		}
-		// The internal deployments' namespaces are theirs alone too.
+		// The internal deployments' namespaces are theirs alone too, and
+		// an environment's controller is no more allowed in a reserved
+		// one than an application: DecodeLock refuses such a lockfile,
+		// and with it every later lock and plan of the repository.
 		for _, ic := range ingressControllers(c) {
 			owners[ic.namespace] = append(owners[ic.namespace], nsOwner{ic.id, c.File, "the ingress controller "})
+			if ic.env != nil && reserved(ic.namespace) {
+				out[ic.id] = placed(&ConfigError{File: ic.env.File, Field: "namespacePrefix", Msg: fmt.Sprintf(
+					"the environment's ingress controller %s would run in namespace %q (namespacePrefix %q, the folder's name unless set, + %q), which is reserved for the cluster or the agent (kube-*, default, styrmin-system): set another namespacePrefix or dedicatedIngress: false",
+					ic.id, ic.namespace, ic.env.NamespacePrefix, envIngressSuffix)}, ic.env.pos)
+			}
 		}
 		for ns, ds := range owners {
 			if len(ds) < 2 {
@@ -56,8 +64,40 @@ func namespaceErrors(repo *Repository) map[ID]error {
 					ns, strings.Join(others, ", "))}
 			}
 		}
+		for _, e := range c.Environments {
+			err := policyNamespaceError(c, e)
+			if err == nil {
+				continue
+			}
+			for _, d := range e.Deployments {
+				if out[d.ID] == nil {
+					out[d.ID] = err
+				}
+			}
+		}
 	}
 	return out
+}
+
+// policyNamespaceError refuses a reserved namespace in the policy of e's
+// deployments, in the file that lists it (the environment's, else the
+// cluster's default): policy.namespaces would let every chart of the
+// environment into the cluster's own namespaces or the agent's.
+func policyNamespaceError(c *Cluster, e *Environment) *ConfigError {
+	l, p := e.layer(), e.Policy
+	if p == nil || p.Namespaces == nil {
+		l, p = c.layer(), c.Policy
+	}
+	if p == nil {
+		return nil
+	}
+	for i, ns := range p.Namespaces {
+		if reserved(ns) {
+			return placed(&ConfigError{File: l.file, Field: fmt.Sprintf("policy.namespaces[%d]", i), Msg: fmt.Sprintf(
+				"namespace %q is reserved for the cluster or the agent (kube-*, default, styrmin-system): no deployment may put objects there; remove it from policy.namespaces", ns)}, l.pos)
+		}
+	}
+	return nil
 }
 
 // nsOwner is a deployment that has a namespace: what names it in an

@@ -50,6 +50,12 @@ func TestPolicyRefusesWhatLeavesTheEnvironmentAtLockTime(t *testing.T) {
 		{name: "a service account outside the namespaces", params: "",
 			envCUE: "namespacePrefix: \"dev\"\npolicy: serviceAccountName: \"kube-system/admin\"\n",
 			want:   []string{env, "policy.serviceAccountName", `namespace "kube-system"`}},
+		{name: "a system namespace in the environment's policy", params: "",
+			envCUE: "namespacePrefix: \"dev\"\npolicy: namespaces: [\"dev-web\", \"kube-system\"]\n",
+			want:   []string{env + ":2:", "field policy.namespaces[1]", `namespace "kube-system" is reserved for the cluster or the agent`}},
+		{name: "the agent's namespace in the cluster's default policy", params: "",
+			clusterCUE: "policy: namespaces: [\"styrmin-system\"]\n",
+			want:       []string{"clusters/local/cluster.cue:", "field policy.namespaces[0]", `namespace "styrmin-system" is reserved for the cluster or the agent`}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

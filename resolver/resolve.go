@@ -352,7 +352,7 @@ func firstPass(c *Cluster, e *Environment, d *Deployment, opts Options) (*pendin
 	}
 	applied, err := drv.ApplyParameters(deepCopy(params).(map[string]any))
 	if err != nil {
-		return nil, parameterErrors(err, prov, []layer{c.layer(), e.layer(), d.layer()}, d.File)
+		return nil, parameterErrors(err, drv, params, prov, []layer{c.layer(), e.layer(), d.layer()}, d.File)
 	}
 	for _, p := range drv.Parameters {
 		if _, set := params[p.Name]; !set && p.HasDefault {
@@ -496,8 +496,11 @@ func placed(e *ConfigError, pos map[string]token.Position) *ConfigError {
 // parameterErrors turns the errors of the driver's parameter schema into
 // ConfigErrors, one per parameter, each in the file that set the
 // parameter (a layer above may have) at the line it was set, else in the
-// deployment's own file: a missing required parameter belongs there.
-func parameterErrors(err error, prov Provenance, layers []layer, deploymentFile string) error {
+// deployment's own file: a missing required parameter belongs there. A
+// struct parameter's fields may come from several layers: the error names
+// the field that fails and the file that set it (culprit). params are
+// the parameters drv was given.
+func parameterErrors(err error, drv *drivers.Driver, params map[string]any, prov Provenance, layers []layer, deploymentFile string) error {
 	var out []*ConfigError
 	for _, e := range flatten(err) {
 		var pe *drivers.ParameterError
@@ -505,12 +508,12 @@ func parameterErrors(err error, prov Provenance, layers []layer, deploymentFile 
 			out = append(out, &ConfigError{File: deploymentFile, Line: 1, Column: 1, Msg: e.Error(), Err: e})
 			continue
 		}
-		field := "parameters." + pe.Parameter
-		file := deploymentFile
-		for _, o := range prov.Under(field) {
-			if o.Layer != "driver" {
-				file = o.File
-				break
+		field, file, msg := "parameters."+pe.Parameter, deploymentFile, pe.Msg
+		if leaf, o, ok := culprit(drv, params, prov, pe.Parameter); ok {
+			file = o.File
+			if leaf != field {
+				msg = fmt.Sprintf("the value set here fails parameter %s: %s", pe.Parameter, pe.Msg)
+				field = leaf
 			}
 		}
 		var pos map[string]token.Position
@@ -519,9 +522,78 @@ func parameterErrors(err error, prov Provenance, layers []layer, deploymentFile 
 				pos = l.pos
 			}
 		}
-		out = append(out, placed(&ConfigError{File: file, Field: field, Msg: pe.Msg, Err: pe}, pos))
+		out = append(out, placed(&ConfigError{File: file, Field: field, Msg: msg, Err: pe}, pos))
 	}
 	return joinConfigErrors(out)
+}
+
+// culprit is the path of parameter name (or of a field of it) that its
+// error is about and the layer that set it; ok is false when no layer set
+// any (a missing parameter). It is the same for the same input, though
+// Provenance is a map: of a struct parameter whose fields layers set, the
+// first field in path order that fails on its own (the parameter holding
+// only it, the rest at their defaults), else the parameter itself in the
+// most specific layer that set part of it.
+func culprit(drv *drivers.Driver, params map[string]any, prov Provenance, name string) (string, Origin, bool) {
+	field := "parameters." + name
+	var leaves []string
+	for _, p := range prov.Under(field).Paths() {
+		if prov[p].Layer != "driver" {
+			leaves = append(leaves, p)
+		}
+	}
+	if len(leaves) == 0 {
+		return "", Origin{}, false
+	}
+	fails := func(v any) bool {
+		probe := make(map[string]any, len(params))
+		for k, x := range params {
+			probe[k] = x
+		}
+		probe[name] = v
+		_, err := drv.ApplyParameters(deepCopy(probe).(map[string]any))
+		for _, e := range flatten(err) {
+			var pe *drivers.ParameterError
+			if errors.As(e, &pe) && pe.Parameter == name {
+				return true
+			}
+		}
+		return false
+	}
+	// A field alone tells only when the parameter passes without any.
+	if drv != nil && leaves[0] != field && !fails(map[string]any{}) {
+		for _, leaf := range leaves {
+			if v, ok := fieldAlone(params[name], strings.TrimPrefix(leaf, field+".")); ok && fails(v) {
+				return leaf, prov[leaf], true
+			}
+		}
+	}
+	rank := map[string]int{LayerCluster: 1, LayerEnvironment: 2, LayerDeployment: 3}
+	best := leaves[0]
+	for _, l := range leaves[1:] {
+		if rank[prov[l].Layer] > rank[prov[best].Layer] {
+			best = l
+		}
+	}
+	return field, prov[best], true
+}
+
+// fieldAlone is struct value v holding only its field at the dotted path
+// sub; false when v has no value there.
+func fieldAlone(v any, sub string) (any, bool) {
+	m, ok := v.(map[string]any)
+	if !ok {
+		return nil, false
+	}
+	x := SettingAt(m, sub)
+	if x == nil {
+		return nil, false
+	}
+	parts := strings.Split(sub, ".")
+	for i := len(parts) - 1; i >= 0; i-- {
+		x = map[string]any{parts[i]: x}
+	}
+	return x, true
 }
 
 // flatten lists the errors joined in err (errors.Join), err itself
