@@ -139,6 +139,13 @@ func CheckPolicyWith(c Context, m *Manifests, deployment string, scope ScopeFunc
 	own := c.Deployment.Namespace
 	defined := renderedCRDScopes(m.Objects)
 	for _, o := range m.Objects {
+		if ownAPI(o) {
+			// Whatever the policy lists: a chart that makes Styrmin's own
+			// objects (a StyrminRestore of another environment, a task)
+			// acts through the agent, around git and the policy both.
+			return &PolicyError{Deployment: deployment, Object: o, Rule: "kinds",
+				Msg: fmt.Sprintf("%s is Styrmin's own API (%s): a chart may not make or define its objects", o.Kind, styrminGroup)}
+		}
 		// The chart's own definitions may make a kind cluster-scoped,
 		// never namespaced: one declaring Namespaced a kind the table
 		// knows as cluster-scoped (its own ClusterRoleBinding of
@@ -180,6 +187,26 @@ func policyObject(o Object, clusterScoped bool) Object {
 
 // crdKey is the group and kind a CustomResourceDefinition defines.
 type crdKey struct{ group, kind string }
+
+// styrminGroup is the API group of Styrmin's own resources.
+const styrminGroup = "styrmin.io"
+
+// ownAPI reports whether o is an object of Styrmin's own API group, or a
+// CustomResourceDefinition of it.
+func ownAPI(o Object) bool {
+	if apiGroup(o.APIVersion) == styrminGroup {
+		return true
+	}
+	if o.Kind != "CustomResourceDefinition" || apiGroup(o.APIVersion) != "apiextensions.k8s.io" {
+		return false
+	}
+	var crd struct {
+		Spec struct {
+			Group string `json:"group"`
+		} `json:"spec"`
+	}
+	return yaml.Unmarshal(o.YAML, &crd) == nil && crd.Spec.Group == styrminGroup
+}
 
 // renderedCRDScopes returns whether each kind a rendered
 // CustomResourceDefinition defines is cluster-scoped: its objects in the

@@ -53,6 +53,16 @@ func TestCheckPolicyWithTheClustersScope(t *testing.T) {
 		{"built-in kind the cluster does not serve: the table", nil, scope, Object{APIVersion: "rbac.authorization.k8s.io/v1", Kind: "ClusterRole", Name: "r"},
 			"kind ClusterRole is cluster-scoped and not listed"},
 		{"no scope function: the table alone", nil, nil, obj("cert-manager.io/v1", "ClusterIssuer", "letsencrypt"), ""},
+		// Styrmin's own objects, under any policy: a chart applied by the
+		// agent would act through it (a restore of another environment).
+		{"a StyrminRestore, default policy", nil, scope, obj("styrmin.io/v1alpha1", "StyrminRestore", "r"),
+			"StyrminRestore is Styrmin's own API (styrmin.io): a chart may not make or define its objects"},
+		{"a StyrminTask, listed by the policy", &Policy{Kinds: []string{"*", "StyrminTask"}}, scope, obj("styrmin.io/v1alpha1", "StyrminTask", "t"),
+			"StyrminTask is Styrmin's own API"},
+		{"a definition of Styrmin's API", &Policy{Kinds: []string{"*", "CustomResourceDefinition"}}, scope,
+			Object{APIVersion: "apiextensions.k8s.io/v1", Kind: "CustomResourceDefinition", Name: "styrmintasks.styrmin.io",
+				YAML: []byte("apiVersion: apiextensions.k8s.io/v1\nkind: CustomResourceDefinition\nmetadata:\n  name: styrmintasks.styrmin.io\nspec:\n  group: styrmin.io\n  scope: Namespaced\n  names: {kind: StyrminTask, plural: styrmintasks}\n")},
+			"CustomResourceDefinition is Styrmin's own API"},
 	} {
 		c := Context{Environment: EnvironmentContext{Policy: tc.policy}, Deployment: DeploymentContext{Namespace: "dev-web"}}
 		err := CheckPolicyWith(c, &Manifests{Objects: []Object{tc.obj}}, "local/dev/web", tc.scope)

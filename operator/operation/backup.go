@@ -225,6 +225,9 @@ func (r *BackupReconciler) check(ctx context.Context, b *v1alpha1.StyrminBackup)
 		cluster = r.opts.Cluster
 	}
 	envName := cluster + "/" + b.Spec.Environment
+	if err := inAgentNamespace(b.Namespace, r.opts.Namespace, "StyrminBackup"); err != nil {
+		return nil, err
+	}
 	if cluster != r.opts.Cluster {
 		return nil, &RefusedError{Environment: envName, Msg: fmt.Sprintf("this agent serves cluster %s: a backup of another cluster's environment belongs to that cluster's agent", r.opts.Cluster)}
 	}
@@ -261,6 +264,18 @@ func (r *BackupReconciler) check(ctx context.Context, b *v1alpha1.StyrminBackup)
 			Msg: "its driver declares no backup and restore hooks, so it cannot be backed up (expected actions: backup: … and restore: … in the driver)"}
 	}
 	return plan, nil
+}
+
+// inAgentNamespace refuses an operation made outside the agent's
+// namespace: people make them there (styrminctl, RBAC on that namespace),
+// and one made in a deployment's namespace (by whoever may write there, a
+// chart the agent applies) could otherwise restore or back up any
+// environment of the cluster.
+func inAgentNamespace(namespace, agent, kind string) error {
+	if namespace == agent {
+		return nil
+	}
+	return &RefusedError{Msg: fmt.Sprintf("metadata.namespace: a %s is acted on only in the agent's namespace %s, not %s", kind, agent, namespace)}
 }
 
 // validName refuses a backup ID that cannot be part of an artefact's

@@ -272,6 +272,9 @@ func names(ds []v1alpha1.OperationDeployment, only []string) []string {
 // older version than the one that took it). It returns the deployments'
 // plan and the environment.
 func (r *RestoreReconciler) check(ctx context.Context, rs *v1alpha1.StyrminRestore) ([]v1alpha1.OperationDeployment, string, error) {
+	if err := inAgentNamespace(rs.Namespace, r.opts.Namespace, "StyrminRestore"); err != nil {
+		return nil, "", err
+	}
 	// The name labels the restore's tasks: one the API server refuses
 	// there would leave the restore running for ever, and its backup
 	// undeletable.

@@ -300,3 +300,55 @@ func TestAnOperationBegunByAnOlderAgentFindsItsTasksUnderTheirOldNames(t *testin
 		t.Fatalf("monday's deleteBackup tasks: %d (%v), want the one the older agent made", len(tasks.Items), err)
 	}
 }
+
+// TestAnOperationMadeOutsideTheAgentsNamespaceIsRefusedAndRunsNothing:
+// people make backups and restores in the agent's namespace (styrminctl,
+// RBAC on that namespace). One made in a deployment's namespace, by
+// whoever may write there or by a chart the agent applies as itself, was
+// acted on like any other: a restore of another environment's data from
+// its backup, made by that environment's neighbour.
+func TestAnOperationMadeOutsideTheAgentsNamespaceIsRefusedAndRunsNothing(t *testing.T) {
+	ctx, cl, r, opts := restoring(t)
+	rs := &v1alpha1.StyrminRestore{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "data-hub", Name: "from-a-chart", Finalizers: []string{operation.Finalizer}},
+		Spec:       v1alpha1.StyrminRestoreSpec{Backup: "monday"},
+	}
+	if err := cl.Create(ctx, rs); err != nil {
+		t.Fatal(err)
+	}
+	for range 2 {
+		_, _ = r.Reconcile(ctx, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(rs)})
+	}
+	if err := cl.Get(ctx, client.ObjectKeyFromObject(rs), rs); err != nil {
+		t.Fatal(err)
+	}
+	if rs.Status.Phase != v1alpha1.OperationFailed || !strings.Contains(rs.Status.Message, "metadata.namespace") || !strings.Contains(rs.Status.Message, "styrmin-system") {
+		t.Fatalf("a restore in data-hub: %s %q; want it refused naming metadata.namespace and the agent's namespace", rs.Status.Phase, rs.Status.Message)
+	}
+	var tasks v1alpha1.StyrminTaskList
+	if err := cl.List(ctx, &tasks, client.InNamespace("data-hub")); err != nil || len(tasks.Items) != 0 {
+		t.Fatalf("hub's tasks after the refusal: %d (%v), want none", len(tasks.Items), err)
+	}
+
+	b := &v1alpha1.StyrminBackup{ObjectMeta: metav1.ObjectMeta{Namespace: "data-hub", Name: "tuesday", Finalizers: []string{operation.Finalizer}},
+		Spec: v1alpha1.StyrminBackupSpec{Environment: "data"}}
+	if err := cl.Create(ctx, b); err != nil {
+		t.Fatal(err)
+	}
+	backups, err := operation.NewBackupReconciler(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range 2 {
+		_, _ = backups.Reconcile(ctx, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(b)})
+	}
+	if err := cl.Get(ctx, client.ObjectKeyFromObject(b), b); err != nil {
+		t.Fatal(err)
+	}
+	if b.Status.Phase != v1alpha1.OperationFailed || !strings.Contains(b.Status.Message, "metadata.namespace") {
+		t.Fatalf("a backup in data-hub: %s %q; want it refused naming metadata.namespace", b.Status.Phase, b.Status.Message)
+	}
+	if err := cl.List(ctx, &tasks, client.InNamespace("data-hub")); err != nil || len(tasks.Items) != 0 {
+		t.Fatalf("hub's tasks after the backup's refusal: %d (%v), want none", len(tasks.Items), err)
+	}
+}
