@@ -9,6 +9,7 @@ import (
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
@@ -123,17 +124,22 @@ func checkInstallation(ctx context.Context, c client.Client, ns string) ([]Findi
 	if err != nil {
 		return []Finding{fail("%v", err)}, nil
 	}
+	dep, err := readAgent(ctx, c, ns)
+	// The installation's choice of the default environment's binding (an
+	// agent installed before the choice was recorded bound it).
+	clusterWide := dep == nil || dep.Annotations[AnnotationDefaultEnvironmentClusterWide] != "false"
 	var out []Finding
 	for _, u := range objs {
 		switch {
 		case isCRD(u):
 			out = append(out, checkCRD(ctx, c, u))
 		case u.GetKind() == "Deployment":
+		case isDefaultEnvironmentBinding(u) && !clusterWide:
+			out = append(out, checkLeftOut(ctx, c, u))
 		default:
 			out = append(out, checkPresent(ctx, c, u))
 		}
 	}
-	dep, err := readAgent(ctx, c, ns)
 	if err != nil {
 		what := fmt.Sprintf("%v", err)
 		if apierrors.IsNotFound(err) {
@@ -192,13 +198,63 @@ func checkPresent(ctx context.Context, c client.Client, want *unstructured.Unstr
 	return pass("%s", Describe(want))
 }
 
+// checkLeftOut checks that want's object, which the installation chose to
+// leave out, is absent: present, it grants what the choice withholds.
+func checkLeftOut(ctx context.Context, c client.Client, want *unstructured.Unstructured) Finding {
+	live := &unstructured.Unstructured{}
+	live.SetGroupVersionKind(want.GroupVersionKind())
+	err := c.Get(ctx, client.ObjectKeyFromObject(want), live)
+	switch {
+	case apierrors.IsNotFound(err):
+		return pass("%s absent, as installed (--default-environment-cluster-wide=false): RoleBindings of ClusterRole %s grant the default environment's rights where it acts (docs/tenancy.md)",
+			Describe(want), defaultEnvironment)
+	case err != nil:
+		return fail("%s: %v", Describe(want), err)
+	}
+	return fail("%s exists, though installed with --default-environment-cluster-wide=false: the agent may change every namespace as the default environment; delete it (kubectl delete clusterrolebinding %s) once RoleBindings grant the role where the default acts",
+		Describe(want), want.GetName())
+}
+
+// checkAgent passes when the agent's rollout is complete, as kubectl
+// rollout status tells it: ready replicas alone would count the old pods
+// of a failed upgrade while the new ReplicaSet crashloops.
 func checkAgent(dep *appsv1.Deployment) Finding {
 	in := agentInfo(dep)
-	if in.ReadyReplicas == 0 {
-		return fail("agent Deployment %s: %d/%d replicas ready, image %s (see kubectl -n %s describe deployment %s, and the agent's log)",
-			in.Deployment, in.ReadyReplicas, in.Replicas, in.Image, dep.Namespace, dep.Name)
+	pending := rolloutPending(dep, in.Replicas)
+	if in.ReadyReplicas == 0 && pending == "" {
+		pending = "no replica runs"
 	}
-	return pass("agent Deployment %s: %d/%d replicas ready, image %s", in.Deployment, in.ReadyReplicas, in.Replicas, in.Image)
+	if pending != "" {
+		return fail("agent Deployment %s: %d/%d replicas ready, image %s; rollout not complete: %s (see kubectl -n %s rollout status deployment/%s, kubectl -n %s describe deployment %s, and the agent's log)",
+			in.Deployment, in.ReadyReplicas, in.Replicas, in.Image, pending, dep.Namespace, dep.Name, dep.Namespace, dep.Name)
+	}
+	return pass("agent Deployment %s: %d/%d replicas ready, updated and available, image %s", in.Deployment, in.ReadyReplicas, in.Replicas, in.Image)
+}
+
+// rolloutPending says what dep's rollout of its current template still
+// waits for ("" when complete), in kubectl rollout status's order, with
+// the Progressing condition when it failed.
+func rolloutPending(dep *appsv1.Deployment, want int32) string {
+	st := dep.Status
+	var why string
+	switch {
+	case st.ObservedGeneration < dep.Generation:
+		why = fmt.Sprintf("the Deployment controller has not observed generation %d yet (observed %d)", dep.Generation, st.ObservedGeneration)
+	case st.UpdatedReplicas < want:
+		why = fmt.Sprintf("%d of %d replicas run the current template", st.UpdatedReplicas, want)
+	case st.Replicas > st.UpdatedReplicas:
+		why = fmt.Sprintf("%d old replicas pending termination", st.Replicas-st.UpdatedReplicas)
+	case st.AvailableReplicas < want:
+		why = fmt.Sprintf("%d of %d updated replicas available", st.AvailableReplicas, want)
+	default:
+		return ""
+	}
+	for _, c := range st.Conditions {
+		if c.Type == appsv1.DeploymentProgressing && c.Status == corev1.ConditionFalse {
+			why += fmt.Sprintf(" (%s: %s)", c.Reason, c.Message)
+		}
+	}
+	return why
 }
 
 // checkSources checks the StyrminSources of the agent's namespace: the

@@ -8,6 +8,7 @@ import (
 	"io"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -32,6 +33,11 @@ const (
 	// LabelVersion is the label Render puts on the agent's Deployment:
 	// the version of the styrminctl that installed it.
 	LabelVersion = "app.kubernetes.io/version"
+	// AnnotationDefaultEnvironmentClusterWide on the agent's Deployment
+	// records whether Render bound the default environment's role
+	// cluster-wide ("true") or left the binding out ("false"), so Check
+	// knows whether its absence is a fault.
+	AnnotationDefaultEnvironmentClusterWide = "styrmin.io/default-environment-cluster-wide"
 )
 
 // The agent's objects in the manifests.
@@ -41,6 +47,11 @@ const (
 	// agentUserVariable is the variable of the admission policy naming the
 	// agent's user.
 	agentUserVariable = "isAgent"
+	// defaultEnvironment is the ClusterRole of what the agent may change
+	// for environments without a service account, and the name of the
+	// ClusterRoleBinding that grants it in every namespace
+	// (config/rbac/default_environment_role*.yaml).
+	defaultEnvironment = "styrmin-agent-default-environment"
 )
 
 // Options are the settings of an installation.
@@ -65,6 +76,13 @@ type Options struct {
 	// Version is stamped on the Deployment as LabelVersion when it is a
 	// valid label value (default version.Get().Short()).
 	Version string
+	// WithoutDefaultEnvironmentBinding leaves out the ClusterRoleBinding
+	// of styrmin-agent-default-environment (the ClusterRole stays), as
+	// the chart's rbac.defaultEnvironmentClusterWide: false: for strict
+	// tenancy, where RoleBindings grant that role in chosen namespaces
+	// (docs/tenancy.md). Recorded on the Deployment
+	// (AnnotationDefaultEnvironmentClusterWide).
+	WithoutDefaultEnvironmentBinding bool
 }
 
 func (o Options) withDefaults() Options {
@@ -156,7 +174,16 @@ func Render(o Options) ([]*unstructured.Unstructured, error) {
 	if err := grantSecret(objs, o.SecretName); err != nil {
 		return nil, err
 	}
+	if o.WithoutDefaultEnvironmentBinding {
+		// Left out rather than applied: an upgrade must not grant again
+		// what a strict-tenancy owner removed.
+		objs = slices.DeleteFunc(objs, isDefaultEnvironmentBinding)
+	}
 	return objs, nil
+}
+
+func isDefaultEnvironmentBinding(u *unstructured.Unstructured) bool {
+	return u.GetKind() == "ClusterRoleBinding" && u.GetName() == defaultEnvironment
 }
 
 // secretsRole is the Role that lets the agent read its own Secrets by
@@ -327,6 +354,12 @@ func configureAgent(dep *unstructured.Unstructured, o Options) error {
 		delete(labels, LabelVersion)
 	}
 	dep.SetLabels(labels)
+	annotations := dep.GetAnnotations()
+	if annotations == nil {
+		annotations = map[string]string{}
+	}
+	annotations[AnnotationDefaultEnvironmentClusterWide] = strconv.FormatBool(!o.WithoutDefaultEnvironmentBinding)
+	dep.SetAnnotations(annotations)
 	return nil
 }
 

@@ -154,9 +154,14 @@ func (d *desired) head(t testing.TB) gitsource.Hash {
 	return h
 }
 
+// brokenLock is a lockfile committed by hand that is no lockfile: the
+// agent skips it, and so must the pages.
+const brokenLock = "locks/local/dev/broken.lock.yaml"
+
 // demoHistory is the history of the fixture: a first lock of the four
-// deployments, two changes of dev/hub, one of dev/web and a hold on
-// staging/web with a change it keeps waiting.
+// deployments, two changes of dev/hub, one of dev/web, a hold on
+// staging/web with a change it keeps waiting, and an invalid lockfile
+// committed by hand (brokenLock).
 func demoHistory(t testing.TB) *desired {
 	t.Helper()
 	d := newDesired(t)
@@ -173,6 +178,9 @@ func demoHistory(t testing.TB) *desired {
 	d.change(t, "Merge pull request #9 from team/freeze", map[string]string{
 		stagingWeb: "driver: webapp\nappVersion: 1.25.0\nhold: frozen for the audit\nparameters:\n  replicas: 5\n",
 	})
+	write(t, d.dir, brokenLock, "x: 1\n")
+	git(t, d.dir, "add", "-A")
+	git(t, d.dir, "commit", "--quiet", "-m", "A lockfile edited by hand")
 	return d
 }
 
@@ -316,7 +324,8 @@ func (o *onceT) TempDir() string {
 // steps, events and a crashing pod.
 //
 //   - dev/web: sequence 1 succeeded; 2 (the replicas change) failed in its
-//     core step, so 1 stays active and the deployment is behind git;
+//     core step, so 1 stays active and the deployment is behind git; a
+//     backup then succeeded (its task carries 2's sequence and lock);
 //   - dev/hub: 1 succeeded; 2 was superseded (its core step found 3,
 //     NewerInstanceKept); 3 succeeded;
 //   - staging/web: 1 succeeded and is Ready; git holds it;
@@ -430,6 +439,27 @@ func fillCluster(ctx context.Context, cl client.Client, d *desired) error {
 		if err := cl.Status().Update(ctx, t); err != nil {
 			return err
 		}
+	}
+	// A backup of dev/web after its failed change, as the agent makes it
+	// (operation.makeTask): the deployment's labels, the sequence and lock
+	// of the newest change. Its name (task.OperationTaskName) lists after
+	// web-2's.
+	backup := &v1alpha1.StyrminTask{
+		ObjectMeta: metav1.ObjectMeta{Name: "web-backup-nightly-0a1b2c3d4e", Namespace: webNS, Labels: func() map[string]string {
+			l := instance.DeploymentID(idDevWeb).Labels()
+			l[v1alpha1.LabelOperation], l[v1alpha1.LabelOperationKind], l[v1alpha1.LabelSequence] = "nightly", "backup", "2"
+			return l
+		}()},
+		Spec: v1alpha1.StyrminTaskSpec{Deployment: instance.DeploymentID(idDevWeb), Namespace: webNS, Workflow: v1alpha1.WorkflowBackup,
+			FromSequence: 2, ToSequence: 2, Lock: v1alpha1.LockRef{Commit: lc[1].String(), Path: idDevWeb.LockPath()},
+			Operation: &v1alpha1.TaskOperation{Kind: v1alpha1.OperationBackup, Name: "nightly", BackupID: "nightly-20261101", Artifact: "s3://backups/local/dev/nightly-20261101/web", Attempt: 1}},
+	}
+	if err := cl.Create(ctx, backup); err != nil {
+		return err
+	}
+	backup.Status = v1alpha1.StyrminTaskStatus{Phase: v1alpha1.TaskSucceeded, Workflow: v1alpha1.WorkflowBackup, FromSequence: 2, StartedAt: at(210), FinishedAt: at(240)}
+	if err := cl.Status().Update(ctx, backup); err != nil {
+		return err
 	}
 	// The agent's source.
 	if err := cl.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "styrmin-system"}}); err != nil {

@@ -18,8 +18,12 @@ type headState struct {
 	head  gitsource.Hash
 	locks map[resolver.ID]*resolver.Instance
 	held  map[resolver.ID]string
-	fsys  fs.FS
-	err   error
+	// invalid says, per lockfile skipped, why (its path first): a hand
+	// edit, a merge conflict's markers, a newer apiVersion. The agent
+	// skips such a file too; the other rows keep git's data.
+	invalid []string
+	fsys    fs.FS
+	err     error
 }
 
 // headState reads git's head, once per head commit.
@@ -39,7 +43,7 @@ func (h *Handler) headState() *headState {
 	gs := &headState{head: head}
 	gs.fsys, err = h.o.Repo.TreeAt(head, h.o.Dir)
 	if err == nil {
-		gs.locks, gs.held, err = readHead(gs.fsys, h.o.PlanOptions.ConfigSandbox)
+		gs.locks, gs.held, gs.invalid, err = readHead(gs.fsys, h.o.PlanOptions.ConfigSandbox)
 	}
 	if err != nil {
 		gs.err = fmt.Errorf("reading the repository at %s: %w", head.Short(), err)
@@ -51,25 +55,30 @@ func (h *Handler) headState() *headState {
 // readHead reads the summary of every lockfile (timeline.Summary: the
 // overview needs no context or values, and decoding 500 whole lockfiles
 // would cost a quarter of a second per new commit) and the holds of the
-// deployment files that mention one.
-func readHead(fsys fs.FS, config *resolver.ConfigSandbox) (map[resolver.ID]*resolver.Instance, map[resolver.ID]string, error) {
+// deployment files that mention one. A lockfile that cannot be read or
+// is invalid is skipped and said in invalid, as the agent skips it: one
+// bad file must not take git's data from every other row.
+func readHead(fsys fs.FS, config *resolver.ConfigSandbox) (locks map[resolver.ID]*resolver.Instance, held map[resolver.ID]string, invalid []string, err error) {
 	files, err := fs.Glob(fsys, path.Join(resolver.LocksDir, "*", "*", "*.lock.yaml"))
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
-	locks := make(map[resolver.ID]*resolver.Instance, len(files))
+	locks = make(map[resolver.ID]*resolver.Instance, len(files))
 	for _, f := range files {
 		data, err := fs.ReadFile(fsys, f)
 		if err != nil {
-			return nil, nil, err
+			invalid = append(invalid, fmt.Sprintf("%s: %v", f, err))
+			continue
 		}
 		in, err := timeline.Summary(f, data)
 		if err != nil {
-			return nil, nil, err
+			// Summary's errors start with the file's path.
+			invalid = append(invalid, err.Error())
+			continue
 		}
 		locks[in.ID] = in
 	}
-	held := map[resolver.ID]string{}
+	held = map[resolver.ID]string{}
 	var loader *resolver.Loader
 	for _, id := range resolver.ListDeployments(fsys) {
 		for _, ext := range []string{".cue", ".yaml", ".yml"} {
@@ -94,7 +103,7 @@ func readHead(fsys fs.FS, config *resolver.ConfigSandbox) (map[resolver.ID]*reso
 			}
 		}
 	}
-	return locks, held, nil
+	return locks, held, invalid, nil
 }
 
 // namespaceOf reads a locked deployment's namespace from its whole

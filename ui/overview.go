@@ -124,6 +124,9 @@ type overviewData struct {
 	// Totals count the shown deployments by state.
 	Total, Failed, Behind, Held, NotReady int
 	GitError                              string
+	// InvalidLocks are the lockfiles at Head skipped as invalid, each
+	// with why.
+	InvalidLocks []string
 }
 
 var filterStates = []string{"all", "failed", "behind", "held", "stalled", "notready"}
@@ -149,6 +152,9 @@ func (h *Handler) overviewData(ctx context.Context, f filter) overviewData {
 		d.Head = gs.head.Short()
 		if gs.err != nil {
 			d.GitError = mask(gs.err.Error())
+		}
+		for _, why := range gs.invalid {
+			d.InvalidLocks = append(d.InvalidLocks, mask(why))
 		}
 	}
 	for _, c := range h.o.Clusters {

@@ -110,6 +110,12 @@ func (h *Handler) timelineData(ctx context.Context, c *Cluster, id resolver.ID, 
 	}
 	bySeq := map[int64]*v1alpha1.StyrminTask{}
 	for i := range tasks.Items {
+		// An operation task (a backup, a restore) carries the deployment's
+		// labels and the sequence and lock of the newest change it is
+		// ordered after: its result is not that change's.
+		if tasks.Items[i].Spec.Operation != nil {
+			continue
+		}
 		bySeq[tasks.Items[i].Spec.ToSequence] = &tasks.Items[i]
 	}
 	for i := len(entries) - 1; i >= 0; i-- {

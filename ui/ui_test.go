@@ -45,6 +45,53 @@ func TestOverviewShowsEveryDeploymentWithItsSequencesAndState(t *testing.T) {
 	)
 }
 
+// rowOf is the overview's table row of the deployment whose page is
+// href ("" when none).
+func rowOf(body, href string) string {
+	i := strings.Index(body, `<a href="`+href+`">`)
+	if i < 0 {
+		return ""
+	}
+	start := strings.LastIndex(body[:i], "<tr")
+	end := strings.Index(body[i:], "</tr>")
+	if start < 0 || end < 0 {
+		return ""
+	}
+	return body[start : i+end]
+}
+
+// The fixture's head holds brokenLock, no lockfile: the overview names it
+// and keeps git's data (the locked sequence, behind git) of every other
+// deployment.
+func TestOverviewSkipsAnInvalidLockfileNamingItAndKeepsTheOtherRowsGitData(t *testing.T) {
+	w := newDemoWorld(t)
+	_, _, body := get(t, w.srv, "/")
+	wantIn(t, "the overview", body, "Invalid lockfiles at git head", brokenLock+": field apiVersion")
+	for href, want := range map[string][]string{
+		// Locked, applied, active; the state.
+		"/d/local/dev/web":     {"<td>2</td><td>2</td><td>1</td>", ">failed</span>"},
+		"/d/local/dev/hub":     {"<td>3</td><td>3</td><td>3</td>", ">ready</span>"},
+		"/d/local/staging/web": {"<td>1</td><td>1</td><td>1</td>", ">held</span>"},
+		// Known from git only: locked, never applied, behind git.
+		"/d/local/staging/hub": {"<td>1</td><td>0</td><td>0</td>", ">not applied</span>"},
+	} {
+		r := rowOf(body, href)
+		if r == "" {
+			t.Errorf("no row of %s in the overview", href)
+			continue
+		}
+		for _, w := range want {
+			if !strings.Contains(r, w) {
+				t.Errorf("the row of %s lacks %q:\n%s", href, w, r)
+			}
+		}
+	}
+	wantIn(t, "the overview's counts", body, "1 behind git")
+	if strings.Contains(body, `href="/d/local/dev/broken"`) {
+		t.Error("the invalid lockfile became a deployment's row")
+	}
+}
+
 func TestOverviewFiltersByClusterEnvironmentNameAndState(t *testing.T) {
 	w := newDemoWorld(t)
 	_, _, body := get(t, w.srv, "/?state=failed")
@@ -126,6 +173,23 @@ func TestTimelineListsEveryLockCommitFromGitWithTheClustersResults(t *testing.T)
 	wantIn(t, "the diff of hub 1 and 3", diff, "From sequence 1 to 3", `<section class="plan">`, "context.parameters.workers", "<code>2</code>", "<code>4</code>")
 	if code, _, _ := get(t, w.srv, "/d/local/dev/hub/timeline?a=x"); code != http.StatusBadRequest {
 		t.Errorf("a=x: %d, want 400", code)
+	}
+}
+
+// A backup task carries the sequence and lock of the change it follows:
+// sequence 2 of dev/web failed, the backup after it succeeded, and the
+// timeline shows 2's own task and result.
+func TestTimelineShowsTheChangesOwnResultNotABackupTaskAtItsSequence(t *testing.T) {
+	w := newDemoWorld(t)
+	code, _, body := get(t, w.srv, "/d/local/dev/web/timeline")
+	if code != http.StatusOK {
+		t.Fatalf("%d\n%s", code, body)
+	}
+	wantIn(t, "dev/web's timeline", body, `href="/t/local/dev-web/web-2">Failed</a>`)
+	for _, bad := range []string{"web-backup-nightly", "ran as backup"} {
+		if strings.Contains(body, bad) {
+			t.Errorf("the timeline shows the backup task as a change's result (%q):\n%s", bad, body)
+		}
 	}
 }
 

@@ -17,6 +17,7 @@ func newInstallCmd(load restConfigFunc, stdout io.Writer) *cobra.Command {
 	k := newKubeOptions(load)
 	var o install.Options
 	var export bool
+	var clusterWide bool
 	cmd := &cobra.Command{
 		Use:   "install --cluster NAME --repo URL",
 		Short: "Install or upgrade Styrmin's CRDs and agent on a cluster (or print them with --export)",
@@ -32,10 +33,12 @@ func newInstallCmd(load restConfigFunc, stdout io.Writer) *cobra.Command {
 			kubeconfigHelp,
 		Example: `  styrminctl install --cluster prod --repo https://git.example.com/platform/desired-state.git
   styrminctl install --cluster prod --repo ssh://git@git.example.com/platform/mono.git --path deploy --context prod
-  styrminctl install --cluster prod --repo https://git.example.com/platform/desired-state.git --export > styrmin.yaml`,
+  styrminctl install --cluster prod --repo https://git.example.com/platform/desired-state.git --export > styrmin.yaml
+  styrminctl install --cluster prod --repo https://git.example.com/platform/desired-state.git --default-environment-cluster-wide=false`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			o.Namespace = k.namespace
+			o.WithoutDefaultEnvironmentBinding = !clusterWide
 			if o.Image == "" {
 				o.Image = install.DefaultImage(version.Get())
 			}
@@ -58,6 +61,9 @@ func newInstallCmd(load restConfigFunc, stdout io.Writer) *cobra.Command {
 				return err
 			}
 			fmt.Fprintf(stdout, "installed the agent for cluster %s with image %s; run styrminctl check\n", o.Cluster, o.Image)
+			if !clusterWide {
+				fmt.Fprintf(stdout, "left out ClusterRoleBinding styrmin-agent-default-environment: bind ClusterRole styrmin-agent-default-environment with RoleBindings where the default environment acts (docs/tenancy.md)\n")
+			}
 			return nil
 		},
 	}
@@ -68,6 +74,7 @@ func newInstallCmd(load restConfigFunc, stdout io.Writer) *cobra.Command {
 	f.StringVar(&o.Path, "path", "", "folder of the git repository that holds the desired-state repository (default: its root)")
 	f.StringVar(&o.SecretName, "secret-name", install.DefaultSecretName, "Secret in --namespace holding the repository's credentials")
 	f.StringVar(&o.Image, "image", "", "the agent's image (default "+install.ImageRepository+":<this styrminctl's version>, or for a build without a release version the one the shipped manifests name)")
+	f.BoolVar(&clusterWide, "default-environment-cluster-wide", true, "bind ClusterRole styrmin-agent-default-environment (what the agent may change for environments without a service account) in every namespace; false for strict tenancy: the ClusterRoleBinding is left out on every install and upgrade, and you bind the role with RoleBindings (docs/tenancy.md; the chart's rbac.defaultEnvironmentClusterWide)")
 	f.BoolVar(&export, "export", false, "print the manifests as YAML and change nothing")
 	k.register(cmd, agentNamespace, install.DefaultNamespace)
 	return cmd

@@ -19,6 +19,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/styrmin/styrmin/gitsource/gitserver"
+	"github.com/styrmin/styrmin/install"
 	"github.com/styrmin/styrmin/operator"
 	"github.com/styrmin/styrmin/testcluster"
 	"github.com/styrmin/styrmin/version"
@@ -261,6 +262,34 @@ func TestInstallCheckAndVersionOnALocalControlPlane(t *testing.T) {
 			t.Errorf("--client: err %v:\n%s", err, out)
 		}
 	})
+}
+
+// --default-environment-cluster-wide=false, the chart's
+// rbac.defaultEnvironmentClusterWide: false, leaves the binding out (the
+// role stays) and records the choice on the agent for check.
+func TestInstallWithoutTheDefaultEnvironmentClusterWideLeavesItsBindingOut(t *testing.T) {
+	out, err := runCluster(t, filepath.Join(t.TempDir(), "missing"), "install", "--cluster", "local", "--repo", "https://git.example.com/d.git",
+		"--default-environment-cluster-wide=false", "--export")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var objs []string
+	for _, doc := range strings.Split(out, "---\n")[1:] {
+		u := &unstructured.Unstructured{}
+		if err := yaml.Unmarshal([]byte(doc), &u.Object); err != nil {
+			t.Fatalf("document does not parse: %v\n%s", err, doc)
+		}
+		objs = append(objs, u.GetKind()+" "+u.GetName())
+		if u.GetKind() == "Deployment" {
+			if v := u.GetAnnotations()[install.AnnotationDefaultEnvironmentClusterWide]; v != "false" {
+				t.Errorf("the agent's Deployment records %s=%q, want false", install.AnnotationDefaultEnvironmentClusterWide, v)
+			}
+		}
+	}
+	if slices.Contains(objs, "ClusterRoleBinding styrmin-agent-default-environment") || !slices.Contains(objs, "ClusterRole styrmin-agent-default-environment") ||
+		!slices.Contains(objs, "ClusterRoleBinding styrmin-agent") {
+		t.Errorf("want the role and the agent's own binding, not the default environment's binding: %v", objs)
+	}
 }
 
 func TestInstallNeedsAClusterAndARepository(t *testing.T) {
