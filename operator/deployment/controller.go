@@ -135,8 +135,10 @@ type reconcileState struct {
 	sensitive resolver.Sensitive
 	ready     bool
 	// applied is true when this reconcile applied a revision: the
-	// components the status holds are then the revision's before.
-	applied bool
+	// components the status holds are then the revision's before, but
+	// for the finished Jobs it did not make again (finishedKept).
+	applied      bool
+	finishedKept []v1alpha1.ObjectRef
 	// requeueAfter, when set, is the next reconcile.
 	requeueAfter time.Duration
 }
@@ -431,7 +433,8 @@ func (r *Reconciler) release(ctx context.Context, rs *reconcileState) error {
 		Objects:     rs.objects,
 		Description: releaseDescription(&sd.Spec),
 		Sensitive:   rs.sensitive,
-		Rerun:       failedJobs(sd.Status.Components, sd.Status.Inventory),
+		Rerun:       jobsOf(sd.Status.Components, sd.Status.Inventory, func(w v1alpha1.WorkloadStatus) bool { return w.Failed }),
+		Finished:    jobsOf(sd.Status.Components, sd.Status.Inventory, health.FinishedGone),
 	}
 	revision := 0
 	if sd.Status.Release != nil {
@@ -460,7 +463,7 @@ func (r *Reconciler) release(ctx context.Context, rs *reconcileState) error {
 		r.forgetApplied(sd.Namespace)
 		return applyError(rs, err)
 	}
-	rs.applied = true
+	rs.applied, rs.finishedKept = true, applied.FinishedKept()
 	status := applied.Status(metav1.NewTime(r.now()))
 	sd.Status.Release = &status
 	sd.Status.AppliedSequence = sd.Spec.Sequence
@@ -498,7 +501,9 @@ func (r *Reconciler) health(ctx context.Context, rs *reconcileState) error {
 	}
 	previous := sd.Status.Components
 	if rs.applied {
-		previous = nil // another revision's
+		// Another revision's, but for the finished Jobs it left as they
+		// were: their verdict stands.
+		previous = onlyJobs(previous, rs.finishedKept)
 	}
 	comps, err := health.ComponentStatuses(ctx, r.client, r.apiReader, sd.Status.Inventory, appliedAt, r.written(sd.Namespace), previous)
 	if err != nil {
@@ -580,19 +585,45 @@ func unfinishedJobs(comps []v1alpha1.ComponentStatus) []v1alpha1.WorkloadStatus 
 	return out
 }
 
-// failedJobs returns the Jobs of the inventory that failed, as the last
-// health check saw them: the apply runs them again (release.Request.Rerun).
-func failedJobs(comps []v1alpha1.ComponentStatus, inventory []v1alpha1.ObjectRef) []v1alpha1.ObjectRef {
-	failed := map[string]bool{}
-	for _, w := range unfinishedJobs(comps) {
-		if w.Failed {
-			failed[w.Name] = true
+// jobsOf returns the Jobs of the inventory whose status, as the last
+// health check saw it, is which.
+func jobsOf(comps []v1alpha1.ComponentStatus, inventory []v1alpha1.ObjectRef, which func(v1alpha1.WorkloadStatus) bool) []v1alpha1.ObjectRef {
+	names := map[string]bool{}
+	for _, c := range comps {
+		for _, w := range c.Workloads {
+			if w.Kind == "Job" && which(w) {
+				names[w.Name] = true
+			}
 		}
 	}
 	var out []v1alpha1.ObjectRef
 	for _, r := range inventory {
-		if failed[r.Name] && release.IsJob(r) {
+		if names[r.Name] && release.IsJob(r) {
 			out = append(out, r)
+		}
+	}
+	return out
+}
+
+// onlyJobs returns the statuses comps holds of the Jobs refs names.
+func onlyJobs(comps []v1alpha1.ComponentStatus, refs []v1alpha1.ObjectRef) []v1alpha1.ComponentStatus {
+	if len(refs) == 0 {
+		return nil
+	}
+	names := map[string]bool{}
+	for _, r := range refs {
+		names[r.Name] = true
+	}
+	var out []v1alpha1.ComponentStatus
+	for _, c := range comps {
+		kept := v1alpha1.ComponentStatus{Name: c.Name}
+		for _, w := range c.Workloads {
+			if w.Kind == "Job" && names[w.Name] {
+				kept.Workloads = append(kept.Workloads, w)
+			}
+		}
+		if len(kept.Workloads) > 0 {
+			out = append(out, kept)
 		}
 	}
 	return out

@@ -10,6 +10,7 @@ import (
 	kstatus "github.com/fluxcd/cli-utils/pkg/kstatus/status"
 
 	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -58,8 +59,8 @@ func ComponentStatuses(ctx context.Context, c, live client.Reader, inventory []v
 		switch {
 		case judged:
 			ws, err = Judged(ctx, live, r)
-			if err == nil && ws.Message == notFound && r.Kind == "Job" {
-				ws = finishedBefore(previous, r, ws)
+			if err == nil && ws.Message == notFound && r.Kind == "Job" && live != nil {
+				ws, err = goneJob(ctx, live, previous, r, ws, appliedAt)
 			}
 		case drivers.IsWorkloadKind(r.APIVersion, r.Kind):
 			var generation int64
@@ -195,10 +196,21 @@ const notFound = "not found"
 // (and was not seen finished before: see ComponentStatuses).
 func Gone(w v1alpha1.WorkloadStatus) bool { return strings.HasPrefix(w.Message, notFound) }
 
-// finishedBefore is the status of a Job that is gone: the verdict of the
-// check before (previous, at the same revision) when it had finished or
-// failed, else ws (not found, not ready).
-func finishedBefore(previous []v1alpha1.ComponentStatus, r v1alpha1.ObjectRef, ws v1alpha1.WorkloadStatus) v1alpha1.WorkloadStatus {
+// finishedGone is the message of a Job that finished and is gone.
+const finishedGone = "finished; deleted since"
+
+// FinishedGone reports whether a Job's status says it finished and is
+// gone: a revision that leaves it as it was does not make it again.
+func FinishedGone(w v1alpha1.WorkloadStatus) bool {
+	return w.Ready && strings.HasPrefix(w.Message, finishedGone)
+}
+
+// goneJob is the status of a Job that is gone: the verdict of the check
+// before (previous, at the same revision) when it had seen the Job finish
+// or fail, else the verdict the Job controller recorded in its events
+// since the revision was applied (a Job whose ttlSecondsAfterFinished
+// deleted it before a check saw it end), else ws: not found, not ready.
+func goneJob(ctx context.Context, live client.Reader, previous []v1alpha1.ComponentStatus, r v1alpha1.ObjectRef, ws v1alpha1.WorkloadStatus, appliedAt time.Time) (v1alpha1.WorkloadStatus, error) {
 	for _, cs := range previous {
 		for _, w := range cs.Workloads {
 			if w.Kind != r.Kind || w.Name != r.Name {
@@ -206,15 +218,57 @@ func finishedBefore(previous []v1alpha1.ComponentStatus, r v1alpha1.ObjectRef, w
 			}
 			switch {
 			case w.Failed:
-				return w
+				return w, nil
 			case w.Ready:
-				w.Message = "finished; deleted since"
-				return w
+				w.Message = finishedGone
+				return w, nil
 			}
 		}
 	}
-	ws.Message = notFound + " (a Job is not made again by the drift check: a retry runs it again)"
-	return ws
+	var events corev1.EventList
+	if err := live.List(ctx, &events, client.InNamespace(r.Namespace),
+		client.MatchingFields{"involvedObject.kind": "Job", "involvedObject.name": r.Name}); err != nil {
+		return ws, fmt.Errorf("events of %s: %w", r, err)
+	}
+	var last *corev1.Event
+	for i := range events.Items {
+		e := &events.Items[i]
+		at := eventTime(e)
+		if at.Before(appliedAt.Truncate(time.Second)) || !jobEndReasons[e.Reason] && e.Reason != "Completed" {
+			continue
+		}
+		if last == nil || at.After(eventTime(last)) {
+			last = e
+		}
+	}
+	switch {
+	case last == nil:
+		ws.Message = notFound + " (a Job is not made again by the drift check: a retry runs it again)"
+	case last.Reason == "Completed":
+		ws.Ready, ws.ReadyReplicas, ws.Message = true, 1, finishedGone+" (its end read from its events)"
+	default:
+		ws.Failed, ws.Message = true, "failed: "+last.Reason+": "+last.Message+" (read from its events; deleted since)"
+	}
+	return ws, nil
+}
+
+// jobEndReasons are the reasons of the events the Job controller records
+// when a Job fails.
+var jobEndReasons = map[string]bool{
+	"BackoffLimitExceeded": true, "DeadlineExceeded": true, "PodFailurePolicy": true,
+	"MaxFailedIndexesExceeded": true, "FailedIndexes": true,
+}
+
+// eventTime is when an event last happened.
+func eventTime(e *corev1.Event) time.Time {
+	t := e.LastTimestamp.Time
+	if e.EventTime.After(t) {
+		t = e.EventTime.Time
+	}
+	if e.FirstTimestamp.After(t) {
+		t = e.FirstTimestamp.Time
+	}
+	return t
 }
 
 // jobComplete reports whether a Job has the condition Complete.

@@ -224,6 +224,11 @@ func (r *RestoreReconciler) makeTasks(ctx context.Context, rs *v1alpha1.StyrminR
 	if err := validRestoreName(rs.Name); err != nil {
 		return &RefusedError{Environment: r.opts.Cluster + "/" + rs.Status.Environment, Msg: "metadata.name: " + err.Error()}
 	}
+	// So is where it was made: a retry of one started elsewhere by an
+	// older agent would restore from there.
+	if err := inAgentNamespace(rs.Namespace, r.opts.Namespace, "StyrminRestore"); err != nil {
+		return err
+	}
 	b, err := r.backupOf(ctx, rs)
 	if err != nil {
 		return err

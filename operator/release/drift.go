@@ -242,45 +242,113 @@ func (d *releaseObjects) applyObject(ctx context.Context, o *desiredObject, dryR
 // It also returns the generations the workloads were applied at, and how
 // many objects were applied before an error.
 //
-// A Job the release created is applied as a new Job (the old one deleted
-// first) when it is in rerun (it failed), or when the API server refuses
-// the apply because its template changed (a Job's template cannot be
-// changed in place): a Job runs once per object, and these are the two
-// ways a new revision means it to run again.
-func (d *releaseObjects) applyAll(ctx context.Context, objects []*desiredObject, created, rerun map[string]bool, releaseName string) (map[string][]byte, Generations, int, error) {
+// Jobs run once per object, so they are applied by jobs' rules (see
+// jobPlan): a Job the release created that failed is made anew; one whose
+// template the revision changes (the API server refuses to change it in
+// place) is replaced once it has finished, and the apply waits for one
+// still running (JobRunningError); one that finished and is gone (its
+// ttlSecondsAfterFinished), unchanged since the revision before, is not
+// made again. The objects not applied so are returned.
+func (d *releaseObjects) applyAll(ctx context.Context, objects []*desiredObject, created map[string]bool, jobs jobPlan, releaseName string) (map[string][]byte, Generations, []v1alpha1.ObjectRef, int, error) {
 	if err := d.refuseOtherReleases(ctx, objects, created, releaseName); err != nil {
-		return nil, nil, 0, err
+		return nil, nil, nil, 0, err
 	}
 	fields := make(map[string][]byte, len(objects))
 	gens := Generations{}
+	var skipped []v1alpha1.ObjectRef
 	for i, o := range objects {
 		key := objectKey(o.ref)
 		force := created[key]
-		if force && rerun[key] {
-			if _, err := d.remove(ctx, o, releaseName, o.namespace); err != nil {
-				return nil, nil, i, fmt.Errorf("run %s again: %w", o.ref, err)
+		if jobs.keepGone[key] {
+			skipped = append(skipped, o.ref)
+			continue
+		}
+		if force && jobs.rerun[key] {
+			if err := d.replaceJob(ctx, o, releaseName, true); err != nil {
+				return nil, nil, nil, i, fmt.Errorf("run %s again: %w", o.ref, err)
 			}
 		}
 		applied, err := d.applyObject(ctx, o, false, force)
 		if err != nil && force && IsJob(o.ref) && immutable(err) {
-			kept, rerr := d.remove(ctx, o, releaseName, o.namespace)
-			if rerr != nil {
-				return nil, nil, i, fmt.Errorf("replace %s, whose template changed: %w", o.ref, rerr)
+			if rerr := d.replaceJob(ctx, o, releaseName, false); rerr != nil {
+				return nil, nil, nil, i, fmt.Errorf("replace %s, whose template changed: %w", o.ref, rerr)
 			}
-			if !kept {
-				applied, err = d.applyObject(ctx, o, false, force)
-			}
+			applied, err = d.applyObject(ctx, o, false, force)
 		}
 		if err != nil {
 			if apierrors.IsConflict(err) && !force {
-				return nil, nil, i, &ConflictError{Object: o.ref, Managers: conflictManagers(err), Err: err}
+				return nil, nil, nil, i, &ConflictError{Object: o.ref, Managers: conflictManagers(err), Err: err}
 			}
-			return nil, nil, i, fmt.Errorf("apply %s: %w", o.ref, err)
+			return nil, nil, nil, i, fmt.Errorf("apply %s: %w", o.ref, err)
 		}
 		fields[objectKey(o.ref)] = ownedFields(applied)
 		gens.note(o.ref, applied)
 	}
-	return fields, gens, len(objects), nil
+	return fields, gens, skipped, len(objects), nil
+}
+
+// jobPlan is what an apply does with the release's Jobs, by object key.
+type jobPlan struct {
+	// rerun are Jobs the last health check saw failed: deleted first
+	// when the live one failed (an apply that failed after making it
+	// anew left the status saying failed; the new one is not deleted).
+	rerun map[string]bool
+	// keepGone are Jobs that finished and are gone, unchanged since the
+	// revision before: not made again.
+	keepGone map[string]bool
+}
+
+// JobRunningError is a Job whose template a revision changes while it
+// still runs: it is replaced once it has finished (deleting it would kill
+// its work halfway, a migration say); retried until then.
+type JobRunningError struct {
+	Object v1alpha1.ObjectRef
+}
+
+func (e *JobRunningError) Error() string {
+	return fmt.Sprintf("%s still runs, and the new revision changes its template (a Job's cannot change in place): it is replaced once it has finished", e.Object)
+}
+
+// replaceJob deletes the live Job o, when it is the release's, for the
+// apply to make it anew: with onlyFailed, only a Job that failed (one
+// running or done is left); else (its template changed) one that has
+// finished, and a Job still running is a JobRunningError. A Job gone is
+// nothing to delete.
+func (d *releaseObjects) replaceJob(ctx context.Context, o *desiredObject, releaseName string, onlyFailed bool) error {
+	live, err := o.resource.Get(ctx, o.ref.Name, metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	switch {
+	case onlyFailed && !jobFailed(live):
+		return nil
+	case !onlyFailed && !jobFinished(live):
+		return &JobRunningError{Object: o.ref}
+	}
+	_, err = d.remove(ctx, o, releaseName, o.namespace)
+	return err
+}
+
+// jobFailed reports whether a Job has the condition Failed.
+func jobFailed(u *unstructured.Unstructured) bool { return jobCondition(u, "Failed") }
+
+// jobFinished reports whether a Job has ended: Complete or Failed.
+func jobFinished(u *unstructured.Unstructured) bool {
+	return jobCondition(u, "Complete") || jobCondition(u, "Failed")
+}
+
+func jobCondition(u *unstructured.Unstructured, typ string) bool {
+	conds, _, _ := unstructured.NestedSlice(u.Object, "status", "conditions")
+	for _, c := range conds {
+		m, _ := c.(map[string]any)
+		if m["type"] == typ && m["status"] == "True" {
+			return true
+		}
+	}
+	return false
 }
 
 // IsJob reports whether r is a batch Job: an object that runs once, which

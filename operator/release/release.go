@@ -1,6 +1,7 @@
 package release
 
 import (
+	"bytes"
 	"context"
 	"encoding/base64"
 	"errors"
@@ -176,6 +177,11 @@ type Request struct {
 	// a failed Job applied unchanged stays failed: without this neither a
 	// retry nor a fix that leaves the Job alone could get past it.
 	Rerun []v1alpha1.ObjectRef
+	// Finished are Jobs of the release that finished and are gone (their
+	// ttlSecondsAfterFinished, or deleted by hand): not made again by a
+	// revision that leaves them as they were, which would run their work
+	// a second time (Revision.FinishedKept).
+	Finished []v1alpha1.ObjectRef
 }
 
 // Revision is a release revision this agent wrote, with the
@@ -205,7 +211,14 @@ type Revision struct {
 	// generations are the workloads' generations the applies were
 	// answered with.
 	generations Generations
+	// finishedKept are the finished Jobs gone that this revision did not
+	// make again (Request.Finished).
+	finishedKept []v1alpha1.ObjectRef
 }
+
+// FinishedKept are the Jobs of Request.Finished the revision did not make
+// again: finished before, and still so.
+func (r *Revision) FinishedKept() []v1alpha1.ObjectRef { return r.finishedKept }
 
 // Generations are the generations the revision's workloads were applied
 // at (see Generations).
@@ -328,7 +341,13 @@ func (h *Releases) Apply(ctx context.Context, req Request, known *Revision, revi
 	if err := h.objects.sensitive.write(ctx, req.Namespace, req.Sensitive); err != nil {
 		return nil, prev == nil, fmt.Errorf("release %s/%s: %w", req.Namespace, req.Name, err)
 	}
-	fields, gens, applied, applyErr := h.objects.applyAll(ctx, objs, created, rerunKeys(req.Rerun), req.Name)
+	jobs := jobPlan{rerun: jobKeys(req.Rerun)}
+	if finished := jobKeys(req.Finished); finished != nil && prev != nil {
+		if jobs.keepGone, err = h.unchangedJobs(prev, objs, finished, req); err != nil {
+			return nil, false, fmt.Errorf("release %s/%s: %w", req.Namespace, req.Name, err)
+		}
+	}
+	fields, gens, kept, applied, applyErr := h.objects.applyAll(ctx, objs, created, jobs, req.Name)
 	if applyErr != nil && applied == 0 {
 		// Nothing changed in the cluster: no revision to record (Helm's
 		// install refusing an object it would take over records none
@@ -381,11 +400,37 @@ func (h *Releases) Apply(ctx context.Context, req Request, known *Revision, revi
 			h.warn(ctx, "release %s/%s: %v", req.Namespace, req.Name, err)
 		}
 	}
-	return newRevision(rel, record, objs, fields, gens), prev == nil, nil
+	rev := newRevision(rel, record, objs, fields, gens)
+	rev.finishedKept = kept
+	return rev, prev == nil, nil
 }
 
-// rerunKeys is the set of the Jobs of refs, by object key (nil: none).
-func rerunKeys(refs []v1alpha1.ObjectRef) map[string]bool {
+// unchangedJobs returns the Jobs of finished (by key) that objs holds as
+// prev did: a revision that leaves a Job as it was does not mean it to run
+// again.
+func (h *Releases) unchangedJobs(prev *release.Release, objs []*desiredObject, finished map[string]bool, req Request) (map[string]bool, error) {
+	before, _, err := h.objects.parseObjects(prev.Manifest, req.Name, req.Namespace, nil, true)
+	if err != nil {
+		return nil, fmt.Errorf("previous revision %d: %w", prev.Version, err)
+	}
+	was := map[string][]byte{}
+	for _, o := range before {
+		if key := objectKey(o.ref); finished[key] {
+			was[key] = o.data
+		}
+	}
+	out := map[string]bool{}
+	for _, o := range objs {
+		key := objectKey(o.ref)
+		if b, ok := was[key]; ok && bytes.Equal(b, o.data) {
+			out[key] = true
+		}
+	}
+	return out, nil
+}
+
+// jobKeys is the set of the Jobs of refs, by object key (nil: none).
+func jobKeys(refs []v1alpha1.ObjectRef) map[string]bool {
 	var out map[string]bool
 	for _, r := range refs {
 		if IsJob(r) {
