@@ -45,3 +45,22 @@ func TestAChartsOwnDefinitionNeverMakesABuiltInClusterScopedKindNamespaced(t *te
 		}
 	}
 }
+
+// TestAChartsOwnNamespacedKindNamedLikeABuiltInOneStaysNamespaced: the kind
+// table goes by name, and IPAddress is a cluster-scoped kind of
+// networking.k8s.io; a chart's own namespaced IPAddress of another group,
+// defined beside its objects, is judged as its definition says, as it was
+// before definitions were kept from rescoping built-in kinds.
+func TestAChartsOwnNamespacedKindNamedLikeABuiltInOneStaysNamespaced(t *testing.T) {
+	def := Object{APIVersion: "apiextensions.k8s.io/v1", Kind: "CustomResourceDefinition", Name: "ipaddresses.ipam.cluster.x-k8s.io",
+		YAML: []byte("apiVersion: apiextensions.k8s.io/v1\nkind: CustomResourceDefinition\nspec:\n  group: ipam.cluster.x-k8s.io\n  names:\n    kind: IPAddress\n  scope: Namespaced\n")}
+	addr := Object{APIVersion: "ipam.cluster.x-k8s.io/v1beta1", Kind: "IPAddress", Namespace: "dev-web", Name: "a"}
+	c := Context{Environment: EnvironmentContext{Policy: &Policy{Kinds: []string{"*", "CustomResourceDefinition"}}}, Deployment: DeploymentContext{Namespace: "dev-web"}}
+	if err := CheckPolicyWith(c, &Manifests{Objects: []Object{def, addr}}, "local/dev/web", nil); err != nil {
+		t.Fatalf("the chart's own namespaced IPAddress: %v, want it allowed", err)
+	}
+	// Without its definition, the name decides, as Helm's does.
+	if err := CheckPolicyWith(c, &Manifests{Objects: []Object{addr}}, "local/dev/web", nil); err == nil {
+		t.Fatal("an IPAddress nothing defines was allowed as namespaced")
+	}
+}

@@ -78,12 +78,18 @@ type compiled struct {
 	folder *folder
 	opts   LoadOptions
 	// deferredCheck is set when the load went through a sandbox but
-	// could render no sample (a parameter without a default): the first
-	// evaluation for a deployment is checked in the child first
-	// (checkDeferred); checked is set once one passed.
+	// could render no sample (a parameter without a default): each set
+	// of parameters is checked in the child before this process
+	// evaluates it (checkDeferred); checked holds, by paramsKey, a
+	// *paramsCheck for each set checked or being checked.
 	deferredCheck bool
-	checkMu       sync.Mutex
-	checked       bool
+	checked       sync.Map
+}
+
+// paramsCheck is the child's check of one set of parameters.
+type paramsCheck struct {
+	mu     sync.Mutex
+	passed bool
 }
 
 // ProvidesIngressClass is what an ingress controller driver declares in

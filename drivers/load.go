@@ -171,29 +171,47 @@ func deferSample(d *Driver, err error) (*Driver, error) {
 }
 
 // checkDeferred makes, in the sandbox child, the check the load could not
-// make for lack of a sample: the driver's values, services and chart
-// evaluated for c (the deployment about to be evaluated in this process)
-// within every limit. Once one deployment passed, the driver is evaluated
-// in this process as a driver whose sample passed is. A failure is not
-// kept: another deployment's parameters may pass, and each that fails
-// reports its limit, naming the driver.
-func (d *Driver) checkDeferred(ctx context.Context, c Context) error {
+// make for lack of a sample: the driver's parameters, values, services and
+// chart evaluated with params (a sample context holding them) within
+// every limit, before this process evaluates them (bounded in time only).
+// Each set of parameters is checked once: a fleet shares a few (the
+// defaults, an environment's sizes), and a deployment whose own make the
+// driver explode fails in the child, whatever ran before it. A failure is
+// not kept: it fails the deployment that asked, naming the limit.
+func (d *Driver) checkDeferred(ctx context.Context, params map[string]any) error {
 	cs := d.compiled
 	if !cs.deferredCheck {
 		return nil
 	}
-	cs.checkMu.Lock()
-	defer cs.checkMu.Unlock()
-	if cs.checked {
+	key, ok := paramsKey(params)
+	if !ok {
+		key = "" // not keyable (a value JSON cannot hold): checked every time
+	}
+	e, _ := cs.checked.LoadOrStore(key, &paramsCheck{})
+	pc := e.(*paramsCheck)
+	pc.mu.Lock()
+	defer pc.mu.Unlock()
+	if pc.passed && ok {
 		return nil
 	}
 	req := cs.opts.sandboxRequest("check", cs.folder)
-	req.Context = &c
+	req.Parameters = params
 	if _, err := cs.opts.Sandbox.run(ctx, req, cs.file); err != nil {
 		return err
 	}
-	cs.checked = true
+	pc.passed = true
 	return nil
+}
+
+// checkedAs marks params, the parameters applied from a set checkDeferred
+// passed, as checked too: the same evaluation, with the defaults filled.
+func (d *Driver) checkedAs(params map[string]any) {
+	if !d.compiled.deferredCheck {
+		return
+	}
+	if key, ok := paramsKey(params); ok {
+		d.compiled.checked.LoadOrStore(key, &paramsCheck{passed: true})
+	}
 }
 
 // sandboxRequest is the request that evaluates folder f as these options

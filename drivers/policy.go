@@ -150,7 +150,7 @@ func CheckPolicyWith(c Context, m *Manifests, deployment string, scope ScopeFunc
 		// never namespaced: one declaring Namespaced a kind the table
 		// knows as cluster-scoped (its own ClusterRoleBinding of
 		// rbac.authorization.k8s.io) would pass the policy with it.
-		clusterScoped := IsClusterScoped(o.Kind) || defined[crdKey{group: apiGroup(o.APIVersion), kind: o.Kind}]
+		clusterScoped := tableScope(o, defined)
 		if scope != nil {
 			cs, known, err := scope(o)
 			if err != nil {
@@ -187,6 +187,32 @@ func policyObject(o Object, clusterScoped bool) Object {
 
 // crdKey is the group and kind a CustomResourceDefinition defines.
 type crdKey struct{ group, kind string }
+
+// tableScope is whether o is cluster-scoped as the kind table and the
+// chart's own definitions tell, without the cluster: the table's verdict
+// for a built-in kind, which a definition may make cluster-scoped but
+// never namespaced (one declaring its own ClusterRoleBinding of
+// rbac.authorization.k8s.io namespaced would pass the policy with it);
+// the definition's for a kind the chart defines in a group of its own
+// whose name is also a built-in kind's (its own namespaced IPAddress of
+// ipam.cluster.x-k8s.io is no networking.k8s.io IPAddress).
+func tableScope(o Object, defined map[crdKey]bool) bool {
+	key := crdKey{group: apiGroup(o.APIVersion), kind: o.Kind}
+	scope, ok := defined[key]
+	if k, builtin := lookupKind(o.Kind); builtin && k.ClusterScoped {
+		if ok && apiGroup(k.APIVersion) != key.group && !builtinGroup(key.group) {
+			return scope
+		}
+		return true
+	}
+	return scope
+}
+
+// builtinGroup reports whether group is Kubernetes' own: the core group,
+// or one of *.k8s.io.
+func builtinGroup(group string) bool {
+	return group == "" || group == "k8s.io" || strings.HasSuffix(group, ".k8s.io")
+}
 
 // styrminGroup is the API group of Styrmin's own resources.
 const styrminGroup = "styrmin.io"

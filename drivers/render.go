@@ -143,7 +143,7 @@ func (d *Driver) renderContext(ctx context.Context, c Context, values map[string
 // parameters, as Values evaluates in this process too. The agent renders
 // what it applies through RenderContext.
 func (d *Driver) RenderInProcess(ctx context.Context, c Context, values map[string]any) (*Manifests, error) {
-	if err := d.checkDeferred(ctx, c); err != nil {
+	if err := d.checkDeferred(ctx, c.Parameters); err != nil {
 		return nil, err
 	}
 	return d.cachedRender(ctx, c, values, d.renderInProcess)
@@ -168,7 +168,7 @@ func (d *Driver) RenderForPolicy(ctx context.Context, c Context, values map[stri
 	if d.compiled.opts.RenderCache != nil {
 		return d.RenderInProcess(ctx, c, values)
 	}
-	if err := d.checkDeferred(ctx, c); err != nil {
+	if err := d.checkDeferred(ctx, c.Parameters); err != nil {
 		return nil, err
 	}
 	cs := d.compiled

@@ -128,6 +128,9 @@ type sandboxRequest struct {
 	Limits      Limits            `json:"limits"`
 	Context     *Context          `json:"context,omitempty"`
 	Values      map[string]any    `json:"values,omitempty"`
+	// Parameters are a "check"'s: a deployment's, evaluated in a sample
+	// context.
+	Parameters map[string]any `json:"parameters,omitempty"`
 	// Func and Input are a "call": the child's SandboxFunc of that name,
 	// given Files and Input.
 	Func  string `json:"func,omitempty"`

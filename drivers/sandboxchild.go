@@ -127,12 +127,15 @@ func (s *sandboxServer) serve(req *sandboxRequest) bool {
 		if sample, ok := d.SampleContext(); ok {
 			_, err = d.renderSample(sample)
 		}
-	case req.Op == "check" && req.Context != nil:
+	case req.Op == "check":
 		// A driver whose load had no sample, checked with a deployment's
-		// context instead (Driver.checkDeferred).
-		c := *req.Context
-		c.Parameters, _ = normalizeNumbers(c.Parameters).(map[string]any)
-		_, err = d.renderSample(c)
+		// parameters in a sample context (Driver.checkDeferred).
+		// Parameters it refuses are no check's business: the parent's
+		// ApplyParameters words that error.
+		params, _ := normalizeNumbers(req.Parameters).(map[string]any)
+		if c, perr := d.SampleContextWith(params); perr == nil {
+			_, err = d.renderSample(c)
+		}
 	case req.Op == "render" && req.Context != nil:
 		var m *Manifests
 		c := *req.Context

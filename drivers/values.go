@@ -23,6 +23,17 @@ import (
 // result holds every parameter that has a value (optional parameters
 // without a default and not set are left out).
 func (d *Driver) ApplyParameters(params map[string]any) (map[string]any, error) {
+	if err := d.checkDeferred(context.Background(), params); err != nil {
+		return nil, err
+	}
+	out, err := d.applyParameters(params)
+	if err == nil {
+		d.checkedAs(out)
+	}
+	return out, err
+}
+
+func (d *Driver) applyParameters(params map[string]any) (map[string]any, error) {
 	known := make(map[string]*Parameter, len(d.Parameters))
 	for i := range d.Parameters {
 		known[d.Parameters[i].Name] = &d.Parameters[i]
@@ -236,7 +247,7 @@ func (d *Driver) parameterNames() string {
 // driver's time limit; the sandboxed load has evaluated the same
 // expressions with the sample context within every limit.
 func (d *Driver) Values(c Context) (map[string]any, error) {
-	if err := d.checkDeferred(context.Background(), c); err != nil {
+	if err := d.checkDeferred(context.Background(), c.Parameters); err != nil {
 		return nil, err
 	}
 	return bounded(context.Background(), d.compiled.opts.Limits, d.Source, d.compiled.file, func() (map[string]any, error) {
@@ -267,7 +278,7 @@ func (d *Driver) Endpoints(c Context) (map[string]Endpoint, error) {
 	if len(d.Services) == 0 {
 		return out, nil
 	}
-	if err := d.checkDeferred(context.Background(), c); err != nil {
+	if err := d.checkDeferred(context.Background(), c.Parameters); err != nil {
 		return nil, err
 	}
 	v := d.compiled.servicesProj.eval(c)

@@ -284,10 +284,12 @@ func TestLockRemembersTheDriverLoadsItsChildrenChecked(t *testing.T) {
 // the sandboxed load renders a sample of each driver, and the lock then
 // evaluates it in-process (bounded in time only). A driver with a
 // parameter without a default has no sample: its load evaluated nothing
-// of its chart, and the lock then rendered a memory bomb in the CLI's
-// own process. Its first evaluation for a deployment is made in the child
-// now, and fails there within the memory limit, naming the driver; the
-// other deployments are locked.
+// of its parameters, values or chart, and the lock then evaluated a
+// memory bomb in the CLI's own process. Each set of parameters such a
+// driver is given is evaluated in the child first now: one that makes it
+// explode (in its chart, or in a default of its parameter schema) fails
+// there within the memory limit, naming the driver, whichever deployment
+// the lock reached first; the others are locked.
 func TestADriverWithoutASampleIsCheckedInItsSandboxBeforeTheLockEvaluatesIt(t *testing.T) {
 	dir := lockedGitRepo(t)
 	l := hostile.Test()
@@ -296,24 +298,40 @@ func TestADriverWithoutASampleIsCheckedInItsSandboxBeforeTheLockEvaluatesIt(t *t
 		t.Fatal(err)
 	}
 	writeRepoFile(t, dir, "styrmin.cue", string(settings)+l.CUE())
+	// A chart whose cost grows with a parameter without a default.
 	files := hostile.OverAgentMemory().Files("bad", "1.0.0")
-	// A parameter without a default: no sample to render at load.
-	files["driver.cue"] = append(files["driver.cue"], []byte("parameters: size: int & >=1\n")...)
+	files["driver.cue"] = []byte(strings.Replace(string(files["driver.cue"]), "values: {}\n", "parameters: size: int & >=1\nvalues: size: context.parameters.size\n", 1))
+	files["chart/templates/big.yaml"] = []byte("{{- $l := until (int .Values.size) }}# {{ len $l }}\n")
 	writeDriver(t, filepath.Join(dir, "drivers", "bad", "1.0.0"), files)
-	writeRepoFile(t, dir, "clusters/local/environments/dev/deployments/bad.cue", "driver:     \"bad\"\nappVersion: \"1.0.0\"\nparameters: size: 1\n")
-	start := time.Now()
-	out, code, err := styrminctl(t, "--repo", dir, "lock")
-	took := time.Since(start)
-	if code != 1 || err == nil {
-		t.Fatalf("lock: exit %d, %v; want 1, the bad deployment failing\n%s", code, err, out)
-	}
-	if msg := err.Error(); !strings.Contains(msg, "exceeded the memory limit") || !strings.Contains(msg, "drivers/bad/1.0.0") {
-		t.Fatalf("lock's error %.400s; want the memory limit, naming the driver folder", msg)
-	}
-	if took > l.Timeout+5*time.Second {
-		t.Errorf("lock took %s, limit %s", took, l.Timeout)
-	}
-	if strings.Contains(out, "locked local/dev/bad") || !strings.Contains(out, "locked local/dev/web") && !strings.Contains(out, "nothing to lock") {
-		t.Errorf("the bad deployment was locked, or the others were not:\n%s", out)
+	// A parameter schema whose default explodes once the parameter
+	// without a default is given.
+	schema := hostile.OverAgentMemory().Files("badschema", "1.0.0")
+	delete(schema, "chart/templates/big.yaml")
+	schema["driver.cue"] = []byte("import \"list\"\n\n" + strings.Replace(string(schema["driver.cue"]), "values: {}\n",
+		"parameters: {\n\tsize: int & >=1\n\tpad: *list.Range(0, 2e8*size, 1) | [...int]\n}\nvalues: {}\n", 1))
+	writeDriver(t, filepath.Join(dir, "drivers", "badschema", "1.0.0"), schema)
+	deployments := "clusters/local/environments/dev/deployments/"
+	writeRepoFile(t, dir, deployments+"small.cue", "driver:     \"bad\"\nappVersion: \"1.0.0\"\nparameters: size: 1\n")
+	writeRepoFile(t, dir, deployments+"huge.cue", "driver:     \"bad\"\nappVersion: \"1.0.0\"\nparameters: size: 20000000\n")
+	writeRepoFile(t, dir, deployments+"padded.cue", "driver:     \"badschema\"\nappVersion: \"1.0.0\"\nparameters: size: 1\n")
+	for run := range 2 {
+		start := time.Now()
+		out, code, err := styrminctl(t, "--repo", dir, "lock", "--check")
+		took := time.Since(start)
+		if code != 1 || err == nil {
+			t.Fatalf("lock --check (run %d): exit %d, %v; want 1, two deployments failing\n%s", run, code, err, out)
+		}
+		msg := err.Error()
+		for _, want := range []string{"huge.cue", "padded.cue", "drivers/bad/1.0.0", "drivers/badschema/1.0.0", "exceeded the memory limit"} {
+			if !strings.Contains(msg, want) {
+				t.Errorf("lock --check (run %d): the error does not say %q: %.600s", run, want, msg)
+			}
+		}
+		if strings.Contains(msg, "small.cue") {
+			t.Errorf("lock --check (run %d): the deployment whose parameters pass failed: %.600s", run, msg)
+		}
+		if took > 2*l.Timeout+5*time.Second {
+			t.Errorf("lock --check (run %d) took %s, limit %s", run, took, l.Timeout)
+		}
 	}
 }
