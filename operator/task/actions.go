@@ -443,16 +443,29 @@ func JobName(deployment, job string, sequence int64) string {
 	return strings.TrimRight(name[:63-len(suffix)], "-") + suffix
 }
 
+// runJobName is the Job a runJob step of t makes: an operation's (a backup
+// or restore task, or such a step inside a change) is named apart, so that
+// it never meets a change's Job of the same sequence.
+func runJobName(t *v1alpha1.StyrminTask, job string, args map[string]string) string {
+	if IsOperation(t) || args[argOperation] != "" {
+		return operationJobName(t, job)
+	}
+	return JobName(t.Spec.Deployment.Name, job, t.Spec.ToSequence)
+}
+
+// retriedJobName is the Job of a runJob step st of t that failed, deleted
+// before the step runs again: the one runJob made.
+func retriedJobName(t *v1alpha1.StyrminTask, st *v1alpha1.TaskStep) string {
+	return runJobName(t, st.Args[argJob], st.Args)
+}
+
 // runJob runs a one-off Job from the pod template of a component's
 // workload in the target instance's chart (so a migration runs the new
 // version's image), with the step's command, and waits until it completes.
 // A failed Job fails the step; it is never retried behind the user's back.
 func (r *Reconciler) runJob(ctx context.Context, run *taskRun, step drivers.Step) (actionOutcome, error) {
 	t := run.task
-	name := JobName(t.Spec.Deployment.Name, step.Job, t.Spec.ToSequence)
-	if IsOperation(t) || step.Args[argOperation] != "" {
-		name = operationJobName(t, step.Job)
-	}
+	name := runJobName(t, step.Job, step.Args)
 	var job batchv1.Job
 	err := r.opts.APIReader.Get(ctx, client.ObjectKey{Namespace: t.Spec.Namespace, Name: name}, &job)
 	if apierrors.IsNotFound(err) {
@@ -892,7 +905,7 @@ func (r *Reconciler) clearFailedRun(ctx context.Context, run *taskRun, st *v1alp
 		return nil
 	}
 	t := run.task
-	name := JobName(t.Spec.Deployment.Name, st.Args[argJob], t.Spec.ToSequence)
+	name := retriedJobName(t, st)
 	policy := metav1.DeletePropagationBackground
 	job := &batchv1.Job{ObjectMeta: metav1.ObjectMeta{Namespace: t.Spec.Namespace, Name: name}}
 	a, err := r.actor(ctx, run)

@@ -127,3 +127,37 @@ func TestACloneFromABackupRestoresItAtTheSetupHooksStepAndOtherCreatesSkipIt(t *
 		t.Errorf("an upgrade with a backup first: %v, want the backup's job before the upgrade's pre steps", up)
 	}
 }
+
+// TestAFailedOperationJobIsTheOneDeletedBeforeItsStepRunsAgain: a runJob
+// step a driver retries has its failed Job deleted before the next
+// attempt (clearFailedRun). An operation's Job (a backup's, a restore's,
+// or such a step inside a change) is named apart, and the deletion named
+// the change's Job instead: the failed Job stayed, and every attempt read
+// it failed again without running.
+func TestAFailedOperationJobIsTheOneDeletedBeforeItsStepRunsAgain(t *testing.T) {
+	backup := op("nightly-hub", v1alpha1.OperationBackup, 3, 10, 1, v1alpha1.TaskRunning)
+	backup.Spec.Deployment = v1alpha1.DeploymentID{Cluster: "local", Environment: "data", Name: "hub"}
+	upgrade := change(3)
+	upgrade.Spec.Deployment = backup.Spec.Deployment
+	for _, tc := range []struct {
+		name string
+		task v1alpha1.StyrminTask
+		step drivers.Step
+	}{
+		{"a backup task's job", backup, drivers.Step{Action: drivers.ActionRunJob, Job: "dump", Retry: drivers.RetryPolicy{Attempts: 3}}},
+		{"a backup step inside a change", upgrade, drivers.Step{Action: drivers.ActionRunJob, Job: "dump", Retry: drivers.RetryPolicy{Attempts: 3},
+			Args: map[string]string{argOperation: string(v1alpha1.OperationBackup)}}},
+		{"a change's own job", upgrade, drivers.Step{Action: drivers.ActionRunJob, Job: "migrate", Retry: drivers.RetryPolicy{Attempts: 3}}},
+	} {
+		made := runJobName(&tc.task, tc.step.Job, tc.step.Args)
+		st := taskStepOf("pre/1:runJob", "upgrade", "pre", tc.step)
+		if deleted := retriedJobName(&tc.task, &st); deleted != made {
+			t.Errorf("%s: the step makes Job %s but a retry deletes %s", tc.name, made, deleted)
+		}
+		if IsOperation(&tc.task) || tc.step.Args[argOperation] != "" {
+			if made == JobName(tc.task.Spec.Deployment.Name, tc.step.Job, tc.task.Spec.ToSequence) {
+				t.Errorf("%s: an operation's Job %s is named as a change's", tc.name, made)
+			}
+		}
+	}
+}
