@@ -520,8 +520,46 @@ func failUnservedIngressMoves(res *Result, current map[ID]*Instance) {
 	if len(kept) == len(res.Resolved) {
 		return
 	}
-	res.Resolved = kept
+	res.Resolved = failConnectedTo(kept, res)
 	sort.Slice(res.Errors, func(i, j int) bool { return lessID(res.Errors[i].ID, res.Errors[j].ID) })
+}
+
+// failConnectedTo fails, until none is left, the deployments of resolved
+// that connect to one of their environment that failed (res.Errors): they
+// were resolved with its endpoints before it was failed here, and would
+// be locked against a deployment that is not, as the second pass fails
+// them when one they connect to does not resolve.
+func failConnectedTo(resolved []*Resolved, res *Result) []*Resolved {
+	for {
+		failed := map[ID]bool{}
+		for _, e := range res.Errors {
+			failed[e.ID] = true
+		}
+		kept := resolved[:0:0]
+		for _, r := range resolved {
+			var gone string
+			var connects []string
+			if r.Deployment != nil {
+				connects = r.Deployment.Connects
+			}
+			for _, ref := range connects {
+				dep, _, _ := strings.Cut(ref, ".")
+				if failed[ID{Cluster: r.Instance.ID.Cluster, Environment: r.Instance.ID.Environment, Name: dep}] {
+					gone = dep
+					break
+				}
+			}
+			if gone == "" {
+				kept = append(kept, r)
+				continue
+			}
+			res.Errors = append(res.Errors, &DeploymentError{ID: r.Instance.ID, Err: fmt.Errorf("%s: connects: deployment %q failed to resolve", r.Deployment.File, gone)})
+		}
+		if len(kept) == len(resolved) {
+			return kept
+		}
+		resolved = kept
+	}
 }
 
 // isInternal reports whether a change is of an internal deployment: its

@@ -107,3 +107,35 @@ func TestRemovingIngressKeepsEnvironmentControllersWhoseClassIsStillUsed(t *test
 		}
 	}
 }
+
+// TestADeploymentConnectedToOneFailedForItsIngressFailsToo: an app failed
+// after the second pass (its class's controller does not resolve) is no
+// endpoint a peer may be locked against: the peer that connects to it,
+// and the one connecting to that peer, fail as when a deployment they
+// connect to does not resolve; the others are kept.
+func TestADeploymentConnectedToOneFailedForItsIngressFailsToo(t *testing.T) {
+	id := func(name string) ID { return ID{Cluster: "local", Environment: "dev", Name: name} }
+	resolved := func(name string, connects ...string) *Resolved {
+		return &Resolved{Instance: &Instance{ID: id(name)}, Deployment: &Deployment{ID: id(name), File: "clusters/local/environments/dev/deployments/" + name + ".cue", Connects: connects}}
+	}
+	res := &Result{Errors: []*DeploymentError{{ID: id("web"), Err: errForTest("its ingress class's controller fails")}}}
+	kept := failConnectedTo([]*Resolved{resolved("hub", "web.http"), resolved("ui", "hub"), resolved("db"), resolved("other", "db")}, res)
+	var names []string
+	for _, r := range kept {
+		names = append(names, r.Instance.ID.Name)
+	}
+	if !slices.Equal(names, []string{"db", "other"}) {
+		t.Fatalf("kept %v, want db and other", names)
+	}
+	failed := map[string]string{}
+	for _, e := range res.Errors {
+		failed[e.ID.Name] = e.Error()
+	}
+	if !strings.Contains(failed["hub"], `connects: deployment "web" failed to resolve`) || !strings.Contains(failed["ui"], `deployment "hub" failed to resolve`) {
+		t.Fatalf("errors %v, want hub failing for web and ui for hub", failed)
+	}
+}
+
+type errForTest string
+
+func (e errForTest) Error() string { return string(e) }
