@@ -84,6 +84,7 @@ type compiled struct {
 	// *paramsCheck for each set checked or being checked.
 	deferredCheck bool
 	checked       sync.Map
+	checkedCount  atomic.Int64
 }
 
 // paramsCheck is the child's check of one set of parameters.

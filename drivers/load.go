@@ -2,6 +2,7 @@ package drivers
 
 import (
 	"context"
+	"crypto/sha256"
 	_ "embed"
 	"errors"
 	"fmt"
@@ -183,35 +184,88 @@ func (d *Driver) checkDeferred(ctx context.Context, params map[string]any) error
 	if !cs.deferredCheck {
 		return nil
 	}
-	key, ok := paramsKey(params)
+	key, ok := checkKey(params)
 	if !ok {
-		key = "" // not keyable (a value JSON cannot hold): checked every time
+		return d.runCheck(ctx, params) // not keyable: checked every time
 	}
 	e, _ := cs.checked.LoadOrStore(key, &paramsCheck{})
 	pc := e.(*paramsCheck)
 	pc.mu.Lock()
 	defer pc.mu.Unlock()
-	if pc.passed && ok {
+	if pc.passed {
 		return nil
 	}
-	req := cs.opts.sandboxRequest("check", cs.folder)
-	req.Parameters = params
-	if _, err := cs.opts.Sandbox.run(ctx, req, cs.file); err != nil {
+	if err := d.runCheck(ctx, params); err != nil {
+		// A failure is not kept: the entry goes.
+		cs.checked.CompareAndDelete(key, pc)
 		return err
 	}
 	pc.passed = true
+	if cs.checkedCount.Add(1) > maxCheckedParams {
+		// Bounded, as appliedParams: an agent in lock mode lives long and
+		// meets many sets; one no longer kept is checked again.
+		cs.checked.CompareAndDelete(key, pc)
+	}
 	return nil
+}
+
+// maxCheckedParams bounds the sets of parameters kept as checked per
+// driver.
+const maxCheckedParams = 4096
+
+// checkKey is the key of a set of parameters among the checked ones: a
+// hash, so that no value (a sensitive one) is kept in memory as text.
+func checkKey(params map[string]any) (string, bool) {
+	k, ok := paramsKey(params)
+	if !ok {
+		return "", false
+	}
+	sum := sha256.Sum256([]byte(k))
+	return string(sum[:]), true
+}
+
+// runCheck asks the child to evaluate the driver with params.
+func (d *Driver) runCheck(ctx context.Context, params map[string]any) error {
+	cs := d.compiled
+	req := cs.opts.sandboxRequest("check", cs.folder)
+	req.Parameters = params
+	_, err := cs.opts.Sandbox.run(ctx, req, cs.file)
+	return err
 }
 
 // checkedAs marks params, the parameters applied from a set checkDeferred
 // passed, as checked too: the same evaluation, with the defaults filled.
 func (d *Driver) checkedAs(params map[string]any) {
-	if !d.compiled.deferredCheck {
+	cs := d.compiled
+	if !cs.deferredCheck || cs.checkedCount.Load() >= maxCheckedParams {
 		return
 	}
-	if key, ok := paramsKey(params); ok {
-		d.compiled.checked.LoadOrStore(key, &paramsCheck{passed: true})
+	if key, ok := checkKey(params); ok {
+		if _, loaded := cs.checked.LoadOrStore(key, &paramsCheck{passed: true}); !loaded {
+			cs.checkedCount.Add(1)
+		}
 	}
+}
+
+// checkEvaluation is a child's "check": what the parent is about to
+// evaluate in-process for a deployment given params, in a sample context:
+// the parameters applied, then the values, services and chart with them
+// (with them as given when they do not apply: the parent's in-process
+// evaluation of values and renders takes them so too). Only a limit
+// counts: the evaluation ended within every bound, whatever it found
+// wrong, which the parent then reports in its own words.
+func (d *Driver) checkEvaluation(params map[string]any) error {
+	params, _ = normalizeNumbers(params).(map[string]any)
+	c := d.sampleContextOf(params)
+	if applied, err := d.ApplyParameters(params); err == nil {
+		c = d.sampleContextOf(applied)
+	} else if errors.Is(err, ErrLimit) {
+		return err
+	}
+	if _, err := d.renderSample(c); errors.Is(err, ErrLimit) {
+		return err
+	}
+	return nil
 }
 
 // sandboxRequest is the request that evaluates folder f as these options

@@ -128,14 +128,7 @@ func (s *sandboxServer) serve(req *sandboxRequest) bool {
 			_, err = d.renderSample(sample)
 		}
 	case req.Op == "check":
-		// A driver whose load had no sample, checked with a deployment's
-		// parameters in a sample context (Driver.checkDeferred).
-		// Parameters it refuses are no check's business: the parent's
-		// ApplyParameters words that error.
-		params, _ := normalizeNumbers(req.Parameters).(map[string]any)
-		if c, perr := d.SampleContextWith(params); perr == nil {
-			_, err = d.renderSample(c)
-		}
+		err = d.checkEvaluation(req.Parameters)
 	case req.Op == "render" && req.Context != nil:
 		var m *Manifests
 		c := *req.Context

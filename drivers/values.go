@@ -368,6 +368,12 @@ func (d *Driver) SampleContextWith(params map[string]any) (Context, error) {
 	if err != nil {
 		return Context{}, err
 	}
+	return d.sampleContextOf(applied), nil
+}
+
+// sampleContextOf is the sample context with parameters as given, applied
+// or not.
+func (d *Driver) sampleContextOf(params map[string]any) Context {
 	ns := "sample-" + d.Name
 	return Context{
 		Cluster: ClusterContext{
@@ -379,9 +385,9 @@ func (d *Driver) SampleContextWith(params map[string]any) (Context, error) {
 			Name: d.Name, Namespace: ns, AppVersion: d.sampleAppVersion(),
 			Driver: d.Name, DriverVersion: d.Version,
 		},
-		Parameters: applied,
+		Parameters: params,
 		Services:   map[string]map[string]Endpoint{},
-	}, nil
+	}
 }
 
 var versionInRangeRE = regexp.MustCompile(`v?\d+(\.\d+){0,2}(-[0-9A-Za-z.-]+)?`)

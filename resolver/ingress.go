@@ -502,6 +502,7 @@ func failUnservedIngressMoves(res *Result, current map[ID]*Instance) {
 		return
 	}
 	kept := make([]*Resolved, 0, len(res.Resolved))
+	dropped := map[ID]bool{}
 	for _, r := range res.Resolved {
 		in := r.Instance
 		ctl := EnvironmentIngressID(in.ID.Cluster, in.ID.Environment)
@@ -513,6 +514,7 @@ func failUnservedIngressMoves(res *Result, current map[ID]*Instance) {
 			kept = append(kept, r)
 			continue
 		}
+		dropped[in.ID] = true
 		res.Errors = append(res.Errors, &DeploymentError{ID: in.ID, Err: fmt.Errorf(
 			"not locked: its ingress class would be %q, whose controller %s fails to resolve, so no controller would serve it; it keeps its current lock until the controller resolves: %w",
 			class, ctl, err)})
@@ -520,23 +522,24 @@ func failUnservedIngressMoves(res *Result, current map[ID]*Instance) {
 	if len(kept) == len(res.Resolved) {
 		return
 	}
-	res.Resolved = failConnectedTo(kept, res)
+	res.Resolved = failConnectedTo(kept, dropped, res)
 	sort.Slice(res.Errors, func(i, j int) bool { return lessID(res.Errors[i].ID, res.Errors[j].ID) })
 }
 
 // failConnectedTo fails, until none is left, the deployments of resolved
-// that connect to one of their environment that failed (res.Errors): they
-// were resolved with its endpoints before it was failed here, and would
-// be locked against a deployment that is not, as the second pass fails
-// them when one they connect to does not resolve.
-func failConnectedTo(resolved []*Resolved, res *Result) []*Resolved {
+// that connect to one of their environment in failed (those failed after
+// the second pass, and in turn those failed here): they were resolved with
+// its endpoints, and would be locked against a deployment that is not, as
+// the second pass fails them when one they connect to does not resolve.
+// Deployments on hold are kept: they lock nothing anyway.
+func failConnectedTo(resolved []*Resolved, failed map[ID]bool, res *Result) []*Resolved {
 	for {
-		failed := map[ID]bool{}
-		for _, e := range res.Errors {
-			failed[e.ID] = true
-		}
 		kept := resolved[:0:0]
 		for _, r := range resolved {
+			if _, held := res.Held[r.Instance.ID]; held {
+				kept = append(kept, r)
+				continue
+			}
 			var gone string
 			var connects []string
 			if r.Deployment != nil {
@@ -553,6 +556,7 @@ func failConnectedTo(resolved []*Resolved, res *Result) []*Resolved {
 				kept = append(kept, r)
 				continue
 			}
+			failed[r.Instance.ID] = true
 			res.Errors = append(res.Errors, &DeploymentError{ID: r.Instance.ID, Err: fmt.Errorf("%s: connects: deployment %q failed to resolve", r.Deployment.File, gone)})
 		}
 		if len(kept) == len(resolved) {

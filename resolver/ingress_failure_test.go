@@ -118,14 +118,16 @@ func TestADeploymentConnectedToOneFailedForItsIngressFailsToo(t *testing.T) {
 	resolved := func(name string, connects ...string) *Resolved {
 		return &Resolved{Instance: &Instance{ID: id(name)}, Deployment: &Deployment{ID: id(name), File: "clusters/local/environments/dev/deployments/" + name + ".cue", Connects: connects}}
 	}
-	res := &Result{Errors: []*DeploymentError{{ID: id("web"), Err: errForTest("its ingress class's controller fails")}}}
-	kept := failConnectedTo([]*Resolved{resolved("hub", "web.http"), resolved("ui", "hub"), resolved("db"), resolved("other", "db")}, res)
+	// db failed in the second pass: other, which connects to it, was
+	// resolved and locked so (the second pass's own rule), and stays.
+	res := &Result{Errors: []*DeploymentError{{ID: id("web"), Err: errForTest("its ingress class's controller fails")}, {ID: id("db"), Err: errForTest("a policy error")}}}
+	kept := failConnectedTo([]*Resolved{resolved("hub", "web.http"), resolved("ui", "hub"), resolved("cache"), resolved("other", "db")}, map[ID]bool{id("web"): true}, res)
 	var names []string
 	for _, r := range kept {
 		names = append(names, r.Instance.ID.Name)
 	}
-	if !slices.Equal(names, []string{"db", "other"}) {
-		t.Fatalf("kept %v, want db and other", names)
+	if !slices.Equal(names, []string{"cache", "other"}) {
+		t.Fatalf("kept %v, want cache and other", names)
 	}
 	failed := map[string]string{}
 	for _, e := range res.Errors {

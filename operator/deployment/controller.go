@@ -138,6 +138,7 @@ type reconcileState struct {
 	// components the status holds are then the revision's before, but
 	// for the finished Jobs it did not make again (finishedKept).
 	applied      bool
+	applyStarted time.Time
 	finishedKept []v1alpha1.ObjectRef
 	// requeueAfter, when set, is the next reconcile.
 	requeueAfter time.Duration
@@ -463,7 +464,7 @@ func (r *Reconciler) release(ctx context.Context, rs *reconcileState) error {
 		r.forgetApplied(sd.Namespace)
 		return applyError(rs, err)
 	}
-	rs.applied, rs.finishedKept = true, applied.FinishedKept()
+	rs.applied, rs.applyStarted, rs.finishedKept = true, start, applied.FinishedKept()
 	status := applied.Status(metav1.NewTime(r.now()))
 	sd.Status.Release = &status
 	sd.Status.AppliedSequence = sd.Spec.Sequence
@@ -505,7 +506,13 @@ func (r *Reconciler) health(ctx context.Context, rs *reconcileState) error {
 		// were: their verdict stands.
 		previous = onlyJobs(previous, rs.finishedKept)
 	}
-	comps, err := health.ComponentStatuses(ctx, r.client, r.apiReader, sd.Status.Inventory, appliedAt, r.written(sd.Namespace), previous)
+	// A Job may end, and its TTL delete it, while the apply that made it
+	// still ran: its end is looked for from the apply's start.
+	endsSince := appliedAt
+	if rs.applied {
+		endsSince = rs.applyStarted
+	}
+	comps, err := health.ComponentStatuses(ctx, r.client, r.apiReader, sd.Status.Inventory, appliedAt, r.written(sd.Namespace), previous, endsSince)
 	if err != nil {
 		return outcome.Retryable(v1alpha1.ReasonHealthCheckFailed, err)
 	}

@@ -36,8 +36,9 @@ const OthersComponent = "chart"
 // release revision (nil right after an apply): a Job gone since (deleted
 // after its ttlSecondsAfterFinished, or cleaned up by hand; the drift
 // check does not make it again) keeps the verdict that check gave it,
-// finished or failed.
-func ComponentStatuses(ctx context.Context, c, live client.Reader, inventory []v1alpha1.ObjectRef, appliedAt time.Time, written Written, previous []v1alpha1.ComponentStatus) ([]v1alpha1.ComponentStatus, error) {
+// finished or failed, or takes the one the Job controller recorded in its
+// events at or after endsSince (when the apply that made it began).
+func ComponentStatuses(ctx context.Context, c, live client.Reader, inventory []v1alpha1.ObjectRef, appliedAt time.Time, written Written, previous []v1alpha1.ComponentStatus, endsSince time.Time) ([]v1alpha1.ComponentStatus, error) {
 	byName := map[string]*v1alpha1.ComponentStatus{}
 	for _, r := range inventory {
 		judged := drivers.IsJudged(r.APIVersion, r.Kind)
@@ -60,7 +61,7 @@ func ComponentStatuses(ctx context.Context, c, live client.Reader, inventory []v
 		case judged:
 			ws, err = Judged(ctx, live, r)
 			if err == nil && ws.Message == notFound && r.Kind == "Job" && live != nil {
-				ws, err = goneJob(ctx, live, previous, r, ws, appliedAt)
+				ws, err = goneJob(ctx, live, previous, r, ws, endsSince)
 			}
 		case drivers.IsWorkloadKind(r.APIVersion, r.Kind):
 			var generation int64
@@ -208,9 +209,9 @@ func FinishedGone(w v1alpha1.WorkloadStatus) bool {
 // goneJob is the status of a Job that is gone: the verdict of the check
 // before (previous, at the same revision) when it had seen the Job finish
 // or fail, else the verdict the Job controller recorded in its events
-// since the revision was applied (a Job whose ttlSecondsAfterFinished
+// since the apply that made it began (a Job whose ttlSecondsAfterFinished
 // deleted it before a check saw it end), else ws: not found, not ready.
-func goneJob(ctx context.Context, live client.Reader, previous []v1alpha1.ComponentStatus, r v1alpha1.ObjectRef, ws v1alpha1.WorkloadStatus, appliedAt time.Time) (v1alpha1.WorkloadStatus, error) {
+func goneJob(ctx context.Context, live client.Reader, previous []v1alpha1.ComponentStatus, r v1alpha1.ObjectRef, ws v1alpha1.WorkloadStatus, since time.Time) (v1alpha1.WorkloadStatus, error) {
 	for _, cs := range previous {
 		for _, w := range cs.Workloads {
 			if w.Kind != r.Kind || w.Name != r.Name {
@@ -234,7 +235,7 @@ func goneJob(ctx context.Context, live client.Reader, previous []v1alpha1.Compon
 	for i := range events.Items {
 		e := &events.Items[i]
 		at := eventTime(e)
-		if at.Before(appliedAt.Truncate(time.Second)) || !jobEndReasons[e.Reason] && e.Reason != "Completed" {
+		if at.Before(since.Truncate(time.Second)) || !jobEndReasons[e.Reason] && e.Reason != "Completed" {
 			continue
 		}
 		if last == nil || at.After(eventTime(last)) {

@@ -246,7 +246,8 @@ func (d *releaseObjects) applyObject(ctx context.Context, o *desiredObject, dryR
 // jobPlan): a Job the release created that failed is made anew; one whose
 // template the revision changes (the API server refuses to change it in
 // place) is replaced once it has finished, and the apply waits for one
-// still running (JobRunningError); one that finished and is gone (its
+// still doing its work (JobRunningError), not for one whose pods cannot
+// start; one that finished and is gone (its
 // ttlSecondsAfterFinished), unchanged since the revision before, is not
 // made again. The objects not applied so are returned.
 func (d *releaseObjects) applyAll(ctx context.Context, objects []*desiredObject, created map[string]bool, jobs jobPlan, releaseName string) (map[string][]byte, Generations, []v1alpha1.ObjectRef, int, error) {
@@ -299,8 +300,9 @@ type jobPlan struct {
 }
 
 // JobRunningError is a Job whose template a revision changes while it
-// still runs: it is replaced once it has finished (deleting it would kill
-// its work halfway, a migration say); retried until then.
+// still runs (a pod of it ready or done): it is replaced once it has
+// finished (deleting it would kill its work halfway, a migration say);
+// retried until then. One whose pods cannot start is replaced at once.
 type JobRunningError struct {
 	Object v1alpha1.ObjectRef
 }
@@ -325,11 +327,21 @@ func (d *releaseObjects) replaceJob(ctx context.Context, o *desiredObject, relea
 	switch {
 	case onlyFailed && !jobFailed(live):
 		return nil
-	case !onlyFailed && !jobFinished(live):
+	case !onlyFailed && !jobFinished(live) && jobProgressing(live):
 		return &JobRunningError{Object: o.ref}
 	}
 	_, err = d.remove(ctx, o, releaseName, o.namespace)
 	return err
+}
+
+// jobProgressing reports whether an unfinished Job is doing its work: a
+// pod of it ready, or done. One whose pods cannot start (an image that
+// does not pull, nowhere to schedule them) never finishes, nor fails
+// while they wait: waiting for it would hold back the very fix of it.
+func jobProgressing(u *unstructured.Unstructured) bool {
+	ready, _, _ := unstructured.NestedInt64(u.Object, "status", "ready")
+	succeeded, _, _ := unstructured.NestedInt64(u.Object, "status", "succeeded")
+	return ready > 0 || succeeded > 0
 }
 
 // jobFailed reports whether a Job has the condition Failed.

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/base64"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -416,17 +417,30 @@ func (h *Releases) unchangedJobs(prev *release.Release, objs []*desiredObject, f
 	was := map[string][]byte{}
 	for _, o := range before {
 		if key := objectKey(o.ref); finished[key] {
-			was[key] = o.data
+			was[key] = jobSpec(o.data)
 		}
 	}
 	out := map[string]bool{}
 	for _, o := range objs {
 		key := objectKey(o.ref)
-		if b, ok := was[key]; ok && bytes.Equal(b, o.data) {
+		if b, ok := was[key]; ok && b != nil && bytes.Equal(b, jobSpec(o.data)) {
 			out[key] = true
 		}
 	}
 	return out, nil
+}
+
+// jobSpec is a Job's spec as JSON (nil when it has none): what it runs.
+// Its labels change with every chart version (helm.sh/chart), which is no
+// reason to run it again.
+func jobSpec(data []byte) []byte {
+	var o struct {
+		Spec json.RawMessage `json:"spec"`
+	}
+	if json.Unmarshal(data, &o) != nil || len(o.Spec) == 0 {
+		return nil
+	}
+	return o.Spec
 }
 
 // jobKeys is the set of the Jobs of refs, by object key (nil: none).
