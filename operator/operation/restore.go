@@ -247,9 +247,12 @@ func (r *RestoreReconciler) makeTasks(ctx context.Context, rs *v1alpha1.StyrminR
 		d := rs.Status.Deployments[i]
 		op := v1alpha1.TaskOperation{Kind: v1alpha1.OperationRestore, Name: rs.Name, BackupID: b.Name, Artifact: d.Artifact, Secret: settings.Secret, Attempt: d.Attempt}
 		var at *v1alpha1.StyrminTask
-		if d.Attempt > 1 {
-			// By its spec, not its name: an older agent named it otherwise.
-			if at, err = operationTask(ctx, r.opts.Client, d.Namespace, v1alpha1.OperationRestore, rs.Name, d.Attempt-1); err != nil {
+		// The newest earlier attempt whose task still exists (one deleted
+		// by hand would put the retry after the changes its failure holds,
+		// each then waiting for the other), found by its spec, not its
+		// name: an older agent named it otherwise.
+		for a := d.Attempt - 1; a >= 1 && at == nil; a-- {
+			if at, err = operationTask(ctx, r.opts.Client, d.Namespace, v1alpha1.OperationRestore, rs.Name, a); err != nil {
 				return err
 			}
 		}

@@ -352,3 +352,40 @@ func TestAnOperationMadeOutsideTheAgentsNamespaceIsRefusedAndRunsNothing(t *test
 		t.Fatalf("hub's tasks after the backup's refusal: %d (%v), want none", len(tasks.Items), err)
 	}
 }
+
+// TestARetryWhosePreviousAttemptsTaskIsGoneTakesTheOlderAttemptsPlace: a
+// restore's retry goes where its failed attempt stood among the
+// deployment's changes, before the changes its failure holds. With the
+// previous attempt's task deleted by hand, the retry went after those
+// changes instead, which waited for it while it waited for them.
+func TestARetryWhosePreviousAttemptsTaskIsGoneTakesTheOlderAttemptsPlace(t *testing.T) {
+	ctx, cl, r, _ := restoring(t)
+	change := &v1alpha1.StyrminTask{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "data-hub", Name: "hub-4", Labels: hubID().Labels()},
+		Spec: v1alpha1.StyrminTaskSpec{Deployment: hubID(), Namespace: "data-hub", Workflow: v1alpha1.WorkflowUpdate, FromSequence: 3, ToSequence: 4,
+			Lock: v1alpha1.LockRef{Commit: "c4", Path: "locks/local/data/hub.lock.yaml"}},
+	}
+	if err := cl.Create(ctx, change); err != nil {
+		t.Fatal(err)
+	}
+	first := v1alpha1.TaskOperation{Kind: v1alpha1.OperationRestore, Name: "fix", BackupID: "monday", Artifact: "s3://backups/local/data/monday/hub", Attempt: 1}
+	newOperationTask(ctx, t, cl, task.OperationTaskName("hub", v1alpha1.OperationRestore, "fix", 1), first, 3, 3, v1alpha1.StyrminTaskStatus{Phase: v1alpha1.TaskFailed})
+	// Attempt 2 failed too, and its task was deleted since; attempt 3 is
+	// planned.
+	third := task.OperationTaskName("hub", v1alpha1.OperationRestore, "fix", 3)
+	fix := newRestore(ctx, t, cl, "fix", "monday", v1alpha1.StyrminRestoreStatus{Phase: v1alpha1.OperationRunning, Environment: "data", ObservedRetry: "2",
+		Deployments: []v1alpha1.OperationDeployment{{Name: "hub", Namespace: "data-hub", Task: third, Attempt: 3,
+			Phase: v1alpha1.OperationPending, Artifact: "s3://backups/local/data/monday/hub", Sequence: 3}}})
+	fix.Spec.Retry = "2"
+	if err := cl.Update(ctx, fix); err != nil {
+		t.Fatal(err)
+	}
+	reconcileAndRead(ctx, t, cl, r, fix)
+	var retry v1alpha1.StyrminTask
+	if err := cl.Get(ctx, client.ObjectKey{Namespace: "data-hub", Name: third}, &retry); err != nil {
+		t.Fatalf("the third attempt's task: %v", err)
+	}
+	if retry.Spec.ToSequence != 3 {
+		t.Errorf("the third attempt goes at sequence %d, want 3, the first attempt's place before change 4", retry.Spec.ToSequence)
+	}
+}
