@@ -65,6 +65,10 @@ type Input struct {
 	Drivers Drivers
 	// BaseName and HeadName describe the two sides in the plan.
 	BaseName, HeadName string
+	// Used are the sequences the head's history used (nil: the base's
+	// lockfiles only): a lock numbers after them, and locks a lockfile
+	// behind one of them (a revert) again.
+	Used resolver.UsedSequences
 }
 
 // Options tune Compute.
@@ -144,7 +148,7 @@ func Compute(in Input, opts Options) (*Plan, error) {
 	if in.Drivers == nil {
 		in.Drivers = Catalogs(nil)
 	}
-	changes, err := resolver.NextInstances(in.Head, in.Base)
+	changes, err := resolver.NextInstancesAfter(in.Head, in.Base, in.Used)
 	if err != nil {
 		return nil, err
 	}

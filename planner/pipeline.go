@@ -25,6 +25,8 @@ type Trees struct {
 	HeadName string
 	// HeadCommit is recorded in the head's instances ("" for none).
 	HeadCommit string
+	// Used are the sequences the head's history used (Input.Used).
+	Used resolver.UsedSequences
 }
 
 // ErrRemoteDrivers is returned (wrapped) by ComputeTrees when the head
@@ -115,6 +117,7 @@ func ComputeTrees(t Trees, opts Options) (*Plan, error) {
 		Drivers:  Catalogs{headCatalog, baseCatalog},
 		BaseName: t.BaseName,
 		HeadName: t.HeadName,
+		Used:     t.Used,
 	}, opts)
 }
 

@@ -231,6 +231,13 @@ func NextInstances(res *Result, current map[ID]*Instance) ([]LockChange, error) 
 	return nextInstances(res, current, nil, nil)
 }
 
+// NextInstancesAfter is NextInstances numbering after the sequences the
+// branch's history used, as a lock does: a lockfile behind one of them (a
+// revert) is locked again past it. What plan shows of a lock.
+func NextInstancesAfter(res *Result, current map[ID]*Instance, used UsedSequences) ([]LockChange, error) {
+	return nextInstances(res, current, used, nil)
+}
+
 // nextInstances is NextInstances numbering after the sequences used (nil:
 // the current locks only); head as planLocks'.
 func nextInstances(res *Result, current map[ID]*Instance, used UsedSequences, head map[ID]int64) ([]LockChange, error) {

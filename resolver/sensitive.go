@@ -5,10 +5,12 @@ import (
 	"crypto/sha256"
 	"encoding/base64"
 	"encoding/hex"
+	"encoding/json"
 	"fmt"
 	"io/fs"
 	"net/url"
 	"sort"
+	"strconv"
 	"strings"
 
 	"github.com/styrmin/styrmin/drivers"
@@ -223,6 +225,11 @@ func (s Sensitive) Mask(text string) string {
 			base64.URLEncoding.EncodeToString(b), base64.RawURLEncoding.EncodeToString(b),
 			base64.StdEncoding.EncodeToString([]byte(std)), base64.RawStdEncoding.EncodeToString([]byte(std)),
 			url.QueryEscape(v), url.PathEscape(v))
+		// As JSON and Go's %q write it (\u0026 for &, \" for ", \n).
+		if j, err := json.Marshal(v); err == nil {
+			forms = append(forms, string(j[1:len(j)-1]))
+		}
+		forms = append(forms, strings.Trim(strconv.Quote(v), `"`))
 	}
 	// Longest first: a form inside a longer one goes with it.
 	sort.Slice(forms, func(i, j int) bool { return len(forms[i]) > len(forms[j]) })

@@ -443,6 +443,10 @@ func TestARevertedChangeIsLockedPastTheSequenceItUsed(t *testing.T) {
 	if out, code, _ := styrminctl(t, "--repo", dir, "lock", "--check"); code != 2 {
 		t.Fatalf("lock --check after the revert: exit %d; want 2 (web's lock is behind the sequence it used)\n%s", code, out)
 	}
+	// The plan shows what the lock will do: web locked again, at 3.
+	if out, code, err := styrminctl(t, "--repo", dir, "plan", "--base", "HEAD", "--detailed-exitcode", "-o", "json"); code != 2 || !strings.Contains(out, `"toSequence": 3`) {
+		t.Fatalf("plan after the revert: exit %d, %v; want 2 and web to sequence 3\n%s", code, err, out)
+	}
 	out, code, err := styrminctl(t, "--repo", dir, "lock", "--commit")
 	if code != 0 {
 		t.Fatalf("lock --commit: exit %d, %v\n%s", code, err, out)

@@ -183,7 +183,7 @@ func computePlan(g *globalOptions, f *planFlags, only map[resolver.ID]bool, prog
 	}
 	p, err := planner.ComputeTrees(planner.Trees{
 		Base: baseFS, BaseName: base.Name,
-		Head: h.fsys, HeadName: h.name, HeadCommit: h.commit,
+		Head: h.fsys, HeadName: h.name, HeadCommit: h.commit, Used: h.used,
 	}, opts)
 	if p != nil {
 		p.StyrminVersion = version.Get().Short()

@@ -22,6 +22,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/styrmin/styrmin/operator/api/v1alpha1"
+	"github.com/styrmin/styrmin/resolver"
 )
 
 // Drift is found through server-side apply's field ownership, so only the
@@ -215,18 +216,45 @@ func (d *releaseObjects) applyObject(ctx context.Context, o *desiredObject, dryR
 		opts.DryRun = []string{metav1.DryRunAll}
 	}
 	body := o.data
+	var values map[string][]byte
 	if NeedsReveal(body) {
 		// Revealed for this request only: the desired objects kept for the
 		// drift check, like the record, hold the placeholders.
-		values, err := d.sensitive.read(ctx, o.namespace)
-		if err != nil {
+		var err error
+		if values, err = d.sensitive.read(ctx, o.namespace); err != nil {
 			return nil, err
 		}
 		if body, err = Reveal(body, values); err != nil {
 			return nil, fmt.Errorf("%s: %w", o.ref, err)
 		}
 	}
-	return o.resource.Patch(ctx, o.ref.Name, types.ApplyPatchType, body, opts)
+	applied, err := o.resource.Patch(ctx, o.ref.Name, types.ApplyPatchType, body, opts)
+	if err != nil && values != nil {
+		// The API server's refusal may quote what it was sent (Invalid
+		// value: "…"), and it goes to conditions, events, logs and the
+		// record's description.
+		return nil, maskRefusal(err, resolver.SensitiveByDigest(values))
+	}
+	return applied, err
+}
+
+// maskRefusal is err, an API server's answer, with the values masked in
+// its message and causes, keeping its status (reason, code) for whoever
+// classifies it.
+func maskRefusal(err error, values resolver.Sensitive) error {
+	var status apierrors.APIStatus
+	if !errors.As(err, &status) {
+		return errors.New(values.Mask(err.Error()))
+	}
+	orig := status.Status()
+	st := *orig.DeepCopy()
+	st.Message = values.Mask(st.Message)
+	if st.Details != nil {
+		for i := range st.Details.Causes {
+			st.Details.Causes[i].Message = values.Mask(st.Details.Causes[i].Message)
+		}
+	}
+	return &apierrors.StatusError{ErrStatus: st}
 }
 
 // applyAll applies a release's objects in order, one request each, and

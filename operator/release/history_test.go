@@ -8,6 +8,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/styrmin/styrmin/drivers"
 	"github.com/styrmin/styrmin/internal/secrettest"
 	"github.com/styrmin/styrmin/operator/api/v1alpha1"
 	"github.com/styrmin/styrmin/resolver"
@@ -287,5 +288,41 @@ func TestARevisionLeftDeployedByAnAgentKilledBeforeSupersedingIsSupersededByTheN
 	}
 	if got := e.history(t, ns, "app"); got != "1:superseded 2:superseded 3:deployed" {
 		t.Fatalf("history after the next apply %q, want 1:superseded 2:superseded 3:deployed", got)
+	}
+}
+
+// TestARefusalQuotingARevealedValueIsMasked: the agent puts a sensitive
+// value in place of its placeholder only in the request, and the API
+// server's refusal may quote what it was sent (Invalid value: "…"). That
+// refusal became the record's description, the StyrminDeployment's
+// conditions, an event and a log line, the value in clear.
+func TestARefusalQuotingARevealedValueIsMasked(t *testing.T) {
+	e := startReleaseEnv(t, 10)
+	ctx := context.Background()
+	const ns = "values-quoted"
+	e.namespace(t, ns)
+	// A label value may not hold a space: the API server quotes it.
+	const value = "open sesame-quoted"
+	ph := resolver.Placeholder(resolver.ID{Cluster: "c", Environment: "e", Name: "d"}, "token", value)
+	labelled := drivers.Object{APIVersion: "v1", Kind: "ConfigMap", Name: "b", Namespace: ns, Component: "app",
+		YAML: []byte("apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: b\n  namespace: " + ns + "\n  labels:\n    token: \"" + ph + "\"\ndata:\n  v: x\n")}
+	req := releaseReq(ns, configMap(ns, "a", ph), labelled)
+	req.Sensitive = resolver.Sensitive{ph: value}
+	_, _, err := e.helm.Apply(ctx, req, nil, 0)
+	if err == nil {
+		t.Fatal("an object with a space in a label value was accepted")
+	}
+	if !apierrors.IsInvalid(err) {
+		t.Errorf("the refusal is no longer an Invalid status (%T: %v): whoever classifies it would retry it", err, err)
+	}
+	if leaks := secrettest.Find([]byte(err.Error()), value); len(leaks) > 0 {
+		t.Fatalf("the refusal holds %v: %v", leaks, err)
+	}
+	hist, herr := e.helm.records.history(ctx, ns, "app")
+	if herr != nil || len(hist) != 1 {
+		t.Fatalf("the failed revision's record: %d, %v; want one", len(hist), herr)
+	}
+	if leaks := secrettest.Find([]byte(hist[0].Info.Description), value); len(leaks) > 0 {
+		t.Fatalf("the failed revision's description holds %v: %s", leaks, hist[0].Info.Description)
 	}
 }
