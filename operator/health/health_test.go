@@ -1,6 +1,7 @@
 package health
 
 import (
+	"strings"
 	"testing"
 	"time"
 
@@ -128,5 +129,29 @@ func TestAProgressDeadlineExceededBeforeTheApplyIsNoVerdictOnIt(t *testing.T) {
 		if got := timedOutBefore(tc.d, tc.appliedAt); got != tc.stale {
 			t.Errorf("%s: timedOutBefore = %v, want %v", tc.name, got, tc.stale)
 		}
+	}
+}
+
+// TestATerminationMessageTakenFromLogsIsNotShown: with
+// terminationMessagePolicy FallbackToLogsOnError a crashed container's
+// termination message is the end of its log, which may hold any value it
+// was given (a database password in a connection string); the status,
+// read by more people than the logs, showed it. A message the program
+// wrote to its termination file stays.
+func TestATerminationMessageTakenFromLogsIsNotShown(t *testing.T) {
+	pod := func(policy corev1.TerminationMessagePolicy) *corev1.Pod {
+		return &corev1.Pod{
+			ObjectMeta: metav1.ObjectMeta{Name: "web-1"},
+			Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: "web", TerminationMessagePolicy: policy}}},
+			Status: corev1.PodStatus{Phase: corev1.PodRunning, ContainerStatuses: []corev1.ContainerStatus{{Name: "web", RestartCount: 3,
+				State: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{Reason: "Error", ExitCode: 1,
+					Message: "dial postgres://app:s3cret-in-the-log@db: refused"}}}}},
+		}
+	}
+	if ps := podStatus(pod(corev1.TerminationMessageFallbackToLogsOnError)); strings.Contains(ps.Message, "s3cret") || ps.Message != "exit code 1" || ps.Reason != "Error" {
+		t.Errorf("from the logs: %+v, want the reason and exit code only", ps)
+	}
+	if ps := podStatus(pod(corev1.TerminationMessageReadFile)); !strings.Contains(ps.Message, "refused") {
+		t.Errorf("from the termination file: %+v, want the message kept", ps)
 	}
 }

@@ -75,6 +75,20 @@ func workloadSelector(ctx context.Context, c client.Reader, namespace string, w 
 	return sel.MatchLabels, nil
 }
 
+// fromLogs reports whether container's termination message may be the end
+// of its log (terminationMessagePolicy FallbackToLogsOnError): a log may
+// hold any value the program was given, a Kubernetes Secret's included,
+// and the status is read by more people than the pod's logs; a message
+// the program wrote to its termination file on purpose is kept.
+func fromLogs(p *corev1.Pod, container string) bool {
+	for _, c := range p.Spec.Containers {
+		if c.Name == container {
+			return c.TerminationMessagePolicy == corev1.TerminationMessageFallbackToLogsOnError
+		}
+	}
+	return true // not known: as if it were
+}
+
 // podStatus summarises one pod.
 func podStatus(p *corev1.Pod) v1alpha1.PodStatus {
 	ps := v1alpha1.PodStatus{Name: p.Name, Phase: string(p.Status.Phase), Reason: p.Status.Reason, Message: p.Status.Message}
@@ -94,7 +108,10 @@ func podStatus(p *corev1.Pod) v1alpha1.PodStatus {
 			ps.Reason, ps.Message, reasonSet = cs.State.Waiting.Reason, cs.State.Waiting.Message, true
 		case cs.State.Terminated != nil && cs.State.Terminated.Reason != "":
 			t := cs.State.Terminated
-			ps.Reason, ps.Message, reasonSet = t.Reason, fmt.Sprintf("exit code %d: %s", t.ExitCode, t.Message), true
+			ps.Reason, ps.Message, reasonSet = t.Reason, fmt.Sprintf("exit code %d", t.ExitCode), true
+			if !fromLogs(p, cs.Name) && t.Message != "" {
+				ps.Message += ": " + t.Message
+			}
 		}
 	}
 	return ps
