@@ -1,6 +1,7 @@
 package task
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 
@@ -80,28 +81,45 @@ func (k *KubePods) Exec(ctx context.Context, namespace, pod, container string, c
 	return stdout.String(), stderr.String(), err
 }
 
-// Logs returns the last 4 KiB of a container's logs.
+// Logs returns the end of a container's logs, at most 4 KiB, whole lines.
 func (k *KubePods) Logs(ctx context.Context, namespace, pod, container string) (string, error) {
-	limit := int64(maxActionOutput)
-	b, err := k.clientset.CoreV1().Pods(namespace).GetLogs(pod, &corev1.PodLogOptions{Container: container, LimitBytes: &limit}).DoRaw(ctx)
+	// The last lines (the API server's LimitBytes keeps the first bytes),
+	// bounded in bytes as well.
+	lines, limit := int64(200), int64(64<<10)
+	b, err := k.clientset.CoreV1().Pods(namespace).GetLogs(pod, &corev1.PodLogOptions{Container: container, TailLines: &lines, LimitBytes: &limit}).DoRaw(ctx)
 	if err != nil {
 		return "", err
 	}
-	return string(b), nil
+	t := &tailBuffer{max: maxActionOutput}
+	_, _ = t.Write(b)
+	return t.String(), nil
 }
 
-// tailBuffer keeps the last max bytes written to it.
+// tailBuffer keeps the last max bytes written to it, from a line's start:
+// a value cut in two at the edge is in no form a mask can find.
 type tailBuffer struct {
 	max int
 	buf []byte
+	cut bool
 }
 
 func (t *tailBuffer) Write(p []byte) (int, error) {
 	t.buf = append(t.buf, p...)
 	if len(t.buf) > t.max {
 		t.buf = append(t.buf[:0], t.buf[len(t.buf)-t.max:]...)
+		t.cut = true
 	}
 	return len(p), nil
 }
 
-func (t *tailBuffer) String() string { return string(t.buf) }
+func (t *tailBuffer) String() string {
+	b := t.buf
+	if t.cut {
+		if i := bytes.IndexByte(b, '\n'); i >= 0 {
+			b = b[i+1:]
+		} else {
+			b = nil // one line longer than max: none of it is whole
+		}
+	}
+	return string(b)
+}
