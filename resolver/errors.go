@@ -246,6 +246,10 @@ func (x *explainer) one(e cueerrors.Error) *ConfigError {
 		ce.Msg = "must be a concrete value, got " + cuemsg.Show(given)
 	case want.Exists():
 		ce.Msg = cuemsg.Want(want, x.scope, given) + ", got " + cuemsg.Show(given)
+	case strings.HasPrefix(format, "conflicting values") && len(args) >= 2 && x.concrete(args[0]) && x.concrete(args[1]) && isParameter(sels):
+		// A driver parameter may be sensitive, which only the driver
+		// tells, later: its values are not quoted.
+		ce.Msg = "set to two different values (not shown: a parameter may be sensitive): keep one"
 	case strings.HasPrefix(format, "conflicting values") && len(args) >= 2 && x.concrete(args[0]) && x.concrete(args[1]):
 		// Two values the user wrote for one field (the schema leaves it
 		// open): say so rather than "conflicting values".
@@ -254,6 +258,11 @@ func (x *explainer) one(e cueerrors.Error) *ConfigError {
 		ce.Msg = scrub(ce.Msg)
 	}
 	return ce
+}
+
+// isParameter reports whether sels is a driver parameter's path.
+func isParameter(sels []cue.Selector) bool {
+	return len(sels) > 1 && sels[0].String() == "parameters"
 }
 
 // concrete reports whether a CUE message argument is a value (3, "a")
