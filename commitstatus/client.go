@@ -237,10 +237,16 @@ func BaseURLFor(host string) string {
 	return "https://" + host + "/api/v3"
 }
 
-// redact drops the user information of a URL, should one hold a token.
+// redact drops the user information of a URL, should one hold a token: a
+// password, or over HTTP a lone user name (where tokens are often put).
 func redact(s string) string {
-	if u, err := url.Parse(s); err == nil && u.User != nil {
-		return u.Redacted()
+	u, err := url.Parse(s)
+	if err != nil || u.User == nil {
+		return s
 	}
-	return s
+	if _, has := u.User.Password(); !has && (u.Scheme == "http" || u.Scheme == "https") {
+		u.User = url.User("REDACTED")
+		return u.String()
+	}
+	return u.Redacted()
 }

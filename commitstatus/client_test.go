@@ -194,6 +194,10 @@ func TestParseRepositoryReadsGitHubURLs(t *testing.T) {
 			t.Errorf("%s: %q %v, want %q", url, got, err, want)
 		}
 	}
+	// A token as the URL's lone user name (GitLab's, say) is no more shown.
+	if _, _, _, err := commitstatus.ParseRepository("https://glpat-SECRET@gitlab.example.com/g/sub/repo"); err == nil || strings.Contains(err.Error(), "SECRET") {
+		t.Errorf("a repository URL with a token as its user name: %v", err)
+	}
 	if _, _, _, err := commitstatus.ParseRepository("https://u:SECRET@example.com/only"); err == nil || strings.Contains(err.Error(), "SECRET") {
 		t.Errorf("a URL that is no repository: %v", err)
 	}
