@@ -694,3 +694,29 @@ func TestPlanJSONKeepsAngleBracketsAndAmpersandsVerbatim(t *testing.T) {
 		t.Fatalf("round trip: %q, %v", back.Head, err)
 	}
 }
+
+// TestABackupFirstChangeIsAValidPlan: turning backupBeforeUpgrade on
+// changes what a deployment's upgrades do (a backup first), and the plan
+// shows it as a change of path backupFirst, which the JSON schema
+// refused (only context and values paths).
+func TestABackupFirstChangeIsAValidPlan(t *testing.T) {
+	base := lockedExample(t)
+	head := copyTree(t, base)
+	writeFile(t, head, "clusters/local/environments/staging/deployments/hub.cue",
+		"driver: {name: \"graphhub\", version: \"1.0.0\"}\nappVersion: \"1.4.0\"\nbackupBeforeUpgrade: true\nparameters: {\n\tlogLevel: \"warning\"\n\tdatabasePassword: {name: \"hub-db\", key: \"password\"}\n}\nconfig: logLevel: \"warn\"\n")
+	p := computePlan(t, base, head, Options{})
+	found := false
+	for _, d := range p.Deployments {
+		for _, c := range d.Changes {
+			found = found || c.Path == "backupFirst"
+		}
+	}
+	if !found {
+		t.Fatalf("no change of backupFirst in the plan: %+v", p.Deployments)
+	}
+	var buf bytes.Buffer
+	if err := Render(&buf, p, FormatJSON, RenderOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	validatePlanJSON(t, buf.Bytes())
+}
