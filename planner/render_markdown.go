@@ -43,15 +43,25 @@ func RenderMarkdown(w io.Writer, p *Plan, o RenderOptions) error {
 	if len(p.Deployments) > 0 {
 		b.WriteString("| | Deployment | Workflow | Sequence | Driver, app | Cause | Manifests |\n")
 		b.WriteString("|---|---|---|---|---|---|---|\n")
+		var unlisted []string
 		for i, d := range p.Deployments {
-			if i == maxTableRows {
-				fmt.Fprintf(&b, "| | … and %d more | | | | | |\n", len(p.Deployments)-maxTableRows)
-				break
+			if i >= maxTableRows {
+				if i == maxTableRows {
+					fmt.Fprintf(&b, "| | … and %d more | | | | | |\n", len(p.Deployments)-maxTableRows)
+				}
+				if d.Workflow == WorkflowDelete {
+					unlisted = append(unlisted, d.ID)
+				}
+				continue
 			}
 			fmt.Fprintf(&b, "| %s | %s | %s | %s | %s | %s | %s |\n",
 				mdCell(symbol(d.Workflow)), mdCode(d.ID)+mdCell(internalMark(d)), d.Workflow, sequence(d), mdCell(versions(d)), mdCell(causeKinds(d)), mdCell(manifestCounts(d.Manifests)))
 		}
 		b.WriteString("\n")
+		if len(unlisted) > 0 {
+			// A deletion is never left for a reviewer to guess from a count.
+			fmt.Fprintf(&b, "**Also deleted** (beyond the table): %s\n\n", idList(unlisted, len(unlisted), mdCode))
+		}
 	}
 
 	if len(p.BlastRadius) > 0 {

@@ -720,3 +720,23 @@ func TestABackupFirstChangeIsAValidPlan(t *testing.T) {
 	}
 	validatePlanJSON(t, buf.Bytes())
 }
+
+// TestAMarkdownPlanNamesEveryDeletion: the markdown table stops after
+// maxTableRows; a deletion sorted past it was only counted ("1 to
+// delete"), and a reviewer could not tell which deployment goes.
+func TestAMarkdownPlanNamesEveryDeletion(t *testing.T) {
+	p := &Plan{SchemaVersion: SchemaVersion, Base: "main", Head: "working tree"}
+	for i := range maxTableRows + 50 {
+		p.Deployments = append(p.Deployments, &Deployment{ID: fmt.Sprintf("local/env%03d/web", i), Workflow: WorkflowUpdate})
+		p.Summary.Update++
+	}
+	p.Deployments = append(p.Deployments, &Deployment{ID: "local/zz-env/hub", Workflow: WorkflowDelete})
+	p.Summary.Delete++
+	var buf bytes.Buffer
+	if err := Render(&buf, p, FormatMarkdown, RenderOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(buf.String(), "local/zz-env/hub") {
+		t.Fatalf("the markdown plan does not name the deleted deployment:\n%s", buf.String()[max(0, buf.Len()-600):])
+	}
+}
