@@ -8,6 +8,7 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/styrmin/styrmin/drivers"
 	"github.com/styrmin/styrmin/resolver"
 )
 
@@ -76,11 +77,11 @@ func newAttributor(in Input, config *resolver.ConfigSandbox) *attributor {
 	}
 	for _, c := range in.Repo.Clusters {
 		a.clusters[c.Name] = c
-		a.cl[c.Name] = a.compareLayer(CauseCluster, c.File, "#Cluster", clusterSettings(c), "", "")
+		a.cl[c.Name] = a.compareLayer(CauseCluster, c.File, "#Cluster", withPolicy(clusterSettings(c), c.Policy), "", "")
 		for _, e := range c.Environments {
 			key := c.Name + "/" + e.Name
 			a.envs[key] = e
-			a.el[key] = a.compareLayer(CauseEnvironment, e.File, "#Environment", e.Settings, e.NamespacePrefix, e.Name)
+			a.el[key] = a.compareLayer(CauseEnvironment, e.File, "#Environment", withPolicy(e.Settings, e.Policy), e.NamespacePrefix, e.Name)
 		}
 	}
 	return a
@@ -101,6 +102,25 @@ func clusterSettings(c *resolver.Cluster) map[string]any {
 	if b, err := json.Marshal(c.Ingress); err == nil && json.Unmarshal(b, &raw) == nil {
 		out["ingress"] = raw
 	}
+	return out
+}
+
+// withPolicy is a layer's settings with its policy:, which the loader
+// moves out (it reaches the context as the effective policy), put back as
+// the file writes it, so that a policy change is the layer's.
+func withPolicy(settings map[string]any, policy *drivers.Policy) map[string]any {
+	if policy == nil {
+		return settings
+	}
+	var raw map[string]any
+	if b, err := json.Marshal(policy); err != nil || json.Unmarshal(b, &raw) != nil {
+		return settings
+	}
+	out := make(map[string]any, len(settings)+1)
+	for k, v := range settings {
+		out[k] = v
+	}
+	out["policy"] = raw
 	return out
 }
 
@@ -336,7 +356,7 @@ func settingsPath(segs []pathSegment) (kind, sp string) {
 		}
 	case "environment":
 		switch first {
-		case "backupLocation", "config":
+		case "backupLocation", "config", "policy":
 			return "", strings.Join(rest, ".")
 		case "namespace":
 			return "namespace", "namespacePrefix"

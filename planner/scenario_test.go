@@ -740,3 +740,27 @@ func TestAMarkdownPlanNamesEveryDeletion(t *testing.T) {
 		t.Fatalf("the markdown plan does not name the deleted deployment:\n%s", buf.String()[max(0, buf.Len()-600):])
 	}
 }
+
+// TestAPolicyChangeIsTheEnvironmentFilesCause: an environment's policy
+// reaches its deployments' contexts, and a change of it redeploys them;
+// the loader moves policy: out of the layer's settings, so the cause fell
+// back to each deployment's own file, which had not changed.
+func TestAPolicyChangeIsTheEnvironmentFilesCause(t *testing.T) {
+	base := lockedExample(t)
+	head := copyTree(t, base)
+	const env = "clusters/local/environments/dev/environment.cue"
+	data, err := os.ReadFile(filepath.Join(head, env))
+	if err != nil {
+		t.Fatal(err)
+	}
+	writeFile(t, head, env, string(data)+"policy: kinds: [\"*\"]\n")
+	p := computePlan(t, base, head, Options{})
+	if len(p.Deployments) == 0 {
+		t.Fatal("a policy change redeploys nothing")
+	}
+	for _, d := range p.Deployments {
+		if len(d.Causes) != 1 || d.Causes[0].Kind != CauseEnvironment || d.Causes[0].File != env {
+			t.Errorf("%s: causes %+v, want the environment's file %s", d.ID, d.Causes, env)
+		}
+	}
+}
