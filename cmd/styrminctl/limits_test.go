@@ -54,10 +54,10 @@ func writeDriver(t *testing.T, dir string, files map[string][]byte) {
 	}
 }
 
-// Each hostile driver, added to the example repository with test-sized
-// limits in styrmin.cue, fails lint, lock and plan within its limit, with
-// an error naming the driver folder and the limit.
-func TestHostileDriversFailLintLockAndPlanWithinTheirLimits(t *testing.T) {
+// lockedRepoWithTestLimits is lockedGitRepo with the hostile drivers'
+// test-sized limits in its styrmin.cue.
+func lockedRepoWithTestLimits(t *testing.T) (string, hostile.TestLimits) {
+	t.Helper()
 	dir := lockedGitRepo(t)
 	l := hostile.Test()
 	settings, err := os.ReadFile(filepath.Join(dir, "styrmin.cue"))
@@ -65,6 +65,14 @@ func TestHostileDriversFailLintLockAndPlanWithinTheirLimits(t *testing.T) {
 		t.Fatal(err)
 	}
 	writeRepoFile(t, dir, "styrmin.cue", string(settings)+l.CUE())
+	return dir, l
+}
+
+// Each hostile driver, added to the example repository with test-sized
+// limits in styrmin.cue, fails lint, lock and plan within its limit, with
+// an error naming the driver folder and the limit.
+func TestHostileDriversFailLintLockAndPlanWithinTheirLimits(t *testing.T) {
+	dir, l := lockedRepoWithTestLimits(t)
 	bad := filepath.Join(dir, "drivers", "bad", "1.0.0")
 	for _, c := range hostile.Cases() {
 		t.Run(c.Name, func(t *testing.T) {
@@ -291,13 +299,7 @@ func TestLockRemembersTheDriverLoadsItsChildrenChecked(t *testing.T) {
 // there within the memory limit, naming the driver, whichever deployment
 // the lock reached first; the others are locked.
 func TestADriverWithoutASampleIsCheckedInItsSandboxBeforeTheLockEvaluatesIt(t *testing.T) {
-	dir := lockedGitRepo(t)
-	l := hostile.Test()
-	settings, err := os.ReadFile(filepath.Join(dir, "styrmin.cue"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	writeRepoFile(t, dir, "styrmin.cue", string(settings)+l.CUE())
+	dir, l := lockedRepoWithTestLimits(t)
 	// A chart whose cost grows with a parameter without a default.
 	files := hostile.OverAgentMemory().Files("bad", "1.0.0")
 	files["driver.cue"] = []byte(strings.Replace(string(files["driver.cue"]), "values: {}\n", "parameters: size: int & >=1\nvalues: size: context.parameters.size\n", 1))

@@ -18,15 +18,7 @@ import (
 )
 
 func TestAWorkloadTheCacheShowsOlderThanTheAgentWroteIsReadFromTheAPIServer(t *testing.T) {
-	c := testcluster.StartT(t, testcluster.Options{})
-	api, err := client.New(c.RESTConfig, client.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx := context.Background()
-	if err := api.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "app"}}); err != nil {
-		t.Fatal(err)
-	}
+	ctx, api := appNamespace(t)
 	one := int32(1)
 	labels := map[string]string{"app": "web"}
 	d := &appsv1.Deployment{
@@ -111,15 +103,7 @@ func TestAWorkloadTheCacheShowsOlderThanTheAgentWroteIsReadFromTheAPIServer(t *t
 // observed by its controller) keeps the deployment from Ready, under the
 // "chart" component, instead of being left out of the check.
 func TestAWorkloadNoComponentSelectsIsJudgedUnderTheChart(t *testing.T) {
-	c := testcluster.StartT(t, testcluster.Options{})
-	api, err := client.New(c.RESTConfig, client.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx := context.Background()
-	if err := api.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "app"}}); err != nil {
-		t.Fatal(err)
-	}
+	ctx, api := appNamespace(t)
 	labels := map[string]string{"app": "cache"}
 	d := &appsv1.Deployment{
 		ObjectMeta: metav1.ObjectMeta{Namespace: "app", Name: "cache"},
@@ -145,4 +129,20 @@ func TestAWorkloadNoComponentSelectsIsJudgedUnderTheChart(t *testing.T) {
 	if s := NotReadySummary(comps); !strings.Contains(s, "Deployment/cache") {
 		t.Errorf("the Ready message %q does not name the workload", s)
 	}
+}
+
+// appNamespace starts an API server (no controllers) with a namespace
+// "app", and returns a client of it.
+func appNamespace(t *testing.T) (context.Context, client.Client) {
+	t.Helper()
+	c := testcluster.StartT(t, testcluster.Options{})
+	api, err := client.New(c.RESTConfig, client.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	if err := api.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "app"}}); err != nil {
+		t.Fatal(err)
+	}
+	return ctx, api
 }

@@ -250,14 +250,7 @@ func TestAnOperationBegunByAnOlderAgentFindsItsTasksUnderTheirOldNames(t *testin
 	ctx, cl, r, opts := restoring(t)
 	// A change to sequence 4 waits behind restore fix, whose first
 	// attempt failed; the older agent planned its retry, then stopped.
-	change := &v1alpha1.StyrminTask{
-		ObjectMeta: metav1.ObjectMeta{Namespace: "data-hub", Name: "hub-4", Labels: hubID().Labels()},
-		Spec: v1alpha1.StyrminTaskSpec{Deployment: hubID(), Namespace: "data-hub", Workflow: v1alpha1.WorkflowUpdate, FromSequence: 3, ToSequence: 4,
-			Lock: v1alpha1.LockRef{Commit: "c4", Path: "locks/local/data/hub.lock.yaml"}},
-	}
-	if err := cl.Create(ctx, change); err != nil {
-		t.Fatal(err)
-	}
+	newHubChange4(ctx, t, cl)
 	op := v1alpha1.TaskOperation{Kind: v1alpha1.OperationRestore, Name: "fix", BackupID: "monday", Artifact: "s3://backups/local/data/monday/hub", Attempt: 1}
 	newOperationTask(ctx, t, cl, "hub-restore-fix", op, 3, 3, v1alpha1.StyrminTaskStatus{Phase: v1alpha1.TaskFailed})
 	fix := newRestore(ctx, t, cl, "fix", "monday", v1alpha1.StyrminRestoreStatus{Phase: v1alpha1.OperationRunning, Environment: "data", ObservedRetry: "1",
@@ -360,14 +353,7 @@ func TestAnOperationMadeOutsideTheAgentsNamespaceIsRefusedAndRunsNothing(t *test
 // changes instead, which waited for it while it waited for them.
 func TestARetryWhosePreviousAttemptsTaskIsGoneTakesTheOlderAttemptsPlace(t *testing.T) {
 	ctx, cl, r, _ := restoring(t)
-	change := &v1alpha1.StyrminTask{
-		ObjectMeta: metav1.ObjectMeta{Namespace: "data-hub", Name: "hub-4", Labels: hubID().Labels()},
-		Spec: v1alpha1.StyrminTaskSpec{Deployment: hubID(), Namespace: "data-hub", Workflow: v1alpha1.WorkflowUpdate, FromSequence: 3, ToSequence: 4,
-			Lock: v1alpha1.LockRef{Commit: "c4", Path: "locks/local/data/hub.lock.yaml"}},
-	}
-	if err := cl.Create(ctx, change); err != nil {
-		t.Fatal(err)
-	}
+	newHubChange4(ctx, t, cl)
 	first := v1alpha1.TaskOperation{Kind: v1alpha1.OperationRestore, Name: "fix", BackupID: "monday", Artifact: "s3://backups/local/data/monday/hub", Attempt: 1}
 	newOperationTask(ctx, t, cl, task.OperationTaskName("hub", v1alpha1.OperationRestore, "fix", 1), first, 3, 3, v1alpha1.StyrminTaskStatus{Phase: v1alpha1.TaskFailed})
 	// Attempt 2 failed too, and its task was deleted since; attempt 3 is
@@ -387,5 +373,19 @@ func TestARetryWhosePreviousAttemptsTaskIsGoneTakesTheOlderAttemptsPlace(t *test
 	}
 	if retry.Spec.ToSequence != 3 {
 		t.Errorf("the third attempt goes at sequence %d, want 3, the first attempt's place before change 4", retry.Spec.ToSequence)
+	}
+}
+
+// newHubChange4 creates hub's change task to sequence 4, which a failed
+// restore at sequence 3 holds.
+func newHubChange4(ctx context.Context, t *testing.T, cl client.Client) {
+	t.Helper()
+	change := &v1alpha1.StyrminTask{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "data-hub", Name: "hub-4", Labels: hubID().Labels()},
+		Spec: v1alpha1.StyrminTaskSpec{Deployment: hubID(), Namespace: "data-hub", Workflow: v1alpha1.WorkflowUpdate, FromSequence: 3, ToSequence: 4,
+			Lock: v1alpha1.LockRef{Commit: "c4", Path: "locks/local/data/hub.lock.yaml"}},
+	}
+	if err := cl.Create(ctx, change); err != nil {
+		t.Fatal(err)
 	}
 }
