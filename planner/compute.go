@@ -71,6 +71,51 @@ type Input struct {
 	Used resolver.UsedSequences
 }
 
+// headSequences are the sequences of the head's own lockfiles of the
+// deployments whose base lockfile is behind a sequence used: a head that
+// locked itself past it (a pull request's lock commit) is no revert to
+// lock again.
+func headSequences(base map[resolver.ID]*resolver.Instance, used resolver.UsedSequences, head fs.FS) map[resolver.ID]int64 {
+	out := map[resolver.ID]int64{}
+	for id, in := range base {
+		if in == nil || in.Sequence >= used[id] {
+			continue
+		}
+		if locked, err := resolver.ReadLock(head, id.LockPath()); err == nil {
+			out[id] = locked.Sequence
+		}
+	}
+	return out
+}
+
+// headLocked gives each change the sequence the head's own lockfile holds
+// for the same instance (a pull request that locked itself: its trailers
+// are among the sequences used, and a lock of the head changes nothing):
+// the plan shows the sequence the head runs, not the one after it.
+func headLocked(changes []resolver.LockChange, head fs.FS) {
+	for i := range changes {
+		c := &changes[i]
+		if c.Next == nil || c.Next.Tombstone() {
+			continue
+		}
+		locked, err := resolver.ReadLock(head, c.ID.LockPath())
+		if err != nil || locked.Tombstone() || locked.Digest != c.Next.Digest || locked.Sequence <= seqOf(c.Previous) {
+			continue
+		}
+		next := *c.Next
+		next.Sequence = locked.Sequence
+		c.Next = &next
+	}
+}
+
+// seqOf is an instance's sequence, 0 for none.
+func seqOf(in *resolver.Instance) int64 {
+	if in == nil {
+		return 0
+	}
+	return in.Sequence
+}
+
 // Options tune Compute.
 type Options struct {
 	// DeletionThreshold overrides the repository's deletionThreshold
@@ -148,9 +193,16 @@ func Compute(in Input, opts Options) (*Plan, error) {
 	if in.Drivers == nil {
 		in.Drivers = Catalogs(nil)
 	}
-	changes, err := resolver.NextInstancesAfter(in.Head, in.Base, in.Used)
+	var headSeqs map[resolver.ID]int64
+	if in.Used != nil && in.HeadFS != nil {
+		headSeqs = headSequences(in.Base, in.Used, in.HeadFS)
+	}
+	changes, err := resolver.NextInstancesAfter(in.Head, in.Base, in.Used, headSeqs)
 	if err != nil {
 		return nil, err
+	}
+	if in.Used != nil && in.HeadFS != nil {
+		headLocked(changes, in.HeadFS)
 	}
 	if opts.Only != nil {
 		kept := changes[:0:0]

@@ -404,7 +404,7 @@ func planOne(in Input, opts Options, c resolver.LockChange) (*Deployment, error)
 		next = nil
 	}
 	w := SelectWorkflow(prev, next)
-	if w == "" && prev != nil && next != nil && prev.Sequence < in.Used[c.ID] {
+	if w == "" && prev != nil && next != nil && prev.Sequence < in.Used[c.ID] && c.Next.Sequence > in.Used[c.ID] {
 		// The lockfile is behind a sequence the branch used (a revert):
 		// the same content locked again is a change for the cluster, which
 		// runs that later instance, as the lock and the agent see it.

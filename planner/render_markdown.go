@@ -60,7 +60,9 @@ func RenderMarkdown(w io.Writer, p *Plan, o RenderOptions) error {
 		b.WriteString("\n")
 		if len(unlisted) > 0 {
 			// A deletion is never left for a reviewer to guess from a count.
-			fmt.Fprintf(&b, "**Also deleted** (beyond the table): %s\n\n", idList(unlisted, len(unlisted), mdCode))
+			// Bounded: a whole cluster removed would pass the comment's
+			// size; the JSON plan lists them all.
+			fmt.Fprintf(&b, "**Also deleted** (beyond the table): %s\n\n", idList(unlisted, maxTableRows, mdCode))
 		}
 	}
 

@@ -260,9 +260,15 @@ func (x *explainer) one(e cueerrors.Error) *ConfigError {
 	return ce
 }
 
-// isParameter reports whether sels is a driver parameter's path.
+// isParameter reports whether sels is a driver parameter's path: a
+// deployment's parameters, or those of a cluster's ingress: driver.
 func isParameter(sels []cue.Selector) bool {
-	return len(sels) > 1 && sels[0].String() == "parameters"
+	for i, s := range sels {
+		if s.String() == "parameters" && i+1 < len(sels) {
+			return true
+		}
+	}
+	return false
 }
 
 // concrete reports whether a CUE message argument is a value (3, "a")

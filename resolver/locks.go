@@ -233,9 +233,11 @@ func NextInstances(res *Result, current map[ID]*Instance) ([]LockChange, error) 
 
 // NextInstancesAfter is NextInstances numbering after the sequences the
 // branch's history used, as a lock does: a lockfile behind one of them (a
-// revert) is locked again past it. What plan shows of a lock.
-func NextInstancesAfter(res *Result, current map[ID]*Instance, used UsedSequences) ([]LockChange, error) {
-	return nextInstances(res, current, used, nil)
+// revert) is locked again past it, unless head (the sequences of the
+// branch head's own lockfiles, nil: none) is not behind. What plan shows
+// of a lock.
+func NextInstancesAfter(res *Result, current map[ID]*Instance, used UsedSequences, head map[ID]int64) ([]LockChange, error) {
+	return nextInstances(res, current, used, head)
 }
 
 // nextInstances is NextInstances numbering after the sequences used (nil:

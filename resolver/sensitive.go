@@ -229,7 +229,9 @@ func (s Sensitive) Mask(text string) string {
 		if j, err := json.Marshal(v); err == nil {
 			forms = append(forms, string(j[1:len(j)-1]))
 		}
-		forms = append(forms, strings.Trim(strconv.Quote(v), `"`))
+		if q := strconv.Quote(v); len(q) > 2 {
+			forms = append(forms, q[1:len(q)-1])
+		}
 	}
 	// Longest first: a form inside a longer one goes with it.
 	sort.Slice(forms, func(i, j int) bool { return len(forms[i]) > len(forms[j]) })

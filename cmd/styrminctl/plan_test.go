@@ -234,3 +234,20 @@ func TestDiffOfADeploymentOnHoldSaysSo(t *testing.T) {
 		t.Fatalf("diff of a held deployment with a change: exit %d, %v:\n%s", code, err, out)
 	}
 }
+
+// TestThePlanOfABranchThatLockedItselfShowsItsOwnSequence: a pull request
+// whose CI locks it (lock --commit on the branch) holds web at 2, and its
+// trailer is among the sequences its history used; the plan against the
+// base numbered one past it (3), which no lock would write.
+func TestThePlanOfABranchThatLockedItselfShowsItsOwnSequence(t *testing.T) {
+	dir := lockedGitRepo(t)
+	writeRepoFile(t, dir, devWebFile, "driver: \"webapp\"\nappVersion: \"1.25.0\"\nparameters: replicas: 3\n")
+	planGit(t, dir, "commit", "-q", "-am", "web: three replicas")
+	if out, code, err := styrminctl(t, "--repo", dir, "lock", "--commit"); code != 0 {
+		t.Fatalf("lock --commit: exit %d, %v\n%s", code, err, out)
+	}
+	out, code, err := styrminctl(t, "--repo", dir, "plan", "-o", "json")
+	if code != 0 || !strings.Contains(out, `"toSequence": 2`) || strings.Contains(out, `"toSequence": 3`) {
+		t.Fatalf("plan of the locked branch: exit %d, %v; want web to sequence 2, its own lock\n%s", code, err, out)
+	}
+}

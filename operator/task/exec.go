@@ -26,6 +26,11 @@ type PodLogs interface {
 // maxActionOutput bounds what is kept of a command's or job's output.
 const maxActionOutput = 4 << 10
 
+// maxRawOutput bounds what is read of a command's or job's output before
+// it is masked and cut to maxActionOutput: masking first, a value is never
+// cut in two at the edge of what is kept.
+const maxRawOutput = 64 << 10
+
 // KubePods executes commands through the pods/exec subresource (WebSocket,
 // falling back to SPDY on older API servers) and reads pods/log. Pods on
 // fake nodes run no containers, so exec fails there: tests of drivers
@@ -75,22 +80,23 @@ func (k *KubePods) Exec(ctx context.Context, namespace, pod, container string, c
 	if err != nil {
 		return "", "", fmt.Errorf("exec: %w", err)
 	}
-	stdout := &tailBuffer{max: maxActionOutput}
-	stderr := &tailBuffer{max: maxActionOutput}
+	stdout := &tailBuffer{max: maxRawOutput}
+	stderr := &tailBuffer{max: maxRawOutput}
 	err = exec.StreamWithContext(ctx, remotecommand.StreamOptions{Stdout: stdout, Stderr: stderr})
 	return stdout.String(), stderr.String(), err
 }
 
-// Logs returns the end of a container's logs, at most 4 KiB, whole lines.
+// Logs returns the end of a container's logs, at most maxRawOutput bytes,
+// whole lines.
 func (k *KubePods) Logs(ctx context.Context, namespace, pod, container string) (string, error) {
-	// The last lines (the API server's LimitBytes keeps the first bytes),
-	// bounded in bytes as well.
-	lines, limit := int64(200), int64(64<<10)
+	// The last lines, bounded in bytes too; LimitBytes keeps the first
+	// bytes of those, so it is well above what is kept here.
+	lines, limit := int64(500), int64(1<<20)
 	b, err := k.clientset.CoreV1().Pods(namespace).GetLogs(pod, &corev1.PodLogOptions{Container: container, TailLines: &lines, LimitBytes: &limit}).DoRaw(ctx)
 	if err != nil {
 		return "", err
 	}
-	t := &tailBuffer{max: maxActionOutput}
+	t := &tailBuffer{max: maxRawOutput}
 	_, _ = t.Write(b)
 	return t.String(), nil
 }
