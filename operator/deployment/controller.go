@@ -241,7 +241,7 @@ func (r *Reconciler) resolve(ctx context.Context, rs *reconcileState) error {
 		}
 	}
 	rs.upToDate = sd.Status.Release != nil && sd.Status.AppliedDigest == sd.Spec.Digest
-	if rs.upToDate && sd.Spec.Sequence != sd.Status.AppliedSequence && len(unfinishedJobs(sd.Status.Components)) > 0 {
+	if rs.upToDate && sd.Spec.Sequence != sd.Status.AppliedSequence && len(jobsOf(sd.Status.Components, sd.Status.Inventory, unfinished)) > 0 {
 		// The same content locked again (a retry) while a Job of the
 		// release failed or is gone unfinished: applied again, as a new
 		// revision, so that the Job runs again; nothing else changes.
@@ -578,19 +578,9 @@ func judgedPending(inventory []v1alpha1.ObjectRef, comps []v1alpha1.ComponentSta
 	return false
 }
 
-// unfinishedJobs returns the Jobs of the components that failed or are
-// gone without having finished, as the last health check saw them.
-func unfinishedJobs(comps []v1alpha1.ComponentStatus) []v1alpha1.WorkloadStatus {
-	var out []v1alpha1.WorkloadStatus
-	for _, c := range comps {
-		for _, w := range c.Workloads {
-			if w.Kind == "Job" && (w.Failed || health.Gone(w)) {
-				out = append(out, w)
-			}
-		}
-	}
-	return out
-}
+// unfinished reports whether a Job's status says it failed or is gone
+// without having finished.
+func unfinished(w v1alpha1.WorkloadStatus) bool { return w.Failed || health.Gone(w) }
 
 // jobsOf returns the Jobs of the inventory whose status, as the last
 // health check saw it, is which.

@@ -273,11 +273,15 @@ func eventTime(e *corev1.Event) time.Time {
 }
 
 // jobComplete reports whether a Job has the condition Complete.
-func jobComplete(u *unstructured.Unstructured) bool {
+func jobComplete(u *unstructured.Unstructured) bool { return JobCondition(u, "Complete") }
+
+// JobCondition reports whether a Job (as unstructured) has the condition
+// typ ("Complete", "Failed") True.
+func JobCondition(u *unstructured.Unstructured, typ string) bool {
 	conds, _, _ := unstructured.NestedSlice(u.Object, "status", "conditions")
 	for _, c := range conds {
 		m, _ := c.(map[string]any)
-		if m["type"] == "Complete" && m["status"] == "True" {
+		if m["type"] == typ && m["status"] == "True" {
 			return true
 		}
 	}

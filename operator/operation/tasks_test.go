@@ -195,13 +195,8 @@ func TestARestoreWhoseNameCannotLabelItsTasksIsRefusedAndHoldsNothing(t *testing
 	ctx, cl, r, opts := restoring(t)
 	long := "put-the-hub-back-as-it-was-on-monday-before-the-migration-broke-it"
 	rs := newRestore(ctx, t, cl, long, "monday", v1alpha1.StyrminRestoreStatus{})
-	for range 3 {
-		// Without the check, each pass fails making the task.
-		_, _ = r.Reconcile(ctx, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(rs)})
-	}
-	if err := cl.Get(ctx, client.ObjectKeyFromObject(rs), rs); err != nil {
-		t.Fatal(err)
-	}
+	// Without the check, each pass fails making the task.
+	reconcileTimes(ctx, t, cl, r, rs, 3)
 	if rs.Status.Phase != v1alpha1.OperationFailed || !strings.Contains(rs.Status.Message, "metadata.name") ||
 		!strings.Contains(rs.Status.Message, "at most 63 characters") || len(rs.Status.Deployments) != 0 {
 		t.Fatalf("a restore named with %d characters: %s %q, %d deployments; want it refused naming metadata.name and what is expected",
@@ -212,12 +207,7 @@ func TestARestoreWhoseNameCannotLabelItsTasksIsRefusedAndHoldsNothing(t *testing
 	started := newRestore(ctx, t, cl, long+"-too", "monday", v1alpha1.StyrminRestoreStatus{Phase: v1alpha1.OperationRunning, Environment: "data",
 		Deployments: []v1alpha1.OperationDeployment{{Name: "hub", Namespace: "data-hub", Task: "hub-restore-" + long + "-too", Attempt: 1,
 			Phase: v1alpha1.OperationPending, Artifact: "s3://backups/local/data/monday/hub", Sequence: 3}}})
-	for range 3 {
-		_, _ = r.Reconcile(ctx, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(started)})
-	}
-	if err := cl.Get(ctx, client.ObjectKeyFromObject(started), started); err != nil {
-		t.Fatal(err)
-	}
+	reconcileTimes(ctx, t, cl, r, started, 3)
 	if started.Status.Phase != v1alpha1.OperationFailed || !strings.Contains(started.Status.Message, "metadata.name") {
 		t.Fatalf("a restore with a name too long started by an older agent: %s %q, want it Failed naming metadata.name", started.Status.Phase, started.Status.Message)
 	}
@@ -309,12 +299,7 @@ func TestAnOperationMadeOutsideTheAgentsNamespaceIsRefusedAndRunsNothing(t *test
 	if err := cl.Create(ctx, rs); err != nil {
 		t.Fatal(err)
 	}
-	for range 2 {
-		_, _ = r.Reconcile(ctx, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(rs)})
-	}
-	if err := cl.Get(ctx, client.ObjectKeyFromObject(rs), rs); err != nil {
-		t.Fatal(err)
-	}
+	reconcileTimes(ctx, t, cl, r, rs, 2)
 	if rs.Status.Phase != v1alpha1.OperationFailed || !strings.Contains(rs.Status.Message, "metadata.namespace") || !strings.Contains(rs.Status.Message, "styrmin-system") {
 		t.Fatalf("a restore in data-hub: %s %q; want it refused naming metadata.namespace and the agent's namespace", rs.Status.Phase, rs.Status.Message)
 	}
@@ -332,12 +317,7 @@ func TestAnOperationMadeOutsideTheAgentsNamespaceIsRefusedAndRunsNothing(t *test
 	if err != nil {
 		t.Fatal(err)
 	}
-	for range 2 {
-		_, _ = backups.Reconcile(ctx, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(b)})
-	}
-	if err := cl.Get(ctx, client.ObjectKeyFromObject(b), b); err != nil {
-		t.Fatal(err)
-	}
+	reconcileTimes(ctx, t, cl, backups, b, 2)
 	if b.Status.Phase != v1alpha1.OperationFailed || !strings.Contains(b.Status.Message, "metadata.namespace") {
 		t.Fatalf("a backup in data-hub: %s %q; want it refused naming metadata.namespace", b.Status.Phase, b.Status.Message)
 	}
@@ -386,6 +366,17 @@ func newHubChange4(ctx context.Context, t *testing.T, cl client.Client) {
 			Lock: v1alpha1.LockRef{Commit: "c4", Path: "locks/local/data/hub.lock.yaml"}},
 	}
 	if err := cl.Create(ctx, change); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// reconcileTimes reconciles obj n times with r, then reads it again.
+func reconcileTimes(ctx context.Context, t *testing.T, cl client.Client, r reconcile.Reconciler, obj client.Object, n int) {
+	t.Helper()
+	for range n {
+		_, _ = r.Reconcile(ctx, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(obj)})
+	}
+	if err := cl.Get(ctx, client.ObjectKeyFromObject(obj), obj); err != nil {
 		t.Fatal(err)
 	}
 }

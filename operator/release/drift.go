@@ -22,6 +22,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/styrmin/styrmin/operator/api/v1alpha1"
+	"github.com/styrmin/styrmin/operator/health"
 	"github.com/styrmin/styrmin/resolver"
 )
 
@@ -244,7 +245,10 @@ func (d *releaseObjects) applyObject(ctx context.Context, o *desiredObject, dryR
 func maskRefusal(err error, values resolver.Sensitive) error {
 	var status apierrors.APIStatus
 	if !errors.As(err, &status) {
-		return errors.New(values.Mask(err.Error()))
+		if msg := values.Mask(err.Error()); msg != err.Error() {
+			return errors.New(msg)
+		}
+		return err // nothing to hide: kept whole (a context error stays one)
 	}
 	orig := status.Status()
 	st := *orig.DeepCopy()
@@ -373,22 +377,11 @@ func jobProgressing(u *unstructured.Unstructured) bool {
 }
 
 // jobFailed reports whether a Job has the condition Failed.
-func jobFailed(u *unstructured.Unstructured) bool { return jobCondition(u, "Failed") }
+func jobFailed(u *unstructured.Unstructured) bool { return health.JobCondition(u, "Failed") }
 
 // jobFinished reports whether a Job has ended: Complete or Failed.
 func jobFinished(u *unstructured.Unstructured) bool {
-	return jobCondition(u, "Complete") || jobCondition(u, "Failed")
-}
-
-func jobCondition(u *unstructured.Unstructured, typ string) bool {
-	conds, _, _ := unstructured.NestedSlice(u.Object, "status", "conditions")
-	for _, c := range conds {
-		m, _ := c.(map[string]any)
-		if m["type"] == typ && m["status"] == "True" {
-			return true
-		}
-	}
-	return false
+	return health.JobCondition(u, "Complete") || jobFailed(u)
 }
 
 // IsJob reports whether r is a batch Job: an object that runs once, which
