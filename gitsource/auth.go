@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"net/url"
 	"os"
 	"strings"
 
@@ -71,12 +72,66 @@ func (a Auth) isZero() bool {
 		len(a.KnownHosts) == 0 && !a.InsecureIgnoreHostKey
 }
 
+// remote returns rawURL as go-git is to be given it, without credentials,
+// and the go-git auth method for it. Credentials written in an http(s) URL
+// (https://user:password@host/..., or https://<token>@host/... as GitHub
+// documents) become a's Username and Token: go-git would keep them in the
+// request URL, which Go's HTTP client quotes in its errors (a lone user
+// name unredacted), and so in a StyrminSource's status, events and logs.
+func (a Auth) remote(rawURL string) (string, transport.AuthMethod, error) {
+	clean, a, err := a.withURLCredentials(rawURL)
+	if err != nil {
+		return "", nil, err
+	}
+	m, err := a.method(clean)
+	if err != nil {
+		return "", nil, err
+	}
+	return clean, m, nil
+}
+
+// withURLCredentials moves the user information of an http(s) URL into a.
+// A lone user name is a token: sent as the password with the default user
+// name, as GitHub expects it (and any forge that takes a token as the
+// password). Credentials given both ways are an error.
+func (a Auth) withURLCredentials(rawURL string) (string, Auth, error) {
+	scheme, _, ok := strings.Cut(rawURL, "://")
+	if !ok || !strings.EqualFold(scheme, "http") && !strings.EqualFold(scheme, "https") {
+		return rawURL, a, nil
+	}
+	u, err := url.Parse(rawURL)
+	if err != nil {
+		// Not err itself: a *url.Error quotes the URL, credentials and all.
+		return "", a, fmt.Errorf("gitsource: remote URL %s: %w", redactURL(rawURL), urlError(rawURL, err))
+	}
+	if u.User == nil {
+		return rawURL, a, nil
+	}
+	user := u.User.Username()
+	pass, _ := u.User.Password()
+	u.User = nil
+	clean := u.String()
+	if user == "" && pass == "" {
+		return clean, a, nil
+	}
+	if a.Token != "" || a.Username != "" {
+		return "", a, fmt.Errorf("gitsource: remote %s: credentials both in the URL and in Auth; give them once", clean)
+	}
+	if pass == "" {
+		a.Token = user
+	} else {
+		a.Username, a.Token = user, pass
+	}
+	return clean, a, nil
+}
+
 // method builds the go-git auth method for rawURL. nil means "no explicit
-// credentials": go-git then uses credentials in the URL, or the ssh agent.
+// credentials": go-git then uses the ssh agent (or credentials in an ssh
+// URL; those of an http(s) URL are taken out by remote first).
 func (a Auth) method(rawURL string) (transport.AuthMethod, error) {
 	ep, err := transport.NewEndpoint(rawURL)
 	if err != nil {
-		return nil, fmt.Errorf("gitsource: remote URL %q: %w", redactURL(rawURL), err)
+		return nil, fmt.Errorf("gitsource: remote URL %q: %w", redactURL(rawURL), urlError(rawURL, err))
 	}
 	switch ep.Protocol {
 	case "http", "https":

@@ -327,12 +327,13 @@ func (r *Repo) attempt(ctx context.Context, build ChainFunc, dir string, author 
 // currentHead returns the head an attempt builds on: fetched from the
 // remote, or the local branch. Zero means the branch does not exist yet.
 func (r *Repo) currentHead(ctx context.Context) (Hash, error) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
 	if r.remoteName == "" {
+		r.mu.Lock()
+		defer r.mu.Unlock()
 		return r.refHash(r.trackingRef())
 	}
-	return r.fetchLocked(ctx)
+	_, head, err := r.fetch(ctx)
+	return head, err
 }
 
 // casLocalRef moves the local branch from old to new if it is still at old.
@@ -361,7 +362,15 @@ func (r *Repo) casLocalRef(old, new Hash) (moved bool, err error) {
 // only while the branch is still there. objs are the objects the remote may
 // lack: everything the commit added. moved reports that the branch was not
 // at old.
+//
+// It runs under r.mu, held by attempt from writing the commit to moving
+// the tracking ref: go-git reads the objects it sends from the storer,
+// which is not safe for concurrent use, and an attempt is kept whole
+// against a Fetch or another attempt. Readers wait for it, so it is
+// bounded by the network timeout.
 func (r *Repo) push(ctx context.Context, old, new Hash, objs []plumbing.Hash) (moved bool, err error) {
+	ctx, cancel := networkContext(ctx, r.timeout)
+	defer cancel()
 	branchRef := plumbing.NewBranchReferenceName(r.branch)
 	sess, err := r.session(true)
 	if err != nil {
@@ -402,7 +411,7 @@ func (r *Repo) push(ctx context.Context, old, new Hash, objs []plumbing.Hash) (m
 	// The remote refused or the connection failed. Decide by what the
 	// branch is now, not by parsing messages: at new means the push landed,
 	// elsewhere than old means another locker won.
-	now, err := r.lsRemote(ctx)
+	now, err := r.lsRemote(ctx, "list refs of")
 	if err != nil {
 		return false, errors.Join(transportError("push to", r.remoteURL, pushErr), err)
 	}
@@ -425,7 +434,9 @@ func (r *Repo) pushed(h Hash) error {
 }
 
 // lsRemote returns the remote's head of the tracked branch (zero if absent).
-func (r *Repo) lsRemote(ctx context.Context) (plumbing.Hash, error) {
+// op names the operation in errors. It reads no repository state: the
+// caller need not hold r.mu.
+func (r *Repo) lsRemote(ctx context.Context, op string) (plumbing.Hash, error) {
 	sess, err := r.session(false)
 	if err != nil {
 		return plumbing.ZeroHash, err
@@ -436,7 +447,7 @@ func (r *Repo) lsRemote(ctx context.Context) (plumbing.Hash, error) {
 		return plumbing.ZeroHash, nil
 	}
 	if err != nil {
-		return plumbing.ZeroHash, transportError("list refs of", r.remoteURL, err)
+		return plumbing.ZeroHash, transportError(op, r.remoteURL, err)
 	}
 	return advertisedHash(ar, plumbing.NewBranchReferenceName(r.branch))
 }
@@ -445,7 +456,7 @@ func (r *Repo) lsRemote(ctx context.Context) (plumbing.Hash, error) {
 func (r *Repo) session(receive bool) (any, error) {
 	ep, err := transport.NewEndpoint(r.remoteURL)
 	if err != nil {
-		return nil, fmt.Errorf("gitsource: remote URL %s: %w", redactURL(r.remoteURL), err)
+		return nil, fmt.Errorf("gitsource: remote URL %s: %w", redactURL(r.remoteURL), urlError(r.remoteURL, err))
 	}
 	ep.CaBundle = r.caBundle
 	ep.InsecureSkipTLS = r.insecure

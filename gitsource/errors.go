@@ -61,13 +61,23 @@ func transportError(op, remote string, err error) error {
 	return fmt.Errorf("gitsource: %s %s: %w", op, redactURL(remote), err)
 }
 
+// unparseableURL is what PublicURL and the errors of this package show
+// for a URL that does not parse: what in it is a credential cannot be
+// told, so none of it is shown.
+const unparseableURL = "<unparseable URL>"
+
 // PublicURL is raw without credentials, fit to be written down (a
 // lockfile): the user information of an http(s) URL is removed (a lone
 // user name there is often the token itself), the password of any other.
 // Credentials come from the Auth of whoever fetches, never from the URL.
+// A URL that does not parse (a password holding '^' or a stray '%') is
+// "<unparseable URL>", an scp-like ssh address (git@host:path) itself.
 func PublicURL(raw string) string {
 	u, err := url.Parse(raw)
-	if err != nil || u.User == nil {
+	if err != nil {
+		return unparsed(raw)
+	}
+	if u.User == nil {
 		return raw
 	}
 	if u.Scheme == "http" || u.Scheme == "https" {
@@ -82,7 +92,10 @@ func PublicURL(raw string) string {
 // errors and logs.
 func redactURL(raw string) string {
 	u, err := url.Parse(raw)
-	if err != nil || u.User == nil {
+	if err != nil {
+		return unparsed(raw)
+	}
+	if u.User == nil {
 		return raw
 	}
 	switch {
@@ -95,4 +108,38 @@ func redactURL(raw string) string {
 		}
 	}
 	return u.String()
+}
+
+// unparsed is how a URL that url.Parse rejects is shown: itself when it
+// can hold no credentials (no '@') or is an scp-like ssh address
+// ([user@]host:path, which holds no password), unparseableURL otherwise.
+func unparsed(raw string) string {
+	if !strings.Contains(raw, "@") {
+		return raw
+	}
+	host, path, ok := strings.Cut(raw, ":")
+	// A '@' after the first ':' may end a password (user:password@host).
+	if ok && !strings.Contains(raw, "://") && !strings.ContainsAny(host, "/\\") && !strings.Contains(path, "@") {
+		return raw
+	}
+	return unparseableURL
+}
+
+// errUnparseableUserinfo stands for url.Parse's error on a URL that may
+// hold credentials.
+var errUnparseableUserinfo = errors.New("it does not parse: percent-encode the characters of its user name and password other than letters, digits and -._~")
+
+// urlError is err, from parsing raw, fit for an error message: never the
+// *url.Error itself, which quotes the URL, and, when raw may hold
+// credentials (it has a '@'), not url.Parse's words either: they may quote
+// a piece of them (`invalid port ":<password>" after host` for a '#' in a
+// password).
+func urlError(raw string, err error) error {
+	if strings.Contains(raw, "@") {
+		return errUnparseableUserinfo
+	}
+	if ue, ok := errors.AsType[*url.Error](err); ok {
+		return ue.Err
+	}
+	return err
 }

@@ -19,9 +19,10 @@ import (
 // remote repository into memory and returns the folder dir of its tree
 // ("." for the root) with the commit it came from. Driver versions kept in
 // other repositories are read this way: a small repository, fetched whole
-// once per resolution, nothing written to disk.
+// once per resolution, nothing written to disk. Without a deadline in ctx
+// the fetch gives up after DefaultNetworkTimeout.
 func FetchTree(ctx context.Context, url, rev, dir string, auth Auth) (fs.FS, Hash, error) {
-	method, err := auth.method(url)
+	url, method, err := auth.remote(url)
 	if err != nil {
 		return nil, Hash{}, err
 	}
@@ -33,7 +34,9 @@ func FetchTree(ctx context.Context, url, rev, dir string, auth Auth) (fs.FS, Has
 	if err != nil {
 		return nil, Hash{}, err
 	}
-	err = remote.FetchContext(ctx, &git.FetchOptions{
+	fetchCtx, cancel := networkContext(ctx, 0)
+	defer cancel()
+	err = remote.FetchContext(fetchCtx, &git.FetchOptions{
 		Auth: method,
 		RefSpecs: []config.RefSpec{
 			"+refs/heads/*:refs/remotes/origin/*",
@@ -157,13 +160,16 @@ func CredentialsFor(repoURL, url string, auth Auth) (Auth, error) {
 // RemoteHead lists the refs of a remote repository (git ls-remote: one
 // round trip, nothing fetched) and returns the head of branch, or of the
 // branch the remote's HEAD names when branch is "". A missing branch is
-// ErrBranchNotFound; refused credentials wrap ErrAuth.
+// ErrBranchNotFound; refused credentials wrap ErrAuth. Without a deadline
+// in ctx it gives up after DefaultNetworkTimeout.
 func RemoteHead(ctx context.Context, url, branch string, auth Auth) (Hash, error) {
-	method, err := auth.method(url)
+	url, method, err := auth.remote(url)
 	if err != nil {
 		return Hash{}, err
 	}
 	remote := git.NewRemote(memory.NewStorage(), &config.RemoteConfig{Name: "origin", URLs: []string{url}})
+	ctx, cancel := networkContext(ctx, 0)
+	defer cancel()
 	refs, err := remote.ListContext(ctx, &git.ListOptions{Auth: method})
 	if err != nil {
 		return Hash{}, transportError("list refs of", url, err)

@@ -2,6 +2,7 @@ package gitsource
 
 import (
 	"errors"
+	"net/url"
 	"strings"
 	"testing"
 )
@@ -18,6 +19,41 @@ func TestPublicURLDropsCredentials(t *testing.T) {
 	} {
 		if got := PublicURL(tc.in); got != tc.want {
 			t.Errorf("PublicURL(%q) = %q, want %q", tc.in, got, tc.want)
+		}
+	}
+}
+
+// TestAURLThatDoesNotParseIsShownAsAPlaceholder: what in a URL url.Parse
+// rejects is a credential cannot be told, so neither PublicURL nor the
+// errors (redactURL, urlError) show any of it when it may hold one.
+func TestAURLThatDoesNotParseIsShownAsAPlaceholder(t *testing.T) {
+	const secret = "s3cret"
+	for _, raw := range []string{
+		"https://user:" + secret + "^x@github.com/o/r.git", // '^' is no userinfo character
+		"https://user:" + secret + " x@github.com/o/r.git",
+		"https://user:" + secret + "%zz@github.com/o/r.git", // a stray '%'
+		"https://" + secret + "^x@github.com/o/r.git",       // a lone token
+		"https://user:" + secret + "#x@github.com/o/r.git",  // url.Parse: invalid port ":s3cret"
+		"ssh://git:" + secret + "^x@github.com/o/r.git",
+	} {
+		_, err := url.Parse(raw)
+		if err == nil {
+			t.Fatalf("%q parses; the test wants one that does not", raw)
+		}
+		if got := PublicURL(raw); got != unparseableURL {
+			t.Errorf("PublicURL(%q) = %q, want %q", raw, got, unparseableURL)
+		}
+		if got := redactURL(raw); got != unparseableURL {
+			t.Errorf("redactURL(%q) = %q, want %q", raw, got, unparseableURL)
+		}
+		if got := urlError(raw, err).Error(); strings.Contains(got, secret) {
+			t.Errorf("urlError(%q) = %q: it shows the secret", raw, got)
+		}
+	}
+	// One that holds no credentials is shown as it is.
+	for _, raw := range []string{"git@github.com:o/r.git", "https://github.com/o/100%/r.git"} {
+		if got := PublicURL(raw); got != raw {
+			t.Errorf("PublicURL(%q) = %q, want it unchanged", raw, got)
 		}
 	}
 }

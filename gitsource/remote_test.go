@@ -181,6 +181,7 @@ func TestAuthRejectsCredentialsThatDoNotFitTheURL(t *testing.T) {
 		{"bad key", "ssh://git@example.com/org/repo.git", gitsource.Auth{SSHKey: []byte("not a key")}, "parse SSHKey"},
 		{"credentials for a path", "/srv/git/repo.git", gitsource.Auth{Token: "t"}, "takes no credentials"},
 		{"token over plain http to another machine", "http://git.example.com/org/repo.git", gitsource.Auth{Token: "t"}, "never sent over plain http: use an https URL"},
+		{"token in a plain http URL to another machine", "http://t@git.example.com/org/repo.git", gitsource.Auth{}, "never sent over plain http: use an https URL"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

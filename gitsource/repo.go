@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/go-git/go-billy/v5/osfs"
 	git "github.com/go-git/go-git/v5"
@@ -30,6 +31,10 @@ import (
 // A Repo is safe for concurrent use: go-git is not, so every access to the
 // repository is serialised by a mutex held by the Repo. File systems returned
 // by FS read whole files under that mutex and are safe for concurrent use too.
+// Network I/O that touches no repository state (asking the remote for its
+// head before a fetch) runs without the mutex, and every network operation
+// has a deadline (NetworkTimeout), so a stalled remote blocks readers for a
+// bounded time at most.
 type Repo struct {
 	mu sync.Mutex
 
@@ -42,6 +47,7 @@ type Repo struct {
 	auth       transport.AuthMethod
 	caBundle   []byte
 	insecure   bool
+	timeout    time.Duration // NetworkTimeout; 0: DefaultNetworkTimeout
 
 	worktreeDir string // "" for bare and in-memory repositories
 
@@ -80,6 +86,30 @@ type OpenOptions struct {
 	// for a bare repository opened at its own path (the agent's clone);
 	// 0 keeps go-git's default (96 MiB). See CloneOptions.ObjectCacheSize.
 	ObjectCacheSize int64
+	// NetworkTimeout bounds each network operation (a fetch, a push,
+	// listing the remote's refs) whose context has no deadline; 0 means
+	// DefaultNetworkTimeout.
+	NetworkTimeout time.Duration
+}
+
+// DefaultNetworkTimeout bounds a network operation whose context has no
+// deadline: a remote that accepts the connection and then sends nothing
+// would otherwise stall the caller, and the Repo's readers waiting for it,
+// forever. It is the whole operation's bound, not an idle one: a clone of
+// a large repository over a slow link may need CloneOptions.NetworkTimeout
+// raised.
+const DefaultNetworkTimeout = 2 * time.Minute
+
+// networkContext is ctx bounded by timeout (0: DefaultNetworkTimeout)
+// unless it has a deadline already.
+func networkContext(ctx context.Context, timeout time.Duration) (context.Context, context.CancelFunc) {
+	if _, ok := ctx.Deadline(); ok {
+		return ctx, func() {}
+	}
+	if timeout <= 0 {
+		timeout = DefaultNetworkTimeout
+	}
+	return context.WithTimeout(ctx, timeout)
 }
 
 // Open opens the repository that contains path (path may be a subdirectory
@@ -104,7 +134,7 @@ func Open(path string, opts OpenOptions) (*Repo, error) {
 	case err != nil && !errors.Is(err, git.ErrIsBareRepository):
 		return nil, fmt.Errorf("gitsource: open %s: worktree: %w", path, err)
 	}
-	r := &Repo{repo: gr, storer: gr.Storer, caBundle: opts.CABundle, insecure: opts.InsecureSkipTLS}
+	r := &Repo{repo: gr, storer: gr.Storer, caBundle: opts.CABundle, insecure: opts.InsecureSkipTLS, timeout: opts.NetworkTimeout}
 	if wt != nil {
 		r.worktreeDir = wt.Filesystem.Root()
 	}
@@ -139,8 +169,9 @@ func Open(path string, opts OpenOptions) (*Repo, error) {
 		return nil, fmt.Errorf("gitsource: open %s: remote %q has no URL", path, opts.Remote)
 	}
 	r.remoteName = opts.Remote
-	r.remoteURL = urls[0]
-	if r.auth, err = opts.Auth.method(r.remoteURL); err != nil {
+	// Credentials in the configured URL go to r.auth, and only the URL
+	// without them to go-git (Auth.remote).
+	if r.remoteURL, r.auth, err = opts.Auth.remote(urls[0]); err != nil {
 		return nil, err
 	}
 	return r, nil
@@ -164,6 +195,10 @@ type CloneOptions struct {
 	// held 12 MB of the agent's heap after two commits, and it kept
 	// growing towards the default with every commit.
 	ObjectCacheSize int64
+	// NetworkTimeout bounds the clone, and then each fetch and push of
+	// the Repo, when the context has no deadline; 0 means
+	// DefaultNetworkTimeout.
+	NetworkTimeout time.Duration
 }
 
 // Clone clones one branch of url (an https or ssh URL, or a local path) into
@@ -172,8 +207,11 @@ type CloneOptions struct {
 //
 // Local paths are served by go-git's file transport, which runs the
 // git-upload-pack and git-receive-pack programs of the installed git.
+// Without a deadline in ctx the clone gives up after
+// CloneOptions.NetworkTimeout.
 func Clone(ctx context.Context, url, dir string, opts CloneOptions) (*Repo, error) {
-	auth, err := opts.Auth.method(url)
+	// From here on url holds no credentials: those it held are in auth.
+	url, auth, err := opts.Auth.remote(url)
 	if err != nil {
 		return nil, err
 	}
@@ -194,10 +232,12 @@ func Clone(ctx context.Context, url, dir string, opts CloneOptions) (*Repo, erro
 		co.ReferenceName = plumbing.NewBranchReferenceName(opts.Branch)
 	}
 	var gr *git.Repository
+	cloneCtx, cancel := networkContext(ctx, opts.NetworkTimeout)
+	defer cancel()
 	if dir == "" {
-		gr, err = git.CloneContext(ctx, memory.NewStorage(), nil, co)
+		gr, err = git.CloneContext(cloneCtx, memory.NewStorage(), nil, co)
 	} else {
-		gr, err = git.PlainCloneContext(ctx, dir, true, co)
+		gr, err = git.PlainCloneContext(cloneCtx, dir, true, co)
 	}
 	if err != nil {
 		if errors.Is(err, git.NoMatchingRefSpecError{}) || errors.Is(err, plumbing.ErrReferenceNotFound) {
@@ -228,6 +268,7 @@ func Clone(ctx context.Context, url, dir string, opts CloneOptions) (*Repo, erro
 		auth:       auth,
 		caBundle:   opts.CABundle,
 		insecure:   opts.InsecureSkipTLS,
+		timeout:    opts.NetworkTimeout,
 		ownBranch:  true,
 	}
 	// go-git names the remote-tracking ref after HEAD when no branch is
@@ -326,21 +367,16 @@ type FetchResult struct {
 // Fetch brings the tracked branch up to date with the remote. When the
 // remote head has not moved it costs one round trip (the ref advertisement)
 // and transfers no objects. A branch missing on the remote gives an error
-// wrapping ErrBranchNotFound.
+// wrapping ErrBranchNotFound. Without a deadline in ctx, the fetch gives
+// up after the NetworkTimeout of the Repo's options.
 func (r *Repo) Fetch(ctx context.Context) (FetchResult, error) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
 	if r.remoteName == "" {
 		return FetchResult{}, fmt.Errorf("gitsource: fetch: %w", ErrNoRemote)
 	}
 	if err := r.requireBranch("fetch"); err != nil {
 		return FetchResult{}, err
 	}
-	prev, err := r.refHash(r.trackingRef())
-	if err != nil {
-		return FetchResult{}, err
-	}
-	head, err := r.fetchLocked(ctx)
+	prev, head, err := r.fetch(ctx)
 	if err != nil {
 		return FetchResult{}, err
 	}
@@ -348,6 +384,35 @@ func (r *Repo) Fetch(ctx context.Context) (FetchResult, error) {
 		return FetchResult{}, fmt.Errorf("gitsource: fetch %s from %s: %w", r.branch, redactURL(r.remoteURL), ErrBranchNotFound)
 	}
 	return FetchResult{Previous: prev, Head: head, Moved: head != prev}, nil
+}
+
+// fetch brings the remote-tracking ref up to date and returns it before
+// and after (head zero: the branch is not on the remote).
+//
+// The remote's head is asked for first (the ref advertisement, all an
+// unmoved fetch costs) without holding r.mu: it touches no repository
+// state, so readers (Head, FS...) do not wait for a slow or stalled
+// remote. Only when the head moved are objects fetched, under r.mu (the
+// fetch asks for the advertisement again): go-git writes them and the ref
+// into the storer, which is not safe for concurrent use, so readers wait
+// for that part, bounded like the rest by the network timeout.
+func (r *Repo) fetch(ctx context.Context) (prev, head Hash, err error) {
+	ctx, cancel := networkContext(ctx, r.timeout)
+	defer cancel()
+	remote, err := r.lsRemote(ctx, "fetch")
+	if err != nil {
+		return Hash{}, Hash{}, err
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if prev, err = r.refHash(r.trackingRef()); err != nil {
+		return Hash{}, Hash{}, err
+	}
+	if !remote.IsZero() && fromPlumbing(remote) == prev {
+		return prev, prev, nil
+	}
+	head, err = r.fetchLocked(ctx)
+	return prev, head, err
 }
 
 // fetchLocked fetches the tracked branch into its remote-tracking ref and

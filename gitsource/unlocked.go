@@ -240,20 +240,20 @@ func withoutSequence(data []byte) []byte {
 
 // LockedSequences returns, for every deployment key, the highest sequence
 // a commit reachable from head used for it: what its Styrmin-Lock
-// trailers name, and, for a commit without them or with a malformed one,
-// what the lockfiles it wrote under lockDir of the folder dir hold that no
-// valid trailer names (a lockfile committed by hand after `styrminctl
-// lock`). So a number stays used whatever became of the
-// lockfile since (deleted, or restored to an older content). Trailers
-// that do not parse are skipped (LockTrailers). The answer for the last
-// head and folder asked is kept, so the next call reads only the commits
-// added since.
+// trailers name, and what the lockfiles it wrote under lockDir of the
+// folder dir hold that no valid trailer of it names (a lockfile committed
+// by hand after `styrminctl lock`, or one of a squash merge of several
+// lock commits, whose message keeps only the last one's trailers). So a
+// number stays used whatever became of the lockfile since (deleted, or
+// restored to an older content). Trailers that do not parse are skipped
+// (LockTrailers). The answer for the last head and folder asked is kept,
+// so the next call reads only the commits added since.
 //
-// Cost: besides each commit, for each commit without lock trailers (or
-// with a malformed one) the lock folder's tree of it and its parents (one
-// tree per folder of the path), the subtrees that differ and the blobs of
-// the lockfiles it wrote. A commit with lock trailers is taken at their
-// word: lock commits write a trailer per lockfile.
+// Cost: besides each commit, the lock folder's tree of it and its
+// parents (one tree per folder of the path), the subtrees that differ and
+// the blobs of the lockfiles it wrote that its trailers do not name. A
+// lockfile a trailer names is taken at its word and not read: lock
+// commits write a trailer per lockfile.
 func (r *Repo) LockedSequences(head Hash, dir, lockDir string) (map[string]int, error) {
 	if head.IsZero() {
 		return map[string]int{}, nil
@@ -294,18 +294,19 @@ func (r *Repo) LockedSequences(head Hash, dir, lockDir string) (map[string]int, 
 		// A malformed trailer is skipped: the lockfiles hold the numbers
 		// (resolver.UsedSequences takes the higher of both), and one bad
 		// line must not stop every later lock.
-		locks, bad := LockTrailers(c.Message)
+		locks, _ := LockTrailers(c.Message)
 		for k, v := range locks {
 			out[k] = max(out[k], v)
 		}
-		// A lock commit's trailers name every lockfile it writes, so only
-		// the others (none, or a malformed one) have theirs read: reading
-		// every lock commit's lockfiles would make each lock of a large
-		// repository read its whole history.
-		if len(locks) == 0 || len(bad) > 0 {
-			if err := sr.unnamed(c, locks, out); err != nil {
-				return nil, err
-			}
+		// The lockfiles a commit wrote that its trailers do not name are
+		// read too: a squash merge of two lock commits keeps only the last
+		// one's trailers, and the first one's numbers must stay used. A
+		// named lockfile is taken at its trailer's word and not read
+		// (reading every lock commit's lockfiles would make each lock of a
+		// large repository read its whole history); finding the others
+		// costs the lock folder's trees that changed.
+		if err := sr.unnamed(c, locks, out); err != nil {
+			return nil, err
 		}
 		delete(sr.commits, h) // the walk never comes back to it
 		for _, p := range c.ParentHashes {

@@ -21,6 +21,7 @@ import (
 	"github.com/styrmin/styrmin/operator/api/v1alpha1"
 	"github.com/styrmin/styrmin/operator/driversource"
 	"github.com/styrmin/styrmin/operator/instance"
+	"github.com/styrmin/styrmin/operator/internal/eventnote"
 	"github.com/styrmin/styrmin/operator/operation"
 	"github.com/styrmin/styrmin/operator/source"
 	"github.com/styrmin/styrmin/operator/task"
@@ -187,7 +188,7 @@ func NewAgent(ctx context.Context, cfg *rest.Config, opts Options) (*Agent, erro
 		return nil, err
 	}
 	a := &Agent{mgr: mgr, log: log}
-	recorder := mgr.GetEventRecorder(eventSource)
+	recorder := eventnote.Wrap(mgr.GetEventRecorder(eventSource))
 	locks := instance.NewRepoLocks(repo).WithConfigSandbox(opts.Drivers.Config)
 	topts := opts.Task
 	topts.Client = mgr.GetClient()

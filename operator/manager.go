@@ -27,6 +27,7 @@ import (
 	"github.com/styrmin/styrmin/operator/driversource"
 	"github.com/styrmin/styrmin/operator/health"
 	"github.com/styrmin/styrmin/operator/instance"
+	"github.com/styrmin/styrmin/operator/internal/eventnote"
 	"github.com/styrmin/styrmin/operator/internal/intern"
 	"github.com/styrmin/styrmin/operator/internal/liveness"
 	"github.com/styrmin/styrmin/operator/release"
@@ -222,7 +223,7 @@ func NewManager(cfg *rest.Config, opts ManagerOptions) (ctrl.Manager, error) {
 		Renders:        opts.Renders,
 		ActiveClaims:   opts.ActiveClaims,
 		Releases:       releases,
-		Recorder:       mgr.GetEventRecorder(eventSource),
+		Recorder:       eventnote.Wrap(mgr.GetEventRecorder(eventSource)),
 		DriftInterval:  opts.DriftInterval,
 		Concurrency:    opts.Concurrency,
 		PodStatusAfter: opts.PodStatusAfter,

@@ -116,3 +116,45 @@ func reserved(ns string) bool {
 	}
 	return strings.HasPrefix(ns, "kube-")
 }
+
+// namespaceMoveErrors refuses to move a deployment to another namespace:
+// one whose current lock (not a tombstone) places it in a namespace other
+// than the one its configuration gives now (the environment's
+// namespacePrefix changed). The agent would install it afresh in the new
+// namespace and leave the old one's release, volumes and
+// StyrminDeployment running, unowned by any lock; so the deployment keeps
+// its lock until it is deleted (a tombstone) and added back, or the
+// namespacePrefix is set back. The error is the environment's, at
+// namespacePrefix.
+func namespaceMoveErrors(repo *Repository, locks map[ID]*Instance) map[ID]error {
+	if len(locks) == 0 {
+		return nil
+	}
+	out := map[ID]error{}
+	moved := func(id ID, ns string, e *Environment) {
+		cur := locks[id]
+		if cur == nil || cur.Tombstone() || cur.Context == nil {
+			return
+		}
+		was := cur.Context.Deployment.Namespace
+		if was == "" || was == ns {
+			return
+		}
+		out[id] = placed(&ConfigError{File: e.File, Field: "namespacePrefix", Msg: fmt.Sprintf(
+			"deployment %s would move from namespace %q (its lock, sequence %d) to %q (namespacePrefix %q, the folder's name unless set): a deployment does not move between namespaces, its release, volumes and StyrminDeployment would stay behind in %q; set namespacePrefix back, or delete the deployment (remove it and lock: a tombstone uninstalls it from %q) and add it again",
+			id, was, cur.Sequence, ns, e.NamespacePrefix, was, was)}, e.pos)
+	}
+	for _, c := range repo.Clusters {
+		for _, e := range c.Environments {
+			for _, d := range e.Deployments {
+				moved(d.ID, NamespaceOf(e, d), e)
+			}
+		}
+		for _, ic := range ingressControllers(c) {
+			if ic.env != nil {
+				moved(ic.id, ic.namespace, ic.env)
+			}
+		}
+	}
+	return out
+}

@@ -125,6 +125,11 @@ func Resolve(repo *Repository, opts Options) *Result {
 	}
 	var jobs []*job
 	nsErrs := namespaceErrors(repo)
+	for id, err := range namespaceMoveErrors(repo, opts.Locks) {
+		if nsErrs[id] == nil {
+			nsErrs[id] = err
+		}
+	}
 	for _, c := range repo.Clusters {
 		for _, e := range c.Environments {
 			for _, d := range e.Deployments {

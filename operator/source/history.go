@@ -111,10 +111,18 @@ type usedSequence struct {
 	locked, ran int64
 }
 
+// describeUsed names the first maxListed deployments and counts the rest:
+// a force-push under a fan-out leaves thousands, more than a condition's
+// message may hold (and a status write refused would keep the position
+// from moving).
 func describeUsed(used []usedSequence) string {
-	parts := make([]string, len(used))
-	for i, u := range used {
+	shown := used[:min(len(used), maxListed)]
+	parts := make([]string, len(shown), len(shown)+1)
+	for i, u := range shown {
 		parts[i] = fmt.Sprintf("%s (the branch locks %d, the cluster ran %d; the next lock must be %d or above)", u.id, u.locked, u.ran, u.ran+1)
+	}
+	if more := len(used) - len(shown); more > 0 {
+		parts = append(parts, fmt.Sprintf("and %d more", more))
 	}
 	return strings.Join(parts, ", ")
 }

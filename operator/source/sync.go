@@ -10,6 +10,7 @@ import (
 	"strings"
 	"sync"
 	"time"
+	"unicode/utf8"
 
 	"github.com/go-logr/logr"
 	"github.com/prometheus/client_golang/prometheus"
@@ -506,15 +507,41 @@ func (s *Syncer) dropHandedOver(tasks []*v1alpha1.StyrminTask, idx []int) {
 type taskErrors []error
 
 func (e taskErrors) Error() string {
-	msgs := make([]string, len(e))
-	for i, err := range e {
+	// The first few name their deployments; a fan-out refused whole would
+	// make a message longer than a condition may hold.
+	shown := e[:min(len(e), maxListed)]
+	msgs := make([]string, len(shown), len(shown)+1)
+	for i, err := range shown {
 		msgs[i] = err.Error()
+	}
+	if more := len(e) - len(shown); more > 0 {
+		msgs = append(msgs, fmt.Sprintf("and %d more", more))
 	}
 	what := "the task of 1 deployment"
 	if len(e) > 1 {
 		what = "the tasks of " + strconv.Itoa(len(e)) + " deployments"
 	}
 	return fmt.Sprintf("sync: %s could not be made (tried again at the next sync; the others were made): %s", what, strings.Join(msgs, "; "))
+}
+
+// maxListed is how many deployments a condition's message names before
+// it counts the rest.
+const maxListed = 20
+
+// maxMessage bounds a condition's message (the API allows 32 KiB; a
+// status holds a summary, the log the whole error).
+const maxMessage = 4096
+
+// boundMessage cuts s to maxMessage bytes, on a character boundary.
+func boundMessage(s string) string {
+	if len(s) <= maxMessage {
+		return s
+	}
+	cut := maxMessage - len("…")
+	for cut > 0 && !utf8.RuneStart(s[cut]) {
+		cut--
+	}
+	return s[:cut] + "…"
 }
 
 func (e taskErrors) Unwrap() []error { return e }
@@ -625,6 +652,18 @@ func (w *syncWalk) apply(ctx context.Context, src *v1alpha1.StyrminSource, ch gi
 		res.Ignored++
 		return nil, nil
 	}
+	moved, err := w.s.namespaceMove(ctx, prev, next)
+	if err != nil {
+		return nil, err
+	}
+	if moved != "" {
+		// Hand-edited, or locked by a styrminctl that did not refuse it:
+		// the deployment keeps running where it is, and this lockfile is
+		// not its previous instance for the next change.
+		w.s.warn(src, v1alpha1.ReasonInvalidLock, "%s at %s: %s; no task was created for it", ch.Path, ch.Commit.Short(), moved)
+		res.Ignored++
+		return nil, nil
+	}
 	w.prev[id] = summary(next)
 	if next.Kind != resolver.KindTombstone {
 		deleted, err := w.deletedAtHead(ctx, id, next.Sequence, gitsource.Hash(ch.Commit))
@@ -659,6 +698,44 @@ func (w *syncWalk) apply(ctx context.Context, src *v1alpha1.StyrminSource, ch gi
 		res.Ignored++
 	}
 	return task, nil
+}
+
+// namespaceMove says why next may not follow when it places the
+// deployment in another namespace than the one it runs in ("" when it
+// does not): a task there would install it afresh and leave the old
+// namespace's release running, with no lock left to delete it. Where it
+// runs is its StyrminDeployment's namespace (the lockfile before next
+// may be one refused so), else, when it runs nowhere yet, the namespace
+// of prev, whose task may still be waiting to run.
+func (s *Syncer) namespaceMove(ctx context.Context, prev, next *resolver.Instance) (string, error) {
+	if next.Kind == resolver.KindTombstone || next.Context == nil || next.Context.Deployment.Namespace == "" ||
+		(prev != nil && prev.Kind == resolver.KindTombstone) {
+		// After a tombstone the deployment is added anew, wherever: the
+		// tombstone's task deletes it where it ran.
+		return "", nil
+	}
+	now := next.Context.Deployment.Namespace
+	var sd v1alpha1.StyrminDeployment
+	err := s.opts.Client.Get(ctx, instance.Key(now), &sd)
+	switch {
+	case err == nil && sd.Spec.Deployment == instance.DeploymentID(next.ID):
+		return "", nil // it runs there (the common case: one read from the cache)
+	case err != nil && !apierrors.IsNotFound(err):
+		return "", fmt.Errorf("sync: reading the StyrminDeployment of %s: %w", now, err)
+	}
+	was, err := s.deploymentNamespace(ctx, next.ID)
+	if err != nil {
+		return "", err
+	}
+	where := "where it runs"
+	if was == "" && prev != nil && prev.Kind != resolver.KindTombstone && prev.Context != nil {
+		was, where = prev.Context.Deployment.Namespace, fmt.Sprintf("where sequence %d is locked", prev.Sequence)
+	}
+	if was == "" || was == now {
+		return "", nil
+	}
+	return fmt.Sprintf("field context.deployment.namespace: %q, but the deployment is in %q (%s): a deployment does not move between namespaces (delete it with a tombstone, then add it again)",
+		now, was, where), nil
 }
 
 // deletedAtHead tells whether a walk must not make the task of a
@@ -758,21 +835,27 @@ func SelectWorkflow(prev, next *resolver.Instance) v1alpha1.Workflow {
 }
 
 // taskFor builds the task of next. A tombstone needs the namespace of the
-// instance it deletes: from prev, else from the StyrminDeployment in the
-// cluster; with neither there is nothing to delete and taskFor returns nil.
+// instance it deletes: its StyrminDeployment's, else prev's; with neither
+// there is nothing to delete and taskFor returns nil.
 func (s *Syncer) taskFor(ctx context.Context, prev, next *resolver.Instance, data []byte, commit gitsource.Hash, path string) (*v1alpha1.StyrminTask, error) {
 	wf := SelectWorkflow(prev, next)
 	ns := ""
 	if next.Context != nil {
 		ns = next.Context.Deployment.Namespace
 	}
-	if ns == "" && prev != nil && prev.Context != nil {
-		ns = prev.Context.Deployment.Namespace
-	}
 	if ns == "" {
+		// A tombstone deletes the deployment where it runs; the lockfile
+		// before it may be one refused for another namespace. Where it
+		// runs nowhere yet, a task of prev's may still make it there.
 		var err error
-		if ns, err = s.deploymentNamespace(ctx, next.ID); err != nil || ns == "" {
+		if ns, err = s.deploymentNamespace(ctx, next.ID); err != nil {
 			return nil, err
+		}
+		if ns == "" && prev != nil && prev.Context != nil {
+			ns = prev.Context.Deployment.Namespace
+		}
+		if ns == "" {
+			return nil, nil
 		}
 	}
 	lock := v1alpha1.LockRef{Commit: commit.String(), Path: path}
@@ -891,6 +974,12 @@ func (s *Syncer) applied(ctx context.Context, task *v1alpha1.StyrminTask) (bool,
 	}
 	if err != nil {
 		return false, fmt.Errorf("reading the StyrminDeployment of %s: %w", task.Namespace, err)
+	}
+	if sd.Spec.Deployment != task.Spec.Deployment {
+		// The namespace holds another deployment (not deleted yet, or a
+		// lock that names a taken namespace): its sequence says nothing
+		// of this one, whose task is made to fail where it shows.
+		return false, nil
 	}
 	return sd.Spec.Sequence >= task.Spec.ToSequence, nil
 }
@@ -1013,12 +1102,12 @@ func (s *Syncer) setFailed(ctx context.Context, src *v1alpha1.StyrminSource, rea
 	failed := func(src *v1alpha1.StyrminSource) {
 		apimeta.SetStatusCondition(&src.Status.Conditions, metav1.Condition{
 			Type: v1alpha1.ConditionReady, Status: metav1.ConditionFalse, Reason: reason,
-			Message: err.Error(), ObservedGeneration: src.Generation,
+			Message: boundMessage(err.Error()), ObservedGeneration: src.Generation,
 		})
 		if reason == v1alpha1.ReasonAuthenticationFailed {
 			apimeta.SetStatusCondition(&src.Status.Conditions, metav1.Condition{
 				Type: v1alpha1.ConditionStalled, Status: metav1.ConditionTrue, Reason: reason,
-				Message: err.Error(), ObservedGeneration: src.Generation,
+				Message: boundMessage(err.Error()), ObservedGeneration: src.Generation,
 			})
 		}
 	}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"testing/fstest"
@@ -16,6 +17,7 @@ import (
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -660,4 +662,93 @@ func TestATombstoneBetweenACreateAndARecreationInOneWalkIsMade(t *testing.T) {
 	if got := strings.Join(e.tasks(), " "); got != "dev-hub/hub-1 dev-hub/hub-2 dev-hub/hub-3" {
 		t.Fatalf("tasks %s; want hub-1, its tombstone hub-2 and hub-3", got)
 	}
+}
+
+// TestALockfileThatMovesARunningDeploymentToAnotherNamespaceMakesNoTask:
+// a lockfile (hand-edited, or locked by a styrminctl that did not refuse
+// it) placing a running deployment in another namespace makes no task,
+// with an InvalidLock warning naming both namespaces: a task there would
+// install the deployment afresh and leave the old namespace's release
+// running with no lock to delete it. Its tombstone still deletes it where
+// it runs, and it is then added back in the new namespace; a walk from
+// the root meets the same history and makes the same tasks.
+func TestALockfileThatMovesARunningDeploymentToAnotherNamespaceMakesNoTask(t *testing.T) {
+	t.Parallel()
+	e := startSyncEnv(t)
+	e.lock("create web", instanceAt("web", "dev-web", 1))
+	if _, err := e.syncer().Sync(e.ctx); err != nil {
+		t.Fatal(err)
+	}
+	// Web's first task ran: its StyrminDeployment holds sequence 1.
+	spec, err := instance.SpecFromInstance(instanceAt("web", "dev-web", 1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := e.cl.Create(e.ctx, &v1alpha1.StyrminDeployment{ObjectMeta: metav1.ObjectMeta{Namespace: "dev-web", Name: "dev-web",
+		Labels: instance.DeploymentID(deploymentID("web")).Labels()}, Spec: spec}); err != nil {
+		t.Fatal(err)
+	}
+	e.lock("move web", instanceAt("web", "develop-web", 2))
+	rec := &noteRecorder{}
+	s, err := source.NewSyncer(source.SyncerOptions{
+		Client: e.cl, Repo: e.repo, Cluster: "local", Source: e.key, Locks: e.locks, Recorder: rec,
+		Spec:     v1alpha1.StyrminSourceSpec{URL: e.git.RepoURL(repoName), Branch: "main"},
+		Interval: time.Hour, Log: testr.New(t),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := s.Sync(e.ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := strings.Join(e.tasks(), " "); got != "dev-web/web-1" || res.Ignored != 1 {
+		t.Fatalf("tasks %s (ignored %d), want web-1 only and the move ignored", got, res.Ignored)
+	}
+	if !slices.ContainsFunc(rec.notes, func(n string) bool {
+		return strings.HasPrefix(n, v1alpha1.ReasonInvalidLock+": ") && strings.Contains(n, `"develop-web"`) && strings.Contains(n, `"dev-web"`)
+	}) {
+		t.Errorf("warnings %q, want an InvalidLock naming both namespaces", rec.notes)
+	}
+	// A second push on the refused lockfile is refused too: the walk
+	// starts from it, but the deployment runs in dev-web.
+	e.lock("move web again", instanceAt("web", "develop-web", 3))
+	if res, err = s.Sync(e.ctx); err != nil {
+		t.Fatal(err)
+	}
+	if got := strings.Join(e.tasks(), " "); got != "dev-web/web-1" || res.Ignored != 1 {
+		t.Fatalf("tasks %s (ignored %d), want web-1 only and the second move ignored", got, res.Ignored)
+	}
+	e.lock("delete web", tombstoneAt("web", 4))
+	e.lock("add web back", instanceAt("web", "develop-web", 5))
+	if _, err := e.syncer().Sync(e.ctx); err != nil {
+		t.Fatal(err)
+	}
+	want := "dev-web/web-1 dev-web/web-4 develop-web/web-5"
+	if got := strings.Join(e.tasks(), " "); got != want {
+		t.Fatalf("tasks %s, want %s: the tombstone where web runs, then web in its new namespace", got, want)
+	}
+	// From the root: the same history, the same refusal.
+	fresh := startSyncEnv(t)
+	for _, in := range []*resolver.Instance{instanceAt("web", "dev-web", 1), instanceAt("web", "develop-web", 2), instanceAt("web", "develop-web", 3), tombstoneAt("web", 4), instanceAt("web", "develop-web", 5)} {
+		fresh.lock(fmt.Sprintf("web %d", in.Sequence), in)
+	}
+	if _, err := fresh.syncer().Sync(fresh.ctx); err != nil {
+		t.Fatal(err)
+	}
+	if got := strings.Join(fresh.tasks(), " "); got != want {
+		t.Fatalf("a walk from the root made tasks %s, want %s", got, want)
+	}
+}
+
+// noteRecorder keeps the events a syncer records, as "reason: note".
+type noteRecorder struct {
+	mu    sync.Mutex
+	notes []string
+}
+
+func (r *noteRecorder) Eventf(_ runtime.Object, _ runtime.Object, _, reason, _, note string, args ...any) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.notes = append(r.notes, reason+": "+fmt.Sprintf(note, args...))
 }

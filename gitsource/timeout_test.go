@@ -1,0 +1,159 @@
+package gitsource_test
+
+import (
+	"context"
+	"fmt"
+	"io/fs"
+	"net/http"
+	"net/http/httptest"
+	"net/http/httputil"
+	"net/url"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/styrmin/styrmin/gitsource"
+	"github.com/styrmin/styrmin/gitsource/gitserver"
+)
+
+// stall makes h hold every request stall accepts, answering nothing until
+// the client gives up or the test ends: a git host that takes the
+// connection and then hangs. reached receives a value per stalled request.
+func stall(t *testing.T, h http.Handler, stall func(*http.Request) bool) (srvURL string, reached <-chan struct{}) {
+	t.Helper()
+	stop := make(chan struct{})
+	ch := make(chan struct{}, 64)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if !stall(r) {
+			h.ServeHTTP(w, r)
+			return
+		}
+		select {
+		case ch <- struct{}{}:
+		default:
+		}
+		select {
+		case <-stop:
+		case <-r.Context().Done():
+		}
+	}))
+	t.Cleanup(srv.Close)              // runs second: it waits for the handlers
+	t.Cleanup(func() { close(stop) }) // runs first
+	return srv.URL, ch
+}
+
+// within runs f and fails the test when it does not return within d. f
+// must not use t: it may still run after the test ended.
+func within[T any](t *testing.T, d time.Duration, what string, f func() T) T {
+	t.Helper()
+	done := make(chan T, 1)
+	go func() { done <- f() }()
+	select {
+	case v := <-done:
+		return v
+	case <-time.After(d):
+		t.Fatalf("%s did not return within %s", what, d)
+		panic("unreachable")
+	}
+}
+
+// TestAFetchFromAStalledRemoteGivesUpAndBlocksNoReader: a remote that
+// accepts the connection and sends nothing makes Fetch (called with a
+// context without deadline, as the agent's sync loop does) fail after the
+// Repo's NetworkTimeout instead of never returning, and Head and FS do not
+// wait for it meanwhile.
+func TestAFetchFromAStalledRemoteGivesUpAndBlocksNoReader(t *testing.T) {
+	srvURL, reached := stall(t, http.NotFoundHandler(), func(*http.Request) bool { return true })
+	lr := newLocalRepo(t, false)
+	first := lr.commit("first", map[string]string{"styrmin.cue": "x: 1\n"})
+	lr.git("remote", "add", "origin", srvURL+"/o/r.git")
+	lr.git("update-ref", "refs/remotes/origin/main", first)
+	const timeout = 2 * time.Second
+	r, err := gitsource.Open(lr.dir, gitsource.OpenOptions{Remote: "origin", Branch: "main", NetworkTimeout: timeout})
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	start := time.Now()
+	fetched := make(chan error, 1)
+	go func() {
+		_, err := r.Fetch(context.Background())
+		fetched <- err
+	}()
+	select {
+	case <-reached:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the fetch never reached the remote")
+	}
+	// The fetch now waits on the remote; readers must not wait with it.
+	err = within(t, timeout/2, "Head and FS during a stalled fetch", func() error {
+		h, err := r.Head()
+		if err != nil {
+			return err
+		}
+		if h.String() != first {
+			return fmt.Errorf("Head = %s, want %s", h, first)
+		}
+		fsys, err := r.FS(h)
+		if err != nil {
+			return err
+		}
+		_, err = fs.ReadFile(fsys, "styrmin.cue")
+		return err
+	})
+	if err != nil {
+		t.Errorf("reading during a stalled fetch: %v", err)
+	}
+
+	select {
+	case err := <-fetched:
+		if err == nil {
+			t.Fatal("Fetch from a stalled remote succeeded")
+		}
+		if d := time.Since(start); d < timeout || d > timeout+5*time.Second {
+			t.Errorf("Fetch returned after %s, want about the NetworkTimeout %s: %v", d, timeout, err)
+		}
+	case <-time.After(timeout + 10*time.Second):
+		t.Fatalf("Fetch from a stalled remote did not return %s after its NetworkTimeout %s", 10*time.Second, timeout)
+	}
+}
+
+// TestCloneAndPushToAStalledRemoteGiveUpAtTheNetworkTimeout: Clone from a
+// remote that hangs, and CommitLocks whose push hangs (the remote serves
+// fetches but not receive-pack), fail after NetworkTimeout with a context
+// without deadline.
+func TestCloneAndPushToAStalledRemoteGiveUpAtTheNetworkTimeout(t *testing.T) {
+	ctx := context.Background()
+	const timeout = 500 * time.Millisecond
+
+	hung, _ := stall(t, http.NotFoundHandler(), func(*http.Request) bool { return true })
+	err := within(t, 15*time.Second, "Clone from a stalled remote", func() error {
+		_, err := gitsource.Clone(ctx, hung+"/o/r.git", "", gitsource.CloneOptions{NetworkTimeout: timeout})
+		return err
+	})
+	if err == nil {
+		t.Fatal("Clone from a stalled remote succeeded")
+	}
+
+	git := gitserver.New(t)
+	repoURL, _ := git.CreateRepo("config.git")
+	git.Commit("config.git", "first", map[string][]byte{appLock: []byte("sequence: 1\n")})
+	target, err := url.Parse(git.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	noPush, _ := stall(t, httputil.NewSingleHostReverseProxy(target), func(r *http.Request) bool {
+		return strings.Contains(r.URL.String(), "git-receive-pack")
+	})
+	r, err := gitsource.Clone(ctx, strings.Replace(repoURL, git.URL, noPush, 1), "", gitsource.CloneOptions{NetworkTimeout: timeout})
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = within(t, 15*time.Second, "CommitLocks to a remote whose push stalls", func() error {
+		_, err := r.CommitLocks(ctx, gitsource.CommitRequest{Build: bumpSequence, MaxAttempts: 1})
+		return err
+	})
+	if err == nil || !strings.Contains(err.Error(), "push") {
+		t.Fatalf("CommitLocks to a remote whose push stalls: %v, want a push error", err)
+	}
+}

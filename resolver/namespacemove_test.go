@@ -1,0 +1,99 @@
+package resolver
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// TestADeploymentDoesNotMoveToAnotherNamespace pins that changing an
+// environment's namespacePrefix under deployments that are locked fails
+// them with a ConfigError in the environment file at namespacePrefix,
+// naming both namespaces, and locks nothing for them: the agent would
+// install each afresh in the new namespace and leave the old one's
+// release running with no lock to delete it. A deployment deleted first
+// (its lock a tombstone) is added back in the new namespace, and one
+// never locked is placed there at once.
+func TestADeploymentDoesNotMoveToAnotherNamespace(t *testing.T) {
+	const devEnv = "clusters/local/environments/dev/environment.cue"
+	dir := exampleCopy(t)
+	lockDirInto(t, dir)
+	env, err := os.ReadFile(filepath.Join(dir, devEnv))
+	must(t, err)
+	moved := strings.Replace(string(env), `namespacePrefix: "dev"`, `namespacePrefix: "develop"`, 1)
+	if moved == string(env) {
+		t.Fatal("the example's dev environment sets no namespacePrefix \"dev\"")
+	}
+	writeFile(t, dir, devEnv, moved)
+	// A deployment never locked moves nothing.
+	writeFile(t, dir, "clusters/local/environments/dev/deployments/fresh.cue",
+		readExample(t, dir, "clusters/local/environments/dev/deployments/web.cue"))
+
+	before := snapshot(t, dir)
+	res, locks, _ := resolveDir(t, dir)
+	if res == nil {
+		t.Fatal("the repository did not load")
+	}
+	web := ID{Cluster: "local", Environment: "dev", Name: "web"}
+	var got error
+	for _, e := range res.Errors {
+		if e.ID == web {
+			got = e.Err
+		}
+	}
+	var ce *ConfigError
+	if !errors.As(got, &ce) {
+		t.Fatalf("%s: error %v, want a ConfigError", web, got)
+	}
+	for _, w := range []string{devEnv + ":1:", "field namespacePrefix", `from namespace "dev-web"`, `to "develop-web"`, "tombstone"} {
+		if !strings.Contains(ce.Error(), w) {
+			t.Errorf("error %q does not mention %q", ce, w)
+		}
+	}
+	if _, ok := res.Get(web); ok {
+		t.Errorf("%s resolved in its new namespace", web)
+	}
+	fresh, ok := res.Get(ID{Cluster: "local", Environment: "dev", Name: "fresh"})
+	if !ok {
+		t.Fatalf("a deployment never locked failed: %v", res.Err())
+	}
+	if ns := fresh.Instance.Context.Deployment.Namespace; ns != "develop-fresh" {
+		t.Errorf("a new deployment's namespace %q, want develop-fresh", ns)
+	}
+	changes, err := PlanLocks(res, locks)
+	must(t, err)
+	for _, c := range changes {
+		if c.ID == web {
+			t.Errorf("%s locked: %s", web, c.Data)
+		}
+	}
+	if snapshot(t, dir) != before {
+		t.Error("bad input changed the repository")
+	}
+
+	// Deleted (a tombstone), then added back: placed in the new namespace.
+	webFile := filepath.Join(dir, "clusters/local/environments/dev/deployments/web.cue")
+	webSrc, err := os.ReadFile(webFile)
+	must(t, err)
+	must(t, os.Remove(webFile))
+	must(t, os.Remove(filepath.Join(dir, "clusters/local/environments/dev/deployments/hub.cue")))
+	lockDirInto(t, dir)
+	writeFile(t, dir, "clusters/local/environments/dev/deployments/web.cue", string(webSrc))
+	res, _, _ = resolveDir(t, dir)
+	r, ok := res.Get(web)
+	if !ok {
+		t.Fatalf("%s, added back after its tombstone, failed: %v", web, res.Err())
+	}
+	if ns := r.Instance.Context.Deployment.Namespace; ns != "develop-web" {
+		t.Errorf("added back in namespace %q, want develop-web", ns)
+	}
+}
+
+func readExample(t *testing.T, dir, rel string) string {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(dir, filepath.FromSlash(rel)))
+	must(t, err)
+	return string(b)
+}
