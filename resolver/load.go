@@ -293,7 +293,7 @@ func readLimited(fsys fs.FS, file string, limit int64) ([]byte, error) {
 	}
 	fi, err := lstat(fsys, file)
 	if err != nil {
-		return nil, &ConfigError{File: file, Msg: err.Error()}
+		return nil, unreadable(file, err)
 	}
 	return readLimitedInfo(fsys, file, limit, fi)
 }
@@ -310,7 +310,7 @@ func readLimitedInfo(fsys fs.FS, file string, limit int64, fi fs.FileInfo) ([]by
 		// Sized as it is read, not described first.
 		data, size, err := up.ReadFileUpTo(file, limit)
 		if err != nil {
-			return nil, &ConfigError{File: file, Msg: err.Error()}
+			return nil, unreadable(file, err)
 		}
 		if data == nil && size > limit {
 			return nil, &ConfigError{File: file, Msg: fmt.Sprintf("file is %d bytes, more than the %d allowed", size, limit)}
@@ -322,12 +322,26 @@ func readLimitedInfo(fsys fs.FS, file string, limit int64, fi fs.FileInfo) ([]by
 	}
 	data, err := fs.ReadFile(fsys, file)
 	if err != nil {
-		return nil, &ConfigError{File: file, Msg: err.Error()}
+		return nil, unreadable(file, err)
 	}
 	if int64(len(data)) > limit {
 		return nil, &ConfigError{File: file, Msg: fmt.Sprintf("file is %d bytes, more than the %d allowed", len(data), limit)}
 	}
 	return data, nil
+}
+
+// ErrUnreadable is wrapped by the error of a file that could not be read
+// (the storage failed: a missing object in a clone, too many open files),
+// as opposed to one whose content was refused: reading it again may work.
+var ErrUnreadable = errors.New("could not be read")
+
+// unreadable is the ConfigError of a file whose read failed with err. A
+// missing file is only that, as it always was: no storage failed.
+func unreadable(file string, err error) *ConfigError {
+	if errors.Is(err, fs.ErrNotExist) {
+		return &ConfigError{File: file, Msg: err.Error()}
+	}
+	return &ConfigError{File: file, Msg: err.Error(), Err: fmt.Errorf("%w: %w", ErrUnreadable, err)}
 }
 
 // lstat reports a symlink as a symlink where the file system can tell:

@@ -625,7 +625,9 @@ func (w *syncWalk) apply(ctx context.Context, src *v1alpha1.StyrminSource, ch gi
 	if err == nil {
 		next, err = resolver.DecodeLock(ch.Path, data)
 	}
-	if errors.Is(err, fs.ErrNotExist) {
+	if errors.Is(err, fs.ErrNotExist) || errors.Is(err, resolver.ErrUnreadable) {
+		// The clone failed to give the file, not the file its check: the
+		// sync fails and keeps its position, to read it again.
 		return nil, fmt.Errorf("sync: reading %s at %s: %w", ch.Path, ch.Commit.Short(), err)
 	}
 	if err == nil && next.ID != id {

@@ -4,10 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"testing/fstest"
 	"time"
@@ -751,4 +753,92 @@ func (r *noteRecorder) Eventf(_ runtime.Object, _ runtime.Object, _, reason, _, 
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.notes = append(r.notes, reason+": "+fmt.Sprintf(note, args...))
+}
+
+// TestANamespaceHeldByAnotherDeploymentDoesNotCountAsApplied: a lockfile
+// placing a deployment in a namespace whose StyrminDeployment holds
+// another deployment at a later sequence (not deleted yet, or a lock
+// naming a taken namespace) gets its task made, which fails where it
+// shows; the other deployment's sequence said it ran already, and the
+// change was dropped without a word.
+func TestANamespaceHeldByAnotherDeploymentDoesNotCountAsApplied(t *testing.T) {
+	t.Parallel()
+	e := startSyncEnv(t)
+	if err := e.cl.Create(e.ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "dev-x"}}); err != nil {
+		t.Fatal(err)
+	}
+	spec, err := instance.SpecFromInstance(instanceAt("a", "dev-x", 5))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := e.cl.Create(e.ctx, &v1alpha1.StyrminDeployment{ObjectMeta: metav1.ObjectMeta{Namespace: "dev-x", Name: "dev-x",
+		Labels: instance.DeploymentID(deploymentID("a")).Labels()}, Spec: spec}); err != nil {
+		t.Fatal(err)
+	}
+	e.lock("b into a's namespace", instanceAt("b", "dev-x", 1))
+	res, err := e.syncer().Sync(e.ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Join(res.Created, " ") != "dev-x/b-1" || res.Existing != 0 {
+		t.Fatalf("sync %+v, want b's task made", res)
+	}
+}
+
+// TestALockfileTheCloneFailsToReadIsReadAgainAtTheNextSync: a lockfile
+// the clone fails to give (a missing object after a kill mid-fetch, too
+// many open files) is not an invalid lockfile: the sync fails and keeps
+// its position, and the next one makes the task. It was counted as
+// invalid, the position moved past it and the change was never made.
+func TestALockfileTheCloneFailsToReadIsReadAgainAtTheNextSync(t *testing.T) {
+	t.Parallel()
+	e := startSyncEnv(t)
+	e.lock("lock web", instanceAt("web", "dev-web", 1))
+	flaky := &failingReads{SourceRepo: e.repo, file: deploymentID("web").LockPath()}
+	flaky.failures.Store(1)
+	s := e.syncerOf(flaky)
+	if _, err := s.Sync(e.ctx); err == nil || !errors.Is(err, syscall.EMFILE) {
+		t.Fatalf("sync with the lockfile unreadable: %v, want the read's error", err)
+	}
+	if got := e.tasks(); len(got) != 0 {
+		t.Fatalf("tasks %v after a failed read", got)
+	}
+	if pos := e.source().Status.LastSyncedCommit; pos != "" {
+		t.Fatalf("position moved to %s past a lockfile not read", pos)
+	}
+	res, err := s.Sync(e.ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Join(res.Created, " ") != "dev-web/web-1" {
+		t.Fatalf("the next sync: %+v, want web-1 made", res)
+	}
+}
+
+// failingReads is a repository whose trees fail to open file while
+// failures lasts, as a damaged clone or a process out of files does.
+type failingReads struct {
+	source.SourceRepo
+	file     string
+	failures atomic.Int64
+}
+
+func (r *failingReads) FS(commit gitsource.Hash) (fs.FS, error) {
+	fsys, err := r.SourceRepo.FS(commit)
+	if err != nil {
+		return nil, err
+	}
+	return failingFS{fsys: fsys, r: r}, nil
+}
+
+type failingFS struct {
+	fsys fs.FS
+	r    *failingReads
+}
+
+func (f failingFS) Open(name string) (fs.File, error) {
+	if name == f.r.file && f.r.failures.Add(-1) >= 0 {
+		return nil, &fs.PathError{Op: "open", Path: name, Err: syscall.EMFILE}
+	}
+	return f.fsys.Open(name)
 }
