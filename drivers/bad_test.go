@@ -189,6 +189,15 @@ components: app:`), wantFile: src + "driver.cue:8:", wantField: "components.ghos
 		pre: [{action: "restoreBackup"}]
 		post: [{action: "restoreBackup"}]
 	}`)), wantFile: src + "driver.cue:12:", wantField: "actions.setup.post[0]", wantMsg: "a second restoreBackup (the first is actions.setup.pre[0])"},
+		{name: "one job name in two runJob steps of a hook", change: replaceSpec(`actions: upgrade: post: [{action: "waitReady", components: ["app"]}]`, `actions: setup: {
+	pre: [{action: "runJob", component: "app", job: "migrate", command: ["migrate"]}]
+	post: [{action: "waitReady", components: ["app"]}, {action: "runJob", component: "app", job: "migrate", command: ["check"]}]
+}`), wantFile: src + "driver.cue:13:", wantField: "actions.setup.post[1].job", wantMsg: `job "migrate" is the job of actions.setup.pre[0] too: each runJob step of a hook needs a job name of its own`},
+		{name: "one job name in two runJob steps of the backup hook", change: replaceSpec(`actions: upgrade: post: [{action: "waitReady", components: ["app"]}]`, `actions: {
+	backup: core: [{action: "runJob", component: "app", job: "dump", command: ["dump"]},
+		{action: "runJob", component: "app", job: "dump", command: ["verify"]}]
+	restore: core: [{action: "runJob", component: "app", job: "load", command: ["load"]}]
+}`), wantFile: src + "driver.cue:13:", wantField: "actions.backup.core[1].job", wantMsg: `job "dump" is the job of actions.backup.core[0] too`},
 		{name: "restoreBackup of a driver without restore hooks", change: replaceSpec(`actions: upgrade: post: [{action: "waitReady", components: ["app"]}]`, `actions: setup: post: [{action: "restoreBackup"}]`),
 			wantFile: src + "driver.cue:11:", wantField: "actions.setup.post[0].action", wantMsg: "restoreBackup runs the driver's backup and restore hooks, which it does not declare"},
 		{name: "restoreBackup naming components", change: replaceSpec(`actions: upgrade: post: [{action: "waitReady", components: ["app"]}]`, withBackupHooks(`setup: post: [{action: "restoreBackup", components: ["app"]}]`)),

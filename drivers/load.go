@@ -804,6 +804,9 @@ func decodeActions(v cue.Value, loc *locator, comps []Component) (map[Hook]Modes
 		if err := restoreOnce(hv, loc, h, m); err != nil {
 			errs = append(errs, err)
 		}
+		if err := jobNamesOnce(hv, loc, h, m); err != nil {
+			errs = append(errs, err)
+		}
 		hooks[h] = m
 	}
 	declared := map[Hook]bool{}
@@ -824,6 +827,9 @@ func decodeActions(v cue.Value, loc *locator, comps []Component) (map[Hook]Modes
 				errs = append(errs, err)
 			}
 			m.set(mode, steps)
+		}
+		if err := jobNamesOnce(hv, loc, h, m); err != nil {
+			errs = append(errs, err)
 		}
 		if len(m.Core) == 0 {
 			errs = append(errs, loc.errAt(hv, fmt.Sprintf("actions.%s.core", h),
@@ -862,6 +868,32 @@ func restoreOnce(hv cue.Value, loc *locator, h Hook, m Modes) error {
 		return nil
 	}
 	return loc.errAt(hv, at[1], "a second restoreBackup (the first is %s): the setup hook restores a clone's backup at most once", at[0])
+}
+
+// jobNamesOnce refuses two runJob steps of a hook with one job name. The
+// agent names a step's Job after the job, the deployment and the sequence,
+// and a step finding its Job takes it as its own run: the second step
+// would find the first one's Job Complete and succeed without running.
+// A hook's steps all run in one task; the backup and restore hooks a
+// change's steps run name their Jobs apart from the change's own.
+func jobNamesOnce(hv cue.Value, loc *locator, h Hook, m Modes) error {
+	first := map[string]string{}
+	var errs []error
+	for _, ms := range m.Ordered() {
+		for i, s := range ms.Steps {
+			if s.Action != ActionRunJob || s.Job == "" {
+				continue
+			}
+			at := fmt.Sprintf("actions.%s.%s[%d]", h, ms.Mode, i)
+			if prev, ok := first[s.Job]; ok {
+				jv := hv.LookupPath(cue.MakePath(cue.Str(ms.Mode), cue.Index(i), cue.Str("job")))
+				errs = append(errs, loc.errAt(jv, at+".job", "job %q is the job of %s too: each runJob step of a hook needs a job name of its own (the agent names the Job after it, and the second step would take the first one's Job for its own run)", s.Job, prev))
+				continue
+			}
+			first[s.Job] = at
+		}
+	}
+	return errors.Join(errs...)
 }
 
 func decodeSteps(v cue.Value, loc *locator, hook Hook, field, mode string, comps []Component, canBackup bool) ([]Step, error) {

@@ -1,6 +1,7 @@
 package task
 
 import (
+	"cmp"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -572,13 +573,11 @@ func (r *Reconciler) buildJob(ctx context.Context, run *taskRun, step drivers.St
 			Template:     *tmpl,
 		},
 	}
-	if step.Timeout > 0 {
-		secs := int64(step.Timeout / time.Second)
-		if secs < 1 {
-			secs = 1
-		}
-		job.Spec.ActiveDeadlineSeconds = &secs
-	}
+	// The step's timeout, declared or the controller's default, bounds the
+	// Job too: a step that timed out leaves nothing running.
+	timeout := cmp.Or(step.Timeout, r.opts.StepTimeout, DefaultStepTimeout)
+	secs := max(int64(timeout/time.Second), 1)
+	job.Spec.ActiveDeadlineSeconds = &secs
 	return job, nil
 }
 
@@ -896,11 +895,12 @@ func recordedBy(sd *v1alpha1.StyrminDeployment, seq int64, task string) bool {
 	return a != nil && a.Sequence == seq && a.Task == task
 }
 
-// clearFailedRun removes what a failed run of a step leaves that would
-// fail the next run at once: a runJob's failed Job (named after the
-// sequence, so the next run would find it). Its pods go with it; what
-// they logged is in the step's message.
-func (r *Reconciler) clearFailedRun(ctx context.Context, run *taskRun, st *v1alpha1.TaskStep) error {
+// clearFailedRun removes the Job a runJob step's failed run leaves: one
+// that failed would fail the next run at once (it is named after the
+// sequence, so the next run would find it), and one whose step timed out
+// would go on running behind the task's back. Its pods go with it; what
+// they logged is in the step's message. why says when, for the error.
+func (r *Reconciler) clearFailedRun(ctx context.Context, run *taskRun, st *v1alpha1.TaskStep, why string) error {
 	if st.Action != string(drivers.ActionRunJob) {
 		return nil
 	}
@@ -913,7 +913,7 @@ func (r *Reconciler) clearFailedRun(ctx context.Context, run *taskRun, st *v1alp
 		return err
 	}
 	if err := a.Writer.Delete(ctx, job, &client.DeleteOptions{PropagationPolicy: &policy}); client.IgnoreNotFound(err) != nil {
-		return fmt.Errorf("deleting the failed job %s/%s before running it again: %w", t.Spec.Namespace, name, err)
+		return fmt.Errorf("deleting the job %s/%s %s: %w", t.Spec.Namespace, name, why, err)
 	}
 	return nil
 }

@@ -494,6 +494,19 @@ func (r *Reconciler) forget(t *v1alpha1.StyrminTask) {
 	r.forgetLocked(client.ObjectKeyFromObject(t), t.UID)
 }
 
+// ended drops what the controller keeps of a task that has just written
+// its end, but that end (finished) until the cache shows it: with the
+// task's key, so that forgetKey finds it when the task is deleted first
+// (a finished task is rarely reconciled again until it is pruned).
+func (r *Reconciler) ended(t *v1alpha1.StyrminTask) {
+	key := client.ObjectKeyFromObject(t)
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.forgetLocked(key, t.UID)
+	r.finished[t.UID] = t.ResourceVersion
+	r.uids[key] = t.UID
+}
+
 // forgetKey drops what the controller keeps of a task that is gone (it
 // may have been deleted while it ran).
 func (r *Reconciler) forgetKey(key types.NamespacedName) {
@@ -786,8 +799,7 @@ func policyText(p *drivers.Policy) string {
 // kept, so a restarted agent resumes with the same steps.
 func (r *Reconciler) startWorkflow(ctx context.Context, run *taskRun) (phaseResult, error) {
 	t := run.task
-	if t.Status.Phase != v1alpha1.TaskPending || t.Status.CurrentStep != 0 ||
-		(len(t.Status.Steps) > 0 && t.Status.Steps[0].State != v1alpha1.StepPending) {
+	if t.Status.Phase != v1alpha1.TaskPending || t.Status.CurrentStep != 0 || stepStarted(t) {
 		return phaseResult{}, nil
 	}
 	wf, from := t.Status.Workflow, t.Status.FromSequence
@@ -802,6 +814,16 @@ func (r *Reconciler) startWorkflow(ctx context.Context, run *taskRun) (phaseResu
 		run.log.Info("workflow chosen again at start", "was", wf, "from", from, "now", t.Status.Workflow, "fromSequence", t.Status.FromSequence)
 	}
 	return phaseResult{}, nil
+}
+
+// stepStarted reports whether a step of t has started. Not the first
+// step's state: a step can be planned Skipped (a create's restoreBackup
+// when the deployment is no clone), and a task starting with one is
+// still to be planned again when its turn comes.
+func stepStarted(t *v1alpha1.StyrminTask) bool {
+	return slices.ContainsFunc(t.Status.Steps, func(st v1alpha1.TaskStep) bool {
+		return st.StartedAt != nil || st.Attempts > 0
+	})
 }
 
 // workflow is the workflow the task runs: chosen when it started, or the
@@ -1029,6 +1051,13 @@ func (r *Reconciler) runSteps(ctx context.Context, run *taskRun) (phaseResult, e
 			if wait := time.Until(st.FinishedAt.Add(retryPolicy(st).Delay(int(st.Attempts)))); wait > 0 {
 				return phaseResult{stop: true, after: wait}, nil
 			}
+			// The failed run's Job goes now that the next run starts, not
+			// when the run failed: until the step is written Pending a
+			// reload sees it Running, and would take the Job's absence
+			// for a run to start at once, uncounted and without back-off.
+			if err := r.clearFailedRun(ctx, run, st, "before running it again"); err != nil {
+				return phaseResult{}, err
+			}
 		}
 		if res, err := r.startStep(ctx, run, i); err != nil || res.stop {
 			return res, err
@@ -1050,6 +1079,12 @@ func (r *Reconciler) runSteps(ctx context.Context, run *taskRun) (phaseResult, e
 			defaultTimeout: r.opts.StepTimeout, poll: r.opts.PollInterval, waiting: run.waiting})
 		switch d.next {
 		case stepFail:
+			if d.reason == v1alpha1.ReasonStepTimedOut {
+				// Nothing runs after the task says it failed.
+				if err := r.clearFailedRun(ctx, run, st, "of a step that timed out"); err != nil {
+					return phaseResult{}, err
+				}
+			}
 			return r.failStep(ctx, run, d.reason, d.message, d.output)
 		case stepRetry:
 			r.mu.Lock()
@@ -1058,10 +1093,9 @@ func (r *Reconciler) runSteps(ctx context.Context, run *taskRun) (phaseResult, e
 			return phaseResult{}, d.err
 		case stepAgain:
 			// Pending again: the next start counts a new attempt and
-			// starts the step's clock anew.
-			if err := r.clearFailedRun(ctx, run, st); err != nil {
-				return phaseResult{}, err
-			}
+			// starts the step's clock anew. The failed run's Job is
+			// deleted when that start comes, after this is written (a
+			// timed-out run's is stopped by its deadline meanwhile).
 			now := metav1.Now()
 			st.State, st.Message, st.FinishedAt = v1alpha1.StepPending, r.redact(ctx, run, d.message), &now
 			st.Output = boundOutput(r.redact(ctx, run, d.output), maxActionOutput)
@@ -1281,22 +1315,28 @@ func (r *Reconciler) failTask(ctx context.Context, run *taskRun, reason, msg str
 }
 
 // recordedFirst tells a task about to fail whether its change was
-// recorded active first. Only a task whose current step is its last and
-// writes the instance can be: the StyrminDeployment controller records
-// such a change with the Ready the step waits for. The task claims its
+// recorded active first. Only a task running its last step can be. When
+// that step writes the instance, the StyrminDeployment controller records
+// the change with the Ready the step waits for: the task claims its
 // failure (instance.ActiveClaims), which waits for a record under way and
-// keeps the controller from making one after; then, a record made before
-// (by this agent before a restart, or a write whose answer was lost) is
-// read from the API server, which a cache may not show yet.
+// keeps the controller from making one after. Any other last step: the
+// task itself records its change before it writes its end (finishWith),
+// and a reload after that write was refused or lost, or the agent killed,
+// runs the step again. Either way, a record made before (by this agent
+// before a restart, or a write whose answer was lost) is read from the API
+// server, which a cache may not show yet.
 func (r *Reconciler) recordedFirst(ctx context.Context, run *taskRun) (bool, error) {
 	t := run.task
 	target := instance.TaskTarget(t)
-	if target == nil || !instance.LastStepWritesInstance(t, t.Spec.Deployment, t.Spec.ToSequence, target.Digest) {
+	steps := t.Status.Steps
+	if target == nil || IsOperation(t) || t.Status.Phase != v1alpha1.TaskRunning || int(t.Status.CurrentStep) != len(steps)-1 {
 		return false, nil
 	}
-	recorded, err := r.opts.ActiveClaims.Fail(ctx, t.UID)
-	if err != nil || recorded {
-		return recorded, err
+	if instance.LastStepWritesInstance(t, t.Spec.Deployment, t.Spec.ToSequence, target.Digest) {
+		recorded, err := r.opts.ActiveClaims.Fail(ctx, t.UID)
+		if err != nil || recorded {
+			return recorded, err
+		}
 	}
 	var sd v1alpha1.StyrminDeployment
 	key := instance.Key(t.Spec.Namespace)
@@ -1388,11 +1428,8 @@ func (r *Reconciler) finishWith(ctx context.Context, run *taskRun, phase v1alpha
 		r.event(t, nil, corev1.EventTypeNormal, v1alpha1.ReasonTaskSuperseded, "%s", event)
 	}
 	run.log.Info("task finished", "phase", phase, "message", msg)
-	r.forget(t)
+	r.ended(t)
 	r.opts.ActiveClaims.Forget(t.UID)
-	r.mu.Lock()
-	r.finished[t.UID] = t.ResourceVersion
-	r.mu.Unlock()
 	r.pruneTasks(ctx, run)
 	return phaseResult{stop: true}, nil
 }

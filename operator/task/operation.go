@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
@@ -307,16 +308,23 @@ func (r *Reconciler) cloneRestoreRefusal(ctx context.Context, in *resolver.Insta
 func OperationTaskName(deployment string, kind v1alpha1.OperationKind, name string, attempt int32) string {
 	attempt = max(attempt, 1)
 	k := strings.ToLower(string(kind))
-	sum := sha256.Sum256([]byte(fmt.Sprintf("%s\x00%s\x00%s\x00%d", deployment, k, name, attempt)))
-	hash := hex.EncodeToString(sum[:])[:10]
 	s := fmt.Sprintf("%s-%s-%s", deployment, k, name)
 	if attempt > 1 {
 		s = fmt.Sprintf("%s-%d", s, attempt)
 	}
-	if room := 63 - len(hash) - 1; len(s) > room {
-		s = strings.TrimRight(s[:room], "-.")
+	return hashedName(s, deployment, k, name, strconv.Itoa(int(attempt)))
+}
+
+// hashedName is readable, cut to fit, then a hash of parts (what the
+// name stands for, which readable may not tell apart): at most 63
+// characters, a label value and a DNS label when readable is one.
+func hashedName(readable string, parts ...string) string {
+	sum := sha256.Sum256([]byte(strings.Join(parts, "\x00")))
+	hash := hex.EncodeToString(sum[:])[:10]
+	if room := 63 - len(hash) - 1; len(readable) > room {
+		readable = strings.TrimRight(readable[:room], "-.")
 	}
-	return s + "-" + hash
+	return readable + "-" + hash
 }
 
 // operationJobName is the Job name of an operation task's runJob step:
@@ -607,9 +615,13 @@ func backedUp(sd *v1alpha1.StyrminDeployment, tasks []v1alpha1.StyrminTask, in *
 }
 
 // InlineBackupID is the ID of the backup an upgrade takes before its pre
-// steps: the environment, the deployment and the sequence it upgrades to.
+// steps: the environment, the deployment and the sequence it upgrades to,
+// then a hash of those and the cluster (hashedName). Read alone they are
+// ambiguous: environment team-a's deployment web and environment team's
+// deployment a-web would share their backups' name.
 func InlineBackupID(id resolver.ID, seq int64) string {
-	return fmt.Sprintf("%s-%s-before-%d", id.Environment, id.Name, seq)
+	n := strconv.FormatInt(seq, 10)
+	return hashedName(fmt.Sprintf("%s-%s-before-%s", id.Environment, id.Name, n), id.Cluster, id.Environment, id.Name, n)
 }
 
 // recordInlineBackup records the backup a change's steps took (an

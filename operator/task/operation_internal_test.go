@@ -114,7 +114,8 @@ func TestACloneFromABackupRestoresItAtTheSetupHooksStepAndOtherCreatesSkipIt(t *
 		t.Errorf("a create that is no clone: %v, want the restoreBackup step skipped", plain)
 	}
 	up := plan(v1alpha1.WorkflowUpgrade, in(nil))
-	if len(up) < 1 || up[0] != "upgrade/pre/1:backup/backup/core/1:runJob=Pending:s3://b/local/preview/preview-hub-before-4/hub" {
+	backupJob := "upgrade/pre/1:backup/backup/core/1:runJob=Pending:s3://b/local/preview/" + InlineBackupID(in(nil).ID, 4) + "/hub"
+	if len(up) < 1 || up[0] != backupJob {
 		t.Errorf("an upgrade with a backup step: %v, want the backup hook's job first, to the deployment's own location", up)
 	}
 	// A driver without the step, and an instance asking for a backup
@@ -123,7 +124,7 @@ func TestACloneFromABackupRestoresItAtTheSetupHooksStepAndOtherCreatesSkipIt(t *
 	first := in(nil)
 	first.BackupFirst = true
 	up = plan(v1alpha1.WorkflowUpgrade, first)
-	if len(up) < 2 || up[0] != "upgrade/pre/1:backup/backup/core/1:runJob=Pending:s3://b/local/preview/preview-hub-before-4/hub" || !strings.HasPrefix(up[1], "upgrade/pre/2:stopComponents") {
+	if len(up) < 2 || up[0] != backupJob || !strings.HasPrefix(up[1], "upgrade/pre/2:stopComponents") {
 		t.Errorf("an upgrade with a backup first: %v, want the backup's job before the upgrade's pre steps", up)
 	}
 }

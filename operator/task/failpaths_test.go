@@ -1,0 +1,425 @@
+package task
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"testing/fstest"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/validation"
+	"k8s.io/apimachinery/pkg/watch"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	"github.com/styrmin/styrmin/drivers"
+	"github.com/styrmin/styrmin/operator/api/v1alpha1"
+	"github.com/styrmin/styrmin/operator/driversource"
+	"github.com/styrmin/styrmin/operator/instance"
+	"github.com/styrmin/styrmin/resolver"
+)
+
+// jobsDriver is a driver of one component (a Deployment, whose pod
+// template runJob steps take) with the given actions.
+func jobsDriver(t *testing.T, actions string) *drivers.Driver {
+	t.Helper()
+	spec := `name:        "jobs"
+version:     "1.0.0"
+appVersions: ">=1.0.0"
+chart:       "chart"
+parameters: {
+	// What the ConfigMap holds.
+	data: *"one" | string
+}
+components: app: workloads: [{kind: "Deployment", name: context.deployment.name}]
+values: data: context.parameters.data
+actions: ` + actions + "\n"
+	const deployment = `apiVersion: apps/v1
+kind: Deployment
+metadata:
+  name: {{ .Release.Name }}
+spec:
+  replicas: 1
+  selector:
+    matchLabels: {app: jobs}
+  template:
+    metadata:
+      labels: {app: jobs}
+    spec:
+      containers:
+        - name: app
+          image: busybox
+          env: [{name: DATA, value: {{ .Values.data | quote }}}]
+`
+	d, err := drivers.Load(fstest.MapFS{
+		"driver.cue":                      {Data: []byte(spec)},
+		"chart/Chart.yaml":                {Data: []byte("apiVersion: v2\nname: jobs\nversion: 1.0.0\n")},
+		"chart/values.yaml":               {Data: []byte("data: one\n")},
+		"chart/templates/deployment.yaml": {Data: []byte(deployment)},
+	}, drivers.LoadOptions{Source: "drivers/jobs/1.0.0"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return d
+}
+
+// oneDriver gives d whatever is asked.
+type oneDriver struct{ d *drivers.Driver }
+
+func (o oneDriver) Driver(context.Context, driversource.Request) (*drivers.Driver, error) {
+	return o.d, nil
+}
+
+// jobsInstance is local/dev/jobs at seq, of driver d and appVersion, in
+// namespace ns.
+func jobsInstance(t *testing.T, d *drivers.Driver, ns string, seq int64, appVersion string) *resolver.Instance {
+	t.Helper()
+	params, err := d.ApplyParameters(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := drivers.Context{
+		Cluster:     drivers.ClusterContext{Name: "local"},
+		Environment: drivers.EnvironmentContext{Name: "dev", Namespace: "dev"},
+		Deployment:  drivers.DeploymentContext{Name: "jobs", Namespace: ns, AppVersion: appVersion, Driver: d.Name, DriverVersion: d.Version},
+		Parameters:  params,
+	}
+	values, err := d.Values(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	in := &resolver.Instance{
+		APIVersion: resolver.APIVersion, Kind: resolver.KindInstance,
+		ID:       resolver.ID{Cluster: "local", Environment: "dev", Name: "jobs"},
+		Sequence: seq, SourceCommit: "0123456789abcdef0123456789abcdef01234567",
+		Driver:     resolver.DriverRef{Name: d.Name, Version: d.Version, Digest: d.Digest},
+		AppVersion: appVersion, Context: &c, Values: values,
+	}
+	if in.Digest, err = in.ComputeDigest(); err != nil {
+		t.Fatal(err)
+	}
+	return in
+}
+
+// createJobsTask makes the task of in as the sync would (carrying the
+// instance: the reconciler has no lock to read), with workflow wf.
+func createJobsTask(t *testing.T, cl client.Client, in *resolver.Instance, wf v1alpha1.Workflow) *v1alpha1.StyrminTask {
+	t.Helper()
+	spec, err := instance.SpecFromInstance(in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	id := instance.DeploymentID(in.ID)
+	ns := in.Context.Deployment.Namespace
+	tk := &v1alpha1.StyrminTask{
+		ObjectMeta: metav1.ObjectMeta{Name: v1alpha1.TaskName(in.ID.Name, in.Sequence), Namespace: ns, Labels: id.Labels()},
+		Spec: v1alpha1.StyrminTaskSpec{Deployment: id, Namespace: ns, Workflow: wf, ToSequence: in.Sequence,
+			Lock: v1alpha1.LockRef{Commit: in.SourceCommit, Path: in.ID.LockPath()}, Instance: &spec},
+	}
+	if err := cl.Create(context.Background(), tk); err != nil {
+		t.Fatal(err)
+	}
+	return tk
+}
+
+// noWatch is a client for interceptor.NewClient, which wants one that
+// watches: the reconciler never does.
+type noWatch struct{ client.Client }
+
+func (noWatch) Watch(context.Context, client.ObjectList, ...client.ListOption) (watch.Interface, error) {
+	return nil, errors.New("not watched")
+}
+
+// getTask reads task key from the API server.
+func getTask(t *testing.T, cl client.Client, key types.NamespacedName) *v1alpha1.StyrminTask {
+	t.Helper()
+	var tk v1alpha1.StyrminTask
+	if err := cl.Get(context.Background(), key, &tk); err != nil {
+		t.Fatal(err)
+	}
+	return &tk
+}
+
+// TestARunJobStepsJobIsBoundedByTheStepTimeoutAndDeletedWhenTheStepTimesOut
+// pins that a runJob step leaves nothing running once it timed out. Its
+// Job had a deadline only when the driver declared the step's timeout;
+// a step without one still failed at the controller's step timeout, but
+// its Job ran on (the API server here runs no pods: it stays running),
+// so a migration ran after its task said it failed, or beside the next
+// attempt. The Job's deadline is the step's timeout the controller
+// applies, and a step that timed out deletes its Job.
+func TestARunJobStepsJobIsBoundedByTheStepTimeoutAndDeletedWhenTheStepTimesOut(t *testing.T) {
+	const ns = "dev-jobs"
+	cl := withCRDs(t, ns)
+	ctx := context.Background()
+	d := jobsDriver(t, `setup: pre: [{action: "runJob", component: "app", job: "migrate", command: ["migrate"]}]`)
+	const timeout = 2 * time.Minute
+	r, err := NewReconciler(Options{Client: cl, Drivers: oneDriver{d}, Registerer: prometheus.NewRegistry(), StepTimeout: timeout})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tk := createJobsTask(t, cl, jobsInstance(t, d, ns, 1, "1.0.0"), v1alpha1.WorkflowCreate)
+	req := reconcile.Request{NamespacedName: client.ObjectKeyFromObject(tk)}
+	if _, err := r.Reconcile(ctx, req); err != nil {
+		t.Fatal(err)
+	}
+	var job batchv1.Job
+	jobKey := client.ObjectKey{Namespace: ns, Name: JobName("jobs", "migrate", 1)}
+	if err := cl.Get(ctx, jobKey, &job); err != nil {
+		t.Fatalf("the runJob step's Job: %v", err)
+	}
+	if got := job.Spec.ActiveDeadlineSeconds; got == nil || *got != int64(timeout/time.Second) {
+		t.Errorf("the Job of a step without a declared timeout has activeDeadlineSeconds %v; want the controller's step timeout, %d", got, int64(timeout/time.Second))
+	}
+
+	// The step's deadline passes (its start is moved back) while the Job
+	// runs.
+	tk = getTask(t, cl, req.NamespacedName)
+	if st := tk.Status.Steps[0]; st.State != v1alpha1.StepRunning || st.Action != string(drivers.ActionRunJob) {
+		t.Fatalf("first step %s %s; want the runJob step running", st.Name, st.State)
+	}
+	base := tk.DeepCopy()
+	tk.Status.Steps[0].StartedAt = &metav1.Time{Time: time.Now().Add(-timeout - time.Minute)}
+	if err := cl.Status().Patch(ctx, tk, client.MergeFrom(base)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := r.Reconcile(ctx, req); err != nil {
+		t.Fatal(err)
+	}
+	tk = getTask(t, cl, req.NamespacedName)
+	if st := tk.Status.Steps[0]; tk.Status.Phase != v1alpha1.TaskFailed || st.State != v1alpha1.StepFailed || !strings.Contains(st.Message, "timed out") {
+		t.Fatalf("task %s, step %s %q; want both failed on the step's timeout", tk.Status.Phase, st.State, st.Message)
+	}
+	err = cl.Get(ctx, jobKey, &job)
+	if err == nil && job.DeletionTimestamp.IsZero() {
+		t.Errorf("the Job of the step that timed out is still there (%s) after its task failed", job.UID)
+	} else if err != nil && !apierrors.IsNotFound(err) {
+		t.Fatal(err)
+	}
+}
+
+// TestARetriedRunJobStepKeepsItsFailedJobUntilItsNextAttemptStarts pins
+// the order of a retried runJob step's writes. Its failed Job was deleted
+// before the step was written Pending again: when that write was refused,
+// the task read back had the step Running at the same attempt, its Job
+// gone, and the step created a new Job at once: a run no attempt counts,
+// without back-off, one per refusal. The failed Job stays until the next
+// attempt starts, after its back-off, with the step written Pending.
+func TestARetriedRunJobStepKeepsItsFailedJobUntilItsNextAttemptStarts(t *testing.T) {
+	const ns = "dev-jobs"
+	direct := withCRDs(t, ns)
+	ctx := context.Background()
+	d := jobsDriver(t, `setup: pre: [{action: "runJob", component: "app", job: "migrate", command: ["migrate"], retry: {attempts: 2, backoff: "1s"}}]`)
+	var refuse atomic.Bool
+	cl := interceptor.NewClient(noWatch{direct}, interceptor.Funcs{
+		SubResourceUpdate: func(ctx context.Context, c client.Client, sub string, obj client.Object, opts ...client.SubResourceUpdateOption) error {
+			if tk, ok := obj.(*v1alpha1.StyrminTask); ok && refuse.Load() && len(tk.Status.Steps) > 0 &&
+				tk.Status.Steps[0].State == v1alpha1.StepPending && tk.Status.Steps[0].Attempts > 0 {
+				return apierrors.NewServiceUnavailable("refused by the test")
+			}
+			return c.SubResource(sub).Update(ctx, obj, opts...)
+		},
+	})
+	r, err := NewReconciler(Options{Client: cl, APIReader: direct, Drivers: oneDriver{d}, Registerer: prometheus.NewRegistry()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tk := createJobsTask(t, direct, jobsInstance(t, d, ns, 1, "1.0.0"), v1alpha1.WorkflowCreate)
+	req := reconcile.Request{NamespacedName: client.ObjectKeyFromObject(tk)}
+	if _, err := r.Reconcile(ctx, req); err != nil {
+		t.Fatal(err)
+	}
+	jobKey := client.ObjectKey{Namespace: ns, Name: JobName("jobs", "migrate", 1)}
+	var job batchv1.Job
+	if err := direct.Get(ctx, jobKey, &job); err != nil {
+		t.Fatalf("the runJob step's Job: %v", err)
+	}
+	failed := job.UID
+	// The Job fails, as the Job controller would say it.
+	now := metav1.Now()
+	job.Status = batchv1.JobStatus{StartTime: &now, Failed: 1, Conditions: []batchv1.JobCondition{
+		{Type: batchv1.JobFailureTarget, Status: corev1.ConditionTrue, Reason: batchv1.JobReasonBackoffLimitExceeded, LastTransitionTime: now},
+		{Type: batchv1.JobFailed, Status: corev1.ConditionTrue, Reason: batchv1.JobReasonBackoffLimitExceeded, LastTransitionTime: now},
+	}}
+	if err := direct.Status().Update(ctx, &job); err != nil {
+		t.Fatal(err)
+	}
+	// The step's Pending write is refused.
+	refuse.Store(true)
+	if _, err := r.Reconcile(ctx, req); err == nil {
+		t.Fatal("the reconcile whose Pending write was refused returned no error")
+	}
+	stillThere := func(when string) {
+		t.Helper()
+		var got batchv1.Job
+		if err := direct.Get(ctx, jobKey, &got); err != nil || got.UID != failed || !got.DeletionTimestamp.IsZero() {
+			t.Fatalf("%s: the failed Job %s: %v (uid %s, deleted %v); want it there until the next attempt starts", when, failed, err, got.UID, got.DeletionTimestamp)
+		}
+	}
+	stillThere("after the step's Pending write was refused")
+	if st := getTask(t, direct, req.NamespacedName).Status.Steps[0]; st.State != v1alpha1.StepRunning || st.Attempts != 1 {
+		t.Fatalf("step %s attempt %d after the refused write; want it running, attempt 1", st.State, st.Attempts)
+	}
+
+	// Read back Running, the step finds its failed Job again and is
+	// written Pending: no run without an attempt.
+	refuse.Store(false)
+	if _, err := r.Reconcile(ctx, req); err != nil {
+		t.Fatal(err)
+	}
+	stillThere("with the step written Pending")
+	st := getTask(t, direct, req.NamespacedName).Status.Steps[0]
+	if st.State != v1alpha1.StepPending || st.Attempts != 1 || !strings.Contains(st.Message, "attempt 1 of 2 failed") {
+		t.Fatalf("step %s attempt %d %q; want it pending again after attempt 1 of 2", st.State, st.Attempts, st.Message)
+	}
+
+	// After its back-off the next attempt starts, with a Job of its own.
+	time.Sleep(time.Until(st.FinishedAt.Add(retryPolicy(&st).Delay(1))))
+	if _, err := r.Reconcile(ctx, req); err != nil {
+		t.Fatal(err)
+	}
+	st = getTask(t, direct, req.NamespacedName).Status.Steps[0]
+	if st.State != v1alpha1.StepRunning || st.Attempts != 2 {
+		t.Fatalf("step %s attempt %d after the back-off; want attempt 2 running", st.State, st.Attempts)
+	}
+	if err := direct.Get(ctx, jobKey, &job); err != nil || job.UID == failed {
+		t.Fatalf("attempt 2's Job: %v (uid %s); want a new Job, not the failed %s", err, job.UID, failed)
+	}
+}
+
+// TestATaskWhoseFirstStepWasSkippedWhenPlannedChoosesItsWorkflowWhenItStarts
+// pins when a task's workflow is chosen again: when it starts, against
+// what is active then. A task was taken as started once its first step
+// was not Pending, and a create's first step can be planned Skipped (the
+// restoreBackup of a deployment that is no clone): planned as a create
+// behind the deployment's first task, the second change kept its create
+// after the first succeeded, and ran the setup hooks instead of the
+// upgrade's.
+func TestATaskWhoseFirstStepWasSkippedWhenPlannedChoosesItsWorkflowWhenItStarts(t *testing.T) {
+	const ns = "dev-jobs"
+	cl := withCRDs(t, ns)
+	ctx := context.Background()
+	d := jobsDriver(t, `{
+	setup: pre: [{action: "restoreBackup"}]
+	upgrade: pre: [{action: "runJob", component: "app", job: "migrate", command: ["migrate"]}]
+	backup: core: [{action: "runJob", component: "app", job: "dump", command: ["dump"]}]
+	restore: core: [{action: "runJob", component: "app", job: "load", command: ["load"]}]
+}`)
+	r, err := NewReconciler(Options{Client: cl, Drivers: oneDriver{d}, Registerer: prometheus.NewRegistry()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The first change succeeded.
+	first := createJobsTask(t, cl, jobsInstance(t, d, ns, 1, "1.0.0"), v1alpha1.WorkflowCreate)
+	first.Status = v1alpha1.StyrminTaskStatus{Phase: v1alpha1.TaskSucceeded, Workflow: v1alpha1.WorkflowCreate}
+	if err := cl.Status().Update(ctx, first); err != nil {
+		t.Fatal(err)
+	}
+	// The second, a new application version, was planned as a create
+	// while the first ran.
+	in := jobsInstance(t, d, ns, 2, "1.1.0")
+	second := createJobsTask(t, cl, in, v1alpha1.WorkflowCreate)
+	steps, err := StepsFor(v1alpha1.WorkflowCreate, d, false)
+	if err == nil {
+		steps, err = expandSteps(v1alpha1.WorkflowCreate, d, in, steps)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	if steps[0].State != v1alpha1.StepSkipped {
+		t.Fatalf("the create's first step %s is %s; want it skipped when planned", steps[0].Name, steps[0].State)
+	}
+	second.Status = v1alpha1.StyrminTaskStatus{Phase: v1alpha1.TaskPending, Workflow: v1alpha1.WorkflowCreate, Steps: steps}
+	if err := cl.Status().Update(ctx, second); err != nil {
+		t.Fatal(err)
+	}
+	req := reconcile.Request{NamespacedName: client.ObjectKeyFromObject(second)}
+	if _, err := r.Reconcile(ctx, req); err != nil {
+		t.Fatal(err)
+	}
+	got := getTask(t, cl, req.NamespacedName)
+	var names []string
+	for _, st := range got.Status.Steps {
+		names = append(names, st.Name+"="+string(st.State))
+	}
+	if got.Status.Workflow != v1alpha1.WorkflowUpgrade || got.Status.FromSequence != 1 || len(names) == 0 || names[0] != "upgrade/pre/1:runJob="+string(v1alpha1.StepRunning) {
+		t.Fatalf("the second task runs %s from %d: %v; want the upgrade from sequence 1, its migration running", got.Status.Workflow, got.Status.FromSequence, names)
+	}
+}
+
+// TestInlineBackupIDsOfDeploymentsWhoseNamesReadAlikeDiffer pins the
+// name of the backup an upgrade takes first: environment team-a's
+// deployment web and environment team's deployment a-web both read
+// team-a-web-before-4, and the second upgrade's backup was recorded over
+// the first's. A hash of the whole ID keeps them apart, within the 63
+// characters of a DNS label.
+func TestInlineBackupIDsOfDeploymentsWhoseNamesReadAlikeDiffer(t *testing.T) {
+	a := InlineBackupID(resolver.ID{Cluster: "local", Environment: "team-a", Name: "web"}, 4)
+	ids := map[string]string{a: "local/team-a/web@4"}
+	for what, id := range map[string]string{
+		"local/team/a-web@4": InlineBackupID(resolver.ID{Cluster: "local", Environment: "team", Name: "a-web"}, 4),
+		"eu/team-a/web@4":    InlineBackupID(resolver.ID{Cluster: "eu", Environment: "team-a", Name: "web"}, 4),
+		"local/team-a/web@5": InlineBackupID(resolver.ID{Cluster: "local", Environment: "team-a", Name: "web"}, 5),
+	} {
+		if other, ok := ids[id]; ok {
+			t.Errorf("the backups of %s and %s are both named %s", other, what, id)
+		}
+		ids[id] = what
+	}
+	if !strings.HasPrefix(a, "team-a-web-before-4-") {
+		t.Errorf("InlineBackupID = %s; want it to read team-a-web-before-4 first", a)
+	}
+	long := strings.Repeat("e", 63)
+	for _, seq := range []int64{7, 8} {
+		id := InlineBackupID(resolver.ID{Cluster: "local", Environment: long, Name: long}, seq)
+		if errs := validation.IsDNS1123Label(id); len(errs) > 0 {
+			t.Errorf("the backup of a long environment and deployment: %s: %v", id, errs)
+		}
+		if other, ok := ids[id]; ok {
+			t.Errorf("sequences %s and %d share backup %s", other, seq, id)
+		}
+		ids[id] = fmt.Sprint(seq)
+	}
+}
+
+// TestAFinishedTaskDeletedBeforeTheCacheShowsItsEndIsForgotten pins what
+// the controller keeps of a finished task: the resourceVersion of its end
+// (finished, until the cache shows it), and nothing more once it is gone.
+// The end was recorded after the task was forgotten, by UID alone: a task
+// deleted (pruned) before it was reconciled again was forgotten by its
+// key, which no longer led to it, and each task left an entry for the
+// agent's life.
+func TestAFinishedTaskDeletedBeforeTheCacheShowsItsEndIsForgotten(t *testing.T) {
+	r := &Reconciler{runs: map[resolver.ID]types.UID{}, uids: map[types.NamespacedName]types.UID{},
+		finished: map[types.UID]string{}, started: map[types.UID]int32{}, written: map[types.UID]string{},
+		lastErr: map[types.UID]string{}, scaled: map[types.UID]map[string]int64{}, instances: map[types.NamespacedName]lockedInstance{},
+		waiting: map[resolver.ID]map[types.NamespacedName]bool{}, waitsFor: map[types.NamespacedName]orderWait{}}
+	tk := &v1alpha1.StyrminTask{ObjectMeta: metav1.ObjectMeta{Namespace: "dev-web", Name: "web-3", UID: "u-web-3", ResourceVersion: "42"}}
+	key := client.ObjectKeyFromObject(tk)
+	// Seen and run by this process.
+	r.uids[key], r.started[tk.UID], r.written[tk.UID] = tk.UID, 1, "41"
+	r.runs[resolver.ID{Cluster: "local", Environment: "dev", Name: "web"}] = tk.UID
+
+	r.ended(tk)
+	if got, ok := r.finished[tk.UID]; !ok || got != "42" {
+		t.Fatalf("finished after the end: %q %v; want the end's resourceVersion 42 kept until the cache shows it", got, ok)
+	}
+	if len(r.runs)+len(r.started)+len(r.written) > 0 {
+		t.Errorf("after the end: runs %v, started %v, written %v; want nothing but the end", r.runs, r.started, r.written)
+	}
+	// Pruned before it was reconciled again.
+	r.forgetKey(key)
+	if len(r.finished)+len(r.uids) > 0 {
+		t.Errorf("after the task was deleted: finished %v, uids %v; want nothing kept", r.finished, r.uids)
+	}
+}
