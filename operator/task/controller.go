@@ -604,7 +604,8 @@ func (r *Reconciler) writeStatus(ctx context.Context, run *taskRun) error {
 
 // prepare decodes the task's instance and, for a new task, plans its steps
 // against the active instance (plan). A task whose instance or driver
-// cannot be had ends Failed: that needs a change in git.
+// cannot be had ends Failed: that needs a change in git (a running task
+// whose lock is gone: resumeWithoutLock).
 func (r *Reconciler) prepare(ctx context.Context, run *taskRun) (phaseResult, error) {
 	t := run.task
 	if IsOperation(t) {
@@ -617,6 +618,9 @@ func (r *Reconciler) prepare(ctx context.Context, run *taskRun) (phaseResult, er
 			return r.failTask(ctx, run, v1alpha1.ReasonLockMismatch, field+": "+err.Error())
 		}
 		var nf *instance.LockNotFoundError
+		if errors.As(err, &nf) && t.Status.Phase == v1alpha1.TaskRunning {
+			return r.resumeWithoutLock(ctx, run, field+": "+err.Error())
+		}
 		if errors.As(err, &nf) || field == "spec.instance" {
 			return r.failTask(ctx, run, v1alpha1.ReasonInvalidTask, field+": "+err.Error())
 		}
@@ -638,6 +642,46 @@ func (r *Reconciler) prepare(ctx context.Context, run *taskRun) (phaseResult, er
 	// the same steps.
 	run.planUnwritten = true
 	return phaseResult{}, nil
+}
+
+// resumeWithoutLock carries on a running task whose lock cannot be read
+// (why): after a restart the agent's copy is gone, and a force push may
+// have taken the lock commit from the clone. Its steps ran against that
+// lock, so the task ends as they left it: when its core step wrote the
+// instance (the StyrminDeployment holds the task's sequence and digest),
+// the task goes on with it, and its post steps run (workers started
+// again, maintenance off); otherwise the step that was running fails,
+// saying why. Failing the task skipped every step left, the one
+// interrupted too: no step said what failed, and the post steps of an
+// instance already written never ran.
+func (r *Reconciler) resumeWithoutLock(ctx context.Context, run *taskRun, why string) (phaseResult, error) {
+	t := run.task
+	sd, err := r.deployment(ctx, run)
+	if err != nil {
+		return phaseResult{}, err
+	}
+	if target := instance.TaskTarget(t); sd != nil && target != nil && sd.Spec.Sequence == t.Spec.ToSequence && sd.Spec.Digest == target.Digest {
+		in, err := instance.InstanceFromSpec(&sd.Spec)
+		if err == nil {
+			err = matchLock(t, in, nil)
+		}
+		if err == nil {
+			run.log.Info("the task's lock cannot be read; it goes on with the instance its StyrminDeployment holds", "task", t.Name, "why", why)
+			run.instance = in
+			return phaseResult{}, nil
+		}
+		why += "; the instance StyrminDeployment " + instance.Key(t.Spec.Namespace).String() + " holds: " + err.Error()
+	}
+	i := int(t.Status.CurrentStep)
+	for i < len(t.Status.Steps) && t.Status.Steps[i].State.Terminal() {
+		i++
+	}
+	if i == len(t.Status.Steps) {
+		return r.failTask(ctx, run, v1alpha1.ReasonInvalidTask, why)
+	}
+	t.Status.CurrentStep = int32(i)
+	run.failReason = v1alpha1.ReasonInvalidTask
+	return r.failStep(ctx, run, v1alpha1.ReasonInvalidTask, "the task's lock could not be read, nor its instance taken from its StyrminDeployment: "+why, "")
 }
 
 // deletedAfter reports whether the active instance is a deletion that
@@ -1537,10 +1581,28 @@ func (r *Reconciler) rendered(ctx context.Context, run *taskRun) (*drivers.Manif
 	}
 	m, err := r.opts.Renders.Render(ctx, d, *run.instance.Context, run.instance.Values)
 	if err != nil {
-		return nil, driversource.ClassifyRender(fmt.Errorf("rendering %s with %s@%s: %w", run.instance.ID, d.Name, d.Version, err))
+		what := fmt.Sprintf("rendering %s with %s@%s", run.instance.ID, d.Name, d.Version)
+		if cutShort(ctx, err) {
+			// Not the driver's fault: left as the context's error, a
+			// step's deadline ends the step TimedOut (decide).
+			return nil, fmt.Errorf("%s: %w", what, ctx.Err())
+		}
+		return nil, driversource.ClassifyRender(fmt.Errorf("%s: %w", what, err))
 	}
 	run.manifests = m
 	return m, nil
+}
+
+// cutShort reports whether a render failed because ctx ended (a step's
+// deadline passed, say while the agent was away, or the agent stops): a
+// driver reports its caller's deadline as its own time limit, whose
+// message asks for a smaller driver, and that failed the step at once.
+func cutShort(ctx context.Context, err error) bool {
+	if ctx.Err() == nil {
+		return false
+	}
+	le, ok := errors.AsType[*drivers.LimitError](err)
+	return errors.Is(err, ctx.Err()) || ok && le.Limit == drivers.LimitTime
 }
 
 // deployment returns the deployment's StyrminDeployment (nil when there is

@@ -1,0 +1,60 @@
+package task
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	"github.com/styrmin/styrmin/operator/api/v1alpha1"
+)
+
+// TestAStepResumedPastItsDeadlineTimesOutRatherThanBlamingTheDriver pins
+// how a step whose deadline passed while the task was not reconciled
+// ends: timed out. Its action renders the chart first, under the step's
+// deadline, and the driver reports a deadline as its own time limit
+// ("make the driver smaller"): the step failed as a driver problem, not
+// as a step that timed out.
+func TestAStepResumedPastItsDeadlineTimesOutRatherThanBlamingTheDriver(t *testing.T) {
+	const ns = "dev-jobs"
+	cl := withCRDs(t, ns)
+	ctx := context.Background()
+	d := maintenanceDriver(t)
+	// The workers' pods do not go (no controller runs here): the first
+	// step, stopComponents, waits.
+	workers(t, cl, ns, 2, 2)
+	tk := createJobsTask(t, cl, jobsInstance(t, d, ns, 1, "1.0.0"), v1alpha1.WorkflowCreate)
+	req := reconcile.Request{NamespacedName: client.ObjectKeyFromObject(tk)}
+	const timeout = 2 * time.Minute
+	r, err := NewReconciler(Options{Client: cl, Drivers: oneDriver{d}, Registerer: prometheus.NewRegistry(), StepTimeout: timeout})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tk = reconcileUntil(t, r, cl, req, "the first step stopping the workers", func(tk *v1alpha1.StyrminTask) bool {
+		return len(tk.Status.Steps) > 0 && tk.Status.Steps[0].State == v1alpha1.StepRunning && len(tk.Status.Steps[0].Recorded) > 0
+	})
+
+	// The step's deadline passes before the task is reconciled again.
+	base := tk.DeepCopy()
+	tk.Status.Steps[0].StartedAt = &metav1.Time{Time: time.Now().Add(-timeout - time.Minute)}
+	if err := cl.Status().Patch(ctx, tk, client.MergeFrom(base)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := r.Reconcile(ctx, req); err != nil {
+		t.Fatal(err)
+	}
+	tk = getTask(t, cl, req.NamespacedName)
+	st := tk.Status.Steps[0]
+	if tk.Status.Phase != v1alpha1.TaskFailed || st.State != v1alpha1.StepFailed || !strings.HasPrefix(st.Message, "timed out after "+timeout.String()) ||
+		!strings.Contains(tk.Status.Message, "("+v1alpha1.ReasonStepTimedOut+")") {
+		t.Fatalf("task %s %q, step %s %q; want the step failed on its timeout (%s)", tk.Status.Phase, tk.Status.Message, st.State, st.Message, v1alpha1.ReasonStepTimedOut)
+	}
+	if strings.Contains(st.Message, "driver smaller") {
+		t.Errorf("step message %q blames the driver for the step's own deadline", st.Message)
+	}
+}
