@@ -725,6 +725,11 @@ func (r *Reconciler) correctDrift(ctx context.Context, rs *reconcileState) error
 		rs.requeueAfter = time.Millisecond
 		return nil
 	}
+	if errors.Is(err, release.ErrSensitiveValuesGone) {
+		r.metrics.driftChecks.WithLabelValues("drifted").Inc()
+		r.sensitiveValuesGone(rs, err)
+		return nil
+	}
 	if err != nil {
 		// A look at the live objects that failed (a read the identity may
 		// not make, the API server busy) says nothing of the workloads:
@@ -761,6 +766,10 @@ func (r *Reconciler) correctDrift(ctx context.Context, rs *reconcileState) error
 	summary := release.Summary(drifts)
 	gens, err := rs.releases.Correct(ctx, st.desired, drifts)
 	r.noteGenerations(sd.Namespace, gens)
+	if errors.Is(err, release.ErrSensitiveValuesGone) {
+		r.sensitiveValuesGone(rs, err)
+		return nil
+	}
 	if err != nil {
 		setCondition(sd, v1alpha1.ConditionDrifted, metav1.ConditionTrue, v1alpha1.ReasonDriftCorrectionFailed, summary+": "+err.Error())
 		return outcome.Retryable(v1alpha1.ReasonDriftCorrectionFailed, err)
@@ -774,6 +783,27 @@ func (r *Reconciler) correctDrift(ctx context.Context, rs *reconcileState) error
 	r.recorder.Eventf(sd, nil, corev1.EventTypeWarning, v1alpha1.ReasonDriftCorrected, "CorrectDrift", "Put back drifted objects: %s", summary)
 	// Workloads put back may need to become ready again.
 	return r.health(ctx, rs)
+}
+
+// eventSensitiveValuesMissing is the reason of the event that says the
+// namespace's Secret of sensitive values was found gone and the release
+// is applied again to write it.
+const eventSensitiveValuesMissing = "SensitiveValuesMissing"
+
+// sensitiveValuesGone handles a drift check or correction that needed the
+// namespace's Secret of sensitive values and found it gone (deleted by
+// hand). Only an apply writes it, from git: as for a record gone, the
+// release is applied again now (a new revision of the same objects, which
+// puts drifted fields back too), or every check would fail until git
+// changed. The revision stays in the status: its record is there.
+func (r *Reconciler) sensitiveValuesGone(rs *reconcileState, err error) {
+	sd := rs.sd
+	setCondition(sd, v1alpha1.ConditionDrifted, metav1.ConditionTrue, v1alpha1.ReasonDriftDetected, err.Error())
+	r.recorder.Eventf(sd, nil, corev1.EventTypeWarning, eventSensitiveValuesMissing, "CorrectDrift",
+		"Secret %s of the sensitive values is gone (deleted by hand): applying release %s again to write it from git", v1alpha1.SensitiveSecretName, sd.Status.Release.Name)
+	sd.Status.AppliedDigest = ""
+	r.forgetApplied(sd.Namespace)
+	rs.requeueAfter = time.Millisecond
 }
 
 // driftRetryInterval is how soon a drift check that failed is tried again.

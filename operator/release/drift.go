@@ -282,7 +282,11 @@ func maskRefusal(err error, values resolver.Sensitive) error {
 // start; one that finished and is gone (its
 // ttlSecondsAfterFinished), unchanged since the revision before, is not
 // made again. The objects not applied so are returned.
-func (d *releaseObjects) applyAll(ctx context.Context, objects []*desiredObject, created map[string]bool, jobs jobPlan, releaseName string) (map[string][]byte, Generations, []v1alpha1.ObjectRef, int, error) {
+//
+// adopt (nil: none) is asked about an object applied without force that
+// conflicts: when it says the release created it after all (a failed
+// revision did), the object is applied again, forcing.
+func (d *releaseObjects) applyAll(ctx context.Context, objects []*desiredObject, created map[string]bool, jobs jobPlan, releaseName string, adopt func(context.Context, *desiredObject) (bool, error)) (map[string][]byte, Generations, []v1alpha1.ObjectRef, int, error) {
 	if err := d.refuseOtherReleases(ctx, objects, created, releaseName); err != nil {
 		return nil, nil, nil, 0, err
 	}
@@ -302,6 +306,18 @@ func (d *releaseObjects) applyAll(ctx context.Context, objects []*desiredObject,
 			}
 		}
 		applied, err := d.applyObject(ctx, o, false, force)
+		if err != nil && !force && adopt != nil && apierrors.IsConflict(err) {
+			// Asked only on a conflict: an apply without one is what a
+			// forced apply would have been, and needs no read.
+			adopted, aerr := adopt(ctx, o)
+			if aerr != nil {
+				return nil, nil, nil, i, fmt.Errorf("apply %s: reading whether the release created it: %w", o.ref, aerr)
+			}
+			if adopted {
+				force = true
+				applied, err = d.applyObject(ctx, o, false, force)
+			}
+		}
 		if err != nil && force && IsJob(o.ref) && immutable(err) {
 			if rerr := d.replaceJob(ctx, o, releaseName, false); rerr != nil {
 				return nil, nil, nil, i, fmt.Errorf("replace %s, whose template changed: %w", o.ref, rerr)
@@ -418,7 +434,18 @@ func immutable(err error) bool {
 // conflict, and the other release's drift check would see nothing while
 // this one's prune or uninstall deleted what it uses. Helm refuses to
 // adopt such an object too ("invalid ownership metadata"). An object
-// without the annotations, or with this release's, goes on.
+// with this release's annotations goes on.
+//
+// Nor is an existing object without any release's annotations (Unowned):
+// an administrator's ClusterRoleBinding, a CRD installed by hand. Applied
+// with the same content it would conflict with nothing, be annotated as
+// the release's, and its uninstall or prune would delete it (a CRD, and
+// with it every custom resource of its kind). Helm refuses it too; the
+// error says how to let the release adopt it (annotate it) or create it
+// (delete it). Objects in the release's own namespace are not read (a
+// design call): the agent creates that namespace for the deployment
+// alone, so what is in it is the deployment's, and a field another
+// manager owns there is still refused by the apply's conflict.
 //
 // Only objects outside the release's own namespace that it did not
 // create are read, one GET each: cluster-scoped ones, and those in a
@@ -441,8 +468,12 @@ func (d *releaseObjects) refuseOtherReleases(ctx context.Context, objects []*des
 		if err != nil {
 			return fmt.Errorf("apply %s: reading which release it belongs to: %w", o.ref, err)
 		}
-		if owner, ok := otherRelease(live.GetAnnotations(), releaseName, o.namespace); ok {
+		ann := live.GetAnnotations()
+		if owner, ok := otherRelease(ann, releaseName, o.namespace); ok {
 			return &ConflictError{Object: o.ref, Release: owner}
+		}
+		if ann[ReleaseNameAnnotation] == "" && ann[ReleaseNamespaceAnnotation] == "" {
+			return &ConflictError{Object: o.ref, Unowned: true, releaseName: releaseName, releaseNamespace: o.namespace}
 		}
 	}
 	return nil
@@ -460,8 +491,10 @@ func otherRelease(ann map[string]string, releaseName, namespace string) (string,
 }
 
 // ConflictError is an object the release did not create that is not
-// Styrmin's to take over: another field manager owns fields of it, or
-// (Release set) another release's annotations are on it.
+// Styrmin's to take over: another field manager owns fields of it,
+// (Release set) another release's annotations are on it, or (Unowned)
+// it is outside the release's namespace and no release's annotations are
+// on it.
 type ConflictError struct {
 	Object v1alpha1.ObjectRef
 	// Managers are the field managers that own the conflicting fields.
@@ -470,12 +503,30 @@ type ConflictError struct {
 	// meta.helm.sh/release-name and release-namespace annotations name,
 	// when they name another release ("" otherwise).
 	Release string
-	// Err is the API server's conflict (nil for another release's object:
-	// nothing was applied).
+	// Unowned is true for an existing object outside the release's
+	// namespace that carries no release's annotations (nothing was
+	// applied); releaseName and releaseNamespace name the release
+	// refused, for the error to say how it may adopt the object.
+	Unowned                       bool
+	releaseName, releaseNamespace string
+	// Err is the API server's conflict (nil for another release's object
+	// or an Unowned one: nothing was applied).
 	Err error
 }
 
 func (e *ConflictError) Error() string {
+	if e.Unowned {
+		resource := strings.ToLower(e.Object.Kind)
+		if g := e.Object.Group(); g != "" {
+			resource += "." + g
+		}
+		if e.Object.Namespace != "" {
+			resource += " -n " + e.Object.Namespace
+		}
+		return fmt.Sprintf("apply %s: it exists and belongs to no release (it has no %s and %s annotations); a release does not take over an object it did not create, which its uninstall or prune would then delete (to let release %s/%s adopt it, annotate it: kubectl annotate %s %s %s=%s %s=%s; or delete it to let the release create it)",
+			e.Object, ReleaseNameAnnotation, ReleaseNamespaceAnnotation, e.releaseNamespace, e.releaseName,
+			resource, e.Object.Name, ReleaseNameAnnotation, e.releaseName, ReleaseNamespaceAnnotation, e.releaseNamespace)
+	}
 	if e.Release != "" {
 		return fmt.Sprintf("apply %s: it exists and belongs to release %s (its %s and %s annotations); a release does not take over another release's object (give the object another name in one of the charts, or uninstall release %s)",
 			e.Object, e.Release, ReleaseNameAnnotation, ReleaseNamespaceAnnotation, e.Release)

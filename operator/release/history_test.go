@@ -256,6 +256,65 @@ func TestFailedRetriesAreTrimmedToTheHistoryBound(t *testing.T) {
 	}
 }
 
+// TestAFailedRevisionListingAnObjectNoOtherRecordListsIsNotTrimmed pins
+// that trimming failed retries to the bound keeps a failed revision that
+// created an object no later record lists (a change that added it, failed
+// after applying it, then was changed again without it): its record is
+// what has the fix prune the object, or the uninstall delete it; trimmed,
+// the object outlived the release. The bound is exceeded by that record
+// alone: the retries after it are still trimmed.
+func TestAFailedRevisionListingAnObjectNoOtherRecordListsIsNotTrimmed(t *testing.T) {
+	e := startReleaseEnv(t, 4)
+	ctx := context.Background()
+	for _, end := range []string{"fix", "uninstall"} {
+		t.Run(end, func(t *testing.T) {
+			ns := "trim-" + end
+			e.namespace(t, ns)
+			r1, _, err := e.helm.Apply(ctx, releaseReq(ns, configMap(ns, "a", "1")), nil, 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			// Change A fails (revision 2), change B adds z and fails after
+			// applying it (3), change C drops z and fails on (4 to 7); each
+			// from the deployed revision, as the controller retries.
+			changes := [][]drivers.Object{
+				{configMap(ns, "a", "A"), configMap(ns, "zz_invalid", "A")},
+				{configMap(ns, "a", "B"), configMap(ns, "z", "B"), configMap(ns, "zz_invalid", "B")},
+			}
+			for range 4 {
+				changes = append(changes, []drivers.Object{configMap(ns, "a", "C"), configMap(ns, "zz_invalid", "C")})
+			}
+			for i, objs := range changes {
+				if _, _, err := e.helm.Apply(ctx, releaseReq(ns, objs...), r1, 1); err == nil {
+					t.Fatalf("failing change %d succeeded", i+1)
+				}
+			}
+			if got := e.history(t, ns, "app"); got != "1:deployed 2:failed 3:failed 7:failed" {
+				t.Errorf("history after the failed changes %q, want the deployed revision, the failure after it, the one that created z and the last", got)
+			}
+			if got := e.configMaps(t, ns); got != "a=C z=B" {
+				t.Fatalf("config maps %q", got)
+			}
+			switch end {
+			case "fix":
+				if _, _, err := e.helm.Apply(ctx, releaseReq(ns, configMap(ns, "a", "fixed")), r1, 1); err != nil {
+					t.Fatal(err)
+				}
+				if got := e.configMaps(t, ns); got != "a=fixed" {
+					t.Fatalf("config maps after the fix %q, want z pruned", got)
+				}
+			case "uninstall":
+				if err := e.helm.Uninstall(ctx, ns, "app"); err != nil {
+					t.Fatal(err)
+				}
+				if got := e.configMaps(t, ns); got != "" {
+					t.Fatalf("config maps after the uninstall %q, want none", got)
+				}
+			}
+		})
+	}
+}
+
 // TestARevisionLeftDeployedByAnAgentKilledBeforeSupersedingIsSupersededByTheNext
 // pins that an agent stopped between writing revision 2 and superseding
 // revision 1 (two "deployed" records, the status still naming 1) leaves

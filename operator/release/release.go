@@ -19,6 +19,7 @@ import (
 	release "helm.sh/helm/v4/pkg/release/v1"
 	releaseutil "helm.sh/helm/v4/pkg/release/v1/util"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/dynamic"
@@ -81,7 +82,8 @@ type identities struct {
 type Options struct {
 	// MaxHistory bounds the revisions kept per release (0: Helm's default
 	// of unlimited); failed revisions count, and while they fail a bound
-	// below 3 keeps 3 (see trimHistory).
+	// below 3 keeps 3, and a failed revision whose objects no other lists
+	// is kept (see trimHistory).
 	MaxHistory int
 	// Logger receives warnings that change nothing (a trim that failed).
 	Logger slog.Handler
@@ -263,15 +265,17 @@ func (r *Revision) decode() (*release.Release, error) {
 //     the previous one superseded); here it is written once, when the
 //     apply has succeeded or failed, and the previous one once.
 //
-// An object is applied forcing conflicts only when a revision of the
-// release that deployed lists it: then the release created it and its
-// fields are Styrmin's (forcing takes back fields another manager changed,
+// An object is applied forcing conflicts only when the last revision of
+// the release that deployed lists it, or a failed revision since then
+// created it (see adopter): then the release created it and its fields
+// are Styrmin's (forcing takes back fields another manager changed,
 // drift). Any other object, in the first revision or new in an upgrade,
 // is applied without force: one that exists and whose fields another
 // manager owns is not taken over (Helm refuses to adopt it too), and the
 // error names the object and the other manager; nor is one whose release
-// annotations name another release (refused before anything is applied,
-// the error naming that release). Objects of the previous
+// annotations name another release, or outside the release's namespace
+// one with no release's annotations (refused before anything is applied,
+// the error naming that release, or how to adopt it). Objects of the previous
 // revision that the new one lacks are deleted, but for those annotated
 // helm.sh/resource-policy: keep; after a failed revision, so are those of
 // every revision since the last that deployed (what they created before
@@ -298,8 +302,8 @@ func (h *Releases) Apply(ctx context.Context, req Request, known *Revision, revi
 	if err != nil {
 		return nil, false, err
 	}
-	// After a failed revision the history says which revisions deployed
-	// (one LIST, only then): they decide forcing and are superseded.
+	// After a failed revision the history says which revision deployed
+	// last (one LIST, only then): it decides forcing.
 	var deployed []*release.Release
 	if prev != nil && prev.Info != nil && prev.Info.Status == rcommon.StatusFailed {
 		if hist == nil {
@@ -310,9 +314,10 @@ func (h *Releases) Apply(ctx context.Context, req Request, known *Revision, revi
 		deployed = deployedOf(hist)
 	}
 	// Forcing takes fields back from managers that changed them (drift)
-	// on the objects the release created: those of a revision that
-	// deployed. A failed revision's list may name an object another
-	// manager owns, which a retry must not take over.
+	// on the objects the release created: those of the revision that
+	// deployed last. A failed revision's list may name an object another
+	// manager owns, which a retry must not take over (see adopter for
+	// those it did create).
 	created, err := h.createdObjects(prev, deployed, req)
 	if err != nil {
 		return nil, false, fmt.Errorf("release %s/%s: %w", req.Namespace, req.Name, err)
@@ -348,7 +353,7 @@ func (h *Releases) Apply(ctx context.Context, req Request, known *Revision, revi
 			return nil, false, fmt.Errorf("release %s/%s: %w", req.Namespace, req.Name, err)
 		}
 	}
-	fields, gens, kept, applied, applyErr := h.objects.applyAll(ctx, objs, created, jobs, req.Name)
+	fields, gens, kept, applied, applyErr := h.objects.applyAll(ctx, objs, created, jobs, req.Name, h.adopter(hist, req))
 	if applyErr != nil && applied == 0 {
 		// Nothing changed in the cluster: no revision to record (Helm's
 		// install refusing an object it would take over records none
@@ -365,7 +370,12 @@ func (h *Releases) Apply(ctx context.Context, req Request, known *Revision, revi
 		rel.Info.Description = truncate(req.Description+": "+applyErr.Error(), 1024)
 		gz = nil
 	}
-	record, read, err := h.record(ctx, rel, &prev, gz)
+	// Not on ctx: a reconcile cancelled while it applied (SIGTERM, a lost
+	// lease) would leave the objects applied in no record, never pruned
+	// nor uninstalled. Bounded all the same.
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), recordTimeout)
+	record, read, err := h.record(rctx, rel, &prev, gz)
+	cancel()
 	if err != nil {
 		return nil, prev == nil, errors.Join(applyErr, err)
 	}
@@ -405,6 +415,10 @@ func (h *Releases) Apply(ctx context.Context, req Request, known *Revision, revi
 	rev.finishedKept = kept
 	return rev, prev == nil, nil
 }
+
+// recordTimeout bounds the write of a revision's record once its objects
+// were applied, which the apply's context no longer bounds.
+const recordTimeout = 30 * time.Second
 
 // unchangedJobs returns the Jobs of finished (by key) that objs holds as
 // prev did: a revision that leaves a Job as it was does not mean it to run
@@ -457,6 +471,55 @@ func jobKeys(refs []v1alpha1.ObjectRef) map[string]bool {
 	return out
 }
 
+// adopter returns applyAll's adopt: whether an object that conflicts was
+// created by a failed revision since the last that deployed (one lists it
+// and its live annotations name this release). Its fields are then the
+// release's as much as a deployed revision's: without forcing, an edit by
+// another manager (kubectl scale) after a failed install or upgrade would
+// fail every retry with a conflict saying the release did not create it.
+// An object another manager owns that a failed revision was refused
+// carries no annotations of the release, and is not forced. The history
+// (hist, or one LIST) is read on the first conflict only.
+func (h *Releases) adopter(hist []*release.Release, req Request) func(context.Context, *desiredObject) (bool, error) {
+	var listed map[string]bool
+	return func(ctx context.Context, o *desiredObject) (bool, error) {
+		if listed == nil {
+			if hist == nil {
+				read, err := h.records.history(ctx, req.Namespace, req.Name)
+				if err != nil {
+					return false, err
+				}
+				hist = read
+			}
+			listed = map[string]bool{}
+			for _, rel := range slices.Backward(hist) {
+				if deployedStatus(rel) {
+					break
+				}
+				objs, _, err := h.objects.parseObjects(rel.Manifest, req.Name, req.Namespace, nil, true)
+				if err != nil {
+					return false, fmt.Errorf("revision %d: %w", rel.Version, err)
+				}
+				for _, lo := range objs {
+					listed[objectKey(lo.ref)] = true
+				}
+			}
+		}
+		if !listed[objectKey(o.ref)] {
+			return false, nil
+		}
+		live, err := o.resource.Get(ctx, o.ref.Name, metav1.GetOptions{})
+		if apierrors.IsNotFound(err) {
+			return false, nil
+		}
+		if err != nil {
+			return false, err
+		}
+		ann := live.GetAnnotations()
+		return ann[ReleaseNameAnnotation] == req.Name && ann[ReleaseNamespaceAnnotation] == req.Namespace, nil
+	}
+}
+
 // heldSensitive reports whether prev or a revision of hist placed
 // sensitive values: its manifest holds a placeholder.
 func heldSensitive(prev *release.Release, hist []*release.Release) bool {
@@ -467,12 +530,19 @@ func heldSensitive(prev *release.Release, hist []*release.Release) bool {
 }
 
 // createdObjects returns the keys of the objects the release created: the
-// objects of prev when it deployed, else of the revisions that did
-// (deployed). Objects of kinds no longer served are left out: they cannot
-// be applied either.
+// objects of prev when it deployed, else of the last revision that did
+// (of deployed, oldest first). Only the last, as replaced goes back to it
+// only: an object an older revision had was pruned when a later one
+// dropped it, and may since be another release's, which forcing would
+// take over unchecked (refuseOtherReleases reads no object in created).
+// Objects of kinds no longer served are left out: they cannot be applied
+// either.
 func (h *Releases) createdObjects(prev *release.Release, deployed []*release.Release, req Request) (map[string]bool, error) {
 	out := map[string]bool{}
-	revs := deployed
+	var revs []*release.Release
+	if len(deployed) > 0 {
+		revs = deployed[len(deployed)-1:]
+	}
 	if prev != nil && (prev.Info == nil || prev.Info.Status != rcommon.StatusFailed) {
 		revs = []*release.Release{prev}
 	}
@@ -650,11 +720,13 @@ func numberAfter(rel, prev *release.Release) {
 //
 // When this apply read the history (hist: after a failed revision, or on
 // a record the caller did not know of), a failed revision trims all
-// records beyond the bound, so retries do not pile up, and a deployed one
-// every record that falls out of the window of the last MaxHistory
-// revisions: after a success the records lie in that window, and each
-// later apply that reads no history deletes the one revision falling out
-// of it, without a LIST.
+// records beyond the bound, so retries do not pile up (but for a revision
+// since the last that deployed listing an object no record left lists:
+// it may have created it, and only its record has the fix prune it and
+// the uninstall delete it), and a deployed one every record that falls
+// out of the window of the last MaxHistory revisions: after a success the
+// records lie in that window, and each later apply that reads no history
+// deletes the one revision falling out of it, without a LIST.
 func (h *Releases) trimHistory(ctx context.Context, rel, prev *release.Release, hist []*release.Release, status int) {
 	if h.maxHistory <= 0 {
 		return
@@ -695,14 +767,27 @@ func (h *Releases) trimHistory(ctx context.Context, rel, prev *release.Release, 
 		}
 	case failed:
 		excess := len(hist) + 1 - h.maxHistory
+		since := lastDeployed(hist)
+		gone := map[int]bool{}
 		for _, r := range hist {
 			if excess <= 0 {
 				break
 			}
-			if r.Version < rel.Version && !kept[r.Version] {
-				remove(r.Version)
-				excess--
+			if r.Version >= rel.Version || kept[r.Version] {
+				continue
 			}
+			if r.Version >= since && !h.listedElsewhere(r, rel, hist, since, gone) {
+				// The revisions since the last that deployed are what
+				// the fix prunes and an uninstall deletes (replaced): one
+				// that created an object no other lists is kept, or that
+				// object would outlive the release. Kept rather than its
+				// objects folded into another record, whose manifest
+				// would then say what its revision never applied.
+				continue
+			}
+			remove(r.Version)
+			gone[r.Version] = true
+			excess--
 		}
 	default:
 		for _, r := range hist {
@@ -711,6 +796,54 @@ func (h *Releases) trimHistory(ctx context.Context, rel, prev *release.Release, 
 			}
 		}
 	}
+}
+
+// lastDeployed is the version of the newest revision of hist that
+// deployed, 0 when none did.
+func lastDeployed(hist []*release.Release) int {
+	for _, r := range slices.Backward(hist) {
+		if deployedStatus(r) {
+			return r.Version
+		}
+	}
+	return 0
+}
+
+// listedElsewhere reports whether every object r lists is also listed by
+// rel or by a revision of hist since version since that is not r nor
+// trimmed (gone). A manifest that does not parse counts as not listed:
+// its record is kept.
+func (h *Releases) listedElsewhere(r, rel *release.Release, hist []*release.Release, since int, gone map[int]bool) bool {
+	keys := func(x *release.Release) (map[string]bool, error) {
+		objs, _, err := h.objects.parseObjects(x.Manifest, rel.Name, rel.Namespace, nil, true)
+		out := make(map[string]bool, len(objs))
+		for _, o := range objs {
+			out[objectKey(o.ref)] = true
+		}
+		return out, err
+	}
+	want, err := keys(r)
+	if err != nil {
+		return false
+	}
+	for _, x := range append([]*release.Release{rel}, hist...) {
+		if len(want) == 0 {
+			break
+		}
+		if x == r || gone[x.Version] || (x != rel && x.Version < since) {
+			continue
+		}
+		have, err := keys(x)
+		if err != nil {
+			continue
+		}
+		for k := range want {
+			if have[k] {
+				delete(want, k)
+			}
+		}
+	}
+	return len(want) == 0
 }
 
 // warn logs what changes nothing but is worth knowing.

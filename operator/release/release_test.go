@@ -1,12 +1,15 @@
 package release
 
 import (
+	"bytes"
 	"context"
 	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"math/rand/v2"
+	"net/http"
 	"reflect"
 	"slices"
 	"strings"
@@ -19,8 +22,10 @@ import (
 	release "helm.sh/helm/v4/pkg/release/v1"
 	"helm.sh/helm/v4/pkg/storage/driver"
 	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
@@ -636,3 +641,282 @@ func TestARevisionWhoseRecordCannotBeWrittenAppliesNothing(t *testing.T) {
 		t.Errorf("%d Secrets written; want none", len(secrets.Items))
 	}
 }
+
+// TestAReleaseDoesNotAdoptAnExistingObjectWithoutReleaseAnnotations pins
+// that an object outside the release's namespace that exists and carries
+// no release's annotations (an administrator's ClusterRoleBinding, a
+// ConfigMap in a namespace the policy adds) is refused, though the
+// release renders it with the same content: server-side apply would share
+// it without a conflict, and the release's uninstall would then delete
+// it. The refusal changes nothing, records nothing, says how to let the
+// release adopt the object, and the release's uninstall leaves it; once
+// annotated for the release, it is adopted (and uninstalled with it). In
+// the release's own namespace, which the agent creates for it, such an
+// object is the release's to take (a field another manager owns there is
+// refused by the apply's conflict).
+func TestAReleaseDoesNotAdoptAnExistingObjectWithoutReleaseAnnotations(t *testing.T) {
+	e := startReleaseEnv(t, 10)
+	ctx := context.Background()
+	for _, ns := range []string{"prod", "shared"} {
+		e.namespace(t, ns)
+	}
+	// The administrator's objects, as the chart renders them.
+	if _, err := e.cs.RbacV1().ClusterRoleBindings().Create(ctx, &rbacv1.ClusterRoleBinding{
+		ObjectMeta: metav1.ObjectMeta{Name: "api-view"},
+		RoleRef:    rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "ClusterRole", Name: "view"},
+		Subjects:   []rbacv1.Subject{{Kind: "ServiceAccount", Name: "api", Namespace: "prod"}},
+	}, metav1.CreateOptions{FieldManager: "kubectl-create"}); err != nil {
+		t.Fatal(err)
+	}
+	for _, ns := range []string{"shared", "prod"} {
+		theirs := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "settings", Namespace: ns}, Data: map[string]string{"v": "same"}}
+		if _, err := e.cs.CoreV1().ConfigMaps(ns).Create(ctx, theirs, metav1.CreateOptions{FieldManager: "kubectl-create"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	annotations := func(t *testing.T, ns, name string) map[string]string {
+		t.Helper()
+		if ns == "" {
+			crb, err := e.cs.RbacV1().ClusterRoleBindings().Get(ctx, name, metav1.GetOptions{})
+			if err != nil {
+				t.Fatalf("%s: %v", name, err)
+			}
+			return crb.Annotations
+		}
+		cm, err := e.cs.CoreV1().ConfigMaps(ns).Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			t.Fatalf("%s/%s: %v", ns, name, err)
+		}
+		return cm.Annotations
+	}
+	cases := []struct {
+		name     string
+		obj      drivers.Object
+		objNS    string
+		annotate string // the kubectl command the error gives
+	}{
+		{"cluster-scoped", clusterRoleBinding("api-view", "prod"), "",
+			"kubectl annotate clusterrolebinding.rbac.authorization.k8s.io api-view meta.helm.sh/release-name=api meta.helm.sh/release-namespace=prod"},
+		{"in another namespace", configMap("shared", "settings", "same"), "shared",
+			"kubectl annotate configmap -n shared settings meta.helm.sh/release-name=api meta.helm.sh/release-namespace=prod"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			req := releaseReq("prod", configMap("prod", "own", "prod"), c.obj)
+			req.Name = "api"
+			_, _, err := e.helm.Apply(ctx, req, nil, 0)
+			var conflict *ConflictError
+			if !errors.As(err, &conflict) || !conflict.Unowned || !strings.Contains(err.Error(), "belongs to no release") || !strings.Contains(err.Error(), c.annotate) {
+				t.Fatalf("apply over an object without release annotations: %v; want a refusal saying %q", err, c.annotate)
+			}
+			if ann := annotations(t, c.objNS, c.obj.Name); ann[ReleaseNameAnnotation] != "" {
+				t.Fatalf("the refused object was annotated %v", ann)
+			}
+			if _, err := e.cs.CoreV1().ConfigMaps("prod").Get(ctx, "own", metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+				t.Fatalf("the refused release's own object: %v, want not created", err)
+			}
+			if n := e.releaseRecordCount(t, "prod"); n != 0 {
+				t.Fatalf("%d records for a refused install", n)
+			}
+			if err := e.helm.Uninstall(ctx, "prod", "api"); err != nil {
+				t.Fatal(err)
+			}
+			annotations(t, c.objNS, c.obj.Name) // still there
+
+			// Annotated as the error says: adopted, and uninstalled with
+			// the release.
+			patch := []byte(`{"metadata":{"annotations":{"meta.helm.sh/release-name":"api","meta.helm.sh/release-namespace":"prod"}}}`)
+			if c.objNS == "" {
+				_, err = e.cs.RbacV1().ClusterRoleBindings().Patch(ctx, c.obj.Name, types.MergePatchType, patch, metav1.PatchOptions{})
+			} else {
+				_, err = e.cs.CoreV1().ConfigMaps(c.objNS).Patch(ctx, c.obj.Name, types.MergePatchType, patch, metav1.PatchOptions{})
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, _, err := e.helm.Apply(ctx, req, nil, 0); err != nil {
+				t.Fatalf("apply over the object annotated for the release: %v", err)
+			}
+			if err := e.helm.Uninstall(ctx, "prod", "api"); err != nil {
+				t.Fatal(err)
+			}
+			if c.objNS == "" {
+				_, err = e.cs.RbacV1().ClusterRoleBindings().Get(ctx, c.obj.Name, metav1.GetOptions{})
+			} else {
+				_, err = e.cs.CoreV1().ConfigMaps(c.objNS).Get(ctx, c.obj.Name, metav1.GetOptions{})
+			}
+			if !apierrors.IsNotFound(err) {
+				t.Fatalf("the adopted object after the uninstall: %v, want deleted", err)
+			}
+		})
+	}
+
+	// The release's own namespace: the same object without annotations is
+	// taken.
+	req := releaseReq("prod", configMap("prod", "settings", "same"))
+	req.Name = "api"
+	if _, _, err := e.helm.Apply(ctx, req, nil, 0); err != nil {
+		t.Fatalf("apply over an object without annotations in the release's namespace: %v", err)
+	}
+	if ann := annotations(t, "prod", "settings"); ann[ReleaseNameAnnotation] != "api" {
+		t.Fatalf("the release namespace's object is annotated %v, want the release's", ann)
+	}
+}
+
+// TestAnObjectDroppedBeforeTheLastDeployedRevisionIsNotForcedAfterAFailedOne
+// pins that after a failed revision only the last deployed revision's
+// objects count as the release's: an object an older revision had, which
+// a later one pruned and another release has created since, is refused
+// when a fix adds it again, not taken over.
+func TestAnObjectDroppedBeforeTheLastDeployedRevisionIsNotForcedAfterAFailedOne(t *testing.T) {
+	e := startReleaseEnv(t, 10)
+	ctx := context.Background()
+	for _, ns := range []string{"dev", "prod"} {
+		e.namespace(t, ns)
+	}
+	req := func(ns string, objects ...drivers.Object) Request {
+		r := releaseReq(ns, objects...)
+		r.Name = "api"
+		return r
+	}
+	r1, _, err := e.helm.Apply(ctx, req("dev", configMap("dev", "a", "1"), clusterRoleBinding("api-view", "dev")), nil, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r2, _, err := e.helm.Apply(ctx, req("dev", configMap("dev", "a", "2")), r1, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := e.helm.Apply(ctx, req("prod", clusterRoleBinding("api-view", "prod")), nil, 0); err != nil {
+		t.Fatalf("prod's release creating the binding dev's dropped: %v", err)
+	}
+	if _, _, err := e.helm.Apply(ctx, req("dev", configMap("dev", "a", "3"), configMap("dev", "zz_invalid", "3")), r2, 2); err == nil {
+		t.Fatal("an upgrade with an invalid object name succeeded")
+	}
+	// The fix adds the binding again; the status was lost (the history
+	// is read, its latest revision failed).
+	_, _, err = e.helm.Apply(ctx, req("dev", configMap("dev", "a", "4"), clusterRoleBinding("api-view", "dev")), nil, 0)
+	var conflict *ConflictError
+	if !errors.As(err, &conflict) || conflict.Release != "prod/api" {
+		t.Fatalf("dev's fix adding prod's binding: %v; want a conflict naming release prod/api", err)
+	}
+	crb, err := e.cs.RbacV1().ClusterRoleBindings().Get(ctx, "api-view", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if crb.Annotations[ReleaseNamespaceAnnotation] != "prod" || crb.Subjects[0].Namespace != "prod" {
+		t.Fatalf("api-view is annotated %v with subject %v, want still prod's", crb.Annotations, crb.Subjects)
+	}
+}
+
+// TestObjectsAFailedRevisionCreatedAreForcedByItsRetry pins that the
+// objects a failed install or upgrade created are the release's: another
+// manager's edit of one (kubectl edit, scale) is taken back by the retry,
+// which would otherwise conflict on every attempt saying the release did
+// not create it.
+func TestObjectsAFailedRevisionCreatedAreForcedByItsRetry(t *testing.T) {
+	e := startReleaseEnv(t, 10)
+	ctx := context.Background()
+	const ns = "failed-created"
+	e.namespace(t, ns)
+	edit := func(name string) {
+		t.Helper()
+		cm, err := e.cs.CoreV1().ConfigMaps(ns).Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		cm.Data["v"] = "edited"
+		if _, err := e.cs.CoreV1().ConfigMaps(ns).Update(ctx, cm, metav1.UpdateOptions{FieldManager: "kubectl-edit"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// A failed install creates a.
+	if _, _, err := e.helm.Apply(ctx, releaseReq(ns, configMap(ns, "a", "1"), configMap(ns, "zz_invalid", "1")), nil, 0); err == nil {
+		t.Fatal("an install with an invalid object name succeeded")
+	}
+	edit("a")
+	r2, _, err := e.helm.Apply(ctx, releaseReq(ns, configMap(ns, "a", "2")), nil, 0)
+	if err != nil {
+		t.Fatalf("retry of the failed install after an edit of the object it created: %v", err)
+	}
+	if got, h := e.configMaps(t, ns), e.history(t, ns, "app"); got != "a=2" || h != "1:failed 2:deployed" {
+		t.Fatalf("after the retry: config maps %q, history %q", got, h)
+	}
+	// A failed upgrade creates b; the retry starts from the deployed
+	// revision, as the controller's does.
+	if _, _, err := e.helm.Apply(ctx, releaseReq(ns, configMap(ns, "a", "3"), configMap(ns, "b", "3"), configMap(ns, "zz_invalid", "3")), r2, 2); err == nil {
+		t.Fatal("an upgrade with an invalid object name succeeded")
+	}
+	edit("b")
+	if _, _, err := e.helm.Apply(ctx, releaseReq(ns, configMap(ns, "a", "4"), configMap(ns, "b", "4")), r2, 2); err != nil {
+		t.Fatalf("retry of the failed upgrade after an edit of the object it created: %v", err)
+	}
+	if got := e.configMaps(t, ns); got != "a=4 b=4" {
+		t.Fatalf("after the retry: config maps %q, want a=4 b=4", got)
+	}
+}
+
+// TestAnApplyCancelledAfterItsFirstObjectIsStillRecorded pins that a
+// reconcile cancelled while it applies (SIGTERM, a lost lease) records
+// the objects it applied, as a failed revision: written on the apply's
+// context, the record failed at once, and the objects were in no record,
+// never pruned nor uninstalled. The context here is cancelled as the
+// API server's answer to the first object's apply arrives.
+func TestAnApplyCancelledAfterItsFirstObjectIsStillRecorded(t *testing.T) {
+	e := startReleaseEnv(t, 10)
+	const ns = "cancelled"
+	e.namespace(t, ns)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	cfg := rest.CopyConfig(e.cluster.RESTConfig)
+	cfg.Wrap(func(rt http.RoundTripper) http.RoundTripper {
+		return roundTripFunc(func(req *http.Request) (*http.Response, error) {
+			resp, err := rt.RoundTrip(req)
+			if err != nil || req.Method != http.MethodPatch || !strings.HasSuffix(req.URL.Path, "/configmaps/a") {
+				return resp, err
+			}
+			// The answer read before the cancel: the apply of a succeeds.
+			body, rerr := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			resp.Body = io.NopCloser(bytes.NewReader(body))
+			cancel()
+			return resp, rerr
+		})
+	})
+	hc, err := rest.HTTPClientFor(e.cluster.RESTConfig)
+	if err != nil {
+		t.Fatal(err)
+	}
+	mapper, err := apiutil.NewDynamicRESTMapper(e.cluster.RESTConfig, hc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dyn, err := dynamic.NewForConfig(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h, err := New(e.cs, dyn, mapper, Options{MaxHistory: 10})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, _, err = h.Apply(ctx, releaseReq(ns, configMap(ns, "a", "1"), configMap(ns, "b", "1")), nil, 0)
+	if !errors.Is(err, context.Canceled) {
+		t.Fatalf("apply cancelled after its first object: %v, want context.Canceled", err)
+	}
+	if got := e.configMaps(t, ns); got != "a=1" {
+		t.Fatalf("config maps %q, want a=1 applied before the cancel", got)
+	}
+	if got := e.history(t, ns, "app"); got != "1:failed" {
+		t.Fatalf("history %q, want the cancelled apply recorded as 1:failed", got)
+	}
+	if err := e.helm.Uninstall(context.Background(), ns, "app"); err != nil {
+		t.Fatal(err)
+	}
+	if got := e.configMaps(t, ns); got != "" {
+		t.Fatalf("config maps after the uninstall %q, want none", got)
+	}
+}
+
+type roundTripFunc func(*http.Request) (*http.Response, error)
+
+func (f roundTripFunc) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }

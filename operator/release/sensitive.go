@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/base64"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"strings"
 
@@ -77,9 +78,19 @@ func (s *sensitiveSecrets) remove(ctx context.Context, namespace string) error {
 	return nil
 }
 
+// ErrSensitiveValuesGone is returned (wrapped) when an object's
+// placeholders are to be revealed (a drift check's dry-run, a correction)
+// and the namespace's Secret of sensitive values is gone (deleted by
+// hand). Only an apply writes it: as for ErrReleaseGone, the release
+// needs applying again, or every check would fail until git changed.
+var ErrSensitiveValuesGone = errors.New("the Secret of the release's sensitive values is gone")
+
 // read returns the namespace's sensitive values by digest.
 func (s *sensitiveSecrets) read(ctx context.Context, namespace string) (map[string][]byte, error) {
 	sec, err := s.cs.CoreV1().Secrets(namespace).Get(ctx, v1alpha1.SensitiveSecretName, metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		return nil, fmt.Errorf("%w: Secret %s of %s not found", ErrSensitiveValuesGone, v1alpha1.SensitiveSecretName, namespace)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("reading the sensitive values of %s (Secret %s): %w", namespace, v1alpha1.SensitiveSecretName, err)
 	}
