@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/go-logr/logr"
+	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 
 	"github.com/styrmin/styrmin/gitsource"
@@ -29,13 +30,39 @@ type UIOptions struct {
 
 // addUI serves the web UI on every replica: it reads the manager's cache
 // (StyrminDeployments, tasks, sources), the API server for pods and
-// events (which the agent does not cache), and the agent's clone.
+// events (which the agent does not cache), and the agent's clone. Only
+// the elected replica's syncer fetches that clone: on the others the UI
+// fetches it before a page when the StyrminSource records a newer fetched
+// head (ui.Follow), so a port-forward that lands on a standby does not
+// show the repository as it was when the pod started.
 func (a *Agent) addUI(clone *gitsource.Repo, opts Options) error {
+	log := a.log.WithName("ui")
+	elected := a.mgr.Elected()
 	h, err := ui.New(ui.Options{
 		Clusters:    []ui.Cluster{{Name: opts.Cluster, Reader: a.mgr.GetClient(), Live: a.mgr.GetAPIReader()}},
 		Repo:        clone,
 		Dir:         opts.Path,
 		PlanOptions: planner.Options{DriverLimits: opts.Drivers.Limits, Sandbox: opts.Drivers.Sandbox, ConfigSandbox: opts.Drivers.Config},
+		Follow: &ui.Follow{
+			Reader: a.mgr.GetClient(),
+			Source: types.NamespacedName{Namespace: opts.Manager.Namespace, Name: opts.SourceName},
+			Fetch: func(ctx context.Context) error {
+				_, err := clone.Fetch(ctx)
+				if err != nil {
+					log.Info("fetching the repository for the web UI of a replica that is not elected", "error", err.Error())
+				}
+				return err
+			},
+			// Elected (or no election): the syncer fetches.
+			Standby: func() bool {
+				select {
+				case <-elected:
+					return false
+				default:
+					return true
+				}
+			},
+		},
 	})
 	if err != nil {
 		return fmt.Errorf("agent: ui: %w", err)
@@ -48,7 +75,7 @@ func (a *Agent) addUI(clone *gitsource.Repo, opts Options) error {
 		opts.UI.OnListening(ln.Addr())
 	}
 	a.log.Info("serving the web UI", "address", ln.Addr().String())
-	return a.mgr.Add(&uiServer{ln: ln, handler: h, log: a.log.WithName("ui")})
+	return a.mgr.Add(&uiServer{ln: ln, handler: h, log: log})
 }
 
 // uiServer serves the UI until the manager stops; every replica serves

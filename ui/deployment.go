@@ -243,6 +243,9 @@ func maskedYAML(raw []byte) string {
 type settingsResult struct {
 	settings []setting
 	err      string
+	// absent: the commit is not in the repository (yet: a replica's
+	// clone behind the fetching one's), not remembered.
+	absent bool
 }
 
 // settingsAt resolves the repository at commit, as `styrminctl explain`
@@ -262,24 +265,26 @@ func (h *Handler) settingsAt(commit string, id resolver.ID) ([]setting, string) 
 		return r.settings, r.err
 	}
 	r := &settingsResult{}
-	r.settings, r.err = h.resolveSettings(commit, id)
-	remember(&h.cacheMu, h.settings, key, r)
+	r.settings, r.err, r.absent = h.resolveSettings(commit, id)
+	if !r.absent {
+		remember(&h.cacheMu, h.settings, key, r)
+	}
 	return r.settings, r.err
 }
 
-func (h *Handler) resolveSettings(commit string, id resolver.ID) ([]setting, string) {
+func (h *Handler) resolveSettings(commit string, id resolver.ID) (_ []setting, _ string, absent bool) {
 	hash, err := gitsource.ParseHash(commit)
 	if err != nil {
-		return nil, fmt.Sprintf("source commit %q: %v", commit, err)
+		return nil, fmt.Sprintf("source commit %q: %v", commit, err), false
 	}
 	fsys, err := h.o.Repo.TreeAt(hash, h.o.Dir)
 	if err != nil {
-		return nil, mask(err.Error())
+		return nil, mask(err.Error()), true
 	}
 	ws, err := resolver.LoadWorkspace(fsys, resolver.WorkspaceOptions{SourceCommit: commit, DriverLimits: h.o.PlanOptions.DriverLimits, Sandbox: h.o.PlanOptions.Sandbox,
 		ConfigSandbox: h.o.PlanOptions.ConfigSandbox})
 	if err != nil {
-		return nil, "resolving the repository at " + short(commit) + ": " + mask(err.Error())
+		return nil, "resolving the repository at " + short(commit) + ": " + mask(err.Error()), false
 	}
 	// This deployment only (as plan --only does): a repository of 500
 	// deployments resolves one in a fraction of the time.
@@ -288,10 +293,10 @@ func (h *Handler) resolveSettings(commit string, id resolver.ID) ([]setting, str
 	if !ok {
 		for _, e := range res.Errors {
 			if e.ID == id {
-				return nil, mask(e.Error())
+				return nil, mask(e.Error()), false
 			}
 		}
-		return nil, fmt.Sprintf("%s is not defined at %s", id, short(commit))
+		return nil, fmt.Sprintf("%s is not defined at %s", id, short(commit)), false
 	}
 	all := map[string]any{"parameters": rd.Instance.Context.Parameters}
 	for k, v := range rd.Settings {
@@ -305,5 +310,5 @@ func (h *Handler) resolveSettings(commit string, id resolver.ID) ([]setting, str
 		b, _ := json.Marshal(maskValue(resolver.SettingAt(all, p)))
 		out = append(out, setting{Path: p, Value: string(b), Layer: o.Layer, File: o.File})
 	}
-	return out, ""
+	return out, "", false
 }

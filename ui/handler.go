@@ -87,6 +87,10 @@ type Options struct {
 	Timeout time.Duration
 	// Now is the clock (nil: time.Now).
 	Now func() time.Time
+	// Follow, when set, fetches Repo before a page is read when another
+	// process fetched a newer head (a replica of the agent that is not
+	// elected).
+	Follow *Follow
 }
 
 // Handler serves the pages. It is safe for concurrent use.
@@ -110,6 +114,9 @@ type Handler struct {
 	// seconds of CPU on a large repository, and the agent that serves
 	// the pages has its own work to do.
 	computing chan struct{}
+	// follow brings Repo up to date before a page is read (nil: Repo is
+	// fetched by its owner).
+	follow *follower
 }
 
 var _ http.Handler = (*Handler)(nil)
@@ -162,6 +169,7 @@ func New(o Options) (*Handler, error) {
 	if o.Repo != nil {
 		h.history = timeline.NewReader(o.Repo, o.Dir)
 	}
+	h.follow = newFollower(o.Follow, o.Repo, o.Now, o.Timeout)
 	var err error
 	if h.pages, err = parsePages(); err != nil {
 		return nil, err
@@ -193,6 +201,11 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		hd.Set("Allow", "GET, HEAD")
 		http.Error(w, "the Styrmin UI is read-only: only GET and HEAD", http.StatusMethodNotAllowed)
 		return
+	}
+	if h.follow != nil && !strings.HasPrefix(r.URL.Path, "/static/") {
+		ctx, cancel := h.ctx(r)
+		h.follow.catchUp(ctx)
+		cancel()
 	}
 	h.mux.ServeHTTP(w, r)
 }

@@ -18,7 +18,7 @@ func Active(sd *v1alpha1.StyrminDeployment, tasks []v1alpha1.StyrminTask) *v1alp
 	var active *v1alpha1.ActiveInstance
 	if sd != nil {
 		active = sd.Status.Active
-		if active == nil && sd.Status.ActiveSequence > 0 && sd.Status.ActiveSequence == sd.Spec.Sequence {
+		if active == nil && sd.Status.ActiveSequence > 0 && sd.Status.ActiveSequence == sd.Spec.Sequence && legacyActiveHolds(sd.Status.ActiveSequence, tasks) {
 			// Written by an agent that recorded no summary: the instance
 			// it ran is the spec.
 			active = &v1alpha1.ActiveInstance{Sequence: sd.Spec.Sequence, Kind: sd.Spec.Kind, Digest: sd.Spec.Digest,
@@ -35,6 +35,23 @@ func Active(sd *v1alpha1.StyrminDeployment, tasks []v1alpha1.StyrminTask) *v1alp
 		}
 	}
 	return active
+}
+
+// legacyActiveHolds tells whether an activeSequence written by an agent
+// that recorded no summary (status.active nil) names an active instance.
+// Those agents wrote it when the release was applied, before the task's
+// post steps ran: it is the applied sequence, active only when the task of
+// that sequence succeeded, or is no longer kept (pruned from the history,
+// so finished long ago). A task of it that failed, was superseded or still
+// runs leaves the active instance to the deployment's succeeded tasks.
+func legacyActiveHolds(seq int64, tasks []v1alpha1.StyrminTask) bool {
+	for i := range tasks {
+		t := &tasks[i]
+		if t.Spec.Operation == nil && t.Spec.ToSequence == seq {
+			return t.Status.Phase == v1alpha1.TaskSucceeded
+		}
+	}
+	return true
 }
 
 // TaskTarget summarises the instance a task applies as an active
