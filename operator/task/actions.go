@@ -727,6 +727,11 @@ func (r *Reconciler) execInComponent(ctx context.Context, run *taskRun, step dri
 	if container == "" && len(pod.Spec.Containers) > 0 {
 		container = pod.Spec.Containers[0].Name
 	}
+	if deadline, ok := ctx.Deadline(); ok {
+		// Up to the step's timeout, which the driver sets: not a wedged
+		// worker for /healthz.
+		defer r.opts.Waits.Begin(ControllerName, deadline)()
+	}
 	stdout, stderr, err := a.Exec.Exec(ctx, pod.Namespace, pod.Name, container, step.Command)
 	out := strings.TrimRight(stdout+stderr, "\n")
 	if err != nil {

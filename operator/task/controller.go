@@ -34,6 +34,7 @@ import (
 	"github.com/styrmin/styrmin/operator/api/v1alpha1"
 	"github.com/styrmin/styrmin/operator/driversource"
 	"github.com/styrmin/styrmin/operator/instance"
+	"github.com/styrmin/styrmin/operator/internal/liveness"
 	"github.com/styrmin/styrmin/operator/internal/outcome"
 	"github.com/styrmin/styrmin/operator/release"
 	"github.com/styrmin/styrmin/resolver"
@@ -105,6 +106,10 @@ type Options struct {
 	// StepTimeout bounds steps without a declared timeout; 0 means
 	// DefaultStepTimeout.
 	StepTimeout time.Duration
+	// Waits records a step's exec, which waits inside its reconcile up
+	// to the step's timeout, so the agent's /healthz does not take it for
+	// a wedged worker (nil: not recorded).
+	Waits *liveness.Waits
 	// PollInterval is how often a waiting step looks again; 0 means
 	// DefaultTaskPollInterval.
 	PollInterval time.Duration
@@ -228,6 +233,9 @@ func NewReconciler(opts Options) (*Reconciler, error) {
 	return &Reconciler{opts: opts, metrics: m, own: own, scopes: release.NewScopes(opts.Client.RESTMapper()), started: map[types.UID]int32{}, written: map[types.UID]string{}, instances: map[types.NamespacedName]lockedInstance{}, lastErr: map[types.UID]string{}, finished: map[types.UID]string{}, scaled: map[types.UID]map[string]int64{}, uids: map[types.NamespacedName]types.UID{}, runs: map[resolver.ID]types.UID{}, waiting: map[resolver.ID]map[types.NamespacedName]bool{}, waitsFor: map[types.NamespacedName]orderWait{}}, nil
 }
 
+// ControllerName is the task controller's name, in its metrics and logs.
+const ControllerName = "styrmintask"
+
 // SetupWithManager registers the controller: it watches StyrminTasks
 // (a task's change wakes the other tasks of its deployment, which may be
 // waiting for it) and StyrminDeployments (to wake the step waiting for
@@ -235,7 +243,7 @@ func NewReconciler(opts Options) (*Reconciler, error) {
 // waits for them, so the agent caches none of them.
 func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 	return ctrl.NewControllerManagedBy(mgr).
-		Named("styrmintask").
+		Named(ControllerName).
 		// The task's own status writes change no generation: they do not
 		// wake it again (the step loop requeues as it needs).
 		For(&v1alpha1.StyrminTask{}, builder.WithPredicates(predicate.GenerationChangedPredicate{})).

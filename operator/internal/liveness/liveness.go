@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"sort"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -24,9 +25,12 @@ const metricName = "workqueue_longest_running_processor_seconds"
 
 // Stuck returns a healthz check that fails while a controller's longest
 // running reconcile, as g reports it (the manager's metrics registry),
-// is older than bound. The bound must exceed the longest reconcile that
-// is normal (a step that waits, a driver render up to its time limit).
-func Stuck(g prometheus.Gatherer, bound time.Duration) healthz.Checker {
+// is older than bound, unless waits (nil: none) holds a wait of that
+// controller that is not past its end. The bound must exceed the longest
+// reconcile that is normal (a driver render up to its time limit); a
+// wait whose length the driver sets (a step's exec, up to the step's
+// timeout) is recorded in waits instead.
+func Stuck(g prometheus.Gatherer, bound time.Duration, waits *Waits) healthz.Checker {
 	return func(*http.Request) error {
 		families, err := g.Gather()
 		if err != nil {
@@ -49,6 +53,9 @@ func Stuck(g prometheus.Gatherer, bound time.Duration) healthz.Checker {
 						name = l.GetValue()
 					}
 				}
+				if waits.covers(name, time.Now()) {
+					continue
+				}
 				stuck = append(stuck, fmt.Sprintf("%s for %s", name, (time.Duration(secs)*time.Second).String()))
 			}
 		}
@@ -58,4 +65,62 @@ func Stuck(g prometheus.Gatherer, bound time.Duration) healthz.Checker {
 		sort.Strings(stuck)
 		return fmt.Errorf("a reconcile has been running longer than %s: %s", bound, strings.Join(stuck, ", "))
 	}
+}
+
+// waitGrace is how long past its end a wait still covers its controller:
+// a wait ends by its context's deadline, and the reconcile around it
+// records its outcome after.
+const waitGrace = time.Minute
+
+// Waits records the waits a controller knows to be long inside one
+// reconcile: a task step's exec in a pod runs up to the step's timeout,
+// which the driver sets (an hour for a migration), and a reconcile
+// waiting for it is not wedged. Safe for concurrent use; a nil *Waits
+// records nothing.
+type Waits struct {
+	mu    sync.Mutex
+	next  uint64
+	waits map[uint64]wait
+}
+
+type wait struct {
+	controller string
+	until      time.Time
+}
+
+// NewWaits returns an empty record of waits.
+func NewWaits() *Waits { return &Waits{waits: map[uint64]wait{}} }
+
+// Begin records that a reconcile of controller waits until until (the
+// deadline of what it waits for); the returned function ends the wait.
+func (w *Waits) Begin(controller string, until time.Time) (end func()) {
+	if w == nil {
+		return func() {}
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.next++
+	id := w.next
+	w.waits[id] = wait{controller: controller, until: until}
+	return func() {
+		w.mu.Lock()
+		defer w.mu.Unlock()
+		delete(w.waits, id)
+	}
+}
+
+// covers tells whether controller has a wait not past its end (with
+// waitGrace) at now.
+func (w *Waits) covers(controller string, now time.Time) bool {
+	if w == nil {
+		return false
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for _, x := range w.waits {
+		if x.controller == controller && now.Before(x.until.Add(waitGrace)) {
+			return true
+		}
+	}
+	return false
 }
