@@ -2,6 +2,7 @@ package install
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
@@ -11,6 +12,7 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -24,6 +26,7 @@ import (
 	"github.com/styrmin/styrmin/gitsource"
 	"github.com/styrmin/styrmin/operator"
 	"github.com/styrmin/styrmin/operator/api/v1alpha1"
+	"github.com/styrmin/styrmin/version"
 )
 
 // MinKubernetes is the oldest Kubernetes Styrmin supports: its admission
@@ -55,6 +58,9 @@ type CheckOptions struct {
 	Token string
 	// GitTimeout bounds reaching the repository (default 30 seconds).
 	GitTimeout time.Duration
+	// Version is this build's version, which the CRDs' schemas are
+	// compared against (default version.Get().Short()).
+	Version string
 }
 
 // Check checks the cluster of cfg: the API server's version, and unless
@@ -68,6 +74,9 @@ func Check(ctx context.Context, cfg *rest.Config, o CheckOptions) []Finding {
 	}
 	if o.GitTimeout == 0 {
 		o.GitTimeout = 30 * time.Second
+	}
+	if o.Version == "" {
+		o.Version = version.Get().Short()
 	}
 	v, err := KubernetesVersion(cfg)
 	if err != nil {
@@ -84,7 +93,7 @@ func Check(ctx context.Context, cfg *rest.Config, o CheckOptions) []Finding {
 	if err != nil {
 		return append(out, fail("%v", err))
 	}
-	fs, dep := checkInstallation(ctx, c, o.Namespace)
+	fs, dep := checkInstallation(ctx, c, o.Namespace, o.Version)
 	out = append(out, fs...)
 	if o.Repo == "" && dep == nil {
 		// No repository to check: the agent's Deployment names it.
@@ -119,7 +128,7 @@ func checkKubernetesVersion(v string) Finding {
 
 // checkInstallation checks the objects Render makes, and returns the
 // agent's Deployment when it exists.
-func checkInstallation(ctx context.Context, c client.Client, ns string) ([]Finding, *appsv1.Deployment) {
+func checkInstallation(ctx context.Context, c client.Client, ns, self string) ([]Finding, *appsv1.Deployment) {
 	objs, err := manifests(ns)
 	if err != nil {
 		return []Finding{fail("%v", err)}, nil
@@ -132,7 +141,7 @@ func checkInstallation(ctx context.Context, c client.Client, ns string) ([]Findi
 	for _, u := range objs {
 		switch {
 		case isCRD(u):
-			out = append(out, checkCRD(ctx, c, u))
+			out = append(out, checkCRD(ctx, c, u, self))
 		case u.GetKind() == "Deployment":
 		case isDefaultEnvironmentBinding(u) && !clusterWide:
 			out = append(out, checkLeftOut(ctx, c, u))
@@ -151,8 +160,12 @@ func checkInstallation(ctx context.Context, c client.Client, ns string) ([]Findi
 }
 
 // checkCRD checks that want's CRD is established, serves each version
-// want serves and stores at want's storage version.
-func checkCRD(ctx context.Context, c client.Client, want *unstructured.Unstructured) Finding {
+// want serves, stores at want's storage version, and defines each of
+// them as want does (schema, subresources, printer columns): a CRD left
+// at an older schema (Helm installs crds/ only once) is established, but
+// the API server prunes every field it does not know from what the agent
+// writes. self is this build's version.
+func checkCRD(ctx context.Context, c client.Client, want *unstructured.Unstructured, self string) Finding {
 	var exp apiextensionsv1.CustomResourceDefinition
 	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(want.Object, &exp); err != nil {
 		return fail("CRD %s: embedded definition: %v", want.GetName(), err)
@@ -179,9 +192,113 @@ func checkCRD(ctx context.Context, c client.Client, want *unstructured.Unstructu
 		if v.Storage && !live.Spec.Versions[i].Storage {
 			return fail("CRD %s stores another version than %s, which this styrminctl expects (run styrminctl install to upgrade it)", exp.Name, v.Name)
 		}
+		if where := definitionDiff(v, live.Spec.Versions[i]); where != "" {
+			by := live.Annotations[operator.AnnotationCRDVersion]
+			if operator.NewerVersion(by, self) {
+				return fail("CRD %s: its %s definition differs from this styrminctl's (%s) at %s: it was applied by %s (annotation %s), which is newer; check with a styrminctl of that version",
+					exp.Name, v.Name, self, where, by, operator.AnnotationCRDVersion)
+			}
+			if by == "" {
+				by = "an unrecorded version (no annotation " + operator.AnnotationCRDVersion + ": Helm's crds/, kubectl apply, or an older styrminctl)"
+			}
+			return fail("CRD %s: its %s schema differs from this version's (%s) at %s; it was applied by %s. The API server prunes the fields this version writes that the old schema lacks: "+
+				"update the CRDs with styrminctl install, or kubectl apply --server-side -f charts/styrmin-agent/crds/ of this version",
+				exp.Name, v.Name, self, where, by)
+		}
 		served = append(served, v.Name)
 	}
-	return pass("CRD %s established, serving %s", exp.Name, strings.Join(served, ", "))
+	return pass("CRD %s established, serving %s, schema as this version's", exp.Name, strings.Join(served, ", "))
+}
+
+// definitionDiff is the first path where the live version of a CRD
+// defines its objects otherwise than want ("" when they agree): its
+// schema, subresources and printer columns, compared as JSON values, so
+// that what the API server normalises (key order, number forms) counts
+// for nothing.
+func definitionDiff(want, live apiextensionsv1.CustomResourceDefinitionVersion) string {
+	def := func(v apiextensionsv1.CustomResourceDefinitionVersion) any {
+		var schema *apiextensionsv1.JSONSchemaProps
+		if v.Schema != nil {
+			schema = v.Schema.OpenAPIV3Schema
+		}
+		return jsonValue(map[string]any{
+			"schema":                   schema,
+			"subresources":             v.Subresources,
+			"additionalPrinterColumns": v.AdditionalPrinterColumns,
+			"selectableFields":         v.SelectableFields,
+		})
+	}
+	return firstDiff("", def(want), def(live))
+}
+
+// jsonValue is v as encoding/json decodes its encoding (nil on an error).
+func jsonValue(v any) any {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return nil
+	}
+	var out any
+	if err := json.Unmarshal(b, &out); err != nil {
+		return nil
+	}
+	return out
+}
+
+// firstDiff is the first path, in key order, where a and b differ ("" when
+// equal); path is where they are.
+func firstDiff(path string, a, b any) string {
+	at := func(p string) string {
+		if p == "" {
+			return "the top"
+		}
+		return p
+	}
+	switch av := a.(type) {
+	case map[string]any:
+		bv, ok := b.(map[string]any)
+		if !ok {
+			return at(path)
+		}
+		keys := make([]string, 0, len(av)+len(bv))
+		for k := range av {
+			keys = append(keys, k)
+		}
+		for k := range bv {
+			if _, ok := av[k]; !ok {
+				keys = append(keys, k)
+			}
+		}
+		slices.Sort(keys)
+		for _, k := range keys {
+			p := k
+			if path != "" {
+				p = path + "." + k
+			}
+			if d := firstDiff(p, av[k], bv[k]); d != "" {
+				return d
+			}
+		}
+		return ""
+	case []any:
+		bv, ok := b.([]any)
+		if !ok {
+			return at(path)
+		}
+		for i := range max(len(av), len(bv)) {
+			if i >= len(av) || i >= len(bv) {
+				return fmt.Sprintf("%s[%d]", path, i)
+			}
+			if d := firstDiff(fmt.Sprintf("%s[%d]", path, i), av[i], bv[i]); d != "" {
+				return d
+			}
+		}
+		return ""
+	default:
+		if !equality.Semantic.DeepEqual(a, b) {
+			return at(path)
+		}
+		return ""
+	}
 }
 
 // checkPresent checks that want's object exists.

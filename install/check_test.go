@@ -10,6 +10,7 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -236,5 +237,83 @@ func TestInstallWithoutTheDefaultEnvironmentBindingNeverMakesItAndCheckAcceptsIt
 		if bindingExists() {
 			t.Fatalf("install %d without the binding made it again", i+1)
 		}
+	}
+}
+
+// A CRD established at another schema than this version's (Helm installs
+// crds/ only on the first install) fails check, naming the CRD, the
+// version and the field, and saying how to update it; one applied by a
+// newer version says that instead; install puts this version's back.
+func TestCheckFailsACRDWhoseSchemaIsNotThisVersions(t *testing.T) {
+	c := testcluster.StartT(t, testcluster.Options{})
+	ctx := context.Background()
+	cl, err := newClient(c.RESTConfig)
+	if err != nil {
+		t.Fatal(err)
+	}
+	install := func(v string) {
+		t.Helper()
+		objs, err := Render(Options{Cluster: "local", Repo: "https://127.0.0.1:1/desired.git", Image: "agent:" + v, Version: v})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := Apply(ctx, c.RESTConfig, objs, ApplyOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	const name = "styrmindeployments.styrmin.io"
+	check := func() Finding {
+		t.Helper()
+		f := finding(t, Check(ctx, c.RESTConfig, CheckOptions{GitTimeout: time.Second, Version: "v0.2.0"}), "CRD "+name)
+		t.Logf("%v %s", f.OK, f.Message)
+		return f
+	}
+
+	install("v0.2.0")
+	if f := check(); !f.OK || !strings.Contains(f.Message, "schema as this version's") {
+		t.Fatalf("check of the CRDs just installed: %+v", f)
+	}
+
+	// The schema of an older version: one status field fewer, applied by
+	// Helm's crds/ or kubectl (no version annotation).
+	var crd apiextensionsv1.CustomResourceDefinition
+	if err := cl.Get(ctx, client.ObjectKey{Name: name}, &crd); err != nil {
+		t.Fatal(err)
+	}
+	status := crd.Spec.Versions[0].Schema.OpenAPIV3Schema.Properties["status"]
+	const dropped = "observedGeneration"
+	if _, ok := status.Properties[dropped]; !ok {
+		t.Fatalf("the status schema of %s has no %s: pick another field", name, dropped)
+	}
+	delete(status.Properties, dropped)
+	crd.Spec.Versions[0].Schema.OpenAPIV3Schema.Properties["status"] = status
+	delete(crd.Annotations, operator.AnnotationCRDVersion)
+	if err := cl.Update(ctx, &crd); err != nil {
+		t.Fatal(err)
+	}
+	f := check()
+	for _, want := range []string{"CRD " + name + ": its v1alpha1 schema differs from this version's (v0.2.0) at schema.properties.status.properties." + dropped,
+		"an unrecorded version", "prunes", "styrminctl install", "kubectl apply --server-side -f"} {
+		if f.OK || !strings.Contains(f.Message, want) {
+			t.Errorf("check of an older schema: %+v, want a failure saying %q", f, want)
+		}
+	}
+
+	// Applied by a newer version: check with that version's styrminctl.
+	crd = apiextensionsv1.CustomResourceDefinition{}
+	if err := cl.Get(ctx, client.ObjectKey{Name: name}, &crd); err != nil {
+		t.Fatal(err)
+	}
+	crd.Annotations = map[string]string{operator.AnnotationCRDVersion: "v0.9.0"}
+	if err := cl.Update(ctx, &crd); err != nil {
+		t.Fatal(err)
+	}
+	if f := check(); f.OK || !strings.Contains(f.Message, "applied by v0.9.0") || !strings.Contains(f.Message, "newer") {
+		t.Errorf("check of a newer version's schema: %+v", f)
+	}
+
+	install("v0.2.0")
+	if f := check(); !f.OK {
+		t.Errorf("check after install put the schema back: %+v", f)
 	}
 }

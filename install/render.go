@@ -18,6 +18,7 @@ import (
 
 	"github.com/styrmin/styrmin/config"
 	"github.com/styrmin/styrmin/gitsource"
+	"github.com/styrmin/styrmin/operator"
 	"github.com/styrmin/styrmin/version"
 )
 
@@ -83,6 +84,11 @@ type Options struct {
 	// (docs/tenancy.md). Recorded on the Deployment
 	// (AnnotationDefaultEnvironmentClusterWide).
 	WithoutDefaultEnvironmentBinding bool
+	// ExtraArgs are agent arguments install does not manage (the
+	// README's --lock-mode, --ui-bind-address, …), added after the
+	// manifest's: PlanUpgrade carries over those of the installed agent.
+	// An argument of a flag install manages is refused.
+	ExtraArgs []string
 }
 
 func (o Options) withDefaults() Options {
@@ -123,6 +129,12 @@ func (o Options) validate() error {
 	if strings.HasPrefix(o.Path, "/") || strings.Contains("/"+o.Path+"/", "/../") {
 		errs = append(errs, fmt.Errorf("path %q: must be a folder inside the repository", o.Path))
 	}
+	managed := managedFlags()
+	for _, a := range o.ExtraArgs {
+		if name := flagName(a); name != "" && managed[name] {
+			errs = append(errs, fmt.Errorf("extra agent argument %s: install sets --%s itself", a, name))
+		}
+	}
 	if err := errors.Join(errs...); err != nil {
 		return fmt.Errorf("install options: %w", err)
 	}
@@ -153,7 +165,8 @@ func DefaultImage(v version.Info) string {
 func shippedImage() string { return config.AgentImage + ":" + config.AgentImageTag }
 
 // Render returns the objects of an installation in the order to apply
-// them: the CRDs, the namespace, RBAC, the admission policy, the agent's
+// them: the CRDs (annotated operator.AnnotationCRDVersion with
+// o.Version), the namespace, RBAC, the admission policy, the agent's
 // Service and its Deployment.
 func Render(o Options) ([]*unstructured.Unstructured, error) {
 	o = o.withDefaults()
@@ -173,6 +186,17 @@ func Render(o Options) ([]*unstructured.Unstructured, error) {
 	}
 	if err := grantSecret(objs, o.SecretName); err != nil {
 		return nil, err
+	}
+	for _, u := range objs {
+		if isCRD(u) {
+			// What a later install or agent compares its version with.
+			annotations := u.GetAnnotations()
+			if annotations == nil {
+				annotations = map[string]string{}
+			}
+			annotations[operator.AnnotationCRDVersion] = o.Version
+			u.SetAnnotations(annotations)
+		}
 	}
 	if o.WithoutDefaultEnvironmentBinding {
 		// Left out rather than applied: an upgrade must not grant again
@@ -339,6 +363,7 @@ func configureAgent(dep *unstructured.Unstructured, o Options) error {
 	} {
 		args = setArg(args, f.name, f.value)
 	}
+	args = append(args, o.ExtraArgs...)
 	agent["args"] = toAny(args)
 	agent["image"] = o.Image
 	if err := unstructured.SetNestedSlice(dep.Object, containers, "spec", "template", "spec", "containers"); err != nil {

@@ -217,6 +217,7 @@ func TestKubectlFlagsChooseTheClusterOfEveryClusterCommand(t *testing.T) {
 			return newHistoryCmd(&globalOptions{Repo: "."}, l, &bytes.Buffer{})
 		}, []string{"x"}},
 		{func(l restConfigFunc) *cobra.Command { return newInstallCmd(l, &bytes.Buffer{}) }, []string{"--cluster", "prod", "--repo", "https://git.example.com/r.git"}},
+		{func(l restConfigFunc) *cobra.Command { return newUninstallCmd(l, &bytes.Buffer{}) }, nil},
 		{func(l restConfigFunc) *cobra.Command {
 			return newCheckCmd(l, func(string) string { return "" }, &bytes.Buffer{})
 		}, nil},

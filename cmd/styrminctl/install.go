@@ -17,7 +17,7 @@ func newInstallCmd(load restConfigFunc, stdout io.Writer) *cobra.Command {
 	k := newKubeOptions(load)
 	var o install.Options
 	var export bool
-	var clusterWide bool
+	var clusterWide, allowDowngrade bool
 	cmd := &cobra.Command{
 		Use:   "install --cluster NAME --repo URL",
 		Short: "Install or upgrade Styrmin's CRDs and agent on a cluster (or print them with --export)",
@@ -27,7 +27,15 @@ func newInstallCmd(load restConfigFunc, stdout io.Writer) *cobra.Command {
 			"(field manager " + install.FieldManager + "): the CRDs first, established before the rest.\n" +
 			"A CRD that would drop a version the cluster still stores is refused and nothing\n" +
 			"is applied. Prints one line per object: created, configured or unchanged.\n" +
-			"With --export, print the YAML and change nothing.\n\n" +
+			"With --export, print the YAML and change nothing (the installed agent is not read).\n\n" +
+			"Over an installed agent (an upgrade), install first reads it and keeps what the\n" +
+			"command line does not set: its image (unless this styrminctl is a newer release,\n" +
+			"whose image it installs), its --branch, --path and --repo-secret, the choice of\n" +
+			"--default-environment-cluster-wide, and every agent argument install does not\n" +
+			"manage (--lock-mode, --lock-secret, --ui-bind-address, --report-statuses, …).\n" +
+			"It prints what it keeps and which agent arguments change. It refuses, applying\n" +
+			"nothing, when the agent or a CRD was installed by a newer Styrmin than this\n" +
+			"styrminctl (or this build has no release version to tell): --allow-downgrade.\n\n" +
 			"The credentials Secret is not created: kubectl -n NAMESPACE create secret generic\n" +
 			"SECRET --from-literal=token=… (https) or --from-file=identity=… --from-file=known_hosts=… (ssh)." +
 			kubeconfigHelp,
@@ -39,6 +47,29 @@ func newInstallCmd(load restConfigFunc, stdout io.Writer) *cobra.Command {
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			o.Namespace = k.namespace
 			o.WithoutDefaultEnvironmentBinding = !clusterWide
+			if export {
+				if o.Image == "" {
+					o.Image = install.DefaultImage(version.Get())
+				}
+				objs, err := install.Render(o)
+				if err != nil {
+					return err
+				}
+				return install.Export(stdout, objs)
+			}
+			cfg, err := k.config()
+			if err != nil {
+				return err
+			}
+			live, err := install.Inspect(cmd.Context(), cfg, o.Namespace)
+			if err != nil {
+				return err
+			}
+			up, err := install.PlanUpgrade(o, live, install.UpgradeOptions{AllowDowngrade: allowDowngrade, Given: cmd.Flags().Changed})
+			if err != nil {
+				return err
+			}
+			o = up.Options
 			if o.Image == "" {
 				o.Image = install.DefaultImage(version.Get())
 			}
@@ -46,12 +77,8 @@ func newInstallCmd(load restConfigFunc, stdout io.Writer) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			if export {
-				return install.Export(stdout, objs)
-			}
-			cfg, err := k.config()
-			if err != nil {
-				return err
+			for _, n := range up.Notes {
+				fmt.Fprintln(stdout, n)
 			}
 			applied, err := install.Apply(cmd.Context(), cfg, objs, install.ApplyOptions{})
 			for _, a := range applied {
@@ -61,7 +88,7 @@ func newInstallCmd(load restConfigFunc, stdout io.Writer) *cobra.Command {
 				return err
 			}
 			fmt.Fprintf(stdout, "installed the agent for cluster %s with image %s; run styrminctl check\n", o.Cluster, o.Image)
-			if !clusterWide {
+			if o.WithoutDefaultEnvironmentBinding {
 				fmt.Fprintf(stdout, "left out ClusterRoleBinding styrmin-agent-default-environment: bind ClusterRole styrmin-agent-default-environment with RoleBindings where the default environment acts (docs/tenancy.md)\n")
 			}
 			return nil
@@ -70,12 +97,13 @@ func newInstallCmd(load restConfigFunc, stdout io.Writer) *cobra.Command {
 	f := cmd.Flags()
 	f.StringVar(&o.Cluster, "cluster", "", "name of the cluster whose locks the agent applies (locks/<cluster>/…); required")
 	f.StringVar(&o.Repo, "repo", "", "URL of the desired-state repository, without credentials; required")
-	f.StringVar(&o.Branch, "branch", install.DefaultBranch, "branch the agent follows")
-	f.StringVar(&o.Path, "path", "", "folder of the git repository that holds the desired-state repository (default: its root)")
-	f.StringVar(&o.SecretName, "secret-name", install.DefaultSecretName, "Secret in --namespace holding the repository's credentials")
-	f.StringVar(&o.Image, "image", "", "the agent's image (default "+install.ImageRepository+":<this styrminctl's version>, or for a build without a release version the one the shipped manifests name)")
+	f.StringVar(&o.Branch, "branch", install.DefaultBranch, "branch the agent follows (default on an upgrade: the installed agent's)")
+	f.StringVar(&o.Path, "path", "", "folder of the git repository that holds the desired-state repository (default: its root; on an upgrade the installed agent's)")
+	f.StringVar(&o.SecretName, "secret-name", install.DefaultSecretName, "Secret in --namespace holding the repository's credentials (default on an upgrade: the installed agent's)")
+	f.StringVar(&o.Image, "image", "", "the agent's image (default: the installed agent's, unless this styrminctl is a newer release; on a first install "+install.ImageRepository+":<this styrminctl's version>, or for a build without a release version the one the shipped manifests name)")
 	f.BoolVar(&clusterWide, "default-environment-cluster-wide", true, "bind ClusterRole styrmin-agent-default-environment (what the agent may change for environments without a service account) in every namespace; false for strict tenancy: the ClusterRoleBinding is left out on every install and upgrade, and you bind the role with RoleBindings (docs/tenancy.md; the chart's rbac.defaultEnvironmentClusterWide)")
 	f.BoolVar(&export, "export", false, "print the manifests as YAML and change nothing")
+	f.BoolVar(&allowDowngrade, "allow-downgrade", false, "install even when the agent or the CRDs were installed by a newer Styrmin than this styrminctl (or by a release, when this build has none): the older CRDs and agent replace them")
 	k.register(cmd, agentNamespace, install.DefaultNamespace)
 	return cmd
 }

@@ -239,6 +239,7 @@ func newRootCmdWith(stdout, stderr io.Writer, terminal bool) *cobra.Command {
 		newHistoryCmd(g, kubeRESTConfig, stdout),
 		newUICmd(g, kubeContextConfig, stdout),
 		newInstallCmd(kubeRESTConfig, stdout),
+		newUninstallCmd(kubeRESTConfig, stdout),
 		newCheckCmd(kubeRESTConfig, os.Getenv, stdout),
 		newVersionCmd(kubeRESTConfig, stdout),
 	)

@@ -1,0 +1,393 @@
+package install
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"slices"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	apimeta "k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/util/retry"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/styrmin/styrmin/operator/api/v1alpha1"
+	"github.com/styrmin/styrmin/operator/operation"
+)
+
+// UninstallOptions tune Uninstall.
+type UninstallOptions struct {
+	// Namespace is the agent's namespace (default DefaultNamespace).
+	Namespace string
+	// KeepCRDs leaves the CRDs (the Styrmin objects are deleted all the
+	// same).
+	KeepCRDs bool
+	// KeepNamespace leaves the agent's Namespace and what install did not
+	// create in it (the credentials Secrets); install's objects there are
+	// deleted.
+	KeepNamespace bool
+	// Timeout bounds each wait: for the agent's pods to end, for the
+	// Styrmin objects and the CRDs to go (default 2 minutes).
+	Timeout time.Duration
+}
+
+// agentSelector selects the agent's pods of every installation (the
+// kustomize base's, the chart's and install's label).
+const agentSelector = "app.kubernetes.io/name=" + agentDeployment
+
+// styrminKind is a kind of Styrmin object and the finalizer the agent puts
+// on it, if any.
+type styrminKind struct {
+	kind, finalizer string
+}
+
+// styrminKinds are the kinds Uninstall deletes, in that order.
+var styrminKinds = []styrminKind{
+	{"StyrminDeployment", v1alpha1.FinalizerRelease},
+	{"StyrminBackup", operation.Finalizer},
+	{"StyrminRestore", operation.Finalizer},
+	{"StyrminTask", ""},
+	{"StyrminSource", ""},
+}
+
+// Uninstall removes Styrmin from the cluster of cfg and leaves the
+// applications running as plain Helm releases, writing one line to w for
+// each thing it does:
+//
+//  1. it scales the agent's Deployment to 0 and waits until its pods are
+//     gone, then refuses to go on while any agent pod (label
+//     app.kubernetes.io/name=styrmin-agent) runs anywhere: an agent that
+//     saw its objects deleted would uninstall every application;
+//  2. it removes the agent's finalizers (styrmin.io/release,
+//     styrmin.io/operation-tasks) from every StyrminDeployment,
+//     StyrminBackup and StyrminRestore, so that no namespace waits for an
+//     agent that is gone, and deletes every Styrmin object; the
+//     applications' objects and their Helm release Secrets stay;
+//  3. unless o.KeepCRDs it deletes the CRDs;
+//  4. it deletes what install created: the admission policy and its
+//     binding, RBAC, the agent's Service and Deployment and, unless
+//     o.KeepNamespace, its Namespace (with the Secrets made in it).
+//
+// What is already gone is skipped, so it may run again after a failure or
+// a success.
+func Uninstall(ctx context.Context, cfg *rest.Config, w io.Writer, o UninstallOptions) error {
+	if o.Namespace == "" {
+		o.Namespace = DefaultNamespace
+	}
+	if o.Timeout == 0 {
+		o.Timeout = 2 * time.Minute
+	}
+	c, err := newClient(cfg)
+	if err != nil {
+		return err
+	}
+	u := &uninstaller{c: c, w: w, o: o}
+	if err := u.stopAgents(ctx); err != nil {
+		return err
+	}
+	released, err := u.deleteObjects(ctx)
+	if err != nil {
+		return err
+	}
+	if !o.KeepCRDs {
+		if err := u.deleteCRDs(ctx); err != nil {
+			return err
+		}
+	}
+	if err := u.deleteInstalled(ctx); err != nil {
+		return err
+	}
+	if u.done == 0 {
+		fmt.Fprintf(w, "nothing to remove: no Styrmin agent, object or CRD found (namespace %s)\n", o.Namespace)
+		return nil
+	}
+	what := "Styrmin removed"
+	if o.KeepCRDs {
+		what += " (its CRDs kept: --keep-crds)"
+	}
+	fmt.Fprintf(w, "%s. The applications keep running as plain Helm releases: their objects and release Secrets (type helm.sh/release.v1) stay in their namespaces (helm list -A); nothing manages or corrects them any more", what)
+	if len(released) > 0 {
+		fmt.Fprintf(w, ": %s", strings.Join(released, ", "))
+	}
+	fmt.Fprintln(w)
+	return nil
+}
+
+type uninstaller struct {
+	c client.Client
+	w io.Writer
+	o UninstallOptions
+	// done counts what was changed.
+	done int
+}
+
+func (u *uninstaller) say(format string, args ...any) {
+	u.done++
+	fmt.Fprintf(u.w, format+"\n", args...)
+}
+
+// stopAgents scales the agent to 0, waits for its pods to go, and fails
+// when an agent pod still runs anywhere.
+func (u *uninstaller) stopAgents(ctx context.Context) error {
+	ns := u.o.Namespace
+	dep, err := readAgent(ctx, u.c, ns)
+	switch {
+	case apierrors.IsNotFound(err):
+	case err != nil:
+		return err
+	default:
+		if dep.Spec.Replicas == nil || *dep.Spec.Replicas != 0 {
+			patch := client.RawPatch(types.MergePatchType, []byte(`{"spec":{"replicas":0}}`))
+			if err := u.c.Patch(ctx, dep, patch); err != nil {
+				return fmt.Errorf("scaling the agent's Deployment %s/%s to 0: %w; nothing was removed", ns, dep.Name, err)
+			}
+			u.say("Deployment %s/%s scaled to 0 replicas", ns, dep.Name)
+		}
+		sel, err := metav1.LabelSelectorAsSelector(dep.Spec.Selector)
+		if err != nil {
+			return fmt.Errorf("the agent's Deployment %s/%s: selector: %w", ns, dep.Name, err)
+		}
+		var left []string
+		err = wait.PollUntilContextTimeout(ctx, 250*time.Millisecond, u.o.Timeout, true, func(ctx context.Context) (bool, error) {
+			var pods corev1.PodList
+			if err := u.c.List(ctx, &pods, client.InNamespace(ns), client.MatchingLabelsSelector{Selector: sel}); err != nil {
+				return false, err
+			}
+			left = left[:0]
+			for _, p := range pods.Items {
+				left = append(left, p.Name)
+			}
+			return len(left) == 0, nil
+		})
+		if err != nil {
+			return fmt.Errorf("waiting for the agent's pods in %s to end: %w (still there: %s); the agent stays scaled to 0 and nothing else was removed: see kubectl -n %s get pods -l %s, then run uninstall again (or styrminctl install to bring the agent back)",
+				ns, err, strings.Join(left, ", "), ns, agentSelector)
+		}
+	}
+	sel, _ := labels.Parse(agentSelector)
+	var pods corev1.PodList
+	if err := u.c.List(ctx, &pods, client.MatchingLabelsSelector{Selector: sel}); err != nil {
+		return fmt.Errorf("looking for running agents (pods %s): %w; nothing else was removed", agentSelector, err)
+	}
+	var running []string
+	for _, p := range pods.Items {
+		if p.Status.Phase != corev1.PodSucceeded && p.Status.Phase != corev1.PodFailed {
+			running = append(running, p.Namespace+"/"+p.Name)
+		}
+	}
+	if len(running) > 0 {
+		return fmt.Errorf("an agent still runs (pods %s; another installation, or -n is not the agent's namespace): it would uninstall every application when its objects go. "+
+			"Stop it (kubectl -n NAMESPACE scale deployment/%s --replicas=0) and run uninstall again; no Styrmin object was removed", strings.Join(running, ", "), agentDeployment)
+	}
+	return nil
+}
+
+// deleteObjects removes the agent's finalizers from every Styrmin object
+// and deletes them all, and returns the StyrminDeployments left running.
+func (u *uninstaller) deleteObjects(ctx context.Context) ([]string, error) {
+	var released []string
+	for _, k := range styrminKinds {
+		gvk := v1alpha1.GroupVersion.WithKind(k.kind)
+		list, err := u.list(ctx, gvk)
+		if err != nil {
+			return released, err
+		}
+		if list == nil {
+			continue // the CRD is gone: so are its objects
+		}
+		deleted := 0
+		var namespaces []string
+		for i := range list.Items {
+			obj := &list.Items[i]
+			name := obj.Namespace + "/" + obj.Name
+			stripped, err := u.stripFinalizer(ctx, gvk, obj, k.finalizer)
+			if err != nil {
+				return released, err
+			}
+			if stripped {
+				what := "its tasks go below"
+				if k.kind == "StyrminDeployment" {
+					what = "its application is not uninstalled"
+				}
+				u.say("%s %s: finalizer %s removed (%s)", k.kind, name, k.finalizer, what)
+			}
+			if k.kind == "StyrminDeployment" {
+				released = append(released, name)
+			}
+			if obj.DeletionTimestamp.IsZero() {
+				deleted++
+			}
+			if !slices.Contains(namespaces, obj.Namespace) {
+				namespaces = append(namespaces, obj.Namespace)
+			}
+		}
+		// One request a namespace: a cluster holds thousands of tasks.
+		for _, ns := range namespaces {
+			all := &metav1.PartialObjectMetadata{}
+			all.SetGroupVersionKind(gvk)
+			if err := u.c.DeleteAllOf(ctx, all, client.InNamespace(ns)); err != nil && !apierrors.IsNotFound(err) {
+				return released, fmt.Errorf("deleting the %ss in namespace %s: %w", k.kind, ns, err)
+			}
+		}
+		if deleted > 0 {
+			u.say("%d %s(s) deleted", deleted, k.kind)
+		}
+		var left []string
+		err = wait.PollUntilContextTimeout(ctx, 250*time.Millisecond, u.o.Timeout, true, func(ctx context.Context) (bool, error) {
+			list, err := u.list(ctx, gvk)
+			if err != nil || list == nil {
+				return list == nil, err
+			}
+			left = left[:0]
+			for i := range list.Items {
+				obj := &list.Items[i]
+				// Put back by something still running? Removed again.
+				if _, err := u.stripFinalizer(ctx, gvk, obj, k.finalizer); err != nil {
+					return false, err
+				}
+				left = append(left, fmt.Sprintf("%s/%s (finalizers %s)", obj.Namespace, obj.Name, strings.Join(obj.Finalizers, ", ")))
+			}
+			return len(left) == 0, nil
+		})
+		if err != nil {
+			return released, fmt.Errorf("waiting for the %ss to go: %w; still there: %s. Other finalizers than Styrmin's hold them: once what set them is done, remove them (kubectl -n NAMESPACE patch %s NAME --type=merge -p '{\"metadata\":{\"finalizers\":null}}') and run uninstall again",
+				k.kind, err, strings.Join(left, "; "), strings.ToLower(k.kind))
+		}
+	}
+	return released, nil
+}
+
+// list lists every object of gvk's kind, metadata only; nil when the
+// kind is not served (its CRD is gone).
+func (u *uninstaller) list(ctx context.Context, gvk schema.GroupVersionKind) (*metav1.PartialObjectMetadataList, error) {
+	list := &metav1.PartialObjectMetadataList{}
+	list.SetGroupVersionKind(gvk.GroupVersion().WithKind(gvk.Kind + "List"))
+	err := u.c.List(ctx, list)
+	switch {
+	case apimeta.IsNoMatchError(err) || apierrors.IsNotFound(err):
+		return nil, nil
+	case err != nil:
+		return nil, fmt.Errorf("listing %ss: %w", gvk.Kind, err)
+	}
+	return list, nil
+}
+
+// stripFinalizer removes finalizer from obj (read again on a conflict),
+// and tells whether it was there.
+func (u *uninstaller) stripFinalizer(ctx context.Context, gvk schema.GroupVersionKind, obj *metav1.PartialObjectMetadata, finalizer string) (bool, error) {
+	if finalizer == "" || !slices.Contains(obj.Finalizers, finalizer) {
+		return false, nil
+	}
+	stripped := false
+	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		cur := &metav1.PartialObjectMetadata{}
+		cur.SetGroupVersionKind(gvk)
+		if err := u.c.Get(ctx, client.ObjectKeyFromObject(obj), cur); err != nil {
+			return err
+		}
+		if !slices.Contains(cur.Finalizers, finalizer) {
+			return nil
+		}
+		before := cur.DeepCopy()
+		cur.Finalizers = slices.DeleteFunc(cur.Finalizers, func(f string) bool { return f == finalizer })
+		if err := u.c.Patch(ctx, cur, client.MergeFromWithOptions(before, client.MergeFromWithOptimisticLock{})); err != nil {
+			return err
+		}
+		stripped = true
+		return nil
+	})
+	if apierrors.IsNotFound(err) {
+		return stripped, nil
+	}
+	if err != nil {
+		return false, fmt.Errorf("removing finalizer %s from %s %s/%s: %w", finalizer, gvk.Kind, obj.Namespace, obj.Name, err)
+	}
+	return stripped, nil
+}
+
+// deleteCRDs deletes the styrmin.io CRDs and waits until they are gone.
+func (u *uninstaller) deleteCRDs(ctx context.Context) error {
+	names, err := crdNames()
+	if err != nil {
+		return err
+	}
+	var deleted []string
+	for _, name := range names {
+		crd := &apiextensionsv1.CustomResourceDefinition{ObjectMeta: metav1.ObjectMeta{Name: name}}
+		err := u.c.Delete(ctx, crd)
+		switch {
+		case apierrors.IsNotFound(err):
+			continue
+		case err != nil:
+			return fmt.Errorf("deleting CRD %s: %w", name, err)
+		}
+		deleted = append(deleted, name)
+		u.say("CustomResourceDefinition %s deleted", name)
+	}
+	var left []string
+	err = wait.PollUntilContextTimeout(ctx, 250*time.Millisecond, u.o.Timeout, true, func(ctx context.Context) (bool, error) {
+		left = left[:0]
+		for _, name := range deleted {
+			err := u.c.Get(ctx, client.ObjectKey{Name: name}, &apiextensionsv1.CustomResourceDefinition{})
+			switch {
+			case apierrors.IsNotFound(err):
+			case err != nil:
+				return false, err
+			default:
+				left = append(left, name)
+			}
+		}
+		return len(left) == 0, nil
+	})
+	if err != nil {
+		return fmt.Errorf("waiting for the CRDs to go: %w; still there: %s (see kubectl describe crd NAME: objects with other finalizers hold it)", err, strings.Join(left, ", "))
+	}
+	return nil
+}
+
+// deleteInstalled deletes the objects install creates, but the CRDs, in
+// the reverse order of Render: the agent first, its Namespace last.
+func (u *uninstaller) deleteInstalled(ctx context.Context) error {
+	objs, err := manifests(u.o.Namespace)
+	if err != nil {
+		return err
+	}
+	objs = slices.DeleteFunc(objs, isCRD)
+	slices.Reverse(objs)
+	for _, want := range objs {
+		if want.GetKind() == "Namespace" && u.o.KeepNamespace {
+			continue
+		}
+		obj := &unstructured.Unstructured{}
+		obj.SetGroupVersionKind(want.GroupVersionKind())
+		err := u.c.Get(ctx, client.ObjectKeyFromObject(want), obj)
+		switch {
+		case apierrors.IsNotFound(err) || apimeta.IsNoMatchError(err):
+			continue
+		case err != nil:
+			return fmt.Errorf("reading %s: %w", Describe(want), err)
+		case !obj.GetDeletionTimestamp().IsZero():
+			continue
+		}
+		if err := u.c.Delete(ctx, obj); err != nil && !apierrors.IsNotFound(err) {
+			return fmt.Errorf("deleting %s: %w", Describe(want), err)
+		}
+		if want.GetKind() == "Namespace" {
+			u.say("%s deleted, with everything in it (the repository's and the webhook's credentials Secrets; --keep-namespace keeps them)", Describe(want))
+			continue
+		}
+		u.say("%s deleted", Describe(want))
+	}
+	return nil
+}

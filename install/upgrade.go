@@ -1,0 +1,362 @@
+package install
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"sort"
+	"strings"
+	"sync"
+
+	appsv1 "k8s.io/api/apps/v1"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/client-go/rest"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/styrmin/styrmin/config"
+	"github.com/styrmin/styrmin/operator"
+	"github.com/styrmin/styrmin/version"
+)
+
+// Installed is what Inspect finds of an installation.
+type Installed struct {
+	// Agent is the agent's Deployment (nil when there is none).
+	Agent *appsv1.Deployment
+	// CRDVersions maps each styrmin.io CRD present to the version that
+	// applied it (its operator.AnnotationCRDVersion; "" when none: Helm's
+	// crds/, kubectl or a build before the annotation).
+	CRDVersions map[string]string
+}
+
+// Inspect reads the agent's Deployment in namespace ns and Styrmin's CRDs.
+// Nothing found is no error: an empty Installed.
+func Inspect(ctx context.Context, cfg *rest.Config, ns string) (*Installed, error) {
+	c, err := newClient(cfg)
+	if err != nil {
+		return nil, err
+	}
+	in := &Installed{CRDVersions: map[string]string{}}
+	dep, err := readAgent(ctx, c, ns)
+	switch {
+	case err == nil:
+		in.Agent = dep
+	case !apierrors.IsNotFound(err):
+		return nil, err
+	}
+	names, err := crdNames()
+	if err != nil {
+		return nil, err
+	}
+	for _, name := range names {
+		var crd apiextensionsv1.CustomResourceDefinition
+		err := c.Get(ctx, client.ObjectKey{Name: name}, &crd)
+		switch {
+		case apierrors.IsNotFound(err):
+		case err != nil:
+			return nil, fmt.Errorf("reading CRD %s: %w", name, err)
+		default:
+			in.CRDVersions[name] = crd.Annotations[operator.AnnotationCRDVersion]
+		}
+	}
+	return in, nil
+}
+
+// agentVersion is the installed agent's version: its LabelVersion, else
+// its image's tag, as styrminctl version reads it ("" when neither).
+func agentVersion(dep *appsv1.Deployment) string {
+	if v := dep.Labels[LabelVersion]; v != "" {
+		return v
+	}
+	return agentInfo(dep).Tag
+}
+
+// UpgradeOptions tune PlanUpgrade.
+type UpgradeOptions struct {
+	// AllowDowngrade installs even when what is installed is newer than
+	// this build, or this build has no release version to tell.
+	AllowDowngrade bool
+	// Given tells whether the user set one of install's flags ("image",
+	// "branch", "path", "secret-name",
+	// "default-environment-cluster-wide"); a flag not given keeps the
+	// installed agent's setting. nil: none given.
+	Given func(flag string) bool
+}
+
+// Upgrade is what PlanUpgrade decided.
+type Upgrade struct {
+	// Options are the options to Render.
+	Options Options
+	// Notes say, one line each, what of the installed agent is kept and
+	// what changes: its version, image and arguments.
+	Notes []string
+}
+
+// DowngradeError refuses to install over an installation newer than this
+// build (or one this build cannot order, having no release version).
+type DowngradeError struct {
+	// Version is this build's version.
+	Version string
+	// Newer names what is newer, with the version that installed it.
+	Newer []string
+	// Newest is the newest of those versions.
+	Newest string
+}
+
+func (e *DowngradeError) Error() string {
+	what := strings.Join(e.Newer, ", ")
+	if _, ok := operator.CompareVersions(e.Version, e.Version); !ok { // this build has no version to order
+		return fmt.Sprintf("refusing to install: this styrminctl (%s) has no release version, so it cannot tell whether it is older than what is installed: %s; nothing was applied. "+
+			"Use a released styrminctl at least as new as %s, or pass --allow-downgrade to install this build's CRDs and agent anyway", e.Version, what, e.Newest)
+	}
+	return fmt.Sprintf("refusing to downgrade Styrmin from %s to %s: %s installed by a newer version than this styrminctl; nothing was applied. "+
+		"Use styrminctl %s or newer, or pass --allow-downgrade to install %s's CRDs and agent anyway (the API server then prunes the fields only the newer schemas know)",
+		e.Newest, e.Version, what, e.Newest, e.Version)
+}
+
+// PlanUpgrade prepares o for the installation in: it refuses with a
+// *DowngradeError when the agent (its LabelVersion, else its image tag)
+// or a CRD (its operator.AnnotationCRDVersion) was installed by a newer
+// version than o.Version (default this build's), unless
+// u.AllowDowngrade. Over an installed agent it keeps:
+//   - the image, when o.Image is empty, unless this build is a newer
+//     release (the upgrade: DefaultImage of this version) or an older one
+//     allowed to downgrade: a build without a release version never
+//     changes the image by itself;
+//   - --branch, --path and --repo-secret and the choice of the default
+//     environment's binding, for the flags u.Given says were not set;
+//   - every argument install does not manage (--lock-mode, --lock-secret,
+//     --ui-bind-address, --report-statuses, …), in o.ExtraArgs.
+//
+// Its Notes say what it kept and what changes.
+func PlanUpgrade(o Options, in *Installed, u UpgradeOptions) (Upgrade, error) {
+	if o.Version == "" {
+		o.Version = version.Get().Short()
+	}
+	self := o.Version
+	if in == nil {
+		return Upgrade{Options: o}, nil
+	}
+	given := u.Given
+	if given == nil {
+		given = func(string) bool { return false }
+	}
+	var newer []string
+	newest := ""
+	consider := func(what, v string) {
+		if !operator.NewerVersion(v, self) {
+			return
+		}
+		newer = append(newer, fmt.Sprintf("%s (%s)", what, v))
+		if c, ok := operator.CompareVersions(v, newest); newest == "" || (ok && c > 0) {
+			newest = v
+		}
+	}
+	live := ""
+	if in.Agent != nil {
+		live = agentVersion(in.Agent)
+		consider("agent Deployment "+in.Agent.Namespace+"/"+in.Agent.Name, live)
+	}
+	names := make([]string, 0, len(in.CRDVersions))
+	for name := range in.CRDVersions {
+		names = append(names, name)
+	}
+	sort.Strings(names)
+	for _, name := range names {
+		consider("CRD "+name, in.CRDVersions[name])
+	}
+	var notes []string
+	if len(newer) > 0 {
+		if !u.AllowDowngrade {
+			return Upgrade{}, &DowngradeError{Version: self, Newer: newer, Newest: newest}
+		}
+		notes = append(notes, fmt.Sprintf("downgrading (--allow-downgrade): %s, to %s", strings.Join(newer, ", "), self))
+	}
+	if in.Agent == nil {
+		return Upgrade{Options: o, Notes: notes}, nil
+	}
+	dep := in.Agent
+	liveArgs := agentArgs(dep)
+	keep := func(flag, arg string, into *string, dflt string) {
+		v := argValue(liveArgs, arg)
+		if given(flag) || v == "" {
+			return
+		}
+		if cur := *into; v != cur && !(cur == "" && v == dflt) {
+			notes = append(notes, fmt.Sprintf("kept the agent's --%s=%s (pass --%s to change it)", arg, v, flag))
+		}
+		*into = v
+	}
+	keep("branch", "branch", &o.Branch, DefaultBranch)
+	keep("path", "path", &o.Path, "")
+	keep("secret-name", "repo-secret", &o.SecretName, DefaultSecretName)
+	if !given("default-environment-cluster-wide") && dep.Annotations[AnnotationDefaultEnvironmentClusterWide] == "false" && !o.WithoutDefaultEnvironmentBinding {
+		o.WithoutDefaultEnvironmentBinding = true
+		notes = append(notes, "kept --default-environment-cluster-wide=false, as installed: ClusterRoleBinding "+defaultEnvironment+" stays out (pass --default-environment-cluster-wide to change it)")
+	}
+
+	if liveImage := agentInfo(dep).Image; o.Image == "" && liveImage != "" {
+		cmp, ok := operator.CompareVersions(self, live)
+		switch target := upgradeImage(liveImage, live, self); {
+		case ok && (cmp > 0 || cmp < 0 && u.AllowDowngrade) && target != "":
+			o.Image = target
+			if target != liveImage {
+				notes = append(notes, fmt.Sprintf("agent image %s → %s (%s → %s)", liveImage, target, live, self))
+			}
+		default:
+			o.Image = liveImage
+			if DefaultImage(version.Info{Version: self}) != liveImage {
+				notes = append(notes, fmt.Sprintf("kept the agent's image %s (pass --image to change it)", liveImage))
+			}
+		}
+	}
+
+	managed := managedFlags()
+	var extra, extraShown []string
+	for _, g := range argGroups(liveArgs) {
+		if name := flagName(g[0]); name != "" && managed[name] {
+			continue
+		}
+		extra = append(extra, g...)
+		extraShown = append(extraShown, strings.Join(g, " "))
+	}
+	o.ExtraArgs = append(extra, o.ExtraArgs...)
+	if len(extraShown) > 0 {
+		notes = append(notes, "kept the agent's arguments install does not set: "+strings.Join(extraShown, " "))
+	}
+	objs, err := Render(o)
+	if err != nil {
+		return Upgrade{}, err
+	}
+	_, newArgs := renderedAgent(objs)
+	notes = append(notes, argChanges(liveArgs, newArgs, managed)...)
+	return Upgrade{Options: o, Notes: notes}, nil
+}
+
+// upgradeImage is the image of version self for an agent that runs
+// image, of version live: image's repository with tag self when image is
+// named by its version (a mirror of the published images stays the
+// mirror), else the published image of self; "" when self has no
+// published image (a build without a release version, a Go
+// pseudo-version).
+func upgradeImage(image, live, self string) string {
+	if !imageTag.MatchString(self) || pseudoVersion.MatchString(self) {
+		return ""
+	}
+	if !strings.Contains(image, "@") && live != "" && tagOf(image) == live {
+		return strings.TrimSuffix(image, ":"+live) + ":" + self
+	}
+	return DefaultImage(version.Info{Version: self})
+}
+
+// argChanges says which managed flags change from old to new, one line
+// each, in the order of new then old.
+func argChanges(old, new []string, managed map[string]bool) []string {
+	values := func(args []string) (map[string][]string, []string) {
+		m := map[string][]string{}
+		var order []string
+		for _, g := range argGroups(args) {
+			name := flagName(g[0])
+			if name == "" || !managed[name] {
+				continue
+			}
+			if _, ok := m[name]; !ok {
+				order = append(order, name)
+			}
+			m[name] = append(m[name], strings.Join(g, " "))
+		}
+		return m, order
+	}
+	was, wasOrder := values(old)
+	is, isOrder := values(new)
+	var out []string
+	for _, name := range isOrder {
+		switch {
+		case was[name] == nil:
+			out = append(out, fmt.Sprintf("agent argument %s added", strings.Join(is[name], " ")))
+		case !slices.Equal(was[name], is[name]):
+			out = append(out, fmt.Sprintf("agent argument %s replaces %s", strings.Join(is[name], " "), strings.Join(was[name], " ")))
+		}
+	}
+	for _, name := range wasOrder {
+		if is[name] == nil {
+			out = append(out, fmt.Sprintf("agent argument %s removed", strings.Join(was[name], " ")))
+		}
+	}
+	return out
+}
+
+// renderedAgent is the image and arguments of the agent in objs.
+func renderedAgent(objs []*unstructured.Unstructured) (string, []string) {
+	dep := find(objs, "Deployment", agentDeployment)
+	if dep == nil {
+		return "", nil
+	}
+	containers, _, _ := unstructured.NestedSlice(dep.Object, "spec", "template", "spec", "containers")
+	for _, c := range containers {
+		if m, ok := c.(map[string]any); ok && m["name"] == agentContainer {
+			args, _, _ := unstructured.NestedStringSlice(m, "args")
+			image, _ := m["image"].(string)
+			return image, args
+		}
+	}
+	return "", nil
+}
+
+// argGroups splits arguments into flags, each with its value when given
+// as the next argument ("--lock-secret", "name").
+func argGroups(args []string) [][]string {
+	var out [][]string
+	for _, a := range args {
+		if n := len(out); n > 0 && !strings.HasPrefix(a, "-") {
+			if last := out[n-1]; len(last) == 1 && strings.HasPrefix(last[0], "-") && !strings.Contains(last[0], "=") {
+				out[n-1] = append(last, a)
+				continue
+			}
+		}
+		out = append(out, []string{a})
+	}
+	return out
+}
+
+// flagName is the name of the flag arg sets ("" when arg is no flag).
+func flagName(arg string) string {
+	if !strings.HasPrefix(arg, "-") {
+		return ""
+	}
+	name, _, _ := strings.Cut(strings.TrimLeft(arg, "-"), "=")
+	return name
+}
+
+// managedFlags are the agent flags install sets: those of the embedded
+// Deployment and those of Options.
+var managedFlags = sync.OnceValue(func() map[string]bool {
+	m := map[string]bool{"cluster": true, "repo": true, "branch": true, "path": true, "repo-secret": true}
+	objs, err := parse(config.AgentDeployment())
+	if err != nil {
+		panic(fmt.Sprintf("install: the embedded agent Deployment: %v", err))
+	}
+	_, args := renderedAgent(objs)
+	for _, a := range args {
+		if name := flagName(a); name != "" {
+			m[name] = true
+		}
+	}
+	return m
+})
+
+// crdNames are the names of the embedded CRDs.
+func crdNames() ([]string, error) {
+	var names []string
+	for _, doc := range config.CRDs() {
+		objs, err := parse(doc)
+		if err != nil {
+			return nil, fmt.Errorf("embedded CRD: %w", err)
+		}
+		for _, u := range objs {
+			names = append(names, u.GetName())
+		}
+	}
+	return names, nil
+}

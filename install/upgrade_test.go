@@ -1,0 +1,182 @@
+package install
+
+import (
+	"errors"
+	"slices"
+	"strings"
+	"testing"
+
+	appsv1 "k8s.io/api/apps/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+
+	"github.com/styrmin/styrmin/operator"
+)
+
+// installed is an Installed whose agent is what Render makes of o, with
+// args added to its arguments and the CRDs stamped by o.Version.
+func installed(t *testing.T, o Options, args ...string) *Installed {
+	t.Helper()
+	objs, err := Render(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var dep appsv1.Deployment
+	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(find(objs, "Deployment", agentDeployment).Object, &dep); err != nil {
+		t.Fatal(err)
+	}
+	c := agentContainerOf(&dep)
+	c.Args = append(c.Args, args...)
+	in := &Installed{Agent: &dep, CRDVersions: map[string]string{}}
+	for _, u := range objs {
+		if isCRD(u) {
+			in.CRDVersions[u.GetName()] = u.GetAnnotations()[operator.AnnotationCRDVersion]
+		}
+	}
+	return in
+}
+
+func hasNote(notes []string, prefix string) bool {
+	return slices.ContainsFunc(notes, func(n string) bool { return strings.HasPrefix(n, prefix) })
+}
+
+// Re-running install over an agent keeps what the command line does not
+// set: the image (unless this is a newer release), the branch, folder and
+// Secret, and the arguments install does not manage; it resets the ones
+// it manages and says which.
+func TestPlanUpgradeKeepsTheInstalledImageSettingsAndUnmanagedArgs(t *testing.T) {
+	was := Options{Cluster: "prod", Repo: "https://git.example.com/d.git", Branch: "release", Path: "deploy", SecretName: "acme-git",
+		Image: "mirror.example.com/agent:v0.2.0", Version: "v0.2.0", WithoutDefaultEnvironmentBinding: true}
+	hand := []string{"--lock-mode", "--lock-secret", "styrmin-lock", "--ui-bind-address=127.0.0.1:8090", "--report-statuses"}
+	in := installed(t, was, hand...)
+	c := agentContainerOf(in.Agent)
+	c.Args = setArg(c.Args, "metrics-bind-address", ":9090") // a managed flag edited by hand
+
+	again := Options{Cluster: "prod", Repo: "https://git.example.com/d.git", Branch: DefaultBranch, SecretName: DefaultSecretName, Version: "v0.2.0"}
+	up, err := PlanUpgrade(again, in, UpgradeOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	objs, err := Render(up.Options)
+	if err != nil {
+		t.Fatal(err)
+	}
+	image, args := renderedAgent(objs)
+	if image != was.Image {
+		t.Errorf("image %s, want the installed %s", image, was.Image)
+	}
+	for _, want := range []string{"--branch=release", "--path=deploy", "--repo-secret=acme-git", "--lock-mode", "--ui-bind-address=127.0.0.1:8090", "--report-statuses", "--metrics-bind-address=:8080"} {
+		if !slices.Contains(args, want) {
+			t.Errorf("args %v lack %s", args, want)
+		}
+	}
+	if i := slices.Index(args, "--lock-secret"); i < 0 || i+1 >= len(args) || args[i+1] != "styrmin-lock" {
+		t.Errorf("args %v lost --lock-secret styrmin-lock", args)
+	}
+	if slices.Contains(args, "--metrics-bind-address=:9090") {
+		t.Errorf("args %v keep a managed flag's hand-set value", args)
+	}
+	if !up.Options.WithoutDefaultEnvironmentBinding || find(objs, "ClusterRoleBinding", defaultEnvironment) != nil {
+		t.Error("the default environment's binding, left out at install, is back")
+	}
+	for _, want := range []string{
+		"kept the agent's image mirror.example.com/agent:v0.2.0 (pass --image",
+		"kept the agent's --branch=release",
+		"kept the agent's --path=deploy",
+		"kept the agent's --repo-secret=acme-git",
+		"kept --default-environment-cluster-wide=false",
+		"kept the agent's arguments install does not set: --lock-mode --lock-secret styrmin-lock --ui-bind-address=127.0.0.1:8090 --report-statuses",
+		"agent argument --metrics-bind-address=:8080 replaces --metrics-bind-address=:9090",
+	} {
+		if !hasNote(up.Notes, want) {
+			t.Errorf("no note %q in:\n%s", want, strings.Join(up.Notes, "\n"))
+		}
+	}
+
+	// Flags given win over the installed agent's settings.
+	given := map[string]bool{"branch": true, "image": true}
+	again.Branch, again.Image = "main", "agent:pinned"
+	up, err = PlanUpgrade(again, in, UpgradeOptions{Given: func(f string) bool { return given[f] }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if up.Options.Branch != "main" || up.Options.Image != "agent:pinned" {
+		t.Errorf("given flags lost: branch %s, image %s", up.Options.Branch, up.Options.Image)
+	}
+	if !hasNote(up.Notes, "agent argument --branch=main replaces --branch=release") {
+		t.Errorf("no note of the branch change in:\n%s", strings.Join(up.Notes, "\n"))
+	}
+
+	// A newer release upgrades the image; a build without a release
+	// version keeps it.
+	again.Image = ""
+	up, err = PlanUpgrade(Options{Cluster: "prod", Repo: was.Repo, Version: "v0.3.0"}, in, UpgradeOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := "mirror.example.com/agent:v0.3.0"; up.Options.Image != want || !hasNote(up.Notes, "agent image mirror.example.com/agent:v0.2.0 → "+want+" (v0.2.0 → v0.3.0)") {
+		t.Errorf("upgrade: image %s, notes:\n%s", up.Options.Image, strings.Join(up.Notes, "\n"))
+	}
+	pseudo := "v0.3.1-0.20261201150405-abcdef123456"
+	up, err = PlanUpgrade(Options{Cluster: "prod", Repo: was.Repo, Version: pseudo}, in, UpgradeOptions{})
+	if err != nil || up.Options.Image != was.Image {
+		t.Errorf("a pseudo-version, newer but with no image of its own: image %s, %v; want %s kept", up.Options.Image, err, was.Image)
+	}
+	devel := installed(t, Options{Cluster: "prod", Repo: was.Repo, Image: "agent:dev", Version: "(devel)"})
+	up, err = PlanUpgrade(Options{Cluster: "prod", Repo: was.Repo, Version: "(devel)"}, devel, UpgradeOptions{})
+	if err != nil || up.Options.Image != "agent:dev" {
+		t.Errorf("a development build over a development install: image %s, %v; want agent:dev kept", up.Options.Image, err)
+	}
+}
+
+// An agent or a CRD installed by a newer version (or by a release, when
+// this build has none) is refused, naming what and what to do, unless
+// --allow-downgrade; an allowed downgrade says so.
+func TestPlanUpgradeRefusesANewerAgentOrCRDUnlessDowngradeIsAllowed(t *testing.T) {
+	o := Options{Cluster: "prod", Repo: "https://git.example.com/d.git"}
+	newer := installed(t, Options{Cluster: "prod", Repo: o.Repo, Image: ImageRepository + ":v0.5.0", Version: "v0.5.0"})
+
+	for _, self := range []string{"v0.4.0", "v0.5.0-rc.1", "(devel)"} {
+		o.Version = self
+		_, err := PlanUpgrade(o, newer, UpgradeOptions{})
+		var de *DowngradeError
+		if !errors.As(err, &de) {
+			t.Fatalf("%s over v0.5.0: err = %v, want a DowngradeError", self, err)
+		}
+		for _, want := range []string{"agent Deployment styrmin-system/styrmin-agent (v0.5.0)", "CRD styrmindeployments.styrmin.io (v0.5.0)", "nothing was applied", "v0.5.0", "--allow-downgrade"} {
+			if !strings.Contains(err.Error(), want) {
+				t.Errorf("%s: error %q does not say %q", self, err, want)
+			}
+		}
+		up, err := PlanUpgrade(o, newer, UpgradeOptions{AllowDowngrade: true})
+		if err != nil || !hasNote(up.Notes, "downgrading (--allow-downgrade)") {
+			t.Errorf("%s allowed: %v, notes %v", self, err, up.Notes)
+		}
+	}
+	o.Version = "v0.4.0"
+	up, err := PlanUpgrade(o, newer, UpgradeOptions{AllowDowngrade: true})
+	if err != nil || up.Options.Image != ImageRepository+":v0.4.0" {
+		t.Errorf("an allowed downgrade installs this version's image: %s, %v", up.Options.Image, err)
+	}
+
+	// CRDs alone (the agent's Deployment older, or gone) are enough.
+	crdsOnly := installed(t, Options{Cluster: "prod", Repo: o.Repo, Image: ImageRepository + ":v0.4.0", Version: "v0.4.0"})
+	crdsOnly.CRDVersions["styrmintasks.styrmin.io"] = "v0.6.0-3-gabcdef1"
+	_, err = PlanUpgrade(o, crdsOnly, UpgradeOptions{})
+	if err == nil || !strings.Contains(err.Error(), "CRD styrmintasks.styrmin.io (v0.6.0-3-gabcdef1)") || !strings.Contains(err.Error(), "Use styrminctl v0.6.0-3-gabcdef1 or newer") {
+		t.Errorf("CRDs of a newer build: err = %v", err)
+	}
+
+	// The same version, a newer one, and installs whose version is
+	// unknown are no downgrade.
+	for _, self := range []string{"v0.5.0", "v0.5.1", "v0.5.0-1-g0123456-dirty"} {
+		o.Version = self
+		if _, err := PlanUpgrade(o, newer, UpgradeOptions{}); err != nil {
+			t.Errorf("%s over v0.5.0: %v", self, err)
+		}
+	}
+	unknown := installed(t, Options{Cluster: "prod", Repo: o.Repo, Image: "agent:latest", Version: "(devel)"})
+	o.Version = "v0.1.0"
+	if _, err := PlanUpgrade(o, unknown, UpgradeOptions{}); err != nil {
+		t.Errorf("over an install of unknown version: %v", err)
+	}
+}
