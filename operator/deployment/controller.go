@@ -15,6 +15,7 @@ import (
 	chartutil "helm.sh/helm/v4/pkg/chart/v2/util"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
@@ -844,14 +845,30 @@ func (r *Reconciler) checkDrift(ctx context.Context, releases *release.Releases,
 }
 
 // finalize uninstalls the release of a tombstone or a deleted
-// StyrminDeployment, then lets the StyrminDeployment go.
+// StyrminDeployment, then lets the StyrminDeployment go; one deleted
+// because Styrmin is being removed (styrminRemoved) goes without.
 func (r *Reconciler) finalize(ctx context.Context, rs *reconcileState, orig *v1alpha1.StyrminDeployment) (ctrl.Result, error) {
 	sd := rs.sd
-	if controllerutil.ContainsFinalizer(sd, v1alpha1.FinalizerRelease) || sd.Spec.Tombstone() {
+	removed, err := r.styrminRemoved(ctx, sd)
+	if err != nil {
+		return r.resultFor(ctx, rs, orig, outcome.Retryable(v1alpha1.ReasonUninstallFailed, err))
+	}
+	if removed {
+		// Deleting the CRD deletes every StyrminDeployment: uninstalling
+		// them would make removing Styrmin remove every application.
+		ctrl.LoggerFrom(ctx).Info("the StyrminDeployment CRD is being deleted: leaving the application running as a plain Helm release",
+			"release", sd.Spec.Deployment.Name, "sequence", sd.Spec.Sequence)
+		r.recorder.Eventf(sd, nil, corev1.EventTypeNormal, eventLeftRunning, "Uninstall",
+			"Styrmin is being removed (CRD %s is being deleted): release %s is left running as a plain Helm release, its objects and records kept", deploymentCRD, sd.Spec.Deployment.Name)
+	}
+	if !removed && (controllerutil.ContainsFinalizer(sd, v1alpha1.FinalizerRelease) || sd.Spec.Tombstone()) {
 		start := time.Now()
 		releases, err := r.identityOf(sd)
+		// What the agent knows of the release's objects besides its
+		// records, which a namespace deleted by hand takes with it.
+		known, inventory := r.lastApplied(sd.Namespace), sd.Status.Inventory
 		if err == nil {
-			err = releases.Uninstall(ctx, sd.Namespace, sd.Spec.Deployment.Name)
+			err = releases.Uninstall(ctx, sd.Namespace, sd.Spec.Deployment.Name, known, inventory)
 		}
 		if err != nil && apierrors.IsForbidden(err) && releases != r.releases && r.namespaceTerminating(ctx, sd.Namespace) {
 			// The namespace is going, and with it the service account's
@@ -862,7 +879,7 @@ func (r *Reconciler) finalize(ctx context.Context, rs *reconcileState, orig *v1a
 			// are checked), and those in the namespace go with it anyway.
 			r.recorder.Eventf(sd, nil, corev1.EventTypeWarning, v1alpha1.EventUninstalledAsAgent, "Uninstall",
 				"Namespace %s is being deleted and %s may no longer act: uninstalling release %s as the agent (%v)", sd.Namespace, sd.Status.AppliedAs, sd.Spec.Deployment.Name, err)
-			err = r.releases.Uninstall(ctx, sd.Namespace, sd.Spec.Deployment.Name)
+			err = r.releases.Uninstall(ctx, sd.Namespace, sd.Spec.Deployment.Name, known, inventory)
 		}
 		r.metrics.applyDuration.WithLabelValues("uninstall", metricsreg.ResultLabel(err)).Observe(time.Since(start).Seconds())
 		if err != nil {
@@ -886,6 +903,50 @@ func (r *Reconciler) finalize(ctx context.Context, rs *reconcileState, orig *v1a
 		}
 	}
 	return ctrl.Result{}, nil
+}
+
+// eventLeftRunning is the reason of the event that says a deleted
+// StyrminDeployment's release was left running because Styrmin is being
+// removed.
+const eventLeftRunning = "LeftRunning"
+
+// deploymentCRD is the name of the StyrminDeployment CRD.
+const deploymentCRD = "styrmindeployments." + v1alpha1.Group
+
+// styrminRemoved reports whether a deleted StyrminDeployment is deleted
+// because its CRD is (kubectl delete -k config/, a careless kubectl
+// delete crd): being deleted, or gone, as the API server says. Styrmin is
+// then being removed, not the application. Forbidden counts as no (an
+// install whose RBAC lacks get on the CRD uninstalls as before); another
+// error is returned, so that a doubt never uninstalls.
+func (r *Reconciler) styrminRemoved(ctx context.Context, sd *v1alpha1.StyrminDeployment) (bool, error) {
+	if sd.DeletionTimestamp.IsZero() || !controllerutil.ContainsFinalizer(sd, v1alpha1.FinalizerRelease) {
+		return false, nil
+	}
+	// Its metadata alone: the agent's scheme has no apiextensions kinds.
+	var crd metav1.PartialObjectMetadata
+	crd.SetGroupVersionKind(apiextensionsv1.SchemeGroupVersion.WithKind("CustomResourceDefinition"))
+	err := r.apiReader.Get(ctx, client.ObjectKey{Name: deploymentCRD}, &crd)
+	switch {
+	case apierrors.IsNotFound(err):
+		return true, nil
+	case apierrors.IsForbidden(err):
+		return false, nil
+	case err != nil:
+		return false, fmt.Errorf("reading CRD %s (whether Styrmin is being removed): %w", deploymentCRD, err)
+	}
+	return !crd.DeletionTimestamp.IsZero(), nil
+}
+
+// lastApplied is the last revision this agent applied of a deployment's
+// release (nil: none in memory).
+func (r *Reconciler) lastApplied(namespace string) *release.Revision {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if st := r.states[namespace]; st != nil && st.applied != nil {
+		return st.applied.revision
+	}
+	return nil
 }
 
 // namespaceTerminating reports whether namespace is being deleted, as the

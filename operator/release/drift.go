@@ -65,6 +65,10 @@ type desiredObject struct {
 	// keep is true when the object is annotated to outlive its release
 	// (helm.sh/resource-policy: keep).
 	keep bool
+	// keepLive is true for an object no record listed (known from the
+	// agent's memory or the status's inventory, see Uninstall): its keep
+	// policy is the live object's.
+	keepLive bool
 	// resource is the object's REST resource, namespaced or not; gvr and
 	// namespaced say which, to make it again (see pack).
 	resource   dynamic.ResourceInterface
@@ -561,8 +565,9 @@ func conflictManagers(err error) []string {
 // new revision no longer has, or any on uninstall), when it is the
 // release's: like Helm, an object whose annotations name another release,
 // or none, is left alone (kept is true), and so is one replaced since it
-// was read. Its dependents go in the background. An object already gone
-// is not an error.
+// was read. An object whose keep policy is the live one's (keepLive) and
+// says keep is left alone as well, as callers skip o.keep. Its dependents
+// go in the background. An object already gone is not an error.
 func (d *releaseObjects) remove(ctx context.Context, o *desiredObject, releaseName, namespace string) (kept bool, err error) {
 	live, err := o.resource.Get(ctx, o.ref.Name, metav1.GetOptions{})
 	if apierrors.IsNotFound(err) {
@@ -574,6 +579,9 @@ func (d *releaseObjects) remove(ctx context.Context, o *desiredObject, releaseNa
 	ann := live.GetAnnotations()
 	if ann[ReleaseNameAnnotation] != releaseName || ann[ReleaseNamespaceAnnotation] != namespace {
 		return true, nil
+	}
+	if o.keepLive && ann[helmResourcePolicyAnnotation] == helmKeepPolicy {
+		return false, nil // kept by its policy, as callers skip o.keep
 	}
 	uid := live.GetUID()
 	policy := metav1.DeletePropagationBackground

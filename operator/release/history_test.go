@@ -50,7 +50,7 @@ func TestUninstallRemovesTheValuesSecretEvenWhenNoRevisionWasRecorded(t *testing
 	if n := e.releaseRecordCount(t, ns); n != 0 || !e.sensitiveSecretExists(t, ns) {
 		t.Fatalf("before the uninstall: %d records, values Secret there: %v; want none and the Secret", n, e.sensitiveSecretExists(t, ns))
 	}
-	if err := e.helm.Uninstall(ctx, ns, "app"); err != nil {
+	if err := e.helm.Uninstall(ctx, ns, "app", nil, nil); err != nil {
 		t.Fatal(err)
 	}
 	if e.sensitiveSecretExists(t, ns) {
@@ -67,7 +67,7 @@ func TestUninstallRemovesTheValuesSecretEvenWhenNoRevisionWasRecorded(t *testing
 	if err := e.helm.records.removeAll(ctx, ns, "app"); err != nil {
 		t.Fatal(err)
 	}
-	if err := e.helm.Uninstall(ctx, ns, "app"); err != nil {
+	if err := e.helm.Uninstall(ctx, ns, "app", nil, nil); err != nil {
 		t.Fatal(err)
 	}
 	if e.sensitiveSecretExists(t, ns) {
@@ -198,7 +198,7 @@ func TestObjectsAFailedRevisionCreatedArePrunedByTheFixAndUninstalled(t *testing
 	if got, h := e.configMaps(t, ns), e.history(t, ns, "app"); got != "a=4 k=3 t=theirs yy=4" || h != "1:superseded 2:failed 3:deployed 4:failed" {
 		t.Fatalf("after the second failed revision: config maps %q, history %q", got, h)
 	}
-	if err := e.helm.Uninstall(ctx, ns, "app"); err != nil {
+	if err := e.helm.Uninstall(ctx, ns, "app", nil, nil); err != nil {
 		t.Fatal(err)
 	}
 	if got := e.configMaps(t, ns); got != "t=theirs" {
@@ -304,7 +304,7 @@ func TestAFailedRevisionListingAnObjectNoOtherRecordListsIsNotTrimmed(t *testing
 					t.Fatalf("config maps after the fix %q, want z pruned", got)
 				}
 			case "uninstall":
-				if err := e.helm.Uninstall(ctx, ns, "app"); err != nil {
+				if err := e.helm.Uninstall(ctx, ns, "app", nil, nil); err != nil {
 					t.Fatal(err)
 				}
 				if got := e.configMaps(t, ns); got != "" {

@@ -22,6 +22,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
@@ -932,18 +933,30 @@ func releaseManifest(objects []drivers.Object) string {
 // values. A release without records is not an error, and its values
 // Secret goes all the same. Its revisions carry no hooks: the driver's
 // actions do that work.
-func (h *Releases) Uninstall(ctx context.Context, namespace, name string) error {
+//
+// known (the last revision this agent applied, nil: none in memory) and
+// inventory (the StyrminDeployment's status.inventory) are what the agent
+// knows of the release's objects besides its records. Those of them
+// outside the namespace (cluster-scoped, or in a namespace a policy adds)
+// that no record lists are deleted too, unless the live object is
+// annotated keep: a namespace deleted by hand takes the records with
+// everything else in it, often before the StyrminDeployment's finalizer
+// runs, and nothing else would delete them. Those in the namespace are
+// not: the namespace controller deletes them with it.
+func (h *Releases) Uninstall(ctx context.Context, namespace, name string, known *Revision, inventory []v1alpha1.ObjectRef) error {
 	history, err := h.records.history(ctx, namespace, name)
+	if err != nil {
+		return fmt.Errorf("uninstall release %s/%s: %w", namespace, name, err)
+	}
+	outside, err := h.objectsOutside(namespace, name, known, inventory)
 	if err != nil {
 		return fmt.Errorf("uninstall release %s/%s: %w", namespace, name, err)
 	}
 	// No decodable record (an install that failed on its first object, or
 	// a retry after the records went) still removes the values Secret
 	// below: Apply writes it before anything is recorded.
-	if len(history) > 0 {
-		if err := h.removeObjects(ctx, namespace, name, history); err != nil {
-			return err
-		}
+	if err := h.removeObjects(ctx, namespace, name, history, outside); err != nil {
+		return err
 	}
 	if err := h.records.removeAll(ctx, namespace, name); err != nil {
 		return fmt.Errorf("uninstall release %s/%s: %w", namespace, name, err)
@@ -955,17 +968,69 @@ func (h *Releases) Uninstall(ctx context.Context, namespace, name string) error 
 	return nil
 }
 
+// objectsOutside returns the objects of known and inventory (see
+// Uninstall) that are outside namespace, each scoped as the cluster
+// serves its kind (an inventory lists a custom cluster-scoped kind in the
+// release's namespace: drivers.IsClusterScoped does not know it), their
+// keep policy to be read from the live object. A known revision that does
+// not decode is passed over; kinds no longer served are left out (their
+// objects went with them).
+func (h *Releases) objectsOutside(namespace, name string, known *Revision, inventory []v1alpha1.ObjectRef) ([]*desiredObject, error) {
+	var out []*desiredObject
+	if known != nil && known.name == name && known.namespace == namespace {
+		if rel, err := known.decode(); err == nil {
+			objs, _, err := h.objects.parseObjects(rel.Manifest, name, namespace, nil, true)
+			if err != nil {
+				return nil, fmt.Errorf("revision %d: %w", known.number, err)
+			}
+			out = append(out, objs...)
+		}
+	}
+	for _, ref := range inventory {
+		gv, err := schema.ParseGroupVersion(ref.APIVersion)
+		if err != nil {
+			return nil, fmt.Errorf("inventory %s: %w", ref, err)
+		}
+		mapping, err := h.objects.mapper.RESTMapping(schema.GroupKind{Group: gv.Group, Kind: ref.Kind}, gv.Version)
+		if meta.IsNoMatchError(err) {
+			continue
+		}
+		if err != nil {
+			return nil, fmt.Errorf("inventory %s: %w", ref, err)
+		}
+		namespaced := mapping.Scope.Name() == meta.RESTScopeNameNamespace
+		switch {
+		case !namespaced:
+			ref.Namespace = ""
+		case ref.Namespace == "":
+			ref.Namespace = namespace
+		}
+		out = append(out, &desiredObject{ref: ref, gvr: mapping.Resource, namespaced: namespaced, namespace: namespace,
+			resource: resourceOf(h.objects.dyn, mapping.Resource, namespaced, ref.Namespace)})
+	}
+	out = slices.DeleteFunc(out, func(o *desiredObject) bool { return o.namespaced && o.ref.Namespace == namespace })
+	for _, o := range out {
+		o.keepLive = true
+	}
+	return out, nil
+}
+
 // removeObjects deletes the objects of the latest revision of history
 // (oldest first) and of every revision since the last one that deployed
 // (see replaced: a failed revision may have created objects, and may have
-// dropped objects of the deployed one), in the reverse of their install
-// order, but those annotated helm.sh/resource-policy: keep by the newest
-// revision listing them. Only the release's objects are deleted.
-func (h *Releases) removeObjects(ctx context.Context, namespace, name string, history []*release.Release) error {
+// dropped objects of the deployed one), and those of outside no revision
+// lists (see Uninstall), in the reverse of their install order, but those
+// annotated helm.sh/resource-policy: keep by the newest revision listing
+// them. Only the release's objects are deleted.
+func (h *Releases) removeObjects(ctx context.Context, namespace, name string, history []*release.Release, outside []*desiredObject) error {
 	var objs []*desiredObject
 	var unmapped []string
 	seen := map[string]bool{}
-	for _, rel := range replaced(last(history), history) {
+	var revs []*release.Release
+	if len(history) > 0 {
+		revs = replaced(last(history), history)
+	}
+	for _, rel := range revs {
 		parsed, gone, err := h.objects.parseObjects(rel.Manifest, name, namespace, nil, true)
 		if err != nil {
 			return fmt.Errorf("uninstall release %s/%s: revision %d: %w", namespace, name, rel.Version, err)
@@ -977,6 +1042,12 @@ func (h *Releases) removeObjects(ctx context.Context, namespace, name string, hi
 			}
 		}
 		unmapped = append(unmapped, gone...)
+	}
+	for _, o := range outside {
+		if key := objectKey(o.ref); !seen[key] {
+			seen[key] = true
+			objs = append(objs, o)
+		}
 	}
 	slices.SortStableFunc(objs, func(a, b *desiredObject) int { return compareInstallOrder(a.ref.Kind, b.ref.Kind) })
 	slices.Sort(unmapped)

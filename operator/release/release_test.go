@@ -295,7 +295,7 @@ func TestReleaseUninstallRemovesObjectsAndHistoryButKeptObjects(t *testing.T) {
 	if got := e.history(t, ns, "app"); got != "1:superseded 2:deployed" {
 		t.Fatalf("history %q, want 1:superseded 2:deployed", got)
 	}
-	if err := e.helm.Uninstall(ctx, ns, "app"); err != nil {
+	if err := e.helm.Uninstall(ctx, ns, "app", nil, nil); err != nil {
 		t.Fatal(err)
 	}
 	if got := e.configMaps(t, ns); got != "b=1" {
@@ -307,7 +307,7 @@ func TestReleaseUninstallRemovesObjectsAndHistoryButKeptObjects(t *testing.T) {
 	if _, err := action.NewHistory(helmtest.CLIConfig(t, e.cluster.KubeconfigPath, ns)).Run("app"); !errors.Is(err, driver.ErrReleaseNotFound) {
 		t.Fatalf("helm history after uninstall: %v, want release not found", err)
 	}
-	if err := e.helm.Uninstall(ctx, ns, "app"); err != nil {
+	if err := e.helm.Uninstall(ctx, ns, "app", nil, nil); err != nil {
 		t.Fatalf("uninstalling a release that is gone: %v", err)
 	}
 }
@@ -358,7 +358,7 @@ func TestReleaseRecordsAreReadAsHelmWroteThem(t *testing.T) {
 	if got := e.configMaps(t, ns); got != "a=ours" {
 		t.Fatalf("config maps %q, want a=ours", got)
 	}
-	if err := e.helm.Uninstall(ctx, ns, "app"); err != nil {
+	if err := e.helm.Uninstall(ctx, ns, "app", nil, nil); err != nil {
 		t.Fatal(err)
 	}
 	if got, n := e.configMaps(t, ns), e.releaseRecordCount(t, ns); got != "" || n != 0 {
@@ -394,7 +394,7 @@ func TestReleaseFailedInstallTakesNothingOverAndUninstallLeavesOthersObjects(t *
 	if got := e.history(t, ns, "app"); got != "1:failed 2:failed" {
 		t.Fatalf("history %q, want two failed revisions", got)
 	}
-	if err := e.helm.Uninstall(ctx, ns, "app"); err != nil {
+	if err := e.helm.Uninstall(ctx, ns, "app", nil, nil); err != nil {
 		t.Fatal(err)
 	}
 	if got, n := e.configMaps(t, ns), e.releaseRecordCount(t, ns); got != "b=theirs" || n != 0 {
@@ -437,7 +437,7 @@ func TestReleaseFailedInstallTakesNothingOverAndUninstallLeavesOthersObjects(t *
 	if _, err := e.helm.records.create(ctx, ghost, nil); err != nil {
 		t.Fatal(err)
 	}
-	if err := e.helm.Uninstall(ctx, ns, "ghost"); err != nil {
+	if err := e.helm.Uninstall(ctx, ns, "ghost", nil, nil); err != nil {
 		t.Fatalf("uninstall of a release whose kind is no longer served: %v", err)
 	}
 	if got, err := e.cs.CoreV1().Secrets(ns).List(ctx, metav1.ListOptions{LabelSelector: "owner=helm,name=ghost"}); err != nil || len(got.Items) != 0 {
@@ -526,7 +526,7 @@ func TestAReleaseDoesNotTakeOverAnotherReleasesObjectOfTheSameName(t *testing.T)
 			if n := e.releaseRecordCount(t, c.second.Namespace); n != 0 {
 				t.Fatalf("%d records for a refused install that changed nothing", n)
 			}
-			if err := e.helm.Uninstall(ctx, c.second.Namespace, c.second.Name); err != nil {
+			if err := e.helm.Uninstall(ctx, c.second.Namespace, c.second.Name, nil, nil); err != nil {
 				t.Fatal(err)
 			}
 			if who, content := owner(t, c.objNS, c.obj); who != first || content != c.content {
@@ -551,7 +551,7 @@ func TestAReleaseDoesNotTakeOverAnotherReleasesObjectOfTheSameName(t *testing.T)
 	if _, _, err := e.helm.Apply(ctx, cases[0].first, nil, 0); err != nil {
 		t.Fatal(err)
 	}
-	if err := e.helm.Uninstall(ctx, "prod", "api"); err != nil {
+	if err := e.helm.Uninstall(ctx, "prod", "api", nil, nil); err != nil {
 		t.Fatal(err)
 	}
 	if who, content := owner(t, "", "api-view"); who != "dev/api" || content != "dev" {
@@ -718,7 +718,7 @@ func TestAReleaseDoesNotAdoptAnExistingObjectWithoutReleaseAnnotations(t *testin
 			if n := e.releaseRecordCount(t, "prod"); n != 0 {
 				t.Fatalf("%d records for a refused install", n)
 			}
-			if err := e.helm.Uninstall(ctx, "prod", "api"); err != nil {
+			if err := e.helm.Uninstall(ctx, "prod", "api", nil, nil); err != nil {
 				t.Fatal(err)
 			}
 			annotations(t, c.objNS, c.obj.Name) // still there
@@ -737,7 +737,7 @@ func TestAReleaseDoesNotAdoptAnExistingObjectWithoutReleaseAnnotations(t *testin
 			if _, _, err := e.helm.Apply(ctx, req, nil, 0); err != nil {
 				t.Fatalf("apply over the object annotated for the release: %v", err)
 			}
-			if err := e.helm.Uninstall(ctx, "prod", "api"); err != nil {
+			if err := e.helm.Uninstall(ctx, "prod", "api", nil, nil); err != nil {
 				t.Fatal(err)
 			}
 			if c.objNS == "" {
@@ -909,7 +909,7 @@ func TestAnApplyCancelledAfterItsFirstObjectIsStillRecorded(t *testing.T) {
 	if got := e.history(t, ns, "app"); got != "1:failed" {
 		t.Fatalf("history %q, want the cancelled apply recorded as 1:failed", got)
 	}
-	if err := e.helm.Uninstall(context.Background(), ns, "app"); err != nil {
+	if err := e.helm.Uninstall(context.Background(), ns, "app", nil, nil); err != nil {
 		t.Fatal(err)
 	}
 	if got := e.configMaps(t, ns); got != "" {
