@@ -140,6 +140,19 @@
 // strings, quotes only where a YAML 1.1 or 1.2 parser could misread a
 // plain string); the same input gives the same bytes.
 //
+// Helm hooks are not run. After the patches (as Helm 4 sorts hooks after
+// its post-renderer), an object whose helm.sh/hook annotation lists only
+// `helm test`'s hooks (test, or Helm 2's test-success and test-failure) is
+// left out, as Helm's install leaves it out: the test Pod of a `helm
+// create` chart. Any other hook (pre-install, post-upgrade, …, several,
+// or one Helm does not know) refuses the render with a *SpecError at its
+// template naming the driver, the object and the annotation's value
+// (HookAdvice): the agent would apply it with everything else and put it
+// back after its delete policy removed it. Turn the hook off through the
+// chart's values, or do the work in the driver's actions (runJob in
+// actions.setup or actions.upgrade); a patch removing the annotation
+// makes the object an ordinary one.
+//
 // Evaluation is cheap by construction: the spec is compiled once, and each
 // computation (values, services, components with patches) evaluates a
 // projection of the spec holding only the declarations it needs, filled

@@ -202,6 +202,10 @@ func (d *Driver) renderObjects(c Context, values map[string]any, text func(o *re
 	if err := d.applyPatches(patches, objs); err != nil {
 		return nil, err
 	}
+	// Before the components: a test Pod is no workload of the release.
+	if objs, err = d.leaveOutHooks(objs); err != nil {
+		return nil, err
+	}
 	if err := d.tagComponents(comps, objs); err != nil {
 		return nil, err
 	}
