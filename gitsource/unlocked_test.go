@@ -5,6 +5,8 @@ import (
 	"errors"
 	"io/fs"
 	"maps"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -256,34 +258,51 @@ func TestLockedSequencesCountLockfilesCommittedWithoutTrailers(t *testing.T) {
 	}
 }
 
-// TestLockedSequencesCountASquashedLockWhoseTrailerWasLost: a squash merge
-// of a pull request with two lock commits keeps only the last one's
-// trailer in its message. The first one's number, written in a lockfile
-// the trailers do not name, stays used after a revert brings that
-// lockfile back to an older number: the next lock must not number it
-// again (the agent ignores a reused sequence).
-func TestLockedSequencesCountASquashedLockWhoseTrailerWasLost(t *testing.T) {
-	lr := newLocalRepo(t, false)
-	lr.commit("styrmin: lock\n\nStyrmin-Lock: c/e/d1=2\nStyrmin-Lock: c/e/d2=3", map[string]string{
-		"locks/c/e/d1.lock.yaml": "kind: Instance\nsequence: 2\n",
-		"locks/c/e/d2.lock.yaml": "kind: Instance\nsequence: 3\n",
-	})
-	lr.git("checkout", "-q", "-b", "pr")
-	lr.commit("styrmin: lock d1\n\nStyrmin-Lock: c/e/d1=3", map[string]string{"locks/c/e/d1.lock.yaml": "kind: Instance\nsequence: 3\n"})
-	lr.commit("styrmin: lock d2\n\nStyrmin-Lock: c/e/d2=4", map[string]string{"locks/c/e/d2.lock.yaml": "kind: Instance\nsequence: 4\n"})
-	lr.git("checkout", "-q", "main")
-	lr.git("merge", "-q", "--squash", "pr")
-	// What a forge writes: the squashed messages, the last trailer block
-	// the only one git reads as trailers.
-	lr.commit("Lock d1 and d2 (#12)\n\n* styrmin: lock d1\n\n* styrmin: lock d2\n\nStyrmin-Lock: c/e/d2=4", nil)
-	lr.git("branch", "-q", "-D", "pr")
-	lr.git("revert", "--no-edit", "HEAD")
-	r, err := gitsource.Open(lr.dir, gitsource.OpenOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	got, err := r.LockedSequences(hashOf(t, lr.git("rev-parse", "HEAD")), ".", "locks")
-	if want := map[string]int{"c/e/d1": 3, "c/e/d2": 4}; err != nil || !maps.Equal(got, want) {
-		t.Fatalf("got %v, %v; want %v: d1's 3, written by the squash merge without its trailer, is used", got, err, want)
+// TestLockedSequencesCountTheLocksASquashMergeKeepsInItsBody: a squash
+// merge of a pull request with two lock commits (d1=3, then d2=4) keeps
+// both messages in its body, and only its last paragraph, d2's trailer,
+// is read as trailers; reverted afterwards, d1's lockfile is back at 2.
+// d1's 3 is used all the same, in a forge's message ("* subject" per
+// commit, bodies kept) and in git's own (`git merge --squash`, indented):
+// the next lock of d1 must not be 3 again.
+func TestLockedSequencesCountTheLocksASquashMergeKeepsInItsBody(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		message func(lr *localRepo) string
+	}{
+		{"a forge's message", func(*localRepo) string {
+			return "Lock d1 and d2 (#12)\n\n* styrmin: lock d1\n\nStyrmin-Lock: c/e/d1=3\n\n* styrmin: lock d2\n\nStyrmin-Lock: c/e/d2=4"
+		}},
+		{"git's squash message", func(lr *localRepo) string {
+			b, err := os.ReadFile(filepath.Join(lr.dir, ".git", "SQUASH_MSG"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			return "Lock d1 and d2\n\n" + string(b)
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			lr := newLocalRepo(t, false)
+			lr.commit("styrmin: lock\n\nStyrmin-Lock: c/e/d1=2\nStyrmin-Lock: c/e/d2=3", map[string]string{
+				"locks/c/e/d1.lock.yaml": "kind: Instance\nsequence: 2\n",
+				"locks/c/e/d2.lock.yaml": "kind: Instance\nsequence: 3\n",
+			})
+			lr.git("checkout", "-q", "-b", "pr")
+			lr.commit("styrmin: lock d1\n\nStyrmin-Lock: c/e/d1=3", map[string]string{"locks/c/e/d1.lock.yaml": "kind: Instance\nsequence: 3\n"})
+			lr.commit("styrmin: lock d2\n\nStyrmin-Lock: c/e/d2=4", map[string]string{"locks/c/e/d2.lock.yaml": "kind: Instance\nsequence: 4\n"})
+			lr.git("checkout", "-q", "main")
+			lr.git("merge", "-q", "--squash", "pr")
+			lr.commit(tc.message(lr), nil)
+			lr.git("branch", "-q", "-D", "pr")
+			lr.git("revert", "--no-edit", "HEAD")
+			r, err := gitsource.Open(lr.dir, gitsource.OpenOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			got, err := r.LockedSequences(hashOf(t, lr.git("rev-parse", "HEAD")), ".", "locks")
+			if want := map[string]int{"c/e/d1": 3, "c/e/d2": 4}; err != nil || !maps.Equal(got, want) {
+				t.Fatalf("got %v, %v; want %v: d1's 3, in the squash merge's body, is used", got, err, want)
+			}
+		})
 	}
 }
