@@ -13,6 +13,7 @@ import (
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/events"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
@@ -22,6 +23,7 @@ import (
 
 	"github.com/styrmin/styrmin/operator/api/v1alpha1"
 	"github.com/styrmin/styrmin/operator/driversource"
+	"github.com/styrmin/styrmin/operator/internal/eventnote"
 	"github.com/styrmin/styrmin/operator/task"
 	"github.com/styrmin/styrmin/resolver"
 )
@@ -49,6 +51,9 @@ type Options struct {
 	Cluster string
 	// Now is the clock (nil: time.Now).
 	Now func() time.Time
+	// Recorder records events (nil: SetupWithManager takes the
+	// manager's, as the agent's; none without a manager).
+	Recorder events.EventRecorder
 }
 
 func (o *Options) now() time.Time {
@@ -93,6 +98,9 @@ func (o *Options) check() error {
 // SetupWithManager registers the controller: StyrminBackups, and the
 // operation tasks that belong to them.
 func (r *BackupReconciler) SetupWithManager(mgr ctrl.Manager) error {
+	if r.opts.Recorder == nil {
+		r.opts.Recorder = eventnote.Wrap(mgr.GetEventRecorder(eventSource))
+	}
 	return ctrl.NewControllerManagedBy(mgr).
 		Named("styrminbackup").
 		For(&v1alpha1.StyrminBackup{}).
@@ -125,6 +133,19 @@ func (r *BackupReconciler) Reconcile(ctx context.Context, req reconcile.Request)
 		// its artefacts' delete tasks again.
 		if err := r.opts.APIReader.Get(ctx, req.NamespacedName, &b); err != nil {
 			return reconcile.Result{}, client.IgnoreNotFound(err)
+		}
+		if controllerutil.ContainsFinalizer(&b, Finalizer) {
+			// Deleting the CRD deletes every StyrminBackup: deleting their
+			// artefacts would make removing Styrmin delete the backups'
+			// data. It is kept where it is, and the backup goes.
+			removed, err := crdRemoved(ctx, r.opts.APIReader, BackupCRD)
+			if err != nil {
+				return reconcile.Result{RequeueAfter: 5 * time.Second}, err
+			}
+			if removed {
+				r.sayBackupKept(ctx, &b)
+				return reconcile.Result{}, finalize(ctx, r.opts.Client, r.opts.APIReader, &b, v1alpha1.OperationBackup, v1alpha1.OperationDeleteBackup)
+			}
 		}
 		wait, err := r.deleteArtifacts(ctx, &b)
 		if err != nil {
