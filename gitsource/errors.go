@@ -74,7 +74,7 @@ const unparseableURL = "<unparseable URL>"
 // "<unparseable URL>", an scp-like ssh address (git@host:path) itself.
 func PublicURL(raw string) string {
 	u, err := url.Parse(raw)
-	if err != nil {
+	if err != nil || atOutsideUserinfo(u) {
 		return unparsed(raw)
 	}
 	if u.User == nil {
@@ -92,7 +92,7 @@ func PublicURL(raw string) string {
 // errors and logs.
 func redactURL(raw string) string {
 	u, err := url.Parse(raw)
-	if err != nil {
+	if err != nil || atOutsideUserinfo(u) {
 		return unparsed(raw)
 	}
 	if u.User == nil {
@@ -110,9 +110,21 @@ func redactURL(raw string) string {
 	return u.String()
 }
 
-// unparsed is how a URL that url.Parse rejects is shown: itself when it
-// can hold no credentials (no '@') or is an scp-like ssh address
-// ([user@]host:path, which holds no password), unparseableURL otherwise.
+// atOutsideUserinfo reports whether u, parsed, has a '@' outside its user
+// information: after its host, where a user name or password holding
+// '/', '?' or '#' ends the authority early (https://user:/pw@host parses
+// as host "user:" and path "/pw@host", https://u:a@b/c@host as password
+// "a" and path "/c@host"), or in a URL without an authority
+// (git:pw@host:path). What in it is a credential cannot be told, as in
+// one that does not parse.
+func atOutsideUserinfo(u *url.URL) bool {
+	return strings.Contains(u.Opaque+u.Path+u.RawPath+u.RawQuery+u.Fragment, "@")
+}
+
+// unparsed is how a URL that url.Parse rejects, or whose '@' is outside
+// its user information, is shown: itself when it can hold no credentials
+// (no '@') or is an scp-like ssh address ([user@]host:path, which holds
+// no password), unparseableURL otherwise.
 func unparsed(raw string) string {
 	if !strings.Contains(raw, "@") {
 		return raw

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"maps"
 	"slices"
-	"strings"
 	"sync"
 	"time"
 
@@ -1639,11 +1638,13 @@ func tailString(s string, n int) string {
 		return s
 	}
 	s = s[len(s)-n:]
-	// Do not start in the middle of a UTF-8 sequence.
-	for i := 0; i < len(s) && i < 4; i++ {
-		if s[i]&0xC0 != 0x80 {
-			return s[i:]
-		}
+	// Do not start in the middle of a UTF-8 sequence: drop the leading
+	// continuation bytes only. The text is masked already, so nothing
+	// inside it may be removed: dropping invalid bytes between two pieces
+	// of a value would join them into the value again.
+	i := 0
+	for i < len(s) && s[i]&0xC0 == 0x80 {
+		i++
 	}
-	return strings.ToValidUTF8(s, "")
+	return s[i:]
 }
