@@ -16,13 +16,18 @@ import (
 // uninstalled); tasks are the deployment's, in any order.
 func Active(sd *v1alpha1.StyrminDeployment, tasks []v1alpha1.StyrminTask) *v1alpha1.ActiveInstance {
 	var active *v1alpha1.ActiveInstance
+	legacyFailed := false
 	if sd != nil {
 		active = sd.Status.Active
-		if active == nil && sd.Status.ActiveSequence > 0 && sd.Status.ActiveSequence == sd.Spec.Sequence && legacyActiveHolds(sd.Status.ActiveSequence, tasks) {
-			// Written by an agent that recorded no summary: the instance
-			// it ran is the spec.
-			active = &v1alpha1.ActiveInstance{Sequence: sd.Spec.Sequence, Kind: sd.Spec.Kind, Digest: sd.Spec.Digest,
-				Driver: sd.Spec.Driver, AppVersion: sd.Spec.AppVersion}
+		if active == nil && sd.Status.ActiveSequence > 0 && sd.Status.ActiveSequence == sd.Spec.Sequence {
+			if legacyActiveHolds(sd.Status.ActiveSequence, tasks) {
+				// Written by an agent that recorded no summary: the
+				// instance it ran is the spec.
+				active = &v1alpha1.ActiveInstance{Sequence: sd.Spec.Sequence, Kind: sd.Spec.Kind, Digest: sd.Spec.Digest,
+					Driver: sd.Spec.Driver, AppVersion: sd.Spec.AppVersion}
+			} else {
+				legacyFailed = true
+			}
 		}
 	}
 	for i := range tasks {
@@ -33,6 +38,13 @@ func Active(sd *v1alpha1.StyrminDeployment, tasks []v1alpha1.StyrminTask) *v1alp
 		if a := TaskTarget(t); a != nil {
 			active = a
 		}
+	}
+	if active == nil && legacyFailed {
+		// Something runs (an older agent applied it), but which instance
+		// is active is not known: not nothing, or a retry would run the
+		// create's setup hooks over a deployment that holds data. An
+		// instance of no driver makes the next change an upgrade.
+		active = &v1alpha1.ActiveInstance{Kind: resolver.KindInstance}
 	}
 	return active
 }

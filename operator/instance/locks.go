@@ -283,6 +283,11 @@ func (l *RepoLocks) LockFile(_ context.Context, ref v1alpha1.LockRef) ([]byte, e
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, &LockNotFoundError{Ref: ref, Err: errors.New("no such file at that commit")}
 	}
+	if errors.Is(err, resolver.ErrUnreadable) {
+		// The clone failed to give it (too many open files, an object
+		// not read): the world may change, and reading it again may work.
+		return nil, fmt.Errorf("lock %s at commit %s: %w", ref.Path, ref.Commit, err)
+	}
 	if err != nil {
 		// At a commit, which does not change: a link, a folder or a file
 		// too big needs a change in git (as one that does not decode).

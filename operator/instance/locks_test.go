@@ -110,3 +110,32 @@ func TestALockfileThatDoesNotDecodeIsNotFound(t *testing.T) {
 		}
 	}
 }
+
+// unreadableTree is a tree whose files cannot be opened: a clone out of
+// file handles, or missing an object.
+type unreadableTree struct{}
+
+func (unreadableTree) FS(gitsource.Hash) (fs.FS, error) { return unreadableFS{}, nil }
+
+type unreadableFS struct{}
+
+func (unreadableFS) Open(name string) (fs.File, error) {
+	if name == "." || !strings.HasSuffix(name, ".yaml") {
+		return fstest.MapFS{"locks/local/dev/web.lock.yaml": {Data: []byte("x")}}.Open(name)
+	}
+	return nil, &fs.PathError{Op: "open", Path: name, Err: errors.New("too many open files")}
+}
+
+// TestALockfileTheCloneFailsToReadIsNotTakenForAMissingOne pins that a
+// read the clone fails (not the lockfile's content) is an error retried,
+// not a LockNotFoundError, which fails a waiting task and makes a running
+// one give up its lock.
+func TestALockfileTheCloneFailsToReadIsNotTakenForAMissingOne(t *testing.T) {
+	l := NewRepoLocks(unreadableTree{})
+	ref := v1alpha1.LockRef{Commit: fmt.Sprintf("%040x", 7), Path: "locks/local/dev/web.lock.yaml"}
+	_, err := l.LockFile(context.Background(), ref)
+	var nf *LockNotFoundError
+	if err == nil || errors.As(err, &nf) || !errors.Is(err, resolver.ErrUnreadable) {
+		t.Fatalf("LockFile: %v, want an error wrapping resolver.ErrUnreadable, not a LockNotFoundError", err)
+	}
+}

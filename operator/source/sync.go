@@ -396,7 +396,8 @@ func (s *Syncer) walk(ctx context.Context, src *v1alpha1.StyrminSource, from, to
 	if err != nil {
 		return fmt.Errorf("sync: listing lock changes %s..%s: %w", from.Short(), to.Short(), err)
 	}
-	w := &syncWalk{s: s, from: from, to: to, prev: map[resolver.ID]*resolver.Instance{}, seen: map[resolver.ID]bool{}, deleted: map[resolver.ID]int64{}, queued: map[resolver.ID]bool{}}
+	w := &syncWalk{s: s, from: from, to: to, prev: map[resolver.ID]*resolver.Instance{}, seen: map[resolver.ID]bool{}, accepted: map[resolver.ID]bool{},
+		deleted: map[resolver.ID]int64{}, queued: map[resolver.ID]bool{}}
 	var tasks []*v1alpha1.StyrminTask
 	var reported gitsource.Hash
 	for _, ch := range changes {
@@ -575,6 +576,10 @@ type syncWalk struct {
 	// created.
 	prev map[resolver.ID]*resolver.Instance
 	seen map[resolver.ID]bool
+	// accepted are the deployments whose prev this walk accepted (a task
+	// is made for it), where a prev read at from may be a lockfile an
+	// earlier walk refused.
+	accepted map[resolver.ID]bool
 	// queued are the deployments this walk has a task for already (made
 	// at its end): a tombstone after one has something to delete.
 	queued map[resolver.ID]bool
@@ -654,7 +659,7 @@ func (w *syncWalk) apply(ctx context.Context, src *v1alpha1.StyrminSource, ch gi
 		res.Ignored++
 		return nil, nil
 	}
-	moved, err := w.s.namespaceMove(ctx, prev, next)
+	moved, err := w.namespaceMove(ctx, prev, next)
 	if err != nil {
 		return nil, err
 	}
@@ -666,7 +671,9 @@ func (w *syncWalk) apply(ctx context.Context, src *v1alpha1.StyrminSource, ch gi
 		res.Ignored++
 		return nil, nil
 	}
+	prevAccepted := w.accepted[id]
 	w.prev[id] = summary(next)
+	w.accepted[id] = true
 	if next.Kind != resolver.KindTombstone {
 		deleted, err := w.deletedAtHead(ctx, id, next.Sequence, gitsource.Hash(ch.Commit))
 		if err != nil {
@@ -688,7 +695,7 @@ func (w *syncWalk) apply(ctx context.Context, src *v1alpha1.StyrminSource, ch gi
 		return nil, nil
 	}
 
-	task, err := w.s.taskFor(ctx, prev, next, data, gitsource.Hash(ch.Commit), ch.Path)
+	task, err := w.s.taskFor(ctx, prev, next, prevAccepted, data, gitsource.Hash(ch.Commit), ch.Path)
 	if err != nil {
 		return nil, err
 	}
@@ -705,39 +712,79 @@ func (w *syncWalk) apply(ctx context.Context, src *v1alpha1.StyrminSource, ch gi
 // namespaceMove says why next may not follow when it places the
 // deployment in another namespace than the one it runs in ("" when it
 // does not): a task there would install it afresh and leave the old
-// namespace's release running, with no lock left to delete it. Where it
-// runs is its StyrminDeployment's namespace (the lockfile before next
-// may be one refused so), else, when it runs nowhere yet, the namespace
-// of prev, whose task may still be waiting to run.
-func (s *Syncer) namespaceMove(ctx context.Context, prev, next *resolver.Instance) (string, error) {
+// namespace's release running, with no lock left to delete it. After a
+// tombstone the deployment is added anew, wherever. A prev this walk
+// accepted says where the deployment is (its task may not have run yet);
+// a prev read at the walk's start may be a lockfile an earlier walk
+// refused, so where it runs is read from the cluster: its
+// StyrminDeployment that is not being deleted (runningNamespace), else,
+// when it runs nowhere, prev's namespace.
+func (w *syncWalk) namespaceMove(ctx context.Context, prev, next *resolver.Instance) (string, error) {
 	if next.Kind == resolver.KindTombstone || next.Context == nil || next.Context.Deployment.Namespace == "" ||
-		(prev != nil && prev.Kind == resolver.KindTombstone) {
-		// After a tombstone the deployment is added anew, wherever: the
-		// tombstone's task deletes it where it ran.
+		prev == nil || prev.Kind == resolver.KindTombstone {
 		return "", nil
 	}
 	now := next.Context.Deployment.Namespace
-	var sd v1alpha1.StyrminDeployment
-	err := s.opts.Client.Get(ctx, instance.Key(now), &sd)
-	switch {
-	case err == nil && sd.Spec.Deployment == instance.DeploymentID(next.ID):
-		return "", nil // it runs there (the common case: one read from the cache)
-	case err != nil && !apierrors.IsNotFound(err):
-		return "", fmt.Errorf("sync: reading the StyrminDeployment of %s: %w", now, err)
+	prevNS := ""
+	if prev.Context != nil {
+		prevNS = prev.Context.Deployment.Namespace
 	}
-	was, err := s.deploymentNamespace(ctx, next.ID)
-	if err != nil {
-		return "", err
-	}
-	where := "where it runs"
-	if was == "" && prev != nil && prev.Kind != resolver.KindTombstone && prev.Context != nil {
-		was, where = prev.Context.Deployment.Namespace, fmt.Sprintf("where sequence %d is locked", prev.Sequence)
+	was, where := prevNS, fmt.Sprintf("where sequence %d is locked", prev.Sequence)
+	if !w.accepted[next.ID] {
+		var sd v1alpha1.StyrminDeployment
+		err := w.s.opts.Client.Get(ctx, instance.Key(now), &sd)
+		switch {
+		case err == nil && sd.Spec.Deployment == instance.DeploymentID(next.ID):
+			return "", nil // it runs there (the common case: one read from the cache)
+		case err != nil && !apierrors.IsNotFound(err):
+			return "", fmt.Errorf("sync: reading the StyrminDeployment of %s: %w", now, err)
+		}
+		ns, err := w.s.runningNamespace(ctx, next.ID)
+		if err != nil {
+			return "", err
+		}
+		if ns != "" {
+			was, where = ns, "where it runs"
+		}
 	}
 	if was == "" || was == now {
 		return "", nil
 	}
 	return fmt.Sprintf("field context.deployment.namespace: %q, but the deployment is in %q (%s): a deployment does not move between namespaces (delete it with a tombstone, then add it again)",
 		now, was, where), nil
+}
+
+// runningNamespace is the namespace of the deployment's StyrminDeployment
+// that is not being deleted ("" when there is none): not holding a
+// tombstone, not deleted, and with no tombstone's task after its sequence
+// waiting in its namespace. A deployment deleted and added back elsewhere
+// has its old StyrminDeployment until the tombstone's task has run.
+func (s *Syncer) runningNamespace(ctx context.Context, id resolver.ID) (string, error) {
+	var list v1alpha1.StyrminDeploymentList
+	did := instance.DeploymentID(id)
+	if err := s.opts.Client.List(ctx, &list, client.MatchingLabels(did.Labels())); err != nil {
+		return "", fmt.Errorf("sync: looking up the StyrminDeployment of %s: %w", id, err)
+	}
+	for _, sd := range list.Items {
+		if sd.Spec.Tombstone() || !sd.DeletionTimestamp.IsZero() {
+			continue
+		}
+		var tasks v1alpha1.StyrminTaskList
+		if err := s.opts.Client.List(ctx, &tasks, client.InNamespace(sd.Namespace), client.MatchingLabels(did.Labels())); err != nil {
+			return "", fmt.Errorf("sync: looking up the tasks of %s: %w", id, err)
+		}
+		deleting := false
+		for _, t := range tasks.Items {
+			if t.Spec.Workflow == v1alpha1.WorkflowDelete && t.Spec.ToSequence > sd.Spec.Sequence && t.Status.Phase != v1alpha1.TaskFailed {
+				deleting = true
+				break
+			}
+		}
+		if !deleting {
+			return sd.Namespace, nil
+		}
+	}
+	return "", nil
 }
 
 // deletedAtHead tells whether a walk must not make the task of a
@@ -766,7 +813,11 @@ func (w *syncWalk) deletedAtHead(ctx context.Context, id resolver.ID, seq int64,
 		}
 		// A lockfile missing or invalid at the head says nothing of a
 		// deletion: the change is made as before.
-		if in, err := resolver.ReadLock(w.toFS, id.LockPath()); err == nil && in.Kind == resolver.KindTombstone {
+		in, err := resolver.ReadLock(w.toFS, id.LockPath())
+		if errors.Is(err, resolver.ErrUnreadable) {
+			return false, fmt.Errorf("sync: reading %s at %s: %w", id.LockPath(), w.to.Short(), err)
+		}
+		if err == nil && in.Kind == resolver.KindTombstone {
 			ns, err := w.s.deploymentNamespace(ctx, id)
 			if err != nil {
 				return false, err
@@ -801,6 +852,11 @@ func (w *syncWalk) previous(id resolver.ID) (*resolver.Instance, error) {
 	in, err := resolver.ReadLock(w.fromFS, id.LockPath())
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, nil
+	}
+	if errors.Is(err, resolver.ErrUnreadable) {
+		// The clone failed to give it: without it the order check, the
+		// workflow and a tombstone's namespace would be guessed.
+		return nil, fmt.Errorf("sync: reading %s at %s: %w", id.LockPath(), w.from.Short(), err)
 	}
 	if err != nil {
 		// An invalid earlier lock was reported when it was synced; for the
@@ -839,19 +895,22 @@ func SelectWorkflow(prev, next *resolver.Instance) v1alpha1.Workflow {
 // taskFor builds the task of next. A tombstone needs the namespace of the
 // instance it deletes: its StyrminDeployment's, else prev's; with neither
 // there is nothing to delete and taskFor returns nil.
-func (s *Syncer) taskFor(ctx context.Context, prev, next *resolver.Instance, data []byte, commit gitsource.Hash, path string) (*v1alpha1.StyrminTask, error) {
+func (s *Syncer) taskFor(ctx context.Context, prev, next *resolver.Instance, accepted bool, data []byte, commit gitsource.Hash, path string) (*v1alpha1.StyrminTask, error) {
 	wf := SelectWorkflow(prev, next)
 	ns := ""
 	if next.Context != nil {
 		ns = next.Context.Deployment.Namespace
 	}
 	if ns == "" {
-		// A tombstone deletes the deployment where it runs; the lockfile
-		// before it may be one refused for another namespace. Where it
-		// runs nowhere yet, a task of prev's may still make it there.
-		var err error
-		if ns, err = s.deploymentNamespace(ctx, next.ID); err != nil {
-			return nil, err
+		// A tombstone deletes the deployment where it is: where prev put
+		// it when this walk accepted prev (its task may not have run
+		// yet), else where it runs (the lockfile before it may be one
+		// refused for another namespace), else where prev was locked.
+		if !accepted || prev == nil || prev.Context == nil {
+			var err error
+			if ns, err = s.runningNamespace(ctx, next.ID); err != nil {
+				return nil, err
+			}
 		}
 		if ns == "" && prev != nil && prev.Context != nil {
 			ns = prev.Context.Deployment.Namespace

@@ -813,6 +813,25 @@ func TestALockfileTheCloneFailsToReadIsReadAgainAtTheNextSync(t *testing.T) {
 	if strings.Join(res.Created, " ") != "dev-web/web-1" {
 		t.Fatalf("the next sync: %+v, want web-1 made", res)
 	}
+	// The lockfile before a change, at the commit the walk starts from:
+	// without it the order check, the workflow and a tombstone's
+	// namespace would be guessed.
+	from, err := gitsource.ParseHash(e.source().Status.LastSyncedCommit)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.lock("delete web", tombstoneAt("web", 2))
+	flaky.only = from
+	flaky.failures.Store(1)
+	if _, err := s.Sync(e.ctx); err == nil || !errors.Is(err, syscall.EMFILE) {
+		t.Fatalf("sync with the lockfile before the change unreadable: %v, want the read's error", err)
+	}
+	if pos := e.source().Status.LastSyncedCommit; pos != from.String() {
+		t.Fatalf("position moved to %s past a lockfile not read", pos)
+	}
+	if res, err = s.Sync(e.ctx); err != nil || strings.Join(res.Created, " ") != "dev-web/web-2" {
+		t.Fatalf("the next sync: %+v, %v; want web-2 made", res, err)
+	}
 }
 
 // failingReads is a repository whose trees fail to open file while
@@ -821,12 +840,14 @@ type failingReads struct {
 	source.SourceRepo
 	file     string
 	failures atomic.Int64
+	// only, when set, is the one commit whose trees fail.
+	only gitsource.Hash
 }
 
 func (r *failingReads) FS(commit gitsource.Hash) (fs.FS, error) {
 	fsys, err := r.SourceRepo.FS(commit)
-	if err != nil {
-		return nil, err
+	if err != nil || (!r.only.IsZero() && commit != r.only) {
+		return fsys, err
 	}
 	return failingFS{fsys: fsys, r: r}, nil
 }
@@ -841,4 +862,54 @@ func (f failingFS) Open(name string) (fs.File, error) {
 		return nil, &fs.PathError{Op: "open", Path: name, Err: syscall.EMFILE}
 	}
 	return f.fsys.Open(name)
+}
+
+// TestADeploymentDeletedAndAddedBackElsewhereFollowsItsNewNamespace: the
+// documented move (a tombstone, then the deployment added back in
+// another namespace) is not taken for a move while the tombstone's task
+// has not run yet, and the old StyrminDeployment still exists: in one
+// walk (the tombstone, the re-creation and a change after it), and over
+// later walks (a change, then a tombstone, of the deployment in its new
+// namespace), every task goes where the deployment is.
+func TestADeploymentDeletedAndAddedBackElsewhereFollowsItsNewNamespace(t *testing.T) {
+	t.Parallel()
+	e := startSyncEnv(t)
+	e.lock("create web", instanceAt("web", "dev-web", 1))
+	if _, err := e.syncer().Sync(e.ctx); err != nil {
+		t.Fatal(err)
+	}
+	spec, err := instance.SpecFromInstance(instanceAt("web", "dev-web", 1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := e.cl.Create(e.ctx, &v1alpha1.StyrminDeployment{ObjectMeta: metav1.ObjectMeta{Namespace: "dev-web", Name: "dev-web",
+		Labels: instance.DeploymentID(deploymentID("web")).Labels()}, Spec: spec}); err != nil {
+		t.Fatal(err)
+	}
+	e.lock("delete web", tombstoneAt("web", 2))
+	e.lock("add web back in develop-web", instanceAt("web", "develop-web", 3))
+	e.lock("change web", instanceAt("web", "develop-web", 4))
+	s := e.syncer()
+	res, err := s.Sync(e.ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := "dev-web/web-1 dev-web/web-2 develop-web/web-3 develop-web/web-4"
+	if got := strings.Join(e.tasks(), " "); got != want || res.Ignored != 0 {
+		t.Fatalf("tasks %s (ignored %d), want %s", got, res.Ignored, want)
+	}
+	// Later walks, the tombstone's task still not run: a change, then a
+	// deletion, of web where it is now.
+	e.lock("change web again", instanceAt("web", "develop-web", 5))
+	if res, err = s.Sync(e.ctx); err != nil || res.Ignored != 0 {
+		t.Fatalf("sync: %+v, %v", res, err)
+	}
+	e.lock("delete web again", tombstoneAt("web", 6))
+	if res, err = s.Sync(e.ctx); err != nil || res.Ignored != 0 {
+		t.Fatalf("sync: %+v, %v", res, err)
+	}
+	want += " develop-web/web-5 develop-web/web-6"
+	if got := strings.Join(e.tasks(), " "); got != want {
+		t.Fatalf("tasks %s, want %s", got, want)
+	}
 }
