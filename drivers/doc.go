@@ -142,10 +142,11 @@
 //
 // Helm hooks are not run. After the patches (as Helm 4 sorts hooks after
 // its post-renderer), an object whose helm.sh/hook annotation lists only
-// `helm test`'s hooks (test, or Helm 2's test-success and test-failure) is
+// `helm test`'s hooks (test, or Helm 2's test-success and test-failure),
+// or names an event Helm 4 does not know (crd-install, an empty value), is
 // left out, as Helm's install leaves it out: the test Pod of a `helm
-// create` chart. Any other hook (pre-install, post-upgrade, …, several,
-// or one Helm does not know) refuses the render with a *SpecError at its
+// create` chart. Any other hook (pre-install, post-upgrade, …, several)
+// refuses the render with a *SpecError at its
 // template naming the driver, the object and the annotation's value
 // (HookAdvice): the agent would apply it with everything else and put it
 // back after its delete policy removed it. Turn the hook off through the

@@ -27,9 +27,22 @@ var testHooks = map[string]bool{
 const HookAdvice = "Styrmin does not run Helm hooks; disable the hook through the chart's values, " +
 	"or move the work to the driver's actions (runJob in actions.setup/upgrade)"
 
+// helmEvents are the hook events Helm 4 knows. An object whose annotation
+// names any other (Helm 2's crd-install, test-success; an empty value) is
+// skipped by Helm's install (releaseutil.SortManifests: "skipping unknown
+// hooks"), and so left out of a render here.
+var helmEvents = map[string]bool{
+	release.HookPreInstall.String(): true, release.HookPostInstall.String(): true,
+	release.HookPreDelete.String(): true, release.HookPostDelete.String(): true,
+	release.HookPreUpgrade.String(): true, release.HookPostUpgrade.String(): true,
+	release.HookPreRollback.String(): true, release.HookPostRollback.String(): true,
+	release.HookTest.String(): true,
+}
+
 // hookEvents parses an object's helm.sh/hook annotation as Helm does
-// (comma-separated events, trimmed, lower case; empty items ignored):
-// the annotation's value as written, its events, and whether it has one.
+// (comma-separated events, trimmed, lower case; an empty item is an event
+// Helm does not know): the annotation's value as written, its events, and
+// whether it has one.
 func hookEvents(o *rendered) (value string, events []string, ok bool) {
 	a, _ := o.meta()["annotations"].(map[string]any)
 	v, ok := a[HookAnnotation]
@@ -44,11 +57,21 @@ func hookEvents(o *rendered) (value string, events []string, ok bool) {
 		value = fmt.Sprint(x)
 	}
 	for e := range strings.SplitSeq(value, ",") {
-		if e = strings.ToLower(strings.TrimSpace(e)); e != "" {
-			events = append(events, e)
-		}
+		events = append(events, strings.ToLower(strings.TrimSpace(e)))
 	}
 	return value, events, true
+}
+
+// skippedByHelm reports whether Helm's install skips an object with these
+// hook events: one of them is unknown to Helm, or they are all `helm
+// test`'s (run by `helm test` only).
+func skippedByHelm(events []string) bool {
+	for _, e := range events {
+		if !helmEvents[e] {
+			return true
+		}
+	}
+	return onlyTestHooks(events)
 }
 
 // onlyTestHooks reports whether events are all test hooks (and at least
@@ -78,8 +101,9 @@ func (d *Driver) leaveOutHooks(objs []*rendered) ([]*rendered, error) {
 		switch {
 		case !ok:
 			out = append(out, o)
-		case onlyTestHooks(events):
-			// Run by `helm test` only: never installed.
+		case skippedByHelm(events):
+			// Run by `helm test` only, or an event Helm does not know:
+			// never installed by Helm either.
 		case len(errs) < maxReported:
 			errs = append(errs, &SpecError{File: o.source, Field: "metadata.annotations." + HookAnnotation,
 				Msg: fmt.Sprintf("%s %s of driver %s@%s is a Helm hook (%s: %q): %s",
