@@ -97,3 +97,34 @@ func readExample(t *testing.T, dir, rel string) string {
 	must(t, err)
 	return string(b)
 }
+
+// TestANamespaceARefusedMoveKeepsIsNoOtherDeployments: the namespace a
+// deployment refused a move keeps (its lock's) is still its own: another
+// deployment that the configuration now places there (an environment
+// taking the old prefix) fails naming it, where it was locked into a
+// namespace the agent finds taken.
+func TestANamespaceARefusedMoveKeepsIsNoOtherDeployments(t *testing.T) {
+	const devEnv = "clusters/local/environments/dev/environment.cue"
+	dir := exampleCopy(t)
+	lockDirInto(t, dir)
+	env := readExample(t, dir, devEnv)
+	writeFile(t, dir, devEnv, strings.Replace(env, `namespacePrefix: "dev"`, `namespacePrefix: "develop"`, 1))
+	writeFile(t, dir, "clusters/local/environments/qa/environment.cue", "namespacePrefix: \"dev\"\n")
+	writeFile(t, dir, "clusters/local/environments/qa/deployments/web.cue", readExample(t, dir, "clusters/local/environments/dev/deployments/web.cue"))
+	res, _, _ := resolveDir(t, dir)
+	if res == nil {
+		t.Fatal("the repository did not load")
+	}
+	errs := map[ID]error{}
+	for _, e := range res.Errors {
+		errs[e.ID] = e.Err
+	}
+	qa := ID{Cluster: "local", Environment: "qa", Name: "web"}
+	if err := errs[qa]; err == nil || !strings.Contains(err.Error(), `namespace "dev-web" is also the namespace of local/dev/web`) {
+		t.Fatalf("%s: %v, want an error naming local/dev/web, which keeps dev-web", qa, err)
+	}
+	dev := ID{Cluster: "local", Environment: "dev", Name: "web"}
+	if err := errs[dev]; err == nil || !strings.Contains(err.Error(), "would move from namespace") {
+		t.Fatalf("%s: %v, want its move refused", dev, err)
+	}
+}

@@ -21,10 +21,13 @@ func NamespaceOf(e *Environment, d *Deployment) string {
 // other's file), none uses a reserved one (kube-*, default, the agent's),
 // and no environment's policy lets its deployments into one. It is one
 // rule for every path that resolves: plan, lock, lock mode.
-func namespaceErrors(repo *Repository) map[ID]error {
+func namespaceErrors(repo *Repository, kept map[string][]keptNamespace) map[ID]error {
 	out := map[ID]error{}
 	for _, c := range repo.Clusters {
 		owners := map[string][]nsOwner{}
+		for _, k := range kept[c.Name] {
+			owners[k.namespace] = append(owners[k.namespace], k.owner)
+		}
 		for _, e := range c.Environments {
 			for _, d := range e.Deployments {
 				ns := NamespaceOf(e, d)
@@ -125,13 +128,15 @@ func reserved(ns string) bool {
 // StyrminDeployment running, unowned by any lock; so the deployment keeps
 // its lock until it is deleted (a tombstone) and added back, or the
 // namespacePrefix is set back. The error is the environment's, at
-// namespacePrefix.
-func namespaceMoveErrors(repo *Repository, locks map[ID]*Instance) map[ID]error {
+// namespacePrefix. kept gives, by cluster, the namespaces the refused
+// deployments keep: still theirs, which namespaceErrors gives no other
+// deployment.
+func namespaceMoveErrors(repo *Repository, locks map[ID]*Instance) (errs map[ID]error, kept map[string][]keptNamespace) {
 	if len(locks) == 0 {
-		return nil
+		return nil, nil
 	}
-	out := map[ID]error{}
-	moved := func(id ID, ns string, e *Environment) {
+	errs, kept = map[ID]error{}, map[string][]keptNamespace{}
+	moved := func(c *Cluster, id ID, ns string, e *Environment, file, what string) {
 		cur := locks[id]
 		if cur == nil || cur.Tombstone() || cur.Context == nil {
 			return
@@ -140,21 +145,32 @@ func namespaceMoveErrors(repo *Repository, locks map[ID]*Instance) map[ID]error 
 		if was == "" || was == ns {
 			return
 		}
-		out[id] = placed(&ConfigError{File: e.File, Field: "namespacePrefix", Msg: fmt.Sprintf(
-			"deployment %s would move from namespace %q (its lock, sequence %d) to %q (namespacePrefix %q, the folder's name unless set): a deployment does not move between namespaces, its release, volumes and StyrminDeployment would stay behind in %q; set namespacePrefix back, or delete the deployment (remove it and lock: a tombstone uninstalls it from %q) and add it again",
-			id, was, cur.Sequence, ns, e.NamespacePrefix, was, was)}, e.pos)
+		todo := fmt.Sprintf("set namespacePrefix back, or delete the deployment (remove it and lock: a tombstone uninstalls it from %q) and add it again", was)
+		if what != "" {
+			todo = fmt.Sprintf("set namespacePrefix back, or set dedicatedIngress: false and lock (the controller's tombstone uninstalls it from %q, once no deployment of the environment uses its class), then set the new namespacePrefix and dedicatedIngress: true", was)
+		}
+		errs[id] = placed(&ConfigError{File: e.File, Field: "namespacePrefix", Msg: fmt.Sprintf(
+			"%sdeployment %s would move from namespace %q (its lock, sequence %d) to %q (namespacePrefix %q, the folder's name unless set): a deployment does not move between namespaces, its release, volumes and StyrminDeployment would stay behind in %q; %s",
+			what, id, was, cur.Sequence, ns, e.NamespacePrefix, was, todo)}, e.pos)
+		kept[c.Name] = append(kept[c.Name], keptNamespace{namespace: was, owner: nsOwner{id, file, what}})
 	}
 	for _, c := range repo.Clusters {
 		for _, e := range c.Environments {
 			for _, d := range e.Deployments {
-				moved(d.ID, NamespaceOf(e, d), e)
+				moved(c, d.ID, NamespaceOf(e, d), e, d.File, "")
 			}
 		}
 		for _, ic := range ingressControllers(c) {
 			if ic.env != nil {
-				moved(ic.id, ic.namespace, ic.env)
+				moved(c, ic.id, ic.namespace, ic.env, ic.env.File, "the ingress controller ")
 			}
 		}
 	}
-	return out
+	return errs, kept
+}
+
+// keptNamespace is a namespace a deployment refused a move keeps.
+type keptNamespace struct {
+	namespace string
+	owner     nsOwner
 }

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"path"
+	"maps"
 	"runtime"
 	"sort"
 	"strings"
@@ -124,12 +125,11 @@ func Resolve(repo *Repository, opts Options) *Result {
 		err error
 	}
 	var jobs []*job
-	nsErrs := namespaceErrors(repo)
-	for id, err := range namespaceMoveErrors(repo, opts.Locks) {
-		if nsErrs[id] == nil {
-			nsErrs[id] = err
-		}
-	}
+	moveErrs, kept := namespaceMoveErrors(repo, opts.Locks)
+	nsErrs := namespaceErrors(repo, kept)
+	// A refused move says so, rather than that the namespace it keeps is
+	// also another's.
+	maps.Copy(nsErrs, moveErrs)
 	for _, c := range repo.Clusters {
 		for _, e := range c.Environments {
 			for _, d := range e.Deployments {
