@@ -1130,13 +1130,18 @@ func (r *Reconciler) runSteps(ctx context.Context, run *taskRun) (phaseResult, e
 			defaultTimeout: r.opts.StepTimeout, poll: r.opts.PollInterval, waiting: run.waiting})
 		switch d.next {
 		case stepFail:
+			msg := d.message
 			if d.reason == v1alpha1.ReasonStepTimedOut {
-				// Nothing runs after the task says it failed.
+				// Nothing runs after the task says it failed. A Job that
+				// cannot be deleted (the account may not, the API server
+				// fails) does not hold the task's end: its deadline, the
+				// step's timeout, stops it anyway; the message says so.
 				if err := r.clearFailedRun(ctx, run, st, "of a step that timed out"); err != nil {
-					return phaseResult{}, err
+					run.log.Error(err, "deleting a timed-out step's job", "step", st.Name)
+					msg += fmt.Sprintf("; its job could not be deleted (its deadline stops it): %v", err)
 				}
 			}
-			return r.failStep(ctx, run, d.reason, d.message, d.output)
+			return r.failStep(ctx, run, d.reason, msg, d.output)
 		case stepRetry:
 			r.mu.Lock()
 			r.lastErr[t.UID] = d.err.Error()
