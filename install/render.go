@@ -84,6 +84,15 @@ type Options struct {
 	// (docs/tenancy.md). Recorded on the Deployment
 	// (AnnotationDefaultEnvironmentClusterWide).
 	WithoutDefaultEnvironmentBinding bool
+	// NoBranch leaves --branch out, Branch ignored: the agent follows the
+	// remote's HEAD (the chart's repository.branch: ""). PlanUpgrade sets
+	// it over an agent without --branch when --branch is not given.
+	NoBranch bool
+	// NoSecret leaves --repo-secret out, SecretName ignored: the agent
+	// reads a public repository without credentials (the chart's
+	// repository.secret.name: ""). PlanUpgrade sets it over an agent
+	// without --repo-secret when --secret-name is not given.
+	NoSecret bool
 	// ExtraArgs are agent arguments install does not manage (the
 	// README's --lock-mode, --ui-bind-address, …), added after the
 	// manifest's: PlanUpgrade carries over those of the installed agent.
@@ -92,10 +101,16 @@ type Options struct {
 }
 
 func (o Options) withDefaults() Options {
-	if o.Branch == "" {
+	switch {
+	case o.NoBranch:
+		o.Branch = ""
+	case o.Branch == "":
 		o.Branch = DefaultBranch
 	}
-	if o.SecretName == "" {
+	switch {
+	case o.NoSecret:
+		o.SecretName = ""
+	case o.SecretName == "":
 		o.SecretName = DefaultSecretName
 	}
 	if o.Namespace == "" {
@@ -123,8 +138,10 @@ func (o Options) validate() error {
 	for _, e := range validation.IsDNS1123Label(o.Namespace) {
 		errs = append(errs, fmt.Errorf("namespace %q: %s", o.Namespace, e))
 	}
-	for _, e := range validation.IsDNS1123Subdomain(o.SecretName) {
-		errs = append(errs, fmt.Errorf("secret name %q: %s", o.SecretName, e))
+	if !o.NoSecret {
+		for _, e := range validation.IsDNS1123Subdomain(o.SecretName) {
+			errs = append(errs, fmt.Errorf("secret name %q: %s", o.SecretName, e))
+		}
 	}
 	if strings.HasPrefix(o.Path, "/") || strings.Contains("/"+o.Path+"/", "/../") {
 		errs = append(errs, fmt.Errorf("path %q: must be a folder inside the repository", o.Path))
@@ -184,8 +201,10 @@ func Render(o Options) ([]*unstructured.Unstructured, error) {
 	if err := configureAgent(dep, o); err != nil {
 		return nil, fmt.Errorf("render: Deployment %s: %w", agentDeployment, err)
 	}
-	if err := grantSecret(objs, o.SecretName); err != nil {
-		return nil, err
+	if !o.NoSecret {
+		if err := grantSecret(objs, o.SecretName); err != nil {
+			return nil, err
+		}
 	}
 	for _, u := range objs {
 		if isCRD(u) {

@@ -37,6 +37,10 @@ type UninstallOptions struct {
 	// create in it (the credentials Secrets); install's objects there are
 	// deleted.
 	KeepNamespace bool
+	// Force goes on while StyrminTasks have not ended, printing for each
+	// the replicas its stopComponents steps recorded: deleting a task
+	// loses them, and the workloads it stopped stay at 0.
+	Force bool
 	// Timeout bounds each wait: for the agent's pods to end, for the
 	// Styrmin objects and the CRDs to go (default 2 minutes).
 	Timeout time.Duration
@@ -65,10 +69,17 @@ var styrminKinds = []styrminKind{
 // applications running as plain Helm releases, writing one line to w for
 // each thing it does:
 //
+//  0. it refuses, changing nothing, while a StyrminTask has not ended
+//     (its phase is not terminal), unless o.Force: the replicas a task's
+//     stopComponents steps scaled down from live only in its status, and
+//     deleting it would leave those workloads at 0;
 //  1. it scales the agent's Deployment to 0 and waits until its pods are
 //     gone, then refuses to go on while any agent pod (label
 //     app.kubernetes.io/name=styrmin-agent) runs anywhere: an agent that
-//     saw its objects deleted would uninstall every application;
+//     saw its objects deleted would uninstall every application. It
+//     looks at the tasks again once the agent is stopped: a task started
+//     meanwhile scales the agent back and refuses, unless o.Force, which
+//     prints each such task's recorded replicas;
 //  2. it removes the agent's finalizers (styrmin.io/release,
 //     styrmin.io/operation-tasks) from every StyrminDeployment,
 //     StyrminBackup and StyrminRestore, so that no namespace waits for an
@@ -93,8 +104,37 @@ func Uninstall(ctx context.Context, cfg *rest.Config, w io.Writer, o UninstallOp
 		return err
 	}
 	u := &uninstaller{c: c, w: w, o: o}
-	if err := u.stopAgents(ctx); err != nil {
+	// The tasks first, so that a refusal changes nothing; again once the
+	// agent is stopped, as it may start one until then.
+	running, err := u.unfinishedTasks(ctx)
+	if err != nil {
 		return err
+	}
+	if len(running) > 0 && !o.Force {
+		return unfinishedError(running, "nothing was changed")
+	}
+	replicas, err := u.stopAgents(ctx)
+	if err != nil {
+		return err
+	}
+	if running, err = u.unfinishedTasks(ctx); err != nil {
+		return err
+	}
+	if len(running) > 0 {
+		if !o.Force {
+			what := "nothing else was changed"
+			if replicas != nil {
+				if err := u.scaleAgent(ctx, *replicas); err != nil {
+					return fmt.Errorf("%w; and scaling the agent back to %d replicas: %v", unfinishedError(running, "nothing else was changed"), *replicas, err)
+				}
+				what = fmt.Sprintf("the agent was scaled back to %d replicas; nothing else was changed", *replicas)
+			}
+			return unfinishedError(running, what)
+		}
+		for _, t := range running {
+			u.sayTask(t)
+		}
+		u.forced = true
 	}
 	released, err := u.deleteObjects(ctx)
 	if err != nil {
@@ -120,6 +160,9 @@ func Uninstall(ctx context.Context, cfg *rest.Config, w io.Writer, o UninstallOp
 	if len(released) > 0 {
 		fmt.Fprintf(w, ": %s", strings.Join(released, ", "))
 	}
+	if u.forced {
+		fmt.Fprintf(w, "; but the workloads the unfinished tasks above stopped stay as they are: scale them back by hand")
+	}
 	fmt.Fprintln(w)
 	return nil
 }
@@ -130,6 +173,8 @@ type uninstaller struct {
 	o UninstallOptions
 	// done counts what was changed.
 	done int
+	// forced: tasks not ended were deleted (--force).
+	forced bool
 }
 
 func (u *uninstaller) say(format string, args ...any) {
@@ -137,26 +182,110 @@ func (u *uninstaller) say(format string, args ...any) {
 	fmt.Fprintf(u.w, format+"\n", args...)
 }
 
+// unfinishedTasks are the StyrminTasks whose phase is not terminal (none
+// when their CRD is gone).
+func (u *uninstaller) unfinishedTasks(ctx context.Context) ([]v1alpha1.StyrminTask, error) {
+	var list v1alpha1.StyrminTaskList
+	err := u.c.List(ctx, &list)
+	switch {
+	case apimeta.IsNoMatchError(err) || apierrors.IsNotFound(err):
+		return nil, nil
+	case err != nil:
+		return nil, fmt.Errorf("listing StyrminTasks: %w; nothing else was changed", err)
+	}
+	var out []v1alpha1.StyrminTask
+	for _, t := range list.Items {
+		if !t.Status.Phase.Terminal() {
+			out = append(out, t)
+		}
+	}
+	return out, nil
+}
+
+// taskName names a task, its deployment and its phase.
+func taskName(t v1alpha1.StyrminTask) string {
+	phase := string(t.Status.Phase)
+	if phase == "" {
+		phase = "not started"
+	}
+	return fmt.Sprintf("StyrminTask %s/%s (deployment %s in namespace %s, %s)", t.Namespace, t.Name, t.Spec.Deployment.String(), t.Spec.Namespace, phase)
+}
+
+func unfinishedError(tasks []v1alpha1.StyrminTask, what string) error {
+	names := make([]string, len(tasks))
+	for i, t := range tasks {
+		names[i] = taskName(t)
+	}
+	return fmt.Errorf("refusing to uninstall while tasks have not ended: %s. Deleting a task loses the replicas its stopComponents steps scaled the application down from, which would stay at 0; %s. "+
+		"Wait for them to end (kubectl get styrmintasks -A) and run uninstall again, or pass --force and scale back what it prints", strings.Join(names, "; "), what)
+}
+
+// sayTask says what a task not ended leaves behind: the workloads its
+// stopComponents steps recorded, with their replicas.
+func (u *uninstaller) sayTask(t v1alpha1.StyrminTask) {
+	var recorded []string
+	for _, st := range t.Status.Steps {
+		if st.Action != "stopComponents" {
+			continue
+		}
+		keys := make([]string, 0, len(st.Recorded))
+		for k := range st.Recorded {
+			keys = append(keys, k)
+		}
+		slices.Sort(keys)
+		for _, k := range keys {
+			recorded = append(recorded, fmt.Sprintf("%s: %s replicas (components %s)", k, st.Recorded[k], strings.Join(st.Components, ", ")))
+		}
+	}
+	if len(recorded) == 0 {
+		u.say("--force: %s not ended; its steps recorded no stopped workload", taskName(t))
+		return
+	}
+	u.say("--force: %s not ended; its stopComponents steps stopped, in namespace %s, %s: scale them back by hand (kubectl -n %s scale KIND/NAME --replicas=N) if they are still at 0",
+		taskName(t), t.Spec.Namespace, strings.Join(recorded, "; "), t.Spec.Namespace)
+}
+
+// scaleAgent sets the agent's Deployment's replicas.
+func (u *uninstaller) scaleAgent(ctx context.Context, replicas int32) error {
+	dep, err := readAgent(ctx, u.c, u.o.Namespace)
+	if err != nil {
+		return err
+	}
+	patch := client.RawPatch(types.MergePatchType, []byte(fmt.Sprintf(`{"spec":{"replicas":%d}}`, replicas)))
+	if err := u.c.Patch(ctx, dep, patch); err != nil {
+		return err
+	}
+	u.say("Deployment %s/%s scaled back to %d replicas", u.o.Namespace, agentDeployment, replicas)
+	return nil
+}
+
 // stopAgents scales the agent to 0, waits for its pods to go, and fails
-// when an agent pod still runs anywhere.
-func (u *uninstaller) stopAgents(ctx context.Context) error {
+// when an agent pod still runs anywhere. It returns the replicas it
+// scaled the agent down from (nil when it did not scale it).
+func (u *uninstaller) stopAgents(ctx context.Context) (*int32, error) {
 	ns := u.o.Namespace
+	var was *int32
 	dep, err := readAgent(ctx, u.c, ns)
 	switch {
 	case apierrors.IsNotFound(err):
 	case err != nil:
-		return err
+		return nil, err
 	default:
 		if dep.Spec.Replicas == nil || *dep.Spec.Replicas != 0 {
+			n := int32(1)
+			if dep.Spec.Replicas != nil {
+				n = *dep.Spec.Replicas
+			}
 			patch := client.RawPatch(types.MergePatchType, []byte(`{"spec":{"replicas":0}}`))
 			if err := u.c.Patch(ctx, dep, patch); err != nil {
-				return fmt.Errorf("scaling the agent's Deployment %s/%s to 0: %w; nothing was removed", ns, dep.Name, err)
+				return nil, fmt.Errorf("scaling the agent's Deployment %s/%s to 0: %w; nothing was removed", ns, dep.Name, err)
 			}
+			was = &n
 			u.say("Deployment %s/%s scaled to 0 replicas", ns, dep.Name)
 		}
 		sel, err := metav1.LabelSelectorAsSelector(dep.Spec.Selector)
 		if err != nil {
-			return fmt.Errorf("the agent's Deployment %s/%s: selector: %w", ns, dep.Name, err)
+			return was, fmt.Errorf("the agent's Deployment %s/%s: selector: %w", ns, dep.Name, err)
 		}
 		var left []string
 		err = wait.PollUntilContextTimeout(ctx, 250*time.Millisecond, u.o.Timeout, true, func(ctx context.Context) (bool, error) {
@@ -166,19 +295,23 @@ func (u *uninstaller) stopAgents(ctx context.Context) error {
 			}
 			left = left[:0]
 			for _, p := range pods.Items {
-				left = append(left, p.Name)
+				// An evicted or failed pod stays after the scale to 0:
+				// it runs nothing.
+				if p.Status.Phase != corev1.PodSucceeded && p.Status.Phase != corev1.PodFailed {
+					left = append(left, p.Name)
+				}
 			}
 			return len(left) == 0, nil
 		})
 		if err != nil {
-			return fmt.Errorf("waiting for the agent's pods in %s to end: %w (still there: %s); the agent stays scaled to 0 and nothing else was removed: see kubectl -n %s get pods -l %s, then run uninstall again (or styrminctl install to bring the agent back)",
+			return was, fmt.Errorf("waiting for the agent's pods in %s to end: %w (still there: %s); the agent stays scaled to 0 and nothing else was removed: see kubectl -n %s get pods -l %s, then run uninstall again (or styrminctl install to bring the agent back)",
 				ns, err, strings.Join(left, ", "), ns, agentSelector)
 		}
 	}
 	sel, _ := labels.Parse(agentSelector)
 	var pods corev1.PodList
 	if err := u.c.List(ctx, &pods, client.MatchingLabelsSelector{Selector: sel}); err != nil {
-		return fmt.Errorf("looking for running agents (pods %s): %w; nothing else was removed", agentSelector, err)
+		return was, fmt.Errorf("looking for running agents (pods %s): %w; nothing else was removed", agentSelector, err)
 	}
 	var running []string
 	for _, p := range pods.Items {
@@ -187,10 +320,10 @@ func (u *uninstaller) stopAgents(ctx context.Context) error {
 		}
 	}
 	if len(running) > 0 {
-		return fmt.Errorf("an agent still runs (pods %s; another installation, or -n is not the agent's namespace): it would uninstall every application when its objects go. "+
+		return was, fmt.Errorf("an agent still runs (pods %s; another installation, or -n is not the agent's namespace): it would uninstall every application when its objects go. "+
 			"Stop it (kubectl -n NAMESPACE scale deployment/%s --replicas=0) and run uninstall again; no Styrmin object was removed", strings.Join(running, ", "), agentDeployment)
 	}
-	return nil
+	return was, nil
 }
 
 // deleteObjects removes the agent's finalizers from every Styrmin object

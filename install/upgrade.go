@@ -178,19 +178,33 @@ func PlanUpgrade(o Options, in *Installed, u UpgradeOptions) (Upgrade, error) {
 	}
 	dep := in.Agent
 	liveArgs := agentArgs(dep)
-	keep := func(flag, arg string, into *string, dflt string) {
-		v := argValue(liveArgs, arg)
-		if given(flag) || v == "" {
-			return
+	keep := func(flag, arg string, into *string, dflt string) (absent bool) {
+		if given(flag) {
+			return false
+		}
+		v := liveArg(liveArgs, arg)
+		if v == "" {
+			return true
 		}
 		if cur := *into; v != cur && !(cur == "" && v == dflt) {
 			notes = append(notes, fmt.Sprintf("kept the agent's --%s=%s (pass --%s to change it)", arg, v, flag))
 		}
 		*into = v
+		return false
 	}
-	keep("branch", "branch", &o.Branch, DefaultBranch)
+	// An agent without --branch or --repo-secret (the chart's
+	// repository.branch: "" or repository.secret.name: "") stays so:
+	// install's defaults would switch its branch or name a Secret that
+	// does not exist.
+	if keep("branch", "branch", &o.Branch, DefaultBranch) {
+		o.NoBranch, o.Branch = true, ""
+		notes = append(notes, "kept the agent without --branch: it follows the remote's HEAD (pass --branch to set one)")
+	}
 	keep("path", "path", &o.Path, "")
-	keep("secret-name", "repo-secret", &o.SecretName, DefaultSecretName)
+	if keep("secret-name", "repo-secret", &o.SecretName, DefaultSecretName) {
+		o.NoSecret, o.SecretName = true, ""
+		notes = append(notes, "kept the agent without --repo-secret: it reads the repository without credentials (pass --secret-name to set one)")
+	}
 	if !given("default-environment-cluster-wide") && dep.Annotations[AnnotationDefaultEnvironmentClusterWide] == "false" && !o.WithoutDefaultEnvironmentBinding {
 		o.WithoutDefaultEnvironmentBinding = true
 		notes = append(notes, "kept --default-environment-cluster-wide=false, as installed: ClusterRoleBinding "+defaultEnvironment+" stays out (pass --default-environment-cluster-wide to change it)")
@@ -198,12 +212,20 @@ func PlanUpgrade(o Options, in *Installed, u UpgradeOptions) (Upgrade, error) {
 
 	if liveImage := agentInfo(dep).Image; o.Image == "" && liveImage != "" {
 		cmp, ok := operator.CompareVersions(self, live)
-		switch target := upgradeImage(liveImage, live, self); {
-		case ok && (cmp > 0 || cmp < 0 && u.AllowDowngrade) && target != "":
+		upgrading := ok && (cmp > 0 || cmp < 0 && u.AllowDowngrade)
+		target, why := upgradeImage(liveImage, live, self)
+		switch {
+		case upgrading && target != "":
 			o.Image = target
 			if target != liveImage {
 				notes = append(notes, fmt.Sprintf("agent image %s → %s (%s → %s)", liveImage, target, live, self))
 			}
+		case upgrading && why != "":
+			// A digest, or a tag that is not the agent's version: no
+			// image of self can be told from it, and the published one
+			// may not be reachable (an air-gapped mirror).
+			o.Image = liveImage
+			notes = append(notes, fmt.Sprintf("the agent runs %s (%s): pass --image to change it", liveImage, why))
 		default:
 			o.Image = liveImage
 			if DefaultImage(version.Info{Version: self}) != liveImage {
@@ -236,18 +258,25 @@ func PlanUpgrade(o Options, in *Installed, u UpgradeOptions) (Upgrade, error) {
 
 // upgradeImage is the image of version self for an agent that runs
 // image, of version live: image's repository with tag self when image is
-// named by its version (a mirror of the published images stays the
-// mirror), else the published image of self; "" when self has no
-// published image (a build without a release version, a Go
-// pseudo-version).
-func upgradeImage(image, live, self string) string {
+// named by its version live (a mirror of the published images stays the
+// mirror). It is "" with why "" when self has no published image (a build
+// without a release version, a Go pseudo-version), and "" with why saying
+// so when image is named by digest or by a tag other than live: such an
+// image is kept, never swapped for the published one, which an
+// air-gapped cluster cannot pull.
+func upgradeImage(image, live, self string) (target, why string) {
 	if !imageTag.MatchString(self) || pseudoVersion.MatchString(self) {
-		return ""
+		return "", ""
 	}
-	if !strings.Contains(image, "@") && live != "" && tagOf(image) == live {
-		return strings.TrimSuffix(image, ":"+live) + ":" + self
+	switch tag := tagOf(image); {
+	case strings.Contains(image, "@"):
+		return "", "by digest"
+	case tag == "":
+		return "", "without a tag"
+	case live == "" || tag != live:
+		return "", "tag " + tag + ", not the agent's version " + live
 	}
-	return DefaultImage(version.Info{Version: self})
+	return strings.TrimSuffix(image, ":"+live) + ":" + self, ""
 }
 
 // argChanges says which managed flags change from old to new, one line
@@ -302,6 +331,24 @@ func renderedAgent(objs []*unstructured.Unstructured) (string, []string) {
 		}
 	}
 	return "", nil
+}
+
+// liveArg is the value of flag name in args, given as --name=value or
+// --name value ("" when absent or empty).
+func liveArg(args []string, name string) string {
+	v := ""
+	for _, g := range argGroups(args) {
+		if flagName(g[0]) != name {
+			continue
+		}
+		switch _, val, ok := strings.Cut(g[0], "="); {
+		case ok:
+			v = val
+		case len(g) > 1:
+			v = g[1]
+		}
+	}
+	return v
 }
 
 // argGroups splits arguments into flags, each with its value when given

@@ -180,3 +180,79 @@ func TestPlanUpgradeRefusesANewerAgentOrCRDUnlessDowngradeIsAllowed(t *testing.T
 		t.Errorf("over an install of unknown version: %v", err)
 	}
 }
+
+// An agent installed without --branch (it follows the remote's HEAD) or
+// --repo-secret (a public repository), as the chart allows, keeps them
+// absent when install runs again without those flags: install's defaults
+// would switch its branch or name a Secret that does not exist.
+func TestPlanUpgradeKeepsAnAbsentBranchAndRepoSecretAbsent(t *testing.T) {
+	o := Options{Cluster: "prod", Repo: "https://git.example.com/d.git", Image: "mirror.example.com/agent:v0.2.0", Version: "v0.2.0"}
+	in := installed(t, o)
+	c := agentContainerOf(in.Agent)
+	c.Args = setArg(setArg(c.Args, "branch", ""), "repo-secret", "")
+
+	again := Options{Cluster: "prod", Repo: o.Repo, Branch: DefaultBranch, SecretName: DefaultSecretName, Version: "v0.2.0"}
+	up, err := PlanUpgrade(again, in, UpgradeOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	objs, err := Render(up.Options)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, args := renderedAgent(objs)
+	for _, a := range args {
+		if name := flagName(a); name == "branch" || name == "repo-secret" {
+			t.Errorf("args %v: %s added to an agent that had none", args, a)
+		}
+	}
+	for _, want := range []string{"kept the agent without --branch", "kept the agent without --repo-secret"} {
+		if !hasNote(up.Notes, want) {
+			t.Errorf("no note %q in:\n%s", want, strings.Join(up.Notes, "\n"))
+		}
+	}
+	if hasNote(up.Notes, "agent argument --branch") || hasNote(up.Notes, "agent argument --repo-secret") {
+		t.Errorf("notes announce a change of branch or Secret:\n%s", strings.Join(up.Notes, "\n"))
+	}
+
+	// Given, the flags set them.
+	given := map[string]bool{"branch": true, "secret-name": true}
+	again.Branch, again.SecretName = "release", "acme-git"
+	up, err = PlanUpgrade(again, in, UpgradeOptions{Given: func(f string) bool { return given[f] }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	objs, err = Render(up.Options)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, args = renderedAgent(objs)
+	if !slices.Contains(args, "--branch=release") || !slices.Contains(args, "--repo-secret=acme-git") {
+		t.Errorf("given flags lost: args %v", args)
+	}
+}
+
+// An upgrade keeps an agent image named by digest (or by a tag that is
+// not its version) rather than swap it for the published image, which an
+// air-gapped cluster pulling from a mirror cannot reach; it says so.
+func TestPlanUpgradeKeepsADigestPinnedImageAndSaysSo(t *testing.T) {
+	const digest = "sha256:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef"
+	for image, why := range map[string]string{
+		"mirror.example.com/agent@" + digest:             "by digest",
+		"mirror.example.com/agent:v0.2.0@" + digest:      "by digest",
+		"mirror.example.com/agent:stable":                "tag stable, not the agent's version v0.2.0",
+		"registry.internal:5000/styrmin/agent@" + digest: "by digest",
+	} {
+		in := installed(t, Options{Cluster: "prod", Repo: "https://git.example.com/d.git", Image: image, Version: "v0.2.0"})
+		up, err := PlanUpgrade(Options{Cluster: "prod", Repo: "https://git.example.com/d.git", Version: "v0.3.0"}, in, UpgradeOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if up.Options.Image != image {
+			t.Errorf("%s: upgraded to %s, want it kept", image, up.Options.Image)
+		}
+		if want := "the agent runs " + image + " (" + why + "): pass --image to change it"; !slices.Contains(up.Notes, want) {
+			t.Errorf("%s: no note %q in:\n%s", image, want, strings.Join(up.Notes, "\n"))
+		}
+	}
+}

@@ -30,7 +30,9 @@ func newInstallCmd(load restConfigFunc, stdout io.Writer) *cobra.Command {
 			"With --export, print the YAML and change nothing (the installed agent is not read).\n\n" +
 			"Over an installed agent (an upgrade), install first reads it and keeps what the\n" +
 			"command line does not set: its image (unless this styrminctl is a newer release,\n" +
-			"whose image it installs), its --branch, --path and --repo-secret, the choice of\n" +
+			"whose image it installs; an image by digest, or by a tag other than its version,\n" +
+			"is kept), its --branch, --path and --repo-secret (an agent without --branch or\n" +
+			"--repo-secret stays without them), the choice of\n" +
 			"--default-environment-cluster-wide, and every agent argument install does not\n" +
 			"manage (--lock-mode, --lock-secret, --ui-bind-address, --report-statuses, …).\n" +
 			"It prints what it keeps and which agent arguments change. It refuses, applying\n" +

@@ -18,6 +18,10 @@ func newUninstallCmd(load restConfigFunc, stdout io.Writer) *cobra.Command {
 		Use:   "uninstall",
 		Short: "Remove Styrmin from a cluster, leaving the applications running as plain Helm releases",
 		Long: "Remove Styrmin from a cluster without touching the applications it deployed:\n" +
+			"  0. refuse, changing nothing, while a StyrminTask has not ended (Pending, Running): a\n" +
+			"     task's stopComponents steps record in its status only the replicas they scaled\n" +
+			"     the application down from, and deleting the task would leave it at 0. --force\n" +
+			"     goes on and prints, for each such task, the workloads and replicas recorded;\n" +
 			"  1. scale the agent to 0 and wait for its pods to end (it refuses to go on while an\n" +
 			"     agent pod runs anywhere: an agent that saw its objects deleted would uninstall\n" +
 			"     every application);\n" +
@@ -47,6 +51,7 @@ func newUninstallCmd(load restConfigFunc, stdout io.Writer) *cobra.Command {
 	}
 	f := cmd.Flags()
 	f.BoolVar(&o.KeepCRDs, "keep-crds", false, "leave the styrmin.io CRDs (the Styrmin objects are deleted all the same)")
+	f.BoolVar(&o.Force, "force", false, "go on while StyrminTasks have not ended, printing the replicas each recorded for the workloads it stopped (they may stay at 0: scale them back by hand)")
 	f.BoolVar(&o.KeepNamespace, "keep-namespace", false, "leave the agent's namespace and the Secrets in it (install's objects there are deleted)")
 	f.DurationVar(&o.Timeout, "timeout", 2*time.Minute, "how long to wait for the agent's pods to end, and for the Styrmin objects and CRDs to go")
 	k.register(cmd, agentNamespace, install.DefaultNamespace)

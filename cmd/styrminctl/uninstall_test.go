@@ -6,11 +6,14 @@ import (
 	"testing"
 	"time"
 
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/util/retry"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/styrmin/styrmin/operator"
@@ -155,5 +158,116 @@ func TestUninstallLeavesApplicationsRunningLetsTheirNamespacesGoAndCanRunTwice(t
 	out, err = runCluster(t, kc, "uninstall")
 	if err != nil || !strings.HasPrefix(out, "nothing to remove") {
 		t.Fatalf("second uninstall: %v\n%s", err, out)
+	}
+}
+
+// uninstall refuses, changing nothing, while a StyrminTask runs: the
+// replicas its stopComponents step scaled the application down from live
+// only in its status. --force goes on and prints them. An evicted or
+// failed agent pod, which scaling to 0 leaves, does not hold it up.
+func TestUninstallRefusesWhileATaskRunsAndForcePrintsItsRecordedReplicas(t *testing.T) {
+	c := testcluster.StartT(t, testcluster.Options{Workloads: true})
+	kc := c.KubeconfigPath
+	ctx := context.Background()
+	scheme, err := operator.NewScheme()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cl, err := client.New(c.RESTConfig, client.Options{Scheme: scheme})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if out, err := runCluster(t, kc, "install", "--cluster", "local", "--repo", "https://git.example.com/platform/desired-state.git", "--image", "agent:test"); err != nil {
+		t.Fatalf("%v\n%s", err, out)
+	}
+	eventually := func(what string, cond func() (bool, error)) {
+		t.Helper()
+		if err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 90*time.Second, true, func(context.Context) (bool, error) { return cond() }); err != nil {
+			t.Fatalf("%s: %v", what, err)
+		}
+	}
+	agent := &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Name: "styrmin-agent", Namespace: "styrmin-system"}}
+	eventually("the agent is available", func() (bool, error) {
+		err := cl.Get(ctx, client.ObjectKeyFromObject(agent), agent)
+		return err == nil && agent.Status.AvailableReplicas == 2, err
+	})
+
+	// A failed agent pod (evicted): owned by something else than the
+	// agent's ReplicaSet, which would adopt it, and schedulable nowhere.
+	owner := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "evictor", Namespace: "styrmin-system"}}
+	if err := cl.Create(ctx, owner); err != nil {
+		t.Fatal(err)
+	}
+	yes := true
+	failed := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "styrmin-agent-evicted", Namespace: "styrmin-system", Labels: map[string]string{"app.kubernetes.io/name": "styrmin-agent"},
+		OwnerReferences: []metav1.OwnerReference{{APIVersion: "v1", Kind: "ConfigMap", Name: owner.Name, UID: owner.UID, Controller: &yes}}},
+		Spec: corev1.PodSpec{NodeSelector: map[string]string{"nowhere": "true"},
+			SecurityContext: &corev1.PodSecurityContext{RunAsNonRoot: &yes, SeccompProfile: &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault}},
+			Containers: []corev1.Container{{Name: "agent", Image: "agent:test", SecurityContext: &corev1.SecurityContext{
+				AllowPrivilegeEscalation: new(bool), Capabilities: &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}}}}}}}
+	if err := cl.Create(ctx, failed); err != nil {
+		t.Fatal(err)
+	}
+	if err := retry.RetryOnConflict(retry.DefaultRetry, func() error { // the scheduler writes it too
+		if err := cl.Get(ctx, client.ObjectKeyFromObject(failed), failed); err != nil {
+			return err
+		}
+		failed.Status.Phase, failed.Status.Reason, failed.Status.Message = corev1.PodFailed, "Evicted", "The node was low on resource: memory."
+		return cl.Status().Update(ctx, failed)
+	}); err != nil {
+		t.Fatal(err)
+	}
+
+	// A running task, written as the agent (only it may), whose
+	// stopComponents step scaled a worker down from 3.
+	agentCfg := rest.CopyConfig(c.RESTConfig)
+	agentCfg.Impersonate = rest.ImpersonationConfig{UserName: "system:serviceaccount:styrmin-system:styrmin-agent"}
+	acl, err := client.New(agentCfg, client.Options{Scheme: scheme})
+	if err != nil {
+		t.Fatal(err)
+	}
+	task := &v1alpha1.StyrminTask{ObjectMeta: metav1.ObjectMeta{Name: "dev-web-2", Namespace: "styrmin-system"},
+		Spec: v1alpha1.StyrminTaskSpec{Deployment: v1alpha1.DeploymentID{Cluster: "local", Environment: "dev", Name: "web"}, Namespace: "app",
+			Workflow: v1alpha1.WorkflowUpgrade, FromSequence: 1, ToSequence: 2, Lock: v1alpha1.LockRef{Commit: strings.Repeat("a", 40), Path: "locks/local/dev/web.lock.yaml"}}}
+	if err := acl.Create(ctx, task); err != nil {
+		t.Fatal(err)
+	}
+	task.Status = v1alpha1.StyrminTaskStatus{Phase: v1alpha1.TaskRunning, Workflow: v1alpha1.WorkflowUpgrade, CurrentStep: 1, Steps: []v1alpha1.TaskStep{
+		{Name: "upgrade/pre/1:stopComponents", Mode: "pre", Action: "stopComponents", Components: []string{"worker"}, State: v1alpha1.StepSucceeded,
+			Recorded: map[string]string{"Deployment/worker": "3"}},
+		{Name: "upgrade/core/2:helmUpgrade", Mode: "core", Action: "helmUpgrade", State: v1alpha1.StepRunning},
+	}}
+	if err := acl.Status().Update(ctx, task); err != nil {
+		t.Fatal(err)
+	}
+
+	out, err := runCluster(t, kc, "uninstall", "--timeout", "20s")
+	if err == nil || !strings.Contains(err.Error(), "StyrminTask styrmin-system/dev-web-2 (deployment local/dev/web in namespace app, Running)") || !strings.Contains(err.Error(), "nothing was changed") {
+		t.Fatalf("uninstall during a running task: err = %v\n%s", err, out)
+	}
+	if out != "" {
+		t.Errorf("a refused uninstall did something:\n%s", out)
+	}
+	if err := cl.Get(ctx, client.ObjectKeyFromObject(agent), agent); err != nil || agent.Spec.Replicas == nil || *agent.Spec.Replicas != 2 {
+		t.Errorf("a refused uninstall changed the agent: %v, replicas %v", err, agent.Spec.Replicas)
+	}
+	if err := cl.Get(ctx, client.ObjectKeyFromObject(task), task); err != nil {
+		t.Errorf("a refused uninstall deleted the task: %v", err)
+	}
+
+	out, err = runCluster(t, kc, "uninstall", "--force", "--timeout", "20s")
+	t.Log("\n" + out)
+	if err != nil {
+		t.Fatalf("uninstall --force: %v\n%s", err, out)
+	}
+	for _, want := range []string{
+		"Deployment styrmin-system/styrmin-agent scaled to 0 replicas",
+		"--force: StyrminTask styrmin-system/dev-web-2 (deployment local/dev/web in namespace app, Running) not ended; its stopComponents steps stopped, in namespace app, Deployment/worker: 3 replicas",
+		"1 StyrminTask(s) deleted",
+		"Styrmin removed.",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("uninstall --force does not say %q", want)
+		}
 	}
 }
