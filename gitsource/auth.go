@@ -93,7 +93,8 @@ func (a Auth) remote(rawURL string) (string, transport.AuthMethod, error) {
 // withURLCredentials moves the user information of an http(s) URL into a.
 // A lone user name is a token: sent as the password with the default user
 // name, as GitHub expects it (and any forge that takes a token as the
-// password). Credentials given both ways are an error.
+// password). When a has credentials (Token or Username) they win and the
+// URL's user information is dropped.
 func (a Auth) withURLCredentials(rawURL string) (string, Auth, error) {
 	scheme, _, ok := strings.Cut(rawURL, "://")
 	if !ok || !strings.EqualFold(scheme, "http") && !strings.EqualFold(scheme, "https") {
@@ -115,7 +116,11 @@ func (a Auth) withURLCredentials(rawURL string) (string, Auth, error) {
 		return clean, a, nil
 	}
 	if a.Token != "" || a.Username != "" {
-		return "", a, fmt.Errorf("gitsource: remote %s: credentials both in the URL and in Auth; give them once", clean)
+		// Auth wins, as it did when go-git was given the URL as it was:
+		// a CI's origin (https://gitlab-ci-token:…@host/…) or a forge's
+		// https://user@host/… URL with the agent's Secret. The URL's
+		// user information is dropped: never sent, never shown.
+		return clean, a, nil
 	}
 	if pass == "" {
 		a.Token = user

@@ -368,6 +368,10 @@ func (r *Repo) casLocalRef(old, new Hash) (moved bool, err error) {
 // which is not safe for concurrent use, and an attempt is kept whole
 // against a Fetch or another attempt. Readers wait for it, so it is
 // bounded by the network timeout.
+// pushCheckTimeout bounds push's look at the remote branch after a failed
+// ReceivePack.
+const pushCheckTimeout = 30 * time.Second
+
 func (r *Repo) push(ctx context.Context, old, new Hash, objs []plumbing.Hash) (moved bool, err error) {
 	ctx, cancel := networkContext(ctx, r.timeout)
 	defer cancel()
@@ -410,8 +414,12 @@ func (r *Repo) push(ctx context.Context, old, new Hash, objs []plumbing.Hash) (m
 	}
 	// The remote refused or the connection failed. Decide by what the
 	// branch is now, not by parsing messages: at new means the push landed,
-	// elsewhere than old means another locker won.
-	now, err := r.lsRemote(ctx, "list refs of")
+	// elsewhere than old means another locker won. The check has its own
+	// deadline: ctx may be the one that expired during ReceivePack, after
+	// the remote had applied the update.
+	checkCtx, cancelCheck := context.WithTimeout(context.WithoutCancel(ctx), pushCheckTimeout)
+	defer cancelCheck()
+	now, err := r.lsRemote(checkCtx, "list refs of")
 	if err != nil {
 		return false, errors.Join(transportError("push to", r.remoteURL, pushErr), err)
 	}

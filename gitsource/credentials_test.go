@@ -133,10 +133,61 @@ func TestCredentialsInTheURLStillAuthenticate(t *testing.T) {
 		})
 	}
 
-	// The same credentials given in the URL and in Auth are refused: which
-	// one wins would be a guess.
-	_, err := gitsource.Clone(ctx, withUserinfo(base, token), "", gitsource.CloneOptions{Auth: gitsource.Auth{Token: token}})
-	if err == nil || !strings.Contains(err.Error(), "both in the URL and in Auth") || strings.Contains(err.Error(), token) {
-		t.Errorf("credentials in the URL and in Auth: err = %v", err)
+}
+
+// TestAuthWinsOverCredentialsInTheURL: credentials in Auth win over user
+// information in the URL, which is dropped (never sent, never shown): a
+// lone user name (https://user@host/…, Bitbucket, Azure DevOps) or a
+// user:password (a CI's https://gitlab-ci-token:…@host/… origin) with
+// the agent's Secret or STYRMIN_GIT_TOKEN in Auth. Clone, Fetch,
+// CommitLocks, RemoteHead and FetchTree work with Auth's token, and a
+// refused token's error holds neither the URL's secret nor Auth's.
+func TestAuthWinsOverCredentialsInTheURL(t *testing.T) {
+	ctx := context.Background()
+	const token = "ghp_rightTokenInAuth0123456789"
+	const urlSecret = "glcbt-urlSecretNeverSent0123456789"
+	srv := gitserver.New(t, gitserver.WithToken(token))
+	base, _ := srv.CreateRepo("private.git")
+	first := srv.Commit("private.git", "first", map[string][]byte{"locks/c/e/a.lock.yaml": []byte("sequence: 1\n")})
+	auth := gitsource.Auth{Token: token}
+
+	for form, userinfo := range map[string]string{
+		"lone user name":    "bitbucket-user",
+		"user and password": "gitlab-ci-token:" + urlSecret,
+		"wrong token alone": urlSecret,
+	} {
+		t.Run(form, func(t *testing.T) {
+			u := withUserinfo(base, userinfo)
+			r, err := gitsource.Clone(ctx, u, filepath.Join(t.TempDir(), "clone"), gitsource.CloneOptions{Branch: "main", Auth: auth})
+			if err != nil {
+				t.Fatalf("Clone: %v", err)
+			}
+			if _, err := r.Fetch(ctx); err != nil {
+				t.Fatalf("Fetch: %v", err)
+			}
+			res, err := r.CommitLocks(ctx, gitsource.CommitRequest{Build: bumpSequence})
+			if err != nil || !res.Committed {
+				t.Fatalf("CommitLocks = %+v, %v", res, err)
+			}
+			if got, err := gitsource.RemoteHead(ctx, u, "main", auth); err != nil || got != res.Commit {
+				t.Fatalf("RemoteHead = %s, %v; want %s", got, err, res.Commit)
+			}
+			if _, got, err := gitsource.FetchTree(ctx, u, first, ".", auth); err != nil || got.String() != first {
+				t.Fatalf("FetchTree = %s, %v; want %s", got, err, first)
+			}
+			if strings.Contains(r.RemoteURL(), "@") {
+				t.Errorf("RemoteURL() = %q keeps the URL's user information", r.RemoteURL())
+			}
+
+			// Auth's token is what is sent: a wrong one is refused even
+			// with the right one nowhere else, and no error shows either.
+			_, err = gitsource.Clone(ctx, u, "", gitsource.CloneOptions{Auth: gitsource.Auth{Token: "wrong-" + token}})
+			if err == nil {
+				t.Fatal("Clone with a wrong token in Auth: no error")
+			}
+			if msg := err.Error(); strings.Contains(msg, urlSecret) || strings.Contains(msg, token) || strings.Contains(msg, "bitbucket-user") {
+				t.Errorf("Clone with a wrong token: the error holds a credential: %v", err)
+			}
+		})
 	}
 }

@@ -95,10 +95,11 @@ type OpenOptions struct {
 // DefaultNetworkTimeout bounds a network operation whose context has no
 // deadline: a remote that accepts the connection and then sends nothing
 // would otherwise stall the caller, and the Repo's readers waiting for it,
-// forever. It is the whole operation's bound, not an idle one: a clone of
-// a large repository over a slow link may need CloneOptions.NetworkTimeout
-// raised.
-const DefaultNetworkTimeout = 2 * time.Minute
+// forever. It is the whole operation's bound, not an idle one, so it is
+// generous: a stall ends within it, and a clone of a large repository
+// over a slow link still fits (raise CloneOptions.NetworkTimeout, the
+// agent's --git-timeout, for one that does not).
+const DefaultNetworkTimeout = 10 * time.Minute
 
 // networkContext is ctx bounded by timeout (0: DefaultNetworkTimeout)
 // unless it has a deadline already.

@@ -157,3 +157,56 @@ func TestCloneAndPushToAStalledRemoteGiveUpAtTheNetworkTimeout(t *testing.T) {
 		t.Fatalf("CommitLocks to a remote whose push stalls: %v, want a push error", err)
 	}
 }
+
+// TestAPushThatLandedBeforeTheNetworkTimeoutCounts: the remote applies
+// the push and then answers nothing until the push's NetworkTimeout
+// expires (a proxy forwards the receive-pack request and stalls its
+// answer). The check of where the branch now is gets its own deadline,
+// not the expired one, so CommitLocks reports the lock commit that
+// landed instead of a failed push.
+func TestAPushThatLandedBeforeTheNetworkTimeoutCounts(t *testing.T) {
+	ctx := context.Background()
+	const timeout = 1 * time.Second
+	git := gitserver.New(t)
+	repoURL, _ := git.CreateRepo("config.git")
+	git.Commit("config.git", "first", map[string][]byte{appLock: []byte("sequence: 1\n")})
+	target, err := url.Parse(git.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	proxy := httputil.NewSingleHostReverseProxy(target)
+	stop := make(chan struct{})
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method != http.MethodPost || !strings.HasSuffix(r.URL.Path, "/git-receive-pack") {
+			proxy.ServeHTTP(w, r)
+			return
+		}
+		proxy.ServeHTTP(httptest.NewRecorder(), r) // the push lands
+		select {                                   // its answer never comes
+		case <-stop:
+		case <-r.Context().Done():
+		}
+	}))
+	t.Cleanup(srv.Close)
+	t.Cleanup(func() { close(stop) })
+
+	r, err := gitsource.Clone(ctx, strings.Replace(repoURL, git.URL, srv.URL, 1), "", gitsource.CloneOptions{NetworkTimeout: timeout})
+	if err != nil {
+		t.Fatal(err)
+	}
+	type result struct {
+		res gitsource.CommitResult
+		err error
+	}
+	got := within(t, 20*time.Second, "CommitLocks whose push answer stalls", func() result {
+		res, err := r.CommitLocks(ctx, gitsource.CommitRequest{Build: bumpSequence, MaxAttempts: 1})
+		return result{res, err}
+	})
+	if got.err != nil || !got.res.Committed {
+		t.Fatalf("CommitLocks = %+v, %v; want the push that landed counted", got.res, got.err)
+	}
+	head, err := gitsource.RemoteHead(ctx, repoURL, "main", gitsource.Auth{})
+	if err != nil || head != got.res.Commit {
+		t.Fatalf("the remote's head = %s, %v; want the lock commit %s", head, err, got.res.Commit)
+	}
+}

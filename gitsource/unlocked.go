@@ -7,6 +7,8 @@ import (
 	"io"
 	"io/fs"
 	"maps"
+	"slices"
+	"strconv"
 	"strings"
 
 	"github.com/go-git/go-git/v5/plumbing"
@@ -243,21 +245,24 @@ func withoutSequence(data []byte) []byte {
 // trailers name, what Styrmin-Lock lines its message holds above its
 // trailer block (a squash merge keeps the squashed commits' messages in
 // its body, and only its last paragraph is read as trailers), and, for a
-// commit without lock trailers or with a malformed one, what the
-// lockfiles it wrote under lockDir of the folder dir hold that no valid
-// trailer names (a lockfile committed by hand after `styrminctl lock`).
-// So a number stays used whatever became of the lockfile since (deleted,
-// or restored to an older content). Trailers that do not parse are
-// skipped (LockTrailers). The answer for the last head and folder asked
-// is kept, so the next call reads only the commits added since.
+// commit that is not a lock commit as CommitLocks writes it
+// (writtenByCommitLocks: no lock trailers, a malformed one, a squash merge
+// that kept only the squashed commits' subjects, a hand-edited or
+// rewritten message), what the lockfiles it wrote under lockDir of the
+// folder dir hold that none of its trailers and body lines names (a
+// lockfile committed by hand after `styrminctl lock`). So a number stays
+// used whatever became of the lockfile since (deleted, or restored to an
+// older content). Trailers that do not parse are skipped (LockTrailers).
+// The answer for the last head and folder asked is kept, so the next call
+// reads only the commits added since.
 //
-// Cost: besides each commit, for each commit without lock trailers (or
-// with a malformed one) the lock folder's tree of it and its parents (one
-// tree per folder of the path), the subtrees that differ and the blobs of
-// the lockfiles it wrote. A commit with lock trailers is taken at their
-// word and its message's: lock commits write a trailer per lockfile, and
-// reading every lock commit's trees made a lock of 2,000 lock commits
-// take five times as long.
+// Cost: besides each commit, for each commit but CommitLocks' lock
+// commits the lock folder's tree of it and its parents (one tree per
+// folder of the path), the subtrees that differ and the blobs of the
+// lockfiles it wrote. A lock commit as CommitLocks wrote it is taken at
+// its trailers' word: it writes a trailer per lockfile, and reading every
+// lock commit's trees made a lock of 2,000 lock commits take five times
+// as long.
 func (r *Repo) LockedSequences(head Hash, dir, lockDir string) (map[string]int, error) {
 	if head.IsZero() {
 		return map[string]int{}, nil
@@ -305,15 +310,27 @@ func (r *Repo) LockedSequences(head Hash, dir, lockDir string) (map[string]int, 
 		// A squash merge of several lock commits keeps the others' lines
 		// in its body: their numbers were used too. Counting a line quoted
 		// in prose only skips a number, never reuses one.
-		for k, v := range bodyLocks(c.Message) {
+		body := bodyLocks(c.Message)
+		for k, v := range body {
 			out[k] = max(out[k], v)
 		}
-		// A lock commit's trailers name every lockfile it writes, so only
-		// the others (none, or a malformed one) have theirs read: reading
+		// A lock commit as CommitLocks wrote it names every lockfile it
+		// writes in its trailers, so it is taken at their word: reading
 		// every lock commit's lockfiles would make each lock of a large
-		// repository read its whole history.
-		if len(locks) == 0 || len(bad) > 0 {
-			if err := sr.unnamed(c, locks, out); err != nil {
+		// repository read its whole history. Any other commit (none or a
+		// malformed trailer, a squash merge that kept only the squashed
+		// commits' subjects, a hand-edited message) has the lockfiles it
+		// wrote that its lines do not name read.
+		if len(locks) == 0 || len(bad) > 0 || !writtenByCommitLocks(c, locks) {
+			named := locks
+			if len(body) > 0 {
+				named = maps.Clone(locks)
+				if named == nil {
+					named = map[string]int{}
+				}
+				maps.Copy(named, body)
+			}
+			if err := sr.unnamed(c, named, out); err != nil {
 				return nil, err
 			}
 		}
@@ -597,4 +614,65 @@ func bodyLocks(message string) map[string]int {
 		out[k] = max(out[k], seq)
 	}
 	return out
+}
+
+// writtenByCommitLocks reports whether c is a lock commit as CommitLocks
+// writes it for locks (styrminctl lock, the agent's lock mode): the
+// subject FormatMessage generates for them ("styrmin: lock <key>=<seq>,
+// …", or a retry's "styrmin: lock retry <key>=<seq>, …"), a blank line,
+// then only the trailers, in FormatMessage's order, and the same author
+// and committer (a rebase, a cherry-pick or an amended commit has a
+// committer of its own: a fixup may have folded another commit's
+// lockfiles into it without its message). Its trailers name every
+// lockfile it wrote. A squash merge or a hand-edited message is not.
+func writtenByCommitLocks(c *object.Commit, locks map[string]int) bool {
+	if c.Author.Name != c.Committer.Name || c.Author.Email != c.Committer.Email || !c.Author.When.Equal(c.Committer.When) {
+		return false
+	}
+	subject, _, ok := strings.Cut(c.Message, "\n")
+	if !ok {
+		return false
+	}
+	summary, ok := strings.CutPrefix(subject, "styrmin: lock ")
+	if !ok {
+		return false
+	}
+	keys := slices.Sorted(maps.Keys(locks))
+	if summary != summarize(keys, locks) && !retrySummary(summary, locks) {
+		return false
+	}
+	var extra []Trailer
+	for _, t := range ParseTrailers(c.Message) {
+		if !strings.EqualFold(t.Key, LockTrailer) {
+			extra = append(extra, t)
+		}
+	}
+	want, err := formatMessage(subject, locks, extra)
+	return err == nil && want == c.Message
+}
+
+// retrySummary reports whether summary is a retry's: "retry " and every
+// lock as <key>=<seq>, in any order (resolver.RetryChange).
+func retrySummary(summary string, locks map[string]int) bool {
+	rest, ok := strings.CutPrefix(summary, "retry ")
+	if !ok {
+		return false
+	}
+	names := strings.Split(rest, ", ")
+	if len(names) != len(locks) {
+		return false
+	}
+	seen := make(map[string]bool, len(names))
+	for _, n := range names {
+		k, v, ok := strings.Cut(n, "=")
+		if !ok || seen[k] {
+			return false
+		}
+		seq, found := locks[k]
+		if !found || strconv.Itoa(seq) != v {
+			return false
+		}
+		seen[k] = true
+	}
+	return true
 }

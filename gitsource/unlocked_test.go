@@ -263,8 +263,10 @@ func TestLockedSequencesCountLockfilesCommittedWithoutTrailers(t *testing.T) {
 // both messages in its body, and only its last paragraph, d2's trailer,
 // is read as trailers; reverted afterwards, d1's lockfile is back at 2.
 // d1's 3 is used all the same, in a forge's message ("* subject" per
-// commit, bodies kept) and in git's own (`git merge --squash`, indented):
-// the next lock of d1 must not be 3 again.
+// commit, bodies kept, or only the subjects and the last trailer block:
+// then d1's lockfile is read, the message being none CommitLocks writes)
+// and in git's own (`git merge --squash`, indented): the next lock of d1
+// must not be 3 again.
 func TestLockedSequencesCountTheLocksASquashMergeKeepsInItsBody(t *testing.T) {
 	for _, tc := range []struct {
 		name    string
@@ -272,6 +274,9 @@ func TestLockedSequencesCountTheLocksASquashMergeKeepsInItsBody(t *testing.T) {
 	}{
 		{"a forge's message", func(*localRepo) string {
 			return "Lock d1 and d2 (#12)\n\n* styrmin: lock d1\n\nStyrmin-Lock: c/e/d1=3\n\n* styrmin: lock d2\n\nStyrmin-Lock: c/e/d2=4"
+		}},
+		{"a forge's message keeping only the subjects", func(*localRepo) string {
+			return "Lock d1 and d2 (#12)\n\n* styrmin: lock d1\n\n* styrmin: lock d2\n\nStyrmin-Lock: c/e/d2=4"
 		}},
 		{"git's squash message", func(lr *localRepo) string {
 			b, err := os.ReadFile(filepath.Join(lr.dir, ".git", "SQUASH_MSG"))
@@ -304,5 +309,33 @@ func TestLockedSequencesCountTheLocksASquashMergeKeepsInItsBody(t *testing.T) {
 				t.Fatalf("got %v, %v; want %v: d1's 3, in the squash merge's body, is used", got, err, want)
 			}
 		})
+	}
+}
+
+// TestLockedSequencesReadTheLockfilesOfALockCommitAFixupRewrote: an
+// interactive rebase folded d2's lock commit (d2=4) into d1's (fixup:
+// d1's message, the two commits' lockfiles), and the result was reverted.
+// The message is one CommitLocks writes, but the commit has a committer
+// of its own, so its lockfiles are read: d2's 4 is used.
+func TestLockedSequencesReadTheLockfilesOfALockCommitAFixupRewrote(t *testing.T) {
+	lr := newLocalRepo(t, false)
+	lr.commit("styrmin: lock c/e/d1=2, c/e/d2=3\n\nStyrmin-Lock: c/e/d1=2\nStyrmin-Lock: c/e/d2=3", map[string]string{
+		"locks/c/e/d1.lock.yaml": "kind: Instance\nsequence: 2\n",
+		"locks/c/e/d2.lock.yaml": "kind: Instance\nsequence: 3\n",
+	})
+	lr.commit("styrmin: lock c/e/d1=3\n\nStyrmin-Lock: c/e/d1=3", map[string]string{"locks/c/e/d1.lock.yaml": "kind: Instance\nsequence: 3\n"})
+	lr.n++ // the fixup happens later: the commit gets a new committer date
+	lr.write(map[string]string{"locks/c/e/d2.lock.yaml": "kind: Instance\nsequence: 4\n"})
+	lr.git("add", "--all", ".")
+	lr.git("commit", "--quiet", "--amend", "--no-edit")
+	lr.n++
+	lr.git("revert", "--no-edit", "HEAD")
+	r, err := gitsource.Open(lr.dir, gitsource.OpenOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := r.LockedSequences(hashOf(t, lr.git("rev-parse", "HEAD")), ".", "locks")
+	if want := map[string]int{"c/e/d1": 3, "c/e/d2": 4}; err != nil || !maps.Equal(got, want) {
+		t.Fatalf("got %v, %v; want %v: d2's 4, in the rewritten commit's lockfile, is used", got, err, want)
 	}
 }

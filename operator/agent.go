@@ -65,6 +65,9 @@ type Options struct {
 	SecretNamespace string
 	// CloneDir is where the repository is cloned ("" keeps it in memory).
 	CloneDir string
+	// GitTimeout bounds each clone, fetch and push of the repository
+	// (0: gitsource.DefaultNetworkTimeout).
+	GitTimeout time.Duration
 	// Path is the folder of the git repository that holds the
 	// desired-state repository (a monorepo's deploy/); "" is its root.
 	Path string
@@ -387,6 +390,9 @@ func (a *Agent) addLocker(ctx context.Context, direct client.Reader, opts Option
 	if lo.Branch == "" {
 		lo.Branch = opts.Branch
 	}
+	if lo.NetworkTimeout == 0 {
+		lo.NetworkTimeout = opts.GitTimeout
+	}
 	if lo.Dir == "" {
 		lo.Dir = opts.Path
 	}
@@ -498,7 +504,7 @@ func cloneWithRetry(ctx context.Context, opts Options, auth gitsource.Auth) (*gi
 		// A clone left by an earlier run is reused: fetching it costs less
 		// than cloning again.
 		if entries, err := os.ReadDir(opts.CloneDir); err == nil && len(entries) > 0 {
-			repo, err := gitsource.Open(opts.CloneDir, gitsource.OpenOptions{Remote: "origin", Branch: opts.Branch, Auth: auth, ObjectCacheSize: cloneObjectCache})
+			repo, err := gitsource.Open(opts.CloneDir, gitsource.OpenOptions{Remote: "origin", Branch: opts.Branch, Auth: auth, ObjectCacheSize: cloneObjectCache, NetworkTimeout: opts.GitTimeout})
 			if err != nil {
 				return nil, fmt.Errorf("agent: opening the clone in %s: %w (remove the folder to clone again)", opts.CloneDir, err)
 			}
@@ -507,7 +513,7 @@ func cloneWithRetry(ctx context.Context, opts Options, auth gitsource.Auth) (*gi
 	}
 	delay := time.Second
 	for {
-		repo, err := gitsource.Clone(ctx, opts.URL, opts.CloneDir, gitsource.CloneOptions{Branch: opts.Branch, Auth: auth, ObjectCacheSize: cloneObjectCache})
+		repo, err := gitsource.Clone(ctx, opts.URL, opts.CloneDir, gitsource.CloneOptions{Branch: opts.Branch, Auth: auth, ObjectCacheSize: cloneObjectCache, NetworkTimeout: opts.GitTimeout})
 		if err == nil {
 			return repo, nil
 		}

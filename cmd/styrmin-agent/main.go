@@ -22,6 +22,7 @@ import (
 	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 
 	"github.com/styrmin/styrmin/drivers"
+	"github.com/styrmin/styrmin/gitsource"
 	"github.com/styrmin/styrmin/operator"
 	"github.com/styrmin/styrmin/resolver"
 	"github.com/styrmin/styrmin/version"
@@ -47,6 +48,7 @@ type flags struct {
 	secretName, secretNamespace         string
 	namespace, cloneDir, path           string
 	pollInterval, driftInterval         time.Duration
+	gitTimeout                          time.Duration
 	podStatusAfter                      time.Duration
 	stepTimeout, stepPause              time.Duration
 	metricsAddr, healthAddr, pprofAddr  string
@@ -93,6 +95,7 @@ func parseFlags(args []string, stderr io.Writer) (*flags, error) {
 	fs.StringVar(&f.namespace, "namespace", ns, "the agent's namespace: its StyrminSource, lease and credentials Secret (default $POD_NAMESPACE)")
 	fs.StringVar(&f.cloneDir, "clone-dir", "", "folder for the repository clone (default: in memory)")
 	fs.StringVar(&f.path, "path", "", "folder of the git repository that holds the desired-state repository (a monorepo's deploy/; default: its root)")
+	fs.DurationVar(&f.gitTimeout, "git-timeout", gitsource.DefaultNetworkTimeout, "time limit of one clone, fetch or push of the repository (of the whole transfer: raise it for a large repository over a slow link)")
 	fs.DurationVar(&f.pollInterval, "poll-interval", operator.DefaultPollInterval, "how often to fetch the repository")
 	fs.DurationVar(&f.driftInterval, "drift-interval", operator.DefaultDriftInterval, "how often each deployment's live objects are compared with its release")
 	fs.DurationVar(&f.podStatusAfter, "pod-status-after", operator.DefaultPodStatusAfter, "how long a deployment stays not ready before the pods that are not ready are read into its status")
@@ -288,6 +291,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		SecretName:      f.secretName,
 		SecretNamespace: f.secretNamespace,
 		CloneDir:        f.cloneDir,
+		GitTimeout:      f.gitTimeout,
 		Path:            f.path,
 		PollInterval:    f.pollInterval,
 		InstallCRDs:     f.installCRDs,

@@ -46,6 +46,8 @@ type LockModeOptions struct {
 	// repository when it is cloned here ("" for its root).
 	Dir  string
 	Auth gitsource.Auth
+	// NetworkTimeout bounds the clone (0: gitsource's default).
+	NetworkTimeout time.Duration
 	// SecretName/SecretNamespace name the Secret holding push credentials
 	// (NewAgent reads it into Auth; default: the agent's
 	// repository Secret).
@@ -246,7 +248,7 @@ func (l *Locker) ensureRepo(ctx context.Context) error {
 	if l.opts.Repo != nil {
 		return nil
 	}
-	repo, err := gitsource.Clone(ctx, l.opts.URL, "", gitsource.CloneOptions{Branch: l.opts.Branch, Auth: l.opts.Auth})
+	repo, err := gitsource.Clone(ctx, l.opts.URL, "", gitsource.CloneOptions{Branch: l.opts.Branch, Auth: l.opts.Auth, NetworkTimeout: l.opts.NetworkTimeout})
 	if err != nil {
 		return fmt.Errorf("lock mode: cloning %s: %w", gitsource.PublicURL(l.opts.URL), err)
 	}
