@@ -53,7 +53,12 @@ func Stuck(g prometheus.Gatherer, bound time.Duration, waits *Waits) healthz.Che
 						name = l.GetValue()
 					}
 				}
-				if waits.covers(name, time.Now()) {
+				// Inside a known wait, the reconcile may be as old as the
+				// wait plus the bound (what it did before the wait); one
+				// older still started long before the wait: wedged. (The
+				// gauge is the controller's oldest reconcile: one wedged
+				// after the wait began shows once the wait ends.)
+				if waited := waits.waited(name, time.Now()); waited > 0 && secs <= (waited+bound).Seconds() {
 					continue
 				}
 				stuck = append(stuck, fmt.Sprintf("%s for %s", name, (time.Duration(secs)*time.Second).String()))
@@ -84,8 +89,8 @@ type Waits struct {
 }
 
 type wait struct {
-	controller string
-	until      time.Time
+	controller   string
+	began, until time.Time
 }
 
 // NewWaits returns an empty record of waits.
@@ -101,7 +106,7 @@ func (w *Waits) Begin(controller string, until time.Time) (end func()) {
 	defer w.mu.Unlock()
 	w.next++
 	id := w.next
-	w.waits[id] = wait{controller: controller, until: until}
+	w.waits[id] = wait{controller: controller, began: time.Now(), until: until}
 	return func() {
 		w.mu.Lock()
 		defer w.mu.Unlock()
@@ -109,18 +114,19 @@ func (w *Waits) Begin(controller string, until time.Time) (end func()) {
 	}
 }
 
-// covers tells whether controller has a wait not past its end (with
-// waitGrace) at now.
-func (w *Waits) covers(controller string, now time.Time) bool {
+// waited is how long the oldest wait of controller not past its end (with
+// waitGrace) at now has lasted; 0 when it has none.
+func (w *Waits) waited(controller string, now time.Time) time.Duration {
 	if w == nil {
-		return false
+		return 0
 	}
 	w.mu.Lock()
 	defer w.mu.Unlock()
+	var longest time.Duration
 	for _, x := range w.waits {
 		if x.controller == controller && now.Before(x.until.Add(waitGrace)) {
-			return true
+			longest = max(longest, now.Sub(x.began))
 		}
 	}
-	return false
+	return longest
 }

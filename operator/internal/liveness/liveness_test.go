@@ -45,6 +45,12 @@ func TestAReconcileInsideARecordedWaitIsNotStuckUntilTheWaitsEnd(t *testing.T) {
 		t.Fatal("an hour-long reconcile with no wait recorded is not stuck")
 	}
 	end := waits.Begin("styrmintask", time.Now().Add(30*time.Minute))
+	if err := check(nil); err == nil {
+		t.Fatal("a reconcile that started an hour before the wait began is not covered by it")
+	}
+	g.WithLabelValues("styrmintask", "styrmintask").Set(30)
+	waits.waits[1] = wait{controller: "styrmintask", began: time.Now().Add(-50 * time.Minute), until: time.Now().Add(30 * time.Minute)}
+	g.WithLabelValues("styrmintask", "styrmintask").Set(3000) // 50 minutes: inside the wait, plus the minute's bound
 	if err := check(nil); err != nil {
 		t.Fatalf("a reconcile inside a step's exec of 30 more minutes: %v", err)
 	}
