@@ -9,32 +9,12 @@ import (
 	"strings"
 	"testing"
 	"unicode/utf8"
+
+	"github.com/styrmin/styrmin/internal/secrettest"
 )
 
-// maskForms are the forms of v that Mask promises to hide, by name: as
-// is, upper- and lower-cased, base64 (four alphabets, twice), URL-encoded,
-// and as JSON and Go's %q write it (without the enclosing quotes).
-func maskForms(v string) map[string]string {
-	std := base64.StdEncoding.EncodeToString([]byte(v))
-	forms := map[string]string{
-		"raw":                 v,
-		"upper-case":          strings.ToUpper(v),
-		"lower-case":          strings.ToLower(v),
-		"base64":              std,
-		"unpadded base64":     base64.RawStdEncoding.EncodeToString([]byte(v)),
-		"base64url":           base64.URLEncoding.EncodeToString([]byte(v)),
-		"unpadded base64url":  base64.RawURLEncoding.EncodeToString([]byte(v)),
-		"double base64":       base64.StdEncoding.EncodeToString([]byte(std)),
-		"unpadded dbl base64": base64.RawStdEncoding.EncodeToString([]byte(std)),
-		"URL query-encoded":   url.QueryEscape(v),
-		"URL path-encoded":    url.PathEscape(v),
-		"Go-quoted":           strings.TrimSuffix(strings.TrimPrefix(fmt.Sprintf("%q", v), `"`), `"`),
-	}
-	if j, err := json.Marshal(v); err == nil {
-		forms["JSON"] = string(j[1 : len(j)-1])
-	}
-	return forms
-}
+// maskForms are the forms of v Mask hides (secrettest.MaskForms).
+func maskForms(v string) map[string]string { return secrettest.MaskForms(v) }
 
 // embedForm writes v into text the way a program may print it: which
 // picks raw, json.Marshal'ed (quotes included), strconv.Quote'd or

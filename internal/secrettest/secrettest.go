@@ -6,6 +6,7 @@ package secrettest
 import (
 	"bytes"
 	"encoding/base64"
+	"encoding/json"
 	"fmt"
 	"net/url"
 	"sort"
@@ -25,6 +26,33 @@ func Forms(value string) map[string]string {
 		"URL-encoded":      url.QueryEscape(value),
 		"URL path-encoded": url.PathEscape(value),
 	}
+}
+
+// MaskForms returns the forms of value that resolver.Sensitive.Mask
+// promises to hide, by name: Forms' and lower-cased, base64url padded,
+// double base64 unpadded, and as JSON and Go's %q write it (without the
+// enclosing quotes). The fuzz tests of every path between a secret and
+// the outside look for each.
+func MaskForms(value string) map[string]string {
+	std := base64.StdEncoding.EncodeToString([]byte(value))
+	forms := map[string]string{
+		"raw":                 value,
+		"upper-case":          strings.ToUpper(value),
+		"lower-case":          strings.ToLower(value),
+		"base64":              std,
+		"unpadded base64":     base64.RawStdEncoding.EncodeToString([]byte(value)),
+		"base64url":           base64.URLEncoding.EncodeToString([]byte(value)),
+		"unpadded base64url":  base64.RawURLEncoding.EncodeToString([]byte(value)),
+		"double base64":       base64.StdEncoding.EncodeToString([]byte(std)),
+		"unpadded dbl base64": base64.RawStdEncoding.EncodeToString([]byte(std)),
+		"URL query-encoded":   url.QueryEscape(value),
+		"URL path-encoded":    url.PathEscape(value),
+		"Go-quoted":           strings.TrimSuffix(strings.TrimPrefix(fmt.Sprintf("%q", value), `"`), `"`),
+	}
+	if j, err := json.Marshal(value); err == nil {
+		forms["JSON"] = string(j[1 : len(j)-1])
+	}
+	return forms
 }
 
 // Find returns one line per form of a value of values that data holds

@@ -4,34 +4,15 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
-	"net/url"
-	"strconv"
 	"strings"
 	"testing"
 
+	"github.com/styrmin/styrmin/internal/secrettest"
 	"github.com/styrmin/styrmin/resolver"
 )
 
-// outputForms are the forms of v resolver.Sensitive.Mask hides, by name.
-func outputForms(v string) map[string]string {
-	std := base64.StdEncoding.EncodeToString([]byte(v))
-	j, _ := json.Marshal(v)
-	return map[string]string{
-		"raw":                 v,
-		"upper-case":          strings.ToUpper(v),
-		"lower-case":          strings.ToLower(v),
-		"base64":              std,
-		"unpadded base64":     base64.RawStdEncoding.EncodeToString([]byte(v)),
-		"base64url":           base64.URLEncoding.EncodeToString([]byte(v)),
-		"unpadded base64url":  base64.RawURLEncoding.EncodeToString([]byte(v)),
-		"double base64":       base64.StdEncoding.EncodeToString([]byte(std)),
-		"unpadded dbl base64": base64.RawStdEncoding.EncodeToString([]byte(std)),
-		"URL query-encoded":   url.QueryEscape(v),
-		"URL path-encoded":    url.PathEscape(v),
-		"JSON":                string(j[1 : len(j)-1]),
-		"Go-quoted":           strconv.Quote(v)[1 : len(strconv.Quote(v))-1],
-	}
-}
+// outputForms are the forms of v Mask hides (secrettest.MaskForms).
+func outputForms(v string) map[string]string { return secrettest.MaskForms(v) }
 
 // printed is v as a program may print it (which picks the form).
 func printed(v string, which uint8) string {
