@@ -15,7 +15,6 @@ import (
 	chartutil "helm.sh/helm/v4/pkg/chart/v2/util"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
-	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
@@ -923,19 +922,7 @@ func (r *Reconciler) styrminRemoved(ctx context.Context, sd *v1alpha1.StyrminDep
 	if sd.DeletionTimestamp.IsZero() || !controllerutil.ContainsFinalizer(sd, v1alpha1.FinalizerRelease) {
 		return false, nil
 	}
-	// Its metadata alone: the agent's scheme has no apiextensions kinds.
-	var crd metav1.PartialObjectMetadata
-	crd.SetGroupVersionKind(apiextensionsv1.SchemeGroupVersion.WithKind("CustomResourceDefinition"))
-	err := r.apiReader.Get(ctx, client.ObjectKey{Name: deploymentCRD}, &crd)
-	switch {
-	case apierrors.IsNotFound(err):
-		return true, nil
-	case apierrors.IsForbidden(err):
-		return false, nil
-	case err != nil:
-		return false, fmt.Errorf("reading CRD %s (whether Styrmin is being removed): %w", deploymentCRD, err)
-	}
-	return !crd.DeletionTimestamp.IsZero(), nil
+	return instance.CRDRemoved(ctx, r.apiReader, deploymentCRD)
 }
 
 // lastApplied is the last revision this agent applied of a deployment's

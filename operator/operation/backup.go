@@ -22,6 +22,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/styrmin/styrmin/operator/api/v1alpha1"
+	"github.com/styrmin/styrmin/operator/instance"
 	"github.com/styrmin/styrmin/operator/driversource"
 	"github.com/styrmin/styrmin/operator/internal/eventnote"
 	"github.com/styrmin/styrmin/operator/task"
@@ -138,7 +139,7 @@ func (r *BackupReconciler) Reconcile(ctx context.Context, req reconcile.Request)
 			// Deleting the CRD deletes every StyrminBackup: deleting their
 			// artefacts would make removing Styrmin delete the backups'
 			// data. It is kept where it is, and the backup goes.
-			removed, err := crdRemoved(ctx, r.opts.APIReader, BackupCRD)
+			removed, err := instance.CRDRemoved(ctx, r.opts.APIReader, BackupCRD)
 			if err != nil {
 				return reconcile.Result{RequeueAfter: 5 * time.Second}, err
 			}
