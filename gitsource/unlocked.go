@@ -319,18 +319,12 @@ func (r *Repo) LockedSequences(head Hash, dir, lockDir string) (map[string]int, 
 		// every lock commit's lockfiles would make each lock of a large
 		// repository read its whole history. Any other commit (none or a
 		// malformed trailer, a squash merge that kept only the squashed
-		// commits' subjects, a hand-edited message) has the lockfiles it
-		// wrote that its lines do not name read.
+		// commits' subjects, a hand-edited message) has every lockfile it
+		// wrote read: a line naming a key says nothing of the number a
+		// lockfile folded in after it (a later hand commit of the same
+		// deployment, squashed with it).
 		if len(locks) == 0 || len(bad) > 0 || !writtenByCommitLocks(c, locks) {
-			named := locks
-			if len(body) > 0 {
-				named = maps.Clone(locks)
-				if named == nil {
-					named = map[string]int{}
-				}
-				maps.Copy(named, body)
-			}
-			if err := sr.unnamed(c, named, out); err != nil {
+			if err := sr.unnamed(c, nil, out); err != nil {
 				return nil, err
 			}
 		}

@@ -230,12 +230,12 @@ func TestARetryCommitIsNotTheLastLock(t *testing.T) {
 // TestLockedSequencesCountLockfilesCommittedWithoutTrailers: a lockfile a
 // commit wrote that no trailer of it names (committed by hand) counts
 // with its sequence, in the folder asked for, even after it is deleted; a
-// lockfile a trailer names is not read (the trailer is what a lock commit
-// records, and reading every lock commit's lockfiles would cost a lock of
-// a large repository dearly).
+// lockfile a lock commit as styrminctl writes it names is not read (the
+// trailer is what a lock commit records, and reading every lock commit's
+// lockfiles would cost a lock of a large repository dearly).
 func TestLockedSequencesCountLockfilesCommittedWithoutTrailers(t *testing.T) {
 	lr := newLocalRepo(t, false)
-	lr.commit("styrmin: lock\n\nStyrmin-Lock: c/e/a=2", map[string]string{"deploy/locks/c/e/a.lock.yaml": "kind: Instance\nsequence: 9\n"})
+	lr.commit("styrmin: lock c/e/a=2\n\nStyrmin-Lock: c/e/a=2", map[string]string{"deploy/locks/c/e/a.lock.yaml": "kind: Instance\nsequence: 9\n"})
 	lr.commit("locked by hand", map[string]string{
 		"deploy/locks/c/e/b.lock.yaml":   "kind: Instance\nsequence: 4\nvalues:\n  sequence: 77\n",
 		"deploy/locks/c/e/notes.txt":     "sequence: 50\n",
@@ -337,5 +337,31 @@ func TestLockedSequencesReadTheLockfilesOfALockCommitAFixupRewrote(t *testing.T)
 	got, err := r.LockedSequences(hashOf(t, lr.git("rev-parse", "HEAD")), ".", "locks")
 	if want := map[string]int{"c/e/d1": 3, "c/e/d2": 4}; err != nil || !maps.Equal(got, want) {
 		t.Fatalf("got %v, %v; want %v: d2's 4, in the rewritten commit's lockfile, is used", got, err, want)
+	}
+}
+
+// TestLockedSequencesReadASquashsLockfileWhoseKeyItsBodyNames: a pull
+// request locks d1 at 3 with styrminctl, then commits d1's lockfile at
+// 4 by hand (no trailer); squash-merged, the body keeps "Styrmin-Lock:
+// c/e/d1=3", and the lockfile the squash wrote holds 4. Reverted, d1's
+// lockfile is back at 2: 4 is used all the same.
+func TestLockedSequencesReadASquashsLockfileWhoseKeyItsBodyNames(t *testing.T) {
+	lr := newLocalRepo(t, false)
+	lr.commit("styrmin: lock\n\nStyrmin-Lock: c/e/d1=2", map[string]string{"locks/c/e/d1.lock.yaml": "kind: Instance\nsequence: 2\n"})
+	lr.git("checkout", "-q", "-b", "pr")
+	lr.commit("styrmin: lock c/e/d1=3\n\nStyrmin-Lock: c/e/d1=3", map[string]string{"locks/c/e/d1.lock.yaml": "kind: Instance\nsequence: 3\n"})
+	lr.commit("lock d1 again by hand", map[string]string{"locks/c/e/d1.lock.yaml": "kind: Instance\nsequence: 4\n"})
+	lr.git("checkout", "-q", "main")
+	lr.git("merge", "-q", "--squash", "pr")
+	lr.commit("Lock d1 (#13)\n\n* styrmin: lock c/e/d1=3\n\nStyrmin-Lock: c/e/d1=3\n\n* lock d1 again by hand", nil)
+	lr.git("branch", "-q", "-D", "pr")
+	lr.git("revert", "--no-edit", "HEAD")
+	r, err := gitsource.Open(lr.dir, gitsource.OpenOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := r.LockedSequences(hashOf(t, lr.git("rev-parse", "HEAD")), ".", "locks")
+	if want := map[string]int{"c/e/d1": 4}; err != nil || !maps.Equal(got, want) {
+		t.Fatalf("got %v, %v; want %v: the squash's lockfile at 4 is used though its body names d1 at 3", got, err, want)
 	}
 }

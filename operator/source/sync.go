@@ -721,15 +721,16 @@ func (w *syncWalk) apply(ctx context.Context, src *v1alpha1.StyrminSource, ch gi
 // when it runs nowhere, prev's namespace.
 func (w *syncWalk) namespaceMove(ctx context.Context, prev, next *resolver.Instance) (string, error) {
 	if next.Kind == resolver.KindTombstone || next.Context == nil || next.Context.Deployment.Namespace == "" ||
-		prev == nil || prev.Kind == resolver.KindTombstone {
+		(prev != nil && prev.Kind == resolver.KindTombstone) {
 		return "", nil
 	}
 	now := next.Context.Deployment.Namespace
-	prevNS := ""
-	if prev.Context != nil {
-		prevNS = prev.Context.Deployment.Namespace
+	was, where := "", ""
+	if prev != nil && prev.Context != nil {
+		was, where = prev.Context.Deployment.Namespace, fmt.Sprintf("where sequence %d is locked", prev.Sequence)
 	}
-	was, where := prevNS, fmt.Sprintf("where sequence %d is locked", prev.Sequence)
+	// No prev (its lockfile deleted or broken by hand, a walk from the
+	// root) is never accepted: the cluster says where it runs.
 	if !w.accepted[next.ID] {
 		var sd v1alpha1.StyrminDeployment
 		err := w.s.opts.Client.Get(ctx, instance.Key(now), &sd)

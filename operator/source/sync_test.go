@@ -913,3 +913,37 @@ func TestADeploymentDeletedAndAddedBackElsewhereFollowsItsNewNamespace(t *testin
 		t.Fatalf("tasks %s, want %s", got, want)
 	}
 }
+
+// TestALockfileDeletedByHandThenPutBackElsewhereIsAMove: with no
+// lockfile before it (deleted by hand, which the agent ignores), a
+// lockfile placing a running deployment in another namespace is refused
+// all the same: where the deployment runs is read from the cluster.
+func TestALockfileDeletedByHandThenPutBackElsewhereIsAMove(t *testing.T) {
+	t.Parallel()
+	e := startSyncEnv(t)
+	e.lock("create web", instanceAt("web", "dev-web", 1))
+	s := e.syncer()
+	if _, err := s.Sync(e.ctx); err != nil {
+		t.Fatal(err)
+	}
+	spec, err := instance.SpecFromInstance(instanceAt("web", "dev-web", 1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := e.cl.Create(e.ctx, &v1alpha1.StyrminDeployment{ObjectMeta: metav1.ObjectMeta{Namespace: "dev-web", Name: "dev-web",
+		Labels: instance.DeploymentID(deploymentID("web")).Labels()}, Spec: spec}); err != nil {
+		t.Fatal(err)
+	}
+	e.git.Commit(repoName, "delete web's lockfile by hand", map[string][]byte{deploymentID("web").LockPath(): nil})
+	if _, err := s.Sync(e.ctx); err != nil {
+		t.Fatal(err)
+	}
+	e.lock("put web back elsewhere", instanceAt("web", "develop-web", 2))
+	res, err := s.Sync(e.ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := strings.Join(e.tasks(), " "); got != "dev-web/web-1" || res.Ignored != 1 {
+		t.Fatalf("tasks %s (ignored %d), want web-1 only and the move ignored", got, res.Ignored)
+	}
+}
