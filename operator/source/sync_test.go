@@ -164,6 +164,21 @@ func tombstoneAt(name string, seq int64) *resolver.Instance {
 		Digest: fmt.Sprintf("sha256:%064x", 1000+seq)}
 }
 
+// running writes the StyrminDeployment of in, as its task would have: the
+// deployment runs in in's namespace.
+func (e *syncEnv) running(in *resolver.Instance) {
+	e.t.Helper()
+	spec, err := instance.SpecFromInstance(in)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	ns := in.Context.Deployment.Namespace
+	if err := e.cl.Create(e.ctx, &v1alpha1.StyrminDeployment{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: ns,
+		Labels: instance.DeploymentID(in.ID).Labels()}, Spec: spec}); err != nil {
+		e.t.Fatal(err)
+	}
+}
+
 // source reads the StyrminSource from the API server.
 func (e *syncEnv) source() *v1alpha1.StyrminSource {
 	e.t.Helper()
@@ -682,14 +697,7 @@ func TestALockfileThatMovesARunningDeploymentToAnotherNamespaceMakesNoTask(t *te
 		t.Fatal(err)
 	}
 	// Web's first task ran: its StyrminDeployment holds sequence 1.
-	spec, err := instance.SpecFromInstance(instanceAt("web", "dev-web", 1))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := e.cl.Create(e.ctx, &v1alpha1.StyrminDeployment{ObjectMeta: metav1.ObjectMeta{Namespace: "dev-web", Name: "dev-web",
-		Labels: instance.DeploymentID(deploymentID("web")).Labels()}, Spec: spec}); err != nil {
-		t.Fatal(err)
-	}
+	e.running(instanceAt("web", "dev-web", 1))
 	e.lock("move web", instanceAt("web", "develop-web", 2))
 	rec := &noteRecorder{}
 	s, err := source.NewSyncer(source.SyncerOptions{
@@ -767,14 +775,7 @@ func TestANamespaceHeldByAnotherDeploymentDoesNotCountAsApplied(t *testing.T) {
 	if err := e.cl.Create(e.ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "dev-x"}}); err != nil {
 		t.Fatal(err)
 	}
-	spec, err := instance.SpecFromInstance(instanceAt("a", "dev-x", 5))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := e.cl.Create(e.ctx, &v1alpha1.StyrminDeployment{ObjectMeta: metav1.ObjectMeta{Namespace: "dev-x", Name: "dev-x",
-		Labels: instance.DeploymentID(deploymentID("a")).Labels()}, Spec: spec}); err != nil {
-		t.Fatal(err)
-	}
+	e.running(instanceAt("a", "dev-x", 5))
 	e.lock("b into a's namespace", instanceAt("b", "dev-x", 1))
 	res, err := e.syncer().Sync(e.ctx)
 	if err != nil {
@@ -878,14 +879,7 @@ func TestADeploymentDeletedAndAddedBackElsewhereFollowsItsNewNamespace(t *testin
 	if _, err := e.syncer().Sync(e.ctx); err != nil {
 		t.Fatal(err)
 	}
-	spec, err := instance.SpecFromInstance(instanceAt("web", "dev-web", 1))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := e.cl.Create(e.ctx, &v1alpha1.StyrminDeployment{ObjectMeta: metav1.ObjectMeta{Namespace: "dev-web", Name: "dev-web",
-		Labels: instance.DeploymentID(deploymentID("web")).Labels()}, Spec: spec}); err != nil {
-		t.Fatal(err)
-	}
+	e.running(instanceAt("web", "dev-web", 1))
 	e.lock("delete web", tombstoneAt("web", 2))
 	e.lock("add web back in develop-web", instanceAt("web", "develop-web", 3))
 	e.lock("change web", instanceAt("web", "develop-web", 4))
@@ -926,14 +920,7 @@ func TestALockfileDeletedByHandThenPutBackElsewhereIsAMove(t *testing.T) {
 	if _, err := s.Sync(e.ctx); err != nil {
 		t.Fatal(err)
 	}
-	spec, err := instance.SpecFromInstance(instanceAt("web", "dev-web", 1))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := e.cl.Create(e.ctx, &v1alpha1.StyrminDeployment{ObjectMeta: metav1.ObjectMeta{Namespace: "dev-web", Name: "dev-web",
-		Labels: instance.DeploymentID(deploymentID("web")).Labels()}, Spec: spec}); err != nil {
-		t.Fatal(err)
-	}
+	e.running(instanceAt("web", "dev-web", 1))
 	e.git.Commit(repoName, "delete web's lockfile by hand", map[string][]byte{deploymentID("web").LockPath(): nil})
 	if _, err := s.Sync(e.ctx); err != nil {
 		t.Fatal(err)
