@@ -10,7 +10,6 @@ import (
 	"strings"
 	"sync"
 	"time"
-	"unicode/utf8"
 
 	"github.com/go-logr/logr"
 	"github.com/prometheus/client_golang/prometheus"
@@ -30,6 +29,7 @@ import (
 	"github.com/styrmin/styrmin/operator/api/v1alpha1"
 	"github.com/styrmin/styrmin/operator/instance"
 	"github.com/styrmin/styrmin/operator/internal/afterwrite"
+	"github.com/styrmin/styrmin/operator/internal/eventnote"
 	"github.com/styrmin/styrmin/operator/internal/metricsreg"
 	"github.com/styrmin/styrmin/resolver"
 )
@@ -534,16 +534,7 @@ const maxListed = 20
 const maxMessage = 4096
 
 // boundMessage cuts s to maxMessage bytes, on a character boundary.
-func boundMessage(s string) string {
-	if len(s) <= maxMessage {
-		return s
-	}
-	cut := maxMessage - len("…")
-	for cut > 0 && !utf8.RuneStart(s[cut]) {
-		cut--
-	}
-	return s[:cut] + "…"
-}
+func boundMessage(s string) string { return eventnote.Cut(s, maxMessage) }
 
 func (e taskErrors) Unwrap() []error { return e }
 

@@ -13,15 +13,19 @@ const MaxNote = 1024
 
 // Bound cuts note to MaxNote bytes on a character boundary, marking the
 // cut with "…".
-func Bound(note string) string {
-	if len(note) <= MaxNote {
-		return note
+func Bound(note string) string { return Cut(note, MaxNote) }
+
+// Cut cuts s to n bytes on a character boundary, marking the cut with "…"
+// (a condition's message is bounded the same way, at its own length).
+func Cut(s string, n int) string {
+	if len(s) <= n {
+		return s
 	}
-	cut := MaxNote - len("…")
-	for cut > 0 && !utf8.RuneStart(note[cut]) {
+	cut := n - len("…")
+	for cut > 0 && !utf8.RuneStart(s[cut]) {
 		cut--
 	}
-	return note[:cut] + "…"
+	return s[:cut] + "…"
 }
 
 // Recorder is an events.EventRecorder whose notes are bounded.
