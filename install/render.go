@@ -11,7 +11,9 @@ import (
 	"strconv"
 	"strings"
 
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/validation"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"sigs.k8s.io/yaml"
@@ -98,6 +100,13 @@ type Options struct {
 	// manifest's: PlanUpgrade carries over those of the installed agent.
 	// An argument of a flag install manages is refused.
 	ExtraArgs []string
+	// Replicas, when set, replaces the manifest's replicas of the agent's
+	// Deployment: PlanUpgrade keeps the installed agent's (kubectl scale).
+	Replicas *int32
+	// Resources, when set, replaces the manifest's requests and limits of
+	// the agent's container: PlanUpgrade keeps the installed agent's, so
+	// a memory limit raised for a larger fleet survives an upgrade.
+	Resources *corev1.ResourceRequirements
 }
 
 func (o Options) withDefaults() Options {
@@ -385,8 +394,20 @@ func configureAgent(dep *unstructured.Unstructured, o Options) error {
 	args = append(args, o.ExtraArgs...)
 	agent["args"] = toAny(args)
 	agent["image"] = o.Image
+	if o.Resources != nil {
+		res, err := runtime.DefaultUnstructuredConverter.ToUnstructured(o.Resources)
+		if err != nil {
+			return fmt.Errorf("resources: %w", err)
+		}
+		agent["resources"] = res
+	}
 	if err := unstructured.SetNestedSlice(dep.Object, containers, "spec", "template", "spec", "containers"); err != nil {
 		return err
+	}
+	if o.Replicas != nil {
+		if err := unstructured.SetNestedField(dep.Object, int64(*o.Replicas), "spec", "replicas"); err != nil {
+			return err
+		}
 	}
 	labels := dep.GetLabels()
 	if len(validation.IsValidLabelValue(o.Version)) == 0 {

@@ -9,9 +9,12 @@ import (
 	"sync"
 
 	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -128,6 +131,8 @@ func (e *DowngradeError) Error() string {
 //     environment's binding, for the flags u.Given says were not set;
 //   - every argument install does not manage (--lock-mode, --lock-secret,
 //     --ui-bind-address, --report-statuses, …), in o.ExtraArgs.
+//   - the Deployment's replicas and the agent container's resources, in
+//     o.Replicas and o.Resources (install has no flags for them).
 //
 // Its Notes say what it kept and what changes.
 func PlanUpgrade(o Options, in *Installed, u UpgradeOptions) (Upgrade, error) {
@@ -247,6 +252,15 @@ func PlanUpgrade(o Options, in *Installed, u UpgradeOptions) (Upgrade, error) {
 	if len(extraShown) > 0 {
 		notes = append(notes, "kept the agent's arguments install does not set: "+strings.Join(extraShown, " "))
 	}
+	kept, err := keepScale(o, dep)
+	if err != nil {
+		return Upgrade{}, err
+	}
+	notes = append(notes, kept...)
+	o.Replicas, o.Resources = dep.Spec.Replicas, nil
+	if c := agentContainerOf(dep); c != nil {
+		o.Resources = c.Resources.DeepCopy()
+	}
 	objs, err := Render(o)
 	if err != nil {
 		return Upgrade{}, err
@@ -254,6 +268,61 @@ func PlanUpgrade(o Options, in *Installed, u UpgradeOptions) (Upgrade, error) {
 	_, newArgs := renderedAgent(objs)
 	notes = append(notes, argChanges(liveArgs, newArgs, managed)...)
 	return Upgrade{Options: o, Notes: notes}, nil
+}
+
+// keepScale says which of the agent's replicas and its container's
+// resources, kept by PlanUpgrade, differ from the manifest's: a fleet's
+// agent scaled out or given more memory by hand (kubectl scale, kubectl
+// edit, the chart's values) must not lose it to an upgrade, which would
+// apply the manifest's 256Mi limit to an agent that needs more.
+func keepScale(o Options, dep *appsv1.Deployment) ([]string, error) {
+	o.Replicas, o.Resources = nil, nil
+	objs, err := Render(o)
+	if err != nil {
+		return nil, err
+	}
+	var manifest appsv1.Deployment
+	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(find(objs, "Deployment", agentDeployment).Object, &manifest); err != nil {
+		return nil, fmt.Errorf("render: Deployment %s: %w", agentDeployment, err)
+	}
+	var notes []string
+	if r, m := replicasOf(dep), replicasOf(&manifest); r != m {
+		notes = append(notes, fmt.Sprintf("kept the agent's replicas: %d (the manifest's %d; kubectl scale to change it)", r, m))
+	}
+	live, want := agentContainerOf(dep), agentContainerOf(&manifest)
+	if live != nil && want != nil && !equality.Semantic.DeepEqual(live.Resources, want.Resources) {
+		notes = append(notes, fmt.Sprintf("kept the agent's resources: %s (the manifest's %s; kubectl edit to change them)", resourcesText(live.Resources), resourcesText(want.Resources)))
+	}
+	return notes, nil
+}
+
+// replicasOf is a Deployment's replicas, 1 when unset (the API's default).
+func replicasOf(dep *appsv1.Deployment) int32 {
+	if dep.Spec.Replicas == nil {
+		return 1
+	}
+	return *dep.Spec.Replicas
+}
+
+// resourcesText shows requests and limits in a line, names sorted.
+func resourcesText(r corev1.ResourceRequirements) string {
+	list := func(l corev1.ResourceList) string {
+		names := make([]string, 0, len(l))
+		for n := range l {
+			names = append(names, string(n))
+		}
+		sort.Strings(names)
+		parts := make([]string, len(names))
+		for i, n := range names {
+			q := l[corev1.ResourceName(n)]
+			parts[i] = n + "=" + q.String()
+		}
+		if len(parts) == 0 {
+			return "none"
+		}
+		return strings.Join(parts, " ")
+	}
+	return "requests " + list(r.Requests) + ", limits " + list(r.Limits)
 }
 
 // upgradeImage is the image of version self for an agent that runs

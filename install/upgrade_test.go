@@ -7,6 +7,8 @@ import (
 	"testing"
 
 	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/apimachinery/pkg/runtime"
 
 	"github.com/styrmin/styrmin/operator"
@@ -125,6 +127,57 @@ func TestPlanUpgradeKeepsTheInstalledImageSettingsAndUnmanagedArgs(t *testing.T)
 	up, err = PlanUpgrade(Options{Cluster: "prod", Repo: was.Repo, Version: "(devel)"}, devel, UpgradeOptions{})
 	if err != nil || up.Options.Image != "agent:dev" {
 		t.Errorf("a development build over a development install: image %s, %v; want agent:dev kept", up.Options.Image, err)
+	}
+}
+
+// An agent scaled out and given more memory by hand keeps both through an
+// upgrade, and the notes say so; an agent as the manifest made it gets no
+// such note.
+func TestPlanUpgradeKeepsTheAgentsReplicasAndResources(t *testing.T) {
+	was := Options{Cluster: "prod", Repo: "https://git.example.com/d.git", Version: "v0.2.0"}
+	in := installed(t, was)
+	up, err := PlanUpgrade(Options{Cluster: "prod", Repo: was.Repo, Version: "v0.3.0"}, in, UpgradeOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if hasNote(up.Notes, "kept the agent's replicas") || hasNote(up.Notes, "kept the agent's resources") {
+		t.Errorf("an agent as the manifest made it: notes of kept scale:\n%s", strings.Join(up.Notes, "\n"))
+	}
+
+	three := int32(3)
+	in.Agent.Spec.Replicas = &three
+	c := agentContainerOf(in.Agent)
+	c.Resources.Limits[corev1.ResourceMemory] = resource.MustParse("1Gi")
+	c.Resources.Requests[corev1.ResourceMemory] = resource.MustParse("512Mi")
+	up, err = PlanUpgrade(Options{Cluster: "prod", Repo: was.Repo, Version: "v0.3.0"}, in, UpgradeOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	objs, err := Render(up.Options)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var dep appsv1.Deployment
+	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(find(objs, "Deployment", agentDeployment).Object, &dep); err != nil {
+		t.Fatal(err)
+	}
+	if dep.Spec.Replicas == nil || *dep.Spec.Replicas != 3 {
+		t.Errorf("replicas %v, want the installed 3", dep.Spec.Replicas)
+	}
+	res := agentContainerOf(&dep).Resources
+	if l := res.Limits[corev1.ResourceMemory]; l.String() != "1Gi" {
+		t.Errorf("memory limit %s, want the installed 1Gi", l.String())
+	}
+	if r := res.Requests[corev1.ResourceMemory]; r.String() != "512Mi" {
+		t.Errorf("memory request %s, want the installed 512Mi", r.String())
+	}
+	for _, want := range []string{
+		"kept the agent's replicas: 3 (the manifest's 2; kubectl scale to change it)",
+		"kept the agent's resources: requests cpu=100m memory=512Mi, limits memory=1Gi (the manifest's requests cpu=100m memory=128Mi, limits memory=256Mi; kubectl edit to change them)",
+	} {
+		if !hasNote(up.Notes, want) {
+			t.Errorf("no note %q in:\n%s", want, strings.Join(up.Notes, "\n"))
+		}
 	}
 }
 

@@ -14,6 +14,7 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -352,9 +353,13 @@ func TestInstallAgainKeepsTheAgentsImageAndHandAddedArgsAndRefusesANewerAgent(t 
 			}
 		}
 	}
+	three := int32(3)
 	edit(func(dep *appsv1.Deployment) {
 		dep.Spec.Template.Spec.Containers[0].Args = append(dep.Spec.Template.Spec.Containers[0].Args, hand...)
 		metrics(":9090")(dep)
+		// A larger fleet's agent: scaled out, more memory.
+		dep.Spec.Replicas = &three
+		dep.Spec.Template.Spec.Containers[0].Resources.Limits[corev1.ResourceMemory] = resource.MustParse("1Gi")
 	})
 	assertKept := func(what string) {
 		t.Helper()
@@ -366,6 +371,12 @@ func TestInstallAgainKeepsTheAgentsImageAndHandAddedArgsAndRefusesANewerAgent(t 
 			if !slices.Contains(ct.Args, want) {
 				t.Errorf("%s: the agent's args %v lack %s", what, ct.Args, want)
 			}
+		}
+		if r := agent().Spec.Replicas; r == nil || *r != 3 {
+			t.Errorf("%s: replicas %v, want the 3 it was scaled to", what, r)
+		}
+		if l := ct.Resources.Limits[corev1.ResourceMemory]; l.String() != "1Gi" {
+			t.Errorf("%s: memory limit %s, want the 1Gi it was given", what, l.String())
 		}
 	}
 
@@ -383,6 +394,8 @@ func TestInstallAgainKeepsTheAgentsImageAndHandAddedArgsAndRefusesANewerAgent(t 
 		"kept the agent's --path=deploy (pass --path to change it)",
 		"kept the agent's image " + image + " (pass --image to change it)",
 		"kept the agent's arguments install does not set: " + strings.Join(hand, " "),
+		"kept the agent's replicas: 3 (the manifest's 2; kubectl scale to change it)",
+		"kept the agent's resources: requests cpu=100m memory=128Mi, limits memory=1Gi (the manifest's requests cpu=100m memory=128Mi, limits memory=256Mi; kubectl edit to change them)",
 		"agent argument --metrics-bind-address=:8080 replaces --metrics-bind-address=:9090",
 		"Deployment styrmin-system/styrmin-agent configured",
 	} {
