@@ -6,9 +6,11 @@ import (
 	"strings"
 	"testing"
 
+	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/styrmin/styrmin/internal/agenttest"
 	"github.com/styrmin/styrmin/operator/api/v1alpha1"
 )
 
@@ -60,4 +62,52 @@ func TestRetryOfAnUpgradeThatFailedUnderALegacyAgentRunsTheUpgradeHook(t *testin
 	if got := strings.Join(stepNames(rt), " "); !strings.HasPrefix(got, "1:waitReady=Succeeded 2:stopComponents=Succeeded 3:runJob=Succeeded") {
 		t.Errorf("the retry's steps: %s; want the upgrade's pre steps, migration included, run again", got)
 	}
+}
+
+// TestANewDeploymentDoesNotGoOnAfterAPeerWhoseUpgradeFailedUnderALegacyAgent:
+// app's upgrade fails in its post exec, and its StyrminDeployment is given
+// the status an agent before status.active left (activeSequence the failed
+// sequence, no summary) while the agent is down; the rollout itself is
+// Ready. A new deployment (consumer) connecting to app is locked after app's failed
+// instance: its task waits, naming app's failed task, rather than taking
+// the legacy activeSequence for a task that succeeded.
+func TestANewDeploymentDoesNotGoOnAfterAPeerWhoseUpgradeFailedUnderALegacyAgent(t *testing.T) {
+	t.Parallel()
+	e := startFaultyEnv(t)
+	failed := e.change(t, "app", "app: 1.5.0", map[string][]byte{appDeployment: appConfig("1.5.0", "")})
+	ft := e.waitTask(t, appNamespace, "app", failed)
+	if ft.Status.Phase != v1alpha1.TaskFailed || !strings.Contains(ft.Status.Message, "upgrade/post/3:exec") {
+		t.Fatalf("app-%d: %s (%s), want Failed in its post exec", failed, ft.Status.Phase, ft.Status.Message)
+	}
+	sd := e.deployment(t, appNamespace)
+	if !apimeta.IsStatusConditionTrue(sd.Status.Conditions, v1alpha1.ConditionReady) {
+		t.Fatalf("app is not Ready after its post exec failed: %+v", sd.Status.Conditions)
+	}
+	e.agent.Stop()
+	patch := fmt.Appendf(nil, `{"status":{"active":null,"activeSequence":%d}}`, failed)
+	if err := e.c.Status().Patch(context.Background(), sd, client.RawPatch(types.MergePatchType, patch)); err != nil {
+		t.Fatal(err)
+	}
+	e.startAgent(t)
+
+	const consumerDeployment = "clusters/local/environments/dev/deployments/consumer.cue"
+	consumer := e.change(t, "consumer", "consumer, connecting to app", map[string][]byte{
+		consumerDeployment: []byte("driver: \"faulty\"\nappVersion: \"1.0.0\"\nconnects: [\"app\"]\n"),
+	})
+	key := client.ObjectKey{Namespace: "dev-consumer", Name: v1alpha1.TaskName("consumer", consumer)}
+	agenttest.WaitUntil(t, agentWaitLimit, "consumer to wait for app's failed upgrade", func(ctx context.Context) (bool, string, error) {
+		var task v1alpha1.StyrminTask
+		if err := e.c.Get(ctx, key, &task); err != nil {
+			return false, err.Error(), nil
+		}
+		if task.Status.Phase != "" && task.Status.Phase != v1alpha1.TaskPending {
+			t.Fatalf("consumer-%d is %s (steps %v): it went on after app, whose upgrade failed", consumer, task.Status.Phase, stepNames(&task))
+		}
+		c := apimeta.FindStatusCondition(task.Status.Conditions, v1alpha1.ConditionReady)
+		if c == nil || c.Reason != v1alpha1.ReasonWaitingForOrder {
+			return false, string(task.Status.Phase), nil
+		}
+		want := fmt.Sprintf("its task %s failed", v1alpha1.TaskName("app", failed))
+		return strings.Contains(c.Message, want), c.Message, nil
+	})
 }

@@ -137,17 +137,21 @@ func (r *Reconciler) peerRan(ctx context.Context, lockCommit string, id resolver
 	}
 	sd := &sds.Items[0]
 	ready := apimeta.FindStatusCondition(sd.Status.Conditions, v1alpha1.ConditionReady)
+	activeSeq, err := r.activeSequence(ctx, sd)
+	if err != nil {
+		return peerState{}, err
+	}
 	switch {
 	case sd.Spec.Tombstone():
 		return peerState{done: true}, nil
-	case sd.Status.ActiveSequence >= seq && ready != nil && ready.Status == metav1.ConditionTrue:
+	case activeSeq >= seq && ready != nil && ready.Status == metav1.ConditionTrue:
 		var active *v1alpha1.StyrminTask
 		var t v1alpha1.StyrminTask
-		if err := r.opts.Client.Get(ctx, client.ObjectKey{Namespace: sd.Namespace, Name: v1alpha1.TaskName(id.Name, sd.Status.ActiveSequence)}, &t); err == nil {
+		if err := r.opts.Client.Get(ctx, client.ObjectKey{Namespace: sd.Namespace, Name: v1alpha1.TaskName(id.Name, activeSeq)}, &t); err == nil {
 			active = &t
 		}
 		return peerState{done: true, readySince: readySince(ready.LastTransitionTime.Time, active, time.Now())}, nil
-	case sd.Status.ActiveSequence >= seq:
+	case activeSeq >= seq:
 		why := "it is not Ready"
 		if ready != nil && ready.Message != "" {
 			why += " (" + ready.Reason + ": " + ready.Message + ")"
@@ -155,14 +159,34 @@ func (r *Reconciler) peerRan(ctx context.Context, lockCommit string, id resolver
 		return peerState{why: why}, nil
 	}
 	var peer v1alpha1.StyrminTask
-	err := r.opts.Client.Get(ctx, client.ObjectKey{Namespace: sd.Namespace, Name: v1alpha1.TaskName(id.Name, seq)}, &peer)
+	err = r.opts.Client.Get(ctx, client.ObjectKey{Namespace: sd.Namespace, Name: v1alpha1.TaskName(id.Name, seq)}, &peer)
 	switch {
 	case err == nil && peer.Status.Phase == v1alpha1.TaskFailed:
 		return peerState{failed: true, why: fmt.Sprintf("its task %s failed (%s); a fix commit or `styrminctl retry %s` lets this one go on", peer.Name, peer.Status.Message, id)}, nil
 	case err == nil:
 		return peerState{why: fmt.Sprintf("its task %s is %s", peer.Name, phaseOrNew(peer.Status.Phase))}, nil
 	}
-	return peerState{why: fmt.Sprintf("its active sequence is %d", sd.Status.ActiveSequence)}, nil
+	return peerState{why: fmt.Sprintf("its active sequence is %d", activeSeq)}, nil
+}
+
+// activeSequence is the sequence of sd's active instance (0: none known).
+// An agent before status.active wrote activeSequence when it applied the
+// release, before the task's post steps ran, so alone it does not say the
+// instance is active: instance.Active then asks the deployment's tasks,
+// as the task's own workflow does, and a peer whose upgrade failed under
+// that agent does not let the instances after it go on.
+func (r *Reconciler) activeSequence(ctx context.Context, sd *v1alpha1.StyrminDeployment) (int64, error) {
+	if sd.Status.Active != nil || sd.Status.ActiveSequence == 0 {
+		return sd.Status.ActiveSequence, nil
+	}
+	tasks, err := r.tasksOf(ctx, sd.Namespace, sd.Spec.Deployment)
+	if err != nil {
+		return 0, err
+	}
+	if a := instance.Active(sd, tasks); a != nil {
+		return a.Sequence, nil
+	}
+	return 0, nil
 }
 
 // peerLocks is what peerGone read of a peer's locks, kept for the wait
