@@ -698,6 +698,63 @@ type IngressSpec struct {
 	Parameters map[string]any `json:"parameters,omitempty"`
 }
 
+// DeclaredInstancePolicy is DeclaredPolicy for in, and for an internal
+// instance it also checks that the configuration in fsys calls for it as
+// the lockfile records it: an ingress controller the cluster declares (the
+// shared one, or an environment's with dedicatedIngress), in the namespace
+// and of the driver the configuration gives it. An ingress controller is
+// applied as the agent, with every namespaced kind: a lockfile edited by
+// hand must not give that to another deployment, namespace or chart.
+func (l *Loader) DeclaredInstancePolicy(fsys fs.FS, in *Instance) (*drivers.Policy, error) {
+	if in.Internal != InternalIngress {
+		return l.DeclaredPolicy(fsys, in.ID, in.Internal)
+	}
+	c, err := l.loadClusterFile(fsys, in.ID.Cluster)
+	if err != nil {
+		return nil, err
+	}
+	ic, err := l.declaredIngress(fsys, c, in.ID)
+	if err != nil {
+		return nil, err
+	}
+	if in.Context == nil || in.Context.Deployment.Namespace != ic.namespace {
+		got := ""
+		if in.Context != nil {
+			got = in.Context.Deployment.Namespace
+		}
+		return nil, &ConfigError{File: c.File, Field: "ingress", Msg: fmt.Sprintf("a lockfile records ingress controller %s in namespace %q; the configuration runs it in %q", in.ID, got, ic.namespace)}
+	}
+	if in.Driver.Name != c.Ingress.Driver {
+		return nil, &ConfigError{File: c.File, Field: "ingress.driver", Msg: fmt.Sprintf("a lockfile records ingress controller %s with driver %q; the configuration declares %q", in.ID, in.Driver.Name, c.Ingress.Driver)}
+	}
+	return ingressPolicy(), nil
+}
+
+// declaredIngress is the ingress controller of id that c's configuration
+// calls for (its environment's file read for a dedicated one), or a
+// ConfigError saying that it calls for none.
+func (l *Loader) declaredIngress(fsys fs.FS, c *Cluster, id ID) (ingressController, error) {
+	if c.Ingress == nil {
+		return ingressController{}, &ConfigError{File: c.File, Field: "ingress", Msg: "missing: a lockfile records an ingress controller of this cluster, which declares none"}
+	}
+	switch {
+	case id.Name != IngressName:
+	case id.Environment == ClusterEnvironment:
+		return ingressController{id: id, cluster: c, namespace: sharedIngressPrefix + ingressSuffix}, nil
+	default:
+		e, err := l.loadEnvironmentFile(fsys, c, id.Environment)
+		if err != nil {
+			return ingressController{}, err
+		}
+		if DedicatedIngress(c, e) {
+			return ingressController{id: id, cluster: c, env: e, namespace: e.NamespacePrefix + envIngressSuffix}, nil
+		}
+	}
+	return ingressController{}, &ConfigError{File: c.File, Field: "ingress", Msg: fmt.Sprintf(
+		"a lockfile records %s as an ingress controller, which this configuration does not call for: its controllers are %s and %s/ENVIRONMENT/%s for each environment with dedicatedIngress: true",
+		id, SharedIngressID(c.Name), c.Name, IngressName)}
+}
+
 // takeIngress moves ingress: out of the cluster's settings: it is read by
 // the internal deployments alone, so no application sees it (or
 // redeploys when it changes).
@@ -809,8 +866,8 @@ func (l *Loader) DeclaredPolicy(fsys fs.FS, id ID, internal string) (*drivers.Po
 		return nil, err
 	}
 	if internal == InternalIngress {
-		if c.Ingress == nil {
-			return nil, &ConfigError{File: c.File, Field: "ingress", Msg: "missing: a lockfile records an ingress controller of this cluster, which declares none"}
+		if _, err := l.declaredIngress(fsys, c, id); err != nil {
+			return nil, err
 		}
 		return ingressPolicy(), nil
 	}

@@ -220,8 +220,26 @@ func DecodeLock(path string, data []byte) (*Instance, error) {
 	if c := in.Context; c != nil && reserved(c.Deployment.Namespace) {
 		return nil, fmt.Errorf("%s: field context.deployment.namespace: %q is reserved for the cluster or the agent (kube-*, default, styrmin-system): no deployment runs there", path, c.Deployment.Namespace)
 	}
+	// Nor does it let a policy reach a reserved namespace: the agent
+	// applies what the recorded policy allows.
+	if c := in.Context; c != nil && c.Environment.Policy != nil {
+		for i, ns := range c.Environment.Policy.Namespaces {
+			if reserved(ns) {
+				return nil, fmt.Errorf("%s: field context.environment.policy.namespaces[%d]: %q is reserved for the cluster or the agent (kube-*, default, styrmin-system): no deployment puts objects there", path, i, ns)
+			}
+		}
+	}
 	if in.Internal != "" && in.Internal != InternalIngress {
 		return nil, fmt.Errorf("%s: field internal: expected %q or none, got %q", path, InternalIngress, in.Internal)
+	}
+	// An ingress controller runs with the platform's policy, not its
+	// environment's (no service account is impersonated): only the
+	// controllers' own names may claim it, and they nothing else (a
+	// tombstone, which applies nothing, may have been written without it).
+	isIngress := in.ID.Name == IngressName
+	if (in.Internal == InternalIngress && !isIngress) || (isIngress && in.Internal == "" && !in.Tombstone()) || (in.ID.Environment == ClusterEnvironment && !isIngress) {
+		return nil, fmt.Errorf("%s: field internal: %q for deployment %s: expected %q exactly for an ingress controller (deployment name %s) and none for any other deployment",
+			path, in.Internal, in.ID, InternalIngress, IngressName)
 	}
 	for i, a := range in.After {
 		id, _, err := ParseAfter(a)

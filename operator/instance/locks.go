@@ -162,6 +162,11 @@ const maxPolicies = 1024
 // it is read once per commit and environment).
 func (l *RepoLocks) DeclaredPolicy(_ context.Context, ref v1alpha1.LockRef, in *resolver.Instance) (*drivers.Policy, error) {
 	key := policyKey{ref.Commit, in.ID.Cluster, in.ID.Environment, in.Internal}
+	if in.Internal != "" {
+		// An internal instance is checked as a whole (its name, namespace
+		// and driver), not by its environment alone.
+		key = policyKey{}
+	}
 	l.mu.Lock()
 	p, ok := l.policies[key]
 	l.mu.Unlock()
@@ -179,13 +184,16 @@ func (l *RepoLocks) DeclaredPolicy(_ context.Context, ref v1alpha1.LockRef, in *
 	if err != nil {
 		return nil, fmt.Errorf("the configuration at lock commit %s: %w", ref.Commit, err)
 	}
-	p, err = resolver.NewLoader(0).WithSandbox(l.config).DeclaredPolicy(fsys, in.ID, in.Internal)
+	p, err = resolver.NewLoader(0).WithSandbox(l.config).DeclaredInstancePolicy(fsys, in)
 	if err != nil {
 		var ce *resolver.ConfigError
 		if errors.As(err, &ce) || errors.Is(err, fs.ErrNotExist) {
 			return nil, &PolicyUnknownError{Ref: ref, Err: err}
 		}
 		return nil, fmt.Errorf("the configuration at lock commit %s: %w", ref.Commit, err)
+	}
+	if key == (policyKey{}) {
+		return p, nil
 	}
 	l.mu.Lock()
 	if len(l.policies) >= maxPolicies {

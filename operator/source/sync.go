@@ -635,6 +635,16 @@ func (w *syncWalk) apply(ctx context.Context, src *v1alpha1.StyrminSource, ch gi
 		// Secrets and service account are not a deployment's to touch.
 		err = fmt.Errorf("%s: field context.deployment.namespace: %q is the agent's namespace: no deployment runs there", ch.Path, next.Context.Deployment.Namespace)
 	}
+	if err == nil && next.Context != nil && next.Context.Environment.Policy != nil {
+		// Nor may a policy let a deployment put objects there (a chart's
+		// Deployment with the agent's service account would run as it).
+		for i, ns := range next.Context.Environment.Policy.Namespaces {
+			if ns == w.s.opts.Source.Namespace {
+				err = fmt.Errorf("%s: field context.environment.policy.namespaces[%d]: %q is the agent's namespace: no deployment puts objects there; remove it from the environment's (or cluster's) policy.namespaces and lock again", ch.Path, i, ns)
+				break
+			}
+		}
+	}
 	if err != nil {
 		w.s.warn(src, v1alpha1.ReasonInvalidLock, "lock commit %s: %v; no task was created for it", ch.Commit.Short(), err)
 		log.Error(err, "ignoring an invalid lockfile")

@@ -511,13 +511,31 @@ func TestASyncMakesNoTaskInTheAgentsNamespace(t *testing.T) {
 		t.Fatal(err)
 	}
 	e.key = types.NamespacedName{Namespace: "platform", Name: "styrmin"}
-	e.lock("lock two deployments, one into the agent's namespace", instanceAt("web", "dev-web", 1), instanceAt("intruder", "platform", 1))
-	res, err := e.syncer().Sync(e.ctx)
+	// A policy that lets a deployment put objects there: a chart's pod
+	// with the agent's service account would run as the agent.
+	reaching := instanceAt("reacher", "dev-reacher", 1)
+	reaching.Context.Environment.Policy = &drivers.Policy{Namespaces: []string{"shared", "platform"}}
+	e.lock("lock three deployments, one into the agent's namespace, one allowed there", instanceAt("web", "dev-web", 1), instanceAt("intruder", "platform", 1), reaching)
+	rec := &noteRecorder{}
+	s, err := source.NewSyncer(source.SyncerOptions{
+		Client: e.cl, Repo: e.repo, Cluster: "local", Source: e.key, Locks: e.locks, Recorder: rec,
+		Spec:     v1alpha1.StyrminSourceSpec{URL: e.git.RepoURL(repoName), Branch: "main"},
+		Interval: time.Hour, Log: testr.New(t),
+	})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := e.tasks(); !slices.Equal(got, []string{"dev-web/web-1"}) || res.Ignored != 1 {
-		t.Fatalf("tasks %v (ignored %d), want web's only and the lockfile into the agent's namespace ignored", got, res.Ignored)
+	res, err := s.Sync(e.ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := e.tasks(); !slices.Equal(got, []string{"dev-web/web-1"}) || res.Ignored != 2 {
+		t.Fatalf("tasks %v (ignored %d), want web's only and the lockfiles into the agent's namespace ignored", got, res.Ignored)
+	}
+	if !slices.ContainsFunc(rec.notes, func(n string) bool {
+		return strings.HasPrefix(n, v1alpha1.ReasonInvalidLock+": ") && strings.Contains(n, `field context.environment.policy.namespaces[1]: "platform" is the agent's namespace`)
+	}) {
+		t.Errorf("warnings %q, want an InvalidLock naming the policy's namespace", rec.notes)
 	}
 }
 
