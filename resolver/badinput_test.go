@@ -39,6 +39,16 @@ func TestBadInputGivesAClearErrorAndWritesNothing(t *testing.T) {
 		{"unknown parameter", func(t *testing.T, dir string) {
 			writeFile(t, dir, webCUE, "driver: \"webapp\"\nappVersion: \"1.25.0\"\nparameters: colour: \"red\"\n")
 		}, []string{webCUE, "parameters.colour", "has no parameter"}},
+		{"a deployment file in JSON", func(t *testing.T, dir string) {
+			must(t, os.Rename(filepath.Join(dir, webCUE), filepath.Join(dir, devDir, "deployments/web.json")))
+		}, []string{devDir + "/deployments/web.json", `extension ".json" is not read`, "rename it NAME.yaml"}},
+		{"a deployment file's extension in capitals", func(t *testing.T, dir string) {
+			must(t, os.Rename(filepath.Join(dir, webCUE), filepath.Join(dir, devDir, "deployments/web.CUE")))
+		}, []string{devDir + "/deployments/web.CUE", `extension ".CUE" is not read`, "in lowercase"}},
+		{"a deployment in a folder inside deployments", func(t *testing.T, dir string) {
+			must(t, os.MkdirAll(filepath.Join(dir, devDir, "deployments/team-a"), 0o755))
+			must(t, os.Rename(filepath.Join(dir, webCUE), filepath.Join(dir, devDir, "deployments/team-a/web.cue")))
+		}, []string{devDir + "/deployments/team-a", "a folder inside deployments/ is not read"}},
 		{"unknown driver", func(t *testing.T, dir string) {
 			writeFile(t, dir, webCUE, "driver: \"nosuchdriver\"\nappVersion: \"1.25.0\"\n")
 		}, []string{webCUE, "field driver", "nosuchdriver"}},

@@ -137,3 +137,27 @@ func TestALockfileWhosePolicyReachesAReservedNamespaceIsRefused(t *testing.T) {
 		}
 	}
 }
+
+// TestADeploymentsFolderMayHoldNotesAndHiddenEntries: what is plainly not
+// a deployment (a README, .gitkeep, a backup copy, a folder named with a
+// leading _) is left unread without an error, and the deployments beside
+// it resolve as before.
+func TestADeploymentsFolderMayHoldNotesAndHiddenEntries(t *testing.T) {
+	dir := exampleCopy(t)
+	before, _, err := resolveDir(t, dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ddir := "clusters/local/environments/dev/deployments/"
+	writeFile(t, dir, ddir+"README.md", "# dev's deployments\n")
+	writeFile(t, dir, ddir+".gitkeep", "")
+	writeFile(t, dir, ddir+"web.cue.bak", "driver: \"webapp\"\n")
+	writeFile(t, dir, ddir+"_templates/base.cue", "appVersion: \"1.0.0\"\n")
+	after, _, err := resolveDir(t, dir)
+	if err != nil {
+		t.Fatalf("a deployments folder with notes and hidden entries: %v", err)
+	}
+	if len(after.Resolved) != len(before.Resolved) {
+		t.Errorf("%d deployments resolved, %d before", len(after.Resolved), len(before.Resolved))
+	}
+}

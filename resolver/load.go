@@ -368,6 +368,31 @@ func lstat(fsys fs.FS, file string) (fs.FileInfo, error) {
 	return nil, fs.ErrNotExist
 }
 
+// unreadDeploymentEntry refuses what, in a deployments folder, looks like
+// a deployment the loader would not read: a folder, or a file whose
+// extension is a configuration format's but not one it reads (web.json,
+// web.CUE, web.Yaml). Skipped silently, such a file would make the lock
+// delete the deployment it held, or never create it. Hidden entries and
+// those starting with "_" (.gitkeep, _templates/) and other files
+// (README.md, web.cue.bak) are left alone: nil.
+func unreadDeploymentEntry(dir string, ent fs.DirEntry) error {
+	name := ent.Name()
+	if strings.HasPrefix(name, ".") || strings.HasPrefix(name, "_") {
+		return nil
+	}
+	file := path.Join(dir, name)
+	if ent.IsDir() {
+		return &ConfigError{File: file, Msg: "a folder inside deployments/ is not read: each deployment is a file directly in deployments/ (NAME.cue or NAME.yaml); move its files up, or name the folder with a leading _ to keep it unread"}
+	}
+	switch ext := path.Ext(name); strings.ToLower(ext) {
+	case ".cue", ".yaml", ".yml":
+		return &ConfigError{File: file, Msg: fmt.Sprintf("extension %q is not read: a deployment file ends in .cue, .yaml or .yml, in lowercase", ext)}
+	case ".json":
+		return &ConfigError{File: file, Msg: "extension \".json\" is not read: a deployment file ends in .cue, .yaml or .yml (JSON is valid YAML: rename it NAME.yaml)"}
+	}
+	return nil
+}
+
 // configFile finds dir/base.cue or dir/base.yaml; both at once is an error.
 func configFile(fsys fs.FS, dir, base string) (string, error) {
 	var found []string
@@ -574,7 +599,10 @@ func (l *Loader) loadEnvironment(fsys fs.FS, c *Cluster, name string) (*Environm
 	var jobs []job
 	for _, ent := range entries {
 		ext := path.Ext(ent.Name())
-		if ent.IsDir() || (ext != ".cue" && ext != ".yaml" && ext != ".yml") {
+		if ext != ".cue" && ext != ".yaml" && ext != ".yml" {
+			if err := unreadDeploymentEntry(ddir, ent); err != nil {
+				errs = append(errs, err)
+			}
 			continue
 		}
 		file := path.Join(ddir, ent.Name())
