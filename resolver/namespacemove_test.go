@@ -128,3 +128,87 @@ func TestANamespaceARefusedMoveKeepsIsNoOtherDeployments(t *testing.T) {
 		t.Fatalf("%s: %v, want its move refused", dev, err)
 	}
 }
+
+// TestANewDeploymentIsRefusedTheNamespaceOfOneTheLockDeletes pins that a
+// deployment added in the namespace of one whose configuration is gone
+// but whose lock is no tombstone yet (an environment folder renamed, its
+// namespacePrefix kept) fails with a ConfigError in its own file naming
+// that deployment, its lockfile and the way out (delete first, add it in
+// a later commit), while the lock writes the other's tombstone: locked
+// together, the tombstone's task and the new deployment's create would
+// run in one namespace unordered, and the agent names a task after the
+// deployment's name and sequence only, so the create (web-1 in dev-web)
+// would be the deleted deployment's old task and never run. Locked after
+// the tombstone, the new deployment takes the namespace.
+func TestANewDeploymentIsRefusedTheNamespaceOfOneTheLockDeletes(t *testing.T) {
+	dir := exampleCopy(t)
+	lockDirInto(t, dir)
+	envs := filepath.Join(dir, "clusters", "local", "environments")
+	must(t, os.Rename(filepath.Join(envs, "dev"), filepath.Join(envs, "qa")))
+	if env := readExample(t, dir, "clusters/local/environments/qa/environment.cue"); !strings.Contains(env, `namespacePrefix: "dev"`) {
+		t.Fatal("the example's dev environment sets no namespacePrefix \"dev\"")
+	}
+
+	before := snapshot(t, dir)
+	res, locks, _ := resolveDir(t, dir)
+	if res == nil {
+		t.Fatal("the repository did not load")
+	}
+	errs := map[ID]error{}
+	for _, e := range res.Errors {
+		errs[e.ID] = e.Err
+	}
+	for _, name := range []string{"web", "hub"} {
+		id := ID{Cluster: "local", Environment: "qa", Name: name}
+		old := ID{Cluster: "local", Environment: "dev", Name: name}
+		var ce *ConfigError
+		if !errors.As(errs[id], &ce) {
+			t.Fatalf("%s: error %v, want a ConfigError", id, errs[id])
+		}
+		for _, w := range []string{
+			"clusters/local/environments/qa/deployments/" + name + ".",
+			`namespace "dev-` + name + `" is also the namespace of local/dev/` + name + " (" + old.LockPath() + ", sequence 1), which is being deleted",
+			"lock local/dev/" + name + "'s deletion alone and add local/qa/" + name + " in a later commit",
+		} {
+			if !strings.Contains(ce.Error(), w) {
+				t.Errorf("%s: error %q does not mention %q", id, ce, w)
+			}
+		}
+		if errs[old] != nil {
+			t.Errorf("%s, being deleted, has an error: %v", old, errs[old])
+		}
+	}
+	changes, err := PlanLocks(res, locks)
+	must(t, err)
+	tombstones := 0
+	for _, c := range changes {
+		switch {
+		case c.ID.Environment == "qa":
+			t.Errorf("%s locked in the namespace of a deployment the lock deletes", c.ID)
+		case c.ID.Environment == "dev" && c.Next.Tombstone():
+			tombstones++
+		}
+	}
+	if tombstones != 2 {
+		t.Errorf("%d tombstones for dev, want 2 (web and hub): %v", tombstones, changes)
+	}
+	if snapshot(t, dir) != before {
+		t.Error("bad input changed the repository")
+	}
+
+	// The deletion locked first, the new deployments take the namespaces.
+	for _, c := range changes {
+		writeFile(t, dir, c.Path(), string(c.Data))
+	}
+	res, _, err = resolveDir(t, dir)
+	if err != nil {
+		t.Fatalf("after the tombstones: %v", err)
+	}
+	r, ok := res.Get(ID{Cluster: "local", Environment: "qa", Name: "web"})
+	if !ok {
+		t.Fatal("local/qa/web did not resolve after the tombstones")
+	}
+	if ns := r.Instance.Context.Deployment.Namespace; ns != "dev-web" {
+		t.Errorf("local/qa/web in namespace %q, want dev-web", ns)
+	}
+}

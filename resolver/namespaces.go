@@ -2,6 +2,7 @@ package resolver
 
 import (
 	"fmt"
+	"sort"
 	"strings"
 )
 
@@ -19,8 +20,11 @@ func NamespaceOf(e *Environment, d *Deployment) string {
 // before anything resolves: two deployments of one cluster, internal ones
 // included, never share a namespace (each gets an error naming the
 // other's file), none uses a reserved one (kube-*, default, the agent's),
-// and no environment's policy lets its deployments into one. It is one
-// rule for every path that resolves: plan, lock, lock mode.
+// and no environment's policy lets its deployments into one, nor into a
+// deployment's own namespace. kept are, by cluster, the namespaces locked
+// deployments keep (namespaceMoveErrors): a deployment being deleted
+// among them gets no error, only the one that would share its namespace.
+// It is one rule for every path that resolves: plan, lock, lock mode.
 func namespaceErrors(repo *Repository, kept map[string][]keptNamespace) map[ID]error {
 	out := map[ID]error{}
 	for _, c := range repo.Clusters {
@@ -31,7 +35,7 @@ func namespaceErrors(repo *Repository, kept map[string][]keptNamespace) map[ID]e
 		for _, e := range c.Environments {
 			for _, d := range e.Deployments {
 				ns := NamespaceOf(e, d)
-				owners[ns] = append(owners[ns], nsOwner{d.ID, d.File, ""})
+				owners[ns] = append(owners[ns], nsOwner{id: d.ID, file: d.File})
 				if reserved(ns) {
 					out[d.ID] = &ConfigError{File: d.File, Msg: fmt.Sprintf(
 						"namespace %q (namespacePrefix %q + deployment %q) is reserved for the cluster or the agent (kube-*, default, styrmin-system): change the environment's namespacePrefix or rename the deployment",
@@ -44,7 +48,7 @@ func namespaceErrors(repo *Repository, kept map[string][]keptNamespace) map[ID]e
 		// one than an application: DecodeLock refuses such a lockfile,
 		// and with it every later lock and plan of the repository.
 		for _, ic := range ingressControllers(c) {
-			owners[ic.namespace] = append(owners[ic.namespace], nsOwner{ic.id, c.File, "the ingress controller "})
+			owners[ic.namespace] = append(owners[ic.namespace], nsOwner{id: ic.id, file: c.File, what: "the ingress controller "})
 			if ic.env != nil && reserved(ic.namespace) {
 				out[ic.id] = placed(&ConfigError{File: ic.env.File, Field: "namespacePrefix", Msg: fmt.Sprintf(
 					"the environment's ingress controller %s would run in namespace %q (namespacePrefix %q, the folder's name unless set, + %q), which is reserved for the cluster or the agent (kube-*, default, styrmin-system): set another namespacePrefix or dedicatedIngress: false",
@@ -56,19 +60,36 @@ func namespaceErrors(repo *Repository, kept map[string][]keptNamespace) map[ID]e
 				continue
 			}
 			for _, d := range ds {
+				if d.leaving > 0 {
+					continue // nothing of it resolves: its tombstone is written anyway
+				}
 				var others []string
+				var leaving *nsOwner
 				for _, o := range ds {
 					if o != d {
-						others = append(others, fmt.Sprintf("%s%s (%s)", o.what, o.id, o.file))
+						others = append(others, o.String())
+						if o.leaving > 0 {
+							leaving = &o
+						}
 					}
 				}
-				out[d.id] = &ConfigError{File: d.file, Msg: fmt.Sprintf(
+				msg := fmt.Sprintf(
 					"namespace %q is also the namespace of %s: two deployments never share a namespace; change an environment's namespacePrefix or rename a deployment",
-					ns, strings.Join(others, ", "))}
+					ns, strings.Join(others, ", "))
+				if leaving != nil {
+					// Locked together, its tombstone's task and this
+					// deployment's first would run in the one namespace,
+					// unordered; and the agent names a task after the
+					// deployment's name and sequence only, so this one's
+					// first may bear the name of a task the other left.
+					msg += fmt.Sprintf(", or delete first: lock %s's deletion alone and add %s in a later commit, once the agent has uninstalled it",
+						leaving.id, d.id)
+				}
+				out[d.id] = &ConfigError{File: d.file, Msg: msg}
 			}
 		}
 		for _, e := range c.Environments {
-			err := policyNamespaceError(c, e)
+			err := policyNamespaceError(c, e, owners)
 			if err == nil {
 				continue
 			}
@@ -82,11 +103,15 @@ func namespaceErrors(repo *Repository, kept map[string][]keptNamespace) map[ID]e
 	return out
 }
 
-// policyNamespaceError refuses a reserved namespace in the policy of e's
-// deployments, in the file that lists it (the environment's, else the
-// cluster's default): policy.namespaces would let every chart of the
-// environment into the cluster's own namespaces or the agent's.
-func policyNamespaceError(c *Cluster, e *Environment) *ConfigError {
+// policyNamespaceError refuses a reserved namespace, or one of owners (a
+// deployment's own namespace), in the policy of e's deployments, in the
+// file that lists it (the environment's, else the cluster's default):
+// policy.namespaces would let every chart of the environment into the
+// cluster's own namespaces or the agent's, or into another deployment's,
+// where a release takes what it renders without asking whose it is (and
+// every release applies as the same field manager), and its uninstall
+// deletes it.
+func policyNamespaceError(c *Cluster, e *Environment, owners map[string][]nsOwner) *ConfigError {
 	l, p := e.layer(), e.Policy
 	if p == nil || p.Namespaces == nil {
 		l, p = c.layer(), c.Policy
@@ -99,16 +124,37 @@ func policyNamespaceError(c *Cluster, e *Environment) *ConfigError {
 			return placed(&ConfigError{File: l.file, Field: fmt.Sprintf("policy.namespaces[%d]", i), Msg: fmt.Sprintf(
 				"namespace %q is reserved for the cluster or the agent (kube-*, default, styrmin-system): no deployment may put objects there; remove it from policy.namespaces", ns)}, l.pos)
 		}
+		if ds := owners[ns]; len(ds) > 0 {
+			names := make([]string, len(ds))
+			for j, d := range ds {
+				names[j] = d.String()
+			}
+			return placed(&ConfigError{File: l.file, Field: fmt.Sprintf("policy.namespaces[%d]", i), Msg: fmt.Sprintf(
+				"namespace %q belongs to %s: a deployment's namespace is its own, and another allowed there would take over its objects and delete them when it is uninstalled; remove it from policy.namespaces (list a shared namespace, one no deployment has)",
+				ns, strings.Join(names, ", "))}, l.pos)
+		}
 	}
 	return nil
 }
 
 // nsOwner is a deployment that has a namespace: what names it in an
-// error ("" for an application) and the file that defines it.
+// error ("" for an application), the file that defines it (its lockfile
+// when it is being deleted) and, when it is being deleted (its
+// configuration is gone, its lock is no tombstone yet), its lock's
+// sequence (0: it is not).
 type nsOwner struct {
-	id   ID
-	file string
-	what string
+	id      ID
+	file    string
+	what    string
+	leaving int64
+}
+
+// String names the owner in an error.
+func (o nsOwner) String() string {
+	if o.leaving > 0 {
+		return fmt.Sprintf("%s%s (%s, sequence %d), which is being deleted (its configuration is gone)", o.what, o.id, o.file, o.leaving)
+	}
+	return fmt.Sprintf("%s%s (%s)", o.what, o.id, o.file)
 }
 
 func reserved(ns string) bool {
@@ -130,7 +176,10 @@ func reserved(ns string) bool {
 // namespacePrefix is set back. The error is the environment's, at
 // namespacePrefix. kept gives, by cluster, the namespaces the refused
 // deployments keep: still theirs, which namespaceErrors gives no other
-// deployment.
+// deployment; and the namespaces of the deployments being deleted (locked,
+// not as a tombstone, but gone from the configuration): a lock writes
+// their tombstones, but the agent uninstalls them later, in their
+// namespace, and a new deployment there would share it with them.
 func namespaceMoveErrors(repo *Repository, locks map[ID]*Instance) (errs map[ID]error, kept map[string][]keptNamespace) {
 	if len(locks) == 0 {
 		return nil, nil
@@ -152,7 +201,7 @@ func namespaceMoveErrors(repo *Repository, locks map[ID]*Instance) (errs map[ID]
 		errs[id] = placed(&ConfigError{File: e.File, Field: "namespacePrefix", Msg: fmt.Sprintf(
 			"%sdeployment %s would move from namespace %q (its lock, sequence %d) to %q (namespacePrefix %q, the folder's name unless set): a deployment does not move between namespaces, its release, volumes and StyrminDeployment would stay behind in %q; %s",
 			what, id, was, cur.Sequence, ns, e.NamespacePrefix, was, todo)}, e.pos)
-		kept[c.Name] = append(kept[c.Name], keptNamespace{namespace: was, owner: nsOwner{id, file, what}})
+		kept[c.Name] = append(kept[c.Name], keptNamespace{namespace: was, owner: nsOwner{id: id, file: file, what: what}})
 	}
 	for _, c := range repo.Clusters {
 		for _, e := range c.Environments {
@@ -166,10 +215,46 @@ func namespaceMoveErrors(repo *Repository, locks map[ID]*Instance) (errs map[ID]
 			}
 		}
 	}
+	for _, l := range leavingNamespaces(repo, locks) {
+		kept[l.owner.id.Cluster] = append(kept[l.owner.id.Cluster], l)
+	}
 	return errs, kept
 }
 
-// keptNamespace is a namespace a deployment refused a move keeps.
+// leavingNamespaces are the namespaces of the deployments locks hold that
+// the configuration no longer has (a lock deletes them, or keeps an
+// ingress controller while deployments use its class), sorted by
+// deployment.
+func leavingNamespaces(repo *Repository, locks map[ID]*Instance) []keptNamespace {
+	present := map[ID]bool{}
+	for _, c := range repo.Clusters {
+		for _, e := range c.Environments {
+			for _, d := range e.Deployments {
+				present[d.ID] = true
+			}
+		}
+		for _, ic := range ingressControllers(c) {
+			present[ic.id] = true
+		}
+	}
+	var out []keptNamespace
+	for id, in := range locks {
+		if present[id] || in.Tombstone() || in.Context == nil || in.Context.Deployment.Namespace == "" {
+			continue
+		}
+		what := ""
+		if in.Internal != "" {
+			what = "the ingress controller "
+		}
+		out = append(out, keptNamespace{namespace: in.Context.Deployment.Namespace,
+			owner: nsOwner{id: id, file: id.LockPath(), what: what, leaving: in.Sequence}})
+	}
+	sort.Slice(out, func(i, j int) bool { return lessID(out[i].owner.id, out[j].owner.id) })
+	return out
+}
+
+// keptNamespace is a namespace a deployment refused a move keeps, or one
+// a deployment being deleted still has.
 type keptNamespace struct {
 	namespace string
 	owner     nsOwner

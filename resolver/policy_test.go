@@ -1,8 +1,10 @@
 package resolver
 
 import (
+	"errors"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -35,8 +37,8 @@ func TestPolicyRefusesWhatLeavesTheEnvironmentAtLockTime(t *testing.T) {
 			want: []string{"local/dev/tn", "ClusterRole tn-reader", "cluster-scoped", "environment policy kinds", env}},
 		{name: "default policy refuses another namespace", params: "parameters: otherNamespace: \"dev-web\"\n",
 			want: []string{"local/dev/tn", "ConfigMap dev-web/tn-elsewhere", `namespace "dev-web" is outside`, "allowed: dev-tn", "environment policy namespaces"}},
-		{name: "listed namespace is allowed", params: "parameters: otherNamespace: \"dev-web\"\n",
-			envCUE: "namespacePrefix: \"dev\"\npolicy: namespaces: [\"dev-web\"]\n"},
+		{name: "listed namespace is allowed", params: "parameters: otherNamespace: \"dev-shared\"\n",
+			envCUE: "namespacePrefix: \"dev\"\npolicy: namespaces: [\"dev-shared\"]\n"},
 		{name: "listed cluster-scoped kind is allowed", params: "parameters: clusterRole: true\n",
 			envCUE: "namespacePrefix: \"dev\"\npolicy: kinds: [\"*\", \"ClusterRole\"]\n"},
 		{name: "a kinds list without * refuses other namespaced kinds", params: "",
@@ -51,7 +53,7 @@ func TestPolicyRefusesWhatLeavesTheEnvironmentAtLockTime(t *testing.T) {
 			envCUE: "namespacePrefix: \"dev\"\npolicy: serviceAccountName: \"kube-system/admin\"\n",
 			want:   []string{env, "policy.serviceAccountName", `namespace "kube-system"`}},
 		{name: "a system namespace in the environment's policy", params: "",
-			envCUE: "namespacePrefix: \"dev\"\npolicy: namespaces: [\"dev-web\", \"kube-system\"]\n",
+			envCUE: "namespacePrefix: \"dev\"\npolicy: namespaces: [\"dev-shared\", \"kube-system\"]\n",
 			want:   []string{env + ":2:", "field policy.namespaces[1]", `namespace "kube-system" is reserved for the cluster or the agent`}},
 		{name: "the agent's namespace in the cluster's default policy", params: "",
 			clusterCUE: "policy: namespaces: [\"styrmin-system\"]\n",
@@ -172,5 +174,88 @@ func TestDeclaredPolicyIsWhatALockRecords(t *testing.T) {
 	}
 	if internal := requireRecorded(res); internal < 2 {
 		t.Fatalf("%d ingress controllers resolved, want the cluster's and dev's", internal)
+	}
+}
+
+// TestAPolicyNamespaceThatIsADeploymentsOwnIsRefused pins that
+// policy.namespaces listing a deployment's own namespace (a sibling's,
+// another environment's, an ingress controller's) fails every deployment
+// the policy applies to, at plan and lock, with a ConfigError in the file
+// and at the field that lists it, naming the deployment that owns the
+// namespace; nothing is locked for them. Allowed there, their releases
+// would take over that deployment's objects (in a release's own namespace
+// no ownership is checked, and every release applies as the same field
+// manager) and delete them when uninstalled.
+func TestAPolicyNamespaceThatIsADeploymentsOwnIsRefused(t *testing.T) {
+	const (
+		devEnv  = "clusters/local/environments/dev/environment.cue"
+		cluster = "clusters/local/cluster.cue"
+	)
+	for _, tc := range []struct {
+		name string
+		// base is cluster.cue as first locked ("": the example's);
+		// clusterCUE and envCUE are the change.
+		base, clusterCUE, envCUE string
+		refused                  []ID
+		want                     []string
+	}{
+		{name: "another environment's deployment", envCUE: "namespacePrefix: \"dev\"\npolicy: namespaces: [\"dev-shared\", \"staging-web\"]\n",
+			refused: []ID{{"local", "dev", "web"}, {"local", "dev", "hub"}},
+			want:    []string{devEnv + ":2:", "field policy.namespaces[1]", `namespace "staging-web" belongs to local/staging/web (clusters/local/environments/staging/deployments/web.yaml)`, "take over its objects"}},
+		{name: "a sibling", envCUE: "namespacePrefix: \"dev\"\npolicy: namespaces: [\"dev-hub\"]\n",
+			refused: []ID{{"local", "dev", "web"}, {"local", "dev", "hub"}},
+			want:    []string{devEnv + ":2:", "field policy.namespaces[0]", `namespace "dev-hub" belongs to local/dev/hub`}},
+		{name: "the shared ingress controller's, in the cluster's default", base: withIngress("ingress: driver: \"ingress-nginx\""),
+			clusterCUE: withIngress("ingress: driver: \"ingress-nginx\"\npolicy: namespaces: [\"styrmin-ingress\"]"),
+			refused:    []ID{{"local", "dev", "web"}, {"local", "staging", "web"}},
+			want:       []string{cluster + ":", "field policy.namespaces[0]", `namespace "styrmin-ingress" belongs to the ingress controller local/styrmin.cluster/styrmin.ingress (clusters/local/cluster.cue)`}},
+		{name: "an environment's ingress controller's", base: withIngress("ingress: driver: \"ingress-nginx\"\ndedicatedIngress: true"),
+			envCUE:  "namespacePrefix: \"dev\"\npolicy: namespaces: [\"staging-styrmin-ingress\"]\n",
+			refused: []ID{{"local", "dev", "web"}},
+			want:    []string{devEnv + ":2:", "field policy.namespaces[0]", `namespace "staging-styrmin-ingress" belongs to the ingress controller local/staging/styrmin.ingress`}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := exampleCopy(t)
+			if tc.base != "" {
+				writeFile(t, dir, cluster, tc.base)
+			}
+			lockDirInto(t, dir)
+			if tc.clusterCUE != "" {
+				writeFile(t, dir, cluster, tc.clusterCUE)
+			}
+			if tc.envCUE != "" {
+				writeFile(t, dir, devEnv, tc.envCUE)
+			}
+			before := snapshot(t, dir)
+			res, locks, _ := resolveDir(t, dir)
+			if res == nil {
+				t.Fatal("the repository did not load")
+			}
+			errs := map[ID]error{}
+			for _, e := range res.Errors {
+				errs[e.ID] = e.Err
+			}
+			for _, id := range tc.refused {
+				var ce *ConfigError
+				if !errors.As(errs[id], &ce) {
+					t.Fatalf("%s: error %v, want a ConfigError", id, errs[id])
+				}
+				for _, w := range tc.want {
+					if !strings.Contains(ce.Error(), w) {
+						t.Errorf("%s: error %q does not mention %q", id, ce, w)
+					}
+				}
+			}
+			changes, err := PlanLocks(res, locks)
+			must(t, err)
+			for _, c := range changes {
+				if slices.Contains(tc.refused, c.ID) {
+					t.Errorf("%s locked under a policy into another deployment's namespace", c.ID)
+				}
+			}
+			if snapshot(t, dir) != before {
+				t.Error("bad input changed the repository")
+			}
+		})
 	}
 }
