@@ -1,6 +1,7 @@
 package source
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -961,6 +962,30 @@ func (s *Syncer) taskFor(ctx context.Context, prev, next *resolver.Instance, acc
 	}, nil
 }
 
+// replaceDeletedDeploymentsTask handles a task found at the name of task
+// (NAME-SEQUENCE): made for task's deployment, it is this one, made by an
+// earlier sync (done false). Made for another deployment, it is the
+// history of one deleted before task's deployment was added in the same
+// namespace (an environment renamed, its namespacePrefix kept): that
+// deployment's finished task is deleted so this one can be made (done
+// true), where it would silently stand in its place; one not finished
+// yet fails the sync, which tries again.
+func (s *Syncer) replaceDeletedDeploymentsTask(ctx context.Context, existing, task *v1alpha1.StyrminTask) (done bool, err error) {
+	if existing.Spec.Deployment == task.Spec.Deployment {
+		return false, nil
+	}
+	if !existing.Status.Phase.Terminal() {
+		return false, fmt.Errorf("task %s/%s of deployment %s, which was in namespace %s before %s, has not ended (%s): %s's task of that name is made once it has",
+			existing.Namespace, existing.Name, existing.Spec.Deployment, existing.Namespace, task.Spec.Deployment, cmp.Or(string(existing.Status.Phase), "new"), task.Spec.Deployment)
+	}
+	if err := s.opts.Client.Delete(ctx, existing, client.Preconditions{UID: &existing.UID}); err != nil && !apierrors.IsNotFound(err) {
+		return false, fmt.Errorf("deleting task %s/%s of deployment %s, which was in namespace %s before %s: %w", existing.Namespace, existing.Name, existing.Spec.Deployment, existing.Namespace, task.Spec.Deployment, err)
+	}
+	s.opts.Log.Info("deleted a finished task of a deployment that was in this namespace before", "task", existing.Name, "namespace", existing.Namespace,
+		"was", existing.Spec.Deployment.String(), "now", task.Spec.Deployment.String())
+	return true, nil
+}
+
 // createTask creates a task, and its namespace, unless the task exists or
 // its deployment already runs its sequence; created says which. A task
 // not created gives up the lockfile handed over for it.
@@ -977,8 +1002,11 @@ func (s *Syncer) createTask(ctx context.Context, task *v1alpha1.StyrminTask) (cr
 	// deployment's task was refused) walks the same commits at every
 	// poll, and would post every task of them again. The agent's client
 	// reads it from its cache; a cache behind gets AlreadyExists below.
-	if err := s.opts.Client.Get(ctx, client.ObjectKeyFromObject(task), &v1alpha1.StyrminTask{}); err == nil {
-		return false, nil
+	var existing v1alpha1.StyrminTask
+	if err := s.opts.Client.Get(ctx, client.ObjectKeyFromObject(task), &existing); err == nil {
+		if done, err := s.replaceDeletedDeploymentsTask(ctx, &existing, task); err != nil || !done {
+			return false, err
+		}
 	} else if !apierrors.IsNotFound(err) {
 		return false, fmt.Errorf("reading task %s/%s: %w", task.Namespace, task.Name, err)
 	}

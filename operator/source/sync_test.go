@@ -952,3 +952,75 @@ func TestALockfileDeletedByHandThenPutBackElsewhereIsAMove(t *testing.T) {
 		t.Fatalf("tasks %s (ignored %d), want web-1 only and the move ignored", got, res.Ignored)
 	}
 }
+
+// TestANewDeploymentInTheNamespaceOfADeletedOneGetsItsTask: dev/web is
+// deleted, and qa/web is added later in the same namespace (environment
+// qa's namespacePrefix is dev): its first task has the name of dev/web's
+// first, still kept in the namespace as history. The sync does not take
+// the old task for the new one (qa/web would never be installed): while
+// it has not ended the sync fails, saying so; once ended it is deleted and
+// qa/web's task made.
+func TestANewDeploymentInTheNamespaceOfADeletedOneGetsItsTask(t *testing.T) {
+	t.Parallel()
+	e := startSyncEnv(t)
+	e.lock("create dev/web", instanceAt("web", "dev-web", 1))
+	if _, err := e.syncer().Sync(e.ctx); err != nil {
+		t.Fatal(err)
+	}
+	e.running(instanceAt("web", "dev-web", 1))
+	e.lock("delete dev/web", tombstoneAt("web", 2))
+	if _, err := e.syncer().Sync(e.ctx); err != nil {
+		t.Fatal(err)
+	}
+	if got := strings.Join(e.tasks(), " "); got != "dev-web/web-1 dev-web/web-2" {
+		t.Fatalf("tasks %s, want dev/web's two", got)
+	}
+	finish := func(name string) {
+		t.Helper()
+		var task v1alpha1.StyrminTask
+		if err := e.cl.Get(e.ctx, client.ObjectKey{Namespace: "dev-web", Name: name}, &task); err != nil {
+			t.Fatal(err)
+		}
+		task.Status.Phase = v1alpha1.TaskSucceeded
+		if err := e.cl.Status().Update(e.ctx, &task); err != nil {
+			t.Fatal(err)
+		}
+	}
+	finish("web-2")
+	// The tombstone's task uninstalled dev/web: its StyrminDeployment is
+	// gone, the namespace and the tasks stay.
+	if err := e.cl.DeleteAllOf(e.ctx, &v1alpha1.StyrminDeployment{}, client.InNamespace("dev-web")); err != nil {
+		t.Fatal(err)
+	}
+
+	qa := instanceAt("web", "dev-web", 1)
+	qa.ID.Environment = "qa"
+	e.lock("create qa/web in dev-web", qa)
+	_, err := e.syncer().Sync(e.ctx)
+	if err == nil || !strings.Contains(err.Error(), "task dev-web/web-1 of deployment local/dev/web") || !strings.Contains(err.Error(), "has not ended") {
+		t.Fatalf("sync while dev/web's web-1 has not ended: %v, want an error saying so", err)
+	}
+	owner := func() string {
+		t.Helper()
+		var task v1alpha1.StyrminTask
+		if err := e.cl.Get(e.ctx, client.ObjectKey{Namespace: "dev-web", Name: "web-1"}, &task); err != nil {
+			t.Fatal(err)
+		}
+		return task.Spec.Deployment.String()
+	}
+	if got := owner(); got != "local/dev/web" {
+		t.Fatalf("web-1 is %s's, want dev/web's kept while it runs", got)
+	}
+
+	finish("web-1")
+	agenttest.WaitUntil(t, 30*time.Second, "qa/web's task", func(ctx context.Context) (bool, string, error) {
+		if _, err := e.syncer().Sync(ctx); err != nil {
+			return false, err.Error(), nil
+		}
+		got := owner()
+		return got == "local/qa/web", got, nil
+	})
+	if got := strings.Join(e.tasks(), " "); got != "dev-web/web-1 dev-web/web-2" {
+		t.Errorf("tasks %s, want qa/web's web-1 and dev/web's web-2", got)
+	}
+}
