@@ -45,6 +45,13 @@ type CloneRequest struct {
 	FromBackup string
 	// NamespacePrefix of the clone ("": the clone's name).
 	NamespacePrefix string
+	// BackupHolds is what FromBackup's record (the source cluster's
+	// StyrminBackup, when the caller read it) says of each deployment's
+	// part: true when it succeeded, false when it did not (yet); a
+	// deployment the backup has no part of is absent. Nil: not known,
+	// and every cloned deployment is listed to restore (the agent checks
+	// each create against the record where it holds it).
+	BackupHolds map[string]bool
 }
 
 // ClonePlan is what a clone writes. It is checked: the clone's
@@ -63,8 +70,12 @@ type ClonePlan struct {
 	// DroppedSchedule is true when the source's backups.schedule or keep
 	// were left out: a clone takes no scheduled backups of its own.
 	DroppedSchedule bool
-	Deployments     []ID // sorted
-	files           map[string][]byte
+	// NotInBackup are the cloned deployments the backup has no part of
+	// (Request.BackupHolds said so), sorted: clonedFrom.deployments
+	// leaves them out, so they start empty.
+	NotInBackup []string
+	Deployments []ID // sorted
+	files       map[string][]byte
 }
 
 // Files maps each file the clone writes to its content.
@@ -97,12 +108,15 @@ func (p *ClonePlan) targetCluster() string { return cmp.Or(p.Request.TargetClust
 //     has;
 //   - a clone from a backup needs an s3:// backupLocation on the source
 //     (a pvc:// claim lives in one namespace, which the clone's
-//     deployments cannot read).
+//     deployments cannot read), and, when the caller read the backup's
+//     record (BackupHolds), a part that succeeded of at least one cloned
+//     deployment and no part that did not;
+//   - the clone's derived backupLocation must be no environment's of the
+//     configuration (cloneLocations).
 //
 // The clone's environment file is the source's with namespacePrefix set,
-// backupLocation derived for the clone (same bucket or claim, the last
-// path element replaced by the clone's name, or the name appended),
-// backups.schedule and keep dropped, and clonedFrom set; deployment files
+// backupLocation derived for the clone (cloneLocations), backups.schedule
+// and keep dropped, and clonedFrom set; deployment files
 // are copied byte for byte. The source commit recorded is the
 // workspace's SourceCommit (the commit HEAD names), so the working tree's
 // configuration must be committed.
@@ -155,12 +169,33 @@ func (w *Workspace) PlanClone(req CloneRequest) (*ClonePlan, error) {
 			return nil, refuse("%s/%s backs up to %s, a PersistentVolumeClaim in one namespace, which the clone's deployments cannot read: use an s3:// backupLocation to clone from a backup", req.Cluster, req.Source, srcLoc)
 		}
 		cf.Backup, cf.Location = req.FromBackup, srcLoc
-		// Only the deployments the backup holds restore it: one added
-		// to the clone later has nothing there.
+	}
+	// Only the deployments the backup holds restore it: one added to the
+	// clone later has nothing there, nor has one the backup (as its
+	// record says) did not take. A part that did not succeed is refused:
+	// its restore would read a missing or truncated artefact.
+	var notHeld, failed []string
+	if cf.Backup != "" {
 		for _, d := range src.Deployments {
-			cf.Deployments = append(cf.Deployments, d.ID.Name)
+			n := d.ID.Name
+			switch succeeded, held := req.BackupHolds[n]; {
+			case req.BackupHolds == nil || succeeded:
+				cf.Deployments = append(cf.Deployments, n)
+			case held:
+				failed = append(failed, n)
+			default:
+				notHeld = append(notHeld, n)
+			}
 		}
 		slices.Sort(cf.Deployments)
+		slices.Sort(failed)
+		slices.Sort(notHeld)
+	}
+	switch {
+	case len(failed) > 0:
+		return nil, refuse("backup %s's part of %s did not succeed: there is nothing to restore; clone from a backup that holds them (styrminctl backup list %s/%s)", cf.Backup, strings.Join(failed, ", "), req.Cluster, req.Source)
+	case cf.Backup != "" && len(cf.Deployments) == 0:
+		return nil, refuse("backup %s holds none of the deployments of %s/%s (%s): clone from a backup that holds them (styrminctl backup list %s/%s)", cf.Backup, req.Cluster, req.Source, strings.Join(notHeld, ", "), req.Cluster, req.Source)
 	}
 	dstLoc := ""
 	if srcLoc != "" {
@@ -168,10 +203,23 @@ func (w *Workspace) PlanClone(req CloneRequest) (*ClonePlan, error) {
 		if err != nil {
 			return nil, refuse("%v", err)
 		}
-		dstLoc = derivedLocation(l, req.Source, req.Target).String()
+		used := w.backupLocationsInUse()
+		var users []string
+		for _, c := range cloneLocations(l, req.Cluster, req.Source, tc, req.Target) {
+			if u, ok := used[c.String()]; ok {
+				users = append(users, fmt.Sprintf("%s is the backupLocation of %s", c, u))
+				continue
+			}
+			dstLoc = c.String()
+			break
+		}
+		if dstLoc == "" {
+			return nil, &ConfigError{File: dstFile, Field: "backupLocation", Msg: fmt.Sprintf("env clone %s/%s → %s/%s refused, nothing written: no backup location of its own can be derived from %s (%s): a clone never shares one, or the two environments' backups would overwrite and delete each other's; choose another name for the clone, or move those environments' backupLocation",
+				req.Cluster, req.Source, tc, req.Target, srcLoc, strings.Join(users, "; "))}
+		}
 	}
 
-	plan := &ClonePlan{Request: req, Dir: dir, EnvironmentFile: dstFile, ClonedFrom: cf, BackupLocation: dstLoc, files: map[string][]byte{}}
+	plan := &ClonePlan{Request: req, Dir: dir, EnvironmentFile: dstFile, ClonedFrom: cf, BackupLocation: dstLoc, NotInBackup: notHeld, files: map[string][]byte{}}
 	srcDir := path.Dir(src.File)
 	err = fs.WalkDir(w.fsys, srcDir, func(p string, d fs.DirEntry, err error) error {
 		if err != nil {
@@ -270,22 +318,55 @@ func cloneNamespaceCollisions(c *Cluster, src *Environment, prefix string) error
 	return nil
 }
 
-// derivedLocation is the clone's backup location: the source's bucket or
-// claim, with the path's last element the clone's name where it was the
-// source's, else the clone's name appended: a clone never writes into
-// its source's backups.
-func derivedLocation(l BackupLocation, src, dst string) BackupLocation {
+// cloneLocations are the backup locations the clone of environment src
+// of cluster srcCluster, named dst in cluster dstCluster, may take, in
+// order of preference: the source's bucket or claim, with the path's last
+// element dst where it was src, else dst appended, and for a clone into
+// another cluster the element before it dstCluster where it was
+// srcCluster (the <cluster>/<environment> layout); then the same with the
+// last element <dstCluster>-<dst>. The caller takes the first no
+// environment uses: a clone into another cluster under the same name
+// would otherwise keep its source's location, and two clusters' agents,
+// whose backup IDs are each their own (a schedule's dev-YYYYMMDD-HHMM in
+// both), would write, and retention delete, the same artefacts.
+func cloneLocations(l BackupLocation, srcCluster, src, dstCluster, dst string) []BackupLocation {
 	segs := []string{}
 	if l.Path != "" {
 		segs = strings.Split(l.Path, "/")
 	}
 	if n := len(segs); n > 0 && segs[n-1] == src {
 		segs[n-1] = dst
+		if n > 1 && dstCluster != srcCluster && segs[n-2] == srcCluster {
+			segs[n-2] = dstCluster
+		}
 	} else {
 		segs = append(segs, dst)
 	}
-	l.Path = strings.Join(segs, "/")
-	return l
+	first := l
+	first.Path = strings.Join(segs, "/")
+	segs[len(segs)-1] = dstCluster + "-" + dst
+	second := l
+	second.Path = strings.Join(segs, "/")
+	return []BackupLocation{first, second}
+}
+
+// backupLocationsInUse maps each backup location an environment of the
+// configuration uses (its own, or its cluster's) to the first such
+// environment and its file.
+func (w *Workspace) backupLocationsInUse() map[string]string {
+	out := map[string]string{}
+	for _, c := range w.Repo.Clusters {
+		for _, e := range c.Environments {
+			l, err := ParseBackupLocation(backupLocationOf(c, e))
+			if err != nil {
+				continue
+			}
+			if _, ok := out[l.String()]; !ok {
+				out[l.String()] = fmt.Sprintf("%s/%s (%s)", c.Name, e.Name, e.File)
+			}
+		}
+	}
+	return out
 }
 
 // cloneEnvironmentFile rewrites a source environment file for its clone,

@@ -165,19 +165,125 @@ func TestCloneOfAYAMLEnvironmentToAnotherPrefix(t *testing.T) {
 	}
 }
 
-func TestDerivedLocation(t *testing.T) {
-	for _, tc := range []struct{ in, want string }{
-		{"s3://backups/local/dev", "s3://backups/local/preview"},
-		{"s3://backups/local", "s3://backups/local/preview"},
-		{"s3://backups", "s3://backups/preview"},
-		{"pvc://claim/dev", "pvc://claim/preview"},
+// TestCloneLocations: the clone's name replaces the source's as the last
+// path element, or is appended; into another cluster, the cluster's
+// name replaces the source cluster's before it; the second choice ends
+// in <cluster>-<name>.
+func TestCloneLocations(t *testing.T) {
+	for _, tc := range []struct{ in, dstCluster, dst, want string }{
+		{"s3://backups/local/dev", "local", "preview", "s3://backups/local/preview s3://backups/local/local-preview"},
+		{"s3://backups/local", "local", "preview", "s3://backups/local/preview s3://backups/local/local-preview"},
+		{"s3://backups", "local", "preview", "s3://backups/preview s3://backups/local-preview"},
+		{"pvc://claim/dev", "local", "preview", "pvc://claim/preview pvc://claim/local-preview"},
+		{"s3://backups/local/dev", "other", "dev", "s3://backups/other/dev s3://backups/other/other-dev"},
+		{"s3://backups/dev", "other", "dev", "s3://backups/dev s3://backups/other-dev"},
+		{"s3://backups/team/dev", "other", "dev", "s3://backups/team/dev s3://backups/team/other-dev"},
 	} {
 		l, err := ParseBackupLocation(tc.in)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if got := derivedLocation(l, "dev", "preview").String(); got != tc.want {
-			t.Errorf("%s → %s, want %s", tc.in, got, tc.want)
+		var got []string
+		for _, c := range cloneLocations(l, "local", "dev", tc.dstCluster, tc.dst) {
+			got = append(got, c.String())
+		}
+		if strings.Join(got, " ") != tc.want {
+			t.Errorf("%s → %s/%s: %v, want %s", tc.in, tc.dstCluster, tc.dst, got, tc.want)
+		}
+	}
+}
+
+// TestACloneNeverTakesABackupLocationAnEnvironmentUses: a clone into
+// another cluster under the source's name (or the name of another
+// environment of the source's cluster) kept a location in use, and the
+// two clusters' schedules, each naming its backups dev-YYYYMMDD-HHMM,
+// wrote the same artefacts, which either cluster's retention deleted.
+func TestACloneNeverTakesABackupLocationAnEnvironmentUses(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		dev      string // dev's backupLocation
+		req      CloneRequest
+		want     string
+		refusals []string
+	}{
+		{"into another cluster under the same name", "s3://backups/local/dev",
+			CloneRequest{Cluster: "local", Source: "dev", Target: "dev", TargetCluster: "other", NamespacePrefix: "dev2"}, "s3://backups/other/dev", nil},
+		{"into another cluster under the name of an environment of the source's", "s3://backups/local/dev",
+			CloneRequest{Cluster: "local", Source: "dev", Target: "staging", TargetCluster: "other"}, "s3://backups/other/staging", nil},
+		{"a location without the cluster's name, under the same name", "s3://backups/dev",
+			CloneRequest{Cluster: "local", Source: "dev", Target: "dev", TargetCluster: "other", NamespacePrefix: "dev2"}, "s3://backups/other-dev", nil},
+		{"both choices in use", "s3://backups/dev",
+			CloneRequest{Cluster: "local", Source: "dev", Target: "dev", TargetCluster: "other", NamespacePrefix: "dev2"}, "",
+			[]string{"clusters/other/environments/dev/environment.cue", "field backupLocation", "s3://backups/dev is the backupLocation of local/dev (clusters/local/environments/dev/environment.cue)",
+				"s3://backups/other-dev is the backupLocation of local/staging (clusters/local/environments/staging/environment.yaml)", "choose another name"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := exampleCopy(t)
+			writeFile(t, dir, "clusters/other/cluster.cue", "domain: \"other.styrmin.dev\"\ningressClass: \"nginx\"\nstorageClasses: default: \"standard\"\n")
+			writeFile(t, dir, "clusters/local/environments/dev/environment.cue", "namespacePrefix: \"dev\"\nbackupLocation: \""+tc.dev+"\"\n")
+			if tc.refusals != nil {
+				writeFile(t, dir, "clusters/local/environments/staging/environment.yaml", "namespacePrefix: staging\nbackupLocation: s3://backups/other-dev\n")
+			}
+			ws := cloneWorkspace(t, dir)
+			before := snapshot(t, dir)
+			plan, err := ws.PlanClone(tc.req)
+			if tc.refusals != nil {
+				if err == nil {
+					t.Fatalf("accepted, with the location %s", plan.BackupLocation)
+				}
+				for _, w := range tc.refusals {
+					if !strings.Contains(err.Error(), w) {
+						t.Errorf("error %q lacks %q", err, w)
+					}
+				}
+				if snapshot(t, dir) != before {
+					t.Error("a refused clone changed the repository")
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if plan.BackupLocation == tc.dev || plan.BackupLocation != tc.want {
+				t.Errorf("the clone backs up to %s, want %s (the source's is %s)", plan.BackupLocation, tc.want, tc.dev)
+			}
+			env := string(plan.Files()[plan.EnvironmentFile])
+			if !strings.Contains(env, `"`+tc.want+`"`) {
+				t.Errorf("the clone's environment file lacks %s:\n%s", tc.want, env)
+			}
+		})
+	}
+}
+
+// TestACloneFromABackupRestoresOnlyThePartsItsRecordHoldsSucceeded: told
+// what the backup holds, the clone lists only the deployments whose part
+// succeeded (one it holds nothing of starts empty, and the plan says
+// which), and refuses one whose part failed or a backup holding none.
+func TestACloneFromABackupRestoresOnlyThePartsItsRecordHoldsSucceeded(t *testing.T) {
+	dir := exampleCopy(t)
+	ws := cloneWorkspace(t, dir)
+	req := CloneRequest{Cluster: "local", Source: "dev", Target: "preview", FromBackup: "monday", BackupHolds: map[string]bool{"hub": true}}
+	plan, err := ws.PlanClone(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(plan.ClonedFrom.Deployments, []string{"hub"}) || !slices.Equal(plan.NotInBackup, []string{"web"}) {
+		t.Errorf("clonedFrom.deployments %v, not in the backup %v; want [hub], [web]", plan.ClonedFrom.Deployments, plan.NotInBackup)
+	}
+	if env := string(plan.Files()[plan.EnvironmentFile]); !strings.Contains(env, `deployments: ["hub"]`) {
+		t.Errorf("environment file:\n%s", env)
+	}
+	for _, tc := range []struct {
+		name  string
+		holds map[string]bool
+		want  string
+	}{
+		{"a part that failed", map[string]bool{"hub": false, "web": true}, "backup monday's part of hub did not succeed"},
+		{"no part at all", map[string]bool{}, "backup monday holds none of the deployments of local/dev (hub, web)"},
+	} {
+		req.BackupHolds = tc.holds
+		if _, err := ws.PlanClone(req); err == nil || !strings.Contains(err.Error(), tc.want) || !strings.Contains(err.Error(), "clusters/local/environments/preview/environment.cue") {
+			t.Errorf("%s: %v, want a refusal saying %q", tc.name, err, tc.want)
 		}
 	}
 }

@@ -1,6 +1,7 @@
 package task
 
 import (
+	"cmp"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -272,12 +273,19 @@ func incompatibleBackup(b *v1alpha1.StyrminBackup, deployment string, d *drivers
 
 // cloneRestoreRefusal says why the create of a deployment cloned from a
 // backup may not restore it into driver d: the backup, when this cluster
-// holds its record, has the deployment's data from a driver d cannot
-// restore (a newer major version, or an older version than the backup's).
-// A StyrminRestore checks the same when it starts; a clone's restore is
-// a step of the create, so it is checked as the create is planned,
-// before anything runs. "" when it may, or when the record is elsewhere
-// (a clone into another cluster) and the restore job is left to read it.
+// holds its record, has no part of the deployment, one that did not
+// succeed (a backup of some deployments only, one that failed for this
+// one, one taken before the deployment was added), or one from a driver
+// d cannot restore (a newer major version, or an older version than the
+// backup's). A StyrminRestore checks the same when it starts; a clone's
+// restore is a step of the create, so it is checked as the create is
+// planned, before anything runs. The create then fails rather than come
+// up empty: the clone was asked for the deployment's data, and a
+// deployment set up without it looks like one that has it. Starting
+// empty is a choice made in git (the name taken out of
+// clonedFrom.deployments), as the message says. "" when it may, or when
+// the record is elsewhere (a clone into another cluster) and the restore
+// job is left to read it.
 func (r *Reconciler) cloneRestoreRefusal(ctx context.Context, in *resolver.Instance, d *drivers.Driver) (string, error) {
 	if in.Context == nil || in.Context.Environment.ClonedFrom == nil || in.Context.Environment.ClonedFrom.Backup == "" {
 		return "", nil
@@ -285,15 +293,36 @@ func (r *Reconciler) cloneRestoreRefusal(ctx context.Context, in *resolver.Insta
 	cf := in.Context.Environment.ClonedFrom
 	var b v1alpha1.StyrminBackup
 	err := r.opts.Client.Get(ctx, client.ObjectKey{Namespace: r.opts.AgentNamespace, Name: cf.Backup}, &b)
-	if apierrors.IsNotFound(err) || (err == nil && b.Spec.Environment != cf.Environment) {
+	if apierrors.IsNotFound(err) {
 		return "", nil
 	}
 	if err != nil {
 		return "", fmt.Errorf("reading backup %s: %w", cf.Backup, err)
 	}
+	// A record of another environment, or (in a cluster the clone went
+	// to) of this cluster's own environment of the source's name, is
+	// another backup that shares the ID.
+	if b.Spec.Environment != cf.Environment || cmp.Or(b.Spec.Cluster, in.ID.Cluster) != cf.Cluster {
+		return "", nil
+	}
+	clone := fmt.Sprintf("the environment is a clone of %s/%s from backup %s", cf.Cluster, cf.Environment, cf.Backup)
+	startEmpty := fmt.Sprintf("clone from a backup that holds it (styrminctl backup list %s/%s), or take %s out of clonedFrom.deployments in the clone's environment file to create it empty", cf.Cluster, cf.Environment, in.ID.Name)
+	i := slices.IndexFunc(b.Status.Deployments, func(p v1alpha1.OperationDeployment) bool { return p.Name == in.ID.Name })
+	if i < 0 {
+		var held []string
+		for _, p := range b.Status.Deployments {
+			held = append(held, p.Name)
+		}
+		return fmt.Sprintf("%s, which holds no backup of %s (it holds: %s): there is nothing to restore; %s",
+			clone, in.ID.Name, cmp.Or(strings.Join(held, ", "), "none"), startEmpty), nil
+	}
+	if p := b.Status.Deployments[i]; p.Phase != v1alpha1.OperationSucceeded {
+		return fmt.Sprintf("%s, whose backup of %s did not succeed (%s): there is nothing whole to restore; %s",
+			clone, in.ID.Name, cmp.Or(string(p.Phase), "not started"), startEmpty), nil
+	}
 	if err := incompatibleBackup(&b, in.ID.Name, d); err != nil {
-		return fmt.Sprintf("the environment is a clone of %s/%s from backup %s, which %s cannot restore: %v; clone from a backup this driver version reads, or lock %s with a driver version that reads it",
-			cf.Cluster, cf.Environment, cf.Backup, in.ID, err, in.ID), nil
+		return fmt.Sprintf("%s, which %s cannot restore: %v; clone from a backup this driver version reads, or lock %s with a driver version that reads it",
+			clone, in.ID, err, in.ID), nil
 	}
 	return "", nil
 }

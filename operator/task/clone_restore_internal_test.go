@@ -1,0 +1,92 @@
+package task
+
+import (
+	"context"
+	"strings"
+	"testing"
+
+	"github.com/prometheus/client_golang/prometheus"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/styrmin/styrmin/drivers"
+	"github.com/styrmin/styrmin/operator/api/v1alpha1"
+	"github.com/styrmin/styrmin/resolver"
+)
+
+// TestACloneDoesNotRestoreAPartItsBackupDoesNotHoldOrHoldsFailed pins
+// what a clone's create checks of the backup's record before it plans
+// the restore: only the drivers were compared, so a create restored from
+// a backup of some deployments only, one whose part of it failed, or one
+// taken before the deployment was added, and its restore job read a
+// missing or truncated artefact. Backup monday holds only hub's part,
+// which failed: both hub's and db's creates are refused, each naming the
+// backup and its part; tuesday, whose hub part succeeded, restores hub. A
+// record of the source's ID in a cluster the clone went to is another
+// backup (of that cluster's environment of the source's name), and
+// decides nothing.
+func TestACloneDoesNotRestoreAPartItsBackupDoesNotHoldOrHoldsFailed(t *testing.T) {
+	const ns = "styrmin-system"
+	cl := withCRDs(t, ns)
+	ctx := context.Background()
+	r, err := NewReconciler(Options{Client: cl, Drivers: noDrivers{}, AgentNamespace: ns, Registerer: prometheus.NewRegistry()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	graphhub := v1alpha1.DriverRef{Name: "graphhub", Version: "1.4.0"}
+	// backup records a backup of environment dev of cluster ("": the
+	// agent's own).
+	backup := func(name, cluster string, phase v1alpha1.OperationPhase, parts ...v1alpha1.OperationDeployment) {
+		t.Helper()
+		b := &v1alpha1.StyrminBackup{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns},
+			Spec: v1alpha1.StyrminBackupSpec{Cluster: cluster, Environment: "dev", Deployments: []string{"hub"}}}
+		if err := cl.Create(ctx, b); err != nil {
+			t.Fatal(err)
+		}
+		b.Status = v1alpha1.StyrminBackupStatus{Phase: phase, Location: "s3://backups/local/dev", Deployments: parts}
+		if err := cl.Status().Update(ctx, b); err != nil {
+			t.Fatal(err)
+		}
+	}
+	failedHub := v1alpha1.OperationDeployment{Name: "hub", Namespace: "dev-hub", Phase: v1alpha1.OperationFailed, Driver: graphhub, Artifact: "s3://backups/local/dev/monday/hub"}
+	backup("monday", "local", v1alpha1.OperationFailed, failedHub)
+	backup("nightly", "", v1alpha1.OperationFailed, failedHub)
+	backup("tuesday", "local", v1alpha1.OperationSucceeded,
+		v1alpha1.OperationDeployment{Name: "hub", Namespace: "dev-hub", Phase: v1alpha1.OperationSucceeded, Driver: graphhub, Artifact: "s3://backups/local/dev/tuesday/hub"})
+
+	created := func(cluster, name, backupID string) *resolver.Instance {
+		return &resolver.Instance{ID: resolver.ID{Cluster: cluster, Environment: "preview", Name: name}, Sequence: 1,
+			Context: &drivers.Context{Environment: drivers.EnvironmentContext{BackupLocation: "s3://backups/" + cluster + "/preview",
+				ClonedFrom: &drivers.CloneSource{Cluster: "local", Environment: "dev", Commit: "abcdef1", Backup: backupID, Location: "s3://backups/local/dev"}}}}
+	}
+	d := &drivers.Driver{Name: "graphhub", Version: "1.4.0"}
+	for _, tc := range []struct {
+		name            string
+		cluster, dep, b string
+		want            []string
+	}{
+		{"a part that failed", "local", "hub", "monday",
+			[]string{"a clone of local/dev from backup monday", "backup of hub did not succeed (Failed)", "take hub out of clonedFrom.deployments"}},
+		{"no part of the deployment", "local", "db", "monday",
+			[]string{"a clone of local/dev from backup monday", "holds no backup of db (it holds: hub)", "take db out of clonedFrom.deployments"}},
+		{"no part of it in a backup whose other parts succeeded", "local", "db", "tuesday",
+			[]string{"backup tuesday", "holds no backup of db"}},
+		{"a part that succeeded", "local", "hub", "tuesday", nil},
+		{"a record of this cluster's own environment", "local", "hub", "nightly", []string{"backup of hub did not succeed (Failed)"}},
+		{"a record of the source's ID in the cluster the clone went to", "other", "hub", "nightly", nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			why, err := r.cloneRestoreRefusal(ctx, created(tc.cluster, tc.dep, tc.b), d)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if (why == "") != (tc.want == nil) {
+				t.Fatalf("refusal %q, want one saying %q", why, tc.want)
+			}
+			for _, w := range tc.want {
+				if !strings.Contains(why, w) {
+					t.Errorf("refusal %q lacks %q", why, w)
+				}
+			}
+		})
+	}
+}
