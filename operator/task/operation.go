@@ -5,6 +5,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"slices"
 	"strconv"
@@ -42,6 +43,35 @@ const BackupMountPath = "/styrmin-backup"
 // job only when the platform team marked it so, whatever a repository
 // names in backups.secret.
 const LabelBackupCredentials = v1alpha1.Group + "/backup-credentials"
+
+// AnnotationBackupEnvironments on a backup credentials Secret lists the
+// environments whose backups may use it, comma-separated, each CLUSTER/ENV,
+// CLUSTER/* or * ("": any). Under strict tenancy, the team owning one
+// environment's files must not get another's credentials (dev's
+// environment.cue naming prod's bucket keys) by naming its Secret.
+const AnnotationBackupEnvironments = v1alpha1.Group + "/backup-environments"
+
+// CredentialsRefusal says why Secret s may not be handed to the jobs of
+// environment cluster/env ("": it may): it is not marked for backups, or
+// its AnnotationBackupEnvironments does not list the environment.
+func CredentialsRefusal(s *corev1.Secret, cluster, env string) string {
+	key := s.Namespace + "/" + s.Name
+	if s.Labels[LabelBackupCredentials] != "true" {
+		return fmt.Sprintf("the Secret %s is not labelled %s=true: the agent hands a Secret to a driver's job only when it is marked for backups", key, LabelBackupCredentials)
+	}
+	list, ok := s.Annotations[AnnotationBackupEnvironments]
+	if !ok {
+		return ""
+	}
+	for _, e := range strings.Split(list, ",") {
+		switch e = strings.TrimSpace(e); e {
+		case "*", cluster + "/*", cluster + "/" + env:
+			return ""
+		}
+	}
+	return fmt.Sprintf("the Secret %s is for environments %q (annotation %s), not %s/%s: add it there, or name another Secret in the environment's backups.secret",
+		key, list, AnnotationBackupEnvironments, cluster, env)
+}
 
 // IsOperation reports whether t runs an operation (a backup or a
 // restore) rather than a change locked in git.
@@ -422,8 +452,8 @@ func (r *Reconciler) copyCredentials(ctx context.Context, run *taskRun, op *v1al
 		}
 		return "", fmt.Errorf("reading the backup credentials Secret %s: %w", key, err)
 	}
-	if src.Labels[LabelBackupCredentials] != "true" {
-		return "", outcome.Stalled(v1alpha1.ReasonStepFailed, fmt.Errorf("the Secret %s is not labelled %s=true: the agent hands a Secret to a driver's job only when it is marked for backups", key, LabelBackupCredentials))
+	if why := CredentialsRefusal(&src, t.Spec.Deployment.Cluster, t.Spec.Deployment.Environment); why != "" {
+		return "", outcome.Stalled(v1alpha1.ReasonStepFailed, errors.New(why))
 	}
 	name := credentialsSecretName(t, op.Secret)
 	cp := &corev1.Secret{
