@@ -110,6 +110,11 @@ func (f *Folder) LockedSequences(head Hash, sub, lockDir string) (map[string]int
 	return f.r.LockedSequences(head, f.join(sub), lockDir)
 }
 
+// ReusedSequences is Repo.ReusedSequences for sub below the folder.
+func (f *Folder) ReusedSequences(head Hash, sub, lockDir string) (map[string]int, error) {
+	return f.r.ReusedSequences(head, f.join(sub), lockDir)
+}
+
 // CommitLocks commits with the request's Dir taken below the folder.
 func (f *Folder) CommitLocks(ctx context.Context, req CommitRequest) (CommitResult, error) {
 	req.Dir = f.join(req.Dir)

@@ -264,8 +264,42 @@ func withoutSequence(data []byte) []byte {
 // lock commit's trees made a lock of 2,000 lock commits take five times
 // as long.
 func (r *Repo) LockedSequences(head Hash, dir, lockDir string) (map[string]int, error) {
+	s, err := r.sequences(head, dir, lockDir)
+	if err != nil {
+		return nil, err
+	}
+	return maps.Clone(s.max), nil
+}
+
+// ReusedSequences returns, for every deployment key whose highest sequence
+// (as LockedSequences counts it) commits reachable from head used for more
+// than one instance, that sequence: lockfiles of the key at that number
+// with different digests, as two pull requests branched from one commit
+// leave once both are merged (each locked the next number for a change of
+// its own, and the merge kept one of the lockfiles). The agent ran the
+// one merged first and refuses the other at the same number ("does not
+// follow"), so a lockfile at a reused number is no instance the cluster
+// can be brought to: the lock writes it again, past that number.
+//
+// It shares LockedSequences' walk and kept answer. The lockfiles are read
+// only for a key whose highest number more than one commit names or
+// wrote, and their blobs only when those differ: a history where each
+// number is locked once costs nothing more.
+func (r *Repo) ReusedSequences(head Hash, dir, lockDir string) (map[string]int, error) {
+	s, err := r.sequences(head, dir, lockDir)
+	if err != nil {
+		return nil, err
+	}
+	return maps.Clone(s.reused), nil
+}
+
+// sequences is LockedSequences' and ReusedSequences' answer for head and
+// the lock folder lockDir of dir: the kept one when it is head's, else a
+// walk of the commits from head down to the kept head. What it returns is
+// never changed afterwards (the next walk builds its own maps).
+func (r *Repo) sequences(head Hash, dir, lockDir string) (*sequenceCache, error) {
 	if head.IsZero() {
-		return map[string]int{}, nil
+		return &sequenceCache{max: map[string]int{}, reused: map[string]int{}}, nil
 	}
 	dir = strings.Trim(dir, "/")
 	var parts []string
@@ -281,10 +315,10 @@ func (r *Repo) LockedSequences(head Hash, dir, lockDir string) (map[string]int, 
 		cached = nil
 	}
 	if cached != nil && cached.head == head {
-		return maps.Clone(cached.max), nil
+		return cached, nil
 	}
 	sr := &sequenceReader{r: r, parts: parts, lockTrees: map[plumbing.Hash]plumbing.Hash{}, commits: commitCache{}}
-	out := map[string]int{}
+	u := &usedSequences{max: map[string]int{}, at: map[string][]plumbing.Hash{}}
 	seen := map[plumbing.Hash]bool{head.plumbing(): true}
 	stack := []plumbing.Hash{head.plumbing()}
 	for len(stack) > 0 {
@@ -292,7 +326,9 @@ func (r *Repo) LockedSequences(head Hash, dir, lockDir string) (map[string]int, 
 		stack = stack[:len(stack)-1]
 		if cached != nil && h == cached.head.plumbing() {
 			for k, v := range cached.max {
-				out[k] = max(out[k], v)
+				for _, c := range cached.at[k] {
+					u.note(k, v, c)
+				}
 			}
 			continue
 		}
@@ -305,14 +341,13 @@ func (r *Repo) LockedSequences(head Hash, dir, lockDir string) (map[string]int, 
 		// line must not stop every later lock.
 		locks, bad := LockTrailers(c.Message)
 		for k, v := range locks {
-			out[k] = max(out[k], v)
+			u.note(k, v, h)
 		}
 		// A squash merge of several lock commits keeps the others' lines
 		// in its body: their numbers were used too. Counting a line quoted
 		// in prose only skips a number, never reuses one.
-		body := bodyLocks(c.Message)
-		for k, v := range body {
-			out[k] = max(out[k], v)
+		for k, v := range bodyLocks(c.Message) {
+			u.note(k, v, h)
 		}
 		// A lock commit as CommitLocks wrote it names every lockfile it
 		// writes in its trailers, so it is taken at their word: reading
@@ -324,7 +359,7 @@ func (r *Repo) LockedSequences(head Hash, dir, lockDir string) (map[string]int, 
 		// lockfile folded in after it (a later hand commit of the same
 		// deployment, squashed with it).
 		if len(locks) == 0 || len(bad) > 0 || !writtenByCommitLocks(c, locks) {
-			if err := sr.unnamed(c, nil, out); err != nil {
+			if err := sr.unnamed(c, nil, u); err != nil {
 				return nil, err
 			}
 		}
@@ -336,15 +371,43 @@ func (r *Repo) LockedSequences(head Hash, dir, lockDir string) (map[string]int, 
 			}
 		}
 	}
-	r.seqCache = &sequenceCache{head: head, folder: folder, max: out}
-	return maps.Clone(out), nil
+	reused, err := sr.reused(u)
+	if err != nil {
+		return nil, err
+	}
+	r.seqCache = &sequenceCache{head: head, folder: folder, max: u.max, at: u.at, reused: reused}
+	return r.seqCache, nil
 }
 
-// sequenceCache is LockedSequences' answer for one head and lock folder.
+// sequenceCache is the answer of LockedSequences and ReusedSequences for
+// one head and lock folder.
 type sequenceCache struct {
 	head   Hash
 	folder string
 	max    map[string]int
+	// at are, per key, the commits that named or wrote its highest
+	// sequence: a later walk that meets the head adds them to its own.
+	at     map[string][]plumbing.Hash
+	reused map[string]int
+}
+
+// usedSequences is what a walk has found so far: each key's highest
+// sequence and the commits that used it.
+type usedSequences struct {
+	max map[string]int
+	at  map[string][]plumbing.Hash
+}
+
+// note records that commit c used seq for key.
+func (u *usedSequences) note(key string, seq int, c plumbing.Hash) {
+	cur, ok := u.max[key]
+	switch {
+	case !ok || seq > cur:
+		u.max[key] = seq
+		u.at[key] = []plumbing.Hash{c}
+	case seq == cur && !slices.Contains(u.at[key], c):
+		u.at[key] = append(u.at[key], c)
+	}
 }
 
 // sequenceReader finds the lockfiles a commit wrote that its trailers do
@@ -392,9 +455,9 @@ func (s *sequenceReader) entries(h plumbing.Hash) ([]object.TreeEntry, error) {
 	return t.Entries, nil
 }
 
-// unnamed adds to out the sequence of every lockfile c wrote (its content
+// unnamed notes in u the sequence of every lockfile c wrote (its content
 // differs from the same path in every parent) that named does not name.
-func (s *sequenceReader) unnamed(c *object.Commit, named map[string]int, out map[string]int) error {
+func (s *sequenceReader) unnamed(c *object.Commit, named map[string]int, u *usedSequences) error {
 	cur, err := s.lockTree(c.Hash)
 	if err != nil || cur.IsZero() {
 		return err
@@ -410,12 +473,13 @@ func (s *sequenceReader) unnamed(c *object.Commit, named map[string]int, out map
 		}
 		parents = append(parents, lt)
 	}
-	return s.diff(cur, parents, nil, named, out)
+	return s.diff(c.Hash, cur, parents, nil, named, u)
 }
 
-// diff walks the tree cur against the same folder of each parent (zero:
-// absent), descending only where it differs from all of them.
-func (s *sequenceReader) diff(cur plumbing.Hash, parents []plumbing.Hash, at []string, named, out map[string]int) error {
+// diff walks the tree cur of commit c against the same folder of each
+// parent (zero: absent), descending only where it differs from all of
+// them.
+func (s *sequenceReader) diff(c, cur plumbing.Hash, parents []plumbing.Hash, at []string, named map[string]int, u *usedSequences) error {
 	entries, err := s.entries(cur)
 	if err != nil {
 		return err
@@ -452,7 +516,7 @@ func (s *sequenceReader) diff(cur plumbing.Hash, parents []plumbing.Hash, at []s
 		path := append(at[:len(at):len(at)], e.Name)
 		switch {
 		case e.Mode == filemode.Dir && len(path) < 3:
-			if err := s.diff(e.Hash, sub, path, named, out); err != nil {
+			if err := s.diff(c, e.Hash, sub, path, named, u); err != nil {
 				return err
 			}
 		case (e.Mode == filemode.Regular || e.Mode == filemode.Executable) && len(path) == 3:
@@ -465,56 +529,133 @@ func (s *sequenceReader) diff(cur plumbing.Hash, parents []plumbing.Hash, at []s
 			if _, ok := named[key]; ok || checkLockKey(key) != nil {
 				continue
 			}
-			seq, err := s.sequenceOf(e.Hash)
+			seq, _, err := s.lockfileHead(e.Hash)
 			if err != nil {
 				return err
 			}
 			if seq > 0 {
-				out[key] = max(out[key], seq)
+				u.note(key, seq, c)
 			}
 		}
 	}
 	return nil
 }
 
-// sequenceOf reads the top-level sequence of a lockfile blob: 0 when it
-// has none that parses (the lockfile is checked where it is loaded; a
-// broken one in history cannot be mended, and must not stop a lock).
-func (s *sequenceReader) sequenceOf(h plumbing.Hash) (int, error) {
+// reused returns the keys of u whose highest sequence was used for more
+// than one instance, with that sequence.
+func (s *sequenceReader) reused(u *usedSequences) (map[string]int, error) {
+	out := map[string]int{}
+	for key, commits := range u.at {
+		if len(commits) < 2 {
+			continue // one commit, one lockfile
+		}
+		twice, err := s.usedTwice(key, u.max[key], commits)
+		if err != nil {
+			return nil, err
+		}
+		if twice {
+			out[key] = u.max[key]
+		}
+	}
+	return out, nil
+}
+
+// usedTwice reports whether the lockfiles of key that commits hold at
+// sequence seq have more than one digest. A commit whose lockfile holds
+// another number (a squash merge's body names one its lockfile went past)
+// or none says nothing of seq's instance; one blob is one instance.
+func (s *sequenceReader) usedTwice(key string, seq int, commits []plumbing.Hash) (bool, error) {
+	parts := strings.Split(key, "/")
+	if len(parts) != 3 {
+		return false, nil
+	}
+	file := parts[2] + ".lock.yaml"
+	blobs := map[plumbing.Hash]bool{}
+	for _, c := range commits {
+		lt, err := s.lockTree(c)
+		if err != nil {
+			return false, err
+		}
+		env, err := subtreeOf(lt, parts[:2], s.entries)
+		if err != nil {
+			return false, err
+		}
+		entries, err := s.entries(env)
+		if err != nil {
+			return false, err
+		}
+		for _, e := range entries {
+			if e.Name == file && (e.Mode == filemode.Regular || e.Mode == filemode.Executable) {
+				blobs[e.Hash] = true
+			}
+		}
+	}
+	if len(blobs) < 2 {
+		return false, nil
+	}
+	var first string
+	for b := range blobs {
+		n, digest, err := s.lockfileHead(b)
+		if err != nil {
+			return false, err
+		}
+		if n != seq || digest == "" {
+			continue
+		}
+		if first == "" {
+			first = digest
+		} else if digest != first {
+			return true, nil
+		}
+	}
+	return false, nil
+}
+
+// lockfileHead reads the top-level sequence and digest of a lockfile
+// blob: a sequence of 0 when it has none that parses, a digest of ""
+// when it has none (the lockfile is checked where it is loaded; a broken
+// one in history cannot be mended, and must not stop a lock).
+func (s *sequenceReader) lockfileHead(h plumbing.Hash) (int, string, error) {
 	blob, err := object.GetBlob(s.r.storer, h)
 	if err != nil {
-		return 0, fmt.Errorf("blob %s: %w", h, err)
+		return 0, "", fmt.Errorf("blob %s: %w", h, err)
 	}
 	if blob.Size > maxRelockCompare {
-		return 0, nil
+		return 0, "", nil
 	}
 	rd, err := blob.Reader()
 	if err != nil {
-		return 0, fmt.Errorf("blob %s: %w", h, err)
+		return 0, "", fmt.Errorf("blob %s: %w", h, err)
 	}
 	defer rd.Close()
 	data, err := io.ReadAll(rd)
 	if err != nil {
-		return 0, fmt.Errorf("blob %s: %w", h, err)
+		return 0, "", fmt.Errorf("blob %s: %w", h, err)
 	}
+	seq, digest, seenSeq := 0, "", false
 	for line := range bytes.Lines(data) {
-		if v, ok := bytes.CutPrefix(line, []byte("sequence:")); ok {
-			n, err := parseSequence(string(bytes.TrimSpace(v)))
-			if err != nil {
-				return 0, nil
+		if v, ok := bytes.CutPrefix(line, []byte("sequence:")); ok && !seenSeq {
+			seenSeq = true
+			if n, err := parseSequence(string(bytes.TrimSpace(v))); err == nil {
+				seq = n
 			}
-			return n, nil
+		} else if v, ok := bytes.CutPrefix(line, []byte("digest:")); ok && digest == "" {
+			digest = string(bytes.TrimSpace(v))
+		}
+		if seenSeq && digest != "" {
+			break
 		}
 	}
-	return 0, nil
+	return seq, digest, nil
 }
 
 // History is what a locker reads of a branch beyond one tree: the
-// configuration commits since the last lock, the numbers ever used, and
-// the trees of those commits.
+// configuration commits since the last lock, the numbers ever used (and
+// those used for two instances), and the trees of those commits.
 type History interface {
 	UnlockedChanges(head Hash, dir, lockDir string, limit int) (Unlocked, error)
 	LockedSequences(head Hash, dir, lockDir string) (map[string]int, error)
+	ReusedSequences(head Hash, dir, lockDir string) (map[string]int, error)
 	TreeAt(commit Hash, sub string) (fs.FS, error)
 	Message(commit Hash) (string, error)
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io/fs"
 	"path"
+	"strings"
 	"sync"
 
 	"github.com/styrmin/styrmin/drivers"
@@ -203,6 +204,9 @@ func (s *RepoDrivers) fetchAndLoad(ctx context.Context, req Request) (*drivers.D
 	)
 	opts := s.opts
 	if ref.Source != nil {
+		if err := s.checkDeclared(req); err != nil {
+			return nil, err
+		}
 		fsys, dir, err = s.external(ctx, ref)
 	} else {
 		fsys, dir, err = s.inRepo(req)
@@ -229,33 +233,91 @@ func repoLimits(l *resolver.Loader, fsys fs.FS, ref resolver.DriverRef, agent dr
 	return agent.WithDefaults().Cap(repo), nil
 }
 
-// inRepo returns the tree and folder of an in-repository driver: at the
-// request's commit, or at the head when there is none or the clone no
-// longer has it (history rewritten by a force push; the digest check still
-// holds the content to what the instance pinned).
+// inRepo returns the tree and folder of an in-repository driver (see
+// tree).
 func (s *RepoDrivers) inRepo(req Request) (fs.FS, string, error) {
 	ref := req.Ref
 	dir := path.Join("drivers", ref.Name, ref.Version)
 	if !fs.ValidPath(dir) {
 		return nil, "", &DriverNotFoundError{Ref: ref}
 	}
-	var fsys fs.FS
+	fsys, _, err := s.tree(req)
+	return fsys, dir, err
+}
+
+// tree returns the desired-state repository's files at the request's
+// commit, or at the head when there is none or the clone no longer has it
+// (history rewritten by a force push; the digest check still holds the
+// content to what the instance pinned), with the commit read.
+func (s *RepoDrivers) tree(req Request) (fs.FS, gitsource.Hash, error) {
+	ref := req.Ref
 	if h, err := gitsource.ParseHash(req.Commit); err == nil {
-		fsys, err = s.repo.FS(h)
-		if err != nil && !errors.Is(err, gitsource.ErrCommitNotFound) {
-			return nil, "", fmt.Errorf("driver %s@%s at %s: %w", ref.Name, ref.Version, h.Short(), err)
+		fsys, err := s.repo.FS(h)
+		if err == nil {
+			return fsys, h, nil
+		}
+		if !errors.Is(err, gitsource.ErrCommitNotFound) {
+			return nil, h, fmt.Errorf("driver %s@%s at %s: %w", ref.Name, ref.Version, h.Short(), err)
 		}
 	}
-	if fsys == nil {
-		head, err := s.repo.Head()
-		if err != nil {
-			return nil, "", fmt.Errorf("driver %s@%s: %w", ref.Name, ref.Version, err)
-		}
-		if fsys, err = s.repo.FS(head); err != nil {
-			return nil, "", fmt.Errorf("driver %s@%s: %w", ref.Name, ref.Version, err)
-		}
+	head, err := s.repo.Head()
+	if err != nil {
+		return nil, head, fmt.Errorf("driver %s@%s: %w", ref.Name, ref.Version, err)
 	}
-	return fsys, dir, nil
+	fsys, err := s.repo.FS(head)
+	if err != nil {
+		return nil, head, fmt.Errorf("driver %s@%s: %w", ref.Name, ref.Version, err)
+	}
+	return fsys, head, nil
+}
+
+// checkDeclared refuses a driver source that styrmin.cue does not list
+// where the request reads the repository (tree): the agent fetches the URL
+// a lockfile records, and a lockfile written by hand (with a valid
+// checksum) could otherwise point its git client at any address it can
+// reach (a service inside the cluster, a file:// path), past whoever
+// reviews styrmin.cue. A lock records the URL of the styrmin.cue entry
+// without credentials (gitsource.PublicURL), so that is what is compared.
+func (s *RepoDrivers) checkDeclared(req Request) error {
+	ref := req.Ref
+	fsys, commit, err := s.tree(req)
+	if err != nil {
+		return err
+	}
+	set, err := resolver.NewLoader(0).WithSandbox(s.opts.Config).LoadSettings(fsys)
+	if err != nil {
+		return &DriverLoadError{Ref: ref, Err: err}
+	}
+	declared := make([]string, 0, len(set.Drivers))
+	for _, d := range set.Drivers {
+		u := gitsource.PublicURL(d.URL)
+		if u == ref.Source.URL {
+			return nil
+		}
+		declared = append(declared, u)
+	}
+	return &UndeclaredSourceError{Ref: ref, Commit: commit, Declared: declared}
+}
+
+// UndeclaredSourceError reports a lockfile whose driver.source.url is none
+// of the driver sources styrmin.cue declares at the commit the agent read
+// it at: the lockfile was not written by a lock of that configuration.
+// Nothing is fetched from it.
+type UndeclaredSourceError struct {
+	Ref resolver.DriverRef
+	// Commit is the desired-state repository's commit read.
+	Commit gitsource.Hash
+	// Declared are the URLs its styrmin.cue lists (without credentials).
+	Declared []string
+}
+
+func (e *UndeclaredSourceError) Error() string {
+	declared := "lists no driver sources"
+	if len(e.Declared) > 0 {
+		declared = "lists " + strings.Join(e.Declared, ", ")
+	}
+	return fmt.Sprintf("driver %s@%s: the lockfile's driver.source.url %q is not a driver source of styrmin.cue at commit %s, which %s: the agent fetches only the repositories styrmin.cue lists; add the source there and lock the deployment again",
+		e.Ref.Name, e.Ref.Version, gitsource.PublicURL(e.Ref.Source.URL), e.Commit.Short(), declared)
 }
 
 // external returns the tree and folder of a driver kept in another
@@ -335,7 +397,8 @@ func Get(ctx context.Context, src Source, req Request) (*drivers.Driver, error) 
 
 // Classify classifies an error of a Source (see Get), or of fetching a
 // driver source to lock it: a ref or commit the remote does not have, or a
-// folder missing from it, is stalled like a missing version.
+// folder missing from it, is stalled like a missing version; a repository
+// over what a fetch may hold in memory, like a driver over its limits.
 func Classify(err error) error {
 	if errors.Is(err, drivers.ErrSandboxStart) {
 		// The machine's trouble (a process or pipe limit), not the
@@ -343,13 +406,17 @@ func Classify(err error) error {
 		// a minute.
 		return outcome.Retryable(v1alpha1.ReasonDriverUnavailable, err)
 	}
-	if errors.Is(err, drivers.ErrLimit) {
+	var fl *gitsource.FetchLimitError
+	if errors.Is(err, drivers.ErrLimit) || errors.As(err, &fl) {
+		// A driver repository over what a fetch may hold is a limit
+		// like a driver's own: fetching it again changes nothing.
 		return outcome.Stalled(v1alpha1.ReasonDriverLimitExceeded, err)
 	}
 	var nf *DriverNotFoundError
 	var le *DriverLoadError
 	var se *drivers.SpecError
-	if errors.As(err, &nf) || errors.As(err, &le) || errors.As(err, &se) || errors.Is(err, drivers.ErrUnknownDriver) || errors.Is(err, drivers.ErrLimit) ||
+	var ue *UndeclaredSourceError
+	if errors.As(err, &nf) || errors.As(err, &le) || errors.As(err, &se) || errors.As(err, &ue) || errors.Is(err, drivers.ErrUnknownDriver) || errors.Is(err, drivers.ErrLimit) ||
 		errors.Is(err, gitsource.ErrCommitNotFound) || errors.Is(err, fs.ErrNotExist) {
 		return outcome.Stalled(v1alpha1.ReasonDriverNotFound, err)
 	}

@@ -79,10 +79,11 @@ func webapp(t *testing.T, prefix string) (fstest.MapFS, string) {
 func TestRepoDriversClassifiesEachWayADriverIsMissing(t *testing.T) {
 	inRepo, digest := webapp(t, "drivers/webapp/1.1.0/")
 	locked, head := hash('1'), hash('2')
-	repo := &fakeRepo{head: head, commits: map[gitsource.Hash]fs.FS{locked: inRepo, head: fstest.MapFS{"styrmin.cue": {}}}}
+	const url = "https://git.example.com/drivers.git"
+	repo := &fakeRepo{head: head, commits: map[gitsource.Hash]fs.FS{locked: inRepo, head: fstest.MapFS{"styrmin.cue": {Data: []byte(
+		declare(url, "https://down.example.com/drivers.git"))}}}}
 
 	external, _ := webapp(t, "webapp/")
-	const url = "https://git.example.com/drivers.git"
 	good := hash('a')
 	fetch := func(_ context.Context, u string, c gitsource.Hash) (fs.FS, error) {
 		switch {
@@ -147,6 +148,17 @@ func TestRepoDriversClassifiesEachWayADriverIsMissing(t *testing.T) {
 			}
 		})
 	}
+}
+
+// declare is a styrmin.cue listing webapp 1.1.0 from each of urls.
+func declare(urls ...string) string {
+	var b strings.Builder
+	b.WriteString("drivers: [\n")
+	for _, u := range urls {
+		fmt.Fprintf(&b, "\t{name: \"webapp\", version: \"1.1.0\", url: %q, ref: \"main\", path: \"webapp\"},\n", u)
+	}
+	b.WriteString("]\n")
+	return b.String()
 }
 
 // TestRemoteTreesFetchEachCommitOnceAndKeepFew: concurrent requests for one
@@ -269,5 +281,126 @@ func TestASandboxThatCannotStartIsRetryableNotStalled(t *testing.T) {
 		if stalled != c.stalled || reason != c.wantReason {
 			t.Errorf("%s: stalled %v, reason %q; want %v, %q (%v)", name, stalled, reason, c.stalled, c.wantReason, c.err)
 		}
+	}
+}
+
+// TestALockfileCannotPointTheAgentAtARepositoryStyrminCueDoesNotList: the
+// agent fetches an external driver only from a URL that styrmin.cue lists
+// at the commit the request reads (the task's lock commit, or the head
+// when that is gone). A lockfile written by hand that names another
+// (a service inside the cluster, a file:// path, the listed one with
+// credentials) fails stalled, naming the lockfile's field and what
+// styrmin.cue lists, and nothing is fetched.
+func TestALockfileCannotPointTheAgentAtARepositoryStyrminCueDoesNotList(t *testing.T) {
+	const url, other = "https://git.example.com/drivers.git", "https://git.example.com/other.git"
+	external, digest := webapp(t, "webapp/")
+	lockCommit, bare, head := hash('1'), hash('3'), hash('2')
+	repo := &fakeRepo{head: head, commits: map[gitsource.Hash]fs.FS{
+		lockCommit: fstest.MapFS{"styrmin.cue": {Data: []byte(declare(url, other))}},
+		bare:       fstest.MapFS{"styrmin.cue": {Data: []byte("deletionThreshold: 1\n")}},
+		head:       fstest.MapFS{"styrmin.cue": {Data: []byte(declare(url))}},
+	}}
+	var mu sync.Mutex
+	var fetched []string
+	fetch := func(_ context.Context, u string, c gitsource.Hash) (fs.FS, error) {
+		mu.Lock()
+		fetched = append(fetched, u)
+		mu.Unlock()
+		return external, nil
+	}
+	req := func(u string, commit gitsource.Hash) Request {
+		return Request{Ref: resolver.DriverRef{Name: "webapp", Version: "1.1.0", Digest: digest,
+			Source: &resolver.DriverOrigin{URL: u, Ref: "main", Path: "webapp", Commit: hash('a').String()}}, Commit: commit.String()}
+	}
+	for _, tc := range []struct {
+		name     string
+		req      Request
+		declared string // in the error; "" when it loads
+	}{
+		{"listed at the lock commit", req(url, lockCommit), ""},
+		{"listed at the lock commit only", req(other, lockCommit), ""},
+		{"the lock commit is gone: listed at the head", req(url, hash('9')), ""},
+		{"a service inside the cluster", req("http://10.96.0.1:8080/x.git", lockCommit), "lists " + url + ", " + other},
+		{"a file path", req("file:///var/run/secrets/kubernetes.io", lockCommit), "lists " + url + ", " + other},
+		{"the lock commit is gone: not listed at the head", req(other, hash('9')), "lists " + url},
+		{"listed at the head, not at the lock commit, which lists none", req(url, bare), "lists no driver sources"},
+		{"the listed URL with credentials", req("https://x:s3cret@git.example.com/drivers.git", lockCommit), "lists " + url},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			fetched = nil
+			s := NewRepoDrivers(repo, NewRemoteTrees(fetch, RemoteTreesOptions{}), LoadOptions{})
+			d, err := Get(context.Background(), s, tc.req)
+			if tc.declared == "" {
+				if err != nil || d.Digest != digest {
+					t.Fatalf("got %v, %v", d, err)
+				}
+				return
+			}
+			if err == nil {
+				t.Fatal("an undeclared driver source was loaded")
+			}
+			if len(fetched) != 0 {
+				t.Fatalf("fetched %v before refusing it", fetched)
+			}
+			if stalled, reason := outcome.Classify(err, ""); !stalled || reason != v1alpha1.ReasonDriverNotFound {
+				t.Errorf("stalled=%v reason=%s, want stalled %s", stalled, reason, v1alpha1.ReasonDriverNotFound)
+			}
+			msg := err.Error()
+			for _, want := range []string{"driver.source.url", gitsource.PublicURL(tc.req.Ref.Source.URL), tc.declared, "lock the deployment again"} {
+				if !strings.Contains(msg, want) {
+					t.Errorf("the error does not say %q: %s", want, msg)
+				}
+			}
+			if strings.Contains(msg, "s3cret") {
+				t.Errorf("the error holds the URL's password: %s", msg)
+			}
+		})
+	}
+}
+
+// TestRemoteTreesKeepWithinTheirByteBound: trees of megabytes each are
+// kept within the byte bound, least recently used first out; a tree
+// larger than the bound is used and not kept; a repository over what a
+// fetch may hold fails stalled with the limit, as a driver over its own.
+func TestRemoteTreesKeepWithinTheirByteBound(t *testing.T) {
+	const bound = 4 << 20
+	var fetches atomic.Int32
+	fetch := func(_ context.Context, u string, c gitsource.Hash) (fs.FS, error) {
+		fetches.Add(1)
+		size := 1 << 20
+		if c == hash('f') {
+			size = 5 << 20
+		}
+		return fstest.MapFS{"chart/big.bin": {Data: make([]byte, size)}}, nil
+	}
+	trees := NewRemoteTrees(fetch, RemoteTreesOptions{MaxBytes: bound})
+	ctx := context.Background()
+	const url = "https://git.example.com/drivers.git"
+	for _, c := range []byte{'a', 'b', 'c', 'd', 'e', 'a', 'b'} {
+		if _, err := trees.Tree(ctx, url, hash(c)); err != nil {
+			t.Fatal(err)
+		}
+		if n := trees.Bytes(); n > bound {
+			t.Fatalf("after %c the trees kept hold %d bytes, over the bound of %d", c, n, bound)
+		}
+	}
+	// b, fetched again last, is kept.
+	before := fetches.Load()
+	if _, err := trees.Tree(ctx, url, hash('b')); err != nil || fetches.Load() != before {
+		t.Fatalf("the tree used last was dropped (%v)", err)
+	}
+	held := trees.Bytes()
+	for range 2 {
+		if _, err := trees.Tree(ctx, url, hash('f')); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n := fetches.Load() - before; n != 2 || trees.Bytes() != held {
+		t.Fatalf("a tree over the bound: %d fetches, %d bytes kept (was %d); want 2 fetches and nothing kept", n, trees.Bytes(), held)
+	}
+
+	limit := &gitsource.FetchLimitError{URL: url, Limit: 32 << 20, What: "its objects inflate to at least 40000000 bytes"}
+	if stalled, reason := outcome.Classify(Classify(fmt.Errorf("driver webapp@1.1.0 from %s: %w", url, limit)), ""); !stalled || reason != v1alpha1.ReasonDriverLimitExceeded {
+		t.Fatalf("a fetch over its limit: stalled=%v reason=%s", stalled, reason)
 	}
 }
