@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"net/url"
 	"regexp"
+	"strconv"
 	"strings"
 	"time"
 	"unicode/utf8"
@@ -136,40 +137,88 @@ func (c *Client) Post(ctx context.Context, sha string, s Status) error {
 	if err != nil {
 		return err
 	}
+	_, err = c.do(ctx, http.MethodPost, sha, c.base.JoinPath("repos", c.owner, c.repo, "statuses", sha), body)
+	return err
+}
+
+// Current is the newest status of context statusContext on commit sha,
+// as the host shows it (GET /repos/{owner}/{repo}/commits/{sha}/status,
+// which lists the newest status of each context); ok is false when the
+// commit has none of that context.
+func (c *Client) Current(ctx context.Context, sha, statusContext string) (s Status, ok bool, err error) {
+	if !validSHA.MatchString(sha) {
+		return Status{}, false, fmt.Errorf("commitstatus: %q is not a full commit hash", sha)
+	}
+	u := c.base.JoinPath("repos", c.owner, c.repo, "commits", sha, "status")
+	// GitHub's most: a commit with more contexts may not list ours.
+	u.RawQuery = "per_page=100"
+	body, err := c.do(ctx, http.MethodGet, sha, u, nil)
+	if err != nil {
+		return Status{}, false, err
+	}
+	var combined struct {
+		Statuses []Status `json:"statuses"`
+	}
+	if err := json.Unmarshal(body, &combined); err != nil {
+		return Status{}, false, fmt.Errorf("commitstatus: the statuses of %s for %s/%s: %w", sha[:12], c.owner, c.repo, err)
+	}
+	for _, st := range combined.Statuses {
+		if st.Context == statusContext {
+			return st, true, nil
+		}
+	}
+	return Status{}, false, nil
+}
+
+// maxAnswer bounds the answer read: the combined status of 100 contexts.
+const maxAnswer = 256 << 10
+
+// do sends one authenticated request about commit sha and returns the
+// answer's body, or the API's refusal as an *HTTPError.
+func (c *Client) do(ctx context.Context, method, sha string, u *url.URL, body []byte) ([]byte, error) {
 	token, err := c.token(ctx)
 	if err != nil {
-		return fmt.Errorf("commitstatus: the token: %w", err)
+		return nil, fmt.Errorf("commitstatus: the token: %w", err)
 	}
 	if token == "" {
-		return errors.New("commitstatus: the token is empty")
+		return nil, errors.New("commitstatus: the token is empty")
 	}
-	u := c.base.JoinPath("repos", c.owner, c.repo, "statuses", sha)
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, u.String(), bytes.NewReader(body))
+	var rd io.Reader
+	if body != nil {
+		rd = bytes.NewReader(body)
+	}
+	req, err := http.NewRequestWithContext(ctx, method, u.String(), rd)
 	if err != nil {
-		return fmt.Errorf("commitstatus: %w", err)
+		return nil, fmt.Errorf("commitstatus: %w", err)
 	}
 	req.Header.Set("Authorization", "Bearer "+token)
 	req.Header.Set("Accept", "application/vnd.github+json")
 	req.Header.Set("X-GitHub-Api-Version", "2022-11-28")
-	req.Header.Set("Content-Type", "application/json")
+	if body != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
 	req.Header.Set("User-Agent", "styrmin-agent")
 	resp, err := c.http.Do(req)
 	if err != nil {
 		// url.Error holds the URL only, which holds no credential.
-		return fmt.Errorf("commitstatus: status of %s for %s/%s: %w", sha[:12], c.owner, c.repo, err)
+		return nil, fmt.Errorf("commitstatus: status of %s for %s/%s: %w", sha[:12], c.owner, c.repo, err)
 	}
 	defer resp.Body.Close()
-	msg, _ := io.ReadAll(io.LimitReader(resp.Body, 4<<10))
+	msg, _ := io.ReadAll(io.LimitReader(resp.Body, maxAnswer))
 	if resp.StatusCode != http.StatusCreated && resp.StatusCode != http.StatusOK {
-		return &HTTPError{Code: resp.StatusCode, Message: apiMessage(msg)}
+		return nil, &HTTPError{Code: resp.StatusCode, Message: apiMessage(msg), RetryAfter: retryAfter(resp.Header, time.Now())}
 	}
-	return nil
+	return msg, nil
 }
 
 // HTTPError is the API's refusal.
 type HTTPError struct {
 	Code    int
 	Message string
+	// RetryAfter is how long the API asked to wait before the next
+	// request (its Retry-After, or until x-ratelimit-reset once
+	// x-ratelimit-remaining is 0); 0 when it did not say.
+	RetryAfter time.Duration
 }
 
 func (e *HTTPError) Error() string {
@@ -180,10 +229,36 @@ func (e *HTTPError) Error() string {
 // with the token that replaces it may succeed.
 func (e *HTTPError) Unauthorized() bool { return e.Code == http.StatusUnauthorized }
 
+// RateLimited says the API refused for a rate limit (GitHub answers 429,
+// or 403 with a message naming the primary or secondary rate limit):
+// every request is refused alike until RetryAfter has passed.
+func (e *HTTPError) RateLimited() bool {
+	return e.Code == http.StatusTooManyRequests || e.Code == http.StatusForbidden && strings.Contains(strings.ToLower(e.Message), "rate limit")
+}
+
 // Retryable says whether the same request may succeed later (rate
 // limits, the host's own errors), not a refusal of the token or request.
 func (e *HTTPError) Retryable() bool {
-	return e.Code == http.StatusTooManyRequests || e.Code >= 500 || e.Code == http.StatusForbidden && strings.Contains(strings.ToLower(e.Message), "rate limit")
+	return e.RateLimited() || e.Code >= 500
+}
+
+// retryAfter is the wait an answer asks for: Retry-After (seconds or a
+// date), else, when no request is left, until x-ratelimit-reset (Unix
+// seconds); 0 when it asks for none.
+func retryAfter(h http.Header, now time.Time) time.Duration {
+	var d time.Duration
+	if v := strings.TrimSpace(h.Get("Retry-After")); v != "" {
+		if n, err := strconv.ParseInt(v, 10, 64); err == nil {
+			d = time.Duration(min(n, int64(24*time.Hour/time.Second))) * time.Second
+		} else if t, err := http.ParseTime(v); err == nil {
+			d = t.Sub(now)
+		}
+	} else if strings.TrimSpace(h.Get("X-Ratelimit-Remaining")) == "0" {
+		if n, err := strconv.ParseInt(strings.TrimSpace(h.Get("X-Ratelimit-Reset")), 10, 64); err == nil {
+			d = time.Unix(n, 0).Sub(now)
+		}
+	}
+	return max(d, 0)
 }
 
 // apiMessage is the "message" of GitHub's error body, else its text.

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/styrmin/styrmin/commitstatus"
 )
@@ -249,5 +250,85 @@ func TestATokenSourceGivesTheTokenOfEachPost(t *testing.T) {
 	defer mu.Unlock()
 	if strings.Join(seen, ",") != "Bearer ghs_one,Bearer ghs_two" {
 		t.Fatalf("the posts carried %v, want each post the source's token of the moment and none when it failed", seen)
+	}
+}
+
+// TestCurrentReadsTheNewestStatusOfItsContext reads a commit's combined
+// status as GitHub documents it: the newest status of each context.
+func TestCurrentReadsTheNewestStatusOfItsContext(t *testing.T) {
+	var path, auth string
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method != http.MethodGet {
+			http.Error(w, `{"message":"Not Found"}`, http.StatusNotFound)
+			return
+		}
+		path, auth = r.URL.RequestURI(), r.Header.Get("Authorization")
+		fmt.Fprint(w, `{"state":"failure","sha":"`+sha+`","total_count":2,"statuses":[
+			{"state":"success","context":"ci/build","description":"ok"},
+			{"state":"failure","context":"styrmin/prod","description":"prod: prod/dev/hub failed","target_url":"https://styrmin.example.com/"}]}`)
+	}))
+	defer srv.Close()
+	c, err := commitstatus.New(commitstatus.Options{BaseURL: srv.URL, Owner: "acme", Repo: "desired", Token: token})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, ok, err := c.Current(context.Background(), sha, "styrmin/prod")
+	if err != nil || !ok || s.State != commitstatus.Failure || s.Description != "prod: prod/dev/hub failed" || s.TargetURL != "https://styrmin.example.com/" {
+		t.Fatalf("styrmin/prod: %+v %v %v", s, ok, err)
+	}
+	if path != "/repos/acme/desired/commits/"+sha+"/status?per_page=100" || auth != "Bearer "+token {
+		t.Errorf("asked %s with %q", path, auth)
+	}
+	if _, ok, err := c.Current(context.Background(), sha, "styrmin/edge"); ok || err != nil {
+		t.Errorf("a context the commit has no status of: %v %v", ok, err)
+	}
+	if _, _, err := c.Current(context.Background(), "main", "styrmin/prod"); err == nil {
+		t.Error("a ref that is no commit hash: no error")
+	}
+}
+
+// TestARateLimitsRefusalSaysHowLongToWait: GitHub's rate limits answer
+// 429 or 403 and name the wait in Retry-After, or in x-ratelimit-reset
+// once x-ratelimit-remaining is 0.
+func TestARateLimitsRefusalSaysHowLongToWait(t *testing.T) {
+	reset := time.Now().Add(10 * time.Minute).Unix()
+	for _, tc := range []struct {
+		name    string
+		code    int
+		headers map[string]string
+		message string
+		limited bool
+		wait    time.Duration
+	}{
+		{"429 with Retry-After", http.StatusTooManyRequests, map[string]string{"Retry-After": "30"}, "Too many requests", true, 30 * time.Second},
+		{"the hour's limit spent", http.StatusForbidden, map[string]string{"X-Ratelimit-Remaining": "0", "X-Ratelimit-Reset": fmt.Sprint(reset)}, "API rate limit exceeded for user ID 1.", true, 10 * time.Minute},
+		{"the secondary limit", http.StatusForbidden, map[string]string{"Retry-After": "60"}, "You have exceeded a secondary rate limit.", true, time.Minute},
+		{"a 403 of permissions", http.StatusForbidden, map[string]string{"X-Ratelimit-Remaining": "4999"}, "Resource not accessible by integration", false, 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				for k, v := range tc.headers {
+					w.Header().Set(k, v)
+				}
+				w.WriteHeader(tc.code)
+				fmt.Fprintf(w, `{"message":%q}`, tc.message)
+			}))
+			defer srv.Close()
+			c, err := commitstatus.New(commitstatus.Options{BaseURL: srv.URL, Owner: "acme", Repo: "desired", Token: token})
+			if err != nil {
+				t.Fatal(err)
+			}
+			var he *commitstatus.HTTPError
+			err = c.Post(context.Background(), sha, commitstatus.Status{State: commitstatus.Success, Context: "styrmin/x"})
+			if !asHTTP(err, &he) {
+				t.Fatalf("%v is no HTTPError", err)
+			}
+			if he.RateLimited() != tc.limited || he.Retryable() != tc.limited {
+				t.Errorf("rate limited %v, retryable %v, want %v", he.RateLimited(), he.Retryable(), tc.limited)
+			}
+			if d := tc.wait - he.RetryAfter; d < 0 || d > 2*time.Second {
+				t.Errorf("wait %s, want %s", he.RetryAfter, tc.wait)
+			}
+		})
 	}
 }

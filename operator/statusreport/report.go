@@ -23,9 +23,13 @@ import (
 	"github.com/styrmin/styrmin/operator/api/v1alpha1"
 )
 
-// Poster posts a commit status: *commitstatus.Client.
+// Poster posts a commit status and reads the one the host shows:
+// *commitstatus.Client.
 type Poster interface {
 	Post(ctx context.Context, sha string, s commitstatus.Status) error
+	// Current is the newest status of statusContext on sha (ok false:
+	// none).
+	Current(ctx context.Context, sha, statusContext string) (s commitstatus.Status, ok bool, err error)
 }
 
 var _ Poster = (*commitstatus.Client)(nil)
@@ -43,9 +47,11 @@ type Options struct {
 	TargetURL string
 	// Interval between two looks at the tasks (default 10 s).
 	Interval time.Duration
-	// Window: at start, commits whose tasks all ended longer ago than
-	// this were reported by an earlier run and are left alone (default
-	// 1 h).
+	// Window: at the first round (this replica's election), commits
+	// whose tasks all ended longer ago than this were reported by an
+	// earlier leader and are left alone; those that ended within it are
+	// posted unless the host already shows a final status of theirs
+	// (default 1 h).
 	Window time.Duration
 	Log    logr.Logger
 	// Now is the clock (nil: time.Now).
@@ -54,10 +60,15 @@ type Options struct {
 
 // Reporter posts the statuses. Start runs it as a manager's runnable.
 type Reporter struct {
-	o       Options
-	started time.Time
+	o Options
 
 	mu sync.Mutex
+	// started is when the first round ran: Start runs once this replica
+	// is elected, which may be days after it was built, and only what
+	// ended since is this replica's to report without asking the host.
+	started time.Time
+	// resume: no request before it, the wait a rate limit asked for.
+	resume time.Time
 	// posted is the last status posted (or refused for good) per commit.
 	posted map[string]postedStatus
 }
@@ -107,7 +118,7 @@ func New(o Options) (*Reporter, error) {
 	if o.Log.GetSink() == nil {
 		o.Log = logr.Discard()
 	}
-	return &Reporter{o: o, started: o.Now(), posted: map[string]postedStatus{}}, nil
+	return &Reporter{o: o, posted: map[string]postedStatus{}}, nil
 }
 
 // NeedLeaderElection is true: one replica reports.
@@ -129,22 +140,43 @@ func (r *Reporter) Start(ctx context.Context) error {
 	}
 }
 
+// The bounds of a rate limit's wait: GitHub's advice when its answer
+// names no time, and the longest wait (its hourly limit resets within the
+// hour), should a clock or a header be wrong.
+const (
+	minRateLimitWait = time.Minute
+	maxRateLimitWait = time.Hour
+)
+
 // Report posts the status of every lock commit whose status changed since
 // it was last posted.
 func (r *Reporter) Report(ctx context.Context) error {
+	now := r.o.Now()
+	r.mu.Lock()
+	if r.started.IsZero() {
+		r.started = now
+	}
+	started, resume := r.started, r.resume
+	r.mu.Unlock()
+	if now.Before(resume) {
+		return nil
+	}
 	var list v1alpha1.StyrminTaskList
 	if err := r.o.Reader.List(ctx, &list); err != nil {
 		return fmt.Errorf("listing StyrminTasks: %w", err)
 	}
 	byCommit := map[string][]v1alpha1.StyrminTask{}
 	for _, t := range list.Items {
-		if t.Spec.Deployment.Cluster == r.o.Cluster && t.Spec.Lock.Commit != "" {
+		// An operation task (a backup, a restore) carries the lock of the
+		// change it follows: its result is not that commit's.
+		if t.Spec.Deployment.Cluster == r.o.Cluster && t.Spec.Lock.Commit != "" && t.Spec.Operation == nil {
 			byCommit[t.Spec.Lock.Commit] = append(byCommit[t.Spec.Lock.Commit], t)
 		}
 	}
 	var errs []error
 commits:
 	for _, sha := range slices.Sorted(maps.Keys(byCommit)) {
+		var he *commitstatus.HTTPError
 		tasks := byCommit[sha]
 		s := Summarize(r.o.Cluster, tasks)
 		s.Context, s.TargetURL = r.o.Context, r.o.TargetURL
@@ -154,30 +186,49 @@ commits:
 		if seen && (last.status == s || last.onlyFewer(tasks)) {
 			continue
 		}
-		if !seen && s.State != commitstatus.Pending && endedBefore(tasks, r.started.Add(-r.o.Window)) {
-			// An earlier run reported it.
+		if !seen && s.State != commitstatus.Pending && endedBefore(tasks, started) {
+			// An earlier leader may have reported it, from tasks some of
+			// which may be pruned since (a failure's failed task): a
+			// final status it posted stands.
+			if endedBefore(tasks, started.Add(-r.o.Window)) {
+				r.remember(sha, s, tasks)
+				continue
+			}
+			shown, ok, err := r.o.Poster.Current(ctx, sha, s.Context)
+			switch {
+			case err == nil:
+				if ok && shown.State != commitstatus.Pending {
+					r.remember(sha, s, tasks)
+					continue
+				}
+			case errors.As(err, &he) && !he.Retryable() && !he.Unauthorized():
+				// Not readable (a token that may only write): posted as
+				// before this look.
+				r.o.Log.V(1).Info("could not read a lock commit's status from the host", "commit", sha[:min(12, len(sha))], "error", err.Error())
+			default:
+				end, err := r.endsRound(err)
+				errs = append(errs, err)
+				if end {
+					break commits
+				}
+				continue
+			}
+		}
+		err := r.o.Poster.Post(ctx, sha, s)
+		if err == nil {
+			r.o.Log.Info("reported a lock commit's result", "commit", sha[:min(12, len(sha))], "state", s.State, "description", s.Description)
 			r.remember(sha, s, tasks)
 			continue
 		}
-		err := r.o.Poster.Post(ctx, sha, s)
-		var he *commitstatus.HTTPError
-		switch {
-		case err == nil:
-			r.o.Log.Info("reported a lock commit's result", "commit", sha[:min(12, len(sha))], "state", s.State, "description", s.Description)
-			r.remember(sha, s, tasks)
-		case errors.As(err, &he) && he.Unauthorized():
-			// The token was refused (expired, revoked): the one that
-			// replaces it is used next round; the other commits would be
-			// refused alike meanwhile.
-			errs = append(errs, err)
-			break commits
-		case errors.As(err, &he) && !he.Retryable():
+		end, err := r.endsRound(err)
+		errs = append(errs, err)
+		if end {
+			break
+		}
+		if errors.As(err, &he) && !he.Retryable() {
 			// Refused for good (a bad token, an unknown commit): not
 			// asked again until the status changes.
 			r.remember(sha, s, tasks)
-			errs = append(errs, err)
-		default:
-			errs = append(errs, err)
 		}
 	}
 	// Commits no task refers to any more are forgotten.
@@ -189,6 +240,31 @@ commits:
 	}
 	r.mu.Unlock()
 	return errors.Join(errs...)
+}
+
+// endsRound tells whether a request's error ends the round, the other
+// commits being refused alike meanwhile: a refused token (expired,
+// revoked), the one that replaces it used next round; a rate limit, no
+// request then until the wait it asked for has passed (a minute when it
+// named none, an hour at most), which err is given to say.
+func (r *Reporter) endsRound(err error) (bool, error) {
+	var he *commitstatus.HTTPError
+	switch {
+	case !errors.As(err, &he):
+		return false, err
+	case he.RateLimited():
+		wait := he.RetryAfter
+		if wait <= 0 {
+			wait = minRateLimitWait
+		}
+		wait = min(wait, maxRateLimitWait)
+		r.mu.Lock()
+		r.resume = r.o.Now().Add(wait)
+		r.mu.Unlock()
+		return true, fmt.Errorf("%w (no status is posted for %s)", err, wait.Round(time.Second))
+	default:
+		return he.Unauthorized(), err
+	}
 }
 
 func (r *Reporter) remember(sha string, s commitstatus.Status, tasks []v1alpha1.StyrminTask) {

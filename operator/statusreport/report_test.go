@@ -26,11 +26,14 @@ import (
 
 const token = "ghp_reporter-test-token-42"
 
-// gitHub implements POST /repos/{owner}/{repo}/statuses/{sha} and records
-// the accepted statuses in order.
+// gitHub implements POST /repos/{owner}/{repo}/statuses/{sha}, recording
+// the accepted statuses in order, and GET
+// /repos/{owner}/{repo}/commits/{sha}/status, the newest of each context.
 type gitHub struct {
 	mu  sync.Mutex
 	got []posted
+	// all is every status accepted, take does not clear it.
+	all []posted
 }
 
 type posted struct {
@@ -40,6 +43,10 @@ type posted struct {
 
 func (g *gitHub) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	parts := strings.Split(strings.TrimPrefix(r.URL.Path, "/"), "/")
+	if r.Method == http.MethodGet && len(parts) == 6 && strings.Join(parts[:4], "/") == "repos/acme/desired/commits" && parts[5] == "status" {
+		g.serveCombined(w, r, parts[4])
+		return
+	}
 	if r.Method != http.MethodPost || len(parts) != 5 || parts[0] != "repos" || parts[1] != "acme" || parts[2] != "desired" || parts[3] != "statuses" {
 		http.Error(w, `{"message":"Not Found"}`, http.StatusNotFound)
 		return
@@ -55,9 +62,32 @@ func (g *gitHub) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	g.mu.Lock()
 	g.got = append(g.got, posted{parts[4], s})
+	g.all = append(g.all, posted{parts[4], s})
 	g.mu.Unlock()
 	w.WriteHeader(http.StatusCreated)
 	_, _ = w.Write([]byte(`{}`))
+}
+
+func (g *gitHub) serveCombined(w http.ResponseWriter, r *http.Request, sha string) {
+	if r.Header.Get("Authorization") != "Bearer "+token {
+		http.Error(w, `{"message":"Bad credentials"}`, http.StatusUnauthorized)
+		return
+	}
+	g.mu.Lock()
+	newest := map[string]commitstatus.Status{}
+	for _, p := range g.all {
+		if p.sha == sha {
+			newest[p.Context] = p.Status
+		}
+	}
+	g.mu.Unlock()
+	var out struct {
+		Statuses []commitstatus.Status `json:"statuses"`
+	}
+	for _, s := range newest {
+		out.Statuses = append(out.Statuses, s)
+	}
+	_ = json.NewEncoder(w).Encode(out)
 }
 
 func (g *gitHub) take() []posted {
