@@ -23,6 +23,10 @@ type UIOptions struct {
 	// port-forward; another interface only behind the team's own
 	// authentication).
 	Addr string
+	// AllowedHosts are the host names the UI is served under besides
+	// loopback and Addr's own host (an Ingress's): requests for any
+	// other Host are refused (DNS rebinding).
+	AllowedHosts []string
 	// OnListening, when set, receives the bound address (tests listen on
 	// port 0).
 	OnListening func(net.Addr)
@@ -39,10 +43,12 @@ func (a *Agent) addUI(clone *gitsource.Repo, opts Options) error {
 	log := a.log.WithName("ui")
 	elected := a.mgr.Elected()
 	h, err := ui.New(ui.Options{
-		Clusters:    []ui.Cluster{{Name: opts.Cluster, Reader: a.mgr.GetClient(), Live: a.mgr.GetAPIReader()}},
-		Repo:        clone,
-		Dir:         opts.Path,
-		PlanOptions: planner.Options{DriverLimits: opts.Drivers.Limits, Sandbox: opts.Drivers.Sandbox, ConfigSandbox: opts.Drivers.Config},
+		Clusters:     []ui.Cluster{{Name: opts.Cluster, Reader: a.mgr.GetClient(), Live: a.mgr.GetAPIReader()}},
+		Repo:         clone,
+		Dir:          opts.Path,
+		PlanOptions:  planner.Options{DriverLimits: opts.Drivers.Limits, Sandbox: opts.Drivers.Sandbox, ConfigSandbox: opts.Drivers.Config},
+		AllowedHosts: opts.UI.AllowedHosts,
+		Addr:         opts.UI.Addr,
 		Follow: &ui.Follow{
 			Reader: a.mgr.GetClient(),
 			Source: types.NamespacedName{Namespace: opts.Manager.Namespace, Name: opts.SourceName},

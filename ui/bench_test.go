@@ -33,7 +33,7 @@ import (
 // than 200.
 func serve(b *testing.B, h http.Handler, path string) {
 	rec := httptest.NewRecorder()
-	h.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, path, nil))
+	h.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "http://localhost"+path, nil))
 	if rec.Code != http.StatusOK {
 		b.Fatalf("GET %s: %d\n%s", path, rec.Code, rec.Body.String())
 	}
@@ -142,7 +142,7 @@ func BenchmarkOverview500Deployments(b *testing.B) {
 				b.Fatal("the cache did not sync")
 			}
 			rec := httptest.NewRecorder()
-			h.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/?cluster=bench", nil))
+			h.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "http://localhost/?cluster=bench", nil))
 			if n := countRows(rec.Body.String()); n != envs*perEnv {
 				b.Fatalf("the overview shows %d deployments of cluster bench, want %d", n, envs*perEnv)
 			}
@@ -234,7 +234,7 @@ func BenchmarkTimeline1000LockCommits(b *testing.B) {
 			return h
 		}
 		rec := httptest.NewRecorder()
-		newHandler().ServeHTTP(rec, httptest.NewRequest(http.MethodGet, path, nil))
+		newHandler().ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "http://localhost"+path, nil))
 		if n := countSubstring(rec.Body.String(), `<input type="radio" name="a"`); n != commits {
 			b.Fatalf("the timeline shows %d entries, want %d", n, commits)
 		}

@@ -128,7 +128,7 @@ func (h *Handler) deploymentData(ctx context.Context, c *Cluster, id resolver.ID
 		d.Tasks = append(d.Tasks, taskRowOf(&tasks.Items[i]))
 	}
 	if source != "" {
-		d.Settings, d.SettingsError = h.settingsAt(source, id)
+		d.Settings, d.SettingsError = h.settingsAt(ctx, source, id)
 	} else {
 		d.SettingsError = "the instance records no source commit"
 	}
@@ -250,8 +250,9 @@ type settingsResult struct {
 
 // settingsAt resolves the repository at commit, as `styrminctl explain`
 // does, and returns id's settings with the layer and file of each;
-// remembered by commit and deployment (a commit never changes).
-func (h *Handler) settingsAt(commit string, id resolver.ID) ([]setting, string) {
+// remembered by commit and deployment (a commit never changes). It waits
+// for its turn to compute only as long as ctx (the request) lasts.
+func (h *Handler) settingsAt(ctx context.Context, commit string, id resolver.ID) ([]setting, string) {
 	if h.o.Repo == nil {
 		return nil, "no repository: the layers of the values are read from git"
 	}
@@ -259,8 +260,11 @@ func (h *Handler) settingsAt(commit string, id resolver.ID) ([]setting, string) 
 	if r, ok := recall(&h.cacheMu, h.settings, key); ok {
 		return r.settings, r.err
 	}
-	h.computing <- struct{}{}
-	defer func() { <-h.computing }()
+	release, err := h.turnToCompute(ctx)
+	if err != nil {
+		return nil, err.Error()
+	}
+	defer release()
 	if r, ok := recall(&h.cacheMu, h.settings, key); ok {
 		return r.settings, r.err
 	}

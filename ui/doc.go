@@ -21,5 +21,9 @@
 // them); every response carries a strict Content-Security-Policy (no
 // inline script or style: script, styles and images come from the
 // handler itself), X-Content-Type-Options, a Referrer-Policy and a frame
-// ban. The callers bind it to localhost unless told otherwise.
+// ban. The callers bind it to localhost unless told otherwise, and a
+// request whose Host header is not a loopback name or address, nor a host
+// the handler is configured with (Options.AllowedHosts, Options.Addr), is
+// refused: a web page whose name is rebound to the UI's address (DNS
+// rebinding) reads nothing.
 package ui

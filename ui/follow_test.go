@@ -85,7 +85,7 @@ func TestAStandbyReplicasPagesFetchTheHeadItsStyrminSourceRecordsFetched(t *test
 	}
 	headShown := func() string {
 		rec := httptest.NewRecorder()
-		h.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/", nil))
+		h.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "http://localhost/", nil))
 		if rec.Code != http.StatusOK {
 			t.Errorf("GET /: %d\n%s", rec.Code, rec.Body)
 			return ""
@@ -184,7 +184,7 @@ func TestSettingsAtACommitTheCloneLacksAreReadAgainOnceItIsFetched(t *testing.T)
 	}
 	page := func() string {
 		rec := httptest.NewRecorder()
-		h.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/d/local/dev/web", nil))
+		h.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "http://localhost/d/local/dev/web", nil))
 		if rec.Code != http.StatusOK {
 			t.Fatalf("GET /d/local/dev/web: %d\n%s", rec.Code, rec.Body)
 		}

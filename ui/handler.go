@@ -8,7 +8,9 @@ import (
 	"fmt"
 	"html/template"
 	"io/fs"
+	"net"
 	"net/http"
+	"net/netip"
 	"regexp"
 	"strings"
 	"sync"
@@ -83,7 +85,8 @@ type Options struct {
 	PlanOptions planner.Options
 	// Refresh is how often a live page reloads its content (0: 5 s).
 	Refresh time.Duration
-	// Timeout bounds the reads of one request (0: 20 s).
+	// Timeout bounds the reads of one request and its wait for another
+	// plan or resolution to be computed (0: 20 s).
 	Timeout time.Duration
 	// Now is the clock (nil: time.Now).
 	Now func() time.Time
@@ -91,6 +94,17 @@ type Options struct {
 	// process fetched a newer head (a replica of the agent that is not
 	// elected).
 	Follow *Follow
+	// AllowedHosts are the host names (or addresses) the pages are served
+	// under besides the loopback ones (localhost, 127.0.0.0/8, ::1), any
+	// port: an Ingress's host ("styrmin.example.com"). A request whose
+	// Host header names another is refused (421): any web page the user
+	// opens could otherwise rebind its own name to the UI's address (DNS
+	// rebinding) and read every page.
+	AllowedHosts []string
+	// Addr is the address the pages are served on ("10.0.0.5:8090"); its
+	// host is allowed too unless it is loopback or every interface
+	// (":8090", "0.0.0.0:8090": which names reach it is not known).
+	Addr string
 }
 
 // Handler serves the pages. It is safe for concurrent use.
@@ -117,6 +131,9 @@ type Handler struct {
 	// follow brings Repo up to date before a page is read (nil: Repo is
 	// fetched by its owner).
 	follow *follower
+	// hosts are the allowed hosts besides the loopback ones, normalised
+	// (hostOf).
+	hosts map[string]bool
 }
 
 var _ http.Handler = (*Handler)(nil)
@@ -153,6 +170,7 @@ func New(o Options) (*Handler, error) {
 		o.Planner = PlannerFunc(planner.ComputeTrees)
 	}
 	h := &Handler{o: o, clusters: map[string]*Cluster{}, plans: map[string]*planResult{}, settings: map[string]*settingsResult{}, computing: make(chan struct{}, 1)}
+	var err error
 	for i := range o.Clusters {
 		c := &h.o.Clusters[i]
 		if c.Name == "" || c.Reader == nil {
@@ -166,11 +184,13 @@ func New(o Options) (*Handler, error) {
 		}
 		h.clusters[c.Name] = c
 	}
+	if h.hosts, err = allowedHosts(o.AllowedHosts, o.Addr); err != nil {
+		return nil, err
+	}
 	if o.Repo != nil {
 		h.history = timeline.NewReader(o.Repo, o.Dir)
 	}
 	h.follow = newFollower(o.Follow, o.Repo, o.Now, o.Timeout)
-	var err error
 	if h.pages, err = parsePages(); err != nil {
 		return nil, err
 	}
@@ -189,7 +209,8 @@ func New(o Options) (*Handler, error) {
 	return h, nil
 }
 
-// ServeHTTP serves GET and HEAD only, with the security headers.
+// ServeHTTP serves GET and HEAD only, for the allowed hosts only, with
+// the security headers.
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	hd := w.Header()
 	hd.Set("Content-Security-Policy", contentSecurityPolicy)
@@ -197,6 +218,12 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	hd.Set("X-Frame-Options", "DENY")
 	hd.Set("Referrer-Policy", "no-referrer")
 	hd.Set("Cross-Origin-Opener-Policy", "same-origin")
+	if !h.allowedHost(r.Host) {
+		h.fail(w, http.StatusMisdirectedRequest, fmt.Errorf("this Styrmin UI is not served under the host %q: it answers for localhost, 127.0.0.1 and [::1], "+
+			"and for the hosts it is configured with (styrmin-agent --ui-allowed-hosts, styrminctl ui --allowed-hosts); "+
+			"open it at one of those, or add this host there. Other hosts are refused so that no web site can read these pages by rebinding its name to this address", r.Host))
+		return
+	}
 	if r.Method != http.MethodGet && r.Method != http.MethodHead {
 		hd.Set("Allow", "GET, HEAD")
 		http.Error(w, "the Styrmin UI is read-only: only GET and HEAD", http.StatusMethodNotAllowed)
@@ -208,6 +235,49 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		cancel()
 	}
 	h.mux.ServeHTTP(w, r)
+}
+
+// allowedHosts is the set of hosts New allows besides the loopback ones:
+// those given, and the host of the address the pages are served on.
+func allowedHosts(given []string, addr string) (map[string]bool, error) {
+	hosts := map[string]bool{}
+	for _, g := range given {
+		host := hostOf(g)
+		if host == "" || strings.ContainsAny(g, "/@*") {
+			return nil, fmt.Errorf("ui: allowed host %q: expected a host name or address (without a scheme, path or wildcard)", g)
+		}
+		hosts[host] = true
+	}
+	if host, _, err := net.SplitHostPort(addr); err == nil && host != "" {
+		ip, err := netip.ParseAddr(host)
+		if err != nil || !(ip.IsLoopback() || ip.IsUnspecified()) {
+			hosts[hostOf(host)] = true
+		}
+	}
+	return hosts, nil
+}
+
+// allowedHost tells whether a request's Host header names the UI: a
+// loopback name or address, or an allowed host. A browser sends the name
+// it resolved, so a page whose name was rebound to the UI's address
+// still sends its own.
+func (h *Handler) allowedHost(header string) bool {
+	host := hostOf(header)
+	if host == "localhost" || h.hosts[host] {
+		return true
+	}
+	ip, err := netip.ParseAddr(host)
+	return err == nil && ip.IsLoopback()
+}
+
+// hostOf is the host of a Host header or an allowed host, without its
+// port, brackets, a final dot, in lower case.
+func hostOf(s string) string {
+	if host, _, err := net.SplitHostPort(s); err == nil {
+		s = host
+	}
+	s = strings.TrimSuffix(strings.TrimPrefix(s, "["), "]")
+	return strings.ToLower(strings.TrimSuffix(s, "."))
 }
 
 // staticFiles serves the embedded script and style sheet, cached for a
@@ -320,6 +390,23 @@ func maskValue(v any) any {
 		return out
 	}
 	return v
+}
+
+// turnToCompute waits until no other plan or resolution is computed,
+// or until ctx ends (the client went away, or its time ran out): then
+// nothing is computed for it. release ends the turn.
+func (h *Handler) turnToCompute(ctx context.Context) (release func(), err error) {
+	select {
+	case h.computing <- struct{}{}:
+		// Both may have been ready: a request already gone computes
+		// nothing either.
+		if ctx.Err() == nil {
+			return func() { <-h.computing }, nil
+		}
+		<-h.computing
+	case <-ctx.Done():
+	}
+	return nil, fmt.Errorf("waiting for another plan or resolution to be computed: %w (reload the page)", context.Cause(ctx))
 }
 
 // remember keeps v under key in m, dropping everything past the bound.

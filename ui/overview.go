@@ -109,7 +109,7 @@ func (f filter) keeps(r row) bool {
 	case "stalled":
 		return r.Stalled
 	case "notready":
-		return r.Ready != "True"
+		return r.Ready != "True" && r.State() != "deleted"
 	}
 	return r.State() == f.State
 }
@@ -172,6 +172,8 @@ func (h *Handler) overviewData(ctx context.Context, f filter) overviewData {
 					d.Held++
 				case r.Behind || !r.InCluster:
 					d.Behind++
+				case r.State() == "deleted":
+					// Gone as git says: nothing to be ready.
 				case r.Ready != "True":
 					d.NotReady++
 				}
@@ -233,7 +235,14 @@ func (h *Handler) clusterView(ctx context.Context, c *Cluster, gs *headState, f 
 	for id, s := range standing {
 		r := rows[id]
 		if r == nil {
-			r = &row{ID: id, Namespace: s.Namespace, Ready: "Unknown", InCluster: true}
+			// No StyrminDeployment: not written yet, or deleted with its
+			// instance, the tasks kept. Its active instance is then its
+			// newest task's when that succeeded; a tombstone's says it
+			// is deleted (not behind the tombstone at git's head).
+			r = &row{ID: id, Namespace: s.Namespace, Ready: "Unknown", InCluster: true, Active: s.Active}
+			if a := instance.TaskTarget(s.Newest); a != nil && a.Sequence == s.Active {
+				r.Tombstone = a.Kind == v1alpha1.KindTombstone
+			}
 			rows[id] = r
 		}
 		r.Behind, r.Failed, r.Why = s.Behind, s.Failed, mask(s.Reason)

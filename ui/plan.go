@@ -21,6 +21,8 @@ func (h *Handler) plan(w http.ResponseWriter, r *http.Request) {
 		h.fail(w, http.StatusNotFound, errNoRepository)
 		return
 	}
+	ctx, cancel := h.ctx(r)
+	defer cancel()
 	q := r.URL.Query()
 	d := planData{Base: q.Get("base"), Head: q.Get("head")}
 	nav := []link{{"Overview", "/"}}
@@ -48,7 +50,7 @@ func (h *Handler) plan(w http.ResponseWriter, r *http.Request) {
 	if d.Base != "" {
 		baseName = d.Base + " (" + base.Short() + ")"
 	}
-	d.Plan, err = h.planHTML(base, head, baseName, d.Head+" ("+head.Short()+")", nil)
+	d.Plan, err = h.planHTML(ctx, base, head, baseName, d.Head+" ("+head.Short()+")", nil)
 	if err != nil {
 		d.Error = mask(err.Error())
 	}

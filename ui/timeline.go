@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"slices"
 	"strconv"
+	"time"
 
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -133,7 +134,7 @@ func (h *Handler) timelineData(ctx context.Context, c *Cluster, id resolver.ID, 
 		d.Entries = append(d.Entries, row)
 	}
 	if a != 0 || b != 0 {
-		plan, err := h.diff(entries, id, a, b)
+		plan, err := h.diff(ctx, entries, id, a, b)
 		if err != nil {
 			d.PlanError = mask(err.Error())
 		} else {
@@ -146,7 +147,7 @@ func (h *Handler) timelineData(ctx context.Context, c *Cluster, id resolver.ID, 
 // diff is the plan from entry a to entry b (the older one is the base):
 // the base's lockfile against the configuration b locked, as the planner
 // computes and renders it.
-func (h *Handler) diff(entries []timeline.Entry, id resolver.ID, a, b int64) (template.HTML, error) {
+func (h *Handler) diff(ctx context.Context, entries []timeline.Entry, id resolver.ID, a, b int64) (template.HTML, error) {
 	if a == 0 || b == 0 {
 		return "", errors.New("choose two entries to compare (a and b)")
 	}
@@ -175,37 +176,56 @@ func (h *Handler) diff(entries []timeline.Entry, id resolver.ID, a, b int64) (te
 	if err != nil {
 		return "", err
 	}
-	return h.planHTML(base, head, fmt.Sprintf("sequence %d (%s)", a, base.Short()), fmt.Sprintf("sequence %d (%s)", b, head.Short()), map[resolver.ID]bool{id: true})
+	return h.planHTML(ctx, base, head, fmt.Sprintf("sequence %d (%s)", a, base.Short()), fmt.Sprintf("sequence %d (%s)", b, head.Short()), map[resolver.ID]bool{id: true})
 }
 
 // planResult is one computed plan, rendered.
 type planResult struct {
 	html template.HTML
 	err  error
+	// until is when a failure is forgotten (zero: a plan, kept).
+	until time.Time
 }
 
+// failureKept is how long a failed plan is remembered: the requests that
+// waited for it share it, and a reload after that computes it again (a
+// sandbox child killed, a driver not fetched, may not fail again).
+const failureKept = 10 * time.Second
+
 // planHTML computes the plan of head against base's lockfiles and renders
-// it; remembered by the two commits (and the deployments kept).
-func (h *Handler) planHTML(base, head gitsource.Hash, baseName, headName string, only map[resolver.ID]bool) (template.HTML, error) {
+// it; remembered by the two commits (and the deployments kept). It waits
+// for its turn to compute only as long as ctx (the request) lasts.
+func (h *Handler) planHTML(ctx context.Context, base, head gitsource.Hash, baseName, headName string, only map[resolver.ID]bool) (template.HTML, error) {
 	keys := make([]string, 0, len(only))
 	for id := range only {
 		keys = append(keys, id.String())
 	}
 	slices.Sort(keys)
 	key := fmt.Sprintf("%s %s %v", base, head, keys)
-	if r, ok := recall(&h.cacheMu, h.plans, key); ok {
+	if r, ok := recall(&h.cacheMu, h.plans, key); ok && r.kept(h.o.Now()) {
 		return r.html, r.err
 	}
-	h.computing <- struct{}{}
-	defer func() { <-h.computing }()
-	if r, ok := recall(&h.cacheMu, h.plans, key); ok {
+	release, err := h.turnToCompute(ctx)
+	if err != nil {
+		return "", err
+	}
+	defer release()
+	if r, ok := recall(&h.cacheMu, h.plans, key); ok && r.kept(h.o.Now()) {
 		// Computed while this request waited.
 		return r.html, r.err
 	}
 	r := &planResult{}
 	r.html, r.err = h.computePlan(base, head, baseName, headName, only)
+	if r.err != nil {
+		r.until = h.o.Now().Add(failureKept)
+	}
 	remember(&h.cacheMu, h.plans, key, r)
 	return r.html, r.err
+}
+
+// kept tells whether a remembered plan still stands at now.
+func (r *planResult) kept(now time.Time) bool {
+	return r.until.IsZero() || now.Before(r.until)
 }
 
 func (h *Handler) computePlan(base, head gitsource.Hash, baseName, headName string, only map[resolver.ID]bool) (template.HTML, error) {

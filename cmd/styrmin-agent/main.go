@@ -12,6 +12,7 @@ import (
 	"os"
 	"os/signal"
 	"runtime/debug"
+	"strings"
 	"syscall"
 	"time"
 
@@ -53,6 +54,7 @@ type flags struct {
 	stepTimeout, stepPause              time.Duration
 	metricsAddr, healthAddr, pprofAddr  string
 	webhookAddr, uiAddr                 string
+	uiAllowedHosts                      []string
 	reportStatuses                      bool
 	statusSecret, statusSecretKey       string
 	statusAPIURL, statusTargetURL       string
@@ -106,6 +108,14 @@ func parseFlags(args []string, stderr io.Writer) (*flags, error) {
 	fs.StringVar(&f.healthAddr, "health-probe-bind-address", ":8081", `address of /healthz and /readyz ("" turns them off)`)
 	fs.StringVar(&f.webhookAddr, "webhook-bind-address", "", `address of the GitHub webhook receiver ("" turns it off); needs --branch and --webhook-secret-name`)
 	fs.StringVar(&f.uiAddr, "ui-bind-address", "", `address of the read-only web UI ("" turns it off); 127.0.0.1:8090 for kubectl port-forward, another interface only behind your own authentication`)
+	fs.Func("ui-allowed-hosts", "host names the web UI is served under besides loopback and --ui-bind-address's host (an Ingress's; comma-separated): a request for any other Host is refused, so a web site rebound to 127.0.0.1 reads nothing through a port-forward", func(v string) error {
+		for _, h := range strings.Split(v, ",") {
+			if h = strings.TrimSpace(h); h != "" {
+				f.uiAllowedHosts = append(f.uiAllowedHosts, h)
+			}
+		}
+		return nil
+	})
 	fs.BoolVar(&f.reportStatuses, "report-statuses", false, "report each lock commit's result in this cluster to GitHub as a commit status (context styrmin/CLUSTER)")
 	fs.StringVar(&f.statusSecret, "status-secret", "", "Secret in the agent's namespace holding the token for --report-statuses (default: --repo-secret)")
 	fs.StringVar(&f.statusSecretKey, "status-secret-key", "token", "key of --status-secret holding the token")
@@ -297,7 +307,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		InstallCRDs:     f.installCRDs,
 		Task:            operator.TaskOptions{StepTimeout: f.stepTimeout, StepPause: f.stepPause, KeepTasks: f.keepTasks, Concurrency: f.taskConcurrency},
 		Webhook:         operator.WebhookOptions{Addr: f.webhookAddr, SecretName: f.webhookSecretName, SecretKey: f.webhookSecretKey},
-		UI:              operator.UIOptions{Addr: f.uiAddr},
+		UI:              operator.UIOptions{Addr: f.uiAddr, AllowedHosts: f.uiAllowedHosts},
 		Statuses: operator.StatusOptions{Enabled: f.reportStatuses, SecretName: f.statusSecret, SecretKey: f.statusSecretKey,
 			APIURL: f.statusAPIURL, TargetURL: f.statusTargetURL, Repository: f.statusRepository},
 		LockMode: lockMode,

@@ -57,7 +57,7 @@ const defaultUIAddress = "127.0.0.1:8090"
 // machine from the user's kubeconfig contexts and a clone.
 func newUICmd(g *globalOptions, load contextConfigFunc, stdout io.Writer) *cobra.Command {
 	var kubeconfig, listen string
-	var contexts []string
+	var contexts, allowedHosts []string
 	cmd := &cobra.Command{
 		Use:         "ui",
 		Annotations: map[string]string{readsRepo: "true"},
@@ -76,16 +76,17 @@ otherwise. Stop it with Ctrl-C.`,
   styrminctl ui --context prod-eu --context prod-us --repo ./desired-state --listen 127.0.0.1:9000`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			return runUI(cmd.Context(), g, load, stdout, kubeconfig, contexts, listen)
+			return runUI(cmd.Context(), g, load, stdout, kubeconfig, contexts, listen, allowedHosts)
 		},
 	}
 	cmd.Flags().StringVar(&kubeconfig, "kubeconfig", "", "path to the kubeconfig file (default: kubectl's: $KUBECONFIG, then ~/.kube/config)")
 	cmd.Flags().StringArrayVar(&contexts, "context", nil, "a kubeconfig context, one per cluster (repeat it; default: the current context)")
 	cmd.Flags().StringVar(&listen, "listen", defaultUIAddress, "address to serve on (port 0 picks a free one)")
+	cmd.Flags().StringSliceVar(&allowedHosts, "allowed-hosts", nil, "host names the pages are served under besides loopback and --listen's host (comma-separated or repeated): a request for any other Host is refused, so a web site rebound to 127.0.0.1 reads nothing")
 	return cmd
 }
 
-func runUI(ctx context.Context, g *globalOptions, load contextConfigFunc, stdout io.Writer, kubeconfig string, contexts []string, listen string) error {
+func runUI(ctx context.Context, g *globalOptions, load contextConfigFunc, stdout io.Writer, kubeconfig string, contexts []string, listen string, allowedHosts []string) error {
 	dir, err := filepath.Abs(g.Repo)
 	if err != nil {
 		return err
@@ -142,7 +143,8 @@ func runUI(ctx context.Context, g *globalOptions, load contextConfigFunc, stdout
 		clusters = append(clusters, ui.Cluster{Name: cluster, Reader: informers, Live: c})
 	}
 	limits, sandbox := g.driverOptions()
-	h, err := ui.New(ui.Options{Clusters: clusters, Repo: repo, Dir: sub, PlanOptions: planner.Options{DriverLimits: limits, Sandbox: sandbox}})
+	h, err := ui.New(ui.Options{Clusters: clusters, Repo: repo, Dir: sub, PlanOptions: planner.Options{DriverLimits: limits, Sandbox: sandbox},
+		AllowedHosts: allowedHosts, Addr: listen})
 	if err != nil {
 		return err
 	}
