@@ -128,8 +128,29 @@ func fromYAML(file string, data []byte, err error) *ConfigError {
 	if msg == "" {
 		msg = "unknown problem"
 	}
-	ce.Msg = "invalid YAML: " + msg
+	ce.Msg = "invalid YAML: " + withoutDecodedValue(msg)
 	return ce
+}
+
+// withoutDecodedValue is a YAML decoder's message without the value it
+// quotes: `cannot decode "…" as !!int: illegal number start "…"` names
+// the tag only, since the value may be a parameter's (the position shows
+// it).
+func withoutDecodedValue(msg string) string {
+	const prefix = "cannot decode "
+	if !strings.HasPrefix(msg, prefix) {
+		return msg
+	}
+	tag := "the type of its tag"
+	if q, err := strconv.QuotedPrefix(msg[len(prefix):]); err == nil {
+		rest := msg[len(prefix)+len(q):]
+		for _, t := range []string{"!!int", "!!float"} {
+			if strings.HasPrefix(rest, " as "+t+":") || rest == " as "+t {
+				tag = t
+			}
+		}
+	}
+	return "cannot decode the value as " + tag + " (not shown: it may be a sensitive parameter)"
 }
 
 // yamlParserProblem reports the messages of the YAML parser, whose line
@@ -220,6 +241,11 @@ func (x *explainer) one(e cueerrors.Error) *ConfigError {
 	if len(sels) == 0 {
 		// Syntax and reference errors: CUE's position is the user's.
 		ce.Msg = syntaxMsg(ce.Msg)
+		if strings.HasPrefix(format, "conflicting values") {
+			// The file's top level against something else: CUE would
+			// quote the whole file, parameters included.
+			ce.Msg = "the file's top level " + conflictMsg(args)
+		}
 		for _, p := range append([]token.Pos{e.Position()}, e.InputPositions()...) {
 			if p.IsValid() && p.Filename() == x.file {
 				ce.at(p.Position())
@@ -240,16 +266,16 @@ func (x *explainer) one(e cueerrors.Error) *ConfigError {
 	switch {
 	case strings.Contains(format, "not allowed"):
 		ce.Msg = "unknown field" + x.allowed(sels[:len(sels)-1])
+	case isParameter(sels):
+		// A driver parameter may be sensitive, which only the driver
+		// tells, later: nothing written in one is quoted.
+		ce.Msg = x.parameterMsg(format, args, given, want)
 	case !given.Exists():
 		ce.Msg = "required, not set"
 	case !given.IsConcrete():
 		ce.Msg = "must be a concrete value, got " + cuemsg.Show(given)
 	case want.Exists():
 		ce.Msg = cuemsg.Want(want, x.scope, given) + ", got " + cuemsg.Show(given)
-	case strings.HasPrefix(format, "conflicting values") && len(args) >= 2 && x.concrete(args[0]) && x.concrete(args[1]) && isParameter(sels):
-		// A driver parameter may be sensitive, which only the driver
-		// tells, later: its values are not quoted.
-		ce.Msg = "set to two different values (not shown: a parameter may be sensitive): keep one"
 	case strings.HasPrefix(format, "conflicting values") && len(args) >= 2 && x.concrete(args[0]) && x.concrete(args[1]):
 		// Two values the user wrote for one field (the schema leaves it
 		// open): say so rather than "conflicting values".
@@ -260,15 +286,92 @@ func (x *explainer) one(e cueerrors.Error) *ConfigError {
 	return ce
 }
 
-// isParameter reports whether sels is a driver parameter's path: a
-// deployment's parameters, or those of a cluster's ingress: driver.
+// isParameter reports whether sels is a driver parameter's path or the
+// parameters field holding them: a layer's parameters, or those of a
+// cluster's ingress: driver.
 func isParameter(sels []cue.Selector) bool {
-	for i, s := range sels {
-		if s.String() == "parameters" && i+1 < len(sels) {
+	for _, s := range sels {
+		if s.String() == "parameters" {
 			return true
 		}
 	}
 	return false
+}
+
+// notShown ends a message about a driver parameter that leaves out what
+// was written there.
+const notShown = "(not shown: a parameter may be sensitive)"
+
+// parameterMsg words the CUE error format(args) at a driver parameter
+// without quoting anything written in it: only kinds (a string, an
+// integer), operators and the schema's own words. CUE's messages quote
+// the values, constraints and names involved, so a format not known here
+// gets a plain wording rather than CUE's.
+func (x *explainer) parameterMsg(format string, args []any, given, want cue.Value) string {
+	switch {
+	case strings.HasPrefix(format, "reference ") && strings.HasSuffix(format, " not found"):
+		return "refers to a name that is not defined " + notShown + ": a string needs quotes"
+	case !given.Exists():
+		return "required, not set"
+	case want.Exists() && given.IsConcrete():
+		// The schema's own words: parameters must be a struct.
+		return cuemsg.Want(want, x.scope, given) + " " + notShown
+	case strings.HasPrefix(format, "conflicting values") && len(args) >= 2 && x.concrete(args[0]) && x.concrete(args[1]):
+		return "set to two different values " + notShown + ": keep one"
+	case strings.HasPrefix(format, "conflicting values"):
+		return conflictMsg(args) + " " + notShown
+	case strings.HasPrefix(format, "invalid value "):
+		// "(out of bound …)", "(does not satisfy …)"
+		return "fails a constraint written with it " + notShown
+	case strings.HasPrefix(format, "invalid operands "):
+		// "invalid operands %s and %s to '%s' (type %s and %s)"
+		if a, b, ok := kindPair(args, 3); ok {
+			if op := fmt.Sprint(args[2]); operatorRE.MatchString(op) {
+				return fmt.Sprintf("cannot apply %s to %s and %s %s", op, a, b, notShown)
+			}
+		}
+		return "applies an operator to values it does not apply to " + notShown
+	case strings.HasPrefix(format, "invalid operand ") || strings.HasPrefix(format, "cannot range over "):
+		if len(args) >= 2 {
+			if k, ok := args[1].(cue.Kind); ok {
+				return fmt.Sprintf("uses %s as a list or struct %s", cuemsg.Kind(k), notShown)
+			}
+		}
+		return "uses a value as a list or struct that is neither " + notShown
+	case strings.Contains(format, "empty disjunction"):
+		return "matches none of the allowed forms"
+	case !given.IsConcrete():
+		if op, _ := given.Expr(); op == cue.OrOp {
+			return "must be a concrete value, got several alternatives " + notShown + ": keep one, or mark the default with *"
+		}
+		return "must be a concrete value, not a type or a constraint " + notShown
+	}
+	return "does not evaluate to a value " + notShown
+}
+
+// operatorRE matches the operators CUE names in "invalid operands": what
+// else an argument holds is not shown.
+var operatorRE = regexp.MustCompile(`^[-+*/&|=!<>~]{1,2}$`)
+
+// conflictMsg words CUE's "conflicting values %s and %s (mismatched
+// types %s and %s)" by the two kinds only: the values may hold a
+// parameter.
+func conflictMsg(args []any) string {
+	if a, b, ok := kindPair(args, 2); ok {
+		return fmt.Sprintf("cannot be both %s and %s", a, b)
+	}
+	return "holds two values that conflict"
+}
+
+// kindPair words the kinds a CUE message names at args[i] and args[i+1];
+// false when they are not both kinds.
+func kindPair(args []any, i int) (string, string, bool) {
+	if len(args) < i+2 {
+		return "", "", false
+	}
+	a, ok1 := args[i].(cue.Kind)
+	b, ok2 := args[i+1].(cue.Kind)
+	return cuemsg.Kind(a), cuemsg.Kind(b), ok1 && ok2
 }
 
 // concrete reports whether a CUE message argument is a value (3, "a")
@@ -405,11 +508,31 @@ func fieldName(sels []cue.Selector) string {
 }
 
 // syntaxMsg words a CUE parser message for people: its token names
-// ('EOF', 'STRING') are the parser's.
+// ('EOF', 'STRING') are the parser's. The literal the parser found after
+// a token ("found 'STRING' \"…\"") is left out: it may be a parameter's
+// value, and the position shows it.
 func syntaxMsg(msg string) string {
+	const found = ", found '"
+	if i := strings.Index(msg, found); i >= 0 {
+		rest := msg[i+len(found):]
+		if j := strings.Index(rest, "' "); j >= 0 && literalToken(rest[:j]) {
+			msg = msg[:i+len(found)+j+1]
+		}
+	}
 	msg = strings.NewReplacer("'EOF'", "the end of the file", "'STRING'", "a string",
 		"'INT'", "a number", "'FLOAT'", "a number", "'IDENT'", "a name").Replace(msg)
 	return scrub(msg)
+}
+
+// literalToken reports whether name is the parser's name of a token it
+// quotes the text of (token.Token.IsLiteral).
+func literalToken(name string) bool {
+	for _, t := range []token.Token{token.IDENT, token.INT, token.FLOAT, token.STRING, token.INTERPOLATION, token.BOTTOM} {
+		if t.String() == name {
+			return true
+		}
+	}
+	return false
 }
 
 var (

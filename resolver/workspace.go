@@ -145,7 +145,10 @@ func LoadWorkspace(fsys fs.FS, opts WorkspaceOptions) (*Workspace, error) {
 			return nil, &ConfigError{File: "styrmin.cue", Field: fmt.Sprintf("drivers[%d]", i), Msg: fmt.Sprintf("fetch %s@%s from %s (ref %s): %v", src.Name, src.Version, gitsource.PublicURL(src.URL), src.Ref, err), Err: err}
 		}
 		o := dopts
-		o.Source = src.URL + "//" + src.Path + "@" + src.Ref
+		// The driver's Source reaches its errors, the provenance of its
+		// defaults and so plans and explain: never the URL's credentials,
+		// which only the fetch above needs.
+		o.Source = gitsource.PublicURL(src.URL) + "//" + src.Path + "@" + src.Ref
 		d, err := drivers.Load(dfs, o)
 		if err != nil {
 			return nil, err
