@@ -121,6 +121,12 @@ type EnvironmentBackups struct {
 	Keep                 int    // 0 when unset
 	// ClonedFrom is nil unless the environment is a clone.
 	ClonedFrom *CloneSource
+	// Err is why the settings cannot be read: the environment's file or
+	// its cluster's is invalid (a *ConfigError naming the file and the
+	// field), or could not be evaluated. Only Cluster and Environment are
+	// set then; Environment is "" when the error is the cluster's and no
+	// environment of it could be named.
+	Err error `json:"-"`
 }
 
 // BackupSettings reads every environment's backup settings from a
@@ -128,6 +134,12 @@ type EnvironmentBackups struct {
 // then environment. It reads the cluster and environment files alone:
 // the agent calls it on every sync, and no driver or deployment changes
 // what it returns.
+//
+// A file that cannot be read hides only the environments it layers: each
+// of them is in the list with its Err, and the error returned joins those
+// (the others are read all the same, so one broken file stops no other
+// environment's backups). With no list, the clusters folder itself could
+// not be read.
 func BackupSettings(fsys fs.FS) ([]EnvironmentBackups, error) {
 	return NewLoader(0).BackupSettings(fsys)
 }
@@ -141,29 +153,36 @@ func (l *Loader) BackupSettings(fsys fs.FS) ([]EnvironmentBackups, error) {
 	var out []EnvironmentBackups
 	var errs []error
 	for _, cn := range clusters {
-		c, err := l.loadClusterFile(fsys, cn)
-		if err != nil {
-			errs = append(errs, err)
-			continue
-		}
 		envs, err := subdirs(fsys, path.Join("clusters", cn, "environments"))
 		if err != nil {
 			errs = append(errs, err)
+			out = append(out, EnvironmentBackups{Cluster: cn, Err: err})
+			continue
+		}
+		c, err := l.loadClusterFile(fsys, cn)
+		if err != nil {
+			// Each environment is listed with the cluster file's error
+			// (the cluster alone when it has none).
+			errs = append(errs, err)
+			if len(envs) == 0 {
+				out = append(out, EnvironmentBackups{Cluster: cn, Err: err})
+			}
+			for _, en := range envs {
+				out = append(out, EnvironmentBackups{Cluster: cn, Environment: en, Err: err})
+			}
 			continue
 		}
 		for _, en := range envs {
 			e, err := l.loadEnvironmentFile(fsys, c, en)
 			if err != nil {
 				errs = append(errs, err)
+				out = append(out, EnvironmentBackups{Cluster: cn, Environment: en, Err: err})
 				continue
 			}
 			out = append(out, EffectiveBackups(c, e))
 		}
 	}
-	if len(errs) > 0 {
-		return nil, errors.Join(errs...)
-	}
-	return out, nil
+	return out, errors.Join(errs...)
 }
 
 // EffectiveBackups is the backup settings of environment e of cluster c:

@@ -2,6 +2,7 @@ package resolver
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"reflect"
@@ -116,6 +117,63 @@ func TestBackupSettings(t *testing.T) {
 	writeFile(t, dir, "clusters/other/environments/a/environment.cue", "backups: schedule: \"@nightly\"\n")
 	if _, err := BackupSettings(os.DirFS(dir)); err == nil || !strings.Contains(err.Error(), "clusters/other/environments/a/environment.cue:1") || !strings.Contains(err.Error(), "backups.schedule") {
 		t.Errorf("bad environment file: %v", err)
+	}
+}
+
+// TestABrokenFileHidesOnlyTheBackupSettingsOfTheEnvironmentsItLayers
+// pins what one invalid cluster or environment file hides: the
+// environments it layers, each listed with an error naming the file and
+// the field. The whole read failed on it, and the agent then made,
+// deleted and started no backup or restore in any environment of any
+// cluster.
+func TestABrokenFileHidesOnlyTheBackupSettingsOfTheEnvironmentsItLayers(t *testing.T) {
+	dir := exampleCopy(t)
+	writeFile(t, dir, "clusters/local/cluster.cue", "domain: \"local.styrmin.dev\"\ningressClass: \"nginx\"\nstorageClasses: default: \"standard\"\nbackupLocation: \"s3://backups/local\"\n")
+	writeFile(t, dir, "clusters/local/environments/dev/environment.cue", "namespacePrefix: \"dev\"\nbackups: {schedule: \"0 3 * * *\", keep: 7}\n")
+	writeFile(t, dir, "clusters/local/environments/qa/environment.cue", "backups: schedule: \"every night\"\n")
+	writeFile(t, dir, "clusters/other/cluster.cue", "domain: \"other.dev\"\nbackupLocation: \"s3://backups/other\"\nbackups: keep: 0\n")
+	writeFile(t, dir, "clusters/other/environments/a/environment.cue", "")
+	writeFile(t, dir, "clusters/other/environments/b/environment.cue", "")
+
+	got, err := BackupSettings(os.DirFS(dir))
+	if err == nil || !strings.Contains(err.Error(), "clusters/local/environments/qa/environment.cue") || !strings.Contains(err.Error(), "clusters/other/cluster.cue") {
+		t.Errorf("the error of the read: %v, want it to name both broken files", err)
+	}
+	byName := map[string]EnvironmentBackups{}
+	for _, e := range got {
+		byName[e.Cluster+"/"+e.Environment] = e
+	}
+	if e := byName["local/dev"]; e.Err != nil || e.Schedule != "0 3 * * *" || e.Keep != 7 || e.Location != "s3://backups/local" {
+		t.Errorf("local/dev beside broken files: %+v, want its schedule, keep and the cluster's location", e)
+	}
+	if e := byName["local/staging"]; e.Err != nil || e.Location != "s3://backups/local/staging" {
+		t.Errorf("local/staging beside broken files: %+v, want its location", e)
+	}
+	for env, want := range map[string][]string{
+		"local/qa": {"clusters/local/environments/qa/environment.cue:1", "backups.schedule"},
+		"other/a":  {"clusters/other/cluster.cue:3", "backups.keep"},
+		"other/b":  {"clusters/other/cluster.cue:3", "backups.keep"},
+	} {
+		e, ok := byName[env]
+		if !ok || e.Err == nil {
+			t.Errorf("%s: %+v (listed %v), want it listed with its error", env, e, ok)
+			continue
+		}
+		var ce *ConfigError
+		if !errors.As(e.Err, &ce) {
+			t.Errorf("%s: %v is no *ConfigError", env, e.Err)
+		}
+		for _, w := range want {
+			if !strings.Contains(e.Err.Error(), w) {
+				t.Errorf("%s: %v, want it to say %q", env, e.Err, w)
+			}
+		}
+		if e.Location != "" || e.Schedule != "" || e.Keep != 0 {
+			t.Errorf("%s, unreadable, has settings %+v", env, e)
+		}
+	}
+	if len(got) != 5 {
+		t.Errorf("%d environments listed, want 5: %+v", len(got), got)
 	}
 }
 

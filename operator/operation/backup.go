@@ -153,7 +153,7 @@ func (r *BackupReconciler) Reconcile(ctx context.Context, req reconcile.Request)
 			return reconcile.Result{RequeueAfter: 5 * time.Second}, err
 		}
 		if wait.reason != "" {
-			return reconcile.Result{RequeueAfter: 5 * time.Second}, r.sayDeletionWaits(ctx, &b, wait)
+			return reconcile.Result{RequeueAfter: 5 * time.Second}, sayDeletionWaits(ctx, r.opts.Client, "StyrminBackup", &b, &b.Status.Conditions, wait)
 		}
 		return reconcile.Result{}, finalize(ctx, r.opts.Client, r.opts.APIReader, &b, v1alpha1.OperationBackup, v1alpha1.OperationDeleteBackup)
 	}
@@ -233,7 +233,8 @@ func (r *BackupReconciler) start(ctx context.Context, b *v1alpha1.StyrminBackup)
 type backupPlan struct {
 	settings resolver.EnvironmentBackups
 	targets  []target
-	// skipped: the deployments whose drivers cannot be backed up.
+	// skipped: the deployments being deleted or whose drivers cannot be
+	// backed up, each with why.
 	skipped []string
 }
 
@@ -263,14 +264,15 @@ func (r *BackupReconciler) check(ctx context.Context, b *v1alpha1.StyrminBackup)
 	if err := checkCredentials(ctx, r.opts.APIReader, r.opts.Namespace, settings); err != nil {
 		return nil, err
 	}
-	tgs, err := targets(ctx, r.opts.Client, r.opts.Drivers, cluster, b.Spec.Environment, b.Spec.Deployments)
+	tgs, deleting, err := targets(ctx, r.opts.Client, r.opts.Drivers, cluster, b.Spec.Environment, b.Spec.Deployments)
 	if err != nil {
 		return nil, err
 	}
 	// A whole environment's backup takes what can be backed up and says
-	// what it skipped (a stateless web server has nothing to keep); a
-	// deployment named that cannot be backed up is refused.
-	plan := &backupPlan{settings: settings}
+	// what it skipped (a stateless web server has nothing to keep, a
+	// deployment being deleted nothing running); a deployment named that
+	// cannot be backed up is refused.
+	plan := &backupPlan{settings: settings, skipped: deleting}
 	var cannot []string
 	for _, tg := range tgs {
 		if tg.driver.CanBackup() {
@@ -281,6 +283,7 @@ func (r *BackupReconciler) check(ctx context.Context, b *v1alpha1.StyrminBackup)
 		plan.skipped = append(plan.skipped, why)
 		cannot = append(cannot, fmt.Sprintf("%s (driver %s@%s)", tg.sd.Spec.Deployment.Name, tg.driver.Name, tg.driver.Version))
 	}
+	slices.Sort(plan.skipped)
 	if len(cannot) > 0 && (len(b.Spec.Deployments) > 0 || len(plan.targets) == 0) {
 		return nil, &RefusedError{Environment: envName, Deployment: strings.Join(cannot, ", "),
 			Msg: "its driver declares no backup and restore hooks, so it cannot be backed up (expected actions: backup: … and restore: … in the driver)"}
@@ -366,7 +369,7 @@ func (r *BackupReconciler) remakeTasks(ctx context.Context, b *v1alpha1.StyrminB
 	}
 	for _, i := range missing {
 		d := &b.Status.Deployments[i]
-		tgs, err := targets(ctx, r.opts.Client, r.opts.Drivers, cluster, b.Spec.Environment, []string{d.Name})
+		tgs, _, err := targets(ctx, r.opts.Client, r.opts.Drivers, cluster, b.Spec.Environment, []string{d.Name})
 		var refused *RefusedError
 		if errors.As(err, &refused) {
 			d.Phase, d.Message = v1alpha1.OperationFailed, refused.Error()
@@ -375,7 +378,15 @@ func (r *BackupReconciler) remakeTasks(ctx context.Context, b *v1alpha1.StyrminB
 		if err != nil {
 			return err
 		}
-		op := v1alpha1.TaskOperation{Kind: v1alpha1.OperationBackup, Name: b.Name, BackupID: b.Name, Artifact: d.Artifact, Secret: r.secretOf(ctx, cluster, b.Spec.Environment), Attempt: 1}
+		secret, err := r.secretOf(ctx, cluster, b.Spec.Environment)
+		if errors.As(err, &refused) {
+			d.Phase, d.Message = v1alpha1.OperationFailed, refused.Error()
+			continue
+		}
+		if err != nil {
+			return err
+		}
+		op := v1alpha1.TaskOperation{Kind: v1alpha1.OperationBackup, Name: b.Name, BackupID: b.Name, Artifact: d.Artifact, Secret: secret, Attempt: 1}
 		if err := makeTask(ctx, r.opts.Client, r.opts.APIReader, tgs[0], d.Task, op); err != nil {
 			return err
 		}
@@ -651,17 +662,18 @@ func setConditions(conds *[]metav1.Condition, gen int64, phase v1alpha1.Operatio
 // nothing).
 type deletionWait struct{ reason, msg string }
 
-// sayDeletionWaits writes why the deletion of b waits, when that changed,
-// so a backup that does not go says why rather than only keeping its
+// sayDeletionWaits writes why the deletion of o (a StyrminBackup or
+// StyrminRestore, kind, whose conditions are conds) waits, when that
+// changed, so one that does not go says why rather than only keeping its
 // finalizer.
-func (r *BackupReconciler) sayDeletionWaits(ctx context.Context, b *v1alpha1.StyrminBackup, w deletionWait) error {
-	base := b.DeepCopy()
-	if !apimeta.SetStatusCondition(&b.Status.Conditions, metav1.Condition{Type: v1alpha1.ConditionReconciling, Status: metav1.ConditionTrue,
-		Reason: w.reason, Message: w.msg, ObservedGeneration: b.Generation}) {
+func sayDeletionWaits(ctx context.Context, c client.Client, kind string, o client.Object, conds *[]metav1.Condition, w deletionWait) error {
+	base := o.DeepCopyObject().(client.Object)
+	if !apimeta.SetStatusCondition(conds, metav1.Condition{Type: v1alpha1.ConditionReconciling, Status: metav1.ConditionTrue,
+		Reason: w.reason, Message: w.msg, ObservedGeneration: o.GetGeneration()}) {
 		return nil
 	}
-	log.FromContext(ctx).Info("the backup's deletion waits", "backup", b.Name, "reason", w.reason, "why", w.msg)
-	return client.IgnoreNotFound(r.opts.Client.Status().Patch(ctx, b, client.MergeFrom(base)))
+	log.FromContext(ctx).Info("the deletion waits", "kind", kind, "name", o.GetName(), "reason", w.reason, "why", w.msg)
+	return client.IgnoreNotFound(c.Status().Patch(ctx, o, client.MergeFrom(base)))
 }
 
 // deleteArtifacts runs, for a backup being deleted, the deleteBackup
@@ -670,9 +682,10 @@ func (r *BackupReconciler) sayDeletionWaits(ctx context.Context, b *v1alpha1.Sty
 // deletion still waits for, nothing once every such task ended (a failed
 // one leaves its artefact, and says so in its task). A deployment that no
 // longer runs, or whose driver has no such hook, keeps its artefact where
-// it is.
+// it is. A backup an upgrade took first is deleted alike: its artefact is
+// the deployment's as any other.
 func (r *BackupReconciler) deleteArtifacts(ctx context.Context, b *v1alpha1.StyrminBackup) (deletionWait, error) {
-	if !controllerutil.ContainsFinalizer(b, Finalizer) || b.Labels[task.LabelTask] != "" {
+	if !controllerutil.ContainsFinalizer(b, Finalizer) {
 		return deletionWait{}, nil
 	}
 	// A restore that reads the backup keeps its artefacts: a new restore
@@ -715,7 +728,7 @@ func (r *BackupReconciler) deleteArtifacts(ctx context.Context, b *v1alpha1.Styr
 		if cluster == "" {
 			cluster = r.opts.Cluster
 		}
-		tgs, err := targets(ctx, r.opts.Client, r.opts.Drivers, cluster, b.Spec.Environment, []string{d.Name})
+		tgs, _, err := targets(ctx, r.opts.Client, r.opts.Drivers, cluster, b.Spec.Environment, []string{d.Name})
 		var refused *RefusedError
 		if errors.As(err, &refused) || (err == nil && !tgs[0].driver.CanDeleteBackups()) {
 			continue
@@ -723,7 +736,13 @@ func (r *BackupReconciler) deleteArtifacts(ctx context.Context, b *v1alpha1.Styr
 		if err != nil {
 			return deletionWait{}, err
 		}
-		op := v1alpha1.TaskOperation{Kind: v1alpha1.OperationDeleteBackup, Name: b.Name, BackupID: b.Name, Artifact: d.Artifact, Secret: r.secretOf(ctx, cluster, b.Spec.Environment), Attempt: 1}
+		// Unreadable settings wait (cloneWait): a job without the
+		// location's credentials would fail and leave the artefact.
+		secret, err := r.secretOf(ctx, cluster, b.Spec.Environment)
+		if err != nil {
+			return deletionWait{}, err
+		}
+		op := v1alpha1.TaskOperation{Kind: v1alpha1.OperationDeleteBackup, Name: b.Name, BackupID: b.Name, Artifact: d.Artifact, Secret: secret, Attempt: 1}
 		if err := makeTask(ctx, r.opts.Client, r.opts.APIReader, tgs[0], name, op); err != nil {
 			return deletionWait{}, err
 		}
@@ -774,9 +793,7 @@ func (r *BackupReconciler) backupTasksEnded(ctx context.Context, b *v1alpha1.Sty
 }
 
 // dropUnstarted deletes backup backup's task namespace/name unless it has
-// started (true then), read from the API server and deleted on that
-// read's resourceVersion: a task marks its first step Running before the
-// step acts, so a task deleted so never acted.
+// started (true then), read from the API server (deleteUnstarted).
 func dropUnstarted(ctx context.Context, c client.Client, api client.Reader, namespace, name, backup string) (bool, error) {
 	if name == "" {
 		return false, nil
@@ -792,16 +809,24 @@ func dropUnstarted(ctx context.Context, c client.Client, api client.Reader, name
 	if !ownTask(&t, v1alpha1.OperationBackup, backup, 1) || t.Status.Phase.Terminal() {
 		return false, nil
 	}
+	return deleteUnstarted(ctx, c, &t)
+}
+
+// deleteUnstarted deletes task t, read from the API server, unless it has
+// started (true then), on that read's resourceVersion: a task marks its
+// first step Running before the step acts, so a task deleted so never
+// acted.
+func deleteUnstarted(ctx context.Context, c client.Client, t *v1alpha1.StyrminTask) (bool, error) {
 	if t.Status.Phase == v1alpha1.TaskRunning {
 		return true, nil
 	}
-	err = c.Delete(ctx, &t, client.Preconditions{UID: &t.UID, ResourceVersion: &t.ResourceVersion})
+	err := c.Delete(ctx, t, client.Preconditions{UID: &t.UID, ResourceVersion: &t.ResourceVersion})
 	switch {
 	case apierrors.IsConflict(err):
 		// Written since: it may have started; looked at again next pass.
 		return true, nil
 	case err != nil && !apierrors.IsNotFound(err):
-		return false, fmt.Errorf("deleting task %s/%s, which has not started: %w", namespace, name, err)
+		return false, fmt.Errorf("deleting task %s/%s, which has not started: %w", t.Namespace, t.Name, err)
 	}
 	return false, nil
 }
@@ -815,11 +840,24 @@ func dropUnstarted(ctx context.Context, c client.Client, api client.Reader, name
 // deployments that restore it): the restore would find no artefact and
 // the clone would start empty.
 func (r *BackupReconciler) cloneWait(ctx context.Context, b *v1alpha1.StyrminBackup) (deletionWait, error) {
-	all, err := r.opts.Settings.BackupSettings(ctx)
+	all, err := readSettings(ctx, r.opts.Settings)
 	if err != nil {
 		// Said on the backup, not only logged: it stays until git reads.
 		return deletionWait{v1alpha1.ReasonDeletionWaitsForClone,
 			fmt.Sprintf("the deletion waits: git's environments cannot be read to tell whether one is cloned from this backup: %v", err)}, nil
+	}
+	// An environment of this cluster whose settings cannot be read may be
+	// a clone of this backup; the others' are read all the same.
+	var unknown []string
+	for _, e := range all {
+		// One broken cluster file is each of its environments' error.
+		if e.Cluster == r.opts.Cluster && e.Err != nil && !slices.Contains(unknown, e.Err.Error()) {
+			unknown = append(unknown, e.Err.Error())
+		}
+	}
+	if len(unknown) > 0 {
+		return deletionWait{v1alpha1.ReasonDeletionWaitsForClone,
+			fmt.Sprintf("the deletion waits: git's settings of environments of cluster %s cannot be read to tell whether one is cloned from this backup: %s", r.opts.Cluster, strings.Join(unknown, "; "))}, nil
 	}
 	cluster := b.Spec.Cluster
 	if cluster == "" {
@@ -888,13 +926,12 @@ func (r *BackupReconciler) restoringCreates(ctx context.Context, env string, res
 }
 
 // secretOf is the credentials Secret git names for an environment now
-// ("" when none or unreadable: the job then runs without).
-func (r *BackupReconciler) secretOf(ctx context.Context, cluster, env string) string {
-	e, err := environment(ctx, r.opts.Settings, cluster, env)
-	if err != nil {
-		return ""
-	}
-	return e.Secret
+// ("" when none, or when git no longer declares the environment: the job
+// then runs without). Settings that cannot be read are an error
+// (settingsOf): a job made without the Secret they name would fail.
+func (r *BackupReconciler) secretOf(ctx context.Context, cluster, env string) (string, error) {
+	e, _, err := settingsOf(ctx, r.opts.Settings, cluster, env)
+	return e.Secret, err
 }
 
 // finalize deletes an operation's tasks, then lets the object go.

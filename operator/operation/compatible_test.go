@@ -3,6 +3,7 @@ package operation
 import (
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/styrmin/styrmin/operator/api/v1alpha1"
 )
@@ -36,5 +37,31 @@ func TestBackupIDsAreRefusedUnlessTheyCanNameAnArtefactAndATask(t *testing.T) {
 		if err := validName(bad); err == nil {
 			t.Errorf("%q was accepted", bad)
 		}
+	}
+}
+
+// TestEveryEnvironmentGetsAValidDefaultRestoreName pins the name a
+// restore gets when none is given: <env>-restore-<time>, which for an
+// environment of 40 characters (the longest a name may be) had 64 and
+// was refused by the agent's own check.
+func TestEveryEnvironmentGetsAValidDefaultRestoreName(t *testing.T) {
+	at := time.Date(2026, 12, 1, 10, 15, 0, 0, time.UTC)
+	if got := defaultRestoreName("dev", at); got != "dev-restore-20261201-101500" {
+		t.Errorf("the default name of a restore of dev: %s, want dev-restore-20261201-101500", got)
+	}
+	long := strings.Repeat("a", 38)
+	names := map[string]bool{}
+	for _, env := range []string{long + "-b", long + "-c", strings.Repeat("x", 40), strings.Repeat("ab-", 13) + "c"} {
+		n := defaultRestoreName(env, at)
+		if err := validRestoreName(n); err != nil {
+			t.Errorf("environment %s (%d characters): %v", env, len(env), err)
+		}
+		if !strings.HasSuffix(n, "-restore-20261201-101500") || !strings.HasPrefix(n, env[:30]) {
+			t.Errorf("environment %s: default name %s does not read as its restore of that time", env, n)
+		}
+		names[n] = true
+	}
+	if len(names) != 4 {
+		t.Errorf("the default names of four environments' restores: %v, want four apart", names)
 	}
 }

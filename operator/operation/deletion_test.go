@@ -2,6 +2,7 @@ package operation_test
 
 import (
 	"context"
+	"errors"
 	"strings"
 	"testing"
 
@@ -200,5 +201,147 @@ func TestADeletedBackupDeletesTheArtefactOfATaskThatSucceededBeforeItsStatusSaid
 	}
 	if d := deleteTask("weekly"); d != nil {
 		t.Fatalf("a deleteBackup task %s for weekly, whose task never ran", d.Name)
+	}
+}
+
+// TestADeletedRestoreWaitsForItsTaskThatRuns pins what deleting a
+// restore does while its task runs: it waits. It went at once and
+// deleted the task, whose job is no object of the task's: the restore
+// (a `pg_restore --clean`) ran on, the hold on hub was released and its
+// waiting changes started beside it, and the components the hook stopped
+// stayed stopped. It goes once the task has ended.
+func TestADeletedRestoreWaitsForItsTaskThatRuns(t *testing.T) {
+	ctx, cl, restores, _ := restoring(t)
+	name := task.OperationTaskName("hub", v1alpha1.OperationRestore, "back-to-monday", 1)
+	rs := newRestore(ctx, t, cl, "back-to-monday", "monday", v1alpha1.StyrminRestoreStatus{Phase: v1alpha1.OperationRunning, Environment: "data",
+		Deployments: []v1alpha1.OperationDeployment{{Name: "hub", Namespace: "data-hub", Task: name, Attempt: 1, Phase: v1alpha1.OperationRunning,
+			Artifact: "s3://backups/local/data/monday/hub", Sequence: 3}}})
+	now := metav1.Now()
+	running := newOperationTask(ctx, t, cl, name, v1alpha1.TaskOperation{Kind: v1alpha1.OperationRestore, Name: rs.Name, BackupID: "monday",
+		Artifact: "s3://backups/local/data/monday/hub", Attempt: 1}, 3, 3,
+		v1alpha1.StyrminTaskStatus{Phase: v1alpha1.TaskRunning, Workflow: v1alpha1.WorkflowRestore, StartedAt: &now, Steps: []v1alpha1.TaskStep{
+			{Name: "restore/core/1:runJob", Hook: "restore", Mode: "core", Action: string(drivers.ActionRunJob), State: v1alpha1.StepRunning, StartedAt: &now}}})
+	if err := cl.Delete(ctx, rs); err != nil {
+		t.Fatal(err)
+	}
+
+	if !reconcileAndRead(ctx, t, cl, restores, rs) {
+		t.Fatal("the restore went at its deletion while its task runs")
+	}
+	if c := apimeta.FindStatusCondition(rs.Status.Conditions, v1alpha1.ConditionReconciling); c == nil || c.Status != metav1.ConditionTrue ||
+		c.Reason != operation.ReasonDeletionWaitsForRestoreTasks || !strings.Contains(c.Message, "restore tasks of hub") {
+		t.Fatalf("a restore deleted while its task runs: Reconciling %+v, want True, %s, naming hub", c, operation.ReasonDeletionWaitsForRestoreTasks)
+	}
+	if err := cl.Get(ctx, client.ObjectKeyFromObject(running), running); err != nil {
+		t.Fatalf("hub's restore task, which runs, after its restore's deletion: %v; want it kept until it ends", err)
+	}
+
+	running.Status.Phase, running.Status.FinishedAt = v1alpha1.TaskSucceeded, &now
+	running.Status.Steps[0].State = v1alpha1.StepSucceeded
+	if err := cl.Status().Update(ctx, running); err != nil {
+		t.Fatal(err)
+	}
+	if reconcileAndRead(ctx, t, cl, restores, rs) {
+		t.Fatalf("the restore stays once its task has ended: %+v", rs.Status.Conditions)
+	}
+	if err := cl.Get(ctx, client.ObjectKeyFromObject(running), running); err == nil {
+		t.Fatalf("hub's restore task %s is left after its restore went", running.Name)
+	}
+}
+
+// TestADeletedBackupTakenBeforeAnUpgradeDeletesItsArtefact pins the
+// deletion of a backup an upgrade took first (labelled with its task): as
+// any backup's, it waits for a restore that reads it, then runs the
+// driver's deleteBackup hook. It went at once, its artefact left where it
+// was, recorded nowhere, and a restore reading it lost its data.
+func TestADeletedBackupTakenBeforeAnUpgradeDeletesItsArtefact(t *testing.T) {
+	ctx, cl, _, opts := restoring(t)
+	opts.Drivers = deletingDriver{}
+	backups, err := operation.NewBackupReconciler(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const art = "s3://backups/local/data/data-hub-before-4-0123456789/hub"
+	labels := hubID().Labels()
+	labels[task.LabelTask] = "hub-4"
+	b := &v1alpha1.StyrminBackup{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "styrmin-system", Name: "data-hub-before-4-0123456789", Labels: labels, Finalizers: []string{operation.Finalizer}},
+		Spec:       v1alpha1.StyrminBackupSpec{Cluster: "local", Environment: "data", Deployments: []string{"hub"}},
+	}
+	if err := cl.Create(ctx, b); err != nil {
+		t.Fatal(err)
+	}
+	b.Status = v1alpha1.StyrminBackupStatus{Phase: v1alpha1.OperationSucceeded, Location: "s3://backups/local/data", Message: "taken by task data-hub/hub-4 before its upgrade",
+		Deployments: []v1alpha1.OperationDeployment{{Name: "hub", Namespace: "data-hub", Task: "hub-4", Phase: v1alpha1.OperationSucceeded, Artifact: art,
+			Sequence: 3, Driver: v1alpha1.DriverRef{Name: "graphhub", Version: "1.4.0"}}}}
+	if err := cl.Status().Update(ctx, b); err != nil {
+		t.Fatal(err)
+	}
+	reading := newRestore(ctx, t, cl, "undo-the-upgrade", b.Name, v1alpha1.StyrminRestoreStatus{Phase: v1alpha1.OperationRunning, Environment: "data",
+		Deployments: []v1alpha1.OperationDeployment{{Name: "hub", Namespace: "data-hub", Task: "hub-restore-undo-the-upgrade-1", Phase: v1alpha1.OperationRunning}}})
+	if err := cl.Delete(ctx, b); err != nil {
+		t.Fatal(err)
+	}
+
+	deletionWaits(ctx, t, cl, backups, b, v1alpha1.ReasonDeletionWaitsForRestore, "StyrminRestore undo-the-upgrade")
+
+	reading.Status.Phase = v1alpha1.OperationSucceeded
+	if err := cl.Status().Update(ctx, reading); err != nil {
+		t.Fatal(err)
+	}
+	deletionWaits(ctx, t, cl, backups, b, v1alpha1.ReasonDeletingArtifacts, "deleting the artefacts of hub")
+	var tasks v1alpha1.StyrminTaskList
+	if err := cl.List(ctx, &tasks, client.InNamespace("data-hub"), client.MatchingLabels{v1alpha1.LabelOperation: b.Name}); err != nil {
+		t.Fatal(err)
+	}
+	if len(tasks.Items) != 1 || tasks.Items[0].Spec.Operation.Kind != v1alpha1.OperationDeleteBackup || tasks.Items[0].Spec.Operation.Artifact != art {
+		t.Fatalf("the deletion's tasks: %+v, want hub's deleteBackup task of %s", tasks.Items, art)
+	}
+	del := &tasks.Items[0]
+	del.Status.Phase = v1alpha1.TaskSucceeded
+	if err := cl.Status().Update(ctx, del); err != nil {
+		t.Fatal(err)
+	}
+	if reconcileAndRead(ctx, t, cl, backups, b) {
+		t.Fatalf("the backup stays once its artefact is deleted: %+v", b.Status.Conditions)
+	}
+}
+
+// TestABackupsDeletionWaitsOnlyForTheUnreadableEnvironmentsOfItsCluster
+// pins what a broken environment file holds back of a backup's deletion:
+// an environment of the backup's cluster whose settings git cannot give
+// may be a clone of it, so the deletion waits, naming the file; a broken
+// file of another cluster's environment (which this agent's tasks never
+// restore from) holds back nothing.
+func TestABackupsDeletionWaitsOnlyForTheUnreadableEnvironmentsOfItsCluster(t *testing.T) {
+	ctx, cl, _, opts := restoring(t)
+	here := &resolver.ConfigError{File: "clusters/local/environments/preview/environment.cue", Line: 3, Field: "clonedFrom.backup", Msg: `"Monday" is no backup ID: expected a DNS-1123 label`}
+	there := &resolver.ConfigError{File: "clusters/other/cluster.cue", Line: 1, Field: "backupLocation", Msg: "expected s3://BUCKET[/PREFIX] or pvc://CLAIM[/PATH]"}
+	broken := []error{here, there}
+	opts.Settings = operation.SettingsFunc(func(context.Context) ([]resolver.EnvironmentBackups, error) {
+		all := []resolver.EnvironmentBackups{{Cluster: "local", Environment: "data", Location: "s3://backups/local/data"}}
+		for _, err := range broken {
+			ce := err.(*resolver.ConfigError)
+			cluster := strings.Split(ce.File, "/")[1]
+			all = append(all, resolver.EnvironmentBackups{Cluster: cluster, Environment: "preview", Err: err})
+		}
+		return all, errors.Join(broken...)
+	})
+	backups, err := operation.NewBackupReconciler(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := &v1alpha1.StyrminBackup{ObjectMeta: metav1.ObjectMeta{Namespace: "styrmin-system", Name: "monday"}}
+	if err := cl.Delete(ctx, b); err != nil {
+		t.Fatal(err)
+	}
+	deletionWaits(ctx, t, cl, backups, b, v1alpha1.ReasonDeletionWaitsForClone, here.File, "clonedFrom.backup")
+	if c := apimeta.FindStatusCondition(b.Status.Conditions, v1alpha1.ConditionReconciling); strings.Contains(c.Message, there.File) {
+		t.Fatalf("backup monday's deletion waits for another cluster's file: %q", c.Message)
+	}
+
+	broken = []error{there}
+	if reconcileAndRead(ctx, t, cl, backups, b) {
+		t.Fatalf("backup monday stays with only another cluster's file broken: %+v", b.Status.Conditions)
 	}
 }

@@ -46,11 +46,15 @@ func (e *RefusedError) Error() string {
 // targets finds the deployments of cluster/env an operation acts on
 // (names: all but the internal ones when empty), with what runs. A name
 // that is no deployment, or a deployment with nothing running, is
-// refused.
-func targets(ctx context.Context, c client.Reader, src driversource.Source, cluster, env string, names []string) ([]target, error) {
+// refused. With names empty, a deployment being deleted (its
+// StyrminDeployment holds a tombstone) is left out and named in skipped
+// with why: a tombstone stays while an uninstall runs or retries, and the
+// environment's other deployments are backed up all the same; it is
+// refused only when no deployment is left.
+func targets(ctx context.Context, c client.Reader, src driversource.Source, cluster, env string, names []string) (out []target, skipped []string, err error) {
 	var list v1alpha1.StyrminDeploymentList
 	if err := c.List(ctx, &list, client.MatchingLabels{v1alpha1.LabelCluster: cluster, v1alpha1.LabelEnvironment: env}); err != nil {
-		return nil, fmt.Errorf("listing the StyrminDeployments of %s/%s: %w", cluster, env, err)
+		return nil, nil, fmt.Errorf("listing the StyrminDeployments of %s/%s: %w", cluster, env, err)
 	}
 	byName := map[string]*v1alpha1.StyrminDeployment{}
 	for i := range list.Items {
@@ -62,36 +66,48 @@ func targets(ctx context.Context, c client.Reader, src driversource.Source, clus
 	}
 	envName := cluster + "/" + env
 	if len(names) == 0 {
-		for n := range byName {
+		var deleting []string
+		for n, sd := range byName {
+			if sd.Spec.Tombstone() {
+				deleting = append(deleting, n)
+				continue
+			}
 			names = append(names, n)
 		}
+		slices.Sort(deleting)
+		for _, n := range deleting {
+			skipped = append(skipped, n+": the deployment is being deleted: it has no running instance")
+		}
 		if len(names) == 0 {
-			return nil, &RefusedError{Environment: envName, Msg: "no deployment of the environment runs in this cluster: there is nothing to back up or restore"}
+			msg := "no deployment of the environment runs in this cluster: there is nothing to back up or restore"
+			if len(deleting) > 0 {
+				msg += " (being deleted: " + strings.Join(deleting, ", ") + ")"
+			}
+			return nil, nil, &RefusedError{Environment: envName, Msg: msg}
 		}
 	}
 	names = slices.Clone(names)
 	slices.Sort(names)
 	names = slices.Compact(names)
-	var out []target
 	for _, n := range names {
 		sd := byName[n]
 		if sd == nil {
-			return nil, &RefusedError{Environment: envName, Deployment: n, Msg: fmt.Sprintf("no such deployment runs in this cluster (expected one of: %s)", strings.Join(sortedKeys(byName), ", "))}
+			return nil, nil, &RefusedError{Environment: envName, Deployment: n, Msg: fmt.Sprintf("no such deployment runs in this cluster (expected one of: %s)", strings.Join(sortedKeys(byName), ", "))}
 		}
 		if sd.Spec.Tombstone() {
-			return nil, &RefusedError{Environment: envName, Deployment: n, Msg: "the deployment is being deleted: it has no running instance"}
+			return nil, nil, &RefusedError{Environment: envName, Deployment: n, Msg: "the deployment is being deleted: it has no running instance"}
 		}
 		in, err := instance.InstanceFromSpec(&sd.Spec)
 		if err != nil {
-			return nil, &RefusedError{Environment: envName, Deployment: n, Msg: fmt.Sprintf("its StyrminDeployment holds no valid instance: %v", err)}
+			return nil, nil, &RefusedError{Environment: envName, Deployment: n, Msg: fmt.Sprintf("its StyrminDeployment holds no valid instance: %v", err)}
 		}
 		d, err := driversource.Get(ctx, src, driversource.Request{Ref: in.Driver, Commit: in.SourceCommit})
 		if err != nil {
-			return nil, fmt.Errorf("environment %s, deployment %s: driver %s@%s: %w", envName, n, in.Driver.Name, in.Driver.Version, err)
+			return nil, nil, fmt.Errorf("environment %s, deployment %s: driver %s@%s: %w", envName, n, in.Driver.Name, in.Driver.Version, err)
 		}
 		out = append(out, target{sd: sd, instance: in, driver: d})
 	}
-	return out, nil
+	return out, skipped, nil
 }
 
 func sortedKeys[V any](m map[string]V) []string {

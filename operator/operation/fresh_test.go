@@ -364,3 +364,59 @@ func nameOf(b *v1alpha1.StyrminBackup) string {
 	}
 	return b.Name
 }
+
+// TestOperationsOnAnEnvironmentWhoseSettingsGitCannotReadAreStalledNamingTheFile
+// pins what a broken environment file does to its environment's
+// operations: a new backup and a new restore end Failed at once, Stalled,
+// naming the file and the field. The settings' error was an error of the
+// start, retried for ever: the backup stayed with no phase and no status
+// (`backup create --wait` hung to its timeout), and the restore, which
+// read the settings only as it made its tasks, stayed Running with none,
+// its backup's deletion waiting for it.
+func TestOperationsOnAnEnvironmentWhoseSettingsGitCannotReadAreStalledNamingTheFile(t *testing.T) {
+	ctx, cl, _, opts := restoring(t)
+	broken := &resolver.ConfigError{File: "clusters/local/environments/data/environment.cue", Line: 4, Column: 12, Field: "backups.schedule",
+		Msg: `"every night" is no cron expression: expected five fields`}
+	opts.Settings = operation.SettingsFunc(func(context.Context) ([]resolver.EnvironmentBackups, error) {
+		// As resolver.BackupSettings gives them: the other environments
+		// read, data with its error, and the error.
+		return []resolver.EnvironmentBackups{
+			{Cluster: "local", Environment: "data", Err: broken},
+			{Cluster: "local", Environment: "ops", Location: "pvc://backups/ops"},
+		}, broken
+	})
+	backups, err := operation.NewBackupReconciler(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	restores, err := operation.NewRestoreReconciler(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	stalled := func(what string, phase v1alpha1.OperationPhase, conds []metav1.Condition) {
+		t.Helper()
+		c := apimeta.FindStatusCondition(conds, v1alpha1.ConditionStalled)
+		if phase != v1alpha1.OperationFailed || c == nil || c.Status != metav1.ConditionTrue ||
+			!strings.Contains(c.Message, broken.File+":4:12") || !strings.Contains(c.Message, "backups.schedule") {
+			t.Fatalf("%s of an environment whose file is broken: %s, Stalled %+v; want it Failed and Stalled, naming %s and backups.schedule", what, phase, c, broken.File)
+		}
+	}
+
+	b := &v1alpha1.StyrminBackup{ObjectMeta: metav1.ObjectMeta{Namespace: "styrmin-system", Name: "nightly"}, Spec: v1alpha1.StyrminBackupSpec{Environment: "data"}}
+	if err := cl.Create(ctx, b); err != nil {
+		t.Fatal(err)
+	}
+	reconcileAndRead(ctx, t, cl, backups, b)
+	stalled("a backup", b.Status.Phase, b.Status.Conditions)
+
+	rs := newRestore(ctx, t, cl, "back-to-monday", "monday", v1alpha1.StyrminRestoreStatus{})
+	reconcileAndRead(ctx, t, cl, restores, rs)
+	stalled("a restore", rs.Status.Phase, rs.Status.Conditions)
+	if len(rs.Status.Deployments) != 0 {
+		t.Fatalf("the refused restore plans %+v, want nothing: it holds no deployment", rs.Status.Deployments)
+	}
+	var tasks v1alpha1.StyrminTaskList
+	if err := cl.List(ctx, &tasks, client.InNamespace("data-hub")); err != nil || len(tasks.Items) != 0 {
+		t.Fatalf("hub's tasks after both refusals: %d (%v), want none", len(tasks.Items), err)
+	}
+}

@@ -2,6 +2,8 @@ package operation
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"fmt"
 	"slices"
 	"strconv"
@@ -71,7 +73,7 @@ func NewRestore(ctx context.Context, c client.Reader, r RestoreRequest) (*v1alph
 	}
 	name := r.Name
 	if name == "" {
-		name = r.Environment + "-restore-" + r.Now.UTC().Format("20060102-150405")
+		name = defaultRestoreName(r.Environment, r.Now)
 	}
 	if err := validRestoreName(name); err != nil {
 		return nil, err
@@ -81,6 +83,20 @@ func NewRestore(ctx context.Context, c client.Reader, r RestoreRequest) (*v1alph
 			Labels: map[string]string{v1alpha1.LabelCluster: r.Cluster, v1alpha1.LabelEnvironment: r.Environment}},
 		Spec: v1alpha1.StyrminRestoreSpec{Backup: r.Backup, Deployments: r.Deployments},
 	}, nil
+}
+
+// defaultRestoreName is <env>-restore-<YYYYMMDD-HHMMSS>, within the 63
+// characters of a restore's name: the environment's name (up to 40) is
+// cut, and a hash of it added, when it would not fit, so that two long
+// names alike in their start still name their restores apart.
+func defaultRestoreName(env string, now time.Time) string {
+	suffix := "-restore-" + now.UTC().Format("20060102-150405")
+	if room := 63 - len(suffix); len(env) > room {
+		sum := sha256.Sum256([]byte(env))
+		hash := hex.EncodeToString(sum[:])[:6]
+		env = strings.TrimRight(env[:room-len(hash)-1], "-") + "-" + hash
+	}
+	return env + suffix
 }
 
 // RetryRestore asks the agent to run a failed restore's failed

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -19,6 +20,11 @@ import (
 	"github.com/styrmin/styrmin/operator/api/v1alpha1"
 	"github.com/styrmin/styrmin/operator/task"
 )
+
+// ReasonDeletionWaitsForRestoreTasks is the reason of the Reconciling
+// condition of a StyrminRestore being deleted while its tasks run: it
+// goes, and releases its deployments' hold, once they have ended.
+const ReasonDeletionWaitsForRestoreTasks = "DeletionWaitsForRestoreTasks"
 
 // RestoreReconciler runs StyrminRestores: it checks the backup fits what
 // runs, makes one restore task per deployment (which holds the
@@ -53,7 +59,7 @@ func (r *RestoreReconciler) Reconcile(ctx context.Context, req reconcile.Request
 		return reconcile.Result{}, client.IgnoreNotFound(err)
 	}
 	if !rs.DeletionTimestamp.IsZero() {
-		return reconcile.Result{}, finalize(ctx, r.opts.Client, r.opts.APIReader, &rs, v1alpha1.OperationRestore)
+		return r.delete(ctx, &rs)
 	}
 	if !controllerutil.ContainsFinalizer(&rs, Finalizer) {
 		base := rs.DeepCopy()
@@ -99,6 +105,55 @@ func (r *RestoreReconciler) Reconcile(ctx context.Context, req reconcile.Request
 		return reconcile.Result{}, nil
 	}
 	return reconcile.Result{}, r.opts.Client.Status().Patch(ctx, &rs, client.MergeFrom(base))
+}
+
+// delete lets a deleted restore go once none of its tasks runs. A
+// restore task's job is no object of the task's: deleting the task while
+// it runs would release the deployment's hold with the restore (a
+// `pg_restore --clean`) still running, start the waiting changes beside
+// it, and leave the components its hook stopped stopped. Its tasks that
+// have not started are deleted at once, so that none starts now.
+func (r *RestoreReconciler) delete(ctx context.Context, rs *v1alpha1.StyrminRestore) (reconcile.Result, error) {
+	if !controllerutil.ContainsFinalizer(rs, Finalizer) {
+		return reconcile.Result{}, nil
+	}
+	running, err := r.runningTasks(ctx, rs)
+	if err != nil {
+		return reconcile.Result{}, err
+	}
+	if len(running) > 0 {
+		w := deletionWait{ReasonDeletionWaitsForRestoreTasks,
+			fmt.Sprintf("the deletion waits for the restore tasks of %s, which run: the restore goes, and their deployments' changes start, once they have ended", strings.Join(running, ", "))}
+		return reconcile.Result{RequeueAfter: 5 * time.Second}, sayDeletionWaits(ctx, r.opts.Client, "StyrminRestore", rs, &rs.Status.Conditions, w)
+	}
+	return reconcile.Result{}, finalize(ctx, r.opts.Client, r.opts.APIReader, rs, v1alpha1.OperationRestore)
+}
+
+// runningTasks names the deployments whose tasks of restore rs run, as
+// the API server lists them (as finalize does: a task made a moment ago
+// may not be in the cache). A task that has not started is deleted
+// (deleteUnstarted).
+func (r *RestoreReconciler) runningTasks(ctx context.Context, rs *v1alpha1.StyrminRestore) ([]string, error) {
+	var tasks v1alpha1.StyrminTaskList
+	if err := r.opts.APIReader.List(ctx, &tasks, client.MatchingLabels{v1alpha1.LabelOperation: rs.Name}); err != nil {
+		return nil, fmt.Errorf("listing the tasks of StyrminRestore %s: %w", rs.Name, err)
+	}
+	var running []string
+	for i := range tasks.Items {
+		t := &tasks.Items[i]
+		if op := t.Spec.Operation; op == nil || op.Kind != v1alpha1.OperationRestore || op.Name != rs.Name || t.Status.Phase.Terminal() {
+			continue
+		}
+		started, err := deleteUnstarted(ctx, r.opts.Client, t)
+		if err != nil {
+			return nil, err
+		}
+		if started && !slices.Contains(running, t.Spec.Deployment.Name) {
+			running = append(running, t.Spec.Deployment.Name)
+		}
+	}
+	slices.Sort(running)
+	return running, nil
 }
 
 // retryDue reports whether a failed restore was asked to run again
@@ -233,13 +288,15 @@ func (r *RestoreReconciler) makeTasks(ctx context.Context, rs *v1alpha1.StyrminR
 	if err != nil {
 		return err
 	}
-	tgs, err := targets(ctx, r.opts.Client, r.opts.Drivers, r.opts.Cluster, rs.Status.Environment, names(rs.Status.Deployments, only))
+	tgs, _, err := targets(ctx, r.opts.Client, r.opts.Drivers, r.opts.Cluster, rs.Status.Environment, names(rs.Status.Deployments, only))
 	if err != nil {
 		return err
 	}
-	settings, err := environment(ctx, r.opts.Settings, r.opts.Cluster, rs.Status.Environment)
-	var refused *RefusedError
-	if err != nil && !errors.As(err, &refused) {
+	// An environment git no longer declares, or without a location, has
+	// no Secret to give the job; one whose settings cannot be read is
+	// refused (a job without the Secret they name would fail).
+	settings, _, err := settingsOf(ctx, r.opts.Settings, r.opts.Cluster, rs.Status.Environment)
+	if err != nil {
 		return err
 	}
 	for _, tg := range tgs {
@@ -311,6 +368,12 @@ func (r *RestoreReconciler) check(ctx context.Context, rs *v1alpha1.StyrminResto
 	if !b.DeletionTimestamp.IsZero() {
 		return nil, env, &RefusedError{Environment: envName, Msg: fmt.Sprintf("spec.backup: StyrminBackup %s is being deleted, with its artefacts", b.Name)}
 	}
+	// Read before the start, not only as the tasks are made: settings git
+	// cannot give would leave the restore Running with no task, and its
+	// backup undeletable.
+	if _, _, err := settingsOf(ctx, r.opts.Settings, cluster, env); err != nil {
+		return nil, env, err
+	}
 	byName := map[string]v1alpha1.OperationDeployment{}
 	for _, d := range b.Status.Deployments {
 		byName[d.Name] = d
@@ -331,7 +394,7 @@ func (r *RestoreReconciler) check(ctx context.Context, rs *v1alpha1.StyrminResto
 			return nil, env, &RefusedError{Environment: envName, Deployment: n, Msg: fmt.Sprintf("its backup in %s did not succeed (%s): there is nothing to restore", b.Name, orNone(string(d.Phase)))}
 		}
 	}
-	tgs, err := targets(ctx, r.opts.Client, r.opts.Drivers, cluster, env, want)
+	tgs, _, err := targets(ctx, r.opts.Client, r.opts.Drivers, cluster, env, want)
 	if err != nil {
 		return nil, env, err
 	}

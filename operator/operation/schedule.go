@@ -2,19 +2,23 @@ package operation
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
 	"github.com/go-logr/logr"
 	"github.com/robfig/cron/v3"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 
 	"github.com/styrmin/styrmin/operator/api/v1alpha1"
+	"github.com/styrmin/styrmin/operator/task"
 )
 
 // Labels and annotations of scheduled backups.
@@ -30,6 +34,24 @@ const (
 // DefaultScheduleInterval is how often the scheduler looks at the
 // schedules.
 const DefaultScheduleInterval = 30 * time.Second
+
+// Retention's bounds besides an environment's backups.keep.
+const (
+	// KeepFailed is how many of a schedule's failed backups newer than
+	// its keep-th success are kept (the newest): enough to see why they
+	// fail, and no pile when none succeeds (a bad Secret).
+	KeepFailed = 3
+	// KeepBackupsFirst is how many backups that upgrades took first are
+	// kept per deployment (the newest): they belong to no schedule, and
+	// every upgrade that backs up first makes one.
+	KeepBackupsFirst = 3
+)
+
+// ReasonScheduleWaits is the reason of the Reconciling condition of a
+// scheduled backup that has not ended when its schedule's next time came:
+// no backup is made for that time until it has (then the newest time
+// missed is made up once).
+const ReasonScheduleWaits = "ScheduleWaits"
 
 // Scheduler makes the StyrminBackups that environments' schedules ask
 // for (backups: {schedule, keep} in git) and deletes the oldest beyond
@@ -82,16 +104,20 @@ func (s *Scheduler) Start(ctx context.Context) error {
 }
 
 // Tick makes the backups that are due and applies retention, for every
-// environment of the agent's cluster with a schedule or a keep.
+// environment of the agent's cluster with a schedule or a keep, and keeps
+// the backups upgrades took first bounded. An environment whose settings
+// cannot be read is left as it is, and named in the error; the others go
+// on.
 func (s *Scheduler) Tick(ctx context.Context) error {
-	all, err := s.opts.Settings.BackupSettings(ctx)
+	all, err := readSettings(ctx, s.opts.Settings)
 	if err != nil {
 		return err
 	}
 	now := s.opts.now()
 	// A backup an environment in git is cloned from stays: the clone's
 	// deployments restore it when they are created, which may be later
-	// than the next retention.
+	// than the next retention. (One whose settings cannot be read is
+	// waited for by the deletion itself: cloneWait.)
 	cloned := map[string]string{}
 	for _, e := range all {
 		if cf := e.ClonedFrom; cf != nil && cf.Backup != "" && cf.Cluster == s.opts.Cluster {
@@ -100,17 +126,23 @@ func (s *Scheduler) Tick(ctx context.Context) error {
 	}
 	var errs []error
 	for _, e := range all {
-		if e.Cluster != s.opts.Cluster || (e.Schedule == "" && e.Keep == 0) {
+		switch {
+		case e.Cluster != s.opts.Cluster:
+			continue
+		case e.Err != nil:
+			errs = append(errs, fmt.Errorf("environment %s/%s: no scheduled backup or retention until git's backup settings read: %w", e.Cluster, e.Environment, e.Err))
+			continue
+		case e.Schedule == "" && e.Keep == 0:
 			continue
 		}
 		if err := s.environment(ctx, e.Environment, e.Schedule, e.Keep, now, cloned); err != nil {
 			errs = append(errs, fmt.Errorf("environment %s/%s: %w", e.Cluster, e.Environment, err))
 		}
 	}
-	if len(errs) > 0 {
-		return errs[0]
+	if err := s.retainBackupsFirst(ctx, cloned); err != nil {
+		errs = append(errs, err)
 	}
-	return nil
+	return errors.Join(errs...)
 }
 
 func (s *Scheduler) environment(ctx context.Context, env, schedule string, keep int, now time.Time, cloned map[string]string) error {
@@ -132,7 +164,9 @@ func (s *Scheduler) environment(ctx context.Context, env, schedule string, keep 
 }
 
 // due makes the backup of the schedule's newest time at or before now,
-// if none was made for it.
+// if none was made for it and none of the schedule's backups runs: a
+// backup that outlasts its schedule's period would otherwise have one
+// more start beside it at each time. The one that runs says so.
 func (s *Scheduler) due(ctx context.Context, env, schedule string, backups []v1alpha1.StyrminBackup, now time.Time) error {
 	sched, err := cron.ParseStandard(schedule)
 	if err != nil {
@@ -156,6 +190,11 @@ func (s *Scheduler) due(ctx context.Context, env, schedule string, backups []v1a
 	if slot.IsZero() {
 		return nil
 	}
+	for i := range backups {
+		if p := &backups[i]; !p.Status.Phase.Terminal() && p.DeletionTimestamp.IsZero() {
+			return s.sayScheduleWaits(ctx, p, slot)
+		}
+	}
 	b := &v1alpha1.StyrminBackup{
 		ObjectMeta: metav1.ObjectMeta{
 			Name:        env + "-" + slot.UTC().Format("20060102-1504"),
@@ -172,16 +211,37 @@ func (s *Scheduler) due(ctx context.Context, env, schedule string, backups []v1a
 	return nil
 }
 
+// sayScheduleWaits says on p, a scheduled backup that has not ended, that
+// the schedule's time slot made no backup for it, when it does not say so
+// already. Written on p's resourceVersion: the backup's controller writes
+// its status too, and this must not undo a write the scheduler has not
+// seen (it says so again at its next look).
+func (s *Scheduler) sayScheduleWaits(ctx context.Context, p *v1alpha1.StyrminBackup, slot time.Time) error {
+	base := p.DeepCopy()
+	msg := fmt.Sprintf("the schedule's time %s made no backup: this one has not ended (%s); the schedule's next backup is made once it has", slot.UTC().Format(time.RFC3339), orNone(string(p.Status.Phase)))
+	if !apimeta.SetStatusCondition(&p.Status.Conditions, metav1.Condition{Type: v1alpha1.ConditionReconciling, Status: metav1.ConditionTrue,
+		Reason: ReasonScheduleWaits, Message: msg, ObservedGeneration: p.Generation}) {
+		return nil
+	}
+	s.log.Info("a scheduled backup has not ended: no backup for the schedule's time", "backup", p.Name, "for", slot.UTC().Format(time.RFC3339))
+	err := s.opts.Client.Status().Patch(ctx, p, client.MergeFromWithOptions(base, client.MergeFromWithOptimisticLock{}))
+	if apierrors.IsConflict(err) || apierrors.IsNotFound(err) {
+		return nil
+	}
+	return err
+}
+
 // retain deletes the scheduled backups of env beyond the keep newest that
-// succeeded (and failed ones older than those), never one that runs, that
-// a restore in progress reads or that an environment is cloned from
-// (cloned: "env/backup" to the clone).
+// succeeded, and the failed ones older than those or beyond the
+// KeepFailed newest, never one that runs, that a restore in progress
+// reads or that an environment is cloned from (cloned: "env/backup" to
+// the clone).
 func (s *Scheduler) retain(ctx context.Context, env string, backups []v1alpha1.StyrminBackup, keep int, cloned map[string]string) error {
 	inUse, err := restoring(ctx, s.opts.APIReader, s.opts.Namespace, true)
 	if err != nil {
 		return err
 	}
-	kept := 0
+	kept, failed := 0, 0
 	for i := range backups {
 		b := &backups[i]
 		if !b.Status.Phase.Terminal() || inUse[b.Name] != "" || !b.DeletionTimestamp.IsZero() {
@@ -191,7 +251,7 @@ func (s *Scheduler) retain(ctx context.Context, env string, backups []v1alpha1.S
 			if kept++; kept <= keep {
 				continue
 			}
-		} else if kept < keep {
+		} else if failed++; kept < keep && failed <= KeepFailed {
 			continue
 		}
 		if clone := cloned[env+"/"+b.Name]; clone != "" {
@@ -202,6 +262,66 @@ func (s *Scheduler) retain(ctx context.Context, env string, backups []v1alpha1.S
 			return fmt.Errorf("deleting backup %s beyond keep %d: %w", b.Name, keep, err)
 		}
 		s.log.Info("deleted a backup beyond keep", "backup", b.Name, "keep", keep)
+	}
+	return nil
+}
+
+// retainBackupsFirst deletes the backups upgrades took first (labelled
+// with their task) beyond the KeepBackupsFirst newest of each deployment
+// of the agent's cluster, never one that a restore reads or may retry
+// from, or that an environment is cloned from.
+func (s *Scheduler) retainBackupsFirst(ctx context.Context, cloned map[string]string) error {
+	var list v1alpha1.StyrminBackupList
+	if err := s.opts.Client.List(ctx, &list, client.InNamespace(s.opts.Namespace), client.MatchingLabels{v1alpha1.LabelCluster: s.opts.Cluster},
+		client.HasLabels{task.LabelTask}); err != nil {
+		return fmt.Errorf("listing the backups upgrades took first: %w", err)
+	}
+	byDeployment := map[string][]*v1alpha1.StyrminBackup{}
+	for i := range list.Items {
+		b := &list.Items[i]
+		if len(b.Spec.Deployments) != 1 {
+			continue
+		}
+		k := b.Spec.Environment + "/" + b.Spec.Deployments[0]
+		byDeployment[k] = append(byDeployment[k], b)
+	}
+	var inUse map[string]string
+	for _, k := range sortedKeys(byDeployment) {
+		backups := byDeployment[k]
+		if len(backups) <= KeepBackupsFirst {
+			continue
+		}
+		if inUse == nil {
+			var err error
+			if inUse, err = restoring(ctx, s.opts.APIReader, s.opts.Namespace, true); err != nil {
+				return err
+			}
+		}
+		// Newest first: by when it was made (the sequence its upgrade
+		// went to is in no field to sort by).
+		slices.SortFunc(backups, func(a, b *v1alpha1.StyrminBackup) int {
+			if c := b.CreationTimestamp.Compare(a.CreationTimestamp.Time); c != 0 {
+				return c
+			}
+			return strings.Compare(b.Name, a.Name)
+		})
+		kept := 0
+		for _, b := range backups {
+			if !b.Status.Phase.Terminal() || inUse[b.Name] != "" || !b.DeletionTimestamp.IsZero() {
+				continue
+			}
+			if kept++; kept <= KeepBackupsFirst {
+				continue
+			}
+			if clone := cloned[b.Spec.Environment+"/"+b.Name]; clone != "" {
+				s.log.V(1).Info("kept a backup taken before an upgrade beyond the newest: an environment is cloned from it", "backup", b.Name, "clone", clone)
+				continue
+			}
+			if err := s.opts.Client.Delete(ctx, b); err != nil && !apierrors.IsNotFound(err) {
+				return fmt.Errorf("deleting backup %s, taken before an upgrade of %s, beyond the newest %d: %w", b.Name, k, KeepBackupsFirst, err)
+			}
+			s.log.Info("deleted a backup taken before an upgrade beyond the newest", "backup", b.Name, "deployment", k, "keep", KeepBackupsFirst)
+		}
 	}
 	return nil
 }

@@ -2,6 +2,7 @@ package operation
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 
@@ -14,7 +15,9 @@ import (
 )
 
 // Settings gives the backup settings of every environment as git declares
-// them at the commit the agent synced.
+// them at the commit the agent synced, as resolver.BackupSettings reads
+// them: an environment whose files cannot be read is listed with its Err
+// (and the error joins those); with no list, none could be read.
 type Settings interface {
 	BackupSettings(ctx context.Context) ([]resolver.EnvironmentBackups, error)
 }
@@ -29,19 +32,70 @@ func (f SettingsFunc) BackupSettings(ctx context.Context) ([]resolver.Environmen
 
 var _ Settings = SettingsFunc(nil)
 
-// environment returns the settings of cluster/env, refusing an
-// environment git does not declare or one without a backup location.
-func environment(ctx context.Context, s Settings, cluster, env string) (resolver.EnvironmentBackups, error) {
+// readSettings is every environment's settings, those that cannot be read
+// with their Err; an error only when the settings as a whole could not be
+// read (one no environment carries). One broken file then stops only the
+// environments it layers.
+func readSettings(ctx context.Context, s Settings) ([]resolver.EnvironmentBackups, error) {
 	all, err := s.BackupSettings(ctx)
-	if err != nil {
-		return resolver.EnvironmentBackups{}, fmt.Errorf("reading the environments' backup settings: %w", err)
+	if err != nil && !slices.ContainsFunc(all, func(e resolver.EnvironmentBackups) bool { return e.Err != nil }) {
+		return nil, fmt.Errorf("reading the environments' backup settings: %w", err)
 	}
-	i := slices.IndexFunc(all, func(e resolver.EnvironmentBackups) bool { return e.Cluster == cluster && e.Environment == env })
+	return all, nil
+}
+
+// settingsOf returns the settings of cluster/env and whether git declares
+// the environment. Settings git cannot give because a file is invalid
+// are a refusal naming the file and the field (it needs a change in
+// git); others (the repository not read yet, a sandbox that did not
+// start) are returned to be retried.
+func settingsOf(ctx context.Context, s Settings, cluster, env string) (resolver.EnvironmentBackups, bool, error) {
 	name := cluster + "/" + env
-	if i < 0 {
+	all, err := readSettings(ctx, s)
+	if err != nil {
+		return resolver.EnvironmentBackups{}, false, unreadable(name, err)
+	}
+	for _, e := range all {
+		switch {
+		case e.Cluster != cluster:
+			continue
+		case e.Environment == env:
+		case e.Environment == "" && e.Err != nil:
+			// The cluster's error, which named no environment: each one's.
+		default:
+			continue
+		}
+		if e.Err != nil {
+			return resolver.EnvironmentBackups{}, false, unreadable(name, e.Err)
+		}
+		return e, true, nil
+	}
+	return resolver.EnvironmentBackups{}, false, nil
+}
+
+// unreadable classifies why the settings of environment name cannot be
+// read: a file git holds is invalid (refused: Stalled, naming it), or
+// anything else (retried).
+func unreadable(name string, err error) error {
+	var ce *resolver.ConfigError
+	if errors.As(err, &ce) {
+		return &RefusedError{Environment: name, Msg: fmt.Sprintf("git's backup settings of the environment cannot be read: %v: fix that file", err)}
+	}
+	return fmt.Errorf("environment %s: reading its backup settings: %w", name, err)
+}
+
+// environment returns the settings of cluster/env, refusing an
+// environment git does not declare, one whose settings cannot be read,
+// or one without a backup location.
+func environment(ctx context.Context, s Settings, cluster, env string) (resolver.EnvironmentBackups, error) {
+	e, declared, err := settingsOf(ctx, s, cluster, env)
+	if err != nil {
+		return e, err
+	}
+	name := cluster + "/" + env
+	if !declared {
 		return resolver.EnvironmentBackups{}, &RefusedError{Environment: name, Msg: "git declares no such environment (clusters/" + cluster + "/environments/" + env + "/)"}
 	}
-	e := all[i]
 	if e.Location == "" {
 		return e, &RefusedError{Environment: name, Msg: "the environment has no backupLocation (expected backupLocation: \"s3://BUCKET/PREFIX\" or \"pvc://CLAIM/PATH\" in its environment.cue, or a default in cluster.cue)"}
 	}

@@ -5,6 +5,7 @@ import (
 	"strings"
 	"testing"
 
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
@@ -378,5 +379,48 @@ func reconcileTimes(ctx context.Context, t *testing.T, cl client.Client, r recon
 	}
 	if err := cl.Get(ctx, client.ObjectKeyFromObject(obj), obj); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestABackupOfTheWholeEnvironmentSkipsADeploymentBeingDeleted pins what
+// a deployment being deleted does to its environment's backup: it is
+// skipped, saying why, and the others are backed up. Its tombstone (held
+// while its uninstall runs or retries) refused the whole backup, so the
+// nightly backup failed for every deployment of the environment.
+func TestABackupOfTheWholeEnvironmentSkipsADeploymentBeingDeleted(t *testing.T) {
+	ctx, cl, _, opts := restoring(t)
+	opts.Settings = operation.SettingsFunc(func(context.Context) ([]resolver.EnvironmentBackups, error) {
+		return []resolver.EnvironmentBackups{{Cluster: "local", Environment: "data", Location: "pvc://backups/data"}}, nil
+	})
+	if err := cl.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "data-web"}}); err != nil {
+		t.Fatal(err)
+	}
+	web := v1alpha1.DeploymentID{Cluster: "local", Environment: "data", Name: "web"}
+	if err := cl.Create(ctx, &v1alpha1.StyrminDeployment{ObjectMeta: metav1.ObjectMeta{Namespace: "data-web", Name: "web", Labels: web.Labels()},
+		Spec: v1alpha1.StyrminDeploymentSpec{Kind: v1alpha1.KindTombstone, Deployment: web, Sequence: 5, Digest: "sha256:" + strings.Repeat("cd", 32)}}); err != nil {
+		t.Fatal(err)
+	}
+	backups, err := operation.NewBackupReconciler(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := &v1alpha1.StyrminBackup{ObjectMeta: metav1.ObjectMeta{Namespace: "styrmin-system", Name: "nightly"}, Spec: v1alpha1.StyrminBackupSpec{Environment: "data"}}
+	if err := cl.Create(ctx, b); err != nil {
+		t.Fatal(err)
+	}
+	reconcileAndRead(ctx, t, cl, backups, b)
+	if b.Status.Phase != v1alpha1.OperationRunning || len(b.Status.Deployments) != 1 || b.Status.Deployments[0].Name != "hub" {
+		t.Fatalf("a backup of data while web is being deleted: %s %q, deployments %+v; want it running for hub", b.Status.Phase, b.Status.Message, b.Status.Deployments)
+	}
+	if len(b.Status.Skipped) != 1 || !strings.HasPrefix(b.Status.Skipped[0], "web: ") || !strings.Contains(b.Status.Skipped[0], "being deleted") {
+		t.Fatalf("the backup's skipped: %q, want web, saying it is being deleted", b.Status.Skipped)
+	}
+	var hubTask v1alpha1.StyrminTask
+	if err := cl.Get(ctx, client.ObjectKey{Namespace: "data-hub", Name: b.Status.Deployments[0].Task}, &hubTask); err != nil {
+		t.Fatalf("hub's backup task: %v", err)
+	}
+	var webTasks v1alpha1.StyrminTaskList
+	if err := cl.List(ctx, &webTasks, client.InNamespace("data-web")); err != nil || len(webTasks.Items) != 0 {
+		t.Fatalf("web's tasks: %d (%v), want none", len(webTasks.Items), err)
 	}
 }
