@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"io"
@@ -8,35 +9,113 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
+	"time"
 
 	"github.com/spf13/cobra"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/styrmin/styrmin/gitsource"
 	"github.com/styrmin/styrmin/internal/atomicfile"
+	"github.com/styrmin/styrmin/operator/api/v1alpha1"
 	"github.com/styrmin/styrmin/operator/operation"
 	"github.com/styrmin/styrmin/resolver"
 )
 
-// latestBackupFunc finds the ID of the newest backup of an environment:
-// only the cluster knows which backups exist, so the command is given
-// the lookup rather than doing it.
-type latestBackupFunc func(ctx context.Context, cluster, env string) (id string, err error)
+// backupRecordFunc reads the StyrminBackup id ("latest": the newest of
+// the whole environment env of cluster that succeeded): only the cluster
+// knows which backups exist and what each holds, so the command is given
+// the lookup rather than doing it. Its errors name --from-backup.
+type backupRecordFunc func(ctx context.Context, cluster, env, id string) (*v1alpha1.StyrminBackup, error)
 
-// clusterLatestBackup is the lookup of the real command: the newest
-// StyrminBackup of the environment that succeeded, in the agent's
+// clusterBackupRecord is the lookup of the real command, in the agent's
 // namespace of the cluster kubectl's flags name.
-func clusterLatestBackup(k *kubeOptions) latestBackupFunc {
-	return func(ctx context.Context, cluster, env string) (string, error) {
+func clusterBackupRecord(k *kubeOptions) backupRecordFunc {
+	return func(ctx context.Context, cluster, env, id string) (*v1alpha1.StyrminBackup, error) {
 		c, err := k.client()
 		if err != nil {
-			return "", fmt.Errorf("--from-backup latest asks the cluster: %w", err)
+			return nil, fmt.Errorf("--from-backup %s asks the cluster: %w", id, err)
 		}
-		b, err := operation.LatestBackup(ctx, c, k.namespace, cluster, env)
-		if err != nil {
-			return "", fmt.Errorf("--from-backup latest: %w", err)
+		if id == resolver.LatestBackup {
+			b, err := operation.LatestBackup(ctx, c, k.namespace, cluster, env)
+			if err != nil {
+				return nil, fmt.Errorf("--from-backup latest: %w", err)
+			}
+			return b, nil
 		}
-		return b.Name, nil
+		var b v1alpha1.StyrminBackup
+		if err := c.Get(ctx, client.ObjectKey{Namespace: k.namespace, Name: id}, &b); err != nil {
+			return nil, fmt.Errorf("--from-backup %s: reading StyrminBackup %s/%s: %w", id, k.namespace, id, err)
+		}
+		return &b, nil
 	}
+}
+
+// recordTimeout bounds the read of an explicit backup's record: the
+// clone can do without it (the agent checks each create against the
+// record), so a cluster that does not answer delays the clone only this
+// long.
+const recordTimeout = 10 * time.Second
+
+// cloneBackup completes req's backup from its record: the ID "latest"
+// names, and what each deployment's part came to (req.BackupHolds). A
+// record is needed for "latest"; for an ID one not read, or of another
+// environment (the cluster kubectl's flags name may not be the source's),
+// leaves BackupHolds unknown, and the note returned says so.
+func cloneBackup(ctx context.Context, record backupRecordFunc, req *resolver.CloneRequest) (note string, err error) {
+	id := req.FromBackup
+	if id == resolver.LatestBackup {
+		b, err := record(ctx, req.Cluster, req.Source, id)
+		if err != nil {
+			return "", err
+		}
+		req.FromBackup, req.BackupHolds = b.Name, backupHolds(b)
+		return "", nil
+	}
+	rctx, cancel := context.WithTimeout(ctx, recordTimeout)
+	defer cancel()
+	type read struct {
+		b   *v1alpha1.StyrminBackup
+		err error
+	}
+	// The client's discovery of the API does not heed the context: the
+	// read is given up rather than waited for.
+	rc := make(chan read, 1)
+	go func() {
+		b, err := record(rctx, req.Cluster, req.Source, id)
+		rc <- read{b, err}
+	}()
+	var r read
+	select {
+	case r = <-rc:
+	case <-rctx.Done():
+		r.err = fmt.Errorf("--from-backup %s: the cluster did not answer within %s", id, recordTimeout)
+	}
+	b := r.b
+	unknown := "every deployment is listed to restore it, and each create checks its part where the agent holds the record"
+	switch {
+	case ctx.Err() != nil:
+		return "", ctx.Err()
+	case r.err != nil:
+		return fmt.Sprintf("note: %v; %s", r.err, unknown), nil
+	case b.Spec.Environment != req.Source || (b.Spec.Cluster != "" && b.Spec.Cluster != req.Cluster):
+		return fmt.Sprintf("note: StyrminBackup %s of this cluster is a backup of %s/%s, not of %s/%s; %s",
+			id, cmp.Or(b.Spec.Cluster, "(the agent's cluster)"), b.Spec.Environment, req.Cluster, req.Source, unknown), nil
+	case !b.Status.Phase.Terminal():
+		return "", fmt.Errorf("--from-backup %s: the backup has not finished (%s): clone from it once it has (styrminctl backup list %s/%s)",
+			id, cmp.Or(string(b.Status.Phase), "not started"), req.Cluster, req.Source)
+	}
+	req.BackupHolds = backupHolds(b)
+	return "", nil
+}
+
+// backupHolds is what backup b's record says of each deployment's part:
+// true when it succeeded (resolver.CloneRequest.BackupHolds).
+func backupHolds(b *v1alpha1.StyrminBackup) map[string]bool {
+	holds := make(map[string]bool, len(b.Status.Deployments))
+	for _, p := range b.Status.Deployments {
+		holds[p.Name] = p.Phase == v1alpha1.OperationSucceeded
+	}
+	return holds
 }
 
 // envAttempts bounds the compare-and-swap attempts of env … --commit.
@@ -65,7 +144,7 @@ func newEnvCmd(g *globalOptions, load restConfigFunc, stdout io.Writer) *cobra.C
 	}
 	co := &envCloneOptions{}
 	kube := newKubeOptions(load)
-	latestBackup := clusterLatestBackup(kube)
+	backupRecord := clusterBackupRecord(kube)
 	clone := &cobra.Command{
 		Use:         "clone CLUSTER/SRC DST",
 		Annotations: map[string]string{readsRepo: "true"},
@@ -77,12 +156,18 @@ func newEnvCmd(g *globalOptions, load restConfigFunc, stdout io.Writer) *cobra.C
 deployment files byte for byte, the environment file with namespacePrefix set (default
 DST; no deployment of the target cluster may already have one of the new namespaces),
 backupLocation derived for DST (same bucket or claim, DST in place of SRC as the last
-path element, or appended), backups.schedule and keep left out (a clone takes no
-scheduled backups), and clonedFrom recording the source and the commit copied (the
-working tree's configuration must be committed). With --from-backup the clone's
-deployments restore that backup of SRC in their setup hook (SRC needs an s3://
-backupLocation; "latest" asks the cluster for the newest). The cloned deployments
-connect only to each other. Nothing is written when a check fails.`,
+path element, or appended; into another cluster, that cluster in place of SRC's in the
+element before; a location an environment uses already is not taken: the last element
+is then <cluster>-DST, and when that is used too the clone is refused), backups.schedule
+and keep left out (a clone takes no scheduled backups), and clonedFrom recording the
+source and the commit copied (the working tree's configuration must be committed).
+With --from-backup the clone's deployments restore that backup of SRC in their setup
+hook (SRC needs an s3:// backupLocation; "latest" asks the cluster for the newest
+backup of the whole environment that succeeded). The backup's record in the cluster
+(for an ID, read when the cluster answers) decides which restore it: a deployment
+whose part did not succeed is refused, one the backup has no part of starts empty
+(the command names them). The cloned deployments connect only to each other. Nothing
+is written when a check fails.`,
 		Args: cobra.ExactArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			cluster, src, ok := strings.Cut(args[0], "/")
@@ -90,12 +175,14 @@ connect only to each other. Nothing is written when a check fails.`,
 				return usageError{fmt.Errorf("env clone %q: expected CLUSTER/ENVIRONMENT", args[0])}
 			}
 			req := resolver.CloneRequest{Cluster: cluster, Source: src, Target: args[1], TargetCluster: co.cluster, FromBackup: co.fromBackup, NamespacePrefix: co.namespacePrefix}
-			if req.FromBackup == resolver.LatestBackup {
-				id, err := latestBackup(cmd.Context(), cluster, src)
+			if req.FromBackup != "" {
+				note, err := cloneBackup(cmd.Context(), backupRecord, &req)
 				if err != nil {
 					return fmt.Errorf("env clone %s: %w", args[0], err)
 				}
-				req.FromBackup = id
+				if note != "" {
+					fmt.Fprintln(stdout, note)
+				}
 			}
 			if co.commit {
 				return runEnvCommit(cmd.Context(), g, &co.ident, stdout, func(ctx context.Context, r *envCommitter) (resolver.EnvironmentCommit, error) {
@@ -248,6 +335,9 @@ func printClone(stdout io.Writer, p *resolver.ClonePlan) {
 	fmt.Fprintf(stdout, "wrote %s: %d deployments (%s), a clone of %s/%s at %s\n", p.Dir, len(names), strings.Join(names, ", "), p.ClonedFrom.Cluster, p.ClonedFrom.Environment, p.ClonedFrom.Commit)
 	if p.ClonedFrom.Backup != "" {
 		fmt.Fprintf(stdout, "its deployments restore backup %s from %s when they are set up\n", p.ClonedFrom.Backup, p.ClonedFrom.Location)
+	}
+	if len(p.NotInBackup) > 0 {
+		fmt.Fprintf(stdout, "not in backup %s, so set up empty: %s\n", p.ClonedFrom.Backup, strings.Join(p.NotInBackup, ", "))
 	}
 	if p.BackupLocation != "" {
 		fmt.Fprintf(stdout, "its backups go to %s\n", p.BackupLocation)

@@ -21,7 +21,8 @@ type head struct {
 	commit string
 	// edited reports a working tree whose configuration differs from HEAD.
 	edited bool
-	// used are the sequences HEAD's history used (nil outside git).
+	// used are the sequences the history of HEAD (for the working tree)
+	// or of the revision used (nil outside git).
 	used resolver.UsedSequences
 	// unlocked counts the configuration commits since the locks last
 	// changed (working tree only; 0 outside git).
@@ -52,7 +53,24 @@ func loadHead(dir, rev string, repo *gitsource.Repo) (head, error) {
 	if err != nil {
 		return head{}, err
 	}
-	return head{fsys: fsys, name: r.Name, commit: r.Commit.String()}, nil
+	// The revision's own history numbers its changes, as HEAD's does the
+	// working tree's: a lockfile behind a sequence it used (a revert) is
+	// locked again, so plan --head agrees with lock and plan.
+	used, err := usedSequences(repo, r.Commit, sub)
+	if err != nil {
+		return head{}, err
+	}
+	return head{fsys: fsys, name: r.Name, commit: r.Commit.String(), used: used}, nil
+}
+
+// usedSequences are the sequences the history of commit used, for the
+// folder sub of repo.
+func usedSequences(repo *gitsource.Repo, commit gitsource.Hash, sub string) (resolver.UsedSequences, error) {
+	seqs, err := repo.LockedSequences(commit, sub, "locks")
+	if err != nil {
+		return nil, err
+	}
+	return resolver.UsedFromTrailers(seqs), nil
 }
 
 // workingTree completes h, the working tree at the folder sub of repo:
@@ -71,11 +89,9 @@ func workingTree(h head, repo *gitsource.Repo, sub string) (head, error) {
 	} else {
 		h.edited = true
 	}
-	seqs, err := repo.LockedSequences(c, sub, "locks")
-	if err != nil {
+	if h.used, err = usedSequences(repo, c, sub); err != nil {
 		return head{}, err
 	}
-	h.used = resolver.UsedFromTrailers(seqs)
 	if un, err := repo.UnlockedChanges(c, sub, "locks", resolver.DefaultMaxUnlocked); err == nil && !un.Base.IsZero() {
 		h.unlocked = len(un.Commits)
 	}

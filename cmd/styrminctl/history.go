@@ -25,8 +25,11 @@ func newHistoryCmd(g *globalOptions, load restConfigFunc, stdout io.Writer) *cob
 		Short: "Show a deployment's instance timeline: sequence, commit, workflow, result",
 		Long: "Show every instance of a deployment the agent of a cluster took on, oldest\n" +
 			"first: its sequence, the lock commit, the workflow that applied it and how that\n" +
-			"task ended. A bare NAME must name one deployment of the cluster (of the namespace\n" +
-			"-n names, when given). -o name prints each instance's task as NAMESPACE/TASK.\n\n" +
+			"task ended; the active one is marked. The backups and restores the deployment ran\n" +
+			"follow, apart: they make no instance (each ran on the instance active after the\n" +
+			"sequence it names). A bare NAME must name one deployment of the cluster (of the\n" +
+			"namespace -n names, when given). -o name prints each instance's task as\n" +
+			"NAMESPACE/TASK.\n\n" +
 			"With --from-git, the whole timeline comes from the git history of --repo instead: every\n" +
 			"lock commit of the deployment reachable from HEAD (the cluster keeps only the newest\n" +
 			"tasks), with its author, date, the configuration commit it locked and the workflow\n" +
@@ -68,10 +71,29 @@ type historyEntry struct {
 	Message      string `json:"message,omitempty"`
 }
 
+// historyOperation is a backup or a restore a task of the deployment
+// ran: no instance of its own, run on the one active after the change of
+// sequence After.
+type historyOperation struct {
+	After    int64  `json:"afterSequence"`
+	Kind     string `json:"kind"`
+	Name     string `json:"name"`
+	BackupID string `json:"backupID"`
+	Attempt  int32  `json:"attempt,omitempty"`
+	Result   string `json:"result"`
+	Task     string `json:"task"`
+	Finished string `json:"finishedAt,omitempty"`
+	Message  string `json:"message,omitempty"`
+}
+
 type history struct {
 	Deployment string         `json:"deployment"`
 	Namespace  string         `json:"namespace"`
 	Entries    []historyEntry `json:"entries"`
+	// Operations are apart from Entries: a backup's task carries the
+	// sequence of the change before it, and shown as an instance it was
+	// a second row of that sequence, marked active too.
+	Operations []historyOperation `json:"operations,omitempty"`
 }
 
 func runHistory(ctx context.Context, c client.Reader, w io.Writer, output, namespace, name string) error {
@@ -96,6 +118,14 @@ func runHistory(ctx context.Context, c client.Reader, w io.Writer, output, names
 	for i := range tasks {
 		t := &tasks[i]
 		s := summarizeTask(t)
+		h.Namespace = t.Namespace
+		if op := t.Spec.Operation; op != nil {
+			h.Operations = append(h.Operations, historyOperation{
+				After: t.Spec.ToSequence, Kind: s.Workflow, Name: op.Name, BackupID: op.BackupID, Attempt: op.Attempt,
+				Result: s.Phase, Task: t.Name, Finished: s.Finished, Message: s.Message,
+			})
+			continue
+		}
 		e := historyEntry{
 			Sequence: t.Spec.ToSequence, Commit: t.Spec.Lock.Commit, Workflow: s.Workflow,
 			Result: s.Phase, Task: t.Name, Finished: s.Finished, Message: s.Message,
@@ -116,7 +146,6 @@ func runHistory(ctx context.Context, c client.Reader, w io.Writer, output, names
 		if e.Kind == "" {
 			e.Kind = v1alpha1.KindInstance
 		}
-		h.Namespace = t.Namespace
 		h.Entries = append(h.Entries, e)
 	}
 	switch output {
@@ -125,12 +154,19 @@ func runHistory(ctx context.Context, c client.Reader, w io.Writer, output, names
 	case outName:
 		return historyTable(h).print(w, output)
 	}
-	if len(h.Entries) == 0 {
+	if len(h.Entries) == 0 && len(h.Operations) == 0 {
 		_, err := fmt.Fprintf(w, "%s: no instances in this cluster\n", h.Deployment)
 		return err
 	}
 	fmt.Fprintf(w, "%s (namespace %s)\n\n", h.Deployment, h.Namespace)
-	return historyTable(h).print(w, output)
+	if err := historyTable(h).print(w, output); err != nil {
+		return err
+	}
+	if len(h.Operations) == 0 {
+		return nil
+	}
+	fmt.Fprintln(w, "\nBackups and restores (no instance of their own; each ran after the sequence it names):")
+	return operationsTable(h).print(w, output)
 }
 
 // historyTable is a deployment's instances; rows are keyed by task.
@@ -139,6 +175,7 @@ func historyTable(h history) table {
 		header: []string{"SEQUENCE", "COMMIT", "WORKFLOW", "DRIVER", "APP", "RESULT", "FINISHED", ""},
 		wide:   []string{"SOURCE COMMIT", "TASK", "MESSAGE"},
 		wideAt: 7,
+		empty:  "no instances in this cluster (it keeps only the newest tasks; --from-git reads every one)",
 	}
 	for _, e := range h.Entries {
 		mark := ""
@@ -154,6 +191,28 @@ func historyTable(h history) table {
 			key: key, name: key, data: e,
 			cells: []string{fmt.Sprint(e.Sequence), shortCommit(e.Commit), e.Workflow, driver, e.AppVersion, e.Result, e.Finished, mark},
 			wide:  []string{shortCommit(e.SourceCommit), e.Task, firstLine(e.Message)},
+		})
+	}
+	return t
+}
+
+// operationsTable is the backups and restores of a deployment, in the
+// order they ran.
+func operationsTable(h history) table {
+	t := table{
+		header: []string{"AFTER", "OPERATION", "NAME", "BACKUP", "RESULT", "FINISHED"},
+		wide:   []string{"TASK", "MESSAGE"},
+	}
+	for _, o := range h.Operations {
+		name := o.Name
+		if o.Attempt > 1 {
+			name = fmt.Sprintf("%s (attempt %d)", o.Name, o.Attempt)
+		}
+		key := h.Namespace + "/" + o.Task
+		t.rows = append(t.rows, row{
+			key: key, name: key, data: o,
+			cells: []string{fmt.Sprint(o.After), o.Kind, name, o.BackupID, o.Result, o.Finished},
+			wide:  []string{o.Task, firstLine(o.Message)},
 		})
 	}
 	return t

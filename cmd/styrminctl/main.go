@@ -9,8 +9,10 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"os/signal"
 	"runtime/debug"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -32,14 +34,33 @@ func main() {
 	if os.Getenv("GOGC") == "" {
 		debug.SetGCPercent(400)
 	}
-	os.Exit(execute(context.Background(), newRootCmd(os.Stdout, os.Stderr), os.Stderr))
+	ctx, stop := interruptible()
+	code := execute(ctx, newRootCmd(os.Stdout, os.Stderr), os.Stderr)
+	stop()
+	os.Exit(code)
+}
+
+// interruptible is the context commands run in: SIGINT (Ctrl-C) or
+// SIGTERM cancels it, so a watch or the UI ends as asked (exit 0) and a
+// command stops where it checks the context rather than anywhere. A lock
+// commit does not check it between moving the branch and updating the
+// checked-out lockfiles (gitsource's CommitLocks), so that step finishes.
+// The first signal restores the default action: a second one kills the
+// process, for a command that does not stop.
+func interruptible() (context.Context, context.CancelFunc) {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	go func() {
+		<-ctx.Done()
+		stop()
+	}()
+	return ctx, stop
 }
 
 // execute runs the command tree and returns the exit code. An error is
 // printed on stderr, a usage mistake (an unknown flag or command, a wrong
 // number of arguments) with a hint naming the command's --help; both exit
 // 1, never 2, which plan --detailed-exitcode and lock --check use for
-// "changes".
+// "changes"; an error after ctx was interrupted exits 130.
 func execute(ctx context.Context, root *cobra.Command, stderr io.Writer) int {
 	cmd, err := root.ExecuteContextC(ctx)
 	if err == nil {
@@ -50,6 +71,12 @@ func execute(ctx context.Context, root *cobra.Command, stderr io.Writer) int {
 		return ec.ExitCode()
 	}
 	fmt.Fprintln(stderr, "error:", err)
+	if ctx.Err() != nil {
+		// Stopped by a signal before it finished: 130, as a shell reports
+		// a command Ctrl-C ended.
+		fmt.Fprintf(stderr, "interrupted (%v)\n", context.Cause(ctx))
+		return 130
+	}
 	var ue usageError
 	if errors.As(err, &ue) || strings.HasPrefix(err.Error(), "unknown command") {
 		fmt.Fprintf(stderr, "Run '%s --help' for usage.\n", cmd.CommandPath())

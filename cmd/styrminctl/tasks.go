@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"io"
@@ -125,7 +126,7 @@ func newTasksGetCmd(load restConfigFunc, stdout io.Writer) *cobra.Command {
 }
 
 // listTasks lists tasks (of one namespace and/or deployment), sorted by
-// deployment and sequence.
+// deployment and then as the agent runs them (compareTasks).
 func listTasks(ctx context.Context, c client.Reader, namespace string, did *v1alpha1.DeploymentID) ([]v1alpha1.StyrminTask, error) {
 	var opts []client.ListOption
 	if namespace != "" {
@@ -138,19 +139,34 @@ func listTasks(ctx context.Context, c client.Reader, namespace string, did *v1al
 	if err := c.List(ctx, &list, opts...); err != nil {
 		return nil, fmt.Errorf("listing StyrminTasks: %w", err)
 	}
-	slices.SortFunc(list.Items, func(a, b v1alpha1.StyrminTask) int {
-		if c := strings.Compare(a.Spec.Deployment.String(), b.Spec.Deployment.String()); c != 0 {
-			return c
-		}
-		switch {
-		case a.Spec.ToSequence < b.Spec.ToSequence:
-			return -1
-		case a.Spec.ToSequence > b.Spec.ToSequence:
+	slices.SortFunc(list.Items, func(a, b v1alpha1.StyrminTask) int { return compareTasks(&a, &b) })
+	return list.Items, nil
+}
+
+// compareTasks orders tasks by deployment, then as the agent runs them
+// (operator/task's runsBefore): by sequence; at one sequence the change
+// first, then the operations (backups, restores) ordered after it, in the
+// order they were made. An operation task carries the sequence of the
+// change before it, so sequence alone left ties that the API server's
+// list order broke differently each time; the names end every tie.
+func compareTasks(a, b *v1alpha1.StyrminTask) int {
+	if c := strings.Compare(a.Spec.Deployment.String(), b.Spec.Deployment.String()); c != 0 {
+		return c
+	}
+	if c := cmp.Compare(a.Spec.ToSequence, b.Spec.ToSequence); c != 0 {
+		return c
+	}
+	if ao, bo := a.Spec.Operation != nil, b.Spec.Operation != nil; ao != bo {
+		if ao {
 			return 1
 		}
-		return 0
-	})
-	return list.Items, nil
+		return -1
+	}
+	return cmp.Or(
+		a.CreationTimestamp.Compare(b.CreationTimestamp.Time),
+		strings.Compare(a.Namespace, b.Namespace),
+		strings.Compare(a.Name, b.Name),
+	)
 }
 
 // findTask finds a task by name, in one namespace or in all.
