@@ -229,16 +229,7 @@ func NewAgent(ctx context.Context, cfg *rest.Config, opts Options) (*Agent, erro
 	settings := a.backupSettings(mgr.GetClient(), repo, opts)
 	if topts.BackupSettings == nil {
 		topts.BackupSettings = func(ctx context.Context, cluster, env string) (resolver.EnvironmentBackups, error) {
-			all, err := settings(ctx)
-			if err != nil {
-				return resolver.EnvironmentBackups{}, err
-			}
-			for _, e := range all {
-				if e.Cluster == cluster && e.Environment == env {
-					return e, nil
-				}
-			}
-			return resolver.EnvironmentBackups{Cluster: cluster, Environment: env}, nil
+			return operation.EnvironmentSettings(ctx, settings, cluster, env)
 		}
 	}
 	tr, err := task.NewReconciler(topts)

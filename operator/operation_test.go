@@ -139,8 +139,20 @@ func TestBackupOfAnEnvironmentRunsEachDriversHookAsATaskAndARestoreHoldsBackItsD
 	if b := e.waitBackup(t, "unmarked"); b.Status.Phase != v1alpha1.OperationFailed || !strings.Contains(b.Status.Message, "is not labelled styrmin.io/backup-credentials=true") {
 		t.Fatalf("a backup whose Secret is not marked for backups: %s %q", b.Status.Phase, b.Status.Message)
 	}
+	// Marked, but for another environment only: data's files naming it
+	// get nothing.
 	base := unmarked.DeepCopy()
 	unmarked.Labels = map[string]string{task.LabelBackupCredentials: "true"}
+	unmarked.Annotations = map[string]string{task.AnnotationBackupEnvironments: "local/prod"}
+	if err := e.c.Patch(ctx, unmarked, client.MergeFrom(base)); err != nil {
+		t.Fatal(err)
+	}
+	e.create(t, &v1alpha1.StyrminBackup{ObjectMeta: metav1.ObjectMeta{Name: "for-prod", Namespace: ns}, Spec: v1alpha1.StyrminBackupSpec{Environment: "data"}})
+	if b := e.waitBackup(t, "for-prod"); b.Status.Phase != v1alpha1.OperationFailed || !strings.Contains(b.Status.Message, `is for environments "local/prod"`) {
+		t.Fatalf("a backup whose Secret is for another environment: %s %q", b.Status.Phase, b.Status.Message)
+	}
+	base = unmarked.DeepCopy()
+	unmarked.Annotations = map[string]string{task.AnnotationBackupEnvironments: "local/prod, local/data"}
 	if err := e.c.Patch(ctx, unmarked, client.MergeFrom(base)); err != nil {
 		t.Fatal(err)
 	}

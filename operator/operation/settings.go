@@ -73,6 +73,22 @@ func settingsOf(ctx context.Context, s Settings, cluster, env string) (resolver.
 	return resolver.EnvironmentBackups{}, false, nil
 }
 
+// EnvironmentSettings is the backup settings of cluster/env alone, for a
+// task's steps (a backup before an upgrade, a clone's restore): an
+// environment git does not declare has none (no location, no Secret), and
+// only a file that layers it (its cluster's or its own) is its error, so
+// one environment's broken file does not hold back another's tasks.
+func EnvironmentSettings(ctx context.Context, s Settings, cluster, env string) (resolver.EnvironmentBackups, error) {
+	e, declared, err := settingsOf(ctx, s, cluster, env)
+	if err != nil {
+		return resolver.EnvironmentBackups{}, err
+	}
+	if !declared {
+		return resolver.EnvironmentBackups{Cluster: cluster, Environment: env}, nil
+	}
+	return e, nil
+}
+
 // unreadable classifies why the settings of environment name cannot be
 // read: a file git holds is invalid (refused: Stalled, naming it), or
 // anything else (retried).
@@ -128,8 +144,8 @@ func checkCredentials(ctx context.Context, c client.Reader, namespace string, e 
 		}
 		return fmt.Errorf("environment %s: reading backups.secret %s/%s: %w", name, namespace, e.Secret, err)
 	}
-	if s.Labels[task.LabelBackupCredentials] != "true" {
-		return &RefusedError{Environment: name, Msg: fmt.Sprintf("backups.secret %s/%s is not labelled %s=true: the agent hands a Secret to drivers' jobs only when it is marked for backups", namespace, e.Secret, task.LabelBackupCredentials)}
+	if why := task.CredentialsRefusal(&s, e.Cluster, e.Environment); why != "" {
+		return &RefusedError{Environment: name, Msg: "backups.secret: " + why}
 	}
 	if loc.Scheme == "s3" {
 		for _, k := range s3Keys {
