@@ -276,10 +276,11 @@ func (r *Repo) LockedSequences(head Hash, dir, lockDir string) (map[string]int, 
 // than one instance, that sequence: lockfiles of the key at that number
 // with different digests, as two pull requests branched from one commit
 // leave once both are merged (each locked the next number for a change of
-// its own, and the merge kept one of the lockfiles). The agent ran the
-// one merged first and refuses the other at the same number ("does not
-// follow"), so a lockfile at a reused number is no instance the cluster
-// can be brought to: the lock writes it again, past that number.
+// its own, and the merge kept one of the lockfiles), or a lockfile edited
+// by hand at its number. The agent ran the one it met first and refuses
+// the other at the same number ("does not follow"), so a lockfile at a
+// reused number is no instance the cluster can be brought to: the lock
+// writes it again, past that number.
 //
 // It shares LockedSequences' walk and kept answer. The lockfiles are read
 // only for a key whose highest number more than one commit names or

@@ -39,3 +39,26 @@ func (u UsedSequences) record(id ID, seq int64) {
 		u[id] = seq
 	}
 }
+
+// ReusedSequences holds, per deployment, the highest sequence the branch's
+// history used for more than one instance (from
+// gitsource.Repo.ReusedSequences): two pull requests branched from one
+// commit each locked the next number for a change of their own, and both
+// were merged. The agent runs the instance it met first at that number and
+// refuses the other ("does not follow"), so a lockfile at that number is
+// no instance the cluster can be brought to: it is locked again past it,
+// as a lockfile behind a used sequence is.
+type ReusedSequences map[ID]int64
+
+// ReusedFromHistory turns the deployment keys gitsource.Repo.ReusedSequences
+// returns into ReusedSequences, ignoring what UsedFromTrailers ignores.
+func ReusedFromHistory(m map[string]int) ReusedSequences {
+	return ReusedSequences(UsedFromTrailers(m))
+}
+
+// Reuses reports whether lock, the lockfile of id, holds a sequence the
+// history used for another instance too.
+func (r ReusedSequences) Reuses(id ID, lock *Instance) bool {
+	s, ok := r[id]
+	return ok && lock != nil && lock.Sequence == s
+}
