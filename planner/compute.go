@@ -69,6 +69,10 @@ type Input struct {
 	// lockfiles only): a lock numbers after them, and locks a lockfile
 	// behind one of them (a revert) again.
 	Used resolver.UsedSequences
+	// Reused are the sequences the head's history used for two instances
+	// (two merged pull requests locked one): a lock locks a lockfile at
+	// one again.
+	Reused resolver.ReusedSequences
 }
 
 // headSequences are the sequences of the head's own lockfiles of the
@@ -197,7 +201,7 @@ func Compute(in Input, opts Options) (*Plan, error) {
 	if in.Used != nil && in.HeadFS != nil {
 		headSeqs = headSequences(in.Base, in.Used, in.HeadFS)
 	}
-	changes, err := resolver.NextInstancesAfter(in.Head, in.Base, in.Used, headSeqs)
+	changes, err := resolver.NextInstancesAfter(in.Head, in.Base, in.Used, in.Reused, headSeqs)
 	if err != nil {
 		return nil, err
 	}

@@ -27,6 +27,8 @@ type Trees struct {
 	HeadCommit string
 	// Used are the sequences the head's history used (Input.Used).
 	Used resolver.UsedSequences
+	// Reused are those it used for two instances (Input.Reused).
+	Reused resolver.ReusedSequences
 }
 
 // ErrRemoteDrivers is returned (wrapped) by ComputeTrees when the head
@@ -118,6 +120,7 @@ func ComputeTrees(t Trees, opts Options) (*Plan, error) {
 		BaseName: t.BaseName,
 		HeadName: t.HeadName,
 		Used:     t.Used,
+		Reused:   t.Reused,
 	}, opts)
 }
 

@@ -404,8 +404,9 @@ func planOne(in Input, opts Options, c resolver.LockChange) (*Deployment, error)
 		next = nil
 	}
 	w := SelectWorkflow(prev, next)
-	if w == "" && prev != nil && next != nil && prev.Sequence < in.Used[c.ID] && c.Next.Sequence > in.Used[c.ID] {
-		// The lockfile is behind a sequence the branch used (a revert):
+	if w == "" && prev != nil && next != nil && (prev.Sequence < in.Used[c.ID] && c.Next.Sequence > in.Used[c.ID] || in.Reused.Reuses(c.ID, c.Previous)) {
+		// The lockfile is behind a sequence the branch used (a revert), or
+		// at one it used for another instance too (two merged locks):
 		// the same content locked again is a change for the cluster, which
 		// runs that later instance, as the lock and the agent see it.
 		w = WorkflowUpdate

@@ -104,6 +104,11 @@ func CommitLocksWith(ctx context.Context, w gitsource.Writer, opts WorkspaceOpti
 				return nil, err
 			}
 			o.Used = UsedFromTrailers(seqs)
+			reused, err := co.History.ReusedSequences(head, dirOf(co.Dir), lockDir)
+			if err != nil {
+				return nil, err
+			}
+			o.Reused = ReusedFromHistory(reused)
 		}
 		for id, seq := range co.Used {
 			if o.Used == nil {

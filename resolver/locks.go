@@ -191,14 +191,15 @@ func (c LockChange) Trailer() string { return fmt.Sprintf("%s=%d", c.ID, c.Next.
 // PlanLocks compares resolved instances with the current locks and returns
 // the lockfiles to write, sorted by deployment: NextInstances, encoded.
 func PlanLocks(res *Result, current map[ID]*Instance) ([]LockChange, error) {
-	return planLocks(res, current, nil, nil)
+	return planLocks(res, current, nil, nil, nil)
 }
 
-// planLocks is PlanLocks numbering after the sequences used; head are
-// the sequences of the branch head's lockfiles when current are another
-// commit's (a step of a chain), nil when they are the head's.
-func planLocks(res *Result, current map[ID]*Instance, used UsedSequences, head map[ID]int64) ([]LockChange, error) {
-	changes, err := nextInstances(res, current, used, head)
+// planLocks is PlanLocks numbering after the sequences used (reused: those
+// used for two instances); head are the sequences of the branch head's
+// lockfiles when current are another commit's (a step of a chain), nil
+// when they are the head's.
+func planLocks(res *Result, current map[ID]*Instance, used UsedSequences, reused ReusedSequences, head map[ID]int64) ([]LockChange, error) {
+	changes, err := nextInstances(res, current, used, reused, head)
 	if err != nil {
 		return nil, err
 	}
@@ -228,25 +229,30 @@ func planLocks(res *Result, current map[ID]*Instance, used UsedSequences, head m
 // sequence. Deployments that failed to resolve are neither locked
 // nor tombstoned; deployments on hold keep their lock.
 func NextInstances(res *Result, current map[ID]*Instance) ([]LockChange, error) {
-	return nextInstances(res, current, nil, nil)
+	return nextInstances(res, current, nil, nil, nil)
 }
 
 // NextInstancesAfter is NextInstances numbering after the sequences the
 // branch's history used, as a lock does: a lockfile behind one of them (a
 // revert) is locked again past it, unless head (the sequences of the
-// branch head's own lockfiles, nil: none) is not behind. What plan shows
-// of a lock.
-func NextInstancesAfter(res *Result, current map[ID]*Instance, used UsedSequences, head map[ID]int64) ([]LockChange, error) {
-	return nextInstances(res, current, used, head)
+// branch head's own lockfiles, nil: none) is not behind, and so is one at
+// a sequence the history used for another instance too (reused). What
+// plan shows of a lock.
+func NextInstancesAfter(res *Result, current map[ID]*Instance, used UsedSequences, reused ReusedSequences, head map[ID]int64) ([]LockChange, error) {
+	return nextInstances(res, current, used, reused, head)
 }
 
 // nextInstances is NextInstances numbering after the sequences used (nil:
 // the current locks only); head as planLocks'.
-func nextInstances(res *Result, current map[ID]*Instance, used UsedSequences, head map[ID]int64) ([]LockChange, error) {
+func nextInstances(res *Result, current map[ID]*Instance, used UsedSequences, reused ReusedSequences, head map[ID]int64) ([]LockChange, error) {
 	// behind: a lock below a sequence used, also at the head (in a chain,
 	// a retry committed after the step's commit is the head's lock, not
-	// a revert).
+	// a revert); or at a sequence used for another instance too (two
+	// merged pull requests locked it), which the agent may have run.
 	behind := func(id ID, prev *Instance) bool {
+		if reused.Reuses(id, prev) {
+			return true
+		}
 		u := used[id]
 		if prev.Sequence >= u {
 			return false

@@ -9,8 +9,10 @@ import (
 // alone while its lock holds the highest sequence used, and locked again
 // past that sequence when a higher one was used (the agent ran it and
 // never applies the older one); the same for a tombstone brought back
-// over a re-created deployment. In a step of a chain the head's lockfile
-// decides: one a retry committed after the step is no revert.
+// over a re-created deployment, and for a lock (or a tombstone) at a
+// sequence the history used for another instance too (two merged pull
+// requests locked it). In a step of a chain the head's lockfile decides:
+// one a retry committed after the step is no revert.
 func TestALockBehindAUsedSequenceIsLockedAgain(t *testing.T) {
 	web := ID{Cluster: "local", Environment: "dev", Name: "web"}
 	in := func(seq int64) *Instance {
@@ -22,17 +24,20 @@ func TestALockBehindAUsedSequenceIsLockedAgain(t *testing.T) {
 		present bool
 		current *Instance
 		used    UsedSequences
+		reused  ReusedSequences
 		head    map[ID]int64 // the head's lockfiles, for a step of a chain
 		want    int64        // the sequence locked; 0: nothing
 		tomb    bool
 	}{
-		{"unchanged, nothing used past it", true, in(2), UsedSequences{web: 2}, nil, 0, false},
-		{"unchanged, no record of used sequences (a plan)", true, in(2), nil, nil, 0, false},
-		{"reverted: a higher sequence was used", true, in(1), UsedSequences{web: 2}, nil, 3, false},
-		{"a step of a chain behind a retry committed after it (the head's lock)", true, in(1), UsedSequences{web: 2}, map[ID]int64{web: 2}, 0, false},
-		{"a step of a chain of a reverted branch", true, in(1), UsedSequences{web: 2}, map[ID]int64{web: 1}, 3, false},
-		{"a tombstone, nothing used past it", false, tomb, UsedSequences{web: 3}, nil, 0, false},
-		{"a tombstone brought back over a re-creation", false, tomb, UsedSequences{web: 4}, nil, 5, true},
+		{"unchanged, nothing used past it", true, in(2), UsedSequences{web: 2}, nil, nil, 0, false},
+		{"unchanged, no record of used sequences (a plan)", true, in(2), nil, nil, nil, 0, false},
+		{"reverted: a higher sequence was used", true, in(1), UsedSequences{web: 2}, nil, nil, 3, false},
+		{"a step of a chain behind a retry committed after it (the head's lock)", true, in(1), UsedSequences{web: 2}, nil, map[ID]int64{web: 2}, 0, false},
+		{"a step of a chain of a reverted branch", true, in(1), UsedSequences{web: 2}, nil, map[ID]int64{web: 1}, 3, false},
+		{"unchanged at a sequence used for two instances", true, in(2), UsedSequences{web: 2}, ReusedSequences{web: 2}, nil, 3, false},
+		{"a tombstone, nothing used past it", false, tomb, UsedSequences{web: 3}, nil, nil, 0, false},
+		{"a tombstone brought back over a re-creation", false, tomb, UsedSequences{web: 4}, nil, nil, 5, true},
+		{"a tombstone at a sequence used for two instances", false, tomb, UsedSequences{web: 3}, ReusedSequences{web: 3}, nil, 4, true},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			res := &Result{Present: map[ID]bool{}}
@@ -40,7 +45,7 @@ func TestALockBehindAUsedSequenceIsLockedAgain(t *testing.T) {
 				res.Present[web] = true
 				res.Resolved = []*Resolved{{Instance: in(0)}}
 			}
-			changes, err := nextInstances(res, map[ID]*Instance{web: c.current}, c.used, c.head)
+			changes, err := nextInstances(res, map[ID]*Instance{web: c.current}, c.used, c.reused, c.head)
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -39,6 +39,9 @@ type WorkspaceOptions struct {
 	// Used are the sequences the branch's history used; new sequences come
 	// after them (nil: after the lockfiles only).
 	Used UsedSequences
+	// Reused are the sequences the branch's history used for more than
+	// one instance: a lockfile at one is locked again past it.
+	Reused ReusedSequences
 	// HeadLocks are the sequences of the branch head's lockfiles when the
 	// workspace is of an older commit (a step of a lock chain; nil: its
 	// own lockfiles are the head's). A lockfile below a used sequence is
@@ -76,10 +79,11 @@ type Workspace struct {
 
 // SetSource records what the workspace's new instances come from: the
 // commit whose configuration it is ("" for none) and the sequences its
-// history used, for a caller that learns them while the workspace loads.
-// Call it before the workspace resolves or locks.
-func (w *Workspace) SetSource(commit string, used UsedSequences) {
-	w.opts.SourceCommit, w.opts.Used = commit, used
+// history used (reused: for more than one instance), for a caller that
+// learns them while the workspace loads. Call it before the workspace
+// resolves or locks.
+func (w *Workspace) SetSource(commit string, used UsedSequences, reused ReusedSequences) {
+	w.opts.SourceCommit, w.opts.Used, w.opts.Reused = commit, used, reused
 }
 
 // LoadWorkspace loads configuration, drivers (the repo's drivers/ folder
@@ -212,7 +216,7 @@ func (w *Workspace) LockAllowing(policy LockPolicy, allowDeletions int) ([]LockC
 	if err := res.Err(); err != nil && policy == LockAllOrNothing {
 		return nil, res, err
 	}
-	changes, err := planLocks(res, w.Locks, w.opts.Used, w.opts.HeadLocks)
+	changes, err := planLocks(res, w.Locks, w.opts.Used, w.opts.Reused, w.opts.HeadLocks)
 	if err != nil {
 		return nil, res, err
 	}

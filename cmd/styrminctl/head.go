@@ -24,6 +24,8 @@ type head struct {
 	// used are the sequences the history of HEAD (for the working tree)
 	// or of the revision used (nil outside git).
 	used resolver.UsedSequences
+	// reused are those of them it used for two instances.
+	reused resolver.ReusedSequences
 	// unlocked counts the configuration commits since the locks last
 	// changed (working tree only; 0 outside git).
 	unlocked int
@@ -56,21 +58,25 @@ func loadHead(dir, rev string, repo *gitsource.Repo) (head, error) {
 	// The revision's own history numbers its changes, as HEAD's does the
 	// working tree's: a lockfile behind a sequence it used (a revert) is
 	// locked again, so plan --head agrees with lock and plan.
-	used, err := usedSequences(repo, r.Commit, sub)
+	used, reused, err := usedSequences(repo, r.Commit, sub)
 	if err != nil {
 		return head{}, err
 	}
-	return head{fsys: fsys, name: r.Name, commit: r.Commit.String(), used: used}, nil
+	return head{fsys: fsys, name: r.Name, commit: r.Commit.String(), used: used, reused: reused}, nil
 }
 
 // usedSequences are the sequences the history of commit used, for the
-// folder sub of repo.
-func usedSequences(repo *gitsource.Repo, commit gitsource.Hash, sub string) (resolver.UsedSequences, error) {
+// folder sub of repo, and those it used for two instances.
+func usedSequences(repo *gitsource.Repo, commit gitsource.Hash, sub string) (resolver.UsedSequences, resolver.ReusedSequences, error) {
 	seqs, err := repo.LockedSequences(commit, sub, "locks")
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	return resolver.UsedFromTrailers(seqs), nil
+	reused, err := repo.ReusedSequences(commit, sub, "locks")
+	if err != nil {
+		return nil, nil, err
+	}
+	return resolver.UsedFromTrailers(seqs), resolver.ReusedFromHistory(reused), nil
 }
 
 // workingTree completes h, the working tree at the folder sub of repo:
@@ -89,7 +95,7 @@ func workingTree(h head, repo *gitsource.Repo, sub string) (head, error) {
 	} else {
 		h.edited = true
 	}
-	if h.used, err = usedSequences(repo, c, sub); err != nil {
+	if h.used, h.reused, err = usedSequences(repo, c, sub); err != nil {
 		return head{}, err
 	}
 	if un, err := repo.UnlockedChanges(c, sub, "locks", resolver.DefaultMaxUnlocked); err == nil && !un.Base.IsZero() {
@@ -142,6 +148,6 @@ func headWorkspace(ctx context.Context, g *globalOptions) (*resolver.Workspace, 
 	if err != nil {
 		return nil, hd.h, err
 	}
-	ws.SetSource(hd.h.commit, hd.h.used)
+	ws.SetSource(hd.h.commit, hd.h.used, hd.h.reused)
 	return ws, hd.h, nil
 }
