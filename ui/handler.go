@@ -50,6 +50,11 @@ type Repository interface {
 	Resolve(rev string) (gitsource.Hash, error)
 	// TreeAt is the desired-state folder sub at a commit.
 	TreeAt(commit gitsource.Hash, sub string) (fs.FS, error)
+	// LockedSequences and ReusedSequences are what the history of head
+	// used (gitsource.Repo's): a plan of a commit numbers as the lock
+	// of that commit would.
+	LockedSequences(head gitsource.Hash, dir, lockDir string) (map[string]int, error)
+	ReusedSequences(head gitsource.Hash, dir, lockDir string) (map[string]int, error)
 }
 
 var _ Repository = (*gitsource.Repo)(nil)

@@ -237,10 +237,22 @@ func (h *Handler) computePlan(base, head gitsource.Hash, baseName, headName stri
 	if err != nil {
 		return "", err
 	}
+	// The sequences head's history used, as styrminctl plan --head reads
+	// them: a revert of a lock is a relock at the next number, not "no
+	// changes".
+	seqs, err := h.o.Repo.LockedSequences(head, h.o.Dir, "locks")
+	if err != nil {
+		return "", err
+	}
+	reused, err := h.o.Repo.ReusedSequences(head, h.o.Dir, "locks")
+	if err != nil {
+		return "", err
+	}
 	opts := h.o.PlanOptions
 	opts.Only = only
 	opts.Progress = nil
-	p, err := h.o.Planner.ComputeTrees(planner.Trees{Base: baseFS, BaseName: baseName, Head: headFS, HeadName: headName, HeadCommit: head.String()}, opts)
+	p, err := h.o.Planner.ComputeTrees(planner.Trees{Base: baseFS, BaseName: baseName, Head: headFS, HeadName: headName, HeadCommit: head.String(),
+		Used: resolver.UsedFromTrailers(seqs), Reused: resolver.ReusedFromHistory(reused)}, opts)
 	if err != nil {
 		return "", err
 	}
