@@ -315,7 +315,9 @@ func cloneSourceOf(e *Environment) *CloneSource {
 // its restoreBackup step skipped). Without the list it carries.
 func cloneSourceFor(e *Environment, name string) *CloneSource {
 	cf := e.ClonedFrom
-	if cf == nil || (cf.Backup != "" && len(cf.Deployments) > 0 && !slices.Contains(cf.Deployments, name)) {
+	// A list given, even empty, says which restore; only a clone written
+	// before the list existed (none) restores every deployment.
+	if cf == nil || (cf.Backup != "" && cf.Deployments != nil && !slices.Contains(cf.Deployments, name)) {
 		return nil
 	}
 	c := *cf

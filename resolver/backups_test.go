@@ -190,6 +190,9 @@ func TestCloneSourceReachesTheContext(t *testing.T) {
 	}{
 		{"a clone written before the list", "", map[string]bool{"web": true, "hub": true}},
 		{"hub added after the clone", `, deployments: ["web"]`, map[string]bool{"web": true}},
+		// Every name taken out of the list (each to be created empty):
+		// none restores, not all of them as without a list.
+		{"an empty list", `, deployments: []`, map[string]bool{}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			dir := exampleCopy(t)
