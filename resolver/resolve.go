@@ -8,6 +8,7 @@ import (
 	"maps"
 	"path"
 	"runtime"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -106,6 +107,20 @@ type pending struct {
 	res       *Resolved
 	driver    *drivers.Driver
 	endpoints map[string]drivers.Endpoint
+	// rendered is set when the second pass rendered the instance (it is
+	// not its lock's); outside then holds the objects it renders outside
+	// its own namespace: those another deployment may render too.
+	rendered bool
+	outside  []drivers.Object
+}
+
+// resolveJob is one deployment of Resolve and its first pass's outcome.
+type resolveJob struct {
+	c   *Cluster
+	e   *Environment
+	d   *Deployment
+	p   *pending
+	err error
 }
 
 // Resolve turns the loaded repository into instances. The first pass
@@ -117,14 +132,7 @@ func Resolve(repo *Repository, opts Options) *Result {
 	if opts.Catalog == nil {
 		opts.Catalog = drivers.NewCatalog()
 	}
-	type job struct {
-		c   *Cluster
-		e   *Environment
-		d   *Deployment
-		p   *pending
-		err error
-	}
-	var jobs []*job
+	var jobs []*resolveJob
 	moveErrs, kept := namespaceMoveErrors(repo, opts.Locks)
 	nsErrs := namespaceErrors(repo, kept)
 	// A refused move says so, rather than that the namespace it keeps is
@@ -140,7 +148,7 @@ func Resolve(repo *Repository, opts Options) *Result {
 				if opts.Only != nil && !opts.Only[d.ID] && !connectedFromOnly(e, d, opts.Only) {
 					continue
 				}
-				jobs = append(jobs, &job{c: c, e: e, d: d})
+				jobs = append(jobs, &resolveJob{c: c, e: e, d: d})
 			}
 		}
 	}
@@ -163,8 +171,13 @@ func Resolve(repo *Repository, opts Options) *Result {
 		j.p, j.err = firstPass(j.c, j.e, j.d, opts)
 	})
 	byEnv := map[*Environment]map[string]*pending{}
+	failedByEnv := map[*Environment]map[string]error{}
 	for _, j := range jobs {
 		if j.err != nil {
+			if failedByEnv[j.e] == nil {
+				failedByEnv[j.e] = map[string]error{}
+			}
+			failedByEnv[j.e][j.d.ID.Name] = j.err
 			continue
 		}
 		if byEnv[j.e] == nil {
@@ -179,8 +192,14 @@ func Resolve(repo *Repository, opts Options) *Result {
 		if j.err != nil || (opts.Only != nil && !opts.Only[j.d.ID]) {
 			return
 		}
-		second[i] = secondPass(j.e, j.p, byEnv[j.e], opts.Locks[j.d.ID])
+		second[i] = secondPass(j.e, j.p, byEnv[j.e], failedByEnv[j.e], opts.Locks[j.d.ID])
 	})
+	// A deployment failed in the second pass fails those connecting to
+	// it, as one failed in the first does; then of the rest, two that
+	// render one object fail the later, which fails its own in turn.
+	failConnectors(jobs, second, opts.Only)
+	objectConflicts(repo, jobs, second, opts)
+	failConnectors(jobs, second, opts.Only)
 	resolveInternal(repo, opts, nsErrs, out)
 	for i, j := range jobs {
 		switch {
@@ -614,7 +633,11 @@ func flatten(err error) []error {
 	return []error{err}
 }
 
-func secondPass(e *Environment, p *pending, byName map[string]*pending, locked *Instance) error {
+// secondPass evaluates the values of p's deployment with the services of
+// the deployments it connects to (byName: those of its environment that
+// passed the first pass; failed: the errors of those that did not), and
+// renders its chart unless its instance is its lock's (locked).
+func secondPass(e *Environment, p *pending, byName map[string]*pending, failed map[string]error, locked *Instance) error {
 	d := p.res.Deployment
 	if cycle := connectsCycle(e, d); cycle != nil {
 		return d.errorAt("connects", "connects make a cycle ("+strings.Join(cycle, " → ")+"): a new deployment waits until the deployments it connects to are Ready, so one of them must not connect back", nil)
@@ -631,7 +654,7 @@ func secondPass(e *Environment, p *pending, byName map[string]*pending, locked *
 			if !hasDeployment(e, dep) {
 				return d.errorAt(field, fmt.Sprintf("no deployment %q in environment %s (it has: %s)", dep, e.Name, strings.Join(deploymentNames(e), ", ")), nil)
 			}
-			return d.errorAt(field, fmt.Sprintf("deployment %q failed to resolve", dep), nil)
+			return peerFailed(d, i, dep, failed[dep])
 		}
 		if !hasSvc {
 			services[dep] = other.endpoints
@@ -670,15 +693,263 @@ func secondPass(e *Environment, p *pending, byName map[string]*pending, locked *
 	}
 	// The policy is checked on what the agent will apply, so a chart that
 	// reaches out of its environment fails here, at lock time, and keeps
-	// its previous lock, rather than in the cluster. A chart that does
-	// not render is no policy question: the plan shows that error and the
-	// agent stalls on it, as before.
-	if m, err := p.driver.RenderForPolicy(context.Background(), *ctx, values); err == nil {
-		if err := drivers.CheckPolicy(*ctx, m, d.ID.String()); err != nil {
-			return fmt.Errorf("%s: %w", e.File, err)
+	// its previous lock, rather than in the cluster. So does a chart that
+	// does not render with this deployment's values (a Helm hook, a
+	// `fail` or `required` its parameters switch on): the agent would
+	// stall on it.
+	m, err := p.driver.RenderForPolicy(context.Background(), *ctx, values)
+	if err != nil {
+		return fmt.Errorf("%s: chart of driver %s@%s: %w", d.File, p.driver.Name, p.driver.Version, err)
+	}
+	if err := drivers.CheckPolicy(*ctx, m, d.ID.String()); err != nil {
+		return fmt.Errorf("%s: %w", e.File, err)
+	}
+	p.rendered, p.outside = true, outsideOf(m.Objects, ctx.Deployment.Namespace)
+	return nil
+}
+
+// peerFailed is the error of d, whose connects[i] names dep, when dep
+// failed to resolve with err (nil: not known): d would be resolved with
+// the services of an instance that is not locked, and locked new with
+// nothing to wait for.
+func peerFailed(d *Deployment, i int, dep string, err error) error {
+	msg := fmt.Sprintf("deployment %q failed to resolve", dep)
+	if err != nil {
+		msg += ": " + strings.ReplaceAll(err.Error(), "\n", "; ")
+	}
+	return d.errorAt(fmt.Sprintf("connects[%d]", i), msg, nil)
+}
+
+// failConnectors fails, until none is left, each deployment resolved in
+// the second pass (second[i] nil; of only, when set) that connects to a
+// deployment of its environment failed there, naming the first such
+// one of its connects. Each round decides on the failures of the rounds
+// before, so the peer named does not depend on the order of jobs.
+func failConnectors(jobs []*resolveJob, second []error, only map[ID]bool) {
+	if !slices.ContainsFunc(second, func(err error) bool { return err != nil }) {
+		return
+	}
+	index := map[*Environment]map[string]int{}
+	for i, j := range jobs {
+		if index[j.e] == nil {
+			index[j.e] = map[string]int{}
+		}
+		index[j.e][j.d.ID.Name] = i
+	}
+	for {
+		failing := map[int]error{}
+		for i, j := range jobs {
+			if j.err != nil || second[i] != nil || (only != nil && !only[j.d.ID]) {
+				continue
+			}
+			for k, ref := range j.d.Connects {
+				dep, _, _ := strings.Cut(ref, ".")
+				if o, ok := index[j.e][dep]; ok && second[o] != nil {
+					failing[i] = peerFailed(j.d, k, dep, second[o])
+					break
+				}
+			}
+		}
+		if len(failing) == 0 {
+			return
+		}
+		for i, err := range failing {
+			second[i] = err
 		}
 	}
-	return nil
+}
+
+// objectKey is a rendered object as the cluster knows it: two objects of
+// one key are one object, whichever version renders them.
+type objectKey struct {
+	cluster, group, kind, namespace, name string
+}
+
+// keyOf is o's key in cluster; a cluster-scoped kind has no namespace
+// whatever the chart wrote.
+func keyOf(cluster string, o drivers.Object) objectKey {
+	group, _, ok := strings.Cut(o.APIVersion, "/")
+	if !ok {
+		group = ""
+	}
+	ns := o.Namespace
+	if drivers.IsClusterScoped(o.Kind) {
+		ns = ""
+	}
+	return objectKey{cluster, group, o.Kind, ns, o.Name}
+}
+
+// outsideOf lists the objects not in namespace own: cluster-scoped ones
+// and those in a namespace the policy lists. Only they can be another
+// deployment's too, since no policy lists a deployment's own namespace.
+func outsideOf(objects []drivers.Object, own string) []drivers.Object {
+	var out []drivers.Object
+	for _, o := range objects {
+		if o.Namespace != own || drivers.IsClusterScoped(o.Kind) {
+			out = append(out, o)
+		}
+	}
+	return out
+}
+
+// claim is what one deployment of the cluster will run after this
+// resolution, for objectConflicts: its new instance, or the lock it
+// stands on (unchanged, failed, on hold, or not resolved).
+type claim struct {
+	id   ID
+	file string
+	// job is the index in jobs of a deployment this resolution changes;
+	// -1 for one standing on its lock.
+	job int
+	// existing is set when it has a lock that is no tombstone: its
+	// objects may be in the cluster already, as its release's.
+	existing bool
+	// outside are its objects outside its namespace; in (with drv when
+	// known) is the instance to render for them.
+	outside []drivers.Object
+	in      *Instance
+	drv     *drivers.Driver
+}
+
+// before orders the claims on one object: the deployment with a lock
+// first (the cluster may hold the object as its release's), then by id.
+func (a *claim) before(b *claim) bool {
+	if a.existing != b.existing {
+		return a.existing
+	}
+	return lessID(a.id, b.id)
+}
+
+// objectConflicts fails each deployment this resolution changes that
+// renders an object (same group, kind, namespace and name) that another
+// deployment of its cluster renders and comes before it in claim order:
+// the agent applies an object for one release only and would refuse the
+// later deployment's apply, after the merge. The others run what their
+// locks hold, so an instance they stand on is rendered for its objects,
+// only when its policy lets it out of its namespace and its cluster has a
+// changed deployment that renders outside its own; a fan-out with the
+// default policy renders nothing more.
+func objectConflicts(repo *Repository, jobs []*resolveJob, second []error, opts Options) {
+	// resolved: the job resolved, and its instance is what a lock of
+	// this resolution records (not on hold).
+	resolved := func(i int) bool {
+		j := jobs[i]
+		return j.err == nil && second[i] == nil && (opts.Only == nil || opts.Only[j.d.ID]) && j.d.Hold == ""
+	}
+	// The clusters where a changed deployment renders outside its
+	// namespace: only there can an object be two deployments'.
+	reaching := map[string]bool{}
+	for i, j := range jobs {
+		if resolved(i) && j.p.rendered && len(j.p.outside) > 0 {
+			reaching[j.c.Name] = true
+		}
+	}
+	if len(reaching) == 0 {
+		return
+	}
+	byID := map[ID]int{}
+	for i, j := range jobs {
+		if reaching[j.c.Name] {
+			byID[j.d.ID] = i
+		}
+	}
+	var claims []*claim
+	for _, c := range repo.Clusters {
+		if !reaching[c.Name] {
+			continue
+		}
+		for _, e := range c.Environments {
+			for _, d := range e.Deployments {
+				lock := opts.Locks[d.ID]
+				cl := &claim{id: d.ID, file: d.File, job: -1, existing: lock != nil && !lock.Tombstone()}
+				i, ok := byID[d.ID]
+				switch {
+				case ok && resolved(i) && jobs[i].p.rendered:
+					cl.job, cl.outside = i, jobs[i].p.outside
+				case ok && resolved(i):
+					cl.in, cl.drv = jobs[i].p.res.Instance, jobs[i].p.driver
+				case cl.existing:
+					cl.in = lock
+				default:
+					continue
+				}
+				claims = append(claims, cl)
+			}
+		}
+	}
+	var standing []*claim
+	for _, cl := range claims {
+		if cl.job < 0 && cl.in.Context != nil && policyReaches(cl.in.Context.Environment.Policy) {
+			standing = append(standing, cl)
+		}
+	}
+	parallel(len(standing), func(i int) {
+		cl := standing[i]
+		drv := cl.drv
+		if drv == nil {
+			var ok bool
+			if drv, ok = opts.Catalog.Get(cl.in.Driver.Name, cl.in.Driver.Version); !ok || drv.Digest != cl.in.Driver.Digest {
+				return // its objects are not known here
+			}
+		}
+		// A lock that no longer renders is its own deployment's error.
+		if m, err := drv.RenderForPolicy(context.Background(), *cl.in.Context, cl.in.Values); err == nil {
+			cl.outside = outsideOf(m.Objects, cl.in.Context.Deployment.Namespace)
+		}
+	})
+	owner := map[objectKey]*claim{}
+	for _, cl := range claims {
+		for _, o := range cl.outside {
+			k := keyOf(cl.id.Cluster, o)
+			if w := owner[k]; w == nil || cl.before(w) {
+				owner[k] = cl
+			}
+		}
+	}
+	for _, cl := range claims {
+		if cl.job < 0 {
+			continue
+		}
+		var first *drivers.Object
+		var other *claim
+		n := 0
+		for i, o := range cl.outside {
+			if w := owner[keyOf(cl.id.Cluster, o)]; w != cl {
+				if first == nil {
+					first, other = &cl.outside[i], w
+				}
+				n++
+			}
+		}
+		if first != nil {
+			second[cl.job] = conflictError(cl, *first, other, n-1)
+		}
+	}
+}
+
+// policyReaches reports whether p lets a chart out of its deployment's
+// namespace: it lists namespaces, or kinds (besides "*"), which may be
+// cluster-scoped ones.
+func policyReaches(p *drivers.Policy) bool {
+	return p != nil && (len(p.Namespaces) > 0 || slices.ContainsFunc(p.Kinds, func(k string) bool { return k != "*" }))
+}
+
+// conflictError is the error of the deployment of cl, which renders o
+// (and more objects besides) that other renders too.
+func conflictError(cl *claim, o drivers.Object, other *claim, more int) error {
+	what := o.Kind + " " + o.Name
+	if ns := keyOf("", o).namespace; ns != "" {
+		what = o.Kind + " " + ns + "/" + o.Name
+	}
+	if more > 0 {
+		what += fmt.Sprintf(" (and %d more objects)", more)
+	}
+	locked := ""
+	if other.existing && !cl.existing {
+		locked = ", locked already,"
+	}
+	return fmt.Errorf("%s: deployment %s renders %s, which deployment %s (%s)%s renders too: an object belongs to one release, and the agent would refuse this deployment's apply; keep one of them from rendering it (its parameters) or rename one of them",
+		cl.file, cl.id, what, other.id, other.file, locked)
 }
 
 func hasDeployment(e *Environment, name string) bool {

@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"strings"
 
 	"github.com/spf13/cobra"
 
@@ -67,8 +68,9 @@ the restore succeeds). A plan that deletes more
 deployments than the deletion threshold is refused (exit 1) unless
 --allow-deletions covers them.
 
-Exit codes: 0 success; 1 error, resolution failure or refused plan; with
---detailed-exitcode, 2 when the plan has changes.`,
+Exit codes: 0 success; 1 error, resolution failure (a chart that does not render
+with a deployment's values included), a new instance that cannot be rendered, or
+refused plan; with --detailed-exitcode, 2 when the plan has changes.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			format, err := planner.ParseFormat(f.output)
@@ -110,10 +112,31 @@ func planExit(stderr io.Writer, p *planner.Plan, detailed bool) error {
 		fmt.Fprintf(stderr, "error: %d deployment(s) failed to resolve; they are left out of the plan\n", len(p.Errors))
 		return exitError{code: 1}
 	}
+	if ids := unrendered(p); len(ids) > 0 {
+		fmt.Fprintf(stderr, "error: the new instance of %s could not be rendered (see its manifests in the plan); the agent would stall on it\n", strings.Join(ids, ", "))
+		return exitError{code: 1}
+	}
 	if detailed && p.HasChanges() {
 		return exitError{code: 2}
 	}
 	return nil
+}
+
+// unrendered lists the deployments of p whose new instance could not be
+// rendered. A locked instance that no longer renders (its driver gone from
+// the base) only leaves the diff out: the agent applies the new one. The
+// planner words that side's errors so (planner.planOne).
+func unrendered(p *planner.Plan) []string {
+	var out []string
+	for _, d := range p.Deployments {
+		e := d.Manifests.Error
+		if e == "" || d.To == nil || strings.HasPrefix(e, "rendering the locked instance: ") ||
+			(strings.HasPrefix(e, "driver ") && strings.HasSuffix(e, " of the locked instance is not available")) {
+			continue
+		}
+		out = append(out, d.ID)
+	}
+	return out
 }
 
 func renderOptions(f *planFlags, stdout io.Writer, full bool) (planner.RenderOptions, error) {
@@ -183,7 +206,7 @@ func computePlan(g *globalOptions, f *planFlags, only map[resolver.ID]bool, prog
 	}
 	p, err := planner.ComputeTrees(planner.Trees{
 		Base: baseFS, BaseName: base.Name,
-		Head: h.fsys, HeadName: h.name, HeadCommit: h.commit, Used: h.used,
+		Head: h.fsys, HeadName: h.name, HeadCommit: h.commit, Used: h.used, Reused: h.reused,
 	}, opts)
 	if p != nil {
 		p.StyrminVersion = version.Get().Short()
