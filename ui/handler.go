@@ -262,17 +262,19 @@ func allowedHosts(given []string, addr string) (map[string]bool, error) {
 	return hosts, nil
 }
 
-// allowedHost tells whether a request's Host header names the UI: a
-// loopback name or address, or an allowed host. A browser sends the name
+// allowedHost tells whether a request's Host header names the UI:
+// localhost, an IP address, or an allowed host. A browser sends the name
 // it resolved, so a page whose name was rebound to the UI's address
-// still sends its own.
+// still sends its own name: rebinding needs a name, and an address
+// (127.0.0.1, the pod's IP a load balancer's health check uses, the
+// [::] styrminctl ui prints for --listen :8090) names no one else.
 func (h *Handler) allowedHost(header string) bool {
 	host := hostOf(header)
 	if host == "localhost" || h.hosts[host] {
 		return true
 	}
-	ip, err := netip.ParseAddr(host)
-	return err == nil && ip.IsLoopback()
+	_, err := netip.ParseAddr(host)
+	return err == nil
 }
 
 // hostOf is the host of a Host header or an allowed host, without its

@@ -36,7 +36,7 @@ func getHost(h http.Handler, host, path string) *httptest.ResponseRecorder {
 
 // A web page whose name is rebound to 127.0.0.1 (DNS rebinding) makes
 // the browser send its own name as the Host: such a request is refused,
-// saying how to allow a host; loopback names and addresses, the hosts
+// saying how to allow a host; localhost, any IP address, the hosts
 // configured and a bind address's own host are served.
 func TestARequestForAHostThatIsNeitherLoopbackNorAllowedIsRefused(t *testing.T) {
 	cl := emptyCluster(t)
@@ -54,11 +54,15 @@ func TestARequestForAHostThatIsNeitherLoopbackNorAllowedIsRefused(t *testing.T) 
 		hosts []string
 		want  int
 	}{
-		{local, []string{"localhost:8090", "127.0.0.1:8090", "[::1]:8090", "localhost", "LocalHost:8090", "127.3.4.5:8090"}, http.StatusOK},
+		// An address names no one else's site (rebinding needs a name):
+		// the [::] styrminctl ui prints for --listen :8090, a pod's IP a
+		// load balancer's health check sends.
+		{local, []string{"localhost:8090", "127.0.0.1:8090", "[::1]:8090", "localhost", "LocalHost:8090", "127.3.4.5:8090",
+			"10.0.0.5:8090", "0.0.0.0:8090", "[::]:8090", "[fd00::5]:8090"}, http.StatusOK},
 		{local, []string{"attacker.example:8090", "attacker.example", "localhost.attacker.example:8090", "127.0.0.1.attacker.example:8090",
-			"styrmin.example.com", "10.0.0.5:8090", "0.0.0.0:8090", ""}, http.StatusMisdirectedRequest},
-		{behindIngress, []string{"styrmin.example.com", "Styrmin.Example.COM:443", "10.0.0.5:8090", "localhost:8090"}, http.StatusOK},
-		{behindIngress, []string{"attacker.example:8090", "ui.styrmin.example.com", "10.0.0.6:8090"}, http.StatusMisdirectedRequest},
+			"styrmin.example.com", ""}, http.StatusMisdirectedRequest},
+		{behindIngress, []string{"styrmin.example.com", "Styrmin.Example.COM:443", "10.0.0.5:8090", "10.0.0.6:8090", "localhost:8090"}, http.StatusOK},
+		{behindIngress, []string{"attacker.example:8090", "ui.styrmin.example.com"}, http.StatusMisdirectedRequest},
 	} {
 		for _, host := range tc.hosts {
 			for _, path := range []string{"/", "/static/ui.js"} {
