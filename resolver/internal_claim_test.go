@@ -108,12 +108,14 @@ func TestOnlyTheIngressControllersTheConfigurationCallsForMayClaimTheirPolicy(t 
 	}
 }
 
-// TestALockfileWhosePolicyReachesAReservedNamespaceIsRefused: the agent
-// applies what a lockfile's recorded policy allows, so a lockfile written
-// by hand (with a matching checksum) whose policy lists kube-system or the
-// agent's default namespace is refused at reading, naming the field, as
-// the resolver refuses such a policy at lock time.
-func TestALockfileWhosePolicyReachesAReservedNamespaceIsRefused(t *testing.T) {
+// TestALockfileWhosePolicyReachesAReservedNamespaceIsReadButNamed: the
+// agent applies what a lockfile's recorded policy allows, so a lockfile
+// whose policy lists kube-system or the agent's default namespace (written
+// by hand with a matching checksum, or by a resolver before it refused
+// such a policy) is refused where the agent makes tasks, naming the field
+// (ReservedPolicyNamespace); reading it is no error, so the lock that
+// replaces it still runs.
+func TestALockfileWhosePolicyReachesAReservedNamespaceIsReadButNamed(t *testing.T) {
 	res, _, err := resolveDir(t, exampleCopy(t))
 	if err != nil {
 		t.Fatal(err)
@@ -131,10 +133,17 @@ func TestALockfileWhosePolicyReachesAReservedNamespaceIsRefused(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
+		read, err := DecodeLock(in.ID.LockPath(), data)
+		if err != nil {
+			t.Fatalf("a policy listing %s: %v, want the lockfile read", ns, err)
+		}
 		want := fmt.Sprintf("field context.environment.policy.namespaces[1]: %q is reserved", ns)
-		if _, err := DecodeLock(in.ID.LockPath(), data); err == nil || !strings.Contains(err.Error(), want) {
+		if err := ReservedPolicyNamespace(in.ID.LockPath(), read); err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("a policy listing %s: %v, want %q", ns, err, want)
 		}
+	}
+	if err := ReservedPolicyNamespace(web.ID.LockPath(), web); err != nil {
+		t.Errorf("the example's policy: %v", err)
 	}
 }
 

@@ -160,6 +160,23 @@ func checksumPosition(b []byte) int {
 	return len(b)
 }
 
+// ReservedPolicyNamespace is an error naming the first namespace of in's
+// recorded policy that is reserved for the cluster or the agent (kube-*,
+// default, styrmin-system), nil when none is. The agent applies what a
+// lockfile's policy allows, so it refuses such a lockfile; reading one is
+// no error (a lock written before the resolver refused such a policy must
+// not stop the lock that replaces it).
+func ReservedPolicyNamespace(path string, in *Instance) error {
+	if c := in.Context; c != nil && c.Environment.Policy != nil {
+		for i, ns := range c.Environment.Policy.Namespaces {
+			if reserved(ns) {
+				return fmt.Errorf("%s: field context.environment.policy.namespaces[%d]: %q is reserved for the cluster or the agent (kube-*, default, styrmin-system): no deployment puts objects there; remove it from the environment's (or cluster's) policy.namespaces and lock again", path, i, ns)
+			}
+		}
+	}
+	return nil
+}
+
 // DecodeLock parses a lockfile and verifies its checksum. path is used in
 // errors only.
 func DecodeLock(path string, data []byte) (*Instance, error) {
@@ -219,15 +236,6 @@ func DecodeLock(path string, data []byte) (*Instance, error) {
 	// the agent would create the deployment's objects there.
 	if c := in.Context; c != nil && reserved(c.Deployment.Namespace) {
 		return nil, fmt.Errorf("%s: field context.deployment.namespace: %q is reserved for the cluster or the agent (kube-*, default, styrmin-system): no deployment runs there", path, c.Deployment.Namespace)
-	}
-	// Nor does it let a policy reach a reserved namespace: the agent
-	// applies what the recorded policy allows.
-	if c := in.Context; c != nil && c.Environment.Policy != nil {
-		for i, ns := range c.Environment.Policy.Namespaces {
-			if reserved(ns) {
-				return nil, fmt.Errorf("%s: field context.environment.policy.namespaces[%d]: %q is reserved for the cluster or the agent (kube-*, default, styrmin-system): no deployment puts objects there", path, i, ns)
-			}
-		}
 	}
 	if in.Internal != "" && in.Internal != InternalIngress {
 		return nil, fmt.Errorf("%s: field internal: expected %q or none, got %q", path, InternalIngress, in.Internal)

@@ -636,6 +636,9 @@ func (w *syncWalk) apply(ctx context.Context, src *v1alpha1.StyrminSource, ch gi
 		// Secrets and service account are not a deployment's to touch.
 		err = fmt.Errorf("%s: field context.deployment.namespace: %q is the agent's namespace: no deployment runs there", ch.Path, next.Context.Deployment.Namespace)
 	}
+	if err == nil {
+		err = resolver.ReservedPolicyNamespace(ch.Path, next)
+	}
 	if err == nil && next.Context != nil && next.Context.Environment.Policy != nil {
 		// Nor may a policy let a deployment put objects there (a chart's
 		// Deployment with the agent's service account would run as it).
@@ -974,9 +977,31 @@ func (s *Syncer) replaceDeletedDeploymentsTask(ctx context.Context, existing, ta
 	if existing.Spec.Deployment == task.Spec.Deployment {
 		return false, nil
 	}
+	wait := func(why string) (bool, error) {
+		return false, fmt.Errorf("task %s/%s is deployment %s's (%s): %s's task of that name is made once %s is uninstalled from %s and its tasks have ended",
+			existing.Namespace, existing.Name, existing.Spec.Deployment, why, task.Spec.Deployment, existing.Spec.Deployment, existing.Namespace)
+	}
 	if !existing.Status.Phase.Terminal() {
-		return false, fmt.Errorf("task %s/%s of deployment %s, which was in namespace %s before %s, has not ended (%s): %s's task of that name is made once it has",
-			existing.Namespace, existing.Name, existing.Spec.Deployment, existing.Namespace, task.Spec.Deployment, cmp.Or(string(existing.Status.Phase), "new"), task.Spec.Deployment)
+		return wait("not ended: " + cmp.Or(string(existing.Status.Phase), "new"))
+	}
+	// The other deployment may still be there (its tombstone's task
+	// waiting, a lockfile placing a new deployment in a namespace taken):
+	// its history is not deleted while it runs or has a task to run.
+	var sds v1alpha1.StyrminDeploymentList
+	if err := s.opts.Client.List(ctx, &sds, client.InNamespace(existing.Namespace), client.MatchingLabels(existing.Spec.Deployment.Labels())); err != nil {
+		return false, fmt.Errorf("reading the StyrminDeployments of %s: %w", existing.Namespace, err)
+	}
+	if len(sds.Items) > 0 {
+		return wait("its StyrminDeployment is still there")
+	}
+	var others v1alpha1.StyrminTaskList
+	if err := s.opts.Client.List(ctx, &others, client.InNamespace(existing.Namespace), client.MatchingLabels(existing.Spec.Deployment.Labels())); err != nil {
+		return false, fmt.Errorf("reading the tasks of %s: %w", existing.Namespace, err)
+	}
+	for _, o := range others.Items {
+		if !o.Status.Phase.Terminal() {
+			return wait(fmt.Sprintf("its task %s has not ended: %s", o.Name, cmp.Or(string(o.Status.Phase), "new")))
+		}
 	}
 	if err := s.opts.Client.Delete(ctx, existing, client.Preconditions{UID: &existing.UID}); err != nil && !apierrors.IsNotFound(err) {
 		return false, fmt.Errorf("deleting task %s/%s of deployment %s, which was in namespace %s before %s: %w", existing.Namespace, existing.Name, existing.Spec.Deployment, existing.Namespace, task.Spec.Deployment, err)

@@ -515,7 +515,11 @@ func TestASyncMakesNoTaskInTheAgentsNamespace(t *testing.T) {
 	// with the agent's service account would run as the agent.
 	reaching := instanceAt("reacher", "dev-reacher", 1)
 	reaching.Context.Environment.Policy = &drivers.Policy{Namespaces: []string{"shared", "platform"}}
-	e.lock("lock three deployments, one into the agent's namespace, one allowed there", instanceAt("web", "dev-web", 1), instanceAt("intruder", "platform", 1), reaching)
+	// And one allowed into kube-system (a lockfile from before the
+	// resolver refused such a policy).
+	system := instanceAt("system", "dev-system", 1)
+	system.Context.Environment.Policy = &drivers.Policy{Namespaces: []string{"kube-system"}}
+	e.lock("lock four deployments, one into the agent's namespace, one allowed there, one allowed into kube-system", instanceAt("web", "dev-web", 1), instanceAt("intruder", "platform", 1), reaching, system)
 	rec := &noteRecorder{}
 	s, err := source.NewSyncer(source.SyncerOptions{
 		Client: e.cl, Repo: e.repo, Cluster: "local", Source: e.key, Locks: e.locks, Recorder: rec,
@@ -529,13 +533,18 @@ func TestASyncMakesNoTaskInTheAgentsNamespace(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := e.tasks(); !slices.Equal(got, []string{"dev-web/web-1"}) || res.Ignored != 2 {
+	if got := e.tasks(); !slices.Equal(got, []string{"dev-web/web-1"}) || res.Ignored != 3 {
 		t.Fatalf("tasks %v (ignored %d), want web's only and the lockfiles into the agent's namespace ignored", got, res.Ignored)
 	}
 	if !slices.ContainsFunc(rec.notes, func(n string) bool {
 		return strings.HasPrefix(n, v1alpha1.ReasonInvalidLock+": ") && strings.Contains(n, `field context.environment.policy.namespaces[1]: "platform" is the agent's namespace`)
 	}) {
 		t.Errorf("warnings %q, want an InvalidLock naming the policy's namespace", rec.notes)
+	}
+	if !slices.ContainsFunc(rec.notes, func(n string) bool {
+		return strings.HasPrefix(n, v1alpha1.ReasonInvalidLock+": ") && strings.Contains(n, `field context.environment.policy.namespaces[0]: "kube-system" is reserved`)
+	}) {
+		t.Errorf("warnings %q, want an InvalidLock naming kube-system", rec.notes)
 	}
 }
 
@@ -958,8 +967,9 @@ func TestALockfileDeletedByHandThenPutBackElsewhereIsAMove(t *testing.T) {
 // qa's namespacePrefix is dev): its first task has the name of dev/web's
 // first, still kept in the namespace as history. The sync does not take
 // the old task for the new one (qa/web would never be installed): while
-// it has not ended the sync fails, saying so; once ended it is deleted and
-// qa/web's task made.
+// that task has not ended, dev/web's StyrminDeployment is there, or its
+// tombstone's task has not ended, the sync fails, saying so; then the old
+// task is deleted and qa/web's made.
 func TestANewDeploymentInTheNamespaceOfADeletedOneGetsItsTask(t *testing.T) {
 	t.Parallel()
 	e := startSyncEnv(t)
@@ -986,20 +996,34 @@ func TestANewDeploymentInTheNamespaceOfADeletedOneGetsItsTask(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	finish("web-2")
-	// The tombstone's task uninstalled dev/web: its StyrminDeployment is
-	// gone, the namespace and the tasks stay.
-	if err := e.cl.DeleteAllOf(e.ctx, &v1alpha1.StyrminDeployment{}, client.InNamespace("dev-web")); err != nil {
-		t.Fatal(err)
-	}
 
 	qa := instanceAt("web", "dev-web", 1)
 	qa.ID.Environment = "qa"
 	e.lock("create qa/web in dev-web", qa)
 	_, err := e.syncer().Sync(e.ctx)
-	if err == nil || !strings.Contains(err.Error(), "task dev-web/web-1 of deployment local/dev/web") || !strings.Contains(err.Error(), "has not ended") {
+	if err == nil || !strings.Contains(err.Error(), "task dev-web/web-1 is deployment local/dev/web's (not ended: new)") {
 		t.Fatalf("sync while dev/web's web-1 has not ended: %v, want an error saying so", err)
 	}
+	finish("web-1")
+	// Its tombstone's task not ended, its StyrminDeployment still there.
+	var tomb v1alpha1.StyrminTask
+	if err := e.cl.Get(e.ctx, client.ObjectKey{Namespace: "dev-web", Name: "web-2"}, &tomb); err != nil {
+		t.Fatal(err)
+	}
+	tomb.Status.Phase = v1alpha1.TaskRunning
+	if err := e.cl.Status().Update(e.ctx, &tomb); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.syncer().Sync(e.ctx); err == nil || !strings.Contains(err.Error(), "(its StyrminDeployment is still there)") {
+		t.Fatalf("sync while dev/web still runs: %v, want an error saying so", err)
+	}
+	if err := e.cl.DeleteAllOf(e.ctx, &v1alpha1.StyrminDeployment{}, client.InNamespace("dev-web")); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.syncer().Sync(e.ctx); err == nil || !strings.Contains(err.Error(), "(its task web-2 has not ended: Running)") {
+		t.Fatalf("sync while dev/web's tombstone task runs: %v, want an error saying so", err)
+	}
+	finish("web-2")
 	owner := func() string {
 		t.Helper()
 		var task v1alpha1.StyrminTask
@@ -1012,7 +1036,6 @@ func TestANewDeploymentInTheNamespaceOfADeletedOneGetsItsTask(t *testing.T) {
 		t.Fatalf("web-1 is %s's, want dev/web's kept while it runs", got)
 	}
 
-	finish("web-1")
 	agenttest.WaitUntil(t, 30*time.Second, "qa/web's task", func(ctx context.Context) (bool, string, error) {
 		if _, err := e.syncer().Sync(ctx); err != nil {
 			return false, err.Error(), nil
