@@ -3,6 +3,7 @@ package install
 import (
 	"bufio"
 	"bytes"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -11,6 +12,7 @@ import (
 	"strconv"
 	"strings"
 
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -36,6 +38,11 @@ const (
 	// LabelVersion is the label Render puts on the agent's Deployment:
 	// the version of the styrminctl that installed it.
 	LabelVersion = "app.kubernetes.io/version"
+	// AnnotationManifestScale on the agent's Deployment records the
+	// replicas and the agent container's resources of the manifest install
+	// applied (JSON), so a later install tells those set by hand, which it
+	// keeps, from the manifest's, which a new release may change.
+	AnnotationManifestScale = "styrmin.io/manifest-scale"
 	// AnnotationDefaultEnvironmentClusterWide on the agent's Deployment
 	// records whether Render bound the default environment's role
 	// cluster-wide ("true") or left the binding out ("false"), so Check
@@ -365,6 +372,10 @@ func setNamespace(u *unstructured.Unstructured, ns string) error {
 
 // configureAgent sets the agent's flags, image and version label.
 func configureAgent(dep *unstructured.Unstructured, o Options) error {
+	scale, err := manifestScaleOf(dep)
+	if err != nil {
+		return err
+	}
 	containers, _, err := unstructured.NestedSlice(dep.Object, "spec", "template", "spec", "containers")
 	if err != nil {
 		return err
@@ -424,8 +435,24 @@ func configureAgent(dep *unstructured.Unstructured, o Options) error {
 		annotations = map[string]string{}
 	}
 	annotations[AnnotationDefaultEnvironmentClusterWide] = strconv.FormatBool(!o.WithoutDefaultEnvironmentBinding)
+	annotations[AnnotationManifestScale] = scale
 	dep.SetAnnotations(annotations)
 	return nil
+}
+
+// manifestScaleOf is AnnotationManifestScale's value for the agent's
+// Deployment as the manifest has it.
+func manifestScaleOf(dep *unstructured.Unstructured) (string, error) {
+	var d appsv1.Deployment
+	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(dep.Object, &d); err != nil {
+		return "", err
+	}
+	m := manifestScale{Replicas: replicasOf(&d)}
+	if c := agentContainerOf(&d); c != nil {
+		m.Resources = c.Resources
+	}
+	b, err := json.Marshal(m)
+	return string(b), err
 }
 
 // setArg sets --name=value in args, in place of an existing --name, or

@@ -2,6 +2,7 @@ package install
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"slices"
 	"sort"
@@ -252,15 +253,12 @@ func PlanUpgrade(o Options, in *Installed, u UpgradeOptions) (Upgrade, error) {
 	if len(extraShown) > 0 {
 		notes = append(notes, "kept the agent's arguments install does not set: "+strings.Join(extraShown, " "))
 	}
-	kept, err := keepScale(o, dep)
+	var kept []string
+	o, kept, err := keepScale(o, dep)
 	if err != nil {
 		return Upgrade{}, err
 	}
 	notes = append(notes, kept...)
-	o.Replicas, o.Resources = dep.Spec.Replicas, nil
-	if c := agentContainerOf(dep); c != nil {
-		o.Resources = c.Resources.DeepCopy()
-	}
 	objs, err := Render(o)
 	if err != nil {
 		return Upgrade{}, err
@@ -270,30 +268,55 @@ func PlanUpgrade(o Options, in *Installed, u UpgradeOptions) (Upgrade, error) {
 	return Upgrade{Options: o, Notes: notes}, nil
 }
 
-// keepScale says which of the agent's replicas and its container's
-// resources, kept by PlanUpgrade, differ from the manifest's: a fleet's
-// agent scaled out or given more memory by hand (kubectl scale, kubectl
-// edit, the chart's values) must not lose it to an upgrade, which would
-// apply the manifest's 256Mi limit to an agent that needs more.
-func keepScale(o Options, dep *appsv1.Deployment) ([]string, error) {
+// keepScale keeps, in o, the agent's replicas and its container's
+// resources where they were set by hand (kubectl scale, kubectl edit, the
+// chart's values): a fleet's agent given more memory must not lose it to
+// an upgrade, which would apply the manifest's 256Mi limit to an agent
+// that needs more. What the installed manifest set (AnnotationManifestScale,
+// recorded by Render) is not kept, so a release that changes it applies.
+// An agent without that record (installed by the chart, or an older
+// styrminctl) keeps whatever differs from this manifest. The notes say
+// what was kept.
+func keepScale(o Options, dep *appsv1.Deployment) (Options, []string, error) {
 	o.Replicas, o.Resources = nil, nil
 	objs, err := Render(o)
 	if err != nil {
-		return nil, err
+		return o, nil, err
 	}
 	var manifest appsv1.Deployment
 	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(find(objs, "Deployment", agentDeployment).Object, &manifest); err != nil {
-		return nil, fmt.Errorf("render: Deployment %s: %w", agentDeployment, err)
+		return o, nil, fmt.Errorf("render: Deployment %s: %w", agentDeployment, err)
+	}
+	installed := manifestScale{Replicas: replicasOf(&manifest)}
+	if c := agentContainerOf(&manifest); c != nil {
+		installed.Resources = c.Resources
+	}
+	recorded := false
+	if v := dep.Annotations[AnnotationManifestScale]; v != "" {
+		recorded = json.Unmarshal([]byte(v), &installed) == nil
 	}
 	var notes []string
-	if r, m := replicasOf(dep), replicasOf(&manifest); r != m {
-		notes = append(notes, fmt.Sprintf("kept the agent's replicas: %d (the manifest's %d; kubectl scale to change it)", r, m))
+	if r, m := replicasOf(dep), replicasOf(&manifest); r != installed.Replicas || (!recorded && r != m) {
+		o.Replicas = &r
+		if r != m {
+			notes = append(notes, fmt.Sprintf("kept the agent's replicas: %d (the manifest's %d; kubectl scale to change it)", r, m))
+		}
 	}
 	live, want := agentContainerOf(dep), agentContainerOf(&manifest)
-	if live != nil && want != nil && !equality.Semantic.DeepEqual(live.Resources, want.Resources) {
-		notes = append(notes, fmt.Sprintf("kept the agent's resources: %s (the manifest's %s; kubectl edit to change them)", resourcesText(live.Resources), resourcesText(want.Resources)))
+	if live != nil && want != nil && !equality.Semantic.DeepEqual(live.Resources, installed.Resources) {
+		o.Resources = live.Resources.DeepCopy()
+		if !equality.Semantic.DeepEqual(live.Resources, want.Resources) {
+			notes = append(notes, fmt.Sprintf("kept the agent's resources: %s (the manifest's %s; kubectl edit to change them)", resourcesText(live.Resources), resourcesText(want.Resources)))
+		}
 	}
-	return notes, nil
+	return o, notes, nil
+}
+
+// manifestScale is what AnnotationManifestScale records: the replicas and
+// the agent container's resources of the manifest install applied.
+type manifestScale struct {
+	Replicas  int32                       `json:"replicas"`
+	Resources corev1.ResourceRequirements `json:"resources"`
 }
 
 // replicasOf is a Deployment's replicas, 1 when unset (the API's default).

@@ -1,6 +1,7 @@
 package install
 
 import (
+	"encoding/json"
 	"errors"
 	"slices"
 	"strings"
@@ -307,5 +308,59 @@ func TestPlanUpgradeKeepsADigestPinnedImageAndSaysSo(t *testing.T) {
 		if want := "the agent runs " + image + " (" + why + "): pass --image to change it"; !slices.Contains(up.Notes, want) {
 			t.Errorf("%s: no note %q in:\n%s", image, want, strings.Join(up.Notes, "\n"))
 		}
+	}
+}
+
+// What the installed manifest set is not kept: a release that raises the
+// agent's memory limit applies it to an agent nobody changed by hand (the
+// Deployment's AnnotationManifestScale records the manifest it was
+// installed with); an agent without that record (the chart's, an older
+// styrminctl's) keeps what differs from this manifest.
+func TestPlanUpgradeAppliesANewManifestsResourcesToAnAgentNotChangedByHand(t *testing.T) {
+	was := Options{Cluster: "prod", Repo: "https://git.example.com/d.git", Version: "v0.2.0"}
+	in := installed(t, was)
+	// As an older release's manifest had it, and recorded so.
+	c := agentContainerOf(in.Agent)
+	c.Resources.Limits[corev1.ResourceMemory] = resource.MustParse("128Mi")
+	var rec manifestScale
+	if err := json.Unmarshal([]byte(in.Agent.Annotations[AnnotationManifestScale]), &rec); err != nil {
+		t.Fatalf("annotation %s: %v", AnnotationManifestScale, err)
+	}
+	rec.Resources.Limits[corev1.ResourceMemory] = resource.MustParse("128Mi")
+	b, err := json.Marshal(rec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	in.Agent.Annotations[AnnotationManifestScale] = string(b)
+
+	limit := func(o Options) string {
+		t.Helper()
+		objs, err := Render(o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var dep appsv1.Deployment
+		if err := runtime.DefaultUnstructuredConverter.FromUnstructured(find(objs, "Deployment", agentDeployment).Object, &dep); err != nil {
+			t.Fatal(err)
+		}
+		l := agentContainerOf(&dep).Resources.Limits[corev1.ResourceMemory]
+		return l.String()
+	}
+	up, err := PlanUpgrade(Options{Cluster: "prod", Repo: was.Repo, Version: "v0.3.0"}, in, UpgradeOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := limit(up.Options); got != "256Mi" || hasNote(up.Notes, "kept the agent's resources") {
+		t.Errorf("an agent at its manifest's 128Mi: limit %s after the upgrade, notes:\n%s\nwant this manifest's 256Mi", got, strings.Join(up.Notes, "\n"))
+	}
+
+	// Installed without the record: 128Mi may have been set by hand.
+	delete(in.Agent.Annotations, AnnotationManifestScale)
+	up, err = PlanUpgrade(Options{Cluster: "prod", Repo: was.Repo, Version: "v0.3.0"}, in, UpgradeOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := limit(up.Options); got != "128Mi" || !hasNote(up.Notes, "kept the agent's resources") {
+		t.Errorf("an agent without the record at 128Mi: limit %s, want it kept and said", got)
 	}
 }
