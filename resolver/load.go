@@ -386,9 +386,9 @@ func unreadDeploymentEntry(dir string, ent fs.DirEntry) error {
 	}
 	switch ext := path.Ext(name); strings.ToLower(ext) {
 	case ".cue", ".yaml", ".yml":
-		return &ConfigError{File: file, Msg: fmt.Sprintf("extension %q is not read: a deployment file ends in .cue, .yaml or .yml, in lowercase", ext)}
+		return &ConfigError{File: file, Msg: fmt.Sprintf("extension %q is not read: a deployment file ends in .cue, .yaml or .yml, in lowercase (a file that is no deployment, name it with a leading _ to keep it unread)", ext)}
 	case ".json":
-		return &ConfigError{File: file, Msg: "extension \".json\" is not read: a deployment file ends in .cue, .yaml or .yml (JSON is valid YAML: rename it NAME.yaml)"}
+		return &ConfigError{File: file, Msg: "extension \".json\" is not read: a deployment file ends in .cue, .yaml or .yml (JSON is valid YAML: rename it NAME.yaml; a file that is no deployment, name it with a leading _ to keep it unread)"}
 	}
 	return nil
 }
