@@ -43,6 +43,12 @@ type FetchLimitError struct {
 	Limit int64
 	// What says what went over it.
 	What string
+	// History says what history was fetched to reach the commit ("the
+	// branches to depth 50"): no branch or tag points at it and the
+	// server would not send it alone. "" when only the commit was.
+	History string
+
+	stage int // of the fetchSpec refused
 }
 
 func (e *FetchLimitError) Error() string {
@@ -50,8 +56,12 @@ func (e *FetchLimitError) Error() string {
 	if e.Limit >= 1<<20 && e.Limit%(1<<20) == 0 {
 		limit = fmt.Sprintf("%d MiB", e.Limit>>20)
 	}
-	return fmt.Sprintf("gitsource: fetch %s: %s, over the limit of %s one fetch may hold in memory: keep large files out of driver repositories (only the commit a branch or tag points at is fetched; an older commit needs every branch and tag, so lock again when its ref has moved on)",
-		e.URL, e.What, limit)
+	if e.History == "" {
+		return fmt.Sprintf("gitsource: fetch %s: %s, over the limit of %s one fetch may hold in memory: the commit's own files exceed it; keep large files out of driver repositories",
+			e.URL, e.What, limit)
+	}
+	return fmt.Sprintf("gitsource: fetch %s: %s, over the limit of %s one fetch may hold in memory: no branch or tag points at the commit and it was not sent alone by its hash, so %s was fetched, and the repository's history up to the commit exceeds the limit; a tag on the commit, or a server that sends commits by hash (uploadpack.allowReachableSHA1InWant; GitHub and GitLab do), would fetch the commit alone",
+		e.URL, e.What, limit, e.History)
 }
 
 // FetchTree fetches one revision (a tag, a branch or a commit hash) of a
@@ -67,9 +77,11 @@ func FetchTree(ctx context.Context, url, rev, dir string, auth Auth) (fs.FS, Has
 // FetchTreeWithin is FetchTree holding at most maxBytes in memory
 // (DefaultMaxFetchBytes when ≤ 0); more is a *FetchLimitError. When a
 // branch or tag of the remote points at rev (or is rev), only that commit
-// is fetched, without history (depth 1); otherwise every branch and tag
-// is, as rev may be any commit they reach. The tree returned keeps only
-// the objects of its commit.
+// is fetched, without history (depth 1). Another commit hash is asked for
+// by its hash, alone, and when the server refuses that, found in the
+// history of the branches, fetched deeper and deeper (historyDepths),
+// then in that of the tags: each fetch within maxBytes. The tree returned
+// keeps only the objects of its commit.
 func FetchTreeWithin(ctx context.Context, url, rev, dir string, auth Auth, maxBytes int64) (fs.FS, Hash, error) {
 	if maxBytes <= 0 {
 		maxBytes = DefaultMaxFetchBytes
@@ -87,7 +99,11 @@ func FetchTreeWithin(ctx context.Context, url, rev, dir string, auth Auth, maxBy
 	}
 	var h plumbing.Hash
 	var store *boundedStorage
+	var over *FetchLimitError // of a stage of history ended by the limit
 	for _, spec := range fetchSpecs(refs, rev) {
+		if over != nil && spec.stage == over.stage {
+			continue
+		}
 		store = &boundedStorage{Storage: memory.NewStorage(), url: PublicURL(url), max: maxBytes}
 		gr, err := git.Init(store, nil)
 		if err != nil {
@@ -99,8 +115,21 @@ func FetchTreeWithin(ctx context.Context, url, rev, dir string, auth Auth, maxBy
 		}
 		err = remote.FetchContext(fetchCtx, &git.FetchOptions{Auth: method, RefSpecs: spec.refSpecs, Depth: spec.depth, Tags: git.NoTags})
 		var limit *FetchLimitError
-		if errors.As(err, &limit) {
+		if errors.As(err, &limit) && spec.history == "" {
+			// The commit alone is over the limit: nothing else helps.
 			return nil, Hash{}, limit
+		}
+		if errors.As(err, &limit) {
+			// The commit may be in the next stage's refs, within it.
+			limit.History, limit.stage = spec.history, spec.stage
+			over = limit
+			continue
+		}
+		if err != nil && spec.byHash {
+			// The server does not send commits by hash
+			// (ErrExactSHA1NotSupported) or not this one (only its
+			// refs' heads): look for it in the history.
+			continue
 		}
 		if err != nil && !errors.Is(err, git.NoErrAlreadyUpToDate) {
 			return nil, Hash{}, transportError("fetch", url, err)
@@ -115,8 +144,12 @@ func FetchTreeWithin(ctx context.Context, url, rev, dir string, auth Auth, maxBy
 			h = *found
 			break
 		}
-		// Not found in a shallow fetch: the ref moved on between the
-		// listing and the fetch. The next spec fetches every ref.
+		// Not in this fetch (the ref moved on between the listing and
+		// the fetch, or the commit is deeper in the history): the next
+		// spec fetches more.
+	}
+	if h.IsZero() && over != nil {
+		return nil, Hash{}, over
 	}
 	if h.IsZero() {
 		return nil, Hash{}, fmt.Errorf("gitsource: %s: revision %q is no tag, branch or commit: %w", redactURL(url), rev, ErrCommitNotFound)
@@ -150,19 +183,57 @@ func FetchTreeWithin(ctx context.Context, url, rev, dir string, auth Auth, maxBy
 // fetchSpec is one way to fetch a revision.
 type fetchSpec struct {
 	refSpecs []config.RefSpec
-	depth    int
+	depth    int    // 0: the whole history
+	byHash   bool   // wants the commit by its hash, which a server may refuse
+	history  string // what history it fetches (FetchLimitError.History), "" for none
+	stage    int    // of commitSpecs: the fetches of the same refs, deeper and deeper
 }
 
 // everyRef fetches every branch and tag: what any revision may need.
 func everyRef() fetchSpec {
-	return fetchSpec{refSpecs: []config.RefSpec{"+refs/heads/*:refs/remotes/origin/*", "+refs/tags/*:refs/tags/*"}}
+	return fetchSpec{refSpecs: []config.RefSpec{"+refs/heads/*:refs/remotes/origin/*", "+refs/tags/*:refs/tags/*"}, history: "every branch and tag"}
+}
+
+// historyDepths are the depths a branch is fetched at in turn for a
+// commit no ref points at, 0 being the whole history: a locked commit is
+// most often a few commits behind its branch, and a repository with
+// charts' .tgz files in its history may not fit in one fetch whole.
+var historyDepths = []int{50, 500, 0}
+
+// commitSpecs are the fetches to try for commit hash rev that no branch or
+// tag points at: the commit alone, by its hash (GitHub, GitLab and a git
+// server with uploadpack.allowReachableSHA1InWant send it); then the
+// branch HEAD names (head) at each of historyDepths, without the other
+// branches (a gh-pages branch, say); then, unless that is the only one of
+// the remote's branches, every branch at each depth; then, as a tag may
+// reach a commit no branch does, the tags' whole history. Each set of refs
+// is a stage: a fetch over the limit ends its stage, deeper being larger.
+func commitSpecs(rev, head string, branches int) []fetchSpec {
+	specs := []fetchSpec{{refSpecs: []config.RefSpec{config.RefSpec(rev + ":refs/remotes/origin/wanted")}, depth: 1, byHash: true}}
+	stage := func(n int, refSpec config.RefSpec, what string) {
+		for _, depth := range historyDepths {
+			history := "the history of " + what
+			if depth > 0 {
+				history = fmt.Sprintf("%s to depth %d", what, depth)
+			}
+			specs = append(specs, fetchSpec{refSpecs: []config.RefSpec{refSpec}, depth: depth, history: history, stage: n})
+		}
+	}
+	if b, ok := strings.CutPrefix(head, "refs/heads/"); ok {
+		stage(1, config.RefSpec("+"+head+":refs/remotes/origin/"+b), "branch "+b)
+	}
+	if branches > 1 || !strings.HasPrefix(head, "refs/heads/") {
+		stage(2, "+refs/heads/*:refs/remotes/origin/*", "every branch")
+	}
+	return append(specs, fetchSpec{refSpecs: []config.RefSpec{"+refs/tags/*:refs/tags/*"}, history: "the history of every tag", stage: 3})
 }
 
 // fetchSpecs are the fetches to try for rev, given the remote's refs: the
 // tag or branch named rev, or one pointing at the commit rev, at depth 1
-// (only its commit, no history, no other branch), then every ref. Where
-// the names are the same, tags come first, as ResolveRevision's
-// candidates do.
+// (only its commit, no history, no other branch); for a commit hash,
+// then its commitSpecs (the ref may have moved on since the listing);
+// for anything else, every ref. Where the names are the same, tags come
+// first, as ResolveRevision's candidates do.
 func fetchSpecs(refs []*plumbing.Reference, rev string) []fetchSpec {
 	tips := map[string]string{} // ref name -> the commit (or tag) hash it points at
 	var names []string
@@ -175,12 +246,26 @@ func fetchSpecs(refs []*plumbing.Reference, rev string) []fetchSpec {
 		names = append(names, name)
 	}
 	slices.Sort(names)
+	var rest []fetchSpec
+	if plumbing.IsHash(rev) {
+		var head string
+		branches := 0
+		for _, ref := range refs {
+			if ref.Name() == plumbing.HEAD && ref.Type() == plumbing.SymbolicReference {
+				head = ref.Target().String()
+			}
+			if ref.Name().IsBranch() {
+				branches++
+			}
+		}
+		rest = commitSpecs(rev, head, branches)
+	}
 	shallow := func(name string) []fetchSpec {
 		dst := name
 		if b, ok := strings.CutPrefix(name, "refs/heads/"); ok {
 			dst = "refs/remotes/origin/" + b
 		}
-		return []fetchSpec{{refSpecs: []config.RefSpec{config.RefSpec("+" + name + ":" + dst)}, depth: 1}, everyRef()}
+		return append([]fetchSpec{{refSpecs: []config.RefSpec{config.RefSpec("+" + name + ":" + dst)}, depth: 1}}, rest...)
 	}
 	for _, name := range []string{"refs/tags/" + rev, "refs/heads/" + rev} {
 		if _, ok := tips[name]; ok {
@@ -194,6 +279,7 @@ func fetchSpecs(refs []*plumbing.Reference, rev string) []fetchSpec {
 				return shallow(base)
 			}
 		}
+		return rest
 	}
 	return []fetchSpec{everyRef()}
 }

@@ -189,3 +189,35 @@ func writeZlib(w *bytes.Buffer, data []byte) {
 	_, _ = z.Write(data)
 	_ = z.Close()
 }
+
+// TestACommitNoRefPointsAtIsAskedByHashThenSoughtDeeperInHeadThenAllBranchesThenTags:
+// the order of the fetches for a commit hash no ref points at, each
+// branch set deeper and deeper; with one branch, HEAD's is every branch.
+func TestACommitNoRefPointsAtIsAskedByHashThenSoughtDeeperInHeadThenAllBranchesThenTags(t *testing.T) {
+	rev := strings.Repeat("a", 40)
+	refs := []*plumbing.Reference{
+		plumbing.NewSymbolicReference(plumbing.HEAD, "refs/heads/main"),
+		plumbing.NewReferenceFromStrings("refs/heads/main", strings.Repeat("b", 40)),
+		plumbing.NewReferenceFromStrings("refs/heads/gh-pages", strings.Repeat("c", 40)),
+	}
+	describe := func(specs []fetchSpec) string {
+		var out []string
+		for _, s := range specs {
+			out = append(out, fmt.Sprintf("%s@%d", s.refSpecs[0], s.depth))
+		}
+		return strings.Join(out, " ")
+	}
+	want := rev + ":refs/remotes/origin/wanted@1" +
+		" +refs/heads/main:refs/remotes/origin/main@50 +refs/heads/main:refs/remotes/origin/main@500 +refs/heads/main:refs/remotes/origin/main@0" +
+		" +refs/heads/*:refs/remotes/origin/*@50 +refs/heads/*:refs/remotes/origin/*@500 +refs/heads/*:refs/remotes/origin/*@0" +
+		" +refs/tags/*:refs/tags/*@0"
+	if got := describe(fetchSpecs(refs, rev)); got != want {
+		t.Fatalf("fetches:\n%s\nwant\n%s", got, want)
+	}
+	want = rev + ":refs/remotes/origin/wanted@1" +
+		" +refs/heads/main:refs/remotes/origin/main@50 +refs/heads/main:refs/remotes/origin/main@500 +refs/heads/main:refs/remotes/origin/main@0" +
+		" +refs/tags/*:refs/tags/*@0"
+	if got := describe(fetchSpecs(refs[:2], rev)); got != want {
+		t.Fatalf("fetches with one branch:\n%s\nwant\n%s", got, want)
+	}
+}

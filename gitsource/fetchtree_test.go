@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"os"
 	"os/exec"
 	"runtime"
 	"strings"
@@ -56,10 +57,12 @@ func allocated(f func()) uint64 {
 // TestAFetchHoldsAtMostItsLimitInMemory: a driver repository with a
 // branch holding 256 MiB of zeros (a pack of a few hundred KB) is
 // fetched within the fetch limit. The commit a branch points at comes
-// alone (depth 1), without the other branch; the large commit, and an
-// older commit (which needs every branch), are refused naming the
-// repository and the limit, having allocated a small part of the file.
-// Before the limit every fetch inflated the whole file into memory.
+// alone (depth 1), without the other branch, and so does an older commit
+// of main, by its hash or, from a server that refuses that, from main's
+// history alone; the large commit is refused naming the repository and
+// the limit, having allocated a small part of the file. Before the limit
+// every fetch inflated the whole file into memory; before the history of
+// main alone, the older commit needed every branch, and was refused.
 func TestAFetchHoldsAtMostItsLimitInMemory(t *testing.T) {
 	if testing.Short() {
 		t.Skip("writes a 256 MiB blob")
@@ -95,25 +98,98 @@ func TestAFetchHoldsAtMostItsLimitInMemory(t *testing.T) {
 		t.Errorf("FetchTree of main: %v, %d MiB allocated", err, n>>20)
 	}
 
-	for name, commit := range map[string]string{"the big branch's head": big, "an older commit of main": older} {
-		n = allocated(func() { _, err = gitsource.FetchCommit(ctx, url, mustHash(t, commit), gitsource.Auth{}) })
-		t.Logf("%s: %d KiB allocated: %v", name, n>>10, err)
-		var limit *gitsource.FetchLimitError
-		if !errors.As(err, &limit) {
-			t.Fatalf("FetchCommit of %s: %v, want a FetchLimitError", name, err)
+	for _, byHash := range []bool{false, true} {
+		srv.Git(srv.Dir("drivers"), "config", "uploadpack.allowReachableSHA1InWant", fmt.Sprint(byHash))
+		n = allocated(func() { fsys, err = gitsource.FetchCommit(ctx, url, mustHash(t, older), gitsource.Auth{}) })
+		t.Logf("an older commit of main, by hash %v: %d KiB allocated", byHash, n>>10)
+		if err != nil {
+			t.Fatalf("FetchCommit of an older commit of main (by hash %v): %v", byHash, err)
 		}
-		if msg := err.Error(); !strings.Contains(msg, url) || !strings.Contains(msg, "32 MiB") {
-			t.Errorf("the error names neither the repository nor the limit: %s", msg)
+		if b, err := fs.ReadFile(fsys, "webapp/driver.cue"); err != nil || strings.Contains(string(b), "1.1.0") {
+			t.Fatalf("the driver at the older commit: %q, %v", b, err)
 		}
 		if n > most {
-			t.Errorf("refusing %s allocated %d MiB", name, n>>20)
+			t.Errorf("fetching an older commit of main (by hash %v) allocated %d MiB", byHash, n>>20)
 		}
+	}
+
+	n = allocated(func() { _, err = gitsource.FetchCommit(ctx, url, mustHash(t, big), gitsource.Auth{}) })
+	t.Logf("the big branch's head: %d KiB allocated: %v", n>>10, err)
+	var limit *gitsource.FetchLimitError
+	if !errors.As(err, &limit) || limit.History != "" {
+		t.Fatalf("FetchCommit of the big branch's head: %v, want a FetchLimitError of the commit alone", err)
+	}
+	if msg := err.Error(); !strings.Contains(msg, url) || !strings.Contains(msg, "32 MiB") {
+		t.Errorf("the error names neither the repository nor the limit: %s", msg)
+	}
+	if n > most {
+		t.Errorf("refusing the big branch's head allocated %d MiB", n>>20)
 	}
 
 	// A limit below the driver's own size refuses even the tip.
 	_, err = gitsource.FetchCommitWithin(ctx, url, mustHash(t, tip), gitsource.Auth{}, 64)
 	if limit, ok := errors.AsType[*gitsource.FetchLimitError](err); !ok || limit.Limit != 64 {
 		t.Fatalf("a fetch over a limit of 64 bytes: %v", err)
+	}
+}
+
+// TestAnOlderCommitBehindFortyMiBOfHistoryIsFetchedByItsHash: the locked
+// commit of a driver repository whose main has since gained 40 commits
+// of a 1 MiB chart .tgz each (40 MiB of history, over the 32 MiB limit)
+// is fetched alone by its hash when the server sends commits by hash;
+// when it does not, the refusal says the history up to the commit is
+// over the limit and what would fetch it alone. Before, the commit was
+// looked for in every branch's whole history, and refused.
+func TestAnOlderCommitBehindFortyMiBOfHistoryIsFetchedByItsHash(t *testing.T) {
+	if testing.Short() {
+		t.Skip("writes 40 MiB of history")
+	}
+	srv := gitserver.New(t)
+	locked := srv.Commit("drivers", "webapp 1.0.0", map[string][]byte{"webapp/driver.cue": []byte("name: \"webapp\"\n")})
+	dir := srv.Dir("drivers")
+	// 40 commits each rewriting the chart with 1 MiB that neither
+	// compresses nor deltas, written in the bare repository directly.
+	script := `for i in $(seq 40); do
+		blob=$(head -c 1048576 /dev/urandom | git hash-object -w --stdin)
+		tree=$( (git ls-tree main^{tree} | grep -v '	chart.tgz$'; printf '100644 blob %s\tchart.tgz\n' "$blob") | git mktree)
+		git update-ref refs/heads/main "$(git commit-tree "$tree" -p main -m "chart $i")"
+	done`
+	cmd := exec.Command("sh", "-ec", script)
+	cmd.Dir = dir
+	cmd.Env = append(os.Environ(), "GIT_AUTHOR_NAME=t", "GIT_AUTHOR_EMAIL=t@localhost", "GIT_COMMITTER_NAME=t", "GIT_COMMITTER_EMAIL=t@localhost")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("writing the history: %v\n%s", err, out)
+	}
+	url := srv.RepoURL("drivers")
+	ctx := context.Background()
+
+	srv.Git(dir, "config", "uploadpack.allowReachableSHA1InWant", "true")
+	var fsys fs.FS
+	var err error
+	n := allocated(func() { fsys, err = gitsource.FetchCommit(ctx, url, mustHash(t, locked), gitsource.Auth{}) })
+	t.Logf("the locked commit by its hash: %d KiB allocated", n>>10)
+	if err != nil {
+		t.Fatalf("FetchCommit of the locked commit: %v", err)
+	}
+	if _, err := fs.ReadFile(fsys, "webapp/driver.cue"); err != nil {
+		t.Fatalf("the locked commit's driver: %v", err)
+	}
+	if n > 8<<20 {
+		t.Errorf("fetching the locked commit by its hash allocated %d MiB: its history was fetched", n>>20)
+	}
+
+	srv.Git(dir, "config", "uploadpack.allowReachableSHA1InWant", "false")
+	_, err = gitsource.FetchCommit(ctx, url, mustHash(t, locked), gitsource.Auth{})
+	var limit *gitsource.FetchLimitError
+	if !errors.As(err, &limit) || limit.History == "" {
+		t.Fatalf("the locked commit from a server that refuses a hash: %v, want a FetchLimitError of its history", err)
+	}
+	msg := err.Error()
+	t.Log(msg)
+	for _, want := range []string{url, "32 MiB", "history up to the commit exceeds", "allowReachableSHA1InWant", "a tag on the commit"} {
+		if !strings.Contains(msg, want) {
+			t.Errorf("the error does not say %q: %s", want, msg)
+		}
 	}
 }
 
@@ -169,5 +245,24 @@ func TestFetchReadsBranchesTagsAndOlderCommits(t *testing.T) {
 	}
 	if _, err := gitsource.FetchCommit(ctx, url, mustHash(t, strings.Repeat("e", 40)), gitsource.Auth{}); !errors.Is(err, gitsource.ErrCommitNotFound) {
 		t.Fatalf("a commit the remote does not have: %v", err)
+	}
+}
+
+// TestACommitOnlyATagReachesIsFoundInTheTagsHistory: from a server that
+// does not send a commit by its hash, a commit behind a tag and on no
+// branch (main was reset before it) is still fetched, from the tags.
+func TestACommitOnlyATagReachesIsFoundInTheTagsHistory(t *testing.T) {
+	srv := gitserver.New(t)
+	first := srv.Commit("drivers", "webapp 1.0.0", map[string][]byte{"webapp/driver.cue": []byte("v1\n")})
+	behind := srv.Commit("drivers", "webapp 1.1.0", map[string][]byte{"webapp/driver.cue": []byte("v1.1\n")})
+	tagged := srv.Commit("drivers", "webapp 1.2.0", map[string][]byte{"webapp/driver.cue": []byte("v1.2\n")})
+	srv.Git(srv.Dir("drivers"), "tag", "v1.2.0", tagged)
+	srv.Reset("drivers", "main", first)
+	fsys, err := gitsource.FetchCommit(context.Background(), srv.RepoURL("drivers"), mustHash(t, behind), gitsource.Auth{})
+	if err != nil {
+		t.Fatalf("FetchCommit of a commit only a tag reaches: %v", err)
+	}
+	if b, err := fs.ReadFile(fsys, "webapp/driver.cue"); err != nil || string(b) != "v1.1\n" {
+		t.Fatalf("the commit's driver: %q, %v", b, err)
 	}
 }

@@ -99,6 +99,10 @@ type Options struct {
 	LockMode *source.LockModeOptions
 	// Drivers bound every driver load and render (limits, sandbox).
 	Drivers driversource.LoadOptions
+	// DriverFetchBytes bounds what one fetch of a driver repository holds
+	// in memory, and the fetched trees kept (0:
+	// gitsource.DefaultMaxFetchBytes).
+	DriverFetchBytes int64
 }
 
 // WebhookOptions configure the agent's webhook receiver.
@@ -176,8 +180,8 @@ func NewAgent(ctx context.Context, cfg *rest.Config, opts Options) (*Agent, erro
 	}
 	// Drivers kept in other repositories are fetched with the
 	// repository's own credentials (sent only to its host).
-	remotes := driversource.Remotes{RepoURL: opts.URL, Auth: auth}
-	drv := driversource.NewRepoDrivers(repo, driversource.NewRemoteTrees(remotes.FetchCommit, driversource.RemoteTreesOptions{}), opts.Drivers)
+	remotes := driversource.Remotes{RepoURL: opts.URL, Auth: auth, MaxFetchBytes: opts.DriverFetchBytes}
+	drv := driversource.NewRepoDrivers(repo, driversource.NewRemoteTrees(remotes.FetchCommit, driversource.RemoteTreesOptions{MaxBytes: opts.DriverFetchBytes}), opts.Drivers)
 	opts.Manager.Drivers = drv
 	// A change is rendered by its task and by the StyrminDeployment
 	// controller: once, through one cache.

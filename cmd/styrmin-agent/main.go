@@ -74,6 +74,7 @@ type flags struct {
 	driverTimeout                       time.Duration
 	driverMemory, driverRendered        string
 	driverChart                         string
+	driverFetch                         string
 	configMemory                        string
 	driverInProcess                     bool
 	stuckAfter                          time.Duration
@@ -145,6 +146,7 @@ func parseFlags(args []string, stderr io.Writer) (*flags, error) {
 	fs.StringVar(&f.driverMemory, "driver-memory", "128Mi", "memory limit of one driver evaluation, e.g. 128Mi; keep it under the container's memory limit minus the agent's own use")
 	fs.StringVar(&f.driverRendered, "driver-rendered-bytes", "64Mi", "most bytes a chart may render to")
 	fs.StringVar(&f.driverChart, "driver-chart-bytes", "64Mi", "most bytes a driver's subchart archives may unpack to")
+	fs.StringVar(&f.driverFetch, "driver-fetch-bytes", "32Mi", "most bytes one fetch of a driver repository (styrmin.cue's driver sources) may hold in memory, objects counted inflated; the fetched trees kept are bounded the same")
 	fs.StringVar(&f.configMemory, "config-memory", "64Mi", "memory limit of evaluating one configuration file of the repository (styrmin.cue, cluster, environment and deployment files), first in a sandbox child and then in the agent: keep it well under the container's memory limit minus the agent's own use")
 	fs.IntVar(&f.driverParallel, "driver-parallelism", 2, "driver evaluations (child processes) running at once; each may use up to --driver-memory")
 	fs.BoolVar(&f.driverInProcess, "driver-in-process", false, "evaluate drivers in the agent's process: no memory limit, and a driver over its time limit is abandoned, not stopped")
@@ -276,6 +278,10 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
+	fetchBytes, err := resource.ParseQuantity(f.driverFetch)
+	if err != nil || fetchBytes.Value() <= 0 {
+		return fmt.Errorf("--driver-fetch-bytes: %q is not a positive quantity (for example 64Mi)", f.driverFetch)
+	}
 	var lockMode *operator.LockModeOptions
 	if f.lockMode {
 		lockMode = &operator.LockModeOptions{SecretName: f.lockSecret}
@@ -310,8 +316,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		UI:              operator.UIOptions{Addr: f.uiAddr, AllowedHosts: f.uiAllowedHosts},
 		Statuses: operator.StatusOptions{Enabled: f.reportStatuses, SecretName: f.statusSecret, SecretKey: f.statusSecretKey,
 			APIURL: f.statusAPIURL, TargetURL: f.statusTargetURL, Repository: f.statusRepository},
-		LockMode: lockMode,
-		Drivers:  dopts,
+		LockMode:         lockMode,
+		Drivers:          dopts,
+		DriverFetchBytes: fetchBytes.Value(),
 	})
 }
 

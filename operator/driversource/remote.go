@@ -207,7 +207,8 @@ func isDone(t *tree) bool {
 // may name any URL, and whoever can commit there must not be able to make
 // the agent hand its token to a host they control. Other remotes are
 // fetched without credentials. A fetch holds at most MaxFetchBytes in
-// memory.
+// memory (a commit no ref points at may take a few fetches in turn, from
+// deeper history, each within it: gitsource.FetchTreeWithin).
 type Remotes struct {
 	// RepoURL is the desired-state repository's URL.
 	RepoURL string
