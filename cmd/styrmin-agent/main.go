@@ -267,6 +267,10 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		debug.SetMemoryLimit(limit)
 		log.Info("soft memory limit set", "bytes", limit)
 	}
+	fetchBytes, err := resource.ParseQuantity(f.driverFetch)
+	if err != nil || fetchBytes.Value() <= 0 {
+		return fmt.Errorf("--driver-fetch-bytes: %q is not a positive quantity (for example 64Mi)", f.driverFetch)
+	}
 	dopts, err := f.driverOptions()
 	if err != nil {
 		return err
@@ -277,10 +281,6 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	cfg, err := restConfig(f.kubeconfig)
 	if err != nil {
 		return err
-	}
-	fetchBytes, err := resource.ParseQuantity(f.driverFetch)
-	if err != nil || fetchBytes.Value() <= 0 {
-		return fmt.Errorf("--driver-fetch-bytes: %q is not a positive quantity (for example 64Mi)", f.driverFetch)
 	}
 	var lockMode *operator.LockModeOptions
 	if f.lockMode {

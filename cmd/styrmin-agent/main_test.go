@@ -92,6 +92,8 @@ func TestBadMemorySettingsAreAnErrorBeforeAnythingRuns(t *testing.T) {
 	for _, c := range []struct{ flag, want string }{
 		{"--gc-percent=half", `--gc-percent: expected a whole number from 10 to 1000 (Go's GOGC) or nothing, got "half"`},
 		{"--memory-limit=lots", `--memory-limit: expected a quantity of bytes such as 200Mi, "0" or nothing, got "lots"`},
+		{"--driver-fetch-bytes=0", `--driver-fetch-bytes: "0" is not a positive quantity (for example 64Mi)`},
+		{"--driver-fetch-bytes=big", `--driver-fetch-bytes: "big" is not a positive quantity (for example 64Mi)`},
 	} {
 		err := run(context.Background(), append(base, c.flag), io.Discard, io.Discard)
 		if err == nil || err.Error() != c.want {
