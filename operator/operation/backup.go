@@ -182,6 +182,9 @@ func (r *BackupReconciler) Reconcile(ctx context.Context, req reconcile.Request)
 		return reconcile.Result{}, nil
 	}
 	if b.Status.Phase == "" {
+		if by := b.Annotations[AnnotationSupersededBy]; by != "" {
+			return reconcile.Result{}, r.fail(ctx, &b, fmt.Sprintf("superseded by the schedule's next backup %s before it started", by))
+		}
 		return r.start(ctx, &b)
 	}
 	return r.record(ctx, &b)
@@ -324,23 +327,38 @@ func checkName(n, what string) error {
 
 // refuse ends an operation Failed before anything ran.
 func (r *BackupReconciler) refuse(ctx context.Context, b *v1alpha1.StyrminBackup, e *RefusedError) error {
+	return r.fail(ctx, b, "refused: "+e.Error())
+}
+
+// fail ends a backup that has not started Failed, saying msg.
+func (r *BackupReconciler) fail(ctx context.Context, b *v1alpha1.StyrminBackup, msg string) error {
 	base := b.DeepCopy()
 	now := metav1.NewTime(r.opts.now())
-	b.Status.Phase, b.Status.Message, b.Status.FinishedAt = v1alpha1.OperationFailed, "refused: "+e.Error(), &now
+	b.Status.Phase, b.Status.Message, b.Status.FinishedAt = v1alpha1.OperationFailed, msg, &now
 	setConditions(&b.Status.Conditions, b.Generation, v1alpha1.OperationFailed, b.Status.Message)
 	return r.opts.Client.Status().Patch(ctx, b, client.MergeFrom(base))
 }
 
 // record copies the tasks' progress into the backup's status and ends
-// it when every task has ended.
+// it when every task has ended. A scheduled backup its schedule's next
+// one superseded ends its parts that have not started (supersedeParts)
+// and makes no task again.
 func (r *BackupReconciler) record(ctx context.Context, b *v1alpha1.StyrminBackup) (reconcile.Result, error) {
 	base := b.DeepCopy()
-	if err := r.remakeTasks(ctx, b); err != nil {
-		return reconcile.Result{}, err
+	by := b.Annotations[AnnotationSupersededBy]
+	if by == "" {
+		if err := r.remakeTasks(ctx, b); err != nil {
+			return reconcile.Result{}, err
+		}
 	}
 	done, err := recordTasks(ctx, r.opts.Client, v1alpha1.OperationBackup, b.Name, b.Status.Deployments)
 	if err != nil {
 		return reconcile.Result{}, err
+	}
+	if by != "" && !done {
+		if done, err = r.supersedeParts(ctx, b, by); err != nil {
+			return reconcile.Result{}, err
+		}
 	}
 	phase, msg := overall(b.Status.Deployments, done)
 	if phase.Terminal() {
@@ -392,6 +410,50 @@ func (r *BackupReconciler) remakeTasks(ctx context.Context, b *v1alpha1.StyrminB
 		}
 	}
 	return nil
+}
+
+// supersedeParts ends Failed the parts of b, superseded by the schedule's
+// backup by, whose tasks have not started: each such task is read from
+// the API server and deleted on that read (deleteUnstarted), so one that
+// has started is left to finish and recorded as any other, and one that
+// waits (its deployment held by a failed restore or a failed wave) waits
+// no longer. It reports whether every part has ended.
+func (r *BackupReconciler) supersedeParts(ctx context.Context, b *v1alpha1.StyrminBackup, by string) (bool, error) {
+	done := true
+	for i := range b.Status.Deployments {
+		d := &b.Status.Deployments[i]
+		if d.Phase.Terminal() {
+			continue
+		}
+		started := d.StartedAt != nil
+		if !started && d.Task != "" {
+			var t v1alpha1.StyrminTask
+			err := r.opts.APIReader.Get(ctx, client.ObjectKey{Namespace: d.Namespace, Name: d.Task}, &t)
+			switch {
+			case apierrors.IsNotFound(err):
+			case err != nil:
+				return false, fmt.Errorf("reading task %s/%s: %w", d.Namespace, d.Task, err)
+			case !ownTask(&t, v1alpha1.OperationBackup, b.Name, d.Attempt) || t.Status.Phase.Terminal():
+				// Another's (recordTasks ends the part), or ended and
+				// recorded at the next pass.
+				started = true
+			default:
+				if started, err = deleteUnstarted(ctx, r.opts.Client, &t); err != nil {
+					return false, err
+				}
+			}
+		}
+		if started {
+			done = false
+			continue
+		}
+		why := fmt.Sprintf("superseded by the schedule's next backup %s: its task had not started", by)
+		if d.Message != "" {
+			why += " (it waited: " + firstLine(d.Message) + ")"
+		}
+		d.Phase, d.Message = v1alpha1.OperationFailed, why
+	}
+	return done, nil
 }
 
 // unmadeTasks are the indexes of the deployments of an operation whose
@@ -888,12 +950,17 @@ func (r *BackupReconciler) cloneWait(ctx context.Context, b *v1alpha1.StyrminBac
 }
 
 // restoringCreates names the deployments of environment env of this
-// cluster (those of restore when not empty: the ones the clone copied)
-// with a change task that has not ended and restores backup, or may (not
-// planned yet), as the API server lists them: one the sync made a moment
-// ago may not be in the cache. made is false while none of those
-// deployments has a task or a StyrminDeployment.
+// cluster (those of restore, the ones the clone copied; nil, a clone
+// written before that list: all) with a change task that has not ended and
+// restores backup, or may (not planned yet), as the API server lists them:
+// one the sync made a moment ago may not be in the cache. made is false
+// while none of those deployments has a task or a StyrminDeployment. An
+// empty list restores none (resolver: each is created empty): nothing to
+// wait for.
 func (r *BackupReconciler) restoringCreates(ctx context.Context, env string, restore []string, backup string) (names []string, made bool, err error) {
+	if restore != nil && len(restore) == 0 {
+		return nil, true, nil
+	}
 	sel := client.MatchingLabels{v1alpha1.LabelCluster: r.opts.Cluster, v1alpha1.LabelEnvironment: env}
 	var tasks v1alpha1.StyrminTaskList
 	if err := r.opts.APIReader.List(ctx, &tasks, sel); err != nil {
@@ -903,7 +970,7 @@ func (r *BackupReconciler) restoringCreates(ctx context.Context, env string, res
 	if err := r.opts.APIReader.List(ctx, &sds, sel); err != nil {
 		return nil, false, fmt.Errorf("listing the StyrminDeployments of %s/%s: %w", r.opts.Cluster, env, err)
 	}
-	restores := func(name string) bool { return len(restore) == 0 || slices.Contains(restore, name) }
+	restores := func(name string) bool { return restore == nil || slices.Contains(restore, name) }
 	for _, sd := range sds.Items {
 		made = made || restores(sd.Spec.Deployment.Name)
 	}

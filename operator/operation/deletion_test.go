@@ -105,6 +105,62 @@ func TestABackupsDeletionWaitsForTheCreatesOfAnEnvironmentClonedFromIt(t *testin
 	}
 }
 
+// TestABackupsDeletionWaitsForNoCreateOfACloneThatRestoresNone pins a
+// clone whose clonedFrom.deployments is empty (every name taken out: each
+// deployment created empty): its creates restore nothing, as the resolver
+// reads it, but the deletion of the backup read the empty list as a clone
+// written before the list (every deployment restores) and waited for
+// creates that never read it, saying they did. A clone without the list
+// still waits.
+func TestABackupsDeletionWaitsForNoCreateOfACloneThatRestoresNone(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		restore []string
+		waits   bool
+	}{
+		{"an empty list: none restores", []string{}, false},
+		{"no list (a clone written before it): all restore", nil, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ctx, cl, _, opts := restoring(t)
+			opts.Settings = operation.SettingsFunc(func(context.Context) ([]resolver.EnvironmentBackups, error) {
+				return []resolver.EnvironmentBackups{
+					{Cluster: "local", Environment: "data", Location: "s3://backups/local/data"},
+					{Cluster: "local", Environment: "preview", Location: "s3://backups/local/preview", ClonedFrom: &resolver.CloneSource{
+						Cluster: "local", Environment: "data", Commit: "abcdef1", Backup: "monday", Location: "s3://backups/local/data", Deployments: tc.restore}},
+				}, nil
+			})
+			if err := cl.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "preview-hub"}}); err != nil {
+				t.Fatal(err)
+			}
+			// Hub's create, not planned yet.
+			preview := v1alpha1.DeploymentID{Cluster: "local", Environment: "preview", Name: "hub"}
+			if err := cl.Create(ctx, &v1alpha1.StyrminTask{
+				ObjectMeta: metav1.ObjectMeta{Namespace: "preview-hub", Name: v1alpha1.TaskName("hub", 1), Labels: preview.Labels()},
+				Spec: v1alpha1.StyrminTaskSpec{Deployment: preview, Namespace: "preview-hub", Workflow: v1alpha1.WorkflowCreate, ToSequence: 1,
+					Lock: v1alpha1.LockRef{Commit: "c1", Path: "locks/local/preview/hub.lock.yaml"}},
+			}); err != nil {
+				t.Fatal(err)
+			}
+			backups, err := operation.NewBackupReconciler(opts)
+			if err != nil {
+				t.Fatal(err)
+			}
+			b := &v1alpha1.StyrminBackup{ObjectMeta: metav1.ObjectMeta{Namespace: "styrmin-system", Name: "monday"}}
+			if err := cl.Delete(ctx, b); err != nil {
+				t.Fatal(err)
+			}
+			if tc.waits {
+				deletionWaits(ctx, t, cl, backups, b, v1alpha1.ReasonDeletionWaitsForClone, "environment local/preview (deployments hub)")
+				return
+			}
+			if reconcileAndRead(ctx, t, cl, backups, b) {
+				t.Fatalf("backup monday stays, a clone that restores none of it named: %+v", b.Status.Conditions)
+			}
+		})
+	}
+}
+
 // deletingDriver is backupDriver with a deleteBackup hook.
 type deletingDriver struct{}
 

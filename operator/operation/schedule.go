@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"sync"
@@ -29,6 +30,11 @@ const (
 	// AnnotationScheduledFor is the schedule's time the backup is for
 	// (RFC 3339).
 	AnnotationScheduledFor = v1alpha1.Group + "/scheduled-for"
+	// AnnotationSupersededBy on a scheduled backup that had not ended
+	// when its schedule made the next one names that next one: the
+	// backup's parts whose tasks have not started end Failed, superseded
+	// (the backup's controller ends them, as it writes the parts).
+	AnnotationSupersededBy = v1alpha1.Group + "/superseded-by"
 )
 
 // DefaultScheduleInterval is how often the scheduler looks at the
@@ -47,11 +53,11 @@ const (
 	KeepBackupsFirst = 3
 )
 
-// ReasonScheduleWaits is the reason of the Reconciling condition of a
-// scheduled backup that has not ended when its schedule's next time came:
-// no backup is made for that time until it has (then the newest time
-// missed is made up once).
-const ReasonScheduleWaits = "ScheduleWaits"
+// ReasonScheduleSuperseded is the reason of the Reconciling condition of
+// a scheduled backup that had not ended when its schedule's next time
+// came: the next backup is made all the same, and this one's parts whose
+// tasks have not started end Failed, superseded by it.
+const ReasonScheduleSuperseded = "ScheduleSuperseded"
 
 // Scheduler makes the StyrminBackups that environments' schedules ask
 // for (backups: {schedule, keep} in git) and deletes the oldest beyond
@@ -125,11 +131,15 @@ func (s *Scheduler) Tick(ctx context.Context) error {
 		}
 	}
 	var errs []error
+	// The environments whose settings cannot be read ("": the cluster's
+	// file, each of its environments): no retention touches their backups.
+	unreadable := map[string]bool{}
 	for _, e := range all {
 		switch {
 		case e.Cluster != s.opts.Cluster:
 			continue
 		case e.Err != nil:
+			unreadable[e.Environment] = true
 			errs = append(errs, fmt.Errorf("environment %s/%s: no scheduled backup or retention until git's backup settings read: %w", e.Cluster, e.Environment, e.Err))
 			continue
 		case e.Schedule == "" && e.Keep == 0:
@@ -139,7 +149,7 @@ func (s *Scheduler) Tick(ctx context.Context) error {
 			errs = append(errs, fmt.Errorf("environment %s/%s: %w", e.Cluster, e.Environment, err))
 		}
 	}
-	if err := s.retainBackupsFirst(ctx, cloned); err != nil {
+	if err := s.retainBackupsFirst(ctx, cloned, unreadable); err != nil {
 		errs = append(errs, err)
 	}
 	return errors.Join(errs...)
@@ -164,9 +174,13 @@ func (s *Scheduler) environment(ctx context.Context, env, schedule string, keep 
 }
 
 // due makes the backup of the schedule's newest time at or before now,
-// if none was made for it and none of the schedule's backups runs: a
-// backup that outlasts its schedule's period would otherwise have one
-// more start beside it at each time. The one that runs says so.
+// if none was made for it, whether or not the schedule's previous backup
+// has ended: one part of it can wait for as long as its deployment is
+// held (a failed restore of that deployment, a failed wave before its
+// changes), and the schedule would make nothing for the environment's
+// other deployments meanwhile. A backup of the schedule that has not ended
+// is superseded by the newest instead (supersede), so at most one waits at
+// a time and no waiting ones pile up.
 func (s *Scheduler) due(ctx context.Context, env, schedule string, backups []v1alpha1.StyrminBackup, now time.Time) error {
 	sched, err := cron.ParseStandard(schedule)
 	if err != nil {
@@ -187,43 +201,62 @@ func (s *Scheduler) due(ctx context.Context, env, schedule string, backups []v1a
 	for n, i := sched.Next(last), 0; !n.IsZero() && !n.After(now) && i < 100000; n, i = sched.Next(n), i+1 {
 		slot = n
 	}
-	if slot.IsZero() {
-		return nil
+	newest, older := "", backups
+	switch {
+	case !slot.IsZero():
+		b := &v1alpha1.StyrminBackup{
+			ObjectMeta: metav1.ObjectMeta{
+				Name:        env + "-" + slot.UTC().Format("20060102-1504"),
+				Namespace:   s.opts.Namespace,
+				Labels:      map[string]string{LabelSchedule: env, v1alpha1.LabelCluster: s.opts.Cluster, v1alpha1.LabelEnvironment: env},
+				Annotations: map[string]string{AnnotationScheduledFor: slot.UTC().Format(time.RFC3339)},
+			},
+			Spec: v1alpha1.StyrminBackupSpec{Cluster: s.opts.Cluster, Environment: env},
+		}
+		if err := s.opts.Client.Create(ctx, b); err != nil && !apierrors.IsAlreadyExists(err) {
+			return fmt.Errorf("creating scheduled backup %s: %w", b.Name, err)
+		}
+		s.log.Info("scheduled backup", "environment", env, "backup", b.Name, "for", slot.UTC().Format(time.RFC3339))
+		newest = b.Name
+	case len(backups) > 0:
+		newest, older = backups[0].Name, backups[1:]
 	}
-	for i := range backups {
-		if p := &backups[i]; !p.Status.Phase.Terminal() && p.DeletionTimestamp.IsZero() {
-			return s.sayScheduleWaits(ctx, p, slot)
+	// At every look, not only when the newest is made: a write that did
+	// not go through (a conflict with the backup's controller) is made at
+	// the next.
+	var errs []error
+	for i := range older {
+		if p := &older[i]; p.Name != newest && !p.Status.Phase.Terminal() && p.DeletionTimestamp.IsZero() {
+			errs = append(errs, s.supersede(ctx, p, newest))
 		}
 	}
-	b := &v1alpha1.StyrminBackup{
-		ObjectMeta: metav1.ObjectMeta{
-			Name:        env + "-" + slot.UTC().Format("20060102-1504"),
-			Namespace:   s.opts.Namespace,
-			Labels:      map[string]string{LabelSchedule: env, v1alpha1.LabelCluster: s.opts.Cluster, v1alpha1.LabelEnvironment: env},
-			Annotations: map[string]string{AnnotationScheduledFor: slot.UTC().Format(time.RFC3339)},
-		},
-		Spec: v1alpha1.StyrminBackupSpec{Cluster: s.opts.Cluster, Environment: env},
-	}
-	if err := s.opts.Client.Create(ctx, b); err != nil && !apierrors.IsAlreadyExists(err) {
-		return fmt.Errorf("creating scheduled backup %s: %w", b.Name, err)
-	}
-	s.log.Info("scheduled backup", "environment", env, "backup", b.Name, "for", slot.UTC().Format(time.RFC3339))
-	return nil
+	return errors.Join(errs...)
 }
 
-// sayScheduleWaits says on p, a scheduled backup that has not ended, that
-// the schedule's time slot made no backup for it, when it does not say so
-// already. Written on p's resourceVersion: the backup's controller writes
-// its status too, and this must not undo a write the scheduler has not
-// seen (it says so again at its next look).
-func (s *Scheduler) sayScheduleWaits(ctx context.Context, p *v1alpha1.StyrminBackup, slot time.Time) error {
+// supersede marks p, a scheduled backup that has not ended, superseded by
+// the schedule's newer backup by (AnnotationSupersededBy), and says so in
+// its Reconciling condition, each when it does not say so already. Its
+// parts are ended by its controller, which writes them (a part ended here
+// could be written back Pending from the controller's copy, and its task
+// made again). The condition is written on p's resourceVersion: the
+// controller writes the status too, and this must not undo a write the
+// scheduler has not seen (it says so again at its next look).
+func (s *Scheduler) supersede(ctx context.Context, p *v1alpha1.StyrminBackup, by string) error {
+	if p.Annotations[AnnotationSupersededBy] != by {
+		base := p.DeepCopy()
+		metav1.SetMetaDataAnnotation(&p.ObjectMeta, AnnotationSupersededBy, by)
+		if err := s.opts.Client.Patch(ctx, p, client.MergeFrom(base)); err != nil {
+			return client.IgnoreNotFound(err)
+		}
+		s.log.Info("a scheduled backup had not ended: superseded by the schedule's next", "backup", p.Name, "by", by)
+	}
 	base := p.DeepCopy()
-	msg := fmt.Sprintf("the schedule's time %s made no backup: this one has not ended (%s); the schedule's next backup is made once it has", slot.UTC().Format(time.RFC3339), orNone(string(p.Status.Phase)))
+	msg := fmt.Sprintf("the schedule made its next backup %s while this one had not ended (%s): its parts whose tasks had not started end failed, superseded by it; those that run are left to finish",
+		by, orNone(string(p.Status.Phase)))
 	if !apimeta.SetStatusCondition(&p.Status.Conditions, metav1.Condition{Type: v1alpha1.ConditionReconciling, Status: metav1.ConditionTrue,
-		Reason: ReasonScheduleWaits, Message: msg, ObservedGeneration: p.Generation}) {
+		Reason: ReasonScheduleSuperseded, Message: msg, ObservedGeneration: p.Generation}) {
 		return nil
 	}
-	s.log.Info("a scheduled backup has not ended: no backup for the schedule's time", "backup", p.Name, "for", slot.UTC().Format(time.RFC3339))
 	err := s.opts.Client.Status().Patch(ctx, p, client.MergeFromWithOptions(base, client.MergeFromWithOptimisticLock{}))
 	if apierrors.IsConflict(err) || apierrors.IsNotFound(err) {
 		return nil
@@ -267,10 +300,18 @@ func (s *Scheduler) retain(ctx context.Context, env string, backups []v1alpha1.S
 }
 
 // retainBackupsFirst deletes the backups upgrades took first (labelled
-// with their task) beyond the KeepBackupsFirst newest of each deployment
-// of the agent's cluster, never one that a restore reads or may retry
-// from, or that an environment is cloned from.
-func (s *Scheduler) retainBackupsFirst(ctx context.Context, cloned map[string]string) error {
+// with their task) of each deployment of the agent's cluster beyond those
+// it keeps: the KeepBackupsFirst newest, and for each of the
+// KeepBackupsFirst newest sequences they backed up, the oldest backup of
+// it. A failed upgrade is run again by its retry or fix, each backing up
+// first the same sequence, by then half migrated: only the first holds the
+// data from before the upgrade ran. Never deleted: one that a restore reads
+// or may retry from, that an environment is cloned from, or of an
+// environment whose settings cannot be read (unreadable, "": all of them).
+func (s *Scheduler) retainBackupsFirst(ctx context.Context, cloned map[string]string, unreadable map[string]bool) error {
+	if unreadable[""] {
+		return nil
+	}
 	var list v1alpha1.StyrminBackupList
 	if err := s.opts.Client.List(ctx, &list, client.InNamespace(s.opts.Namespace), client.MatchingLabels{v1alpha1.LabelCluster: s.opts.Cluster},
 		client.HasLabels{task.LabelTask}); err != nil {
@@ -279,7 +320,7 @@ func (s *Scheduler) retainBackupsFirst(ctx context.Context, cloned map[string]st
 	byDeployment := map[string][]*v1alpha1.StyrminBackup{}
 	for i := range list.Items {
 		b := &list.Items[i]
-		if len(b.Spec.Deployments) != 1 {
+		if len(b.Spec.Deployments) != 1 || unreadable[b.Spec.Environment] {
 			continue
 		}
 		k := b.Spec.Environment + "/" + b.Spec.Deployments[0]
@@ -305,12 +346,13 @@ func (s *Scheduler) retainBackupsFirst(ctx context.Context, cloned map[string]st
 			}
 			return strings.Compare(b.Name, a.Name)
 		})
+		firsts := firstOfSequences(backups)
 		kept := 0
 		for _, b := range backups {
 			if !b.Status.Phase.Terminal() || inUse[b.Name] != "" || !b.DeletionTimestamp.IsZero() {
 				continue
 			}
-			if kept++; kept <= KeepBackupsFirst {
+			if kept++; kept <= KeepBackupsFirst || firsts[b.Name] {
 				continue
 			}
 			if clone := cloned[b.Spec.Environment+"/"+b.Name]; clone != "" {
@@ -324,6 +366,25 @@ func (s *Scheduler) retainBackupsFirst(ctx context.Context, cloned map[string]st
 		}
 	}
 	return nil
+}
+
+// firstOfSequences names, of a deployment's backups taken before upgrades
+// (newest first), the oldest of each of the KeepBackupsFirst newest
+// sequences they backed up (the sequence their part records).
+func firstOfSequences(backups []*v1alpha1.StyrminBackup) map[string]bool {
+	oldest := map[int64]string{}
+	for _, b := range backups {
+		if len(b.Status.Deployments) != 1 || b.Status.Deployments[0].Sequence == 0 {
+			continue
+		}
+		oldest[b.Status.Deployments[0].Sequence] = b.Name
+	}
+	seqs := slices.Sorted(maps.Keys(oldest))
+	out := map[string]bool{}
+	for _, seq := range seqs[max(0, len(seqs)-KeepBackupsFirst):] {
+		out[oldest[seq]] = true
+	}
+	return out
 }
 
 // restoring maps each backup that restores read to the name of one of

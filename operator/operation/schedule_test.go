@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/go-logr/logr"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -129,40 +130,141 @@ func TestFailedScheduledBackupsAreKeptUpToABound(t *testing.T) {
 	}
 }
 
-// TestAScheduleMakesNoBackupWhileItsPreviousHasNotEnded pins a backup
-// that outlasts its schedule's period: the next time made another beside
-// it, and another at each time after. None is made while it runs, it says
-// so, and the newest time missed is made once it has ended.
-func TestAScheduleMakesNoBackupWhileItsPreviousHasNotEnded(t *testing.T) {
+// TestAScheduleMakesItsNextBackupAndSupersedesThePreviousThatHasNotEnded
+// pins a backup that outlasts its schedule's period. Another beside it at
+// each time piled up; then none was made while it had not ended, and one
+// part held for good stopped the schedule for the whole environment. The
+// next one is made at its time, and every older one that has not ended is
+// marked superseded by the newest, saying so: at most one waits.
+func TestAScheduleMakesItsNextBackupAndSupersedesThePreviousThatHasNotEnded(t *testing.T) {
 	ctx, cl := operations(t)
 	prev := newScheduled(ctx, t, cl, "data", time.Date(2026, 12, 1, 3, 0, 0, 0, time.UTC), v1alpha1.OperationRunning)
 	now := time.Date(2026, 12, 2, 3, 0, 30, 0, time.UTC)
 	s := scheduler(t, cl, &now, resolver.EnvironmentBackups{Cluster: "local", Environment: "data", Location: "pvc://backups/data", Schedule: "0 3 * * *"})
-	if err := s.Tick(ctx); err != nil {
-		t.Fatal(err)
+	superseded := func(b *v1alpha1.StyrminBackup, by string) {
+		t.Helper()
+		if err := cl.Get(ctx, client.ObjectKeyFromObject(b), b); err != nil {
+			t.Fatal(err)
+		}
+		if got := b.Annotations[operation.AnnotationSupersededBy]; got != by {
+			t.Fatalf("%s superseded by %q, want %q", b.Name, got, by)
+		}
+		if c := apimeta.FindStatusCondition(b.Status.Conditions, v1alpha1.ConditionReconciling); c == nil || c.Reason != operation.ReasonScheduleSuperseded ||
+			!strings.Contains(c.Message, "next backup "+by+" while this one had not ended") {
+			t.Fatalf("%s's Reconciling: %+v, want %s naming %s", b.Name, c, operation.ReasonScheduleSuperseded, by)
+		}
 	}
-	if got := backupNames(ctx, t, cl); !slices.Equal(got, []string{prev.Name}) {
-		t.Fatalf("the schedule's backups while %s runs: %v, want no new one", prev.Name, got)
-	}
-	if err := cl.Get(ctx, client.ObjectKeyFromObject(prev), prev); err != nil {
-		t.Fatal(err)
-	}
-	if c := apimeta.FindStatusCondition(prev.Status.Conditions, v1alpha1.ConditionReconciling); c == nil || c.Reason != operation.ReasonScheduleWaits ||
-		!strings.Contains(c.Message, "2026-12-02T03:00:00Z made no backup") {
-		t.Fatalf("the running backup's Reconciling: %+v, want %s saying the time 2026-12-02T03:00:00Z made none", c, operation.ReasonScheduleWaits)
-	}
-
-	prev.Status.Phase = v1alpha1.OperationSucceeded
-	if err := cl.Status().Update(ctx, prev); err != nil {
-		t.Fatal(err)
-	}
-	now = now.Add(time.Hour)
 	if err := s.Tick(ctx); err != nil {
 		t.Fatal(err)
 	}
 	if got := backupNames(ctx, t, cl); !slices.Equal(got, []string{prev.Name, "data-20261202-0300"}) {
-		t.Fatalf("the schedule's backups once %s ended: %v, want the time missed made", prev.Name, got)
+		t.Fatalf("the schedule's backups while %s runs: %v, want the time's made beside it", prev.Name, got)
 	}
+	superseded(prev, "data-20261202-0300")
+
+	// Neither ended by the next time: both are superseded by its backup.
+	now = now.Add(24 * time.Hour)
+	if err := s.Tick(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if got := backupNames(ctx, t, cl); !slices.Equal(got, []string{prev.Name, "data-20261202-0300", "data-20261203-0300"}) {
+		t.Fatalf("the schedule's backups a day later: %v, want the time's made", got)
+	}
+	superseded(prev, "data-20261203-0300")
+	superseded(&v1alpha1.StyrminBackup{ObjectMeta: metav1.ObjectMeta{Namespace: "styrmin-system", Name: "data-20261202-0300"}}, "data-20261203-0300")
+}
+
+// TestAScheduledBackupHeldByAFailedRestoreDoesNotStopTheNextNight pins
+// what a failed restore of one deployment does to its environment's
+// schedule: the backup task of hub, held by it, waited for ever, its
+// backup never ended, and no backup was made for db or any other
+// deployment again. The next night's backup is made; the held part ends
+// Failed, superseded, naming the next backup and why it waited, its task
+// deleted before it ran; db's part, which succeeded, stays restorable.
+func TestAScheduledBackupHeldByAFailedRestoreDoesNotStopTheNextNight(t *testing.T) {
+	ctx, cl, _, opts := restoring(t)
+	opts.Settings = operation.SettingsFunc(func(context.Context) ([]resolver.EnvironmentBackups, error) {
+		return []resolver.EnvironmentBackups{{Cluster: "local", Environment: "data", Location: "pvc://backups/data", Schedule: "0 3 * * *"}}, nil
+	})
+	// Restore fix of hub failed; the night's backup task of hub, ordered
+	// after it, waits for it.
+	newRestore(ctx, t, cl, "fix", "monday", v1alpha1.StyrminRestoreStatus{Phase: v1alpha1.OperationFailed, Environment: "data",
+		Deployments: []v1alpha1.OperationDeployment{{Name: "hub", Namespace: "data-hub", Task: "hub-restore-fix", Phase: v1alpha1.OperationFailed}}})
+	started := metav1.Now()
+	newOperationTask(ctx, t, cl, "hub-restore-fix", v1alpha1.TaskOperation{Kind: v1alpha1.OperationRestore, Name: "fix", BackupID: "monday", Artifact: "s3://backups/local/data/monday/hub", Attempt: 1}, 3, 3,
+		v1alpha1.StyrminTaskStatus{Phase: v1alpha1.TaskFailed, StartedAt: &started, FinishedAt: &started, Message: "pg_restore failed"})
+	night := time.Date(2026, 12, 1, 3, 0, 0, 0, time.UTC)
+	prev := newScheduled(ctx, t, cl, "data", night, "")
+	hubTask := task.OperationTaskName("hub", v1alpha1.OperationBackup, prev.Name, 1)
+	prev.Finalizers = []string{operation.Finalizer}
+	if err := cl.Update(ctx, prev); err != nil {
+		t.Fatal(err)
+	}
+	prev.Status = v1alpha1.StyrminBackupStatus{Phase: v1alpha1.OperationRunning, Location: "pvc://backups/data", StartedAt: &started, Deployments: []v1alpha1.OperationDeployment{
+		{Name: "db", Namespace: "data-db", Task: "db-backup", Phase: v1alpha1.OperationSucceeded, StartedAt: &started, FinishedAt: &started, Artifact: "pvc://backups/data/" + prev.Name + "/db", Sequence: 2},
+		{Name: "hub", Namespace: "data-hub", Task: hubTask, Phase: v1alpha1.OperationPending, Artifact: "pvc://backups/data/" + prev.Name + "/hub", Sequence: 3}}}
+	if err := cl.Status().Update(ctx, prev); err != nil {
+		t.Fatal(err)
+	}
+	held := newOperationTask(ctx, t, cl, hubTask, v1alpha1.TaskOperation{Kind: v1alpha1.OperationBackup, Name: prev.Name, BackupID: prev.Name, Artifact: "pvc://backups/data/" + prev.Name + "/hub", Attempt: 1}, 3, 3,
+		v1alpha1.StyrminTaskStatus{Phase: v1alpha1.TaskPending, Conditions: []metav1.Condition{{Type: v1alpha1.ConditionReady, Status: metav1.ConditionFalse,
+			Reason: v1alpha1.ReasonRestoreInProgress, Message: "waits for StyrminRestore fix, which failed", LastTransitionTime: started}}})
+
+	now := night.Add(24*time.Hour + 30*time.Second)
+	s, err := operation.NewScheduler(withClock(opts, &now), 0, logr.Discard())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Tick(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if got := backupNames(ctx, t, cl); !slices.Contains(got, "data-20261202-0300") {
+		t.Fatalf("the backups the next night, %s held: %v, want data-20261202-0300 made", prev.Name, got)
+	}
+	backups, err := operation.NewBackupReconciler(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	reconcileAndRead(ctx, t, cl, backups, prev)
+	db, hub := prev.Status.Deployments[0], prev.Status.Deployments[1]
+	if prev.Status.Phase != v1alpha1.OperationFailed || hub.Phase != v1alpha1.OperationFailed ||
+		!strings.Contains(hub.Message, "superseded by the schedule's next backup data-20261202-0300") || !strings.Contains(hub.Message, "waits for StyrminRestore fix") {
+		t.Fatalf("%s once superseded: %s, hub %s %q; want both failed, hub naming the next backup and why it waited", prev.Name, prev.Status.Phase, hub.Phase, hub.Message)
+	}
+	if db.Phase != v1alpha1.OperationSucceeded {
+		t.Fatalf("db's part once %s was superseded: %s %q, want it kept Succeeded", prev.Name, db.Phase, db.Message)
+	}
+	if err := cl.Get(ctx, client.ObjectKeyFromObject(held), held); !apierrors.IsNotFound(err) {
+		t.Fatalf("hub's held backup task once superseded: %v (phase %s), want it deleted", err, held.Status.Phase)
+	}
+}
+
+// withClock is opts with the clock at *now.
+func withClock(opts operation.Options, now *time.Time) operation.Options {
+	opts.Now = func() time.Time { return *now }
+	return opts
+}
+
+// newBackupFirst records the backup an upgrade of env's deployment dep to
+// sequence seq took first, of the data of sequence backedUp, and returns
+// its name.
+func newBackupFirst(ctx context.Context, t *testing.T, cl client.Client, env, dep string, seq, backedUp int) string {
+	t.Helper()
+	name := env + "-" + dep + "-before-" + strconv.Itoa(seq)
+	b := &v1alpha1.StyrminBackup{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "styrmin-system", Name: name, Labels: map[string]string{
+			v1alpha1.LabelCluster: "local", v1alpha1.LabelEnvironment: env, task.LabelTask: dep + "-" + strconv.Itoa(seq)}},
+		Spec: v1alpha1.StyrminBackupSpec{Cluster: "local", Environment: env, Deployments: []string{dep}},
+	}
+	if err := cl.Create(ctx, b); err != nil {
+		t.Fatal(err)
+	}
+	b.Status.Phase = v1alpha1.OperationSucceeded
+	b.Status.Deployments = []v1alpha1.OperationDeployment{{Name: dep, Namespace: env + "-" + dep, Phase: v1alpha1.OperationSucceeded, Sequence: int64(backedUp)}}
+	if err := cl.Status().Update(ctx, b); err != nil {
+		t.Fatal(err)
+	}
+	return name
 }
 
 // TestBackupsTakenBeforeUpgradesAreKeptToTheNewestFewPerDeployment pins
@@ -172,23 +274,7 @@ func TestAScheduleMakesNoBackupWhileItsPreviousHasNotEnded(t *testing.T) {
 // reads.
 func TestBackupsTakenBeforeUpgradesAreKeptToTheNewestFewPerDeployment(t *testing.T) {
 	ctx, cl := operations(t)
-	first := func(dep string, seq int) string {
-		t.Helper()
-		name := "data-" + dep + "-before-" + strconv.Itoa(seq)
-		b := &v1alpha1.StyrminBackup{
-			ObjectMeta: metav1.ObjectMeta{Namespace: "styrmin-system", Name: name, Labels: map[string]string{
-				v1alpha1.LabelCluster: "local", v1alpha1.LabelEnvironment: "data", task.LabelTask: dep + "-" + strconv.Itoa(seq)}},
-			Spec: v1alpha1.StyrminBackupSpec{Cluster: "local", Environment: "data", Deployments: []string{dep}},
-		}
-		if err := cl.Create(ctx, b); err != nil {
-			t.Fatal(err)
-		}
-		b.Status.Phase = v1alpha1.OperationSucceeded
-		if err := cl.Status().Update(ctx, b); err != nil {
-			t.Fatal(err)
-		}
-		return name
-	}
+	first := func(dep string, seq int) string { return newBackupFirst(ctx, t, cl, "data", dep, seq, seq-1) }
 	var hub []string
 	for seq := 1; seq <= 6; seq++ {
 		hub = append(hub, first("hub", seq))
@@ -206,5 +292,49 @@ func TestBackupsTakenBeforeUpgradesAreKeptToTheNewestFewPerDeployment(t *testing
 	slices.Sort(want)
 	if got := backupNames(ctx, t, cl); !slices.Equal(got, want) {
 		t.Fatalf("six backups of hub taken before upgrades, one restored from: %v left, want %v (the newest %d, the one read, web's)", got, want, operation.KeepBackupsFirst)
+	}
+}
+
+// TestTheFirstBackupBeforeAFailedUpgradeIsKeptThroughItsRetries pins
+// retention when an upgrade of hub from sequence 4 failed halfway and was
+// run again by retries and fixes: each backed up sequence 4 first, by then
+// half migrated, and after three of them the only backup of the data from
+// before the upgrade (before-5) was deleted with its artefact. The oldest
+// backup of each of the newest sequences is kept besides the newest few.
+func TestTheFirstBackupBeforeAFailedUpgradeIsKeptThroughItsRetries(t *testing.T) {
+	ctx, cl := operations(t)
+	var hub []string
+	for seq := 5; seq <= 9; seq++ {
+		hub = append(hub, newBackupFirst(ctx, t, cl, "data", "hub", seq, 4))
+	}
+	now := time.Date(2026, 12, 5, 12, 0, 0, 0, time.UTC)
+	s := scheduler(t, cl, &now, resolver.EnvironmentBackups{Cluster: "local", Environment: "data", Location: "pvc://backups/data"})
+	if err := s.Tick(ctx); err != nil {
+		t.Fatal(err)
+	}
+	want := []string{"data-hub-before-5", "data-hub-before-7", "data-hub-before-8", "data-hub-before-9"}
+	if got := backupNames(ctx, t, cl); !slices.Equal(got, want) {
+		t.Fatalf("%v taken before upgrades, all of sequence 4: %v left, want %v (the first, and the newest %d)", hub, got, want, operation.KeepBackupsFirst)
+	}
+}
+
+// TestBackupsTakenBeforeUpgradesInAnEnvironmentGitCannotReadAreKept pins
+// what unreadable settings stop: Tick says no retention runs for such an
+// environment, and its backups taken before upgrades were deleted all the
+// same.
+func TestBackupsTakenBeforeUpgradesInAnEnvironmentGitCannotReadAreKept(t *testing.T) {
+	ctx, cl := operations(t)
+	var want []string
+	for seq := 1; seq <= 5; seq++ {
+		want = append(want, newBackupFirst(ctx, t, cl, "data", "hub", seq, seq-1))
+	}
+	broken := &resolver.ConfigError{File: "clusters/local/environments/data/environment.cue", Line: 2, Field: "backups.keep", Msg: "is 0: keep at least 1 backup (or remove the field)"}
+	now := time.Date(2026, 12, 5, 12, 0, 0, 0, time.UTC)
+	s := scheduler(t, cl, &now, resolver.EnvironmentBackups{Cluster: "local", Environment: "data", Err: broken})
+	if err := s.Tick(ctx); err == nil || !strings.Contains(err.Error(), "no scheduled backup or retention") {
+		t.Fatalf("a tick with data's settings unreadable: %v, want an error saying no retention", err)
+	}
+	if got := backupNames(ctx, t, cl); !slices.Equal(got, want) {
+		t.Fatalf("five backups of hub taken before upgrades, data's settings unreadable: %v left, want all %v", got, want)
 	}
 }

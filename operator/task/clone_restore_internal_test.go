@@ -90,3 +90,54 @@ func TestACloneDoesNotRestoreAPartItsBackupDoesNotHoldOrHoldsFailed(t *testing.T
 		})
 	}
 }
+
+// TestACloneWithoutTheDeploymentsListIsToldToAddOneToStartEmpty pins the
+// refusal's advice for a clone written before clonedFrom.deployments
+// existed: it said to take the deployment out of a list its file does not
+// have. Such a clone (every deployment restores) is told to add the list
+// without the deployment; one with the list, to take the name out.
+func TestACloneWithoutTheDeploymentsListIsToldToAddOneToStartEmpty(t *testing.T) {
+	const ns = "styrmin-system"
+	cl := withCRDs(t, ns)
+	ctx := context.Background()
+	b := &v1alpha1.StyrminBackup{ObjectMeta: metav1.ObjectMeta{Name: "monday", Namespace: ns},
+		Spec: v1alpha1.StyrminBackupSpec{Cluster: "local", Environment: "dev", Deployments: []string{"hub"}}}
+	if err := cl.Create(ctx, b); err != nil {
+		t.Fatal(err)
+	}
+	b.Status = v1alpha1.StyrminBackupStatus{Phase: v1alpha1.OperationSucceeded, Location: "s3://backups/local/dev", Deployments: []v1alpha1.OperationDeployment{
+		{Name: "hub", Namespace: "dev-hub", Phase: v1alpha1.OperationSucceeded, Driver: v1alpha1.DriverRef{Name: "graphhub", Version: "1.4.0"}, Artifact: "s3://backups/local/dev/monday/hub"}}}
+	if err := cl.Status().Update(ctx, b); err != nil {
+		t.Fatal(err)
+	}
+	cf := drivers.CloneSource{Cluster: "local", Environment: "dev", Commit: "abcdef1", Backup: "monday", Location: "s3://backups/local/dev"}
+	db := &resolver.Instance{ID: resolver.ID{Cluster: "local", Environment: "preview", Name: "db"}, Sequence: 1,
+		Context: &drivers.Context{Environment: drivers.EnvironmentContext{BackupLocation: "s3://backups/local/preview", ClonedFrom: &cf}}}
+	for _, tc := range []struct {
+		name       string
+		list       []string
+		want, lack string
+	}{
+		{"no list", nil, "add clonedFrom.deployments to the clone's environment file, listing the deployments to restore without db", "take db out"},
+		{"a list", []string{"hub", "db"}, "take db out of clonedFrom.deployments", "add clonedFrom.deployments"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			settings := func(context.Context, string, string) (resolver.EnvironmentBackups, error) {
+				in := cf
+				in.Deployments = tc.list
+				return resolver.EnvironmentBackups{Cluster: "local", Environment: "preview", Location: "s3://backups/local/preview", ClonedFrom: &in}, nil
+			}
+			r, err := NewReconciler(Options{Client: cl, Drivers: noDrivers{}, AgentNamespace: ns, Registerer: prometheus.NewRegistry(), BackupSettings: settings})
+			if err != nil {
+				t.Fatal(err)
+			}
+			why, err := r.cloneRestoreRefusal(ctx, db, &drivers.Driver{Name: "graphhub", Version: "1.4.0"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !strings.Contains(why, "holds no backup of db") || !strings.Contains(why, tc.want) || strings.Contains(why, tc.lack) {
+				t.Fatalf("refusal %q, want one saying %q and not %q", why, tc.want, tc.lack)
+			}
+		})
+	}
+}

@@ -27,7 +27,8 @@ func TestBackupCredentialsGoOnlyToTheEnvironmentsTheirSecretLists(t *testing.T) 
 		{"every environment", marked, ptr.To("*"), ""},
 		{"another environment's", marked, ptr.To("local/prod"), `is for environments "local/prod" (annotation styrmin.io/backup-environments), not local/dev`},
 		{"another cluster's", marked, ptr.To("other/*"), "not local/dev"},
-		{"an empty list", marked, ptr.To(""), "not local/dev"},
+		{"an empty list", marked, ptr.To(""), "the Secret styrmin-system/prod-keys lists no environment in its annotation styrmin.io/backup-environments"},
+		{"a list of no environment", marked, ptr.To(" , "), "lists no environment"},
 		{"a prefix is no match", marked, ptr.To("local/de"), "not local/dev"},
 	} {
 		s := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: "styrmin-system", Name: "prod-keys", Labels: c.labels}}

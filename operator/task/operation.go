@@ -46,7 +46,8 @@ const LabelBackupCredentials = v1alpha1.Group + "/backup-credentials"
 
 // AnnotationBackupEnvironments on a backup credentials Secret lists the
 // environments whose backups may use it, comma-separated, each CLUSTER/ENV,
-// CLUSTER/* or * ("": any). Under strict tenancy, the team owning one
+// CLUSTER/* or * (without the annotation: any; with one that lists no
+// environment: refused). Under strict tenancy, the team owning one
 // environment's files must not get another's credentials (dev's
 // environment.cue naming prod's bucket keys) by naming its Secret.
 const AnnotationBackupEnvironments = v1alpha1.Group + "/backup-environments"
@@ -63,11 +64,19 @@ func CredentialsRefusal(s *corev1.Secret, cluster, env string) string {
 	if !ok {
 		return ""
 	}
+	listed := false
 	for _, e := range strings.Split(list, ",") {
 		switch e = strings.TrimSpace(e); e {
+		case "":
+			continue
 		case "*", cluster + "/*", cluster + "/" + env:
 			return ""
 		}
+		listed = true
+	}
+	if !listed {
+		return fmt.Sprintf("the Secret %s lists no environment in its annotation %s: list there the environments whose backups may use it (CLUSTER/ENV, CLUSTER/* or *), %s/%s among them, or name another Secret in the environment's backups.secret",
+			key, AnnotationBackupEnvironments, cluster, env)
 	}
 	return fmt.Sprintf("the Secret %s is for environments %q (annotation %s), not %s/%s: add it there, or name another Secret in the environment's backups.secret",
 		key, list, AnnotationBackupEnvironments, cluster, env)
@@ -313,7 +322,8 @@ func incompatibleBackup(b *v1alpha1.StyrminBackup, deployment string, d *drivers
 // up empty: the clone was asked for the deployment's data, and a
 // deployment set up without it looks like one that has it. Starting
 // empty is a choice made in git (the name taken out of
-// clonedFrom.deployments), as the message says. "" when it may, or when
+// clonedFrom.deployments, or a list without it added to a clone written
+// before the list), as the message says. "" when it may, or when
 // the record is elsewhere (a clone into another cluster) and the restore
 // job is left to read it.
 func (r *Reconciler) cloneRestoreRefusal(ctx context.Context, in *resolver.Instance, d *drivers.Driver) (string, error) {
@@ -337,6 +347,14 @@ func (r *Reconciler) cloneRestoreRefusal(ctx context.Context, in *resolver.Insta
 	}
 	clone := fmt.Sprintf("the environment is a clone of %s/%s from backup %s", cf.Cluster, cf.Environment, cf.Backup)
 	startEmpty := fmt.Sprintf("clone from a backup that holds it (styrminctl backup list %s/%s), or take %s out of clonedFrom.deployments in the clone's environment file to create it empty", cf.Cluster, cf.Environment, in.ID.Name)
+	// A clone written before that list has none (every deployment
+	// restores): the list is to be added, not edited. The context never
+	// carries it; git's settings of the environment do.
+	if r.opts.BackupSettings != nil {
+		if e, err := r.opts.BackupSettings(ctx, in.ID.Cluster, in.ID.Environment); err == nil && e.ClonedFrom != nil && e.ClonedFrom.Deployments == nil {
+			startEmpty = fmt.Sprintf("clone from a backup that holds it (styrminctl backup list %s/%s), or add clonedFrom.deployments to the clone's environment file, listing the deployments to restore without %s, to create it empty", cf.Cluster, cf.Environment, in.ID.Name)
+		}
+	}
 	i := slices.IndexFunc(b.Status.Deployments, func(p v1alpha1.OperationDeployment) bool { return p.Name == in.ID.Name })
 	if i < 0 {
 		var held []string
