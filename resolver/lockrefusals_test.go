@@ -190,6 +190,27 @@ func TestTwoDeploymentsRenderingOneObjectFailTheLaterAtLock(t *testing.T) {
 			if errs := errorsByID(res); len(errs) != 2 {
 				t.Errorf("errors %v, want staging/tn's and staging/cn's only", errs)
 			}
+
+			// Both locked, only staging's lock rendering the object; aa,
+			// first by id, now renders it too: aa is refused, the object
+			// being staging's release's already.
+			must(t, os.RemoveAll(filepath.Join(dir, "clusters/local/environments/staging/deployments/cn.cue")))
+			writeFile(t, dir, aaTn, tenant(""))
+			res, locks, _ = resolveDir(t, dir)
+			if errs := errorsByID(res); len(errs) != 0 {
+				t.Fatalf("aa/tn without the object beside staging/tn with it: errors %v", errs)
+			}
+			changes, err = PlanLocks(res, locks)
+			must(t, err)
+			for _, c := range changes {
+				writeFile(t, dir, c.Path(), string(c.Data))
+			}
+			writeFile(t, dir, aaTn, tenant(tc.params))
+			res, _, _ = resolveDir(t, dir)
+			refused(t, res, "local/aa/tn", aaTn, "deployment local/staging/tn ("+stagingTn+")")
+			if _, ok := errorsByID(res)["local/staging/tn"]; ok {
+				t.Errorf("staging/tn, whose lock renders the object, fails: %v", errorsByID(res))
+			}
 		})
 	}
 }

@@ -809,11 +809,23 @@ type claim struct {
 	outside []drivers.Object
 	in      *Instance
 	drv     *drivers.Driver
+	// held are the objects outside its namespace its lock renders (the
+	// cluster may hold them as its release's): for one standing on its
+	// lock, all of outside; for a changed one, what its lock rendered.
+	held map[objectKey]bool
+	// lock is a changed deployment's lock, rendered for held when its
+	// policy lets it out of its namespace.
+	lock *Instance
 }
 
-// before orders the claims on one object: the deployment with a lock
-// first (the cluster may hold the object as its release's), then by id.
-func (a *claim) before(b *claim) bool {
+// before orders the claims on object k: the deployment whose lock renders
+// it first (the agent applied it as that release's), then one with a lock
+// (its objects may be in the cluster), then by id. A deployment that only
+// now renders an object never takes it from one whose lock has it.
+func (a *claim) before(b *claim, k objectKey) bool {
+	if ah, bh := a.held[k], b.held[k]; ah != bh {
+		return ah
+	}
 	if a.existing != b.existing {
 		return a.existing
 	}
@@ -866,6 +878,9 @@ func objectConflicts(repo *Repository, jobs []*resolveJob, second []error, opts 
 				switch {
 				case ok && resolved(i) && jobs[i].p.rendered:
 					cl.job, cl.outside = i, jobs[i].p.outside
+					if cl.existing {
+						cl.lock = lock
+					}
 				case ok && resolved(i):
 					cl.in, cl.drv = jobs[i].p.res.Instance, jobs[i].p.driver
 				case cl.existing:
@@ -877,31 +892,52 @@ func objectConflicts(repo *Repository, jobs []*resolveJob, second []error, opts 
 			}
 		}
 	}
-	var standing []*claim
+	// What the locks render outside their namespaces: of the deployments
+	// standing on theirs (what they run), and of the changed ones (what
+	// the cluster may hold as their releases').
+	var toRender []*claim
 	for _, cl := range claims {
-		if cl.job < 0 && cl.in.Context != nil && policyReaches(cl.in.Context.Environment.Policy) {
-			standing = append(standing, cl)
+		in := cl.in
+		if cl.job >= 0 {
+			in = cl.lock
+		}
+		if in != nil && in.Context != nil && policyReaches(in.Context.Environment.Policy) {
+			toRender = append(toRender, cl)
 		}
 	}
-	parallel(len(standing), func(i int) {
-		cl := standing[i]
-		drv := cl.drv
+	parallel(len(toRender), func(i int) {
+		cl := toRender[i]
+		in, drv := cl.in, cl.drv
+		if cl.job >= 0 {
+			in, drv = cl.lock, nil
+		}
 		if drv == nil {
 			var ok bool
-			if drv, ok = opts.Catalog.Get(cl.in.Driver.Name, cl.in.Driver.Version); !ok || drv.Digest != cl.in.Driver.Digest {
+			if drv, ok = opts.Catalog.Get(in.Driver.Name, in.Driver.Version); !ok || drv.Digest != in.Driver.Digest {
 				return // its objects are not known here
 			}
 		}
 		// A lock that no longer renders is its own deployment's error.
-		if m, err := drv.RenderForPolicy(context.Background(), *cl.in.Context, cl.in.Values); err == nil {
-			cl.outside = outsideOf(m.Objects, cl.in.Context.Deployment.Namespace)
+		m, err := drv.RenderForPolicy(context.Background(), *in.Context, in.Values)
+		if err != nil {
+			return
+		}
+		objs := outsideOf(m.Objects, in.Context.Deployment.Namespace)
+		if cl.job < 0 {
+			cl.outside = objs
+		}
+		if cl.existing && (cl.job >= 0 || in == cl.in) {
+			cl.held = make(map[objectKey]bool, len(objs))
+			for _, o := range objs {
+				cl.held[keyOf(cl.id.Cluster, o)] = true
+			}
 		}
 	})
 	owner := map[objectKey]*claim{}
 	for _, cl := range claims {
 		for _, o := range cl.outside {
 			k := keyOf(cl.id.Cluster, o)
-			if w := owner[k]; w == nil || cl.before(w) {
+			if w := owner[k]; w == nil || cl.before(w, k) {
 				owner[k] = cl
 			}
 		}
