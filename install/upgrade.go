@@ -287,13 +287,19 @@ func keepScale(o Options, dep *appsv1.Deployment) (Options, []string, error) {
 	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(find(objs, "Deployment", agentDeployment).Object, &manifest); err != nil {
 		return o, nil, fmt.Errorf("render: Deployment %s: %w", agentDeployment, err)
 	}
+	// What the installed manifest set: its record, decoded afresh (into
+	// this manifest's maps it would merge with keys only this one has),
+	// else this manifest's.
 	installed := manifestScale{Replicas: replicasOf(&manifest)}
 	if c := agentContainerOf(&manifest); c != nil {
-		installed.Resources = c.Resources
+		installed.Resources = *c.Resources.DeepCopy()
 	}
 	recorded := false
 	if v := dep.Annotations[AnnotationManifestScale]; v != "" {
-		recorded = json.Unmarshal([]byte(v), &installed) == nil
+		var rec manifestScale
+		if json.Unmarshal([]byte(v), &rec) == nil {
+			installed, recorded = rec, true
+		}
 	}
 	var notes []string
 	if r, m := replicasOf(dep), replicasOf(&manifest); r != installed.Replicas || (!recorded && r != m) {

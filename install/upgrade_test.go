@@ -364,3 +364,37 @@ func TestPlanUpgradeAppliesANewManifestsResourcesToAnAgentNotChangedByHand(t *te
 		t.Errorf("an agent without the record at 128Mi: limit %s, want it kept and said", got)
 	}
 }
+
+// A release whose manifest adds a resource (here requests.cpu, absent from
+// the record and from the agent as installed) applies it: the agent was
+// not changed by hand, and the notes say nothing was kept.
+func TestPlanUpgradeAppliesAResourceANewManifestAdds(t *testing.T) {
+	was := Options{Cluster: "prod", Repo: "https://git.example.com/d.git", Version: "v0.2.0"}
+	in := installed(t, was)
+	delete(agentContainerOf(in.Agent).Resources.Requests, corev1.ResourceCPU)
+	var rec manifestScale
+	if err := json.Unmarshal([]byte(in.Agent.Annotations[AnnotationManifestScale]), &rec); err != nil {
+		t.Fatal(err)
+	}
+	delete(rec.Resources.Requests, corev1.ResourceCPU)
+	b, err := json.Marshal(rec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	in.Agent.Annotations[AnnotationManifestScale] = string(b)
+	up, err := PlanUpgrade(Options{Cluster: "prod", Repo: was.Repo, Version: "v0.3.0"}, in, UpgradeOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	objs, err := Render(up.Options)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var dep appsv1.Deployment
+	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(find(objs, "Deployment", agentDeployment).Object, &dep); err != nil {
+		t.Fatal(err)
+	}
+	if cpu := agentContainerOf(&dep).Resources.Requests[corev1.ResourceCPU]; cpu.String() != "100m" || hasNote(up.Notes, "kept the agent's resources") {
+		t.Errorf("requests.cpu %s after the upgrade, notes:\n%s\nwant the new manifest's 100m and nothing kept", cpu.String(), strings.Join(up.Notes, "\n"))
+	}
+}
