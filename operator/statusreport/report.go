@@ -67,8 +67,12 @@ type Reporter struct {
 	// is elected, which may be days after it was built, and only what
 	// ended since is this replica's to report without asking the host.
 	started time.Time
-	// resume: no request before it, the wait a rate limit asked for.
+	// resume: no request before it, the wait a rate limit asked for or
+	// the back-off after the host failed to answer.
 	resume time.Time
+	// outages counts the rounds in a row the host failed to answer (a
+	// 5xx, no connection): each doubles the back-off.
+	outages int
 	// posted is the last status posted (or refused for good) per commit.
 	posted map[string]postedStatus
 }
@@ -148,6 +152,15 @@ const (
 	maxRateLimitWait = time.Hour
 )
 
+// The back-off after the host failed to answer (a 5xx, a connection
+// refused or timed out): every commit would fail alike, so the round ends
+// at the first and the next waits 30 s, doubling to 10 minutes while the
+// outage lasts; the first answer ends it.
+const (
+	minOutageWait = 30 * time.Second
+	maxOutageWait = 10 * time.Minute
+)
+
 // Report posts the status of every lock commit whose status changed since
 // it was last posted.
 func (r *Reporter) Report(ctx context.Context) error {
@@ -197,6 +210,9 @@ commits:
 			shown, ok, err := r.o.Poster.Current(ctx, sha, s.Context)
 			switch {
 			case err == nil:
+				r.mu.Lock()
+				r.outages = 0
+				r.mu.Unlock()
 				if ok && shown.State != commitstatus.Pending {
 					r.remember(sha, s, tasks)
 					continue
@@ -206,7 +222,7 @@ commits:
 				// before this look.
 				r.o.Log.V(1).Info("could not read a lock commit's status from the host", "commit", sha[:min(12, len(sha))], "error", err.Error())
 			default:
-				end, err := r.endsRound(err)
+				end, err := r.endsRound(ctx, err)
 				errs = append(errs, err)
 				if end {
 					break commits
@@ -216,11 +232,14 @@ commits:
 		}
 		err := r.o.Poster.Post(ctx, sha, s)
 		if err == nil {
+			r.mu.Lock()
+			r.outages = 0
+			r.mu.Unlock()
 			r.o.Log.Info("reported a lock commit's result", "commit", sha[:min(12, len(sha))], "state", s.State, "description", s.Description)
 			r.remember(sha, s, tasks)
 			continue
 		}
-		end, err := r.endsRound(err)
+		end, err := r.endsRound(ctx, err)
 		errs = append(errs, err)
 		if end {
 			break
@@ -246,12 +265,21 @@ commits:
 // commits being refused alike meanwhile: a refused token (expired,
 // revoked), the one that replaces it used next round; a rate limit, no
 // request then until the wait it asked for has passed (a minute when it
-// named none, an hour at most), which err is given to say.
-func (r *Reporter) endsRound(err error) (bool, error) {
+// named none, an hour at most); a host that did not answer (a 5xx, no
+// connection), no request until a back-off has passed, which doubles
+// while the outage lasts. err is given to say how long.
+func (r *Reporter) endsRound(ctx context.Context, err error) (bool, error) {
 	var he *commitstatus.HTTPError
 	switch {
-	case !errors.As(err, &he):
-		return false, err
+	case ctx.Err() != nil:
+		return true, err
+	case !errors.As(err, &he) || he.Code >= 500:
+		r.mu.Lock()
+		wait := min(minOutageWait<<min(r.outages, 8), maxOutageWait)
+		r.outages++
+		r.resume = r.o.Now().Add(wait)
+		r.mu.Unlock()
+		return true, fmt.Errorf("%w (the host did not answer: no status is posted for %s)", err, wait.Round(time.Second))
 	case he.RateLimited():
 		wait := he.RetryAfter
 		if wait <= 0 {

@@ -267,3 +267,84 @@ func TestARateLimitEndsTheRoundAndWaitsTheTimeItAsks(t *testing.T) {
 		})
 	}
 }
+
+// TestAHostThatDoesNotAnswerIsAskedAgainAfterABackOff: a 5xx or a refused
+// connection went on to the next commit and every commit was posted again
+// every round, thousands of requests a minute to a host in an outage. Now
+// the first failure ends the round and the next waits 30 s, doubling while
+// the outage lasts; the first answer ends it, and all commits are posted.
+func TestAHostThatDoesNotAnswerIsAskedAgainAfterABackOff(t *testing.T) {
+	ctx := context.Background()
+	var requests atomic.Int32
+	var down atomic.Bool
+	down.Store(true)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		requests.Add(1)
+		if down.Load() {
+			http.Error(w, `{"message":"Server Error"}`, http.StatusBadGateway)
+			return
+		}
+		w.WriteHeader(http.StatusCreated)
+		fmt.Fprint(w, `{}`)
+	}))
+	defer srv.Close()
+	poster, err := commitstatus.New(commitstatus.Options{BaseURL: srv.URL, Owner: "acme", Repo: "desired", Token: token})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cl := fakeReader(t,
+		taskOf("web", strings.Repeat("a", 40), 2, v1alpha1.TaskRunning, time.Time{}),
+		taskOf("hub", strings.Repeat("b", 40), 2, v1alpha1.TaskRunning, time.Time{}),
+		taskOf("api", strings.Repeat("c", 40), 2, v1alpha1.TaskRunning, time.Time{}),
+	)
+	clk := &clock{now: t0}
+	r, err := statusreport.New(statusreport.Options{Reader: cl, Poster: poster, Cluster: "prod", Now: clk.Now})
+	if err != nil {
+		t.Fatal(err)
+	}
+	round := func(at time.Duration, want int32, wantErr string) {
+		t.Helper()
+		clk.Set(t0.Add(at))
+		err := r.Report(ctx)
+		if n := requests.Swap(0); n != want {
+			t.Fatalf("the round at +%s sent %d requests, want %d (error: %v)", at, n, want, err)
+		}
+		switch {
+		case wantErr == "" && err != nil:
+			t.Fatalf("the round at +%s: %v", at, err)
+		case wantErr != "" && (err == nil || !strings.Contains(err.Error(), wantErr) || strings.Contains(err.Error(), token)):
+			t.Fatalf("the round at +%s: error %v, want one saying %q without the token", at, err, wantErr)
+		}
+	}
+	round(0, 1, "no status is posted for 30s")
+	round(20*time.Second, 0, "")
+	round(31*time.Second, 1, "no status is posted for 1m0s")
+	round(81*time.Second, 0, "")
+	round(92*time.Second, 1, "no status is posted for 2m0s")
+	down.Store(false)
+	round(3*time.Minute, 0, "")
+	round(4*time.Minute, 3, "")
+	// The outage ended: the next one starts again at 30 s.
+	r2 := taskOf("ops", strings.Repeat("d", 40), 2, v1alpha1.TaskRunning, time.Time{})
+	if err := cl.Create(ctx, r2); err != nil {
+		t.Fatal(err)
+	}
+	down.Store(true)
+	round(5*time.Minute, 1, "no status is posted for 30s")
+
+	// A host that refuses the connection is waited for alike.
+	srv.Close()
+	down.Store(false)
+	r3 := taskOf("db", strings.Repeat("e", 40), 2, v1alpha1.TaskRunning, time.Time{})
+	if err := cl.Create(ctx, r3); err != nil {
+		t.Fatal(err)
+	}
+	clk.Set(t0.Add(6 * time.Minute))
+	if err := r.Report(ctx); err == nil || !strings.Contains(err.Error(), "no status is posted for 1m0s") {
+		t.Fatalf("a refused connection: %v, want the round ended with a back-off of a minute", err)
+	}
+	clk.Set(t0.Add(6*time.Minute + 30*time.Second))
+	if err := r.Report(ctx); err != nil {
+		t.Fatalf("a round within the back-off sent a request: %v", err)
+	}
+}
