@@ -350,8 +350,37 @@ type deploymentDetail struct {
 	Behind string `json:"behind,omitempty"`
 }
 
-// latestTasks is how many of a deployment's tasks `status` shows.
-const latestTasks = 5
+// latestTasks is how many of a deployment's changes `status` shows, and
+// latestOperations how many of its operations (backups, restores) beside
+// them: counted apart, so nightly backups never hide the last changes.
+const (
+	latestTasks      = 5
+	latestOperations = 3
+)
+
+// latestOf keeps, in their order, the last latestTasks changes and the
+// last latestOperations operations of tasks (in run order).
+func latestOf(tasks []v1alpha1.StyrminTask) []v1alpha1.StyrminTask {
+	changes, ops := 0, 0
+	keep := make([]bool, len(tasks))
+	for i := len(tasks) - 1; i >= 0; i-- {
+		switch {
+		case tasks[i].Spec.Operation == nil && changes < latestTasks:
+			changes++
+			keep[i] = true
+		case tasks[i].Spec.Operation != nil && ops < latestOperations:
+			ops++
+			keep[i] = true
+		}
+	}
+	var out []v1alpha1.StyrminTask
+	for i := range tasks {
+		if keep[i] {
+			out = append(out, tasks[i])
+		}
+	}
+	return out
+}
 
 func runStatusOne(ctx context.Context, c client.Reader, w io.Writer, output string, id resolver.ID) error {
 	did := operator.DeploymentID(id)
@@ -381,8 +410,8 @@ func runStatusOne(ctx context.Context, c client.Reader, w io.Writer, output stri
 		d.LastDrift = sd.Status.LastDriftCorrection
 		d.Corrections = sd.Status.DriftCorrections
 	}
-	for i := max(0, len(tasks)-latestTasks); i < len(tasks); i++ {
-		d.Tasks = append(d.Tasks, summarizeTask(&tasks[i]))
+	for _, t := range latestOf(tasks) {
+		d.Tasks = append(d.Tasks, summarizeTask(&t))
 	}
 	for _, st := range operator.StandingsOf(sds.Items, tasks) {
 		if st.Behind {

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"strings"
 	"testing"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -27,5 +28,35 @@ func TestStatusMarksInternalDeployments(t *testing.T) {
 	}
 	if got := tab.rows[1].cells[0]; got != "local/dev/web" {
 		t.Errorf("an application is shown as %q", got)
+	}
+}
+
+// TestStatusShowsTheLastChangesWhateverTheBackupsAfterThem: status showed
+// a deployment's last five tasks, so after a week of nightly backups it
+// showed backups only, and not the change that failed. The last five
+// changes and the last three operations are counted apart, in run order.
+func TestStatusShowsTheLastChangesWhateverTheBackupsAfterThem(t *testing.T) {
+	var tasks []v1alpha1.StyrminTask
+	change := func(seq int64) {
+		tasks = append(tasks, v1alpha1.StyrminTask{ObjectMeta: metav1.ObjectMeta{Name: v1alpha1.TaskName("web", seq)},
+			Spec: v1alpha1.StyrminTaskSpec{ToSequence: seq}})
+	}
+	backup := func(seq int64, name string) {
+		tasks = append(tasks, v1alpha1.StyrminTask{ObjectMeta: metav1.ObjectMeta{Name: name},
+			Spec: v1alpha1.StyrminTaskSpec{ToSequence: seq, Operation: &v1alpha1.TaskOperation{Kind: v1alpha1.OperationBackup, Name: name}}})
+	}
+	for seq := int64(1); seq <= 7; seq++ {
+		change(seq)
+	}
+	for night := range 7 {
+		backup(7, "nightly-"+string(rune('a'+night)))
+	}
+	var got []string
+	for _, tk := range latestOf(tasks) {
+		got = append(got, tk.Name)
+	}
+	want := []string{"web-3", "web-4", "web-5", "web-6", "web-7", "nightly-e", "nightly-f", "nightly-g"}
+	if strings.Join(got, " ") != strings.Join(want, " ") {
+		t.Errorf("status shows %v, want %v", got, want)
 	}
 }
