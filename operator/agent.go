@@ -181,7 +181,11 @@ func NewAgent(ctx context.Context, cfg *rest.Config, opts Options) (*Agent, erro
 	// Drivers kept in other repositories are fetched with the
 	// repository's own credentials (sent only to its host).
 	remotes := driversource.Remotes{RepoURL: opts.URL, Auth: auth, MaxFetchBytes: opts.DriverFetchBytes}
-	drv := driversource.NewRepoDrivers(repo, driversource.NewRemoteTrees(remotes.FetchCommit, driversource.RemoteTreesOptions{MaxBytes: opts.DriverFetchBytes}), opts.Drivers)
+	// Tasks and renders read the repository at their lock's commit: a
+	// replica elected after another is handed commits its clone has not
+	// seen yet, which are fetched, not taken as gone.
+	caught := gitsource.NewCatchUp(repo, gitsource.CatchUpOptions{})
+	drv := driversource.NewRepoDrivers(caught, driversource.NewRemoteTrees(remotes.FetchCommit, driversource.RemoteTreesOptions{MaxBytes: opts.DriverFetchBytes}), opts.Drivers)
 	opts.Manager.Drivers = drv
 	// A change is rendered by its task and by the StyrminDeployment
 	// controller: once, through one cache.
@@ -200,7 +204,7 @@ func NewAgent(ctx context.Context, cfg *rest.Config, opts Options) (*Agent, erro
 	}
 	a := &Agent{mgr: mgr, log: log}
 	recorder := eventnote.Wrap(mgr.GetEventRecorder(eventSource))
-	locks := instance.NewRepoLocks(repo).WithConfigSandbox(opts.Drivers.Config)
+	locks := instance.NewRepoLocks(caught).WithConfigSandbox(opts.Drivers.Config)
 	topts := opts.Task
 	topts.Client = mgr.GetClient()
 	topts.APIReader = mgr.GetAPIReader()
