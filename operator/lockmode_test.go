@@ -2,12 +2,17 @@ package operator_test
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"maps"
+	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
 	"testing/fstest"
 
+	"github.com/styrmin/styrmin/drivers"
 	"github.com/styrmin/styrmin/gitsource"
 	"github.com/styrmin/styrmin/gitsource/gitserver"
 	"github.com/styrmin/styrmin/operator/driversource"
@@ -303,4 +308,92 @@ func headLock(t *testing.T, repo *gitsource.Repo, path string) *resolver.Instanc
 		t.Fatal(err)
 	}
 	return in
+}
+
+// TestLockerRelocksASquashMergeAtASequenceAnotherMergeUsed: pull requests
+// A and B, branched from one commit, each locked hub at 2 for a change of
+// its own. A merged, then B was squash-merged: its squash carries B's lock
+// trailers and is a lock commit at the head, so the lock mode skipped it,
+// and hub stayed at a lockfile the agent refuses ("2 does not follow 2").
+// The lock mode now locks it again, at 3.
+func TestLockerRelocksASquashMergeAtASequenceAnotherMergeUsed(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	srv := exampleServer(t)
+	l, err := source.NewLocker(source.LockModeOptions{Repo: cloneOf(t, srv)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := l.LockHead(ctx); err != nil {
+		t.Fatal(err)
+	}
+	base := srv.Head(agentRepoName, "main")
+	lockHub := func(workers int) string {
+		t.Helper()
+		srv.Commit(agentRepoName, fmt.Sprintf("%d workers", workers), hubConfig("1.4.0", workers, "debug"))
+		res, err := l.LockHead(ctx)
+		if err != nil || len(res.Locked) != 1 || res.Locked[0] != "local/dev/hub=2" {
+			t.Fatalf("locking %d workers: %+v, %v; want hub at 2", workers, res, err)
+		}
+		return srv.Head(agentRepoName, "main")
+	}
+	a := lockHub(3)
+	srv.Reset(agentRepoName, "main", base)
+	b := lockHub(4)
+	// B squash-merged onto A: B's tree and lock commit message, A its parent.
+	dir := srv.Dir(agentRepoName)
+	squash := srv.Git(dir, "commit-tree", b+"^{tree}", "-p", a, "-m", srv.Git(dir, "log", "-1", "--format=%B", b))
+	srv.Reset(agentRepoName, "main", squash)
+
+	res, err := l.LockHead(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Skipped || len(res.Locked) != 1 || res.Locked[0] != "local/dev/hub=3" {
+		t.Fatalf("round on the squash merge: %+v; want hub locked again at 3", res)
+	}
+	if res, err := l.LockHead(ctx); err != nil || !res.Skipped {
+		t.Fatalf("the round after: %+v, %v; want nothing more to lock", res, err)
+	}
+}
+
+// TestALockWhoseSandboxCouldNotStartLocksTheSameHeadOnTheNextRound: a
+// driver load whose sandbox child the machine could not start (a process
+// limit) fails the whole lock of a head; that is the machine's trouble,
+// not the configuration's, so the next round locks the same head once the
+// machine has recovered. (Deployments one such render left unlocked while
+// others were locked: TestOnlyTheMachinesTroubleLocksTheSameHeadAgain.)
+func TestALockWhoseSandboxCouldNotStartLocksTheSameHeadOnTheNextRound(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	srv := exampleServer(t)
+	sb, err := drivers.SelfSandbox(1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(sb.Close)
+	exe := sb.Path
+	sb.Path = filepath.Join(t.TempDir(), "agent")
+	l, err := source.NewLocker(source.LockModeOptions{Repo: cloneOf(t, srv), Sandbox: sb})
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := l.LockHead(ctx)
+	if res.Commit != (gitsource.Hash{}) || (err == nil && res.Failed == nil) {
+		t.Fatalf("a lock whose sandbox cannot start: %+v, %v; want its deployments failed", res, err)
+	}
+	if err == nil {
+		err = res.Failed
+	}
+	if !errors.Is(err, drivers.ErrSandboxStart) {
+		t.Fatalf("the lock failed with %v, want the sandbox's start", err)
+	}
+	// The machine recovers; the head has not moved.
+	if err := os.Symlink(exe, sb.Path); err != nil {
+		t.Fatal(err)
+	}
+	res, err = l.LockHead(ctx)
+	if err != nil || res.Skipped || len(res.Locked) == 0 {
+		t.Fatalf("the next round on the same head: %+v, %v; want its deployments locked", res, err)
+	}
 }

@@ -111,6 +111,11 @@ type Locker struct {
 	trigger chan struct{}
 	// last is the last head handled (by the Start loop only).
 	last gitsource.Hash
+	// again is set when the last lock left deployments unlocked for the
+	// machine's trouble (a sandbox child that could not start, a driver
+	// source that could not be fetched): the next round locks the head
+	// again though it was handled, or is the lock mode's own commit.
+	again bool
 }
 
 // NewLocker checks opts and returns a Locker. When opts.Repo is nil the
@@ -172,7 +177,7 @@ func (l *Locker) LockHead(ctx context.Context) (LockResult, error) {
 		return res, fmt.Errorf("lock mode: fetch: %w", err)
 	}
 	res.Head = fr.Head
-	if fr.Head.IsZero() || fr.Head == l.last {
+	if fr.Head.IsZero() || fr.Head == l.last && !l.again {
 		res.Skipped = true
 		return res, nil
 	}
@@ -180,7 +185,7 @@ func (l *Locker) LockHead(ctx context.Context) (LockResult, error) {
 	if err != nil {
 		return res, err
 	}
-	if lockCommit {
+	if lockCommit && !l.again {
 		pending, err := l.pendingUnder(ctx, fr.Head)
 		if err != nil {
 			return res, err
@@ -210,21 +215,21 @@ func (l *Locker) LockHead(ctx context.Context) (LockResult, error) {
 	if err != nil {
 		// A configuration that does not resolve is retried only on the next
 		// head: the same head would fail the same way. A driver source
-		// that could not be fetched (the network, the credentials) is
-		// tried again on the next round.
+		// that could not be fetched (the network, the credentials) or a
+		// sandbox that could not start is tried again on the next round.
 		var ce *resolver.ConfigError
 		var de *resolver.DeploymentError
 		var re *resolver.DeletionsRefusedError
-		fetchFailed := errors.As(err, &ce) && ce.Err != nil && !outcome.IsStalled(driversource.Classify(ce.Err))
-		if (errors.As(err, &ce) && !fetchFailed) || errors.As(err, &de) || errors.As(err, &re) {
-			l.last = fr.Head
+		if !transient(err) && (errors.As(err, &ce) || errors.As(err, &de) || errors.As(err, &re)) {
+			l.last, l.again = fr.Head, false
 		}
 		return res, fmt.Errorf("lock mode: locking %s: %w", fr.Head.Short(), err)
 	}
 	l.last = fr.Head
 	res.Failed = out.Skipped
+	l.again = transient(out.Skipped)
 	if out.Skipped != nil {
-		l.opts.Log.Error(out.Skipped, "some deployments did not resolve; the others were locked", "head", fr.Head.Short())
+		l.opts.Log.Error(out.Skipped, "some deployments did not resolve; the others were locked", "head", fr.Head.Short(), "again", l.again)
 	}
 	if !out.Committed {
 		return res, nil
@@ -241,6 +246,22 @@ func (l *Locker) LockHead(ctx context.Context) (LockResult, error) {
 		l.opts.OnLocked(res)
 	}
 	return res, nil
+}
+
+// transient reports whether a lock's skipped deployments include one
+// that failed for the machine or the network, not its configuration: a
+// sandbox child that could not start, a driver source not fetched. The
+// same head locks them once that passes; a configuration error would fail
+// alike, and waits for the next head.
+func transient(skipped error) bool {
+	if skipped == nil {
+		return false
+	}
+	if errors.Is(skipped, drivers.ErrSandboxStart) {
+		return true
+	}
+	var ce *resolver.ConfigError
+	return errors.As(skipped, &ce) && ce.Err != nil && !outcome.IsStalled(driversource.Classify(ce.Err))
 }
 
 // ensureRepo clones the repository in memory on first use.
@@ -283,7 +304,8 @@ func (l *Locker) isLockCommit(head gitsource.Hash) (bool, error) {
 // (the head is a retry, which locks the same instances again and no
 // configuration), or a lockfile behind a sequence the cluster ran (the
 // branch was rewound to an older lock, whose instances the agent never
-// applies again). Otherwise the head is skipped without a resolve.
+// applies again), or a lockfile at a number the history used for another
+// instance too. Otherwise the head is skipped without a resolve.
 func (l *Locker) pendingUnder(ctx context.Context, head gitsource.Hash) (bool, error) {
 	un, err := l.opts.Repo.UnlockedChanges(head, "", resolver.LocksDir, resolver.DefaultMaxUnlocked)
 	if errors.Is(err, gitsource.ErrTooManyUnlocked) {
@@ -295,14 +317,21 @@ func (l *Locker) pendingUnder(ctx context.Context, head gitsource.Hash) (bool, e
 	if !un.Base.IsZero() && un.Base != head && len(un.Commits) > 0 {
 		return true, nil
 	}
-	if l.opts.Used == nil {
-		return false, nil
+	var ran resolver.UsedSequences
+	if l.opts.Used != nil {
+		if ran, err = l.opts.Used(ctx); err != nil {
+			return false, fmt.Errorf("lock mode: the sequences the cluster ran: %w", err)
+		}
 	}
-	ran, err := l.opts.Used(ctx)
+	// A squash merge of a pull request whose lock took a number another
+	// merged pull request locked too is a lock commit at the head, and its
+	// lockfile is no instance the cluster can run: it is locked again.
+	keys, err := l.opts.Repo.ReusedSequences(head, ".", resolver.LocksDir)
 	if err != nil {
-		return false, fmt.Errorf("lock mode: the sequences the cluster ran: %w", err)
+		return false, fmt.Errorf("lock mode: reading %s: %w", head.Short(), err)
 	}
-	if len(ran) == 0 {
+	reused := resolver.ReusedFromHistory(keys)
+	if len(ran) == 0 && len(reused) == 0 {
 		return false, nil
 	}
 	tree, err := l.opts.Repo.TreeAt(head, ".")
@@ -314,7 +343,7 @@ func (l *Locker) pendingUnder(ctx context.Context, head gitsource.Hash) (bool, e
 		return true, nil // the lock reports it
 	}
 	for id, in := range locks {
-		if in.Sequence < ran[id] {
+		if in.Sequence < ran[id] || reused.Reuses(id, in) {
 			return true, nil
 		}
 	}
