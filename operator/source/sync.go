@@ -1011,6 +1011,36 @@ func (s *Syncer) replaceDeletedDeploymentsTask(ctx context.Context, existing, ta
 	return true, nil
 }
 
+// namespaceFreeFor fails when task's namespace holds another deployment:
+// its StyrminDeployment, or a task of it not ended (read from the cache,
+// so a new deployment costs no request).
+func (s *Syncer) namespaceFreeFor(ctx context.Context, task *v1alpha1.StyrminTask) error {
+	wait := func(other v1alpha1.DeploymentID, why string) error {
+		return fmt.Errorf("namespace %s holds deployment %s (%s): %s's first task is made once %s is uninstalled from it and its tasks have ended",
+			task.Namespace, other, why, task.Spec.Deployment, other)
+	}
+	var sds v1alpha1.StyrminDeploymentList
+	if err := s.opts.Client.List(ctx, &sds, client.InNamespace(task.Namespace), client.UnsafeDisableDeepCopy); err != nil {
+		return fmt.Errorf("reading the StyrminDeployments of %s: %w", task.Namespace, err)
+	}
+	for i := range sds.Items {
+		if other := sds.Items[i].Spec.Deployment; other != task.Spec.Deployment {
+			return wait(other, "its StyrminDeployment is still there")
+		}
+	}
+	var tasks v1alpha1.StyrminTaskList
+	if err := s.opts.Client.List(ctx, &tasks, client.InNamespace(task.Namespace), client.UnsafeDisableDeepCopy); err != nil {
+		return fmt.Errorf("reading the tasks of %s: %w", task.Namespace, err)
+	}
+	for i := range tasks.Items {
+		o := &tasks.Items[i]
+		if o.Spec.Deployment != task.Spec.Deployment && !o.Status.Phase.Terminal() {
+			return wait(o.Spec.Deployment, fmt.Sprintf("its task %s has not ended: %s", o.Name, cmp.Or(string(o.Status.Phase), "new")))
+		}
+	}
+	return nil
+}
+
 // createTask creates a task, and its namespace, unless the task exists or
 // its deployment already runs its sequence; created says which. A task
 // not created gives up the lockfile handed over for it.
@@ -1034,6 +1064,15 @@ func (s *Syncer) createTask(ctx context.Context, task *v1alpha1.StyrminTask) (cr
 		}
 	} else if !apierrors.IsNotFound(err) {
 		return false, fmt.Errorf("reading task %s/%s: %w", task.Namespace, task.Name, err)
+	}
+	if task.Spec.Workflow == v1alpha1.WorkflowCreate {
+		// A deployment added where one deleted in the same push still runs
+		// (its tombstone's task not run yet): whatever the tasks' names
+		// (the old one's first may be pruned), the new one's first task
+		// waits until the old one is uninstalled and its tasks ended.
+		if err := s.namespaceFreeFor(ctx, task); err != nil {
+			return false, err
+		}
 	}
 	for retried := false; ; retried = true {
 		if err := s.ensureNamespace(ctx, task.Namespace, task.Spec.Deployment); err != nil {

@@ -1047,3 +1047,61 @@ func TestANewDeploymentInTheNamespaceOfADeletedOneGetsItsTask(t *testing.T) {
 		t.Errorf("tasks %s, want qa/web's web-1 and dev/web's web-2", got)
 	}
 }
+
+// TestANewDeploymentWaitsForTheOneItsNamespaceHeldWhateverTheTaskNames:
+// dev/web deleted and qa/web added in dev-web in one push. A task at the
+// new one's name held it back, but only when dev/web's first task was
+// still there: pruned (past the tasks kept), qa/web's create was made at
+// once, beside dev/web's pending uninstall, and failed against its
+// release. Now the create waits, naming why, until dev/web is gone.
+func TestANewDeploymentWaitsForTheOneItsNamespaceHeldWhateverTheTaskNames(t *testing.T) {
+	t.Parallel()
+	e := startSyncEnv(t)
+	e.lock("create dev/web", instanceAt("web", "dev-web", 1))
+	if _, err := e.syncer().Sync(e.ctx); err != nil {
+		t.Fatal(err)
+	}
+	e.running(instanceAt("web", "dev-web", 1))
+	e.lock("delete dev/web", tombstoneAt("web", 2))
+	if _, err := e.syncer().Sync(e.ctx); err != nil {
+		t.Fatal(err)
+	}
+	var old v1alpha1.StyrminTask
+	if err := e.cl.Get(e.ctx, client.ObjectKey{Namespace: "dev-web", Name: "web-1"}, &old); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.cl.Delete(e.ctx, &old); err != nil { // pruned
+		t.Fatal(err)
+	}
+	qa := instanceAt("web", "dev-web", 1)
+	qa.ID.Environment = "qa"
+	e.lock("create qa/web in dev-web", qa)
+	if _, err := e.syncer().Sync(e.ctx); err == nil || !strings.Contains(err.Error(), "namespace dev-web holds deployment local/dev/web (its StyrminDeployment is still there)") {
+		t.Fatalf("sync while dev/web is still installed: %v, want an error saying so", err)
+	}
+	if got := strings.Join(e.tasks(), " "); got != "dev-web/web-2" {
+		t.Fatalf("tasks %s, want only dev/web's tombstone", got)
+	}
+	if err := e.cl.DeleteAllOf(e.ctx, &v1alpha1.StyrminDeployment{}, client.InNamespace("dev-web")); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.syncer().Sync(e.ctx); err == nil || !strings.Contains(err.Error(), "(its task web-2 has not ended: new)") {
+		t.Fatalf("sync while dev/web's tombstone task has not run: %v, want an error saying so", err)
+	}
+	var tomb v1alpha1.StyrminTask
+	if err := e.cl.Get(e.ctx, client.ObjectKey{Namespace: "dev-web", Name: "web-2"}, &tomb); err != nil {
+		t.Fatal(err)
+	}
+	tomb.Status.Phase = v1alpha1.TaskSucceeded
+	if err := e.cl.Status().Update(e.ctx, &tomb); err != nil {
+		t.Fatal(err)
+	}
+	agenttest.WaitUntil(t, 10*time.Second, "qa/web's first task", func(ctx context.Context) (bool, string, error) {
+		_, err := e.syncer().Sync(ctx)
+		var task v1alpha1.StyrminTask
+		if gerr := e.cl.Get(ctx, client.ObjectKey{Namespace: "dev-web", Name: "web-1"}, &task); gerr != nil {
+			return false, fmt.Sprintf("sync: %v; %v", err, gerr), nil
+		}
+		return task.Spec.Deployment.Environment == "qa", task.Spec.Deployment.String(), nil
+	})
+}
