@@ -697,13 +697,13 @@ func (r *Reconciler) correctDrift(ctx context.Context, rs *reconcileState) error
 		rs.requeueWithin(st.nextCheck.Sub(now))
 		return nil
 	}
-	running, err := runningTask(ctx, r.client, sd.Namespace)
+	hold, err := driftHold(ctx, r.client, sd.Namespace)
 	if err != nil {
 		return outcome.Retryable(v1alpha1.ReasonDriftCheckPaused, err)
 	}
-	if running != "" {
+	if hold != "" {
 		// Checked again soon: the task's end does not requeue this object.
-		setCondition(sd, v1alpha1.ConditionDrifted, metav1.ConditionFalse, v1alpha1.ReasonDriftCheckPaused, "task "+running+" is running: its steps change workloads on purpose")
+		setCondition(sd, v1alpha1.ConditionDrifted, metav1.ConditionFalse, v1alpha1.ReasonDriftCheckPaused, hold)
 		rs.requeueWithin(min(r.interval, taskPollInterval))
 		return nil
 	}
@@ -753,12 +753,12 @@ func (r *Reconciler) correctDrift(ctx context.Context, rs *reconcileState) error
 	// would have them put back up in its middle. A task writes Running
 	// before its step acts, so a drift its step made shows it running
 	// in the API server's list (one request, when something drifted).
-	if running, err := runningTask(ctx, r.apiReader, sd.Namespace); err != nil || running != "" {
+	if hold, err := driftHold(ctx, r.apiReader, sd.Namespace); err != nil || hold != "" {
 		if err != nil {
 			return outcome.Retryable(v1alpha1.ReasonDriftCheckPaused, err)
 		}
 		st.nextCheck = now
-		setCondition(sd, v1alpha1.ConditionDrifted, metav1.ConditionFalse, v1alpha1.ReasonDriftCheckPaused, "task "+running+" is running: its steps change workloads on purpose")
+		setCondition(sd, v1alpha1.ConditionDrifted, metav1.ConditionFalse, v1alpha1.ReasonDriftCheckPaused, hold)
 		rs.requeueWithin(min(r.interval, taskPollInterval))
 		return nil
 	}
@@ -812,23 +812,6 @@ const driftRetryInterval = 30 * time.Second
 // taskPollInterval is how soon a drift check paused by a running task is
 // tried again.
 const taskPollInterval = 5 * time.Second
-
-// runningTask returns the name of a running task in namespace (a
-// deployment's tasks live in its namespace), "" when none runs, as c
-// (the cache, or the API server) lists them.
-func runningTask(ctx context.Context, c client.Reader, namespace string) (string, error) {
-	var tasks v1alpha1.StyrminTaskList
-	// Read only: the cache's own tasks, not copies.
-	if err := c.List(ctx, &tasks, client.InNamespace(namespace), client.UnsafeDisableDeepCopy); err != nil {
-		return "", fmt.Errorf("listing the tasks of %s: %w", namespace, err)
-	}
-	for i := range tasks.Items {
-		if tasks.Items[i].Status.Phase == v1alpha1.TaskRunning {
-			return tasks.Items[i].Name, nil
-		}
-	}
-	return "", nil
-}
 
 // checkDrift compares the release revision the status records with the
 // live objects; the revision's objects stay in st between checks.
