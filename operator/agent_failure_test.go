@@ -196,6 +196,26 @@ func TestTaskFailingInAPostStepLeavesThePreviousInstanceActive(t *testing.T) {
 	}
 }
 
+// TestARevertAfterAnUpgradeThatFailedAfterItsCoreStepIsAnUpgrade: an
+// upgrade to 1.5.0 fails in its post step, the cluster running 1.5.0 with
+// 1.0.0 still the active instance. The revert to 1.0.0 was chosen against
+// the active instance only: an update, the version changed back without
+// the driver's upgrade hooks (no stop, no migration). The workflow is
+// chosen against what the StyrminDeployment holds too: an upgrade.
+func TestARevertAfterAnUpgradeThatFailedAfterItsCoreStepIsAnUpgrade(t *testing.T) {
+	t.Parallel()
+	e := startFaultyEnv(t)
+	seq := e.change(t, "app", "app: 1.5.0", map[string][]byte{appDeployment: appConfig("1.5.0", "")})
+	if ft := e.waitTask(t, appNamespace, "app", seq); ft.Status.Phase != v1alpha1.TaskFailed {
+		t.Fatalf("app-%d: %s (%s), want Failed in its post exec", seq, ft.Status.Phase, ft.Status.Message)
+	}
+	back := e.change(t, "app", "app: back to 1.0.0", map[string][]byte{appDeployment: appConfig("1.0.0", "")})
+	rt := e.waitTask(t, appNamespace, "app", back)
+	if rt.Status.Workflow != v1alpha1.WorkflowUpgrade || rt.Status.FromSequence != 1 {
+		t.Fatalf("the revert app-%d ran %s from %d (%s: %v), want an upgrade from the active 1", back, rt.Status.Workflow, rt.Status.FromSequence, rt.Status.Phase, stepNames(rt))
+	}
+}
+
 // TestRolloutPastItsProgressDeadlineFailsAtOnce breaks the running app (a
 // rollout whose pods never become ready, past a one-second progress
 // deadline): the StyrminDeployment reports the workload failed, and the

@@ -723,6 +723,16 @@ func (r *Reconciler) plan(ctx context.Context, run *taskRun) (phaseResult, error
 			fmt.Sprintf("superseded by sequence %d, which deleted the deployment: an earlier change does not install it again", active.Sequence))
 	}
 	wf := instance.SelectWorkflow(active, run.instance)
+	if held := heldAfterActive(sd, active, t); wf == v1alpha1.WorkflowUpdate && held != nil &&
+		instance.SelectWorkflow(held, run.instance) == v1alpha1.WorkflowUpgrade {
+		// The StyrminDeployment holds a newer instance than the active
+		// one: a change that failed after it was written (an upgrade
+		// whose rollout or verification failed). The cluster runs that
+		// driver and application version, so going back from it is an
+		// upgrade too, with its hooks: a revert after a failed upgrade
+		// must not change the version without its migration.
+		wf = v1alpha1.WorkflowUpgrade
+	}
 	if active != nil && active.Sequence > t.Spec.ToSequence {
 		// An earlier change than what is active (a task made late, by a
 		// second writer): it runs its own workflow, from the lock before
@@ -975,8 +985,8 @@ func matchLock(t *v1alpha1.StyrminTask, locked, carried *resolver.Instance) erro
 }
 
 // supersedeOvertaken ends a pending configuration-only task that a newer
-// task of its deployment has overtaken: the newer one writes the whole
-// configuration anyway. Creates, upgrades (migrations) and deletes always
+// task of its deployment (not failed) has overtaken: the newer one writes
+// the whole configuration anyway. Creates, upgrades (migrations) and deletes always
 // run.
 func (r *Reconciler) supersedeOvertaken(ctx context.Context, run *taskRun) (phaseResult, error) {
 	t := run.task
@@ -989,7 +999,11 @@ func (r *Reconciler) supersedeOvertaken(ctx context.Context, run *taskRun) (phas
 	}
 	var newest int64
 	for _, s := range tasks {
-		if !IsOperation(&s) {
+		// A newer task that failed writes nothing more (one that failed
+		// in its checks wrote nothing at all): this one still brings the
+		// deployment closer to git, and the guard keeps an instance the
+		// failed one wrote.
+		if !IsOperation(&s) && s.Status.Phase != v1alpha1.TaskFailed {
 			newest = max(newest, s.Spec.ToSequence)
 		}
 	}
@@ -1003,6 +1017,18 @@ func (r *Reconciler) supersedeOvertaken(ctx context.Context, run *taskRun) (phas
 	t.Status.SupersededBy = newest
 	return r.finish(ctx, run, v1alpha1.TaskSuperseded,
 		fmt.Sprintf("superseded by sequence %d before it ran: the newer task writes the whole configuration", newest))
+}
+
+// heldAfterActive is the instance the StyrminDeployment holds when it is
+// newer than the active one and not task t's own (nil otherwise): what a
+// change that failed after writing it left in the cluster.
+func heldAfterActive(sd *v1alpha1.StyrminDeployment, active *v1alpha1.ActiveInstance, t *v1alpha1.StyrminTask) *v1alpha1.ActiveInstance {
+	if sd == nil || active == nil || sd.Spec.Kind == resolver.KindTombstone ||
+		sd.Spec.Sequence <= active.Sequence || sd.Spec.Sequence >= t.Spec.ToSequence {
+		return nil
+	}
+	return &v1alpha1.ActiveInstance{Sequence: sd.Spec.Sequence, Kind: sd.Spec.Kind, Digest: sd.Spec.Digest,
+		Driver: sd.Spec.Driver, AppVersion: sd.Spec.AppVersion}
 }
 
 // awaitTurn keeps a pending task waiting while a task before it of its
