@@ -3,6 +3,7 @@ package drivers
 import (
 	"io/fs"
 	"os"
+	"strings"
 	"testing"
 	"testing/fstest"
 )
@@ -38,6 +39,17 @@ func FuzzLoad(f *testing.F) {
 	f.Add([]byte("context: 1\nvalues: context"), false)
 	f.Add([]byte("import \"strings\"\nname: strings.ToUpper(\"x\")"), false)
 	f.Add([]byte(`patches: [{target: {kind: "Deployment"}, jsonPatch: "[{\"op\": \"remove\", \"path\": \"/spec\"}]"}]`), false)
+	// Step args: the ones a driver may declare, and keys the agent keeps
+	// for itself (refused), odd keys and values in both forms.
+	withArgs := func(args string) []byte {
+		return []byte(strings.Replace(minimalSpec, `{action: "waitReady", components: ["app"]}]`,
+			`{action: "waitReady", components: ["app"]}]
+actions: upgrade: pre: [{action: "runJob", component: "app", job: "migrate", command: ["migrate"], args: {`+args+`}}]`, 1))
+	}
+	f.Add(withArgs(`container: "app", backoffLimit: "3"`), false)
+	f.Add(withArgs(`operation: "backup", backupID: "prod-nightly", artifact: "s3://x/y", retryAttempts: "500", retryBackoff: "1ns", backoffLimit: "three"`), false)
+	f.Add(withArgs(`"a.b\n": "", container: "Web_1", backoffLimit: "99999999999999999999"`), false)
+	f.Add([]byte("name: mini\nversion: 1.0.0\nappVersions: '>=1'\ncomponents: {app: {workloads: [{kind: Deployment, name: x}]}}\nactions: {upgrade: {pre: [{action: exec, component: app, command: [x], args: {container: app, job: j, '': ''}}]}}\n"), true)
 	f.Fuzz(func(t *testing.T, spec []byte, asYAML bool) {
 		m := minimalFS()
 		delete(m, "driver.cue")

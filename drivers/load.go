@@ -11,6 +11,7 @@ import (
 	"regexp"
 	"slices"
 	"sort"
+	"strconv"
 	"strings"
 	"time"
 
@@ -1030,6 +1031,15 @@ func decodeSteps(v cue.Value, loc *locator, hook Hook, field, mode string, comps
 				fail("action", "%s runs the driver's backup and restore hooks, which it does not declare: add actions.backup and actions.restore", kind)
 			}
 		}
+		for _, k := range sortedKeys(s.Args) {
+			if msg := checkStepArg(kind, k, s.Args[k]); msg != "" {
+				av := sv.LookupPath(cue.MakePath(cue.Str("args"), cue.Str(k)))
+				if !av.Exists() {
+					av = sv
+				}
+				errs = append(errs, loc.errAt(av, sf+argField(k), "%s", msg))
+			}
+		}
 		steps = append(steps, step)
 	}
 	if mode == ModeCore && len(steps) > 0 && upgrades != 1 && hook != HookBackup && hook != HookRestore && hook != HookDeleteBackup {
@@ -1037,6 +1047,101 @@ func decodeSteps(v cue.Value, loc *locator, hook Hook, field, mode string, comps
 	}
 	return steps, errors.Join(errs...)
 }
+
+// Step arguments a driver may declare. A step's args reach the agent's
+// task step as they are (operator/task taskStepOf), next to the keys the
+// agent keeps there itself (the step's command, component, job and retry
+// policy, and the backup or restore an operation's steps run for), and
+// the agent reads them all from one map. So a driver declares only the
+// few keys the agent reads as the driver's, each in the form the agent
+// expects: any other key would be taken for the agent's own (a backup's
+// credentials and artefact, retries past the bound of retry.attempts) or
+// fail the step half-way through a task, after earlier steps stopped
+// workers.
+const (
+	// ArgContainer names the container of the component's pod an exec
+	// step runs in, or whose image and environment a runJob's Job takes
+	// (the first container by default).
+	ArgContainer = "container"
+	// ArgBackoffLimit is the backoffLimit of a runJob step's Job (0 by
+	// default: a failed pod fails the step, and the step's retry policy
+	// decides what happens next).
+	ArgBackoffLimit = "backoffLimit"
+	// maxBackoffLimit bounds the Job's own retries as retry.attempts
+	// bounds the step's: each reruns the step's command.
+	maxBackoffLimit = 10
+)
+
+// stepArgs are the args keys a driver may declare, by action; an action
+// not listed takes none.
+var stepArgs = map[ActionKind][]string{
+	ActionExec:   {ArgContainer},
+	ActionRunJob: {ArgContainer, ArgBackoffLimit},
+}
+
+// StepArgs returns the args keys a driver may declare on a step of
+// action k (none for most actions).
+func StepArgs(k ActionKind) []string { return slices.Clone(stepArgs[k]) }
+
+// IsStepArg reports whether a driver may declare args key on a step of
+// action k. The agent keeps its own keys in the same map; a step built
+// from a driver carries only these.
+func IsStepArg(k ActionKind, key string) bool { return slices.Contains(stepArgs[k], key) }
+
+// reservedStepArgs are the keys the agent itself keeps in a task step's
+// args (operator/task steps.go and operation.go), with why a driver may
+// not set them. Named apart from unknown keys so the error says what the
+// driver meant to do instead.
+var reservedStepArgs = map[string]string{
+	"command":       "the agent records the step's command there: declare it as the step's command",
+	"component":     "the agent records the step's component there: declare it as the step's component",
+	"job":           "the agent records the runJob step's job name there: declare it as the step's job",
+	"retryAttempts": "the agent records the step's retry policy there: declare retry: {attempts, backoff}, at most 10 attempts",
+	"retryBackoff":  "the agent records the step's retry policy there: declare retry: {attempts, backoff}, at most 10 attempts",
+	"operation":     "the agent sets it on the steps of the backup and restore hooks it runs, whose jobs get the environment's backup credentials: use a backup or restoreBackup step",
+	"backupID":      "the agent sets it on the steps of the backup and restore hooks it runs, and records the backup under it: use a backup or restoreBackup step",
+	"artifact":      "the agent sets it on the steps of the backup and restore hooks it runs to the environment's backup location: use a backup or restoreBackup step",
+}
+
+// checkStepArg says what is wrong with args key k = v on a step of
+// action kind, "" when nothing is.
+func checkStepArg(kind ActionKind, k, v string) string {
+	if why, ok := reservedStepArgs[k]; ok {
+		return "reserved for the agent (" + why + ")"
+	}
+	if !IsStepArg(kind, k) {
+		if len(stepArgs[kind]) == 0 {
+			return fmt.Sprintf("unknown argument: %s takes no args", kind)
+		}
+		return fmt.Sprintf("unknown argument of %s (expected %s)", kind, joinWords(stepArgs[kind], "or"))
+	}
+	switch k {
+	case ArgContainer:
+		if len(v) > 63 || !dnsLabelRE.MatchString(v) {
+			return fmt.Sprintf("expected the name of a container of the component's pod (lower-case letters, digits and '-', at most 63), got %q", v)
+		}
+	case ArgBackoffLimit:
+		// Digits only: the agent parses it with strconv.Atoi, which also
+		// takes "+3", and a Job's backoffLimit is an int32.
+		n, err := strconv.Atoi(v)
+		if err != nil || strings.Trim(v, "0123456789") != "" || (len(v) > 1 && v[0] == '0') || n > maxBackoffLimit {
+			return fmt.Sprintf("expected a whole number from 0 to %d (the retries of the Job's pod before the step fails), got %q", maxBackoffLimit, v)
+		}
+	}
+	return ""
+}
+
+// argField is the field of args key k in an error: args.k, or args["k"]
+// for a key that is no plain name (quoted, so that a key with a newline
+// or a dot cannot pass for another field).
+func argField(k string) string {
+	if argNameRE.MatchString(k) {
+		return ".args." + k
+	}
+	return fmt.Sprintf(".args[%q]", k)
+}
+
+var argNameRE = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_-]*$`)
 
 // unscalableKind returns the first kind c selects that cannot be scaled.
 func unscalableKind(c Component) (string, bool) {

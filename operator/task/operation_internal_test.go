@@ -162,3 +162,27 @@ func TestAFailedOperationJobIsTheOneDeletedBeforeItsStepRunsAgain(t *testing.T) 
 		}
 	}
 }
+
+// TestATaskStepKeepsOnlyTheArgumentsADriverMayDeclare: a driver's step
+// args were copied into the task's step as they were, and the agent read
+// its own keys there too: a driver could name a backup and its artefact
+// (and get the environment's backup credentials) or retry past the bound.
+// The loader refuses such args now; a task keeps only those a driver may
+// declare, whatever the driver (one loaded before that check).
+func TestATaskStepKeepsOnlyTheArgumentsADriverMayDeclare(t *testing.T) {
+	st := taskStepOf("pre/1:runJob", "upgrade", "pre", drivers.Step{
+		Action: drivers.ActionRunJob, Job: "migrate", Component: "server", Command: []string{"migrate"},
+		Args: map[string]string{"operation": "backup", "backupID": "prod-nightly", "artifact": "s3://x", "retryAttempts": "500", "retryBackoff": "1ns", "container": "app", "backoffLimit": "2"},
+	})
+	for _, k := range []string{"operation", "backupID", "artifact", "retryAttempts", "retryBackoff"} {
+		if v, ok := st.Args[k]; ok {
+			t.Errorf("the task's step keeps the driver's %s=%q", k, v)
+		}
+	}
+	if st.Args["container"] != "app" || st.Args["backoffLimit"] != "2" || st.Args["job"] != "migrate" || st.Args["component"] != "server" {
+		t.Errorf("the step lost what the driver may declare or the agent sets: %v", st.Args)
+	}
+	if p := retryPolicy(&st); p.Attempts > 1 {
+		t.Errorf("retry policy %+v from a driver's args, want none", p)
+	}
+}

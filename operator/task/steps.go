@@ -57,6 +57,16 @@ func taskStepOf(name, hook, mode string, s drivers.Step) v1alpha1.TaskStep {
 		State:      v1alpha1.StepPending,
 	}
 	args := maps.Clone(s.Args)
+	// A driver declares only the keys drivers.IsStepArg allows (Load
+	// refuses the rest); the others are the agent's own, set below and by
+	// expandSteps, and a driver's value for one would be read as the
+	// agent's (a backup's credentials and artefact, retries past their
+	// bound). A driver loaded before Load checked its arguments keeps
+	// none of them.
+	maps.DeleteFunc(args, func(k, _ string) bool { return !drivers.IsStepArg(s.Action, k) })
+	if len(args) == 0 {
+		args = nil
+	}
 	set := func(k, v string) {
 		if v == "" {
 			return
