@@ -116,6 +116,10 @@ type deploymentStatus struct {
 	// Held says why the locked instance's task waits for a restore of the
 	// deployment (running, or failed and not retried or deleted).
 	Held string `json:"held,omitempty"`
+	// Failed names the deployment's newest change when its task failed
+	// (the task, its step and why): the workloads may be Ready on the
+	// instance before it, and the deployment is behind git.
+	Failed string `json:"failed,omitempty"`
 }
 
 // sourceStatus is the sync position of an agent.
@@ -184,12 +188,23 @@ func collectStatus(ctx context.Context, c client.Reader, namespace string) (clus
 		}
 		out.Sources = append(out.Sources, ss)
 	}
-	waiting, err := waitingTasks(ctx, c, namespace)
-	if err != nil {
-		return out, err
+	var tasks v1alpha1.StyrminTaskList
+	if err := c.List(ctx, &tasks, inNamespace(namespace)...); err != nil {
+		return out, fmt.Errorf("listing StyrminTasks: %w", err)
+	}
+	waiting := waitingTasks(tasks.Items)
+	failed := map[string]string{}
+	for _, st := range operator.StandingsOf(sds.Items, tasks.Items) {
+		if st.Failed {
+			failed[st.Namespace] = st.Reason
+		}
 	}
 	for i := range sds.Items {
 		d := summarizeDeployment(&sds.Items[i])
+		if why := failed[sds.Items[i].Namespace]; why != "" {
+			d.Failed = why
+			d.Reason, d.Message = v1alpha1.ReasonTaskFailed, why
+		}
 		if t := waiting[sds.Items[i].Namespace]; t != nil && t.Spec.ToSequence > d.ActiveSequence {
 			cond := apimeta.FindStatusCondition(t.Status.Conditions, v1alpha1.ConditionReady)
 			why := fmt.Sprintf("sequence %d: %s", t.Spec.ToSequence, cond.Message)
@@ -211,14 +226,10 @@ func collectStatus(ctx context.Context, c client.Reader, namespace string) (clus
 // that waits for the order of its lock: the instances it runs after (a
 // wave before, what it connects to). The StyrminDeployment moves to a
 // sequence only when its task starts, so only the tasks tell.
-func waitingTasks(ctx context.Context, c client.Reader, namespace string) (map[string]*v1alpha1.StyrminTask, error) {
-	var tasks v1alpha1.StyrminTaskList
-	if err := c.List(ctx, &tasks, inNamespace(namespace)...); err != nil {
-		return nil, fmt.Errorf("listing StyrminTasks: %w", err)
-	}
+func waitingTasks(tasks []v1alpha1.StyrminTask) map[string]*v1alpha1.StyrminTask {
 	out := map[string]*v1alpha1.StyrminTask{}
-	for i := range tasks.Items {
-		t := &tasks.Items[i]
+	for i := range tasks {
+		t := &tasks[i]
 		cond := apimeta.FindStatusCondition(t.Status.Conditions, v1alpha1.ConditionReady)
 		if t.Status.Phase != v1alpha1.TaskPending || cond == nil || (cond.Reason != v1alpha1.ReasonWaitingForOrder && cond.Reason != v1alpha1.ReasonRestoreInProgress) {
 			continue
@@ -227,7 +238,7 @@ func waitingTasks(ctx context.Context, c client.Reader, namespace string) (map[s
 			out[t.Namespace] = t
 		}
 	}
-	return out, nil
+	return out
 }
 
 // inNamespace is the list option of -n ("" for every namespace).
@@ -292,6 +303,7 @@ func printWaiting(w io.Writer, ds []deploymentStatus) error {
 	}{
 		{"waiting for the order of their lock:", func(d deploymentStatus) string { return d.Waiting }},
 		{"held by a restore:", func(d deploymentStatus) string { return d.Held }},
+		{"newest change failed (styrminctl retry, or change the configuration):", func(d deploymentStatus) string { return d.Failed }},
 	} {
 		first := true
 		for _, d := range ds {

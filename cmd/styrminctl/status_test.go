@@ -253,8 +253,53 @@ func TestClusterCommands(t *testing.T) {
 	t.Run("golden", func(t *testing.T) { testClusterGolden(t, c.KubeconfigPath) })
 	t.Run("bad input", func(t *testing.T) { testClusterBadInput(t, c.KubeconfigPath) })
 	t.Run("ui", func(t *testing.T) { testUI(t, c.KubeconfigPath) })
-	// Last: it changes the cluster.
+	// Last: they change the cluster.
 	t.Run("watch", func(t *testing.T) { testStatusWatch(t, c.KubeconfigPath, cl) })
+	t.Run("a failed change", func(t *testing.T) { testStatusNamesAFailedChange(t, c.KubeconfigPath, cl) })
+}
+
+// testStatusNamesAFailedChange: the list showed a deployment whose newest
+// change failed as its Ready condition said (True, Succeeded: the
+// workloads run the instance before it), and nothing under the table
+// told of the failure. The row's reason says Failed, and the task, its
+// step and why are named under the table and in -o json.
+func testStatusNamesAFailedChange(t *testing.T, kc string, cl client.Client) {
+	ctx := context.Background()
+	id := v1alpha1.DeploymentID{Cluster: "local", Environment: "dev", Name: "web"}
+	task := &v1alpha1.StyrminTask{
+		ObjectMeta: metav1.ObjectMeta{Name: v1alpha1.TaskName("web", 2), Namespace: "dev-web", Labels: id.Labels()},
+		Spec: v1alpha1.StyrminTaskSpec{Deployment: id, Namespace: "dev-web", Workflow: v1alpha1.WorkflowUpgrade, FromSequence: 1, ToSequence: 2,
+			Lock: v1alpha1.LockRef{Commit: strings.Repeat("2", 40), Path: "locks/local/dev/web.lock.yaml"}},
+	}
+	if err := cl.Create(ctx, task); err != nil {
+		t.Fatal(err)
+	}
+	task.Status = v1alpha1.StyrminTaskStatus{Phase: v1alpha1.TaskFailed, StartedAt: at(50), FinishedAt: at(51), CurrentStep: 0,
+		Message: "step upgrade/pre/1:runJob (StepFailed) failed: job web-migrate-2 failed",
+		Steps:   []v1alpha1.TaskStep{{Name: "upgrade/pre/1:runJob", Action: "runJob", Mode: "pre", State: v1alpha1.StepFailed, Attempts: 1, StartedAt: at(50), FinishedAt: at(51)}}}
+	if err := cl.Status().Update(ctx, task); err != nil {
+		t.Fatal(err)
+	}
+	out, err := runCluster(t, kc, "status")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{
+		"local/dev/web  dev-web    1         1       webapp@1.1.0    1.25.0  ",
+		"  Failed\n",
+		"newest change failed (styrminctl retry, or change the configuration):\n  local/dev/web: task dev-web/web-2 failed: step upgrade/pre/1:runJob (StepFailed) failed: job web-migrate-2 failed\n",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("status does not show the failed change (%q):\n%s", want, out)
+		}
+	}
+	out, err = runCluster(t, kc, "status", "-o", "json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(out, `"failed": "task dev-web/web-2 failed: step upgrade/pre/1:runJob`) {
+		t.Errorf("status -o json does not name the failed change:\n%s", out)
+	}
 }
 
 // testStatusWatch runs status -w and tasks list -w, changes a
@@ -291,11 +336,12 @@ func testStatusWatch(t *testing.T, kc string, cl client.Client) {
 	if err := cl.Status().Update(ctx, &task); err != nil {
 		t.Fatal(err)
 	}
-	// The changed row alone, in the first table's columns.
+	// The changed row alone, in the first table's columns: its newest
+	// change (web-1) failed, which the reason says over the condition's.
 	waitFor(t, statusOut, "DEPLOYMENT     NAMESPACE  SEQUENCE  ACTIVE  DRIVER          APP     READY  REASON\n"+
 		"local/dev/hub  dev-hub    4         3       graphhub@1.0.0  1.4.1   False  Progressing\n"+
 		"local/dev/web  dev-web    1         1       webapp@1.1.0    1.25.0  True   Succeeded\n"+
-		"local/dev/web  dev-web    1         1       webapp@1.1.0    1.25.0  False  Drifted\n")
+		"local/dev/web  dev-web    1         1       webapp@1.1.0    1.25.0  False  Failed\n")
 	waitFor(t, tasksOut, "dev-web    web-1  local/dev/web  create    0→1       Succeeded  111111111111  \n"+
 		"dev-web    web-1  local/dev/web  create    0→1       Failed     111111111111  \n")
 	cancel()
