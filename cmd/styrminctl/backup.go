@@ -12,6 +12,7 @@ import (
 
 	"github.com/spf13/cobra"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/validation"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/styrmin/styrmin/operator/api/v1alpha1"
@@ -30,6 +31,34 @@ type operationOptions struct {
 }
 
 func (o *operationOptions) writer() (client.Client, error) { return o.kube.writer() }
+
+// maxDeploymentNameLen is the resolver's bound on a deployment's name
+// (a file name in the repository), which the resolver does not export.
+const maxDeploymentNameLen = 40
+
+// checkDeployments checks --deployment before anything is asked or made.
+// The agent reads an empty list as "all of the environment's", and pflag
+// turns --deployment "" into one, so an explicit flag that names nothing
+// would back up or restore every deployment; an empty or malformed name
+// ("hub,") would make an object the agent only refuses later.
+func (o *operationOptions) checkDeployments(cmd *cobra.Command) error {
+	if !cmd.Flags().Changed("deployment") {
+		return nil
+	}
+	given := strings.Join(o.deployments, ",")
+	if len(o.deployments) == 0 {
+		return usageError{fmt.Errorf("--deployment %q: expected deployment names (omit the flag for all of the environment's deployments)", given)}
+	}
+	for _, n := range o.deployments {
+		// The resolver's rule for a deployment's name: a lowercase DNS
+		// label of at most maxDeploymentNameLen characters.
+		if n == "" || len(n) > maxDeploymentNameLen || len(validation.IsDNS1123Label(n)) > 0 {
+			return usageError{fmt.Errorf("--deployment %q: %q is no deployment name: expected deployment names, each a lowercase DNS label of at most %d characters, comma-separated (omit the flag for all of the environment's deployments)",
+				given, n, maxDeploymentNameLen)}
+		}
+	}
+	return nil
+}
 
 // parseEnvironment parses CLUSTER/ENV.
 func parseEnvironment(s string) (cluster, env string, err error) {
@@ -66,6 +95,9 @@ With --wait it waits for the result and fails when the backup failed.` + kubecon
 			if err != nil {
 				return err
 			}
+			if err := o.checkDeployments(cmd); err != nil {
+				return err
+			}
 			b, err := operation.NewBackup(operation.BackupRequest{Namespace: o.kube.namespace, Cluster: cluster, Environment: env, Deployments: o.deployments, Name: o.name, Now: now()})
 			if err != nil {
 				return usageError{err}
@@ -94,35 +126,19 @@ With --wait it waits for the result and fails when the backup failed.` + kubecon
   styrminctl backup list local/dev -o json`,
 		Args: cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			// The argument is checked before the cluster is asked.
+			var cluster, env string
+			if len(args) == 1 {
+				var err error
+				if cluster, env, err = parseEnvironment(args[0]); err != nil {
+					return err
+				}
+			}
 			c, err := o.kube.client()
 			if err != nil {
 				return err
 			}
-			var bl v1alpha1.StyrminBackupList
-			if err := c.List(cmd.Context(), &bl, client.InNamespace(o.kube.namespace)); err != nil {
-				return fmt.Errorf("listing StyrminBackups: %w", err)
-			}
-			env := ""
-			if len(args) == 1 {
-				if _, env, err = parseEnvironment(args[0]); err != nil {
-					return err
-				}
-			}
-			t := table{header: []string{"NAME", "ENVIRONMENT", "PHASE", "DEPLOYMENTS", "SKIPPED", "STARTED", "MESSAGE"}, empty: "no backups"}
-			items := bl.Items
-			slices.SortFunc(items, func(a, b v1alpha1.StyrminBackup) int { return a.CreationTimestamp.Compare(b.CreationTimestamp.Time) })
-			for _, b := range items {
-				if env != "" && b.Spec.Environment != env {
-					continue
-				}
-				var ds []string
-				for _, d := range b.Status.Deployments {
-					ds = append(ds, d.Name)
-				}
-				t.rows = append(t.rows, row{key: b.Name, name: b.Name, data: b, cells: []string{b.Name, b.Spec.Environment, noneIfEmpty(string(b.Status.Phase)),
-					noneIfEmpty(strings.Join(ds, ",")), noneIfEmpty(skippedNames(b.Status.Skipped)), timeOrNone(timeOf(b.Status.StartedAt)), firstLine(b.Status.Message)}})
-			}
-			return t.print(stdout, o.output)
+			return runBackupList(cmd.Context(), c, stdout, o.output, o.kube.namespace, cluster, env)
 		},
 	}
 	o.kube.register(list, agentNamespace, "styrmin-system")
@@ -161,6 +177,33 @@ With --wait it waits for the result and fails when the backup failed.` + kubecon
 	return cmd
 }
 
+// runBackupList lists the backups in the agent's namespace, oldest
+// first: those of cluster/env, or all when env is "".
+func runBackupList(ctx context.Context, c client.Reader, w io.Writer, output, namespace, cluster, env string) error {
+	var bl v1alpha1.StyrminBackupList
+	if err := c.List(ctx, &bl, client.InNamespace(namespace)); err != nil {
+		return fmt.Errorf("listing StyrminBackups: %w", err)
+	}
+	t := table{header: []string{"NAME", "ENVIRONMENT", "PHASE", "DEPLOYMENTS", "SKIPPED", "STARTED", "MESSAGE"}, empty: "no backups"}
+	items := bl.Items
+	slices.SortFunc(items, func(a, b v1alpha1.StyrminBackup) int { return a.CreationTimestamp.Compare(b.CreationTimestamp.Time) })
+	for _, b := range items {
+		// A backup with no cluster is of the agent's own, which only the
+		// agent knows: it is listed for any cluster, as restore accepts it
+		// for any (operation.NewRestore).
+		if env != "" && (b.Spec.Environment != env || (b.Spec.Cluster != "" && b.Spec.Cluster != cluster)) {
+			continue
+		}
+		var ds []string
+		for _, d := range b.Status.Deployments {
+			ds = append(ds, d.Name)
+		}
+		t.rows = append(t.rows, row{key: b.Name, name: b.Name, data: b, cells: []string{b.Name, b.Spec.Environment, noneIfEmpty(string(b.Status.Phase)),
+			noneIfEmpty(strings.Join(ds, ",")), noneIfEmpty(skippedNames(b.Status.Skipped)), timeOrNone(timeOf(b.Status.StartedAt)), firstLine(b.Status.Message)}})
+	}
+	return t.print(w, output)
+}
+
 func (o *operationOptions) register(cmd *cobra.Command, making bool) {
 	o.kube.register(cmd, agentNamespace, "styrmin-system")
 	if making {
@@ -196,6 +239,9 @@ driver version the running one cannot read (another major version, or a newer on
 			}
 			if from == "" {
 				return usageError{errors.New("--from BACKUP is required")}
+			}
+			if err := o.checkDeployments(cmd); err != nil {
+				return err
 			}
 			c, err := o.writer()
 			if err != nil {

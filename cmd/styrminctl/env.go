@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	"k8s.io/apimachinery/pkg/util/validation"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/styrmin/styrmin/gitsource"
@@ -48,6 +49,16 @@ func clusterBackupRecord(k *kubeOptions) backupRecordFunc {
 		}
 		return &b, nil
 	}
+}
+
+// checkBackupID checks --from-backup as the resolver checks the ID it
+// records (resolver.Workspace.PlanClone; its check is not exported): "latest",
+// or a backup's name, a DNS-1123 label.
+func checkBackupID(id string) error {
+	if id == resolver.LatestBackup || len(validation.IsDNS1123Label(id)) == 0 {
+		return nil
+	}
+	return fmt.Errorf("--from-backup %q: expected a backup ID (a DNS-1123 label) or %q (omit the flag to clone without a backup)", id, resolver.LatestBackup)
 }
 
 // recordTimeout bounds the read of an explicit backup's record: the
@@ -173,6 +184,14 @@ is written when a check fails.`,
 			cluster, src, ok := strings.Cut(args[0], "/")
 			if !ok || cluster == "" || src == "" || strings.Contains(src, "/") {
 				return usageError{fmt.Errorf("env clone %q: expected CLUSTER/ENVIRONMENT", args[0])}
+			}
+			// The backup ID is checked before the cluster is asked for its
+			// record, so that a mistyped one contacts nothing and changes
+			// nothing; an explicit empty one is not read as "no backup".
+			if cmd.Flags().Changed("from-backup") {
+				if err := checkBackupID(co.fromBackup); err != nil {
+					return usageError{fmt.Errorf("env clone %s: %w", args[0], err)}
+				}
 			}
 			req := resolver.CloneRequest{Cluster: cluster, Source: src, Target: args[1], TargetCluster: co.cluster, FromBackup: co.fromBackup, NamespacePrefix: co.namespacePrefix}
 			if req.FromBackup != "" {
