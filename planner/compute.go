@@ -172,8 +172,8 @@ type RefusedError struct {
 
 func (e *RefusedError) Error() string {
 	return fmt.Sprintf("plan refused: it deletes %d deployments, more than the deletion threshold of %d; "+
-		"if that is intended, allow it explicitly (styrminctl plan --allow-deletions %d)",
-		e.Deletions.Count, e.Deletions.Threshold, e.Deletions.Count)
+		"if that is intended, allow it explicitly (styrminctl plan --allow-deletions %d; for the lock, the trailer \"Styrmin-Allow-Deletions: %d\" on the configuration commit)",
+		e.Deletions.Count, e.Deletions.Threshold, e.Deletions.Count, e.Deletions.Count)
 }
 
 // Err reports a refused plan as a *RefusedError; nil otherwise.

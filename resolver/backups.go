@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"math/bits"
 	"path"
 	"regexp"
 	"slices"
@@ -239,8 +240,8 @@ func takeBackups(file string, settings map[string]any, pos map[string]token.Posi
 		return nil, at("secret", "%q is no Secret name: expected a DNS-1123 subdomain (lowercase letters, digits, '-' and '.', at most 253)", b.Secret)
 	}
 	if b.Schedule != "" {
-		if _, err := cron.ParseStandard(b.Schedule); err != nil {
-			return nil, at("schedule", "%q is no cron expression (%v): expected five fields, minute hour day-of-month month day-of-week, for example \"0 3 * * *\"", b.Schedule, err)
+		if err := CheckBackupSchedule(b.Schedule); err != nil {
+			return nil, at("schedule", "%v", err)
 		}
 	}
 	if b.Keep != nil && *b.Keep < 1 {
@@ -345,4 +346,127 @@ func backupFirstOf(c *Cluster, e *Environment, d *Deployment, merged map[string]
 		}
 	}
 	return false, placed(&ConfigError{File: l.file, Field: "backupBeforeUpgrade", Msg: fmt.Sprintf("deployment %s: driver %s@%s declares no backup and restore hooks, so its upgrades cannot back up first: remove the field (or set it false for this deployment), or use a driver version that declares actions.backup and actions.restore", d.ID, drv.Name, drv.Version)}, l.pos)
+}
+
+// scheduleForms is what a backup schedule may look like, for messages.
+const scheduleForms = `expected five fields, minute hour day-of-month month day-of-week, for example "0 3 * * *", or one of @yearly, @annually, @monthly, @weekly, @daily, @midnight, @hourly`
+
+// CheckBackupSchedule checks a backups.schedule: five cron fields or a
+// descriptor (@daily, …) that runs at least once every 366 days and at
+// most once an hour. The agent makes a backup at every run, superseding
+// the one before that has not ended: a schedule of a minute (@every 1m,
+// "* * * * *") would start one a minute and let none finish, and one that
+// never runs ("0 3 31 2 *") would silently make none. The error is the
+// message for the field (the caller names the file and the field).
+func CheckBackupSchedule(schedule string) error {
+	refuse := func(format string, args ...any) error {
+		return fmt.Errorf("%q "+format, append([]any{schedule}, args...)...)
+	}
+	// The parser takes these before the expression; the agent's times are
+	// in its own zone, and a zone the CLI's machine knows the agent's image
+	// may not.
+	if strings.HasPrefix(schedule, "TZ=") || strings.HasPrefix(schedule, "CRON_TZ=") {
+		return refuse("has a time zone prefix, which is not read: %s", scheduleForms)
+	}
+	if strings.HasPrefix(schedule, "@every") {
+		return refuse("is refused: @every runs at an interval from the agent's last backup, and a short one starts a backup before the previous one ends; %s (every 6 hours: \"0 */6 * * *\")", scheduleForms)
+	}
+	parsed, err := cron.ParseStandard(schedule)
+	if err != nil {
+		return refuse("is no cron expression (%v): %s", err, scheduleForms)
+	}
+	spec, ok := parsed.(*cron.SpecSchedule)
+	if !ok { // no other kind is parsed once @every is refused
+		return refuse("is no cron expression: %s", scheduleForms)
+	}
+	// Runs at one minute of the hour are an hour apart at least; any two
+	// minutes are less than an hour apart.
+	if n := bits.OnesCount64(spec.Minute &^ cronStarBit); n > 1 {
+		return refuse("runs at %d minutes of the hour: expected one minute, as backups are at least an hour apart (each supersedes the one before that has not ended), for example \"0 * * * *\" for every hour or \"0 3 * * *\" for 3:00 every day", n)
+	}
+	switch freq, why := cronYearly(spec); freq {
+	case cronNever:
+		return refuse("never runs (%s): expected a schedule that runs at least once a year, for example \"0 3 1 * *\"", why)
+	case cronLeapYears:
+		return refuse("runs only on 29 February, once every four years: expected a schedule that runs at least once a year, for example \"0 3 28 2 *\"")
+	}
+	return nil
+}
+
+// cronStarBit is robfig/cron's mark of a field written * or ? (bit 63 of
+// a SpecSchedule field): that field matches every value and, for the day
+// of the month or of the week, the other day field alone decides.
+const cronStarBit = 1 << 63
+
+type cronFrequency int
+
+const (
+	cronEveryYear cronFrequency = iota
+	cronLeapYears
+	cronNever
+)
+
+// cronYearly tells whether spec runs every year. The parser lets a field
+// match nothing (",": empty parts), so each is checked. robfig/cron takes
+// a day when both its day of the month and of the week match if either
+// field is *, and when either matches otherwise (crontab's rule). A day
+// of the week that decides alone runs every week of the allowed months,
+// so only a day of the month can miss: when no allowed month has an
+// allowed day (31 February), or only 29 February. Decided from the
+// fields, not by asking Next from now, so a schedule is accepted or
+// refused the same whatever the date.
+// why says, for a schedule that never runs, which fields miss.
+func cronYearly(spec *cron.SpecSchedule) (freq cronFrequency, why string) {
+	const (
+		minutes = 1<<60 - 1
+		hours   = 1<<24 - 1
+		months  = 1<<13 - 2 // 1–12
+		days    = 1<<32 - 2 // 1–31
+		weekday = 1<<7 - 1  // 0–6
+	)
+	for _, f := range []struct {
+		name string
+		bits uint64
+	}{{"minute", spec.Minute & minutes}, {"hour", spec.Hour & hours}, {"month", spec.Month & months}} {
+		if f.bits == 0 {
+			return cronNever, "its " + f.name + " field matches none"
+		}
+	}
+	both := spec.Dom&cronStarBit != 0 || spec.Dow&cronStarBit != 0 // else either
+	anyWeekday := spec.Dow&weekday != 0
+	switch {
+	case both && spec.Dom&cronStarBit != 0:
+		// Every day of the month: the days of the week decide.
+		if anyWeekday {
+			return cronEveryYear, ""
+		}
+		return cronNever, "its day-of-week field matches none"
+	case !both && anyWeekday:
+		return cronEveryYear, ""
+	}
+	// The day of the month decides (the day of the week is *, or matches
+	// none under crontab's "either").
+	// The days of each month in a common year.
+	length := [13]uint{0, 31, 28, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31}
+	leap := false
+	for m := uint(1); m <= 12; m++ {
+		if spec.Month&(1<<m) == 0 {
+			continue
+		}
+		for d := uint(1); d <= 31; d++ {
+			if spec.Dom&(1<<d) == 0 {
+				continue
+			}
+			if d <= length[m] {
+				return cronEveryYear, ""
+			}
+			if m == 2 && d == 29 {
+				leap = true
+			}
+		}
+	}
+	if leap {
+		return cronLeapYears, ""
+	}
+	return cronNever, "no month it allows has a day of the month it allows"
 }

@@ -82,7 +82,9 @@ type CommitOptions struct {
 // deployments it breaks (they lock at the next commit that resolves); the
 // request's policy applies to the head. The deletion rule applies to the
 // whole lock; a Styrmin-Allow-Deletions trailer on a configuration commit
-// allows as --allow-deletions does.
+// allows as --allow-deletions does. One whose value is no whole number
+// allows nothing, and a lock the rule refuses names it
+// (*AllowanceTrailerError).
 //
 // The retries the request asks for are locked in the last commit, a
 // Styrmin-Retry trailer each, when their lock is still at the sequence
@@ -189,7 +191,13 @@ func CommitLocksWith(ctx context.Context, w gitsource.Writer, opts WorkspaceOpti
 		d := DeletionRule(lastWS.Repo.Settings, nil, allowed, len(ids))
 		if d.Refused {
 			out.Changes = nil
-			return nil, &DeletionsRefusedError{Deletions: d, IDs: ids}
+			refused := &DeletionsRefusedError{Deletions: d, IDs: ids}
+			for _, step := range steps {
+				if step.badAllowance != "" {
+					return nil, &AllowanceTrailerError{Commit: step.commit, Value: step.badAllowance, Refused: refused}
+				}
+			}
+			return nil, refused
 		}
 		if d.Count > d.Threshold {
 			for i := range changes {
@@ -218,6 +226,13 @@ type lockStep struct {
 	commit gitsource.Hash
 	// allowDeletions is the commit's Styrmin-Allow-Deletions trailer.
 	allowDeletions int
+	// badAllowance is the value of a Styrmin-Allow-Deletions trailer of
+	// the commit that is no whole number ("" when none). It allows
+	// nothing; it is reported when the lock needed an allowance, the one
+	// case its value would have counted. Refusing it always would stop
+	// every later lock (lock mode's above all) for a trailer that changes
+	// nothing, with no commit able to fix a pushed commit's message.
+	badAllowance string
 }
 
 // lockSteps lists the configuration commits a lock on head locks, oldest
@@ -254,9 +269,14 @@ func lockSteps(co CommitOptions, head gitsource.Hash) ([]lockStep, error) {
 		}
 		for _, t := range gitsource.ParseTrailers(msg) {
 			if strings.EqualFold(t.Key, AllowDeletionsTrailer) {
-				if n, err := strconv.Atoi(t.Value); err == nil && n > steps[i].allowDeletions {
-					steps[i].allowDeletions = n
+				n, ok := parseAllowance(t.Value)
+				if !ok {
+					if steps[i].badAllowance == "" {
+						steps[i].badAllowance = t.Value
+					}
+					continue
 				}
+				steps[i].allowDeletions = max(steps[i].allowDeletions, n)
 			}
 		}
 	}

@@ -2,7 +2,10 @@ package resolver
 
 import (
 	"fmt"
+	"strconv"
 	"strings"
+
+	"github.com/styrmin/styrmin/gitsource"
 )
 
 // DefaultDeletionThreshold is how many deployments one change may delete
@@ -70,8 +73,44 @@ func (e *DeletionsRefusedError) Error() string {
 	for i, id := range e.IDs {
 		names[i] = id.String()
 	}
-	return fmt.Sprintf("lock refused: it deletes %d deployments (%s), more than the deletion threshold of %d; nothing was written. If that is intended, allow it explicitly: --allow-deletions %d",
-		e.Deletions.Count, strings.Join(names, ", "), e.Deletions.Threshold, e.Deletions.Count)
+	// Both ways to allow it are named: lock mode takes no flag, only the
+	// trailer on a configuration commit it locks.
+	return fmt.Sprintf("lock refused: it deletes %d deployments (%s), more than the deletion threshold of %d; nothing was written. If that is intended, allow it explicitly: --allow-deletions %d, or, for a committed lock (--commit, --push, the agent's lock mode), the trailer \"%s: %d\" on a configuration commit it locks",
+		e.Deletions.Count, strings.Join(names, ", "), e.Deletions.Threshold, e.Deletions.Count, AllowDeletionsTrailer, e.Deletions.Count)
+}
+
+// AllowanceTrailerError is a lock the deletion rule refused while a
+// configuration commit it locks carries a Styrmin-Allow-Deletions
+// trailer that is no number: most likely the allowance its author meant
+// to give. It names the commit, the trailer and the value, and unwraps
+// to the *DeletionsRefusedError (nothing was written either way).
+type AllowanceTrailerError struct {
+	// Commit is the configuration commit; Value the trailer's value as
+	// written.
+	Commit  gitsource.Hash
+	Value   string
+	Refused *DeletionsRefusedError
+}
+
+func (e *AllowanceTrailerError) Error() string {
+	// The commit is likely pushed, its message fixed for good: the way
+	// out the refusal names (a new commit with the trailer, or the flag)
+	// is the one that works.
+	return fmt.Sprintf("commit %s: trailer %s: %q: expected a whole number ≥ 0, so it allows no deletion; %v",
+		e.Commit.Short(), AllowDeletionsTrailer, e.Value, e.Refused)
+}
+
+func (e *AllowanceTrailerError) Unwrap() error { return e.Refused }
+
+// parseAllowance reads the value of a Styrmin-Allow-Deletions trailer:
+// a whole number ≥ 0, in decimal digits only (strconv.Atoi alone would
+// take "+2" and "-1").
+func parseAllowance(v string) (int, bool) {
+	if v == "" || strings.Trim(v, "0123456789") != "" {
+		return 0, false
+	}
+	n, err := strconv.Atoi(v)
+	return n, err == nil
 }
 
 // checkDeletions applies the deletion rule to a lock's changes.

@@ -393,7 +393,17 @@ func unreadDeploymentEntry(dir string, ent fs.DirEntry) error {
 	return nil
 }
 
+// errConfigFileMissing is the error (inside the ConfigError configFile
+// returns) of a layer with none of its files. It is the one error a caller
+// of an optional layer (styrmin.cue) may ignore: any other, a duplicate
+// above all, must stop the load, or the layer's settings would silently
+// vanish. A private sentinel rather than fs.ErrNotExist, so callers that
+// read fs.ErrNotExist as "the clone lost a file, try again" keep telling a
+// missing cluster.cue, which is the repository's mistake, from that.
+var errConfigFileMissing = errors.New("config file missing")
+
 // configFile finds dir/base.cue or dir/base.yaml; both at once is an error.
+// None at all is a ConfigError wrapping errConfigFileMissing.
 func configFile(fsys fs.FS, dir, base string) (string, error) {
 	var found []string
 	for _, ext := range []string{".cue", ".yaml", ".yml"} {
@@ -406,7 +416,7 @@ func configFile(fsys fs.FS, dir, base string) (string, error) {
 	}
 	switch len(found) {
 	case 0:
-		return "", &ConfigError{File: path.Join(dir, base+".cue"), Msg: "missing (expected " + base + ".cue or " + base + ".yaml)"}
+		return "", &ConfigError{File: path.Join(dir, base+".cue"), Msg: "missing (expected " + base + ".cue or " + base + ".yaml)", Err: errConfigFileMissing}
 	case 1:
 		return found[0], nil
 	default:
@@ -471,12 +481,25 @@ func subdirs(fsys fs.FS, dir string) ([]string, error) {
 // command needs before the rest loads (the driver limits) reads them here.
 func (l *Loader) LoadSettings(fsys fs.FS) (RepoSettings, error) {
 	var s RepoSettings
-	f, err := configFile(fsys, ".", "styrmin")
-	if err != nil {
-		return s, nil
+	f, err := findSettingsFile(fsys)
+	if err != nil || f == "" {
+		return s, err
 	}
 	err = l.LoadFile(fsys, f, "#Repo", &s)
 	return s, err
+}
+
+// findSettingsFile finds the repository settings file (styrmin.cue or
+// styrmin.yaml): "" when there is none, which is no error (the settings
+// are optional). Both at once is a ConfigError: reading neither would
+// silently drop every setting (rollout waves, deletion threshold, driver
+// limits and sources) where the user wrote some.
+func findSettingsFile(fsys fs.FS) (string, error) {
+	f, err := configFile(fsys, ".", "styrmin")
+	if errors.Is(err, errConfigFileMissing) {
+		return "", nil
+	}
+	return f, err
 }
 
 // DriverLimits reads the driver limits of styrmin.cue alone (LoadSettings,
@@ -493,12 +516,14 @@ func (l *Loader) DriverLimits(fsys fs.FS) (drivers.Limits, error) {
 // Load reads the whole desired-state configuration of a repository.
 func (l *Loader) Load(fsys fs.FS) (*Repository, error) {
 	repo := &Repository{}
-	settingsFile := ""
-	if f, err := configFile(fsys, ".", "styrmin"); err == nil {
-		if err := l.LoadFile(fsys, f, "#Repo", &repo.Settings); err != nil {
+	settingsFile, err := findSettingsFile(fsys)
+	if err != nil {
+		return nil, err
+	}
+	if settingsFile != "" {
+		if err := l.LoadFile(fsys, settingsFile, "#Repo", &repo.Settings); err != nil {
 			return nil, err
 		}
-		settingsFile = f
 	}
 	clusters, err := subdirs(fsys, "clusters")
 	if err != nil {

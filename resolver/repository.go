@@ -20,8 +20,11 @@ var ErrNotRepository = errors.New("not a desired-state repository: expected styr
 // report "no deployments" instead of the mistake; it returns
 // ErrNotRepository.
 func CheckRepository(fsys fs.FS) error {
-	if _, err := configFile(fsys, ".", "styrmin"); err == nil {
-		return nil
+	// A settings file that is there but not readable as one (styrmin.cue
+	// beside styrmin.yaml, a link) is the repository's error, not "no
+	// repository here".
+	if f, err := findSettingsFile(fsys); err != nil || f != "" {
+		return err
 	}
 	for _, dir := range []string{"clusters", "drivers", LocksDir} {
 		if st, err := fs.Stat(fsys, dir); err == nil && st.IsDir() {

@@ -20,6 +20,7 @@ import (
 
 	"github.com/styrmin/styrmin/operator/api/v1alpha1"
 	"github.com/styrmin/styrmin/operator/task"
+	"github.com/styrmin/styrmin/resolver"
 )
 
 // Labels and annotations of scheduled backups.
@@ -182,6 +183,11 @@ func (s *Scheduler) environment(ctx context.Context, env, schedule string, keep 
 // is superseded by the newest instead (supersede), so at most one waits at
 // a time and no waiting ones pile up.
 func (s *Scheduler) due(ctx context.Context, env, schedule string, backups []v1alpha1.StyrminBackup, now time.Time) error {
+	// The lock checked it; a lockfile written by hand was not: the same
+	// check first (the cron parser panics on some time-zone prefixes).
+	if err := resolver.CheckBackupSchedule(schedule); err != nil {
+		return fmt.Errorf("backups.schedule %q: %w", schedule, err)
+	}
 	sched, err := cron.ParseStandard(schedule)
 	if err != nil {
 		return fmt.Errorf("backups.schedule %q: %w", schedule, err)

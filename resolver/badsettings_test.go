@@ -1,0 +1,88 @@
+package resolver
+
+import (
+	"errors"
+	"io/fs"
+	"strings"
+	"testing"
+	"testing/fstest"
+)
+
+// TestBothSettingsFilesAreRefusedNotIgnored pins that styrmin.cue next to
+// styrmin.yaml is a ConfigError naming the duplicate, from every reader
+// of the settings. Ignored, it dropped every repository setting (rollout
+// waves, the deletion threshold, driver limits and sources) and hid the
+// errors of the file the user edits: styrmin.cue below is itself invalid.
+func TestBothSettingsFilesAreRefusedNotIgnored(t *testing.T) {
+	fsys := fstest.MapFS{
+		"styrmin.cue":  {Data: []byte("deletionThreshold: 1\nlimits: timeout: \"banana\"\n")},
+		"styrmin.yaml": {Data: []byte("{}\n")},
+	}
+	check := func(t *testing.T, err error) {
+		t.Helper()
+		var ce *ConfigError
+		if !errors.As(err, &ce) {
+			t.Fatalf("err = %v, want a *ConfigError", err)
+		}
+		if ce.File != "styrmin.yaml" || !strings.Contains(ce.Msg, "duplicate of styrmin.cue") {
+			t.Fatalf("err = %v, want styrmin.yaml named as a duplicate of styrmin.cue", err)
+		}
+	}
+	t.Run("Load", func(t *testing.T) {
+		repo, err := NewLoader(0).Load(fsys)
+		check(t, err)
+		if repo != nil {
+			t.Errorf("Load returned a repository with the error")
+		}
+	})
+	t.Run("LoadSettings", func(t *testing.T) {
+		_, err := NewLoader(0).LoadSettings(fsys)
+		check(t, err)
+	})
+	t.Run("DriverLimits", func(t *testing.T) {
+		_, err := NewLoader(0).DriverLimits(fsys)
+		check(t, err)
+	})
+}
+
+// TestASettingsFileNextToALinkIsRefused: a styrmin.yaml that is a
+// symbolic link, next to a styrmin.cue, is a duplicate as well; neither
+// is read.
+func TestASettingsFileNextToALinkIsRefused(t *testing.T) {
+	fsys := fstest.MapFS{
+		"styrmin.cue":  {Data: []byte("deletionThreshold: 1\n")},
+		"styrmin.yaml": {Data: []byte("/etc/passwd"), Mode: fs.ModeSymlink},
+	}
+	_, err := NewLoader(0).Load(fsys)
+	var ce *ConfigError
+	if !errors.As(err, &ce) || ce.File != "styrmin.yaml" || !strings.Contains(ce.Msg, "duplicate of styrmin.cue") {
+		t.Fatalf("err = %v, want styrmin.yaml named as a duplicate of styrmin.cue", err)
+	}
+}
+
+// TestNoSettingsFileIsNoSettings pins the one case the settings readers
+// still pass over: a repository without styrmin.cue or styrmin.yaml has
+// none, and that is no error.
+func TestNoSettingsFileIsNoSettings(t *testing.T) {
+	fsys := fstest.MapFS{"clusters/.keep": {Data: nil}}
+	s, err := NewLoader(0).LoadSettings(fsys)
+	if err != nil {
+		t.Fatalf("LoadSettings: %v", err)
+	}
+	if s.DeletionThreshold != nil {
+		t.Errorf("settings from no file: %+v", s)
+	}
+	if _, err := NewLoader(0).Load(fsys); err != nil {
+		t.Fatalf("Load: %v", err)
+	}
+}
+
+// TestTheSettingsFileIsStillRead guards the fix against ignoring the file
+// it should read: alone, styrmin.cue's errors are reported.
+func TestTheSettingsFileIsStillRead(t *testing.T) {
+	fsys := fstest.MapFS{"styrmin.cue": {Data: []byte("limits: timeout: \"banana\"\n")}}
+	_, err := NewLoader(0).DriverLimits(fsys)
+	if err == nil || !strings.Contains(err.Error(), "styrmin.cue") || !strings.Contains(err.Error(), "banana") {
+		t.Fatalf("err = %v, want styrmin.cue's bad timeout", err)
+	}
+}
