@@ -86,3 +86,17 @@ func TestTheSettingsFileIsStillRead(t *testing.T) {
 		t.Fatalf("err = %v, want styrmin.cue's bad timeout", err)
 	}
 }
+
+// TestARepositoryOfBothSettingsFilesIsNamedNotTakenForNone: a folder
+// holding styrmin.cue and styrmin.yaml (and nothing else yet) was "not a
+// desired-state repository"; the duplicate is the error to fix.
+func TestARepositoryOfBothSettingsFilesIsNamedNotTakenForNone(t *testing.T) {
+	fsys := fstest.MapFS{"styrmin.cue": {Data: []byte("deletionThreshold: 1\n")}, "styrmin.yaml": {Data: []byte("{}\n")}}
+	err := CheckRepository(fsys)
+	if err == nil || errors.Is(err, ErrNotRepository) || !strings.Contains(err.Error(), "duplicate") {
+		t.Fatalf("CheckRepository: %v, want the duplicate named", err)
+	}
+	if err := CheckRepository(fstest.MapFS{"styrmin.cue": {Data: []byte("deletionThreshold: 1\n")}}); err != nil {
+		t.Fatalf("a repository of styrmin.cue alone: %v", err)
+	}
+}
