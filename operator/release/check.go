@@ -76,7 +76,11 @@ func (h *Releases) Check(ctx context.Context, namespace, name string, rev int, i
 		for _, o := range inventory {
 			components[objectKey(o)] = o.Component
 		}
-		if objs, err = h.objects.desiredObjects(rel.Manifest, rel.Name, namespace, components); err != nil {
+		// An object of a kind the API server no longer serves (its CRD
+		// removed since) is left out: it is gone with its kind, and one
+		// such object must not stop the check, and the correction, of
+		// all the others (a check after a restart parses afresh).
+		if objs, _, err = h.objects.parseObjects(rel.Manifest, rel.Name, namespace, components, true); err != nil {
 			return nil, nil, err
 		}
 		expected = map[string][]byte{}

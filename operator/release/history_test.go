@@ -2,6 +2,7 @@ package release
 
 import (
 	"context"
+	"strings"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
@@ -383,5 +384,45 @@ func TestARefusalQuotingARevealedValueIsMasked(t *testing.T) {
 	}
 	if leaks := secrettest.Find([]byte(hist[0].Info.Description), value); len(leaks) > 0 {
 		t.Fatalf("the failed revision's description holds %v: %s", leaks, hist[0].Info.Description)
+	}
+}
+
+// TestADriftCheckLeavesOutObjectsOfAKindNoLongerServed: a revision holding
+// an object whose CRD was removed since made every drift check of the
+// release fail after an agent restart (its manifest parsed afresh), so no
+// other object of the deployment was checked or put back, for ever. The
+// check now leaves that object out and checks the rest.
+func TestADriftCheckLeavesOutObjectsOfAKindNoLongerServed(t *testing.T) {
+	e := startReleaseEnv(t, 10)
+	ctx := context.Background()
+	const ns = "kind-gone-drift"
+	e.namespace(t, ns)
+	if _, _, err := e.helm.Apply(ctx, releaseReq(ns, configMap(ns, "a", "1")), nil, 0); err != nil {
+		t.Fatal(err)
+	}
+	// Revision 2, deployed, also holds a Widget whose CRD is gone.
+	rel, err := e.helm.records.get(ctx, ns, "app", 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rel.Version = 2
+	rel.Manifest += "---\n# Source: x/widget-w.yaml\napiVersion: example.com/v1\nkind: Widget\nmetadata:\n  name: w\n"
+	if _, err := e.helm.records.create(ctx, rel, nil); err != nil {
+		t.Fatal(err)
+	}
+	cm, err := e.cs.CoreV1().ConfigMaps(ns).Get(ctx, "a", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cm.Data = map[string]string{"v": "by hand"}
+	if _, err := e.cs.CoreV1().ConfigMaps(ns).Update(ctx, cm, metav1.UpdateOptions{FieldManager: "kubectl-edit"}); err != nil {
+		t.Fatal(err)
+	}
+	_, drifts, err := e.helm.Check(ctx, ns, "app", 2, nil, nil)
+	if err != nil {
+		t.Fatalf("a drift check of a revision holding a kind no longer served: %v", err)
+	}
+	if got := Summary(drifts); !strings.Contains(got, "ConfigMap") || !strings.Contains(got, "a") {
+		t.Fatalf("drifts %q, want ConfigMap a", got)
 	}
 }
