@@ -82,6 +82,49 @@ func TestNewDeploymentWaitsForWhatItConnectsToAndAFailedOneHoldsItBack(t *testin
 	}
 }
 
+// TestADeploymentWaitingForAFailedPeerCanBeDeleted: app's create waits
+// for peer, which failed; deleting app (its tombstone locked) waited behind
+// that create for ever, and a fix of peer would have created app only to
+// delete it. The waiting create ends Superseded by the deletion, which
+// runs.
+func TestADeploymentWaitingForAFailedPeerCanBeDeleted(t *testing.T) {
+	t.Parallel()
+	repo := faultyRepo(t)
+	repo[appDeployment] = &fstest.MapFile{Data: []byte("driver: \"faulty\"\nappVersion: \"1.0.0\"\nconnects: [\"peer\"]\n"), Mode: 0o644}
+	repo[peerDeployment] = &fstest.MapFile{Data: appConfig("1.0.0", `fault: "unready"`+"\nprogressDeadline: 1"), Mode: 0o644}
+	e := startAgentEnvWith(t, repo)
+	e.lock(t)
+	e.startAgent(t)
+	if peer := e.waitTask(t, "dev-peer", "peer", 1); peer.Status.Phase != v1alpha1.TaskFailed {
+		t.Fatalf("peer-1: %s (%s), want Failed (its pods fail)", peer.Status.Phase, peer.Status.Message)
+	}
+	key := client.ObjectKey{Namespace: appNamespace, Name: v1alpha1.TaskName("app", 1)}
+	agenttest.WaitUntil(t, agentWaitLimit, "app-1 to wait for the failed peer", func(ctx context.Context) (bool, string, error) {
+		var task v1alpha1.StyrminTask
+		if err := e.c.Get(ctx, key, &task); err != nil {
+			return false, err.Error(), nil
+		}
+		c := apimeta.FindStatusCondition(task.Status.Conditions, v1alpha1.ConditionReady)
+		return c != nil && c.Reason == v1alpha1.ReasonWaitingForOrder, string(task.Status.Phase), nil
+	})
+
+	e.commitConfig(t, "app: gone", map[string][]byte{appDeployment: nil})
+	seq, ok := e.lock(t)["app"]
+	if !ok {
+		t.Fatal("deleting app locked no tombstone")
+	}
+	requireSucceeded(t, e.waitTask(t, appNamespace, "app", seq))
+	created := e.waitTask(t, appNamespace, "app", 1)
+	if created.Status.Phase != v1alpha1.TaskSuperseded || created.Status.SupersededBy != seq {
+		t.Fatalf("app-1: %s (%s) superseded by %d, want Superseded by the deletion %d", created.Status.Phase, created.Status.Message, created.Status.SupersededBy, seq)
+	}
+	for _, s := range created.Status.Steps {
+		if s.StartedAt != nil {
+			t.Errorf("app-1 started step %s", s.Name)
+		}
+	}
+}
+
 // TestAWaveAfterAPeerDeletedSinceRunsInsteadOfWaiting: a cluster fan-out
 // in two waves, o0 of wave 1 failing; wave 2 waits for it, naming it.
 // Meanwhile a commit deletes o1, the other deployment of wave 1, which ran

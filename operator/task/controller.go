@@ -986,26 +986,40 @@ func matchLock(t *v1alpha1.StyrminTask, locked, carried *resolver.Instance) erro
 
 // supersedeOvertaken ends a pending configuration-only task that a newer
 // task of its deployment (not failed) has overtaken: the newer one writes
-// the whole configuration anyway. Creates, upgrades (migrations) and deletes always
-// run.
+// the whole configuration anyway. A pending create ends so only before a
+// newer deletion of its deployment (it may wait for ever for the order of
+// its lock, a peer that failed, and the deletion behind it would wait
+// too); otherwise creates, upgrades (migrations) and deletes always run.
 func (r *Reconciler) supersedeOvertaken(ctx context.Context, run *taskRun) (phaseResult, error) {
 	t := run.task
-	if t.Status.Phase != v1alpha1.TaskPending || workflow(t) != v1alpha1.WorkflowUpdate || IsOperation(t) {
+	wf := workflow(t)
+	if t.Status.Phase != v1alpha1.TaskPending || (wf != v1alpha1.WorkflowUpdate && wf != v1alpha1.WorkflowCreate) || IsOperation(t) {
 		return phaseResult{}, nil
 	}
 	tasks, err := r.tasksOf(ctx, t.Namespace, t.Spec.Deployment)
 	if err != nil {
 		return phaseResult{}, err
 	}
-	var newest int64
+	var newest, deletedBy int64
 	for _, s := range tasks {
 		// A newer task that failed writes nothing more (one that failed
 		// in its checks wrote nothing at all): this one still brings the
 		// deployment closer to git, and the guard keeps an instance the
 		// failed one wrote.
-		if !IsOperation(&s) && s.Status.Phase != v1alpha1.TaskFailed {
-			newest = max(newest, s.Spec.ToSequence)
+		if IsOperation(&s) || s.Status.Phase == v1alpha1.TaskFailed {
+			continue
 		}
+		newest = max(newest, s.Spec.ToSequence)
+		if s.Spec.Workflow == v1alpha1.WorkflowDelete && s.Spec.ToSequence > t.Spec.ToSequence {
+			deletedBy = max(deletedBy, s.Spec.ToSequence)
+		}
+	}
+	why := fmt.Sprintf("superseded by sequence %d before it ran: the newer task writes the whole configuration", newest)
+	if wf == v1alpha1.WorkflowCreate {
+		// A newer create or update of a deployment not created yet plans
+		// against nothing and would skip the order this create waits for.
+		newest = deletedBy
+		why = fmt.Sprintf("superseded by sequence %d before it ran: that change deletes the deployment, which is not created first", newest)
 	}
 	if newest <= t.Spec.ToSequence {
 		return phaseResult{}, nil
@@ -1015,8 +1029,7 @@ func (r *Reconciler) supersedeOvertaken(ctx context.Context, run *taskRun) (phas
 		t.Status.Steps[i].Message = "superseded before it ran"
 	}
 	t.Status.SupersededBy = newest
-	return r.finish(ctx, run, v1alpha1.TaskSuperseded,
-		fmt.Sprintf("superseded by sequence %d before it ran: the newer task writes the whole configuration", newest))
+	return r.finish(ctx, run, v1alpha1.TaskSuperseded, why)
 }
 
 // heldAfterActive is the instance the StyrminDeployment holds when it is
