@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net/url"
 	"regexp"
 	"slices"
 	"strconv"
@@ -148,7 +149,10 @@ func (o Options) validate() error {
 	}
 	if o.Repo == "" {
 		errs = append(errs, errors.New("the repository URL is required (--repo)"))
-	} else if gitsource.PublicURL(o.Repo) != o.Repo {
+	}
+	if err := CheckValues(o); err != nil {
+		errs = append(errs, err)
+	} else if o.Repo != "" && gitsource.PublicURL(o.Repo) != o.Repo {
 		errs = append(errs, errors.New("the repository URL holds credentials: give the URL without them and put the token in the Secret"))
 	}
 	for _, e := range validation.IsDNS1123Label(o.Namespace) {
@@ -173,6 +177,88 @@ func (o Options) validate() error {
 	}
 	return nil
 }
+
+// maxClusterNameLen is the resolver's bound on a cluster's name (its
+// folder in the repository), which the resolver does not export.
+const maxClusterNameLen = 40
+
+// CheckValues checks the values given for --cluster, --repo, --branch and
+// --image (each only when set), so that styrminctl install refuses them
+// before it reads the cluster, renders or applies anything: the agent
+// would otherwise start with a cluster whose folder the resolver refuses,
+// a URL or branch git cannot fetch, or an image the kubelet cannot pull,
+// and fail only at run time. Each error names the flag and what was
+// expected.
+func CheckValues(o Options) error {
+	var errs []error
+	if o.Cluster != "" && (len(o.Cluster) > maxClusterNameLen || len(validation.IsDNS1123Label(o.Cluster)) > 0) {
+		errs = append(errs, fmt.Errorf("--cluster %q: expected a cluster name: a lowercase DNS label (a-z, 0-9, '-', starting and ending with a letter or digit) of at most %d characters, as the cluster's folder in the repository", o.Cluster, maxClusterNameLen))
+	}
+	if o.Repo != "" && !repoURL(o.Repo) {
+		errs = append(errs, fmt.Errorf("--repo %q: expected a repository URL: https://HOST/PATH, http://HOST/PATH, ssh://[USER@]HOST/PATH, USER@HOST:PATH or file:///PATH", o.Repo))
+	}
+	if o.Branch != "" && !branchName(o.Branch) {
+		errs = append(errs, fmt.Errorf("--branch %q: expected a branch name valid as a git ref (no spaces or control characters, none of ~^:?*[\\, not starting with '-' or '/', no '..', '//' or '@{', no part starting with '.', not ending in '/', '.' or '.lock')", o.Branch))
+	}
+	if o.Image != "" && !imageRef.MatchString(o.Image) {
+		errs = append(errs, fmt.Errorf("--image %q: expected an image reference NAME[:TAG][@DIGEST] without spaces (e.g. %s)", o.Image, shippedImage()))
+	}
+	return errors.Join(errs...)
+}
+
+// scpURL is git's scp-like ssh address, USER@HOST:PATH.
+var scpURL = regexp.MustCompile(`^[A-Za-z0-9._-]+@[A-Za-z0-9.-]+:\S+$`)
+
+// repoURL reports whether s is a URL git fetches from: what the agent's
+// --repo takes (gitsource has no exported check).
+func repoURL(s string) bool {
+	if strings.ContainsFunc(s, func(r rune) bool { return r <= ' ' || r == 0x7f }) {
+		return false
+	}
+	if !strings.Contains(s, "://") {
+		return scpURL.MatchString(s)
+	}
+	u, err := url.Parse(s)
+	if err != nil {
+		return false
+	}
+	switch u.Scheme {
+	case "https", "http", "ssh":
+		return u.Host != "" && u.Path != "" && u.Path != "/"
+	case "file":
+		return u.Host == "" && u.Path != "" && u.Path != "/"
+	}
+	return false
+}
+
+// branchName reports whether s is a branch git accepts, after
+// git check-ref-format: the agent fetches refs/heads/<s>.
+func branchName(s string) bool {
+	if strings.HasPrefix(s, "-") || strings.HasPrefix(s, "/") || strings.HasSuffix(s, "/") ||
+		strings.HasSuffix(s, ".") || strings.HasSuffix(s, ".lock") || s == "@" ||
+		strings.Contains(s, "..") || strings.Contains(s, "//") || strings.Contains(s, "@{") ||
+		strings.ContainsAny(s, "~^:?*[\\") {
+		return false
+	}
+	if strings.ContainsFunc(s, func(r rune) bool { return r <= ' ' || r == 0x7f }) {
+		return false
+	}
+	for _, part := range strings.Split(s, "/") {
+		if strings.HasPrefix(part, ".") || strings.HasSuffix(part, ".lock") {
+			return false
+		}
+	}
+	return true
+}
+
+// imageRef is a container image reference, NAME[:TAG][@DIGEST]: an
+// optional registry host (with a port), lowercase path components, a tag
+// as imageTag, a digest ALGORITHM:HEX.
+var imageRef = regexp.MustCompile(`^` +
+	`(?:[A-Za-z0-9](?:[A-Za-z0-9.-]*[A-Za-z0-9])?(?::[0-9]+)?/)?` +
+	`[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*(?:/[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*)*` +
+	`(?::[A-Za-z0-9_][A-Za-z0-9_.-]{0,127})?` +
+	`(?:@[A-Za-z][A-Za-z0-9]*(?:[-_+.][A-Za-z][A-Za-z0-9]*)*:[0-9a-fA-F]{32,})?$`)
 
 // imageTag is what a container image tag may be.
 var imageTag = regexp.MustCompile(`^[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}$`)

@@ -65,6 +65,9 @@ var styrminKinds = []styrminKind{
 	{"StyrminSource", ""},
 }
 
+// defaultUninstallTimeout is UninstallOptions.Timeout when it is 0.
+const defaultUninstallTimeout = 2 * time.Minute
+
 // Uninstall removes Styrmin from the cluster of cfg and leaves the
 // applications running as plain Helm releases, writing one line to w for
 // each thing it does:
@@ -96,8 +99,14 @@ func Uninstall(ctx context.Context, cfg *rest.Config, w io.Writer, o UninstallOp
 	if o.Namespace == "" {
 		o.Namespace = DefaultNamespace
 	}
+	// A negative timeout would end every wait at once: refused here,
+	// before the agent is scaled to 0, not after it, when waiting for
+	// its pods fails.
+	if o.Timeout < 0 {
+		return fmt.Errorf("--timeout %s: expected a positive duration (or 0 for the default, %s)", o.Timeout, defaultUninstallTimeout)
+	}
 	if o.Timeout == 0 {
-		o.Timeout = 2 * time.Minute
+		o.Timeout = defaultUninstallTimeout
 	}
 	c, err := newClient(cfg)
 	if err != nil {

@@ -60,6 +60,16 @@ func (o *operationOptions) checkDeployments(cmd *cobra.Command) error {
 	return nil
 }
 
+// checkTimeout checks --timeout before anything is made: with --wait a
+// timeout of 0 or less would end the wait at once, after the object was
+// created, as a failure ("context deadline exceeded").
+func (o *operationOptions) checkTimeout() error {
+	if o.wait && o.timeout <= 0 {
+		return usageError{fmt.Errorf("--timeout %s: expected a positive duration", o.timeout)}
+	}
+	return nil
+}
+
 // parseEnvironment parses CLUSTER/ENV.
 func parseEnvironment(s string) (cluster, env string, err error) {
 	parts := strings.Split(s, "/")
@@ -96,6 +106,9 @@ With --wait it waits for the result and fails when the backup failed.` + kubecon
 				return err
 			}
 			if err := o.checkDeployments(cmd); err != nil {
+				return err
+			}
+			if err := o.checkTimeout(); err != nil {
 				return err
 			}
 			b, err := operation.NewBackup(operation.BackupRequest{Namespace: o.kube.namespace, Cluster: cluster, Environment: env, Deployments: o.deployments, Name: o.name, Now: now()})
@@ -241,6 +254,9 @@ driver version the running one cannot read (another major version, or a newer on
 				return usageError{errors.New("--from BACKUP is required")}
 			}
 			if err := o.checkDeployments(cmd); err != nil {
+				return err
+			}
+			if err := o.checkTimeout(); err != nil {
 				return err
 			}
 			c, err := o.writer()

@@ -49,6 +49,13 @@ func newInstallCmd(load restConfigFunc, stdout io.Writer) *cobra.Command {
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			o.Namespace = k.namespace
 			o.WithoutDefaultEnvironmentBinding = !clusterWide
+			// The values given are checked before the installed agent is
+			// read: a bad one is a usage error, and nothing is asked,
+			// rendered or applied. Render checks them again with what an
+			// upgrade keeps of the installed agent.
+			if err := install.CheckValues(o); err != nil {
+				return usageError{err}
+			}
 			if export {
 				if o.Image == "" {
 					o.Image = install.DefaultImage(version.Get())
