@@ -60,7 +60,9 @@ type WorkspaceOptions struct {
 // ConfigPaths are the files and folders of a desired-state repository
 // that resolution reads (lockfiles aside): a working tree whose files
 // there equal a commit's resolves as that commit does.
-func ConfigPaths() []string { return []string{"styrmin.cue", "clusters", "drivers"} }
+func ConfigPaths() []string {
+	return []string{"styrmin.cue", "styrmin.yaml", "styrmin.yml", "clusters", "drivers"}
+}
 
 // Workspace is a desired-state repository loaded at one point: its
 // configuration, its driver catalog and its current lockfiles.

@@ -139,3 +139,33 @@ func TestAGitErrorEndsTheLockWithoutWaitingForDriverSources(t *testing.T) {
 		t.Fatal("the lock still waits for the driver source a minute after git failed")
 	}
 }
+
+// TestAnEditedYAMLSettingsFileIsAnEditedWorkingTree: a repository whose
+// settings are styrmin.yaml (not .cue) had edits to it taken for HEAD's
+// configuration: the lock recorded HEAD as the instances' source commit
+// though they came from the edits, and `lock --commit` did not say the
+// edits were not locked.
+func TestAnEditedYAMLSettingsFileIsAnEditedWorkingTree(t *testing.T) {
+	if _, err := exec.LookPath("git"); err != nil {
+		t.Skip("git is not installed")
+	}
+	root := t.TempDir()
+	dir := filepath.Join(root, "deploy")
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	writeRepoFile(t, dir, "styrmin.yaml", "deletionThreshold: 1\n")
+	planGit(t, root, "init", "-q", "-b", "main")
+	planGit(t, root, "add", ".")
+	planGit(t, root, "commit", "-q", "-m", "one")
+	head := planGit(t, root, "rev-parse", "HEAD")
+	h, err := loadHead(dir, "", openRepo(dir))
+	if err != nil || h.commit != head || h.edited {
+		t.Fatalf("clean working tree: %+v, %v; want commit %s", h, err, head)
+	}
+	writeRepoFile(t, dir, "styrmin.yaml", "deletionThreshold: 2\n")
+	h, err = loadHead(dir, "", openRepo(dir))
+	if err != nil || h.commit != "" || !h.edited {
+		t.Errorf("styrmin.yaml edited: %+v, %v; want an edited working tree, no commit", h, err)
+	}
+}
