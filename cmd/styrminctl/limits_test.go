@@ -300,6 +300,21 @@ func TestLockRemembersTheDriverLoadsItsChildrenChecked(t *testing.T) {
 // the lock reached first; the others are locked.
 func TestADriverWithoutASampleIsCheckedInItsSandboxBeforeTheLockEvaluatesIt(t *testing.T) {
 	dir, l := lockedRepoWithTestLimits(t)
+	// A longer deadline than the other hostile tests': these bombs grow a
+	// step at a time, and near the memory limit the child's collector
+	// works hard; on a busy machine (the test run's other packages) 4 s
+	// ran out before the memory limit was reached. The memory limit is
+	// what this test pins.
+	settings, err := os.ReadFile(filepath.Join(dir, "styrmin.cue"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	longer := strings.Replace(string(settings), "timeout: \""+l.Timeout.String()+"\"", `timeout: "30s"`, 1)
+	if longer == string(settings) {
+		t.Fatalf("styrmin.cue sets no timeout of %s:\n%s", l.Timeout, settings)
+	}
+	writeRepoFile(t, dir, "styrmin.cue", longer)
+	l.Timeout = 30 * time.Second
 	// A chart whose cost grows with a parameter without a default.
 	files := hostile.OverAgentMemory().Files("bad", "1.0.0")
 	files["driver.cue"] = []byte(strings.Replace(string(files["driver.cue"]), "values: {}\n", "parameters: size: int & >=1\nvalues: size: context.parameters.size\n", 1))
@@ -314,7 +329,10 @@ func TestADriverWithoutASampleIsCheckedInItsSandboxBeforeTheLockEvaluatesIt(t *t
 	writeDriver(t, filepath.Join(dir, "drivers", "badschema", "1.0.0"), schema)
 	deployments := "clusters/local/environments/dev/deployments/"
 	writeRepoFile(t, dir, deployments+"small.cue", "driver:     \"bad\"\nappVersion: \"1.0.0\"\nparameters: size: 1\n")
-	writeRepoFile(t, dir, deployments+"huge.cue", "driver:     \"bad\"\nappVersion: \"1.0.0\"\nparameters: size: 20000000\n")
+	// 40 million: one list of 320 MB, past the 256 MiB limit at once (20
+	// million, 160 MB, sat near it, and a busy child's collector could
+	// run it into its deadline first).
+	writeRepoFile(t, dir, deployments+"huge.cue", "driver:     \"bad\"\nappVersion: \"1.0.0\"\nparameters: size: 40000000\n")
 	writeRepoFile(t, dir, deployments+"padded.cue", "driver:     \"badschema\"\nappVersion: \"1.0.0\"\nparameters: size: 1\n")
 	for run := range 2 {
 		start := time.Now()
@@ -327,6 +345,18 @@ func TestADriverWithoutASampleIsCheckedInItsSandboxBeforeTheLockEvaluatesIt(t *t
 		for _, want := range []string{"huge.cue", "padded.cue", "drivers/bad/1.0.0", "drivers/badschema/1.0.0", "exceeded the memory limit"} {
 			if !strings.Contains(msg, want) {
 				t.Errorf("lock --check (run %d): the error does not say %q: %.600s", run, want, msg)
+			}
+		}
+		// The chart's bomb ends at the child's memory limit. The schema's
+		// (a CUE list growing a step at a time) may meet its deadline
+		// first on a busy machine, as the hostile cases of CUE lists do:
+		// either is its sandbox's limit.
+		for _, line := range strings.Split(msg, "\n") {
+			switch {
+			case strings.Contains(line, "huge.cue") && !strings.Contains(line, "exceeded the memory limit"):
+				t.Errorf("lock --check (run %d): huge.cue did not fail at its sandbox's memory limit: %q", run, line)
+			case strings.Contains(line, "padded.cue") && !strings.Contains(line, "exceeded the memory limit") && !strings.Contains(line, "exceeded the time limit"):
+				t.Errorf("lock --check (run %d): padded.cue failed at no limit of its sandbox: %q", run, line)
 			}
 		}
 		if strings.Contains(msg, "small.cue") {
