@@ -152,6 +152,14 @@ func TestAFailedOperationJobIsTheOneDeletedBeforeItsStepRunsAgain(t *testing.T) 
 	} {
 		made := runJobName(&tc.task, tc.step.Job, tc.step.Args)
 		st := taskStepOf("pre/1:runJob", "upgrade", "pre", tc.step)
+		// The agent's own keys are added after (expandSteps' hookSteps):
+		// a driver's never reach the task's step.
+		for k, v := range tc.step.Args {
+			if st.Args == nil {
+				st.Args = map[string]string{}
+			}
+			st.Args[k] = v
+		}
 		if deleted := retriedJobName(&tc.task, &st); deleted != made {
 			t.Errorf("%s: the step makes Job %s but a retry deletes %s", tc.name, made, deleted)
 		}
