@@ -53,6 +53,12 @@ const (
 	// kept: every change leaves a task, and without a bound the cluster's
 	// store and the agent's cache grow with the whole history.
 	DefaultKeepTasks = 10
+	// DefaultMaxStepResumes is how many times a step an agent restart
+	// interrupted is resumed; the next interruption fails it. A rolling
+	// update of the agent or a leader handover interrupts a step once; an
+	// agent in a crash loop would restart the step, and its clock, for
+	// ever.
+	DefaultMaxStepResumes = 5
 )
 
 // Options configures the task controller.
@@ -123,6 +129,10 @@ type Options struct {
 	// Registerer receives the task metrics; nil means controller-runtime's
 	// registry (served on the manager's metrics endpoint).
 	Registerer prometheus.Registerer
+	// MaxStepResumes is how many times a step interrupted by an agent
+	// restart is resumed before it fails (StepInterrupted); 0 means
+	// DefaultMaxStepResumes.
+	MaxStepResumes int
 	// StepPause, for fault-injection tests only, pauses after a step is
 	// written Running and again after its action is done, before the
 	// result is written, widening the windows in which a test kills the
@@ -220,6 +230,9 @@ func NewReconciler(opts Options) (*Reconciler, error) {
 	}
 	if opts.KeepTasks <= 0 {
 		opts.KeepTasks = DefaultKeepTasks
+	}
+	if opts.MaxStepResumes <= 0 {
+		opts.MaxStepResumes = DefaultMaxStepResumes
 	}
 	if opts.Registerer == nil {
 		opts.Registerer = crmetrics.Registry
@@ -1274,7 +1287,21 @@ func (r *Reconciler) startStep(ctx context.Context, run *taskRun, i int32) (phas
 	}
 	now := metav1.Now()
 	if st.State == v1alpha1.StepRunning {
-		run.log.Info("resuming a step interrupted by a restart", "step", st.Name, "attempt", st.Attempts+1)
+		// Interrupted by a restart: resumed a bounded number of times, as
+		// each resume starts the step's clock again.
+		if int(st.Resumes) >= r.opts.MaxStepResumes {
+			msg := fmt.Sprintf("the agent restarted while this step ran %d times, more than it resumes a step (%d): it is not run again; see why the agent restarts (its pod's last state and log), then run the change again (styrminctl retry)",
+				st.Resumes+1, r.opts.MaxStepResumes)
+			// Nothing of it runs on after the task says it failed, as for a
+			// step that timed out.
+			if err := r.clearFailedRun(ctx, run, st, "of a step interrupted too often"); err != nil {
+				run.log.Error(err, "deleting an interrupted step's job", "step", st.Name)
+				msg += fmt.Sprintf("; its job could not be deleted (its deadline stops it): %v", err)
+			}
+			return r.failStep(ctx, run, v1alpha1.ReasonStepInterrupted, msg, st.Output)
+		}
+		st.Resumes++
+		run.log.Info("resuming a step interrupted by a restart", "step", st.Name, "attempt", st.Attempts+1, "resume", st.Resumes)
 	}
 	st.State = v1alpha1.StepRunning
 	st.Attempts++

@@ -58,3 +58,55 @@ func TestAStepResumedPastItsDeadlineTimesOutRatherThanBlamingTheDriver(t *testin
 		t.Errorf("step message %q blames the driver for the step's own deadline", st.Message)
 	}
 }
+
+// TestAStepInterruptedByMoreRestartsThanTheAgentResumesFails pins the
+// bound on resuming: each agent (a new reconciler: it did not start the
+// step) resumes a step it finds Running and starts its clock again, so an
+// agent restarting more often than the step's timeout kept a stuck step
+// Running for ever. Past MaxStepResumes the step fails, naming why.
+func TestAStepInterruptedByMoreRestartsThanTheAgentResumesFails(t *testing.T) {
+	const ns = "dev-jobs"
+	cl := withCRDs(t, ns)
+	ctx := context.Background()
+	d := maintenanceDriver(t)
+	// The workers' pods do not go (no controller runs here): the first
+	// step, stopComponents, waits, well within its timeout.
+	workers(t, cl, ns, 2, 2)
+	tk := createJobsTask(t, cl, jobsInstance(t, d, ns, 1, "1.0.0"), v1alpha1.WorkflowCreate)
+	req := reconcile.Request{NamespacedName: client.ObjectKeyFromObject(tk)}
+	const resumes = 2
+	agent := func() *Reconciler {
+		r, err := NewReconciler(Options{Client: cl, Drivers: oneDriver{d}, Registerer: prometheus.NewRegistry(),
+			StepTimeout: time.Hour, MaxStepResumes: resumes})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return r
+	}
+	reconcileUntil(t, agent(), cl, req, "the first step stopping the workers", func(tk *v1alpha1.StyrminTask) bool {
+		return len(tk.Status.Steps) > 0 && tk.Status.Steps[0].State == v1alpha1.StepRunning && len(tk.Status.Steps[0].Recorded) > 0
+	})
+	for i := 1; i <= resumes; i++ {
+		if _, err := agent().Reconcile(ctx, req); err != nil {
+			t.Fatal(err)
+		}
+		tk = getTask(t, cl, req.NamespacedName)
+		if st := tk.Status.Steps[0]; tk.Status.Phase != v1alpha1.TaskRunning || st.State != v1alpha1.StepRunning || st.Resumes != int32(i) {
+			t.Fatalf("after restart %d: task %s, step %s resumed %d times; want it Running, resumed %d times", i, tk.Status.Phase, st.State, st.Resumes, i)
+		}
+	}
+	if _, err := agent().Reconcile(ctx, req); err != nil {
+		t.Fatal(err)
+	}
+	tk = getTask(t, cl, req.NamespacedName)
+	st := tk.Status.Steps[0]
+	if tk.Status.Phase != v1alpha1.TaskFailed || st.State != v1alpha1.StepFailed ||
+		!strings.Contains(tk.Status.Message, "("+v1alpha1.ReasonStepInterrupted+")") || !strings.Contains(st.Message, "restarted while this step ran 3 times") {
+		t.Fatalf("task %s %q, step %s %q; want the step failed as interrupted (%s) after the third restart", tk.Status.Phase, tk.Status.Message, st.State, st.Message, v1alpha1.ReasonStepInterrupted)
+	}
+	for _, later := range tk.Status.Steps[1:] {
+		if later.State != v1alpha1.StepSkipped {
+			t.Errorf("step %s %s after the interrupted one failed; want Skipped", later.Name, later.State)
+		}
+	}
+}

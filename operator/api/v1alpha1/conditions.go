@@ -136,6 +136,9 @@ const (
 	ReasonStepFailed = "StepFailed"
 	// ReasonStepTimedOut: a step did not finish within its timeout.
 	ReasonStepTimedOut = "StepTimedOut"
+	// ReasonStepInterrupted: agent restarts interrupted a step more often
+	// than the agent resumes one.
+	ReasonStepInterrupted = "StepInterrupted"
 )
 
 // Condition and event reasons of a StyrminSource.

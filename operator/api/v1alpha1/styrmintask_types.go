@@ -250,6 +250,13 @@ type TaskStep struct {
 	// an agent restart while it ran).
 	// +optional
 	Attempts int32 `json:"attempts,omitempty"`
+	// Resumes counts the runs of the step an agent restart interrupted
+	// (each resumed by the next agent). Past the agent's bound the step
+	// fails (StepInterrupted) rather than start again: an agent that
+	// restarts more often than the step's timeout would otherwise keep
+	// the step Running for ever.
+	// +optional
+	Resumes int32 `json:"resumes,omitempty"`
 	// Output of the step (a command's or job's output, or what the core
 	// step did), truncated to its last 4 KiB.
 	// +optional
