@@ -102,6 +102,19 @@ func TestAgentServesTheUIAndReportsEachLockCommitToTheGitHost(t *testing.T) {
 		}
 		time.Sleep(200 * time.Millisecond)
 	}
+	// A lockfile deleted by hand is refused (a deleted deployment leaves
+	// a tombstone): its commit makes no task, and is reported a failure.
+	refused := e.git.Commit(agentRepoName, "web's lockfile deleted by hand", map[string][]byte{"locks/local/dev/web.lock.yaml": nil})
+	for {
+		st := host.states(refused)
+		if len(st) > 0 && st[len(st)-1] == "styrmin/local=failure" {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the git host got %v for the commit that deleted a lockfile, want styrmin/local=failure", st)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
 	get := func(path string) string {
 		t.Helper()
 		resp, err := http.Get("http://" + addr + path)

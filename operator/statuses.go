@@ -81,6 +81,7 @@ func (a *Agent) addStatusReporter(ctx context.Context, direct client.Reader, opt
 	}
 	r, err := statusreport.New(statusreport.Options{
 		Reader: a.mgr.GetClient(), Poster: poster, Cluster: opts.Cluster, TargetURL: so.TargetURL, Log: a.log.WithName("statuses"),
+		Source: types.NamespacedName{Namespace: opts.Manager.Namespace, Name: opts.SourceName},
 	})
 	if err != nil {
 		return fmt.Errorf("agent: %w", err)

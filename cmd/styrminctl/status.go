@@ -132,6 +132,18 @@ type sourceStatus struct {
 	LastSyncTime     string `json:"lastSyncTime,omitempty"`
 	Ready            string `json:"ready"`
 	Message          string `json:"message,omitempty"`
+	// Refused are the lockfiles the agent refused with no change of their
+	// deployment made since: git says more than the cluster runs.
+	Refused []refusedLock `json:"refused,omitempty"`
+}
+
+// refusedLock is a lockfile the agent did not apply.
+type refusedLock struct {
+	Deployment string `json:"deployment"`
+	Commit     string `json:"commit"`
+	Path       string `json:"path"`
+	Reason     string `json:"reason"`
+	Message    string `json:"message"`
 }
 
 type clusterStatus struct {
@@ -192,6 +204,9 @@ func collectStatus(ctx context.Context, c client.Reader, namespace string) (clus
 	if err := c.List(ctx, &tasks, inNamespace(namespace)...); err != nil {
 		return out, fmt.Errorf("listing StyrminTasks: %w", err)
 	}
+	for i := range out.Sources {
+		out.Sources[i].Refused = standingRefusals(&srcs.Items[i], tasks.Items)
+	}
 	waiting := waitingTasks(tasks.Items)
 	failed := map[string]string{}
 	for _, st := range operator.StandingsOf(sds.Items, tasks.Items) {
@@ -220,6 +235,26 @@ func collectStatus(ctx context.Context, c client.Reader, namespace string) (clus
 	slices.SortFunc(out.Sources, func(a, b sourceStatus) int { return strings.Compare(a.Name, b.Name) })
 	slices.SortFunc(out.Deployments, func(a, b deploymentStatus) int { return strings.Compare(a.Deployment, b.Deployment) })
 	return out, nil
+}
+
+// standingRefusals are src's refused lockfiles whose deployment has no
+// task made after the refusal: a later change accepted supersedes it.
+func standingRefusals(src *v1alpha1.StyrminSource, tasks []v1alpha1.StyrminTask) []refusedLock {
+	var out []refusedLock
+	for _, r := range src.Status.Refused {
+		id, ok := resolver.IDFromLockPath(r.Path)
+		name := r.Path
+		if ok {
+			name = id.String()
+			if slices.ContainsFunc(tasks, func(t v1alpha1.StyrminTask) bool {
+				return t.Spec.Operation == nil && t.Spec.Deployment.String() == id.String() && t.CreationTimestamp.After(r.Time.Time)
+			}) {
+				continue
+			}
+		}
+		out = append(out, refusedLock{Deployment: name, Commit: r.Commit, Path: r.Path, Reason: r.Reason, Message: r.Message})
+	}
+	return out
 }
 
 // waitingTasks maps each deployment (by namespace) to its newest task
@@ -290,7 +325,31 @@ func runStatusAll(ctx context.Context, c client.Reader, w io.Writer, output, nam
 	if err := statusTable(out).print(w, output); err != nil {
 		return err
 	}
-	return printWaiting(w, out.Deployments)
+	if err := printWaiting(w, out.Deployments); err != nil {
+		return err
+	}
+	return printRefused(w, out.Sources)
+}
+
+// printRefused lists the lockfiles the agent refused that no later change
+// of their deployment superseded: the table shows such a deployment as it
+// runs, behind git.
+func printRefused(w io.Writer, srcs []sourceStatus) error {
+	first := true
+	for _, s := range srcs {
+		for _, r := range s.Refused {
+			if first {
+				if _, err := fmt.Fprintln(w, "\nlockfiles the agent refused (the deployment runs what it ran; lock again once fixed):"); err != nil {
+					return err
+				}
+				first = false
+			}
+			if _, err := fmt.Fprintf(w, "  %s: %s at %s: %s\n", r.Deployment, r.Reason, shortCommit(r.Commit), firstLine(r.Message)); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
 }
 
 // printWaiting says, under the table, why each deployment behind its lock

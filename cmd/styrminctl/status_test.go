@@ -256,6 +256,43 @@ func TestClusterCommands(t *testing.T) {
 	// Last: they change the cluster.
 	t.Run("watch", func(t *testing.T) { testStatusWatch(t, c.KubeconfigPath, cl) })
 	t.Run("a failed change", func(t *testing.T) { testStatusNamesAFailedChange(t, c.KubeconfigPath, cl) })
+	t.Run("a refused lockfile", func(t *testing.T) { testStatusNamesARefusedLockfile(t, c.KubeconfigPath, cl) })
+}
+
+// testStatusNamesARefusedLockfile: a lockfile the agent refused left its
+// deployment running what it ran, shown Ready, and nothing in status said
+// git asked for more. The refusals no later change of their deployment
+// superseded are listed under the table and in -o json.
+func testStatusNamesARefusedLockfile(t *testing.T, kc string, cl client.Client) {
+	ctx := context.Background()
+	var src v1alpha1.StyrminSource
+	if err := cl.Get(ctx, client.ObjectKey{Namespace: "styrmin-system", Name: "styrmin"}, &src); err != nil {
+		t.Fatal(err)
+	}
+	src.Status.Refused = []v1alpha1.RefusedLock{
+		// Before every task of web was made: superseded by them.
+		{Commit: strings.Repeat("4", 40), Path: "locks/local/dev/web.lock.yaml", Reason: v1alpha1.ReasonLockDeleted, Message: "deleted by hand", Time: *at(1)},
+		{Commit: strings.Repeat("3", 40), Path: "locks/local/dev/hub.lock.yaml", Reason: v1alpha1.ReasonInvalidLock,
+			Message: "locks/local/dev/hub.lock.yaml at 3333333: sequence 2 does not follow 5; no task was created for it", Time: metav1.Now()},
+	}
+	if err := cl.Status().Update(ctx, &src); err != nil {
+		t.Fatal(err)
+	}
+	out, err := runCluster(t, kc, "status")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := "lockfiles the agent refused (the deployment runs what it ran; lock again once fixed):\n  local/dev/hub: InvalidLock at 333333333333: locks/local/dev/hub.lock.yaml at 3333333: sequence 2 does not follow 5; no task was created for it\n"
+	if !strings.Contains(out, want) || strings.Contains(out, "LockDeleted") {
+		t.Errorf("status does not list hub's refused lockfile alone (%q):\n%s", want, out)
+	}
+	out, err = runCluster(t, kc, "status", "-o", "json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(out, `"refused": [`) || !strings.Contains(out, `"deployment": "local/dev/hub"`) || strings.Contains(out, "deleted by hand") {
+		t.Errorf("status -o json does not list hub's refused lockfile alone:\n%s", out)
+	}
 }
 
 // testStatusNamesAFailedChange: the list showed a deployment whose newest

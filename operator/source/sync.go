@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io/fs"
 	"path"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -119,6 +120,10 @@ type Syncer struct {
 	// a task create finds gone or being deleted is forgotten.
 	nsMu       sync.Mutex
 	namespaces map[string]bool
+	// refused are the lockfiles this sync's walk refused, recorded on the
+	// StyrminSource with the sync's end (advance, setFailed): no write of
+	// their own.
+	refused []v1alpha1.RefusedLock
 
 	metrics *syncMetrics
 }
@@ -233,6 +238,7 @@ func (s *Syncer) Sync(ctx context.Context) (SyncResult, error) {
 
 func (s *Syncer) sync(ctx context.Context) (SyncResult, error) {
 	var res SyncResult
+	s.refused = nil
 
 	src, err := s.source(ctx)
 	if err != nil {
@@ -606,7 +612,7 @@ func (w *syncWalk) apply(ctx context.Context, src *v1alpha1.StyrminSource, ch gi
 	if ch.Deleted {
 		// Lockfiles are never deleted by styrmin (a deleted deployment
 		// leaves a tombstone): someone removed it by hand.
-		w.s.warn(src, v1alpha1.ReasonLockDeleted, "%s was deleted at %s; a removed deployment needs a tombstone lock, so nothing was changed", ch.Path, ch.Commit.Short())
+		w.s.refuse(src, ch, v1alpha1.ReasonLockDeleted, "%s was deleted at %s; a removed deployment needs a tombstone lock, so nothing was changed", ch.Path, ch.Commit.Short())
 		log.Info("ignoring a deleted lockfile")
 		res.Ignored++
 		return nil, nil
@@ -650,7 +656,7 @@ func (w *syncWalk) apply(ctx context.Context, src *v1alpha1.StyrminSource, ch gi
 		}
 	}
 	if err != nil {
-		w.s.warn(src, v1alpha1.ReasonInvalidLock, "lock commit %s: %v; no task was created for it", ch.Commit.Short(), err)
+		w.s.refuse(src, ch, v1alpha1.ReasonInvalidLock, "lock commit %s: %v; no task was created for it", ch.Commit.Short(), err)
 		log.Error(err, "ignoring an invalid lockfile")
 		res.Ignored++
 		return nil, nil
@@ -660,7 +666,7 @@ func (w *syncWalk) apply(ctx context.Context, src *v1alpha1.StyrminSource, ch gi
 		return nil, err
 	}
 	if prev != nil && next.Sequence <= prev.Sequence {
-		w.s.warn(src, v1alpha1.ReasonInvalidLock, "%s at %s: sequence %d does not follow %d; no task was created for it", ch.Path, ch.Commit.Short(), next.Sequence, prev.Sequence)
+		w.s.refuse(src, ch, v1alpha1.ReasonInvalidLock, "%s at %s: sequence %d does not follow %d; no task was created for it", ch.Path, ch.Commit.Short(), next.Sequence, prev.Sequence)
 		res.Ignored++
 		return nil, nil
 	}
@@ -672,7 +678,7 @@ func (w *syncWalk) apply(ctx context.Context, src *v1alpha1.StyrminSource, ch gi
 		// Hand-edited, or locked by a styrminctl that did not refuse it:
 		// the deployment keeps running where it is, and this lockfile is
 		// not its previous instance for the next change.
-		w.s.warn(src, v1alpha1.ReasonInvalidLock, "%s at %s: %s; no task was created for it", ch.Path, ch.Commit.Short(), moved)
+		w.s.refuse(src, ch, v1alpha1.ReasonInvalidLock, "%s at %s: %s; no task was created for it", ch.Path, ch.Commit.Short(), moved)
 		res.Ignored++
 		return nil, nil
 	}
@@ -1218,6 +1224,7 @@ func (s *Syncer) advance(ctx context.Context, src *v1alpha1.StyrminSource, head 
 	src.Status.LastSyncedCommit = head.String()
 	src.Status.LastFetchedCommit = head.String()
 	src.Status.LastSyncTime = &now
+	src.Status.Refused = withRefused(src.Status.Refused, s.refused)
 	apimeta.SetStatusCondition(&src.Status.Conditions, metav1.Condition{
 		Type: v1alpha1.ConditionReady, Status: metav1.ConditionTrue, Reason: v1alpha1.ReasonSynced,
 		Message: "synced " + head.Short(), ObservedGeneration: src.Generation,
@@ -1239,6 +1246,7 @@ func (s *Syncer) advance(ctx context.Context, src *v1alpha1.StyrminSource, head 
 			fresh.Status.LastFetchedCommit = head.String()
 			fresh.Status.LastSyncTime = &now
 			fresh.Status.Conditions = src.Status.Conditions
+			fresh.Status.Refused = withRefused(fresh.Status.Refused, s.refused)
 			err = s.opts.Client.Status().Update(ctx, &fresh)
 			written = &fresh
 		}
@@ -1255,6 +1263,9 @@ func (s *Syncer) advance(ctx context.Context, src *v1alpha1.StyrminSource, head 
 // error is returned to the caller anyway).
 func (s *Syncer) setFailed(ctx context.Context, src *v1alpha1.StyrminSource, reason string, err error) {
 	failed := func(src *v1alpha1.StyrminSource) {
+		// What the walk refused before it failed is recorded too: the
+		// walk that reads those commits again refuses them again.
+		src.Status.Refused = withRefused(src.Status.Refused, s.refused)
 		apimeta.SetStatusCondition(&src.Status.Conditions, metav1.Condition{
 			Type: v1alpha1.ConditionReady, Status: metav1.ConditionFalse, Reason: reason,
 			Message: boundMessage(err.Error()), ObservedGeneration: src.Generation,
@@ -1283,6 +1294,36 @@ func (s *Syncer) setFailed(ctx context.Context, src *v1alpha1.StyrminSource, rea
 		return
 	}
 	s.wrote = written.ResourceVersion
+}
+
+// refuse reports a lockfile of ch that is not applied: an event, and an
+// entry of the StyrminSource's refused list, which the commit's status on
+// the git host counts (a commit whose tasks all succeeded is not green
+// when one of its lockfiles was refused).
+func (s *Syncer) refuse(src *v1alpha1.StyrminSource, ch gitsource.LockChange, reason, format string, args ...any) {
+	s.warn(src, reason, format, args...)
+	s.refused = append(s.refused, v1alpha1.RefusedLock{
+		Commit: ch.Commit.String(), Path: ch.Path, Reason: reason,
+		Message: eventnote.Cut(fmt.Sprintf(format, args...), maxRefusedMessage), Time: metav1.Now(),
+	})
+}
+
+// maxRefusedMessage bounds a refused lockfile's message (the CRD's bound).
+const maxRefusedMessage = 1024
+
+// withRefused adds to have the refusals of a sync that it does not hold
+// yet (a walk that meets a commit again refuses its lockfile again; the
+// first time is kept), the newest MaxRefusedLocks kept.
+func withRefused(have, add []v1alpha1.RefusedLock) []v1alpha1.RefusedLock {
+	for _, r := range add {
+		if !slices.ContainsFunc(have, func(h v1alpha1.RefusedLock) bool { return h.Commit == r.Commit && h.Path == r.Path }) {
+			have = append(have, r)
+		}
+	}
+	if n := len(have) - v1alpha1.MaxRefusedLocks; n > 0 {
+		have = slices.Delete(have, 0, n)
+	}
+	return have
 }
 
 func (s *Syncer) warn(src *v1alpha1.StyrminSource, reason, format string, args ...any) {

@@ -1107,3 +1107,58 @@ func TestANewDeploymentWaitsForTheOneItsNamespaceHeldWhateverTheTaskNames(t *tes
 		return task.Spec.Deployment.Environment == "qa", task.Spec.Deployment.String(), nil
 	})
 }
+
+// TestARefusedLockfileIsRecordedOnTheSourceOncePerCommit: a lockfile the
+// sync refuses (here a move of a running deployment to another namespace)
+// is recorded on the StyrminSource with its commit, path and why, which
+// the lock commit's status on the git host counts as a failure (it showed
+// green for the commit's other tasks). A walk that meets the commit again
+// (from the root) does not record it twice, and only the newest
+// MaxRefusedLocks are kept.
+func TestARefusedLockfileIsRecordedOnTheSourceOncePerCommit(t *testing.T) {
+	t.Parallel()
+	e := startSyncEnv(t)
+	e.lock("create web", instanceAt("web", "dev-web", 1))
+	if _, err := e.syncer().Sync(e.ctx); err != nil {
+		t.Fatal(err)
+	}
+	e.running(instanceAt("web", "dev-web", 1))
+	moved := e.lock("move web", instanceAt("web", "develop-web", 2), instanceAt("api", "dev-api", 1))
+	if _, err := e.syncer().Sync(e.ctx); err != nil {
+		t.Fatal(err)
+	}
+	refused := e.source().Status.Refused
+	if len(refused) != 1 || refused[0].Commit != moved || refused[0].Path != deploymentID("web").LockPath() ||
+		refused[0].Reason != v1alpha1.ReasonInvalidLock || !strings.Contains(refused[0].Message, `"develop-web"`) || refused[0].Time.IsZero() {
+		t.Fatalf("refused %+v; want web's lockfile at %s, InvalidLock, naming the namespace it moves to", refused, moved)
+	}
+	if got := strings.Join(e.tasks(), " "); got != "dev-api/api-1 dev-web/web-1" {
+		t.Fatalf("tasks %s; want api's made beside the refusal", got)
+	}
+
+	// From the root again: the same refusal, recorded once, its time kept.
+	src := e.source()
+	src.Status.LastSyncedCommit = ""
+	if err := e.cl.Status().Update(e.ctx, src); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.syncer().Sync(e.ctx); err != nil {
+		t.Fatal(err)
+	}
+	if again := e.source().Status.Refused; len(again) != 1 || !again[0].Time.Equal(&refused[0].Time) {
+		t.Fatalf("after a walk from the root, refused %+v; want the one refusal as first recorded", again)
+	}
+
+	// Many refusals: the newest are kept.
+	var last string
+	for seq := int64(3); seq < 3+v1alpha1.MaxRefusedLocks+5; seq++ {
+		last = e.lock(fmt.Sprintf("move web %d", seq), instanceAt("web", "develop-web", seq))
+	}
+	if _, err := e.syncer().Sync(e.ctx); err != nil {
+		t.Fatal(err)
+	}
+	refused = e.source().Status.Refused
+	if len(refused) != v1alpha1.MaxRefusedLocks || refused[len(refused)-1].Commit != last || refused[0].Commit == moved {
+		t.Fatalf("%d refusals kept, the newest at %s; want the newest %d, the last at %s", len(refused), refused[len(refused)-1].Commit, v1alpha1.MaxRefusedLocks, last)
+	}
+}

@@ -1,7 +1,7 @@
 // Package statusreport reports each lock commit's result in this cluster
 // to the git host (commitstatus): pending while its tasks run, failure
-// when one failed, success when all succeeded or were superseded by a
-// newer instance. It runs on the elected replica, reads the tasks from the
+// when one failed or the agent refused one of its lockfiles, success when
+// all succeeded or were superseded by a newer instance. It runs on the elected replica, reads the tasks from the
 // manager's cache and posts a status only when a commit's changes.
 package statusreport
 
@@ -16,11 +16,13 @@ import (
 	"time"
 
 	"github.com/go-logr/logr"
+	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 
 	"github.com/styrmin/styrmin/commitstatus"
 	"github.com/styrmin/styrmin/operator/api/v1alpha1"
+	"github.com/styrmin/styrmin/resolver"
 )
 
 // Poster posts a commit status and reads the one the host shows:
@@ -36,8 +38,11 @@ var _ Poster = (*commitstatus.Client)(nil)
 
 // Options configure New.
 type Options struct {
-	// Reader reads the cluster's StyrminTasks.
+	// Reader reads the cluster's StyrminTasks and the StyrminSource.
 	Reader client.Reader
+	// Source is the StyrminSource whose refused lockfiles count as their
+	// commits' failures (none given: only tasks count).
+	Source types.NamespacedName
 	// Poster posts the statuses.
 	Poster Poster
 	// Cluster names the cluster; Context is the status context (default
@@ -77,27 +82,42 @@ type Reporter struct {
 	posted map[string]postedStatus
 }
 
-// postedStatus is a status posted for a commit, with the tasks it counted.
+// postedStatus is a status posted for a commit, with the tasks and
+// refused lockfiles it counted.
 type postedStatus struct {
-	status commitstatus.Status
-	tasks  map[string]bool
+	status  commitstatus.Status
+	tasks   map[string]bool
+	refused map[string]bool
+}
+
+// commitResult is what a lock commit did in the cluster: its tasks, and
+// its lockfiles the agent refused.
+type commitResult struct {
+	tasks   []v1alpha1.StyrminTask
+	refused []v1alpha1.RefusedLock
 }
 
 // onlyFewer reports whether the commit's tasks are, all ended, among those
-// a final status (success or failure) counted: then only pruning of old
-// tasks changed the summary, and posting it would rewrite the commit's
-// result from what is left (a failure become success once the failed
-// task was pruned). Tasks end once, so nothing else can change it.
-func (p postedStatus) onlyFewer(tasks []v1alpha1.StyrminTask) bool {
+// a final status (success or failure) counted, and its refused lockfiles
+// among those it counted: then only pruning of old tasks (or old
+// refusals) changed the summary, and posting it would rewrite the
+// commit's result from what is left (a failure become success once the
+// failed task was pruned). Tasks end once, so nothing else can change it.
+func (p postedStatus) onlyFewer(c commitResult) bool {
 	if p.status.State == commitstatus.Pending {
 		return false
 	}
-	for _, t := range tasks {
+	for _, t := range c.tasks {
 		if !t.Status.Phase.Terminal() || !p.tasks[t.Namespace+"/"+t.Name] {
 			return false
 		}
 	}
-	return len(tasks) < len(p.tasks)
+	for _, f := range c.refused {
+		if !p.refused[f.Path] {
+			return false
+		}
+	}
+	return len(c.tasks) < len(p.tasks) || len(c.refused) < len(p.refused)
 }
 
 var _ manager.LeaderElectionRunnable = (*Reporter)(nil)
@@ -178,33 +198,47 @@ func (r *Reporter) Report(ctx context.Context) error {
 	if err := r.o.Reader.List(ctx, &list); err != nil {
 		return fmt.Errorf("listing StyrminTasks: %w", err)
 	}
-	byCommit := map[string][]v1alpha1.StyrminTask{}
+	byCommit := map[string]commitResult{}
 	for _, t := range list.Items {
 		// An operation task (a backup, a restore) carries the lock of the
 		// change it follows: its result is not that commit's.
 		if t.Spec.Deployment.Cluster == r.o.Cluster && t.Spec.Lock.Commit != "" && t.Spec.Operation == nil {
-			byCommit[t.Spec.Lock.Commit] = append(byCommit[t.Spec.Lock.Commit], t)
+			c := byCommit[t.Spec.Lock.Commit]
+			c.tasks = append(c.tasks, t)
+			byCommit[t.Spec.Lock.Commit] = c
+		}
+	}
+	if r.o.Source.Name != "" {
+		var src v1alpha1.StyrminSource
+		err := r.o.Reader.Get(ctx, r.o.Source, &src)
+		if client.IgnoreNotFound(err) != nil {
+			return fmt.Errorf("reading StyrminSource %s: %w", r.o.Source, err)
+		}
+		for _, f := range src.Status.Refused {
+			c := byCommit[f.Commit]
+			c.refused = append(c.refused, f)
+			byCommit[f.Commit] = c
 		}
 	}
 	var errs []error
 commits:
 	for _, sha := range slices.Sorted(maps.Keys(byCommit)) {
 		var he *commitstatus.HTTPError
-		tasks := byCommit[sha]
-		s := Summarize(r.o.Cluster, tasks)
+		c := byCommit[sha]
+		s := Summarize(r.o.Cluster, c.tasks, c.refused...)
 		s.Context, s.TargetURL = r.o.Context, r.o.TargetURL
 		r.mu.Lock()
 		last, seen := r.posted[sha]
 		r.mu.Unlock()
-		if seen && (last.status == s || last.onlyFewer(tasks)) {
+		if seen && (last.status == s || last.onlyFewer(c)) {
 			continue
 		}
-		if !seen && s.State != commitstatus.Pending && endedBefore(tasks, started) {
+		if !seen && s.State != commitstatus.Pending && endedBefore(c, started) {
 			// An earlier leader may have reported it, from tasks some of
 			// which may be pruned since (a failure's failed task): a
 			// final status it posted stands.
-			if endedBefore(tasks, started.Add(-r.o.Window)) {
-				r.remember(sha, s, tasks)
+			if endedBefore(c, started.Add(-r.o.Window)) {
+				r.remember(sha, s, c)
 				continue
 			}
 			shown, ok, err := r.o.Poster.Current(ctx, sha, s.Context)
@@ -214,7 +248,7 @@ commits:
 				r.outages = 0
 				r.mu.Unlock()
 				if ok && shown.State != commitstatus.Pending {
-					r.remember(sha, s, tasks)
+					r.remember(sha, s, c)
 					continue
 				}
 			case errors.As(err, &he) && !he.Retryable() && !he.Unauthorized():
@@ -236,7 +270,7 @@ commits:
 			r.outages = 0
 			r.mu.Unlock()
 			r.o.Log.Info("reported a lock commit's result", "commit", sha[:min(12, len(sha))], "state", s.State, "description", s.Description)
-			r.remember(sha, s, tasks)
+			r.remember(sha, s, c)
 			continue
 		}
 		end, err := r.endsRound(ctx, err)
@@ -247,7 +281,7 @@ commits:
 		if errors.As(err, &he) && !he.Retryable() {
 			// Refused for good (a bad token, an unknown commit): not
 			// asked again until the status changes.
-			r.remember(sha, s, tasks)
+			r.remember(sha, s, c)
 		}
 	}
 	// Commits no task refers to any more are forgotten.
@@ -295,20 +329,30 @@ func (r *Reporter) endsRound(ctx context.Context, err error) (bool, error) {
 	}
 }
 
-func (r *Reporter) remember(sha string, s commitstatus.Status, tasks []v1alpha1.StyrminTask) {
-	names := make(map[string]bool, len(tasks))
-	for _, t := range tasks {
+func (r *Reporter) remember(sha string, s commitstatus.Status, c commitResult) {
+	names := make(map[string]bool, len(c.tasks))
+	for _, t := range c.tasks {
 		names[t.Namespace+"/"+t.Name] = true
 	}
+	refused := make(map[string]bool, len(c.refused))
+	for _, f := range c.refused {
+		refused[f.Path] = true
+	}
 	r.mu.Lock()
-	r.posted[sha] = postedStatus{status: s, tasks: names}
+	r.posted[sha] = postedStatus{status: s, tasks: names, refused: refused}
 	r.mu.Unlock()
 }
 
-// endedBefore tells whether every task ended before t.
-func endedBefore(tasks []v1alpha1.StyrminTask, t time.Time) bool {
-	for _, tk := range tasks {
+// endedBefore tells whether every task of c ended, and every refusal was
+// made, before t.
+func endedBefore(c commitResult, t time.Time) bool {
+	for _, tk := range c.tasks {
 		if !tk.Status.Phase.Terminal() || tk.Status.FinishedAt == nil || !tk.Status.FinishedAt.Time.Before(t) {
+			return false
+		}
+	}
+	for _, f := range c.refused {
+		if !f.Time.Time.Before(t) {
 			return false
 		}
 	}
@@ -316,10 +360,11 @@ func endedBefore(tasks []v1alpha1.StyrminTask, t time.Time) bool {
 }
 
 // Summarize is the status of one lock commit in a cluster from its
-// tasks (one per deployment it locked): failure when one failed, pending
-// while one has not ended, success otherwise; the description counts
-// them and names the first failure.
-func Summarize(cluster string, tasks []v1alpha1.StyrminTask) commitstatus.Status {
+// tasks (one per deployment it locked) and its lockfiles the agent
+// refused: failure when a task failed or a lockfile was refused, pending
+// while a task has not ended, success otherwise; the description counts
+// them and names the failures.
+func Summarize(cluster string, tasks []v1alpha1.StyrminTask, refused ...v1alpha1.RefusedLock) commitstatus.Status {
 	var failed []string
 	applied, superseded, running := 0, 0, 0
 	for _, t := range tasks {
@@ -335,7 +380,21 @@ func Summarize(cluster string, tasks []v1alpha1.StyrminTask) commitstatus.Status
 		}
 	}
 	slices.Sort(failed)
+	var rejected []string
+	for _, f := range refused {
+		name := f.Path
+		if id, ok := resolver.IDFromLockPath(f.Path); ok {
+			name = id.String()
+		}
+		rejected = append(rejected, name)
+	}
+	slices.Sort(rejected)
 	var parts []string
+	if len(rejected) > 0 {
+		// First: the description is cut at 140 characters, and a refusal
+		// is what nothing else on the commit shows.
+		parts = append(parts, fmt.Sprintf("%s not applied: lockfile refused (see the StyrminSource)", strings.Join(rejected, ", ")))
+	}
 	if len(failed) > 0 {
 		parts = append(parts, fmt.Sprintf("%s failed", strings.Join(failed, ", ")))
 	}
@@ -350,7 +409,7 @@ func Summarize(cluster string, tasks []v1alpha1.StyrminTask) commitstatus.Status
 	}
 	s := commitstatus.Status{State: commitstatus.Success, Description: cluster + ": " + strings.Join(parts, "; ")}
 	switch {
-	case len(failed) > 0:
+	case len(failed) > 0 || len(refused) > 0:
 		s.State = commitstatus.Failure
 	case running > 0:
 		s.State = commitstatus.Pending

@@ -278,3 +278,91 @@ func TestAStatusRefusedForAnExpiredTokenIsPostedWithTheNextToken(t *testing.T) {
 		t.Fatalf("with the token that replaced it: posted %+v, want the commit's success", got)
 	}
 }
+
+// TestALockCommitWhoseLockfileTheAgentRefusedIsAFailure: a lockfile the
+// sync refused (recorded on the StyrminSource) makes its commit's status
+// a failure naming the deployment, whatever its other tasks did; a commit
+// whose every lockfile was refused has no task and is reported too. Once
+// the refusal is no longer kept (the newest few are), the failure posted
+// stands.
+func TestALockCommitWhoseLockfileTheAgentRefusedIsAFailure(t *testing.T) {
+	_, cl := agenttest.StartCluster(t, testcluster.Options{})
+	ctx := context.Background()
+	gh := &gitHub{}
+	srv := httptest.NewServer(gh)
+	defer srv.Close()
+	poster, err := commitstatus.New(commitstatus.Options{BaseURL: srv.URL, Owner: "acme", Repo: "desired", Token: token})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srcKey := keyOf("styrmin-system", "styrmin")
+	r, err := statusreport.New(statusreport.Options{Reader: cl, Poster: poster, Cluster: "prod", Source: srcKey})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, ns := range []string{"apps", srcKey.Namespace} {
+		if err := cl.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	mixed, allRefused := strings.Repeat("e", 40), strings.Repeat("f", 40)
+	web := v1alpha1.DeploymentID{Cluster: "prod", Environment: "dev", Name: "web"}
+	tk := &v1alpha1.StyrminTask{
+		ObjectMeta: metav1.ObjectMeta{Name: "dev-web-2", Namespace: "apps", Labels: web.Labels()},
+		Spec:       v1alpha1.StyrminTaskSpec{Deployment: web, Namespace: "apps", Workflow: v1alpha1.WorkflowUpdate, ToSequence: 2, Lock: v1alpha1.LockRef{Commit: mixed, Path: "locks/prod/dev/web.lock.yaml"}},
+	}
+	if err := cl.Create(ctx, tk); err != nil {
+		t.Fatal(err)
+	}
+	tk.Status.Phase, tk.Status.FinishedAt = v1alpha1.TaskSucceeded, &metav1.Time{Time: time.Now()}
+	if err := cl.Status().Update(ctx, tk); err != nil {
+		t.Fatal(err)
+	}
+	src := &v1alpha1.StyrminSource{ObjectMeta: metav1.ObjectMeta{Namespace: srcKey.Namespace, Name: srcKey.Name},
+		Spec: v1alpha1.StyrminSourceSpec{URL: "https://github.com/acme/desired", Cluster: "prod"}}
+	if err := cl.Create(ctx, src); err != nil {
+		t.Fatal(err)
+	}
+	now := metav1.Now()
+	src.Status.Refused = []v1alpha1.RefusedLock{
+		{Commit: mixed, Path: "locks/prod/dev/api.lock.yaml", Reason: v1alpha1.ReasonInvalidLock, Message: "sequence 3 does not follow 4", Time: now},
+		{Commit: allRefused, Path: "locks/prod/staging/api.lock.yaml", Reason: v1alpha1.ReasonLockDeleted, Message: "deleted by hand", Time: now},
+	}
+	if err := cl.Status().Update(ctx, src); err != nil {
+		t.Fatal(err)
+	}
+
+	if err := r.Report(ctx); err != nil {
+		t.Fatal(err)
+	}
+	got := gh.take()
+	if len(got) != 2 {
+		t.Fatalf("posted %+v; want a status for each commit", got)
+	}
+	if g := got[0]; g.sha != mixed || g.State != commitstatus.Failure ||
+		g.Description != "prod: prod/dev/api not applied: lockfile refused (see the StyrminSource); 1 deployment applied" {
+		t.Errorf("the commit with a refused lockfile beside a task that succeeded: %+v", g)
+	}
+	if g := got[1]; g.sha != allRefused || g.State != commitstatus.Failure || !strings.HasPrefix(g.Description, "prod: prod/staging/api not applied") {
+		t.Errorf("the commit whose only lockfile was refused: %+v", g)
+	}
+
+	// The refusals age out of the StyrminSource's list: the failures stand.
+	src.Status.Refused = nil
+	if err := cl.Status().Update(ctx, src); err != nil {
+		t.Fatal(err)
+	}
+	agenttest.WaitUntil(t, 10*time.Second, "the reader to see the refusals gone", func(ctx context.Context) (bool, string, error) {
+		var s v1alpha1.StyrminSource
+		if err := cl.Get(ctx, srcKey, &s); err != nil {
+			return false, err.Error(), nil
+		}
+		return len(s.Status.Refused) == 0, fmt.Sprintf("%d refused", len(s.Status.Refused)), nil
+	})
+	if err := r.Report(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if got := gh.take(); len(got) != 0 {
+		t.Errorf("a failed commit whose refusal is no longer kept was posted again: %+v", got)
+	}
+}

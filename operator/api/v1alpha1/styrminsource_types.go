@@ -48,6 +48,33 @@ type StyrminSourceStatus struct {
 	// +listMapKey=type
 	// +optional
 	Conditions []metav1.Condition `json:"conditions,omitempty"`
+	// Refused are the lockfiles of lock commits the agent did not apply
+	// (oldest first, the newest MaxRefusedLocks kept): their deployments
+	// keep what they run. A lock commit's status on the git host counts
+	// them as failures, so a commit whose lockfile was refused is not
+	// shown green.
+	// +listType=atomic
+	// +kubebuilder:validation:MaxItems=32
+	// +optional
+	Refused []RefusedLock `json:"refused,omitempty"`
+}
+
+// MaxRefusedLocks is how many refused lockfiles a StyrminSource keeps.
+const MaxRefusedLocks = 32
+
+// RefusedLock is a lockfile of a lock commit that the agent did not apply.
+type RefusedLock struct {
+	// Commit is the lock commit.
+	Commit string `json:"commit"`
+	// Path is the lockfile's path in the repository.
+	Path string `json:"path"`
+	// Reason says why, as a constant (InvalidLock, LockDeleted).
+	Reason string `json:"reason"`
+	// Message says why, and what to change.
+	// +kubebuilder:validation:MaxLength=1024
+	Message string `json:"message"`
+	// Time is when the agent first refused it.
+	Time metav1.Time `json:"time"`
 }
 
 // StyrminSource is the desired-state repository an agent follows, with the
