@@ -40,6 +40,9 @@ type Drift struct {
 	object  *desiredObject
 	Missing bool
 	Fields  []string
+	// autoscaled: the object's replicas are its autoscaler's (taken from
+	// Styrmin), so the correction leaves them out.
+	autoscaled bool
 }
 
 // Ref names the drifted object.

@@ -3,6 +3,7 @@ package release
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"regexp"
@@ -76,6 +77,9 @@ type desiredObject struct {
 	namespaced bool
 	// namespace is the release's: its Secret holds the sensitive values.
 	namespace string
+	// autoscaled is true for a workload a HorizontalPodAutoscaler of the
+	// same release scales: its replicas are the autoscaler's to change.
+	autoscaled bool
 }
 
 // desiredObjects parses a release manifest into the objects Helm applied:
@@ -98,6 +102,7 @@ func (d *releaseObjects) parseObjects(manifest, releaseName, namespace string, c
 	}
 	sort.Sort(releaseutil.BySplitManifestsOrder(keys))
 	var out []*desiredObject
+	scaled := map[string]bool{} // the autoscalers' targets, by scaleTarget
 	for _, k := range keys {
 		doc := strings.TrimSpace(docs[k])
 		if doc == "" {
@@ -112,6 +117,16 @@ func (d *releaseObjects) parseObjects(manifest, releaseName, namespace string, c
 		}
 		u := &unstructured.Unstructured{Object: m}
 		gvk := u.GroupVersionKind()
+		if gvk.Group == "autoscaling" && gvk.Kind == "HorizontalPodAutoscaler" {
+			ns := u.GetNamespace()
+			if ns == "" {
+				ns = namespace
+			}
+			apiVersion, _, _ := unstructured.NestedString(m, "spec", "scaleTargetRef", "apiVersion")
+			kind, _, _ := unstructured.NestedString(m, "spec", "scaleTargetRef", "kind")
+			name, _, _ := unstructured.NestedString(m, "spec", "scaleTargetRef", "name")
+			scaled[scaleTarget(apiVersion, kind, ns, name)] = true
+		}
 		mapping, err := d.mapper.RESTMapping(gvk.GroupKind(), gvk.Version)
 		if skipUnmapped && meta.IsNoMatchError(err) {
 			unmapped = append(unmapped, gvk.Kind+" "+u.GetName())
@@ -147,8 +162,40 @@ func (d *releaseObjects) parseObjects(manifest, releaseName, namespace string, c
 		out = append(out, &desiredObject{ref: ref, data: data, keep: ann[helmResourcePolicyAnnotation] == helmKeepPolicy,
 			resource: res, gvr: mapping.Resource, namespaced: namespaced, namespace: namespace})
 	}
+	for _, o := range out {
+		o.autoscaled = scaled[scaleTarget(o.ref.APIVersion, o.ref.Kind, o.ref.Namespace, o.ref.Name)]
+	}
 	return out, unmapped, nil
 }
+
+// scaleTarget keys a workload as an autoscaler's scaleTargetRef names it:
+// by API group (not version), kind, namespace and name.
+func scaleTarget(apiVersion, kind, namespace, name string) string {
+	group, _, _ := strings.Cut(apiVersion, "/")
+	if !strings.Contains(apiVersion, "/") {
+		group = ""
+	}
+	return group + "/" + kind + "/" + namespace + "/" + name
+}
+
+// withoutReplicas is o with no spec.replicas in its apply body.
+func withoutReplicas(o *desiredObject) (*desiredObject, error) {
+	var m map[string]any
+	if err := json.Unmarshal(o.data, &m); err != nil {
+		return nil, err
+	}
+	unstructured.RemoveNestedField(m, "spec", "replicas")
+	data, err := json.Marshal(m)
+	if err != nil {
+		return nil, err
+	}
+	c := *o
+	c.data = data
+	return &c, nil
+}
+
+// replicasField is the field path of a workload's replicas.
+const replicasField = ".spec.replicas"
 
 // check compares each desired object with the live one. expected holds
 // the expected field sets by object key; missing entries are computed
@@ -185,8 +232,19 @@ func (d *releaseObjects) check(ctx context.Context, objects []*desiredObject, ex
 		if err != nil {
 			return nil, fmt.Errorf("drift check: %s: %w", o.ref, err)
 		}
+		taken := false
+		if o.autoscaled {
+			// The release's autoscaler sets them (through the scale
+			// subresource, taking them from Styrmin): putting the chart's
+			// back every drift interval would fight it. A change of the
+			// release applies them, as Helm does; a chart meant for an
+			// autoscaler leaves them out.
+			n := len(fields)
+			fields = slices.DeleteFunc(fields, func(f string) bool { return f == replicasField })
+			taken = len(fields) < n
+		}
 		if len(fields) > 0 {
-			drifts = append(drifts, Drift{object: o, Fields: fields})
+			drifts = append(drifts, Drift{object: o, Fields: fields, autoscaled: taken})
 		}
 	}
 	return drifts, nil
@@ -197,7 +255,16 @@ func (d *releaseObjects) check(ctx context.Context, objects []*desiredObject, ex
 func (d *releaseObjects) correct(ctx context.Context, drifts []Drift, expected map[string][]byte) (Generations, error) {
 	gens := Generations{}
 	for _, dr := range drifts {
-		applied, err := d.apply(ctx, dr.object, false)
+		o := dr.object
+		if dr.autoscaled {
+			// Without the replicas its autoscaler holds: Styrmin no longer
+			// owns them, so leaving them out leaves them as they are.
+			var err error
+			if o, err = withoutReplicas(o); err != nil {
+				return gens, fmt.Errorf("correct drift of %s: %w", o.ref, err)
+			}
+		}
+		applied, err := d.apply(ctx, o, false)
 		if err != nil {
 			return gens, fmt.Errorf("correct drift of %s: %w", dr.object.ref, err)
 		}

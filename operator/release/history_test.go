@@ -426,3 +426,83 @@ func TestADriftCheckLeavesOutObjectsOfAKindNoLongerServed(t *testing.T) {
 		t.Fatalf("drifts %q, want ConfigMap a", got)
 	}
 }
+
+// TestReplicasAnAutoscalerOfTheReleaseSetsAreNotDrift: a chart setting a
+// workload's replicas beside a HorizontalPodAutoscaler of its own that
+// scales it had the replicas put back every drift interval, fighting the
+// autoscaler (which takes them through the scale subresource). Only the
+// autoscaled workload's replicas are left to it: its other fields still
+// drift, and a workload no autoscaler scales has its replicas put back.
+func TestReplicasAnAutoscalerOfTheReleaseSetsAreNotDrift(t *testing.T) {
+	e := startReleaseEnv(t, 10)
+	ctx := context.Background()
+	const ns = "autoscaled"
+	e.namespace(t, ns)
+	worker := webDeployment(ns, "nginx:1.27")
+	worker.Name, worker.YAML = "worker", []byte(strings.ReplaceAll(string(worker.YAML), "name: web\n", "name: worker\n"))
+	hpa := drivers.Object{APIVersion: "autoscaling/v2", Kind: "HorizontalPodAutoscaler", Name: "web", Namespace: ns, Component: "web", YAML: []byte(`apiVersion: autoscaling/v2
+kind: HorizontalPodAutoscaler
+metadata:
+  name: web
+spec:
+  scaleTargetRef: {apiVersion: apps/v1, kind: Deployment, name: web}
+  minReplicas: 1
+  maxReplicas: 5
+  metrics:
+  - type: Resource
+    resource: {name: cpu, target: {type: Utilization, averageUtilization: 80}}
+`)}
+	if _, _, err := e.helm.Apply(ctx, releaseReq(ns, webDeployment(ns, "nginx:1.27"), worker, hpa), nil, 0); err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range []string{"web", "worker"} {
+		scale, err := e.cs.AppsV1().Deployments(ns).GetScale(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		scale.Spec.Replicas = 3
+		if _, err := e.cs.AppsV1().Deployments(ns).UpdateScale(ctx, name, scale, metav1.UpdateOptions{FieldManager: "horizontal-pod-autoscaler"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	_, drifts, err := e.helm.Check(ctx, ns, "app", 1, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := Summary(drifts), "Deployment/worker (.spec.replicas)"; got != want {
+		t.Fatalf("drifts %q, want %q: the autoscaled web's replicas are the autoscaler's", got, want)
+	}
+	// Its other fields are still Styrmin's.
+	web, err := e.cs.AppsV1().Deployments(ns).Get(ctx, "web", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	web.Spec.Template.Spec.Containers[0].Image = "nginx:by-hand"
+	if _, err := e.cs.AppsV1().Deployments(ns).Update(ctx, web, metav1.UpdateOptions{FieldManager: "kubectl-edit"}); err != nil {
+		t.Fatal(err)
+	}
+	d, drifts, err := e.helm.Check(ctx, ns, "app", 1, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := Summary(drifts); !strings.Contains(got, `Deployment/web (.spec.template.spec.containers[name="web"].image)`) || strings.Contains(got, "web (.spec.replicas") {
+		t.Fatalf("drifts %q, want web's image and not its replicas", got)
+	}
+	// The correction puts web's image back and leaves its replicas to the
+	// autoscaler; the worker's go back to the chart's.
+	if _, err := e.helm.Correct(ctx, d, drifts); err != nil {
+		t.Fatal(err)
+	}
+	for name, want := range map[string]int32{"web": 3, "worker": 1} {
+		dep, err := e.cs.AppsV1().Deployments(ns).Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := *dep.Spec.Replicas; got != want || dep.Spec.Template.Spec.Containers[0].Image != "nginx:1.27" {
+			t.Errorf("after the correction %s runs %d replicas of %s; want %d of nginx:1.27", name, got, dep.Spec.Template.Spec.Containers[0].Image, want)
+		}
+	}
+	if _, drifts, err = e.helm.Check(ctx, ns, "app", 1, nil, d); err != nil || len(drifts) > 0 {
+		t.Fatalf("after the correction: drifts %q, %v; want none", Summary(drifts), err)
+	}
+}

@@ -36,6 +36,7 @@ type packedObject struct {
 	Namespaced bool                        `json:"namespaced,omitempty"`
 	Data       json.RawMessage             `json:"data"`
 	Keep       bool                        `json:"keep,omitempty"`
+	Autoscaled bool                        `json:"autoscaled,omitempty"`
 	Namespace  string                      `json:"namespace"`
 	// Fields is the field set expected, when HasFields (a set may be
 	// known and empty; one not known is computed by the next check).
@@ -49,7 +50,7 @@ func pack(objects []*desiredObject, expected map[string][]byte) ([]byte, error) 
 	for i, o := range objects {
 		fields, ok := expected[objectKey(o.ref)]
 		list[i] = packedObject{Ref: o.ref, Resource: o.gvr, Namespaced: o.namespaced, Data: o.data, Keep: o.keep,
-			Namespace: o.namespace, Fields: fields, HasFields: ok}
+			Autoscaled: o.autoscaled, Namespace: o.namespace, Fields: fields, HasFields: ok}
 	}
 	raw, err := json.Marshal(list)
 	if err != nil {
@@ -78,7 +79,7 @@ func unpack(dyn dynamic.Interface, packed []byte) ([]*desiredObject, map[string]
 	objects := make([]*desiredObject, len(list))
 	expected := make(map[string][]byte, len(list))
 	for i, p := range list {
-		o := &desiredObject{ref: p.Ref, gvr: p.Resource, namespaced: p.Namespaced, data: p.Data, keep: p.Keep, namespace: p.Namespace}
+		o := &desiredObject{ref: p.Ref, gvr: p.Resource, namespaced: p.Namespaced, data: p.Data, keep: p.Keep, autoscaled: p.Autoscaled, namespace: p.Namespace}
 		o.resource = resourceOf(dyn, o.gvr, o.namespaced, o.ref.Namespace)
 		objects[i] = o
 		if p.HasFields {

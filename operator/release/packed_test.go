@@ -38,6 +38,7 @@ func TestPackedRevisionKeepsEveryObjectAndFieldSetInAFractionOfTheirSize(t *test
 		obj("Deployment", "dev-web", "worker", deployments, true),
 		obj("Namespace", "", "dev-web-extra", namespaces, false),
 	}
+	objects[1].autoscaled = true
 	fieldSet := []byte(`{"f:metadata":{"f:labels":{` + strings.Repeat(`"f:app.kubernetes.io/name":{},`, 20) + `"f:x":{}}},"f:spec":{"f:replicas":{}}}`)
 	expected := map[string][]byte{
 		objectKey(objects[0].ref): fieldSet,
@@ -59,7 +60,7 @@ func TestPackedRevisionKeepsEveryObjectAndFieldSetInAFractionOfTheirSize(t *test
 		got := gotObjects[i]
 		size += len(want.data)
 		if got.ref != want.ref || got.gvr != want.gvr || got.namespaced != want.namespaced || got.keep != want.keep ||
-			got.namespace != want.namespace || !bytes.Equal(got.data, want.data) || got.resource == nil {
+			got.autoscaled != want.autoscaled || got.namespace != want.namespace || !bytes.Equal(got.data, want.data) || got.resource == nil {
 			t.Errorf("object %d: got %+v, want %+v", i, got, want)
 		}
 	}
