@@ -24,6 +24,7 @@ import (
 	"github.com/styrmin/styrmin/config"
 	"github.com/styrmin/styrmin/gitsource"
 	"github.com/styrmin/styrmin/operator"
+	"github.com/styrmin/styrmin/resolver"
 	"github.com/styrmin/styrmin/version"
 )
 
@@ -178,10 +179,6 @@ func (o Options) validate() error {
 	return nil
 }
 
-// maxClusterNameLen is the resolver's bound on a cluster's name (its
-// folder in the repository), which the resolver does not export.
-const maxClusterNameLen = 40
-
 // CheckValues checks the values given for --cluster, --repo, --branch and
 // --image (each only when set), so that styrminctl install refuses them
 // before it reads the cluster, renders or applies anything: the agent
@@ -191,8 +188,8 @@ const maxClusterNameLen = 40
 // expected.
 func CheckValues(o Options) error {
 	var errs []error
-	if o.Cluster != "" && (len(o.Cluster) > maxClusterNameLen || len(validation.IsDNS1123Label(o.Cluster)) > 0) {
-		errs = append(errs, fmt.Errorf("--cluster %q: expected a cluster name: a lowercase DNS label (a-z, 0-9, '-', starting and ending with a letter or digit) of at most %d characters, as the cluster's folder in the repository", o.Cluster, maxClusterNameLen))
+	if o.Cluster != "" && !resolver.IsName(o.Cluster) {
+		errs = append(errs, fmt.Errorf("--cluster %q: expected a cluster name: a lowercase DNS label (a-z, 0-9, '-', starting and ending with a letter or digit) of at most %d characters, as the cluster's folder in the repository", o.Cluster, resolver.MaxNameLen))
 	}
 	if o.Repo != "" && !repoURL(o.Repo) {
 		errs = append(errs, fmt.Errorf("--repo %q: expected a repository URL: https://HOST/PATH, http://HOST/PATH, ssh://[USER@]HOST/PATH, USER@HOST:PATH or file:///PATH", o.Repo))

@@ -31,9 +31,13 @@ const DefaultMaxFileSize = 1 << 20
 
 var nameRE = regexp.MustCompile(`^[a-z0-9]([-a-z0-9]*[a-z0-9])?$`)
 
-// maxNameLen bounds the names of clusters, environments and deployments
+// MaxNameLen bounds the names of clusters, environments and deployments
 // (folders and files): a task's name adds a sequence to a deployment's.
-const maxNameLen = 40
+const MaxNameLen = 40
+
+// IsName reports whether s may name a cluster, environment or deployment:
+// a lowercase DNS label of at most MaxNameLen characters.
+func IsName(s string) bool { return len(s) <= MaxNameLen && nameRE.MatchString(s) }
 
 // upgradeTokenRE is what an upgrade request token may be (styrminctl
 // upgrade writes "2026-12-01-1"): one short word, safe in lockfiles,
@@ -466,7 +470,7 @@ func subdirs(fsys fs.FS, dir string) ([]string, error) {
 			return nil, symlinkedFolder(path.Join(dir, e.Name()))
 		}
 		if e.IsDir() {
-			if !nameRE.MatchString(e.Name()) || len(e.Name()) > maxNameLen {
+			if !nameRE.MatchString(e.Name()) || len(e.Name()) > MaxNameLen {
 				return nil, &ConfigError{File: path.Join(dir, e.Name()), Msg: "folder name must be a lowercase DNS label of at most 40 characters"}
 			}
 			out = append(out, e.Name())
@@ -632,7 +636,7 @@ func (l *Loader) loadEnvironment(fsys fs.FS, c *Cluster, name string) (*Environm
 		}
 		file := path.Join(ddir, ent.Name())
 		dn := strings.TrimSuffix(ent.Name(), ext)
-		if !nameRE.MatchString(dn) || len(dn) > maxNameLen {
+		if !nameRE.MatchString(dn) || len(dn) > MaxNameLen {
 			errs = append(errs, &ConfigError{File: file, Msg: "deployment name (the file name) must be a lowercase DNS label of at most 40 characters"})
 			continue
 		}

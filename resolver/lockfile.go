@@ -221,8 +221,8 @@ func DecodeLock(path string, data []byte) (*Instance, error) {
 	for _, part := range []struct{ field, name, internal string }{
 		{"cluster", in.ID.Cluster, ""}, {"environment", in.ID.Environment, ClusterEnvironment}, {"name", in.ID.Name, IngressName},
 	} {
-		if (!nameRE.MatchString(part.name) || len(part.name) > maxNameLen) && part.name != part.internal {
-			return nil, fmt.Errorf("%s: field deployment.%s: %q: expected a lowercase DNS label of at most %d characters", path, part.field, part.name, maxNameLen)
+		if (!nameRE.MatchString(part.name) || len(part.name) > MaxNameLen) && part.name != part.internal {
+			return nil, fmt.Errorf("%s: field deployment.%s: %q: expected a lowercase DNS label of at most %d characters", path, part.field, part.name, MaxNameLen)
 		}
 	}
 	// The agent creates the namespace and the task in it: a name the API

@@ -12,11 +12,11 @@ import (
 
 	"github.com/spf13/cobra"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/util/validation"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/styrmin/styrmin/operator/api/v1alpha1"
 	"github.com/styrmin/styrmin/operator/operation"
+	"github.com/styrmin/styrmin/resolver"
 )
 
 // operationOptions are the flags of backup and restore: kubectl's, -n
@@ -32,10 +32,6 @@ type operationOptions struct {
 
 func (o *operationOptions) writer() (client.Client, error) { return o.kube.writer() }
 
-// maxDeploymentNameLen is the resolver's bound on a deployment's name
-// (a file name in the repository), which the resolver does not export.
-const maxDeploymentNameLen = 40
-
 // checkDeployments checks --deployment before anything is asked or made.
 // The agent reads an empty list as "all of the environment's", and pflag
 // turns --deployment "" into one, so an explicit flag that names nothing
@@ -50,11 +46,9 @@ func (o *operationOptions) checkDeployments(cmd *cobra.Command) error {
 		return usageError{fmt.Errorf("--deployment %q: expected deployment names (omit the flag for all of the environment's deployments)", given)}
 	}
 	for _, n := range o.deployments {
-		// The resolver's rule for a deployment's name: a lowercase DNS
-		// label of at most maxDeploymentNameLen characters.
-		if n == "" || len(n) > maxDeploymentNameLen || len(validation.IsDNS1123Label(n)) > 0 {
+		if !resolver.IsName(n) {
 			return usageError{fmt.Errorf("--deployment %q: %q is no deployment name: expected deployment names, each a lowercase DNS label of at most %d characters, comma-separated (omit the flag for all of the environment's deployments)",
-				given, n, maxDeploymentNameLen)}
+				given, n, resolver.MaxNameLen)}
 		}
 	}
 	return nil
