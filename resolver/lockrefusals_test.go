@@ -3,6 +3,7 @@ package resolver
 import (
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -213,4 +214,108 @@ func TestTwoDeploymentsRenderingOneObjectFailTheLaterAtLock(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestAnObjectMovingToAnotherDeploymentRunsAfterTheOneGivingItUp: an
+// object one deployment's lock renders outside its namespace (a
+// ClusterRole; a ConfigMap in a namespace both policies list) that, in
+// one lock, that deployment stops rendering (or is deleted) and another
+// starts rendering was locked with no order: the taker's task could run
+// first, be refused the object (it is the giver's release's until the
+// giver's change prunes it) and fail once its step's time was up. The
+// taker now runs after the giver's change. Two deployments trading
+// objects in one lock would wait for each other: refused, naming both.
+func TestAnObjectMovingToAnotherDeploymentRunsAfterTheOneGivingItUp(t *testing.T) {
+	const (
+		stagingTn = "clusters/local/environments/staging/deployments/tn.cue"
+		aaTn      = "clusters/local/environments/aa/deployments/tn.cue"
+		role      = "parameters: clusterRole: true\n"
+		elsewhere = "parameters: otherNamespace: \"shared\"\n"
+	)
+	tenant := func(params string) string { return "driver: \"tenant\"\nappVersion: \"1.0.0\"\n" + params }
+	lockAll := func(t *testing.T, dir string) map[ID]*Instance {
+		t.Helper()
+		res, locks, _ := resolveDir(t, dir)
+		if res == nil {
+			t.Fatal("the repository did not load")
+		}
+		if errs := errorsByID(res); len(errs) != 0 {
+			t.Fatalf("errors %v", errs)
+		}
+		changes, err := PlanLocks(res, locks)
+		must(t, err)
+		out := map[ID]*Instance{}
+		for _, c := range changes {
+			writeFile(t, dir, c.Path(), string(c.Data))
+			out[c.ID] = c.Next
+		}
+		return out
+	}
+	setup := func(t *testing.T) string {
+		dir := exampleCopy(t)
+		withTenantDriver(t, dir, "")
+		must(t, os.Remove(filepath.Join(dir, "clusters/local/environments/dev/deployments/tn.cue")))
+		data, err := os.ReadFile(filepath.Join(dir, "clusters/local/cluster.cue"))
+		must(t, err)
+		writeFile(t, dir, "clusters/local/cluster.cue", string(data)+"policy: kinds: [\"*\", \"ClusterRole\"]\npolicy: namespaces: [\"shared\"]\n")
+		writeFile(t, dir, "clusters/local/environments/aa/environment.cue", "namespacePrefix: \"aa\"\n")
+		writeFile(t, dir, stagingTn, tenant(role))
+		writeFile(t, dir, aaTn, tenant(""))
+		lockAll(t, dir)
+		return dir
+	}
+	staging, aa := ID{Cluster: "local", Environment: "staging", Name: "tn"}, ID{Cluster: "local", Environment: "aa", Name: "tn"}
+
+	t.Run("staging stops rendering it, aa starts", func(t *testing.T) {
+		dir := setup(t)
+		writeFile(t, dir, stagingTn, tenant(""))
+		writeFile(t, dir, aaTn, tenant(role))
+		next := lockAll(t, dir)
+		if next[staging] == nil || next[aa] == nil {
+			t.Fatalf("locked %v, want both", next)
+		}
+		if want := []string{AfterRef(staging, next[staging].Sequence)}; !slices.Equal(next[aa].After, want) {
+			t.Errorf("aa/tn after %v, want %v", next[aa].After, want)
+		}
+		if len(next[staging].After) != 0 {
+			t.Errorf("staging/tn after %v, want nothing", next[staging].After)
+		}
+	})
+	t.Run("staging is deleted, aa starts rendering it", func(t *testing.T) {
+		dir := setup(t)
+		must(t, os.Remove(filepath.Join(dir, stagingTn)))
+		writeFile(t, dir, aaTn, tenant(role))
+		next := lockAll(t, dir)
+		if next[staging] == nil || !next[staging].Tombstone() {
+			t.Fatalf("staging/tn locked %+v, want its tombstone", next[staging])
+		}
+		if want := []string{AfterRef(staging, next[staging].Sequence)}; !slices.Equal(next[aa].After, want) {
+			t.Errorf("aa/tn after %v, want %v (its tombstone)", next[aa].After, want)
+		}
+	})
+	t.Run("an unrelated change waits for nothing", func(t *testing.T) {
+		dir := setup(t)
+		writeFile(t, dir, stagingTn, tenant(role+"parameters: data: \"two\"\n"))
+		writeFile(t, dir, aaTn, tenant(elsewhere))
+		next := lockAll(t, dir)
+		if len(next[aa].After) != 0 || len(next[staging].After) != 0 {
+			t.Errorf("after: aa %v, staging %v; want nothing", next[aa].After, next[staging].After)
+		}
+	})
+	t.Run("two deployments trading objects", func(t *testing.T) {
+		dir := setup(t)
+		writeFile(t, dir, aaTn, tenant(elsewhere))
+		lockAll(t, dir)
+		writeFile(t, dir, stagingTn, tenant(elsewhere))
+		writeFile(t, dir, aaTn, tenant(role))
+		res, locks, _ := resolveDir(t, dir)
+		if errs := errorsByID(res); len(errs) != 0 {
+			t.Fatalf("errors %v", errs)
+		}
+		_, err := PlanLocks(res, locks)
+		if err == nil || !strings.Contains(err.Error(), "locks/local/staging/tn.lock.yaml: deployment local/staging/tn takes ConfigMap shared/tn-elsewhere from deployment local/aa/tn, which takes ClusterRole tn-reader from it") ||
+			!strings.Contains(err.Error(), "in two commits") || strings.Count(err.Error(), "takes") != 2 {
+			t.Fatalf("a trade in one lock: %v; want it refused, naming both once", err)
+		}
+	})
 }

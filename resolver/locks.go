@@ -1,6 +1,7 @@
 package resolver
 
 import (
+	"cmp"
 	"crypto/sha256"
 	"errors"
 	"fmt"
@@ -311,6 +312,9 @@ func nextInstances(res *Result, current map[ID]*Instance, used UsedSequences, re
 	sort.Slice(out, func(i, j int) bool { return lessID(out[i].ID, out[j].ID) })
 	orderCreates(res, current, out)
 	orderIngress(res, current, out)
+	if err := orderMoves(res, out); err != nil {
+		return nil, err
+	}
 	if err := orderWaves(res, out); err != nil {
 		return nil, err
 	}
@@ -363,6 +367,79 @@ func orderCreates(res *Result, current map[ID]*Instance, changes []LockChange) {
 		slices.Sort(after)
 		c.Next.After = slices.Compact(after)
 	}
+}
+
+// orderMoves makes a deployment that now renders an object outside its
+// namespace that another deployment's lock renders, and whose new
+// instance no longer does (or which this lock deletes), run after that
+// other deployment's change: the agent applies an object for one release
+// only, and the other's change is what removes it from its release.
+// Without the order the taking deployment's task could run first, be
+// refused the object, and fail once its step's time was up. Two
+// deployments that trade objects in one lock would wait for each other:
+// refused, naming both, to be locked in two commits.
+func orderMoves(res *Result, changes []LockChange) error {
+	if len(res.held) == 0 || len(res.renders) == 0 {
+		return nil
+	}
+	takers := map[objectKey][]int{} // the changes whose new instance renders each object
+	for i, c := range changes {
+		if c.Next.Tombstone() {
+			continue
+		}
+		for k := range res.renders[c.ID] {
+			takers[k] = append(takers[k], i)
+		}
+	}
+	moves := map[[2]int]objectKey{} // from, to: one object moved
+	for from, c := range changes {
+		kept := res.renders[c.ID]
+		if !c.Next.Tombstone() && kept == nil {
+			continue // not rendered: its objects are as its lock's
+		}
+		for k := range res.held[c.ID] {
+			if kept[k] {
+				continue
+			}
+			for _, to := range takers[k] {
+				if to != from {
+					if old, ok := moves[[2]int{from, to}]; !ok || lessKey(k, old) {
+						moves[[2]int{from, to}] = k
+					}
+				}
+			}
+		}
+	}
+	pairs := slices.SortedFunc(maps.Keys(moves), func(a, b [2]int) int {
+		return cmp.Or(cmp.Compare(a[0], b[0]), cmp.Compare(a[1], b[1]))
+	})
+	var errs []error
+	for _, p := range pairs {
+		from, to := &changes[p[0]], &changes[p[1]]
+		if back, ok := moves[[2]int{p[1], p[0]}]; ok {
+			if p[0] < p[1] {
+				errs = append(errs, fmt.Errorf("%s: deployment %s takes %s from deployment %s, which takes %s from it in the same lock: each would wait for the other; lock one move, then the other, in two commits",
+					to.ID.LockPath(), to.ID, moves[p].describe(), from.ID, back.describe()))
+			}
+			continue
+		}
+		addAfter(to.Next, AfterRef(from.ID, from.Next.Sequence))
+	}
+	return errors.Join(errs...)
+}
+
+// lessKey orders object keys.
+func lessKey(a, b objectKey) bool {
+	return cmp.Or(strings.Compare(a.group, b.group), strings.Compare(a.kind, b.kind),
+		strings.Compare(a.namespace, b.namespace), strings.Compare(a.name, b.name)) < 0
+}
+
+// describe names the object: its kind, and its namespace when it has one.
+func (k objectKey) describe() string {
+	if k.namespace != "" {
+		return k.kind + " " + k.namespace + "/" + k.name
+	}
+	return k.kind + " " + k.name
 }
 
 // sourceCommitOf picks the commit recorded in a tombstone: the commit the

@@ -69,6 +69,12 @@ type Result struct {
 	Held map[ID]string
 	// rollout is how fan-outs split into waves (nil: they do not).
 	rollout *rolloutConfig
+	// renders and held are, in a cluster where a changed deployment
+	// renders objects outside its namespace, what each changed one's new
+	// instance renders there and what each lock renders there (of the
+	// changed deployments and of the deleted ones): orderMoves orders an
+	// object's move from one deployment to another.
+	renders, held map[ID]map[objectKey]bool
 }
 
 // Err joins the per-deployment errors, nil when there are none.
@@ -198,7 +204,7 @@ func Resolve(repo *Repository, opts Options) *Result {
 	// it, as one failed in the first does; then of the rest, two that
 	// render one object fail the later, which fails its own in turn.
 	failConnectors(jobs, second, opts.Only)
-	objectConflicts(repo, jobs, second, opts)
+	objectConflicts(repo, jobs, second, opts, out)
 	failConnectors(jobs, second, opts.Only)
 	resolveInternal(repo, opts, nsErrs, out)
 	for i, j := range jobs {
@@ -799,7 +805,8 @@ type claim struct {
 	id   ID
 	file string
 	// job is the index in jobs of a deployment this resolution changes;
-	// -1 for one standing on its lock.
+	// standingClaim for one standing on its lock, deletedClaim for a lock
+	// of a deployment no longer configured (its held objects only).
 	job int
 	// existing is set when it has a lock that is no tombstone: its
 	// objects may be in the cluster already, as its release's.
@@ -816,6 +823,22 @@ type claim struct {
 	// lock is a changed deployment's lock, rendered for held when its
 	// policy lets it out of its namespace.
 	lock *Instance
+}
+
+// Claims that are no job of this resolution (claim.job).
+const (
+	standingClaim = -1
+	deletedClaim  = -2
+)
+
+// sortedLockIDs are the ids of locks, sorted.
+func sortedLockIDs(locks map[ID]*Instance) []ID {
+	ids := make([]ID, 0, len(locks))
+	for id := range locks {
+		ids = append(ids, id)
+	}
+	SortIDs(ids)
+	return ids
 }
 
 // before orders the claims on object k: the deployment whose lock renders
@@ -841,7 +864,11 @@ func (a *claim) before(b *claim, k objectKey) bool {
 // only when its policy lets it out of its namespace and its cluster has a
 // changed deployment that renders outside its own; a fan-out with the
 // default policy renders nothing more.
-func objectConflicts(repo *Repository, jobs []*resolveJob, second []error, opts Options) {
+//
+// It records in out what the changed deployments render outside their
+// namespaces and what their locks, and the locks of deployments no longer
+// configured, render there (Result.renders, Result.held).
+func objectConflicts(repo *Repository, jobs []*resolveJob, second []error, opts Options, out *Result) {
 	// resolved: the job resolved, and its instance is what a lock of
 	// this resolution records (not on hold).
 	resolved := func(i int) bool {
@@ -866,14 +893,16 @@ func objectConflicts(repo *Repository, jobs []*resolveJob, second []error, opts 
 		}
 	}
 	var claims []*claim
+	configured := map[ID]bool{}
 	for _, c := range repo.Clusters {
 		if !reaching[c.Name] {
 			continue
 		}
 		for _, e := range c.Environments {
 			for _, d := range e.Deployments {
+				configured[d.ID] = true
 				lock := opts.Locks[d.ID]
-				cl := &claim{id: d.ID, file: d.File, job: -1, existing: lock != nil && !lock.Tombstone()}
+				cl := &claim{id: d.ID, file: d.File, job: standingClaim, existing: lock != nil && !lock.Tombstone()}
 				i, ok := byID[d.ID]
 				switch {
 				case ok && resolved(i) && jobs[i].p.rendered:
@@ -892,13 +921,22 @@ func objectConflicts(repo *Repository, jobs []*resolveJob, second []error, opts 
 			}
 		}
 	}
+	// Deployments no longer configured (deleted by this lock): their
+	// locks' objects are no claim, but one may move to another
+	// deployment (orderMoves).
+	for _, id := range sortedLockIDs(opts.Locks) {
+		if lock := opts.Locks[id]; reaching[id.Cluster] && !configured[id] && !lock.Tombstone() && lock.Context != nil &&
+			!(opts.Only != nil && !opts.Only[id]) {
+			claims = append(claims, &claim{id: id, job: -2, existing: true, lock: lock})
+		}
+	}
 	// What the locks render outside their namespaces: of the deployments
 	// standing on theirs (what they run), and of the changed ones (what
 	// the cluster may hold as their releases').
 	var toRender []*claim
 	for _, cl := range claims {
 		in := cl.in
-		if cl.job >= 0 {
+		if cl.job != standingClaim {
 			in = cl.lock
 		}
 		if in != nil && in.Context != nil && policyReaches(in.Context.Environment.Policy) {
@@ -908,7 +946,7 @@ func objectConflicts(repo *Repository, jobs []*resolveJob, second []error, opts 
 	parallel(len(toRender), func(i int) {
 		cl := toRender[i]
 		in, drv := cl.in, cl.drv
-		if cl.job >= 0 {
+		if cl.job != standingClaim {
 			in, drv = cl.lock, nil
 		}
 		if drv == nil {
@@ -923,16 +961,32 @@ func objectConflicts(repo *Repository, jobs []*resolveJob, second []error, opts 
 			return
 		}
 		objs := outsideOf(m.Objects, in.Context.Deployment.Namespace)
-		if cl.job < 0 {
+		if cl.job == standingClaim {
 			cl.outside = objs
 		}
-		if cl.existing && (cl.job >= 0 || in == cl.in) {
+		if cl.existing && (cl.job != standingClaim || in == cl.in) {
 			cl.held = make(map[objectKey]bool, len(objs))
 			for _, o := range objs {
 				cl.held[keyOf(cl.id.Cluster, o)] = true
 			}
 		}
 	})
+	out.renders, out.held = map[ID]map[objectKey]bool{}, map[ID]map[objectKey]bool{}
+	for _, cl := range claims {
+		if cl.job == standingClaim {
+			continue
+		}
+		if len(cl.held) > 0 {
+			out.held[cl.id] = cl.held
+		}
+		if cl.job >= 0 {
+			keys := make(map[objectKey]bool, len(cl.outside))
+			for _, o := range cl.outside {
+				keys[keyOf(cl.id.Cluster, o)] = true
+			}
+			out.renders[cl.id] = keys
+		}
+	}
 	owner := map[objectKey]*claim{}
 	for _, cl := range claims {
 		for _, o := range cl.outside {

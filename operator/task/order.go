@@ -142,6 +142,21 @@ func (r *Reconciler) peerRan(ctx context.Context, lockCommit string, id resolver
 		return peerState{}, err
 	}
 	switch {
+	case sd.Spec.Tombstone() && sd.Spec.Sequence == seq:
+		// The awaited instance is the peer's deletion (an object moves
+		// from it to this deployment): done once it is uninstalled, the
+		// StyrminDeployment gone, or its task ended well.
+		var del v1alpha1.StyrminTask
+		err := r.opts.Client.Get(ctx, client.ObjectKey{Namespace: sd.Namespace, Name: v1alpha1.TaskName(id.Name, seq)}, &del)
+		switch {
+		case err == nil && del.Status.Phase == v1alpha1.TaskSucceeded:
+			return peerState{done: true}, nil
+		case err == nil && del.Status.Phase == v1alpha1.TaskFailed:
+			return peerState{failed: true, why: fmt.Sprintf("its deletion, task %s, failed (%s); a fix commit or `styrminctl retry %s` lets this one go on", del.Name, del.Status.Message, id)}, nil
+		case client.IgnoreNotFound(err) != nil:
+			return peerState{}, fmt.Errorf("reading task %s/%s: %w", sd.Namespace, v1alpha1.TaskName(id.Name, seq), err)
+		}
+		return peerState{why: "it is being deleted"}, nil
 	case sd.Spec.Tombstone():
 		return peerState{done: true}, nil
 	case activeSeq >= seq && ready != nil && ready.Status == metav1.ConditionTrue:
@@ -198,7 +213,9 @@ type peerLocks struct {
 }
 
 // peerGone tells whether a peer without a StyrminDeployment was deleted
-// after its instance seq: finishing a tombstone deletes the
+// after its instance seq, or by it (seq is the peer's tombstone: an
+// object moves from it to the waiting deployment): finishing a tombstone
+// deletes the
 // StyrminDeployment, so without this a peer deleted since would look not
 // created yet, and hold the task back for good.
 //
@@ -224,7 +241,7 @@ func (r *Reconciler) peerGone(ctx context.Context, lockCommit string, id resolve
 			return false, err
 		}
 		if in.Kind == resolver.KindTombstone {
-			return in.Sequence > seq, nil
+			return in.Sequence >= seq, nil
 		}
 		if in.Context == nil || in.Context.Deployment.Namespace == "" {
 			return false, nil
@@ -253,7 +270,7 @@ func (r *Reconciler) peerGone(ctx context.Context, lockCommit string, id resolve
 		return false, err
 	}
 	seen.synced = synced
-	return in != nil && in.Kind == resolver.KindTombstone && in.Sequence > seq, nil
+	return in != nil && in.Kind == resolver.KindTombstone && in.Sequence >= seq, nil
 }
 
 // peerLock reads deployment id's lockfile at commit: nil when there is
@@ -270,13 +287,14 @@ func (r *Reconciler) peerLock(ctx context.Context, commit string, id resolver.ID
 }
 
 // deletedSince returns the sequence of the newest of a deployment's
-// tombstones whose task succeeded after its instance seq, 0 when none
-// did. Operations and tasks that did not succeed delete nothing.
+// tombstones whose task succeeded after its instance seq, or as it (seq
+// is the tombstone), 0 when none did. Operations and tasks that did not
+// succeed delete nothing.
 func deletedSince(tasks []v1alpha1.StyrminTask, seq int64) int64 {
 	var tomb int64
 	for i := range tasks {
 		t := &tasks[i]
-		if t.Status.Phase != v1alpha1.TaskSucceeded || t.Spec.Operation != nil || t.Spec.ToSequence <= seq {
+		if t.Status.Phase != v1alpha1.TaskSucceeded || t.Spec.Operation != nil || t.Spec.ToSequence < seq {
 			continue
 		}
 		if a := instance.TaskTarget(t); a != nil && a.Kind == v1alpha1.KindTombstone {

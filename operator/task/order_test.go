@@ -3,6 +3,7 @@ package task
 import (
 	"context"
 	"errors"
+	"strings"
 	"testing"
 	"time"
 
@@ -73,6 +74,7 @@ func TestDeletedSinceIsATombstoneThatSucceededAfterTheAwaitedInstance(t *testing
 		{"the awaited instance ran", []v1alpha1.StyrminTask{task(6, inst, v1alpha1.TaskSucceeded, false)}, 0},
 		{"deleted after it", []v1alpha1.StyrminTask{task(6, inst, v1alpha1.TaskSucceeded, false), task(7, tomb, v1alpha1.TaskSucceeded, false)}, 7},
 		{"deleted before it (a tombstone the awaited instance recreates)", []v1alpha1.StyrminTask{task(5, tomb, v1alpha1.TaskSucceeded, false)}, 0},
+		{"the awaited instance is its tombstone, which ran (an object moves from it)", []v1alpha1.StyrminTask{task(6, tomb, v1alpha1.TaskSucceeded, false)}, 6},
 		{"its tombstone still running", []v1alpha1.StyrminTask{task(7, tomb, v1alpha1.TaskRunning, false)}, 0},
 		{"its tombstone failed", []v1alpha1.StyrminTask{task(7, tomb, v1alpha1.TaskFailed, false)}, 0},
 		{"a later change, not a deletion", []v1alpha1.StyrminTask{task(7, inst, v1alpha1.TaskSucceeded, false)}, 0},
@@ -198,5 +200,70 @@ func TestAPeerDeletedAfterTheAwaitedInstanceHoldsNothingBack(t *testing.T) {
 				t.Errorf("the peer's namespace %q; lock reads %v, want dev-web, one at the task's commit and %d at the synced one", seen.ns, locks.reads, tc.syncedReads)
 			}
 		})
+	}
+}
+
+// tombstoneLocks gives web's lockfile at the waiting task's commit: its
+// tombstone at sequence 7, the instance the task runs after.
+type tombstoneLocks struct{ t *testing.T }
+
+func (l tombstoneLocks) LockFile(_ context.Context, ref v1alpha1.LockRef) ([]byte, error) {
+	if ref.Path != "locks/local/dev/web.lock.yaml" || ref.Commit != lockCommit {
+		return nil, &instance.LockNotFoundError{Ref: ref, Err: errors.New("no such file")}
+	}
+	return webLock(l.t, &resolver.Instance{Kind: resolver.KindTombstone, Sequence: 7}), nil
+}
+
+// TestATaskAfterAPeersTombstoneWaitsUntilItIsUninstalled pins the wait of
+// a deployment that takes an object from one the lock deletes (it runs
+// after the peer's tombstone, resolver.orderMoves): a tombstone was done
+// as soon as the StyrminDeployment held it, before its uninstall removed
+// the object, and a peer gone after its tombstone looked not created yet
+// (its deletion was counted only after the awaited instance). It waits
+// while the deletion runs, is held back when it failed, and goes on once
+// the tombstone's task succeeded or the StyrminDeployment is gone.
+func TestATaskAfterAPeersTombstoneWaitsUntilItIsUninstalled(t *testing.T) {
+	scheme := runtime.NewScheme()
+	if err := v1alpha1.AddToScheme(scheme); err != nil {
+		t.Fatal(err)
+	}
+	web := v1alpha1.DeploymentID{Cluster: "local", Environment: "dev", Name: "web"}
+	deleting := &v1alpha1.StyrminDeployment{ObjectMeta: metav1.ObjectMeta{Namespace: "dev-web", Name: "dev-web", Labels: web.Labels()},
+		Spec: v1alpha1.StyrminDeploymentSpec{Deployment: web, Kind: v1alpha1.KindTombstone, Sequence: 7}}
+	tombTask := func(phase v1alpha1.TaskPhase) *v1alpha1.StyrminTask {
+		return &v1alpha1.StyrminTask{ObjectMeta: metav1.ObjectMeta{Namespace: "dev-web", Name: v1alpha1.TaskName("web", 7), Labels: web.Labels()},
+			Spec:   v1alpha1.StyrminTaskSpec{Deployment: web, ToSequence: 7, Target: &v1alpha1.TaskTarget{Kind: v1alpha1.KindTombstone}},
+			Status: v1alpha1.StyrminTaskStatus{Phase: phase, Message: "uninstall timed out"}}
+	}
+	id := resolver.ID{Cluster: "local", Environment: "dev", Name: "web"}
+	for _, tc := range []struct {
+		name         string
+		objects      []client.Object
+		done, failed bool
+		why          string
+	}{
+		{"its deletion runs", []client.Object{deleting, tombTask(v1alpha1.TaskRunning)}, false, false, "it is being deleted"},
+		{"its deletion failed", []client.Object{deleting, tombTask(v1alpha1.TaskFailed)}, false, true, "its deletion, task web-7, failed (uninstall timed out)"},
+		{"its deletion succeeded", []client.Object{deleting, tombTask(v1alpha1.TaskSucceeded)}, true, false, ""},
+		{"its StyrminDeployment is gone, its task with its namespace", nil, true, false, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := fake.NewClientBuilder().WithScheme(scheme).WithObjects(tc.objects...).Build()
+			r := &Reconciler{opts: Options{Client: c, Locks: tombstoneLocks{t}}}
+			var seen peerLocks
+			got, err := r.peerRan(context.Background(), lockCommit, id, 7, &seen)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got.done != tc.done || got.failed != tc.failed || (tc.why != "" && !strings.HasPrefix(got.why, tc.why)) {
+				t.Fatalf("done %v, failed %v (%q); want %v, %v (%q)", got.done, got.failed, got.why, tc.done, tc.failed, tc.why)
+			}
+		})
+	}
+	// Deleted after an instance it awaits, as before: done at once.
+	c := fake.NewClientBuilder().WithScheme(scheme).WithObjects(deleting, tombTask(v1alpha1.TaskRunning)).Build()
+	r := &Reconciler{opts: Options{Client: c, Locks: tombstoneLocks{t}}}
+	if got, err := r.peerRan(context.Background(), lockCommit, id, 6, &peerLocks{}); err != nil || !got.done {
+		t.Fatalf("a task after web@6, web being deleted at 7: done %v (%q), %v; want done", got.done, got.why, err)
 	}
 }
