@@ -308,6 +308,15 @@ var jsonSchema []byte
 func JSONSchema() []byte { return bytes.Clone(jsonSchema) }
 
 // heldWaiting says whether a held deployment has a change waiting.
+// unlockedNote says, when the plan sums several configuration commits,
+// that each is locked and run as its own change ("" otherwise).
+func unlockedNote(p *Plan) string {
+	if p.UnlockedCommits < 2 || !p.HasChanges() {
+		return ""
+	}
+	return fmt.Sprintf("Note: this plan sums %d configuration commits made since the last lock. `styrminctl lock --commit` locks each as its own instance (their sequences follow one another), and the agent runs each change in turn: an upgrade one of them makes runs its hooks even when a later one reverts it.", p.UnlockedCommits)
+}
+
 func heldWaiting(h Held) string {
 	if h.Waiting {
 		return " (a change waits)"

@@ -30,6 +30,9 @@ func RenderMarkdown(w io.Writer, p *Plan, o RenderOptions) error {
 	if !p.HasChanges() && len(p.Errors) == 0 {
 		b.WriteString("No changes: every deployment matches its lockfile.\n")
 	}
+	if note := unlockedNote(p); note != "" {
+		fmt.Fprintf(&b, "> [!NOTE]\n> %s\n\n", note)
+	}
 
 	r := p.Deletions
 	switch {

@@ -60,6 +60,9 @@ func RenderText(w io.Writer, p *Plan, o RenderOptions) error {
 	if !p.HasChanges() && len(p.Errors) == 0 {
 		t.printf("\nNo changes: every deployment matches its lockfile.\n")
 	}
+	if note := unlockedNote(p); note != "" {
+		t.printf("\n%s\n", note)
+	}
 
 	if len(p.Deployments) > 0 {
 		t.printf("\n")

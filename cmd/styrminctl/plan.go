@@ -210,6 +210,9 @@ func computePlan(g *globalOptions, f *planFlags, only map[resolver.ID]bool, prog
 	}, opts)
 	if p != nil {
 		p.StyrminVersion = version.Get().Short()
+		if h.unlocked > 1 {
+			p.UnlockedCommits = h.unlocked
+		}
 	}
 	return p, err
 }

@@ -204,8 +204,12 @@ func collectStatus(ctx context.Context, c client.Reader, namespace string) (clus
 	if err := c.List(ctx, &tasks, inNamespace(namespace)...); err != nil {
 		return out, fmt.Errorf("listing StyrminTasks: %w", err)
 	}
-	for i := range out.Sources {
-		out.Sources[i].Refused = standingRefusals(&srcs.Items[i], tasks.Items)
+	if namespace == "" {
+		// The tasks of every namespace tell which refusals a later change
+		// superseded; -n lists one namespace's.
+		for i := range out.Sources {
+			out.Sources[i].Refused = standingRefusals(&srcs.Items[i], tasks.Items)
+		}
 	}
 	waiting := waitingTasks(tasks.Items)
 	failed := map[string]string{}
@@ -237,8 +241,9 @@ func collectStatus(ctx context.Context, c client.Reader, namespace string) (clus
 	return out, nil
 }
 
-// standingRefusals are src's refused lockfiles whose deployment has no
-// task made after the refusal: a later change accepted supersedes it.
+// standingRefusals are src's refused lockfiles that no change of their
+// deployment superseded: a task past the refusal's sequence (or, when it
+// knows none, a task made after it).
 func standingRefusals(src *v1alpha1.StyrminSource, tasks []v1alpha1.StyrminTask) []refusedLock {
 	var out []refusedLock
 	for _, r := range src.Status.Refused {
@@ -247,7 +252,13 @@ func standingRefusals(src *v1alpha1.StyrminSource, tasks []v1alpha1.StyrminTask)
 		if ok {
 			name = id.String()
 			if slices.ContainsFunc(tasks, func(t v1alpha1.StyrminTask) bool {
-				return t.Spec.Operation == nil && t.Spec.Deployment.String() == id.String() && t.CreationTimestamp.After(r.Time.Time)
+				if t.Spec.Operation != nil || t.Spec.Deployment.String() != id.String() {
+					return false
+				}
+				if r.Sequence > 0 {
+					return t.Spec.ToSequence > r.Sequence
+				}
+				return t.CreationTimestamp.After(r.Time.Time)
 			}) {
 				continue
 			}

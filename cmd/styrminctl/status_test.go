@@ -270,10 +270,12 @@ func testStatusNamesARefusedLockfile(t *testing.T, kc string, cl client.Client) 
 		t.Fatal(err)
 	}
 	src.Status.Refused = []v1alpha1.RefusedLock{
-		// Before every task of web was made: superseded by them.
-		{Commit: strings.Repeat("4", 40), Path: "locks/local/dev/web.lock.yaml", Reason: v1alpha1.ReasonLockDeleted, Message: "deleted by hand", Time: *at(1)},
+		// Web's lock at 1 deleted by hand: its task at 2 superseded it.
+		{Commit: strings.Repeat("4", 40), Path: "locks/local/dev/web.lock.yaml", Reason: v1alpha1.ReasonLockDeleted, Message: "deleted by hand", Sequence: 1, Time: metav1.Now()},
+		// Hub's refused past its tasks (its newest is at 4), whenever it
+		// was refused.
 		{Commit: strings.Repeat("3", 40), Path: "locks/local/dev/hub.lock.yaml", Reason: v1alpha1.ReasonInvalidLock,
-			Message: "locks/local/dev/hub.lock.yaml at 3333333: sequence 2 does not follow 5; no task was created for it", Time: metav1.Now()},
+			Message: "locks/local/dev/hub.lock.yaml at 3333333: sequence 2 does not follow 5; no task was created for it", Sequence: 5, Time: *at(1)},
 	}
 	if err := cl.Status().Update(ctx, &src); err != nil {
 		t.Fatal(err)
@@ -292,6 +294,15 @@ func testStatusNamesARefusedLockfile(t *testing.T, kc string, cl client.Client) 
 	}
 	if !strings.Contains(out, `"refused": [`) || !strings.Contains(out, `"deployment": "local/dev/hub"`) || strings.Contains(out, "deleted by hand") {
 		t.Errorf("status -o json does not list hub's refused lockfile alone:\n%s", out)
+	}
+	// -n reads one namespace's tasks: it cannot tell which a later change
+	// superseded, and says nothing of them.
+	out, err = runCluster(t, kc, "status", "-n", "dev-web")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(out, "lockfiles the agent refused") {
+		t.Errorf("status -n dev-web lists refusals it cannot tell standing:\n%s", out)
 	}
 }
 

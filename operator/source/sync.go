@@ -360,6 +360,8 @@ func (s *Syncer) forgetPositionOfOtherLocks(ctx context.Context, src *v1alpha1.S
 	s.opts.Log.Info("the recorded sync position is of other locks: walking from the root",
 		"source", s.opts.Source.String(), "cluster", src.Spec.Cluster, "folder", path, "now cluster", s.opts.Spec.Cluster, "now folder", s.opts.Path)
 	src.Status.LastSyncedCommit = ""
+	// Refusals of the other locks are not this cluster's or folder's.
+	src.Status.Refused = nil
 	if err := s.opts.Client.Status().Update(ctx, src); err != nil {
 		return fmt.Errorf("clearing the sync position of StyrminSource %s (taken for cluster %q, folder %q): %w", s.opts.Source, src.Spec.Cluster, path, err)
 	}
@@ -612,7 +614,7 @@ func (w *syncWalk) apply(ctx context.Context, src *v1alpha1.StyrminSource, ch gi
 	if ch.Deleted {
 		// Lockfiles are never deleted by styrmin (a deleted deployment
 		// leaves a tombstone): someone removed it by hand.
-		w.s.refuse(src, ch, v1alpha1.ReasonLockDeleted, "%s was deleted at %s; a removed deployment needs a tombstone lock, so nothing was changed", ch.Path, ch.Commit.Short())
+		w.refuse(src, ch, id, nil, v1alpha1.ReasonLockDeleted, "%s was deleted at %s; a removed deployment needs a tombstone lock, so nothing was changed", ch.Path, ch.Commit.Short())
 		log.Info("ignoring a deleted lockfile")
 		res.Ignored++
 		return nil, nil
@@ -656,7 +658,7 @@ func (w *syncWalk) apply(ctx context.Context, src *v1alpha1.StyrminSource, ch gi
 		}
 	}
 	if err != nil {
-		w.s.refuse(src, ch, v1alpha1.ReasonInvalidLock, "lock commit %s: %v; no task was created for it", ch.Commit.Short(), err)
+		w.refuse(src, ch, id, next, v1alpha1.ReasonInvalidLock, "lock commit %s: %v; no task was created for it", ch.Commit.Short(), err)
 		log.Error(err, "ignoring an invalid lockfile")
 		res.Ignored++
 		return nil, nil
@@ -666,7 +668,7 @@ func (w *syncWalk) apply(ctx context.Context, src *v1alpha1.StyrminSource, ch gi
 		return nil, err
 	}
 	if prev != nil && next.Sequence <= prev.Sequence {
-		w.s.refuse(src, ch, v1alpha1.ReasonInvalidLock, "%s at %s: sequence %d does not follow %d; no task was created for it", ch.Path, ch.Commit.Short(), next.Sequence, prev.Sequence)
+		w.refuse(src, ch, id, next, v1alpha1.ReasonInvalidLock, "%s at %s: sequence %d does not follow %d; no task was created for it", ch.Path, ch.Commit.Short(), next.Sequence, prev.Sequence)
 		res.Ignored++
 		return nil, nil
 	}
@@ -678,7 +680,7 @@ func (w *syncWalk) apply(ctx context.Context, src *v1alpha1.StyrminSource, ch gi
 		// Hand-edited, or locked by a styrminctl that did not refuse it:
 		// the deployment keeps running where it is, and this lockfile is
 		// not its previous instance for the next change.
-		w.s.refuse(src, ch, v1alpha1.ReasonInvalidLock, "%s at %s: %s; no task was created for it", ch.Path, ch.Commit.Short(), moved)
+		w.refuse(src, ch, id, next, v1alpha1.ReasonInvalidLock, "%s at %s: %s; no task was created for it", ch.Path, ch.Commit.Short(), moved)
 		res.Ignored++
 		return nil, nil
 	}
@@ -1263,9 +1265,6 @@ func (s *Syncer) advance(ctx context.Context, src *v1alpha1.StyrminSource, head 
 // error is returned to the caller anyway).
 func (s *Syncer) setFailed(ctx context.Context, src *v1alpha1.StyrminSource, reason string, err error) {
 	failed := func(src *v1alpha1.StyrminSource) {
-		// What the walk refused before it failed is recorded too: the
-		// walk that reads those commits again refuses them again.
-		src.Status.Refused = withRefused(src.Status.Refused, s.refused)
 		apimeta.SetStatusCondition(&src.Status.Conditions, metav1.Condition{
 			Type: v1alpha1.ConditionReady, Status: metav1.ConditionFalse, Reason: reason,
 			Message: boundMessage(err.Error()), ObservedGeneration: src.Generation,
@@ -1296,14 +1295,31 @@ func (s *Syncer) setFailed(ctx context.Context, src *v1alpha1.StyrminSource, rea
 	s.wrote = written.ResourceVersion
 }
 
-// refuse reports a lockfile of ch that is not applied: an event, and an
-// entry of the StyrminSource's refused list, which the commit's status on
-// the git host counts (a commit whose tasks all succeeded is not green
-// when one of its lockfiles was refused).
-func (s *Syncer) refuse(src *v1alpha1.StyrminSource, ch gitsource.LockChange, reason, format string, args ...any) {
-	s.warn(src, reason, format, args...)
-	s.refused = append(s.refused, v1alpha1.RefusedLock{
-		Commit: ch.Commit.String(), Path: ch.Path, Reason: reason,
+// refuse reports a lockfile of ch (of deployment id; next when it was
+// decoded) that is not applied: an event, and an entry of the
+// StyrminSource's refused list, which the commit's status on the git host
+// counts (a commit whose tasks all succeeded is not green when one of its
+// lockfiles was refused). It is recorded with the sync's successful end
+// (advance): a sync that fails walks the same commits again, and decides
+// again. A walk from the root records none: it meets commits synced long
+// ago (a lost position, a new agent), which their statuses reported then,
+// and decides from the cluster as it is now (a deployment moved since).
+func (w *syncWalk) refuse(src *v1alpha1.StyrminSource, ch gitsource.LockChange, id resolver.ID, next *resolver.Instance, reason, format string, args ...any) {
+	w.s.warn(src, reason, format, args...)
+	if w.from.IsZero() {
+		return
+	}
+	// The sequence a later change of the deployment passes: the refused
+	// one's, or the one it follows, whichever is higher.
+	var seq int64
+	if next != nil {
+		seq = next.Sequence
+	}
+	if prev, err := w.previous(id); err == nil && prev != nil {
+		seq = max(seq, prev.Sequence)
+	}
+	w.s.refused = append(w.s.refused, v1alpha1.RefusedLock{
+		Commit: ch.Commit.String(), Path: ch.Path, Reason: reason, Sequence: seq,
 		Message: eventnote.Cut(fmt.Sprintf(format, args...), maxRefusedMessage), Time: metav1.Now(),
 	})
 }

@@ -1145,8 +1145,29 @@ func TestARefusedLockfileIsRecordedOnTheSourceOncePerCommit(t *testing.T) {
 	if _, err := e.syncer().Sync(e.ctx); err != nil {
 		t.Fatal(err)
 	}
-	if again := e.source().Status.Refused; len(again) != 1 || !again[0].Time.Equal(&refused[0].Time) {
-		t.Fatalf("after a walk from the root, refused %+v; want the one refusal as first recorded", again)
+	if again := e.source().Status.Refused; len(again) != 1 || !again[0].Time.Equal(&refused[0].Time) || again[0].Sequence != 2 {
+		t.Fatalf("after a walk from the root, refused %+v; want the one refusal as first recorded, at sequence 2", again)
+	}
+	// A walk from the root records none: it meets commits synced long ago
+	// (a new agent, a lost position), decided from the cluster as it is
+	// now, whose statuses were reported then.
+	fresh := startSyncEnv(t)
+	fresh.lock("create web", instanceAt("web", "dev-web", 1))
+	if _, err := fresh.syncer().Sync(fresh.ctx); err != nil {
+		t.Fatal(err)
+	}
+	fresh.running(instanceAt("web", "dev-web", 1))
+	fresh.lock("move web", instanceAt("web", "develop-web", 2))
+	src = fresh.source()
+	src.Status.LastSyncedCommit = ""
+	if err := fresh.cl.Status().Update(fresh.ctx, src); err != nil {
+		t.Fatal(err)
+	}
+	if res, err := fresh.syncer().Sync(fresh.ctx); err != nil || res.Ignored != 1 {
+		t.Fatalf("a walk from the root: %+v, %v; want the move ignored", res, err)
+	}
+	if got := fresh.source().Status.Refused; len(got) != 0 {
+		t.Fatalf("a walk from the root recorded %+v; want none", got)
 	}
 
 	// Many refusals: the newest are kept.

@@ -88,6 +88,10 @@ type postedStatus struct {
 	status  commitstatus.Status
 	tasks   map[string]bool
 	refused map[string]bool
+	// refusals are the refused lockfiles counted: they go on counting
+	// once the StyrminSource no longer keeps them (it keeps the newest
+	// few), while a task of the commit still runs.
+	refusals []v1alpha1.RefusedLock
 }
 
 // commitResult is what a lock commit did in the cluster: its tasks, and
@@ -215,6 +219,9 @@ func (r *Reporter) Report(ctx context.Context) error {
 			return fmt.Errorf("reading StyrminSource %s: %w", r.o.Source, err)
 		}
 		for _, f := range src.Status.Refused {
+			if id, ok := resolver.IDFromLockPath(f.Path); !ok || id.Cluster != r.o.Cluster {
+				continue // another cluster's (a source that changed cluster)
+			}
 			c := byCommit[f.Commit]
 			c.refused = append(c.refused, f)
 			byCommit[f.Commit] = c
@@ -225,11 +232,16 @@ commits:
 	for _, sha := range slices.Sorted(maps.Keys(byCommit)) {
 		var he *commitstatus.HTTPError
 		c := byCommit[sha]
-		s := Summarize(r.o.Cluster, c.tasks, c.refused...)
-		s.Context, s.TargetURL = r.o.Context, r.o.TargetURL
 		r.mu.Lock()
 		last, seen := r.posted[sha]
 		r.mu.Unlock()
+		for _, f := range last.refusals {
+			if !slices.ContainsFunc(c.refused, func(g v1alpha1.RefusedLock) bool { return g.Path == f.Path }) {
+				c.refused = append(c.refused, f)
+			}
+		}
+		s := Summarize(r.o.Cluster, c.tasks, c.refused...)
+		s.Context, s.TargetURL = r.o.Context, r.o.TargetURL
 		if seen && (last.status == s || last.onlyFewer(c)) {
 			continue
 		}
@@ -339,7 +351,7 @@ func (r *Reporter) remember(sha string, s commitstatus.Status, c commitResult) {
 		refused[f.Path] = true
 	}
 	r.mu.Lock()
-	r.posted[sha] = postedStatus{status: s, tasks: names, refused: refused}
+	r.posted[sha] = postedStatus{status: s, tasks: names, refused: refused, refusals: slices.Clone(c.refused)}
 	r.mu.Unlock()
 }
 

@@ -327,6 +327,8 @@ func TestALockCommitWhoseLockfileTheAgentRefusedIsAFailure(t *testing.T) {
 	src.Status.Refused = []v1alpha1.RefusedLock{
 		{Commit: mixed, Path: "locks/prod/dev/api.lock.yaml", Reason: v1alpha1.ReasonInvalidLock, Message: "sequence 3 does not follow 4", Time: now},
 		{Commit: allRefused, Path: "locks/prod/staging/api.lock.yaml", Reason: v1alpha1.ReasonLockDeleted, Message: "deleted by hand", Time: now},
+		// Another cluster's (the source followed it before): not ours.
+		{Commit: mixed, Path: "locks/edge/dev/api.lock.yaml", Reason: v1alpha1.ReasonInvalidLock, Message: "x", Time: now},
 	}
 	if err := cl.Status().Update(ctx, src); err != nil {
 		t.Fatal(err)
@@ -364,5 +366,66 @@ func TestALockCommitWhoseLockfileTheAgentRefusedIsAFailure(t *testing.T) {
 	}
 	if got := gh.take(); len(got) != 0 {
 		t.Errorf("a failed commit whose refusal is no longer kept was posted again: %+v", got)
+	}
+
+	// A commit whose task still runs beside a refusal: failure; the
+	// refusal ages out of the StyrminSource while the task runs, then the
+	// task ends: still a failure.
+	running := strings.Repeat("9", 40)
+	hub := v1alpha1.DeploymentID{Cluster: "prod", Environment: "dev", Name: "hub"}
+	ht := &v1alpha1.StyrminTask{
+		ObjectMeta: metav1.ObjectMeta{Name: "dev-hub-3", Namespace: "apps", Labels: hub.Labels()},
+		Spec:       v1alpha1.StyrminTaskSpec{Deployment: hub, Namespace: "apps", Workflow: v1alpha1.WorkflowUpdate, ToSequence: 3, Lock: v1alpha1.LockRef{Commit: running, Path: "locks/prod/dev/hub.lock.yaml"}},
+	}
+	if err := cl.Create(ctx, ht); err != nil {
+		t.Fatal(err)
+	}
+	ht.Status.Phase = v1alpha1.TaskRunning
+	if err := cl.Status().Update(ctx, ht); err != nil {
+		t.Fatal(err)
+	}
+	src.Status.Refused = []v1alpha1.RefusedLock{{Commit: running, Path: "locks/prod/dev/api.lock.yaml", Reason: v1alpha1.ReasonInvalidLock, Message: "m", Time: metav1.Now()}}
+	if err := cl.Status().Update(ctx, src); err != nil {
+		t.Fatal(err)
+	}
+	waitRefused := func(n int) {
+		agenttest.WaitUntil(t, 10*time.Second, "the reader to see the refusals", func(ctx context.Context) (bool, string, error) {
+			var s v1alpha1.StyrminSource
+			if err := cl.Get(ctx, srcKey, &s); err != nil {
+				return false, err.Error(), nil
+			}
+			return len(s.Status.Refused) == n, fmt.Sprintf("%d refused", len(s.Status.Refused)), nil
+		})
+	}
+	waitRefused(1)
+	if err := r.Report(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if got := gh.take(); len(got) != 1 || got[0].sha != running || got[0].State != commitstatus.Failure {
+		t.Fatalf("a refusal beside a running task: posted %+v; want the commit's failure", got)
+	}
+	src.Status.Refused = nil
+	if err := cl.Status().Update(ctx, src); err != nil {
+		t.Fatal(err)
+	}
+	waitRefused(0)
+	ht.Status.Phase, ht.Status.FinishedAt = v1alpha1.TaskSucceeded, &metav1.Time{Time: time.Now()}
+	if err := cl.Status().Update(ctx, ht); err != nil {
+		t.Fatal(err)
+	}
+	agenttest.WaitUntil(t, 10*time.Second, "the reader to see the task end", func(ctx context.Context) (bool, string, error) {
+		var got v1alpha1.StyrminTask
+		if err := cl.Get(ctx, keyOf("apps", "dev-hub-3"), &got); err != nil {
+			return false, err.Error(), nil
+		}
+		return got.Status.Phase == v1alpha1.TaskSucceeded, string(got.Status.Phase), nil
+	})
+	if err := r.Report(ctx); err != nil {
+		t.Fatal(err)
+	}
+	for _, g := range gh.take() {
+		if g.sha == running && g.State != commitstatus.Failure {
+			t.Errorf("the refused commit's status turned %s once its refusal aged out and its task ended: %+v", g.State, g)
+		}
 	}
 }

@@ -160,6 +160,11 @@ type Reconciler struct {
 	// found Running that this process did not start was interrupted by a
 	// restart, and counts a new attempt.
 	started map[types.UID]int32
+	// tried records, per task, a start whose write failed (the step and
+	// its attempt): the API server may have applied it all the same (a
+	// timeout), and a step found Running at exactly that start was
+	// started here, not interrupted by a restart.
+	tried map[types.UID]triedStart
 	// written is the resourceVersion of each task's last status write, to
 	// notice a cache that has not caught up with it yet.
 	written map[types.UID]string
@@ -242,7 +247,7 @@ func NewReconciler(opts Options) (*Reconciler, error) {
 		return nil, err
 	}
 	own := Actor{Writer: opts.Client, Reader: opts.APIReader, Exec: opts.Exec, Logs: opts.Logs}
-	return &Reconciler{opts: opts, metrics: m, own: own, scopes: release.NewScopes(opts.Client.RESTMapper()), started: map[types.UID]int32{}, written: map[types.UID]string{}, instances: map[types.NamespacedName]lockedInstance{}, lastErr: map[types.UID]string{}, finished: map[types.UID]string{}, scaled: map[types.UID]map[string]int64{}, uids: map[types.NamespacedName]types.UID{}, runs: map[resolver.ID]types.UID{}, waiting: map[resolver.ID]map[types.NamespacedName]bool{}, waitsFor: map[types.NamespacedName]orderWait{}}, nil
+	return &Reconciler{opts: opts, metrics: m, own: own, scopes: release.NewScopes(opts.Client.RESTMapper()), started: map[types.UID]int32{}, tried: map[types.UID]triedStart{}, written: map[types.UID]string{}, instances: map[types.NamespacedName]lockedInstance{}, lastErr: map[types.UID]string{}, finished: map[types.UID]string{}, scaled: map[types.UID]map[string]int64{}, uids: map[types.NamespacedName]types.UID{}, runs: map[resolver.ID]types.UID{}, waiting: map[resolver.ID]map[types.NamespacedName]bool{}, waitsFor: map[types.NamespacedName]orderWait{}}, nil
 }
 
 // ControllerName is the task controller's name, in its metrics and logs.
@@ -538,6 +543,7 @@ func (r *Reconciler) forgetKey(key types.NamespacedName) {
 func (r *Reconciler) forgetLocked(key types.NamespacedName, uid types.UID) {
 	delete(r.finished, uid)
 	delete(r.started, uid)
+	delete(r.tried, uid)
 	delete(r.written, uid)
 	delete(r.lastErr, uid)
 	delete(r.scaled, uid)
@@ -1281,6 +1287,12 @@ func (r *Reconciler) startStep(ctx context.Context, run *taskRun, i int32) (phas
 	st := &t.Status.Steps[i]
 	r.mu.Lock()
 	here, ok := r.started[t.UID]
+	tried, wasTried := r.tried[t.UID]
+	delete(r.tried, t.UID)
+	if st.State == v1alpha1.StepRunning && !(ok && here == i) && wasTried && tried == (triedStart{i, st.Attempts}) {
+		// This process's start, whose write it took for failed.
+		r.started[t.UID], here, ok = i, i, true
+	}
 	r.mu.Unlock()
 	if st.State == v1alpha1.StepRunning && ok && here == i {
 		return phaseResult{}, nil
@@ -1315,6 +1327,9 @@ func (r *Reconciler) startStep(ctx context.Context, run *taskRun, i int32) (phas
 	}
 	setTaskConditions(t, v1alpha1.ReasonTaskRunning, "running step "+st.Name)
 	if err := r.writeStatus(ctx, run); err != nil {
+		r.mu.Lock()
+		r.tried[t.UID] = triedStart{i, st.Attempts}
+		r.mu.Unlock()
 		return phaseResult{}, err
 	}
 	r.mu.Lock()
@@ -1324,6 +1339,11 @@ func (r *Reconciler) startStep(ctx context.Context, run *taskRun, i int32) (phas
 	run.log.Info("step started", "task", t.Name, "step", st.Name, "index", i, "attempt", st.Attempts)
 	r.pause(ctx)
 	return phaseResult{}, nil
+}
+
+// triedStart is a step's start whose write failed: its index and attempt.
+type triedStart struct {
+	step, attempts int32
 }
 
 // pause waits StepPause (fault-injection tests only).

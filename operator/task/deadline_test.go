@@ -2,11 +2,14 @@ package task
 
 import (
 	"context"
+	"errors"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
@@ -108,5 +111,65 @@ func TestAStepInterruptedByMoreRestartsThanTheAgentResumesFails(t *testing.T) {
 		if later.State != v1alpha1.StepSkipped {
 			t.Errorf("step %s %s after the interrupted one failed; want Skipped", later.Name, later.State)
 		}
+	}
+}
+
+// answerLost writes through to the API server, and loses the answer of
+// the first status write that starts a task's first step: the write is
+// applied, the caller is told it timed out (an API server that answered
+// too late).
+type answerLost struct {
+	client.Client
+	lost atomic.Bool
+}
+
+func (a *answerLost) Status() client.SubResourceWriter { return lostStatus{a.Client.Status(), &a.lost} }
+
+type lostStatus struct {
+	client.SubResourceWriter
+	lost *atomic.Bool
+}
+
+func (s lostStatus) Update(ctx context.Context, obj client.Object, opts ...client.SubResourceUpdateOption) error {
+	if err := s.SubResourceWriter.Update(ctx, obj, opts...); err != nil {
+		return err
+	}
+	if tk, ok := obj.(*v1alpha1.StyrminTask); ok && len(tk.Status.Steps) > 0 && tk.Status.Steps[0].State == v1alpha1.StepRunning && s.lost.CompareAndSwap(false, true) {
+		return apierrors.NewTimeoutError("the answer was lost", 1)
+	}
+	return nil
+}
+
+// TestAStartWhoseAnswerWasLostIsNoRestart pins that a step's start whose
+// write the API server applied but whose answer the agent did not get (a
+// timeout) is not taken for a step an agent restart interrupted: it was
+// counted a resume (and a new attempt), and a few such hiccups failed the
+// step as StepInterrupted, blaming restarts that never happened.
+func TestAStartWhoseAnswerWasLostIsNoRestart(t *testing.T) {
+	const ns = "dev-jobs"
+	cl := withCRDs(t, ns)
+	ctx := context.Background()
+	d := maintenanceDriver(t)
+	workers(t, cl, ns, 2, 2)
+	tk := createJobsTask(t, cl, jobsInstance(t, d, ns, 1, "1.0.0"), v1alpha1.WorkflowCreate)
+	req := reconcile.Request{NamespacedName: client.ObjectKeyFromObject(tk)}
+	lossy := &answerLost{Client: cl}
+	r, err := NewReconciler(Options{Client: lossy, Drivers: oneDriver{d}, Registerer: prometheus.NewRegistry(), StepTimeout: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i < 20 && !lossy.lost.Load(); i++ {
+		if _, err := r.Reconcile(ctx, req); err != nil && !apierrors.IsTimeout(errors.Unwrap(err)) && !strings.Contains(err.Error(), "the answer was lost") {
+			t.Fatal(err)
+		}
+	}
+	if !lossy.lost.Load() {
+		t.Fatal("the step never started")
+	}
+	tk = reconcileUntil(t, r, cl, req, "the first step stopping the workers", func(tk *v1alpha1.StyrminTask) bool {
+		return len(tk.Status.Steps) > 0 && len(tk.Status.Steps[0].Recorded) > 0
+	})
+	if st := tk.Status.Steps[0]; st.State != v1alpha1.StepRunning || st.Attempts != 1 || st.Resumes != 0 {
+		t.Fatalf("step %s after %d attempts, resumed %d times; want Running, one attempt, no resume", st.State, st.Attempts, st.Resumes)
 	}
 }

@@ -73,6 +73,11 @@ type RefusedLock struct {
 	// Message says why, and what to change.
 	// +kubebuilder:validation:MaxLength=1024
 	Message string `json:"message"`
+	// Sequence is the higher of the refused lockfile's sequence and the
+	// one it follows (0: neither known): a change of the deployment past
+	// it supersedes the refusal.
+	// +optional
+	Sequence int64 `json:"sequence,omitempty"`
 	// Time is when the agent first refused it.
 	Time metav1.Time `json:"time"`
 }
