@@ -71,11 +71,12 @@ type Plan struct {
 	// Waves are the waves the fan-outs run in (styrmin.cue rollout:),
 	// sorted by cluster, group and wave; empty without one.
 	Waves []Wave `json:"waves,omitempty"`
-	// UnlockedCommits counts the configuration commits since the last
-	// lock when there are more than one (0 otherwise; the caller sets it,
-	// styrminctl from the head's history): `lock --commit` locks each as
-	// its own instance, and the agent runs each change in turn (an
-	// upgrade's hooks included), where the plan shows their sum.
+	// UnlockedCommits counts the commits that changed the configuration's
+	// folder since the last lock when there are more than one (0
+	// otherwise; the caller sets it, styrminctl from the head's history):
+	// `lock --commit` locks each that changes an instance as its own
+	// instance, and the agent runs each change in turn (an upgrade's hooks
+	// included), where the plan shows their sum.
 	UnlockedCommits int `json:"unlockedCommits,omitempty"`
 }
 

@@ -314,7 +314,7 @@ func unlockedNote(p *Plan) string {
 	if p.UnlockedCommits < 2 || !p.HasChanges() {
 		return ""
 	}
-	return fmt.Sprintf("Note: this plan sums %d configuration commits made since the last lock. `styrminctl lock --commit` locks each as its own instance (their sequences follow one another), and the agent runs each change in turn: an upgrade one of them makes runs its hooks even when a later one reverts it.", p.UnlockedCommits)
+	return fmt.Sprintf("Note: this plan sums the %d commits made since the last lock. `styrminctl lock --commit` locks each one that changes an instance as its own instance (their sequences follow one another), and the agent runs each change in turn: an upgrade one of them makes runs its hooks even when a later one reverts it.", p.UnlockedCommits)
 }
 
 func heldWaiting(h Held) string {

@@ -460,3 +460,31 @@ func TestARevertedChangeIsLockedPastTheSequenceItUsed(t *testing.T) {
 		t.Errorf("lock --check after locking the revert: exit %d; want 0\n%s", code, out)
 	}
 }
+
+// TestPlanSaysItSumsTheConfigurationCommitsLockRunsOneByOne: a plan of
+// two unlocked upgrades showed one change (1.4.0 → 1.6.0) where `lock
+// --commit` locks each and the agent runs both upgrades' hooks in turn.
+// The plan says it sums them, in every format; one commit says nothing.
+func TestPlanSaysItSumsTheConfigurationCommitsLockRunsOneByOne(t *testing.T) {
+	one := lockedGitRepo(t)
+	writeRepoFile(t, one, devHubFile, hubAt("1.5.0"))
+	planGit(t, one, "commit", "-q", "-am", "hub 1.5.0")
+	out, _, _ := styrminctl(t, "--repo", one, "plan")
+	if strings.Contains(out, "commits made since the last lock") {
+		t.Errorf("one commit: the plan speaks of several:\n%s", out)
+	}
+	dir := lockedGitRepo(t)
+	_, _ = twoUpgrades(t, dir)
+	// Three commits, the README's among them (it changes no instance).
+	const note = "this plan sums the 3 commits made since the last lock. `styrminctl lock --commit` locks each one that changes an instance as its own instance"
+	for _, tc := range []struct{ format, want string }{
+		{"text", "Note: " + note},
+		{"markdown", "> [!NOTE]\n> Note: " + note},
+		{"json", `"unlockedCommits": 3`},
+	} {
+		out, code, err := styrminctl(t, "--repo", dir, "plan", "-o", tc.format)
+		if code != 0 || !strings.Contains(out, tc.want) {
+			t.Errorf("plan -o %s: exit %d, %v; want %q in:\n%s", tc.format, code, err, tc.want, out)
+		}
+	}
+}

@@ -61,6 +61,12 @@ the sequence it would get, why (the layer file whose change reaches it), the cha
 context and values, the driver actions the workflow runs, and the rendered-manifest
 diff. Sensitive parameters are masked and secrets appear only as references.
 
+It compares with the lockfiles, not with what a cluster runs: after a change that failed
+there, the agent chooses the workflow against the instance the cluster runs (an upgrade
+whose hooks did not all run is run again as an upgrade), whatever the plan says. Several
+commits since the last lock are shown as one change; lock --commit locks each that
+changes an instance on its own, and the plan notes it.
+
 It reads only the repository: no cluster, no network, unless --restores asks it to
 read the cluster (kubectl's flags) for restores in progress: a change of a deployment
 being restored is then shown as waiting for the restore (the agent applies it after
