@@ -500,7 +500,7 @@ func planOne(in Input, opts Options, c resolver.LockChange) (*Deployment, error)
 	if w == WorkflowDelete {
 		actionDriver = oldDrv
 	}
-	d.Actions = ActionsFor(w, actionDriver, next != nil && next.BackupFirst)
+	d.Actions = ActionsForInstance(w, actionDriver, next)
 	if d.Actions == nil {
 		d.Actions = []Action{}
 	}

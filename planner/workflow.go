@@ -129,6 +129,80 @@ func StepsFor(w Workflow, d *drivers.Driver, backupFirst bool) ([]Step, error) {
 	return out, nil
 }
 
+// ExpandHooks puts the driver's backup and restore hooks where a change's
+// steps ask for them, as the agent's task runs them: an upgrade's backup
+// step becomes the steps of the backup hook, a create's restoreBackup
+// step those of the restore hook when the deployment restores (restores:
+// its environment is a clone from a backup, see Restores); each named
+// after the step it replaces ("upgrade/pre/1:backup/backup/pre/1:runJob").
+// A restoreBackup step of a deployment that restores nothing stays, and
+// the agent skips it. A driver that cannot back up keeps its steps.
+func ExpandHooks(w Workflow, d *drivers.Driver, restores bool, steps []Step) ([]Step, error) {
+	if d == nil || !d.CanBackup() || (w != WorkflowCreate && w != WorkflowUpgrade) {
+		return steps, nil
+	}
+	var out []Step
+	for _, st := range steps {
+		hook := Workflow("")
+		switch {
+		case st.Action == drivers.ActionBackup:
+			hook = WorkflowBackup
+		case st.Action == drivers.ActionRestoreBackup && restores:
+			hook = WorkflowRestore
+		}
+		if hook == "" {
+			out = append(out, st)
+			continue
+		}
+		hs, err := StepsFor(hook, d, false)
+		if err != nil {
+			return nil, err
+		}
+		for _, h := range hs {
+			h.Name = st.Name + "/" + h.Name
+			out = append(out, h)
+		}
+	}
+	return out, nil
+}
+
+// Restores reports whether instance in's create restores a backup: its
+// environment is a clone from one (context.environment.clonedFrom names
+// the backup and its location only for the deployments it restores).
+func Restores(in *resolver.Instance) bool {
+	if in == nil || in.Context == nil {
+		return false
+	}
+	cf := in.Context.Environment.ClonedFrom
+	return cf != nil && cf.Backup != "" && cf.Location != ""
+}
+
+// ActionsForInstance is ActionsFor the change to instance next, the
+// backup and restore hooks expanded as the agent's task runs them
+// (ExpandHooks).
+func ActionsForInstance(w Workflow, d *drivers.Driver, next *resolver.Instance) []Action {
+	if d == nil && w != WorkflowDelete {
+		d = &drivers.Driver{}
+	}
+	steps, err := StepsFor(w, d, next != nil && next.BackupFirst)
+	if err != nil {
+		return nil
+	}
+	restores := Restores(next)
+	if steps, err = ExpandHooks(w, d, restores, steps); err != nil {
+		return nil
+	}
+	out := make([]Action, 0, len(steps))
+	for _, s := range steps {
+		a := describe(s, w)
+		if s.Action == drivers.ActionRestoreBackup && !restores {
+			a.Description = "restore the backup the environment was cloned from: skipped, the deployment restores none (its environment is no clone from a backup, or it was added after the clone)"
+		}
+		out = append(out, a)
+	}
+	return out
+}
+
 // Actions returns the steps of Steps as the plan shows them, each with a
 // sentence saying what it does; nil for an unknown workflow. Without a
 // driver (one that could not be loaded) only the core step is shown.

@@ -780,10 +780,7 @@ func (r *Reconciler) plan(ctx context.Context, run *taskRun) (phaseResult, error
 			return r.failTask(ctx, run, v1alpha1.ReasonInvalidTask, why)
 		}
 	}
-	steps, err := StepsFor(wf, d, run.instance.BackupFirst)
-	if err == nil {
-		steps, err = expandSteps(wf, d, run.instance, steps)
-	}
+	steps, err := StepsForInstance(wf, d, run.instance)
 	if err != nil {
 		return r.failTask(ctx, run, v1alpha1.ReasonInvalidTask, err.Error())
 	}

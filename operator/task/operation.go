@@ -20,6 +20,7 @@ import (
 	"github.com/styrmin/styrmin/operator/api/v1alpha1"
 	"github.com/styrmin/styrmin/operator/instance"
 	"github.com/styrmin/styrmin/operator/internal/outcome"
+	"github.com/styrmin/styrmin/planner"
 	"github.com/styrmin/styrmin/resolver"
 )
 
@@ -612,6 +613,18 @@ func RestoresBackup(t *v1alpha1.StyrminTask, backupID string) bool {
 	return false
 }
 
+// StepsForInstance are the steps a change's task runs to instance in with
+// driver d: StepsFor with the instance's BackupFirst, the backup and
+// restore hooks put in place (expandSteps). The plan shows the same
+// (planner.ActionsForInstance).
+func StepsForInstance(wf v1alpha1.Workflow, d *drivers.Driver, in *resolver.Instance) ([]v1alpha1.TaskStep, error) {
+	steps, err := StepsFor(wf, d, in.BackupFirst)
+	if err != nil {
+		return nil, err
+	}
+	return expandSteps(wf, d, in, steps)
+}
+
 // expandSteps puts the driver's backup and restore hooks where a change's
 // steps ask for them: a create of a deployment whose environment is a
 // clone from a backup restores it at the setup hook's restoreBackup step
@@ -654,7 +667,7 @@ func expandSteps(wf v1alpha1.Workflow, d *drivers.Driver, in *resolver.Instance,
 		switch drivers.ActionKind(st.Action) {
 		case drivers.ActionRestoreBackup:
 			cf := env.ClonedFrom
-			if cf == nil || cf.Backup == "" || cf.Location == "" {
+			if !planner.Restores(in) {
 				st.State, st.Message = v1alpha1.StepSkipped, "nothing to restore: the environment is not a clone from a backup, or the deployment was added to it after the clone"
 				out = append(out, st)
 				continue

@@ -9,6 +9,7 @@ import (
 	"github.com/styrmin/styrmin/operator/api/v1alpha1"
 	"github.com/styrmin/styrmin/operator/task"
 	"github.com/styrmin/styrmin/planner"
+	"github.com/styrmin/styrmin/resolver"
 )
 
 func exampleCatalog(t *testing.T) *drivers.Catalog {
@@ -161,4 +162,69 @@ func TestPlanAndTaskRunTheSameSteps(t *testing.T) {
 	if checked < 4*3 {
 		t.Fatalf("checked %d workflows: the examples should hold at least three driver versions", checked)
 	}
+}
+
+// TestPlanAndTaskExpandTheBackupAndRestoreHooksAlike extends the one step
+// plan to the hooks the agent puts in place: an upgrade's backup step
+// (backupFirst) runs the backup hook's steps and a clone's create its
+// restore hook's, and the plan showed each as one step under another
+// name. For every example driver that can back up, the plan's actions
+// and the task's steps are the same, for a clone and not.
+func TestPlanAndTaskExpandTheBackupAndRestoreHooksAlike(t *testing.T) {
+	cat := exampleCatalog(t)
+	clone := &drivers.CloneSource{Cluster: "local", Environment: "dev", Backup: "dev-nightly", Location: "s3://backups/dev"}
+	checked := 0
+	for _, name := range cat.Names() {
+		for _, d := range cat.Versions(name) {
+			if !d.CanBackup() {
+				continue
+			}
+			for _, tc := range []struct {
+				name     string
+				w        planner.Workflow
+				in       *resolver.Instance
+				expanded string // a step name only the expansion has
+			}{
+				{"create in a clone", planner.WorkflowCreate, instanceIn(clone, false), ":restoreBackup/restore/"},
+				{"create elsewhere", planner.WorkflowCreate, instanceIn(nil, false), ""},
+				{"upgrade taking a backup first", planner.WorkflowUpgrade, instanceIn(nil, true), ":backup/backup/"},
+			} {
+				t.Run(d.Name+"@"+d.Version+"/"+tc.name, func(t *testing.T) {
+					plan := planner.ActionsForInstance(tc.w, d, tc.in)
+					steps, err := task.StepsForInstance(v1alpha1.Workflow(tc.w), d, tc.in)
+					if err != nil {
+						t.Fatal(err)
+					}
+					if len(plan) != len(steps) {
+						t.Fatalf("the plan shows %d steps, the task runs %d", len(plan), len(steps))
+					}
+					found := tc.expanded == ""
+					for i := range steps {
+						p, s := plan[i], steps[i]
+						if p.Name != s.Name || p.Hook != s.Hook || p.Mode != s.Mode || p.Action != s.Action {
+							t.Errorf("step %d: plan %s (%s/%s %s), task %s (%s/%s %s)", i, p.Name, p.Hook, p.Mode, p.Action, s.Name, s.Hook, s.Mode, s.Action)
+						}
+						if s.State == v1alpha1.StepSkipped && !strings.Contains(p.Description, "skipped") {
+							t.Errorf("step %s: the task skips it, the plan says %q", s.Name, p.Description)
+						}
+						found = found || strings.Contains(s.Name, tc.expanded)
+					}
+					if !found {
+						t.Errorf("no step is named %q…: the hook was not put in place", tc.expanded)
+					}
+				})
+				checked++
+			}
+		}
+	}
+	if checked == 0 {
+		t.Fatal("no example driver can back up")
+	}
+}
+
+// instanceIn is an instance of an environment cloned from clone (nil: no
+// clone), taking a backup before an upgrade when backupFirst.
+func instanceIn(clone *drivers.CloneSource, backupFirst bool) *resolver.Instance {
+	return &resolver.Instance{ID: resolver.ID{Cluster: "local", Environment: "preview", Name: "hub"}, Sequence: 3, BackupFirst: backupFirst,
+		Context: &drivers.Context{Environment: drivers.EnvironmentContext{Name: "preview", BackupLocation: "s3://backups/preview", ClonedFrom: clone}}}
 }
