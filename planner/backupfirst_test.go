@@ -1,6 +1,8 @@
 package planner
 
 import (
+	"bytes"
+	"strings"
 	"testing"
 
 	"github.com/styrmin/styrmin/drivers"
@@ -52,4 +54,39 @@ func TestStepsForBackupFirst(t *testing.T) {
 	if a := ActionsFor(WorkflowUpgrade, d, true); a[0].Description != "take a backup of the deployment (the driver's backup hook)" {
 		t.Errorf("described as %q", a[0].Description)
 	}
+}
+
+// TestAnUpgradeTakingABackupFirstShowsTheBackupHooksStepsInAValidPlan: an
+// upgrade with backupBeforeUpgrade runs the driver's backup hook where
+// its backup step is, and the plan shows those steps as the task names
+// them; the JSON schema refused such names and hooks.
+func TestAnUpgradeTakingABackupFirstShowsTheBackupHooksStepsInAValidPlan(t *testing.T) {
+	base := lockedExample(t)
+	head := copyTree(t, base)
+	writeFile(t, head, "clusters/local/environments/staging/deployments/hub.cue",
+		"driver: {name: \"graphhub\", version: \"1.0.0\"}\nappVersion: \"1.4.1\"\nbackupBeforeUpgrade: true\nparameters: {\n\tlogLevel: \"warning\"\n\tdatabasePassword: {name: \"hub-db\", key: \"password\"}\n}\nconfig: logLevel: \"warn\"\n")
+	p := computePlan(t, base, head, Options{})
+	var hub *Deployment
+	for _, d := range p.Deployments {
+		if d.ID == "local/staging/hub" {
+			hub = d
+		}
+	}
+	if hub == nil || hub.Workflow != WorkflowUpgrade {
+		t.Fatalf("staging/hub: %+v; want an upgrade", hub)
+	}
+	var backup []string
+	for _, a := range hub.Actions {
+		if strings.HasPrefix(a.Name, "upgrade/pre/1:backup/backup/") && a.Hook == "backup" {
+			backup = append(backup, a.Name)
+		}
+	}
+	if len(backup) == 0 {
+		t.Fatalf("the upgrade's actions do not show the backup hook's steps: %+v", hub.Actions)
+	}
+	var buf bytes.Buffer
+	if err := Render(&buf, p, FormatJSON, RenderOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	validatePlanJSON(t, buf.Bytes())
 }

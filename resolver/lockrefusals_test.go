@@ -302,6 +302,60 @@ func TestAnObjectMovingToAnotherDeploymentRunsAfterTheOneGivingItUp(t *testing.T
 			t.Errorf("after: aa %v, staging %v; want nothing", next[aa].After, next[staging].After)
 		}
 	})
+	t.Run("a move against the waves' order", func(t *testing.T) {
+		dir := setup(t)
+		writeFile(t, dir, "styrmin.cue", "rollout: {order: [\"aa\", \"staging\"]}\n")
+		lockAll(t, dir)
+		writeFile(t, dir, stagingTn, tenant(""))
+		writeFile(t, dir, aaTn, tenant(role))
+		next := lockAll(t, dir)
+		if want := AfterRef(staging, next[staging].Sequence); !slices.Contains(next[aa].After, want) || next[aa].Rollout != nil {
+			t.Errorf("aa/tn after %v in wave %+v; want after %s and in no wave (it runs after its giver, whatever wave that is in)", next[aa].After, next[aa].Rollout, want)
+		}
+	})
+	t.Run("the giver refused for another object", func(t *testing.T) {
+		dir := setup(t)
+		bbTn := "clusters/local/environments/bb/deployments/tn.cue"
+		writeFile(t, dir, "clusters/local/environments/bb/environment.cue", "namespacePrefix: \"bb\"\n")
+		writeFile(t, dir, bbTn, tenant(elsewhere))
+		lockAll(t, dir)
+		// Staging gives the role up for bb's ConfigMap (refused: bb's
+		// lock holds it) and so keeps its lock and the role: aa may not
+		// take it.
+		writeFile(t, dir, stagingTn, tenant(elsewhere))
+		writeFile(t, dir, aaTn, tenant(role))
+		res, _, _ := resolveDir(t, dir)
+		errs := errorsByID(res)
+		if !strings.Contains(errs["local/staging/tn"], "deployment local/bb/tn") ||
+			!strings.Contains(errs["local/aa/tn"], "renders ClusterRole tn-reader, which the lock of deployment local/staging/tn renders: local/staging/tn failed to resolve") {
+			t.Fatalf("errors %v; want staging refused for bb's ConfigMap and aa for staging's role", errs)
+		}
+	})
+	t.Run("three deployments moving objects around", func(t *testing.T) {
+		dir := setup(t)
+		bbTn := "clusters/local/environments/bb/deployments/tn.cue"
+		data, err := os.ReadFile(filepath.Join(dir, "clusters/local/cluster.cue"))
+		must(t, err)
+		writeFile(t, dir, "clusters/local/cluster.cue", strings.Replace(string(data), `policy: namespaces: ["shared"]`, `policy: namespaces: ["shared", "shared2"]`, 1))
+		writeFile(t, dir, "clusters/local/environments/bb/environment.cue", "namespacePrefix: \"bb\"\n")
+		other := "parameters: otherNamespace: \"shared2\"\n"
+		writeFile(t, dir, aaTn, tenant(elsewhere))
+		writeFile(t, dir, bbTn, tenant(other))
+		lockAll(t, dir)
+		// aa takes staging's role, staging bb's ConfigMap, bb aa's.
+		writeFile(t, dir, aaTn, tenant(role))
+		writeFile(t, dir, stagingTn, tenant(other))
+		writeFile(t, dir, bbTn, tenant(elsewhere))
+		res, locks, _ := resolveDir(t, dir)
+		if errs := errorsByID(res); len(errs) != 0 {
+			t.Fatalf("errors %v", errs)
+		}
+		_, err = PlanLocks(res, locks)
+		if err == nil || !strings.Contains(err.Error(), "wait for each other in a cycle") ||
+			!strings.Contains(err.Error(), "locks/local/aa/tn.lock.yaml") || !strings.Contains(err.Error(), "locks/local/bb/tn.lock.yaml") || !strings.Contains(err.Error(), "locks/local/staging/tn.lock.yaml") {
+			t.Fatalf("a cycle of three moves: %v; want it refused naming the three lockfiles", err)
+		}
+	})
 	t.Run("two deployments trading objects", func(t *testing.T) {
 		dir := setup(t)
 		writeFile(t, dir, aaTn, tenant(elsewhere))

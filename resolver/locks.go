@@ -312,10 +312,14 @@ func nextInstances(res *Result, current map[ID]*Instance, used UsedSequences, re
 	sort.Slice(out, func(i, j int) bool { return lessID(out[i].ID, out[j].ID) })
 	orderCreates(res, current, out)
 	orderIngress(res, current, out)
-	if err := orderMoves(res, out); err != nil {
+	takers, err := orderMoves(res, out)
+	if err != nil {
 		return nil, err
 	}
-	if err := orderWaves(res, out); err != nil {
+	if err := orderWaves(res, out, takers); err != nil {
+		return nil, err
+	}
+	if err := checkOrderCycles(out); err != nil {
 		return nil, err
 	}
 	after := maps.Clone(current)
@@ -378,9 +382,12 @@ func orderCreates(res *Result, current map[ID]*Instance, changes []LockChange) {
 // refused the object, and fail once its step's time was up. Two
 // deployments that trade objects in one lock would wait for each other:
 // refused, naming both, to be locked in two commits.
-func orderMoves(res *Result, changes []LockChange) error {
+//
+// It returns the takers: they run after their givers whatever wave those
+// are in, so no wave holds them (a wave before would wait for them).
+func orderMoves(res *Result, changes []LockChange) (map[ID]bool, error) {
 	if len(res.held) == 0 || len(res.renders) == 0 {
-		return nil
+		return nil, nil
 	}
 	takers := map[objectKey][]int{} // the changes whose new instance renders each object
 	for i, c := range changes {
@@ -414,6 +421,7 @@ func orderMoves(res *Result, changes []LockChange) error {
 		return cmp.Or(cmp.Compare(a[0], b[0]), cmp.Compare(a[1], b[1]))
 	})
 	var errs []error
+	moved := map[ID]bool{}
 	for _, p := range pairs {
 		from, to := &changes[p[0]], &changes[p[1]]
 		if back, ok := moves[[2]int{p[1], p[0]}]; ok {
@@ -424,8 +432,62 @@ func orderMoves(res *Result, changes []LockChange) error {
 			continue
 		}
 		addAfter(to.Next, AfterRef(from.ID, from.Next.Sequence))
+		moved[to.ID] = true
 	}
-	return errors.Join(errs...)
+	return moved, errors.Join(errs...)
+}
+
+// checkOrderCycles refuses changes whose afters, within this lock, wait
+// for each other in a cycle (moves of objects around three deployments,
+// say): the agent would hold every one of them for ever. It names the
+// lockfiles of the cycle.
+func checkOrderCycles(changes []LockChange) error {
+	index := make(map[string]int, len(changes))
+	for i, c := range changes {
+		index[AfterRef(c.ID, c.Next.Sequence)] = i
+	}
+	const (
+		unseen = iota
+		open
+		closed
+	)
+	state := make([]int, len(changes))
+	var stack []int
+	var visit func(i int) error
+	visit = func(i int) error {
+		state[i] = open
+		stack = append(stack, i)
+		for _, a := range changes[i].Next.After {
+			j, ok := index[a]
+			if !ok {
+				continue
+			}
+			switch state[j] {
+			case open:
+				k := slices.Index(stack, j)
+				files := make([]string, 0, len(stack)-k)
+				for _, n := range stack[k:] {
+					files = append(files, changes[n].ID.LockPath())
+				}
+				return fmt.Errorf("%s: these changes wait for each other in a cycle (their after:, from moves of objects between them, waves or connects): the agent would hold them all; lock them in more than one commit", strings.Join(files, ", "))
+			case unseen:
+				if err := visit(j); err != nil {
+					return err
+				}
+			}
+		}
+		stack = stack[:len(stack)-1]
+		state[i] = closed
+		return nil
+	}
+	for i := range changes {
+		if state[i] == unseen {
+			if err := visit(i); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
 }
 
 // lessKey orders object keys.

@@ -206,6 +206,9 @@ func Resolve(repo *Repository, opts Options) *Result {
 	failConnectors(jobs, second, opts.Only)
 	objectConflicts(repo, jobs, second, opts, out)
 	failConnectors(jobs, second, opts.Only)
+	for failTakers(jobs, second, out) {
+		failConnectors(jobs, second, opts.Only)
+	}
 	resolveInternal(repo, opts, nsErrs, out)
 	for i, j := range jobs {
 		switch {
@@ -925,9 +928,11 @@ func objectConflicts(repo *Repository, jobs []*resolveJob, second []error, opts 
 	// locks' objects are no claim, but one may move to another
 	// deployment (orderMoves).
 	for _, id := range sortedLockIDs(opts.Locks) {
-		if lock := opts.Locks[id]; reaching[id.Cluster] && !configured[id] && !lock.Tombstone() && lock.Context != nil &&
-			!(opts.Only != nil && !opts.Only[id]) {
-			claims = append(claims, &claim{id: id, job: -2, existing: true, lock: lock})
+		// (An ingress controller is no deployment of an environment: it
+		// is resolved apart, resolveInternal, and its tombstone waits for
+		// its applications, orderIngress.)
+		if lock := opts.Locks[id]; reaching[id.Cluster] && !configured[id] && !lock.Tombstone() && lock.Context != nil && lock.Internal == "" {
+			claims = append(claims, &claim{id: id, job: deletedClaim, existing: true, lock: lock})
 		}
 	}
 	// What the locks render outside their namespaces: of the deployments
@@ -1015,6 +1020,66 @@ func objectConflicts(repo *Repository, jobs []*resolveJob, second []error, opts 
 			second[cl.job] = conflictError(cl, *first, other, n-1)
 		}
 	}
+}
+
+// failTakers fails each deployment resolved in the second pass that
+// renders an object outside its namespace which the lock of a deployment
+// failed since (refused for another object, or for what it connects to)
+// renders: that one keeps its lock, and the object with it, so the
+// taker's apply would be refused. It reports whether it failed any.
+func failTakers(jobs []*resolveJob, second []error, out *Result) bool {
+	if len(out.held) == 0 {
+		return false
+	}
+	failed := map[ID]bool{}
+	for i, j := range jobs {
+		if j.err != nil || second[i] != nil {
+			failed[j.d.ID] = true
+		}
+	}
+	givers := slices.SortedFunc(maps.Keys(out.held), func(a, b ID) int {
+		if lessID(a, b) {
+			return -1
+		}
+		if lessID(b, a) {
+			return 1
+		}
+		return 0
+	})
+	any := false
+	for i, j := range jobs {
+		if j.err != nil || second[i] != nil || len(out.renders[j.d.ID]) == 0 {
+			continue
+		}
+		for _, g := range givers {
+			if !failed[g] || g == j.d.ID {
+				continue
+			}
+			var held []objectKey
+			for k := range out.held[g] {
+				if out.renders[j.d.ID][k] {
+					held = append(held, k)
+				}
+			}
+			if len(held) == 0 {
+				continue
+			}
+			slices.SortFunc(held, func(a, b objectKey) int {
+				if lessKey(a, b) {
+					return -1
+				}
+				if lessKey(b, a) {
+					return 1
+				}
+				return 0
+			})
+			second[i] = fmt.Errorf("%s: deployment %s renders %s, which the lock of deployment %s renders: %s failed to resolve, keeps its lock and the object with it, and the agent would refuse this deployment's apply; lock this one once %s resolves",
+				j.d.File, j.d.ID, held[0].describe(), g, g, g)
+			any = true
+			break
+		}
+	}
+	return any
 }
 
 // policyReaches reports whether p lets a chart out of its deployment's

@@ -192,8 +192,10 @@ type chain struct {
 // by environment; without one, an environment with its own rollout block
 // is a chain of its own and the others share the repository's. New
 // deployments (ordered by what they connect to), tombstones and internal
-// deployments (ordered around their ingress) are not part of a wave.
-func orderWaves(res *Result, changes []LockChange) error {
+// deployments (ordered around their ingress) are not part of a wave, nor
+// are takers (they run after the deployment an object moves from,
+// orderMoves).
+func orderWaves(res *Result, changes []LockChange, takers map[ID]bool) error {
 	cfg := res.rollout
 	if cfg == nil {
 		return nil
@@ -202,7 +204,7 @@ func orderWaves(res *Result, changes []LockChange) error {
 	var clusters []string
 	for i := range changes {
 		c := &changes[i]
-		if c.Next.Tombstone() || c.Previous == nil || c.Previous.Tombstone() || c.Next.Internal != "" {
+		if c.Next.Tombstone() || c.Previous == nil || c.Previous.Tombstone() || c.Next.Internal != "" || takers[c.ID] {
 			continue
 		}
 		if _, ok := byCluster[c.ID.Cluster]; !ok {

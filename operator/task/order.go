@@ -147,14 +147,14 @@ func (r *Reconciler) peerRan(ctx context.Context, lockCommit string, id resolver
 		// from it to this deployment): done once it is uninstalled, the
 		// StyrminDeployment gone, or its task ended well.
 		var del v1alpha1.StyrminTask
-		err := r.opts.Client.Get(ctx, client.ObjectKey{Namespace: sd.Namespace, Name: v1alpha1.TaskName(id.Name, seq)}, &del)
+		err := r.opts.Client.Get(ctx, client.ObjectKey{Namespace: sd.Namespace, Name: v1alpha1.TaskName(id.Name, sd.Spec.Sequence)}, &del)
 		switch {
 		case err == nil && del.Status.Phase == v1alpha1.TaskSucceeded:
 			return peerState{done: true}, nil
 		case err == nil && del.Status.Phase == v1alpha1.TaskFailed:
 			return peerState{failed: true, why: fmt.Sprintf("its deletion, task %s, failed (%s); a fix commit or `styrminctl retry %s` lets this one go on", del.Name, del.Status.Message, id)}, nil
 		case client.IgnoreNotFound(err) != nil:
-			return peerState{}, fmt.Errorf("reading task %s/%s: %w", sd.Namespace, v1alpha1.TaskName(id.Name, seq), err)
+			return peerState{}, fmt.Errorf("reading task %s/%s: %w", sd.Namespace, v1alpha1.TaskName(id.Name, sd.Spec.Sequence), err)
 		}
 		return peerState{why: "it is being deleted"}, nil
 	case sd.Spec.Tombstone():
