@@ -40,7 +40,7 @@ func TestATaskDoesNotRunItsStepsWhileAnotherTaskOfItsDeploymentRuns(t *testing.T
 	elsewhere := task("web-2", "u-web", other, 2, nil)
 	r := &Reconciler{opts: Options{PollInterval: 2 * time.Second}, runs: map[resolver.ID]types.UID{},
 		uids:     map[types.NamespacedName]types.UID{{Namespace: "data-hub", Name: "hub-5"}: "u-upgrade"},
-		finished: map[types.UID]string{}, started: map[types.UID]int32{}, written: map[types.UID]string{},
+		finished: map[types.UID]string{}, started: map[types.UID]int32{}, tried: map[types.UID]triedStart{}, written: map[types.UID]string{},
 		lastErr: map[types.UID]string{}, scaled: map[types.UID]map[string]int64{}, instances: map[types.NamespacedName]lockedInstance{},
 		waiting: map[resolver.ID]map[types.NamespacedName]bool{}, waitsFor: map[types.NamespacedName]orderWait{}}
 	id := resolver.ID{Cluster: "local", Environment: "data", Name: "hub"}
