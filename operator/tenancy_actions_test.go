@@ -250,3 +250,81 @@ func TestADriftCheckThatCannotReadTheObjectsLeavesReadyAlone(t *testing.T) {
 		time.Sleep(200 * time.Millisecond)
 	}
 }
+
+// TestADeploymentAddedBackAfterAFailedDeletionWaitsForTheUninstallThenIsCreated:
+// a deletion whose task failed (the uninstall refused for the account
+// past the step's timeout) is no active instance, so the deployment added
+// back ran as an update from the instance before it: no setup hook (a
+// database's init) over what the uninstall, which goes on, deleted. The
+// change now waits, saying why, until the uninstall ended, then installs
+// the deployment anew, as a create with its setup hook.
+func TestADeploymentAddedBackAfterAFailedDeletionWaitsForTheUninstallThenIsCreated(t *testing.T) {
+	t.Parallel()
+	const sa = "styrmin-deployer"
+	e := startServiceAccountAppEnv(t, sa)
+	ctx := context.Background()
+	role := client.ObjectKey{Namespace: appNamespace, Name: sa}
+	editRole := func(change func(r *rbacv1.Role)) {
+		t.Helper()
+		err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+			var r rbacv1.Role
+			if err := e.c.Get(ctx, role, &r); err != nil {
+				return err
+			}
+			change(&r)
+			return e.c.Update(ctx, &r)
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	e.lock(t)
+	e.startAgent(t, "--step-timeout=40s")
+	requireSucceeded(t, e.waitTask(t, appNamespace, "app", 1))
+
+	var apps rbacv1.PolicyRule
+	editRole(func(r *rbacv1.Role) {
+		for i, p := range r.Rules {
+			if slices.Contains(p.APIGroups, "apps") {
+				apps = *p.DeepCopy()
+				r.Rules[i].Verbs = slices.DeleteFunc(slices.Clone(p.Verbs), func(v string) bool { return v == "delete" })
+			}
+		}
+	})
+	e.commitConfig(t, "app: gone", map[string][]byte{appDeployment: nil})
+	deletion := e.lock(t)["app"]
+	if dt := e.waitTask(t, appNamespace, "app", deletion); dt.Status.Phase != v1alpha1.TaskFailed {
+		t.Fatalf("app-%d, the deletion: %s (%s), want Failed at its timeout", deletion, dt.Status.Phase, dt.Status.Message)
+	}
+
+	back := e.change(t, "app", "app: back", map[string][]byte{appDeployment: appConfig("1.0.0", "")})
+	name := client.ObjectKey{Namespace: appNamespace, Name: v1alpha1.TaskName("app", back)}
+	for deadline := time.Now().Add(60 * time.Second); ; time.Sleep(500 * time.Millisecond) {
+		var tk v1alpha1.StyrminTask
+		err := e.c.Get(ctx, name, &tk)
+		if client.IgnoreNotFound(err) != nil {
+			t.Fatal(err)
+		}
+		c := apimeta.FindStatusCondition(tk.Status.Conditions, v1alpha1.ConditionReady)
+		if tk.Status.Phase == v1alpha1.TaskPending && c != nil && c.Reason == v1alpha1.ReasonDeletionInProgress &&
+			strings.Contains(c.Message, fmt.Sprintf("the deletion at sequence %d", deletion)) {
+			t.Logf("app-%d waits: %s", back, c.Message)
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("app-%d (%v): %s, %+v; want it pending, waiting for the deletion's uninstall", back, err, tk.Status.Phase, c)
+		}
+	}
+	editRole(func(r *rbacv1.Role) {
+		for i, p := range r.Rules {
+			if slices.Contains(p.APIGroups, "apps") {
+				r.Rules[i] = apps
+			}
+		}
+	})
+	rt := e.waitTask(t, appNamespace, "app", back)
+	requireSucceeded(t, rt)
+	if rt.Status.Workflow != v1alpha1.WorkflowCreate || !strings.HasPrefix(rt.Status.Steps[0].Name, "setup/") {
+		t.Fatalf("app-%d ran %s (%v); want a create, its setup hook", back, rt.Status.Workflow, stepNames(rt))
+	}
+}

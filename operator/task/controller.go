@@ -33,6 +33,7 @@ import (
 	"github.com/styrmin/styrmin/operator/api/v1alpha1"
 	"github.com/styrmin/styrmin/operator/driversource"
 	"github.com/styrmin/styrmin/operator/instance"
+	"github.com/styrmin/styrmin/operator/internal/eventnote"
 	"github.com/styrmin/styrmin/operator/internal/liveness"
 	"github.com/styrmin/styrmin/operator/internal/outcome"
 	"github.com/styrmin/styrmin/operator/release"
@@ -718,6 +719,61 @@ func deletedAfter(active *v1alpha1.ActiveInstance, t *v1alpha1.StyrminTask) bool
 	return active != nil && active.Kind == v1alpha1.KindTombstone && active.Sequence > t.Spec.ToSequence && !IsOperation(t)
 }
 
+// afterFailedDeletion is the active instance a change that adds the
+// deployment (back) starts from when its deletion's task failed: that
+// task is no active instance, so the one before it was, and the re-add
+// ran as an update (no setup hook: a database's init) on what the
+// uninstall, which goes on after the task failed, had deleted or was
+// deleting. While the StyrminDeployment still holds the deletion (its
+// uninstall not ended) the change waits (wait); once it is gone the
+// deletion is the active instance, and the change a create.
+func afterFailedDeletion(sd *v1alpha1.StyrminDeployment, tasks []v1alpha1.StyrminTask, active *v1alpha1.ActiveInstance, t *v1alpha1.StyrminTask) (*v1alpha1.ActiveInstance, bool) {
+	if sd != nil {
+		held := sd.Spec.Tombstone() && sd.Spec.Sequence < t.Spec.ToSequence && (active == nil || active.Sequence < sd.Spec.Sequence)
+		return active, held
+	}
+	var deletion *v1alpha1.ActiveInstance
+	for i := range tasks {
+		d := &tasks[i]
+		if d.Status.Phase != v1alpha1.TaskFailed || d.Spec.Operation != nil || d.Spec.ToSequence >= t.Spec.ToSequence ||
+			(active != nil && d.Spec.ToSequence <= active.Sequence) {
+			continue
+		}
+		if a := instance.TaskTarget(d); a != nil && a.Kind == v1alpha1.KindTombstone && (deletion == nil || a.Sequence > deletion.Sequence) {
+			deletion = a
+		}
+	}
+	if deletion != nil && active != nil && active.Kind != v1alpha1.KindTombstone {
+		// No StyrminDeployment: its uninstall ended (it goes only then).
+		return deletion, false
+	}
+	return active, false
+}
+
+// waitForDeletion keeps a change that adds the deployment back pending
+// while the uninstall of its failed deletion goes on, saying so (once
+// per message) with the StyrminDeployment's reason.
+func (r *Reconciler) waitForDeletion(ctx context.Context, run *taskRun, sd *v1alpha1.StyrminDeployment) (phaseResult, error) {
+	t := run.task
+	msg := fmt.Sprintf("waiting for the deletion at sequence %d to end (its task failed; the uninstall of the release goes on) before the deployment is installed anew", sd.Spec.Sequence)
+	if c := apimeta.FindStatusCondition(sd.Status.Conditions, v1alpha1.ConditionReady); c != nil && c.Message != "" {
+		msg += fmt.Sprintf(": %s: %s", c.Reason, c.Message)
+	}
+	msg = eventnote.Cut(msg, 1024)
+	if t.Status.Phase == "" {
+		// Pending, not planned: startWorkflow plans it when it may start.
+		t.Status.Phase = v1alpha1.TaskPending
+	}
+	if c := apimeta.FindStatusCondition(t.Status.Conditions, v1alpha1.ConditionReady); c == nil || c.Message != msg || run.planUnwritten {
+		setTaskConditions(t, v1alpha1.ReasonDeletionInProgress, msg)
+		if err := r.writeStatus(ctx, run); err != nil {
+			return phaseResult{}, err
+		}
+	}
+	run.log.V(1).Info("waiting for a failed deletion's uninstall", "why", msg)
+	return phaseResult{stop: true, after: orderPollInterval}, nil
+}
+
 // plan chooses the task's workflow against the deployment's active
 // instance (instance.SelectWorkflow) and plans its steps from the
 // instance's driver, recording the choice and the sequence it starts
@@ -733,6 +789,12 @@ func (r *Reconciler) plan(ctx context.Context, run *taskRun) (phaseResult, error
 		return phaseResult{}, err
 	}
 	active := instance.Active(sd, tasks)
+	if run.instance != nil && !run.instance.Tombstone() && !IsOperation(t) {
+		var wait bool
+		if active, wait = afterFailedDeletion(sd, tasks, active, t); wait {
+			return r.waitForDeletion(ctx, run, sd)
+		}
+	}
 	if deletedAfter(active, t) {
 		// The deployment was deleted by a later change: running this
 		// one would install it again (the guard keeps only a newer

@@ -112,6 +112,10 @@ const (
 	// ReasonWaitingForOrder: the task's instance runs after others (its
 	// lock's after: ID@SEQ) that have not run, or are not Ready, yet.
 	ReasonWaitingForOrder = "WaitingForOrder"
+	// ReasonDeletionInProgress: the deployment is added back while the
+	// uninstall of its deletion (whose task failed) has not ended; its
+	// change waits for it, then installs it anew.
+	ReasonDeletionInProgress = "DeletionInProgress"
 	// ReasonRestoreInProgress: the task's change waits for a restore of
 	// its deployment (running, or failed and not yet retried or deleted).
 	ReasonRestoreInProgress = "RestoreInProgress"
