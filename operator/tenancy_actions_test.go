@@ -43,22 +43,7 @@ func TestDriverActionsAndUninstallActAsTheEnvironmentsServiceAccount(t *testing.
 	const sa = "styrmin-deployer"
 	user := drivers.ServiceAccountUser(appNamespace, sa)
 	e := startServiceAccountAppEnv(t, sa)
-	ctx := context.Background()
-	role := client.ObjectKey{Namespace: appNamespace, Name: sa}
-	editRole := func(change func(r *rbacv1.Role)) {
-		t.Helper()
-		err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
-			var r rbacv1.Role
-			if err := e.c.Get(ctx, role, &r); err != nil {
-				return err
-			}
-			change(&r)
-			return e.c.Update(ctx, &r)
-		})
-		if err != nil {
-			t.Fatal(err)
-		}
-	}
+	editRole := e.roleEditor(t, client.ObjectKey{Namespace: appNamespace, Name: sa})
 	var jobs rbacv1.PolicyRule
 	editRole(func(r *rbacv1.Role) {
 		r.Rules = slices.DeleteFunc(r.Rules, func(p rbacv1.PolicyRule) bool {
@@ -142,6 +127,24 @@ func TestDriverActionsAndUninstallActAsTheEnvironmentsServiceAccount(t *testing.
 		err = e.c.Get(ctx, client.ObjectKey{Namespace: appNamespace, Name: "app-app"}, &d)
 		return apierrors.IsNotFound(err), fmt.Sprintf("Deployment app-app: %v", err), client.IgnoreNotFound(err)
 	})
+}
+
+// roleEditor returns a function that changes the Role named role.
+func (e *agentEnv) roleEditor(t *testing.T, role client.ObjectKey) func(change func(r *rbacv1.Role)) {
+	return func(change func(r *rbacv1.Role)) {
+		t.Helper()
+		err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+			var r rbacv1.Role
+			if err := e.c.Get(context.Background(), role, &r); err != nil {
+				return err
+			}
+			change(&r)
+			return e.c.Update(context.Background(), &r)
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
 }
 
 // startServiceAccountAppEnv is the faulty driver's app alone in dev (the
@@ -263,21 +266,7 @@ func TestADeploymentAddedBackAfterAFailedDeletionWaitsForTheUninstallThenIsCreat
 	const sa = "styrmin-deployer"
 	e := startServiceAccountAppEnv(t, sa)
 	ctx := context.Background()
-	role := client.ObjectKey{Namespace: appNamespace, Name: sa}
-	editRole := func(change func(r *rbacv1.Role)) {
-		t.Helper()
-		err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
-			var r rbacv1.Role
-			if err := e.c.Get(ctx, role, &r); err != nil {
-				return err
-			}
-			change(&r)
-			return e.c.Update(ctx, &r)
-		})
-		if err != nil {
-			t.Fatal(err)
-		}
-	}
+	editRole := e.roleEditor(t, client.ObjectKey{Namespace: appNamespace, Name: sa})
 	e.lock(t)
 	e.startAgent(t, "--step-timeout=40s")
 	requireSucceeded(t, e.waitTask(t, appNamespace, "app", 1))

@@ -754,24 +754,16 @@ func afterFailedDeletion(sd *v1alpha1.StyrminDeployment, tasks []v1alpha1.Styrmi
 // while the uninstall of its failed deletion goes on, saying so (once
 // per message) with the StyrminDeployment's reason.
 func (r *Reconciler) waitForDeletion(ctx context.Context, run *taskRun, sd *v1alpha1.StyrminDeployment) (phaseResult, error) {
-	t := run.task
 	msg := fmt.Sprintf("waiting for the deletion at sequence %d to end (its task failed; the uninstall of the release goes on) before the deployment is installed anew", sd.Spec.Sequence)
 	if c := apimeta.FindStatusCondition(sd.Status.Conditions, v1alpha1.ConditionReady); c != nil && c.Message != "" {
 		msg += fmt.Sprintf(": %s: %s", c.Reason, c.Message)
 	}
 	msg = eventnote.Cut(msg, 1024)
-	if t.Status.Phase == "" {
+	if run.task.Status.Phase == "" {
 		// Pending, not planned: startWorkflow plans it when it may start.
-		t.Status.Phase = v1alpha1.TaskPending
+		run.task.Status.Phase = v1alpha1.TaskPending
 	}
-	if c := apimeta.FindStatusCondition(t.Status.Conditions, v1alpha1.ConditionReady); c == nil || c.Message != msg || run.planUnwritten {
-		setTaskConditions(t, v1alpha1.ReasonDeletionInProgress, msg)
-		if err := r.writeStatus(ctx, run); err != nil {
-			return phaseResult{}, err
-		}
-	}
-	run.log.V(1).Info("waiting for a failed deletion's uninstall", "why", msg)
-	return phaseResult{stop: true, after: orderPollInterval}, nil
+	return r.waitSaying(ctx, run, v1alpha1.ReasonDeletionInProgress, msg, orderPollInterval)
 }
 
 // plan chooses the task's workflow against the deployment's active

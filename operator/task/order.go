@@ -92,18 +92,25 @@ func (r *Reconciler) awaitOrder(ctx context.Context, run *taskRun) (phaseResult,
 // waitForOrder records why the task waits (once per change of reason)
 // and looks again after the interval.
 func (r *Reconciler) waitForOrder(ctx context.Context, run *taskRun, why string, after time.Duration) (phaseResult, error) {
-	t := run.task
 	msg := why
 	if ro := run.instance.Rollout; ro != nil {
 		msg = fmt.Sprintf("wave %d of %d: %s", ro.Wave, ro.Waves, why)
 	}
+	return r.waitSaying(ctx, run, v1alpha1.ReasonWaitingForOrder, msg, after)
+}
+
+// waitSaying keeps a pending task waiting: its conditions say why
+// (reason, msg), written once per change of message, and it looks again
+// after the interval.
+func (r *Reconciler) waitSaying(ctx context.Context, run *taskRun, reason, msg string, after time.Duration) (phaseResult, error) {
+	t := run.task
 	if c := apimeta.FindStatusCondition(t.Status.Conditions, v1alpha1.ConditionReady); c == nil || c.Message != msg || run.planUnwritten {
-		setTaskConditions(t, v1alpha1.ReasonWaitingForOrder, msg)
+		setTaskConditions(t, reason, msg)
 		if err := r.writeStatus(ctx, run); err != nil {
 			return phaseResult{}, err
 		}
 	}
-	run.log.V(1).Info("waiting for the instances it runs after", "why", msg)
+	run.log.V(1).Info("waiting", "reason", reason, "why", msg)
 	return phaseResult{stop: true, after: after}, nil
 }
 
