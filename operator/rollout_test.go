@@ -123,7 +123,7 @@ func TestFanOutInWavesStopsAtAFailedWaveAndAFixCommitCompletesIt(t *testing.T) {
 	waitWaiting("for the failed wave")
 	status := e.ctl(t, "status", "--kubeconfig", e.kubeconfig)
 	for _, want := range []string{
-		"waiting for the order of their lock:",
+		"waiting for the order of their lock, or a deletion's uninstall:",
 		"local/dev/w20: sequence 2: wave 3 of 4: waiting for local/dev/" + waveFailing + "@2: its task " + waveFailing + "-2 failed",
 		"local/dev/w30: sequence 2: wave 4 of 4: waiting for wave 3 to succeed and be Ready",
 		"WaitingForOrder",

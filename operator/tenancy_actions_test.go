@@ -298,6 +298,9 @@ func TestADeploymentAddedBackAfterAFailedDeletionWaitsForTheUninstallThenIsCreat
 		if tk.Status.Phase == v1alpha1.TaskPending && c != nil && c.Reason == v1alpha1.ReasonDeletionInProgress &&
 			strings.Contains(c.Message, fmt.Sprintf("the deletion at sequence %d", deletion)) {
 			t.Logf("app-%d waits: %s", back, c.Message)
+			if out := e.ctl(t, "status", "--kubeconfig", e.kubeconfig); !strings.Contains(out, fmt.Sprintf("local/dev/app: sequence %d: waiting for the deletion at sequence %d", back, deletion)) {
+				t.Errorf("styrminctl status does not say why app waits:\n%s", out)
+			}
 			break
 		}
 		if time.Now().After(deadline) {

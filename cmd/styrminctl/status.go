@@ -269,15 +269,16 @@ func standingRefusals(src *v1alpha1.StyrminSource, tasks []v1alpha1.StyrminTask)
 }
 
 // waitingTasks maps each deployment (by namespace) to its newest task
-// that waits for the order of its lock: the instances it runs after (a
-// wave before, what it connects to). The StyrminDeployment moves to a
+// that waits for the order of its lock (the instances it runs after: a
+// wave before, what it connects to), a restore, or the uninstall of a
+// deletion whose task failed. The StyrminDeployment moves to a
 // sequence only when its task starts, so only the tasks tell.
 func waitingTasks(tasks []v1alpha1.StyrminTask) map[string]*v1alpha1.StyrminTask {
 	out := map[string]*v1alpha1.StyrminTask{}
 	for i := range tasks {
 		t := &tasks[i]
 		cond := apimeta.FindStatusCondition(t.Status.Conditions, v1alpha1.ConditionReady)
-		if t.Status.Phase != v1alpha1.TaskPending || cond == nil || (cond.Reason != v1alpha1.ReasonWaitingForOrder && cond.Reason != v1alpha1.ReasonRestoreInProgress) {
+		if t.Status.Phase != v1alpha1.TaskPending || cond == nil || (cond.Reason != v1alpha1.ReasonWaitingForOrder && cond.Reason != v1alpha1.ReasonRestoreInProgress && cond.Reason != v1alpha1.ReasonDeletionInProgress) {
 			continue
 		}
 		if prev := out[t.Namespace]; prev == nil || prev.Spec.ToSequence < t.Spec.ToSequence {
@@ -371,7 +372,7 @@ func printWaiting(w io.Writer, ds []deploymentStatus) error {
 		heading string
 		why     func(deploymentStatus) string
 	}{
-		{"waiting for the order of their lock:", func(d deploymentStatus) string { return d.Waiting }},
+		{"waiting for the order of their lock, or a deletion's uninstall:", func(d deploymentStatus) string { return d.Waiting }},
 		{"held by a restore:", func(d deploymentStatus) string { return d.Held }},
 		{"newest change failed (styrminctl retry, or change the configuration):", func(d deploymentStatus) string { return d.Failed }},
 	} {

@@ -754,9 +754,12 @@ func afterFailedDeletion(sd *v1alpha1.StyrminDeployment, tasks []v1alpha1.Styrmi
 // while the uninstall of its failed deletion goes on, saying so (once
 // per message) with the StyrminDeployment's reason.
 func (r *Reconciler) waitForDeletion(ctx context.Context, run *taskRun, sd *v1alpha1.StyrminDeployment) (phaseResult, error) {
-	msg := fmt.Sprintf("waiting for the deletion at sequence %d to end (its task failed; the uninstall of the release goes on) before the deployment is installed anew", sd.Spec.Sequence)
+	msg := fmt.Sprintf("waiting for the deletion at sequence %d to end (the uninstall of the release) before the deployment is installed anew", sd.Spec.Sequence)
 	if c := apimeta.FindStatusCondition(sd.Status.Conditions, v1alpha1.ConditionReady); c != nil && c.Message != "" {
-		msg += fmt.Sprintf(": %s: %s", c.Reason, c.Message)
+		msg += fmt.Sprintf("; it says %s: %s", c.Reason, c.Message)
+		if c.Reason == v1alpha1.ReasonUninstallFailed {
+			msg += " (fix what refuses it: the uninstall is tried again until it ends)"
+		}
 	}
 	msg = eventnote.Cut(msg, 1024)
 	if run.task.Status.Phase == "" {
