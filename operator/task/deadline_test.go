@@ -14,8 +14,22 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
+	"github.com/styrmin/styrmin/drivers"
 	"github.com/styrmin/styrmin/operator/api/v1alpha1"
 )
+
+// stuckStepTask is a create task of the maintenance driver in dev-jobs
+// whose first step, stopComponents, waits for good: the workers' pods do
+// not go (no controller runs here).
+func stuckStepTask(t *testing.T) (client.Client, *drivers.Driver, *v1alpha1.StyrminTask, reconcile.Request) {
+	t.Helper()
+	const ns = "dev-jobs"
+	cl := withCRDs(t, ns)
+	d := maintenanceDriver(t)
+	workers(t, cl, ns, 2, 2)
+	tk := createJobsTask(t, cl, jobsInstance(t, d, ns, 1, "1.0.0"), v1alpha1.WorkflowCreate)
+	return cl, d, tk, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(tk)}
+}
 
 // TestAStepResumedPastItsDeadlineTimesOutRatherThanBlamingTheDriver pins
 // how a step whose deadline passed while the task was not reconciled
@@ -24,15 +38,8 @@ import (
 // ("make the driver smaller"): the step failed as a driver problem, not
 // as a step that timed out.
 func TestAStepResumedPastItsDeadlineTimesOutRatherThanBlamingTheDriver(t *testing.T) {
-	const ns = "dev-jobs"
-	cl := withCRDs(t, ns)
+	cl, d, tk, req := stuckStepTask(t)
 	ctx := context.Background()
-	d := maintenanceDriver(t)
-	// The workers' pods do not go (no controller runs here): the first
-	// step, stopComponents, waits.
-	workers(t, cl, ns, 2, 2)
-	tk := createJobsTask(t, cl, jobsInstance(t, d, ns, 1, "1.0.0"), v1alpha1.WorkflowCreate)
-	req := reconcile.Request{NamespacedName: client.ObjectKeyFromObject(tk)}
 	const timeout = 2 * time.Minute
 	r, err := NewReconciler(Options{Client: cl, Drivers: oneDriver{d}, Registerer: prometheus.NewRegistry(), StepTimeout: timeout})
 	if err != nil {
@@ -68,15 +75,8 @@ func TestAStepResumedPastItsDeadlineTimesOutRatherThanBlamingTheDriver(t *testin
 // agent restarting more often than the step's timeout kept a stuck step
 // Running for ever. Past MaxStepResumes the step fails, naming why.
 func TestAStepInterruptedByMoreRestartsThanTheAgentResumesFails(t *testing.T) {
-	const ns = "dev-jobs"
-	cl := withCRDs(t, ns)
+	cl, d, tk, req := stuckStepTask(t)
 	ctx := context.Background()
-	d := maintenanceDriver(t)
-	// The workers' pods do not go (no controller runs here): the first
-	// step, stopComponents, waits, well within its timeout.
-	workers(t, cl, ns, 2, 2)
-	tk := createJobsTask(t, cl, jobsInstance(t, d, ns, 1, "1.0.0"), v1alpha1.WorkflowCreate)
-	req := reconcile.Request{NamespacedName: client.ObjectKeyFromObject(tk)}
 	const resumes = 2
 	agent := func() *Reconciler {
 		r, err := NewReconciler(Options{Client: cl, Drivers: oneDriver{d}, Registerer: prometheus.NewRegistry(),
@@ -146,13 +146,8 @@ func (s lostStatus) Update(ctx context.Context, obj client.Object, opts ...clien
 // counted a resume (and a new attempt), and a few such hiccups failed the
 // step as StepInterrupted, blaming restarts that never happened.
 func TestAStartWhoseAnswerWasLostIsNoRestart(t *testing.T) {
-	const ns = "dev-jobs"
-	cl := withCRDs(t, ns)
+	cl, d, tk, req := stuckStepTask(t)
 	ctx := context.Background()
-	d := maintenanceDriver(t)
-	workers(t, cl, ns, 2, 2)
-	tk := createJobsTask(t, cl, jobsInstance(t, d, ns, 1, "1.0.0"), v1alpha1.WorkflowCreate)
-	req := reconcile.Request{NamespacedName: client.ObjectKeyFromObject(tk)}
 	lossy := &answerLost{Client: cl}
 	r, err := NewReconciler(Options{Client: lossy, Drivers: oneDriver{d}, Registerer: prometheus.NewRegistry(), StepTimeout: time.Hour})
 	if err != nil {
