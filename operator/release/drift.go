@@ -78,7 +78,9 @@ type desiredObject struct {
 	// namespace is the release's: its Secret holds the sensitive values.
 	namespace string
 	// autoscaled is true for a workload a HorizontalPodAutoscaler of the
-	// same release scales: its replicas are the autoscaler's to change.
+	// same release scales: its replicas are the autoscaler's to change
+	// (one from elsewhere is found when the replicas are taken, see
+	// scaledByAnother).
 	autoscaled bool
 }
 
@@ -122,10 +124,7 @@ func (d *releaseObjects) parseObjects(manifest, releaseName, namespace string, c
 			if ns == "" {
 				ns = namespace
 			}
-			apiVersion, _, _ := unstructured.NestedString(m, "spec", "scaleTargetRef", "apiVersion")
-			kind, _, _ := unstructured.NestedString(m, "spec", "scaleTargetRef", "kind")
-			name, _, _ := unstructured.NestedString(m, "spec", "scaleTargetRef", "name")
-			scaled[scaleTarget(apiVersion, kind, ns, name)] = true
+			scaled[autoscalerTarget(m, ns)] = true
 		}
 		mapping, err := d.mapper.RESTMapping(gvk.GroupKind(), gvk.Version)
 		if skipUnmapped && meta.IsNoMatchError(err) {
@@ -176,6 +175,43 @@ func scaleTarget(apiVersion, kind, namespace, name string) string {
 		group = ""
 	}
 	return group + "/" + kind + "/" + namespace + "/" + name
+}
+
+// scaledByAnother reports whether a HorizontalPodAutoscaler the release
+// does not render scales o: one made by hand, by KEDA for a ScaledObject,
+// or another release's. Its replicas are then that autoscaler's as much
+// as those of the release's own. It is asked only when o's replicas were
+// taken from Styrmin, so checking a workload nobody scales costs no
+// request; an account that may not list autoscalers (or a cluster that
+// serves none) sees none, and the replicas are put back as before.
+func (d *releaseObjects) scaledByAnother(ctx context.Context, o *desiredObject) (bool, error) {
+	if !o.namespaced {
+		return false, nil
+	}
+	hpas := schema.GroupVersionResource{Group: "autoscaling", Version: "v2", Resource: "horizontalpodautoscalers"}
+	list, err := d.dyn.Resource(hpas).Namespace(o.ref.Namespace).List(ctx, metav1.ListOptions{})
+	if apierrors.IsForbidden(err) || apierrors.IsNotFound(err) {
+		return false, nil
+	}
+	if err != nil {
+		return false, fmt.Errorf("list autoscalers: %w", err)
+	}
+	want := scaleTarget(o.ref.APIVersion, o.ref.Kind, o.ref.Namespace, o.ref.Name)
+	for _, h := range list.Items {
+		if autoscalerTarget(h.Object, h.GetNamespace()) == want {
+			return true, nil
+		}
+	}
+	return false, nil
+}
+
+// autoscalerTarget is the scaleTarget key of the workload the
+// HorizontalPodAutoscaler hpa (in namespace) scales.
+func autoscalerTarget(hpa map[string]any, namespace string) string {
+	apiVersion, _, _ := unstructured.NestedString(hpa, "spec", "scaleTargetRef", "apiVersion")
+	kind, _, _ := unstructured.NestedString(hpa, "spec", "scaleTargetRef", "kind")
+	name, _, _ := unstructured.NestedString(hpa, "spec", "scaleTargetRef", "name")
+	return scaleTarget(apiVersion, kind, namespace, name)
 }
 
 // withoutReplicas is o with no spec.replicas in its apply body.
@@ -233,12 +269,18 @@ func (d *releaseObjects) check(ctx context.Context, objects []*desiredObject, ex
 			return nil, fmt.Errorf("drift check: %s: %w", o.ref, err)
 		}
 		taken := false
-		if o.autoscaled {
-			// The release's autoscaler sets them (through the scale
-			// subresource, taking them from Styrmin): putting the chart's
-			// back every drift interval would fight it. A change of the
-			// release applies them, as Helm does; a chart meant for an
-			// autoscaler leaves them out.
+		autoscaled := o.autoscaled
+		if !autoscaled && slices.Contains(fields, replicasField) {
+			if autoscaled, err = d.scaledByAnother(ctx, o); err != nil {
+				return nil, fmt.Errorf("drift check: %s: %w", o.ref, err)
+			}
+		}
+		if autoscaled {
+			// An autoscaler sets them (through the scale subresource,
+			// taking them from Styrmin): putting the chart's back every
+			// drift interval would fight it. A change of the release
+			// applies them, as Helm does; a chart meant for an autoscaler
+			// leaves them out.
 			n := len(fields)
 			fields = slices.DeleteFunc(fields, func(f string) bool { return f == replicasField })
 			taken = len(fields) < n

@@ -5,6 +5,7 @@ import (
 	"strings"
 	"testing"
 
+	autoscalingv2 "k8s.io/api/autoscaling/v2"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -456,14 +457,7 @@ spec:
 		t.Fatal(err)
 	}
 	for _, name := range []string{"web", "worker"} {
-		scale, err := e.cs.AppsV1().Deployments(ns).GetScale(ctx, name, metav1.GetOptions{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		scale.Spec.Replicas = 3
-		if _, err := e.cs.AppsV1().Deployments(ns).UpdateScale(ctx, name, scale, metav1.UpdateOptions{FieldManager: "horizontal-pod-autoscaler"}); err != nil {
-			t.Fatal(err)
-		}
+		e.scaleDeployment(t, ns, name, 3)
 	}
 	_, drifts, err := e.helm.Check(ctx, ns, "app", 1, nil, nil)
 	if err != nil {
@@ -500,6 +494,82 @@ spec:
 		}
 		if got := *dep.Spec.Replicas; got != want || dep.Spec.Template.Spec.Containers[0].Image != "nginx:1.27" {
 			t.Errorf("after the correction %s runs %d replicas of %s; want %d of nginx:1.27", name, got, dep.Spec.Template.Spec.Containers[0].Image, want)
+		}
+	}
+	if _, drifts, err = e.helm.Check(ctx, ns, "app", 1, nil, d); err != nil || len(drifts) > 0 {
+		t.Fatalf("after the correction: drifts %q, %v; want none", Summary(drifts), err)
+	}
+}
+
+// scaleDeployment sets a Deployment's replicas through the scale
+// subresource, as an autoscaler (or kubectl scale) does.
+func (e *releaseEnv) scaleDeployment(t *testing.T, ns, name string, replicas int32) {
+	t.Helper()
+	ctx := context.Background()
+	scale, err := e.cs.AppsV1().Deployments(ns).GetScale(ctx, name, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	scale.Spec.Replicas = replicas
+	if _, err := e.cs.AppsV1().Deployments(ns).UpdateScale(ctx, name, scale, metav1.UpdateOptions{FieldManager: "horizontal-pod-autoscaler"}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestReplicasAnAutoscalerFromOutsideTheReleaseSetsAreNotDrift: an
+// autoscaler the chart does not render (made by hand, or by KEDA for a
+// ScaledObject) had its workload's replicas put back every drift
+// interval. It is found when the replicas are taken: they are left to it,
+// while a workload it does not scale (another kind of the same name, or
+// no autoscaler at all) has them put back.
+func TestReplicasAnAutoscalerFromOutsideTheReleaseSetsAreNotDrift(t *testing.T) {
+	e := startReleaseEnv(t, 10)
+	ctx := context.Background()
+	const ns = "autoscaled-outside"
+	e.namespace(t, ns)
+	worker := webDeployment(ns, "nginx:1.27")
+	worker.Name, worker.YAML = "worker", []byte(strings.ReplaceAll(string(worker.YAML), "name: web\n", "name: worker\n"))
+	if _, _, err := e.helm.Apply(ctx, releaseReq(ns, webDeployment(ns, "nginx:1.27"), worker), nil, 0); err != nil {
+		t.Fatal(err)
+	}
+	minReplicas := int32(1)
+	for name, target := range map[string]autoscalingv2.CrossVersionObjectReference{
+		"keda-hpa-web":  {APIVersion: "apps/v1", Kind: "Deployment", Name: "web"},
+		"worker-set":    {APIVersion: "apps/v1", Kind: "StatefulSet", Name: "worker"},
+		"elsewhere-web": {APIVersion: "apps/v1", Kind: "Deployment", Name: "web"},
+	} {
+		hpaNS := ns
+		if name == "elsewhere-web" {
+			hpaNS = "default" // scales a web of its own namespace, not this one
+		}
+		hpa := &autoscalingv2.HorizontalPodAutoscaler{
+			ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: hpaNS},
+			Spec:       autoscalingv2.HorizontalPodAutoscalerSpec{ScaleTargetRef: target, MinReplicas: &minReplicas, MaxReplicas: 5},
+		}
+		if _, err := e.cs.AutoscalingV2().HorizontalPodAutoscalers(hpaNS).Create(ctx, hpa, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, name := range []string{"web", "worker"} {
+		e.scaleDeployment(t, ns, name, 3)
+	}
+	d, drifts, err := e.helm.Check(ctx, ns, "app", 1, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := Summary(drifts), "Deployment/worker (.spec.replicas)"; got != want {
+		t.Fatalf("drifts %q, want %q: web's replicas are its autoscaler's", got, want)
+	}
+	if _, err := e.helm.Correct(ctx, d, drifts); err != nil {
+		t.Fatal(err)
+	}
+	for name, want := range map[string]int32{"web": 3, "worker": 1} {
+		dep, err := e.cs.AppsV1().Deployments(ns).Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := *dep.Spec.Replicas; got != want {
+			t.Errorf("after the correction %s runs %d replicas; want %d", name, got, want)
 		}
 	}
 	if _, drifts, err = e.helm.Check(ctx, ns, "app", 1, nil, d); err != nil || len(drifts) > 0 {
