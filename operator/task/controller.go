@@ -1310,6 +1310,9 @@ func (r *Reconciler) runSteps(ctx context.Context, run *taskRun) (phaseResult, e
 			// before that step's end is written: a restart records it
 			// again, which finds it made.
 			if err := r.recordInlineBackup(ctx, run, i); err != nil {
+				if outcome.IsStalled(err) {
+					return r.failStep(ctx, run, v1alpha1.ReasonStepFailed, err.Error(), d.output)
+				}
 				return phaseResult{}, err
 			}
 			r.endStep(ctx, run, st, v1alpha1.StepSucceeded, d.output, "")

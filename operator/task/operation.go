@@ -754,8 +754,20 @@ func (r *Reconciler) recordInlineBackup(ctx context.Context, run *taskRun, i int
 	if err := r.opts.Client.Create(ctx, b); err != nil && !apierrors.IsAlreadyExists(err) {
 		return fmt.Errorf("recording the backup %s taken before the upgrade: %w", id, err)
 	} else if err != nil {
+		want := b.Spec
 		if err := r.opts.Client.Get(ctx, client.ObjectKeyFromObject(b), b); err != nil {
 			return err
+		}
+		if b.Labels[LabelTask] != t.Name || b.Spec.Cluster != want.Cluster || b.Spec.Environment != want.Environment || !slices.Equal(b.Spec.Deployments, want.Deployments) {
+			// Its name is predictable: a StyrminBackup made beforehand
+			// (by hand, for another environment) would be taken over,
+			// its record holding this deployment's artefact, its
+			// deletion running its own environment's hook on it; or,
+			// finished, leave this backup unrecorded. The upgrade stops
+			// before its changes, its data backed up where the step said.
+			return outcome.Stalled(v1alpha1.ReasonStepFailed, fmt.Errorf(
+				"the backup taken before the upgrade cannot be recorded: StyrminBackup %s/%s exists and is not this task's (made for environment %s/%s, deployments %v, by task %q); delete or rename it, then retry the change (styrminctl retry)",
+				b.Namespace, b.Name, b.Spec.Cluster, b.Spec.Environment, b.Spec.Deployments, b.Labels[LabelTask]))
 		}
 		if b.Status.Phase.Terminal() {
 			return nil
