@@ -3,6 +3,7 @@ package gitsource
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io/fs"
 	"sync"
 	"time"
@@ -19,6 +20,12 @@ var (
 	_ CatchUpSource = (*Folder)(nil)
 )
 
+// ErrNotFetched means a commit the clone does not hold could not be
+// looked for on the remote: the fetch made for it failed, or one failed
+// too recently to ask again. Unlike ErrCommitNotFound it says nothing of
+// the commit, which may well be on the remote: retry.
+var ErrNotFetched = errors.New("not in the clone, and the remote could not be asked for it")
+
 // CatchUp reads a clone's trees and fetches it when asked for a commit it
 // does not hold yet. An agent elected after another, or whose syncer has
 // not fetched since a push, is handed commits its clone has never seen
@@ -27,15 +34,30 @@ var (
 // fetch serves every reader that misses meanwhile, and after it none is
 // made again for Every, so a commit that is really gone (history
 // rewritten) costs at most one fetch per interval.
+//
+// A commit is reported gone (ErrCommitNotFound) only when a fetch
+// succeeded: the one made or awaited for the miss, or one within Every
+// before it. When the last fetch failed (a remote down or slow during a
+// leader handover) a miss is ErrNotFetched, which callers retry: taken
+// as gone, it failed a task for good, though nothing was wrong in git.
 type CatchUp struct {
 	src CatchUpSource
 	// every is the least time between two fetches; timeout bounds one.
 	every, timeout time.Duration
 	now            func() time.Time
 
-	mu       sync.Mutex
+	mu sync.Mutex
+	// last is when the last fetch ended, lastErr its error (nil: it
+	// succeeded).
 	last     time.Time
-	inflight chan struct{}
+	lastErr  error
+	inflight *catchUpFetch
+}
+
+// catchUpFetch is a fetch in flight: err is set before done is closed.
+type catchUpFetch struct {
+	done chan struct{}
+	err  error
 }
 
 var _ CatchUpSource = (*CatchUp)(nil)
@@ -44,7 +66,9 @@ var _ CatchUpSource = (*CatchUp)(nil)
 type CatchUpOptions struct {
 	// Every is the least time between two fetches (default 30 s).
 	Every time.Duration
-	// Timeout bounds one fetch (default 30 s): a reader waits for it.
+	// Timeout bounds one fetch; a reader waits for it. The agent passes
+	// its --git-timeout, the bound of its other fetches (default
+	// DefaultNetworkTimeout, as theirs).
 	Timeout time.Duration
 	// Now is the clock (nil: time.Now).
 	Now func() time.Time
@@ -56,7 +80,7 @@ func NewCatchUp(src CatchUpSource, o CatchUpOptions) *CatchUp {
 		o.Every = 30 * time.Second
 	}
 	if o.Timeout <= 0 {
-		o.Timeout = 30 * time.Second
+		o.Timeout = DefaultNetworkTimeout
 	}
 	if o.Now == nil {
 		o.Now = time.Now
@@ -65,13 +89,19 @@ func NewCatchUp(src CatchUpSource, o CatchUpOptions) *CatchUp {
 }
 
 // FS returns the tree of commit, fetching first when the clone does not
-// hold it (see CatchUp). ErrCommitNotFound still means the remote's branch
-// does not hold it either, or a fetch was made too recently to ask again.
+// hold it (see CatchUp). ErrCommitNotFound means a fetch that succeeded
+// did not bring it either (or one succeeded too recently to ask again);
+// ErrNotFetched that the remote could not be asked.
 func (c *CatchUp) FS(commit Hash) (fs.FS, error) {
 	fsys, err := c.src.FS(commit)
-	if !errors.Is(err, ErrCommitNotFound) || !c.fetched() {
+	if !errors.Is(err, ErrCommitNotFound) {
 		return fsys, err
 	}
+	if err := c.fetched(); err != nil {
+		return nil, fmt.Errorf("gitsource: commit %s: %w", commit, err)
+	}
+	// Read again even when no fetch was made: one that ended since the
+	// first read (the syncer's) may have brought it.
 	return c.src.FS(commit)
 }
 
@@ -79,42 +109,68 @@ func (c *CatchUp) FS(commit Hash) (fs.FS, error) {
 func (c *CatchUp) Head() (Hash, error) { return c.src.Head() }
 
 // Fetch fetches the clone (the syncer's own fetches go through it too, and
-// count as the last fetch).
+// count as the last fetch, failed or not).
 func (c *CatchUp) Fetch(ctx context.Context) (FetchResult, error) {
 	res, err := c.src.Fetch(ctx)
-	if err == nil {
+	if !errors.Is(ctx.Err(), context.Canceled) {
+		// A fetch cut short by its caller (the syncer stopping) says
+		// nothing of the remote; one that ran out of time does.
 		c.mu.Lock()
-		c.last = c.now()
+		c.last, c.lastErr = c.now(), err
 		c.mu.Unlock()
 	}
 	return res, err
 }
 
 // fetched fetches, or waits for the fetch in flight, unless one ended
-// within every; it reports whether a fetch was made or awaited.
-func (c *CatchUp) fetched() bool {
+// within every; it returns nil when that fetch succeeded, an error
+// wrapping ErrNotFetched when it failed.
+func (c *CatchUp) fetched() error {
 	c.mu.Lock()
-	if ch := c.inflight; ch != nil {
+	if f := c.inflight; f != nil {
 		c.mu.Unlock()
-		<-ch
-		return true
+		<-f.done
+		return notFetched(f.err)
 	}
 	if !c.last.IsZero() && c.now().Sub(c.last) < c.every {
+		// A remote that is down is not asked by every reader that
+		// misses; but its failure is not taken as an answer.
+		last, err := c.last, c.lastErr
 		c.mu.Unlock()
-		return false
+		if err != nil {
+			return fmt.Errorf("%w: the last fetch, at %s, failed, and the next is made after %s: %w",
+				ErrNotFetched, last.UTC().Format(time.RFC3339), c.every, maskNotFound(err))
+		}
+		return nil
 	}
-	ch := make(chan struct{})
-	c.inflight = ch
+	f := &catchUpFetch{done: make(chan struct{})}
+	c.inflight = f
 	c.mu.Unlock()
 	ctx, cancel := context.WithTimeout(context.Background(), c.timeout)
-	_, err := c.src.Fetch(ctx)
+	_, f.err = c.src.Fetch(ctx)
 	cancel()
 	c.mu.Lock()
 	c.inflight = nil
-	// A failed fetch counts too: a remote that is down is not asked by
-	// every reader that misses.
-	c.last = c.now()
+	c.last, c.lastErr = c.now(), f.err
 	c.mu.Unlock()
-	close(ch)
-	return err == nil
+	close(f.done)
+	return notFetched(f.err)
+}
+
+// notFetched is err, a failed fetch's, wrapping ErrNotFetched (nil for
+// nil).
+func notFetched(err error) error {
+	if err == nil {
+		return nil
+	}
+	return fmt.Errorf("%w: the fetch failed: %w", ErrNotFetched, maskNotFound(err))
+}
+
+// maskNotFound keeps a fetch's error from reading as ErrCommitNotFound:
+// whatever it wraps, the commit asked for was not looked for.
+func maskNotFound(err error) error {
+	if errors.Is(err, ErrCommitNotFound) {
+		return errors.New(err.Error())
+	}
+	return err
 }

@@ -84,3 +84,84 @@ func TestACommitTheCloneHasNotSeenIsFetchedOnceForEveryReader(t *testing.T) {
 		t.Fatal("a miss after the interval fetched nothing")
 	}
 }
+
+// TestACommitIsNotTakenAsGoneWhenItsFetchFails: a fetch that failed (a
+// remote blip during a leader handover) was taken as the remote's answer:
+// the reader got ErrCommitNotFound, its task failed for good though
+// nothing was wrong in git, and every reader that missed within the
+// interval after it got the same without a fetch. A failed fetch is
+// ErrNotFetched, which is retried, and once the remote answers the
+// commit is found.
+func TestACommitIsNotTakenAsGoneWhenItsFetchFails(t *testing.T) {
+	srv := gitserver.New(t)
+	srv.Commit("desired", "first", map[string][]byte{"a.txt": []byte("1")})
+	repo, err := gitsource.Clone(context.Background(), srv.RepoURL("desired"), "", gitsource.CloneOptions{Branch: "main"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h, err := gitsource.ParseHash(srv.Commit("desired", "second", map[string][]byte{"a.txt": []byte("2")}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := time.Unix(1_800_000_000, 0)
+	clock := func() time.Time { return now }
+	c := gitsource.NewCatchUp(repo, gitsource.CatchUpOptions{Every: time.Minute, Now: clock})
+
+	srv.Stop()
+	_, err = c.FS(h)
+	if errors.Is(err, gitsource.ErrCommitNotFound) || !errors.Is(err, gitsource.ErrNotFetched) {
+		t.Fatalf("a miss whose fetch failed: %v, want ErrNotFetched, not ErrCommitNotFound", err)
+	}
+	if srv.Refused() == 0 {
+		t.Fatal("the miss made no fetch")
+	}
+	// Within the interval the remote is not asked again, and its failure
+	// is still no answer.
+	refused := srv.Refused()
+	now = now.Add(10 * time.Second)
+	_, err = c.FS(h)
+	if errors.Is(err, gitsource.ErrCommitNotFound) || !errors.Is(err, gitsource.ErrNotFetched) {
+		t.Fatalf("a miss within the interval after a failed fetch: %v, want ErrNotFetched", err)
+	}
+	if srv.Refused() != refused {
+		t.Fatal("a miss within the interval after a failed fetch fetched again")
+	}
+
+	srv.Start()
+	now = now.Add(time.Minute)
+	fsys, err := c.FS(h)
+	if err != nil {
+		t.Fatalf("once the remote answers: %v", err)
+	}
+	if data, err := fs.ReadFile(fsys, "a.txt"); err != nil || string(data) != "2" {
+		t.Fatalf("a.txt: %q, %v", data, err)
+	}
+}
+
+// TestAFailedSyncerFetchIsNoAnswerForAMiss: the syncer's fetches count as
+// the last fetch; one that failed after one that succeeded leaves a miss
+// within the interval unanswered (ErrNotFetched), not gone.
+func TestAFailedSyncerFetchIsNoAnswerForAMiss(t *testing.T) {
+	srv := gitserver.New(t)
+	srv.Commit("desired", "first", map[string][]byte{"a.txt": []byte("1")})
+	repo, err := gitsource.Clone(context.Background(), srv.RepoURL("desired"), "", gitsource.CloneOptions{Branch: "main"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := time.Unix(1_800_000_000, 0)
+	c := gitsource.NewCatchUp(repo, gitsource.CatchUpOptions{Every: time.Minute, Now: func() time.Time { return now }})
+	if _, err := c.Fetch(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	h, err := gitsource.ParseHash(srv.Commit("desired", "second", map[string][]byte{"a.txt": []byte("2")}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv.Stop()
+	if _, err := c.Fetch(context.Background()); err == nil {
+		t.Fatal("a fetch from a stopped server succeeded")
+	}
+	if _, err := c.FS(h); errors.Is(err, gitsource.ErrCommitNotFound) || !errors.Is(err, gitsource.ErrNotFetched) {
+		t.Fatalf("a miss after a failed fetch: %v, want ErrNotFetched", err)
+	}
+}

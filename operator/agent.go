@@ -183,8 +183,9 @@ func NewAgent(ctx context.Context, cfg *rest.Config, opts Options) (*Agent, erro
 	remotes := driversource.Remotes{RepoURL: opts.URL, Auth: auth, MaxFetchBytes: opts.DriverFetchBytes}
 	// Tasks and renders read the repository at their lock's commit: a
 	// replica elected after another is handed commits its clone has not
-	// seen yet, which are fetched, not taken as gone.
-	caught := gitsource.NewCatchUp(repo, gitsource.CatchUpOptions{})
+	// seen yet, which are fetched, not taken as gone; that fetch has the
+	// bound of the agent's others (--git-timeout).
+	caught := gitsource.NewCatchUp(repo, gitsource.CatchUpOptions{Timeout: opts.GitTimeout})
 	drv := driversource.NewRepoDrivers(caught, driversource.NewRemoteTrees(remotes.FetchCommit, driversource.RemoteTreesOptions{MaxBytes: opts.DriverFetchBytes}), opts.Drivers)
 	opts.Manager.Drivers = drv
 	// A change is rendered by its task and by the StyrminDeployment

@@ -285,6 +285,9 @@ func (l *RepoLocks) LockFile(_ context.Context, ref v1alpha1.LockRef) ([]byte, e
 		return nil, &LockNotFoundError{Ref: ref, Err: err}
 	}
 	if err != nil {
+		// A commit the clone could not fetch (gitsource.ErrNotFetched: the
+		// remote failed during a leader handover) is not known gone: the
+		// task is retried, not failed.
 		return nil, fmt.Errorf("lock %s at commit %s: %w", ref.Path, ref.Commit, err)
 	}
 	data, err := resolver.ReadLockFile(fsys, ref.Path)

@@ -139,3 +139,61 @@ func TestALockfileTheCloneFailsToReadIsNotTakenForAMissingOne(t *testing.T) {
 		t.Fatalf("LockFile: %v, want an error wrapping resolver.ErrUnreadable, not a LockNotFoundError", err)
 	}
 }
+
+// blippingClone is a clone that does not hold the lock commit until it
+// fetches, and whose first fetch fails (a remote blip during a leader
+// handover).
+type blippingClone struct {
+	fetches int
+	fetched bool
+}
+
+func (c *blippingClone) FS(commit gitsource.Hash) (fs.FS, error) {
+	if !c.fetched {
+		return nil, fmt.Errorf("commit %s: %w", commit, gitsource.ErrCommitNotFound)
+	}
+	return fstest.MapFS{"locks/local/dev/web.lock.yaml": {Data: []byte("lock")}}, nil
+}
+
+func (c *blippingClone) Head() (gitsource.Hash, error) { return gitsource.Hash{}, nil }
+
+func (c *blippingClone) Fetch(context.Context) (gitsource.FetchResult, error) {
+	c.fetches++
+	if c.fetches == 1 {
+		return gitsource.FetchResult{}, errors.New("503 Service Unavailable")
+	}
+	c.fetched = true
+	return gitsource.FetchResult{}, nil
+}
+
+// TestALockWhoseCatchUpFetchFailedIsRetriedNotFailed: a lock commit the
+// clone has not seen, whose fetch failed, read as a LockNotFoundError,
+// and the task controller failed a new or waiting task for good
+// (InvalidTask), though the commit was on the remote. It is an error
+// retried, as is the declared policy at that commit, and once the remote
+// answers the lockfile is read.
+func TestALockWhoseCatchUpFetchFailedIsRetriedNotFailed(t *testing.T) {
+	clone := &blippingClone{}
+	now := time.Unix(1_800_000_000, 0)
+	caught := gitsource.NewCatchUp(clone, gitsource.CatchUpOptions{Every: time.Minute, Now: func() time.Time { return now }})
+	l := NewRepoLocks(caught)
+	ref := v1alpha1.LockRef{Commit: fmt.Sprintf("%040x", 7), Path: "locks/local/dev/web.lock.yaml"}
+
+	_, err := l.LockFile(context.Background(), ref)
+	var nf *LockNotFoundError
+	if err == nil || errors.As(err, &nf) || !errors.Is(err, gitsource.ErrNotFetched) {
+		t.Fatalf("LockFile after a failed fetch: %v, want an error wrapping gitsource.ErrNotFetched, not a LockNotFoundError", err)
+	}
+	in := &resolver.Instance{}
+	_, err = l.DeclaredPolicy(context.Background(), ref, in)
+	var pu *PolicyUnknownError
+	if err == nil || errors.As(err, &pu) {
+		t.Fatalf("DeclaredPolicy within the interval after a failed fetch: %v, want an error retried, not a PolicyUnknownError", err)
+	}
+
+	now = now.Add(2 * time.Minute)
+	data, err := l.LockFile(context.Background(), ref)
+	if err != nil || string(data) != "lock" {
+		t.Fatalf("LockFile once the remote answers: %q, %v", data, err)
+	}
+}
