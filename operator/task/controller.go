@@ -1433,7 +1433,9 @@ func (r *Reconciler) endStep(ctx context.Context, run *taskRun, st *v1alpha1.Tas
 // values come from the Secret the release wrote (read once per run,
 // without the cache: the agent does not watch Secrets); without one there
 // is nothing to mask. So do the values of the backup credentials a
-// backup's or restore's jobs were given (credentialValues).
+// backup's or restore's jobs were given (credentialValues), and those of
+// the Secrets the deployment's secret parameters name (secretRefValues):
+// a job's pod takes them from the component's template.
 func (r *Reconciler) redact(ctx context.Context, run *taskRun, text string) string {
 	if text == "" {
 		return text
@@ -1443,6 +1445,14 @@ func (r *Reconciler) redact(ctx context.Context, run *taskRun, text string) stri
 		if err != nil {
 			return fmt.Sprintf("[%d bytes of output withheld: the backup credentials its jobs were given could not be read to mask it: %v]", len(text), err)
 		}
+		refs, err := r.secretRefValues(ctx, run)
+		if err != nil {
+			return fmt.Sprintf("[%d bytes of output withheld: the Secrets the deployment's secret parameters name could not be read to mask it: %v]", len(text), err)
+		}
+		if creds == nil {
+			creds = resolver.Sensitive{}
+		}
+		maps.Copy(creds, refs)
 		run.credentials, run.credentialsRead = creds, true
 	}
 	text = run.credentials.Mask(text)

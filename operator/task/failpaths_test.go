@@ -84,7 +84,13 @@ func (o oneDriver) Driver(context.Context, driversource.Request) (*drivers.Drive
 // namespace ns.
 func jobsInstance(t *testing.T, d *drivers.Driver, ns string, seq int64, appVersion string) *resolver.Instance {
 	t.Helper()
-	params, err := d.ApplyParameters(nil)
+	return jobsInstanceWith(t, d, ns, seq, appVersion, nil)
+}
+
+// jobsInstanceWith is jobsInstance with the deployment's parameters set.
+func jobsInstanceWith(t *testing.T, d *drivers.Driver, ns string, seq int64, appVersion string, set map[string]any) *resolver.Instance {
+	t.Helper()
+	params, err := d.ApplyParameters(set)
 	if err != nil {
 		t.Fatal(err)
 	}
