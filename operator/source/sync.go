@@ -213,7 +213,8 @@ type SyncResult struct {
 	// Ignored counts lock changes that made no task (deleted lockfiles,
 	// invalid lockfiles, tombstones of deployments never applied here,
 	// earlier changes of a deployment deleted since, in a walk from the
-	// root).
+	// root; locks the deployment already has, met again after a force
+	// push).
 	Ignored int
 	// BadTrailers counts the malformed Styrmin-Lock trailers skipped.
 	BadTrailers int
@@ -406,7 +407,7 @@ func (s *Syncer) walk(ctx context.Context, src *v1alpha1.StyrminSource, from, to
 		return fmt.Errorf("sync: listing lock changes %s..%s: %w", from.Short(), to.Short(), err)
 	}
 	w := &syncWalk{s: s, from: from, to: to, prev: map[resolver.ID]*resolver.Instance{}, seen: map[resolver.ID]bool{}, accepted: map[resolver.ID]bool{},
-		deleted: map[resolver.ID]int64{}, queued: map[resolver.ID]bool{}}
+		deleted: map[resolver.ID]int64{}, queued: map[resolver.ID]bool{}, rewritten: res.Rewritten && !from.IsZero()}
 	var tasks []*v1alpha1.StyrminTask
 	var reported gitsource.Hash
 	for _, ch := range changes {
@@ -588,6 +589,22 @@ type syncWalk struct {
 	// folder, which a tree read afresh for each would decode each time.
 	at   gitsource.Hash
 	atFS fs.FS
+	// rewritten is true when to does not descend from from (a force
+	// push): the walk lists the new history's commits from the root of
+	// the rewrite, and meets again the locks the replaced history had. By
+	// path, replaced holds those locks (the lock changes reachable from
+	// from and not from to), read on the first lock met again.
+	rewritten bool
+	replaced  map[string][]replacedLock
+}
+
+// replacedLock is a lockfile of the history a rewrite replaced: its
+// commit and blob, and once decoded its sequence and digest.
+type replacedLock struct {
+	commit, blob gitsource.Hash
+	decoded      bool
+	seq          int64
+	digest       string
 }
 
 // fsAt returns the files of commit, reusing those of the commit before.
@@ -668,6 +685,15 @@ func (w *syncWalk) apply(ctx context.Context, src *v1alpha1.StyrminSource, ch gi
 		return nil, err
 	}
 	if prev != nil && next.Sequence <= prev.Sequence {
+		met, err := w.metAlready(ctx, ch, prev, next)
+		if err != nil {
+			return nil, err
+		}
+		if met {
+			log.Info("a lock already applied or met before the history was rewritten: nothing to do", "deployment", id.String(), "sequence", next.Sequence)
+			res.Ignored++
+			return nil, nil
+		}
 		w.refuse(src, ch, id, next, v1alpha1.ReasonInvalidLock, "%s at %s: sequence %d does not follow %d; no task was created for it", ch.Path, ch.Commit.Short(), next.Sequence, prev.Sequence)
 		res.Ignored++
 		return nil, nil
@@ -720,6 +746,112 @@ func (w *syncWalk) apply(ctx context.Context, src *v1alpha1.StyrminSource, ch gi
 		res.Ignored++
 	}
 	return task, nil
+}
+
+// metAlready tells whether next, numbered at or below prev, is a lock the
+// deployment already has rather than one out of order: its sequence and
+// digest are prev's or those of what the cluster runs; after a rewrite,
+// also those of a task the cluster has or of a lock of the history the
+// rewrite replaced. A force push that keeps every lockfile (git
+// filter-repo removing a secret from another file's history, commits
+// amended or signed again) gives every lock commit a new name, and the
+// walk from the old position meets every lock again, at or below the
+// sequence the old position holds: refused, each would be recorded on its
+// new commit, whose status turns red, for a history the cluster already
+// follows (a walk from the root, on a fresh clone, refuses none). The
+// digest, not the bytes, decides: it leaves out the commit the lock was
+// resolved from, which a rewrite of the configuration's history changes.
+// Outside a rewrite an older lock is refused as before, even one a past
+// task ran: a lock commit reverted by hand does not roll back, and says
+// so.
+func (w *syncWalk) metAlready(ctx context.Context, ch gitsource.LockChange, prev, next *resolver.Instance) (bool, error) {
+	if next.Sequence == prev.Sequence && next.Digest == prev.Digest {
+		return true, nil
+	}
+	if next.Context == nil || next.Context.Deployment.Namespace == "" {
+		// A tombstone names no namespace: the lock history tells.
+		if !w.rewritten {
+			return false, nil
+		}
+		return w.lockedBefore(ch, next)
+	}
+	ns, id := next.Context.Deployment.Namespace, instance.DeploymentID(next.ID)
+	// Read from the cache: one read each, on this rare path only.
+	var sd v1alpha1.StyrminDeployment
+	switch err := w.s.opts.Client.Get(ctx, instance.Key(ns), &sd); {
+	case err == nil:
+		if sd.Spec.Deployment == id && sd.Spec.Sequence == next.Sequence && sd.Spec.Digest == next.Digest {
+			return true, nil
+		}
+	case !apierrors.IsNotFound(err):
+		return false, fmt.Errorf("sync: reading the StyrminDeployment of %s: %w", ns, err)
+	}
+	if !w.rewritten {
+		return false, nil
+	}
+	name := v1alpha1.TaskName(next.ID.Name, next.Sequence)
+	var task v1alpha1.StyrminTask
+	switch err := w.s.opts.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, &task); {
+	case err == nil:
+		if task.Spec.Deployment == id && task.Spec.Operation == nil && task.Spec.ToSequence == next.Sequence &&
+			task.Spec.Target != nil && task.Spec.Target.Digest == next.Digest {
+			return true, nil
+		}
+	case !apierrors.IsNotFound(err):
+		return false, fmt.Errorf("sync: reading task %s/%s: %w", ns, name, err)
+	}
+	// Its task pruned (or never made: a lock refused then): the history
+	// the rewrite replaced tells.
+	return w.lockedBefore(ch, next)
+}
+
+// lockedBefore tells whether the history a rewrite replaced locked ch's
+// lockfile at next's sequence with next's digest: that lock was walked
+// when its commit was synced (applied, or refused and recorded on that
+// commit). The same blob is the same lock, with no read; another is
+// decoded, once, to compare what it locks.
+func (w *syncWalk) lockedBefore(ch gitsource.LockChange, next *resolver.Instance) (bool, error) {
+	if w.replaced == nil {
+		// The commits reachable from the old position and not from the
+		// head: what the rewrite replaced, no more (read once a walk
+		// meets a lock again: a forward move never does).
+		changes, err := w.s.opts.Repo.LockChanges(w.to, w.from, w.s.prefix)
+		if err != nil {
+			return false, fmt.Errorf("sync: listing the lock changes the rewrite replaced (%s..%s): %w", w.to.Short(), w.from.Short(), err)
+		}
+		w.replaced = map[string][]replacedLock{}
+		for _, c := range changes {
+			if !c.Deleted {
+				w.replaced[c.Path] = append(w.replaced[c.Path], replacedLock{commit: c.Commit, blob: c.Blob})
+			}
+		}
+	}
+	locks := w.replaced[ch.Path]
+	if !ch.Blob.IsZero() && slices.ContainsFunc(locks, func(l replacedLock) bool { return l.blob == ch.Blob }) {
+		return true, nil
+	}
+	for i := range locks {
+		l := &locks[i]
+		if !l.decoded {
+			fsys, err := w.s.opts.Repo.FS(l.commit)
+			if err != nil {
+				return false, fmt.Errorf("sync: reading the tree at %s: %w", l.commit.Short(), err)
+			}
+			in, err := resolver.ReadLock(fsys, ch.Path)
+			if errors.Is(err, resolver.ErrUnreadable) {
+				return false, fmt.Errorf("sync: reading %s at %s: %w", ch.Path, l.commit.Short(), err)
+			}
+			// One that does not decode locked nothing: it matches none.
+			if err == nil {
+				l.seq, l.digest = in.Sequence, in.Digest
+			}
+			l.decoded = true
+		}
+		if l.digest != "" && l.seq == next.Sequence && l.digest == next.Digest {
+			return true, nil
+		}
+	}
+	return false, nil
 }
 
 // namespaceMove says why next may not follow when it places the

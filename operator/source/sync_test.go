@@ -1183,3 +1183,138 @@ func TestARefusedLockfileIsRecordedOnTheSourceOncePerCommit(t *testing.T) {
 		t.Fatalf("%d refusals kept, the newest at %s; want the newest %d, the last at %s", len(refused), refused[len(refused)-1].Commit, v1alpha1.MaxRefusedLocks, last)
 	}
 }
+
+// rewriteAll force-pushes a copy of every commit of main with the same
+// tree and another message (what git filter-repo leaves when the file it
+// rewrites is not under locks/, or commits amended or signed again): new
+// commit objects, the same lockfiles. It returns the new head.
+func (e *syncEnv) rewriteAll() string {
+	e.t.Helper()
+	dir := e.git.Dir(repoName)
+	parent := ""
+	for _, c := range strings.Fields(e.git.Git(dir, "rev-list", "--reverse", "--first-parent", "main")) {
+		args := []string{"commit-tree", c + "^{tree}", "-m", e.git.Git(dir, "log", "-1", "--format=%B", c) + " (rewritten)"}
+		if parent != "" {
+			args = append(args, "-p", parent)
+		}
+		parent = e.git.Git(dir, args...)
+	}
+	e.git.Reset(repoName, "main", parent)
+	return parent
+}
+
+// syncerRecording returns a new syncer whose events go to rec.
+func (e *syncEnv) syncerRecording(c client.Client, rec *noteRecorder) *source.Syncer {
+	e.t.Helper()
+	s, err := source.NewSyncer(source.SyncerOptions{
+		Client: c, Repo: e.repo, Cluster: "local", Source: e.key, Locks: e.locks, Recorder: rec,
+		Spec:     v1alpha1.StyrminSourceSpec{URL: e.git.RepoURL(repoName), Branch: "main"},
+		Interval: time.Hour, Log: testr.New(e.t),
+	})
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	return s
+}
+
+// refusalNotes are the notes of rec's InvalidLock and LockDeleted events.
+func (r *noteRecorder) refusalNotes() []string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var out []string
+	for _, n := range r.notes {
+		if strings.HasPrefix(n, v1alpha1.ReasonInvalidLock+": ") || strings.HasPrefix(n, v1alpha1.ReasonLockDeleted+": ") {
+			out = append(out, n)
+		}
+	}
+	return out
+}
+
+// TestARewriteThatKeepsEveryLockfileRefusesNone: a force push that gives
+// every commit of a synced branch a new name and keeps every tree (a
+// secret removed from another file's history, commits signed again) is
+// the history the cluster follows: the walk from the old position meets
+// every lock again, at or below the sequence the old position holds, and
+// refuses none of them (no event, nothing on the StyrminSource, which
+// would turn the new commits' statuses red) and makes no task, as a walk
+// from the root on a fresh clone would not. It holds for a lock whose
+// task was pruned too (read from the history the rewrite replaced). A
+// rewrite that changes what a lockfile locks at an old sequence is still
+// refused.
+func TestARewriteThatKeepsEveryLockfileRefusesNone(t *testing.T) {
+	t.Parallel()
+	e := startSyncEnv(t)
+	web1, web2 := instanceAt("web", "dev-web", 1), instanceAt("web", "dev-web", 2)
+	e.lock("create web and api", web1, instanceAt("api", "dev-api", 1))
+	e.lock("web 2", web2)
+	e.git.Commit(repoName, "a note", map[string][]byte{"NOTES.md": []byte("nothing locked\n")})
+	e.lock("web 3, api 2", instanceAt("web", "dev-web", 3), instanceAt("api", "dev-api", 2))
+	e.lock("delete api", tombstoneAt("api", 3))
+	rec := &noteRecorder{}
+	s := e.syncerRecording(e.countingCreates(), rec)
+	if _, err := s.Sync(e.ctx); err != nil {
+		t.Fatal(err)
+	}
+	e.running(instanceAt("web", "dev-web", 3))
+	// web-1's task was pruned: the cluster no longer tells that it ran.
+	if err := e.cl.Delete(e.ctx, &v1alpha1.StyrminTask{ObjectMeta: metav1.ObjectMeta{Namespace: "dev-web", Name: "web-1"}}); err != nil {
+		t.Fatal(err)
+	}
+	before := e.tasks()
+
+	head := e.rewriteAll()
+	e.taskCreates.Store(0)
+	res, err := s.Sync(e.ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Head.String() != head || !res.Rewritten || len(res.Created) != 0 || len(res.SequenceUsed) != 0 {
+		t.Fatalf("sync of the rewritten branch: %+v, want it rewritten at %s, nothing created, no sequence used", res, head)
+	}
+	if n := e.taskCreates.Load(); n != 0 {
+		t.Errorf("the sync of the rewritten branch posted %d tasks, want none", n)
+	}
+	if got := e.tasks(); !slices.Equal(got, before) {
+		t.Errorf("tasks %v after the rewrite, want %v", got, before)
+	}
+	src := e.source()
+	if len(src.Status.Refused) != 0 {
+		t.Errorf("refused after a rewrite that keeps every lockfile: %+v, want none", src.Status.Refused)
+	}
+	if notes := rec.refusalNotes(); len(notes) != 0 {
+		t.Errorf("refusal events after a rewrite that keeps every lockfile: %q, want none", notes)
+	}
+	if cond := apimeta.FindStatusCondition(src.Status.Conditions, v1alpha1.ConditionHistoryRewritten); cond == nil || cond.Reason != v1alpha1.ReasonHistoryRewritten {
+		t.Errorf("HistoryRewritten: %+v, want it set, every deployment following the new history", cond)
+	}
+	if src.Status.LastSyncedCommit != head {
+		t.Errorf("position %s, want %s", src.Status.LastSyncedCommit, head)
+	}
+
+	// Rewritten again from web 1's commit on, with web 2 locking other
+	// content: that lock is refused, on its new commit; web 3, the same
+	// as before, is not.
+	dir := e.git.Dir(repoName)
+	first := strings.Fields(e.git.Git(dir, "rev-list", "--reverse", "--first-parent", "main"))[1]
+	e.git.Reset(repoName, "main", first)
+	other := instanceAt("web", "dev-web", 2)
+	other.AppVersion, other.Digest = "2.0", fmt.Sprintf("sha256:%064x", 200)
+	changed := e.lock("web 2, other content", other)
+	e.lock("web 3, api 2", instanceAt("web", "dev-web", 3), instanceAt("api", "dev-api", 2))
+	e.lock("delete api", tombstoneAt("api", 3))
+	res, err = s.Sync(e.ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !res.Rewritten || len(res.Created) != 0 {
+		t.Fatalf("sync of the second rewrite: %+v, want it rewritten, nothing created", res)
+	}
+	refused := e.source().Status.Refused
+	if len(refused) != 1 || refused[0].Commit != changed || refused[0].Path != deploymentID("web").LockPath() ||
+		!strings.Contains(refused[0].Message, "sequence 2 does not follow 3") {
+		t.Fatalf("refused %+v; want web's lockfile at %s alone, sequence 2 not following 3", refused, changed)
+	}
+	if notes := rec.refusalNotes(); len(notes) != 1 || !strings.Contains(notes[0], "sequence 2 does not follow 3") {
+		t.Errorf("refusal events %q, want one for web 2's other content", notes)
+	}
+}
