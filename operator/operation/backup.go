@@ -224,7 +224,7 @@ func (r *BackupReconciler) start(ctx context.Context, b *v1alpha1.StyrminBackup)
 	}
 	for i, tg := range plan.targets {
 		d := b.Status.Deployments[i]
-		op := v1alpha1.TaskOperation{Kind: v1alpha1.OperationBackup, Name: b.Name, BackupID: b.Name, Artifact: d.Artifact, Secret: plan.settings.Secret, Attempt: 1}
+		op := v1alpha1.TaskOperation{Kind: v1alpha1.OperationBackup, Name: b.Name, BackupID: b.Name, Artifact: d.Artifact, Secret: plan.settings.Secret, Attempt: 1, Created: created(b)}
 		if err := makeTask(ctx, r.opts.Client, r.opts.APIReader, tg, d.Task, op); err != nil {
 			return reconcile.Result{}, err
 		}
@@ -404,7 +404,7 @@ func (r *BackupReconciler) remakeTasks(ctx context.Context, b *v1alpha1.StyrminB
 		if err != nil {
 			return err
 		}
-		op := v1alpha1.TaskOperation{Kind: v1alpha1.OperationBackup, Name: b.Name, BackupID: b.Name, Artifact: d.Artifact, Secret: secret, Attempt: 1}
+		op := v1alpha1.TaskOperation{Kind: v1alpha1.OperationBackup, Name: b.Name, BackupID: b.Name, Artifact: d.Artifact, Secret: secret, Attempt: 1, Created: created(b)}
 		if err := makeTask(ctx, r.opts.Client, r.opts.APIReader, tgs[0], d.Task, op); err != nil {
 			return err
 		}
@@ -533,6 +533,25 @@ func makeTaskAt(ctx context.Context, c client.Client, api client.Reader, tg targ
 		return fmt.Errorf("creating the %s task %s/%s: %w", strings.ToLower(string(op.Kind)), t.Namespace, t.Name, err)
 	}
 	return nil
+}
+
+// created is when operation obj (a StyrminBackup or StyrminRestore) was
+// made, copied into each of its tasks: every deployment the operation
+// names orders it among its other operations by it (not by when its task
+// was made, which a refused create can put late on one deployment).
+func created(obj client.Object) *metav1.Time {
+	t := obj.GetCreationTimestamp()
+	return &t
+}
+
+// deletionAsked is when a backup's deletion was asked for, which orders
+// its deleteBackup tasks among the deployments' other operations.
+func deletionAsked(b *v1alpha1.StyrminBackup) *metav1.Time {
+	if b.DeletionTimestamp != nil {
+		t := *b.DeletionTimestamp
+		return &t
+	}
+	return created(b)
 }
 
 // ownTask reports whether task t is the task of attempt of operation
@@ -804,7 +823,7 @@ func (r *BackupReconciler) deleteArtifacts(ctx context.Context, b *v1alpha1.Styr
 		if err != nil {
 			return deletionWait{}, err
 		}
-		op := v1alpha1.TaskOperation{Kind: v1alpha1.OperationDeleteBackup, Name: b.Name, BackupID: b.Name, Artifact: d.Artifact, Secret: secret, Attempt: 1}
+		op := v1alpha1.TaskOperation{Kind: v1alpha1.OperationDeleteBackup, Name: b.Name, BackupID: b.Name, Artifact: d.Artifact, Secret: secret, Attempt: 1, Created: deletionAsked(b)}
 		if err := makeTask(ctx, r.opts.Client, r.opts.APIReader, tgs[0], name, op); err != nil {
 			return deletionWait{}, err
 		}

@@ -302,7 +302,7 @@ func (r *RestoreReconciler) makeTasks(ctx context.Context, rs *v1alpha1.StyrminR
 	for _, tg := range tgs {
 		i := slices.IndexFunc(rs.Status.Deployments, func(d v1alpha1.OperationDeployment) bool { return d.Name == tg.sd.Spec.Deployment.Name })
 		d := rs.Status.Deployments[i]
-		op := v1alpha1.TaskOperation{Kind: v1alpha1.OperationRestore, Name: rs.Name, BackupID: b.Name, Artifact: d.Artifact, Secret: settings.Secret, Attempt: d.Attempt}
+		op := v1alpha1.TaskOperation{Kind: v1alpha1.OperationRestore, Name: rs.Name, BackupID: b.Name, Artifact: d.Artifact, Secret: settings.Secret, Attempt: d.Attempt, Created: created(rs)}
 		var at *v1alpha1.StyrminTask
 		// The newest earlier attempt whose task still exists (one deleted
 		// by hand would put the retry after the changes its failure holds,

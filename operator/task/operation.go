@@ -10,6 +10,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -101,7 +102,8 @@ func OperationWorkflow(k v1alpha1.OperationKind) v1alpha1.Workflow {
 // runsBefore reports whether task s comes before task t of the same
 // deployment: by sequence; at one sequence the change before the
 // operations ordered after it; operations among themselves in the order
-// they were made.
+// the operations (not their tasks) were made, then by kind, name and
+// attempt: one order for every deployment an operation names.
 func runsBefore(s, t *v1alpha1.StyrminTask) bool {
 	if s.Spec.ToSequence != t.Spec.ToSequence {
 		return s.Spec.ToSequence < t.Spec.ToSequence
@@ -113,10 +115,29 @@ func runsBefore(s, t *v1alpha1.StyrminTask) bool {
 	if !so {
 		return false
 	}
-	if c := s.CreationTimestamp.Compare(t.CreationTimestamp.Time); c != 0 {
+	if c := operationCreated(s).Compare(operationCreated(t)); c != 0 {
 		return c < 0
 	}
+	sop, top := s.Spec.Operation, t.Spec.Operation
+	if c := cmp.Compare(sop.Kind, top.Kind); c != 0 {
+		return c < 0
+	}
+	if c := cmp.Compare(sop.Name, top.Name); c != 0 {
+		return c < 0
+	}
+	if sop.Attempt != top.Attempt {
+		return sop.Attempt < top.Attempt
+	}
 	return s.Name < t.Name
+}
+
+// operationCreated is when operation task t's operation was made; for a
+// task made before its operation recorded it, when the task was.
+func operationCreated(t *v1alpha1.StyrminTask) time.Time {
+	if c := t.Spec.Operation.Created; c != nil {
+		return c.Time
+	}
+	return t.CreationTimestamp.Time
 }
 
 // restoreHold returns why task t of the deployment (a change, or a

@@ -47,6 +47,42 @@ func TestAnOperationRunsAfterTheChangesUpToItsSequenceAndBeforeTheLaterOnes(t *t
 	}
 }
 
+// TestTwoOperationsRunInOneOrderOnEveryDeploymentTheyName pins that the
+// order of two operations at one sequence is theirs, not their tasks':
+// restore R1 made its task on a at once and on b late (its first create
+// refused), after restore R2 made both of its own. Ordered by when each
+// task was made (then by task name), a ran R1 then R2 and b R2 then R1:
+// two deployments left holding different backups' data, both restores
+// Succeeded. Each deployment now orders them as the operations were made,
+// then by kind, name and attempt when made in one second.
+func TestTwoOperationsRunInOneOrderOnEveryDeploymentTheyName(t *testing.T) {
+	at := func(sec int64) *metav1.Time { t := metav1.NewTime(time.Unix(sec, 0)); return &t }
+	task := func(dep, opName string, opMade, taskMade int64, attempt int32) v1alpha1.StyrminTask {
+		tk := op(opName+"-"+dep, v1alpha1.OperationRestore, 4, int(taskMade), attempt, "")
+		tk.Spec.Operation.Created = at(opMade)
+		return tk
+	}
+	for _, tc := range []struct {
+		name   string
+		r1, r2 v1alpha1.StyrminTask
+	}{
+		{"a: both tasks made as their restores were", task("a", "r1", 100, 100, 1), task("a", "r2", 101, 101, 1)},
+		{"b: r1's task made after r2's", task("b", "r1", 100, 102, 1), task("b", "r2", 101, 101, 1)},
+		{"c: the two made in one second, r1's task late", task("c", "r1", 100, 103, 1), task("c", "r2", 100, 100, 1)},
+		{"d: r1's retry after r2", task("d", "r1", 100, 104, 2), task("d", "r2", 101, 101, 1)},
+	} {
+		if !runsBefore(&tc.r1, &tc.r2) || runsBefore(&tc.r2, &tc.r1) {
+			t.Errorf("%s: r2 runs before r1; want r1 (made first, or first by name) before r2 on every deployment", tc.name)
+		}
+	}
+	// A task made before its operation recorded when it was made is
+	// ordered by its own making, as before.
+	old, made := op("r3-e", v1alpha1.OperationRestore, 4, 50, 1, ""), task("e", "r4", 60, 60, 1)
+	if !runsBefore(&old, &made) {
+		t.Error("a task without its operation's time does not run before an operation made after it")
+	}
+}
+
 func TestAFailedRestoreHoldsTheLaterChangesUntilANewerAttempt(t *testing.T) {
 	c3 := change(3)
 	failed := op("r1-a", v1alpha1.OperationRestore, 2, 10, 1, v1alpha1.TaskFailed)

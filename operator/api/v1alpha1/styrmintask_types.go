@@ -63,6 +63,14 @@ type TaskOperation struct {
 	// Attempt counts a restore's runs (1 first, then one more per retry).
 	// +optional
 	Attempt int32 `json:"attempt,omitempty"`
+	// Created is when the StyrminBackup or StyrminRestore was made. A
+	// deployment's operations at one sequence run in this order (then by
+	// kind, name and attempt), which is the same for every deployment an
+	// operation names: ordered by when each task was made, two restores
+	// could end in one order on one deployment and the other on the next
+	// (a task made late after a refused create).
+	// +optional
+	Created *metav1.Time `json:"created,omitempty"`
 }
 
 // TaskPhase is where a task is in its life. Succeeded, Failed and
