@@ -1,8 +1,10 @@
 // Package statusreport reports each lock commit's result in this cluster
-// to the git host (commitstatus): pending while its tasks run, failure
-// when one failed or the agent refused one of its lockfiles, success when
-// all succeeded or were superseded by a newer instance. It runs on the elected replica, reads the tasks from the
-// manager's cache and posts a status only when a commit's changes.
+// to the git host (commitstatus): pending while its tasks run or the sync
+// has still to make one of them, failure when one failed or the agent
+// refused one of its lockfiles, success when all succeeded or were
+// superseded by a newer instance. It runs on the elected replica, reads
+// the tasks from the manager's cache and posts a status only when a
+// commit's changes.
 package statusreport
 
 import (
@@ -21,6 +23,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 
 	"github.com/styrmin/styrmin/commitstatus"
+	"github.com/styrmin/styrmin/gitsource"
 	"github.com/styrmin/styrmin/operator/api/v1alpha1"
 	"github.com/styrmin/styrmin/resolver"
 )
@@ -36,6 +39,22 @@ type Poster interface {
 
 var _ Poster = (*commitstatus.Client)(nil)
 
+// LockHistory is what the reporter reads of the agent's clone: the view
+// the sync walks, *gitsource.Folder (or *gitsource.Repo when the
+// desired state is the repository's root).
+type LockHistory interface {
+	// Head is the tracked branch's head as last fetched.
+	Head() (gitsource.Hash, error)
+	// LockChanges lists the lockfiles the commits after from up to to
+	// change under prefix: what the sync walks from its position.
+	LockChanges(from, to gitsource.Hash, prefix string) ([]gitsource.LockChange, error)
+}
+
+var (
+	_ LockHistory = (*gitsource.Folder)(nil)
+	_ LockHistory = (*gitsource.Repo)(nil)
+)
+
 // Options configure New.
 type Options struct {
 	// Reader reads the cluster's StyrminTasks and the StyrminSource.
@@ -43,6 +62,14 @@ type Options struct {
 	// Source is the StyrminSource whose refused lockfiles count as their
 	// commits' failures (none given: only tasks count).
 	Source types.NamespacedName
+	// History is the agent's clone, the folder the sync walks. With it
+	// and Source, a lockfile of a commit the sync has not synced yet
+	// (after status.lastSyncedCommit) that has neither a task nor a
+	// refusal keeps the commit pending: the sync makes the other
+	// deployments' tasks when the API server refuses one, and tries that
+	// one again at its next sync. Without it, only the tasks and the
+	// refusals count.
+	History LockHistory
 	// Poster posts the statuses.
 	Poster Poster
 	// Cluster names the cluster; Context is the status context (default
@@ -80,6 +107,20 @@ type Reporter struct {
 	outages int
 	// posted is the last status posted (or refused for good) per commit.
 	posted map[string]postedStatus
+	// unsynced is what the last look at the clone found the sync has
+	// still to walk.
+	unsynced unsyncedLocks
+}
+
+// unsyncedLocks are the lockfiles the commits after the sync's position
+// up to the clone's head change in this cluster, by commit: the
+// deployments ("cluster/env/name") whose tasks the sync may still make.
+// Read again only when the position or the head moved: while a sync
+// fails, its position stays.
+type unsyncedLocks struct {
+	read           bool
+	position, head gitsource.Hash
+	byCommit       map[string][]string
 }
 
 // postedStatus is a status posted for a commit, with the tasks and
@@ -198,6 +239,22 @@ func (r *Reporter) Report(ctx context.Context) error {
 	if now.Before(resume) {
 		return nil
 	}
+	// The StyrminSource is read before the tasks: the sync makes a
+	// commit's tasks before it records the commit synced, so a round
+	// that finds the position past a commit, and so waits for none of
+	// its lockfiles, has its tasks in view too (but for the tasks' cache
+	// being behind the source's).
+	var src *v1alpha1.StyrminSource
+	if r.o.Source.Name != "" {
+		var got v1alpha1.StyrminSource
+		err := r.o.Reader.Get(ctx, r.o.Source, &got)
+		if client.IgnoreNotFound(err) != nil {
+			return fmt.Errorf("reading StyrminSource %s: %w", r.o.Source, err)
+		}
+		if err == nil {
+			src = &got
+		}
+	}
 	var list v1alpha1.StyrminTaskList
 	if err := r.o.Reader.List(ctx, &list); err != nil {
 		return fmt.Errorf("listing StyrminTasks: %w", err)
@@ -212,12 +269,7 @@ func (r *Reporter) Report(ctx context.Context) error {
 			byCommit[t.Spec.Lock.Commit] = c
 		}
 	}
-	if r.o.Source.Name != "" {
-		var src v1alpha1.StyrminSource
-		err := r.o.Reader.Get(ctx, r.o.Source, &src)
-		if client.IgnoreNotFound(err) != nil {
-			return fmt.Errorf("reading StyrminSource %s: %w", r.o.Source, err)
-		}
+	if src != nil {
 		for _, f := range src.Status.Refused {
 			if id, ok := resolver.IDFromLockPath(f.Path); !ok || id.Cluster != r.o.Cluster {
 				continue // another cluster's (a source that changed cluster)
@@ -227,6 +279,7 @@ func (r *Reporter) Report(ctx context.Context) error {
 			byCommit[f.Commit] = c
 		}
 	}
+	unsynced := r.unsyncedLocks(src)
 	var errs []error
 commits:
 	for _, sha := range slices.Sorted(maps.Keys(byCommit)) {
@@ -240,12 +293,24 @@ commits:
 				c.refused = append(c.refused, f)
 			}
 		}
-		s := Summarize(r.o.Cluster, c.tasks, c.refused...)
+		waiting := 0
+		if !seen || last.status.State == commitstatus.Pending {
+			// Not after a final status, posted once nothing waited: the
+			// sync makes no task of a commit it has synced, so a lockfile
+			// of it found without a task later is one whose task was
+			// pruned, met again by a walk from the root (a lost position).
+			waiting = c.waiting(unsynced[sha])
+		}
+		s := summarize(r.o.Cluster, c.tasks, waiting, c.refused)
 		s.Context, s.TargetURL = r.o.Context, r.o.TargetURL
 		if seen && (last.status == s || last.onlyFewer(c)) {
 			continue
 		}
-		if !seen && s.State != commitstatus.Pending && endedBefore(c, started) {
+		// Its tasks all ended before this replica's election (it may be
+		// pending still, for a lockfile waiting for its task: the status
+		// the earlier leader posted then is the same, or a final one it
+		// posted once nothing waited):
+		if !seen && endedBefore(c, started) {
 			// An earlier leader may have reported it, from tasks some of
 			// which may be pruned since (a failure's failed task): a
 			// final status it posted stands.
@@ -371,12 +436,115 @@ func endedBefore(c commitResult, t time.Time) bool {
 	return true
 }
 
+// unsyncedLocks returns, by commit, the deployments whose lockfiles the
+// sync has still to walk: those the commits after its position
+// (status.lastSyncedCommit; none: from the root, as the sync walks) up to
+// the clone's head change in this cluster, the list the sync's next walk
+// reads (LockChanges, under locks/<cluster>). The sync records its
+// position only once every task of the walk was made, so a commit at or
+// before it owes none: that also covers every lockfile the sync rightly
+// makes no task for (a tombstone of a deployment never applied here or
+// gone everywhere, an earlier change of a deployment deleted at the
+// head, a sequence its StyrminDeployment already holds, an invalid
+// lockfile of a walk from the root, which records no refusal), which
+// cannot be told from the cluster. They count as waiting only while the
+// sync has not passed their commit, which it does at its first sync that
+// goes through: no commit is kept pending once its tasks are all made.
+//
+// A commit the branch no longer holds (a force push) is not listed: the
+// sync will not walk it. Nor is a deleted lockfile (refused, never a
+// task). The lockfiles, not the Styrmin-Lock trailers, are what the sync
+// makes tasks of: a trailer may name a deployment of another cluster, or
+// one whose lockfile the commit does not change (a squashed message), and
+// a commit without trailers (a merge's resolution) may change one.
+//
+// None when it cannot be known (no clone or StyrminSource given): the
+// commits' tasks and refusals alone count then, as before History. When
+// the clone cannot be read (the position a commit it does not hold yet,
+// fetched by the replica elected before), the last look's answer stands
+// until a look succeeds: a read that failed once must not turn a commit
+// waiting for a task green.
+func (r *Reporter) unsyncedLocks(src *v1alpha1.StyrminSource) map[string][]string {
+	if r.o.History == nil || src == nil {
+		return nil
+	}
+	r.mu.Lock()
+	cached := r.unsynced
+	r.mu.Unlock()
+	head, err := r.o.History.Head()
+	if err != nil {
+		r.o.Log.V(1).Info("could not read the clone's head: lockfiles waiting for their tasks are counted as at the last look", "error", err.Error())
+		return cached.byCommit
+	}
+	// A position that does not parse (edited by hand) is one the sync
+	// ignores too: it walks from the root.
+	position, _ := gitsource.ParseHash(src.Status.LastSyncedCommit)
+	if position == head {
+		return nil
+	}
+	if cached.read && cached.position == position && cached.head == head {
+		return cached.byCommit
+	}
+	changes, err := r.o.History.LockChanges(position, head, resolver.ClusterLocksDir(r.o.Cluster))
+	if err != nil {
+		r.o.Log.V(1).Info("could not list the lock changes the sync has still to walk: lockfiles waiting for their tasks are counted as at the last look",
+			"position", position.Short(), "head", head.Short(), "error", err.Error())
+		return cached.byCommit
+	}
+	byCommit := map[string][]string{}
+	for _, ch := range changes {
+		id, ok := resolver.IDFromLockPath(ch.Path)
+		if ch.Deleted || !ok || id.Cluster != r.o.Cluster {
+			continue // the sync makes no task of it either
+		}
+		sha := ch.Commit.String()
+		byCommit[sha] = append(byCommit[sha], id.String())
+	}
+	r.mu.Lock()
+	r.unsynced = unsyncedLocks{read: true, position: position, head: head, byCommit: byCommit}
+	r.mu.Unlock()
+	return byCommit
+}
+
+// waiting counts the deployments of unsynced (a commit's lockfiles the
+// sync has still to walk) for which c has neither a task nor a refused
+// lockfile: the sync has still to make their tasks.
+func (c commitResult) waiting(unsynced []string) int {
+	if len(unsynced) == 0 {
+		return 0
+	}
+	have := make(map[string]bool, len(c.tasks)+len(c.refused))
+	for _, t := range c.tasks {
+		have[t.Spec.Deployment.String()] = true
+	}
+	for _, f := range c.refused {
+		if id, ok := resolver.IDFromLockPath(f.Path); ok {
+			have[id.String()] = true
+		}
+	}
+	n := 0
+	for _, d := range unsynced {
+		if !have[d] {
+			have[d] = true // a deployment counts once
+			n++
+		}
+	}
+	return n
+}
+
 // Summarize is the status of one lock commit in a cluster from its
 // tasks (one per deployment it locked) and its lockfiles the agent
 // refused: failure when a task failed or a lockfile was refused, pending
 // while a task has not ended, success otherwise; the description counts
 // them and names the failures.
 func Summarize(cluster string, tasks []v1alpha1.StyrminTask, refused ...v1alpha1.RefusedLock) commitstatus.Status {
+	return summarize(cluster, tasks, 0, refused)
+}
+
+// summarize is Summarize with the commit's lockfiles whose tasks the sync
+// has still to make (waiting): pending while one waits, unless the
+// commit failed already.
+func summarize(cluster string, tasks []v1alpha1.StyrminTask, waiting int, refused []v1alpha1.RefusedLock) commitstatus.Status {
 	var failed []string
 	applied, superseded, running := 0, 0, 0
 	for _, t := range tasks {
@@ -410,6 +578,14 @@ func Summarize(cluster string, tasks []v1alpha1.StyrminTask, refused ...v1alpha1
 	if len(failed) > 0 {
 		parts = append(parts, fmt.Sprintf("%s failed", strings.Join(failed, ", ")))
 	}
+	switch {
+	// Before the counts of tasks, as a refusal: nothing else on the
+	// commit shows it (the sync's error is on the StyrminSource).
+	case waiting == 1:
+		parts = append(parts, "1 deployment waiting for its task (see the StyrminSource)")
+	case waiting > 1:
+		parts = append(parts, fmt.Sprintf("%d deployments waiting for their tasks (see the StyrminSource)", waiting))
+	}
 	if applied > 0 {
 		parts = append(parts, plural(applied, "applied"))
 	}
@@ -423,7 +599,7 @@ func Summarize(cluster string, tasks []v1alpha1.StyrminTask, refused ...v1alpha1
 	switch {
 	case len(failed) > 0 || len(refused) > 0:
 		s.State = commitstatus.Failure
-	case running > 0:
+	case running > 0 || waiting > 0:
 		s.State = commitstatus.Pending
 	}
 	return s
