@@ -16,6 +16,7 @@ import (
 
 	"github.com/styrmin/styrmin/gitsource"
 	"github.com/styrmin/styrmin/operator/api/v1alpha1"
+	"github.com/styrmin/styrmin/operator/health"
 	"github.com/styrmin/styrmin/operator/instance"
 	"github.com/styrmin/styrmin/resolver"
 )
@@ -148,8 +149,10 @@ func (h *Handler) podsAndEvents(ctx context.Context, c *Cluster, namespace strin
 		if err := c.Live.List(ctx, &list, client.InNamespace(namespace)); err != nil {
 			problems = append(problems, "listing pods: "+mask(err.Error()))
 		}
+		// Read only when a pod shows a message its program wrote.
+		sensitive := health.NamespaceSensitive(ctx, c.Live, namespace)
 		for i := range list.Items {
-			pods = append(pods, podViewOf(&list.Items[i]))
+			pods = append(pods, podViewOf(&list.Items[i], sensitive))
 		}
 		slices.SortFunc(pods, func(a, b podView) int { return strings.Compare(a.Name, b.Name) })
 	}
@@ -188,20 +191,17 @@ func eventTime(e corev1.Event) time.Time {
 	return e.CreationTimestamp.Time
 }
 
-func podViewOf(p *corev1.Pod) podView {
-	v := podView{Name: p.Name, Phase: string(p.Status.Phase), Ready: "False"}
+// podViewOf shows a pod as the agent's status summarises it
+// (health.PodSummary): a container's termination message that may be the
+// end of its log is not shown, and one its program wrote is masked with
+// the deployment's sensitive values (withheld when they cannot be read),
+// as every viewer of the page may not read the pod's logs.
+func podViewOf(p *corev1.Pod, sensitive health.SensitiveValues) podView {
+	ps := health.PodSummary(p, sensitive)
+	v := podView{Name: p.Name, Phase: ps.Phase, Ready: "False", Reason: ps.Reason, Message: mask(ps.Message), Restarts: ps.Restarts}
 	for _, c := range p.Status.Conditions {
 		if c.Type == corev1.PodReady {
 			v.Ready = string(c.Status)
-		}
-	}
-	for _, cs := range p.Status.ContainerStatuses {
-		v.Restarts += cs.RestartCount
-		if w := cs.State.Waiting; w != nil && v.Reason == "" {
-			v.Reason, v.Message = w.Reason, mask(w.Message)
-		}
-		if t := cs.State.Terminated; t != nil && v.Reason == "" {
-			v.Reason, v.Message = t.Reason, mask(t.Message)
 		}
 	}
 	return v

@@ -33,9 +33,11 @@ type Cluster struct {
 	// Reader reads StyrminDeployments, StyrminTasks and StyrminSources
 	// (the agent's cache, or a direct client).
 	Reader client.Reader
-	// Live reads pods and events, which the agent does not cache, and
-	// the task of the task page: the agent caches finished tasks without
-	// their steps (nil: Reader).
+	// Live reads pods and events, which the agent does not cache, the
+	// task of the task page (the agent caches finished tasks without
+	// their steps) and, to mask a message a pod's program wrote, the
+	// namespace's Secret of sensitive values (health.NamespaceSensitive):
+	// the API server, never a cache (nil: Reader).
 	Live client.Reader
 }
 

@@ -1,6 +1,7 @@
 package ui_test
 
 import (
+	"html"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -216,7 +217,9 @@ func TestNoPageHoldsASecretValue(t *testing.T) {
 		"/plan?base=" + lc[0].String() + "&head=" + lc[1].String(),
 	} {
 		_, _, body := get(t, w.srv, path)
-		if found := secrettest.Find([]byte(body), secretValue); len(found) > 0 {
+		// As the browser shows it: html/template writes the value's "+"
+		// as "&#43;", which the raw form is not found in.
+		if found := secrettest.Find([]byte(html.UnescapeString(body)), secretValue); len(found) > 0 {
 			t.Errorf("%s holds the sensitive value as %s", path, strings.Join(found, ", "))
 		}
 		if strings.Contains(body, "styrmin:sensitive:") {

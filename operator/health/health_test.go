@@ -1,6 +1,7 @@
 package health
 
 import (
+	"errors"
 	"strings"
 	"testing"
 	"time"
@@ -10,6 +11,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/styrmin/styrmin/operator/api/v1alpha1"
+	"github.com/styrmin/styrmin/resolver"
 )
 
 func ptr32(i int32) *int32 { return &i }
@@ -148,10 +150,41 @@ func TestATerminationMessageTakenFromLogsIsNotShown(t *testing.T) {
 					Message: "dial postgres://app:s3cret-in-the-log@db: refused"}}}}},
 		}
 	}
-	if ps := podStatus(pod(corev1.TerminationMessageFallbackToLogsOnError)); strings.Contains(ps.Message, "s3cret") || ps.Message != "exit code 1" || ps.Reason != "Error" {
+	if ps := PodSummary(pod(corev1.TerminationMessageFallbackToLogsOnError), nil); strings.Contains(ps.Message, "s3cret") || ps.Message != "exit code 1" || ps.Reason != "Error" {
 		t.Errorf("from the logs: %+v, want the reason and exit code only", ps)
 	}
-	if ps := podStatus(pod(corev1.TerminationMessageReadFile)); !strings.Contains(ps.Message, "refused") {
+	if ps := PodSummary(pod(corev1.TerminationMessageReadFile), nil); !strings.Contains(ps.Message, "refused") {
 		t.Errorf("from the termination file: %+v, want the message kept", ps)
+	}
+}
+
+// TestATerminationMessageTheProgramWroteIsMaskedOrWithheld: a message
+// written to the termination file may hold a value the program was given
+// too: it is shown masked with the deployment's sensitive values, and
+// withheld when they cannot be read; they are read only for such a
+// message.
+func TestATerminationMessageTheProgramWroteIsMaskedOrWithheld(t *testing.T) {
+	const value = "launch-code-4711"
+	pod := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: "migrate-1"},
+		Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: "migrate", TerminationMessagePolicy: corev1.TerminationMessageReadFile}}},
+		Status: corev1.PodStatus{Phase: corev1.PodFailed, ContainerStatuses: []corev1.ContainerStatus{{Name: "migrate",
+			State: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{Reason: "Error", ExitCode: 2, Message: "bad key " + value}}}}},
+	}
+	reads := 0
+	values := func(s resolver.Sensitive, err error) SensitiveValues {
+		return func() (resolver.Sensitive, error) { reads++; return s, err }
+	}
+	if ps := PodSummary(pod, values(resolver.Sensitive{"p": value}, nil)); ps.Message != "exit code 2: bad key "+resolver.Masked {
+		t.Errorf("with the values: %q, want the message masked", ps.Message)
+	}
+	if ps := PodSummary(pod, values(nil, errors.New("secrets is forbidden"))); strings.Contains(ps.Message, value) || !strings.Contains(ps.Message, "withheld") || !strings.Contains(ps.Message, "forbidden") {
+		t.Errorf("without the values: %q, want the message withheld, saying why", ps.Message)
+	}
+	pod.Status.ContainerStatuses[0].State = corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{Reason: "CrashLoopBackOff"}}
+	reads = 0
+	PodSummary(pod, values(nil, nil))
+	if reads != 0 {
+		t.Errorf("the values were read %d times for a pod with no message its program wrote", reads)
 	}
 }

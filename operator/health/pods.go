@@ -8,23 +8,24 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/styrmin/styrmin/operator/api/v1alpha1"
+	"github.com/styrmin/styrmin/resolver"
 )
 
 // maxPods bounds the pods reported per workload.
 const maxPods = 5
 
 // Pods reads the pods of a workload that are not ready (straight from the
-// API server: the agent caches no pods) and summarises each: its phase,
-// restarts and the first container's waiting or terminated reason
-// (CrashLoopBackOff, ImagePullBackOff, Error) with its message. At most a
-// few, sorted by name.
+// API server: the agent caches no pods) and summarises each by
+// PodSummary. At most a few, sorted by name.
 //
-// workloads reads the workload (the manager's cache), pods its pods (the
-// API server).
+// workloads reads the workload (the manager's cache), pods its pods and,
+// only when a message needs masking, the namespace's sensitive values
+// (the API server: NamespaceSensitive).
 func Pods(ctx context.Context, workloads, pods client.Reader, namespace string, w v1alpha1.WorkloadStatus) ([]v1alpha1.PodStatus, error) {
 	selector, err := workloadSelector(ctx, workloads, namespace, w)
 	if err != nil || selector == nil {
@@ -34,9 +35,10 @@ func Pods(ctx context.Context, workloads, pods client.Reader, namespace string, 
 	if err := pods.List(ctx, &list, client.InNamespace(namespace), client.MatchingLabels(selector)); err != nil {
 		return nil, fmt.Errorf("listing the pods of %s/%s: %w", w.Kind, w.Name, err)
 	}
+	sensitive := NamespaceSensitive(ctx, pods, namespace)
 	var out []v1alpha1.PodStatus
 	for i := range list.Items {
-		if ps := podStatus(&list.Items[i]); !ps.Ready {
+		if ps := PodSummary(&list.Items[i], sensitive); !ps.Ready {
 			out = append(out, ps)
 		}
 	}
@@ -75,6 +77,43 @@ func workloadSelector(ctx context.Context, c client.Reader, namespace string, w 
 	return sel.MatchLabels, nil
 }
 
+// SensitiveValues returns the values a pod's messages are masked with
+// (nil: there are none), or why they could not be read.
+type SensitiveValues func() (resolver.Sensitive, error)
+
+// NamespaceSensitive returns the SensitiveValues of a deployment's
+// namespace: the Secret its release writes them to
+// (v1alpha1.SensitiveSecretName), read through r at the first call, and
+// only then: a pod summary asks for them only when it shows a message a
+// container's program wrote, which is seldom. No Secret: no values (an
+// instance without sensitive parameters). r must read the API server, not
+// a cache (the agent does not watch Secrets). For one goroutine.
+func NamespaceSensitive(ctx context.Context, r client.Reader, namespace string) SensitiveValues {
+	var (
+		read   bool
+		values resolver.Sensitive
+		err    error
+	)
+	return func() (resolver.Sensitive, error) {
+		if read {
+			return values, err
+		}
+		read = true
+		var sec corev1.Secret
+		err = r.Get(ctx, client.ObjectKey{Namespace: namespace, Name: v1alpha1.SensitiveSecretName}, &sec)
+		switch {
+		case apierrors.IsNotFound(err):
+			err = nil
+		case err != nil:
+			// The error names the Secret, never a value.
+			err = fmt.Errorf("reading Secret %s/%s: %w", namespace, v1alpha1.SensitiveSecretName, err)
+		default:
+			values = resolver.SensitiveByDigest(sec.Data)
+		}
+		return values, err
+	}
+}
+
 // fromLogs reports whether container's termination message may be the end
 // of its log (terminationMessagePolicy FallbackToLogsOnError): a log may
 // hold any value the program was given, a Kubernetes Secret's included,
@@ -89,8 +128,19 @@ func fromLogs(p *corev1.Pod, container string) bool {
 	return true // not known: as if it were
 }
 
-// podStatus summarises one pod.
-func podStatus(p *corev1.Pod) v1alpha1.PodStatus {
+// PodSummary summarises one pod, for every place that shows one (the
+// StyrminDeployment's status, the web UI): its phase, restarts and the
+// first container not ready's waiting or terminated reason
+// (CrashLoopBackOff, ImagePullBackOff, Error) with its message.
+//
+// A terminated container's message is what its program wrote, and may hold
+// any value it was given: one that may be the end of its log (fromLogs) is
+// dropped, as it may hold any secret, a Kubernetes Secret's included; one
+// written to the termination file on purpose is kept, masked with the
+// deployment's sensitive values (sensitive, called only then; nil: there
+// are none). When those cannot be read the message is withheld, saying
+// why: unmasked, it could show one.
+func PodSummary(p *corev1.Pod, sensitive SensitiveValues) v1alpha1.PodStatus {
 	ps := v1alpha1.PodStatus{Name: p.Name, Phase: string(p.Status.Phase), Reason: p.Status.Reason, Message: p.Status.Message}
 	for _, c := range p.Status.Conditions {
 		if c.Type == corev1.PodReady {
@@ -109,10 +159,23 @@ func podStatus(p *corev1.Pod) v1alpha1.PodStatus {
 		case cs.State.Terminated != nil && cs.State.Terminated.Reason != "":
 			t := cs.State.Terminated
 			ps.Reason, ps.Message, reasonSet = t.Reason, fmt.Sprintf("exit code %d", t.ExitCode), true
-			if !fromLogs(p, cs.Name) && t.Message != "" {
-				ps.Message += ": " + t.Message
+			if t.Message != "" && !fromLogs(p, cs.Name) {
+				ps.Message += ": " + programMessage(t.Message, sensitive)
 			}
 		}
 	}
 	return ps
+}
+
+// programMessage is a message a container's program wrote, masked with the
+// sensitive values, or withheld when they cannot be read.
+func programMessage(msg string, sensitive SensitiveValues) string {
+	if sensitive == nil {
+		return msg
+	}
+	values, err := sensitive()
+	if err != nil {
+		return fmt.Sprintf("[%d bytes of termination message withheld: the deployment's sensitive values could not be read to mask it: %v]", len(msg), err)
+	}
+	return values.Mask(msg)
 }
