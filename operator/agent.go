@@ -453,6 +453,8 @@ func (a *Agent) addWebhook(direct client.Client, src types.NamespacedName, opts 
 		Secret:    types.NamespacedName{Namespace: opts.Manager.Namespace, Name: wo.SecretName},
 		SecretKey: wo.SecretKey,
 		Branch:    opts.Branch,
+		// An organisation's webhook sends every repository's pushes.
+		Repo: opts.URL,
 		OnPush: func(ctx context.Context, _ webhook.Event) error {
 			return source.RequestSync(ctx, direct, src, time.Now())
 		},

@@ -67,6 +67,14 @@ type Options struct {
 	Secret SecretFunc
 	// Branch is the tracked branch; pushes to other refs are ignored.
 	Branch string
+	// Repo is the tracked repository's remote URL (the agent's --url);
+	// pushes that name another repository are ignored. An organisation's
+	// webhook, or a secret shared by several repositories, sends pushes
+	// of every repository: one to a branch of the same name is not a
+	// change of this one. A remote that names no repository a push can
+	// be compared with (a plain path, a host a git host would not
+	// announce; see parseRepository) or "" checks nothing, as before.
+	Repo string
 	// OnPush is called for a verified, new push to the tracked branch. It
 	// records the request (the agent annotates its StyrminSource) and must
 	// return quickly; an error answers 503 and forgets the delivery, so
@@ -101,7 +109,10 @@ type Options struct {
 
 // Handler serves GitHub webhooks.
 type Handler struct {
-	opts       Options
+	opts Options
+	// repo is Options.Repo parsed; checkRepo is false when it names none.
+	repo       repository
+	checkRepo  bool
 	slots      *slots
 	seen       *deliveries
 	deliveries *prometheus.CounterVec
@@ -156,8 +167,11 @@ func NewHandler(opts Options) (*Handler, error) {
 	for _, r := range results {
 		deliveries.WithLabelValues(string(r))
 	}
+	repo, checkRepo := parseRepository(opts.Repo)
 	return &Handler{
 		opts:       opts,
+		repo:       repo,
+		checkRepo:  checkRepo,
 		slots:      newSlots(opts.MaxInFlight),
 		seen:       newDeliveries(opts.ReplayWindow, opts.ReplayBytes),
 		deliveries: deliveries,
@@ -270,6 +284,16 @@ func (h *Handler) serve(w http.ResponseWriter, r *http.Request) Result {
 			log.Info("webhook rejected: " + err.Error())
 			http.Error(w, err.Error(), http.StatusBadRequest)
 			return ResultBadRequest
+		}
+		if h.checkRepo {
+			if other, ok := otherRepository(h.repo, p); ok {
+				// Answered 2xx: the delivery is genuine, only not for
+				// this agent, and GitHub should not show it as failed.
+				log.Info("webhook ignored: push to another repository", "repository", other, "following", h.repo.String())
+				w.WriteHeader(http.StatusAccepted)
+				fmt.Fprintf(w, "push to repository %s ignored: this receiver follows %s\n", other, h.repo)
+				return ResultIgnored
+			}
 		}
 		if p.Ref != "refs/heads/"+h.opts.Branch {
 			log.Info("webhook ignored: push to another ref", "ref", p.Ref)
@@ -433,6 +457,10 @@ type Push struct {
 	After      string `json:"after"`
 	Repository struct {
 		FullName string `json:"full_name"`
+		CloneURL string `json:"clone_url"`
+		SSHURL   string `json:"ssh_url"`
+		HTMLURL  string `json:"html_url"`
+		GitURL   string `json:"git_url"`
 	} `json:"repository"`
 }
 

@@ -44,6 +44,9 @@ type ServerOptions struct {
 	SecretTTL time.Duration
 	// Branch is the tracked branch; pushes to other refs are ignored.
 	Branch string
+	// Repo is the tracked repository's remote URL; pushes naming another
+	// repository are ignored (see Options.Repo).
+	Repo string
 	// OnPush is called for a verified, new push to Branch (see
 	// Options.OnPush); it must return quickly.
 	OnPush func(context.Context, Event) error
@@ -110,6 +113,7 @@ func NewServer(opts ServerOptions) (*Server, error) {
 	h, err := NewHandler(Options{
 		Secret:      s.secret,
 		Branch:      opts.Branch,
+		Repo:        opts.Repo,
 		OnPush:      opts.OnPush,
 		MaxBody:     opts.MaxBody,
 		MaxInFlight: opts.MaxInFlight,
