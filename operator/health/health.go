@@ -26,11 +26,12 @@ import (
 const OthersComponent = "chart"
 
 // ComponentStatuses reads the inventory's workloads (from c, the
-// manager's cache, which watches them) and its judged objects, Jobs and
-// claims (from live, the API server), and sums them up per component. A
-// component with neither (only a Service, say) is ready. A workload the
-// cache shows at a generation older than written tells (the agent's last
-// apply or correction of it), or failed, is read from live.
+// manager's cache, which watches them), its judged objects, Jobs and
+// claims, and its custom resources (from live, the API server: see
+// CustomResource), and sums them up per component. A component with none
+// of them (only a Service, say) is ready. A workload the cache shows at a
+// generation older than written tells (the agent's last apply or
+// correction of it), or failed, is read from live.
 //
 // previous are the components as the last check saw them at the same
 // release revision (nil right after an apply): a Job gone since (deleted
@@ -42,7 +43,12 @@ func ComponentStatuses(ctx context.Context, c, live client.Reader, inventory []v
 	byName := map[string]*v1alpha1.ComponentStatus{}
 	for _, r := range inventory {
 		judged := drivers.IsJudged(r.APIVersion, r.Kind)
-		if r.Component == "" && (judged || drivers.IsWorkloadKind(r.APIVersion, r.Kind)) {
+		// Namespaced, as the inventory sees it: it takes every kind it
+		// does not know for a namespaced one, so a cluster-scoped custom
+		// resource (a ClusterIssuer) is judged too, read through its
+		// kind's mapping, which drops the namespace.
+		custom := !judged && r.Namespace != "" && IsCustomResource(r.APIVersion)
+		if r.Component == "" && (judged || custom || drivers.IsWorkloadKind(r.APIVersion, r.Kind)) {
 			// A workload no component selects (a subchart's) is the
 			// release's as well: a stuck one keeps it from Ready.
 			r.Component = OthersComponent
@@ -63,6 +69,8 @@ func ComponentStatuses(ctx context.Context, c, live client.Reader, inventory []v
 			if err == nil && ws.Message == notFound && r.Kind == "Job" && live != nil {
 				ws, err = goneJob(ctx, live, previous, r, ws, endsSince)
 			}
+		case custom:
+			ws, err = CustomResource(ctx, live, r)
 		case drivers.IsWorkloadKind(r.APIVersion, r.Kind):
 			var generation int64
 			ws, generation, err = workload(ctx, c, r, appliedAt)
@@ -155,8 +163,9 @@ func workload(ctx context.Context, c client.Reader, r v1alpha1.ObjectRef, applie
 	return ws, obj.GetGeneration(), nil
 }
 
-// Judged reads an object of a judged kind (a Job, a claim) and tells, by
-// kstatus, whether it is ready (Current), failed or neither.
+// Judged reads an object of a judged kind (a Job, a claim) or a custom
+// resource and tells, by kstatus, whether it is ready (Current), failed
+// or neither.
 func Judged(ctx context.Context, c client.Reader, r v1alpha1.ObjectRef) (v1alpha1.WorkloadStatus, error) {
 	ws := v1alpha1.WorkloadStatus{Kind: r.Kind, Name: r.Name, DesiredReplicas: 1}
 	u := &unstructured.Unstructured{}
@@ -175,9 +184,10 @@ func Judged(ctx context.Context, c client.Reader, r v1alpha1.ObjectRef) (v1alpha
 		return ws, fmt.Errorf("status of %s: %w", r, err)
 	}
 	switch {
-	case res.Status == kstatus.CurrentStatus && r.Kind == "Job" && !jobComplete(u):
+	case res.Status == kstatus.CurrentStatus && r.Kind == "Job" && drivers.IsJudged(r.APIVersion, r.Kind) && !jobComplete(u):
 		// kstatus counts a running Job as current; a release holding a
-		// Job is ready when the Job has done its work.
+		// Job is ready when the Job has done its work. (A custom kind
+		// named Job is not batch's.)
 		ws.Message = res.Message
 	case res.Status == kstatus.CurrentStatus:
 		ws.Ready, ws.ReadyReplicas = true, 1

@@ -10,6 +10,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/styrmin/styrmin/internal/cachetest"
@@ -135,6 +136,14 @@ func TestAWorkloadNoComponentSelectsIsJudgedUnderTheChart(t *testing.T) {
 // "app", and returns a client of it.
 func appNamespace(t *testing.T) (context.Context, client.Client) {
 	t.Helper()
+	ctx, api, _ := appCluster(t)
+	return ctx, api
+}
+
+// appCluster is appNamespace that also returns the cluster's config (for
+// other clients of it).
+func appCluster(t *testing.T) (context.Context, client.Client, *rest.Config) {
+	t.Helper()
 	c := testcluster.StartT(t, testcluster.Options{})
 	api, err := client.New(c.RESTConfig, client.Options{})
 	if err != nil {
@@ -144,5 +153,5 @@ func appNamespace(t *testing.T) (context.Context, client.Client) {
 	if err := api.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "app"}}); err != nil {
 		t.Fatal(err)
 	}
-	return ctx, api
+	return ctx, api, c.RESTConfig
 }
