@@ -55,8 +55,13 @@ func (s *Syncer) rewritten(src *v1alpha1.StyrminSource, head gitsource.Hash) (bo
 	if ok {
 		return false, nil
 	}
-	s.warn(src, v1alpha1.ReasonHistoryRewritten, "branch %s moved from %s to %s, which does not descend from it (a force push or a rewind): applying what the new history locks, never reusing a sequence", s.opts.Spec.Branch, s.position.Short(), head.Short())
-	s.opts.Log.Info("history rewritten", "from", s.position.Short(), "head", head.Short())
+	if head != s.warnedRewrite {
+		// Once per head: a sync that fails (a task refused) keeps the
+		// position and meets the same rewrite at every poll.
+		s.warnedRewrite = head
+		s.warn(src, v1alpha1.ReasonHistoryRewritten, "branch %s moved from %s to %s, which does not descend from it (a force push or a rewind): applying what the new history locks, never reusing a sequence", s.opts.Spec.Branch, s.position.Short(), head.Short())
+		s.opts.Log.Info("history rewritten", "from", s.position.Short(), "head", head.Short())
+	}
 	return true, nil
 }
 

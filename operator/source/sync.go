@@ -124,6 +124,14 @@ type Syncer struct {
 	// StyrminSource with the sync's end (advance, setFailed): no write of
 	// their own.
 	refused []v1alpha1.RefusedLock
+	// warned are the refusals (commit and path) an event was recorded for
+	// since the position last moved: a sync that fails (a task the API
+	// server keeps refusing) walks the same commits at every poll, and a
+	// walk from the root records no refusal on the StyrminSource to tell
+	// it met them before. warnedRewrite is the head a HistoryRewritten
+	// event was recorded for, alike.
+	warned        map[refusalKey]bool
+	warnedRewrite gitsource.Hash
 
 	metrics *syncMetrics
 }
@@ -170,6 +178,7 @@ func NewSyncer(opts SyncerOptions) (*Syncer, error) {
 		prefix:     resolver.ClusterLocksDir(opts.Cluster),
 		trigger:    make(chan struct{}, 1),
 		namespaces: map[string]bool{},
+		warned:     map[refusalKey]bool{},
 		metrics:    m,
 	}, nil
 }
@@ -274,11 +283,13 @@ func (s *Syncer) sync(ctx context.Context) (SyncResult, error) {
 		s.setFailed(ctx, src, v1alpha1.ReasonSyncFailed, err)
 		return res, err
 	}
-	if err := s.walk(ctx, src, s.position, fr.Head, &res); err != nil {
-		s.setFailed(ctx, src, v1alpha1.ReasonSyncFailed, err)
-		return res, err
-	}
-	if err := s.followHistory(ctx, src, fr.Head, &res); err != nil {
+	// The history is followed even when the walk failed: a task the API
+	// server keeps refusing (a namespace stuck Terminating, a quota, an
+	// admission webhook) fails every sync and holds the position, and a
+	// force push meanwhile would never be reported. setFailed records the
+	// condition with the walk's refusals.
+	werr := s.walk(ctx, src, s.position, fr.Head, &res)
+	if err := errors.Join(werr, s.followHistory(ctx, src, fr.Head, &res)); err != nil {
 		s.setFailed(ctx, src, v1alpha1.ReasonSyncFailed, err)
 		return res, err
 	}
@@ -1388,15 +1399,25 @@ func (s *Syncer) advance(ctx context.Context, src *v1alpha1.StyrminSource, head 
 	if err != nil {
 		return fmt.Errorf("sync: recording %s as synced on StyrminSource %s: %w", head.Short(), s.opts.Source, err)
 	}
+	if s.position != head {
+		// The next walk starts past the commits warned of.
+		clear(s.warned)
+	}
 	s.position = head
 	s.wrote = written.ResourceVersion
 	return nil
 }
 
 // setFailed records a failed sync on the StyrminSource (best effort: the
-// error is returned to the caller anyway).
+// error is returned to the caller anyway), with the lockfiles its walk
+// refused: a sync held by a task the API server refuses fails at every
+// poll, and the refusals of the commits it walks would otherwise never be
+// recorded (their statuses on the git host would turn green once their
+// other tasks succeeded). The refusals are decided as at a successful
+// end: each lockfile on its own, from the lock history and the cluster.
 func (s *Syncer) setFailed(ctx context.Context, src *v1alpha1.StyrminSource, reason string, err error) {
 	failed := func(src *v1alpha1.StyrminSource) {
+		src.Status.Refused = withRefused(src.Status.Refused, s.refused)
 		apimeta.SetStatusCondition(&src.Status.Conditions, metav1.Condition{
 			Type: v1alpha1.ConditionReady, Status: metav1.ConditionFalse, Reason: reason,
 			Message: boundMessage(err.Error()), ObservedGeneration: src.Generation,
@@ -1412,10 +1433,12 @@ func (s *Syncer) setFailed(ctx context.Context, src *v1alpha1.StyrminSource, rea
 	written := src
 	uerr := s.opts.Client.Status().Update(ctx, src)
 	if apierrors.IsConflict(uerr) {
-		// An older copy, as in advance: the failure goes on a fresh one.
+		// An older copy, as in advance: the failure goes on a fresh one,
+		// with the sync's conditions (HistoryRewritten, followed above).
 		var fresh v1alpha1.StyrminSource
 		if uerr = s.opts.APIReader.Get(ctx, s.opts.Source, &fresh); uerr == nil {
 			failed(&fresh)
+			fresh.Status.Conditions = src.Status.Conditions
 			uerr = s.opts.Client.Status().Update(ctx, &fresh)
 			written = &fresh
 		}
@@ -1431,13 +1454,19 @@ func (s *Syncer) setFailed(ctx context.Context, src *v1alpha1.StyrminSource, rea
 // decoded) that is not applied: an event, and an entry of the
 // StyrminSource's refused list, which the commit's status on the git host
 // counts (a commit whose tasks all succeeded is not green when one of its
-// lockfiles was refused). It is recorded with the sync's successful end
-// (advance): a sync that fails walks the same commits again, and decides
-// again. A walk from the root records none: it meets commits synced long
-// ago (a lost position, a new agent), which their statuses reported then,
-// and decides from the cluster as it is now (a deployment moved since).
+// lockfiles was refused). It is recorded with the sync's end, successful
+// (advance) or not (setFailed): a sync that fails walks the same commits
+// again and refuses the same lockfiles, recorded once; their event is
+// recorded once too. A walk from the root records none: it meets commits
+// synced long ago (a lost position, a new agent), which their statuses
+// reported then, and decides from the cluster as it is now (a deployment
+// moved since).
 func (w *syncWalk) refuse(src *v1alpha1.StyrminSource, ch gitsource.LockChange, id resolver.ID, next *resolver.Instance, reason, format string, args ...any) {
-	w.s.warn(src, reason, format, args...)
+	key := refusalKey{commit: ch.Commit.String(), path: ch.Path}
+	if !w.s.warned[key] && !slices.ContainsFunc(src.Status.Refused, key.is) {
+		w.s.warn(src, reason, format, args...)
+	}
+	w.s.warned[key] = true
 	if w.from.IsZero() {
 		return
 	}
@@ -1459,19 +1488,72 @@ func (w *syncWalk) refuse(src *v1alpha1.StyrminSource, ch gitsource.LockChange, 
 // maxRefusedMessage bounds a refused lockfile's message (the CRD's bound).
 const maxRefusedMessage = 1024
 
+// refusalKey names a refused lockfile: its commit and path.
+type refusalKey struct{ commit, path string }
+
+func (k refusalKey) is(r v1alpha1.RefusedLock) bool { return r.Commit == k.commit && r.Path == k.path }
+
+// maxRefusedPerCommit bounds the refusals kept of one lock commit. One is
+// enough for the commit's status on the git host to fail; the others name
+// more of its deployments (in a description cut at 140 characters). A
+// fan-out whose lockfiles are refused whole would otherwise fill the list
+// and push out every other commit's refusal.
+const maxRefusedPerCommit = 4
+
 // withRefused adds to have the refusals of a sync that it does not hold
 // yet (a walk that meets a commit again refuses its lockfile again; the
-// first time is kept), the newest MaxRefusedLocks kept.
+// first time is kept), at most maxRefusedPerCommit of a commit. Past
+// MaxRefusedLocks (the CRD's bound: a longer list is refused by the API
+// server, and with it the sync's status write), what keeps a commit's
+// status failing goes last: first the refusals beyond a commit's first,
+// the highest ranks and the oldest commits first, then, one refusal per
+// commit left, the oldest commits' (whose statuses the reporter posted
+// long ago).
 func withRefused(have, add []v1alpha1.RefusedLock) []v1alpha1.RefusedLock {
+	perCommit := map[string]int{}
+	for _, h := range have {
+		perCommit[h.Commit]++
+	}
 	for _, r := range add {
-		if !slices.ContainsFunc(have, func(h v1alpha1.RefusedLock) bool { return h.Commit == r.Commit && h.Path == r.Path }) {
+		key := refusalKey{commit: r.Commit, path: r.Path}
+		if perCommit[r.Commit] < maxRefusedPerCommit && !slices.ContainsFunc(have, key.is) {
 			have = append(have, r)
+			perCommit[r.Commit]++
 		}
 	}
-	if n := len(have) - v1alpha1.MaxRefusedLocks; n > 0 {
-		have = slices.Delete(have, 0, n)
+	over := len(have) - v1alpha1.MaxRefusedLocks
+	if over <= 0 {
+		return have
 	}
-	return have
+	// rank is a refusal's place among its commit's, 0 for the first.
+	rank := make([]int, len(have))
+	clear(perCommit)
+	for i, h := range have {
+		rank[i] = perCommit[h.Commit]
+		perCommit[h.Commit]++
+	}
+	drop := make([]bool, len(have))
+	for r := maxRefusedPerCommit - 1; r > 0 && over > 0; r-- {
+		for i := range have {
+			if over > 0 && rank[i] == r && !drop[i] {
+				drop[i] = true
+				over--
+			}
+		}
+	}
+	for i := range have {
+		if over > 0 && !drop[i] {
+			drop[i] = true
+			over--
+		}
+	}
+	kept := make([]v1alpha1.RefusedLock, 0, v1alpha1.MaxRefusedLocks)
+	for i, h := range have {
+		if !drop[i] {
+			kept = append(kept, h)
+		}
+	}
+	return kept
 }
 
 func (s *Syncer) warn(src *v1alpha1.StyrminSource, reason, format string, args ...any) {

@@ -1318,3 +1318,86 @@ func TestARewriteThatKeepsEveryLockfileRefusesNone(t *testing.T) {
 		t.Errorf("refusal events %q, want one for web 2's other content", notes)
 	}
 }
+
+// TestARefusalBehindATaskTheAPIServerKeepsRefusingIsRecordedOnce: one
+// deployment's task is refused by the API server at every poll (no room
+// for it in its namespace), so every sync fails and the position stays.
+// A lockfile refused in a later commit is recorded on the StyrminSource
+// all the same (its commit's status fails, where it went green once the
+// commit's other tasks succeeded), and its event is recorded once across
+// the polls. A force push meanwhile is reported (HistoryRewritten); once
+// the task is made, the refusals stay.
+func TestARefusalBehindATaskTheAPIServerKeepsRefusingIsRecordedOnce(t *testing.T) {
+	t.Parallel()
+	e := startSyncEnv(t)
+	rec := &noteRecorder{}
+	s := e.syncerRecording(e.cl, rec)
+	e.lock("create web", instanceAt("web", "dev-web", 1))
+	if _, err := s.Sync(e.ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.cl.Create(e.ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "dev-aaa"}}); err != nil {
+		t.Fatal(err)
+	}
+	quota := e.noRoomForTasks("dev-aaa")
+	e.lock("create aaa", instanceAt("aaa", "dev-aaa", 1))
+	if _, err := s.Sync(e.ctx); err == nil || !strings.Contains(err.Error(), "exceeded quota") {
+		t.Fatalf("sync with no room for aaa's task: %v, want it refused", err)
+	}
+	bad := e.lock("create bad", instanceAt("bad", "Not_A_Namespace", 1))
+	badPath := deploymentID("bad").LockPath()
+	for range 3 {
+		if _, err := s.Sync(e.ctx); err == nil || !strings.Contains(err.Error(), "exceeded quota") {
+			t.Fatalf("sync while aaa's task is refused: %v, want it refused", err)
+		}
+	}
+	src := e.source()
+	if src.Status.LastSyncedCommit == bad {
+		t.Fatal("the position moved past aaa's refused task")
+	}
+	if refused := src.Status.Refused; len(refused) != 1 || refused[0].Commit != bad || refused[0].Path != badPath || refused[0].Reason != v1alpha1.ReasonInvalidLock {
+		t.Fatalf("refused %+v while aaa's task is refused; want bad's lockfile at %s", refused, bad)
+	}
+	if notes := rec.refusalNotes(); len(notes) != 1 || !strings.Contains(notes[0], badPath) {
+		t.Fatalf("refusal events over three polls: %q; want bad's once", notes)
+	}
+	// A new syncer (the agent restarted) does not record it again either:
+	// the StyrminSource holds it.
+	s = e.syncerRecording(e.cl, rec)
+	if _, err := s.Sync(e.ctx); err == nil {
+		t.Fatal("a sync while aaa's task is refused passed")
+	}
+	if notes := rec.refusalNotes(); len(notes) != 1 {
+		t.Fatalf("refusal events after a restart: %q; want bad's once", notes)
+	}
+
+	// A force push while the sync fails is reported.
+	e.rewriteAll()
+	if _, err := s.Sync(e.ctx); err == nil {
+		t.Fatal("a sync of the rewritten branch while aaa's task is refused passed")
+	}
+	src = e.source()
+	if cond := apimeta.FindStatusCondition(src.Status.Conditions, v1alpha1.ConditionHistoryRewritten); cond == nil || cond.Status != metav1.ConditionTrue {
+		t.Errorf("HistoryRewritten after a force push while the sync fails: %+v, want it set", cond)
+	}
+	if ready := apimeta.FindStatusCondition(src.Status.Conditions, v1alpha1.ConditionReady); ready == nil || ready.Status != metav1.ConditionFalse {
+		t.Errorf("Ready after a force push while the sync fails: %+v, want False", ready)
+	}
+
+	// The quota gone, aaa's task is made and the position moves; bad's
+	// refusals (of the commit and of its rewritten copy) stay.
+	if err := e.cl.Delete(e.ctx, quota); err != nil {
+		t.Fatal(err)
+	}
+	res, err := s.Sync(e.ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Join(res.Created, " ") != "dev-aaa/aaa-1" {
+		t.Errorf("sync after the quota went: %+v, want aaa-1 created", res)
+	}
+	src = e.source()
+	if src.Status.LastSyncedCommit != res.Head.String() || !slices.ContainsFunc(src.Status.Refused, func(r v1alpha1.RefusedLock) bool { return r.Commit == bad }) {
+		t.Errorf("after the quota went: position %s, refused %+v; want %s and bad's refusal at %s kept", src.Status.LastSyncedCommit, src.Status.Refused, res.Head, bad)
+	}
+}
