@@ -340,9 +340,15 @@ func TestTheLatestBackupACloneRestoresHoldsTheWholeEnvironment(t *testing.T) {
 	finished := func(at time.Time) *metav1.Time { m := metav1.NewTime(at); return &m }
 	now := time.Now()
 	whole, _ := newBackup(ctx, t, cl, "nightly", v1alpha1.StyrminBackupStatus{Phase: v1alpha1.OperationSucceeded, FinishedAt: finished(now.Add(-time.Hour))})
-	one, _ := newBackup(ctx, t, cl, "data-hub-before-4", v1alpha1.StyrminBackupStatus{Phase: v1alpha1.OperationSucceeded, FinishedAt: finished(now)})
-	one.Spec.Deployments = []string{"hub"}
-	if err := cl.Update(ctx, one); err != nil {
+	one := &v1alpha1.StyrminBackup{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "styrmin-system", Name: "data-hub-before-4", Finalizers: []string{operation.Finalizer}},
+		Spec:       v1alpha1.StyrminBackupSpec{Cluster: "local", Environment: "data", Deployments: []string{"hub"}},
+	}
+	if err := cl.Create(ctx, one); err != nil {
+		t.Fatal(err)
+	}
+	one.Status = v1alpha1.StyrminBackupStatus{Phase: v1alpha1.OperationSucceeded, FinishedAt: finished(now)}
+	if err := cl.Status().Update(ctx, one); err != nil {
 		t.Fatal(err)
 	}
 	got, err := operation.LatestBackup(ctx, cl, "styrmin-system", "local", "data")

@@ -21,8 +21,23 @@ const (
 // Terminal reports whether the phase is final.
 func (p OperationPhase) Terminal() bool { return p == OperationSucceeded || p == OperationFailed }
 
+// The rules are on the spec, one a field so that each message names it:
+// a rule on an optional field runs only when the field is there before and
+// after, and would let it be set or unset. An optional field unset counts
+// as its zero value, as it does for the agent. They compare with oldSelf,
+// so they judge updates only: objects made before them, and every write
+// that keeps the spec (finalizers, status), pass. Kept out of the doc
+// comment so that this note stays out of the CRD's description.
+// +kubebuilder:validation:XValidation:rule="(has(self.cluster) ? self.cluster : '') == (has(oldSelf.cluster) ? oldSelf.cluster : '')",message="spec.cluster is immutable: create a new StyrminBackup for the cluster wanted",fieldPath=".cluster"
+// +kubebuilder:validation:XValidation:rule="self.environment == oldSelf.environment",message="spec.environment is immutable: create a new StyrminBackup of the environment wanted",fieldPath=".environment"
+// +kubebuilder:validation:XValidation:rule="(has(self.deployments) ? self.deployments : []) == (has(oldSelf.deployments) ? oldSelf.deployments : [])",message="spec.deployments is immutable: create a new StyrminBackup of the deployments wanted",fieldPath=".deployments"
+
 // StyrminBackupSpec says what to back up: an environment, or some of its
-// deployments. It does not change once the backup is created.
+// deployments. It does not change once the backup is created (the API
+// server refuses an edit): the artefacts' deletion runs the deleteBackup
+// hook of this environment, with its credentials, and a clone takes a
+// backup without deployments for one of the whole environment, so an edit
+// would have them act on artefacts that are not what it says.
 type StyrminBackupSpec struct {
 	// Cluster is the cluster the environment belongs to; empty means the
 	// agent's own.
@@ -144,7 +159,16 @@ type StyrminBackupList struct {
 	Items           []StyrminBackup `json:"items"`
 }
 
+// As on StyrminBackupSpec, one rule a field, on the spec.
+// +kubebuilder:validation:XValidation:rule="self.backup == oldSelf.backup",message="spec.backup is immutable: create a new StyrminRestore from the backup wanted",fieldPath=".backup"
+// +kubebuilder:validation:XValidation:rule="(has(self.deployments) ? self.deployments : []) == (has(oldSelf.deployments) ? oldSelf.deployments : [])",message="spec.deployments is immutable: create a new StyrminRestore of the deployments wanted",fieldPath=".deployments"
+
 // StyrminRestoreSpec says which backup to restore, to which deployments.
+// Only Retry changes once the restore is created (the API server refuses
+// another edit): what retention and a backup's deletion keep for a running
+// restore, and a retry's tasks, follow Backup and Deployments, so an edit
+// would free artefacts a task still reads, or have a retry restore another
+// backup's artefacts under this one's name.
 type StyrminRestoreSpec struct {
 	// Backup is the name of the StyrminBackup (in the agent's namespace)
 	// to restore from.
@@ -156,7 +180,8 @@ type StyrminRestoreSpec struct {
 	// +optional
 	Deployments []string `json:"deployments,omitempty"`
 	// Retry is a token: setting it to a new value runs the failed
-	// deployments' restores again (`styrminctl restore retry`).
+	// deployments' restores again (`styrminctl restore retry`). The one
+	// field that changes after creation.
 	// +optional
 	Retry string `json:"retry,omitempty"`
 }
