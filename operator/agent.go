@@ -22,7 +22,6 @@ import (
 	"github.com/styrmin/styrmin/operator/driversource"
 	"github.com/styrmin/styrmin/operator/instance"
 	"github.com/styrmin/styrmin/operator/internal/eventnote"
-	"github.com/styrmin/styrmin/operator/internal/liveness"
 	"github.com/styrmin/styrmin/operator/operation"
 	"github.com/styrmin/styrmin/operator/source"
 	"github.com/styrmin/styrmin/operator/task"
@@ -196,9 +195,6 @@ func NewAgent(ctx context.Context, cfg *rest.Config, opts Options) (*Agent, erro
 	// active or failed is settled between the two controllers here.
 	claims := instance.NewActiveClaims()
 	opts.Manager.ActiveClaims = claims
-	// A step's exec waits inside its reconcile; /healthz knows it.
-	waits := liveness.NewWaits()
-	opts.Manager.Waits = waits
 	mgr, err := NewManager(cfg, opts.Manager)
 	if err != nil {
 		return nil, err
@@ -216,7 +212,6 @@ func NewAgent(ctx context.Context, cfg *rest.Config, opts Options) (*Agent, erro
 	topts.Policies = locks
 	topts.Source = types.NamespacedName{Namespace: opts.Manager.Namespace, Name: opts.SourceName}
 	topts.Recorder = recorder
-	topts.Waits = waits
 	if topts.Exec == nil || topts.Logs == nil {
 		pods, err := task.NewKubePods(cfg)
 		if err != nil {

@@ -81,9 +81,6 @@ type ManagerOptions struct {
 	// (default DefaultStuckAfter): longer than any normal reconcile, so
 	// only a wedged controller gets the agent restarted.
 	StuckAfter time.Duration
-	// Waits are the long waits the controllers record inside a reconcile
-	// (a task step's exec): /healthz does not count them (nil: none).
-	Waits *liveness.Waits
 	// HelmMaxHistory bounds the revisions kept per release (default 10).
 	HelmMaxHistory int
 	// Logger is the agent's logger (default: discard).
@@ -197,7 +194,7 @@ func NewManager(cfg *rest.Config, opts ManagerOptions) (ctrl.Manager, error) {
 		if stuck <= 0 {
 			stuck = DefaultStuckAfter
 		}
-		if err := mgr.AddHealthzCheck("reconcile", liveness.Stuck(metrics.Registry, stuck, opts.Waits)); err != nil {
+		if err := mgr.AddHealthzCheck("reconcile", liveness.Stuck(metrics.Registry, stuck)); err != nil {
 			return nil, err
 		}
 		if err := mgr.AddReadyzCheck("ping", healthz.Ping); err != nil {

@@ -110,7 +110,7 @@ func (r *Reconciler) runAction(ctx context.Context, run *taskRun, st *v1alpha1.T
 	case drivers.ActionRunJob:
 		return r.runJob(ctx, run, step)
 	case drivers.ActionExec:
-		return r.execInComponent(ctx, run, step)
+		return r.execInComponent(ctx, run, st, step)
 	case drivers.ActionWaitReady:
 		return r.waitReady(ctx, run, step)
 	case drivers.ActionUpgradeDeploymentVersion:
@@ -703,13 +703,29 @@ func (r *Reconciler) appliedSince(ctx context.Context, run *taskRun) (time.Time,
 // execInComponent runs the step's command in a ready pod of the
 // component's first workload. Commands must be idempotent: a step found
 // running after an agent restart runs again.
-func (r *Reconciler) execInComponent(ctx context.Context, run *taskRun, step drivers.Step) (actionOutcome, error) {
+//
+// The command runs in the background (execRun): it may take as long as
+// its step's timeout, which the driver sets, and a task worker held that
+// long would leave every other deployment's task waiting once as many
+// long commands run as there are workers. Each reconcile of the task
+// until it ends only looks whether it has.
+func (r *Reconciler) execInComponent(ctx context.Context, run *taskRun, st *v1alpha1.TaskStep, step drivers.Step) (actionOutcome, error) {
 	a, err := r.actor(ctx, run)
 	if err != nil {
 		return actionOutcome{}, err
 	}
 	if a.Exec == nil {
 		return actionOutcome{}, outcome.Stalled(v1alpha1.ReasonStepFailed, errors.New("exec: the agent has no pod executor configured"))
+	}
+	if e := r.execOf(run.task.UID, st); e != nil {
+		select {
+		case <-e.done:
+			r.dropExec(run.task.UID, e)
+			return e.outcome(step, a)
+		default:
+			run.waiting = fmt.Sprintf("exec %q running in pod %s/%s (container %s)", strings.Join(step.Command, " "), e.namespace, e.pod, e.container)
+			return actionOutcome{after: r.opts.PollInterval}, nil
+		}
 	}
 	ws, err := r.componentWorkloads(ctx, run, step.Component)
 	if err != nil {
@@ -727,19 +743,85 @@ func (r *Reconciler) execInComponent(ctx context.Context, run *taskRun, step dri
 	if container == "" && len(pod.Spec.Containers) > 0 {
 		container = pod.Spec.Containers[0].Name
 	}
-	if deadline, ok := ctx.Deadline(); ok {
-		// Up to the step's timeout, which the driver sets: not a wedged
-		// worker for /healthz.
-		defer r.opts.Waits.Begin(ControllerName, deadline)()
+	// Bounded by the step's deadline (runStepAction's), not by this
+	// reconcile, which ends at once.
+	deadline, ok := ctx.Deadline()
+	if !ok {
+		deadline = time.Now().Add(stepTimeout(st, r.opts.StepTimeout))
 	}
-	stdout, stderr, err := a.Exec.Exec(ctx, pod.Namespace, pod.Name, container, step.Command)
-	out := strings.TrimRight(stdout+stderr, "\n")
-	if err != nil {
+	ectx, cancel := context.WithDeadline(context.WithoutCancel(ctx), deadline)
+	e := &execRun{step: st.Name, attempt: st.Attempts, namespace: pod.Namespace, pod: pod.Name, container: container, cancel: cancel, done: make(chan struct{})}
+	r.startExec(run.task.UID, e)
+	go func() {
+		defer cancel()
+		e.stdout, e.stderr, e.err = a.Exec.Exec(ectx, pod.Namespace, pod.Name, container, step.Command)
+		close(e.done)
+	}()
+	run.waiting = fmt.Sprintf("exec %q running in pod %s/%s (container %s)", strings.Join(step.Command, " "), pod.Namespace, pod.Name, container)
+	return actionOutcome{after: r.opts.PollInterval}, nil
+}
+
+// execRun is an exec step's command running in the background (see
+// execInComponent), for one attempt of one step of a task.
+type execRun struct {
+	step                      string
+	attempt                   int32
+	namespace, pod, container string
+	cancel                    context.CancelFunc
+	// done is closed when the command has ended; stdout, stderr and err
+	// are its result, read only after.
+	done           chan struct{}
+	stdout, stderr string
+	err            error
+}
+
+// outcome is the step's outcome from the command's result.
+func (e *execRun) outcome(step drivers.Step, a Actor) (actionOutcome, error) {
+	out := strings.TrimRight(e.stdout+e.stderr, "\n")
+	if e.err != nil {
 		// The output goes to the step's output only (see runJob).
-		msg := fmt.Sprintf("exec %q in pod %s/%s (container %s) as %s: %v", strings.Join(step.Command, " "), pod.Namespace, pod.Name, container, a.describe(), err)
+		msg := fmt.Sprintf("exec %q in pod %s/%s (container %s) as %s: %v", strings.Join(step.Command, " "), e.namespace, e.pod, e.container, a.describe(), e.err)
+		if errors.Is(e.err, context.DeadlineExceeded) {
+			// The step's deadline: its timeout, decided as for any step.
+			return actionOutcome{output: out}, fmt.Errorf("%s: %w", msg, e.err)
+		}
 		return actionOutcome{output: out}, outcome.Stalled(v1alpha1.ReasonStepFailed, errors.New(msg))
 	}
-	return actionOutcome{done: true, output: fmt.Sprintf("exec in pod %s (container %s)\n%s", pod.Name, container, out)}, nil
+	return actionOutcome{done: true, output: fmt.Sprintf("exec in pod %s (container %s)\n%s", e.pod, e.container, out)}, nil
+}
+
+// execOf is the command task uid runs for step st's attempt; nil when
+// none. One left from another step or attempt (the task moved on without
+// it: failed at its timeout, run again) is stopped and dropped.
+func (r *Reconciler) execOf(uid types.UID, st *v1alpha1.TaskStep) *execRun {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	e := r.execs[uid]
+	if e != nil && (e.step != st.Name || e.attempt != st.Attempts) {
+		e.cancel()
+		delete(r.execs, uid)
+		return nil
+	}
+	return e
+}
+
+// startExec records e as the command task uid runs.
+func (r *Reconciler) startExec(uid types.UID, e *execRun) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.execs == nil {
+		r.execs = map[types.UID]*execRun{}
+	}
+	r.execs[uid] = e
+}
+
+// dropExec forgets e, whose result has been taken.
+func (r *Reconciler) dropExec(uid types.UID, e *execRun) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.execs[uid] == e {
+		delete(r.execs, uid)
+	}
 }
 
 // readyPod returns a running, ready pod of the workloads (the first by

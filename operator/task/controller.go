@@ -34,7 +34,6 @@ import (
 	"github.com/styrmin/styrmin/operator/driversource"
 	"github.com/styrmin/styrmin/operator/instance"
 	"github.com/styrmin/styrmin/operator/internal/eventnote"
-	"github.com/styrmin/styrmin/operator/internal/liveness"
 	"github.com/styrmin/styrmin/operator/internal/outcome"
 	"github.com/styrmin/styrmin/operator/release"
 	"github.com/styrmin/styrmin/resolver"
@@ -112,10 +111,6 @@ type Options struct {
 	// StepTimeout bounds steps without a declared timeout; 0 means
 	// DefaultStepTimeout.
 	StepTimeout time.Duration
-	// Waits records a step's exec, which waits inside its reconcile up
-	// to the step's timeout, so the agent's /healthz does not take it for
-	// a wedged worker (nil: not recorded).
-	Waits *liveness.Waits
 	// PollInterval is how often a waiting step looks again; 0 means
 	// DefaultTaskPollInterval.
 	PollInterval time.Duration
@@ -202,6 +197,9 @@ type Reconciler struct {
 	// waitsFor is waiting the other way round: what each waiting task
 	// waits for, and how far through its list it got.
 	waitsFor map[types.NamespacedName]orderWait
+	// execs is the exec command each task runs in the background (see
+	// execInComponent).
+	execs map[types.UID]*execRun
 }
 
 // lockedInstance is a task's lockfile as read from its lock, checked
@@ -548,6 +546,11 @@ func (r *Reconciler) forgetLocked(key types.NamespacedName, uid types.UID) {
 	delete(r.written, uid)
 	delete(r.lastErr, uid)
 	delete(r.scaled, uid)
+	if e := r.execs[uid]; e != nil {
+		// The task ended or is gone: nothing will take its result.
+		e.cancel()
+		delete(r.execs, uid)
+	}
 	for id, holder := range r.runs {
 		if holder == uid {
 			delete(r.runs, id)
