@@ -555,16 +555,17 @@ func (r *Reconciler) health(ctx context.Context, rs *reconcileState) error {
 	return nil
 }
 
-// judgedPollInterval is how soon a deployment waiting for a Job or a
-// claim of its chart looks again: the agent does not watch them.
+// judgedPollInterval is how soon a deployment waiting for a Job, a claim
+// or a custom resource of its chart looks again: the agent does not watch
+// them.
 const judgedPollInterval = 5 * time.Second
 
-// judgedPending reports whether a judged object (a Job, a claim) of the
-// inventory is not ready yet.
+// judgedPending reports whether a judged object (a Job, a claim, a
+// custom resource) of the inventory is not ready yet.
 func judgedPending(inventory []v1alpha1.ObjectRef, comps []v1alpha1.ComponentStatus) bool {
 	judged := map[string]bool{}
 	for _, r := range inventory {
-		if drivers.IsJudged(r.APIVersion, r.Kind) {
+		if drivers.IsJudged(r.APIVersion, r.Kind) || health.IsCustomResource(r.APIVersion) {
 			judged[r.Kind+"/"+r.Name] = true
 		}
 	}

@@ -42,3 +42,33 @@ func TestNotReadyIsTimedFromTheLaterOfTheConditionAndTheApply(t *testing.T) {
 		})
 	}
 }
+
+// TestADeploymentWaitingForAJudgedObjectLooksAgainSoon pins which objects
+// the not-ready poll looks at soon (the agent watches none of them): a
+// Job, a claim and a custom resource not ready yet; not a Deployment
+// (watched), nor a judged object that is ready or failed.
+func TestADeploymentWaitingForAJudgedObjectLooksAgainSoon(t *testing.T) {
+	inventory := []v1alpha1.ObjectRef{
+		{APIVersion: "apps/v1", Kind: "Deployment", Name: "web"},
+		{APIVersion: "batch/v1", Kind: "Job", Name: "seed"},
+		{APIVersion: "postgresql.cnpg.io/v1", Kind: "Cluster", Name: "db"},
+	}
+	comps := func(ws ...v1alpha1.WorkloadStatus) []v1alpha1.ComponentStatus {
+		return []v1alpha1.ComponentStatus{{Name: "app", Workloads: ws}}
+	}
+	for _, tc := range []struct {
+		name string
+		ws   []v1alpha1.WorkloadStatus
+		want bool
+	}{
+		{"a watched workload not ready", []v1alpha1.WorkloadStatus{{Kind: "Deployment", Name: "web"}}, false},
+		{"a Job running", []v1alpha1.WorkloadStatus{{Kind: "Job", Name: "seed"}}, true},
+		{"a custom resource not ready", []v1alpha1.WorkloadStatus{{Kind: "Cluster", Name: "db"}}, true},
+		{"a custom resource ready", []v1alpha1.WorkloadStatus{{Kind: "Cluster", Name: "db", Ready: true}}, false},
+		{"a custom resource failed", []v1alpha1.WorkloadStatus{{Kind: "Cluster", Name: "db", Failed: true}}, false},
+	} {
+		if got := judgedPending(inventory, comps(tc.ws...)); got != tc.want {
+			t.Errorf("%s: judgedPending = %t, want %t", tc.name, got, tc.want)
+		}
+	}
+}

@@ -49,7 +49,8 @@ type StyrminSourceStatus struct {
 	// +optional
 	Conditions []metav1.Condition `json:"conditions,omitempty"`
 	// Refused are the lockfiles of lock commits the agent did not apply
-	// (oldest first, the newest MaxRefusedLocks kept): their deployments
+	// (oldest first; at most MaxRefusedLocks, at most four of one commit,
+	// a commit's later ones dropped before older commits'): their deployments
 	// keep what they run. A lock commit's status on the git host counts
 	// them as failures, so a commit whose lockfile was refused is not
 	// shown green.
