@@ -292,7 +292,7 @@ func NewAgent(ctx context.Context, cfg *rest.Config, opts Options) (*Agent, erro
 		}
 	}
 	if opts.Statuses.Enabled {
-		if err := a.addStatusReporter(ctx, direct, opts); err != nil {
+		if err := a.addStatusReporter(ctx, direct, opts, repo); err != nil {
 			return nil, err
 		}
 	}

@@ -38,8 +38,9 @@ type StatusOptions struct {
 // addStatusReporter reports lock commits' results (the elected replica
 // only). The token is read from its Secret again after tokenTTL, so a
 // token replaced there (an installation token expires within the hour)
-// is used without a restart.
-func (a *Agent) addStatusReporter(ctx context.Context, direct client.Reader, opts Options) error {
+// is used without a restart. history is the clone the sync walks: a lock
+// commit the sync has not made every task of yet stays pending.
+func (a *Agent) addStatusReporter(ctx context.Context, direct client.Reader, opts Options, history statusreport.LockHistory) error {
 	so := opts.Statuses
 	if so.SecretName == "" {
 		so.SecretName = opts.SecretName
@@ -81,7 +82,7 @@ func (a *Agent) addStatusReporter(ctx context.Context, direct client.Reader, opt
 	}
 	r, err := statusreport.New(statusreport.Options{
 		Reader: a.mgr.GetClient(), Poster: poster, Cluster: opts.Cluster, TargetURL: so.TargetURL, Log: a.log.WithName("statuses"),
-		Source: types.NamespacedName{Namespace: opts.Manager.Namespace, Name: opts.SourceName},
+		Source: types.NamespacedName{Namespace: opts.Manager.Namespace, Name: opts.SourceName}, History: history,
 	})
 	if err != nil {
 		return fmt.Errorf("agent: %w", err)
