@@ -500,7 +500,7 @@ func planOne(in Input, opts Options, c resolver.LockChange) (*Deployment, error)
 	if w == WorkflowDelete {
 		actionDriver = oldDrv
 	}
-	d.Actions = ActionsForInstance(w, actionDriver, next)
+	d.Actions = ActionsForInstance(w, actionDriver, oldDrv, next)
 	if d.Actions == nil {
 		d.Actions = []Action{}
 	}

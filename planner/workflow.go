@@ -137,24 +137,28 @@ func StepsFor(w Workflow, d *drivers.Driver, backupFirst bool) ([]Step, error) {
 // after the step it replaces ("upgrade/pre/1:backup/backup/pre/1:runJob").
 // A restoreBackup step of a deployment that restores nothing stays, and
 // the agent skips it. A driver that cannot back up keeps its steps.
-func ExpandHooks(w Workflow, d *drivers.Driver, restores bool, steps []Step) ([]Step, error) {
-	if d == nil || !d.CanBackup() || (w != WorkflowCreate && w != WorkflowUpgrade) {
+//
+// The backup an upgrade takes first is of the data the running version
+// wrote: its hook is that of backupFrom, the driver the deployment runs
+// (BackupHookDriver), as a backup taken then by hand would be.
+func ExpandHooks(w Workflow, d, backupFrom *drivers.Driver, restores bool, steps []Step) ([]Step, error) {
+	if w != WorkflowCreate && w != WorkflowUpgrade {
 		return steps, nil
 	}
 	var out []Step
 	for _, st := range steps {
-		hook := Workflow("")
+		hook, hd := Workflow(""), d
 		switch {
 		case st.Action == drivers.ActionBackup:
-			hook = WorkflowBackup
+			hook, hd = WorkflowBackup, BackupHookDriver(d, backupFrom)
 		case st.Action == drivers.ActionRestoreBackup && restores:
 			hook = WorkflowRestore
 		}
-		if hook == "" {
+		if hook == "" || hd == nil || !hd.CanBackup() {
 			out = append(out, st)
 			continue
 		}
-		hs, err := StepsFor(hook, d, false)
+		hs, err := StepsFor(hook, hd, false)
 		if err != nil {
 			return nil, err
 		}
@@ -164,6 +168,18 @@ func ExpandHooks(w Workflow, d *drivers.Driver, restores bool, steps []Step) ([]
 		}
 	}
 	return out, nil
+}
+
+// BackupHookDriver is the driver whose backup hook an upgrade to d's
+// version runs first: running, the one the deployment runs (its data is
+// in that version's format, and its chart's objects are the ones that
+// exist); d when none is known, or when the running one has no backup
+// hook (the only backup to be had).
+func BackupHookDriver(d, running *drivers.Driver) *drivers.Driver {
+	if running != nil && running.CanBackup() {
+		return running
+	}
+	return d
 }
 
 // Restores reports whether instance in's create restores a backup: its
@@ -179,8 +195,8 @@ func Restores(in *resolver.Instance) bool {
 
 // ActionsForInstance is ActionsFor the change to instance next, the
 // backup and restore hooks expanded as the agent's task runs them
-// (ExpandHooks).
-func ActionsForInstance(w Workflow, d *drivers.Driver, next *resolver.Instance) []Action {
+// (ExpandHooks; running is the driver the deployment runs, nil when none).
+func ActionsForInstance(w Workflow, d, running *drivers.Driver, next *resolver.Instance) []Action {
 	if d == nil && w != WorkflowDelete {
 		d = &drivers.Driver{}
 	}
@@ -189,7 +205,7 @@ func ActionsForInstance(w Workflow, d *drivers.Driver, next *resolver.Instance) 
 		return nil
 	}
 	restores := Restores(next)
-	if steps, err = ExpandHooks(w, d, restores, steps); err != nil {
+	if steps, err = ExpandHooks(w, d, running, restores, steps); err != nil {
 		return nil
 	}
 	out := make([]Action, 0, len(steps))

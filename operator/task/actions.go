@@ -517,7 +517,7 @@ func (r *Reconciler) runJob(ctx context.Context, run *taskRun, step drivers.Step
 // buildJob makes the Job of a runJob step.
 func (r *Reconciler) buildJob(ctx context.Context, run *taskRun, step drivers.Step, name string) (*batchv1.Job, error) {
 	t := run.task
-	tmpl, from, err := r.podTemplate(ctx, run, step.Component)
+	tmpl, from, err := r.podTemplate(ctx, run, step)
 	if err != nil {
 		return nil, err
 	}
@@ -581,12 +581,24 @@ func (r *Reconciler) buildJob(ctx context.Context, run *taskRun, step drivers.St
 	return job, nil
 }
 
-// podTemplate returns the pod template of a component's first workload in
-// the target instance's chart, and which workload it came from.
-func (r *Reconciler) podTemplate(ctx context.Context, run *taskRun, component string) (*corev1.PodTemplateSpec, string, error) {
-	m, err := r.rendered(ctx, run)
-	if err != nil {
-		return nil, "", err
+// podTemplate returns the pod template of the step's component's first
+// workload in the target instance's chart (the running instance's for the
+// backup an upgrade takes first: see backupSource), and which workload it
+// came from.
+func (r *Reconciler) podTemplate(ctx context.Context, run *taskRun, step drivers.Step) (*corev1.PodTemplateSpec, string, error) {
+	component := step.Component
+	var m *drivers.Manifests
+	var err error
+	ok := false
+	if inlineBackup(run.task, step.Args) {
+		if m, ok, err = r.backupRendered(ctx, run); err != nil {
+			return nil, "", err
+		}
+	}
+	if !ok {
+		if m, err = r.rendered(ctx, run); err != nil {
+			return nil, "", err
+		}
 	}
 	for _, o := range m.Objects {
 		if o.Component != component || !drivers.IsWorkloadKind(o.APIVersion, o.Kind) {

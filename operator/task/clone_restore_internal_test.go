@@ -23,7 +23,10 @@ import (
 // backup and its part; tuesday, whose hub part succeeded, restores hub. A
 // record of the source's ID in a cluster the clone went to is another
 // backup (of that cluster's environment of the source's name), and
-// decides nothing.
+// decides nothing. A record whose artefact is not where the clone reads
+// (the source's backupLocation moved since) is refused, saying where to
+// read; so is a backup the source's cluster has no record of (deleted,
+// its artefacts with it).
 func TestACloneDoesNotRestoreAPartItsBackupDoesNotHoldOrHoldsFailed(t *testing.T) {
 	const ns = "styrmin-system"
 	cl := withCRDs(t, ns)
@@ -52,6 +55,9 @@ func TestACloneDoesNotRestoreAPartItsBackupDoesNotHoldOrHoldsFailed(t *testing.T
 	backup("nightly", "", v1alpha1.OperationFailed, failedHub)
 	backup("tuesday", "local", v1alpha1.OperationSucceeded,
 		v1alpha1.OperationDeployment{Name: "hub", Namespace: "dev-hub", Phase: v1alpha1.OperationSucceeded, Driver: graphhub, Artifact: "s3://backups/local/dev/tuesday/hub"})
+	// Written before dev's backupLocation moved to s3://backups-v2/dev.
+	backup("moved", "local", v1alpha1.OperationSucceeded,
+		v1alpha1.OperationDeployment{Name: "hub", Namespace: "dev-hub", Phase: v1alpha1.OperationSucceeded, Driver: graphhub, Artifact: "s3://old-backups/dev/moved/hub"})
 
 	created := func(cluster, name, backupID string) *resolver.Instance {
 		return &resolver.Instance{ID: resolver.ID{Cluster: cluster, Environment: "preview", Name: name}, Sequence: 1,
@@ -73,6 +79,11 @@ func TestACloneDoesNotRestoreAPartItsBackupDoesNotHoldOrHoldsFailed(t *testing.T
 		{"a part that succeeded", "local", "hub", "tuesday", nil},
 		{"a record of this cluster's own environment", "local", "hub", "nightly", []string{"backup of hub did not succeed (Failed)"}},
 		{"a record of the source's ID in the cluster the clone went to", "other", "hub", "nightly", nil},
+		{"a record whose artefact is not where the clone reads", "local", "hub", "moved",
+			[]string{"has the artefact of hub at s3://old-backups/dev/moved/hub, where the restore would read s3://backups/local/dev/moved/hub", "set clonedFrom.location in the clone's environment file to s3://old-backups/dev"}},
+		{"no record in the source's cluster: the backup was deleted", "local", "hub", "gone",
+			[]string{"backup gone, of which this cluster has no record", "take hub out of clonedFrom.deployments"}},
+		{"no record in another cluster: the source's cluster has it", "other", "hub", "gone", nil},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			why, err := r.cloneRestoreRefusal(ctx, created(tc.cluster, tc.dep, tc.b), d)

@@ -369,6 +369,11 @@ type taskRun struct {
 	driver   *drivers.Driver
 	// manifests is the target instance rendered (lazily).
 	manifests *drivers.Manifests
+	// backupFrom and backupDriver are the instance the deployment runs
+	// and its driver, whose backup hook an upgrade runs first (read
+	// lazily, see backupSource).
+	backupFrom   *resolver.Instance
+	backupDriver *drivers.Driver
 	// sd is the deployment's StyrminDeployment (nil: none), read lazily.
 	sd     *v1alpha1.StyrminDeployment
 	sdRead bool
@@ -840,7 +845,16 @@ func (r *Reconciler) plan(ctx context.Context, run *taskRun) (phaseResult, error
 			return r.failTask(ctx, run, v1alpha1.ReasonInvalidTask, why)
 		}
 	}
-	steps, err := StepsForInstance(wf, d, run.instance)
+	var running *drivers.Driver
+	if wf == v1alpha1.WorkflowUpgrade && run.instance.BackupFirst {
+		if _, running, _, err = r.backupSource(ctx, run); err != nil {
+			if outcome.IsStalled(err) {
+				return r.failTask(ctx, run, v1alpha1.ReasonTaskFailed, err.Error())
+			}
+			return phaseResult{}, err
+		}
+	}
+	steps, err := StepsForInstance(wf, d, running, run.instance)
 	if err != nil {
 		return r.failTask(ctx, run, v1alpha1.ReasonInvalidTask, err.Error())
 	}

@@ -337,7 +337,7 @@ func TestATaskWhoseFirstStepWasSkippedWhenPlannedChoosesItsWorkflowWhenItStarts(
 	second := createJobsTask(t, cl, in, v1alpha1.WorkflowCreate)
 	steps, err := StepsFor(v1alpha1.WorkflowCreate, d, false)
 	if err == nil {
-		steps, err = expandSteps(v1alpha1.WorkflowCreate, d, in, steps)
+		steps, err = expandSteps(v1alpha1.WorkflowCreate, d, nil, in, steps)
 	}
 	if err != nil {
 		t.Fatal(err)

@@ -19,6 +19,7 @@ import (
 
 	"github.com/styrmin/styrmin/drivers"
 	"github.com/styrmin/styrmin/operator/api/v1alpha1"
+	"github.com/styrmin/styrmin/operator/driversource"
 	"github.com/styrmin/styrmin/operator/instance"
 	"github.com/styrmin/styrmin/operator/internal/outcome"
 	"github.com/styrmin/styrmin/planner"
@@ -353,10 +354,18 @@ func (r *Reconciler) cloneRestoreRefusal(ctx context.Context, in *resolver.Insta
 		return "", nil
 	}
 	cf := in.Context.Environment.ClonedFrom
+	clone := fmt.Sprintf("the environment is a clone of %s/%s from backup %s", cf.Cluster, cf.Environment, cf.Backup)
 	var b v1alpha1.StyrminBackup
 	err := r.opts.Client.Get(ctx, client.ObjectKey{Namespace: r.opts.AgentNamespace, Name: cf.Backup}, &b)
 	if apierrors.IsNotFound(err) {
-		return "", nil
+		if cf.Cluster == in.ID.Cluster {
+			// The source's backups are recorded where it runs, here: one
+			// gone was deleted, and its artefacts with it (its
+			// deleteBackup hook), so the restore would read nothing.
+			return fmt.Sprintf("%s, of which this cluster has no record (deleted since the clone was made, or never taken): there is nothing to restore; clone from a backup it has (styrminctl backup list %s/%s), or take %s out of clonedFrom.deployments in the clone's environment file to create it empty",
+				clone, cf.Cluster, cf.Environment, in.ID.Name), nil
+		}
+		return "", nil // recorded in the source's cluster
 	}
 	if err != nil {
 		return "", fmt.Errorf("reading backup %s: %w", cf.Backup, err)
@@ -367,7 +376,6 @@ func (r *Reconciler) cloneRestoreRefusal(ctx context.Context, in *resolver.Insta
 	if b.Spec.Environment != cf.Environment || cmp.Or(b.Spec.Cluster, in.ID.Cluster) != cf.Cluster {
 		return "", nil
 	}
-	clone := fmt.Sprintf("the environment is a clone of %s/%s from backup %s", cf.Cluster, cf.Environment, cf.Backup)
 	startEmpty := fmt.Sprintf("clone from a backup that holds it (styrminctl backup list %s/%s), or take %s out of clonedFrom.deployments in the clone's environment file to create it empty", cf.Cluster, cf.Environment, in.ID.Name)
 	// A clone written before that list has none (every deployment
 	// restores): the list is to be added, not edited. The context never
@@ -393,6 +401,19 @@ func (r *Reconciler) cloneRestoreRefusal(ctx context.Context, in *resolver.Insta
 	if err := incompatibleBackup(&b, in.ID.Name, d); err != nil {
 		return fmt.Sprintf("%s, which %s cannot restore: %v; clone from a backup this driver version reads, or lock %s with a driver version that reads it",
 			clone, in.ID, err, in.ID), nil
+	}
+	// The restore reads the artefact at the clone's location (the
+	// source's backupLocation when the clone was made); the record says
+	// where the backup wrote it. A location changed between the two would
+	// have the restore read nothing, failing with only the store's error.
+	want := resolver.ArtifactURL(cf.Location, cf.Backup, in.ID.Name)
+	if got := b.Status.Deployments[i].Artifact; got != "" && got != want {
+		where := "the location the backup wrote to"
+		if loc, ok := strings.CutSuffix(got, "/"+cf.Backup+"/"+in.ID.Name); ok {
+			where = loc
+		}
+		return fmt.Sprintf("%s, whose record has the artefact of %s at %s, where the restore would read %s (clonedFrom.location, %s, is not where the backup was written): set clonedFrom.location in the clone's environment file to %s",
+			clone, in.ID.Name, got, want, cf.Location, where), nil
 	}
 	return "", nil
 }
@@ -636,30 +657,32 @@ func RestoresBackup(t *v1alpha1.StyrminTask, backupID string) bool {
 
 // StepsForInstance are the steps a change's task runs to instance in with
 // driver d: StepsFor with the instance's BackupFirst, the backup and
-// restore hooks put in place (expandSteps). The plan shows the same
+// restore hooks put in place (expandSteps; running is the driver the
+// deployment runs, nil when none). The plan shows the same
 // (planner.ActionsForInstance).
-func StepsForInstance(wf v1alpha1.Workflow, d *drivers.Driver, in *resolver.Instance) ([]v1alpha1.TaskStep, error) {
+func StepsForInstance(wf v1alpha1.Workflow, d, running *drivers.Driver, in *resolver.Instance) ([]v1alpha1.TaskStep, error) {
 	steps, err := StepsFor(wf, d, in.BackupFirst)
 	if err != nil {
 		return nil, err
 	}
-	return expandSteps(wf, d, in, steps)
+	return expandSteps(wf, d, running, in, steps)
 }
 
 // expandSteps puts the driver's backup and restore hooks where a change's
 // steps ask for them: a create of a deployment whose environment is a
 // clone from a backup restores it at the setup hook's restoreBackup step
 // (any other create skips that step); an upgrade takes a backup at its
-// backup step.
-func expandSteps(wf v1alpha1.Workflow, d *drivers.Driver, in *resolver.Instance, steps []v1alpha1.TaskStep) ([]v1alpha1.TaskStep, error) {
-	if d == nil || !d.CanBackup() || (wf != v1alpha1.WorkflowCreate && wf != v1alpha1.WorkflowUpgrade) {
+// backup step, with the backup hook of the driver the deployment runs
+// (planner.BackupHookDriver).
+func expandSteps(wf v1alpha1.Workflow, d, running *drivers.Driver, in *resolver.Instance, steps []v1alpha1.TaskStep) ([]v1alpha1.TaskStep, error) {
+	if wf != v1alpha1.WorkflowCreate && wf != v1alpha1.WorkflowUpgrade {
 		return steps, nil
 	}
 	var env drivers.EnvironmentContext
 	if in.Context != nil {
 		env = in.Context.Environment
 	}
-	hookSteps := func(at string, hook v1alpha1.Workflow, args map[string]string) ([]v1alpha1.TaskStep, error) {
+	hookSteps := func(at string, hook v1alpha1.Workflow, d *drivers.Driver, args map[string]string) ([]v1alpha1.TaskStep, error) {
 		hs, err := Steps(hook, d)
 		if err != nil {
 			return nil, err
@@ -687,20 +710,29 @@ func expandSteps(wf v1alpha1.Workflow, d *drivers.Driver, in *resolver.Instance,
 	for _, st := range steps {
 		switch drivers.ActionKind(st.Action) {
 		case drivers.ActionRestoreBackup:
+			if d == nil || !d.CanBackup() {
+				out = append(out, st)
+				continue
+			}
 			cf := env.ClonedFrom
 			if !planner.Restores(in) {
 				st.State, st.Message = v1alpha1.StepSkipped, "nothing to restore: the environment is not a clone from a backup, or the deployment was added to it after the clone"
 				out = append(out, st)
 				continue
 			}
-			hs, err := hookSteps(st.Name, v1alpha1.WorkflowRestore, map[string]string{argOperation: "restore", argBackupID: cf.Backup,
+			hs, err := hookSteps(st.Name, v1alpha1.WorkflowRestore, d, map[string]string{argOperation: "restore", argBackupID: cf.Backup,
 				argArtifact: resolver.ArtifactURL(cf.Location, cf.Backup, in.ID.Name)})
 			if err != nil {
 				return nil, err
 			}
 			out = append(out, hs...)
 		case drivers.ActionBackup:
-			hs, err := hookSteps(st.Name, v1alpha1.WorkflowBackup, backupArgs())
+			hd := planner.BackupHookDriver(d, running)
+			if hd == nil || !hd.CanBackup() {
+				out = append(out, st)
+				continue
+			}
+			hs, err := hookSteps(st.Name, v1alpha1.WorkflowBackup, hd, backupArgs())
 			if err != nil {
 				return nil, err
 			}
@@ -723,6 +755,61 @@ func backedUp(sd *v1alpha1.StyrminDeployment, tasks []v1alpha1.StyrminTask, in *
 		return a.Driver, a.Sequence
 	}
 	return v1alpha1.DriverRef{Name: in.Driver.Name, Version: in.Driver.Version}, in.Sequence
+}
+
+// backupSource is the instance and driver the backup an upgrade takes
+// first runs with (planner.BackupHookDriver): the instance the
+// StyrminDeployment holds, older than the task's, which the cluster runs
+// and whose data the backup is, when its driver has a backup hook; its
+// job's pod is that instance's chart's (the new chart's may name objects
+// only the upgrade makes, or another database). Otherwise (none older,
+// or no backup hook) the task's own. ok is false then.
+func (r *Reconciler) backupSource(ctx context.Context, run *taskRun) (in *resolver.Instance, d *drivers.Driver, ok bool, err error) {
+	if run.backupFrom != nil {
+		return run.backupFrom, run.backupDriver, true, nil
+	}
+	sd, err := r.deployment(ctx, run)
+	if err != nil || sd == nil || sd.Spec.Sequence == 0 || sd.Spec.Sequence >= run.instance.Sequence {
+		return nil, nil, false, err
+	}
+	in, err = instance.InstanceFromSpec(&sd.Spec)
+	if err != nil || in.Tombstone() || in.Context == nil {
+		// Nothing renderable runs: the upgrade's own hook, as before.
+		return nil, nil, false, nil
+	}
+	d, err = driversource.Get(ctx, r.opts.Drivers, driversource.Request{Ref: in.Driver, Commit: in.SourceCommit})
+	if err != nil {
+		return nil, nil, false, fmt.Errorf("the driver %s runs, %s@%s, whose backup hook the upgrade runs first: %w", in.ID, in.Driver.Name, in.Driver.Version, err)
+	}
+	if !d.CanBackup() {
+		return nil, nil, false, nil
+	}
+	run.backupFrom, run.backupDriver = in, d
+	return in, d, true, nil
+}
+
+// backupRendered is the running instance's objects, for the pod of a job
+// of the backup an upgrade takes first (see backupSource).
+func (r *Reconciler) backupRendered(ctx context.Context, run *taskRun) (*drivers.Manifests, bool, error) {
+	in, d, ok, err := r.backupSource(ctx, run)
+	if err != nil || !ok {
+		return nil, false, err
+	}
+	m, err := r.opts.Renders.Render(ctx, d, *in.Context, in.Values)
+	if err != nil {
+		what := fmt.Sprintf("rendering %s at sequence %d with %s@%s, for its backup before the upgrade", in.ID, in.Sequence, d.Name, d.Version)
+		if cutShort(ctx, err) {
+			return nil, false, fmt.Errorf("%s: %w", what, ctx.Err())
+		}
+		return nil, false, driversource.ClassifyRender(fmt.Errorf("%s: %w", what, err))
+	}
+	return m, true, nil
+}
+
+// inlineBackup reports whether a step with args, of task t, is one of the
+// backup an upgrade takes first.
+func inlineBackup(t *v1alpha1.StyrminTask, args map[string]string) bool {
+	return !IsOperation(t) && args[argOperation] == "backup"
 }
 
 // InlineBackupID is the ID of the backup an upgrade takes before its pre
@@ -764,6 +851,12 @@ func (r *Reconciler) recordInlineBackup(ctx context.Context, run *taskRun, i int
 		return err
 	}
 	driver, seq := backedUp(sd, tasks, run.instance)
+	if in, d, ok, err := r.backupSource(ctx, run); err != nil {
+		return err
+	} else if ok {
+		// The running instance's hook took it: its data, its format.
+		driver, seq = v1alpha1.DriverRef{Name: d.Name, Version: d.Version}, in.Sequence
+	}
 	loc := run.instance.Context.Environment.BackupLocation
 	now := metav1.Now()
 	dep := t.Spec.Deployment

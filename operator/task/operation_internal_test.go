@@ -9,6 +9,7 @@ import (
 
 	"github.com/styrmin/styrmin/drivers"
 	"github.com/styrmin/styrmin/operator/api/v1alpha1"
+	"github.com/styrmin/styrmin/planner"
 	"github.com/styrmin/styrmin/resolver"
 )
 
@@ -128,7 +129,7 @@ func TestACloneFromABackupRestoresItAtTheSetupHooksStepAndOtherCreatesSkipIt(t *
 	plan := func(wf v1alpha1.Workflow, i *resolver.Instance) []string {
 		steps, err := StepsFor(wf, d, i.BackupFirst)
 		if err == nil {
-			steps, err = expandSteps(wf, d, i, steps)
+			steps, err = expandSteps(wf, d, nil, i, steps)
 		}
 		if err != nil {
 			t.Fatal(err)
@@ -228,5 +229,50 @@ func TestATaskStepKeepsOnlyTheArgumentsADriverMayDeclare(t *testing.T) {
 	}
 	if p := retryPolicy(&st); p.Attempts > 1 {
 		t.Errorf("retry policy %+v from a driver's args, want none", p)
+	}
+}
+
+// TestAnUpgradesBackupRunsTheBackupHookOfTheDriverTheDeploymentRuns pins
+// whose backup hook an upgrade taking a backup first runs: the running
+// version's, whose data it is (a backup taken then by hand would be its
+// too). It ran the new version's, with the new chart's pod, and recorded
+// the old driver: its artefact was in a format the record did not say,
+// and its pod could need objects only the upgrade makes. The plan shows
+// the same steps; a running version without a backup hook leaves the new
+// version's, the only one to be had.
+func TestAnUpgradesBackupRunsTheBackupHookOfTheDriverTheDeploymentRuns(t *testing.T) {
+	driver := func(version, dump string, backs bool) *drivers.Driver {
+		d := &drivers.Driver{Name: "db", Version: version, Hooks: map[drivers.Hook]drivers.Modes{
+			drivers.HookUpgrade: {Core: []drivers.Step{{Action: drivers.ActionUpgradeDeploymentVersion}}},
+		}}
+		if backs {
+			d.Hooks[drivers.HookBackup] = drivers.Modes{Core: []drivers.Step{{Action: drivers.ActionRunJob, Component: "db", Job: dump}}}
+			d.Hooks[drivers.HookRestore] = drivers.Modes{Core: []drivers.Step{{Action: drivers.ActionRunJob, Component: "db", Job: "load"}}}
+		}
+		return d
+	}
+	v2 := driver("2.0.0", "dump-v2", true)
+	in := &resolver.Instance{ID: resolver.ID{Cluster: "local", Environment: "preview", Name: "hub"}, Sequence: 5, BackupFirst: true,
+		Context: &drivers.Context{Environment: drivers.EnvironmentContext{BackupLocation: "s3://b/local/preview"}}}
+	for _, tc := range []struct {
+		name    string
+		running *drivers.Driver
+		job     string
+	}{
+		{"the running version's hook", driver("1.0.0", "dump-v1", true), "dump-v1"},
+		{"none known: the new version's", nil, "dump-v2"},
+		{"the running version cannot back up: the new version's", driver("1.0.0", "", false), "dump-v2"},
+	} {
+		steps, err := StepsForInstance(v1alpha1.WorkflowUpgrade, v2, tc.running, in)
+		if err != nil {
+			t.Fatal(err)
+		}
+		plan := planner.ActionsForInstance(planner.WorkflowUpgrade, v2, tc.running, in)
+		if len(steps) < 1 || steps[0].Args[argJob] != tc.job || steps[0].Args[argOperation] != "backup" {
+			t.Errorf("%s: the upgrade's first step %+v; want the backup hook's job %s", tc.name, steps, tc.job)
+		}
+		if len(plan) != len(steps) || len(plan) > 0 && plan[0].Name != steps[0].Name {
+			t.Errorf("%s: the plan shows %v, the task runs %v", tc.name, plan, steps)
+		}
 	}
 }

@@ -190,8 +190,8 @@ func TestPlanAndTaskExpandTheBackupAndRestoreHooksAlike(t *testing.T) {
 				{"upgrade taking a backup first", planner.WorkflowUpgrade, instanceIn(nil, true), ":backup/backup/"},
 			} {
 				t.Run(d.Name+"@"+d.Version+"/"+tc.name, func(t *testing.T) {
-					plan := planner.ActionsForInstance(tc.w, d, tc.in)
-					steps, err := task.StepsForInstance(v1alpha1.Workflow(tc.w), d, tc.in)
+					plan := planner.ActionsForInstance(tc.w, d, nil, tc.in)
+					steps, err := task.StepsForInstance(v1alpha1.Workflow(tc.w), d, nil, tc.in)
 					if err != nil {
 						t.Fatal(err)
 					}
