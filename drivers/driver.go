@@ -77,20 +77,12 @@ type compiled struct {
 	// sends them to the child.
 	folder *folder
 	opts   LoadOptions
-	// deferredCheck is set when the load went through a sandbox but
-	// could render no sample (a parameter without a default): each set
-	// of parameters is checked in the child before this process
-	// evaluates it (checkDeferred); checked holds, by paramsKey, a
-	// *paramsCheck for each set checked or being checked.
-	deferredCheck bool
-	checked       sync.Map
-	checkedCount  atomic.Int64
-}
-
-// paramsCheck is the child's check of one set of parameters.
-type paramsCheck struct {
-	mu     sync.Mutex
-	passed bool
+	// checked holds, by the hash of an evaluation and its input, an
+	// *inputCheck for each input this process evaluates of a driver
+	// loaded through a sandbox (evalChecked), and checkedCount how many
+	// passed (at most maxCheckedInputs are kept).
+	checked      sync.Map
+	checkedCount atomic.Int64
 }
 
 // ProvidesIngressClass is what an ingress controller driver declares in

@@ -121,10 +121,19 @@ type LimitError struct {
 	Max string
 	// Detail says what was measured, when known ("rendered 80 MiB").
 	Detail string
+	// Input names what the driver was given, when one deployment's input
+	// hit the limit ("the values of deployment web (namespace dev-web)",
+	// "the parameters given (replicas)"): the driver is within its limits
+	// for others.
+	Input string
 }
 
 func (e *LimitError) Error() string {
-	msg := fmt.Sprintf("driver %s: %s: exceeded the %s limit of %s", e.Driver, e.File, e.Limit, e.Max)
+	msg := fmt.Sprintf("driver %s: %s: ", e.Driver, e.File)
+	if e.Input != "" {
+		msg += e.Input + ": "
+	}
+	msg += fmt.Sprintf("exceeded the %s limit of %s", e.Limit, e.Max)
 	if e.Detail != "" {
 		msg += " (" + e.Detail + ")"
 	}

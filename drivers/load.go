@@ -2,7 +2,6 @@ package drivers
 
 import (
 	"context"
-	"crypto/sha256"
 	_ "embed"
 	"errors"
 	"fmt"
@@ -136,13 +135,16 @@ func load(ctx context.Context, f *folder, opts LoadOptions) (*Driver, error) {
 		if checks.has(key) {
 			// Still under the time limit and the caller's context: the
 			// machine may be slower than when the child checked it.
-			return deferSample(bounded(ctx, opts.Limits, f.source, specFile, func() (*Driver, error) { return loadFolder(f, opts) }))
+			return bounded(ctx, opts.Limits, f.source, specFile, func() (*Driver, error) { return loadFolder(f, opts) })
 		}
 		if _, err := opts.Sandbox.run(ctx, req, specFile); err != nil {
 			return nil, err
 		}
 		checks.add(key)
-		return deferSample(loadFolder(f, opts))
+		// The child rendered the sample context at most: each input a
+		// deployment gives the driver is evaluated in a child the first
+		// time, before this process evaluates it (evalChecked).
+		return loadFolder(f, opts)
 	}
 	return bounded(ctx, opts.Limits, f.source, specFile, func() (*Driver, error) {
 		d, err := loadFolder(f, opts)
@@ -156,117 +158,6 @@ func load(ctx context.Context, f *folder, opts LoadOptions) (*Driver, error) {
 		}
 		return d, nil
 	})
-}
-
-// deferSample marks a driver loaded through a sandbox that could render no
-// sample: its child checked the spec and the chart, but evaluated none of
-// its values, services or templates, which this process would then
-// evaluate unchecked (bounded in time only). See checkDeferred.
-func deferSample(d *Driver, err error) (*Driver, error) {
-	if err != nil {
-		return nil, err
-	}
-	if _, ok := d.SampleContext(); !ok {
-		d.compiled.deferredCheck = true
-	}
-	return d, nil
-}
-
-// checkDeferred makes, in the sandbox child, the check the load could not
-// make for lack of a sample: the driver's parameters, values, services and
-// chart evaluated with params (a sample context holding them) within
-// every limit, before this process evaluates them (bounded in time only).
-// Each set of parameters is checked once: a fleet shares a few (the
-// defaults, an environment's sizes), and a deployment whose own make the
-// driver explode fails in the child, whatever ran before it. A failure is
-// not kept: it fails the deployment that asked, naming the limit.
-func (d *Driver) checkDeferred(ctx context.Context, params map[string]any) error {
-	cs := d.compiled
-	if !cs.deferredCheck {
-		return nil
-	}
-	key, ok := checkKey(params)
-	if !ok {
-		return d.runCheck(ctx, params) // not keyable: checked every time
-	}
-	e, _ := cs.checked.LoadOrStore(key, &paramsCheck{})
-	pc := e.(*paramsCheck)
-	pc.mu.Lock()
-	defer pc.mu.Unlock()
-	if pc.passed {
-		return nil
-	}
-	if err := d.runCheck(ctx, params); err != nil {
-		// A failure is not kept: the entry goes.
-		cs.checked.CompareAndDelete(key, pc)
-		return err
-	}
-	pc.passed = true
-	if cs.checkedCount.Add(1) > maxCheckedParams {
-		// Bounded, as appliedParams: an agent in lock mode lives long and
-		// meets many sets; one no longer kept is checked again.
-		cs.checked.CompareAndDelete(key, pc)
-	}
-	return nil
-}
-
-// maxCheckedParams bounds the sets of parameters kept as checked per
-// driver.
-const maxCheckedParams = 4096
-
-// checkKey is the key of a set of parameters among the checked ones: a
-// hash, so that no value (a sensitive one) is kept in memory as text.
-func checkKey(params map[string]any) (string, bool) {
-	k, ok := paramsKey(params)
-	if !ok {
-		return "", false
-	}
-	sum := sha256.Sum256([]byte(k))
-	return string(sum[:]), true
-}
-
-// runCheck asks the child to evaluate the driver with params.
-func (d *Driver) runCheck(ctx context.Context, params map[string]any) error {
-	cs := d.compiled
-	req := cs.opts.sandboxRequest("check", cs.folder)
-	req.Parameters = params
-	_, err := cs.opts.Sandbox.run(ctx, req, cs.file)
-	return err
-}
-
-// checkedAs marks params, the parameters applied from a set checkDeferred
-// passed, as checked too: the same evaluation, with the defaults filled.
-func (d *Driver) checkedAs(params map[string]any) {
-	cs := d.compiled
-	if !cs.deferredCheck || cs.checkedCount.Load() >= maxCheckedParams {
-		return
-	}
-	if key, ok := checkKey(params); ok {
-		if _, loaded := cs.checked.LoadOrStore(key, &paramsCheck{passed: true}); !loaded {
-			cs.checkedCount.Add(1)
-		}
-	}
-}
-
-// checkEvaluation is a child's "check": what the parent is about to
-// evaluate in-process for a deployment given params, in a sample context:
-// the parameters applied, then the values, services and chart with them
-// (with them as given when they do not apply: the parent's in-process
-// evaluation of values and renders takes them so too). Only a limit
-// counts: the evaluation ended within every bound, whatever it found
-// wrong, which the parent then reports in its own words.
-func (d *Driver) checkEvaluation(params map[string]any) error {
-	params, _ = normalizeNumbers(params).(map[string]any)
-	c := d.sampleContextOf(params)
-	if applied, err := d.ApplyParameters(params); err == nil {
-		c = d.sampleContextOf(applied)
-	} else if errors.Is(err, ErrLimit) {
-		return err
-	}
-	if _, err := d.renderSample(c); errors.Is(err, ErrLimit) {
-		return err
-	}
-	return nil
 }
 
 // sandboxRequest is the request that evaluates folder f as these options
@@ -1200,7 +1091,7 @@ func (d *Driver) renderSample(c Context) (*Manifests, error) {
 	if err != nil {
 		return nil, err
 	}
-	if _, err := d.Endpoints(c); err != nil {
+	if _, err := d.endpointsLocal(c); err != nil {
 		return nil, err
 	}
 	return d.renderLocal(c, vals)

@@ -8,6 +8,7 @@ import (
 	"maps"
 	"math"
 	"path"
+	"reflect"
 	"regexp"
 	"sort"
 	"strconv"
@@ -138,22 +139,36 @@ func (d *Driver) renderContext(ctx context.Context, c Context, values map[string
 // policy is checked on what the agent will apply), and a child process
 // per deployment cost more than the rest of the lock (14× at 200
 // deployments; a reused child still costs a round trip and the objects
-// encoded twice per render);
-// the sandboxed load already rendered the driver with its sample
-// parameters, as Values evaluates in this process too. The agent renders
+// encoded twice per render). A driver loaded through a Sandbox is
+// rendered in its child the first time it is given an input (the parts
+// of c its components and patches read, the release's names, the
+// values), within every limit, and here after (evalChecked): its
+// sandboxed load rendered only the sample context. The agent renders
 // what it applies through RenderContext.
 func (d *Driver) RenderInProcess(ctx context.Context, c Context, values map[string]any) (*Manifests, error) {
-	if err := d.checkDeferred(ctx, c.Parameters); err != nil {
-		return nil, err
-	}
 	return d.cachedRender(ctx, c, values, d.renderInProcess)
 }
 
 func (d *Driver) renderInProcess(ctx context.Context, c Context, values map[string]any) (*Manifests, error) {
+	return d.renderHere(ctx, c, values, evalRender, allText)
+}
+
+// renderHere renders c and values bounded: in the sandbox child the
+// first time (kind: evalRender or evalPolicy, as text), else here.
+func (d *Driver) renderHere(ctx context.Context, c Context, values map[string]any, kind string, text func(o *rendered) bool) (*Manifests, error) {
 	cs := d.compiled
-	return bounded(ctx, cs.opts.Limits, d.Source, cs.display(cs.chartDir), func() (*Manifests, error) {
-		return d.renderLocal(c, values)
+	what := deploymentInput("the chart", c)
+	file := cs.display(cs.chartDir)
+	if cs.opts.Sandbox != nil {
+		w := contextWire(cs.renderProj, c, true)
+		w.Values = wireForm(reflect.ValueOf(values))
+		return evalChecked(ctx, d, kind, w, what, file,
+			func(in *evalInput) (*Manifests, error) { return d.renderObjects(in.Context, in.Values, text) }, decodeJSON[*Manifests])
+	}
+	m, err := bounded(ctx, cs.opts.Limits, d.Source, file, func() (*Manifests, error) {
+		return d.renderObjects(c, values, text)
 	})
+	return m, withInput(err, what)
 }
 
 // RenderForPolicy is what CheckPolicy needs of a render in this process:
@@ -163,18 +178,13 @@ func (d *Driver) renderInProcess(ctx context.Context, c Context, values map[stri
 // A lock checks the policy of every deployment it resolves and keeps
 // none of the text: encoding it was 6% of the lock's CPU at 1,000
 // deployments. With a render cache (a plan, which shows the text) the
-// whole render is made, and kept for the diff.
+// whole render is made, and kept for the diff. Made in the sandbox's
+// child as RenderInProcess is.
 func (d *Driver) RenderForPolicy(ctx context.Context, c Context, values map[string]any) (*Manifests, error) {
 	if d.compiled.opts.RenderCache != nil {
 		return d.RenderInProcess(ctx, c, values)
 	}
-	if err := d.checkDeferred(ctx, c.Parameters); err != nil {
-		return nil, err
-	}
-	cs := d.compiled
-	return bounded(ctx, cs.opts.Limits, d.Source, cs.display(cs.chartDir), func() (*Manifests, error) {
-		return d.renderObjects(c, values, policyText)
-	})
+	return d.renderHere(ctx, c, values, evalPolicy, policyText)
 }
 
 // renderLocal renders in this process, unbounded: callers bound it.

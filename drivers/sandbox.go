@@ -128,13 +128,17 @@ type sandboxRequest struct {
 	Limits      Limits            `json:"limits"`
 	Context     *Context          `json:"context,omitempty"`
 	Values      map[string]any    `json:"values,omitempty"`
-	// Parameters are a "check"'s: a deployment's, evaluated in a sample
-	// context.
-	Parameters map[string]any `json:"parameters,omitempty"`
+	// Eval and Input are a "check": the evaluation the parent is about
+	// to make in-process (evalParameters, …) of Input, an evalWire.
+	Eval string `json:"eval,omitempty"`
 	// Func and Input are a "call": the child's SandboxFunc of that name,
 	// given Files and Input.
 	Func  string `json:"func,omitempty"`
 	Input []byte `json:"input,omitempty"`
+	// Known, set instead of Files, is the driverKey of a driver the
+	// child was sent before: the files of a driver version are most of a
+	// request, and a fan-out sends one version thousands of times.
+	Known []byte `json:"known,omitempty"`
 }
 
 // sandboxResponse is what the child writes to its stdout, one a line.
@@ -146,6 +150,9 @@ type sandboxResponse struct {
 	// Retire says the child ends after this answer (a limit was hit, or
 	// its heap grew too large to be worth keeping).
 	Retire bool `json:"retire,omitempty"`
+	// NeedFiles answers a request naming a driver the child no longer
+	// holds (Known): it is sent again with the files.
+	NeedFiles bool `json:"needFiles,omitempty"`
 }
 
 // wireError carries an error across the process boundary keeping its
@@ -264,12 +271,27 @@ func (s *Sandbox) run(ctx context.Context, req *sandboxRequest, specFile string)
 		if err != nil {
 			return nil, fmt.Errorf("driver %s: %w: %w", req.Source, ErrSandboxStart, err)
 		}
-		s.mu.Lock()
-		s.nextID++
 		r := *req
-		r.ID = s.nextID
-		s.mu.Unlock()
-		resp, err := c.do(ctx, &r, specFile, max, reused)
+		var key [32]byte
+		keyed := req.Op == "render" || req.Op == "check"
+		if keyed {
+			key = driverKey(req)
+			if c.sent[key] {
+				r.Files, r.Known = nil, key[:]
+			}
+		}
+		resp, err := s.send(ctx, c, &r, specFile, max, reused)
+		if err == nil && resp.NeedFiles && !resp.Retire {
+			// Evicted by the child meanwhile: again, with the files.
+			r.Files, r.Known = req.Files, nil
+			resp, err = s.send(ctx, c, &r, specFile, max, reused)
+		}
+		if err == nil && resp.NeedFiles {
+			err = fmt.Errorf("driver %s: the sandbox child did not take the driver's files", req.Source)
+		}
+		if err == nil && keyed && r.Files != nil {
+			c.remember(key)
+		}
 		if err == nil && !resp.Retire {
 			s.release(c)
 		} else {
@@ -286,6 +308,15 @@ func (s *Sandbox) run(ctx context.Context, req *sandboxRequest, specFile string)
 		}
 		return resp, nil
 	}
+}
+
+// send gives r, numbered, to c.
+func (s *Sandbox) send(ctx context.Context, c *sandboxChild, r *sandboxRequest, specFile, max string, reused bool) (*sandboxResponse, error) {
+	s.mu.Lock()
+	s.nextID++
+	r.ID = s.nextID
+	s.mu.Unlock()
+	return c.do(ctx, r, specFile, max, reused)
 }
 
 // child returns an idle child started with limits l (reused), or a new
@@ -380,6 +411,22 @@ type sandboxChild struct {
 	exited chan struct{} // closed when the process has been waited for
 	err    error         // the process's end (after exited)
 	timer  *time.Timer   // ends it while idle
+	// sent are the drivers (driverKey) whose files the child was given:
+	// a request for one names it instead (sandboxRequest.Known). Used by
+	// one request at a time.
+	sent map[[32]byte]bool
+}
+
+// maxSent bounds the drivers remembered as sent to a child (it keeps
+// fewer: childDrivers).
+const maxSent = 64
+
+// remember notes that c was given the files of the driver key.
+func (c *sandboxChild) remember(key [32]byte) {
+	if c.sent == nil || len(c.sent) >= maxSent {
+		c.sent = map[[32]byte]bool{}
+	}
+	c.sent[key] = true
 }
 
 func (s *Sandbox) start(l Limits) (*sandboxChild, error) {

@@ -115,6 +115,8 @@ func (s *sandboxServer) serve(req *sandboxRequest) bool {
 		d, err = s.driver(req)
 	}
 	switch {
+	case errors.Is(err, errNeedFiles):
+		err, resp.NeedFiles = nil, true
 	case err != nil:
 	case req.Op == "call":
 		fn, ok := s.funcs[req.Func]
@@ -128,7 +130,7 @@ func (s *sandboxServer) serve(req *sandboxRequest) bool {
 			_, err = d.renderSample(sample)
 		}
 	case req.Op == "check":
-		err = d.checkEvaluation(req.Parameters)
+		resp.Output, err = d.checkLocal(req.Eval, req.Input)
 	case req.Op == "render" && req.Context != nil:
 		var m *Manifests
 		c := *req.Context
@@ -154,9 +156,15 @@ func (s *sandboxServer) serve(req *sandboxRequest) bool {
 // load is not kept.
 func (s *sandboxServer) driver(req *sandboxRequest) (*Driver, error) {
 	key := driverKey(req)
+	if req.Files == nil && len(req.Known) == len(key) {
+		copy(key[:], req.Known)
+	}
 	if d, ok := s.drivers[key]; ok {
 		s.touch(key)
 		return d, nil
+	}
+	if req.Files == nil && req.Known != nil {
+		return nil, errNeedFiles
 	}
 	f := &folder{source: req.Source, files: req.Files}
 	for p := range req.Files {
@@ -176,6 +184,10 @@ func (s *sandboxServer) driver(req *sandboxRequest) (*Driver, error) {
 	s.order = append(s.order, key)
 	return d, nil
 }
+
+// errNeedFiles is a request naming a driver by its key (Known) that the
+// child no longer holds: the parent sends it again with the files.
+var errNeedFiles = errors.New("drivers: sandbox: the driver's files are needed")
 
 // touch makes key the most recently used driver.
 func (s *sandboxServer) touch(key [32]byte) {

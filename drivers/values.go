@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"maps"
 	"math"
+	"reflect"
 	"regexp"
 	"sort"
 	"strconv"
@@ -22,18 +23,12 @@ import (
 // parameter and what was expected; an unknown parameter is an error. The
 // result holds every parameter that has a value (optional parameters
 // without a default and not set are left out).
+//
+// The schema is CUE the driver's authors wrote, and its defaults may grow
+// with what is given (`_big: list.Range(0, n, 1)`): the evaluation is
+// bounded by the driver's time limit and, for a driver loaded through a
+// Sandbox, made in its child as Values is (evalChecked).
 func (d *Driver) ApplyParameters(params map[string]any) (map[string]any, error) {
-	if err := d.checkDeferred(context.Background(), params); err != nil {
-		return nil, err
-	}
-	out, err := d.applyParameters(params)
-	if err == nil {
-		d.checkedAs(out)
-	}
-	return out, err
-}
-
-func (d *Driver) applyParameters(params map[string]any) (map[string]any, error) {
 	known := make(map[string]*Parameter, len(d.Parameters))
 	for i := range d.Parameters {
 		known[d.Parameters[i].Name] = &d.Parameters[i]
@@ -69,6 +64,34 @@ func (d *Driver) applyParameters(params map[string]any) (map[string]any, error) 
 			return deepCopyJSON(out).(map[string]any), nil
 		}
 	}
+	cs := d.compiled
+	what := parametersInput(params)
+	var out map[string]any
+	var err error
+	if cs.opts.Sandbox != nil {
+		out, err = evalChecked(context.Background(), d, evalParameters, evalWire{Parameters: wireForm(reflect.ValueOf(params))}, what, cs.file,
+			func(in *evalInput) (map[string]any, error) { return d.evalParameters(in.Parameters) }, decodeMap)
+	} else {
+		out, err = bounded(context.Background(), cs.opts.Limits, d.Source, cs.file, func() (map[string]any, error) {
+			return d.evalParameters(params)
+		})
+		err = withInput(err, what)
+	}
+	if err != nil {
+		return nil, err
+	}
+	if memo && d.compiled.appliedCount.Add(1) <= maxAppliedParams {
+		d.compiled.appliedParams.Store(key, deepCopyJSON(out))
+	}
+	return out, nil
+}
+
+// evalParameters is ApplyParameters' evaluation of the schema with
+// params, known, in this process and unbounded: callers bound it. It
+// returns what the driver gives the parameters when they pass, and the
+// errors of each that does not.
+func (d *Driver) evalParameters(params map[string]any) (map[string]any, error) {
+	var errs []error
 	// The spec's own parameters (not unified with #Driver): the schema was
 	// checked at Load, and this runs once per deployment.
 	schema := d.compiled.raw.LookupPath(parametersPath)
@@ -87,9 +110,6 @@ func (d *Driver) applyParameters(params map[string]any) (map[string]any, error) 
 				if _, ok := out[p.Name]; !ok && p.HasDefault {
 					out[p.Name] = deepCopyJSON(p.Default)
 				}
-			}
-			if memo && d.compiled.appliedCount.Add(1) <= maxAppliedParams {
-				d.compiled.appliedParams.Store(key, deepCopyJSON(out))
 			}
 			return out, nil
 		}
@@ -242,17 +262,21 @@ func (d *Driver) parameterNames() string {
 // Values computes the chart values in CUE from c (whose Parameters are
 // already applied; defaults are applied again, harmlessly).
 //
-// It runs in-process (the lock computes values for every deployment, and
-// a child each would cost more than the rest of the lock), bounded by the
-// driver's time limit; the sandboxed load has evaluated the same
-// expressions with the sample context within every limit.
+// It is bounded by the driver's time limit. A driver loaded through a
+// Sandbox is evaluated in its child the first time it is given an input
+// (the parts of c its values read), in this process after (evalChecked):
+// its sandboxed load evaluated only the sample context.
 func (d *Driver) Values(c Context) (map[string]any, error) {
-	if err := d.checkDeferred(context.Background(), c.Parameters); err != nil {
-		return nil, err
+	cs := d.compiled
+	what := deploymentInput("the values", c)
+	if cs.opts.Sandbox != nil {
+		return evalChecked(context.Background(), d, evalValues, contextWire(cs.valuesProj, c, false), what, cs.file,
+			func(in *evalInput) (map[string]any, error) { return d.valuesLocal(in.Context) }, decodeMap)
 	}
-	return bounded(context.Background(), d.compiled.opts.Limits, d.Source, d.compiled.file, func() (map[string]any, error) {
+	out, err := bounded(context.Background(), cs.opts.Limits, d.Source, cs.file, func() (map[string]any, error) {
 		return d.valuesLocal(c)
 	})
+	return out, withInput(err, what)
 }
 
 func (d *Driver) valuesLocal(c Context) (map[string]any, error) {
@@ -273,13 +297,29 @@ func (d *Driver) valuesLocal(c Context) (map[string]any, error) {
 // Endpoints computes this deployment's services. It needs only the
 // Cluster, Environment and Deployment parts of c. The host defaults to
 // <deployment>.<namespace>.svc; the URL is <protocol>://<host>:<port>.
+// Bounded, and evaluated in a Sandbox's child, as Values.
 func (d *Driver) Endpoints(c Context) (map[string]Endpoint, error) {
+	if len(d.Services) == 0 {
+		return map[string]Endpoint{}, nil
+	}
+	cs := d.compiled
+	what := deploymentInput("the services", c)
+	if cs.opts.Sandbox != nil {
+		return evalChecked(context.Background(), d, evalEndpoints, contextWire(cs.servicesProj, c, true), what, cs.file,
+			func(in *evalInput) (map[string]Endpoint, error) { return d.endpointsLocal(in.Context) }, decodeJSON[map[string]Endpoint])
+	}
+	out, err := bounded(context.Background(), cs.opts.Limits, d.Source, cs.file, func() (map[string]Endpoint, error) {
+		return d.endpointsLocal(c)
+	})
+	return out, withInput(err, what)
+}
+
+// endpointsLocal is Endpoints in this process, unbounded: callers bound
+// it.
+func (d *Driver) endpointsLocal(c Context) (map[string]Endpoint, error) {
 	out := make(map[string]Endpoint, len(d.Services))
 	if len(d.Services) == 0 {
 		return out, nil
-	}
-	if err := d.checkDeferred(context.Background(), c.Parameters); err != nil {
-		return nil, err
 	}
 	v := d.compiled.servicesProj.eval(c)
 	for _, s := range d.Services {
