@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"math/big"
 	"os"
 	"reflect"
@@ -313,5 +314,47 @@ func TestAnInputsWireFormDecodesToTheSameValues(t *testing.T) {
 	other, _ := json.Marshal(wireForm(reflect.ValueOf(map[string]any{"n": 3.0})))
 	if slices.Equal(one, other) {
 		t.Errorf("3 and 3.0 have one wire form %s", one)
+	}
+}
+
+// A child is given a driver's files once: later requests name the driver,
+// and one the child has dropped since (it keeps childDrivers) is sent
+// again with them, on the same child.
+func TestAChildIsSentADriversFilesOnceAndAgainAfterItDroppedThem(t *testing.T) {
+	sb := newSandbox(t, 1)
+	first, c, vals := loadBoxed(t, sb, "webapp/1.1.0")
+	render := func(d *Driver) uint64 {
+		t.Helper()
+		before := sb.Requests()
+		if _, err := d.Render(c, vals); err != nil {
+			t.Fatal(err)
+		}
+		return sb.Requests() - before
+	}
+	render(first)
+	if n := render(first); n != 1 {
+		t.Errorf("a render of a driver the child holds took %d requests, want 1", n)
+	}
+	f, err := readFolder(os.DirFS("../examples/drivers/webapp/1.1.0"), "examples/drivers/webapp/1.1.0", defaultMaxFileSize, defaultMaxTotalSize)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range childDrivers {
+		files := maps.Clone(f.files)
+		files["driver.cue"] = append(slices.Clone(files["driver.cue"]), fmt.Sprintf("\n// copy %d\n", i)...)
+		d, err := Load(mapFS(files), LoadOptions{Source: "examples/drivers/webapp/1.1.0", Limits: testLimits(), Sandbox: sb})
+		if err != nil {
+			t.Fatal(err)
+		}
+		render(d)
+	}
+	if n := render(first); n != 2 {
+		t.Errorf("a render of a driver the child dropped took %d requests, want 2: named, then sent with its files", n)
+	}
+	if n := render(first); n != 1 {
+		t.Errorf("the next render took %d requests, want 1", n)
+	}
+	if n := sandboxStarts(sb); n != 1 {
+		t.Errorf("%d children started, want 1", n)
 	}
 }

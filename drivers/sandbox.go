@@ -286,10 +286,8 @@ func (s *Sandbox) run(ctx context.Context, req *sandboxRequest, specFile string)
 			r.Files, r.Known = req.Files, nil
 			resp, err = s.send(ctx, c, &r, specFile, max, reused)
 		}
-		if err == nil && resp.NeedFiles {
-			err = fmt.Errorf("driver %s: the sandbox child did not take the driver's files", req.Source)
-		}
-		if err == nil && keyed && r.Files != nil {
+		needFiles := err == nil && resp.NeedFiles
+		if err == nil && !needFiles && keyed && r.Files != nil && len(resp.Errors) == 0 {
 			c.remember(key)
 		}
 		if err == nil && !resp.Retire {
@@ -297,8 +295,11 @@ func (s *Sandbox) run(ctx context.Context, req *sandboxRequest, specFile string)
 		} else {
 			s.end(c)
 		}
-		if errors.Is(err, errStaleChild) && reused {
-			continue // another idle child, or a new one
+		if errors.Is(err, errStaleChild) && reused || needFiles && resp.Retire {
+			continue // another idle child, or a new one (given the files)
+		}
+		if needFiles {
+			return nil, fmt.Errorf("driver %s: the sandbox child did not take the driver's files", req.Source)
 		}
 		if err != nil {
 			return nil, err
