@@ -171,6 +171,7 @@ func (d *Driver) checkLocal(kind string, input []byte) ([]byte, error) {
 		return nil, fmt.Errorf("drivers: sandbox: the input to evaluate: %w", err)
 	}
 	var out any
+	d.compiled.opts.notePhase(d.compiled.file) // a render names its chart next
 	switch kind {
 	case evalParameters:
 		out, err = d.evalParameters(in.Parameters)

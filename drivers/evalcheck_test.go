@@ -72,8 +72,8 @@ func requireBoundedFailure(t *testing.T, l Limits, source, want string, eval fun
 	time.Sleep(2 * time.Second)
 	grew := int64(heapInUse()) - int64(before)
 	var le *LimitError
-	if !errors.As(err, &le) || (le.Limit != LimitMemory && le.Limit != LimitTime) || le.Driver != source {
-		t.Fatalf("%v (after %s), want the memory or time limit of %s", err, took, source)
+	if !errors.As(err, &le) || (le.Limit != LimitMemory && le.Limit != LimitTime) || le.Driver != source || !strings.HasPrefix(le.File, source+"/") {
+		t.Fatalf("%v (after %s), want the memory or time limit of %s at a file of it", err, took, source)
 	}
 	if !strings.Contains(err.Error(), want) || !strings.Contains(le.Input, want) {
 		t.Errorf("%v: does not name the input %q", err, want)
@@ -146,6 +146,19 @@ func TestADeploymentsInputIsCheckedInTheSandboxBeforeThisProcessEvaluatesIt(t *t
 				return err
 			},
 			want: "the chart of deployment huge"},
+		{name: "values evaluated ahead, with the services", imports: "import \"list\"\n\n",
+			body: "parameters: n: *1 | int\nservices: http: {component: \"app\", port: 80}\n" +
+				"values: big: list.Range(0, context.parameters.n, 1)\n",
+			params: map[string]any{"n": 20000000},
+			eval: func(d *Driver, c Context) error {
+				// The services pass: the limit is the values' alone.
+				if _, err := d.Endpoints(c); err != nil {
+					return fmt.Errorf("services: %w", err)
+				}
+				_, err := d.Values(c)
+				return err
+			},
+			want: "the values of deployment huge"},
 		{name: "services branching on the environment", imports: "import (\n\t\"list\"\n\t\"strings\"\n)\n\n",
 			body: "_n: [if context.environment.name == \"sample\" {1}, 20000000][0]\n" +
 				"services: http: {component: \"app\", port: 80, host: strings.Join([for x in list.Range(0, _n, 1) {\"x\"}], \"\")}\nvalues: {}\n",
@@ -253,6 +266,13 @@ func TestASandboxedDriverEvaluatesManyDeploymentsAsInProcess(t *testing.T) {
 			if got, want := evaluate(boxed, i), evaluate(local, i); got != want {
 				t.Fatalf("%s: deployment %d evaluates differently sandboxed:\n%s\nwant:\n%s", dir, i, got, want)
 			}
+		}
+		// A new deployment: its services, values and renders, one request
+		// each (its parameters are those of the others).
+		before := sb.Requests()
+		evaluate(boxed, deployments)
+		if n := sb.Requests() - before; n != 4 {
+			t.Errorf("%s: a new deployment took %d requests, want 4", dir, n)
 		}
 		// Every input was checked: a second pass sends nothing.
 		sent := sb.Requests()
