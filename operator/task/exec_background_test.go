@@ -88,8 +88,7 @@ func reconcileWithin(t *testing.T, r *Reconciler, req reconcile.Request, limit t
 // worker up to the step's timeout, which the driver sets (a year, say):
 // as many deployments running a long command as the agent has task
 // workers stopped every other task. The reconcile returns at once while
-// the command runs, the step ends when the command does, and a step that
-// times out stops its command.
+// the command runs, and the step ends when the command does.
 func TestAnExecStepRunsWithoutHoldingATaskWorker(t *testing.T) {
 	const ns = "dev-jobs"
 	cl := withCRDs(t, ns)
@@ -100,7 +99,6 @@ func TestAnExecStepRunsWithoutHoldingATaskWorker(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx := context.Background()
 
 	tk := createJobsTask(t, cl, jobsInstance(t, d, ns, 1, "1.0.0"), v1alpha1.WorkflowCreate)
 	req := reconcile.Request{NamespacedName: client.ObjectKeyFromObject(tk)}
@@ -133,20 +131,29 @@ func TestAnExecStepRunsWithoutHoldingATaskWorker(t *testing.T) {
 		time.Sleep(100 * time.Millisecond)
 	}
 
-	// A command that runs past its step's timeout: the step fails, and
-	// the command is stopped.
+}
+
+// TestAnExecStepThatTimesOutHasItsCommandStopped: the command of a step
+// past its timeout is stopped when the step fails, naming the command
+// that was running.
+func TestAnExecStepThatTimesOutHasItsCommandStopped(t *testing.T) {
+	const ns = "dev-jobs"
+	cl := withCRDs(t, ns)
+	readyJobsPod(t, cl, ns)
+	d := jobsDriver(t, `setup: pre: [{action: "exec", component: "app", command: ["check"], timeout: "1m"}]`)
+	ctx := context.Background()
 	exec2 := &blockingExec{release: make(chan struct{})}
 	r2, err := NewReconciler(Options{Client: cl, Drivers: oneDriver{d}, Registerer: prometheus.NewRegistry(), Exec: exec2, PollInterval: 100 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
 	}
-	in2 := jobsInstance(t, d, ns, 1, "1.0.0")
-	in2.ID.Name, in2.Context.Deployment.Name = "jobs2", "jobs2"
-	tk2 := createJobsTask(t, cl, in2, v1alpha1.WorkflowCreate)
+	tk2 := createJobsTask(t, cl, jobsInstance(t, d, ns, 1, "1.0.0"), v1alpha1.WorkflowCreate)
 	req2 := reconcile.Request{NamespacedName: client.ObjectKeyFromObject(tk2)}
-	for exec2.calls.Load() == 0 {
+	for wait := time.Now().Add(30 * time.Second); exec2.calls.Load() == 0; time.Sleep(100 * time.Millisecond) {
+		if time.Now().After(wait) {
+			t.Fatalf("the exec step's command did not start: %+v", getTask(t, cl, req2.NamespacedName).Status)
+		}
 		reconcileWithin(t, r2, req2, 20*time.Second)
-		time.Sleep(100 * time.Millisecond)
 	}
 	tk2 = getTask(t, cl, req2.NamespacedName)
 	base := tk2.DeepCopy()
