@@ -9,7 +9,9 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
+	"sort"
 	"strings"
+	"sync/atomic"
 	"time"
 )
 
@@ -26,17 +28,29 @@ import (
 // and the children's start and loads were an eighth of a 1,000-deployment
 // lock's time.
 //
-// Only loads that succeeded are remembered: a driver over a limit is sent
-// to a child every time. Each check is an empty file named by the
-// hexadecimal SHA-256 of what decided it; a check not used for checksKeep
-// is removed by a later process. The folder is opened once and used
-// through an os.Root, so neither it nor its entries can be swapped for a
-// link elsewhere.
+// The evaluations of a deployment's input a child made first
+// (evalChecked) are remembered alike, keyed by the same request (the
+// evaluation's kind and its input's exact bytes in it): a lock of 1,000
+// new deployments sent each to a child, doubling its time, and the next
+// lock gives most of them again.
+//
+// Only loads and evaluations that ended within the limits are
+// remembered: one over a limit is sent to a child every time. Each check
+// is an empty file named by the hexadecimal SHA-256 of what decided it; a
+// check not used for checksKeep is removed by a later process, and the
+// least recently used beyond checksMax (a long-lived agent meets inputs
+// without end). The folder is opened once and used through an os.Root,
+// so neither it nor its entries can be swapped for a link elsewhere.
 type loadChecks struct {
 	root *os.Root
 	// code is the build IDs of this executable and the sandbox's, its
 	// arguments and the evaluation's environment variables.
 	code string
+	// added counts the checks this process wrote: every checksTrimAfter
+	// it trims the folder, whenever it was trimmed last.
+	added atomic.Int64
+	// max, when set, replaces checksMax (tests).
+	max int
 }
 
 const (
@@ -50,6 +64,13 @@ const (
 	// checksTrimmed is the file whose time says when checks were last
 	// trimmed.
 	checksTrimmed = "trimmed"
+	// checksMax bounds the checks kept (empty files: an inode and a
+	// directory entry each); a trim removes the least recently used
+	// beyond it.
+	checksMax = 1 << 16
+	// checksTrimAfter is how many checks a process writes before it trims
+	// the folder again, so that a busy agent keeps it near checksMax.
+	checksTrimAfter = checksMax / 8
 )
 
 // evalEnv are the environment variables a child inherits that change how
@@ -103,7 +124,7 @@ func (s *Sandbox) KeepChecks(dir string) error {
 		code = append(code, fmt.Sprint(set, v))
 	}
 	c := &loadChecks{root: root, code: strings.Join(code, "\x00\x00")}
-	c.trim(time.Now())
+	c.trim(time.Now(), false)
 	s.checks = c
 	return nil
 }
@@ -161,16 +182,30 @@ func (c *loadChecks) add(key string) {
 		return
 	}
 	f, err := c.root.OpenFile(key, os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o600)
-	if err == nil {
-		_ = f.Close()
+	if err != nil {
+		return
+	}
+	_ = f.Close()
+	if c.added.Add(1)%int64(c.trimAfter()) == 0 {
+		c.trim(time.Now(), true)
 	}
 }
 
-// trim removes the checks not used for checksKeep, at most once every
-// checksTrim (a busy folder is not listed by every process). It removes
+func (c *loadChecks) limit() int {
+	if c.max > 0 {
+		return c.max
+	}
+	return checksMax
+}
+
+func (c *loadChecks) trimAfter() int { return max(c.limit()/8, 1) }
+
+// trim removes the checks not used for checksKeep, then the least
+// recently used beyond checksMax, at most once every checksTrim unless
+// forced (a busy folder is not listed by every process). It removes
 // nothing but checks, whatever else the folder holds.
-func (c *loadChecks) trim(now time.Time) {
-	if fi, err := c.root.Lstat(checksTrimmed); err == nil && now.Sub(fi.ModTime()) < checksTrim {
+func (c *loadChecks) trim(now time.Time, force bool) {
+	if fi, err := c.root.Lstat(checksTrimmed); !force && err == nil && now.Sub(fi.ModTime()) < checksTrim {
 		return
 	}
 	if err := c.root.WriteFile(checksTrimmed, nil, 0o600); err != nil {
@@ -186,12 +221,31 @@ func (c *loadChecks) trim(now time.Time) {
 	if err != nil {
 		return
 	}
+	type check struct {
+		name string
+		used time.Time
+	}
+	var kept []check
 	for _, e := range entries {
 		if !isKey(e.Name()) || !e.Type().IsRegular() {
 			continue
 		}
-		if fi, err := e.Info(); err == nil && now.Sub(fi.ModTime()) > checksKeep {
+		fi, err := e.Info()
+		if err != nil {
+			continue
+		}
+		if now.Sub(fi.ModTime()) > checksKeep {
 			_ = c.root.Remove(e.Name())
+			continue
+		}
+		kept = append(kept, check{e.Name(), fi.ModTime()})
+	}
+	if over := len(kept) - c.limit(); over > 0 {
+		// A use renews a check's time (has), so the oldest are the least
+		// recently used.
+		sort.Slice(kept, func(i, j int) bool { return kept[i].used.Before(kept[j].used) })
+		for _, k := range kept[:over] {
+			_ = c.root.Remove(k.name)
 		}
 	}
 }

@@ -1,6 +1,8 @@
 package drivers
 
 import (
+	"context"
+	"encoding/json"
 	"errors"
 	"os"
 	"os/exec"
@@ -117,6 +119,10 @@ func TestALoadAChildCheckedIsNotSentToAChildByTheNextProcess(t *testing.T) {
 		t.Errorf("the driver loaded without a child differs: %v %v, digests %s %s", err1, err2, checked.Digest, again.Digest)
 	}
 
+	// The evaluations of c the first process checked in its child are
+	// remembered too (TestAnInputAChildEvaluatedIsNotSentToAChildByTheNextProcess).
+	kept := len(checks(t, dir))
+
 	// Whatever the check depended on, changed, sends the load to a child
 	// again.
 	changed := folderFS(t)
@@ -145,8 +151,8 @@ func TestALoadAChildCheckedIsNotSentToAChildByTheNextProcess(t *testing.T) {
 			}
 		})
 	}
-	if got := checks(t, dir); len(got) != 5 {
-		t.Errorf("checks: %d, want 5 (one per load that differs)", len(got))
+	if got := checks(t, dir); len(got) != kept+4 {
+		t.Errorf("checks: %d, want %d (one more per load that differs)", len(got), kept+4)
 	}
 }
 
@@ -329,17 +335,17 @@ func TestLoadChecksUnusedForAMonthAreRemovedAndNothingElse(t *testing.T) {
 	// Not a check: whatever else the folder holds stays.
 	age("README.md", checksKeep+time.Hour)
 	age(strings.ToUpper(hexKey('e')), checksKeep+time.Hour)
-	c.trim(now)
+	c.trim(now, false)
 	if got := checks(t, dir); !reflect.DeepEqual(got, []string{strings.ToUpper(hexKey('e')), "README.md", recent}) {
 		t.Fatalf("after trimming: %v, want the recent check and what is not a check", got)
 	}
 	// Not again within a day: a check gone stale since is kept.
 	age(stale, checksKeep+time.Hour)
-	c.trim(now.Add(time.Hour))
+	c.trim(now.Add(time.Hour), false)
 	if got := checks(t, dir); !slices.Contains(got, stale) {
 		t.Errorf("trimmed again within a day: %v", got)
 	}
-	c.trim(now.Add(checksTrim + time.Hour))
+	c.trim(now.Add(checksTrim+time.Hour), false)
 	if got := checks(t, dir); slices.Contains(got, stale) || !slices.Contains(got, recent) {
 		t.Errorf("a day later: %v, want the stale check gone, the recent one kept", got)
 	}
@@ -437,5 +443,125 @@ func TestTwoProcessesCheckingTheSameLoadAtOnceLeaveOneCheck(t *testing.T) {
 	}
 	if _, sent := loadExample(t, checkingSandbox(t, dir)); sent != 0 {
 		t.Errorf("the next load sent %d requests to a child, want 0", sent)
+	}
+}
+
+// evaluateExample evaluates a deployment of the example driver d as a
+// lock does (its parameters, services, values and the policy render),
+// returning the results and the requests sent to a child meanwhile.
+func evaluateExample(t *testing.T, sb *Sandbox, d *Driver, name string) (string, uint64) {
+	t.Helper()
+	before := sb.Requests()
+	c := exampleContext(d)
+	c.Deployment.Name, c.Deployment.Namespace = name, "staging-"+name
+	eps, err := d.Endpoints(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	values, err := d.Values(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	objs, err := d.RenderForPolicy(context.Background(), c, values)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := json.Marshal([]any{c.Parameters, eps, values, objs})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(out), sb.Requests() - before
+}
+
+// An input a child evaluated within the limits is remembered with the
+// load: the next process evaluates it in-process at once, and gets the
+// same results; a changed input, or other limits, go to a child again.
+func TestAnInputAChildEvaluatedIsNotSentToAChildByTheNextProcess(t *testing.T) {
+	dir := t.TempDir()
+	sb := checkingSandbox(t, dir)
+	d, _ := loadExample(t, sb)
+	first, sent := evaluateExample(t, sb, d, "hub")
+	if sent == 0 {
+		t.Fatal("the first process sent no evaluation to a child")
+	}
+	if got := checks(t, dir); len(got) != 1+int(sent) {
+		t.Errorf("checks after %d evaluations in a child: %d, want one each and the load's", sent, len(got))
+	}
+
+	sb = checkingSandbox(t, dir)
+	d, _ = loadExample(t, sb)
+	again, sent := evaluateExample(t, sb, d, "hub")
+	if sent != 0 {
+		t.Errorf("the next process sent %d evaluations of the same inputs to a child, want 0", sent)
+	}
+	if again != first {
+		t.Errorf("evaluated in-process from the checks:\n%.400s\nin the child:\n%.400s", again, first)
+	}
+	if _, sent := evaluateExample(t, sb, d, "other"); sent == 0 {
+		t.Error("another deployment's inputs were not sent to a child")
+	}
+
+	// Other limits: neither the load nor the inputs were checked under them.
+	sb = checkingSandbox(t, dir)
+	d, err := Load(folderFS(t), LoadOptions{Source: checkedSource, Sandbox: sb, Limits: Limits{Memory: 900 << 20}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, sent := evaluateExample(t, sb, d, "hub"); sent == 0 {
+		t.Error("the inputs checked under other limits were not sent to a child")
+	}
+}
+
+// An input over a limit in the child is never remembered: the next
+// process sends it to a child again, and fails at the limit there.
+func TestAnInputOverALimitIsSentToAChildByEveryProcess(t *testing.T) {
+	dir := t.TempDir()
+	l := testLimits()
+	files := bombDriver("import \"list\"\n\n", "parameters: n: *1 | int\nvalues: big: list.Range(0, context.parameters.n, 1)\n", nil)
+	for i := range 2 {
+		sb := checkingSandbox(t, dir)
+		d := loadBomb(t, sb, files, l)
+		c := bombContext(t, d, map[string]any{"n": 20000000})
+		before := sb.Requests()
+		_, err := d.Values(c)
+		var le *LimitError
+		if !errors.As(err, &le) {
+			t.Fatalf("process %d: %v, want a limit", i+1, err)
+		}
+		if sb.Requests() == before {
+			t.Fatalf("process %d: the values over the limit were not sent to a child", i+1)
+		}
+	}
+}
+
+// Checks are bounded: a trim keeps the most recently used checksMax, and
+// a process that writes many trims the folder as it goes.
+func TestChecksBeyondTheirBoundAreRemovedLeastRecentlyUsedFirst(t *testing.T) {
+	dir := t.TempDir()
+	root, err := os.OpenRoot(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = root.Close() })
+	c := &loadChecks{root: root, code: "x", max: 100}
+	now := time.Now()
+	keys := []string{hexKey('a'), hexKey('b'), hexKey('c'), hexKey('d'), hexKey('e')}
+	for i, k := range keys {
+		c.add(k)
+		at := now.Add(-time.Duration(i) * time.Hour) // a the most recent
+		if err := os.Chtimes(filepath.Join(dir, k), at, at); err != nil {
+			t.Fatal(err)
+		}
+	}
+	c.max = 3
+	c.trim(now, true)
+	if got := checks(t, dir); !reflect.DeepEqual(got, keys[:3]) {
+		t.Fatalf("after trimming to 3: %v, want the 3 most recently used", got)
+	}
+	for _, k := range []string{hexKey('1'), hexKey('2'), hexKey('3'), hexKey('4')} {
+		c.add(k)
+	}
+	if got := checks(t, dir); len(got) > 3 {
+		t.Errorf("after adding past the bound: %d checks, want at most 3", len(got))
 	}
 }
