@@ -590,9 +590,13 @@ func (r *Reconciler) podTemplate(ctx context.Context, run *taskRun, step drivers
 	var m *drivers.Manifests
 	var err error
 	ok := false
+	chart := run.instance.Driver.Name + "@" + run.instance.Driver.Version
 	if inlineBackup(run.task, step.Args) {
 		if m, ok, err = r.backupRendered(ctx, run); err != nil {
 			return nil, "", err
+		}
+		if ok {
+			chart = run.backupDriver.Name + "@" + run.backupDriver.Version + " (the version the deployment runs)"
 		}
 	}
 	if !ok {
@@ -625,7 +629,7 @@ func (r *Reconciler) podTemplate(ctx context.Context, run *taskRun, step drivers
 		}
 		return &tmpl, from, nil
 	}
-	return nil, "", outcome.Stalled(v1alpha1.ReasonStepFailed, fmt.Errorf("component %s has no Deployment, StatefulSet or DaemonSet in the chart of %s to take a pod template from", component, run.instance.Driver.Name+"@"+run.instance.Driver.Version))
+	return nil, "", outcome.Stalled(v1alpha1.ReasonStepFailed, fmt.Errorf("component %s has no Deployment, StatefulSet or DaemonSet in the chart of %s to take a pod template from", component, chart))
 }
 
 // jobLogs returns the tail of the logs of a Job's pods, best effort (pods

@@ -848,9 +848,6 @@ func (r *Reconciler) plan(ctx context.Context, run *taskRun) (phaseResult, error
 	var running *drivers.Driver
 	if wf == v1alpha1.WorkflowUpgrade && run.instance.BackupFirst {
 		if _, running, _, err = r.backupSource(ctx, run); err != nil {
-			if outcome.IsStalled(err) {
-				return r.failTask(ctx, run, v1alpha1.ReasonTaskFailed, err.Error())
-			}
 			return phaseResult{}, err
 		}
 	}

@@ -778,6 +778,14 @@ func (r *Reconciler) backupSource(ctx context.Context, run *taskRun) (in *resolv
 		return nil, nil, false, nil
 	}
 	d, err = driversource.Get(ctx, r.opts.Drivers, driversource.Request{Ref: in.Driver, Commit: in.SourceCommit})
+	if outcome.IsStalled(err) {
+		// The running version's driver is gone or no longer loads (an
+		// upgrade is how one leaves a broken version): the new version's
+		// hook is the backup to be had, as when the running one has none;
+		// the plan, which cannot load it either, shows the same.
+		run.log.Info("the driver the deployment runs cannot be loaded; the upgrade's backup runs the new version's hook", "driver", in.Driver.Name+"@"+in.Driver.Version, "why", err.Error())
+		return nil, nil, false, nil
+	}
 	if err != nil {
 		return nil, nil, false, fmt.Errorf("the driver %s runs, %s@%s, whose backup hook the upgrade runs first: %w", in.ID, in.Driver.Name, in.Driver.Version, err)
 	}
@@ -880,7 +888,7 @@ func (r *Reconciler) recordInlineBackup(ctx context.Context, run *taskRun, i int
 			// finished, leave this backup unrecorded. The upgrade stops
 			// before its changes, its data backed up where the step said.
 			return outcome.Stalled(v1alpha1.ReasonStepFailed, fmt.Errorf(
-				"the backup taken before the upgrade cannot be recorded: StyrminBackup %s/%s exists and is not this task's (made for environment %s/%s, deployments %v, by task %q); delete or rename it, then retry the change (styrminctl retry)",
+				"the backup taken before the upgrade cannot be recorded: StyrminBackup %s/%s exists and is not this task's (made for environment %s/%s, deployments %v, by task %q), and is left as it is; retry the change (styrminctl retry: its backup has another name, of its own sequence)",
 				b.Namespace, b.Name, b.Spec.Cluster, b.Spec.Environment, b.Spec.Deployments, b.Labels[LabelTask]))
 		}
 		if b.Status.Phase.Terminal() {

@@ -11,6 +11,8 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/styrmin/styrmin/drivers"
+	"github.com/styrmin/styrmin/operator/api/v1alpha1"
 	"github.com/styrmin/styrmin/resolver"
 )
 
@@ -27,24 +29,22 @@ func (r *Reconciler) secretRefValues(ctx context.Context, run *taskRun) (resolve
 	if in == nil || in.Tombstone() || in.Context == nil {
 		return nil, nil
 	}
-	if !slices.ContainsFunc(slices.Collect(maps.Values(in.Context.Parameters)), func(v any) bool { return secretRef(v) != [2]string{} }) {
-		return nil, nil // no parameter shaped like a reference: no driver to load
-	}
-	d, err := r.driver(ctx, run)
-	if err != nil {
-		// A driver that does not load ran no job that could print a
-		// value: what is redacted then is the agent's own message (that
-		// the driver does not load), which must stay readable.
-		return nil, nil
-	}
 	keys := map[string][]string{} // Secret name → its keys named
-	for _, p := range d.Parameters {
-		if !p.Secret {
-			continue
+	if hasSecretRef(in) {
+		d, err := r.driver(ctx, run)
+		if err != nil {
+			// A driver that does not load ran no job that could print a
+			// value: what is redacted then is the agent's own message
+			// (that the driver does not load), which must stay readable.
+			return nil, nil
 		}
-		ref := secretRef(in.Context.Parameters[p.Name])
-		if name, key := ref[0], ref[1]; name != "" && !slices.Contains(keys[name], key) {
-			keys[name] = append(keys[name], key)
+		addSecretRefs(keys, in, d)
+	}
+	if slices.ContainsFunc(run.task.Status.Steps, func(st v1alpha1.TaskStep) bool { return inlineBackup(run.task, st.Args) }) {
+		// The backup an upgrade takes first runs the running instance's
+		// pod (backupSource), which its own references fill.
+		if bin, bd, ok, err := r.backupSource(ctx, run); err == nil && ok && hasSecretRef(bin) {
+			addSecretRefs(keys, bin, bd)
 		}
 	}
 	if len(keys) == 0 {
@@ -79,6 +79,26 @@ func (r *Reconciler) secretRefValues(ctx context.Context, run *taskRun) (resolve
 		}
 	}
 	return out, nil
+}
+
+// hasSecretRef reports whether a parameter of in is shaped like a secret
+// reference: without one, no driver needs loading to find them.
+func hasSecretRef(in *resolver.Instance) bool {
+	return in.Context != nil && slices.ContainsFunc(slices.Collect(maps.Values(in.Context.Parameters)), func(v any) bool { return secretRef(v) != [2]string{} })
+}
+
+// addSecretRefs adds to keys the Secret keys in's secret parameters (of
+// driver d) name.
+func addSecretRefs(keys map[string][]string, in *resolver.Instance, d *drivers.Driver) {
+	for _, p := range d.Parameters {
+		if !p.Secret {
+			continue
+		}
+		ref := secretRef(in.Context.Parameters[p.Name])
+		if name, key := ref[0], ref[1]; name != "" && !slices.Contains(keys[name], key) {
+			keys[name] = append(keys[name], key)
+		}
+	}
 }
 
 // secretRef is the Secret name and key a secret parameter's value names

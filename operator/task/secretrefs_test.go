@@ -13,6 +13,7 @@ import (
 
 	"github.com/styrmin/styrmin/drivers"
 	"github.com/styrmin/styrmin/operator/api/v1alpha1"
+	"github.com/styrmin/styrmin/operator/instance"
 	"github.com/styrmin/styrmin/resolver"
 )
 
@@ -43,6 +44,10 @@ parameters: {
 }
 components: app: workloads: [{kind: "Deployment", name: context.deployment.name}]
 values: {}
+actions: {
+	backup: core: [{action: "runJob", component: "app", job: "dump", command: ["dump"]}]
+	restore: core: [{action: "runJob", component: "app", job: "load", command: ["load"]}]
+}
 `)},
 		"chart/Chart.yaml": {Data: []byte("apiVersion: v2\nname: refs\nversion: 1.0.0\n")},
 		"chart/templates/deployment.yaml": {Data: []byte(`apiVersion: apps/v1
@@ -89,5 +94,29 @@ spec:
 		if !strings.Contains(got, kept) {
 			t.Errorf("redact = %q; want %q kept (too short, or no secret parameter names it)", got, kept)
 		}
+	}
+
+	// An upgrade's backup first runs the running instance's pod, whose
+	// references name another Secret: its values are masked too.
+	if err := cl.Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "olddb", Namespace: ns}, Data: map[string][]byte{"password": []byte("0ld-Pa55word")}}); err != nil {
+		t.Fatal(err)
+	}
+	running := jobsInstanceWith(t, d, ns, 1, "1.0.0", map[string]any{
+		"password": map[string]any{"name": "olddb", "key": "password"},
+		"pin":      map[string]any{"name": "pins", "key": "pin"},
+	})
+	spec, err := instance.SpecFromInstance(running)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cl.Create(ctx, &v1alpha1.StyrminDeployment{ObjectMeta: metav1.ObjectMeta{Name: instance.Key(ns).Name, Namespace: ns}, Spec: spec}); err != nil {
+		t.Fatal(err)
+	}
+	in.Sequence = 2
+	upgrade := &taskRun{task: &v1alpha1.StyrminTask{Spec: v1alpha1.StyrminTaskSpec{Namespace: ns}, Status: v1alpha1.StyrminTaskStatus{Steps: []v1alpha1.TaskStep{
+		{Name: "upgrade/pre/1:backup/backup/core/1:runJob", Action: "runJob", Args: map[string]string{argOperation: "backup"}}}}}, log: logr.Discard(), instance: in}
+	got = r.redact(ctx, upgrade, "dump: postgres://app:0ld-Pa55word@db and s3cr3t-Pa55")
+	if strings.Contains(got, "0ld-Pa55word") || strings.Contains(got, "s3cr3t-Pa55") {
+		t.Errorf("redact = %q; want the running and the new instances' passwords masked", got)
 	}
 }
