@@ -182,8 +182,10 @@ func scaleTarget(apiVersion, kind, namespace, name string) string {
 // or another release's. Its replicas are then that autoscaler's as much
 // as those of the release's own. It is asked only when o's replicas were
 // taken from Styrmin, so checking a workload nobody scales costs no
-// request; an account that may not list autoscalers (or a cluster that
-// serves none) sees none, and the replicas are put back as before.
+// request, and once per takeover (check then leaves the replicas out of
+// what it expects until the release changes); an account that may not
+// list autoscalers (or a cluster that serves none) sees none, and the
+// replicas are put back as before.
 func (d *releaseObjects) scaledByAnother(ctx context.Context, o *desiredObject) (bool, error) {
 	if !o.namespaced {
 		return false, nil
@@ -273,6 +275,15 @@ func (d *releaseObjects) check(ctx context.Context, objects []*desiredObject, ex
 		if !autoscaled && slices.Contains(fields, replicasField) {
 			if autoscaled, err = d.scaledByAnother(ctx, o); err != nil {
 				return nil, fmt.Errorf("drift check: %s: %w", o.ref, err)
+			}
+			if autoscaled {
+				// Not Styrmin's any more until the release changes: the
+				// next checks neither miss them nor ask for the
+				// autoscalers again (one LIST per takeover, not per check).
+				if want, err = withoutReplicasField(want); err != nil {
+					return nil, fmt.Errorf("drift check: %s: %w", o.ref, err)
+				}
+				expected[key] = want
 			}
 		}
 		if autoscaled {
@@ -737,6 +748,16 @@ func lostFields(want, have []byte) ([]string, error) {
 	lost.Iterate(func(p fieldpath.Path) { out = append(out, p.String()) })
 	slices.Sort(out)
 	return out, nil
+}
+
+// withoutReplicasField is the field set raw without a workload's
+// replicas.
+func withoutReplicasField(raw []byte) ([]byte, error) {
+	set, err := parseFieldSet(raw)
+	if err != nil {
+		return nil, fmt.Errorf("expected field set: %w", err)
+	}
+	return set.Difference(fieldpath.NewSet(fieldpath.MakePathOrDie("spec", "replicas"))).ToJSON()
 }
 
 func parseFieldSet(raw []byte) (*fieldpath.Set, error) {

@@ -575,4 +575,13 @@ func TestReplicasAnAutoscalerFromOutsideTheReleaseSetsAreNotDrift(t *testing.T) 
 	if _, drifts, err = e.helm.Check(ctx, ns, "app", 1, nil, d); err != nil || len(drifts) > 0 {
 		t.Fatalf("after the correction: drifts %q, %v; want none", Summary(drifts), err)
 	}
+	// The autoscalers are asked for once per takeover, not at each check:
+	// until the release changes, web's replicas are not expected back,
+	// even with its autoscaler gone.
+	if err := e.cs.AutoscalingV2().HorizontalPodAutoscalers(ns).Delete(ctx, "keda-hpa-web", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, drifts, err = e.helm.Check(ctx, ns, "app", 1, nil, d); err != nil || len(drifts) > 0 {
+		t.Fatalf("a check after the takeover was noted: drifts %q, %v; want none (the autoscalers not asked again)", Summary(drifts), err)
+	}
 }
