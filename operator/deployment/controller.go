@@ -539,8 +539,9 @@ func (r *Reconciler) health(ctx context.Context, rs *reconcileState) error {
 		}
 		setCondition(sd, v1alpha1.ConditionReady, metav1.ConditionFalse, reason, notReady)
 		rs.requeueWithin(readyPollInterval)
-		if judgedPending(sd.Status.Inventory, comps) {
-			// Jobs and claims are not watched: look again soon.
+		if judgedPending(sd.Status.Inventory, comps, r.notReadyFor(sd)) {
+			// Jobs, claims and custom resources are not watched: look
+			// again soon.
 			rs.requeueWithin(judgedPollInterval)
 		}
 		return nil
@@ -560,18 +561,30 @@ func (r *Reconciler) health(ctx context.Context, rs *reconcileState) error {
 // them.
 const judgedPollInterval = 5 * time.Second
 
+// customFastFor is how long a deployment waiting for a custom resource of
+// its chart looks again at the judged poll's pace: one that stays not
+// ready longer (a certificate that cannot be issued) is read at the
+// not-ready poll's, a GET per resource each time, not every few seconds
+// for as long as it lasts.
+const customFastFor = 10 * time.Minute
+
 // judgedPending reports whether a judged object (a Job, a claim, a
-// custom resource) of the inventory is not ready yet.
-func judgedPending(inventory []v1alpha1.ObjectRef, comps []v1alpha1.ComponentStatus) bool {
+// custom resource) of the inventory is not ready yet, and worth looking at
+// again soon; notReadyFor is how long the deployment has not been ready. A
+// custom resource whose kind is no longer served will not change.
+func judgedPending(inventory []v1alpha1.ObjectRef, comps []v1alpha1.ComponentStatus, notReadyFor time.Duration) bool {
 	judged := map[string]bool{}
 	for _, r := range inventory {
-		if drivers.IsJudged(r.APIVersion, r.Kind) || health.IsCustomResource(r.APIVersion) {
+		switch {
+		case drivers.IsJudged(r.APIVersion, r.Kind):
+			judged[r.Kind+"/"+r.Name] = true
+		case health.IsCustomResource(r.APIVersion) && notReadyFor < customFastFor:
 			judged[r.Kind+"/"+r.Name] = true
 		}
 	}
 	for _, c := range comps {
 		for _, w := range c.Workloads {
-			if judged[w.Kind+"/"+w.Name] && !w.Ready && !w.Failed {
+			if judged[w.Kind+"/"+w.Name] && !w.Ready && !w.Failed && !health.NotServed(w) {
 				return true
 			}
 		}

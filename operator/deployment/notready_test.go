@@ -66,9 +66,19 @@ func TestADeploymentWaitingForAJudgedObjectLooksAgainSoon(t *testing.T) {
 		{"a custom resource not ready", []v1alpha1.WorkloadStatus{{Kind: "Cluster", Name: "db"}}, true},
 		{"a custom resource ready", []v1alpha1.WorkloadStatus{{Kind: "Cluster", Name: "db", Ready: true}}, false},
 		{"a custom resource failed", []v1alpha1.WorkloadStatus{{Kind: "Cluster", Name: "db", Failed: true}}, false},
+		{"a custom resource whose kind is no longer served", []v1alpha1.WorkloadStatus{{Kind: "Cluster", Name: "db", Message: "its kind is not served by the API server (its CustomResourceDefinition removed?)"}}, false},
 	} {
-		if got := judgedPending(inventory, comps(tc.ws...)); got != tc.want {
+		if got := judgedPending(inventory, comps(tc.ws...), time.Minute); got != tc.want {
 			t.Errorf("%s: judgedPending = %t, want %t", tc.name, got, tc.want)
 		}
+	}
+	// Not ready for longer than customFastFor: a custom resource is read at
+	// the not-ready poll's pace; a Job still at the judged poll's.
+	long := []v1alpha1.WorkloadStatus{{Kind: "Cluster", Name: "db"}}
+	if judgedPending(inventory, comps(long...), customFastFor+time.Minute) {
+		t.Error("a custom resource not ready for longer than customFastFor is still polled every few seconds")
+	}
+	if !judgedPending(inventory, comps(v1alpha1.WorkloadStatus{Kind: "Job", Name: "seed"}), customFastFor+time.Minute) {
+		t.Error("a running Job is no longer polled soon after customFastFor")
 	}
 }

@@ -72,6 +72,10 @@ func IsCustomResource(apiVersion string) bool {
 // no longer serves.
 const notServed = "its kind is not served by the API server (its CustomResourceDefinition removed?)"
 
+// NotServed reports whether a custom resource's status says its kind is
+// no longer served: no poll will see it change.
+func NotServed(w v1alpha1.WorkloadStatus) bool { return w.Message == notServed }
+
 // CustomResource reads a custom resource from the API server and tells,
 // by kstatus, whether it is ready (as Judged does). Two answers are no
 // error of the health check, which would leave every other component
