@@ -112,10 +112,14 @@ func usualHost(host string) bool {
 }
 
 // otherRepository reports whether push p is for another repository than
-// the receiver's, and which (host/path, or owner/name when the push
-// carries no URL). The push's URLs (clone, SSH, HTML, git) are compared
-// host and path; full_name, owner/name, only when it carries none. A
-// push that names no repository is not refused: it cannot be told apart.
+// the receiver's, and which. Repositories are compared by owner/name (the
+// last two path segments), whatever the host: the agent may reach a
+// server by another name than the one it announces in its payloads (a
+// Service's name inside the cluster, where Gitea's payloads carry its
+// ROOT_URL), and the names of one server's repositories are unique. The
+// push's URLs (clone, SSH, HTML, git) and its full_name are each compared;
+// one that matches makes it the receiver's. A push that names no
+// repository is not refused: it cannot be told apart.
 func otherRepository(want repository, p Push) (string, bool) {
 	r := p.Repository
 	var first string
@@ -124,18 +128,20 @@ func otherRepository(want repository, p Push) (string, bool) {
 		if !ok {
 			continue
 		}
-		if got == want {
+		if got.name() == want.name() {
 			return "", false
 		}
 		if first == "" {
 			first = got.String()
 		}
 	}
-	if first != "" {
-		return first, true
+	if name := strings.Trim(strings.ToLower(r.FullName), "/"); name != "" {
+		if name == want.name() {
+			return "", false
+		}
+		if first == "" {
+			first = r.FullName
+		}
 	}
-	if name := strings.Trim(strings.ToLower(r.FullName), "/"); name != "" && name != want.name() {
-		return r.FullName, true
-	}
-	return "", false
+	return first, first != ""
 }

@@ -33,7 +33,10 @@ func TestAPushOfAnotherRepositoryIsIgnored(t *testing.T) {
 		trigger bool
 	}{
 		{"another repository of the organisation", pushOf("github.com", "acme/other"), false},
-		{"the same name on another host", pushOf("git.example.com", "acme/desired-state"), false},
+		// The agent may reach the server by another name than its payloads
+		// announce (Gitea's in-cluster Service, its ROOT_URL outside):
+		// owner/name decides.
+		{"the same owner/name announced under another host", pushOf("git.example.com", "acme/desired-state"), true},
 		{"another repository, full_name only", `{"ref":"refs/heads/main","repository":{"full_name":"acme/other"}}`, false},
 		{"the tracked repository", pushOf("github.com", "acme/desired-state"), true},
 		{"the tracked repository, another case", pushOf("github.com", "Acme/Desired-State"), true},
