@@ -222,8 +222,8 @@ type SyncResult struct {
 	// Ignored counts lock changes that made no task (deleted lockfiles,
 	// invalid lockfiles, tombstones of deployments never applied here,
 	// earlier changes of a deployment deleted since, in a walk from the
-	// root; locks the deployment already has, met again after a force
-	// push).
+	// root; locks the deployment already has, met again: after a force
+	// push, or a lockfile whose bytes changed and not what it locks).
 	Ignored int
 	// BadTrailers counts the malformed Styrmin-Lock trailers skipped.
 	BadTrailers int
@@ -604,7 +604,8 @@ type syncWalk struct {
 	// push): the walk lists the new history's commits from the root of
 	// the rewrite, and meets again the locks the replaced history had. By
 	// path, replaced holds those locks (the lock changes reachable from
-	// from and not from to), read on the first lock met again.
+	// from and not from to) but the ones whose refusal stands on the
+	// source, read on the first lock met again.
 	rewritten bool
 	replaced  map[string][]replacedLock
 }
@@ -696,7 +697,7 @@ func (w *syncWalk) apply(ctx context.Context, src *v1alpha1.StyrminSource, ch gi
 		return nil, err
 	}
 	if prev != nil && next.Sequence <= prev.Sequence {
-		met, err := w.metAlready(ctx, ch, prev, next)
+		met, err := w.metAlready(ctx, src, ch, prev, next)
 		if err != nil {
 			return nil, err
 		}
@@ -705,7 +706,13 @@ func (w *syncWalk) apply(ctx context.Context, src *v1alpha1.StyrminSource, ch gi
 			res.Ignored++
 			return nil, nil
 		}
-		w.refuse(src, ch, id, next, v1alpha1.ReasonInvalidLock, "%s at %s: sequence %d does not follow %d; no task was created for it", ch.Path, ch.Commit.Short(), next.Sequence, prev.Sequence)
+		if next.Sequence == prev.Sequence && next.Digest == prev.Digest {
+			// The lock the walk started from, refused when it was synced:
+			// locked again (a force push keeping it), it still never runs.
+			w.refuse(src, ch, id, next, v1alpha1.ReasonInvalidLock, "%s at %s: sequence %d is locked again, and the cluster neither runs it nor has its task (it was refused before); no task was created for it", ch.Path, ch.Commit.Short(), next.Sequence)
+		} else {
+			w.refuse(src, ch, id, next, v1alpha1.ReasonInvalidLock, "%s at %s: sequence %d does not follow %d; no task was created for it", ch.Path, ch.Commit.Short(), next.Sequence, prev.Sequence)
+		}
 		res.Ignored++
 		return nil, nil
 	}
@@ -760,31 +767,49 @@ func (w *syncWalk) apply(ctx context.Context, src *v1alpha1.StyrminSource, ch gi
 }
 
 // metAlready tells whether next, numbered at or below prev, is a lock the
-// deployment already has rather than one out of order: its sequence and
-// digest are prev's or those of what the cluster runs; after a rewrite,
-// also those of a task the cluster has or of a lock of the history the
-// rewrite replaced. A force push that keeps every lockfile (git
-// filter-repo removing a secret from another file's history, commits
-// amended or signed again) gives every lock commit a new name, and the
-// walk from the old position meets every lock again, at or below the
-// sequence the old position holds: refused, each would be recorded on its
-// new commit, whose status turns red, for a history the cluster already
-// follows (a walk from the root, on a fresh clone, refuses none). The
-// digest, not the bytes, decides: it leaves out the commit the lock was
-// resolved from, which a rewrite of the configuration's history changes.
-// Outside a rewrite an older lock is refused as before, even one a past
-// task ran: a lock commit reverted by hand does not roll back, and says
-// so.
-func (w *syncWalk) metAlready(ctx context.Context, ch gitsource.LockChange, prev, next *resolver.Instance) (bool, error) {
-	if next.Sequence == prev.Sequence && next.Digest == prev.Digest {
+// deployment already has rather than one out of order. The cluster
+// decides, never the lock history alone: a lockfile met at the walk's
+// start (prev read at from) may be one an earlier walk refused, and a
+// lock that matches it locks something that never runs.
+//
+// Outside a rewrite, only prev itself is met again (a revert reverted,
+// the lockfile's bytes changed and not what it locks): prev accepted by
+// this walk (its task, made at the walk's end, runs it), or prev that
+// the cluster runs or has a task of. An older lock is refused as before,
+// even one the cluster runs: a lock commit reverted by hand while its
+// task waits (its wave, a restore, its pre steps) does not roll back,
+// the task runs, and the revert says so rather than show green.
+//
+// After a rewrite (a force push), a lock is met when the cluster runs it
+// or has a task of it, or, its task pruned, when the cluster has reached
+// its sequence and the history the rewrite replaced locked it without
+// its refusal standing (lockedBefore). A force push that keeps every
+// lockfile (git filter-repo removing a secret from another file's
+// history, commits amended or signed again) gives every lock commit a new
+// name, and the walk from the old position meets every lock again, at or
+// below the sequence the old position holds: refused, each would be
+// recorded on its new commit, whose status turns red, for a history the
+// cluster already follows (a walk from the root, on a fresh clone,
+// refuses none). A lock the old history refused is refused again, on its
+// new commit: the new head locks something that never runs. The digest,
+// not the bytes, decides: it leaves out the commit the lock was resolved
+// from, which a rewrite of the configuration's history changes.
+func (w *syncWalk) metAlready(ctx context.Context, src *v1alpha1.StyrminSource, ch gitsource.LockChange, prev, next *resolver.Instance) (bool, error) {
+	same := next.Sequence == prev.Sequence && next.Digest == prev.Digest
+	if same && w.accepted[next.ID] {
 		return true, nil
 	}
+	if !w.rewritten && !same {
+		return false, nil
+	}
 	if next.Context == nil || next.Context.Deployment.Namespace == "" {
-		// A tombstone names no namespace: the lock history tells.
+		// A tombstone names no namespace: after a rewrite the lock
+		// history tells; outside one, prev was read at from and may have
+		// been refused.
 		if !w.rewritten {
 			return false, nil
 		}
-		return w.lockedBefore(ch, next)
+		return w.lockedBefore(src, ch, next)
 	}
 	ns, id := next.Context.Deployment.Namespace, instance.DeploymentID(next.ID)
 	// Read from the cache: one read each, on this rare path only.
@@ -797,9 +822,6 @@ func (w *syncWalk) metAlready(ctx context.Context, ch gitsource.LockChange, prev
 	case !apierrors.IsNotFound(err):
 		return false, fmt.Errorf("sync: reading the StyrminDeployment of %s: %w", ns, err)
 	}
-	if !w.rewritten {
-		return false, nil
-	}
 	name := v1alpha1.TaskName(next.ID.Name, next.Sequence)
 	var task v1alpha1.StyrminTask
 	switch err := w.s.opts.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, &task); {
@@ -811,17 +833,42 @@ func (w *syncWalk) metAlready(ctx context.Context, ch gitsource.LockChange, prev
 	case !apierrors.IsNotFound(err):
 		return false, fmt.Errorf("sync: reading task %s/%s: %w", ns, name, err)
 	}
-	// Its task pruned (or never made: a lock refused then): the history
-	// the rewrite replaced tells.
-	return w.lockedBefore(ch, next)
+	if !w.rewritten {
+		return false, nil
+	}
+	// Its task pruned (or never made: a lock refused then). A task that
+	// ran leaves the deployment at its sequence or past it: one the
+	// cluster has not reached, with no task, never ran (the refusal of it
+	// may have left the source's list, at most four of a commit).
+	reached, err := w.reached(ctx, next)
+	if err != nil || !reached {
+		return false, err
+	}
+	return w.lockedBefore(src, ch, next)
+}
+
+// reached tells whether the deployment of next runs at next's sequence or
+// past it, or runs nowhere (deleted since, or never run: the lock history
+// tells).
+func (w *syncWalk) reached(ctx context.Context, next *resolver.Instance) (bool, error) {
+	var list v1alpha1.StyrminDeploymentList
+	if err := w.s.opts.Client.List(ctx, &list, client.MatchingLabels(instance.DeploymentID(next.ID).Labels())); err != nil {
+		return false, fmt.Errorf("sync: looking up the StyrminDeployment of %s: %w", next.ID, err)
+	}
+	if len(list.Items) == 0 {
+		return true, nil
+	}
+	return slices.ContainsFunc(list.Items, func(sd v1alpha1.StyrminDeployment) bool { return sd.Spec.Sequence >= next.Sequence }), nil
 }
 
 // lockedBefore tells whether the history a rewrite replaced locked ch's
-// lockfile at next's sequence with next's digest: that lock was walked
-// when its commit was synced (applied, or refused and recorded on that
-// commit). The same blob is the same lock, with no read; another is
-// decoded, once, to compare what it locks.
-func (w *syncWalk) lockedBefore(ch gitsource.LockChange, next *resolver.Instance) (bool, error) {
+// lockfile at next's sequence with next's digest, and that lock's
+// refusal does not stand on the source: it was applied when its commit
+// was synced (or refused, and superseded since). A lock whose refusal
+// stands never ran, and a new commit locking it again is refused again.
+// The same blob is the same lock, with no read; another is decoded,
+// once, to compare what it locks.
+func (w *syncWalk) lockedBefore(src *v1alpha1.StyrminSource, ch gitsource.LockChange, next *resolver.Instance) (bool, error) {
 	if w.replaced == nil {
 		// The commits reachable from the old position and not from the
 		// head: what the rewrite replaced, no more (read once a walk
@@ -832,7 +879,8 @@ func (w *syncWalk) lockedBefore(ch gitsource.LockChange, next *resolver.Instance
 		}
 		w.replaced = map[string][]replacedLock{}
 		for _, c := range changes {
-			if !c.Deleted {
+			key := refusalKey{commit: c.Commit.String(), path: c.Path}
+			if !c.Deleted && !slices.ContainsFunc(src.Status.Refused, key.is) {
 				w.replaced[c.Path] = append(w.replaced[c.Path], replacedLock{commit: c.Commit, blob: c.Blob})
 			}
 		}

@@ -1401,3 +1401,94 @@ func TestARefusalBehindATaskTheAPIServerKeepsRefusingIsRecordedOnce(t *testing.T
 		t.Errorf("after the quota went: position %s, refused %+v; want %s and bad's refusal at %s kept", src.Status.LastSyncedCommit, src.Status.Refused, res.Head, bad)
 	}
 }
+
+// TestALockCommitRevertedByHandWhileItsTaskWaitsIsRefused: a lock commit
+// reverted by hand (git revert, a forward push) while its task waits (its
+// wave, a restore, its pre steps) puts back the lockfile the cluster
+// still runs; the task runs anyway, and the cluster ends on the reverted
+// lock while git says the older one. The revert is refused and recorded
+// on its commit, whose status then fails, rather than met because the
+// StyrminDeployment holds what it locks.
+func TestALockCommitRevertedByHandWhileItsTaskWaitsIsRefused(t *testing.T) {
+	t.Parallel()
+	e := startSyncEnv(t)
+	web1 := instanceAt("web", "dev-web", 1)
+	e.lock("create web", web1)
+	rec := &noteRecorder{}
+	s := e.syncerRecording(e.cl, rec)
+	if _, err := s.Sync(e.ctx); err != nil {
+		t.Fatal(err)
+	}
+	e.running(web1)
+	e.lock("web 2", instanceAt("web", "dev-web", 2))
+	if _, err := s.Sync(e.ctx); err != nil {
+		t.Fatal(err)
+	}
+	// web-2's task waits: the StyrminDeployment still holds web 1.
+	revert := e.lock(`Revert "web 2"`, web1)
+	res, err := s.Sync(e.ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Rewritten || len(res.Created) != 0 {
+		t.Fatalf("sync of the revert: %+v, want a forward move, nothing created", res)
+	}
+	if got := strings.Join(e.tasks(), " "); got != "dev-web/web-1 dev-web/web-2" {
+		t.Fatalf("tasks %s, want web-1 and web-2", got)
+	}
+	refused := e.source().Status.Refused
+	if len(refused) != 1 || refused[0].Commit != revert || refused[0].Path != deploymentID("web").LockPath() ||
+		!strings.Contains(refused[0].Message, "sequence 1 does not follow 2") {
+		t.Fatalf("refused %+v; want web's lockfile at the revert %s, sequence 1 not following 2", refused, revert)
+	}
+	if notes := rec.refusalNotes(); len(notes) != 1 || !strings.Contains(notes[0], "sequence 1 does not follow 2") {
+		t.Errorf("refusal events %q, want one for the revert", notes)
+	}
+}
+
+// TestARewriteThatKeepsARefusedLockRefusesItAgain: a force push that keeps
+// every lockfile, the head's lock among them refused when it was synced
+// (it moves the deployment to another namespace), gives that lock a new
+// commit: the new head locks what never runs, so it is refused again and
+// recorded on the new commit, not met because the old position locked the
+// same.
+func TestARewriteThatKeepsARefusedLockRefusesItAgain(t *testing.T) {
+	t.Parallel()
+	e := startSyncEnv(t)
+	web1 := instanceAt("web", "dev-web", 1)
+	e.lock("create web", web1)
+	rec := &noteRecorder{}
+	s := e.syncerRecording(e.cl, rec)
+	if _, err := s.Sync(e.ctx); err != nil {
+		t.Fatal(err)
+	}
+	e.running(web1)
+	moved := e.lock("move web", instanceAt("web", "develop-web", 2))
+	if _, err := s.Sync(e.ctx); err != nil {
+		t.Fatal(err)
+	}
+	if refused := e.source().Status.Refused; len(refused) != 1 || refused[0].Commit != moved {
+		t.Fatalf("refused %+v, want the move at %s", refused, moved)
+	}
+
+	head := e.rewriteAll()
+	res, err := s.Sync(e.ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !res.Rewritten || len(res.Created) != 0 {
+		t.Fatalf("sync of the rewritten branch: %+v, want it rewritten, nothing created", res)
+	}
+	if got := strings.Join(e.tasks(), " "); got != "dev-web/web-1" {
+		t.Fatalf("tasks %s, want web-1 only", got)
+	}
+	refused := e.source().Status.Refused
+	if !slices.ContainsFunc(refused, func(r v1alpha1.RefusedLock) bool {
+		return r.Commit == head && r.Path == deploymentID("web").LockPath() && strings.Contains(r.Message, "refused before")
+	}) {
+		t.Fatalf("refused %+v; want web's lockfile refused again at the new head %s", refused, head)
+	}
+	if notes := rec.refusalNotes(); len(notes) != 2 || !strings.Contains(notes[1], "refused before") {
+		t.Errorf("refusal events %q, want the move's, then its refusal on the new commit", notes)
+	}
+}
