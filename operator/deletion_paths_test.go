@@ -130,14 +130,20 @@ func TestDeletingTheNamespaceOfADeploymentDeletesItsObjectsOutsideIt(t *testing.
 	if err := e.client.Delete(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil {
 		t.Fatal(err)
 	}
-	agenttest.WaitUntil(t, 60*time.Second, "the namespace controller to delete the release records of "+ns, func(ctx context.Context) (bool, string, error) {
+	// The namespace controller deletes each kind of the namespace in its
+	// own order: wait for both the records gone and the StyrminDeployment
+	// marked deleted (held by its finalizer, which no agent runs).
+	agenttest.WaitUntil(t, 60*time.Second, "the namespace controller to delete the release records of "+ns+" and mark its StyrminDeployment deleted", func(ctx context.Context) (bool, string, error) {
 		n, err := e.releaseRecords(ctx, ns, "gone")
-		return err == nil && n == 0, fmt.Sprintf("%d records (%v)", n, err), nil
+		if err != nil || n > 0 {
+			return false, fmt.Sprintf("%d records (%v)", n, err), nil
+		}
+		var sd v1alpha1.StyrminDeployment
+		if err := e.client.Get(ctx, client.ObjectKey{Namespace: ns, Name: ns}, &sd); err != nil {
+			return false, "", fmt.Errorf("the StyrminDeployment, to be held by its finalizer: %w", err)
+		}
+		return !sd.DeletionTimestamp.IsZero(), "the StyrminDeployment not marked deleted yet", nil
 	})
-	var sd v1alpha1.StyrminDeployment
-	if err := e.client.Get(ctx, client.ObjectKey{Namespace: ns, Name: ns}, &sd); err != nil || sd.DeletionTimestamp.IsZero() {
-		t.Fatalf("the StyrminDeployment, held by its finalizer: %v, deleted at %v", err, sd.DeletionTimestamp)
-	}
 
 	e.start(t)
 	agenttest.WaitUntil(t, 90*time.Second, "namespace "+ns+" to be gone", func(ctx context.Context) (bool, string, error) {
