@@ -46,7 +46,7 @@ testcluster: ## Build the local control plane into .bin/testcluster (once; then 
 # race detector (the whole suite under it would take several times as long).
 # Not the hostile drivers: under an address-space limit the race detector's
 # own allocations fail first.
-RACE_TESTS := TestSync|TestFSDescribesAFileWithoutReadingItsObject|TestFSReadsAFileFromItsCheckout|TestRenderCacheSharedByRendersAtOnce|TestALoadShare|TestRelease|TestConcurrentLockers|TestLockChanges|TestSandboxChildServes|TestSandboxReplaces|TestSandboxIdle|TestSandboxReads|TestTwoProcessesCheckingTheSameLoadAtOnce
+RACE_TESTS := TestSync|TestAnExecStep|TestFSDescribesAFileWithoutReadingItsObject|TestFSReadsAFileFromItsCheckout|TestRenderCacheSharedByRendersAtOnce|TestALoadShare|TestRelease|TestConcurrentLockers|TestLockChanges|TestSandboxChildServes|TestSandboxReplaces|TestSandboxIdle|TestSandboxReads|TestTwoProcessesCheckingTheSameLoadAtOnce
 
 test: testcluster ## Run all tests (integration tests start real control planes), then the concurrency tests under the race detector.
 	$(GO) test -timeout $(TEST_TIMEOUT) ./...
