@@ -1309,14 +1309,7 @@ func TestARewriteThatKeepsEveryLockfileRefusesNone(t *testing.T) {
 	if !res.Rewritten || len(res.Created) != 0 {
 		t.Fatalf("sync of the second rewrite: %+v, want it rewritten, nothing created", res)
 	}
-	refused := e.source().Status.Refused
-	if len(refused) != 1 || refused[0].Commit != changed || refused[0].Path != deploymentID("web").LockPath() ||
-		!strings.Contains(refused[0].Message, "sequence 2 does not follow 3") {
-		t.Fatalf("refused %+v; want web's lockfile at %s alone, sequence 2 not following 3", refused, changed)
-	}
-	if notes := rec.refusalNotes(); len(notes) != 1 || !strings.Contains(notes[0], "sequence 2 does not follow 3") {
-		t.Errorf("refusal events %q, want one for web 2's other content", notes)
-	}
+	e.requireOneRefusalOfWeb(t, rec, changed, "sequence 2 does not follow 3")
 }
 
 // TestARefusalBehindATaskTheAPIServerKeepsRefusingIsRecordedOnce: one
@@ -1436,14 +1429,7 @@ func TestALockCommitRevertedByHandWhileItsTaskWaitsIsRefused(t *testing.T) {
 	if got := strings.Join(e.tasks(), " "); got != "dev-web/web-1 dev-web/web-2" {
 		t.Fatalf("tasks %s, want web-1 and web-2", got)
 	}
-	refused := e.source().Status.Refused
-	if len(refused) != 1 || refused[0].Commit != revert || refused[0].Path != deploymentID("web").LockPath() ||
-		!strings.Contains(refused[0].Message, "sequence 1 does not follow 2") {
-		t.Fatalf("refused %+v; want web's lockfile at the revert %s, sequence 1 not following 2", refused, revert)
-	}
-	if notes := rec.refusalNotes(); len(notes) != 1 || !strings.Contains(notes[0], "sequence 1 does not follow 2") {
-		t.Errorf("refusal events %q, want one for the revert", notes)
-	}
+	e.requireOneRefusalOfWeb(t, rec, revert, "sequence 1 does not follow 2")
 }
 
 // TestARewriteThatKeepsARefusedLockRefusesItAgain: a force push that keeps
@@ -1490,5 +1476,19 @@ func TestARewriteThatKeepsARefusedLockRefusesItAgain(t *testing.T) {
 	}
 	if notes := rec.refusalNotes(); len(notes) != 2 || !strings.Contains(notes[1], "refused before") {
 		t.Errorf("refusal events %q, want the move's, then its refusal on the new commit", notes)
+	}
+}
+
+// requireOneRefusalOfWeb checks that the StyrminSource records one refused
+// lockfile, web's at commit, and the sync one refusal event, both saying
+// why.
+func (e *syncEnv) requireOneRefusalOfWeb(t *testing.T, rec *noteRecorder, commit, why string) {
+	t.Helper()
+	refused := e.source().Status.Refused
+	if len(refused) != 1 || refused[0].Commit != commit || refused[0].Path != deploymentID("web").LockPath() || !strings.Contains(refused[0].Message, why) {
+		t.Fatalf("refused %+v; want web's lockfile at %s alone, saying %q", refused, commit, why)
+	}
+	if notes := rec.refusalNotes(); len(notes) != 1 || !strings.Contains(notes[0], why) {
+		t.Errorf("refusal events %q, want one saying %q", notes, why)
 	}
 }
