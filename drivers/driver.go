@@ -83,6 +83,10 @@ type compiled struct {
 	// passed (at most maxCheckedInputs are kept).
 	checked      sync.Map
 	checkedCount atomic.Int64
+	// inputs are the inputs earlier processes' children checked
+	// (Sandbox.KeepChecks), found on the first evalChecked.
+	inputsOnce sync.Once
+	inputs     *inputChecks
 }
 
 // ProvidesIngressClass is what an ingress controller driver declares in

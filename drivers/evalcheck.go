@@ -135,18 +135,17 @@ func evalChecked[T any](ctx context.Context, d *Driver, kind string, w evalWire,
 		}
 	}
 	req := cs.opts.sandboxRequest("check", cs.folder)
-	req.Eval, req.Input = kind, b
 	// An input a child of an earlier process evaluated within the same
 	// limits, of the same driver files, by the same code, is evaluated
 	// here at once (Sandbox.KeepChecks): the evaluation is deterministic
 	// in what the check's key holds, so it ends within the limits again.
 	// A repeated lock pays the child only for the inputs that changed.
-	checks := cs.opts.Sandbox.checks
-	diskKey := checks.key(req, cs.folder)
-	if checks.has(diskKey) {
+	cs.inputsOnce.Do(func() { cs.inputs = cs.opts.Sandbox.checks.inputs(req, cs.folder) })
+	if cs.inputs.has(key) {
 		pass()
 		return here() // still under the time limit: the machine may be slower
 	}
+	req.Eval, req.Input = kind, b
 	resp, err := cs.opts.Sandbox.run(ctx, req, cs.file)
 	if err != nil {
 		// A limit hit (or a child lost) is never remembered: the input
@@ -155,7 +154,7 @@ func evalChecked[T any](ctx context.Context, d *Driver, kind string, w evalWire,
 		return zero, withInput(err, what)
 	}
 	pass()
-	checks.add(diskKey)
+	cs.inputs.add(key)
 	if resp.Output == nil {
 		return here() // failed within the limits: the error, in this process's words
 	}

@@ -164,7 +164,7 @@ func load(ctx context.Context, f *folder, opts LoadOptions) (*Driver, error) {
 // would.
 func (opts LoadOptions) sandboxRequest(op string, f *folder) *sandboxRequest {
 	return &sandboxRequest{Op: op, Source: f.source, Files: f.files, KubeVersion: opts.KubeVersion,
-		APIVersions: opts.APIVersions, Limits: opts.Limits}
+		APIVersions: opts.APIVersions, Limits: opts.Limits, folderSum: f.digest()}
 }
 
 // notePhase tells a sandbox child's parent which file is evaluated next.

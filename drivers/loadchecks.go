@@ -29,10 +29,10 @@ import (
 // lock's time.
 //
 // The evaluations of a deployment's input a child made first
-// (evalChecked) are remembered alike, keyed by the same request (the
-// evaluation's kind and its input's exact bytes in it): a lock of 1,000
-// new deployments sent each to a child, doubling its time, and the next
-// lock gives most of them again.
+// (evalChecked) are remembered alike, in a file per driver version and
+// request (inputChecks), a line per input (the evaluation's kind and its
+// input's exact bytes): a lock of 1,000 new deployments sent each to a
+// child, doubling its time, and the next lock gives most of them again.
 //
 // Only loads and evaluations that ended within the limits are
 // remembered: one over a limit is sent to a child every time. Each check
@@ -227,7 +227,7 @@ func (c *loadChecks) trim(now time.Time, force bool) {
 	}
 	var kept []check
 	for _, e := range entries {
-		if !isKey(e.Name()) || !e.Type().IsRegular() {
+		if !isKey(e.Name()) && !isInputLog(e.Name()) || !e.Type().IsRegular() {
 			continue
 		}
 		fi, err := e.Info()

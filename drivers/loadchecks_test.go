@@ -92,7 +92,18 @@ func checks(t *testing.T, dir string) []string {
 	}
 	var out []string
 	for _, e := range entries {
-		if e.Name() != checksTrimmed {
+		switch {
+		case e.Name() == checksTrimmed:
+		case isInputLog(e.Name()):
+			// A check per line.
+			data, err := os.ReadFile(filepath.Join(dir, e.Name()))
+			if err != nil {
+				t.Fatal(err)
+			}
+			for line := range strings.Lines(string(data)) {
+				out = append(out, e.Name()+":"+strings.TrimSpace(line))
+			}
+		default:
 			out = append(out, e.Name())
 		}
 	}
@@ -563,5 +574,133 @@ func TestChecksBeyondTheirBoundAreRemovedLeastRecentlyUsedFirst(t *testing.T) {
 	}
 	if got := checks(t, dir); len(got) > 3 {
 		t.Errorf("after adding past the bound: %d checks, want at most 3", len(got))
+	}
+}
+
+// inputLogs are the input logs in dir.
+func inputLogs(t *testing.T, dir string) []string {
+	t.Helper()
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	for _, e := range entries {
+		if isInputLog(e.Name()) {
+			out = append(out, filepath.Join(dir, e.Name()))
+		}
+	}
+	return out
+}
+
+// The inputs of one driver version are one file, a line each: a line
+// that does not read (a process stopped mid-write, two writers) costs
+// only its own input, the others are still found.
+func TestAnInputLogLineThatDoesNotReadCostsOnlyItsInput(t *testing.T) {
+	dir := t.TempDir()
+	sb := checkingSandbox(t, dir)
+	d, _ := loadExample(t, sb)
+	if _, sent := evaluateExample(t, sb, d, "hub"); sent == 0 {
+		t.Fatal("the first process sent no evaluation to a child")
+	}
+	logs := inputLogs(t, dir)
+	if len(logs) != 1 {
+		t.Fatalf("input logs after one driver's evaluations: %v, want one", logs)
+	}
+	data, err := os.ReadFile(logs[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.SplitAfter(string(data), "\n")
+	lines = lines[:len(lines)-1]
+	// The first line cut short and run into the next: both are lost.
+	torn := lines[0][:20] + strings.Join(lines[1:], "") + hexKey('f')[:30]
+	if err := os.WriteFile(logs[0], []byte(torn), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	sb = checkingSandbox(t, dir)
+	d, _ = loadExample(t, sb)
+	_, sent := evaluateExample(t, sb, d, "hub")
+	if sent != 2 {
+		t.Errorf("after two lines were lost, the next process sent %d evaluations to a child, want 2", sent)
+	}
+	sb = checkingSandbox(t, dir)
+	d, _ = loadExample(t, sb)
+	if _, sent := evaluateExample(t, sb, d, "hub"); sent != 0 {
+		t.Errorf("the lines written again after a torn one were not read: %d evaluations sent to a child", sent)
+	}
+}
+
+// An input log past its bound is started again by the next process that
+// reads it: a long-lived folder does not grow without end.
+func TestAnInputLogPastItsBoundIsStartedAgain(t *testing.T) {
+	dir := t.TempDir()
+	sb := checkingSandbox(t, dir)
+	d, _ := loadExample(t, sb)
+	evaluateExample(t, sb, d, "hub")
+	logs := inputLogs(t, dir)
+	if len(logs) != 1 {
+		t.Fatalf("input logs: %v, want one", logs)
+	}
+	data, err := os.ReadFile(logs[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	full := strings.Repeat(hexKey('e')+"\n", inputLogMax+1) + string(data)
+	if err := os.WriteFile(logs[0], []byte(full), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	sb = checkingSandbox(t, dir)
+	d, _ = loadExample(t, sb)
+	_, sent := evaluateExample(t, sb, d, "hub")
+	if sent == 0 {
+		t.Error("the inputs of a log past its bound were taken as checked")
+	}
+	after, err := os.ReadFile(logs[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := strings.Count(string(after), "\n"); got != int(sent) {
+		t.Errorf("the log started again holds %d lines, want the %d inputs checked since", got, sent)
+	}
+}
+
+// An input log is a check as the trim sees it: removed once unused for
+// checksKeep, kept while used (reading it renews its time).
+func TestAnInputLogUnusedForAMonthIsRemoved(t *testing.T) {
+	dir := t.TempDir()
+	root, err := os.OpenRoot(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = root.Close() })
+	c := &loadChecks{root: root, code: "x"}
+	now := time.Now()
+	old, used := hexKey('a')+inputLogSuffix, hexKey('b')+inputLogSuffix
+	for _, name := range []string{old, used, "notes" + inputLogSuffix} {
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, []byte(hexKey('c')+"\n"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Chtimes(p, now.Add(-checksKeep-time.Hour), now.Add(-checksKeep-time.Hour)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ic := &inputChecks{c: c, name: used}
+	var k [32]byte
+	for i := range k {
+		k[i] = 0xcc
+	}
+	if !ic.has(k) {
+		t.Fatal("the line of the log was not read")
+	}
+	c.trim(now, true)
+	got := checks(t, dir)
+	if slices.ContainsFunc(got, func(s string) bool { return strings.HasPrefix(s, old) }) {
+		t.Errorf("an input log unused for a month was kept: %v", got)
+	}
+	if !slices.ContainsFunc(got, func(s string) bool { return strings.HasPrefix(s, used) }) ||
+		!slices.Contains(got, "notes"+inputLogSuffix) {
+		t.Errorf("after trimming: %v, want the log read today and the file that is no log kept", got)
 	}
 }

@@ -118,7 +118,7 @@ func (s *Sandbox) Close() {
 // sandboxRequest is what the parent writes to the child's stdin, one JSON
 // document a line.
 type sandboxRequest struct {
-	// ID tells this request's phase lines on stderr from an earlier one's.
+	// ID tells this request's phases (phasefile.go) from an earlier one's.
 	ID          uint64            `json:"id"`
 	Op          string            `json:"op"` // "load", "check", "render" or "call"
 	Source      string            `json:"source"`
@@ -139,6 +139,10 @@ type sandboxRequest struct {
 	// child was sent before: the files of a driver version are most of a
 	// request, and a fan-out sends one version thousands of times.
 	Known []byte `json:"known,omitempty"`
+
+	// folderSum is the digest of Files (folder.digest), when the parent
+	// has it: driverKey's, not sent.
+	folderSum string
 }
 
 // sandboxResponse is what the child writes to its stdout, one a line.
@@ -449,11 +453,17 @@ func (s *Sandbox) start(l Limits) (*sandboxChild, error) {
 	c := &sandboxChild{limits: l, cmd: cmd, stdin: stdin, out: r, stdout: bufio.NewReaderSize(r, 64<<10),
 		stderr: &phaseWriter{}, exited: make(chan struct{})}
 	cmd.Stderr = c.stderr
+	if pf, err := newPhaseFile(); err == nil {
+		cmd.ExtraFiles = []*os.File{pf}
+		cmd.Env = append(cmd.Env, sandboxPhaseEnv+"="+strconv.Itoa(phaseFD))
+		c.stderr.phases = pf
+	}
 	cmd.WaitDelay = time.Second
 	err = cmd.Start()
 	_ = w.Close() // the child's now
 	if err != nil {
 		_ = r.Close()
+		c.stderr.closePhases()
 		return nil, err
 	}
 	s.mu.Lock()
@@ -473,6 +483,7 @@ func (c *sandboxChild) kill() {
 	_ = c.cmd.Process.Kill()
 	<-c.exited
 	_ = c.out.Close()
+	c.stderr.closePhases()
 }
 
 // do sends req and reads the answer. An error means the child cannot be
@@ -585,9 +596,39 @@ type phaseWriter struct {
 	mu    sync.Mutex
 	id    string // the request in flight
 	file  string
-	begun bool   // the request's first phase line was seen
+	begun bool   // the request's first phase was seen
 	buf   []byte // an unfinished line
 	tl    []byte // the start of what is not a phase line
+	// phases, when set, is the file the child writes its phases to
+	// (writePhase), read when they are asked for.
+	phases *os.File
+}
+
+// readPhases takes the phase of the request in flight from the phase
+// file. Called with mu held.
+func (w *phaseWriter) readPhases() {
+	if w.phases == nil {
+		return
+	}
+	id, file, ok := readPhase(w.phases)
+	if !ok || id != w.id {
+		return
+	}
+	w.begun = true
+	if file != "" {
+		w.file = file
+	}
+}
+
+// closePhases closes the phase file, once the child has ended.
+func (w *phaseWriter) closePhases() {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.phases != nil {
+		w.readPhases() // what the request in flight reached, kept
+		_ = w.phases.Close()
+		w.phases = nil
+	}
 }
 
 // begin starts a request: its file is specFile until a phase line names
@@ -638,6 +679,7 @@ func (w *phaseWriter) keep(s string) {
 func (w *phaseWriter) last() string {
 	w.mu.Lock()
 	defer w.mu.Unlock()
+	w.readPhases()
 	return w.file
 }
 
@@ -645,6 +687,7 @@ func (w *phaseWriter) last() string {
 func (w *phaseWriter) started() bool {
 	w.mu.Lock()
 	defer w.mu.Unlock()
+	w.readPhases()
 	return w.begun
 }
 

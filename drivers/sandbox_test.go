@@ -352,3 +352,35 @@ func TestASandboxCallRunsTheChildsFunctionUnderTheLimits(t *testing.T) {
 		t.Fatalf("echo after the limit: %q, %v", out, err)
 	}
 }
+
+// A phase record overwrites the one before, a shorter one too, and one
+// of an earlier request neither moves the file a request in flight is
+// reported at nor says it began.
+func TestAPhaseFileKeepsToTheRequestInFlight(t *testing.T) {
+	f, err := os.CreateTemp(t.TempDir(), "phase")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	w := phaseWriter{phases: f}
+	w.begin(2, "d/driver.cue")
+	if w.started() || w.last() != "d/driver.cue" {
+		t.Fatalf("before any record: file %q, started %v", w.last(), w.started())
+	}
+	writePhase(f, 1, "d/chart/templates/a-long-name-of-an-old-template.yaml")
+	if w.started() || w.last() != "d/driver.cue" {
+		t.Fatalf("after an earlier request's record: file %q, started %v", w.last(), w.started())
+	}
+	writePhase(f, 2, "")
+	if !w.started() || w.last() != "d/driver.cue" {
+		t.Fatalf("after the request's first record: file %q, started %v", w.last(), w.started())
+	}
+	writePhase(f, 2, "d/chart")
+	if w.last() != "d/chart" {
+		t.Fatalf("after the request named its chart: file %q", w.last())
+	}
+	w.closePhases()
+	if !w.started() || w.last() != "d/chart" {
+		t.Fatalf("once the child ended: file %q, started %v", w.last(), w.started())
+	}
+}

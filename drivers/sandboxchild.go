@@ -31,7 +31,7 @@ const childDrivers = 8
 func ServeSandbox(in io.Reader, out io.Writer, stderr io.Writer, funcs SandboxFuncs) int {
 	dec := json.NewDecoder(bufio.NewReader(in))
 	dec.UseNumber() // numbers stay what the parent had: int64 or float64
-	s := &sandboxServer{out: out, stderr: stderr, drivers: map[[32]byte]*Driver{}, kept: keptHeap, funcs: funcs}
+	s := &sandboxServer{out: out, stderr: stderr, drivers: map[[32]byte]*Driver{}, kept: keptHeap, funcs: funcs, phaseOut: phaseFromEnv()}
 	for first := true; ; first = false {
 		var req sandboxRequest
 		if err := dec.Decode(&req); err != nil {
@@ -60,10 +60,14 @@ func ServeSandbox(in io.Reader, out io.Writer, stderr io.Writer, funcs SandboxFu
 type sandboxServer struct {
 	out, stderr io.Writer
 	limits      Limits
+	// phaseOut, when the parent gave one, is where phases are written
+	// (writePhase) instead of stderr.
+	phaseOut *os.File
 
 	mu       sync.Mutex
 	req      *sandboxRequest // in flight
 	phase    string          // the file it evaluates
+	named    string          // the file the request's phases named last ("": none yet)
 	answered bool
 
 	drivers map[[32]byte]*Driver // loaded, by driverKey
@@ -96,7 +100,7 @@ func keptHeap(limit uint64) uint64 {
 // holding memory the next evaluation is owed).
 func (s *sandboxServer) serve(req *sandboxRequest) bool {
 	s.mu.Lock()
-	s.req, s.phase, s.answered = req, req.Source, false
+	s.req, s.phase, s.named, s.answered = req, req.Source, "", false
 	s.mu.Unlock()
 	s.setPhase("") // the request has begun
 	// Watched only while it runs (an idle child costs no CPU), against
@@ -199,8 +203,10 @@ func (s *sandboxServer) touch(key [32]byte) {
 	}
 }
 
-// driverKey identifies what a load depends on: the folder's files and the
-// options (the limits are the process's).
+// driverKey identifies what a load depends on: the folder's files (by
+// their digest, computed once per folder in the parent: hashing a chart's
+// files for every request was a twentieth of a fan-out's first lock) and
+// the options (the limits are the process's).
 func driverKey(req *sandboxRequest) [32]byte {
 	h := sha256.New()
 	field := func(s string) {
@@ -213,15 +219,16 @@ func driverKey(req *sandboxRequest) [32]byte {
 	for _, v := range req.APIVersions {
 		field(v)
 	}
-	paths := make([]string, 0, len(req.Files))
-	for p := range req.Files {
-		paths = append(paths, p)
+	sum := req.folderSum
+	if sum == "" {
+		f := &folder{files: req.Files}
+		for p := range req.Files {
+			f.paths = append(f.paths, p)
+		}
+		sort.Strings(f.paths)
+		sum = f.digest()
 	}
-	sort.Strings(paths)
-	for _, p := range paths {
-		field(p)
-		field(string(req.Files[p]))
-	}
+	field(sum)
 	var k [32]byte
 	h.Sum(k[:0])
 	return k
@@ -231,14 +238,18 @@ func driverKey(req *sandboxRequest) [32]byte {
 // says the request has begun).
 func (s *sandboxServer) setPhase(file string) {
 	s.mu.Lock()
+	defer s.mu.Unlock()
 	if file != "" {
-		s.phase = file
+		s.phase, s.named = file, file
 	}
 	id := uint64(0)
 	if s.req != nil {
 		id = s.req.ID
 	}
-	s.mu.Unlock()
+	if s.phaseOut != nil {
+		writePhase(s.phaseOut, id, s.named)
+		return
+	}
 	fmt.Fprintf(s.stderr, "%s%d\t%s\n", phasePrefix, id, file)
 }
 

@@ -201,6 +201,15 @@ func TestLockRemembersTheDriverLoadsItsChildrenChecked(t *testing.T) {
 		}
 		n := 0
 		for _, e := range es {
+			if strings.HasSuffix(e.Name(), ".inputs") {
+				// A driver version's inputs: a check per line.
+				data, err := os.ReadFile(filepath.Join(d, e.Name()))
+				if err != nil {
+					t.Fatal(err)
+				}
+				n += strings.Count(string(data), "\n")
+				continue
+			}
 			if e.Name() != "trimmed" {
 				n++
 			}
