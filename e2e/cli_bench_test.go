@@ -46,7 +46,8 @@ const (
 // their cache folder: each build runs the plan once, untimed, first, so
 // this/… finds every driver version checked, as a second command with
 // unchanged drivers does. this-no-checks/… runs the same commands with --driver-checks "",
-// every driver load checked in a child, as a first command.
+// every driver load checked in a child, as a first command (and
+// paired-no-checks/… pairs the two builds so).
 //
 // Besides ns/op it reports ms/op, the command's CPU seconds (user and
 // system, both cores, its sandbox children included: wait4's usage) and
@@ -81,7 +82,10 @@ func BenchmarkCLIFanOut1000(b *testing.B) {
 	}
 	cliFanOut(b, "this-no-checks", ctl, dir, n, "--driver-checks=")
 	if len(ctls) == 2 {
-		cliPaired(b, ctls[0].path, ctls[1].path, dir, n)
+		cliPaired(b, "paired", ctls[0].path, ctls[1].path, dir, n)
+		// Both as a first command: every driver and input checked in a
+		// child.
+		cliPaired(b, "paired-no-checks", ctls[0].path, ctls[1].path, dir, n, "--driver-checks=")
 	}
 	// The same fleet with no two deployment files of the same text (each
 	// names itself in a comment): what a command costs when nothing it
@@ -166,9 +170,9 @@ func cliFanOut(b *testing.B, label, ctl, dir string, n int, global ...string) {
 // this over the reference: a pair's two runs meet the machine at the same
 // speed, where five runs of one build and then five of the other can
 // meet it at speeds a factor apart (seen on a shared virtual machine).
-func cliPaired(b *testing.B, this, ref, dir string, n int) {
-	for _, c := range cliCommands(b, dir, n) {
-		b.Run("paired/"+c.name, func(b *testing.B) {
+func cliPaired(b *testing.B, name, this, ref, dir string, n int, global ...string) {
+	for _, c := range cliCommands(b, dir, n, global...) {
+		b.Run(name+"/"+c.name, func(b *testing.B) {
 			var a, r cliUsage
 			var wall, cpu []float64
 			i := 0

@@ -123,3 +123,6 @@ func (f *Folder) CommitLocks(ctx context.Context, req CommitRequest) (CommitResu
 
 // Descends is Repo.Descends: commits are the whole repository's.
 func (f *Folder) Descends(head, from Hash) (bool, error) { return f.r.Descends(head, from) }
+
+// Holds is Repo.Holds: the branch is the whole repository's.
+func (f *Folder) Holds(commit Hash) (bool, error) { return f.r.Holds(commit) }

@@ -473,3 +473,43 @@ func (r *Repo) Descends(head, from Hash) (bool, error) {
 	}
 	return false, nil
 }
+
+// Holds reports whether the tracked branch, as last fetched, holds
+// commit: it is the head or one of its ancestors. A commit the
+// repository does not have is not held (a history rewritten and fetched
+// away, or a clone made after it). Answers are kept until the head moves:
+// the tasks of one lock commit ask about it hundreds of times.
+func (r *Repo) Holds(commit Hash) (bool, error) {
+	head, err := r.Head()
+	if err != nil {
+		return false, err
+	}
+	r.mu.Lock()
+	if r.held != nil && r.held.head == head {
+		if ok, known := r.held.commits[commit]; known {
+			r.mu.Unlock()
+			return ok, nil
+		}
+	}
+	r.mu.Unlock()
+	ok, err := r.Descends(head, commit)
+	if err != nil {
+		return false, err
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.held == nil || r.held.head != head || len(r.held.commits) >= maxHeld {
+		r.held = &heldCommits{head: head, commits: map[Hash]bool{}}
+	}
+	r.held.commits[commit] = ok
+	return ok, nil
+}
+
+// heldCommits are Holds' answers at one head.
+type heldCommits struct {
+	head    Hash
+	commits map[Hash]bool
+}
+
+// maxHeld bounds the answers kept at one head.
+const maxHeld = 4096

@@ -58,6 +58,9 @@ type Repo struct {
 
 	// seqCache is the last answer of LockedSequences (guarded by mu).
 	seqCache *sequenceCache
+	// held are Holds' answers at the head they were given at (guarded by
+	// mu).
+	held *heldCommits
 }
 
 // Compile-time checks that Repo implements the package's interfaces.

@@ -209,6 +209,7 @@ func NewAgent(ctx context.Context, cfg *rest.Config, opts Options) (*Agent, erro
 	topts.Renders = renders
 	topts.ActiveClaims = claims
 	topts.Locks = locks
+	topts.Branch = repo
 	topts.Policies = locks
 	topts.Source = types.NamespacedName{Namespace: opts.Manager.Namespace, Name: opts.SourceName}
 	topts.Recorder = recorder

@@ -81,6 +81,13 @@ type Options struct {
 	// Locks gives the instance of a task that does not carry a copy
 	// (optional: without it such a task fails).
 	Locks instance.LockSource
+	// Branch tells whether the branch the agent follows still holds a
+	// task's lock commit: a change task whose commit it no longer holds
+	// (a force push or a rewind took it away) is withdrawn before its
+	// first step, on every replica alike, rather than run by one whose
+	// clone still has the commit and failed by one whose clone has not
+	// (optional: without it such a task runs when its lock can be read).
+	Branch BranchHistory
 	// Policies gives the policy the configuration declares for a task's
 	// instance at its lock commit, which the instance's lockfile must
 	// record (optional: without it the recorded policy is trusted).
@@ -394,7 +401,7 @@ type taskRun struct {
 	// to wait for its turn writes them before it waits.
 	planUnwritten bool
 	// failReason is the reason constant of a failure (failTask), for the
-	// task's Stalled condition.
+	// task's Stalled condition, or of an end before it ran (Withdrawn).
 	failReason string
 }
 
@@ -655,6 +662,13 @@ func (r *Reconciler) prepare(ctx context.Context, run *taskRun) (phaseResult, er
 		var nf *instance.LockNotFoundError
 		if errors.As(err, &nf) && t.Status.Phase == v1alpha1.TaskRunning {
 			return r.resumeWithoutLock(ctx, run, field+": "+err.Error())
+		}
+		if errors.As(err, &nf) {
+			// Gone with the branch's history, not broken: withdrawn
+			// as on a replica whose clone still has it.
+			if res, err := r.withdrawn(ctx, run); err != nil || res.stop {
+				return res, err
+			}
 		}
 		if errors.As(err, &nf) || field == "spec.instance" {
 			return r.failTask(ctx, run, v1alpha1.ReasonInvalidTask, field+": "+err.Error())
@@ -950,6 +964,9 @@ func (r *Reconciler) startWorkflow(ctx context.Context, run *taskRun) (phaseResu
 	if t.Status.Phase != v1alpha1.TaskPending || t.Status.CurrentStep != 0 || stepStarted(t) {
 		return phaseResult{}, nil
 	}
+	if res, err := r.withdrawn(ctx, run); err != nil || res.stop {
+		return res, err
+	}
 	wf, from := t.Status.Workflow, t.Status.FromSequence
 	replan := r.plan
 	if IsOperation(t) {
@@ -962,6 +979,46 @@ func (r *Reconciler) startWorkflow(ctx context.Context, run *taskRun) (phaseResu
 		run.log.Info("workflow chosen again at start", "was", wf, "from", from, "now", t.Status.Workflow, "fromSequence", t.Status.FromSequence)
 	}
 	return phaseResult{}, nil
+}
+
+// BranchHistory tells whether the branch the agent follows, as last
+// fetched, holds a commit.
+type BranchHistory interface {
+	Holds(commit gitsource.Hash) (bool, error)
+}
+
+var _ BranchHistory = (*gitsource.Repo)(nil)
+
+// withdrawn tells whether the branch no longer holds the lock commit of a
+// change task no step of which has started, and then ends it Superseded,
+// reason Withdrawn: the change is no longer in git, so nothing of it is
+// applied; the deployment's next lock is chosen against what it runs. An
+// operation has no lock commit; a task that started runs to its end (its
+// steps ran against that lock: resumeWithoutLock). An error asking is
+// transient.
+func (r *Reconciler) withdrawn(ctx context.Context, run *taskRun) (phaseResult, error) {
+	t := run.task
+	if r.opts.Branch == nil || IsOperation(t) || t.Status.Phase.Terminal() || t.Status.Phase == v1alpha1.TaskRunning || stepStarted(t) {
+		return phaseResult{}, nil
+	}
+	commit, err := gitsource.ParseHash(t.Spec.Lock.Commit)
+	if err != nil {
+		return phaseResult{}, nil // not a commit: the lock's read says so
+	}
+	held, err := r.opts.Branch.Holds(commit)
+	if err != nil {
+		return phaseResult{}, fmt.Errorf("task %s/%s: does the branch hold lock commit %s: %w", t.Namespace, t.Name, commit.Short(), err)
+	}
+	if held {
+		return phaseResult{}, nil
+	}
+	for i := range t.Status.Steps {
+		t.Status.Steps[i].State = v1alpha1.StepSkipped
+		t.Status.Steps[i].Message = "withdrawn before it ran"
+	}
+	run.failReason = v1alpha1.ReasonTaskWithdrawn
+	return r.finish(ctx, run, v1alpha1.TaskSuperseded, fmt.Sprintf("withdrawn before it ran: the branch no longer holds lock commit %s "+
+		"(a force push or a rewind took it away, or it was never on the branch); nothing of it was applied", commit.Short()))
 }
 
 // stepStarted reports whether a step of t has started. Not the first
@@ -1630,8 +1687,9 @@ func (r *Reconciler) finishWith(ctx context.Context, run *taskRun, phase v1alpha
 		t.Status.StartedAt = &now
 	}
 	reason := string(phase)
-	if phase == v1alpha1.TaskFailed && run.failReason != "" {
-		// The conditions name why: InvalidTask, LockMismatch, StepFailed, …
+	if phase != v1alpha1.TaskSucceeded && run.failReason != "" {
+		// The conditions name why: InvalidTask, LockMismatch, StepFailed,
+		// Withdrawn…
 		reason = run.failReason
 	}
 	setTaskConditions(t, reason, msg)
@@ -1648,7 +1706,7 @@ func (r *Reconciler) finishWith(ctx context.Context, run *taskRun, phase v1alpha
 	case v1alpha1.TaskFailed:
 		r.event(t, nil, corev1.EventTypeWarning, v1alpha1.ReasonTaskFailed, "%s", event)
 	case v1alpha1.TaskSuperseded:
-		r.event(t, nil, corev1.EventTypeNormal, v1alpha1.ReasonTaskSuperseded, "%s", event)
+		r.event(t, nil, corev1.EventTypeNormal, reason, "%s", event)
 	}
 	run.log.Info("task finished", "phase", phase, "message", msg)
 	r.ended(t)

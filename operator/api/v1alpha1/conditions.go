@@ -126,6 +126,10 @@ const (
 	// ReasonTaskSuperseded: a newer instance of the deployment made the
 	// task unnecessary.
 	ReasonTaskSuperseded = "Superseded"
+	// ReasonTaskWithdrawn: the branch no longer holds the task's lock
+	// commit (a force push or a rewind took it away) and the task had not
+	// started; it ends Superseded, nothing applied.
+	ReasonTaskWithdrawn = "Withdrawn"
 	// ReasonInvalidTask: the task's instance, lock or steps cannot be had
 	// or do not match the task.
 	ReasonInvalidTask = "InvalidTask"
