@@ -435,3 +435,33 @@ func TestLoadCatalogReportsTheFirstBrokenFolderInOrder(t *testing.T) {
 		}
 	}
 }
+
+// A keep-going load keeps the folders that load and records, by folder,
+// those that do not, with the error naming the file; a strict load of
+// the same folders fails with that error.
+func TestAKeepGoingCatalogRecordsTheFoldersThatDoNotLoad(t *testing.T) {
+	m := fstest.MapFS{}
+	for p, f := range minimalFS() {
+		m["drivers/mini/1.0.0/"+p] = f
+		m["drivers/mini/1.0.1/"+p] = f // names itself 1.0.0
+	}
+	m["drivers/broken/1.0.0/driver.cue"] = &fstest.MapFile{Data: []byte("name: \"broken\"\nversion: \"1.0.0\"\nparameters: {\n")}
+	if _, err := LoadCatalog(m, "drivers", LoadOptions{}); err == nil {
+		t.Fatal("a strict load of broken folders succeeded")
+	}
+	cat, err := LoadCatalogKeepGoing(m, "drivers", LoadOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := cat.Get("mini", "1.0.0"); !ok || len(cat.Versions("mini")) != 1 {
+		t.Fatalf("the folder that loads: %v", cat.Versions("mini"))
+	}
+	var got []string
+	for _, b := range cat.Broken() {
+		got = append(got, b.Name+"@"+b.Version+": "+b.Err.Error())
+	}
+	if len(got) != 2 || !strings.HasPrefix(got[0], "broken@1.0.0: ") || !strings.Contains(got[0], "drivers/broken/1.0.0/driver.cue") ||
+		!strings.HasPrefix(got[1], "mini@1.0.1: ") || !strings.Contains(got[1], `does not match the folder name "1.0.1"`) {
+		t.Fatalf("broken: %q", got)
+	}
+}

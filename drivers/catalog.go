@@ -17,11 +17,83 @@ import (
 // Catalog holds loaded driver versions by name and version.
 type Catalog struct {
 	byName map[string][]*Driver // ascending semver
+	// broken are the versions a keep-going load could not load
+	// (LoadCatalogKeepGoing), by name then version.
+	broken map[string]map[string]error
 }
 
 // NewCatalog returns an empty catalog.
 func NewCatalog() *Catalog {
 	return &Catalog{byName: map[string][]*Driver{}}
+}
+
+// BrokenDriverError is a driver version folder that does not load, met by
+// a selection it could have changed: one that selects it by pin, or would
+// have if it loaded (it is above every loaded version the application
+// version fits, and may fit it too). Err says why it does not load.
+type BrokenDriverError struct {
+	Name, Version string
+	Err           error
+}
+
+func (e *BrokenDriverError) Error() string {
+	return fmt.Sprintf("driver %s@%s does not load, so the version this deployment runs cannot be chosen: %v", e.Name, e.Version, e.Err)
+}
+
+func (e *BrokenDriverError) Unwrap() error { return e.Err }
+
+// Broken lists the driver versions a keep-going load could not load,
+// sorted by name and version, each with why.
+func (c *Catalog) Broken() []*BrokenDriverError {
+	var out []*BrokenDriverError
+	for name, versions := range c.broken {
+		for v, err := range versions {
+			out = append(out, &BrokenDriverError{Name: name, Version: v, Err: err})
+		}
+	}
+	sort.Slice(out, func(i, j int) bool {
+		if out[i].Name != out[j].Name {
+			return out[i].Name < out[j].Name
+		}
+		return out[i].Version < out[j].Version
+	})
+	return out
+}
+
+// brokenAbove is the highest broken version of name above v (any, when v
+// is nil; a folder that is no semantic version counts as above every
+// version), or nil. The same whatever the map's order.
+func (c *Catalog) brokenAbove(name string, v *semver.Version) *BrokenDriverError {
+	var best *BrokenDriverError
+	var bestV *semver.Version
+	for version, err := range c.broken[name] {
+		bv, perr := semver.StrictNewVersion(version)
+		if perr != nil {
+			bv = nil
+		}
+		if bv != nil && v != nil && !bv.GreaterThan(v) {
+			continue
+		}
+		if best == nil || versionAbove(bv, version, bestV, best.Version) {
+			best, bestV = &BrokenDriverError{Name: name, Version: version, Err: err}, bv
+		}
+	}
+	return best
+}
+
+// versionAbove orders folder versions: a (named as) above b (named bs); a
+// nil version (no semantic version) is above the others, and the names
+// decide between equals.
+func versionAbove(a *semver.Version, as string, b *semver.Version, bs string) bool {
+	switch {
+	case a == nil && b == nil:
+		return as > bs
+	case a == nil || b == nil:
+		return a == nil
+	case a.Equal(b):
+		return as > bs
+	}
+	return a.GreaterThan(b)
 }
 
 // DuplicateError reports a driver version added twice with different
@@ -127,6 +199,20 @@ func symlinkedFolder(p string) error {
 // LoadCatalog loads every driver version folder dir/<name>/<version>/ of
 // fsys. A missing dir gives an empty catalog. Errors name the folder.
 func LoadCatalog(fsys fs.FS, dir string, opts LoadOptions) (*Catalog, error) {
+	return loadCatalog(fsys, dir, opts, false)
+}
+
+// LoadCatalogKeepGoing is LoadCatalog keeping the versions that load when
+// others do not: those are recorded (Broken), and only a selection they
+// could change fails, naming them (BrokenDriverError). For the agent's
+// lock mode, where one team's broken driver version must not hold back
+// every other deployment's change; a command-line lock or plan stays
+// strict, as a check before the merge.
+func LoadCatalogKeepGoing(fsys fs.FS, dir string, opts LoadOptions) (*Catalog, error) {
+	return loadCatalog(fsys, dir, opts, true)
+}
+
+func loadCatalog(fsys fs.FS, dir string, opts LoadOptions, keepGoing bool) (*Catalog, error) {
 	c := NewCatalog()
 	folders, err := Folders(fsys, dir)
 	if err != nil {
@@ -154,7 +240,17 @@ func LoadCatalog(fsys fs.FS, dir string, opts LoadOptions) (*Catalog, error) {
 		})
 	}
 	wg.Wait()
-	for i := range folders {
+	for i, f := range folders {
+		if errs[i] != nil && keepGoing {
+			if c.broken == nil {
+				c.broken = map[string]map[string]error{}
+			}
+			if c.broken[f.Name] == nil {
+				c.broken[f.Name] = map[string]error{}
+			}
+			c.broken[f.Name][f.Version] = errs[i]
+			continue
+		}
 		if errs[i] != nil {
 			return nil, errs[i]
 		}
@@ -177,10 +273,19 @@ type PendingCatalog struct {
 // repository meanwhile. A caller that returns early waits too (defer
 // Wait), so that no evaluation outlives it.
 func StartCatalog(fsys fs.FS, dir string, opts LoadOptions) *PendingCatalog {
+	return startCatalog(fsys, dir, opts, false)
+}
+
+// StartCatalogKeepGoing is LoadCatalogKeepGoing in the background.
+func StartCatalogKeepGoing(fsys fs.FS, dir string, opts LoadOptions) *PendingCatalog {
+	return startCatalog(fsys, dir, opts, true)
+}
+
+func startCatalog(fsys fs.FS, dir string, opts LoadOptions, keepGoing bool) *PendingCatalog {
 	p := &PendingCatalog{done: make(chan struct{})}
 	go func() {
 		defer close(p.done)
-		p.catalog, p.err = LoadCatalog(fsys, dir, opts)
+		p.catalog, p.err = loadCatalog(fsys, dir, opts, keepGoing)
 	}()
 	return p
 }

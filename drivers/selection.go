@@ -69,6 +69,9 @@ func (c *Catalog) Select(name string, s Selection) (*Driver, error) {
 		return e
 	}
 	if len(versions) == 0 {
+		if b := c.brokenAbove(name, nil); b != nil {
+			return nil, b
+		}
 		return nil, fmt.Errorf("driver %s: %w", name, ErrUnknownDriver)
 	}
 	app, err := semver.StrictNewVersion(strings.TrimPrefix(s.AppVersion, "v"))
@@ -76,6 +79,9 @@ func (c *Catalog) Select(name string, s Selection) (*Driver, error) {
 		return nil, fmt.Errorf("driver %s: application version %q is not a semantic version: %w", name, s.AppVersion, err)
 	}
 	if s.Pinned != "" {
+		if err, ok := c.broken[name][s.Pinned]; ok {
+			return nil, &BrokenDriverError{Name: name, Version: s.Pinned, Err: err}
+		}
 		d, ok := c.Get(name, s.Pinned)
 		if !ok {
 			return nil, noMatch(fmt.Sprintf("pinned version %s is not loaded", s.Pinned), versions)
@@ -90,10 +96,19 @@ func (c *Catalog) Select(name string, s Selection) (*Driver, error) {
 			return d, nil
 		}
 	}
+	// A version that does not load may be the one the rule picks: above
+	// the version picked, the choice is not known (the locked one kept
+	// above needs none).
 	for i := len(versions) - 1; i >= 0; i-- {
 		if versions[i].supports(app) {
+			if b := c.brokenAbove(name, semver.MustParse(versions[i].Version)); b != nil {
+				return nil, b
+			}
 			return versions[i], nil
 		}
+	}
+	if b := c.brokenAbove(name, nil); b != nil {
+		return nil, b
 	}
 	return nil, noMatch("", versions)
 }

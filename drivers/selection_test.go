@@ -126,3 +126,48 @@ func TestCatalogAddSameDigestIsNoop(t *testing.T) {
 		t.Fatalf("%d versions, want 1", n)
 	}
 }
+
+// A keep-going catalog holds the versions that load and records the
+// others; a selection fails, naming a broken version, only when that
+// version could have been its choice: pinned, or above the version the
+// rule picks (it may fit the application version too), or when none
+// that loads fits. A locked version kept for an unchanged application
+// version, and every selection of another driver, are not affected.
+func TestASelectionFailsOnlyWhenABrokenVersionCouldHaveBeenItsChoice(t *testing.T) {
+	cat := selectionCatalog(t)
+	why := errors.New("driver.cue: expected '}'")
+	cat.broken = map[string]map[string]error{"hub": {"1.2.0": why, "2.0.5": why}, "other": {"1.0.0": why}}
+	tests := []struct {
+		name    string
+		sel     Selection
+		want    string
+		wantErr string // the broken version named
+	}{
+		{name: "a broken version below the one picked changes nothing", sel: Selection{AppVersion: "1.5.3"}, want: "2.1.0"},
+		{name: "a broken version above the one picked might have been picked", sel: Selection{AppVersion: "1.2.0"}, wantErr: "hub@2.0.5"},
+		{name: "pinned to a broken version", sel: Selection{AppVersion: "1.2.0", Pinned: "1.2.0"}, wantErr: "hub@1.2.0"},
+		{name: "pinned to one that loads", sel: Selection{AppVersion: "1.2.0", Pinned: "1.1.0"}, want: "1.1.0"},
+		{name: "the locked version kept for an unchanged application version", sel: Selection{AppVersion: "1.2.0", Locked: "1.0.0", LockedAppVersion: "1.2.0"}, want: "1.0.0"},
+		{name: "no version that loads fits", sel: Selection{AppVersion: "9.0.0"}, wantErr: "hub@2.0.5"},
+		{name: "a driver whose only version is broken", sel: Selection{AppVersion: "1.0.0"}, wantErr: "other@1.0.0"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			name := "hub"
+			if strings.Contains(tc.wantErr, "other@") {
+				name = "other"
+			}
+			d, err := cat.Select(name, tc.sel)
+			if tc.wantErr != "" {
+				var be *BrokenDriverError
+				if !errors.As(err, &be) || !strings.Contains(err.Error(), tc.wantErr) || !errors.Is(err, why) {
+					t.Fatalf("Select = %v, %v; want a BrokenDriverError naming %s and why", d, err, tc.wantErr)
+				}
+				return
+			}
+			if err != nil || d.Version != tc.want {
+				t.Fatalf("Select = %v, %v; want %s", d, err, tc.want)
+			}
+		})
+	}
+}

@@ -397,3 +397,58 @@ func TestALockWhoseSandboxCouldNotStartLocksTheSameHeadOnTheNextRound(t *testing
 		t.Fatalf("the next round on the same head: %+v, %v; want its deployments locked", res, err)
 	}
 }
+
+// TestABrokenDriverVersionHoldsBackOnlyTheDeploymentsItCouldBeChosenFor
+// pins the lock mode's isolation of a driver version that does not load
+// (a syntax error pushed with it, one team's driver): the deployments
+// whose version a broken one could be the choice for are left out,
+// naming its folder and why, and every other deployment's change is
+// locked, as a deployment whose own configuration does not resolve is.
+// A deployment that keeps its locked driver version is not affected.
+func TestABrokenDriverVersionHoldsBackOnlyTheDeploymentsItCouldBeChosenFor(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	srv := exampleServer(t)
+	l, err := source.NewLocker(source.LockModeOptions{Repo: cloneOf(t, srv)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res, err := l.LockHead(ctx); err != nil || len(res.Locked) != 2 {
+		t.Fatalf("first lock: %+v, %v; want web and hub locked", res, err)
+	}
+	broken := []byte("name: \"webapp\"\nversion: \"9.0.0\"\nappVersions: \">=1.0.0\"\nparameters: {\n")
+	unused := []byte("name: \"unused\"\nversion: \"1.0.0\"\nchart: \"chart\"\nparameters: {\n")
+
+	// A broken version of a driver no deployment uses, and another of
+	// web's driver, which web keeps at its locked version: hub's change
+	// is locked, web is not held back.
+	files := hubConfig("1.4.0", 3, "debug")
+	files["drivers/unused/1.0.0/driver.cue"] = unused
+	files["drivers/webapp/9.0.0/driver.cue"] = broken
+	srv.Commit(agentRepoName, "hub: debug; two drivers that do not load", files)
+	res, err := l.LockHead(ctx)
+	if err != nil {
+		t.Fatalf("a lock of a head with broken driver versions: %v", err)
+	}
+	if strings.Join(res.Locked, " ") != "local/dev/hub=2" || res.Failed != nil {
+		t.Fatalf("locked %v, failed %v; want hub=2 and no deployment held back", res.Locked, res.Failed)
+	}
+
+	// hub moves to another application version, and a broken graphhub
+	// 3.0.0, above the version that fits, might fit it too: hub is held
+	// back, named; web's change (it does not connect to hub) is locked.
+	files = hubConfig("1.4.1", 3, "debug")
+	files["drivers/graphhub/3.0.0/driver.cue"] = []byte("name: \"graphhub\"\nversion: \"3.0.0\"\nappVersions: \">=1.0.0\"\nparameters: {\n")
+	files[webDeployment] = []byte("driver:     \"webapp\"\nappVersion: \"1.25.0\"\nparameters: replicas: 3\n")
+	srv.Commit(agentRepoName, "hub: 1.4.1; web: three replicas; graphhub 3.0.0 that does not load", files)
+	res, err = l.LockHead(ctx)
+	if err != nil {
+		t.Fatalf("a lock with one deployment held back by a broken driver: %v", err)
+	}
+	var be *drivers.BrokenDriverError
+	if strings.Join(res.Locked, " ") != "local/dev/web=2" || !errors.As(res.Failed, &be) ||
+		!strings.Contains(res.Failed.Error(), "local/dev/hub") || !strings.Contains(res.Failed.Error(), "graphhub@3.0.0") ||
+		!strings.Contains(res.Failed.Error(), "drivers/graphhub/3.0.0/driver.cue") {
+		t.Fatalf("locked %v, failed %v; want web=2 and hub held back naming drivers/graphhub/3.0.0", res.Locked, res.Failed)
+	}
+}

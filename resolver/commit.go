@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/styrmin/styrmin/drivers"
 	"github.com/styrmin/styrmin/gitsource"
 )
 
@@ -22,6 +23,10 @@ type CommitOutcome struct {
 	// NotRetried are the deployments asked to be retried whose lock had
 	// moved on at the head the commit was built on.
 	NotRetried []ID
+	// BrokenDrivers are the driver versions of the head that do not load
+	// (WorkspaceOptions.DriversKeepGoing): named whether or not a
+	// deployment was held back by one.
+	BrokenDrivers []*drivers.BrokenDriverError
 }
 
 // CommitLocks locks the head of the writer's branch and commits the
@@ -134,7 +139,7 @@ func CommitLocksWith(ctx context.Context, w gitsource.Writer, opts WorkspaceOpti
 		var changes []gitsource.Change
 		var lastWS *Workspace
 		allowed := req.AllowDeletions
-		out.Changes, out.Skipped, out.NotRetried = nil, nil, nil
+		out.Changes, out.Skipped, out.NotRetried, out.BrokenDrivers = nil, nil, nil, nil
 		for i, step := range steps {
 			last := i == len(steps)-1
 			fsys := headFS
@@ -171,6 +176,7 @@ func CommitLocksWith(ctx context.Context, w gitsource.Writer, opts WorkspaceOpti
 			}
 			if last {
 				out.Skipped, out.NotRetried, lastWS = lo.Skipped, lo.NotRetried, ws
+				out.BrokenDrivers = ws.Catalog.Broken()
 			}
 			if len(lo.All()) == 0 {
 				continue

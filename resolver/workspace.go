@@ -55,6 +55,11 @@ type WorkspaceOptions struct {
 	// lock, not rendered again, and a cache would hold every render of a
 	// long chain.
 	RenderCache *drivers.RenderCache
+	// DriversKeepGoing loads the catalog keeping the driver versions that
+	// load when others do not (drivers.LoadCatalogKeepGoing): only the
+	// deployments whose choice of version a broken one could change fail,
+	// naming it. For a lock that keeps going (LockKeepGoing).
+	DriversKeepGoing bool
 }
 
 // ConfigPaths are the files and folders of a desired-state repository
@@ -109,7 +114,11 @@ func LoadWorkspace(fsys fs.FS, opts WorkspaceOptions) (*Workspace, error) {
 	var locksLoad chan loadedLocks
 	if opts.Sandbox != nil {
 		if limits, err := loader.DriverLimits(fsys); err == nil {
-			pending = drivers.StartCatalog(fsys, "drivers", loadOpts(limits))
+			start := drivers.StartCatalog
+			if opts.DriversKeepGoing {
+				start = drivers.StartCatalogKeepGoing
+			}
+			pending = start(fsys, "drivers", loadOpts(limits))
 			defer pending.Wait()
 			// The lockfiles are read while the configuration loads too.
 			locksLoad = make(chan loadedLocks, 1)
@@ -136,7 +145,11 @@ func LoadWorkspace(fsys fs.FS, opts WorkspaceOptions) (*Workspace, error) {
 		locks, locksErr = ll.locks, ll.err
 		cat, err = pending.Wait()
 	} else {
-		cat, err = drivers.LoadCatalog(fsys, "drivers", dopts)
+		load := drivers.LoadCatalog
+		if opts.DriversKeepGoing {
+			load = drivers.LoadCatalogKeepGoing
+		}
+		cat, err = load(fsys, "drivers", dopts)
 	}
 	if err != nil {
 		return nil, err

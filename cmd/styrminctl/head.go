@@ -118,6 +118,11 @@ func openRepo(dir string) *gitsource.Repo {
 // fetching the driver sources styrmin.cue lists, and its lockfiles: what
 // lock and explain resolve.
 func headWorkspace(ctx context.Context, g *globalOptions) (*resolver.Workspace, head, error) {
+	return headWorkspaceWith(ctx, g, func(*resolver.WorkspaceOptions) {})
+}
+
+// headWorkspaceWith is headWorkspace with its options changed by set.
+func headWorkspaceWith(ctx context.Context, g *globalOptions, set func(*resolver.WorkspaceOptions)) (*resolver.Workspace, head, error) {
 	dir := g.Repo
 	// The working tree loads while git tells which commit it is and the
 	// sequences its history used: both only read, and the workspace needs
@@ -140,6 +145,7 @@ func headWorkspace(ctx context.Context, g *globalOptions) (*resolver.Workspace, 
 		hc <- headed{h, err}
 	}()
 	opts := g.workspaceOptions(ctx, desiredStateRemote(dir))
+	set(&opts)
 	ws, err := resolver.LoadWorkspace(os.DirFS(dir), opts)
 	hd := <-hc
 	if hd.err != nil {

@@ -15,6 +15,7 @@ import (
 	"github.com/spf13/cobra"
 	"golang.org/x/sync/errgroup"
 
+	"github.com/styrmin/styrmin/drivers"
 	"github.com/styrmin/styrmin/internal/atomicfile"
 	"github.com/styrmin/styrmin/resolver"
 )
@@ -102,7 +103,8 @@ happened to its lockfile.`,
 }
 
 // lockPolicy is the fan-out policy of every lock path: a deployment that
-// does not resolve keeps its lock and does not hold the others back.
+// does not resolve (or whose driver version a version that does not load
+// could change) keeps its lock and does not hold the others back.
 func lockPolicy(o *lockOptions) resolver.LockPolicy {
 	if o.allOrNothing {
 		return resolver.LockAllOrNothing
@@ -111,13 +113,18 @@ func lockPolicy(o *lockOptions) resolver.LockPolicy {
 }
 
 func runLock(ctx context.Context, g *globalOptions, o *lockOptions, stdout io.Writer) error {
-	ws, h, err := headWorkspace(ctx, g)
-	if err != nil {
-		return err
-	}
 	req := resolver.LockRequest{Policy: lockPolicy(o), AllowDeletions: o.allowDeletions}
 	if o.check {
 		req.Policy = resolver.LockAllOrNothing // the pull request's check stays strict
+	}
+	ws, h, err := headWorkspaceWith(ctx, g, func(wo *resolver.WorkspaceOptions) {
+		// A driver version that does not load holds back only the
+		// deployments it could be chosen for, as a deployment that
+		// does not resolve holds back only itself.
+		wo.DriversKeepGoing = req.Policy == resolver.LockKeepGoing
+	})
+	if err != nil {
+		return err
 	}
 	if o.retryFailed {
 		if req.Retry, err = failedDeployments(ctx, o.kube); err != nil {
@@ -129,6 +136,7 @@ func runLock(ctx context.Context, g *globalOptions, o *lockOptions, stdout io.Wr
 		return err
 	}
 	printNotRetried(stdout, lo.NotRetried)
+	printBrokenDrivers(stdout, ws.Catalog.Broken())
 	changes, resErr := lo.All(), lo.Skipped
 	if o.check {
 		for _, c := range changes {
@@ -277,5 +285,14 @@ func removeStaleTemps(dir string, cutoff time.Time) {
 		if fi, err := e.Info(); err == nil && fi.ModTime().Before(cutoff) {
 			_ = os.Remove(filepath.Join(dir, e.Name()))
 		}
+	}
+}
+
+// printBrokenDrivers names the driver versions that do not load, which a
+// lock that keeps going leaves out (only the deployments whose choice of
+// version one could change are held back, and named as failed).
+func printBrokenDrivers(stdout io.Writer, broken []*drivers.BrokenDriverError) {
+	for _, b := range broken {
+		fmt.Fprintf(stdout, "note: driver %s@%s does not load and was left out: %v\n", b.Name, b.Version, b.Err)
 	}
 }

@@ -362,3 +362,31 @@ func TestLockCommitSaysItDidNotLockUncommittedEdits(t *testing.T) {
 		t.Fatalf("lock --commit of the committed edit: exit %d, %v:\n%s", code, err, out)
 	}
 }
+
+// A driver version folder that does not load holds back, in a lock, only
+// the deployments whose version it could be chosen for; the others lock,
+// and the lock names the folder. The pull request's check (lock --check,
+// as the plan) stays strict and fails naming it.
+func TestALockLeavesOutADriverVersionThatDoesNotLoadAndItsCheckFailsOnIt(t *testing.T) {
+	dir := exampleRepo(t)
+	broken := filepath.Join(dir, "drivers/unused/1.0.0")
+	if err := os.MkdirAll(broken, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(broken, "driver.cue"), []byte("name: \"unused\"\nversion: \"1.0.0\"\nparameters: {\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out, errOut, code := run(t, "--repo", dir, "lock", "--check")
+	if code != 1 || !strings.Contains(out+errOut, "drivers/unused/1.0.0/driver.cue") {
+		t.Fatalf("lock --check exit %d, want 1 naming the folder\n%s\n%s", code, out, errOut)
+	}
+	out, errOut, code = run(t, "--repo", dir, "lock")
+	if code != 0 || !strings.Contains(out, "locked local/dev/web") ||
+		!strings.Contains(out, "note: driver unused@1.0.0 does not load and was left out: drivers/unused/1.0.0/driver.cue") {
+		t.Fatalf("lock exit %d, want 0, every deployment locked and the folder named\n%s\n%s", code, out, errOut)
+	}
+	out, errOut, code = run(t, "--repo", dir, "lock", "--all-or-nothing")
+	if code == 0 {
+		t.Fatalf("lock --all-or-nothing exit 0 with a driver that does not load\n%s\n%s", out, errOut)
+	}
+}

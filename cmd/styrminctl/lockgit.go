@@ -101,12 +101,15 @@ func runLockCommit(ctx context.Context, g *globalOptions, o *lockOptions, stdout
 	if err != nil {
 		return err
 	}
-	out, err := resolver.CommitLocksWith(ctx, repo, g.workspaceOptions(ctx, remoteURL),
+	wo := g.workspaceOptions(ctx, remoteURL)
+	wo.DriversKeepGoing = lockPolicy(o) == resolver.LockKeepGoing
+	out, err := resolver.CommitLocksWith(ctx, repo, wo,
 		resolver.LockRequest{Policy: lockPolicy(o), AllowDeletions: o.allowDeletions, Retry: retry}, co)
 	if err != nil {
 		return err
 	}
 	printNotRetried(stdout, out.NotRetried)
+	printBrokenDrivers(stdout, out.BrokenDrivers)
 	if o.branch == "" {
 		printUncommittedNote(stdout, repo, g.Repo, dir)
 	}

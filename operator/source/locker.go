@@ -99,6 +99,10 @@ type LockResult struct {
 	Locked []string
 	// Failed is the resolve error of the deployments left unlocked.
 	Failed error
+	// BrokenDrivers are the driver versions of the head that do not load;
+	// only the deployments whose choice of version one could change are
+	// in Failed.
+	BrokenDrivers []*drivers.BrokenDriverError
 }
 
 // Locker runs the lock step inside the agent: on each new head that is not
@@ -201,7 +205,8 @@ func (l *Locker) LockHead(ctx context.Context) (LockResult, error) {
 	if l.opts.AllOrNothing {
 		policy = resolver.LockAllOrNothing
 	}
-	wo := resolver.WorkspaceOptions{DriverLimits: l.opts.DriverLimits, Sandbox: l.opts.Sandbox, ConfigSandbox: l.opts.ConfigSandbox}
+	wo := resolver.WorkspaceOptions{DriverLimits: l.opts.DriverLimits, Sandbox: l.opts.Sandbox, ConfigSandbox: l.opts.ConfigSandbox,
+		DriversKeepGoing: policy == resolver.LockKeepGoing}
 	if l.opts.FetchDriver != nil {
 		wo.FetchDriver = l.opts.FetchDriver(ctx)
 	}
@@ -226,7 +231,10 @@ func (l *Locker) LockHead(ctx context.Context) (LockResult, error) {
 		return res, fmt.Errorf("lock mode: locking %s: %w", fr.Head.Short(), err)
 	}
 	l.last = fr.Head
-	res.Failed = out.Skipped
+	res.Failed, res.BrokenDrivers = out.Skipped, out.BrokenDrivers
+	for _, b := range out.BrokenDrivers {
+		l.opts.Log.Error(b, "a driver version does not load; only the deployments whose choice of version it could change are left unlocked", "head", fr.Head.Short())
+	}
 	l.again = transient(out.Skipped)
 	if out.Skipped != nil {
 		l.opts.Log.Error(out.Skipped, "some deployments did not resolve; the others were locked", "head", fr.Head.Short(), "again", l.again)
