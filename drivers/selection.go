@@ -95,6 +95,11 @@ func (c *Catalog) Select(name string, s Selection) (*Driver, error) {
 		if d, ok := c.Get(name, s.Locked); ok {
 			return d, nil
 		}
+		if err, ok := c.broken[name][s.Locked]; ok {
+			// Kept, were it loading: another version would change the
+			// driver under an unchanged application.
+			return nil, &BrokenDriverError{Name: name, Version: s.Locked, Err: err}
+		}
 	}
 	// A version that does not load may be the one the rule picks: above
 	// the version picked, the choice is not known (the locked one kept

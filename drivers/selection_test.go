@@ -148,6 +148,7 @@ func TestASelectionFailsOnlyWhenABrokenVersionCouldHaveBeenItsChoice(t *testing.
 		{name: "pinned to a broken version", sel: Selection{AppVersion: "1.2.0", Pinned: "1.2.0"}, wantErr: "hub@1.2.0"},
 		{name: "pinned to one that loads", sel: Selection{AppVersion: "1.2.0", Pinned: "1.1.0"}, want: "1.1.0"},
 		{name: "the locked version kept for an unchanged application version", sel: Selection{AppVersion: "1.2.0", Locked: "1.0.0", LockedAppVersion: "1.2.0"}, want: "1.0.0"},
+		{name: "the locked version, kept for an unchanged application version, is broken", sel: Selection{AppVersion: "1.2.0", Locked: "1.2.0", LockedAppVersion: "1.2.0"}, wantErr: "hub@1.2.0"},
 		{name: "no version that loads fits", sel: Selection{AppVersion: "9.0.0"}, wantErr: "hub@2.0.5"},
 		{name: "a driver whose only version is broken", sel: Selection{AppVersion: "1.0.0"}, wantErr: "other@1.0.0"},
 	}
