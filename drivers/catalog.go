@@ -60,6 +60,34 @@ func (c *Catalog) Broken() []*BrokenDriverError {
 	return out
 }
 
+// BrokenVersion is the *BrokenDriverError of name@version when a
+// keep-going load could not load it and no source added it since; nil
+// otherwise.
+func (c *Catalog) BrokenVersion(name, version string) error {
+	if err, ok := c.broken[name][version]; ok {
+		return &BrokenDriverError{Name: name, Version: version, Err: err}
+	}
+	return nil
+}
+
+// BrokenAbove is the *BrokenDriverError of the highest version of name
+// above version (any, when version is "") that a keep-going load could
+// not load: one a rule picking the newest might have picked; nil when
+// there is none.
+func (c *Catalog) BrokenAbove(name, version string) error {
+	var v *semver.Version
+	if version != "" {
+		var err error
+		if v, err = semver.StrictNewVersion(version); err != nil {
+			v = nil
+		}
+	}
+	if b := c.brokenAbove(name, v); b != nil {
+		return b
+	}
+	return nil
+}
+
 // brokenAbove is the highest broken version of name above v (any, when v
 // is nil; a folder that is no semantic version counts as above every
 // version), or nil. The same whatever the map's order.
@@ -134,6 +162,7 @@ func (c *Catalog) Add(d *Driver) error {
 		return semver.MustParse(list[i].Version).GreaterThan(v)
 	})
 	c.byName[d.Name] = slices.Insert(list, i, d)
+	delete(c.broken[d.Name], d.Version) // loaded from another source
 	return nil
 }
 
@@ -206,8 +235,9 @@ func LoadCatalog(fsys fs.FS, dir string, opts LoadOptions) (*Catalog, error) {
 // others do not: those are recorded (Broken), and only a selection they
 // could change fails, naming them (BrokenDriverError). For the agent's
 // lock mode, where one team's broken driver version must not hold back
-// every other deployment's change; a command-line lock or plan stays
-// strict, as a check before the merge.
+// every other deployment's change, and a command-line lock that keeps
+// going; a plan and a lock's check stay strict, as a check before the
+// merge.
 func LoadCatalogKeepGoing(fsys fs.FS, dir string, opts LoadOptions) (*Catalog, error) {
 	return loadCatalog(fsys, dir, opts, true)
 }

@@ -82,7 +82,7 @@ func (ic *inputChecks) load() {
 		if err != nil || !fi.Mode().IsRegular() {
 			return
 		}
-		if fi.Size() > int64(inputLogMax)*(2*sha256.Size+1) {
+		if fi.Size() >= int64(inputLogMax)*(2*sha256.Size+1) {
 			// Started again: the inputs still met are checked once more.
 			_ = ic.c.root.Remove(ic.name)
 			return

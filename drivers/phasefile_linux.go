@@ -24,5 +24,6 @@ func phaseFromEnv() *os.File {
 		return nil
 	}
 	unix.CloseOnExec(phaseFD) // not the child's own children's
+	_ = os.Unsetenv(sandboxPhaseEnv)
 	return os.NewFile(phaseFD, "styrmin-driver-phase")
 }

@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -436,7 +437,9 @@ func (c *sandboxChild) remember(key [32]byte) {
 
 func (s *Sandbox) start(l Limits) (*sandboxChild, error) {
 	cmd := exec.Command(s.Path, s.Args...)
-	cmd.Env = append(os.Environ(), sandboxEnv+"="+sandboxProtocol)
+	// Not a phase file this process was given as a child: only its own.
+	cmd.Env = slices.DeleteFunc(os.Environ(), func(kv string) bool { return strings.HasPrefix(kv, sandboxPhaseEnv+"=") })
+	cmd.Env = append(cmd.Env, sandboxEnv+"="+sandboxProtocol)
 	stdin, err := cmd.StdinPipe()
 	if err != nil {
 		return nil, err

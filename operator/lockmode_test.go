@@ -451,4 +451,18 @@ func TestABrokenDriverVersionHoldsBackOnlyTheDeploymentsItCouldBeChosenFor(t *te
 		!strings.Contains(res.Failed.Error(), "drivers/graphhub/3.0.0/driver.cue") {
 		t.Fatalf("locked %v, failed %v; want web=2 and hub held back naming drivers/graphhub/3.0.0", res.Locked, res.Failed)
 	}
+
+	// The folder of a version a deployment runs breaks (a released
+	// version edited): what that deployment's objects are is no longer
+	// known, so nothing is locked, naming the folder and who runs it.
+	repo := cloneOf(t, srv)
+	webLock := headLock(t, repo, "locks/local/dev/web.lock.yaml")
+	running := "drivers/webapp/" + webLock.Driver.Version + "/driver.cue"
+	files = hubConfig("1.4.1", 5, "debug")
+	files[running] = []byte("name: \"webapp\"\nversion: \"" + webLock.Driver.Version + "\"\nparameters: {\n")
+	srv.Commit(agentRepoName, "hub: five workers; the webapp web runs breaks", files)
+	res, err = l.LockHead(ctx)
+	if err == nil || !strings.Contains(err.Error(), running) || !strings.Contains(err.Error(), "local/dev/web runs it") || len(res.Locked) != 0 {
+		t.Fatalf("a lock while a running driver version does not load: %+v, %v; want nothing locked, naming %s and web", res, err, running)
+	}
 }

@@ -2,6 +2,7 @@ package operator_test
 
 import (
 	"context"
+	"io/fs"
 	"strings"
 	"testing"
 
@@ -165,5 +166,68 @@ func TestAChangeAForcePushWithdrewBeforeItRanEndsWithdrawnOnEveryReplica(t *test
 	first := run(reconciler(standbyClone), v1alpha1.LockRef{Commit: firstLock.String(), Path: ref.Path}, 1, false)
 	if first.Status.Phase == v1alpha1.TaskSuperseded || first.Status.Phase == v1alpha1.TaskFailed {
 		t.Fatalf("the task of a lock commit the branch holds ended %s: %s", first.Status.Phase, first.Status.Message)
+	}
+	remove(first)
+
+	// A rewrite that keeps the lockfile (filter-repo, commits signed
+	// again): the change is still in git, under another commit.
+	old, err := leaderClone.FS(withdrawnLock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lockfile, err := fs.ReadFile(old, ref.Path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	files := hubConfig("1.4.0", 3, "info")
+	files[ref.Path] = lockfile
+	git.Commit("desired", "hub: three workers, locked (rewritten)", files)
+	for _, c := range []*gitsource.Repo{leaderClone, standbyClone} {
+		if _, err := c.Fetch(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	rewritten, err := standbyClone.Head()
+	if err != nil {
+		t.Fatal(err)
+	}
+	target := &v1alpha1.TaskTarget{Kind: in.Kind, AppVersion: in.AppVersion, SourceCommit: in.SourceCommit, Digest: in.Digest,
+		Driver: v1alpha1.DriverRef{Name: in.Driver.Name, Version: in.Driver.Version, Digest: in.Driver.Digest}}
+	kept := func(r *task.Reconciler) (*v1alpha1.StyrminTask, error) {
+		t.Helper()
+		tk := &v1alpha1.StyrminTask{
+			ObjectMeta: metav1.ObjectMeta{Name: v1alpha1.TaskName(in.ID.Name, 2), Namespace: ns, Labels: id.Labels()},
+			Spec: v1alpha1.StyrminTaskSpec{Deployment: id, Namespace: ns, Workflow: v1alpha1.WorkflowCreate, ToSequence: 2,
+				Lock: ref, Target: target},
+		}
+		if err := e.client.Create(ctx, tk); err != nil {
+			t.Fatal(err)
+		}
+		_, err := r.Reconcile(ctx, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(tk)})
+		var got v1alpha1.StyrminTask
+		if gerr := e.client.Get(ctx, client.ObjectKeyFromObject(tk), &got); gerr != nil {
+			t.Fatal(gerr)
+		}
+		return &got, err
+	}
+	// The standby cannot read the old commit: it waits for the sync to
+	// point the task at the new one, then runs it.
+	got, err = kept(reconciler(standbyClone))
+	if err == nil || !strings.Contains(err.Error(), "waiting for the sync") || got.Status.Phase.Terminal() {
+		t.Fatalf("a standby's task whose lockfile a rewrite kept: %v, phase %s (%s); want it waiting for the sync", err, got.Status.Phase, got.Status.Message)
+	}
+	base := got.DeepCopy()
+	got.Spec.Lock.Commit = rewritten.String() // as the sync does (source's repoint)
+	if err := e.client.Patch(ctx, got, client.MergeFrom(base)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := reconciler(standbyClone).Reconcile(ctx, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(got)}); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.client.Get(ctx, client.ObjectKeyFromObject(got), got); err != nil {
+		t.Fatal(err)
+	}
+	if got.Status.Phase == v1alpha1.TaskSuperseded || got.Status.Phase == v1alpha1.TaskFailed || got.Status.Phase == "" {
+		t.Fatalf("the task pointed at the rewritten commit: phase %q, %s; want it under way", got.Status.Phase, got.Status.Message)
 	}
 }

@@ -302,12 +302,22 @@ func selectIngressDriver(spec *IngressSpec, locked *Instance, cat *drivers.Catal
 		return nil, "", fmt.Errorf("driver %s: %w (loaded: %s)", spec.Driver, drivers.ErrUnknownDriver, strings.Join(cat.Names(), ", "))
 	}
 	d := versions[len(versions)-1] // the newest
+	// A version a keep-going load could not load fails the choice it
+	// could have been (pinned, kept, or newer than the newest that
+	// loads), rather than another version being taken silently.
 	if pinned, ok := cat.Get(spec.Driver, sel.Pinned); ok {
 		d = pinned
 	} else if sel.Pinned != "" {
+		if err := cat.BrokenVersion(spec.Driver, sel.Pinned); err != nil {
+			return nil, "", err
+		}
 		return nil, "", fmt.Errorf("driver %s: version %s is not loaded", spec.Driver, sel.Pinned)
 	} else if locked, ok := cat.Get(spec.Driver, sel.Locked); ok {
 		d = locked
+	} else if err := cat.BrokenVersion(spec.Driver, sel.Locked); sel.Locked != "" && err != nil {
+		return nil, "", err
+	} else if err := cat.BrokenAbove(spec.Driver, d.Version); err != nil {
+		return nil, "", err
 	}
 	app := d.ChartAppVersion()
 	if app == "" {

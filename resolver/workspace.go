@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"sort"
 
 	"github.com/styrmin/styrmin/drivers"
 	"github.com/styrmin/styrmin/gitsource"
@@ -193,7 +194,42 @@ func LoadWorkspace(fsys fs.FS, opts WorkspaceOptions) (*Workspace, error) {
 	if locksErr != nil {
 		return nil, locksErr
 	}
+	if err := runsBroken(cat, locks); err != nil {
+		return nil, err
+	}
 	return &Workspace{Repo: repo, Catalog: cat, Locks: locks, opts: opts, fsys: fsys, origins: origins}, nil
+}
+
+// runsBroken fails a keep-going load when a driver version a lock runs
+// does not load: what that deployment's objects are is then unknown here,
+// and the checks of the other deployments against them (a cluster-scoped
+// object two of them render) would pass unchecked. A released version's
+// folder is not to change; one that broke stops the lock whole, naming
+// it. The first by deployment, so the same whatever the map's order.
+func runsBroken(cat *drivers.Catalog, locks map[ID]*Instance) error {
+	if len(cat.Broken()) == 0 {
+		return nil
+	}
+	ids := make([]ID, 0, len(locks))
+	for id := range locks {
+		ids = append(ids, id)
+	}
+	sort.Slice(ids, func(i, j int) bool { return ids[i].String() < ids[j].String() })
+	for _, id := range ids {
+		in := locks[id]
+		if in.Tombstone() || in.Driver.Name == "" {
+			continue
+		}
+		if _, ok := cat.Get(in.Driver.Name, in.Driver.Version); ok {
+			continue
+		}
+		if err := cat.BrokenVersion(in.Driver.Name, in.Driver.Version); err != nil {
+			return &ConfigError{File: "drivers/" + in.Driver.Name + "/" + in.Driver.Version,
+				Msg: fmt.Sprintf("%v; %s runs it (lockfile %s), and a driver version a deployment runs must load: nothing is locked until it does", err, id, id.LockPath()),
+				Err: err}
+		}
+	}
+	return nil
 }
 
 // Resolve resolves every deployment of the workspace.

@@ -663,9 +663,14 @@ func (r *Reconciler) prepare(ctx context.Context, run *taskRun) (phaseResult, er
 		if errors.As(err, &nf) && t.Status.Phase == v1alpha1.TaskRunning {
 			return r.resumeWithoutLock(ctx, run, field+": "+err.Error())
 		}
-		if errors.As(err, &nf) {
+		if errors.As(err, &nf) && r.opts.Branch != nil && r.opts.Locks != nil && !stepStarted(t) {
 			// Gone with the branch's history, not broken: withdrawn
-			// as on a replica whose clone still has it.
+			// as on a replica whose clone still has it; or kept by
+			// the rewrite, and the sync is about to point the task at
+			// its new commit.
+			if kept, kerr := r.keptAtHead(ctx, t); kerr != nil || kept {
+				return phaseResult{}, errors.Join(kerr, fmt.Errorf("task %s/%s: %s at commit %s is gone, and the rewritten branch locks the same change: waiting for the sync to point the task at its new commit", t.Namespace, t.Name, t.Spec.Lock.Path, t.Spec.Lock.Commit))
+			}
 			if res, err := r.withdrawn(ctx, run); err != nil || res.stop {
 				return res, err
 			}
@@ -982,35 +987,28 @@ func (r *Reconciler) startWorkflow(ctx context.Context, run *taskRun) (phaseResu
 }
 
 // BranchHistory tells whether the branch the agent follows, as last
-// fetched, holds a commit.
+// fetched, holds a commit, and where its head is.
 type BranchHistory interface {
+	Head() (gitsource.Hash, error)
 	Holds(commit gitsource.Hash) (bool, error)
 }
 
 var _ BranchHistory = (*gitsource.Repo)(nil)
 
-// withdrawn tells whether the branch no longer holds the lock commit of a
-// change task no step of which has started, and then ends it Superseded,
-// reason Withdrawn: the change is no longer in git, so nothing of it is
-// applied; the deployment's next lock is chosen against what it runs. An
-// operation has no lock commit; a task that started runs to its end (its
-// steps ran against that lock: resumeWithoutLock). An error asking is
-// transient.
+// withdrawn ends a change task no step of which has started when its
+// change is no longer in git (changeGone), Superseded with reason
+// Withdrawn: nothing of it is applied; the deployment's next lock is
+// chosen against what it runs. An operation has no lock commit; a task
+// that started runs to its end (its steps ran against that lock:
+// resumeWithoutLock). An error asking is transient.
 func (r *Reconciler) withdrawn(ctx context.Context, run *taskRun) (phaseResult, error) {
 	t := run.task
-	if r.opts.Branch == nil || IsOperation(t) || t.Status.Phase.Terminal() || t.Status.Phase == v1alpha1.TaskRunning || stepStarted(t) {
+	if r.opts.Branch == nil || r.opts.Locks == nil || IsOperation(t) || t.Status.Phase.Terminal() || t.Status.Phase == v1alpha1.TaskRunning || stepStarted(t) {
 		return phaseResult{}, nil
 	}
-	commit, err := gitsource.ParseHash(t.Spec.Lock.Commit)
-	if err != nil {
-		return phaseResult{}, nil // not a commit: the lock's read says so
-	}
-	held, err := r.opts.Branch.Holds(commit)
-	if err != nil {
-		return phaseResult{}, fmt.Errorf("task %s/%s: does the branch hold lock commit %s: %w", t.Namespace, t.Name, commit.Short(), err)
-	}
-	if held {
-		return phaseResult{}, nil
+	commit, gone, err := r.changeGone(ctx, t)
+	if err != nil || !gone {
+		return phaseResult{}, err
 	}
 	for i := range t.Status.Steps {
 		t.Status.Steps[i].State = v1alpha1.StepSkipped
@@ -1018,7 +1016,57 @@ func (r *Reconciler) withdrawn(ctx context.Context, run *taskRun) (phaseResult, 
 	}
 	run.failReason = v1alpha1.ReasonTaskWithdrawn
 	return r.finish(ctx, run, v1alpha1.TaskSuperseded, fmt.Sprintf("withdrawn before it ran: the branch no longer holds lock commit %s "+
-		"(a force push or a rewind took it away, or it was never on the branch); nothing of it was applied", commit.Short()))
+		"(a force push or a rewind took it away, or it was never on the branch) nor locks this change at its head; nothing of it was applied", commit.Short()))
+}
+
+// changeGone reports whether t's change is no longer in git: the branch
+// does not hold its lock commit, and its head does not lock the same
+// instance at the task's lockfile. A rewrite that kept the lockfile (a
+// filter-repo, commits amended or re-signed) keeps the change: the sync
+// points the task at the new commit (source's repoint), and until then
+// the task waits (keptAtHead). A branch not found tells nothing of the
+// commit: the task goes on as without the check.
+func (r *Reconciler) changeGone(ctx context.Context, t *v1alpha1.StyrminTask) (gitsource.Hash, bool, error) {
+	commit, err := gitsource.ParseHash(t.Spec.Lock.Commit)
+	if err != nil {
+		return commit, false, nil // not a commit: the lock's read says so
+	}
+	held, err := r.opts.Branch.Holds(commit)
+	if errors.Is(err, gitsource.ErrBranchNotFound) {
+		return commit, false, nil
+	}
+	if err != nil {
+		return commit, false, fmt.Errorf("task %s/%s: does the branch hold lock commit %s: %w", t.Namespace, t.Name, commit.Short(), err)
+	}
+	if held {
+		return commit, false, nil
+	}
+	kept, err := r.keptAtHead(ctx, t)
+	return commit, !kept, err
+}
+
+// keptAtHead reports whether the branch head locks t's change at t's
+// lockfile: the same sequence and the instance t's target names.
+func (r *Reconciler) keptAtHead(ctx context.Context, t *v1alpha1.StyrminTask) (bool, error) {
+	if t.Spec.Target == nil {
+		return false, nil // a task made by hand: nothing to compare
+	}
+	head, err := r.opts.Branch.Head()
+	if errors.Is(err, gitsource.ErrBranchNotFound) {
+		return false, nil
+	}
+	if err != nil {
+		return false, fmt.Errorf("task %s/%s: the branch head: %w", t.Namespace, t.Name, err)
+	}
+	in, err := instance.ReadLock(ctx, r.opts.Locks, v1alpha1.LockRef{Commit: head.String(), Path: t.Spec.Lock.Path})
+	var nf *instance.LockNotFoundError
+	if errors.As(err, &nf) {
+		return false, nil
+	}
+	if err != nil {
+		return false, err
+	}
+	return in.Sequence == t.Spec.ToSequence && matchLock(t, in, nil) == nil, nil
 }
 
 // stepStarted reports whether a step of t has started. Not the first
