@@ -136,8 +136,7 @@ func runLock(ctx context.Context, g *globalOptions, o *lockOptions, stdout io.Wr
 		return err
 	}
 	printNotRetried(stdout, lo.NotRetried)
-	printBrokenDrivers(stdout, ws.Catalog.Broken())
-	changes, resErr := lo.All(), lo.Skipped
+	changes, resErr := lo.All(), errors.Join(lo.Skipped, brokenDrivers(ws.Catalog.Broken()))
 	if o.check {
 		for _, c := range changes {
 			fmt.Fprintf(stdout, "stale: %s (sequence %d → %d)\n", c.Path(), seqOf(c.Previous), c.Next.Sequence)
@@ -288,11 +287,15 @@ func removeStaleTemps(dir string, cutoff time.Time) {
 	}
 }
 
-// printBrokenDrivers names the driver versions that do not load, which a
-// lock that keeps going leaves out (only the deployments whose choice of
-// version one could change are held back, and named as failed).
-func printBrokenDrivers(stdout io.Writer, broken []*drivers.BrokenDriverError) {
-	for _, b := range broken {
-		fmt.Fprintf(stdout, "note: driver %s@%s does not load and was left out: %v\n", b.Name, b.Version, b.Err)
+// brokenDrivers is the error of the driver versions that do not load,
+// which a lock that keeps going leaves out (only the deployments whose
+// choice of version one could change are held back, and named as failed):
+// the lock writes the rest and exits 1, naming each, as for a deployment
+// that does not resolve.
+func brokenDrivers(broken []*drivers.BrokenDriverError) error {
+	errs := make([]error, len(broken))
+	for i, b := range broken {
+		errs[i] = fmt.Errorf("driver %s@%s does not load and was left out: %w", b.Name, b.Version, b.Err)
 	}
+	return errors.Join(errs...)
 }

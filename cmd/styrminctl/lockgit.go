@@ -109,19 +109,19 @@ func runLockCommit(ctx context.Context, g *globalOptions, o *lockOptions, stdout
 		return err
 	}
 	printNotRetried(stdout, out.NotRetried)
-	printBrokenDrivers(stdout, out.BrokenDrivers)
+	failed := errors.Join(out.Skipped, brokenDrivers(out.BrokenDrivers))
 	if o.branch == "" {
 		printUncommittedNote(stdout, repo, g.Repo, dir)
 	}
 	if !out.Committed {
 		fmt.Fprintln(stdout, "nothing to lock: every deployment is at its locked instance")
-		return out.Skipped
+		return failed
 	}
 	for _, c := range out.Changes {
 		fmt.Fprintf(stdout, "locked %s\n", describeChange(c))
 	}
 	printCommitted(stdout, out, repo, o.push)
-	return out.Skipped
+	return failed
 }
 
 // printUncommittedNote says that the working tree's configuration edits
