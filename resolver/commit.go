@@ -162,6 +162,14 @@ func CommitLocksWith(ctx context.Context, w gitsource.Writer, opts WorkspaceOpti
 				running = ws.Locks
 			}
 			ws.Locks = running
+			// The versions the deployments run as the chain left them,
+			// not as this tree's lockfiles say.
+			if err := runsBroken(ws.Catalog, running); err != nil {
+				if !last {
+					continue
+				}
+				return nil, err
+			}
 			allowed += step.allowDeletions
 			r := LockRequest{Policy: LockKeepGoing, AllowDeletions: maxAllowance}
 			if last {

@@ -299,6 +299,9 @@ func selectIngressDriver(spec *IngressSpec, locked *Instance, cat *drivers.Catal
 	}
 	versions := cat.Versions(spec.Driver)
 	if len(versions) == 0 {
+		if err := cat.BrokenAbove(spec.Driver, ""); err != nil {
+			return nil, "", err
+		}
 		return nil, "", fmt.Errorf("driver %s: %w (loaded: %s)", spec.Driver, drivers.ErrUnknownDriver, strings.Join(cat.Names(), ", "))
 	}
 	d := versions[len(versions)-1] // the newest

@@ -814,10 +814,11 @@ func (w *syncWalk) metAlready(ctx context.Context, src *v1alpha1.StyrminSource, 
 	ns, id := next.Context.Deployment.Namespace, instance.DeploymentID(next.ID)
 	// Read from the cache: one read each, on this rare path only.
 	var sd v1alpha1.StyrminDeployment
-	applied := false
 	switch err := w.s.opts.Client.Get(ctx, instance.Key(ns), &sd); {
 	case err == nil:
-		applied = sd.Spec.Deployment == id && sd.Spec.Sequence == next.Sequence && sd.Spec.Digest == next.Digest
+		if sd.Spec.Deployment == id && sd.Spec.Sequence == next.Sequence && sd.Spec.Digest == next.Digest {
+			return true, nil
+		}
 	case !apierrors.IsNotFound(err):
 		return false, fmt.Errorf("sync: reading the StyrminDeployment of %s: %w", ns, err)
 	}
@@ -827,13 +828,10 @@ func (w *syncWalk) metAlready(ctx context.Context, src *v1alpha1.StyrminSource, 
 	case err == nil:
 		if task.Spec.Deployment == id && task.Spec.Operation == nil && task.Spec.ToSequence == next.Sequence &&
 			task.Spec.Target != nil && task.Spec.Target.Digest == next.Digest {
-			return true, w.repoint(ctx, &task, ch)
+			return true, nil
 		}
 	case !apierrors.IsNotFound(err):
 		return false, fmt.Errorf("sync: reading task %s/%s: %w", ns, name, err)
-	}
-	if applied {
-		return true, nil
 	}
 	if !w.rewritten {
 		return false, nil
@@ -847,35 +845,6 @@ func (w *syncWalk) metAlready(ctx context.Context, src *v1alpha1.StyrminSource, 
 		return false, err
 	}
 	return w.lockedBefore(src, ch, next)
-}
-
-// repoint points a task that has not ended at the lock commit of the
-// rewritten history that locks its change again (ch), when the branch no
-// longer holds the one it names: a rewrite that kept the lockfile (a
-// filter-repo, commits amended or re-signed) keeps the change, and its
-// task must read its lock, its policy and its peers where the branch has
-// them (a fresh clone has no other), not end Withdrawn.
-func (w *syncWalk) repoint(ctx context.Context, task *v1alpha1.StyrminTask, ch gitsource.LockChange) error {
-	if !w.rewritten || task.Status.Phase.Terminal() || task.Spec.Lock.Commit == ch.Commit.String() || task.Spec.Lock.Path != ch.Path {
-		return nil
-	}
-	if old, err := gitsource.ParseHash(task.Spec.Lock.Commit); err == nil {
-		held, err := w.s.opts.Repo.Descends(w.to, old)
-		if err != nil {
-			return fmt.Errorf("sync: does %s hold the lock commit %s of task %s/%s: %w", w.to.Short(), old.Short(), task.Namespace, task.Name, err)
-		}
-		if held {
-			return nil
-		}
-	}
-	base := task.DeepCopy()
-	task.Spec.Lock.Commit = ch.Commit.String()
-	if err := w.s.opts.Client.Patch(ctx, task, client.MergeFrom(base)); err != nil {
-		return fmt.Errorf("sync: pointing task %s/%s at lock commit %s of the rewritten history: %w", task.Namespace, task.Name, ch.Commit.Short(), err)
-	}
-	w.s.opts.Log.Info("a rewrite kept the lock of a task not ended: the task now reads it at the new commit",
-		"task", task.Namespace+"/"+task.Name, "from", base.Spec.Lock.Commit, "commit", ch.Commit.Short())
-	return nil
 }
 
 // reached tells whether the deployment of next runs at next's sequence or

@@ -663,13 +663,16 @@ func (r *Reconciler) prepare(ctx context.Context, run *taskRun) (phaseResult, er
 		if errors.As(err, &nf) && t.Status.Phase == v1alpha1.TaskRunning {
 			return r.resumeWithoutLock(ctx, run, field+": "+err.Error())
 		}
-		if errors.As(err, &nf) && r.opts.Branch != nil && r.opts.Locks != nil && !stepStarted(t) {
-			// Gone with the branch's history, not broken: withdrawn
-			// as on a replica whose clone still has it; or kept by
-			// the rewrite, and the sync is about to point the task at
-			// its new commit.
-			if kept, kerr := r.keptAtHead(ctx, t); kerr != nil || kept {
-				return phaseResult{}, errors.Join(kerr, fmt.Errorf("task %s/%s: %s at commit %s is gone, and the rewritten branch locks the same change: waiting for the sync to point the task at its new commit", t.Namespace, t.Name, t.Spec.Lock.Path, t.Spec.Lock.Commit))
+		if errors.As(err, &nf) {
+			// Kept by a rewrite: read at the head; gone with the
+			// branch's history: withdrawn, as on a replica whose
+			// clone still has the commit.
+			moved, merr := r.followRewrite(ctx, run)
+			if merr != nil {
+				return phaseResult{}, merr
+			}
+			if moved {
+				return r.prepare(ctx, run)
 			}
 			if res, err := r.withdrawn(ctx, run); err != nil || res.stop {
 				return res, err
@@ -1006,7 +1009,7 @@ func (r *Reconciler) withdrawn(ctx context.Context, run *taskRun) (phaseResult, 
 	if r.opts.Branch == nil || r.opts.Locks == nil || IsOperation(t) || t.Status.Phase.Terminal() || t.Status.Phase == v1alpha1.TaskRunning || stepStarted(t) {
 		return phaseResult{}, nil
 	}
-	commit, gone, err := r.changeGone(ctx, t)
+	commit, gone, why, err := r.changeGone(ctx, t)
 	if err != nil || !gone {
 		return phaseResult{}, err
 	}
@@ -1016,57 +1019,101 @@ func (r *Reconciler) withdrawn(ctx context.Context, run *taskRun) (phaseResult, 
 	}
 	run.failReason = v1alpha1.ReasonTaskWithdrawn
 	return r.finish(ctx, run, v1alpha1.TaskSuperseded, fmt.Sprintf("withdrawn before it ran: the branch no longer holds lock commit %s "+
-		"(a force push or a rewind took it away, or it was never on the branch) nor locks this change at its head; nothing of it was applied", commit.Short()))
+		"(a force push or a rewind took it away, or it was never on the branch) and %s; nothing of it was applied", commit.Short(), why))
 }
 
 // changeGone reports whether t's change is no longer in git: the branch
 // does not hold its lock commit, and its head does not lock the same
-// instance at the task's lockfile. A rewrite that kept the lockfile (a
-// filter-repo, commits amended or re-signed) keeps the change: the sync
-// points the task at the new commit (source's repoint), and until then
-// the task waits (keptAtHead). A branch not found tells nothing of the
-// commit: the task goes on as without the check.
-func (r *Reconciler) changeGone(ctx context.Context, t *v1alpha1.StyrminTask) (gitsource.Hash, bool, error) {
-	commit, err := gitsource.ParseHash(t.Spec.Lock.Commit)
+// instance at the task's lockfile (why says what it locks there). A
+// rewrite that kept the lockfile (a filter-repo, commits amended or
+// signed again) keeps the change: its task runs, reading its lock at the
+// head when the old commit is gone (lockAtHead). A branch not found
+// tells nothing of the commit: the task goes on as without the check.
+func (r *Reconciler) changeGone(ctx context.Context, t *v1alpha1.StyrminTask) (commit gitsource.Hash, gone bool, why string, err error) {
+	commit, err = gitsource.ParseHash(t.Spec.Lock.Commit)
 	if err != nil {
-		return commit, false, nil // not a commit: the lock's read says so
+		return commit, false, "", nil // not a commit: the lock's read says so
 	}
 	held, err := r.opts.Branch.Holds(commit)
 	if errors.Is(err, gitsource.ErrBranchNotFound) {
-		return commit, false, nil
+		return commit, false, "", nil
 	}
 	if err != nil {
-		return commit, false, fmt.Errorf("task %s/%s: does the branch hold lock commit %s: %w", t.Namespace, t.Name, commit.Short(), err)
+		return commit, false, "", fmt.Errorf("task %s/%s: does the branch hold lock commit %s: %w", t.Namespace, t.Name, commit.Short(), err)
 	}
 	if held {
-		return commit, false, nil
+		return commit, false, "", nil
 	}
-	kept, err := r.keptAtHead(ctx, t)
-	return commit, !kept, err
+	at, err := r.lockAtHead(ctx, t)
+	if err != nil {
+		return commit, false, "", err
+	}
+	switch {
+	case at.kept:
+		return commit, false, "", nil
+	case at.in == nil:
+		return commit, true, "its head holds no " + t.Spec.Lock.Path, nil
+	case at.in.Sequence > t.Spec.ToSequence:
+		return commit, true, fmt.Sprintf("its head locks sequence %d, which follows", at.in.Sequence), nil
+	}
+	return commit, true, fmt.Sprintf("its head locks another instance at sequence %d", at.in.Sequence), nil
 }
 
-// keptAtHead reports whether the branch head locks t's change at t's
-// lockfile: the same sequence and the instance t's target names.
-func (r *Reconciler) keptAtHead(ctx context.Context, t *v1alpha1.StyrminTask) (bool, error) {
-	if t.Spec.Target == nil {
-		return false, nil // a task made by hand: nothing to compare
-	}
+// headLock is what the branch head locks at a task's lockfile.
+type headLock struct {
+	head gitsource.Hash
+	in   *resolver.Instance // nil: no such lockfile
+	// kept: the same sequence and the instance the task's target names.
+	kept bool
+}
+
+// lockAtHead reads the branch head's lockfile at t's path.
+func (r *Reconciler) lockAtHead(ctx context.Context, t *v1alpha1.StyrminTask) (headLock, error) {
 	head, err := r.opts.Branch.Head()
-	if errors.Is(err, gitsource.ErrBranchNotFound) {
-		return false, nil
-	}
 	if err != nil {
-		return false, fmt.Errorf("task %s/%s: the branch head: %w", t.Namespace, t.Name, err)
+		return headLock{}, fmt.Errorf("task %s/%s: the branch head: %w", t.Namespace, t.Name, err)
 	}
 	in, err := instance.ReadLock(ctx, r.opts.Locks, v1alpha1.LockRef{Commit: head.String(), Path: t.Spec.Lock.Path})
 	var nf *instance.LockNotFoundError
 	if errors.As(err, &nf) {
-		return false, nil
+		return headLock{head: head}, nil
 	}
 	if err != nil {
+		return headLock{}, err
+	}
+	// A task made by hand names no target: nothing to compare it with.
+	kept := t.Spec.Target != nil && in.Sequence == t.Spec.ToSequence && matchLock(t, in, nil) == nil
+	return headLock{head: head, in: in, kept: kept}, nil
+}
+
+// followRewrite points a task whose lock cannot be read at the branch
+// head when the head locks its change at its lockfile (a rewrite that
+// kept it): its lock, policy and peers are then read where the branch has
+// them. It reports whether it did; the task's spec is then the new one.
+func (r *Reconciler) followRewrite(ctx context.Context, run *taskRun) (bool, error) {
+	t := run.task
+	if r.opts.Branch == nil || r.opts.Locks == nil || IsOperation(t) || t.Status.Phase == v1alpha1.TaskRunning || stepStarted(t) {
+		return false, nil
+	}
+	commit, err := gitsource.ParseHash(t.Spec.Lock.Commit)
+	if err != nil {
+		return false, nil
+	}
+	if held, err := r.opts.Branch.Holds(commit); err != nil || held {
+		return false, nil // held yet unreadable: the lock's own error says why
+	}
+	at, err := r.lockAtHead(ctx, t)
+	if err != nil || !at.kept {
 		return false, err
 	}
-	return in.Sequence == t.Spec.ToSequence && matchLock(t, in, nil) == nil, nil
+	base := t.DeepCopy()
+	t.Spec.Lock.Commit = at.head.String()
+	if err := r.opts.Client.Patch(ctx, t, client.MergeFrom(base)); err != nil {
+		return false, fmt.Errorf("task %s/%s: pointing it at lock commit %s, where the rewritten branch locks its change: %w", t.Namespace, t.Name, at.head.Short(), err)
+	}
+	run.log.Info("the task's lock commit is gone and the rewritten branch locks the same change: the task reads it at the head",
+		"task", t.Name, "from", commit.Short(), "commit", at.head.Short())
+	return true, nil
 }
 
 // stepStarted reports whether a step of t has started. Not the first
