@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"crypto/sha256"
 	"encoding/hex"
-	"encoding/json"
 	"os"
 	"strings"
 	"sync"
@@ -55,17 +54,11 @@ func (c *loadChecks) inputs(req *sandboxRequest, f *folder) *inputChecks {
 	}
 	r := *req
 	r.ID, r.Files, r.Eval, r.Input = 0, nil, "", nil
-	data, err := json.Marshal(struct {
-		Version string          `json:"version"`
-		Code    string          `json:"code"`
-		Request *sandboxRequest `json:"request"`
-		Folder  string          `json:"folder"`
-	}{"styrmin driver input checks 1", c.code, &r, f.digest()})
-	if err != nil {
+	name := c.digest("styrmin driver input checks 1", &r, f)
+	if name == "" {
 		return nil
 	}
-	sum := sha256.Sum256(data)
-	return &inputChecks{c: c, name: hex.EncodeToString(sum[:]) + inputLogSuffix}
+	return &inputChecks{c: c, name: name + inputLogSuffix}
 }
 
 // isInputLog reports whether name is an input log's.

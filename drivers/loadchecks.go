@@ -137,14 +137,21 @@ func (c *loadChecks) key(req *sandboxRequest, f *folder) string {
 	}
 	r := *req
 	r.ID, r.Files = 0, nil
+	return c.digest("styrmin driver load check 1", &r, f)
+}
+
+// digest is the hexadecimal SHA-256 of what a check depends on: its kind
+// (version), the code, the request r and the folder's digest; "" when r
+// does not encode (not a key: checks nothing).
+func (c *loadChecks) digest(version string, r *sandboxRequest, f *folder) string {
 	data, err := json.Marshal(struct {
 		Version string          `json:"version"`
 		Code    string          `json:"code"`
 		Request *sandboxRequest `json:"request"`
 		Folder  string          `json:"folder"`
-	}{"styrmin driver load check 1", c.code, &r, f.digest()})
+	}{version, c.code, r, f.digest()})
 	if err != nil {
-		return "" // not a key: checks nothing
+		return ""
 	}
 	sum := sha256.Sum256(data)
 	return hex.EncodeToString(sum[:])
