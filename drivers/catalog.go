@@ -71,40 +71,28 @@ func (c *Catalog) BrokenVersion(name, version string) error {
 }
 
 // BrokenAbove is the *BrokenDriverError of the highest version of name
-// above version (any, when version is "") that a keep-going load could
+// above version (any, when version is ""; a folder that is no semantic
+// version counts as above every version) that a keep-going load could
 // not load: one a rule picking the newest might have picked; nil when
-// there is none.
+// there is none. The same whatever the map's order.
 func (c *Catalog) BrokenAbove(name, version string) error {
-	var v *semver.Version
-	if version != "" {
-		var err error
-		if v, err = semver.StrictNewVersion(version); err != nil {
-			v = nil
-		}
-	}
-	if b := c.brokenAbove(name, v); b != nil {
-		return b
-	}
-	return nil
-}
-
-// brokenAbove is the highest broken version of name above v (any, when v
-// is nil; a folder that is no semantic version counts as above every
-// version), or nil. The same whatever the map's order.
-func (c *Catalog) brokenAbove(name string, v *semver.Version) *BrokenDriverError {
+	v, _ := semver.StrictNewVersion(version) // nil for "": any
 	var best *BrokenDriverError
 	var bestV *semver.Version
-	for version, err := range c.broken[name] {
-		bv, perr := semver.StrictNewVersion(version)
-		if perr != nil {
-			bv = nil
+	for bv := range c.broken[name] {
+		bsv, err := semver.StrictNewVersion(bv)
+		if err != nil {
+			bsv = nil
 		}
-		if bv != nil && v != nil && !bv.GreaterThan(v) {
+		if bsv != nil && v != nil && !bsv.GreaterThan(v) {
 			continue
 		}
-		if best == nil || versionAbove(bv, version, bestV, best.Version) {
-			best, bestV = &BrokenDriverError{Name: name, Version: version, Err: err}, bv
+		if best == nil || versionAbove(bsv, bv, bestV, best.Version) {
+			best, bestV = &BrokenDriverError{Name: name, Version: bv, Err: c.broken[name][bv]}, bsv
 		}
+	}
+	if best == nil {
+		return nil
 	}
 	return best
 }

@@ -18,9 +18,10 @@ import (
 // cost a fan-out's plan a request encoded for its name and three system
 // calls per input, about a fifth of the command with 8,000 inputs.
 //
-// The file's name says what the lines were checked under (inputsName);
-// a line, which evaluation and which input (the key evalChecked holds
-// them by in memory). Lines are appended in one write each, so two
+// The file's name says what the lines were checked under (the code, the
+// request but its input, the folder's digest: loadChecks.digest); a line,
+// which evaluation and which input (the key evalChecked holds them by in
+// memory). Lines are appended in one write each, so two
 // processes appending at once interleave whole lines; a line that does
 // not read (a process stopped mid-write) is skipped. A file grown past
 // inputLogMax lines is started again by the next process that reads it,

@@ -12,8 +12,8 @@ import (
 // its parent, overwritten at each phase, which the parent reads only when
 // it needs it (a child killed at its deadline, or dead). Written as lines
 // to its standard error, the phases woke the parent twice per request: a
-// fan-out's first lock sends 4,000 checks, and the wakeups were a fifth of
-// its children's cost. Outside Linux, and for a child started without
+// fan-out's first lock sends 4,000 checks (without the wakeups it takes
+// about 0.9× the time). Outside Linux, and for a child started without
 // the file, the lines remain (phaseWriter reads both).
 
 // sandboxPhaseEnv names, to the child, the descriptor of its phase file.
@@ -41,7 +41,7 @@ func writePhase(f *os.File, id uint64, file string) {
 // ("" when none was named yet); ok is false when there is none.
 func readPhase(f *os.File) (id, file string, ok bool) {
 	var head [4]byte
-	if n, err := f.ReadAt(head[:], 0); n != len(head) || err != nil && n != len(head) {
+	if n, _ := f.ReadAt(head[:], 0); n != len(head) {
 		return "", "", false
 	}
 	size := binary.BigEndian.Uint32(head[:])

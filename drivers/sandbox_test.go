@@ -384,3 +384,22 @@ func TestAPhaseFileKeepsToTheRequestInFlight(t *testing.T) {
 		t.Fatalf("once the child ended: file %q, started %v", w.last(), w.started())
 	}
 }
+
+// A child killed at its deadline is reported at the file it was
+// evaluating, which it named in the phase file it shares with the
+// parent: the chart a spinning template is in, not the driver's spec.
+func TestAChildKilledAtItsDeadlineNamesTheFileItWasEvaluating(t *testing.T) {
+	l := testLimits()
+	const source = "drivers/bomb/1.0.0"
+	files := bombDriver("", "values: {}\n", map[string]string{
+		"spin.yaml": "{{- range until (int .Values.n) }}{{ range until 100000 }}{{ end }}{{ end }}\n",
+	})
+	sb := newSandbox(t, 1)
+	d := loadBomb(t, sb, files, l)
+	start := time.Now()
+	_, err := d.RenderForPolicy(context.Background(), bombContext(t, d, map[string]any{}), map[string]any{"n": 100000})
+	var le *LimitError
+	if !errors.As(err, &le) || le.Limit != LimitTime || le.File != source+"/chart" {
+		t.Fatalf("a render spinning past the time limit: %v after %s; want the time limit at %s/chart", err, time.Since(start), source)
+	}
+}

@@ -69,8 +69,8 @@ func (c *Catalog) Select(name string, s Selection) (*Driver, error) {
 		return e
 	}
 	if len(versions) == 0 {
-		if b := c.brokenAbove(name, nil); b != nil {
-			return nil, b
+		if err := c.BrokenAbove(name, ""); err != nil {
+			return nil, err
 		}
 		return nil, fmt.Errorf("driver %s: %w", name, ErrUnknownDriver)
 	}
@@ -79,8 +79,8 @@ func (c *Catalog) Select(name string, s Selection) (*Driver, error) {
 		return nil, fmt.Errorf("driver %s: application version %q is not a semantic version: %w", name, s.AppVersion, err)
 	}
 	if s.Pinned != "" {
-		if err, ok := c.broken[name][s.Pinned]; ok {
-			return nil, &BrokenDriverError{Name: name, Version: s.Pinned, Err: err}
+		if err := c.BrokenVersion(name, s.Pinned); err != nil {
+			return nil, err
 		}
 		d, ok := c.Get(name, s.Pinned)
 		if !ok {
@@ -95,10 +95,10 @@ func (c *Catalog) Select(name string, s Selection) (*Driver, error) {
 		if d, ok := c.Get(name, s.Locked); ok {
 			return d, nil
 		}
-		if err, ok := c.broken[name][s.Locked]; ok {
+		if err := c.BrokenVersion(name, s.Locked); err != nil {
 			// Kept, were it loading: another version would change the
 			// driver under an unchanged application.
-			return nil, &BrokenDriverError{Name: name, Version: s.Locked, Err: err}
+			return nil, err
 		}
 	}
 	// A version that does not load may be the one the rule picks: above
@@ -106,14 +106,14 @@ func (c *Catalog) Select(name string, s Selection) (*Driver, error) {
 	// above needs none).
 	for i := len(versions) - 1; i >= 0; i-- {
 		if versions[i].supports(app) {
-			if b := c.brokenAbove(name, semver.MustParse(versions[i].Version)); b != nil {
-				return nil, b
+			if err := c.BrokenAbove(name, versions[i].Version); err != nil {
+				return nil, err
 			}
 			return versions[i], nil
 		}
 	}
-	if b := c.brokenAbove(name, nil); b != nil {
-		return nil, b
+	if err := c.BrokenAbove(name, ""); err != nil {
+		return nil, err
 	}
 	return nil, noMatch("", versions)
 }

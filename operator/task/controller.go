@@ -999,18 +999,13 @@ type BranchHistory interface {
 var _ BranchHistory = (*gitsource.Repo)(nil)
 
 // withdrawn ends a change task no step of which has started when its
-// change is no longer in git (changeGone), Superseded with reason
+// change is no longer in git (lockFate), Superseded with reason
 // Withdrawn: nothing of it is applied; the deployment's next lock is
-// chosen against what it runs. An operation has no lock commit; a task
-// that started runs to its end (its steps ran against that lock:
-// resumeWithoutLock). An error asking is transient.
+// chosen against what it runs. An error asking is transient.
 func (r *Reconciler) withdrawn(ctx context.Context, run *taskRun) (phaseResult, error) {
 	t := run.task
-	if r.opts.Branch == nil || r.opts.Locks == nil || IsOperation(t) || t.Status.Phase.Terminal() || t.Status.Phase == v1alpha1.TaskRunning || stepStarted(t) {
-		return phaseResult{}, nil
-	}
-	commit, gone, why, err := r.changeGone(ctx, t)
-	if err != nil || !gone {
+	f, err := r.lockFate(ctx, t)
+	if err != nil || !f.gone() {
 		return phaseResult{}, err
 	}
 	for i := range t.Status.Steps {
@@ -1019,44 +1014,81 @@ func (r *Reconciler) withdrawn(ctx context.Context, run *taskRun) (phaseResult, 
 	}
 	run.failReason = v1alpha1.ReasonTaskWithdrawn
 	return r.finish(ctx, run, v1alpha1.TaskSuperseded, fmt.Sprintf("withdrawn before it ran: the branch no longer holds lock commit %s "+
-		"(a force push or a rewind took it away, or it was never on the branch) and %s; nothing of it was applied", commit.Short(), why))
+		"(a force push or a rewind took it away, or it was never on the branch) and %s; nothing of it was applied", f.commit.Short(), f.why(t)))
 }
 
-// changeGone reports whether t's change is no longer in git: the branch
-// does not hold its lock commit, and its head does not lock the same
-// instance at the task's lockfile (why says what it locks there). A
-// rewrite that kept the lockfile (a filter-repo, commits amended or
-// signed again) keeps the change: its task runs, reading its lock at the
-// head when the old commit is gone (lockAtHead). A branch not found
-// tells nothing of the commit: the task goes on as without the check.
-func (r *Reconciler) changeGone(ctx context.Context, t *v1alpha1.StyrminTask) (commit gitsource.Hash, gone bool, why string, err error) {
-	commit, err = gitsource.ParseHash(t.Spec.Lock.Commit)
-	if err != nil {
-		return commit, false, "", nil // not a commit: the lock's read says so
+// followRewrite points a task whose lock cannot be read at the branch
+// head when the head locks its change at its lockfile (a rewrite that
+// kept it, lockFate): its lock, policy and peers are then read where the
+// branch has them. It reports whether it did; the task's spec is then the
+// new one.
+func (r *Reconciler) followRewrite(ctx context.Context, run *taskRun) (bool, error) {
+	t := run.task
+	f, err := r.lockFate(ctx, t)
+	if err != nil || f.held || !f.at.kept {
+		return false, err
 	}
-	held, err := r.opts.Branch.Holds(commit)
-	if errors.Is(err, gitsource.ErrBranchNotFound) {
-		return commit, false, "", nil
+	base := t.DeepCopy()
+	t.Spec.Lock.Commit = f.at.head.String()
+	if err := r.opts.Client.Patch(ctx, t, client.MergeFrom(base)); err != nil {
+		return false, fmt.Errorf("task %s/%s: pointing it at lock commit %s, where the rewritten branch locks its change: %w", t.Namespace, t.Name, f.at.head.Short(), err)
 	}
-	if err != nil {
-		return commit, false, "", fmt.Errorf("task %s/%s: does the branch hold lock commit %s: %w", t.Namespace, t.Name, commit.Short(), err)
-	}
-	if held {
-		return commit, false, "", nil
-	}
-	at, err := r.lockAtHead(ctx, t)
-	if err != nil {
-		return commit, false, "", err
-	}
+	run.log.Info("the task's lock commit is gone and the rewritten branch locks the same change: the task reads it at the head",
+		"task", t.Name, "from", f.commit.Short(), "commit", f.at.head.Short())
+	return true, nil
+}
+
+// lockFate is what the followed branch says of a task's lock commit.
+type lockFate struct {
+	commit gitsource.Hash
+	// held: the branch holds the commit, or the question does not apply
+	// (no branch, an operation, a task that started, not a commit, a
+	// branch not found: nothing is told of the commit).
+	held bool
+	// at is the head's lockfile at the task's path, read when not held.
+	at headLock
+}
+
+// gone reports that the task's change is no longer in git: its commit
+// is not held and the head does not lock the same instance (a rewrite
+// that kept the lockfile, a filter-repo or commits signed again, keeps
+// the change: its task runs, at the head when the old commit is gone).
+func (f lockFate) gone() bool { return !f.held && !f.at.kept }
+
+// why says what the head locks at the task's lockfile.
+func (f lockFate) why(t *v1alpha1.StyrminTask) string {
 	switch {
-	case at.kept:
-		return commit, false, "", nil
-	case at.in == nil:
-		return commit, true, "its head holds no " + t.Spec.Lock.Path, nil
-	case at.in.Sequence > t.Spec.ToSequence:
-		return commit, true, fmt.Sprintf("its head locks sequence %d, which follows", at.in.Sequence), nil
+	case f.at.in == nil:
+		return "its head holds no " + t.Spec.Lock.Path
+	case f.at.in.Sequence > t.Spec.ToSequence:
+		return fmt.Sprintf("its head locks sequence %d, which follows", f.at.in.Sequence)
 	}
-	return commit, true, fmt.Sprintf("its head locks another instance at sequence %d", at.in.Sequence), nil
+	return fmt.Sprintf("its head locks another instance at sequence %d", f.at.in.Sequence)
+}
+
+// lockFate asks the branch about t's lock commit, for a change task no
+// step of which has started (one that started runs to its end: its steps
+// ran against that lock, resumeWithoutLock).
+func (r *Reconciler) lockFate(ctx context.Context, t *v1alpha1.StyrminTask) (lockFate, error) {
+	f := lockFate{held: true}
+	if r.opts.Branch == nil || r.opts.Locks == nil || IsOperation(t) || t.Status.Phase.Terminal() || t.Status.Phase == v1alpha1.TaskRunning || stepStarted(t) {
+		return f, nil
+	}
+	var err error
+	if f.commit, err = gitsource.ParseHash(t.Spec.Lock.Commit); err != nil {
+		return f, nil // not a commit: the lock's read says so
+	}
+	f.held, err = r.opts.Branch.Holds(f.commit)
+	switch {
+	case errors.Is(err, gitsource.ErrBranchNotFound):
+		return lockFate{held: true}, nil
+	case err != nil:
+		return f, fmt.Errorf("task %s/%s: does the branch hold lock commit %s: %w", t.Namespace, t.Name, f.commit.Short(), err)
+	case f.held:
+		return f, nil
+	}
+	f.at, err = r.lockAtHead(ctx, t)
+	return f, err
 }
 
 // headLock is what the branch head locks at a task's lockfile.
@@ -1084,36 +1116,6 @@ func (r *Reconciler) lockAtHead(ctx context.Context, t *v1alpha1.StyrminTask) (h
 	// A task made by hand names no target: nothing to compare it with.
 	kept := t.Spec.Target != nil && in.Sequence == t.Spec.ToSequence && matchLock(t, in, nil) == nil
 	return headLock{head: head, in: in, kept: kept}, nil
-}
-
-// followRewrite points a task whose lock cannot be read at the branch
-// head when the head locks its change at its lockfile (a rewrite that
-// kept it): its lock, policy and peers are then read where the branch has
-// them. It reports whether it did; the task's spec is then the new one.
-func (r *Reconciler) followRewrite(ctx context.Context, run *taskRun) (bool, error) {
-	t := run.task
-	if r.opts.Branch == nil || r.opts.Locks == nil || IsOperation(t) || t.Status.Phase == v1alpha1.TaskRunning || stepStarted(t) {
-		return false, nil
-	}
-	commit, err := gitsource.ParseHash(t.Spec.Lock.Commit)
-	if err != nil {
-		return false, nil
-	}
-	if held, err := r.opts.Branch.Holds(commit); err != nil || held {
-		return false, nil // held yet unreadable: the lock's own error says why
-	}
-	at, err := r.lockAtHead(ctx, t)
-	if err != nil || !at.kept {
-		return false, err
-	}
-	base := t.DeepCopy()
-	t.Spec.Lock.Commit = at.head.String()
-	if err := r.opts.Client.Patch(ctx, t, client.MergeFrom(base)); err != nil {
-		return false, fmt.Errorf("task %s/%s: pointing it at lock commit %s, where the rewritten branch locks its change: %w", t.Namespace, t.Name, at.head.Short(), err)
-	}
-	run.log.Info("the task's lock commit is gone and the rewritten branch locks the same change: the task reads it at the head",
-		"task", t.Name, "from", commit.Short(), "commit", at.head.Short())
-	return true, nil
 }
 
 // stepStarted reports whether a step of t has started. Not the first
