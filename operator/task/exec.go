@@ -3,7 +3,10 @@ package task
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
+	"io"
+	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/util/httpstream"
@@ -11,6 +14,7 @@ import (
 	"k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/remotecommand"
+	utilexec "k8s.io/client-go/util/exec"
 )
 
 // PodExecutor runs a command in a container of a running pod.
@@ -57,12 +61,87 @@ func NewKubePods(cfg *rest.Config) (*KubePods, error) {
 
 // Exec runs command in the container and returns its output; a non-zero
 // exit status is an error (the output is still returned).
+//
+// The command ends with its step. A process started through pods/exec
+// outlives the connection that started it: a command past its step's
+// timeout, or whose agent died, kept running while the step ran again
+// (a second migration beside the first). So the command runs under
+// stepShell, which holds the exec's stdin open and, when it closes (the
+// connection gone: deadline, cancel, the agent's process ended), stops
+// the command with its children: SIGTERM, SIGKILL after
+// stepShellGrace. An image without /bin/sh runs the command as given,
+// which then outlives its step as before.
 func (k *KubePods) Exec(ctx context.Context, namespace, pod, container string, command []string) (string, string, error) {
+	wrapped := append([]string{"/bin/sh", "-c", stepShell, "styrmin-exec"}, command...)
+	stdout, stderr, err := k.stream(ctx, namespace, pod, container, wrapped, true)
+	if err != nil && noShell(err) {
+		return k.stream(ctx, namespace, pod, container, command, false)
+	}
+	return stdout, stderr, err
+}
+
+// stepShellGrace is how long, in seconds, a command has between SIGTERM
+// and SIGKILL once its step has ended without it.
+const stepShellGrace = "10"
+
+// stepShell runs "$@" with /dev/null as its stdin, in the background, and
+// a watcher reading the exec's stdin, which the agent never writes to:
+// it reads end of file only once the connection has closed, and the
+// command still runs only if its step ended first. The watcher signals
+// the shell's process group (an exec'd process leads its own under runc:
+// checked in /proc, else the command alone is signalled,
+// without its children) and ignores SIGTERM itself to send SIGKILL after
+// the grace. A command that ends kills the watcher; its exit status is
+// the shell's. Only POSIX sh, its built-ins, and sleep.
+const stepShell = `exec 3<&0 </dev/null
+"$@" 3<&- &
+c=$!
+t=$c
+if read -r s </proc/$$/stat 2>/dev/null; then
+	s=${s##*\) }
+	set -- $s
+	[ "$3" = "$$" ] && t=0
+fi
+{
+	while read -r _; do :; done <&3
+	trap '' TERM
+	kill -TERM -- "$t" 2>/dev/null
+	sleep ` + stepShellGrace + `
+	kill -KILL -- "$t" 2>/dev/null
+} &
+w=$!
+exec 3<&-
+wait "$c"
+s=$?
+{ kill -KILL "$w"; wait "$w"; } 2>/dev/null
+exit "$s"
+`
+
+// noShell reports whether err is the container runtime's refusal to
+// start /bin/sh because the image has none (runc: "exec: \"/bin/sh\":
+// stat /bin/sh: no such file or directory"; crun: "executable file
+// `/bin/sh` not found"): nothing ran, so the command can run as given. A
+// command's own exit status is never this.
+func noShell(err error) bool {
+	var exit utilexec.ExitError
+	if errors.As(err, &exit) {
+		return false
+	}
+	msg := err.Error()
+	return strings.Contains(msg, "/bin/sh") &&
+		(strings.Contains(msg, "no such file or directory") || strings.Contains(msg, "not found"))
+}
+
+// stream runs command in the container through pods/exec, with a stdin
+// that stays open, never written to, until the command has ended when
+// stdin is set.
+func (k *KubePods) stream(ctx context.Context, namespace, pod, container string, command []string, stdin bool) (string, string, error) {
 	req := k.clientset.CoreV1().RESTClient().Post().
 		Resource("pods").Namespace(namespace).Name(pod).SubResource("exec").
 		VersionedParams(&corev1.PodExecOptions{
 			Container: container,
 			Command:   command,
+			Stdin:     stdin,
 			Stdout:    true,
 			Stderr:    true,
 		}, scheme.ParameterCodec)
@@ -82,7 +161,13 @@ func (k *KubePods) Exec(ctx context.Context, namespace, pod, container string, c
 	}
 	stdout := &tailBuffer{max: maxRawOutput}
 	stderr := &tailBuffer{max: maxRawOutput}
-	err = exec.StreamWithContext(ctx, remotecommand.StreamOptions{Stdout: stdout, Stderr: stderr})
+	opts := remotecommand.StreamOptions{Stdout: stdout, Stderr: stderr}
+	if stdin {
+		r, w := io.Pipe()
+		defer w.Close()
+		opts.Stdin = r
+	}
+	err = exec.StreamWithContext(ctx, opts)
 	return stdout.String(), stderr.String(), err
 }
 
