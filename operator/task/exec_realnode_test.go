@@ -160,4 +160,3 @@ func TestOnlyAMissingShellRunsTheCommandAsGiven(t *testing.T) {
 		}
 	}
 }
-
