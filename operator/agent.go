@@ -418,6 +418,10 @@ func (a *Agent) addLocker(ctx context.Context, direct client.Reader, opts Option
 	if lo.Auth, err = secretAuth(ctx, direct, lo.SecretName, lo.SecretNamespace, opts.Manager.Namespace); err != nil {
 		return fmt.Errorf("agent: lock mode: %w", err)
 	}
+	if lo.Conditions == nil {
+		lo.Conditions = &source.SourceConditions{Client: a.mgr.GetClient(), Reader: a.mgr.GetAPIReader(),
+			Source: types.NamespacedName{Namespace: opts.Manager.Namespace, Name: opts.SourceName}}
+	}
 	prev := lo.OnLocked
 	lo.OnLocked = func(r source.LockResult) {
 		a.syncer.Trigger()

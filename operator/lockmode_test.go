@@ -12,12 +12,20 @@ import (
 	"testing"
 	"testing/fstest"
 
+	corev1 "k8s.io/api/core/v1"
+	apimeta "k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+
 	"github.com/styrmin/styrmin/drivers"
 	"github.com/styrmin/styrmin/gitsource"
 	"github.com/styrmin/styrmin/gitsource/gitserver"
+	"github.com/styrmin/styrmin/internal/agenttest"
+	"github.com/styrmin/styrmin/operator/api/v1alpha1"
 	"github.com/styrmin/styrmin/operator/driversource"
 	"github.com/styrmin/styrmin/operator/source"
 	"github.com/styrmin/styrmin/resolver"
+	"github.com/styrmin/styrmin/testcluster"
 )
 
 // The lock mode locks a configuration head and pushes the lock commit; the
@@ -405,17 +413,53 @@ func TestALockWhoseSandboxCouldNotStartLocksTheSameHeadOnTheNextRound(t *testing
 // naming its folder and why, and every other deployment's change is
 // locked, as a deployment whose own configuration does not resolve is.
 // A deployment that keeps its locked driver version is not affected.
+//
+// Each lock says so on the StyrminSource (its Locked condition): the
+// deployments held back, the folders, or that nothing was locked, seen
+// with kubectl rather than only in the agent's log; a head that locks
+// whole again puts it back to True.
 func TestABrokenDriverVersionHoldsBackOnlyTheDeploymentsItCouldBeChosenFor(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	srv := exampleServer(t)
-	l, err := source.NewLocker(source.LockModeOptions{Repo: cloneOf(t, srv)})
+	_, cl := agenttest.StartCluster(t, testcluster.Options{})
+	key := types.NamespacedName{Namespace: "styrmin-system", Name: "styrmin"}
+	if err := cl.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: key.Namespace}}); err != nil {
+		t.Fatal(err)
+	}
+	l, err := source.NewLocker(source.LockModeOptions{Repo: cloneOf(t, srv),
+		Conditions: &source.SourceConditions{Client: cl, Reader: cl, Source: key}})
 	if err != nil {
 		t.Fatal(err)
 	}
+	// Before the syncer made the StyrminSource: the condition waits.
 	if res, err := l.LockHead(ctx); err != nil || len(res.Locked) != 2 {
 		t.Fatalf("first lock: %+v, %v; want web and hub locked", res, err)
 	}
+	if err := cl.Create(ctx, &v1alpha1.StyrminSource{ObjectMeta: metav1.ObjectMeta{Namespace: key.Namespace, Name: key.Name},
+		Spec: v1alpha1.StyrminSourceSpec{URL: srv.RepoURL(agentRepoName), Cluster: "local"}}); err != nil {
+		t.Fatal(err)
+	}
+	locked := func(what string, status metav1.ConditionStatus, reason string, says ...string) {
+		t.Helper()
+		var src v1alpha1.StyrminSource
+		if err := cl.Get(ctx, key, &src); err != nil {
+			t.Fatal(err)
+		}
+		c := apimeta.FindStatusCondition(src.Status.Conditions, v1alpha1.ConditionLocked)
+		if c == nil || c.Status != status || c.Reason != reason {
+			t.Fatalf("%s: Locked %+v, want %s %s", what, c, status, reason)
+		}
+		for _, s := range says {
+			if !strings.Contains(c.Message, s) {
+				t.Errorf("%s: the Locked condition's message %q does not say %q", what, c.Message, s)
+			}
+		}
+	}
+	if res, err := l.LockHead(ctx); err != nil || !res.Skipped {
+		t.Fatalf("the head locked again: %+v, %v; want it skipped", res, err)
+	}
+	locked("the first lock, written on the next round", metav1.ConditionTrue, v1alpha1.ReasonLocked, "every deployment locked", "2 deployments locked")
 	broken := []byte("name: \"webapp\"\nversion: \"9.0.0\"\nappVersions: \">=1.0.0\"\nparameters: {\n")
 	unused := []byte("name: \"unused\"\nversion: \"1.0.0\"\nchart: \"chart\"\nparameters: {\n")
 
@@ -433,6 +477,8 @@ func TestABrokenDriverVersionHoldsBackOnlyTheDeploymentsItCouldBeChosenFor(t *te
 	if strings.Join(res.Locked, " ") != "local/dev/hub=2" || res.Failed != nil {
 		t.Fatalf("locked %v, failed %v; want hub=2 and no deployment held back", res.Locked, res.Failed)
 	}
+	locked("broken versions no deployment could choose", metav1.ConditionTrue, v1alpha1.ReasonLocked,
+		"1 deployment locked", "driver folders that do not load: drivers/unused/1.0.0, drivers/webapp/9.0.0")
 
 	// hub moves to another application version, and a broken graphhub
 	// 3.0.0, above the version that fits, might fit it too: hub is held
@@ -451,6 +497,8 @@ func TestABrokenDriverVersionHoldsBackOnlyTheDeploymentsItCouldBeChosenFor(t *te
 		!strings.Contains(res.Failed.Error(), "drivers/graphhub/3.0.0/driver.cue") {
 		t.Fatalf("locked %v, failed %v; want web=2 and hub held back naming drivers/graphhub/3.0.0", res.Locked, res.Failed)
 	}
+	locked("hub held back", metav1.ConditionFalse, v1alpha1.ReasonDeploymentsHeldBack,
+		"1 deployment locked", "held back: ", "local/dev/hub", "drivers/graphhub/3.0.0/driver.cue")
 
 	// The folder of a version a deployment runs breaks (a released
 	// version edited): what that deployment's objects are is no longer
@@ -465,4 +513,15 @@ func TestABrokenDriverVersionHoldsBackOnlyTheDeploymentsItCouldBeChosenFor(t *te
 	if err == nil || !strings.Contains(err.Error(), running) || !strings.Contains(err.Error(), "local/dev/web runs it") || len(res.Locked) != 0 {
 		t.Fatalf("a lock while a running driver version does not load: %+v, %v; want nothing locked, naming %s and web", res, err, running)
 	}
+	locked("a running version broken", metav1.ConditionFalse, v1alpha1.ReasonLockFailed, "nothing locked at", running, "local/dev/web runs it")
+
+	// The folders put right (the broken versions removed, the running
+	// one restored): everything is locked, and the source says so.
+	fixed := map[string][]byte{"drivers/graphhub/3.0.0/driver.cue": nil, "drivers/webapp/9.0.0/driver.cue": nil, "drivers/unused/1.0.0/driver.cue": nil}
+	fixed[running] = exampleRepo(t)[running].Data
+	srv.Commit(agentRepoName, "drivers: the broken folders put right", fixed)
+	if res, err = l.LockHead(ctx); err != nil || res.Failed != nil || len(res.Locked) == 0 {
+		t.Fatalf("the lock once the folders are right: %+v, %v; want hub's changes locked", res, err)
+	}
+	locked("the folders put right", metav1.ConditionTrue, v1alpha1.ReasonLocked, "every deployment locked")
 }

@@ -477,7 +477,10 @@ func fillCluster(ctx context.Context, cl client.Client, d *desired) error {
 		return err
 	}
 	src.Status = v1alpha1.StyrminSourceStatus{LastSyncedCommit: head.String(), LastSyncTime: at(400),
-		Conditions: []metav1.Condition{{Type: v1alpha1.ConditionReady, Status: metav1.ConditionTrue, Reason: v1alpha1.ReasonSynced, Message: "synced", LastTransitionTime: *at(400)}}}
+		Conditions: []metav1.Condition{{Type: v1alpha1.ConditionReady, Status: metav1.ConditionTrue, Reason: v1alpha1.ReasonSynced, Message: "synced", LastTransitionTime: *at(400)},
+			// The lock mode held a deployment back at the head.
+			{Type: v1alpha1.ConditionLocked, Status: metav1.ConditionFalse, Reason: v1alpha1.ReasonDeploymentsHeldBack,
+				Message: "at " + head.Short() + " no lock needed; held back: local/staging/web: driver webapp@9.0.0 does not load", LastTransitionTime: *at(400)}}}
 	if err := cl.Status().Update(ctx, src); err != nil {
 		return err
 	}

@@ -80,6 +80,9 @@ type clusterView struct {
 
 type sourceView struct {
 	Name, URL, Branch, Synced, SyncTime, Ready, Message string
+	// NotLocked is the lock mode's Locked condition when False, reason
+	// and message: deployments it held back keep what they run.
+	NotLocked string
 }
 
 // filter is the overview's query.
@@ -206,6 +209,9 @@ func (h *Handler) clusterView(ctx context.Context, c *Cluster, gs *headState, f 
 		}
 		if cond := apimeta.FindStatusCondition(s.Status.Conditions, v1alpha1.ConditionReady); cond != nil {
 			sv.Ready, sv.Message = string(cond.Status), mask(cond.Message)
+		}
+		if cond := apimeta.FindStatusCondition(s.Status.Conditions, v1alpha1.ConditionLocked); cond != nil && cond.Status == "False" {
+			sv.NotLocked = cond.Reason + ": " + mask(cond.Message)
 		}
 		cv.Sources = append(cv.Sources, sv)
 	}

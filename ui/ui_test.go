@@ -43,6 +43,8 @@ func TestOverviewShowsEveryDeploymentWithItsSequencesAndState(t *testing.T) {
 		`<span class="badge run">not applied</span>`, // staging/hub: locked, never applied
 		`data-refresh="5"`,
 		"1 failed", "1 held",
+		// The lock mode held a deployment back at the head.
+		`<span class="bad">not locked</span> DeploymentsHeldBack: at `, "held back: local/staging/web: driver webapp@9.0.0 does not load",
 	)
 }
 

@@ -132,6 +132,13 @@ type sourceStatus struct {
 	LastSyncTime     string `json:"lastSyncTime,omitempty"`
 	Ready            string `json:"ready"`
 	Message          string `json:"message,omitempty"`
+	// Locked is the lock mode's outcome at the last configuration head
+	// (its Locked condition: True, False; empty outside lock mode), with
+	// its reason and message: deployments it held back keep what they
+	// run.
+	Locked       string `json:"locked,omitempty"`
+	LockedReason string `json:"lockedReason,omitempty"`
+	LockMessage  string `json:"lockMessage,omitempty"`
 	// Refused are the lockfiles the agent refused with no change of their
 	// deployment made since: git says more than the cluster runs.
 	Refused []refusedLock `json:"refused,omitempty"`
@@ -197,6 +204,9 @@ func collectStatus(ctx context.Context, c client.Reader, namespace string) (clus
 		}
 		if cond := apimeta.FindStatusCondition(s.Status.Conditions, v1alpha1.ConditionReady); cond != nil {
 			ss.Ready, ss.Message = string(cond.Status), cond.Message
+		}
+		if cond := apimeta.FindStatusCondition(s.Status.Conditions, v1alpha1.ConditionLocked); cond != nil {
+			ss.Locked, ss.LockedReason, ss.LockMessage = string(cond.Status), cond.Reason, cond.Message
 		}
 		out.Sources = append(out.Sources, ss)
 	}
@@ -327,6 +337,11 @@ func runStatusAll(ctx context.Context, c client.Reader, w io.Writer, output, nam
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	for _, s := range out.Sources {
 		fmt.Fprintf(tw, "source %s: cluster %s, %s %s, synced %s (%s)\n", s.Name, s.Cluster, s.URL, s.Branch, shortCommit(s.LastSyncedCommit), readyWord(s.Ready, s.Message))
+		if s.Locked == string(metav1.ConditionFalse) {
+			// The lock mode held deployments back: git asks for more
+			// than was locked, whatever the table below says.
+			fmt.Fprintf(tw, "  not locked (%s): %s\n", s.LockedReason, s.LockMessage)
+		}
 	}
 	if len(out.Sources) > 0 {
 		fmt.Fprintln(tw)

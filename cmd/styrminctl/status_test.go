@@ -12,6 +12,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -257,6 +258,50 @@ func TestClusterCommands(t *testing.T) {
 	t.Run("watch", func(t *testing.T) { testStatusWatch(t, c.KubeconfigPath, cl) })
 	t.Run("a failed change", func(t *testing.T) { testStatusNamesAFailedChange(t, c.KubeconfigPath, cl) })
 	t.Run("a refused lockfile", func(t *testing.T) { testStatusNamesARefusedLockfile(t, c.KubeconfigPath, cl) })
+	t.Run("deployments the lock mode held back", func(t *testing.T) { testStatusNamesWhatTheLockModeHeldBack(t, c.KubeconfigPath, cl) })
+}
+
+// testStatusNamesWhatTheLockModeHeldBack: the agent's lock mode held a
+// deployment back (its driver folder does not load), and status showed
+// the source synced and the deployment Ready on what it ran. The source's
+// Locked condition, when False, is printed under the source's line and
+// is in -o json; True prints nothing more.
+func testStatusNamesWhatTheLockModeHeldBack(t *testing.T, kc string, cl client.Client) {
+	ctx := context.Background()
+	set := func(c metav1.Condition) {
+		t.Helper()
+		var src v1alpha1.StyrminSource
+		if err := cl.Get(ctx, client.ObjectKey{Namespace: "styrmin-system", Name: "styrmin"}, &src); err != nil {
+			t.Fatal(err)
+		}
+		apimeta.SetStatusCondition(&src.Status.Conditions, c)
+		if err := cl.Status().Update(ctx, &src); err != nil {
+			t.Fatal(err)
+		}
+	}
+	set(metav1.Condition{Type: v1alpha1.ConditionLocked, Status: metav1.ConditionTrue, Reason: v1alpha1.ReasonLocked, Message: "every deployment locked at bbbbbbbbbbbb (no lock needed)"})
+	out, err := runCluster(t, kc, "status")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(out, "not locked") {
+		t.Errorf("status says something is not locked while every deployment is:\n%s", out)
+	}
+	msg := "at cccccccccccc 1 deployment locked in dddddddddddd; held back: local/dev/hub: driver graphhub@3.0.0 does not load"
+	set(metav1.Condition{Type: v1alpha1.ConditionLocked, Status: metav1.ConditionFalse, Reason: v1alpha1.ReasonDeploymentsHeldBack, Message: msg})
+	if out, err = runCluster(t, kc, "status"); err != nil {
+		t.Fatal(err)
+	}
+	want := "source styrmin-system/styrmin: cluster local, https://git.example.com/acme/desired.git main, synced aaaaaaaaaaaa (ok)\n  not locked (DeploymentsHeldBack): " + msg + "\n"
+	if !strings.Contains(out, want) {
+		t.Errorf("status does not name what the lock mode held back (%q):\n%s", want, out)
+	}
+	if out, err = runCluster(t, kc, "status", "-o", "json"); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(out, `"locked": "False"`) || !strings.Contains(out, `"lockedReason": "DeploymentsHeldBack"`) || !strings.Contains(out, "held back: local/dev/hub") {
+		t.Errorf("status -o json does not hold the Locked condition:\n%s", out)
+	}
 }
 
 // testStatusNamesARefusedLockfile: a lockfile the agent refused left its

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/go-logr/logr"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/styrmin/styrmin/drivers"
 	"github.com/styrmin/styrmin/gitsource"
@@ -82,6 +83,12 @@ type LockModeOptions struct {
 	// OnLocked is called after a lock commit was pushed (the agent
 	// triggers its syncer).
 	OnLocked func(LockResult)
+	// Conditions, when set, receives the Locked condition of every lock
+	// of a new head (NewAgent: the StyrminSource's, SourceConditions):
+	// deployments held back, and why, are seen there rather than only in
+	// the agent's log. One not written (the API server away, the
+	// StyrminSource not made yet) is written on a later round.
+	Conditions ConditionSetter
 	// Log receives the locker's logs.
 	Log logr.Logger
 }
@@ -120,6 +127,9 @@ type Locker struct {
 	// source that could not be fetched): the next round locks the head
 	// again though it was handled, or is the lock mode's own commit.
 	again bool
+	// pending is the Locked condition of the last lock not yet written to
+	// opts.Conditions.
+	pending *metav1.Condition
 }
 
 // NewLocker checks opts and returns a Locker. When opts.Repo is nil the
@@ -172,6 +182,28 @@ func (l *Locker) Start(ctx context.Context) error {
 // already or is a lock commit. It is not safe for concurrent use (Start
 // calls it from one goroutine).
 func (l *Locker) LockHead(ctx context.Context) (LockResult, error) {
+	res, err := l.lockHead(ctx)
+	l.writeCondition(ctx)
+	return res, err
+}
+
+// writeCondition writes the pending Locked condition, if any.
+func (l *Locker) writeCondition(ctx context.Context) {
+	if l.pending == nil || l.opts.Conditions == nil {
+		return
+	}
+	err := l.opts.Conditions.SetCondition(ctx, *l.pending)
+	switch {
+	case err == nil:
+		l.pending = nil
+	case notMadeYet(err):
+		l.opts.Log.V(1).Info("no StyrminSource yet for the Locked condition; written on a later round")
+	case ctx.Err() == nil:
+		l.opts.Log.Error(err, "recording the Locked condition; written on a later round")
+	}
+}
+
+func (l *Locker) lockHead(ctx context.Context) (LockResult, error) {
 	var res LockResult
 	if err := l.ensureRepo(ctx); err != nil {
 		return res, err
@@ -228,6 +260,8 @@ func (l *Locker) LockHead(ctx context.Context) (LockResult, error) {
 		if !transient(err) && (errors.As(err, &ce) || errors.As(err, &de) || errors.As(err, &re)) {
 			l.last, l.again = fr.Head, false
 		}
+		c := lockCondition(fr.Head, res, err, l.last != fr.Head)
+		l.pending = &c
 		return res, fmt.Errorf("lock mode: locking %s: %w", fr.Head.Short(), err)
 	}
 	l.last = fr.Head
@@ -236,15 +270,17 @@ func (l *Locker) LockHead(ctx context.Context) (LockResult, error) {
 		l.opts.Log.Error(b, "a driver version does not load; only the deployments whose choice of version it could change are left unlocked", "head", fr.Head.Short())
 	}
 	l.again = transient(out.Skipped)
+	res.Commit = out.Commit
+	for _, c := range out.Changes {
+		res.Locked = append(res.Locked, fmt.Sprintf("%s=%d", c.ID, c.Next.Sequence))
+	}
+	c := lockCondition(fr.Head, res, nil, l.again)
+	l.pending = &c
 	if out.Skipped != nil {
 		l.opts.Log.Error(out.Skipped, "some deployments did not resolve; the others were locked", "head", fr.Head.Short(), "again", l.again)
 	}
 	if !out.Committed {
 		return res, nil
-	}
-	res.Commit = out.Commit
-	for _, c := range out.Changes {
-		res.Locked = append(res.Locked, fmt.Sprintf("%s=%d", c.ID, c.Next.Sequence))
 	}
 	// The lock commit is the new head: remembering it saves the next round
 	// a resolve (it would make no commit anyway).

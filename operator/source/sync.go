@@ -1438,7 +1438,7 @@ func (s *Syncer) advance(ctx context.Context, src *v1alpha1.StyrminSource, head 
 			fresh.Status.LastSyncedCommit = head.String()
 			fresh.Status.LastFetchedCommit = head.String()
 			fresh.Status.LastSyncTime = &now
-			fresh.Status.Conditions = src.Status.Conditions
+			fresh.Status.Conditions = keepLockerConditions(src.Status.Conditions, fresh.Status.Conditions)
 			fresh.Status.Refused = withRefused(fresh.Status.Refused, s.refused)
 			err = s.opts.Client.Status().Update(ctx, &fresh)
 			written = &fresh
@@ -1486,7 +1486,7 @@ func (s *Syncer) setFailed(ctx context.Context, src *v1alpha1.StyrminSource, rea
 		var fresh v1alpha1.StyrminSource
 		if uerr = s.opts.APIReader.Get(ctx, s.opts.Source, &fresh); uerr == nil {
 			failed(&fresh)
-			fresh.Status.Conditions = src.Status.Conditions
+			fresh.Status.Conditions = keepLockerConditions(src.Status.Conditions, fresh.Status.Conditions)
 			uerr = s.opts.Client.Status().Update(ctx, &fresh)
 			written = &fresh
 		}

@@ -1492,3 +1492,76 @@ func (e *syncEnv) requireOneRefusalOfWeb(t *testing.T, rec *noteRecorder, commit
 		t.Errorf("refusal events %q, want one saying %q", notes, why)
 	}
 }
+
+// racingStatus is a client whose first status write of the StyrminSource
+// is preceded by another writer's (the lock mode's condition), between
+// the sync's read and its write.
+type racingStatus struct {
+	client.Client
+	race func()
+	once sync.Once
+}
+
+func (c *racingStatus) Status() client.SubResourceWriter {
+	return &racingWriter{SubResourceWriter: c.Client.Status(), c: c}
+}
+
+type racingWriter struct {
+	client.SubResourceWriter
+	c *racingStatus
+}
+
+func (w *racingWriter) Update(ctx context.Context, obj client.Object, opts ...client.SubResourceUpdateOption) error {
+	if _, ok := obj.(*v1alpha1.StyrminSource); ok {
+		w.c.once.Do(w.c.race)
+	}
+	return w.SubResourceWriter.Update(ctx, obj, opts...)
+}
+
+// The lock mode writes its Locked condition on the StyrminSource while
+// the syncer writes the others: a sync whose copy was read before the
+// lock mode's write conflicts, reads the source again and keeps that
+// condition, rather than putting back what its older copy held.
+func TestASyncThatConflictsWithTheLockModeKeepsItsCondition(t *testing.T) {
+	t.Parallel()
+	e := startSyncEnv(t)
+	e.lock("lock hub 1", instanceAt("hub", "dev-hub", 1))
+	if _, err := e.syncer().Sync(e.ctx); err != nil {
+		t.Fatal(err)
+	}
+	conditions := &source.SourceConditions{Client: e.cl, Reader: e.cl, Source: e.key}
+	if err := conditions.SetCondition(e.ctx, metav1.Condition{Type: v1alpha1.ConditionLocked, Status: metav1.ConditionTrue,
+		Reason: v1alpha1.ReasonLocked, Message: "every deployment locked at the first head"}); err != nil {
+		t.Fatal(err)
+	}
+	e.lock("lock hub 2", instanceAt("hub", "dev-hub", 2))
+	heldBack := metav1.Condition{Type: v1alpha1.ConditionLocked, Status: metav1.ConditionFalse,
+		Reason: v1alpha1.ReasonDeploymentsHeldBack, Message: "held back: local/dev/web"}
+	c := &racingStatus{Client: e.cl, race: func() {
+		if err := conditions.SetCondition(e.ctx, heldBack); err != nil {
+			t.Error(err)
+		}
+	}}
+	if _, err := e.syncerWith(c).Sync(e.ctx); err != nil {
+		t.Fatal(err)
+	}
+	src := e.source()
+	ready := apimeta.FindStatusCondition(src.Status.Conditions, v1alpha1.ConditionReady)
+	locked := apimeta.FindStatusCondition(src.Status.Conditions, v1alpha1.ConditionLocked)
+	if ready == nil || ready.Status != metav1.ConditionTrue || !strings.Contains(ready.Message, shortHash(t, src.Status.LastSyncedCommit)) {
+		t.Errorf("Ready %+v, want True at the second lock commit", ready)
+	}
+	if locked == nil || locked.Reason != v1alpha1.ReasonDeploymentsHeldBack || locked.Message != heldBack.Message {
+		t.Errorf("Locked %+v after the sync's conflict, want the lock mode's last write %+v", locked, heldBack)
+	}
+}
+
+// shortHash is the short form of the hex commit name h.
+func shortHash(t *testing.T, h string) string {
+	t.Helper()
+	hash, err := gitsource.ParseHash(h)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return hash.Short()
+}

@@ -179,6 +179,27 @@ const (
 	ReasonSequenceUsed = "SequenceUsed"
 )
 
+// ConditionLocked is a StyrminSource condition of the agent's lock mode
+// only, written after each lock of a new configuration head: True
+// (ReasonLocked) when every deployment of the head is locked, False when
+// some were held back (ReasonDeploymentsHeldBack: the message names each
+// and why, a driver folder that does not load, a parameter the driver
+// refuses) or nothing was (ReasonLockFailed). Ready stays the sync's: a
+// source can be synced while its last configuration commit is not
+// locked.
+const ConditionLocked = "Locked"
+
+// Reasons of the Locked condition.
+const (
+	// ReasonLocked: every deployment of the head is locked.
+	ReasonLocked = "Locked"
+	// ReasonDeploymentsHeldBack: some deployments of the head are not
+	// locked (they keep what they run); the others are.
+	ReasonDeploymentsHeldBack = "DeploymentsHeldBack"
+	// ReasonLockFailed: nothing of the head is locked.
+	ReasonLockFailed = "LockFailed"
+)
+
 // ConditionHistoryRewritten is a StyrminSource condition, set True by the
 // sync that finds the branch rewritten. Its reason is ReasonSequenceUsed
 // while the branch locks a deployment at a sequence the cluster already

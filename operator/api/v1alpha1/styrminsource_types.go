@@ -43,7 +43,8 @@ type StyrminSourceStatus struct {
 	LastSyncTime *metav1.Time `json:"lastSyncTime,omitempty"`
 	// Conditions: Ready (last sync succeeded), Stalled, HistoryRewritten
 	// (the branch was rewritten; names the deployments the new history
-	// locks at a sequence the cluster already used).
+	// locks at a sequence the cluster already used), and in lock mode
+	// Locked (whether the last configuration head was locked whole).
 	// +listType=map
 	// +listMapKey=type
 	// +optional

@@ -1,0 +1,125 @@
+package source
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	apimeta "k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/util/retry"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/styrmin/styrmin/gitsource"
+	"github.com/styrmin/styrmin/operator/api/v1alpha1"
+)
+
+// ConditionSetter records one condition of the StyrminSource.
+type ConditionSetter interface {
+	SetCondition(ctx context.Context, c metav1.Condition) error
+}
+
+// SourceConditions sets conditions on the StyrminSource Source, each
+// from a copy read from Reader (the API server: the lock mode writes
+// seldom, and a cache behind the syncer's writes would only conflict).
+// The syncer writes the source's other conditions; a condition it does
+// not own it keeps across its conflicts (keepLockerConditions).
+type SourceConditions struct {
+	Client client.Client
+	Reader client.Reader
+	Source types.NamespacedName
+}
+
+var _ ConditionSetter = (*SourceConditions)(nil)
+
+// SetCondition writes c unless the source holds it already (status,
+// reason and message); a StyrminSource not made yet (the syncer makes
+// it) is an error, for the caller to try again.
+func (s *SourceConditions) SetCondition(ctx context.Context, c metav1.Condition) error {
+	return retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		var src v1alpha1.StyrminSource
+		if err := s.Reader.Get(ctx, s.Source, &src); err != nil {
+			return err
+		}
+		c.ObservedGeneration = src.Generation
+		if !apimeta.SetStatusCondition(&src.Status.Conditions, c) {
+			return nil
+		}
+		return s.Client.Status().Update(ctx, &src)
+	})
+}
+
+// keepLockerConditions is the syncer's conditions own on a copy of the
+// StyrminSource read again after a conflict, with that copy's Locked
+// condition: the lock mode writes it, and the syncer's older copy would
+// put back what it held before.
+func keepLockerConditions(own, fresh []metav1.Condition) []metav1.Condition {
+	out := append([]metav1.Condition(nil), own...)
+	apimeta.RemoveStatusCondition(&out, v1alpha1.ConditionLocked)
+	if c := apimeta.FindStatusCondition(fresh, v1alpha1.ConditionLocked); c != nil {
+		out = append(out, *c)
+	}
+	return out
+}
+
+// lockCondition is the Locked condition of one lock of head: True when
+// every deployment of the head is locked (naming driver folders that do
+// not load but held no deployment back), False naming what is held back
+// and why, or that nothing was locked. again says the same head is
+// locked again on the next round (the machine's trouble, not the
+// configuration's).
+func lockCondition(head gitsource.Hash, res LockResult, err error, again bool) metav1.Condition {
+	var b strings.Builder
+	c := metav1.Condition{Type: v1alpha1.ConditionLocked}
+	switch {
+	case err != nil:
+		c.Status, c.Reason = metav1.ConditionFalse, v1alpha1.ReasonLockFailed
+		fmt.Fprintf(&b, "nothing locked at %s: %v", head.Short(), unwrapLockMode(err))
+	case res.Failed != nil:
+		c.Status, c.Reason = metav1.ConditionFalse, v1alpha1.ReasonDeploymentsHeldBack
+		fmt.Fprintf(&b, "at %s %s; held back: %v", head.Short(), lockedCount(res), res.Failed)
+	default:
+		c.Status, c.Reason = metav1.ConditionTrue, v1alpha1.ReasonLocked
+		fmt.Fprintf(&b, "every deployment locked at %s (%s)", head.Short(), lockedCount(res))
+	}
+	if err == nil && len(res.BrokenDrivers) > 0 {
+		folders := make([]string, len(res.BrokenDrivers))
+		for i, d := range res.BrokenDrivers {
+			folders[i] = "drivers/" + d.Name + "/" + d.Version
+		}
+		fmt.Fprintf(&b, "; driver folders that do not load: %s", strings.Join(folders, ", "))
+	}
+	if again {
+		b.WriteString("; locked again on the next round")
+	}
+	c.Message = boundMessage(b.String())
+	return c
+}
+
+// lockedCount says how many deployments res locked, and in which commit.
+func lockedCount(res LockResult) string {
+	switch n := len(res.Locked); {
+	case n == 0:
+		return "no lock needed"
+	case n == 1:
+		return fmt.Sprintf("1 deployment locked in %s", res.Commit.Short())
+	default:
+		return fmt.Sprintf("%d deployments locked in %s", n, res.Commit.Short())
+	}
+}
+
+// unwrapLockMode drops the "lock mode: locking <head>:" prefix LockHead
+// adds, which the condition's message says in its own words.
+func unwrapLockMode(err error) error {
+	if u := errors.Unwrap(err); u != nil && strings.HasPrefix(err.Error(), "lock mode: locking ") {
+		return u
+	}
+	return err
+}
+
+// notMadeYet reports whether err is the StyrminSource not found: the
+// syncer has not made it yet.
+func notMadeYet(err error) bool { return apierrors.IsNotFound(err) }
