@@ -136,7 +136,7 @@ func runLock(ctx context.Context, g *globalOptions, o *lockOptions, stdout io.Wr
 		return err
 	}
 	printNotRetried(stdout, lo.NotRetried)
-	changes, resErr := lo.All(), errors.Join(lo.Skipped, brokenDrivers(ws.Catalog.Broken()))
+	changes, resErr := lo.All(), errors.Join(lo.Skipped, brokenDrivers(ws.Catalog.Broken(), lo.Skipped))
 	if o.check {
 		for _, c := range changes {
 			fmt.Fprintf(stdout, "stale: %s (sequence %d → %d)\n", c.Path(), seqOf(c.Previous), c.Next.Sequence)
@@ -289,13 +289,34 @@ func removeStaleTemps(dir string, cutoff time.Time) {
 
 // brokenDrivers is the error of the driver versions that do not load,
 // which a lock that keeps going leaves out (only the deployments whose
-// choice of version one could change are held back, and named as failed):
-// the lock writes the rest and exits 1, naming each, as for a deployment
-// that does not resolve.
-func brokenDrivers(broken []*drivers.BrokenDriverError) error {
-	errs := make([]error, len(broken))
-	for i, b := range broken {
-		errs[i] = fmt.Errorf("driver %s@%s does not load and was left out: %w", b.Name, b.Version, b.Err)
+// choice of version one could change are held back, and named as failed
+// in skipped): the lock writes the rest and exits 1, naming each, as for
+// a deployment that does not resolve. A version a held-back deployment's
+// error names already, with its folder and why, is not named again.
+func brokenDrivers(broken []*drivers.BrokenDriverError, skipped error) error {
+	named := map[string]bool{}
+	brokenIn(skipped, named)
+	var errs []error
+	for _, b := range broken {
+		if !named[b.Name+"@"+b.Version] {
+			errs = append(errs, fmt.Errorf("driver %s@%s does not load and was left out: %w", b.Name, b.Version, b.Err))
+		}
 	}
 	return errors.Join(errs...)
+}
+
+// brokenIn adds to named the driver versions ("name@version") whose
+// BrokenDriverError err holds, joined or wrapped.
+func brokenIn(err error, named map[string]bool) {
+	switch e := err.(type) {
+	case nil:
+	case *drivers.BrokenDriverError:
+		named[e.Name+"@"+e.Version] = true
+	case interface{ Unwrap() []error }:
+		for _, x := range e.Unwrap() {
+			brokenIn(x, named)
+		}
+	default:
+		brokenIn(errors.Unwrap(err), named)
+	}
 }

@@ -389,4 +389,22 @@ func TestALockLeavesOutADriverVersionThatDoesNotLoadAndItsCheckFailsOnIt(t *test
 	if code == 0 {
 		t.Fatalf("lock --all-or-nothing exit 0 with a driver that does not load\n%s\n%s", out, errOut)
 	}
+	// A broken version above the one hub's application version fits (it
+	// may fit too) holds hub back: hub's error names it with its folder,
+	// and it is not named a second time; the unused one still is.
+	if err := os.RemoveAll(filepath.Join(dir, "locks")); err != nil {
+		t.Fatal(err)
+	}
+	above := filepath.Join(dir, "drivers/graphhub/9.0.0")
+	if err := os.MkdirAll(above, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(above, "driver.cue"), []byte("name: \"graphhub\"\nversion: \"9.0.0\"\nappVersions: \">=1.0.0\"\nparameters: {\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out, errOut, code = run(t, "--repo", dir, "lock")
+	if code != 1 || !strings.Contains(errOut, "local/dev/hub") || strings.Count(errOut, "graphhub@9.0.0") != 1 ||
+		!strings.Contains(errOut, "drivers/graphhub/9.0.0/driver.cue") || strings.Count(errOut, "unused@1.0.0") != 1 {
+		t.Fatalf("lock exit %d, want 1, hub held back naming graphhub@9.0.0 once, unused@1.0.0 named once\n%s\n%s", code, out, errOut)
+	}
 }

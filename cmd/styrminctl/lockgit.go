@@ -109,7 +109,7 @@ func runLockCommit(ctx context.Context, g *globalOptions, o *lockOptions, stdout
 		return err
 	}
 	printNotRetried(stdout, out.NotRetried)
-	failed := errors.Join(out.Skipped, brokenDrivers(out.BrokenDrivers))
+	failed := errors.Join(out.Skipped, brokenDrivers(out.BrokenDrivers, out.Skipped))
 	if o.branch == "" {
 		printUncommittedNote(stdout, repo, g.Repo, dir)
 	}
