@@ -270,9 +270,11 @@ func (l *Locker) lockHead(ctx context.Context) (LockResult, error) {
 		l.opts.Log.Error(b, "a driver version does not load; only the deployments whose choice of version it could change are left unlocked", "head", fr.Head.Short())
 	}
 	l.again = transient(out.Skipped)
-	res.Commit = out.Commit
-	for _, c := range out.Changes {
-		res.Locked = append(res.Locked, fmt.Sprintf("%s=%d", c.ID, c.Next.Sequence))
+	if out.Committed {
+		res.Commit = out.Commit
+		for _, c := range out.Changes {
+			res.Locked = append(res.Locked, fmt.Sprintf("%s=%d", c.ID, c.Next.Sequence))
+		}
 	}
 	c := lockCondition(fr.Head, res, nil, l.again)
 	l.pending = &c
