@@ -16,6 +16,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 
+	"github.com/styrmin/styrmin/commitstatus"
 	"github.com/styrmin/styrmin/drivers"
 	"github.com/styrmin/styrmin/gitsource"
 	"github.com/styrmin/styrmin/operator/api/v1alpha1"
@@ -266,8 +267,14 @@ func NewAgent(ctx context.Context, cfg *rest.Config, opts Options) (*Agent, erro
 	if err := mgr.Add(a.syncer); err != nil {
 		return nil, err
 	}
+	var poster *commitstatus.Client
+	if opts.Statuses.Enabled {
+		if poster, err = statusPoster(ctx, direct, opts); err != nil {
+			return nil, err
+		}
+	}
 	if opts.LockMode != nil {
-		if err := a.addLocker(ctx, direct, opts, remotes); err != nil {
+		if err := a.addLocker(ctx, direct, opts, remotes, poster); err != nil {
 			return nil, err
 		}
 	}
@@ -292,8 +299,8 @@ func NewAgent(ctx context.Context, cfg *rest.Config, opts Options) (*Agent, erro
 			return nil, err
 		}
 	}
-	if opts.Statuses.Enabled {
-		if err := a.addStatusReporter(ctx, direct, opts, repo); err != nil {
+	if poster != nil {
+		if err := a.addStatusReporter(opts, repo, poster); err != nil {
 			return nil, err
 		}
 	}
@@ -378,7 +385,7 @@ func (a *Agent) addOperations(mgr ctrl.Manager, settings operation.SettingsFunc,
 // it pushes triggers the syncer. It fetches driver sources as the
 // agent's driver source does (remotes), so what it locks the agent can
 // fetch.
-func (a *Agent) addLocker(ctx context.Context, direct client.Reader, opts Options, remotes driversource.Remotes) error {
+func (a *Agent) addLocker(ctx context.Context, direct client.Reader, opts Options, remotes driversource.Remotes, poster *commitstatus.Client) error {
 	lo := *opts.LockMode
 	if lo.URL == "" {
 		lo.URL = opts.URL
@@ -417,6 +424,9 @@ func (a *Agent) addLocker(ctx context.Context, direct client.Reader, opts Option
 	var err error
 	if lo.Auth, err = secretAuth(ctx, direct, lo.SecretName, lo.SecretNamespace, opts.Manager.Namespace); err != nil {
 		return fmt.Errorf("agent: lock mode: %w", err)
+	}
+	if lo.Statuses == nil && poster != nil {
+		lo.Statuses, lo.StatusContext, lo.StatusTargetURL = poster, "styrmin/"+opts.Cluster+"/lock", opts.Statuses.TargetURL
 	}
 	if lo.Conditions == nil {
 		lo.Conditions = &source.SourceConditions{Client: a.mgr.GetClient(), Reader: a.mgr.GetAPIReader(),

@@ -59,6 +59,19 @@ func (h *statusHost) states(sha string) []string {
 	return out
 }
 
+// last is the newest status of context ctx posted on sha (nil if none).
+func (h *statusHost) last(sha, ctx string) map[string]string {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	var out map[string]string
+	for _, s := range h.got[sha] {
+		if s["context"] == ctx {
+			out = s
+		}
+	}
+	return out
+}
+
 func freeAddress(t *testing.T) string {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")

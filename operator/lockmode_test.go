@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -17,6 +18,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 
+	"github.com/styrmin/styrmin/commitstatus"
 	"github.com/styrmin/styrmin/drivers"
 	"github.com/styrmin/styrmin/gitsource"
 	"github.com/styrmin/styrmin/gitsource/gitserver"
@@ -427,10 +429,32 @@ func TestABrokenDriverVersionHoldsBackOnlyTheDeploymentsItCouldBeChosenFor(t *te
 	if err := cl.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: key.Namespace}}); err != nil {
 		t.Fatal(err)
 	}
-	l, err := source.NewLocker(source.LockModeOptions{Repo: cloneOf(t, srv),
-		Conditions: &source.SourceConditions{Client: cl, Reader: cl, Source: key}})
+	host := &statusHost{got: map[string][]map[string]string{}}
+	gh := httptest.NewServer(host)
+	t.Cleanup(gh.Close)
+	poster, err := commitstatus.New(commitstatus.Options{BaseURL: gh.URL, Owner: "acme", Repo: "desired", Token: agentGitToken})
 	if err != nil {
 		t.Fatal(err)
+	}
+	l, err := source.NewLocker(source.LockModeOptions{Repo: cloneOf(t, srv),
+		Conditions: &source.SourceConditions{Client: cl, Reader: cl, Source: key},
+		Statuses:   poster, StatusContext: "styrmin/local/lock"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// status checks the commit status of the lock of the head, on the
+	// configuration commit pushed.
+	status := func(what, head, state string, says ...string) {
+		t.Helper()
+		s := host.last(head, "styrmin/local/lock")
+		if s == nil || s["state"] != state {
+			t.Fatalf("%s: the head's lock status %v, want %s", what, s, state)
+		}
+		for _, w := range says {
+			if !strings.Contains(s["description"], w) {
+				t.Errorf("%s: the status's description %q does not say %q", what, s["description"], w)
+			}
+		}
 	}
 	// Before the syncer made the StyrminSource: the condition waits.
 	if res, err := l.LockHead(ctx); err != nil || len(res.Locked) != 2 {
@@ -469,7 +493,7 @@ func TestABrokenDriverVersionHoldsBackOnlyTheDeploymentsItCouldBeChosenFor(t *te
 	files := hubConfig("1.4.0", 3, "debug")
 	files["drivers/unused/1.0.0/driver.cue"] = unused
 	files["drivers/webapp/9.0.0/driver.cue"] = broken
-	srv.Commit(agentRepoName, "hub: debug; two drivers that do not load", files)
+	head := srv.Commit(agentRepoName, "hub: debug; two drivers that do not load", files)
 	res, err := l.LockHead(ctx)
 	if err != nil {
 		t.Fatalf("a lock of a head with broken driver versions: %v", err)
@@ -479,6 +503,7 @@ func TestABrokenDriverVersionHoldsBackOnlyTheDeploymentsItCouldBeChosenFor(t *te
 	}
 	locked("broken versions no deployment could choose", metav1.ConditionTrue, v1alpha1.ReasonLocked,
 		"1 deployment locked", "driver folders that do not load: drivers/unused/1.0.0, drivers/webapp/9.0.0")
+	status("broken versions no deployment could choose", head, "success", "1 deployment locked in ")
 
 	// hub moves to another application version, and a broken graphhub
 	// 3.0.0, above the version that fits, might fit it too: hub is held
@@ -486,7 +511,7 @@ func TestABrokenDriverVersionHoldsBackOnlyTheDeploymentsItCouldBeChosenFor(t *te
 	files = hubConfig("1.4.1", 3, "debug")
 	files["drivers/graphhub/3.0.0/driver.cue"] = []byte("name: \"graphhub\"\nversion: \"3.0.0\"\nappVersions: \">=1.0.0\"\nparameters: {\n")
 	files[webDeployment] = []byte("driver:     \"webapp\"\nappVersion: \"1.25.0\"\nparameters: replicas: 3\n")
-	srv.Commit(agentRepoName, "hub: 1.4.1; web: three replicas; graphhub 3.0.0 that does not load", files)
+	head = srv.Commit(agentRepoName, "hub: 1.4.1; web: three replicas; graphhub 3.0.0 that does not load", files)
 	res, err = l.LockHead(ctx)
 	if err != nil {
 		t.Fatalf("a lock with one deployment held back by a broken driver: %v", err)
@@ -499,6 +524,7 @@ func TestABrokenDriverVersionHoldsBackOnlyTheDeploymentsItCouldBeChosenFor(t *te
 	}
 	locked("hub held back", metav1.ConditionFalse, v1alpha1.ReasonDeploymentsHeldBack,
 		"1 deployment locked", "held back: ", "local/dev/hub", "drivers/graphhub/3.0.0/driver.cue")
+	status("hub held back", head, "failure", "held back: local/dev/hub: ")
 
 	// The folder of a version a deployment runs breaks (a released
 	// version edited): what that deployment's objects are is no longer
@@ -508,20 +534,22 @@ func TestABrokenDriverVersionHoldsBackOnlyTheDeploymentsItCouldBeChosenFor(t *te
 	running := "drivers/webapp/" + webLock.Driver.Version + "/driver.cue"
 	files = hubConfig("1.4.1", 5, "debug")
 	files[running] = []byte("name: \"webapp\"\nversion: \"" + webLock.Driver.Version + "\"\nparameters: {\n")
-	srv.Commit(agentRepoName, "hub: five workers; the webapp web runs breaks", files)
+	head = srv.Commit(agentRepoName, "hub: five workers; the webapp web runs breaks", files)
 	res, err = l.LockHead(ctx)
 	if err == nil || !strings.Contains(err.Error(), running) || !strings.Contains(err.Error(), "local/dev/web runs it") || len(res.Locked) != 0 {
 		t.Fatalf("a lock while a running driver version does not load: %+v, %v; want nothing locked, naming %s and web", res, err, running)
 	}
 	locked("a running version broken", metav1.ConditionFalse, v1alpha1.ReasonLockFailed, "nothing locked at", running, "local/dev/web runs it")
+	status("a running version broken", head, "failure", "nothing locked: ")
 
 	// The folders put right (the broken versions removed, the running
 	// one restored): everything is locked, and the source says so.
 	fixed := map[string][]byte{"drivers/graphhub/3.0.0/driver.cue": nil, "drivers/webapp/9.0.0/driver.cue": nil, "drivers/unused/1.0.0/driver.cue": nil}
 	fixed[running] = exampleRepo(t)[running].Data
-	srv.Commit(agentRepoName, "drivers: the broken folders put right", fixed)
+	head = srv.Commit(agentRepoName, "drivers: the broken folders put right", fixed)
 	if res, err = l.LockHead(ctx); err != nil || res.Failed != nil || len(res.Locked) == 0 {
 		t.Fatalf("the lock once the folders are right: %+v, %v; want hub's changes locked", res, err)
 	}
 	locked("the folders put right", metav1.ConditionTrue, v1alpha1.ReasonLocked, "every deployment locked")
+	status("the folders put right", head, "success", "locked in ")
 }

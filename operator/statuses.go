@@ -40,7 +40,22 @@ type StatusOptions struct {
 // token replaced there (an installation token expires within the hour)
 // is used without a restart. history is the clone the sync walks: a lock
 // commit the sync has not made every task of yet stays pending.
-func (a *Agent) addStatusReporter(ctx context.Context, direct client.Reader, opts Options, history statusreport.LockHistory) error {
+func (a *Agent) addStatusReporter(opts Options, history statusreport.LockHistory, poster *commitstatus.Client) error {
+	r, err := statusreport.New(statusreport.Options{
+		Reader: a.mgr.GetClient(), Poster: poster, Cluster: opts.Cluster, TargetURL: opts.Statuses.TargetURL, Log: a.log.WithName("statuses"),
+		Source: types.NamespacedName{Namespace: opts.Manager.Namespace, Name: opts.SourceName}, History: history,
+	})
+	if err != nil {
+		return fmt.Errorf("agent: %w", err)
+	}
+	a.log.Info("reporting lock commits' results as commit statuses", "to", poster.String(), "context", "styrmin/"+opts.Cluster)
+	return a.mgr.Add(r)
+}
+
+// statusPoster is the client of the git host's commit statuses, shared
+// by the status reporter and the lock mode (which reports each
+// configuration head's lock on it).
+func statusPoster(ctx context.Context, direct client.Reader, opts Options) (*commitstatus.Client, error) {
 	so := opts.Statuses
 	if so.SecretName == "" {
 		so.SecretName = opts.SecretName
@@ -49,28 +64,28 @@ func (a *Agent) addStatusReporter(ctx context.Context, direct client.Reader, opt
 		so.SecretKey = SecretKeyToken
 	}
 	if so.SecretName == "" {
-		return errors.New("agent: reporting commit statuses needs a token: name its Secret (--status-secret, or --repo-secret)")
+		return nil, errors.New("agent: reporting commit statuses needs a token: name its Secret (--status-secret, or --repo-secret)")
 	}
 	key := types.NamespacedName{Namespace: opts.Manager.Namespace, Name: so.SecretName}
 	tokens := &secretToken{reader: direct, key: key, field: so.SecretKey, ttl: tokenTTL}
 	// Read once now: a missing Secret or key is a mistake to report at
 	// start, not at the first lock commit.
 	if _, err := tokens.Token(ctx); err != nil {
-		return fmt.Errorf("agent: %w", err)
+		return nil, fmt.Errorf("agent: %w", err)
 	}
 	host, owner, repo, err := commitstatus.ParseRepository(opts.URL)
 	if so.Repository != "" {
 		var ok bool
 		if owner, repo, ok = strings.Cut(so.Repository, "/"); !ok {
-			return fmt.Errorf("agent: the commit status repository %q is not OWNER/NAME", so.Repository)
+			return nil, fmt.Errorf("agent: the commit status repository %q is not OWNER/NAME", so.Repository)
 		}
 		err = nil
 	}
 	if err != nil {
-		return fmt.Errorf("agent: reporting commit statuses: %w (name it with --status-repository)", err)
+		return nil, fmt.Errorf("agent: reporting commit statuses: %w (name it with --status-repository)", err)
 	}
 	if base := so.APIURL; base == "" && host == "" {
-		return errors.New("agent: reporting commit statuses: give the API's address (--status-api-url)")
+		return nil, errors.New("agent: reporting commit statuses: give the API's address (--status-api-url)")
 	}
 	base := so.APIURL
 	if base == "" {
@@ -78,17 +93,9 @@ func (a *Agent) addStatusReporter(ctx context.Context, direct client.Reader, opt
 	}
 	poster, err := commitstatus.New(commitstatus.Options{BaseURL: base, Owner: owner, Repo: repo, TokenSource: tokens.Token})
 	if err != nil {
-		return fmt.Errorf("agent: %w", err)
+		return nil, fmt.Errorf("agent: %w", err)
 	}
-	r, err := statusreport.New(statusreport.Options{
-		Reader: a.mgr.GetClient(), Poster: poster, Cluster: opts.Cluster, TargetURL: so.TargetURL, Log: a.log.WithName("statuses"),
-		Source: types.NamespacedName{Namespace: opts.Manager.Namespace, Name: opts.SourceName}, History: history,
-	})
-	if err != nil {
-		return fmt.Errorf("agent: %w", err)
-	}
-	a.log.Info("reporting lock commits' results as commit statuses", "to", poster.String(), "context", "styrmin/"+opts.Cluster)
-	return a.mgr.Add(r)
+	return poster, nil
 }
 
 // tokenTTL is how long a commit status token read from its Secret is used

@@ -9,6 +9,7 @@ import (
 	"github.com/go-logr/logr"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/styrmin/styrmin/commitstatus"
 	"github.com/styrmin/styrmin/drivers"
 	"github.com/styrmin/styrmin/gitsource"
 	"github.com/styrmin/styrmin/operator/driversource"
@@ -89,6 +90,15 @@ type LockModeOptions struct {
 	// the agent's log. One not written (the API server away, the
 	// StyrminSource not made yet) is written on a later round.
 	Conditions ConditionSetter
+	// Statuses, when set, receives the commit status of every lock of a
+	// new head, posted on that configuration commit with context
+	// StatusContext (NewAgent: the agent's commit status client, with
+	// "styrmin/<cluster>/lock"), linking StatusTargetURL: who pushed sees
+	// on the git host whether it was locked whole. One not posted is
+	// posted on a later round.
+	Statuses        StatusPoster
+	StatusContext   string
+	StatusTargetURL string
 	// Log receives the locker's logs.
 	Log logr.Logger
 }
@@ -130,6 +140,15 @@ type Locker struct {
 	// pending is the Locked condition of the last lock not yet written to
 	// opts.Conditions.
 	pending *metav1.Condition
+	// pendingStatus is the commit status of the last lock not yet posted
+	// to opts.Statuses, and the head it is for.
+	pendingStatus *headStatus
+}
+
+// headStatus is a commit status for a configuration head.
+type headStatus struct {
+	head   gitsource.Hash
+	status commitstatus.Status
 }
 
 // NewLocker checks opts and returns a Locker. When opts.Repo is nil the
@@ -184,7 +203,33 @@ func (l *Locker) Start(ctx context.Context) error {
 func (l *Locker) LockHead(ctx context.Context) (LockResult, error) {
 	res, err := l.lockHead(ctx)
 	l.writeCondition(ctx)
+	l.postStatus(ctx)
 	return res, err
+}
+
+// decided records the outcome of a lock of head for opts.Conditions and
+// opts.Statuses, written by writeCondition and postStatus.
+func (l *Locker) decided(head gitsource.Hash, res LockResult, err error, again bool) {
+	c := lockCondition(head, res, err, again)
+	l.pending = &c
+	s := lockStatus(res, err, again)
+	s.Context, s.TargetURL = l.opts.StatusContext, l.opts.StatusTargetURL
+	l.pendingStatus = &headStatus{head: head, status: s}
+}
+
+// postStatus posts the pending commit status, if any.
+func (l *Locker) postStatus(ctx context.Context) {
+	if l.pendingStatus == nil || l.opts.Statuses == nil {
+		return
+	}
+	p := l.pendingStatus
+	if err := l.opts.Statuses.Post(ctx, p.head.String(), p.status); err != nil {
+		if ctx.Err() == nil {
+			l.opts.Log.Error(err, "posting the lock's commit status; posted on a later round", "head", p.head.Short())
+		}
+		return
+	}
+	l.pendingStatus = nil
 }
 
 // writeCondition writes the pending Locked condition, if any.
@@ -260,8 +305,7 @@ func (l *Locker) lockHead(ctx context.Context) (LockResult, error) {
 		if !transient(err) && (errors.As(err, &ce) || errors.As(err, &de) || errors.As(err, &re)) {
 			l.last, l.again = fr.Head, false
 		}
-		c := lockCondition(fr.Head, res, err, l.last != fr.Head)
-		l.pending = &c
+		l.decided(fr.Head, res, err, l.last != fr.Head)
 		return res, fmt.Errorf("lock mode: locking %s: %w", fr.Head.Short(), err)
 	}
 	l.last = fr.Head
@@ -276,8 +320,7 @@ func (l *Locker) lockHead(ctx context.Context) (LockResult, error) {
 			res.Locked = append(res.Locked, fmt.Sprintf("%s=%d", c.ID, c.Next.Sequence))
 		}
 	}
-	c := lockCondition(fr.Head, res, nil, l.again)
-	l.pending = &c
+	l.decided(fr.Head, res, nil, l.again)
 	if out.Skipped != nil {
 		l.opts.Log.Error(out.Skipped, "some deployments did not resolve; the others were locked", "head", fr.Head.Short(), "again", l.again)
 	}

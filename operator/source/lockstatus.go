@@ -13,9 +13,18 @@ import (
 	"k8s.io/client-go/util/retry"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/styrmin/styrmin/commitstatus"
 	"github.com/styrmin/styrmin/gitsource"
 	"github.com/styrmin/styrmin/operator/api/v1alpha1"
 )
+
+// StatusPoster posts a commit status on a commit of the git host.
+// *commitstatus.Client implements it.
+type StatusPoster interface {
+	Post(ctx context.Context, sha string, s commitstatus.Status) error
+}
+
+var _ StatusPoster = (*commitstatus.Client)(nil)
 
 // ConditionSetter records one condition of the StyrminSource.
 type ConditionSetter interface {
@@ -97,6 +106,30 @@ func lockCondition(head gitsource.Hash, res LockResult, err error, again bool) m
 	}
 	c.Message = boundMessage(b.String())
 	return c
+}
+
+// lockStatus is the commit status of one lock of head, posted on head
+// (the configuration commit people pushed): success when every
+// deployment is locked, failure naming what was held back, or that
+// nothing was; pending when the same head is locked again on the next
+// round (the machine's trouble: the lock is not decided yet). The
+// description leads with what is held back: the host keeps 140
+// characters.
+func lockStatus(res LockResult, err error, again bool) commitstatus.Status {
+	var s commitstatus.Status
+	switch {
+	case err != nil:
+		s.State, s.Description = commitstatus.Failure, fmt.Sprintf("nothing locked: %v", unwrapLockMode(err))
+	case res.Failed != nil:
+		s.State, s.Description = commitstatus.Failure, fmt.Sprintf("held back: %v; %s", res.Failed, lockedCount(res))
+	default:
+		s.State, s.Description = commitstatus.Success, lockedCount(res)
+	}
+	if again {
+		s.State, s.Description = commitstatus.Pending, "locked again soon; "+s.Description
+	}
+	s.Description = strings.Join(strings.Fields(s.Description), " ")
+	return s
 }
 
 // lockedCount says how many deployments res locked, and in which commit.

@@ -9,6 +9,7 @@ import (
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/styrmin/styrmin/commitstatus"
 	"github.com/styrmin/styrmin/drivers"
 	"github.com/styrmin/styrmin/gitsource"
 	"github.com/styrmin/styrmin/operator/api/v1alpha1"
@@ -92,5 +93,41 @@ func TestASyncAfterAConflictKeepsTheLockModesCondition(t *testing.T) {
 	}
 	if apimeta.FindStatusCondition(own, v1alpha1.ConditionLocked).Message != "older" {
 		t.Error("the sync's own conditions were changed in place")
+	}
+}
+
+// The commit status of a lock, on the configuration commit pushed:
+// success when everything is locked, failure leading with what is held
+// back (the host keeps 140 characters), pending while the same head is
+// locked again; on one line.
+func TestALocksCommitStatusLeadsWithWhatItHeldBack(t *testing.T) {
+	commit := gitsource.Hash{0x12, 0x34}
+	for _, tc := range []struct {
+		name  string
+		res   LockResult
+		err   error
+		again bool
+		state commitstatus.State
+		lead  string
+	}{
+		{"all locked", LockResult{Locked: []string{"local/dev/web=2", "local/dev/hub=3"}, Commit: commit}, nil, false,
+			commitstatus.Success, "2 deployments locked in " + commit.Short()},
+		{"nothing to lock", LockResult{}, nil, false, commitstatus.Success, "no lock needed"},
+		{"held back", LockResult{Locked: []string{"local/dev/web=2"}, Commit: commit, Failed: errors.New("local/dev/hub: driver graphhub@3.0.0 does not load\nlocal/dev/api: parameter replicas: must be at most 10")},
+			nil, false, commitstatus.Failure, "held back: local/dev/hub: driver graphhub@3.0.0 does not load local/dev/api: "},
+		{"nothing locked", LockResult{}, fmt.Errorf("lock mode: locking abc: %w", errors.New("drivers/webapp/1.0.0 does not load")), false,
+			commitstatus.Failure, "nothing locked: drivers/webapp/1.0.0 does not load"},
+		{"the machine's trouble", LockResult{Failed: fmt.Errorf("local/dev/hub: %w", drivers.ErrSandboxStart)}, nil, true,
+			commitstatus.Pending, "locked again soon; held back: local/dev/hub"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s := lockStatus(tc.res, tc.err, tc.again)
+			if s.State != tc.state || !strings.HasPrefix(s.Description, tc.lead) {
+				t.Fatalf("%s %q, want %s leading with %q", s.State, s.Description, tc.state, tc.lead)
+			}
+			if strings.ContainsAny(s.Description, "\n\t") {
+				t.Errorf("description %q is not one line", s.Description)
+			}
+		})
 	}
 }
