@@ -2,10 +2,15 @@ package operator_test
 
 import (
 	"context"
+	"strings"
 	"testing"
+
+	apimeta "k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/styrmin/styrmin/gitsource"
 	"github.com/styrmin/styrmin/internal/agenttest"
+	"github.com/styrmin/styrmin/operator/api/v1alpha1"
 )
 
 // TestTwoReplicasWithLeaderElectionLockEachChangeOnce runs two agent
@@ -47,6 +52,15 @@ func TestTwoReplicasWithLeaderElectionLockEachChangeOnce(t *testing.T) {
 	}
 	if replicas[1-leader].Logged(isLockModeStart) != 1 {
 		t.Fatal("the replica left did not start its locker once after taking over")
+	}
+	// The new leader's lock says so on the StyrminSource.
+	src, err := e.source(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c := apimeta.FindStatusCondition(src.Status.Conditions, v1alpha1.ConditionLocked); c == nil || c.Status != metav1.ConditionTrue ||
+		!strings.Contains(c.Message, "every deployment locked") || !strings.Contains(c.Message, "1 deployment locked in ") {
+		t.Errorf("the StyrminSource's Locked condition after the new leader's lock: %+v", c)
 	}
 }
 
