@@ -259,6 +259,7 @@ func NewAgent(ctx context.Context, cfg *rest.Config, opts Options) (*Agent, erro
 		Interval:  opts.PollInterval,
 		Locks:     locks,
 		Recorder:  recorder,
+		LockMode:  opts.LockMode != nil,
 		Log:       log.WithName("sync"),
 	})
 	if err != nil {

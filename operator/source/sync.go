@@ -86,6 +86,11 @@ type SyncerOptions struct {
 	Locks *instance.RepoLocks
 	// Recorder records events on the StyrminSource (optional).
 	Recorder events.EventRecorder
+	// LockMode says the agent runs the lock mode, which writes the
+	// StyrminSource's Locked condition: the syncer keeps it across its
+	// conflicts. Without it, a Locked condition left from when the agent
+	// ran one is removed when the syncer first reads the source.
+	LockMode bool
 	// Log receives the syncer's logs.
 	Log logr.Logger
 	// Registerer receives the sync metrics (nil: controller-runtime's
@@ -340,6 +345,9 @@ func (s *Syncer) source(ctx context.Context) (*v1alpha1.StyrminSource, error) {
 		if err := s.forgetPositionOfOtherLocks(ctx, &src); err != nil {
 			return nil, err
 		}
+		if err := s.forgetLockModeCondition(ctx, &src); err != nil {
+			return nil, err
+		}
 		s.loaded = true
 	}
 	if !syncSpecEqual(src.Spec, s.opts.Spec) || src.Annotations[v1alpha1.AnnotationSyncPath] != s.opts.Path {
@@ -380,6 +388,30 @@ func (s *Syncer) forgetPositionOfOtherLocks(ctx context.Context, src *v1alpha1.S
 	s.wrote = src.ResourceVersion
 	s.position = gitsource.Hash{}
 	return nil
+}
+
+// forgetLockModeCondition removes the Locked condition an agent in lock
+// mode wrote, when this one runs none: it would say forever what a lock
+// long ago held back.
+func (s *Syncer) forgetLockModeCondition(ctx context.Context, src *v1alpha1.StyrminSource) error {
+	if s.opts.LockMode || !apimeta.RemoveStatusCondition(&src.Status.Conditions, v1alpha1.ConditionLocked) {
+		return nil
+	}
+	if err := s.opts.Client.Status().Update(ctx, src); err != nil {
+		return fmt.Errorf("removing the lock mode's Locked condition of StyrminSource %s (the agent runs no lock mode): %w", s.opts.Source, err)
+	}
+	s.wrote = src.ResourceVersion
+	return nil
+}
+
+// ownConditions is the syncer's conditions own put on fresh, a copy of
+// the StyrminSource read again after a conflict: fresh's Locked
+// condition is kept in lock mode (its writer's), dropped otherwise.
+func (s *Syncer) ownConditions(own, fresh []metav1.Condition) []metav1.Condition {
+	if s.opts.LockMode {
+		return keepLockerConditions(own, fresh)
+	}
+	return keepLockerConditions(own, nil)
 }
 
 // syncPath is a repository folder as the position records it: "." for
@@ -1438,7 +1470,7 @@ func (s *Syncer) advance(ctx context.Context, src *v1alpha1.StyrminSource, head 
 			fresh.Status.LastSyncedCommit = head.String()
 			fresh.Status.LastFetchedCommit = head.String()
 			fresh.Status.LastSyncTime = &now
-			fresh.Status.Conditions = keepLockerConditions(src.Status.Conditions, fresh.Status.Conditions)
+			fresh.Status.Conditions = s.ownConditions(src.Status.Conditions, fresh.Status.Conditions)
 			fresh.Status.Refused = withRefused(fresh.Status.Refused, s.refused)
 			err = s.opts.Client.Status().Update(ctx, &fresh)
 			written = &fresh
@@ -1486,7 +1518,7 @@ func (s *Syncer) setFailed(ctx context.Context, src *v1alpha1.StyrminSource, rea
 		var fresh v1alpha1.StyrminSource
 		if uerr = s.opts.APIReader.Get(ctx, s.opts.Source, &fresh); uerr == nil {
 			failed(&fresh)
-			fresh.Status.Conditions = keepLockerConditions(src.Status.Conditions, fresh.Status.Conditions)
+			fresh.Status.Conditions = s.ownConditions(src.Status.Conditions, fresh.Status.Conditions)
 			uerr = s.opts.Client.Status().Update(ctx, &fresh)
 			written = &fresh
 		}

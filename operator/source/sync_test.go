@@ -55,6 +55,8 @@ type syncEnv struct {
 	key   types.NamespacedName
 	// taskCreates counts the tasks posted through countingCreates.
 	taskCreates atomic.Int64
+	// lockMode makes the syncers of the agent's lock mode.
+	lockMode bool
 }
 
 const repoName = "desired"
@@ -125,7 +127,7 @@ func (e *syncEnv) newSyncer(c client.Client, repo source.SourceRepo) *source.Syn
 	s, err := source.NewSyncer(source.SyncerOptions{
 		Client: c, Repo: repo, Cluster: "local", Source: e.key, Locks: e.locks,
 		Spec:     v1alpha1.StyrminSourceSpec{URL: e.git.RepoURL(repoName), Branch: "main"},
-		Interval: time.Hour, Log: testr.New(e.t),
+		Interval: time.Hour, LockMode: e.lockMode, Log: testr.New(e.t),
 	})
 	if err != nil {
 		e.t.Fatal(err)
@@ -1209,7 +1211,7 @@ func (e *syncEnv) syncerRecording(c client.Client, rec *noteRecorder) *source.Sy
 	s, err := source.NewSyncer(source.SyncerOptions{
 		Client: c, Repo: e.repo, Cluster: "local", Source: e.key, Locks: e.locks, Recorder: rec,
 		Spec:     v1alpha1.StyrminSourceSpec{URL: e.git.RepoURL(repoName), Branch: "main"},
-		Interval: time.Hour, Log: testr.New(e.t),
+		Interval: time.Hour, LockMode: e.lockMode, Log: testr.New(e.t),
 	})
 	if err != nil {
 		e.t.Fatal(err)
@@ -1525,6 +1527,7 @@ func (w *racingWriter) Update(ctx context.Context, obj client.Object, opts ...cl
 func TestASyncThatConflictsWithTheLockModeKeepsItsCondition(t *testing.T) {
 	t.Parallel()
 	e := startSyncEnv(t)
+	e.lockMode = true
 	e.lock("lock hub 1", instanceAt("hub", "dev-hub", 1))
 	if _, err := e.syncer().Sync(e.ctx); err != nil {
 		t.Fatal(err)
@@ -1564,4 +1567,44 @@ func shortHash(t *testing.T, h string) string {
 		t.Fatal(err)
 	}
 	return hash.Short()
+}
+
+// An agent started without the lock mode removes the Locked condition
+// one that ran it left: it would otherwise say forever what a lock long
+// ago held back (styrminctl status prints it). An agent in lock mode
+// keeps it.
+func TestASyncerWithoutTheLockModeRemovesItsLeftCondition(t *testing.T) {
+	t.Parallel()
+	e := startSyncEnv(t)
+	e.lockMode = true
+	e.lock("lock hub 1", instanceAt("hub", "dev-hub", 1))
+	if _, err := e.syncer().Sync(e.ctx); err != nil {
+		t.Fatal(err)
+	}
+	conditions := &source.SourceConditions{Client: e.cl, Reader: e.cl, Source: e.key}
+	if err := conditions.SetCondition(e.ctx, metav1.Condition{Type: v1alpha1.ConditionLocked, Status: metav1.ConditionFalse,
+		Reason: v1alpha1.ReasonDeploymentsHeldBack, Message: "held back: local/dev/web"}); err != nil {
+		t.Fatal(err)
+	}
+	locked := func() *metav1.Condition {
+		return apimeta.FindStatusCondition(e.source().Status.Conditions, v1alpha1.ConditionLocked)
+	}
+	// Restarted in lock mode: kept.
+	if _, err := e.syncer().Sync(e.ctx); err != nil {
+		t.Fatal(err)
+	}
+	if locked() == nil {
+		t.Fatal("a syncer in lock mode removed the Locked condition")
+	}
+	// Restarted without it, on a head it synced already: removed.
+	e.lockMode = false
+	if res, err := e.syncer().Sync(e.ctx); err != nil || !res.Skipped {
+		t.Fatalf("sync of the synced head: %+v, %v", res, err)
+	}
+	if c := locked(); c != nil {
+		t.Fatalf("the Locked condition of a lock mode no longer run is still there: %+v", c)
+	}
+	if r := apimeta.FindStatusCondition(e.source().Status.Conditions, v1alpha1.ConditionReady); r == nil || r.Status != metav1.ConditionTrue {
+		t.Errorf("Ready %+v after the removal, want True as before", r)
+	}
 }
