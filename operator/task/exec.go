@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"strings"
+	"sync"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/util/httpstream"
@@ -74,7 +75,7 @@ func NewKubePods(cfg *rest.Config) (*KubePods, error) {
 func (k *KubePods) Exec(ctx context.Context, namespace, pod, container string, command []string) (string, string, error) {
 	wrapped := append([]string{"/bin/sh", "-c", stepShell, "styrmin-exec"}, command...)
 	stdout, stderr, err := k.stream(ctx, namespace, pod, container, wrapped, true)
-	if err != nil && noShell(err) {
+	if err != nil && noShell(err, stderr) {
 		return k.stream(ctx, namespace, pod, container, command, false)
 	}
 	return stdout, stderr, err
@@ -84,17 +85,23 @@ func (k *KubePods) Exec(ctx context.Context, namespace, pod, container string, c
 // and SIGKILL once its step has ended without it.
 const stepShellGrace = "10"
 
-// stepShell runs "$@" with /dev/null as its stdin, in the background, and
-// a watcher reading the exec's stdin, which the agent never writes to:
-// it reads end of file only once the connection has closed, and the
-// command still runs only if its step ended first. The watcher signals
-// the shell's process group (an exec'd process leads its own under runc:
-// checked in /proc, else the command alone is signalled,
-// without its children) and ignores SIGTERM itself to send SIGKILL after
-// the grace. A command that ends kills the watcher; its exit status is
-// the shell's. Only POSIX sh, its built-ins, and sleep.
+// stepShell runs "$@" (exec'd: a program, never the shell's built-in of
+// the same name) with /dev/null as its stdin, in the background, and a
+// watcher reading the exec's stdin, which the agent never writes to: it
+// reads end of file only once the connection has closed, and the command
+// still runs only if its step ended first. The watcher then signals the
+// command itself (which reaches a command that made a process group of
+// its own and passes signals on, as timeout and dumb-init do) and the
+// shell's process group when the shell leads one (an exec'd process does
+// under runc: checked in /proc), which holds the command's children;
+// with kill -s, since dash refuses kill's "--". It ignores SIGTERM itself
+// to send SIGKILL after the grace, holding none of the exec's streams
+// meanwhile. A command that ends kills the watcher; its exit status is
+// the shell's. Only POSIX sh, its built-ins, and sleep. As for any
+// background job of dash or busybox, the command starts with SIGINT and
+// SIGQUIT ignored.
 const stepShell = `exec 3<&0 </dev/null
-"$@" 3<&- &
+exec "$@" 3<&- &
 c=$!
 t=$c
 if read -r s </proc/$$/stat 2>/dev/null; then
@@ -104,30 +111,40 @@ if read -r s </proc/$$/stat 2>/dev/null; then
 fi
 {
 	while read -r _; do :; done <&3
+	exec >/dev/null 2>&1
 	trap '' TERM
-	kill -TERM -- "$t" 2>/dev/null
+	kill -s TERM "$c" 2>/dev/null
+	kill -s TERM "$t" 2>/dev/null
 	sleep ` + stepShellGrace + `
-	kill -KILL -- "$t" 2>/dev/null
+	kill -s KILL "$c" 2>/dev/null
+	kill -s KILL "$t" 2>/dev/null
 } &
 w=$!
 exec 3<&-
 wait "$c"
 s=$?
-{ kill -KILL "$w"; wait "$w"; } 2>/dev/null
+{ kill -s KILL "$w"; wait "$w"; } 2>/dev/null
 exit "$s"
 `
 
-// noShell reports whether err is the container runtime's refusal to
-// start /bin/sh because the image has none (runc: "exec: \"/bin/sh\":
-// stat /bin/sh: no such file or directory"; crun: "executable file
-// `/bin/sh` not found"): nothing ran, so the command can run as given. A
-// command's own exit status is never this.
-func noShell(err error) bool {
+// noShell reports whether err (and the exec's stderr) is the container
+// runtime's refusal to start /bin/sh because the image has none (runc:
+// "exec: \"/bin/sh\": stat /bin/sh: no such file or directory"; crun:
+// "executable file `/bin/sh` not found"): nothing ran, so the command can
+// run as given. CRI-O runs runc exec as a process of its own and reports
+// its failure as an exit status, with runc's message on stderr; any other
+// exit status is the command's.
+func noShell(err error, stderr string) bool {
 	var exit utilexec.ExitError
 	if errors.As(err, &exit) {
-		return false
+		return strings.Contains(stderr, "OCI runtime exec failed") && refusesShell(stderr)
 	}
-	msg := err.Error()
+	return refusesShell(err.Error())
+}
+
+// refusesShell reports whether a runtime's message says /bin/sh is not
+// there.
+func refusesShell(msg string) bool {
 	return strings.Contains(msg, "/bin/sh") &&
 		(strings.Contains(msg, "no such file or directory") || strings.Contains(msg, "not found"))
 }
@@ -188,13 +205,19 @@ func (k *KubePods) Logs(ctx context.Context, namespace, pod, container string) (
 
 // tailBuffer keeps the last max bytes written to it, from a line's start:
 // a value cut in two at the edge is in no form a mask can find.
+//
+// It is safe for concurrent use: a stream that ends at its context's
+// deadline returns while its copying goroutine may still write.
 type tailBuffer struct {
 	max int
+	mu  sync.Mutex
 	buf []byte
 	cut bool
 }
 
 func (t *tailBuffer) Write(p []byte) (int, error) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
 	t.buf = append(t.buf, p...)
 	if len(t.buf) > t.max {
 		t.buf = append(t.buf[:0], t.buf[len(t.buf)-t.max:]...)
@@ -204,6 +227,8 @@ func (t *tailBuffer) Write(p []byte) (int, error) {
 }
 
 func (t *tailBuffer) String() string {
+	t.mu.Lock()
+	defer t.mu.Unlock()
 	b := t.buf
 	if t.cut {
 		if i := bytes.IndexByte(b, '\n'); i >= 0 {

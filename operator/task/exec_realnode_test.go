@@ -143,19 +143,22 @@ done`
 // none: nothing ran) from any other failure, a command's own exit status
 // above all.
 func TestOnlyAMissingShellRunsTheCommandAsGiven(t *testing.T) {
+	const runcMsg = `OCI runtime exec failed: exec failed: unable to start container process: exec: "/bin/sh": stat /bin/sh: no such file or directory: unknown`
 	for _, tc := range []struct {
-		name string
-		err  error
-		want bool
+		name   string
+		err    error
+		stderr string
+		want   bool
 	}{
-		{"runc", errors.New(`Internal error occurred: error executing command in container: failed to exec in container: failed to start exec "c0e2": OCI runtime exec failed: exec failed: unable to start container process: exec: "/bin/sh": stat /bin/sh: no such file or directory: unknown`), true},
-		{"crun", errors.New("OCI runtime exec failed: executable file `/bin/sh` not found in $PATH: No such file or directory"), true},
-		{"the command's own exit", fmt.Errorf("exec: %w", utilexec.CodeExitError{Err: errors.New("sh: /bin/sh: not found"), Code: 127}), false},
-		{"another command missing", errors.New(`exec: "/usr/bin/migrate": stat /usr/bin/migrate: no such file or directory`), false},
-		{"the pod gone", errors.New(`pods "app-1" not found`), false},
-		{"a deadline", context.DeadlineExceeded, false},
+		{"runc through containerd", errors.New(`Internal error occurred: error executing command in container: failed to exec in container: failed to start exec "c0e2": ` + runcMsg), "", true},
+		{"crun", errors.New("OCI runtime exec failed: executable file `/bin/sh` not found in $PATH: No such file or directory"), "", true},
+		{"runc through CRI-O: an exit status, runc's message on stderr", utilexec.CodeExitError{Err: errors.New("command terminated with exit code 255"), Code: 255}, runcMsg + "\n", true},
+		{"the command's own exit", fmt.Errorf("exec: %w", utilexec.CodeExitError{Err: errors.New("exit 127"), Code: 127}), "sh: /bin/sh: not found\n", false},
+		{"another command missing", errors.New(`exec: "/usr/bin/migrate": stat /usr/bin/migrate: no such file or directory`), "", false},
+		{"the pod gone", errors.New(`pods "app-1" not found`), "", false},
+		{"a deadline", context.DeadlineExceeded, "", false},
 	} {
-		if got := noShell(tc.err); got != tc.want {
+		if got := noShell(tc.err, tc.stderr); got != tc.want {
 			t.Errorf("%s: noShell = %t, want %t", tc.name, got, tc.want)
 		}
 	}
