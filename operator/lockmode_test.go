@@ -384,19 +384,35 @@ func TestALockWhoseSandboxCouldNotStartLocksTheSameHeadOnTheNextRound(t *testing
 	t.Cleanup(sb.Close)
 	exe := sb.Path
 	sb.Path = filepath.Join(t.TempDir(), "agent")
-	l, err := source.NewLocker(source.LockModeOptions{Repo: cloneOf(t, srv), Sandbox: sb})
+	host := &statusHost{got: map[string][]map[string]string{}}
+	gh := httptest.NewServer(host)
+	t.Cleanup(gh.Close)
+	poster, err := commitstatus.New(commitstatus.Options{BaseURL: gh.URL, Owner: "acme", Repo: "desired", Token: agentGitToken})
 	if err != nil {
 		t.Fatal(err)
 	}
-	res, err := l.LockHead(ctx)
-	if res.Commit != (gitsource.Hash{}) || (err == nil && res.Failed == nil) {
-		t.Fatalf("a lock whose sandbox cannot start: %+v, %v; want its deployments failed", res, err)
+	l, err := source.NewLocker(source.LockModeOptions{Repo: cloneOf(t, srv), Sandbox: sb, Statuses: poster, StatusContext: "styrmin/local/lock"})
+	if err != nil {
+		t.Fatal(err)
 	}
-	if err == nil {
-		err = res.Failed
+	// Two rounds while the machine is in trouble: the head's status is
+	// pending, posted once.
+	var res source.LockResult
+	for range 2 {
+		res, err = l.LockHead(ctx)
+		if res.Commit != (gitsource.Hash{}) || (err == nil && res.Failed == nil) {
+			t.Fatalf("a lock whose sandbox cannot start: %+v, %v; want its deployments failed", res, err)
+		}
+		if err == nil {
+			err = res.Failed
+		}
+		if !errors.Is(err, drivers.ErrSandboxStart) {
+			t.Fatalf("the lock failed with %v, want the sandbox's start", err)
+		}
 	}
-	if !errors.Is(err, drivers.ErrSandboxStart) {
-		t.Fatalf("the lock failed with %v, want the sandbox's start", err)
+	head := res.Head.String()
+	if got := host.states(head); strings.Join(got, " ") != "styrmin/local/lock=pending" {
+		t.Fatalf("the head's statuses after two rounds in trouble: %v, want one pending", got)
 	}
 	// The machine recovers; the head has not moved.
 	if err := os.Symlink(exe, sb.Path); err != nil {
@@ -405,6 +421,9 @@ func TestALockWhoseSandboxCouldNotStartLocksTheSameHeadOnTheNextRound(t *testing
 	res, err = l.LockHead(ctx)
 	if err != nil || res.Skipped || len(res.Locked) == 0 {
 		t.Fatalf("the next round on the same head: %+v, %v; want its deployments locked", res, err)
+	}
+	if got := host.states(head); strings.Join(got, " ") != "styrmin/local/lock=pending styrmin/local/lock=success" {
+		t.Fatalf("the head's statuses once locked: %v, want pending then success", got)
 	}
 }
 

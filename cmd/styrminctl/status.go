@@ -136,9 +136,9 @@ type sourceStatus struct {
 	// (its Locked condition: True, False; empty outside lock mode), with
 	// its reason and message: deployments it held back keep what they
 	// run.
-	Locked       string `json:"locked,omitempty"`
-	LockedReason string `json:"lockedReason,omitempty"`
-	LockMessage  string `json:"lockMessage,omitempty"`
+	Locked        string `json:"locked,omitempty"`
+	LockedReason  string `json:"lockedReason,omitempty"`
+	LockedMessage string `json:"lockedMessage,omitempty"`
 	// Refused are the lockfiles the agent refused with no change of their
 	// deployment made since: git says more than the cluster runs.
 	Refused []refusedLock `json:"refused,omitempty"`
@@ -206,7 +206,7 @@ func collectStatus(ctx context.Context, c client.Reader, namespace string) (clus
 			ss.Ready, ss.Message = string(cond.Status), cond.Message
 		}
 		if cond := apimeta.FindStatusCondition(s.Status.Conditions, v1alpha1.ConditionLocked); cond != nil {
-			ss.Locked, ss.LockedReason, ss.LockMessage = string(cond.Status), cond.Reason, cond.Message
+			ss.Locked, ss.LockedReason, ss.LockedMessage = string(cond.Status), cond.Reason, cond.Message
 		}
 		out.Sources = append(out.Sources, ss)
 	}
@@ -340,7 +340,7 @@ func runStatusAll(ctx context.Context, c client.Reader, w io.Writer, output, nam
 		if s.Locked == string(metav1.ConditionFalse) {
 			// The lock mode held deployments back: git asks for more
 			// than was locked, whatever the table below says.
-			fmt.Fprintf(tw, "  not locked (%s): %s\n", s.LockedReason, s.LockMessage)
+			fmt.Fprintf(tw, "  not locked (%s): %s\n", s.LockedReason, s.LockedMessage)
 		}
 	}
 	if len(out.Sources) > 0 {

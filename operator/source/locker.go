@@ -140,9 +140,14 @@ type Locker struct {
 	// pending is the Locked condition of the last lock not yet written to
 	// opts.Conditions.
 	pending *metav1.Condition
+	// pendingKey is pending's decidedKey; condWritten that of the last
+	// condition written.
+	pendingKey, condWritten decidedKey
 	// pendingStatus is the commit status of the last lock not yet posted
-	// to opts.Statuses, and the head it is for.
+	// to opts.Statuses, and the head it is for; statusPosted the
+	// decidedKey of the last posted.
 	pendingStatus *headStatus
+	statusPosted  decidedKey
 }
 
 // headStatus is a commit status for a configuration head.
@@ -208,13 +213,30 @@ func (l *Locker) LockHead(ctx context.Context) (LockResult, error) {
 }
 
 // decided records the outcome of a lock of head for opts.Conditions and
-// opts.Statuses, written by writeCondition and postStatus.
+// opts.Statuses, written by writeCondition and postStatus. A head locked
+// again round after round (the machine's trouble) is written again only
+// when the condition's status or reason, or the commit status's state,
+// changes: its messages may differ by a detail every round (a port in a
+// network error), and the host keeps at most 1,000 statuses of a context
+// per commit.
 func (l *Locker) decided(head gitsource.Hash, res LockResult, err error, again bool) {
 	c := lockCondition(head, res, err, again)
-	l.pending = &c
+	if k := (decidedKey{head, string(c.Status), c.Reason}); k != l.condWritten {
+		l.pending, l.pendingKey = &c, k
+	}
 	s := lockStatus(res, err, again)
 	s.Context, s.TargetURL = l.opts.StatusContext, l.opts.StatusTargetURL
-	l.pendingStatus = &headStatus{head: head, status: s}
+	if k := (decidedKey{head, string(s.State), ""}); k != l.statusPosted {
+		l.pendingStatus = &headStatus{head: head, status: s}
+	}
+}
+
+// decidedKey is what decides whether a lock's outcome is written again:
+// its head, and the condition's status and reason or the commit status's
+// state.
+type decidedKey struct {
+	head           gitsource.Hash
+	status, reason string
 }
 
 // postStatus posts the pending commit status, if any.
@@ -229,7 +251,7 @@ func (l *Locker) postStatus(ctx context.Context) {
 		}
 		return
 	}
-	l.pendingStatus = nil
+	l.pendingStatus, l.statusPosted = nil, decidedKey{p.head, string(p.status.State), ""}
 }
 
 // writeCondition writes the pending Locked condition, if any.
@@ -240,7 +262,7 @@ func (l *Locker) writeCondition(ctx context.Context) {
 	err := l.opts.Conditions.SetCondition(ctx, *l.pending)
 	switch {
 	case err == nil:
-		l.pending = nil
+		l.pending, l.condWritten = nil, l.pendingKey
 	case notMadeYet(err):
 		l.opts.Log.V(1).Info("no StyrminSource yet for the Locked condition; written on a later round")
 	case ctx.Err() == nil:
@@ -305,7 +327,7 @@ func (l *Locker) lockHead(ctx context.Context) (LockResult, error) {
 		if !transient(err) && (errors.As(err, &ce) || errors.As(err, &de) || errors.As(err, &re)) {
 			l.last, l.again = fr.Head, false
 		}
-		l.decided(fr.Head, res, err, l.last != fr.Head)
+		l.decided(fr.Head, res, err, l.again || l.last != fr.Head)
 		return res, fmt.Errorf("lock mode: locking %s: %w", fr.Head.Short(), err)
 	}
 	l.last = fr.Head

@@ -104,7 +104,9 @@ func lockCondition(head gitsource.Hash, res LockResult, err error, again bool) m
 	if again {
 		b.WriteString("; locked again on the next round")
 	}
-	c.Message = boundMessage(b.String())
+	// One line: errors joined are one a line, and status commands print
+	// the message under the source's own line.
+	c.Message = boundMessage(strings.Join(strings.Split(strings.TrimSpace(b.String()), "\n"), "; "))
 	return c
 }
 

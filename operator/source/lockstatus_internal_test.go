@@ -64,6 +64,10 @@ func TestTheLockedConditionSaysWhatTheLastLockHeldBack(t *testing.T) {
 			}
 		})
 	}
+	joined := LockResult{Failed: errors.Join(errors.New("local/dev/hub: driver graphhub@3.0.0 does not load"), errors.New("local/dev/api: parameter replicas: must be at most 10"))}
+	if c := lockCondition(head, joined, nil, false); strings.Contains(c.Message, "\n") || !strings.Contains(c.Message, "does not load; local/dev/api") {
+		t.Errorf("the message of two deployments held back, %q, is not one line naming both", c.Message)
+	}
 	many := LockResult{Failed: errors.New(strings.Repeat("local/dev/app: a parameter the driver refuses; ", 500))}
 	if c := lockCondition(head, many, nil, false); len(c.Message) > maxMessage+8 {
 		t.Errorf("a message of %d bytes, want at most about %d", len(c.Message), maxMessage)
