@@ -75,7 +75,7 @@ func NewKubePods(cfg *rest.Config) (*KubePods, error) {
 func (k *KubePods) Exec(ctx context.Context, namespace, pod, container string, command []string) (string, string, error) {
 	wrapped := append([]string{"/bin/sh", "-c", stepShell, "styrmin-exec"}, command...)
 	stdout, stderr, err := k.stream(ctx, namespace, pod, container, wrapped, true)
-	if err != nil && noShell(err, stderr) {
+	if err != nil && noShell(err, stdout, stderr) {
 		return k.stream(ctx, namespace, pod, container, command, false)
 	}
 	return stdout, stderr, err
@@ -85,21 +85,23 @@ func (k *KubePods) Exec(ctx context.Context, namespace, pod, container string, c
 // and SIGKILL once its step has ended without it.
 const stepShellGrace = "10"
 
-// stepShell runs "$@" (exec'd: a program, never the shell's built-in of
-// the same name) with /dev/null as its stdin, in the background, and a
-// watcher reading the exec's stdin, which the agent never writes to: it
-// reads end of file only once the connection has closed, and the command
-// still runs only if its step ended first. The watcher then signals the
-// command itself (which reaches a command that made a process group of
-// its own and passes signals on, as timeout and dumb-init do) and the
-// shell's process group when the shell leads one (an exec'd process does
-// under runc: checked in /proc), which holds the command's children;
-// with kill -s, since dash refuses kill's "--". It ignores SIGTERM itself
-// to send SIGKILL after the grace, holding none of the exec's streams
-// meanwhile. A command that ends kills the watcher; its exit status is
-// the shell's. Only POSIX sh, its built-ins, and sleep. As for any
-// background job of dash or busybox, the command starts with SIGINT and
-// SIGQUIT ignored.
+// stepShell runs "$@" (exec'd: no function or built-in of the shell) with
+// /dev/null as its stdin, in the background, and a watcher reading the
+// exec's stdin, which the agent never writes to: it reads end of file
+// once the connection has closed, whether the command still runs (its
+// step ended first: deadline, task ended, agent gone) or ended and left
+// children behind. The watcher then signals the command, while it is
+// still the shell's child (no pid reused), and the shell's process group
+// when the shell leads one (an exec'd process does under runc: checked
+// in /proc), which holds the command's children; with kill -s, since
+// dash refuses kill's "--". A command that made a group of its own gets
+// the signal itself (timeout and dumb-init pass it on). SIGTERM first,
+// SIGKILL after the grace; the watcher and the shell ignore SIGTERM
+// (the shell waits on, reaping the command), and the watcher holds none
+// of the exec's streams, so a command that ends ends the exec. The
+// shell's exit status is the command's. Only POSIX sh, its built-ins, and
+// sleep. As for any background job of dash or busybox, the command
+// starts with SIGINT and SIGQUIT ignored.
 const stepShell = `exec 3<&0 </dev/null
 exec "$@" 3<&- &
 c=$!
@@ -110,34 +112,36 @@ if read -r s </proc/$$/stat 2>/dev/null; then
 	[ "$3" = "$$" ] && t=0
 fi
 {
-	while read -r _; do :; done <&3
 	exec >/dev/null 2>&1
+	while read -r _; do :; done <&3
+	exec 3<&-
 	trap '' TERM
-	kill -s TERM "$c" 2>/dev/null
-	kill -s TERM "$t" 2>/dev/null
+	ours() { read -r s </proc/$c/stat && s=${s##*\) } && set -- $s && [ "$2" = "$$" ]; }
+	ours && kill -s TERM "$c"
+	[ "$t" = 0 ] && kill -s TERM 0
 	sleep ` + stepShellGrace + `
-	kill -s KILL "$c" 2>/dev/null
-	kill -s KILL "$t" 2>/dev/null
+	ours && kill -s KILL "$c"
+	[ "$t" = 0 ] && kill -s KILL 0
 } &
-w=$!
 exec 3<&-
+trap '' TERM
 wait "$c"
-s=$?
-{ kill -s KILL "$w"; wait "$w"; } 2>/dev/null
-exit "$s"
 `
 
-// noShell reports whether err (and the exec's stderr) is the container
+// noShell reports whether err (with the exec's output) is the container
 // runtime's refusal to start /bin/sh because the image has none (runc:
 // "exec: \"/bin/sh\": stat /bin/sh: no such file or directory"; crun:
 // "executable file `/bin/sh` not found"): nothing ran, so the command can
-// run as given. CRI-O runs runc exec as a process of its own and reports
-// its failure as an exit status, with runc's message on stderr; any other
-// exit status is the command's.
-func noShell(err error, stderr string) bool {
+// run as given. containerd reports it as the exec's error. CRI-O runs
+// runc exec as a process of its own, with the stream as its stderr: runc's
+// exit status 255, its message on stderr, nothing on stdout; a command's
+// own exit status says no such thing (read from CRI-O's code, not seen on
+// a CRI-O node).
+func noShell(err error, stdout, stderr string) bool {
 	var exit utilexec.ExitError
 	if errors.As(err, &exit) {
-		return strings.Contains(stderr, "OCI runtime exec failed") && refusesShell(stderr)
+		return exit.ExitStatus() == 255 && stdout == "" && refusesShell(stderr) &&
+			(strings.Contains(stderr, "exec failed") || strings.Contains(stderr, "executable file"))
 	}
 	return refusesShell(err.Error())
 }

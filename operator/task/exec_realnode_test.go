@@ -144,21 +144,27 @@ done`
 // above all.
 func TestOnlyAMissingShellRunsTheCommandAsGiven(t *testing.T) {
 	const runcMsg = `OCI runtime exec failed: exec failed: unable to start container process: exec: "/bin/sh": stat /bin/sh: no such file or directory: unknown`
+	// What runc writes when CRI-O runs it for an exec (its log line).
+	const runcLine = `time="2026-12-06T18:00:00Z" level=error msg="exec failed: unable to start container process: exec: \"/bin/sh\": stat /bin/sh: no such file or directory"` + "\n"
+	exit := func(code int) error {
+		return fmt.Errorf("exec: %w", utilexec.CodeExitError{Err: fmt.Errorf("command terminated with exit code %d", code), Code: code})
+	}
 	for _, tc := range []struct {
-		name   string
-		err    error
-		stderr string
-		want   bool
+		name           string
+		err            error
+		stdout, stderr string
+		want           bool
 	}{
-		{"runc through containerd", errors.New(`Internal error occurred: error executing command in container: failed to exec in container: failed to start exec "c0e2": ` + runcMsg), "", true},
-		{"crun", errors.New("OCI runtime exec failed: executable file `/bin/sh` not found in $PATH: No such file or directory"), "", true},
-		{"runc through CRI-O: an exit status, runc's message on stderr", utilexec.CodeExitError{Err: errors.New("command terminated with exit code 255"), Code: 255}, runcMsg + "\n", true},
-		{"the command's own exit", fmt.Errorf("exec: %w", utilexec.CodeExitError{Err: errors.New("exit 127"), Code: 127}), "sh: /bin/sh: not found\n", false},
-		{"another command missing", errors.New(`exec: "/usr/bin/migrate": stat /usr/bin/migrate: no such file or directory`), "", false},
-		{"the pod gone", errors.New(`pods "app-1" not found`), "", false},
-		{"a deadline", context.DeadlineExceeded, "", false},
+		{"runc through containerd", errors.New(`Internal error occurred: error executing command in container: failed to exec in container: failed to start exec "c0e2": ` + runcMsg), "", "", true},
+		{"crun", errors.New("OCI runtime exec failed: executable file `/bin/sh` not found in $PATH: No such file or directory"), "", "", true},
+		{"runc through CRI-O: exit status 255, its message on stderr", exit(255), "", runcLine, true},
+		{"a command exiting 255 that printed first", exit(255), "migrating\n", runcLine, false},
+		{"the command's own exit", exit(127), "", "sh: /bin/sh: not found\n", false},
+		{"another command missing", errors.New(`exec: "/usr/bin/migrate": stat /usr/bin/migrate: no such file or directory`), "", "", false},
+		{"the pod gone", errors.New(`pods "app-1" not found`), "", "", false},
+		{"a deadline", context.DeadlineExceeded, "", "", false},
 	} {
-		if got := noShell(tc.err, tc.stderr); got != tc.want {
+		if got := noShell(tc.err, tc.stdout, tc.stderr); got != tc.want {
 			t.Errorf("%s: noShell = %t, want %t", tc.name, got, tc.want)
 		}
 	}

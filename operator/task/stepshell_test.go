@@ -72,9 +72,10 @@ func readPids(t *testing.T, file string, n int) []string {
 // may have as /bin/sh (Debian's dash, busybox's ash, bash): once the
 // exec's connection closes, the command and the child it started end,
 // and so does a command that moved to a process group of its own
-// (timeout, dumb-init); a command that ends on its own gives its output
-// and exit status, and reads an empty input. dash refuses kill's "--",
-// which a first version used: under dash nothing was signalled.
+// (timeout, dumb-init), and the child a command that ended left behind;
+// a command that ends on its own gives its output and exit status, and
+// reads an empty input. dash refuses kill's "--", which a first version
+// used: under dash nothing was signalled.
 func TestTheStepShellEndsTheCommandOnceTheConnectionCloses(t *testing.T) {
 	for _, shell := range []string{"dash", "busybox sh", "bash"} {
 		t.Run(strings.Fields(shell)[0], func(t *testing.T) {
@@ -86,15 +87,16 @@ func TestTheStepShellEndsTheCommandOnceTheConnectionCloses(t *testing.T) {
 			}
 			t.Parallel()
 			dir := t.TempDir()
-			for _, tc := range []struct {
+			for i, tc := range []struct {
 				name    string
 				command string
 				pids    int
 			}{
 				{"a command and its child", `echo $$ > %[1]s; sleep 300 & echo $! >> %[1]s; wait`, 2},
 				{"a command in a process group of its own (timeout passes the signal on)", `echo $$ > %[1]s; exec timeout 300 sh -c 'echo $$ >> %[1]s; exec sleep 299'`, 2},
+				{"a command that ended, leaving a child", `sleep 300 >/dev/null 2>&1 & echo $! > %[1]s; exit 0`, 1},
 			} {
-				file := filepath.Join(dir, fmt.Sprintf("pids-%d", len(tc.command)))
+				file := filepath.Join(dir, fmt.Sprintf("pids-%d", i))
 				run := startStepShell(t, shell, "sh", "-c", fmt.Sprintf(tc.command, file))
 				pids := readPids(t, file, tc.pids)
 				closed := time.Now()
