@@ -143,6 +143,9 @@ type Locker struct {
 	// pendingKey is pending's decidedKey; condWritten that of the last
 	// condition written.
 	pendingKey, condWritten decidedKey
+	// subject is the configuration head the last lock decided for (see
+	// subjectOf).
+	subject gitsource.Hash
 	// pendingStatus is the commit status of the last lock not yet posted
 	// to opts.Statuses, and the head it is for; statusPosted the
 	// decidedKey of the last posted.
@@ -154,6 +157,7 @@ type Locker struct {
 type headStatus struct {
 	head   gitsource.Hash
 	status commitstatus.Status
+	key    decidedKey
 }
 
 // NewLocker checks opts and returns a Locker. When opts.Repo is nil the
@@ -221,22 +225,41 @@ func (l *Locker) LockHead(ctx context.Context) (LockResult, error) {
 // per commit.
 func (l *Locker) decided(head gitsource.Hash, res LockResult, err error, again bool) {
 	c := lockCondition(head, res, err, again)
-	if k := (decidedKey{head, string(c.Status), c.Reason}); k != l.condWritten {
+	// A final outcome (not again) is always written: it may name another
+	// cause than the retried one before.
+	if k := (decidedKey{head, string(c.Status), c.Reason, again}); !again || k != l.condWritten {
 		l.pending, l.pendingKey = &c, k
+	} else {
+		l.pending = nil // what the source holds says it already
 	}
 	s := lockStatus(res, err, again)
 	s.Context, s.TargetURL = l.opts.StatusContext, l.opts.StatusTargetURL
-	if k := (decidedKey{head, string(s.State), ""}); k != l.statusPosted {
-		l.pendingStatus = &headStatus{head: head, status: s}
+	if k := (decidedKey{head, string(s.State), "", again}); !again || k != l.statusPosted {
+		l.pendingStatus = &headStatus{head: head, status: s, key: k}
+	} else {
+		l.pendingStatus = nil
 	}
 }
 
+// subjectOf is the configuration head a lock of head decides for: head,
+// unless head is the lock mode's own commit locked again (some of its
+// configuration head's deployments were left for the machine's trouble),
+// which is that configuration head's lock finishing.
+func (l *Locker) subjectOf(head gitsource.Hash) gitsource.Hash {
+	if head == l.last && l.again && !l.subject.IsZero() {
+		return l.subject
+	}
+	l.subject = head
+	return head
+}
+
 // decidedKey is what decides whether a lock's outcome is written again:
-// its head, and the condition's status and reason or the commit status's
-// state.
+// its head, the condition's status and reason or the commit status's
+// state, and whether the head is locked again.
 type decidedKey struct {
 	head           gitsource.Hash
 	status, reason string
+	again          bool
 }
 
 // postStatus posts the pending commit status, if any.
@@ -251,7 +274,7 @@ func (l *Locker) postStatus(ctx context.Context) {
 		}
 		return
 	}
-	l.pendingStatus, l.statusPosted = nil, decidedKey{p.head, string(p.status.State), ""}
+	l.pendingStatus, l.statusPosted = nil, p.key
 }
 
 // writeCondition writes the pending Locked condition, if any.
@@ -300,6 +323,8 @@ func (l *Locker) lockHead(ctx context.Context) (LockResult, error) {
 			return res, nil
 		}
 	}
+	// Decided before this round changes what the last one left.
+	subject := l.subjectOf(fr.Head)
 	policy := resolver.LockKeepGoing
 	if l.opts.AllOrNothing {
 		policy = resolver.LockAllOrNothing
@@ -327,7 +352,7 @@ func (l *Locker) lockHead(ctx context.Context) (LockResult, error) {
 		if !transient(err) && (errors.As(err, &ce) || errors.As(err, &de) || errors.As(err, &re)) {
 			l.last, l.again = fr.Head, false
 		}
-		l.decided(fr.Head, res, err, l.again || l.last != fr.Head)
+		l.decided(subject, res, err, l.again || l.last != fr.Head)
 		return res, fmt.Errorf("lock mode: locking %s: %w", fr.Head.Short(), err)
 	}
 	l.last = fr.Head
@@ -342,7 +367,7 @@ func (l *Locker) lockHead(ctx context.Context) (LockResult, error) {
 			res.Locked = append(res.Locked, fmt.Sprintf("%s=%d", c.ID, c.Next.Sequence))
 		}
 	}
-	l.decided(fr.Head, res, nil, l.again)
+	l.decided(subject, res, nil, l.again)
 	if out.Skipped != nil {
 		l.opts.Log.Error(out.Skipped, "some deployments did not resolve; the others were locked", "head", fr.Head.Short(), "again", l.again)
 	}
