@@ -284,6 +284,20 @@ func clusterRuns() (resolver.UsedSequences, func(context.Context) (resolver.Used
 	return ran, used, onLocked
 }
 
+// lockStatusHost is a git host's commit status API and the lock mode's
+// client of it.
+func lockStatusHost(t *testing.T) (*statusHost, *commitstatus.Client) {
+	t.Helper()
+	host := &statusHost{got: map[string][]map[string]string{}}
+	gh := httptest.NewServer(host)
+	t.Cleanup(gh.Close)
+	poster, err := commitstatus.New(commitstatus.Options{BaseURL: gh.URL, Owner: "acme", Repo: "desired", Token: agentGitToken})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return host, poster
+}
+
 // exampleServer is a git server holding the example repository.
 func exampleServer(t *testing.T) *gitserver.Server {
 	t.Helper()
@@ -384,13 +398,7 @@ func TestALockWhoseSandboxCouldNotStartLocksTheSameHeadOnTheNextRound(t *testing
 	t.Cleanup(sb.Close)
 	exe := sb.Path
 	sb.Path = filepath.Join(t.TempDir(), "agent")
-	host := &statusHost{got: map[string][]map[string]string{}}
-	gh := httptest.NewServer(host)
-	t.Cleanup(gh.Close)
-	poster, err := commitstatus.New(commitstatus.Options{BaseURL: gh.URL, Owner: "acme", Repo: "desired", Token: agentGitToken})
-	if err != nil {
-		t.Fatal(err)
-	}
+	host, poster := lockStatusHost(t)
 	l, err := source.NewLocker(source.LockModeOptions{Repo: cloneOf(t, srv), Sandbox: sb, Statuses: poster, StatusContext: "styrmin/local/lock"})
 	if err != nil {
 		t.Fatal(err)
@@ -448,13 +456,7 @@ func TestABrokenDriverVersionHoldsBackOnlyTheDeploymentsItCouldBeChosenFor(t *te
 	if err := cl.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: key.Namespace}}); err != nil {
 		t.Fatal(err)
 	}
-	host := &statusHost{got: map[string][]map[string]string{}}
-	gh := httptest.NewServer(host)
-	t.Cleanup(gh.Close)
-	poster, err := commitstatus.New(commitstatus.Options{BaseURL: gh.URL, Owner: "acme", Repo: "desired", Token: agentGitToken})
-	if err != nil {
-		t.Fatal(err)
-	}
+	host, poster := lockStatusHost(t)
 	l, err := source.NewLocker(source.LockModeOptions{Repo: cloneOf(t, srv),
 		Conditions: &source.SourceConditions{Client: cl, Reader: cl, Source: key},
 		Statuses:   poster, StatusContext: "styrmin/local/lock"})

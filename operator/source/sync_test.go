@@ -1520,12 +1520,11 @@ func (w *racingWriter) Update(ctx context.Context, obj client.Object, opts ...cl
 	return w.SubResourceWriter.Update(ctx, obj, opts...)
 }
 
-// The lock mode writes its Locked condition on the StyrminSource while
-// the syncer writes the others: a sync whose copy was read before the
-// lock mode's write conflicts, reads the source again and keeps that
-// condition, rather than putting back what its older copy held.
-func TestASyncThatConflictsWithTheLockModeKeepsItsCondition(t *testing.T) {
-	t.Parallel()
+// lockModeSource is a sync environment of an agent in lock mode whose
+// StyrminSource, synced at a first lock commit, holds the lock mode's
+// condition c, and the setter that wrote it.
+func lockModeSource(t *testing.T, c metav1.Condition) (*syncEnv, *source.SourceConditions) {
+	t.Helper()
 	e := startSyncEnv(t)
 	e.lockMode = true
 	e.lock("lock hub 1", instanceAt("hub", "dev-hub", 1))
@@ -1533,10 +1532,20 @@ func TestASyncThatConflictsWithTheLockModeKeepsItsCondition(t *testing.T) {
 		t.Fatal(err)
 	}
 	conditions := &source.SourceConditions{Client: e.cl, Reader: e.cl, Source: e.key}
-	if err := conditions.SetCondition(e.ctx, metav1.Condition{Type: v1alpha1.ConditionLocked, Status: metav1.ConditionTrue,
-		Reason: v1alpha1.ReasonLocked, Message: "every deployment locked at the first head"}); err != nil {
+	if err := conditions.SetCondition(e.ctx, c); err != nil {
 		t.Fatal(err)
 	}
+	return e, conditions
+}
+
+// The lock mode writes its Locked condition on the StyrminSource while
+// the syncer writes the others: a sync whose copy was read before the
+// lock mode's write conflicts, reads the source again and keeps that
+// condition, rather than putting back what its older copy held.
+func TestASyncThatConflictsWithTheLockModeKeepsItsCondition(t *testing.T) {
+	t.Parallel()
+	e, conditions := lockModeSource(t, metav1.Condition{Type: v1alpha1.ConditionLocked, Status: metav1.ConditionTrue,
+		Reason: v1alpha1.ReasonLocked, Message: "every deployment locked at the first head"})
 	e.lock("lock hub 2", instanceAt("hub", "dev-hub", 2))
 	heldBack := metav1.Condition{Type: v1alpha1.ConditionLocked, Status: metav1.ConditionFalse,
 		Reason: v1alpha1.ReasonDeploymentsHeldBack, Message: "held back: local/dev/web"}
@@ -1575,17 +1584,8 @@ func shortHash(t *testing.T, h string) string {
 // keeps it.
 func TestASyncerWithoutTheLockModeRemovesItsLeftCondition(t *testing.T) {
 	t.Parallel()
-	e := startSyncEnv(t)
-	e.lockMode = true
-	e.lock("lock hub 1", instanceAt("hub", "dev-hub", 1))
-	if _, err := e.syncer().Sync(e.ctx); err != nil {
-		t.Fatal(err)
-	}
-	conditions := &source.SourceConditions{Client: e.cl, Reader: e.cl, Source: e.key}
-	if err := conditions.SetCondition(e.ctx, metav1.Condition{Type: v1alpha1.ConditionLocked, Status: metav1.ConditionFalse,
-		Reason: v1alpha1.ReasonDeploymentsHeldBack, Message: "held back: local/dev/web"}); err != nil {
-		t.Fatal(err)
-	}
+	e, _ := lockModeSource(t, metav1.Condition{Type: v1alpha1.ConditionLocked, Status: metav1.ConditionFalse,
+		Reason: v1alpha1.ReasonDeploymentsHeldBack, Message: "held back: local/dev/web"})
 	locked := func() *metav1.Condition {
 		return apimeta.FindStatusCondition(e.source().Status.Conditions, v1alpha1.ConditionLocked)
 	}
