@@ -217,12 +217,13 @@ func (l *Locker) LockHead(ctx context.Context) (LockResult, error) {
 }
 
 // decided records the outcome of a lock of head for opts.Conditions and
-// opts.Statuses, written by writeCondition and postStatus. A head locked
-// again round after round (the machine's trouble) is written again only
-// when the condition's status or reason, or the commit status's state,
-// changes: its messages may differ by a detail every round (a port in a
-// network error), and the host keeps at most 1,000 statuses of a context
-// per commit.
+// opts.Statuses, written by writeCondition and postStatus. While a head
+// is locked again round after round (the machine's trouble) its outcome
+// is written again only when the condition's status or reason, or the
+// commit status's state, changes: its messages may differ by a detail
+// every round (a port in a network error), and the host keeps at most
+// 1,000 statuses of a context per commit. A final outcome is always
+// written.
 func (l *Locker) decided(head gitsource.Hash, res LockResult, err error, again bool) {
 	c := lockCondition(head, res, err, again)
 	// A final outcome (not again) is always written: it may name another
