@@ -9,5 +9,7 @@
 // syncer is reported without a sequence ever being used twice (history.go).
 // A task the API server refuses holds back only its own deployment: the
 // other tasks are made, and the sync fails naming it and keeps its
-// position, so the refused task is tried again at the next sync.
+// position, so the refused task is tried again at the next sync. What
+// each lock of the lock mode held back is written on the StyrminSource's
+// Locked condition and posted on the configuration commit (lockstatus.go).
 package source
