@@ -4,6 +4,7 @@ import (
 	"context"
 	"strings"
 	"testing"
+	"time"
 
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -53,14 +54,21 @@ func TestTwoReplicasWithLeaderElectionLockEachChangeOnce(t *testing.T) {
 	if replicas[1-leader].Logged(isLockModeStart) != 1 {
 		t.Fatal("the replica left did not start its locker once after taking over")
 	}
-	// The new leader's lock says so on the StyrminSource.
-	src, err := e.source(context.Background())
-	if err != nil {
-		t.Fatal(err)
-	}
-	if c := apimeta.FindStatusCondition(src.Status.Conditions, v1alpha1.ConditionLocked); c == nil || c.Status != metav1.ConditionTrue ||
-		!strings.Contains(c.Message, "every deployment locked") || !strings.Contains(c.Message, "1 deployment locked in ") {
-		t.Errorf("the StyrminSource's Locked condition after the new leader's lock: %+v", c)
+	// The new leader's lock says so on the StyrminSource (written after
+	// the lock, and on a later round should the sync's writes have
+	// conflicted with it every time).
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(200 * time.Millisecond) {
+		src, err := e.source(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+		c := apimeta.FindStatusCondition(src.Status.Conditions, v1alpha1.ConditionLocked)
+		if c != nil && c.Status == metav1.ConditionTrue && strings.Contains(c.Message, "every deployment locked") && strings.Contains(c.Message, "1 deployment locked in ") {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the StyrminSource's Locked condition after the new leader's lock: %+v", c)
+		}
 	}
 }
 
