@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/go-logr/logr"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/styrmin/styrmin/commitstatus"
@@ -287,7 +288,7 @@ func (l *Locker) writeCondition(ctx context.Context) {
 	switch {
 	case err == nil:
 		l.pending, l.condWritten = nil, l.pendingKey
-	case notMadeYet(err):
+	case apierrors.IsNotFound(err): // the syncer has not made the StyrminSource yet
 		l.opts.Log.V(1).Info("no StyrminSource yet for the Locked condition; written on a later round")
 	case ctx.Err() == nil:
 		l.opts.Log.Error(err, "recording the Locked condition; written on a later round")

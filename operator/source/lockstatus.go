@@ -2,11 +2,9 @@ package source
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"strings"
 
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -79,14 +77,15 @@ func keepLockerConditions(own, fresh []metav1.Condition) []metav1.Condition {
 // not load but held no deployment back), False naming what is held back
 // and why, or that nothing was locked. again says the same head is
 // locked again on the next round (the machine's trouble, not the
-// configuration's).
+// configuration's). err is the lock's own, before LockHead names the head
+// in it.
 func lockCondition(head gitsource.Hash, res LockResult, err error, again bool) metav1.Condition {
 	var b strings.Builder
 	c := metav1.Condition{Type: v1alpha1.ConditionLocked}
 	switch {
 	case err != nil:
 		c.Status, c.Reason = metav1.ConditionFalse, v1alpha1.ReasonLockFailed
-		fmt.Fprintf(&b, "nothing locked at %s: %v", head.Short(), unwrapLockMode(err))
+		fmt.Fprintf(&b, "nothing locked at %s: %v", head.Short(), err)
 	case res.Failed != nil:
 		c.Status, c.Reason = metav1.ConditionFalse, v1alpha1.ReasonDeploymentsHeldBack
 		fmt.Fprintf(&b, "at %s %s; held back: %v", head.Short(), lockedCount(res), res.Failed)
@@ -121,7 +120,7 @@ func lockStatus(res LockResult, err error, again bool) commitstatus.Status {
 	var s commitstatus.Status
 	switch {
 	case err != nil:
-		s.State, s.Description = commitstatus.Failure, fmt.Sprintf("nothing locked: %v", unwrapLockMode(err))
+		s.State, s.Description = commitstatus.Failure, fmt.Sprintf("nothing locked: %v", err)
 	case res.Failed != nil:
 		s.State, s.Description = commitstatus.Failure, fmt.Sprintf("held back: %v; %s", res.Failed, lockedCount(res))
 	default:
@@ -145,16 +144,3 @@ func lockedCount(res LockResult) string {
 		return fmt.Sprintf("%d deployments locked in %s", n, res.Commit.Short())
 	}
 }
-
-// unwrapLockMode drops the "lock mode: locking <head>:" prefix LockHead
-// adds, which the condition's message says in its own words.
-func unwrapLockMode(err error) error {
-	if u := errors.Unwrap(err); u != nil && strings.HasPrefix(err.Error(), "lock mode: locking ") {
-		return u
-	}
-	return err
-}
-
-// notMadeYet reports whether err is the StyrminSource not found: the
-// syncer has not made it yet.
-func notMadeYet(err error) bool { return apierrors.IsNotFound(err) }

@@ -42,7 +42,7 @@ func TestTheLockedConditionSaysWhatTheLastLockHeldBack(t *testing.T) {
 			nil, false, metav1.ConditionFalse, v1alpha1.ReasonDeploymentsHeldBack, []string{"held back: local/dev/hub: driver graphhub@3.0.0 does not load", "drivers/graphhub/3.0.0"}},
 		{"held back for the machine", LockResult{Failed: fmt.Errorf("local/dev/hub: %w", drivers.ErrSandboxStart)},
 			nil, true, metav1.ConditionFalse, v1alpha1.ReasonDeploymentsHeldBack, []string{"no lock needed; held back: local/dev/hub", "locked again on the next round"}},
-		{"nothing locked", LockResult{}, fmt.Errorf("lock mode: locking HEAD: %w", errors.New("drivers/webapp/1.0.0: does not load; local/dev/web runs it")),
+		{"nothing locked", LockResult{}, errors.New("drivers/webapp/1.0.0: does not load; local/dev/web runs it"),
 			false, metav1.ConditionFalse, v1alpha1.ReasonLockFailed, []string{"nothing locked at HEAD: drivers/webapp/1.0.0"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -119,7 +119,7 @@ func TestALocksCommitStatusLeadsWithWhatItHeldBack(t *testing.T) {
 		{"nothing to lock", LockResult{}, nil, false, commitstatus.Success, "no lock needed"},
 		{"held back", LockResult{Locked: []string{"local/dev/web=2"}, Commit: commit, Failed: errors.New("local/dev/hub: driver graphhub@3.0.0 does not load\nlocal/dev/api: parameter replicas: must be at most 10")},
 			nil, false, commitstatus.Failure, "held back: local/dev/hub: driver graphhub@3.0.0 does not load local/dev/api: "},
-		{"nothing locked", LockResult{}, fmt.Errorf("lock mode: locking abc: %w", errors.New("drivers/webapp/1.0.0 does not load")), false,
+		{"nothing locked", LockResult{}, errors.New("drivers/webapp/1.0.0 does not load"), false,
 			commitstatus.Failure, "nothing locked: drivers/webapp/1.0.0 does not load"},
 		{"the machine's trouble", LockResult{Failed: fmt.Errorf("local/dev/hub: %w", drivers.ErrSandboxStart)}, nil, true,
 			commitstatus.Pending, "locked again soon; held back: local/dev/hub"},

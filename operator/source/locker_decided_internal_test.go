@@ -1,0 +1,112 @@
+package source
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+
+	"github.com/go-logr/logr"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/styrmin/styrmin/commitstatus"
+	"github.com/styrmin/styrmin/drivers"
+	"github.com/styrmin/styrmin/gitsource"
+	"github.com/styrmin/styrmin/operator/api/v1alpha1"
+)
+
+// recorded keeps what a Locker wrote through its two sinks; fail makes
+// the next write of each fail once (the API server or the host away).
+type recorded struct {
+	conditions []metav1.Condition
+	statuses   []string // "sha state"
+	fail       bool
+}
+
+func (r *recorded) SetCondition(_ context.Context, c metav1.Condition) error {
+	if r.fail {
+		return errors.New("the API server is away")
+	}
+	r.conditions = append(r.conditions, c)
+	return nil
+}
+
+func (r *recorded) Post(_ context.Context, sha string, s commitstatus.Status) error {
+	if r.fail {
+		return errors.New("the host is away")
+	}
+	r.statuses = append(r.statuses, sha[:4]+" "+string(s.State))
+	return nil
+}
+
+var (
+	_ ConditionSetter = (*recorded)(nil)
+	_ StatusPoster    = (*recorded)(nil)
+)
+
+// round decides one lock's outcome and writes it, as LockHead does.
+func (l *Locker) round(head gitsource.Hash, res LockResult, err error, again bool) {
+	l.decided(head, res, err, again)
+	l.writeCondition(context.Background())
+	l.postStatus(context.Background())
+}
+
+// What the lock mode writes of a head locked again round after round: an
+// outcome once while it stays the same (its message may differ by a port
+// every round; the host keeps 1,000 statuses per commit), the final one
+// always, even with the same status and reason as the retried one (it
+// names another cause); a write that failed, and whose head's outcome
+// then came back to what the source holds, is not made late; a lock finishing
+// on the lock mode's own commit is its configuration head's.
+func TestWhatALockedAgainHeadWritesAndWhen(t *testing.T) {
+	sinks := &recorded{}
+	l := &Locker{opts: LockModeOptions{Conditions: sinks, Statuses: sinks, StatusContext: "styrmin/local/lock", Log: logr.Discard()}}
+	head := gitsource.Hash{0xa1, 0xa1}
+	machine := func(port int) LockResult {
+		return LockResult{Failed: fmt.Errorf("local/dev/hub: fetching its driver: dial 10.0.0.1:%d: %w", port, drivers.ErrSandboxStart)}
+	}
+	l.round(head, machine(40001), nil, true)
+	l.round(head, machine(40002), nil, true)
+	if len(sinks.conditions) != 1 || strings.Join(sinks.statuses, ",") != "a1a1 pending" {
+		t.Fatalf("two rounds of the same trouble wrote %d conditions and statuses %v, want one of each", len(sinks.conditions), sinks.statuses)
+	}
+	// The head's final outcome: held back for its configuration now.
+	final := LockResult{Failed: errors.New("local/dev/hub: parameter workers: must be at most 8")}
+	l.round(head, final, nil, false)
+	if n := len(sinks.conditions); n != 2 || sinks.conditions[1].Reason != v1alpha1.ReasonDeploymentsHeldBack ||
+		!strings.Contains(sinks.conditions[1].Message, "must be at most 8") || strings.Contains(sinks.conditions[1].Message, "again") {
+		t.Fatalf("the final outcome: %d conditions, last %+v; want it written, naming the parameter", n, sinks.conditions[n-1])
+	}
+	if strings.Join(sinks.statuses, ",") != "a1a1 pending,a1a1 failure" {
+		t.Fatalf("statuses %v, want pending then failure", sinks.statuses)
+	}
+
+	// A second head in trouble (written), then in other trouble whose
+	// write fails, then in the first again: what the source holds says
+	// it, and the failed write is not made late.
+	next := gitsource.Hash{0xb2, 0xb2}
+	l.round(next, machine(40003), nil, true)
+	written := len(sinks.conditions)
+	sinks.fail = true
+	l.round(next, LockResult{}, fmt.Errorf("pushing: %w", drivers.ErrSandboxStart), true)
+	sinks.fail = false
+	l.round(next, machine(40004), nil, true)
+	if len(sinks.conditions) != written {
+		t.Fatalf("a failed write of an outcome that came back to the one held was made late: %+v", sinks.conditions[len(sinks.conditions)-1])
+	}
+	if l.pending != nil {
+		t.Fatalf("pending %+v, want none: the source holds the outcome", l.pending)
+	}
+
+	// subjectOf: the lock mode's own commit, locked again, is its
+	// configuration head's lock finishing; any other head is its own.
+	own := gitsource.Hash{0xc3}
+	l.last, l.again, l.subject = own, true, next
+	if got := l.subjectOf(own); got != next {
+		t.Errorf("the own commit locked again decides for %s, want its configuration head %s", got.Short(), next.Short())
+	}
+	if got := l.subjectOf(head); got != head || l.subject != head {
+		t.Errorf("a new head decides for %s (subject %s), want itself", got.Short(), l.subject.Short())
+	}
+}
