@@ -1,6 +1,8 @@
 package drivers
 
 import (
+	"context"
+	"fmt"
 	"os"
 	"syscall"
 	"testing"
@@ -148,4 +150,50 @@ func childrenCPU() time.Duration {
 		return 0
 	}
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// BenchmarkSandboxFirstEvaluation measures what a lock evaluates per
+// deployment (values, services, the policy render) for an input no child
+// evaluated yet (each iteration's deployment has a name of its own),
+// through a Sandbox, against the same in this process.
+// child-cpu-ms/op is the children's CPU per deployment, which ns/op does
+// not count.
+func BenchmarkSandboxFirstEvaluation(b *testing.B) {
+	const dir = "webapp/1.1.0"
+	d, c, _ := benchDriver(b, dir)
+	each := func(b *testing.B, d *Driver) {
+		i := 0
+		b.ReportAllocs()
+		for b.Loop() {
+			i++
+			c := c
+			c.Deployment.Name = fmt.Sprintf("app-%d", i)
+			vals, err := d.Values(c)
+			if err != nil {
+				b.Fatal(err)
+			}
+			if _, err := d.Endpoints(c); err != nil {
+				b.Fatal(err)
+			}
+			if _, err := d.RenderForPolicy(context.Background(), c, vals); err != nil {
+				b.Fatal(err)
+			}
+		}
+	}
+	b.Run("in-process", func(b *testing.B) { each(b, d) })
+	b.Run("sandbox", func(b *testing.B) {
+		sb, err := SelfSandbox(2)
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer sb.Close()
+		boxed, err := Load(os.DirFS("../examples/drivers/"+dir), LoadOptions{Source: "examples/drivers/" + dir, Sandbox: sb})
+		if err != nil {
+			b.Fatal(err)
+		}
+		before := childrenCPU()
+		each(b, boxed)
+		sb.Close()
+		b.ReportMetric(float64((childrenCPU()-before).Microseconds())/1000/float64(b.N), "child-cpu-ms/op")
+	})
 }

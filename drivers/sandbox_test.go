@@ -7,6 +7,8 @@ import (
 	"errors"
 	"maps"
 	"os"
+	"runtime"
+	"runtime/debug"
 	"strconv"
 	"strings"
 	"syscall"
@@ -402,4 +404,51 @@ func TestAChildKilledAtItsDeadlineNamesTheFileItWasEvaluating(t *testing.T) {
 	if !errors.As(err, &le) || le.Limit != LimitTime || le.File != source+"/chart" {
 		t.Fatalf("a render spinning past the time limit: %v after %s; want the time limit at %s/chart", err, time.Since(start), source)
 	}
+}
+
+// The memory watchdog counts what an evaluation keeps, not the garbage a
+// collector target above the default leaves on the heap: a heap over the
+// limit that a collection brings under it goes on; one whose live data is
+// over it is the limit.
+func TestTheMemoryWatchdogCountsLiveDataNotGarbage(t *testing.T) {
+	defer debug.SetGCPercent(debug.SetGCPercent(-1)) // garbage stays until collected
+	runtime.GC()
+	const step = 64 << 20
+	watch := func(limit uint64) (stop func() (over bool)) {
+		done, end := make(chan struct{}), make(chan bool, 1)
+		go func() {
+			over := false
+			watchMemory(limit, done, func(uint64) { over = true })
+			end <- over
+		}()
+		return func() bool { close(done); return <-end }
+	}
+	var sink [][]byte
+	fill := func(keep bool) {
+		for range 4 {
+			b := make([]byte, step/4)
+			for i := 0; i < len(b); i += 4096 {
+				b[i] = 1
+			}
+			if keep {
+				sink = append(sink, b)
+			}
+		}
+		time.Sleep(20 * time.Millisecond) // the watchdog polls every 2 ms
+	}
+
+	limit := heapObjects() + step/2
+	stop := watch(limit)
+	fill(false)
+	if stop() {
+		t.Errorf("the watchdog called %d MiB of garbage over a limit of %d MiB", step>>20, (step/2)>>20)
+	}
+
+	limit = heapObjects() + step/2
+	stop = watch(limit)
+	fill(true)
+	if !stop() {
+		t.Errorf("the watchdog let %d MiB of live data pass a limit of %d MiB", step>>20, (step/2)>>20)
+	}
+	runtime.KeepAlive(sink)
 }
