@@ -95,7 +95,7 @@ type evalInput struct {
 // what names the input in a LimitError ("the values of deployment web").
 // A limit hit is not kept: each evaluation of the input fails with it.
 func evalChecked[T any](ctx context.Context, d *Driver, kind string, w evalWire, what, file string,
-	local func(*evalInput) (T, error), decode func([]byte) (T, error)) (T, error) {
+	local func(*evalInput) (T, error), decode func(*sandboxResponse) (T, error)) (T, error) {
 	var zero T
 	cs := d.compiled
 	b, err := json.Marshal(w)
@@ -155,10 +155,10 @@ func evalChecked[T any](ctx context.Context, d *Driver, kind string, w evalWire,
 	}
 	pass()
 	cs.inputs.add(key)
-	if resp.Output == nil {
+	if !resp.Evaluated {
 		return here() // failed within the limits: the error, in this process's words
 	}
-	out, err := decode(resp.Output)
+	out, err := decode(resp)
 	if err != nil {
 		return zero, fmt.Errorf("driver %s: %s: the result of %s: %w", d.Source, cs.file, what, err)
 	}
@@ -177,14 +177,15 @@ func withInput(err error, what string) error {
 }
 
 // checkLocal is a child's "check": the evaluation kind of input that the
-// parent would otherwise make in-process. A limit is the answer's error;
-// the result is the output, in its wire form; another failure gives no
-// output and no error (the parent evaluates the input again, now known
-// to end within the limits, for its own error).
-func (d *Driver) checkLocal(kind string, input []byte) ([]byte, error) {
+// parent would otherwise make in-process, answered in resp. A limit is
+// the error; the result is Evaluated, in Output in its wire form, or a
+// render's in Objects (encoded once, not again as Output); another
+// failure is neither (the parent evaluates the input again, now known to
+// end within the limits, for its own error).
+func (d *Driver) checkLocal(kind string, input []byte, resp *sandboxResponse) error {
 	in, err := decodeEvalInput(input)
 	if err != nil {
-		return nil, fmt.Errorf("drivers: sandbox: the input to evaluate: %w", err)
+		return fmt.Errorf("drivers: sandbox: the input to evaluate: %w", err)
 	}
 	var out any
 	d.compiled.opts.notePhase(d.compiled.file) // a render names its chart next
@@ -200,34 +201,45 @@ func (d *Driver) checkLocal(kind string, input []byte) ([]byte, error) {
 	case evalPolicy:
 		out, err = d.renderObjects(in.Context, in.Values, policyText)
 	default:
-		return nil, fmt.Errorf("drivers: sandbox: unknown evaluation %q", kind)
+		return fmt.Errorf("drivers: sandbox: unknown evaluation %q", kind)
 	}
 	if errors.Is(err, ErrLimit) {
-		return nil, err
+		return err
 	}
 	if err != nil {
-		return nil, nil
+		return nil
 	}
-	if m, ok := out.(map[string]any); ok {
-		return json.Marshal(wireForm(reflect.ValueOf(m)))
+	switch o := out.(type) {
+	case *Manifests:
+		resp.Objects = o.Objects
+	case map[string]any:
+		resp.Output, err = json.Marshal(wireForm(reflect.ValueOf(o)))
+	default:
+		resp.Output, err = json.Marshal(out)
 	}
-	return json.Marshal(out)
+	resp.Evaluated = err == nil
+	return err
 }
 
 // decodeMap decodes a map result (parameters, values) of the child.
-func decodeMap(b []byte) (map[string]any, error) {
+func decodeMap(resp *sandboxResponse) (map[string]any, error) {
 	var m map[string]any
-	if err := decodeNumbers(b, &m); err != nil {
+	if err := decodeNumbers(resp.Output, &m); err != nil {
 		return nil, err
 	}
 	return numbersFromWire(m), nil
 }
 
-// decodeJSON decodes a typed result (endpoints, manifests) of the child.
-func decodeJSON[T any](b []byte) (T, error) {
+// decodeJSON decodes a typed result (endpoints) of the child.
+func decodeJSON[T any](resp *sandboxResponse) (T, error) {
 	var v T
-	err := json.Unmarshal(b, &v)
+	err := json.Unmarshal(resp.Output, &v)
 	return v, err
+}
+
+// decodeManifests is a render's result: the answer's objects.
+func decodeManifests(resp *sandboxResponse) (*Manifests, error) {
+	return &Manifests{Objects: resp.Objects}, nil
 }
 
 // contextWire is the wire form of the parts of c that p reads, and of the

@@ -163,7 +163,7 @@ func (d *Driver) renderHere(ctx context.Context, c Context, values map[string]an
 		w := contextWire(cs.renderProj, c, true)
 		w.Values = wireForm(reflect.ValueOf(values))
 		return evalChecked(ctx, d, kind, w, what, file,
-			func(in *evalInput) (*Manifests, error) { return d.renderObjects(in.Context, in.Values, text) }, decodeJSON[*Manifests])
+			func(in *evalInput) (*Manifests, error) { return d.renderObjects(in.Context, in.Values, text) }, decodeManifests)
 	}
 	m, err := bounded(ctx, cs.opts.Limits, d.Source, file, func() (*Manifests, error) {
 		return d.renderObjects(c, values, text)

@@ -150,8 +150,12 @@ type sandboxRequest struct {
 type sandboxResponse struct {
 	Errors  []wireError `json:"errors,omitempty"`
 	Objects []Object    `json:"objects,omitempty"`
-	// Output is a call's result.
+	// Output is a call's result, or a check's (evalChecked) in its wire
+	// form.
 	Output []byte `json:"output,omitempty"`
+	// Evaluated says a check's evaluation ended without an error: its
+	// result is Output, or Objects for a render.
+	Evaluated bool `json:"evaluated,omitempty"`
 	// Retire says the child ends after this answer (a limit was hit, or
 	// its heap grew too large to be worth keeping).
 	Retire bool `json:"retire,omitempty"`

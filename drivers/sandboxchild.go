@@ -143,7 +143,7 @@ func (s *sandboxServer) serve(req *sandboxRequest) bool {
 			_, err = d.renderSample(sample)
 		}
 	case req.Op == "check":
-		resp.Output, err = d.checkLocal(req.Eval, req.Input)
+		err = d.checkLocal(req.Eval, req.Input, &resp)
 	case req.Op == "render" && req.Context != nil:
 		var m *Manifests
 		c := *req.Context
