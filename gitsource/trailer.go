@@ -145,8 +145,15 @@ func checkLockKey(key string) error {
 	return nil
 }
 
+// maxSequence is the highest sequence an instance may have, 2^53-1 (the
+// largest integer every JSON reader holds exactly). It mirrors
+// resolver.MaxSequence: gitsource is a leaf and cannot import resolver.
+const maxSequence = 1<<53 - 1
+
 // parseSequence parses a canonical non-negative decimal: digits only, no
-// sign, no leading zero.
+// sign, no leading zero, at most maxSequence. A larger number is no
+// sequence any lock wrote: taken as one, it would become a deployment's
+// highest and hide the real one.
 func parseSequence(s string) (int, error) {
 	if s == "" {
 		return 0, errors.New("empty sequence after '='")
@@ -160,8 +167,8 @@ func parseSequence(s string) (int, error) {
 		return 0, fmt.Errorf("sequence %q has a leading zero", s)
 	}
 	n, err := strconv.Atoi(s)
-	if err != nil {
-		return 0, fmt.Errorf("sequence %q is out of range", s)
+	if err != nil || n > maxSequence {
+		return 0, fmt.Errorf("sequence %q is out of range: the highest is %d", s, maxSequence)
 	}
 	return n, nil
 }
@@ -205,6 +212,9 @@ func formatMessage(subject string, locks map[string]int, extra []Trailer) (strin
 		}
 		if locks[k] < 0 {
 			return "", fmt.Errorf("lock %q: sequence %d is negative", k, locks[k])
+		}
+		if locks[k] > maxSequence {
+			return "", fmt.Errorf("lock %q: sequence %d is out of range: the highest is %d", k, locks[k], maxSequence)
 		}
 	}
 	extra = slices.Clone(extra)

@@ -50,6 +50,8 @@ func TestParseLockTrailers(t *testing.T) {
 		{"empty key", "s\n\nStyrmin-Lock: =1\n", nil, "empty deployment key"},
 		{"space in key", "s\n\nStyrmin-Lock: c/e a=1\n", nil, "contains ' '"},
 		{"overflow", "s\n\nStyrmin-Lock: c/e/a=99999999999999999999999\n", nil, "out of range"},
+		{"above the highest sequence", "s\n\nStyrmin-Lock: c/e/a=9007199254740992\n", nil, "out of range"},
+		{"the highest sequence", "s\n\nStyrmin-Lock: c/e/a=9007199254740991\n", map[string]int{"c/e/a": 1<<53 - 1}, ""},
 		{"duplicate", "s\n\nStyrmin-Lock: c/e/a=1\nStyrmin-Lock: c/e/a=2\n", nil, "locked twice"},
 	}
 	for _, tt := range tests {
@@ -93,6 +95,7 @@ func TestFormatMessage(t *testing.T) {
 		{name: "multi-line summary", summary: "a\nb", wantErr: "spans lines"},
 		{name: "bad key", locks: map[string]int{"c/e/a=b": 1}, wantErr: "contains '='"},
 		{name: "negative", locks: map[string]int{"c/e/a": -1}, wantErr: "negative"},
+		{name: "above the highest sequence", locks: map[string]int{"c/e/a": 1 << 53}, wantErr: "out of range"},
 		{name: "lock as extra", extra: []gitsource.Trailer{{"styrmin-lock", "c/e/a=1"}}, wantErr: "record locks in Locks"},
 		{name: "bad extra key", extra: []gitsource.Trailer{{"Bad Key", "v"}}, wantErr: "want letters, digits"},
 		{name: "multi-line extra", extra: []gitsource.Trailer{{"K", "a\nb"}}, wantErr: "one non-empty line"},

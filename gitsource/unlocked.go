@@ -399,8 +399,14 @@ type usedSequences struct {
 	at  map[string][]plumbing.Hash
 }
 
-// note records that commit c used seq for key.
+// note records that commit c used seq for key. A sequence outside
+// 1..maxSequence-1 is ignored, as resolver.UsedFromTrailers ignores it:
+// kept as the highest, it would be dropped there and take the real
+// highest with it, and a lock could use that number again.
 func (u *usedSequences) note(key string, seq int, c plumbing.Hash) {
+	if seq < 1 || seq >= maxSequence {
+		return
+	}
 	cur, ok := u.max[key]
 	switch {
 	case !ok || seq > cur:
@@ -534,9 +540,7 @@ func (s *sequenceReader) diff(c, cur plumbing.Hash, parents []plumbing.Hash, at 
 			if err != nil {
 				return err
 			}
-			if seq > 0 {
-				u.note(key, seq, c)
-			}
+			u.note(key, seq, c)
 		}
 	}
 	return nil

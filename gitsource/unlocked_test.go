@@ -137,6 +137,41 @@ func TestLockedSequencesSkipAMalformedTrailer(t *testing.T) {
 	}
 }
 
+// TestLockedSequencesIgnoreANumberOutOfRange: a number no lock could have
+// written (0, above 2^53-1, or that highest itself, which would leave no
+// next one) in a message's body, its trailers or a lockfile committed by hand
+// is ignored. Taken as the deployment's highest it was dropped by the
+// resolver, which then forgot the real highest (12) and could lock 12
+// again.
+func TestLockedSequencesIgnoreANumberOutOfRange(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		message string
+		files   map[string]string
+	}{
+		{"a line in the body", "notes\n\nStyrmin-Lock: c/e/d=9007199254740993\n\nSigned-off-by: x", nil},
+		{"a trailer", "notes\n\nStyrmin-Lock: c/e/d=9007199254740993", nil},
+		{"a trailer at the highest sequence", "notes\n\nStyrmin-Lock: c/e/d=9007199254740991", nil},
+		{"a trailer at zero", "notes\n\nStyrmin-Lock: c/e/d=0\nStyrmin-Lock: c/e/z=0", nil},
+		{"a lockfile committed by hand", "locked by hand", map[string]string{"locks/c/e/d.lock.yaml": "kind: Instance\nsequence: 9007199254740993\n"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			lr := newLocalRepo(t, false)
+			lr.commit("styrmin: lock c/e/d=11\n\nStyrmin-Lock: c/e/d=11", map[string]string{"locks/c/e/d.lock.yaml": "kind: Instance\nsequence: 11\n"})
+			lr.commit("styrmin: lock c/e/d=12\n\nStyrmin-Lock: c/e/d=12", map[string]string{"locks/c/e/d.lock.yaml": "kind: Instance\nsequence: 12\n"})
+			lr.commit(tc.message, tc.files)
+			r, err := gitsource.Open(lr.dir, gitsource.OpenOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			got, err := r.LockedSequences(hashOf(t, lr.git("rev-parse", "HEAD")), ".", "locks")
+			if want := map[string]int{"c/e/d": 12}; err != nil || !maps.Equal(got, want) {
+				t.Fatalf("got %v, %v; want %v: the number out of range ignored", got, err, want)
+			}
+		})
+	}
+}
+
 // TestCommitLocksChainLandsWholeInAFolder: a chain is one commit per
 // change that changes the tree, written below Dir, and the branch moves
 // once.
