@@ -376,7 +376,7 @@ func (r *Repo) push(ctx context.Context, old, new Hash, objs []plumbing.Hash) (m
 	ctx, cancel := networkContext(ctx, r.timeout)
 	defer cancel()
 	branchRef := plumbing.NewBranchReferenceName(r.branch)
-	sess, err := r.session(true)
+	sess, err := r.session(ctx, true)
 	if err != nil {
 		return false, err
 	}
@@ -445,7 +445,7 @@ func (r *Repo) pushed(h Hash) error {
 // op names the operation in errors. It reads no repository state: the
 // caller need not hold r.mu.
 func (r *Repo) lsRemote(ctx context.Context, op string) (plumbing.Hash, error) {
-	sess, err := r.session(false)
+	sess, err := r.session(ctx, false)
 	if err != nil {
 		return plumbing.ZeroHash, err
 	}
@@ -460,14 +460,17 @@ func (r *Repo) lsRemote(ctx context.Context, op string) (plumbing.Hash, error) {
 	return advertisedHash(ar, plumbing.NewBranchReferenceName(r.branch))
 }
 
-// session opens a receive-pack (push) or upload-pack session to the remote.
-func (r *Repo) session(receive bool) (any, error) {
+// session opens a receive-pack (push) or upload-pack session to the
+// remote. Opening it takes no context in go-git: ctx's deadline bounds it
+// (and, over ssh, the connection's whole life) through sshDeadline.
+func (r *Repo) session(ctx context.Context, receive bool) (any, error) {
 	ep, err := transport.NewEndpoint(r.remoteURL)
 	if err != nil {
 		return nil, fmt.Errorf("gitsource: remote URL %s: %w", redactURL(r.remoteURL), urlError(r.remoteURL, err))
 	}
 	ep.CaBundle = r.caBundle
 	ep.InsecureSkipTLS = r.insecure
+	ep.Proxy = sshDeadline(ctx, r.remoteURL)
 	cl, err := client.NewClient(ep)
 	if err != nil {
 		return nil, fmt.Errorf("gitsource: remote %s: %w", redactURL(r.remoteURL), err)

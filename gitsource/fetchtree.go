@@ -93,7 +93,7 @@ func FetchTreeWithin(ctx context.Context, url, rev, dir string, auth Auth, maxBy
 	fetchCtx, cancel := networkContext(ctx, 0)
 	defer cancel()
 	lister := git.NewRemote(memory.NewStorage(), &config.RemoteConfig{Name: "origin", URLs: []string{url}})
-	refs, err := lister.ListContext(fetchCtx, &git.ListOptions{Auth: method, PeelingOption: git.AppendPeeled})
+	refs, err := lister.ListContext(fetchCtx, &git.ListOptions{Auth: method, PeelingOption: git.AppendPeeled, ProxyOptions: sshDeadline(fetchCtx, url)})
 	if err != nil {
 		return nil, Hash{}, transportError("list refs of", url, err)
 	}
@@ -113,7 +113,7 @@ func FetchTreeWithin(ctx context.Context, url, rev, dir string, auth Auth, maxBy
 		if err != nil {
 			return nil, Hash{}, err
 		}
-		err = remote.FetchContext(fetchCtx, &git.FetchOptions{Auth: method, RefSpecs: spec.refSpecs, Depth: spec.depth, Tags: git.NoTags})
+		err = remote.FetchContext(fetchCtx, &git.FetchOptions{Auth: method, RefSpecs: spec.refSpecs, Depth: spec.depth, Tags: git.NoTags, ProxyOptions: sshDeadline(fetchCtx, url)})
 		var limit *FetchLimitError
 		if errors.As(err, &limit) && spec.history == "" {
 			// The commit alone is over the limit: nothing else helps.
@@ -678,7 +678,7 @@ func RemoteHead(ctx context.Context, url, branch string, auth Auth) (Hash, error
 	remote := git.NewRemote(memory.NewStorage(), &config.RemoteConfig{Name: "origin", URLs: []string{url}})
 	ctx, cancel := networkContext(ctx, 0)
 	defer cancel()
-	refs, err := remote.ListContext(ctx, &git.ListOptions{Auth: method})
+	refs, err := remote.ListContext(ctx, &git.ListOptions{Auth: method, ProxyOptions: sshDeadline(ctx, url)})
 	if err != nil {
 		return Hash{}, transportError("list refs of", url, err)
 	}

@@ -238,6 +238,7 @@ func Clone(ctx context.Context, url, dir string, opts CloneOptions) (*Repo, erro
 	var gr *git.Repository
 	cloneCtx, cancel := networkContext(ctx, opts.NetworkTimeout)
 	defer cancel()
+	co.ProxyOptions = sshDeadline(cloneCtx, url)
 	if dir == "" {
 		gr, err = git.CloneContext(cloneCtx, memory.NewStorage(), nil, co)
 	} else {
@@ -435,6 +436,7 @@ func (r *Repo) fetchLocked(ctx context.Context) (Hash, error) {
 		Tags:            git.NoTags,
 		CABundle:        r.caBundle,
 		InsecureSkipTLS: r.insecure,
+		ProxyOptions:    sshDeadline(ctx, r.remoteURL),
 	})
 	switch {
 	case err == nil, errors.Is(err, git.NoErrAlreadyUpToDate):

@@ -3,12 +3,16 @@ package gitsource_test
 import (
 	"context"
 	"fmt"
+	"io"
 	"io/fs"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"net/http/httputil"
 	"net/url"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -209,4 +213,134 @@ func TestAPushThatLandedBeforeTheNetworkTimeoutCounts(t *testing.T) {
 	if err != nil || head != got.res.Commit {
 		t.Fatalf("the remote's head = %s, %v; want the lock commit %s", head, err, got.res.Commit)
 	}
+}
+
+// silentHost listens on a real TCP port and forwards each connection to
+// target until silence is called; from then on (from the start when target
+// is "") it accepts connections and never answers: an ssh host that takes
+// the connection and then sends nothing, not even its version line. Every
+// connection is closed when the test ends.
+func silentHost(t *testing.T, target string) (addr string, silence func()) {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var silent atomic.Bool
+	silent.Store(target == "")
+	var mu sync.Mutex
+	var conns []net.Conn
+	keep := func(c net.Conn) {
+		mu.Lock()
+		defer mu.Unlock()
+		conns = append(conns, c)
+	}
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			keep(c)
+			if silent.Load() {
+				continue
+			}
+			up, err := net.Dial("tcp", target)
+			if err != nil {
+				_ = c.Close()
+				continue
+			}
+			keep(up)
+			go func() { _, _ = io.Copy(up, c); _ = up.Close() }()
+			go func() { _, _ = io.Copy(c, up); _ = c.Close() }()
+		}
+	}()
+	t.Cleanup(func() {
+		_ = ln.Close()
+		mu.Lock()
+		defer mu.Unlock()
+		for _, c := range conns {
+			_ = c.Close()
+		}
+	})
+	return ln.Addr().String(), func() { silent.Store(true) }
+}
+
+// TestSSHToASilentHostGivesUpAtTheNetworkTimeout: an ssh host that accepts
+// the TCP connection and says nothing makes Fetch, Clone, RemoteHead and a
+// push fail once their deadline passes. go-git dials ssh without a
+// context and handshakes without a deadline: they never returned, and a
+// Fetch or push held the Repo's mutex, and every reader, with them.
+func TestSSHToASilentHostGivesUpAtTheNetworkTimeout(t *testing.T) {
+	ctx := context.Background()
+	const timeout = 500 * time.Millisecond
+	const bound = 10 * time.Second
+	key, pub := newSSHKey(t, "")
+	auth := gitsource.Auth{SSHKey: key, InsecureIgnoreHostKey: true}
+	silent, _ := silentHost(t, "")
+	url := "ssh://git@" + silent + "/x.git"
+
+	t.Run("Fetch", func(t *testing.T) {
+		lr := newLocalRepo(t, false)
+		first := lr.commit("first", map[string]string{"styrmin.cue": "x: 1\n"})
+		lr.git("remote", "add", "origin", url)
+		lr.git("update-ref", "refs/remotes/origin/main", first)
+		r, err := gitsource.Open(lr.dir, gitsource.OpenOptions{Remote: "origin", Branch: "main", Auth: auth, NetworkTimeout: timeout})
+		if err != nil {
+			t.Fatal(err)
+		}
+		err = within(t, bound, "Fetch from a silent ssh host", func() error {
+			_, err := r.Fetch(ctx)
+			return err
+		})
+		if err == nil {
+			t.Fatal("Fetch from a silent ssh host succeeded")
+		}
+	})
+	t.Run("Clone", func(t *testing.T) {
+		err := within(t, bound, "Clone from a silent ssh host", func() error {
+			_, err := gitsource.Clone(ctx, url, "", gitsource.CloneOptions{Auth: auth, NetworkTimeout: timeout})
+			return err
+		})
+		if err == nil {
+			t.Fatal("Clone from a silent ssh host succeeded")
+		}
+	})
+	t.Run("RemoteHead", func(t *testing.T) {
+		err := within(t, bound, "RemoteHead of a silent ssh host", func() error {
+			ctx, cancel := context.WithTimeout(ctx, timeout)
+			defer cancel()
+			_, err := gitsource.RemoteHead(ctx, url, "main", auth)
+			return err
+		})
+		if err == nil {
+			t.Fatal("RemoteHead of a silent ssh host succeeded")
+		}
+	})
+	t.Run("push", func(t *testing.T) {
+		// The host answers the clone and the fetch of the attempt, and
+		// falls silent before the push connects.
+		srv := gitserver.New(t)
+		srv.CreateRepo("cfg.git")
+		srv.Commit("cfg.git", "seed", map[string][]byte{appLock: []byte("sequence: 1\n")})
+		sshd := srv.StartSSH(pub)
+		addr, silence := silentHost(t, sshd.Addr)
+		r, err := gitsource.Clone(ctx, "ssh://git@"+addr+"/cfg.git", "", gitsource.CloneOptions{Auth: auth, NetworkTimeout: timeout})
+		if err != nil {
+			t.Fatal(err)
+		}
+		build := func(ctx context.Context, head gitsource.Hash, headFS fs.FS) (gitsource.Change, error) {
+			silence()
+			return bumpSequence(ctx, head, headFS)
+		}
+		err = within(t, bound, "CommitLocks pushing to a silent ssh host", func() error {
+			_, err := r.CommitLocks(ctx, gitsource.CommitRequest{Build: build, MaxAttempts: 1})
+			return err
+		})
+		// The attempt's fetch is done: the connection that failed is the
+		// push's.
+		if err == nil || !strings.Contains(err.Error(), "connect to") {
+			t.Fatalf("CommitLocks pushing to a silent ssh host: %v, want the push's connection to fail", err)
+		}
+	})
 }
