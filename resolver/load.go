@@ -764,7 +764,14 @@ type IngressSpec struct {
 // hand must not give that to another deployment, namespace or chart.
 func (l *Loader) DeclaredInstancePolicy(fsys fs.FS, in *Instance) (*drivers.Policy, error) {
 	if in.Internal != InternalIngress {
-		return l.DeclaredPolicy(fsys, in.ID, in.Internal)
+		d, err := l.DeclaredEnvironment(fsys, in.ID)
+		if err != nil {
+			return nil, err
+		}
+		if err := d.CheckPlacement(in); err != nil {
+			return nil, err
+		}
+		return d.Policy, nil
 	}
 	c, err := l.loadClusterFile(fsys, in.ID.Cluster)
 	if err != nil {
@@ -918,19 +925,69 @@ func (l *Loader) parseDeployment(file string, data []byte, id ID) (*Deployment, 
 // cannot loosen what the configuration allows. It reads those two files
 // alone.
 func (l *Loader) DeclaredPolicy(fsys fs.FS, id ID, internal string) (*drivers.Policy, error) {
-	c, err := l.loadClusterFile(fsys, id.Cluster)
-	if err != nil {
-		return nil, err
-	}
 	if internal == InternalIngress {
+		c, err := l.loadClusterFile(fsys, id.Cluster)
+		if err != nil {
+			return nil, err
+		}
 		if _, err := l.declaredIngress(fsys, c, id); err != nil {
 			return nil, err
 		}
 		return ingressPolicy(), nil
 	}
+	d, err := l.DeclaredEnvironment(fsys, id)
+	if err != nil {
+		return nil, err
+	}
+	return d.Policy, nil
+}
+
+// Declared is what the configuration gives the application instances of
+// one environment, which their lockfiles must record: the policy, and
+// the namespace each runs in. The agent enforces what a lockfile records
+// and creates the namespace it names, so a lockfile written by hand (a
+// valid checksum is no proof of a lock) must not place a deployment in a
+// namespace the configuration does not give it (another tenant's, an
+// operator's): that namespace would become the deployment's own.
+type Declared struct {
+	// Policy is the cluster's and environment's (EffectivePolicy).
+	Policy *drivers.Policy
+	// NamespacePrefix is the environment's.
+	NamespacePrefix string
+	// File is the environment's file, named in errors.
+	File string
+}
+
+// DeclaredEnvironment is what the configuration in fsys declares for the
+// application deployments of id's environment. It reads the cluster and
+// environment files alone.
+func (l *Loader) DeclaredEnvironment(fsys fs.FS, id ID) (*Declared, error) {
+	c, err := l.loadClusterFile(fsys, id.Cluster)
+	if err != nil {
+		return nil, err
+	}
 	e, err := l.loadEnvironmentFile(fsys, c, id.Environment)
 	if err != nil {
 		return nil, err
 	}
-	return EffectivePolicy(c, e), nil
+	return &Declared{Policy: EffectivePolicy(c, e), NamespacePrefix: e.NamespacePrefix, File: e.File}, nil
+}
+
+// CheckPlacement returns a ConfigError when in, an application instance
+// of d's environment, records another namespace or name than the
+// configuration gives its deployment.
+func (d *Declared) CheckPlacement(in *Instance) error {
+	if in.Context == nil {
+		return nil // a tombstone: it places nothing
+	}
+	want := deploymentNamespace(d.NamespacePrefix, in.ID)
+	if got := in.Context.Deployment.Namespace; got != want {
+		return &ConfigError{File: d.File, Field: "namespacePrefix", Msg: fmt.Sprintf(
+			"a lockfile records deployment %s in namespace %q; the configuration runs it in %q (the environment's namespace prefix and the deployment's name): the lockfile was not written by a lock of this configuration", in.ID, got, want)}
+	}
+	if got := in.Context.Deployment.Name; got != in.ID.Name {
+		return &ConfigError{File: d.File, Field: "deployments", Msg: fmt.Sprintf(
+			"a lockfile of deployment %s records the release name %q: the lockfile was not written by a lock of this configuration", in.ID, got)}
+	}
+	return nil
 }

@@ -13,8 +13,10 @@ var reservedNamespaces = []string{"default", "kube-public", "kube-system", "kube
 // NamespaceOf is a deployment's namespace: its environment's namespace
 // prefix and its name.
 func NamespaceOf(e *Environment, d *Deployment) string {
-	return e.NamespacePrefix + "-" + d.ID.Name
+	return deploymentNamespace(e.NamespacePrefix, d.ID)
 }
+
+func deploymentNamespace(prefix string, id ID) string { return prefix + "-" + id.Name }
 
 // namespaceErrors checks the namespaces of every deployment of repo
 // before anything resolves: two deployments of one cluster, internal ones

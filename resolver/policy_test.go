@@ -259,3 +259,57 @@ func TestAPolicyNamespaceThatIsADeploymentsOwnIsRefused(t *testing.T) {
 		})
 	}
 }
+
+// TestADeclaredInstanceMustRunWhereTheConfigurationPlacesIt pins that
+// the agent's check of a lockfile against the configuration at its lock
+// commit (DeclaredInstancePolicy) refuses an application instance that
+// records another namespace than its environment's prefix and its name
+// give it, or another release name, naming the environment's file: the
+// agent creates (or adopts) the namespace a lockfile names, and enforces
+// what it records, so a lockfile written by hand could otherwise make
+// another tenant's namespace a deployment's own.
+func TestADeclaredInstanceMustRunWhereTheConfigurationPlacesIt(t *testing.T) {
+	dir := exampleCopy(t)
+	writeFile(t, dir, "clusters/local/environments/dev/environment.cue", "namespacePrefix: \"team-a\"\n")
+	res, _, err := resolveDir(t, dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fsys := os.DirFS(dir)
+	var web *Instance
+	for _, r := range res.Resolved {
+		if _, err := NewLoader(0).DeclaredInstancePolicy(fsys, r.Instance); err != nil {
+			t.Errorf("%s, as locked: %v", r.Instance.ID, err)
+		}
+		if r.Instance.ID.Environment == "dev" && r.Instance.Internal == "" && web == nil {
+			web = r.Instance
+		}
+	}
+	if web == nil {
+		t.Fatal("no application deployment in dev")
+	}
+	if got, want := web.Context.Deployment.Namespace, "team-a-"+web.ID.Name; got != want {
+		t.Fatalf("%s locked in %q, want %q", web.ID, got, want)
+	}
+	for _, tc := range []struct {
+		name string
+		edit func(c *drivers.Context)
+		want string
+	}{
+		{"another tenant's namespace", func(c *drivers.Context) { c.Deployment.Namespace = "cert-manager" },
+			`clusters/local/environments/dev/environment.cue: field namespacePrefix: a lockfile records deployment local/dev/` + web.ID.Name + ` in namespace "cert-manager"; the configuration runs it in "team-a-` + web.ID.Name + `"`},
+		{"a sibling's namespace", func(c *drivers.Context) { c.Deployment.Namespace = "team-a-other" }, `in namespace "team-a-other"`},
+		{"another release name", func(c *drivers.Context) { c.Deployment.Name = "other" }, `records the release name "other"`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			in := *web
+			ctx := *web.Context
+			tc.edit(&ctx)
+			in.Context = &ctx
+			_, err := NewLoader(0).DeclaredInstancePolicy(fsys, &in)
+			if _, ok := errors.AsType[*ConfigError](err); !ok || !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("got %v, want a ConfigError containing %q", err, tc.want)
+			}
+		})
+	}
+}

@@ -439,7 +439,7 @@ func (r *Reconciler) release(ctx context.Context, rs *reconcileState) error {
 	}
 	revision := 0
 	if sd.Status.Release != nil {
-		revision = sd.Status.Release.Revision
+		revision, req.PreviousDigest = sd.Status.Release.Revision, sd.Status.Release.ManifestDigest
 	}
 	var known *release.Revision
 	if a := r.state(sd.Namespace).applied; a != nil {
@@ -739,6 +739,20 @@ func (r *Reconciler) correctDrift(ctx context.Context, rs *reconcileState) error
 		rs.requeueAfter = time.Millisecond
 		return nil
 	}
+	if errors.Is(err, release.ErrRecordChanged) {
+		// Someone rewrote the record (a Secret of the namespace): nothing
+		// of it is applied. The release is written again from the lock as
+		// a new revision; the status keeps the revision and its digest,
+		// so that the apply does not trust the record either.
+		r.metrics.driftChecks.WithLabelValues("drifted").Inc()
+		setCondition(sd, v1alpha1.ConditionDrifted, metav1.ConditionTrue, v1alpha1.ReasonDriftDetected, err.Error())
+		r.recorder.Eventf(sd, nil, corev1.EventTypeWarning, v1alpha1.EventReleaseRecordChanged, "CorrectDrift",
+			"The record of release %s revision %d was changed outside the agent: nothing of it is applied; writing the release again from the lock as a new revision", sd.Status.Release.Name, sd.Status.Release.Revision)
+		sd.Status.AppliedDigest = ""
+		st.applied = nil
+		rs.requeueAfter = time.Millisecond
+		return nil
+	}
 	if errors.Is(err, release.ErrSensitiveValuesGone) {
 		r.metrics.driftChecks.WithLabelValues("drifted").Inc()
 		r.sensitiveValuesGone(rs, err)
@@ -833,7 +847,8 @@ func (r *Reconciler) checkDrift(ctx context.Context, releases *release.Releases,
 	if sd.Status.Release == nil {
 		return nil, nil
 	}
-	desired, drifts, err := releases.Check(ctx, sd.Namespace, sd.Status.Release.Name, sd.Status.Release.Revision, sd.Status.Inventory, st.desired)
+	rel := sd.Status.Release
+	desired, drifts, err := releases.Check(ctx, sd.Namespace, rel.Name, rel.Revision, rel.ManifestDigest, sd.Status.Inventory, st.desired)
 	if desired != nil {
 		st.desired = desired
 	}

@@ -106,8 +106,9 @@ type RepoLocks struct {
 	// config bounds the evaluation of the configuration DeclaredPolicy
 	// reads (nil: in-process).
 	config *resolver.ConfigSandbox
-	// policies are the policies read, by commit and layer.
-	policies map[policyKey]*drivers.Policy
+	// declared are the environments' declarations read, by commit and
+	// layer.
+	declared map[policyKey]*resolver.Declared
 }
 
 var (
@@ -117,7 +118,7 @@ var (
 
 // NewRepoLocks returns a LockSource over repo.
 func NewRepoLocks(repo TreeReader) *RepoLocks {
-	return &RepoLocks{repo: repo, handed: map[v1alpha1.LockRef]handedOver{}, now: time.Now, policies: map[policyKey]*drivers.Policy{}}
+	return &RepoLocks{repo: repo, handed: map[v1alpha1.LockRef]handedOver{}, now: time.Now, declared: map[policyKey]*resolver.Declared{}}
 }
 
 // WithConfigSandbox makes DeclaredPolicy evaluate the configuration in c's
@@ -149,6 +150,25 @@ func (e *PolicyUnknownError) Error() string {
 
 func (e *PolicyUnknownError) Unwrap() error { return e.Err }
 
+// MisplacedError reports a lockfile that records another namespace (or
+// release name) for its deployment than the configuration at its lock
+// commit gives it (resolver.Declared.CheckPlacement): written by hand, it
+// needs a change in git.
+type MisplacedError struct {
+	Ref v1alpha1.LockRef
+	Err error
+}
+
+func (e *MisplacedError) Error() string {
+	commit := e.Ref.Commit
+	if h, err := gitsource.ParseHash(commit); err == nil {
+		commit = h.Short()
+	}
+	return fmt.Sprintf("%s at lock commit %s: %v", e.Ref.Path, commit, e.Err)
+}
+
+func (e *MisplacedError) Unwrap() error { return e.Err }
+
 // policyKey is what a declared policy depends on.
 type policyKey struct {
 	commit, cluster, environment, internal string
@@ -159,20 +179,48 @@ const maxPolicies = 1024
 
 // DeclaredPolicy reads the cluster and environment files at ref's commit
 // and returns the policy they give in (a commit's files never change, so
-// it is read once per commit and environment).
+// they are read once per commit and environment). An application
+// instance placed in another namespace than they give it is a
+// *MisplacedError.
 func (l *RepoLocks) DeclaredPolicy(_ context.Context, ref v1alpha1.LockRef, in *resolver.Instance) (*drivers.Policy, error) {
-	key := policyKey{ref.Commit, in.ID.Cluster, in.ID.Environment, in.Internal}
 	if in.Internal != "" {
 		// An internal instance is checked as a whole (its name, namespace
 		// and driver), not by its environment alone.
-		key = policyKey{}
+		fsys, err := l.commitTree(ref)
+		if err != nil {
+			return nil, err
+		}
+		p, err := resolver.NewLoader(0).WithSandbox(l.config).DeclaredInstancePolicy(fsys, in)
+		return p, l.configErr(ref, err)
 	}
+	key := policyKey{ref.Commit, in.ID.Cluster, in.ID.Environment, in.Internal}
 	l.mu.Lock()
-	p, ok := l.policies[key]
+	d, ok := l.declared[key]
 	l.mu.Unlock()
-	if ok {
-		return p, nil
+	if !ok {
+		fsys, err := l.commitTree(ref)
+		if err != nil {
+			return nil, err
+		}
+		d, err = resolver.NewLoader(0).WithSandbox(l.config).DeclaredEnvironment(fsys, in.ID)
+		if err != nil {
+			return nil, l.configErr(ref, err)
+		}
+		l.mu.Lock()
+		if len(l.declared) >= maxPolicies {
+			clear(l.declared)
+		}
+		l.declared[key] = d
+		l.mu.Unlock()
 	}
+	if err := d.CheckPlacement(in); err != nil {
+		return nil, &MisplacedError{Ref: ref, Err: err}
+	}
+	return d.Policy, nil
+}
+
+// commitTree is the tree of ref's commit.
+func (l *RepoLocks) commitTree(ref v1alpha1.LockRef) (fs.FS, error) {
 	commit, err := gitsource.ParseHash(ref.Commit)
 	if err != nil {
 		return nil, &PolicyUnknownError{Ref: ref, Err: err}
@@ -184,24 +232,20 @@ func (l *RepoLocks) DeclaredPolicy(_ context.Context, ref v1alpha1.LockRef, in *
 	if err != nil {
 		return nil, fmt.Errorf("the configuration at lock commit %s: %w", ref.Commit, err)
 	}
-	p, err = resolver.NewLoader(0).WithSandbox(l.config).DeclaredInstancePolicy(fsys, in)
-	if err != nil {
-		var ce *resolver.ConfigError
-		if errors.As(err, &ce) || errors.Is(err, fs.ErrNotExist) {
-			return nil, &PolicyUnknownError{Ref: ref, Err: err}
-		}
-		return nil, fmt.Errorf("the configuration at lock commit %s: %w", ref.Commit, err)
+	return fsys, nil
+}
+
+// configErr classifies an error of reading the configuration at ref's
+// commit: files that do not load are a *PolicyUnknownError.
+func (l *RepoLocks) configErr(ref v1alpha1.LockRef, err error) error {
+	if err == nil {
+		return nil
 	}
-	if key == (policyKey{}) {
-		return p, nil
+	var ce *resolver.ConfigError
+	if errors.As(err, &ce) || errors.Is(err, fs.ErrNotExist) {
+		return &PolicyUnknownError{Ref: ref, Err: err}
 	}
-	l.mu.Lock()
-	if len(l.policies) >= maxPolicies {
-		clear(l.policies)
-	}
-	l.policies[key] = p
-	l.mu.Unlock()
-	return p, nil
+	return fmt.Errorf("the configuration at lock commit %s: %w", ref.Commit, err)
 }
 
 // handedOver is a lockfile handed over and when.

@@ -2,6 +2,8 @@ package release
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"slices"
@@ -13,6 +15,22 @@ import (
 // ErrReleaseGone is returned (wrapped) by Check when the record of the
 // revision to check is gone: the release needs installing again.
 var ErrReleaseGone = errors.New("the release's record is gone")
+
+// ErrRecordChanged is returned (wrapped) by Check when the record of the
+// revision holds another manifest than the one the agent wrote
+// (ManifestDigest). A record is a Secret in the deployment's namespace,
+// which whoever may write Secrets there can change: a drift check that
+// trusted it would apply, as the agent, whatever it was made to hold.
+// The release is written again from the lock, as when its record is
+// gone.
+var ErrRecordChanged = errors.New("the release's record was changed outside the agent")
+
+// ManifestDigest is the digest of a release's manifest as the agent wrote
+// it in the revision's record (ReleaseStatus.ManifestDigest).
+func ManifestDigest(manifest string) string {
+	sum := sha256.Sum256([]byte(manifest))
+	return "sha256:" + hex.EncodeToString(sum[:])
+}
 
 // Desired is what one drift check of a release revision compares with:
 // the revision's objects and the field sets Styrmin owns on them, packed
@@ -52,8 +70,10 @@ func (d Drift) Ref() v1alpha1.ObjectRef { return d.object.ref }
 // objects; inventory gives the objects' components. d is the state of the
 // last check (nil: none); the state to keep for the next check is
 // returned. A revision whose record is gone gives an error wrapping
-// ErrReleaseGone.
-func (h *Releases) Check(ctx context.Context, namespace, name string, rev int, inventory []v1alpha1.ObjectRef, d *Desired) (*Desired, []Drift, error) {
+// ErrReleaseGone; one whose record's manifest is not manifestDigest (""
+// for a revision an agent applied before it recorded digests: not
+// checked), an error wrapping ErrRecordChanged.
+func (h *Releases) Check(ctx context.Context, namespace, name string, rev int, manifestDigest string, inventory []v1alpha1.ObjectRef, d *Desired) (*Desired, []Drift, error) {
 	var objs []*desiredObject
 	var expected map[string][]byte
 	if d != nil && d.revision == rev {
@@ -74,6 +94,10 @@ func (h *Releases) Check(ctx context.Context, namespace, name string, rev int, i
 		}
 		if err != nil {
 			return nil, nil, fmt.Errorf("read release %s revision %d: %w", name, rev, err)
+		}
+		if manifestDigest != "" && ManifestDigest(rel.Manifest) != manifestDigest {
+			return nil, nil, fmt.Errorf("%w: release %s revision %d holds a manifest the agent did not write (its digest is %s, the agent applied %s); writing the release again from the lock",
+				ErrRecordChanged, name, rev, ManifestDigest(rel.Manifest), manifestDigest)
 		}
 		components := make(map[string]string, len(inventory))
 		for _, o := range inventory {

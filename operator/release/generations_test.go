@@ -77,7 +77,7 @@ func TestRevisionsAndCorrectionsKnowTheGenerationsTheyWroteWorkloadsAt(t *testin
 		t.Fatal(err)
 	}
 	drifted := live()
-	desired, drifts, err := e.helm.Check(ctx, ns, "app", 2, nil, r2.Desired())
+	desired, drifts, err := e.helm.Check(ctx, ns, "app", 2, "", nil, r2.Desired())
 	if err != nil || len(drifts) != 1 {
 		t.Fatalf("drift check: %v, %d drifts", err, len(drifts))
 	}

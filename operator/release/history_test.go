@@ -2,6 +2,7 @@ package release
 
 import (
 	"context"
+	"errors"
 	"strings"
 	"testing"
 
@@ -236,7 +237,7 @@ func TestFailedRetriesAreTrimmedToTheHistoryBound(t *testing.T) {
 	if got := e.history(t, ns, "app"); got != "1:deployed 2:failed 6:failed" {
 		t.Fatalf("history after the failed retries %q, want the deployed revision, the failure after it and the last one", got)
 	}
-	if _, _, err := e.helm.Check(ctx, ns, "app", 1, nil, nil); err != nil {
+	if _, _, err := e.helm.Check(ctx, ns, "app", 1, "", nil, nil); err != nil {
 		t.Fatalf("drift check of the deployed revision after the failed retries: %v", err)
 	}
 	r7, _, err := e.helm.Apply(ctx, releaseReq(ns, configMap(ns, "a", "3")), r1, 1)
@@ -419,7 +420,7 @@ func TestADriftCheckLeavesOutObjectsOfAKindNoLongerServed(t *testing.T) {
 	if _, err := e.cs.CoreV1().ConfigMaps(ns).Update(ctx, cm, metav1.UpdateOptions{FieldManager: "kubectl-edit"}); err != nil {
 		t.Fatal(err)
 	}
-	_, drifts, err := e.helm.Check(ctx, ns, "app", 2, nil, nil)
+	_, drifts, err := e.helm.Check(ctx, ns, "app", 2, "", nil, nil)
 	if err != nil {
 		t.Fatalf("a drift check of a revision holding a kind no longer served: %v", err)
 	}
@@ -459,7 +460,7 @@ spec:
 	for _, name := range []string{"web", "worker"} {
 		e.scaleDeployment(t, ns, name, 3)
 	}
-	_, drifts, err := e.helm.Check(ctx, ns, "app", 1, nil, nil)
+	_, drifts, err := e.helm.Check(ctx, ns, "app", 1, "", nil, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -475,7 +476,7 @@ spec:
 	if _, err := e.cs.AppsV1().Deployments(ns).Update(ctx, web, metav1.UpdateOptions{FieldManager: "kubectl-edit"}); err != nil {
 		t.Fatal(err)
 	}
-	d, drifts, err := e.helm.Check(ctx, ns, "app", 1, nil, nil)
+	d, drifts, err := e.helm.Check(ctx, ns, "app", 1, "", nil, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -496,7 +497,7 @@ spec:
 			t.Errorf("after the correction %s runs %d replicas of %s; want %d of nginx:1.27", name, got, dep.Spec.Template.Spec.Containers[0].Image, want)
 		}
 	}
-	if _, drifts, err = e.helm.Check(ctx, ns, "app", 1, nil, d); err != nil || len(drifts) > 0 {
+	if _, drifts, err = e.helm.Check(ctx, ns, "app", 1, "", nil, d); err != nil || len(drifts) > 0 {
 		t.Fatalf("after the correction: drifts %q, %v; want none", Summary(drifts), err)
 	}
 }
@@ -553,7 +554,7 @@ func TestReplicasAnAutoscalerFromOutsideTheReleaseSetsAreNotDrift(t *testing.T) 
 	for _, name := range []string{"web", "worker"} {
 		e.scaleDeployment(t, ns, name, 3)
 	}
-	d, drifts, err := e.helm.Check(ctx, ns, "app", 1, nil, nil)
+	d, drifts, err := e.helm.Check(ctx, ns, "app", 1, "", nil, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -572,7 +573,7 @@ func TestReplicasAnAutoscalerFromOutsideTheReleaseSetsAreNotDrift(t *testing.T) 
 			t.Errorf("after the correction %s runs %d replicas; want %d", name, got, want)
 		}
 	}
-	if _, drifts, err = e.helm.Check(ctx, ns, "app", 1, nil, d); err != nil || len(drifts) > 0 {
+	if _, drifts, err = e.helm.Check(ctx, ns, "app", 1, "", nil, d); err != nil || len(drifts) > 0 {
 		t.Fatalf("after the correction: drifts %q, %v; want none", Summary(drifts), err)
 	}
 	// The autoscalers are asked for once per takeover, not at each check:
@@ -581,7 +582,70 @@ func TestReplicasAnAutoscalerFromOutsideTheReleaseSetsAreNotDrift(t *testing.T) 
 	if err := e.cs.AutoscalingV2().HorizontalPodAutoscalers(ns).Delete(ctx, "keda-hpa-web", metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	if _, drifts, err = e.helm.Check(ctx, ns, "app", 1, nil, d); err != nil || len(drifts) > 0 {
+	if _, drifts, err = e.helm.Check(ctx, ns, "app", 1, "", nil, d); err != nil || len(drifts) > 0 {
 		t.Fatalf("a check after the takeover was noted: drifts %q, %v; want none (the autoscalers not asked again)", Summary(drifts), err)
+	}
+}
+
+// TestARewrittenReleaseRecordIsNeitherCheckedNorForced: a release's
+// record is a Secret in the deployment's namespace, which whoever may
+// write Secrets there can rewrite. A drift check after a restart read
+// the manifest of the record and applied what it lacked, forced, as the
+// agent: a record rewritten to hold an object in another namespace had
+// the agent create it. Now the check compares the record's manifest with
+// the digest the agent recorded when it wrote the revision, and a record
+// that differs is ErrRecordChanged, nothing applied; and the next apply,
+// given that digest, takes none of the record's objects as the
+// release's own: an object it lists outside the namespace, owned by no
+// release, is refused rather than forced.
+func TestARewrittenReleaseRecordIsNeitherCheckedNorForced(t *testing.T) {
+	e := startReleaseEnv(t, 10)
+	ctx := context.Background()
+	const ns, shared = "record-rewritten", "record-shared"
+	e.namespace(t, ns)
+	e.namespace(t, shared)
+	r1, _, err := e.helm.Apply(ctx, releaseReq(ns, configMap(ns, "a", "1")), nil, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	digest := r1.Status(metav1.Now()).ManifestDigest
+	if !strings.HasPrefix(digest, "sha256:") {
+		t.Fatalf("revision 1's manifest digest %q", digest)
+	}
+	if _, _, err := e.helm.Check(ctx, ns, "app", 1, digest, nil, nil); err != nil {
+		t.Fatalf("a drift check of the record as written: %v", err)
+	}
+	// Someone with the namespace's Secrets rewrites revision 1's record.
+	byHand := configMap(shared, "x", "by hand")
+	if _, err := e.cs.CoreV1().ConfigMaps(shared).Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "x"}, Data: map[string]string{"v": "by hand"}}, metav1.CreateOptions{FieldManager: "kubectl-create"}); err != nil {
+		t.Fatal(err)
+	}
+	rel, err := e.helm.records.get(ctx, ns, "app", 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rel.Manifest += "---\n# Source: x/planted.yaml\n" + string(configMap(shared, "planted", "evil").YAML) +
+		"---\n# Source: x/x.yaml\n" + string(byHand.YAML)
+	if err := e.helm.records.update(ctx, rel); err != nil {
+		t.Fatal(err)
+	}
+	_, drifts, err := e.helm.Check(ctx, ns, "app", 1, digest, nil, nil)
+	if !errors.Is(err, ErrRecordChanged) || len(drifts) > 0 {
+		t.Fatalf("a drift check of the rewritten record: %v, drifts %q; want ErrRecordChanged and none", err, Summary(drifts))
+	}
+	if got := e.configMaps(t, shared); strings.Contains(got, "planted") {
+		t.Fatalf("the rewritten record's object was created: %s", got)
+	}
+	// The release written again from the lock, following revision 1: x,
+	// which the rewritten record says the release created, is not forced.
+	req := releaseReq(ns, configMap(ns, "a", "1"), configMap(shared, "x", "ours"))
+	req.PreviousDigest = digest
+	_, _, err = e.helm.Apply(ctx, req, nil, 1)
+	if ce, ok := errors.AsType[*ConflictError](err); !ok || !ce.Unowned || ce.Object.Name != "x" {
+		t.Fatalf("an apply after the rewritten record: %v; want x refused as owned by no release", err)
+	}
+	cm, err := e.cs.CoreV1().ConfigMaps(shared).Get(ctx, "x", metav1.GetOptions{})
+	if err != nil || cm.Data["v"] != "by hand" {
+		t.Fatalf("x after the apply: %v (%v); want it as made by hand", cm.Data, err)
 	}
 }

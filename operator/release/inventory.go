@@ -39,6 +39,7 @@ func (r *Revision) Status(now metav1.Time) v1alpha1.ReleaseStatus {
 		Revision:        r.number,
 		Chart:           r.chart,
 		Status:          r.status,
+		ManifestDigest:  r.manifestDigest,
 		LastAppliedTime: &now,
 	}
 }

@@ -186,6 +186,12 @@ type Request struct {
 	// revision that leaves them as they were, which would run their work
 	// a second time (Revision.FinishedKept).
 	Finished []v1alpha1.ObjectRef
+	// PreviousDigest is ManifestDigest of the revision the apply follows,
+	// as the agent wrote it ("": not known). A record of that revision
+	// whose manifest differs was changed outside the agent: none of its
+	// objects is taken as the release's own (forced back), whatever it
+	// lists.
+	PreviousDigest string
 }
 
 // Revision is a release revision this agent wrote, with the
@@ -204,6 +210,8 @@ type Revision struct {
 	number int
 	chart  string
 	status string
+	// manifestDigest is ManifestDigest of the manifest recorded.
+	manifestDigest string
 	// record is the revision's record (the Secret's "release" value)
 	// without its base64, and namespace the release's, to name it when
 	// it is decoded.
@@ -235,7 +243,8 @@ func newRevision(rel *release.Release, record []byte, objs []*desiredObject, fie
 	desired, _ := pack(objs, fields)
 	return &Revision{
 		name: rel.Name, number: rel.Version, chart: rel.Chart.Metadata.Name + "-" + rel.Chart.Metadata.Version,
-		status: string(rel.Info.Status), record: record, namespace: rel.Namespace, desired: desired, generations: gens,
+		status: string(rel.Info.Status), manifestDigest: ManifestDigest(rel.Manifest), record: record, namespace: rel.Namespace,
+		desired: desired, generations: gens,
 	}
 }
 
@@ -322,6 +331,11 @@ func (h *Releases) Apply(ctx context.Context, req Request, known *Revision, revi
 	created, err := h.createdObjects(prev, deployed, req)
 	if err != nil {
 		return nil, false, fmt.Errorf("release %s/%s: %w", req.Namespace, req.Name, err)
+	}
+	if prev != nil && prev.Version == revision && req.PreviousDigest != "" && ManifestDigest(prev.Manifest) != req.PreviousDigest {
+		// A rewritten record: what it says the release created may be
+		// anyone's objects. Each is checked for another owner instead.
+		clear(created)
 	}
 	// The record as it will be written if the apply succeeds, gzipped
 	// now: one that cannot be written (too large for its Secret) is

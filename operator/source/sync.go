@@ -664,6 +664,23 @@ func (w *syncWalk) fsAt(commit gitsource.Hash) (fs.FS, error) {
 	return fsys, nil
 }
 
+// misplaced is the error of a lockfile that places its deployment in
+// another namespace than the configuration at its commit gives it
+// (instance.MisplacedError): refused before its namespace is made or
+// adopted, and before a task is put there. Another error of reading that
+// configuration is left to the task's own check of the policy, which
+// fails or retries it.
+func (w *syncWalk) misplaced(ctx context.Context, ch gitsource.LockChange, next *resolver.Instance) error {
+	if w.s.opts.Locks == nil || next.Internal != "" || next.Context == nil {
+		return nil
+	}
+	_, err := w.s.opts.Locks.DeclaredPolicy(ctx, v1alpha1.LockRef{Commit: ch.Commit.String(), Path: ch.Path}, next)
+	if me, ok := errors.AsType[*instance.MisplacedError](err); ok {
+		return me.Err
+	}
+	return nil
+}
+
 // apply reads one lock change and returns the task it makes (nil: none).
 func (w *syncWalk) apply(ctx context.Context, src *v1alpha1.StyrminSource, ch gitsource.LockChange, res *SyncResult) (*v1alpha1.StyrminTask, error) {
 	log := w.s.opts.Log.WithValues("commit", ch.Commit.Short(), "path", ch.Path)
@@ -717,6 +734,9 @@ func (w *syncWalk) apply(ctx context.Context, src *v1alpha1.StyrminSource, ch gi
 				break
 			}
 		}
+	}
+	if err == nil {
+		err = w.misplaced(ctx, ch, next)
 	}
 	if err != nil {
 		w.refuse(src, ch, id, next, v1alpha1.ReasonInvalidLock, "lock commit %s: %v; no task was created for it", ch.Commit.Short(), err)
@@ -1289,8 +1309,17 @@ func (s *Syncer) createTask(ctx context.Context, task *v1alpha1.StyrminTask) (cr
 	// poll, and would post every task of them again. The agent's client
 	// reads it from its cache; a cache behind gets AlreadyExists below.
 	var existing v1alpha1.StyrminTask
+	withdrawnAgain := false
 	if err := s.opts.Client.Get(ctx, client.ObjectKeyFromObject(task), &existing); err == nil {
-		if done, err := s.replaceDeletedDeploymentsTask(ctx, &existing, task); err != nil || !done {
+		if withdrawnAgain = withdrawnTask(&existing, task); withdrawnAgain {
+			// Its lock commit left the branch and came back (a force push
+			// undone, a mirror behind then caught up): the change it
+			// withdrew is the branch's again, and runs.
+			if err := s.opts.Client.Delete(ctx, &existing, client.Preconditions{UID: &existing.UID}); err != nil && !apierrors.IsNotFound(err) {
+				return false, fmt.Errorf("deleting task %s/%s, withdrawn before its lock commit came back: %w", existing.Namespace, existing.Name, err)
+			}
+			s.opts.Log.Info("a withdrawn change is on the branch again: its task is made again", "task", existing.Name, "namespace", existing.Namespace)
+		} else if done, err := s.replaceDeletedDeploymentsTask(ctx, &existing, task); err != nil || !done {
 			return false, err
 		}
 	} else if !apierrors.IsNotFound(err) {
@@ -1322,6 +1351,9 @@ func (s *Syncer) createTask(ctx context.Context, task *v1alpha1.StyrminTask) (cr
 		}
 	}
 	switch {
+	case apierrors.IsAlreadyExists(err) && withdrawnAgain:
+		// The withdrawn one is not gone yet: the sync keeps its position.
+		return false, fmt.Errorf("creating task %s/%s: the one withdrawn before is still being deleted", task.Namespace, task.Name)
 	case apierrors.IsAlreadyExists(err):
 		return false, nil
 	case err != nil:
@@ -1329,6 +1361,18 @@ func (s *Syncer) createTask(ctx context.Context, task *v1alpha1.StyrminTask) (cr
 	}
 	s.opts.Log.Info("task created", "task", task.Name, "namespace", task.Namespace, "workflow", task.Spec.Workflow)
 	return true, nil
+}
+
+// withdrawnTask tells whether existing, found at task's name, is task's
+// deployment's change ended as withdrawn (its lock commit was no longer
+// on the branch when its turn came): task, the sync's, finds it on the
+// branch again. Such a task ran nothing.
+func withdrawnTask(existing, task *v1alpha1.StyrminTask) bool {
+	if existing.Spec.Deployment != task.Spec.Deployment || existing.Status.Phase != v1alpha1.TaskSuperseded {
+		return false
+	}
+	c := apimeta.FindStatusCondition(existing.Status.Conditions, v1alpha1.ConditionReady)
+	return c != nil && c.Reason == v1alpha1.ReasonTaskWithdrawn
 }
 
 // namespaceRefused tells whether a create was refused for its namespace:

@@ -1608,3 +1608,129 @@ func TestASyncerWithoutTheLockModeRemovesItsLeftCondition(t *testing.T) {
 		t.Errorf("Ready %+v after the removal, want True as before", r)
 	}
 }
+
+// TestALockfilePlacingItsDeploymentOutsideItsEnvironmentIsRefused pins
+// that a lockfile whose deployment's namespace is not the one the
+// configuration at its lock commit gives it (the environment's namespace
+// prefix and the deployment's name) is refused at the sync: no task is
+// made, and the namespace it names (another tenant's, existing; or a new
+// one) is neither adopted nor created. The agent creates the namespace a
+// lockfile names and takes it as the deployment's own, so a lockfile
+// written by hand (its checksum recomputed) could otherwise run a chart
+// in any namespace the policy never gave it. A lockfile placed as the
+// configuration says, in the same commit, makes its task.
+func TestALockfilePlacingItsDeploymentOutsideItsEnvironmentIsRefused(t *testing.T) {
+	t.Parallel()
+	e := startSyncEnv(t)
+	e.git.Commit(repoName, "configuration", map[string][]byte{
+		"clusters/local/cluster.cue":                      []byte("domain: \"local.styrmin.dev\"\n"),
+		"clusters/local/environments/dev/environment.cue": []byte("namespacePrefix: \"dev\"\n"),
+	})
+	if _, err := e.syncer().Sync(e.ctx); err != nil {
+		t.Fatal(err)
+	}
+	tenant := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "tenant-b", Labels: map[string]string{"team": "b"}}}
+	if err := e.cl.Create(e.ctx, tenant); err != nil {
+		t.Fatal(err)
+	}
+	intruder := instanceAt("intruder", "tenant-b", 1)
+	fresh := instanceAt("fresh", "brand-new", 1)
+	misnamed := instanceAt("api", "dev-api", 1)
+	misnamed.Context.Deployment.Name = "web"
+	commit := e.lock("by hand", instanceAt("web", "dev-web", 1), intruder, fresh, misnamed)
+	if _, err := e.syncer().Sync(e.ctx); err != nil {
+		t.Fatal(err)
+	}
+	if got := strings.Join(e.tasks(), " "); got != "dev-web/web-1" {
+		t.Errorf("tasks %q; want web's alone", got)
+	}
+	refused := map[string]string{}
+	for _, r := range e.source().Status.Refused {
+		if r.Commit != commit || r.Reason != v1alpha1.ReasonInvalidLock {
+			t.Errorf("refused %+v; want at %s, InvalidLock", r, commit)
+		}
+		refused[r.Path] = r.Message
+	}
+	for in, want := range map[*resolver.Instance]string{
+		intruder: `in namespace "tenant-b"; the configuration runs it in "dev-intruder"`,
+		fresh:    `in namespace "brand-new"; the configuration runs it in "dev-fresh"`,
+		misnamed: `records the release name "web"`,
+	} {
+		if msg := refused[in.ID.LockPath()]; !strings.Contains(msg, want) || !strings.Contains(msg, "clusters/local/environments/dev/environment.cue") {
+			t.Errorf("%s refused with %q; want the environment's file and %q", in.ID, msg, want)
+		}
+	}
+	var ns corev1.Namespace
+	if err := e.cl.Get(e.ctx, client.ObjectKey{Name: "tenant-b"}, &ns); err != nil || len(ns.Labels) != 2 {
+		t.Errorf("tenant-b after the sync: labels %v (%v); want its own alone", ns.Labels, err)
+	}
+	if err := e.cl.Get(e.ctx, client.ObjectKey{Name: "brand-new"}, &ns); err == nil {
+		t.Errorf("namespace brand-new was created for a refused lockfile")
+	}
+}
+
+// TestAWithdrawnChangeBackOnTheBranchRunsAgain pins that a change whose
+// task ended withdrawn (its lock commit left the branch before its turn:
+// a force push) is made again when its lock commit comes back (the force
+// push undone, a mirror behind catching up): the task found at its name
+// ran nothing, and counting it as made would leave the deployment at the
+// older change for good while the branch says the newer.
+func TestAWithdrawnChangeBackOnTheBranchRunsAgain(t *testing.T) {
+	t.Parallel()
+	e := startSyncEnv(t)
+	c1 := e.lock("web 1", instanceAt("web", "dev-web", 1))
+	if _, err := e.syncer().Sync(e.ctx); err != nil {
+		t.Fatal(err)
+	}
+	c2 := e.lock("web 2", instanceAt("web", "dev-web", 2))
+	if _, err := e.syncer().Sync(e.ctx); err != nil {
+		t.Fatal(err)
+	}
+	// The branch goes back to c1; web-2's turn finds its lock gone.
+	e.git.Reset(repoName, "main", c1)
+	if _, err := e.syncer().Sync(e.ctx); err != nil {
+		t.Fatal(err)
+	}
+	var withdrawn v1alpha1.StyrminTask
+	if err := e.cl.Get(e.ctx, client.ObjectKey{Namespace: "dev-web", Name: "web-2"}, &withdrawn); err != nil {
+		t.Fatal(err)
+	}
+	withdrawn.Status.Phase = v1alpha1.TaskSuperseded
+	apimeta.SetStatusCondition(&withdrawn.Status.Conditions, metav1.Condition{Type: v1alpha1.ConditionReady, Status: metav1.ConditionTrue,
+		Reason: v1alpha1.ReasonTaskWithdrawn, Message: "withdrawn before it ran"})
+	if err := e.cl.Status().Update(e.ctx, &withdrawn); err != nil {
+		t.Fatal(err)
+	}
+
+	e.git.Reset(repoName, "main", c2)
+	res, err := e.syncer().Sync(e.ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Contains(res.Created, "dev-web/web-2") {
+		t.Fatalf("created %v (%d existing); want web-2 made again", res.Created, res.Existing)
+	}
+	var again v1alpha1.StyrminTask
+	if err := e.cl.Get(e.ctx, client.ObjectKey{Namespace: "dev-web", Name: "web-2"}, &again); err != nil {
+		t.Fatal(err)
+	}
+	if again.UID == withdrawn.UID || again.Status.Phase.Terminal() || again.Spec.Lock.Commit != c2 {
+		t.Fatalf("web-2 after the branch came back: uid changed %v, phase %q, lock %s; want a new task at %s", again.UID != withdrawn.UID, again.Status.Phase, again.Spec.Lock.Commit, c2)
+	}
+	// A task ended otherwise (superseded by a newer change) is not made
+	// again by a walk that meets its commit.
+	again.Status.Phase = v1alpha1.TaskSuperseded
+	apimeta.SetStatusCondition(&again.Status.Conditions, metav1.Condition{Type: v1alpha1.ConditionReady, Status: metav1.ConditionTrue,
+		Reason: string(v1alpha1.TaskSuperseded), Message: "superseded"})
+	if err := e.cl.Status().Update(e.ctx, &again); err != nil {
+		t.Fatal(err)
+	}
+	src := e.source()
+	src.Status.LastSyncedCommit = c1
+	if err := e.cl.Status().Update(e.ctx, src); err != nil {
+		t.Fatal(err)
+	}
+	if res, err := e.syncer().Sync(e.ctx); err != nil || len(res.Created) > 0 {
+		t.Fatalf("a walk meeting a superseded task's commit again: created %v, %v; want none", res.Created, err)
+	}
+}

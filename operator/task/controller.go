@@ -934,6 +934,9 @@ func (r *Reconciler) checkDeclaredPolicy(ctx context.Context, run *taskRun) (pha
 		if _, ok := errors.AsType[*instance.PolicyUnknownError](err); ok {
 			return r.failTask(ctx, run, v1alpha1.ReasonPolicyViolation, fmt.Sprintf("the policy of %s cannot be checked: %v", run.instance.ID, err))
 		}
+		if _, ok := errors.AsType[*instance.MisplacedError](err); ok {
+			return r.failTask(ctx, run, v1alpha1.ReasonPolicyViolation, err.Error()+"; lock it again")
+		}
 		return phaseResult{}, err
 	}
 	recorded := run.instance.Context.Environment.Policy

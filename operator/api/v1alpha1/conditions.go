@@ -100,6 +100,10 @@ const (
 	// is gone (`helm uninstall`, a deleted Secret); the release is
 	// written again as a new revision.
 	EventReleaseRecordMissing = "ReleaseRecordMissing"
+	// EventReleaseRecordChanged: the Helm record of the running revision
+	// holds another manifest than the agent wrote; the release is written
+	// again from the lock, trusting nothing of that record.
+	EventReleaseRecordChanged = "ReleaseRecordChanged"
 	// EventNewerInstanceKept: a task found a StyrminDeployment holding a
 	// higher sequence and left it unchanged.
 	EventNewerInstanceKept = "NewerInstanceKept"

@@ -170,6 +170,11 @@ type ReleaseStatus struct {
 	// LastAppliedTime is when the revision was applied.
 	// +optional
 	LastAppliedTime *metav1.Time `json:"lastAppliedTime,omitempty"`
+	// ManifestDigest is the digest (sha256) of the manifest the agent
+	// wrote in the revision's record: a record whose manifest differs was
+	// changed outside the agent, and is not trusted.
+	// +optional
+	ManifestDigest string `json:"manifestDigest,omitempty"`
 }
 
 // ComponentStatus is the observed state of one driver component.
