@@ -19,6 +19,7 @@ import (
 	"github.com/styrmin/styrmin/internal/agenttest"
 	"github.com/styrmin/styrmin/internal/helmtest"
 	"github.com/styrmin/styrmin/operator/api/v1alpha1"
+	agentrelease "github.com/styrmin/styrmin/operator/release"
 )
 
 // TestHelmReadsAndUninstallsWhatTheAgentWroteAndTheAgentWritesItAgain
@@ -69,6 +70,11 @@ func TestHelmReadsAndUninstallsWhatTheAgentWroteAndTheAgentWritesItAgain(t *test
 	}
 	if m := got.(*release.Release).Manifest; !strings.Contains(m, "kind: Deployment") || !strings.Contains(m, "name: web") {
 		t.Errorf("helm get manifest:\n%s", m)
+	}
+	// The digest of what the agent wrote, against which a drift check
+	// after a restart trusts the record.
+	if sd := e.waitApplied(t, ns, 1); sd.Status.Release == nil || sd.Status.Release.ManifestDigest != agentrelease.ManifestDigest(got.(*release.Release).Manifest) {
+		t.Errorf("status.release %+v; want the manifest's digest %s", sd.Status.Release, agentrelease.ManifestDigest(got.(*release.Release).Manifest))
 	}
 
 	// The release is written again: a record of a deployed revision that

@@ -114,6 +114,43 @@ func RevealSensitive(repo *Repository, drv *drivers.Driver, in *Instance) (Sensi
 		return nil, nil
 	}
 	sort.Strings(names)
+	applied, err := configuredParameters(repo, drv, in)
+	if err != nil {
+		return nil, err
+	}
+	out := Sensitive{}
+	for _, name := range names {
+		ph := in.Context.Parameters[name].(string)
+		v, ok := applied[name].(string)
+		if !ok || Placeholder(in.ID, name, v) != ph {
+			return nil, fmt.Errorf("sensitive parameter %s of %s: the configuration at commit %s does not give the locked value (value hidden)", name, in.ID, in.SourceCommit)
+		}
+		out[ph] = v
+	}
+	return out, nil
+}
+
+// configuredParameters are the parameters repo gives in, applied to drv:
+// an application deployment's layers merged, or an ingress controller's
+// ingress.parameters (its cluster's ingress: block, which the cluster's
+// settings do not hold).
+func configuredParameters(repo *Repository, drv *drivers.Driver, in *Instance) (map[string]any, error) {
+	if in.Internal == InternalIngress {
+		for _, c := range repo.Clusters {
+			if c.Name != in.ID.Cluster {
+				continue
+			}
+			if c.Ingress == nil {
+				break
+			}
+			applied, err := ingressParameters(c, drv)
+			if err != nil {
+				return nil, fmt.Errorf("sensitive parameters of %s: %w", in.ID, err)
+			}
+			return applied, nil
+		}
+		return nil, fmt.Errorf("sensitive parameters of %s: the configuration at commit %s declares no ingress controller of cluster %s", in.ID, in.SourceCommit, in.ID.Cluster)
+	}
 	c, e, d := findDeployment(repo, in.ID)
 	if d == nil {
 		return nil, fmt.Errorf("sensitive parameters of %s: the deployment is not in the configuration at commit %s", in.ID, in.SourceCommit)
@@ -127,16 +164,7 @@ func RevealSensitive(repo *Repository, drv *drivers.Driver, in *Instance) (Sensi
 	if err != nil {
 		return nil, fmt.Errorf("sensitive parameters of %s: %w", in.ID, err)
 	}
-	out := Sensitive{}
-	for _, name := range names {
-		ph := in.Context.Parameters[name].(string)
-		v, ok := applied[name].(string)
-		if !ok || Placeholder(in.ID, name, v) != ph {
-			return nil, fmt.Errorf("sensitive parameter %s of %s: the configuration at commit %s does not give the locked value (value hidden)", name, in.ID, in.SourceCommit)
-		}
-		out[ph] = v
-	}
-	return out, nil
+	return applied, nil
 }
 
 // onlyDeclared is a copy of params with the parameters drv declares.

@@ -107,3 +107,54 @@ func TestRevealSensitiveFindsTheLockedValueInGitOnly(t *testing.T) {
 		t.Fatalf("another value in the configuration: %v, want an error naming the parameter and no value", err)
 	}
 }
+
+// TestRevealSensitiveFindsAnIngressControllersValue: an ingress
+// controller's sensitive parameter is set in its cluster's ingress:
+// block, which no deployment's layers hold. The agent's reveal looked for
+// it among the environments' deployments, so such a controller could
+// never be applied; it now reads ingress.parameters.
+func TestRevealSensitiveFindsAnIngressControllersValue(t *testing.T) {
+	const secret = "ingress-l1cense"
+	dir := exampleCopy(t)
+	spec := "drivers/ingress-nginx/1.0.0/driver.cue"
+	src, err := os.ReadFile(filepath.Join(dir, spec))
+	if err != nil {
+		t.Fatal(err)
+	}
+	writeFile(t, dir, spec, strings.Replace(string(src), "\treplicas: *1 | int & >=1 & <=5\n", "\treplicas: *1 | int & >=1 & <=5\n\tlicense: *\"none\" | string @styrmin(sensitive)\n", 1))
+	writeFile(t, dir, "clusters/local/cluster.cue", withIngress("ingress: {driver: \"ingress-nginx\", parameters: license: \""+secret+"\"}"))
+	res, _, err := resolveDir(t, dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ingress *Resolved
+	for _, r := range res.Resolved {
+		if r.Instance.Internal == InternalIngress {
+			ingress = r
+		}
+	}
+	if ingress == nil {
+		t.Fatal("no ingress controller resolved")
+	}
+	ph, _ := ingress.Instance.Context.Parameters["license"].(string)
+	if ph != Placeholder(ingress.Instance.ID, "license", secret) {
+		t.Fatalf("license = %q, want its placeholder", ph)
+	}
+	cat, err := drivers.LoadCatalog(os.DirFS(dir), "drivers", drivers.LoadOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	drv, ok := cat.Get("ingress-nginx", ingress.Instance.Driver.Version)
+	if !ok {
+		t.Fatal("ingress-nginx is not in the catalog")
+	}
+	got, err := RevealSensitiveFS(os.DirFS(dir), drv, ingress.Instance)
+	if err != nil || got[ph] != secret || len(got) != 1 {
+		t.Fatalf("RevealSensitiveFS = %d values, %v; want the one value", len(got), err)
+	}
+	writeFile(t, dir, "clusters/local/cluster.cue", withIngress("ingress: {driver: \"ingress-nginx\", parameters: license: \"changed-since\"}"))
+	_, err = RevealSensitiveFS(os.DirFS(dir), drv, ingress.Instance)
+	if err == nil || !strings.Contains(err.Error(), "parameter license") || strings.Contains(err.Error(), secret) || strings.Contains(err.Error(), "changed-since") {
+		t.Fatalf("another value in the configuration: %v, want an error naming the parameter and no value", err)
+	}
+}
