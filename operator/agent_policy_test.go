@@ -6,6 +6,9 @@ import (
 	"strings"
 	"testing"
 
+	appsv1 "k8s.io/api/apps/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
 	"github.com/styrmin/styrmin/drivers"
 	"github.com/styrmin/styrmin/gitsource"
 	"github.com/styrmin/styrmin/operator/api/v1alpha1"
@@ -62,5 +65,59 @@ func TestALockfileThatLoosensItsEnvironmentsPolicyIsRefused(t *testing.T) {
 	}
 	if sd := e.deployment(t, webNamespace); sd == nil || sd.Status.ActiveSequence != first || sd.Status.AppliedSequence != first {
 		t.Errorf("web's StyrminDeployment after the refused lock: %+v", sd.Status)
+	}
+}
+
+// TestAnIngressLockWrittenByHandWithItsOwnValuesIsRefused pins that an
+// ingress controller's lockfile committed by hand with values of its own
+// (an image a lock of the configuration never writes), its checksum
+// recomputed, fails its task with PolicyViolation before any step runs:
+// the controller applies as the agent, with every namespaced kind, so the
+// agent checks the instance against what the configuration at the lock
+// commit resolves with the driver version it records. The controller
+// keeps its image.
+func TestAnIngressLockWrittenByHandWithItsOwnValuesIsRefused(t *testing.T) {
+	t.Parallel()
+	e := startAgentEnvWith(t, ingressRepo())
+	first := e.lock(t)["styrmin.ingress"]
+	e.startAgent(t)
+	requireSucceeded(t, e.waitTask(t, "styrmin-ingress", "styrmin.ingress", first))
+
+	id := resolver.SharedIngressID(agentCluster)
+	_, err := e.clone.CommitLocks(context.Background(), gitsource.CommitRequest{Build: func(_ context.Context, head gitsource.Hash, headFS fs.FS) (gitsource.Change, error) {
+		in, err := resolver.ReadLock(headFS, id.LockPath())
+		if err != nil {
+			return gitsource.Change{}, err
+		}
+		in.Sequence = first + 1
+		in.Values["image"] = map[string]any{"repository": "evil.example/controller", "tag": "v1"}
+		if in.Digest, err = in.ComputeDigest(); err != nil {
+			return gitsource.Change{}, err
+		}
+		data, err := resolver.EncodeLock(in)
+		if err != nil {
+			return gitsource.Change{}, err
+		}
+		return gitsource.Change{Summary: "ingress by hand", Files: map[string][]byte{id.LockPath(): data}, Locks: map[string]int{id.String(): int(in.Sequence)}}, nil
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	task := e.waitTask(t, "styrmin-ingress", "styrmin.ingress", first+1)
+	if task.Status.Phase != v1alpha1.TaskFailed || !strings.Contains(task.Status.Message, v1alpha1.ReasonPolicyViolation) ||
+		!strings.Contains(task.Status.Message, "with its values other than the configuration and driver") {
+		t.Fatalf("the hand-made ingress lock's task: %s %q; want Failed, PolicyViolation naming its values", task.Status.Phase, task.Status.Message)
+	}
+	for _, st := range task.Status.Steps {
+		if st.State != v1alpha1.StepPending && st.State != "" {
+			t.Errorf("step %s ran (%s)", st.Name, st.State)
+		}
+	}
+	var d appsv1.Deployment
+	if err := e.c.Get(context.Background(), client.ObjectKey{Namespace: "styrmin-ingress", Name: ingressController}, &d); err != nil {
+		t.Fatal(err)
+	}
+	if img := d.Spec.Template.Spec.Containers[0].Image; strings.Contains(img, "evil.example") {
+		t.Errorf("the controller runs %s", img)
 	}
 }

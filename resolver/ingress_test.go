@@ -1,12 +1,15 @@
 package resolver
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/styrmin/styrmin/drivers"
 )
 
 // exampleCluster is the example cluster's cluster.cue.
@@ -346,4 +349,81 @@ func TestEnvironmentControllerStaysWhileAnApplicationStillUsesItsClass(t *testin
 	if !ok || !ctl.Next.Tombstone() || !slices.Equal(ctl.Next.After, want) {
 		t.Errorf("after the fix, dev's controller: %+v, want a tombstone after %v", ctl.Next, want)
 	}
+}
+
+// TestAnIngressLockMustBeWhatItsConfigurationResolvesTo pins the agent's
+// check of an ingress controller's lockfile (CheckIngressInstance): an
+// ingress controller applies as the agent, with every namespaced kind,
+// so a lockfile written by hand with other values (an image of its
+// choosing), parameters or app version than a lock of the configuration
+// at its commit writes is refused, naming what differs; the lock as
+// written passes, and so does one a lock of a configuration pinning
+// nothing keeps at its recorded version.
+func TestAnIngressLockMustBeWhatItsConfigurationResolvesTo(t *testing.T) {
+	dir := exampleCopy(t)
+	writeFile(t, dir, "clusters/local/cluster.cue", withIngress("ingress: {driver: \"ingress-nginx\", parameters: replicas: 2}\ndedicatedIngress: true"))
+	res, _, err := resolveDir(t, dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cat, err := drivers.LoadCatalog(os.DirFS(dir), "drivers", drivers.LoadOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	fsys := os.DirFS(dir)
+	n := 0
+	for _, r := range res.Resolved {
+		in := r.Instance
+		if in.Internal != InternalIngress {
+			continue
+		}
+		n++
+		drv, ok := cat.Get(in.Driver.Name, in.Driver.Version)
+		if !ok {
+			t.Fatalf("%s: driver %s@%s not in the catalog", in.ID, in.Driver.Name, in.Driver.Version)
+		}
+		if err := NewLoader(0).CheckIngressInstance(fsys, deepCopyInstance(t, in), drv); err != nil {
+			t.Errorf("%s as locked: %v", in.ID, err)
+		}
+		for _, tc := range []struct {
+			name string
+			edit func(in *Instance)
+			want string
+		}{
+			{"an image of its own", func(in *Instance) {
+				in.Values["image"] = map[string]any{"repository": "evil.example/controller", "tag": "v1"}
+			}, "with its values other than"},
+			{"more replicas", func(in *Instance) { in.Context.Parameters["replicas"] = int64(5) }, "with its context"},
+			{"another app version", func(in *Instance) { in.AppVersion = "1.99.0"; in.Context.Deployment.AppVersion = "1.99.0" }, `app version "1.99.0"`},
+		} {
+			t.Run(in.ID.String()+"/"+tc.name, func(t *testing.T) {
+				edited := deepCopyInstance(t, in)
+				tc.edit(edited)
+				err := NewLoader(0).CheckIngressInstance(fsys, edited, drv)
+				if _, ok := errors.AsType[*UndeclaredError](err); !ok || !strings.Contains(err.Error(), tc.want) || !strings.Contains(err.Error(), "clusters/local/cluster.cue") {
+					t.Errorf("got %v; want an UndeclaredError in cluster.cue containing %q", err, tc.want)
+				}
+			})
+		}
+	}
+	if n < 2 {
+		t.Fatalf("%d ingress controllers resolved, want the cluster's and dev's", n)
+	}
+}
+
+// deepCopyInstance is in at sequence 1 as the agent reads it from its
+// lockfile, sharing nothing with in.
+func deepCopyInstance(t *testing.T, in *Instance) *Instance {
+	t.Helper()
+	numbered := *in
+	numbered.Sequence = 1
+	b, err := EncodeLock(&numbered)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := DecodeLock(in.ID.LockPath(), b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
 }

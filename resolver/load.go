@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io/fs"
 	"path"
+	"reflect"
 	"regexp"
 	"runtime"
 	"slices"
@@ -792,6 +793,82 @@ func (l *Loader) DeclaredInstancePolicy(fsys fs.FS, in *Instance) (*drivers.Poli
 		return nil, &ConfigError{File: c.File, Field: "ingress.driver", Msg: fmt.Sprintf("a lockfile records ingress controller %s with driver %q; the configuration declares %q", in.ID, in.Driver.Name, c.Ingress.Driver)}
 	}
 	return ingressPolicy(), nil
+}
+
+// UndeclaredError is an instance whose lockfile records what the
+// configuration does not give it (CheckIngressInstance): it was not
+// written by a lock of that configuration.
+type UndeclaredError struct {
+	*ConfigError
+}
+
+func (e *UndeclaredError) Unwrap() error { return e.ConfigError }
+
+// CheckIngressInstance returns an *UndeclaredError when in, an ingress
+// controller's instance, is not what the configuration in fsys resolves it
+// to with drv, the driver version in records (the agent loads it): its
+// context, parameters, app version and values as a lock of that
+// configuration writes them. An ingress controller applies as the agent,
+// with every namespaced kind, so values a lockfile written by hand chose
+// (an image, a container more) must not reach the cluster. A
+// configuration that does not resolve it is a ConfigError.
+func (l *Loader) CheckIngressInstance(fsys fs.FS, in *Instance, drv *drivers.Driver) error {
+	c, err := l.loadClusterFile(fsys, in.ID.Cluster)
+	if err != nil {
+		return err
+	}
+	ic, err := l.declaredIngress(fsys, c, in.ID)
+	if err != nil {
+		return err
+	}
+	ic.class = str(c.Settings["ingressClass"])
+	if ic.env != nil {
+		ic.class = DedicatedIngressClass(ic.env.Name, environmentClass(c, ic.env))
+	}
+	cat := drivers.NewCatalog()
+	if err := cat.Add(drv); err != nil {
+		return err
+	}
+	r, err := resolveIngress(ic, Options{Catalog: cat, Locks: map[ID]*Instance{in.ID: in}, SourceCommit: in.SourceCommit})
+	if err != nil {
+		return err
+	}
+	want := *r.Instance
+	want.Driver.Source = in.Driver.Source // the driver loaded is the one recorded
+	wantDigest, err := want.ComputeDigest()
+	if err != nil {
+		return err
+	}
+	gotDigest, err := in.ComputeDigest()
+	if err != nil {
+		return err
+	}
+	if wantDigest == gotDigest {
+		return nil
+	}
+	what := "its values"
+	switch {
+	case want.Driver.Name != in.Driver.Name || want.Driver.Version != in.Driver.Version || want.Driver.Digest != in.Driver.Digest:
+		what = "its driver"
+	case want.AppVersion != in.AppVersion:
+		what = fmt.Sprintf("app version %q (the configuration gives %q)", in.AppVersion, want.AppVersion)
+	case !reflect.DeepEqual(canonicalJSON(want.Context), canonicalJSON(in.Context)):
+		what = "its context (parameters, class, names)"
+	}
+	return &UndeclaredError{&ConfigError{File: c.File, Field: "ingress", Msg: fmt.Sprintf(
+		"a lockfile records ingress controller %s with %s other than the configuration and driver %s@%s give it: the lockfile was not written by a lock of this configuration", in.ID, what, drv.Name, drv.Version)}}
+}
+
+// canonicalJSON is v as JSON decodes it (numbers as float64), for
+// comparing what two instances record.
+func canonicalJSON(v any) any {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err.Error()
+	}
+	var out any
+	_ = json.Unmarshal(b, &out)
+	return out
 }
 
 // declaredIngress is the ingress controller of id that c's configuration

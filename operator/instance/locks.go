@@ -135,6 +135,9 @@ func (l *RepoLocks) WithConfigSandbox(c *resolver.ConfigSandbox) *RepoLocks {
 // error is taken as transient.
 type PolicySource interface {
 	DeclaredPolicy(ctx context.Context, ref v1alpha1.LockRef, in *resolver.Instance) (*drivers.Policy, error)
+	// CheckInternal checks an internal instance against that
+	// configuration and its driver (RepoLocks.CheckInternal).
+	CheckInternal(ctx context.Context, ref v1alpha1.LockRef, in *resolver.Instance, drv *drivers.Driver) error
 }
 
 // PolicyUnknownError reports a lock commit whose configuration gives no
@@ -150,16 +153,18 @@ func (e *PolicyUnknownError) Error() string {
 
 func (e *PolicyUnknownError) Unwrap() error { return e.Err }
 
-// MisplacedError reports a lockfile that records another namespace (or
-// release name) for its deployment than the configuration at its lock
-// commit gives it (resolver.Declared.CheckPlacement): written by hand, it
-// needs a change in git.
-type MisplacedError struct {
+// UndeclaredError reports a lockfile that records for its deployment
+// what the configuration at its lock commit does not give it: another
+// namespace or release name (resolver.Declared.CheckPlacement), or, for
+// an ingress controller, other settings, parameters or values
+// (resolver.Loader.CheckIngressInstance). Written by hand, it needs a
+// change in git.
+type UndeclaredError struct {
 	Ref v1alpha1.LockRef
 	Err error
 }
 
-func (e *MisplacedError) Error() string {
+func (e *UndeclaredError) Error() string {
 	commit := e.Ref.Commit
 	if h, err := gitsource.ParseHash(commit); err == nil {
 		commit = h.Short()
@@ -167,7 +172,7 @@ func (e *MisplacedError) Error() string {
 	return fmt.Sprintf("%s at lock commit %s: %v", e.Ref.Path, commit, e.Err)
 }
 
-func (e *MisplacedError) Unwrap() error { return e.Err }
+func (e *UndeclaredError) Unwrap() error { return e.Err }
 
 // policyKey is what a declared policy depends on.
 type policyKey struct {
@@ -181,7 +186,7 @@ const maxPolicies = 1024
 // and returns the policy they give in (a commit's files never change, so
 // they are read once per commit and environment). An application
 // instance placed in another namespace than they give it is a
-// *MisplacedError.
+// *UndeclaredError.
 func (l *RepoLocks) DeclaredPolicy(_ context.Context, ref v1alpha1.LockRef, in *resolver.Instance) (*drivers.Policy, error) {
 	if in.Internal != "" {
 		// An internal instance is checked as a whole (its name, namespace
@@ -214,9 +219,31 @@ func (l *RepoLocks) DeclaredPolicy(_ context.Context, ref v1alpha1.LockRef, in *
 		l.mu.Unlock()
 	}
 	if err := d.CheckPlacement(in); err != nil {
-		return nil, &MisplacedError{Ref: ref, Err: err}
+		return nil, &UndeclaredError{Ref: ref, Err: err}
 	}
 	return d.Policy, nil
+}
+
+// CheckInternal returns an *UndeclaredError when in, an internal
+// instance, is not what the configuration at ref's commit resolves it to
+// with drv, the driver version it records: an ingress controller applies
+// as the agent, with every namespaced kind, so its lockfile's values must
+// be those a lock of that configuration writes, not whatever a lockfile
+// written by hand holds. Not cached: internal instances are few and
+// change rarely.
+func (l *RepoLocks) CheckInternal(_ context.Context, ref v1alpha1.LockRef, in *resolver.Instance, drv *drivers.Driver) error {
+	if in.Internal != resolver.InternalIngress {
+		return nil
+	}
+	fsys, err := l.commitTree(ref)
+	if err != nil {
+		return err
+	}
+	err = resolver.NewLoader(0).WithSandbox(l.config).CheckIngressInstance(fsys, in, drv)
+	if _, ok := errors.AsType[*resolver.UndeclaredError](err); ok {
+		return &UndeclaredError{Ref: ref, Err: err}
+	}
+	return l.configErr(ref, err)
 }
 
 // commitTree is the tree of ref's commit.

@@ -666,7 +666,7 @@ func (w *syncWalk) fsAt(commit gitsource.Hash) (fs.FS, error) {
 
 // misplaced is the error of a lockfile that places its deployment in
 // another namespace than the configuration at its commit gives it
-// (instance.MisplacedError): refused before its namespace is made or
+// (instance.UndeclaredError): refused before its namespace is made or
 // adopted, and before a task is put there. Another error of reading that
 // configuration is left to the task's own check of the policy, which
 // fails or retries it.
@@ -675,7 +675,7 @@ func (w *syncWalk) misplaced(ctx context.Context, ch gitsource.LockChange, next 
 		return nil
 	}
 	_, err := w.s.opts.Locks.DeclaredPolicy(ctx, v1alpha1.LockRef{Commit: ch.Commit.String(), Path: ch.Path}, next)
-	if me, ok := errors.AsType[*instance.MisplacedError](err); ok {
+	if me, ok := errors.AsType[*instance.UndeclaredError](err); ok {
 		return me.Err
 	}
 	return nil

@@ -901,6 +901,9 @@ func (r *Reconciler) checkPolicy(ctx context.Context, run *taskRun) (phaseResult
 	if res, err := r.checkDeclaredPolicy(ctx, run); err != nil || res.stop {
 		return res, err
 	}
+	if res, err := r.checkDeclaredInternal(ctx, run); err != nil || res.stop {
+		return res, err
+	}
 	m, err := r.rendered(ctx, run)
 	if err != nil {
 		if outcome.IsStalled(err) {
@@ -934,7 +937,7 @@ func (r *Reconciler) checkDeclaredPolicy(ctx context.Context, run *taskRun) (pha
 		if _, ok := errors.AsType[*instance.PolicyUnknownError](err); ok {
 			return r.failTask(ctx, run, v1alpha1.ReasonPolicyViolation, fmt.Sprintf("the policy of %s cannot be checked: %v", run.instance.ID, err))
 		}
-		if _, ok := errors.AsType[*instance.MisplacedError](err); ok {
+		if _, ok := errors.AsType[*instance.UndeclaredError](err); ok {
 			return r.failTask(ctx, run, v1alpha1.ReasonPolicyViolation, err.Error()+"; lock it again")
 		}
 		return phaseResult{}, err
@@ -950,6 +953,29 @@ func (r *Reconciler) checkDeclaredPolicy(ctx context.Context, run *taskRun) (pha
 			ref.Path, policyText(recorded), commit, policyText(declared)))
 	}
 	return phaseResult{}, nil
+}
+
+// checkDeclaredInternal fails the task of an internal instance (an
+// ingress controller) whose lockfile records other settings or values
+// than the configuration at its lock commit gives it with its driver: it
+// applies as the agent, with every namespaced kind.
+func (r *Reconciler) checkDeclaredInternal(ctx context.Context, run *taskRun) (phaseResult, error) {
+	ref := run.task.Spec.Lock
+	if r.opts.Policies == nil || ref.Commit == "" || run.instance.Internal == "" || run.instance.Tombstone() {
+		return phaseResult{}, nil
+	}
+	drv, err := r.driver(ctx, run)
+	if err != nil {
+		return phaseResult{}, nil // the render that follows reports it
+	}
+	err = r.opts.Policies.CheckInternal(ctx, ref, run.instance, drv)
+	if _, ok := errors.AsType[*instance.UndeclaredError](err); ok {
+		return r.failTask(ctx, run, v1alpha1.ReasonPolicyViolation, err.Error()+"; lock it again")
+	}
+	if _, ok := errors.AsType[*instance.PolicyUnknownError](err); ok {
+		return r.failTask(ctx, run, v1alpha1.ReasonPolicyViolation, fmt.Sprintf("%s cannot be checked against its configuration: %v", run.instance.ID, err))
+	}
+	return phaseResult{}, err
 }
 
 // policyText shows a policy in a message.
