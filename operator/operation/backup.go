@@ -123,11 +123,14 @@ func ownerOf(kind v1alpha1.OperationKind, namespace string) handler.MapFunc {
 	}
 }
 
-// Reconcile runs the chain finalize → start → record.
+// Reconcile runs the chain refuseForeign → finalize → start → record.
 func (r *BackupReconciler) Reconcile(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
 	var b v1alpha1.StyrminBackup
 	if err := r.opts.Client.Get(ctx, req.NamespacedName, &b); err != nil {
 		return reconcile.Result{}, client.IgnoreNotFound(err)
+	}
+	if b.Namespace != r.opts.Namespace {
+		return reconcile.Result{}, r.refuseForeign(ctx, &b)
 	}
 	if !b.DeletionTimestamp.IsZero() {
 		// Read afresh: a cached copy of a backup already gone would make
@@ -145,7 +148,7 @@ func (r *BackupReconciler) Reconcile(ctx context.Context, req reconcile.Request)
 			}
 			if removed {
 				r.sayBackupKept(ctx, &b)
-				return reconcile.Result{}, finalize(ctx, r.opts.Client, r.opts.APIReader, &b, v1alpha1.OperationBackup, v1alpha1.OperationDeleteBackup)
+				return reconcile.Result{}, finalize(ctx, r.opts.Client, r.opts.APIReader, r.opts.Namespace, &b, v1alpha1.OperationBackup, v1alpha1.OperationDeleteBackup)
 			}
 		}
 		wait, err := r.deleteArtifacts(ctx, &b)
@@ -155,7 +158,7 @@ func (r *BackupReconciler) Reconcile(ctx context.Context, req reconcile.Request)
 		if wait.reason != "" {
 			return reconcile.Result{RequeueAfter: 5 * time.Second}, sayDeletionWaits(ctx, r.opts.Client, "StyrminBackup", &b, &b.Status.Conditions, wait)
 		}
-		return reconcile.Result{}, finalize(ctx, r.opts.Client, r.opts.APIReader, &b, v1alpha1.OperationBackup, v1alpha1.OperationDeleteBackup)
+		return reconcile.Result{}, finalize(ctx, r.opts.Client, r.opts.APIReader, r.opts.Namespace, &b, v1alpha1.OperationBackup, v1alpha1.OperationDeleteBackup)
 	}
 	if !controllerutil.ContainsFinalizer(&b, Finalizer) {
 		base := b.DeepCopy()
@@ -188,6 +191,22 @@ func (r *BackupReconciler) Reconcile(ctx context.Context, req reconcile.Request)
 		return r.start(ctx, &b)
 	}
 	return r.record(ctx, &b)
+}
+
+// refuseForeign refuses a backup made outside the agent's namespace
+// before it gets a finalizer (check says why), and drops one an older
+// agent added: none of the tasks labelled with its name is its own, and
+// its deletion must neither wait for nor delete the tasks, or artefacts,
+// of the backup of that name in the agent's namespace.
+func (r *BackupReconciler) refuseForeign(ctx context.Context, b *v1alpha1.StyrminBackup) error {
+	if err := releaseForeign(ctx, r.opts.Client, b); err != nil {
+		return err
+	}
+	if !b.DeletionTimestamp.IsZero() || b.Status.Phase != "" {
+		return nil
+	}
+	_, err := r.start(ctx, b)
+	return err
 }
 
 // start checks the backup can be taken and makes its tasks; a refusal
@@ -1020,24 +1039,25 @@ func (r *BackupReconciler) secretOf(ctx context.Context, cluster, env string) (s
 	return e.Secret, err
 }
 
-// finalize deletes an operation's tasks, then lets the object go.
-func finalize(ctx context.Context, c client.Client, api client.Reader, o client.Object, kinds ...v1alpha1.OperationKind) error {
+// finalize deletes an operation's tasks (tasksOf: none when o is outside
+// the agent's namespace agent), then lets the object go.
+func finalize(ctx context.Context, c client.Client, api client.Reader, agent string, o client.Object, kinds ...v1alpha1.OperationKind) error {
 	if !controllerutil.ContainsFinalizer(o, Finalizer) {
 		return nil
 	}
 	// Listed from the API server: a task made a moment before the
 	// deletion (a start or a retry) may not be in the cache, and left
 	// behind it would run without its operation, or hold its deployment.
-	var tasks v1alpha1.StyrminTaskList
-	if err := api.List(ctx, &tasks, client.MatchingLabels{v1alpha1.LabelOperation: o.GetName()}); err != nil {
+	tasks, err := tasksOf(ctx, api, agent, o)
+	if err != nil {
 		return err
 	}
-	for i := range tasks.Items {
-		if op := tasks.Items[i].Spec.Operation; op == nil || !slices.Contains(kinds, op.Kind) {
+	for i := range tasks {
+		if op := tasks[i].Spec.Operation; op == nil || !slices.Contains(kinds, op.Kind) || op.Name != o.GetName() {
 			continue
 		}
-		if err := c.Delete(ctx, &tasks.Items[i]); err != nil && !apierrors.IsNotFound(err) {
-			return fmt.Errorf("deleting task %s/%s: %w", tasks.Items[i].Namespace, tasks.Items[i].Name, err)
+		if err := c.Delete(ctx, &tasks[i]); err != nil && !apierrors.IsNotFound(err) {
+			return fmt.Errorf("deleting task %s/%s: %w", tasks[i].Namespace, tasks[i].Name, err)
 		}
 	}
 	base := o.DeepCopyObject().(client.Object)

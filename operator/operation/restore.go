@@ -52,11 +52,15 @@ func (r *RestoreReconciler) SetupWithManager(mgr ctrl.Manager) error {
 		Complete(r)
 }
 
-// Reconcile runs the chain finalize → start → retry → record.
+// Reconcile runs the chain refuseForeign → finalize → start → retry →
+// record.
 func (r *RestoreReconciler) Reconcile(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
 	var rs v1alpha1.StyrminRestore
 	if err := r.opts.Client.Get(ctx, req.NamespacedName, &rs); err != nil {
 		return reconcile.Result{}, client.IgnoreNotFound(err)
+	}
+	if rs.Namespace != r.opts.Namespace {
+		return reconcile.Result{}, r.refuseForeign(ctx, &rs)
 	}
 	if !rs.DeletionTimestamp.IsZero() {
 		return r.delete(ctx, &rs)
@@ -107,6 +111,19 @@ func (r *RestoreReconciler) Reconcile(ctx context.Context, req reconcile.Request
 	return reconcile.Result{}, r.opts.Client.Status().Patch(ctx, &rs, client.MergeFrom(base))
 }
 
+// refuseForeign refuses a restore made outside the agent's namespace
+// before it gets a finalizer (check says why), and drops one an older
+// agent added: none of the tasks labelled with its name is its own.
+func (r *RestoreReconciler) refuseForeign(ctx context.Context, rs *v1alpha1.StyrminRestore) error {
+	if err := releaseForeign(ctx, r.opts.Client, rs); err != nil {
+		return err
+	}
+	if !rs.DeletionTimestamp.IsZero() || rs.Status.Phase != "" {
+		return nil
+	}
+	return r.start(ctx, rs)
+}
+
 // delete lets a deleted restore go once none of its tasks runs. A
 // restore task's job is no object of the task's: deleting the task while
 // it runs would release the deployment's hold with the restore (a
@@ -126,7 +143,7 @@ func (r *RestoreReconciler) delete(ctx context.Context, rs *v1alpha1.StyrminRest
 			fmt.Sprintf("the deletion waits for the restore tasks of %s, which run: the restore goes, and their deployments' changes start, once they have ended", strings.Join(running, ", "))}
 		return reconcile.Result{RequeueAfter: 5 * time.Second}, sayDeletionWaits(ctx, r.opts.Client, "StyrminRestore", rs, &rs.Status.Conditions, w)
 	}
-	return reconcile.Result{}, finalize(ctx, r.opts.Client, r.opts.APIReader, rs, v1alpha1.OperationRestore)
+	return reconcile.Result{}, finalize(ctx, r.opts.Client, r.opts.APIReader, r.opts.Namespace, rs, v1alpha1.OperationRestore)
 }
 
 // runningTasks names the deployments whose tasks of restore rs run, as
@@ -134,13 +151,13 @@ func (r *RestoreReconciler) delete(ctx context.Context, rs *v1alpha1.StyrminRest
 // may not be in the cache). A task that has not started is deleted
 // (deleteUnstarted).
 func (r *RestoreReconciler) runningTasks(ctx context.Context, rs *v1alpha1.StyrminRestore) ([]string, error) {
-	var tasks v1alpha1.StyrminTaskList
-	if err := r.opts.APIReader.List(ctx, &tasks, client.MatchingLabels{v1alpha1.LabelOperation: rs.Name}); err != nil {
-		return nil, fmt.Errorf("listing the tasks of StyrminRestore %s: %w", rs.Name, err)
+	tasks, err := tasksOf(ctx, r.opts.APIReader, r.opts.Namespace, rs)
+	if err != nil {
+		return nil, fmt.Errorf("StyrminRestore %s: %w", rs.Name, err)
 	}
 	var running []string
-	for i := range tasks.Items {
-		t := &tasks.Items[i]
+	for i := range tasks {
+		t := &tasks[i]
 		if op := t.Spec.Operation; op == nil || op.Kind != v1alpha1.OperationRestore || op.Name != rs.Name || t.Status.Phase.Terminal() {
 			continue
 		}

@@ -290,11 +290,15 @@ func TestAnOperationBegunByAnOlderAgentFindsItsTasksUnderTheirOldNames(t *testin
 // RBAC on that namespace). One made in a deployment's namespace, by
 // whoever may write there or by a chart the agent applies as itself, was
 // acted on like any other: a restore of another environment's data from
-// its backup, made by that environment's neighbour.
+// its backup, made by that environment's neighbour. Refused, it still got
+// the finalizer, and its deletion deleted the tasks labelled with its
+// name: those of the restore or backup of that name in the agent's
+// namespace (a scheduled backup's name is easy to guess), a running
+// backup's included.
 func TestAnOperationMadeOutsideTheAgentsNamespaceIsRefusedAndRunsNothing(t *testing.T) {
 	ctx, cl, r, opts := restoring(t)
 	rs := &v1alpha1.StyrminRestore{
-		ObjectMeta: metav1.ObjectMeta{Namespace: "data-hub", Name: "from-a-chart", Finalizers: []string{operation.Finalizer}},
+		ObjectMeta: metav1.ObjectMeta{Namespace: "data-hub", Name: "from-a-chart"},
 		Spec:       v1alpha1.StyrminRestoreSpec{Backup: "monday"},
 	}
 	if err := cl.Create(ctx, rs); err != nil {
@@ -303,6 +307,9 @@ func TestAnOperationMadeOutsideTheAgentsNamespaceIsRefusedAndRunsNothing(t *test
 	reconcileTimes(ctx, t, cl, r, rs, 2)
 	if rs.Status.Phase != v1alpha1.OperationFailed || !strings.Contains(rs.Status.Message, "metadata.namespace") || !strings.Contains(rs.Status.Message, "styrmin-system") {
 		t.Fatalf("a restore in data-hub: %s %q; want it refused naming metadata.namespace and the agent's namespace", rs.Status.Phase, rs.Status.Message)
+	}
+	if len(rs.Finalizers) != 0 {
+		t.Fatalf("the refused restore in data-hub has finalizers %v, want none: its deletion has no task of its own to wait for", rs.Finalizers)
 	}
 	var tasks v1alpha1.StyrminTaskList
 	if err := cl.List(ctx, &tasks, client.InNamespace("data-hub")); err != nil || len(tasks.Items) != 0 {
@@ -324,6 +331,44 @@ func TestAnOperationMadeOutsideTheAgentsNamespaceIsRefusedAndRunsNothing(t *test
 	}
 	if err := cl.List(ctx, &tasks, client.InNamespace("data-hub")); err != nil || len(tasks.Items) != 0 {
 		t.Fatalf("hub's tasks after the backup's refusal: %d (%v), want none", len(tasks.Items), err)
+	}
+
+	// The agent's namespace holds a failed restore and a running backup of
+	// the same names, each with its task.
+	newRestore(ctx, t, cl, "from-a-chart", "monday", v1alpha1.StyrminRestoreStatus{Phase: v1alpha1.OperationFailed, Environment: "data",
+		Deployments: []v1alpha1.OperationDeployment{{Name: "hub", Namespace: "data-hub", Task: "hub-restore-from-a-chart-1", Attempt: 1, Phase: v1alpha1.OperationFailed}}})
+	now := metav1.Now()
+	restoreTask := newOperationTask(ctx, t, cl, "hub-restore-from-a-chart-1", v1alpha1.TaskOperation{Kind: v1alpha1.OperationRestore, Name: "from-a-chart",
+		BackupID: "monday", Artifact: "s3://backups/local/data/monday/hub", Attempt: 1}, 3, 3,
+		v1alpha1.StyrminTaskStatus{Phase: v1alpha1.TaskFailed, StartedAt: &now, FinishedAt: &now, Message: "the restore failed"})
+	newBackup(ctx, t, cl, "tuesday", v1alpha1.StyrminBackupStatus{Phase: v1alpha1.OperationRunning, Location: "s3://backups/local/data",
+		Deployments: []v1alpha1.OperationDeployment{{Name: "hub", Namespace: "data-hub", Task: "hub-backup-tuesday-1", Phase: v1alpha1.OperationRunning,
+			Artifact: "s3://backups/local/data/tuesday/hub", Sequence: 3}}})
+	backupTask := newOperationTask(ctx, t, cl, "hub-backup-tuesday-1", v1alpha1.TaskOperation{Kind: v1alpha1.OperationBackup, Name: "tuesday",
+		BackupID: "tuesday", Artifact: "s3://backups/local/data/tuesday/hub", Attempt: 1}, 3, 3,
+		v1alpha1.StyrminTaskStatus{Phase: v1alpha1.TaskRunning, StartedAt: &now})
+
+	// The foreign backup keeps the finalizer an older agent gave it before
+	// refusing it.
+	b.Finalizers = []string{operation.Finalizer}
+	if err := cl.Update(ctx, b); err != nil {
+		t.Fatal(err)
+	}
+	for _, o := range []struct {
+		obj client.Object
+		r   reconcile.Reconciler
+	}{{rs, r}, {b, backups}} {
+		if err := cl.Delete(ctx, o.obj); err != nil {
+			t.Fatal(err)
+		}
+		if reconcileAndRead(ctx, t, cl, o.r, o.obj) {
+			t.Fatalf("%s/%s, deleted, is still there: finalizers %v", o.obj.GetNamespace(), o.obj.GetName(), o.obj.GetFinalizers())
+		}
+	}
+	for _, tk := range []*v1alpha1.StyrminTask{restoreTask, backupTask} {
+		if err := cl.Get(ctx, client.ObjectKeyFromObject(tk), tk); err != nil {
+			t.Fatalf("task %s/%s of the operation of that name in styrmin-system, after the deletion of the one in data-hub: %v", tk.Namespace, tk.Name, err)
+		}
 	}
 }
 
