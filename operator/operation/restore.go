@@ -19,6 +19,7 @@ import (
 	"github.com/styrmin/styrmin/drivers"
 	"github.com/styrmin/styrmin/operator/api/v1alpha1"
 	"github.com/styrmin/styrmin/operator/task"
+	"github.com/styrmin/styrmin/resolver"
 )
 
 // ReasonDeletionWaitsForRestoreTasks is the reason of the Reconciling
@@ -255,7 +256,7 @@ func (r *RestoreReconciler) remakeTasks(ctx context.Context, rs *v1alpha1.Styrmi
 // attempt (a new task; the failed one stays as history).
 func (r *RestoreReconciler) retry(ctx context.Context, rs *v1alpha1.StyrminRestore) error {
 	base := rs.DeepCopy()
-	if _, err := r.backupOf(ctx, rs); err != nil {
+	if err := r.retryCheck(ctx, rs); err != nil {
 		var refused *RefusedError
 		if !errors.As(err, &refused) {
 			return err
@@ -284,6 +285,54 @@ func (r *RestoreReconciler) retry(ctx context.Context, rs *v1alpha1.StyrminResto
 		return err
 	}
 	return r.makeTasks(ctx, rs, again)
+}
+
+// retryCheck refuses the retry of rs when its backup is going
+// (backupOf) or its jobs could not be given their credentials
+// (checkRestoreCredentials), before a new attempt stops anything.
+func (r *RestoreReconciler) retryCheck(ctx context.Context, rs *v1alpha1.StyrminRestore) error {
+	if _, err := r.backupOf(ctx, rs); err != nil {
+		return err
+	}
+	settings, _, err := settingsOf(ctx, r.opts.Settings, r.opts.Cluster, rs.Status.Environment)
+	if err != nil {
+		return err
+	}
+	var artifacts []string
+	for _, d := range rs.Status.Deployments {
+		if d.Phase != v1alpha1.OperationSucceeded {
+			artifacts = append(artifacts, d.Artifact)
+		}
+	}
+	return checkRestoreCredentials(ctx, r.opts.APIReader, r.opts.Namespace, r.opts.Cluster, rs.Status.Environment, settings.Secret, artifacts)
+}
+
+// checkRestoreCredentials refuses a restore whose jobs could not be given
+// the credentials to read artifacts: Secret secret, which git names for
+// cluster/env now and makeTasks hands the jobs, checked against each
+// artefact's location as a backup's start checks its own
+// (checkCredentials). A restore's pre step stops the deployment's
+// components: a job refused its credentials only after that left them
+// stopped, and the deployment's changes held.
+func checkRestoreCredentials(ctx context.Context, api client.Reader, namespace, cluster, env, secret string, artifacts []string) error {
+	seen := map[string]bool{}
+	for _, a := range artifacts {
+		// checkCredentials reads the location's scheme alone: one check
+		// per scheme.
+		scheme := a
+		if loc, err := resolver.ParseBackupLocation(a); err == nil {
+			scheme = loc.Scheme
+		}
+		if seen[scheme] {
+			continue
+		}
+		seen[scheme] = true
+		e := resolver.EnvironmentBackups{Cluster: cluster, Environment: env, Location: a, Secret: secret}
+		if err := checkCredentials(ctx, api, namespace, e); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // makeTasks creates the restore tasks of rs's deployments (only: all
@@ -349,10 +398,11 @@ func names(ds []v1alpha1.OperationDeployment, only []string) []string {
 
 // check refuses a restore that cannot run: a backup that does not exist
 // or did not succeed for a deployment asked for, a deployment the backup
-// does not hold or that does not run here, or one whose running driver
-// cannot read the backup (another driver, another major version, or an
-// older version than the one that took it). It returns the deployments'
-// plan and the environment.
+// does not hold or that does not run here, credentials its jobs could
+// not be given (checkRestoreCredentials), or a deployment whose running
+// driver cannot read the backup (another driver, another major version,
+// or an older version than the one that took it). It returns the
+// deployments' plan and the environment.
 func (r *RestoreReconciler) check(ctx context.Context, rs *v1alpha1.StyrminRestore) ([]v1alpha1.OperationDeployment, string, error) {
 	if err := inAgentNamespace(rs.Namespace, r.opts.Namespace, "StyrminRestore"); err != nil {
 		return nil, "", err
@@ -388,7 +438,8 @@ func (r *RestoreReconciler) check(ctx context.Context, rs *v1alpha1.StyrminResto
 	// Read before the start, not only as the tasks are made: settings git
 	// cannot give would leave the restore Running with no task, and its
 	// backup undeletable.
-	if _, _, err := settingsOf(ctx, r.opts.Settings, cluster, env); err != nil {
+	settings, _, err := settingsOf(ctx, r.opts.Settings, cluster, env)
+	if err != nil {
 		return nil, env, err
 	}
 	byName := map[string]v1alpha1.OperationDeployment{}
@@ -410,6 +461,13 @@ func (r *RestoreReconciler) check(ctx context.Context, rs *v1alpha1.StyrminResto
 		case d.Phase != v1alpha1.OperationSucceeded:
 			return nil, env, &RefusedError{Environment: envName, Deployment: n, Msg: fmt.Sprintf("its backup in %s did not succeed (%s): there is nothing to restore", b.Name, orNone(string(d.Phase)))}
 		}
+	}
+	artifacts := make([]string, 0, len(want))
+	for _, n := range want {
+		artifacts = append(artifacts, byName[n].Artifact)
+	}
+	if err := checkRestoreCredentials(ctx, r.opts.APIReader, r.opts.Namespace, cluster, env, settings.Secret, artifacts); err != nil {
+		return nil, env, err
 	}
 	tgs, _, err := targets(ctx, r.opts.Client, r.opts.Drivers, cluster, env, want)
 	if err != nil {

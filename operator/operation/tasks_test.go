@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
+	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
@@ -31,7 +32,8 @@ func (backupDriver) Driver(_ context.Context, req driversource.Request) (*driver
 
 // restoring sets up hub running graphhub@1.4.0 at sequence 3, a backup
 // monday that holds it, and the StyrminRestore controller, with git
-// declaring local/data's backup location.
+// declaring local/data's backup location and its credentials Secret
+// backup-credentials (marked for backups, with the keys s3:// needs).
 func restoring(t *testing.T) (context.Context, client.Client, *operation.RestoreReconciler, operation.Options) {
 	t.Helper()
 	ctx, cl := operations(t)
@@ -55,10 +57,14 @@ func restoring(t *testing.T) (context.Context, client.Client, *operation.Restore
 	newBackup(ctx, t, cl, "monday", v1alpha1.StyrminBackupStatus{Phase: v1alpha1.OperationSucceeded, Location: "s3://backups/local/data",
 		Deployments: []v1alpha1.OperationDeployment{{Name: "hub", Namespace: "data-hub", Task: "hub-backup-monday-1", Phase: v1alpha1.OperationSucceeded,
 			Artifact: "s3://backups/local/data/monday/hub", Sequence: 3, Driver: v1alpha1.DriverRef{Name: "graphhub", Version: "1.4.0"}}}})
+	if err := cl.Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: "styrmin-system", Name: "backup-credentials", Labels: map[string]string{task.LabelBackupCredentials: "true"}},
+		StringData: map[string]string{"AWS_ACCESS_KEY_ID": "test", "AWS_SECRET_ACCESS_KEY": "not-a-real-key"}}); err != nil {
+		t.Fatal(err)
+	}
 	opts := options(cl, cl)
 	opts.Drivers = backupDriver{}
 	opts.Settings = operation.SettingsFunc(func(context.Context) ([]resolver.EnvironmentBackups, error) {
-		return []resolver.EnvironmentBackups{{Cluster: "local", Environment: "data", Location: "s3://backups/local/data"}}, nil
+		return []resolver.EnvironmentBackups{{Cluster: "local", Environment: "data", Location: "s3://backups/local/data", Secret: "backup-credentials"}}, nil
 	})
 	r, err := operation.NewRestoreReconciler(opts)
 	if err != nil {
@@ -468,4 +474,68 @@ func TestABackupOfTheWholeEnvironmentSkipsADeploymentBeingDeleted(t *testing.T) 
 	if err := cl.List(ctx, &webTasks, client.InNamespace("data-web")); err != nil || len(webTasks.Items) != 0 {
 		t.Fatalf("web's tasks: %d (%v), want none", len(webTasks.Items), err)
 	}
+}
+
+// TestARestoreWhoseJobsCouldNotBeGivenItsCredentialsIsRefusedBeforeItStops
+// pins the check of a restore's credentials: the Secret git names for the
+// environment is checked as a backup's start checks it, before any task
+// is made. Unchecked, a Secret not marked for backups, or without the
+// keys an s3:// location needs, let the restore run its pre step (which
+// stops the deployment's components), then fail as its job was given the
+// credentials, leaving the deployment stopped and its changes held. A
+// retry is checked alike.
+func TestARestoreWhoseJobsCouldNotBeGivenItsCredentialsIsRefusedBeforeItStops(t *testing.T) {
+	ctx, cl, r, _ := restoring(t)
+	var s corev1.Secret
+	if err := cl.Get(ctx, client.ObjectKey{Namespace: "styrmin-system", Name: "backup-credentials"}, &s); err != nil {
+		t.Fatal(err)
+	}
+	noTasks := func(what string) {
+		t.Helper()
+		var tasks v1alpha1.StyrminTaskList
+		if err := cl.List(ctx, &tasks, client.InNamespace("data-hub")); err != nil || len(tasks.Items) != 0 {
+			t.Fatalf("hub's tasks after %s: %d (%v), want none", what, len(tasks.Items), err)
+		}
+	}
+	refused := func(rs *v1alpha1.StyrminRestore, want ...string) {
+		t.Helper()
+		stalled := apimeta.FindStatusCondition(rs.Status.Conditions, v1alpha1.ConditionStalled)
+		if rs.Status.Phase != v1alpha1.OperationFailed || stalled == nil || stalled.Status != metav1.ConditionTrue {
+			t.Fatalf("restore %s: %s, Stalled %+v; want it Failed and Stalled", rs.Name, rs.Status.Phase, stalled)
+		}
+		for _, w := range want {
+			if !strings.Contains(rs.Status.Message, w) || !strings.Contains(stalled.Message, w) {
+				t.Errorf("restore %s: message %q, Stalled %q; want both saying %q", rs.Name, rs.Status.Message, stalled.Message, w)
+			}
+		}
+	}
+
+	delete(s.Labels, task.LabelBackupCredentials)
+	if err := cl.Update(ctx, &s); err != nil {
+		t.Fatal(err)
+	}
+	unmarked := newRestore(ctx, t, cl, "unmarked", "monday", v1alpha1.StyrminRestoreStatus{})
+	reconcileAndRead(ctx, t, cl, r, unmarked)
+	refused(unmarked, "refused: ", "styrmin-system/backup-credentials", "is not labelled "+task.LabelBackupCredentials+"=true")
+	noTasks("the refusal of a restore whose Secret is not marked for backups")
+
+	s.Labels = map[string]string{task.LabelBackupCredentials: "true"}
+	delete(s.Data, "AWS_SECRET_ACCESS_KEY")
+	if err := cl.Update(ctx, &s); err != nil {
+		t.Fatal(err)
+	}
+	noKey := newRestore(ctx, t, cl, "no-key", "monday", v1alpha1.StyrminRestoreStatus{})
+	reconcileAndRead(ctx, t, cl, r, noKey)
+	refused(noKey, "refused: ", "backups.secret styrmin-system/backup-credentials has no key AWS_SECRET_ACCESS_KEY")
+	noTasks("the refusal of a restore whose Secret lacks a key")
+
+	failed := newRestore(ctx, t, cl, "failed", "monday", v1alpha1.StyrminRestoreStatus{Phase: v1alpha1.OperationFailed, Environment: "data",
+		Deployments: []v1alpha1.OperationDeployment{{Name: "hub", Namespace: "data-hub", Task: "hub-restore-failed-1", Attempt: 1, Phase: v1alpha1.OperationFailed,
+			Artifact: "s3://backups/local/data/monday/hub", Sequence: 3}}})
+	retryRestore(ctx, t, cl, r, failed, "1")
+	refused(failed, "retry refused: ", "has no key AWS_SECRET_ACCESS_KEY")
+	if failed.Status.ObservedRetry != "1" || failed.Status.Deployments[0].Attempt != 1 {
+		t.Errorf("the refused retry: observed %q, attempt %d; want the retry observed and no new attempt", failed.Status.ObservedRetry, failed.Status.Deployments[0].Attempt)
+	}
+	noTasks("the refusal of a retry whose Secret lacks a key")
 }
