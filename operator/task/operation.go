@@ -12,6 +12,7 @@ import (
 	"strings"
 	"time"
 
+	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -458,8 +459,12 @@ func operationJobName(t *v1alpha1.StyrminTask, job string) string {
 // in the deployment's namespace.
 func credentialsSecretName(t *v1alpha1.StyrminTask, secret string) string {
 	sum := sha256.Sum256([]byte(t.Name + "/" + secret))
-	return "styrmin-backup-" + hex.EncodeToString(sum[:])[:10]
+	return credentialsCopyPrefix + hex.EncodeToString(sum[:])[:10]
 }
+
+// credentialsCopyPrefix starts the name of every copy of backup
+// credentials (credentialsSecretName).
+const credentialsCopyPrefix = "styrmin-backup-"
 
 // withOperation gives an operation task's job what the driver's hook
 // needs: the backup's ID and artefact URL as environment variables, the
@@ -544,63 +549,89 @@ func (r *Reconciler) copyCredentials(ctx context.Context, run *taskRun, op *v1al
 const minCredentialLength = 6
 
 // credentialValues are the values of the backup credentials the task's
-// jobs were given: the copy they read (copyCredentials) of the Secret the
-// operation names, or for a change's backup or restore steps the one the
-// environment names. No copy, no job was given any: nothing to mask.
+// jobs were given, read from the copies they read (credentialsCopies).
+// No copy, no job was given any: nothing to mask. A copy a job was given
+// that cannot be read is an error, so that redact withholds the output
+// rather than print it unmasked.
 func (r *Reconciler) credentialValues(ctx context.Context, run *taskRun) (resolver.Sensitive, error) {
-	secret, err := r.credentialsSecret(ctx, run)
-	if secret == "" || err != nil {
+	copies, err := r.credentialsCopies(ctx, run)
+	if len(copies) == 0 || err != nil {
 		return nil, err
 	}
 	a, err := r.actor(ctx, run)
 	if err != nil {
 		return nil, err
 	}
-	t := run.task
-	key := client.ObjectKey{Namespace: t.Spec.Namespace, Name: credentialsSecretName(t, secret)}
-	var cp corev1.Secret
-	if err := a.Reader.Get(ctx, key, &cp); apierrors.IsNotFound(err) {
-		return nil, nil
-	} else if err != nil {
-		return nil, fmt.Errorf("reading the Secret %s: %w", key, err)
-	}
 	out := resolver.Sensitive{}
-	for k, v := range cp.Data {
-		value := string(v)
-		trimmed := strings.TrimSpace(value)
-		if len(trimmed) < minCredentialLength {
-			continue
+	for _, cc := range copies {
+		key := client.ObjectKey{Namespace: run.task.Spec.Namespace, Name: cc.name}
+		var cp corev1.Secret
+		if err := a.Reader.Get(ctx, key, &cp); apierrors.IsNotFound(err) {
+			if cc.job == "" {
+				continue
+			}
+			return nil, fmt.Errorf("the copy %s of the backup credentials job %s was given is gone", key, cc.job)
+		} else if err != nil {
+			return nil, fmt.Errorf("reading the Secret %s: %w", key, err)
 		}
-		out[k] = value
-		// A value from a file ends in a newline a job's print may drop.
-		out[k+"/trimmed"] = trimmed
+		for k, v := range cp.Data {
+			value := string(v)
+			trimmed := strings.TrimSpace(value)
+			if len(trimmed) < minCredentialLength {
+				continue
+			}
+			out[cc.name+"/"+k] = value
+			// A value from a file ends in a newline a job's print may drop.
+			out[cc.name+"/"+k+"/trimmed"] = trimmed
+		}
 	}
 	return out, nil
 }
 
-// credentialsSecret names the Secret whose copy the task's jobs were
-// given ("" when none): the operation's, or for a change whose backup or
-// restore steps started, the environment's as withOperation found it.
-func (r *Reconciler) credentialsSecret(ctx context.Context, run *taskRun) (string, error) {
+// credentialsCopy is a copy of backup credentials a task's jobs may have
+// been given: by job (named), or, when job is "", the copy of the
+// operation's Secret, which is there only once a job was given it.
+type credentialsCopy struct{ name, job string }
+
+// credentialsCopies are the copies of backup credentials the task's jobs
+// were given. An operation task's jobs get the copy of the Secret its
+// spec names, which does not change. A change's backup or restore steps
+// get the Secret the environment names when their job is built, which a
+// later commit may change: theirs are read from their Jobs as built, not
+// from git as it is now (a copy of another Secret's name would not be
+// found, and the output would go unmasked). A step whose Job is not there
+// was given nothing yet, or has had its output recorded.
+func (r *Reconciler) credentialsCopies(ctx context.Context, run *taskRun) ([]credentialsCopy, error) {
 	t := run.task
 	if op := t.Spec.Operation; op != nil {
-		return op.Secret, nil
+		if op.Secret == "" {
+			return nil, nil
+		}
+		return []credentialsCopy{{name: credentialsSecretName(t, op.Secret)}}, nil
 	}
-	if r.opts.BackupSettings == nil {
-		return "", nil
-	}
-	for _, st := range t.Status.Steps {
-		if st.Args[argOperation] == "" || st.StartedAt == nil {
+	var out []credentialsCopy
+	for i := range t.Status.Steps {
+		st := &t.Status.Steps[i]
+		if st.Args[argOperation] == "" || st.StartedAt == nil || st.Action != string(drivers.ActionRunJob) {
 			continue
 		}
-		id := t.Spec.Deployment
-		e, err := r.opts.BackupSettings(ctx, id.Cluster, id.Environment)
-		if err != nil {
-			return "", fmt.Errorf("reading the backup settings of %s/%s: %w", id.Cluster, id.Environment, err)
+		var job batchv1.Job
+		key := client.ObjectKey{Namespace: t.Spec.Namespace, Name: retriedJobName(t, st)}
+		if err := r.opts.APIReader.Get(ctx, key, &job); apierrors.IsNotFound(err) {
+			continue
+		} else if err != nil {
+			return nil, fmt.Errorf("reading job %s to tell the backup credentials it was given: %w", key, err)
 		}
-		return e.Secret, nil
+		pod := job.Spec.Template.Spec
+		for _, c := range slices.Concat(pod.InitContainers, pod.Containers) {
+			for _, from := range c.EnvFrom {
+				if ref := from.SecretRef; ref != nil && strings.HasPrefix(ref.Name, credentialsCopyPrefix) {
+					out = append(out, credentialsCopy{name: ref.Name, job: key.String()})
+				}
+			}
+		}
 	}
-	return "", nil
+	return out, nil
 }
 
 // Step arguments of an operation's steps inside a change's task (a
