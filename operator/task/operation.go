@@ -191,7 +191,10 @@ func restoresHolding(t *v1alpha1.StyrminTask, tasks []v1alpha1.StyrminTask) (fai
 	}
 	for name := range before {
 		switch s := newest[name]; {
-		case s.Status.Phase == v1alpha1.TaskFailed:
+		case s.Status.Phase == v1alpha1.TaskFailed && stepStarted(s):
+			// One that failed before any step ran (its backup taken by a
+			// newer driver version, say) touched no data: the upgrade that
+			// makes it fit must not wait for it.
 			failed = append(failed, name)
 		case !s.Status.Phase.Terminal() && !runsBefore(s, t):
 			retried = append(retried, name)

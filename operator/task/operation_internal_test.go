@@ -88,6 +88,12 @@ func TestAFailedRestoreHoldsTheLaterChangesUntilANewerAttempt(t *testing.T) {
 	c3 := change(3)
 	failed := op("r1-a", v1alpha1.OperationRestore, 2, 10, 1, v1alpha1.TaskFailed)
 	failed.Status.Message = "step restore/core/1:runJob failed: job restore-db failed\nlogs"
+	failed.Status.Steps = []v1alpha1.TaskStep{{Name: "restore/pre/1:stopComponents", State: v1alpha1.StepSucceeded, StartedAt: &metav1.Time{}},
+		{Name: "restore/core/1:runJob", State: v1alpha1.StepFailed, StartedAt: &metav1.Time{}, Attempts: 1}}
+	// Refused when its turn came (its backup taken by a newer driver
+	// version than the deployment runs): no step ran.
+	refused := op("r1-a", v1alpha1.OperationRestore, 2, 10, 1, v1alpha1.TaskFailed)
+	refused.Status.Steps = []v1alpha1.TaskStep{{Name: "restore/pre/1:stopComponents", State: v1alpha1.StepSkipped}, {Name: "restore/core/1:runJob", State: v1alpha1.StepSkipped}}
 	retried := op("r1-a-2", v1alpha1.OperationRestore, 2, 20, 2, v1alpha1.TaskSucceeded)
 	failedBackup := op("b1-a", v1alpha1.OperationBackup, 2, 10, 1, v1alpha1.TaskFailed)
 	later := op("r2-a", v1alpha1.OperationRestore, 3, 30, 1, v1alpha1.TaskFailed)
@@ -97,6 +103,7 @@ func TestAFailedRestoreHoldsTheLaterChangesUntilANewerAttempt(t *testing.T) {
 		want  string
 	}{
 		{"a failed restore holds", []v1alpha1.StyrminTask{failed, c3}, "restore in progress: StyrminRestore r1 failed (step restore/core/1:runJob failed: job restore-db failed)"},
+		{"one refused before any step ran does not", []v1alpha1.StyrminTask{refused, c3}, ""},
 		{"its retry that succeeded does not", []v1alpha1.StyrminTask{failed, retried, c3}, ""},
 		{"a failed backup does not", []v1alpha1.StyrminTask{failedBackup, c3}, ""},
 		{"a restore ordered after the change does not", []v1alpha1.StyrminTask{later, c3}, ""},

@@ -151,6 +151,7 @@ func TestABackupWaitsWhileARestoreOfItsDeploymentFailedAndTheRetryGoesFirst(t *t
 	// made after it.
 	failed := planned(v1alpha1.WorkflowRestore)
 	failed.Phase, failed.Message = v1alpha1.TaskFailed, "step restore/core/1:runJob failed: job restore-db failed\nlogs"
+	failed.Steps[0].State, failed.Steps[0].StartedAt, failed.Steps[0].Attempts = v1alpha1.StepFailed, &metav1.Time{Time: time.Now()}, 1
 	task(v1alpha1.OperationRestore, "r1", 1, failed)
 	backup := task(v1alpha1.OperationBackup, "nightly", 1, planned(v1alpha1.WorkflowBackup))
 	heldBy(backup, "StyrminRestore r1 failed (step restore/core/1:runJob failed: job restore-db failed)")
