@@ -13,6 +13,7 @@ import (
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -227,17 +228,21 @@ func TestBackupOfAnEnvironmentRunsEachDriversHookAsATaskAndARestoreHoldsBackItsD
 	}
 	e.requireBackupJob(t, "data-a", "b1", "s3://backups/local/data/b1/a")
 
-	t.Log("a restore that fails holds back a's fan-out task; b's goes on; a retry lets it run")
-	// Without its Secret the restore's job cannot be given its
-	// credentials: its step fails.
-	if err := e.c.Delete(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: backupSecret, Namespace: ns}}); err != nil {
-		t.Fatal(err)
-	}
+	t.Log("a restore that fails at its job holds back a's fan-out task; b's goes on; a retry lets it run")
+	// The credentials are fine (a restore whose Secret is not is refused
+	// before it starts): the restore runs its pre step, gives its job the
+	// credentials, and the job fails. Its pod cannot be scheduled in
+	// data-a (pendingPods) and is deleted, which the Job counts a failure.
+	release := e.pendingPods(t, "data-a")
 	e.create(t, &v1alpha1.StyrminRestore{ObjectMeta: metav1.ObjectMeta{Name: "r1", Namespace: ns}, Spec: v1alpha1.StyrminRestoreSpec{Backup: "b1", Deployments: []string{"a"}}})
+	e.failJobPod(t, "data-a", task.OperationTaskName("a", v1alpha1.OperationRestore, "r1", 1))
 	r1 := e.waitRestore(t, "r1", v1alpha1.OperationFailed)
-	if !strings.Contains(r1.Status.Message, "does not exist") || !strings.Contains(r1.Status.Message, "styrminctl restore retry r1") {
-		t.Fatalf("r1 failed with %q, want the missing Secret and how to retry", r1.Status.Message)
+	if !strings.Contains(r1.Status.Message, "restore/core/1:runJob") || !strings.Contains(r1.Status.Message, "BackoffLimitExceeded") ||
+		!strings.Contains(r1.Status.Message, "styrminctl restore retry r1") {
+		t.Fatalf("r1 failed with %q, want its job's failure and how to retry", r1.Status.Message)
 	}
+	t.Logf("r1: %s", r1.Status.Message)
+	e.requireFailedAtItsJob(t, r1)
 	e.commitConfig(t, "data runs one worker", map[string][]byte{"clusters/local/environments/data/environment.cue": []byte(`namespacePrefix: "data"
 backupLocation:  "s3://backups/local/data"
 backups: {secret: "` + backupSecret + `", schedule: "0 3 * * *", keep: 2}
@@ -269,7 +274,9 @@ parameters: {logLevel: "info", workers: 1}
 	if !strings.Contains(plan, "waits for a restore in progress (StyrminRestore r1 failed; it waits to be retried or deleted)") {
 		t.Errorf("styrminctl plan --restores does not show a's change waiting for the restore:\n%s", plan)
 	}
-	e.createBackupSecret(t)
+	// What failed the job is gone before the retry (whose job, and a's
+	// components it starts again, make pods in data-a).
+	release()
 	var r v1alpha1.StyrminRestore
 	if err := e.c.Get(ctx, client.ObjectKey{Namespace: ns, Name: "r1"}, &r); err != nil {
 		t.Fatal(err)
@@ -644,12 +651,18 @@ func TestACloneFromTheLatestBackupRestoresItInSetupConnectsInsideAndIsDeletedWho
 		t.Errorf("restore rb: %+v, want b only", b.Status.Deployments)
 	}
 
-	t.Log("a failed restore holds b's change until the StyrminRestore is deleted")
-	if err := e.c.Delete(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: backupSecret, Namespace: ns}}); err != nil {
-		t.Fatal(err)
-	}
+	t.Log("a restore that fails at its job holds b's change until the StyrminRestore is deleted")
+	// As r1 of TestBackupOfAnEnvironmentRunsEachDriversHookAsATaskAndARestoreHoldsBackItsDeploymentsFanOut:
+	// the credentials check passes, the job fails.
+	release := e.pendingPods(t, "data-b")
 	e.create(t, &v1alpha1.StyrminRestore{ObjectMeta: metav1.ObjectMeta{Name: "rd", Namespace: ns}, Spec: v1alpha1.StyrminRestoreSpec{Backup: "n2", Deployments: []string{"b"}}})
-	e.waitRestore(t, "rd", v1alpha1.OperationFailed)
+	e.failJobPod(t, "data-b", task.OperationTaskName("b", v1alpha1.OperationRestore, "rd", 1))
+	rd := e.waitRestore(t, "rd", v1alpha1.OperationFailed)
+	if !strings.Contains(rd.Status.Message, "BackoffLimitExceeded") || !strings.Contains(rd.Status.Message, "styrminctl restore retry rd") {
+		t.Fatalf("rd failed with %q, want its job's failure and how to retry", rd.Status.Message)
+	}
+	t.Logf("rd: %s", rd.Status.Message)
+	e.requireFailedAtItsJob(t, rd)
 	seqB := e.change(t, "b", "b: one worker", map[string][]byte{"clusters/local/environments/data/deployments/b.cue": []byte(
 		"driver: \"graphhub\"\nappVersion: \"1.4.0\"\nparameters: {workers: 1, databasePassword: {name: \"db\", key: \"password\"}}\n")})
 	heldB := v1alpha1.TaskName("b", seqB)
@@ -661,6 +674,8 @@ func TestACloneFromTheLatestBackupRestoresItInSetupConnectsInsideAndIsDeletedWho
 		c := apimeta.FindStatusCondition(tk.Status.Conditions, v1alpha1.ConditionReady)
 		return c != nil && c.Reason == v1alpha1.ReasonRestoreInProgress && tk.Status.Phase == v1alpha1.TaskPending, fmt.Sprintf("%s %v", tk.Status.Phase, c), nil
 	})
+	// b's change starts b's components again: their pods must schedule.
+	release()
 	if err := e.c.Delete(ctx, &v1alpha1.StyrminRestore{ObjectMeta: metav1.ObjectMeta{Name: "rd", Namespace: ns}}); err != nil {
 		t.Fatal(err)
 	}
@@ -719,4 +734,94 @@ func (e *agentEnv) requireRestoreJob(t *testing.T, ns, artifact string) {
 		}
 	}
 	t.Fatalf("no job in %s restored %s", ns, artifact)
+}
+
+// pendingPods keeps every pod created in ns from now on Pending: a
+// LimitRange gives its containers a default CPU request no node can hold
+// (the fake nodes have 32 CPUs). The pods already there are untouched.
+// It returns what removes the LimitRange. Both wait until the API
+// server's admission (LimitRanger, which reads LimitRanges from a cache)
+// applies it, or no longer does, told by a dry-run pod: a pod admitted a
+// moment too early or too late would run, or never would.
+func (e *agentEnv) pendingPods(t *testing.T, ns string) (release func()) {
+	t.Helper()
+	ctx := context.Background()
+	lr := &corev1.LimitRange{ObjectMeta: metav1.ObjectMeta{Name: "no-node-fits", Namespace: ns}, Spec: corev1.LimitRangeSpec{
+		Limits: []corev1.LimitRangeItem{{Type: corev1.LimitTypeContainer, DefaultRequest: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("1000")}}}}}
+	if err := e.c.Create(ctx, lr); err != nil {
+		t.Fatal(err)
+	}
+	e.waitLimitRange(t, ns, true)
+	return func() {
+		t.Helper()
+		if err := e.c.Delete(ctx, lr); err != nil {
+			t.Fatal(err)
+		}
+		e.waitLimitRange(t, ns, false)
+	}
+}
+
+// waitLimitRange waits until a pod created in ns gets pendingPods' CPU
+// request (applied) or none (not), trying a dry run.
+func (e *agentEnv) waitLimitRange(t *testing.T, ns string, applied bool) {
+	t.Helper()
+	agenttest.WaitUntil(t, 30*time.Second, fmt.Sprintf("the LimitRange of %s applied: %t", ns, applied), func(ctx context.Context) (bool, string, error) {
+		probe := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{GenerateName: "limit-probe-", Namespace: ns},
+			Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "probe", Image: "example.com/probe"}}}}
+		if err := e.c.Create(ctx, probe, client.DryRunAll); err != nil {
+			return false, err.Error(), nil
+		}
+		_, got := probe.Spec.Containers[0].Resources.Requests[corev1.ResourceCPU]
+		return got == applied, fmt.Sprintf("requests %v", probe.Spec.Containers[0].Resources.Requests), nil
+	})
+}
+
+// failJobPod fails the job of task taskName in ns, its pod held Pending
+// by pendingPods: once the scheduler has found no node for the pod, it
+// deletes it. A Job counts a pod deleted before it succeeded as failed,
+// and an operation's Job (backoffLimit 0) fails: BackoffLimitExceeded.
+func (e *agentEnv) failJobPod(t *testing.T, ns, taskName string) {
+	t.Helper()
+	ctx := context.Background()
+	var pod corev1.Pod
+	agenttest.WaitUntil(t, agentWaitLimit, "the pod of "+taskName+"'s job to be unschedulable", func(ctx context.Context) (bool, string, error) {
+		var pods corev1.PodList
+		if err := e.c.List(ctx, &pods, client.InNamespace(ns), client.MatchingLabels{task.LabelTask: taskName}); err != nil {
+			return false, err.Error(), nil
+		}
+		for _, p := range pods.Items {
+			if p.Status.Phase != corev1.PodPending {
+				return false, "", fmt.Errorf("the pod %s of %s's job is %s, want it Pending (no node fits it)", p.Name, taskName, p.Status.Phase)
+			}
+			for _, c := range p.Status.Conditions {
+				if c.Type == corev1.PodScheduled && c.Status == corev1.ConditionFalse && c.Reason == corev1.PodReasonUnschedulable {
+					pod = p
+					return true, "", nil
+				}
+			}
+		}
+		return false, fmt.Sprintf("%d pod(s)", len(pods.Items)), nil
+	})
+	if err := e.c.Delete(ctx, &pod); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// requireFailedAtItsJob checks that a failed restore's first deployment
+// failed at its job, after its pre step stopped the deployment's
+// components.
+func (e *agentEnv) requireFailedAtItsJob(t *testing.T, rs *v1alpha1.StyrminRestore) {
+	t.Helper()
+	d := rs.Status.Deployments[0]
+	var tk v1alpha1.StyrminTask
+	if err := e.c.Get(context.Background(), client.ObjectKey{Namespace: d.Namespace, Name: d.Task}, &tk); err != nil {
+		t.Fatal(err)
+	}
+	states := map[string]v1alpha1.StepState{}
+	for _, st := range tk.Status.Steps {
+		states[st.Name] = st.State
+	}
+	if states["restore/pre/1:stopComponents"] != v1alpha1.StepSucceeded || states["restore/core/1:runJob"] != v1alpha1.StepFailed {
+		t.Errorf("restore %s's task %s: steps %v, want its pre step done and its job failed", rs.Name, tk.Name, stepNames(&tk))
+	}
 }
