@@ -121,15 +121,7 @@ func BenchmarkSandboxRender(b *testing.B) {
 		}
 	})
 	b.Run("sandbox", func(b *testing.B) {
-		sb, err := SelfSandbox(2)
-		if err != nil {
-			b.Fatal(err)
-		}
-		defer sb.Close()
-		boxed, err := Load(os.DirFS("../examples/drivers/"+dir), LoadOptions{Source: "examples/drivers/" + dir, Sandbox: sb})
-		if err != nil {
-			b.Fatal(err)
-		}
+		boxed, sb := boxedDriver(b, dir)
 		before := childrenCPU()
 		b.ReportAllocs()
 		for b.Loop() {
@@ -140,6 +132,22 @@ func BenchmarkSandboxRender(b *testing.B) {
 		sb.Close() // the children's CPU is counted once they have ended
 		b.ReportMetric(float64((childrenCPU()-before).Microseconds())/1000/float64(b.N), "child-cpu-ms/op")
 	})
+}
+
+// boxedDriver loads an example driver version through a Sandbox of this
+// test binary, its children ended with the benchmark.
+func boxedDriver(b *testing.B, dir string) (*Driver, *Sandbox) {
+	b.Helper()
+	sb, err := SelfSandbox(2)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(sb.Close)
+	boxed, err := Load(os.DirFS("../examples/drivers/"+dir), LoadOptions{Source: "examples/drivers/" + dir, Sandbox: sb})
+	if err != nil {
+		b.Fatal(err)
+	}
+	return boxed, sb
 }
 
 // childrenCPU is the CPU time of this process's ended and waited-for
@@ -182,15 +190,7 @@ func BenchmarkSandboxFirstEvaluation(b *testing.B) {
 	}
 	b.Run("in-process", func(b *testing.B) { each(b, d) })
 	b.Run("sandbox", func(b *testing.B) {
-		sb, err := SelfSandbox(2)
-		if err != nil {
-			b.Fatal(err)
-		}
-		defer sb.Close()
-		boxed, err := Load(os.DirFS("../examples/drivers/"+dir), LoadOptions{Source: "examples/drivers/" + dir, Sandbox: sb})
-		if err != nil {
-			b.Fatal(err)
-		}
+		boxed, sb := boxedDriver(b, dir)
 		before := childrenCPU()
 		each(b, boxed)
 		sb.Close()

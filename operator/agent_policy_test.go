@@ -31,27 +31,10 @@ func TestALockfileThatLoosensItsEnvironmentsPolicyIsRefused(t *testing.T) {
 	e.startAgent(t)
 	requireSucceeded(t, e.waitTask(t, webNamespace, "web", first))
 
-	id := resolver.ID{Cluster: agentCluster, Environment: "dev", Name: "web"}
-	_, err := e.clone.CommitLocks(context.Background(), gitsource.CommitRequest{Build: func(_ context.Context, head gitsource.Hash, headFS fs.FS) (gitsource.Change, error) {
-		in, err := resolver.ReadLock(headFS, id.LockPath())
-		if err != nil {
-			return gitsource.Change{}, err
-		}
-		in.Sequence = first + 1
+	e.lockByHand(t, resolver.ID{Cluster: agentCluster, Environment: "dev", Name: "web"}, first+1, func(in *resolver.Instance) {
 		in.Context.Parameters["replicas"] = 3
 		in.Context.Environment.Policy = &drivers.Policy{Kinds: []string{"*", "ClusterRole", "ClusterRoleBinding"}}
-		if in.Digest, err = in.ComputeDigest(); err != nil {
-			return gitsource.Change{}, err
-		}
-		data, err := resolver.EncodeLock(in)
-		if err != nil {
-			return gitsource.Change{}, err
-		}
-		return gitsource.Change{Summary: "web by hand", Files: map[string][]byte{id.LockPath(): data}, Locks: map[string]int{id.String(): int(in.Sequence)}}, nil
-	}})
-	if err != nil {
-		t.Fatal(err)
-	}
+	})
 	task := e.waitTask(t, webNamespace, "web", first+1)
 	if task.Status.Phase != v1alpha1.TaskFailed || !strings.Contains(task.Status.Message, v1alpha1.ReasonPolicyViolation) ||
 		!strings.Contains(task.Status.Message, `records the policy {"kinds":["*","ClusterRole","ClusterRoleBinding"]}`) ||
@@ -83,26 +66,9 @@ func TestAnIngressLockWrittenByHandWithItsOwnValuesIsRefused(t *testing.T) {
 	e.startAgent(t)
 	requireSucceeded(t, e.waitTask(t, "styrmin-ingress", "styrmin.ingress", first))
 
-	id := resolver.SharedIngressID(agentCluster)
-	_, err := e.clone.CommitLocks(context.Background(), gitsource.CommitRequest{Build: func(_ context.Context, head gitsource.Hash, headFS fs.FS) (gitsource.Change, error) {
-		in, err := resolver.ReadLock(headFS, id.LockPath())
-		if err != nil {
-			return gitsource.Change{}, err
-		}
-		in.Sequence = first + 1
+	e.lockByHand(t, resolver.SharedIngressID(agentCluster), first+1, func(in *resolver.Instance) {
 		in.Values["image"] = map[string]any{"repository": "evil.example/controller", "tag": "v1"}
-		if in.Digest, err = in.ComputeDigest(); err != nil {
-			return gitsource.Change{}, err
-		}
-		data, err := resolver.EncodeLock(in)
-		if err != nil {
-			return gitsource.Change{}, err
-		}
-		return gitsource.Change{Summary: "ingress by hand", Files: map[string][]byte{id.LockPath(): data}, Locks: map[string]int{id.String(): int(in.Sequence)}}, nil
-	}})
-	if err != nil {
-		t.Fatal(err)
-	}
+	})
 	task := e.waitTask(t, "styrmin-ingress", "styrmin.ingress", first+1)
 	if task.Status.Phase != v1alpha1.TaskFailed || !strings.Contains(task.Status.Message, v1alpha1.ReasonPolicyViolation) ||
 		!strings.Contains(task.Status.Message, "with its values other than the configuration and driver") {
@@ -119,5 +85,31 @@ func TestAnIngressLockWrittenByHandWithItsOwnValuesIsRefused(t *testing.T) {
 	}
 	if img := d.Spec.Template.Spec.Containers[0].Image; strings.Contains(img, "evil.example") {
 		t.Errorf("the controller runs %s", img)
+	}
+}
+
+// lockByHand commits, as someone with write access could, id's lockfile
+// at the head changed by edit at sequence seq, its digest and checksum
+// recomputed: not written by a lock.
+func (e *agentEnv) lockByHand(t *testing.T, id resolver.ID, seq int64, edit func(in *resolver.Instance)) {
+	t.Helper()
+	_, err := e.clone.CommitLocks(context.Background(), gitsource.CommitRequest{Build: func(_ context.Context, head gitsource.Hash, headFS fs.FS) (gitsource.Change, error) {
+		in, err := resolver.ReadLock(headFS, id.LockPath())
+		if err != nil {
+			return gitsource.Change{}, err
+		}
+		in.Sequence = seq
+		edit(in)
+		if in.Digest, err = in.ComputeDigest(); err != nil {
+			return gitsource.Change{}, err
+		}
+		data, err := resolver.EncodeLock(in)
+		if err != nil {
+			return gitsource.Change{}, err
+		}
+		return gitsource.Change{Summary: id.Name + " by hand", Files: map[string][]byte{id.LockPath(): data}, Locks: map[string]int{id.String(): int(seq)}}, nil
+	}})
+	if err != nil {
+		t.Fatal(err)
 	}
 }
