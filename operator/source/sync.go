@@ -664,21 +664,41 @@ func (w *syncWalk) fsAt(commit gitsource.Hash) (fs.FS, error) {
 	return fsys, nil
 }
 
-// misplaced is the error of a lockfile that places its deployment in
+// misplaced is the refusal of a lockfile that places its deployment in
 // another namespace than the configuration at its commit gives it
-// (instance.UndeclaredError): refused before its namespace is made or
-// adopted, and before a task is put there. Another error of reading that
-// configuration is left to the task's own check of the policy, which
-// fails or retries it.
-func (w *syncWalk) misplaced(ctx context.Context, ch gitsource.LockChange, next *resolver.Instance) error {
-	if w.s.opts.Locks == nil || next.Internal != "" || next.Context == nil {
-		return nil
+// (instance.UndeclaredError), or whose configuration gives its deployment
+// none (an environment it does not have, in a tree that holds the
+// cluster's configuration): refused before its namespace is made or
+// adopted, and before a task is put there. A namespace that
+// holds the deployment already (its StyrminDeployment, read from the
+// cache) is its own, checked when it was placed there: a walk over a
+// long history evaluates no configuration for it. err is the trouble
+// reading that configuration: the sync keeps its position and tries
+// again.
+func (w *syncWalk) misplaced(ctx context.Context, fsys fs.FS, ch gitsource.LockChange, next *resolver.Instance) (refusal, err error) {
+	if w.s.opts.Locks == nil || next.Context == nil {
+		return nil, nil
 	}
-	_, err := w.s.opts.Locks.DeclaredPolicy(ctx, v1alpha1.LockRef{Commit: ch.Commit.String(), Path: ch.Path}, next)
-	if me, ok := errors.AsType[*instance.UndeclaredError](err); ok {
-		return me.Err
+	var sd v1alpha1.StyrminDeployment
+	if err := w.s.opts.Client.Get(ctx, instance.Key(next.Context.Deployment.Namespace), &sd); err == nil && sd.Spec.Deployment == instance.DeploymentID(next.ID) {
+		return nil, nil
 	}
-	return nil
+	_, err = w.s.opts.Locks.DeclaredPolicy(ctx, v1alpha1.LockRef{Commit: ch.Commit.String(), Path: ch.Path}, next)
+	if ue, ok := errors.AsType[*instance.UndeclaredError](err); ok {
+		return ue.Err, nil
+	}
+	if pu, ok := errors.AsType[*instance.PolicyUnknownError](err); ok {
+		if _, serr := fs.Stat(fsys, path.Join("clusters", next.ID.Cluster)); serr != nil {
+			// No configuration of the cluster at all: the task's check of
+			// the policy fails it, as it always did.
+			return nil, nil
+		}
+		return fmt.Errorf("the configuration at the lock commit gives the deployment no namespace: %w", pu.Err), nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("sync: checking where %s places its deployment: %w", ch.Path, err)
+	}
+	return nil, nil
 }
 
 // apply reads one lock change and returns the task it makes (nil: none).
@@ -736,7 +756,10 @@ func (w *syncWalk) apply(ctx context.Context, src *v1alpha1.StyrminSource, ch gi
 		}
 	}
 	if err == nil {
-		err = w.misplaced(ctx, ch, next)
+		var werr error
+		if err, werr = w.misplaced(ctx, fsys, ch, next); werr != nil {
+			return nil, werr
+		}
 	}
 	if err != nil {
 		w.refuse(src, ch, id, next, v1alpha1.ReasonInvalidLock, "lock commit %s: %v; no task was created for it", ch.Commit.Short(), err)
@@ -1315,7 +1338,13 @@ func (s *Syncer) createTask(ctx context.Context, task *v1alpha1.StyrminTask) (cr
 			// Its lock commit left the branch and came back (a force push
 			// undone, a mirror behind then caught up): the change it
 			// withdrew is the branch's again, and runs.
-			if err := s.opts.Client.Delete(ctx, &existing, client.Preconditions{UID: &existing.UID}); err != nil && !apierrors.IsNotFound(err) {
+			err := s.opts.Client.Delete(ctx, &existing, client.Preconditions{UID: &existing.UID})
+			if apierrors.IsConflict(err) {
+				// Another UID: an earlier sync made it again already (the
+				// cache is behind).
+				return false, nil
+			}
+			if err != nil && !apierrors.IsNotFound(err) {
 				return false, fmt.Errorf("deleting task %s/%s, withdrawn before its lock commit came back: %w", existing.Namespace, existing.Name, err)
 			}
 			s.opts.Log.Info("a withdrawn change is on the branch again: its task is made again", "task", existing.Name, "namespace", existing.Namespace)
