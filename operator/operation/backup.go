@@ -811,9 +811,22 @@ func (r *BackupReconciler) deleteArtifacts(ctx context.Context, b *v1alpha1.Styr
 		if d.Phase != v1alpha1.OperationSucceeded || d.Artifact == "" {
 			continue
 		}
-		// Found by its spec: one an older agent made has a name of
-		// another form, and its hook must not run twice.
-		t, err := operationTask(ctx, r.opts.Client, d.Namespace, v1alpha1.OperationDeleteBackup, b.Name, 1)
+		cluster := b.Spec.Cluster
+		if cluster == "" {
+			cluster = r.opts.Cluster
+		}
+		// Looked for where it is made, the deployment's namespace now: the
+		// part's recorded one is where the backup ran, which a deployment
+		// removed and added back under another namespacePrefix has left.
+		// Found by its spec: one an older agent made has a name of another
+		// form, and its hook must not run twice (nor be left running
+		// because the driver now has none).
+		id := v1alpha1.DeploymentID{Cluster: cluster, Environment: b.Spec.Environment, Name: d.Name}
+		ns, err := deploymentNamespace(ctx, r.opts.Client, id, d.Namespace)
+		if err != nil {
+			return deletionWait{}, err
+		}
+		t, err := deletionTask(ctx, r.opts.Client, ns, id, b.Name)
 		if err != nil {
 			return deletionWait{}, err
 		}
@@ -823,11 +836,6 @@ func (r *BackupReconciler) deleteArtifacts(ctx context.Context, b *v1alpha1.Styr
 			}
 			continue
 		}
-		name := task.OperationTaskName(d.Name, v1alpha1.OperationDeleteBackup, b.Name, 1)
-		cluster := b.Spec.Cluster
-		if cluster == "" {
-			cluster = r.opts.Cluster
-		}
 		tgs, _, err := targets(ctx, r.opts.Client, r.opts.Drivers, cluster, b.Spec.Environment, []string{d.Name})
 		var refused *RefusedError
 		if errors.As(err, &refused) || (err == nil && !tgs[0].driver.CanDeleteBackups()) {
@@ -836,6 +844,7 @@ func (r *BackupReconciler) deleteArtifacts(ctx context.Context, b *v1alpha1.Styr
 		if err != nil {
 			return deletionWait{}, err
 		}
+		name := task.OperationTaskName(d.Name, v1alpha1.OperationDeleteBackup, b.Name, 1)
 		// Unreadable settings wait (cloneWait): a job without the
 		// location's credentials would fail and leave the artefact.
 		secret, err := r.secretOf(ctx, cluster, b.Spec.Environment)
@@ -857,6 +866,39 @@ func (r *BackupReconciler) deleteArtifacts(ctx context.Context, b *v1alpha1.Styr
 			fmt.Sprintf("deleting the artefacts of %s: the deleteBackup task of each runs", strings.Join(running, ", "))}, nil
 	}
 	return deletionWait{}, nil
+}
+
+// deploymentNamespace is the namespace deployment id runs in, as its
+// StyrminDeployment (not being deleted) shows it; recorded, where the
+// operation found it, when there is none.
+func deploymentNamespace(ctx context.Context, c client.Reader, id v1alpha1.DeploymentID, recorded string) (string, error) {
+	var list v1alpha1.StyrminDeploymentList
+	if err := c.List(ctx, &list, client.MatchingLabels(id.Labels())); err != nil {
+		return "", fmt.Errorf("listing the StyrminDeployments of %s: %w", instance.ResolverID(id), err)
+	}
+	for _, sd := range list.Items {
+		if sd.Spec.Internal == "" && sd.DeletionTimestamp.IsZero() {
+			return sd.Namespace, nil
+		}
+	}
+	return recorded, nil
+}
+
+// deletionTask is the deleteBackup task of backup for deployment id in
+// namespace (nil when none): only a task whose spec names that deployment
+// and that deletion is taken as it.
+func deletionTask(ctx context.Context, c client.Reader, namespace string, id v1alpha1.DeploymentID, backup string) (*v1alpha1.StyrminTask, error) {
+	var list v1alpha1.StyrminTaskList
+	if err := c.List(ctx, &list, client.InNamespace(namespace), client.MatchingLabels{v1alpha1.LabelOperation: backup}); err != nil {
+		return nil, fmt.Errorf("listing the tasks of %s in %s: %w", describeOperation(v1alpha1.OperationDeleteBackup, backup, 1), namespace, err)
+	}
+	for i := range list.Items {
+		t := &list.Items[i]
+		if t.Spec.Deployment == id && ownTask(t, v1alpha1.OperationDeleteBackup, backup, 1) {
+			return t, nil
+		}
+	}
+	return nil, nil
 }
 
 // backupTasksEnded returns b's deployments with their tasks' phases, read

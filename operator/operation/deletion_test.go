@@ -401,3 +401,58 @@ func TestABackupsDeletionWaitsOnlyForTheUnreadableEnvironmentsOfItsCluster(t *te
 		t.Fatalf("backup monday stays with only another cluster's file broken: %+v", b.Status.Conditions)
 	}
 }
+
+// TestADeletedBackupTakenBeforeItsDeploymentMovedNamespaceGoesOnceItsDeleteTaskEnds
+// pins where a backup's deletion looks for its deleteBackup task: where
+// it makes it, the deployment's namespace now. An environment's
+// namespacePrefix moved (its deployments removed and added back) leaves
+// the backups taken before in the old namespace; the task was looked for
+// there, never found, made again each pass in the new one and taken as
+// running: the backup said DeletingArtifacts after its hook had
+// succeeded, and kept its finalizer for ever.
+func TestADeletedBackupTakenBeforeItsDeploymentMovedNamespaceGoesOnceItsDeleteTaskEnds(t *testing.T) {
+	ctx, cl, _, opts := restoring(t)
+	opts.Drivers = deletingDriver{}
+	backups, err := operation.NewBackupReconciler(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Hub was removed from data-hub and added back in new-ns.
+	var old v1alpha1.StyrminDeployment
+	if err := cl.Get(ctx, client.ObjectKey{Namespace: "data-hub", Name: "hub"}, &old); err != nil {
+		t.Fatal(err)
+	}
+	if err := cl.Delete(ctx, &old); err != nil {
+		t.Fatal(err)
+	}
+	if err := cl.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "new-ns"}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := cl.Create(ctx, &v1alpha1.StyrminDeployment{ObjectMeta: metav1.ObjectMeta{Namespace: "new-ns", Name: "hub", Labels: hubID().Labels()}, Spec: old.Spec}); err != nil {
+		t.Fatal(err)
+	}
+	const art = "s3://backups/local/data/before-the-move/hub"
+	b, _ := newBackup(ctx, t, cl, "before-the-move", v1alpha1.StyrminBackupStatus{Phase: v1alpha1.OperationSucceeded, Location: "s3://backups/local/data",
+		Deployments: []v1alpha1.OperationDeployment{{Name: "hub", Namespace: "old-ns", Task: "hub-backup-before-the-move-1", Phase: v1alpha1.OperationSucceeded,
+			Artifact: art, Sequence: 3, Driver: v1alpha1.DriverRef{Name: "graphhub", Version: "1.4.0"}}}})
+	if err := cl.Delete(ctx, b); err != nil {
+		t.Fatal(err)
+	}
+
+	deletionWaits(ctx, t, cl, backups, b, v1alpha1.ReasonDeletingArtifacts, "deleting the artefacts of hub")
+	var tasks v1alpha1.StyrminTaskList
+	if err := cl.List(ctx, &tasks, client.MatchingLabels{v1alpha1.LabelOperation: b.Name}); err != nil {
+		t.Fatal(err)
+	}
+	if len(tasks.Items) != 1 || tasks.Items[0].Namespace != "new-ns" || tasks.Items[0].Spec.Operation.Artifact != art {
+		t.Fatalf("the deletion's tasks: %+v, want one deleteBackup task of %s in new-ns", tasks.Items, art)
+	}
+	del := &tasks.Items[0]
+	del.Status.Phase = v1alpha1.TaskSucceeded
+	if err := cl.Status().Update(ctx, del); err != nil {
+		t.Fatal(err)
+	}
+	if reconcileAndRead(ctx, t, cl, backups, b) {
+		t.Fatalf("backup before-the-move stays once its deleteBackup task in new-ns succeeded: finalizers %v, %+v", b.Finalizers, b.Status.Conditions)
+	}
+}
