@@ -42,6 +42,13 @@ const (
 // schedules.
 const DefaultScheduleInterval = 30 * time.Second
 
+// CatchUpWindow is how long after a schedule's time a scheduler that
+// started since (and so never saw that time) still makes its backup when
+// there is none (at least two of its intervals): enough for an agent
+// restarted or replaced over the time, while a backup of that time
+// deleted by hand hours ago is not made again by the next agent.
+const CatchUpWindow = time.Hour
+
 // Retention's bounds besides an environment's backups.keep.
 const (
 	// KeepFailed is how many of a schedule's failed backups newer than
@@ -62,19 +69,26 @@ const ReasonScheduleSuperseded = "ScheduleSuperseded"
 
 // Scheduler makes the StyrminBackups that environments' schedules ask
 // for (backups: {schedule, keep} in git) and deletes the oldest beyond
-// keep. A schedule's time that passed while no agent ran is made up once
-// (the newest one), not once per missed time. It runs on the elected
-// replica only.
+// keep. Each time of a schedule is made at most once, and never after a
+// newer one: a backup deleted (by hand or retention) is not made again,
+// which would give a new backup the deleted one's ID and artefact path.
+// A time that passed before the scheduler started is made up once (the
+// newest) within CatchUpWindow. It runs on the elected replica only.
 type Scheduler struct {
 	opts     Options
 	interval time.Duration
 	log      logr.Logger
 
 	mu sync.Mutex
-	// since is when each environment's schedule was first seen without a
-	// scheduled backup: its first backup is the schedule's first time
-	// after that (no backfill of a new schedule).
-	since map[string]time.Time
+	// started is the scheduler's first look: the times after it it saw
+	// pass, and seen says whether it made them.
+	started time.Time
+	// seen is, per environment, the newest time of its schedule this
+	// scheduler made or saw a backup for, or when it first saw the
+	// schedule without a backup (no backfill of a new schedule): only a
+	// later time is made. Kept here, not worked out from the backups
+	// left, which a deletion changes.
+	seen map[string]time.Time
 }
 
 var _ manager.LeaderElectionRunnable = (*Scheduler)(nil)
@@ -88,7 +102,7 @@ func NewScheduler(opts Options, interval time.Duration, log logr.Logger) (*Sched
 	if interval <= 0 {
 		interval = DefaultScheduleInterval
 	}
-	return &Scheduler{opts: opts, interval: interval, log: log, since: map[string]time.Time{}}, nil
+	return &Scheduler{opts: opts, interval: interval, log: log, seen: map[string]time.Time{}}, nil
 }
 
 // NeedLeaderElection is true: two replicas never make one backup twice.
@@ -121,6 +135,11 @@ func (s *Scheduler) Tick(ctx context.Context) error {
 		return err
 	}
 	now := s.opts.now()
+	s.mu.Lock()
+	if s.started.IsZero() {
+		s.started = now
+	}
+	s.mu.Unlock()
 	// A backup an environment in git is cloned from stays: the clone's
 	// deployments restore it when they are created, which may be later
 	// than the next retention. (One whose settings cannot be read is
@@ -175,13 +194,15 @@ func (s *Scheduler) environment(ctx context.Context, env, schedule string, keep 
 }
 
 // due makes the backup of the schedule's newest time at or before now,
-// if none was made for it, whether or not the schedule's previous backup
-// has ended: one part of it can wait for as long as its deployment is
-// held (a failed restore of that deployment, a failed wave before its
-// changes), and the schedule would make nothing for the environment's
-// other deployments meanwhile. A backup of the schedule that has not ended
-// is superseded by the newest instead (supersede), so at most one waits at
-// a time and no waiting ones pile up.
+// if it is newer than every time made or seen made (lastSeen; a time
+// that passed before the scheduler started only within CatchUpWindow),
+// whether or not the schedule's previous backup has ended: one part of
+// it can wait for as long as its deployment is held (a failed restore of
+// that deployment, a failed wave before its changes), and the schedule
+// would make nothing for the environment's other deployments meanwhile.
+// A backup of the schedule that has not ended is superseded by the newest
+// instead (supersede), so at most one waits at a time and no waiting ones
+// pile up.
 func (s *Scheduler) due(ctx context.Context, env, schedule string, backups []v1alpha1.StyrminBackup, now time.Time) error {
 	// The lock checked it; a lockfile written by hand was not: the same
 	// check first (the cron parser panics on some time-zone prefixes).
@@ -192,20 +213,16 @@ func (s *Scheduler) due(ctx context.Context, env, schedule string, backups []v1a
 	if err != nil {
 		return fmt.Errorf("backups.schedule %q: %w", schedule, err)
 	}
-	var last time.Time
-	if len(backups) > 0 {
-		last = scheduledFor(&backups[0])
-	} else {
-		s.mu.Lock()
-		if _, ok := s.since[env]; !ok {
-			s.since[env] = now
-		}
-		last = s.since[env]
-		s.mu.Unlock()
-	}
+	last, started := s.lastSeen(env, backups, now)
 	slot := time.Time{}
 	for n, i := sched.Next(last), 0; !n.IsZero() && !n.After(now) && i < 100000; n, i = sched.Next(n), i+1 {
 		slot = n
+	}
+	// A time that passed before this scheduler looked, with no backup,
+	// was missed while no agent ran or its backup was deleted since: made
+	// up only soon after it, when the former is likely.
+	if !slot.IsZero() && !slot.After(started) && now.Sub(slot) > max(CatchUpWindow, 2*s.interval) {
+		slot = time.Time{}
 	}
 	newest, older := "", backups
 	switch {
@@ -222,6 +239,9 @@ func (s *Scheduler) due(ctx context.Context, env, schedule string, backups []v1a
 		if err := s.opts.Client.Create(ctx, b); err != nil && !apierrors.IsAlreadyExists(err) {
 			return fmt.Errorf("creating scheduled backup %s: %w", b.Name, err)
 		}
+		s.mu.Lock()
+		s.seen[env] = slot
+		s.mu.Unlock()
 		s.log.Info("scheduled backup", "environment", env, "backup", b.Name, "for", slot.UTC().Format(time.RFC3339))
 		newest = b.Name
 	case len(backups) > 0:
@@ -237,6 +257,24 @@ func (s *Scheduler) due(ctx context.Context, env, schedule string, backups []v1a
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// lastSeen is the newest time of env's schedule made or seen made (the
+// newest of backups, sorted newest first, counts), recorded; with none,
+// now, the first look at the schedule. It returns when the scheduler
+// started too.
+func (s *Scheduler) lastSeen(env string, backups []v1alpha1.StyrminBackup, now time.Time) (last, started time.Time) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	last = s.seen[env]
+	if len(backups) > 0 && scheduledFor(&backups[0]).After(last) {
+		last = scheduledFor(&backups[0])
+	}
+	if last.IsZero() {
+		last = now
+	}
+	s.seen[env] = last
+	return last, s.started
 }
 
 // supersede marks p, a scheduled backup that has not ended, superseded by

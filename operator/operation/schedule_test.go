@@ -239,6 +239,72 @@ func TestAScheduledBackupHeldByAFailedRestoreDoesNotStopTheNextNight(t *testing.
 	}
 }
 
+// TestAScheduledBackupDeletedByHandIsNotMadeAgain pins what the schedule
+// does when someone deletes one of its backups: nothing. The next look
+// worked the last time out from the backups left, found the deleted
+// one's time without a backup and made it again under its name: a new
+// backup with the deleted one's ID and artefact path, which a clone or
+// restore naming that ID then read. Deleting every scheduled backup made
+// one at once. The next time of the schedule is made as ever.
+func TestAScheduledBackupDeletedByHandIsNotMadeAgain(t *testing.T) {
+	ctx, cl := operations(t)
+	before := newScheduled(ctx, t, cl, "data", time.Date(2026, 11, 30, 3, 0, 0, 0, time.UTC), v1alpha1.OperationSucceeded)
+	now := time.Date(2026, 12, 1, 3, 0, 30, 0, time.UTC)
+	s := scheduler(t, cl, &now, resolver.EnvironmentBackups{Cluster: "local", Environment: "data", Location: "pvc://backups/data", Schedule: "0 3 * * *"})
+	tick := func(want ...string) {
+		t.Helper()
+		if err := s.Tick(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if got := backupNames(ctx, t, cl); !slices.Equal(got, want) {
+			t.Fatalf("the backups at %s: %v, want %v", now.Format(time.RFC3339), got, want)
+		}
+	}
+	deleteByHand := func(name string) {
+		t.Helper()
+		if err := cl.Delete(ctx, &v1alpha1.StyrminBackup{ObjectMeta: metav1.ObjectMeta{Namespace: "styrmin-system", Name: name}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	tick(before.Name, "data-20261201-0300")
+
+	now = time.Date(2026, 12, 1, 10, 0, 0, 0, time.UTC)
+	deleteByHand("data-20261201-0300")
+	tick(before.Name)
+	deleteByHand(before.Name)
+	tick()
+
+	now = time.Date(2026, 12, 2, 3, 0, 30, 0, time.UTC)
+	tick("data-20261202-0300")
+}
+
+// TestARestartedSchedulerMakesUpAMissedTimeOnlyWithinItsCatchUpWindow
+// pins what a scheduler that has just started makes of a time that
+// passed before it looked, with no backup for it: it cannot tell a time
+// missed while no agent ran from a backup deleted by hand since. Soon
+// after the time (an agent restarted over it) it makes it up; hours later
+// it leaves it, for the schedule's next time.
+func TestARestartedSchedulerMakesUpAMissedTimeOnlyWithinItsCatchUpWindow(t *testing.T) {
+	ctx, cl := operations(t)
+	before := newScheduled(ctx, t, cl, "data", time.Date(2026, 11, 30, 3, 0, 0, 0, time.UTC), v1alpha1.OperationSucceeded)
+	settings := resolver.EnvironmentBackups{Cluster: "local", Environment: "data", Location: "pvc://backups/data", Schedule: "0 3 * * *"}
+	for _, tc := range []struct {
+		now  time.Time
+		want []string
+	}{
+		{time.Date(2026, 12, 1, 10, 0, 0, 0, time.UTC), []string{before.Name}},
+		{time.Date(2026, 12, 2, 3, 20, 0, 0, time.UTC), []string{before.Name, "data-20261202-0300"}},
+	} {
+		now := tc.now
+		if err := scheduler(t, cl, &now, settings).Tick(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if got := backupNames(ctx, t, cl); !slices.Equal(got, tc.want) {
+			t.Fatalf("the backups a scheduler started at %s made: %v, want %v", now.Format(time.RFC3339), got, tc.want)
+		}
+	}
+}
+
 // withClock is opts with the clock at *now.
 func withClock(opts operation.Options, now *time.Time) operation.Options {
 	opts.Now = func() time.Time { return *now }
