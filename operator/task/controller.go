@@ -1318,7 +1318,8 @@ func heldAfterActive(sd *v1alpha1.StyrminDeployment, active *v1alpha1.ActiveInst
 // deployment is not finished (that task's end wakes it): a lower
 // sequence, or an operation ordered before it (runsBefore). A change or
 // a backup also waits while a restore before it failed (restoreHold); a
-// restore does not wait for a backup held so (heldByRestore).
+// restore does not wait for a backup held so (heldByRestore), nor a
+// backup's deletion for a change or backup held so (heldForRestores).
 func (r *Reconciler) awaitTurn(ctx context.Context, run *taskRun) (phaseResult, error) {
 	t := run.task
 	if t.Status.Phase != v1alpha1.TaskPending {
@@ -1329,8 +1330,9 @@ func (r *Reconciler) awaitTurn(ctx context.Context, run *taskRun) (phaseResult, 
 		return phaseResult{}, err
 	}
 	restore := IsOperation(t) && t.Spec.Operation.Kind == v1alpha1.OperationRestore
+	deletion := IsOperation(t) && t.Spec.Operation.Kind == v1alpha1.OperationDeleteBackup
 	for _, s := range tasks {
-		if waitsFor(t, &s) && !(restore && heldByRestore(&s, tasks)) {
+		if waitsFor(t, &s) && !(restore && heldByRestore(&s, tasks)) && !(deletion && heldForRestores(&s, tasks)) {
 			run.log.V(1).Info("waiting for an earlier task", "task", s.Name)
 			if run.planUnwritten {
 				if err := r.writeStatus(ctx, run); err != nil {

@@ -225,9 +225,20 @@ func heldByRestore(s *v1alpha1.StyrminTask, tasks []v1alpha1.StyrminTask) bool {
 // deployment half restored, and a backup, which would record its data
 // half restored (and a later clone or restore would use it). A restore
 // is not held (it is what mends the data), nor a backup's deletion (it
-// reads nothing of the deployment's data).
+// reads nothing of the deployment's data), which does not wait for the
+// tasks held either (heldForRestores).
 func holdsForRestores(t *v1alpha1.StyrminTask) bool {
 	return !IsOperation(t) || t.Spec.Operation.Kind == v1alpha1.OperationBackup
+}
+
+// heldForRestores reports whether task s (a change or a backup) has not
+// started and waits for a restore of its deployment (restoreHold): a
+// backup's deletion, ordered after the deployment's newest change when it
+// was made, does not wait for it. Held until someone retries or deletes
+// the restore, it would hold the deletion (and the backup's finalizer)
+// as long; and it cannot start while the deletion runs (waitsFor).
+func heldForRestores(s *v1alpha1.StyrminTask, tasks []v1alpha1.StyrminTask) bool {
+	return holdsForRestores(s) && s.Status.Phase != v1alpha1.TaskRunning && restoreHold(s, tasks) != ""
 }
 
 func firstLine(s string) string {

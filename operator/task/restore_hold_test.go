@@ -171,3 +171,92 @@ func TestABackupWaitsWhileARestoreOfItsDeploymentFailedAndTheRetryGoesFirst(t *t
 		t.Fatalf("the backup's task after restore r1's retry succeeded: waits (%+v), want it to run", fresh.Status.Conditions)
 	}
 }
+
+// TestABackupsDeletionDoesNotWaitForAChangeAFailedRestoreHolds pins the
+// deleteBackup task made while a restore of its deployment had failed: it
+// is ordered after the deployment's newest change, which the failed
+// restore holds, and it waited for that change, so for the restore: the
+// backup's deletion hung, its finalizer kept, until someone retried or
+// deleted the restore, though a deletion reads nothing of the
+// deployment's data and is held by no restore itself. It runs beside the
+// held change; a change that runs is still waited for.
+func TestABackupsDeletionDoesNotWaitForAChangeAFailedRestoreHolds(t *testing.T) {
+	cl := withCRDs(t, "data-hub")
+	ctx := context.Background()
+	r, err := NewReconciler(Options{Client: cl, Drivers: noDrivers{}, AgentNamespace: "styrmin-system", Registerer: prometheus.NewRegistry()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	hub := v1alpha1.DeploymentID{Cluster: "local", Environment: "data", Name: "hub"}
+	lock := v1alpha1.LockRef{Commit: "unknown", Path: "locks/local/data/hub.lock.yaml"}
+	planned := func(wf v1alpha1.Workflow) v1alpha1.StyrminTaskStatus {
+		return v1alpha1.StyrminTaskStatus{Phase: v1alpha1.TaskPending, Workflow: wf, FromSequence: 3,
+			Steps: []v1alpha1.TaskStep{{Name: string(wf) + "/core/1:runJob", Hook: string(wf), Mode: "core", Action: string(drivers.ActionRunJob), State: v1alpha1.StepPending}}}
+	}
+	create := func(tk *v1alpha1.StyrminTask, status v1alpha1.StyrminTaskStatus) *v1alpha1.StyrminTask {
+		t.Helper()
+		if err := cl.Create(ctx, tk); err != nil {
+			t.Fatal(err)
+		}
+		tk.Status = status
+		if err := cl.Status().Update(ctx, tk); err != nil {
+			t.Fatal(err)
+		}
+		return tk
+	}
+	operation := func(kind v1alpha1.OperationKind, name string, to int64, status v1alpha1.StyrminTaskStatus) *v1alpha1.StyrminTask {
+		t.Helper()
+		labels := hub.Labels()
+		labels[v1alpha1.LabelOperation] = name
+		return create(&v1alpha1.StyrminTask{
+			ObjectMeta: metav1.ObjectMeta{Namespace: "data-hub", Name: OperationTaskName("hub", kind, name, 1), Labels: labels},
+			Spec: v1alpha1.StyrminTaskSpec{Deployment: hub, Namespace: "data-hub", Workflow: OperationWorkflow(kind), FromSequence: 3, ToSequence: to, Lock: lock,
+				Operation: &v1alpha1.TaskOperation{Kind: kind, Name: name, BackupID: "monday", Artifact: "s3://backups/local/data/monday/hub", Attempt: 1}},
+		}, status)
+	}
+	awaitTurn := func(tk *v1alpha1.StyrminTask) (bool, *v1alpha1.StyrminTask) {
+		t.Helper()
+		var fresh v1alpha1.StyrminTask
+		if err := cl.Get(ctx, client.ObjectKeyFromObject(tk), &fresh); err != nil {
+			t.Fatal(err)
+		}
+		res, err := r.awaitTurn(ctx, &taskRun{task: &fresh, log: logr.Discard()})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := cl.Get(ctx, client.ObjectKeyFromObject(tk), &fresh); err != nil {
+			t.Fatal(err)
+		}
+		return !res.stop, &fresh
+	}
+
+	// Restore r1 of hub failed partway; a change to sequence 4 waits
+	// behind it; then backup monday is deleted: its deleteBackup task goes
+	// after the change (orderAfter).
+	failed := planned(v1alpha1.WorkflowRestore)
+	failed.Phase, failed.Message = v1alpha1.TaskFailed, "step restore/core/1:runJob failed: job restore-db failed"
+	failed.Steps[0].State, failed.Steps[0].StartedAt, failed.Steps[0].Attempts = v1alpha1.StepFailed, &metav1.Time{Time: time.Now()}, 1
+	operation(v1alpha1.OperationRestore, "r1", 3, failed)
+	change := create(&v1alpha1.StyrminTask{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "data-hub", Name: v1alpha1.TaskName("hub", 4), Labels: hub.Labels()},
+		Spec:       v1alpha1.StyrminTaskSpec{Deployment: hub, Namespace: "data-hub", Workflow: v1alpha1.WorkflowUpdate, FromSequence: 3, ToSequence: 4, Lock: lock},
+	}, planned(v1alpha1.WorkflowUpdate))
+	deletion := operation(v1alpha1.OperationDeleteBackup, "monday", 4, planned(v1alpha1.WorkflowDeleteBackup))
+
+	runs, change := awaitTurn(change)
+	if c := apimeta.FindStatusCondition(change.Status.Conditions, v1alpha1.ConditionReady); runs || c == nil || !strings.Contains(c.Message, "StyrminRestore r1 failed") {
+		t.Fatalf("hub's change to sequence 4 behind failed restore r1: runs %t (%+v), want it held", runs, change.Status.Conditions)
+	}
+	if runs, fresh := awaitTurn(deletion); !runs {
+		t.Fatalf("monday's deleteBackup task behind the change r1 holds: waits (%+v), want it to run", fresh.Status.Conditions)
+	}
+
+	// Once the change runs (r1 deleted, say), the deletion waits for it.
+	change.Status.Phase = v1alpha1.TaskRunning
+	if err := cl.Status().Update(ctx, change); err != nil {
+		t.Fatal(err)
+	}
+	if runs, _ := awaitTurn(deletion); runs {
+		t.Fatal("monday's deleteBackup task runs beside hub's change that runs")
+	}
+}
