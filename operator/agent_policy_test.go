@@ -113,3 +113,30 @@ func (e *agentEnv) lockByHand(t *testing.T, id resolver.ID, seq int64, edit func
 		t.Fatal(err)
 	}
 }
+
+// TestAnIngressLockChainIsCheckedAgainstEachStepsConfiguration: two
+// configuration commits changing the ingress controller, locked at once
+// (`styrminctl lock --push`: one lock commit each, both on top of the
+// second), give the first step's lock commit the second's configuration.
+// The agent checks an ingress controller's lockfile against the
+// configuration its instance was resolved from when the lock commit
+// descends from it: the first step is applied, not refused as written by
+// hand.
+func TestAnIngressLockChainIsCheckedAgainstEachStepsConfiguration(t *testing.T) {
+	t.Parallel()
+	e := startAgentEnvWith(t, ingressRepo())
+	first := e.lock(t)["styrmin.ingress"]
+	e.startAgent(t)
+	requireSucceeded(t, e.waitTask(t, "styrmin-ingress", "styrmin.ingress", first))
+	for _, n := range []string{"2", "3"} {
+		e.commitConfig(t, "the ingress controller runs "+n, map[string][]byte{"clusters/local/cluster.cue": []byte(ingressCluster + "ingress: parameters: replicas: " + n + "\n")})
+	}
+	e.ctl(t, "lock", "--push")
+	for _, seq := range []int64{first + 1, first + 2} {
+		task := e.waitTask(t, "styrmin-ingress", "styrmin.ingress", seq)
+		if task.Status.Phase == v1alpha1.TaskFailed {
+			t.Fatalf("the chain's ingress task %d: %s", seq, task.Status.Message)
+		}
+	}
+	requireSucceeded(t, e.waitTask(t, "styrmin-ingress", "styrmin.ingress", first+2))
+}

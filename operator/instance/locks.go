@@ -231,19 +231,69 @@ func (l *RepoLocks) DeclaredPolicy(_ context.Context, ref v1alpha1.LockRef, in *
 // be those a lock of that configuration writes, not whatever a lockfile
 // written by hand holds. Not cached: internal instances are few and
 // change rarely.
+//
+// A lock chain (several configuration commits locked at once) commits
+// each step's lock on top of the last configuration commit, so a step's
+// lock commit may hold a newer configuration than the one its instance
+// was resolved from: the instance is then also checked against its
+// source commit (Instance.SourceCommit), when the lock commit descends
+// from it. Values some configuration of the branch's history gives the
+// controller pass; none a lockfile chose.
+//
+// An evaluation that fails (a limit, a chart that does not render) is a
+// *PolicyUnknownError, as a configuration that does not load: it needs a
+// change in git. A sandbox that could not start, or a tree that could
+// not be read, is the machine's trouble, returned as it is.
 func (l *RepoLocks) CheckInternal(_ context.Context, ref v1alpha1.LockRef, in *resolver.Instance, drv *drivers.Driver) error {
 	if in.Internal != resolver.InternalIngress {
 		return nil
 	}
-	fsys, err := l.commitTree(ref)
-	if err != nil {
+	check := func(commit string) error {
+		fsys, err := l.commitTree(v1alpha1.LockRef{Commit: commit, Path: ref.Path})
+		if err != nil {
+			return err
+		}
+		err = resolver.NewLoader(0).WithSandbox(l.config).CheckIngressInstance(fsys, in, drv)
+		switch _, undeclared := errors.AsType[*resolver.UndeclaredError](err); {
+		case undeclared:
+			return &UndeclaredError{Ref: ref, Err: err}
+		case err == nil, errors.Is(err, drivers.ErrSandboxStart):
+			return err
+		}
+		// A configuration that does not load, or an evaluation that fails.
+		return &PolicyUnknownError{Ref: ref, Err: err}
+	}
+	err := check(ref.Commit)
+	if _, undeclared := errors.AsType[*UndeclaredError](err); !undeclared || in.SourceCommit == "" || in.SourceCommit == ref.Commit {
 		return err
 	}
-	err = resolver.NewLoader(0).WithSandbox(l.config).CheckIngressInstance(fsys, in, drv)
-	if _, ok := errors.AsType[*resolver.UndeclaredError](err); ok {
-		return &UndeclaredError{Ref: ref, Err: err}
+	if ok, derr := l.descends(ref.Commit, in.SourceCommit); derr != nil || !ok {
+		return err
 	}
-	return l.configErr(ref, err)
+	if serr := check(in.SourceCommit); serr != nil {
+		return err // the lock commit's own verdict
+	}
+	return nil
+}
+
+// descends tells whether commit head descends from from, when the
+// repository can tell (gitsource.Repo); false otherwise.
+func (l *RepoLocks) descends(head, from string) (bool, error) {
+	d, ok := l.repo.(interface {
+		Descends(head, from gitsource.Hash) (bool, error)
+	})
+	if !ok {
+		return false, nil
+	}
+	h, err := gitsource.ParseHash(head)
+	if err != nil {
+		return false, nil
+	}
+	f, err := gitsource.ParseHash(from)
+	if err != nil || f.IsZero() {
+		return false, nil
+	}
+	return d.Descends(h, f)
 }
 
 // commitTree is the tree of ref's commit.

@@ -176,6 +176,9 @@ func restoreHold(t *v1alpha1.StyrminTask, tasks []v1alpha1.StyrminTask) string {
 func restoresHolding(t *v1alpha1.StyrminTask, tasks []v1alpha1.StyrminTask) (failed, retried []string, newest map[string]*v1alpha1.StyrminTask) {
 	newest = map[string]*v1alpha1.StyrminTask{}
 	before := map[string]bool{}
+	// touched are the restores an attempt of which ran a step: their data
+	// may be half restored, whatever a later attempt did before failing.
+	touched := map[string]bool{}
 	for i := range tasks {
 		s := &tasks[i]
 		op := s.Spec.Operation
@@ -185,14 +188,15 @@ func restoresHolding(t *v1alpha1.StyrminTask, tasks []v1alpha1.StyrminTask) (fai
 		if runsBefore(s, t) {
 			before[op.Name] = true
 		}
+		touched[op.Name] = touched[op.Name] || stepStarted(s)
 		if n := newest[op.Name]; n == nil || n.Spec.Operation.Attempt < op.Attempt {
 			newest[op.Name] = s
 		}
 	}
 	for name := range before {
 		switch s := newest[name]; {
-		case s.Status.Phase == v1alpha1.TaskFailed && stepStarted(s):
-			// One that failed before any step ran (its backup taken by a
+		case s.Status.Phase == v1alpha1.TaskFailed && touched[name]:
+			// One none of whose attempts ran a step (its backup taken by a
 			// newer driver version, say) touched no data: the upgrade that
 			// makes it fit must not wait for it.
 			failed = append(failed, name)

@@ -94,6 +94,9 @@ func TestAFailedRestoreHoldsTheLaterChangesUntilANewerAttempt(t *testing.T) {
 	// version than the deployment runs): no step ran.
 	refused := op("r1-a", v1alpha1.OperationRestore, 2, 10, 1, v1alpha1.TaskFailed)
 	refused.Status.Steps = []v1alpha1.TaskStep{{Name: "restore/pre/1:stopComponents", State: v1alpha1.StepSkipped}, {Name: "restore/core/1:runJob", State: v1alpha1.StepSkipped}}
+	refusedRetry := refused
+	refusedRetry.Name, refusedRetry.Spec.Operation = "r1-a-2", &v1alpha1.TaskOperation{Kind: v1alpha1.OperationRestore, Name: "r1", Attempt: 2}
+	refusedRetry.Status.Message = "the backup was taken with driver graphhub 2.1.0, newer than the 2.0.0 that runs"
 	retried := op("r1-a-2", v1alpha1.OperationRestore, 2, 20, 2, v1alpha1.TaskSucceeded)
 	failedBackup := op("b1-a", v1alpha1.OperationBackup, 2, 10, 1, v1alpha1.TaskFailed)
 	later := op("r2-a", v1alpha1.OperationRestore, 3, 30, 1, v1alpha1.TaskFailed)
@@ -104,6 +107,7 @@ func TestAFailedRestoreHoldsTheLaterChangesUntilANewerAttempt(t *testing.T) {
 	}{
 		{"a failed restore holds", []v1alpha1.StyrminTask{failed, c3}, "restore in progress: StyrminRestore r1 failed (step restore/core/1:runJob failed: job restore-db failed)"},
 		{"one refused before any step ran does not", []v1alpha1.StyrminTask{refused, c3}, ""},
+		{"a retry refused before any step ran after an attempt that ran does", []v1alpha1.StyrminTask{failed, refusedRetry, c3}, "restore in progress: StyrminRestore r1 failed (the backup"},
 		{"its retry that succeeded does not", []v1alpha1.StyrminTask{failed, retried, c3}, ""},
 		{"a failed backup does not", []v1alpha1.StyrminTask{failedBackup, c3}, ""},
 		{"a restore ordered after the change does not", []v1alpha1.StyrminTask{later, c3}, ""},
