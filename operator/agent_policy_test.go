@@ -3,6 +3,7 @@ package operator_test
 import (
 	"context"
 	"io/fs"
+	"slices"
 	"strings"
 	"testing"
 
@@ -10,6 +11,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/styrmin/styrmin/drivers"
+	"github.com/styrmin/styrmin/examples"
 	"github.com/styrmin/styrmin/gitsource"
 	"github.com/styrmin/styrmin/operator/api/v1alpha1"
 	"github.com/styrmin/styrmin/resolver"
@@ -139,4 +141,32 @@ func TestAnIngressLockChainIsCheckedAgainstEachStepsConfiguration(t *testing.T) 
 		}
 	}
 	requireSucceeded(t, e.waitTask(t, "styrmin-ingress", "styrmin.ingress", first+2))
+}
+
+// TestAPolicyChangeLockedInAChainIsAppliedStepByStep: two commits each
+// changing dev's policy, locked at once (`styrminctl lock --push`, one
+// lock commit each, both on top of the second), give the first step's
+// lock commit the second's policy. Its tasks are checked against the
+// configuration they were resolved from, not refused as written by hand.
+func TestAPolicyChangeLockedInAChainIsAppliedStepByStep(t *testing.T) {
+	t.Parallel()
+	e := startAgentEnv(t)
+	first := e.lock(t)["web"]
+	e.startAgent(t)
+	requireSucceeded(t, e.waitTask(t, webNamespace, "web", first))
+	env, err := fs.ReadFile(examples.Repo(), "clusters/local/environments/dev/environment.cue")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, ns := range []string{`["dev-shared"]`, `["dev-shared", "dev-extra"]`} {
+		e.commitConfig(t, "dev's policy: "+ns, map[string][]byte{"clusters/local/environments/dev/environment.cue": append(slices.Clone(env), []byte("policy: namespaces: "+ns+"\n")...)})
+	}
+	e.ctl(t, "lock", "--push")
+	for _, seq := range []int64{first + 1, first + 2} {
+		task := e.waitTask(t, webNamespace, "web", seq)
+		if task.Status.Phase == v1alpha1.TaskFailed {
+			t.Fatalf("the chain's task %d of web: %s", seq, task.Status.Message)
+		}
+	}
+	requireSucceeded(t, e.waitTask(t, webNamespace, "web", first+2))
 }

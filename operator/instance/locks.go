@@ -138,6 +138,9 @@ type PolicySource interface {
 	// CheckInternal checks an internal instance against that
 	// configuration and its driver (RepoLocks.CheckInternal).
 	CheckInternal(ctx context.Context, ref v1alpha1.LockRef, in *resolver.Instance, drv *drivers.Driver) error
+	// SourceRef is ref at the configuration commit in was resolved from,
+	// when ref's lock commit descends from it (RepoLocks.SourceRef).
+	SourceRef(ref v1alpha1.LockRef, in *resolver.Instance) (v1alpha1.LockRef, bool)
 }
 
 // PolicyUnknownError reports a lock commit whose configuration gives no
@@ -267,13 +270,28 @@ func (l *RepoLocks) CheckInternal(_ context.Context, ref v1alpha1.LockRef, in *r
 	if _, undeclared := errors.AsType[*UndeclaredError](err); !undeclared || in.SourceCommit == "" || in.SourceCommit == ref.Commit {
 		return err
 	}
-	if ok, derr := l.descends(ref.Commit, in.SourceCommit); derr != nil || !ok {
+	src, ok := l.SourceRef(ref, in)
+	if !ok {
 		return err
 	}
-	if serr := check(in.SourceCommit); serr != nil {
+	if serr := check(src.Commit); serr != nil {
 		return err // the lock commit's own verdict
 	}
 	return nil
+}
+
+// SourceRef is ref at the configuration commit in was resolved from
+// (Instance.SourceCommit), when it is another commit and ref's lock
+// commit descends from it: in a lock chain, a step's lock commit holds a
+// newer configuration than its instance's. ok is false otherwise.
+func (l *RepoLocks) SourceRef(ref v1alpha1.LockRef, in *resolver.Instance) (src v1alpha1.LockRef, ok bool) {
+	if in.SourceCommit == "" || in.SourceCommit == ref.Commit {
+		return v1alpha1.LockRef{}, false
+	}
+	if d, err := l.descends(ref.Commit, in.SourceCommit); err != nil || !d {
+		return v1alpha1.LockRef{}, false
+	}
+	return v1alpha1.LockRef{Commit: in.SourceCommit, Path: ref.Path}, true
 }
 
 // descends tells whether commit head descends from from, when the

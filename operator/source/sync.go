@@ -683,8 +683,16 @@ func (w *syncWalk) misplaced(ctx context.Context, fsys fs.FS, ch gitsource.LockC
 	if err := w.s.opts.Client.Get(ctx, instance.Key(next.Context.Deployment.Namespace), &sd); err == nil && sd.Spec.Deployment == instance.DeploymentID(next.ID) {
 		return nil, nil
 	}
-	_, err = w.s.opts.Locks.DeclaredPolicy(ctx, v1alpha1.LockRef{Commit: ch.Commit.String(), Path: ch.Path}, next)
+	ref := v1alpha1.LockRef{Commit: ch.Commit.String(), Path: ch.Path}
+	_, err = w.s.opts.Locks.DeclaredPolicy(ctx, ref, next)
 	if ue, ok := errors.AsType[*instance.UndeclaredError](err); ok {
+		// A step of a lock chain is placed by the configuration it was
+		// resolved from.
+		if src, ok := w.s.opts.Locks.SourceRef(ref, next); ok {
+			if _, serr := w.s.opts.Locks.DeclaredPolicy(ctx, src, next); serr == nil {
+				return nil, nil
+			}
+		}
 		return ue.Err, nil
 	}
 	if pu, ok := errors.AsType[*instance.PolicyUnknownError](err); ok {
