@@ -108,18 +108,6 @@ func (c *CatchUp) FS(commit Hash) (fs.FS, error) {
 // Head returns the tracked branch head as last fetched.
 func (c *CatchUp) Head() (Hash, error) { return c.src.Head() }
 
-// Descends is the clone's Descends (Repo.Descends), as last fetched: false
-// when the clone cannot tell.
-func (c *CatchUp) Descends(head, from Hash) (bool, error) {
-	d, ok := c.src.(interface {
-		Descends(head, from Hash) (bool, error)
-	})
-	if !ok {
-		return false, nil
-	}
-	return d.Descends(head, from)
-}
-
 // Fetch fetches the clone (the syncer's own fetches go through it too, and
 // count as the last fetch, failed or not).
 func (c *CatchUp) Fetch(ctx context.Context) (FetchResult, error) {

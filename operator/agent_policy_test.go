@@ -116,15 +116,16 @@ func (e *agentEnv) lockByHand(t *testing.T, id resolver.ID, seq int64, edit func
 	}
 }
 
-// TestAnIngressLockChainIsCheckedAgainstEachStepsConfiguration: two
-// configuration commits changing the ingress controller, locked at once
-// (`styrminctl lock --push`: one lock commit each, both on top of the
-// second), give the first step's lock commit the second's configuration.
-// The agent checks an ingress controller's lockfile against the
-// configuration its instance was resolved from when the lock commit
-// descends from it: the first step is applied, not refused as written by
-// hand.
-func TestAnIngressLockChainIsCheckedAgainstEachStepsConfiguration(t *testing.T) {
+// TestAnIngressLockChainEndsAtItsLastStep: two configuration commits
+// changing the ingress controller, locked at once (`styrminctl lock
+// --push`: one lock commit each, both on top of the second), give the
+// first step's lock commit the second's configuration, which its lockfile
+// does not match: the agent checks a lockfile against its lock commit's
+// configuration only (a lockfile's sourceCommit is its own word), so
+// that step may fail as not written by a lock of it. The chain's last
+// step, whose lock commit holds its own configuration, applies, and the
+// controller ends at it.
+func TestAnIngressLockChainEndsAtItsLastStep(t *testing.T) {
 	t.Parallel()
 	e := startAgentEnvWith(t, ingressRepo())
 	first := e.lock(t)["styrmin.ingress"]
@@ -134,21 +135,22 @@ func TestAnIngressLockChainIsCheckedAgainstEachStepsConfiguration(t *testing.T) 
 		e.commitConfig(t, "the ingress controller runs "+n, map[string][]byte{"clusters/local/cluster.cue": []byte(ingressCluster + "ingress: parameters: replicas: " + n + "\n")})
 	}
 	e.ctl(t, "lock", "--push")
-	for _, seq := range []int64{first + 1, first + 2} {
-		task := e.waitTask(t, "styrmin-ingress", "styrmin.ingress", seq)
-		if task.Status.Phase == v1alpha1.TaskFailed {
-			t.Fatalf("the chain's ingress task %d: %s", seq, task.Status.Message)
-		}
-	}
 	requireSucceeded(t, e.waitTask(t, "styrmin-ingress", "styrmin.ingress", first+2))
+	var d appsv1.Deployment
+	if err := e.c.Get(context.Background(), client.ObjectKey{Namespace: "styrmin-ingress", Name: ingressController}, &d); err != nil {
+		t.Fatal(err)
+	}
+	if d.Spec.Replicas == nil || *d.Spec.Replicas != 3 {
+		t.Errorf("the controller runs %v replicas, want the chain's last step's 3", d.Spec.Replicas)
+	}
 }
 
-// TestAPolicyChangeLockedInAChainIsAppliedStepByStep: two commits each
-// changing dev's policy, locked at once (`styrminctl lock --push`, one
-// lock commit each, both on top of the second), give the first step's
-// lock commit the second's policy. Its tasks are checked against the
-// configuration they were resolved from, not refused as written by hand.
-func TestAPolicyChangeLockedInAChainIsAppliedStepByStep(t *testing.T) {
+// TestAPolicyChangeLockedInAChainEndsAtItsLastStep: two commits each
+// changing dev's policy, locked at once, give the first step's lock
+// commit the second's policy; the chain's last step applies (see
+// TestAnIngressLockChainEndsAtItsLastStep for why an earlier one may
+// not).
+func TestAPolicyChangeLockedInAChainEndsAtItsLastStep(t *testing.T) {
 	t.Parallel()
 	e := startAgentEnv(t)
 	first := e.lock(t)["web"]
@@ -162,11 +164,8 @@ func TestAPolicyChangeLockedInAChainIsAppliedStepByStep(t *testing.T) {
 		e.commitConfig(t, "dev's policy: "+ns, map[string][]byte{"clusters/local/environments/dev/environment.cue": append(slices.Clone(env), []byte("policy: namespaces: "+ns+"\n")...)})
 	}
 	e.ctl(t, "lock", "--push")
-	for _, seq := range []int64{first + 1, first + 2} {
-		task := e.waitTask(t, webNamespace, "web", seq)
-		if task.Status.Phase == v1alpha1.TaskFailed {
-			t.Fatalf("the chain's task %d of web: %s", seq, task.Status.Message)
-		}
-	}
 	requireSucceeded(t, e.waitTask(t, webNamespace, "web", first+2))
+	if sd := e.deployment(t, webNamespace); sd == nil || sd.Status.ActiveSequence != first+2 {
+		t.Errorf("web's StyrminDeployment after the chain: %+v; want the last step active", sd)
+	}
 }

@@ -138,9 +138,6 @@ type PolicySource interface {
 	// CheckInternal checks an internal instance against that
 	// configuration and its driver (RepoLocks.CheckInternal).
 	CheckInternal(ctx context.Context, ref v1alpha1.LockRef, in *resolver.Instance, drv *drivers.Driver) error
-	// SourceRef is ref at the configuration commit in was resolved from,
-	// when ref's lock commit descends from it (RepoLocks.SourceRef).
-	SourceRef(ref v1alpha1.LockRef, in *resolver.Instance) (v1alpha1.LockRef, bool)
 }
 
 // PolicyUnknownError reports a lock commit whose configuration gives no
@@ -235,14 +232,6 @@ func (l *RepoLocks) DeclaredPolicy(_ context.Context, ref v1alpha1.LockRef, in *
 // written by hand holds. Not cached: internal instances are few and
 // change rarely.
 //
-// A lock chain (several configuration commits locked at once) commits
-// each step's lock on top of the last configuration commit, so a step's
-// lock commit may hold a newer configuration than the one its instance
-// was resolved from: the instance is then also checked against its
-// source commit (Instance.SourceCommit), when the lock commit descends
-// from it. Values some configuration of the branch's history gives the
-// controller pass; none a lockfile chose.
-//
 // An evaluation that fails (a limit, a chart that does not render) is a
 // *PolicyUnknownError, as a configuration that does not load: it needs a
 // change in git. A sandbox that could not start, or a tree that could
@@ -251,67 +240,19 @@ func (l *RepoLocks) CheckInternal(_ context.Context, ref v1alpha1.LockRef, in *r
 	if in.Internal != resolver.InternalIngress {
 		return nil
 	}
-	check := func(commit string) error {
-		fsys, err := l.commitTree(v1alpha1.LockRef{Commit: commit, Path: ref.Path})
-		if err != nil {
-			return err
-		}
-		err = resolver.NewLoader(0).WithSandbox(l.config).CheckIngressInstance(fsys, in, drv)
-		switch _, undeclared := errors.AsType[*resolver.UndeclaredError](err); {
-		case undeclared:
-			return &UndeclaredError{Ref: ref, Err: err}
-		case err == nil, errors.Is(err, drivers.ErrSandboxStart):
-			return err
-		}
-		// A configuration that does not load, or an evaluation that fails.
-		return &PolicyUnknownError{Ref: ref, Err: err}
-	}
-	err := check(ref.Commit)
-	if _, undeclared := errors.AsType[*UndeclaredError](err); !undeclared || in.SourceCommit == "" || in.SourceCommit == ref.Commit {
-		return err
-	}
-	src, ok := l.SourceRef(ref, in)
-	if !ok {
-		return err
-	}
-	if serr := check(src.Commit); serr != nil {
-		return err // the lock commit's own verdict
-	}
-	return nil
-}
-
-// SourceRef is ref at the configuration commit in was resolved from
-// (Instance.SourceCommit), when it is another commit and ref's lock
-// commit descends from it: in a lock chain, a step's lock commit holds a
-// newer configuration than its instance's. ok is false otherwise.
-func (l *RepoLocks) SourceRef(ref v1alpha1.LockRef, in *resolver.Instance) (src v1alpha1.LockRef, ok bool) {
-	if in.SourceCommit == "" || in.SourceCommit == ref.Commit {
-		return v1alpha1.LockRef{}, false
-	}
-	if d, err := l.descends(ref.Commit, in.SourceCommit); err != nil || !d {
-		return v1alpha1.LockRef{}, false
-	}
-	return v1alpha1.LockRef{Commit: in.SourceCommit, Path: ref.Path}, true
-}
-
-// descends tells whether commit head descends from from, when the
-// repository can tell (gitsource.Repo); false otherwise.
-func (l *RepoLocks) descends(head, from string) (bool, error) {
-	d, ok := l.repo.(interface {
-		Descends(head, from gitsource.Hash) (bool, error)
-	})
-	if !ok {
-		return false, nil
-	}
-	h, err := gitsource.ParseHash(head)
+	fsys, err := l.commitTree(ref)
 	if err != nil {
-		return false, nil
+		return err
 	}
-	f, err := gitsource.ParseHash(from)
-	if err != nil || f.IsZero() {
-		return false, nil
+	err = resolver.NewLoader(0).WithSandbox(l.config).CheckIngressInstance(fsys, in, drv)
+	switch _, undeclared := errors.AsType[*resolver.UndeclaredError](err); {
+	case undeclared:
+		return &UndeclaredError{Ref: ref, Err: err}
+	case err == nil, errors.Is(err, drivers.ErrSandboxStart):
+		return err
 	}
-	return d.Descends(h, f)
+	// A configuration that does not load, or an evaluation that fails.
+	return &PolicyUnknownError{Ref: ref, Err: err}
 }
 
 // commitTree is the tree of ref's commit.

@@ -686,13 +686,6 @@ func (w *syncWalk) misplaced(ctx context.Context, fsys fs.FS, ch gitsource.LockC
 	ref := v1alpha1.LockRef{Commit: ch.Commit.String(), Path: ch.Path}
 	_, err = w.s.opts.Locks.DeclaredPolicy(ctx, ref, next)
 	if ue, ok := errors.AsType[*instance.UndeclaredError](err); ok {
-		// A step of a lock chain is placed by the configuration it was
-		// resolved from.
-		if src, ok := w.s.opts.Locks.SourceRef(ref, next); ok {
-			if _, serr := w.s.opts.Locks.DeclaredPolicy(ctx, src, next); serr == nil {
-				return nil, nil
-			}
-		}
 		return ue.Err, nil
 	}
 	if pu, ok := errors.AsType[*instance.PolicyUnknownError](err); ok {
@@ -701,7 +694,7 @@ func (w *syncWalk) misplaced(ctx context.Context, fsys fs.FS, ch gitsource.LockC
 			// the policy fails it, as it always did.
 			return nil, nil
 		}
-		return fmt.Errorf("the configuration at the lock commit gives the deployment no namespace: %w", pu.Err), nil
+		return fmt.Errorf("the configuration at the lock commit does not declare the deployment so: %w", pu.Err), nil
 	}
 	if err != nil {
 		return nil, fmt.Errorf("sync: checking where %s places its deployment: %w", ch.Path, err)

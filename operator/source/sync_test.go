@@ -1661,8 +1661,8 @@ func TestALockfilePlacingItsDeploymentOutsideItsEnvironmentIsRefused(t *testing.
 		intruder: `in namespace "tenant-b"; the configuration runs it in "dev-intruder"`,
 		fresh:    `in namespace "brand-new"; the configuration runs it in "dev-fresh"`,
 		misnamed: `records the release name "web"`,
-		ghost:    `gives the deployment no namespace: clusters/local/environments/ghost/environment.cue: missing`,
-		ingress:  `gives the deployment no namespace: clusters/local/cluster.cue: field ingress: missing`,
+		ghost:    `does not declare the deployment so: clusters/local/environments/ghost/environment.cue: missing`,
+		ingress:  `does not declare the deployment so: clusters/local/cluster.cue: field ingress: missing`,
 	} {
 		if msg := refused[in.ID.LockPath()]; !strings.Contains(msg, want) {
 			t.Errorf("%s refused with %q; want %q", in.ID, msg, want)

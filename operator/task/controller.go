@@ -934,15 +934,6 @@ func (r *Reconciler) checkDeclaredPolicy(ctx context.Context, run *taskRun) (pha
 	}
 	declared, err := r.opts.Policies.DeclaredPolicy(ctx, ref, run.instance)
 	recorded := run.instance.Context.Environment.Policy
-	if err != nil || !declared.Equal(recorded) {
-		// A step of a lock chain: its lock commit holds a newer
-		// configuration than the one it was resolved from.
-		if src, ok := r.opts.Policies.SourceRef(ref, run.instance); ok {
-			if at, serr := r.opts.Policies.DeclaredPolicy(ctx, src, run.instance); serr == nil && at.Equal(recorded) {
-				return phaseResult{}, nil
-			}
-		}
-	}
 	if err != nil {
 		if _, ok := errors.AsType[*instance.PolicyUnknownError](err); ok {
 			return r.failTask(ctx, run, v1alpha1.ReasonPolicyViolation, fmt.Sprintf("the policy of %s cannot be checked: %v", run.instance.ID, err))
