@@ -815,18 +815,14 @@ func (r *BackupReconciler) deleteArtifacts(ctx context.Context, b *v1alpha1.Styr
 		if cluster == "" {
 			cluster = r.opts.Cluster
 		}
-		// Looked for where it is made, the deployment's namespace now: the
-		// part's recorded one is where the backup ran, which a deployment
-		// removed and added back under another namespacePrefix has left.
-		// Found by its spec: one an older agent made has a name of another
-		// form, and its hook must not run twice (nor be left running
-		// because the driver now has none).
+		// Looked for in every namespace: the part's recorded one is where
+		// the backup ran, which a deployment removed and added back under
+		// another namespacePrefix has left, and the task is made where the
+		// deployment is when it is made. Found by its spec: one an older
+		// agent made has a name of another form, and its hook must not run
+		// twice (nor be left running because the driver now has none).
 		id := v1alpha1.DeploymentID{Cluster: cluster, Environment: b.Spec.Environment, Name: d.Name}
-		ns, err := deploymentNamespace(ctx, r.opts.Client, id, d.Namespace)
-		if err != nil {
-			return deletionWait{}, err
-		}
-		t, err := deletionTask(ctx, r.opts.Client, ns, id, b.Name)
+		t, err := deletionTask(ctx, r.opts.Client, id, b.Name)
 		if err != nil {
 			return deletionWait{}, err
 		}
@@ -868,29 +864,13 @@ func (r *BackupReconciler) deleteArtifacts(ctx context.Context, b *v1alpha1.Styr
 	return deletionWait{}, nil
 }
 
-// deploymentNamespace is the namespace deployment id runs in, as its
-// StyrminDeployment (not being deleted) shows it; recorded, where the
-// operation found it, when there is none.
-func deploymentNamespace(ctx context.Context, c client.Reader, id v1alpha1.DeploymentID, recorded string) (string, error) {
-	var list v1alpha1.StyrminDeploymentList
-	if err := c.List(ctx, &list, client.MatchingLabels(id.Labels())); err != nil {
-		return "", fmt.Errorf("listing the StyrminDeployments of %s: %w", instance.ResolverID(id), err)
-	}
-	for _, sd := range list.Items {
-		if sd.Spec.Internal == "" && sd.DeletionTimestamp.IsZero() {
-			return sd.Namespace, nil
-		}
-	}
-	return recorded, nil
-}
-
-// deletionTask is the deleteBackup task of backup for deployment id in
-// namespace (nil when none): only a task whose spec names that deployment
-// and that deletion is taken as it.
-func deletionTask(ctx context.Context, c client.Reader, namespace string, id v1alpha1.DeploymentID, backup string) (*v1alpha1.StyrminTask, error) {
+// deletionTask is the deleteBackup task of backup for deployment id, in
+// whatever namespace (nil when none): only a task whose spec names that
+// deployment and that deletion is taken as it.
+func deletionTask(ctx context.Context, c client.Reader, id v1alpha1.DeploymentID, backup string) (*v1alpha1.StyrminTask, error) {
 	var list v1alpha1.StyrminTaskList
-	if err := c.List(ctx, &list, client.InNamespace(namespace), client.MatchingLabels{v1alpha1.LabelOperation: backup}); err != nil {
-		return nil, fmt.Errorf("listing the tasks of %s in %s: %w", describeOperation(v1alpha1.OperationDeleteBackup, backup, 1), namespace, err)
+	if err := c.List(ctx, &list, client.MatchingLabels{v1alpha1.LabelOperation: backup}); err != nil {
+		return nil, fmt.Errorf("listing the tasks of %s: %w", describeOperation(v1alpha1.OperationDeleteBackup, backup, 1), err)
 	}
 	for i := range list.Items {
 		t := &list.Items[i]

@@ -130,16 +130,20 @@ func (s *Scheduler) Start(ctx context.Context) error {
 // cannot be read is left as it is, and named in the error; the others go
 // on.
 func (s *Scheduler) Tick(ctx context.Context) error {
-	all, err := readSettings(ctx, s.opts.Settings)
-	if err != nil {
-		return err
-	}
+	// The scheduler ran from its first tick, whether or not git could be
+	// read then: a time that passed while the settings could not be read
+	// (a clone behind, a git host down for the night) is not one missed
+	// while no agent ran, and is made once they can be.
 	now := s.opts.now()
 	s.mu.Lock()
 	if s.started.IsZero() {
 		s.started = now
 	}
 	s.mu.Unlock()
+	all, err := readSettings(ctx, s.opts.Settings)
+	if err != nil {
+		return err
+	}
 	// A backup an environment in git is cloned from stays: the clone's
 	// deployments restore it when they are created, which may be later
 	// than the next retention. (One whose settings cannot be read is

@@ -2,6 +2,7 @@ package operation_test
 
 import (
 	"context"
+	"errors"
 	"slices"
 	"strconv"
 	"strings"
@@ -402,5 +403,40 @@ func TestBackupsTakenBeforeUpgradesInAnEnvironmentGitCannotReadAreKept(t *testin
 	}
 	if got := backupNames(ctx, t, cl); !slices.Equal(got, want) {
 		t.Fatalf("five backups of hub taken before upgrades, data's settings unreadable: %v left, want all %v", got, want)
+	}
+}
+
+// TestATimePassedWhileGitCouldNotBeReadIsMadeOnceItCanBe: a replica
+// elected just before the night's time whose settings cannot be read
+// until well after it (its clone behind, the git host down) was running
+// at that time: the time is made once the settings are read, however
+// late, rather than taken for one missed while no agent ran.
+func TestATimePassedWhileGitCouldNotBeReadIsMadeOnceItCanBe(t *testing.T) {
+	ctx, cl := operations(t)
+	before := newScheduled(ctx, t, cl, "data", time.Date(2026, 11, 30, 3, 0, 0, 0, time.UTC), v1alpha1.OperationSucceeded)
+	settings := resolver.EnvironmentBackups{Cluster: "local", Environment: "data", Location: "pvc://backups/data", Schedule: "0 3 * * *",
+		Err: errors.New("the clone does not hold the commit yet")}
+	now := time.Date(2026, 12, 1, 2, 58, 0, 0, time.UTC)
+	opts := withClock(options(cl, cl), &now)
+	opts.Settings = operation.SettingsFunc(func(context.Context) ([]resolver.EnvironmentBackups, error) {
+		if settings.Err != nil {
+			return nil, settings.Err
+		}
+		return []resolver.EnvironmentBackups{settings}, nil
+	})
+	s, err := operation.NewScheduler(opts, 0, logr.Discard())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Tick(ctx); err == nil {
+		t.Fatal("a tick whose settings cannot be read: no error")
+	}
+	now = time.Date(2026, 12, 1, 4, 30, 0, 0, time.UTC)
+	settings.Err = nil
+	if err := s.Tick(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if got, want := backupNames(ctx, t, cl), []string{before.Name, "data-20261201-0300"}; !slices.Equal(got, want) {
+		t.Fatalf("backups %v, want %v", got, want)
 	}
 }
