@@ -125,18 +125,7 @@ func TestABackupWaitsWhileARestoreOfItsDeploymentFailedAndTheRetryGoesFirst(t *t
 	// when it may run its steps.
 	awaitTurn := func(tk *v1alpha1.StyrminTask) (bool, *v1alpha1.StyrminTask) {
 		t.Helper()
-		var fresh v1alpha1.StyrminTask
-		if err := cl.Get(ctx, client.ObjectKeyFromObject(tk), &fresh); err != nil {
-			t.Fatal(err)
-		}
-		res, err := r.awaitTurn(ctx, &taskRun{task: &fresh, log: logr.Discard()})
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := cl.Get(ctx, client.ObjectKeyFromObject(tk), &fresh); err != nil {
-			t.Fatal(err)
-		}
-		return !res.stop, &fresh
+		return turnOf(ctx, t, cl, r, tk)
 	}
 	heldBy := func(tk *v1alpha1.StyrminTask, want string) {
 		t.Helper()
@@ -216,18 +205,7 @@ func TestABackupsDeletionDoesNotWaitForAChangeAFailedRestoreHolds(t *testing.T) 
 	}
 	awaitTurn := func(tk *v1alpha1.StyrminTask) (bool, *v1alpha1.StyrminTask) {
 		t.Helper()
-		var fresh v1alpha1.StyrminTask
-		if err := cl.Get(ctx, client.ObjectKeyFromObject(tk), &fresh); err != nil {
-			t.Fatal(err)
-		}
-		res, err := r.awaitTurn(ctx, &taskRun{task: &fresh, log: logr.Discard()})
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := cl.Get(ctx, client.ObjectKeyFromObject(tk), &fresh); err != nil {
-			t.Fatal(err)
-		}
-		return !res.stop, &fresh
+		return turnOf(ctx, t, cl, r, tk)
 	}
 
 	// Restore r1 of hub failed partway; a change to sequence 4 waits
@@ -259,4 +237,22 @@ func TestABackupsDeletionDoesNotWaitForAChangeAFailedRestoreHolds(t *testing.T) 
 	if runs, _ := awaitTurn(deletion); runs {
 		t.Fatal("monday's deleteBackup task runs beside hub's change that runs")
 	}
+}
+
+// turnOf runs tk's turn (awaitTurn) from what the API server holds: true
+// when it may run its steps, with tk as it is after.
+func turnOf(ctx context.Context, t *testing.T, cl client.Client, r *Reconciler, tk *v1alpha1.StyrminTask) (bool, *v1alpha1.StyrminTask) {
+	t.Helper()
+	var fresh v1alpha1.StyrminTask
+	if err := cl.Get(ctx, client.ObjectKeyFromObject(tk), &fresh); err != nil {
+		t.Fatal(err)
+	}
+	res, err := r.awaitTurn(ctx, &taskRun{task: &fresh, log: logr.Discard()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cl.Get(ctx, client.ObjectKeyFromObject(tk), &fresh); err != nil {
+		t.Fatal(err)
+	}
+	return !res.stop, &fresh
 }
