@@ -63,10 +63,7 @@ func TestALockfileThatLoosensItsEnvironmentsPolicyIsRefused(t *testing.T) {
 // keeps its image.
 func TestAnIngressLockWrittenByHandWithItsOwnValuesIsRefused(t *testing.T) {
 	t.Parallel()
-	e := startAgentEnvWith(t, ingressRepo())
-	first := e.lock(t)["styrmin.ingress"]
-	e.startAgent(t)
-	requireSucceeded(t, e.waitTask(t, "styrmin-ingress", "styrmin.ingress", first))
+	e, first := startIngressAgent(t)
 
 	e.lockByHand(t, resolver.SharedIngressID(agentCluster), first+1, func(in *resolver.Instance) {
 		in.Values["image"] = map[string]any{"repository": "evil.example/controller", "tag": "v1"}
@@ -127,10 +124,7 @@ func (e *agentEnv) lockByHand(t *testing.T, id resolver.ID, seq int64, edit func
 // controller ends at it.
 func TestAnIngressLockChainEndsAtItsLastStep(t *testing.T) {
 	t.Parallel()
-	e := startAgentEnvWith(t, ingressRepo())
-	first := e.lock(t)["styrmin.ingress"]
-	e.startAgent(t)
-	requireSucceeded(t, e.waitTask(t, "styrmin-ingress", "styrmin.ingress", first))
+	e, first := startIngressAgent(t)
 	for _, n := range []string{"2", "3"} {
 		e.commitConfig(t, "the ingress controller runs "+n, map[string][]byte{"clusters/local/cluster.cue": []byte(ingressCluster + "ingress: parameters: replicas: " + n + "\n")})
 	}
@@ -168,4 +162,15 @@ func TestAPolicyChangeLockedInAChainEndsAtItsLastStep(t *testing.T) {
 	if sd := e.deployment(t, webNamespace); sd == nil || sd.Status.ActiveSequence != first+2 {
 		t.Errorf("web's StyrminDeployment after the chain: %+v; want the last step active", sd)
 	}
+}
+
+// startIngressAgent starts an agent on ingressRepo and returns it once the
+// shared ingress controller's first task succeeded, with its sequence.
+func startIngressAgent(t *testing.T) (*agentEnv, int64) {
+	t.Helper()
+	e := startAgentEnvWith(t, ingressRepo())
+	first := e.lock(t)["styrmin.ingress"]
+	e.startAgent(t)
+	requireSucceeded(t, e.waitTask(t, "styrmin-ingress", "styrmin.ingress", first))
+	return e, first
 }

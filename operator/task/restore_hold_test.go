@@ -88,12 +88,8 @@ func (noDrivers) Driver(context.Context, driversource.Request) (*drivers.Driver,
 // for the other would hold both for ever), and the backup runs once the
 // retry succeeded.
 func TestABackupWaitsWhileARestoreOfItsDeploymentFailedAndTheRetryGoesFirst(t *testing.T) {
-	cl := withCRDs(t, "data-hub")
+	cl, r := holdReconciler(t)
 	ctx := context.Background()
-	r, err := NewReconciler(Options{Client: cl, Drivers: noDrivers{}, AgentNamespace: "styrmin-system", Registerer: prometheus.NewRegistry()})
-	if err != nil {
-		t.Fatal(err)
-	}
 	hub := v1alpha1.DeploymentID{Cluster: "local", Environment: "data", Name: "hub"}
 	// task makes hub's task of an operation at sequence 3 in a second of
 	// its own: operations at one sequence run in the order made.
@@ -170,12 +166,8 @@ func TestABackupWaitsWhileARestoreOfItsDeploymentFailedAndTheRetryGoesFirst(t *t
 // deployment's data and is held by no restore itself. It runs beside the
 // held change; a change that runs is still waited for.
 func TestABackupsDeletionDoesNotWaitForAChangeAFailedRestoreHolds(t *testing.T) {
-	cl := withCRDs(t, "data-hub")
+	cl, r := holdReconciler(t)
 	ctx := context.Background()
-	r, err := NewReconciler(Options{Client: cl, Drivers: noDrivers{}, AgentNamespace: "styrmin-system", Registerer: prometheus.NewRegistry()})
-	if err != nil {
-		t.Fatal(err)
-	}
 	hub := v1alpha1.DeploymentID{Cluster: "local", Environment: "data", Name: "hub"}
 	lock := v1alpha1.LockRef{Commit: "unknown", Path: "locks/local/data/hub.lock.yaml"}
 	planned := func(wf v1alpha1.Workflow) v1alpha1.StyrminTaskStatus {
@@ -255,4 +247,16 @@ func turnOf(ctx context.Context, t *testing.T, cl client.Client, r *Reconciler, 
 		t.Fatal(err)
 	}
 	return !res.stop, &fresh
+}
+
+// holdReconciler is a control plane with namespace data-hub and a task
+// reconciler over it whose tasks are planned already (no driver).
+func holdReconciler(t *testing.T) (client.Client, *Reconciler) {
+	t.Helper()
+	cl := withCRDs(t, "data-hub")
+	r, err := NewReconciler(Options{Client: cl, Drivers: noDrivers{}, AgentNamespace: "styrmin-system", Registerer: prometheus.NewRegistry()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cl, r
 }
