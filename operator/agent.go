@@ -359,7 +359,8 @@ func (a *Agent) backupSettings(c client.Reader, repo *gitsource.Folder, opts Opt
 func (a *Agent) addOperations(mgr ctrl.Manager, settings operation.SettingsFunc, drv driversource.Source, opts Options) error {
 	c := mgr.GetClient()
 	oo := operation.Options{Client: c, APIReader: mgr.GetAPIReader(), Drivers: drv, Settings: settings,
-		Namespace: opts.Manager.Namespace, Cluster: opts.Cluster, Now: opts.Now}
+		Namespace: opts.Manager.Namespace, Cluster: opts.Cluster, Now: opts.Now,
+		Source: types.NamespacedName{Namespace: opts.Manager.Namespace, Name: opts.SourceName}}
 	br, err := operation.NewBackupReconciler(oo)
 	if err != nil {
 		return err

@@ -52,6 +52,10 @@ type Options struct {
 	Cluster string
 	// Now is the clock (nil: time.Now).
 	Now func() time.Time
+	// Source is the agent's StyrminSource, where the scheduler records
+	// the newest time each schedule made, for the agent that runs next
+	// (empty: kept in memory only).
+	Source types.NamespacedName
 	// Recorder records events (nil: SetupWithManager takes the
 	// manager's, as the agent's; none without a manager).
 	Recorder events.EventRecorder

@@ -2,6 +2,7 @@ package operation
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"maps"
@@ -15,6 +16,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 
@@ -44,9 +46,12 @@ const DefaultScheduleInterval = 30 * time.Second
 
 // CatchUpWindow is how long after a schedule's time a scheduler that
 // started since (and so never saw that time) still makes its backup when
-// there is none (at least two of its intervals): enough for an agent
-// restarted or replaced over the time, while a backup of that time
-// deleted by hand hours ago is not made again by the next agent.
+// there is none (at least two of its intervals), when the agent's
+// StyrminSource records nothing of the schedule (an agent from before
+// the record, or none to write it on): enough for an agent restarted or
+// replaced over the time, while a backup of that time deleted by hand
+// hours ago is not made again by the next agent. With the record, a time
+// missed is made however late, and one made never again.
 const CatchUpWindow = time.Hour
 
 // Retention's bounds besides an environment's backups.keep.
@@ -72,8 +77,11 @@ const ReasonScheduleSuperseded = "ScheduleSuperseded"
 // keep. Each time of a schedule is made at most once, and never after a
 // newer one: a backup deleted (by hand or retention) is not made again,
 // which would give a new backup the deleted one's ID and artefact path.
-// A time that passed before the scheduler started is made up once (the
-// newest) within CatchUpWindow. It runs on the elected replica only.
+// Where each schedule stands is recorded on the agent's StyrminSource
+// (status.scheduledBackups), so a time that passed while no agent ran is
+// made up once (the newest) when the next starts, however late; without
+// that record, only within CatchUpWindow. It runs on the elected replica
+// only.
 type Scheduler struct {
 	opts     Options
 	interval time.Duration
@@ -86,9 +94,13 @@ type Scheduler struct {
 	// seen is, per environment, the newest time of its schedule this
 	// scheduler made or saw a backup for, or when it first saw the
 	// schedule without a backup (no backfill of a new schedule): only a
-	// later time is made. Kept here, not worked out from the backups
-	// left, which a deletion changes.
+	// later time is made. Kept here and recorded on the StyrminSource, not
+	// worked out from the backups left, which a deletion changes.
 	seen map[string]time.Time
+	// recorded is what the StyrminSource records (environment to time):
+	// read at the first look that can (loaded), and as last written since.
+	recorded map[string]time.Time
+	loaded   bool
 }
 
 var _ manager.LeaderElectionRunnable = (*Scheduler)(nil)
@@ -102,7 +114,7 @@ func NewScheduler(opts Options, interval time.Duration, log logr.Logger) (*Sched
 	if interval <= 0 {
 		interval = DefaultScheduleInterval
 	}
-	return &Scheduler{opts: opts, interval: interval, log: log, seen: map[string]time.Time{}}, nil
+	return &Scheduler{opts: opts, interval: interval, log: log, seen: map[string]time.Time{}, recorded: map[string]time.Time{}}, nil
 }
 
 // NeedLeaderElection is true: two replicas never make one backup twice.
@@ -144,6 +156,9 @@ func (s *Scheduler) Tick(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	if err := s.loadRecord(ctx, now); err != nil {
+		return err
+	}
 	// A backup an environment in git is cloned from stays: the clone's
 	// deployments restore it when they are created, which may be later
 	// than the next retention. (One whose settings cannot be read is
@@ -166,8 +181,13 @@ func (s *Scheduler) Tick(ctx context.Context) error {
 			unreadable[e.Environment] = true
 			errs = append(errs, fmt.Errorf("environment %s/%s: no scheduled backup or retention until git's backup settings read: %w", e.Cluster, e.Environment, e.Err))
 			continue
-		case e.Schedule == "" && e.Keep == 0:
-			continue
+		case e.Schedule == "":
+			// A schedule removed starts afresh when it comes back (no
+			// backfill of a new schedule).
+			s.forget(e.Environment)
+			if e.Keep == 0 {
+				continue
+			}
 		}
 		if err := s.environment(ctx, e.Environment, e.Schedule, e.Keep, now, cloned); err != nil {
 			errs = append(errs, fmt.Errorf("environment %s/%s: %w", e.Cluster, e.Environment, err))
@@ -176,7 +196,91 @@ func (s *Scheduler) Tick(ctx context.Context) error {
 	if err := s.retainBackupsFirst(ctx, cloned, unreadable); err != nil {
 		errs = append(errs, err)
 	}
+	if err := s.record(ctx, all, unreadable); err != nil {
+		errs = append(errs, err)
+	}
 	return errors.Join(errs...)
+}
+
+// loadRecord reads where the schedules stand from the StyrminSource, once
+// (later, this scheduler is its only writer: leader election). A time in
+// the future is not taken (it would stop the schedule until then). No
+// StyrminSource yet (the syncer makes it) records nothing.
+func (s *Scheduler) loadRecord(ctx context.Context, now time.Time) error {
+	if s.loaded || s.opts.Source.Name == "" {
+		return nil
+	}
+	var src v1alpha1.StyrminSource
+	if err := s.opts.APIReader.Get(ctx, s.opts.Source, &src); err != nil {
+		if apierrors.IsNotFound(err) {
+			return nil
+		}
+		return fmt.Errorf("reading where the backup schedules stand on StyrminSource %s: %w", s.opts.Source, err)
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, r := range src.Status.ScheduledBackups {
+		if !r.Time.After(now) {
+			s.recorded[r.Environment] = r.Time.Time
+		}
+	}
+	s.loaded = true
+	return nil
+}
+
+// forget drops what the scheduler saw of env's schedule (removed); the
+// look's record drops it from the StyrminSource.
+func (s *Scheduler) forget(env string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	delete(s.seen, env)
+}
+
+// record writes where each schedule of the agent's cluster stands on the
+// StyrminSource when it changed (a time made, a schedule first seen or
+// removed): one write at most per look, none most looks. Environments
+// whose settings cannot be read keep what was recorded.
+func (s *Scheduler) record(ctx context.Context, all []resolver.EnvironmentBackups, unreadable map[string]bool) error {
+	if s.opts.Source.Name == "" || unreadable[""] {
+		return nil
+	}
+	s.mu.Lock()
+	want := map[string]time.Time{}
+	for _, e := range all {
+		switch {
+		case e.Cluster != s.opts.Cluster:
+		case unreadable[e.Environment]:
+			if t, ok := s.recorded[e.Environment]; ok {
+				want[e.Environment] = t
+			}
+		case e.Schedule != "" && !s.seen[e.Environment].IsZero():
+			want[e.Environment] = s.seen[e.Environment]
+		}
+	}
+	same := maps.EqualFunc(want, s.recorded, time.Time.Equal) && s.loaded
+	s.mu.Unlock()
+	if same {
+		return nil
+	}
+	list := make([]v1alpha1.ScheduledBackup, 0, len(want))
+	for _, env := range slices.Sorted(maps.Keys(want)) {
+		list = append(list, v1alpha1.ScheduledBackup{Environment: env, Time: metav1.NewTime(want[env].UTC())})
+	}
+	patch, err := json.Marshal(map[string]any{"status": map[string]any{"scheduledBackups": list}})
+	if err != nil {
+		return err
+	}
+	src := &v1alpha1.StyrminSource{ObjectMeta: metav1.ObjectMeta{Namespace: s.opts.Source.Namespace, Name: s.opts.Source.Name}}
+	if err := s.opts.Client.Status().Patch(ctx, src, client.RawPatch(types.MergePatchType, patch)); err != nil {
+		if apierrors.IsNotFound(err) {
+			return nil
+		}
+		return fmt.Errorf("recording where the backup schedules stand on StyrminSource %s: %w", s.opts.Source, err)
+	}
+	s.mu.Lock()
+	s.recorded, s.loaded = want, true
+	s.mu.Unlock()
+	return nil
 }
 
 func (s *Scheduler) environment(ctx context.Context, env, schedule string, keep int, now time.Time, cloned map[string]string) error {
@@ -217,15 +321,16 @@ func (s *Scheduler) due(ctx context.Context, env, schedule string, backups []v1a
 	if err != nil {
 		return fmt.Errorf("backups.schedule %q: %w", schedule, err)
 	}
-	last, started := s.lastSeen(env, backups, now)
+	last, started, recorded := s.lastSeen(env, backups, now)
 	slot := time.Time{}
 	for n, i := sched.Next(last), 0; !n.IsZero() && !n.After(now) && i < 100000; n, i = sched.Next(n), i+1 {
 		slot = n
 	}
-	// A time that passed before this scheduler looked, with no backup,
-	// was missed while no agent ran or its backup was deleted since: made
-	// up only soon after it, when the former is likely.
-	if !slot.IsZero() && !slot.After(started) && now.Sub(slot) > max(CatchUpWindow, 2*s.interval) {
+	// A time that passed before this scheduler looked, with no backup and
+	// nothing recorded, was missed while no agent ran or its backup was
+	// deleted since: made up only soon after it, when the former is
+	// likely. A time after the one recorded was missed: made however late.
+	if !slot.IsZero() && !recorded && !slot.After(started) && now.Sub(slot) > max(CatchUpWindow, 2*s.interval) {
 		slot = time.Time{}
 	}
 	newest, older := "", backups
@@ -264,13 +369,18 @@ func (s *Scheduler) due(ctx context.Context, env, schedule string, backups []v1a
 }
 
 // lastSeen is the newest time of env's schedule made or seen made (the
-// newest of backups, sorted newest first, counts), recorded; with none,
-// now, the first look at the schedule. It returns when the scheduler
-// started too.
-func (s *Scheduler) lastSeen(env string, backups []v1alpha1.StyrminBackup, now time.Time) (last, started time.Time) {
+// newest of backups, sorted newest first, counts, and what the
+// StyrminSource records), kept; with none, now, the first look at the
+// schedule. It returns when the scheduler started too, and whether the
+// StyrminSource recorded the schedule.
+func (s *Scheduler) lastSeen(env string, backups []v1alpha1.StyrminBackup, now time.Time) (last, started time.Time, recorded bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	last = s.seen[env]
+	r, recorded := s.recorded[env]
+	if r.After(last) {
+		last = r
+	}
 	if len(backups) > 0 && scheduledFor(&backups[0]).After(last) {
 		last = scheduledFor(&backups[0])
 	}
@@ -278,7 +388,7 @@ func (s *Scheduler) lastSeen(env string, backups []v1alpha1.StyrminBackup, now t
 		last = now
 	}
 	s.seen[env] = last
-	return last, s.started
+	return last, s.started, recorded
 }
 
 // supersede marks p, a scheduled backup that has not ended, superseded by

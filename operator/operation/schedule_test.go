@@ -3,6 +3,7 @@ package operation_test
 import (
 	"context"
 	"errors"
+	"maps"
 	"slices"
 	"strconv"
 	"strings"
@@ -438,5 +439,151 @@ func TestATimePassedWhileGitCouldNotBeReadIsMadeOnceItCanBe(t *testing.T) {
 	}
 	if got, want := backupNames(ctx, t, cl), []string{before.Name, "data-20261201-0300"}; !slices.Equal(got, want) {
 		t.Fatalf("backups %v, want %v", got, want)
+	}
+}
+
+// recordingScheduler is scheduler with the agent's StyrminSource, made
+// here when it is not yet, to record where the schedules stand on.
+func recordingScheduler(t *testing.T, cl client.Client, now *time.Time, settings ...resolver.EnvironmentBackups) *operation.Scheduler {
+	t.Helper()
+	ctx := context.Background()
+	src := &v1alpha1.StyrminSource{ObjectMeta: metav1.ObjectMeta{Namespace: "styrmin-system", Name: "styrmin"},
+		Spec: v1alpha1.StyrminSourceSpec{URL: "https://git.example/config.git", Cluster: "local"}}
+	if err := cl.Create(ctx, src); err != nil && !apierrors.IsAlreadyExists(err) {
+		t.Fatal(err)
+	}
+	opts := withClock(options(cl, cl), now)
+	opts.Settings = operation.SettingsFunc(func(context.Context) ([]resolver.EnvironmentBackups, error) { return settings, nil })
+	opts.Source = client.ObjectKeyFromObject(src)
+	s, err := operation.NewScheduler(opts, 0, logr.Discard())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+// scheduleRecord is what the StyrminSource records of the schedules.
+func scheduleRecord(ctx context.Context, t *testing.T, cl client.Client) map[string]string {
+	t.Helper()
+	var src v1alpha1.StyrminSource
+	if err := cl.Get(ctx, client.ObjectKey{Namespace: "styrmin-system", Name: "styrmin"}, &src); err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]string{}
+	for _, r := range src.Status.ScheduledBackups {
+		out[r.Environment] = r.Time.UTC().Format(time.RFC3339)
+	}
+	return out
+}
+
+// TestARestartedSchedulerMakesTheTimeItsRecordSaysWasMissedHoursLate pins
+// the record a scheduler keeps on the StyrminSource: an agent down over
+// the night's time (a cluster upgrade from 02:00 to 09:00) made no backup
+// that night, since a time passed more than CatchUpWindow before the next
+// agent looked could as well have been deleted by hand. The record says
+// which: the time after the one recorded was missed, and is made (once,
+// the newest) however late.
+func TestARestartedSchedulerMakesTheTimeItsRecordSaysWasMissedHoursLate(t *testing.T) {
+	ctx, cl := operations(t)
+	data := resolver.EnvironmentBackups{Cluster: "local", Environment: "data", Location: "pvc://backups/data", Schedule: "0 3 * * *"}
+	now := time.Date(2026, 11, 30, 2, 50, 0, 0, time.UTC)
+	first := recordingScheduler(t, cl, &now, data)
+	for _, now = range []time.Time{now, time.Date(2026, 11, 30, 3, 0, 30, 0, time.UTC)} {
+		if err := first.Tick(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got, want := scheduleRecord(ctx, t, cl), map[string]string{"data": "2026-11-30T03:00:00Z"}; !maps.Equal(got, want) {
+		t.Fatalf("recorded %v, want %v", got, want)
+	}
+	// No agent from 02:00 on 1 December until 09:00 on 2 December: two
+	// times missed, the newest made.
+	now = time.Date(2026, 12, 2, 9, 0, 0, 0, time.UTC)
+	if err := recordingScheduler(t, cl, &now, data).Tick(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if got, want := backupNames(ctx, t, cl), []string{"data-20261130-0300", "data-20261202-0300"}; !slices.Equal(got, want) {
+		t.Fatalf("the backups a scheduler started hours after a time it missed made: %v, want %v", got, want)
+	}
+	if got, want := scheduleRecord(ctx, t, cl), map[string]string{"data": "2026-12-02T03:00:00Z"}; !maps.Equal(got, want) {
+		t.Fatalf("recorded %v, want %v", got, want)
+	}
+}
+
+// TestARestartedSchedulerDoesNotMakeAgainABackupDeletedByHandItsRecordNames
+// pins the other half: a backup deleted by hand minutes after its time,
+// the agent restarted soon after (within CatchUpWindow), was made again
+// under its name by the new agent, which could not tell it from a time
+// missed. The record names the time as made: nothing is made until the
+// next.
+func TestARestartedSchedulerDoesNotMakeAgainABackupDeletedByHandItsRecordNames(t *testing.T) {
+	ctx, cl := operations(t)
+	data := resolver.EnvironmentBackups{Cluster: "local", Environment: "data", Location: "pvc://backups/data", Schedule: "0 3 * * *"}
+	before := newScheduled(ctx, t, cl, "data", time.Date(2026, 11, 30, 3, 0, 0, 0, time.UTC), v1alpha1.OperationSucceeded)
+	now := time.Date(2026, 12, 1, 2, 50, 0, 0, time.UTC)
+	first := recordingScheduler(t, cl, &now, data)
+	for _, now = range []time.Time{now, time.Date(2026, 12, 1, 3, 0, 30, 0, time.UTC)} {
+		if err := first.Tick(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := cl.Delete(ctx, &v1alpha1.StyrminBackup{ObjectMeta: metav1.ObjectMeta{Namespace: "styrmin-system", Name: "data-20261201-0300"}}); err != nil {
+		t.Fatal(err)
+	}
+	now = time.Date(2026, 12, 1, 3, 20, 0, 0, time.UTC)
+	next := recordingScheduler(t, cl, &now, data)
+	if err := next.Tick(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if got, want := backupNames(ctx, t, cl), []string{before.Name}; !slices.Equal(got, want) {
+		t.Fatalf("a restarted scheduler left %v, want %v (the night's deleted by hand)", got, want)
+	}
+	now = time.Date(2026, 12, 2, 3, 0, 30, 0, time.UTC)
+	if err := next.Tick(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if got, want := backupNames(ctx, t, cl), []string{before.Name, "data-20261202-0300"}; !slices.Equal(got, want) {
+		t.Fatalf("the next night: %v, want %v", got, want)
+	}
+}
+
+// TestAScheduleRemovedAndAddedAgainStartsAfresh pins what the record
+// holds: the schedules the configuration has. One first seen is recorded
+// from that look (a new schedule makes no backup of a time before it); one
+// removed leaves the record, so a schedule added again months later does
+// not make at once the newest time since it went. An environment whose
+// settings cannot be read keeps its line.
+func TestAScheduleRemovedAndAddedAgainStartsAfresh(t *testing.T) {
+	ctx, cl := operations(t)
+	data := resolver.EnvironmentBackups{Cluster: "local", Environment: "data", Location: "pvc://backups/data", Schedule: "0 3 * * *"}
+	web := resolver.EnvironmentBackups{Cluster: "local", Environment: "web", Location: "pvc://backups/web", Schedule: "0 4 * * *"}
+	now := time.Date(2026, 12, 1, 1, 0, 0, 0, time.UTC)
+	if err := recordingScheduler(t, cl, &now, data, web).Tick(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if got, want := scheduleRecord(ctx, t, cl), map[string]string{"data": "2026-12-01T01:00:00Z", "web": "2026-12-01T01:00:00Z"}; !maps.Equal(got, want) {
+		t.Fatalf("two schedules first seen: recorded %v, want %v", got, want)
+	}
+	// data's schedule removed; web's settings unreadable.
+	unscheduled, broken := data, web
+	unscheduled.Schedule = ""
+	broken.Err = errors.New("environment.cue: backups.schedule: expected a string")
+	now = time.Date(2026, 12, 1, 5, 0, 0, 0, time.UTC)
+	if err := recordingScheduler(t, cl, &now, unscheduled, broken).Tick(ctx); err == nil {
+		t.Fatal("a look with web's settings unreadable: no error")
+	}
+	if got, want := scheduleRecord(ctx, t, cl), map[string]string{"web": "2026-12-01T01:00:00Z"}; !maps.Equal(got, want) {
+		t.Fatalf("data's schedule removed, web's unreadable: recorded %v, want %v", got, want)
+	}
+	// data's schedule back weeks later: from then on.
+	now = time.Date(2026, 12, 20, 12, 0, 0, 0, time.UTC)
+	if err := recordingScheduler(t, cl, &now, data).Tick(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if got := backupNames(ctx, t, cl); len(got) != 0 {
+		t.Fatalf("a schedule added again made %v at once", got)
+	}
+	if got, want := scheduleRecord(ctx, t, cl), map[string]string{"data": "2026-12-20T12:00:00Z"}; !maps.Equal(got, want) {
+		t.Fatalf("data's schedule back, web gone: recorded %v, want %v", got, want)
 	}
 }

@@ -59,6 +59,25 @@ type StyrminSourceStatus struct {
 	// +kubebuilder:validation:MaxItems=32
 	// +optional
 	Refused []RefusedLock `json:"refused,omitempty"`
+	// ScheduledBackups are, per environment with a backup schedule, the
+	// newest time of its schedule the agent made a backup for (or first
+	// saw the schedule at): a restarted agent makes a time it missed
+	// however late, and never a time made before (a backup deleted by
+	// hand is not made again).
+	// +listType=map
+	// +listMapKey=environment
+	// +kubebuilder:validation:MaxItems=1024
+	// +optional
+	ScheduledBackups []ScheduledBackup `json:"scheduledBackups,omitempty"`
+}
+
+// ScheduledBackup is where an environment's backup schedule stands.
+type ScheduledBackup struct {
+	// Environment is the environment of the agent's cluster.
+	Environment string `json:"environment"`
+	// Time is the newest time of the schedule made (or when the agent
+	// first saw the schedule, none made since).
+	Time metav1.Time `json:"time"`
 }
 
 // MaxRefusedLocks is how many refused lockfiles a StyrminSource keeps.
