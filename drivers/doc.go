@@ -118,7 +118,8 @@
 // must contain the application version). Otherwise the locked driver
 // version is kept while the application version equals the locked one
 // (unless Upgrade is set, which the resolver does for a new upgrade
-// request, or that version is no longer loaded). Otherwise
+// request); a locked version no longer loaded is then a
+// *LockedNotLoadedError, not another version. Otherwise
 // the newest loaded version whose range contains the application version.
 // Prerelease application versions follow Masterminds semver: "1.5.0-rc.1"
 // matches only a range that itself names a prerelease (">=1.5.0-0 <2.0.0"),

@@ -58,6 +58,23 @@ func (e *NoMatchError) Error() string {
 	return b.String()
 }
 
+// LockedNotLoadedError is returned by Select when the driver version a
+// deployment's lock runs is not loaded and nothing asks to leave it (no
+// pin, the same application version, no upgrade request).
+type LockedNotLoadedError struct {
+	Driver     string
+	Version    string
+	AppVersion string
+	Loaded     []string // ascending
+}
+
+func (e *LockedNotLoadedError) Error() string {
+	return fmt.Sprintf("driver %s: version %s, which the deployment's lock runs, is not loaded (loaded: %s); "+
+		"the deployment keeps its driver version until an upgrade is asked for: bring %s back, "+
+		"pin a version (driver.version), or request an upgrade (styrminctl upgrade) to take the newest that supports %s",
+		e.Driver, e.Version, strings.Join(e.Loaded, ", "), e.Version, e.AppVersion)
+}
+
 // Select applies the selection rule. See the package documentation.
 func (c *Catalog) Select(name string, s Selection) (*Driver, error) {
 	versions := c.byName[name]
@@ -100,6 +117,15 @@ func (c *Catalog) Select(name string, s Selection) (*Driver, error) {
 			// driver under an unchanged application.
 			return nil, err
 		}
+		// Gone (its folder removed, its tag no longer listed): another
+		// version would change the driver under an unchanged application,
+		// run its upgrade hooks and maybe go back a version, with no
+		// upgrade asked for.
+		e := &LockedNotLoadedError{Driver: name, Version: s.Locked, AppVersion: s.AppVersion}
+		for _, d := range versions {
+			e.Loaded = append(e.Loaded, d.Version)
+		}
+		return nil, e
 	}
 	// A version that does not load may be the one the rule picks: above
 	// the version picked, the choice is not known (the locked one kept

@@ -54,7 +54,7 @@ func TestSelect(t *testing.T) {
 		name    string
 		sel     Selection
 		want    string
-		wantErr string // substring of a *NoMatchError message
+		wantErr string // substring of a *NoMatchError or *LockedNotLoadedError message
 	}{
 		{name: "newest version whose range contains the app version", sel: Selection{AppVersion: "1.2.0"}, want: "1.1.0"},
 		{name: "newest match skips newer versions with other ranges", sel: Selection{AppVersion: "1.5.3"}, want: "2.1.0"},
@@ -67,7 +67,10 @@ func TestSelect(t *testing.T) {
 		{name: "locked version kept even when its range no longer matters", sel: Selection{AppVersion: "1.5.1", Locked: "1.1.0", LockedAppVersion: "1.5.1"}, want: "1.1.0"},
 		{name: "app version change selects the newest match", sel: Selection{AppVersion: "1.3.0", Locked: "1.0.0", LockedAppVersion: "1.2.0"}, want: "1.1.0"},
 		{name: "explicit upgrade leaves the lock", sel: Selection{AppVersion: "1.2.0", Locked: "1.0.0", LockedAppVersion: "1.2.0", Upgrade: true}, want: "1.1.0"},
-		{name: "lock of a version no longer loaded falls back to newest match", sel: Selection{AppVersion: "1.2.0", Locked: "0.9.0", LockedAppVersion: "1.2.0"}, want: "1.1.0"},
+		{name: "lock of a version no longer loaded is an error, not another version", sel: Selection{AppVersion: "1.2.0", Locked: "0.9.0", LockedAppVersion: "1.2.0"},
+			wantErr: "version 0.9.0, which the deployment's lock runs, is not loaded (loaded: 1.0.0, 1.1.0, 2.0.0, 2.1.0, 3.0.0-beta.1)"},
+		{name: "lock of a version no longer loaded is left on an upgrade request", sel: Selection{AppVersion: "1.2.0", Locked: "0.9.0", LockedAppVersion: "1.2.0", Upgrade: true}, want: "1.1.0"},
+		{name: "lock of a version no longer loaded is left for a new application version", sel: Selection{AppVersion: "1.3.0", Locked: "0.9.0", LockedAppVersion: "1.2.0"}, want: "1.1.0"},
 		{name: "same app version written with a v prefix keeps the lock", sel: Selection{AppVersion: "v1.2.0", Locked: "1.0.0", LockedAppVersion: "1.2.0"}, want: "1.0.0"},
 		{name: "prerelease app version does not match a range without prereleases",
 			sel: Selection{AppVersion: "1.5.0-rc.1"}, wantErr: "no version supports application version 1.5.0-rc.1"},
@@ -81,8 +84,9 @@ func TestSelect(t *testing.T) {
 			d, err := cat.Select("hub", tc.sel)
 			if tc.wantErr != "" {
 				var nm *NoMatchError
-				if !errors.As(err, &nm) {
-					t.Fatalf("err = %v, want a *NoMatchError", err)
+				var gone *LockedNotLoadedError
+				if !errors.As(err, &nm) && !errors.As(err, &gone) {
+					t.Fatalf("err = %v, want a *NoMatchError or *LockedNotLoadedError", err)
 				}
 				if !strings.Contains(err.Error(), tc.wantErr) {
 					t.Fatalf("err = %q, want it to contain %q", err, tc.wantErr)

@@ -165,3 +165,64 @@ func TestUpgradeRequestMustBeAToken(t *testing.T) {
 		t.Fatalf("error %v; want one naming the file and driver.upgrade", err)
 	}
 }
+
+// TestADriverVersionRemovedUnderItsDeploymentsIsAnErrorNotAnotherVersion
+// pins what a lock does when the driver version deployments run is no
+// longer loaded (its folder removed as unused, its tag gone from a
+// driver source): it took the newest version that supports the
+// application, so a clean-up of driver folders was a fan-out that changed
+// driver versions and ran their upgrade steps, downwards when the newest
+// was removed, with no upgrade asked for. Each such deployment now fails
+// to resolve naming its file, the driver field and the remedies, and keeps
+// its lock; an upgrade request moves it.
+func TestADriverVersionRemovedUnderItsDeploymentsIsAnErrorNotAnotherVersion(t *testing.T) {
+	dir := exampleCopy(t)
+	web := ID{"local", "dev", "web"}
+	writeFile(t, dir, devWeb, webWith(`"webapp"`))
+	lockDirInto(t, dir)
+	locked, err := ReadLock(os.DirFS(dir), web.LockPath())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if locked.Driver.Version != "1.1.0" {
+		t.Fatalf("dev/web locked at webapp %s, want 1.1.0", locked.Driver.Version)
+	}
+	if err := os.RemoveAll(filepath.Join(dir, "drivers", "webapp", "1.1.0")); err != nil {
+		t.Fatal(err)
+	}
+	res, locks, err := resolveDir(t, dir)
+	if err == nil {
+		t.Fatal("resolved with the locked driver version removed")
+	}
+	for _, want := range []string{devWeb, "field driver", "version 1.1.0, which the deployment's lock runs, is not loaded (loaded: 1.0.0)", "styrminctl upgrade"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("error %q lacks %q", err, want)
+		}
+	}
+	changes, _ := PlanLocks(res, locks)
+	for _, c := range changes {
+		if c.ID == web {
+			t.Fatalf("dev/web's lock changed: %s", c.Data)
+		}
+	}
+
+	// An upgrade request leaves the version gone: the newest that
+	// supports the application.
+	writeFile(t, dir, devWeb, webWith(`{name: "webapp", upgrade: "r1"}`))
+	res, _, _ = resolveDir(t, dir)
+	for _, e := range res.Errors {
+		if e.ID == web {
+			t.Fatalf("an upgrade request of the deployment: %v", e)
+		}
+	}
+	upgraded := false
+	for _, r := range res.Resolved {
+		upgraded = upgraded || r.Deployment.ID == web
+		if r.Deployment.ID == web && r.Instance.Driver.Version != "1.0.0" {
+			t.Fatalf("the upgrade request took webapp %s, want 1.0.0 (the one loaded)", r.Instance.Driver.Version)
+		}
+	}
+	if !upgraded {
+		t.Fatal("dev/web did not resolve with an upgrade request")
+	}
+}
