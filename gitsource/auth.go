@@ -1,6 +1,7 @@
 package gitsource
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"net"
@@ -38,6 +39,12 @@ type Auth struct {
 	KnownHosts []byte
 	// InsecureIgnoreHostKey accepts any ssh host key. For tests only.
 	InsecureIgnoreHostKey bool
+}
+
+// Equal reports whether a and b are the same credentials.
+func (a Auth) Equal(b Auth) bool {
+	return a.Username == b.Username && a.Token == b.Token && a.SSHKeyPassphrase == b.SSHKeyPassphrase &&
+		a.InsecureIgnoreHostKey == b.InsecureIgnoreHostKey && bytes.Equal(a.SSHKey, b.SSHKey) && bytes.Equal(a.KnownHosts, b.KnownHosts)
 }
 
 // String describes a without revealing the token, key or passphrase.

@@ -477,9 +477,9 @@ func (r *Repo) session(ctx context.Context, receive bool) (any, error) {
 	}
 	var sess any
 	if receive {
-		sess, err = cl.NewReceivePackSession(ep, r.auth)
+		sess, err = cl.NewReceivePackSession(ep, r.authMethod())
 	} else {
-		sess, err = cl.NewUploadPackSession(ep, r.auth)
+		sess, err = cl.NewUploadPackSession(ep, r.authMethod())
 	}
 	if err != nil {
 		return nil, transportError("connect to", r.remoteURL, err)

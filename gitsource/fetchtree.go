@@ -162,7 +162,7 @@ func FetchTreeWithin(ctx context.Context, url, rev, dir string, auth Auth, maxBy
 	if err != nil {
 		return nil, Hash{}, err
 	}
-	r := &Repo{repo: gr, storer: snap, remoteName: "origin", remoteURL: url, auth: method}
+	r := &Repo{repo: gr, storer: snap, remoteName: "origin", remoteURL: url, rawURL: url, auth: method}
 	fsys, err := r.FS(fromPlumbing(h))
 	if err != nil {
 		return nil, Hash{}, err

@@ -260,3 +260,35 @@ func TestRemoteHeadListsABranchWithoutFetchingAndNamesWhatIsWrong(t *testing.T) 
 		t.Errorf("a wrong token: err = %v, want ErrAuth without the token", err)
 	}
 }
+
+// TestARotatedTokenIsUsedFromTheNextFetchAndPush: a token rotated on the
+// git host (an installation token expires within the hour) and given to
+// a repository already cloned is used from its next fetch and push,
+// without cloning again; the old one is refused from then on.
+func TestARotatedTokenIsUsedFromTheNextFetchAndPush(t *testing.T) {
+	ctx := context.Background()
+	srv := gitserver.New(t, gitserver.WithToken("first-token"))
+	url, _ := srv.CreateRepo("private.git")
+	srv.Commit("private.git", "first", map[string][]byte{"styrmin.cue": []byte("x: 1\n")})
+	r, err := gitsource.Clone(ctx, url, "", gitsource.CloneOptions{Auth: gitsource.Auth{Token: "first-token"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv.SetToken("second-token")
+	srv.Commit("private.git", "second", map[string][]byte{"styrmin.cue": []byte("x: 2\n")})
+	if _, err := r.Fetch(ctx); !errors.Is(err, gitsource.ErrAuth) {
+		t.Fatalf("fetch with the token the host no longer takes: %v, want ErrAuth", err)
+	}
+	if err := r.SetAuth(gitsource.Auth{Token: "second-token"}); err != nil {
+		t.Fatal(err)
+	}
+	if res, err := r.Fetch(ctx); err != nil || !res.Moved {
+		t.Fatalf("fetch with the rotated token: %+v, %v; want the second commit", res, err)
+	}
+	_, err = r.CommitLocks(ctx, gitsource.CommitRequest{Build: func(context.Context, gitsource.Hash, fs.FS) (gitsource.Change, error) {
+		return gitsource.Change{Files: map[string][]byte{"locks/c/e/a.lock.yaml": []byte("sequence: 1\n")}, Locks: map[string]int{"c/e/a": 1}}, nil
+	}})
+	if err != nil {
+		t.Fatalf("push with the rotated token: %v", err)
+	}
+}

@@ -44,7 +44,12 @@ type Repo struct {
 	branch     string // short branch name
 	remoteName string // "" in local mode
 	remoteURL  string
-	auth       transport.AuthMethod
+	// rawURL is the remote's URL as configured, credentials and all: what
+	// SetAuth works the credentials out from again.
+	rawURL string
+	// authMu guards auth: SetAuth replaces it while the repository is read.
+	authMu sync.RWMutex
+	auth   transport.AuthMethod
 	caBundle   []byte
 	insecure   bool
 	timeout    time.Duration // NetworkTimeout; 0: DefaultNetworkTimeout
@@ -178,7 +183,33 @@ func Open(path string, opts OpenOptions) (*Repo, error) {
 	if r.remoteURL, r.auth, err = opts.Auth.remote(urls[0]); err != nil {
 		return nil, err
 	}
+	r.rawURL = urls[0]
 	return r, nil
+}
+
+// SetAuth replaces the remote's credentials: a token rotated in its
+// Secret (an installation token expires within the hour) is used from the
+// next fetch or push, without opening the repository again. Credentials
+// in the remote's URL count as they did when it was opened (Auth's win).
+func (r *Repo) SetAuth(a Auth) error {
+	if r.remoteName == "" {
+		return errors.New("gitsource: set credentials: the repository has no remote (local mode)")
+	}
+	_, m, err := a.remote(r.rawURL)
+	if err != nil {
+		return err
+	}
+	r.authMu.Lock()
+	r.auth = m
+	r.authMu.Unlock()
+	return nil
+}
+
+// authMethod is the remote's credentials now.
+func (r *Repo) authMethod() transport.AuthMethod {
+	r.authMu.RLock()
+	defer r.authMu.RUnlock()
+	return r.auth
 }
 
 // CloneOptions configures Clone.
@@ -215,6 +246,7 @@ type CloneOptions struct {
 // CloneOptions.NetworkTimeout.
 func Clone(ctx context.Context, url, dir string, opts CloneOptions) (*Repo, error) {
 	// From here on url holds no credentials: those it held are in auth.
+	rawURL := url
 	url, auth, err := opts.Auth.remote(url)
 	if err != nil {
 		return nil, err
@@ -270,6 +302,7 @@ func Clone(ctx context.Context, url, dir string, opts CloneOptions) (*Repo, erro
 		branch:     head.Name().Short(),
 		remoteName: git.DefaultRemoteName,
 		remoteURL:  url,
+		rawURL:     rawURL,
 		auth:       auth,
 		caBundle:   opts.CABundle,
 		insecure:   opts.InsecureSkipTLS,
@@ -432,7 +465,7 @@ func (r *Repo) fetchLocked(ctx context.Context) (Hash, error) {
 		RemoteName:      r.remoteName,
 		RemoteURL:       r.remoteURL,
 		RefSpecs:        []config.RefSpec{spec},
-		Auth:            r.auth,
+		Auth:            r.authMethod(),
 		Tags:            git.NoTags,
 		CABundle:        r.caBundle,
 		InsecureSkipTLS: r.insecure,

@@ -1,6 +1,7 @@
 package operator
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -63,6 +64,10 @@ type Options struct {
 	SecretName string
 	// SecretNamespace is the Secret's namespace (default: the agent's).
 	SecretNamespace string
+	// CredentialsInterval is how often the repository's credentials (and
+	// the lock mode's) are read again from their Secret, so a rotated
+	// token is used without a restart (0: CredentialsInterval).
+	CredentialsInterval time.Duration
 	// CloneDir is where the repository is cloned ("" keeps it in memory).
 	CloneDir string
 	// GitTimeout bounds each clone, fetch and push of the repository
@@ -159,14 +164,16 @@ func NewAgent(ctx context.Context, cfg *rest.Config, opts Options) (*Agent, erro
 	if err != nil {
 		return nil, fmt.Errorf("agent: client: %w", err)
 	}
-	auth, err := secretAuth(ctx, direct, opts.SecretName, opts.SecretNamespace, opts.Manager.Namespace)
+	creds, err := credentialsOf(ctx, direct, opts.SecretName, opts.SecretNamespace, opts)
 	if err != nil {
 		return nil, fmt.Errorf("agent: %w", err)
 	}
+	auth := creds.Current()
 	clone, err := cloneWithRetry(ctx, opts, auth)
 	if err != nil {
 		return nil, err
 	}
+	creds.Use(clone.SetAuth)
 	// Everything below reads the desired-state folder as its root.
 	repo, err := clone.InFolder(opts.Path)
 	if err != nil {
@@ -180,7 +187,7 @@ func NewAgent(ctx context.Context, cfg *rest.Config, opts Options) (*Agent, erro
 	}
 	// Drivers kept in other repositories are fetched with the
 	// repository's own credentials (sent only to its host).
-	remotes := driversource.Remotes{RepoURL: opts.URL, Auth: auth, MaxFetchBytes: opts.DriverFetchBytes}
+	remotes := driversource.Remotes{RepoURL: opts.URL, Auth: auth, Credentials: creds.Current, MaxFetchBytes: opts.DriverFetchBytes}
 	// Tasks and renders read the repository at their lock's commit: a
 	// replica elected after another is handed commits its clone has not
 	// seen yet, which are fetched, not taken as gone; that fetch has the
@@ -201,6 +208,9 @@ func NewAgent(ctx context.Context, cfg *rest.Config, opts Options) (*Agent, erro
 		return nil, err
 	}
 	a := &Agent{mgr: mgr, log: log}
+	if err := creds.addTo(mgr); err != nil {
+		return nil, err
+	}
 	recorder := eventnote.Wrap(mgr.GetEventRecorder(eventSource))
 	locks := instance.NewRepoLocks(caught).WithConfigSandbox(opts.Drivers.Config)
 	topts := opts.Task
@@ -275,7 +285,7 @@ func NewAgent(ctx context.Context, cfg *rest.Config, opts Options) (*Agent, erro
 		}
 	}
 	if opts.LockMode != nil {
-		if err := a.addLocker(ctx, direct, opts, remotes, poster); err != nil {
+		if err := a.addLocker(ctx, direct, opts, creds, remotes, poster); err != nil {
 			return nil, err
 		}
 	}
@@ -387,7 +397,7 @@ func (a *Agent) addOperations(mgr ctrl.Manager, settings operation.SettingsFunc,
 // it pushes triggers the syncer. It fetches driver sources as the
 // agent's driver source does (remotes), so what it locks the agent can
 // fetch.
-func (a *Agent) addLocker(ctx context.Context, direct client.Reader, opts Options, remotes driversource.Remotes, poster *commitstatus.Client) error {
+func (a *Agent) addLocker(ctx context.Context, direct client.Reader, opts Options, repoCreds *repoCredentials, remotes driversource.Remotes, poster *commitstatus.Client) error {
 	lo := *opts.LockMode
 	if lo.URL == "" {
 		lo.URL = opts.URL
@@ -423,10 +433,19 @@ func (a *Agent) addLocker(ctx context.Context, direct client.Reader, opts Option
 	if lo.SecretName == "" {
 		lo.SecretName, lo.SecretNamespace = opts.SecretName, opts.SecretNamespace
 	}
-	var err error
-	if lo.Auth, err = secretAuth(ctx, direct, lo.SecretName, lo.SecretNamespace, opts.Manager.Namespace); err != nil {
-		return fmt.Errorf("agent: lock mode: %w", err)
+	// The push credentials are read again as the repository's are (the
+	// same, unless --lock-secret names others).
+	creds := repoCreds
+	if lo.SecretName != opts.SecretName || cmp.Or(lo.SecretNamespace, opts.Manager.Namespace) != cmp.Or(opts.SecretNamespace, opts.Manager.Namespace) {
+		var err error
+		if creds, err = credentialsOf(ctx, direct, lo.SecretName, lo.SecretNamespace, opts); err != nil {
+			return fmt.Errorf("agent: lock mode: %w", err)
+		}
+		if err := creds.addTo(a.mgr); err != nil {
+			return err
+		}
 	}
+	lo.Auth = creds.Current()
 	if lo.Statuses == nil && poster != nil {
 		lo.Statuses, lo.StatusContext, lo.StatusTargetURL = poster, "styrmin/"+opts.Cluster+"/lock", opts.Statuses.TargetURL
 	}
@@ -441,9 +460,12 @@ func (a *Agent) addLocker(ctx context.Context, direct client.Reader, opts Option
 			prev(r)
 		}
 	}
-	if a.locker, err = source.NewLocker(lo); err != nil {
+	locker, err := source.NewLocker(lo)
+	if err != nil {
 		return fmt.Errorf("agent: %w", err)
 	}
+	a.locker = locker
+	creds.Use(locker.SetAuth)
 	return a.mgr.Add(a.locker)
 }
 
@@ -489,18 +511,6 @@ var (
 	_ manager.LeaderElectionRunnable = (*source.Locker)(nil)
 	_ manager.LeaderElectionRunnable = (*webhook.Server)(nil)
 )
-
-// secretAuth reads the credentials of Secret name (in namespace, default
-// def); none without a name.
-func secretAuth(ctx context.Context, c client.Reader, name, namespace, def string) (gitsource.Auth, error) {
-	if name == "" {
-		return gitsource.Auth{}, nil
-	}
-	if namespace == "" {
-		namespace = def
-	}
-	return AuthFromSecret(ctx, c, types.NamespacedName{Namespace: namespace, Name: name})
-}
 
 // cloneObjectCache bounds the decoded git objects the agent's clone on
 // disk keeps in memory. The sync reads each lock commit's lockfiles once

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -16,6 +17,7 @@ import (
 
 	"github.com/styrmin/styrmin/config"
 	"github.com/styrmin/styrmin/drivers"
+	"github.com/styrmin/styrmin/gitsource"
 	"github.com/styrmin/styrmin/internal/agenttest"
 	"github.com/styrmin/styrmin/operator"
 	"github.com/styrmin/styrmin/operator/api/v1alpha1"
@@ -132,6 +134,64 @@ func TestAgentCatchesUpAfterTheGitServerWasDown(t *testing.T) {
 	}
 	if ready := apimeta.FindStatusCondition(src.Status.Conditions, v1alpha1.ConditionReady); ready == nil || ready.Status != metav1.ConditionTrue {
 		t.Errorf("StyrminSource Ready after the outage: %+v", ready)
+	}
+}
+
+// TestATokenRotatedInItsSecretIsUsedWithoutARestart: the host takes only
+// a new token (an installation token expired, a personal token replaced),
+// and whatever renews it writes it into the agent's Secret a moment
+// later. The agent read the Secret once at start, so its source stayed
+// AuthenticationFailed, and no change ran, until it was restarted. It
+// reads the Secret again (--credentials-interval) and fetches with what
+// it holds now.
+func TestATokenRotatedInItsSecretIsUsedWithoutARestart(t *testing.T) {
+	t.Parallel()
+	e := startAgentEnv(t)
+	e.lock(t)
+	e.startAgent(t, "--credentials-interval=500ms")
+	requireSucceeded(t, e.waitTask(t, hubNamespace, "hub", 1))
+
+	const rotated = "rotated-token-not-a-secret"
+	e.git.SetToken(rotated)
+	if err := e.clone.SetAuth(gitsource.Auth{Token: rotated}); err != nil {
+		t.Fatal(err)
+	}
+	agenttest.WaitUntil(t, 15*time.Second, "the StyrminSource to report the refused token", func(ctx context.Context) (bool, string, error) {
+		src, err := e.source(ctx)
+		if err != nil {
+			return false, err.Error(), nil
+		}
+		ready := apimeta.FindStatusCondition(src.Status.Conditions, v1alpha1.ConditionReady)
+		if ready == nil {
+			return false, "no Ready condition", nil
+		}
+		return ready.Reason == v1alpha1.ReasonAuthenticationFailed, ready.Reason + ": " + ready.Message, nil
+	})
+	var sec corev1.Secret
+	ctx := context.Background()
+	if err := e.c.Get(ctx, client.ObjectKey{Namespace: config.AgentNamespace, Name: agentSecret}, &sec); err != nil {
+		t.Fatal(err)
+	}
+	sec.Data[operator.SecretKeyToken] = []byte(rotated)
+	if err := e.c.Update(ctx, &sec); err != nil {
+		t.Fatal(err)
+	}
+	second := e.change(t, "hub", "hub: three workers", hubConfig("1.4.0", 3, "info"))
+	requireSucceeded(t, e.waitTask(t, hubNamespace, "hub", second))
+	agenttest.WaitUntil(t, 15*time.Second, "the StyrminSource to be Ready again", func(ctx context.Context) (bool, string, error) {
+		src, err := e.source(ctx)
+		if err != nil {
+			return false, err.Error(), nil
+		}
+		ready := apimeta.FindStatusCondition(src.Status.Conditions, v1alpha1.ConditionReady)
+		stalled := apimeta.FindStatusCondition(src.Status.Conditions, v1alpha1.ConditionStalled)
+		if ready == nil {
+			return false, "no Ready condition", nil
+		}
+		return ready.Status == metav1.ConditionTrue && (stalled == nil || stalled.Status != metav1.ConditionTrue), ready.Reason + ": " + ready.Message, nil
+	})
+	if logs := e.agent.Log(); strings.Contains(logs, rotated) || strings.Contains(logs, agentGitToken) {
+		t.Error("the agent's log holds a token")
 	}
 }
 

@@ -50,6 +50,7 @@ type flags struct {
 	namespace, cloneDir, path           string
 	pollInterval, driftInterval         time.Duration
 	gitTimeout                          time.Duration
+	credentialsInterval                 time.Duration
 	podStatusAfter                      time.Duration
 	stepTimeout, stepPause              time.Duration
 	metricsAddr, healthAddr, pprofAddr  string
@@ -99,6 +100,7 @@ func parseFlags(args []string, stderr io.Writer) (*flags, error) {
 	fs.StringVar(&f.cloneDir, "clone-dir", "", "folder for the repository clone (default: in memory)")
 	fs.StringVar(&f.path, "path", "", "folder of the git repository that holds the desired-state repository (a monorepo's deploy/; default: its root)")
 	fs.DurationVar(&f.gitTimeout, "git-timeout", gitsource.DefaultNetworkTimeout, "time limit of one clone, fetch or push of the repository (of the whole transfer: raise it for a large repository over a slow link)")
+	fs.DurationVar(&f.credentialsInterval, "credentials-interval", operator.CredentialsInterval, "how often the credentials of --repo-secret (and --lock-secret) are read again, so a token rotated there is used without a restart")
 	fs.DurationVar(&f.pollInterval, "poll-interval", operator.DefaultPollInterval, "how often to fetch the repository")
 	fs.DurationVar(&f.driftInterval, "drift-interval", operator.DefaultDriftInterval, "how often each deployment's live objects are compared with its release")
 	fs.DurationVar(&f.podStatusAfter, "pod-status-after", operator.DefaultPodStatusAfter, "how long a deployment stays not ready before the pods that are not ready are read into its status")
@@ -301,19 +303,20 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 			Concurrency:    f.deploymentConcurrency,
 			Logger:         log,
 		},
-		Cluster:         f.cluster,
-		URL:             f.repoURL,
-		Branch:          f.branch,
-		SecretName:      f.secretName,
-		SecretNamespace: f.secretNamespace,
-		CloneDir:        f.cloneDir,
-		GitTimeout:      f.gitTimeout,
-		Path:            f.path,
-		PollInterval:    f.pollInterval,
-		InstallCRDs:     f.installCRDs,
-		Task:            operator.TaskOptions{StepTimeout: f.stepTimeout, StepPause: f.stepPause, KeepTasks: f.keepTasks, Concurrency: f.taskConcurrency},
-		Webhook:         operator.WebhookOptions{Addr: f.webhookAddr, SecretName: f.webhookSecretName, SecretKey: f.webhookSecretKey},
-		UI:              operator.UIOptions{Addr: f.uiAddr, AllowedHosts: f.uiAllowedHosts},
+		Cluster:             f.cluster,
+		URL:                 f.repoURL,
+		Branch:              f.branch,
+		SecretName:          f.secretName,
+		SecretNamespace:     f.secretNamespace,
+		CloneDir:            f.cloneDir,
+		GitTimeout:          f.gitTimeout,
+		CredentialsInterval: f.credentialsInterval,
+		Path:                f.path,
+		PollInterval:        f.pollInterval,
+		InstallCRDs:         f.installCRDs,
+		Task:                operator.TaskOptions{StepTimeout: f.stepTimeout, StepPause: f.stepPause, KeepTasks: f.keepTasks, Concurrency: f.taskConcurrency},
+		Webhook:             operator.WebhookOptions{Addr: f.webhookAddr, SecretName: f.webhookSecretName, SecretKey: f.webhookSecretKey},
+		UI:                  operator.UIOptions{Addr: f.uiAddr, AllowedHosts: f.uiAllowedHosts},
 		Statuses: operator.StatusOptions{Enabled: f.reportStatuses, SecretName: f.statusSecret, SecretKey: f.statusSecretKey,
 			APIURL: f.statusAPIURL, TargetURL: f.statusTargetURL, Repository: f.statusRepository},
 		LockMode:         lockMode,

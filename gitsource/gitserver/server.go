@@ -32,7 +32,7 @@ type Server struct {
 	t       testing.TB
 	root    string // GIT_PROJECT_ROOT
 	home    string // HOME for every git process
-	token   string
+	token   atomic.Pointer[string]
 	srv     *httptest.Server
 	reqs    atomic.Int64
 	down    atomic.Bool
@@ -46,7 +46,7 @@ type Option func(*Server)
 
 // WithToken makes the server require HTTP basic auth whose password is
 // token (any user name), answering 401 otherwise.
-func WithToken(token string) Option { return func(s *Server) { s.token = token } }
+func WithToken(token string) Option { return func(s *Server) { s.token.Store(&token) } }
 
 // New starts a server, stopped when the test ends. The test is skipped when
 // git or git-http-backend is missing.
@@ -83,9 +83,9 @@ func New(t testing.TB, opts ...Option) *Server {
 			http.Error(w, "gitserver: down for the test", http.StatusServiceUnavailable)
 			return
 		}
-		if s.token != "" {
+		if token := s.Token(); token != "" {
 			_, pass, ok := r.BasicAuth()
-			if !ok || subtle.ConstantTimeCompare([]byte(pass), []byte(s.token)) != 1 {
+			if !ok || subtle.ConstantTimeCompare([]byte(pass), []byte(token)) != 1 {
 				w.Header().Set("WWW-Authenticate", `Basic realm="gitserver"`)
 				http.Error(w, "unauthorized", http.StatusUnauthorized)
 				return
@@ -104,7 +104,16 @@ func New(t testing.TB, opts ...Option) *Server {
 }
 
 // Token returns the token the server requires ("" when none).
-func (s *Server) Token() string { return s.token }
+func (s *Server) Token() string {
+	if t := s.token.Load(); t != nil {
+		return *t
+	}
+	return ""
+}
+
+// SetToken makes the server require token from now on, refusing the one
+// before (a token rotated on the git host).
+func (s *Server) SetToken(token string) { s.token.Store(&token) }
 
 // Requests returns how many HTTP requests the server has answered.
 func (s *Server) Requests() int64 { return s.reqs.Load() }

@@ -214,6 +214,9 @@ type Remotes struct {
 	RepoURL string
 	// Auth are its credentials.
 	Auth gitsource.Auth
+	// Credentials, when set, gives its credentials now instead of Auth
+	// (read again from their Secret: a rotated token).
+	Credentials func() gitsource.Auth
 	// MaxFetchBytes bounds what one fetch holds in memory
 	// (gitsource.DefaultMaxFetchBytes when 0).
 	MaxFetchBytes int64
@@ -222,6 +225,9 @@ type Remotes struct {
 // AuthFor returns the credentials to fetch url with.
 func (r Remotes) AuthFor(url string) gitsource.Auth {
 	if gitsource.SameHost(r.RepoURL, url) {
+		if r.Credentials != nil {
+			return r.Credentials()
+		}
 		return r.Auth
 	}
 	return gitsource.Auth{}

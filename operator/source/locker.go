@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 
 	"github.com/go-logr/logr"
@@ -152,6 +153,25 @@ type Locker struct {
 	// decidedKey of the last posted.
 	pendingStatus *headStatus
 	statusPosted  decidedKey
+
+	// authMu guards opts.Auth and clone, which SetAuth changes while the
+	// Start loop clones and pushes.
+	authMu sync.Mutex
+	// clone is the repository ensureRepo cloned (nil before, or when
+	// opts.Repo was given).
+	clone *gitsource.Repo
+}
+
+// SetAuth replaces the push credentials (a token rotated in their
+// Secret): the lock mode's clone pushes with them from its next push.
+func (l *Locker) SetAuth(a gitsource.Auth) error {
+	l.authMu.Lock()
+	defer l.authMu.Unlock()
+	l.opts.Auth = a
+	if l.clone != nil {
+		return l.clone.SetAuth(a)
+	}
+	return nil
 }
 
 // headStatus is a commit status for a configuration head.
@@ -407,7 +427,10 @@ func (l *Locker) ensureRepo(ctx context.Context) error {
 	if l.opts.Repo != nil {
 		return nil
 	}
-	repo, err := gitsource.Clone(ctx, l.opts.URL, "", gitsource.CloneOptions{Branch: l.opts.Branch, Auth: l.opts.Auth, NetworkTimeout: l.opts.NetworkTimeout})
+	l.authMu.Lock()
+	auth := l.opts.Auth
+	l.authMu.Unlock()
+	repo, err := gitsource.Clone(ctx, l.opts.URL, "", gitsource.CloneOptions{Branch: l.opts.Branch, Auth: auth, NetworkTimeout: l.opts.NetworkTimeout})
 	if err != nil {
 		return fmt.Errorf("lock mode: cloning %s: %w", gitsource.PublicURL(l.opts.URL), err)
 	}
@@ -415,6 +438,15 @@ func (l *Locker) ensureRepo(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("lock mode: %w", err)
 	}
+	l.authMu.Lock()
+	defer l.authMu.Unlock()
+	if !auth.Equal(l.opts.Auth) {
+		// Rotated while the clone ran.
+		if err := repo.SetAuth(l.opts.Auth); err != nil {
+			return fmt.Errorf("lock mode: %w", err)
+		}
+	}
+	l.clone = repo
 	l.opts.Repo = view
 	return nil
 }
