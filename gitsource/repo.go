@@ -48,11 +48,11 @@ type Repo struct {
 	// SetAuth works the credentials out from again.
 	rawURL string
 	// authMu guards auth: SetAuth replaces it while the repository is read.
-	authMu sync.RWMutex
-	auth   transport.AuthMethod
-	caBundle   []byte
-	insecure   bool
-	timeout    time.Duration // NetworkTimeout; 0: DefaultNetworkTimeout
+	authMu   sync.RWMutex
+	auth     transport.AuthMethod
+	caBundle []byte
+	insecure bool
+	timeout  time.Duration // NetworkTimeout; 0: DefaultNetworkTimeout
 
 	worktreeDir string // "" for bare and in-memory repositories
 
