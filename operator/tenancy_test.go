@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -14,6 +15,7 @@ import (
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/util/retry"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -265,13 +267,17 @@ func TestHandMadeTaskIsRefused(t *testing.T) {
 	}
 }
 
-// TestAdmissionPolicyLetsOnlyTheAgentWriteTasksAndAnnotations pins the
+// TestAdmissionPolicyLetsOnlyTheAgentWriteTasksAndDeployments pins the
 // shipped ValidatingAdmissionPolicy on the local control plane: it is
-// accepted, another user (with every RBAC permission) cannot create a
-// StyrminTask, set a styrmin.io/ annotation or change status.appliedAs,
-// may still label a StyrminDeployment, remove the annotation and change
-// other status fields, and the agent's account does all of it.
-func TestAdmissionPolicyLetsOnlyTheAgentWriteTasksAndAnnotations(t *testing.T) {
+// accepted; another user (with every RBAC permission) cannot create a
+// StyrminTask or a StyrminDeployment, change a StyrminDeployment's spec
+// (its environment policy, values, driver), set a styrmin.io/ annotation
+// or change its status (status.appliedAs, status.release.manifestDigest,
+// status.inventory, any field: the agent reads it back as its own); may
+// still label a StyrminDeployment, remove its finalizer (as uninstall
+// does) and remove the annotation (the documented recovery); and the
+// agent's account does all of it.
+func TestAdmissionPolicyLetsOnlyTheAgentWriteTasksAndDeployments(t *testing.T) {
 	t.Parallel()
 	e := startEnv(t)
 	ctx := context.Background()
@@ -327,6 +333,47 @@ subjects: [{apiGroup: rbac.authorization.k8s.io, kind: User, name: alice}]
 	}
 
 	key := client.ObjectKey{Namespace: ns, Name: ns}
+	// The status cases need a release the agent recorded.
+	agenttest.WaitUntil(t, 60*time.Second, "the agent to record web's release", func(ctx context.Context) (bool, string, error) {
+		var sd v1alpha1.StyrminDeployment
+		if err := e.client.Get(ctx, key, &sd); err != nil {
+			return false, err.Error(), nil
+		}
+		return sd.Status.Release != nil && sd.Status.Release.ManifestDigest != "" && len(sd.Status.Inventory) > 0, fmt.Sprintf("%+v", sd.Status.Release), nil
+	})
+	refused := func(err error, says string) bool {
+		return apierrors.IsForbidden(err) && strings.Contains(fmt.Sprint(err), says)
+	}
+
+	// A StyrminDeployment's spec is what the agent applies, as the
+	// identity its policy names: a hand-made one, or a hand-edited spec,
+	// would apply what no lock asked for.
+	intruder := func() *v1alpha1.StyrminDeployment {
+		return &v1alpha1.StyrminDeployment{ObjectMeta: metav1.ObjectMeta{Name: "intruder", Namespace: ns}, Spec: *spec.DeepCopy()}
+	}
+	if err := alice.Create(ctx, intruder()); !refused(err, "only the Styrmin agent creates StyrminDeployments") {
+		t.Errorf("alice creates a StyrminDeployment without annotations: %v, want forbidden by the policy", err)
+	}
+	if err := agent.Create(ctx, intruder(), client.DryRunAll); err != nil {
+		t.Errorf("the agent creates a StyrminDeployment: %v", err)
+	}
+	patch := func(c client.Client, p string, opts ...client.PatchOption) error {
+		sd := &v1alpha1.StyrminDeployment{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: ns}}
+		return c.Patch(ctx, sd, client.RawPatch(types.MergePatchType, []byte(p)), opts...)
+	}
+	for _, c := range []struct{ what, patch string }{
+		{"names another tenant's service account in spec.context.environment.policy", `{"spec":{"context":{"environment":{"policy":{"serviceAccountName":"dev-other/deployer"}}}}}`},
+		{"changes spec.values", `{"spec":{"values":{"image":{"repository":"example.com/other"}}}}`},
+		{"changes spec.driver", `{"spec":{"driver":{"version":"9.9.9"}}}`},
+	} {
+		if err := patch(alice, c.patch); !refused(err, "only the Styrmin agent changes a StyrminDeployment's spec") {
+			t.Errorf("alice %s: %v, want forbidden by the policy", c.what, err)
+		}
+		if err := patch(agent, c.patch, client.DryRunAll); err != nil {
+			t.Errorf("the agent %s: %v", c.what, err)
+		}
+	}
+
 	// An edit reads the newest object and retries when the controller
 	// wrote it in between (a conflict is no answer of the policy).
 	edit := func(c client.Client, change func(sd *v1alpha1.StyrminDeployment)) error {
@@ -353,6 +400,13 @@ subjects: [{apiGroup: rbac.authorization.k8s.io, kind: User, name: alice}]
 		sd.Labels["team"] = "a"
 	}); err != nil {
 		t.Fatalf("alice labels the StyrminDeployment: %v", err)
+	}
+	// styrminctl uninstall removes the agent's finalizer (the agent
+	// re-adds it here: it runs).
+	if err := edit(alice, func(sd *v1alpha1.StyrminDeployment) {
+		sd.Finalizers = slices.DeleteFunc(sd.Finalizers, func(f string) bool { return f == v1alpha1.FinalizerRelease })
+	}); err != nil {
+		t.Fatalf("alice removes the agent's finalizer: %v", err)
 	}
 	if err := edit(alice, func(sd *v1alpha1.StyrminDeployment) { delete(sd.Annotations, v1alpha1.AnnotationInstanceSequence) }); err != nil {
 		t.Fatalf("alice removes the sequence annotation (the documented recovery): %v", err)
@@ -381,11 +435,43 @@ subjects: [{apiGroup: rbac.authorization.k8s.io, kind: User, name: alice}]
 		!strings.Contains(fmt.Sprint(err), "status.appliedAs") {
 		t.Fatalf("alice sets status.appliedAs: %v, want forbidden by the policy", err)
 	}
-	if err := editStatus(alice, func(sd *v1alpha1.StyrminDeployment) { sd.Status.DriftCorrections++ }); err != nil {
-		t.Fatalf("alice changes another status field: %v", err)
+	// So is the rest of the status: an empty manifestDigest makes the
+	// agent trust a Helm record whoever writes Secrets rewrote, the
+	// inventory is what prune and uninstall delete, and every other field
+	// is read back too (the conditions end a task's core step).
+	for _, c := range []struct {
+		what   string
+		change func(sd *v1alpha1.StyrminDeployment)
+	}{
+		{"clears status.release.manifestDigest", func(sd *v1alpha1.StyrminDeployment) {
+			if sd.Status.Release != nil {
+				sd.Status.Release.ManifestDigest = ""
+			}
+		}},
+		{"adds to status.inventory", func(sd *v1alpha1.StyrminDeployment) {
+			sd.Status.Inventory = append(sd.Status.Inventory, v1alpha1.ObjectRef{APIVersion: "v1", Kind: "ConfigMap", Namespace: "kube-system", Name: "kube-proxy"})
+		}},
+		{"changes status.driftCorrections", func(sd *v1alpha1.StyrminDeployment) { sd.Status.DriftCorrections++ }},
+	} {
+		if err := editStatus(alice, c.change); !refused(err, "only the Styrmin agent changes a StyrminDeployment's status") {
+			t.Errorf("alice %s: %v, want forbidden by the policy", c.what, err)
+		}
 	}
 	if err := editStatus(agent, func(sd *v1alpha1.StyrminDeployment) { sd.Status.AppliedAs = "system:serviceaccount:dev-web:deployer" }); err != nil {
 		t.Fatalf("the agent sets status.appliedAs: %v", err)
+	}
+	if err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		var sd v1alpha1.StyrminDeployment
+		if err := e.client.Get(ctx, key, &sd); err != nil {
+			t.Fatal(err)
+		}
+		if sd.Status.Release == nil {
+			t.Fatal("the agent's release is no longer recorded")
+		}
+		sd.Status.Release.ManifestDigest = ""
+		return agent.Status().Update(ctx, &sd, client.DryRunAll)
+	}); err != nil {
+		t.Fatalf("the agent changes status.release: %v", err)
 	}
 }
 

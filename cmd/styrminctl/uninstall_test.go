@@ -64,7 +64,14 @@ func TestUninstallLeavesApplicationsRunningLetsTheirNamespacesGoAndCanRunTwice(t
 
 	// An application: its namespace, a ConfigMap, its Helm release
 	// record, and the StyrminDeployment the agent holds with its
-	// finalizer; a backup the agent holds too.
+	// finalizer (written as the agent: the admission policy lets no one
+	// else create one); a backup the agent holds too.
+	agentCfg := rest.CopyConfig(c.RESTConfig)
+	agentCfg.Impersonate = rest.ImpersonationConfig{UserName: "system:serviceaccount:styrmin-system:styrmin-agent"}
+	acl, err := client.New(agentCfg, client.Options{Scheme: scheme})
+	if err != nil {
+		t.Fatal(err)
+	}
 	for _, o := range []client.Object{
 		&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "app"}},
 		&corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "settings", Namespace: "app"}, Data: map[string]string{"k": "v"}},
@@ -75,7 +82,11 @@ func TestUninstallLeavesApplicationsRunningLetsTheirNamespacesGoAndCanRunTwice(t
 		&v1alpha1.StyrminBackup{ObjectMeta: metav1.ObjectMeta{Name: "nightly", Namespace: "styrmin-system", Finalizers: []string{operation.Finalizer}},
 			Spec: v1alpha1.StyrminBackupSpec{Environment: "dev"}},
 	} {
-		if err := cl.Create(ctx, o); err != nil {
+		writer := cl
+		if _, ok := o.(*v1alpha1.StyrminDeployment); ok {
+			writer = acl
+		}
+		if err := writer.Create(ctx, o); err != nil {
 			t.Fatal(err)
 		}
 	}
