@@ -401,6 +401,44 @@ subjects: [{apiGroup: rbac.authorization.k8s.io, kind: User, name: alice}]
 	}); err != nil {
 		t.Fatalf("alice labels the StyrminDeployment: %v", err)
 	}
+	// The agent finds a deployment's tasks, peers and used sequences by
+	// its styrmin.io/ labels: relabelled, one could hide from them or
+	// stand in for another.
+	for _, c := range []struct {
+		what   string
+		change func(labels map[string]string)
+	}{
+		{"changes styrmin.io/environment", func(l map[string]string) { l[v1alpha1.LabelEnvironment] = "staging" }},
+		{"removes styrmin.io/cluster", func(l map[string]string) { delete(l, v1alpha1.LabelCluster) }},
+		{"adds a styrmin.io/ label", func(l map[string]string) { l["styrmin.io/other"] = "x" }},
+	} {
+		if err := edit(alice, func(sd *v1alpha1.StyrminDeployment) { c.change(sd.Labels) }); !refused(err, "styrmin.io/ labels") {
+			t.Errorf("alice %s of the StyrminDeployment: %v, want forbidden by the policy", c.what, err)
+		}
+		if err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+			var task v1alpha1.StyrminTask
+			if err := e.client.Get(ctx, client.ObjectKeyFromObject(newTask(91)), &task); err != nil {
+				t.Fatal(err)
+			}
+			c.change(task.Labels)
+			return alice.Update(ctx, &task)
+		}); !refused(err, "styrmin.io/ labels") {
+			t.Errorf("alice %s of a StyrminTask: %v, want forbidden by the policy", c.what, err)
+		}
+	}
+	// Another label, on a task too: the policy's comment says so, and
+	// the rule read a key the request does not have, refusing every
+	// update of a task's object.
+	if err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		var task v1alpha1.StyrminTask
+		if err := e.client.Get(ctx, client.ObjectKeyFromObject(newTask(91)), &task); err != nil {
+			t.Fatal(err)
+		}
+		task.Labels["team"] = "a"
+		return alice.Update(ctx, &task)
+	}); err != nil {
+		t.Errorf("alice labels a StyrminTask: %v", err)
+	}
 	// styrminctl uninstall removes the agent's finalizer (the agent
 	// re-adds it here: it runs).
 	if err := edit(alice, func(sd *v1alpha1.StyrminDeployment) {
