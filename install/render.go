@@ -116,6 +116,12 @@ type Options struct {
 	// the agent's container: PlanUpgrade keeps the installed agent's, so
 	// a memory limit raised for a larger fleet survives an upgrade.
 	Resources *corev1.ResourceRequirements
+	// ExtraSecretNames are Secrets of Namespace the agent may read besides
+	// those its arguments name, which Role styrmin-agent-secrets grants
+	// anyway: the credentials Secrets environments name for their backups
+	// (the chart's rbac.extraSecretNames). PlanUpgrade adds those the
+	// installed Role grants, so a name an administrator added stays.
+	ExtraSecretNames []string
 }
 
 func (o Options) withDefaults() Options {
@@ -166,6 +172,11 @@ func (o Options) validate() error {
 	}
 	if strings.HasPrefix(o.Path, "/") || strings.Contains("/"+o.Path+"/", "/../") {
 		errs = append(errs, fmt.Errorf("path %q: must be a folder inside the repository", o.Path))
+	}
+	for _, name := range o.ExtraSecretNames {
+		for _, e := range validation.IsDNS1123Subdomain(name) {
+			errs = append(errs, fmt.Errorf("--extra-secret-names: secret name %q: %s", name, e))
+		}
 	}
 	managed := managedFlags()
 	for _, a := range o.ExtraArgs {
@@ -300,10 +311,9 @@ func Render(o Options) ([]*unstructured.Unstructured, error) {
 	if err := configureAgent(dep, o); err != nil {
 		return nil, fmt.Errorf("render: Deployment %s: %w", agentDeployment, err)
 	}
-	if !o.NoSecret {
-		if err := grantSecret(objs, o.SecretName); err != nil {
-			return nil, err
-		}
+	_, args := renderedAgent(objs)
+	if err := grantSecrets(objs, append(agentSecrets(args, o.Namespace), o.ExtraSecretNames...)); err != nil {
+		return nil, err
 	}
 	for _, u := range objs {
 		if isCRD(u) {
@@ -332,9 +342,26 @@ func isDefaultEnvironmentBinding(u *unstructured.Unstructured) bool {
 // name (config/rbac/secrets_role.yaml).
 const secretsRole = "styrmin-agent-secrets"
 
-// grantSecret lets the agent read the repository's credentials Secret by
-// name: the shipped Role names the default one only.
-func grantSecret(objs []*unstructured.Unstructured, name string) error {
+// agentSecrets are the Secrets of namespace ns the agent's arguments
+// name: it reads each at start, so under strict tenancy (no default
+// environment's ClusterRoleBinding) a Secret Role styrmin-agent-secrets
+// does not grant leaves the agent crash-looping. A --repo-secret in
+// another namespace (--repo-secret-namespace) is not the Role's to grant.
+func agentSecrets(args []string, ns string) []string {
+	var names []string
+	if other := liveArg(args, "repo-secret-namespace"); other == "" || other == ns {
+		names = append(names, liveArg(args, "repo-secret"))
+	}
+	for _, flag := range []string{"lock-secret", "status-secret", "webhook-secret-name"} {
+		names = append(names, liveArg(args, flag))
+	}
+	return slices.DeleteFunc(names, func(n string) bool { return n == "" })
+}
+
+// grantSecrets adds names to those the shipped Role styrmin-agent-secrets
+// lets the agent read: its rules are one list applied whole, so a name
+// left out here is taken away from the running agent.
+func grantSecrets(objs []*unstructured.Unstructured, names []string) error {
 	role := find(objs, "Role", secretsRole)
 	if role == nil {
 		return fmt.Errorf("render: the embedded manifests hold no Role %s", secretsRole)
@@ -347,18 +374,38 @@ func grantSecret(objs []*unstructured.Unstructured, name string) error {
 	if !ok {
 		return fmt.Errorf("render: Role %s: its rule is not an object", secretsRole)
 	}
-	names, _, _ := unstructured.NestedStringSlice(rule, "resourceNames")
-	if !slices.Contains(names, name) {
-		names = append(names, name)
-		if err := unstructured.SetNestedStringSlice(rule, names, "resourceNames"); err != nil {
-			return fmt.Errorf("render: Role %s: %w", secretsRole, err)
-		}
-		rules[0] = rule
-		if err := unstructured.SetNestedSlice(role.Object, rules, "rules"); err != nil {
-			return fmt.Errorf("render: Role %s: %w", secretsRole, err)
+	granted, _, _ := unstructured.NestedStringSlice(rule, "resourceNames")
+	for _, name := range names {
+		if !slices.Contains(granted, name) {
+			granted = append(granted, name)
 		}
 	}
+	if err := unstructured.SetNestedStringSlice(rule, granted, "resourceNames"); err != nil {
+		return fmt.Errorf("render: Role %s: %w", secretsRole, err)
+	}
+	rules[0] = rule
+	if err := unstructured.SetNestedSlice(role.Object, rules, "rules"); err != nil {
+		return fmt.Errorf("render: Role %s: %w", secretsRole, err)
+	}
 	return nil
+}
+
+// grantedSecrets are the Secrets Role styrmin-agent-secrets of objs
+// grants (nil when objs have none).
+func grantedSecrets(objs []*unstructured.Unstructured) []string {
+	role := find(objs, "Role", secretsRole)
+	if role == nil {
+		return nil
+	}
+	rules, _, _ := unstructured.NestedSlice(role.Object, "rules")
+	var names []string
+	for _, r := range rules {
+		if m, ok := r.(map[string]any); ok {
+			got, _, _ := unstructured.NestedStringSlice(m, "resourceNames")
+			names = append(names, got...)
+		}
+	}
+	return names
 }
 
 // manifests parses config's manifests and puts them in namespace ns.

@@ -139,3 +139,36 @@ func TestRenderRefusesBadOptionsNamingEach(t *testing.T) {
 		t.Errorf("error %q shows the credentials", err)
 	}
 }
+
+// The agent reads every Secret its arguments name at start, in either
+// form of a flag; the Role grants each, and --extra-secret-names, but not
+// a --repo-secret kept in another namespace.
+func TestRenderGrantsEverySecretTheAgentsArgumentsNameAndTheExtraOnes(t *testing.T) {
+	objs, err := Render(Options{Cluster: "prod", Repo: "https://git.example.com/d.git", SecretName: "acme-git", Version: "v0.2.0",
+		ExtraArgs:        []string{"--lock-mode", "--lock-secret", "styrmin-push", "--report-statuses", "--status-secret=gh-status"},
+		ExtraSecretNames: []string{"velero-creds", "gh-status"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	role := find(objs, "Role", secretsRole)
+	rules, _, _ := unstructured.NestedSlice(role.Object, "rules")
+	names, _, _ := unstructured.NestedStringSlice(rules[0].(map[string]any), "resourceNames")
+	want := []string{"styrmin-repo", "styrmin-webhook", "backup-credentials", "acme-git", "styrmin-push", "gh-status", "velero-creds"}
+	if !slices.Equal(names, want) {
+		t.Errorf("Role %s grants %v, want %v", secretsRole, names, want)
+	}
+
+	objs, err = Render(Options{Cluster: "prod", Repo: "https://git.example.com/d.git", SecretName: "shared-git", Version: "v0.2.0",
+		ExtraArgs: []string{"--repo-secret-namespace=git-credentials"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if names := grantedSecrets(objs); slices.Contains(names, "shared-git") {
+		t.Errorf("Role %s grants %v: a Secret of namespace git-credentials, by name in its own", secretsRole, names)
+	}
+
+	_, err = Render(Options{Cluster: "prod", Repo: "https://git.example.com/d.git", ExtraSecretNames: []string{"Not_A_Secret"}})
+	if err == nil || !strings.Contains(err.Error(), `--extra-secret-names: secret name "Not_A_Secret"`) {
+		t.Errorf("err = %v, want --extra-secret-names refused naming the bad name", err)
+	}
+}

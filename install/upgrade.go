@@ -11,6 +11,7 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -32,6 +33,9 @@ type Installed struct {
 	// applied it (its operator.AnnotationCRDVersion; "" when none: Helm's
 	// crds/, kubectl or a build before the annotation).
 	CRDVersions map[string]string
+	// SecretNames are the Secrets the agent's Role styrmin-agent-secrets
+	// grants by name (none when there is no such Role).
+	SecretNames []string
 }
 
 // Inspect reads the agent's Deployment in namespace ns and Styrmin's CRDs.
@@ -47,6 +51,9 @@ func Inspect(ctx context.Context, cfg *rest.Config, ns string) (*Installed, erro
 	case err == nil:
 		in.Agent = dep
 	case !apierrors.IsNotFound(err):
+		return nil, err
+	}
+	if in.SecretNames, err = roleSecretNames(ctx, c, ns); err != nil {
 		return nil, err
 	}
 	names, err := crdNames()
@@ -65,6 +72,31 @@ func Inspect(ctx context.Context, cfg *rest.Config, ns string) (*Installed, erro
 		}
 	}
 	return in, nil
+}
+
+// roleSecretNames are the Secrets the Role styrmin-agent-secrets in
+// namespace ns grants by name, in its order (nil when it is absent).
+func roleSecretNames(ctx context.Context, c client.Reader, ns string) ([]string, error) {
+	var role rbacv1.Role
+	err := c.Get(ctx, client.ObjectKey{Namespace: ns, Name: secretsRole}, &role)
+	if apierrors.IsNotFound(err) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("reading the agent's Role %s/%s: %w", ns, secretsRole, err)
+	}
+	var names []string
+	for _, r := range role.Rules {
+		if !slices.Contains(r.Resources, "secrets") {
+			continue
+		}
+		for _, n := range r.ResourceNames {
+			if !slices.Contains(names, n) {
+				names = append(names, n)
+			}
+		}
+	}
+	return names, nil
 }
 
 // agentVersion is the installed agent's version: its LabelVersion, else
@@ -134,6 +166,10 @@ func (e *DowngradeError) Error() string {
 //     --ui-bind-address, --report-statuses, …), in o.ExtraArgs.
 //   - the Deployment's replicas and the agent container's resources, in
 //     o.Replicas and o.Resources (install has no flags for them).
+//   - the Secrets its Role styrmin-agent-secrets grants (names an
+//     administrator added, an environment's backup credentials), in
+//     o.ExtraSecretNames; Render grants those the kept arguments name
+//     (--lock-secret, --status-secret, …) of itself.
 //
 // Its Notes say what it kept and what changes.
 func PlanUpgrade(o Options, in *Installed, u UpgradeOptions) (Upgrade, error) {
@@ -253,8 +289,14 @@ func PlanUpgrade(o Options, in *Installed, u UpgradeOptions) (Upgrade, error) {
 	if len(extraShown) > 0 {
 		notes = append(notes, "kept the agent's arguments install does not set: "+strings.Join(extraShown, " "))
 	}
-	var kept []string
-	o, kept, err := keepScale(o, dep)
+	o, kept, err := keepSecrets(o, in.SecretNames)
+	if err != nil {
+		return Upgrade{}, err
+	}
+	if len(kept) > 0 {
+		notes = append(notes, fmt.Sprintf("kept the Secrets Role %s grants besides the agent's own: %s (kubectl edit role %s to take one away)", secretsRole, strings.Join(kept, ", "), secretsRole))
+	}
+	o, kept, err = keepScale(o, dep)
 	if err != nil {
 		return Upgrade{}, err
 	}
@@ -266,6 +308,30 @@ func PlanUpgrade(o Options, in *Installed, u UpgradeOptions) (Upgrade, error) {
 	_, newArgs := renderedAgent(objs)
 	notes = append(notes, argChanges(liveArgs, newArgs, managed)...)
 	return Upgrade{Options: o, Notes: notes}, nil
+}
+
+// keepSecrets adds to o.ExtraSecretNames the names of live (the Secrets
+// the installed Role grants) that Render would not grant of itself, and
+// returns them: the Role's rules are applied whole, so a Secret an
+// administrator granted (an environment's backup credentials) or an agent
+// argument needs would otherwise be taken away by the upgrade.
+func keepSecrets(o Options, live []string) (Options, []string, error) {
+	if len(live) == 0 {
+		return o, nil, nil
+	}
+	objs, err := Render(o)
+	if err != nil {
+		return o, nil, err
+	}
+	own := grantedSecrets(objs)
+	var kept []string
+	for _, name := range live {
+		if !slices.Contains(own, name) && !slices.Contains(kept, name) {
+			kept = append(kept, name)
+		}
+	}
+	o.ExtraSecretNames = append(slices.Clone(o.ExtraSecretNames), kept...)
+	return o, kept, nil
 }
 
 // keepScale keeps, in o, the agent's replicas and its container's

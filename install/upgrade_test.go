@@ -1,6 +1,7 @@
 package install
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"slices"
@@ -9,10 +10,18 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/rest"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/styrmin/styrmin/config"
 	"github.com/styrmin/styrmin/operator"
+	"github.com/styrmin/styrmin/testcluster"
 )
 
 // installed is an Installed whose agent is what Render makes of o, with
@@ -29,7 +38,7 @@ func installed(t *testing.T, o Options, args ...string) *Installed {
 	}
 	c := agentContainerOf(&dep)
 	c.Args = append(c.Args, args...)
-	in := &Installed{Agent: &dep, CRDVersions: map[string]string{}}
+	in := &Installed{Agent: &dep, CRDVersions: map[string]string{}, SecretNames: grantedSecrets(objs)}
 	for _, u := range objs {
 		if isCRD(u) {
 			in.CRDVersions[u.GetName()] = u.GetAnnotations()[operator.AnnotationCRDVersion]
@@ -396,5 +405,133 @@ func TestPlanUpgradeAppliesAResourceANewManifestAdds(t *testing.T) {
 	}
 	if cpu := agentContainerOf(&dep).Resources.Requests[corev1.ResourceCPU]; cpu.String() != "100m" || hasNote(up.Notes, "kept the agent's resources") {
 		t.Errorf("requests.cpu %s after the upgrade, notes:\n%s\nwant the new manifest's 100m and nothing kept", cpu.String(), strings.Join(up.Notes, "\n"))
+	}
+}
+
+// roleNames are the Secrets Role styrmin-agent-secrets of objs grants.
+func roleNames(t *testing.T, objs []*unstructured.Unstructured) []string {
+	t.Helper()
+	if find(objs, "Role", secretsRole) == nil {
+		t.Fatalf("no Role %s rendered", secretsRole)
+	}
+	return grantedSecrets(objs)
+}
+
+// An upgrade keeps the agent's --lock-secret and --status-secret, so its
+// Role must grant them: under strict tenancy it has no other way to read
+// them and would crash-loop. Names an administrator added to the Role (a
+// backup's credentials) stay, and --extra-secret-names adds to them.
+func TestPlanUpgradeGrantsTheSecretsItsKeptArgumentsName(t *testing.T) {
+	was := Options{Cluster: "prod", Repo: "https://git.example.com/d.git", SecretName: "acme-git", Image: "mirror.example.com/agent:v0.2.0", Version: "v0.2.0", WithoutDefaultEnvironmentBinding: true}
+	in := installed(t, was, "--lock-mode", "--lock-secret", "styrmin-push", "--report-statuses", "--status-secret=gh-status")
+	in.SecretNames = append(in.SecretNames, "styrmin-push", "gh-status", "velero-creds")
+
+	up, err := PlanUpgrade(Options{Cluster: "prod", Repo: was.Repo, Version: "v0.3.0", ExtraSecretNames: []string{"restic-creds"}}, in, UpgradeOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	objs, err := Render(up.Options)
+	if err != nil {
+		t.Fatal(err)
+	}
+	names := roleNames(t, objs)
+	for _, want := range []string{"acme-git", "styrmin-webhook", "styrmin-push", "gh-status", "velero-creds", "restic-creds"} {
+		if !slices.Contains(names, want) {
+			t.Errorf("Role %s grants %v, not %s", secretsRole, names, want)
+		}
+	}
+	if want := "kept the Secrets Role " + secretsRole + " grants besides the agent's own: velero-creds ("; !hasNote(up.Notes, want) {
+		t.Errorf("no note %q in:\n%s", want, strings.Join(up.Notes, "\n"))
+	}
+
+	// Again over what that upgrade applied: nothing more is kept or said.
+	in.SecretNames = names
+	again, err := PlanUpgrade(Options{Cluster: "prod", Repo: was.Repo, Version: "v0.3.0"}, in, UpgradeOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	objs, err = Render(again.Options)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := roleNames(t, objs); !slices.Equal(got, names) {
+		t.Errorf("a second upgrade grants %v, the first %v", got, names)
+	}
+}
+
+// Upgrading an agent installed for strict tenancy, on a real API server:
+// the agent can still read its lock and status Secrets and the backup
+// credentials an administrator granted it, and nothing else.
+func TestUpgradeKeepsTheAgentsAccessToItsSecretsUnderStrictTenancy(t *testing.T) {
+	c := testcluster.StartT(t, testcluster.Options{})
+	ctx := context.Background()
+	admin, err := newClient(c.RESTConfig)
+	if err != nil {
+		t.Fatal(err)
+	}
+	was := Options{Cluster: "prod", Repo: "https://git.example.com/d.git", Image: "agent:v0.2.0", Version: "v0.2.0", WithoutDefaultEnvironmentBinding: true}
+	objs, err := Render(was)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Apply(ctx, c.RESTConfig, objs, ApplyOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	// By hand: lock mode with its own push credentials, commit statuses
+	// with their token, and a backup's credentials granted in the Role.
+	var dep appsv1.Deployment
+	if err := admin.Get(ctx, client.ObjectKey{Namespace: DefaultNamespace, Name: agentDeployment}, &dep); err != nil {
+		t.Fatal(err)
+	}
+	cont := agentContainerOf(&dep)
+	cont.Args = append(cont.Args, "--lock-mode", "--lock-secret=styrmin-push", "--report-statuses", "--status-secret=gh-status")
+	if err := admin.Update(ctx, &dep); err != nil {
+		t.Fatal(err)
+	}
+	var role rbacv1.Role
+	if err := admin.Get(ctx, client.ObjectKey{Namespace: DefaultNamespace, Name: secretsRole}, &role); err != nil {
+		t.Fatal(err)
+	}
+	role.Rules[0].ResourceNames = append(role.Rules[0].ResourceNames, "styrmin-push", "gh-status", "velero-creds")
+	if err := admin.Update(ctx, &role); err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range []string{"styrmin-push", "gh-status", "velero-creds", "someone-else"} {
+		s := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: DefaultNamespace, Name: name}}
+		if err := admin.Create(ctx, s); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	live, err := Inspect(ctx, c.RESTConfig, DefaultNamespace)
+	if err != nil {
+		t.Fatal(err)
+	}
+	up, err := PlanUpgrade(Options{Cluster: "prod", Repo: was.Repo, Version: "v0.3.0"}, live, UpgradeOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	objs, err = Render(up.Options)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Apply(ctx, c.RESTConfig, objs, ApplyOptions{}); err != nil {
+		t.Fatal(err)
+	}
+
+	cfg := rest.CopyConfig(c.RESTConfig)
+	cfg.Impersonate.UserName = "system:serviceaccount:" + DefaultNamespace + ":" + config.AgentServiceAccount
+	agent, err := client.New(cfg, client.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range []string{"styrmin-push", "gh-status", "velero-creds"} {
+		if err := agent.Get(ctx, client.ObjectKey{Namespace: DefaultNamespace, Name: name}, &corev1.Secret{}); err != nil {
+			t.Errorf("after the upgrade, the agent reading Secret %s: %v", name, err)
+		}
+	}
+	err = agent.Get(ctx, client.ObjectKey{Namespace: DefaultNamespace, Name: "someone-else"}, &corev1.Secret{})
+	if !apierrors.IsForbidden(err) {
+		t.Errorf("the agent reading a Secret nobody granted: %v, want forbidden", err)
 	}
 }

@@ -189,3 +189,16 @@ func TestInstallExportAcceptsTheUsualFormsOfRepoBranchAndImage(t *testing.T) {
 		})
 	}
 }
+
+func TestInstallExtraSecretNamesAreGrantedInTheAgentsSecretsRole(t *testing.T) {
+	load, _ := countingCluster(t)
+	var out bytes.Buffer
+	stdout, err := runCmd(t, newInstallCmd(load, &out), &out, "--cluster", "prod", "--repo", "https://git.example.com/d.git", "--export",
+		"--extra-secret-names", "velero-creds,restic-creds")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(stdout, "- velero-creds\n") || !strings.Contains(stdout, "- restic-creds\n") {
+		t.Errorf("the exported manifests do not grant velero-creds and restic-creds:\n%s", stdout)
+	}
+}

@@ -34,7 +34,10 @@ func newInstallCmd(load restConfigFunc, stdout io.Writer) *cobra.Command {
 			"is kept), its --branch, --path and --repo-secret (an agent without --branch or\n" +
 			"--repo-secret stays without them), the choice of\n" +
 			"--default-environment-cluster-wide, and every agent argument install does not\n" +
-			"manage (--lock-mode, --lock-secret, --ui-bind-address, --report-statuses, …).\n" +
+			"manage (--lock-mode, --lock-secret, --ui-bind-address, --report-statuses, …), and\n" +
+			"every Secret Role styrmin-agent-secrets grants (an environment's backup credentials).\n" +
+			"That Role grants each Secret the agent's arguments name (--repo-secret, --lock-secret,\n" +
+			"--status-secret, --webhook-secret-name) and those of --extra-secret-names.\n" +
 			"It prints what it keeps and which agent arguments change. It refuses, applying\n" +
 			"nothing, when the agent or a CRD was installed by a newer Styrmin than this\n" +
 			"styrminctl (or this build has no release version to tell): --allow-downgrade.\n\n" +
@@ -111,6 +114,7 @@ func newInstallCmd(load restConfigFunc, stdout io.Writer) *cobra.Command {
 	f.StringVar(&o.SecretName, "secret-name", install.DefaultSecretName, "Secret in --namespace holding the repository's credentials (default on an upgrade: the installed agent's)")
 	f.StringVar(&o.Image, "image", "", "the agent's image (default: the installed agent's, unless this styrminctl is a newer release; on a first install "+install.ImageRepository+":<this styrminctl's version>, or for a build without a release version the one the shipped manifests name)")
 	f.BoolVar(&clusterWide, "default-environment-cluster-wide", true, "bind ClusterRole styrmin-agent-default-environment (what the agent may change for environments without a service account) in every namespace; false for strict tenancy: the ClusterRoleBinding is left out on every install and upgrade, and you bind the role with RoleBindings (docs/tenancy.md; the chart's rbac.defaultEnvironmentClusterWide)")
+	f.StringSliceVar(&o.ExtraSecretNames, "extra-secret-names", nil, "other Secrets of --namespace the agent may read, besides those its arguments name: the credentials Secrets environments name for their backups (the chart's rbac.extraSecretNames); on an upgrade added to those Role styrmin-agent-secrets grants already, which stay")
 	f.BoolVar(&export, "export", false, "print the manifests as YAML and change nothing")
 	f.BoolVar(&allowDowngrade, "allow-downgrade", false, "install even when the agent or the CRDs were installed by a newer Styrmin than this styrminctl (or by a release, when this build has none): the older CRDs and agent replace them")
 	k.register(cmd, agentNamespace, install.DefaultNamespace)
