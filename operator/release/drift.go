@@ -6,10 +6,12 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"regexp"
 	"slices"
 	"sort"
 	"strings"
+	"time"
 
 	releaseutil "helm.sh/helm/v4/pkg/release/v1/util"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -54,6 +56,8 @@ type releaseObjects struct {
 	mapper meta.RESTMapper
 	// sensitive holds the values put in place of placeholders on apply.
 	sensitive *sensitiveSecrets
+	// logger receives what the checks cannot tell and leave as it is.
+	logger slog.Handler
 }
 
 // desiredObject is one object of a release as Helm applied it.
@@ -183,17 +187,28 @@ func scaleTarget(apiVersion, kind, namespace, name string) string {
 // as those of the release's own. It is asked only when o's replicas were
 // taken from Styrmin, so checking a workload nobody scales costs no
 // request, and once per takeover (check then leaves the replicas out of
-// what it expects until the release changes); an account that may not
-// list autoscalers (or a cluster that serves none) sees none, and the
-// replicas are put back as before.
+// what it expects until the release changes). A cluster that serves no
+// autoscalers has none, and the replicas are put back as before.
+//
+// An account that may not list autoscalers cannot tell: the replicas are
+// then taken as an autoscaler's, and a warning says so. Put back every
+// drift interval, an autoscaler's would be fought (a workload KEDA scaled
+// out under load cut to the chart's count), where a workload scaled by
+// hand and left so costs little.
 func (d *releaseObjects) scaledByAnother(ctx context.Context, o *desiredObject) (bool, error) {
 	if !o.namespaced {
 		return false, nil
 	}
 	hpas := schema.GroupVersionResource{Group: "autoscaling", Version: "v2", Resource: "horizontalpodautoscalers"}
 	list, err := d.dyn.Resource(hpas).Namespace(o.ref.Namespace).List(ctx, metav1.ListOptions{})
-	if apierrors.IsForbidden(err) || apierrors.IsNotFound(err) {
+	if apierrors.IsNotFound(err) {
 		return false, nil
+	}
+	if apierrors.IsForbidden(err) {
+		d.warn(ctx, "drift check: %s: its replicas were changed outside Styrmin and whether an autoscaler sets them cannot be told (%v): "+
+			"they are left as they are until the release changes; let the account get, list and watch horizontalpodautoscalers (autoscaling) in namespace %s (docs/tenancy.md)",
+			o.ref, err, o.ref.Namespace)
+		return true, nil
 	}
 	if err != nil {
 		return false, fmt.Errorf("list autoscalers: %w", err)
@@ -205,6 +220,14 @@ func (d *releaseObjects) scaledByAnother(ctx context.Context, o *desiredObject) 
 		}
 	}
 	return false, nil
+}
+
+// warn logs what a check cannot tell and leaves as it is.
+func (d *releaseObjects) warn(ctx context.Context, format string, args ...any) {
+	if d.logger == nil || !d.logger.Enabled(ctx, slog.LevelWarn) {
+		return
+	}
+	d.logger.Handle(ctx, slog.NewRecord(time.Now(), slog.LevelWarn, fmt.Sprintf(format, args...), 0)) //nolint:errcheck // logging only
 }
 
 // autoscalerTarget is the scaleTarget key of the workload the
