@@ -92,8 +92,9 @@ func TestGrafanaDashboardQueriesMetricsTheAgentServes(t *testing.T) {
 		"--webhook-secret-name=styrmin-webhook", "--drift-interval=2s")
 	requireSucceeded(t, e.waitTask(t, webNamespace, "web", 1))
 	requireSucceeded(t, e.waitTask(t, hubNamespace, "hub", 1))
-	// A delivery (the webhook's Secret does not exist: answered 503).
-	if got := agenttest.Deliver(t, "http://"+webhookAddr+"/", "push", "d1", "sha256=00", `{}`); got != http.StatusServiceUnavailable {
+	// A delivery (signed, so that the Secret is read; it does not exist:
+	// answered 503).
+	if got := agenttest.Deliver(t, "http://"+webhookAddr+"/", "push", "d1", "sha256="+strings.Repeat("0", 64), `{}`); got != http.StatusServiceUnavailable {
 		t.Errorf("delivery answered %d, want 503 (no secret)", got)
 	}
 	// A drift: the web Deployment deleted, put back.

@@ -13,6 +13,7 @@ import (
 	"net/http"
 	"net/url"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/go-logr/logr"
@@ -116,6 +117,31 @@ type Handler struct {
 	slots      *slots
 	seen       *deliveries
 	deliveries *prometheus.CounterVec
+	// secretErr is the text of the secret's failure last logged as an
+	// error (nil while it is read): a Secret that stays missing is logged
+	// once, not at every delivery anyone sends.
+	secretErr atomic.Pointer[string]
+}
+
+// secretFailed logs that the secret could not be had: as an error when
+// the failure is new, else at V(1).
+func (h *Handler) secretFailed(log logr.Logger, err error) {
+	if err == nil {
+		err = errors.New("the webhook secret is empty")
+	}
+	msg := err.Error()
+	if prev := h.secretErr.Swap(&msg); prev != nil && *prev == msg {
+		log.V(1).Info("webhook rejected: no secret configured", "error", msg)
+		return
+	}
+	log.Error(err, "webhook rejected: no secret configured; every delivery is answered 503 until it can be read (logged again when the error changes)")
+}
+
+// secretRead notes that the secret was had, saying so after a failure.
+func (h *Handler) secretRead(log logr.Logger) {
+	if h.secretErr.Load() != nil && h.secretErr.Swap(nil) != nil {
+		log.Info("webhook secret read: deliveries are verified again")
+	}
 }
 
 var _ http.Handler = (*Handler)(nil)
@@ -207,6 +233,13 @@ func (h *Handler) serve(w http.ResponseWriter, r *http.Request) Result {
 		http.Error(w, err.Error(), http.StatusUnsupportedMediaType)
 		return ResultUnsupportedMediaType
 	}
+	// Nothing signed, nothing to verify: refused before the body or the
+	// secret (an API read) is, so a stranger's unsigned POST costs neither.
+	if _, err := parseSignature(r.Header.Get("X-Hub-Signature-256")); err != nil {
+		log.Info("webhook rejected: " + err.Error())
+		http.Error(w, "signature mismatch", http.StatusUnauthorized)
+		return ResultBadSignature
+	}
 	if r.ContentLength > h.opts.MaxBody {
 		log.Info("webhook rejected: body too large", "bytes", r.ContentLength)
 		http.Error(w, "payload too large", http.StatusRequestEntityTooLarge)
@@ -245,10 +278,11 @@ func (h *Handler) serve(w http.ResponseWriter, r *http.Request) Result {
 		return ResultBusy
 	}
 	if err != nil || len(secret) == 0 {
-		log.Error(err, "webhook rejected: no secret configured")
+		h.secretFailed(log, err)
 		http.Error(w, "webhook secret unavailable", http.StatusServiceUnavailable)
 		return ResultNoSecret
 	}
+	h.secretRead(log)
 	if err := Verify(secret, body, r.Header.Get("X-Hub-Signature-256")); err != nil {
 		log.Info("webhook rejected: " + err.Error())
 		http.Error(w, "signature mismatch", http.StatusUnauthorized)
@@ -425,16 +459,9 @@ func formPayload(body []byte) ([]byte, error) {
 // Verify checks a GitHub X-Hub-Signature-256 header ("sha256=<hex>")
 // against the body in constant time.
 func Verify(secret, body []byte, header string) error {
-	if header == "" {
-		return errors.New("missing X-Hub-Signature-256")
-	}
-	hexSig, ok := strings.CutPrefix(header, "sha256=")
-	if !ok {
-		return errors.New("X-Hub-Signature-256: expected sha256=<hex>")
-	}
-	got, err := hex.DecodeString(hexSig)
-	if err != nil || len(got) != sha256.Size {
-		return errors.New("X-Hub-Signature-256: expected 64 hex digits")
+	got, err := parseSignature(header)
+	if err != nil {
+		return err
 	}
 	mac := hmac.New(sha256.New, secret)
 	mac.Write(body)
@@ -442,6 +469,23 @@ func Verify(secret, body []byte, header string) error {
 		return errors.New("X-Hub-Signature-256 does not match the body")
 	}
 	return nil
+}
+
+// parseSignature is the MAC an X-Hub-Signature-256 header carries; an
+// error says what is wrong with the header.
+func parseSignature(header string) ([]byte, error) {
+	if header == "" {
+		return nil, errors.New("missing X-Hub-Signature-256")
+	}
+	hexSig, ok := strings.CutPrefix(header, "sha256=")
+	if !ok {
+		return nil, errors.New("X-Hub-Signature-256: expected sha256=<hex>")
+	}
+	got, err := hex.DecodeString(hexSig)
+	if err != nil || len(got) != sha256.Size {
+		return nil, errors.New("X-Hub-Signature-256: expected 64 hex digits")
+	}
+	return got, nil
 }
 
 // Sign returns the X-Hub-Signature-256 value of body, as GitHub sends it.

@@ -22,6 +22,12 @@ const DefaultSecretKey = "webhook-secret"
 // Secret is reused: a rotated secret takes effect within it.
 const DefaultSecretTTL = 10 * time.Second
 
+// DefaultSecretRetry is how long a failed read of the webhook Secret is
+// answered from memory: while the Secret does not exist (or the agent may
+// not read it), deliveries anyone can send cost at most one API read per
+// interval, and a Secret created meanwhile takes effect within it.
+const DefaultSecretRetry = 2 * time.Second
+
 // DefaultReadHeaderTimeout bounds the time a connection may take to send
 // its request headers: a slowloris sender holds a connection no longer.
 const DefaultReadHeaderTimeout = 5 * time.Second
@@ -42,6 +48,10 @@ type ServerOptions struct {
 	// SecretTTL bounds how long a read secret is reused (default
 	// DefaultSecretTTL; negative: read on every request).
 	SecretTTL time.Duration
+	// SecretRetry bounds how long a failed read is answered without
+	// reading again (default DefaultSecretRetry, at most SecretTTL;
+	// negative, or a negative SecretTTL: read on every request).
+	SecretRetry time.Duration
 	// Branch is the tracked branch; pushes to other refs are ignored.
 	Branch string
 	// Repo is the tracked repository's remote URL; pushes naming another
@@ -77,6 +87,9 @@ type Server struct {
 	lock    chan struct{}
 	cached  []byte
 	expires time.Time
+	// failed is the last read's error, answered until retryAt.
+	failed  error
+	retryAt time.Time
 
 	ln net.Listener
 }
@@ -106,6 +119,14 @@ func NewServer(opts ServerOptions) (*Server, error) {
 	if opts.SecretTTL == 0 {
 		opts.SecretTTL = DefaultSecretTTL
 	}
+	switch {
+	case opts.SecretTTL < 0:
+		opts.SecretRetry = -1
+	case opts.SecretRetry == 0:
+		opts.SecretRetry = min(DefaultSecretRetry, opts.SecretTTL)
+	case opts.SecretRetry > opts.SecretTTL:
+		opts.SecretRetry = opts.SecretTTL
+	}
 	if opts.Log.GetSink() == nil {
 		opts.Log = logr.Discard()
 	}
@@ -132,8 +153,10 @@ func NewServer(opts ServerOptions) (*Server, error) {
 func (s *Server) Handler() http.Handler { return s.handler }
 
 // secret returns the shared secret, read from the Secret at most once per
-// SecretTTL. Failed reads are not cached, so a Secret created after the
-// agent started is picked up by the next delivery.
+// SecretTTL. A failed read is answered for SecretRetry only, so a Secret
+// created after the agent started is picked up soon, while deliveries
+// until then (anyone's: their signature cannot be checked) do not each
+// cost an API read.
 func (s *Server) secret(ctx context.Context) ([]byte, error) {
 	select {
 	case s.lock <- struct{}{}:
@@ -145,6 +168,27 @@ func (s *Server) secret(ctx context.Context) ([]byte, error) {
 	if s.cached != nil && now.Before(s.expires) {
 		return s.cached, nil
 	}
+	if s.failed != nil && now.Before(s.retryAt) {
+		return nil, s.failed
+	}
+	v, err := s.read(ctx)
+	if err != nil {
+		// Not an eviction's or a gone sender's cancellation: that says
+		// nothing of the Secret.
+		if ctx.Err() == nil && s.opts.SecretRetry > 0 {
+			s.failed, s.retryAt = err, now.Add(s.opts.SecretRetry)
+		}
+		return nil, err
+	}
+	s.failed = nil
+	if s.opts.SecretTTL > 0 {
+		s.cached, s.expires = v, now.Add(s.opts.SecretTTL)
+	}
+	return v, nil
+}
+
+// read reads the shared secret from the Secret.
+func (s *Server) read(ctx context.Context) ([]byte, error) {
 	var sec corev1.Secret
 	if err := s.opts.Reader.Get(ctx, s.opts.Secret, &sec); err != nil {
 		return nil, fmt.Errorf("reading the webhook secret from Secret %s: %w", s.opts.Secret, err)
@@ -152,9 +196,6 @@ func (s *Server) secret(ctx context.Context) ([]byte, error) {
 	v := sec.Data[s.opts.SecretKey]
 	if len(v) == 0 {
 		return nil, fmt.Errorf("Secret %s: key %q is missing or empty; expected the webhook's shared secret", s.opts.Secret, s.opts.SecretKey)
-	}
-	if s.opts.SecretTTL > 0 {
-		s.cached, s.expires = v, now.Add(s.opts.SecretTTL)
 	}
 	return v, nil
 }
