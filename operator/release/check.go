@@ -58,9 +58,9 @@ type Drift struct {
 	object  *desiredObject
 	Missing bool
 	Fields  []string
-	// autoscaled: the object's replicas are its autoscaler's (taken from
-	// Styrmin), so the correction leaves them out.
-	autoscaled bool
+	// leaveReplicas: the object's replicas are its autoscaler's and
+	// Styrmin holds them no longer, so the correction leaves them out.
+	leaveReplicas bool
 }
 
 // Ref names the drifted object.

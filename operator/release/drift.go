@@ -81,10 +81,12 @@ type desiredObject struct {
 	namespaced bool
 	// namespace is the release's: its Secret holds the sensitive values.
 	namespace string
-	// autoscaled is true for a workload a HorizontalPodAutoscaler of the
-	// same release scales: its replicas are the autoscaler's to change
-	// (one from elsewhere is found when the replicas are taken, see
-	// scaledByAnother).
+	// autoscaled is true for a workload a HorizontalPodAutoscaler scales:
+	// its replicas are the autoscaler's to change. Set from the release's
+	// own autoscalers when the manifest is parsed, and by the drift check
+	// when it finds another's once the replicas are taken (see
+	// scaledByAnother); kept with the revision's objects until the
+	// release changes.
 	autoscaled bool
 }
 
@@ -186,9 +188,9 @@ func scaleTarget(apiVersion, kind, namespace, name string) string {
 // or another release's. Its replicas are then that autoscaler's as much
 // as those of the release's own. It is asked only when o's replicas were
 // taken from Styrmin, so checking a workload nobody scales costs no
-// request, and once per takeover (check then leaves the replicas out of
-// what it expects until the release changes). A cluster that serves no
-// autoscalers has none, and the replicas are put back as before.
+// request, and once per takeover (check then notes o as autoscaled
+// until the release changes). A cluster that serves no autoscalers has
+// none, and the replicas are put back as before.
 //
 // An account that may not list autoscalers cannot tell: the replicas are
 // then taken as an autoscaler's, and a warning says so. Put back every
@@ -289,38 +291,42 @@ func (d *releaseObjects) check(ctx context.Context, objects []*desiredObject, ex
 			want = ownedFields(applied)
 			expected[key] = want
 		}
-		fields, err := lostFields(want, ownedFields(live))
+		have := ownedFields(live)
+		fields, err := lostFields(want, have)
 		if err != nil {
 			return nil, fmt.Errorf("drift check: %s: %w", o.ref, err)
 		}
-		taken := false
-		autoscaled := o.autoscaled
-		if !autoscaled && slices.Contains(fields, replicasField) {
-			if autoscaled, err = d.scaledByAnother(ctx, o); err != nil {
+		if !o.autoscaled && slices.Contains(fields, replicasField) {
+			// Noted on the object, which the kept Desired packs: until
+			// the release changes its replicas are the autoscaler's at
+			// every check and correction, and the autoscalers are asked
+			// once per takeover, not per check.
+			if o.autoscaled, err = d.scaledByAnother(ctx, o); err != nil {
 				return nil, fmt.Errorf("drift check: %s: %w", o.ref, err)
 			}
-			if autoscaled {
-				// Not Styrmin's any more until the release changes: the
-				// next checks neither miss them nor ask for the
-				// autoscalers again (one LIST per takeover, not per check).
-				if want, err = withoutReplicasField(want); err != nil {
-					return nil, fmt.Errorf("drift check: %s: %w", o.ref, err)
-				}
-				expected[key] = want
-			}
 		}
-		if autoscaled {
+		leaveReplicas := false
+		if o.autoscaled {
 			// An autoscaler sets them (through the scale subresource,
 			// taking them from Styrmin): putting the chart's back every
 			// drift interval would fight it. A change of the release
 			// applies them, as Helm does; a chart meant for an autoscaler
 			// leaves them out.
-			n := len(fields)
 			fields = slices.DeleteFunc(fields, func(f string) bool { return f == replicasField })
-			taken = len(fields) < n
+			// Whether Styrmin still holds them on the live object, not
+			// whether this check lost them: after a correction without
+			// them they are in no expected set, and a correction with
+			// them would put the chart's back, forced. While Styrmin
+			// holds them they are the chart's, and leaving them out of
+			// the apply would drop them (reset to the default).
+			held, err := holdsReplicas(have)
+			if err != nil {
+				return nil, fmt.Errorf("drift check: %s: %w", o.ref, err)
+			}
+			leaveReplicas = !held
 		}
 		if len(fields) > 0 {
-			drifts = append(drifts, Drift{object: o, Fields: fields, autoscaled: taken})
+			drifts = append(drifts, Drift{object: o, Fields: fields, leaveReplicas: leaveReplicas})
 		}
 	}
 	return drifts, nil
@@ -332,7 +338,7 @@ func (d *releaseObjects) correct(ctx context.Context, drifts []Drift, expected m
 	gens := Generations{}
 	for _, dr := range drifts {
 		o := dr.object
-		if dr.autoscaled {
+		if dr.leaveReplicas {
 			// Without the replicas its autoscaler holds: Styrmin no longer
 			// owns them, so leaving them out leaves them as they are.
 			var err error
@@ -773,14 +779,14 @@ func lostFields(want, have []byte) ([]string, error) {
 	return out, nil
 }
 
-// withoutReplicasField is the field set raw without a workload's
-// replicas.
-func withoutReplicasField(raw []byte) ([]byte, error) {
+// holdsReplicas reports whether the field set raw (FieldsV1 JSON) holds a
+// workload's replicas.
+func holdsReplicas(raw []byte) (bool, error) {
 	set, err := parseFieldSet(raw)
 	if err != nil {
-		return nil, fmt.Errorf("expected field set: %w", err)
+		return false, fmt.Errorf("live field set: %w", err)
 	}
-	return set.Difference(fieldpath.NewSet(fieldpath.MakePathOrDie("spec", "replicas"))).ToJSON()
+	return set.Has(fieldpath.MakePathOrDie("spec", "replicas")), nil
 }
 
 func parseFieldSet(raw []byte) (*fieldpath.Set, error) {

@@ -435,6 +435,9 @@ func TestADriftCheckLeavesOutObjectsOfAKindNoLongerServed(t *testing.T) {
 // autoscaler (which takes them through the scale subresource). Only the
 // autoscaled workload's replicas are left to it: its other fields still
 // drift, and a workload no autoscaler scales has its replicas put back.
+// Every correction of its other fields leaves them out, not only one in
+// a check that found them taken: the second, with the same kept Desired,
+// applied the chart's replicas, forced.
 func TestReplicasAnAutoscalerOfTheReleaseSetsAreNotDrift(t *testing.T) {
 	e := startReleaseEnv(t, 10)
 	ctx := context.Background()
@@ -468,14 +471,7 @@ spec:
 		t.Fatalf("drifts %q, want %q: the autoscaled web's replicas are the autoscaler's", got, want)
 	}
 	// Its other fields are still Styrmin's.
-	web, err := e.cs.AppsV1().Deployments(ns).Get(ctx, "web", metav1.GetOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	web.Spec.Template.Spec.Containers[0].Image = "nginx:by-hand"
-	if _, err := e.cs.AppsV1().Deployments(ns).Update(ctx, web, metav1.UpdateOptions{FieldManager: "kubectl-edit"}); err != nil {
-		t.Fatal(err)
-	}
+	e.setImage(t, ns, "web", "nginx:by-hand")
 	d, drifts, err := e.helm.Check(ctx, ns, "app", 1, "", nil, nil)
 	if err != nil {
 		t.Fatal(err)
@@ -500,6 +496,44 @@ spec:
 	if _, drifts, err = e.helm.Check(ctx, ns, "app", 1, "", nil, d); err != nil || len(drifts) > 0 {
 		t.Fatalf("after the correction: drifts %q, %v; want none", Summary(drifts), err)
 	}
+	// A second edit, with the Desired the controller keeps: the replicas
+	// are in no expected set since the first correction, and are still
+	// the autoscaler's.
+	e.setImage(t, ns, "web", "nginx:by-hand-again")
+	if _, drifts, err = e.helm.Check(ctx, ns, "app", 1, "", nil, d); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.helm.Correct(ctx, d, drifts); err != nil {
+		t.Fatal(err)
+	}
+	e.requireWeb(t, ns, 3, "nginx:1.27", "after the second correction")
+}
+
+// setImage sets the image of a Deployment's first container by hand, as
+// kubectl edit or set image does.
+func (e *releaseEnv) setImage(t *testing.T, ns, name, image string) {
+	t.Helper()
+	ctx := context.Background()
+	dep, err := e.cs.AppsV1().Deployments(ns).Get(ctx, name, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	dep.Spec.Template.Spec.Containers[0].Image = image
+	if _, err := e.cs.AppsV1().Deployments(ns).Update(ctx, dep, metav1.UpdateOptions{FieldManager: "kubectl-edit"}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// requireWeb fails unless Deployment web runs replicas of image.
+func (e *releaseEnv) requireWeb(t *testing.T, ns string, replicas int32, image, when string) {
+	t.Helper()
+	web, err := e.cs.AppsV1().Deployments(ns).Get(context.Background(), "web", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := *web.Spec.Replicas; got != replicas || web.Spec.Template.Spec.Containers[0].Image != image {
+		t.Fatalf("%s web runs %d replicas of %s; want %d of %s", when, got, web.Spec.Template.Spec.Containers[0].Image, replicas, image)
+	}
 }
 
 // scaleDeployment sets a Deployment's replicas through the scale
@@ -522,7 +556,10 @@ func (e *releaseEnv) scaleDeployment(t *testing.T, ns, name string, replicas int
 // ScaledObject) had its workload's replicas put back every drift
 // interval. It is found when the replicas are taken: they are left to it,
 // while a workload it does not scale (another kind of the same name, or
-// no autoscaler at all) has them put back.
+// no autoscaler at all) has them put back. A later correction of the
+// workload's other fields leaves them to it too: it applied the chart's,
+// forced (KEDA's 10 replicas back to the chart's 2 after a kubectl set
+// image).
 func TestReplicasAnAutoscalerFromOutsideTheReleaseSetsAreNotDrift(t *testing.T) {
 	e := startReleaseEnv(t, 10)
 	ctx := context.Background()
@@ -576,6 +613,17 @@ func TestReplicasAnAutoscalerFromOutsideTheReleaseSetsAreNotDrift(t *testing.T) 
 	if _, drifts, err = e.helm.Check(ctx, ns, "app", 1, "", nil, d); err != nil || len(drifts) > 0 {
 		t.Fatalf("after the correction: drifts %q, %v; want none", Summary(drifts), err)
 	}
+	e.setImage(t, ns, "web", "nginx:by-hand")
+	if _, drifts, err = e.helm.Check(ctx, ns, "app", 1, "", nil, d); err != nil {
+		t.Fatal(err)
+	}
+	if got, want := Summary(drifts), `Deployment/web (.spec.template.spec.containers[name="web"].image)`; got != want {
+		t.Fatalf("drifts %q, want %q", got, want)
+	}
+	if _, err := e.helm.Correct(ctx, d, drifts); err != nil {
+		t.Fatal(err)
+	}
+	e.requireWeb(t, ns, 3, "nginx:1.27", "after the correction of its image")
 	// The autoscalers are asked for once per takeover, not at each check:
 	// until the release changes, web's replicas are not expected back,
 	// even with its autoscaler gone.
