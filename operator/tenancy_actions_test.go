@@ -12,6 +12,7 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	eventsv1 "k8s.io/api/events/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
@@ -252,6 +253,105 @@ func TestADriftCheckThatCannotReadTheObjectsLeavesReadyAlone(t *testing.T) {
 		}
 		time.Sleep(200 * time.Millisecond)
 	}
+}
+
+// TestADriftCorrectionRefusedForOneObjectLeavesReadyAloneAndPutsTheRestBack:
+// a correction the API server refused for one object (here the account
+// may no longer patch app-app: a Role tightened by hand; a volume claim
+// expanded by hand, which cannot shrink, is another) turned Ready False
+// and back every drift interval with a Warning each time, stopped there
+// so the drifted app-worker after it in install order was never put back,
+// and recorded nothing of a correction. Now app-worker is put back and
+// recorded, Drifted and a Warning name app-app and why, and Ready stays
+// True throughout.
+func TestADriftCorrectionRefusedForOneObjectLeavesReadyAloneAndPutsTheRestBack(t *testing.T) {
+	t.Parallel()
+	const sa = "styrmin-deployer"
+	e := startServiceAccountAppEnv(t, sa)
+	e.lock(t)
+	e.startAgent(t, "--drift-interval=2s")
+	requireSucceeded(t, e.waitTask(t, appNamespace, "app", 1))
+	ctx := context.Background()
+	e.roleEditor(t, client.ObjectKey{Namespace: appNamespace, Name: sa})(func(r *rbacv1.Role) {
+		for i, p := range r.Rules {
+			if slices.Contains(p.APIGroups, "apps") {
+				r.Rules[i].Verbs = slices.DeleteFunc(slices.Clone(p.Verbs), func(v string) bool { return v == "patch" })
+			}
+		}
+		r.Rules = append(r.Rules, rbacv1.PolicyRule{APIGroups: []string{"apps"}, Resources: []string{"deployments"},
+			ResourceNames: []string{"app-worker"}, Verbs: []string{"patch"}})
+	})
+	// A label of the Deployment, not of its pods: no rollout, so the
+	// workloads' health has no reason to change.
+	const label = "app.kubernetes.io/name"
+	for _, name := range []string{"app-app", "app-worker"} {
+		err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+			var d appsv1.Deployment
+			if err := e.c.Get(ctx, client.ObjectKey{Namespace: appNamespace, Name: name}, &d); err != nil {
+				return err
+			}
+			d.Labels[label] = "by-hand"
+			return e.c.Update(ctx, &d, client.FieldOwner("kubectl-label"))
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	labelOf := func(name string) string {
+		var d appsv1.Deployment
+		if err := e.c.Get(ctx, client.ObjectKey{Namespace: appNamespace, Name: name}, &d); err != nil {
+			t.Fatal(err)
+		}
+		return d.Labels[label]
+	}
+	key := client.ObjectKey{Namespace: appNamespace, Name: appNamespace}
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		var sd v1alpha1.StyrminDeployment
+		if err := e.c.Get(ctx, key, &sd); err != nil {
+			t.Fatal(err)
+		}
+		ready := apimeta.FindStatusCondition(sd.Status.Conditions, v1alpha1.ConditionReady)
+		if ready == nil || ready.Status != metav1.ConditionTrue {
+			t.Fatalf("Ready after a drift correction was refused: %+v, want True", ready)
+		}
+		drifted := apimeta.FindStatusCondition(sd.Status.Conditions, v1alpha1.ConditionDrifted)
+		recorded := sd.Status.LastDriftCorrection != nil && sd.Status.DriftCorrections > 0 &&
+			slices.ContainsFunc(sd.Status.LastDriftCorrection.Objects, func(o v1alpha1.DriftedObject) bool { return o.Name == "app-worker" })
+		if recorded && drifted != nil && drifted.Reason == v1alpha1.ReasonDriftCorrectionFailed {
+			if drifted.Status != metav1.ConditionTrue || !strings.Contains(drifted.Message, "Deployment/app-app") || !strings.Contains(drifted.Message, "forbidden") {
+				t.Errorf("Drifted %+v, want True naming app-app and its refusal", drifted)
+			}
+			if slices.ContainsFunc(sd.Status.LastDriftCorrection.Objects, func(o v1alpha1.DriftedObject) bool { return o.Name == "app-app" }) {
+				t.Errorf("the correction recorded %+v, the refused app-app among them", sd.Status.LastDriftCorrection.Objects)
+			}
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no correction of app-worker recorded beside app-app's refusal in 60 s: corrections %d %+v, Drifted %+v",
+				sd.Status.DriftCorrections, sd.Status.LastDriftCorrection, drifted)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	if got := labelOf("app-worker"); got != "faulty" {
+		t.Errorf("app-worker's label %q after the correction, want the chart's", got)
+	}
+	if got := labelOf("app-app"); got != "by-hand" {
+		t.Errorf("app-app's label %q, whose correction the account may not make", got)
+	}
+	agenttest.WaitUntil(t, 20*time.Second, "a Warning naming app-app's refusal", func(ctx context.Context) (bool, string, error) {
+		var evs eventsv1.EventList
+		if err := e.c.List(ctx, &evs, client.InNamespace(appNamespace)); err != nil {
+			return false, err.Error(), nil
+		}
+		for _, ev := range evs.Items {
+			if ev.Reason == v1alpha1.ReasonDriftCorrectionFailed && ev.Type == corev1.EventTypeWarning &&
+				strings.Contains(ev.Note, "Deployment/app-app") && strings.Contains(ev.Note, "forbidden") {
+				return true, "", nil
+			}
+		}
+		return false, fmt.Sprintf("%d events, none yet", len(evs.Items)), nil
+	})
 }
 
 // TestADeploymentAddedBackAfterAFailedDeletionWaitsForTheUninstallThenIsCreated:

@@ -791,24 +791,51 @@ func (r *Reconciler) correctDrift(ctx context.Context, rs *reconcileState) error
 		return nil
 	}
 	r.metrics.driftChecks.WithLabelValues("drifted").Inc()
-	summary := release.Summary(drifts)
-	gens, err := rs.releases.Correct(ctx, st.desired, drifts)
+	var refusedBefore string // the message of a refusal the last check reported
+	if c := apimeta.FindStatusCondition(sd.Status.Conditions, v1alpha1.ConditionDrifted); c != nil && c.Reason == v1alpha1.ReasonDriftCorrectionFailed {
+		refusedBefore = c.Message
+	}
+	corrected, gens, err := rs.releases.Correct(ctx, st.desired, drifts)
 	r.noteGenerations(sd.Namespace, gens)
+	summary := release.Summary(corrected)
+	if len(corrected) > 0 {
+		// Recorded whatever happened to the others: they are back.
+		for _, d := range corrected {
+			r.metrics.driftCorrections.WithLabelValues(sd.Namespace, d.Ref().Kind).Inc()
+		}
+		sd.Status.LastDriftCorrection = &v1alpha1.DriftCorrection{Time: metav1.NewTime(now), Objects: release.DriftedObjects(corrected)}
+		sd.Status.DriftCorrections++
+		setCondition(sd, v1alpha1.ConditionDrifted, metav1.ConditionFalse, v1alpha1.ReasonDriftCorrected, "put back: "+summary)
+		r.recorder.Eventf(sd, nil, corev1.EventTypeWarning, v1alpha1.ReasonDriftCorrected, "CorrectDrift", "Put back drifted objects: %s", summary)
+	}
 	if errors.Is(err, release.ErrSensitiveValuesGone) {
 		r.sensitiveValuesGone(rs, err)
 		return nil
 	}
 	if err != nil {
-		setCondition(sd, v1alpha1.ConditionDrifted, metav1.ConditionTrue, v1alpha1.ReasonDriftCorrectionFailed, summary+": "+err.Error())
-		return outcome.Retryable(v1alpha1.ReasonDriftCorrectionFailed, err)
+		// An object the API server refuses to have put back (a volume
+		// claim expanded by hand cannot shrink, an admission policy)
+		// says nothing of the workloads, as a check that failed: Ready
+		// stays the health phase's verdict, Drifted names the object and
+		// why, and it is tried again sooner than the interval. The
+		// Warning is recorded when the refusal starts or changes, not at
+		// every retry.
+		refusal := err.Error()
+		msg := refusal
+		if len(corrected) > 0 {
+			msg += "; put back: " + summary
+		}
+		setCondition(sd, v1alpha1.ConditionDrifted, metav1.ConditionTrue, v1alpha1.ReasonDriftCorrectionFailed, msg)
+		if !strings.HasPrefix(refusedBefore, refusal[:min(len(refusal), 1024)]) {
+			r.recorder.Eventf(sd, nil, corev1.EventTypeWarning, v1alpha1.ReasonDriftCorrectionFailed, "CorrectDrift", "%s", truncate(refusal, 1024))
+		}
+		retry := min(r.interval, driftRetryInterval)
+		st.nextCheck = now.Add(retry)
+		rs.requeueWithin(retry)
 	}
-	for _, d := range drifts {
-		r.metrics.driftCorrections.WithLabelValues(sd.Namespace, d.Ref().Kind).Inc()
+	if len(corrected) == 0 {
+		return nil
 	}
-	sd.Status.LastDriftCorrection = &v1alpha1.DriftCorrection{Time: metav1.NewTime(now), Objects: release.DriftedObjects(drifts)}
-	sd.Status.DriftCorrections++
-	setCondition(sd, v1alpha1.ConditionDrifted, metav1.ConditionFalse, v1alpha1.ReasonDriftCorrected, "put back: "+summary)
-	r.recorder.Eventf(sd, nil, corev1.EventTypeWarning, v1alpha1.ReasonDriftCorrected, "CorrectDrift", "Put back drifted objects: %s", summary)
 	// Workloads put back may need to become ready again.
 	return r.health(ctx, rs)
 }

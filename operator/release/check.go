@@ -123,19 +123,52 @@ func (h *Releases) Check(ctx context.Context, namespace, name string, rev int, m
 }
 
 // Correct applies the drifted objects of d's revision again, without a
-// new Helm revision; d keeps their field sets.
-func (h *Releases) Correct(ctx context.Context, d *Desired, drifts []Drift) (Generations, error) {
+// new Helm revision; d keeps the field sets of those put back. Each object
+// is applied on its own: one the API server refuses does not keep the
+// others as they drifted. It returns the drifts put back and the
+// generations of the workloads among them; err is a *CorrectionError
+// naming the objects refused (wrapping their errors: ErrSensitiveValuesGone
+// among them is found by errors.Is).
+func (h *Releases) Correct(ctx context.Context, d *Desired, drifts []Drift) ([]Drift, Generations, error) {
 	objs, expected, err := unpack(h.objects.dyn, d.packed)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	gens, cerr := h.objects.correct(ctx, drifts, expected)
+	corrected, gens, cerr := h.objects.correct(ctx, drifts, expected)
 	packed, err := pack(objs, expected)
 	if err != nil {
-		return gens, errors.Join(cerr, err)
+		return corrected, gens, errors.Join(cerr, err)
 	}
 	d.packed = packed
-	return gens, cerr
+	return corrected, gens, cerr
+}
+
+// CorrectionError is a correction that did not put some drifted objects
+// back: the API server refused them (the others were applied).
+type CorrectionError struct {
+	Refused []RefusedCorrection
+}
+
+// RefusedCorrection is one drifted object not put back, and why.
+type RefusedCorrection struct {
+	Drift Drift
+	Err   error
+}
+
+func (e *CorrectionError) Error() string {
+	parts := make([]string, 0, len(e.Refused))
+	for _, r := range e.Refused {
+		parts = append(parts, driftSummary(r.Drift)+": "+r.Err.Error())
+	}
+	return "not put back: " + strings.Join(parts, "; ")
+}
+
+func (e *CorrectionError) Unwrap() []error {
+	out := make([]error, 0, len(e.Refused))
+	for _, r := range e.Refused {
+		out = append(out, r.Err)
+	}
+	return out
 }
 
 // Summary is the text of a DriftCorrected event: each object and its
@@ -143,15 +176,18 @@ func (h *Releases) Correct(ctx context.Context, d *Desired, drifts []Drift) (Gen
 func Summary(drifts []Drift) string {
 	parts := make([]string, 0, len(drifts))
 	for _, d := range drifts {
-		name := d.object.ref.Kind + "/" + d.object.ref.Name
-		switch {
-		case d.Missing:
-			parts = append(parts, name+" (deleted)")
-		default:
-			parts = append(parts, name+" ("+strings.Join(d.Fields, ", ")+")")
-		}
+		parts = append(parts, driftSummary(d))
 	}
 	return strings.Join(parts, "; ")
+}
+
+// driftSummary names one drifted object and its drifted fields.
+func driftSummary(d Drift) string {
+	name := d.object.ref.Kind + "/" + d.object.ref.Name
+	if d.Missing {
+		return name + " (deleted)"
+	}
+	return name + " (" + strings.Join(d.Fields, ", ") + ")"
 }
 
 // DriftedObjects is the status record of a correction.

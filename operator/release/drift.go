@@ -332,10 +332,17 @@ func (d *releaseObjects) check(ctx context.Context, objects []*desiredObject, ex
 	return drifts, nil
 }
 
-// correct applies the drifted objects again and records their field sets.
-// It returns the generations the workloads among them were applied at.
-func (d *releaseObjects) correct(ctx context.Context, drifts []Drift, expected map[string][]byte) (Generations, error) {
+// correct applies the drifted objects again, each on its own, and records
+// the field sets of those put back. An object the API server refuses (a
+// PersistentVolumeClaim expanded by hand cannot shrink back, an admission
+// policy) does not keep the others as they drifted: its error is
+// returned, in a *CorrectionError, after the others were applied. It
+// returns the drifts put back and the generations the workloads among
+// them were applied at.
+func (d *releaseObjects) correct(ctx context.Context, drifts []Drift, expected map[string][]byte) ([]Drift, Generations, error) {
 	gens := Generations{}
+	var corrected []Drift
+	var refused []RefusedCorrection
 	for _, dr := range drifts {
 		o := dr.object
 		if dr.leaveReplicas {
@@ -343,17 +350,23 @@ func (d *releaseObjects) correct(ctx context.Context, drifts []Drift, expected m
 			// owns them, so leaving them out leaves them as they are.
 			var err error
 			if o, err = withoutReplicas(o); err != nil {
-				return gens, fmt.Errorf("correct drift of %s: %w", o.ref, err)
+				refused = append(refused, RefusedCorrection{Drift: dr, Err: err})
+				continue
 			}
 		}
 		applied, err := d.apply(ctx, o, false)
 		if err != nil {
-			return gens, fmt.Errorf("correct drift of %s: %w", dr.object.ref, err)
+			refused = append(refused, RefusedCorrection{Drift: dr, Err: err})
+			continue
 		}
 		expected[objectKey(dr.object.ref)] = ownedFields(applied)
 		gens.note(dr.object.ref, applied)
+		corrected = append(corrected, dr)
 	}
-	return gens, nil
+	if len(refused) > 0 {
+		return corrected, gens, &CorrectionError{Refused: refused}
+	}
+	return corrected, gens, nil
 }
 
 // apply applies one object with Styrmin's field manager, forcing

@@ -81,7 +81,7 @@ func TestRevisionsAndCorrectionsKnowTheGenerationsTheyWroteWorkloadsAt(t *testin
 	if err != nil || len(drifts) != 1 {
 		t.Fatalf("drift check: %v, %d drifts", err, len(drifts))
 	}
-	gens, err := e.helm.Correct(ctx, desired, drifts)
+	_, gens, err := e.helm.Correct(ctx, desired, drifts)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -3,13 +3,17 @@ package release
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
+	"time"
 
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	autoscalingv2 "k8s.io/api/autoscaling/v2"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
 
 	"github.com/styrmin/styrmin/drivers"
 	"github.com/styrmin/styrmin/internal/secrettest"
@@ -429,6 +433,126 @@ func TestADriftCheckLeavesOutObjectsOfAKindNoLongerServed(t *testing.T) {
 	}
 }
 
+// waitUntil polls cond until it holds, failing the test with cond's last
+// word after timeout.
+func waitUntil(t *testing.T, timeout time.Duration, what string, cond func(ctx context.Context) (bool, string, error)) {
+	t.Helper()
+	var last string
+	err := wait.PollUntilContextTimeout(context.Background(), 100*time.Millisecond, timeout, true, func(ctx context.Context) (bool, error) {
+		ok, why, err := cond(ctx)
+		last = why
+		return ok, err
+	})
+	if err != nil {
+		t.Fatalf("waiting for %s: %v (last: %s)", what, err, last)
+	}
+}
+
+// editConfigMap sets a ConfigMap's data.v by hand, as kubectl edit does.
+func (e *releaseEnv) editConfigMap(t *testing.T, ns, name, value string) {
+	t.Helper()
+	ctx := context.Background()
+	cm, err := e.cs.CoreV1().ConfigMaps(ns).Get(ctx, name, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cm.Data = map[string]string{"v": value}
+	if _, err := e.cs.CoreV1().ConfigMaps(ns).Update(ctx, cm, metav1.UpdateOptions{FieldManager: "kubectl-edit"}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestACorrectionRefusedForOneObjectPutsTheOthersBack: a correction
+// stopped at the first object the API server refused (here an admission
+// policy refuses ConfigMap a its way back, as a PersistentVolumeClaim
+// expanded by hand cannot shrink), so a Deployment after it in install
+// order kept the image someone set by hand, and the objects put back
+// before it were not told. Each object is now applied on its own: the
+// Deployment is put back and returned as corrected, the refusal names
+// ConfigMap a and why, and the next check finds only ConfigMap a.
+func TestACorrectionRefusedForOneObjectPutsTheOthersBack(t *testing.T) {
+	e := startReleaseEnv(t, 10)
+	ctx := context.Background()
+	const ns = "correction-refused"
+	e.namespace(t, ns)
+	rev, _, err := e.helm.Apply(ctx, releaseReq(ns, configMap(ns, "a", "1"), webDeployment(ns, "nginx:1.27")), nil, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := rev.Desired()
+	e.editConfigMap(t, ns, "a", "by hand")
+	e.refuseConfigMapGoingBack(t, ns, "a", "1")
+	e.setImage(t, ns, "web", "nginx:by-hand")
+	_, drifts, err := e.helm.Check(ctx, ns, "app", 1, "", nil, d)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := Summary(drifts), `ConfigMap/a (.data.v); Deployment/web (.spec.template.spec.containers[name="web"].image)`; got != want {
+		t.Fatalf("drifts %q, want %q", got, want)
+	}
+	corrected, _, err := e.helm.Correct(ctx, d, drifts)
+	ce, ok := errors.AsType[*CorrectionError](err)
+	if !ok || len(ce.Refused) != 1 || ce.Refused[0].Drift.Ref().Name != "a" || !strings.Contains(err.Error(), "ConfigMap/a (.data.v)") ||
+		!strings.Contains(err.Error(), "may not go back") {
+		t.Fatalf("the correction's error: %v; want ConfigMap a refused, naming the policy's message", err)
+	}
+	if got := Summary(corrected); got != `Deployment/web (.spec.template.spec.containers[name="web"].image)` {
+		t.Fatalf("corrected %q, want web", got)
+	}
+	e.requireWeb(t, ns, 1, "nginx:1.27", "after a correction that refused ConfigMap a,")
+	if _, drifts, err = e.helm.Check(ctx, ns, "app", 1, "", nil, d); err != nil || Summary(drifts) != "ConfigMap/a (.data.v)" {
+		t.Fatalf("the check after: drifts %q, %v; want ConfigMap a alone", Summary(drifts), err)
+	}
+}
+
+// refuseConfigMapGoingBack makes the API server refuse to set ConfigMap
+// name's data.v back to value once it holds another (an admission
+// policy), and waits until it does.
+func (e *releaseEnv) refuseConfigMapGoingBack(t *testing.T, ns, name, value string) {
+	t.Helper()
+	ctx := context.Background()
+	policy := &admissionregistrationv1.ValidatingAdmissionPolicy{
+		ObjectMeta: metav1.ObjectMeta{Name: "no-way-back-" + ns},
+		Spec: admissionregistrationv1.ValidatingAdmissionPolicySpec{
+			MatchConstraints: &admissionregistrationv1.MatchResources{ResourceRules: []admissionregistrationv1.NamedRuleWithOperations{{
+				RuleWithOperations: admissionregistrationv1.RuleWithOperations{
+					Operations: []admissionregistrationv1.OperationType{admissionregistrationv1.Update},
+					Rule:       admissionregistrationv1.Rule{APIGroups: []string{""}, APIVersions: []string{"v1"}, Resources: []string{"configmaps"}},
+				},
+			}}},
+			Validations: []admissionregistrationv1.Validation{{
+				Expression: fmt.Sprintf(`object.metadata.name != %q || !has(object.data) || !('v' in object.data) || object.data.v != %q || (has(oldObject.data) && 'v' in oldObject.data && oldObject.data.v == %q)`, name, value, value),
+				Message:    "data.v may not go back",
+			}},
+		},
+	}
+	if _, err := e.cs.AdmissionregistrationV1().ValidatingAdmissionPolicies().Create(ctx, policy, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	binding := &admissionregistrationv1.ValidatingAdmissionPolicyBinding{
+		ObjectMeta: metav1.ObjectMeta{Name: policy.Name},
+		Spec: admissionregistrationv1.ValidatingAdmissionPolicyBindingSpec{
+			PolicyName:        policy.Name,
+			ValidationActions: []admissionregistrationv1.ValidationAction{admissionregistrationv1.Deny},
+			MatchResources: &admissionregistrationv1.MatchResources{NamespaceSelector: &metav1.LabelSelector{
+				MatchLabels: map[string]string{corev1.LabelMetadataName: ns},
+			}},
+		},
+	}
+	if _, err := e.cs.AdmissionregistrationV1().ValidatingAdmissionPolicyBindings().Create(ctx, binding, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	waitUntil(t, 30*time.Second, "the admission policy in force", func(ctx context.Context) (bool, string, error) {
+		cm, err := e.cs.CoreV1().ConfigMaps(ns).Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			return false, "", err
+		}
+		cm.Data = map[string]string{"v": value}
+		_, err = e.cs.CoreV1().ConfigMaps(ns).Update(ctx, cm, metav1.UpdateOptions{DryRun: []string{metav1.DryRunAll}})
+		return err != nil && strings.Contains(err.Error(), "may not go back"), fmt.Sprint(err), nil
+	})
+}
+
 // TestReplicasAnAutoscalerOfTheReleaseSetsAreNotDrift: a chart setting a
 // workload's replicas beside a HorizontalPodAutoscaler of its own that
 // scales it had the replicas put back every drift interval, fighting the
@@ -481,7 +605,7 @@ spec:
 	}
 	// The correction puts web's image back and leaves its replicas to the
 	// autoscaler; the worker's go back to the chart's.
-	if _, err := e.helm.Correct(ctx, d, drifts); err != nil {
+	if _, _, err := e.helm.Correct(ctx, d, drifts); err != nil {
 		t.Fatal(err)
 	}
 	for name, want := range map[string]int32{"web": 3, "worker": 1} {
@@ -503,7 +627,7 @@ spec:
 	if _, drifts, err = e.helm.Check(ctx, ns, "app", 1, "", nil, d); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := e.helm.Correct(ctx, d, drifts); err != nil {
+	if _, _, err := e.helm.Correct(ctx, d, drifts); err != nil {
 		t.Fatal(err)
 	}
 	e.requireWeb(t, ns, 3, "nginx:1.27", "after the second correction")
@@ -598,7 +722,7 @@ func TestReplicasAnAutoscalerFromOutsideTheReleaseSetsAreNotDrift(t *testing.T) 
 	if got, want := Summary(drifts), "Deployment/worker (.spec.replicas)"; got != want {
 		t.Fatalf("drifts %q, want %q: web's replicas are its autoscaler's", got, want)
 	}
-	if _, err := e.helm.Correct(ctx, d, drifts); err != nil {
+	if _, _, err := e.helm.Correct(ctx, d, drifts); err != nil {
 		t.Fatal(err)
 	}
 	for name, want := range map[string]int32{"web": 3, "worker": 1} {
@@ -620,7 +744,7 @@ func TestReplicasAnAutoscalerFromOutsideTheReleaseSetsAreNotDrift(t *testing.T) 
 	if got, want := Summary(drifts), `Deployment/web (.spec.template.spec.containers[name="web"].image)`; got != want {
 		t.Fatalf("drifts %q, want %q", got, want)
 	}
-	if _, err := e.helm.Correct(ctx, d, drifts); err != nil {
+	if _, _, err := e.helm.Correct(ctx, d, drifts); err != nil {
 		t.Fatal(err)
 	}
 	e.requireWeb(t, ns, 3, "nginx:1.27", "after the correction of its image")

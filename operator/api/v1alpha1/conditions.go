@@ -55,8 +55,10 @@ const (
 	// ReasonDriftCorrected: drift was found and put back. Also the reason
 	// of the event recorded for each correction.
 	ReasonDriftCorrected = "DriftCorrected"
-	// ReasonDriftCorrectionFailed: drift was found and putting it back
-	// failed; the agent retries.
+	// ReasonDriftCorrectionFailed: drift was found and the API server
+	// refused to put some objects back (the message names each and why;
+	// the others were put back); the agent retries sooner than the drift
+	// interval. Ready is left to the workloads' health.
 	ReasonDriftCorrectionFailed = "DriftCorrectionFailed"
 	// ReasonDriftCheckPaused: a task of the deployment is running; its
 	// steps change workloads on purpose (workers stopped for a migration),
