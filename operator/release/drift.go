@@ -21,6 +21,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/rest"
 	"sigs.k8s.io/structured-merge-diff/v6/fieldpath"
 	"sigs.k8s.io/yaml"
 
@@ -58,6 +59,9 @@ type releaseObjects struct {
 	sensitive *sensitiveSecrets
 	// logger receives what the checks cannot tell and leave as it is.
 	logger slog.Handler
+	// discovery asks the API server which resources it serves (nil: all
+	// are taken as served).
+	discovery rest.Interface
 }
 
 // desiredObject is one object of a release as Helm applied it.
@@ -276,6 +280,17 @@ func (d *releaseObjects) check(ctx context.Context, objects []*desiredObject, ex
 				// check tells whether it had finished.
 				continue
 			}
+			served, err := d.served(ctx, o.gvr)
+			if err != nil {
+				return nil, fmt.Errorf("drift check: %s: %w", o.ref, err)
+			}
+			if !served {
+				// Its CRD removed while the revision is kept in memory:
+				// gone with its kind, as parseObjects leaves it out after
+				// a restart. Taken as deleted, its correction would fail
+				// every interval.
+				continue
+			}
 			drifts = append(drifts, Drift{object: o, Missing: true})
 			continue
 		}
@@ -330,6 +345,32 @@ func (d *releaseObjects) check(ctx context.Context, objects []*desiredObject, ex
 		}
 	}
 	return drifts, nil
+}
+
+// served reports whether the API server still serves gvr (asked when an
+// object of it is not found: its CRD may be gone). The core group is
+// always served.
+func (d *releaseObjects) served(ctx context.Context, gvr schema.GroupVersionResource) (bool, error) {
+	if gvr.Group == "" || d.discovery == nil {
+		return true, nil
+	}
+	raw, err := d.discovery.Get().AbsPath("/apis", gvr.Group, gvr.Version).Do(ctx).Raw()
+	if apierrors.IsNotFound(err) {
+		return false, nil
+	}
+	if err != nil {
+		return false, fmt.Errorf("whether %s is still served: %w", gvr.GroupVersion(), err)
+	}
+	var list metav1.APIResourceList
+	if err := json.Unmarshal(raw, &list); err != nil {
+		return false, fmt.Errorf("whether %s is still served: %w", gvr.GroupVersion(), err)
+	}
+	for _, r := range list.APIResources {
+		if r.Name == gvr.Resource {
+			return true, nil
+		}
+	}
+	return false, nil
 }
 
 // correct applies the drifted objects again, each on its own, and records

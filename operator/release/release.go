@@ -106,7 +106,7 @@ func New(cs kubernetes.Interface, dyn dynamic.Interface, mapper meta.RESTMapper,
 	h := &Releases{
 		logger:     logger,
 		maxHistory: opts.MaxHistory,
-		objects:    &releaseObjects{dyn: dyn, mapper: mapper, sensitive: &sensitiveSecrets{cs: cs}, logger: logger},
+		objects:    &releaseObjects{dyn: dyn, mapper: mapper, sensitive: &sensitiveSecrets{cs: cs}, logger: logger, discovery: cs.Discovery().RESTClient()},
 		records:    newReleaseRecords(cs),
 	}
 	if opts.Config != nil {
@@ -150,7 +150,7 @@ func (h *Releases) As(user string) (*Releases, error) {
 	r := &Releases{
 		logger:     h.logger,
 		maxHistory: h.maxHistory,
-		objects:    &releaseObjects{dyn: dyn, mapper: h.objects.mapper, sensitive: &sensitiveSecrets{cs: cs}, logger: h.logger},
+		objects:    &releaseObjects{dyn: dyn, mapper: h.objects.mapper, sensitive: &sensitiveSecrets{cs: cs}, logger: h.logger, discovery: cs.Discovery().RESTClient()},
 		records:    newReleaseRecords(cs),
 	}
 	ids.byUser[user] = r
