@@ -99,6 +99,11 @@ type CommitRequest struct {
 	MaxAttempts int
 	// Backoff spaces the attempts; zero fields take the defaults.
 	Backoff Backoff
+	// ExistingBranch refuses a branch that does not exist (a zero head)
+	// with a *BranchNotFoundError, instead of calling Build on an empty
+	// tree and creating the branch: a branch named by mistake would
+	// otherwise be a valid, empty place to commit to.
+	ExistingBranch bool
 }
 
 // CommitResult reports what CommitLocks did.
@@ -197,7 +202,7 @@ func (r *Repo) CommitLocks(ctx context.Context, req CommitRequest) (CommitResult
 			}
 		}
 		res.Attempts = attempt
-		done, err := r.attempt(ctx, chain, dir, author, req.Sign, &res)
+		done, err := r.attempt(ctx, chain, dir, author, req.Sign, req.ExistingBranch, &res)
 		if err != nil || done {
 			return res, err
 		}
@@ -207,10 +212,13 @@ func (r *Repo) CommitLocks(ctx context.Context, req CommitRequest) (CommitResult
 
 // attempt runs one compare-and-swap attempt. done is false when the branch
 // moved and the caller should retry.
-func (r *Repo) attempt(ctx context.Context, build ChainFunc, dir string, author Signature, sign SignFunc, res *CommitResult) (done bool, err error) {
+func (r *Repo) attempt(ctx context.Context, build ChainFunc, dir string, author Signature, sign SignFunc, existing bool, res *CommitResult) (done bool, err error) {
 	head, err := r.currentHead(ctx)
 	if err != nil {
 		return true, err
+	}
+	if head.IsZero() && existing {
+		return true, &BranchNotFoundError{Remote: r.remoteName, URL: r.RemoteURL(), Branch: r.branch, Upstream: r.upstream}
 	}
 	res.Parent, res.Commit, res.Committed, res.Commits = head, head, false, nil
 
@@ -220,7 +228,7 @@ func (r *Repo) attempt(ctx context.Context, build ChainFunc, dir string, author 
 	}
 	changes, err := build(ctx, head, headFS)
 	if err != nil {
-		return true, fmt.Errorf("gitsource: commit locks: build on %s: %w", head, err)
+		return true, fmt.Errorf("gitsource: commit locks on %s: build on %s: %w", r.branchName(), head, err)
 	}
 	msgs := make([]string, len(changes))
 	for i, ch := range changes {
@@ -322,6 +330,15 @@ func (r *Repo) attempt(ctx context.Context, build ChainFunc, dir string, author 
 		}
 	}
 	return true, nil
+}
+
+// branchName names the tracked branch in messages: "origin/main" in remote
+// mode, "main" in local mode.
+func (r *Repo) branchName() string {
+	if r.remoteName == "" {
+		return r.branch
+	}
+	return r.remoteName + "/" + r.branch
 }
 
 // currentHead returns the head an attempt builds on: fetched from the

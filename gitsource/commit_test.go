@@ -299,6 +299,45 @@ func TestCommitLocksCreatesTheBranchOnAnEmptyRemote(t *testing.T) {
 	srv.Git(dir, "fsck", "--strict", "--no-progress")
 }
 
+// TestCommitLocksOfAnExistingBranchRefusesOneThatIsNot: with
+// ExistingBranch a branch missing on the remote is no empty tree to
+// build on: the error names the remote and branch, and the branch the
+// local one tracks when its name differs; nothing is built or pushed.
+func TestCommitLocksOfAnExistingBranchRefusesOneThatIsNot(t *testing.T) {
+	ctx := context.Background()
+	srv := gitserver.New(t)
+	url, _ := srv.CreateRepo("cfg.git")
+	srv.Commit("cfg.git", "seed", map[string][]byte{appLock: []byte("sequence: 1\n")})
+	lr := newLocalRepo(t, false)
+	lr.git("remote", "add", "origin", url)
+	lr.git("fetch", "--quiet", "origin")
+	lr.git("checkout", "--quiet", "-b", "work", "--track", "origin/main")
+	for _, tc := range []struct {
+		branch, want string
+		upstream     string
+	}{
+		{"", "gitsource: branch origin/work does not exist: " + url + " has no branch work (the local branch work tracks origin/main)", "main"},
+		{"mian", "gitsource: branch origin/mian does not exist: " + url + " has no branch mian", ""},
+	} {
+		r, err := gitsource.Open(lr.dir, gitsource.OpenOptions{Remote: "origin", Branch: tc.branch})
+		if err != nil {
+			t.Fatal(err)
+		}
+		built := false
+		_, err = r.CommitLocks(ctx, gitsource.CommitRequest{ExistingBranch: true, Build: func(ctx context.Context, h gitsource.Hash, fsys fs.FS) (gitsource.Change, error) {
+			built = true
+			return bumpSequence(ctx, h, fsys)
+		}})
+		e, ok := errors.AsType[*gitsource.BranchNotFoundError](err)
+		if !ok || !errors.Is(err, gitsource.ErrBranchNotFound) || err.Error() != tc.want || e.Upstream != tc.upstream || built {
+			t.Errorf("branch %q: err = %v (built %v), want %q", tc.branch, err, built, tc.want)
+		}
+	}
+	if got := srv.Git(srv.Dir("cfg.git"), "for-each-ref", "--format=%(refname)"); got != "refs/heads/main" {
+		t.Errorf("the remote's branches are now:\n%s", got)
+	}
+}
+
 func TestCommitLocksRetriesWhenTheBranchMoves(t *testing.T) {
 	ctx := context.Background()
 	srv := gitserver.New(t)

@@ -41,6 +41,34 @@ var (
 	ErrNoMergeBase = errors.New("no common commit")
 )
 
+// BranchNotFoundError is a branch CommitRequest.ExistingBranch requires
+// that does not exist: on the remote (remote mode) or locally. It wraps
+// ErrBranchNotFound.
+type BranchNotFoundError struct {
+	// Remote and URL name the remote ("" in local mode); URL holds no
+	// credentials.
+	Remote, URL string
+	// Branch is the branch that was looked for.
+	Branch string
+	// Upstream is the branch on Remote that the local branch of the
+	// same name tracks (branch.<name>.merge), when it has another name:
+	// the branch most likely meant ("" otherwise).
+	Upstream string
+}
+
+func (e *BranchNotFoundError) Error() string {
+	if e.Remote == "" {
+		return fmt.Sprintf("gitsource: there is no local branch %s", e.Branch)
+	}
+	msg := fmt.Sprintf("gitsource: branch %s/%s does not exist: %s has no branch %s", e.Remote, e.Branch, e.URL, e.Branch)
+	if e.Upstream != "" {
+		msg += fmt.Sprintf(" (the local branch %s tracks %s/%s)", e.Branch, e.Remote, e.Upstream)
+	}
+	return msg
+}
+
+func (e *BranchNotFoundError) Unwrap() error { return ErrBranchNotFound }
+
 // commitError wraps an error reading commit h, mapping a missing object to
 // ErrCommitNotFound.
 func commitError(h fmt.Stringer, err error) error {

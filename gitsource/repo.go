@@ -41,7 +41,10 @@ type Repo struct {
 	repo   *git.Repository
 	storer storage.Storer
 
-	branch     string // short branch name
+	branch string // short branch name
+	// upstream is the branch of the remote that the local branch named
+	// branch tracks, when its name differs ("" otherwise; Open only).
+	upstream   string
 	remoteName string // "" in local mode
 	remoteURL  string
 	// rawURL is the remote's URL as configured, credentials and all: what
@@ -178,6 +181,7 @@ func Open(path string, opts OpenOptions) (*Repo, error) {
 		return nil, fmt.Errorf("gitsource: open %s: remote %q has no URL", path, opts.Remote)
 	}
 	r.remoteName = opts.Remote
+	r.upstream = upstreamName(gr, r.branch, opts.Remote)
 	// Credentials in the configured URL go to r.auth, and only the URL
 	// without them to go-git (Auth.remote).
 	if r.remoteURL, r.auth, err = opts.Auth.remote(urls[0]); err != nil {
@@ -210,6 +214,24 @@ func (r *Repo) authMethod() transport.AuthMethod {
 	r.authMu.RLock()
 	defer r.authMu.RUnlock()
 	return r.auth
+}
+
+// upstreamName is the branch of remote that the local branch tracks
+// (branch.<name>.remote and .merge), when its name is not branch's: a
+// local branch "work" made with --track origin/main. "" otherwise.
+func upstreamName(gr *git.Repository, branch, remote string) string {
+	if branch == "" {
+		return ""
+	}
+	cfg, err := gr.Config()
+	if err != nil {
+		return ""
+	}
+	b, ok := cfg.Branches[branch]
+	if !ok || b.Remote != remote || !b.Merge.IsBranch() || b.Merge.Short() == branch {
+		return ""
+	}
+	return b.Merge.Short()
 }
 
 // CloneOptions configures Clone.

@@ -72,6 +72,34 @@ type CommitOptions struct {
 	// them as git does.
 	Author gitsource.Signature
 	Sign   gitsource.SignFunc
+	// RequireRepository refuses a branch that does not exist
+	// (gitsource.BranchNotFoundError) and a head whose Dir holds no
+	// desired-state repository (CheckRepository): either would otherwise
+	// lock nothing and report nothing to lock. For branches and folders
+	// named by hand (styrminctl), where that success hides a wrong name.
+	RequireRepository bool
+}
+
+// checkHead refuses, with RequireRepository, a head tree whose folder
+// Dir is no desired-state repository, naming the folder (gitsource names
+// the branch and commit).
+func (co CommitOptions) checkHead(headFS fs.FS) error {
+	if !co.RequireRepository {
+		return nil
+	}
+	if err := CheckRepository(headFS); err != nil {
+		if d := dirOf(co.Dir); d != "." {
+			return fmt.Errorf("folder %s/ of its tree: %w", d, err)
+		}
+		return fmt.Errorf("the root folder of its tree: %w", err)
+	}
+	return nil
+}
+
+// request is the gitsource request to commit what build or chain gives.
+func (co CommitOptions) request(build gitsource.BuildFunc, chain gitsource.ChainFunc) gitsource.CommitRequest {
+	return gitsource.CommitRequest{Build: build, Chain: chain, Dir: co.Dir, MaxAttempts: co.Attempts, Author: co.Author, Sign: co.Sign,
+		ExistingBranch: co.RequireRepository}
 }
 
 // CommitLocksWith is CommitLocks for a whole LockRequest
@@ -99,6 +127,9 @@ type CommitOptions struct {
 func CommitLocksWith(ctx context.Context, w gitsource.Writer, opts WorkspaceOptions, req LockRequest, co CommitOptions) (CommitOutcome, error) {
 	var out CommitOutcome
 	chain := func(ctx context.Context, head gitsource.Hash, headFS fs.FS) ([]gitsource.Change, error) {
+		if err := co.checkHead(headFS); err != nil {
+			return nil, err
+		}
 		steps, err := lockSteps(co, head)
 		if err != nil {
 			return nil, err
@@ -220,7 +251,7 @@ func CommitLocksWith(ctx context.Context, w gitsource.Writer, opts WorkspaceOpti
 		}
 		return changes, nil
 	}
-	res, err := w.CommitLocks(ctx, gitsource.CommitRequest{Chain: chain, Dir: co.Dir, MaxAttempts: co.Attempts, Author: co.Author, Sign: co.Sign})
+	res, err := w.CommitLocks(ctx, co.request(nil, chain))
 	out.CommitResult = res
 	if err != nil {
 		return out, err
@@ -355,7 +386,7 @@ func dirOf(dir string) string {
 // commitBuilt commits what build gives with compare-and-swap and fills
 // out (build records its changes there).
 func commitBuilt(ctx context.Context, w gitsource.Writer, build gitsource.BuildFunc, co CommitOptions, out *CommitOutcome) (CommitOutcome, error) {
-	res, err := w.CommitLocks(ctx, gitsource.CommitRequest{Build: build, Dir: co.Dir, MaxAttempts: co.Attempts, Author: co.Author, Sign: co.Sign})
+	res, err := w.CommitLocks(ctx, co.request(build, nil))
 	out.CommitResult = res
 	if err != nil {
 		return *out, err

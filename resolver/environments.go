@@ -651,6 +651,9 @@ func CommitEnvironmentDelete(ctx context.Context, w gitsource.Writer, opts Works
 // the branch's head, planning again on every attempt.
 func commitWorkspaceEdit(ctx context.Context, w gitsource.Writer, opts WorkspaceOptions, co CommitOptions, edit func(*Workspace) (gitsource.Change, error)) (gitsource.CommitResult, error) {
 	build := func(ctx context.Context, head gitsource.Hash, headFS fs.FS) (gitsource.Change, error) {
+		if err := co.checkHead(headFS); err != nil {
+			return gitsource.Change{}, err
+		}
 		o := opts
 		if !head.IsZero() {
 			o.SourceCommit = head.String()
@@ -661,5 +664,5 @@ func commitWorkspaceEdit(ctx context.Context, w gitsource.Writer, opts Workspace
 		}
 		return edit(ws)
 	}
-	return w.CommitLocks(ctx, gitsource.CommitRequest{Build: build, Dir: co.Dir, MaxAttempts: co.Attempts, Author: co.Author, Sign: co.Sign})
+	return w.CommitLocks(ctx, co.request(build, nil))
 }

@@ -125,6 +125,9 @@ func RetryChange(changes []LockChange) gitsource.Change {
 func CommitRetries(ctx context.Context, w gitsource.Writer, ids []ID, co CommitOptions) (CommitOutcome, error) {
 	var out CommitOutcome
 	build := func(_ context.Context, head gitsource.Hash, headFS fs.FS) (gitsource.Change, error) {
+		if err := co.checkHead(headFS); err != nil {
+			return gitsource.Change{}, err
+		}
 		locks, err := LoadLocks(headFS)
 		if err != nil {
 			return gitsource.Change{}, err

@@ -409,6 +409,9 @@ type UpgradeCommit struct {
 func CommitUpgrade(ctx context.Context, w gitsource.Writer, opts WorkspaceOptions, req UpgradeRequest, co CommitOptions) (UpgradeCommit, error) {
 	var out UpgradeCommit
 	build := func(ctx context.Context, head gitsource.Hash, headFS fs.FS) (gitsource.Change, error) {
+		if err := co.checkHead(headFS); err != nil {
+			return gitsource.Change{}, err
+		}
 		o := opts
 		if !head.IsZero() {
 			o.SourceCommit = head.String()
@@ -424,7 +427,7 @@ func CommitUpgrade(ctx context.Context, w gitsource.Writer, opts WorkspaceOption
 		out.Plan = plan
 		return gitsource.Change{Files: plan.Files(), Subject: plan.Subject(), Trailers: plan.Trailers()}, nil
 	}
-	res, err := w.CommitLocks(ctx, gitsource.CommitRequest{Build: build, Dir: co.Dir, MaxAttempts: co.Attempts, Author: co.Author, Sign: co.Sign})
+	res, err := w.CommitLocks(ctx, co.request(build, nil))
 	out.CommitResult = res
 	return out, err
 }

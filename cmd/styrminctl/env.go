@@ -295,7 +295,7 @@ func newCommitter(ctx context.Context, g *globalOptions, ident *identityFlags, a
 	if err != nil {
 		return nil, err
 	}
-	co, err := ident.commitOptions(repo, resolver.CommitOptions{Attempts: attempts, Dir: dir})
+	co, err := ident.commitOptions(repo, resolver.CommitOptions{Attempts: attempts, Dir: dir, RequireRepository: true})
 	if err != nil {
 		return nil, err
 	}

@@ -488,3 +488,72 @@ func TestPlanSaysItSumsTheConfigurationCommitsLockRunsOneByOne(t *testing.T) {
 		}
 	}
 }
+
+// TestLockPushToABranchWithoutTheRepositoryFailsNamingIt: a lock on a
+// branch that does not exist (the local branch's name where it tracks
+// another, a typo) or whose tree holds no desired-state repository in
+// --repo's folder fails naming the branch and folder, and commits and
+// pushes nothing. An empty tree would otherwise lock nothing, reported as
+// "nothing to lock" with exit 0: CI's lock step passing for ever.
+func TestLockPushToABranchWithoutTheRepositoryFailsNamingIt(t *testing.T) {
+	dir := lockedGitRepo(t) // on feature, tracking origin/main
+	// An orphan branch holding only a README, on the remote too.
+	planGit(t, dir, "switch", "-q", "--orphan", "docs")
+	writeRepoFile(t, dir, "README.md", "documentation\n")
+	planGit(t, dir, "add", "README.md")
+	planGit(t, dir, "commit", "-q", "-m", "docs")
+	planGit(t, dir, "push", "-q", "origin", "docs")
+	planGit(t, dir, "switch", "-q", "-f", "feature")
+	// Something to lock, so "nothing to lock" would be false.
+	writeRepoFile(t, dir, devWebFile, "driver: \"webapp\"\nappVersion: \"1.25.0\"\nparameters: replicas: 6\n")
+	planGit(t, dir, "commit", "-q", "-am", "web 6 replicas")
+	remote := planGit(t, dir, "ls-remote", "origin")
+	local := planGit(t, dir, "show-ref")
+
+	for _, tc := range []struct {
+		args []string
+		want []string
+	}{
+		{[]string{"lock", "--push"}, []string{"origin/feature does not exist", "the local branch feature tracks origin/main", "pass --branch main"}},
+		{[]string{"retry", "local/dev/web", "--push"}, []string{"origin/feature does not exist", "pass --branch main"}},
+		{[]string{"lock", "--push", "--branch", "nosuch"}, []string{"origin/nosuch does not exist"}},
+		{[]string{"lock", "--commit", "--branch", "nosuch"}, []string{"no local branch nosuch"}},
+		{[]string{"lock", "--push", "--branch", "docs"}, []string{"commit locks on origin/docs", "the root folder of its tree: not a desired-state repository"}},
+		{[]string{"lock", "--commit", "--branch", "docs"}, []string{"commit locks on docs", "the root folder of its tree: not a desired-state repository"}},
+	} {
+		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {
+			stdout, stderr, code := run(t, append([]string{"--repo", dir}, tc.args...)...)
+			if code != 1 || strings.Contains(stdout, "nothing to lock") {
+				t.Fatalf("exit %d, want 1\nstdout:\n%s\nstderr:\n%s", code, stdout, stderr)
+			}
+			for _, w := range tc.want {
+				if !strings.Contains(stderr, w) {
+					t.Errorf("stderr lacks %q:\n%s", w, stderr)
+				}
+			}
+		})
+	}
+	if after := planGit(t, dir, "ls-remote", "origin"); after != remote {
+		t.Errorf("the remote changed:\n%s\nwas:\n%s", after, remote)
+	}
+	if after := planGit(t, dir, "show-ref"); after != local {
+		t.Errorf("the local refs changed:\n%s\nwere:\n%s", after, local)
+	}
+
+	t.Run("a branch without the sub-folder", func(t *testing.T) {
+		root, sub := subfolderRepo(t)
+		planGit(t, root, "switch", "-q", "--orphan", "docs")
+		writeRepoFile(t, root, "README.md", "documentation\n")
+		planGit(t, root, "add", "README.md")
+		planGit(t, root, "commit", "-q", "-m", "docs")
+		planGit(t, root, "switch", "-q", "-f", "main")
+		docs := planGit(t, root, "rev-parse", "docs")
+		_, stderr, code := run(t, "--repo", sub, "lock", "--commit", "--branch", "docs")
+		if code != 1 || !strings.Contains(stderr, "commit locks on docs") || !strings.Contains(stderr, "folder deploy/ of its tree: not a desired-state repository") {
+			t.Errorf("exit %d, stderr:\n%s", code, stderr)
+		}
+		if after := planGit(t, root, "rev-parse", "docs"); after != docs {
+			t.Errorf("docs moved from %s to %s", docs, after)
+		}
+	})
+}

@@ -97,7 +97,7 @@ func runLockCommit(ctx context.Context, g *globalOptions, o *lockOptions, stdout
 	if remoteURL == "" {
 		remoteURL = desiredStateRemote(g.Repo)
 	}
-	co, err := o.ident.commitOptions(repo, resolver.CommitOptions{Attempts: o.attempts, Dir: dir, History: repo, Squash: o.squash})
+	co, err := o.ident.commitOptions(repo, resolver.CommitOptions{Attempts: o.attempts, Dir: dir, History: repo, Squash: o.squash, RequireRepository: true})
 	if err != nil {
 		return err
 	}
@@ -106,7 +106,7 @@ func runLockCommit(ctx context.Context, g *globalOptions, o *lockOptions, stdout
 	out, err := resolver.CommitLocksWith(ctx, repo, wo,
 		resolver.LockRequest{Policy: lockPolicy(o), AllowDeletions: o.allowDeletions, Retry: retry}, co)
 	if err != nil {
-		return err
+		return withBranchHint(err)
 	}
 	printNotRetried(stdout, out.NotRetried)
 	failed := errors.Join(out.Skipped, brokenDrivers(out.BrokenDrivers, out.Skipped))

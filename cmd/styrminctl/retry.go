@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -57,7 +58,7 @@ with compare-and-swap; the commit carries a Styrmin-Retry trailer per deployment
 	f.BoolVar(&o.commit, "commit", false, "commit the written lockfiles")
 	f.BoolVar(&o.push, "push", false, "commit and push to the remote branch with compare-and-swap retries (implies --commit)")
 	f.StringVar(&o.remote, "remote", "origin", "remote to push to with --push")
-	f.StringVar(&o.branch, "branch", "", "branch to commit to (default: the current branch)")
+	f.StringVar(&o.branch, "branch", "", "branch to commit to (default: the current branch's own name, not its upstream's)")
 	f.IntVar(&o.attempts, "attempts", 8, "maximum push attempts when the branch moves")
 	o.ident.register(cmd, os.Getenv)
 	return cmd
@@ -100,13 +101,13 @@ func runRetryCommit(ctx context.Context, g *globalOptions, o *retryOptions, ids 
 	if err != nil {
 		return err
 	}
-	co, err := o.ident.commitOptions(repo, resolver.CommitOptions{Attempts: o.attempts, Dir: dir, History: repo})
+	co, err := o.ident.commitOptions(repo, resolver.CommitOptions{Attempts: o.attempts, Dir: dir, History: repo, RequireRepository: true})
 	if err != nil {
 		return err
 	}
 	out, err := resolver.CommitRetries(ctx, repo, ids, co)
 	if err != nil {
-		return err
+		return withBranchHint(err)
 	}
 	for _, c := range out.Changes {
 		fmt.Fprintf(stdout, "retry locked %s\n", describeChange(c))
@@ -127,6 +128,17 @@ func openForCommit(dir, branch, remote string, push bool) (*gitsource.Repo, erro
 		opts.Remote, opts.Auth = remote, auth
 	}
 	return gitsource.Open(dir, opts)
+}
+
+// withBranchHint adds to a branch missing on the remote the --branch to
+// pass when the local branch of that name tracks another: the default is
+// the local branch's own name, as git push's default takes it, so a push
+// never lands on a branch nobody named.
+func withBranchHint(err error) error {
+	if e, ok := errors.AsType[*gitsource.BranchNotFoundError](err); ok && e.Upstream != "" {
+		return fmt.Errorf("%w: pass --branch %s to commit on %s/%s", err, e.Upstream, e.Remote, e.Upstream)
+	}
+	return err
 }
 
 // printCommitted says where a lock commit went.
