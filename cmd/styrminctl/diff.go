@@ -16,7 +16,7 @@ func newDiffCmd(g *globalOptions, stdout io.Writer) *cobra.Command {
 	f := &planFlags{}
 	cmd := &cobra.Command{
 		Use:         "diff CLUSTER/ENV/NAME",
-		Annotations: map[string]string{readsRepo: "true"},
+		Annotations: map[string]string{readsRepo: "true", readsCommitWith: "head"},
 		Short:       "Show one deployment's plan in full detail",
 		Example: `  styrminctl diff local/dev/hub
   styrminctl diff local/dev/hub --base HEAD~1 --color never`,

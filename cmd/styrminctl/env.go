@@ -158,7 +158,7 @@ func newEnvCmd(g *globalOptions, load restConfigFunc, stdout io.Writer) *cobra.C
 	backupRecord := clusterBackupRecord(kube)
 	clone := &cobra.Command{
 		Use:         "clone CLUSTER/SRC DST",
-		Annotations: map[string]string{readsRepo: "true"},
+		Annotations: map[string]string{readsRepo: "true", readsCommitWith: "commit"},
 		Short:       "Copy an environment's configuration into a new environment",
 		Example: `  styrminctl env clone local/dev preview
   styrminctl env clone local/prod incident-42 --from-backup nightly-2026-12-01 --commit
@@ -235,7 +235,7 @@ is written when a check fails.`,
 	do := &envDeleteOptions{}
 	del := &cobra.Command{
 		Use:         "delete CLUSTER/ENV",
-		Annotations: map[string]string{readsRepo: "true"},
+		Annotations: map[string]string{readsRepo: "true", readsCommitWith: "commit"},
 		Short:       "Remove an environment's folder; the next lock deletes its deployments",
 		Example: `  styrminctl env delete local/preview
   styrminctl env delete local/preview --commit`,

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -122,8 +123,11 @@ func TestRepoThatIsNotADesiredStateRepositoryIsNamed(t *testing.T) {
 
 // TestCloneWithoutAWorkingTreeIsARepositoryForLocking: a clone with no
 // files checked out (git clone --no-checkout, as CI caches and the agent
-// keep them) is a desired-state repository when its HEAD holds one, and
-// lock --commit locks it from HEAD.
+// keep them) is a desired-state repository when its HEAD holds one, for
+// the commands that read HEAD: lock --commit locks it from HEAD, plan
+// --head plans it. Those that read the working tree fail saying it is
+// empty and what to do: they would find an empty repository there, and
+// lock --check would pass, plan delete every deployment.
 func TestCloneWithoutAWorkingTreeIsARepositoryForLocking(t *testing.T) {
 	src := exampleRepo(t)
 	planGit(t, src, "init", "-q", "-b", "main")
@@ -131,9 +135,37 @@ func TestCloneWithoutAWorkingTreeIsARepositoryForLocking(t *testing.T) {
 	planGit(t, src, "commit", "-q", "-m", "examples")
 	clone := filepath.Join(t.TempDir(), "clone")
 	planGit(t, filepath.Dir(clone), "clone", "-q", "--no-checkout", src, clone)
+	const want = "error: --repo " + "%s" + ": the working tree holds no desired-state repository, though HEAD does (a clone without a checkout?): check it out (git checkout)"
+	for _, tc := range []struct {
+		args []string
+		use  string // the command that reads HEAD instead, "" for none
+	}{
+		{[]string{"lock", "--check"}, "`styrminctl lock --commit` or `styrminctl lock --push`"},
+		{[]string{"lock"}, "`styrminctl lock --commit` or `styrminctl lock --push`"},
+		{[]string{"plan"}, "`styrminctl plan --head HEAD`"},
+		{[]string{"diff", "local/dev/web"}, "`styrminctl diff --head HEAD`"},
+		{[]string{"explain", "local/dev/web"}, ""},
+		{[]string{"drivers", "list"}, ""},
+	} {
+		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {
+			stdout, stderr, code := run(t, append([]string{"--repo", clone}, tc.args...)...)
+			if code != 1 || stdout != "" || !strings.HasPrefix(stderr, fmt.Sprintf(want, clone)) {
+				t.Fatalf("exit %d, stdout %q, stderr:\n%s", code, stdout, stderr)
+			}
+			if tc.use != "" && !strings.Contains(stderr, "or read HEAD instead: "+tc.use) {
+				t.Errorf("stderr does not say to use %s:\n%s", tc.use, stderr)
+			}
+		})
+	}
+	if out, _, code := run(t, "--repo", clone, "plan", "--head", "HEAD"); code != 0 || !strings.Contains(out, "local/dev/web") {
+		t.Errorf("plan --head HEAD in a clone without a working tree: exit %d\n%s", code, out)
+	}
 	out, code, err := styrminctl(t, "--repo", clone, "lock", "--commit")
 	if code != 0 || !strings.Contains(out, "locked local/dev/web=1") {
 		t.Fatalf("lock --commit in a clone without a working tree: exit %d, %v\n%s", code, err, out)
+	}
+	if strings.Contains(out, "uncommitted configuration edits") {
+		t.Errorf("lock --commit takes the empty working tree for edits:\n%s", out)
 	}
 }
 

@@ -46,7 +46,7 @@ func newLockCmd(g *globalOptions, load restConfigFunc, stdout io.Writer) *cobra.
 	o := &lockOptions{kube: newKubeOptions(load)}
 	cmd := &cobra.Command{
 		Use:         "lock",
-		Annotations: map[string]string{readsRepo: "true"},
+		Annotations: map[string]string{readsRepo: "true", readsCommitWith: "commit,push"},
 		Short:       "Resolve the configuration and write lockfiles for the deployments that changed",
 		Example: `  styrminctl lock
   styrminctl lock --check

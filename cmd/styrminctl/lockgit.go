@@ -103,6 +103,9 @@ func runLockCommit(ctx context.Context, g *globalOptions, o *lockOptions, stdout
 	}
 	wo := g.workspaceOptions(ctx, remoteURL)
 	wo.DriversKeepGoing = lockPolicy(o) == resolver.LockKeepGoing
+	// Before the commit, which writes lockfiles into a working tree that
+	// may have held none (a clone without a checkout).
+	edited := o.branch == "" && uncommittedEdits(repo, g.Repo, dir)
 	out, err := resolver.CommitLocksWith(ctx, repo, wo,
 		resolver.LockRequest{Policy: lockPolicy(o), AllowDeletions: o.allowDeletions, Retry: retry}, co)
 	if err != nil {
@@ -110,8 +113,8 @@ func runLockCommit(ctx context.Context, g *globalOptions, o *lockOptions, stdout
 	}
 	printNotRetried(stdout, out.NotRetried)
 	failed := errors.Join(out.Skipped, brokenDrivers(out.BrokenDrivers, out.Skipped))
-	if o.branch == "" {
-		printUncommittedNote(stdout, repo, g.Repo, dir)
+	if edited {
+		fmt.Fprintln(stdout, "note: the working tree has uncommitted configuration edits, which are not locked: --commit and --push lock the committed head; commit the edits first")
 	}
 	if !out.Committed {
 		fmt.Fprintln(stdout, "nothing to lock: every deployment is at its locked instance")
@@ -124,16 +127,16 @@ func runLockCommit(ctx context.Context, g *globalOptions, o *lockOptions, stdout
 	return failed
 }
 
-// printUncommittedNote says that the working tree's configuration edits
-// were not locked: --commit and --push lock the committed head, and "nothing
-// to lock" alone would read as if the edits had been seen and found to
-// change nothing.
-func printUncommittedNote(stdout io.Writer, repo *gitsource.Repo, dir, sub string) {
+// uncommittedEdits tells whether the working tree's configuration differs
+// from HEAD's, for a note that those edits were not locked: --commit and
+// --push lock the committed head, and "nothing to lock" alone would read as
+// if the edits had been seen and found to change nothing. A working tree
+// without a repository (a clone without a checkout) holds no edits.
+func uncommittedEdits(repo *gitsource.Repo, dir, sub string) bool {
 	head, err := repo.Resolve("HEAD")
-	if err != nil || head.IsZero() {
-		return
+	if err != nil || head.IsZero() || resolver.CheckRepository(os.DirFS(dir)) != nil {
+		return false
 	}
-	if same, err := repo.SameFiles(head, sub, os.DirFS(dir), resolver.ConfigPaths()); err == nil && !same {
-		fmt.Fprintln(stdout, "note: the working tree has uncommitted configuration edits, which are not locked: --commit and --push lock the committed head; commit the edits first")
-	}
+	same, err := repo.SameFiles(head, sub, os.DirFS(dir), resolver.ConfigPaths())
+	return err == nil && !same
 }

@@ -155,9 +155,14 @@ func addCompletion(root *cobra.Command) {
 // checked to be one before the command runs.
 const readsRepo = "styrmin.io/reads-repo"
 
-// checkRepo says what is wrong with --repo: missing, not a folder, or
-// not a desired-state repository.
-func (g *globalOptions) checkRepo() error {
+// readsCommitWith lists (comma-separated) the flags with which a readsRepo
+// command reads a commit rather than the working tree: lock --commit
+// builds on the branch's head, plan --head on the revision.
+const readsCommitWith = "styrmin.io/reads-commit-with"
+
+// checkRepo says what is wrong with --repo for cmd: missing, not a
+// folder, or not a desired-state repository.
+func (g *globalOptions) checkRepo(cmd *cobra.Command) error {
 	st, err := os.Stat(g.Repo)
 	if err != nil {
 		return fmt.Errorf("--repo %s: %w", g.Repo, err)
@@ -166,15 +171,37 @@ func (g *globalOptions) checkRepo() error {
 		return fmt.Errorf("--repo %s: not a folder", g.Repo)
 	}
 	err = resolver.CheckRepository(os.DirFS(g.Repo))
-	if err != nil && headIsRepository(g.Repo) {
-		// A clone without a working tree (git clone --no-checkout, a
-		// CI cache): the commands that lock read its HEAD.
+	if err == nil {
 		return nil
 	}
-	if err != nil {
+	if !headIsRepository(g.Repo) {
 		return fmt.Errorf("--repo %s: %w", g.Repo, err)
 	}
-	return nil
+	// A clone without a working tree (git clone --no-checkout, a CI
+	// cache). A command that reads a commit works there; one that reads
+	// the working tree would find an empty repository in it: lock --check
+	// would pass and plan would delete everything.
+	flags := strings.Split(cmd.Annotations[readsCommitWith], ",")
+	for _, name := range flags {
+		if fl := cmd.Flags().Lookup(name); fl != nil && fl.Changed && fl.Value.String() != "false" && fl.Value.String() != "" {
+			return nil
+		}
+	}
+	msg := fmt.Sprintf("--repo %s: the working tree holds no desired-state repository, though HEAD does (a clone without a checkout?): check it out (git checkout)", g.Repo)
+	var uses []string
+	for _, name := range flags {
+		if fl := cmd.Flags().Lookup(name); fl != nil {
+			use := cmd.CommandPath() + " --" + name
+			if fl.Value.Type() == "string" {
+				use += " HEAD"
+			}
+			uses = append(uses, "`"+use+"`")
+		}
+	}
+	if len(uses) > 0 {
+		msg += ", or read HEAD instead: " + strings.Join(uses, " or ")
+	}
+	return errors.New(msg)
 }
 
 // headIsRepository tells whether dir is (a folder of) a git repository
@@ -242,7 +269,7 @@ func newRootCmdWith(stdout, stderr io.Writer, terminal bool) *cobra.Command {
 	g.drivers.register(root)
 	root.PersistentPreRunE = func(cmd *cobra.Command, _ []string) error {
 		if cmd.Annotations[readsRepo] != "" {
-			if err := g.checkRepo(); err != nil {
+			if err := g.checkRepo(cmd); err != nil {
 				return err
 			}
 		}

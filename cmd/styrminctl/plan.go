@@ -48,7 +48,7 @@ func newPlanCmd(g *globalOptions, stdout io.Writer) *cobra.Command {
 	var detailed bool
 	cmd := &cobra.Command{
 		Use:         "plan",
-		Annotations: map[string]string{readsRepo: "true"},
+		Annotations: map[string]string{readsRepo: "true", readsCommitWith: "head"},
 		Short:       "Show what the configuration would change, deployment by deployment",
 		Example: `  styrminctl plan
   styrminctl plan --base origin/main -o markdown

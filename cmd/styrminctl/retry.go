@@ -29,7 +29,7 @@ func newRetryCmd(g *globalOptions, stdout io.Writer) *cobra.Command {
 	o := &retryOptions{}
 	cmd := &cobra.Command{
 		Use:         "retry CLUSTER/ENV/NAME...",
-		Annotations: map[string]string{readsRepo: "true"},
+		Annotations: map[string]string{readsRepo: "true", readsCommitWith: "commit,push"},
 		Short:       "Lock a deployment's current instance again, so the agent runs its workflow again",
 		Example: `  styrminctl retry local/dev/hub
   styrminctl retry local/dev/hub local/staging/hub --push`,

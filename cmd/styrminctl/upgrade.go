@@ -33,7 +33,7 @@ func newUpgradeCmd(g *globalOptions, now func() time.Time, stdout io.Writer) *co
 	o := &upgradeOptions{}
 	cmd := &cobra.Command{
 		Use:         "upgrade CLUSTER/ENV[/NAME]",
-		Annotations: map[string]string{readsRepo: "true"},
+		Annotations: map[string]string{readsRepo: "true", readsCommitWith: "commit"},
 		Short:       "Upgrade a deployment, or every deployment of an environment, at the next lock",
 		Example: `  styrminctl upgrade local/dev/hub --app-version 1.4.1
   styrminctl upgrade local/staging --commit
