@@ -108,18 +108,28 @@ refused plan; with --detailed-exitcode, 2 when the plan has changes.`,
 }
 
 // planExit turns the plan's outcome into the exit code, after the plan
-// was printed.
+// was printed. Each failed deployment is named on stderr with its error
+// (file, line, field) as well as in the plan: CI sends the plan to a file
+// (plan -o json > plan.json), and its log shows stderr. The messages are
+// the plan's own, which hold no sensitive value (masked, or placeholders).
 func planExit(stderr io.Writer, p *planner.Plan, detailed bool) error {
 	if err := p.Err(); err != nil {
 		fmt.Fprintln(stderr, "error:", err)
 		return exitError{code: 1}
 	}
+	failed := false
+	for _, e := range p.Errors {
+		printDeploymentError(stderr, e.ID, e.Message)
+	}
 	if len(p.Errors) > 0 {
 		fmt.Fprintf(stderr, "error: %d deployment(s) failed to resolve; they are left out of the plan\n", len(p.Errors))
-		return exitError{code: 1}
+		failed = true
 	}
-	if ids := unrendered(p); len(ids) > 0 {
-		fmt.Fprintf(stderr, "error: the new instance of %s could not be rendered (see its manifests in the plan); the agent would stall on it\n", strings.Join(ids, ", "))
+	for _, d := range unrendered(p) {
+		printDeploymentError(stderr, d.ID, "the new instance could not be rendered; the agent would stall on it: "+d.Manifests.Error)
+		failed = true
+	}
+	if failed {
 		return exitError{code: 1}
 	}
 	if detailed && p.HasChanges() {
@@ -128,19 +138,28 @@ func planExit(stderr io.Writer, p *planner.Plan, detailed bool) error {
 	return nil
 }
 
+// printDeploymentError prints msg as "error: ID: …", one line per line of
+// msg (a deployment's configuration errors are one a line), so each line
+// names the deployment it is about.
+func printDeploymentError(stderr io.Writer, id, msg string) {
+	for line := range strings.SplitSeq(strings.TrimRight(msg, "\n"), "\n") {
+		fmt.Fprintf(stderr, "error: %s: %s\n", id, line)
+	}
+}
+
 // unrendered lists the deployments of p whose new instance could not be
 // rendered. A locked instance that no longer renders (its driver gone from
 // the base) only leaves the diff out: the agent applies the new one. The
 // planner words that side's errors so (planner.planOne).
-func unrendered(p *planner.Plan) []string {
-	var out []string
+func unrendered(p *planner.Plan) []*planner.Deployment {
+	var out []*planner.Deployment
 	for _, d := range p.Deployments {
 		e := d.Manifests.Error
 		if e == "" || d.To == nil || strings.HasPrefix(e, "rendering the locked instance: ") ||
 			(strings.HasPrefix(e, "driver ") && strings.HasSuffix(e, " of the locked instance is not available")) {
 			continue
 		}
-		out = append(out, d.ID)
+		out = append(out, d)
 	}
 	return out
 }

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/styrmin/styrmin/internal/secrettest"
 	"github.com/styrmin/styrmin/version"
 )
 
@@ -249,5 +250,47 @@ func TestThePlanOfABranchThatLockedItselfShowsItsOwnSequence(t *testing.T) {
 	out, code, err := styrminctl(t, "--repo", dir, "plan", "-o", "json")
 	if code != 0 || !strings.Contains(out, `"toSequence": 2`) || strings.Contains(out, `"toSequence": 3`) {
 		t.Fatalf("plan of the locked branch: exit %d, %v; want web to sequence 2, its own lock\n%s", code, err, out)
+	}
+}
+
+// TestPlanNamesEachDeploymentThatFailsToResolveOnStderr: plan's stderr
+// has one line per failed deployment with its file, line and field, as
+// CI logs and the CI script's comment show stderr alone (plan -o json >
+// plan.json); a sensitive parameter's value is not on it.
+func TestPlanNamesEachDeploymentThatFailsToResolveOnStderr(t *testing.T) {
+	const secret = "Pa ss/w0rd+launch&code"
+	dir := lockedGitRepo(t)
+	spec := filepath.Join(dir, "drivers/webapp/1.1.0/driver.cue")
+	src, err := os.ReadFile(spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	marked := strings.Replace(string(src), `message: *"Hello from Styrmin" | string & !=""`, `message: *"Hello from Styrmin" | string & =~"^[A-Za-z ]+$" @styrmin(sensitive)`, 1)
+	if marked == string(src) {
+		t.Fatal("webapp's message parameter not found; update the test")
+	}
+	if err := os.WriteFile(spec, []byte(marked), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	writeRepoFile(t, dir, devWebFile, "driver: \"webapp\"\nappVersion: \"1.25.0\"\nparameters: {replicas: 2, message: \""+secret+"\"}\n")
+	writeRepoFile(t, dir, "clusters/local/environments/staging/deployments/web.yaml", "driver: webapp\nappVersion: 1.25.0\nparameters:\n  replicas: three\n")
+
+	stdout, stderr, code := run(t, "--repo", dir, "plan", "-o", "json")
+	if code != 1 || !strings.HasPrefix(stdout, "{") {
+		t.Fatalf("exit %d, want 1 and the plan\nstderr:\n%s", code, stderr)
+	}
+	for _, want := range []string{
+		"error: local/dev/web: " + devWebFile + ":3:",
+		"field parameters.message: must match the regular expression ^[A-Za-z ]+$ (value hidden)\n",
+		"error: local/staging/web: clusters/local/environments/staging/deployments/web.yaml:4:13: field parameters.replicas: must be an integer",
+		"error: local/dev/hub: " + devHubFile + ":3:12: field connects[0]: deployment \"web\" failed to resolve",
+		"error: 3 deployment(s) failed to resolve; they are left out of the plan\n",
+	} {
+		if !strings.Contains(stderr, want) {
+			t.Errorf("stderr lacks %q:\n%s", want, stderr)
+		}
+	}
+	if found := secrettest.Find([]byte(stderr), secret); len(found) > 0 {
+		t.Errorf("stderr holds %s:\n%s", strings.Join(found, ", "), stderr)
 	}
 }

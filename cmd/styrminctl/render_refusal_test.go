@@ -59,10 +59,10 @@ func TestPlanAndLockFailADeploymentWhoseChartFailsWithItsParameters(t *testing.T
 }
 
 // TestPlanExitsOneWhenANewInstanceCannotBeRendered: a plan holding a
-// deployment whose new instance did not render exits 1 naming it, with
-// or without --detailed-exitcode: the agent would stall on it. One whose
-// locked instance did not render (its driver gone from the base) only
-// lacks its diff, and exits as any plan with changes.
+// deployment whose new instance did not render exits 1 naming it and why
+// on stderr, with or without --detailed-exitcode: the agent would stall
+// on it. One whose locked instance did not render (its driver gone from
+// the base) only lacks its diff, and exits as any plan with changes.
 func TestPlanExitsOneWhenANewInstanceCannotBeRendered(t *testing.T) {
 	plan := func(msg string) *planner.Plan {
 		return &planner.Plan{
@@ -96,8 +96,8 @@ func TestPlanExitsOneWhenANewInstanceCannotBeRendered(t *testing.T) {
 		if code != tc.want {
 			t.Errorf("%q (detailed %v): exit %d, want %d", tc.msg, tc.detailed, code, tc.want)
 		}
-		if tc.want == 1 && !strings.Contains(stderr.String(), "local/dev/web could not be rendered") {
-			t.Errorf("%q: stderr %q does not name the deployment", tc.msg, stderr.String())
+		if want := "error: local/dev/web: the new instance could not be rendered; the agent would stall on it: " + tc.msg + "\n"; tc.want == 1 && !strings.Contains(stderr.String(), want) {
+			t.Errorf("%q: stderr %q does not name the deployment and why", tc.msg, stderr.String())
 		}
 	}
 }

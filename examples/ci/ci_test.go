@@ -170,3 +170,55 @@ func TestCIScriptPlansLocksAndChecksAgainstARealRemote(t *testing.T) {
 		t.Fatalf("check after locking: exit %d\n%s", code, out)
 	}
 }
+
+// TestCIScriptCommentNamesTheFileAndFieldOfADeploymentThatFailsToResolve:
+// a pull request giving a parameter a value of the wrong type gets a
+// comment naming the deployment, the file and the field (the plan's
+// stderr), above the plan of what did resolve.
+func TestCIScriptCommentNamesTheFileAndFieldOfADeploymentThatFailsToResolve(t *testing.T) {
+	bin := buildStyrminctl(t)
+	srv := gitserver.New(t)
+	script, err := filepath.Abs("styrmin-ci.sh")
+	if err != nil {
+		t.Fatal(err)
+	}
+	work := filepath.Join(t.TempDir(), "checkout")
+	if err := os.CopyFS(work, os.DirFS("..")); err != nil {
+		t.Fatal(err)
+	}
+	planFile := filepath.Join(t.TempDir(), "plan.md")
+	r := &run{t: t, srv: srv, work: work, scriptPath: script,
+		env: append(os.Environ(), "STYRMINCTL="+bin, "STYRMIN_PLAN_FILE="+planFile, "STYRMIN_BASE=main")}
+	r.git("init", "--quiet", "-b", "main")
+	r.git("add", ".")
+	r.git("commit", "--quiet", "-m", "initial configuration")
+	r.git("checkout", "--quiet", "-b", "replicas")
+	const webFile = "clusters/local/environments/staging/deployments/web.yaml"
+	if err := os.WriteFile(filepath.Join(work, webFile), []byte("driver: webapp\nappVersion: 1.25.0\nparameters:\n  replicas: three\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(work, "clusters/local/environments/dev/deployments/web.cue"), []byte("driver: \"webapp\"\nappVersion: \"1.25.0\"\nparameters: replicas: 3\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	r.git("commit", "--quiet", "-am", "replicas")
+
+	out, code := r.script("plan")
+	if code != 1 {
+		t.Fatalf("plan: exit %d, want 1\n%s", code, out)
+	}
+	comment, err := os.ReadFile(planFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{
+		"### Styrmin plan failed",
+		"error: local/staging/web: " + webFile + ":4:13: field parameters.replicas: must be an integer",
+		"**Errors** (these deployments are neither planned nor deleted)", // the plan's body
+		"`local/dev/web`",
+		"\n---\n<sub>styrminctl ",
+	} {
+		if !strings.Contains(string(comment), want) {
+			t.Errorf("the comment lacks %q:\n%s", want, comment)
+		}
+	}
+}

@@ -4,7 +4,9 @@
 #
 #   styrmin-ci.sh plan    on a pull request: write the plan as markdown to
 #                         $STYRMIN_PLAN_FILE (default styrmin-plan.md), or
-#                         the error when the plan fails (then exit non-zero),
+#                         the errors when the plan fails, each failed
+#                         deployment with its file and field, above what
+#                         could be planned (then exit non-zero),
 #                         with a footer (tool version, what was compared,
 #                         how the change is applied: $STYRMIN_LOCK_MODE,
 #                         commit-back or check); fail when the locks in the
@@ -62,9 +64,15 @@ plan)
 		case $rc in
 		0 | 2) cat "$body" ;;
 		*)
-			printf '### Styrmin plan failed\n\nThe plan could not be computed (exit %s):\n\n```\n' "$rc"
+			printf '### Styrmin plan failed\n\nThe plan failed (exit %s):\n\n```\n' "$rc"
 			cat "$errs"
 			printf '```\n'
+			# What could be planned, with its list of errors: the
+			# deployments that resolved are reviewed in the same round.
+			if [ -s "$body" ]; then
+				printf '\n'
+				cat "$body"
+			fi
 			;;
 		esac
 		footer
