@@ -139,15 +139,21 @@ func (r *Repo) UpstreamMergeBase() (base Hash, upstream string, err error) {
 	}
 	hc, err := gr.CommitObject(head.Hash())
 	if err != nil {
-		return Hash{}, "", commitError(fromPlumbing(head.Hash()), err)
+		return Hash{}, "", r.commitError(fromPlumbing(head.Hash()), err)
 	}
 	uc, err := gr.CommitObject(ref.Hash())
 	if err != nil {
-		return Hash{}, "", commitError(fromPlumbing(ref.Hash()), err)
+		return Hash{}, "", r.commitError(fromPlumbing(ref.Hash()), err)
 	}
 	bases, err := hc.MergeBase(uc)
+	if errors.Is(err, plumbing.ErrObjectNotFound) && r.shallow() {
+		return Hash{}, "", fmt.Errorf("merge base of HEAD and %s: %w", up.Short(), ErrShallow)
+	}
 	if err != nil {
 		return Hash{}, "", fmt.Errorf("merge base of HEAD and %s: %w", up.Short(), err)
+	}
+	if len(bases) == 0 && r.shallow() {
+		return Hash{}, "", fmt.Errorf("HEAD and its upstream %s have %w in this clone: %w", up.Short(), ErrNoMergeBase, ErrShallow)
 	}
 	if len(bases) == 0 {
 		return Hash{}, "", fmt.Errorf("HEAD and its upstream %s have %w", up.Short(), ErrNoMergeBase)

@@ -338,6 +338,32 @@ func TestCommitLocksOfAnExistingBranchRefusesOneThatIsNot(t *testing.T) {
 	}
 }
 
+// TestAShallowClonesMissingCommitSaysItIsShallow: a walk that reaches
+// past a shallow clone's history names the cause and the fix, not only
+// the commit it misses.
+func TestAShallowClonesMissingCommitSaysItIsShallow(t *testing.T) {
+	src := newLocalRepo(t, false)
+	for i := range 3 {
+		if err := os.WriteFile(filepath.Join(src.dir, "f"), []byte(fmt.Sprint(i)), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		src.git("add", "f")
+		src.git("commit", "--quiet", "-m", fmt.Sprint(i))
+	}
+	dst := newLocalRepo(t, false)
+	dst.git("fetch", "--quiet", "--depth", "1", "file://"+src.dir, "main")
+	dst.git("reset", "--quiet", "--hard", "FETCH_HEAD")
+	r, err := gitsource.Open(dst.dir, gitsource.OpenOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	head := mustResolve(t, r, "HEAD")
+	_, err = r.LockedSequences(head, ".", "locks")
+	if !errors.Is(err, gitsource.ErrShallow) || !errors.Is(err, gitsource.ErrCommitNotFound) || !strings.Contains(err.Error(), "git fetch --unshallow") {
+		t.Fatalf("LockedSequences in a shallow clone: err = %v, want ErrShallow and ErrCommitNotFound", err)
+	}
+}
+
 func TestCommitLocksRetriesWhenTheBranchMoves(t *testing.T) {
 	ctx := context.Background()
 	srv := gitserver.New(t)

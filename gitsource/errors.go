@@ -39,6 +39,11 @@ var (
 	// ErrNoMergeBase means HEAD and its upstream branch share no commit
 	// (UpstreamMergeBase).
 	ErrNoMergeBase = errors.New("no common commit")
+	// ErrShallow means a commit is missing from a shallow clone: it lies
+	// beyond the history the clone fetched. CI checkouts are shallow by
+	// default, and the sequences of lock commits are numbered from the
+	// branch's whole history, so the message says how to fetch it.
+	ErrShallow = errors.New("the clone is shallow, and the sequences of lock commits are numbered from the branch's whole history: fetch it (git fetch --unshallow; fetch-depth: 0 in actions/checkout; GIT_DEPTH: 0 in GitLab CI)")
 )
 
 // BranchNotFoundError is a branch CommitRequest.ExistingBranch requires
@@ -76,6 +81,23 @@ func commitError(h fmt.Stringer, err error) error {
 		return fmt.Errorf("gitsource: commit %s: %w", h, ErrCommitNotFound)
 	}
 	return fmt.Errorf("gitsource: commit %s: %w", h, err)
+}
+
+// commitError is commitError that, in a shallow clone, also wraps
+// ErrShallow for a missing commit: there a bare "commit not found" would
+// name a hash and not the cause. The caller holds r.mu.
+func (r *Repo) commitError(h fmt.Stringer, err error) error {
+	if errors.Is(err, plumbing.ErrObjectNotFound) && r.shallow() {
+		return fmt.Errorf("gitsource: commit %s: %w: %w", h, ErrCommitNotFound, ErrShallow)
+	}
+	return commitError(h, err)
+}
+
+// shallow reports whether the repository is a shallow clone (it lists
+// shallow commits, .git/shallow). The caller holds r.mu.
+func (r *Repo) shallow() bool {
+	s, err := r.storer.Shallow()
+	return err == nil && len(s) > 0
 }
 
 // transportError wraps an error from a remote operation with the operation,

@@ -145,7 +145,7 @@ func (cc commitCache) get(r *Repo, h plumbing.Hash) (*object.Commit, error) {
 	}
 	c, err := object.GetCommit(r.storer, h)
 	if err != nil {
-		return nil, commitError(h, err)
+		return nil, r.commitError(h, err)
 	}
 	cc[h] = c
 	return c, nil

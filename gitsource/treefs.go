@@ -42,7 +42,7 @@ func (r *Repo) FS(commit Hash) (fs.FS, error) {
 	defer r.mu.Unlock()
 	c, err := object.GetCommit(r.storer, commit.plumbing())
 	if err != nil {
-		return nil, commitError(commit, err)
+		return nil, r.commitError(commit, err)
 	}
 	return &treeFS{r: r, root: c.TreeHash, modTime: c.Committer.When, checkout: r.worktreeDir}, nil
 }

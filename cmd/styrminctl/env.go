@@ -3,6 +3,7 @@ package main
 import (
 	"cmp"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -287,9 +288,12 @@ type envCommitter struct {
 // branch, with the identity flags and up to attempts compare-and-swap
 // attempts.
 func newCommitter(ctx context.Context, g *globalOptions, ident *identityFlags, attempts int) (*envCommitter, error) {
-	repo, err := openForCommit(g.Repo, "", "", false)
+	repo, err := gitsource.Open(g.Repo, gitsource.OpenOptions{})
 	if err != nil {
 		return nil, err
+	}
+	if repo.Branch() == "" {
+		return nil, errors.New("HEAD is detached: check out the branch to commit on (git switch BRANCH)")
 	}
 	dir, err := repo.Subdir(g.Repo)
 	if err != nil {

@@ -169,6 +169,51 @@ func TestCloneWithoutAWorkingTreeIsARepositoryForLocking(t *testing.T) {
 	}
 }
 
+// TestCICheckoutsThatLackABranchOrHistoryAreNamedWithTheFix: a detached
+// HEAD (CI checkouts of pull requests, GitLab, Jenkins) asks for --branch,
+// and a shallow clone (CI's default depth) says it is one and how to
+// fetch the whole history, which sequences are numbered from, rather
+// than naming a missing commit. Both exit 1 and commit nothing.
+func TestCICheckoutsThatLackABranchOrHistoryAreNamedWithTheFix(t *testing.T) {
+	dir := lockedGitRepo(t)
+	writeRepoFile(t, dir, devWebFile, "driver: \"webapp\"\nappVersion: \"1.25.0\"\nparameters: replicas: 3\n")
+	planGit(t, dir, "commit", "-q", "-am", "web 3 replicas")
+	planGit(t, dir, "push", "-q", "origin", "HEAD:main")
+
+	t.Run("detached HEAD", func(t *testing.T) {
+		planGit(t, dir, "checkout", "-q", "--detach", "HEAD")
+		head := planGit(t, dir, "rev-parse", "HEAD")
+		for _, args := range [][]string{{"lock", "--push"}, {"lock", "--commit"}, {"retry", "local/dev/web", "--commit"}} {
+			_, stderr, code := run(t, append([]string{"--repo", dir}, args...)...)
+			if want := "error: HEAD is detached and no branch was given: pass --branch BRANCH, the branch to commit on\n"; code != 1 || stderr != want {
+				t.Errorf("%s: exit %d, stderr %q, want %q", strings.Join(args, " "), code, stderr, want)
+			}
+		}
+		if after := planGit(t, dir, "rev-parse", "HEAD"); after != head {
+			t.Errorf("HEAD moved from %s to %s", head, after)
+		}
+	})
+
+	t.Run("shallow clone", func(t *testing.T) {
+		shallow := filepath.Join(t.TempDir(), "shallow")
+		origin := planGit(t, dir, "remote", "get-url", "origin")
+		planGit(t, filepath.Dir(shallow), "clone", "-q", "--depth", "1", "--branch", "main", "file://"+origin, shallow)
+		head := planGit(t, shallow, "rev-parse", "HEAD")
+		for _, args := range [][]string{{"plan"}, {"lock", "--check"}, {"lock"}, {"lock", "--commit"}} {
+			_, stderr, code := run(t, append([]string{"--repo", shallow}, args...)...)
+			if code != 1 || !strings.Contains(stderr, "the clone is shallow") || !strings.Contains(stderr, "git fetch --unshallow; fetch-depth: 0 in actions/checkout; GIT_DEPTH: 0 in GitLab CI") {
+				t.Errorf("%s: exit %d, stderr:\n%s", strings.Join(args, " "), code, stderr)
+			}
+		}
+		if after := planGit(t, shallow, "rev-parse", "HEAD"); after != head {
+			t.Errorf("HEAD moved from %s to %s", head, after)
+		}
+		if st := planGit(t, shallow, "status", "--porcelain"); st != "" {
+			t.Errorf("the working tree changed:\n%s", st)
+		}
+	})
+}
+
 func TestUnknownOutputFormatListsTheAcceptedOnes(t *testing.T) {
 	data := "(accepted: text, json, yaml)"
 	list := "(accepted: text, wide, name, json, yaml)"

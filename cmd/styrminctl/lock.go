@@ -92,7 +92,7 @@ happened to its lockfile.`,
 	f.BoolVar(&o.commit, "commit", false, "commit the written lockfiles")
 	f.BoolVar(&o.push, "push", false, "commit and push to the remote branch with compare-and-swap retries (implies --commit)")
 	f.StringVar(&o.remote, "remote", "origin", "remote to push to with --push")
-	f.StringVar(&o.branch, "branch", "", "branch to commit to (default: the current branch's own name, not its upstream's)")
+	f.StringVar(&o.branch, "branch", "", "branch to commit to (default: the current branch's own name, not its upstream's; needed on a detached HEAD)")
 	f.BoolVar(&o.squash, "squash", false, "with --commit/--push, lock the head as one change even when several configuration commits since the last lock change instances (default: one lock commit per such commit, so each change runs its own workflow)")
 	f.IntVar(&o.attempts, "attempts", 8, "maximum push attempts when the branch moves")
 	f.IntVar(&o.allowDeletions, "allow-deletions", 0, "allow the lock to delete up to this many deployments, above the deletion threshold (recorded in a Styrmin-Allow-Deletions trailer with --commit/--push)")

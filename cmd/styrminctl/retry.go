@@ -58,7 +58,7 @@ with compare-and-swap; the commit carries a Styrmin-Retry trailer per deployment
 	f.BoolVar(&o.commit, "commit", false, "commit the written lockfiles")
 	f.BoolVar(&o.push, "push", false, "commit and push to the remote branch with compare-and-swap retries (implies --commit)")
 	f.StringVar(&o.remote, "remote", "origin", "remote to push to with --push")
-	f.StringVar(&o.branch, "branch", "", "branch to commit to (default: the current branch's own name, not its upstream's)")
+	f.StringVar(&o.branch, "branch", "", "branch to commit to (default: the current branch's own name, not its upstream's; needed on a detached HEAD)")
 	f.IntVar(&o.attempts, "attempts", 8, "maximum push attempts when the branch moves")
 	o.ident.register(cmd, os.Getenv)
 	return cmd
@@ -127,7 +127,15 @@ func openForCommit(dir, branch, remote string, push bool) (*gitsource.Repo, erro
 		}
 		opts.Remote, opts.Auth = remote, auth
 	}
-	return gitsource.Open(dir, opts)
+	repo, err := gitsource.Open(dir, opts)
+	if err != nil {
+		return nil, err
+	}
+	if repo.Branch() == "" {
+		// CI checkouts (pull requests, GitLab, Jenkins) detach HEAD.
+		return nil, errors.New("HEAD is detached and no branch was given: pass --branch BRANCH, the branch to commit on")
+	}
+	return repo, nil
 }
 
 // withBranchHint adds to a branch missing on the remote the --branch to
