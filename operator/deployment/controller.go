@@ -436,6 +436,7 @@ func (r *Reconciler) release(ctx context.Context, rs *reconcileState) error {
 		Sensitive:   rs.sensitive,
 		Rerun:       jobsOf(sd.Status.Components, sd.Status.Inventory, func(w v1alpha1.WorkloadStatus) bool { return w.Failed }),
 		Finished:    jobsOf(sd.Status.Components, sd.Status.Inventory, health.FinishedGone),
+		Inventory:   sd.Status.Inventory,
 	}
 	revision := 0
 	if sd.Status.Release != nil {

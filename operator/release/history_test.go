@@ -898,3 +898,40 @@ func TestARewrittenReleaseRecordIsNeitherCheckedNorForced(t *testing.T) {
 		t.Fatalf("x after the apply: %v (%v); want it as made by hand", cm.Data, err)
 	}
 }
+
+// TestAReleaseWhoseRecordWasDeletedTakesBackItsObjectsFromTheInventory: a
+// release's record deleted by hand (its Secrets) is written again by an
+// install that knows none of the live objects as the release's own, so it
+// applied them unforced: a field another manager had taken (a kubectl
+// scale) failed that install, and every retry, with a conflict, and the
+// deployment stayed there. The inventory the agent recorded (its status,
+// which only the agent writes) says which objects are the release's: one
+// of them whose live annotations name the release is forced back, as a
+// deployed revision's are. An object the inventory does not list is still
+// refused.
+func TestAReleaseWhoseRecordWasDeletedTakesBackItsObjectsFromTheInventory(t *testing.T) {
+	e := startReleaseEnv(t, 10)
+	ctx := context.Background()
+	const ns = "record-deleted"
+	e.namespace(t, ns)
+	if _, _, err := e.helm.Apply(ctx, releaseReq(ns, webDeployment(ns, "nginx:1.27")), nil, 0); err != nil {
+		t.Fatal(err)
+	}
+	e.scaleDeployment(t, ns, "web", 3)
+	if err := e.cs.CoreV1().Secrets(ns).DeleteCollection(ctx, metav1.DeleteOptions{}, metav1.ListOptions{LabelSelector: "owner=helm,name=app"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := e.helm.Apply(ctx, releaseReq(ns, webDeployment(ns, "nginx:1.27")), nil, 0); err == nil {
+		t.Fatal("an install knowing nothing of the release's objects forced web's replicas back; want a conflict")
+	}
+	req := releaseReq(ns, webDeployment(ns, "nginx:1.27"))
+	req.Inventory = []v1alpha1.ObjectRef{{APIVersion: "apps/v1", Kind: "Deployment", Namespace: ns, Name: "web"}}
+	rev, _, err := e.helm.Apply(ctx, req, nil, 0)
+	if err != nil {
+		t.Fatalf("the install with the agent's inventory: %v", err)
+	}
+	e.requireWeb(t, ns, 1, "nginx:1.27", "after the install with the agent's inventory")
+	if _, err := e.helm.records.get(ctx, ns, "app", rev.Status(metav1.Now()).Revision); err != nil {
+		t.Fatalf("the release's record written again: %v", err)
+	}
+}

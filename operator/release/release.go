@@ -192,6 +192,15 @@ type Request struct {
 	// objects is taken as the release's own (forced back), whatever it
 	// lists.
 	PreviousDigest string
+	// Inventory are the objects the agent recorded the release's last
+	// apply with (the StyrminDeployment's status, which only the agent
+	// writes). One that conflicts and whose live annotations name this
+	// release is the release's own, forced as a deployed revision's are,
+	// when the record cannot say so: gone (deleted by hand) or rewritten.
+	// Without it, a field another manager held (an autoscaler's
+	// replicas, a kubectl scale) failed every retry of the new install
+	// with a conflict.
+	Inventory []v1alpha1.ObjectRef
 }
 
 // Revision is a release revision this agent wrote, with the
@@ -487,8 +496,9 @@ func jobKeys(refs []v1alpha1.ObjectRef) map[string]bool {
 }
 
 // adopter returns applyAll's adopt: whether an object that conflicts was
-// created by a failed revision since the last that deployed (one lists it
-// and its live annotations name this release). Its fields are then the
+// created by a failed revision since the last that deployed, or is in
+// the inventory the agent recorded (req.Inventory), and its live
+// annotations name this release. Its fields are then the
 // release's as much as a deployed revision's: without forcing, an edit by
 // another manager (kubectl scale) after a failed install or upgrade would
 // fail every retry with a conflict saying the release did not create it.
@@ -520,7 +530,7 @@ func (h *Releases) adopter(hist []*release.Release, req Request) func(context.Co
 				}
 			}
 		}
-		if !listed[objectKey(o.ref)] {
+		if !listed[objectKey(o.ref)] && !slices.ContainsFunc(req.Inventory, func(r v1alpha1.ObjectRef) bool { return objectKey(r) == objectKey(o.ref) }) {
 			return false, nil
 		}
 		live, err := o.resource.Get(ctx, o.ref.Name, metav1.GetOptions{})
