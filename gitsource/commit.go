@@ -364,6 +364,11 @@ func (r *Repo) casLocalRef(old, new Hash) (moved bool, err error) {
 	} else if !cur.IsZero() {
 		return true, nil // the branch was created meanwhile
 	}
+	unlock, err := r.lockRef(name)
+	if err != nil {
+		return false, err
+	}
+	defer unlock()
 	err = r.storer.CheckAndSetReference(plumbing.NewHashReference(name, new.plumbing()), oldRef)
 	if errors.Is(err, storage.ErrReferenceHasChanged) {
 		return true, nil

@@ -560,3 +560,48 @@ func TestCommitLocksStoresAChangeAsOnePack(t *testing.T) {
 	}
 	lr.git("fsck", "--strict", "--no-progress")
 }
+
+// TestCommitLocksLocalHonoursGitsLockOfTheBranch: go-git moves a ref in
+// place, without git's lock file, so a `git commit` or `git pull` on the
+// same branch at the same moment could rename its lock over the ref
+// after go-git compared it, leaving the lock commit reported made on no
+// branch. A local commit now takes git's lock of the branch
+// (refs/heads/<branch>.lock) as git does: one there already (another git
+// at work, or one that crashed) is ErrConflict naming the file, the
+// branch unmoved; the lock is gone after a commit.
+func TestCommitLocksLocalHonoursGitsLockOfTheBranch(t *testing.T) {
+	ctx := context.Background()
+	lr := newLocalRepo(t, false)
+	base := lr.commit("config", map[string]string{"styrmin.cue": "x: 1\n"})
+	r, err := gitsource.Open(lr.dir, gitsource.OpenOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	req := gitsource.CommitRequest{MaxAttempts: 1, Build: func(context.Context, gitsource.Hash, fs.FS) (gitsource.Change, error) {
+		return gitsource.Change{Files: map[string][]byte{appLock: []byte("sequence: 1\n")}, Locks: map[string]int{"c/e/app": 1}}, nil
+	}}
+	lock := filepath.Join(lr.dir, ".git", "refs", "heads", "main.lock")
+	if err := os.WriteFile(lock, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	_, err = r.CommitLocks(ctx, req)
+	if !errors.Is(err, gitsource.ErrConflict) || !strings.Contains(err.Error(), "main.lock exists") {
+		t.Fatalf("a commit while git holds the branch's lock: %v; want ErrConflict naming the lock", err)
+	}
+	if head := lr.git("rev-parse", "HEAD"); head != base {
+		t.Fatalf("the branch moved to %s while git held its lock", head)
+	}
+	if err := os.Remove(lock); err != nil {
+		t.Fatal(err)
+	}
+	res, err := r.CommitLocks(ctx, req)
+	if err != nil || !res.Committed {
+		t.Fatalf("a commit once the lock is gone: %+v, %v", res, err)
+	}
+	if head := lr.git("rev-parse", "HEAD"); head != res.Commit.String() {
+		t.Fatalf("HEAD = %s, want %s", head, res.Commit)
+	}
+	if _, err := os.Stat(lock); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("the branch's lock after the commit: %v; want it removed", err)
+	}
+}
