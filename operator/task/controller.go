@@ -1811,9 +1811,10 @@ func (r *Reconciler) finishWith(ctx context.Context, run *taskRun, phase v1alpha
 	t.Status.Phase = phase
 	t.Status.FinishedAt = &now
 	t.Status.Message = msg
-	if t.Status.StartedAt == nil {
-		t.Status.StartedAt = &now
-	}
+	// A task that ends before its first step (superseded, withdrawn,
+	// failed in its checks) gets no start time: startedAt is when its
+	// first step started, and one here would read as a task that ran
+	// (once, as one that ended a hold on stopped components).
 	reason := string(phase)
 	if phase != v1alpha1.TaskSucceeded && run.failReason != "" {
 		// The conditions name why: InvalidTask, LockMismatch, StepFailed,

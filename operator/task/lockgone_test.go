@@ -220,3 +220,38 @@ func TestARunningTaskWhoseLockIsGoneBeforeItsInstanceWasWrittenFailsTheStepThatW
 		t.Errorf("Ready condition %+v; want reason %s", c, v1alpha1.ReasonInvalidTask)
 	}
 }
+
+// TestATaskThatFailsBeforeItsFirstStepHasNoStartTime: a task that ended
+// before any step (here its lock records another change: LockMismatch)
+// was given a start time when it ended. The StyrminDeployment controller
+// read that as a task that ran, after the failed upgrade whose stopped
+// workers it held, and started them.
+func TestATaskThatFailsBeforeItsFirstStepHasNoStartTime(t *testing.T) {
+	const ns = "dev-jobs"
+	cl := withCRDs(t, ns)
+	d := maintenanceDriver(t)
+	locks := &goneLocks{}
+	tk := lockTask(t, cl, jobsInstance(t, d, ns, 1, "1.0.0"), locks)
+	other, err := resolver.EncodeLock(jobsInstance(t, d, ns, 1, "2.0.0"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	locks.data = other
+	r, err := NewReconciler(Options{Client: cl, Drivers: oneDriver{d}, Locks: locks, Registerer: prometheus.NewRegistry()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	req := reconcile.Request{NamespacedName: client.ObjectKeyFromObject(tk)}
+	tk = reconcileUntil(t, r, cl, req, "the task ended", func(tk *v1alpha1.StyrminTask) bool { return tk.Status.Phase.Terminal() })
+	if c := apimeta.FindStatusCondition(tk.Status.Conditions, v1alpha1.ConditionReady); tk.Status.Phase != v1alpha1.TaskFailed || c == nil || c.Reason != v1alpha1.ReasonLockMismatch {
+		t.Fatalf("task %s (%+v); want it failed: %s", tk.Status.Phase, c, v1alpha1.ReasonLockMismatch)
+	}
+	if tk.Status.StartedAt != nil || tk.Status.FinishedAt == nil {
+		t.Errorf("started at %v, finished at %v; want no start (no step ran) and an end", tk.Status.StartedAt, tk.Status.FinishedAt)
+	}
+	for _, st := range tk.Status.Steps {
+		if st.StartedAt != nil {
+			t.Errorf("step %s started at %v", st.Name, st.StartedAt)
+		}
+	}
+}
