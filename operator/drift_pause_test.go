@@ -174,3 +174,117 @@ func TestDriftDoesNotStartWhatAFailedTaskLeftStopped(t *testing.T) {
 		return *d.Spec.Replicas == 2, fmt.Sprintf("replicas %d", *d.Spec.Replicas), nil
 	})
 }
+
+// TestDriftKeepsWhatAFailedTaskStoppedThroughABackupAndATaskThatRanNoStep:
+// an upgrade stopped the workers, then its migration failed. The hold on
+// them ended when any later task had a start time: a nightly backup that
+// succeeded, a retry that failed at its first step (before its own
+// stopComponents), a fix that failed its checks before any step (an
+// ended task was given a start time), a backup's deletion. The drift
+// check then started the old workers on half-migrated data. Now none of
+// these ends the hold, and the condition still names the failed upgrade.
+func TestDriftKeepsWhatAFailedTaskStoppedThroughABackupAndATaskThatRanNoStep(t *testing.T) {
+	t.Parallel()
+	e := startEnv(t)
+	ctx := context.Background()
+	in := e.instance(t, "local", "dev", "web", 1)
+	ns, name := in.Context.Deployment.Namespace, in.ID.Name
+	e.write(t, ns, in)
+	e.waitApplied(t, ns, 1)
+
+	did := v1alpha1.DeploymentID{Cluster: "local", Environment: "dev", Name: name}
+	lock := v1alpha1.LockRef{Commit: "0123456789abcdef0123456789abcdef01234567", Path: in.ID.LockPath()}
+	// Each task starts a minute after the one before: the order the
+	// deployment's tasks ran in.
+	base := time.Now().Add(-time.Hour)
+	made := 0
+	add := func(tk *v1alpha1.StyrminTask, phase v1alpha1.TaskPhase, steps ...v1alpha1.TaskStep) {
+		t.Helper()
+		if err := e.client.Create(ctx, tk); err != nil {
+			t.Fatal(err)
+		}
+		made++
+		started, finished := metav1.NewTime(base.Add(time.Duration(made)*time.Minute)), metav1.NewTime(base.Add(time.Duration(made)*time.Minute+30*time.Second))
+		tk.Status = v1alpha1.StyrminTaskStatus{Phase: phase, StartedAt: &started, FinishedAt: &finished, Steps: steps}
+		if err := e.client.Status().Update(ctx, tk); err != nil {
+			t.Fatal(err)
+		}
+	}
+	change := func(seq int64) *v1alpha1.StyrminTask {
+		return &v1alpha1.StyrminTask{
+			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: v1alpha1.TaskName(name, seq)},
+			Spec:       v1alpha1.StyrminTaskSpec{Deployment: did, Namespace: ns, Workflow: v1alpha1.WorkflowUpgrade, FromSequence: 1, ToSequence: seq, Lock: lock},
+		}
+	}
+	operation := func(kind v1alpha1.OperationKind, wf v1alpha1.Workflow, backup string) *v1alpha1.StyrminTask {
+		return &v1alpha1.StyrminTask{
+			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name + "-" + strings.ToLower(string(kind)) + "-" + backup},
+			Spec: v1alpha1.StyrminTaskSpec{Deployment: did, Namespace: ns, Workflow: wf, FromSequence: 1, ToSequence: 2, Lock: lock,
+				Operation: &v1alpha1.TaskOperation{Kind: kind, Name: backup, BackupID: backup, Artifact: "s3://backups/local/dev/" + backup + "/web", Attempt: 1}},
+		}
+	}
+	step := func(name, action string, state v1alpha1.StepState, components ...string) v1alpha1.TaskStep {
+		return v1alpha1.TaskStep{Name: name, Mode: strings.Split(name, "/")[1], Action: action, Components: components, State: state}
+	}
+	upgradeSteps := func(maintenance, stop, migrate v1alpha1.StepState) []v1alpha1.TaskStep {
+		return []v1alpha1.TaskStep{
+			step("upgrade/pre/1:exec", "exec", maintenance),
+			step("upgrade/pre/2:stopComponents", "stopComponents", stop, "web"),
+			step("upgrade/pre/3:runJob", "runJob", migrate),
+			step("upgrade/core", "apply", v1alpha1.StepSkipped),
+			step("upgrade/post/1:startComponents", "startComponents", v1alpha1.StepSkipped, "web"),
+		}
+	}
+	heldByTheUpgrade := func(ctx context.Context) (bool, string, error) {
+		var sd v1alpha1.StyrminDeployment
+		if err := e.client.Get(ctx, client.ObjectKey{Namespace: ns, Name: ns}, &sd); err != nil {
+			return false, "", err
+		}
+		c := apimeta.FindStatusCondition(sd.Status.Conditions, v1alpha1.ConditionDrifted)
+		return c != nil && c.Reason == v1alpha1.ReasonDriftCheckPaused && strings.Contains(c.Message, "web-2 failed after stopping web"),
+			fmt.Sprintf("Drifted: %+v", c), nil
+	}
+	// stillStopped checks, a few drift intervals after what happened,
+	// that the workers are still at zero and the failed upgrade still
+	// named as what holds them.
+	stillStopped := func(after string) {
+		t.Helper()
+		time.Sleep(3 * driftInterval)
+		var d appsv1.Deployment
+		if err := e.client.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, &d); err != nil {
+			t.Fatal(err)
+		}
+		if *d.Spec.Replicas != 0 {
+			t.Fatalf("replicas %d after %s: the drift check started the workers the failed upgrade stopped", *d.Spec.Replicas, after)
+		}
+		if ok, msg, err := heldByTheUpgrade(ctx); err != nil || !ok {
+			t.Fatalf("after %s: %s %v; want the drift check paused, naming the failed upgrade", after, msg, err)
+		}
+	}
+
+	// The upgrade stops web, then its migration fails.
+	add(change(2), v1alpha1.TaskFailed, upgradeSteps(v1alpha1.StepSucceeded, v1alpha1.StepSucceeded, v1alpha1.StepFailed)...)
+	agenttest.WaitUntil(t, 10*driftInterval, "the drift check to say the failed upgrade holds web", heldByTheUpgrade)
+	scale := &autoscalingv1.Scale{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns}, Spec: autoscalingv1.ScaleSpec{Replicas: 0}}
+	if _, err := e.clientset.AppsV1().Deployments(ns).UpdateScale(ctx, name, scale, metav1.UpdateOptions{FieldManager: "styrmin-actions"}); err != nil {
+		t.Fatal(err)
+	}
+	stillStopped("the upgrade failed")
+
+	add(operation(v1alpha1.OperationBackup, v1alpha1.WorkflowBackup, "nightly"), v1alpha1.TaskSucceeded,
+		step("backup/core/1:runJob", "runJob", v1alpha1.StepSucceeded))
+	stillStopped("a nightly backup succeeded")
+
+	// The retry fails at its first step, before its own stopComponents.
+	add(change(3), v1alpha1.TaskFailed, upgradeSteps(v1alpha1.StepFailed, v1alpha1.StepSkipped, v1alpha1.StepSkipped)...)
+	stillStopped("a retry failed before its stopComponents step")
+
+	// A fix fails its checks (a policy violation) before any step; the
+	// agent used to give such a task a start time when it ended it.
+	add(change(4), v1alpha1.TaskFailed, upgradeSteps(v1alpha1.StepSkipped, v1alpha1.StepSkipped, v1alpha1.StepSkipped)...)
+	stillStopped("a fix failed its checks before any step")
+
+	add(operation(v1alpha1.OperationDeleteBackup, v1alpha1.WorkflowDeleteBackup, "old"), v1alpha1.TaskSucceeded,
+		step("deleteBackup/core/1:runJob", "runJob", v1alpha1.StepSucceeded))
+	stillStopped("a backup's deletion succeeded")
+}

@@ -245,8 +245,8 @@ func leaderElectionConfig(cfg *rest.Config) *rest.Config {
 
 // cacheOptions is what the agent's cache keeps of each kind: no
 // managedFields, workloads without their pod templates
-// (health.TrimWorkload), finished tasks without their steps
-// (task.TrimFinished), and the strings that repeat across
+// (health.TrimWorkload), finished tasks without their steps but for what
+// the hold on stopped components reads (task.TrimFinished), and the strings that repeat across
 // StyrminDeployments and tasks kept once (intern).
 func cacheOptions() cache.Options {
 	helmOwned := labels.SelectorFromSet(labels.Set{release.ManagedByLabel: release.ManagedByValue})
@@ -261,7 +261,8 @@ func cacheOptions() cache.Options {
 			&appsv1.Deployment{}:  workloads,
 			&appsv1.StatefulSet{}: workloads,
 			&appsv1.DaemonSet{}:   workloads,
-			// Finished tasks without their steps (task.TrimFinished).
+			// Finished tasks without their steps, but for what the hold
+			// on stopped components reads (task.TrimFinished).
 			&v1alpha1.StyrminTask{}:       {Transform: shared.Transform(task.TrimFinished, &v1alpha1.StyrminTask{})},
 			&v1alpha1.StyrminDeployment{}: {Transform: shared.Transform(cache.TransformStripManagedFields(), &v1alpha1.StyrminDeployment{})},
 		},

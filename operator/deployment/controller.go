@@ -134,6 +134,10 @@ type reconcileState struct {
 	// git when it is applied (nil: none).
 	sensitive resolver.Sensitive
 	ready     bool
+	// hold is what the deployment's tasks in the cache hold the drift
+	// check for, read once a reconcile (holdRead).
+	hold     taskHold
+	holdRead bool
 	// applied is true when this reconcile applied a revision: the
 	// components the status holds are then the revision's before, but
 	// for the finished Jobs it did not make again (finishedKept).
@@ -712,13 +716,13 @@ func (r *Reconciler) correctDrift(ctx context.Context, rs *reconcileState) error
 		rs.requeueWithin(st.nextCheck.Sub(now))
 		return nil
 	}
-	hold, err := driftHold(ctx, r.client, sd.Namespace)
+	hold, err := r.cachedHold(ctx, rs)
 	if err != nil {
 		return outcome.Retryable(v1alpha1.ReasonDriftCheckPaused, err)
 	}
-	if hold != "" {
+	if hold.why != "" {
 		// Checked again soon: the task's end does not requeue this object.
-		setCondition(sd, v1alpha1.ConditionDrifted, metav1.ConditionFalse, v1alpha1.ReasonDriftCheckPaused, hold)
+		setCondition(sd, v1alpha1.ConditionDrifted, metav1.ConditionFalse, v1alpha1.ReasonDriftCheckPaused, hold.why)
 		rs.requeueWithin(min(r.interval, taskPollInterval))
 		return nil
 	}
@@ -782,12 +786,12 @@ func (r *Reconciler) correctDrift(ctx context.Context, rs *reconcileState) error
 	// would have them put back up in its middle. A task writes Running
 	// before its step acts, so a drift its step made shows it running
 	// in the API server's list (one request, when something drifted).
-	if hold, err := driftHold(ctx, r.apiReader, sd.Namespace); err != nil || hold != "" {
+	if hold, err := driftHold(ctx, r.apiReader, sd.Namespace); err != nil || hold.why != "" {
 		if err != nil {
 			return outcome.Retryable(v1alpha1.ReasonDriftCheckPaused, err)
 		}
 		st.nextCheck = now
-		setCondition(sd, v1alpha1.ConditionDrifted, metav1.ConditionFalse, v1alpha1.ReasonDriftCheckPaused, hold)
+		setCondition(sd, v1alpha1.ConditionDrifted, metav1.ConditionFalse, v1alpha1.ReasonDriftCheckPaused, hold.why)
 		rs.requeueWithin(min(r.interval, taskPollInterval))
 		return nil
 	}
@@ -862,11 +866,23 @@ func (r *Reconciler) sensitiveValuesGone(rs *reconcileState, err error) {
 	rs.requeueAfter = time.Millisecond
 }
 
+// cachedHold is driftHold from the cache, read once a reconcile.
+func (r *Reconciler) cachedHold(ctx context.Context, rs *reconcileState) (taskHold, error) {
+	if !rs.holdRead {
+		hold, err := driftHold(ctx, r.client, rs.sd.Namespace)
+		if err != nil {
+			return taskHold{}, err
+		}
+		rs.hold, rs.holdRead = hold, true
+	}
+	return rs.hold, nil
+}
+
 // driftRetryInterval is how soon a drift check that failed is tried again.
 const driftRetryInterval = 30 * time.Second
 
-// taskPollInterval is how soon a drift check paused by a running task is
-// tried again.
+// taskPollInterval is how soon a drift check paused by a task is tried
+// again.
 const taskPollInterval = 5 * time.Second
 
 // checkDrift compares the release revision the status records with the

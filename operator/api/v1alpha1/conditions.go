@@ -62,7 +62,8 @@ const (
 	ReasonDriftCorrectionFailed = "DriftCorrectionFailed"
 	// ReasonDriftCheckPaused: a task of the deployment is running; its
 	// steps change workloads on purpose (workers stopped for a migration),
-	// so drift is not corrected until it ends.
+	// so drift is not corrected until it ends. Or a failed task left
+	// components stopped (instance.LeftStopped).
 	ReasonDriftCheckPaused = "DriftCheckPaused"
 	// ReasonDriftCheckFailed: the live objects could not be compared with
 	// the release (Drifted Unknown); it says nothing of their health.
