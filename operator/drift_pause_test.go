@@ -86,7 +86,8 @@ func TestDriftIsNotCorrectedWhileATaskRuns(t *testing.T) {
 // half-migrated data (and a failed restore's on half-restored data). Now
 // the drift check waits while the last task to run failed with
 // components stopped, says so, and corrects again once another task
-// (the retry) has run.
+// (the retry) has run. Meanwhile the deployment is not Ready: the
+// stopped workers read as 0 of 0 ready, and it showed green.
 func TestDriftDoesNotStartWhatAFailedTaskLeftStopped(t *testing.T) {
 	t.Parallel()
 	e := startEnv(t)
@@ -121,13 +122,14 @@ func TestDriftDoesNotStartWhatAFailedTaskLeftStopped(t *testing.T) {
 	if err := e.client.Status().Update(ctx, failed); err != nil {
 		t.Fatal(err)
 	}
-	drifted := func(ctx context.Context) (*metav1.Condition, error) {
+	condition := func(ctx context.Context, typ string) (*metav1.Condition, error) {
 		var sd v1alpha1.StyrminDeployment
 		if err := e.client.Get(ctx, client.ObjectKey{Namespace: ns, Name: ns}, &sd); err != nil {
 			return nil, err
 		}
-		return apimeta.FindStatusCondition(sd.Status.Conditions, v1alpha1.ConditionDrifted), nil
+		return apimeta.FindStatusCondition(sd.Status.Conditions, typ), nil
 	}
+	drifted := func(ctx context.Context) (*metav1.Condition, error) { return condition(ctx, v1alpha1.ConditionDrifted) }
 	agenttest.WaitUntil(t, 10*driftInterval, "the drift check to pause for the running task", func(ctx context.Context) (bool, string, error) {
 		c, err := drifted(ctx)
 		return c != nil && c.Reason == v1alpha1.ReasonDriftCheckPaused, fmt.Sprintf("Drifted: %+v", c), err
@@ -155,6 +157,11 @@ func TestDriftDoesNotStartWhatAFailedTaskLeftStopped(t *testing.T) {
 	if *d.Spec.Replicas != 0 {
 		t.Fatalf("replicas %d after the upgrade that stopped them failed: the drift check started the old workers again", *d.Spec.Replicas)
 	}
+	agenttest.WaitUntil(t, 10*driftInterval, "Ready to say the failed task holds the workers stopped", func(ctx context.Context) (bool, string, error) {
+		c, err := condition(ctx, v1alpha1.ConditionReady)
+		return c != nil && c.Status == metav1.ConditionFalse && c.Reason == v1alpha1.ReasonComponentsHeldStopped &&
+			strings.Contains(c.Message, "web-2 failed after stopping web"), fmt.Sprintf("Ready: %+v", c), err
+	})
 
 	// The retry runs and ends: what it leaves is the drift check's again.
 	retry := taskAt(3)
@@ -172,6 +179,10 @@ func TestDriftDoesNotStartWhatAFailedTaskLeftStopped(t *testing.T) {
 			return false, "", err
 		}
 		return *d.Spec.Replicas == 2, fmt.Sprintf("replicas %d", *d.Spec.Replicas), nil
+	})
+	agenttest.WaitUntil(t, 10*driftInterval, "Ready again after the retry ran", func(ctx context.Context) (bool, string, error) {
+		c, err := condition(ctx, v1alpha1.ConditionReady)
+		return c != nil && c.Status == metav1.ConditionTrue, fmt.Sprintf("Ready: %+v", c), err
 	})
 }
 

@@ -135,9 +135,11 @@ type reconcileState struct {
 	sensitive resolver.Sensitive
 	ready     bool
 	// hold is what the deployment's tasks in the cache hold the drift
-	// check for, read once a reconcile (holdRead).
+	// check for, read once a reconcile (holdRead); held is its why when
+	// failed tasks left components stopped.
 	hold     taskHold
 	holdRead bool
+	held     string
 	// applied is true when this reconcile applied a revision: the
 	// components the status holds are then the revision's before, but
 	// for the finished Jobs it did not make again (finishedKept).
@@ -523,6 +525,23 @@ func (r *Reconciler) health(ctx context.Context, rs *reconcileState) error {
 	}
 	sd.Status.Components = comps
 	notReady := health.NotReadySummary(comps)
+	hold, err := r.cachedHold(ctx, rs)
+	if err != nil {
+		return outcome.Retryable(v1alpha1.ReasonHealthCheckFailed, err)
+	}
+	if hold.stopped {
+		// Workloads held at zero replicas read as ready (0 of 0): a
+		// deployment that needs a retry or a fix would show green.
+		msg := hold.why
+		if notReady != "" {
+			msg += "; " + notReady
+		}
+		setCondition(sd, v1alpha1.ConditionReady, metav1.ConditionFalse, v1alpha1.ReasonComponentsHeldStopped, msg)
+		rs.held = hold.why
+		// The tasks' changes do not requeue this object.
+		rs.requeueWithin(taskPollInterval)
+		return nil
+	}
 	if notReady != "" {
 		reason := v1alpha1.ReasonComponentsNotReady
 		failed := anyFailed(comps)
@@ -866,7 +885,8 @@ func (r *Reconciler) sensitiveValuesGone(rs *reconcileState, err error) {
 	rs.requeueAfter = time.Millisecond
 }
 
-// cachedHold is driftHold from the cache, read once a reconcile.
+// cachedHold is driftHold from the cache, read once a reconcile: health
+// and the drift check both ask.
 func (r *Reconciler) cachedHold(ctx context.Context, rs *reconcileState) (taskHold, error) {
 	if !rs.holdRead {
 		hold, err := driftHold(ctx, r.client, rs.sd.Namespace)
@@ -881,7 +901,8 @@ func (r *Reconciler) cachedHold(ctx context.Context, rs *reconcileState) (taskHo
 // driftRetryInterval is how soon a drift check that failed is tried again.
 const driftRetryInterval = 30 * time.Second
 
-// taskPollInterval is how soon a drift check paused by a task is tried
+// taskPollInterval is how soon a drift check paused by a task, and a
+// deployment whose components failed tasks hold stopped, are looked at
 // again.
 const taskPollInterval = 5 * time.Second
 
@@ -1010,9 +1031,12 @@ func (r *Reconciler) resultFor(ctx context.Context, rs *reconcileState, orig *v1
 	var result ctrl.Result
 	switch {
 	case err == nil:
-		if rs.ready {
+		switch {
+		case rs.ready:
 			setCondition(sd, v1alpha1.ConditionReconciling, metav1.ConditionFalse, v1alpha1.ReasonSucceeded, "the cluster runs the instance")
-		} else {
+		case rs.held != "":
+			setCondition(sd, v1alpha1.ConditionReconciling, metav1.ConditionTrue, v1alpha1.ReasonComponentsHeldStopped, "waiting for a task to start what failed tasks left stopped: "+rs.held)
+		default:
 			setCondition(sd, v1alpha1.ConditionReconciling, metav1.ConditionTrue, v1alpha1.ReasonProgressing, "waiting for the components to become ready")
 		}
 		result.RequeueAfter = rs.requeueAfter

@@ -16,7 +16,7 @@ type taskHold struct {
 	// why says why ("" when nothing holds it).
 	why string
 	// stopped is set when failed tasks left components stopped (not
-	// while a task runs): that waits for a person.
+	// while a task runs): that waits for a person, so Ready says so too.
 	stopped bool
 }
 

@@ -28,6 +28,12 @@ const (
 	// ReasonWorkloadFailed: applied, and a workload cannot become ready
 	// without a change (a rollout past its progress deadline).
 	ReasonWorkloadFailed = "WorkloadFailed"
+	// ReasonComponentsHeldStopped: a failed task stopped components (an
+	// upgrade before its migration, a restore before its job) and no task
+	// started them since. At zero replicas they would read as ready; they
+	// stay stopped, the drift check leaves them, until a retry, a fix or a
+	// restore's retry runs.
+	ReasonComponentsHeldStopped = "ComponentsHeldStopped"
 	// ReasonApplyFailed: installing or upgrading the release failed; the
 	// agent retries.
 	ReasonApplyFailed = "ApplyFailed"
@@ -63,7 +69,7 @@ const (
 	// ReasonDriftCheckPaused: a task of the deployment is running; its
 	// steps change workloads on purpose (workers stopped for a migration),
 	// so drift is not corrected until it ends. Or a failed task left
-	// components stopped (instance.LeftStopped).
+	// components stopped (ReasonComponentsHeldStopped).
 	ReasonDriftCheckPaused = "DriftCheckPaused"
 	// ReasonDriftCheckFailed: the live objects could not be compared with
 	// the release (Drifted Unknown); it says nothing of their health.
