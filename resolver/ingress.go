@@ -295,6 +295,9 @@ func selectIngressDriver(spec *IngressSpec, locked *Instance, cat *drivers.Catal
 	}
 	if spec.AppVersion != "" {
 		d, err := cat.Select(spec.Driver, sel)
+		if gone, ok := errors.AsType[*drivers.LockedNotLoadedError](err); ok {
+			return nil, "", ingressLockGone(gone)
+		}
 		return d, spec.AppVersion, err
 	}
 	versions := cat.Versions(spec.Driver)
@@ -319,6 +322,14 @@ func selectIngressDriver(spec *IngressSpec, locked *Instance, cat *drivers.Catal
 		d = locked
 	} else if err := cat.BrokenVersion(spec.Driver, sel.Locked); sel.Locked != "" && err != nil {
 		return nil, "", err
+	} else if sel.Locked != "" {
+		// Gone: the newest would change the controller's driver, and its
+		// application, with nobody asking.
+		gone := &drivers.LockedNotLoadedError{Driver: spec.Driver, Version: sel.Locked}
+		for _, v := range versions {
+			gone.Loaded = append(gone.Loaded, v.Version)
+		}
+		return nil, "", ingressLockGone(gone)
 	} else if err := cat.BrokenAbove(spec.Driver, d.Version); err != nil {
 		return nil, "", err
 	}
@@ -327,6 +338,15 @@ func selectIngressDriver(spec *IngressSpec, locked *Instance, cat *drivers.Catal
 		return nil, "", fmt.Errorf("driver %s@%s: its chart has no appVersion; set ingress.appVersion", d.Name, d.Version)
 	}
 	return d, app, nil
+}
+
+// ingressLockGone says that the driver version an ingress controller's
+// lock runs is not loaded, with the remedies of an ingress block (it has
+// no upgrade request).
+func ingressLockGone(e *drivers.LockedNotLoadedError) error {
+	return fmt.Errorf("driver %s: version %s, which the ingress controller's lock runs, is not loaded (loaded: %s); "+
+		"the controller keeps its driver version until another is named: bring %s back, or pin a version (ingress.version)",
+		e.Driver, e.Version, strings.Join(e.Loaded, ", "), e.Version)
 }
 
 // checkIngressChart renders the controller and checks what it declares:

@@ -427,3 +427,47 @@ func deepCopyInstance(t *testing.T, in *Instance) *Instance {
 	}
 	return out
 }
+
+// TestAnIngressDriverVersionRemovedUnderItsControllerIsAnErrorNotAnotherVersion
+// pins for ingress controllers what a deployment does when the driver
+// version its lock runs is gone: the controller took the newest version
+// loaded, and that chart's application, with nobody asking (a driver
+// folder cleaned up went back a version, and the lock mode pushed it). It
+// now fails naming cluster.cue's ingress and the remedies of an ingress
+// block, with or without ingress.appVersion, and keeps its lock; a pinned
+// ingress.version moves it.
+func TestAnIngressDriverVersionRemovedUnderItsControllerIsAnErrorNotAnotherVersion(t *testing.T) {
+	for _, appVersion := range []string{"", "\ningress: appVersion: \"1.11.3\""} {
+		t.Run(fmt.Sprintf("appVersion %q", strings.TrimSpace(appVersion)), func(t *testing.T) {
+			dir := exampleCopy(t)
+			addDriverBuild(t, dir, "ingress-nginx", "1.0.0", "1.1.0")
+			writeFile(t, dir, "clusters/local/cluster.cue", withIngress(`ingress: driver: "ingress-nginx"`+appVersion))
+			lockDirInto(t, dir)
+			before := lockOf(t, dir, sharedIngress)
+			if !strings.Contains(before, "version: 1.1.0") {
+				t.Fatalf("the controller's lock:\n%s\nwant driver version 1.1.0", before)
+			}
+			must(t, os.RemoveAll(filepath.Join(dir, "drivers", "ingress-nginx", "1.1.0")))
+			res, locks, err := resolveDir(t, dir)
+			if err == nil {
+				t.Fatal("resolved with the controller's driver version removed")
+			}
+			for _, want := range []string{"clusters/local/cluster.cue", "version 1.1.0, which the ingress controller's lock runs, is not loaded (loaded: 1.0.0)", "ingress.version"} {
+				if !strings.Contains(err.Error(), want) {
+					t.Errorf("error %q lacks %q", err, want)
+				}
+			}
+			if strings.Contains(err.Error(), "styrminctl upgrade") {
+				t.Errorf("error %q names a remedy an ingress block has not", err)
+			}
+			if changes, _ := PlanLocks(res, locks); slices.ContainsFunc(changes, func(c LockChange) bool { return c.ID == sharedIngress }) {
+				t.Fatal("the controller's lock changed")
+			}
+			writeFile(t, dir, "clusters/local/cluster.cue", withIngress(`ingress: {driver: "ingress-nginx", version: "1.0.0"}`+appVersion))
+			lockDirInto(t, dir)
+			if after := lockOf(t, dir, sharedIngress); !strings.Contains(after, "version: 1.0.0") {
+				t.Fatalf("the controller's lock once ingress.version is pinned:\n%s\nwant driver version 1.0.0", after)
+			}
+		})
+	}
+}
