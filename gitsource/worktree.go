@@ -37,6 +37,13 @@ func (r *Repo) checkedOutWorktree() *localWorktree {
 	if err != nil {
 		return nil
 	}
+	if idx, err := r.storer.Index(); err == nil && len(idx.Entries) == 0 {
+		// Nothing checked out (git clone --no-checkout, a CI cache): no
+		// index and no files to keep in step, as in a bare repository.
+		// Taken as a checkout, every lockfile HEAD holds read as deleted
+		// in the index, refusing each commit after the first.
+		return nil
+	}
 	return &localWorktree{r: r, wt: wt}
 }
 

@@ -167,6 +167,22 @@ func TestCloneWithoutAWorkingTreeIsARepositoryForLocking(t *testing.T) {
 	if strings.Contains(out, "uncommitted configuration edits") {
 		t.Errorf("lock --commit takes the empty working tree for edits:\n%s", out)
 	}
+	// The next commits too: nothing is checked out, so nothing in the
+	// index or the working tree reads as an edit of the lockfiles HEAD
+	// holds, and neither is written to.
+	if out, code, err := styrminctl(t, "--repo", clone, "retry", "local/dev/web", "--commit"); code != 0 {
+		t.Fatalf("retry --commit in a clone without a working tree, after its first lock: exit %d, %v\n%s", code, err, out)
+	}
+	if entries, err := os.ReadDir(clone); err != nil || len(entries) != 1 || entries[0].Name() != ".git" {
+		t.Errorf("the clone's working tree after two commits: %v, %v; want only .git", entries, err)
+	}
+	if _, stderr, code := run(t, "--repo", clone, "plan"); code != 1 || !strings.Contains(stderr, "the working tree holds no desired-state repository") {
+		t.Errorf("plan after the commits: exit %d, stderr:\n%s", code, stderr)
+	}
+	// ui reads commits only (the timeline, plans between them).
+	if _, stderr, _ := run(t, "--repo", clone, "ui", "--kubeconfig", filepath.Join(t.TempDir(), "none")); strings.Contains(stderr, "the working tree holds no") {
+		t.Errorf("ui in a clone without a working tree: %s", stderr)
+	}
 }
 
 // TestCICheckoutsThatLackABranchOrHistoryAreNamedWithTheFix: a detached

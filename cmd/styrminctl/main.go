@@ -160,6 +160,10 @@ const readsRepo = "styrmin.io/reads-repo"
 // builds on the branch's head, plan --head on the revision.
 const readsCommitWith = "styrmin.io/reads-commit-with"
 
+// readsCommitsOnly as readsCommitWith marks a command that reads commits
+// only, whatever its flags (ui: the timeline, plans between commits).
+const readsCommitsOnly = "*"
+
 // checkRepo says what is wrong with --repo for cmd: missing, not a
 // folder, or not a desired-state repository.
 func (g *globalOptions) checkRepo(cmd *cobra.Command) error {
@@ -181,6 +185,9 @@ func (g *globalOptions) checkRepo(cmd *cobra.Command) error {
 	// cache). A command that reads a commit works there; one that reads
 	// the working tree would find an empty repository in it: lock --check
 	// would pass and plan would delete everything.
+	if cmd.Annotations[readsCommitWith] == readsCommitsOnly {
+		return nil
+	}
 	flags := strings.Split(cmd.Annotations[readsCommitWith], ",")
 	for _, name := range flags {
 		if fl := cmd.Flags().Lookup(name); fl != nil && fl.Changed && fl.Value.String() != "false" && fl.Value.String() != "" {

@@ -60,7 +60,7 @@ func newUICmd(g *globalOptions, load contextConfigFunc, stdout io.Writer) *cobra
 	var contexts, allowedHosts []string
 	cmd := &cobra.Command{
 		Use:         "ui",
-		Annotations: map[string]string{readsRepo: "true"},
+		Annotations: map[string]string{readsRepo: "true", readsCommitWith: readsCommitsOnly},
 		Short:       "Serve the read-only web UI for your clusters and repository on localhost",
 		Long: `ui serves the pages the agent serves with --ui-bind-address, for every cluster at
 once, from this machine: the overview of each cluster's environments and deployments,
