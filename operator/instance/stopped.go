@@ -63,7 +63,7 @@ func LeftStopped(tasks []v1alpha1.StyrminTask) []StoppedBy {
 			case st.Action == string(drivers.ActionStartComponents) && st.State == v1alpha1.StepSucceeded:
 				for _, c := range st.Components {
 					delete(stopped, c)
-					if by := held[c]; by != nil && (!leavesData(t) || leavesData(by)) {
+					if by := held[c]; by != nil && (!LeavesData(t) || LeavesData(by)) {
 						delete(held, c)
 					}
 				}
@@ -131,9 +131,9 @@ func stepStarted(st *v1alpha1.TaskStep) bool {
 	return st.StartedAt != nil
 }
 
-// leavesData reports whether task t runs an operation that leaves the
+// LeavesData reports whether task t runs an operation that leaves the
 // deployment's data as it is: a backup, or a backup's deletion.
-func leavesData(t *v1alpha1.StyrminTask) bool {
+func LeavesData(t *v1alpha1.StyrminTask) bool {
 	op := t.Spec.Operation
 	return op != nil && (op.Kind == v1alpha1.OperationBackup || op.Kind == v1alpha1.OperationDeleteBackup)
 }

@@ -292,6 +292,11 @@ func (r *Reconciler) startComponents(ctx context.Context, run *taskRun, stepName
 			recorded[k] = v
 		}
 	}
+	// A backup, or a backup's deletion, leaves the deployment as it found
+	// it: a workload its stop found at zero (held stopped by a failed
+	// upgrade or restore, on half-migrated data; or scaled down by hand)
+	// stays at zero. A change takes zero as "the chart's replicas".
+	asFound := instance.LeavesData(run.task)
 	var lines []string
 	scaling := false
 	for _, comp := range step.Components {
@@ -321,7 +326,10 @@ func (r *Reconciler) startComponents(ctx context.Context, run *taskRun, stepName
 					n, _ := strconv.Atoi(v)
 					want = int32(n)
 				}
-				if want == 0 {
+				switch {
+				case want == 0 && asFound:
+					source = "as the backup found it"
+				case want == 0:
 					if want, err = r.renderedReplicas(ctx, run, w); err != nil {
 						return actionOutcome{}, err
 					}
