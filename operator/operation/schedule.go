@@ -237,9 +237,13 @@ func (s *Scheduler) forget(env string) {
 }
 
 // record writes where each schedule of the agent's cluster stands on the
-// StyrminSource when it changed (a time made, a schedule first seen or
-// removed): one write at most per look, none most looks. Environments
-// whose settings cannot be read keep what was recorded.
+// StyrminSource when it records otherwise (a time made, a schedule first
+// seen or removed; a StyrminSource made again, or its field dropped by an
+// older agent's write): compared at each look with the copy the cache
+// holds, it is written once per change, not per look. Environments whose
+// settings cannot be read, or whose look failed before it saw where their
+// schedule stands (a List refused), keep what was recorded. Times are
+// kept to the second, as the status holds them.
 func (s *Scheduler) record(ctx context.Context, all []resolver.EnvironmentBackups, unreadable map[string]bool) error {
 	if s.opts.Source.Name == "" || unreadable[""] {
 		return nil
@@ -247,35 +251,45 @@ func (s *Scheduler) record(ctx context.Context, all []resolver.EnvironmentBackup
 	s.mu.Lock()
 	want := map[string]time.Time{}
 	for _, e := range all {
+		if e.Cluster != s.opts.Cluster {
+			continue
+		}
+		seen := s.seen[e.Environment]
+		recorded, ok := s.recorded[e.Environment]
 		switch {
-		case e.Cluster != s.opts.Cluster:
-		case unreadable[e.Environment]:
-			if t, ok := s.recorded[e.Environment]; ok {
-				want[e.Environment] = t
-			}
-		case e.Schedule != "" && !s.seen[e.Environment].IsZero():
-			want[e.Environment] = s.seen[e.Environment]
+		case !unreadable[e.Environment] && e.Schedule != "" && !seen.IsZero():
+			want[e.Environment] = seen.UTC().Truncate(time.Second)
+		case ok && (unreadable[e.Environment] || e.Schedule != ""):
+			want[e.Environment] = recorded
 		}
 	}
-	same := maps.EqualFunc(want, s.recorded, time.Time.Equal) && s.loaded
 	s.mu.Unlock()
-	if same {
-		return nil
-	}
-	list := make([]v1alpha1.ScheduledBackup, 0, len(want))
-	for _, env := range slices.Sorted(maps.Keys(want)) {
-		list = append(list, v1alpha1.ScheduledBackup{Environment: env, Time: metav1.NewTime(want[env].UTC())})
-	}
-	patch, err := json.Marshal(map[string]any{"status": map[string]any{"scheduledBackups": list}})
-	if err != nil {
-		return err
-	}
-	src := &v1alpha1.StyrminSource{ObjectMeta: metav1.ObjectMeta{Namespace: s.opts.Source.Namespace, Name: s.opts.Source.Name}}
-	if err := s.opts.Client.Status().Patch(ctx, src, client.RawPatch(types.MergePatchType, patch)); err != nil {
+	var src v1alpha1.StyrminSource
+	if err := s.opts.Client.Get(ctx, s.opts.Source, &src); err != nil {
 		if apierrors.IsNotFound(err) {
 			return nil
 		}
-		return fmt.Errorf("recording where the backup schedules stand on StyrminSource %s: %w", s.opts.Source, err)
+		return fmt.Errorf("reading where the backup schedules stand on StyrminSource %s: %w", s.opts.Source, err)
+	}
+	have := map[string]time.Time{}
+	for _, r := range src.Status.ScheduledBackups {
+		have[r.Environment] = r.Time.Time
+	}
+	if !maps.EqualFunc(want, have, time.Time.Equal) {
+		list := make([]v1alpha1.ScheduledBackup, 0, len(want))
+		for _, env := range slices.Sorted(maps.Keys(want)) {
+			list = append(list, v1alpha1.ScheduledBackup{Environment: env, Time: metav1.NewTime(want[env])})
+		}
+		patch, err := json.Marshal(map[string]any{"status": map[string]any{"scheduledBackups": list}})
+		if err != nil {
+			return err
+		}
+		if err := s.opts.Client.Status().Patch(ctx, &src, client.RawPatch(types.MergePatchType, patch)); err != nil {
+			if apierrors.IsNotFound(err) {
+				return nil
+			}
+			return fmt.Errorf("recording where the backup schedules stand on StyrminSource %s: %w", s.opts.Source, err)
+		}
 	}
 	s.mu.Lock()
 	s.recorded, s.loaded = want, true

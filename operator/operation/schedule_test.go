@@ -587,3 +587,76 @@ func TestAScheduleRemovedAndAddedAgainStartsAfresh(t *testing.T) {
 		t.Fatalf("data's schedule back, web gone: recorded %v, want %v", got, want)
 	}
 }
+
+// refusingBackupLists is a client whose List of StyrminBackups fails
+// while *refuse is set (an API server answering 503 for a moment).
+type refusingBackupLists struct {
+	client.Client
+	refuse *bool
+}
+
+func (c refusingBackupLists) List(ctx context.Context, list client.ObjectList, opts ...client.ListOption) error {
+	if _, ok := list.(*v1alpha1.StyrminBackupList); ok && *c.refuse {
+		return apierrors.NewServiceUnavailable("the test refuses the list")
+	}
+	return c.Client.List(ctx, list, opts...)
+}
+
+// TestTheScheduleRecordOutlivesAFailedLookAndAStyrminSourceMadeAgain pins
+// that the record is only ever what the schedules say. A restarted
+// scheduler whose first look failed for an environment before it saw
+// where its schedule stood wrote the record without it, and the next
+// agent went back to the catch-up window: a time missed hours ago was
+// not made. And a StyrminSource made again (or its field dropped by an
+// older agent's write) was not written again until the schedule's next
+// time, the scheduler comparing with what it wrote last rather than with
+// the object.
+func TestTheScheduleRecordOutlivesAFailedLookAndAStyrminSourceMadeAgain(t *testing.T) {
+	ctx, api := operations(t)
+	refuse := false
+	cl := refusingBackupLists{Client: api, refuse: &refuse}
+	data := resolver.EnvironmentBackups{Cluster: "local", Environment: "data", Location: "pvc://backups/data", Schedule: "0 3 * * *"}
+	now := time.Date(2026, 12, 1, 1, 0, 0, 0, time.UTC)
+	first := recordingScheduler(t, cl, &now, data)
+	if err := first.Tick(ctx); err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]string{"data": "2026-12-01T01:00:00Z"}
+	if got := scheduleRecord(ctx, t, cl); !maps.Equal(got, want) {
+		t.Fatalf("first look: recorded %v, want %v", got, want)
+	}
+	// The StyrminSource made again, empty: the next look writes it.
+	if err := cl.Delete(ctx, &v1alpha1.StyrminSource{ObjectMeta: metav1.ObjectMeta{Namespace: "styrmin-system", Name: "styrmin"}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := cl.Create(ctx, &v1alpha1.StyrminSource{ObjectMeta: metav1.ObjectMeta{Namespace: "styrmin-system", Name: "styrmin"},
+		Spec: v1alpha1.StyrminSourceSpec{URL: "https://git.example/config.git", Cluster: "local"}}); err != nil {
+		t.Fatal(err)
+	}
+	now = now.Add(30 * time.Minute)
+	if err := first.Tick(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if got := scheduleRecord(ctx, t, cl); !maps.Equal(got, want) {
+		t.Fatalf("the StyrminSource made again: recorded %v, want %v", got, want)
+	}
+	// No agent from 02:00 to 09:00; the next one's first look cannot
+	// list the backups.
+	now = time.Date(2026, 12, 1, 9, 0, 0, 0, time.UTC)
+	restarted := recordingScheduler(t, cl, &now, data)
+	refuse = true
+	if err := restarted.Tick(ctx); err == nil {
+		t.Fatal("a look whose List failed: no error")
+	}
+	if got := scheduleRecord(ctx, t, cl); !maps.Equal(got, want) {
+		t.Fatalf("a look that failed: recorded %v, want %v kept", got, want)
+	}
+	refuse = false
+	now = now.Add(30 * time.Second)
+	if err := restarted.Tick(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if got, want := backupNames(ctx, t, cl), []string{"data-20261201-0300"}; !slices.Equal(got, want) {
+		t.Fatalf("the backups after the look that could list: %v, want %v (the time missed, made late)", got, want)
+	}
+}
