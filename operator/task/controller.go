@@ -348,11 +348,18 @@ func (r *Reconciler) pruneTasks(ctx context.Context, run *taskRun) {
 		run.log.Error(err, "pruning the deployment's finished tasks")
 		return
 	}
+	// A failed task that holds components stopped is kept: deleted, its
+	// hold would go with it, and the next drift check start the old
+	// workers on the data it left halfway.
+	holders := map[types.UID]bool{}
+	for _, h := range instance.LeftStopped(tasks) {
+		holders[h.Task.UID] = true
+	}
 	// Newest first; the cache may not show t finished yet.
 	kept := 0
 	for i := len(tasks) - 1; i >= 0; i-- {
 		old := &tasks[i]
-		if (old.UID != t.UID && !old.Status.Phase.Terminal()) || IsOperation(old) {
+		if (old.UID != t.UID && !old.Status.Phase.Terminal()) || IsOperation(old) || holders[old.UID] {
 			// Operations' tasks go with their StyrminBackup or
 			// StyrminRestore (a failed restore's holds its deployment).
 			continue
