@@ -222,3 +222,36 @@ func TestCIScriptCommentNamesTheFileAndFieldOfADeploymentThatFailsToResolve(t *t
 		}
 	}
 }
+
+// TestCIScriptTakesACrashedPlanForAFailureNotForChanges: a Go program
+// that panics or runs out of memory exits 2, which --detailed-exitcode
+// uses for "the plan has changes": the script said so, exited 0 and
+// posted an empty comment, so a crash passed the pull request's check. A
+// 2 without a plan, or with a crash on stderr, is a failure.
+func TestCIScriptTakesACrashedPlanForAFailureNotForChanges(t *testing.T) {
+	script, err := filepath.Abs("styrmin-ci.sh")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	crashing := filepath.Join(dir, "styrminctl")
+	if err := os.WriteFile(crashing, []byte("#!/bin/sh\n"+
+		"case \"$*\" in *version*) echo 'client: v0.0.0-test'; exit 0;; esac\n"+
+		"echo 'panic: runtime error: index out of range [3] with length 3' >&2\n"+
+		"exit 2\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	planFile := filepath.Join(dir, "plan.md")
+	r := &run{t: t, work: dir, scriptPath: script, env: append(os.Environ(), "STYRMINCTL="+crashing, "STYRMIN_PLAN_FILE="+planFile)}
+	out, code := r.script("plan")
+	if code == 0 || strings.Contains(out, "plan has changes") {
+		t.Fatalf("a crashed plan: exit %d\n%s\nwant a failure", code, out)
+	}
+	comment, err := os.ReadFile(planFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(comment), "### Styrmin plan failed") || !strings.Contains(string(comment), "panic: runtime error") {
+		t.Errorf("the comment of a crashed plan:\n%s", comment)
+	}
+}

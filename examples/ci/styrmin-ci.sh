@@ -58,6 +58,11 @@ plan)
 	"$styrminctl" --repo "$repo" plan "${base_args[@]}" -o markdown --detailed-exitcode >"$body" 2>"$errs"
 	rc=$?
 	set -e
+	# 2 is "the plan has changes" only with a plan: a Go program that
+	# crashes (a panic, out of memory) exits 2 as well.
+	if [ "$rc" = 2 ] && { ! head -n 1 "$body" | grep -q '^### Styrmin plan' || grep -qE '^(panic|fatal error):' "$errs"; }; then
+		rc=1
+	fi
 	# The comment is written whatever happened: a failed plan says why, so
 	# the pull request shows the error instead of an old plan.
 	{
