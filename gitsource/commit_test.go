@@ -567,7 +567,7 @@ func TestCommitLocksStoresAChangeAsOnePack(t *testing.T) {
 // after go-git compared it, leaving the lock commit reported made on no
 // branch. A local commit now takes git's lock of the branch
 // (refs/heads/<branch>.lock) as git does: one there already (another git
-// at work, or one that crashed) is ErrConflict naming the file, the
+// at work, or one that crashed) is ErrBranchLocked naming the file, the
 // branch unmoved; the lock is gone after a commit.
 func TestCommitLocksLocalHonoursGitsLockOfTheBranch(t *testing.T) {
 	ctx := context.Background()
@@ -585,8 +585,8 @@ func TestCommitLocksLocalHonoursGitsLockOfTheBranch(t *testing.T) {
 		t.Fatal(err)
 	}
 	_, err = r.CommitLocks(ctx, req)
-	if !errors.Is(err, gitsource.ErrConflict) || !strings.Contains(err.Error(), "main.lock exists") {
-		t.Fatalf("a commit while git holds the branch's lock: %v; want ErrConflict naming the lock", err)
+	if !errors.Is(err, gitsource.ErrBranchLocked) || !strings.Contains(err.Error(), "refs/heads/main.lock exists in the repository's git directory") {
+		t.Fatalf("a commit while git holds the branch's lock: %v; want ErrBranchLocked naming the lock", err)
 	}
 	if head := lr.git("rev-parse", "HEAD"); head != base {
 		t.Fatalf("the branch moved to %s while git held its lock", head)

@@ -18,6 +18,9 @@ var (
 	// ErrConflict means the branch moved on the remote (or locally) on every
 	// attempt of CommitLocks.
 	ErrConflict = errors.New("branch moved concurrently")
+	// ErrBranchLocked: another git process holds the branch's lock (its
+	// refs/heads/<branch>.lock) in a local repository.
+	ErrBranchLocked = errors.New("the branch is locked by another git process")
 	// ErrNoRemote means the operation needs a remote but the Repo was opened
 	// without one.
 	ErrNoRemote = errors.New("repository has no remote")

@@ -28,8 +28,10 @@ func (r *Repo) lockRef(name plumbing.ReferenceName) (unlock func(), err error) {
 	lock := path.Join(name.String()) + ".lock"
 	f, err := fsys.OpenFile(lock, os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o666)
 	if errors.Is(err, os.ErrExist) {
-		return nil, fmt.Errorf("gitsource: commit locks: %s is being updated by another git process (%s exists; remove it if no git runs): %w",
-			name.Short(), fsys.Join(fsys.Root(), lock), ErrConflict)
+		// Named from the git directory: in a linked worktree the refs,
+		// and their locks, are in the main one's.
+		return nil, fmt.Errorf("gitsource: commit locks: %s: %w (%s exists in the repository's git directory; try again, or remove it if no git runs)",
+			name.Short(), ErrBranchLocked, lock)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("gitsource: commit locks: lock %s: %w", name, err)
