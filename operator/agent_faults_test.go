@@ -106,16 +106,8 @@ func TestAgentCatchesUpAfterTheGitServerWasDown(t *testing.T) {
 
 	e.git.Stop()
 	down := time.Now()
-	agenttest.WaitUntil(t, 15*time.Second, "the StyrminSource to report the failed fetch", func(ctx context.Context) (bool, string, error) {
-		src, err := e.source(ctx)
-		if err != nil {
-			return false, err.Error(), nil
-		}
-		ready := apimeta.FindStatusCondition(src.Status.Conditions, v1alpha1.ConditionReady)
-		if ready == nil {
-			return false, "no Ready condition", nil
-		}
-		return ready.Status == metav1.ConditionFalse && ready.Reason == v1alpha1.ReasonFetchFailed, ready.Reason + ": " + ready.Message, nil
+	e.waitSourceReady(t, "to report the failed fetch", func(ready, _ *metav1.Condition) bool {
+		return ready.Status == metav1.ConditionFalse && ready.Reason == v1alpha1.ReasonFetchFailed
 	})
 	time.Sleep(time.Until(down.Add(gitOutage)))
 	e.git.Start()
@@ -156,16 +148,8 @@ func TestATokenRotatedInItsSecretIsUsedWithoutARestart(t *testing.T) {
 	if err := e.clone.SetAuth(gitsource.Auth{Token: rotated}); err != nil {
 		t.Fatal(err)
 	}
-	agenttest.WaitUntil(t, 15*time.Second, "the StyrminSource to report the refused token", func(ctx context.Context) (bool, string, error) {
-		src, err := e.source(ctx)
-		if err != nil {
-			return false, err.Error(), nil
-		}
-		ready := apimeta.FindStatusCondition(src.Status.Conditions, v1alpha1.ConditionReady)
-		if ready == nil {
-			return false, "no Ready condition", nil
-		}
-		return ready.Reason == v1alpha1.ReasonAuthenticationFailed, ready.Reason + ": " + ready.Message, nil
+	e.waitSourceReady(t, "to report the refused token", func(ready, _ *metav1.Condition) bool {
+		return ready.Reason == v1alpha1.ReasonAuthenticationFailed
 	})
 	var sec corev1.Secret
 	ctx := context.Background()
@@ -178,21 +162,29 @@ func TestATokenRotatedInItsSecretIsUsedWithoutARestart(t *testing.T) {
 	}
 	second := e.change(t, "hub", "hub: three workers", hubConfig("1.4.0", 3, "info"))
 	requireSucceeded(t, e.waitTask(t, hubNamespace, "hub", second))
-	agenttest.WaitUntil(t, 15*time.Second, "the StyrminSource to be Ready again", func(ctx context.Context) (bool, string, error) {
+	e.waitSourceReady(t, "to be Ready again", func(ready, stalled *metav1.Condition) bool {
+		return ready.Status == metav1.ConditionTrue && (stalled == nil || stalled.Status != metav1.ConditionTrue)
+	})
+	if logs := e.agent.Log(); strings.Contains(logs, rotated) || strings.Contains(logs, agentGitToken) {
+		t.Error("the agent's log holds a token")
+	}
+}
+
+// waitSourceReady waits (15 s) until the StyrminSource's Ready condition,
+// and its Stalled one (nil: none), are as done says.
+func (e *agentEnv) waitSourceReady(t *testing.T, what string, done func(ready, stalled *metav1.Condition) bool) {
+	t.Helper()
+	agenttest.WaitUntil(t, 15*time.Second, "the StyrminSource "+what, func(ctx context.Context) (bool, string, error) {
 		src, err := e.source(ctx)
 		if err != nil {
 			return false, err.Error(), nil
 		}
 		ready := apimeta.FindStatusCondition(src.Status.Conditions, v1alpha1.ConditionReady)
-		stalled := apimeta.FindStatusCondition(src.Status.Conditions, v1alpha1.ConditionStalled)
 		if ready == nil {
 			return false, "no Ready condition", nil
 		}
-		return ready.Status == metav1.ConditionTrue && (stalled == nil || stalled.Status != metav1.ConditionTrue), ready.Reason + ": " + ready.Message, nil
+		return done(ready, apimeta.FindStatusCondition(src.Status.Conditions, v1alpha1.ConditionStalled)), ready.Reason + ": " + ready.Message, nil
 	})
-	if logs := e.agent.Log(); strings.Contains(logs, rotated) || strings.Contains(logs, agentGitToken) {
-		t.Error("the agent's log holds a token")
-	}
 }
 
 // TestAgentFollowsAForcePushWithoutReusingASequence rewinds the branch
