@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"time"
 
@@ -356,7 +357,10 @@ func (l *Locker) lockHead(ctx context.Context) (LockResult, error) {
 	if l.opts.FetchDriver != nil {
 		wo.FetchDriver = l.opts.FetchDriver(ctx)
 	}
-	co := resolver.CommitOptions{Attempts: l.opts.MaxAttempts, History: l.opts.Repo}
+	// A folder (--path) that holds no desired-state repository would lock
+	// nothing and say so as if every deployment were locked: refused,
+	// naming it, in the Locked condition and the lock commit's status.
+	co := resolver.CommitOptions{Attempts: l.opts.MaxAttempts, History: l.opts.Repo, RequireRepository: true}
 	if l.opts.Used != nil {
 		if co.Used, err = l.opts.Used(ctx); err != nil {
 			return res, fmt.Errorf("lock mode: the sequences the cluster ran: %w", err)
@@ -373,6 +377,10 @@ func (l *Locker) lockHead(ctx context.Context) (LockResult, error) {
 		var re *resolver.DeletionsRefusedError
 		if !transient(err) && (errors.As(err, &ce) || errors.As(err, &de) || errors.As(err, &re)) {
 			l.last, l.again = fr.Head, false
+		}
+		if d := strings.Trim(l.opts.Dir, "/"); d != "" && d != "." {
+			// The view is the folder: its root is --path's.
+			err = fmt.Errorf("--path %s: %w", d, err)
 		}
 		l.decided(subject, res, err, l.again || l.last != fr.Head)
 		return res, fmt.Errorf("lock mode: locking %s: %w", fr.Head.Short(), err)

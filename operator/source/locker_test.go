@@ -3,13 +3,16 @@ package source_test
 import (
 	"context"
 	"fmt"
+	"os"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/go-logr/logr"
 	"github.com/go-logr/logr/funcr"
 
+	"github.com/styrmin/styrmin/gitsource/gitserver"
 	"github.com/styrmin/styrmin/operator/source"
 )
 
@@ -54,5 +57,27 @@ func TestALockerWhoseCloneFailsKeepsTryingAndNamesNoCredentials(t *testing.T) {
 	}
 	if failures < 2 {
 		t.Errorf("%d clone failures logged in 2 s at a 100 ms interval, want the clone tried again:\n%s", failures, strings.Join(lines, "\n"))
+	}
+}
+
+// TestALockerWhoseFolderHoldsNoRepositorySaysSo: an agent in lock mode
+// whose --path names a folder that holds no desired-state repository (a
+// typo, a folder moved in a monorepo) locked nothing, and said every
+// deployment was locked, for ever. Its lock now fails naming the folder,
+// and pushes nothing.
+func TestALockerWhoseFolderHoldsNoRepositorySaysSo(t *testing.T) {
+	srv := gitserver.New(t)
+	srv.Seed("desired", os.DirFS("../../examples"), "examples")
+	head := srv.Head("desired", "main")
+	l, err := source.NewLocker(source.LockModeOptions{URL: srv.RepoURL("desired"), Branch: "main", Dir: "deploy", Interval: time.Hour, Log: logr.Discard()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := l.LockHead(context.Background())
+	if err == nil || !strings.Contains(err.Error(), "--path deploy: ") || !strings.Contains(err.Error(), "not a desired-state repository") {
+		t.Fatalf("a lock of a folder without a repository: %+v, %v; want an error naming the folder", res, err)
+	}
+	if got := srv.Head("desired", "main"); got != head {
+		t.Fatalf("the branch moved to %s", got)
 	}
 }
