@@ -145,6 +145,14 @@ func Uninstall(ctx context.Context, cfg *rest.Config, w io.Writer, o UninstallOp
 		}
 		u.forced = true
 	}
+	// The agent's bindings go before anything it acts on: an agent that
+	// comes back meanwhile (a GitOps tool or an autoscaler scaling it up
+	// again) could otherwise see the StyrminDeployments go, finalizers and
+	// all, and uninstall every application. Without them it can read and
+	// change nothing.
+	if err := u.deleteInstalledOf(ctx, isBinding); err != nil {
+		return err
+	}
 	released, err := u.deleteObjects(ctx)
 	if err != nil {
 		return err
@@ -501,11 +509,23 @@ func (u *uninstaller) deleteCRDs(ctx context.Context) error {
 // deleteInstalled deletes the objects install creates, but the CRDs, in
 // the reverse order of Render: the agent first, its Namespace last.
 func (u *uninstaller) deleteInstalled(ctx context.Context) error {
+	return u.deleteInstalledOf(ctx, func(o *unstructured.Unstructured) bool { return !isCRD(o) })
+}
+
+// isBinding reports whether o binds a role (ClusterRoleBinding,
+// RoleBinding).
+func isBinding(o *unstructured.Unstructured) bool {
+	return o.GroupVersionKind().Group == "rbac.authorization.k8s.io" && strings.HasSuffix(o.GetKind(), "RoleBinding")
+}
+
+// deleteInstalledOf deletes what install created that only keeps, in
+// the reverse order of install.
+func (u *uninstaller) deleteInstalledOf(ctx context.Context, only func(*unstructured.Unstructured) bool) error {
 	objs, err := manifests(u.o.Namespace)
 	if err != nil {
 		return err
 	}
-	objs = slices.DeleteFunc(objs, isCRD)
+	objs = slices.DeleteFunc(objs, func(o *unstructured.Unstructured) bool { return !only(o) })
 	slices.Reverse(objs)
 	for _, want := range objs {
 		if want.GetKind() == "Namespace" && u.o.KeepNamespace {

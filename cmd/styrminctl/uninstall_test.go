@@ -141,6 +141,11 @@ func TestUninstallLeavesApplicationsRunningLetsTheirNamespacesGoAndCanRunTwice(t
 			t.Errorf("uninstall does not say %q", want)
 		}
 	}
+	// The agent's bindings went before its objects: an agent scaled up
+	// again meanwhile can then uninstall nothing.
+	if unbound, stripped := strings.Index(out, "ClusterRoleBinding styrmin-agent deleted"), strings.Index(out, "StyrminDeployment app/app: finalizer"); unbound < 0 || unbound > stripped {
+		t.Errorf("the agent's ClusterRoleBinding was not deleted before the StyrminDeployments' finalizers were removed:\n%s", out)
+	}
 	var crds apiextensionsv1.CustomResourceDefinitionList
 	if err := cl.List(ctx, &crds); err != nil {
 		t.Fatal(err)
