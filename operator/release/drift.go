@@ -92,7 +92,21 @@ type desiredObject struct {
 	// scaledByAnother); kept with the revision's objects until the
 	// release changes.
 	autoscaled bool
+	// driftIgnored is true for an object its chart annotates
+	// DriftDetectionAnnotation: DriftDetectionDisabled: another
+	// controller changes it by design (cert-manager's CA injector filling a
+	// webhook's caBundle), and putting it back every drift interval would
+	// fight that controller. A change of the release applies it.
+	driftIgnored bool
 }
+
+// DriftDetectionAnnotation on an object of a chart, set to
+// DriftDetectionDisabled, leaves the object out of drift checks and
+// corrections: a release applies it, nothing puts it back between two.
+const (
+	DriftDetectionAnnotation = "styrmin.io/drift-detection"
+	DriftDetectionDisabled   = "disabled"
+)
 
 // desiredObjects parses a release manifest into the objects Helm applied:
 // each object of the manifest, in the release namespace when namespaced
@@ -169,7 +183,8 @@ func (d *releaseObjects) parseObjects(manifest, releaseName, namespace string, c
 			return nil, nil, fmt.Errorf("release %s/%s manifest: %s: %w", namespace, releaseName, ref, err)
 		}
 		out = append(out, &desiredObject{ref: ref, data: data, keep: ann[helmResourcePolicyAnnotation] == helmKeepPolicy,
-			resource: res, gvr: mapping.Resource, namespaced: namespaced, namespace: namespace})
+			driftIgnored: ann[DriftDetectionAnnotation] == DriftDetectionDisabled,
+			resource:     res, gvr: mapping.Resource, namespaced: namespaced, namespace: namespace})
 	}
 	for _, o := range out {
 		o.autoscaled = scaled[scaleTarget(o.ref.APIVersion, o.ref.Kind, o.ref.Namespace, o.ref.Name)]
@@ -270,6 +285,9 @@ const replicasField = ".spec.replicas"
 func (d *releaseObjects) check(ctx context.Context, objects []*desiredObject, expected map[string][]byte) ([]Drift, error) {
 	var drifts []Drift
 	for _, o := range objects {
+		if o.driftIgnored {
+			continue
+		}
 		key := objectKey(o.ref)
 		live, err := o.resource.Get(ctx, o.ref.Name, metav1.GetOptions{})
 		if apierrors.IsNotFound(err) {

@@ -935,3 +935,52 @@ func TestAReleaseWhoseRecordWasDeletedTakesBackItsObjectsFromTheInventory(t *tes
 		t.Fatalf("the release's record written again: %v", err)
 	}
 }
+
+// TestAnObjectItsChartLeavesOutOfDriftChecksIsNeitherDriftNorPutBack: an
+// object another controller changes by design (cert-manager's CA
+// injector fills a webhook's caBundle the chart leaves empty) was put
+// back at every drift interval, fighting that controller for ever. Its
+// chart can annotate it styrmin.io/drift-detection: disabled: a release
+// applies it, no check reports it or puts it back, in the revision
+// applied and in one kept packed. The others are checked as before.
+func TestAnObjectItsChartLeavesOutOfDriftChecksIsNeitherDriftNorPutBack(t *testing.T) {
+	e := startReleaseEnv(t, 10)
+	ctx := context.Background()
+	const ns = "drift-disabled"
+	e.namespace(t, ns)
+	rev, _, err := e.helm.Apply(ctx, releaseReq(ns, configMap(ns, "injected", "", DriftDetectionAnnotation, DriftDetectionDisabled), configMap(ns, "plain", "1")), nil, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range []string{"injected", "plain"} {
+		cm, err := e.cs.CoreV1().ConfigMaps(ns).Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		cm.Data["v"] = "by another controller"
+		if _, err := e.cs.CoreV1().ConfigMaps(ns).Update(ctx, cm, metav1.UpdateOptions{FieldManager: "cainjector"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	digest := rev.Status(metav1.Now()).ManifestDigest
+	d, drifts, err := e.helm.Check(ctx, ns, "app", 1, digest, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := Summary(drifts), "ConfigMap/plain (.data.v)"; got != want {
+		t.Fatalf("drifts %q, want %q (injected left out)", got, want)
+	}
+	if _, _, err := e.helm.Correct(ctx, d, drifts); err != nil {
+		t.Fatal(err)
+	}
+	// Checked again from the kept, packed revision.
+	if _, drifts, err = e.helm.Check(ctx, ns, "app", 1, digest, nil, d); err != nil || len(drifts) > 0 {
+		t.Fatalf("after the correction: drifts %q, %v; want none", Summary(drifts), err)
+	}
+	for name, want := range map[string]string{"injected": "by another controller", "plain": "1"} {
+		cm, err := e.cs.CoreV1().ConfigMaps(ns).Get(ctx, name, metav1.GetOptions{})
+		if err != nil || cm.Data["v"] != want {
+			t.Errorf("%s after the correction: %v (%v); want v=%q", name, cm.Data, err, want)
+		}
+	}
+}

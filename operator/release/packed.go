@@ -37,6 +37,7 @@ type packedObject struct {
 	Data       json.RawMessage             `json:"data"`
 	Keep       bool                        `json:"keep,omitempty"`
 	Autoscaled bool                        `json:"autoscaled,omitempty"`
+	Ignored    bool                        `json:"ignored,omitempty"`
 	Namespace  string                      `json:"namespace"`
 	// Fields is the field set expected, when HasFields (a set may be
 	// known and empty; one not known is computed by the next check).
@@ -50,7 +51,7 @@ func pack(objects []*desiredObject, expected map[string][]byte) ([]byte, error) 
 	for i, o := range objects {
 		fields, ok := expected[objectKey(o.ref)]
 		list[i] = packedObject{Ref: o.ref, Resource: o.gvr, Namespaced: o.namespaced, Data: o.data, Keep: o.keep,
-			Autoscaled: o.autoscaled, Namespace: o.namespace, Fields: fields, HasFields: ok}
+			Autoscaled: o.autoscaled, Ignored: o.driftIgnored, Namespace: o.namespace, Fields: fields, HasFields: ok}
 	}
 	raw, err := json.Marshal(list)
 	if err != nil {
@@ -79,7 +80,8 @@ func unpack(dyn dynamic.Interface, packed []byte) ([]*desiredObject, map[string]
 	objects := make([]*desiredObject, len(list))
 	expected := make(map[string][]byte, len(list))
 	for i, p := range list {
-		o := &desiredObject{ref: p.Ref, gvr: p.Resource, namespaced: p.Namespaced, data: p.Data, keep: p.Keep, autoscaled: p.Autoscaled, namespace: p.Namespace}
+		o := &desiredObject{ref: p.Ref, gvr: p.Resource, namespaced: p.Namespaced, data: p.Data, keep: p.Keep, autoscaled: p.Autoscaled,
+			driftIgnored: p.Ignored, namespace: p.Namespace}
 		o.resource = resourceOf(dyn, o.gvr, o.namespaced, o.ref.Namespace)
 		objects[i] = o
 		if p.HasFields {
