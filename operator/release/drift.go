@@ -276,6 +276,21 @@ func withoutReplicas(o *desiredObject) (*desiredObject, error) {
 	return &c, nil
 }
 
+// sameReplicas reports whether the live object runs the replicas the
+// desired one (JSON) gives.
+func sameReplicas(desired []byte, live *unstructured.Unstructured) bool {
+	var d struct {
+		Spec struct {
+			Replicas *int64 `json:"replicas"`
+		} `json:"spec"`
+	}
+	if json.Unmarshal(desired, &d) != nil || d.Spec.Replicas == nil {
+		return false
+	}
+	n, found, err := unstructured.NestedInt64(live.Object, "spec", "replicas")
+	return err == nil && found && n == *d.Spec.Replicas
+}
+
 // replicasField is the field path of a workload's replicas.
 const replicasField = ".spec.replicas"
 
@@ -328,6 +343,15 @@ func (d *releaseObjects) check(ctx context.Context, objects []*desiredObject, ex
 		fields, err := lostFields(want, have)
 		if err != nil {
 			return nil, fmt.Errorf("drift check: %s: %w", o.ref, err)
+		}
+		if slices.Contains(fields, replicasField) && sameReplicas(o.data, live) {
+			// Taken at the value the release gives them: the agent's own
+			// stopComponents and startComponents scale with a patch of
+			// their own field manager, and after a start the workload runs
+			// the chart's replicas again. Put back, forced, they would be
+			// reported as drift after every upgrade that stops its
+			// workers; a later change of their value is drift again.
+			fields = slices.DeleteFunc(fields, func(f string) bool { return f == replicasField })
 		}
 		if !o.autoscaled && slices.Contains(fields, replicasField) {
 			// Noted on the object, which the kept Desired packs: until

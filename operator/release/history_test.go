@@ -15,6 +15,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/dynamic"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -982,5 +983,42 @@ func TestAnObjectItsChartLeavesOutOfDriftChecksIsNeitherDriftNorPutBack(t *testi
 		if err != nil || cm.Data["v"] != want {
 			t.Errorf("%s after the correction: %v (%v); want v=%q", name, cm.Data, err, want)
 		}
+	}
+}
+
+// TestReplicasTakenBackAtTheChartsValueAreNoDrift: the agent's own
+// stopComponents and startComponents scale a workload with a patch of
+// their own field manager, so after an upgrade that stopped its workers
+// and started them again the release no longer owned their replicas, and
+// the next check put the chart's value back (the value they had), with a
+// warning, on every such deployment. Replicas taken at the value the
+// release gives are no drift; a different value still is.
+func TestReplicasTakenBackAtTheChartsValueAreNoDrift(t *testing.T) {
+	e := startReleaseEnv(t, 10)
+	ctx := context.Background()
+	const ns = "stopped-started"
+	e.namespace(t, ns)
+	if _, _, err := e.helm.Apply(ctx, releaseReq(ns, webDeployment(ns, "nginx:1.27")), nil, 0); err != nil {
+		t.Fatal(err)
+	}
+	scale := func(replicas int) {
+		t.Helper()
+		patch := []byte(fmt.Sprintf(`{"spec":{"replicas":%d}}`, replicas))
+		if _, err := e.cs.AppsV1().Deployments(ns).Patch(ctx, "web", types.MergePatchType, patch, metav1.PatchOptions{FieldManager: "styrmin-actions"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	scale(0)
+	scale(1)
+	d, drifts, err := e.helm.Check(ctx, ns, "app", 1, "", nil, nil)
+	if err != nil || len(drifts) > 0 {
+		t.Fatalf("after a stop and a start: drifts %q, %v; want none", Summary(drifts), err)
+	}
+	e.scaleDeployment(t, ns, "web", 3)
+	if _, drifts, err = e.helm.Check(ctx, ns, "app", 1, "", nil, d); err != nil {
+		t.Fatal(err)
+	}
+	if got, want := Summary(drifts), "Deployment/web (.spec.replicas)"; got != want {
+		t.Fatalf("scaled to 3 by hand: drifts %q, want %q", got, want)
 	}
 }
