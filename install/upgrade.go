@@ -36,6 +36,10 @@ type Installed struct {
 	// SecretNames are the Secrets the agent's Role styrmin-agent-secrets
 	// grants by name (none when there is no such Role).
 	SecretNames []string
+	// OtherSecretsRoleRules describe that Role's rules install does not
+	// make (get of Secrets by name): an upgrade applies the Role whole,
+	// so they are replaced, and PlanUpgrade says so.
+	OtherSecretsRoleRules []string
 }
 
 // Inspect reads the agent's Deployment in namespace ns and Styrmin's CRDs.
@@ -53,7 +57,7 @@ func Inspect(ctx context.Context, cfg *rest.Config, ns string) (*Installed, erro
 	case !apierrors.IsNotFound(err):
 		return nil, err
 	}
-	if in.SecretNames, err = roleSecretNames(ctx, c, ns); err != nil {
+	if in.SecretNames, in.OtherSecretsRoleRules, err = roleSecretNames(ctx, c, ns); err != nil {
 		return nil, err
 	}
 	names, err := crdNames()
@@ -76,17 +80,20 @@ func Inspect(ctx context.Context, cfg *rest.Config, ns string) (*Installed, erro
 
 // roleSecretNames are the Secrets the Role styrmin-agent-secrets in
 // namespace ns grants by name, in its order (nil when it is absent).
-func roleSecretNames(ctx context.Context, c client.Reader, ns string) ([]string, error) {
+func roleSecretNames(ctx context.Context, c client.Reader, ns string) (names, others []string, err error) {
 	var role rbacv1.Role
-	err := c.Get(ctx, client.ObjectKey{Namespace: ns, Name: secretsRole}, &role)
+	err = c.Get(ctx, client.ObjectKey{Namespace: ns, Name: secretsRole}, &role)
 	if apierrors.IsNotFound(err) {
-		return nil, nil
+		return nil, nil, nil
 	}
 	if err != nil {
-		return nil, fmt.Errorf("reading the agent's Role %s/%s: %w", ns, secretsRole, err)
+		return nil, nil, fmt.Errorf("reading the agent's Role %s/%s: %w", ns, secretsRole, err)
 	}
-	var names []string
 	for _, r := range role.Rules {
+		if !slices.Equal(r.APIGroups, []string{""}) || !slices.Equal(r.Resources, []string{"secrets"}) || !slices.Equal(r.Verbs, []string{"get"}) ||
+			len(r.ResourceNames) == 0 || len(r.NonResourceURLs) > 0 {
+			others = append(others, describeRule(r))
+		}
 		if !slices.Contains(r.Resources, "secrets") {
 			continue
 		}
@@ -96,7 +103,23 @@ func roleSecretNames(ctx context.Context, c client.Reader, ns string) ([]string,
 			}
 		}
 	}
-	return names, nil
+	return names, others, nil
+}
+
+// describeRule says what a policy rule grants, as kubectl describe does:
+// verbs on resources (of groups, by name).
+func describeRule(r rbacv1.PolicyRule) string {
+	what := strings.Join(r.Resources, ",")
+	if len(r.NonResourceURLs) > 0 {
+		what = strings.Join(r.NonResourceURLs, ",")
+	}
+	if g := strings.Join(r.APIGroups, ","); g != "" {
+		what += "." + g
+	}
+	if len(r.ResourceNames) > 0 {
+		what += " (" + strings.Join(r.ResourceNames, ", ") + ")"
+	}
+	return strings.Join(r.Verbs, ",") + " " + what
 }
 
 // agentVersion is the installed agent's version: its LabelVersion, else
@@ -295,6 +318,10 @@ func PlanUpgrade(o Options, in *Installed, u UpgradeOptions) (Upgrade, error) {
 	}
 	if len(kept) > 0 {
 		notes = append(notes, fmt.Sprintf("kept the Secrets Role %s grants besides the agent's own: %s (kubectl edit role %s to take one away)", secretsRole, strings.Join(kept, ", "), secretsRole))
+	}
+	if len(in.OtherSecretsRoleRules) > 0 {
+		notes = append(notes, fmt.Sprintf("Role %s holds rules install does not make, which the upgrade replaces: %s; grant them in a Role of your own",
+			secretsRole, strings.Join(in.OtherSecretsRoleRules, "; ")))
 	}
 	o, kept, err = keepScale(o, dep)
 	if err != nil {

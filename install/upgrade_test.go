@@ -493,6 +493,9 @@ func TestUpgradeKeepsTheAgentsAccessToItsSecretsUnderStrictTenancy(t *testing.T)
 		t.Fatal(err)
 	}
 	role.Rules[0].ResourceNames = append(role.Rules[0].ResourceNames, "styrmin-push", "gh-status", "velero-creds")
+	// A rule of the administrator's own: the upgrade applies the Role
+	// whole, so it goes, and the plan says so.
+	role.Rules = append(role.Rules, rbacv1.PolicyRule{APIGroups: []string{""}, Resources: []string{"configmaps"}, Verbs: []string{"get", "list"}})
 	if err := admin.Update(ctx, &role); err != nil {
 		t.Fatal(err)
 	}
@@ -510,6 +513,9 @@ func TestUpgradeKeepsTheAgentsAccessToItsSecretsUnderStrictTenancy(t *testing.T)
 	up, err := PlanUpgrade(Options{Cluster: "prod", Repo: was.Repo, Version: "v0.3.0"}, live, UpgradeOptions{})
 	if err != nil {
 		t.Fatal(err)
+	}
+	if want := "Role " + secretsRole + " holds rules install does not make, which the upgrade replaces: get,list configmaps;"; !hasNote(up.Notes, want) {
+		t.Errorf("no note %q in:\n%s", want, strings.Join(up.Notes, "\n"))
 	}
 	objs, err = Render(up.Options)
 	if err != nil {
