@@ -61,6 +61,10 @@ type Drift struct {
 	// leaveReplicas: the object's replicas are its autoscaler's and
 	// Styrmin holds them no longer, so the correction leaves them out.
 	leaveReplicas bool
+	// watchReplicas: left out though no autoscaler was found (another
+	// manager holds them at the release's value), so the next checks
+	// still expect them: a later change of their value is drift.
+	watchReplicas bool
 }
 
 // Ref names the drifted object.

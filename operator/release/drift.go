@@ -94,15 +94,17 @@ type desiredObject struct {
 	autoscaled bool
 	// driftIgnored is true for an object its chart annotates
 	// DriftDetectionAnnotation: DriftDetectionDisabled: another
-	// controller changes it by design (cert-manager's CA injector filling a
-	// webhook's caBundle), and putting it back every drift interval would
-	// fight that controller. A change of the release applies it.
+	// controller changes its fields by design (cert-manager's CA injector
+	// filling a webhook's caBundle), and putting them back every drift
+	// interval would fight that controller. A change of the release
+	// applies it; one deleted is made again.
 	driftIgnored bool
 }
 
 // DriftDetectionAnnotation on an object of a chart, set to
-// DriftDetectionDisabled, leaves the object out of drift checks and
-// corrections: a release applies it, nothing puts it back between two.
+// DriftDetectionDisabled, leaves the object's fields out of drift checks
+// and corrections: a release applies them, nothing puts them back between
+// two. The object deleted is drift as any other.
 const (
 	DriftDetectionAnnotation = "styrmin.io/drift-detection"
 	DriftDetectionDisabled   = "disabled"
@@ -300,9 +302,6 @@ const replicasField = ".spec.replicas"
 func (d *releaseObjects) check(ctx context.Context, objects []*desiredObject, expected map[string][]byte) ([]Drift, error) {
 	var drifts []Drift
 	for _, o := range objects {
-		if o.driftIgnored {
-			continue
-		}
 		key := objectKey(o.ref)
 		live, err := o.resource.Get(ctx, o.ref.Name, metav1.GetOptions{})
 		if apierrors.IsNotFound(err) {
@@ -330,6 +329,11 @@ func (d *releaseObjects) check(ctx context.Context, objects []*desiredObject, ex
 		if err != nil {
 			return nil, fmt.Errorf("drift check: get %s: %w", o.ref, err)
 		}
+		if o.driftIgnored {
+			// Its fields are another controller's to change; a deleted
+			// one is made again above all the same.
+			continue
+		}
 		want, ok := expected[key]
 		if !ok {
 			applied, err := d.apply(ctx, o, true)
@@ -344,13 +348,16 @@ func (d *releaseObjects) check(ctx context.Context, objects []*desiredObject, ex
 		if err != nil {
 			return nil, fmt.Errorf("drift check: %s: %w", o.ref, err)
 		}
-		if slices.Contains(fields, replicasField) && sameReplicas(o.data, live) {
-			// Taken at the value the release gives them: the agent's own
-			// stopComponents and startComponents scale with a patch of
-			// their own field manager, and after a start the workload runs
-			// the chart's replicas again. Put back, forced, they would be
-			// reported as drift after every upgrade that stops its
-			// workers; a later change of their value is drift again.
+		// Replicas taken at the value the release gives them: the agent's
+		// own stopComponents and startComponents scale with a patch of
+		// their own field manager, and after a start the workload runs the
+		// chart's replicas again. Put back, forced, they would be reported
+		// as drift after every upgrade that stops its workers; a later
+		// change of their value is drift again. A correction of the
+		// object's other fields leaves them to whoever holds them (an
+		// autoscaler at that value now may scale out before it).
+		takenAtOurs := slices.Contains(fields, replicasField) && sameReplicas(o.data, live)
+		if takenAtOurs {
 			fields = slices.DeleteFunc(fields, func(f string) bool { return f == replicasField })
 		}
 		if !o.autoscaled && slices.Contains(fields, replicasField) {
@@ -362,7 +369,7 @@ func (d *releaseObjects) check(ctx context.Context, objects []*desiredObject, ex
 				return nil, fmt.Errorf("drift check: %s: %w", o.ref, err)
 			}
 		}
-		leaveReplicas := false
+		leaveReplicas := takenAtOurs
 		if o.autoscaled {
 			// An autoscaler sets them (through the scale subresource,
 			// taking them from Styrmin): putting the chart's back every
@@ -383,7 +390,7 @@ func (d *releaseObjects) check(ctx context.Context, objects []*desiredObject, ex
 			leaveReplicas = !held
 		}
 		if len(fields) > 0 {
-			drifts = append(drifts, Drift{object: o, Fields: fields, leaveReplicas: leaveReplicas})
+			drifts = append(drifts, Drift{object: o, Fields: fields, leaveReplicas: leaveReplicas, watchReplicas: takenAtOurs && !o.autoscaled})
 		}
 	}
 	return drifts, nil
@@ -442,7 +449,11 @@ func (d *releaseObjects) correct(ctx context.Context, drifts []Drift, expected m
 			refused = append(refused, RefusedCorrection{Drift: dr, Err: err})
 			continue
 		}
-		expected[objectKey(dr.object.ref)] = ownedFields(applied)
+		if !dr.watchReplicas {
+			// With the replicas left out, the field set applied lacks them;
+			// the one expected before, with them, is kept instead.
+			expected[objectKey(dr.object.ref)] = ownedFields(applied)
+		}
 		gens.note(dr.object.ref, applied)
 		corrected = append(corrected, dr)
 	}

@@ -942,8 +942,9 @@ func TestAReleaseWhoseRecordWasDeletedTakesBackItsObjectsFromTheInventory(t *tes
 // injector fills a webhook's caBundle the chart leaves empty) was put
 // back at every drift interval, fighting that controller for ever. Its
 // chart can annotate it styrmin.io/drift-detection: disabled: a release
-// applies it, no check reports it or puts it back, in the revision
-// applied and in one kept packed. The others are checked as before.
+// applies it, no check reports its fields or puts them back, in the
+// revision applied and in one kept packed; deleted, it is made again. The
+// others are checked as before.
 func TestAnObjectItsChartLeavesOutOfDriftChecksIsNeitherDriftNorPutBack(t *testing.T) {
 	e := startReleaseEnv(t, 10)
 	ctx := context.Background()
@@ -984,6 +985,22 @@ func TestAnObjectItsChartLeavesOutOfDriftChecksIsNeitherDriftNorPutBack(t *testi
 			t.Errorf("%s after the correction: %v (%v); want v=%q", name, cm.Data, err, want)
 		}
 	}
+	// Deleted, it is drift as any object: made again.
+	if err := e.cs.CoreV1().ConfigMaps(ns).Delete(ctx, "injected", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, drifts, err = e.helm.Check(ctx, ns, "app", 1, digest, nil, d); err != nil {
+		t.Fatal(err)
+	}
+	if got, want := Summary(drifts), "ConfigMap/injected (deleted)"; got != want {
+		t.Fatalf("injected deleted: drifts %q, want %q", got, want)
+	}
+	if _, _, err := e.helm.Correct(ctx, d, drifts); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.cs.CoreV1().ConfigMaps(ns).Get(ctx, "injected", metav1.GetOptions{}); err != nil {
+		t.Fatalf("injected after the correction: %v", err)
+	}
 }
 
 // TestReplicasTakenBackAtTheChartsValueAreNoDrift: the agent's own
@@ -1014,6 +1031,20 @@ func TestReplicasTakenBackAtTheChartsValueAreNoDrift(t *testing.T) {
 	if err != nil || len(drifts) > 0 {
 		t.Fatalf("after a stop and a start: drifts %q, %v; want none", Summary(drifts), err)
 	}
+	// A correction of another field leaves them to whoever holds them:
+	// scaled out between the check and the correction, they stay so.
+	e.setImage(t, ns, "web", "nginx:by-hand")
+	if _, drifts, err = e.helm.Check(ctx, ns, "app", 1, "", nil, d); err != nil {
+		t.Fatal(err)
+	}
+	if got, want := Summary(drifts), `Deployment/web (.spec.template.spec.containers[name="web"].image)`; got != want {
+		t.Fatalf("the image set by hand: drifts %q, want %q", got, want)
+	}
+	e.scaleDeployment(t, ns, "web", 4)
+	if _, _, err := e.helm.Correct(ctx, d, drifts); err != nil {
+		t.Fatal(err)
+	}
+	e.requireWeb(t, ns, 4, "nginx:1.27", "after the correction of its image")
 	e.scaleDeployment(t, ns, "web", 3)
 	if _, drifts, err = e.helm.Check(ctx, ns, "app", 1, "", nil, d); err != nil {
 		t.Fatal(err)

@@ -375,7 +375,9 @@ func (l *Locker) lockHead(ctx context.Context) (LockResult, error) {
 		var ce *resolver.ConfigError
 		var de *resolver.DeploymentError
 		var re *resolver.DeletionsRefusedError
-		if !transient(err) && (errors.As(err, &ce) || errors.As(err, &de) || errors.As(err, &re)) {
+		// A folder that holds no repository is one too: the same head
+		// holds none the next round either.
+		if !transient(err) && (errors.As(err, &ce) || errors.As(err, &de) || errors.As(err, &re) || errors.Is(err, resolver.ErrNotRepository)) {
 			l.last, l.again = fr.Head, false
 		}
 		if d := strings.Trim(l.opts.Dir, "/"); d != "" && d != "." {

@@ -80,4 +80,9 @@ func TestALockerWhoseFolderHoldsNoRepositorySaysSo(t *testing.T) {
 	if got := srv.Head("desired", "main"); got != head {
 		t.Fatalf("the branch moved to %s", got)
 	}
+	// Decided for this head, as a configuration that does not resolve:
+	// not tried again (and logged as failed) every round until it moves.
+	if res, err := l.LockHead(context.Background()); err != nil || !res.Skipped {
+		t.Fatalf("the same head again: %+v, %v; want it skipped", res, err)
+	}
 }
