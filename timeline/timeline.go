@@ -352,6 +352,15 @@ func (r *Reader) Read(head gitsource.Hash, id resolver.ID) ([]Entry, error) {
 	return out, nil
 }
 
+// Remembered returns id's timeline at head when it was read already (by
+// Read, and not dropped since): without reading git.
+func (r *Reader) Remembered(head gitsource.Hash, id resolver.ID) ([]Entry, bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	out, ok := r.timelines[timelineKey{head, id}]
+	return out, ok
+}
+
 // Descender tells whether head descends from (or is) an earlier commit:
 // *gitsource.Repo.
 type Descender interface {

@@ -135,6 +135,9 @@ type Handler struct {
 	// seconds of CPU on a large repository, and the agent that serves
 	// the pages has its own work to do.
 	computing chan struct{}
+	// walking lets one timeline not read yet walk the history at a time
+	// (readTimeline).
+	walking chan struct{}
 	// follow brings Repo up to date before a page is read (nil: Repo is
 	// fetched by its owner).
 	follow *follower
@@ -176,7 +179,7 @@ func New(o Options) (*Handler, error) {
 	if o.Planner == nil {
 		o.Planner = PlannerFunc(planner.ComputeTrees)
 	}
-	h := &Handler{o: o, clusters: map[string]*Cluster{}, plans: map[string]*planResult{}, settings: map[string]*settingsResult{}, computing: make(chan struct{}, 1)}
+	h := &Handler{o: o, clusters: map[string]*Cluster{}, plans: map[string]*planResult{}, settings: map[string]*settingsResult{}, computing: make(chan struct{}, 1), walking: make(chan struct{}, 1)}
 	var err error
 	for i := range o.Clusters {
 		c := &h.o.Clusters[i]

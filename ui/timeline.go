@@ -2,10 +2,12 @@ package ui
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"html/template"
+	"io/fs"
 	"net/http"
 	"slices"
 	"strconv"
@@ -93,21 +95,34 @@ func (h *Handler) timelineData(ctx context.Context, c *Cluster, id resolver.ID, 
 		return d, http.StatusBadGateway, fmt.Errorf("reading the repository's head: %w", err)
 	}
 	d.Head = head.Short()
-	entries, err := h.history.Read(head, id)
-	if err != nil {
-		return d, http.StatusInternalServerError, err
-	}
 	// What the cluster knows: the task of each sequence it still keeps,
 	// and the active one.
 	var tasks v1alpha1.StyrminTaskList
 	labels := client.MatchingLabels(instance.DeploymentID(id).Labels())
 	var active int64
-	if err := c.Reader.List(ctx, &tasks, labels); err != nil {
-		d.ClusterError = "listing StyrminTasks: " + mask(err.Error())
+	tasksErr := c.Reader.List(ctx, &tasks, labels)
+	if tasksErr != nil {
+		d.ClusterError = "listing StyrminTasks: " + mask(tasksErr.Error())
 	}
 	var sds v1alpha1.StyrminDeploymentList
-	if err := c.Reader.List(ctx, &sds, labels); err == nil && len(sds.Items) > 0 {
+	sdsErr := c.Reader.List(ctx, &sds, labels)
+	if sdsErr == nil && len(sds.Items) > 0 {
 		active = sds.Items[0].Status.ActiveSequence
+	}
+	// Reading a timeline walks every commit of the branch (under the
+	// repository's lock, which the agent's syncer takes too): only for a
+	// deployment git's head locks or the cluster has, not for any name a
+	// request makes up.
+	if len(sds.Items) == 0 && len(tasks.Items) == 0 && !h.lockedAt(head, id) {
+		why := "the cluster has none"
+		if err := cmp.Or(sdsErr, tasksErr); err != nil {
+			why = "the cluster could not be read: " + mask(err.Error())
+		}
+		return d, http.StatusNotFound, fmt.Errorf("no deployment %s: git's head %s has no lockfile %s, and %s", id, head.Short(), h.history.LockPath(id), why)
+	}
+	entries, code, err := h.readTimeline(ctx, head, id)
+	if err != nil {
+		return d, code, err
 	}
 	bySeq := map[int64]*v1alpha1.StyrminTask{}
 	for i := range tasks.Items {
@@ -142,6 +157,43 @@ func (h *Handler) timelineData(ctx context.Context, c *Cluster, id resolver.ID, 
 		}
 	}
 	return d, http.StatusOK, nil
+}
+
+// lockedAt tells whether git holds id's lockfile at head (valid or not:
+// the timeline of a lockfile broken by hand says why each entry is).
+func (h *Handler) lockedAt(head gitsource.Hash, id resolver.ID) bool {
+	fsys, err := h.o.Repo.TreeAt(head, h.o.Dir)
+	if err != nil {
+		return false
+	}
+	info, err := fs.Stat(fsys, id.LockPath())
+	return err == nil && info.Mode().IsRegular()
+}
+
+// readTimeline reads id's timeline at head, one walk of the history at a
+// time: a timeline not read yet walks every commit of the branch, and the
+// requests that arrive meanwhile (a page opened in many tabs, a script)
+// then find it read rather than walk it again each. A request waits for
+// its turn only as long as it lasts; then nothing is read for it.
+func (h *Handler) readTimeline(ctx context.Context, head gitsource.Hash, id resolver.ID) ([]timeline.Entry, int, error) {
+	if entries, ok := h.history.Remembered(head, id); ok {
+		return entries, http.StatusOK, nil
+	}
+	select {
+	case h.walking <- struct{}{}:
+		defer func() { <-h.walking }()
+	case <-ctx.Done():
+	}
+	if ctx.Err() != nil {
+		// Also when both were ready: a request already gone reads
+		// nothing either.
+		return nil, http.StatusServiceUnavailable, fmt.Errorf("waiting for another timeline to be read from git: %w (reload the page)", context.Cause(ctx))
+	}
+	entries, err := h.history.Read(head, id)
+	if err != nil {
+		return nil, http.StatusInternalServerError, err
+	}
+	return entries, http.StatusOK, nil
 }
 
 // diff is the plan from entry a to entry b (the older one is the base):
