@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"html/template"
 	"net/http"
+	"strings"
 )
 
 type planData struct {
@@ -30,6 +31,12 @@ func (h *Handler) plan(w http.ResponseWriter, r *http.Request) {
 		h.render(w, "plan", page{Title: "Plan", Data: d, Nav: nav})
 		return
 	}
+	for _, f := range []struct{ name, ref string }{{"head", d.Head}, {"base", d.Base}} {
+		if err := checkRef(f.ref); err != nil {
+			h.fail(w, http.StatusBadRequest, fmt.Errorf("%s=%q: %w", f.name, f.ref, err))
+			return
+		}
+	}
 	base, err := h.o.Repo.Head()
 	if d.Base != "" {
 		base, err = h.o.Repo.Resolve(d.Base)
@@ -55,4 +62,29 @@ func (h *Handler) plan(w http.ResponseWriter, r *http.Request) {
 		d.Error = mask(err.Error())
 	}
 	h.render(w, "plan", page{Title: "Plan of " + d.Head, Data: d, Nav: nav})
+}
+
+// maxRefLength bounds a ref a plan is asked for (git's own names are far
+// shorter).
+const maxRefLength = 256
+
+// errNotARef is checkRef's answer.
+var errNotARef = fmt.Errorf("expected a branch, tag or commit of at most %d bytes (not a revision expression such as main~1 or main^{/text})", maxRefLength)
+
+// checkRef accepts a ref the plan page is for: a branch, a tag, a remote
+// branch or a commit (whole or abbreviated), as git's ref names are
+// written. A revision expression is refused before git reads anything:
+// main~N and main^{/text} walk the history under the repository's lock
+// (the agent's syncer waits for it), and text is a regular expression
+// matched against every commit message, as often as pages ask.
+func checkRef(ref string) error {
+	if len(ref) > maxRefLength || strings.ContainsAny(ref, "~^:?*[\\") || strings.Contains(ref, "..") || strings.Contains(ref, "@{") {
+		return errNotARef
+	}
+	for _, r := range ref {
+		if r <= ' ' || r == 0x7f {
+			return errNotARef
+		}
+	}
+	return nil
 }
