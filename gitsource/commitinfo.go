@@ -68,6 +68,11 @@ func (r *Repo) Commit(commit Hash) (CommitInfo, error) {
 func (r *Repo) Blob(h Hash) ([]byte, error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	// Sized from its header first: a loose object is read whole to be
+	// opened.
+	if size, err := r.objectSize(h.plumbing()); err == nil && size > maxBlobSize {
+		return nil, fmt.Errorf("gitsource: blob %s is %d bytes, more than the %d a reader of history reads", h.Short(), size, maxBlobSize)
+	}
 	b, err := object.GetBlob(r.storer, h.plumbing())
 	if err != nil {
 		return nil, fmt.Errorf("gitsource: blob %s: %w", h.Short(), err)

@@ -168,6 +168,13 @@ func (f *treeFS) blob(h plumbing.Hash) ([]byte, error) {
 // blobUpTo reads the blob h and returns it with its size, or only its size
 // when that is over limit (a negative limit: none); the caller holds r.mu.
 func (f *treeFS) blobUpTo(h plumbing.Hash, limit int64) ([]byte, int64, error) {
+	if limit >= 0 {
+		// Sized from its header first: a loose object is read whole to
+		// be opened, and a file of gigabytes is kilobytes compressed.
+		if size, err := f.r.objectSize(h); err == nil && size > limit {
+			return nil, size, nil
+		}
+	}
 	obj, err := f.r.storer.EncodedObject(plumbing.BlobObject, h)
 	if err != nil {
 		return nil, 0, err
@@ -190,15 +197,20 @@ func (f *treeFS) blobUpTo(h plumbing.Hash, limit int64) ([]byte, int64, error) {
 
 // blobSize returns the size of blob h; the caller holds r.mu.
 func (f *treeFS) blobSize(h plumbing.Hash) (int64, error) {
+	return f.r.objectSize(h)
+}
+
+// objectSize returns the size of object h; the caller holds r.mu.
+func (r *Repo) objectSize(h plumbing.Hash) (int64, error) {
 	// A git directory's storage reads the size from the object's header
 	// (a packed object's too), without inflating the object: a lockfile
 	// read from a commit was inflated twice, once to be described.
-	if s, ok := f.r.storer.(interface {
+	if s, ok := r.storer.(interface {
 		EncodedObjectSize(plumbing.Hash) (int64, error)
 	}); ok {
 		return s.EncodedObjectSize(h)
 	}
-	obj, err := f.r.storer.EncodedObject(plumbing.BlobObject, h)
+	obj, err := r.storer.EncodedObject(plumbing.BlobObject, h)
 	if err != nil {
 		return 0, err
 	}

@@ -2,10 +2,12 @@ package gitsource_test
 
 import (
 	"errors"
+	"fmt"
 	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"testing"
 	"testing/fstest"
@@ -385,5 +387,71 @@ func TestFSReadsAFileUpToALimitAsReadFileReadsIt(t *testing.T) {
 	}
 	check("loose")
 	lr.git("gc", "--quiet", "--aggressive")
+	check("packed")
+}
+
+// A file of gigabytes is kilobytes in git's compressed form, and a loose
+// object is read whole to be opened: ReadFileUpTo of a file over its
+// limit, and Blob of one over the bound of a reader of history, size it
+// from the object's header and inflate nothing (loose and packed alike).
+// The file is 48 MiB; each read allocates far less.
+func TestAFileOverTheLimitIsSizedWithoutBeingInflated(t *testing.T) {
+	lr := newLocalRepo(t, false)
+	const size = 48 << 20
+	c := lr.commit("huge", map[string]string{"locks/c/e/huge.lock.yaml": strings.Repeat("x", size)})
+	blob, err := gitsource.ParseHash(strings.TrimSpace(lr.git("rev-parse", c+":locks/c/e/huge.lock.yaml")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The object store's reads: the checked-out copy is sized by its file.
+	if err := os.RemoveAll(filepath.Join(lr.dir, "locks")); err != nil {
+		t.Fatal(err)
+	}
+	check := func(stage string) {
+		t.Helper()
+		// A repository each: one read's object cache must not serve the
+		// other.
+		open := func() *gitsource.Repo {
+			r, err := gitsource.Open(lr.dir, gitsource.OpenOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			return r
+		}
+		r, fr := open(), open()
+		fsys, err := fr.FS(mustResolve(t, fr, c))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for name, read := range map[string]func() error{
+			"ReadFileUpTo": func() error {
+				data, n, err := fsys.(gitsource.ReadFileUpToFS).ReadFileUpTo("locks/c/e/huge.lock.yaml", 1<<20)
+				if err != nil || data != nil || n != size {
+					return fmt.Errorf("%d bytes, size %d, %v; want no bytes and size %d", len(data), n, err, size)
+				}
+				return nil
+			},
+			"Blob": func() error {
+				if _, err := r.Blob(blob); err == nil || !strings.Contains(err.Error(), "more than the") {
+					return fmt.Errorf("%v; want an error saying it is over the bound", err)
+				}
+				return nil
+			},
+		} {
+			runtime.GC()
+			var before, after runtime.MemStats
+			runtime.ReadMemStats(&before)
+			err := read()
+			runtime.ReadMemStats(&after)
+			if err != nil {
+				t.Errorf("%s: %s: %v", stage, name, err)
+			}
+			if n := after.TotalAlloc - before.TotalAlloc; n > size/8 {
+				t.Errorf("%s: %s allocated %d MiB for a file of %d MiB over the limit: it inflated it", stage, name, n>>20, size>>20)
+			}
+		}
+	}
+	check("loose")
+	lr.git("gc", "--quiet")
 	check("packed")
 }
