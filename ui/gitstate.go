@@ -65,9 +65,13 @@ func readHead(fsys fs.FS, config *resolver.ConfigSandbox) (locks map[resolver.ID
 	}
 	locks = make(map[resolver.ID]*resolver.Instance, len(files))
 	for _, f := range files {
-		data, err := fs.ReadFile(fsys, f)
+		// Within the resolver's bound, refused before it is read: a
+		// file of gigabytes (a few kilobytes in git's compressed form)
+		// must not be read into memory for every new head.
+		data, err := resolver.ReadLockFile(fsys, f)
 		if err != nil {
-			invalid = append(invalid, fmt.Sprintf("%s: %v", f, err))
+			// Its errors start with the file's path.
+			invalid = append(invalid, err.Error())
 			continue
 		}
 		in, err := timeline.Summary(f, data)
@@ -83,8 +87,10 @@ func readHead(fsys fs.FS, config *resolver.ConfigSandbox) (locks map[resolver.ID
 	for _, id := range resolver.ListDeployments(fsys) {
 		for _, ext := range []string{".cue", ".yaml", ".yml"} {
 			file := path.Join("clusters", id.Cluster, "environments", id.Environment, "deployments", id.Name+ext)
-			data, err := fs.ReadFile(fsys, file)
+			data, err := readUpTo(fsys, file, resolver.DefaultMaxFileSize)
 			if err != nil || !bytes.Contains(data, []byte("hold")) {
+				// A file the loader would refuse (too large) holds
+				// nothing: the plan reports it.
 				continue
 			}
 			// Only a file that mentions a hold is parsed (with the
@@ -118,4 +124,24 @@ func (gs *headState) namespaceOf(id resolver.ID) string {
 		return ""
 	}
 	return in.Context.Deployment.Namespace
+}
+
+// readUpTo reads a file of at most limit bytes, refusing a larger one
+// before it is read.
+func readUpTo(fsys fs.FS, file string, limit int64) ([]byte, error) {
+	if up, ok := fsys.(gitsource.ReadFileUpToFS); ok {
+		data, size, err := up.ReadFileUpTo(file, limit)
+		if err == nil && data == nil && size > limit {
+			err = fmt.Errorf("%s: file is %d bytes, more than the %d allowed", file, size, limit)
+		}
+		return data, err
+	}
+	fi, err := fs.Stat(fsys, file)
+	if err != nil {
+		return nil, err
+	}
+	if fi.Size() > limit {
+		return nil, fmt.Errorf("%s: file is %d bytes, more than the %d allowed", file, fi.Size(), limit)
+	}
+	return fs.ReadFile(fsys, file)
 }
