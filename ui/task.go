@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -67,7 +68,11 @@ func (h *Handler) task(w http.ResponseWriter, r *http.Request) {
 func (h *Handler) taskData(ctx context.Context, c *Cluster, namespace, name string) (taskData, int, error) {
 	var t v1alpha1.StyrminTask
 	if err := c.Live.Get(ctx, client.ObjectKey{Namespace: namespace, Name: name}, &t); err != nil {
-		return taskData{}, http.StatusNotFound, fmt.Errorf("task %s/%s in cluster %s: %s", namespace, name, c.Name, mask(err.Error()))
+		if apierrors.IsNotFound(err) {
+			return taskData{}, http.StatusNotFound, fmt.Errorf("task %s/%s in cluster %s: %s", namespace, name, c.Name, mask(err.Error()))
+		}
+		// Not "not found": the task may well be there.
+		return taskData{}, http.StatusBadGateway, fmt.Errorf("reading task %s/%s from cluster %s: %s", namespace, name, c.Name, mask(err.Error()))
 	}
 	d := taskData{Cluster: c.Name, ID: instance.ResolverID(t.Spec.Deployment), Task: taskRowOf(&t), Lock: t.Spec.Lock, ChartWidth: chartWidth}
 	now := h.o.Now()
