@@ -10,6 +10,9 @@ import (
 
 	"github.com/go-logr/logr"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/util/flowcontrol"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 
 	"github.com/styrmin/styrmin/gitsource"
@@ -42,8 +45,12 @@ type UIOptions struct {
 func (a *Agent) addUI(clone *gitsource.Repo, opts Options) error {
 	log := a.log.WithName("ui")
 	elected := a.mgr.Elected()
+	live, err := uiLiveReader(a.mgr)
+	if err != nil {
+		return fmt.Errorf("agent: ui: %w", err)
+	}
 	h, err := ui.New(ui.Options{
-		Clusters:     []ui.Cluster{{Name: opts.Cluster, Reader: a.mgr.GetClient(), Live: a.mgr.GetAPIReader()}},
+		Clusters:     []ui.Cluster{{Name: opts.Cluster, Reader: a.mgr.GetClient(), Live: live}},
 		Repo:         clone,
 		Dir:          opts.Path,
 		PlanOptions:  planner.Options{DriverLimits: opts.Drivers.Limits, Sandbox: opts.Drivers.Sandbox, ConfigSandbox: opts.Drivers.Config},
@@ -82,6 +89,25 @@ func (a *Agent) addUI(clone *gitsource.Repo, opts Options) error {
 	}
 	a.log.Info("serving the web UI", "address", ln.Addr().String())
 	return a.mgr.Add(&uiServer{ln: ln, handler: h, log: log})
+}
+
+// The UI's own budget of requests to the API server: a page reads a few
+// (pods, events, a task, the Secret of sensitive values), and every open
+// live page reloads every 5 seconds.
+const (
+	uiQPS   = 20
+	uiBurst = 40
+)
+
+// uiLiveReader is what the UI reads from the API server with: a client of
+// its own token bucket. The manager's clients share one bucket (NewManager),
+// and anyone who reaches the UI can ask for pages as fast as they like: on
+// that bucket, their reads would make the controllers' requests wait.
+func uiLiveReader(mgr manager.Manager) (client.Reader, error) {
+	cfg := rest.CopyConfig(mgr.GetConfig())
+	cfg.QPS, cfg.Burst = uiQPS, uiBurst
+	cfg.RateLimiter = flowcontrol.NewTokenBucketRateLimiter(uiQPS, uiBurst)
+	return client.New(cfg, client.Options{Scheme: mgr.GetScheme(), Mapper: mgr.GetRESTMapper()})
 }
 
 // uiServer serves the UI until the manager stops; every replica serves
