@@ -133,7 +133,12 @@ func (h *Handler) deploymentData(ctx context.Context, c *Cluster, id resolver.ID
 	} else {
 		d.SettingsError = "the instance records no source commit"
 	}
-	if namespace != "" {
+	// Pods and events are read where the cluster's own objects (the
+	// StyrminDeployment, its tasks) say the deployment runs. One git locks
+	// and the cluster never ran has nothing running yet, and the namespace
+	// its lockfile names is git's word only: a lockfile edited by hand,
+	// which the agent refuses, could name any namespace.
+	if namespace != "" && (d.SD != nil || d.Row.InCluster) {
 		d.Pods, d.Events, d.Error = h.podsAndEvents(ctx, c, namespace, nil)
 	}
 	return d, http.StatusOK, nil
