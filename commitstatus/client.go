@@ -288,19 +288,35 @@ func isLoopback(host string) bool {
 	return ip != nil && ip.IsLoopback()
 }
 
-// githubRepo matches the repository URLs of GitHub: https, ssh and
-// scp-like.
-var githubRepo = regexp.MustCompile(`^(?:https://(?:[^@/]+@)?|ssh://git@|git@)([^/:]+)[/:]([A-Za-z0-9_.-]+)/([A-Za-z0-9_.-]+?)(?:\.git)?/?$`)
+// scpRepo matches GitHub's scp-like repository address
+// ("git@github.com:acme/desired-state.git"); repoPath the path of its URL
+// forms; hostName a host the API may be asked at (no port, user, query or
+// fragment: those would make the host read here differ from the one git
+// connects to).
+var (
+	scpRepo  = regexp.MustCompile(`^git@([A-Za-z0-9.-]+):([A-Za-z0-9_.-]+)/([A-Za-z0-9_.-]+?)(?:\.git)?/?$`)
+	repoPath = regexp.MustCompile(`^/([A-Za-z0-9_.-]+)/([A-Za-z0-9_.-]+?)(?:\.git)?/?$`)
+	hostName = regexp.MustCompile(`^[A-Za-z0-9](?:[A-Za-z0-9.-]*[A-Za-z0-9])?$`)
+)
 
 // ParseRepository finds the host, owner and name in a repository URL
 // ("https://github.com/acme/desired-state.git",
-// "git@github.com:acme/desired-state.git").
+// "ssh://git@github.com/acme/desired-state.git",
+// "git@github.com:acme/desired-state.git"). The host is the one git
+// connects to, as net/url reads the URL: the token goes to its API.
 func ParseRepository(repoURL string) (host, owner, repo string, err error) {
-	m := githubRepo.FindStringSubmatch(repoURL)
-	if m == nil {
+	if m := scpRepo.FindStringSubmatch(repoURL); m != nil {
+		host, owner, repo = m[1], m[2], m[3]
+	} else if u, perr := url.Parse(repoURL); perr == nil && u.Opaque == "" && u.RawQuery == "" && !u.ForceQuery && u.Fragment == "" &&
+		(u.Scheme == "https" || u.Scheme == "ssh" && u.User != nil && u.User.String() == "git") {
+		if m := repoPath.FindStringSubmatch(u.EscapedPath()); m != nil {
+			host, owner, repo = u.Host, m[1], m[2]
+		}
+	}
+	if !hostName.MatchString(host) || owner == "." || owner == ".." || repo == "." || repo == ".." {
 		return "", "", "", fmt.Errorf("commitstatus: %q is not a repository URL of the form https://HOST/OWNER/REPO", redact(repoURL))
 	}
-	return m[1], m[2], m[3], nil
+	return host, owner, repo, nil
 }
 
 // BaseURLFor is the API of a host: DefaultBaseURL for github.com, the
@@ -312,16 +328,22 @@ func BaseURLFor(host string) string {
 	return "https://" + host + "/api/v3"
 }
 
-// redact drops the user information of a URL, should one hold a token: a
-// password, or over HTTP a lone user name (where tokens are often put).
+// redact drops what may be user information from a repository URL, should
+// it hold a token: all before the last '@' after the scheme, unless that
+// is ssh's user "git". It reads the text, not the URL net/url makes of it:
+// a password holding '/', '#' or '?' ("https://u:12/x@host/…") is no user
+// information to net/url, yet is the credential git sends.
 func redact(s string) string {
-	u, err := url.Parse(s)
-	if err != nil || u.User == nil {
+	at := strings.LastIndex(s, "@")
+	if at < 0 {
 		return s
 	}
-	if _, has := u.User.Password(); !has && (u.Scheme == "http" || u.Scheme == "https") {
-		u.User = url.User("REDACTED")
-		return u.String()
+	start := 0
+	if i := strings.Index(s, "://"); i >= 0 && i < at {
+		start = i + len("://")
 	}
-	return u.Redacted()
+	if s[start:at] == "git" {
+		return s
+	}
+	return s[:start] + "REDACTED" + s[at:]
 }
