@@ -100,3 +100,50 @@ func TestARepositoryOfBothSettingsFilesIsNamedNotTakenForNone(t *testing.T) {
 		t.Fatalf("a repository of styrmin.cue alone: %v", err)
 	}
 }
+
+// TestNumbersPastWhatTheyAreReadIntoNameTheFieldAndWhatWasExpected: an
+// integer past 64 bits, and a YAML number CUE cannot read (.inf, .nan, an
+// integer past 64 bits), are refused naming the file, the field and what
+// was expected. Before, CUE's decoding gave an error with no field and no
+// words ("styrmin.cue:1:1: "), and a YAML number it could not read was
+// "required, not set" where the user had set it.
+func TestNumbersPastWhatTheyAreReadIntoNameTheFieldAndWhatWasExpected(t *testing.T) {
+	const (
+		big        = "100000000000000000000000000000"
+		env        = "clusters/c/environments/e/environment.cue"
+		envYAML    = "clusters/c/environments/e/environment.yaml"
+		deployYAML = "clusters/c/environments/e/deployments/d.yaml"
+	)
+	for _, c := range []struct {
+		file, text, field, want string
+	}{
+		{"styrmin.cue", "deletionThreshold: " + big + "\n", "deletionThreshold", "must be at most 9223372036854775807"},
+		{"styrmin.cue", "limits: memory: " + big + "\n", "limits.memory", "must be at most 9223372036854775807"},
+		{"styrmin.cue", "limits: chartBytes: " + big + "\n", "limits.chartBytes", "must be at most 9223372036854775807"},
+		{env, "backupLocation: \"s3://bucket/p\"\nbackups: keep: " + big + "\n", "backups.keep", "must be at most 9223372036854775807"},
+		{envYAML, "backupLocation: s3://bucket/p\nbackups:\n  keep: 99999999999999999999\n", "backups.keep", "expected a finite number within 64 bits"},
+		{envYAML, "backupLocation: s3://bucket/p\nbackups:\n  keep: .inf\n", "backups.keep", "expected a finite number within 64 bits"},
+		{envYAML, "rollout:\n  waves: -.inf\n", "rollout.waves", "expected a finite number within 64 bits"},
+		{deployYAML, "driver: webapp\nappVersion: 1.0.0\nparameters:\n  replicas: .nan\n", "parameters.replicas", "expected a finite number within 64 bits"},
+	} {
+		t.Run(c.file+" "+c.field, func(t *testing.T) {
+			fsys := fstest.MapFS{
+				"clusters/c/cluster.cue": {Data: []byte("domain: \"c.example\"\n")},
+				env:                      {Data: []byte("\n")},
+				"clusters/c/environments/e/deployments/d.cue": {Data: []byte("driver: \"webapp\"\nappVersion: \"1.0.0\"\n")},
+			}
+			switch c.file {
+			case envYAML:
+				delete(fsys, env)
+			case deployYAML:
+				delete(fsys, "clusters/c/environments/e/deployments/d.cue")
+			}
+			fsys[c.file] = &fstest.MapFile{Data: []byte(c.text)}
+			_, err := NewLoader(0).Load(fsys)
+			var ce *ConfigError
+			if !errors.As(err, &ce) || ce.File != c.file || ce.Field != c.field || !strings.Contains(ce.Msg, c.want) || ce.Line == 0 {
+				t.Fatalf("err = %v, want %s:LINE: field %s: …%s…", err, c.file, c.field, c.want)
+			}
+		})
+	}
+}

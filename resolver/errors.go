@@ -264,6 +264,11 @@ func (x *explainer) one(e cueerrors.Error) *ConfigError {
 	}
 	want := schemaAt(x.schema, sels)
 	switch {
+	case strings.HasPrefix(format, "parse error"):
+		// CUE's YAML reader writes what it cannot hold (.inf, .nan, an
+		// integer past 64 bits) as CUE text it then fails to read: the
+		// field is set, not missing, and the text is CUE's, not the user's.
+		ce.Msg = unreadableNumber
 	case strings.Contains(format, "not allowed"):
 		ce.Msg = "unknown field" + x.allowed(sels[:len(sels)-1])
 	case isParameter(sels):
@@ -285,6 +290,9 @@ func (x *explainer) one(e cueerrors.Error) *ConfigError {
 	}
 	return ce
 }
+
+// unreadableNumber is the message of a YAML number CUE cannot read.
+const unreadableNumber = "a number that cannot be read (.inf, .nan, or an integer past 64 bits): expected a finite number within 64 bits, or a quoted string"
 
 // isParameter reports whether sels is a driver parameter's path or the
 // parameters field holding them: a layer's parameters, or those of a

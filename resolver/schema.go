@@ -29,18 +29,18 @@ import "strings"
 	drivers?: [...#DriverSource]
 	// deletionThreshold is how many deployments one plan may delete
 	// before it needs an explicit allowance.
-	deletionThreshold?: int & >=0
+	deletionThreshold?: int & >=0 & <=9223372036854775807
 	// limits bound every driver's load, evaluation and render (see
 	// docs/driver-limits.md); unset ones keep their defaults.
 	limits?: {
 		// timeout of one load or render, a Go duration ("30s").
 		timeout?: string & !=""
 		// memory of one evaluation, in bytes (512Mi).
-		memory?: int & >0
+		memory?: int & >0 & <=9223372036854775807
 		// renderedBytes: the most text a chart may render to.
-		renderedBytes?: int & >0
+		renderedBytes?: int & >0 & <=9223372036854775807
 		// chartBytes: the most the subchart archives may unpack to.
-		chartBytes?: int & >0
+		chartBytes?: int & >0 & <=9223372036854775807
 	}
 	// rollout splits every cluster's fan-outs into health-gated waves
 	// (the loader checks the values, for errors that say what to write).
@@ -97,7 +97,7 @@ import "strings"
 	// schedule is a cron expression of five fields.
 	schedule?: string & !=""
 	// keep is how many scheduled backups are kept.
-	keep?: int
+	keep?: int & <=9223372036854775807
 }
 
 // #EnvironmentSettings are set by cluster.cue (the default) and
