@@ -170,13 +170,30 @@ func summaryLines(data []byte) []byte {
 // scanHeader reads the summary fields of a lockfile in the engine's
 // canonical form (sorted keys, two-space indentation, plain or
 // double-quoted scalars) without a YAML parser: a tenth of its time. It
-// says false on anything else (a quote of another kind, a block scalar,
-// an unknown nesting), and decodeHeader then parses the YAML.
+// says false on anything else (a quote of another kind or an escape, a
+// block scalar, a comment after a value, a key written twice, a null, an
+// unknown nesting, a second document), and Summary then parses the YAML:
+// whatever it reads, YAML's parser reads alike (FuzzSummaryFastPathIsWhatYAMLReads).
 func scanHeader(summary []byte) (lockHeader, bool) {
 	var h lockHeader
 	parent := ""
+	// deep: the last line at indent 2 opened a block (driver.source);
+	// list: the parent holds a list (after), not fields.
+	deep, list := false, false
+	seen := map[string]bool{}
 	for _, line := range bytes.Split(summary, []byte("\n")) {
-		if len(line) == 0 || line[0] == '#' || line[0] == '-' {
+		if !canonicalLine(line) {
+			return h, false
+		}
+		if len(line) == 0 || line[0] == '#' {
+			continue
+		}
+		if line[0] == '-' {
+			// A list item under a field the summary does not read (after).
+			if parent == "" || headerFields[parent] || deep || seen[parent+"."] || !bytes.HasPrefix(line, []byte("- ")) || !scalar(string(line[2:])) {
+				return h, false
+			}
+			list = true
 			continue
 		}
 		indent := 0
@@ -184,33 +201,50 @@ func scanHeader(summary []byte) (lockHeader, bool) {
 			indent++
 		}
 		key, value, found := strings.Cut(string(line[indent:]), ":")
-		if !found {
+		if !found || !plainKey.MatchString(key) || value != "" && value[0] != ' ' {
 			return h, false
 		}
-		value = strings.TrimSpace(value)
-		if strings.HasPrefix(value, `"`) {
+		value = strings.TrimLeft(value, " ")
+		quoted := strings.HasPrefix(value, `"`)
+		if quoted {
 			v, err := strconv.Unquote(value)
-			if err != nil {
+			if err != nil || strings.Contains(value, `\`) {
+				// YAML's escapes are not Go's ("\x80", "\101", "\e").
 				return h, false
 			}
 			value = v
-		} else if strings.HasPrefix(value, "'") || strings.HasPrefix(value, "|") || strings.HasPrefix(value, ">") ||
-			strings.HasPrefix(value, "{") || strings.HasPrefix(value, "[") || strings.HasPrefix(value, "&") || strings.HasPrefix(value, "*") {
+		} else if !plainValue(value) {
 			return h, false
 		}
-		switch indent {
-		case 0:
-			parent = ""
-			if value == "" {
+		field := key
+		if indent > 0 {
+			field = parent + "." + key
+		}
+		if seen[field] {
+			return h, false
+		}
+		seen[field] = true
+		switch {
+		case indent == 0:
+			parent, deep, list = "", false, false
+			if value == "" && !quoted {
+				if headerFields[key] {
+					return h, false // null, or a nested field YAML reads into a scalar
+				}
 				parent = key
 				continue
 			}
 			switch key {
+			case "deployment", "driver":
+				return h, false // a scalar where YAML reads a struct
 			case "apiVersion":
 				h.APIVersion = value
 			case "kind":
 				h.Kind = value
 			case "sequence":
+				if !decimal.MatchString(value) {
+					return h, false
+				}
 				n, err := strconv.ParseInt(value, 10, 64)
 				if err != nil {
 					return h, false
@@ -225,8 +259,16 @@ func scanHeader(summary []byte) (lockHeader, bool) {
 			case "checksum":
 				h.Checksum = value
 			}
-		case 2:
-			switch parent + "." + key {
+		case indent == 2 && parent != "" && !list:
+			seen[parent+"."] = true // the parent holds fields
+			deep = value == "" && !quoted
+			if deep {
+				if headerFields[field] || parent == "deployment" {
+					return h, false
+				}
+				continue
+			}
+			switch field {
 			case "deployment.cluster":
 				h.Deployment.Cluster = value
 			case "deployment.environment":
@@ -244,12 +286,64 @@ func scanHeader(summary []byte) (lockHeader, bool) {
 			}
 		default:
 			// Deeper fields (a driver's source, a rollout) are not shown.
-			if parent != "driver" && parent != "rollout" && parent != "after" {
+			if indent != 4 || !deep || value == "" && !quoted || parent != "driver" && parent != "rollout" && parent != "after" {
 				return h, false
 			}
 		}
 	}
 	return h, true
+}
+
+// headerFields are the fields of lockHeader that hold a scalar, by path.
+var headerFields = map[string]bool{
+	"apiVersion": true, "kind": true, "sequence": true, "sourceCommit": true, "digest": true, "appVersion": true, "checksum": true,
+	"deployment.cluster": true, "deployment.environment": true, "deployment.name": true,
+	"driver.name": true, "driver.version": true, "driver.digest": true, "driver.upgradeRequest": true,
+}
+
+var (
+	// plainKey is a key as the engine writes it.
+	plainKey = regexp.MustCompile(`^[A-Za-z][A-Za-z0-9_-]*$`)
+	// decimal is a sequence as the engine writes it.
+	decimal = regexp.MustCompile(`^(0|[1-9][0-9]{0,18})$`)
+)
+
+// canonicalLine says whether line holds only what the engine writes in a
+// summary: printable ASCII (YAML reads some other characters as line
+// breaks, and refuses others).
+func canonicalLine(line []byte) bool {
+	for _, c := range line {
+		if c < ' ' || c >= 0x7f {
+			return false
+		}
+	}
+	return true
+}
+
+// scalar says whether v is a plain scalar or a double-quoted one
+// without escapes, one YAML reads as the same string either way.
+func scalar(v string) bool {
+	if strings.HasPrefix(v, `"`) {
+		_, err := strconv.Unquote(v)
+		return err == nil && !strings.Contains(v, `\`)
+	}
+	return v != "" && plainValue(v)
+}
+
+// plainValue says whether a plain scalar is read by YAML as the same
+// string: no indicator first, no comment, no mapping inside, no null.
+func plainValue(v string) bool {
+	if v == "" {
+		return true
+	}
+	switch v {
+	case "~", "null", "Null", "NULL":
+		return false
+	}
+	if strings.ContainsRune("!&*{}[]|>'\"%@`#,?:-", rune(v[0])) {
+		return false
+	}
+	return !strings.Contains(v, " #") && !strings.Contains(v, ": ") && !strings.HasSuffix(v, ":") && !strings.HasSuffix(v, " ")
 }
 
 // Summary reads a lockfile's summary fields (kind, deployment, sequence,
