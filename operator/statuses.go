@@ -42,7 +42,7 @@ type StatusOptions struct {
 // commit the sync has not made every task of yet stays pending.
 func (a *Agent) addStatusReporter(opts Options, history statusreport.LockHistory, poster *commitstatus.Client) error {
 	r, err := statusreport.New(statusreport.Options{
-		Reader: a.mgr.GetClient(), Poster: poster, Cluster: opts.Cluster, TargetURL: opts.Statuses.TargetURL, Log: a.log.WithName("statuses"),
+		Reader: a.mgr.GetClient(), Writer: a.mgr.GetClient(), Poster: poster, Cluster: opts.Cluster, TargetURL: opts.Statuses.TargetURL, Log: a.log.WithName("statuses"),
 		Source: types.NamespacedName{Namespace: opts.Manager.Namespace, Name: opts.SourceName}, History: history,
 	})
 	if err != nil {

@@ -72,6 +72,13 @@ type Options struct {
 	History LockHistory
 	// Poster posts the statuses.
 	Poster Poster
+	// Writer, with Source, records on the StyrminSource the time before
+	// which every commit whose tasks all ended has its final status on
+	// the host (status.reportedThrough): a replica elected later, however
+	// much later, asks the host about the commits that ended since rather
+	// than taking them as reported. Without it (or before a replica
+	// recorded one), Window stands in.
+	Writer client.StatusClient
 	// Cluster names the cluster; Context is the status context (default
 	// "styrmin/<cluster>").
 	Cluster, Context string
@@ -79,11 +86,12 @@ type Options struct {
 	TargetURL string
 	// Interval between two looks at the tasks (default 10 s).
 	Interval time.Duration
-	// Window: at the first round (this replica's election), commits
-	// whose tasks all ended longer ago than this were reported by an
-	// earlier leader and are left alone; those that ended within it are
-	// posted unless the host already shows a final status of theirs
-	// (default 1 h).
+	// Window: at the first round (this replica's election), when the
+	// StyrminSource records no reportedThrough (no Writer, or an agent
+	// that did not record it), commits whose tasks all ended longer ago
+	// than this are taken as reported by an earlier leader and are left
+	// alone; those that ended within it are posted unless the host
+	// already shows a final status of theirs (default 1 h).
 	Window time.Duration
 	Log    logr.Logger
 	// Now is the clock (nil: time.Now).
@@ -110,6 +118,13 @@ type Reporter struct {
 	// unsynced is what the last look at the clone found the sync has
 	// still to walk.
 	unsynced unsyncedLocks
+	// reported is the time before which the commits that ended were
+	// reported by an earlier leader, decided at the first round that read
+	// the StyrminSource: its reportedThrough, else started less Window.
+	reported time.Time
+	// through is the StyrminSource's reportedThrough as this replica last
+	// read or wrote it (zero: none).
+	through time.Time
 }
 
 // unsyncedLocks are the lockfiles the commits after the sync's position
@@ -255,6 +270,18 @@ func (r *Reporter) Report(ctx context.Context) error {
 			src = &got
 		}
 	}
+	r.mu.Lock()
+	if r.reported.IsZero() {
+		// Decided once, at the election: what this replica records later
+		// is its own reporting.
+		r.reported = started.Add(-r.o.Window)
+		if src != nil && src.Status.ReportedThrough != nil {
+			r.reported = src.Status.ReportedThrough.Time
+			r.through = r.reported
+		}
+	}
+	reported := r.reported
+	r.mu.Unlock()
 	var list v1alpha1.StyrminTaskList
 	if err := r.o.Reader.List(ctx, &list); err != nil {
 		return fmt.Errorf("listing StyrminTasks: %w", err)
@@ -281,6 +308,9 @@ func (r *Reporter) Report(ctx context.Context) error {
 	}
 	unsynced := r.unsyncedLocks(src)
 	var errs []error
+	// settled are the commits whose final status the host shows as this
+	// round summarized it (or refused for good).
+	settled := map[string]bool{}
 commits:
 	for _, sha := range slices.Sorted(maps.Keys(byCommit)) {
 		var he *commitstatus.HTTPError
@@ -304,6 +334,7 @@ commits:
 		s := summarize(r.o.Cluster, c.tasks, waiting, c.refused)
 		s.Context, s.TargetURL = r.o.Context, r.o.TargetURL
 		if seen && (last.status == s || last.onlyFewer(c)) {
+			settled[sha] = last.status.State != commitstatus.Pending
 			continue
 		}
 		// Its tasks all ended before this replica's election (it may be
@@ -313,9 +344,13 @@ commits:
 		if !seen && endedBefore(c, started) {
 			// An earlier leader may have reported it, from tasks some of
 			// which may be pruned since (a failure's failed task): a
-			// final status it posted stands.
-			if endedBefore(c, started.Add(-r.o.Window)) {
+			// final status it posted stands. One that ended before the
+			// time the leaders recorded has it (or was refused it for
+			// good); one after may not, however long ago it ended (a
+			// leader gone before posting it, and none elected for hours).
+			if endedBefore(c, reported) {
 				r.remember(sha, s, c)
+				settled[sha] = true
 				continue
 			}
 			shown, ok, err := r.o.Poster.Current(ctx, sha, s.Context)
@@ -326,6 +361,7 @@ commits:
 				r.mu.Unlock()
 				if ok && shown.State != commitstatus.Pending {
 					r.remember(sha, s, c)
+					settled[sha] = true
 					continue
 				}
 			case errors.As(err, &he) && !he.Retryable() && !he.Unauthorized():
@@ -348,6 +384,7 @@ commits:
 			r.mu.Unlock()
 			r.o.Log.Info("reported a lock commit's result", "commit", sha[:min(12, len(sha))], "state", s.State, "description", s.Description)
 			r.remember(sha, s, c)
+			settled[sha] = s.State != commitstatus.Pending
 			continue
 		}
 		end, err := r.endsRound(ctx, err)
@@ -359,7 +396,11 @@ commits:
 			// Refused for good (a bad token, an unknown commit): not
 			// asked again until the status changes.
 			r.remember(sha, s, c)
+			settled[sha] = true
 		}
+	}
+	if err := r.recordReported(ctx, src, now, byCommit, settled); err != nil {
+		errs = append(errs, err)
 	}
 	// Commits no task refers to any more are forgotten.
 	r.mu.Lock()
@@ -418,6 +459,73 @@ func (r *Reporter) remember(sha string, s commitstatus.Status, c commitResult) {
 	r.mu.Lock()
 	r.posted[sha] = postedStatus{status: s, tasks: names, refused: refused, refusals: slices.Clone(c.refused)}
 	r.mu.Unlock()
+}
+
+// The reportedThrough the StyrminSource records lags the round's clock by
+// reportedMargin, which bounds how far the task cache may be behind a
+// task's end (a commit it still shows running may have ended already)
+// and the clocks of the replicas apart; it is written again once it
+// moved on by reportedStep, or to go back.
+const (
+	reportedMargin = 5 * time.Minute
+	reportedStep   = 5 * time.Minute
+)
+
+// recordReported records on the StyrminSource the time before which every
+// commit whose tasks all ended has its final status on the host: the end
+// of the earliest that has not (a post that failed, a round that ended
+// first, a commit pending for a lockfile waiting for its task), at most
+// the round's time less reportedMargin. A replica elected later asks the
+// host about the commits that ended since, however long ago.
+func (r *Reporter) recordReported(ctx context.Context, src *v1alpha1.StyrminSource, now time.Time,
+	byCommit map[string]commitResult, settled map[string]bool) error {
+	if r.o.Writer == nil || src == nil {
+		return nil
+	}
+	through := now.Add(-reportedMargin)
+	for sha, c := range byCommit {
+		if end, ok := endOf(c); ok && !settled[sha] && end.Before(through) {
+			through = end
+		}
+	}
+	// The API server keeps seconds: the time is kept earlier, not later.
+	through = through.Truncate(time.Second)
+	r.mu.Lock()
+	last := r.through
+	r.mu.Unlock()
+	if !last.IsZero() && !through.Before(last) && through.Sub(last) < reportedStep {
+		return nil
+	}
+	patch := fmt.Sprintf(`{"status":{"reportedThrough":%q}}`, through.UTC().Format(time.RFC3339))
+	if err := r.o.Writer.Status().Patch(ctx, src.DeepCopy(), client.RawPatch(types.MergePatchType, []byte(patch))); err != nil {
+		if client.IgnoreNotFound(err) == nil {
+			return nil
+		}
+		return fmt.Errorf("recording the commits reported on StyrminSource %s: %w", r.o.Source, err)
+	}
+	r.mu.Lock()
+	r.through = through
+	r.mu.Unlock()
+	return nil
+}
+
+// endOf is when c's last task ended, or its last refusal was made; ok is
+// false while a task has not ended.
+func endOf(c commitResult) (end time.Time, ok bool) {
+	for _, tk := range c.tasks {
+		if !tk.Status.Phase.Terminal() || tk.Status.FinishedAt == nil {
+			return time.Time{}, false
+		}
+		if tk.Status.FinishedAt.After(end) {
+			end = tk.Status.FinishedAt.Time
+		}
+	}
+	for _, f := range c.refused {
+		if f.Time.After(end) {
+			end = f.Time.Time
+		}
+	}
+	return end, true
 }
 
 // endedBefore tells whether every task of c ended, and every refusal was

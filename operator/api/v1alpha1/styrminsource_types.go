@@ -69,6 +69,14 @@ type StyrminSourceStatus struct {
 	// +kubebuilder:validation:MaxItems=1024
 	// +optional
 	ScheduledBackups []ScheduledBackup `json:"scheduledBackups,omitempty"`
+	// ReportedThrough (with commit statuses reported) is a time before
+	// which every lock commit whose tasks all ended has its final commit
+	// status on the git host, or was refused it for good: a replica
+	// elected later asks the host about the commits that ended since and
+	// posts those it shows no final status of, however long no replica
+	// was elected.
+	// +optional
+	ReportedThrough *metav1.Time `json:"reportedThrough,omitempty"`
 }
 
 // ScheduledBackup is where an environment's backup schedule stands.
