@@ -2,9 +2,10 @@
 // to the git host (commitstatus): pending while its tasks run or the sync
 // has still to make one of them, failure when one failed or the agent
 // refused one of its lockfiles, success when all succeeded or were
-// superseded by a newer instance. It runs on the elected replica, reads
-// the tasks from the manager's cache and posts a status only when a
-// commit's changes.
+// superseded by a newer instance that was applied (a superseded task
+// follows the newer task that took its change on). It runs on the
+// elected replica, reads the tasks from the manager's cache and posts a
+// status only when a commit's changes.
 package statusreport
 
 import (
@@ -155,14 +156,18 @@ type postedStatus struct {
 type commitResult struct {
 	tasks   []v1alpha1.StyrminTask
 	refused []v1alpha1.RefusedLock
+	// carriers are the newer tasks its superseded tasks' results follow
+	// (changeTasks.carrier): the commit ends when they end.
+	carriers []*v1alpha1.StyrminTask
 }
 
 // onlyFewer reports whether the commit's tasks are, all ended, among those
 // a final status (success or failure) counted, and its refused lockfiles
 // among those it counted: then only pruning of old tasks (or old
-// refusals) changed the summary, and posting it would rewrite the
-// commit's result from what is left (a failure become success once the
-// failed task was pruned). Tasks end once, so nothing else can change it.
+// refusals, or the newer task a superseded one of the commit followed)
+// changed the summary, and posting it would rewrite the commit's result
+// from what is left (a failure become success once the failed task was
+// pruned). Tasks end once, so nothing else can change it.
 func (p postedStatus) onlyFewer(c commitResult) bool {
 	if p.status.State == commitstatus.Pending {
 		return false
@@ -177,7 +182,7 @@ func (p postedStatus) onlyFewer(c commitResult) bool {
 			return false
 		}
 	}
-	return len(c.tasks) < len(p.tasks) || len(c.refused) < len(p.refused)
+	return true
 }
 
 var _ manager.LeaderElectionRunnable = (*Reporter)(nil)
@@ -287,14 +292,24 @@ func (r *Reporter) Report(ctx context.Context) error {
 		return fmt.Errorf("listing StyrminTasks: %w", err)
 	}
 	byCommit := map[string]commitResult{}
-	for _, t := range list.Items {
+	changes := changeTasks{}
+	for i, t := range list.Items {
 		// An operation task (a backup, a restore) carries the lock of the
 		// change it follows: its result is not that commit's.
 		if t.Spec.Deployment.Cluster == r.o.Cluster && t.Spec.Lock.Commit != "" && t.Spec.Operation == nil {
 			c := byCommit[t.Spec.Lock.Commit]
 			c.tasks = append(c.tasks, t)
 			byCommit[t.Spec.Lock.Commit] = c
+			changes[changeKey{t.Spec.Deployment, t.Spec.ToSequence}] = &list.Items[i]
 		}
+	}
+	for sha, c := range byCommit {
+		for i := range c.tasks {
+			if carrier := changes.carrier(&c.tasks[i]); carrier != nil {
+				c.carriers = append(c.carriers, carrier)
+			}
+		}
+		byCommit[sha] = c
 	}
 	if src != nil {
 		for _, f := range src.Status.Refused {
@@ -331,7 +346,7 @@ commits:
 			// pruned, met again by a walk from the root (a lost position).
 			waiting = c.waiting(unsynced[sha])
 		}
-		s := summarize(r.o.Cluster, c.tasks, waiting, c.refused)
+		s := summarize(r.o.Cluster, c.tasks, waiting, c.refused, changes)
 		s.Context, s.TargetURL = r.o.Context, r.o.TargetURL
 		if seen && (last.status == s || last.onlyFewer(c)) {
 			settled[sha] = last.status.State != commitstatus.Pending
@@ -509,10 +524,11 @@ func (r *Reporter) recordReported(ctx context.Context, src *v1alpha1.StyrminSour
 	return nil
 }
 
-// endOf is when c's last task ended, or its last refusal was made; ok is
-// false while a task has not ended.
+// endOf is when c's last task (or newer task its superseded ones follow)
+// ended, or its last refusal was made; ok is false while one has not
+// ended.
 func endOf(c commitResult) (end time.Time, ok bool) {
-	for _, tk := range c.tasks {
+	for _, tk := range c.ended() {
 		if !tk.Status.Phase.Terminal() || tk.Status.FinishedAt == nil {
 			return time.Time{}, false
 		}
@@ -528,10 +544,19 @@ func endOf(c commitResult) (end time.Time, ok bool) {
 	return end, true
 }
 
-// endedBefore tells whether every task of c ended, and every refusal was
-// made, before t.
+// ended are the tasks whose ends end c: its own and its carriers.
+func (c commitResult) ended() []*v1alpha1.StyrminTask {
+	out := make([]*v1alpha1.StyrminTask, 0, len(c.tasks)+len(c.carriers))
+	for i := range c.tasks {
+		out = append(out, &c.tasks[i])
+	}
+	return append(out, c.carriers...)
+}
+
+// endedBefore tells whether every task of c (and every newer task its
+// superseded ones follow) ended, and every refusal was made, before t.
 func endedBefore(c commitResult, t time.Time) bool {
-	for _, tk := range c.tasks {
+	for _, tk := range c.ended() {
 		if !tk.Status.Phase.Terminal() || tk.Status.FinishedAt == nil || !tk.Status.FinishedAt.Time.Before(t) {
 			return false
 		}
@@ -646,21 +671,62 @@ func (c commitResult) waiting(unsynced []string) int {
 // while a task has not ended, success otherwise; the description counts
 // them and names the failures.
 func Summarize(cluster string, tasks []v1alpha1.StyrminTask, refused ...v1alpha1.RefusedLock) commitstatus.Status {
-	return summarize(cluster, tasks, 0, refused)
+	return summarize(cluster, tasks, 0, refused, nil)
+}
+
+// changeKey names a change task: its deployment and sequence.
+type changeKey struct {
+	deployment v1alpha1.DeploymentID
+	sequence   int64
+}
+
+// changeTasks are the cluster's change tasks (not operations) by
+// deployment and sequence.
+type changeTasks map[changeKey]*v1alpha1.StyrminTask
+
+// carrier is the task that took a superseded task's change on: the task
+// of its deployment at the sequence that superseded it (a newer instance
+// holds the older change's content), followed while that one was
+// superseded too. Nil when none is named (a change withdrawn by a force
+// push) or the cluster no longer has it (pruned).
+func (ct changeTasks) carrier(t *v1alpha1.StyrminTask) *v1alpha1.StyrminTask {
+	var carrier *v1alpha1.StyrminTask
+	// Sequences only grow along the way: no loop, whatever the records.
+	for cur := t; cur.Status.Phase == v1alpha1.TaskSuperseded && cur.Status.SupersededBy > cur.Spec.ToSequence; {
+		next := ct[changeKey{cur.Spec.Deployment, cur.Status.SupersededBy}]
+		if next == nil {
+			break
+		}
+		carrier, cur = next, next
+	}
+	return carrier
 }
 
 // summarize is Summarize with the commit's lockfiles whose tasks the sync
 // has still to make (waiting): pending while one waits, unless the
-// commit failed already.
-func summarize(cluster string, tasks []v1alpha1.StyrminTask, waiting int, refused []v1alpha1.RefusedLock) commitstatus.Status {
+// commit failed already; and with the cluster's change tasks, which a
+// superseded task's result follows: its change never ran as its own, so
+// it is applied when the newer instance that took it on is (success),
+// failed when that one failed, and pending while that one has not ended.
+// A superseded task whose newer one the cluster no longer has counts as
+// a success, as do all without changes.
+func summarize(cluster string, tasks []v1alpha1.StyrminTask, waiting int, refused []v1alpha1.RefusedLock, changes changeTasks) commitstatus.Status {
 	var failed []string
-	applied, superseded, running := 0, 0, 0
-	for _, t := range tasks {
+	applied, superseded, running, carried := 0, 0, 0, 0
+	for i, t := range tasks {
 		switch t.Status.Phase {
 		case v1alpha1.TaskSucceeded:
 			applied++
 		case v1alpha1.TaskSuperseded:
-			superseded++
+			c := changes.carrier(&tasks[i])
+			switch {
+			case c == nil || c.Status.Phase == v1alpha1.TaskSucceeded || c.Status.Phase == v1alpha1.TaskSuperseded:
+				superseded++
+			case c.Status.Phase == v1alpha1.TaskFailed:
+				failed = append(failed, fmt.Sprintf("%s (as sequence %d)", t.Spec.Deployment, c.Spec.ToSequence))
+			default:
+				carried++
+			}
 		case v1alpha1.TaskFailed:
 			failed = append(failed, t.Spec.Deployment.String())
 		default:
@@ -700,6 +766,9 @@ func summarize(cluster string, tasks []v1alpha1.StyrminTask, waiting int, refuse
 	if superseded > 0 {
 		parts = append(parts, plural(superseded, "superseded by a newer instance"))
 	}
+	if carried > 0 {
+		parts = append(parts, plural(carried, "superseded by a newer instance not applied yet"))
+	}
 	if running > 0 {
 		parts = append(parts, plural(running, "running or waiting"))
 	}
@@ -707,7 +776,7 @@ func summarize(cluster string, tasks []v1alpha1.StyrminTask, waiting int, refuse
 	switch {
 	case len(failed) > 0 || len(refused) > 0:
 		s.State = commitstatus.Failure
-	case running > 0 || waiting > 0:
+	case running > 0 || carried > 0 || waiting > 0:
 		s.State = commitstatus.Pending
 	}
 	return s

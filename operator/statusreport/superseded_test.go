@@ -1,0 +1,110 @@
+package statusreport_test
+
+import (
+	"context"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/styrmin/styrmin/commitstatus"
+	"github.com/styrmin/styrmin/internal/agenttest"
+	"github.com/styrmin/styrmin/operator/api/v1alpha1"
+	"github.com/styrmin/styrmin/operator/statusreport"
+	"github.com/styrmin/styrmin/testcluster"
+)
+
+// TestASupersededChangesCommitFollowsTheNewerInstanceThatTookItOn: a
+// change superseded before it ran never ran as its own; the newer
+// instance that superseded it carries its content. Its lock commit was
+// posted green at once, "superseded by a newer instance", while that
+// newer instance had not run, and stayed green when it failed: the pull
+// request showed a change applied that the cluster never ran. Now the
+// commit follows the newer instance: pending while it runs, a failure
+// naming the deployment and sequence when it failed, a success when it
+// was applied; a failure posted stays once the newer task is pruned.
+func TestASupersededChangesCommitFollowsTheNewerInstanceThatTookItOn(t *testing.T) {
+	_, cl := agenttest.StartCluster(t, testcluster.Options{})
+	ctx := context.Background()
+	gh := &gitHub{}
+	srv := httptest.NewServer(gh)
+	defer srv.Close()
+	poster, err := commitstatus.New(commitstatus.Options{BaseURL: srv.URL, Owner: "acme", Repo: "desired", Token: token})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := statusreport.New(statusreport.Options{Reader: cl, Poster: poster, Cluster: "prod"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cl.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "apps"}}); err != nil {
+		t.Fatal(err)
+	}
+	now := time.Now()
+	create := func(tk *v1alpha1.StyrminTask, supersededBy int64) *v1alpha1.StyrminTask {
+		t.Helper()
+		st := tk.Status
+		st.SupersededBy = supersededBy
+		if err := cl.Create(ctx, tk); err != nil {
+			t.Fatal(err)
+		}
+		tk.Status = st
+		if err := cl.Status().Update(ctx, tk); err != nil {
+			t.Fatal(err)
+		}
+		return tk
+	}
+	older, newer := strings.Repeat("a", 40), strings.Repeat("b", 40)
+	applied, its := strings.Repeat("c", 40), strings.Repeat("d", 40)
+	create(taskOf("hub", older, 3, v1alpha1.TaskSuperseded, now), 4)
+	hub := create(taskOf("hub", newer, 4, v1alpha1.TaskRunning, time.Time{}), 0)
+	create(taskOf("web", applied, 2, v1alpha1.TaskSuperseded, now), 3)
+	create(taskOf("web", its, 3, v1alpha1.TaskSucceeded, now), 0)
+	// A superseded task whose newer one the cluster no longer has (pruned)
+	// or that names none counts as before.
+	create(taskOf("api", strings.Repeat("e", 40), 5, v1alpha1.TaskSuperseded, now), 6)
+
+	report := func() map[string]string {
+		t.Helper()
+		if err := r.Report(ctx); err != nil {
+			t.Fatal(err)
+		}
+		got := map[string]string{}
+		for _, p := range gh.take() {
+			got[p.sha[:1]] = string(p.State) + " " + p.Description
+		}
+		return got
+	}
+	got := report()
+	for sha, want := range map[string]string{
+		"a": "pending prod: 1 deployment superseded by a newer instance not applied yet",
+		"b": "pending prod: 1 deployment running or waiting",
+		"c": "success prod: 1 deployment superseded by a newer instance",
+		"d": "success prod: 1 deployment applied",
+		"e": "success prod: 1 deployment superseded by a newer instance",
+	} {
+		if got[sha] != want {
+			t.Errorf("commit %s: posted %q, want %q", sha, got[sha], want)
+		}
+	}
+
+	hub.Status.Phase, hub.Status.FinishedAt = v1alpha1.TaskFailed, &metav1.Time{Time: now.Add(time.Minute)}
+	if err := cl.Status().Update(ctx, hub); err != nil {
+		t.Fatal(err)
+	}
+	got = report()
+	if want := "failure prod: prod/dev/hub (as sequence 4) failed"; got["a"] != want || len(got) != 2 {
+		t.Errorf("once the newer instance failed: posted %v, want the superseded change's commit %q and the newer one's failure", got, want)
+	}
+
+	// The agent prunes the newer task: the failure posted stands.
+	if err := cl.Delete(ctx, hub); err != nil {
+		t.Fatal(err)
+	}
+	if got := report(); len(got) != 0 {
+		t.Errorf("once the newer task was pruned: posted %v, want nothing", got)
+	}
+}
