@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -149,11 +150,13 @@ type Locker struct {
 	// subject is the configuration head the last lock decided for (see
 	// subjectOf).
 	subject gitsource.Hash
-	// pendingStatus is the commit status of the last lock not yet posted
-	// to opts.Statuses, and the head it is for; statusPosted the
-	// decidedKey of the last posted.
-	pendingStatus *headStatus
-	statusPosted  decidedKey
+	// pendingStatuses are the commit statuses not yet posted to
+	// opts.Statuses, the last of each head, oldest first (at most
+	// maxPendingStatuses): a head's final status decided while the host
+	// was away is posted though a newer head was decided since.
+	// statusPosted is the decidedKey of the last posted.
+	pendingStatuses []headStatus
+	statusPosted    decidedKey
 
 	// authMu guards opts.Auth and clone, which SetAuth changes while the
 	// Start loop clones and pushes.
@@ -257,12 +260,23 @@ func (l *Locker) decided(head gitsource.Hash, res LockResult, err error, again b
 	}
 	s := lockStatus(res, err, again)
 	s.Context, s.TargetURL = l.opts.StatusContext, l.opts.StatusTargetURL
+	// The head's earlier outcome not posted yet is replaced.
+	l.pendingStatuses = slices.DeleteFunc(l.pendingStatuses, func(p headStatus) bool { return p.head == head })
 	if k := (decidedKey{head, string(s.State), "", again}); !again || k != l.statusPosted {
-		l.pendingStatus = &headStatus{head: head, status: s, key: k}
-	} else {
-		l.pendingStatus = nil
+		l.pendingStatuses = append(l.pendingStatuses, headStatus{head: head, status: s, key: k})
+	}
+	if n := len(l.pendingStatuses) - maxPendingStatuses; n > 0 {
+		// The host away for as many heads: the oldest are let go.
+		for _, p := range l.pendingStatuses[:n] {
+			l.opts.Log.Info("a lock's commit status was not posted: the host was away for too many heads since", "head", p.head.Short(), "state", p.status.State)
+		}
+		l.pendingStatuses = slices.Delete(l.pendingStatuses, 0, n)
 	}
 }
+
+// maxPendingStatuses bounds the lock statuses kept for a host that does
+// not answer: one per head locked meanwhile.
+const maxPendingStatuses = 32
 
 // subjectOf is the configuration head a lock of head decides for: head,
 // unless head is the lock mode's own commit locked again (some of its
@@ -285,19 +299,23 @@ type decidedKey struct {
 	again          bool
 }
 
-// postStatus posts the pending commit status, if any.
+// postStatus posts the pending commit statuses, oldest first; the first
+// that fails ends the round (the host refuses the others alike), and it
+// and the later ones are posted on a later round.
 func (l *Locker) postStatus(ctx context.Context) {
-	if l.pendingStatus == nil || l.opts.Statuses == nil {
+	if l.opts.Statuses == nil {
 		return
 	}
-	p := l.pendingStatus
-	if err := l.opts.Statuses.Post(ctx, p.head.String(), p.status); err != nil {
-		if ctx.Err() == nil {
-			l.opts.Log.Error(err, "posting the lock's commit status; posted on a later round", "head", p.head.Short())
+	for len(l.pendingStatuses) > 0 {
+		p := l.pendingStatuses[0]
+		if err := l.opts.Statuses.Post(ctx, p.head.String(), p.status); err != nil {
+			if ctx.Err() == nil {
+				l.opts.Log.Error(err, "posting the lock's commit status; posted on a later round", "head", p.head.Short(), "waiting", len(l.pendingStatuses))
+			}
+			return
 		}
-		return
+		l.pendingStatuses, l.statusPosted = l.pendingStatuses[1:], p.key
 	}
-	l.pendingStatus, l.statusPosted = nil, p.key
 }
 
 // writeCondition writes the pending Locked condition, if any.

@@ -110,3 +110,28 @@ func TestWhatALockedAgainHeadWritesAndWhen(t *testing.T) {
 		t.Errorf("a new head decides for %s (subject %s), want itself", got.Short(), l.subject.Short())
 	}
 }
+
+// A head's final lock status decided while the host was away was dropped
+// when the next head was decided before the host came back: only the
+// newest head's status was kept to post, and the earlier configuration
+// commit stayed "locked again soon" (pending) on the host for ever. Every
+// head's last outcome not yet posted is now posted once the host answers,
+// oldest first.
+func TestALocksFinalStatusIsPostedWhenTheHostComesBackAfterANewerHead(t *testing.T) {
+	sinks := &recorded{}
+	l := &Locker{opts: LockModeOptions{Conditions: sinks, Statuses: sinks, StatusContext: "styrmin/local/lock", Log: logr.Discard()}}
+	first, second := gitsource.Hash{0xa1, 0xa1}, gitsource.Hash{0xb2, 0xb2}
+	l.round(first, LockResult{Failed: fmt.Errorf("local/dev/hub: %w", drivers.ErrSandboxStart)}, nil, true)
+	sinks.fail = true
+	l.round(first, LockResult{Failed: errors.New("local/dev/hub: parameter workers: must be at most 8")}, nil, false)
+	l.round(second, LockResult{Locked: []string{"local/dev/web=4"}, Commit: gitsource.Hash{0xc3}}, nil, false)
+	sinks.fail = false
+	l.postStatus(context.Background())
+	if got, want := strings.Join(sinks.statuses, ","), "a1a1 pending,a1a1 failure,b2b2 success"; got != want {
+		t.Fatalf("statuses %s, want %s: the first head's final status too", got, want)
+	}
+	l.postStatus(context.Background())
+	if n := len(sinks.statuses); n != 3 {
+		t.Fatalf("a round with nothing new posted again: %v", sinks.statuses)
+	}
+}
