@@ -120,8 +120,9 @@ type Reporter struct {
 	// still to walk.
 	unsynced unsyncedLocks
 	// reported is the time before which the commits that ended were
-	// reported by an earlier leader, decided at the first round that read
-	// the StyrminSource: its reportedThrough, else started less Window.
+	// reported by an earlier leader, decided at this replica's first
+	// round: the StyrminSource's reportedThrough, else started less
+	// Window.
 	reported time.Time
 	// through is the StyrminSource's reportedThrough as this replica last
 	// read or wrote it (zero: none).
