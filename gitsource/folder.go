@@ -79,6 +79,9 @@ func (f *Folder) Resolve(rev string) (Hash, error) { return f.r.Resolve(rev) }
 // Message returns a commit's message.
 func (f *Folder) Message(commit Hash) (string, error) { return f.r.Message(commit) }
 
+// Commit is Repo.Commit.
+func (f *Folder) Commit(commit Hash) (CommitInfo, error) { return f.r.Commit(commit) }
+
 // FS is the folder of commit's tree.
 func (f *Folder) FS(commit Hash) (fs.FS, error) { return f.r.TreeAt(commit, f.dir) }
 

@@ -574,3 +574,82 @@ func TestABrokenDriverVersionHoldsBackOnlyTheDeploymentsItCouldBeChosenFor(t *te
 	locked("the folders put right", metav1.ConditionTrue, v1alpha1.ReasonLocked, "every deployment locked")
 	status("the folders put right", head, "success", "locked in ")
 }
+
+// TestALockCommitTheLockModeDidNotMakeEndsWhatItSaidOfAnOlderHead: the
+// lock mode held hub back at a head (a driver version that does not
+// load); the fix was pushed with its lock (styrminctl lock --push, CI).
+// The lock mode skips a lock commit at the head, and its Locked condition
+// went on saying hub was held back, for ever, while hub was locked. Now
+// it says the head was locked by a lock commit it did not make (Unknown,
+// LockedElsewhere, naming it); a retry commit over its own lock leaves
+// what it said standing.
+func TestALockCommitTheLockModeDidNotMakeEndsWhatItSaidOfAnOlderHead(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	srv := exampleServer(t)
+	_, cl := agenttest.StartCluster(t, testcluster.Options{})
+	key := types.NamespacedName{Namespace: "styrmin-system", Name: "styrmin"}
+	if err := cl.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: key.Namespace}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := cl.Create(ctx, &v1alpha1.StyrminSource{ObjectMeta: metav1.ObjectMeta{Namespace: key.Namespace, Name: key.Name},
+		Spec: v1alpha1.StyrminSourceSpec{URL: srv.RepoURL(agentRepoName), Cluster: "local"}}); err != nil {
+		t.Fatal(err)
+	}
+	l, err := source.NewLocker(source.LockModeOptions{Repo: cloneOf(t, srv), Conditions: &source.SourceConditions{Client: cl, Reader: cl, Source: key}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	locked := func(what string, status metav1.ConditionStatus, reason string, says ...string) {
+		t.Helper()
+		var src v1alpha1.StyrminSource
+		if err := cl.Get(ctx, key, &src); err != nil {
+			t.Fatal(err)
+		}
+		c := apimeta.FindStatusCondition(src.Status.Conditions, v1alpha1.ConditionLocked)
+		if c == nil || c.Status != status || c.Reason != reason {
+			t.Fatalf("%s: Locked %+v, want %s %s", what, c, status, reason)
+		}
+		for _, s := range says {
+			if !strings.Contains(c.Message, s) {
+				t.Errorf("%s: the Locked condition's message %q does not say %q", what, c.Message, s)
+			}
+		}
+	}
+	if res, err := l.LockHead(ctx); err != nil || len(res.Locked) != 2 {
+		t.Fatalf("first lock: %+v, %v; want web and hub locked", res, err)
+	}
+	// A retry over the lock mode's own lock locks no configuration: what
+	// the lock mode said of it stands.
+	retry := cloneOf(t, srv)
+	web := resolver.ID{Cluster: "local", Environment: "dev", Name: "web"}
+	if out, err := resolver.CommitRetries(ctx, retry, []resolver.ID{web}, resolver.CommitOptions{History: retry}); err != nil || !out.Committed {
+		t.Fatalf("the retry of web: %+v, %v", out, err)
+	}
+	if res, err := l.LockHead(ctx); err != nil || !res.Skipped {
+		t.Fatalf("the round on the retry commit: %+v, %v; want it skipped", res, err)
+	}
+	locked("a retry over the own lock", metav1.ConditionTrue, v1alpha1.ReasonLocked, "every deployment locked")
+	files := hubConfig("1.4.1", 3, "debug")
+	files["drivers/graphhub/3.0.0/driver.cue"] = []byte("name: \"graphhub\"\nversion: \"3.0.0\"\nappVersions: \">=1.0.0\"\nparameters: {\n")
+	srv.Commit(agentRepoName, "hub: 1.4.1; graphhub 3.0.0 that does not load", files)
+	if res, err := l.LockHead(ctx); err != nil || res.Failed == nil {
+		t.Fatalf("a lock with hub held back: %+v, %v", res, err)
+	}
+	locked("hub held back", metav1.ConditionFalse, v1alpha1.ReasonDeploymentsHeldBack, "local/dev/hub")
+
+	// The fix, locked and pushed by CI before the lock mode's next round.
+	ci := cloneOf(t, srv)
+	srv.Commit(agentRepoName, "drivers: graphhub 3.0.0 removed", map[string][]byte{"drivers/graphhub/3.0.0/driver.cue": nil})
+	if got := lockRepo(t, ci); got["hub"] == 0 {
+		t.Fatalf("CI's lock: %v, want hub locked", got)
+	}
+	ciLock, err := gitsource.ParseHash(srv.Head(agentRepoName, "main"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res, err := l.LockHead(ctx); err != nil || !res.Skipped {
+		t.Fatalf("the round on CI's lock commit: %+v, %v; want it skipped", res, err)
+	}
+	locked("CI's lock of the fix", metav1.ConditionUnknown, v1alpha1.ReasonLockedElsewhere, ciLock.Short()+" is locked by "+ciLock.Short())
+}

@@ -16,6 +16,7 @@ import (
 	"github.com/styrmin/styrmin/commitstatus"
 	"github.com/styrmin/styrmin/drivers"
 	"github.com/styrmin/styrmin/gitsource"
+	"github.com/styrmin/styrmin/operator/api/v1alpha1"
 	"github.com/styrmin/styrmin/operator/driversource"
 	"github.com/styrmin/styrmin/operator/internal/outcome"
 	"github.com/styrmin/styrmin/resolver"
@@ -31,6 +32,7 @@ type LockRepo interface {
 	gitsource.History
 	Fetch(ctx context.Context) (gitsource.FetchResult, error)
 	LockChanges(from, to gitsource.Hash, prefix string) ([]gitsource.LockChange, error)
+	Commit(commit gitsource.Hash) (gitsource.CommitInfo, error)
 }
 
 var _ LockRepo = (*gitsource.Repo)(nil)
@@ -359,6 +361,9 @@ func (l *Locker) lockHead(ctx context.Context) (LockResult, error) {
 		}
 		if !pending {
 			l.opts.Log.V(1).Info("head is a lock commit; nothing to lock", "head", fr.Head.Short())
+			if err := l.lockedElsewhere(fr.Head); err != nil {
+				return res, err
+			}
 			l.last = fr.Head
 			res.Skipped = true
 			return res, nil
@@ -432,6 +437,44 @@ func (l *Locker) lockHead(ctx context.Context) (LockResult, error) {
 		l.opts.OnLocked(res)
 	}
 	return res, nil
+}
+
+// lockedElsewhere decides the Locked condition of head, a lock commit that
+// leaves nothing to lock, when its lock is not this locker's: another
+// locker (styrminctl lock --push, CI, another cluster's agent) locked
+// configuration commits this one never decided for, and the condition,
+// which names what an older head held back, no longer stands. Its lock
+// (the walk's base: the newest lock commit under head but for retries)
+// is this locker's when it is the last head handled, or was made over
+// the configuration head this locker decided for last (two lockers of
+// one head). Nothing is decided before this locker decided a head (a
+// restart): the condition may be its own lock of this one.
+func (l *Locker) lockedElsewhere(head gitsource.Hash) error {
+	if l.subject.IsZero() {
+		return nil
+	}
+	un, err := l.opts.Repo.UnlockedChanges(head, "", resolver.LocksDir, resolver.DefaultMaxUnlocked)
+	if err != nil {
+		return fmt.Errorf("lock mode: reading %s: %w", head.Short(), err)
+	}
+	lock := un.Base
+	if lock.IsZero() || lock == l.last || lock == l.subject {
+		return nil
+	}
+	info, err := l.opts.Repo.Commit(lock)
+	if err != nil {
+		return fmt.Errorf("lock mode: reading %s: %w", lock.Short(), err)
+	}
+	if len(info.Parents) > 0 && info.Parents[0] == l.subject {
+		return nil
+	}
+	c := metav1.Condition{Type: v1alpha1.ConditionLocked, Status: metav1.ConditionUnknown, Reason: v1alpha1.ReasonLockedElsewhere,
+		Message: fmt.Sprintf("the head %s is locked by %s, a lock commit the lock mode did not make (styrminctl lock --push, CI, another cluster's agent): what it held back is in that lock's output",
+			head.Short(), lock.Short())}
+	l.pending, l.pendingKey = &c, decidedKey{head, string(c.Status), c.Reason, false}
+	// The status of the configuration commits it locked is that locker's.
+	l.subject = head
+	return nil
 }
 
 // transient reports whether a lock's skipped deployments include one

@@ -197,9 +197,10 @@ const (
 // (ReasonLocked) when every deployment of the head is locked, False when
 // some were held back (ReasonDeploymentsHeldBack: the message names each
 // and why, a driver folder that does not load, a parameter the driver
-// refuses) or nothing was (ReasonLockFailed). Ready stays the sync's: a
-// source can be synced while its last configuration commit is not
-// locked.
+// refuses) or nothing was (ReasonLockFailed), Unknown when the head's
+// configuration was locked by a lock commit the lock mode did not make
+// (ReasonLockedElsewhere). Ready stays the sync's: a source can be synced
+// while its last configuration commit is not locked.
 const ConditionLocked = "Locked"
 
 // Reasons of the Locked condition.
@@ -211,6 +212,12 @@ const (
 	ReasonDeploymentsHeldBack = "DeploymentsHeldBack"
 	// ReasonLockFailed: nothing of the head is locked.
 	ReasonLockFailed = "LockFailed"
+	// ReasonLockedElsewhere: the head is a lock commit the lock mode did
+	// not make (styrminctl lock --push, CI, another cluster's agent),
+	// over configuration it never locked: what that lock held back is in
+	// its own output, and what the lock mode said of an older head no
+	// longer stands.
+	ReasonLockedElsewhere = "LockedElsewhere"
 )
 
 // ConditionHistoryRewritten is a StyrminSource condition, set True by the
