@@ -481,7 +481,7 @@ func (r *Reporter) remember(sha string, s commitstatus.Status, c commitResult) {
 // reportedMargin, which bounds how far the task cache may be behind a
 // task's end (a commit it still shows running may have ended already)
 // and the clocks of the replicas apart; it is written again once it
-// moved on by reportedStep, or to go back.
+// moved on by reportedStep past a commit that ended, or to go back.
 const (
 	reportedMargin = 5 * time.Minute
 	reportedStep   = 5 * time.Minute
@@ -509,8 +509,19 @@ func (r *Reporter) recordReported(ctx context.Context, src *v1alpha1.StyrminSour
 	r.mu.Lock()
 	last := r.through
 	r.mu.Unlock()
-	if !last.IsZero() && !through.Before(last) && through.Sub(last) < reportedStep {
-		return nil
+	if !last.IsZero() && !through.Before(last) {
+		// Moving it on matters only past a commit that ended (an idle
+		// cluster writes nothing), and is done at most every step.
+		passes := false
+		for _, c := range byCommit {
+			if end, ok := endOf(c); ok && !end.Before(last) && end.Before(through) {
+				passes = true
+				break
+			}
+		}
+		if !passes || through.Sub(last) < reportedStep {
+			return nil
+		}
 	}
 	patch := fmt.Sprintf(`{"status":{"reportedThrough":%q}}`, through.UTC().Format(time.RFC3339))
 	if err := r.o.Writer.Status().Patch(ctx, src.DeepCopy(), client.RawPatch(types.MergePatchType, []byte(patch))); err != nil {
