@@ -499,6 +499,7 @@ func (r *Reconciler) runJob(ctx context.Context, run *taskRun, step drivers.Step
 	}
 	if !job.DeletionTimestamp.IsZero() {
 		// A failed run's Job being removed before the step runs again.
+		run.waiting = fmt.Sprintf("job %s/%s of an earlier run is being deleted before the step runs again", job.Namespace, name)
 		return actionOutcome{after: r.opts.PollInterval}, nil
 	}
 	for _, c := range job.Status.Conditions {
@@ -519,7 +520,109 @@ func (r *Reconciler) runJob(ctx context.Context, run *taskRun, step drivers.Step
 			return actionOutcome{output: r.jobLogs(ctx, run, &job)}, outcome.Stalled(v1alpha1.ReasonStepFailed, errors.New(msg))
 		}
 	}
+	run.waiting = r.jobWaiting(ctx, &job)
 	return actionOutcome{after: r.opts.PollInterval}, nil
+}
+
+// jobWaiting says what a Job that has not finished waits for, for the
+// message of a step that times out: its pods that do not run, each with
+// the reason Kubernetes gives (a container waiting: ImagePullBackOff,
+// CreateContainerConfigError for a missing Secret or ConfigMap; the pod
+// not scheduled: Unschedulable; else the pod's last warning, a volume that
+// cannot be mounted), or, with no pod, the Job's last warning (a quota, an
+// admission policy refusing its pods). A pod that cannot start never fails
+// its Job, only the Job's deadline does: without this the step failed at
+// its timeout saying only that it timed out, while the deployment looked
+// fine. Best effort: what cannot be read is left out. A Job with a ready
+// pod runs, and its pods are not read.
+func (r *Reconciler) jobWaiting(ctx context.Context, job *batchv1.Job) string {
+	what := fmt.Sprintf("job %s/%s", job.Namespace, job.Name)
+	if job.Status.Ready != nil && *job.Status.Ready > 0 {
+		return fmt.Sprintf("%s running (%d pod(s) ready)", what, *job.Status.Ready)
+	}
+	var pods corev1.PodList
+	if err := r.opts.APIReader.List(ctx, &pods, client.InNamespace(job.Namespace), client.MatchingLabels{"job-name": job.Name}); err != nil {
+		return what + " has no pod ready"
+	}
+	var lines []string
+	for i := range pods.Items {
+		p := &pods.Items[i]
+		if !metav1.IsControlledBy(p, job) || p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed {
+			continue
+		}
+		// The termination message PodSummary may show is masked with the
+		// rest of the step's message (redact), as it is written.
+		ps := health.PodSummary(p, nil)
+		if ps.Ready {
+			continue
+		}
+		reason, msg := ps.Reason, ps.Message
+		if reason == "" || reason == "ContainerCreating" || reason == "PodInitializing" {
+			if c := podCondition(p, corev1.PodScheduled); c != nil && c.Status == corev1.ConditionFalse {
+				reason, msg = c.Reason, c.Message
+			} else if wr, wm := r.lastWarning(ctx, p.Namespace, p.UID); wr != "" {
+				reason, msg = wr, wm
+			}
+		}
+		line := fmt.Sprintf("pod %s %s", p.Name, cmp.Or(ps.Phase, "Pending"))
+		if reason != "" {
+			line += ": " + reason
+		}
+		if msg != "" {
+			line += ": " + msg
+		}
+		lines = append(lines, line)
+	}
+	if len(lines) > 0 {
+		return what + " has no pod running: " + strings.Join(lines, "; ")
+	}
+	if wr, wm := r.lastWarning(ctx, job.Namespace, job.UID); wr != "" {
+		return fmt.Sprintf("%s has no pod: %s: %s", what, wr, wm)
+	}
+	return what + " has no pod running yet"
+}
+
+// podCondition is p's condition of type typ, nil when it has none.
+func podCondition(p *corev1.Pod, typ corev1.PodConditionType) *corev1.PodCondition {
+	for i := range p.Status.Conditions {
+		if p.Status.Conditions[i].Type == typ {
+			return &p.Status.Conditions[i]
+		}
+	}
+	return nil
+}
+
+// lastWarning is the reason and message of the last Warning event about
+// the object of uid in ns ("" when there is none or they cannot be read).
+func (r *Reconciler) lastWarning(ctx context.Context, ns string, uid types.UID) (reason, msg string) {
+	var events corev1.EventList
+	if err := r.opts.APIReader.List(ctx, &events, client.InNamespace(ns),
+		client.MatchingFields{"involvedObject.uid": string(uid), "type": corev1.EventTypeWarning}); err != nil {
+		return "", ""
+	}
+	var last *corev1.Event
+	for i := range events.Items {
+		if e := &events.Items[i]; last == nil || warnedAt(e).After(warnedAt(last)) {
+			last = e
+		}
+	}
+	if last == nil {
+		return "", ""
+	}
+	return last.Reason, last.Message
+}
+
+// warnedAt is when an event last happened.
+func warnedAt(e *corev1.Event) time.Time {
+	switch {
+	case !e.LastTimestamp.IsZero():
+		return e.LastTimestamp.Time
+	case e.Series != nil:
+		return e.Series.LastObservedTime.Time
+	case !e.EventTime.IsZero():
+		return e.EventTime.Time
+	}
+	return e.CreationTimestamp.Time
 }
 
 // buildJob makes the Job of a runJob step.

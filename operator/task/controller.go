@@ -180,6 +180,11 @@ type Reconciler struct {
 	// lastErr is the last transient error of each task's running step,
 	// for the message of a step that times out.
 	lastErr map[types.UID]string
+	// lastWait is what each task's running step waited for at its last
+	// call (a Job's pod that cannot start), unless an error came after:
+	// the call that finds the step past its deadline is cut short by it,
+	// and cannot say.
+	lastWait map[types.UID]string
 	// finished is the resourceVersion of each task's terminal write until
 	// the cache shows it: an event before then (its StyrminDeployment's
 	// status changing) must not run its last step again from a stale copy.
@@ -253,7 +258,7 @@ func NewReconciler(opts Options) (*Reconciler, error) {
 		return nil, err
 	}
 	own := Actor{Writer: opts.Client, Reader: opts.APIReader, Exec: opts.Exec, Logs: opts.Logs}
-	return &Reconciler{opts: opts, metrics: m, own: own, scopes: release.NewScopes(opts.Client.RESTMapper()), started: map[types.UID]int32{}, tried: map[types.UID]triedStart{}, written: map[types.UID]string{}, instances: map[types.NamespacedName]lockedInstance{}, lastErr: map[types.UID]string{}, finished: map[types.UID]string{}, scaled: map[types.UID]map[string]int64{}, uids: map[types.NamespacedName]types.UID{}, runs: map[resolver.ID]types.UID{}, waiting: map[resolver.ID]map[types.NamespacedName]bool{}, waitsFor: map[types.NamespacedName]orderWait{}}, nil
+	return &Reconciler{opts: opts, metrics: m, own: own, scopes: release.NewScopes(opts.Client.RESTMapper()), started: map[types.UID]int32{}, tried: map[types.UID]triedStart{}, written: map[types.UID]string{}, instances: map[types.NamespacedName]lockedInstance{}, lastErr: map[types.UID]string{}, lastWait: map[types.UID]string{}, finished: map[types.UID]string{}, scaled: map[types.UID]map[string]int64{}, uids: map[types.NamespacedName]types.UID{}, runs: map[resolver.ID]types.UID{}, waiting: map[resolver.ID]map[types.NamespacedName]bool{}, waitsFor: map[types.NamespacedName]orderWait{}}, nil
 }
 
 // ControllerName is the task controller's name, in its metrics and logs.
@@ -564,6 +569,7 @@ func (r *Reconciler) forgetLocked(key types.NamespacedName, uid types.UID) {
 	delete(r.tried, uid)
 	delete(r.written, uid)
 	delete(r.lastErr, uid)
+	delete(r.lastWait, uid)
 	delete(r.scaled, uid)
 	if e := r.execs[uid]; e != nil {
 		// The task ended or is gone: nothing will take its result.
@@ -627,6 +633,14 @@ func (r *Reconciler) lastError(uid types.UID) string {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	return r.lastErr[uid]
+}
+
+// lastWaited is what a task's running step waited for at its last call
+// that did not fail ("" when none said, or an error came after).
+func (r *Reconciler) lastWaited(uid types.UID) string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.lastWait[uid]
 }
 
 // writeStatus persists the task's status. After a write that failed,
@@ -1443,6 +1457,11 @@ func (r *Reconciler) runSteps(ctx context.Context, run *taskRun) (phaseResult, e
 			if last := r.lastError(t.UID); last != "" {
 				err = fmt.Errorf("%w; the error before: %s", err, last)
 			}
+			if run.waiting == "" {
+				// What the step waited for until then: what its timeout
+				// says (decideOnce), rather than the deadline's own cut.
+				run.waiting = r.lastWaited(t.UID)
+			}
 		}
 		d := decide(stepCall{step: st, out: out, err: err, now: time.Now(),
 			defaultTimeout: r.opts.StepTimeout, poll: r.opts.PollInterval, waiting: run.waiting})
@@ -1463,6 +1482,7 @@ func (r *Reconciler) runSteps(ctx context.Context, run *taskRun) (phaseResult, e
 		case stepRetry:
 			r.mu.Lock()
 			r.lastErr[t.UID] = d.err.Error()
+			delete(r.lastWait, t.UID)
 			r.mu.Unlock()
 			return phaseResult{}, d.err
 		case stepAgain:
@@ -1498,6 +1518,11 @@ func (r *Reconciler) runSteps(ctx context.Context, run *taskRun) (phaseResult, e
 				return phaseResult{}, err
 			}
 		case stepWait:
+			if run.waiting != "" {
+				r.mu.Lock()
+				r.lastWait[t.UID] = run.waiting
+				r.mu.Unlock()
+			}
 			if d.message != "" {
 				// Blocked until a person acts: say why, and start the
 				// step's clock again, so its timeout counts from when
@@ -1598,6 +1623,7 @@ func (r *Reconciler) startStep(ctx context.Context, run *taskRun, i int32) (phas
 	r.mu.Lock()
 	r.started[t.UID] = i
 	delete(r.lastErr, t.UID)
+	delete(r.lastWait, t.UID)
 	r.mu.Unlock()
 	run.log.Info("step started", "task", t.Name, "step", st.Name, "index", i, "attempt", st.Attempts)
 	r.pause(ctx)

@@ -429,3 +429,105 @@ func TestAFinishedTaskDeletedBeforeTheCacheShowsItsEndIsForgotten(t *testing.T) 
 		t.Errorf("after the task was deleted: finished %v, uids %v; want nothing kept", r.finished, r.uids)
 	}
 }
+
+// TestARunJobStepWhosePodsNeverStartTimesOutNamingWhy pins what a runJob
+// step whose Job's pods cannot start says when it times out. Such a pod
+// (an image that cannot be pulled, a node that cannot take it, a Secret
+// missing for a volume) never fails its Job: the step waited its whole
+// timeout and failed saying only "timed out after 2m0s", while the
+// deployment looked fine. The message names each pod and Kubernetes'
+// reason for it, from its container's state, its PodScheduled condition,
+// or its last warning event.
+func TestARunJobStepWhosePodsNeverStartTimesOutNamingWhy(t *testing.T) {
+	const ns = "dev-jobs"
+	cl := withCRDs(t, ns)
+	ctx := context.Background()
+	d := jobsDriver(t, `setup: pre: [{action: "runJob", component: "app", job: "migrate", command: ["migrate"]}]`)
+	const timeout = 2 * time.Minute
+	r, err := NewReconciler(Options{Client: cl, Drivers: oneDriver{d}, Registerer: prometheus.NewRegistry(), StepTimeout: timeout})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tk := createJobsTask(t, cl, jobsInstance(t, d, ns, 1, "1.0.0"), v1alpha1.WorkflowCreate)
+	req := reconcile.Request{NamespacedName: client.ObjectKeyFromObject(tk)}
+	if _, err := r.Reconcile(ctx, req); err != nil {
+		t.Fatal(err)
+	}
+	var job batchv1.Job
+	if err := cl.Get(ctx, client.ObjectKey{Namespace: ns, Name: JobName("jobs", "migrate", 1)}, &job); err != nil {
+		t.Fatalf("the runJob step's Job: %v", err)
+	}
+
+	// The Job's pods, as the Job controller, the scheduler and the kubelet
+	// would leave them (nothing runs pods here).
+	if err := cl.Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "default"}}); err != nil && !apierrors.IsAlreadyExists(err) {
+		t.Fatal(err)
+	}
+	pod := func(name string, st corev1.PodStatus) *corev1.Pod {
+		t.Helper()
+		p := &corev1.Pod{
+			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, Labels: map[string]string{"job-name": job.Name},
+				OwnerReferences: []metav1.OwnerReference{*metav1.NewControllerRef(&job, batchv1.SchemeGroupVersion.WithKind("Job"))}},
+			Spec: *job.Spec.Template.Spec.DeepCopy(),
+		}
+		if err := cl.Create(ctx, p); err != nil {
+			t.Fatal(err)
+		}
+		p.Status = st
+		if err := cl.Status().Update(ctx, p); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	const pullMessage = `Back-off pulling image "registry.example/jobs:1.0.0"`
+	pod("migrate-pull", corev1.PodStatus{Phase: corev1.PodPending, ContainerStatuses: []corev1.ContainerStatus{{
+		Name: "app", Image: "registry.example/jobs:1.0.0",
+		State: corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{Reason: "ImagePullBackOff", Message: pullMessage}}}}})
+	const unschedulable = "0/3 nodes are available: 3 Insufficient cpu."
+	pod("migrate-unscheduled", corev1.PodStatus{Phase: corev1.PodPending, Conditions: []corev1.PodCondition{{
+		Type: corev1.PodScheduled, Status: corev1.ConditionFalse, Reason: corev1.PodReasonUnschedulable, Message: unschedulable}}})
+	mounting := pod("migrate-mount", corev1.PodStatus{Phase: corev1.PodPending,
+		Conditions: []corev1.PodCondition{{Type: corev1.PodScheduled, Status: corev1.ConditionTrue}},
+		ContainerStatuses: []corev1.ContainerStatus{{Name: "app", Image: "busybox",
+			State: corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{Reason: "ContainerCreating"}}}}})
+	const mountMessage = `MountVolume.SetUp failed for volume "creds" : secret "jobs-db" not found`
+	now := metav1.Now()
+	if err := cl.Create(ctx, &corev1.Event{
+		ObjectMeta:     metav1.ObjectMeta{Namespace: ns, Name: "migrate-mount.1"},
+		InvolvedObject: corev1.ObjectReference{Kind: "Pod", Namespace: ns, Name: mounting.Name, UID: mounting.UID, APIVersion: "v1"},
+		Type:           corev1.EventTypeWarning, Reason: "FailedMount", Message: mountMessage,
+		FirstTimestamp: now, LastTimestamp: now, Count: 1, Source: corev1.EventSource{Component: "kubelet"},
+	}); err != nil {
+		t.Fatal(err)
+	}
+
+	// The step looks at its Job while the pods wait, then its deadline
+	// passes (its start is moved back): the call that finds it past is cut
+	// short by it.
+	if _, err := r.Reconcile(ctx, req); err != nil {
+		t.Fatal(err)
+	}
+	tk = getTask(t, cl, req.NamespacedName)
+	base := tk.DeepCopy()
+	tk.Status.Steps[0].StartedAt = &metav1.Time{Time: time.Now().Add(-timeout - time.Minute)}
+	if err := cl.Status().Patch(ctx, tk, client.MergeFrom(base)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := r.Reconcile(ctx, req); err != nil {
+		t.Fatal(err)
+	}
+	tk = getTask(t, cl, req.NamespacedName)
+	st := tk.Status.Steps[0]
+	if tk.Status.Phase != v1alpha1.TaskFailed || st.State != v1alpha1.StepFailed || !strings.HasPrefix(st.Message, "timed out after "+timeout.String()) {
+		t.Fatalf("task %s, step %s %q; want both failed on the step's timeout", tk.Status.Phase, st.State, st.Message)
+	}
+	for _, want := range []string{
+		"pod migrate-pull Pending: ImagePullBackOff: " + pullMessage,
+		"pod migrate-unscheduled Pending: Unschedulable: " + unschedulable,
+		"pod migrate-mount Pending: FailedMount: " + mountMessage,
+	} {
+		if !strings.Contains(st.Message, want) || !strings.Contains(tk.Status.Message, want) {
+			t.Errorf("step message %q, task message %q; want both to say %q", st.Message, tk.Status.Message, want)
+		}
+	}
+}

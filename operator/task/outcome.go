@@ -1,6 +1,8 @@
 package task
 
 import (
+	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -97,6 +99,10 @@ func decideOnce(c stepCall) stepDecision {
 	switch {
 	case c.err != nil && outcome.IsStalled(c.err):
 		return stepDecision{next: stepFail, reason: v1alpha1.ReasonStepFailed, message: c.err.Error()}
+	case c.err != nil && timedOut && c.waiting != "" && errors.Is(c.err, context.DeadlineExceeded):
+		// The call was cut short by the step's own deadline: what the step
+		// waited for until then is why it timed out.
+		return stepDecision{next: stepFail, reason: v1alpha1.ReasonStepTimedOut, message: fmt.Sprintf("timed out after %s: %s", timeout, c.waiting)}
 	case c.err != nil && timedOut:
 		return stepDecision{next: stepFail, reason: v1alpha1.ReasonStepTimedOut, message: fmt.Sprintf("timed out after %s: %v", timeout, c.err)}
 	case c.err != nil:

@@ -1,7 +1,9 @@
 package task
 
 import (
+	"context"
 	"errors"
+	"fmt"
 	"strconv"
 	"strings"
 	"testing"
@@ -52,6 +54,9 @@ func TestDecideMapsEachActionResultToOneNextStep(t *testing.T) {
 			stepDecision{next: stepWait, after: time.Second + 10*time.Millisecond}, ""},
 		{"waiting past the deadline fails, naming what it waited for", stepCall{step: started(16 * time.Minute), waiting: "worker Deployment/hub-worker: 0 of 2 replicas ready"},
 			stepDecision{next: stepFail, reason: v1alpha1.ReasonStepTimedOut}, "timed out after 15m0s: worker Deployment/hub-worker"},
+		{"a call cut short by the step's deadline fails naming what the step waited for", stepCall{step: started(16 * time.Minute),
+			err: fmt.Errorf("reading job dev/hub-migrate-4: %w", context.DeadlineExceeded), waiting: "job dev/hub-migrate-4 has no pod running: pod hub-migrate-4-x Pending: ImagePullBackOff"},
+			stepDecision{next: stepFail, reason: v1alpha1.ReasonStepTimedOut}, "timed out after 15m0s: job dev/hub-migrate-4 has no pod running: pod hub-migrate-4-x Pending: ImagePullBackOff"},
 		{"a declared timeout wins over the default", stepCall{step: withTimeout(started(2*time.Minute), time.Minute)},
 			stepDecision{next: stepFail, reason: v1alpha1.ReasonStepTimedOut}, "timed out after 1m0s"},
 		{"a record is persisted before the action runs again", stepCall{step: started(time.Second), out: actionOutcome{record: map[string]string{"Deployment/hub-worker": "2"}}},
