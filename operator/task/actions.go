@@ -478,6 +478,10 @@ func (r *Reconciler) runJob(ctx context.Context, run *taskRun, step drivers.Step
 	var job batchv1.Job
 	err := r.opts.APIReader.Get(ctx, client.ObjectKey{Namespace: t.Spec.Namespace, Name: name}, &job)
 	if apierrors.IsNotFound(err) {
+		if other, oerr := r.otherJobRuns(ctx, t, name); oerr != nil || other != "" {
+			run.waiting = other
+			return actionOutcome{after: r.opts.PollInterval}, oerr
+		}
 		j, berr := r.buildJob(ctx, run, step, name)
 		if berr != nil {
 			return actionOutcome{}, berr
@@ -623,6 +627,53 @@ func warnedAt(e *corev1.Event) time.Time {
 		return e.EventTime.Time
 	}
 	return e.CreationTimestamp.Time
+}
+
+// otherJobRuns says which Job the agent made for a step of the
+// deployment of t, other than the one named name, has not ended, or which
+// pod of one still runs ("" when none): the step does not start its Job
+// until then, so that two of a deployment's migrations never run at once.
+// Tasks of a deployment run one at a time, but a Job outlives its task's
+// end: a task deleted by hand while its Job ran (the Job is not the
+// task's), a step that timed out and whose Job could not be deleted (its
+// deadline stops it), a deleted Job whose pods are still stopping.
+func (r *Reconciler) otherJobRuns(ctx context.Context, t *v1alpha1.StyrminTask, name string) (string, error) {
+	ours := []client.ListOption{client.InNamespace(t.Spec.Namespace), client.MatchingLabels(t.Spec.Deployment.Labels()), client.HasLabels{LabelTask}}
+	var jobs batchv1.JobList
+	if err := r.opts.APIReader.List(ctx, &jobs, ours...); err != nil {
+		return "", fmt.Errorf("listing the jobs of deployment %s in %s: %w", t.Spec.Deployment.Name, t.Spec.Namespace, err)
+	}
+	for i := range jobs.Items {
+		j := &jobs.Items[i]
+		if j.Name == name || !j.DeletionTimestamp.IsZero() || jobEnded(j) {
+			continue
+		}
+		return fmt.Sprintf("job %s/%s (task %s) has not ended: job %s starts after it, so that two of the deployment's jobs never run at once",
+			j.Namespace, j.Name, j.Labels[LabelTask], name), nil
+	}
+	var pods corev1.PodList
+	if err := r.opts.APIReader.List(ctx, &pods, ours...); err != nil {
+		return "", fmt.Errorf("listing the job pods of deployment %s in %s: %w", t.Spec.Deployment.Name, t.Spec.Namespace, err)
+	}
+	for i := range pods.Items {
+		p := &pods.Items[i]
+		if p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed {
+			continue
+		}
+		return fmt.Sprintf("pod %s/%s of job %s (task %s) still runs: job %s starts after it, so that two of the deployment's jobs never run at once",
+			p.Namespace, p.Name, p.Labels["job-name"], p.Labels[LabelTask], name), nil
+	}
+	return "", nil
+}
+
+// jobEnded reports whether a Job has completed or failed.
+func jobEnded(j *batchv1.Job) bool {
+	for _, c := range j.Status.Conditions {
+		if c.Status == corev1.ConditionTrue && (c.Type == batchv1.JobComplete || c.Type == batchv1.JobFailed) {
+			return true
+		}
+	}
+	return false
 }
 
 // buildJob makes the Job of a runJob step.

@@ -531,3 +531,112 @@ func TestARunJobStepWhosePodsNeverStartTimesOutNamingWhy(t *testing.T) {
 		}
 	}
 }
+
+// TestARunJobStepDoesNotStartItsJobWhileAnotherJobOfTheDeploymentRuns
+// pins that two of a deployment's migrations never run at once. Tasks of
+// a deployment run one at a time, but a Job outlives its task: the task
+// of sequence 1 deleted by hand while its migration ran, the task of
+// sequence 2 started its own migration beside it at once. It waits, saying
+// for what, until the other Job has ended and its pods are gone.
+func TestARunJobStepDoesNotStartItsJobWhileAnotherJobOfTheDeploymentRuns(t *testing.T) {
+	const ns = "dev-jobs"
+	cl := withCRDs(t, ns)
+	ctx := context.Background()
+	d := jobsDriver(t, `setup: pre: [{action: "runJob", component: "app", job: "migrate", command: ["migrate"]}]`)
+	r, err := NewReconciler(Options{Client: cl, Drivers: oneDriver{d}, Registerer: prometheus.NewRegistry()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	first := createJobsTask(t, cl, jobsInstance(t, d, ns, 1, "1.0.0"), v1alpha1.WorkflowCreate)
+	firstReq := reconcile.Request{NamespacedName: client.ObjectKeyFromObject(first)}
+	if _, err := r.Reconcile(ctx, firstReq); err != nil {
+		t.Fatal(err)
+	}
+	var running batchv1.Job
+	if err := cl.Get(ctx, client.ObjectKey{Namespace: ns, Name: JobName("jobs", "migrate", 1)}, &running); err != nil {
+		t.Fatalf("the first task's Job: %v", err)
+	}
+	// Its pod runs (as the Job controller and a node would have it), and
+	// stays a while once deleted (a finalizer stands for its grace period).
+	if err := cl.Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "default"}}); err != nil && !apierrors.IsAlreadyExists(err) {
+		t.Fatal(err)
+	}
+	podLabels := map[string]string{"job-name": running.Name}
+	for k, v := range running.Spec.Template.Labels {
+		podLabels[k] = v
+	}
+	pod := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: running.Name + "-x", Labels: podLabels, Finalizers: []string{"styrmin.io/test-grace"},
+			OwnerReferences: []metav1.OwnerReference{*metav1.NewControllerRef(&running, batchv1.SchemeGroupVersion.WithKind("Job"))}},
+		Spec: *running.Spec.Template.Spec.DeepCopy(),
+	}
+	if err := cl.Create(ctx, pod); err != nil {
+		t.Fatal(err)
+	}
+	pod.Status = corev1.PodStatus{Phase: corev1.PodRunning}
+	if err := cl.Status().Update(ctx, pod); err != nil {
+		t.Fatal(err)
+	}
+
+	// The running task is deleted by hand; the next change's task comes.
+	if err := cl.Delete(ctx, first); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := r.Reconcile(ctx, firstReq); err != nil {
+		t.Fatal(err)
+	}
+	second := createJobsTask(t, cl, jobsInstance(t, d, ns, 2, "1.0.0"), v1alpha1.WorkflowCreate)
+	req := reconcile.Request{NamespacedName: client.ObjectKeyFromObject(second)}
+	secondJob := client.ObjectKey{Namespace: ns, Name: JobName("jobs", "migrate", 2)}
+	waits := func(when string) {
+		t.Helper()
+		for range 3 {
+			if _, err := r.Reconcile(ctx, req); err != nil {
+				t.Fatal(err)
+			}
+		}
+		var j batchv1.Job
+		if err := cl.Get(ctx, secondJob, &j); err == nil {
+			t.Fatalf("%s: the second task made its Job %s while the first one's migration ran", when, j.Name)
+		} else if !apierrors.IsNotFound(err) {
+			t.Fatal(err)
+		}
+		if st := getTask(t, cl, req.NamespacedName).Status.Steps[0]; st.State != v1alpha1.StepRunning {
+			t.Fatalf("%s: the second task's runJob step is %s %q; want it running, waiting", when, st.State, st.Message)
+		}
+	}
+	waits("with the first task's Job running")
+
+	// The Job ends at its deadline; its pod is still stopping.
+	now := metav1.Now()
+	running.Status = batchv1.JobStatus{StartTime: &now, Active: 1, Conditions: []batchv1.JobCondition{
+		{Type: batchv1.JobFailureTarget, Status: corev1.ConditionTrue, Reason: batchv1.JobReasonDeadlineExceeded, LastTransitionTime: now},
+	}}
+	if err := cl.Status().Update(ctx, &running); err != nil {
+		t.Fatal(err)
+	}
+	running.Status.Active = 0
+	running.Status.Failed = 1
+	running.Status.Conditions = append(running.Status.Conditions,
+		batchv1.JobCondition{Type: batchv1.JobFailed, Status: corev1.ConditionTrue, Reason: batchv1.JobReasonDeadlineExceeded, LastTransitionTime: now})
+	if err := cl.Status().Update(ctx, &running); err != nil {
+		t.Fatal(err)
+	}
+	if err := cl.Delete(ctx, pod); err != nil {
+		t.Fatal(err)
+	}
+	waits("with the first task's Job failed and its pod stopping")
+
+	// The pod is gone: the second task's migration starts.
+	if err := cl.Get(ctx, client.ObjectKeyFromObject(pod), pod); err != nil {
+		t.Fatal(err)
+	}
+	pod.Finalizers = nil
+	if err := cl.Update(ctx, pod); err != nil {
+		t.Fatal(err)
+	}
+	reconcileUntil(t, r, cl, req, "the second task's Job made", func(*v1alpha1.StyrminTask) bool {
+		var j batchv1.Job
+		return cl.Get(ctx, secondJob, &j) == nil
+	})
+}
