@@ -521,6 +521,9 @@ func (r *Reconciler) runJob(ctx context.Context, run *taskRun, step drivers.Step
 			// The logs go to the step's output only: the error becomes
 			// the task's message, and a message may reach an event.
 			msg := fmt.Sprintf("job %s/%s failed: %s: %s", job.Namespace, name, c.Reason, c.Message)
+			if why := r.jobFailure(ctx, &job, r.lastWaited(t.UID)); why != "" {
+				msg += "; " + why
+			}
 			return actionOutcome{output: r.jobLogs(ctx, run, &job)}, outcome.Stalled(v1alpha1.ReasonStepFailed, errors.New(msg))
 		}
 	}
@@ -544,38 +547,17 @@ func (r *Reconciler) jobWaiting(ctx context.Context, job *batchv1.Job) string {
 	if job.Status.Ready != nil && *job.Status.Ready > 0 {
 		return fmt.Sprintf("%s running (%d pod(s) ready)", what, *job.Status.Ready)
 	}
-	var pods corev1.PodList
-	if err := r.opts.APIReader.List(ctx, &pods, client.InNamespace(job.Namespace), client.MatchingLabels{"job-name": job.Name}); err != nil {
+	pods, err := r.jobPods(ctx, job)
+	if err != nil {
 		return what + " has no pod ready"
 	}
 	var lines []string
-	for i := range pods.Items {
-		p := &pods.Items[i]
-		if !metav1.IsControlledBy(p, job) || p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed {
+	for i := range pods {
+		p := &pods[i]
+		if p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed || podReady(p) {
 			continue
 		}
-		// The termination message PodSummary may show is masked with the
-		// rest of the step's message (redact), as it is written.
-		ps := health.PodSummary(p, nil)
-		if ps.Ready {
-			continue
-		}
-		reason, msg := ps.Reason, ps.Message
-		if reason == "" || reason == "ContainerCreating" || reason == "PodInitializing" {
-			if c := podCondition(p, corev1.PodScheduled); c != nil && c.Status == corev1.ConditionFalse {
-				reason, msg = c.Reason, c.Message
-			} else if wr, wm := r.lastWarning(ctx, p.Namespace, p.UID); wr != "" {
-				reason, msg = wr, wm
-			}
-		}
-		line := fmt.Sprintf("pod %s %s", p.Name, cmp.Or(ps.Phase, "Pending"))
-		if reason != "" {
-			line += ": " + reason
-		}
-		if msg != "" {
-			line += ": " + msg
-		}
-		lines = append(lines, line)
+		lines = append(lines, r.podLine(ctx, p))
 	}
 	if len(lines) > 0 {
 		return what + " has no pod running: " + strings.Join(lines, "; ")
@@ -584,6 +566,81 @@ func (r *Reconciler) jobWaiting(ctx context.Context, job *batchv1.Job) string {
 		return fmt.Sprintf("%s has no pod: %s: %s", what, wr, wm)
 	}
 	return what + " has no pod running yet"
+}
+
+// jobFailure says how a Job that failed ended, for the step's message:
+// its last pod (how its containers ended: Error with the exit code,
+// OOMKilled, DeadlineExceeded; or why it never ran), else, for a Job
+// whose pods are gone (stopped at its deadline), what the step waited for
+// when it last looked (waited). The Job's own condition says only that it
+// reached its backoff limit or its deadline, and the logs, in the step's
+// output, may say nothing of a container killed for its memory.
+func (r *Reconciler) jobFailure(ctx context.Context, job *batchv1.Job, waited string) string {
+	pods, err := r.jobPods(ctx, job)
+	if err == nil && len(pods) > 0 {
+		last := slices.MaxFunc(pods, func(a, b corev1.Pod) int {
+			return cmp.Or(podEnd(&a).Compare(podEnd(&b)), strings.Compare(a.Name, b.Name))
+		})
+		return fmt.Sprintf("its last pod: %s (%d pod(s) failed)", r.podLine(ctx, &last), job.Status.Failed)
+	}
+	if waited != "" {
+		return "before: " + waited
+	}
+	return ""
+}
+
+// jobPods lists the pods a Job controls (one of a Job of the same name
+// deleted before is not its).
+func (r *Reconciler) jobPods(ctx context.Context, job *batchv1.Job) ([]corev1.Pod, error) {
+	var pods corev1.PodList
+	if err := r.opts.APIReader.List(ctx, &pods, client.InNamespace(job.Namespace), client.MatchingLabels{"job-name": job.Name}); err != nil {
+		return nil, err
+	}
+	return slices.DeleteFunc(pods.Items, func(p corev1.Pod) bool { return !metav1.IsControlledBy(&p, job) }), nil
+}
+
+// podEnd is when a pod last changed as far as its status tells: its
+// containers' last end, else its start, else its creation.
+func podEnd(p *corev1.Pod) time.Time {
+	var end time.Time
+	for _, cs := range p.Status.ContainerStatuses {
+		if t := cs.State.Terminated; t != nil && t.FinishedAt.After(end) {
+			end = t.FinishedAt.Time
+		}
+	}
+	switch {
+	case !end.IsZero():
+		return end
+	case p.Status.StartTime != nil:
+		return p.Status.StartTime.Time
+	}
+	return p.CreationTimestamp.Time
+}
+
+// podLine describes a Job's pod: its phase and Kubernetes' reason (its
+// first container not ready's waiting or terminated state; not scheduled:
+// the PodScheduled condition; else its last warning, a volume that cannot
+// be mounted).
+func (r *Reconciler) podLine(ctx context.Context, p *corev1.Pod) string {
+	// The termination message PodSummary may show is masked with the rest
+	// of the step's message (redact), as it is written.
+	ps := health.PodSummary(p, nil)
+	reason, msg := ps.Reason, ps.Message
+	if reason == "" || reason == "ContainerCreating" || reason == "PodInitializing" {
+		if c := podCondition(p, corev1.PodScheduled); c != nil && c.Status == corev1.ConditionFalse {
+			reason, msg = c.Reason, c.Message
+		} else if wr, wm := r.lastWarning(ctx, p.Namespace, p.UID); wr != "" {
+			reason, msg = wr, wm
+		}
+	}
+	line := fmt.Sprintf("pod %s %s", p.Name, cmp.Or(ps.Phase, "Pending"))
+	if reason != "" {
+		line += ": " + reason
+	}
+	if msg != "" {
+		line += ": " + msg
+	}
+	return line
 }
 
 // podCondition is p's condition of type typ, nil when it has none.

@@ -640,3 +640,74 @@ func TestARunJobStepDoesNotStartItsJobWhileAnotherJobOfTheDeploymentRuns(t *test
 		return cl.Get(ctx, secondJob, &j) == nil
 	})
 }
+
+// TestAFailedRunJobStepSaysHowItsLastPodEnded pins the message of a
+// runJob step whose Job failed after its retries (backoffLimit): it said
+// only what the Job's condition says ("BackoffLimitExceeded: Job has
+// reached the specified backoff limit"), and a migration killed for its
+// memory, which logs nothing of it, failed without a word of why. The
+// message names the Job's last pod and how it ended.
+func TestAFailedRunJobStepSaysHowItsLastPodEnded(t *testing.T) {
+	const ns = "dev-jobs"
+	cl := withCRDs(t, ns)
+	ctx := context.Background()
+	d := jobsDriver(t, `setup: pre: [{action: "runJob", component: "app", job: "migrate", command: ["migrate"], args: {backoffLimit: "1"}}]`)
+	r, err := NewReconciler(Options{Client: cl, Drivers: oneDriver{d}, Registerer: prometheus.NewRegistry()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tk := createJobsTask(t, cl, jobsInstance(t, d, ns, 1, "1.0.0"), v1alpha1.WorkflowCreate)
+	req := reconcile.Request{NamespacedName: client.ObjectKeyFromObject(tk)}
+	if _, err := r.Reconcile(ctx, req); err != nil {
+		t.Fatal(err)
+	}
+	var job batchv1.Job
+	if err := cl.Get(ctx, client.ObjectKey{Namespace: ns, Name: JobName("jobs", "migrate", 1)}, &job); err != nil {
+		t.Fatalf("the runJob step's Job: %v", err)
+	}
+	if err := cl.Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "default"}}); err != nil && !apierrors.IsAlreadyExists(err) {
+		t.Fatal(err)
+	}
+	// Its two pods, as the Job controller and the kubelet leave them: the
+	// second attempt (made first here: the order of their ends counts)
+	// killed for its memory after the first one's error.
+	failedPod := func(name, reason string, code int32, finished time.Time) {
+		t.Helper()
+		p := &corev1.Pod{
+			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, Labels: map[string]string{"job-name": job.Name},
+				OwnerReferences: []metav1.OwnerReference{*metav1.NewControllerRef(&job, batchv1.SchemeGroupVersion.WithKind("Job"))}},
+			Spec: *job.Spec.Template.Spec.DeepCopy(),
+		}
+		if err := cl.Create(ctx, p); err != nil {
+			t.Fatal(err)
+		}
+		p.Status = corev1.PodStatus{Phase: corev1.PodFailed, ContainerStatuses: []corev1.ContainerStatus{{Name: "app", Image: "busybox",
+			State: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{Reason: reason, ExitCode: code,
+				StartedAt: metav1.NewTime(finished.Add(-time.Minute)), FinishedAt: metav1.NewTime(finished)}}}}}
+		if err := cl.Status().Update(ctx, p); err != nil {
+			t.Fatal(err)
+		}
+	}
+	failedPod("jobs-migrate-1-second", "OOMKilled", 137, time.Now().Add(-time.Minute))
+	failedPod("jobs-migrate-1-first", "Error", 1, time.Now().Add(-3*time.Minute))
+	now := metav1.Now()
+	job.Status = batchv1.JobStatus{StartTime: &now, Failed: 2, Conditions: []batchv1.JobCondition{
+		{Type: batchv1.JobFailureTarget, Status: corev1.ConditionTrue, Reason: batchv1.JobReasonBackoffLimitExceeded, LastTransitionTime: now},
+		{Type: batchv1.JobFailed, Status: corev1.ConditionTrue, Reason: batchv1.JobReasonBackoffLimitExceeded, Message: "Job has reached the specified backoff limit", LastTransitionTime: now},
+	}}
+	if err := cl.Status().Update(ctx, &job); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := r.Reconcile(ctx, req); err != nil {
+		t.Fatal(err)
+	}
+	tk = getTask(t, cl, req.NamespacedName)
+	st := tk.Status.Steps[0]
+	if tk.Status.Phase != v1alpha1.TaskFailed || st.State != v1alpha1.StepFailed || !strings.Contains(st.Message, "BackoffLimitExceeded") {
+		t.Fatalf("task %s, step %s %q; want both failed as the Job did", tk.Status.Phase, st.State, st.Message)
+	}
+	const want = "its last pod: pod jobs-migrate-1-second Failed: OOMKilled: exit code 137 (2 pod(s) failed)"
+	if !strings.Contains(st.Message, want) || !strings.Contains(tk.Status.Message, want) {
+		t.Errorf("step message %q, task message %q; want both to say %q", st.Message, tk.Status.Message, want)
+	}
+}
