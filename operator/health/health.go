@@ -263,6 +263,10 @@ func goneJob(ctx context.Context, live client.Reader, previous []v1alpha1.Compon
 	return ws, nil
 }
 
+// JobFailedReason reports whether reason is one of an event the Job
+// controller records when a Job fails.
+func JobFailedReason(reason string) bool { return jobEndReasons[reason] }
+
 // jobEndReasons are the reasons of the events the Job controller records
 // when a Job fails.
 var jobEndReasons = map[string]bool{

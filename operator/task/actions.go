@@ -108,7 +108,7 @@ func (r *Reconciler) runAction(ctx context.Context, run *taskRun, st *v1alpha1.T
 	case drivers.ActionStartComponents:
 		return r.startComponents(ctx, run, st.Name, step)
 	case drivers.ActionRunJob:
-		return r.runJob(ctx, run, step)
+		return r.runJob(ctx, run, st, step)
 	case drivers.ActionExec:
 		return r.execInComponent(ctx, run, st, step)
 	case drivers.ActionWaitReady:
@@ -468,15 +468,26 @@ func retriedJobName(t *v1alpha1.StyrminTask, st *v1alpha1.TaskStep) string {
 	return runJobName(t, st.Args[argJob], st.Args)
 }
 
+// recordJob is the key under which a runJob step records the UID of the
+// Job it made (st.Recorded), so that a Job gone before its end was seen is
+// not taken for one to make.
+const recordJob = "job"
+
 // runJob runs a one-off Job from the pod template of a component's
 // workload in the target instance's chart (so a migration runs the new
 // version's image), with the step's command, and waits until it completes.
 // A failed Job fails the step; it is never retried behind the user's back.
-func (r *Reconciler) runJob(ctx context.Context, run *taskRun, step drivers.Step) (actionOutcome, error) {
+// Nor is one deleted before the step saw its end (by hand, or by a TTL a
+// cluster policy sets while the agent restarted): its end is read from the
+// Job controller's events, else the step fails saying so.
+func (r *Reconciler) runJob(ctx context.Context, run *taskRun, st *v1alpha1.TaskStep, step drivers.Step) (actionOutcome, error) {
 	t := run.task
 	name := runJobName(t, step.Job, step.Args)
 	var job batchv1.Job
 	err := r.opts.APIReader.Get(ctx, client.ObjectKey{Namespace: t.Spec.Namespace, Name: name}, &job)
+	if uid := st.Recorded[recordJob]; apierrors.IsNotFound(err) && uid != "" {
+		return r.goneJob(ctx, t.Spec.Namespace, name, types.UID(uid))
+	}
 	if apierrors.IsNotFound(err) {
 		if other, oerr := r.otherJobRuns(ctx, t, name); oerr != nil || other != "" {
 			run.waiting = other
@@ -500,6 +511,10 @@ func (r *Reconciler) runJob(ctx context.Context, run *taskRun, step drivers.Step
 	}
 	if err != nil {
 		return actionOutcome{}, fmt.Errorf("reading job %s/%s: %w", t.Spec.Namespace, name, err)
+	}
+	if st.Recorded[recordJob] != string(job.UID) && job.DeletionTimestamp.IsZero() {
+		// Recorded before it is waited for: the Job this attempt runs.
+		return actionOutcome{record: map[string]string{recordJob: string(job.UID)}}, nil
 	}
 	if !job.DeletionTimestamp.IsZero() {
 		// A failed run's Job being removed before the step runs again.
@@ -529,6 +544,35 @@ func (r *Reconciler) runJob(ctx context.Context, run *taskRun, step drivers.Step
 	}
 	run.waiting = r.jobWaiting(ctx, &job)
 	return actionOutcome{after: r.opts.PollInterval}, nil
+}
+
+// goneJob ends a runJob step whose Job (uid) is gone before the step saw
+// it end: from the Job controller's events about it, its end (they are
+// kept an hour); without one, the step fails: it may have done part of
+// its work, or all of it, and running it again is for a person to decide.
+func (r *Reconciler) goneJob(ctx context.Context, ns, name string, uid types.UID) (actionOutcome, error) {
+	var events corev1.EventList
+	if err := r.opts.APIReader.List(ctx, &events, client.InNamespace(ns), client.MatchingFields{"involvedObject.uid": string(uid)}); err != nil {
+		return actionOutcome{}, fmt.Errorf("reading the events of job %s/%s, gone before its end was seen: %w", ns, name, err)
+	}
+	var last *corev1.Event
+	for i := range events.Items {
+		e := &events.Items[i]
+		if e.Reason != "Completed" && !health.JobFailedReason(e.Reason) {
+			continue
+		}
+		if last == nil || warnedAt(e).After(warnedAt(last)) {
+			last = e
+		}
+	}
+	switch {
+	case last == nil:
+		return actionOutcome{}, outcome.Stalled(v1alpha1.ReasonStepFailed, fmt.Errorf(
+			"job %s/%s was deleted before the step saw it end (by hand, or by a TTL the cluster sets on Jobs), and no event of the Job controller tells its end: it is not run again behind your back; see what it did, then run the change again (styrminctl retry)", ns, name))
+	case last.Reason == "Completed":
+		return actionOutcome{done: true, output: fmt.Sprintf("job %s completed (read from its events: it was deleted since, with its pods and their logs)", name)}, nil
+	}
+	return actionOutcome{}, outcome.Stalled(v1alpha1.ReasonStepFailed, fmt.Errorf("job %s/%s failed: %s: %s (read from its events: it was deleted since, with its pods and their logs)", ns, name, last.Reason, last.Message))
 }
 
 // jobWaiting says what a Job that has not finished waits for, for the

@@ -1441,6 +1441,9 @@ func (r *Reconciler) runSteps(ctx context.Context, run *taskRun) (phaseResult, e
 			if err := r.clearFailedRun(ctx, run, st, "before running it again"); err != nil {
 				return phaseResult{}, err
 			}
+			// The next run makes a Job of its own: the failed one's gone
+			// is no Job deleted under it (written with its start).
+			delete(st.Recorded, recordJob)
 		}
 		if res, err := r.startStep(ctx, run, i); err != nil || res.stop {
 			return res, err

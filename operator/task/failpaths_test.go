@@ -711,3 +711,94 @@ func TestAFailedRunJobStepSaysHowItsLastPodEnded(t *testing.T) {
 		t.Errorf("step message %q, task message %q; want both to say %q", st.Message, tk.Status.Message, want)
 	}
 }
+
+// TestARunJobStepWhoseJobIsDeletedBeforeItsEndIsSeenIsNotRunAgain pins
+// what a runJob step does when its Job is gone before the step saw it
+// end: deleted by hand while it ran, or by a TTL a cluster policy sets on
+// Jobs while the agent restarted. The step took the Job's absence for a
+// Job to make: the migration ran a second time, behind the user's back,
+// under the same attempt. The Job controller's events tell a completed
+// Job's end; without one, the step fails, saying so, and makes no Job.
+func TestARunJobStepWhoseJobIsDeletedBeforeItsEndIsSeenIsNotRunAgain(t *testing.T) {
+	const ns = "dev-jobs"
+	cl := withCRDs(t, ns)
+	ctx := context.Background()
+	d := jobsDriver(t, `setup: pre: [{action: "runJob", component: "app", job: "migrate", command: ["migrate"]}]`)
+	r, err := NewReconciler(Options{Client: cl, Drivers: oneDriver{d}, Registerer: prometheus.NewRegistry()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// startJob makes the task of seq and reconciles it until its step
+	// waits for its Job, which it returns.
+	startJob := func(seq int64) (reconcile.Request, *batchv1.Job) {
+		t.Helper()
+		tk := createJobsTask(t, cl, jobsInstance(t, d, ns, seq, "1.0.0"), v1alpha1.WorkflowCreate)
+		req := reconcile.Request{NamespacedName: client.ObjectKeyFromObject(tk)}
+		var job batchv1.Job
+		key := client.ObjectKey{Namespace: ns, Name: JobName("jobs", "migrate", seq)}
+		reconcileUntil(t, r, cl, req, "the step waiting for its Job", func(*v1alpha1.StyrminTask) bool {
+			return cl.Get(ctx, key, &job) == nil
+		})
+		for range 2 {
+			if _, err := r.Reconcile(ctx, req); err != nil {
+				t.Fatal(err)
+			}
+		}
+		return req, &job
+	}
+	noJob := func(job *batchv1.Job) {
+		t.Helper()
+		var again batchv1.Job
+		if err := cl.Get(ctx, client.ObjectKeyFromObject(job), &again); err == nil {
+			t.Errorf("job %s was made again (uid %s, the deleted one %s): the migration runs a second time", again.Name, again.UID, job.UID)
+		} else if !apierrors.IsNotFound(err) {
+			t.Fatal(err)
+		}
+	}
+
+	// Deleted by hand while it ran: no end to read.
+	req, job := startJob(1)
+	if err := cl.Delete(ctx, job, client.PropagationPolicy(metav1.DeletePropagationBackground)); err != nil {
+		t.Fatal(err)
+	}
+	for range 2 {
+		if _, err := r.Reconcile(ctx, req); err != nil {
+			t.Fatal(err)
+		}
+	}
+	noJob(job)
+	tk := getTask(t, cl, req.NamespacedName)
+	if st := tk.Status.Steps[0]; tk.Status.Phase != v1alpha1.TaskFailed || st.State != v1alpha1.StepFailed || !strings.Contains(st.Message, "was deleted before the step saw it end") {
+		t.Fatalf("task %s, step %s %q; want both failed, saying the Job was deleted before its end was seen", tk.Status.Phase, st.State, st.Message)
+	}
+
+	// Completed, then deleted by a TTL before the step looked again: its
+	// end is in the Job controller's event.
+	req, job = startJob(2)
+	now := metav1.Now()
+	job.Status = batchv1.JobStatus{StartTime: &now, CompletionTime: &now, Succeeded: 1, Conditions: []batchv1.JobCondition{
+		{Type: batchv1.JobSuccessCriteriaMet, Status: corev1.ConditionTrue, LastTransitionTime: now},
+		{Type: batchv1.JobComplete, Status: corev1.ConditionTrue, LastTransitionTime: now},
+	}}
+	if err := cl.Status().Update(ctx, job); err != nil {
+		t.Fatal(err)
+	}
+	if err := cl.Create(ctx, &corev1.Event{
+		ObjectMeta:     metav1.ObjectMeta{Namespace: ns, Name: job.Name + ".completed"},
+		InvolvedObject: corev1.ObjectReference{Kind: "Job", APIVersion: "batch/v1", Namespace: ns, Name: job.Name, UID: job.UID},
+		Type:           corev1.EventTypeNormal, Reason: "Completed", Message: "Job completed",
+		FirstTimestamp: now, LastTimestamp: now, Count: 1, Source: corev1.EventSource{Component: "job-controller"},
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if err := cl.Delete(ctx, job, client.PropagationPolicy(metav1.DeletePropagationBackground)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := r.Reconcile(ctx, req); err != nil {
+		t.Fatal(err)
+	}
+	noJob(job)
+	if st := getTask(t, cl, req.NamespacedName).Status.Steps[0]; st.State != v1alpha1.StepSucceeded || !strings.Contains(st.Output, "read from its events") {
+		t.Fatalf("step %s %q (output %q); want it succeeded, its Job's end read from its events", st.State, st.Message, st.Output)
+	}
+}
