@@ -794,9 +794,6 @@ func (r *Reconciler) buildJob(ctx context.Context, run *taskRun, step drivers.St
 			return nil, outcome.Stalled(v1alpha1.ReasonStepFailed, fmt.Errorf("component %s: %s has no container %q", step.Component, from, want))
 		}
 	}
-	c := &tmpl.Spec.Containers[ci]
-	c.Command = append([]string(nil), step.Command...)
-	c.Args = nil
 	// A one-off run serves no traffic and is no replica of the workload:
 	// drop the probes and the workload's labels (which Services and the
 	// workload's selector match).
@@ -805,6 +802,10 @@ func (r *Reconciler) buildJob(ctx context.Context, run *taskRun, step drivers.St
 		tmpl.Spec.Containers[i].ReadinessProbe = nil
 		tmpl.Spec.Containers[i].StartupProbe = nil
 	}
+	jobSidecars(&tmpl.Spec, ci)
+	c := &tmpl.Spec.Containers[0]
+	c.Command = append([]string(nil), step.Command...)
+	c.Args = nil
 	if err := r.withOperation(ctx, run, step, &tmpl.Spec, c); err != nil {
 		return nil, err
 	}
@@ -842,6 +843,25 @@ func (r *Reconciler) buildJob(ctx context.Context, run *taskRun, step drivers.St
 	secs := max(int64(timeout/time.Second), 1)
 	job.Spec.ActiveDeadlineSeconds = &secs
 	return job, nil
+}
+
+// jobSidecars makes the container at index run the pod's only container
+// and the workload's others its sidecars (init containers that restart
+// always, after its own init containers): Kubernetes stops them once the
+// command's container ended. As plain containers beside it, a sidecar
+// that never exits (a database proxy, a log shipper) kept the Job from
+// completing, and the step ran into its timeout however its command
+// ended. The workload's own sidecars (native already) stay as they are.
+func jobSidecars(spec *corev1.PodSpec, run int) {
+	always := corev1.ContainerRestartPolicyAlways
+	for i, c := range spec.Containers {
+		if i == run {
+			continue
+		}
+		c.RestartPolicy = &always
+		spec.InitContainers = append(spec.InitContainers, c)
+	}
+	spec.Containers = []corev1.Container{spec.Containers[run]}
 }
 
 // podTemplate returns the pod template of the step's component's first
@@ -906,12 +926,26 @@ func (r *Reconciler) jobLogs(ctx context.Context, run *taskRun, job *batchv1.Job
 	if err := r.opts.APIReader.List(ctx, &pods, client.InNamespace(job.Namespace), client.MatchingLabels{"job-name": job.Name}); err != nil {
 		return ""
 	}
+	// Oldest first: the output keeps the end, which is then the last
+	// attempt's.
+	slices.SortFunc(pods.Items, func(a, b corev1.Pod) int {
+		return cmp.Or(a.CreationTimestamp.Compare(b.CreationTimestamp.Time), strings.Compare(a.Name, b.Name))
+	})
 	var parts []string
 	for _, p := range pods.Items {
+		if len(p.Spec.Containers) == 0 {
+			continue
+		}
 		ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-		out, err := a.Logs.Logs(ctx, p.Namespace, p.Name, "")
+		// Named: a pod with sidecars has more than one container, and the
+		// API server then refuses a request that names none. The
+		// command's is the first (jobSidecars).
+		out, err := a.Logs.Logs(ctx, p.Namespace, p.Name, p.Spec.Containers[0].Name)
 		cancel()
 		if err == nil && strings.TrimSpace(out) != "" {
+			if len(pods.Items) > 1 {
+				out = "pod " + p.Name + ":\n" + out
+			}
 			parts = append(parts, out)
 		}
 	}
