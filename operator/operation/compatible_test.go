@@ -9,6 +9,7 @@ import (
 )
 
 func TestABackupRestoresOnlyIntoItsDriverOfTheSameMajorVersionAndNoOlder(t *testing.T) {
+	t.Parallel()
 	from := v1alpha1.DriverRef{Name: "graphhub", Version: "1.2.0"}
 	for _, tc := range []struct {
 		name, driver, version, want string
@@ -28,6 +29,7 @@ func TestABackupRestoresOnlyIntoItsDriverOfTheSameMajorVersionAndNoOlder(t *test
 }
 
 func TestBackupIDsAreRefusedUnlessTheyCanNameAnArtefactAndATask(t *testing.T) {
+	t.Parallel()
 	for _, ok := range []string{"dev-20261201-0300", "before-migration", "a"} {
 		if err := validName(ok); err != nil {
 			t.Errorf("%q: %v", ok, err)
@@ -45,6 +47,7 @@ func TestBackupIDsAreRefusedUnlessTheyCanNameAnArtefactAndATask(t *testing.T) {
 // environment of 40 characters (the longest a name may be) had 64 and
 // was refused by the agent's own check.
 func TestEveryEnvironmentGetsAValidDefaultRestoreName(t *testing.T) {
+	t.Parallel()
 	at := time.Date(2026, 12, 1, 10, 15, 0, 0, time.UTC)
 	if got := defaultRestoreName("dev", at); got != "dev-restore-20261201-101500" {
 		t.Errorf("the default name of a restore of dev: %s, want dev-restore-20261201-101500", got)

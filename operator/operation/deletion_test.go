@@ -46,6 +46,7 @@ func deletionWaits(ctx context.Context, t *testing.T, cl client.Client, r *opera
 // create finds no StyrminBackup and checks nothing). The deletion waits,
 // naming the clone, until the creates that restore it have ended.
 func TestABackupsDeletionWaitsForTheCreatesOfAnEnvironmentClonedFromIt(t *testing.T) {
+	t.Parallel()
 	ctx, cl, _, opts := restoring(t)
 	opts.Settings = operation.SettingsFunc(func(context.Context) ([]resolver.EnvironmentBackups, error) {
 		return []resolver.EnvironmentBackups{
@@ -113,6 +114,7 @@ func TestABackupsDeletionWaitsForTheCreatesOfAnEnvironmentClonedFromIt(t *testin
 // creates that never read it, saying they did. A clone without the list
 // still waits.
 func TestABackupsDeletionWaitsForNoCreateOfACloneThatRestoresNone(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		name    string
 		restore []string
@@ -182,6 +184,7 @@ func (deletingDriver) Driver(ctx context.Context, req driversource.Request) (*dr
 // nowhere. The deletion waits for a task that runs, deletes the artefact
 // of one that succeeded, and deletes a task that has not started.
 func TestADeletedBackupDeletesTheArtefactOfATaskThatSucceededBeforeItsStatusSaidSo(t *testing.T) {
+	t.Parallel()
 	ctx, cl, _, opts := restoring(t)
 	opts.Drivers = deletingDriver{}
 	backups, err := operation.NewBackupReconciler(opts)
@@ -267,6 +270,7 @@ func TestADeletedBackupDeletesTheArtefactOfATaskThatSucceededBeforeItsStatusSaid
 // waiting changes started beside it, and the components the hook stopped
 // stayed stopped. It goes once the task has ended.
 func TestADeletedRestoreWaitsForItsTaskThatRuns(t *testing.T) {
+	t.Parallel()
 	ctx, cl, restores, _ := restoring(t)
 	name := task.OperationTaskName("hub", v1alpha1.OperationRestore, "back-to-monday", 1)
 	rs := newRestore(ctx, t, cl, "back-to-monday", "monday", v1alpha1.StyrminRestoreStatus{Phase: v1alpha1.OperationRunning, Environment: "data",
@@ -311,6 +315,7 @@ func TestADeletedRestoreWaitsForItsTaskThatRuns(t *testing.T) {
 // driver's deleteBackup hook. It went at once, its artefact left where it
 // was, recorded nowhere, and a restore reading it lost its data.
 func TestADeletedBackupTakenBeforeAnUpgradeDeletesItsArtefact(t *testing.T) {
+	t.Parallel()
 	ctx, cl, _, opts := restoring(t)
 	opts.Drivers = deletingDriver{}
 	backups, err := operation.NewBackupReconciler(opts)
@@ -370,6 +375,7 @@ func TestADeletedBackupTakenBeforeAnUpgradeDeletesItsArtefact(t *testing.T) {
 // file of another cluster's environment (which this agent's tasks never
 // restore from) holds back nothing.
 func TestABackupsDeletionWaitsOnlyForTheUnreadableEnvironmentsOfItsCluster(t *testing.T) {
+	t.Parallel()
 	ctx, cl, _, opts := restoring(t)
 	here := &resolver.ConfigError{File: "clusters/local/environments/preview/environment.cue", Line: 3, Field: "clonedFrom.backup", Msg: `"Monday" is no backup ID: expected a DNS-1123 label`}
 	there := &resolver.ConfigError{File: "clusters/other/cluster.cue", Line: 1, Field: "backupLocation", Msg: "expected s3://BUCKET[/PREFIX] or pvc://CLAIM[/PATH]"}
@@ -411,6 +417,7 @@ func TestABackupsDeletionWaitsOnlyForTheUnreadableEnvironmentsOfItsCluster(t *te
 // running: the backup said DeletingArtifacts after its hook had
 // succeeded, and kept its finalizer for ever.
 func TestADeletedBackupTakenBeforeItsDeploymentMovedNamespaceGoesOnceItsDeleteTaskEnds(t *testing.T) {
+	t.Parallel()
 	ctx, cl, _, opts := restoring(t)
 	opts.Drivers = deletingDriver{}
 	backups, err := operation.NewBackupReconciler(opts)

@@ -14,6 +14,7 @@ import (
 // does not hold them back, their own does, and an environment git does
 // not declare has none.
 func TestATasksBackupSettingsAreItsEnvironmentsAlone(t *testing.T) {
+	t.Parallel()
 	broken := &resolver.ConfigError{File: "clusters/local/environments/qa/environment.cue", Field: "backupLocation", Msg: "expected a string"}
 	s := SettingsFunc(func(context.Context) ([]resolver.EnvironmentBackups, error) {
 		return []resolver.EnvironmentBackups{

@@ -143,6 +143,7 @@ func reconcileAndRead(ctx context.Context, t *testing.T, cl client.Client, r rec
 // it), it was refused and ended Failed while its tasks ran, their results
 // never recorded.
 func TestABackupStartedIsNotStartedOrRefusedAgainFromACacheBehindItsStart(t *testing.T) {
+	t.Parallel()
 	ctx, cl := operations(t)
 	// The start, as the controller wrote it: Running, one deployment's
 	// task planned, then made.
@@ -191,6 +192,7 @@ func (c cacheWithoutTasks) List(ctx context.Context, list client.ObjectList, opt
 // yet; left behind, the task ran without its restore, and a failure of it
 // held the deployment's changes, naming a restore that was gone.
 func TestADeletedRestoreDeletesATaskItsCacheDoesNotShowYet(t *testing.T) {
+	t.Parallel()
 	ctx, cl := operations(t)
 	rs := newRestore(ctx, t, cl, "back-to-monday", "monday", v1alpha1.StyrminRestoreStatus{})
 	task := newOperationTask(ctx, t, cl, "hub-restore-back-to-monday-1", v1alpha1.TaskOperation{Kind: v1alpha1.OperationRestore, Name: rs.Name,
@@ -217,6 +219,7 @@ func TestADeletedRestoreDeletesATaskItsCacheDoesNotShowYet(t *testing.T) {
 // newer instance's, and a restore of it must be checked against that
 // instance's driver, not the one running at the start.
 func TestABackupRecordsTheDriverOfTheInstanceItsTaskBackedUp(t *testing.T) {
+	t.Parallel()
 	ctx, cl := operations(t)
 	upgraded := v1alpha1.DriverRef{Name: "graphhub", Version: "2.0.0"}
 	sd := &v1alpha1.StyrminDeployment{
@@ -254,6 +257,7 @@ func TestABackupRecordsTheDriverOfTheInstanceItsTaskBackedUp(t *testing.T) {
 // or checked it a moment before) keeps the deletion waiting until it ends;
 // a failed one's retry is refused then.
 func TestABackupBeingDeletedKeepsItsArtefactsWhileARestoreReadsIt(t *testing.T) {
+	t.Parallel()
 	ctx, cl := operations(t)
 	b, _ := newBackup(ctx, t, cl, "monday", v1alpha1.StyrminBackupStatus{Phase: v1alpha1.OperationSucceeded, Location: "s3://backups/local/data",
 		Deployments: []v1alpha1.OperationDeployment{{Name: "hub", Namespace: "data-hub", Task: "hub-backup-monday-1", Phase: v1alpha1.OperationSucceeded,
@@ -315,6 +319,7 @@ func TestABackupBeingDeletedKeepsItsArtefactsWhileARestoreReadsIt(t *testing.T) 
 // task again, and when the deployment no longer runs, that deployment ends
 // Failed, and so does the backup, rather than running for ever.
 func TestABackupWhoseTaskWasNeverMadeDoesNotStayRunning(t *testing.T) {
+	t.Parallel()
 	ctx, cl := operations(t)
 	started := metav1.Now()
 	b, _ := newBackup(ctx, t, cl, "nightly", v1alpha1.StyrminBackupStatus{Phase: v1alpha1.OperationRunning, Location: "s3://backups/local/data", StartedAt: &started,
@@ -336,6 +341,7 @@ func TestABackupWhoseTaskWasNeverMadeDoesNotStayRunning(t *testing.T) {
 // first), from which the clone's other deployments would restore
 // artefacts it does not hold.
 func TestTheLatestBackupACloneRestoresHoldsTheWholeEnvironment(t *testing.T) {
+	t.Parallel()
 	ctx, cl := operations(t)
 	finished := func(at time.Time) *metav1.Time { m := metav1.NewTime(at); return &m }
 	now := time.Now()
@@ -380,6 +386,7 @@ func nameOf(b *v1alpha1.StyrminBackup) string {
 // read the settings only as it made its tasks, stayed Running with none,
 // its backup's deletion waiting for it.
 func TestOperationsOnAnEnvironmentWhoseSettingsGitCannotReadAreStalledNamingTheFile(t *testing.T) {
+	t.Parallel()
 	ctx, cl, _, opts := restoring(t)
 	broken := &resolver.ConfigError{File: "clusters/local/environments/data/environment.cue", Line: 4, Column: 12, Field: "backups.schedule",
 		Msg: `"every night" is no cron expression: expected five fields`}

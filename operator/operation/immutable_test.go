@@ -58,6 +58,7 @@ func tryChanges[T client.Object](ctx context.Context, t *testing.T, cl client.Cl
 // new object; what the product writes goes through: the finalizer, the
 // status, and spec.retry (`styrminctl restore retry`).
 func TestTheSpecsOfBackupsAndRestoresCannotChangeButARestoresRetry(t *testing.T) {
+	t.Parallel()
 	ctx, cl := operations(t)
 	const ns = "styrmin-system"
 	create := func(o client.Object) {

@@ -92,6 +92,7 @@ func backupNames(ctx context.Context, t *testing.T, cl client.Client) []string {
 // alone. The read of every environment's settings failed on it, and the
 // scheduler made and deleted no backup in any environment.
 func TestAScheduleGoesOnBesideAnEnvironmentWhoseSettingsGitCannotRead(t *testing.T) {
+	t.Parallel()
 	ctx, cl := operations(t)
 	broken := &resolver.ConfigError{File: "clusters/local/environments/data/environment.cue", Line: 2, Field: "backups.keep", Msg: "is 0: keep at least 1 backup (or remove the field)"}
 	now := time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
@@ -114,6 +115,7 @@ func TestAScheduleGoesOnBesideAnEnvironmentWhoseSettingsGitCannotRead(t *testing
 // keep-th success were all kept, and with none succeeding one more piled
 // up at every time of the schedule, for ever.
 func TestFailedScheduledBackupsAreKeptUpToABound(t *testing.T) {
+	t.Parallel()
 	ctx, cl := operations(t)
 	var want []string
 	for day := 1; day <= 5; day++ {
@@ -139,6 +141,7 @@ func TestFailedScheduledBackupsAreKeptUpToABound(t *testing.T) {
 // next one is made at its time, and every older one that has not ended is
 // marked superseded by the newest, saying so: at most one waits.
 func TestAScheduleMakesItsNextBackupAndSupersedesThePreviousThatHasNotEnded(t *testing.T) {
+	t.Parallel()
 	ctx, cl := operations(t)
 	prev := newScheduled(ctx, t, cl, "data", time.Date(2026, 12, 1, 3, 0, 0, 0, time.UTC), v1alpha1.OperationRunning)
 	now := time.Date(2026, 12, 2, 3, 0, 30, 0, time.UTC)
@@ -184,6 +187,7 @@ func TestAScheduleMakesItsNextBackupAndSupersedesThePreviousThatHasNotEnded(t *t
 // Failed, superseded, naming the next backup and why it waited, its task
 // deleted before it ran; db's part, which succeeded, stays restorable.
 func TestAScheduledBackupHeldByAFailedRestoreDoesNotStopTheNextNight(t *testing.T) {
+	t.Parallel()
 	ctx, cl, _, opts := restoring(t)
 	opts.Settings = operation.SettingsFunc(func(context.Context) ([]resolver.EnvironmentBackups, error) {
 		return []resolver.EnvironmentBackups{{Cluster: "local", Environment: "data", Location: "pvc://backups/data", Schedule: "0 3 * * *"}}, nil
@@ -249,6 +253,7 @@ func TestAScheduledBackupHeldByAFailedRestoreDoesNotStopTheNextNight(t *testing.
 // restore naming that ID then read. Deleting every scheduled backup made
 // one at once. The next time of the schedule is made as ever.
 func TestAScheduledBackupDeletedByHandIsNotMadeAgain(t *testing.T) {
+	t.Parallel()
 	ctx, cl := operations(t)
 	before := newScheduled(ctx, t, cl, "data", time.Date(2026, 11, 30, 3, 0, 0, 0, time.UTC), v1alpha1.OperationSucceeded)
 	now := time.Date(2026, 12, 1, 3, 0, 30, 0, time.UTC)
@@ -287,6 +292,7 @@ func TestAScheduledBackupDeletedByHandIsNotMadeAgain(t *testing.T) {
 // after the time (an agent restarted over it) it makes it up; hours later
 // it leaves it, for the schedule's next time.
 func TestARestartedSchedulerMakesUpAMissedTimeOnlyWithinItsCatchUpWindow(t *testing.T) {
+	t.Parallel()
 	ctx, cl := operations(t)
 	before := newScheduled(ctx, t, cl, "data", time.Date(2026, 11, 30, 3, 0, 0, 0, time.UTC), v1alpha1.OperationSucceeded)
 	settings := resolver.EnvironmentBackups{Cluster: "local", Environment: "data", Location: "pvc://backups/data", Schedule: "0 3 * * *"}
@@ -341,6 +347,7 @@ func newBackupFirst(ctx context.Context, t *testing.T, cl client.Client, env, de
 // deleted. The newest few of each deployment are kept, and one a restore
 // reads.
 func TestBackupsTakenBeforeUpgradesAreKeptToTheNewestFewPerDeployment(t *testing.T) {
+	t.Parallel()
 	ctx, cl := operations(t)
 	first := func(dep string, seq int) string { return newBackupFirst(ctx, t, cl, "data", dep, seq, seq-1) }
 	var hub []string
@@ -370,6 +377,7 @@ func TestBackupsTakenBeforeUpgradesAreKeptToTheNewestFewPerDeployment(t *testing
 // before the upgrade (before-5) was deleted with its artefact. The oldest
 // backup of each of the newest sequences is kept besides the newest few.
 func TestTheFirstBackupBeforeAFailedUpgradeIsKeptThroughItsRetries(t *testing.T) {
+	t.Parallel()
 	ctx, cl := operations(t)
 	var hub []string
 	for seq := 5; seq <= 9; seq++ {
@@ -391,6 +399,7 @@ func TestTheFirstBackupBeforeAFailedUpgradeIsKeptThroughItsRetries(t *testing.T)
 // environment, and its backups taken before upgrades were deleted all the
 // same.
 func TestBackupsTakenBeforeUpgradesInAnEnvironmentGitCannotReadAreKept(t *testing.T) {
+	t.Parallel()
 	ctx, cl := operations(t)
 	var want []string
 	for seq := 1; seq <= 5; seq++ {
@@ -413,6 +422,7 @@ func TestBackupsTakenBeforeUpgradesInAnEnvironmentGitCannotReadAreKept(t *testin
 // at that time: the time is made once the settings are read, however
 // late, rather than taken for one missed while no agent ran.
 func TestATimePassedWhileGitCouldNotBeReadIsMadeOnceItCanBe(t *testing.T) {
+	t.Parallel()
 	ctx, cl := operations(t)
 	before := newScheduled(ctx, t, cl, "data", time.Date(2026, 11, 30, 3, 0, 0, 0, time.UTC), v1alpha1.OperationSucceeded)
 	settings := resolver.EnvironmentBackups{Cluster: "local", Environment: "data", Location: "pvc://backups/data", Schedule: "0 3 * * *",
@@ -484,6 +494,7 @@ func scheduleRecord(ctx context.Context, t *testing.T, cl client.Client) map[str
 // which: the time after the one recorded was missed, and is made (once,
 // the newest) however late.
 func TestARestartedSchedulerMakesTheTimeItsRecordSaysWasMissedHoursLate(t *testing.T) {
+	t.Parallel()
 	ctx, cl := operations(t)
 	data := resolver.EnvironmentBackups{Cluster: "local", Environment: "data", Location: "pvc://backups/data", Schedule: "0 3 * * *"}
 	now := time.Date(2026, 11, 30, 2, 50, 0, 0, time.UTC)
@@ -517,6 +528,7 @@ func TestARestartedSchedulerMakesTheTimeItsRecordSaysWasMissedHoursLate(t *testi
 // missed. The record names the time as made: nothing is made until the
 // next.
 func TestARestartedSchedulerDoesNotMakeAgainABackupDeletedByHandItsRecordNames(t *testing.T) {
+	t.Parallel()
 	ctx, cl := operations(t)
 	data := resolver.EnvironmentBackups{Cluster: "local", Environment: "data", Location: "pvc://backups/data", Schedule: "0 3 * * *"}
 	before := newScheduled(ctx, t, cl, "data", time.Date(2026, 11, 30, 3, 0, 0, 0, time.UTC), v1alpha1.OperationSucceeded)
@@ -554,6 +566,7 @@ func TestARestartedSchedulerDoesNotMakeAgainABackupDeletedByHandItsRecordNames(t
 // not make at once the newest time since it went. An environment whose
 // settings cannot be read keeps its line.
 func TestAScheduleRemovedAndAddedAgainStartsAfresh(t *testing.T) {
+	t.Parallel()
 	ctx, cl := operations(t)
 	data := resolver.EnvironmentBackups{Cluster: "local", Environment: "data", Location: "pvc://backups/data", Schedule: "0 3 * * *"}
 	web := resolver.EnvironmentBackups{Cluster: "local", Environment: "web", Location: "pvc://backups/web", Schedule: "0 4 * * *"}
@@ -612,6 +625,7 @@ func (c refusingBackupLists) List(ctx context.Context, list client.ObjectList, o
 // time, the scheduler comparing with what it wrote last rather than with
 // the object.
 func TestTheScheduleRecordOutlivesAFailedLookAndAStyrminSourceMadeAgain(t *testing.T) {
+	t.Parallel()
 	ctx, api := operations(t)
 	refuse := false
 	cl := refusingBackupLists{Client: api, refuse: &refuse}

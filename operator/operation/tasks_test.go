@@ -106,6 +106,7 @@ func retryRestore(ctx context.Context, t *testing.T, cl client.Client, r reconci
 // the other way round, fix reported Succeeded while its failed first
 // attempt held hub's changes.
 func TestRestoresWhoseTaskNamesReadAlikeEachGetTheirOwnTaskAndResult(t *testing.T) {
+	t.Parallel()
 	ctx, cl, r, _ := restoring(t)
 	task := func(rs *v1alpha1.StyrminRestore) *v1alpha1.StyrminTask {
 		t.Helper()
@@ -171,6 +172,7 @@ func TestRestoresWhoseTaskNamesReadAlikeEachGetTheirOwnTaskAndResult(t *testing.
 // not its own (made by hand, or by an older agent for another restore):
 // an error naming that task, never its result as the restore's.
 func TestARestoreNeverTakesAnotherOperationsTaskAtItsTaskNameAsItsOwn(t *testing.T) {
+	t.Parallel()
 	ctx, cl, r, _ := restoring(t)
 	name := task.OperationTaskName("hub", v1alpha1.OperationRestore, "fix", 1)
 	other := newOperationTask(ctx, t, cl, name, v1alpha1.TaskOperation{Kind: v1alpha1.OperationRestore, Name: "other", BackupID: "monday",
@@ -199,6 +201,7 @@ func TestARestoreNeverTakesAnotherOperationsTaskAtItsTaskNameAsItsOwn(t *testing
 // API server on every pass: it stayed Running for ever, and its backup's
 // deletion waited for it for ever.
 func TestARestoreWhoseNameCannotLabelItsTasksIsRefusedAndHoldsNothing(t *testing.T) {
+	t.Parallel()
 	ctx, cl, r, opts := restoring(t)
 	long := "put-the-hub-back-as-it-was-on-monday-before-the-migration-broke-it"
 	rs := newRestore(ctx, t, cl, long, "monday", v1alpha1.StyrminRestoreStatus{})
@@ -244,6 +247,7 @@ func TestARestoreWhoseNameCannotLabelItsTasksIsRefusedAndHoldsNothing(t *testing
 // deleted that task); a retry planned by an older agent that found no
 // failed attempt went after hub's later changes, which its failure held.
 func TestAnOperationBegunByAnOlderAgentFindsItsTasksUnderTheirOldNames(t *testing.T) {
+	t.Parallel()
 	ctx, cl, r, opts := restoring(t)
 	// A change to sequence 4 waits behind restore fix, whose first
 	// attempt failed; the older agent planned its retry, then stopped.
@@ -302,6 +306,7 @@ func TestAnOperationBegunByAnOlderAgentFindsItsTasksUnderTheirOldNames(t *testin
 // namespace (a scheduled backup's name is easy to guess), a running
 // backup's included.
 func TestAnOperationMadeOutsideTheAgentsNamespaceIsRefusedAndRunsNothing(t *testing.T) {
+	t.Parallel()
 	ctx, cl, r, opts := restoring(t)
 	rs := &v1alpha1.StyrminRestore{
 		ObjectMeta: metav1.ObjectMeta{Namespace: "data-hub", Name: "from-a-chart"},
@@ -384,6 +389,7 @@ func TestAnOperationMadeOutsideTheAgentsNamespaceIsRefusedAndRunsNothing(t *test
 // previous attempt's task deleted by hand, the retry went after those
 // changes instead, which waited for it while it waited for them.
 func TestARetryWhosePreviousAttemptsTaskIsGoneTakesTheOlderAttemptsPlace(t *testing.T) {
+	t.Parallel()
 	ctx, cl, r, _ := restoring(t)
 	newHubChange4(ctx, t, cl)
 	first := v1alpha1.TaskOperation{Kind: v1alpha1.OperationRestore, Name: "fix", BackupID: "monday", Artifact: "s3://backups/local/data/monday/hub", Attempt: 1}
@@ -439,6 +445,7 @@ func reconcileTimes(ctx context.Context, t *testing.T, cl client.Client, r recon
 // while its uninstall runs or retries) refused the whole backup, so the
 // nightly backup failed for every deployment of the environment.
 func TestABackupOfTheWholeEnvironmentSkipsADeploymentBeingDeleted(t *testing.T) {
+	t.Parallel()
 	ctx, cl, _, opts := restoring(t)
 	opts.Settings = operation.SettingsFunc(func(context.Context) ([]resolver.EnvironmentBackups, error) {
 		return []resolver.EnvironmentBackups{{Cluster: "local", Environment: "data", Location: "pvc://backups/data"}}, nil
@@ -485,6 +492,7 @@ func TestABackupOfTheWholeEnvironmentSkipsADeploymentBeingDeleted(t *testing.T) 
 // credentials, leaving the deployment stopped and its changes held. A
 // retry is checked alike.
 func TestARestoreWhoseJobsCouldNotBeGivenItsCredentialsIsRefusedBeforeItStops(t *testing.T) {
+	t.Parallel()
 	ctx, cl, r, _ := restoring(t)
 	var s corev1.Secret
 	if err := cl.Get(ctx, client.ObjectKey{Namespace: "styrmin-system", Name: "backup-credentials"}, &s); err != nil {

@@ -6,6 +6,7 @@ import (
 )
 
 func TestLostFieldsAreTheExpectedFieldsNoLongerOwned(t *testing.T) {
+	t.Parallel()
 	const expected = `{"f:metadata":{"f:annotations":{"f:meta.helm.sh/release-name":{}},"f:labels":{"f:app":{}}},` +
 		`"f:spec":{"f:replicas":{},"f:template":{"f:spec":{"f:containers":{"k:{\"name\":\"web\"}":{".":{},"f:image":{},"f:name":{}}}}}}}`
 	for _, tc := range []struct {
@@ -38,6 +39,7 @@ func TestLostFieldsAreTheExpectedFieldsNoLongerOwned(t *testing.T) {
 }
 
 func TestLostFieldsRefusesAMalformedFieldSet(t *testing.T) {
+	t.Parallel()
 	if _, err := lostFields([]byte(`{"f:spec":{}}`), []byte(`{"f:spec":`)); err == nil {
 		t.Fatal("no error for a truncated live field set")
 	}

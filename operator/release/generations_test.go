@@ -38,6 +38,7 @@ spec:
 // the API server answered the agent's apply of it with, and its drift
 // correction's. Workloads only: a ConfigMap has none to wait for.
 func TestRevisionsAndCorrectionsKnowTheGenerationsTheyWroteWorkloadsAt(t *testing.T) {
+	t.Parallel()
 	e := startReleaseEnv(t, 10)
 	ctx := context.Background()
 	const ns = "gens"

@@ -45,6 +45,7 @@ func (e *releaseEnv) sensitiveSecretExists(t *testing.T, ns string) bool {
 // the retry of an uninstall whose records were already deleted. The
 // refusal names no value.
 func TestUninstallRemovesTheValuesSecretEvenWhenNoRevisionWasRecorded(t *testing.T) {
+	t.Parallel()
 	e := startReleaseEnv(t, 10)
 	ctx := context.Background()
 	const ns = "values-left"
@@ -93,6 +94,7 @@ func TestUninstallRemovesTheValuesSecretEvenWhenNoRevisionWasRecorded(t *testing
 // deployed, and is kept while the deployed revision still uses it (an
 // upgrade without values that fails).
 func TestAReleaseWithoutSensitiveValuesAnyMoreRemovesTheValuesSecret(t *testing.T) {
+	t.Parallel()
 	e := startReleaseEnv(t, 10)
 	ctx := context.Background()
 	const ns = "values-dropped"
@@ -131,6 +133,7 @@ func TestAReleaseWithoutSensitiveValuesAnyMoreRemovesTheValuesSecret(t *testing.
 // prune: the object is skipped, the others are pruned, and the next
 // upgrade works too.
 func TestAnUpgradeSkipsObjectsOfAKindNoLongerServedWhenItPrunes(t *testing.T) {
+	t.Parallel()
 	e := startReleaseEnv(t, 10)
 	ctx := context.Background()
 	const ns = "kind-gone"
@@ -176,6 +179,7 @@ func TestAnUpgradeSkipsObjectsOfAKindNoLongerServedWhenItPrunes(t *testing.T) {
 // deployed revision the failed one dropped, and an object of another
 // manager that a failed revision listed is left alone throughout.
 func TestObjectsAFailedRevisionCreatedArePrunedByTheFixAndUninstalled(t *testing.T) {
+	t.Parallel()
 	e := startReleaseEnv(t, 10)
 	ctx := context.Background()
 	const ns = "failed-leftovers"
@@ -227,6 +231,7 @@ func TestObjectsAFailedRevisionCreatedArePrunedByTheFixAndUninstalled(t *testing
 // fail, and the history is back to the bound's last revisions once a
 // revision deploys.
 func TestFailedRetriesAreTrimmedToTheHistoryBound(t *testing.T) {
+	t.Parallel()
 	e := startReleaseEnv(t, 3)
 	ctx := context.Background()
 	const ns = "retries"
@@ -277,6 +282,7 @@ func TestFailedRetriesAreTrimmedToTheHistoryBound(t *testing.T) {
 // the object outlived the release. The bound is exceeded by that record
 // alone: the retries after it are still trimmed.
 func TestAFailedRevisionListingAnObjectNoOtherRecordListsIsNotTrimmed(t *testing.T) {
+	t.Parallel()
 	e := startReleaseEnv(t, 4)
 	ctx := context.Background()
 	for _, end := range []string{"fix", "uninstall"} {
@@ -334,6 +340,7 @@ func TestAFailedRevisionListingAnObjectNoOtherRecordListsIsNotTrimmed(t *testing
 // one deployed revision after the next apply: every older record still
 // marked deployed is superseded.
 func TestARevisionLeftDeployedByAnAgentKilledBeforeSupersedingIsSupersededByTheNext(t *testing.T) {
+	t.Parallel()
 	e := startReleaseEnv(t, 10)
 	ctx := context.Background()
 	const ns = "two-deployed"
@@ -369,6 +376,7 @@ func TestARevisionLeftDeployedByAnAgentKilledBeforeSupersedingIsSupersededByTheN
 // refusal became the record's description, the StyrminDeployment's
 // conditions, an event and a log line, the value in clear.
 func TestARefusalQuotingARevealedValueIsMasked(t *testing.T) {
+	t.Parallel()
 	e := startReleaseEnv(t, 10)
 	ctx := context.Background()
 	const ns = "values-quoted"
@@ -405,6 +413,7 @@ func TestARefusalQuotingARevealedValueIsMasked(t *testing.T) {
 // other object of the deployment was checked or put back, for ever. The
 // check now leaves that object out and checks the rest.
 func TestADriftCheckLeavesOutObjectsOfAKindNoLongerServed(t *testing.T) {
+	t.Parallel()
 	e := startReleaseEnv(t, 10)
 	ctx := context.Background()
 	const ns = "kind-gone-drift"
@@ -446,6 +455,7 @@ func TestADriftCheckLeavesOutObjectsOfAKindNoLongerServed(t *testing.T) {
 // is left out as it is after a restart, and the others are checked and
 // put back.
 func TestADriftCheckOfTheKeptRevisionLeavesOutObjectsOfAKindRemovedSince(t *testing.T) {
+	t.Parallel()
 	e := startReleaseEnv(t, 10)
 	ctx := context.Background()
 	const ns = "kind-removed-live"
@@ -549,6 +559,7 @@ func (e *releaseEnv) editConfigMap(t *testing.T, ns, name, value string) {
 // Deployment is put back and returned as corrected, the refusal names
 // ConfigMap a and why, and the next check finds only ConfigMap a.
 func TestACorrectionRefusedForOneObjectPutsTheOthersBack(t *testing.T) {
+	t.Parallel()
 	e := startReleaseEnv(t, 10)
 	ctx := context.Background()
 	const ns = "correction-refused"
@@ -641,6 +652,7 @@ func (e *releaseEnv) refuseConfigMapGoingBack(t *testing.T, ns, name, value stri
 // a check that found them taken: the second, with the same kept Desired,
 // applied the chart's replicas, forced.
 func TestReplicasAnAutoscalerOfTheReleaseSetsAreNotDrift(t *testing.T) {
+	t.Parallel()
 	e := startReleaseEnv(t, 10)
 	ctx := context.Background()
 	const ns = "autoscaled"
@@ -763,6 +775,7 @@ func (e *releaseEnv) scaleDeployment(t *testing.T, ns, name string, replicas int
 // forced (KEDA's 10 replicas back to the chart's 2 after a kubectl set
 // image).
 func TestReplicasAnAutoscalerFromOutsideTheReleaseSetsAreNotDrift(t *testing.T) {
+	t.Parallel()
 	e := startReleaseEnv(t, 10)
 	ctx := context.Background()
 	const ns = "autoscaled-outside"
@@ -849,6 +862,7 @@ func TestReplicasAnAutoscalerFromOutsideTheReleaseSetsAreNotDrift(t *testing.T) 
 // release's own: an object it lists outside the namespace, owned by no
 // release, is refused rather than forced.
 func TestARewrittenReleaseRecordIsNeitherCheckedNorForced(t *testing.T) {
+	t.Parallel()
 	e := startReleaseEnv(t, 10)
 	ctx := context.Background()
 	const ns, shared = "record-rewritten", "record-shared"
@@ -911,6 +925,7 @@ func TestARewrittenReleaseRecordIsNeitherCheckedNorForced(t *testing.T) {
 // deployed revision's are. An object the inventory does not list is still
 // refused.
 func TestAReleaseWhoseRecordWasDeletedTakesBackItsObjectsFromTheInventory(t *testing.T) {
+	t.Parallel()
 	e := startReleaseEnv(t, 10)
 	ctx := context.Background()
 	const ns = "record-deleted"
@@ -946,6 +961,7 @@ func TestAReleaseWhoseRecordWasDeletedTakesBackItsObjectsFromTheInventory(t *tes
 // revision applied and in one kept packed; deleted, it is made again. The
 // others are checked as before.
 func TestAnObjectItsChartLeavesOutOfDriftChecksIsNeitherDriftNorPutBack(t *testing.T) {
+	t.Parallel()
 	e := startReleaseEnv(t, 10)
 	ctx := context.Background()
 	const ns = "drift-disabled"
@@ -1011,6 +1027,7 @@ func TestAnObjectItsChartLeavesOutOfDriftChecksIsNeitherDriftNorPutBack(t *testi
 // warning, on every such deployment. Replicas taken at the value the
 // release gives are no drift; a different value still is.
 func TestReplicasTakenBackAtTheChartsValueAreNoDrift(t *testing.T) {
+	t.Parallel()
 	e := startReleaseEnv(t, 10)
 	ctx := context.Background()
 	const ns = "stopped-started"

@@ -21,6 +21,7 @@ import (
 // stays known, one not known stays unknown, and the packed form is
 // smaller than a third of the JSON it holds.
 func TestPackedRevisionKeepsEveryObjectAndFieldSetInAFractionOfTheirSize(t *testing.T) {
+	t.Parallel()
 	dyn, err := dynamic.NewForConfig(&rest.Config{Host: "https://127.0.0.1:1"})
 	if err != nil {
 		t.Fatal(err)
@@ -87,6 +88,7 @@ func TestPackedRevisionKeepsEveryObjectAndFieldSetInAFractionOfTheirSize(t *test
 // of tables, and one per packing was 40% of what the agent allocated at
 // 2,000 deployments.
 func TestPackingAllocatesLittleBesidesItsOutput(t *testing.T) {
+	t.Parallel()
 	gvr := schema.GroupVersionResource{Group: "apps", Version: "v1", Resource: "deployments"}
 	var objects []*desiredObject
 	for i := range 4 {

@@ -39,6 +39,7 @@ func gzipBomb(t testing.TB, n int) []byte {
 // refused with ErrRecordTooLarge after reading at most MaxRecordSize, in
 // well under a second, naming the record.
 func TestGzipBombRecordIsRefusedQuickly(t *testing.T) {
+	t.Parallel()
 	data := gzipBomb(t, 512<<20)
 	s := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "sh.helm.release.v1.app.v1"}, Data: map[string][]byte{"release": data}}
 	start := time.Now()
@@ -65,6 +66,7 @@ func TestGzipBombRecordIsRefusedQuickly(t *testing.T) {
 // owner=helm,name=app (not of type helm.sh/release.v1) is neither listed,
 // read nor deleted as a revision of release app.
 func TestChartSecretWithRecordLabelsIsNoRecord(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	cs := fake.NewClientset()
 	records := newReleaseRecords(cs)

@@ -46,6 +46,7 @@ func FuzzDecodeRecord(f *testing.F) {
 // without the base64 the Secret stores it with (a quarter less), and it
 // reads back as the release the Secret holds.
 func TestAKeptRevisionHoldsItsRecordGzippedAndReadsItBack(t *testing.T) {
+	t.Parallel()
 	records := newReleaseRecords(nil)
 	rel := &release.Release{Name: "app", Namespace: "ns", Version: 3,
 		Manifest: "---\n# Source: x/configmap-a.yaml\nkind: ConfigMap\nmetadata:\n  name: a\n",

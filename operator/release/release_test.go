@@ -135,6 +135,7 @@ func releaseReq(ns string, objects ...drivers.Object) Request {
 // trimmed to its bound, and a revision the caller does not know of (a
 // lost status) is found instead of written over.
 func TestReleaseRevisionsAreHelmRecordsPrunedAndTrimmed(t *testing.T) {
+	t.Parallel()
 	e := startReleaseEnv(t, 2)
 	ctx := context.Background()
 	const ns = "rel"
@@ -231,6 +232,7 @@ func TestReleaseRevisionsAreHelmRecordsPrunedAndTrimmed(t *testing.T) {
 // first install leaves an object it did not create as it was, names it,
 // and records no revision; once the object is gone the install works.
 func TestReleaseInstallDoesNotTakeOverAnotherManagersObject(t *testing.T) {
+	t.Parallel()
 	e := startReleaseEnv(t, 10)
 	ctx := context.Background()
 	const ns = "taken"
@@ -280,6 +282,7 @@ func (e *releaseEnv) releaseRecordCount(t *testing.T, ns string) int {
 // helm.sh/resource-policy: keep), every record goes, Helm then knows no
 // such release, and uninstalling again is not an error.
 func TestReleaseUninstallRemovesObjectsAndHistoryButKeptObjects(t *testing.T) {
+	t.Parallel()
 	e := startReleaseEnv(t, 10)
 	ctx := context.Background()
 	const ns = "gone"
@@ -317,6 +320,7 @@ func TestReleaseUninstallRemovesObjectsAndHistoryButKeptObjects(t *testing.T) {
 // is read by the agent's records, upgraded as the next revision with the
 // Helm revision superseded, and uninstalled with the object Helm created.
 func TestReleaseRecordsAreReadAsHelmWroteThem(t *testing.T) {
+	t.Parallel()
 	e := startReleaseEnv(t, 10)
 	ctx := context.Background()
 	const ns = "helmmade"
@@ -374,6 +378,7 @@ func TestReleaseRecordsAreReadAsHelmWroteThem(t *testing.T) {
 // revision deployed, a retry after a failed one forces again. A revision
 // whose manifest holds a kind no longer served uninstalls all the same.
 func TestReleaseFailedInstallTakesNothingOverAndUninstallLeavesOthersObjects(t *testing.T) {
+	t.Parallel()
 	e := startReleaseEnv(t, 10)
 	ctx := context.Background()
 	const ns = "partial"
@@ -466,6 +471,7 @@ func clusterRoleBinding(name, saNamespace string) drivers.Object {
 // object whose annotations name another release by the time an uninstall
 // runs is left too, though the uninstalled release created it.
 func TestAReleaseDoesNotTakeOverAnotherReleasesObjectOfTheSameName(t *testing.T) {
+	t.Parallel()
 	e := startReleaseEnv(t, 10)
 	ctx := context.Background()
 	for _, ns := range []string{"dev", "prod", "web", "staging", "shared"} {
@@ -566,6 +572,7 @@ func TestAReleaseDoesNotTakeOverAnotherReleasesObjectOfTheSameName(t *testing.T)
 // it and failed, its objects applied without a record; the revision is
 // now numbered past it, and the history reads on.
 func TestASecretAtTheNextRecordNameIsNumberedPast(t *testing.T) {
+	t.Parallel()
 	e := startReleaseEnv(t, 10)
 	ctx := context.Background()
 	const ns = "squat"
@@ -615,6 +622,7 @@ func TestASecretAtTheNextRecordNameIsNumberedPast(t *testing.T) {
 // applied, its objects would be in no record, never pruned nor
 // uninstalled. The error says so (ErrRevisionTooLarge) with the sizes.
 func TestARevisionWhoseRecordCannotBeWrittenAppliesNothing(t *testing.T) {
+	t.Parallel()
 	e := startReleaseEnv(t, 10)
 	ctx := context.Background()
 	const ns = "big"
@@ -655,6 +663,7 @@ func TestARevisionWhoseRecordCannotBeWrittenAppliesNothing(t *testing.T) {
 // object is the release's to take (a field another manager owns there is
 // refused by the apply's conflict).
 func TestAReleaseDoesNotAdoptAnExistingObjectWithoutReleaseAnnotations(t *testing.T) {
+	t.Parallel()
 	e := startReleaseEnv(t, 10)
 	ctx := context.Background()
 	for _, ns := range []string{"prod", "shared"} {
@@ -769,6 +778,7 @@ func TestAReleaseDoesNotAdoptAnExistingObjectWithoutReleaseAnnotations(t *testin
 // a later one pruned and another release has created since, is refused
 // when a fix adds it again, not taken over.
 func TestAnObjectDroppedBeforeTheLastDeployedRevisionIsNotForcedAfterAFailedOne(t *testing.T) {
+	t.Parallel()
 	e := startReleaseEnv(t, 10)
 	ctx := context.Background()
 	for _, ns := range []string{"dev", "prod"} {
@@ -815,6 +825,7 @@ func TestAnObjectDroppedBeforeTheLastDeployedRevisionIsNotForcedAfterAFailedOne(
 // which would otherwise conflict on every attempt saying the release did
 // not create it.
 func TestObjectsAFailedRevisionCreatedAreForcedByItsRetry(t *testing.T) {
+	t.Parallel()
 	e := startReleaseEnv(t, 10)
 	ctx := context.Background()
 	const ns = "failed-created"
@@ -863,6 +874,7 @@ func TestObjectsAFailedRevisionCreatedAreForcedByItsRetry(t *testing.T) {
 // never pruned nor uninstalled. The context here is cancelled as the
 // API server's answer to the first object's apply arrives.
 func TestAnApplyCancelledAfterItsFirstObjectIsStillRecorded(t *testing.T) {
+	t.Parallel()
 	e := startReleaseEnv(t, 10)
 	const ns = "cancelled"
 	e.namespace(t, ns)

@@ -14,6 +14,7 @@ import (
 // Deployment that mounts it, an unknown kind last), a "# Source:" line
 // naming each object's component, and the driver's YAML as rendered.
 func TestReleaseManifestIsHelmsFormatInInstallOrder(t *testing.T) {
+	t.Parallel()
 	m := releaseManifest([]drivers.Object{
 		{APIVersion: "example.com/v1", Kind: "Widget", Name: "w", Component: "web",
 			YAML: []byte("apiVersion: example.com/v1\nkind: Widget\nmetadata:\n  name: w\n")},
@@ -34,6 +35,7 @@ func TestReleaseManifestIsHelmsFormatInInstallOrder(t *testing.T) {
 }
 
 func TestReleaseChartRecordsTheDriver(t *testing.T) {
+	t.Parallel()
 	ch := releaseChart(Request{Driver: v1alpha1.DriverRef{Name: "webapp", Version: "1.1.0", Digest: "sha256:x"}, AppVersion: "1.25.0"})
 	if err := ch.Validate(); err != nil {
 		t.Fatalf("chart does not validate: %v", err)

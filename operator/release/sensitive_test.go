@@ -9,6 +9,7 @@ import (
 )
 
 func TestRevealPutsValuesInPlaceOfPlaceholdersAndRefusesChangedOnes(t *testing.T) {
+	t.Parallel()
 	id := resolver.ID{Cluster: "c", Environment: "e", Name: "d"}
 	ph := resolver.Placeholder(id, "token", "s3cr\"et")
 	dg, _ := resolver.PlaceholderDigest(ph)

@@ -31,6 +31,7 @@ import (
 // while the objects the release created are still applied with force
 // (their drift is taken back).
 func TestReleaseUpgradeDoesNotTakeOverAnotherManagersObject(t *testing.T) {
+	t.Parallel()
 	e := startReleaseEnv(t, 10)
 	ctx := context.Background()
 	const ns = "upgrade-taken"
@@ -66,6 +67,7 @@ func TestReleaseUpgradeDoesNotTakeOverAnotherManagersObject(t *testing.T) {
 // (config/tenancy) makes the same apply succeed, its records included,
 // while the account still cannot reach another namespace.
 func TestReleaseAsAServiceAccountIsBoundByItsRBAC(t *testing.T) {
+	t.Parallel()
 	e := startReleaseEnv(t, 10)
 	ctx := context.Background()
 	hc, err := rest.HTTPClientFor(e.cluster.RESTConfig)
@@ -215,6 +217,7 @@ func autoscaledApp(t *testing.T, e *releaseEnv, h *Releases, ns string) {
 // set. With it, the autoscaled web is left to its autoscaler and only the
 // hand-scaled worker is drift.
 func TestTheExampleEnvironmentsAccountTellsAnAutoscalersReplicasFromHandScaledOnes(t *testing.T) {
+	t.Parallel()
 	e := startReleaseEnv(t, 10)
 	ctx := context.Background()
 	const ns = "dev-web"
@@ -236,6 +239,7 @@ func TestTheExampleEnvironmentsAccountTellsAnAutoscalersReplicasFromHandScaledOn
 // every drift interval. It cannot tell an autoscaler from kubectl scale,
 // so it leaves the replicas as they are and warns, once per takeover.
 func TestAnAccountThatCannotListAutoscalersLeavesTakenReplicasAndSaysSo(t *testing.T) {
+	t.Parallel()
 	e := startReleaseEnv(t, 10)
 	ctx := context.Background()
 	const ns = "dev-web"

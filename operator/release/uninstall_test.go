@@ -25,6 +25,7 @@ import (
 // Inventory records for a custom kind it does not know) is scoped as the
 // cluster serves it.
 func TestUninstallWithoutRecordsDeletesTheKnownObjectsOutsideTheNamespace(t *testing.T) {
+	t.Parallel()
 	e := startReleaseEnv(t, 10)
 	ctx := context.Background()
 	for _, ns := range []string{"known", "inventory", "elsewhere", "prod"} {
