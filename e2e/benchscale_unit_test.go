@@ -22,6 +22,7 @@ import (
 var updateGolden = flag.Bool("update", false, "rewrite the golden files of the tests that have them (testdata/*.golden*)")
 
 func TestPercentileIsNearestRank(t *testing.T) {
+	t.Parallel()
 	ms := func(vs ...int) []time.Duration {
 		var out []time.Duration
 		for _, v := range vs {
@@ -58,6 +59,7 @@ func TestPercentileIsNearestRank(t *testing.T) {
 }
 
 func TestNiceTicksCoverTheRangeInRoundSteps(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		hi   float64
 		want []float64
@@ -79,6 +81,7 @@ func TestNiceTicksCoverTheRangeInRoundSteps(t *testing.T) {
 }
 
 func TestTickLabelsHaveTheDecimalsOfTheStep(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		v     float64
 		ticks []float64
@@ -127,6 +130,7 @@ func testSeries() []scalePoint {
 }
 
 func TestScaleTableHasARowPerRunBySize(t *testing.T) {
+	t.Parallel()
 	table := scaleTable(testSeries())
 	lines := strings.Split(strings.TrimSpace(table), "\n")
 	if len(lines) != 2+4 {
@@ -157,6 +161,7 @@ func TestScaleTableHasARowPerRunBySize(t *testing.T) {
 }
 
 func TestScaleSVGIsWellFormedAndMatchesTheGoldenFile(t *testing.T) {
+	t.Parallel()
 	var buf bytes.Buffer
 	if err := writeScaleSVG(&buf, testSeries()); err != nil {
 		t.Fatal(err)
@@ -217,12 +222,14 @@ func TestScaleSVGIsWellFormedAndMatchesTheGoldenFile(t *testing.T) {
 }
 
 func TestScaleSVGRefusesAnEmptySeries(t *testing.T) {
+	t.Parallel()
 	if err := writeScaleSVG(io.Discard, nil); err == nil {
 		t.Error("writeScaleSVG of no runs: no error")
 	}
 }
 
 func TestParseSizesReadsACommaListOrFallsBackToOneSize(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		list string
 		want []int
@@ -254,6 +261,7 @@ func deployment(ns string, gen, observed int64, updated, available int32) *appsv
 }
 
 func TestRolledOutNeedsANewerGenerationObservedUpdatedAndAvailable(t *testing.T) {
+	t.Parallel()
 	surge := deployment("ns", 3, 3, 1, 1)
 	surge.Status.Replicas = 2 // an old pod still beside the new one
 	for _, tc := range []struct {
@@ -284,6 +292,7 @@ func TestRolledOutNeedsANewerGenerationObservedUpdatedAndAvailable(t *testing.T)
 }
 
 func TestCountReadyCountsADeploymentReadyOnlyByWorkloadsAndCondition(t *testing.T) {
+	t.Parallel()
 	sd := func(ns string, spec, active int64, ready metav1.ConditionStatus) *v1alpha1.StyrminDeployment {
 		d := &v1alpha1.StyrminDeployment{
 			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: ns, Labels: map[string]string{v1alpha1.LabelEnvironment: "bench"}},

@@ -26,6 +26,7 @@ func hubWithWorkers(t *testing.T, workers int) map[string][]byte {
 // at the last locked instance, and every earlier task is Succeeded or
 // Superseded.
 func TestChangesOneAfterAnotherAndConcurrentLockers(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	clone1, clone2 := e.newClone(t), e.newClone(t)
 	e.deployAll(t, clone1)

@@ -22,6 +22,7 @@ import (
 // fails to start (hub upgraded to a line whose pre-upgrade exec cannot run
 // on fake nodes) still deploys the others.
 func TestEnvironmentConfigFanOut(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	clone := e.newClone(t)
 	e.deployAll(t, clone)
@@ -97,6 +98,7 @@ func TestEnvironmentConfigFanOut(t *testing.T) {
 // of both environments redeploy at their current versions, the removed
 // one gets a tombstone whose task deletes it (it is not redeployed).
 func TestClusterConfigFanOut(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	clone := e.newClone(t)
 	e.deployAll(t, clone)

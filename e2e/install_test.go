@@ -72,6 +72,7 @@ func readmeBlocks(t *testing.T) []string {
 // account (so the shipped RBAC is what it runs with), and `check` must
 // pass, the agent having synced and applied the locked deployments.
 func TestReadmeInstallCommandsInstallAWorkingAgent(t *testing.T) {
+	t.Parallel()
 	runAsNewUser(t, readmeBlocks(t))
 }
 
@@ -80,6 +81,7 @@ func TestReadmeInstallCommandsInstallAWorkingAgent(t *testing.T) {
 // `styrminctl install --export` and applied by kubectl, then the agent
 // from the image, and `styrminctl check` all ✔.
 func TestInstallExportPipedToKubectlInstallsAWorkingAgent(t *testing.T) {
+	t.Parallel()
 	runAsNewUser(t, []string{
 		"kubectl create namespace styrmin-system",
 		`kubectl -n styrmin-system create secret generic styrmin-repo --from-literal=token="$TOKEN"`,

@@ -38,6 +38,7 @@ func inFolder(t testing.TB, fsys fs.FS, dir string) fs.FS {
 // in the folder writes deploy/locks/, and the agent with --path=deploy
 // applies it and the next change.
 func TestMonorepoFolderIsLockedAndAppliedLikeARepository(t *testing.T) {
+	t.Parallel()
 	ctl, bin := buildBinaries(t)
 	w := agenttest.Start(t, agenttest.Options{Repo: inFolder(t, examples.Repo(), "deploy"), RepoName: repoName, Token: gitToken, SecretName: repoSecret})
 	e := &env{cluster: w.Cluster, c: w.Client, git: w.Git, url: w.URL, ctl: ctl, bin: bin, kubeconfig: w.Kubeconfig}

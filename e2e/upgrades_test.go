@@ -13,6 +13,7 @@ import (
 // both upgrade workflows run their hooks (the migration job included), in
 // order, and the deployment ends at the second.
 func TestTwoUpgradesMergedBeforeOneLockBothRunTheirHooks(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	clone := e.newClone(t)
 	e.deployAll(t, clone)

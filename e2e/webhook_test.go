@@ -33,6 +33,7 @@ const (
 // binary does once the webhook flags are wired), acting as its service
 // account.
 func TestWebhookPushSyncsAtOnce(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	e.createSecret(t, webhookSecretName, map[string][]byte{operator.DefaultWebhookSecretKey: []byte(webhookSecret)})
 	clone := e.newClone(t)

@@ -19,6 +19,7 @@ func complete(t *testing.T, args ...string) ([]string, string) {
 }
 
 func TestCompletionOffersDeploymentsDriversAndOutputFormats(t *testing.T) {
+	t.Parallel()
 	repo := []string{"--repo", examplesRepo}
 	for _, tc := range []struct {
 		args      []string
@@ -48,6 +49,7 @@ func TestCompletionOffersDeploymentsDriversAndOutputFormats(t *testing.T) {
 }
 
 func TestCompletionScriptsAreOffered(t *testing.T) {
+	t.Parallel()
 	help, _, _ := run(t, "--help")
 	if !strings.Contains(help, "\n  completion ") {
 		t.Errorf("completion is not listed in the help:\n%s", help)

@@ -26,6 +26,7 @@ func runDrivers(t *testing.T, args ...string) (string, error) {
 }
 
 func TestDriversListText(t *testing.T) {
+	t.Parallel()
 	out, err := runDrivers(t, "--repo", examplesRepo, "drivers", "list")
 	if err != nil {
 		t.Fatal(err)
@@ -46,6 +47,7 @@ func TestDriversListText(t *testing.T) {
 }
 
 func TestDriversListJSONAndYAMLAgree(t *testing.T) {
+	t.Parallel()
 	js, err := runDrivers(t, "--repo", examplesRepo, "drivers", "list", "-o", "json")
 	if err != nil {
 		t.Fatal(err)
@@ -78,6 +80,7 @@ func TestDriversListJSONAndYAMLAgree(t *testing.T) {
 }
 
 func TestDriversListOfARepositoryWithoutDriversSaysSo(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	if err := os.WriteFile(filepath.Join(dir, "styrmin.cue"), []byte("deletionThreshold: 1\n"), 0o644); err != nil {
 		t.Fatal(err)
@@ -89,6 +92,7 @@ func TestDriversListOfARepositoryWithoutDriversSaysSo(t *testing.T) {
 }
 
 func TestDriversShowText(t *testing.T) {
+	t.Parallel()
 	out, err := runDrivers(t, "--repo", examplesRepo, "drivers", "show", "graphhub@1.0.0")
 	if err != nil {
 		t.Fatal(err)
@@ -111,6 +115,7 @@ func TestDriversShowText(t *testing.T) {
 }
 
 func TestDriversShowNewestByDefault(t *testing.T) {
+	t.Parallel()
 	out, err := runDrivers(t, "--repo", examplesRepo, "drivers", "show", "webapp", "-o", "json")
 	if err != nil {
 		t.Fatal(err)
@@ -143,6 +148,7 @@ func TestDriversShowNewestByDefault(t *testing.T) {
 }
 
 func TestDriversShowYAML(t *testing.T) {
+	t.Parallel()
 	out, err := runDrivers(t, "--repo", examplesRepo, "drivers", "show", "graphhub@2.0.0", "-o", "yaml")
 	if err != nil {
 		t.Fatal(err)
@@ -153,6 +159,7 @@ func TestDriversShowYAML(t *testing.T) {
 }
 
 func TestDriversShowUnknown(t *testing.T) {
+	t.Parallel()
 	_, err := runDrivers(t, "--repo", examplesRepo, "drivers", "show", "nope")
 	if err == nil || !strings.Contains(err.Error(), "driver nope: unknown driver (the repository has: graphhub, ingress-nginx, schemademo, webapp)") {
 		t.Fatalf("err = %v", err)
@@ -164,6 +171,7 @@ func TestDriversShowUnknown(t *testing.T) {
 }
 
 func TestDriversLintExample(t *testing.T) {
+	t.Parallel()
 	out, err := runDrivers(t, "drivers", "lint", filepath.Join(examplesRepo, "drivers", "graphhub", "2.0.0"))
 	if err != nil {
 		t.Fatal(err)
@@ -176,6 +184,7 @@ func TestDriversLintExample(t *testing.T) {
 }
 
 func TestDriversLintParamsAndManifests(t *testing.T) {
+	t.Parallel()
 	out, err := runDrivers(t, "drivers", "lint", filepath.Join(examplesRepo, "drivers", "webapp", "1.1.0"),
 		"-p", "ingress=true", "-p", "replicas=4", "--manifests", "-o", "json")
 	if err != nil {
@@ -198,6 +207,7 @@ func TestDriversLintParamsAndManifests(t *testing.T) {
 }
 
 func TestDriversLintBrokenFolder(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	files := map[string]string{
 		"driver.cue":               "name: \"broken\"\nversion: \"1.0.0\"\nappVersions: \">=1\"\ncomponents: app: workloads: [{kind: \"Deployment\", name: \"x\"}]\nservices: web: {component: \"frontend\", port: 80}\n",
@@ -220,6 +230,7 @@ func TestDriversLintBrokenFolder(t *testing.T) {
 }
 
 func TestDriversRejectsUnknownOutput(t *testing.T) {
+	t.Parallel()
 	_, err := runDrivers(t, "--repo", examplesRepo, "drivers", "list", "-o", "xml")
 	if err == nil || !strings.Contains(err.Error(), `unknown output format "xml"`) {
 		t.Fatalf("err = %v", err)

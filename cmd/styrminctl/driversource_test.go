@@ -16,6 +16,7 @@ import (
 // URL, tag and folder, pins a deployment to it and locks: the lockfile
 // names that version and its digest.
 func TestLockTakesDriverVersionsFromAnotherGitRepository(t *testing.T) {
+	t.Parallel()
 	srv := gitserver.New(t)
 	sub, err := fs.Sub(examples.Repo(), "drivers/webapp/1.1.0")
 	if err != nil {

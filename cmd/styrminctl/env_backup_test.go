@@ -25,6 +25,7 @@ import (
 // cluster has no record of leaves every deployment to restore it, saying
 // so. The clone's clonedFrom.deployments is read back from its file.
 func TestEnvCloneFromABackupRestoresThePartsItsRecordHolds(t *testing.T) {
+	t.Parallel()
 	dir := upgradeGitRepo(t)
 	c := testcluster.StartT(t, testcluster.Options{})
 	ctx := context.Background()

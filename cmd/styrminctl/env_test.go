@@ -11,6 +11,7 @@ import (
 // writes nothing; a deleted environment's deployments need the
 // allowance the command names; --commit commits.
 func TestEnvCloneAndDelete(t *testing.T) {
+	t.Parallel()
 	dir := upgradeGitRepo(t)
 	out := mustRun(t, "--repo", dir, "env", "clone", "local/dev", "preview")
 	for _, want := range []string{"wrote clusters/local/environments/preview: 2 deployments (hub, web), a clone of local/dev at ", "its backups go to s3://backups/local/preview", "styrminctl lock"} {

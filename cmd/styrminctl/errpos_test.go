@@ -11,6 +11,7 @@ import (
 // file:line:column the user wrote, with the field and what it must be, and
 // none of CUE's phrasing.
 func TestConfigErrorsReachTheUserWithTheirPosition(t *testing.T) {
+	t.Parallel()
 	dir := lockedGitRepo(t)
 	writeRepoFile(t, dir, devWebFile, "// Web front end of dev.\ndriver:     \"webapp\"\nappVersion: \"1.25.0\"\n\n// Scaled up for the load test.\nparameters: {\n\treplicas: 50\n\tsize:     \"huge\"\n}\n")
 	planGit(t, dir, "commit", "-q", "-am", "scale web up")

@@ -46,6 +46,7 @@ func runCmd(t *testing.T, cmd *cobra.Command, out *bytes.Buffer, args ...string)
 }
 
 func TestBackupAndRestoreWithWaitRefuseANonPositiveTimeoutBeforeCreatingAnything(t *testing.T) {
+	t.Parallel()
 	cases := []struct {
 		name string
 		cmd  func(restConfigFunc, *bytes.Buffer) *cobra.Command
@@ -80,6 +81,7 @@ func TestBackupAndRestoreWithWaitRefuseANonPositiveTimeoutBeforeCreatingAnything
 }
 
 func TestUninstallRefusesANegativeTimeoutBeforeContactingTheCluster(t *testing.T) {
+	t.Parallel()
 	load, requests := countingCluster(t)
 	var out bytes.Buffer
 	stdout, err := runCmd(t, newUninstallCmd(load, &out), &out, "--timeout", "-1s")
@@ -95,6 +97,7 @@ func TestUninstallRefusesANegativeTimeoutBeforeContactingTheCluster(t *testing.T
 }
 
 func TestInstallRefusesMalformedClusterRepoBranchAndImageBeforeReadingTheCluster(t *testing.T) {
+	t.Parallel()
 	good := map[string]string{
 		"--cluster": "local",
 		"--repo":    "https://git.example.com/platform/desired-state.git",
@@ -160,6 +163,7 @@ func TestInstallRefusesMalformedClusterRepoBranchAndImageBeforeReadingTheCluster
 }
 
 func TestInstallExportAcceptsTheUsualFormsOfRepoBranchAndImage(t *testing.T) {
+	t.Parallel()
 	for _, args := range [][]string{
 		{"--repo", "https://git.example.com/platform/desired-state.git"},
 		{"--repo", "http://127.0.0.1:3000/platform/desired-state"},
@@ -191,6 +195,7 @@ func TestInstallExportAcceptsTheUsualFormsOfRepoBranchAndImage(t *testing.T) {
 }
 
 func TestInstallExtraSecretNamesAreGrantedInTheAgentsSecretsRole(t *testing.T) {
+	t.Parallel()
 	load, _ := countingCluster(t)
 	var out bytes.Buffer
 	stdout, err := runCmd(t, newInstallCmd(load, &out), &out, "--cluster", "prod", "--repo", "https://git.example.com/d.git", "--export",

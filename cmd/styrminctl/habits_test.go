@@ -44,6 +44,7 @@ func commandPaths(c *cobra.Command) [][]string {
 }
 
 func TestEveryCommandHasExamplesAndHelpExitsZero(t *testing.T) {
+	t.Parallel()
 	var out, errb bytes.Buffer
 	paths := append([][]string{{}}, commandPaths(newRootCmd(&out, &errb))...)
 	for _, p := range paths {
@@ -60,6 +61,7 @@ func TestEveryCommandHasExamplesAndHelpExitsZero(t *testing.T) {
 }
 
 func TestUsageMistakesPrintAOneLineHintAndFail(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		args []string
 		err  string
@@ -98,6 +100,7 @@ func TestUsageMistakesPrintAOneLineHintAndFail(t *testing.T) {
 }
 
 func TestRepoThatIsNotADesiredStateRepositoryIsNamed(t *testing.T) {
+	t.Parallel()
 	notRepo := t.TempDir()
 	if err := os.WriteFile(filepath.Join(notRepo, "README.md"), []byte("# something else\n"), 0o644); err != nil {
 		t.Fatal(err)
@@ -129,6 +132,7 @@ func TestRepoThatIsNotADesiredStateRepositoryIsNamed(t *testing.T) {
 // empty and what to do: they would find an empty repository there, and
 // lock --check would pass, plan delete every deployment.
 func TestCloneWithoutAWorkingTreeIsARepositoryForLocking(t *testing.T) {
+	t.Parallel()
 	src := exampleRepo(t)
 	planGit(t, src, "init", "-q", "-b", "main")
 	planGit(t, src, "add", "-A")
@@ -191,6 +195,7 @@ func TestCloneWithoutAWorkingTreeIsARepositoryForLocking(t *testing.T) {
 // fetch the whole history, which sequences are numbered from, rather
 // than naming a missing commit. Both exit 1 and commit nothing.
 func TestCICheckoutsThatLackABranchOrHistoryAreNamedWithTheFix(t *testing.T) {
+	t.Parallel()
 	dir := lockedGitRepo(t)
 	writeRepoFile(t, dir, devWebFile, "driver: \"webapp\"\nappVersion: \"1.25.0\"\nparameters: replicas: 3\n")
 	planGit(t, dir, "commit", "-q", "-am", "web 3 replicas")
@@ -231,6 +236,7 @@ func TestCICheckoutsThatLackABranchOrHistoryAreNamedWithTheFix(t *testing.T) {
 }
 
 func TestUnknownOutputFormatListsTheAcceptedOnes(t *testing.T) {
+	t.Parallel()
 	data := "(accepted: text, json, yaml)"
 	list := "(accepted: text, wide, name, json, yaml)"
 	plan := "(accepted: text, markdown, json, yaml)"
@@ -253,6 +259,7 @@ func TestUnknownOutputFormatListsTheAcceptedOnes(t *testing.T) {
 }
 
 func TestJSONAndYAMLKeepAngleBracketsAndAmpersandsVerbatim(t *testing.T) {
+	t.Parallel()
 	type value struct {
 		Message string `json:"message"`
 	}
@@ -297,6 +304,7 @@ current-context: a
 }
 
 func TestKubectlFlagsChooseTheClusterOfEveryClusterCommand(t *testing.T) {
+	t.Parallel()
 	kc := kubeconfigFile(t)
 	errStop := errors.New("stop here")
 	for _, tc := range []struct {
@@ -355,6 +363,7 @@ func TestKubectlFlagsChooseTheClusterOfEveryClusterCommand(t *testing.T) {
 // TestInstallNamespaceIsTheAgentsNamespace: -n sets the namespace of
 // the objects install renders.
 func TestInstallNamespaceIsTheAgentsNamespace(t *testing.T) {
+	t.Parallel()
 	out, stderr, code := run(t, "install", "--cluster", "prod", "--repo", "https://git.example.com/r.git", "-n", "styrmin-prod", "--export")
 	if code != 0 || !strings.Contains(out, "kind: Namespace\nmetadata:\n") || !strings.Contains(out, "name: styrmin-prod\n") ||
 		strings.Contains(out, "namespace: styrmin-system") {

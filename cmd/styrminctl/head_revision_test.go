@@ -13,6 +13,7 @@ import (
 // of them locks web again as 3 (the agent runs 2's content), and plan
 // --head of that same commit is no "No changes".
 func TestPlanOfARevisionNumbersAfterTheSequencesItsHistoryUsed(t *testing.T) {
+	t.Parallel()
 	dir := upgradeGitRepo(t)
 	writeRepoFile(t, dir, devWebFile, "driver: \"webapp\"\nappVersion: \"1.25.0\"\nparameters: replicas: 3\n")
 	planGit(t, dir, "commit", "-q", "-am", "three replicas")

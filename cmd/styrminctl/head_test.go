@@ -15,6 +15,7 @@ import (
 // TestLoadHeadChoosesTheWorkingTreeOrARevision pins the one way plan,
 // lock and explain choose their head, and the commit new instances record.
 func TestLoadHeadChoosesTheWorkingTreeOrARevision(t *testing.T) {
+	t.Parallel()
 	if _, err := exec.LookPath("git"); err != nil {
 		t.Skip("git is not installed")
 	}
@@ -82,6 +83,7 @@ func TestLoadHeadChoosesTheWorkingTreeOrARevision(t *testing.T) {
 }
 
 func TestPlanNamesTheWayOutWhenTheUpstreamSharesNoCommit(t *testing.T) {
+	t.Parallel()
 	dir := lockedGitRepo(t)
 	planGit(t, dir, "checkout", "-q", "--orphan", "unrelated")
 	planGit(t, dir, "commit", "-q", "-m", "unrelated history")
@@ -97,6 +99,7 @@ func TestPlanNamesTheWayOutWhenTheUpstreamSharesNoCommit(t *testing.T) {
 // error is the command's, and a driver source being fetched meanwhile
 // (from a server that never answers) is given up rather than waited for.
 func TestAGitErrorEndsTheLockWithoutWaitingForDriverSources(t *testing.T) {
+	t.Parallel()
 	if _, err := exec.LookPath("git"); err != nil {
 		t.Skip("git is not installed")
 	}
@@ -146,6 +149,7 @@ func TestAGitErrorEndsTheLockWithoutWaitingForDriverSources(t *testing.T) {
 // though they came from the edits, and `lock --commit` did not say the
 // edits were not locked.
 func TestAnEditedYAMLSettingsFileIsAnEditedWorkingTree(t *testing.T) {
+	t.Parallel()
 	if _, err := exec.LookPath("git"); err != nil {
 		t.Skip("git is not installed")
 	}

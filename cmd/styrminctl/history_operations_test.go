@@ -22,6 +22,7 @@ import (
 // backups listed apart in the order they ran. A later change follows
 // them in the task list, whatever order the API server lists them in.
 func TestHistoryListsEachChangeOnceAndItsBackupsApart(t *testing.T) {
+	t.Parallel()
 	scheme, err := operator.NewScheme()
 	if err != nil {
 		t.Fatal(err)

@@ -61,6 +61,7 @@ func line(lines []string, prefix string) string {
 // install, check and version against one control plane without workloads
 // (the agent's Deployment never gets a ready pod) and a git server.
 func TestInstallCheckAndVersionOnALocalControlPlane(t *testing.T) {
+	t.Parallel()
 	c := testcluster.StartT(t, testcluster.Options{})
 	kc := c.KubeconfigPath
 	git := gitserver.New(t, gitserver.WithToken("right-token"))
@@ -270,6 +271,7 @@ func TestInstallCheckAndVersionOnALocalControlPlane(t *testing.T) {
 // rbac.defaultEnvironmentClusterWide: false, leaves the binding out (the
 // role stays) and records the choice on the agent for check.
 func TestInstallWithoutTheDefaultEnvironmentClusterWideLeavesItsBindingOut(t *testing.T) {
+	t.Parallel()
 	out, err := runCluster(t, filepath.Join(t.TempDir(), "missing"), "install", "--cluster", "local", "--repo", "https://git.example.com/d.git",
 		"--default-environment-cluster-wide=false", "--export")
 	if err != nil {
@@ -295,6 +297,7 @@ func TestInstallWithoutTheDefaultEnvironmentClusterWideLeavesItsBindingOut(t *te
 }
 
 func TestInstallNeedsAClusterAndARepository(t *testing.T) {
+	t.Parallel()
 	_, err := runCluster(t, filepath.Join(t.TempDir(), "missing"), "install", "--export")
 	if err == nil || !strings.Contains(err.Error(), "--cluster") || !strings.Contains(err.Error(), "--repo") {
 		t.Fatalf("err = %v", err)
@@ -312,6 +315,7 @@ func TestInstallNeedsAClusterAndARepository(t *testing.T) {
 // (or any release, from a build without one) is refused, applying
 // nothing, unless --allow-downgrade.
 func TestInstallAgainKeepsTheAgentsImageAndHandAddedArgsAndRefusesANewerAgent(t *testing.T) {
+	t.Parallel()
 	c := testcluster.StartT(t, testcluster.Options{})
 	kc := c.KubeconfigPath
 	ctx := context.Background()

@@ -72,6 +72,7 @@ func lockedRepoWithTestLimits(t *testing.T) (string, hostile.TestLimits) {
 // limits in styrmin.cue, fails lint, lock and plan within its limit, with
 // an error naming the driver folder and the limit.
 func TestHostileDriversFailLintLockAndPlanWithinTheirLimits(t *testing.T) {
+	t.Parallel()
 	dir, l := lockedRepoWithTestLimits(t)
 	bad := filepath.Join(dir, "drivers", "bad", "1.0.0")
 	for _, c := range hostile.Cases() {
@@ -137,6 +138,8 @@ func childPIDs(t *testing.T) map[string]bool {
 // idle child behind (cobra runs no post-run hook after an error): a
 // process that runs many commands, a test's, holds none.
 func TestFailedCommandEndsItsSandboxChildren(t *testing.T) {
+	// Not in parallel: it counts the test process's children, which
+	// other tests' commands start too.
 	if _, err := os.Stat("/proc/self/stat"); err != nil {
 		t.Skip("needs /proc")
 	}
@@ -313,6 +316,7 @@ func TestLockRemembersTheDriverLoadsItsChildrenChecked(t *testing.T) {
 // there within the memory limit, naming the driver, whichever deployment
 // the lock reached first; the others are locked.
 func TestADriverWithoutASampleIsCheckedInItsSandboxBeforeTheLockEvaluatesIt(t *testing.T) {
+	t.Parallel()
 	dir, l := lockedRepoWithTestLimits(t)
 	// A longer deadline than the other hostile tests': these bombs grow a
 	// step at a time, and near the memory limit the child's collector

@@ -47,6 +47,7 @@ func styrminctl(t *testing.T, args ...string) (string, int, error) {
 }
 
 func TestLockWritesLockfilesAndCheckSeesThemCurrent(t *testing.T) {
+	t.Parallel()
 	repo := exampleRepo(t)
 	if _, code, _ := styrminctl(t, "--repo", repo, "lock", "--check"); code != 2 {
 		t.Fatalf("check before any lock: exit %d, want 2 (stale)", code)
@@ -77,6 +78,7 @@ func TestLockWritesLockfilesAndCheckSeesThemCurrent(t *testing.T) {
 // policy: a deployment that does not resolve keeps its lock, the others
 // lock, and the exit code says so; --all-or-nothing writes nothing.
 func TestLockWithBadInputKeepsThatLockAndLocksTheOthers(t *testing.T) {
+	t.Parallel()
 	repo := exampleRepo(t)
 	bad := filepath.Join(repo, "clusters/local/environments/dev/deployments/web.cue")
 	if err := os.WriteFile(bad, []byte("driver: \"webapp\"\nappVersion: \"1.25.0\"\nparameters: replicas: 0\n"), 0o644); err != nil {
@@ -99,6 +101,7 @@ func TestLockWithBadInputKeepsThatLockAndLocksTheOthers(t *testing.T) {
 }
 
 func TestExplainNamesTheLayerOfEachValue(t *testing.T) {
+	t.Parallel()
 	repo := exampleRepo(t)
 	out, code, err := styrminctl(t, "--repo", repo, "explain", "local/staging/hub")
 	if code != 0 {
@@ -125,6 +128,7 @@ func TestExplainNamesTheLayerOfEachValue(t *testing.T) {
 // --allow-deletions 2 lets them through, and the commit records it in a
 // Styrmin-Allow-Deletions trailer.
 func TestEveryLockPathRefusesDeletionsAboveTheThreshold(t *testing.T) {
+	t.Parallel()
 	dir := lockedGitRepo(t)
 	for _, f := range []string{"clusters/local/environments/staging/deployments/web.yaml", "clusters/local/environments/staging/deployments/hub.cue"} {
 		if err := os.Remove(filepath.Join(dir, filepath.FromSlash(f))); err != nil {
@@ -167,6 +171,7 @@ func TestEveryLockPathRefusesDeletionsAboveTheThreshold(t *testing.T) {
 // locks are stale (exit 2) from one whose configuration does not resolve
 // (exit 1).
 func TestLockCheckTellsStaleFromBroken(t *testing.T) {
+	t.Parallel()
 	repo := exampleRepo(t)
 	if _, code, _ := styrminctl(t, "--repo", repo, "lock", "--check"); code != 2 {
 		t.Fatalf("stale: exit %d, want 2", code)
@@ -182,6 +187,7 @@ func TestLockCheckTellsStaleFromBroken(t *testing.T) {
 // leak could take in what the CLI writes: the lockfile, the plan in text,
 // markdown and JSON, the full diff, explain in text, JSON and YAML.
 func TestSensitiveValueNeverLeavesItsFileInTheCLI(t *testing.T) {
+	t.Parallel()
 	const secret = "Pa ss/w0rd+launch&code"
 	repo := lockedGitRepo(t)
 	spec := filepath.Join(repo, "drivers/webapp/1.1.0/driver.cue")
@@ -239,6 +245,7 @@ func TestSensitiveValueNeverLeavesItsFileInTheCLI(t *testing.T) {
 // writeLocks writes every lockfile it can, says which, and names the one
 // it could not write (here a folder stands where its file goes).
 func TestWriteLocksWritesTheOthersWhenOneFails(t *testing.T) {
+	t.Parallel()
 	root := t.TempDir()
 	var changes []resolver.LockChange
 	for i := range 12 {
@@ -279,6 +286,7 @@ func TestWriteLocksWritesTheOthersWhenOneFails(t *testing.T) {
 // clearly nobody's (a fresh one may be a lock running beside it). The
 // lockfiles are readable by all, as git checks files out.
 func TestALockKilledBeforeItsRenameDoesNotStopTheNextOne(t *testing.T) {
+	t.Parallel()
 	repo := exampleRepo(t)
 	if _, code, err := styrminctl(t, "--repo", repo, "lock"); code != 0 {
 		t.Fatalf("lock: exit %d: %v", code, err)
@@ -326,6 +334,7 @@ func TestALockKilledBeforeItsRenameDoesNotStopTheNextOne(t *testing.T) {
 // pull request's judgement; with --commit or --push it must not land a
 // lock commit (it once did, exiting 0).
 func TestLockCheckWithCommitOrPushIsRefusedAndCommitsNothing(t *testing.T) {
+	t.Parallel()
 	dir := lockedGitRepo(t)
 	writeRepoFile(t, dir, devWebFile, "driver: \"webapp\"\nappVersion: \"1.25.0\"\nparameters: replicas: 3\n")
 	planGit(t, dir, "commit", "-q", "-am", "web: three replicas")
@@ -350,6 +359,7 @@ func TestLockCheckWithCommitOrPushIsRefusedAndCommitsNothing(t *testing.T) {
 // committed head; with configuration edits in the working tree it said
 // only "nothing to lock", as if it had seen them and they changed nothing.
 func TestLockCommitSaysItDidNotLockUncommittedEdits(t *testing.T) {
+	t.Parallel()
 	dir := lockedGitRepo(t)
 	writeRepoFile(t, dir, devWebFile, "driver: \"webapp\"\nappVersion: \"1.25.0\"\nparameters: replicas: 3\n")
 	out, code, err := styrminctl(t, "--repo", dir, "lock", "--commit")
@@ -368,6 +378,7 @@ func TestLockCommitSaysItDidNotLockUncommittedEdits(t *testing.T) {
 // and the lock names the folder. The pull request's check (lock --check,
 // as the plan) stays strict and fails naming it.
 func TestALockLeavesOutADriverVersionThatDoesNotLoadAndItsCheckFailsOnIt(t *testing.T) {
+	t.Parallel()
 	dir := exampleRepo(t)
 	broken := filepath.Join(dir, "drivers/unused/1.0.0")
 	if err := os.MkdirAll(broken, 0o755); err != nil {

@@ -56,6 +56,7 @@ func twoUpgrades(t *testing.T, dir string) (first, second string) {
 }
 
 func TestLockCommitGivesEveryConfigurationCommitItsOwnSequence(t *testing.T) {
+	t.Parallel()
 	dir := lockedGitRepo(t)
 	first, second := twoUpgrades(t, dir)
 
@@ -95,6 +96,7 @@ func TestLockCommitGivesEveryConfigurationCommitItsOwnSequence(t *testing.T) {
 }
 
 func TestLockSquashLocksTheHeadAsOneChange(t *testing.T) {
+	t.Parallel()
 	dir := lockedGitRepo(t)
 	_, second := twoUpgrades(t, dir)
 	out, code, err := styrminctl(t, "--repo", dir, "lock", "--commit", "--squash")
@@ -111,6 +113,7 @@ func TestLockSquashLocksTheHeadAsOneChange(t *testing.T) {
 }
 
 func TestLockPushPushesTheWholeChain(t *testing.T) {
+	t.Parallel()
 	dir := lockedGitRepo(t)
 	twoUpgrades(t, dir)
 	planGit(t, dir, "push", "-q", "origin", "HEAD:main")
@@ -129,6 +132,7 @@ func TestLockPushPushesTheWholeChain(t *testing.T) {
 // hand (or restored to an older content) does not make lock use a number
 // again, in the working tree and in a commit.
 func TestSequencesNeverRestartWhenALockfileIsDeleted(t *testing.T) {
+	t.Parallel()
 	dir := lockedGitRepo(t)
 	writeRepoFile(t, dir, devWebFile, "driver: \"webapp\"\nappVersion: \"1.25.0\"\nparameters: replicas: 3\n")
 	planGit(t, dir, "commit", "-q", "-am", "web 3 replicas")
@@ -173,6 +177,7 @@ func TestSequencesNeverRestartWhenALockfileIsDeleted(t *testing.T) {
 }
 
 func TestLockOfUncommittedEditsRecordsNoSourceCommit(t *testing.T) {
+	t.Parallel()
 	dir := lockedGitRepo(t)
 	writeRepoFile(t, dir, devWebFile, "driver: \"webapp\"\nappVersion: \"1.25.0\"\nparameters: replicas: 3\n")
 	out, code, err := styrminctl(t, "--repo", dir, "lock")
@@ -217,6 +222,7 @@ func subfolderRepo(t *testing.T) (root, dir string) {
 }
 
 func TestLockCommitWorksForARepositoryInASubfolder(t *testing.T) {
+	t.Parallel()
 	root, dir := subfolderRepo(t)
 	out, code, err := styrminctl(t, "--repo", dir, "lock", "--commit")
 	if code != 0 || !strings.Contains(out, "local/dev/web=1") {
@@ -244,6 +250,7 @@ func TestLockCommitWorksForARepositoryInASubfolder(t *testing.T) {
 // take the allowance from the commit that deletes (a
 // Styrmin-Allow-Deletions trailer), as a person gives --allow-deletions.
 func TestAnAllowanceOnTheConfigurationCommitLetsALockDelete(t *testing.T) {
+	t.Parallel()
 	dir := lockedGitRepo(t)
 	for _, f := range []string{"clusters/local/environments/staging/deployments/web.yaml", "clusters/local/environments/staging/deployments/hub.cue"} {
 		if err := os.Remove(filepath.Join(dir, filepath.FromSlash(f))); err != nil {
@@ -263,6 +270,7 @@ func TestAnAllowanceOnTheConfigurationCommitLetsALockDelete(t *testing.T) {
 // TestPlanFailsOnAHandEditedLockfile: a pull request whose lockfile was
 // edited by hand fails its plan, as the lock after the merge would.
 func TestPlanFailsOnAHandEditedLockfile(t *testing.T) {
+	t.Parallel()
 	dir := lockedGitRepo(t)
 	p := filepath.Join(dir, "locks/local/dev/web.lock.yaml")
 	data, err := os.ReadFile(p)
@@ -286,6 +294,7 @@ func TestPlanFailsOnAHandEditedLockfile(t *testing.T) {
 // writes the sub-folder's lockfile and, like every lock path, numbers
 // after the highest sequence the history used.
 func TestRetryInASubfolderNumbersAfterTheHighestSequence(t *testing.T) {
+	t.Parallel()
 	root, dir := subfolderRepo(t)
 	if _, code, err := styrminctl(t, "--repo", dir, "lock", "--commit"); code != 0 {
 		t.Fatal(err)
@@ -321,6 +330,7 @@ func TestRetryInASubfolderNumbersAfterTheHighestSequence(t *testing.T) {
 // next lock still gives each upgrade its own instance: hub 1.5.0, whose
 // upgrade hook must run, is not merged into 1.6.0.
 func TestARetryCommitBetweenUnlockedUpgradesKeepsOneLockPerUpgrade(t *testing.T) {
+	t.Parallel()
 	const hubLock = "locks/local/dev/hub.lock.yaml"
 	for _, between := range []bool{false, true} {
 		name := "after both upgrades"
@@ -381,6 +391,7 @@ func TestARetryCommitBetweenUnlockedUpgradesKeepsOneLockPerUpgrade(t *testing.T)
 // restored to an older content, still counts: the next lock numbers after
 // it.
 func TestASequenceCommittedByHandIsNotReusedAfterItsLockfileIsDeleted(t *testing.T) {
+	t.Parallel()
 	const webLock = "locks/local/dev/web.lock.yaml"
 	for _, restore := range []bool{false, true} {
 		name := "deleted"
@@ -425,6 +436,7 @@ func TestASequenceCommittedByHandIsNotReusedAfterItsLockfileIsDeleted(t *testing
 // lockfile as up to date: lock --check reports a change, and lock
 // --commit locks the reverted content at 3, past the sequence used.
 func TestARevertedChangeIsLockedPastTheSequenceItUsed(t *testing.T) {
+	t.Parallel()
 	const webLock = "locks/local/dev/web.lock.yaml"
 	dir := lockedGitRepo(t)
 	first := readLock(t, dir, webLock)
@@ -466,6 +478,7 @@ func TestARevertedChangeIsLockedPastTheSequenceItUsed(t *testing.T) {
 // --commit` locks each and the agent runs both upgrades' hooks in turn.
 // The plan says it sums them, in every format; one commit says nothing.
 func TestPlanSaysItSumsTheConfigurationCommitsLockRunsOneByOne(t *testing.T) {
+	t.Parallel()
 	one := lockedGitRepo(t)
 	writeRepoFile(t, one, devHubFile, hubAt("1.5.0"))
 	planGit(t, one, "commit", "-q", "-am", "hub 1.5.0")
@@ -496,6 +509,7 @@ func TestPlanSaysItSumsTheConfigurationCommitsLockRunsOneByOne(t *testing.T) {
 // pushes nothing. An empty tree would otherwise lock nothing, reported as
 // "nothing to lock" with exit 0: CI's lock step passing for ever.
 func TestLockPushToABranchWithoutTheRepositoryFailsNamingIt(t *testing.T) {
+	t.Parallel()
 	dir := lockedGitRepo(t) // on feature, tracking origin/main
 	// An orphan branch holding only a README, on the remote too.
 	planGit(t, dir, "switch", "-q", "--orphan", "docs")

@@ -52,6 +52,7 @@ func runAskingNoCluster(t *testing.T, build func(restConfigFunc, *bytes.Buffer) 
 // before the cluster is asked, so no StyrminBackup or StyrminRestore is
 // made; names that are deployment names still reach the cluster.
 func TestDeploymentFlagNamingNoDeploymentIsRefusedBeforeTheClusterIsAsked(t *testing.T) {
+	t.Parallel()
 	now := func() time.Time { return time.Date(2026, 12, 1, 3, 0, 0, 0, time.UTC) }
 	commands := []struct {
 		name  string
@@ -102,6 +103,7 @@ func TestDeploymentFlagNamingNoDeploymentIsRefusedBeforeTheClusterIsAsked(t *tes
 // records no cluster is of the agent's own, which the command cannot
 // tell, so it is listed as restore would accept it.
 func TestBackupListKeepsTheBackupsOfTheEnvironmentOfTheClusterNamed(t *testing.T) {
+	t.Parallel()
 	scheme, err := operator.NewScheme()
 	if err != nil {
 		t.Fatal(err)
@@ -137,6 +139,7 @@ func TestBackupListKeepsTheBackupsOfTheEnvironmentOfTheClusterNamed(t *testing.T
 // TestBackupListChecksItsArgumentBeforeAskingTheCluster pins that a
 // malformed CLUSTER/ENV is refused without contacting the cluster.
 func TestBackupListChecksItsArgumentBeforeAskingTheCluster(t *testing.T) {
+	t.Parallel()
 	build := func(l restConfigFunc, w *bytes.Buffer) *cobra.Command {
 		return newBackupCmd(l, time.Now, w)
 	}
@@ -158,6 +161,7 @@ func TestBackupListChecksItsArgumentBeforeAskingTheCluster(t *testing.T) {
 // record and before anything is written; an explicit empty one too,
 // rather than a clone with no backup. A valid ID still asks the cluster.
 func TestEnvCloneChecksTheBackupIDBeforeAskingTheCluster(t *testing.T) {
+	t.Parallel()
 	repo := exampleRepo(t)
 	build := func(l restConfigFunc, w *bytes.Buffer) *cobra.Command {
 		return newEnvCmd(&globalOptions{Repo: repo}, l, w)

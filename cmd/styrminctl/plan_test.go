@@ -54,6 +54,7 @@ func writeRepoFile(t *testing.T, dir, rel, content string) {
 const devWebFile = "clusters/local/environments/dev/deployments/web.cue"
 
 func TestPlanWithoutChangesExitsZeroEvenWithDetailedExitcode(t *testing.T) {
+	t.Parallel()
 	dir := lockedGitRepo(t)
 	out, code, err := styrminctl(t, "--repo", dir, "plan", "--detailed-exitcode")
 	if code != 0 {
@@ -65,6 +66,7 @@ func TestPlanWithoutChangesExitsZeroEvenWithDetailedExitcode(t *testing.T) {
 }
 
 func TestPlanComparesTheWorkingTreeWithTheUpstreamMergeBase(t *testing.T) {
+	t.Parallel()
 	dir := lockedGitRepo(t)
 	// Committed on the feature branch and edited in the working tree: the
 	// plan sees both, against main's lockfiles.
@@ -102,6 +104,7 @@ func TestPlanComparesTheWorkingTreeWithTheUpstreamMergeBase(t *testing.T) {
 }
 
 func TestPlanJSONIsVersionedAndMarkdownHasDetails(t *testing.T) {
+	t.Parallel()
 	dir := lockedGitRepo(t)
 	writeRepoFile(t, dir, devWebFile, "driver: \"webapp\"\nappVersion: \"1.25.0\"\nparameters: replicas: 3\n")
 
@@ -139,6 +142,7 @@ func TestPlanJSONIsVersionedAndMarkdownHasDetails(t *testing.T) {
 }
 
 func TestPlanRefusesDeletionsAboveTheThreshold(t *testing.T) {
+	t.Parallel()
 	dir := lockedGitRepo(t)
 	for _, f := range []string{"web.yaml", "hub.cue"} {
 		if err := os.Remove(filepath.Join(dir, "clusters/local/environments/staging/deployments", f)); err != nil {
@@ -155,6 +159,7 @@ func TestPlanRefusesDeletionsAboveTheThreshold(t *testing.T) {
 }
 
 func TestDiffShowsOneDeploymentInFullDetail(t *testing.T) {
+	t.Parallel()
 	dir := lockedGitRepo(t)
 	writeRepoFile(t, dir, devWebFile, "driver: \"webapp\"\nappVersion: \"1.25.0\"\nparameters: {replicas: 2, message: \"Hi\"}\n")
 	writeRepoFile(t, dir, "clusters/local/environments/dev/deployments/api.cue", "driver: \"webapp\"\nappVersion: \"1.25.0\"\n")
@@ -183,6 +188,7 @@ func TestDiffShowsOneDeploymentInFullDetail(t *testing.T) {
 }
 
 func TestPlanOutsideGitIsAClearError(t *testing.T) {
+	t.Parallel()
 	dir := exampleRepo(t)
 	_, code, err := styrminctl(t, "--repo", dir, "plan")
 	if code != 1 || err == nil || !strings.Contains(err.Error(), "git repository") {
@@ -191,6 +197,7 @@ func TestPlanOutsideGitIsAClearError(t *testing.T) {
 }
 
 func TestPlanWorksForARepositoryInASubfolderOfTheGitRepository(t *testing.T) {
+	t.Parallel()
 	if _, err := exec.LookPath("git"); err != nil {
 		t.Skip("git is not installed")
 	}
@@ -223,6 +230,7 @@ func TestPlanWorksForARepositoryInASubfolderOfTheGitRepository(t *testing.T) {
 // kept at its lock; diff said it was "neither defined in the configuration
 // nor locked", which sends its reader looking for a deleted file.
 func TestDiffOfADeploymentOnHoldSaysSo(t *testing.T) {
+	t.Parallel()
 	dir := lockedGitRepo(t)
 	writeRepoFile(t, dir, devWebFile, "driver:     \"webapp\"\nappVersion: \"1.25.0\"\nparameters: replicas: 2\nhold: \"freeze for the audit\"\n")
 	out, code, err := styrminctl(t, "--repo", dir, "diff", "local/dev/web")
@@ -241,6 +249,7 @@ func TestDiffOfADeploymentOnHoldSaysSo(t *testing.T) {
 // trailer is among the sequences its history used; the plan against the
 // base numbered one past it (3), which no lock would write.
 func TestThePlanOfABranchThatLockedItselfShowsItsOwnSequence(t *testing.T) {
+	t.Parallel()
 	dir := lockedGitRepo(t)
 	writeRepoFile(t, dir, devWebFile, "driver: \"webapp\"\nappVersion: \"1.25.0\"\nparameters: replicas: 3\n")
 	planGit(t, dir, "commit", "-q", "-am", "web: three replicas")
@@ -258,6 +267,7 @@ func TestThePlanOfABranchThatLockedItselfShowsItsOwnSequence(t *testing.T) {
 // CI logs and the CI script's comment show stderr alone (plan -o json >
 // plan.json); a sensitive parameter's value is not on it.
 func TestPlanNamesEachDeploymentThatFailsToResolveOnStderr(t *testing.T) {
+	t.Parallel()
 	const secret = "Pa ss/w0rd+launch&code"
 	dir := lockedGitRepo(t)
 	spec := filepath.Join(dir, "drivers/webapp/1.1.0/driver.cue")

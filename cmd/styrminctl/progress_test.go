@@ -19,6 +19,7 @@ func runWith(t *testing.T, terminal bool, args ...string) (string, string, int) 
 }
 
 func TestProgressIsQuietWhenStderrIsNoTerminal(t *testing.T) {
+	t.Parallel()
 	dir := exampleRepo(t)
 	out, stderr, code := runWith(t, false, "--repo", dir, "lock")
 	if code != 0 || stderr != "" || !strings.Contains(out, "locked local/dev/hub=1") {
@@ -32,6 +33,7 @@ func TestProgressIsQuietWhenStderrIsNoTerminal(t *testing.T) {
 }
 
 func TestProgressOnATerminalIsRewrittenInPlaceWithATotal(t *testing.T) {
+	t.Parallel()
 	dir := exampleRepo(t)
 	out, stderr, code := runWith(t, true, "--repo", dir, "lock")
 	if code != 0 || strings.Contains(out, "\x1b") || !strings.Contains(out, "locked local/dev/hub=1") {

@@ -18,6 +18,7 @@ import (
 // and leaves its lockfile as it was. Before, all of them passed and the
 // agent stalled on the deployment after the merge.
 func TestPlanAndLockFailADeploymentWhoseChartFailsWithItsParameters(t *testing.T) {
+	t.Parallel()
 	dir := lockedGitRepo(t)
 	writeRepoFile(t, dir, "drivers/webapp/1.1.0/chart/templates/certificate.yaml", "{{ if .Values.ingress.enabled }}{{ fail \"ingress needs a certificate\" }}{{ end }}\n")
 	writeRepoFile(t, dir, devWebFile, "driver: \"webapp\"\nappVersion: \"1.25.0\"\nparameters: ingress: true\n")
@@ -64,6 +65,7 @@ func TestPlanAndLockFailADeploymentWhoseChartFailsWithItsParameters(t *testing.T
 // on it. One whose locked instance did not render (its driver gone from
 // the base) only lacks its diff, and exits as any plan with changes.
 func TestPlanExitsOneWhenANewInstanceCannotBeRendered(t *testing.T) {
+	t.Parallel()
 	plan := func(msg string) *planner.Plan {
 		return &planner.Plan{
 			Summary: planner.Summary{Update: 1},

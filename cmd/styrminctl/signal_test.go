@@ -19,6 +19,7 @@ import (
 // and `ui` end with exit 0 on SIGINT (Ctrl-C) or SIGTERM, the UI after
 // its graceful shutdown, rather than being killed by the signal.
 func TestAnInterruptedWatchOrUIEndsCleanly(t *testing.T) {
+	t.Parallel()
 	bin := (&agenttest.Binaries{Dir: "styrminctl-signal-test", Packages: []string{"./cmd/styrminctl"}}).Path(t, "styrminctl")
 	c := testcluster.StartT(t, testcluster.Options{})
 	if _, err := fillCluster(context.Background(), c); err != nil {

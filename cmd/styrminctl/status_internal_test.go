@@ -13,6 +13,7 @@ import (
 // deployments Styrmin added itself (an ingress controller), in the table
 // and in the data of -o json, and leaves applications unmarked.
 func TestStatusMarksInternalDeployments(t *testing.T) {
+	t.Parallel()
 	ctl := &v1alpha1.StyrminDeployment{ObjectMeta: metav1.ObjectMeta{Name: "dev-styrmin-ingress", Namespace: "dev-styrmin-ingress"},
 		Spec: *fixtureInstance("dev", "styrmin.ingress", 1, v1alpha1.KindInstance, "ingress-nginx@1.0.0", "1.11.3")}
 	ctl.Spec.Internal = "ingress"
@@ -36,6 +37,7 @@ func TestStatusMarksInternalDeployments(t *testing.T) {
 // showed backups only, and not the change that failed. The last five
 // changes and the last three operations are counted apart, in run order.
 func TestStatusShowsTheLastChangesWhateverTheBackupsAfterThem(t *testing.T) {
+	t.Parallel()
 	var tasks []v1alpha1.StyrminTask
 	change := func(seq int64) {
 		tasks = append(tasks, v1alpha1.StyrminTask{ObjectMeta: metav1.ObjectMeta{Name: v1alpha1.TaskName("web", seq)},

@@ -246,6 +246,7 @@ func golden(t *testing.T, name, got string) {
 // plane: their output matches golden files, and bad input gets a clear
 // error.
 func TestClusterCommands(t *testing.T) {
+	t.Parallel()
 	c := testcluster.StartT(t, testcluster.Options{})
 	cl, err := fillCluster(context.Background(), c)
 	if err != nil {
@@ -505,6 +506,7 @@ func testClusterBadInput(t *testing.T, kc string) {
 }
 
 func TestClusterCommandsNeedAReachableCluster(t *testing.T) {
+	t.Parallel()
 	var out, errb bytes.Buffer
 	root := newRootCmd(&out, &errb)
 	root.SetArgs([]string{"status", "--kubeconfig", filepath.Join(t.TempDir(), "missing")})

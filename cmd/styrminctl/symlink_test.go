@@ -36,6 +36,7 @@ func moveAndLink(t *testing.T, dir, rel, target string) {
 // environment used to vanish, its deployments tombstoned) and no commit is
 // made.
 func TestASymlinkedFolderIsRefusedNamingItAndNothingIsLocked(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct{ folder, target string }{
 		{"clusters/local", "elsewhere/local"},
 		{"clusters/local/environments", "elsewhere/environments"},
@@ -89,6 +90,7 @@ func TestASymlinkedFolderIsRefusedNamingItAndNothingIsLocked(t *testing.T) {
 // the lock read the repository (or one the loader never saw) does not
 // lead the writer out of the repository: nothing is written.
 func TestLockWriterRefusesToWriteThroughASymlinkedFolder(t *testing.T) {
+	t.Parallel()
 	root, outside := t.TempDir(), t.TempDir()
 	if err := os.Symlink(outside, filepath.Join(root, "locks")); err != nil {
 		t.Fatal(err)

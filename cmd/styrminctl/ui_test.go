@@ -62,6 +62,7 @@ func testUI(t *testing.T, kc string) {
 // oldest first, with its workflow; -o json holds each entry; no cluster
 // flag is needed.
 func TestHistoryFromGitListsEveryLockCommitWithoutACluster(t *testing.T) {
+	t.Parallel()
 	dir := lockedGitRepo(t)
 	planGit(t, dir, "checkout", "-q", "main")
 	for i, replicas := range []string{"3", "4"} {

@@ -29,6 +29,7 @@ import (
 // objects, never the application's objects or its Helm release Secret,
 // and a second run finds nothing to do.
 func TestUninstallLeavesApplicationsRunningLetsTheirNamespacesGoAndCanRunTwice(t *testing.T) {
+	t.Parallel()
 	c := testcluster.StartT(t, testcluster.Options{Workloads: true})
 	kc := c.KubeconfigPath
 	ctx := context.Background()
@@ -182,6 +183,7 @@ func TestUninstallLeavesApplicationsRunningLetsTheirNamespacesGoAndCanRunTwice(t
 // only in its status. --force goes on and prints them. An evicted or
 // failed agent pod, which scaling to 0 leaves, does not hold it up.
 func TestUninstallRefusesWhileATaskRunsAndForcePrintsItsRecordedReplicas(t *testing.T) {
+	t.Parallel()
 	c := testcluster.StartT(t, testcluster.Options{Workloads: true})
 	kc := c.KubeconfigPath
 	ctx := context.Background()

@@ -82,6 +82,7 @@ parameters: logLevel: "info"
 }
 
 func TestClusterFanOutKeepsTheDriverVersionOfAnEarlierUpgradeRequest(t *testing.T) {
+	t.Parallel()
 	dir := upgradeGitRepo(t)
 	// An earlier upgrade request, honoured by its lock.
 	mustRun(t, "--repo", dir, "upgrade", "local/dev/web", "--commit")
@@ -116,6 +117,7 @@ func TestClusterFanOutKeepsTheDriverVersionOfAnEarlierUpgradeRequest(t *testing.
 }
 
 func TestUpgradeThenLockMovesToTheNewestBuildOnce(t *testing.T) {
+	t.Parallel()
 	dir := upgradeGitRepo(t)
 	loadNewerWebappBuild(t, dir)
 	// Loading a build moves nothing by itself.
@@ -145,6 +147,7 @@ func TestUpgradeThenLockMovesToTheNewestBuildOnce(t *testing.T) {
 }
 
 func TestEnvironmentWideUpgradeIsOneCommit(t *testing.T) {
+	t.Parallel()
 	dir := upgradeGitRepo(t)
 	loadNewerWebappBuild(t, dir)
 	head := planGit(t, dir, "rev-parse", "HEAD")
@@ -187,6 +190,7 @@ func TestEnvironmentWideUpgradeIsOneCommit(t *testing.T) {
 }
 
 func TestUpgradeSetsTheAppVersionAndPinsTheDriverVersion(t *testing.T) {
+	t.Parallel()
 	dir := upgradeGitRepo(t)
 	mustRun(t, "--repo", dir, "upgrade", "local/dev/web", "--app-version", "1.26.0")
 	b, _ := os.ReadFile(filepath.Join(dir, devWebFile))
@@ -234,6 +238,7 @@ func snapshot(t *testing.T, dir string) map[string]string {
 }
 
 func TestUpgradeBadInputChangesNothing(t *testing.T) {
+	t.Parallel()
 	dir := upgradeGitRepo(t)
 	cases := []struct {
 		name string
@@ -276,6 +281,7 @@ func TestUpgradeBadInputChangesNothing(t *testing.T) {
 }
 
 func TestUpgradeCommitRefusesAFileWithUncommittedChanges(t *testing.T) {
+	t.Parallel()
 	dir := upgradeGitRepo(t)
 	writeRepoFile(t, dir, devWebFile, "driver:     \"webapp\"\nappVersion: \"1.25.0\"\nparameters: replicas: 3\n")
 	head := planGit(t, dir, "rev-parse", "HEAD")

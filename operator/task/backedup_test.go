@@ -15,6 +15,7 @@ import (
 // backup name the instance before it (a restore would run the wrong
 // driver's hook).
 func TestAnUpgradesBackupRecordsTheInstanceItStartsFromEvenBeforeTheCacheHasItsRecord(t *testing.T) {
+	t.Parallel()
 	v := func(version string) v1alpha1.DriverRef { return v1alpha1.DriverRef{Name: "graphhub", Version: version} }
 	sdActive := func(seq int64, version string) *v1alpha1.StyrminDeployment {
 		return &v1alpha1.StyrminDeployment{Spec: v1alpha1.StyrminDeploymentSpec{Sequence: 5},

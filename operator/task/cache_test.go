@@ -13,6 +13,7 @@ import (
 )
 
 func TestTrimFinishedDropsOnlyTheStepsOfFinishedLockTasks(t *testing.T) {
+	t.Parallel()
 	task := func(phase v1alpha1.TaskPhase, op *v1alpha1.TaskOperation) *v1alpha1.StyrminTask {
 		return &v1alpha1.StyrminTask{
 			ObjectMeta: metav1.ObjectMeta{Name: "web-3", ManagedFields: []metav1.ManagedFieldsEntry{{Manager: "styrmin-agent"}}},
@@ -82,6 +83,7 @@ func TestTrimFinishedDropsOnlyTheStepsOfFinishedLockTasks(t *testing.T) {
 // the cache now gives the same answer as the task itself, and keeps of
 // its steps only what that answer reads.
 func TestTheTaskCacheKeepsWhatTheHoldOnStoppedComponentsReads(t *testing.T) {
+	t.Parallel()
 	at := func(minute int) *metav1.Time {
 		tm := metav1.NewTime(time.Date(2026, 12, 6, 12, minute, 0, 0, time.UTC))
 		return &tm

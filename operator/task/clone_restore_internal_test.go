@@ -28,6 +28,7 @@ import (
 // read; so is a backup the source's cluster has no record of (deleted,
 // its artefacts with it).
 func TestACloneDoesNotRestoreAPartItsBackupDoesNotHoldOrHoldsFailed(t *testing.T) {
+	t.Parallel()
 	const ns = "styrmin-system"
 	cl := withCRDs(t, ns)
 	ctx := context.Background()
@@ -108,6 +109,7 @@ func TestACloneDoesNotRestoreAPartItsBackupDoesNotHoldOrHoldsFailed(t *testing.T
 // have. Such a clone (every deployment restores) is told to add the list
 // without the deployment; one with the list, to take the name out.
 func TestACloneWithoutTheDeploymentsListIsToldToAddOneToStartEmpty(t *testing.T) {
+	t.Parallel()
 	const ns = "styrmin-system"
 	cl := withCRDs(t, ns)
 	ctx := context.Background()

@@ -14,6 +14,7 @@ import (
 // even once a workload failed since; another task's record, or an older
 // sequence's, does not count, and a failure stays a failure then.
 func TestTheCoreStepCountsItsChangeRecordedActiveAsDone(t *testing.T) {
+	t.Parallel()
 	cond := func(typ string, status metav1.ConditionStatus, reason string) metav1.Condition {
 		return metav1.Condition{Type: typ, Status: status, Reason: reason, ObservedGeneration: 2}
 	}

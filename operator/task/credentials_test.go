@@ -13,6 +13,7 @@ import (
 // the platform team marked it for backups and, when it lists environments,
 // lists this one: dev's files naming prod's Secret get nothing.
 func TestBackupCredentialsGoOnlyToTheEnvironmentsTheirSecretLists(t *testing.T) {
+	t.Parallel()
 	marked := map[string]string{LabelBackupCredentials: "true"}
 	for _, c := range []struct {
 		name        string

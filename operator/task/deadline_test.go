@@ -38,6 +38,7 @@ func stuckStepTask(t *testing.T) (client.Client, *drivers.Driver, *v1alpha1.Styr
 // ("make the driver smaller"): the step failed as a driver problem, not
 // as a step that timed out.
 func TestAStepResumedPastItsDeadlineTimesOutRatherThanBlamingTheDriver(t *testing.T) {
+	t.Parallel()
 	cl, d, tk, req := stuckStepTask(t)
 	ctx := context.Background()
 	const timeout = 2 * time.Minute
@@ -75,6 +76,7 @@ func TestAStepResumedPastItsDeadlineTimesOutRatherThanBlamingTheDriver(t *testin
 // agent restarting more often than the step's timeout kept a stuck step
 // Running for ever. Past MaxStepResumes the step fails, naming why.
 func TestAStepInterruptedByMoreRestartsThanTheAgentResumesFails(t *testing.T) {
+	t.Parallel()
 	cl, d, tk, req := stuckStepTask(t)
 	ctx := context.Background()
 	const resumes = 2
@@ -146,6 +148,7 @@ func (s lostStatus) Update(ctx context.Context, obj client.Object, opts ...clien
 // counted a resume (and a new attempt), and a few such hiccups failed the
 // step as StepInterrupted, blaming restarts that never happened.
 func TestAStartWhoseAnswerWasLostIsNoRestart(t *testing.T) {
+	t.Parallel()
 	cl, d, tk, req := stuckStepTask(t)
 	ctx := context.Background()
 	lossy := &answerLost{Client: cl}

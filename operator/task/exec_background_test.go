@@ -90,6 +90,7 @@ func reconcileWithin(t *testing.T, r *Reconciler, req reconcile.Request, limit t
 // workers stopped every other task. The reconcile returns at once while
 // the command runs, and the step ends when the command does.
 func TestAnExecStepRunsWithoutHoldingATaskWorker(t *testing.T) {
+	t.Parallel()
 	const ns = "dev-jobs"
 	cl := withCRDs(t, ns)
 	readyJobsPod(t, cl, ns)
@@ -137,6 +138,7 @@ func TestAnExecStepRunsWithoutHoldingATaskWorker(t *testing.T) {
 // past its timeout is stopped when the step fails, naming the command
 // that was running.
 func TestAnExecStepThatTimesOutHasItsCommandStopped(t *testing.T) {
+	t.Parallel()
 	const ns = "dev-jobs"
 	cl := withCRDs(t, ns)
 	readyJobsPod(t, cl, ns)

@@ -10,6 +10,7 @@ import (
 // mask could find, and half of it stayed. The kept output starts at a
 // line, and a line longer than what is kept is not kept at all.
 func TestTheEndOfAnOutputKeptStartsAtALine(t *testing.T) {
+	t.Parallel()
 	const value = "s3cret-cut-at-the-edge"
 	t.Run("a value on the line cut", func(t *testing.T) {
 		b := &tailBuffer{max: 64}

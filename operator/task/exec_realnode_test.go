@@ -143,6 +143,7 @@ done`
 // none: nothing ran) from any other failure, a command's own exit status
 // above all.
 func TestOnlyAMissingShellRunsTheCommandAsGiven(t *testing.T) {
+	t.Parallel()
 	const runcMsg = `OCI runtime exec failed: exec failed: unable to start container process: exec: "/bin/sh": stat /bin/sh: no such file or directory: unknown`
 	// What runc writes when CRI-O runs it for an exec (its log line).
 	const runcLine = `time="2026-12-06T18:00:00Z" level=error msg="exec failed: unable to start container process: exec: \"/bin/sh\": stat /bin/sh: no such file or directory"` + "\n"

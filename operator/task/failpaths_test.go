@@ -165,6 +165,7 @@ func getTask(t *testing.T, cl client.Client, key types.NamespacedName) *v1alpha1
 // attempt. The Job's deadline is the step's timeout the controller
 // applies, and a step that timed out deletes its Job.
 func TestARunJobStepsJobIsBoundedByTheStepTimeoutAndDeletedWhenTheStepTimesOut(t *testing.T) {
+	t.Parallel()
 	const ns = "dev-jobs"
 	cl := withCRDs(t, ns)
 	ctx := context.Background()
@@ -222,6 +223,7 @@ func TestARunJobStepsJobIsBoundedByTheStepTimeoutAndDeletedWhenTheStepTimesOut(t
 // without back-off, one per refusal. The failed Job stays until the next
 // attempt starts, after its back-off, with the step written Pending.
 func TestARetriedRunJobStepKeepsItsFailedJobUntilItsNextAttemptStarts(t *testing.T) {
+	t.Parallel()
 	const ns = "dev-jobs"
 	direct := withCRDs(t, ns)
 	ctx := context.Background()
@@ -312,6 +314,7 @@ func TestARetriedRunJobStepKeepsItsFailedJobUntilItsNextAttemptStarts(t *testing
 // after the first succeeded, and ran the setup hooks instead of the
 // upgrade's.
 func TestATaskWhoseFirstStepWasSkippedWhenPlannedChoosesItsWorkflowWhenItStarts(t *testing.T) {
+	t.Parallel()
 	const ns = "dev-jobs"
 	cl := withCRDs(t, ns)
 	ctx := context.Background()
@@ -370,6 +373,7 @@ func TestATaskWhoseFirstStepWasSkippedWhenPlannedChoosesItsWorkflowWhenItStarts(
 // the first's. A hash of the whole ID keeps them apart, within the 63
 // characters of a DNS label.
 func TestInlineBackupIDsOfDeploymentsWhoseNamesReadAlikeDiffer(t *testing.T) {
+	t.Parallel()
 	a := InlineBackupID(resolver.ID{Cluster: "local", Environment: "team-a", Name: "web"}, 4)
 	ids := map[string]string{a: "local/team-a/web@4"}
 	for what, id := range map[string]string{
@@ -406,6 +410,7 @@ func TestInlineBackupIDsOfDeploymentsWhoseNamesReadAlikeDiffer(t *testing.T) {
 // key, which no longer led to it, and each task left an entry for the
 // agent's life.
 func TestAFinishedTaskDeletedBeforeTheCacheShowsItsEndIsForgotten(t *testing.T) {
+	t.Parallel()
 	r := &Reconciler{runs: map[resolver.ID]types.UID{}, uids: map[types.NamespacedName]types.UID{},
 		finished: map[types.UID]string{}, started: map[types.UID]int32{}, written: map[types.UID]string{},
 		lastErr: map[types.UID]string{}, scaled: map[types.UID]map[string]int64{}, instances: map[types.NamespacedName]lockedInstance{},
@@ -439,6 +444,7 @@ func TestAFinishedTaskDeletedBeforeTheCacheShowsItsEndIsForgotten(t *testing.T) 
 // reason for it, from its container's state, its PodScheduled condition,
 // or its last warning event.
 func TestARunJobStepWhosePodsNeverStartTimesOutNamingWhy(t *testing.T) {
+	t.Parallel()
 	const ns = "dev-jobs"
 	cl := withCRDs(t, ns)
 	ctx := context.Background()
@@ -539,6 +545,7 @@ func TestARunJobStepWhosePodsNeverStartTimesOutNamingWhy(t *testing.T) {
 // sequence 2 started its own migration beside it at once. It waits, saying
 // for what, until the other Job has ended and its pods are gone.
 func TestARunJobStepDoesNotStartItsJobWhileAnotherJobOfTheDeploymentRuns(t *testing.T) {
+	t.Parallel()
 	const ns = "dev-jobs"
 	cl := withCRDs(t, ns)
 	ctx := context.Background()
@@ -648,6 +655,7 @@ func TestARunJobStepDoesNotStartItsJobWhileAnotherJobOfTheDeploymentRuns(t *test
 // memory, which logs nothing of it, failed without a word of why. The
 // message names the Job's last pod and how it ended.
 func TestAFailedRunJobStepSaysHowItsLastPodEnded(t *testing.T) {
+	t.Parallel()
 	const ns = "dev-jobs"
 	cl := withCRDs(t, ns)
 	ctx := context.Background()
@@ -720,6 +728,7 @@ func TestAFailedRunJobStepSaysHowItsLastPodEnded(t *testing.T) {
 // under the same attempt. The Job controller's events tell a completed
 // Job's end; without one, the step fails, saying so, and makes no Job.
 func TestARunJobStepWhoseJobIsDeletedBeforeItsEndIsSeenIsNotRunAgain(t *testing.T) {
+	t.Parallel()
 	const ns = "dev-jobs"
 	cl := withCRDs(t, ns)
 	ctx := context.Background()

@@ -23,6 +23,7 @@ import (
 // unrecorded. The step fails, naming the StyrminBackup, and leaves it as
 // it was; the task's own record, made again after a restart, is kept.
 func TestTheBackupBeforeAnUpgradeIsNotRecordedOverAStyrminBackupOfAnotherTask(t *testing.T) {
+	t.Parallel()
 	const ns = "dev-jobs"
 	cl := withCRDs(t, ns)
 	ctx := context.Background()

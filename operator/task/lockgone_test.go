@@ -117,6 +117,7 @@ func reconcileUntil(t *testing.T, r *Reconciler, cl client.Client, req reconcile
 // step left: the StyrminDeployment held the new instance and the workers
 // its pre step stopped stayed at zero.
 func TestARunningTaskWhoseLockIsGoneGoesOnWithTheInstanceItsStyrminDeploymentHolds(t *testing.T) {
+	t.Parallel()
 	const ns = "dev-jobs"
 	cl := withCRDs(t, ns)
 	ctx := context.Background()
@@ -181,6 +182,7 @@ func TestARunningTaskWhoseLockIsGoneGoesOnWithTheInstanceItsStyrminDeploymentHol
 // says so. All of its steps were skipped, the interrupted one too: no
 // step said what failed.
 func TestARunningTaskWhoseLockIsGoneBeforeItsInstanceWasWrittenFailsTheStepThatWasRunning(t *testing.T) {
+	t.Parallel()
 	const ns = "dev-jobs"
 	cl := withCRDs(t, ns)
 	d := maintenanceDriver(t)
@@ -227,6 +229,7 @@ func TestARunningTaskWhoseLockIsGoneBeforeItsInstanceWasWrittenFailsTheStepThatW
 // read that as a task that ran, after the failed upgrade whose stopped
 // workers it held, and started them.
 func TestATaskThatFailsBeforeItsFirstStepHasNoStartTime(t *testing.T) {
+	t.Parallel()
 	const ns = "dev-jobs"
 	cl := withCRDs(t, ns)
 	d := maintenanceDriver(t)

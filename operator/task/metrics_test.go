@@ -15,6 +15,7 @@ import (
 // counted once in its latest phase, a phase set again not counted twice,
 // a forgotten task no longer counted.
 func TestTheTasksGaugeFollowsEachTasksPhase(t *testing.T) {
+	t.Parallel()
 	m, err := newTaskMetrics(prometheus.NewRegistry())
 	if err != nil {
 		t.Fatal(err)

@@ -26,6 +26,7 @@ func op(name string, kind v1alpha1.OperationKind, seq int64, created int, attemp
 }
 
 func TestAnOperationRunsAfterTheChangesUpToItsSequenceAndBeforeTheLaterOnes(t *testing.T) {
+	t.Parallel()
 	c2, c3 := change(2), change(3)
 	b1 := op("b1", v1alpha1.OperationBackup, 2, 10, 1, "")
 	b2 := op("b2", v1alpha1.OperationBackup, 2, 20, 1, "")
@@ -57,6 +58,7 @@ func TestAnOperationRunsAfterTheChangesUpToItsSequenceAndBeforeTheLaterOnes(t *t
 // Succeeded. Each deployment now orders them as the operations were made,
 // then by kind, name and attempt when made in one second.
 func TestTwoOperationsRunInOneOrderOnEveryDeploymentTheyName(t *testing.T) {
+	t.Parallel()
 	at := func(sec int64) *metav1.Time { t := metav1.NewTime(time.Unix(sec, 0)); return &t }
 	task := func(dep, opName string, opMade, taskMade int64, attempt int32) v1alpha1.StyrminTask {
 		tk := op(opName+"-"+dep, v1alpha1.OperationRestore, 4, int(taskMade), attempt, "")
@@ -85,6 +87,7 @@ func TestTwoOperationsRunInOneOrderOnEveryDeploymentTheyName(t *testing.T) {
 }
 
 func TestAFailedRestoreHoldsTheLaterChangesUntilANewerAttempt(t *testing.T) {
+	t.Parallel()
 	c3 := change(3)
 	failed := op("r1-a", v1alpha1.OperationRestore, 2, 10, 1, v1alpha1.TaskFailed)
 	failed.Status.Message = "step restore/core/1:runJob failed: job restore-db failed\nlogs"
@@ -120,6 +123,7 @@ func TestAFailedRestoreHoldsTheLaterChangesUntilANewerAttempt(t *testing.T) {
 }
 
 func TestACloneFromABackupRestoresItAtTheSetupHooksStepAndOtherCreatesSkipIt(t *testing.T) {
+	t.Parallel()
 	d := &drivers.Driver{Name: "db", Version: "1.0.0", Hooks: map[drivers.Hook]drivers.Modes{
 		drivers.HookSetup:   {Post: []drivers.Step{{Action: drivers.ActionWaitReady, Components: []string{"db"}}, {Action: drivers.ActionRestoreBackup}, {Action: drivers.ActionRunJob, Component: "db", Job: "init"}}},
 		drivers.HookUpgrade: {Pre: []drivers.Step{{Action: drivers.ActionBackup}}, Core: []drivers.Step{{Action: drivers.ActionUpgradeDeploymentVersion}}},
@@ -184,6 +188,7 @@ func TestACloneFromABackupRestoresItAtTheSetupHooksStepAndOtherCreatesSkipIt(t *
 // the change's Job instead: the failed Job stayed, and every attempt read
 // it failed again without running.
 func TestAFailedOperationJobIsTheOneDeletedBeforeItsStepRunsAgain(t *testing.T) {
+	t.Parallel()
 	backup := op("nightly-hub", v1alpha1.OperationBackup, 3, 10, 1, v1alpha1.TaskRunning)
 	backup.Spec.Deployment = v1alpha1.DeploymentID{Cluster: "local", Environment: "data", Name: "hub"}
 	upgrade := change(3)
@@ -226,6 +231,7 @@ func TestAFailedOperationJobIsTheOneDeletedBeforeItsStepRunsAgain(t *testing.T) 
 // The loader refuses such args now; a task keeps only those a driver may
 // declare, whatever the driver (one loaded before that check).
 func TestATaskStepKeepsOnlyTheArgumentsADriverMayDeclare(t *testing.T) {
+	t.Parallel()
 	st := taskStepOf("pre/1:runJob", "upgrade", "pre", drivers.Step{
 		Action: drivers.ActionRunJob, Job: "migrate", Component: "server", Command: []string{"migrate"},
 		Args: map[string]string{"operation": "backup", "backupID": "prod-nightly", "artifact": "s3://x", "retryAttempts": "500", "retryBackoff": "1ns", "container": "app", "backoffLimit": "2"},
@@ -252,6 +258,7 @@ func TestATaskStepKeepsOnlyTheArgumentsADriverMayDeclare(t *testing.T) {
 // the same steps; a running version without a backup hook leaves the new
 // version's, the only one to be had.
 func TestAnUpgradesBackupRunsTheBackupHookOfTheDriverTheDeploymentRuns(t *testing.T) {
+	t.Parallel()
 	driver := func(version, dump string, backs bool) *drivers.Driver {
 		d := &drivers.Driver{Name: "db", Version: version, Hooks: map[drivers.Hook]drivers.Modes{
 			drivers.HookUpgrade: {Core: []drivers.Step{{Action: drivers.ActionUpgradeDeploymentVersion}}},

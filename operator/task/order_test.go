@@ -20,6 +20,7 @@ import (
 )
 
 func TestReadySinceCountsAPeerReadyFromItsActiveTasksEnd(t *testing.T) {
+	t.Parallel()
 	readyLong := time.Date(2026, 12, 3, 11, 40, 0, 0, time.UTC)
 	ended := readyLong.Add(5 * time.Minute)
 	now := ended.Add(time.Second)
@@ -56,6 +57,7 @@ func TestReadySinceCountsAPeerReadyFromItsActiveTasksEnd(t *testing.T) {
 // which of a peer's tasks say it was deleted after the instance a task
 // waits for: only a tombstone's, succeeded, numbered above it.
 func TestDeletedSinceIsATombstoneThatSucceededAfterTheAwaitedInstance(t *testing.T) {
+	t.Parallel()
 	task := func(seq int64, kind string, phase v1alpha1.TaskPhase, op bool) v1alpha1.StyrminTask {
 		tk := v1alpha1.StyrminTask{Spec: v1alpha1.StyrminTaskSpec{ToSequence: seq, Target: &v1alpha1.TaskTarget{Kind: kind}},
 			Status: v1alpha1.StyrminTaskStatus{Phase: phase}}
@@ -145,6 +147,7 @@ func (l *commitLocks) LockFile(_ context.Context, ref v1alpha1.LockRef) ([]byte,
 // deletion has not ended, still holds it back. Each lock is read once per
 // wait, however often the task looks again.
 func TestAPeerDeletedAfterTheAwaitedInstanceHoldsNothingBack(t *testing.T) {
+	t.Parallel()
 	scheme := runtime.NewScheme()
 	if err := v1alpha1.AddToScheme(scheme); err != nil {
 		t.Fatal(err)
@@ -223,6 +226,7 @@ func (l tombstoneLocks) LockFile(_ context.Context, ref v1alpha1.LockRef) ([]byt
 // while the deletion runs, is held back when it failed, and goes on once
 // the tombstone's task succeeded or the StyrminDeployment is gone.
 func TestATaskAfterAPeersTombstoneWaitsUntilItIsUninstalled(t *testing.T) {
+	t.Parallel()
 	scheme := runtime.NewScheme()
 	if err := v1alpha1.AddToScheme(scheme); err != nil {
 		t.Fatal(err)

@@ -18,6 +18,7 @@ import (
 // TestDecideMapsEachActionResultToOneNextStep pins what a task does
 // after one call of a step's action, without a cluster or a clock.
 func TestDecideMapsEachActionResultToOneNextStep(t *testing.T) {
+	t.Parallel()
 	now := time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
 	started := func(ago time.Duration) *v1alpha1.TaskStep {
 		at := metav1.NewTime(now.Add(-ago))
@@ -110,6 +111,7 @@ func TestDecideMapsEachActionResultToOneNextStep(t *testing.T) {
 // failed command or Job printed is the step's output, kept apart from the
 // message (which becomes the task's message and may reach an event).
 func TestAFailedRunsOutputGoesToTheStepNotToTheMessage(t *testing.T) {
+	t.Parallel()
 	at := metav1.NewTime(time.Now())
 	failed := outcome.Stalled(v1alpha1.ReasonStepFailed, errors.New("job migrate failed: BackoffLimitExceeded"))
 	out := actionOutcome{output: "connecting with password hunter2\nerror"}

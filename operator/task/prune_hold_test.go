@@ -20,6 +20,7 @@ import (
 // their checks) pruned it past the kept history, and its hold went with
 // it. It is kept while it holds; the others beyond the history go.
 func TestAFailedTaskThatHoldsComponentsStoppedIsNotPruned(t *testing.T) {
+	t.Parallel()
 	const ns = "dev-jobs"
 	cl := withCRDs(t, ns)
 	d := maintenanceDriver(t)

@@ -21,6 +21,7 @@ import (
 )
 
 func TestBoundOutputKeepsTheTailAndSaysItWasCut(t *testing.T) {
+	t.Parallel()
 	if got := boundOutput("short", 64); got != "short" {
 		t.Errorf("short output changed: %q", got)
 	}
@@ -41,6 +42,7 @@ func (refusingReader) Get(context.Context, client.ObjectKey, client.Object, ...c
 }
 
 func TestOutputIsWithheldWhenTheSensitiveValuesCannotBeRead(t *testing.T) {
+	t.Parallel()
 	r := &Reconciler{own: Actor{Reader: refusingReader{}}}
 	run := &taskRun{
 		task: &v1alpha1.StyrminTask{Spec: v1alpha1.StyrminTaskSpec{Namespace: "dev-web"}},
@@ -62,6 +64,7 @@ func TestOutputIsWithheldWhenTheSensitiveValuesCannotBeRead(t *testing.T) {
 // was found, and the job's output reached the step's status unmasked.
 // When the copy the job was given is gone, the output is withheld.
 func TestAChangesBackupOutputIsMaskedWithTheCredentialsItsJobWasGivenThoughGitNowNamesAnother(t *testing.T) {
+	t.Parallel()
 	const agent, ns = "styrmin-system", "dev-hub"
 	cl := withCRDs(t, agent)
 	ctx := context.Background()

@@ -15,6 +15,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/discovery"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/yaml"
@@ -42,6 +43,7 @@ func withCRDs(t *testing.T, ns string) client.Client {
 		t.Fatal(err)
 	}
 	ctx := context.Background()
+	kinds := map[string]bool{}
 	for _, doc := range config.CRDs() {
 		var crd apiextensionsv1.CustomResourceDefinition
 		if err := yaml.Unmarshal(doc, &crd); err != nil {
@@ -64,6 +66,34 @@ func withCRDs(t *testing.T, ns string) client.Client {
 		if err != nil {
 			t.Fatalf("CRD %s not established: %v", crd.Name, err)
 		}
+		kinds[crd.Spec.Names.Kind] = true
+	}
+	// Established is not yet served by discovery: a client that looked
+	// the group up in between knows it without the last kinds (seen with
+	// tests running side by side). A client made once discovery lists
+	// every kind does not.
+	dc, err := discovery.NewDiscoveryClientForConfig(c.RESTConfig)
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 30*time.Second, true, func(context.Context) (bool, error) {
+		list, err := dc.ServerResourcesForGroupVersion(v1alpha1.GroupVersion.String())
+		if err != nil {
+			return false, nil
+		}
+		served := 0
+		for _, r := range list.APIResources {
+			if kinds[r.Kind] && !strings.Contains(r.Name, "/") {
+				served++
+			}
+		}
+		return served == len(kinds), nil
+	})
+	if err != nil {
+		t.Fatalf("discovery does not serve every styrmin.io kind: %v", err)
+	}
+	if cl, err = client.New(c.RESTConfig, client.Options{Scheme: s}); err != nil {
+		t.Fatal(err)
 	}
 	if err := cl.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil {
 		t.Fatal(err)
@@ -88,6 +118,7 @@ func (noDrivers) Driver(context.Context, driversource.Request) (*drivers.Driver,
 // for the other would hold both for ever), and the backup runs once the
 // retry succeeded.
 func TestABackupWaitsWhileARestoreOfItsDeploymentFailedAndTheRetryGoesFirst(t *testing.T) {
+	t.Parallel()
 	cl, r := holdReconciler(t)
 	ctx := context.Background()
 	hub := v1alpha1.DeploymentID{Cluster: "local", Environment: "data", Name: "hub"}
@@ -166,6 +197,7 @@ func TestABackupWaitsWhileARestoreOfItsDeploymentFailedAndTheRetryGoesFirst(t *t
 // deployment's data and is held by no restore itself. It runs beside the
 // held change; a change that runs is still waited for.
 func TestABackupsDeletionDoesNotWaitForAChangeAFailedRestoreHolds(t *testing.T) {
+	t.Parallel()
 	cl, r := holdReconciler(t)
 	ctx := context.Background()
 	hub := v1alpha1.DeploymentID{Cluster: "local", Environment: "data", Name: "hub"}

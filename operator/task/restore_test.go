@@ -14,6 +14,7 @@ import (
 // changes made before it, and an upgrade among them may have moved the
 // deployment to a driver that cannot read the backup.
 func TestARestoreTaskRefusesADriverAChangeBeforeItMovedTo(t *testing.T) {
+	t.Parallel()
 	b := &v1alpha1.StyrminBackup{}
 	b.Name = "monday"
 	b.Status.Deployments = []v1alpha1.OperationDeployment{

@@ -25,6 +25,7 @@ import (
 // was deleted). A task that could not write its first step's start does
 // not hold the deployment.
 func TestATaskDoesNotRunItsStepsWhileAnotherTaskOfItsDeploymentRuns(t *testing.T) {
+	t.Parallel()
 	dep := v1alpha1.DeploymentID{Cluster: "local", Environment: "data", Name: "hub"}
 	other := v1alpha1.DeploymentID{Cluster: "local", Environment: "data", Name: "web"}
 	task := func(name string, uid types.UID, id v1alpha1.DeploymentID, seq int64, op *v1alpha1.TaskOperation) *v1alpha1.StyrminTask {
@@ -85,6 +86,7 @@ func TestATaskDoesNotRunItsStepsWhileAnotherTaskOfItsDeploymentRuns(t *testing.T
 // cache that did not show this one, and the agent restarted since, losing
 // its hold) finishes first: two tasks of a deployment never interleave.
 func TestAPendingTaskWaitsForAnEarlierOneAndForAnyThatRuns(t *testing.T) {
+	t.Parallel()
 	at := func(uid types.UID, seq int64, op bool, phase v1alpha1.TaskPhase) *v1alpha1.StyrminTask {
 		tk := &v1alpha1.StyrminTask{ObjectMeta: metav1.ObjectMeta{UID: uid, Name: string(uid)},
 			Spec: v1alpha1.StyrminTaskSpec{ToSequence: seq}, Status: v1alpha1.StyrminTaskStatus{Phase: phase}}

@@ -26,6 +26,7 @@ import (
 // task's status. A value too short to be told from text is left, and a
 // struct parameter shaped like a reference is not one.
 func TestWhatAStepReportsHasTheValuesOfTheSecretsItsSecretParametersNameMasked(t *testing.T) {
+	t.Parallel()
 	const ns = "dev-jobs"
 	cl := withCRDs(t, ns)
 	ctx := context.Background()

@@ -79,6 +79,7 @@ spec:
 // a proxy that never exits kept the Job running until the step's
 // timeout failed it, whatever the migration did.
 func TestARunJobStepRunsTheWorkloadsOtherContainersAsSidecarsThatEndWithIt(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		name, container  string
 		runs, sidecar    string

@@ -25,6 +25,7 @@ import (
 // deletion) leaves what it found: zero stays zero. A change's start
 // still takes the chart's.
 func TestABackupsStartLeavesAWorkloadItFoundStoppedAtZero(t *testing.T) {
+	t.Parallel()
 	const ns = "dev-jobs"
 	cl := withCRDs(t, ns)
 	d := maintenanceDriver(t)

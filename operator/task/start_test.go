@@ -9,6 +9,7 @@ import "testing"
 // would take as ready (0/0). The step waits until the cache shows the
 // generation its scale was answered with.
 func TestStartComponentsWaitsOutACachedCopyFromBeforeItsScale(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		name      string
 		cached    int64

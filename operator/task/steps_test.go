@@ -25,6 +25,7 @@ func exampleCatalog(t *testing.T) *drivers.Catalog {
 // workflow runs, in order: setup for create, upgrade for upgrade, the
 // upgrade hook's core only for update, one tombstone write for delete.
 func TestTaskStepsFollowTheDriversHooks(t *testing.T) {
+	t.Parallel()
 	cat := exampleCatalog(t)
 	hub1, ok := cat.Get("graphhub", "1.0.0")
 	if !ok {
@@ -93,6 +94,7 @@ func TestTaskStepsFollowTheDriversHooks(t *testing.T) {
 // component and timeout survive into the task's status (a restarted
 // agent runs what was planned, not what the driver source says now).
 func TestTaskStepsKeepTheDeclaredArguments(t *testing.T) {
+	t.Parallel()
 	hub1, _ := exampleCatalog(t).Get("graphhub", "1.0.0")
 	steps, err := task.Steps(v1alpha1.WorkflowUpgrade, hub1)
 	if err != nil {
@@ -114,6 +116,7 @@ func TestTaskStepsKeepTheDeclaredArguments(t *testing.T) {
 }
 
 func TestTaskStepsRejectAnUnknownWorkflow(t *testing.T) {
+	t.Parallel()
 	hub1, _ := exampleCatalog(t).Get("graphhub", "1.0.0")
 	if _, err := task.Steps("rollback", hub1); err == nil || !strings.Contains(err.Error(), `unknown workflow "rollback"`) {
 		t.Fatalf("err = %v", err)
@@ -133,6 +136,7 @@ func TestTaskStepsRejectAnUnknownWorkflow(t *testing.T) {
 // the same steps, with the same names, hooks, modes and actions, in the
 // same order.
 func TestPlanAndTaskRunTheSameSteps(t *testing.T) {
+	t.Parallel()
 	cat := exampleCatalog(t)
 	workflows := []planner.Workflow{planner.WorkflowCreate, planner.WorkflowUpdate, planner.WorkflowUpgrade, planner.WorkflowDelete}
 	checked := 0
@@ -171,6 +175,7 @@ func TestPlanAndTaskRunTheSameSteps(t *testing.T) {
 // name. For every example driver that can back up, the plan's actions
 // and the task's steps are the same, for a clone and not.
 func TestPlanAndTaskExpandTheBackupAndRestoreHooksAlike(t *testing.T) {
+	t.Parallel()
 	cat := exampleCatalog(t)
 	clone := &drivers.CloneSource{Cluster: "local", Environment: "dev", Backup: "dev-nightly", Location: "s3://backups/dev"}
 	checked := 0
