@@ -75,11 +75,9 @@ func statusPoster(ctx context.Context, direct client.Reader, opts Options) (*com
 	}
 	host, owner, repo, err := commitstatus.ParseRepository(opts.URL)
 	if so.Repository != "" {
-		var ok bool
-		if owner, repo, ok = strings.Cut(so.Repository, "/"); !ok {
-			return nil, fmt.Errorf("agent: the commit status repository %q is not OWNER/NAME", so.Repository)
+		if owner, repo, err = statusRepository(so.Repository); err != nil {
+			return nil, fmt.Errorf("agent: %w", err)
 		}
-		err = nil
 	}
 	if err != nil {
 		return nil, fmt.Errorf("agent: reporting commit statuses: %w (name it with --status-repository)", err)
@@ -132,4 +130,16 @@ func (s *secretToken) Token(ctx context.Context) (string, error) {
 	}
 	s.token, s.expires = token, time.Now().Add(s.ttl)
 	return token, nil
+}
+
+// statusRepository reads the repository the commit statuses go to, given
+// as OWNER/NAME (--status-repository): one slash, neither part empty.
+// The client would refuse "a/b/c" too, but naming neither the flag nor
+// what it expects.
+func statusRepository(s string) (owner, repo string, err error) {
+	owner, repo, ok := strings.Cut(s, "/")
+	if !ok || owner == "" || repo == "" || strings.Contains(repo, "/") {
+		return "", "", fmt.Errorf("the commit status repository %q (--status-repository): expected OWNER/NAME, as in acme/desired-state", s)
+	}
+	return owner, repo, nil
 }

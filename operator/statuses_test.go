@@ -2,6 +2,7 @@ package operator
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -51,5 +52,21 @@ func TestTheCommitStatusTokenIsReadAgainOnceItsTimeIsUp(t *testing.T) {
 	tokens.expires = time.Time{}
 	if _, err := tokens.Token(ctx); err == nil || !strings.Contains(err.Error(), `no key "token"`) || strings.Contains(err.Error(), "ghs_") {
 		t.Fatalf("a Secret without the key: %v; want an error naming the key and no token", err)
+	}
+}
+
+// TestAStatusRepositoryThatIsNotOwnerSlashNameIsRefusedNamingTheFlag pins
+// the error of --status-repository: a value with no slash, an empty
+// part or a slash too many names the flag and the form it expects.
+func TestAStatusRepositoryThatIsNotOwnerSlashNameIsRefusedNamingTheFlag(t *testing.T) {
+	for _, bad := range []string{"acme", "acme/", "/repo", "a/b/c", "/"} {
+		_, _, err := statusRepository(bad)
+		if err == nil || !strings.Contains(err.Error(), "--status-repository") || !strings.Contains(err.Error(), "expected OWNER/NAME") || !strings.Contains(err.Error(), fmt.Sprintf("%q", bad)) {
+			t.Errorf("statusRepository(%q) = %v, want an error naming the value, --status-repository and OWNER/NAME", bad, err)
+		}
+	}
+	owner, repo, err := statusRepository("acme/desired-state")
+	if err != nil || owner != "acme" || repo != "desired-state" {
+		t.Errorf("statusRepository(acme/desired-state) = %q, %q, %v", owner, repo, err)
 	}
 }
