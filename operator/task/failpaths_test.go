@@ -80,6 +80,16 @@ func (o oneDriver) Driver(context.Context, driversource.Request) (*drivers.Drive
 	return o.d, nil
 }
 
+// driverReconciler is a task reconciler on cl whose one driver is d.
+func driverReconciler(t *testing.T, cl client.Client, d *drivers.Driver) *Reconciler {
+	t.Helper()
+	r, err := NewReconciler(Options{Client: cl, Drivers: oneDriver{d}, Registerer: prometheus.NewRegistry()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r
+}
+
 // jobsInstance is local/dev/jobs at seq, of driver d and appVersion, in
 // namespace ns.
 func jobsInstance(t *testing.T, d *drivers.Driver, ns string, seq int64, appVersion string) *resolver.Instance {
@@ -324,10 +334,7 @@ func TestATaskWhoseFirstStepWasSkippedWhenPlannedChoosesItsWorkflowWhenItStarts(
 	backup: core: [{action: "runJob", component: "app", job: "dump", command: ["dump"]}]
 	restore: core: [{action: "runJob", component: "app", job: "load", command: ["load"]}]
 }`)
-	r, err := NewReconciler(Options{Client: cl, Drivers: oneDriver{d}, Registerer: prometheus.NewRegistry()})
-	if err != nil {
-		t.Fatal(err)
-	}
+	r := driverReconciler(t, cl, d)
 	// The first change succeeded.
 	first := createJobsTask(t, cl, jobsInstance(t, d, ns, 1, "1.0.0"), v1alpha1.WorkflowCreate)
 	first.Status = v1alpha1.StyrminTaskStatus{Phase: v1alpha1.TaskSucceeded, Workflow: v1alpha1.WorkflowCreate}
@@ -550,10 +557,7 @@ func TestARunJobStepDoesNotStartItsJobWhileAnotherJobOfTheDeploymentRuns(t *test
 	cl := withCRDs(t, ns)
 	ctx := context.Background()
 	d := jobsDriver(t, `setup: pre: [{action: "runJob", component: "app", job: "migrate", command: ["migrate"]}]`)
-	r, err := NewReconciler(Options{Client: cl, Drivers: oneDriver{d}, Registerer: prometheus.NewRegistry()})
-	if err != nil {
-		t.Fatal(err)
-	}
+	r := driverReconciler(t, cl, d)
 	first := createJobsTask(t, cl, jobsInstance(t, d, ns, 1, "1.0.0"), v1alpha1.WorkflowCreate)
 	firstReq := reconcile.Request{NamespacedName: client.ObjectKeyFromObject(first)}
 	if _, err := r.Reconcile(ctx, firstReq); err != nil {
@@ -660,10 +664,7 @@ func TestAFailedRunJobStepSaysHowItsLastPodEnded(t *testing.T) {
 	cl := withCRDs(t, ns)
 	ctx := context.Background()
 	d := jobsDriver(t, `setup: pre: [{action: "runJob", component: "app", job: "migrate", command: ["migrate"], args: {backoffLimit: "1"}}]`)
-	r, err := NewReconciler(Options{Client: cl, Drivers: oneDriver{d}, Registerer: prometheus.NewRegistry()})
-	if err != nil {
-		t.Fatal(err)
-	}
+	r := driverReconciler(t, cl, d)
 	tk := createJobsTask(t, cl, jobsInstance(t, d, ns, 1, "1.0.0"), v1alpha1.WorkflowCreate)
 	req := reconcile.Request{NamespacedName: client.ObjectKeyFromObject(tk)}
 	if _, err := r.Reconcile(ctx, req); err != nil {
@@ -733,10 +734,7 @@ func TestARunJobStepWhoseJobIsDeletedBeforeItsEndIsSeenIsNotRunAgain(t *testing.
 	cl := withCRDs(t, ns)
 	ctx := context.Background()
 	d := jobsDriver(t, `setup: pre: [{action: "runJob", component: "app", job: "migrate", command: ["migrate"]}]`)
-	r, err := NewReconciler(Options{Client: cl, Drivers: oneDriver{d}, Registerer: prometheus.NewRegistry()})
-	if err != nil {
-		t.Fatal(err)
-	}
+	r := driverReconciler(t, cl, d)
 	// startJob makes the task of seq and reconciles it until its step
 	// waits for its Job, which it returns.
 	startJob := func(seq int64) (reconcile.Request, *batchv1.Job) {

@@ -7,7 +7,6 @@ import (
 	"testing/fstest"
 
 	"github.com/go-logr/logr"
-	"github.com/prometheus/client_golang/prometheus"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
@@ -77,10 +76,7 @@ spec:
 			t.Fatal(err)
 		}
 	}
-	r, err := NewReconciler(Options{Client: cl, Drivers: oneDriver{d}, Registerer: prometheus.NewRegistry()})
-	if err != nil {
-		t.Fatal(err)
-	}
+	r := driverReconciler(t, cl, d)
 	in := jobsInstanceWith(t, d, ns, 1, "1.0.0", map[string]any{
 		"password": map[string]any{"name": "db", "key": "password"},
 		"pin":      map[string]any{"name": "pins", "key": "pin"},

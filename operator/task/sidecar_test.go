@@ -5,7 +5,6 @@ import (
 	"testing"
 	"testing/fstest"
 
-	"github.com/prometheus/client_golang/prometheus"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -94,10 +93,7 @@ func TestARunJobStepRunsTheWorkloadsOtherContainersAsSidecarsThatEndWithIt(t *te
 			cl := withCRDs(t, ns)
 			ctx := context.Background()
 			d := sidecarDriver(t, tc.container)
-			r, err := NewReconciler(Options{Client: cl, Drivers: oneDriver{d}, Registerer: prometheus.NewRegistry()})
-			if err != nil {
-				t.Fatal(err)
-			}
+			r := driverReconciler(t, cl, d)
 			tk := createJobsTask(t, cl, jobsInstance(t, d, ns, 1, "1.0.0"), v1alpha1.WorkflowCreate)
 			if _, err := r.Reconcile(ctx, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(tk)}); err != nil {
 				t.Fatal(err)
