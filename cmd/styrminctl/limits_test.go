@@ -72,7 +72,8 @@ func lockedRepoWithTestLimits(t *testing.T) (string, hostile.TestLimits) {
 // limits in styrmin.cue, fails lint, lock and plan within its limit, with
 // an error naming the driver folder and the limit.
 func TestHostileDriversFailLintLockAndPlanWithinTheirLimits(t *testing.T) {
-	t.Parallel()
+	// Not in parallel: its limits are of time and memory, and the
+	// hostile drivers' children take both.
 	dir, l := lockedRepoWithTestLimits(t)
 	bad := filepath.Join(dir, "drivers", "bad", "1.0.0")
 	for _, c := range hostile.Cases() {
@@ -316,7 +317,8 @@ func TestLockRemembersTheDriverLoadsItsChildrenChecked(t *testing.T) {
 // there within the memory limit, naming the driver, whichever deployment
 // the lock reached first; the others are locked.
 func TestADriverWithoutASampleIsCheckedInItsSandboxBeforeTheLockEvaluatesIt(t *testing.T) {
-	t.Parallel()
+	// Not in parallel: its limits are of time and memory, and the
+	// hostile drivers' children take both.
 	dir, l := lockedRepoWithTestLimits(t)
 	// A longer deadline than the other hostile tests': these bombs grow a
 	// step at a time, and near the memory limit the child's collector

@@ -159,6 +159,11 @@ type Locker struct {
 	// statusPosted is the decidedKey of the last posted.
 	pendingStatuses []headStatus
 	statusPosted    decidedKey
+	// made are the lock commits this locker pushed, newest last (at most
+	// maxMadeLocks): a head whose lock is one of them is locked here,
+	// whatever its parent (a lock made again over its own, one a
+	// compare-and-swap moved onto a newer configuration commit).
+	made []gitsource.Hash
 
 	// authMu guards opts.Auth and clone, which SetAuth changes while the
 	// Start loop clones and pushes.
@@ -311,6 +316,15 @@ func (l *Locker) postStatus(ctx context.Context) {
 	for len(l.pendingStatuses) > 0 {
 		p := l.pendingStatuses[0]
 		if err := l.opts.Statuses.Post(ctx, p.head.String(), p.status); err != nil {
+			var he *commitstatus.HTTPError
+			if errors.As(err, &he) && !he.Retryable() && !he.Unauthorized() {
+				// Refused for good (a commit the host does not have, a
+				// status it will not take): asked again, it would hold
+				// every newer head's status behind it.
+				l.opts.Log.Error(err, "the host refused the lock's commit status; not asked again", "head", p.head.Short())
+				l.pendingStatuses = l.pendingStatuses[1:]
+				continue
+			}
 			if ctx.Err() == nil {
 				l.opts.Log.Error(err, "posting the lock's commit status; posted on a later round", "head", p.head.Short(), "waiting", len(l.pendingStatuses))
 			}
@@ -432,12 +446,19 @@ func (l *Locker) lockHead(ctx context.Context) (LockResult, error) {
 	// The lock commit is the new head: remembering it saves the next round
 	// a resolve (it would make no commit anyway).
 	l.last = out.Commit
+	if l.made = append(l.made, out.Commit); len(l.made) > maxMadeLocks {
+		l.made = slices.Delete(l.made, 0, len(l.made)-maxMadeLocks)
+	}
 	l.opts.Log.Info("locked", "head", fr.Head.Short(), "commit", out.Commit.Short(), "deployments", res.Locked, "attempts", out.Attempts)
 	if l.opts.OnLocked != nil {
 		l.opts.OnLocked(res)
 	}
 	return res, nil
 }
+
+// maxMadeLocks bounds the lock commits a locker remembers making: a head
+// under an older one than these is long past what the condition says.
+const maxMadeLocks = 16
 
 // lockedElsewhere decides the Locked condition of head, a lock commit that
 // leaves nothing to lock, when its lock is not this locker's: another
@@ -458,7 +479,7 @@ func (l *Locker) lockedElsewhere(head gitsource.Hash) error {
 		return fmt.Errorf("lock mode: reading %s: %w", head.Short(), err)
 	}
 	lock := un.Base
-	if lock.IsZero() || lock == l.last || lock == l.subject {
+	if lock.IsZero() || lock == l.last || lock == l.subject || slices.Contains(l.made, lock) {
 		return nil
 	}
 	info, err := l.opts.Repo.Commit(lock)

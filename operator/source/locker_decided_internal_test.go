@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/http"
 	"strings"
 	"testing"
 
@@ -22,6 +23,10 @@ type recorded struct {
 	conditions []metav1.Condition
 	statuses   []string // "sha state"
 	fail       bool
+	// refuse answers the posts of these commits (by their first four
+	// hex digits) with the error; asked counts the posts it refused.
+	refuse map[string]error
+	asked  int
 }
 
 func (r *recorded) SetCondition(_ context.Context, c metav1.Condition) error {
@@ -35,6 +40,10 @@ func (r *recorded) SetCondition(_ context.Context, c metav1.Condition) error {
 func (r *recorded) Post(_ context.Context, sha string, s commitstatus.Status) error {
 	if r.fail {
 		return errors.New("the host is away")
+	}
+	if err := r.refuse[sha[:4]]; err != nil {
+		r.asked++
+		return err
 	}
 	r.statuses = append(r.statuses, sha[:4]+" "+string(s.State))
 	return nil
@@ -133,5 +142,93 @@ func TestALocksFinalStatusIsPostedWhenTheHostComesBackAfterANewerHead(t *testing
 	l.postStatus(context.Background())
 	if n := len(sinks.statuses); n != 3 {
 		t.Fatalf("a round with nothing new posted again: %v", sinks.statuses)
+	}
+}
+
+// TestALockStatusTheHostRefusesForGoodDoesNotHoldBackTheNewerHeads pins
+// that a status the host will never take (422 for a commit it does not
+// have, 404) is dropped, not asked again at the front of the queue: the
+// statuses are posted oldest first, and each round stopped at the first
+// refusal, so no newer head's status was posted until 32 more heads had
+// pushed it out. A refusal that may pass (5xx, a rate limit, a bad token)
+// still waits for a later round, the order kept.
+func TestALockStatusTheHostRefusesForGoodDoesNotHoldBackTheNewerHeads(t *testing.T) {
+	first, second, third := gitsource.Hash{0xa1, 0xa1}, gitsource.Hash{0xb2, 0xb2}, gitsource.Hash{0xd4, 0xd4}
+	sinks := &recorded{refuse: map[string]error{"a1a1": &commitstatus.HTTPError{Code: http.StatusUnprocessableEntity, Message: "No commit found for SHA"}}}
+	l := &Locker{opts: LockModeOptions{Conditions: sinks, Statuses: sinks, StatusContext: "styrmin/local/lock", Log: logr.Discard()}}
+	l.round(first, LockResult{Locked: []string{"local/dev/web=3"}, Commit: gitsource.Hash{0xc1}}, nil, false)
+	l.round(second, LockResult{Locked: []string{"local/dev/web=4"}, Commit: gitsource.Hash{0xc3}}, nil, false)
+	if got, want := strings.Join(sinks.statuses, ","), "b2b2 success"; got != want {
+		t.Fatalf("statuses %q, want %q: the newer head's, past the one refused for good", got, want)
+	}
+	l.round(third, LockResult{Locked: []string{"local/dev/web=5"}, Commit: gitsource.Hash{0xc5}}, nil, false)
+	if sinks.asked != 1 {
+		t.Errorf("the refused status was asked %d times, want once", sinks.asked)
+	}
+
+	// One that may pass keeps its place.
+	sinks.refuse["e5e5"] = &commitstatus.HTTPError{Code: http.StatusBadGateway, Message: "bad gateway"}
+	l.round(gitsource.Hash{0xe5, 0xe5}, LockResult{Locked: []string{"local/dev/web=6"}, Commit: gitsource.Hash{0xc6}}, nil, false)
+	l.round(gitsource.Hash{0xf6, 0xf6}, LockResult{Locked: []string{"local/dev/web=7"}, Commit: gitsource.Hash{0xc7}}, nil, false)
+	delete(sinks.refuse, "e5e5")
+	l.postStatus(context.Background())
+	if got, want := strings.Join(sinks.statuses, ","), "b2b2 success,d4d4 success,e5e5 success,f6f6 success"; got != want {
+		t.Fatalf("statuses %q, want %q: a status that may pass is posted once it does, in order", got, want)
+	}
+}
+
+// lockRepoOf answers lockedElsewhere's two questions: the newest lock
+// under any head is base, and each commit has the parents given.
+type lockRepoOf struct {
+	LockRepo
+	base    gitsource.Hash
+	parents map[gitsource.Hash][]gitsource.Hash
+}
+
+func (r lockRepoOf) UnlockedChanges(gitsource.Hash, string, string, int) (gitsource.Unlocked, error) {
+	return gitsource.Unlocked{Base: r.base}, nil
+}
+
+func (r lockRepoOf) Commit(h gitsource.Hash) (gitsource.CommitInfo, error) {
+	return gitsource.CommitInfo{Hash: h, Parents: r.parents[h]}, nil
+}
+
+// TestALockThisLockerMadeOverItsOwnIsNotLockedElsewhere pins that a head
+// whose lock commit this locker pushed keeps what the Locked condition
+// says, whatever that lock's parent: its lock made again over its own
+// (a sandbox that could not start), or moved by the compare-and-swap onto
+// a newer configuration commit. Known only by its parent being the
+// configuration head decided for, such a lock read as another locker's
+// once a retry commit had moved the last head handled, and the
+// condition's DeploymentsHeldBack turned Unknown, LockedElsewhere.
+func TestALockThisLockerMadeOverItsOwnIsNotLockedElsewhere(t *testing.T) {
+	config, newer := gitsource.Hash{0xc0}, gitsource.Hash{0xc1}
+	first, again, retry := gitsource.Hash{0x10}, gitsource.Hash{0x11}, gitsource.Hash{0x12}
+	for _, c := range []struct {
+		name   string
+		lock   gitsource.Hash
+		parent gitsource.Hash
+	}{
+		{"a lock made again over its own", again, first},
+		{"a lock moved onto a newer configuration commit", first, newer},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			repo := lockRepoOf{base: c.lock, parents: map[gitsource.Hash][]gitsource.Hash{c.lock: {c.parent}}}
+			l := &Locker{opts: LockModeOptions{Repo: repo, Log: logr.Discard()}, subject: config, last: retry, made: []gitsource.Hash{first, again}}
+			if err := l.lockedElsewhere(retry); err != nil {
+				t.Fatal(err)
+			}
+			if l.pending != nil {
+				t.Errorf("its own lock %s read as another locker's: %s %s", c.lock.Short(), l.pending.Reason, l.pending.Message)
+			}
+			// Not among the locks it made: another locker's.
+			l.made = nil
+			if err := l.lockedElsewhere(retry); err != nil {
+				t.Fatal(err)
+			}
+			if l.pending == nil || l.pending.Reason != v1alpha1.ReasonLockedElsewhere {
+				t.Errorf("a lock this locker did not make left the condition as it was: %+v", l.pending)
+			}
+		})
 	}
 }

@@ -528,7 +528,7 @@ func (r *Reconciler) runJob(ctx context.Context, run *taskRun, st *v1alpha1.Task
 		switch c.Type {
 		case batchv1.JobComplete:
 			out := fmt.Sprintf("job %s completed (%d pod(s) succeeded)", name, job.Status.Succeeded)
-			if logs := r.jobLogs(ctx, run, &job); logs != "" {
+			if logs := r.jobLogs(ctx, run, &job, step.Command); logs != "" {
 				out += "\n" + logs
 			}
 			return actionOutcome{done: true, output: out}, nil
@@ -539,7 +539,7 @@ func (r *Reconciler) runJob(ctx context.Context, run *taskRun, st *v1alpha1.Task
 			if why := r.jobFailure(ctx, &job, r.lastWaited(t.UID)); why != "" {
 				msg += "; " + why
 			}
-			return actionOutcome{output: r.jobLogs(ctx, run, &job)}, outcome.Stalled(v1alpha1.ReasonStepFailed, errors.New(msg))
+			return actionOutcome{output: r.jobLogs(ctx, run, &job, step.Command)}, outcome.Stalled(v1alpha1.ReasonStepFailed, errors.New(msg))
 		}
 	}
 	run.waiting = r.jobWaiting(ctx, &job)
@@ -917,7 +917,7 @@ func (r *Reconciler) podTemplate(ctx context.Context, run *taskRun, step drivers
 
 // jobLogs returns the tail of the logs of a Job's pods, best effort (pods
 // without containers, as on fake nodes, have none).
-func (r *Reconciler) jobLogs(ctx context.Context, run *taskRun, job *batchv1.Job) string {
+func (r *Reconciler) jobLogs(ctx context.Context, run *taskRun, job *batchv1.Job, command []string) string {
 	a, err := r.actor(ctx, run)
 	if err != nil || a.Logs == nil {
 		return ""
@@ -938,9 +938,8 @@ func (r *Reconciler) jobLogs(ctx context.Context, run *taskRun, job *batchv1.Job
 		}
 		ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 		// Named: a pod with sidecars has more than one container, and the
-		// API server then refuses a request that names none. The
-		// command's is the first (jobSidecars).
-		out, err := a.Logs.Logs(ctx, p.Namespace, p.Name, p.Spec.Containers[0].Name)
+		// API server then refuses a request that names none.
+		out, err := a.Logs.Logs(ctx, p.Namespace, p.Name, commandContainer(p.Spec.Containers, command))
 		cancel()
 		if err == nil && strings.TrimSpace(out) != "" {
 			if len(pods.Items) > 1 {
@@ -950,6 +949,17 @@ func (r *Reconciler) jobLogs(ctx context.Context, run *taskRun, job *batchv1.Job
 		}
 	}
 	return strings.Join(parts, "\n")
+}
+
+// commandContainer names the container of a Job's pod that runs the
+// step's command: the first (jobSidecars makes it the only one), or, in a
+// Job an older agent made with every container of the workload, the one
+// whose command is the step's.
+func commandContainer(cs []corev1.Container, command []string) string {
+	if i := slices.IndexFunc(cs, func(c corev1.Container) bool { return slices.Equal(c.Command, command) }); i >= 0 {
+		return cs[i].Name
+	}
+	return cs[0].Name
 }
 
 // waitReady waits until every workload of the components is ready (as

@@ -140,3 +140,27 @@ func names(cs []corev1.Container) []string {
 	}
 	return out
 }
+
+// TestAJobsLogIsItsCommandContainers pins which container's log is a
+// runJob step's output: the one that runs the step's command. A Job this
+// agent makes has only that one (the others are sidecars); one an older
+// agent made, still running across the upgrade, has every container of
+// the workload, and the command's is the one args.container named, not
+// always the first.
+func TestAJobsLogIsItsCommandContainers(t *testing.T) {
+	migrate := []string{"migrate", "--all"}
+	for _, tc := range []struct {
+		name string
+		cs   []corev1.Container
+		want string
+	}{
+		{"the only container", []corev1.Container{{Name: "app", Command: migrate}}, "app"},
+		{"an older agent's Job, the command in the second", []corev1.Container{{Name: "app", Args: []string{"serve"}}, {Name: "tools", Command: migrate}}, "tools"},
+		{"an older agent's Job, the command in the first", []corev1.Container{{Name: "app", Command: migrate}, {Name: "proxy"}}, "app"},
+		{"no container runs it: the first", []corev1.Container{{Name: "app"}, {Name: "proxy"}}, "app"},
+	} {
+		if got := commandContainer(tc.cs, migrate); got != tc.want {
+			t.Errorf("%s: the log of %s, want %s", tc.name, got, tc.want)
+		}
+	}
+}
