@@ -51,8 +51,8 @@ RACE_TESTS := TestSync|TestAnExecStep|TestFSDescribesAFileWithoutReadingItsObjec
 # Tests run four at a time within a package (go test's default is one per
 # core): an integration test spends most of its time waiting on its own
 # control plane (a start, a rollout, an interval), so two cores carry more
-# of them at once. Measured on 2 cores: ./operator took 16m53s at two and
-# 10m46s at four, with 590 and 657 CPU-s.
+# of them at once. Measured on 2 cores busy with other builds alike:
+# ./operator took 16m53s at two and 10m46s at four, with 590 and 657 CPU-s.
 TEST_PARALLEL ?= 4
 
 test: testcluster ## Run all tests (integration tests start real control planes), then the concurrency tests under the race detector.
