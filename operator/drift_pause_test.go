@@ -9,8 +9,11 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	autoscalingv1 "k8s.io/api/autoscaling/v1"
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/styrmin/styrmin/internal/agenttest"
@@ -298,4 +301,99 @@ func TestDriftKeepsWhatAFailedTaskStoppedThroughABackupAndATaskThatRanNoStep(t *
 	add(operation(v1alpha1.OperationDeleteBackup, v1alpha1.WorkflowDeleteBackup, "old"), v1alpha1.TaskSucceeded,
 		step("deleteBackup/core/1:runJob", "runJob", v1alpha1.StepSucceeded))
 	stillStopped("a backup's deletion succeeded")
+}
+
+// TestDriftDoesNotStartWorkersWhileTheJobOfADeletedTaskRuns: an upgrade
+// stopped the workers and started its migration Job, then its task was
+// deleted by hand. The drift check held only for the tasks that exist,
+// so its next check started the old workers on the data the orphaned
+// migration was still changing. Now it holds while a Job the agent made
+// for a step of the deployment has not ended, names it, and corrects
+// once it is gone.
+func TestDriftDoesNotStartWorkersWhileTheJobOfADeletedTaskRuns(t *testing.T) {
+	t.Parallel()
+	e := startEnv(t)
+	ctx := context.Background()
+	in := e.instance(t, "local", "dev", "web", 1)
+	ns, name := in.Context.Deployment.Namespace, in.ID.Name
+	e.write(t, ns, in)
+	e.waitApplied(t, ns, 1)
+
+	did := v1alpha1.DeploymentID{Cluster: "local", Environment: "dev", Name: name}
+	tk := &v1alpha1.StyrminTask{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: v1alpha1.TaskName(name, 2), Labels: did.Labels()},
+		Spec: v1alpha1.StyrminTaskSpec{Deployment: did, Namespace: ns, Workflow: v1alpha1.WorkflowUpgrade, FromSequence: 1, ToSequence: 2,
+			Lock: v1alpha1.LockRef{Commit: "0123456789abcdef0123456789abcdef01234567", Path: in.ID.LockPath()}},
+	}
+	if err := e.client.Create(ctx, tk); err != nil {
+		t.Fatal(err)
+	}
+	started := metav1.Now()
+	tk.Status = v1alpha1.StyrminTaskStatus{Phase: v1alpha1.TaskRunning, StartedAt: &started, CurrentStep: 1, Steps: []v1alpha1.TaskStep{
+		{Name: "upgrade/pre/1:stopComponents", Hook: "upgrade", Mode: "pre", Action: "stopComponents", Components: []string{"web"}, State: v1alpha1.StepSucceeded},
+		{Name: "upgrade/pre/2:runJob", Hook: "upgrade", Mode: "pre", Action: "runJob", State: v1alpha1.StepRunning},
+	}}
+	if err := e.client.Status().Update(ctx, tk); err != nil {
+		t.Fatal(err)
+	}
+	drifted := func(ctx context.Context) (*metav1.Condition, error) {
+		var sd v1alpha1.StyrminDeployment
+		if err := e.client.Get(ctx, client.ObjectKey{Namespace: ns, Name: ns}, &sd); err != nil {
+			return nil, err
+		}
+		return apimeta.FindStatusCondition(sd.Status.Conditions, v1alpha1.ConditionDrifted), nil
+	}
+	agenttest.WaitUntil(t, 10*driftInterval, "the drift check to pause for the running task", func(ctx context.Context) (bool, string, error) {
+		c, err := drifted(ctx)
+		return c != nil && c.Reason == v1alpha1.ReasonDriftCheckPaused, fmt.Sprintf("Drifted: %+v", c), err
+	})
+	scale := &autoscalingv1.Scale{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns}, Spec: autoscalingv1.ScaleSpec{Replicas: 0}}
+	if _, err := e.clientset.AppsV1().Deployments(ns).UpdateScale(ctx, name, scale, metav1.UpdateOptions{FieldManager: "styrmin-actions"}); err != nil {
+		t.Fatal(err)
+	}
+	// The step's migration Job, labelled as the agent labels it; its pod
+	// waits for a node it never gets, so the Job does not end.
+	labels := did.Labels()
+	labels[v1alpha1.LabelTask] = tk.Name
+	job := &batchv1.Job{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name + "-migrate-2", Labels: labels},
+		Spec: batchv1.JobSpec{BackoffLimit: ptr.To[int32](0), Template: corev1.PodTemplateSpec{
+			ObjectMeta: metav1.ObjectMeta{Labels: labels},
+			Spec: corev1.PodSpec{RestartPolicy: corev1.RestartPolicyNever, NodeSelector: map[string]string{"styrmin.io/test": "no-such-node"},
+				Containers: []corev1.Container{{Name: "migrate", Image: "migrate:1", Command: []string{"migrate"}}}},
+		}},
+	}
+	if err := e.client.Create(ctx, job); err != nil {
+		t.Fatal(err)
+	}
+
+	// The running task is deleted by hand mid-migration.
+	if err := e.client.Delete(ctx, tk); err != nil {
+		t.Fatal(err)
+	}
+	agenttest.WaitUntil(t, 10*driftInterval, "the drift check to say the deleted task's Job holds it", func(ctx context.Context) (bool, string, error) {
+		c, err := drifted(ctx)
+		return c != nil && c.Reason == v1alpha1.ReasonDriftCheckPaused && strings.Contains(c.Message, "job "+job.Name+" of task "+tk.Name+" has not ended"),
+			fmt.Sprintf("Drifted: %+v", c), err
+	})
+	time.Sleep(3 * driftInterval)
+	var d appsv1.Deployment
+	if err := e.client.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, &d); err != nil {
+		t.Fatal(err)
+	}
+	if *d.Spec.Replicas != 0 {
+		t.Fatalf("replicas %d while the migration Job of a deleted task runs: the drift check started the old workers on half-migrated data", *d.Spec.Replicas)
+	}
+
+	// The Job is deleted (it ended, or a person stopped it): what its
+	// steps left is the drift check's again.
+	if err := e.client.Delete(ctx, job, client.PropagationPolicy(metav1.DeletePropagationBackground)); err != nil {
+		t.Fatal(err)
+	}
+	agenttest.WaitUntil(t, 10*driftInterval, "drift corrected once the Job is gone", func(ctx context.Context) (bool, string, error) {
+		if err := e.client.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, &d); err != nil {
+			return false, "", err
+		}
+		return *d.Spec.Replicas == 2, fmt.Sprintf("replicas %d", *d.Spec.Replicas), nil
+	})
 }

@@ -7,8 +7,10 @@ import (
 
 	"github.com/go-logr/logr"
 	appsv1 "k8s.io/api/apps/v1"
+	batchv1 "k8s.io/api/batch/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/selection"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
@@ -246,11 +248,18 @@ func leaderElectionConfig(cfg *rest.Config) *rest.Config {
 // cacheOptions is what the agent's cache keeps of each kind: no
 // managedFields, workloads without their pod templates
 // (health.TrimWorkload), finished tasks without their steps but for what
-// the hold on stopped components reads (task.TrimFinished), and the strings that repeat across
+// the hold on stopped components reads (task.TrimFinished), of Jobs only
+// those of task steps and without their pod templates
+// (deployment.TrimStepJob), and the strings that repeat across
 // StyrminDeployments and tasks kept once (intern).
 func cacheOptions() cache.Options {
 	helmOwned := labels.SelectorFromSet(labels.Set{release.ManagedByLabel: release.ManagedByValue})
 	workloads := cache.ByObject{Label: helmOwned, Transform: health.TrimWorkload}
+	stepJob, err := labels.NewRequirement(v1alpha1.LabelTask, selection.Exists, nil)
+	if err != nil {
+		panic(err) // a constant label name
+	}
+	stepJobs := labels.NewSelector().Add(*stepJob)
 	shared := intern.New(0)
 	return cache.Options{
 		// Nothing read from the cache needs managedFields (the drift
@@ -265,6 +274,9 @@ func cacheOptions() cache.Options {
 			// on stopped components reads (task.TrimFinished).
 			&v1alpha1.StyrminTask{}:       {Transform: shared.Transform(task.TrimFinished, &v1alpha1.StyrminTask{})},
 			&v1alpha1.StyrminDeployment{}: {Transform: shared.Transform(cache.TransformStripManagedFields(), &v1alpha1.StyrminDeployment{})},
+			// Only the Jobs of task steps, for the drift check's hold
+			// (deployment.TrimStepJob): a chart's Jobs are not watched.
+			&batchv1.Job{}: {Label: stepJobs, Transform: deployment.TrimStepJob},
 		},
 	}
 }

@@ -805,7 +805,8 @@ func (r *Reconciler) correctDrift(ctx context.Context, rs *reconcileState) error
 	// would have them put back up in its middle. A task writes Running
 	// before its step acts, so a drift its step made shows it running
 	// in the API server's list (one request, when something drifted).
-	if hold, err := driftHold(ctx, r.apiReader, sd.Namespace); err != nil || hold.why != "" {
+	// A step's Job is older than the task's Running: the cache's list.
+	if hold, err := driftHold(ctx, r.apiReader, r.client, sd.Namespace); err != nil || hold.why != "" {
 		if err != nil {
 			return outcome.Retryable(v1alpha1.ReasonDriftCheckPaused, err)
 		}
@@ -889,7 +890,7 @@ func (r *Reconciler) sensitiveValuesGone(rs *reconcileState, err error) {
 // and the drift check both ask.
 func (r *Reconciler) cachedHold(ctx context.Context, rs *reconcileState) (taskHold, error) {
 	if !rs.holdRead {
-		hold, err := driftHold(ctx, r.client, rs.sd.Namespace)
+		hold, err := driftHold(ctx, r.client, r.client, rs.sd.Namespace)
 		if err != nil {
 			return taskHold{}, err
 		}

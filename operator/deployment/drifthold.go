@@ -5,6 +5,9 @@ import (
 	"fmt"
 	"strings"
 
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	toolscache "k8s.io/client-go/tools/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/styrmin/styrmin/operator/api/v1alpha1"
@@ -20,27 +23,30 @@ type taskHold struct {
 	stopped bool
 }
 
-// driftHold says why the drift check of namespace waits, from its tasks
-// as c (the cache, or the API server) lists them: a task runs (its steps
-// change workloads on purpose), or failed tasks stopped components no
-// task started since (an upgrade whose migration failed, a restore that
-// failed halfway: starting the old workers on half-migrated or
-// half-restored data is what the stop was for; instance.LeftStopped says
-// which and what ends it).
-func driftHold(ctx context.Context, c client.Reader, namespace string) (taskHold, error) {
-	var tasks v1alpha1.StyrminTaskList
+// driftHold says why the drift check of the deployment in namespace
+// waits, from its tasks as tasks (the cache, or the API server) lists them
+// and the Jobs of its steps as jobs (the cache) lists them: a task runs
+// (its steps change workloads on purpose), or failed tasks stopped
+// components no task started since (an upgrade whose migration failed, a
+// restore that failed halfway: starting the old workers on half-migrated
+// or half-restored data is what the stop was for; instance.LeftStopped
+// says which and what ends it), or a Job the agent made for a step has
+// not ended though no task runs (its task deleted by hand while the
+// migration ran: the workers it stopped stay stopped until it ends).
+func driftHold(ctx context.Context, tasks, jobs client.Reader, namespace string) (taskHold, error) {
+	var list v1alpha1.StyrminTaskList
 	// Read only: the cache's own tasks, not copies.
-	if err := c.List(ctx, &tasks, client.InNamespace(namespace), client.UnsafeDisableDeepCopy); err != nil {
+	if err := tasks.List(ctx, &list, client.InNamespace(namespace), client.UnsafeDisableDeepCopy); err != nil {
 		return taskHold{}, fmt.Errorf("listing the tasks of %s: %w", namespace, err)
 	}
-	for i := range tasks.Items {
-		if tasks.Items[i].Status.Phase == v1alpha1.TaskRunning {
-			return taskHold{why: "task " + tasks.Items[i].Name + " is running: its steps change workloads on purpose"}, nil
+	for i := range list.Items {
+		if list.Items[i].Status.Phase == v1alpha1.TaskRunning {
+			return taskHold{why: "task " + list.Items[i].Name + " is running: its steps change workloads on purpose"}, nil
 		}
 	}
-	held := instance.LeftStopped(tasks.Items)
+	held := instance.LeftStopped(list.Items)
 	if len(held) == 0 {
-		return taskHold{}, nil
+		return jobHold(ctx, jobs, namespace)
 	}
 	whys := make([]string, 0, len(held))
 	for _, h := range held {
@@ -48,6 +54,65 @@ func driftHold(ctx context.Context, c client.Reader, namespace string) (taskHold
 			h.Task.Name, strings.Join(h.Components, ", "), untilWhat(h.Task)))
 	}
 	return taskHold{why: strings.Join(whys, "; "), stopped: true}, nil
+}
+
+// jobHold says which Job the agent made for a step of the deployment in
+// namespace (labelled v1alpha1.LabelTask; the namespace is the
+// deployment's alone) has not ended, as jobs lists them. A Job
+// outlives its task: one deleted by hand mid-migration leaves no task to
+// hold the drift check, and the workers its steps stopped would be started
+// on half-migrated data. A Job being deleted still holds: its pods stop
+// first.
+func jobHold(ctx context.Context, jobs client.Reader, namespace string) (taskHold, error) {
+	var list batchv1.JobList
+	if err := jobs.List(ctx, &list, client.InNamespace(namespace), client.HasLabels{v1alpha1.LabelTask}, client.UnsafeDisableDeepCopy); err != nil {
+		return taskHold{}, fmt.Errorf("listing the step jobs of %s: %w", namespace, err)
+	}
+	for i := range list.Items {
+		j := &list.Items[i]
+		if jobEnded(j) {
+			continue
+		}
+		return taskHold{why: fmt.Sprintf("job %s of task %s has not ended (its task is no longer running): the workloads its steps changed stay as they are until it ends or is deleted",
+			j.Name, j.Labels[v1alpha1.LabelTask])}, nil
+	}
+	return taskHold{}, nil
+}
+
+// jobEnded reports whether a Job has completed or failed.
+func jobEnded(j *batchv1.Job) bool {
+	for _, c := range j.Status.Conditions {
+		if c.Status == corev1.ConditionTrue && (c.Type == batchv1.JobComplete || c.Type == batchv1.JobFailed) {
+			return true
+		}
+	}
+	return false
+}
+
+// TrimStepJob is the cache transform of the Jobs the agent made for task
+// steps: the drift check reads only their names, labels and whether they
+// ended (jobHold), and finished Jobs stay in the cluster, so the cache
+// keeps nothing else of them. The task controller reads Jobs from the API
+// server, never from the cache.
+func TrimStepJob(obj any) (any, error) {
+	if d, ok := obj.(toolscache.DeletedFinalStateUnknown); ok {
+		trimmed, err := TrimStepJob(d.Obj)
+		return toolscache.DeletedFinalStateUnknown{Key: d.Key, Obj: trimmed}, err
+	}
+	j, ok := obj.(*batchv1.Job)
+	if !ok {
+		return obj, nil
+	}
+	j.ManagedFields, j.Annotations, j.OwnerReferences = nil, nil, nil
+	j.Spec = batchv1.JobSpec{}
+	var ended []batchv1.JobCondition
+	for _, c := range j.Status.Conditions {
+		if c.Status == corev1.ConditionTrue && (c.Type == batchv1.JobComplete || c.Type == batchv1.JobFailed) {
+			ended = append(ended, batchv1.JobCondition{Type: c.Type, Status: c.Status})
+		}
+	}
+	j.Status = batchv1.JobStatus{Conditions: ended}
+	return j, nil
 }
 
 // untilWhat says what ends the hold on the components failed task t

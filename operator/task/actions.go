@@ -49,7 +49,7 @@ const actionFieldOwner = "styrmin-actions"
 // Labels the agent puts on the Jobs it runs.
 const (
 	// LabelTask names the StyrminTask a Job belongs to.
-	LabelTask = v1alpha1.Group + "/task"
+	LabelTask = v1alpha1.LabelTask
 	// LabelComponent names the driver component a Job's pod template was
 	// taken from.
 	LabelComponent = v1alpha1.Group + "/component"

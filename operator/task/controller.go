@@ -268,7 +268,8 @@ const ControllerName = "styrmintask"
 // (a task's change wakes the other tasks of its deployment, which may be
 // waiting for it) and StyrminDeployments (to wake the step waiting for
 // one). Jobs and pods are read straight from the API server while a step
-// waits for them, so the agent caches none of them.
+// waits for them (the cache holds the Jobs of steps for the drift check's
+// hold only, and a step needs what the API server holds now).
 func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 	return ctrl.NewControllerManagedBy(mgr).
 		Named(ControllerName).

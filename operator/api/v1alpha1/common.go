@@ -45,6 +45,10 @@ const (
 	LabelOperationKind = Group + "/operation-kind"
 	// LabelSequence on a StyrminTask is the sequence it applies.
 	LabelSequence = Group + "/sequence"
+	// LabelTask names the StyrminTask a Job the agent made for a step
+	// belongs to (with the deployment's labels): the task controller waits
+	// for such a Job, and the drift check holds while one has not ended.
+	LabelTask = Group + "/task"
 
 	// FinalizerRelease keeps a StyrminDeployment until its Helm release is
 	// uninstalled.

@@ -1,0 +1,55 @@
+package deployment
+
+import (
+	"testing"
+
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	toolscache "k8s.io/client-go/tools/cache"
+
+	"github.com/styrmin/styrmin/operator/api/v1alpha1"
+)
+
+func TestTrimStepJobKeepsWhetherTheJobEndedAndDropsTheRest(t *testing.T) {
+	labels := map[string]string{v1alpha1.LabelTask: "web-2", v1alpha1.LabelDeployment: "web"}
+	job := func(conds ...batchv1.JobCondition) *batchv1.Job {
+		return &batchv1.Job{
+			ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "web-migrate-2", Labels: labels, Annotations: map[string]string{"a": "b"},
+				ManagedFields: []metav1.ManagedFieldsEntry{{Manager: "styrmin"}}},
+			Spec:   batchv1.JobSpec{Template: corev1.PodTemplateSpec{Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "migrate", Image: "migrate:1"}}}}},
+			Status: batchv1.JobStatus{Active: 1, Conditions: conds},
+		}
+	}
+	for _, c := range []struct {
+		name  string
+		job   *batchv1.Job
+		ended bool
+	}{
+		{"running", job(), false},
+		{"failing, its pods still stopping", job(batchv1.JobCondition{Type: batchv1.JobFailureTarget, Status: corev1.ConditionTrue, Message: "deadline"}), false},
+		{"failed", job(batchv1.JobCondition{Type: batchv1.JobFailureTarget, Status: corev1.ConditionTrue},
+			batchv1.JobCondition{Type: batchv1.JobFailed, Status: corev1.ConditionTrue, Message: "deadline"}), true},
+		{"complete", job(batchv1.JobCondition{Type: batchv1.JobComplete, Status: corev1.ConditionTrue}), true},
+	} {
+		for _, obj := range []any{c.job.DeepCopy(), toolscache.DeletedFinalStateUnknown{Key: "ns/web-migrate-2", Obj: c.job.DeepCopy()}} {
+			out, err := TrimStepJob(obj)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if d, ok := out.(toolscache.DeletedFinalStateUnknown); ok {
+				out = d.Obj
+			}
+			j := out.(*batchv1.Job)
+			if got := jobEnded(j); got != c.ended {
+				t.Errorf("%s: ended %v after the trim, want %v", c.name, got, c.ended)
+			}
+			if j.Name != "web-migrate-2" || j.Labels[v1alpha1.LabelTask] != "web-2" {
+				t.Errorf("%s: name %q, labels %v: the hold names the Job and its task", c.name, j.Name, j.Labels)
+			}
+			if len(j.Spec.Template.Spec.Containers) != 0 || j.ManagedFields != nil || j.Annotations != nil || j.Status.Active != 0 {
+				t.Errorf("%s: kept %+v", c.name, j)
+			}
+		}
+	}
+}
