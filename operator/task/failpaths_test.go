@@ -33,6 +33,17 @@ import (
 // template runJob steps take) with the given actions.
 func jobsDriver(t *testing.T, actions string) *drivers.Driver {
 	t.Helper()
+	return jobsDriverWithPod(t, actions, `      containers:
+        - name: app
+          image: busybox
+          env: [{name: DATA, value: {{ .Values.data | quote }}}]
+`)
+}
+
+// jobsDriverWithPod is jobsDriver whose Deployment's pod spec is podSpec
+// (YAML indented as the pod spec's fields in the template).
+func jobsDriverWithPod(t *testing.T, actions, podSpec string) *drivers.Driver {
+	t.Helper()
 	spec := `name:        "jobs"
 version:     "1.0.0"
 appVersions: ">=1.0.0"
@@ -44,7 +55,7 @@ parameters: {
 components: app: workloads: [{kind: "Deployment", name: context.deployment.name}]
 values: data: context.parameters.data
 actions: ` + actions + "\n"
-	const deployment = `apiVersion: apps/v1
+	deployment := `apiVersion: apps/v1
 kind: Deployment
 metadata:
   name: {{ .Release.Name }}
@@ -56,11 +67,7 @@ spec:
     metadata:
       labels: {app: jobs}
     spec:
-      containers:
-        - name: app
-          image: busybox
-          env: [{name: DATA, value: {{ .Values.data | quote }}}]
-`
+` + podSpec
 	d, err := drivers.Load(fstest.MapFS{
 		"driver.cue":                      {Data: []byte(spec)},
 		"chart/Chart.yaml":                {Data: []byte("apiVersion: v2\nname: jobs\nversion: 1.0.0\n")},

@@ -3,7 +3,6 @@ package task
 import (
 	"context"
 	"testing"
-	"testing/fstest"
 
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -24,27 +23,7 @@ func sidecarDriver(t *testing.T, container string) *drivers.Driver {
 	if container != "" {
 		args = `, args: {container: "` + container + `"}`
 	}
-	spec := `name:        "jobs"
-version:     "1.0.0"
-appVersions: ">=1.0.0"
-chart:       "chart"
-components: app: workloads: [{kind: "Deployment", name: context.deployment.name}]
-values: {}
-actions: setup: pre: [{action: "runJob", component: "app", job: "migrate", command: ["migrate"]` + args + `}]
-`
-	const deployment = `apiVersion: apps/v1
-kind: Deployment
-metadata:
-  name: {{ .Release.Name }}
-spec:
-  replicas: 1
-  selector:
-    matchLabels: {app: jobs}
-  template:
-    metadata:
-      labels: {app: jobs}
-    spec:
-      initContainers:
+	return jobsDriverWithPod(t, `setup: pre: [{action: "runJob", component: "app", job: "migrate", command: ["migrate"]`+args+`}]`, `      initContainers:
         - name: wait-for-db
           image: busybox
           command: ["true"]
@@ -57,16 +36,7 @@ spec:
           image: proxy
           args: ["--port=5432"]
           livenessProbe: {tcpSocket: {port: 5432}}
-`
-	d, err := drivers.Load(fstest.MapFS{
-		"driver.cue":                      {Data: []byte(spec)},
-		"chart/Chart.yaml":                {Data: []byte("apiVersion: v2\nname: jobs\nversion: 1.0.0\n")},
-		"chart/templates/deployment.yaml": {Data: []byte(deployment)},
-	}, drivers.LoadOptions{Source: "drivers/jobs/1.0.0"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return d
+`)
 }
 
 // TestARunJobStepRunsTheWorkloadsOtherContainersAsSidecarsThatEndWithIt
