@@ -6,11 +6,12 @@ import (
 	"strings"
 
 	batchv1 "k8s.io/api/batch/v1"
-	corev1 "k8s.io/api/core/v1"
+
 	toolscache "k8s.io/client-go/tools/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/styrmin/styrmin/operator/api/v1alpha1"
+	"github.com/styrmin/styrmin/operator/health"
 	"github.com/styrmin/styrmin/operator/instance"
 )
 
@@ -70,23 +71,13 @@ func jobHold(ctx context.Context, jobs client.Reader, namespace string) (taskHol
 	}
 	for i := range list.Items {
 		j := &list.Items[i]
-		if jobEnded(j) {
+		if health.JobEnded(j) {
 			continue
 		}
 		return taskHold{why: fmt.Sprintf("job %s of task %s has not ended (its task is no longer running): the workloads its steps changed stay as they are until it ends or is deleted",
 			j.Name, j.Labels[v1alpha1.LabelTask])}, nil
 	}
 	return taskHold{}, nil
-}
-
-// jobEnded reports whether a Job has completed or failed.
-func jobEnded(j *batchv1.Job) bool {
-	for _, c := range j.Status.Conditions {
-		if c.Status == corev1.ConditionTrue && (c.Type == batchv1.JobComplete || c.Type == batchv1.JobFailed) {
-			return true
-		}
-	}
-	return false
 }
 
 // TrimStepJob is the cache transform of the Jobs the agent made for task
@@ -105,13 +96,7 @@ func TrimStepJob(obj any) (any, error) {
 	}
 	j.ManagedFields, j.Annotations, j.OwnerReferences = nil, nil, nil
 	j.Spec = batchv1.JobSpec{}
-	var ended []batchv1.JobCondition
-	for _, c := range j.Status.Conditions {
-		if c.Status == corev1.ConditionTrue && (c.Type == batchv1.JobComplete || c.Type == batchv1.JobFailed) {
-			ended = append(ended, batchv1.JobCondition{Type: c.Type, Status: c.Status})
-		}
-	}
-	j.Status = batchv1.JobStatus{Conditions: ended}
+	j.Status = batchv1.JobStatus{Conditions: health.JobEndConditions(j)}
 	return j, nil
 }
 

@@ -9,6 +9,7 @@ import (
 	toolscache "k8s.io/client-go/tools/cache"
 
 	"github.com/styrmin/styrmin/operator/api/v1alpha1"
+	"github.com/styrmin/styrmin/operator/health"
 )
 
 func TestTrimStepJobKeepsWhetherTheJobEndedAndDropsTheRest(t *testing.T) {
@@ -41,7 +42,7 @@ func TestTrimStepJobKeepsWhetherTheJobEndedAndDropsTheRest(t *testing.T) {
 				out = d.Obj
 			}
 			j := out.(*batchv1.Job)
-			if got := jobEnded(j); got != c.ended {
+			if got := health.JobEnded(j); got != c.ended {
 				t.Errorf("%s: ended %v after the trim, want %v", c.name, got, c.ended)
 			}
 			if j.Name != "web-migrate-2" || j.Labels[v1alpha1.LabelTask] != "web-2" {

@@ -10,6 +10,7 @@ import (
 	kstatus "github.com/fluxcd/cli-utils/pkg/kstatus/status"
 
 	appsv1 "k8s.io/api/apps/v1"
+	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -261,6 +262,36 @@ func goneJob(ctx context.Context, live client.Reader, previous []v1alpha1.Compon
 		ws.Failed, ws.Message = true, "failed: "+last.Reason+": "+last.Message+" (read from its events; deleted since)"
 	}
 	return ws, nil
+}
+
+// JobEnded reports whether a Job has completed or failed (its Complete or
+// Failed condition is True): the task controller's runJob, which starts a
+// step's Job only once the deployment's others ended, and the drift
+// check's hold while one runs, ask alike.
+func JobEnded(j *batchv1.Job) bool {
+	for _, c := range j.Status.Conditions {
+		if endsJob(c) {
+			return true
+		}
+	}
+	return false
+}
+
+// endsJob reports whether c is a Job's Complete or Failed condition, True.
+func endsJob(c batchv1.JobCondition) bool {
+	return c.Status == corev1.ConditionTrue && (c.Type == batchv1.JobComplete || c.Type == batchv1.JobFailed)
+}
+
+// JobEndConditions are a Job's conditions that end it (JobEnded), without
+// their times and messages: what a cache of Jobs keeps of their status.
+func JobEndConditions(j *batchv1.Job) []batchv1.JobCondition {
+	var out []batchv1.JobCondition
+	for _, c := range j.Status.Conditions {
+		if endsJob(c) {
+			out = append(out, batchv1.JobCondition{Type: c.Type, Status: c.Status})
+		}
+	}
+	return out
 }
 
 // JobFailedReason reports whether reason is one of an event the Job

@@ -746,7 +746,7 @@ func (r *Reconciler) otherJobRuns(ctx context.Context, t *v1alpha1.StyrminTask, 
 	}
 	for i := range jobs.Items {
 		j := &jobs.Items[i]
-		if j.Name == name || !j.DeletionTimestamp.IsZero() || jobEnded(j) {
+		if j.Name == name || !j.DeletionTimestamp.IsZero() || health.JobEnded(j) {
 			continue
 		}
 		return fmt.Sprintf("job %s/%s (task %s) has not ended: job %s starts after it, so that two of the deployment's jobs never run at once",
@@ -765,16 +765,6 @@ func (r *Reconciler) otherJobRuns(ctx context.Context, t *v1alpha1.StyrminTask, 
 			p.Namespace, p.Name, p.Labels["job-name"], p.Labels[LabelTask], name), nil
 	}
 	return "", nil
-}
-
-// jobEnded reports whether a Job has completed or failed.
-func jobEnded(j *batchv1.Job) bool {
-	for _, c := range j.Status.Conditions {
-		if c.Status == corev1.ConditionTrue && (c.Type == batchv1.JobComplete || c.Type == batchv1.JobFailed) {
-			return true
-		}
-	}
-	return false
 }
 
 // buildJob makes the Job of a runJob step.
