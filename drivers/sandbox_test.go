@@ -7,6 +7,7 @@ import (
 	"errors"
 	"maps"
 	"os"
+	"os/exec"
 	"runtime"
 	"runtime/debug"
 	"strconv"
@@ -410,23 +411,35 @@ func TestAChildKilledAtItsDeadlineNamesTheFileItWasEvaluating(t *testing.T) {
 // collector target above the default leaves on the heap: a heap over the
 // limit that a collection brings under it goes on; one whose live data is
 // over it is the limit.
+//
+// The watchdog reads the whole process's heap, so the test runs in a
+// process of its own: in the test binary, what other tests left running
+// allocates beside it. It waits for what the watchdog did rather than for
+// a time, which a busy machine may not give it.
 func TestTheMemoryWatchdogCountsLiveDataNotGarbage(t *testing.T) {
+	if os.Getenv(watchdogAloneEnv) == "" {
+		runAlone(t, watchdogAloneEnv)
+		return
+	}
 	defer debug.SetGCPercent(debug.SetGCPercent(-1)) // garbage stays until collected
 	runtime.GC()
 	const step = 64 << 20
-	watch := func(limit uint64) (stop func() (over bool)) {
-		done, end := make(chan struct{}), make(chan bool, 1)
+	const patience = 30 * time.Second
+	watch := func(limit uint64) (overSeen <-chan struct{}, stop func() (over bool)) {
+		done, end, seen := make(chan struct{}), make(chan bool, 1), make(chan struct{})
 		go func() {
 			over := false
-			watchMemory(limit, done, func(uint64) { over = true })
+			watchMemory(limit, done, func(uint64) { over = true; close(seen) })
 			end <- over
 		}()
-		return func() bool { close(done); return <-end }
+		return seen, func() bool { close(done); return <-end }
 	}
 	var sink [][]byte
+	// In small pieces: what is allocated while a collection marks counts
+	// as live for it, and the piece being filled is live.
 	fill := func(keep bool) {
-		for range 4 {
-			b := make([]byte, step/4)
+		for range 64 {
+			b := make([]byte, step/64)
 			for i := 0; i < len(b); i += 4096 {
 				b[i] = 1
 			}
@@ -434,21 +447,63 @@ func TestTheMemoryWatchdogCountsLiveDataNotGarbage(t *testing.T) {
 				sink = append(sink, b)
 			}
 		}
-		time.Sleep(20 * time.Millisecond) // the watchdog polls every 2 ms
 	}
 
+	// Garbage: with the collector off, only the watchdog's collection
+	// brings the heap back under the limit; once it has, it has decided.
 	limit := heapObjects() + step/2
-	stop := watch(limit)
+	overSeen, stop := watch(limit)
 	fill(false)
+	waitFor(patience, func() bool { return heapObjects() <= limit || closed(overSeen) })
+	if heapObjects() > limit {
+		t.Errorf("the watchdog left %d MiB of garbage uncollected for %s", step>>20, patience)
+	}
 	if stop() {
 		t.Errorf("the watchdog called %d MiB of garbage over a limit of %d MiB", step>>20, (step/2)>>20)
 	}
 
+	// Live data: the watchdog says so, however long the machine makes it wait.
 	limit = heapObjects() + step/2
-	stop = watch(limit)
+	overSeen, stop = watch(limit)
 	fill(true)
+	waitFor(patience, func() bool { return closed(overSeen) })
 	if !stop() {
-		t.Errorf("the watchdog let %d MiB of live data pass a limit of %d MiB", step>>20, (step/2)>>20)
+		t.Errorf("the watchdog let %d MiB of live data pass a limit of %d MiB for %s", step>>20, (step/2)>>20, patience)
 	}
 	runtime.KeepAlive(sink)
+}
+
+// waitFor polls done until it holds or patience has passed.
+func waitFor(patience time.Duration, done func() bool) {
+	for deadline := time.Now().Add(patience); !done() && time.Now().Before(deadline); {
+		time.Sleep(2 * time.Millisecond)
+	}
+}
+
+// closed says whether c is closed.
+func closed(c <-chan struct{}) bool {
+	select {
+	case <-c:
+		return true
+	default:
+		return false
+	}
+}
+
+// watchdogAloneEnv marks the test binary run for the watchdog's test alone.
+const watchdogAloneEnv = "STYRMIN_TEST_WATCHDOG_ALONE"
+
+// runAlone runs t's test again in a new process of the test binary with
+// env set, and fails t with its output if it fails.
+func runAlone(t *testing.T, env string) {
+	t.Helper()
+	cmd := exec.Command(os.Args[0], "-test.run=^"+t.Name()+"$", "-test.count=1", "-test.v")
+	cmd.Env = append(os.Environ(), env+"=1")
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("%s alone in a process of its own: %v\n%s", t.Name(), err, out)
+	}
+	if !bytes.Contains(out, []byte("--- PASS: "+t.Name())) {
+		t.Fatalf("%s alone in a process of its own did not run:\n%s", t.Name(), out)
+	}
 }

@@ -311,9 +311,11 @@ const childGCPercent = 400
 // watchMemory calls over when the Go heap exceeds limit, until stop is
 // closed. It polls: CUE allocates in many small steps, so a few
 // milliseconds see it well before the address-space limit. A heap over
-// the limit is collected first, and counts only if what stays is still
-// over: garbage is not the evaluation's use (under a collector target
-// above the default, a heap may hold several times its live data).
+// the limit is collected first, and counts only if what that collection
+// found live is still over: garbage is not the evaluation's use (under a
+// collector target above the default, a heap may hold several times its
+// live data). The collection's own figure, not the heap read after it:
+// what the evaluation allocated in between is garbage-to-be as often as not.
 func watchMemory(limit uint64, stop <-chan struct{}, over func(heap uint64)) {
 	tick := time.NewTicker(2 * time.Millisecond)
 	defer tick.Stop()
@@ -327,7 +329,7 @@ func watchMemory(limit uint64, stop <-chan struct{}, over func(heap uint64)) {
 			continue
 		}
 		runtime.GC()
-		if h := heapObjects(); h > limit {
+		if h := liveHeap(); h > limit {
 			over(h)
 			return
 		}
