@@ -781,13 +781,13 @@ func sayDeletionWaits(ctx context.Context, c client.Client, kind string, o clien
 }
 
 // deleteArtifacts runs, for a backup being deleted, the deleteBackup
-// hook of each deployment whose artefact it holds and whose running
-// driver declares one, as a task of that deployment; it reports what the
-// deletion still waits for, nothing once every such task ended (a failed
-// one leaves its artefact, and says so in its task). A deployment that no
-// longer runs, or whose driver has no such hook, keeps its artefact where
-// it is. A backup an upgrade took first is deleted alike: its artefact is
-// the deployment's as any other.
+// hook of each deployment whose artefact it may hold (holdsArtifact) and
+// whose running driver declares one, as a task of that deployment; it
+// reports what the deletion still waits for, nothing once every such task
+// ended (a failed one leaves its artefact, and says so in its task). A
+// deployment that no longer runs, or whose driver has no such hook, keeps
+// its artefact where it is. A backup an upgrade took first is deleted
+// alike: its artefact is the deployment's as any other.
 func (r *BackupReconciler) deleteArtifacts(ctx context.Context, b *v1alpha1.StyrminBackup) (deletionWait, error) {
 	if !controllerutil.ContainsFinalizer(b, Finalizer) {
 		return deletionWait{}, nil
@@ -812,7 +812,7 @@ func (r *BackupReconciler) deleteArtifacts(ctx context.Context, b *v1alpha1.Styr
 	}
 	var running []string
 	for _, d := range ds {
-		if d.Phase != v1alpha1.OperationSucceeded || d.Artifact == "" {
+		if !holdsArtifact(d) {
 			continue
 		}
 		cluster := b.Spec.Cluster
@@ -866,6 +866,19 @@ func (r *BackupReconciler) deleteArtifacts(ctx context.Context, b *v1alpha1.Styr
 			fmt.Sprintf("deleting the artefacts of %s: the deleteBackup task of each runs", strings.Join(running, ", "))}, nil
 	}
 	return deletionWait{}, nil
+}
+
+// holdsArtifact reports whether part d of a backup may have written its
+// artefact: it succeeded, or it failed after its task started. A job
+// that failed half-way leaves a truncated file or the first objects of a
+// dump, which nothing else deletes once retention lets the failed backup
+// go. A part that failed before its task started (refused, superseded,
+// its task failed in its checks) wrote nothing.
+func holdsArtifact(d v1alpha1.OperationDeployment) bool {
+	if d.Artifact == "" {
+		return false
+	}
+	return d.Phase == v1alpha1.OperationSucceeded || (d.Phase == v1alpha1.OperationFailed && d.StartedAt != nil)
 }
 
 // deletionTask is the deleteBackup task of backup for deployment id, in

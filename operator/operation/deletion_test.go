@@ -463,3 +463,72 @@ func TestADeletedBackupTakenBeforeItsDeploymentMovedNamespaceGoesOnceItsDeleteTa
 		t.Fatalf("backup before-the-move stays once its deleteBackup task in new-ns succeeded: finalizers %v, %+v", b.Finalizers, b.Status.Conditions)
 	}
 }
+
+// deleteBackupTask is hub's deleteBackup task of backup (nil when none).
+func deleteBackupTask(ctx context.Context, t *testing.T, cl client.Client, backup string) *v1alpha1.StyrminTask {
+	t.Helper()
+	var tasks v1alpha1.StyrminTaskList
+	if err := cl.List(ctx, &tasks, client.InNamespace("data-hub"), client.MatchingLabels{v1alpha1.LabelOperation: backup}); err != nil {
+		t.Fatal(err)
+	}
+	for i := range tasks.Items {
+		if op := tasks.Items[i].Spec.Operation; op != nil && op.Kind == v1alpha1.OperationDeleteBackup {
+			return &tasks.Items[i]
+		}
+	}
+	return nil
+}
+
+// TestADeletedBackupDeletesThePartialArtefactOfAPartThatFailedAfterItStarted
+// pins which failed parts a backup's deletion deletes the artefact of.
+// It ran the deleteBackup hook for the parts that succeeded only, so a
+// job that failed after writing (a truncated file, the first objects of a
+// dump) left data that retention never removed, even once it had deleted
+// the failed backup: a full volume stayed full. A part whose task started
+// is deleted as one that succeeded; one that failed before its task
+// started wrote nothing, and runs no hook.
+func TestADeletedBackupDeletesThePartialArtefactOfAPartThatFailedAfterItStarted(t *testing.T) {
+	t.Parallel()
+	ctx, cl, _, opts := restoring(t)
+	opts.Drivers = deletingDriver{}
+	backups, err := operation.NewBackupReconciler(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	failed := func(name string, started *metav1.Time, why string) *v1alpha1.StyrminBackup {
+		t.Helper()
+		b, _ := newBackup(ctx, t, cl, name, v1alpha1.StyrminBackupStatus{Phase: v1alpha1.OperationFailed, Location: "s3://backups/local/data", Message: "failed for hub: " + why,
+			Deployments: []v1alpha1.OperationDeployment{{Name: "hub", Namespace: "data-hub", Task: task.OperationTaskName("hub", v1alpha1.OperationBackup, name, 1),
+				Phase: v1alpha1.OperationFailed, Message: why, StartedAt: started, FinishedAt: started,
+				Artifact: "s3://backups/local/data/" + name + "/hub", Sequence: 3, Driver: v1alpha1.DriverRef{Name: "graphhub", Version: "1.4.0"}}}})
+		if err := cl.Delete(ctx, b); err != nil {
+			t.Fatal(err)
+		}
+		return b
+	}
+
+	// Nightly's dump failed half-way: its partial artefact is deleted.
+	now := metav1.Now()
+	nightly := failed("nightly", &now, "step backup/core/1:runJob (StepFailed) failed: pg_dump: error: connection lost")
+	deletionWaits(ctx, t, cl, backups, nightly, v1alpha1.ReasonDeletingArtifacts, "deleting the artefacts of hub")
+	del := deleteBackupTask(ctx, t, cl, "nightly")
+	if del == nil || del.Spec.Operation.Artifact != "s3://backups/local/data/nightly/hub" {
+		t.Fatalf("hub's deleteBackup task for nightly: %+v, want one deleting s3://backups/local/data/nightly/hub", del)
+	}
+	del.Status.Phase = v1alpha1.TaskSucceeded
+	if err := cl.Status().Update(ctx, del); err != nil {
+		t.Fatal(err)
+	}
+	if reconcileAndRead(ctx, t, cl, backups, nightly) {
+		t.Fatalf("backup nightly stays once its partial artefact is deleted: %+v", nightly.Status.Conditions)
+	}
+
+	// Weekly's part was refused before its task started: it goes at once.
+	weekly := failed("weekly", nil, "refused: deployment hub does not run here")
+	if reconcileAndRead(ctx, t, cl, backups, weekly) {
+		t.Fatalf("backup weekly, whose part never started, stays at its deletion: %+v", weekly.Status.Conditions)
+	}
+	if d := deleteBackupTask(ctx, t, cl, "weekly"); d != nil {
+		t.Fatalf("a deleteBackup task %s for weekly, whose part never started", d.Name)
+	}
+}
