@@ -162,6 +162,9 @@ func (r *BackupReconciler) Reconcile(ctx context.Context, req reconcile.Request)
 		if wait.reason != "" {
 			return reconcile.Result{RequeueAfter: 5 * time.Second}, sayDeletionWaits(ctx, r.opts.Client, "StyrminBackup", &b, &b.Status.Conditions, wait)
 		}
+		if err := r.sayArtifactsLeft(ctx, &b); err != nil {
+			return reconcile.Result{RequeueAfter: 5 * time.Second}, err
+		}
 		return reconcile.Result{}, finalize(ctx, r.opts.Client, r.opts.APIReader, r.opts.Namespace, &b, v1alpha1.OperationBackup, v1alpha1.OperationDeleteBackup)
 	}
 	if !controllerutil.ContainsFinalizer(&b, Finalizer) {
@@ -784,10 +787,11 @@ func sayDeletionWaits(ctx context.Context, c client.Client, kind string, o clien
 // hook of each deployment whose artefact it may hold (holdsArtifact) and
 // whose running driver declares one, as a task of that deployment; it
 // reports what the deletion still waits for, nothing once every such task
-// ended (a failed one leaves its artefact, and says so in its task). A
-// deployment that no longer runs, or whose driver has no such hook, keeps
-// its artefact where it is. A backup an upgrade took first is deleted
-// alike: its artefact is the deployment's as any other.
+// ended (a failed one leaves its artefact: sayArtifactsLeft names it
+// before the task goes with the backup). A deployment that no longer
+// runs, or whose driver has no such hook, keeps its artefact where it is.
+// A backup an upgrade took first is deleted alike: its artefact is the
+// deployment's as any other.
 func (r *BackupReconciler) deleteArtifacts(ctx context.Context, b *v1alpha1.StyrminBackup) (deletionWait, error) {
 	if !controllerutil.ContainsFinalizer(b, Finalizer) {
 		return deletionWait{}, nil

@@ -3,12 +3,16 @@ package operation_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 
+	"github.com/go-logr/logr"
+	"github.com/go-logr/logr/funcr"
 	corev1 "k8s.io/api/core/v1"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/styrmin/styrmin/drivers"
@@ -464,6 +468,20 @@ func TestADeletedBackupTakenBeforeItsDeploymentMovedNamespaceGoesOnceItsDeleteTa
 	}
 }
 
+// recordedEvent is an event a test recorder was given.
+type recordedEvent struct {
+	regarding, related     runtime.Object
+	evType, reason, action string
+	note                   string
+}
+
+// eventRecorder keeps the events it is given.
+type eventRecorder struct{ events []recordedEvent }
+
+func (r *eventRecorder) Eventf(regarding, related runtime.Object, evType, reason, action, note string, args ...any) {
+	r.events = append(r.events, recordedEvent{regarding, related, evType, reason, action, fmt.Sprintf(note, args...)})
+}
+
 // deleteBackupTask is hub's deleteBackup task of backup (nil when none).
 func deleteBackupTask(ctx context.Context, t *testing.T, cl client.Client, backup string) *v1alpha1.StyrminTask {
 	t.Helper()
@@ -477,6 +495,72 @@ func deleteBackupTask(ctx context.Context, t *testing.T, cl client.Client, backu
 		}
 	}
 	return nil
+}
+
+// TestADeletedBackupWhoseDeleteTaskFailedNamesTheArtefactItLeft pins
+// what a backup's deletion says when its deleteBackup task fails (the
+// store unreachable, say): the backup goes, so that retention is never
+// held by the store, and finalize deletes the failed task with it. That
+// task was the only record of the artefact left behind: with the store
+// down for a night, every deletion left data nobody could find. A
+// Warning event on the backup and a log line now name the artefact and
+// the task's message.
+func TestADeletedBackupWhoseDeleteTaskFailedNamesTheArtefactItLeft(t *testing.T) {
+	t.Parallel()
+	ctx, cl, _, opts := restoring(t)
+	var logged []string
+	ctx = logr.NewContext(ctx, funcr.New(func(_, args string) { logged = append(logged, args) }, funcr.Options{}))
+	rec := &eventRecorder{}
+	opts.Drivers, opts.Recorder = deletingDriver{}, rec
+	backups, err := operation.NewBackupReconciler(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const art = "s3://backups/local/data/monday/hub"
+	const why = "step delete-backup/core/1:runJob (StepFailed) failed: job delete-backup: could not connect to the endpoint URL"
+	b := &v1alpha1.StyrminBackup{ObjectMeta: metav1.ObjectMeta{Namespace: "styrmin-system", Name: "monday"}}
+	if err := cl.Delete(ctx, b); err != nil {
+		t.Fatal(err)
+	}
+	deletionWaits(ctx, t, cl, backups, b, v1alpha1.ReasonDeletingArtifacts, "deleting the artefacts of hub")
+	del := deleteBackupTask(ctx, t, cl, "monday")
+	if del == nil || del.Spec.Operation.Artifact != art {
+		t.Fatalf("hub's deleteBackup task for monday: %+v, want one deleting %s", del, art)
+	}
+	now := metav1.Now()
+	del.Status = v1alpha1.StyrminTaskStatus{Phase: v1alpha1.TaskFailed, StartedAt: &now, FinishedAt: &now, Message: why}
+	if err := cl.Status().Update(ctx, del); err != nil {
+		t.Fatal(err)
+	}
+
+	if reconcileAndRead(ctx, t, cl, backups, b) {
+		t.Fatalf("backup monday stays once its deleteBackup task failed: %+v; want it to go, saying what it left", b.Status.Conditions)
+	}
+	var left []recordedEvent
+	for _, ev := range rec.events {
+		if ev.reason == operation.EventArtifactLeft {
+			left = append(left, ev)
+		}
+	}
+	if len(left) != 1 {
+		t.Fatalf("%s events: %+v, want one naming %s", operation.EventArtifactLeft, rec.events, art)
+	}
+	ev := left[0]
+	if on, ok := ev.regarding.(*v1alpha1.StyrminBackup); !ok || on.Name != "monday" || ev.evType != corev1.EventTypeWarning {
+		t.Fatalf("the %s event is a %s one regarding %T %v, want a Warning regarding StyrminBackup monday", ev.reason, ev.evType, ev.regarding, ev.regarding)
+	}
+	for _, w := range []string{art, "hub", del.Name, why} {
+		if !strings.Contains(ev.note, w) {
+			t.Fatalf("the %s event says %q, want it to say %q", ev.reason, ev.note, w)
+		}
+	}
+	var said bool
+	for _, l := range logged {
+		said = said || (strings.Contains(l, art) && strings.Contains(l, why))
+	}
+	if !said {
+		t.Fatalf("the agent's log: %q, want a line naming %s and the task's message", logged, art)
+	}
 }
 
 // TestADeletedBackupDeletesThePartialArtefactOfAPartThatFailedAfterItStarted

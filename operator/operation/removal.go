@@ -2,6 +2,7 @@ package operation
 
 import (
 	"context"
+	"fmt"
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
@@ -13,6 +14,11 @@ import (
 // EventBackupKept is the reason of the event that says a deleted
 // StyrminBackup's data was kept because Styrmin is being removed.
 const EventBackupKept = "BackupKept"
+
+// EventArtifactLeft is the reason of the event that says a deleted
+// StyrminBackup's artefact was left where it is: its deleteBackup task
+// did not succeed, and the backup went all the same.
+const EventArtifactLeft = "ArtifactLeft"
 
 // BackupCRD is the name of the StyrminBackup CRD.
 const BackupCRD = "styrminbackups." + v1alpha1.Group
@@ -43,4 +49,39 @@ func (r *BackupReconciler) sayBackupKept(ctx context.Context, b *v1alpha1.Styrmi
 		r.opts.Recorder.Eventf(b, nil, corev1.EventTypeNormal, EventBackupKept, "DeleteBackup",
 			"Styrmin is being removed (CRD %s is being deleted): the data of backup %s is kept %s; no deleteBackup hook ran", BackupCRD, b.Name, where)
 	}
+}
+
+// sayArtifactsLeft records, for backup b about to go, each artefact whose
+// deleteBackup task ended other than Succeeded: finalize deletes those
+// tasks with the backup, and they were the only record of data nothing
+// deletes any more. Each gets a Warning event on b (listed in the agent's
+// namespace after b has gone, as BackupKept is) and a log line, naming
+// the artefact, its deployment and the task's message, which the task
+// controller masked as it wrote it.
+//
+// The backup goes all the same, rather than keep its finalizer to retry:
+// the driver's step already retried as its retry policy declares, and a
+// store unreachable for a night must not hold retention's deletions, nor
+// the restores refused while a backup is being deleted.
+func (r *BackupReconciler) sayArtifactsLeft(ctx context.Context, b *v1alpha1.StyrminBackup) error {
+	// From the API server: the cache may not show a task's end yet.
+	tasks, err := tasksOf(ctx, r.opts.APIReader, r.opts.Namespace, b)
+	if err != nil {
+		return fmt.Errorf("reading the deleteBackup tasks of backup %s to name the artefacts they left: %w", b.Name, err)
+	}
+	for i := range tasks {
+		t := &tasks[i]
+		if !ownTask(t, v1alpha1.OperationDeleteBackup, b.Name, 1) || !t.Status.Phase.Terminal() || t.Status.Phase == v1alpha1.TaskSucceeded {
+			continue
+		}
+		dep, art, msg := t.Spec.Deployment.Name, t.Spec.Operation.Artifact, t.Status.Message
+		log.FromContext(ctx).Info("a deleteBackup task did not succeed: its artefact is left where it is, and the backup goes",
+			"backup", b.Name, "deployment", dep, "artifact", art, "task", t.Namespace+"/"+t.Name, "phase", t.Status.Phase, "message", msg)
+		if r.opts.Recorder != nil {
+			r.opts.Recorder.Eventf(b, t, corev1.EventTypeWarning, EventArtifactLeft, "DeleteBackup",
+				"the artefact %s of deployment %s is left where it is, and nothing deletes it now: its deleteBackup task %s/%s ended %s (%s)",
+				art, dep, t.Namespace, t.Name, t.Status.Phase, msg)
+		}
+	}
+	return nil
 }
