@@ -236,6 +236,30 @@ func (e *HTTPError) RateLimited() bool {
 	return e.Code == http.StatusTooManyRequests || e.Code == http.StatusForbidden && strings.Contains(strings.ToLower(e.Message), "rate limit")
 }
 
+// The bounds of a rate limit's wait: GitHub's advice when its answer
+// names no time, and the longest wait (its hourly limit resets within the
+// hour), should a clock or a header be wrong.
+const (
+	minRateLimitWait = time.Minute
+	maxRateLimitWait = time.Hour
+)
+
+// RateLimitWait is how long to send no request at all after this
+// refusal: RetryAfter, a minute when the answer named no time, an hour at
+// most; 0 when the refusal is no rate limit. Every user of the client
+// waits the same: a request sent sooner is refused alike, and GitHub may
+// ban an integration that keeps asking.
+func (e *HTTPError) RateLimitWait() time.Duration {
+	if !e.RateLimited() {
+		return 0
+	}
+	wait := e.RetryAfter
+	if wait <= 0 {
+		wait = minRateLimitWait
+	}
+	return min(wait, maxRateLimitWait)
+}
+
 // Retryable says whether the same request may succeed later (rate
 // limits, the host's own errors), not a refusal of the token or request.
 func (e *HTTPError) Retryable() bool {

@@ -332,3 +332,26 @@ func TestARateLimitsRefusalSaysHowLongToWait(t *testing.T) {
 		})
 	}
 }
+
+// TestARateLimitsWaitIsAMinuteWhenUnnamedAndAnHourAtMost: the wait every
+// user of the client honours after a rate limit (the commit status
+// reporter and the lock mode alike) is the one the answer named, a
+// minute when it named none, an hour at most (a wrong clock or header),
+// and none after a refusal that is no rate limit.
+func TestARateLimitsWaitIsAMinuteWhenUnnamedAndAnHourAtMost(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		err  commitstatus.HTTPError
+		want time.Duration
+	}{
+		{"the wait named", commitstatus.HTTPError{Code: http.StatusTooManyRequests, RetryAfter: 30 * time.Second}, 30 * time.Second},
+		{"none named", commitstatus.HTTPError{Code: http.StatusForbidden, Message: "You have exceeded a secondary rate limit."}, time.Minute},
+		{"a day named", commitstatus.HTTPError{Code: http.StatusTooManyRequests, RetryAfter: 24 * time.Hour}, time.Hour},
+		{"no rate limit", commitstatus.HTTPError{Code: http.StatusForbidden, Message: "Resource not accessible by integration", RetryAfter: time.Minute}, 0},
+		{"a refused token", commitstatus.HTTPError{Code: http.StatusUnauthorized, Message: "Bad credentials"}, 0},
+	} {
+		if got := tc.err.RateLimitWait(); got != tc.want {
+			t.Errorf("%s: wait %s, want %s", tc.name, got, tc.want)
+		}
+	}
+}

@@ -9,8 +9,9 @@
 // reads a commit's statuses back (GET
 // /repos/{owner}/{repo}/commits/{sha}/status), for github.com and GitHub
 // Enterprise (Options.BaseURL). A rate limit's refusal says how long to
-// wait (HTTPError.RateLimited, HTTPError.RetryAfter). The token is sent only in the
-// Authorization header, only to BaseURL's host, never over plain http
+// wait (HTTPError.RateLimited, HTTPError.RetryAfter), and
+// HTTPError.RateLimitWait bounds it for every user of the client alike.
+// The token is sent only in the Authorization header, only to BaseURL's host, never over plain http
 // unless the host is a loopback address (tests), and never appears in an
 // error, a log line or the client's printed form.
 package commitstatus

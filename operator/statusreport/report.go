@@ -230,14 +230,6 @@ func (r *Reporter) Start(ctx context.Context) error {
 	}
 }
 
-// The bounds of a rate limit's wait: GitHub's advice when its answer
-// names no time, and the longest wait (its hourly limit resets within the
-// hour), should a clock or a header be wrong.
-const (
-	minRateLimitWait = time.Minute
-	maxRateLimitWait = time.Hour
-)
-
 // The back-off after the host failed to answer (a 5xx, a connection
 // refused or timed out): every commit would fail alike, so the round ends
 // at the first and the next waits 30 s, doubling to 10 minutes while the
@@ -449,11 +441,7 @@ func (r *Reporter) endsRound(ctx context.Context, err error) (bool, error) {
 		r.mu.Unlock()
 		return true, fmt.Errorf("%w (the host did not answer: no status is posted for %s)", err, wait.Round(time.Second))
 	case he.RateLimited():
-		wait := he.RetryAfter
-		if wait <= 0 {
-			wait = minRateLimitWait
-		}
-		wait = min(wait, maxRateLimitWait)
+		wait := he.RateLimitWait()
 		r.mu.Lock()
 		r.resume = r.o.Now().Add(wait)
 		r.mu.Unlock()
