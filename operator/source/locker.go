@@ -107,6 +107,8 @@ type LockModeOptions struct {
 	StatusTargetURL string
 	// Log receives the locker's logs.
 	Log logr.Logger
+	// Now is the clock (nil: time.Now).
+	Now func() time.Time
 }
 
 // LockResult says what one LockHead did.
@@ -159,6 +161,9 @@ type Locker struct {
 	// statusPosted is the decidedKey of the last posted.
 	pendingStatuses []headStatus
 	statusPosted    decidedKey
+	// statusResume: no status is posted before it, the wait the host's
+	// rate limit asked for (every request is refused alike meanwhile).
+	statusResume time.Time
 	// made are the lock commits this locker pushed, newest last (at most
 	// maxMadeLocks): a head whose lock is one of them is locked here,
 	// whatever its parent (a lock made again over its own, one a
@@ -206,6 +211,9 @@ func NewLocker(opts LockModeOptions) (*Locker, error) {
 	}
 	if opts.Log.GetSink() == nil {
 		opts.Log = logr.Discard()
+	}
+	if opts.Now == nil {
+		opts.Now = time.Now
 	}
 	return &Locker{opts: opts, trigger: make(chan struct{}, 1)}, nil
 }
@@ -308,15 +316,25 @@ type decidedKey struct {
 
 // postStatus posts the pending commit statuses, oldest first; the first
 // that fails ends the round (the host refuses the others alike), and it
-// and the later ones are posted on a later round.
+// and the later ones are posted on a later round. A rate limit ends the
+// rounds that post until the wait it asked for has passed
+// (commitstatus.HTTPError.RateLimitWait, as the commit status reporter
+// waits): the statuses decided meanwhile are kept, and posted then.
 func (l *Locker) postStatus(ctx context.Context) {
-	if l.opts.Statuses == nil {
+	if l.opts.Statuses == nil || len(l.pendingStatuses) == 0 || l.now().Before(l.statusResume) {
 		return
 	}
 	for len(l.pendingStatuses) > 0 {
 		p := l.pendingStatuses[0]
 		if err := l.opts.Statuses.Post(ctx, p.head.String(), p.status); err != nil {
 			var he *commitstatus.HTTPError
+			if errors.As(err, &he) && he.RateLimited() {
+				wait := he.RateLimitWait()
+				l.statusResume = l.now().Add(wait)
+				l.opts.Log.Error(err, "the host rate limits its API: no lock commit status is posted until its wait is over",
+					"for", wait.Round(time.Second).String(), "head", p.head.Short(), "waiting", len(l.pendingStatuses))
+				return
+			}
 			if errors.As(err, &he) && !he.Retryable() && !he.Unauthorized() {
 				// Refused for good (a commit the host does not have, a
 				// status it will not take): asked again, it would hold
@@ -332,6 +350,14 @@ func (l *Locker) postStatus(ctx context.Context) {
 		}
 		l.pendingStatuses, l.statusPosted = l.pendingStatuses[1:], p.key
 	}
+}
+
+// now is the locker's clock.
+func (l *Locker) now() time.Time {
+	if l.opts.Now == nil { // a Locker not made by NewLocker (tests)
+		return time.Now()
+	}
+	return l.opts.Now()
 }
 
 // writeCondition writes the pending Locked condition, if any.

@@ -1,0 +1,183 @@
+package source
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/go-logr/logr"
+
+	"github.com/styrmin/styrmin/commitstatus"
+	"github.com/styrmin/styrmin/gitsource"
+)
+
+// statusHost stands in for GitHub's commit status endpoint: it counts
+// the requests, answers each with limit while it is set, refuses a token
+// other than "good" (401), and records the statuses it took, in order.
+type statusHost struct {
+	mu       sync.Mutex
+	requests int
+	limit    func(w http.ResponseWriter)
+	took     []string // "sha state", the sha's first four hex digits
+}
+
+func (h *statusHost) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.requests++
+	if h.limit != nil {
+		h.limit(w)
+		return
+	}
+	if r.Header.Get("Authorization") != "Bearer good" {
+		http.Error(w, `{"message":"Bad credentials"}`, http.StatusUnauthorized)
+		return
+	}
+	var s commitstatus.Status
+	if err := json.NewDecoder(r.Body).Decode(&s); err != nil {
+		http.Error(w, `{"message":"Problems parsing JSON"}`, http.StatusBadRequest)
+		return
+	}
+	sha := r.URL.Path[strings.LastIndex(r.URL.Path, "/")+1:]
+	h.took = append(h.took, sha[:4]+" "+string(s.State))
+	w.WriteHeader(http.StatusCreated)
+	fmt.Fprint(w, `{}`)
+}
+
+// takeRequests returns the requests counted since the last call.
+func (h *statusHost) takeRequests() int {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	n := h.requests
+	h.requests = 0
+	return n
+}
+
+func (h *statusHost) setLimit(limit func(w http.ResponseWriter)) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.limit = limit
+}
+
+func (h *statusHost) taken() string {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return strings.Join(h.took, ",")
+}
+
+// statusClock is a settable time.
+type statusClock struct {
+	mu  sync.Mutex
+	now time.Time
+}
+
+func (c *statusClock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.now
+}
+
+func (c *statusClock) Set(t time.Time) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.now = t
+}
+
+// tokenOf is a token source whose token the test replaces.
+type tokenOf struct {
+	mu    sync.Mutex
+	token string
+}
+
+func (s *tokenOf) Token(context.Context) (string, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.token, nil
+}
+
+func (s *tokenOf) Set(token string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.token = token
+}
+
+// statusClient is a commit status client of srv with tokens.
+func statusClient(t *testing.T, srv *httptest.Server, tokens *tokenOf) *commitstatus.Client {
+	t.Helper()
+	c, err := commitstatus.New(commitstatus.Options{BaseURL: srv.URL, Owner: "acme", Repo: "desired", TokenSource: tokens.Token})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+// TestTheLockModeSendsNoStatusWhileGitHubsRateLimitLasts: a rate limited
+// lock status was posted again at every round (every 10 s), each request
+// refused alike and spending what is left of the limit. Now no request
+// goes before the wait the answer asked for (as the commit status
+// reporter waits: a minute when it named none), and the statuses of the
+// heads locked meanwhile are posted once it is over, oldest first.
+func TestTheLockModeSendsNoStatusWhileGitHubsRateLimitLasts(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		limit func(w http.ResponseWriter)
+		wait  time.Duration
+	}{
+		{"429 with Retry-After", func(w http.ResponseWriter) {
+			w.Header().Set("Retry-After", "120")
+			http.Error(w, `{"message":"Too many requests"}`, http.StatusTooManyRequests)
+		}, 2 * time.Minute},
+		{"403 with the hour's limit spent", func(w http.ResponseWriter) {
+			w.Header().Set("X-Ratelimit-Remaining", "0")
+			w.Header().Set("X-Ratelimit-Reset", fmt.Sprint(time.Now().Add(20*time.Minute).Unix()))
+			http.Error(w, `{"message":"API rate limit exceeded for installation ID 42."}`, http.StatusForbidden)
+		}, 20 * time.Minute},
+		{"403 of the secondary limit, no time named", func(w http.ResponseWriter) {
+			http.Error(w, `{"message":"You have exceeded a secondary rate limit. Please wait a few minutes before you try again."}`, http.StatusForbidden)
+		}, time.Minute},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			gh := &statusHost{limit: tc.limit}
+			srv := httptest.NewServer(gh)
+			defer srv.Close()
+			t0 := time.Date(2025, 3, 1, 9, 0, 0, 0, time.UTC)
+			clk := &statusClock{now: t0}
+			l := &Locker{opts: LockModeOptions{Statuses: statusClient(t, srv, &tokenOf{token: "good"}), StatusContext: "styrmin/local/lock",
+				Log: logr.Discard(), Now: clk.Now}}
+			locked := func(seq int) LockResult {
+				return LockResult{Locked: []string{fmt.Sprintf("local/dev/web=%d", seq)}, Commit: gitsource.Hash{byte(seq)}}
+			}
+			round := func(at time.Duration, head gitsource.Hash, seq, want int) {
+				t.Helper()
+				clk.Set(t0.Add(at))
+				l.round(head, locked(seq), nil, false)
+				if n := gh.takeRequests(); n != want {
+					t.Fatalf("the round at +%s sent %d requests, want %d", at, n, want)
+				}
+			}
+			round(0, gitsource.Hash{0xa1, 0xa1}, 2, 1)
+			// The answer's reset is read against the real clock: two
+			// seconds' slack.
+			round(10*time.Second, gitsource.Hash{0xb2, 0xb2}, 3, 0)
+			round(tc.wait-2*time.Second, gitsource.Hash{0xc3, 0xc3}, 4, 0)
+			if n := len(l.pendingStatuses); n != 3 {
+				t.Fatalf("%d statuses kept to post, want the three heads'", n)
+			}
+			gh.setLimit(nil)
+			clk.Set(t0.Add(tc.wait + 2*time.Second))
+			l.postStatus(context.Background())
+			if n := gh.takeRequests(); n != 3 {
+				t.Errorf("once the wait was over %d requests were sent, want one per head", n)
+			}
+			if got, want := gh.taken(), "a1a1 success,b2b2 success,c3c3 success"; got != want {
+				t.Errorf("GitHub took %q, want %q: every head's, oldest first", got, want)
+			}
+		})
+	}
+}
