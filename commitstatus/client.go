@@ -229,6 +229,27 @@ func (e *HTTPError) Error() string {
 // with the token that replaces it may succeed.
 func (e *HTTPError) Unauthorized() bool { return e.Code == http.StatusUnauthorized }
 
+// TokenWatch follows whether the host refuses the token, for a poller
+// to log a bad token when the refusals start and when they end rather
+// than at every request (a round every 10 s would log it for ever). The
+// zero value is a token not refused. It is not safe for concurrent use.
+type TokenWatch struct{ refused bool }
+
+// Observe records a request's outcome, err nil for one the host took:
+// started is true at the first refusal of the token (401) since it was
+// last taken, ended at the first request taken after refusals. Other
+// errors say nothing of the token.
+func (w *TokenWatch) Observe(err error) (started, ended bool) {
+	var he *HTTPError
+	switch {
+	case err == nil:
+		ended, w.refused = w.refused, false
+	case errors.As(err, &he) && he.Unauthorized():
+		started, w.refused = !w.refused, true
+	}
+	return started, ended
+}
+
 // RateLimited says the API refused for a rate limit (GitHub answers 429,
 // or 403 with a message naming the primary or secondary rate limit):
 // every request is refused alike until RetryAfter has passed.

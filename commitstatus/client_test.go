@@ -355,3 +355,31 @@ func TestARateLimitsWaitIsAMinuteWhenUnnamedAndAnHourAtMost(t *testing.T) {
 		}
 	}
 }
+
+// TestATokenWatchTellsWhenRefusalsStartAndEnd: a poller logs a bad token
+// when the host starts refusing it and when it takes one again, not at
+// each of the refusals between; a host that does not answer says
+// nothing of the token.
+func TestATokenWatchTellsWhenRefusalsStartAndEnd(t *testing.T) {
+	refused := fmt.Errorf("posting: %w", &commitstatus.HTTPError{Code: http.StatusUnauthorized, Message: "Bad credentials"})
+	down := &commitstatus.HTTPError{Code: http.StatusBadGateway}
+	var w commitstatus.TokenWatch
+	for i, step := range []struct {
+		err            error
+		started, ended bool
+	}{
+		{nil, false, false},
+		{refused, true, false},
+		{refused, false, false},
+		{down, false, false},
+		{refused, false, false},
+		{nil, false, true},
+		{nil, false, false},
+		{down, false, false},
+		{refused, true, false},
+	} {
+		if started, ended := w.Observe(step.err); started != step.started || ended != step.ended {
+			t.Errorf("step %d (%v): started %v ended %v, want %v %v", i, step.err, started, ended, step.started, step.ended)
+		}
+	}
+}

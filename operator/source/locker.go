@@ -164,6 +164,9 @@ type Locker struct {
 	// statusResume: no status is posted before it, the wait the host's
 	// rate limit asked for (every request is refused alike meanwhile).
 	statusResume time.Time
+	// statusToken follows whether the host refuses the token: a bad one
+	// is logged when the refusals start and end, not at every round.
+	statusToken commitstatus.TokenWatch
 	// made are the lock commits this locker pushed, newest last (at most
 	// maxMadeLocks): a head whose lock is one of them is locked here,
 	// whatever its parent (a lock made again over its own, one a
@@ -319,14 +322,22 @@ type decidedKey struct {
 // and the later ones are posted on a later round. A rate limit ends the
 // rounds that post until the wait it asked for has passed
 // (commitstatus.HTTPError.RateLimitWait, as the commit status reporter
-// waits): the statuses decided meanwhile are kept, and posted then.
+// waits): the statuses decided meanwhile are kept, and posted then. A
+// refused token (401) is asked again every round, as a token replaced in
+// its Secret is used once read, but logged only when the refusals start
+// and when they end.
 func (l *Locker) postStatus(ctx context.Context) {
 	if l.opts.Statuses == nil || len(l.pendingStatuses) == 0 || l.now().Before(l.statusResume) {
 		return
 	}
 	for len(l.pendingStatuses) > 0 {
 		p := l.pendingStatuses[0]
-		if err := l.opts.Statuses.Post(ctx, p.head.String(), p.status); err != nil {
+		err := l.opts.Statuses.Post(ctx, p.head.String(), p.status)
+		started, ended := l.statusToken.Observe(err)
+		if ended {
+			l.opts.Log.Info("the host takes the token of the lock's commit statuses again; those that waited are posted")
+		}
+		if err != nil {
 			var he *commitstatus.HTTPError
 			if errors.As(err, &he) && he.RateLimited() {
 				wait := he.RateLimitWait()
@@ -343,7 +354,15 @@ func (l *Locker) postStatus(ctx context.Context) {
 				l.pendingStatuses = l.pendingStatuses[1:]
 				continue
 			}
-			if ctx.Err() == nil {
+			switch {
+			case started:
+				// A token not replaced is refused alike every round: logged
+				// again only once the host takes one.
+				l.opts.Log.Error(err, "the host refuses the token of the lock's commit statuses (expired, revoked): they are posted once it takes one; logged again then",
+					"head", p.head.Short(), "waiting", len(l.pendingStatuses))
+			case errors.As(err, &he) && he.Unauthorized():
+				l.opts.Log.V(1).Info("the host still refuses the token of the lock's commit statuses", "waiting", len(l.pendingStatuses))
+			case ctx.Err() == nil:
 				l.opts.Log.Error(err, "posting the lock's commit status; posted on a later round", "head", p.head.Short(), "waiting", len(l.pendingStatuses))
 			}
 			return

@@ -6,12 +6,14 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/go-logr/logr"
+	"github.com/go-logr/logr/funcr"
 
 	"github.com/styrmin/styrmin/commitstatus"
 	"github.com/styrmin/styrmin/gitsource"
@@ -179,5 +181,76 @@ func TestTheLockModeSendsNoStatusWhileGitHubsRateLimitLasts(t *testing.T) {
 				t.Errorf("GitHub took %q, want %q: every head's, oldest first", got, want)
 			}
 		})
+	}
+}
+
+// TestTheLockModeLogsARefusedTokenOnceUntilGitHubTakesOneAgain: a token
+// GitHub refuses (401: expired, revoked) logged an error at every round,
+// every 10 s for as long as nobody replaced it. Now it is logged when the
+// refusals start, and once at info when a token is taken again; the
+// statuses decided meanwhile are posted then, and a later refusal is
+// logged again.
+func TestTheLockModeLogsARefusedTokenOnceUntilGitHubTakesOneAgain(t *testing.T) {
+	gh := &statusHost{}
+	srv := httptest.NewServer(gh)
+	defer srv.Close()
+	tokens := &tokenOf{token: "expired"}
+	var mu sync.Mutex
+	var errorsLogged, infos []string
+	log := funcr.New(func(_, args string) {
+		mu.Lock()
+		defer mu.Unlock()
+		if strings.Contains(args, `"error"=`) {
+			errorsLogged = append(errorsLogged, args)
+		} else {
+			infos = append(infos, args)
+		}
+	}, funcr.Options{})
+	l, err := NewLocker(LockModeOptions{URL: "https://github.com/acme/desired.git", Statuses: statusClient(t, srv, tokens), StatusContext: "styrmin/local/lock", Log: log})
+	if err != nil {
+		t.Fatal(err)
+	}
+	logged := func() (errs, infoLines []string) {
+		mu.Lock()
+		defer mu.Unlock()
+		return slices.Clone(errorsLogged), slices.Clone(infos)
+	}
+	heads := []gitsource.Hash{{0xa1, 0xa1}, {0xb2, 0xb2}, {0xc3, 0xc3}, {0xd4, 0xd4}, {0xe5, 0xe5}, {0xf6, 0xf6}}
+	for i, head := range heads[:5] {
+		l.round(head, LockResult{Locked: []string{fmt.Sprintf("local/dev/web=%d", i+2)}, Commit: gitsource.Hash{byte(i)}}, nil, false)
+	}
+	// Asked at every round: a token replaced in its Secret is used at once.
+	if n := gh.takeRequests(); n != 5 {
+		t.Fatalf("five rounds sent %d requests, want one each", n)
+	}
+	if errs, _ := logged(); len(errs) != 1 || !strings.Contains(errs[0], "401") || !strings.Contains(errs[0], "refuses the token") {
+		t.Fatalf("five rounds refused for the token logged %d errors, want one saying so:\n%s", len(errs), strings.Join(errs, "\n"))
+	}
+
+	tokens.Set("good")
+	l.postStatus(context.Background())
+	if got, want := gh.taken(), "a1a1 success,b2b2 success,c3c3 success,d4d4 success,e5e5 success"; got != want {
+		t.Fatalf("with the token replaced GitHub took %q, want %q", got, want)
+	}
+	errs, infoLines := logged()
+	if len(errs) != 1 {
+		t.Errorf("%d errors logged, want still the one:\n%s", len(errs), strings.Join(errs, "\n"))
+	}
+	again := 0
+	for _, line := range infoLines {
+		if strings.Contains(line, "takes the token") {
+			again++
+		}
+	}
+	if again != 1 {
+		t.Errorf("%d info lines say the token is taken again, want one:\n%s", again, strings.Join(infoLines, "\n"))
+	}
+
+	// Refused again later: logged again, once.
+	tokens.Set("revoked")
+	l.round(heads[5], LockResult{Locked: []string{"local/dev/web=7"}, Commit: gitsource.Hash{0x07}}, nil, false)
+	l.postStatus(context.Background())
+	if errs, _ := logged(); len(errs) != 2 {
+		t.Errorf("a token refused again logged %d errors in all, want a second one:\n%s", len(errs), strings.Join(errs, "\n"))
 	}
 }

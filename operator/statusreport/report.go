@@ -114,6 +114,9 @@ type Reporter struct {
 	// outages counts the rounds in a row the host failed to answer (a
 	// 5xx, no connection): each doubles the back-off.
 	outages int
+	// token follows whether the host refuses the token: a bad one is
+	// logged when the refusals start and end, not at every round.
+	token commitstatus.TokenWatch
 	// posted is the last status posted (or refused for good) per commit.
 	posted map[string]postedStatus
 	// unsynced is what the last look at the clone found the sync has
@@ -214,13 +217,19 @@ func New(o Options) (*Reporter, error) {
 // NeedLeaderElection is true: one replica reports.
 func (r *Reporter) NeedLeaderElection() bool { return true }
 
-// Start reports every Interval until ctx ends.
+// Start reports every Interval until ctx ends, logging each round's
+// errors but a refused token's, which the round logs when the refusals
+// start and end (a token not replaced is refused alike every round).
 func (r *Reporter) Start(ctx context.Context) error {
 	t := time.NewTicker(r.o.Interval)
 	defer t.Stop()
 	for {
-		if err := r.Report(ctx); err != nil && ctx.Err() == nil {
-			r.o.Log.Error(err, "reporting commit statuses")
+		errs := slices.DeleteFunc(r.report(ctx), func(err error) bool {
+			var he *commitstatus.HTTPError
+			return errors.As(err, &he) && he.Unauthorized()
+		})
+		if len(errs) > 0 && ctx.Err() == nil {
+			r.o.Log.Error(errors.Join(errs...), "reporting commit statuses")
 		}
 		select {
 		case <-ctx.Done():
@@ -240,8 +249,15 @@ const (
 )
 
 // Report posts the status of every lock commit whose status changed since
-// it was last posted.
+// it was last posted. A refused token (401) is among the errors it
+// returns at every round it ends, and is logged when the refusals start
+// and when a token is taken again.
 func (r *Reporter) Report(ctx context.Context) error {
+	return errors.Join(r.report(ctx)...)
+}
+
+// report is Report, its errors apart.
+func (r *Reporter) report(ctx context.Context) []error {
 	now := r.o.Now()
 	r.mu.Lock()
 	if r.started.IsZero() {
@@ -262,7 +278,7 @@ func (r *Reporter) Report(ctx context.Context) error {
 		var got v1alpha1.StyrminSource
 		err := r.o.Reader.Get(ctx, r.o.Source, &got)
 		if client.IgnoreNotFound(err) != nil {
-			return fmt.Errorf("reading StyrminSource %s: %w", r.o.Source, err)
+			return []error{fmt.Errorf("reading StyrminSource %s: %w", r.o.Source, err)}
 		}
 		if err == nil {
 			src = &got
@@ -282,7 +298,7 @@ func (r *Reporter) Report(ctx context.Context) error {
 	r.mu.Unlock()
 	var list v1alpha1.StyrminTaskList
 	if err := r.o.Reader.List(ctx, &list); err != nil {
-		return fmt.Errorf("listing StyrminTasks: %w", err)
+		return []error{fmt.Errorf("listing StyrminTasks: %w", err)}
 	}
 	byCommit := map[string]commitResult{}
 	changes := changeTasks{}
@@ -364,9 +380,7 @@ commits:
 			shown, ok, err := r.o.Poster.Current(ctx, sha, s.Context)
 			switch {
 			case err == nil:
-				r.mu.Lock()
-				r.outages = 0
-				r.mu.Unlock()
+				r.answered()
 				if ok && shown.State != commitstatus.Pending {
 					r.remember(sha, s, c)
 					settled[sha] = true
@@ -387,9 +401,7 @@ commits:
 		}
 		err := r.o.Poster.Post(ctx, sha, s)
 		if err == nil {
-			r.mu.Lock()
-			r.outages = 0
-			r.mu.Unlock()
+			r.answered()
 			r.o.Log.Info("reported a lock commit's result", "commit", sha[:min(12, len(sha))], "state", s.State, "description", s.Description)
 			r.remember(sha, s, c)
 			settled[sha] = s.State != commitstatus.Pending
@@ -418,12 +430,25 @@ commits:
 		}
 	}
 	r.mu.Unlock()
-	return errors.Join(errs...)
+	return errs
+}
+
+// answered records that the host took a request: an outage is over, and
+// a token it refused before is taken again.
+func (r *Reporter) answered() {
+	r.mu.Lock()
+	r.outages = 0
+	_, ended := r.token.Observe(nil)
+	r.mu.Unlock()
+	if ended {
+		r.o.Log.Info("the host takes the commit status token again; the statuses that waited are posted")
+	}
 }
 
 // endsRound tells whether a request's error ends the round, the other
 // commits being refused alike meanwhile: a refused token (expired,
-// revoked), the one that replaces it used next round; a rate limit, no
+// revoked), the one that replaces it used next round, logged when the
+// refusals start (Start logs no other); a rate limit, no
 // request then until the wait it asked for has passed (a minute when it
 // named none, an hour at most); a host that did not answer (a 5xx, no
 // connection), no request until a back-off has passed, which doubles
@@ -446,8 +471,16 @@ func (r *Reporter) endsRound(ctx context.Context, err error) (bool, error) {
 		r.resume = r.o.Now().Add(wait)
 		r.mu.Unlock()
 		return true, fmt.Errorf("%w (no status is posted for %s)", err, wait.Round(time.Second))
+	case he.Unauthorized():
+		r.mu.Lock()
+		started, _ := r.token.Observe(err)
+		r.mu.Unlock()
+		if started {
+			r.o.Log.Error(err, "the host refuses the commit status token (expired, revoked): statuses are posted once it takes one; logged again then")
+		}
+		return true, err
 	default:
-		return he.Unauthorized(), err
+		return false, err
 	}
 }
 
