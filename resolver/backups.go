@@ -229,7 +229,7 @@ func checkBackupLocation(file string, settings map[string]any, pos map[string]to
 // driver sees it, and a change of schedule redeploys nothing) and checks
 // its values.
 func takeBackups(file string, settings map[string]any, pos map[string]token.Position) (*Backups, error) {
-	b, err := takeBlock[Backups](file, settings, "backups")
+	b, err := takeBlock[Backups](file, settings, "backups", pos)
 	if err != nil || b == nil {
 		return b, err
 	}
@@ -281,7 +281,7 @@ func checkBackupsNeedLocation(c *Cluster, e *Environment) error {
 // takeClonedFrom moves clonedFrom out of the environment's settings and
 // checks what the schema cannot.
 func takeClonedFrom(file string, settings map[string]any, pos map[string]token.Position) (*CloneSource, error) {
-	cf, err := takeBlock[CloneSource](file, settings, "clonedFrom")
+	cf, err := takeBlock[CloneSource](file, settings, "clonedFrom", pos)
 	if err != nil || cf == nil {
 		return cf, err
 	}

@@ -106,13 +106,19 @@ func TestARepositoryOfBothSettingsFilesIsNamedNotTakenForNone(t *testing.T) {
 // integer past 64 bits), are refused naming the file, the field and what
 // was expected. Before, CUE's decoding gave an error with no field and no
 // words ("styrmin.cue:1:1: "), and a YAML number it could not read was
-// "required, not set" where the user had set it.
+// "required, not set" where the user had set it. So are the numbers of
+// cluster.cue's ingress: past what 64 bits hold: they are read through
+// JSON, and 1e400 was taken as the string "1e+400", an integer past 64
+// bits as a float rounded, both without a word.
 func TestNumbersPastWhatTheyAreReadIntoNameTheFieldAndWhatWasExpected(t *testing.T) {
 	const (
-		big        = "100000000000000000000000000000"
-		env        = "clusters/c/environments/e/environment.cue"
-		envYAML    = "clusters/c/environments/e/environment.yaml"
-		deployYAML = "clusters/c/environments/e/deployments/d.yaml"
+		big         = "100000000000000000000000000000"
+		env         = "clusters/c/environments/e/environment.cue"
+		envYAML     = "clusters/c/environments/e/environment.yaml"
+		deployYAML  = "clusters/c/environments/e/deployments/d.yaml"
+		cluster     = "clusters/c/cluster.cue"
+		clusterYAML = "clusters/c/cluster.yaml"
+		ingress     = "domain: \"c.example\"\ningressClass: \"nginx\"\ningress: {driver: \"ingress-nginx\", "
 	)
 	for _, c := range []struct {
 		file, text, field, want string
@@ -125,6 +131,14 @@ func TestNumbersPastWhatTheyAreReadIntoNameTheFieldAndWhatWasExpected(t *testing
 		{envYAML, "backupLocation: s3://bucket/p\nbackups:\n  keep: .inf\n", "backups.keep", "expected a finite number within 64 bits"},
 		{envYAML, "rollout:\n  waves: -.inf\n", "rollout.waves", "expected a finite number within 64 bits"},
 		{deployYAML, "driver: webapp\nappVersion: 1.0.0\nparameters:\n  replicas: .nan\n", "parameters.replicas", "expected a finite number within 64 bits"},
+		// An ingress block is read through JSON: 1e400 became the string
+		// "1e+400", an integer past 64 bits a rounded float.
+		{cluster, ingress + "parameters: x: 1e400}\n", "ingress.parameters.x", "expected a finite number within 64 bits"},
+		{cluster, ingress + "parameters: x: -1e-400}\n", "ingress.parameters.x", "expected a finite number within 64 bits"},
+		{cluster, ingress + "parameters: {ok: 1.5, x: y: [1, " + big + "]}}\n", "ingress.parameters.x.y[1]", "expected a finite number within 64 bits"},
+		{clusterYAML, "domain: c.example\ningressClass: nginx\ningress:\n  driver: ingress-nginx\n  parameters:\n    x: 1e-400\n", "ingress.parameters.x", "expected a finite number within 64 bits"},
+		{clusterYAML, "domain: c.example\ningressClass: nginx\ningress:\n  driver: ingress-nginx\n  parameters:\n    x: " + big + "\n", "ingress.parameters.x", "expected a finite number within 64 bits"},
+		{clusterYAML, "domain: c.example\ningressClass: nginx\ningress:\n  driver: ingress-nginx\n  parameters:\n    x: .inf\n", "ingress.parameters.x", "expected a finite number within 64 bits"},
 	} {
 		t.Run(c.file+" "+c.field, func(t *testing.T) {
 			fsys := fstest.MapFS{
@@ -137,6 +151,8 @@ func TestNumbersPastWhatTheyAreReadIntoNameTheFieldAndWhatWasExpected(t *testing
 				delete(fsys, env)
 			case deployYAML:
 				delete(fsys, "clusters/c/environments/e/deployments/d.cue")
+			case clusterYAML:
+				delete(fsys, cluster)
 			}
 			fsys[c.file] = &fstest.MapFile{Data: []byte(c.text)}
 			_, err := NewLoader(0).Load(fsys)

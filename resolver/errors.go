@@ -3,6 +3,7 @@ package resolver
 import (
 	"errors"
 	"fmt"
+	"math/big"
 	"regexp"
 	"sort"
 	"strconv"
@@ -291,8 +292,35 @@ func (x *explainer) one(e cueerrors.Error) *ConfigError {
 	return ce
 }
 
-// unreadableNumber is the message of a YAML number CUE cannot read.
-const unreadableNumber = "a number that cannot be read (.inf, .nan, or an integer past 64 bits): expected a finite number within 64 bits, or a quoted string"
+// unreadableNumber is the message of a number that cannot be read: one
+// CUE's YAML reader cannot hold, or one past what a block read through
+// JSON holds (unheldNumber).
+const unreadableNumber = "a number that cannot be read (.inf, .nan, an integer past 64 bits, or a float past 64 bits' range such as 1e400): expected a finite number within 64 bits, or a quoted string"
+
+// unheldNumber returns the path (prefix, then its fields and [index]es,
+// as positions names them) of the first number in v, a value CUE decoded,
+// that 64 bits do not hold: an integer past int64 (a *big.Int) or a float
+// past float64's range, 1e400 or 1e-400 (a *big.Float). Read through
+// JSON, the one becomes a rounded float, the other a string.
+func unheldNumber(v any, prefix string) (string, bool) {
+	switch t := v.(type) {
+	case *big.Int, *big.Float:
+		return prefix, true
+	case map[string]any:
+		for _, k := range sortedKeys(t) {
+			if p, ok := unheldNumber(t[k], prefix+"."+k); ok {
+				return p, true
+			}
+		}
+	case []any:
+		for i, x := range t {
+			if p, ok := unheldNumber(x, fmt.Sprintf("%s[%d]", prefix, i)); ok {
+				return p, true
+			}
+		}
+	}
+	return "", false
+}
 
 // isParameter reports whether sels is a driver parameter's path or the
 // parameters field holding them: a layer's parameters, or those of a

@@ -590,10 +590,10 @@ func (l *Loader) loadClusterFile(fsys fs.FS, name string) (*Cluster, error) {
 	if c.pos, err = l.loadFile(fsys, f, "#Cluster", &c.Settings); err != nil {
 		return nil, err
 	}
-	if c.Policy, err = takePolicy(f, c.Settings); err != nil {
+	if c.Policy, err = takePolicy(f, c.Settings, c.pos); err != nil {
 		return nil, err
 	}
-	if c.Ingress, err = takeIngress(f, c.Settings); err != nil {
+	if c.Ingress, err = takeIngress(f, c.Settings, c.pos); err != nil {
 		return nil, err
 	}
 	if err := checkBackupLocation(f, c.Settings, c.pos); err != nil {
@@ -699,10 +699,10 @@ func (l *Loader) loadEnvironmentFile(fsys fs.FS, c *Cluster, name string) (*Envi
 		e.NamespacePrefix = p
 		delete(e.Settings, "namespacePrefix")
 	}
-	if e.Policy, err = takePolicy(f, e.Settings); err != nil {
+	if e.Policy, err = takePolicy(f, e.Settings, e.pos); err != nil {
 		return nil, err
 	}
-	if e.rollout, err = takeRollout(f, e.Settings, nil); err != nil {
+	if e.rollout, err = takeRollout(f, e.Settings, nil, e.pos); err != nil {
 		return nil, err
 	}
 	if err := checkBackupLocation(f, e.Settings, e.pos); err != nil {
@@ -723,16 +723,21 @@ func (l *Loader) loadEnvironmentFile(fsys fs.FS, c *Cluster, name string) (*Envi
 // takePolicy moves the policy out of a layer's settings: it is no setting
 // that merges into deployments (they cannot override it), and drivers see
 // it only as context.environment.policy.
-func takePolicy(file string, settings map[string]any) (*drivers.Policy, error) {
-	return takeBlock[drivers.Policy](file, settings, "policy")
+func takePolicy(file string, settings map[string]any, pos map[string]token.Position) (*drivers.Policy, error) {
+	return takeBlock[drivers.Policy](file, settings, "policy", pos)
 }
 
 // takeBlock moves the block field out of a layer's settings into a T
-// (nil when absent): a block that is no setting drivers see.
-func takeBlock[T any](file string, settings map[string]any, field string) (*T, error) {
+// (nil when absent): a block that is no setting drivers see. It is read
+// through JSON, so a number JSON cannot carry as it is (unheldNumber) is
+// an error at its field (pos), not another value.
+func takeBlock[T any](file string, settings map[string]any, field string, pos map[string]token.Position) (*T, error) {
 	raw, ok := settings[field]
 	if !ok {
 		return nil, nil
+	}
+	if at, unheld := unheldNumber(raw, field); unheld {
+		return nil, placed(&ConfigError{File: file, Field: at, Msg: unreadableNumber}, pos)
 	}
 	delete(settings, field)
 	b, err := json.Marshal(raw)
@@ -899,8 +904,8 @@ func (l *Loader) declaredIngress(fsys fs.FS, c *Cluster, id ID) (ingressControll
 // takeIngress moves ingress: out of the cluster's settings: it is read by
 // the internal deployments alone, so no application sees it (or
 // redeploys when it changes).
-func takeIngress(file string, settings map[string]any) (*IngressSpec, error) {
-	return takeBlock[IngressSpec](file, settings, "ingress")
+func takeIngress(file string, settings map[string]any, pos map[string]token.Position) (*IngressSpec, error) {
+	return takeBlock[IngressSpec](file, settings, "ingress", pos)
 }
 
 // EffectivePolicy is the policy of the environment's deployments: the

@@ -9,6 +9,8 @@ import (
 	"sort"
 	"strconv"
 	"time"
+
+	"cuelang.org/go/cue/token"
 )
 
 // GateReady is the only gate of a wave: every instance of the wave before
@@ -319,8 +321,8 @@ func (ch chain) assign() {
 
 // takeRollout moves a layer's rollout block out of its settings (it is
 // no setting drivers see) and checks it.
-func takeRollout(file string, settings map[string]any, envs map[string]bool) (*parsedRollout, error) {
-	r, err := takeBlock[RolloutSettings](file, settings, "rollout")
+func takeRollout(file string, settings map[string]any, envs map[string]bool, pos map[string]token.Position) (*parsedRollout, error) {
+	r, err := takeBlock[RolloutSettings](file, settings, "rollout", pos)
 	if err != nil || r == nil {
 		return nil, err
 	}

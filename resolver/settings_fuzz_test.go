@@ -40,6 +40,8 @@ func FuzzSettingsFiles(f *testing.F) {
 		"deletionThreshold: 100000000000000000000000000000\n",
 		"limits: memory: 100000000000000000000000000000\n",
 		"backupLocation: \"s3://bucket/p\"\nbackups: keep: 100000000000000000000000000000\n",
+		"ingressClass: \"nginx\"\ningress: {driver: \"ingress-nginx\", parameters: {x: 1e400, y: [1.5, -1e-400], z: 100000000000000000000000000000}}\n",
+		"ingress:\n  driver: ingress-nginx\n  parameters:\n    x: 1e-400\n    y: [.inf]\n",
 		"",
 	} {
 		for i := range settingsFiles {
