@@ -528,7 +528,7 @@ func (r *Reconciler) runJob(ctx context.Context, run *taskRun, st *v1alpha1.Task
 		switch c.Type {
 		case batchv1.JobComplete:
 			out := fmt.Sprintf("job %s completed (%d pod(s) succeeded)", name, job.Status.Succeeded)
-			if logs := r.jobLogs(ctx, run, &job, step.Command); logs != "" {
+			if logs := r.jobLogs(ctx, run, &job, step.Command, maxActionOutput-len(out)-1); logs != "" {
 				out += "\n" + logs
 			}
 			return actionOutcome{done: true, output: out}, nil
@@ -539,7 +539,7 @@ func (r *Reconciler) runJob(ctx context.Context, run *taskRun, st *v1alpha1.Task
 			if why := r.jobFailure(ctx, &job, r.lastWaited(t.UID)); why != "" {
 				msg += "; " + why
 			}
-			return actionOutcome{output: r.jobLogs(ctx, run, &job, step.Command)}, outcome.Stalled(v1alpha1.ReasonStepFailed, errors.New(msg))
+			return actionOutcome{output: r.jobLogs(ctx, run, &job, step.Command, maxActionOutput)}, outcome.Stalled(v1alpha1.ReasonStepFailed, errors.New(msg))
 		}
 	}
 	run.waiting = r.jobWaiting(ctx, &job)
@@ -905,9 +905,12 @@ func (r *Reconciler) podTemplate(ctx context.Context, run *taskRun, step drivers
 	return nil, "", outcome.Stalled(v1alpha1.ReasonStepFailed, fmt.Errorf("component %s has no Deployment, StatefulSet or DaemonSet in the chart of %s to take a pod template from", component, chart))
 }
 
-// jobLogs returns the tail of the logs of a Job's pods, best effort (pods
-// without containers, as on fake nodes, have none).
-func (r *Reconciler) jobLogs(ctx context.Context, run *taskRun, job *batchv1.Job, command []string) string {
+// jobLogs returns the logs of a Job's pods in at most max bytes, the last
+// attempt's whole (boundJobLogs), best effort (pods without containers, as
+// on fake nodes, have none). Each is masked before it is cut, as endStep
+// masks before it bounds: a value cut in two at an edge is in no form a
+// mask can find.
+func (r *Reconciler) jobLogs(ctx context.Context, run *taskRun, job *batchv1.Job, command []string, max int) string {
 	a, err := r.actor(ctx, run)
 	if err != nil || a.Logs == nil {
 		return ""
@@ -916,29 +919,149 @@ func (r *Reconciler) jobLogs(ctx context.Context, run *taskRun, job *batchv1.Job
 	if err := r.opts.APIReader.List(ctx, &pods, client.InNamespace(job.Namespace), client.MatchingLabels{"job-name": job.Name}); err != nil {
 		return ""
 	}
-	// Oldest first: the output keeps the end, which is then the last
-	// attempt's.
+	// Oldest first: the last attempt's log, the one that says why the Job
+	// ended, is the last one.
 	slices.SortFunc(pods.Items, func(a, b corev1.Pod) int {
 		return cmp.Or(a.CreationTimestamp.Compare(b.CreationTimestamp.Time), strings.Compare(a.Name, b.Name))
 	})
-	var parts []string
+	var logs []podLog
 	for _, p := range pods.Items {
 		if len(p.Spec.Containers) == 0 {
 			continue
 		}
-		ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		lctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 		// Named: a pod with sidecars has more than one container, and the
 		// API server then refuses a request that names none.
-		out, err := a.Logs.Logs(ctx, p.Namespace, p.Name, commandContainer(p.Spec.Containers, command))
+		out, err := a.Logs.Logs(lctx, p.Namespace, p.Name, commandContainer(p.Spec.Containers, command))
 		cancel()
 		if err == nil && strings.TrimSpace(out) != "" {
-			if len(pods.Items) > 1 {
-				out = "pod " + p.Name + ":\n" + out
-			}
-			parts = append(parts, out)
+			// The step's context: redact may read the values to mask.
+			logs = append(logs, podLog{pod: p.Name, text: r.redact(ctx, run, out)})
 		}
 	}
-	return strings.Join(parts, "\n")
+	return boundJobLogs(logs, len(pods.Items) > 1, max)
+}
+
+// podLog is the log of one of a Job's pods.
+type podLog struct {
+	pod, text string
+}
+
+// boundJobLogs joins the logs of a Job's pods, oldest attempt first, each
+// after a line naming its pod when headed, in at most max bytes. The last
+// attempt's log says why the Job ended: it is kept whole, or its end when
+// it alone is longer. Earlier attempts get the room left, the latest
+// first: each whole, then the end of the one that does not fit, and a
+// line says how many older ones were left out. A log cut says so in its
+// first line. (The tail of them all, as boundOutput keeps it, began in the
+// middle of an earlier attempt's log without its pod's name, and cut a
+// completed Job's first line.)
+//
+// The logs must be masked already: a value cut in two here is in no form
+// a mask can find.
+func boundJobLogs(logs []podLog, headed bool, max int) string {
+	if len(logs) == 0 {
+		return ""
+	}
+	head := func(l podLog) string {
+		if headed {
+			return "pod " + l.pod + ":\n"
+		}
+		return ""
+	}
+	parts := make([]string, len(logs))
+	for i, l := range logs {
+		parts[i] = head(l) + l.text
+	}
+	if all := joinLines(parts); len(all) <= max {
+		return all
+	}
+	earlier, last := logs[:len(logs)-1], logs[len(logs)-1]
+	leftOut, leftOutPods := 0, len(earlier)
+	for _, l := range earlier {
+		leftOut += len(l.text)
+	}
+	// Room for the line on the earlier attempts left out, at its longest
+	// (the numbers only shrink).
+	room := max
+	if len(earlier) > 0 {
+		room -= len(leftOutLine(leftOut, leftOutPods)) + 1
+	}
+	var kept []string // newest first
+	if n := len(parts[len(parts)-1]); n <= room {
+		kept, room = append(kept, parts[len(parts)-1]), room-n
+		for i := len(earlier) - 1; i >= 0; i-- {
+			l := earlier[i]
+			if n := len(parts[i]) + lineEnd(parts[i]); n <= room {
+				kept, room = append(kept, parts[i]), room-n
+				leftOut, leftOutPods = leftOut-len(l.text), leftOutPods-1
+				continue
+			}
+			if end, ok := logEnd(l.text, room-1-len(head(l))); ok {
+				kept = append(kept, head(l)+end)
+				leftOut, leftOutPods = leftOut-len(l.text), leftOutPods-1
+			}
+			break
+		}
+	} else if end, ok := logEnd(last.text, room-len(head(last))); ok {
+		kept = append(kept, head(last)+end)
+	} else {
+		// A bound too small for any note.
+		return tailString(joinLines(parts), max)
+	}
+	slices.Reverse(kept)
+	if leftOutPods > 0 {
+		kept = slices.Insert(kept, 0, leftOutLine(leftOut, leftOutPods))
+	}
+	return joinLines(kept)
+}
+
+// joinLines joins texts each on lines of its own: a newline between two
+// unless the first ends with one.
+func joinLines(texts []string) string {
+	var b strings.Builder
+	for i, t := range texts {
+		if i > 0 {
+			b.WriteString(strings.Repeat("\n", lineEnd(texts[i-1])))
+		}
+		b.WriteString(t)
+	}
+	return b.String()
+}
+
+// lineEnd is the bytes joinLines adds after text: 1 unless it ends a line.
+func lineEnd(text string) int {
+	if strings.HasSuffix(text, "\n") {
+		return 0
+	}
+	return 1
+}
+
+// leftOutLine says that the logs of the n oldest attempts, of size bytes,
+// are not in a step's output.
+func leftOutLine(size, n int) string {
+	return fmt.Sprintf("… %d bytes of %d earlier attempt(s) left out", size, n)
+}
+
+// logEnd is the end of a log in at most max bytes, from a line's start
+// when there is one, after a line saying how much was cut; false when max
+// leaves no room for any of it.
+func logEnd(text string, max int) (string, bool) {
+	note := func(n int) string { return fmt.Sprintf("… the first %d bytes of this log left out\n", n) }
+	room := max - len(note(len(text)))
+	if room <= 0 {
+		return "", false
+	}
+	end := tailString(text, room)
+	if cut := len(text) - len(end); cut > 0 && text[cut-1] != '\n' {
+		if i := strings.IndexByte(end, '\n'); i >= 0 && i+1 < len(end) {
+			end = end[i+1:]
+		}
+	}
+	if end == "" {
+		return "", false
+	}
+	return note(len(text)-len(end)) + end, true
 }
 
 // commandContainer names the container of a Job's pod that runs the

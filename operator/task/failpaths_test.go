@@ -728,6 +728,69 @@ func TestAFailedRunJobStepSaysHowItsLastPodEnded(t *testing.T) {
 	}
 }
 
+// TestAFailedRunJobStepsOutputKeepsItsLastAttemptsLogWhateverTheEarlierLogged
+// pins a failed runJob step's output when an earlier attempt logged more
+// than the output holds: the last attempt's log, which says why the
+// migration failed, is there whole under its pod's name, the earlier
+// attempt's end in the room left, and a line says what of it was left
+// out. Before, the tail of all the logs was kept, the earlier attempt's
+// cut into without its pod's name or a word of what was cut.
+func TestAFailedRunJobStepsOutputKeepsItsLastAttemptsLogWhateverTheEarlierLogged(t *testing.T) {
+	t.Parallel()
+	const ns = "dev-jobs"
+	cl := withCRDs(t, ns)
+	ctx := context.Background()
+	d := jobsDriver(t, `setup: pre: [{action: "runJob", component: "app", job: "migrate", command: ["migrate"], args: {backoffLimit: "1"}}]`)
+	r := driverReconciler(t, cl, d)
+	const failed = "migrate: column users.email: duplicate key value (row 17)\n"
+	r.own.Logs = podLogsOf{"jobs-migrate-1-a": logLines("a", 400), "jobs-migrate-1-b": failed}
+	tk := createJobsTask(t, cl, jobsInstance(t, d, ns, 1, "1.0.0"), v1alpha1.WorkflowCreate)
+	req := reconcile.Request{NamespacedName: client.ObjectKeyFromObject(tk)}
+	if _, err := r.Reconcile(ctx, req); err != nil {
+		t.Fatal(err)
+	}
+	var job batchv1.Job
+	if err := cl.Get(ctx, client.ObjectKey{Namespace: ns, Name: JobName("jobs", "migrate", 1)}, &job); err != nil {
+		t.Fatalf("the runJob step's Job: %v", err)
+	}
+	if err := cl.Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "default"}}); err != nil && !apierrors.IsAlreadyExists(err) {
+		t.Fatal(err)
+	}
+	// Its two attempts, the first made first: older, or of the same
+	// second and first by name.
+	for _, name := range []string{"jobs-migrate-1-a", "jobs-migrate-1-b"} {
+		p := &corev1.Pod{
+			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, Labels: map[string]string{"job-name": job.Name},
+				OwnerReferences: []metav1.OwnerReference{*metav1.NewControllerRef(&job, batchv1.SchemeGroupVersion.WithKind("Job"))}},
+			Spec: *job.Spec.Template.Spec.DeepCopy(),
+		}
+		if err := cl.Create(ctx, p); err != nil {
+			t.Fatal(err)
+		}
+	}
+	now := metav1.Now()
+	job.Status = batchv1.JobStatus{StartTime: &now, Failed: 2, Conditions: []batchv1.JobCondition{
+		{Type: batchv1.JobFailureTarget, Status: corev1.ConditionTrue, Reason: batchv1.JobReasonBackoffLimitExceeded, LastTransitionTime: now},
+		{Type: batchv1.JobFailed, Status: corev1.ConditionTrue, Reason: batchv1.JobReasonBackoffLimitExceeded, Message: "Job has reached the specified backoff limit", LastTransitionTime: now},
+	}}
+	if err := cl.Status().Update(ctx, &job); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := r.Reconcile(ctx, req); err != nil {
+		t.Fatal(err)
+	}
+	tk = getTask(t, cl, req.NamespacedName)
+	st := tk.Status.Steps[0]
+	if st.State != v1alpha1.StepFailed {
+		t.Fatalf("step %s %q, want it failed as the Job did", st.State, st.Message)
+	}
+	out := st.Output
+	if len(out) > maxActionOutput || !strings.HasPrefix(out, "pod jobs-migrate-1-a:\n… the first ") || !strings.Contains(out, " bytes of this log left out\nattempt a, line ") ||
+		!strings.HasSuffix(out, "attempt a, line 00399 of work.\npod jobs-migrate-1-b:\n"+failed) {
+		t.Errorf("step output (%d bytes):\n%s\nwant at most %d bytes: the first attempt's end, saying what of it was left out, then the last attempt's log whole", len(out), out, maxActionOutput)
+	}
+}
+
 // TestARunJobStepWhoseJobIsDeletedBeforeItsEndIsSeenIsNotRunAgain pins
 // what a runJob step does when its Job is gone before the step saw it
 // end: deleted by hand while it ran, or by a TTL a cluster policy sets on
