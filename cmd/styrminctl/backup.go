@@ -89,7 +89,8 @@ func newBackupCmd(load restConfigFunc, now func() time.Time, stdout io.Writer) *
 		Long: `create makes a StyrminBackup: the agent runs each deployment's driver backup hook
 as a task of that deployment (ordered with its other tasks) and records where each
 artefact went. A backup is refused, changing nothing, when a deployment's driver has
-no backup hook, the environment has no backupLocation, or its Secret cannot reach it.
+no backup hook, the environment has no backupLocation, its Secret cannot reach it, or a
+pvc:// location's claim is not in a deployment's namespace.
 With --wait it waits for the result and fails when the backup failed.` + kubeconfigHelp,
 		Example: `  styrminctl backup create local/dev --wait
   styrminctl backup create local/dev --deployment hub --name before-migration`,

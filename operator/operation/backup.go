@@ -269,8 +269,9 @@ type backupPlan struct {
 
 // check refuses a backup that cannot be taken: an environment of another
 // cluster, or one git does not declare or without a location; a location
-// its Secret cannot reach; a deployment that does not run here, or whose
-// driver has no backup hook.
+// its Secret cannot reach, or a pvc:// one whose claim is not in a
+// deployment's namespace (checkClaims); a deployment that does not run
+// here, or whose driver has no backup hook.
 func (r *BackupReconciler) check(ctx context.Context, b *v1alpha1.StyrminBackup) (*backupPlan, error) {
 	cluster := b.Spec.Cluster
 	if cluster == "" {
@@ -316,6 +317,13 @@ func (r *BackupReconciler) check(ctx context.Context, b *v1alpha1.StyrminBackup)
 	if len(cannot) > 0 && (len(b.Spec.Deployments) > 0 || len(plan.targets) == 0) {
 		return nil, &RefusedError{Environment: envName, Deployment: strings.Join(cannot, ", "),
 			Msg: "its driver declares no backup and restore hooks, so it cannot be backed up (expected actions: backup: … and restore: … in the driver)"}
+	}
+	uses := make([]claimUse, 0, len(plan.targets))
+	for _, tg := range plan.targets {
+		uses = append(uses, claimUse{tg.sd.Spec.Deployment.Name, tg.sd.Namespace, settings.Location})
+	}
+	if err := checkClaims(ctx, r.opts.APIReader, envName, uses); err != nil {
+		return nil, err
 	}
 	return plan, nil
 }

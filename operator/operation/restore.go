@@ -288,8 +288,9 @@ func (r *RestoreReconciler) retry(ctx context.Context, rs *v1alpha1.StyrminResto
 }
 
 // retryCheck refuses the retry of rs when its backup is going
-// (backupOf) or its jobs could not be given their credentials
-// (checkRestoreCredentials), before a new attempt stops anything.
+// (backupOf), its jobs could not be given their credentials
+// (checkRestoreCredentials) or mount a pvc:// artefact's claim
+// (checkClaims), before a new attempt stops anything.
 func (r *RestoreReconciler) retryCheck(ctx context.Context, rs *v1alpha1.StyrminRestore) error {
 	if _, err := r.backupOf(ctx, rs); err != nil {
 		return err
@@ -298,13 +299,18 @@ func (r *RestoreReconciler) retryCheck(ctx context.Context, rs *v1alpha1.Styrmin
 	if err != nil {
 		return err
 	}
+	var again []v1alpha1.OperationDeployment
 	var artifacts []string
 	for _, d := range rs.Status.Deployments {
 		if d.Phase != v1alpha1.OperationSucceeded {
+			again = append(again, d)
 			artifacts = append(artifacts, d.Artifact)
 		}
 	}
-	return checkRestoreCredentials(ctx, r.opts.APIReader, r.opts.Namespace, r.opts.Cluster, rs.Status.Environment, settings.Secret, artifacts)
+	if err := checkRestoreCredentials(ctx, r.opts.APIReader, r.opts.Namespace, r.opts.Cluster, rs.Status.Environment, settings.Secret, artifacts); err != nil {
+		return err
+	}
+	return checkClaims(ctx, r.opts.APIReader, r.opts.Cluster+"/"+rs.Status.Environment, claimUses(again))
 }
 
 // checkRestoreCredentials refuses a restore whose jobs could not be given
@@ -399,7 +405,8 @@ func names(ds []v1alpha1.OperationDeployment, only []string) []string {
 // check refuses a restore that cannot run: a backup that does not exist
 // or did not succeed for a deployment asked for, a deployment the backup
 // does not hold or that does not run here, credentials its jobs could
-// not be given (checkRestoreCredentials), or a deployment whose running
+// not be given (checkRestoreCredentials), a pvc:// artefact whose claim
+// is not in its deployment's namespace (checkClaims), or a deployment whose running
 // driver cannot read the backup (another driver, another major version,
 // or an older version than the one that took it). It returns the
 // deployments' plan and the environment.
@@ -490,7 +497,20 @@ func (r *RestoreReconciler) check(ctx context.Context, rs *v1alpha1.StyrminResto
 			Driver: v1alpha1.DriverRef{Name: tg.driver.Name, Version: tg.driver.Version, Digest: tg.instance.Driver.Digest},
 		})
 	}
+	if err := checkClaims(ctx, r.opts.APIReader, envName, claimUses(out)); err != nil {
+		return nil, env, err
+	}
 	return out, env, nil
+}
+
+// claimUses are the deployments of ds with the artefacts their restore
+// jobs read, where those jobs run.
+func claimUses(ds []v1alpha1.OperationDeployment) []claimUse {
+	uses := make([]claimUse, 0, len(ds))
+	for _, d := range ds {
+		uses = append(uses, claimUse{d.Name, d.Namespace, d.Artifact})
+	}
+	return uses
 }
 
 func orNone(s string) string {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -155,4 +156,45 @@ func checkCredentials(ctx context.Context, c client.Reader, namespace string, e 
 		}
 	}
 	return nil
+}
+
+// claimUse is a deployment whose jobs would read or write location, in
+// the deployment's namespace.
+type claimUse struct {
+	deployment, namespace, location string
+}
+
+// checkClaims refuses an operation whose jobs could not mount the claim
+// of a pvc:// location: a job mounts it from its deployment's namespace
+// (task.withOperation), and one without it there waits Pending until its
+// step times out (a restore's pre step has stopped the deployment's
+// components by then, and its changes stay held). Every deployment at
+// fault is named. Other schemes need no claim; a location that does not
+// parse is checkCredentials' refusal.
+func checkClaims(ctx context.Context, api client.Reader, env string, uses []claimUse) error {
+	var names, why []string
+	for _, u := range uses {
+		loc, err := resolver.ParseBackupLocation(u.location)
+		if err != nil || loc.Scheme != resolver.SchemePVC {
+			continue
+		}
+		var pvc corev1.PersistentVolumeClaim
+		err = api.Get(ctx, client.ObjectKey{Namespace: u.namespace, Name: loc.Target}, &pvc)
+		switch {
+		case apierrors.IsNotFound(err):
+			why = append(why, fmt.Sprintf("no PersistentVolumeClaim %s in %s", loc.Target, u.namespace))
+		case err != nil:
+			return fmt.Errorf("environment %s, deployment %s: reading PersistentVolumeClaim %s/%s of %s: %w", env, u.deployment, u.namespace, loc.Target, u.location, err)
+		case !pvc.DeletionTimestamp.IsZero():
+			why = append(why, fmt.Sprintf("PersistentVolumeClaim %s/%s is being deleted", u.namespace, loc.Target))
+		default:
+			continue
+		}
+		names = append(names, u.deployment)
+	}
+	if len(names) == 0 {
+		return nil
+	}
+	return &RefusedError{Environment: env, Deployment: strings.Join(names, ", "), Msg: strings.Join(why, "; ") +
+		": the jobs of a pvc:// backup location mount its claim from their deployment's namespace (expected the claim in each deployment's namespace)"}
 }

@@ -7,6 +7,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
@@ -453,6 +454,7 @@ func TestABackupOfTheWholeEnvironmentSkipsADeploymentBeingDeleted(t *testing.T) 
 	if err := cl.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "data-web"}}); err != nil {
 		t.Fatal(err)
 	}
+	newClaim(ctx, t, cl, "data-hub", "backups")
 	web := v1alpha1.DeploymentID{Cluster: "local", Environment: "data", Name: "web"}
 	if err := cl.Create(ctx, &v1alpha1.StyrminDeployment{ObjectMeta: metav1.ObjectMeta{Namespace: "data-web", Name: "web", Labels: web.Labels()},
 		Spec: v1alpha1.StyrminDeploymentSpec{Kind: v1alpha1.KindTombstone, Deployment: web, Sequence: 5, Digest: "sha256:" + strings.Repeat("cd", 32)}}); err != nil {
@@ -546,4 +548,105 @@ func TestARestoreWhoseJobsCouldNotBeGivenItsCredentialsIsRefusedBeforeItStops(t 
 		t.Errorf("the refused retry: observed %q, attempt %d; want the retry observed and no new attempt", failed.Status.ObservedRetry, failed.Status.Deployments[0].Attempt)
 	}
 	noTasks("the refusal of a retry whose Secret lacks a key")
+}
+
+// newClaim creates PersistentVolumeClaim namespace/name (left unbound: no
+// volume is provisioned here).
+func newClaim(ctx context.Context, t *testing.T, cl client.Client, namespace, name string) {
+	t.Helper()
+	pvc := &corev1.PersistentVolumeClaim{ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: name},
+		Spec: corev1.PersistentVolumeClaimSpec{AccessModes: []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
+			Resources: corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("1Gi")}}}}
+	if err := cl.Create(ctx, pvc); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestARestoreFromAPVCWhoseClaimIsMissingIsRefusedBeforeItStops pins the
+// check of a pvc:// location's claim: each deployment's jobs mount it
+// from the deployment's own namespace. Unchecked, a restore whose claim
+// was not there ran its pre step (which stops the deployment's
+// components), then its job's pod waited Pending for the claim until the
+// step timed out, 30 minutes later: the restore failed, the components
+// stayed stopped and the deployment's changes held. A retry, and a
+// backup to such a location, are checked alike; once the claim is there
+// each starts.
+func TestARestoreFromAPVCWhoseClaimIsMissingIsRefusedBeforeItStops(t *testing.T) {
+	t.Parallel()
+	ctx, cl, _, opts := restoring(t)
+	opts.Settings = operation.SettingsFunc(func(context.Context) ([]resolver.EnvironmentBackups, error) {
+		return []resolver.EnvironmentBackups{{Cluster: "local", Environment: "data", Location: "pvc://backups/data"}}, nil
+	})
+	restores, err := operation.NewRestoreReconciler(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	backups, err := operation.NewBackupReconciler(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	artifact := "pvc://backups/data/tuesday/hub"
+	newBackup(ctx, t, cl, "tuesday", v1alpha1.StyrminBackupStatus{Phase: v1alpha1.OperationSucceeded, Location: "pvc://backups/data",
+		Deployments: []v1alpha1.OperationDeployment{{Name: "hub", Namespace: "data-hub", Task: "hub-backup-tuesday-1", Phase: v1alpha1.OperationSucceeded,
+			Artifact: artifact, Sequence: 3, Driver: v1alpha1.DriverRef{Name: "graphhub", Version: "1.4.0"}}}})
+	noTasks := func(what string) {
+		t.Helper()
+		var tasks v1alpha1.StyrminTaskList
+		if err := cl.List(ctx, &tasks, client.InNamespace("data-hub")); err != nil || len(tasks.Items) != 0 {
+			t.Fatalf("hub's tasks after %s: %d (%v), want none", what, len(tasks.Items), err)
+		}
+	}
+	refused := func(what string, phase v1alpha1.OperationPhase, msg string, conds []metav1.Condition, prefix string) {
+		t.Helper()
+		stalled := apimeta.FindStatusCondition(conds, v1alpha1.ConditionStalled)
+		if phase != v1alpha1.OperationFailed || stalled == nil || stalled.Status != metav1.ConditionTrue {
+			t.Fatalf("%s: %s, Stalled %+v; want it Failed and Stalled", what, phase, stalled)
+		}
+		for _, w := range []string{prefix, "deployment hub", "no PersistentVolumeClaim backups in data-hub", "expected the claim in each deployment's namespace"} {
+			if !strings.Contains(msg, w) {
+				t.Errorf("%s: message %q, want it saying %q", what, msg, w)
+			}
+		}
+	}
+
+	rs := newRestore(ctx, t, cl, "from-tuesday", "tuesday", v1alpha1.StyrminRestoreStatus{})
+	reconcileAndRead(ctx, t, cl, restores, rs)
+	refused("a restore from a claim data-hub lacks", rs.Status.Phase, rs.Status.Message, rs.Status.Conditions, "refused: ")
+	if len(rs.Status.Deployments) != 0 {
+		t.Fatalf("the refused restore plans %+v, want nothing: it holds no deployment", rs.Status.Deployments)
+	}
+	noTasks("the refusal of a restore whose claim is missing")
+
+	failed := newRestore(ctx, t, cl, "failed", "tuesday", v1alpha1.StyrminRestoreStatus{Phase: v1alpha1.OperationFailed, Environment: "data",
+		Deployments: []v1alpha1.OperationDeployment{{Name: "hub", Namespace: "data-hub", Task: "hub-restore-failed-1", Attempt: 1, Phase: v1alpha1.OperationFailed,
+			Artifact: artifact, Sequence: 3}}})
+	retryRestore(ctx, t, cl, restores, failed, "1")
+	refused("the retry of a restore from a claim data-hub lacks", failed.Status.Phase, failed.Status.Message, failed.Status.Conditions, "retry refused: ")
+	if failed.Status.Deployments[0].Attempt != 1 {
+		t.Errorf("the refused retry made attempt %d, want none", failed.Status.Deployments[0].Attempt)
+	}
+	noTasks("the refusal of a retry whose claim is missing")
+
+	b := &v1alpha1.StyrminBackup{ObjectMeta: metav1.ObjectMeta{Namespace: "styrmin-system", Name: "nightly"}, Spec: v1alpha1.StyrminBackupSpec{Environment: "data"}}
+	if err := cl.Create(ctx, b); err != nil {
+		t.Fatal(err)
+	}
+	reconcileAndRead(ctx, t, cl, backups, b)
+	refused("a backup to a claim data-hub lacks", b.Status.Phase, b.Status.Message, b.Status.Conditions, "refused: ")
+	noTasks("the refusal of a backup whose claim is missing")
+
+	newClaim(ctx, t, cl, "data-hub", "backups")
+	again := newRestore(ctx, t, cl, "again", "tuesday", v1alpha1.StyrminRestoreStatus{})
+	reconcileAndRead(ctx, t, cl, restores, again)
+	if again.Status.Phase != v1alpha1.OperationRunning || len(again.Status.Deployments) != 1 {
+		t.Fatalf("a restore once data-hub holds the claim: %s %q, want it Running for hub", again.Status.Phase, again.Status.Message)
+	}
+	next := &v1alpha1.StyrminBackup{ObjectMeta: metav1.ObjectMeta{Namespace: "styrmin-system", Name: "nightly-2"}, Spec: v1alpha1.StyrminBackupSpec{Environment: "data"}}
+	if err := cl.Create(ctx, next); err != nil {
+		t.Fatal(err)
+	}
+	reconcileAndRead(ctx, t, cl, backups, next)
+	if next.Status.Phase != v1alpha1.OperationRunning || len(next.Status.Deployments) != 1 {
+		t.Fatalf("a backup once data-hub holds the claim: %s %q, want it Running for hub", next.Status.Phase, next.Status.Message)
+	}
 }
