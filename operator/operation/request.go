@@ -58,7 +58,8 @@ type RestoreRequest struct {
 	Now                  time.Time
 }
 
-// NewRestore checks that the backup is of the environment named and
+// NewRestore checks that the backup is of the environment named and holds
+// a part that succeeded of each deployment asked for (restoredParts), and
 // returns the StyrminRestore the request asks for.
 func NewRestore(ctx context.Context, c client.Reader, r RestoreRequest) (*v1alpha1.StyrminRestore, error) {
 	var b v1alpha1.StyrminBackup
@@ -68,8 +69,10 @@ func NewRestore(ctx context.Context, c client.Reader, r RestoreRequest) (*v1alph
 	if b.Spec.Environment != r.Environment || (b.Spec.Cluster != "" && b.Spec.Cluster != r.Cluster) {
 		return nil, fmt.Errorf("--from %s: the backup is of %s/%s, not %s/%s", r.Backup, orNone(b.Spec.Cluster), b.Spec.Environment, r.Cluster, r.Environment)
 	}
-	if b.Status.Phase != v1alpha1.OperationSucceeded {
-		return nil, fmt.Errorf("--from %s: the backup is %s (%s): only a backup that succeeded restores", r.Backup, orNone(string(b.Status.Phase)), b.Status.Message)
+	// Each part asked for is judged, as the agent judges it: a backup that
+	// failed for another deployment restores the parts that succeeded.
+	if _, _, err := restoredParts(&b, r.Cluster+"/"+r.Environment, r.Deployments); err != nil {
+		return nil, fmt.Errorf("--from %s: %w", r.Backup, err)
 	}
 	name := r.Name
 	if name == "" {

@@ -449,25 +449,9 @@ func (r *RestoreReconciler) check(ctx context.Context, rs *v1alpha1.StyrminResto
 	if err != nil {
 		return nil, env, err
 	}
-	byName := map[string]v1alpha1.OperationDeployment{}
-	for _, d := range b.Status.Deployments {
-		byName[d.Name] = d
-	}
-	want := rs.Spec.Deployments
-	if len(want) == 0 {
-		want = sortedKeys(byName)
-	}
-	if len(want) == 0 {
-		return nil, env, &RefusedError{Environment: envName, Msg: fmt.Sprintf("backup %s holds no deployment (phase %s)", b.Name, orNone(string(b.Status.Phase)))}
-	}
-	for _, n := range want {
-		d, ok := byName[n]
-		switch {
-		case !ok:
-			return nil, env, &RefusedError{Environment: envName, Deployment: n, Msg: fmt.Sprintf("backup %s holds no backup of it (it holds: %s)", b.Name, strings.Join(sortedKeys(byName), ", "))}
-		case d.Phase != v1alpha1.OperationSucceeded:
-			return nil, env, &RefusedError{Environment: envName, Deployment: n, Msg: fmt.Sprintf("its backup in %s did not succeed (%s): there is nothing to restore", b.Name, orNone(string(d.Phase)))}
-		}
+	want, byName, err := restoredParts(&b, envName, rs.Spec.Deployments)
+	if err != nil {
+		return nil, env, err
 	}
 	artifacts := make([]string, 0, len(want))
 	for _, n := range want {
@@ -511,6 +495,45 @@ func claimUses(ds []v1alpha1.OperationDeployment) []claimUse {
 		uses = append(uses, claimUse{d.Name, d.Namespace, d.Artifact})
 	}
 	return uses
+}
+
+// restoredParts is what a restore of the deployments want (none: every
+// one backup b holds a part of) reads of b: the deployments, and b's
+// parts by deployment. A deployment b holds no part of, or whose part
+// did not succeed, is refused, naming it; b's own phase is not: a backup
+// that failed for one deployment restores the parts that succeeded.
+// NewRestore checks a request so too, as the agent will.
+func restoredParts(b *v1alpha1.StyrminBackup, env string, want []string) ([]string, map[string]v1alpha1.OperationDeployment, error) {
+	byName := map[string]v1alpha1.OperationDeployment{}
+	var succeeded []string
+	for _, d := range b.Status.Deployments {
+		byName[d.Name] = d
+		if d.Phase == v1alpha1.OperationSucceeded {
+			succeeded = append(succeeded, d.Name)
+		}
+	}
+	named := len(want) > 0
+	if !named {
+		want = sortedKeys(byName)
+	}
+	if len(want) == 0 {
+		return nil, nil, &RefusedError{Environment: env, Msg: fmt.Sprintf("backup %s holds no deployment (phase %s)", b.Name, orNone(string(b.Status.Phase)))}
+	}
+	for _, n := range want {
+		d, ok := byName[n]
+		switch {
+		case !ok:
+			return nil, nil, &RefusedError{Environment: env, Deployment: n, Msg: fmt.Sprintf("backup %s holds no backup of it (it holds: %s)", b.Name, strings.Join(sortedKeys(byName), ", "))}
+		case d.Phase != v1alpha1.OperationSucceeded:
+			msg := fmt.Sprintf("its backup in %s did not succeed (%s): there is nothing to restore", b.Name, orNone(string(d.Phase)))
+			if !named && len(succeeded) > 0 {
+				slices.Sort(succeeded)
+				msg += fmt.Sprintf(" (name the deployments whose parts succeeded to restore those: %s)", strings.Join(succeeded, ", "))
+			}
+			return nil, nil, &RefusedError{Environment: env, Deployment: n, Msg: msg}
+		}
+	}
+	return want, byName, nil
 }
 
 func orNone(s string) string {
