@@ -31,7 +31,9 @@ type BackupRequest struct {
 }
 
 // NewBackup is the StyrminBackup a request asks for; its name is
-// checked as the agent checks it.
+// checked as the agent checks it, and one of a scheduled backup's form
+// (<env>-YYYYMMDD-HHMM) is refused: the schedule would find its time's
+// name taken.
 func NewBackup(r BackupRequest) (*v1alpha1.StyrminBackup, error) {
 	name := r.Name
 	if name == "" {
@@ -39,6 +41,12 @@ func NewBackup(r BackupRequest) (*v1alpha1.StyrminBackup, error) {
 	}
 	if err := validName(name); err != nil {
 		return nil, err
+	}
+	// A name of a scheduled backup's form is the schedule's: a backup
+	// under it would take that time's scheduled backup's place.
+	if env, slot, ok := scheduledNameOf(name); ok {
+		return nil, fmt.Errorf("the name %q has the form of a scheduled backup's (<env>-YYYYMMDD-HHMM): it is the name environment %s's schedule gives its backup for %s (expected a name of another form, such as the default <env>-YYYYMMDD-HHMMSS)",
+			name, env, slot.Format(time.RFC3339))
 	}
 	return &v1alpha1.StyrminBackup{
 		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: r.Namespace,

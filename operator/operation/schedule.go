@@ -324,7 +324,8 @@ func (s *Scheduler) environment(ctx context.Context, env, schedule string, keep 
 // would make nothing for the environment's other deployments meanwhile.
 // A backup of the schedule that has not ended is superseded by the newest
 // instead (supersede), so at most one waits at a time and no waiting ones
-// pile up.
+// pile up. A time whose backup's name another backup holds is not made,
+// and the error names that backup (makeScheduled).
 func (s *Scheduler) due(ctx context.Context, env, schedule string, backups []v1alpha1.StyrminBackup, now time.Time) error {
 	// The lock checked it; a lockfile written by hand was not: the same
 	// check first (the cron parser panics on some time-zone prefixes).
@@ -347,39 +348,121 @@ func (s *Scheduler) due(ctx context.Context, env, schedule string, backups []v1a
 	if !slot.IsZero() && !recorded && !slot.After(started) && now.Sub(slot) > max(CatchUpWindow, 2*s.interval) {
 		slot = time.Time{}
 	}
+	var errs []error
 	newest, older := "", backups
-	switch {
-	case !slot.IsZero():
-		b := &v1alpha1.StyrminBackup{
-			ObjectMeta: metav1.ObjectMeta{
-				Name:        env + "-" + slot.UTC().Format("20060102-1504"),
-				Namespace:   s.opts.Namespace,
-				Labels:      map[string]string{LabelSchedule: env, v1alpha1.LabelCluster: s.opts.Cluster, v1alpha1.LabelEnvironment: env},
-				Annotations: map[string]string{AnnotationScheduledFor: slot.UTC().Format(time.RFC3339)},
-			},
-			Spec: v1alpha1.StyrminBackupSpec{Cluster: s.opts.Cluster, Environment: env},
+	if !slot.IsZero() {
+		made, err := s.makeScheduled(ctx, env, slot)
+		var taken *nameTakenError
+		switch {
+		case errors.As(err, &taken):
+			// Not made: said at each look until the name is free (the time
+			// is made then) or the schedule's next time comes.
+			errs = append(errs, err)
+		case err != nil:
+			return err
+		default:
+			newest = made
 		}
-		if err := s.opts.Client.Create(ctx, b); err != nil && !apierrors.IsAlreadyExists(err) {
-			return fmt.Errorf("creating scheduled backup %s: %w", b.Name, err)
-		}
-		s.mu.Lock()
-		s.seen[env] = slot
-		s.mu.Unlock()
-		s.log.Info("scheduled backup", "environment", env, "backup", b.Name, "for", slot.UTC().Format(time.RFC3339))
-		newest = b.Name
-	case len(backups) > 0:
+	}
+	if newest == "" && len(backups) > 0 {
 		newest, older = backups[0].Name, backups[1:]
 	}
 	// At every look, not only when the newest is made: a write that did
 	// not go through (a conflict with the backup's controller) is made at
 	// the next.
-	var errs []error
 	for i := range older {
 		if p := &older[i]; p.Name != newest && !p.Status.Phase.Terminal() && p.DeletionTimestamp.IsZero() {
 			errs = append(errs, s.supersede(ctx, p, newest))
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// scheduledNameLayout is the time in the name of a scheduled backup,
+// <env>-YYYYMMDD-HHMM (UTC).
+const scheduledNameLayout = "20060102-1504"
+
+// scheduledName is the name of env's scheduled backup for slot.
+func scheduledName(env string, slot time.Time) string {
+	return env + "-" + slot.UTC().Format(scheduledNameLayout)
+}
+
+// scheduledNameOf splits a name of the form of a scheduled backup's into
+// the environment and time it would be the backup of; ok is false for a
+// name of another form.
+func scheduledNameOf(name string) (env string, slot time.Time, ok bool) {
+	i := len(name) - len(scheduledNameLayout)
+	if i < 2 || name[i-1] != '-' {
+		return "", time.Time{}, false
+	}
+	slot, err := time.Parse(scheduledNameLayout, name[i:])
+	if err != nil {
+		return "", time.Time{}, false
+	}
+	return name[:i-1], slot, true
+}
+
+// makeScheduled creates the backup of env's schedule for slot and takes
+// the time as made. A backup already at its name counts as made only when
+// it is that backup (an earlier look made it, and the cache did not show
+// it): any other (one made by hand under that name) is no backup of the
+// schedule's, and the time is not made (a nameTakenError).
+func (s *Scheduler) makeScheduled(ctx context.Context, env string, slot time.Time) (string, error) {
+	b := &v1alpha1.StyrminBackup{
+		ObjectMeta: metav1.ObjectMeta{
+			Name:        scheduledName(env, slot),
+			Namespace:   s.opts.Namespace,
+			Labels:      map[string]string{LabelSchedule: env, v1alpha1.LabelCluster: s.opts.Cluster, v1alpha1.LabelEnvironment: env},
+			Annotations: map[string]string{AnnotationScheduledFor: slot.UTC().Format(time.RFC3339)},
+		},
+		Spec: v1alpha1.StyrminBackupSpec{Cluster: s.opts.Cluster, Environment: env},
+	}
+	err := s.opts.Client.Create(ctx, b)
+	switch {
+	case apierrors.IsAlreadyExists(err):
+		if err := s.heldByItself(ctx, b.Name, env, slot); err != nil {
+			return "", err
+		}
+	case err != nil:
+		return "", fmt.Errorf("creating scheduled backup %s: %w", b.Name, err)
+	}
+	s.mu.Lock()
+	s.seen[env] = slot
+	s.mu.Unlock()
+	s.log.Info("scheduled backup", "environment", env, "backup", b.Name, "for", slot.UTC().Format(time.RFC3339))
+	return b.Name, nil
+}
+
+// heldByItself returns nil when the backup at name, read from the API
+// server, is env's schedule's backup for slot (its schedule label, cluster
+// and scheduled-for time), and a nameTakenError naming it otherwise.
+func (s *Scheduler) heldByItself(ctx context.Context, name, env string, slot time.Time) error {
+	var have v1alpha1.StyrminBackup
+	if err := s.opts.APIReader.Get(ctx, client.ObjectKey{Namespace: s.opts.Namespace, Name: name}, &have); err != nil {
+		// Gone since: the next look makes it.
+		return fmt.Errorf("reading backup %s, which holds the name of the schedule's backup for %s: %w", name, slot.UTC().Format(time.RFC3339), err)
+	}
+	at, err := time.Parse(time.RFC3339, have.Annotations[AnnotationScheduledFor])
+	if have.Labels[LabelSchedule] == env && have.Labels[v1alpha1.LabelCluster] == s.opts.Cluster && err == nil && at.Equal(slot) {
+		return nil
+	}
+	return &nameTakenError{cluster: s.opts.Cluster, env: env, slot: slot, holder: &have}
+}
+
+// nameTakenError is a time of a schedule whose backup's name another
+// backup holds: the time is not made while it does.
+type nameTakenError struct {
+	cluster, env string
+	slot         time.Time
+	holder       *v1alpha1.StyrminBackup
+}
+
+func (e *nameTakenError) Error() string {
+	h := e.holder
+	return fmt.Sprintf("the backup of %s/%s's schedule for %s is not made: StyrminBackup %s/%s holds its name and is no backup of that schedule "+
+		"(environment %s, %s=%q, %s=%q; made by hand under that name?): delete it for the time to be made, or the schedule makes its next time only",
+		e.cluster, e.env, e.slot.UTC().Format(time.RFC3339), h.Namespace, h.Name, orNone(h.Spec.Environment),
+		LabelSchedule, h.Labels[LabelSchedule], AnnotationScheduledFor, h.Annotations[AnnotationScheduledFor])
 }
 
 // lastSeen is the newest time of env's schedule made or seen made (the

@@ -674,3 +674,85 @@ func TestTheScheduleRecordOutlivesAFailedLookAndAStyrminSourceMadeAgain(t *testi
 		t.Fatalf("the backups after the look that could list: %v, want %v (the time missed, made late)", got, want)
 	}
 }
+
+// hidingBackupLists is a client whose List of StyrminBackups finds none
+// (a cache that has not seen them yet).
+type hidingBackupLists struct{ client.Client }
+
+func (c hidingBackupLists) List(ctx context.Context, list client.ObjectList, opts ...client.ListOption) error {
+	if _, ok := list.(*v1alpha1.StyrminBackupList); ok {
+		return nil
+	}
+	return c.Client.List(ctx, list, opts...)
+}
+
+// TestAScheduledTimeWhoseNameAnotherBackupHoldsIsNotTakenAsMade pins what
+// the schedule does when a backup made by hand holds the name of a time's
+// backup (`styrminctl backup create local/dev --name data-20261202-0300`):
+// the create found the name taken and took the time as made, so that
+// night's backup of data was never made, and nothing said so. The time is
+// not made while the name is held, each look says so naming the backup
+// that holds it, and it is made once that one is deleted. The schedule's
+// own backup at the name (made by an earlier look the cache does not show
+// yet) is taken as made, as before. The command line refuses a name of
+// that form.
+func TestAScheduledTimeWhoseNameAnotherBackupHoldsIsNotTakenAsMade(t *testing.T) {
+	t.Parallel()
+	ctx, cl := operations(t)
+	data := resolver.EnvironmentBackups{Cluster: "local", Environment: "data", Location: "pvc://backups/data", Schedule: "0 3 * * *"}
+	newScheduled(ctx, t, cl, "data", time.Date(2026, 12, 1, 3, 0, 0, 0, time.UTC), v1alpha1.OperationSucceeded)
+	byHand := &v1alpha1.StyrminBackup{ObjectMeta: metav1.ObjectMeta{Namespace: "styrmin-system", Name: "data-20261202-0300",
+		Labels: map[string]string{v1alpha1.LabelCluster: "local", v1alpha1.LabelEnvironment: "dev"}},
+		Spec: v1alpha1.StyrminBackupSpec{Cluster: "local", Environment: "dev"}}
+	if err := cl.Create(ctx, byHand); err != nil {
+		t.Fatal(err)
+	}
+
+	now := time.Date(2026, 12, 2, 3, 0, 30, 0, time.UTC)
+	s := recordingScheduler(t, cl, &now, data)
+	for range 2 {
+		err := s.Tick(ctx)
+		if err == nil || !strings.Contains(err.Error(), "StyrminBackup styrmin-system/data-20261202-0300 holds its name") ||
+			!strings.Contains(err.Error(), "environment dev") || !strings.Contains(err.Error(), "2026-12-02T03:00:00Z") {
+			t.Fatalf("a look at %s with data's time's name held by dev's backup: %v, want an error naming that backup and the time", now.Format(time.RFC3339), err)
+		}
+		if got, want := scheduleRecord(ctx, t, cl), map[string]string{"data": "2026-12-01T03:00:00Z"}; !maps.Equal(got, want) {
+			t.Fatalf("recorded %v, want %v: the time whose name is held is not made", got, want)
+		}
+		now = now.Add(30 * time.Second)
+	}
+
+	if err := cl.Delete(ctx, byHand); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Tick(ctx); err != nil {
+		t.Fatal(err)
+	}
+	var made v1alpha1.StyrminBackup
+	if err := cl.Get(ctx, client.ObjectKey{Namespace: "styrmin-system", Name: "data-20261202-0300"}, &made); err != nil ||
+		made.Labels[operation.LabelSchedule] != "data" || made.Spec.Environment != "data" {
+		t.Fatalf("data-20261202-0300 once the name is free: %v, labels %v, environment %q; want data's scheduled backup", err, made.Labels, made.Spec.Environment)
+	}
+
+	// The next night's, made by a look whose record the agent lost, is in
+	// no list yet: a new scheduler takes it as made.
+	now = time.Date(2026, 12, 3, 3, 0, 30, 0, time.UTC)
+	newScheduled(ctx, t, cl, "data", time.Date(2026, 12, 3, 3, 0, 0, 0, time.UTC), "")
+	if err := recordingScheduler(t, hidingBackupLists{cl}, &now, data).Tick(ctx); err != nil {
+		t.Fatalf("a look finding the schedule's own backup at its time's name: %v", err)
+	}
+	if got, want := scheduleRecord(ctx, t, cl), map[string]string{"data": "2026-12-03T03:00:00Z"}; !maps.Equal(got, want) {
+		t.Fatalf("recorded %v, want %v", got, want)
+	}
+
+	req := operation.BackupRequest{Namespace: "styrmin-system", Cluster: "local", Environment: "dev", Name: "data-20261204-0300", Now: now}
+	if _, err := operation.NewBackup(req); err == nil || !strings.Contains(err.Error(), "scheduled backup") || !strings.Contains(err.Error(), "environment data's schedule") {
+		t.Fatalf("a backup of dev asked for under data's scheduled name: %v, want it refused naming data's schedule", err)
+	}
+	for _, name := range []string{"", "before-migration", "dev-20261204-030000"} {
+		req.Name = name
+		if _, err := operation.NewBackup(req); err != nil {
+			t.Errorf("a backup named %q: %v, want it made", name, err)
+		}
+	}
+}
