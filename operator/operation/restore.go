@@ -403,13 +403,14 @@ func names(ds []v1alpha1.OperationDeployment, only []string) []string {
 }
 
 // check refuses a restore that cannot run: a backup that does not exist
-// or did not succeed for a deployment asked for, a deployment the backup
-// does not hold or that does not run here, credentials its jobs could
-// not be given (checkRestoreCredentials), a pvc:// artefact whose claim
-// is not in its deployment's namespace (checkClaims), or a deployment whose running
-// driver cannot read the backup (another driver, another major version,
-// or an older version than the one that took it). It returns the
-// deployments' plan and the environment.
+// or did not succeed for a deployment asked for (restoredParts), a
+// deployment the backup does not hold or that does not run here,
+// credentials its jobs could not be given (checkRestoreCredentials), a
+// pvc:// artefact whose claim is not in its deployment's namespace
+// (checkClaims), or a deployment whose running driver cannot read the
+// backup (another driver, another major version, or an older version
+// than the one that took it). It returns the deployments' plan and the
+// environment.
 func (r *RestoreReconciler) check(ctx context.Context, rs *v1alpha1.StyrminRestore) ([]v1alpha1.OperationDeployment, string, error) {
 	if err := inAgentNamespace(rs.Namespace, r.opts.Namespace, "StyrminRestore"); err != nil {
 		return nil, "", err
