@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"maps"
 	"math/bits"
 	"path"
 	"regexp"
@@ -124,7 +125,8 @@ type EnvironmentBackups struct {
 	ClonedFrom *CloneSource
 	// Err is why the settings cannot be read: the environment's file or
 	// its cluster's is invalid (a *ConfigError naming the file and the
-	// field), or could not be evaluated. Only Cluster and Environment are
+	// field; a backupLocation an environment of another cluster uses
+	// too is one), or could not be evaluated. Only Cluster and Environment are
 	// set then; Environment is "" when the error is the cluster's and no
 	// environment of it could be named.
 	Err error `json:"-"`
@@ -139,8 +141,10 @@ type EnvironmentBackups struct {
 // A file that cannot be read hides only the environments it layers: each
 // of them is in the list with its Err, and the error returned joins those
 // (the others are read all the same, so one broken file stops no other
-// environment's backups). With no list, the clusters folder itself could
-// not be read.
+// environment's backups). So does an s3:// backupLocation that
+// environments of two clusters share (sharedBackupLocations): each of them
+// has the error of the file that set its location. With no list, the
+// clusters folder itself could not be read.
 func BackupSettings(fsys fs.FS) ([]EnvironmentBackups, error) {
 	return NewLoader(0).BackupSettings(fsys)
 }
@@ -153,6 +157,7 @@ func (l *Loader) BackupSettings(fsys fs.FS) ([]EnvironmentBackups, error) {
 	}
 	var out []EnvironmentBackups
 	var errs []error
+	var read []*Cluster // with the environments read, for sharedBackupLocations
 	for _, cn := range clusters {
 		envs, err := subdirs(fsys, path.Join("clusters", cn, "environments"))
 		if err != nil {
@@ -180,10 +185,18 @@ func (l *Loader) BackupSettings(fsys fs.FS) ([]EnvironmentBackups, error) {
 				out = append(out, EnvironmentBackups{Cluster: cn, Environment: en, Err: err})
 				continue
 			}
+			c.Environments = append(c.Environments, e)
 			out = append(out, EffectiveBackups(c, e))
 		}
+		read = append(read, c)
 	}
-	return out, errors.Join(errs...)
+	shared, byEnv := sharedBackupLocations(read)
+	for i, b := range out {
+		if err := byEnv[b.Cluster+"/"+b.Environment]; err != nil {
+			out[i] = EnvironmentBackups{Cluster: b.Cluster, Environment: b.Environment, Err: err}
+		}
+	}
+	return out, errors.Join(append(errs, shared...)...)
 }
 
 // EffectiveBackups is the backup settings of environment e of cluster c:
@@ -211,6 +224,103 @@ func backupLocationOf(c *Cluster, e *Environment) string {
 	}
 	s, _ := c.Settings["backupLocation"].(string)
 	return s
+}
+
+// backupLocationLayer is the layer whose backupLocation environment e of
+// cluster c takes: its own file, else its cluster's.
+func backupLocationLayer(c *Cluster, e *Environment) layer {
+	if _, ok := e.Settings["backupLocation"].(string); ok {
+		return e.layer()
+	}
+	return c.layer()
+}
+
+// backupLocationUser is an environment that backs up to a location.
+type backupLocationUser struct {
+	cluster *Cluster
+	env     *Environment
+}
+
+// backupLocationUsers maps each backup location the environments of
+// clusters use (their own, or their cluster's) to those environments, in
+// the order of the clusters and of their environments. A location is
+// keyed as ParseBackupLocation reads it and String prints it, so one
+// location is one key; one that does not parse is left out (the check of
+// its file says why).
+func backupLocationUsers(clusters []*Cluster) map[string][]backupLocationUser {
+	out := map[string][]backupLocationUser{}
+	for _, c := range clusters {
+		for _, e := range c.Environments {
+			l, err := ParseBackupLocation(backupLocationOf(c, e))
+			if err != nil {
+				continue
+			}
+			out[l.String()] = append(out[l.String()], backupLocationUser{c, e})
+		}
+	}
+	return out
+}
+
+// sharedBackupLocations refuses an s3:// backup location that environments
+// of different clusters use. Each cluster's agent names its backups on its
+// own (a schedule's <env>-YYYYMMDD-HHMM, alike in two clusters for
+// environments named alike) and writes <location>/<backup ID>/<deployment>,
+// so the two would overwrite each other's artefacts, each one's retention
+// would delete the other's, and a restore could read the other cluster's
+// data.
+//
+// Environments of one cluster may share a location: their backup IDs are
+// the names of StyrminBackups in the one namespace of that cluster's
+// agent, so no two are alike while both exist. Neither is a pvc:// location
+// refused: its claim is the one of that name in the deployment's namespace
+// of its own Kubernetes cluster, so two clusters naming one claim write to
+// two volumes.
+//
+// There is one error for each file that set a shared location, naming
+// the environments of other clusters and the files that set theirs; byEnv
+// gives each environment using one ("cluster/environment") the error of
+// the file its location comes from.
+func sharedBackupLocations(clusters []*Cluster) (errs []error, byEnv map[string]error) {
+	users := backupLocationUsers(clusters)
+	byEnv = map[string]error{}
+	for _, loc := range slices.Sorted(maps.Keys(users)) {
+		us := users[loc]
+		if !strings.HasPrefix(loc, SchemeS3+"://") || !slices.ContainsFunc(us, func(u backupLocationUser) bool { return u.cluster != us[0].cluster }) {
+			continue
+		}
+		// The environments of each file that set the location, in order.
+		type setter struct {
+			l       layer
+			cluster *Cluster
+			envs    []string
+		}
+		var setters []*setter
+		for _, u := range us {
+			l := backupLocationLayer(u.cluster, u.env)
+			i := slices.IndexFunc(setters, func(s *setter) bool { return s.l.file == l.file })
+			if i < 0 {
+				setters = append(setters, &setter{l: l, cluster: u.cluster})
+				i = len(setters) - 1
+			}
+			setters[i].envs = append(setters[i].envs, u.cluster.Name+"/"+u.env.Name)
+		}
+		for _, s := range setters {
+			var others []string
+			for _, o := range setters {
+				if o.cluster != s.cluster {
+					p := placeOf(o.l.pos, "backupLocation")
+					others = append(others, fmt.Sprintf("%s (set in %s:%d)", strings.Join(o.envs, ", "), o.l.file, max(p.Line, 1)))
+				}
+			}
+			err := placed(&ConfigError{File: s.l.file, Field: "backupLocation", Msg: fmt.Sprintf("%q, the backup location of %s, is also that of %s: environments of two clusters cannot share a backup location, since each cluster's agent names its backups on its own (a schedule's <env>-YYYYMMDD-HHMM, alike for environments named alike) and writes <location>/<backup ID>/<deployment>, so each would overwrite the other's artefacts and delete them by its retention, and a restore could read the other cluster's data; expected a location no environment of another cluster uses (with the cluster's name in its path, for example)",
+				loc, strings.Join(s.envs, ", "), strings.Join(others, "; "))}, s.l.pos)
+			errs = append(errs, err)
+			for _, env := range s.envs {
+				byEnv[env] = err
+			}
+		}
+	}
+	return errs, byEnv
 }
 
 // checkBackupLocation checks a layer's own backupLocation.

@@ -305,3 +305,99 @@ func TestBackupFirstIsRecordedAndLocked(t *testing.T) {
 		t.Errorf("lockfile without the setting mentions backupFirst:\n%s", lock)
 	}
 }
+
+// TestEnvironmentsOfTwoClustersCannotShareABackupLocation: clusters/local
+// copied to clusters/eu keeping its s3:// backupLocation gives both
+// clusters' dev one location, where both agents would write their
+// scheduled dev-YYYYMMDD-HHMM and delete each other's by retention. The
+// load is refused naming both files and the field, and the agent's
+// settings of those two environments carry the error (their backups
+// wait) while the others' go on; a location of eu's own is accepted.
+func TestEnvironmentsOfTwoClustersCannotShareABackupLocation(t *testing.T) {
+	dir := exampleCopy(t)
+	const cluster = "domain: \"%s.styrmin.dev\"\ningressClass: \"nginx\"\nstorageClasses: default: \"standard\"\nbackupLocation: \"%s\"\nbackups: secret: \"backup-credentials\"\n"
+	const dev = "namespacePrefix: \"dev\"\nbackups: {schedule: \"0 3 * * *\", keep: 7}\n"
+	writeFile(t, dir, "clusters/local/cluster.cue", fmt.Sprintf(cluster, "local", "s3://backups/local"))
+	writeFile(t, dir, "clusters/local/environments/dev/environment.cue", dev)
+	writeFile(t, dir, "clusters/eu/cluster.cue", fmt.Sprintf(cluster, "eu", "s3://backups/local"))
+	writeFile(t, dir, "clusters/eu/environments/dev/environment.cue", dev)
+
+	_, err := NewLoader(0).Load(os.DirFS(dir))
+	if err == nil {
+		t.Fatal("two clusters' dev sharing s3://backups/local loaded")
+	}
+	var ce *ConfigError
+	if !errors.As(err, &ce) || ce.Field != "backupLocation" {
+		t.Errorf("%v: want a *ConfigError of field backupLocation", err)
+	}
+	for _, w := range []string{"clusters/local/cluster.cue:4:", "clusters/eu/cluster.cue:4:", "field backupLocation", `"s3://backups/local"`, "local/dev", "eu/dev", "expected a location no environment of another cluster uses"} {
+		if !strings.Contains(err.Error(), w) {
+			t.Errorf("load: %v\nwant it to say %q", err, w)
+		}
+	}
+	if strings.Contains(err.Error(), "local/staging") {
+		t.Errorf("load: %v names local/staging, which backs up to a location of its own", err)
+	}
+
+	got, err := BackupSettings(os.DirFS(dir))
+	if err == nil {
+		t.Error("BackupSettings: no error for the shared location")
+	}
+	byName := map[string]EnvironmentBackups{}
+	for _, e := range got {
+		byName[e.Cluster+"/"+e.Environment] = e
+	}
+	for env, want := range map[string][]string{
+		"local/dev": {"clusters/local/cluster.cue:4:", "field backupLocation", "eu/dev (set in clusters/eu/cluster.cue:4)"},
+		"eu/dev":    {"clusters/eu/cluster.cue:4:", "field backupLocation", "local/dev (set in clusters/local/cluster.cue:4)"},
+	} {
+		e := byName[env]
+		if e.Err == nil || e.Location != "" || e.Schedule != "" {
+			t.Errorf("%s: %+v, want only its error", env, e)
+			continue
+		}
+		for _, w := range want {
+			if !strings.HasPrefix(e.Err.Error(), want[0]) || !strings.Contains(e.Err.Error(), w) {
+				t.Errorf("%s: %v, want it to start with %q and say %q", env, e.Err, want[0], w)
+			}
+		}
+	}
+	if e := byName["local/staging"]; e.Err != nil || e.Location != "s3://backups/local/staging" {
+		t.Errorf("local/staging beside the shared location: %+v, want its own", e)
+	}
+
+	writeFile(t, dir, "clusters/eu/cluster.cue", fmt.Sprintf(cluster, "eu", "s3://backups/eu"))
+	if _, err := NewLoader(0).Load(os.DirFS(dir)); err != nil {
+		t.Errorf("eu with a location of its own: %v", err)
+	}
+	if _, err := BackupSettings(os.DirFS(dir)); err != nil {
+		t.Errorf("BackupSettings, eu with a location of its own: %v", err)
+	}
+}
+
+// TestEnvironmentsOfOneClusterShareALocationAndEachClusterHasItsOwnClaim:
+// the environments of one cluster may back up to one location (their
+// backup IDs are the names of StyrminBackups in the one namespace of its
+// agent), and two clusters may name one pvc:// claim (each is a claim of
+// its own Kubernetes cluster).
+func TestEnvironmentsOfOneClusterShareALocationAndEachClusterHasItsOwnClaim(t *testing.T) {
+	dir := exampleCopy(t)
+	writeFile(t, dir, "clusters/local/cluster.cue", "domain: \"local.styrmin.dev\"\ningressClass: \"nginx\"\nstorageClasses: default: \"standard\"\nbackupLocation: \"s3://backups/local\"\n")
+	writeFile(t, dir, "clusters/local/environments/dev/environment.cue", "namespacePrefix: \"dev\"\n")
+	writeFile(t, dir, "clusters/local/environments/staging/environment.yaml", "namespacePrefix: staging\nbackupLocation: pvc://backups\n")
+	writeFile(t, dir, "clusters/local/environments/qa/environment.cue", "backupLocation: \"s3://backups/local\"\n")
+	writeFile(t, dir, "clusters/eu/cluster.cue", "domain: \"eu.styrmin.dev\"\nbackupLocation: \"pvc://backups\"\n")
+	writeFile(t, dir, "clusters/eu/environments/dev/environment.cue", "")
+	if _, err := NewLoader(0).Load(os.DirFS(dir)); err != nil {
+		t.Fatal(err)
+	}
+	got, err := BackupSettings(os.DirFS(dir))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range got {
+		if e.Location == "" {
+			t.Errorf("%s/%s has no location: %+v", e.Cluster, e.Environment, e)
+		}
+	}
+}

@@ -355,16 +355,8 @@ func cloneLocations(l BackupLocation, srcCluster, src, dstCluster, dst string) [
 // environment and its file.
 func (w *Workspace) backupLocationsInUse() map[string]string {
 	out := map[string]string{}
-	for _, c := range w.Repo.Clusters {
-		for _, e := range c.Environments {
-			l, err := ParseBackupLocation(backupLocationOf(c, e))
-			if err != nil {
-				continue
-			}
-			if _, ok := out[l.String()]; !ok {
-				out[l.String()] = fmt.Sprintf("%s/%s (%s)", c.Name, e.Name, e.File)
-			}
-		}
+	for loc, us := range backupLocationUsers(w.Repo.Clusters) {
+		out[loc] = fmt.Sprintf("%s/%s (%s)", us[0].cluster.Name, us[0].env.Name, us[0].env.File)
 	}
 	return out
 }

@@ -546,6 +546,11 @@ func (l *Loader) Load(fsys fs.FS) (*Repository, error) {
 	if len(errs) > 0 {
 		return nil, errors.Join(errs...)
 	}
+	// Each file checked its own backupLocation; whether two clusters share
+	// one only the whole repository tells.
+	if shared, _ := sharedBackupLocations(repo.Clusters); len(shared) > 0 {
+		return nil, errors.Join(shared...)
+	}
 	envs := map[string]bool{}
 	for _, c := range repo.Clusters {
 		for _, e := range c.Environments {
