@@ -437,15 +437,14 @@ func cloneSourceFor(e *Environment, name string) *CloneSource {
 }
 
 // backupFirstOf is the merged backupBeforeUpgrade setting of a
-// deployment. Set for a driver that cannot be backed up, it is an error
-// in the file that set it: an upgrade that was asked to back up first
-// must not go ahead without one.
+// deployment. Set for a driver that cannot be backed up, or in an
+// environment with no backupLocation, it is an error in the file that set
+// it: an upgrade that was asked to back up first must not go ahead
+// without one, and without a location the backup would fail at the
+// upgrade's first step, and so would every later upgrade's.
 func backupFirstOf(c *Cluster, e *Environment, d *Deployment, merged map[string]any, prov Provenance, drv *drivers.Driver) (bool, error) {
 	if merged["backupBeforeUpgrade"] != true {
 		return false, nil
-	}
-	if drv.CanBackup() {
-		return true, nil
 	}
 	l := d.layer()
 	if o, ok := prov["backupBeforeUpgrade"]; ok {
@@ -455,7 +454,13 @@ func backupFirstOf(c *Cluster, e *Environment, d *Deployment, merged map[string]
 			}
 		}
 	}
-	return false, placed(&ConfigError{File: l.file, Field: "backupBeforeUpgrade", Msg: fmt.Sprintf("deployment %s: driver %s@%s declares no backup and restore hooks, so its upgrades cannot back up first: remove the field (or set it false for this deployment), or use a driver version that declares actions.backup and actions.restore", d.ID, drv.Name, drv.Version)}, l.pos)
+	if !drv.CanBackup() {
+		return false, placed(&ConfigError{File: l.file, Field: "backupBeforeUpgrade", Msg: fmt.Sprintf("deployment %s: driver %s@%s declares no backup and restore hooks, so its upgrades cannot back up first: remove the field (or set it false for this deployment), or use a driver version that declares actions.backup and actions.restore", d.ID, drv.Name, drv.Version)}, l.pos)
+	}
+	if backupLocationOf(c, e) == "" {
+		return false, placed(&ConfigError{File: l.file, Field: "backupBeforeUpgrade", Msg: fmt.Sprintf("deployment %s: environment %s/%s has no backupLocation, so its upgrades have nowhere to back up to first: set backupLocation (%s) in %s or %s, or remove the field (or set it false for this deployment)", d.ID, c.Name, e.Name, backupLocationForms, e.File, c.File)}, l.pos)
+	}
+	return true, nil
 }
 
 // scheduleForms is what a backup schedule may look like, for messages.

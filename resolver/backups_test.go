@@ -401,3 +401,63 @@ func TestEnvironmentsOfOneClusterShareALocationAndEachClusterHasItsOwnClaim(t *t
 		}
 	}
 }
+
+// TestBackupFirstWithoutABackupLocationIsRefusedNamingTheFile: an upgrade
+// asked to back up first in an environment with no backupLocation would
+// fail at its first step in the agent, and every later upgrade with it:
+// the resolve refuses it in the file that set the field, saying what is
+// expected, and so does upgrade --backup-first, changing no file.
+func TestBackupFirstWithoutABackupLocationIsRefusedNamingTheFile(t *testing.T) {
+	const (
+		env = "clusters/local/environments/dev/environment.cue"
+		hub = "clusters/local/environments/dev/deployments/hub.cue"
+	)
+	hubID := ID{"local", "dev", "hub"}
+	for _, tc := range []struct {
+		name, file, content string
+		line                int
+	}{
+		{"set by the deployment", hub, "driver: \"graphhub\"\nappVersion: \"1.4.0\"\nbackupBeforeUpgrade: true\nparameters: databasePassword: {name: \"hub-db\", key: \"password\"}\n", 3},
+		{"set by the environment", env, "namespacePrefix: \"dev\"\nbackupBeforeUpgrade: true\n", 2},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := exampleCopy(t)
+			writeFile(t, dir, env, "namespacePrefix: \"dev\"\n")
+			writeFile(t, dir, tc.file, tc.content)
+			res, _, err := resolveDir(t, dir)
+			if res == nil {
+				t.Fatal(err)
+			}
+			if r, ok := res.Get(hubID); ok {
+				t.Fatalf("local/dev/hub resolved (backupFirst %v) in an environment with no backupLocation", r.Instance.BackupFirst)
+			}
+			for _, w := range []string{fmt.Sprintf("%s:%d:", tc.file, tc.line), "field backupBeforeUpgrade", "deployment local/dev/hub: environment local/dev has no backupLocation", "set backupLocation (s3://BUCKET[/PREFIX] or pvc://CLAIM[/PATH]) in " + env + " or clusters/local/cluster.cue"} {
+				if err == nil || !strings.Contains(err.Error(), w) {
+					t.Errorf("resolve: %v\nwant it to say %q", err, w)
+				}
+			}
+		})
+	}
+
+	t.Run("upgrade --backup-first", func(t *testing.T) {
+		dir := exampleCopy(t)
+		writeFile(t, dir, env, "namespacePrefix: \"dev\"\n")
+		lockDirInto(t, dir)
+		before, err := os.ReadFile(dir + "/" + hub)
+		if err != nil {
+			t.Fatal(err)
+		}
+		plan, err := upgradeWorkspace(t, dir).PlanUpgrade(UpgradeRequest{Target: UpgradeTarget{"local", "dev", "hub"}, AppVersion: "1.4.1", BackupFirst: true, Now: upgradeDay})
+		if err == nil {
+			t.Fatalf("accepted, editing %s", plan.Files())
+		}
+		for _, w := range []string{hub, "field backupBeforeUpgrade", "environment local/dev has no backupLocation", "no file changed"} {
+			if !strings.Contains(err.Error(), w) {
+				t.Errorf("upgrade: %v\nwant it to say %q", err, w)
+			}
+		}
+		if after, _ := os.ReadFile(dir + "/" + hub); string(after) != string(before) {
+			t.Errorf("%s changed:\n%s", hub, after)
+		}
+	})
+}

@@ -59,7 +59,8 @@ type UpgradeRequest struct {
 	Now time.Time
 	// BackupFirst sets backupBeforeUpgrade: true in every deployment file
 	// the upgrade edits, so the upgrade backs each up before its pre steps
-	// (the deployment's driver must declare backup and restore hooks).
+	// (the deployment's driver must declare backup and restore hooks, and
+	// its environment have a backupLocation).
 	BackupFirst bool
 }
 

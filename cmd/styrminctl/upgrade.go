@@ -52,7 +52,7 @@ is written: bad input names the file and the field and changes nothing. With
 on its committed head: a file to edit with uncommitted changes is refused). With
 --backup-first each edited file also gets backupBeforeUpgrade: true: the upgrade
 then runs the driver's backup hook before its pre steps (a driver without backup
-and restore hooks is refused).`,
+and restore hooks, or an environment without backupLocation, is refused).`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			target, err := resolver.ParseUpgradeTarget(args[0])
@@ -70,7 +70,7 @@ and restore hooks is refused).`,
 	f.StringVar(&o.appVersion, "app-version", "", "set the application version")
 	f.StringVar(&o.driverVersion, "driver-version", "", "pin the driver version (it must be loaded)")
 	f.BoolVar(&o.commit, "commit", false, "commit the edited files in one commit")
-	f.BoolVar(&o.backupFirst, "backup-first", false, "also set backupBeforeUpgrade: true in each edited file, so the upgrade backs the deployment up first (its driver must declare backup and restore hooks)")
+	f.BoolVar(&o.backupFirst, "backup-first", false, "also set backupBeforeUpgrade: true in each edited file, so the upgrade backs the deployment up first (its driver must declare backup and restore hooks, and its environment have a backupLocation)")
 	o.ident.register(cmd, os.Getenv)
 	return cmd
 }

@@ -2,6 +2,7 @@ package main
 
 import (
 	"io/fs"
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -294,5 +295,58 @@ func TestUpgradeCommitRefusesAFileWithUncommittedChanges(t *testing.T) {
 	}
 	if b, _ := os.ReadFile(filepath.Join(dir, devWebFile)); !strings.Contains(string(b), "replicas: 3") {
 		t.Fatalf("the uncommitted edit was lost:\n%s", b)
+	}
+}
+
+// TestUpgradeBackupFirstWithoutABackupLocationChangesNothing: in an
+// environment with no backupLocation, upgrade --backup-first (in the
+// working tree or committed) and a lock of backupBeforeUpgrade written by
+// hand are refused, naming the file, the field and what to set, rather
+// than lock an upgrade whose backup would fail at its first step in the
+// agent. Nothing changes.
+func TestUpgradeBackupFirstWithoutABackupLocationChangesNothing(t *testing.T) {
+	t.Parallel()
+	const (
+		env = "clusters/local/environments/dev/environment.cue"
+		hub = "clusters/local/environments/dev/deployments/hub.cue"
+	)
+	dir := upgradeGitRepo(t)
+	writeRepoFile(t, dir, env, "namespacePrefix: \"dev\"\n")
+	mustRun(t, "--repo", dir, "lock")
+	planGit(t, dir, "add", ".")
+	planGit(t, dir, "commit", "-q", "-m", "dev keeps no backups")
+	hand, err := os.ReadFile(filepath.Join(dir, hub))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		name  string
+		edit  bool // backupBeforeUpgrade written by hand first
+		args  []string
+		where string
+	}{
+		{"upgrade", false, []string{"upgrade", "local/dev/hub", "--app-version", "1.4.1", "--backup-first"}, hub},
+		{"upgrade --commit", false, []string{"upgrade", "local/dev/hub", "--app-version", "1.4.1", "--backup-first", "--commit"}, hub},
+		{"lock", true, []string{"lock"}, hub + ":8:"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			if c.edit {
+				writeRepoFile(t, dir, hub, string(hand)+"backupBeforeUpgrade: true\n")
+				defer writeRepoFile(t, dir, hub, string(hand))
+			}
+			before := snapshot(t, dir)
+			out, code, err := styrminctl(t, append([]string{"--repo", dir}, c.args...)...)
+			if code != 1 || err == nil {
+				t.Fatalf("exit %d, error %v\n%s", code, err, out)
+			}
+			for _, w := range []string{c.where, "field backupBeforeUpgrade", "environment local/dev has no backupLocation", "set backupLocation"} {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("error %q lacks %q", err, w)
+				}
+			}
+			if after := snapshot(t, dir); !maps.Equal(after, before) {
+				t.Errorf("files or HEAD changed")
+			}
+		})
 	}
 }
