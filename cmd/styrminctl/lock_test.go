@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"maps"
 	"os"
 	"path/filepath"
 	"strings"
@@ -417,5 +418,41 @@ func TestALockLeavesOutADriverVersionThatDoesNotLoadAndItsCheckFailsOnIt(t *test
 	if code != 1 || !strings.Contains(errOut, "local/dev/hub") || strings.Count(errOut, "graphhub@9.0.0") != 1 ||
 		!strings.Contains(errOut, "drivers/graphhub/9.0.0/driver.cue") || strings.Count(errOut, "unused@1.0.0") != 1 {
 		t.Fatalf("lock exit %d, want 1, hub held back naming graphhub@9.0.0 once, unused@1.0.0 named once\n%s\n%s", code, out, errOut)
+	}
+}
+
+// TestPlanAndLockRefuseABackupLocationTwoClustersShare: clusters/local
+// copied to clusters/eu keeps local's s3:// locations, where both agents
+// would write their dev-YYYYMMDD-HHMM and delete each other's by
+// retention: plan and lock refuse it, naming both files and the field,
+// and lock writes nothing.
+func TestPlanAndLockRefuseABackupLocationTwoClustersShare(t *testing.T) {
+	t.Parallel()
+	dir := lockedGitRepo(t)
+	if err := os.CopyFS(filepath.Join(dir, "clusters/eu"), os.DirFS(filepath.Join(dir, "clusters/local"))); err != nil {
+		t.Fatal(err)
+	}
+	want := []string{"clusters/local/environments/dev/environment.cue:2:", "clusters/eu/environments/dev/environment.cue:2:", "field backupLocation", `"s3://backups/local/dev"`}
+	out, code, err := styrminctl(t, "--repo", dir, "plan")
+	if code == 0 || err == nil {
+		t.Fatalf("plan: exit %d, error %v\n%s", code, err, out)
+	}
+	for _, w := range want {
+		if !strings.Contains(err.Error(), w) {
+			t.Errorf("plan: %q lacks %q", err, w)
+		}
+	}
+	before := snapshot(t, dir)
+	out, code, err = styrminctl(t, "--repo", dir, "lock")
+	if code != 1 || err == nil {
+		t.Fatalf("lock: exit %d, error %v\n%s", code, err, out)
+	}
+	for _, w := range want {
+		if !strings.Contains(err.Error(), w) {
+			t.Errorf("lock: %q lacks %q", err, w)
+		}
+	}
+	if after := snapshot(t, dir); !maps.Equal(after, before) {
+		t.Error("lock changed files")
 	}
 }
