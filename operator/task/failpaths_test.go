@@ -706,14 +706,7 @@ func TestAFailedRunJobStepSaysHowItsLastPodEnded(t *testing.T) {
 	}
 	failedPod("jobs-migrate-1-second", "OOMKilled", 137, time.Now().Add(-time.Minute))
 	failedPod("jobs-migrate-1-first", "Error", 1, time.Now().Add(-3*time.Minute))
-	now := metav1.Now()
-	job.Status = batchv1.JobStatus{StartTime: &now, Failed: 2, Conditions: []batchv1.JobCondition{
-		{Type: batchv1.JobFailureTarget, Status: corev1.ConditionTrue, Reason: batchv1.JobReasonBackoffLimitExceeded, LastTransitionTime: now},
-		{Type: batchv1.JobFailed, Status: corev1.ConditionTrue, Reason: batchv1.JobReasonBackoffLimitExceeded, Message: "Job has reached the specified backoff limit", LastTransitionTime: now},
-	}}
-	if err := cl.Status().Update(ctx, &job); err != nil {
-		t.Fatal(err)
-	}
+	failJobAtItsBackoffLimit(t, cl, &job, 2)
 	if _, err := r.Reconcile(ctx, req); err != nil {
 		t.Fatal(err)
 	}
@@ -768,14 +761,7 @@ func TestAFailedRunJobStepsOutputKeepsItsLastAttemptsLogWhateverTheEarlierLogged
 			t.Fatal(err)
 		}
 	}
-	now := metav1.Now()
-	job.Status = batchv1.JobStatus{StartTime: &now, Failed: 2, Conditions: []batchv1.JobCondition{
-		{Type: batchv1.JobFailureTarget, Status: corev1.ConditionTrue, Reason: batchv1.JobReasonBackoffLimitExceeded, LastTransitionTime: now},
-		{Type: batchv1.JobFailed, Status: corev1.ConditionTrue, Reason: batchv1.JobReasonBackoffLimitExceeded, Message: "Job has reached the specified backoff limit", LastTransitionTime: now},
-	}}
-	if err := cl.Status().Update(ctx, &job); err != nil {
-		t.Fatal(err)
-	}
+	failJobAtItsBackoffLimit(t, cl, &job, 2)
 	if _, err := r.Reconcile(ctx, req); err != nil {
 		t.Fatal(err)
 	}
@@ -877,5 +863,19 @@ func TestARunJobStepWhoseJobIsDeletedBeforeItsEndIsSeenIsNotRunAgain(t *testing.
 	noJob(job)
 	if st := getTask(t, cl, req.NamespacedName).Status.Steps[0]; st.State != v1alpha1.StepSucceeded || !strings.Contains(st.Output, "read from its events") {
 		t.Fatalf("step %s %q (output %q); want it succeeded, its Job's end read from its events", st.State, st.Message, st.Output)
+	}
+}
+
+// failJobAtItsBackoffLimit writes job's status as the Job controller
+// does once failed pods reach its backoff limit.
+func failJobAtItsBackoffLimit(t *testing.T, cl client.Client, job *batchv1.Job, failed int32) {
+	t.Helper()
+	now := metav1.Now()
+	job.Status = batchv1.JobStatus{StartTime: &now, Failed: failed, Conditions: []batchv1.JobCondition{
+		{Type: batchv1.JobFailureTarget, Status: corev1.ConditionTrue, Reason: batchv1.JobReasonBackoffLimitExceeded, LastTransitionTime: now},
+		{Type: batchv1.JobFailed, Status: corev1.ConditionTrue, Reason: batchv1.JobReasonBackoffLimitExceeded, Message: "Job has reached the specified backoff limit", LastTransitionTime: now},
+	}}
+	if err := cl.Status().Update(context.Background(), job); err != nil {
+		t.Fatal(err)
 	}
 }
