@@ -6,17 +6,17 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
-	"slices"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/go-logr/logr"
-	"github.com/go-logr/logr/funcr"
 
 	"github.com/styrmin/styrmin/commitstatus"
 	"github.com/styrmin/styrmin/gitsource"
+	"github.com/styrmin/styrmin/internal/githubtest"
+	"github.com/styrmin/styrmin/internal/logtest"
 )
 
 // statusHost stands in for GitHub's commit status endpoint: it counts
@@ -126,26 +126,9 @@ func statusClient(t *testing.T, srv *httptest.Server, tokens *tokenOf) *commitst
 // reporter waits: a minute when it named none), and the statuses of the
 // heads locked meanwhile are posted once it is over, oldest first.
 func TestTheLockModeSendsNoStatusWhileGitHubsRateLimitLasts(t *testing.T) {
-	for _, tc := range []struct {
-		name  string
-		limit func(w http.ResponseWriter)
-		wait  time.Duration
-	}{
-		{"429 with Retry-After", func(w http.ResponseWriter) {
-			w.Header().Set("Retry-After", "120")
-			http.Error(w, `{"message":"Too many requests"}`, http.StatusTooManyRequests)
-		}, 2 * time.Minute},
-		{"403 with the hour's limit spent", func(w http.ResponseWriter) {
-			w.Header().Set("X-Ratelimit-Remaining", "0")
-			w.Header().Set("X-Ratelimit-Reset", fmt.Sprint(time.Now().Add(20*time.Minute).Unix()))
-			http.Error(w, `{"message":"API rate limit exceeded for installation ID 42."}`, http.StatusForbidden)
-		}, 20 * time.Minute},
-		{"403 of the secondary limit, no time named", func(w http.ResponseWriter) {
-			http.Error(w, `{"message":"You have exceeded a secondary rate limit. Please wait a few minutes before you try again."}`, http.StatusForbidden)
-		}, time.Minute},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			gh := &statusHost{limit: tc.limit}
+	for _, tc := range githubtest.RateLimits() {
+		t.Run(tc.Name, func(t *testing.T) {
+			gh := &statusHost{limit: tc.Answer}
 			srv := httptest.NewServer(gh)
 			defer srv.Close()
 			t0 := time.Date(2025, 3, 1, 9, 0, 0, 0, time.UTC)
@@ -167,12 +150,12 @@ func TestTheLockModeSendsNoStatusWhileGitHubsRateLimitLasts(t *testing.T) {
 			// The answer's reset is read against the real clock: two
 			// seconds' slack.
 			round(10*time.Second, gitsource.Hash{0xb2, 0xb2}, 3, 0)
-			round(tc.wait-2*time.Second, gitsource.Hash{0xc3, 0xc3}, 4, 0)
+			round(tc.Wait-2*time.Second, gitsource.Hash{0xc3, 0xc3}, 4, 0)
 			if n := len(l.pendingStatuses); n != 3 {
 				t.Fatalf("%d statuses kept to post, want the three heads'", n)
 			}
 			gh.setLimit(nil)
-			clk.Set(t0.Add(tc.wait + 2*time.Second))
+			clk.Set(t0.Add(tc.Wait + 2*time.Second))
 			l.postStatus(context.Background())
 			if n := gh.takeRequests(); n != 3 {
 				t.Errorf("once the wait was over %d requests were sent, want one per head", n)
@@ -195,25 +178,10 @@ func TestTheLockModeLogsARefusedTokenOnceUntilGitHubTakesOneAgain(t *testing.T) 
 	srv := httptest.NewServer(gh)
 	defer srv.Close()
 	tokens := &tokenOf{token: "expired"}
-	var mu sync.Mutex
-	var errorsLogged, infos []string
-	log := funcr.New(func(_, args string) {
-		mu.Lock()
-		defer mu.Unlock()
-		if strings.Contains(args, `"error"=`) {
-			errorsLogged = append(errorsLogged, args)
-		} else {
-			infos = append(infos, args)
-		}
-	}, funcr.Options{})
+	logs, log := logtest.New(0)
 	l, err := NewLocker(LockModeOptions{URL: "https://github.com/acme/desired.git", Statuses: statusClient(t, srv, tokens), StatusContext: "styrmin/local/lock", Log: log})
 	if err != nil {
 		t.Fatal(err)
-	}
-	logged := func() (errs, infoLines []string) {
-		mu.Lock()
-		defer mu.Unlock()
-		return slices.Clone(errorsLogged), slices.Clone(infos)
 	}
 	heads := []gitsource.Hash{{0xa1, 0xa1}, {0xb2, 0xb2}, {0xc3, 0xc3}, {0xd4, 0xd4}, {0xe5, 0xe5}, {0xf6, 0xf6}}
 	for i, head := range heads[:5] {
@@ -223,7 +191,7 @@ func TestTheLockModeLogsARefusedTokenOnceUntilGitHubTakesOneAgain(t *testing.T) 
 	if n := gh.takeRequests(); n != 5 {
 		t.Fatalf("five rounds sent %d requests, want one each", n)
 	}
-	if errs, _ := logged(); len(errs) != 1 || !strings.Contains(errs[0], "401") || !strings.Contains(errs[0], "refuses the token") {
+	if errs := logs.Errors(); len(errs) != 1 || !strings.Contains(errs[0], "401") || !strings.Contains(errs[0], "refuses the token") {
 		t.Fatalf("five rounds refused for the token logged %d errors, want one saying so:\n%s", len(errs), strings.Join(errs, "\n"))
 	}
 
@@ -232,7 +200,7 @@ func TestTheLockModeLogsARefusedTokenOnceUntilGitHubTakesOneAgain(t *testing.T) 
 	if got, want := gh.taken(), "a1a1 success,b2b2 success,c3c3 success,d4d4 success,e5e5 success"; got != want {
 		t.Fatalf("with the token replaced GitHub took %q, want %q", got, want)
 	}
-	errs, infoLines := logged()
+	errs, infoLines := logs.Errors(), logs.Infos()
 	if len(errs) != 1 {
 		t.Errorf("%d errors logged, want still the one:\n%s", len(errs), strings.Join(errs, "\n"))
 	}
@@ -250,7 +218,7 @@ func TestTheLockModeLogsARefusedTokenOnceUntilGitHubTakesOneAgain(t *testing.T) 
 	tokens.Set("revoked")
 	l.round(heads[5], LockResult{Locked: []string{"local/dev/web=7"}, Commit: gitsource.Hash{0x07}}, nil, false)
 	l.postStatus(context.Background())
-	if errs, _ := logged(); len(errs) != 2 {
+	if errs := logs.Errors(); len(errs) != 2 {
 		t.Errorf("a token refused again logged %d errors in all, want a second one:\n%s", len(errs), strings.Join(errs, "\n"))
 	}
 }

@@ -17,6 +17,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 
 	"github.com/styrmin/styrmin/commitstatus"
+	"github.com/styrmin/styrmin/internal/githubtest"
 	"github.com/styrmin/styrmin/operator/api/v1alpha1"
 	"github.com/styrmin/styrmin/operator/statusreport"
 )
@@ -203,34 +204,17 @@ func TestAReplicaElectedLateDoesNotPostOverAnEarlierLeader(t *testing.T) {
 // the time the answer asks for (a minute when it names none, an hour at
 // most).
 func TestARateLimitEndsTheRoundAndWaitsTheTimeItAsks(t *testing.T) {
-	for _, tc := range []struct {
-		name   string
-		answer func(w http.ResponseWriter)
-		wait   time.Duration
-	}{
-		{"429 with Retry-After", func(w http.ResponseWriter) {
-			w.Header().Set("Retry-After", "30")
-			http.Error(w, `{"message":"Too many requests"}`, http.StatusTooManyRequests)
-		}, 30 * time.Second},
-		{"403 with the hour's limit spent", func(w http.ResponseWriter) {
-			w.Header().Set("X-Ratelimit-Remaining", "0")
-			w.Header().Set("X-Ratelimit-Reset", fmt.Sprint(time.Now().Add(20*time.Minute).Unix()))
-			http.Error(w, `{"message":"API rate limit exceeded for installation ID 42."}`, http.StatusForbidden)
-		}, 20 * time.Minute},
-		{"403 of the secondary limit, no time named", func(w http.ResponseWriter) {
-			http.Error(w, `{"message":"You have exceeded a secondary rate limit. Please wait a few minutes before you try again."}`, http.StatusForbidden)
-		}, time.Minute},
-		{"a wait of a day is an hour", func(w http.ResponseWriter) {
-			w.Header().Set("Retry-After", "86400")
-			http.Error(w, `{"message":"Too many requests"}`, http.StatusTooManyRequests)
-		}, time.Hour},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
+	aDay := githubtest.RateLimit{Name: "a wait of a day is an hour", Answer: func(w http.ResponseWriter) {
+		w.Header().Set("Retry-After", "86400")
+		http.Error(w, `{"message":"Too many requests"}`, http.StatusTooManyRequests)
+	}, Wait: time.Hour}
+	for _, tc := range append(githubtest.RateLimits(), aDay) {
+		t.Run(tc.Name, func(t *testing.T) {
 			ctx := context.Background()
 			var requests atomic.Int32
 			srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 				requests.Add(1)
-				tc.answer(w)
+				tc.Answer(w)
 			}))
 			defer srv.Close()
 			poster, err := commitstatus.New(commitstatus.Options{BaseURL: srv.URL, Owner: "acme", Repo: "desired", Token: token})
@@ -261,9 +245,9 @@ func TestARateLimitEndsTheRoundAndWaitsTheTimeItAsks(t *testing.T) {
 			round(0, 1)
 			// The answer's reset is read against the real clock: a
 			// second's slack.
-			round(tc.wait-2*time.Second, 0)
-			round(tc.wait+2*time.Second, 1)
-			round(tc.wait+12*time.Second, 0)
+			round(tc.Wait-2*time.Second, 0)
+			round(tc.Wait+2*time.Second, 1)
+			round(tc.Wait+12*time.Second, 0)
 		})
 	}
 }

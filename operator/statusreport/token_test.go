@@ -10,10 +10,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/go-logr/logr/funcr"
-
 	"github.com/styrmin/styrmin/commitstatus"
 	"github.com/styrmin/styrmin/internal/agenttest"
+	"github.com/styrmin/styrmin/internal/logtest"
 	"github.com/styrmin/styrmin/operator/api/v1alpha1"
 	"github.com/styrmin/styrmin/operator/statusreport"
 )
@@ -50,16 +49,7 @@ func TestTheReporterLogsARefusedTokenOnceUntilGitHubTakesOneAgain(t *testing.T) 
 	if err != nil {
 		t.Fatal(err)
 	}
-	var errorsLogged, infos []string
-	log := funcr.New(func(_, args string) {
-		mu.Lock()
-		defer mu.Unlock()
-		if strings.Contains(args, `"error"=`) {
-			errorsLogged = append(errorsLogged, args)
-		} else {
-			infos = append(infos, args)
-		}
-	}, funcr.Options{})
+	logs, log := logtest.New(0)
 	cl := fakeReader(t,
 		taskOf("web", strings.Repeat("a", 40), 2, v1alpha1.TaskRunning, time.Time{}),
 		taskOf("hub", strings.Repeat("b", 40), 2, v1alpha1.TaskRunning, time.Time{}),
@@ -94,6 +84,7 @@ func TestTheReporterLogsARefusedTokenOnceUntilGitHubTakesOneAgain(t *testing.T) 
 	cancel()
 	<-done
 
+	errorsLogged, infos := logs.Errors(), logs.Infos()
 	mu.Lock()
 	defer mu.Unlock()
 	if len(errorsLogged) != 1 || !strings.Contains(errorsLogged[0], "401") || !strings.Contains(errorsLogged[0], "refuses the commit status token") {
