@@ -162,10 +162,15 @@ func (r *BackupReconciler) Reconcile(ctx context.Context, req reconcile.Request)
 		if wait.reason != "" {
 			return reconcile.Result{RequeueAfter: 5 * time.Second}, sayDeletionWaits(ctx, r.opts.Client, "StyrminBackup", &b, &b.Status.Conditions, wait)
 		}
-		if err := r.sayArtifactsLeft(ctx, &b); err != nil {
+		left, err := r.artifactsLeft(ctx, &b)
+		if err != nil {
 			return reconcile.Result{RequeueAfter: 5 * time.Second}, err
 		}
-		return reconcile.Result{}, finalize(ctx, r.opts.Client, r.opts.APIReader, r.opts.Namespace, &b, v1alpha1.OperationBackup, v1alpha1.OperationDeleteBackup)
+		if err := finalize(ctx, r.opts.Client, r.opts.APIReader, r.opts.Namespace, &b, v1alpha1.OperationBackup, v1alpha1.OperationDeleteBackup); err != nil {
+			return reconcile.Result{}, err
+		}
+		r.sayArtifactsLeft(ctx, &b, left)
+		return reconcile.Result{}, nil
 	}
 	if !controllerutil.ContainsFinalizer(&b, Finalizer) {
 		base := b.DeepCopy()

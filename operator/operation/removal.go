@@ -51,31 +51,42 @@ func (r *BackupReconciler) sayBackupKept(ctx context.Context, b *v1alpha1.Styrmi
 	}
 }
 
-// sayArtifactsLeft records, for backup b about to go, each artefact whose
-// deleteBackup task ended other than Succeeded: finalize deletes those
-// tasks with the backup, and they were the only record of data nothing
-// deletes any more. Each gets a Warning event on b (listed in the agent's
-// namespace after b has gone, as BackupKept is) and a log line, naming
-// the artefact, its deployment and the task's message, which the task
-// controller masked as it wrote it.
+// artifactsLeft lists, for backup b about to go, the deleteBackup tasks
+// that ended other than Succeeded, their artefacts left: finalize deletes
+// those tasks with the backup, and they were the only record of data nothing
+// deletes any more (sayArtifactsLeft says so once b has gone).
 //
 // The backup goes all the same, rather than keep its finalizer to retry:
 // the driver's step already retried as its retry policy declares, and a
 // store unreachable for a night must not hold retention's deletions, nor
 // the restores refused while a backup is being deleted.
-func (r *BackupReconciler) sayArtifactsLeft(ctx context.Context, b *v1alpha1.StyrminBackup) error {
+func (r *BackupReconciler) artifactsLeft(ctx context.Context, b *v1alpha1.StyrminBackup) ([]*v1alpha1.StyrminTask, error) {
 	// From the API server: the cache may not show a task's end yet.
 	tasks, err := tasksOf(ctx, r.opts.APIReader, r.opts.Namespace, b)
 	if err != nil {
-		return fmt.Errorf("reading the deleteBackup tasks of backup %s to name the artefacts they left: %w", b.Name, err)
+		return nil, fmt.Errorf("reading the deleteBackup tasks of backup %s to name the artefacts they left: %w", b.Name, err)
 	}
+	var left []*v1alpha1.StyrminTask
 	for i := range tasks {
 		t := &tasks[i]
 		if !ownTask(t, v1alpha1.OperationDeleteBackup, b.Name, 1) || !t.Status.Phase.Terminal() || t.Status.Phase == v1alpha1.TaskSucceeded {
 			continue
 		}
+		left = append(left, t)
+	}
+	return left, nil
+}
+
+// sayArtifactsLeft gives each artefact backup b left a Warning event on b
+// (listed in the agent's namespace after b has gone, as BackupKept is) and
+// a log line, naming the artefact, its deployment and the task's message,
+// which the task controller masked as it wrote it. It is said once b's
+// finalizer is removed: a finalize that failed is tried again, and would
+// say it again.
+func (r *BackupReconciler) sayArtifactsLeft(ctx context.Context, b *v1alpha1.StyrminBackup, left []*v1alpha1.StyrminTask) {
+	for _, t := range left {
 		dep, art, msg := t.Spec.Deployment.Name, t.Spec.Operation.Artifact, t.Status.Message
-		log.FromContext(ctx).Info("a deleteBackup task did not succeed: its artefact is left where it is, and the backup goes",
+		log.FromContext(ctx).Info("a deleteBackup task did not succeed: its artefact is left where it is, and the backup went",
 			"backup", b.Name, "deployment", dep, "artifact", art, "task", t.Namespace+"/"+t.Name, "phase", t.Status.Phase, "message", msg)
 		if r.opts.Recorder != nil {
 			r.opts.Recorder.Eventf(b, t, corev1.EventTypeWarning, EventArtifactLeft, "DeleteBackup",
@@ -83,5 +94,4 @@ func (r *BackupReconciler) sayArtifactsLeft(ctx context.Context, b *v1alpha1.Sty
 				art, dep, t.Namespace, t.Name, t.Status.Phase, msg)
 		}
 	}
-	return nil
 }

@@ -147,15 +147,15 @@ func TestTheLockModeSendsNoStatusWhileGitHubsRateLimitLasts(t *testing.T) {
 				}
 			}
 			round(0, gitsource.Hash{0xa1, 0xa1}, 2, 1)
-			// The answer's reset is read against the real clock: two
-			// seconds' slack.
+			// The answer's reset is read against the real clock, in whole
+			// seconds: 30 s of slack, for a machine slow to answer.
 			round(10*time.Second, gitsource.Hash{0xb2, 0xb2}, 3, 0)
-			round(tc.Wait-2*time.Second, gitsource.Hash{0xc3, 0xc3}, 4, 0)
+			round(tc.Wait-30*time.Second, gitsource.Hash{0xc3, 0xc3}, 4, 0)
 			if n := len(l.pendingStatuses); n != 3 {
 				t.Fatalf("%d statuses kept to post, want the three heads'", n)
 			}
 			gh.setLimit(nil)
-			clk.Set(t0.Add(tc.Wait + 2*time.Second))
+			clk.Set(t0.Add(tc.Wait + 30*time.Second))
 			l.postStatus(context.Background())
 			if n := gh.takeRequests(); n != 3 {
 				t.Errorf("once the wait was over %d requests were sent, want one per head", n)

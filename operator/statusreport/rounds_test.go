@@ -243,11 +243,12 @@ func TestARateLimitEndsTheRoundAndWaitsTheTimeItAsks(t *testing.T) {
 				}
 			}
 			round(0, 1)
-			// The answer's reset is read against the real clock: a
-			// second's slack.
-			round(tc.Wait-2*time.Second, 0)
-			round(tc.Wait+2*time.Second, 1)
-			round(tc.Wait+12*time.Second, 0)
+			// The answer's reset is read against the real clock, in whole
+			// seconds: 30 s of slack, for a machine slow to answer. The
+			// next wait (a minute at least) begins with the last request.
+			round(tc.Wait-30*time.Second, 0)
+			round(tc.Wait+30*time.Second, 1)
+			round(tc.Wait+40*time.Second, 0)
 		})
 	}
 }
