@@ -45,7 +45,7 @@ func NewBackup(r BackupRequest) (*v1alpha1.StyrminBackup, error) {
 	// A name of a scheduled backup's form is the schedule's: a backup
 	// under it would take that time's scheduled backup's place.
 	if env, slot, ok := scheduledNameOf(name); ok {
-		return nil, fmt.Errorf("the name %q has the form of a scheduled backup's (<env>-YYYYMMDD-HHMM): it is the name environment %s's schedule gives its backup for %s (expected a name of another form, such as the default <env>-YYYYMMDD-HHMMSS)",
+		return nil, fmt.Errorf("the name %q has the form of a scheduled backup's (<env>-YYYYMMDD-HHMM): it is the name a schedule of an environment %s would give its backup for %s, whether or not one has a schedule now (expected a name of another form, such as the default <env>-YYYYMMDD-HHMMSS)",
 			name, env, slot.Format(time.RFC3339))
 	}
 	return &v1alpha1.StyrminBackup{

@@ -120,13 +120,25 @@ func NewScheduler(opts Options, interval time.Duration, log logr.Logger) (*Sched
 // NeedLeaderElection is true: two replicas never make one backup twice.
 func (s *Scheduler) NeedLeaderElection() bool { return true }
 
-// Start ticks until ctx ends.
+// Start ticks until ctx ends. An error that every look meets alike (a
+// settings file in error, a name held by another backup) is logged when
+// it starts, changes and ends, not at every look.
 func (s *Scheduler) Start(ctx context.Context) error {
 	t := time.NewTicker(s.interval)
 	defer t.Stop()
+	var errs repeatedError
 	for {
-		if err := s.Tick(ctx); err != nil && ctx.Err() == nil {
-			s.log.Error(err, "backup schedules")
+		err := s.Tick(ctx)
+		if ctx.Err() != nil {
+			return nil
+		}
+		switch first, ended := errs.observe(err); {
+		case first:
+			s.log.Error(err, "backup schedules (logged again when it changes, and when it is over)")
+		case err != nil:
+			s.log.V(1).Info("backup schedules: the error logged before, again", "error", err.Error())
+		case ended:
+			s.log.Info("backup schedules: the error logged before is over")
 		}
 		select {
 		case <-ctx.Done():
@@ -677,4 +689,21 @@ func scheduledFor(b *v1alpha1.StyrminBackup) time.Time {
 		return t
 	}
 	return b.CreationTimestamp.Time
+}
+
+// repeatedError follows the errors of a loop's rounds, for the loop to log
+// an error once rather than at every round. The zero value has seen none.
+type repeatedError struct{ last string }
+
+// observe records a round's error (nil: none): first is true when err is
+// not the one of the round before, ended at the first round without an
+// error after one with.
+func (r *repeatedError) observe(err error) (first, ended bool) {
+	if err == nil {
+		ended, r.last = r.last != "", ""
+		return false, ended
+	}
+	msg := err.Error()
+	first, r.last = msg != r.last, msg
+	return first, false
 }

@@ -3,10 +3,12 @@ package operation_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"maps"
 	"slices"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -16,6 +18,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/styrmin/styrmin/internal/agenttest"
+	"github.com/styrmin/styrmin/internal/logtest"
 	"github.com/styrmin/styrmin/operator/api/v1alpha1"
 	"github.com/styrmin/styrmin/operator/operation"
 	"github.com/styrmin/styrmin/operator/task"
@@ -746,7 +750,7 @@ func TestAScheduledTimeWhoseNameAnotherBackupHoldsIsNotTakenAsMade(t *testing.T)
 	}
 
 	req := operation.BackupRequest{Namespace: "styrmin-system", Cluster: "local", Environment: "dev", Name: "data-20261204-0300", Now: now}
-	if _, err := operation.NewBackup(req); err == nil || !strings.Contains(err.Error(), "scheduled backup") || !strings.Contains(err.Error(), "environment data's schedule") {
+	if _, err := operation.NewBackup(req); err == nil || !strings.Contains(err.Error(), "scheduled backup") || !strings.Contains(err.Error(), "a schedule of an environment data") {
 		t.Fatalf("a backup of dev asked for under data's scheduled name: %v, want it refused naming data's schedule", err)
 	}
 	for _, name := range []string{"", "before-migration", "dev-20261204-030000"} {
@@ -754,5 +758,73 @@ func TestAScheduledTimeWhoseNameAnotherBackupHoldsIsNotTakenAsMade(t *testing.T)
 		if _, err := operation.NewBackup(req); err != nil {
 			t.Errorf("a backup named %q: %v, want it made", name, err)
 		}
+	}
+}
+
+// TestTheSchedulerLogsAnErrorEveryLookMeetsOnceUntilItIsOver: a settings
+// file in error, or a scheduled time's name held by another backup, was
+// logged at every look (every 30 s) for as long as it lasted, a day for a
+// held name. Now it is logged when it starts, and once at info when it is
+// over; one that comes back is logged again.
+func TestTheSchedulerLogsAnErrorEveryLookMeetsOnceUntilItIsOver(t *testing.T) {
+	t.Parallel()
+	_, cl := operations(t)
+	var broken atomic.Bool
+	broken.Store(true)
+	var looks atomic.Int32
+	opts := options(cl, cl)
+	opts.Settings = operation.SettingsFunc(func(context.Context) ([]resolver.EnvironmentBackups, error) {
+		looks.Add(1)
+		if broken.Load() {
+			return nil, &resolver.ConfigError{File: "clusters/local/environments/data/environment.cue", Field: "backups.schedule", Msg: "expected a cron expression"}
+		}
+		return nil, nil
+	})
+	logs, log := logtest.New(0)
+	s, err := operation.NewScheduler(opts, 5*time.Millisecond, log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		_ = s.Start(ctx)
+	}()
+	defer func() {
+		cancel()
+		<-done
+	}()
+	waitLooks := func(n int32, what string) {
+		t.Helper()
+		agenttest.WaitUntil(t, 30*time.Second, what, func(context.Context) (bool, string, error) {
+			return looks.Load() >= n, fmt.Sprintf("%d looks", looks.Load()), nil
+		})
+	}
+	over := func() int {
+		n := 0
+		for _, line := range logs.Infos() {
+			if strings.Contains(line, "is over") {
+				n++
+			}
+		}
+		return n
+	}
+
+	waitLooks(5, "five looks at settings in error")
+	if errs := logs.Errors(); len(errs) != 1 || !strings.Contains(errs[0], "backups.schedule") {
+		t.Fatalf("five looks at settings in error logged %d errors, want one naming the field:\n%s", len(errs), strings.Join(errs, "\n"))
+	}
+	broken.Store(false)
+	at := looks.Load()
+	waitLooks(at+3, "three looks at settings mended")
+	if n := over(); n != 1 {
+		t.Fatalf("the error's end was said %d times, want once:\n%s", n, strings.Join(logs.Infos(), "\n"))
+	}
+	broken.Store(true)
+	at = looks.Load()
+	waitLooks(at+3, "three looks at settings in error again")
+	if errs := logs.Errors(); len(errs) != 2 {
+		t.Errorf("an error back again logged %d errors in all, want a second one:\n%s", len(errs), strings.Join(errs, "\n"))
 	}
 }
