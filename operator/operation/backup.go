@@ -267,16 +267,18 @@ func (r *BackupReconciler) start(ctx context.Context, b *v1alpha1.StyrminBackup)
 type backupPlan struct {
 	settings resolver.EnvironmentBackups
 	targets  []target
-	// skipped: the deployments being deleted or whose drivers cannot be
-	// backed up, each with why.
+	// skipped: the deployments being deleted, whose drivers cannot be
+	// backed up or whose jobs could not mount the location's claim, each
+	// with why.
 	skipped []string
 }
 
 // check refuses a backup that cannot be taken: an environment of another
 // cluster, or one git does not declare or without a location; a location
-// its Secret cannot reach, or a pvc:// one whose claim is not in a
-// deployment's namespace (checkClaims); a deployment that does not run
-// here, or whose driver has no backup hook.
+// its Secret cannot reach; a deployment that does not run here, whose
+// driver has no backup hook, or whose namespace lacks a pvc:// location's
+// claim (skipUnclaimed). A backup of the whole environment skips those
+// last two, as it does a deployment being deleted, while one is left.
 func (r *BackupReconciler) check(ctx context.Context, b *v1alpha1.StyrminBackup) (*backupPlan, error) {
 	cluster := b.Spec.Cluster
 	if cluster == "" {
@@ -323,14 +325,36 @@ func (r *BackupReconciler) check(ctx context.Context, b *v1alpha1.StyrminBackup)
 		return nil, &RefusedError{Environment: envName, Deployment: strings.Join(cannot, ", "),
 			Msg: "its driver declares no backup and restore hooks, so it cannot be backed up (expected actions: backup: … and restore: … in the driver)"}
 	}
-	uses := make([]claimUse, 0, len(plan.targets))
-	for _, tg := range plan.targets {
-		uses = append(uses, claimUse{tg.sd.Spec.Deployment.Name, tg.sd.Namespace, settings.Location})
-	}
-	if err := checkClaims(ctx, r.opts.APIReader, envName, uses); err != nil {
+	if err := skipUnclaimed(ctx, r.opts.APIReader, envName, len(b.Spec.Deployments) > 0, plan); err != nil {
 		return nil, err
 	}
 	return plan, nil
+}
+
+// skipUnclaimed leaves out of plan the deployments whose jobs could not
+// mount the claim of a pvc:// location (claimFaults) and says them in
+// plan.skipped, as a driver without a backup hook is: one deployment
+// added without the claim in its namespace would otherwise refuse every
+// nightly backup of its environment. A backup that named its deployments
+// (named), or that has none left, is refused instead.
+func skipUnclaimed(ctx context.Context, api client.Reader, env string, named bool, plan *backupPlan) error {
+	uses := make([]claimUse, 0, len(plan.targets))
+	for _, tg := range plan.targets {
+		uses = append(uses, claimUse{tg.sd.Spec.Deployment.Name, tg.sd.Namespace, plan.settings.Location})
+	}
+	faults, err := claimFaults(ctx, api, env, uses)
+	if err != nil || len(faults) == 0 {
+		return err
+	}
+	if named || len(faults) == len(plan.targets) {
+		return claimRefusal(env, faults)
+	}
+	for _, f := range faults {
+		plan.skipped = append(plan.skipped, f.deployment+": "+f.why+": "+claimNeeded)
+		plan.targets = slices.DeleteFunc(plan.targets, func(tg target) bool { return tg.sd.Spec.Deployment.Name == f.deployment })
+	}
+	slices.Sort(plan.skipped)
+	return nil
 }
 
 // inAgentNamespace refuses an operation made outside the agent's

@@ -164,37 +164,78 @@ type claimUse struct {
 	deployment, namespace, location string
 }
 
-// checkClaims refuses an operation whose jobs could not mount the claim
-// of a pvc:// location: a job mounts it from its deployment's namespace
-// (task.withOperation), and one without it there waits Pending until its
-// step times out (a restore's pre step has stopped the deployment's
-// components by then, and its changes stay held). Every deployment at
-// fault is named. Other schemes need no claim; a location that does not
-// parse is checkCredentials' refusal.
-func checkClaims(ctx context.Context, api client.Reader, env string, uses []claimUse) error {
-	var names, why []string
+// claimFault is a deployment whose jobs could not mount the claim of its
+// pvc:// location, with why.
+type claimFault struct {
+	deployment, why string
+}
+
+// claimNeeded says why a claim is expected in each deployment's
+// namespace.
+const claimNeeded = "the jobs of a pvc:// backup location mount its claim from their deployment's namespace (expected the claim in each deployment's namespace)"
+
+// claimFaults are the deployments of uses whose jobs could not mount the
+// claim of a pvc:// location: a job mounts it from its deployment's
+// namespace (task.withOperation), and one without it there waits Pending
+// until its step times out (a restore's pre step has stopped the
+// deployment's components by then, and its changes stay held). Other
+// schemes need no claim; a location that does not parse is
+// checkCredentials' refusal.
+func claimFaults(ctx context.Context, api client.Reader, env string, uses []claimUse) ([]claimFault, error) {
+	var faults []claimFault
 	for _, u := range uses {
-		loc, err := resolver.ParseBackupLocation(u.location)
-		if err != nil || loc.Scheme != resolver.SchemePVC {
-			continue
+		why, err := claimMissing(ctx, api, env, u)
+		if err != nil {
+			return nil, err
 		}
-		var pvc corev1.PersistentVolumeClaim
-		err = api.Get(ctx, client.ObjectKey{Namespace: u.namespace, Name: loc.Target}, &pvc)
-		switch {
-		case apierrors.IsNotFound(err):
-			why = append(why, fmt.Sprintf("no PersistentVolumeClaim %s in %s", loc.Target, u.namespace))
-		case err != nil:
-			return fmt.Errorf("environment %s, deployment %s: reading PersistentVolumeClaim %s/%s of %s: %w", env, u.deployment, u.namespace, loc.Target, u.location, err)
-		case !pvc.DeletionTimestamp.IsZero():
-			why = append(why, fmt.Sprintf("PersistentVolumeClaim %s/%s is being deleted", u.namespace, loc.Target))
-		default:
-			continue
+		if why != "" {
+			faults = append(faults, claimFault{u.deployment, why})
 		}
-		names = append(names, u.deployment)
 	}
-	if len(names) == 0 {
+	return faults, nil
+}
+
+// claimMissing says why u's jobs could not mount its location's claim,
+// "" when they can or need none.
+func claimMissing(ctx context.Context, api client.Reader, env string, u claimUse) (string, error) {
+	loc, err := resolver.ParseBackupLocation(u.location)
+	if err != nil || loc.Scheme != resolver.SchemePVC {
+		return "", nil
+	}
+	var pvc corev1.PersistentVolumeClaim
+	err = api.Get(ctx, client.ObjectKey{Namespace: u.namespace, Name: loc.Target}, &pvc)
+	switch {
+	case apierrors.IsNotFound(err):
+		return fmt.Sprintf("no PersistentVolumeClaim %s in %s", loc.Target, u.namespace), nil
+	case err != nil:
+		return "", fmt.Errorf("environment %s, deployment %s: reading PersistentVolumeClaim %s/%s of %s: %w", env, u.deployment, u.namespace, loc.Target, u.location, err)
+	case !pvc.DeletionTimestamp.IsZero():
+		return fmt.Sprintf("PersistentVolumeClaim %s/%s is being deleted", u.namespace, loc.Target), nil
+	}
+	return "", nil
+}
+
+// checkClaims refuses an operation any of whose deployments' jobs could
+// not mount their location's claim (claimFaults).
+func checkClaims(ctx context.Context, api client.Reader, env string, uses []claimUse) error {
+	faults, err := claimFaults(ctx, api, env, uses)
+	if err != nil {
+		return err
+	}
+	return claimRefusal(env, faults)
+}
+
+// claimRefusal refuses for faults, naming every deployment at fault (nil
+// when none is).
+func claimRefusal(env string, faults []claimFault) error {
+	if len(faults) == 0 {
 		return nil
 	}
-	return &RefusedError{Environment: env, Deployment: strings.Join(names, ", "), Msg: strings.Join(why, "; ") +
-		": the jobs of a pvc:// backup location mount its claim from their deployment's namespace (expected the claim in each deployment's namespace)"}
+	names := make([]string, 0, len(faults))
+	why := make([]string, 0, len(faults))
+	for _, f := range faults {
+		names = append(names, f.deployment)
+		why = append(why, f.why)
+	}
+	return &RefusedError{Environment: env, Deployment: strings.Join(names, ", "), Msg: strings.Join(why, "; ") + ": " + claimNeeded}
 }

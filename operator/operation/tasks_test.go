@@ -38,23 +38,7 @@ func (backupDriver) Driver(_ context.Context, req driversource.Request) (*driver
 func restoring(t *testing.T) (context.Context, client.Client, *operation.RestoreReconciler, operation.Options) {
 	t.Helper()
 	ctx, cl := operations(t)
-	in := &resolver.Instance{APIVersion: resolver.APIVersion, Kind: resolver.KindInstance, ID: resolver.ID{Cluster: "local", Environment: "data", Name: "hub"},
-		Sequence: 3, SourceCommit: "unknown", Driver: resolver.DriverRef{Name: "graphhub", Version: "1.4.0"}, AppVersion: "1.4.0",
-		Context: &drivers.Context{Parameters: map[string]any{"logLevel": "info"}}}
-	var err error
-	if in.Digest, err = in.ComputeDigest(); err != nil {
-		t.Fatal(err)
-	}
-	spec, err := instance.SpecFromInstance(in)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := instance.InstanceFromSpec(&spec); err != nil {
-		t.Fatal(err)
-	}
-	if err := cl.Create(ctx, &v1alpha1.StyrminDeployment{ObjectMeta: metav1.ObjectMeta{Namespace: "data-hub", Name: "hub", Labels: hubID().Labels()}, Spec: spec}); err != nil {
-		t.Fatal(err)
-	}
+	newRunning(ctx, t, cl, "data-hub", "hub")
 	newBackup(ctx, t, cl, "monday", v1alpha1.StyrminBackupStatus{Phase: v1alpha1.OperationSucceeded, Location: "s3://backups/local/data",
 		Deployments: []v1alpha1.OperationDeployment{{Name: "hub", Namespace: "data-hub", Task: "hub-backup-monday-1", Phase: v1alpha1.OperationSucceeded,
 			Artifact: "s3://backups/local/data/monday/hub", Sequence: 3, Driver: v1alpha1.DriverRef{Name: "graphhub", Version: "1.4.0"}}}})
@@ -72,6 +56,30 @@ func restoring(t *testing.T) (context.Context, client.Client, *operation.Restore
 		t.Fatal(err)
 	}
 	return ctx, cl, r, opts
+}
+
+// newRunning creates the StyrminDeployment of local/data's deployment
+// name in namespace, running graphhub@1.4.0 at sequence 3.
+func newRunning(ctx context.Context, t *testing.T, cl client.Client, namespace, name string) {
+	t.Helper()
+	in := &resolver.Instance{APIVersion: resolver.APIVersion, Kind: resolver.KindInstance, ID: resolver.ID{Cluster: "local", Environment: "data", Name: name},
+		Sequence: 3, SourceCommit: "unknown", Driver: resolver.DriverRef{Name: "graphhub", Version: "1.4.0"}, AppVersion: "1.4.0",
+		Context: &drivers.Context{Parameters: map[string]any{"logLevel": "info"}}}
+	var err error
+	if in.Digest, err = in.ComputeDigest(); err != nil {
+		t.Fatal(err)
+	}
+	spec, err := instance.SpecFromInstance(in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := instance.InstanceFromSpec(&spec); err != nil {
+		t.Fatal(err)
+	}
+	id := v1alpha1.DeploymentID{Cluster: "local", Environment: "data", Name: name}
+	if err := cl.Create(ctx, &v1alpha1.StyrminDeployment{ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: name, Labels: id.Labels()}, Spec: spec}); err != nil {
+		t.Fatal(err)
+	}
 }
 
 // endTask ends hub's task name in phase, as the task controller would.
@@ -648,5 +656,66 @@ func TestARestoreFromAPVCWhoseClaimIsMissingIsRefusedBeforeItStops(t *testing.T)
 	reconcileAndRead(ctx, t, cl, backups, next)
 	if next.Status.Phase != v1alpha1.OperationRunning || len(next.Status.Deployments) != 1 {
 		t.Fatalf("a backup once data-hub holds the claim: %s %q, want it Running for hub", next.Status.Phase, next.Status.Message)
+	}
+}
+
+// TestAWholeEnvironmentBackupSkipsADeploymentWhoseClaimIsMissing pins
+// what a deployment whose namespace lacks a pvc:// location's claim does
+// to its environment's backup: like one whose driver cannot back up, it
+// is skipped, saying the namespace and the claim, and the others are
+// backed up. A deployment added without the claim refused every backup
+// of its environment, each nightly one with no task at all. A backup
+// that names it is refused.
+func TestAWholeEnvironmentBackupSkipsADeploymentWhoseClaimIsMissing(t *testing.T) {
+	t.Parallel()
+	ctx, cl, _, opts := restoring(t)
+	opts.Settings = operation.SettingsFunc(func(context.Context) ([]resolver.EnvironmentBackups, error) {
+		return []resolver.EnvironmentBackups{{Cluster: "local", Environment: "data", Location: "pvc://backups/data"}}, nil
+	})
+	newClaim(ctx, t, cl, "data-hub", "backups")
+	if err := cl.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "data-web2"}}); err != nil {
+		t.Fatal(err)
+	}
+	newRunning(ctx, t, cl, "data-web2", "web2")
+	backups, err := operation.NewBackupReconciler(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tasksOf := func(backup string) []v1alpha1.StyrminTask {
+		t.Helper()
+		var list v1alpha1.StyrminTaskList
+		if err := cl.List(ctx, &list, client.MatchingLabels{v1alpha1.LabelOperation: backup}); err != nil {
+			t.Fatal(err)
+		}
+		return list.Items
+	}
+
+	b := &v1alpha1.StyrminBackup{ObjectMeta: metav1.ObjectMeta{Namespace: "styrmin-system", Name: "nightly"}, Spec: v1alpha1.StyrminBackupSpec{Environment: "data"}}
+	if err := cl.Create(ctx, b); err != nil {
+		t.Fatal(err)
+	}
+	reconcileAndRead(ctx, t, cl, backups, b)
+	if b.Status.Phase != v1alpha1.OperationRunning || len(b.Status.Deployments) != 1 || b.Status.Deployments[0].Name != "hub" {
+		t.Fatalf("a backup of data while data-web2 lacks the claim: %s %q, deployments %+v; want it running for hub", b.Status.Phase, b.Status.Message, b.Status.Deployments)
+	}
+	if len(b.Status.Skipped) != 1 || !strings.HasPrefix(b.Status.Skipped[0], "web2: ") || !strings.Contains(b.Status.Skipped[0], "no PersistentVolumeClaim backups in data-web2") {
+		t.Fatalf("the backup's skipped: %q, want web2, saying data-web2 has no claim backups", b.Status.Skipped)
+	}
+	if ts := tasksOf(b.Name); len(ts) != 1 || ts[0].Namespace != "data-hub" {
+		t.Fatalf("the backup's tasks: %d, want hub's alone", len(ts))
+	}
+
+	named := &v1alpha1.StyrminBackup{ObjectMeta: metav1.ObjectMeta{Namespace: "styrmin-system", Name: "both"},
+		Spec: v1alpha1.StyrminBackupSpec{Environment: "data", Deployments: []string{"hub", "web2"}}}
+	if err := cl.Create(ctx, named); err != nil {
+		t.Fatal(err)
+	}
+	reconcileAndRead(ctx, t, cl, backups, named)
+	if named.Status.Phase != v1alpha1.OperationFailed || !strings.Contains(named.Status.Message, "refused: ") ||
+		!strings.Contains(named.Status.Message, "deployment web2") || !strings.Contains(named.Status.Message, "no PersistentVolumeClaim backups in data-web2") {
+		t.Fatalf("a backup naming web2: %s %q, want it refused, saying data-web2 has no claim backups", named.Status.Phase, named.Status.Message)
+	}
+	if ts := tasksOf(named.Name); len(ts) != 0 {
+		t.Fatalf("the refused backup's tasks: %d, want none", len(ts))
 	}
 }
