@@ -288,8 +288,9 @@ func (r *RestoreReconciler) retry(ctx context.Context, rs *v1alpha1.StyrminResto
 }
 
 // retryCheck refuses the retry of rs when its backup is going
-// (backupOf), its jobs could not be given their credentials
-// (checkRestoreCredentials) or mount a pvc:// artefact's claim
+// (backupOf), a deployment it runs again no longer runs (targets), or its
+// jobs could not be given their credentials (checkRestoreCredentials) or
+// mount a pvc:// artefact's claim where their tasks will be made
 // (checkClaims), before a new attempt stops anything.
 func (r *RestoreReconciler) retryCheck(ctx context.Context, rs *v1alpha1.StyrminRestore) error {
 	if _, err := r.backupOf(ctx, rs); err != nil {
@@ -310,7 +311,14 @@ func (r *RestoreReconciler) retryCheck(ctx context.Context, rs *v1alpha1.Styrmin
 	if err := checkRestoreCredentials(ctx, r.opts.APIReader, r.opts.Namespace, r.opts.Cluster, rs.Status.Environment, settings.Secret, artifacts); err != nil {
 		return err
 	}
-	return checkClaims(ctx, r.opts.APIReader, r.opts.Cluster+"/"+rs.Status.Environment, claimUses(again))
+	// Where makeTasks makes the tasks: each deployment's namespace now,
+	// not the one the restore recorded (a deployment removed and added
+	// back under another namespacePrefix has left it).
+	tgs, _, err := targets(ctx, r.opts.Client, r.opts.Drivers, r.opts.Cluster, rs.Status.Environment, names(again, nil))
+	if err != nil {
+		return err
+	}
+	return checkClaims(ctx, r.opts.APIReader, r.opts.Cluster+"/"+rs.Status.Environment, claimUses(tgs, again))
 }
 
 // checkRestoreCredentials refuses a restore whose jobs could not be given
@@ -482,18 +490,21 @@ func (r *RestoreReconciler) check(ctx context.Context, rs *v1alpha1.StyrminResto
 			Driver: v1alpha1.DriverRef{Name: tg.driver.Name, Version: tg.driver.Version, Digest: tg.instance.Driver.Digest},
 		})
 	}
-	if err := checkClaims(ctx, r.opts.APIReader, envName, claimUses(out)); err != nil {
+	if err := checkClaims(ctx, r.opts.APIReader, envName, claimUses(tgs, out)); err != nil {
 		return nil, env, err
 	}
 	return out, env, nil
 }
 
-// claimUses are the deployments of ds with the artefacts their restore
-// jobs read, where those jobs run.
-func claimUses(ds []v1alpha1.OperationDeployment) []claimUse {
-	uses := make([]claimUse, 0, len(ds))
-	for _, d := range ds {
-		uses = append(uses, claimUse{d.Name, d.Namespace, d.Artifact})
+// claimUses are the restore jobs of targets tgs, each reading its
+// deployment's artefact in ds, in its target's namespace: where
+// makeTasks makes its task, whatever namespace ds recorded.
+func claimUses(tgs []target, ds []v1alpha1.OperationDeployment) []claimUse {
+	uses := make([]claimUse, 0, len(tgs))
+	for _, tg := range tgs {
+		n := tg.sd.Spec.Deployment.Name
+		i := slices.IndexFunc(ds, func(d v1alpha1.OperationDeployment) bool { return d.Name == n })
+		uses = append(uses, claimUse{n, tg.sd.Namespace, ds[i].Artifact})
 	}
 	return uses
 }

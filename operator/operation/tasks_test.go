@@ -719,3 +719,70 @@ func TestAWholeEnvironmentBackupSkipsADeploymentWhoseClaimIsMissing(t *testing.T
 		t.Fatalf("the refused backup's tasks: %d, want none", len(ts))
 	}
 }
+
+// TestARestoresRetryChecksTheClaimWhereItsTaskWillBeMade pins where a
+// retry looks for a pvc:// artefact's claim: in its deployment's
+// namespace now, where the retry's task is made, not in the one the
+// restore recorded. Hub removed and added back under another
+// namespacePrefix between the restore and its retry passed the check on
+// the old namespace's claim; its job would then wait Pending in the new
+// one, after its pre step had stopped hub's components.
+func TestARestoresRetryChecksTheClaimWhereItsTaskWillBeMade(t *testing.T) {
+	t.Parallel()
+	ctx, cl, _, opts := restoring(t)
+	opts.Settings = operation.SettingsFunc(func(context.Context) ([]resolver.EnvironmentBackups, error) {
+		return []resolver.EnvironmentBackups{{Cluster: "local", Environment: "data", Location: "pvc://backups/data"}}, nil
+	})
+	restores, err := operation.NewRestoreReconciler(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	newClaim(ctx, t, cl, "data-hub", "backups")
+	artifact := "pvc://backups/data/tuesday/hub"
+	newBackup(ctx, t, cl, "tuesday", v1alpha1.StyrminBackupStatus{Phase: v1alpha1.OperationSucceeded, Location: "pvc://backups/data",
+		Deployments: []v1alpha1.OperationDeployment{{Name: "hub", Namespace: "data-hub", Task: "hub-backup-tuesday-1", Phase: v1alpha1.OperationSucceeded,
+			Artifact: artifact, Sequence: 3, Driver: v1alpha1.DriverRef{Name: "graphhub", Version: "1.4.0"}}}})
+	failed := newRestore(ctx, t, cl, "failed", "tuesday", v1alpha1.StyrminRestoreStatus{Phase: v1alpha1.OperationFailed, Environment: "data",
+		Deployments: []v1alpha1.OperationDeployment{{Name: "hub", Namespace: "data-hub", Task: "hub-restore-failed-1", Attempt: 1, Phase: v1alpha1.OperationFailed,
+			Artifact: artifact, Sequence: 3}}})
+	// Hub was removed from data-hub and added back in new-ns.
+	var old v1alpha1.StyrminDeployment
+	if err := cl.Get(ctx, client.ObjectKey{Namespace: "data-hub", Name: "hub"}, &old); err != nil {
+		t.Fatal(err)
+	}
+	if err := cl.Delete(ctx, &old); err != nil {
+		t.Fatal(err)
+	}
+	if err := cl.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "new-ns"}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := cl.Create(ctx, &v1alpha1.StyrminDeployment{ObjectMeta: metav1.ObjectMeta{Namespace: "new-ns", Name: "hub", Labels: hubID().Labels()}, Spec: old.Spec}); err != nil {
+		t.Fatal(err)
+	}
+	tasks := func() []v1alpha1.StyrminTask {
+		t.Helper()
+		var list v1alpha1.StyrminTaskList
+		if err := cl.List(ctx, &list, client.MatchingLabels{v1alpha1.LabelOperation: failed.Name}); err != nil {
+			t.Fatal(err)
+		}
+		return list.Items
+	}
+
+	retryRestore(ctx, t, cl, restores, failed, "1")
+	if failed.Status.Phase != v1alpha1.OperationFailed || !strings.Contains(failed.Status.Message, "retry refused: ") ||
+		!strings.Contains(failed.Status.Message, "no PersistentVolumeClaim backups in new-ns") {
+		t.Fatalf("the retry while new-ns lacks the claim: %s %q, want it refused, saying new-ns has no claim backups", failed.Status.Phase, failed.Status.Message)
+	}
+	if ts := tasks(); len(ts) != 0 {
+		t.Fatalf("the refused retry's tasks: %d, want none", len(ts))
+	}
+
+	newClaim(ctx, t, cl, "new-ns", "backups")
+	retryRestore(ctx, t, cl, restores, failed, "2")
+	if failed.Status.Phase != v1alpha1.OperationRunning || failed.Status.Deployments[0].Attempt != 2 {
+		t.Fatalf("the retry once new-ns holds the claim: %s %q, attempt %d; want it Running its second attempt", failed.Status.Phase, failed.Status.Message, failed.Status.Deployments[0].Attempt)
+	}
+	if ts := tasks(); len(ts) != 1 || ts[0].Namespace != "new-ns" {
+		t.Fatalf("the retry's tasks: %d, want one, in new-ns", len(ts))
+	}
+}
