@@ -88,9 +88,10 @@ func newBackupCmd(load restConfigFunc, now func() time.Time, stdout io.Writer) *
 		Short: "Back up the deployments of an environment",
 		Long: `create makes a StyrminBackup: the agent runs each deployment's driver backup hook
 as a task of that deployment (ordered with its other tasks) and records where each
-artefact went. A backup is refused, changing nothing, when a deployment's driver has
-no backup hook, the environment has no backupLocation, its Secret cannot reach it, or a
-pvc:// location's claim is not in a deployment's namespace.
+artefact went. A backup is refused, changing nothing, when the environment has no
+backupLocation, its Secret cannot reach it, or a deployment named has no backup hook in
+its driver or no pvc:// location's claim in its namespace; a backup of the whole
+environment skips such deployments (backup get lists them) unless none is left.
 With --wait it waits for the result and fails when the backup failed.` + kubeconfigHelp,
 		Example: `  styrminctl backup create local/dev --wait
   styrminctl backup create local/dev --deployment hub --name before-migration`,
