@@ -261,13 +261,17 @@ func backupLocationUsers(clusters []*Cluster) map[string][]backupLocationUser {
 	return out
 }
 
-// sharedBackupLocations refuses an s3:// backup location that environments
-// of different clusters use. Each cluster's agent names its backups on its
-// own (a schedule's <env>-YYYYMMDD-HHMM, alike in two clusters for
-// environments named alike) and writes <location>/<backup ID>/<deployment>,
-// so the two would overwrite each other's artefacts, each one's retention
-// would delete the other's, and a restore could read the other cluster's
-// data.
+// sharedBackupLocations refuses an s3:// backup location that
+// environments of one name in different clusters use. An artefact is
+// <location>/<backup ID>/<deployment>, and the backup IDs each cluster's
+// agent gives begin with the environment's name: a schedule's
+// <env>-YYYYMMDD-HHMM, alike in two clusters at the same time, and a
+// backup by hand's default <env>-YYYYMMDD-HHMMSS; a backup before an
+// upgrade ends in a hash of its cluster. So two such environments would
+// overwrite each other's artefacts, each one's retention would delete the
+// other's, and a restore could read the other cluster's data, while
+// environments of other names never take each other's IDs. (A name given
+// by hand, backup create --name, is the operator's to keep apart.)
 //
 // Environments of one cluster may share a location: their backup IDs are
 // the names of StyrminBackups in the one namespace of that cluster's
@@ -276,46 +280,66 @@ func backupLocationUsers(clusters []*Cluster) map[string][]backupLocationUser {
 // of its own Kubernetes cluster, so two clusters naming one claim write to
 // two volumes.
 //
-// There is one error for each file that set a shared location, naming
-// the environments of other clusters and the files that set theirs; byEnv
-// gives each environment using one ("cluster/environment") the error of
-// the file its location comes from.
+// There is one error for each file that set a shared location, naming its
+// environments that share it and those of the same names in other
+// clusters with the files that set theirs; byEnv gives each such
+// environment ("cluster/environment") the error of the file its location
+// comes from.
 func sharedBackupLocations(clusters []*Cluster) (errs []error, byEnv map[string]error) {
 	users := backupLocationUsers(clusters)
 	byEnv = map[string]error{}
 	for _, loc := range slices.Sorted(maps.Keys(users)) {
-		us := users[loc]
-		if !strings.HasPrefix(loc, SchemeS3+"://") || !slices.ContainsFunc(us, func(u backupLocationUser) bool { return u.cluster != us[0].cluster }) {
+		if !strings.HasPrefix(loc, SchemeS3+"://") {
 			continue
 		}
-		// The environments of each file that set the location, in order.
+		all := users[loc]
+		clash := func(u backupLocationUser) bool {
+			return slices.ContainsFunc(all, func(o backupLocationUser) bool { return o.env.Name == u.env.Name && o.cluster != u.cluster })
+		}
+		// The environments of each file that set the location and share
+		// it with one of their name, in order.
 		type setter struct {
 			l       layer
 			cluster *Cluster
-			envs    []string
+			envs    []*Environment
 		}
 		var setters []*setter
-		for _, u := range us {
+		for _, u := range all {
+			if !clash(u) {
+				continue
+			}
 			l := backupLocationLayer(u.cluster, u.env)
 			i := slices.IndexFunc(setters, func(s *setter) bool { return s.l.file == l.file })
 			if i < 0 {
 				setters = append(setters, &setter{l: l, cluster: u.cluster})
 				i = len(setters) - 1
 			}
-			setters[i].envs = append(setters[i].envs, u.cluster.Name+"/"+u.env.Name)
+			setters[i].envs = append(setters[i].envs, u.env)
 		}
 		for _, s := range setters {
-			var others []string
+			var mine, others []string
+			for _, e := range s.envs {
+				mine = append(mine, s.cluster.Name+"/"+e.Name)
+			}
 			for _, o := range setters {
-				if o.cluster != s.cluster {
+				if o.cluster == s.cluster {
+					continue
+				}
+				var alike []string
+				for _, e := range o.envs {
+					if slices.ContainsFunc(s.envs, func(m *Environment) bool { return m.Name == e.Name }) {
+						alike = append(alike, o.cluster.Name+"/"+e.Name)
+					}
+				}
+				if len(alike) > 0 {
 					p := placeOf(o.l.pos, "backupLocation")
-					others = append(others, fmt.Sprintf("%s (set in %s:%d)", strings.Join(o.envs, ", "), o.l.file, max(p.Line, 1)))
+					others = append(others, fmt.Sprintf("%s (set in %s:%d)", strings.Join(alike, ", "), o.l.file, max(p.Line, 1)))
 				}
 			}
-			err := placed(&ConfigError{File: s.l.file, Field: "backupLocation", Msg: fmt.Sprintf("%q, the backup location of %s, is also that of %s: environments of two clusters cannot share a backup location, since each cluster's agent names its backups on its own (a schedule's <env>-YYYYMMDD-HHMM, alike for environments named alike) and writes <location>/<backup ID>/<deployment>, so each would overwrite the other's artefacts and delete them by its retention, and a restore could read the other cluster's data; expected a location no environment of another cluster uses (with the cluster's name in its path, for example)",
-				loc, strings.Join(s.envs, ", "), strings.Join(others, "; "))}, s.l.pos)
+			err := placed(&ConfigError{File: s.l.file, Field: "backupLocation", Msg: fmt.Sprintf("%q, the backup location of %s, is also that of %s: environments of the same name in two clusters cannot share a backup location, since the two clusters' agents give their backups the same IDs (a schedule's <env>-YYYYMMDD-HHMM, backup create's default <env>-YYYYMMDD-HHMMSS) and write <location>/<backup ID>/<deployment>, so each would overwrite the other's artefacts and delete them by its retention, and a restore could read the other cluster's data; expected a location of each cluster's own (with the cluster's name in its path, for example), or environments of other names (those may share one)",
+				loc, strings.Join(mine, ", "), strings.Join(others, "; "))}, s.l.pos)
 			errs = append(errs, err)
-			for _, env := range s.envs {
+			for _, env := range mine {
 				byEnv[env] = err
 			}
 		}

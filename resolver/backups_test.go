@@ -310,9 +310,11 @@ func TestBackupFirstIsRecordedAndLocked(t *testing.T) {
 // copied to clusters/eu keeping its s3:// backupLocation gives both
 // clusters' dev one location, where both agents would write their
 // scheduled dev-YYYYMMDD-HHMM and delete each other's by retention. The
-// load is refused naming both files and the field, and the agent's
-// settings of those two environments carry the error (their backups
-// wait) while the others' go on; a location of eu's own is accepted.
+// load is refused naming both files, the field and the two dev, not eu's
+// qa beside them (no environment of local takes its backup IDs), and the
+// agent's settings of those two environments carry the error (their
+// backups wait) while the others' go on; a location of eu's own is
+// accepted.
 func TestEnvironmentsOfTwoClustersCannotShareABackupLocation(t *testing.T) {
 	dir := exampleCopy(t)
 	const cluster = "domain: \"%s.styrmin.dev\"\ningressClass: \"nginx\"\nstorageClasses: default: \"standard\"\nbackupLocation: \"%s\"\nbackups: secret: \"backup-credentials\"\n"
@@ -321,6 +323,7 @@ func TestEnvironmentsOfTwoClustersCannotShareABackupLocation(t *testing.T) {
 	writeFile(t, dir, "clusters/local/environments/dev/environment.cue", dev)
 	writeFile(t, dir, "clusters/eu/cluster.cue", fmt.Sprintf(cluster, "eu", "s3://backups/local"))
 	writeFile(t, dir, "clusters/eu/environments/dev/environment.cue", dev)
+	writeFile(t, dir, "clusters/eu/environments/qa/environment.cue", "")
 
 	_, err := NewLoader(0).Load(os.DirFS(dir))
 	if err == nil {
@@ -330,13 +333,15 @@ func TestEnvironmentsOfTwoClustersCannotShareABackupLocation(t *testing.T) {
 	if !errors.As(err, &ce) || ce.Field != "backupLocation" {
 		t.Errorf("%v: want a *ConfigError of field backupLocation", err)
 	}
-	for _, w := range []string{"clusters/local/cluster.cue:4:", "clusters/eu/cluster.cue:4:", "field backupLocation", `"s3://backups/local"`, "local/dev", "eu/dev", "expected a location no environment of another cluster uses"} {
+	for _, w := range []string{"clusters/local/cluster.cue:4:", "clusters/eu/cluster.cue:4:", "field backupLocation", `"s3://backups/local"`, "local/dev", "eu/dev", "environments of the same name in two clusters cannot share a backup location", "expected a location of each cluster's own"} {
 		if !strings.Contains(err.Error(), w) {
 			t.Errorf("load: %v\nwant it to say %q", err, w)
 		}
 	}
-	if strings.Contains(err.Error(), "local/staging") {
-		t.Errorf("load: %v names local/staging, which backs up to a location of its own", err)
+	for _, other := range []string{"local/staging", "eu/qa"} {
+		if strings.Contains(err.Error(), other) {
+			t.Errorf("load: %v names %s, no environment of another cluster of whose name shares its location", err, other)
+		}
 	}
 
 	got, err := BackupSettings(os.DirFS(dir))
@@ -364,6 +369,9 @@ func TestEnvironmentsOfTwoClustersCannotShareABackupLocation(t *testing.T) {
 	}
 	if e := byName["local/staging"]; e.Err != nil || e.Location != "s3://backups/local/staging" {
 		t.Errorf("local/staging beside the shared location: %+v, want its own", e)
+	}
+	if e := byName["eu/qa"]; e.Err != nil || e.Location != "s3://backups/local" {
+		t.Errorf("eu/qa, sharing the location with no environment of its name: %+v, want its settings", e)
 	}
 
 	writeFile(t, dir, "clusters/eu/cluster.cue", fmt.Sprintf(cluster, "eu", "s3://backups/eu"))
@@ -460,4 +468,38 @@ func TestBackupFirstWithoutABackupLocationIsRefusedNamingTheFile(t *testing.T) {
 			t.Errorf("%s changed:\n%s", hub, after)
 		}
 	})
+}
+
+// TestClustersWhoseEnvironmentsHaveOtherNamesMayShareABackupLocation: the
+// backup IDs an agent gives begin with the environment's name, so
+// local's dev and eu's qa and prod never take each other's in the one
+// bucket prefix they share: neither the load nor the agent's settings
+// refuse it.
+func TestClustersWhoseEnvironmentsHaveOtherNamesMayShareABackupLocation(t *testing.T) {
+	dir := exampleCopy(t)
+	const cluster = "domain: \"%s.styrmin.dev\"\nbackupLocation: \"s3://backups/shared\"\nbackups: secret: \"backup-credentials\"\n"
+	writeFile(t, dir, "clusters/local/cluster.cue", fmt.Sprintf(cluster, "local"))
+	writeFile(t, dir, "clusters/local/environments/dev/environment.cue", "namespacePrefix: \"dev\"\nbackups: {schedule: \"0 3 * * *\", keep: 7}\n")
+	writeFile(t, dir, "clusters/eu/cluster.cue", fmt.Sprintf(cluster, "eu"))
+	writeFile(t, dir, "clusters/eu/environments/qa/environment.cue", "backups: {schedule: \"0 3 * * *\", keep: 7}\n")
+	writeFile(t, dir, "clusters/eu/environments/prod/environment.cue", "backupLocation: \"s3://backups/shared\"\n")
+	if _, err := NewLoader(0).Load(os.DirFS(dir)); err != nil {
+		t.Fatalf("local/dev, eu/qa and eu/prod sharing s3://backups/shared: %v", err)
+	}
+	got, err := BackupSettings(os.DirFS(dir))
+	if err != nil {
+		t.Fatalf("BackupSettings: %v", err)
+	}
+	shared := 0
+	for _, e := range got {
+		if e.Err != nil || e.Location == "" {
+			t.Errorf("%s/%s: %+v, want its location", e.Cluster, e.Environment, e)
+		}
+		if e.Location == "s3://backups/shared" {
+			shared++
+		}
+	}
+	if shared != 3 {
+		t.Errorf("%d environments back up to s3://backups/shared, want local/dev, eu/qa and eu/prod: %+v", shared, got)
+	}
 }
