@@ -84,6 +84,10 @@ func ComputeTrees(t Trees, opts Options) (*Plan, error) {
 	if err != nil {
 		return nil, err
 	}
+	// The lock would refuse it: Load leaves it to plan and lock.
+	if err := resolver.CheckSharedBackupLocations(headRepo); err != nil {
+		return nil, err
+	}
 	if len(headRepo.Settings.Drivers) > 0 {
 		return nil, fmt.Errorf("styrmin.cue: field drivers: %w", ErrRemoteDrivers)
 	}

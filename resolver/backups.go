@@ -261,6 +261,20 @@ func backupLocationUsers(clusters []*Cluster) map[string][]backupLocationUser {
 	return out
 }
 
+// CheckSharedBackupLocations refuses an s3:// backupLocation that
+// environments of the same name in two clusters share
+// (sharedBackupLocations), with an error for each file that set it, naming
+// the field. Plan and lock run it, where a person changes the repository,
+// and an env clone for the environment it adds. Load does not: the agent
+// loads the repository to reveal sensitive values, and a repository locked
+// before the check would stall every deployment with one; its backups and
+// restores of those environments are refused instead (BackupSettings,
+// EnvironmentBackups.LocationErr).
+func CheckSharedBackupLocations(repo *Repository) error {
+	errs, _ := sharedBackupLocations(repo.Clusters)
+	return errors.Join(errs...)
+}
+
 // sharedBackupLocations refuses an s3:// backup location that
 // environments of one name in different clusters use. An artefact is
 // <location>/<backup ID>/<deployment>, and the backup IDs each cluster's

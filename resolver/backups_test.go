@@ -5,9 +5,12 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
 	"reflect"
 	"strings"
 	"testing"
+
+	"github.com/styrmin/styrmin/drivers"
 )
 
 func TestParseBackupLocation(t *testing.T) {
@@ -310,11 +313,11 @@ func TestBackupFirstIsRecordedAndLocked(t *testing.T) {
 // copied to clusters/eu keeping its s3:// backupLocation gives both
 // clusters' dev one location, where both agents would write their
 // scheduled dev-YYYYMMDD-HHMM and delete each other's by retention. The
-// load is refused naming both files, the field and the two dev, not eu's
-// qa beside them (no environment of local takes its backup IDs), and the
-// agent's settings of those two environments carry the error (their
-// backups wait) while the others' go on; a location of eu's own is
-// accepted.
+// lock, under either policy, is refused naming both files, the field and
+// the two dev, not eu's qa beside them (no environment of local takes its
+// backup IDs), and the agent's settings of those two environments carry
+// the error (their backups wait) while the others' go on; a location of
+// eu's own is accepted.
 func TestEnvironmentsOfTwoClustersCannotShareABackupLocation(t *testing.T) {
 	dir := exampleCopy(t)
 	const cluster = "domain: \"%s.styrmin.dev\"\ningressClass: \"nginx\"\nstorageClasses: default: \"standard\"\nbackupLocation: \"%s\"\nbackups: secret: \"backup-credentials\"\n"
@@ -325,9 +328,16 @@ func TestEnvironmentsOfTwoClustersCannotShareABackupLocation(t *testing.T) {
 	writeFile(t, dir, "clusters/eu/environments/dev/environment.cue", dev)
 	writeFile(t, dir, "clusters/eu/environments/qa/environment.cue", "")
 
-	_, err := NewLoader(0).Load(os.DirFS(dir))
-	if err == nil {
-		t.Fatal("two clusters' dev sharing s3://backups/local loaded")
+	ws, err := LoadWorkspace(os.DirFS(dir), WorkspaceOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if changes, _, err := ws.Lock(LockKeepGoing); err == nil || len(changes) > 0 {
+		t.Errorf("lock, keeping going: %d changes, %v; want none and the refusal", len(changes), err)
+	}
+	changes, _, err := ws.Lock(LockAllOrNothing)
+	if err == nil || len(changes) > 0 {
+		t.Fatalf("two clusters' dev sharing s3://backups/local locked: %d changes, %v", len(changes), err)
 	}
 	var ce *ConfigError
 	if !errors.As(err, &ce) || ce.Field != "backupLocation" {
@@ -375,7 +385,7 @@ func TestEnvironmentsOfTwoClustersCannotShareABackupLocation(t *testing.T) {
 	}
 
 	writeFile(t, dir, "clusters/eu/cluster.cue", fmt.Sprintf(cluster, "eu", "s3://backups/eu"))
-	if _, err := NewLoader(0).Load(os.DirFS(dir)); err != nil {
+	if err := lockErr(t, dir); err != nil {
 		t.Errorf("eu with a location of its own: %v", err)
 	}
 	if _, err := BackupSettings(os.DirFS(dir)); err != nil {
@@ -386,8 +396,8 @@ func TestEnvironmentsOfTwoClustersCannotShareABackupLocation(t *testing.T) {
 // TestEnvironmentsOfOneClusterShareALocationAndEachClusterHasItsOwnClaim:
 // the environments of one cluster may back up to one location (their
 // backup IDs are the names of StyrminBackups in the one namespace of its
-// agent), and two clusters may name one pvc:// claim (each is a claim of
-// its own Kubernetes cluster).
+// agent), and two clusters' staging may name one pvc:// claim (each is a
+// claim of its own Kubernetes cluster).
 func TestEnvironmentsOfOneClusterShareALocationAndEachClusterHasItsOwnClaim(t *testing.T) {
 	dir := exampleCopy(t)
 	writeFile(t, dir, "clusters/local/cluster.cue", "domain: \"local.styrmin.dev\"\ningressClass: \"nginx\"\nstorageClasses: default: \"standard\"\nbackupLocation: \"s3://backups/local\"\n")
@@ -395,8 +405,8 @@ func TestEnvironmentsOfOneClusterShareALocationAndEachClusterHasItsOwnClaim(t *t
 	writeFile(t, dir, "clusters/local/environments/staging/environment.yaml", "namespacePrefix: staging\nbackupLocation: pvc://backups\n")
 	writeFile(t, dir, "clusters/local/environments/qa/environment.cue", "backupLocation: \"s3://backups/local\"\n")
 	writeFile(t, dir, "clusters/eu/cluster.cue", "domain: \"eu.styrmin.dev\"\nbackupLocation: \"pvc://backups\"\n")
-	writeFile(t, dir, "clusters/eu/environments/dev/environment.cue", "")
-	if _, err := NewLoader(0).Load(os.DirFS(dir)); err != nil {
+	writeFile(t, dir, "clusters/eu/environments/staging/environment.cue", "")
+	if err := lockErr(t, dir); err != nil {
 		t.Fatal(err)
 	}
 	got, err := BackupSettings(os.DirFS(dir))
@@ -473,17 +483,17 @@ func TestBackupFirstWithoutABackupLocationIsRefusedNamingTheFile(t *testing.T) {
 // TestClustersWhoseEnvironmentsHaveOtherNamesMayShareABackupLocation: the
 // backup IDs an agent gives begin with the environment's name, so
 // local's dev and eu's qa and prod never take each other's in the one
-// bucket prefix they share: neither the load nor the agent's settings
+// bucket prefix they share: neither the lock nor the agent's settings
 // refuse it.
 func TestClustersWhoseEnvironmentsHaveOtherNamesMayShareABackupLocation(t *testing.T) {
 	dir := exampleCopy(t)
-	const cluster = "domain: \"%s.styrmin.dev\"\nbackupLocation: \"s3://backups/shared\"\nbackups: secret: \"backup-credentials\"\n"
+	const cluster = "domain: \"%s.styrmin.dev\"\ningressClass: \"nginx\"\nstorageClasses: default: \"standard\"\nbackupLocation: \"s3://backups/shared\"\nbackups: secret: \"backup-credentials\"\n"
 	writeFile(t, dir, "clusters/local/cluster.cue", fmt.Sprintf(cluster, "local"))
 	writeFile(t, dir, "clusters/local/environments/dev/environment.cue", "namespacePrefix: \"dev\"\nbackups: {schedule: \"0 3 * * *\", keep: 7}\n")
 	writeFile(t, dir, "clusters/eu/cluster.cue", fmt.Sprintf(cluster, "eu"))
 	writeFile(t, dir, "clusters/eu/environments/qa/environment.cue", "backups: {schedule: \"0 3 * * *\", keep: 7}\n")
 	writeFile(t, dir, "clusters/eu/environments/prod/environment.cue", "backupLocation: \"s3://backups/shared\"\n")
-	if _, err := NewLoader(0).Load(os.DirFS(dir)); err != nil {
+	if err := lockErr(t, dir); err != nil {
 		t.Fatalf("local/dev, eu/qa and eu/prod sharing s3://backups/shared: %v", err)
 	}
 	got, err := BackupSettings(os.DirFS(dir))
@@ -501,5 +511,65 @@ func TestClustersWhoseEnvironmentsHaveOtherNamesMayShareABackupLocation(t *testi
 	}
 	if shared != 3 {
 		t.Errorf("%d environments back up to s3://backups/shared, want local/dev, eu/qa and eu/prod: %+v", shared, got)
+	}
+}
+
+// lockErr is the error of a lock of dir, all or nothing, as styrminctl
+// lock loads it.
+func lockErr(t *testing.T, dir string) error {
+	t.Helper()
+	ws, err := LoadWorkspace(os.DirFS(dir), WorkspaceOptions{})
+	if err != nil {
+		return err
+	}
+	_, _, err = ws.Lock(LockAllOrNothing)
+	return err
+}
+
+// TestTheAgentReadsARepositoryWhoseClustersShareABackupLocation: a
+// repository locked before the check of shared backup locations, whose
+// clusters' dev share one, was refused by Load, which the agent's reveal
+// of sensitive values reads: after the agent's upgrade every deployment
+// with a sensitive parameter, in every cluster, stalled. The load and the
+// reveal read it; the lock alone refuses it.
+func TestTheAgentReadsARepositoryWhoseClustersShareABackupLocation(t *testing.T) {
+	const secret = "shared-s3cret"
+	dir := exampleCopy(t)
+	spec := "drivers/webapp/1.1.0/driver.cue"
+	src, err := os.ReadFile(filepath.Join(dir, spec))
+	if err != nil {
+		t.Fatal(err)
+	}
+	writeFile(t, dir, spec, strings.Replace(string(src), `message: *"Hello from Styrmin" | string & !=""`, `message: *"Hello from Styrmin" | string & !="" @styrmin(sensitive)`, 1))
+	writeFile(t, dir, "clusters/local/environments/dev/deployments/web.cue", "driver:     \"webapp\"\nappVersion: \"1.25.0\"\nparameters: {replicas: 2, message: \""+secret+"\"}\n")
+	res, _, err := resolveDir(t, dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, ok := res.Get(ID{Cluster: "local", Environment: "dev", Name: "web"})
+	if !ok {
+		t.Fatal("local/dev/web did not resolve")
+	}
+	// eu, a copy of local, keeps dev's s3://backups/local/dev.
+	if err := os.CopyFS(filepath.Join(dir, "clusters/eu"), os.DirFS(filepath.Join(dir, "clusters/local"))); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := NewLoader(0).Load(os.DirFS(dir)); err != nil {
+		t.Fatalf("Load of a repository whose clusters' dev share a backup location: %v", err)
+	}
+	cat, err := drivers.LoadCatalog(os.DirFS(dir), "drivers", drivers.LoadOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	drv, ok := cat.Get("webapp", r.Instance.Driver.Version)
+	if !ok {
+		t.Fatal("webapp is not in the catalog")
+	}
+	got, err := RevealSensitiveFS(os.DirFS(dir), drv, r.Instance)
+	if err != nil || len(got) != 1 {
+		t.Fatalf("RevealSensitiveFS = %d values, %v; want the one value", len(got), err)
+	}
+	if err := lockErr(t, dir); err == nil || !strings.Contains(err.Error(), "field backupLocation") {
+		t.Errorf("lock: %v, want the shared backupLocation refused", err)
 	}
 }

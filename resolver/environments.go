@@ -262,6 +262,14 @@ func (w *Workspace) checkClone(plan *ClonePlan) error {
 	if err != nil {
 		return fmt.Errorf("env clone refused, nothing written: %w", err)
 	}
+	// A location derived for the clone is no environment's, but one it
+	// takes from its cluster may be an environment's of its name in
+	// another cluster (Load leaves that to plan and lock). Only the
+	// clone's: one the repository shares already is the lock's to refuse.
+	_, byEnv := sharedBackupLocations(repo.Clusters)
+	if err := byEnv[cmp.Or(plan.Request.TargetCluster, plan.Request.Cluster)+"/"+plan.Request.Target]; err != nil {
+		return fmt.Errorf("env clone refused, nothing written: %w", err)
+	}
 	only := map[ID]bool{}
 	for _, id := range plan.Deployments {
 		only[id] = true

@@ -2,6 +2,7 @@ package resolver
 
 import (
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
@@ -252,6 +253,39 @@ func TestACloneNeverTakesABackupLocationAnEnvironmentUses(t *testing.T) {
 				t.Errorf("the clone's environment file lacks %s:\n%s", tc.want, env)
 			}
 		})
+	}
+}
+
+// TestACloneTakesNoLocationAnEnvironmentOfItsNameInAnotherClusterUses:
+// local's dev has no backupLocation, so its clone into other takes
+// other's, s3://backups/shared, which eu's dev uses too: the two agents
+// would write and delete the same dev-YYYYMMDD-HHMM artefacts. Load no
+// longer refuses that (the agent reads the repository through it), so
+// the clone does, naming the file and the field; under another name it
+// may share the location.
+func TestACloneTakesNoLocationAnEnvironmentOfItsNameInAnotherClusterUses(t *testing.T) {
+	dir := exampleCopy(t)
+	const cluster = "domain: \"%s.styrmin.dev\"\ningressClass: \"nginx\"\nstorageClasses: default: \"standard\"\nbackupLocation: \"s3://backups/shared\"\n"
+	writeFile(t, dir, "clusters/local/environments/dev/environment.cue", "namespacePrefix: \"dev\"\n")
+	writeFile(t, dir, "clusters/other/cluster.cue", fmt.Sprintf(cluster, "other"))
+	writeFile(t, dir, "clusters/eu/cluster.cue", fmt.Sprintf(cluster, "eu"))
+	writeFile(t, dir, "clusters/eu/environments/dev/environment.cue", "")
+	ws := cloneWorkspace(t, dir)
+	before := snapshot(t, dir)
+	plan, err := ws.PlanClone(CloneRequest{Cluster: "local", Source: "dev", Target: "dev", TargetCluster: "other"})
+	if err == nil {
+		t.Fatalf("other/dev sharing eu/dev's location accepted: %+v", plan)
+	}
+	for _, w := range []string{"env clone refused, nothing written", "clusters/other/cluster.cue:4:", "field backupLocation", "other/dev", "eu/dev (set in clusters/eu/cluster.cue:4)"} {
+		if !strings.Contains(err.Error(), w) {
+			t.Errorf("error %q lacks %q", err, w)
+		}
+	}
+	if snapshot(t, dir) != before {
+		t.Error("a refused clone changed the repository")
+	}
+	if _, err := ws.PlanClone(CloneRequest{Cluster: "local", Source: "dev", Target: "qa", TargetCluster: "other"}); err != nil {
+		t.Errorf("other/qa sharing the location with eu/dev: %v", err)
 	}
 }
 

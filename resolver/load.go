@@ -546,11 +546,11 @@ func (l *Loader) Load(fsys fs.FS) (*Repository, error) {
 	if len(errs) > 0 {
 		return nil, errors.Join(errs...)
 	}
-	// Each file checked its own backupLocation; whether two clusters share
-	// one only the whole repository tells.
-	if shared, _ := sharedBackupLocations(repo.Clusters); len(shared) > 0 {
-		return nil, errors.Join(shared...)
-	}
+	// Whether environments of two clusters share a backupLocation is not
+	// checked here but by plan and lock (CheckSharedBackupLocations): the
+	// agent loads the repository too, to reveal sensitive values, and a
+	// repository locked before that check would stall every deployment
+	// with one.
 	envs := map[string]bool{}
 	for _, c := range repo.Clusters {
 		for _, e := range c.Environments {

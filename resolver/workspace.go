@@ -263,6 +263,11 @@ func (w *Workspace) Lock(policy LockPolicy) ([]LockChange, *Result, error) {
 // LockAllowing is Lock that allows up to allowDeletions deletions above
 // the threshold (styrminctl lock --allow-deletions N).
 func (w *Workspace) LockAllowing(policy LockPolicy, allowDeletions int) ([]LockChange, *Result, error) {
+	// Refused whole, under either policy, before anything resolves: Load
+	// leaves it to the lock (CheckSharedBackupLocations).
+	if err := CheckSharedBackupLocations(w.Repo); err != nil {
+		return nil, nil, err
+	}
 	res := w.Resolve()
 	if err := res.Err(); err != nil && policy == LockAllOrNothing {
 		return nil, res, err

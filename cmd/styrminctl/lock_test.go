@@ -425,14 +425,16 @@ func TestALockLeavesOutADriverVersionThatDoesNotLoadAndItsCheckFailsOnIt(t *test
 // copied to clusters/eu keeps local's s3:// locations, where both agents
 // would write their dev-YYYYMMDD-HHMM and delete each other's by
 // retention: plan and lock refuse it, naming both files and the field,
-// and lock writes nothing.
+// and lock writes nothing. (The repository's load, which the agent reads
+// sensitive values through, leaves it to them.)
 func TestPlanAndLockRefuseABackupLocationTwoClustersShare(t *testing.T) {
 	t.Parallel()
 	dir := lockedGitRepo(t)
 	if err := os.CopyFS(filepath.Join(dir, "clusters/eu"), os.DirFS(filepath.Join(dir, "clusters/local"))); err != nil {
 		t.Fatal(err)
 	}
-	want := []string{"clusters/local/environments/dev/environment.cue:2:", "clusters/eu/environments/dev/environment.cue:2:", "field backupLocation", `"s3://backups/local/dev"`}
+	want := []string{"clusters/local/environments/dev/environment.cue:2:", "clusters/eu/environments/dev/environment.cue:2:", "field backupLocation", `"s3://backups/local/dev"`,
+		"environments of the same name in two clusters"}
 	out, code, err := styrminctl(t, "--repo", dir, "plan")
 	if code == 0 || err == nil {
 		t.Fatalf("plan: exit %d, error %v\n%s", code, err, out)
