@@ -125,11 +125,19 @@ type EnvironmentBackups struct {
 	ClonedFrom *CloneSource
 	// Err is why the settings cannot be read: the environment's file or
 	// its cluster's is invalid (a *ConfigError naming the file and the
-	// field; a backupLocation an environment of another cluster uses
-	// too is one), or could not be evaluated. Only Cluster and Environment are
+	// field), or could not be evaluated. Only Cluster and Environment are
 	// set then; Environment is "" when the error is the cluster's and no
 	// environment of it could be named.
 	Err error `json:"-"`
+	// LocationErr is set when an environment of this one's name in
+	// another cluster backs up to Location too (sharedBackupLocations: a
+	// *ConfigError naming the file that set it and the field): the two
+	// agents would give the same backup IDs, so a new backup or restore of
+	// the environment is refused. The settings are read all the same, and
+	// nothing else waits for it: the deletions of its existing backups and
+	// their retention, its backups before upgrades (named after their
+	// cluster), and every other environment.
+	LocationErr error `json:"-"`
 }
 
 // BackupSettings reads every environment's backup settings from a
@@ -141,10 +149,13 @@ type EnvironmentBackups struct {
 // A file that cannot be read hides only the environments it layers: each
 // of them is in the list with its Err, and the error returned joins those
 // (the others are read all the same, so one broken file stops no other
-// environment's backups). So does an s3:// backupLocation that
-// environments of two clusters share (sharedBackupLocations): each of them
-// has the error of the file that set its location. With no list, the
-// clusters folder itself could not be read.
+// environment's backups). With no list, the clusters folder itself could
+// not be read. An s3:// backupLocation environments of one name in two
+// clusters share is no such error: each of them is read with its
+// LocationErr, which the error returned does not join (plan and lock
+// refuse it, where a person can fix it; the agent, which reads a
+// repository that may have been locked before that check, refuses only
+// those environments' backups and restores).
 func BackupSettings(fsys fs.FS) ([]EnvironmentBackups, error) {
 	return NewLoader(0).BackupSettings(fsys)
 }
@@ -190,13 +201,13 @@ func (l *Loader) BackupSettings(fsys fs.FS) ([]EnvironmentBackups, error) {
 		}
 		read = append(read, c)
 	}
-	shared, byEnv := sharedBackupLocations(read)
+	_, byEnv := sharedBackupLocations(read)
 	for i, b := range out {
-		if err := byEnv[b.Cluster+"/"+b.Environment]; err != nil {
-			out[i] = EnvironmentBackups{Cluster: b.Cluster, Environment: b.Environment, Err: err}
+		if b.Err == nil {
+			out[i].LocationErr = byEnv[b.Cluster+"/"+b.Environment]
 		}
 	}
-	return out, errors.Join(append(errs, shared...)...)
+	return out, errors.Join(errs...)
 }
 
 // EffectiveBackups is the backup settings of environment e of cluster c:

@@ -315,9 +315,11 @@ func TestBackupFirstIsRecordedAndLocked(t *testing.T) {
 // scheduled dev-YYYYMMDD-HHMM and delete each other's by retention. The
 // lock, under either policy, is refused naming both files, the field and
 // the two dev, not eu's qa beside them (no environment of local takes its
-// backup IDs), and the agent's settings of those two environments carry
-// the error (their backups wait) while the others' go on; a location of
-// eu's own is accepted.
+// backup IDs). The agent's settings of those two environments are read,
+// with the error as their LocationErr (their new backups and restores are
+// refused), not as Err, which made their schedules, retention and every
+// deletion of a backup of the cluster wait; a location of eu's own is
+// accepted.
 func TestEnvironmentsOfTwoClustersCannotShareABackupLocation(t *testing.T) {
 	dir := exampleCopy(t)
 	const cluster = "domain: \"%s.styrmin.dev\"\ningressClass: \"nginx\"\nstorageClasses: default: \"standard\"\nbackupLocation: \"%s\"\nbackups: secret: \"backup-credentials\"\n"
@@ -345,18 +347,18 @@ func TestEnvironmentsOfTwoClustersCannotShareABackupLocation(t *testing.T) {
 	}
 	for _, w := range []string{"clusters/local/cluster.cue:4:", "clusters/eu/cluster.cue:4:", "field backupLocation", `"s3://backups/local"`, "local/dev", "eu/dev", "environments of the same name in two clusters cannot share a backup location", "expected a location of each cluster's own"} {
 		if !strings.Contains(err.Error(), w) {
-			t.Errorf("load: %v\nwant it to say %q", err, w)
+			t.Errorf("lock: %v\nwant it to say %q", err, w)
 		}
 	}
 	for _, other := range []string{"local/staging", "eu/qa"} {
 		if strings.Contains(err.Error(), other) {
-			t.Errorf("load: %v names %s, no environment of another cluster of whose name shares its location", err, other)
+			t.Errorf("lock: %v names %s, which shares its location with no environment of its name in another cluster", err, other)
 		}
 	}
 
 	got, err := BackupSettings(os.DirFS(dir))
-	if err == nil {
-		t.Error("BackupSettings: no error for the shared location")
+	if err != nil {
+		t.Errorf("BackupSettings: %v, want the shared location only on its environments", err)
 	}
 	byName := map[string]EnvironmentBackups{}
 	for _, e := range got {
@@ -367,20 +369,20 @@ func TestEnvironmentsOfTwoClustersCannotShareABackupLocation(t *testing.T) {
 		"eu/dev":    {"clusters/eu/cluster.cue:4:", "field backupLocation", "local/dev (set in clusters/local/cluster.cue:4)"},
 	} {
 		e := byName[env]
-		if e.Err == nil || e.Location != "" || e.Schedule != "" {
-			t.Errorf("%s: %+v, want only its error", env, e)
+		if e.Err != nil || e.LocationErr == nil || e.Location != "s3://backups/local" || e.Schedule != "0 3 * * *" || e.Keep != 7 {
+			t.Errorf("%s: %+v, want its settings and the shared location's error", env, e)
 			continue
 		}
 		for _, w := range want {
-			if !strings.HasPrefix(e.Err.Error(), want[0]) || !strings.Contains(e.Err.Error(), w) {
-				t.Errorf("%s: %v, want it to start with %q and say %q", env, e.Err, want[0], w)
+			if !strings.HasPrefix(e.LocationErr.Error(), want[0]) || !strings.Contains(e.LocationErr.Error(), w) {
+				t.Errorf("%s: %v, want it to start with %q and say %q", env, e.LocationErr, want[0], w)
 			}
 		}
 	}
-	if e := byName["local/staging"]; e.Err != nil || e.Location != "s3://backups/local/staging" {
+	if e := byName["local/staging"]; e.Err != nil || e.LocationErr != nil || e.Location != "s3://backups/local/staging" {
 		t.Errorf("local/staging beside the shared location: %+v, want its own", e)
 	}
-	if e := byName["eu/qa"]; e.Err != nil || e.Location != "s3://backups/local" {
+	if e := byName["eu/qa"]; e.Err != nil || e.LocationErr != nil || e.Location != "s3://backups/local" {
 		t.Errorf("eu/qa, sharing the location with no environment of its name: %+v, want its settings", e)
 	}
 

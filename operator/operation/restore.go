@@ -300,6 +300,9 @@ func (r *RestoreReconciler) retryCheck(ctx context.Context, rs *v1alpha1.Styrmin
 	if err != nil {
 		return err
 	}
+	if err := sharedLocation(settings); err != nil {
+		return err
+	}
 	var again []v1alpha1.OperationDeployment
 	var artifacts []string
 	for _, d := range rs.Status.Deployments {
@@ -456,6 +459,9 @@ func (r *RestoreReconciler) check(ctx context.Context, rs *v1alpha1.StyrminResto
 	// backup undeletable.
 	settings, _, err := settingsOf(ctx, r.opts.Settings, cluster, env)
 	if err != nil {
+		return nil, env, err
+	}
+	if err := sharedLocation(settings); err != nil {
 		return nil, env, err
 	}
 	want, byName, err := restoredParts(&b, envName, rs.Spec.Deployments)

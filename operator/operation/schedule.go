@@ -151,8 +151,10 @@ func (s *Scheduler) Start(ctx context.Context) error {
 // Tick makes the backups that are due and applies retention, for every
 // environment of the agent's cluster with a schedule or a keep, and keeps
 // the backups upgrades took first bounded. An environment whose settings
-// cannot be read is left as it is, and named in the error; the others go
-// on.
+// cannot be read is left as it is, and named in the error; one whose
+// location an environment of its name in another cluster shares
+// (LocationErr) gets no new backup, only retention, and is named too; the
+// others go on.
 func (s *Scheduler) Tick(ctx context.Context) error {
 	// The scheduler ran from its first tick, whether or not git could be
 	// read then: a time that passed while the settings could not be read
@@ -186,6 +188,7 @@ func (s *Scheduler) Tick(ctx context.Context) error {
 	// file, each of its environments): no retention touches their backups.
 	unreadable := map[string]bool{}
 	for _, e := range all {
+		schedule := e.Schedule
 		switch {
 		case e.Cluster != s.opts.Cluster:
 			continue
@@ -200,8 +203,14 @@ func (s *Scheduler) Tick(ctx context.Context) error {
 			if e.Keep == 0 {
 				continue
 			}
+		case e.LocationErr != nil:
+			// No new backup (the start would refuse it), but where the
+			// schedule stands is kept, and retention goes on: with none
+			// made it deletes nothing it would not have anyway.
+			schedule = ""
+			errs = append(errs, fmt.Errorf("environment %s/%s: no scheduled backup until its backupLocation is its own: %w", e.Cluster, e.Environment, e.LocationErr))
 		}
-		if err := s.environment(ctx, e.Environment, e.Schedule, e.Keep, now, cloned); err != nil {
+		if err := s.environment(ctx, e.Environment, schedule, e.Keep, now, cloned); err != nil {
 			errs = append(errs, fmt.Errorf("environment %s/%s: %w", e.Cluster, e.Environment, err))
 		}
 	}

@@ -828,3 +828,41 @@ func TestTheSchedulerLogsAnErrorEveryLookMeetsOnceUntilItIsOver(t *testing.T) {
 		t.Errorf("an error back again logged %d errors in all, want a second one:\n%s", len(errs), strings.Join(errs, "\n"))
 	}
 }
+
+// TestASharedLocationStopsOnlyTheNewScheduledBackupsOfItsEnvironment:
+// data backs up where an environment of its name in another cluster does.
+// Its scheduled backup is not made (the agents would give the same IDs),
+// saying why; its retention goes on, and so does ops' schedule beside it.
+// Once its location is its own, the time passed meanwhile is made.
+func TestASharedLocationStopsOnlyTheNewScheduledBackupsOfItsEnvironment(t *testing.T) {
+	t.Parallel()
+	ctx, cl := operations(t)
+	shared := &resolver.ConfigError{File: "clusters/local/cluster.cue", Line: 4, Field: "backupLocation",
+		Msg: `"s3://backups/shared", the backup location of local/data, is also that of eu/data (set in clusters/eu/cluster.cue:4)`}
+	for day := 1; day <= 2; day++ {
+		newScheduled(ctx, t, cl, "data", time.Date(2026, 12, day, 3, 0, 0, 0, time.UTC), v1alpha1.OperationSucceeded)
+	}
+	data := resolver.EnvironmentBackups{Cluster: "local", Environment: "data", Location: "s3://backups/shared", Schedule: "0 3 * * *", Keep: 1, LocationErr: shared}
+	ops := resolver.EnvironmentBackups{Cluster: "local", Environment: "ops", Location: "pvc://backups/ops", Schedule: "0 3 * * *"}
+	now := time.Date(2026, 12, 2, 12, 0, 0, 0, time.UTC)
+	settings := []resolver.EnvironmentBackups{data, ops}
+	s := scheduler(t, cl, &now, settings...)
+	for _, at := range []time.Time{now, time.Date(2026, 12, 3, 3, 0, 30, 0, time.UTC)} {
+		now = at
+		if err := s.Tick(ctx); err == nil || !strings.Contains(err.Error(), "local/data") || !strings.Contains(err.Error(), shared.File) {
+			t.Fatalf("a tick at %s: %v, want an error naming local/data and %s", at, err, shared.File)
+		}
+	}
+	if got := backupNames(ctx, t, cl); !slices.Equal(got, []string{"data-20261202-0300", "ops-20261203-0300"}) {
+		t.Fatalf("the backups with data's location shared: %v, want data's newest kept (keep 1) and ops' of 03:00", got)
+	}
+
+	settings[0].LocationErr = nil // the scheduler's settings, read at each tick
+	now = time.Date(2026, 12, 3, 4, 0, 0, 0, time.UTC)
+	if err := s.Tick(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if got := backupNames(ctx, t, cl); !slices.Contains(got, "data-20261203-0300") {
+		t.Fatalf("the backups once data's location is its own: %v, want data's of 03:00 made", got)
+	}
+}

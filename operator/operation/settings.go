@@ -78,7 +78,9 @@ func settingsOf(ctx context.Context, s Settings, cluster, env string) (resolver.
 // task's steps (a backup before an upgrade, a clone's restore): an
 // environment git does not declare has none (no location, no Secret), and
 // only a file that layers it (its cluster's or its own) is its error, so
-// one environment's broken file does not hold back another's tasks.
+// one environment's broken file does not hold back another's tasks. A
+// location shared with another cluster (LocationErr) is none: a backup
+// before an upgrade is named after its cluster.
 func EnvironmentSettings(ctx context.Context, s Settings, cluster, env string) (resolver.EnvironmentBackups, error) {
 	e, declared, err := settingsOf(ctx, s, cluster, env)
 	if err != nil {
@@ -116,7 +118,19 @@ func environment(ctx context.Context, s Settings, cluster, env string) (resolver
 	if e.Location == "" {
 		return e, &RefusedError{Environment: name, Msg: "the environment has no backupLocation (expected backupLocation: \"s3://BUCKET/PREFIX\" or \"pvc://CLAIM/PATH\" in its environment.cue, or a default in cluster.cue)"}
 	}
-	return e, nil
+	return e, sharedLocation(e)
+}
+
+// sharedLocation refuses a new backup or restore of environment e when an
+// environment of its name in another cluster backs up to its location
+// (LocationErr): both agents give the same backup IDs, so a backup would
+// overwrite the other's artefacts and a restore could read them. Only
+// these are refused; deletions and retention go on.
+func sharedLocation(e resolver.EnvironmentBackups) error {
+	if e.LocationErr == nil {
+		return nil
+	}
+	return &RefusedError{Environment: e.Cluster + "/" + e.Environment, Msg: fmt.Sprintf("git's backupLocation of the environment is shared: %v: give it a location of its own (a restore reads the artefacts where its backup wrote them, so the backups taken before stay restorable)", e.LocationErr)}
 }
 
 // s3Keys are the keys a Secret for an s3:// location must hold.

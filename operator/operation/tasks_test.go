@@ -786,3 +786,68 @@ func TestARestoresRetryChecksTheClaimWhereItsTaskWillBeMade(t *testing.T) {
 		t.Fatalf("the retry's tasks: %d, want one, in new-ns", len(ts))
 	}
 }
+
+// TestASharedLocationRefusesOnlyNewBackupsAndRestoresOfItsEnvironment:
+// local/data backs up where eu's data does too, so the two agents give
+// the same backup IDs. A new backup, a restore and a restore's retry of
+// it are refused before any task is made, naming the file and the field;
+// the deletion of a backup it has goes on (the refusal was the
+// environment's Err, which held every deletion of the cluster).
+func TestASharedLocationRefusesOnlyNewBackupsAndRestoresOfItsEnvironment(t *testing.T) {
+	t.Parallel()
+	ctx, cl, _, opts := restoring(t)
+	shared := &resolver.ConfigError{File: "clusters/local/cluster.cue", Line: 4, Field: "backupLocation",
+		Msg: `"s3://backups/shared", the backup location of local/data, is also that of eu/data (set in clusters/eu/cluster.cue:4)`}
+	opts.Settings = operation.SettingsFunc(func(context.Context) ([]resolver.EnvironmentBackups, error) {
+		return []resolver.EnvironmentBackups{{Cluster: "local", Environment: "data", Location: "s3://backups/shared", Secret: "backup-credentials", LocationErr: shared}}, nil
+	})
+	restores, err := operation.NewRestoreReconciler(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	backups, err := operation.NewBackupReconciler(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	refused := func(what string, phase v1alpha1.OperationPhase, msg string, conds []metav1.Condition, prefix string) {
+		t.Helper()
+		stalled := apimeta.FindStatusCondition(conds, v1alpha1.ConditionStalled)
+		if phase != v1alpha1.OperationFailed || stalled == nil || stalled.Status != metav1.ConditionTrue {
+			t.Fatalf("%s: %s %q, Stalled %+v; want it Failed and Stalled", what, phase, msg, stalled)
+		}
+		for _, w := range []string{prefix, "local/data", "clusters/local/cluster.cue:4", "field backupLocation", "eu/data", "give it a location of its own"} {
+			if !strings.Contains(msg, w) {
+				t.Errorf("%s: message %q, want it saying %q", what, msg, w)
+			}
+		}
+		var tasks v1alpha1.StyrminTaskList
+		if err := cl.List(ctx, &tasks, client.InNamespace("data-hub")); err != nil || len(tasks.Items) != 0 {
+			t.Fatalf("hub's tasks after %s: %d (%v), want none", what, len(tasks.Items), err)
+		}
+	}
+
+	b := &v1alpha1.StyrminBackup{ObjectMeta: metav1.ObjectMeta{Namespace: "styrmin-system", Name: "nightly"}, Spec: v1alpha1.StyrminBackupSpec{Environment: "data"}}
+	if err := cl.Create(ctx, b); err != nil {
+		t.Fatal(err)
+	}
+	reconcileAndRead(ctx, t, cl, backups, b)
+	refused("a backup to the shared location", b.Status.Phase, b.Status.Message, b.Status.Conditions, "refused: ")
+
+	rs := newRestore(ctx, t, cl, "from-monday", "monday", v1alpha1.StyrminRestoreStatus{})
+	reconcileAndRead(ctx, t, cl, restores, rs)
+	refused("a restore of the environment", rs.Status.Phase, rs.Status.Message, rs.Status.Conditions, "refused: ")
+
+	failed := newRestore(ctx, t, cl, "failed", "monday", v1alpha1.StyrminRestoreStatus{Phase: v1alpha1.OperationFailed, Environment: "data",
+		Deployments: []v1alpha1.OperationDeployment{{Name: "hub", Namespace: "data-hub", Task: "hub-restore-failed-1", Attempt: 1, Phase: v1alpha1.OperationFailed,
+			Artifact: "s3://backups/local/data/monday/hub", Sequence: 3}}})
+	retryRestore(ctx, t, cl, restores, failed, "1")
+	refused("the retry of a restore of the environment", failed.Status.Phase, failed.Status.Message, failed.Status.Conditions, "retry refused: ")
+
+	monday := &v1alpha1.StyrminBackup{ObjectMeta: metav1.ObjectMeta{Namespace: "styrmin-system", Name: "monday"}}
+	if err := cl.Delete(ctx, monday); err != nil {
+		t.Fatal(err)
+	}
+	if reconcileAndRead(ctx, t, cl, backups, monday) {
+		t.Fatalf("the deletion of backup monday of the environment waits: %+v", monday.Status.Conditions)
+	}
+}
