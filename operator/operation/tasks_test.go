@@ -85,8 +85,14 @@ func newRunning(ctx context.Context, t *testing.T, cl client.Client, namespace, 
 // endTask ends hub's task name in phase, as the task controller would.
 func endTask(ctx context.Context, t *testing.T, cl client.Client, name string, phase v1alpha1.TaskPhase) *v1alpha1.StyrminTask {
 	t.Helper()
+	return endTaskIn(ctx, t, cl, "data-hub", name, phase)
+}
+
+// endTaskIn is endTask for hub's task in namespace.
+func endTaskIn(ctx context.Context, t *testing.T, cl client.Client, namespace, name string, phase v1alpha1.TaskPhase) *v1alpha1.StyrminTask {
+	t.Helper()
 	var tk v1alpha1.StyrminTask
-	if err := cl.Get(ctx, client.ObjectKey{Namespace: "data-hub", Name: name}, &tk); err != nil {
+	if err := cl.Get(ctx, client.ObjectKey{Namespace: namespace, Name: name}, &tk); err != nil {
 		t.Fatalf("hub's task %s: %v", name, err)
 	}
 	now := metav1.Now()
@@ -427,9 +433,15 @@ func TestARetryWhosePreviousAttemptsTaskIsGoneTakesTheOlderAttemptsPlace(t *test
 // restore at sequence 3 holds.
 func newHubChange4(ctx context.Context, t *testing.T, cl client.Client) {
 	t.Helper()
+	newHubChange4In(ctx, t, cl, "data-hub")
+}
+
+// newHubChange4In is newHubChange4 for hub in namespace.
+func newHubChange4In(ctx context.Context, t *testing.T, cl client.Client, namespace string) {
+	t.Helper()
 	change := &v1alpha1.StyrminTask{
-		ObjectMeta: metav1.ObjectMeta{Namespace: "data-hub", Name: "hub-4", Labels: hubID().Labels()},
-		Spec: v1alpha1.StyrminTaskSpec{Deployment: hubID(), Namespace: "data-hub", Workflow: v1alpha1.WorkflowUpdate, FromSequence: 3, ToSequence: 4,
+		ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: "hub-4", Labels: hubID().Labels()},
+		Spec: v1alpha1.StyrminTaskSpec{Deployment: hubID(), Namespace: namespace, Workflow: v1alpha1.WorkflowUpdate, FromSequence: 3, ToSequence: 4,
 			Lock: v1alpha1.LockRef{Commit: "c4", Path: "locks/local/data/hub.lock.yaml"}},
 	}
 	if err := cl.Create(ctx, change); err != nil {
@@ -745,20 +757,7 @@ func TestARestoresRetryChecksTheClaimWhereItsTaskWillBeMade(t *testing.T) {
 	failed := newRestore(ctx, t, cl, "failed", "tuesday", v1alpha1.StyrminRestoreStatus{Phase: v1alpha1.OperationFailed, Environment: "data",
 		Deployments: []v1alpha1.OperationDeployment{{Name: "hub", Namespace: "data-hub", Task: "hub-restore-failed-1", Attempt: 1, Phase: v1alpha1.OperationFailed,
 			Artifact: artifact, Sequence: 3}}})
-	// Hub was removed from data-hub and added back in new-ns.
-	var old v1alpha1.StyrminDeployment
-	if err := cl.Get(ctx, client.ObjectKey{Namespace: "data-hub", Name: "hub"}, &old); err != nil {
-		t.Fatal(err)
-	}
-	if err := cl.Delete(ctx, &old); err != nil {
-		t.Fatal(err)
-	}
-	if err := cl.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "new-ns"}}); err != nil {
-		t.Fatal(err)
-	}
-	if err := cl.Create(ctx, &v1alpha1.StyrminDeployment{ObjectMeta: metav1.ObjectMeta{Namespace: "new-ns", Name: "hub", Labels: hubID().Labels()}, Spec: old.Spec}); err != nil {
-		t.Fatal(err)
-	}
+	moveHub(ctx, t, cl, "data-hub", "new-ns")
 	tasks := func() []v1alpha1.StyrminTask {
 		t.Helper()
 		var list v1alpha1.StyrminTaskList
@@ -849,5 +848,25 @@ func TestASharedLocationRefusesOnlyNewBackupsAndRestoresOfItsEnvironment(t *test
 	}
 	if reconcileAndRead(ctx, t, cl, backups, monday) {
 		t.Fatalf("the deletion of backup monday of the environment waits: %+v", monday.Status.Conditions)
+	}
+}
+
+// moveHub removes hub's StyrminDeployment from namespace from and adds it
+// back, as it ran, in namespace to (made here): hub removed from git and
+// added again under another namespacePrefix.
+func moveHub(ctx context.Context, t *testing.T, cl client.Client, from, to string) {
+	t.Helper()
+	var old v1alpha1.StyrminDeployment
+	if err := cl.Get(ctx, client.ObjectKey{Namespace: from, Name: "hub"}, &old); err != nil {
+		t.Fatal(err)
+	}
+	if err := cl.Delete(ctx, &old); err != nil {
+		t.Fatal(err)
+	}
+	if err := cl.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: to}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := cl.Create(ctx, &v1alpha1.StyrminDeployment{ObjectMeta: metav1.ObjectMeta{Namespace: to, Name: "hub", Labels: hubID().Labels()}, Spec: old.Spec}); err != nil {
+		t.Fatal(err)
 	}
 }
