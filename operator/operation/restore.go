@@ -253,10 +253,12 @@ func (r *RestoreReconciler) remakeTasks(ctx context.Context, rs *v1alpha1.Styrmi
 }
 
 // retry runs the failed deployments' restores again, each as a new
-// attempt (a new task; the failed one stays as history).
+// attempt (a new task; the failed one stays as history), in the namespace
+// its deployment runs in now (recordNamespaces).
 func (r *RestoreReconciler) retry(ctx context.Context, rs *v1alpha1.StyrminRestore) error {
 	base := rs.DeepCopy()
-	if err := r.retryCheck(ctx, rs); err != nil {
+	tgs, err := r.retryCheck(ctx, rs)
+	if err != nil {
 		var refused *RefusedError
 		if !errors.As(err, &refused) {
 			return err
@@ -267,6 +269,7 @@ func (r *RestoreReconciler) retry(ctx context.Context, rs *v1alpha1.StyrminResto
 		setConditions(&rs.Status.Conditions, rs.Generation, v1alpha1.OperationFailed, rs.Status.Message)
 		return r.opts.Client.Status().Patch(ctx, rs, client.MergeFrom(base))
 	}
+	recordNamespaces(rs.Status.Deployments, tgs)
 	var again []string
 	for i := range rs.Status.Deployments {
 		d := &rs.Status.Deployments[i]
@@ -287,18 +290,33 @@ func (r *RestoreReconciler) retry(ctx context.Context, rs *v1alpha1.StyrminResto
 	return r.makeTasks(ctx, rs, again)
 }
 
+// recordNamespaces records in ds each target's namespace now, before the
+// retry's tasks are made there: recordTasks, unmadeTasks and a retry
+// resumed after the agent stopped look for a task in its deployment's
+// recorded namespace, which a deployment removed and added back under
+// another namespacePrefix has left.
+func recordNamespaces(ds []v1alpha1.OperationDeployment, tgs []target) {
+	for _, tg := range tgs {
+		i := slices.IndexFunc(ds, func(d v1alpha1.OperationDeployment) bool { return d.Name == tg.sd.Spec.Deployment.Name })
+		if i >= 0 {
+			ds[i].Namespace = tg.sd.Namespace
+		}
+	}
+}
+
 // retryCheck refuses the retry of rs when its backup is going
 // (backupOf), a deployment it runs again no longer runs (targets), or its
 // jobs could not be given their credentials (checkRestoreCredentials) or
 // mount a pvc:// artefact's claim where their tasks will be made
-// (checkClaims), before a new attempt stops anything.
-func (r *RestoreReconciler) retryCheck(ctx context.Context, rs *v1alpha1.StyrminRestore) error {
+// (checkClaims), before a new attempt stops anything. It returns the
+// targets of the deployments it runs again.
+func (r *RestoreReconciler) retryCheck(ctx context.Context, rs *v1alpha1.StyrminRestore) ([]target, error) {
 	if _, err := r.backupOf(ctx, rs); err != nil {
-		return err
+		return nil, err
 	}
 	settings, _, err := settingsOf(ctx, r.opts.Settings, r.opts.Cluster, rs.Status.Environment)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	if err := sharedLocation(settings); err != nil {
 		return err
@@ -312,16 +330,19 @@ func (r *RestoreReconciler) retryCheck(ctx context.Context, rs *v1alpha1.Styrmin
 		}
 	}
 	if err := checkRestoreCredentials(ctx, r.opts.APIReader, r.opts.Namespace, r.opts.Cluster, rs.Status.Environment, settings.Secret, artifacts); err != nil {
-		return err
+		return nil, err
 	}
 	// Where makeTasks makes the tasks: each deployment's namespace now,
 	// not the one the restore recorded (a deployment removed and added
 	// back under another namespacePrefix has left it).
 	tgs, _, err := targets(ctx, r.opts.Client, r.opts.Drivers, r.opts.Cluster, rs.Status.Environment, names(again, nil))
 	if err != nil {
-		return err
+		return nil, err
 	}
-	return checkClaims(ctx, r.opts.APIReader, r.opts.Cluster+"/"+rs.Status.Environment, claimUses(tgs, again))
+	if err := checkClaims(ctx, r.opts.APIReader, r.opts.Cluster+"/"+rs.Status.Environment, claimUses(tgs, again)); err != nil {
+		return nil, err
+	}
+	return tgs, nil
 }
 
 // checkRestoreCredentials refuses a restore whose jobs could not be given
