@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"slices"
+	"strings"
 	"testing"
 
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -187,4 +188,35 @@ func TestARestoreRetryResumedAfterTheAgentStoppedMakesItsTaskOnceWhereRecorded(t
 	endTaskIn(ctx, t, cl, "new-ns", second, v1alpha1.TaskSucceeded)
 	reconcileAndRead(ctx, t, cl, r, failed)
 	wantHub(t, failed, "the resumed retry's task succeeded", v1alpha1.OperationSucceeded, 2, "new-ns")
+}
+
+// TestARestoreRetryWhoseDeploymentMovedAgainBeforeItsTaskEndsFailed: a
+// deployment moved again between a retry's status write and its task
+// (the agent stopped in between) would get its task where the restore
+// does not look for it; and the claim was checked in the namespace it
+// left. That attempt ends Failed, naming both namespaces, with no task
+// made; the next retry runs it where the deployment is.
+func TestARestoreRetryWhoseDeploymentMovedAgainBeforeItsTaskEndsFailed(t *testing.T) {
+	t.Parallel()
+	ctx, cl, opts, failed := restoringFromAPVC(t)
+	moveHub(ctx, t, cl, "data-hub", "new-ns")
+	newClaim(ctx, t, cl, "new-ns", "backups")
+	retryStopped(ctx, t, cl, opts, failed, "1")
+	moveHub(ctx, t, cl, "new-ns", "third-ns")
+	newClaim(ctx, t, cl, "third-ns", "backups")
+
+	r, err := operation.NewRestoreReconciler(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	reconcileAndRead(ctx, t, cl, r, failed)
+	wantHub(t, failed, "the retry resumed after hub moved again", v1alpha1.OperationFailed, 2, "new-ns")
+	if msg := failed.Status.Deployments[0].Message; !strings.Contains(msg, "new-ns") || !strings.Contains(msg, "third-ns") || !strings.Contains(msg, "retry") {
+		t.Errorf("hub's message: %q, want it to name new-ns, third-ns and the retry", msg)
+	}
+	wantTasks(ctx, t, cl, failed, "the retry resumed after hub moved again", "data-hub/"+attemptTask(failed.Name, 1))
+
+	retryRestore(ctx, t, cl, r, failed, "2")
+	wantHub(t, failed, "the next retry", v1alpha1.OperationRunning, 3, "third-ns")
+	wantTasks(ctx, t, cl, failed, "the next retry", "data-hub/"+attemptTask(failed.Name, 1), "third-ns/"+attemptTask(failed.Name, 3))
 }

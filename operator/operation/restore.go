@@ -406,22 +406,53 @@ func (r *RestoreReconciler) makeTasks(ctx context.Context, rs *v1alpha1.StyrminR
 	for _, tg := range tgs {
 		i := slices.IndexFunc(rs.Status.Deployments, func(d v1alpha1.OperationDeployment) bool { return d.Name == tg.sd.Spec.Deployment.Name })
 		d := rs.Status.Deployments[i]
+		if err := r.movedSince(rs, d, tg); err != nil {
+			return err
+		}
 		op := v1alpha1.TaskOperation{Kind: v1alpha1.OperationRestore, Name: rs.Name, BackupID: b.Name, Artifact: d.Artifact, Secret: settings.Secret, Attempt: d.Attempt, Created: created(rs)}
-		var at *v1alpha1.StyrminTask
-		// The newest earlier attempt whose task still exists (one deleted
-		// by hand would put the retry after the changes its failure holds,
-		// each then waiting for the other), found by its spec, not its
-		// name: an older agent named it otherwise.
-		for a := d.Attempt - 1; a >= 1 && at == nil; a-- {
-			if at, err = operationTask(ctx, r.opts.Client, d.Namespace, v1alpha1.OperationRestore, rs.Name, a); err != nil {
-				return err
-			}
+		at, err := r.earlierAttempt(ctx, rs, d)
+		if err != nil {
+			return err
 		}
 		if err := makeTaskAt(ctx, r.opts.Client, r.opts.APIReader, tg, d.Task, op, at); err != nil {
 			return err
 		}
 	}
 	return nil
+}
+
+// movedSince refuses making deployment d's task in target tg's namespace
+// when the restore recorded another: the deployment moved (removed and
+// added back under another namespacePrefix) since its attempt was
+// planned, and the agent stopped before making its task. Made there, the
+// task would never be recorded (recordTasks looks in the recorded
+// namespace), nor its pvc:// claim checked; the attempt ends Failed, and
+// a retry runs it where the deployment is now.
+func (r *RestoreReconciler) movedSince(rs *v1alpha1.StyrminRestore, d v1alpha1.OperationDeployment, tg target) error {
+	if d.Namespace == tg.sd.Namespace {
+		return nil
+	}
+	return &RefusedError{Environment: r.opts.Cluster + "/" + rs.Status.Environment, Deployment: d.Name,
+		Msg: fmt.Sprintf("its task %s was planned in namespace %s, and the deployment runs in %s now: it is not made; retry the restore (styrminctl restore retry %s) to run it there",
+			d.Task, d.Namespace, tg.sd.Namespace, rs.Name)}
+}
+
+// earlierAttempt is the task of deployment d's newest earlier attempt
+// that still exists (nil: none), whose place among d's changes a retry
+// takes: one deleted by hand would put the retry after the changes its
+// failure holds, each then waiting for the other. It is found by its
+// spec, not its name (an older agent named it otherwise), in d's
+// recorded namespace, where its task is made: an attempt left in a
+// namespace the deployment has left holds none of its changes in this
+// one.
+func (r *RestoreReconciler) earlierAttempt(ctx context.Context, rs *v1alpha1.StyrminRestore, d v1alpha1.OperationDeployment) (*v1alpha1.StyrminTask, error) {
+	for a := d.Attempt - 1; a >= 1; a-- {
+		at, err := operationTask(ctx, r.opts.Client, d.Namespace, v1alpha1.OperationRestore, rs.Name, a)
+		if err != nil || at != nil {
+			return at, err
+		}
+	}
+	return nil, nil
 }
 
 func names(ds []v1alpha1.OperationDeployment, only []string) []string {
