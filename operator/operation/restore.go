@@ -319,7 +319,7 @@ func (r *RestoreReconciler) retryCheck(ctx context.Context, rs *v1alpha1.Styrmin
 		return nil, err
 	}
 	if err := sharedLocation(settings); err != nil {
-		return err
+		return nil, err
 	}
 	var again []v1alpha1.OperationDeployment
 	var artifacts []string
