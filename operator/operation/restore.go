@@ -305,7 +305,8 @@ func recordNamespaces(ds []v1alpha1.OperationDeployment, tgs []target) {
 }
 
 // retryCheck refuses the retry of rs when its backup is going
-// (backupOf), a deployment it runs again no longer runs (targets), or its
+// (backupOf), its environment's location is another cluster's too
+// (sharedLocation), a deployment it runs again no longer runs (targets), or its
 // jobs could not be given their credentials (checkRestoreCredentials) or
 // mount a pvc:// artefact's claim where their tasks will be made
 // (checkClaims), before a new attempt stops anything. It returns the
