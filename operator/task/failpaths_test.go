@@ -468,15 +468,7 @@ func TestARunJobStepWhosePodsNeverStartTimesOutNamingWhy(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	tk := createJobsTask(t, cl, jobsInstance(t, d, ns, 1, "1.0.0"), v1alpha1.WorkflowCreate)
-	req := reconcile.Request{NamespacedName: client.ObjectKeyFromObject(tk)}
-	if _, err := r.Reconcile(ctx, req); err != nil {
-		t.Fatal(err)
-	}
-	var job batchv1.Job
-	if err := cl.Get(ctx, client.ObjectKey{Namespace: ns, Name: JobName("jobs", "migrate", 1)}, &job); err != nil {
-		t.Fatalf("the runJob step's Job: %v", err)
-	}
+	req, job := startMigration(t, cl, r, d, ns)
 
 	// The Job's pods, as the Job controller, the scheduler and the kubelet
 	// would leave them (nothing runs pods here).
@@ -527,7 +519,7 @@ func TestARunJobStepWhosePodsNeverStartTimesOutNamingWhy(t *testing.T) {
 	if _, err := r.Reconcile(ctx, req); err != nil {
 		t.Fatal(err)
 	}
-	tk = getTask(t, cl, req.NamespacedName)
+	tk := getTask(t, cl, req.NamespacedName)
 	base := tk.DeepCopy()
 	tk.Status.Steps[0].StartedAt = &metav1.Time{Time: time.Now().Add(-timeout - time.Minute)}
 	if err := cl.Status().Patch(ctx, tk, client.MergeFrom(base)); err != nil {
@@ -672,15 +664,7 @@ func TestAFailedRunJobStepSaysHowItsLastPodEnded(t *testing.T) {
 	ctx := context.Background()
 	d := jobsDriver(t, `setup: pre: [{action: "runJob", component: "app", job: "migrate", command: ["migrate"], args: {backoffLimit: "1"}}]`)
 	r := driverReconciler(t, cl, d)
-	tk := createJobsTask(t, cl, jobsInstance(t, d, ns, 1, "1.0.0"), v1alpha1.WorkflowCreate)
-	req := reconcile.Request{NamespacedName: client.ObjectKeyFromObject(tk)}
-	if _, err := r.Reconcile(ctx, req); err != nil {
-		t.Fatal(err)
-	}
-	var job batchv1.Job
-	if err := cl.Get(ctx, client.ObjectKey{Namespace: ns, Name: JobName("jobs", "migrate", 1)}, &job); err != nil {
-		t.Fatalf("the runJob step's Job: %v", err)
-	}
+	req, job := startMigration(t, cl, r, d, ns)
 	if err := cl.Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "default"}}); err != nil && !apierrors.IsAlreadyExists(err) {
 		t.Fatal(err)
 	}
@@ -710,7 +694,7 @@ func TestAFailedRunJobStepSaysHowItsLastPodEnded(t *testing.T) {
 	if _, err := r.Reconcile(ctx, req); err != nil {
 		t.Fatal(err)
 	}
-	tk = getTask(t, cl, req.NamespacedName)
+	tk := getTask(t, cl, req.NamespacedName)
 	st := tk.Status.Steps[0]
 	if tk.Status.Phase != v1alpha1.TaskFailed || st.State != v1alpha1.StepFailed || !strings.Contains(st.Message, "BackoffLimitExceeded") {
 		t.Fatalf("task %s, step %s %q; want both failed as the Job did", tk.Status.Phase, st.State, st.Message)
@@ -737,15 +721,7 @@ func TestAFailedRunJobStepsOutputKeepsItsLastAttemptsLogWhateverTheEarlierLogged
 	r := driverReconciler(t, cl, d)
 	const failed = "migrate: column users.email: duplicate key value (row 17)\n"
 	r.own.Logs = podLogsOf{"jobs-migrate-1-a": logLines("a", 400), "jobs-migrate-1-b": failed}
-	tk := createJobsTask(t, cl, jobsInstance(t, d, ns, 1, "1.0.0"), v1alpha1.WorkflowCreate)
-	req := reconcile.Request{NamespacedName: client.ObjectKeyFromObject(tk)}
-	if _, err := r.Reconcile(ctx, req); err != nil {
-		t.Fatal(err)
-	}
-	var job batchv1.Job
-	if err := cl.Get(ctx, client.ObjectKey{Namespace: ns, Name: JobName("jobs", "migrate", 1)}, &job); err != nil {
-		t.Fatalf("the runJob step's Job: %v", err)
-	}
+	req, job := startMigration(t, cl, r, d, ns)
 	if err := cl.Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "default"}}); err != nil && !apierrors.IsAlreadyExists(err) {
 		t.Fatal(err)
 	}
@@ -765,7 +741,7 @@ func TestAFailedRunJobStepsOutputKeepsItsLastAttemptsLogWhateverTheEarlierLogged
 	if _, err := r.Reconcile(ctx, req); err != nil {
 		t.Fatal(err)
 	}
-	tk = getTask(t, cl, req.NamespacedName)
+	tk := getTask(t, cl, req.NamespacedName)
 	st := tk.Status.Steps[0]
 	if st.State != v1alpha1.StepFailed {
 		t.Fatalf("step %s %q, want it failed as the Job did", st.State, st.Message)
@@ -878,4 +854,22 @@ func failJobAtItsBackoffLimit(t *testing.T, cl client.Client, job *batchv1.Job, 
 	if err := cl.Status().Update(context.Background(), job); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// startMigration makes the create task of the jobs driver d's first
+// instance in ns and reconciles it once: its runJob step "migrate" has
+// made its Job, which it returns with the task's request.
+func startMigration(t *testing.T, cl client.Client, r *Reconciler, d *drivers.Driver, ns string) (reconcile.Request, batchv1.Job) {
+	t.Helper()
+	ctx := context.Background()
+	tk := createJobsTask(t, cl, jobsInstance(t, d, ns, 1, "1.0.0"), v1alpha1.WorkflowCreate)
+	req := reconcile.Request{NamespacedName: client.ObjectKeyFromObject(tk)}
+	if _, err := r.Reconcile(ctx, req); err != nil {
+		t.Fatal(err)
+	}
+	var job batchv1.Job
+	if err := cl.Get(ctx, client.ObjectKey{Namespace: ns, Name: JobName("jobs", "migrate", 1)}, &job); err != nil {
+		t.Fatalf("the runJob step's Job: %v", err)
+	}
+	return req, job
 }
