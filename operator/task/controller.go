@@ -449,6 +449,12 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 	r.metrics.setPhase(req.NamespacedName, task.Status.Phase)
 	if task.Status.Phase.Terminal() {
 		r.forget(task)
+		// The agent may have stopped between the task's end and the
+		// deletion of its copies of backup credentials (or an older
+		// agent kept them with the task).
+		if err := r.dropCredentials(ctx, &taskRun{task: task, log: log}); err != nil {
+			return r.taskResult(log, phaseResult{}, err)
+		}
 		return reconcile.Result{}, nil
 	}
 	run := &taskRun{task: task, log: log}
@@ -1433,7 +1439,9 @@ func (r *Reconciler) runSteps(ctx context.Context, run *taskRun) (phaseResult, e
 			// A failed run of a step its driver retries: not before its
 			// back-off, whatever woke the task.
 			if wait := time.Until(st.FinishedAt.Add(retryPolicy(st).Delay(int(st.Attempts)))); wait > 0 {
-				return phaseResult{stop: true, after: wait}, nil
+				// No copy of backup credentials waits with it (one
+				// left by a restart after the failed run's end).
+				return phaseResult{stop: true, after: wait}, r.dropCredentials(ctx, run)
 			}
 			// The failed run's Job goes now that the next run starts, not
 			// when the run failed: until the step is written Pending a
@@ -1499,6 +1507,11 @@ func (r *Reconciler) runSteps(ctx context.Context, run *taskRun) (phaseResult, e
 			st.Output = boundOutput(r.redact(ctx, run, d.output), maxActionOutput)
 			run.log.Info("step failed; running it again", "step", st.Name, "attempt", st.Attempts, "after", d.after.String())
 			if err := r.writeStatus(ctx, run); err != nil {
+				return phaseResult{}, err
+			}
+			// The failed run's end and output are written: its copy of
+			// backup credentials goes; the next run copies them again.
+			if err := r.dropCredentials(ctx, run); err != nil {
 				return phaseResult{}, err
 			}
 			return phaseResult{stop: true, after: d.after}, nil
@@ -1590,7 +1603,8 @@ func (r *Reconciler) startStep(ctx context.Context, run *taskRun, i int32) (phas
 		return phaseResult{}, nil
 	}
 	now := metav1.Now()
-	if st.State == v1alpha1.StepRunning {
+	resumed := st.State == v1alpha1.StepRunning
+	if resumed {
 		// Interrupted by a restart: resumed a bounded number of times, as
 		// each resume starts the step's clock again.
 		if int(st.Resumes) >= r.opts.MaxStepResumes {
@@ -1629,6 +1643,14 @@ func (r *Reconciler) startStep(ctx context.Context, run *taskRun, i int32) (phas
 	delete(r.lastErr, t.UID)
 	delete(r.lastWait, t.UID)
 	r.mu.Unlock()
+	// The step before's end is written: the copies of backup credentials
+	// its Job had go, unless this step's Job, running on after a restart,
+	// needs them. A step that starts anew copies them again.
+	if !(resumed && stepUsesCredentials(t, st)) {
+		if err := r.dropCredentials(ctx, run); err != nil {
+			return phaseResult{}, err
+		}
+	}
 	run.log.Info("step started", "task", t.Name, "step", st.Name, "index", i, "attempt", st.Attempts)
 	r.pause(ctx)
 	return phaseResult{}, nil
@@ -1878,6 +1900,11 @@ func (r *Reconciler) finishWith(ctx context.Context, run *taskRun, phase v1alpha
 	r.ended(t)
 	r.opts.ActiveClaims.Forget(t.UID)
 	r.pruneTasks(ctx, run)
+	// Its end written, no Job of the task needs its copies of backup
+	// credentials; failing, the task is reconciled again to delete them.
+	if err := r.dropCredentials(ctx, run); err != nil {
+		return phaseResult{}, err
+	}
 	return phaseResult{stop: true}, nil
 }
 

@@ -487,7 +487,7 @@ const credentialsCopyPrefix = "styrmin-backup-"
 // withOperation gives an operation task's job what the driver's hook
 // needs: the backup's ID and artefact URL as environment variables, the
 // location's credentials from a copy of the Secret the environment names
-// (made here, owned by the task), and for a pvc:// location the claim
+// (made here, deleted once the Job ended: dropCredentials), and for a pvc:// location the claim
 // mounted at BackupMountPath.
 func (r *Reconciler) withOperation(ctx context.Context, run *taskRun, step drivers.Step, pod *corev1.PodSpec, c *corev1.Container) error {
 	op, err := r.operationOf(ctx, run, step)
@@ -524,7 +524,8 @@ func (r *Reconciler) withOperation(ctx context.Context, run *taskRun, step drive
 
 // copyCredentials copies the operation's credentials Secret from the
 // agent's namespace into the deployment's, owned by the task (so it goes
-// with it), and returns the copy's name. A Secret that is missing or not
+// with it at the latest; dropCredentials deletes it once its Job ended),
+// and returns the copy's name. A Secret that is missing or not
 // marked for backups fails the step: it needs a person.
 func (r *Reconciler) copyCredentials(ctx context.Context, run *taskRun, op *v1alpha1.TaskOperation) (string, error) {
 	t := run.task
@@ -558,6 +559,62 @@ func (r *Reconciler) copyCredentials(ctx context.Context, run *taskRun, op *v1al
 		return "", fmt.Errorf("copying the backup credentials into %s: %w", t.Spec.Namespace, err)
 	}
 	return name, nil
+}
+
+// usesCredentials reports whether task t's jobs may be given copies of
+// backup credentials: an operation's that names a Secret, or a change's
+// backup or restore steps.
+func usesCredentials(t *v1alpha1.StyrminTask) bool {
+	if op := t.Spec.Operation; op != nil {
+		return op.Secret != ""
+	}
+	return slices.ContainsFunc(t.Status.Steps, func(st v1alpha1.TaskStep) bool { return st.Args[argOperation] != "" })
+}
+
+// stepUsesCredentials reports whether step st of t runs a Job that may be
+// given a copy of backup credentials.
+func stepUsesCredentials(t *v1alpha1.StyrminTask, st *v1alpha1.TaskStep) bool {
+	if st.Action != string(drivers.ActionRunJob) {
+		return false
+	}
+	if op := t.Spec.Operation; op != nil {
+		return op.Secret != ""
+	}
+	return st.Args[argOperation] != ""
+}
+
+// dropCredentials deletes the task's copies of backup credentials in the
+// deployment's namespace. Called when no Job of the task runs that needs
+// them: owned by the task, they lived as long as it did (an operation's
+// as long as its StyrminBackup), outlived a rotation or a withdrawal of
+// the Secret, and stayed readable to whoever reads the namespace's
+// Secrets. A step that needs them again copies them afresh
+// (withOperation). Idempotent: it runs again after a restart that came
+// between a step's end and the deletion.
+func (r *Reconciler) dropCredentials(ctx context.Context, run *taskRun) error {
+	t := run.task
+	if !usesCredentials(t) {
+		return nil
+	}
+	a, err := r.actor(ctx, run)
+	if err != nil {
+		return err
+	}
+	var list corev1.SecretList
+	if err := a.Reader.List(ctx, &list, client.InNamespace(t.Spec.Namespace), client.MatchingLabels{LabelTask: t.Name}); err != nil {
+		return fmt.Errorf("listing the copies of backup credentials in %s: %w", t.Spec.Namespace, err)
+	}
+	for i := range list.Items {
+		s := &list.Items[i]
+		if !strings.HasPrefix(s.Name, credentialsCopyPrefix) {
+			continue
+		}
+		uid := s.UID
+		if err := a.Writer.Delete(ctx, s, client.Preconditions{UID: &uid}); client.IgnoreNotFound(err) != nil && !apierrors.IsConflict(err) {
+			return fmt.Errorf("deleting the copy %s/%s of backup credentials: %w", s.Namespace, s.Name, err)
+		}
+	}
+	return nil
 }
 
 // minCredentialLength is the shortest credential value redact masks.
@@ -608,7 +665,8 @@ func (r *Reconciler) credentialValues(ctx context.Context, run *taskRun) (resolv
 
 // credentialsCopy is a copy of backup credentials a task's jobs may have
 // been given: by job (named), or, when job is "", the copy of the
-// operation's Secret, which is there only once a job was given it.
+// operation's Secret or of a step that no longer runs, which is there only
+// while a job needs it.
 type credentialsCopy struct{ name, job string }
 
 // credentialsCopies are the copies of backup credentials the task's jobs
@@ -618,7 +676,9 @@ type credentialsCopy struct{ name, job string }
 // later commit may change: theirs are read from their Jobs as built, not
 // from git as it is now (a copy of another Secret's name would not be
 // found, and the output would go unmasked). A step whose Job is not there
-// was given nothing yet, or has had its output recorded.
+// was given nothing yet, or has had its output recorded. Nor is the copy
+// of a step that no longer runs missed: it is deleted once the step's end
+// is written (dropCredentials); only a running step's is needed.
 func (r *Reconciler) credentialsCopies(ctx context.Context, run *taskRun) ([]credentialsCopy, error) {
 	t := run.task
 	if op := t.Spec.Operation; op != nil {
@@ -644,7 +704,11 @@ func (r *Reconciler) credentialsCopies(ctx context.Context, run *taskRun) ([]cre
 		for _, c := range slices.Concat(pod.InitContainers, pod.Containers) {
 			for _, from := range c.EnvFrom {
 				if ref := from.SecretRef; ref != nil && strings.HasPrefix(ref.Name, credentialsCopyPrefix) {
-					out = append(out, credentialsCopy{name: ref.Name, job: key.String()})
+					cc := credentialsCopy{name: ref.Name}
+					if st.State == v1alpha1.StepRunning {
+						cc.job = key.String()
+					}
+					out = append(out, cc)
 				}
 			}
 		}
