@@ -12,6 +12,7 @@ import (
 
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -346,13 +347,16 @@ func (e *agentEnv) requireBackupJob(t *testing.T, ns, id, artifact string) {
 		if env[task.EnvBackupLocation] != artifact || copied == "" {
 			t.Fatalf("backup job %s/%s: env %v envFrom %+v, want the artefact %s and the credentials' copy", ns, j.Name, env, c.EnvFrom, artifact)
 		}
-		var cp corev1.Secret
-		if err := e.c.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: copied}, &cp); err != nil {
-			t.Fatal(err)
-		}
-		if string(cp.Data["AWS_SECRET_ACCESS_KEY"]) != backupSecretKey {
-			t.Errorf("the copy of the credentials holds %d keys, not the Secret's", len(cp.Data))
-		}
+		// The job has ended: the copy it was given goes, so no credentials
+		// stay in the deployment's namespace with the finished task.
+		agenttest.WaitUntil(t, 30*time.Second, "the copy "+ns+"/"+copied+" of the credentials deleted once its job ended", func(ctx context.Context) (bool, string, error) {
+			var cp corev1.Secret
+			err := e.c.Get(ctx, client.ObjectKey{Namespace: ns, Name: copied}, &cp)
+			if apierrors.IsNotFound(err) {
+				return true, "", nil
+			}
+			return false, fmt.Sprintf("still there (%v)", err), client.IgnoreNotFound(err)
+		})
 		return
 	}
 	t.Fatalf("no job in %s ran backup %s", ns, id)
