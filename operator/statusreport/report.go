@@ -111,9 +111,9 @@ type Reporter struct {
 	// resume: no request before it, the wait a rate limit asked for or
 	// the back-off after the host failed to answer.
 	resume time.Time
-	// outages counts the rounds in a row the host failed to answer (a
-	// 5xx, no connection): each doubles the back-off.
-	outages int
+	// outage is the back-off from a host that failed to answer (a 5xx,
+	// no connection), shared with the lock mode.
+	outage commitstatus.Outage
 	// token follows whether the host refuses the token: a bad one is
 	// logged when the refusals start and end, not at every round.
 	token commitstatus.TokenWatch
@@ -238,15 +238,6 @@ func (r *Reporter) Start(ctx context.Context) error {
 		}
 	}
 }
-
-// The back-off after the host failed to answer (a 5xx, a connection
-// refused or timed out): every commit would fail alike, so the round ends
-// at the first and the next waits 30 s, doubling to 10 minutes while the
-// outage lasts; the first answer ends it.
-const (
-	minOutageWait = 30 * time.Second
-	maxOutageWait = 10 * time.Minute
-)
 
 // Report posts the status of every lock commit whose status changed since
 // it was last posted. A refused token (401) is among the errors it
@@ -437,7 +428,7 @@ commits:
 // a token it refused before is taken again.
 func (r *Reporter) answered() {
 	r.mu.Lock()
-	r.outages = 0
+	r.outage.Answered()
 	_, ended := r.token.Observe(nil)
 	r.mu.Unlock()
 	if ended {
@@ -458,20 +449,21 @@ func (r *Reporter) endsRound(ctx context.Context, err error) (bool, error) {
 	switch {
 	case ctx.Err() != nil:
 		return true, err
-	case !errors.As(err, &he) || he.Code >= 500:
+	case commitstatus.Unanswered(err):
+		// Every commit would fail alike: the round ends at the first
+		// (commitstatus.Outage: 30 s doubling to 10 minutes).
 		r.mu.Lock()
-		wait := min(minOutageWait<<min(r.outages, 8), maxOutageWait)
-		r.outages++
+		wait, _ := r.outage.Failed()
 		r.resume = r.o.Now().Add(wait)
 		r.mu.Unlock()
 		return true, fmt.Errorf("%w (the host did not answer: no status is posted for %s)", err, wait.Round(time.Second))
-	case he.RateLimited():
+	case errors.As(err, &he) && he.RateLimited():
 		wait := he.RateLimitWait()
 		r.mu.Lock()
 		r.resume = r.o.Now().Add(wait)
 		r.mu.Unlock()
 		return true, fmt.Errorf("%w (no status is posted for %s)", err, wait.Round(time.Second))
-	case he.Unauthorized():
+	case errors.As(err, &he) && he.Unauthorized():
 		r.mu.Lock()
 		started, _ := r.token.Observe(err)
 		r.mu.Unlock()
