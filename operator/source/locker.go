@@ -101,7 +101,8 @@ type LockModeOptions struct {
 	// StatusContext (NewAgent: the agent's commit status client, with
 	// "styrmin/<cluster>/lock"), linking StatusTargetURL: who pushed sees
 	// on the git host whether it was locked whole. One not posted is
-	// posted on a later round.
+	// posted on a later round (after a rate limit's wait, or a back-off
+	// from a host that does not answer).
 	Statuses        StatusPoster
 	StatusContext   string
 	StatusTargetURL string
@@ -162,8 +163,12 @@ type Locker struct {
 	pendingStatuses []headStatus
 	statusPosted    decidedKey
 	// statusResume: no status is posted before it, the wait the host's
-	// rate limit asked for (every request is refused alike meanwhile).
+	// rate limit asked for or the back-off from a host that does not
+	// answer (every request is refused or fails alike meanwhile).
 	statusResume time.Time
+	// statusOutage is that back-off, the commit status reporter's: an
+	// outage is logged when it starts and ends, not at every round.
+	statusOutage commitstatus.Outage
 	// statusToken follows whether the host refuses the token: a bad one
 	// is logged when the refusals start and end, not at every round.
 	statusToken commitstatus.TokenWatch
@@ -323,9 +328,11 @@ type decidedKey struct {
 // rounds that post until the wait it asked for has passed
 // (commitstatus.HTTPError.RateLimitWait, as the commit status reporter
 // waits): the statuses decided meanwhile are kept, and posted then. A
-// refused token (401) is asked again every round, as a token replaced in
-// its Secret is used once read, but logged only when the refusals start
-// and when they end.
+// host that does not answer (a 5xx, no connection) is backed off from as
+// the reporter does (commitstatus.Outage: 30 s doubling to 10 minutes),
+// the statuses kept alike. A refused token (401) is asked again every
+// round, as a token replaced in its Secret is used once read. Both are
+// logged only when they start and when they end.
 func (l *Locker) postStatus(ctx context.Context) {
 	if l.opts.Statuses == nil || len(l.pendingStatuses) == 0 || l.now().Before(l.statusResume) {
 		return
@@ -333,12 +340,32 @@ func (l *Locker) postStatus(ctx context.Context) {
 	for len(l.pendingStatuses) > 0 {
 		p := l.pendingStatuses[0]
 		err := l.opts.Statuses.Post(ctx, p.head.String(), p.status)
+		if err != nil && ctx.Err() != nil {
+			// Stopping: the status is posted later or by the next leader,
+			// and the context's end says nothing of the host.
+			return
+		}
+		if !commitstatus.Unanswered(err) && l.statusOutage.Answered() {
+			l.opts.Log.Info("the host answers the lock's commit statuses again; those that waited are posted", "waiting", len(l.pendingStatuses))
+		}
 		started, ended := l.statusToken.Observe(err)
 		if ended {
 			l.opts.Log.Info("the host takes the token of the lock's commit statuses again; those that waited are posted")
 		}
 		if err != nil {
 			var he *commitstatus.HTTPError
+			if commitstatus.Unanswered(err) {
+				wait, outage := l.statusOutage.Failed()
+				l.statusResume = l.now().Add(wait)
+				if outage {
+					l.opts.Log.Error(err, "the host does not answer the lock's commit statuses: asked again after a back-off growing to 10 minutes, they are posted once it answers; logged again then",
+						"for", wait.Round(time.Second).String(), "head", p.head.Short(), "waiting", len(l.pendingStatuses))
+				} else {
+					l.opts.Log.V(1).Info("the host still does not answer the lock's commit statuses",
+						"error", err.Error(), "for", wait.Round(time.Second).String(), "waiting", len(l.pendingStatuses))
+				}
+				return
+			}
 			if errors.As(err, &he) && he.RateLimited() {
 				wait := he.RateLimitWait()
 				l.statusResume = l.now().Add(wait)
@@ -354,16 +381,14 @@ func (l *Locker) postStatus(ctx context.Context) {
 				l.pendingStatuses = l.pendingStatuses[1:]
 				continue
 			}
-			switch {
-			case started:
+			// What is left is a refused token (401).
+			if started {
 				// A token not replaced is refused alike every round: logged
 				// again only once the host takes one.
 				l.opts.Log.Error(err, "the host refuses the token of the lock's commit statuses (expired, revoked): they are posted once it takes one; logged again then",
 					"head", p.head.Short(), "waiting", len(l.pendingStatuses))
-			case errors.As(err, &he) && he.Unauthorized():
+			} else {
 				l.opts.Log.V(1).Info("the host still refuses the token of the lock's commit statuses", "waiting", len(l.pendingStatuses))
-			case ctx.Err() == nil:
-				l.opts.Log.Error(err, "posting the lock's commit status; posted on a later round", "head", p.head.Short(), "waiting", len(l.pendingStatuses))
 			}
 			return
 		}

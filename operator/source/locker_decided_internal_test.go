@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/go-logr/logr"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -124,17 +125,20 @@ func TestWhatALockedAgainHeadWritesAndWhen(t *testing.T) {
 // when the next head was decided before the host came back: only the
 // newest head's status was kept to post, and the earlier configuration
 // commit stayed "locked again soon" (pending) on the host for ever. Every
-// head's last outcome not yet posted is now posted once the host answers,
-// oldest first.
+// head's last outcome not yet posted is now posted once the host answers
+// (after the back-off from a host away), oldest first.
 func TestALocksFinalStatusIsPostedWhenTheHostComesBackAfterANewerHead(t *testing.T) {
 	sinks := &recorded{}
-	l := &Locker{opts: LockModeOptions{Conditions: sinks, Statuses: sinks, StatusContext: "styrmin/local/lock", Log: logr.Discard()}}
+	t0 := time.Date(2025, 3, 1, 9, 0, 0, 0, time.UTC)
+	clk := &statusClock{now: t0}
+	l := &Locker{opts: LockModeOptions{Conditions: sinks, Statuses: sinks, StatusContext: "styrmin/local/lock", Log: logr.Discard(), Now: clk.Now}}
 	first, second := gitsource.Hash{0xa1, 0xa1}, gitsource.Hash{0xb2, 0xb2}
 	l.round(first, LockResult{Failed: fmt.Errorf("local/dev/hub: %w", drivers.ErrSandboxStart)}, nil, true)
 	sinks.fail = true
 	l.round(first, LockResult{Failed: errors.New("local/dev/hub: parameter workers: must be at most 8")}, nil, false)
 	l.round(second, LockResult{Locked: []string{"local/dev/web=4"}, Commit: gitsource.Hash{0xc3}}, nil, false)
 	sinks.fail = false
+	clk.Set(t0.Add(commitstatus.MinOutageWait)) // the back-off from the host away is over
 	l.postStatus(context.Background())
 	if got, want := strings.Join(sinks.statuses, ","), "a1a1 pending,a1a1 failure,b2b2 success"; got != want {
 		t.Fatalf("statuses %s, want %s: the first head's final status too", got, want)
@@ -151,11 +155,14 @@ func TestALocksFinalStatusIsPostedWhenTheHostComesBackAfterANewerHead(t *testing
 // statuses are posted oldest first, and each round stopped at the first
 // refusal, so no newer head's status was posted until 32 more heads had
 // pushed it out. A refusal that may pass (5xx, a rate limit, a bad token)
-// still waits for a later round, the order kept.
+// still waits for a later round (a 5xx's after a back-off), the order
+// kept.
 func TestALockStatusTheHostRefusesForGoodDoesNotHoldBackTheNewerHeads(t *testing.T) {
 	first, second, third := gitsource.Hash{0xa1, 0xa1}, gitsource.Hash{0xb2, 0xb2}, gitsource.Hash{0xd4, 0xd4}
 	sinks := &recorded{refuse: map[string]error{"a1a1": &commitstatus.HTTPError{Code: http.StatusUnprocessableEntity, Message: "No commit found for SHA"}}}
-	l := &Locker{opts: LockModeOptions{Conditions: sinks, Statuses: sinks, StatusContext: "styrmin/local/lock", Log: logr.Discard()}}
+	t0 := time.Date(2025, 3, 1, 9, 0, 0, 0, time.UTC)
+	clk := &statusClock{now: t0}
+	l := &Locker{opts: LockModeOptions{Conditions: sinks, Statuses: sinks, StatusContext: "styrmin/local/lock", Log: logr.Discard(), Now: clk.Now}}
 	l.round(first, LockResult{Locked: []string{"local/dev/web=3"}, Commit: gitsource.Hash{0xc1}}, nil, false)
 	l.round(second, LockResult{Locked: []string{"local/dev/web=4"}, Commit: gitsource.Hash{0xc3}}, nil, false)
 	if got, want := strings.Join(sinks.statuses, ","), "b2b2 success"; got != want {
@@ -171,6 +178,7 @@ func TestALockStatusTheHostRefusesForGoodDoesNotHoldBackTheNewerHeads(t *testing
 	l.round(gitsource.Hash{0xe5, 0xe5}, LockResult{Locked: []string{"local/dev/web=6"}, Commit: gitsource.Hash{0xc6}}, nil, false)
 	l.round(gitsource.Hash{0xf6, 0xf6}, LockResult{Locked: []string{"local/dev/web=7"}, Commit: gitsource.Hash{0xc7}}, nil, false)
 	delete(sinks.refuse, "e5e5")
+	clk.Set(t0.Add(commitstatus.MinOutageWait)) // the back-off from the 502 is over
 	l.postStatus(context.Background())
 	if got, want := strings.Join(sinks.statuses, ","), "b2b2 success,d4d4 success,e5e5 success,f6f6 success"; got != want {
 		t.Fatalf("statuses %q, want %q: a status that may pass is posted once it does, in order", got, want)

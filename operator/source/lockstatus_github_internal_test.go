@@ -222,3 +222,76 @@ func TestTheLockModeLogsARefusedTokenOnceUntilGitHubTakesOneAgain(t *testing.T) 
 		t.Errorf("a token refused again logged %d errors in all, want a second one:\n%s", len(errs), strings.Join(errs, "\n"))
 	}
 }
+
+// TestTheLockModeBacksOffFromAHostThatDoesNotAnswer: a host that did not
+// answer (a 5xx, no connection) was asked again at every round, every
+// 10 s for as long as the outage lasted, each failure logged. Now the
+// lock mode backs off as the commit status reporter does (30 s doubling
+// to 10 minutes), logs the outage once when it starts and once when it
+// ends, and posts the statuses of the heads locked meanwhile then, oldest
+// first; the next outage starts again at 30 s.
+func TestTheLockModeBacksOffFromAHostThatDoesNotAnswer(t *testing.T) {
+	down := func(w http.ResponseWriter) {
+		http.Error(w, `{"message":"Server Error"}`, http.StatusBadGateway)
+	}
+	gh := &statusHost{limit: down}
+	srv := httptest.NewServer(gh)
+	defer srv.Close()
+	t0 := time.Date(2025, 3, 1, 9, 0, 0, 0, time.UTC)
+	clk := &statusClock{now: t0}
+	logs, log := logtest.New(0)
+	l := &Locker{opts: LockModeOptions{Statuses: statusClient(t, srv, &tokenOf{token: "good"}), StatusContext: "styrmin/local/lock",
+		Log: log, Now: clk.Now}}
+	seq := 0
+	var want []string
+	// round locks a new head at +at and wants n requests sent.
+	round := func(at time.Duration, n int) {
+		t.Helper()
+		seq++
+		head := gitsource.Hash{byte(seq), byte(seq)}
+		want = append(want, fmt.Sprintf("%02x%02x success", seq, seq))
+		clk.Set(t0.Add(at))
+		l.round(head, LockResult{Locked: []string{fmt.Sprintf("local/dev/web=%d", seq)}, Commit: gitsource.Hash{byte(seq)}}, nil, false)
+		if got := gh.takeRequests(); got != n {
+			t.Fatalf("the round at +%s sent %d requests, want %d", at, got, n)
+		}
+	}
+
+	at := time.Duration(0)
+	round(at, 1)
+	for _, wait := range []time.Duration{30 * time.Second, time.Minute, 2 * time.Minute, 4 * time.Minute, 8 * time.Minute, 10 * time.Minute, 10 * time.Minute} {
+		round(at+10*time.Second, 0)
+		round(at+wait-time.Second, 0)
+		at += wait
+		round(at, 1)
+	}
+	if errs := logs.Errors(); len(errs) != 1 || !strings.Contains(errs[0], "502") || !strings.Contains(errs[0], "does not answer") {
+		t.Fatalf("an outage of %d rounds logged %d errors, want one saying so:\n%s", seq, len(errs), strings.Join(errs, "\n"))
+	}
+
+	gh.setLimit(nil)
+	at += 10 * time.Minute
+	round(at, seq+1)
+	if got, want := gh.taken(), strings.Join(want, ","); got != want {
+		t.Errorf("once it answered GitHub took %q, want %q: every head's, oldest first", got, want)
+	}
+	ended := 0
+	for _, line := range logs.Infos() {
+		if strings.Contains(line, "answers the lock's commit statuses again") {
+			ended++
+		}
+	}
+	if ended != 1 {
+		t.Errorf("%d info lines say the host answers again, want one:\n%s", ended, strings.Join(logs.Infos(), "\n"))
+	}
+
+	// The next outage is logged again, and backs off from 30 s again.
+	gh.setLimit(down)
+	at += time.Minute
+	round(at, 1)
+	round(at+29*time.Second, 0)
+	round(at+30*time.Second, 1)
+	if errs := logs.Errors(); len(errs) != 2 {
+		t.Errorf("a second outage logged %d errors in all, want a second one:\n%s", len(errs), strings.Join(errs, "\n"))
+	}
+}
