@@ -146,8 +146,10 @@ const (
 //     uncommitted changes is refused beforehand with ErrDirtyWorktree.
 //
 // If the branch moved, the attempt backs off with jitter and starts again
-// (Build sees the new head). Any other failure (Build's error, bad paths, a
-// network or authentication error) returns at once. When every attempt
+// (Build sees the new head). A push the remote refused while its branch
+// stayed at that head (another push held the branch's lock) is tried so
+// once more; refused again, it is returned. Any other failure (Build's
+// error, bad paths, a network or authentication error) returns at once. When every attempt
 // found the branch moved, the error wraps ErrConflict. A change that leaves
 // the tree as it is makes no commit and returns the head.
 //
@@ -195,6 +197,7 @@ func (r *Repo) CommitLocks(ctx context.Context, req CommitRequest) (CommitResult
 	}
 
 	var res CommitResult
+	refusedOnce := false
 	for attempt := 1; attempt <= maxAttempts; attempt++ {
 		if attempt > 1 {
 			if err := sleep(ctx, bo.delay(attempt-1)); err != nil {
@@ -203,6 +206,16 @@ func (r *Repo) CommitLocks(ctx context.Context, req CommitRequest) (CommitResult
 		}
 		res.Attempts = attempt
 		done, err := r.attempt(ctx, chain, dir, author, req.Sign, req.ExistingBranch, &res)
+		var ru *refusedUnmoved
+		if errors.As(err, &ru) && !refusedOnce && attempt < maxAttempts {
+			// Another push may have held the branch's lock (git refuses
+			// a ref it cannot lock, and the branch moves only once that
+			// push ends): tried again once, built on the head then. A
+			// refusal that stands (a hook, a protected branch) is
+			// refused again and returned.
+			refusedOnce = true
+			continue
+		}
 		if err != nil || done {
 			return res, err
 		}
@@ -428,6 +441,9 @@ func (r *Repo) push(ctx context.Context, old, new Hash, objs []plumbing.Hash) (m
 	req.Packfile = io.NopCloser(&pack)
 
 	rs, pushErr := rps.ReceivePack(ctx, req)
+	// The remote's report refuses the update (go-git may also return
+	// that refusal as ReceivePack's error), as against a failed connection.
+	refused := rs != nil && rs.Error() != nil
 	if pushErr == nil && rs != nil {
 		pushErr = rs.Error()
 	}
@@ -449,11 +465,25 @@ func (r *Repo) push(ctx context.Context, old, new Hash, objs []plumbing.Hash) (m
 	case new.plumbing():
 		return false, r.pushed(new)
 	case old.plumbing():
-		return false, transportError("push to", r.remoteURL, pushErr)
+		err := transportError("push to", r.remoteURL, pushErr)
+		if refused {
+			return false, &refusedUnmoved{err: err}
+		}
+		return false, err
 	default:
 		return true, nil
 	}
 }
+
+// refusedUnmoved is a push the remote refused while its branch stayed at
+// the head the push was built on: a refusal that stands (a hook, a
+// protected branch), or another push holding the branch's lock, which
+// moves it a moment later (git-receive-pack refuses a ref it cannot lock
+// within 100 ms). CommitLocks tries such a push once more.
+type refusedUnmoved struct{ err error }
+
+func (e *refusedUnmoved) Error() string { return e.err.Error() }
+func (e *refusedUnmoved) Unwrap() error { return e.err }
 
 // pushed records that the remote branch is now at h.
 func (r *Repo) pushed(h Hash) error {
