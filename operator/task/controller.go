@@ -1930,19 +1930,53 @@ func (r *Reconciler) recordActive(ctx context.Context, run *taskRun) error {
 		return err
 	}
 	seq := run.task.Spec.ToSequence
-	if a := sd.Status.Active; a != nil && a.Sequence >= seq {
-		return nil
+	for attempt := 1; ; attempt++ {
+		if a := sd.Status.Active; a != nil && a.Sequence >= seq {
+			return nil
+		}
+		base := sd.DeepCopy()
+		// The whole summary in the patch: a merge patch from a cached copy
+		// would leave out the fields it happens to share with it.
+		base.Status.Active = nil
+		sd.Status.Active = instance.Summary(run.instance, run.task.Name)
+		sd.Status.ActiveSequence = seq
+		// Only over the copy the check above read: a replica that lost
+		// its lease while it finished this task (the next leader ran it
+		// and a newer change since) would otherwise record an older
+		// instance active over a newer one, and the next change's
+		// workflow would be chosen against it.
+		err := r.opts.Client.Status().Patch(ctx, sd, client.MergeFromWithOptions(base, client.MergeFromWithOptimisticLock{}))
+		switch {
+		case err == nil, apierrors.IsNotFound(err):
+			return nil
+		case !apierrors.IsConflict(err) || attempt == recordActiveAttempts:
+			return fmt.Errorf("recording sequence %d as the active instance of StyrminDeployment %s/%s: %w", seq, sd.Namespace, sd.Name, err)
+		}
+		if sd, err = r.freshDeployment(ctx, run); err != nil || sd == nil {
+			return err
+		}
 	}
-	base := sd.DeepCopy()
-	// The whole summary in the patch: a merge patch from a cached copy
-	// would leave out the fields it happens to share with it.
-	base.Status.Active = nil
-	sd.Status.Active = instance.Summary(run.instance, run.task.Name)
-	sd.Status.ActiveSequence = seq
-	if err := r.opts.Client.Status().Patch(ctx, sd, client.MergeFrom(base)); err != nil && !apierrors.IsNotFound(err) {
-		return fmt.Errorf("recording sequence %d as the active instance of StyrminDeployment %s/%s: %w", seq, sd.Namespace, sd.Name, err)
+}
+
+// recordActiveAttempts bounds recordActive's reads again after a
+// conflict; one left over is an error, and the task is reconciled again.
+const recordActiveAttempts = 3
+
+// freshDeployment reads the task's StyrminDeployment from the API server
+// (nil when it is gone), for run's later reads too: the cache may hold
+// the copy a write just conflicted with.
+func (r *Reconciler) freshDeployment(ctx context.Context, run *taskRun) (*v1alpha1.StyrminDeployment, error) {
+	var sd v1alpha1.StyrminDeployment
+	key := instance.Key(run.task.Spec.Namespace)
+	switch err := r.opts.APIReader.Get(ctx, key, &sd); {
+	case apierrors.IsNotFound(err):
+		run.sd, run.sdRead = nil, true
+	case err != nil:
+		return nil, fmt.Errorf("reading StyrminDeployment %s: %w", key, err)
+	default:
+		run.sd, run.sdRead = &sd, true
 	}
-	return nil
+	return run.sd, nil
 }
 
 func (r *Reconciler) event(regarding, related client.Object, evType, reason, format string, args ...any) {
