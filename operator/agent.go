@@ -430,6 +430,10 @@ func (a *Agent) addLocker(ctx context.Context, direct client.Reader, opts Option
 		c := a.mgr.GetClient()
 		lo.Used = func(ctx context.Context) (resolver.UsedSequences, error) { return UsedSequences(ctx, c) }
 	}
+	if lo.RanDigests == nil {
+		c := a.mgr.GetClient()
+		lo.RanDigests = func(ctx context.Context) (map[resolver.ID]string, error) { return RanDigests(ctx, c) }
+	}
 	if lo.SecretName == "" {
 		lo.SecretName, lo.SecretNamespace = opts.SecretName, opts.SecretNamespace
 	}

@@ -102,6 +102,24 @@ func FailedDeployments(ctx context.Context, c client.Reader) (map[resolver.ID]in
 	return out, nil
 }
 
+// RanDigests returns, per deployment, the digest of the instance its
+// newest task (the one UsedSequences numbers after) targets: the lock
+// mode tells by it a lockfile at that number locking other content (see
+// LockModeOptions.RanDigests).
+func RanDigests(ctx context.Context, c client.Reader) (map[resolver.ID]string, error) {
+	standings, err := Standings(ctx, c)
+	if err != nil {
+		return nil, err
+	}
+	out := map[resolver.ID]string{}
+	for _, s := range standings {
+		if s.Newest != nil && s.Newest.Spec.Target != nil {
+			out[s.ID] = s.Newest.Spec.Target.Digest
+		}
+	}
+	return out, nil
+}
+
 // UsedSequences returns, per deployment, the highest sequence the cluster
 // has a task for: what the lock mode numbers after (see
 // LockModeOptions.Used).

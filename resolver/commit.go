@@ -67,6 +67,12 @@ type CommitOptions struct {
 	// Used are sequences known used beyond the history (the agent's lock
 	// mode: those its cluster ran, which a rewound branch forgot).
 	Used UsedSequences
+	// Reused are sequences known used for another instance than the
+	// lockfile at that number holds, beyond the history (the agent's lock
+	// mode: a number its cluster ran for other content, which a lock made
+	// after a rewind took again): such a lockfile is locked again past
+	// them, as one the history reused.
+	Reused ReusedSequences
 	// Author authors and commits (gitsource's default when empty); Sign
 	// signs each commit (nil: unsigned). gitsource.Repo.Identity chooses
 	// them as git does.
@@ -153,6 +159,13 @@ func CommitLocksWith(ctx context.Context, w gitsource.Writer, opts WorkspaceOpti
 				o.Used = UsedSequences{}
 			}
 			o.Used.record(id, seq)
+		}
+		if len(co.Reused) > 0 {
+			o.Reused = maps.Clone(o.Reused)
+			if o.Reused == nil {
+				o.Reused = ReusedSequences{}
+			}
+			maps.Copy(o.Reused, co.Reused)
 		}
 		if len(steps) > 1 || steps[0].commit != head {
 			// The steps' lockfiles are their commits'; a lock committed

@@ -80,6 +80,13 @@ type LockModeOptions struct {
 	// never makes a number the cluster ran be used again. Nil: the
 	// history only.
 	Used func(ctx context.Context) (resolver.UsedSequences, error)
+	// RanDigests returns, per deployment, the digest of the instance of
+	// the sequence Used gives (NewAgent: its newest task's target). A
+	// lockfile at that sequence locking other content (a lock made after
+	// a rewind, numbered after the branch's history only: `styrminctl
+	// lock --push`, CI) is no instance the cluster runs, and is locked
+	// again past it. Nil: only a lockfile below Used is.
+	RanDigests func(ctx context.Context) (map[resolver.ID]string, error)
 	// DriverLimits and Sandbox bound the drivers a lock loads (NewAgent:
 	// the agent's; they override styrmin.cue's limits where set).
 	DriverLimits drivers.Limits
@@ -473,6 +480,9 @@ func (l *Locker) lockHead(ctx context.Context) (LockResult, error) {
 			return res, fmt.Errorf("lock mode: the sequences the cluster ran: %w", err)
 		}
 	}
+	if co.Reused, err = l.ranOther(ctx, fr.Head, co.Used); err != nil {
+		return res, err
+	}
 	out, err := resolver.CommitLocksWith(ctx, l.opts.Repo, wo, resolver.LockRequest{Policy: policy}, co)
 	if err != nil {
 		// A configuration that does not resolve is retried only on the next
@@ -674,12 +684,48 @@ func (l *Locker) pendingUnder(ctx context.Context, head gitsource.Hash) (bool, e
 	if err != nil {
 		return true, nil // the lock reports it
 	}
+	other, err := l.ranOther(ctx, head, ran)
+	if err != nil {
+		return false, err
+	}
 	for id, in := range locks {
-		if in.Sequence < ran[id] || reused.Reuses(id, in) {
+		if in.Sequence < ran[id] || reused.Reuses(id, in) || other.Reuses(id, in) {
 			return true, nil
 		}
 	}
 	return false, nil
+}
+
+// ranOther returns the deployments whose lockfile at head holds the
+// sequence the cluster ran last (ran) for another instance than the
+// cluster ran at it (RanDigests): a lock made after a rewind numbered
+// after the branch's history only took the number again. The agent
+// refuses it (SequenceUsed), and a lock past the cluster's number is the
+// way out: without it, the configuration stayed unapplied until the next
+// change.
+func (l *Locker) ranOther(ctx context.Context, head gitsource.Hash, ran resolver.UsedSequences) (resolver.ReusedSequences, error) {
+	if l.opts.RanDigests == nil || len(ran) == 0 {
+		return nil, nil
+	}
+	digests, err := l.opts.RanDigests(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("lock mode: the instances the cluster ran: %w", err)
+	}
+	tree, err := l.opts.Repo.TreeAt(head, ".")
+	if err != nil {
+		return nil, fmt.Errorf("lock mode: reading %s: %w", head.Short(), err)
+	}
+	locks, err := resolver.LoadLocks(tree)
+	if err != nil {
+		return nil, nil //nolint:nilerr // the lock reports it
+	}
+	out := resolver.ReusedSequences{}
+	for id, in := range locks {
+		if d := digests[id]; d != "" && in.Sequence == ran[id] && in.Digest != d {
+			out[id] = in.Sequence
+		}
+	}
+	return out, nil
 }
 
 // NeedLeaderElection makes only the elected agent lock: two replicas
