@@ -1539,7 +1539,16 @@ func (s *Syncer) advance(ctx context.Context, src *v1alpha1.StyrminSource, head 
 		// conditions are the sync's own, decided from a copy no older than
 		// its last write.
 		var fresh v1alpha1.StyrminSource
-		if err = s.opts.APIReader.Get(ctx, s.opts.Source, &fresh); err == nil {
+		if err = s.opts.APIReader.Get(ctx, s.opts.Source, &fresh); err == nil && s.syncedPast(fresh.Status.LastSyncedCommit, head) {
+			// Another syncer recorded a position this head does not
+			// reach (the next leader, while this replica, its lease
+			// lost, finished a sync of an older head): it stays.
+			s.opts.Log.Info("another syncer recorded a newer position; it is kept", "source", s.opts.Source.String(),
+				"head", head.Short(), "recorded", shortCommit(fresh.Status.LastSyncedCommit))
+			s.position, s.wrote = head, fresh.ResourceVersion
+			return nil
+		}
+		if err == nil {
 			fresh.Status.ObservedGeneration = fresh.Generation
 			fresh.Status.LastSyncedCommit = head.String()
 			fresh.Status.LastFetchedCommit = head.String()
@@ -1560,6 +1569,23 @@ func (s *Syncer) advance(ctx context.Context, src *v1alpha1.StyrminSource, head 
 	s.position = head
 	s.wrote = written.ResourceVersion
 	return nil
+}
+
+// syncedPast tells whether recorded, the position a StyrminSource read
+// again after a conflict holds, is another syncer's past head: a commit
+// other than head and this syncer's own position that head does not
+// descend from, or that this clone does not hold (fetched by a syncer
+// further on). Writing head over it would move the position back.
+func (s *Syncer) syncedPast(recorded string, head gitsource.Hash) bool {
+	if recorded == "" || recorded == head.String() || recorded == s.position.String() {
+		return false
+	}
+	h, err := gitsource.ParseHash(recorded)
+	if err != nil {
+		return false
+	}
+	descends, err := s.opts.Repo.Descends(head, h)
+	return err == nil && !descends
 }
 
 // setFailed records a failed sync on the StyrminSource (best effort: the
