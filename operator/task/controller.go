@@ -1509,7 +1509,7 @@ func (r *Reconciler) runSteps(ctx context.Context, run *taskRun) (phaseResult, e
 			// deleted when that start comes, after this is written (a
 			// timed-out run's is stopped by its deadline meanwhile).
 			now := metav1.Now()
-			st.State, st.Message, st.FinishedAt = v1alpha1.StepPending, r.redact(ctx, run, d.message), &now
+			st.State, st.Message, st.FinishedAt = v1alpha1.StepPending, boundMessage(r.redact(ctx, run, d.message)), &now
 			st.Output = boundOutput(r.redact(ctx, run, d.output), maxActionOutput)
 			run.log.Info("step failed; running it again", "step", st.Name, "attempt", st.Attempts, "after", d.after.String())
 			if err := r.writeStatus(ctx, run); err != nil {
@@ -1551,7 +1551,7 @@ func (r *Reconciler) runSteps(ctx context.Context, run *taskRun) (phaseResult, e
 				// step's clock again, so its timeout counts from when
 				// it can make progress (a rare state: one write a poll).
 				now := metav1.Now()
-				st.Message, st.StartedAt = r.redact(ctx, run, d.message), &now
+				st.Message, st.StartedAt = boundMessage(r.redact(ctx, run, d.message)), &now
 				setTaskConditions(t, d.reason, st.Message)
 				if err := r.writeStatus(ctx, run); err != nil {
 					return phaseResult{}, err
@@ -1684,7 +1684,7 @@ func (r *Reconciler) endStep(ctx context.Context, run *taskRun, st *v1alpha1.Tas
 	now := metav1.Now()
 	st.State = state
 	st.Output = boundOutput(r.redact(ctx, run, output), maxActionOutput)
-	st.Message = r.redact(ctx, run, message)
+	st.Message = boundMessage(r.redact(ctx, run, message))
 	st.FinishedAt = &now
 	if st.StartedAt != nil {
 		r.metrics.stepDuration.WithLabelValues(st.Action, string(state)).Observe(now.Sub(st.StartedAt.Time).Seconds())
@@ -1873,6 +1873,7 @@ func (r *Reconciler) finishWith(ctx context.Context, run *taskRun, phase v1alpha
 		}
 	}
 	now := metav1.Now()
+	msg = boundMessage(msg)
 	t.Status.Phase = phase
 	t.Status.FinishedAt = &now
 	t.Status.Message = msg
@@ -1996,6 +1997,7 @@ func (r *Reconciler) event(regarding, related client.Object, evType, reason, for
 // failed.
 func setTaskConditions(t *v1alpha1.StyrminTask, reason, msg string) {
 	gen := t.Generation
+	msg = boundMessage(msg)
 	set := func(typ string, status metav1.ConditionStatus) {
 		apimeta.SetStatusCondition(&t.Status.Conditions, metav1.Condition{
 			Type: typ, Status: status, Reason: reason, Message: msg, ObservedGeneration: gen,
@@ -2016,6 +2018,16 @@ func setTaskConditions(t *v1alpha1.StyrminTask, reason, msg string) {
 		apimeta.RemoveStatusCondition(&t.Status.Conditions, v1alpha1.ConditionReconciling)
 	}
 }
+
+// maxMessage bounds a step's and a task's message and its conditions'.
+// The API server refuses a condition's message past 32 KiB: a longer one
+// (a waitReady that timed out naming hundreds of workloads) kept the task
+// from writing its end, Running for ever, and every later change of its
+// deployment waited behind it. What is cut is marked.
+const maxMessage = 8 << 10
+
+// boundMessage cuts s to maxMessage bytes, on a character boundary.
+func boundMessage(s string) string { return eventnote.Cut(s, maxMessage) }
 
 // driver returns the instance's driver version.
 func (r *Reconciler) driver(ctx context.Context, run *taskRun) (*drivers.Driver, error) {

@@ -104,6 +104,9 @@ func (r *Reconciler) waitForOrder(ctx context.Context, run *taskRun, why string,
 // after the interval.
 func (r *Reconciler) waitSaying(ctx context.Context, run *taskRun, reason, msg string, after time.Duration) (phaseResult, error) {
 	t := run.task
+	// Bounded as the condition holds it: a message cut differs from the
+	// whole one, and would be written again at every poll.
+	msg = boundMessage(msg)
 	if c := apimeta.FindStatusCondition(t.Status.Conditions, v1alpha1.ConditionReady); c == nil || c.Message != msg || run.planUnwritten {
 		setTaskConditions(t, reason, msg)
 		if err := r.writeStatus(ctx, run); err != nil {
