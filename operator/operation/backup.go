@@ -397,7 +397,7 @@ func (r *BackupReconciler) refuse(ctx context.Context, b *v1alpha1.StyrminBackup
 func (r *BackupReconciler) fail(ctx context.Context, b *v1alpha1.StyrminBackup, msg string) error {
 	base := b.DeepCopy()
 	now := metav1.NewTime(r.opts.now())
-	b.Status.Phase, b.Status.Message, b.Status.FinishedAt = v1alpha1.OperationFailed, msg, &now
+	b.Status.Phase, b.Status.Message, b.Status.FinishedAt = v1alpha1.OperationFailed, boundMessage(msg), &now
 	setConditions(&b.Status.Conditions, b.Generation, v1alpha1.OperationFailed, b.Status.Message)
 	return r.opts.Client.Status().Patch(ctx, b, client.MergeFrom(base))
 }
@@ -453,7 +453,7 @@ func (r *BackupReconciler) remakeTasks(ctx context.Context, b *v1alpha1.StyrminB
 		tgs, _, err := targets(ctx, r.opts.Client, r.opts.Drivers, cluster, b.Spec.Environment, []string{d.Name})
 		var refused *RefusedError
 		if errors.As(err, &refused) {
-			d.Phase, d.Message = v1alpha1.OperationFailed, refused.Error()
+			d.Phase, d.Message = v1alpha1.OperationFailed, partMessage(refused.Error())
 			continue
 		}
 		if err != nil {
@@ -461,7 +461,7 @@ func (r *BackupReconciler) remakeTasks(ctx context.Context, b *v1alpha1.StyrminB
 		}
 		secret, err := r.secretOf(ctx, cluster, b.Spec.Environment)
 		if errors.As(err, &refused) {
-			d.Phase, d.Message = v1alpha1.OperationFailed, refused.Error()
+			d.Phase, d.Message = v1alpha1.OperationFailed, partMessage(refused.Error())
 			continue
 		}
 		if err != nil {
@@ -514,7 +514,7 @@ func (r *BackupReconciler) supersedeParts(ctx context.Context, b *v1alpha1.Styrm
 		if d.Message != "" {
 			why += " (it waited: " + firstLine(d.Message) + ")"
 		}
-		d.Phase, d.Message = v1alpha1.OperationFailed, why
+		d.Phase, d.Message = v1alpha1.OperationFailed, partMessage(why)
 	}
 	return done, nil
 }
@@ -687,7 +687,7 @@ func recordTasks(ctx context.Context, c client.Reader, kind v1alpha1.OperationKi
 		}
 		if !ownTask(&t, kind, name, d.Attempt) {
 			if !d.Phase.Terminal() {
-				d.Phase, d.Message = v1alpha1.OperationFailed, foreignTask(&t, kind, name, d.Attempt).Error()
+				d.Phase, d.Message = v1alpha1.OperationFailed, partMessage(foreignTask(&t, kind, name, d.Attempt).Error())
 			}
 			continue
 		}
@@ -707,14 +707,14 @@ func recordTasks(ctx context.Context, c client.Reader, kind v1alpha1.OperationKi
 			d.Phase, d.Message = v1alpha1.OperationSucceeded, ""
 			d.Size = reportedSize(&t)
 		case v1alpha1.TaskFailed, v1alpha1.TaskSuperseded:
-			d.Phase, d.Message = v1alpha1.OperationFailed, t.Status.Message
+			d.Phase, d.Message = v1alpha1.OperationFailed, partMessage(t.Status.Message)
 		case v1alpha1.TaskRunning:
 			d.Phase = v1alpha1.OperationRunning
 			done = false
 		default:
 			d.Phase = v1alpha1.OperationPending
 			if c := apimeta.FindStatusCondition(t.Status.Conditions, v1alpha1.ConditionReady); c != nil {
-				d.Message = c.Message
+				d.Message = partMessage(c.Message)
 			}
 			done = false
 		}
@@ -754,10 +754,47 @@ func overall(ds []v1alpha1.OperationDeployment, done bool) (v1alpha1.OperationPh
 		}
 	}
 	if len(failed) > 0 {
-		return v1alpha1.OperationFailed, "failed for " + strings.Join(failed, "; ")
+		return v1alpha1.OperationFailed, failedFor(failed)
 	}
 	return v1alpha1.OperationSucceeded, ""
 }
+
+// failedFor names the failed parts, as many as fit in maxMessage with
+// room left for what a restore adds; the others are counted
+// (status.deployments holds each).
+func failedFor(failed []string) string {
+	var b strings.Builder
+	b.WriteString("failed for ")
+	for i, f := range failed {
+		if i > 0 && b.Len()+len(f) > maxMessage/2 {
+			fmt.Fprintf(&b, "; and %d more (status.deployments names each)", len(failed)-i)
+			break
+		}
+		if i > 0 {
+			b.WriteString("; ")
+		}
+		b.WriteString(f)
+	}
+	return b.String()
+}
+
+// maxMessage bounds an operation's message and its conditions'. The API
+// server refuses a condition's message past 32 KiB: a backup of a whole
+// environment whose parts failed alike (a location that refuses every
+// deployment's job) named each in one, could not write its end, and stayed
+// Running for ever.
+const maxMessage = 8 << 10
+
+// maxPartMessage bounds what a deployment's part says (its task holds the
+// whole message): a whole environment's parts are one object, which etcd
+// bounds at about 1.5 MiB.
+const maxPartMessage = 1 << 10
+
+// boundMessage cuts s to maxMessage bytes, marking the cut.
+func boundMessage(s string) string { return eventnote.Cut(s, maxMessage) }
+
+// partMessage cuts s to maxPartMessage bytes, marking the cut.
+func partMessage(s string) string { return eventnote.Cut(s, maxPartMessage) }
 
 func firstLine(s string) string {
 	if i := strings.IndexByte(s, '\n'); i >= 0 {
@@ -783,7 +820,7 @@ func equalStatus(a, b []v1alpha1.OperationDeployment) bool {
 // setConditions sets Ready, Reconciling and Stalled from the phase.
 func setConditions(conds *[]metav1.Condition, gen int64, phase v1alpha1.OperationPhase, msg string) {
 	set := func(t string, s metav1.ConditionStatus, reason string) {
-		apimeta.SetStatusCondition(conds, metav1.Condition{Type: t, Status: s, Reason: reason, Message: msg, ObservedGeneration: gen})
+		apimeta.SetStatusCondition(conds, metav1.Condition{Type: t, Status: s, Reason: reason, Message: boundMessage(msg), ObservedGeneration: gen})
 	}
 	switch phase {
 	case v1alpha1.OperationSucceeded:
@@ -813,7 +850,7 @@ type deletionWait struct{ reason, msg string }
 func sayDeletionWaits(ctx context.Context, c client.Client, kind string, o client.Object, conds *[]metav1.Condition, w deletionWait) error {
 	base := o.DeepCopyObject().(client.Object)
 	if !apimeta.SetStatusCondition(conds, metav1.Condition{Type: v1alpha1.ConditionReconciling, Status: metav1.ConditionTrue,
-		Reason: w.reason, Message: w.msg, ObservedGeneration: o.GetGeneration()}) {
+		Reason: w.reason, Message: boundMessage(w.msg), ObservedGeneration: o.GetGeneration()}) {
 		return nil
 	}
 	log.FromContext(ctx).Info("the deletion waits", "kind", kind, "name", o.GetName(), "reason", w.reason, "why", w.msg)

@@ -188,7 +188,7 @@ func (r *RestoreReconciler) start(ctx context.Context, rs *v1alpha1.StyrminResto
 	now := metav1.NewTime(r.opts.now())
 	var refused *RefusedError
 	if errors.As(err, &refused) {
-		rs.Status.Phase, rs.Status.Message, rs.Status.FinishedAt = v1alpha1.OperationFailed, "refused: "+refused.Error(), &now
+		rs.Status.Phase, rs.Status.Message, rs.Status.FinishedAt = v1alpha1.OperationFailed, boundMessage("refused: "+refused.Error()), &now
 		rs.Status.Environment, rs.Status.ObservedRetry = env, rs.Spec.Retry
 		setConditions(&rs.Status.Conditions, rs.Generation, v1alpha1.OperationFailed, rs.Status.Message)
 		return r.opts.Client.Status().Patch(ctx, rs, client.MergeFrom(base))
@@ -244,7 +244,7 @@ func (r *RestoreReconciler) remakeTasks(ctx context.Context, rs *v1alpha1.Styrmi
 		// is going).
 		for _, i := range missing {
 			if d := &rs.Status.Deployments[i]; refused.Deployment == "" || refused.Deployment == d.Name {
-				d.Phase, d.Message = v1alpha1.OperationFailed, refused.Error()
+				d.Phase, d.Message = v1alpha1.OperationFailed, partMessage(refused.Error())
 			}
 		}
 		return nil
@@ -265,7 +265,7 @@ func (r *RestoreReconciler) retry(ctx context.Context, rs *v1alpha1.StyrminResto
 		}
 		// Refused: it stays Failed, the retry observed.
 		rs.Status.ObservedRetry = rs.Spec.Retry
-		rs.Status.Message = "retry refused: " + refused.Error() + "; the deployments' changes wait until StyrminRestore " + rs.Name + " is deleted"
+		rs.Status.Message = boundMessage("retry refused: " + refused.Error() + "; the deployments' changes wait until StyrminRestore " + rs.Name + " is deleted")
 		setConditions(&rs.Status.Conditions, rs.Generation, v1alpha1.OperationFailed, rs.Status.Message)
 		return r.opts.Client.Status().Patch(ctx, rs, client.MergeFrom(base))
 	}
