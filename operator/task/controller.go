@@ -12,6 +12,7 @@ import (
 
 	"github.com/go-logr/logr"
 	"github.com/prometheus/client_golang/prometheus"
+	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
@@ -32,6 +33,7 @@ import (
 	"github.com/styrmin/styrmin/gitsource"
 	"github.com/styrmin/styrmin/operator/api/v1alpha1"
 	"github.com/styrmin/styrmin/operator/driversource"
+	"github.com/styrmin/styrmin/operator/health"
 	"github.com/styrmin/styrmin/operator/instance"
 	"github.com/styrmin/styrmin/operator/internal/eventnote"
 	"github.com/styrmin/styrmin/operator/internal/outcome"
@@ -344,9 +346,10 @@ func (r *Reconciler) tasksOf(ctx context.Context, namespace string, id v1alpha1.
 }
 
 // pruneTasks deletes the finished tasks of the deployment of run's task,
-// which has just finished, beyond the KeepTasks newest. Tasks that have
-// not finished are never deleted. Failing changes nothing but the
-// history's length: it is logged only.
+// which has just finished, beyond the KeepTasks newest, and the ended Jobs
+// of tasks no longer there (pruneJobs). Tasks that have not finished are
+// never deleted. Failing changes nothing but the history's length: it is
+// logged only.
 func (r *Reconciler) pruneTasks(ctx context.Context, run *taskRun) {
 	t := run.task
 	tasks, err := r.tasksOf(ctx, t.Namespace, t.Spec.Deployment)
@@ -363,8 +366,10 @@ func (r *Reconciler) pruneTasks(ctx context.Context, run *taskRun) {
 	}
 	// Newest first; the cache may not show t finished yet.
 	kept := 0
+	left := map[string]bool{}
 	for i := len(tasks) - 1; i >= 0; i-- {
 		old := &tasks[i]
+		left[old.Name] = true
 		if (old.UID != t.UID && !old.Status.Phase.Terminal()) || IsOperation(old) || holders[old.UID] {
 			// Operations' tasks go with their StyrminBackup or
 			// StyrminRestore (a failed restore's holds its deployment).
@@ -377,6 +382,46 @@ func (r *Reconciler) pruneTasks(ctx context.Context, run *taskRun) {
 		err := r.opts.Client.Delete(ctx, old, client.Preconditions{UID: &uid})
 		if err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
 			run.log.Error(err, "deleting a finished task beyond the kept history", "task", old.Name)
+			continue
+		}
+		delete(left, old.Name)
+	}
+	r.pruneJobs(ctx, run, left)
+}
+
+// pruneJobs deletes the ended Jobs the deployment's steps made whose task
+// is not among left (pruned, deleted by hand, or an operation's gone with
+// its StyrminBackup), their pods with them. Nothing deleted them: each
+// change with a migration left a Job and its pod in the namespace for
+// ever, and every runJob step and drift hold read them all. What a Job
+// logged is in its step's output; a Job still running is left to end (it
+// holds the drift check, and the next runJob step waits for it).
+func (r *Reconciler) pruneJobs(ctx context.Context, run *taskRun, left map[string]bool) {
+	t := run.task
+	var jobs batchv1.JobList
+	if err := r.opts.Client.List(ctx, &jobs, client.InNamespace(t.Spec.Namespace), client.MatchingLabels(t.Spec.Deployment.Labels()), client.HasLabels{LabelTask}); err != nil {
+		run.log.Error(err, "listing the deployment's step jobs to prune")
+		return
+	}
+	var a *Actor
+	background := metav1.DeletePropagationBackground
+	for i := range jobs.Items {
+		j := &jobs.Items[i]
+		if left[j.Labels[LabelTask]] || !j.DeletionTimestamp.IsZero() || !health.JobEnded(j) {
+			continue
+		}
+		if a == nil {
+			actor, err := r.actor(ctx, run)
+			if err != nil {
+				run.log.Error(err, "pruning the step jobs of pruned tasks")
+				return
+			}
+			a = &actor
+		}
+		uid := j.UID
+		err := a.Writer.Delete(ctx, j, client.Preconditions{UID: &uid}, client.PropagationPolicy(background))
+		if err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
+			run.log.Error(err, "deleting the ended job of a task no longer kept", "job", j.Name, "task", j.Labels[LabelTask])
 		}
 	}
 }

@@ -7,6 +7,8 @@ import (
 
 	"github.com/go-logr/logr"
 	"github.com/prometheus/client_golang/prometheus"
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -60,5 +62,94 @@ func TestAFailedTaskThatHoldsComponentsStoppedIsNotPruned(t *testing.T) {
 	}
 	if want := []string{holder.Name, last.Name}; !slices.Equal(left, want) {
 		t.Fatalf("tasks after pruning to one: %v, want %v (the failed upgrade holds the workers stopped)", left, want)
+	}
+}
+
+// stepJob makes a Job of a step of task (named name), as runJob labels
+// it; ended, its status says it completed.
+func stepJob(t *testing.T, cl client.Client, task *v1alpha1.StyrminTask, name string, ended bool) *batchv1.Job {
+	t.Helper()
+	labels := task.Spec.Deployment.Labels()
+	labels[LabelTask] = task.Name
+	never := corev1.RestartPolicyNever
+	job := &batchv1.Job{
+		ObjectMeta: metav1.ObjectMeta{Namespace: task.Namespace, Name: name, Labels: labels},
+		Spec: batchv1.JobSpec{Template: corev1.PodTemplateSpec{Spec: corev1.PodSpec{RestartPolicy: never,
+			Containers: []corev1.Container{{Name: "app", Image: "busybox", Command: []string{"migrate"}}}}}},
+	}
+	if err := cl.Create(context.Background(), job); err != nil {
+		t.Fatal(err)
+	}
+	if ended {
+		completeJob(t, cl, job)
+	}
+	return job
+}
+
+// jobsIn are the names of the Jobs in ns that are not being deleted.
+func jobsIn(t *testing.T, cl client.Client, ns string) []string {
+	t.Helper()
+	var jobs batchv1.JobList
+	if err := cl.List(context.Background(), &jobs, client.InNamespace(ns)); err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	for _, j := range jobs.Items {
+		if j.DeletionTimestamp.IsZero() {
+			out = append(out, j.Name)
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+// TestTheJobsOfPrunedTasksArePrunedWithThem pins how long a runJob step's
+// Job lives: as long as its task is kept. Nothing deleted one: every
+// change with a migration left its Job and pod in the namespace for
+// ever, thousands after months of changes, each read by every later
+// runJob step and drift hold. A pruned task's ended Jobs go with it, and
+// so do those of a task deleted by hand once they ended; a Job that still
+// runs is left to end, and a kept task keeps its own.
+func TestTheJobsOfPrunedTasksArePrunedWithThem(t *testing.T) {
+	t.Parallel()
+	const ns = "dev-jobs"
+	cl := withCRDs(t, ns)
+	d := maintenanceDriver(t)
+	ctx := context.Background()
+	var tasks []*v1alpha1.StyrminTask
+	for seq := int64(1); seq <= 3; seq++ {
+		tk := createJobsTask(t, cl, jobsInstance(t, d, ns, seq, "1.0.0"), v1alpha1.WorkflowUpdate)
+		tk.Status.Phase = v1alpha1.TaskSucceeded
+		if err := cl.Status().Update(ctx, tk); err != nil {
+			t.Fatal(err)
+		}
+		stepJob(t, cl, tk, JobName("jobs", "migrate", seq), true)
+		tasks = append(tasks, tk)
+	}
+	// A task deleted by hand: one of its Jobs ended, one still runs.
+	gone := createJobsTask(t, cl, jobsInstance(t, d, ns, 4, "1.0.0"), v1alpha1.WorkflowUpdate)
+	stepJob(t, cl, gone, JobName("jobs", "migrate", 4), true)
+	stepJob(t, cl, gone, JobName("jobs", "seed", 4), false)
+	if err := cl.Delete(ctx, gone); err != nil {
+		t.Fatal(err)
+	}
+	// A chart's own Job is no step's.
+	chartJob := &batchv1.Job{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "chart-hook", Labels: tasks[0].Spec.Deployment.Labels()},
+		Spec: batchv1.JobSpec{Template: corev1.PodTemplateSpec{Spec: corev1.PodSpec{RestartPolicy: corev1.RestartPolicyNever,
+			Containers: []corev1.Container{{Name: "hook", Image: "busybox"}}}}}}
+	if err := cl.Create(ctx, chartJob); err != nil {
+		t.Fatal(err)
+	}
+	completeJob(t, cl, chartJob)
+
+	r, err := NewReconciler(Options{Client: cl, Drivers: oneDriver{d}, Registerer: prometheus.NewRegistry(), KeepTasks: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.pruneTasks(ctx, &taskRun{task: tasks[2], log: logr.Discard()})
+	want := []string{"chart-hook", JobName("jobs", "migrate", 2), JobName("jobs", "migrate", 3), JobName("jobs", "seed", 4)}
+	slices.Sort(want)
+	if got := jobsIn(t, cl, ns); !slices.Equal(got, want) {
+		t.Fatalf("jobs after pruning to two tasks: %v, want %v (the kept tasks', the one still running, the chart's)", got, want)
 	}
 }
