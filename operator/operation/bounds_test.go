@@ -22,19 +22,64 @@ import (
 // deployments' failures and counting the others, which its parts name.
 func TestABackupOfAWholeEnvironmentThatFailedEverywhereEnds(t *testing.T) {
 	t.Parallel()
+	b := failedEverywhere(t, 80, "")
+	if b.Status.Phase != v1alpha1.OperationFailed || !strings.HasPrefix(b.Status.Message, "failed for app0000: step backup") ||
+		!strings.Contains(b.Status.Message, "more (status.deployments names each)") {
+		t.Fatalf("the backup: %s %.200q; want it failed, naming the first deployments' failures and counting the others", b.Status.Phase, b.Status.Message)
+	}
+	for _, c := range b.Status.Conditions {
+		if len(c.Message) > 32<<10 {
+			t.Errorf("condition %s: a message of %d bytes", c.Type, len(c.Message))
+		}
+	}
+	for _, d := range b.Status.Deployments {
+		if d.Phase != v1alpha1.OperationFailed || !strings.Contains(d.Message, "401 Unauthorized") {
+			t.Fatalf("part %s: %s %q; want it failed with its task's message", d.Name, d.Phase, d.Message)
+		}
+	}
+}
+
+// TestABackupOfAThousandDeploymentsThatFailedEverywhereEnds pins the
+// bound on each part's message. The parts of a whole environment are one
+// object, which etcd bounds (about 1.5 MiB): a thousand deployments whose
+// tasks failed saying a kilobyte or two each (a job's pods and how each
+// ended) could not be recorded, and the backup stayed Running for ever.
+func TestABackupOfAThousandDeploymentsThatFailedEverywhereEnds(t *testing.T) {
+	t.Parallel()
+	// What each task said of its job's pods.
+	var pods strings.Builder
+	for i := range 8 {
+		fmt.Fprintf(&pods, "; pod %d of the job: Error exit code 1: backup-tools: connecting to the store at https://objects.example.com: TLS handshake timeout after 10s", i)
+	}
+	b := failedEverywhere(t, 1000, pods.String())
+	if b.Status.Phase != v1alpha1.OperationFailed || len(b.Status.Deployments) != 1000 {
+		t.Fatalf("the backup: %s with %d parts %.200q; want it failed with its thousand parts", b.Status.Phase, len(b.Status.Deployments), b.Status.Message)
+	}
+	for _, d := range b.Status.Deployments {
+		if d.Phase != v1alpha1.OperationFailed || !strings.HasPrefix(d.Message, "step backup") || !strings.HasSuffix(d.Message, "…") {
+			t.Fatalf("part %s: %s %q; want it failed with its task's message, cut", d.Name, d.Phase, d.Message)
+		}
+	}
+}
+
+// failedEverywhere reconciles a nightly backup of an environment of n
+// deployments, each of whose tasks failed alike (the registry refused the
+// backup image; detail added to each message), and returns it.
+func failedEverywhere(t *testing.T, n int, detail string) *v1alpha1.StyrminBackup {
+	t.Helper()
 	ctx, cl := operations(t)
-	const n = 80
 	started := metav1.Now()
 	status := v1alpha1.StyrminBackupStatus{Phase: v1alpha1.OperationRunning, Location: "s3://backups/local/data", StartedAt: &started}
 	for i := range n {
-		name := fmt.Sprintf("app%02d", i)
+		name := fmt.Sprintf("app%04d", i)
 		ns := "data-" + name
 		if err := cl.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil {
 			t.Fatal(err)
 		}
 		task := name + "-backup-nightly-1"
 		status.Deployments = append(status.Deployments, v1alpha1.OperationDeployment{Name: name, Namespace: ns, Task: task,
-			Phase: v1alpha1.OperationRunning, Artifact: "s3://backups/local/data/nightly/" + name, Sequence: 3, StartedAt: &started})
+			Phase: v1alpha1.OperationRunning, Artifact: "s3://backups/local/data/nightly/" + name, Sequence: 3, StartedAt: &started,
+			Driver: v1alpha1.DriverRef{Name: "graphhub", Version: "1.4.0", Digest: "sha256:" + strings.Repeat("ab", 32)}})
 		id := v1alpha1.DeploymentID{Cluster: "local", Environment: "data", Name: name}
 		labels := id.Labels()
 		labels[v1alpha1.LabelOperation] = "nightly"
@@ -51,8 +96,8 @@ func TestABackupOfAWholeEnvironmentThatFailedEverywhereEnds(t *testing.T) {
 		job := fmt.Sprintf("%s-dump-2f9c1a-3", name)
 		finished := metav1.Now()
 		tk.Status = v1alpha1.StyrminTaskStatus{Phase: v1alpha1.TaskFailed, Workflow: v1alpha1.WorkflowBackup, FromSequence: 3, StartedAt: &started, FinishedAt: &finished,
-			Message: fmt.Sprintf(`step backup/core/1:runJob (StepTimedOut) failed: timed out after 30m0s: pod %s/%s-7kq2x of job %s (task %s): ImagePullBackOff: Back-off pulling image "registry.example.com/platform/backup-tools:2.3.1": ErrImagePull: failed to pull and unpack image "registry.example.com/platform/backup-tools:2.3.1": failed to resolve reference: pulling from host registry.example.com failed with status code [manifests 2.3.1]: 401 Unauthorized`,
-				ns, job, job, task)}
+			Message: fmt.Sprintf(`step backup/core/1:runJob (StepTimedOut) failed: timed out after 30m0s: pod %s/%s-7kq2x of job %s (task %s): ImagePullBackOff: Back-off pulling image "registry.example.com/platform/backup-tools:2.3.1": ErrImagePull: failed to pull and unpack image "registry.example.com/platform/backup-tools:2.3.1": failed to resolve reference: pulling from host registry.example.com failed with status code [manifests 2.3.1]: 401 Unauthorized%s`,
+				ns, job, job, task, detail)}
 		if err := cl.Status().Update(ctx, tk); err != nil {
 			t.Fatal(err)
 		}
@@ -63,18 +108,5 @@ func TestABackupOfAWholeEnvironmentThatFailedEverywhereEnds(t *testing.T) {
 		t.Fatal(err)
 	}
 	reconcileAndRead(ctx, t, cl, r, b)
-	if b.Status.Phase != v1alpha1.OperationFailed || !strings.HasPrefix(b.Status.Message, "failed for app00: step backup") ||
-		!strings.Contains(b.Status.Message, "more (status.deployments names each)") {
-		t.Fatalf("the backup: %s %.200q; want it failed, naming the first deployments' failures and counting the others", b.Status.Phase, b.Status.Message)
-	}
-	for _, c := range b.Status.Conditions {
-		if len(c.Message) > 32<<10 {
-			t.Errorf("condition %s: a message of %d bytes", c.Type, len(c.Message))
-		}
-	}
-	for _, d := range b.Status.Deployments {
-		if d.Phase != v1alpha1.OperationFailed || !strings.Contains(d.Message, "401 Unauthorized") {
-			t.Fatalf("part %s: %s %q; want it failed with its task's message", d.Name, d.Phase, d.Message)
-		}
-	}
+	return b
 }
