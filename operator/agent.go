@@ -453,9 +453,14 @@ func (a *Agent) addLocker(ctx context.Context, direct client.Reader, opts Option
 	if lo.Statuses == nil && poster != nil {
 		lo.Statuses, lo.StatusContext, lo.StatusTargetURL = poster, "styrmin/"+opts.Cluster+"/lock", opts.Statuses.TargetURL
 	}
+	sc := &source.SourceConditions{Client: a.mgr.GetClient(), Reader: a.mgr.GetAPIReader(),
+		Source: types.NamespacedName{Namespace: opts.Manager.Namespace, Name: opts.SourceName}}
 	if lo.Conditions == nil {
-		lo.Conditions = &source.SourceConditions{Client: a.mgr.GetClient(), Reader: a.mgr.GetAPIReader(),
-			Source: types.NamespacedName{Namespace: opts.Manager.Namespace, Name: opts.SourceName}}
+		lo.Conditions = sc
+	}
+	if lo.Queue == nil {
+		// The statuses the host has not taken outlive this process.
+		lo.Queue = sc
 	}
 	prev := lo.OnLocked
 	lo.OnLocked = func(r source.LockResult) {

@@ -18,6 +18,7 @@ import (
 	"github.com/styrmin/styrmin/gitsource"
 	"github.com/styrmin/styrmin/operator/api/v1alpha1"
 	"github.com/styrmin/styrmin/operator/driversource"
+	"github.com/styrmin/styrmin/operator/internal/eventnote"
 	"github.com/styrmin/styrmin/operator/internal/outcome"
 	"github.com/styrmin/styrmin/resolver"
 )
@@ -113,6 +114,13 @@ type LockModeOptions struct {
 	Statuses        StatusPoster
 	StatusContext   string
 	StatusTargetURL string
+	// Queue, when set with Statuses, keeps the statuses the host has not
+	// taken yet where the next agent finds them (NewAgent: the
+	// StyrminSource's status.lockStatuses, SourceConditions): a restarted
+	// agent, or a replica elected, posts them. Without it they are lost
+	// with the process: the head's lock commit is skipped by the next
+	// agent, which never decides for that configuration commit again.
+	Queue StatusQueue
 	// Log receives the locker's logs.
 	Log logr.Logger
 	// Now is the clock (nil: time.Now).
@@ -179,6 +187,11 @@ type Locker struct {
 	// statusToken follows whether the host refuses the token: a bad one
 	// is logged when the refusals start and end, not at every round.
 	statusToken commitstatus.TokenWatch
+	// queued is what opts.Queue holds as last read or written; queueRead
+	// is false until it was read once (nothing is written before: the
+	// statuses an agent before left there would be lost).
+	queued    []v1alpha1.LockStatus
+	queueRead bool
 	// made are the lock commits this locker pushed, newest last (at most
 	// maxMadeLocks): a head whose lock is one of them is locked here,
 	// whatever its parent (a lock made again over its own, one a
@@ -265,9 +278,11 @@ func (l *Locker) Start(ctx context.Context) error {
 // already or is a lock commit. It is not safe for concurrent use (Start
 // calls it from one goroutine).
 func (l *Locker) LockHead(ctx context.Context) (LockResult, error) {
+	l.readQueue(ctx)
 	res, err := l.lockHead(ctx)
 	l.writeCondition(ctx)
 	l.postStatus(ctx)
+	l.keepQueue(ctx)
 	return res, err
 }
 
@@ -306,7 +321,7 @@ func (l *Locker) decided(head gitsource.Hash, res LockResult, err error, again b
 
 // maxPendingStatuses bounds the lock statuses kept for a host that does
 // not answer: one per head locked meanwhile.
-const maxPendingStatuses = 32
+const maxPendingStatuses = v1alpha1.MaxLockStatuses
 
 // subjectOf is the configuration head a lock of head decides for: head,
 // unless head is the lock mode's own commit locked again (some of its
@@ -402,6 +417,80 @@ func (l *Locker) postStatus(ctx context.Context) {
 		l.pendingStatuses, l.statusPosted = l.pendingStatuses[1:], p.key
 	}
 }
+
+// StatusQueue keeps the lock statuses the host has not taken yet across
+// the agent's restarts and elections: *SourceConditions.
+type StatusQueue interface {
+	// LockStatuses reads the statuses kept (a StyrminSource not made yet:
+	// a NotFound error, nothing kept).
+	LockStatuses(ctx context.Context) ([]v1alpha1.LockStatus, error)
+	// SetLockStatuses replaces them (none: removed).
+	SetLockStatuses(ctx context.Context, statuses []v1alpha1.LockStatus) error
+}
+
+// readQueue takes, once, the statuses an agent before this one decided
+// and the host had not taken when it stopped: they are posted first,
+// oldest first, unless this locker decided their head again since
+// (decided replaces them). One that cannot be read (the API server away)
+// is read on a later round; until then nothing is written over it.
+func (l *Locker) readQueue(ctx context.Context) {
+	if l.opts.Queue == nil || l.opts.Statuses == nil || l.queueRead {
+		return
+	}
+	kept, err := l.opts.Queue.LockStatuses(ctx)
+	if err != nil && !apierrors.IsNotFound(err) {
+		if ctx.Err() == nil {
+			l.opts.Log.Error(err, "reading the lock statuses an agent before left to post; read on a later round")
+		}
+		return
+	}
+	l.queueRead, l.queued = true, kept
+	var earlier []headStatus
+	for _, k := range kept {
+		head, err := gitsource.ParseHash(k.Commit)
+		if err != nil || slices.ContainsFunc(l.pendingStatuses, func(p headStatus) bool { return p.head == head }) {
+			continue
+		}
+		s := commitstatus.Status{State: commitstatus.State(k.State), Description: k.Description,
+			Context: l.opts.StatusContext, TargetURL: l.opts.StatusTargetURL}
+		earlier = append(earlier, headStatus{head: head, status: s, key: decidedKey{head, k.State, "", false}})
+	}
+	if len(earlier) > 0 {
+		l.opts.Log.Info("posting the lock statuses an agent before decided and the host had not taken", "waiting", len(earlier))
+		l.pendingStatuses = append(earlier, l.pendingStatuses...)
+		if n := len(l.pendingStatuses) - maxPendingStatuses; n > 0 {
+			l.pendingStatuses = slices.Delete(l.pendingStatuses, 0, n)
+		}
+	}
+}
+
+// keepQueue records the statuses not posted yet in opts.Queue when they
+// differ from what it holds: no write while the host takes each status
+// as it is decided. One that fails is made on a later round.
+func (l *Locker) keepQueue(ctx context.Context) {
+	if l.opts.Queue == nil || l.opts.Statuses == nil || !l.queueRead {
+		return
+	}
+	want := make([]v1alpha1.LockStatus, 0, len(l.pendingStatuses))
+	for _, p := range l.pendingStatuses {
+		want = append(want, v1alpha1.LockStatus{Commit: p.head.String(), State: string(p.status.State),
+			Description: eventnote.Cut(p.status.Description, maxQueuedDescription)})
+	}
+	if slices.Equal(want, l.queued) {
+		return
+	}
+	if err := l.opts.Queue.SetLockStatuses(ctx, want); err != nil {
+		if ctx.Err() == nil {
+			l.opts.Log.Error(err, "recording the lock statuses the host has not taken; recorded on a later round", "waiting", len(want))
+		}
+		return
+	}
+	l.queued = want
+}
+
+// maxQueuedDescription bounds a status's description kept in the queue
+// (the host keeps 140 characters of it).
+const maxQueuedDescription = 1024
 
 // now is the locker's clock.
 func (l *Locker) now() time.Time {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -57,9 +58,104 @@ var (
 
 // round decides one lock's outcome and writes it, as LockHead does.
 func (l *Locker) round(head gitsource.Hash, res LockResult, err error, again bool) {
+	l.readQueue(context.Background())
 	l.decided(head, res, err, again)
 	l.writeCondition(context.Background())
 	l.postStatus(context.Background())
+	l.keepQueue(context.Background())
+}
+
+// idle is a round of LockHead that decides nothing (the head was handled,
+// or is a lock commit that leaves nothing to lock).
+func (l *Locker) idle() {
+	l.readQueue(context.Background())
+	l.writeCondition(context.Background())
+	l.postStatus(context.Background())
+	l.keepQueue(context.Background())
+}
+
+// queueOf is a StatusQueue in memory (the StyrminSource's field);
+// failRead and failWrite make its reads and writes fail (the API server
+// away), writes counts those made.
+type queueOf struct {
+	kept                []v1alpha1.LockStatus
+	failRead, failWrite bool
+	writes              int
+}
+
+func (q *queueOf) LockStatuses(context.Context) ([]v1alpha1.LockStatus, error) {
+	if q.failRead {
+		return nil, errors.New("the API server is away")
+	}
+	return slices.Clone(q.kept), nil
+}
+
+func (q *queueOf) SetLockStatuses(_ context.Context, s []v1alpha1.LockStatus) error {
+	if q.failWrite {
+		return errors.New("the API server is away")
+	}
+	q.kept, q.writes = slices.Clone(s), q.writes+1
+	return nil
+}
+
+var _ StatusQueue = (*queueOf)(nil)
+
+func (q *queueOf) commits() string {
+	var out []string
+	for _, k := range q.kept {
+		out = append(out, k.Commit[:4]+" "+k.State)
+	}
+	return strings.Join(out, ",")
+}
+
+// TestALockStatusTheHostDidNotTakeIsPostedByTheNextAgent pins that the
+// statuses the lock mode decided while the host was away (no answer, a
+// rate limit's wait of up to an hour) outlive its process: they were kept
+// in its memory only, and an agent restarted meanwhile, or a replica
+// elected, never decided for those configuration commits again (the head
+// is their lock commit, skipped), so a commit kept no lock status at all,
+// or "locked again soon" (pending) for ever. They are now kept on the
+// StyrminSource while the host has not taken them (written only then),
+// and the next agent posts them first, oldest first; one that cannot read
+// them yet writes nothing over them.
+func TestALockStatusTheHostDidNotTakeIsPostedByTheNextAgent(t *testing.T) {
+	sinks, q := &recorded{}, &queueOf{}
+	opts := LockModeOptions{Conditions: sinks, Statuses: sinks, Queue: q, StatusContext: "styrmin/local/lock", Log: logr.Discard()}
+	first, second, third := gitsource.Hash{0xa1, 0xa1}, gitsource.Hash{0xb2, 0xb2}, gitsource.Hash{0xc3, 0xc3}
+	l := &Locker{opts: opts}
+	l.round(first, LockResult{Failed: fmt.Errorf("local/dev/hub: %w", drivers.ErrSandboxStart)}, nil, true)
+	if q.writes != 0 {
+		t.Fatalf("a status the host took was recorded (%d writes: %s): nothing is written while the host takes them", q.writes, q.commits())
+	}
+	sinks.fail = true // the host away, then the agent stops
+	l.round(first, LockResult{Locked: []string{"local/dev/hub=3"}, Commit: gitsource.Hash{0x10}}, nil, false)
+	l.round(second, LockResult{Failed: errors.New("local/dev/web: parameter workers: must be at most 8")}, nil, false)
+	if got, want := q.commits(), "a1a1 success,b2b2 failure"; got != want {
+		t.Fatalf("the source keeps %q, want %q", got, want)
+	}
+
+	// The next agent cannot read them at first, and decides a head of
+	// its own while the host is still away: nothing is written over them.
+	next := &Locker{opts: opts}
+	q.failRead = true
+	next.round(third, LockResult{Locked: []string{"local/dev/api=2"}, Commit: gitsource.Hash{0x11}}, nil, false)
+	if got, want := q.commits(), "a1a1 success,b2b2 failure"; got != want {
+		t.Fatalf("an agent that could not read them wrote %q over %q", got, want)
+	}
+	q.failRead, sinks.fail = false, false
+	next.statusResume = time.Time{} // the back-off from the host away is over
+	next.idle()                     // the head is the lock commit: nothing decided
+	if got, want := strings.Join(sinks.statuses, ","), "a1a1 pending,a1a1 success,b2b2 failure,c3c3 success"; got != want {
+		t.Fatalf("statuses %q, want %q: those the agent before decided first", got, want)
+	}
+	if len(q.kept) != 0 {
+		t.Fatalf("the source still keeps %q once the host took them", q.commits())
+	}
+	writes := q.writes
+	next.idle()
+	if q.writes != writes || len(sinks.statuses) != 4 {
+		t.Errorf("a round with nothing new wrote the queue (%d writes, was %d) or posted again %v", q.writes, writes, sinks.statuses)
+	}
 }
 
 // What the lock mode writes of a head locked again round after round: an

@@ -2,6 +2,7 @@ package source
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"strings"
 
@@ -57,6 +58,38 @@ func (s *SourceConditions) SetCondition(ctx context.Context, c metav1.Condition)
 		}
 		return s.Client.Status().Update(ctx, &src)
 	})
+}
+
+var _ StatusQueue = (*SourceConditions)(nil)
+
+// LockStatuses reads the lock statuses the StyrminSource keeps
+// (status.lockStatuses).
+func (s *SourceConditions) LockStatuses(ctx context.Context) ([]v1alpha1.LockStatus, error) {
+	var src v1alpha1.StyrminSource
+	if err := s.Reader.Get(ctx, s.Source, &src); err != nil {
+		return nil, err
+	}
+	return src.Status.LockStatuses, nil
+}
+
+// SetLockStatuses replaces the lock statuses the StyrminSource keeps, by a
+// merge patch of that field alone: the syncer's writes of the status
+// carry it (an update on an older copy conflicts, and its fields are put
+// on a copy read again), and the scheduler's patches touch others.
+func (s *SourceConditions) SetLockStatuses(ctx context.Context, statuses []v1alpha1.LockStatus) error {
+	var list any = statuses
+	if len(statuses) == 0 {
+		list = nil // removed
+	}
+	patch, err := json.Marshal(map[string]any{"status": map[string]any{"lockStatuses": list}})
+	if err != nil {
+		return err
+	}
+	src := &v1alpha1.StyrminSource{ObjectMeta: metav1.ObjectMeta{Name: s.Source.Name, Namespace: s.Source.Namespace}}
+	if err := s.Client.Status().Patch(ctx, src, client.RawPatch(types.MergePatchType, patch)); err != nil {
+		return fmt.Errorf("recording the lock statuses not posted yet on StyrminSource %s: %w", s.Source, err)
+	}
+	return nil
 }
 
 // keepLockerConditions is the syncer's conditions own on a copy of the

@@ -77,7 +77,32 @@ type StyrminSourceStatus struct {
 	// was elected.
 	// +optional
 	ReportedThrough *metav1.Time `json:"reportedThrough,omitempty"`
+	// LockStatuses (in lock mode) are the commit statuses of configuration
+	// heads the lock mode decided and the git host has not taken yet (it
+	// did not answer, or rate limited the API), oldest first: an agent
+	// restarted, or a replica elected, meanwhile posts them, where they
+	// were lost with the process that decided them (a commit without its
+	// lock status, or "locked again soon" for ever).
+	// +listType=atomic
+	// +kubebuilder:validation:MaxItems=32
+	// +optional
+	LockStatuses []LockStatus `json:"lockStatuses,omitempty"`
 }
+
+// LockStatus is a lock's commit status not yet posted to the git host.
+type LockStatus struct {
+	// Commit is the configuration commit the status is for.
+	Commit string `json:"commit"`
+	// State is the status's state: pending, success, failure or error.
+	State string `json:"state"`
+	// Description is the status's description.
+	// +kubebuilder:validation:MaxLength=1024
+	// +optional
+	Description string `json:"description,omitempty"`
+}
+
+// MaxLockStatuses is how many unposted lock statuses a StyrminSource keeps.
+const MaxLockStatuses = 32
 
 // ScheduledBackup is where an environment's backup schedule stands.
 type ScheduledBackup struct {
