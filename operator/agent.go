@@ -458,9 +458,9 @@ func (a *Agent) addLocker(ctx context.Context, direct client.Reader, opts Option
 	if lo.Conditions == nil {
 		lo.Conditions = sc
 	}
-	if lo.Queue == nil {
+	if lo.State == nil {
 		// The statuses the host has not taken outlive this process.
-		lo.Queue = sc
+		lo.State = sc
 	}
 	prev := lo.OnLocked
 	lo.OnLocked = func(r source.LockResult) {

@@ -5,11 +5,13 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"net/http"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"testing/fstest"
 
@@ -652,4 +654,95 @@ func TestALockCommitTheLockModeDidNotMakeEndsWhatItSaidOfAnOlderHead(t *testing.
 		t.Fatalf("the round on CI's lock commit: %+v, %v; want it skipped", res, err)
 	}
 	locked("CI's lock of the fix", metav1.ConditionUnknown, v1alpha1.ReasonLockedElsewhere, ciLock.Short()+" is locked by "+ciLock.Short())
+}
+
+// awayPoster posts through its poster unless away is set: a host that
+// does not answer (503).
+type awayPoster struct {
+	source.StatusPoster
+	away atomic.Bool
+}
+
+func (p *awayPoster) Post(ctx context.Context, sha string, s commitstatus.Status) error {
+	if p.away.Load() {
+		return &commitstatus.HTTPError{Code: http.StatusServiceUnavailable, Message: "unavailable"}
+	}
+	return p.StatusPoster.Post(ctx, sha, s)
+}
+
+// TestTheNextAgentPostsTheLockStatusTheHostDidNotTakeFromTheSource pins,
+// on a real API server, that the lock mode's statuses the host did not
+// take are kept on the StyrminSource (status.lockStatuses) only while
+// they wait, and that the next agent's lock mode, whose head is their
+// lock commit (skipped), posts them: the configuration commit got no lock
+// status at all when the agent stopped before the host answered. The head
+// it locks again (status.lockAgain) is kept and dropped alike.
+func TestTheNextAgentPostsTheLockStatusTheHostDidNotTakeFromTheSource(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	srv := exampleServer(t)
+	_, cl := agenttest.StartCluster(t, testcluster.Options{})
+	key := types.NamespacedName{Namespace: "styrmin-system", Name: "styrmin"}
+	if err := cl.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: key.Namespace}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := cl.Create(ctx, &v1alpha1.StyrminSource{ObjectMeta: metav1.ObjectMeta{Namespace: key.Namespace, Name: key.Name},
+		Spec: v1alpha1.StyrminSourceSpec{URL: srv.RepoURL(agentRepoName), Cluster: "local"}}); err != nil {
+		t.Fatal(err)
+	}
+	sc := &source.SourceConditions{Client: cl, Reader: cl, Source: key}
+	host, poster := lockStatusHost(t)
+	away := &awayPoster{StatusPoster: poster}
+	away.away.Store(true)
+	config := srv.Head(agentRepoName, "main")
+	first, err := source.NewLocker(source.LockModeOptions{Repo: cloneOf(t, srv), Conditions: sc, State: sc, Statuses: away, StatusContext: "styrmin/local/lock"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res, err := first.LockHead(ctx); err != nil || len(res.Locked) != 2 {
+		t.Fatalf("the first agent's lock: %+v, %v; want web and hub locked", res, err)
+	}
+	kept, again, err := sc.LockState(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(kept) != 1 || kept[0].Commit != config || kept[0].State != string(commitstatus.Success) || !strings.Contains(kept[0].Description, "2 deployments locked") || again != nil {
+		t.Fatalf("the source keeps %+v (again %+v), want the success of %s only", kept, again, config[:12])
+	}
+
+	// The first agent stops; the host answers again; the next agent's
+	// first round is at the lock commit.
+	away.away.Store(false)
+	next, err := source.NewLocker(source.LockModeOptions{Repo: cloneOf(t, srv), Conditions: sc, State: sc, Statuses: away, StatusContext: "styrmin/local/lock"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res, err := next.LockHead(ctx); err != nil || !res.Skipped {
+		t.Fatalf("the next agent's round at the lock commit: %+v, %v; want it skipped", res, err)
+	}
+	if got := host.states(config); strings.Join(got, " ") != "styrmin/local/lock=success" {
+		t.Fatalf("the configuration commit's statuses %v, want the success the first agent decided", got)
+	}
+	var src v1alpha1.StyrminSource
+	if err := cl.Get(ctx, key, &src); err != nil {
+		t.Fatal(err)
+	}
+	if len(src.Status.LockStatuses) != 0 {
+		t.Fatalf("the source still keeps %+v once the host took it", src.Status.LockStatuses)
+	}
+
+	// The head to lock again is kept and removed by the API server alike.
+	want := &v1alpha1.LockAgain{Commit: config, Head: srv.Head(agentRepoName, "main")}
+	if err := sc.SetLockAgain(ctx, want); err != nil {
+		t.Fatal(err)
+	}
+	if _, got, err := sc.LockState(ctx); err != nil || got == nil || *got != *want {
+		t.Fatalf("the head to lock again read back %+v, %v; want %+v", got, err, want)
+	}
+	if err := sc.SetLockAgain(ctx, nil); err != nil {
+		t.Fatal(err)
+	}
+	if _, got, err := sc.LockState(ctx); err != nil || got != nil {
+		t.Fatalf("the head to lock again once removed: %+v, %v", got, err)
+	}
 }

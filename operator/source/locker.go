@@ -114,13 +114,14 @@ type LockModeOptions struct {
 	Statuses        StatusPoster
 	StatusContext   string
 	StatusTargetURL string
-	// Queue, when set with Statuses, keeps the statuses the host has not
-	// taken yet where the next agent finds them (NewAgent: the
-	// StyrminSource's status.lockStatuses, SourceConditions): a restarted
-	// agent, or a replica elected, posts them. Without it they are lost
-	// with the process: the head's lock commit is skipped by the next
-	// agent, which never decides for that configuration commit again.
-	Queue StatusQueue
+	// State, when set, keeps across the agent's restarts and elections
+	// what the next agent could not learn again (NewAgent: on the
+	// StyrminSource, SourceConditions): the statuses the host has not
+	// taken yet (with Statuses), which it posts, and a configuration head
+	// whose lock left deployments for the machine's trouble, which it
+	// locks again. Without it both are lost with the process: the head is
+	// by then their lock commit, which the next agent skips.
+	State LockState
 	// Log receives the locker's logs.
 	Log logr.Logger
 	// Now is the clock (nil: time.Now).
@@ -187,11 +188,12 @@ type Locker struct {
 	// statusToken follows whether the host refuses the token: a bad one
 	// is logged when the refusals start and end, not at every round.
 	statusToken commitstatus.TokenWatch
-	// queued is what opts.Queue holds as last read or written; queueRead
-	// is false until it was read once (nothing is written before: the
-	// statuses an agent before left there would be lost).
+	// stateRead is false until opts.State was read once (nothing is
+	// written before: what an agent before left there would be lost);
+	// queued and keptAgain are what it holds as last read or written.
+	stateRead bool
 	queued    []v1alpha1.LockStatus
-	queueRead bool
+	keptAgain *v1alpha1.LockAgain
 	// made are the lock commits this locker pushed, newest last (at most
 	// maxMadeLocks): a head whose lock is one of them is locked here,
 	// whatever its parent (a lock made again over its own, one a
@@ -278,11 +280,11 @@ func (l *Locker) Start(ctx context.Context) error {
 // already or is a lock commit. It is not safe for concurrent use (Start
 // calls it from one goroutine).
 func (l *Locker) LockHead(ctx context.Context) (LockResult, error) {
-	l.readQueue(ctx)
+	l.resume(ctx)
 	res, err := l.lockHead(ctx)
 	l.writeCondition(ctx)
 	l.postStatus(ctx)
-	l.keepQueue(ctx)
+	l.keepState(ctx)
 	return res, err
 }
 
@@ -418,33 +420,65 @@ func (l *Locker) postStatus(ctx context.Context) {
 	}
 }
 
-// StatusQueue keeps the lock statuses the host has not taken yet across
-// the agent's restarts and elections: *SourceConditions.
-type StatusQueue interface {
-	// LockStatuses reads the statuses kept (a StyrminSource not made yet:
-	// a NotFound error, nothing kept).
-	LockStatuses(ctx context.Context) ([]v1alpha1.LockStatus, error)
-	// SetLockStatuses replaces them (none: removed).
+// LockState keeps what the lock mode must not lose with its process
+// across the agent's restarts and elections: *SourceConditions.
+type LockState interface {
+	// LockState reads what is kept (a StyrminSource not made yet: a
+	// NotFound error, nothing kept).
+	LockState(ctx context.Context) ([]v1alpha1.LockStatus, *v1alpha1.LockAgain, error)
+	// SetLockStatuses replaces the statuses kept (none: removed).
 	SetLockStatuses(ctx context.Context, statuses []v1alpha1.LockStatus) error
+	// SetLockAgain replaces the head to lock again (nil: removed).
+	SetLockAgain(ctx context.Context, again *v1alpha1.LockAgain) error
 }
 
-// readQueue takes, once, the statuses an agent before this one decided
-// and the host had not taken when it stopped: they are posted first,
-// oldest first, unless this locker decided their head again since
-// (decided replaces them). One that cannot be read (the API server away)
-// is read on a later round; until then nothing is written over it.
-func (l *Locker) readQueue(ctx context.Context) {
-	if l.opts.Queue == nil || l.opts.Statuses == nil || l.queueRead {
+// resume takes up, once, what an agent before this one left: the
+// statuses the host had not taken when it stopped, and a head its lock
+// left deployments of for the machine's trouble. What cannot be read yet
+// (the API server away) is read on a later round; until then nothing is
+// written over it.
+func (l *Locker) resume(ctx context.Context) {
+	if l.opts.State == nil || l.stateRead {
 		return
 	}
-	kept, err := l.opts.Queue.LockStatuses(ctx)
+	kept, again, err := l.opts.State.LockState(ctx)
 	if err != nil && !apierrors.IsNotFound(err) {
 		if ctx.Err() == nil {
-			l.opts.Log.Error(err, "reading the lock statuses an agent before left to post; read on a later round")
+			l.opts.Log.Error(err, "reading what the lock mode of an agent before left to do; read on a later round")
 		}
 		return
 	}
-	l.queueRead, l.queued = true, kept
+	l.stateRead, l.queued, l.keptAgain = true, kept, again
+	l.resumeAgain(again)
+	if l.opts.Statuses != nil {
+		l.resumeStatuses(kept)
+	}
+}
+
+// resumeAgain makes the configuration head an agent before was to lock
+// again (some of its deployments left for the machine's trouble) this
+// locker's to lock again, deciding for it, as if this locker had made
+// that lock: its head is a lock commit that leaves nothing to lock, and
+// would be skipped, the deployments left waiting for the next
+// configuration commit and the head's status pending for ever. Not when
+// this locker handled a head already.
+func (l *Locker) resumeAgain(a *v1alpha1.LockAgain) {
+	if a == nil || !l.last.IsZero() {
+		return
+	}
+	commit, cerr := gitsource.ParseHash(a.Commit)
+	head, herr := gitsource.ParseHash(a.Head)
+	if cerr != nil || herr != nil {
+		return
+	}
+	l.opts.Log.Info("locking again the head an agent before left deployments of for the machine's trouble", "head", commit.Short(), "lock", head.Short())
+	l.subject, l.last, l.again = commit, head, true
+}
+
+// resumeStatuses queues the statuses an agent before decided and the host
+// had not taken: posted first, oldest first, unless this locker decided
+// their head again since (decided replaces them).
+func (l *Locker) resumeStatuses(kept []v1alpha1.LockStatus) {
 	var earlier []headStatus
 	for _, k := range kept {
 		head, err := gitsource.ParseHash(k.Commit)
@@ -455,22 +489,32 @@ func (l *Locker) readQueue(ctx context.Context) {
 			Context: l.opts.StatusContext, TargetURL: l.opts.StatusTargetURL}
 		earlier = append(earlier, headStatus{head: head, status: s, key: decidedKey{head, k.State, "", false}})
 	}
-	if len(earlier) > 0 {
-		l.opts.Log.Info("posting the lock statuses an agent before decided and the host had not taken", "waiting", len(earlier))
-		l.pendingStatuses = append(earlier, l.pendingStatuses...)
-		if n := len(l.pendingStatuses) - maxPendingStatuses; n > 0 {
-			l.pendingStatuses = slices.Delete(l.pendingStatuses, 0, n)
-		}
+	if len(earlier) == 0 {
+		return
+	}
+	l.opts.Log.Info("posting the lock statuses an agent before decided and the host had not taken", "waiting", len(earlier))
+	l.pendingStatuses = append(earlier, l.pendingStatuses...)
+	if n := len(l.pendingStatuses) - maxPendingStatuses; n > 0 {
+		l.pendingStatuses = slices.Delete(l.pendingStatuses, 0, n)
 	}
 }
 
-// keepQueue records the statuses not posted yet in opts.Queue when they
-// differ from what it holds: no write while the host takes each status
-// as it is decided. One that fails is made on a later round.
-func (l *Locker) keepQueue(ctx context.Context) {
-	if l.opts.Queue == nil || l.opts.Statuses == nil || !l.queueRead {
+// keepState records in opts.State what changed of what the next agent
+// must not lose: no write while the host takes each status as it is
+// decided and no lock is left to make again. One that fails is made on a
+// later round.
+func (l *Locker) keepState(ctx context.Context) {
+	if l.opts.State == nil || !l.stateRead {
 		return
 	}
+	if l.opts.Statuses != nil {
+		l.keepStatuses(ctx)
+	}
+	l.keepAgain(ctx)
+}
+
+// keepStatuses records the statuses not posted yet.
+func (l *Locker) keepStatuses(ctx context.Context) {
 	want := make([]v1alpha1.LockStatus, 0, len(l.pendingStatuses))
 	for _, p := range l.pendingStatuses {
 		want = append(want, v1alpha1.LockStatus{Commit: p.head.String(), State: string(p.status.State),
@@ -479,13 +523,32 @@ func (l *Locker) keepQueue(ctx context.Context) {
 	if slices.Equal(want, l.queued) {
 		return
 	}
-	if err := l.opts.Queue.SetLockStatuses(ctx, want); err != nil {
+	if err := l.opts.State.SetLockStatuses(ctx, want); err != nil {
 		if ctx.Err() == nil {
 			l.opts.Log.Error(err, "recording the lock statuses the host has not taken; recorded on a later round", "waiting", len(want))
 		}
 		return
 	}
 	l.queued = want
+}
+
+// keepAgain records the configuration head the next round locks again,
+// and the head its lock left, or that there is none.
+func (l *Locker) keepAgain(ctx context.Context) {
+	var want *v1alpha1.LockAgain
+	if l.again && !l.last.IsZero() && !l.subject.IsZero() {
+		want = &v1alpha1.LockAgain{Commit: l.subject.String(), Head: l.last.String()}
+	}
+	if want == nil && l.keptAgain == nil || want != nil && l.keptAgain != nil && *want == *l.keptAgain {
+		return
+	}
+	if err := l.opts.State.SetLockAgain(ctx, want); err != nil {
+		if ctx.Err() == nil {
+			l.opts.Log.Error(err, "recording the head the lock mode locks again; recorded on a later round")
+		}
+		return
+	}
+	l.keptAgain = want
 }
 
 // maxQueuedDescription bounds a status's description kept in the queue
@@ -526,28 +589,9 @@ func (l *Locker) lockHead(ctx context.Context) (LockResult, error) {
 		return res, fmt.Errorf("lock mode: fetch: %w", err)
 	}
 	res.Head = fr.Head
-	if fr.Head.IsZero() || fr.Head == l.last && !l.again {
-		res.Skipped = true
-		return res, nil
-	}
-	lockCommit, err := l.isLockCommit(fr.Head)
-	if err != nil {
+	if skip, err := l.leaves(ctx, fr.Head); err != nil || skip {
+		res.Skipped = skip
 		return res, err
-	}
-	if lockCommit && !l.again {
-		pending, err := l.pendingUnder(ctx, fr.Head)
-		if err != nil {
-			return res, err
-		}
-		if !pending {
-			l.opts.Log.V(1).Info("head is a lock commit; nothing to lock", "head", fr.Head.Short())
-			if err := l.lockedElsewhere(fr.Head); err != nil {
-				return res, err
-			}
-			l.last = fr.Head
-			res.Skipped = true
-			return res, nil
-		}
 	}
 	// Decided before this round changes what the last one left.
 	subject := l.subjectOf(fr.Head)
@@ -623,6 +667,29 @@ func (l *Locker) lockHead(ctx context.Context) (LockResult, error) {
 		l.opts.OnLocked(res)
 	}
 	return res, nil
+}
+
+// leaves reports whether a round leaves head as it is: handled already,
+// and not to be locked again (the machine's trouble), or a lock commit
+// that leaves nothing to lock.
+func (l *Locker) leaves(ctx context.Context, head gitsource.Hash) (bool, error) {
+	if head.IsZero() || head == l.last && !l.again {
+		return true, nil
+	}
+	lockCommit, err := l.isLockCommit(head)
+	if err != nil || !lockCommit || l.again {
+		return false, err
+	}
+	pending, err := l.pendingUnder(ctx, head)
+	if err != nil || pending {
+		return false, err
+	}
+	l.opts.Log.V(1).Info("head is a lock commit; nothing to lock", "head", head.Short())
+	if err := l.lockedElsewhere(head); err != nil {
+		return false, err
+	}
+	l.last = head
+	return true, nil
 }
 
 // maxMadeLocks bounds the lock commits a locker remembers making: a head

@@ -58,36 +58,45 @@ var (
 
 // round decides one lock's outcome and writes it, as LockHead does.
 func (l *Locker) round(head gitsource.Hash, res LockResult, err error, again bool) {
-	l.readQueue(context.Background())
+	l.resume(context.Background())
 	l.decided(head, res, err, again)
 	l.writeCondition(context.Background())
 	l.postStatus(context.Background())
-	l.keepQueue(context.Background())
+	l.keepState(context.Background())
 }
 
 // idle is a round of LockHead that decides nothing (the head was handled,
 // or is a lock commit that leaves nothing to lock).
 func (l *Locker) idle() {
-	l.readQueue(context.Background())
+	l.resume(context.Background())
 	l.writeCondition(context.Background())
 	l.postStatus(context.Background())
-	l.keepQueue(context.Background())
+	l.keepState(context.Background())
 }
 
-// queueOf is a StatusQueue in memory (the StyrminSource's field);
+// queueOf is a LockState in memory (the StyrminSource's fields);
 // failRead and failWrite make its reads and writes fail (the API server
 // away), writes counts those made.
 type queueOf struct {
 	kept                []v1alpha1.LockStatus
+	again               *v1alpha1.LockAgain
 	failRead, failWrite bool
 	writes              int
 }
 
-func (q *queueOf) LockStatuses(context.Context) ([]v1alpha1.LockStatus, error) {
+func (q *queueOf) LockState(context.Context) ([]v1alpha1.LockStatus, *v1alpha1.LockAgain, error) {
 	if q.failRead {
-		return nil, errors.New("the API server is away")
+		return nil, nil, errors.New("the API server is away")
 	}
-	return slices.Clone(q.kept), nil
+	return slices.Clone(q.kept), q.again, nil
+}
+
+func (q *queueOf) SetLockAgain(_ context.Context, a *v1alpha1.LockAgain) error {
+	if q.failWrite {
+		return errors.New("the API server is away")
+	}
+	q.again, q.writes = a, q.writes+1
+	return nil
 }
 
 func (q *queueOf) SetLockStatuses(_ context.Context, s []v1alpha1.LockStatus) error {
@@ -98,7 +107,7 @@ func (q *queueOf) SetLockStatuses(_ context.Context, s []v1alpha1.LockStatus) er
 	return nil
 }
 
-var _ StatusQueue = (*queueOf)(nil)
+var _ LockState = (*queueOf)(nil)
 
 func (q *queueOf) commits() string {
 	var out []string
@@ -120,7 +129,7 @@ func (q *queueOf) commits() string {
 // them yet writes nothing over them.
 func TestALockStatusTheHostDidNotTakeIsPostedByTheNextAgent(t *testing.T) {
 	sinks, q := &recorded{}, &queueOf{}
-	opts := LockModeOptions{Conditions: sinks, Statuses: sinks, Queue: q, StatusContext: "styrmin/local/lock", Log: logr.Discard()}
+	opts := LockModeOptions{Conditions: sinks, Statuses: sinks, State: q, StatusContext: "styrmin/local/lock", Log: logr.Discard()}
 	first, second, third := gitsource.Hash{0xa1, 0xa1}, gitsource.Hash{0xb2, 0xb2}, gitsource.Hash{0xc3, 0xc3}
 	l := &Locker{opts: opts}
 	l.round(first, LockResult{Failed: fmt.Errorf("local/dev/hub: %w", drivers.ErrSandboxStart)}, nil, true)
@@ -334,5 +343,87 @@ func TestALockThisLockerMadeOverItsOwnIsNotLockedElsewhere(t *testing.T) {
 				t.Errorf("a lock this locker did not make left the condition as it was: %+v", l.pending)
 			}
 		})
+	}
+}
+
+// lockCommitRepo is a clone whose head is lock, a lock commit over
+// configuration commit config that leaves nothing to lock.
+type lockCommitRepo struct {
+	LockRepo
+	config, lock gitsource.Hash
+}
+
+func (r lockCommitRepo) LockChanges(_, to gitsource.Hash, _ string) ([]gitsource.LockChange, error) {
+	if to != r.lock {
+		return nil, nil
+	}
+	return []gitsource.LockChange{{Commit: r.lock, Path: "locks/local/dev/web.lock.yaml", Locks: map[string]int{"local/dev/web": 4}}}, nil
+}
+
+func (r lockCommitRepo) UnlockedChanges(gitsource.Hash, string, string, int) (gitsource.Unlocked, error) {
+	return gitsource.Unlocked{Base: r.lock}, nil
+}
+
+func (r lockCommitRepo) ReusedSequences(gitsource.Hash, string, string) (map[string]int, error) {
+	return nil, nil
+}
+
+// TestAHeadLeftForTheMachinesTroubleIsLockedAgainByTheNextAgent pins that
+// a lock that left deployments of a configuration head unlocked for the
+// machine's trouble (a sandbox that could not start, a driver source not
+// fetched), after it committed the others, is locked again by the next
+// agent (restarted, or a replica elected): only the stopped process knew
+// to lock it again, and the next found at the head a lock commit leaving
+// nothing to lock, skipped it, and those deployments waited for the next
+// configuration commit while the head's status said "locked again soon"
+// for ever. The head is kept on the StyrminSource while it is to be
+// locked again (status.lockAgain), and dropped once it is locked whole.
+func TestAHeadLeftForTheMachinesTroubleIsLockedAgainByTheNextAgent(t *testing.T) {
+	config, lock := gitsource.Hash{0xc0, 0xc0}, gitsource.Hash{0x10, 0x10}
+	repo := lockCommitRepo{config: config, lock: lock}
+	sinks, q := &recorded{}, &queueOf{}
+	opts := LockModeOptions{Repo: repo, Conditions: sinks, Statuses: sinks, State: q, StatusContext: "styrmin/local/lock", Log: logr.Discard()}
+	// The lock of config committed web and left hub, whose sandbox could
+	// not start: what lockHead leaves after that round.
+	l := &Locker{opts: opts}
+	l.resume(context.Background())
+	l.subject, l.last, l.again = config, lock, true
+	l.decided(config, LockResult{Locked: []string{"local/dev/web=4"}, Commit: lock, Failed: fmt.Errorf("local/dev/hub: %w", drivers.ErrSandboxStart)}, nil, true)
+	l.postStatus(context.Background())
+	l.keepState(context.Background())
+	if q.again == nil || q.again.Commit != config.String() || q.again.Head != lock.String() {
+		t.Fatalf("the source keeps %+v to lock again, want %s at %s", q.again, config.Short(), lock.Short())
+	}
+
+	// The agent stops; the next one's first round at the same head.
+	next := &Locker{opts: opts}
+	next.resume(context.Background())
+	skip, err := next.leaves(context.Background(), lock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if skip {
+		t.Fatalf("the next agent skips %s, a lock commit that left hub for the machine's trouble: hub waits for the next configuration commit", lock.Short())
+	}
+	if got := next.subjectOf(lock); got != config {
+		t.Fatalf("the next agent's lock decides for %s, want the configuration head %s (its status pending until then)", got.Short(), config.Short())
+	}
+	// Locked whole now: nothing is left to lock again.
+	next.last, next.again = lock, false
+	next.decided(config, LockResult{Locked: []string{"local/dev/hub=7"}, Commit: gitsource.Hash{0x11}}, nil, false)
+	next.postStatus(context.Background())
+	next.keepState(context.Background())
+	if q.again != nil {
+		t.Fatalf("the source still keeps %+v to lock again once the head was locked whole", q.again)
+	}
+	if got, want := strings.Join(sinks.statuses, ","), "c0c0 pending,c0c0 success"; got != want {
+		t.Errorf("statuses %q, want %q", got, want)
+	}
+
+	// An agent before that left nothing to lock again: the head is skipped.
+	last := &Locker{opts: opts}
+	last.resume(context.Background())
+	if skip, err := last.leaves(context.Background(), lock); err != nil || !skip {
+		t.Errorf("a lock commit that leaves nothing to lock: skipped %v, %v; want skipped", skip, err)
 	}
 }

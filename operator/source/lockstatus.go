@@ -60,16 +60,16 @@ func (s *SourceConditions) SetCondition(ctx context.Context, c metav1.Condition)
 	})
 }
 
-var _ StatusQueue = (*SourceConditions)(nil)
+var _ LockState = (*SourceConditions)(nil)
 
-// LockStatuses reads the lock statuses the StyrminSource keeps
-// (status.lockStatuses).
-func (s *SourceConditions) LockStatuses(ctx context.Context) ([]v1alpha1.LockStatus, error) {
+// LockState reads what the StyrminSource keeps of the lock mode's
+// (status.lockStatuses and status.lockAgain).
+func (s *SourceConditions) LockState(ctx context.Context) ([]v1alpha1.LockStatus, *v1alpha1.LockAgain, error) {
 	var src v1alpha1.StyrminSource
 	if err := s.Reader.Get(ctx, s.Source, &src); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	return src.Status.LockStatuses, nil
+	return src.Status.LockStatuses, src.Status.LockAgain, nil
 }
 
 // SetLockStatuses replaces the lock statuses the StyrminSource keeps, by a
@@ -81,15 +81,34 @@ func (s *SourceConditions) SetLockStatuses(ctx context.Context, statuses []v1alp
 	if len(statuses) == 0 {
 		list = nil // removed
 	}
-	patch, err := json.Marshal(map[string]any{"status": map[string]any{"lockStatuses": list}})
+	if err := s.patchStatus(ctx, "lockStatuses", list); err != nil {
+		return fmt.Errorf("recording the lock statuses not posted yet on StyrminSource %s: %w", s.Source, err)
+	}
+	return nil
+}
+
+// SetLockAgain replaces the head the lock mode locks again (nil: none),
+// by a merge patch of that field alone (see SetLockStatuses).
+func (s *SourceConditions) SetLockAgain(ctx context.Context, again *v1alpha1.LockAgain) error {
+	var v any = again
+	if again == nil {
+		v = nil // removed
+	}
+	if err := s.patchStatus(ctx, "lockAgain", v); err != nil {
+		return fmt.Errorf("recording the head the lock mode locks again on StyrminSource %s: %w", s.Source, err)
+	}
+	return nil
+}
+
+// patchStatus sets one field of the StyrminSource's status (nil: removes
+// it) by a merge patch.
+func (s *SourceConditions) patchStatus(ctx context.Context, field string, value any) error {
+	patch, err := json.Marshal(map[string]any{"status": map[string]any{field: value}})
 	if err != nil {
 		return err
 	}
 	src := &v1alpha1.StyrminSource{ObjectMeta: metav1.ObjectMeta{Name: s.Source.Name, Namespace: s.Source.Namespace}}
-	if err := s.Client.Status().Patch(ctx, src, client.RawPatch(types.MergePatchType, patch)); err != nil {
-		return fmt.Errorf("recording the lock statuses not posted yet on StyrminSource %s: %w", s.Source, err)
-	}
-	return nil
+	return s.Client.Status().Patch(ctx, src, client.RawPatch(types.MergePatchType, patch))
 }
 
 // keepLockerConditions is the syncer's conditions own on a copy of the

@@ -87,6 +87,24 @@ type StyrminSourceStatus struct {
 	// +kubebuilder:validation:MaxItems=32
 	// +optional
 	LockStatuses []LockStatus `json:"lockStatuses,omitempty"`
+	// LockAgain (in lock mode) is a configuration head whose last lock
+	// left deployments unlocked for the machine's trouble (a sandbox that
+	// could not start, a driver source not fetched), which the lock mode
+	// locks again at its next round: an agent restarted, or a replica
+	// elected, meanwhile too, where it skipped the head (their lock
+	// commit), the deployments left waiting for the next configuration
+	// commit and the head's status pending for ever.
+	// +optional
+	LockAgain *LockAgain `json:"lockAgain,omitempty"`
+}
+
+// LockAgain is a configuration head the lock mode locks again.
+type LockAgain struct {
+	// Commit is the configuration head.
+	Commit string `json:"commit"`
+	// Head is the branch head its last lock left: its lock commit, or the
+	// configuration head when it committed nothing.
+	Head string `json:"head"`
 }
 
 // LockStatus is a lock's commit status not yet posted to the git host.
