@@ -524,9 +524,7 @@ func (l *Locker) keepStatuses(ctx context.Context) {
 		return
 	}
 	if err := l.opts.State.SetLockStatuses(ctx, want); err != nil {
-		if ctx.Err() == nil {
-			l.opts.Log.Error(err, "recording the lock statuses the host has not taken; recorded on a later round", "waiting", len(want))
-		}
+		l.stateNotKept(ctx, err, "recording the lock statuses the host has not taken; recorded on a later round")
 		return
 	}
 	l.queued = want
@@ -543,12 +541,21 @@ func (l *Locker) keepAgain(ctx context.Context) {
 		return
 	}
 	if err := l.opts.State.SetLockAgain(ctx, want); err != nil {
-		if ctx.Err() == nil {
-			l.opts.Log.Error(err, "recording the head the lock mode locks again; recorded on a later round")
-		}
+		l.stateNotKept(ctx, err, "recording the head the lock mode locks again; recorded on a later round")
 		return
 	}
 	l.keptAgain = want
+}
+
+// stateNotKept logs a write of opts.State that failed: at V(1) when the
+// syncer has not made the StyrminSource yet, as for the condition.
+func (l *Locker) stateNotKept(ctx context.Context, err error, msg string) {
+	switch {
+	case apierrors.IsNotFound(err):
+		l.opts.Log.V(1).Info(msg, "error", err.Error())
+	case ctx.Err() == nil:
+		l.opts.Log.Error(err, msg)
+	}
 }
 
 // maxQueuedDescription bounds a status's description kept in the queue
