@@ -392,11 +392,19 @@ func (s *Syncer) forgetPositionOfOtherLocks(ctx context.Context, src *v1alpha1.S
 
 // forgetLockModeCondition removes the Locked condition an agent in lock
 // mode wrote, when this one runs none: it would say forever what a lock
-// long ago held back.
+// long ago held back. What that lock mode kept for the next (statuses
+// the host had not taken, a head to lock again) goes with it: no lock
+// mode takes it up, and one started months later would post or lock
+// what no longer stands.
 func (s *Syncer) forgetLockModeCondition(ctx context.Context, src *v1alpha1.StyrminSource) error {
-	if s.opts.LockMode || !apimeta.RemoveStatusCondition(&src.Status.Conditions, v1alpha1.ConditionLocked) {
+	if s.opts.LockMode {
 		return nil
 	}
+	kept := len(src.Status.LockStatuses) > 0 || src.Status.LockAgain != nil
+	if !apimeta.RemoveStatusCondition(&src.Status.Conditions, v1alpha1.ConditionLocked) && !kept {
+		return nil
+	}
+	src.Status.LockStatuses, src.Status.LockAgain = nil, nil
 	if err := s.opts.Client.Status().Update(ctx, src); err != nil {
 		return fmt.Errorf("removing the lock mode's Locked condition of StyrminSource %s (the agent runs no lock mode): %w", s.opts.Source, err)
 	}

@@ -1549,8 +1549,12 @@ func TestASyncThatConflictsWithTheLockModeKeepsItsCondition(t *testing.T) {
 	e.lock("lock hub 2", instanceAt("hub", "dev-hub", 2))
 	heldBack := metav1.Condition{Type: v1alpha1.ConditionLocked, Status: metav1.ConditionFalse,
 		Reason: v1alpha1.ReasonDeploymentsHeldBack, Message: "held back: local/dev/web"}
+	waiting := []v1alpha1.LockStatus{{Commit: strings.Repeat("ab", 20), State: "success", Description: "2 deployments locked"}}
 	c := &racingStatus{Client: e.cl, race: func() {
 		if err := conditions.SetCondition(e.ctx, heldBack); err != nil {
+			t.Error(err)
+		}
+		if err := conditions.SetLockStatuses(e.ctx, waiting); err != nil {
 			t.Error(err)
 		}
 	}}
@@ -1565,6 +1569,9 @@ func TestASyncThatConflictsWithTheLockModeKeepsItsCondition(t *testing.T) {
 	}
 	if locked == nil || locked.Reason != v1alpha1.ReasonDeploymentsHeldBack || locked.Message != heldBack.Message {
 		t.Errorf("Locked %+v after the sync's conflict, want the lock mode's last write %+v", locked, heldBack)
+	}
+	if !slices.Equal(src.Status.LockStatuses, waiting) {
+		t.Errorf("the lock statuses waiting for the host after the sync's conflict: %+v, want the lock mode's %+v", src.Status.LockStatuses, waiting)
 	}
 }
 
@@ -1584,7 +1591,7 @@ func shortHash(t *testing.T, h string) string {
 // keeps it.
 func TestASyncerWithoutTheLockModeRemovesItsLeftCondition(t *testing.T) {
 	t.Parallel()
-	e, _ := lockModeSource(t, metav1.Condition{Type: v1alpha1.ConditionLocked, Status: metav1.ConditionFalse,
+	e, conditions := lockModeSource(t, metav1.Condition{Type: v1alpha1.ConditionLocked, Status: metav1.ConditionFalse,
 		Reason: v1alpha1.ReasonDeploymentsHeldBack, Message: "held back: local/dev/web"})
 	locked := func() *metav1.Condition {
 		return apimeta.FindStatusCondition(e.source().Status.Conditions, v1alpha1.ConditionLocked)
@@ -1596,6 +1603,13 @@ func TestASyncerWithoutTheLockModeRemovesItsLeftCondition(t *testing.T) {
 	if locked() == nil {
 		t.Fatal("a syncer in lock mode removed the Locked condition")
 	}
+	// What it kept for the next lock mode: removed with it.
+	if err := conditions.SetLockStatuses(e.ctx, []v1alpha1.LockStatus{{Commit: strings.Repeat("ab", 20), State: "pending"}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := conditions.SetLockAgain(e.ctx, &v1alpha1.LockAgain{Commit: strings.Repeat("ab", 20), Head: strings.Repeat("cd", 20)}); err != nil {
+		t.Fatal(err)
+	}
 	// Restarted without it, on a head it synced already: removed.
 	e.lockMode = false
 	if res, err := e.syncer().Sync(e.ctx); err != nil || !res.Skipped {
@@ -1603,6 +1617,9 @@ func TestASyncerWithoutTheLockModeRemovesItsLeftCondition(t *testing.T) {
 	}
 	if c := locked(); c != nil {
 		t.Fatalf("the Locked condition of a lock mode no longer run is still there: %+v", c)
+	}
+	if st := e.source().Status; len(st.LockStatuses) != 0 || st.LockAgain != nil {
+		t.Fatalf("what a lock mode no longer run kept for the next is still there: %+v, %+v", st.LockStatuses, st.LockAgain)
 	}
 	if r := apimeta.FindStatusCondition(e.source().Status.Conditions, v1alpha1.ConditionReady); r == nil || r.Status != metav1.ConditionTrue {
 		t.Errorf("Ready %+v after the removal, want True as before", r)
