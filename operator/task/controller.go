@@ -1489,7 +1489,7 @@ func (r *Reconciler) runSteps(ctx context.Context, run *taskRun) (phaseResult, e
 		if st.State == v1alpha1.StepPending && st.Attempts > 0 && st.FinishedAt != nil {
 			// A failed run of a step its driver retries: not before its
 			// back-off, whatever woke the task.
-			if wait := time.Until(st.FinishedAt.Add(retryPolicy(st).Delay(int(st.Attempts)))); wait > 0 {
+			if wait := time.Until(st.FinishedAt.Add(retryPolicy(st).Delay(runs(st)))); wait > 0 {
 				// No copy of backup credentials waits with it (one
 				// left by a restart after the failed run's end).
 				return phaseResult{stop: true, after: wait}, r.dropCredentials(ctx, run)

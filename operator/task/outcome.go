@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/styrmin/styrmin/drivers"
 	"github.com/styrmin/styrmin/operator/api/v1alpha1"
 	"github.com/styrmin/styrmin/operator/internal/outcome"
 )
@@ -82,14 +83,29 @@ func decide(c stepCall) stepDecision {
 	if d.next == stepFail {
 		// A failure the driver asked to retry (a Job or a command that
 		// failed, a timeout) runs the step again, a bounded number of
-		// times: attempts counts every run, restarts included.
-		if p := retryPolicy(c.step); int(c.step.Attempts) < p.Attempts {
-			delay := p.Delay(int(c.step.Attempts))
+		// times: runs counts every run (the restarts bounded apart,
+		// MaxStepResumes).
+		if p, n := retryPolicy(c.step), runs(c.step); n < p.Attempts {
+			delay := p.Delay(n)
 			return stepDecision{next: stepAgain, after: delay, reason: d.reason, output: d.output,
-				message: fmt.Sprintf("attempt %d of %d failed (%s): %s; running it again in %s", c.step.Attempts, p.Attempts, d.reason, d.message, delay)}
+				message: fmt.Sprintf("attempt %d of %d failed (%s): %s; running it again in %s", n, p.Attempts, d.reason, d.message, delay)}
 		}
 	}
 	return d
+}
+
+// runs is how many times a step's action ran: every start, restarts
+// included (a resumed command or action runs again), but for a runJob
+// step's resumes, which wait for the Job the interrupted run made and
+// run nothing: they used up the driver's retries of a Job that had not
+// failed (one agent restart while a migration ran, and its first
+// transient failure ended the task).
+func runs(st *v1alpha1.TaskStep) int {
+	n := int(st.Attempts)
+	if st.Action == string(drivers.ActionRunJob) {
+		n -= int(st.Resumes)
+	}
+	return max(n, 1)
 }
 
 // decideOnce is decide without the step's retry policy.

@@ -1,0 +1,175 @@
+package task
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	"github.com/styrmin/styrmin/operator/api/v1alpha1"
+)
+
+// TestARestartedAgentAdoptsItsJobAndKeepsARetrysBackOff pins what an
+// agent restart (a new task controller, nothing in memory) changes of a
+// retried runJob step, on a real API server: the Job the stopped agent
+// made is the step's run still (adopted, not made twice: it is named
+// after the deployment, the job and the sequence, its UID recorded), the
+// resume counted as a start and a resume, but as no run of the
+// driver's retries; a failed run's back-off is
+// read from the step's written end, so a restart during it starts no run
+// early; once it is over, the next attempt makes a Job of its own.
+func TestARestartedAgentAdoptsItsJobAndKeepsARetrysBackOff(t *testing.T) {
+	t.Parallel()
+	const ns = "dev-jobs"
+	cl := withCRDs(t, ns)
+	ctx := context.Background()
+	d := jobsDriver(t, `setup: pre: [{action: "runJob", component: "app", job: "migrate", command: ["migrate"], retry: {attempts: 3, backoff: "10m"}}]`)
+	agent := func() *Reconciler {
+		r, err := NewReconciler(Options{Client: cl, Drivers: oneDriver{d}, Registerer: prometheus.NewRegistry()})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return r
+	}
+	tk := createJobsTask(t, cl, jobsInstance(t, d, ns, 1, "1.0.0"), v1alpha1.WorkflowCreate)
+	req := reconcile.Request{NamespacedName: client.ObjectKeyFromObject(tk)}
+	jobKey := client.ObjectKey{Namespace: ns, Name: JobName("jobs", "migrate", 1)}
+	jobUID := func() types.UID {
+		t.Helper()
+		var job batchv1.Job
+		if err := cl.Get(ctx, jobKey, &job); err != nil {
+			t.Fatalf("the runJob step's Job: %v", err)
+		}
+		return job.UID
+	}
+	reconcileUntil(t, agent(), cl, req, "the step's Job made and recorded", func(tk *v1alpha1.StyrminTask) bool {
+		return len(tk.Status.Steps) > 0 && tk.Status.Steps[0].Recorded[recordJob] != ""
+	})
+	made := jobUID()
+
+	// The agent restarts while the Job runs: the next one adopts it.
+	restarted := agent()
+	if _, err := restarted.Reconcile(ctx, req); err != nil {
+		t.Fatal(err)
+	}
+	st := getTask(t, cl, req.NamespacedName).Status.Steps[0]
+	if got := jobUID(); got != made || st.State != v1alpha1.StepRunning || st.Resumes != 1 || st.Attempts != 2 || st.Recorded[recordJob] != string(made) {
+		t.Fatalf("after a restart: Job %s (made %s), step %s, attempt %d, resumed %d, recorded %q; want the same Job, running, resumed once",
+			got, made, st.State, st.Attempts, st.Resumes, st.Recorded[recordJob])
+	}
+
+	// The Job fails: the step waits its back-off, written with its end.
+	var job batchv1.Job
+	if err := cl.Get(ctx, jobKey, &job); err != nil {
+		t.Fatal(err)
+	}
+	now := metav1.Now()
+	job.Status = batchv1.JobStatus{StartTime: &now, Failed: 1, Conditions: []batchv1.JobCondition{
+		{Type: batchv1.JobFailureTarget, Status: corev1.ConditionTrue, Reason: batchv1.JobReasonBackoffLimitExceeded, LastTransitionTime: now},
+		{Type: batchv1.JobFailed, Status: corev1.ConditionTrue, Reason: batchv1.JobReasonBackoffLimitExceeded, LastTransitionTime: now},
+	}}
+	if err := cl.Status().Update(ctx, &job); err != nil {
+		t.Fatal(err)
+	}
+	reconcileUntil(t, restarted, cl, req, "the failed run written with its back-off", func(tk *v1alpha1.StyrminTask) bool {
+		return tk.Status.Steps[0].State == v1alpha1.StepPending
+	})
+	st = getTask(t, cl, req.NamespacedName).Status.Steps[0]
+	if !strings.Contains(st.Message, "attempt 1 of 3 failed") || st.FinishedAt == nil {
+		t.Fatalf("step %q, ended %v; want attempt 1 of 3 failed, its end written", st.Message, st.FinishedAt)
+	}
+
+	// Restarted within the back-off: no run starts early.
+	res, err := agent().Reconcile(ctx, req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st = getTask(t, cl, req.NamespacedName).Status.Steps[0]
+	if st.State != v1alpha1.StepPending || st.Attempts != 2 || jobUID() != made || res.RequeueAfter < 9*time.Minute {
+		t.Fatalf("a restart within the back-off: step %s attempt %d, Job %s (failed one %s), requeued after %s; want it waiting the back-off out, nearly its 10 minutes",
+			st.State, st.Attempts, jobUID(), made, res.RequeueAfter)
+	}
+
+	// The back-off over (its end 11 minutes ago), a restarted agent runs the
+	// second attempt with a Job of its own (the step's third start).
+	tk = getTask(t, cl, req.NamespacedName)
+	base := tk.DeepCopy()
+	tk.Status.Steps[0].FinishedAt = &metav1.Time{Time: time.Now().Add(-11 * time.Minute)}
+	if err := cl.Status().Patch(ctx, tk, client.MergeFrom(base)); err != nil {
+		t.Fatal(err)
+	}
+	reconcileUntil(t, agent(), cl, req, "the last attempt's Job", func(tk *v1alpha1.StyrminTask) bool {
+		rec := tk.Status.Steps[0].Recorded[recordJob]
+		return rec != "" && rec != string(made)
+	})
+	st = getTask(t, cl, req.NamespacedName).Status.Steps[0]
+	if st.State != v1alpha1.StepRunning || st.Attempts != 3 || jobUID() == made {
+		t.Fatalf("after the back-off: step %s attempt %d, Job %s; want its third start running a new Job", st.State, st.Attempts, jobUID())
+	}
+}
+
+// TestAgentRestartsWhileARunJobStepsJobRunsUseNoneOfItsRetries pins that
+// a runJob step's retries count the Jobs it ran, not the agent restarts
+// it waited through: a restart resumes the step on the Job the stopped
+// agent made (it runs nothing again), yet it counted as an attempt of
+// the driver's retry policy, so a migration whose agent restarted once
+// (a rolling upgrade of the agent, a node drained) ended Failed at its
+// first transient failure, its components left stopped for a person,
+// where it would have run again. The restarts stay bounded by the
+// agent's resumes (MaxStepResumes); the message counts runs.
+func TestAgentRestartsWhileARunJobStepsJobRunsUseNoneOfItsRetries(t *testing.T) {
+	t.Parallel()
+	const ns = "dev-jobs"
+	cl := withCRDs(t, ns)
+	ctx := context.Background()
+	d := jobsDriver(t, `setup: pre: [{action: "runJob", component: "app", job: "migrate", command: ["migrate"], retry: {attempts: 2, backoff: "1s"}}]`)
+	agent := func() *Reconciler {
+		r, err := NewReconciler(Options{Client: cl, Drivers: oneDriver{d}, Registerer: prometheus.NewRegistry()})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return r
+	}
+	tk := createJobsTask(t, cl, jobsInstance(t, d, ns, 1, "1.0.0"), v1alpha1.WorkflowCreate)
+	req := reconcile.Request{NamespacedName: client.ObjectKeyFromObject(tk)}
+	reconcileUntil(t, agent(), cl, req, "the step's Job made and recorded", func(tk *v1alpha1.StyrminTask) bool {
+		return len(tk.Status.Steps) > 0 && tk.Status.Steps[0].Recorded[recordJob] != ""
+	})
+	// Two restarts while the Job runs, then it fails.
+	if _, err := agent().Reconcile(ctx, req); err != nil {
+		t.Fatal(err)
+	}
+	last := agent()
+	if _, err := last.Reconcile(ctx, req); err != nil {
+		t.Fatal(err)
+	}
+	jobKey := client.ObjectKey{Namespace: ns, Name: JobName("jobs", "migrate", 1)}
+	var job batchv1.Job
+	if err := cl.Get(ctx, jobKey, &job); err != nil {
+		t.Fatal(err)
+	}
+	now := metav1.Now()
+	job.Status = batchv1.JobStatus{StartTime: &now, Failed: 1, Conditions: []batchv1.JobCondition{
+		{Type: batchv1.JobFailureTarget, Status: corev1.ConditionTrue, Reason: batchv1.JobReasonBackoffLimitExceeded, LastTransitionTime: now},
+		{Type: batchv1.JobFailed, Status: corev1.ConditionTrue, Reason: batchv1.JobReasonBackoffLimitExceeded, LastTransitionTime: now},
+	}}
+	if err := cl.Status().Update(ctx, &job); err != nil {
+		t.Fatal(err)
+	}
+	tk = reconcileUntil(t, last, cl, req, "the failed Job's step decided", func(tk *v1alpha1.StyrminTask) bool {
+		return tk.Status.Phase.Terminal() || tk.Status.Steps[0].State == v1alpha1.StepPending
+	})
+	st := tk.Status.Steps[0]
+	if tk.Status.Phase.Terminal() || st.State != v1alpha1.StepPending || st.Resumes != 2 || !strings.Contains(st.Message, "attempt 1 of 2 failed") {
+		t.Fatalf("task %s, step %s (attempts %d, resumed %d) %q; want the step to run its Job again: one run of two failed, the restarts none",
+			tk.Status.Phase, st.State, st.Attempts, st.Resumes, st.Message)
+	}
+}
