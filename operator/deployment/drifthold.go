@@ -83,8 +83,9 @@ func jobHold(ctx context.Context, jobs client.Reader, namespace string) (taskHol
 // TrimStepJob is the cache transform of the Jobs the agent made for task
 // steps: the drift check reads only their names, labels and whether they
 // ended (jobHold), and finished Jobs stay in the cluster, so the cache
-// keeps nothing else of them. The task controller reads Jobs from the API
-// server, never from the cache.
+// keeps nothing else of them. The task controller reads a step's Jobs
+// from the API server; only its pruning of ended Jobs lists the trimmed
+// copies (their names, labels and end suffice).
 func TrimStepJob(obj any) (any, error) {
 	if d, ok := obj.(toolscache.DeletedFinalStateUnknown); ok {
 		trimmed, err := TrimStepJob(d.Obj)

@@ -380,11 +380,15 @@ func (r *Reconciler) pruneTasks(ctx context.Context, run *taskRun) {
 		}
 		uid := old.UID
 		err := r.opts.Client.Delete(ctx, old, client.Preconditions{UID: &uid})
-		if err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
+		switch {
+		case err == nil, apierrors.IsNotFound(err):
+			delete(left, old.Name)
+		case apierrors.IsConflict(err):
+			// Another task of that name was made since the cache's copy:
+			// its Jobs are its own, and stay.
+		default:
 			run.log.Error(err, "deleting a finished task beyond the kept history", "task", old.Name)
-			continue
 		}
-		delete(left, old.Name)
 	}
 	r.pruneJobs(ctx, run, left)
 }
@@ -1442,6 +1446,10 @@ func waitsFor(t, s *v1alpha1.StyrminTask) bool {
 // looks again after the interval.
 func (r *Reconciler) waitWith(ctx context.Context, run *taskRun, reason, msg string, after time.Duration) (phaseResult, error) {
 	t := run.task
+	// Bounded as the condition holds it (as waitSaying's): a message over
+	// the bound (a failed restore's first line is up to it) differed from
+	// the cut one every look, and was written again every 30 s.
+	msg = boundMessage(msg)
 	if c := apimeta.FindStatusCondition(t.Status.Conditions, v1alpha1.ConditionReady); c == nil || c.Message != msg || c.Reason != reason || run.planUnwritten {
 		setTaskConditions(t, reason, msg)
 		if err := r.writeStatus(ctx, run); err != nil {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -18,6 +19,7 @@ import (
 	"k8s.io/client-go/discovery"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 	"sigs.k8s.io/yaml"
 
 	"github.com/styrmin/styrmin/config"
@@ -121,33 +123,11 @@ func TestABackupWaitsWhileARestoreOfItsDeploymentFailedAndTheRetryGoesFirst(t *t
 	t.Parallel()
 	cl, r := holdReconciler(t)
 	ctx := context.Background()
-	hub := v1alpha1.DeploymentID{Cluster: "local", Environment: "data", Name: "hub"}
-	// task makes hub's task of an operation at sequence 3 in a second of
-	// its own: operations at one sequence run in the order made.
 	task := func(kind v1alpha1.OperationKind, name string, attempt int32, status v1alpha1.StyrminTaskStatus) *v1alpha1.StyrminTask {
 		t.Helper()
-		time.Sleep(time.Until(time.Now().Truncate(time.Second).Add(time.Second)))
-		labels := hub.Labels()
-		labels[v1alpha1.LabelOperation] = name
-		tk := &v1alpha1.StyrminTask{
-			ObjectMeta: metav1.ObjectMeta{Namespace: "data-hub", Name: OperationTaskName("hub", kind, name, attempt), Labels: labels},
-			Spec: v1alpha1.StyrminTaskSpec{Deployment: hub, Namespace: "data-hub", Workflow: OperationWorkflow(kind), FromSequence: 3, ToSequence: 3,
-				Lock:      v1alpha1.LockRef{Commit: "unknown", Path: "locks/local/data/hub.lock.yaml"},
-				Operation: &v1alpha1.TaskOperation{Kind: kind, Name: name, BackupID: "monday", Artifact: "s3://backups/local/data/monday/hub", Attempt: attempt}},
-		}
-		if err := cl.Create(ctx, tk); err != nil {
-			t.Fatal(err)
-		}
-		tk.Status = status
-		if err := cl.Status().Update(ctx, tk); err != nil {
-			t.Fatal(err)
-		}
-		return tk
+		return hubOperationTask(ctx, t, cl, kind, name, attempt, status)
 	}
-	planned := func(wf v1alpha1.Workflow) v1alpha1.StyrminTaskStatus {
-		return v1alpha1.StyrminTaskStatus{Phase: v1alpha1.TaskPending, Workflow: wf, FromSequence: 3,
-			Steps: []v1alpha1.TaskStep{{Name: string(wf) + "/core/1:runJob", Hook: string(wf), Mode: "core", Action: string(drivers.ActionRunJob), State: v1alpha1.StepPending}}}
-	}
+	planned := plannedAt3
 	// awaitTurn runs the task's turn from what the API server holds: true
 	// when it may run its steps.
 	awaitTurn := func(tk *v1alpha1.StyrminTask) (bool, *v1alpha1.StyrminTask) {
@@ -291,4 +271,89 @@ func holdReconciler(t *testing.T) (client.Client, *Reconciler) {
 		t.Fatal(err)
 	}
 	return cl, r
+}
+
+// hubOperationTask makes hub's task of an operation at sequence 3 in
+// namespace data-hub, in a second of its own (operations at one sequence
+// run in the order made), with status.
+func hubOperationTask(ctx context.Context, t *testing.T, cl client.Client, kind v1alpha1.OperationKind, name string, attempt int32, status v1alpha1.StyrminTaskStatus) *v1alpha1.StyrminTask {
+	t.Helper()
+	time.Sleep(time.Until(time.Now().Truncate(time.Second).Add(time.Second)))
+	hub := v1alpha1.DeploymentID{Cluster: "local", Environment: "data", Name: "hub"}
+	labels := hub.Labels()
+	labels[v1alpha1.LabelOperation] = name
+	tk := &v1alpha1.StyrminTask{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "data-hub", Name: OperationTaskName("hub", kind, name, attempt), Labels: labels},
+		Spec: v1alpha1.StyrminTaskSpec{Deployment: hub, Namespace: "data-hub", Workflow: OperationWorkflow(kind), FromSequence: 3, ToSequence: 3,
+			Lock:      v1alpha1.LockRef{Commit: "unknown", Path: "locks/local/data/hub.lock.yaml"},
+			Operation: &v1alpha1.TaskOperation{Kind: kind, Name: name, BackupID: "monday", Artifact: "s3://backups/local/data/monday/hub", Attempt: attempt}},
+	}
+	if err := cl.Create(ctx, tk); err != nil {
+		t.Fatal(err)
+	}
+	tk.Status = status
+	if err := cl.Status().Update(ctx, tk); err != nil {
+		t.Fatal(err)
+	}
+	return tk
+}
+
+// plannedAt3 is the status of a task of workflow wf planned at sequence
+// 3, its one runJob step pending.
+func plannedAt3(wf v1alpha1.Workflow) v1alpha1.StyrminTaskStatus {
+	return v1alpha1.StyrminTaskStatus{Phase: v1alpha1.TaskPending, Workflow: wf, FromSequence: 3,
+		Steps: []v1alpha1.TaskStep{{Name: string(wf) + "/core/1:runJob", Hook: string(wf), Mode: "core", Action: string(drivers.ActionRunJob), State: v1alpha1.StepPending}}}
+}
+
+// TestATaskHeldByARestoreWhoseFailureIsLongWritesItsWaitOnce pins the
+// bound on a held task's wait. Its message names the failed restore's
+// first line, which a task's message bound lets reach 8 KiB; with the
+// words around it the wait's message was over the bound the condition
+// holds. Compared with the whole message the condition always differed,
+// and each look (every 30 s, for as long as the restore stays failed:
+// days) wrote the task's status again.
+func TestATaskHeldByARestoreWhoseFailureIsLongWritesItsWaitOnce(t *testing.T) {
+	t.Parallel()
+	direct := withCRDs(t, "data-hub")
+	var writes atomic.Int32
+	count := func(obj client.Object) {
+		if _, ok := obj.(*v1alpha1.StyrminTask); ok {
+			writes.Add(1)
+		}
+	}
+	cl := interceptor.NewClient(noWatch{direct}, interceptor.Funcs{
+		SubResourceUpdate: func(ctx context.Context, c client.Client, sub string, obj client.Object, opts ...client.SubResourceUpdateOption) error {
+			count(obj)
+			return c.SubResource(sub).Update(ctx, obj, opts...)
+		},
+		SubResourcePatch: func(ctx context.Context, c client.Client, sub string, obj client.Object, p client.Patch, opts ...client.SubResourcePatchOption) error {
+			count(obj)
+			return c.SubResource(sub).Patch(ctx, obj, p, opts...)
+		},
+	})
+	r, err := NewReconciler(Options{Client: cl, Drivers: noDrivers{}, AgentNamespace: "styrmin-system", Registerer: prometheus.NewRegistry()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	failed := plannedAt3(v1alpha1.WorkflowRestore)
+	failed.Phase, failed.Message = v1alpha1.TaskFailed, "step restore/core/1:runJob failed: "+strings.Repeat("workload not ready; ", maxMessage/20)
+	failed.Steps[0].State, failed.Steps[0].StartedAt, failed.Steps[0].Attempts = v1alpha1.StepFailed, &metav1.Time{Time: time.Now()}, 1
+	hubOperationTask(ctx, t, cl, v1alpha1.OperationRestore, "r1", 1, failed)
+	backup := hubOperationTask(ctx, t, cl, v1alpha1.OperationBackup, "nightly", 1, plannedAt3(v1alpha1.WorkflowBackup))
+
+	runs, first := turnOf(ctx, t, cl, r, backup)
+	c := apimeta.FindStatusCondition(first.Status.Conditions, v1alpha1.ConditionReady)
+	if runs || c == nil || c.Reason != v1alpha1.ReasonRestoreInProgress || len(c.Message) > maxMessage {
+		t.Fatalf("the backup's task: runs %t, Ready %+v; want it waiting, %s, its message at most %d bytes", runs, c, v1alpha1.ReasonRestoreInProgress, maxMessage)
+	}
+	// The API server leaves the task as it was when given the same
+	// status: what is counted is the requests.
+	before := writes.Load()
+	for range 2 {
+		turnOf(ctx, t, cl, r, backup)
+	}
+	if n := writes.Load() - before; n != 0 {
+		t.Fatalf("two later looks wrote the unchanged wait %d times: a look should write only a change", n)
+	}
 }
