@@ -507,10 +507,25 @@ func (l *Locker) keepState(ctx context.Context) {
 	if l.opts.State == nil || !l.stateRead {
 		return
 	}
-	if l.opts.Statuses != nil {
+	switch {
+	case l.opts.Statuses != nil:
 		l.keepStatuses(ctx)
+	case len(l.queued) > 0:
+		// Kept by an agent before for a host this one posts nothing to
+		// (its token withdrawn): posted once a token came back, months
+		// later maybe, they would say what was long settled.
+		l.dropStatuses(ctx)
 	}
 	l.keepAgain(ctx)
+}
+
+// dropStatuses removes the statuses an agent before kept.
+func (l *Locker) dropStatuses(ctx context.Context) {
+	if err := l.opts.State.SetLockStatuses(ctx, nil); err != nil {
+		l.stateNotKept(ctx, err, "removing the lock statuses an agent before kept for the host; removed on a later round")
+		return
+	}
+	l.queued = nil
 }
 
 // keepStatuses records the statuses not posted yet.

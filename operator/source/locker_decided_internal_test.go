@@ -427,3 +427,23 @@ func TestAHeadLeftForTheMachinesTroubleIsLockedAgainByTheNextAgent(t *testing.T)
 		t.Errorf("a lock commit that leaves nothing to lock: skipped %v, %v; want skipped", skip, err)
 	}
 }
+
+// TestALockModeWithoutAStatusTokenDropsTheStatusesAnAgentBeforeKept pins
+// what an agent whose lock mode posts no statuses (its token withdrawn)
+// does with those an agent before kept for the host: it removes them.
+// Kept, they waited for a token given months later, and were posted then:
+// "locked again soon" on a commit long settled.
+func TestALockModeWithoutAStatusTokenDropsTheStatusesAnAgentBeforeKept(t *testing.T) {
+	sinks := &recorded{}
+	q := &queueOf{kept: []v1alpha1.LockStatus{{Commit: gitsource.Hash{0xa1, 0xa1}.String(), State: "pending", Description: "locked again soon"}}}
+	l := &Locker{opts: LockModeOptions{Conditions: sinks, State: q, StatusContext: "styrmin/local/lock", Log: logr.Discard()}}
+	l.round(gitsource.Hash{0xb2, 0xb2}, LockResult{Locked: []string{"local/dev/api=2"}, Commit: gitsource.Hash{0x11}}, nil, false)
+	if len(q.kept) != 0 {
+		t.Fatalf("the source still keeps %q for a host this agent posts nothing to", q.commits())
+	}
+	writes := q.writes
+	l.idle()
+	if q.writes != writes {
+		t.Errorf("a round with nothing kept wrote the queue again (%d writes, was %d)", q.writes, writes)
+	}
+}
