@@ -42,11 +42,14 @@ func TestAPushRefusedWhileAnotherPushHoldsTheBranchIsTriedAgain(t *testing.T) {
 		for srv.Requests() < before+3 {
 			time.Sleep(10 * time.Millisecond)
 		}
-		time.Sleep(time.Second) // the push answered
+		// The push answered: git refuses the ref in well under a
+		// second, and the back-off below is at least 6 s, so a loaded
+		// machine has room either side.
+		time.Sleep(3 * time.Second)
 		_ = os.Remove(lock)
 		srv.Commit("race.git", "the other lock", map[string][]byte{appLock: []byte("sequence: 1\n")})
 	}()
-	res, err := r.CommitLocks(ctx, gitsource.CommitRequest{Build: bumpSequence, Backoff: gitsource.Backoff{Initial: 6 * time.Second, Max: 6 * time.Second}})
+	res, err := r.CommitLocks(ctx, gitsource.CommitRequest{Build: bumpSequence, Backoff: gitsource.Backoff{Initial: 12 * time.Second, Max: 12 * time.Second}})
 	<-landed
 	if err != nil {
 		t.Fatalf("CommitLocks: %v (after %d attempt(s)); want it built again after the other push", err, res.Attempts)
