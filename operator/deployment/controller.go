@@ -1080,13 +1080,25 @@ func (r *Reconciler) resultFor(ctx context.Context, rs *reconcileState, orig *v1
 	if worthWriting(&orig.Status, &sd.Status) {
 		base := sd.DeepCopy()
 		base.Status = orig.Status
-		if sd.Status.ActiveSequence != orig.Status.ActiveSequence {
+		patch := client.MergeFrom(base)
+		recordsActive := sd.Status.ActiveSequence != orig.Status.ActiveSequence
+		if recordsActive {
 			// The whole summary in the patch: a merge patch from a cached
 			// copy would leave out the fields it shares with the older one.
 			base.Status.Active = nil
+			// Only over the copy read, as the task's own record: a replica
+			// that lost its lease would otherwise record an older change
+			// active over the next leader's newer one, and the next
+			// change's workflow would be chosen against it.
+			patch = client.MergeFromWithOptions(base, client.MergeFromWithOptimisticLock{})
 		}
-		perr := r.client.Status().Patch(ctx, sd, client.MergeFrom(base))
+		perr := r.client.Status().Patch(ctx, sd, patch)
 		statusErr = perr
+		if recordsActive && apierrors.IsConflict(perr) {
+			// The write that moved it on reaches the cache, and this
+			// deployment is reconciled again from there.
+			return result, err
+		}
 		if perr != nil && !apierrors.IsNotFound(perr) {
 			return ctrl.Result{}, errors.Join(err, fmt.Errorf("write status: %w", perr))
 		}
