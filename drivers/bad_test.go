@@ -193,6 +193,9 @@ components: app:`), wantFile: src + "driver.cue:8:", wantField: "components.ghos
 	pre: [{action: "runJob", component: "app", job: "migrate", command: ["migrate"]}]
 	post: [{action: "waitReady", components: ["app"]}, {action: "runJob", component: "app", job: "migrate", command: ["check"]}]
 }`), wantFile: src + "driver.cue:13:", wantField: "actions.setup.post[1].job", wantMsg: `job "migrate" is the job of actions.setup.pre[0] too: each runJob step of a hook needs a job name of its own`},
+		{name: "a hook of more steps than a task's status holds", change: replaceSpec(`actions: upgrade: post: [{action: "waitReady", components: ["app"]}]`,
+			`actions: upgrade: {pre: [`+strings.Repeat(`{action: "waitReady", components: ["app"]}, `, 20)+`], post: [`+strings.Repeat(`{action: "waitReady", components: ["app"]}, `, 13)+`]}`),
+			wantFile: src + "driver.cue:11:", wantField: "actions.upgrade", wantMsg: "34 steps: expected at most 32 in a hook"},
 		{name: "one job name in two runJob steps of the backup hook", change: replaceSpec(`actions: upgrade: post: [{action: "waitReady", components: ["app"]}]`, `actions: {
 	backup: core: [{action: "runJob", component: "app", job: "dump", command: ["dump"]},
 		{action: "runJob", component: "app", job: "dump", command: ["verify"]}]

@@ -699,6 +699,9 @@ func decodeActions(v cue.Value, loc *locator, comps []Component) (map[Hook]Modes
 		if err := jobNamesOnce(hv, loc, h, m); err != nil {
 			errs = append(errs, err)
 		}
+		if err := stepsBounded(hv, loc, h, m); err != nil {
+			errs = append(errs, err)
+		}
 		hooks[h] = m
 	}
 	declared := map[Hook]bool{}
@@ -721,6 +724,9 @@ func decodeActions(v cue.Value, loc *locator, comps []Component) (map[Hook]Modes
 			m.set(mode, steps)
 		}
 		if err := jobNamesOnce(hv, loc, h, m); err != nil {
+			errs = append(errs, err)
+		}
+		if err := stepsBounded(hv, loc, h, m); err != nil {
 			errs = append(errs, err)
 		}
 		if len(m.Core) == 0 {
@@ -786,6 +792,26 @@ func jobNamesOnce(hv cue.Value, loc *locator, h Hook, m Modes) error {
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// maxHookSteps bounds the steps of one hook. A task records each step's
+// state, message and output (up to 4 KiB) in its status, and the API
+// server refuses an object past about 1.5 MiB: a task of hundreds of steps
+// could not record a step's end and stayed Running for ever, every later
+// change of its deployment waiting behind it. An upgrade that takes a
+// backup first runs two hooks' steps.
+const maxHookSteps = 32
+
+// stepsBounded refuses a hook of more than maxHookSteps steps.
+func stepsBounded(hv cue.Value, loc *locator, h Hook, m Modes) error {
+	n := 0
+	for _, ms := range m.Ordered() {
+		n += len(ms.Steps)
+	}
+	if n <= maxHookSteps {
+		return nil
+	}
+	return loc.errAt(hv, "actions."+string(h), "%d steps: expected at most %d in a hook (a task records each step in its status, which the API server bounds)", n, maxHookSteps)
 }
 
 func decodeSteps(v cue.Value, loc *locator, hook Hook, field, mode string, comps []Component, canBackup bool) ([]Step, error) {
