@@ -2,6 +2,7 @@ package drivers
 
 import (
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 	"testing/fstest"
@@ -65,5 +66,50 @@ func TestChartRenderingAReleaseRecordIsRefused(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestAReleaseOfMoreObjectsThanTheStatusListsIsRefused: a chart whose
+// render holds more objects than a StyrminDeployment's status can list
+// is refused by Render, naming the chart and the bound, rather than
+// applied with a status the API server refuses for ever; one at the bound
+// renders.
+func TestAReleaseOfMoreObjectsThanTheStatusListsIsRefused(t *testing.T) {
+	m := minimalFS()
+	// The default replicas render none; replicas: N renders N-1 more
+	// objects, the Deployment making N.
+	m["chart/templates/many.yaml"] = &fstest.MapFile{Data: []byte(`{{- range $i := until (int (sub (int .Values.replicas) 1)) }}
+---
+apiVersion: v1
+kind: ConfigMap
+metadata: {name: "c{{ $i }}"}
+{{- end }}
+`)}
+	m["driver.cue"] = &fstest.MapFile{Data: []byte(strings.Replace(minimalSpec, "<=3", fmt.Sprintf("<=%d", MaxReleaseObjects+1), 1))}
+	d, err := Load(m, LoadOptions{Source: "drivers/mini/1.0.0"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	render := func(n int) error {
+		t.Helper()
+		c, err := d.SampleContextWith(map[string]any{"replicas": n})
+		if err != nil {
+			t.Fatal(err)
+		}
+		vals, err := d.Values(c)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, err = d.Render(c, vals)
+		return err
+	}
+	if err := render(MaxReleaseObjects); err != nil {
+		t.Fatalf("a release of %d objects: %v", MaxReleaseObjects, err)
+	}
+	err = render(MaxReleaseObjects + 1)
+	var se *SpecError
+	want := fmt.Sprintf("renders %d objects: expected at most %d", MaxReleaseObjects+1, MaxReleaseObjects)
+	if !errors.As(err, &se) || !strings.HasSuffix(se.File, "drivers/mini/1.0.0/chart") || !strings.Contains(se.Msg, want) {
+		t.Fatalf("a release of %d objects: %v; want a SpecError naming the chart and saying %q", MaxReleaseObjects+1, err, want)
 	}
 }

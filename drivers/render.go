@@ -194,6 +194,14 @@ func (d *Driver) renderLocal(c Context, values map[string]any) (*Manifests, erro
 
 // renderObjects is renderLocal with the objects whose canonical text is
 // encoded chosen by text.
+// MaxReleaseObjects bounds the objects of one release. The agent lists
+// each (status.inventory, up to some 300 bytes an object) in the
+// StyrminDeployment's status, which the API server refuses past about
+// 1.5 MiB: a release of many thousand small objects was applied, its
+// status never written, and the deployment never Ready, retried for ever.
+// Large charts hold a few hundred.
+const MaxReleaseObjects = 2048
+
 func (d *Driver) renderObjects(c Context, values map[string]any, text func(o *rendered) bool) (*Manifests, error) {
 	d.compiled.opts.notePhase(d.compiled.file)
 	comps, patches := d.compiled.staticComponents, d.compiled.staticPatches
@@ -222,6 +230,10 @@ func (d *Driver) renderObjects(c Context, values map[string]any, text func(o *re
 	// After the patches: a patch can add the type or the label too.
 	if err := refuseReleaseRecords(objs); err != nil {
 		return nil, err
+	}
+	if len(objs) > MaxReleaseObjects {
+		return nil, &SpecError{File: d.compiled.display(d.compiled.chartDir),
+			Msg: fmt.Sprintf("renders %d objects: expected at most %d in a release (the agent lists each in the deployment's status, which the API server bounds)", len(objs), MaxReleaseObjects)}
 	}
 	return finish(d.compiled.opts.RenderCache, objs, text)
 }
