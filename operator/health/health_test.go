@@ -188,3 +188,22 @@ func TestATerminationMessageTheProgramWroteIsMaskedOrWithheld(t *testing.T) {
 		t.Errorf("the values were read %d times for a pod with no message its program wrote", reads)
 	}
 }
+
+// TestAPodsMessageInTheStatusIsBounded: a container's termination message
+// may be 4 KiB, and the status lists up to five pods of every workload not
+// ready: a release of hundreds of crashing workloads made a status past
+// what the API server takes, and its write was refused for ever. A pod's
+// message is cut, the cut marked.
+func TestAPodsMessageInTheStatusIsBounded(t *testing.T) {
+	long := strings.Repeat("panic: the configuration is wrong; ", 4096/35)
+	pod := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: "web-1"},
+		Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: "web", TerminationMessagePolicy: corev1.TerminationMessageReadFile}}},
+		Status: corev1.PodStatus{Phase: corev1.PodRunning, ContainerStatuses: []corev1.ContainerStatus{{Name: "web",
+			State: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{Reason: "Error", ExitCode: 2, Message: long}}}}},
+	}
+	ps := PodSummary(pod, nil)
+	if len(ps.Message) > maxPodMessage || !strings.HasPrefix(ps.Message, "exit code 2: panic") || !strings.HasSuffix(ps.Message, "…") {
+		t.Fatalf("a pod's message of %d bytes (at most %d, cut): %.60q…", len(ps.Message), maxPodMessage, ps.Message)
+	}
+}

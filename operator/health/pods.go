@@ -13,6 +13,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/styrmin/styrmin/operator/api/v1alpha1"
+	"github.com/styrmin/styrmin/operator/internal/eventnote"
 	"github.com/styrmin/styrmin/resolver"
 )
 
@@ -164,8 +165,16 @@ func PodSummary(p *corev1.Pod, sensitive SensitiveValues) v1alpha1.PodStatus {
 			}
 		}
 	}
+	// Cut after masking: what is cut cannot show part of a value.
+	ps.Message = eventnote.Cut(ps.Message, maxPodMessage)
 	return ps
 }
+
+// maxPodMessage bounds a pod's message. A termination message may be 4
+// KiB and the status lists up to five pods of each workload not ready: a
+// release of hundreds of crashing workloads made a status the API server
+// refused, and its write failed for ever.
+const maxPodMessage = 1 << 10
 
 // programMessage is a message a container's program wrote, masked with the
 // sensitive values, or withheld when they cannot be read.
