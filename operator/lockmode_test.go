@@ -19,6 +19,7 @@ import (
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/styrmin/styrmin/commitstatus"
 	"github.com/styrmin/styrmin/drivers"
@@ -589,15 +590,7 @@ func TestALockCommitTheLockModeDidNotMakeEndsWhatItSaidOfAnOlderHead(t *testing.
 	t.Parallel()
 	ctx := context.Background()
 	srv := exampleServer(t)
-	_, cl := agenttest.StartCluster(t, testcluster.Options{})
-	key := types.NamespacedName{Namespace: "styrmin-system", Name: "styrmin"}
-	if err := cl.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: key.Namespace}}); err != nil {
-		t.Fatal(err)
-	}
-	if err := cl.Create(ctx, &v1alpha1.StyrminSource{ObjectMeta: metav1.ObjectMeta{Namespace: key.Namespace, Name: key.Name},
-		Spec: v1alpha1.StyrminSourceSpec{URL: srv.RepoURL(agentRepoName), Cluster: "local"}}); err != nil {
-		t.Fatal(err)
-	}
+	cl, key := clusterWithSource(t, srv.RepoURL(agentRepoName))
 	l, err := source.NewLocker(source.LockModeOptions{Repo: cloneOf(t, srv), Conditions: &source.SourceConditions{Client: cl, Reader: cl, Source: key}})
 	if err != nil {
 		t.Fatal(err)
@@ -681,15 +674,7 @@ func TestTheNextAgentPostsTheLockStatusTheHostDidNotTakeFromTheSource(t *testing
 	t.Parallel()
 	ctx := context.Background()
 	srv := exampleServer(t)
-	_, cl := agenttest.StartCluster(t, testcluster.Options{})
-	key := types.NamespacedName{Namespace: "styrmin-system", Name: "styrmin"}
-	if err := cl.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: key.Namespace}}); err != nil {
-		t.Fatal(err)
-	}
-	if err := cl.Create(ctx, &v1alpha1.StyrminSource{ObjectMeta: metav1.ObjectMeta{Namespace: key.Namespace, Name: key.Name},
-		Spec: v1alpha1.StyrminSourceSpec{URL: srv.RepoURL(agentRepoName), Cluster: "local"}}); err != nil {
-		t.Fatal(err)
-	}
+	cl, key := clusterWithSource(t, srv.RepoURL(agentRepoName))
 	sc := &source.SourceConditions{Client: cl, Reader: cl, Source: key}
 	host, poster := lockStatusHost(t)
 	away := &awayPoster{StatusPoster: poster}
@@ -745,4 +730,21 @@ func TestTheNextAgentPostsTheLockStatusTheHostDidNotTakeFromTheSource(t *testing
 	if _, got, err := sc.LockState(ctx); err != nil || got != nil {
 		t.Fatalf("the head to lock again once removed: %+v, %v", got, err)
 	}
+}
+
+// clusterWithSource is a control plane holding the StyrminSource
+// styrmin-system/styrmin of cluster local, reading url.
+func clusterWithSource(t *testing.T, url string) (client.Client, types.NamespacedName) {
+	t.Helper()
+	ctx := context.Background()
+	_, cl := agenttest.StartCluster(t, testcluster.Options{})
+	key := types.NamespacedName{Namespace: "styrmin-system", Name: "styrmin"}
+	if err := cl.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: key.Namespace}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := cl.Create(ctx, &v1alpha1.StyrminSource{ObjectMeta: metav1.ObjectMeta{Namespace: key.Namespace, Name: key.Name},
+		Spec: v1alpha1.StyrminSourceSpec{URL: url, Cluster: "local"}}); err != nil {
+		t.Fatal(err)
+	}
+	return cl, key
 }

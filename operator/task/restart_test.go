@@ -29,18 +29,8 @@ import (
 func TestARestartedAgentAdoptsItsJobAndKeepsARetrysBackOff(t *testing.T) {
 	t.Parallel()
 	const ns = "dev-jobs"
-	cl := withCRDs(t, ns)
+	cl, agent, req := migrationTask(t, ns, `attempts: 3, backoff: "10m"`)
 	ctx := context.Background()
-	d := jobsDriver(t, `setup: pre: [{action: "runJob", component: "app", job: "migrate", command: ["migrate"], retry: {attempts: 3, backoff: "10m"}}]`)
-	agent := func() *Reconciler {
-		r, err := NewReconciler(Options{Client: cl, Drivers: oneDriver{d}, Registerer: prometheus.NewRegistry()})
-		if err != nil {
-			t.Fatal(err)
-		}
-		return r
-	}
-	tk := createJobsTask(t, cl, jobsInstance(t, d, ns, 1, "1.0.0"), v1alpha1.WorkflowCreate)
-	req := reconcile.Request{NamespacedName: client.ObjectKeyFromObject(tk)}
 	jobKey := client.ObjectKey{Namespace: ns, Name: JobName("jobs", "migrate", 1)}
 	jobUID := func() types.UID {
 		t.Helper()
@@ -100,7 +90,7 @@ func TestARestartedAgentAdoptsItsJobAndKeepsARetrysBackOff(t *testing.T) {
 
 	// The back-off over (its end 11 minutes ago), a restarted agent runs the
 	// second attempt with a Job of its own (the step's third start).
-	tk = getTask(t, cl, req.NamespacedName)
+	tk := getTask(t, cl, req.NamespacedName)
 	base := tk.DeepCopy()
 	tk.Status.Steps[0].FinishedAt = &metav1.Time{Time: time.Now().Add(-11 * time.Minute)}
 	if err := cl.Status().Patch(ctx, tk, client.MergeFrom(base)); err != nil {
@@ -128,18 +118,8 @@ func TestARestartedAgentAdoptsItsJobAndKeepsARetrysBackOff(t *testing.T) {
 func TestAgentRestartsWhileARunJobStepsJobRunsUseNoneOfItsRetries(t *testing.T) {
 	t.Parallel()
 	const ns = "dev-jobs"
-	cl := withCRDs(t, ns)
+	cl, agent, req := migrationTask(t, ns, `attempts: 2, backoff: "1s"`)
 	ctx := context.Background()
-	d := jobsDriver(t, `setup: pre: [{action: "runJob", component: "app", job: "migrate", command: ["migrate"], retry: {attempts: 2, backoff: "1s"}}]`)
-	agent := func() *Reconciler {
-		r, err := NewReconciler(Options{Client: cl, Drivers: oneDriver{d}, Registerer: prometheus.NewRegistry()})
-		if err != nil {
-			t.Fatal(err)
-		}
-		return r
-	}
-	tk := createJobsTask(t, cl, jobsInstance(t, d, ns, 1, "1.0.0"), v1alpha1.WorkflowCreate)
-	req := reconcile.Request{NamespacedName: client.ObjectKeyFromObject(tk)}
 	reconcileUntil(t, agent(), cl, req, "the step's Job made and recorded", func(tk *v1alpha1.StyrminTask) bool {
 		return len(tk.Status.Steps) > 0 && tk.Status.Steps[0].Recorded[recordJob] != ""
 	})
@@ -164,7 +144,7 @@ func TestAgentRestartsWhileARunJobStepsJobRunsUseNoneOfItsRetries(t *testing.T) 
 	if err := cl.Status().Update(ctx, &job); err != nil {
 		t.Fatal(err)
 	}
-	tk = reconcileUntil(t, last, cl, req, "the failed Job's step decided", func(tk *v1alpha1.StyrminTask) bool {
+	tk := reconcileUntil(t, last, cl, req, "the failed Job's step decided", func(tk *v1alpha1.StyrminTask) bool {
 		return tk.Status.Phase.Terminal() || tk.Status.Steps[0].State == v1alpha1.StepPending
 	})
 	st := tk.Status.Steps[0]
@@ -172,4 +152,23 @@ func TestAgentRestartsWhileARunJobStepsJobRunsUseNoneOfItsRetries(t *testing.T) 
 		t.Fatalf("task %s, step %s (attempts %d, resumed %d) %q; want the step to run its Job again: one run of two failed, the restarts none",
 			tk.Status.Phase, st.State, st.Attempts, st.Resumes, st.Message)
 	}
+}
+
+// migrationTask is a control plane with namespace ns and the task of
+// change 1 of a driver whose setup runs a migration Job with the given
+// retry policy; agent makes a new task controller (an agent started
+// again, nothing in memory).
+func migrationTask(t *testing.T, ns, retry string) (cl client.Client, agent func() *Reconciler, req reconcile.Request) {
+	t.Helper()
+	cl = withCRDs(t, ns)
+	d := jobsDriver(t, `setup: pre: [{action: "runJob", component: "app", job: "migrate", command: ["migrate"], retry: {`+retry+`}}]`)
+	agent = func() *Reconciler {
+		r, err := NewReconciler(Options{Client: cl, Drivers: oneDriver{d}, Registerer: prometheus.NewRegistry()})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return r
+	}
+	tk := createJobsTask(t, cl, jobsInstance(t, d, ns, 1, "1.0.0"), v1alpha1.WorkflowCreate)
+	return cl, agent, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(tk)}
 }
