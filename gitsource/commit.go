@@ -316,6 +316,13 @@ func (r *Repo) attempt(ctx context.Context, build ChainFunc, dir string, author 
 
 	wt := r.checkedOutWorktree()
 	if wt != nil {
+		// Before the check: the index it reads is the one the update
+		// replaces, whatever git runs meanwhile.
+		release, err := wt.lockIndex()
+		if err != nil {
+			return true, err
+		}
+		defer release()
 		if err := wt.checkClean(written, tb.old); err != nil {
 			return true, err
 		}

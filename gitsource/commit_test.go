@@ -1,6 +1,7 @@
 package gitsource_test
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -603,5 +604,74 @@ func TestCommitLocksLocalHonoursGitsLockOfTheBranch(t *testing.T) {
 	}
 	if _, err := os.Stat(lock); !errors.Is(err, os.ErrNotExist) {
 		t.Fatalf("the branch's lock after the commit: %v; want it removed", err)
+	}
+}
+
+// TestCommitLocksLocalHonoursGitsLockOfTheIndex: go-git writes the index
+// in place, without git's lock file, so a `git add` or an editor's `git
+// status` at the same moment renamed its own index over the lock commit's
+// entries (git then showed the lockfile reverted, staged, for the next
+// commit to take), and a lock killed during the write left a truncated
+// index. A local commit now takes git's lock of the index
+// (<gitdir>/index.lock) before it checks the paths: one there already is
+// ErrIndexLocked naming the file, the branch unmoved and the other's lock
+// left alone; once it is gone the commit replaces the index by a rename
+// (a link to the old index keeps the old one whole), staging a deletion
+// too, and `git status` is clean.
+func TestCommitLocksLocalHonoursGitsLockOfTheIndex(t *testing.T) {
+	ctx := context.Background()
+	lr := newLocalRepo(t, false)
+	base := lr.commit("config", map[string]string{"styrmin.cue": "x: 1\n", "locks/c/e/old.lock.yaml": "sequence: 1\n"})
+	r, err := gitsource.Open(lr.dir, gitsource.OpenOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	req := gitsource.CommitRequest{MaxAttempts: 1, Build: func(context.Context, gitsource.Hash, fs.FS) (gitsource.Change, error) {
+		return gitsource.Change{
+			Files: map[string][]byte{appLock: []byte("sequence: 1\n"), "locks/c/e/old.lock.yaml": nil},
+			Locks: map[string]int{"c/e/app": 1, "c/e/old": 2},
+		}, nil
+	}}
+	lock := filepath.Join(lr.dir, ".git", "index.lock")
+	if err := os.WriteFile(lock, []byte("another git's"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	_, err = r.CommitLocks(ctx, req)
+	if !errors.Is(err, gitsource.ErrIndexLocked) || !strings.Contains(err.Error(), "index.lock exists in the worktree's git directory") {
+		t.Fatalf("a commit while git holds the index's lock: %v; want ErrIndexLocked naming the lock", err)
+	}
+	if head := lr.git("rev-parse", "HEAD"); head != base {
+		t.Fatalf("the branch moved to %s while git held the index's lock", head)
+	}
+	if b, err := os.ReadFile(lock); err != nil || string(b) != "another git's" {
+		t.Fatalf("the other git's lock after the refused commit: %q, %v; want it left as it was", b, err)
+	}
+	if err := os.Remove(lock); err != nil {
+		t.Fatal(err)
+	}
+	idx := filepath.Join(lr.dir, ".git", "index")
+	before, err := os.ReadFile(idx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	kept := filepath.Join(t.TempDir(), "index")
+	if err := os.Link(idx, kept); err != nil {
+		t.Skipf("no hard links here: %v", err)
+	}
+	res, err := r.CommitLocks(ctx, req)
+	if err != nil || !res.Committed {
+		t.Fatalf("a commit once the lock is gone: %+v, %v", res, err)
+	}
+	if head := lr.git("rev-parse", "HEAD"); head != res.Commit.String() {
+		t.Fatalf("HEAD = %s, want %s", head, res.Commit)
+	}
+	if st := lr.git("status", "--porcelain"); st != "" {
+		t.Errorf("git status after the commit:\n%s", st)
+	}
+	if _, err := os.Stat(lock); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("the index's lock after the commit: %v; want it gone", err)
+	}
+	if after, err := os.ReadFile(kept); err != nil || !bytes.Equal(after, before) {
+		t.Errorf("the old index was written in place (%v): a reader, or a kill, could meet part of one", err)
 	}
 }

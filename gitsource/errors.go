@@ -21,6 +21,9 @@ var (
 	// ErrBranchLocked: another git process holds the branch's lock (its
 	// refs/heads/<branch>.lock) in a local repository.
 	ErrBranchLocked = errors.New("the branch is locked by another git process")
+	// ErrIndexLocked: another git process holds the lock of the index
+	// (its index.lock) of the worktree a local commit updates.
+	ErrIndexLocked = errors.New("the index is locked by another git process")
 	// ErrNoRemote means the operation needs a remote but the Repo was opened
 	// without one.
 	ErrNoRemote = errors.New("repository has no remote")

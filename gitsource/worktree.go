@@ -1,6 +1,7 @@
 package gitsource
 
 import (
+	"bufio"
 	"errors"
 	"fmt"
 	"maps"
@@ -8,12 +9,14 @@ import (
 	"path"
 	"slices"
 
+	"github.com/go-git/go-billy/v5"
 	"github.com/go-git/go-billy/v5/util"
 	git "github.com/go-git/go-git/v5"
 	"github.com/go-git/go-git/v5/plumbing"
 	"github.com/go-git/go-git/v5/plumbing/filemode"
 	"github.com/go-git/go-git/v5/plumbing/format/index"
 	"github.com/go-git/go-git/v5/plumbing/object"
+	"github.com/go-git/go-git/v5/storage/filesystem"
 )
 
 // localWorktree is the worktree whose HEAD is the branch CommitLocks moves
@@ -21,6 +24,75 @@ import (
 type localWorktree struct {
 	r  *Repo
 	wt *git.Worktree
+	// index is git's lock of the index while lockIndex holds it: the
+	// index's next content is written there and renamed over it.
+	index billy.File
+}
+
+// indexLockName is git's lock of the index, in the worktree's own git
+// directory (a linked worktree has its own index).
+const indexLockName = "index.lock"
+
+// lockIndex takes git's lock of the index (<gitdir>/index.lock, created
+// exclusively), as every git process does before it writes the index.
+// go-git's SetIndex neither takes nor honours it and rewrites the index
+// in place: a `git add` or an editor's `git status` at the same moment
+// renamed its index over the lock commit's entries (git then showed the
+// lock reverted, staged, for the next commit to take), and a process
+// killed during the write left a truncated index every git command
+// refused. Held from the check of the paths to the index's replacement;
+// release removes it unless writeIndex renamed it. A lock already there
+// is another git at work (or one that crashed): ErrIndexLocked, naming
+// the file, before anything is committed. A repository in memory needs
+// none (nothing else writes it).
+func (l *localWorktree) lockIndex() (release func(), err error) {
+	fsr, ok := l.r.storer.(*filesystem.Storage)
+	if !ok {
+		return func() {}, nil
+	}
+	fsys := fsr.Filesystem()
+	f, err := fsys.OpenFile(indexLockName, os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o666)
+	if errors.Is(err, os.ErrExist) {
+		return nil, fmt.Errorf("gitsource: commit locks: %w (%s exists in the worktree's git directory; try again, or remove it if no git runs)", ErrIndexLocked, indexLockName)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("gitsource: commit locks: lock the index: %w", err)
+	}
+	l.index = f
+	return func() {
+		if l.index != nil {
+			_ = l.index.Close()
+			_ = fsys.Remove(indexLockName)
+			l.index = nil
+		}
+	}, nil
+}
+
+// writeIndex writes idx: into the lock lockIndex holds, then renamed over
+// the index, so a reader sees the old index or the new, never part of one;
+// without a lock (a repository in memory), through the storer.
+func (l *localWorktree) writeIndex(idx *index.Index) error {
+	if l.index == nil {
+		return l.r.storer.SetIndex(idx)
+	}
+	f := l.index
+	l.index = nil // written or failed, release has nothing left to do but remove
+	fsys := l.r.storer.(*filesystem.Storage).Filesystem()
+	bw := bufio.NewWriter(f)
+	err := index.NewEncoder(bw).Encode(idx)
+	if err == nil {
+		err = bw.Flush()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = fsys.Rename(indexLockName, "index")
+	}
+	if err != nil {
+		_ = fsys.Remove(indexLockName)
+	}
+	return err
 }
 
 // checkedOutWorktree returns the worktree when the tracked branch is checked
@@ -100,9 +172,11 @@ func (l *localWorktree) update(files map[string][]byte) error {
 		content := files[p]
 		if content == nil {
 			if _, err := fsys.Lstat(p); errors.Is(err, os.ErrNotExist) {
-				continue // it was not there (checkClean saw to the index)
+				continue // it was not there (stage drops its entry)
 			}
-			if _, err := l.wt.Remove(p); err != nil && !errors.Is(err, index.ErrEntryNotFound) {
+			// The index entry goes in stage, with the others: go-git's
+			// Worktree.Remove writes the index on its own.
+			if err := fsys.Remove(p); err != nil {
 				return fmt.Errorf("remove %s: %w", p, err)
 			}
 			// git removes the directories a deletion leaves empty.
@@ -131,11 +205,12 @@ func (l *localWorktree) update(files map[string][]byte) error {
 	return l.stage(files)
 }
 
-// stage records the written files in the index, as `git add` would: one
-// read and one write of the index for the whole change (git's Add reads
-// and writes it per file, and stores each blob again, which the commit
-// already holds), each entry with the file's stat data so git sees the
-// worktree clean without refreshing the index.
+// stage records the written files in the index, as `git add` would (and
+// drops the removed ones, as `git rm`): one read and one write of the
+// index for the whole change (git's Add reads and writes it per file, and
+// stores each blob again, which the commit already holds), each entry with
+// the file's stat data so git sees the worktree clean without refreshing
+// the index.
 func (l *localWorktree) stage(files map[string][]byte) error {
 	idx, err := l.r.storer.Index()
 	if err != nil {
@@ -151,6 +226,10 @@ func (l *localWorktree) stage(files map[string][]byte) error {
 	for _, p := range slices.Sorted(maps.Keys(files)) {
 		content := files[p]
 		if content == nil {
+			if _, err := idx.Remove(p); err != nil && !errors.Is(err, index.ErrEntryNotFound) {
+				return fmt.Errorf("stage the removal of %s: %w", p, err)
+			}
+			delete(byName, p)
 			continue
 		}
 		info, err := fsys.Lstat(p)
@@ -170,7 +249,7 @@ func (l *localWorktree) stage(files map[string][]byte) error {
 		e.Size = uint32(info.Size())
 		fillStat(e, info.Sys())
 	}
-	if err := l.r.storer.SetIndex(idx); err != nil {
+	if err := l.writeIndex(idx); err != nil {
 		return fmt.Errorf("write the index: %w", err)
 	}
 	return nil
