@@ -255,3 +255,75 @@ func TestCIScriptTakesACrashedPlanForAFailureNotForChanges(t *testing.T) {
 		t.Errorf("the comment of a crashed plan:\n%s", comment)
 	}
 }
+
+// TestCIScriptPlansADetachedCheckoutAgainstTheBranchItMergesInto: CI checks
+// a pull request out on a detached HEAD (GitLab, Jenkins, a merge commit),
+// which has no upstream, so styrminctl compared the head with its own
+// lockfiles; a pull request that commits its locks (STYRMIN_LOCK_MODE
+// check) got a comment saying "no changes" and a green check. The script
+// now takes the target branch the CI names (here GitLab's
+// CI_MERGE_REQUEST_TARGET_BRANCH_NAME) as the base, and without one on a
+// detached HEAD fails saying to set STYRMIN_BASE.
+func TestCIScriptPlansADetachedCheckoutAgainstTheBranchItMergesInto(t *testing.T) {
+	bin := buildStyrminctl(t)
+	srv := gitserver.New(t, gitserver.WithToken("ci-token"))
+	srv.Seed("desired-state", os.DirFS(".."), "initial configuration")
+	script, err := filepath.Abs("styrmin-ci.sh")
+	if err != nil {
+		t.Fatal(err)
+	}
+	work := filepath.Join(t.TempDir(), "checkout")
+	authURL := strings.Replace(srv.RepoURL("desired-state"), "://", "://x-access-token:ci-token@", 1)
+	srv.Git(filepath.Dir(work), "clone", "--quiet", authURL, work)
+	planFile := filepath.Join(t.TempDir(), "plan.md")
+	env := []string{}
+	for _, e := range os.Environ() {
+		switch strings.SplitN(e, "=", 2)[0] {
+		case "GITHUB_BASE_REF", "CI_MERGE_REQUEST_TARGET_BRANCH_NAME", "CHANGE_TARGET", "BITBUCKET_PR_DESTINATION_BRANCH", "SYSTEM_PULLREQUEST_TARGETBRANCH", "STYRMIN_BASE":
+		default:
+			env = append(env, e)
+		}
+	}
+	env = append(env, "STYRMINCTL="+bin, "STYRMIN_GIT_TOKEN=ci-token", "STYRMIN_PLAN_FILE="+planFile, "STYRMIN_LOCK_MODE=check")
+	r := &run{t: t, srv: srv, work: work, env: env, scriptPath: script}
+	r.git("remote", "set-url", "origin", srv.RepoURL("desired-state"))
+	if out, code := r.script("lock"); code != 0 {
+		t.Fatalf("lock of the first configuration: exit %d\n%s", code, out)
+	}
+	r.git("fetch", "--quiet", authURL, "+refs/heads/*:refs/remotes/origin/*")
+
+	// The merge request changes dev's web and commits its lock, as a team
+	// that locks in its pull requests does; CI checks it out detached.
+	r.git("checkout", "--quiet", "-b", "replicas", "origin/main")
+	if err := os.WriteFile(filepath.Join(work, "clusters/local/environments/dev/deployments/web.cue"), []byte("driver: \"webapp\"\nappVersion: \"1.25.0\"\nparameters: replicas: 3\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	r.git("commit", "--quiet", "-am", "web: 3 replicas")
+	if out, err := exec.Command(bin, "--repo", work, "lock", "--commit", "--author", "Dev <dev@example.com>").CombinedOutput(); err != nil {
+		t.Fatalf("lock --commit in the merge request: %v\n%s", err, out)
+	}
+	r.git("checkout", "--quiet", "--detach", "HEAD")
+
+	out, code := r.script("plan")
+	if code != 1 || !strings.Contains(out, "set STYRMIN_BASE") {
+		t.Errorf("plan of a detached checkout with no base named: exit %d, want 1 saying to set STYRMIN_BASE\n%s", code, out)
+	}
+	if comment, _ := os.ReadFile(planFile); !strings.Contains(string(comment), "### Styrmin plan failed") {
+		t.Errorf("the comment of a plan with no base:\n%s", comment)
+	}
+
+	r.env = append(r.env, "CI_MERGE_REQUEST_TARGET_BRANCH_NAME=main")
+	if out, code := r.script("plan"); code != 0 {
+		t.Fatalf("plan against the target branch: exit %d\n%s", code, out)
+	}
+	plan, err := os.ReadFile(planFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	base := strings.TrimSpace(r.git("rev-parse", "--short", "origin/main"))
+	for _, want := range []string{"`local/dev/web` | update | 1 → 2", "compared `" + base + "` (origin/main)"} {
+		if !strings.Contains(string(plan), want) {
+			t.Errorf("the plan lacks %q:\n%s", want, plan)
+		}
+	}
+}

@@ -18,8 +18,11 @@
 #
 # Environment: STYRMINCTL (default: styrminctl on PATH), STYRMIN_REPO (the
 # desired-state checkout, default .), STYRMIN_BASE (plan base ref, default:
-# the upstream merge base), STYRMIN_REMOTE (default origin), STYRMIN_BRANCH,
-# and STYRMIN_GIT_TOKEN / STYRMIN_GIT_SSH_KEY_FILE for pushing.
+# $STYRMIN_REMOTE/ the target branch the CI names for a pull or merge
+# request, else the upstream merge base; a detached HEAD, as CI checks pull
+# requests out, has no upstream, so there one of them is needed),
+# STYRMIN_REMOTE (default origin), STYRMIN_BRANCH, and STYRMIN_GIT_TOKEN /
+# STYRMIN_GIT_SSH_KEY_FILE for pushing.
 set -euo pipefail
 
 styrminctl=${STYRMINCTL:-styrminctl}
@@ -44,9 +47,28 @@ footer() {
 	printf '\n---\n<sub>styrminctl %s · compared %s with head `%s` · %s</sub>\n' "${ver:-unknown}" "$base" "$head" "$how"
 }
 
+# target_branch is the branch the pull or merge request merges into, as the
+# CI names it (GitHub Actions, GitLab, Jenkins, Bitbucket, Azure Pipelines);
+# empty outside one.
+target_branch() {
+	local t=${GITHUB_BASE_REF:-${CI_MERGE_REQUEST_TARGET_BRANCH_NAME:-${CHANGE_TARGET:-${BITBUCKET_PR_DESTINATION_BRANCH:-${SYSTEM_PULLREQUEST_TARGETBRANCH:-}}}}}
+	echo "${t#refs/heads/}"
+}
+
+# detached tells whether the checkout's HEAD is a commit on no branch: with
+# no upstream to merge with, styrminctl would compare the head with its own
+# lockfiles, and a pull request that commits its locks would read "no
+# changes".
+detached() {
+	git -C "$repo" rev-parse -q --verify HEAD >/dev/null 2>&1 && ! git -C "$repo" symbolic-ref -q HEAD >/dev/null 2>&1
+}
+
 case "$cmd" in
 plan)
 	out=${STYRMIN_PLAN_FILE:-styrmin-plan.md}
+	if [ -z "${STYRMIN_BASE:-}" ] && [ -n "$(target_branch)" ]; then
+		STYRMIN_BASE=${STYRMIN_REMOTE:-origin}/$(target_branch)
+	fi
 	base_args=()
 	if [ -n "${STYRMIN_BASE:-}" ]; then
 		base_args=(--base "$STYRMIN_BASE")
@@ -55,8 +77,13 @@ plan)
 	errs=$(mktemp)
 	trap 'rm -f "$body" "$errs"' EXIT
 	set +e
-	"$styrminctl" --repo "$repo" plan "${base_args[@]}" -o markdown --detailed-exitcode >"$body" 2>"$errs"
-	rc=$?
+	if [ -z "${STYRMIN_BASE:-}" ] && detached; then
+		echo "error: HEAD is detached (a CI checkout of a pull request) and no base was named, so the plan would compare the head with its own lockfiles: set STYRMIN_BASE to the branch it merges into (for example origin/main)" >"$errs"
+		rc=1
+	else
+		"$styrminctl" --repo "$repo" plan "${base_args[@]}" -o markdown --detailed-exitcode >"$body" 2>"$errs"
+		rc=$?
+	fi
 	set -e
 	# 2 is "the plan has changes" only with a plan: a Go program that
 	# crashes (a panic, out of memory) exits 2 as well.
