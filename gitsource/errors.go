@@ -49,7 +49,11 @@ var (
 	// beyond the history the clone fetched. CI checkouts are shallow by
 	// default, and the sequences of lock commits are numbered from the
 	// branch's whole history, so the message says how to fetch it.
-	ErrShallow = errors.New("the clone is shallow, and the sequences of lock commits are numbered from the branch's whole history: fetch it (git fetch --unshallow; fetch-depth: 0 in actions/checkout; GIT_DEPTH: 0 in GitLab CI)")
+	// ErrPartialClone means an object is missing from a partial clone (git
+	// clone --filter): git fetches such objects on demand, go-git cannot,
+	// and the sequences are numbered from lockfiles of the whole history.
+	ErrPartialClone = errors.New("the clone is partial (cloned with --filter), and the sequences of lock commits are numbered from the lockfiles of the branch's whole history, which styrminctl cannot fetch on demand: clone without a filter (no filter in actions/checkout)")
+	ErrShallow      = errors.New("the clone is shallow, and the sequences of lock commits are numbered from the branch's whole history: fetch it (git fetch --unshallow; fetch-depth: 0 in actions/checkout; GIT_DEPTH: 0 in GitLab CI)")
 )
 
 // BranchNotFoundError is a branch CommitRequest.ExistingBranch requires
@@ -97,6 +101,34 @@ func (r *Repo) commitError(h fmt.Stringer, err error) error {
 		return fmt.Errorf("gitsource: commit %s: %w: %w", h, ErrCommitNotFound, ErrShallow)
 	}
 	return commitError(h, err)
+}
+
+// blobError is the error of a lockfile blob a history walk could not
+// read, wrapping ErrPartialClone for one missing from a partial clone:
+// there a bare "object not found" names a hash and not the cause.
+func (r *Repo) blobError(h plumbing.Hash, err error) error {
+	if errors.Is(err, plumbing.ErrObjectNotFound) && r.partial() {
+		return fmt.Errorf("gitsource: blob %s: %w: %w", h, err, ErrPartialClone)
+	}
+	return fmt.Errorf("blob %s: %w", h, err)
+}
+
+// partial reports whether the repository is a partial clone: git marks
+// one with extensions.partialClone or a promisor remote.
+func (r *Repo) partial() bool {
+	cfg, err := r.repo.Config()
+	if err != nil {
+		return false
+	}
+	if cfg.Raw.Section("extensions").Option("partialclone") != "" {
+		return true
+	}
+	for _, s := range cfg.Raw.Section("remote").Subsections {
+		if s.Option("promisor") == "true" {
+			return true
+		}
+	}
+	return false
 }
 
 // shallow reports whether the repository is a shallow clone (it lists

@@ -1,7 +1,10 @@
 package gitsource_test
 
 import (
+	"errors"
 	"maps"
+	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/styrmin/styrmin/gitsource"
@@ -79,5 +82,32 @@ func TestReusedSequencesNameANumberTwoMergedPullRequestsLockedForTwoInstances(t 
 				t.Errorf("after web's lock at 3: %v, %v; want nothing reused", got, err)
 			}
 		})
+	}
+}
+
+// TestAPartialClonesMissingLockfileIsNamedWithTheFix: a clone with
+// --filter=blob:none (actions/checkout's filter) holds the lockfiles of
+// the head only; git fetches the others on demand, go-git cannot. The
+// sequences of lockfiles committed without trailers (a hand lock) are read
+// from their blobs, and the error named only a hash ("blob …: object not
+// found"); it now says the clone is partial and how to get what it lacks.
+func TestAPartialClonesMissingLockfileIsNamedWithTheFix(t *testing.T) {
+	origin := newLocalRepo(t, false)
+	origin.commit("lock by hand", map[string]string{"locks/c/e/app.lock.yaml": "sequence: 1\n"})
+	origin.commit("lock by hand again", map[string]string{"locks/c/e/app.lock.yaml": "sequence: 2\n"})
+	origin.git("config", "uploadpack.allowFilter", "true")
+	clone := newLocalRepo(t, false)
+	clone.git("clone", "--quiet", "--filter=blob:none", "file://"+origin.dir, "partial")
+	r, err := gitsource.Open(filepath.Join(clone.dir, "partial"), gitsource.OpenOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	head, err := r.Resolve("HEAD")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = r.LockedSequences(head, ".", "locks")
+	if !errors.Is(err, gitsource.ErrPartialClone) || !strings.Contains(err.Error(), "clone without a filter") {
+		t.Fatalf("the sequences of a partial clone: %v; want ErrPartialClone saying how to clone", err)
 	}
 }

@@ -196,7 +196,7 @@ func (w *walker) relockedFile(a, b plumbing.Hash) (bool, error) {
 	read := func(h plumbing.Hash) ([]byte, error) {
 		blob, err := object.GetBlob(w.r.storer, h)
 		if err != nil {
-			return nil, fmt.Errorf("blob %s: %w", h, err)
+			return nil, w.r.blobError(h, err)
 		}
 		if blob.Size > maxRelockCompare {
 			return nil, nil
@@ -623,7 +623,7 @@ func (s *sequenceReader) usedTwice(key string, seq int, commits []plumbing.Hash)
 func (s *sequenceReader) lockfileHead(h plumbing.Hash) (int, string, error) {
 	blob, err := object.GetBlob(s.r.storer, h)
 	if err != nil {
-		return 0, "", fmt.Errorf("blob %s: %w", h, err)
+		return 0, "", s.r.blobError(h, err)
 	}
 	if blob.Size > maxRelockCompare {
 		return 0, "", nil
