@@ -1,9 +1,11 @@
 // Package statusreport reports each lock commit's result in this cluster
 // to the git host (commitstatus): pending while its tasks run or the sync
 // has still to make one of them, failure when one failed or the agent
-// refused one of its lockfiles, success when all succeeded or were
-// superseded by a newer instance that was applied (a superseded task
-// follows the newer task that took its change on). It runs on the
+// refused one of its lockfiles or a change was withdrawn before it ran
+// (the branch no longer held its lock commit: nothing of it was
+// applied), success when all succeeded or were superseded by a newer
+// instance that was applied (a superseded task follows the newer task
+// that took its change on). It runs on the
 // elected replica, reads the tasks from the manager's cache and posts a
 // status only when a commit's changes.
 package statusreport
@@ -177,7 +179,7 @@ func (p postedStatus) onlyFewer(c commitResult) bool {
 		return false
 	}
 	for _, t := range c.tasks {
-		if !t.Status.Phase.Terminal() || !p.tasks[t.Namespace+"/"+t.Name] {
+		if !t.Status.Phase.Terminal() || !p.tasks[taskKey(&t)] {
 			return false
 		}
 	}
@@ -478,8 +480,8 @@ func (r *Reporter) endsRound(ctx context.Context, err error) (bool, error) {
 
 func (r *Reporter) remember(sha string, s commitstatus.Status, c commitResult) {
 	names := make(map[string]bool, len(c.tasks))
-	for _, t := range c.tasks {
-		names[t.Namespace+"/"+t.Name] = true
+	for i := range c.tasks {
+		names[taskKey(&c.tasks[i])] = true
 	}
 	refused := make(map[string]bool, len(c.refused))
 	for _, f := range c.refused {
@@ -488,6 +490,13 @@ func (r *Reporter) remember(sha string, s commitstatus.Status, c commitResult) {
 	r.mu.Lock()
 	r.posted[sha] = postedStatus{status: s, tasks: names, refused: refused, refusals: slices.Clone(c.refused)}
 	r.mu.Unlock()
+}
+
+// taskKey names a task a status counted. Its UID too: a withdrawn
+// change's task is deleted and made again, under its name, once its lock
+// commit is back on the branch, and the new task's end is news.
+func taskKey(t *v1alpha1.StyrminTask) string {
+	return t.Namespace + "/" + t.Name + "/" + string(t.UID)
 }
 
 // The reportedThrough the StyrminSource records lags the round's clock by
@@ -692,7 +701,8 @@ func (c commitResult) waiting(unsynced []string) int {
 
 // Summarize is the status of one lock commit in a cluster from its
 // tasks (one per deployment it locked) and its lockfiles the agent
-// refused: failure when a task failed or a lockfile was refused, pending
+// refused: failure when a task failed, was withdrawn before it ran or a
+// lockfile was refused, pending
 // while a task has not ended, success otherwise; the description counts
 // them and names the failures.
 func Summarize(cluster string, tasks []v1alpha1.StyrminTask, refused ...v1alpha1.RefusedLock) commitstatus.Status {
@@ -734,9 +744,12 @@ func (ct changeTasks) carrier(t *v1alpha1.StyrminTask) *v1alpha1.StyrminTask {
 // it is applied when the newer instance that took it on is (success),
 // failed when that one failed, and pending while that one has not ended.
 // A superseded task whose newer one the cluster no longer has counts as
-// a success, as do all without changes.
+// a success, as do all without changes. A withdrawn task (its lock
+// commit left the branch before it ran), or one superseded by a newer
+// task withdrawn so, is a failure: nothing applied its change, and a
+// pipeline waiting for the commit's status must not go on as if it were.
 func summarize(cluster string, tasks []v1alpha1.StyrminTask, waiting int, refused []v1alpha1.RefusedLock, changes changeTasks) commitstatus.Status {
-	var failed []string
+	var failed, withdrawn []string
 	applied, superseded, running, carried := 0, 0, 0, 0
 	for i, t := range tasks {
 		switch t.Status.Phase {
@@ -745,6 +758,10 @@ func summarize(cluster string, tasks []v1alpha1.StyrminTask, waiting int, refuse
 		case v1alpha1.TaskSuperseded:
 			c := changes.carrier(&tasks[i])
 			switch {
+			case tasks[i].Withdrawn():
+				withdrawn = append(withdrawn, t.Spec.Deployment.String())
+			case c != nil && c.Withdrawn():
+				withdrawn = append(withdrawn, fmt.Sprintf("%s (as sequence %d)", t.Spec.Deployment, c.Spec.ToSequence))
 			case c == nil || c.Status.Phase == v1alpha1.TaskSucceeded || c.Status.Phase == v1alpha1.TaskSuperseded:
 				superseded++
 			case c.Status.Phase == v1alpha1.TaskFailed:
@@ -777,6 +794,10 @@ func summarize(cluster string, tasks []v1alpha1.StyrminTask, waiting int, refuse
 	if len(failed) > 0 {
 		parts = append(parts, fmt.Sprintf("%s failed", strings.Join(failed, ", ")))
 	}
+	if len(withdrawn) > 0 {
+		slices.Sort(withdrawn)
+		parts = append(parts, fmt.Sprintf("%s not applied: withdrawn from the branch before it ran", strings.Join(withdrawn, ", ")))
+	}
 	switch {
 	// Before the counts of tasks, as a refusal: nothing else on the
 	// commit shows it (the sync's error is on the StyrminSource).
@@ -799,7 +820,7 @@ func summarize(cluster string, tasks []v1alpha1.StyrminTask, waiting int, refuse
 	}
 	s := commitstatus.Status{State: commitstatus.Success, Description: cluster + ": " + strings.Join(parts, "; ")}
 	switch {
-	case len(failed) > 0 || len(refused) > 0:
+	case len(failed) > 0 || len(refused) > 0 || len(withdrawn) > 0:
 		s.State = commitstatus.Failure
 	case running > 0 || carried > 0 || waiting > 0:
 		s.State = commitstatus.Pending

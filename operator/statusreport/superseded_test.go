@@ -108,3 +108,88 @@ func TestASupersededChangesCommitFollowsTheNewerInstanceThatTookItOn(t *testing.
 		t.Errorf("once the newer task was pruned: posted %v, want nothing", got)
 	}
 }
+
+// TestAWithdrawnChangesCommitIsNotGreen: a change whose lock commit a
+// force push or a rewind took away before its task ran ends Superseded,
+// reason Withdrawn: nothing of it was applied, and no newer instance
+// took it on. Its commit was posted green, "superseded by a newer
+// instance", and so was the commit of an older change superseded before
+// it ran by that withdrawn one: a pipeline waiting for the commit's
+// status went on as if the cluster ran it. Both are failures now, naming
+// the deployment; and once the withdrawn change's commit is back on the
+// branch, its task made again under its name and applied, the commit
+// turns green.
+func TestAWithdrawnChangesCommitIsNotGreen(t *testing.T) {
+	_, cl := agenttest.StartCluster(t, testcluster.Options{})
+	ctx := context.Background()
+	gh := &gitHub{}
+	srv := httptest.NewServer(gh)
+	defer srv.Close()
+	poster, err := commitstatus.New(commitstatus.Options{BaseURL: srv.URL, Owner: "acme", Repo: "desired", Token: token})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := statusreport.New(statusreport.Options{Reader: cl, Poster: poster, Cluster: "prod"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cl.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "apps"}}); err != nil {
+		t.Fatal(err)
+	}
+	now := time.Now()
+	create := func(tk *v1alpha1.StyrminTask, supersededBy int64, withdrawn bool) *v1alpha1.StyrminTask {
+		t.Helper()
+		st := tk.Status
+		st.SupersededBy = supersededBy
+		if withdrawn {
+			// As the task controller ends one (task.Reconciler.withdrawn).
+			st.Conditions = []metav1.Condition{{Type: v1alpha1.ConditionReady, Status: metav1.ConditionFalse,
+				Reason: v1alpha1.ReasonTaskWithdrawn, Message: "withdrawn before it ran", LastTransitionTime: metav1.Now()}}
+		}
+		if err := cl.Create(ctx, tk); err != nil {
+			t.Fatal(err)
+		}
+		tk.Status = st
+		if err := cl.Status().Update(ctx, tk); err != nil {
+			t.Fatal(err)
+		}
+		return tk
+	}
+	report := func() map[string]string {
+		t.Helper()
+		if err := r.Report(ctx); err != nil {
+			t.Fatal(err)
+		}
+		got := map[string]string{}
+		for _, p := range gh.take() {
+			got[p.sha[:1]] = string(p.State) + " " + p.Description
+		}
+		return got
+	}
+	// hub: change 5 superseded before it ran by 6, which was withdrawn.
+	create(taskOf("hub", strings.Repeat("a", 40), 5, v1alpha1.TaskSuperseded, now), 6, false)
+	create(taskOf("hub", strings.Repeat("b", 40), 6, v1alpha1.TaskSuperseded, now), 0, true)
+	// web: change 3 withdrawn.
+	web := create(taskOf("web", strings.Repeat("c", 40), 3, v1alpha1.TaskSuperseded, now), 0, true)
+	got := report()
+	for sha, want := range map[string]string{
+		"a": "failure prod: prod/dev/hub (as sequence 6) not applied: withdrawn from the branch before it ran",
+		"b": "failure prod: prod/dev/hub not applied: withdrawn from the branch before it ran",
+		"c": "failure prod: prod/dev/web not applied: withdrawn from the branch before it ran",
+	} {
+		if got[sha] != want {
+			t.Errorf("commit %s: posted %q, want %q", sha, got[sha], want)
+		}
+	}
+
+	// web's lock commit is back on the branch: the sync deletes the
+	// withdrawn task and makes it again, and it is applied before the
+	// reporter's next look.
+	if err := cl.Delete(ctx, web); err != nil {
+		t.Fatal(err)
+	}
+	create(taskOf("web", strings.Repeat("c", 40), 3, v1alpha1.TaskSucceeded, now.Add(time.Minute)), 0, false)
+	if got, want := report()["c"], "success prod: 1 deployment applied"; got != want {
+		t.Errorf("once the withdrawn change came back and was applied: posted %q, want %q", got, want)
+	}
+}

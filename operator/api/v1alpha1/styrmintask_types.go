@@ -92,6 +92,22 @@ func (p TaskPhase) Terminal() bool {
 	return p == TaskSucceeded || p == TaskFailed || p == TaskSuperseded
 }
 
+// Withdrawn reports whether the task ended before it ran because the
+// branch no longer held its lock commit (Superseded, reason
+// ReasonTaskWithdrawn): nothing of its change was applied, and no newer
+// instance took it on.
+func (t *StyrminTask) Withdrawn() bool {
+	if t.Status.Phase != TaskSuperseded {
+		return false
+	}
+	for _, c := range t.Status.Conditions {
+		if c.Type == ConditionReady {
+			return c.Reason == ReasonTaskWithdrawn
+		}
+	}
+	return false
+}
+
 // StepState is where one step of a task is.
 // +kubebuilder:validation:Enum=Pending;Running;Succeeded;Failed;Skipped
 type StepState string
