@@ -96,7 +96,7 @@ func FailedDeployments(ctx context.Context, c client.Reader) (map[resolver.ID]in
 	out := map[resolver.ID]int64{}
 	for _, s := range standings {
 		if s.Failed {
-			out[s.ID] = s.Newest.Spec.ToSequence
+			out[s.ID] = s.Change.Spec.ToSequence
 		}
 	}
 	return out, nil

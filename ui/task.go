@@ -136,6 +136,13 @@ func explainTask(t *v1alpha1.StyrminTask, steps []stepView) []string {
 	}
 	switch t.Status.Phase {
 	case v1alpha1.TaskSuperseded:
+		if t.Withdrawn() {
+			// No newer instance took it on: saying one did reads as applied.
+			out = append(out, fmt.Sprintf("Withdrawn: when this task's turn came, the branch no longer held the lock commit of sequence %d "+
+				"(a force push or a rewind took it away), so nothing of it was applied and no newer instance carries it. "+
+				"A change superseded by this one before it ran was not applied either.", t.Spec.ToSequence))
+			break
+		}
 		by := "a newer instance"
 		if t.Status.SupersededBy > 0 {
 			by = fmt.Sprintf("sequence %d", t.Status.SupersededBy)

@@ -120,6 +120,11 @@ type deploymentStatus struct {
 	// (the task, its step and why): the workloads may be Ready on the
 	// instance before it, and the deployment is behind git.
 	Failed string `json:"failed,omitempty"`
+	// Withdrawn names the deployment's newest change when it was
+	// superseded before it ran by a change withdrawn from the branch since
+	// (a force push, a rewind): neither was applied, and the workloads may
+	// be Ready on the instance before them.
+	Withdrawn string `json:"withdrawn,omitempty"`
 }
 
 // sourceStatus is the sync position of an agent.
@@ -222,10 +227,13 @@ func collectStatus(ctx context.Context, c client.Reader, namespace string) (clus
 		}
 	}
 	waiting := waitingTasks(tasks.Items)
-	failed := map[string]string{}
+	failed, withdrawn := map[string]string{}, map[string]string{}
 	for _, st := range operator.StandingsOf(sds.Items, tasks.Items) {
-		if st.Failed {
+		switch {
+		case st.Failed:
 			failed[st.Namespace] = st.Reason
+		case st.Behind && st.Change.Status.Phase == v1alpha1.TaskSuperseded:
+			withdrawn[st.Namespace] = st.Reason
 		}
 	}
 	for i := range sds.Items {
@@ -233,6 +241,10 @@ func collectStatus(ctx context.Context, c client.Reader, namespace string) (clus
 		if why := failed[sds.Items[i].Namespace]; why != "" {
 			d.Failed = why
 			d.Reason, d.Message = v1alpha1.ReasonTaskFailed, why
+		}
+		if why := withdrawn[sds.Items[i].Namespace]; why != "" {
+			d.Withdrawn = why
+			d.Reason, d.Message = v1alpha1.ReasonTaskWithdrawn, why
 		}
 		if t := waiting[sds.Items[i].Namespace]; t != nil && t.Spec.ToSequence > d.ActiveSequence {
 			cond := apimeta.FindStatusCondition(t.Status.Conditions, v1alpha1.ConditionReady)
@@ -390,6 +402,7 @@ func printWaiting(w io.Writer, ds []deploymentStatus) error {
 		{"waiting for the order of their lock, or a deletion's uninstall:", func(d deploymentStatus) string { return d.Waiting }},
 		{"held by a restore:", func(d deploymentStatus) string { return d.Held }},
 		{"newest change failed (styrminctl retry, or change the configuration):", func(d deploymentStatus) string { return d.Failed }},
+		{"newest change not applied, superseded by one withdrawn from the branch (a lock past the sequence the cluster used applies it):", func(d deploymentStatus) string { return d.Withdrawn }},
 	} {
 		first := true
 		for _, d := range ds {

@@ -18,6 +18,10 @@ type Standing struct {
 	Namespace string
 	// Newest is the deployment's task of the highest sequence.
 	Newest *v1alpha1.StyrminTask
+	// Change is its task of the highest sequence not withdrawn (its lock
+	// commit gone from the branch before it ran): the one Behind, Failed
+	// and Reason speak of (nil: none).
+	Change *v1alpha1.StyrminTask
 	// Active is the active instance's sequence (0: none).
 	Active int64
 	// Behind is true when Newest is not the active instance.
@@ -71,12 +75,26 @@ func standing(id v1alpha1.DeploymentID, sd *v1alpha1.StyrminDeployment, tasks []
 	if a := Active(sd, tasks); a != nil {
 		s.Active = a.Sequence
 	}
-	t := s.Newest
-	if t.Spec.ToSequence <= s.Active || t.Status.Phase == v1alpha1.TaskSuperseded {
+	// A change withdrawn before it ran (its lock commit left the branch)
+	// says nothing of where the deployment stands: the newest one that
+	// was not does.
+	t := newestKept(tasks)
+	s.Change = t
+	if t == nil || t.Spec.ToSequence <= s.Active {
+		return s
+	}
+	name := t.Namespace + "/" + t.Name
+	if t.Status.Phase == v1alpha1.TaskSuperseded {
+		// Superseded before it ran by a change withdrawn since: neither
+		// was applied, and no newer instance carries this one.
+		if by := withdrawnCarrier(tasks, t); by != nil {
+			s.Behind = true
+			s.Reason = fmt.Sprintf("task %s (sequence %d) was superseded by sequence %d, which was withdrawn from the branch before it ran: "+
+				"neither was applied (see the StyrminSource's HistoryRewritten condition)", name, t.Spec.ToSequence, by.Spec.ToSequence)
+		}
 		return s
 	}
 	s.Behind = true
-	name := t.Namespace + "/" + t.Name
 	step := ""
 	if i := int(t.Status.CurrentStep); i >= 0 && i < len(t.Status.Steps) {
 		step = t.Status.Steps[i].Name
@@ -97,6 +115,40 @@ func standing(id v1alpha1.DeploymentID, sd *v1alpha1.StyrminDeployment, tasks []
 		s.Reason = fmt.Sprintf("task %s waits to run (%s)", name, orPending(t.Status.Phase))
 	}
 	return s
+}
+
+// newestKept is the task of the highest sequence not withdrawn (nil:
+// none).
+func newestKept(tasks []v1alpha1.StyrminTask) *v1alpha1.StyrminTask {
+	var out *v1alpha1.StyrminTask
+	for i := range tasks {
+		if !tasks[i].Withdrawn() && (out == nil || tasks[i].Spec.ToSequence > out.Spec.ToSequence) {
+			out = &tasks[i]
+		}
+	}
+	return out
+}
+
+// withdrawnCarrier is the withdrawn task that superseded t, followed
+// while that one was superseded too (nil: none, or the chain ends at a
+// task not withdrawn, or one pruned).
+func withdrawnCarrier(tasks []v1alpha1.StyrminTask, t *v1alpha1.StyrminTask) *v1alpha1.StyrminTask {
+	bySeq := make(map[int64]*v1alpha1.StyrminTask, len(tasks))
+	for i := range tasks {
+		bySeq[tasks[i].Spec.ToSequence] = &tasks[i]
+	}
+	// Sequences only grow along the way: no loop, whatever the records.
+	for cur := t; cur.Status.Phase == v1alpha1.TaskSuperseded && cur.Status.SupersededBy > cur.Spec.ToSequence; {
+		next := bySeq[cur.Status.SupersededBy]
+		if next == nil {
+			return nil
+		}
+		if next.Withdrawn() {
+			return next
+		}
+		cur = next
+	}
+	return nil
 }
 
 // operationStanding says which of a deployment's operation tasks runs or

@@ -1,0 +1,43 @@
+package ui_test
+
+import (
+	"context"
+	"strings"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/styrmin/styrmin/operator/api/v1alpha1"
+)
+
+// TestAWithdrawnTasksPageSaysNothingOfItWasApplied: a task whose lock
+// commit a force push took away before it ran ends Superseded, reason
+// Withdrawn. Its page said a newer instance the cluster held "includes
+// this change": nothing of it was applied, and no newer instance carries
+// it.
+func TestAWithdrawnTasksPageSaysNothingOfItWasApplied(t *testing.T) {
+	w := newDemoWorld(t)
+	ctx := context.Background()
+	const ns = "dev-withdrawn"
+	create(t, w.cl, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}})
+	id := v1alpha1.DeploymentID{Cluster: "local", Environment: "dev", Name: "withdrawn"}
+	tk := &v1alpha1.StyrminTask{
+		ObjectMeta: metav1.ObjectMeta{Name: v1alpha1.TaskName(id.Name, 2), Namespace: ns, Labels: id.Labels()},
+		Spec: v1alpha1.StyrminTaskSpec{Deployment: id, Namespace: ns, Workflow: v1alpha1.WorkflowUpdate, FromSequence: 1, ToSequence: 2,
+			Lock: v1alpha1.LockRef{Commit: strings.Repeat("6", 40), Path: "locks/local/dev/withdrawn.lock.yaml"}},
+	}
+	create(t, w.cl, tk)
+	tk.Status = v1alpha1.StyrminTaskStatus{Phase: v1alpha1.TaskSuperseded, StartedAt: at(1), FinishedAt: at(1),
+		Message: "withdrawn before it ran: the branch no longer holds lock commit 666666666666",
+		Conditions: []metav1.Condition{{Type: v1alpha1.ConditionReady, Status: metav1.ConditionFalse, Reason: v1alpha1.ReasonTaskWithdrawn,
+			Message: "withdrawn before it ran", LastTransitionTime: *at(1)}}}
+	if err := w.cl.Status().Update(ctx, tk); err != nil {
+		t.Fatal(err)
+	}
+	_, _, page := get(t, w.srv, "/t/local/"+ns+"/"+tk.Name)
+	wantIn(t, "the withdrawn task", page, "Withdrawn: when this task", "nothing of it was applied")
+	if strings.Contains(page, "includes this change") || strings.Contains(page, "the cluster already held") {
+		t.Errorf("the withdrawn task's page says a newer instance carries its change:\n%s", page)
+	}
+}
