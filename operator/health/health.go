@@ -409,6 +409,14 @@ func deploymentReady(d *appsv1.Deployment, ws *v1alpha1.WorkloadStatus) {
 	}
 }
 
+// onDeleteHint says why a workload of updateStrategy OnDelete is not
+// updated, and what updates it.
+const onDeleteHint = "updateStrategy OnDelete: a pod takes the change only once it is deleted; " +
+	"delete the others, or stop and start the component in the driver's hook"
+
+// statefulSetReady follows `kubectl rollout status`, and for updateStrategy
+// OnDelete (which it does not follow) counts the pods at the update
+// revision: ready once every one runs the current template.
 func statefulSetReady(s *appsv1.StatefulSet, ws *v1alpha1.WorkloadStatus) {
 	want := ReplicasOf(s.Spec.Replicas)
 	ws.DesiredReplicas = want
@@ -432,6 +440,12 @@ func statefulSetReady(s *appsv1.StatefulSet, ws *v1alpha1.WorkloadStatus) {
 		if partition > 0 {
 			ws.Message += fmt.Sprintf(" (the %d below partition %d stay at the current revision)", partition, partition)
 		}
+	case s.Spec.UpdateStrategy.Type == appsv1.OnDeleteStatefulSetStrategyType && s.Status.UpdateRevision != "" && s.Status.UpdatedReplicas < want:
+		// Its pods take a change only once deleted: until then they run
+		// the template before it, and Ready would say the sequence runs
+		// while none of it does (as a DaemonSet OnDelete is judged; its
+		// current revision never follows, the updated count does).
+		ws.Message = fmt.Sprintf("%d of %d replicas updated (%s)", s.Status.UpdatedReplicas, want, onDeleteHint)
 	default:
 		ws.Ready = true
 	}
@@ -447,6 +461,9 @@ func daemonSetReady(d *appsv1.DaemonSet, ws *v1alpha1.WorkloadStatus) {
 		ws.Message = "waiting for the daemonset controller to observe the change"
 	case d.Status.UpdatedNumberScheduled < want:
 		ws.Message = fmt.Sprintf("%d of %d pods updated", d.Status.UpdatedNumberScheduled, want)
+		if d.Spec.UpdateStrategy.Type == appsv1.OnDeleteDaemonSetStrategyType {
+			ws.Message += " (" + onDeleteHint + ")"
+		}
 	case d.Status.NumberReady < want:
 		ws.Message = fmt.Sprintf("%d of %d pods ready", d.Status.NumberReady, want)
 	default:
