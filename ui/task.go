@@ -120,8 +120,34 @@ func (h *Handler) taskData(ctx context.Context, c *Cluster, namespace, name stri
 		d.Steps = append(d.Steps, v)
 	}
 	d.Explain = explainTask(&t, d.Steps)
+	if by := withdrawnCarrier(ctx, c.Live, &t); by != nil {
+		// Not the words of a newer instance that carries this change.
+		d.Explain = []string{fmt.Sprintf("Superseded by sequence %d before it ran, and sequence %d was then withdrawn: "+
+			"the branch no longer held its lock commit when its turn came (a force push or a rewind took it away). "+
+			"Neither was applied; the cluster runs the instance before them until a lock numbered past %d applies what the branch holds.",
+			t.Status.SupersededBy, by.Spec.ToSequence, by.Spec.ToSequence)}
+	}
 	_, d.Events, d.Error = h.podsAndEvents(ctx, c, namespace, map[string]bool{t.Name: true})
 	return d, http.StatusOK, nil
+}
+
+// withdrawnCarrier is the withdrawn task that superseded t, followed
+// while that one was superseded too (nil: none, or a task of the way is
+// gone or cannot be read: the page then says what it said before).
+func withdrawnCarrier(ctx context.Context, r client.Reader, t *v1alpha1.StyrminTask) *v1alpha1.StyrminTask {
+	// Sequences only grow along the way: no loop, whatever the records.
+	for cur := t; cur.Status.Phase == v1alpha1.TaskSuperseded && cur.Status.SupersededBy > cur.Spec.ToSequence; {
+		var next v1alpha1.StyrminTask
+		key := client.ObjectKey{Namespace: t.Namespace, Name: v1alpha1.TaskName(t.Spec.Deployment.Name, cur.Status.SupersededBy)}
+		if err := r.Get(ctx, key, &next); err != nil || next.Spec.Deployment != t.Spec.Deployment {
+			return nil
+		}
+		if next.Withdrawn() {
+			return &next
+		}
+		cur = &next
+	}
+	return nil
 }
 
 // explainTask says in words how a task ended when a phase alone does

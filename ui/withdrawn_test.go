@@ -15,7 +15,8 @@ import (
 // commit a force push took away before it ran ends Superseded, reason
 // Withdrawn. Its page said a newer instance the cluster held "includes
 // this change": nothing of it was applied, and no newer instance carries
-// it.
+// it. So said the page of a change superseded before it ran by the
+// withdrawn one, which was not applied either.
 func TestAWithdrawnTasksPageSaysNothingOfItWasApplied(t *testing.T) {
 	w := newDemoWorld(t)
 	ctx := context.Background()
@@ -39,5 +40,22 @@ func TestAWithdrawnTasksPageSaysNothingOfItWasApplied(t *testing.T) {
 	wantIn(t, "the withdrawn task", page, "Withdrawn: when this task", "nothing of it was applied")
 	if strings.Contains(page, "includes this change") || strings.Contains(page, "the cluster already held") {
 		t.Errorf("the withdrawn task's page says a newer instance carries its change:\n%s", page)
+	}
+
+	older := &v1alpha1.StyrminTask{
+		ObjectMeta: metav1.ObjectMeta{Name: v1alpha1.TaskName(id.Name, 1), Namespace: ns, Labels: id.Labels()},
+		Spec: v1alpha1.StyrminTaskSpec{Deployment: id, Namespace: ns, Workflow: v1alpha1.WorkflowUpdate, ToSequence: 1,
+			Lock: v1alpha1.LockRef{Commit: strings.Repeat("5", 40), Path: "locks/local/dev/withdrawn.lock.yaml"}},
+	}
+	create(t, w.cl, older)
+	older.Status = v1alpha1.StyrminTaskStatus{Phase: v1alpha1.TaskSuperseded, StartedAt: at(1), FinishedAt: at(1), SupersededBy: 2,
+		Message: "superseded by sequence 2 before it ran: the newer task writes the whole configuration"}
+	if err := w.cl.Status().Update(ctx, older); err != nil {
+		t.Fatal(err)
+	}
+	_, _, page = get(t, w.srv, "/t/local/"+ns+"/"+older.Name)
+	wantIn(t, "the task superseded by the withdrawn one", page, "Superseded by sequence 2 before it ran, and sequence 2 was then withdrawn", "Neither was applied")
+	if strings.Contains(page, "includes this change") {
+		t.Errorf("the page of a task superseded by a withdrawn one says the newer instance carries its change:\n%s", page)
 	}
 }
