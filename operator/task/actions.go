@@ -512,6 +512,9 @@ func (r *Reconciler) runJob(ctx context.Context, run *taskRun, st *v1alpha1.Task
 	if err != nil {
 		return actionOutcome{}, fmt.Errorf("reading job %s/%s: %w", t.Spec.Namespace, name, err)
 	}
+	if !ownJob(t, &job) {
+		return r.clearOthersJob(ctx, run, &job)
+	}
 	if st.Recorded[recordJob] != string(job.UID) && job.DeletionTimestamp.IsZero() {
 		// Recorded before it is waited for: the Job this attempt runs.
 		return actionOutcome{record: map[string]string{recordJob: string(job.UID)}}, nil
@@ -543,6 +546,62 @@ func (r *Reconciler) runJob(ctx context.Context, run *taskRun, st *v1alpha1.Task
 		}
 	}
 	run.waiting = r.jobWaiting(ctx, &job)
+	return actionOutcome{after: r.opts.PollInterval}, nil
+}
+
+// ownJob reports whether job, found at the name a runJob step of t gives
+// its Job, was made by a step of t's deployment. A Job name holds the
+// deployment's name, not its environment: a deployment deleted from the
+// namespace before t's came (an environment renamed, its namespacePrefix
+// kept) may have left one at that name, whose end says nothing of t's.
+func ownJob(t *v1alpha1.StyrminTask, job *batchv1.Job) bool {
+	for k, v := range t.Spec.Deployment.Labels() {
+		if job.Labels[k] != v {
+			return false
+		}
+	}
+	return job.Labels[LabelTask] != ""
+}
+
+// clearOthersJob deals with job, at the name of a runJob step of run's
+// task but not its deployment's (ownJob). It was taken as the step's own:
+// the new deployment's migration was skipped as "completed", or failed
+// with the old deployment's failure. A step's Job of the deployment that
+// was there before is deleted once it ended, its pods with it, and the
+// step makes its own after; one that runs is waited for, as any other
+// Job of the namespace's migrations. A Job no step made (a chart's, a
+// person's) is the user's: the step fails, naming it.
+func (r *Reconciler) clearOthersJob(ctx context.Context, run *taskRun, job *batchv1.Job) (actionOutcome, error) {
+	t := run.task
+	if job.Labels[LabelTask] == "" {
+		return actionOutcome{}, outcome.Stalled(v1alpha1.ReasonStepFailed, fmt.Errorf(
+			"job %s/%s, the name of this step's job, is not one a step of deployment %s made: rename or delete it, then run the change again (styrminctl retry)",
+			job.Namespace, job.Name, t.Spec.Deployment))
+	}
+	was := fmt.Sprintf("job %s/%s of task %s of deployment %s/%s/%s, which was in the namespace before",
+		job.Namespace, job.Name, job.Labels[LabelTask], job.Labels[v1alpha1.LabelCluster], job.Labels[v1alpha1.LabelEnvironment], job.Labels[v1alpha1.LabelDeployment])
+	switch {
+	case !job.DeletionTimestamp.IsZero():
+		run.waiting = was + ", is being deleted before this step makes its own"
+		return actionOutcome{after: r.opts.PollInterval}, nil
+	case !health.JobEnded(job):
+		run.waiting = was + ", has not ended: this step makes its own once it has, so that two jobs never run at once"
+		return actionOutcome{after: r.opts.PollInterval}, nil
+	}
+	a, err := r.actor(ctx, run)
+	if err != nil {
+		return actionOutcome{}, err
+	}
+	uid := job.UID
+	err = a.Writer.Delete(ctx, job, client.Preconditions{UID: &uid}, client.PropagationPolicy(metav1.DeletePropagationBackground))
+	if err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
+		if apierrors.IsForbidden(err) {
+			return actionOutcome{}, forbidden(a, "deleting "+was, err)
+		}
+		return actionOutcome{}, fmt.Errorf("deleting %s: %w", was, err)
+	}
+	run.log.Info("deleted the ended job a deployment that was in the namespace before left at this step's job name", "job", job.Name, "task", job.Labels[LabelTask])
+	run.waiting = was + ", was deleted: this step makes its own"
 	return actionOutcome{after: r.opts.PollInterval}, nil
 }
 

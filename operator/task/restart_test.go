@@ -156,12 +156,15 @@ func TestAgentRestartsWhileARunJobStepsJobRunsUseNoneOfItsRetries(t *testing.T) 
 
 // migrationTask is a control plane with namespace ns and the task of
 // change 1 of a driver whose setup runs a migration Job with the given
-// retry policy; agent makes a new task controller (an agent started
+// retry policy ("": none); agent makes a new task controller (an agent started
 // again, nothing in memory).
 func migrationTask(t *testing.T, ns, retry string) (cl client.Client, agent func() *Reconciler, req reconcile.Request) {
 	t.Helper()
 	cl = withCRDs(t, ns)
-	d := jobsDriver(t, `setup: pre: [{action: "runJob", component: "app", job: "migrate", command: ["migrate"], retry: {`+retry+`}}]`)
+	if retry != "" {
+		retry = `, retry: {` + retry + `}`
+	}
+	d := jobsDriver(t, `setup: pre: [{action: "runJob", component: "app", job: "migrate", command: ["migrate"]`+retry+`}]`)
 	agent = func() *Reconciler {
 		r, err := NewReconciler(Options{Client: cl, Drivers: oneDriver{d}, Registerer: prometheus.NewRegistry()})
 		if err != nil {
