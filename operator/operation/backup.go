@@ -155,7 +155,7 @@ func (r *BackupReconciler) Reconcile(ctx context.Context, req reconcile.Request)
 				return reconcile.Result{}, finalize(ctx, r.opts.Client, r.opts.APIReader, r.opts.Namespace, &b, v1alpha1.OperationBackup, v1alpha1.OperationDeleteBackup)
 			}
 		}
-		wait, err := r.deleteArtifacts(ctx, &b)
+		wait, kept, err := r.deleteArtifacts(ctx, &b)
 		if err != nil {
 			return reconcile.Result{RequeueAfter: 5 * time.Second}, err
 		}
@@ -170,6 +170,7 @@ func (r *BackupReconciler) Reconcile(ctx context.Context, req reconcile.Request)
 			return reconcile.Result{}, err
 		}
 		r.sayArtifactsLeft(ctx, &b, left)
+		r.sayArtifactsKept(ctx, &b, kept)
 		return reconcile.Result{}, nil
 	}
 	if !controllerutil.ContainsFinalizer(&b, Finalizer) {
@@ -863,32 +864,39 @@ func sayDeletionWaits(ctx context.Context, c client.Client, kind string, o clien
 // reports what the deletion still waits for, nothing once every such task
 // ended (a failed one leaves its artefact: sayArtifactsLeft names it
 // before the task goes with the backup). A deployment that no longer
-// runs, or whose driver has no such hook, keeps its artefact where it is.
+// runs, or whose driver has no such hook, keeps its artefact where it is:
+// kept lists those, for sayArtifactsKept once the backup has gone.
 // A backup an upgrade took first is deleted alike: its artefact is the
 // deployment's as any other.
-func (r *BackupReconciler) deleteArtifacts(ctx context.Context, b *v1alpha1.StyrminBackup) (deletionWait, error) {
+func (r *BackupReconciler) deleteArtifacts(ctx context.Context, b *v1alpha1.StyrminBackup) (deletionWait, []artifactKept, error) {
 	if !controllerutil.ContainsFinalizer(b, Finalizer) {
-		return deletionWait{}, nil
+		return deletionWait{}, nil, nil
 	}
+	return r.runDeleteHooks(ctx, b)
+}
+
+// runDeleteHooks is deleteArtifacts once the backup has its finalizer.
+func (r *BackupReconciler) runDeleteHooks(ctx context.Context, b *v1alpha1.StyrminBackup) (deletionWait, []artifactKept, error) {
 	// A restore that reads the backup keeps its artefacts: a new restore
 	// refuses a backup being deleted, and one that started before the
 	// deletion (or checked it a moment before) is waited for.
 	inUse, err := restoring(ctx, r.opts.APIReader, r.opts.Namespace, false)
 	if err != nil {
-		return deletionWait{}, err
+		return deletionWait{}, nil, err
 	}
 	if reader := inUse[b.Name]; reader != "" {
 		return deletionWait{v1alpha1.ReasonDeletionWaitsForRestore,
-			fmt.Sprintf("the deletion waits for StyrminRestore %s, which reads this backup; its artefacts stay until it ends (or is deleted)", reader)}, nil
+			fmt.Sprintf("the deletion waits for StyrminRestore %s, which reads this backup; its artefacts stay until it ends (or is deleted)", reader)}, nil, nil
 	}
 	if w, err := r.cloneWait(ctx, b); err != nil || w.reason != "" {
-		return w, err
+		return w, nil, err
 	}
 	ds, backingUp, err := r.backupTasksEnded(ctx, b)
 	if err != nil {
-		return deletionWait{}, err
+		return deletionWait{}, nil, err
 	}
 	var running []string
+	var kept []artifactKept
 	for _, d := range ds {
 		if !holdsArtifact(d) {
 			continue
@@ -906,7 +914,7 @@ func (r *BackupReconciler) deleteArtifacts(ctx context.Context, b *v1alpha1.Styr
 		id := v1alpha1.DeploymentID{Cluster: cluster, Environment: b.Spec.Environment, Name: d.Name}
 		t, err := deletionTask(ctx, r.opts.Client, id, b.Name)
 		if err != nil {
-			return deletionWait{}, err
+			return deletionWait{}, nil, err
 		}
 		if t != nil {
 			if !t.Status.Phase.Terminal() {
@@ -916,34 +924,42 @@ func (r *BackupReconciler) deleteArtifacts(ctx context.Context, b *v1alpha1.Styr
 		}
 		tgs, _, err := targets(ctx, r.opts.Client, r.opts.Drivers, cluster, b.Spec.Environment, []string{d.Name})
 		var refused *RefusedError
-		if errors.As(err, &refused) || (err == nil && !tgs[0].driver.CanDeleteBackups()) {
+		if errors.As(err, &refused) {
+			// Cut before the list of the deployments that run.
+			why, _, _ := strings.Cut(refused.Msg, " (expected one of")
+			kept = append(kept, artifactKept{deployment: d.Name, artifact: d.Artifact, gone: true, why: why})
+			continue
+		}
+		if err == nil && !tgs[0].driver.CanDeleteBackups() {
+			kept = append(kept, artifactKept{deployment: d.Name, artifact: d.Artifact,
+				why: fmt.Sprintf("its driver %s@%s has no deleteBackup hook", tgs[0].driver.Name, tgs[0].driver.Version)})
 			continue
 		}
 		if err != nil {
-			return deletionWait{}, err
+			return deletionWait{}, nil, err
 		}
 		name := task.OperationTaskName(d.Name, v1alpha1.OperationDeleteBackup, b.Name, 1)
 		// Unreadable settings wait (cloneWait): a job without the
 		// location's credentials would fail and leave the artefact.
 		secret, err := r.secretOf(ctx, cluster, b.Spec.Environment)
 		if err != nil {
-			return deletionWait{}, err
+			return deletionWait{}, nil, err
 		}
 		op := v1alpha1.TaskOperation{Kind: v1alpha1.OperationDeleteBackup, Name: b.Name, BackupID: b.Name, Artifact: d.Artifact, Secret: secret, Attempt: 1, Created: deletionAsked(b)}
 		if err := makeTask(ctx, r.opts.Client, r.opts.APIReader, tgs[0], name, op); err != nil {
-			return deletionWait{}, err
+			return deletionWait{}, nil, err
 		}
 		running = append(running, d.Name)
 	}
 	if len(backingUp) > 0 {
 		return deletionWait{v1alpha1.ReasonDeletionWaitsForBackupTasks,
-			fmt.Sprintf("the deletion waits for the backup tasks of %s, which run: the artefacts they write are deleted once they end", strings.Join(backingUp, ", "))}, nil
+			fmt.Sprintf("the deletion waits for the backup tasks of %s, which run: the artefacts they write are deleted once they end", strings.Join(backingUp, ", "))}, nil, nil
 	}
 	if len(running) > 0 {
 		return deletionWait{v1alpha1.ReasonDeletingArtifacts,
-			fmt.Sprintf("deleting the artefacts of %s: the deleteBackup task of each runs", strings.Join(running, ", "))}, nil
+			fmt.Sprintf("deleting the artefacts of %s: the deleteBackup task of each runs", strings.Join(running, ", "))}, nil, nil
 	}
-	return deletionWait{}, nil
+	return deletionWait{}, kept, nil
 }
 
 // holdsArtifact reports whether part d of a backup may have written its

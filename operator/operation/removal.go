@@ -95,3 +95,30 @@ func (r *BackupReconciler) sayArtifactsLeft(ctx context.Context, b *v1alpha1.Sty
 		}
 	}
 }
+
+// artifactKept is an artefact a backup's deletion leaves where it is, as
+// no deleteBackup hook runs for it: its deployment no longer runs here
+// (gone: removed from git, being deleted), or its driver has none.
+type artifactKept struct {
+	deployment, artifact, why string
+	gone                      bool
+}
+
+// sayArtifactsKept names, once backup b has gone, each artefact its
+// deletion left (artifactKept): a log line for each and, for a deployment
+// that no longer runs, a Warning event (ArtifactLeft) on b. The backup was
+// the only record of them: a deployment removed from git left its
+// backups' data in the store, unnamed, as retention deleted its backups
+// one by one. A driver without the hook leaves its artefacts by design
+// (a store's own expiry, say), so those are only logged.
+func (r *BackupReconciler) sayArtifactsKept(ctx context.Context, b *v1alpha1.StyrminBackup, kept []artifactKept) {
+	for _, k := range kept {
+		log.FromContext(ctx).Info("a deleted backup's artefact is left where it is: no deleteBackup hook ran for it",
+			"backup", b.Name, "deployment", k.deployment, "artifact", k.artifact, "why", k.why)
+		if k.gone && r.opts.Recorder != nil {
+			r.opts.Recorder.Eventf(b, nil, corev1.EventTypeWarning, EventArtifactLeft, "DeleteBackup",
+				"the artefact %s of deployment %s is left where it is, and nothing deletes it now: %s, so no deleteBackup hook ran for it",
+				k.artifact, k.deployment, k.why)
+		}
+	}
+}
