@@ -83,3 +83,34 @@ func TestLintNeedsTheParametersWithoutADefault(t *testing.T) {
 		t.Fatalf("with region set: %v", err)
 	}
 }
+
+// TestLintRefusesAChartsCRDsFolderNamingTheFile pins what lint says of a
+// chart that ships CustomResourceDefinitions in crds/ (its own or a
+// subchart's): a render holds the templates only, so Styrmin never
+// installed them, nor upgraded them when a new chart version changed
+// them, and lint said "ok". Lint now fails naming the file and what to do;
+// Load still loads it (an agent runs driver versions already locked).
+func TestLintRefusesAChartsCRDsFolderNamingTheFile(t *testing.T) {
+	crd := []byte("apiVersion: apiextensions.k8s.io/v1\nkind: CustomResourceDefinition\nmetadata:\n  name: widgets.example.com\n")
+	for name, file := range map[string]string{
+		"the chart's":  "chart/crds/widgets.yaml",
+		"a subchart's": "chart/charts/sub/crds/widgets.yaml",
+	} {
+		t.Run(name, func(t *testing.T) {
+			m := minimalFS()
+			m[file] = &fstest.MapFile{Data: crd}
+			if name == "a subchart's" {
+				m["chart/charts/sub/Chart.yaml"] = &fstest.MapFile{Data: []byte("apiVersion: v2\nname: sub\nversion: 0.1.0\n")}
+			}
+			d, err := Load(m, LoadOptions{Source: "drivers/mini/1.0.0"})
+			if err != nil {
+				t.Fatalf("load: %v; want a driver whose chart has crds/ loaded", err)
+			}
+			_, err = d.Lint(nil)
+			var se *SpecError
+			if !errors.As(err, &se) || se.File != "drivers/mini/1.0.0/"+file || !strings.Contains(se.Msg, "crds/") || !strings.Contains(se.Msg, "templates/") {
+				t.Fatalf("lint: %v; want an error naming drivers/mini/1.0.0/%s, crds/ and what to do", err, file)
+			}
+		})
+	}
+}
