@@ -1488,13 +1488,26 @@ func (r *Reconciler) clearFailedRun(ctx context.Context, run *taskRun, st *v1alp
 	}
 	t := run.task
 	name := retriedJobName(t, st)
+	var job batchv1.Job
+	err := r.opts.APIReader.Get(ctx, client.ObjectKey{Namespace: t.Spec.Namespace, Name: name}, &job)
+	if apierrors.IsNotFound(err) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("reading the job %s/%s %s: %w", t.Spec.Namespace, name, why, err)
+	}
+	if !ownJob(t, &job) {
+		// Not the step's run (clearOthersJob): a person's, or another
+		// deployment's migration, is not for this step to stop.
+		return nil
+	}
 	policy := metav1.DeletePropagationBackground
-	job := &batchv1.Job{ObjectMeta: metav1.ObjectMeta{Namespace: t.Spec.Namespace, Name: name}}
+	uid := job.UID
 	a, err := r.actor(ctx, run)
 	if err != nil {
 		return err
 	}
-	if err := a.Writer.Delete(ctx, job, &client.DeleteOptions{PropagationPolicy: &policy}); client.IgnoreNotFound(err) != nil {
+	if err := a.Writer.Delete(ctx, &job, client.Preconditions{UID: &uid}, client.PropagationPolicy(policy)); client.IgnoreNotFound(err) != nil && !apierrors.IsConflict(err) {
 		return fmt.Errorf("deleting the job %s/%s %s: %w", t.Spec.Namespace, name, why, err)
 	}
 	return nil

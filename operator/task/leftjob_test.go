@@ -81,12 +81,24 @@ func TestAJobADeploymentDeletedFromTheNamespaceLeftIsNotTakenForTheStepsRun(t *t
 
 // TestAJobNoStepMadeAtTheStepsNameFailsTheStepNamingIt pins that a Job at
 // a runJob step's name that no step made (a chart's, a person's) is
-// neither taken for the step's run nor deleted: the step fails, naming
-// it.
+// neither taken for the step's run nor deleted, by a retry of the step
+// either (it deleted whatever Job held the step's name): the step fails,
+// naming it.
 func TestAJobNoStepMadeAtTheStepsNameFailsTheStepNamingIt(t *testing.T) {
 	t.Parallel()
+	for name, retry := range map[string]string{"without retries": "", "with a retry": `attempts: 2, backoff: "1s"`} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			noStepsJob(t, retry)
+		})
+	}
+}
+
+// noStepsJob is TestAJobNoStepMadeAtTheStepsNameFailsTheStepNamingIt for
+// a step of the given retry policy.
+func noStepsJob(t *testing.T, retry string) {
 	const ns = "dev-jobs"
-	cl, agent, req := migrationTask(t, ns, "")
+	cl, agent, req := migrationTask(t, ns, retry)
 	ctx := context.Background()
 	key := client.ObjectKey{Namespace: ns, Name: JobName("jobs", "migrate", 1)}
 	theirs := &batchv1.Job{
