@@ -34,6 +34,10 @@ import (
 // reference from the agent's namespace reaches.
 const Finalizer = v1alpha1.Group + "/operation-tasks"
 
+// driverRetry is how often a backup's deletion that waits for a driver
+// that cannot be loaded looks again.
+const driverRetry = 30 * time.Second
+
 // Options configures the operation controllers.
 type Options struct {
 	// Client reads through the manager's cache and writes to the API.
@@ -160,7 +164,11 @@ func (r *BackupReconciler) Reconcile(ctx context.Context, req reconcile.Request)
 			return reconcile.Result{RequeueAfter: 5 * time.Second}, err
 		}
 		if wait.reason != "" {
-			return reconcile.Result{RequeueAfter: 5 * time.Second}, sayDeletionWaits(ctx, r.opts.Client, "StyrminBackup", &b, &b.Status.Conditions, wait)
+			every := 5 * time.Second
+			if wait.reason == v1alpha1.ReasonDeletionWaitsForDriver {
+				every = driverRetry // each look may fetch the driver's remote
+			}
+			return reconcile.Result{RequeueAfter: every}, sayDeletionWaits(ctx, r.opts.Client, "StyrminBackup", &b, &b.Status.Conditions, wait)
 		}
 		left, err := r.artifactsLeft(ctx, &b)
 		if err != nil {
@@ -895,7 +903,7 @@ func (r *BackupReconciler) runDeleteHooks(ctx context.Context, b *v1alpha1.Styrm
 	if err != nil {
 		return deletionWait{}, nil, err
 	}
-	var running []string
+	var running, unloaded []string
 	var kept []artifactKept
 	for _, d := range ds {
 		if !holdsArtifact(d) {
@@ -930,6 +938,14 @@ func (r *BackupReconciler) runDeleteHooks(ctx context.Context, b *v1alpha1.Styrm
 			kept = append(kept, artifactKept{deployment: d.Name, artifact: d.Artifact, gone: true, why: why})
 			continue
 		}
+		var unloadable *DriverError
+		if errors.As(err, &unloadable) {
+			// Its hook deletes the artefact once the driver loads again;
+			// the others' go meanwhile, and the backup says what it
+			// waits for rather than failing every few seconds unsaid.
+			unloaded = append(unloaded, unloadable.Error())
+			continue
+		}
 		if err == nil && !tgs[0].driver.CanDeleteBackups() {
 			kept = append(kept, artifactKept{deployment: d.Name, artifact: d.Artifact,
 				why: fmt.Sprintf("its driver %s@%s has no deleteBackup hook", tgs[0].driver.Name, tgs[0].driver.Version)})
@@ -958,6 +974,11 @@ func (r *BackupReconciler) runDeleteHooks(ctx context.Context, b *v1alpha1.Styrm
 	if len(running) > 0 {
 		return deletionWait{v1alpha1.ReasonDeletingArtifacts,
 			fmt.Sprintf("deleting the artefacts of %s: the deleteBackup task of each runs", strings.Join(running, ", "))}, nil, nil
+	}
+	if len(unloaded) > 0 {
+		return deletionWait{v1alpha1.ReasonDeletionWaitsForDriver,
+			fmt.Sprintf("the deletion waits for a driver whose deleteBackup hook deletes an artefact, which cannot be loaded: %s "+
+				"(to let the backup go and leave the artefact, remove the finalizer %s)", strings.Join(unloaded, "; "), Finalizer)}, nil, nil
 	}
 	return deletionWait{}, kept, nil
 }

@@ -43,6 +43,20 @@ func (e *RefusedError) Error() string {
 	return fmt.Sprintf("environment %s: %s", e.Environment, e.Msg)
 }
 
+// DriverError is an operation's target whose running driver could not be
+// loaded: git may hold it again (a fetch that fails, a commit gone from
+// the remote), unlike a RefusedError.
+type DriverError struct {
+	// Deployment is the deployment's name.
+	Deployment string
+	// Err says which driver and why, naming the environment.
+	Err error
+}
+
+func (e *DriverError) Error() string { return e.Err.Error() }
+
+func (e *DriverError) Unwrap() error { return e.Err }
+
 // targets finds the deployments of cluster/env an operation acts on
 // (names: all but the internal ones when empty), with what runs. A name
 // that is no deployment, or a deployment with nothing running, is
@@ -103,7 +117,7 @@ func targets(ctx context.Context, c client.Reader, src driversource.Source, clus
 		}
 		d, err := driversource.Get(ctx, src, driversource.Request{Ref: in.Driver, Commit: in.SourceCommit})
 		if err != nil {
-			return nil, nil, fmt.Errorf("environment %s, deployment %s: driver %s@%s: %w", envName, n, in.Driver.Name, in.Driver.Version, err)
+			return nil, nil, &DriverError{Deployment: n, Err: fmt.Errorf("environment %s, deployment %s: driver %s@%s: %w", envName, n, in.Driver.Name, in.Driver.Version, err)}
 		}
 		out = append(out, target{sd: sd, instance: in, driver: d})
 	}

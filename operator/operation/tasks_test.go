@@ -62,8 +62,14 @@ func restoring(t *testing.T) (context.Context, client.Client, *operation.Restore
 // name in namespace, running graphhub@1.4.0 at sequence 3.
 func newRunning(ctx context.Context, t *testing.T, cl client.Client, namespace, name string) {
 	t.Helper()
+	newRunningAt(ctx, t, cl, namespace, name, "1.4.0")
+}
+
+// newRunningAt is newRunning with graphhub at version.
+func newRunningAt(ctx context.Context, t *testing.T, cl client.Client, namespace, name, version string) {
+	t.Helper()
 	in := &resolver.Instance{APIVersion: resolver.APIVersion, Kind: resolver.KindInstance, ID: resolver.ID{Cluster: "local", Environment: "data", Name: name},
-		Sequence: 3, SourceCommit: "unknown", Driver: resolver.DriverRef{Name: "graphhub", Version: "1.4.0"}, AppVersion: "1.4.0",
+		Sequence: 3, SourceCommit: "unknown", Driver: resolver.DriverRef{Name: "graphhub", Version: version}, AppVersion: version,
 		Context: &drivers.Context{Parameters: map[string]any{"logLevel": "info"}}}
 	var err error
 	if in.Digest, err = in.ComputeDigest(); err != nil {

@@ -250,4 +250,10 @@ const (
 	// ReasonDeletionWaitsForBackupTasks: the backup's own tasks run; the
 	// artefacts they write are deleted once they end.
 	ReasonDeletionWaitsForBackupTasks = "DeletionWaitsForBackupTasks"
+	// ReasonDeletionWaitsForDriver: the driver a deployment runs, whose
+	// deleteBackup hook deletes its artefact, cannot be loaded (its
+	// commit gone from the remote, a fetch failing); the message names
+	// the deployment and why. The others' artefacts are deleted
+	// meanwhile.
+	ReasonDeletionWaitsForDriver = "DeletionWaitsForDriver"
 )
