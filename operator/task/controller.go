@@ -1665,8 +1665,16 @@ func (r *Reconciler) startStep(ctx context.Context, run *taskRun, i int32) (phas
 	resumed := st.State == v1alpha1.StepRunning
 	if resumed {
 		// Interrupted by a restart: resumed a bounded number of times, as
-		// each resume starts the step's clock again.
+		// each resume starts the step's clock again; but for a runJob
+		// step's Job, which its own deadline bounds (jobRunsOn).
+		takeUp := false
 		if int(st.Resumes) >= r.opts.MaxStepResumes {
+			var err error
+			if takeUp, err = r.jobRunsOn(ctx, run, st); err != nil {
+				return phaseResult{}, err
+			}
+		}
+		if int(st.Resumes) >= r.opts.MaxStepResumes && !takeUp {
 			msg := fmt.Sprintf("the agent restarted while this step ran %d times, more than it resumes a step (%d): it is not run again; see why the agent restarts (its pod's last state and log), then run the change again (styrminctl retry)",
 				st.Resumes+1, r.opts.MaxStepResumes)
 			// Nothing of it runs on after the task says it failed, as for a
@@ -1678,7 +1686,7 @@ func (r *Reconciler) startStep(ctx context.Context, run *taskRun, i int32) (phas
 			return r.failStep(ctx, run, v1alpha1.ReasonStepInterrupted, msg, st.Output)
 		}
 		st.Resumes++
-		run.log.Info("resuming a step interrupted by a restart", "step", st.Name, "attempt", st.Attempts+1, "resume", st.Resumes)
+		run.log.Info("resuming a step interrupted by a restart", "step", st.Name, "attempt", st.Attempts+1, "resume", st.Resumes, "pastBound", takeUp)
 	}
 	st.State = v1alpha1.StepRunning
 	st.Attempts++
@@ -1713,6 +1721,39 @@ func (r *Reconciler) startStep(ctx context.Context, run *taskRun, i int32) (phas
 	run.log.Info("step started", "task", t.Name, "step", st.Name, "index", i, "attempt", st.Attempts)
 	r.pause(ctx)
 	return phaseResult{}, nil
+}
+
+// jobRunsOn reports whether st is a runJob step whose Job is still there
+// and not being deleted (the one it recorded; with none recorded, one of
+// its task's: an agent stopped between the Job's creation and its record,
+// as runJob takes up): a resume past
+// MaxStepResumes takes it up rather than fail the step and delete it. The
+// Job runs in the cluster whatever the agent does, and a resume of the step
+// runs nothing again; deleting it killed a migration midway because the
+// agent crash-looped, leaving the database half migrated. The wait stays
+// bounded: the Job's deadline (activeDeadlineSeconds, the step's timeout,
+// counted from the Job's start whatever the agent does) ends it, and a
+// resume then reads its end.
+func (r *Reconciler) jobRunsOn(ctx context.Context, run *taskRun, st *v1alpha1.TaskStep) (bool, error) {
+	if st.Action != string(drivers.ActionRunJob) {
+		return false, nil
+	}
+	t := run.task
+	var job batchv1.Job
+	key := client.ObjectKey{Namespace: t.Spec.Namespace, Name: retriedJobName(t, st)}
+	if err := r.opts.APIReader.Get(ctx, key, &job); err != nil {
+		if apierrors.IsNotFound(err) {
+			return false, nil
+		}
+		return false, fmt.Errorf("reading job %s of a step interrupted by restarts: %w", key, err)
+	}
+	if !job.DeletionTimestamp.IsZero() {
+		return false, nil
+	}
+	if uid := st.Recorded[recordJob]; uid != "" {
+		return string(job.UID) == uid, nil
+	}
+	return job.Labels[LabelTask] == t.Name, nil
 }
 
 // triedStart is a step's start whose write failed: its index and attempt.

@@ -160,13 +160,22 @@ func TestAgentRestartsWhileARunJobStepsJobRunsUseNoneOfItsRetries(t *testing.T) 
 // again, nothing in memory).
 func migrationTask(t *testing.T, ns, retry string) (cl client.Client, agent func() *Reconciler, req reconcile.Request) {
 	t.Helper()
+	return migrationTaskWith(t, ns, retry, Options{})
+}
+
+// migrationTaskWith is migrationTask whose agents take opts (its client,
+// drivers and registry set here).
+func migrationTaskWith(t *testing.T, ns, retry string, opts Options) (cl client.Client, agent func() *Reconciler, req reconcile.Request) {
+	t.Helper()
 	cl = withCRDs(t, ns)
 	if retry != "" {
 		retry = `, retry: {` + retry + `}`
 	}
 	d := jobsDriver(t, `setup: pre: [{action: "runJob", component: "app", job: "migrate", command: ["migrate"]`+retry+`}]`)
 	agent = func() *Reconciler {
-		r, err := NewReconciler(Options{Client: cl, Drivers: oneDriver{d}, Registerer: prometheus.NewRegistry()})
+		o := opts
+		o.Client, o.Drivers, o.Registerer = cl, oneDriver{d}, prometheus.NewRegistry()
+		r, err := NewReconciler(o)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -174,4 +183,48 @@ func migrationTask(t *testing.T, ns, retry string) (cl client.Client, agent func
 	}
 	tk := createJobsTask(t, cl, jobsInstance(t, d, ns, 1, "1.0.0"), v1alpha1.WorkflowCreate)
 	return cl, agent, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(tk)}
+}
+
+// TestARunJobStepPastItsResumesTakesUpItsRunningJobRatherThanKillIt pins
+// what an agent that restarts more often than it resumes a step (one
+// crash-looping for hours) does to a runJob step whose Job runs: it takes
+// the Job up, as every resume before did, and waits for its end. It failed
+// the step as interrupted and deleted the Job, killing a migration midway
+// though the Job runs in the cluster whatever the agent does. The wait
+// stays bounded by the Job's own deadline (the step's timeout, counted
+// from the Job's start).
+func TestARunJobStepPastItsResumesTakesUpItsRunningJobRatherThanKillIt(t *testing.T) {
+	t.Parallel()
+	const ns = "dev-jobs"
+	cl, agent, req := migrationTaskWith(t, ns, `attempts: 2, backoff: "1s"`, Options{MaxStepResumes: 1})
+	ctx := context.Background()
+	jobKey := client.ObjectKey{Namespace: ns, Name: JobName("jobs", "migrate", 1)}
+	reconcileUntil(t, agent(), cl, req, "the step's Job made and recorded", func(tk *v1alpha1.StyrminTask) bool {
+		return len(tk.Status.Steps) > 0 && tk.Status.Steps[0].Recorded[recordJob] != ""
+	})
+	var job batchv1.Job
+	if err := cl.Get(ctx, jobKey, &job); err != nil {
+		t.Fatal(err)
+	}
+	made := job.UID
+	for restart := 1; restart <= 3; restart++ {
+		if _, err := agent().Reconcile(ctx, req); err != nil {
+			t.Fatal(err)
+		}
+		tk := getTask(t, cl, req.NamespacedName)
+		st := tk.Status.Steps[0]
+		if err := cl.Get(ctx, jobKey, &job); err != nil || job.UID != made || !job.DeletionTimestamp.IsZero() {
+			t.Fatalf("restart %d (the agent resumes a step once): job %s, deleted %v, err %v; want the Job made (%s) running on", restart, job.UID, job.DeletionTimestamp, err, made)
+		}
+		if tk.Status.Phase != v1alpha1.TaskRunning || st.State != v1alpha1.StepRunning || st.Resumes != int32(restart) {
+			t.Fatalf("restart %d: task %s %q, step %s %q resumed %d times; want it Running, waiting for its Job", restart, tk.Status.Phase, tk.Status.Message, st.State, st.Message, st.Resumes)
+		}
+	}
+	completeJob(t, cl, &job)
+	tk := reconcileUntil(t, agent(), cl, req, "the Job's end", func(tk *v1alpha1.StyrminTask) bool {
+		return tk.Status.Steps[0].State.Terminal()
+	})
+	if st := tk.Status.Steps[0]; st.State != v1alpha1.StepSucceeded || !strings.Contains(st.Output, "completed") {
+		t.Fatalf("step %s %q output %q; want it succeeded with its Job", st.State, st.Message, st.Output)
+	}
 }
