@@ -198,7 +198,7 @@ func (r *Reconciler) scale(ctx context.Context, run *taskRun, obj client.Object,
 }
 
 // stopComponents scales the components' workloads to zero and waits until
-// their pods are gone. Before scaling it records each workload's replicas
+// their pods have ended (podsLeft). Before scaling it records each workload's replicas
 // in the step (persisted before the first scale), so startComponents, and
 // a re-run after a restart, know what to go back to.
 func (r *Reconciler) stopComponents(ctx context.Context, run *taskRun, st *v1alpha1.TaskStep, step drivers.Step) (actionOutcome, error) {
@@ -235,8 +235,7 @@ func (r *Reconciler) stopComponents(ctx context.Context, run *taskRun, st *v1alp
 		return actionOutcome{record: record}, nil
 	}
 	// Second pass: scale to zero and wait for the pods to go.
-	var lines []string
-	waiting := false
+	var lines, waiting []string
 	for _, w := range targets {
 		was, ok := st.Recorded[w.String()]
 		if !ok {
@@ -254,16 +253,27 @@ func (r *Reconciler) stopComponents(ctx context.Context, run *taskRun, st *v1alp
 			if err := r.scale(ctx, run, obj, 0); err != nil {
 				return actionOutcome{}, err
 			}
-			waiting = true
+			waiting = append(waiting, fmt.Sprintf("%s scaled to 0, %d replica(s) left", w, current))
 			continue
 		}
 		if current != 0 {
-			waiting = true
+			waiting = append(waiting, fmt.Sprintf("%s: %d replica(s) left", w, current))
+			continue
+		}
+		left, err := r.podsLeft(ctx, ns, w, obj)
+		if err != nil {
+			return actionOutcome{}, err
+		}
+		if left != "" {
+			waiting = append(waiting, fmt.Sprintf("%s: %s", w, left))
 			continue
 		}
 		lines = append(lines, fmt.Sprintf("stopped %s (was %s replicas)", w, was))
 	}
-	if waiting {
+	if len(waiting) > 0 {
+		// What the step's timeout names: a pod that never ends (its node
+		// gone, a finalizer) is for a person to see to.
+		run.waiting = "waiting for the pods to end: " + strings.Join(waiting, "; ")
 		return actionOutcome{after: r.opts.PollInterval}, nil
 	}
 	for _, a := range absent {
@@ -273,6 +283,70 @@ func (r *Reconciler) stopComponents(ctx context.Context, run *taskRun, st *v1alp
 		lines = append(lines, "no workload to stop")
 	}
 	return actionOutcome{done: true, output: strings.Join(lines, "\n")}, nil
+}
+
+// maxPodsNamed is how many pods a wait for pods to end names; the others
+// are counted.
+const maxPodsNamed = 3
+
+// podsLeft says which pods of workload obj (w) have not ended ("" when
+// none): those its selector matches, read from the API server, whose
+// phase is not Succeeded or Failed. A Deployment's replicas count no pod
+// being deleted, so a Deployment scaled to zero reads 0 replicas while its
+// pods still run their graceful shutdown (up to their
+// terminationGracePeriodSeconds): the step went on, and the migration
+// after it ran beside workers still writing.
+func (r *Reconciler) podsLeft(ctx context.Context, ns string, w workloadRef, obj client.Object) (string, error) {
+	var sel *metav1.LabelSelector
+	switch o := obj.(type) {
+	case *appsv1.Deployment:
+		sel = o.Spec.Selector
+	case *appsv1.StatefulSet:
+		sel = o.Spec.Selector
+	}
+	if sel == nil {
+		return "", nil
+	}
+	s, err := metav1.LabelSelectorAsSelector(sel)
+	if err != nil {
+		return "", outcome.Stalled(v1alpha1.ReasonStepFailed, fmt.Errorf("%s: selector: %w", w, err))
+	}
+	var pods corev1.PodList
+	if err := r.opts.APIReader.List(ctx, &pods, client.InNamespace(ns), client.MatchingLabelsSelector{Selector: s}); err != nil {
+		return "", fmt.Errorf("listing the pods of %s: %w", w, err)
+	}
+	var named []string
+	n := 0
+	for i := range pods.Items {
+		p := &pods.Items[i]
+		if p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed {
+			continue
+		}
+		if n++; n > maxPodsNamed {
+			continue
+		}
+		named = append(named, podLeft(p))
+	}
+	if n == 0 {
+		return "", nil
+	}
+	if n > maxPodsNamed {
+		named = append(named, fmt.Sprintf("%d more", n-maxPodsNamed))
+	}
+	return fmt.Sprintf("%d pod(s) not ended: %s", n, strings.Join(named, ", ")), nil
+}
+
+// podLeft names a pod that has not ended: terminating since when, on
+// which node.
+func podLeft(p *corev1.Pod) string {
+	what := fmt.Sprintf("pod %s %s", p.Name, cmp.Or(string(p.Status.Phase), "Pending"))
+	if p.DeletionTimestamp != nil {
+		what = fmt.Sprintf("pod %s terminating since %s", p.Name, p.DeletionTimestamp.UTC().Format(time.RFC3339))
+	}
+	if p.Spec.NodeName != "" {
+		what += " on node " + p.Spec.NodeName
+	}
+	return what
 }
 
 // startComponents scales the components' workloads back to the replicas
