@@ -35,6 +35,14 @@ var ErrNotFetched = errors.New("not in the clone, and the remote could not be as
 // made again for Every, so a commit that is really gone (history
 // rewritten) costs at most one fetch per interval.
 //
+// A reader waits for the fetch only until it has run Wait: a remote that
+// does not answer held every reader that missed for the whole fetch's
+// timeout (ten minutes by default), each a worker of the task or
+// StyrminDeployment controller, so that a replica elected with an old
+// clone while the git host hung ran nothing, for any deployment, for as
+// long as the host hung. Past Wait a miss is ErrNotFetched at once, and
+// the fetch goes on, bounded by its timeout.
+//
 // A commit is reported gone (ErrCommitNotFound) only when a fetch
 // succeeded: the one made or awaited for the miss, or one within Every
 // before it. When the last fetch failed (a remote down or slow during a
@@ -42,9 +50,10 @@ var ErrNotFetched = errors.New("not in the clone, and the remote could not be as
 // as gone, it failed a task for good, though nothing was wrong in git.
 type CatchUp struct {
 	src CatchUpSource
-	// every is the least time between two fetches; timeout bounds one.
-	every, timeout time.Duration
-	now            func() time.Time
+	// every is the least time between two fetches; timeout bounds one;
+	// wait bounds how long after its start a reader waits for one.
+	every, timeout, wait time.Duration
+	now                  func() time.Time
 
 	mu sync.Mutex
 	// last is when the last fetch ended, lastErr its error (nil: it
@@ -54,10 +63,12 @@ type CatchUp struct {
 	inflight *catchUpFetch
 }
 
-// catchUpFetch is a fetch in flight: err is set before done is closed.
+// catchUpFetch is a fetch in flight: err is set before done is closed;
+// began is when it started (the process's clock, not Now).
 type catchUpFetch struct {
-	done chan struct{}
-	err  error
+	done  chan struct{}
+	began time.Time
+	err   error
 }
 
 var _ CatchUpSource = (*CatchUp)(nil)
@@ -70,9 +81,19 @@ type CatchUpOptions struct {
 	// its --git-timeout, the bound of its other fetches (default
 	// DefaultNetworkTimeout, as theirs).
 	Timeout time.Duration
+	// Wait bounds how long after a fetch began a reader waits for it
+	// (default DefaultCatchUpWait).
+	Wait time.Duration
 	// Now is the clock (nil: time.Now).
 	Now func() time.Time
 }
+
+// DefaultCatchUpWait is how long after a fetch began a reader that missed
+// waits for it by default: a fetch that brings a few commits takes a
+// second or two, one over a slow link tens of seconds (a reader that gives
+// up sooner is retried, but its StyrminDeployment may say meanwhile that
+// its driver is unavailable).
+const DefaultCatchUpWait = 30 * time.Second
 
 // NewCatchUp returns a CatchUp over src.
 func NewCatchUp(src CatchUpSource, o CatchUpOptions) *CatchUp {
@@ -82,10 +103,13 @@ func NewCatchUp(src CatchUpSource, o CatchUpOptions) *CatchUp {
 	if o.Timeout <= 0 {
 		o.Timeout = DefaultNetworkTimeout
 	}
+	if o.Wait <= 0 {
+		o.Wait = DefaultCatchUpWait
+	}
 	if o.Now == nil {
 		o.Now = time.Now
 	}
-	return &CatchUp{src: src, every: o.Every, timeout: o.Timeout, now: o.Now}
+	return &CatchUp{src: src, every: o.Every, timeout: o.Timeout, wait: o.Wait, now: o.Now}
 }
 
 // FS returns the tree of commit, fetching first when the clone does not
@@ -124,13 +148,13 @@ func (c *CatchUp) Fetch(ctx context.Context) (FetchResult, error) {
 
 // fetched fetches, or waits for the fetch in flight, unless one ended
 // within every; it returns nil when that fetch succeeded, an error
-// wrapping ErrNotFetched when it failed.
+// wrapping ErrNotFetched when it failed or had not ended Wait after it
+// began (it goes on in the background).
 func (c *CatchUp) fetched() error {
 	c.mu.Lock()
 	if f := c.inflight; f != nil {
 		c.mu.Unlock()
-		<-f.done
-		return notFetched(f.err)
+		return c.await(f)
 	}
 	if !c.last.IsZero() && c.now().Sub(c.last) < c.every {
 		// A remote that is down is not asked by every reader that
@@ -143,9 +167,15 @@ func (c *CatchUp) fetched() error {
 		}
 		return nil
 	}
-	f := &catchUpFetch{done: make(chan struct{})}
+	f := &catchUpFetch{done: make(chan struct{}), began: time.Now()}
 	c.inflight = f
 	c.mu.Unlock()
+	go c.fetch(f)
+	return c.await(f)
+}
+
+// fetch runs fetch f, bounded by the timeout, and records its end.
+func (c *CatchUp) fetch(f *catchUpFetch) {
 	ctx, cancel := context.WithTimeout(context.Background(), c.timeout)
 	_, f.err = c.src.Fetch(ctx)
 	cancel()
@@ -154,7 +184,25 @@ func (c *CatchUp) fetched() error {
 	c.last, c.lastErr = c.now(), f.err
 	c.mu.Unlock()
 	close(f.done)
-	return notFetched(f.err)
+}
+
+// await waits for fetch f until it has run Wait: its outcome (see
+// fetched), or an error wrapping ErrNotFetched once it has run that long.
+func (c *CatchUp) await(f *catchUpFetch) error {
+	t := time.NewTimer(time.Until(f.began.Add(c.wait)))
+	defer t.Stop()
+	select {
+	case <-f.done:
+		return notFetched(f.err)
+	case <-t.C:
+	}
+	select {
+	case <-f.done:
+		return notFetched(f.err)
+	default:
+		return fmt.Errorf("%w: the fetch made for it, begun at %s, has not ended after %s (the remote is slow or does not answer; it goes on, for %s at most)",
+			ErrNotFetched, f.began.UTC().Format(time.RFC3339), c.wait, c.timeout)
+	}
 }
 
 // notFetched is err, a failed fetch's, wrapping ErrNotFetched (nil for

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"io/fs"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -163,5 +164,69 @@ func TestAFailedSyncerFetchIsNoAnswerForAMiss(t *testing.T) {
 	}
 	if _, err := c.FS(h); errors.Is(err, gitsource.ErrCommitNotFound) || !errors.Is(err, gitsource.ErrNotFetched) {
 		t.Fatalf("a miss after a failed fetch: %v, want ErrNotFetched", err)
+	}
+}
+
+// TestAReaderWaitsForAFetchTheRemoteDoesNotAnswerOnlyUntilItsBound: a
+// remote that takes the connection and never answers (a git host that
+// hangs) held every reader that missed for the whole fetch's timeout (ten
+// minutes in the agent), each a worker of the task or StyrminDeployment
+// controller: a replica elected with an old clone then ran nothing, for
+// any deployment, while the host hung. A reader waits until the fetch has
+// run its bound (Wait), then gets ErrNotFetched (retried, never taken as
+// gone); one that misses later gets it at once; the fetch goes on, one at
+// a time, and once the host answers the commit is read.
+func TestAReaderWaitsForAFetchTheRemoteDoesNotAnswerOnlyUntilItsBound(t *testing.T) {
+	srv := gitserver.New(t)
+	srv.Commit("desired", "first", map[string][]byte{"a.txt": []byte("1")})
+	repo, err := gitsource.Clone(context.Background(), srv.RepoURL("desired"), "", gitsource.CloneOptions{Branch: "main"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h, err := gitsource.ParseHash(srv.Commit("desired", "second", map[string][]byte{"a.txt": []byte("2")}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	const wait, timeout = 500 * time.Millisecond, time.Minute
+	c := gitsource.NewCatchUp(repo, gitsource.CatchUpOptions{Every: time.Millisecond, Timeout: timeout, Wait: wait})
+	srv.Hang()
+	before := srv.Requests()
+	start := time.Now()
+	var wg sync.WaitGroup
+	errs := make([]error, 8)
+	for i := range errs {
+		wg.Go(func() { _, errs[i] = c.FS(h) })
+	}
+	wg.Wait()
+	if took := time.Since(start); took > 10*time.Second {
+		t.Fatalf("readers of a remote that does not answer waited %s, want about their bound %s (the fetch's timeout is %s)", took, wait, timeout)
+	}
+	for i, err := range errs {
+		if errors.Is(err, gitsource.ErrCommitNotFound) || !errors.Is(err, gitsource.ErrNotFetched) || !strings.Contains(err.Error(), "has not ended after "+wait.String()) {
+			t.Fatalf("reader %d: %v; want ErrNotFetched saying the fetch has not ended", i, err)
+		}
+	}
+	later := time.Now()
+	if _, err := c.FS(h); !errors.Is(err, gitsource.ErrNotFetched) || time.Since(later) > wait/2 {
+		t.Fatalf("a reader after the bound: %v after %s; want ErrNotFetched at once", err, time.Since(later))
+	}
+	if n := srv.Requests() - before; n != 1 {
+		t.Fatalf("the readers made %d requests of the hung remote, want the one fetch's", n)
+	}
+
+	srv.Start()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		fsys, err := c.FS(h)
+		if err == nil {
+			if data, err := fs.ReadFile(fsys, "a.txt"); err != nil || string(data) != "2" {
+				t.Fatalf("a.txt: %q, %v", data, err)
+			}
+			return
+		}
+		if errors.Is(err, gitsource.ErrCommitNotFound) || time.Now().After(deadline) {
+			t.Fatalf("once the remote answers: %v", err)
+		}
+		time.Sleep(50 * time.Millisecond)
 	}
 }

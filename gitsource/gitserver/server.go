@@ -36,6 +36,7 @@ type Server struct {
 	srv     *httptest.Server
 	reqs    atomic.Int64
 	down    atomic.Bool
+	hang    atomic.Pointer[chan struct{}]
 	refused atomic.Int64
 	stderr  lockedBuffer
 	backend string
@@ -75,6 +76,15 @@ func New(t testing.TB, opts ...Option) *Server {
 	}
 	s.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		s.reqs.Add(1)
+		if hung := s.hang.Load(); hung != nil {
+			// A host that takes the connection and never answers: the
+			// request waits until Start, or until its client gives up.
+			select {
+			case <-*hung:
+			case <-r.Context().Done():
+				return
+			}
+		}
 		if s.down.Load() {
 			// What a git host answers in an outage or a deploy: clients
 			// see a server error, not a refused connection, and retry.
@@ -95,6 +105,7 @@ func New(t testing.TB, opts ...Option) *Server {
 	}))
 	s.URL = s.srv.URL
 	t.Cleanup(func() {
+		s.Start() // Close waits for the requests a Hang holds
 		s.srv.Close()
 		if t.Failed() && s.stderr.Len() > 0 {
 			t.Logf("gitserver: git-http-backend stderr:\n%s", s.stderr.String())
@@ -124,8 +135,21 @@ func (s *Server) Requests() int64 { return s.reqs.Load() }
 // write the bare repositories directly).
 func (s *Server) Stop() { s.down.Store(true) }
 
-// Start ends a Stop: requests are served again.
-func (s *Server) Start() { s.down.Store(false) }
+// Hang makes the server take every request and answer none until Start
+// (or until its client gives up), as a git host that hangs does.
+func (s *Server) Hang() {
+	ch := make(chan struct{})
+	s.hang.CompareAndSwap(nil, &ch)
+}
+
+// Start ends a Stop or a Hang: requests are served again, those a Hang
+// held too.
+func (s *Server) Start() {
+	s.down.Store(false)
+	if ch := s.hang.Swap(nil); ch != nil {
+		close(*ch)
+	}
+}
 
 // Refused returns how many requests were answered 503 while stopped.
 func (s *Server) Refused() int64 { return s.refused.Load() }
