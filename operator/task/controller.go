@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -1417,12 +1418,7 @@ func (r *Reconciler) awaitTurn(ctx context.Context, run *taskRun) (phaseResult, 
 	for _, s := range tasks {
 		if waitsFor(t, &s) && !(restore && heldByRestore(&s, tasks)) && !(deletion && heldForRestores(&s, tasks)) {
 			run.log.V(1).Info("waiting for an earlier task", "task", s.Name)
-			if run.planUnwritten {
-				if err := r.writeStatus(ctx, run); err != nil {
-					return phaseResult{}, err
-				}
-			}
-			return phaseResult{stop: true, after: 30 * time.Second}, nil
+			return r.waitSaying(ctx, run, v1alpha1.ReasonTaskPending, turnMessage(&s), 30*time.Second)
 		}
 	}
 	if holdsForRestores(t) {
@@ -1431,6 +1427,34 @@ func (r *Reconciler) awaitTurn(ctx context.Context, run *taskRun) (phaseResult, 
 		}
 	}
 	return phaseResult{}, nil
+}
+
+// turnMessage says which task of its deployment a pending task waits for,
+// and what that one does: it said only "waiting to run", so a change
+// behind one held for days (by a failed wave before it, a step waiting
+// for a person) did not say why it did not start. The other's state is
+// what its condition says, cut (its conditions name it whole).
+func turnMessage(s *v1alpha1.StyrminTask) string {
+	what := fmt.Sprintf("task %s (sequence %d)", s.Name, s.Spec.ToSequence)
+	if op := s.Spec.Operation; op != nil {
+		what = fmt.Sprintf("task %s (%s %s)", s.Name, strings.ToLower(string(op.Kind)), op.Name)
+	}
+	msg := "waiting for " + what + " of the deployment to end"
+	if c := apimeta.FindStatusCondition(s.Status.Conditions, v1alpha1.ConditionReady); c != nil && c.Message != "" {
+		msg += fmt.Sprintf("; it is %s: %s", orPendingPhase(s.Status.Phase), eventnote.Cut(firstLine(c.Message), maxTurnCause))
+	}
+	return msg
+}
+
+// maxTurnCause bounds what turnMessage keeps of the other task's message.
+const maxTurnCause = 1024
+
+// orPendingPhase is phase, Pending when none is written yet.
+func orPendingPhase(p v1alpha1.TaskPhase) string {
+	if p == "" {
+		return string(v1alpha1.TaskPending)
+	}
+	return string(p)
 }
 
 // waitsFor reports whether pending task t waits for task s of its
