@@ -207,3 +207,23 @@ func TestAPodsMessageInTheStatusIsBounded(t *testing.T) {
 		t.Fatalf("a pod's message of %d bytes (at most %d, cut): %.60q…", len(ps.Message), maxPodMessage, ps.Message)
 	}
 }
+
+// TestAPodBeingDeletedIsShownTerminating pins the phase a pod being
+// deleted shows: one whose node is gone stays Running in its status for
+// as long as no one deletes it for good, and a StatefulSet waits for it;
+// shown Running, the status read as if it served.
+func TestAPodBeingDeletedIsShownTerminating(t *testing.T) {
+	deleted := metav1.Now()
+	for _, tc := range []struct {
+		phase corev1.PodPhase
+		want  string
+	}{{corev1.PodRunning, "Terminating"}, {corev1.PodPending, "Terminating"}, {corev1.PodFailed, "Failed"}, {corev1.PodSucceeded, "Succeeded"}} {
+		pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "db-0", DeletionTimestamp: &deleted}, Status: corev1.PodStatus{Phase: tc.phase}}
+		if got := PodSummary(pod, nil).Phase; got != tc.want {
+			t.Errorf("a pod being deleted in phase %s shows %q; want %q", tc.phase, got, tc.want)
+		}
+	}
+	if got := PodSummary(&corev1.Pod{Status: corev1.PodStatus{Phase: corev1.PodRunning}}, nil).Phase; got != "Running" {
+		t.Errorf("a pod not being deleted shows %q; want Running", got)
+	}
+}

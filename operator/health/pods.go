@@ -142,7 +142,7 @@ func fromLogs(p *corev1.Pod, container string) bool {
 // are none). When those cannot be read the message is withheld, saying
 // why: unmasked, it could show one.
 func PodSummary(p *corev1.Pod, sensitive SensitiveValues) v1alpha1.PodStatus {
-	ps := v1alpha1.PodStatus{Name: p.Name, Phase: string(p.Status.Phase), Reason: p.Status.Reason, Message: p.Status.Message}
+	ps := v1alpha1.PodStatus{Name: p.Name, Phase: podPhase(p), Reason: p.Status.Reason, Message: p.Status.Message}
 	for _, c := range p.Status.Conditions {
 		if c.Type == corev1.PodReady {
 			ps.Ready = c.Status == corev1.ConditionTrue
@@ -168,6 +168,18 @@ func PodSummary(p *corev1.Pod, sensitive SensitiveValues) v1alpha1.PodStatus {
 	// Cut after masking: what is cut cannot show part of a value.
 	ps.Message = eventnote.Cut(ps.Message, maxPodMessage)
 	return ps
+}
+
+// podPhase is the pod's phase as `kubectl get pods` shows it for one being
+// deleted: Terminating while it has not ended. A pod whose node is gone
+// stays so until someone deletes it for good, and its phase (Running)
+// read as if it still served; a StatefulSet waits for it before it makes
+// the pod again.
+func podPhase(p *corev1.Pod) string {
+	if p.DeletionTimestamp != nil && p.Status.Phase != corev1.PodSucceeded && p.Status.Phase != corev1.PodFailed {
+		return "Terminating"
+	}
+	return string(p.Status.Phase)
 }
 
 // maxPodMessage bounds a pod's message. A termination message may be 4
