@@ -198,6 +198,9 @@ func computePlan(g *globalOptions, f *planFlags, only map[resolver.ID]bool, prog
 	if errors.Is(err, gitsource.ErrNoMergeBase) {
 		return nil, fmt.Errorf("%w: pass --base", err)
 	}
+	if err != nil && f.base != "" {
+		return nil, fmt.Errorf("--base %s: %w", f.base, err)
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -206,6 +209,9 @@ func computePlan(g *globalOptions, f *planFlags, only map[resolver.ID]bool, prog
 		return nil, err
 	}
 	h, err := loadHead(dir, f.head, repo)
+	if err != nil && f.head != "" {
+		return nil, fmt.Errorf("--head %s: %w", f.head, err)
+	}
 	if err != nil {
 		return nil, err
 	}

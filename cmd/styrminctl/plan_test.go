@@ -65,6 +65,20 @@ func TestPlanWithoutChangesExitsZeroEvenWithDetailedExitcode(t *testing.T) {
 	}
 }
 
+// TestARevisionThatDoesNotResolveNamesItsFlag pins the error of a --base
+// or --head that names no commit (a typo, a branch CI did not fetch): it
+// said only `resolve "nope": reference not found`, not which of the two.
+func TestARevisionThatDoesNotResolveNamesItsFlag(t *testing.T) {
+	t.Parallel()
+	dir := lockedGitRepo(t)
+	for _, flag := range []string{"--base", "--head"} {
+		_, code, err := styrminctl(t, "--repo", dir, "plan", flag, "origin/nope")
+		if code != 1 || err == nil || !strings.Contains(err.Error(), flag+" origin/nope: ") || !strings.Contains(err.Error(), "reference not found") {
+			t.Errorf("plan %s origin/nope: exit %d, err %v; want exit 1 naming %s and the revision", flag, code, err, flag)
+		}
+	}
+}
+
 func TestPlanComparesTheWorkingTreeWithTheUpstreamMergeBase(t *testing.T) {
 	t.Parallel()
 	dir := lockedGitRepo(t)
