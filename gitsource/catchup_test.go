@@ -3,6 +3,7 @@ package gitsource_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io/fs"
 	"strings"
 	"sync"
@@ -228,5 +229,87 @@ func TestAReaderWaitsForAFetchTheRemoteDoesNotAnswerOnlyUntilItsBound(t *testing
 			t.Fatalf("once the remote answers: %v", err)
 		}
 		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// TestAFetchStalledInItsPackBlocksNoReader: a git host that answers the
+// ref list and then stalls while it sends the pack held the fetch under
+// the clone's lock for the whole fetch's timeout (--git-timeout, ten
+// minutes in the agent): every reader waited with it, of commits the
+// clone holds too, and a reader that missed got ErrNotFetched only then,
+// not after its bound (Wait). While the pack is held, the clone's
+// commits are read and its head stays where it was (the ref moves only
+// once the objects are stored); a miss is ErrNotFetched within Wait; once
+// the host answers, the fetch brings the commit.
+func TestAFetchStalledInItsPackBlocksNoReader(t *testing.T) {
+	srv := gitserver.New(t)
+	first, err := gitsource.ParseHash(srv.Commit("desired", "first", map[string][]byte{"a.txt": []byte("1")}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	repo, err := gitsource.Clone(context.Background(), srv.RepoURL("desired"), t.TempDir(), gitsource.CloneOptions{Branch: "main"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	second, err := gitsource.ParseHash(srv.Commit("desired", "second", map[string][]byte{"a.txt": []byte("2")}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	const wait, timeout = 500 * time.Millisecond, time.Minute
+	c := gitsource.NewCatchUp(repo, gitsource.CatchUpOptions{Every: time.Millisecond, Timeout: timeout, Wait: wait})
+	srv.HangPack()
+	if _, err := c.FS(second); !errors.Is(err, gitsource.ErrNotFetched) {
+		t.Fatalf("the first reader that missed: %v, want ErrNotFetched", err)
+	}
+	for deadline := time.Now().Add(10 * time.Second); srv.Held() == 0; time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the catch-up fetch never asked for the pack")
+		}
+	}
+
+	readFirst := func() error {
+		if h, err := repo.Head(); err != nil || h != first {
+			return fmt.Errorf("head %s, %v; want %s (the ref moved before its objects came)", h, err, first)
+		}
+		fsys, err := c.FS(first)
+		if err != nil {
+			return err
+		}
+		if data, err := fs.ReadFile(fsys, "a.txt"); err != nil || string(data) != "1" {
+			return fmt.Errorf("a.txt: %q, %v", data, err)
+		}
+		return nil
+	}
+	if err := within(t, 5*time.Second, "a reader of a commit the clone holds, while the pack is held", readFirst); err != nil {
+		t.Fatal(err)
+	}
+	missed := func() error {
+		_, err := c.FS(second)
+		if errors.Is(err, gitsource.ErrNotFetched) {
+			return nil
+		}
+		return fmt.Errorf("%v, want ErrNotFetched", err)
+	}
+	if err := within(t, wait+5*time.Second, "a reader that missed, while the pack is held", missed); err != nil {
+		t.Fatal(err)
+	}
+
+	srv.Start()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		fsys, err := c.FS(second)
+		if err == nil {
+			if data, err := fs.ReadFile(fsys, "a.txt"); err != nil || string(data) != "2" {
+				t.Fatalf("a.txt: %q, %v", data, err)
+			}
+			break
+		}
+		if errors.Is(err, gitsource.ErrCommitNotFound) || time.Now().After(deadline) {
+			t.Fatalf("once the remote answers: %v", err)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if h, err := repo.Head(); err != nil || h != second {
+		t.Fatalf("head after the fetch: %s, %v; want %s", h, err, second)
 	}
 }

@@ -408,7 +408,8 @@ func (r *Repo) casLocalRef(old, new Hash) (moved bool, err error) {
 // It runs under r.mu, held by attempt from writing the commit to moving
 // the tracking ref: go-git reads the objects it sends from the storer,
 // which is not safe for concurrent use, and an attempt is kept whole
-// against a Fetch or another attempt. Readers wait for it, so it is
+// against another attempt and a fetch's writes (a fetch leaves the ref
+// a push moved since it began: moveTracking). Readers wait for it, so it is
 // bounded by the network timeout.
 // pushCheckTimeout bounds push's look at the remote branch after a failed
 // ReceivePack.

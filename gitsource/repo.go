@@ -31,12 +31,16 @@ import (
 // A Repo is safe for concurrent use: go-git is not, so every access to the
 // repository is serialised by a mutex held by the Repo. File systems returned
 // by FS read whole files under that mutex and are safe for concurrent use too.
-// Network I/O that touches no repository state (asking the remote for its
-// head before a fetch) runs without the mutex, and every network operation
-// has a deadline (NetworkTimeout), so a stalled remote blocks readers for a
-// bounded time at most.
+// A fetch waits on the network without the mutex (it takes it for each
+// read, and to store the pack and move the ref once the download ended),
+// so a stalled remote blocks no reader; a push holds it, and every network
+// operation has a deadline (NetworkTimeout), so a remote that stalls a
+// push blocks readers for a bounded time at most.
 type Repo struct {
 	mu sync.Mutex
+	// fetchMu runs fetches one at a time; a fetch holds r.mu only to read
+	// and to store what it fetched.
+	fetchMu sync.Mutex
 
 	repo   *git.Repository
 	storer storage.Storer
@@ -450,12 +454,14 @@ func (r *Repo) Fetch(ctx context.Context) (FetchResult, error) {
 // and after (head zero: the branch is not on the remote).
 //
 // The remote's head is asked for first (the ref advertisement, all an
-// unmoved fetch costs) without holding r.mu: it touches no repository
-// state, so readers (Head, FS...) do not wait for a slow or stalled
-// remote. Only when the head moved are objects fetched, under r.mu (the
-// fetch asks for the advertisement again): go-git writes them and the ref
-// into the storer, which is not safe for concurrent use, so readers wait
-// for that part, bounded like the rest by the network timeout.
+// unmoved fetch costs). Only when it moved are objects fetched. Neither
+// holds r.mu while it waits on the network: go-git runs over a fetchStore,
+// which takes r.mu for each read and spools the pack aside, and the pack
+// and the ref are written under r.mu once the download has ended. A host
+// that answers the ref list and then stalls in the pack held every reader,
+// of commits the clone holds too, for the whole network timeout. Fetches
+// run one at a time (r.fetchMu), so that an older answer never replaces a
+// newer one.
 func (r *Repo) fetch(ctx context.Context) (prev, head Hash, err error) {
 	ctx, cancel := networkContext(ctx, r.timeout)
 	defer cancel()
@@ -463,27 +469,39 @@ func (r *Repo) fetch(ctx context.Context) (prev, head Hash, err error) {
 	if err != nil {
 		return Hash{}, Hash{}, err
 	}
+	r.fetchMu.Lock()
+	defer r.fetchMu.Unlock()
 	r.mu.Lock()
-	defer r.mu.Unlock()
-	if prev, err = r.refHash(r.trackingRef()); err != nil {
+	prev, err = r.refHash(r.trackingRef())
+	r.mu.Unlock()
+	if err != nil {
 		return Hash{}, Hash{}, err
 	}
 	if !remote.IsZero() && fromPlumbing(remote) == prev {
 		return prev, prev, nil
 	}
-	head, err = r.fetchLocked(ctx)
+	if err := ctx.Err(); err != nil {
+		// It waited for another fetch until its own time was up.
+		return Hash{}, Hash{}, transportError("fetch", r.remoteURL, err)
+	}
+	head, err = r.fetchObjects(ctx, prev)
 	return prev, head, err
 }
 
-// fetchLocked fetches the tracked branch into its remote-tracking ref and
-// returns its head, zero when the branch does not exist on the remote.
-func (r *Repo) fetchLocked(ctx context.Context) (Hash, error) {
+// fetchObjects fetches the tracked branch into its remote-tracking ref,
+// which was at prev, and returns its head, zero when the branch does not
+// exist on the remote. The caller holds r.fetchMu, not r.mu.
+func (r *Repo) fetchObjects(ctx context.Context, prev Hash) (Hash, error) {
+	r.mu.Lock()
 	rem, err := r.repo.Remote(r.remoteName)
+	r.mu.Unlock()
 	if err != nil {
 		return Hash{}, fmt.Errorf("gitsource: remote %q: %w", r.remoteName, err)
 	}
+	st := newFetchStore(&r.mu, r.storer)
+	defer st.discard()
 	spec := config.RefSpec(fmt.Sprintf("+%s:%s", plumbing.NewBranchReferenceName(r.branch), r.trackingRef()))
-	err = rem.FetchContext(ctx, &git.FetchOptions{
+	err = git.NewRemote(st, rem.Config()).FetchContext(ctx, &git.FetchOptions{
 		RemoteName:      r.remoteName,
 		RemoteURL:       r.remoteURL,
 		RefSpecs:        []config.RefSpec{spec},
@@ -493,22 +511,52 @@ func (r *Repo) fetchLocked(ctx context.Context) (Hash, error) {
 		InsecureSkipTLS: r.insecure,
 		ProxyOptions:    sshDeadline(ctx, r.remoteURL),
 	})
+	r.mu.Lock()
+	defer r.mu.Unlock()
 	switch {
 	case err == nil, errors.Is(err, git.NoErrAlreadyUpToDate):
 	case errors.Is(err, git.NoMatchingRefSpecError{}), errors.Is(err, transport.ErrEmptyRemoteRepository):
 		// The branch does not exist on the remote (yet).
-		if err := r.storer.RemoveReference(r.trackingRef()); err != nil {
-			return Hash{}, fmt.Errorf("gitsource: remove %s: %w", r.trackingRef(), err)
-		}
-		return Hash{}, nil
+		return Hash{}, r.moveTracking(prev, Hash{})
 	default:
 		return Hash{}, transportError("fetch", r.remoteURL, err)
 	}
-	head, err := r.refHash(r.trackingRef())
-	if err != nil {
+	if err := st.store(); err != nil {
+		return Hash{}, err
+	}
+	head := prev
+	if ref, ok := st.refs[r.trackingRef()]; ok {
+		head = fromPlumbing(ref.Hash())
+	}
+	if err := r.moveTracking(prev, head); err != nil {
+		return Hash{}, err
+	}
+	// A push may have moved the ref meanwhile: it holds the newer head.
+	if head, err = r.refHash(r.trackingRef()); err != nil {
 		return Hash{}, err
 	}
 	return head, r.syncOwnBranch(head)
+}
+
+// moveTracking moves the remote-tracking ref from prev to head (zero:
+// removes it), unless it is no longer at prev: a push made since the
+// fetch began moved it to what it pushed, which the fetch's answer may
+// predate. The caller holds r.mu.
+func (r *Repo) moveTracking(prev, head Hash) error {
+	name := r.trackingRef()
+	cur, err := r.refHash(name)
+	if err != nil || cur != prev || cur == head {
+		return err
+	}
+	if head.IsZero() {
+		err = r.storer.RemoveReference(name)
+	} else {
+		err = r.storer.SetReference(plumbing.NewHashReference(name, head.plumbing()))
+	}
+	if err != nil {
+		return fmt.Errorf("gitsource: update %s: %w", name, err)
+	}
+	return nil
 }
 
 // syncOwnBranch moves the local branch of a Clone to head.

@@ -29,17 +29,21 @@ type Server struct {
 	// URL is the server's base URL; a repository is at URL + "/" + name.
 	URL string
 
-	t       testing.TB
-	root    string // GIT_PROJECT_ROOT
-	home    string // HOME for every git process
-	token   atomic.Pointer[string]
-	srv     *httptest.Server
-	reqs    atomic.Int64
-	down    atomic.Bool
-	hang    atomic.Pointer[chan struct{}]
-	refused atomic.Int64
-	stderr  lockedBuffer
-	backend string
+	t     testing.TB
+	root  string // GIT_PROJECT_ROOT
+	home  string // HOME for every git process
+	token atomic.Pointer[string]
+	srv   *httptest.Server
+	reqs  atomic.Int64
+	down  atomic.Bool
+	hang  atomic.Pointer[chan struct{}]
+	// hangPack holds only the pack downloads (HangPack); held counts the
+	// requests a hang holds now.
+	hangPack atomic.Pointer[chan struct{}]
+	held     atomic.Int64
+	refused  atomic.Int64
+	stderr   lockedBuffer
+	backend  string
 }
 
 // Option configures New.
@@ -76,12 +80,19 @@ func New(t testing.TB, opts ...Option) *Server {
 	}
 	s.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		s.reqs.Add(1)
-		if hung := s.hang.Load(); hung != nil {
+		hung := s.hang.Load()
+		if hung == nil && isPackDownload(r) {
+			hung = s.hangPack.Load()
+		}
+		if hung != nil {
 			// A host that takes the connection and never answers: the
 			// request waits until Start, or until its client gives up.
+			s.held.Add(1)
 			select {
 			case <-*hung:
+				s.held.Add(-1)
 			case <-r.Context().Done():
+				s.held.Add(-1)
 				return
 			}
 		}
@@ -142,12 +153,30 @@ func (s *Server) Hang() {
 	s.hang.CompareAndSwap(nil, &ch)
 }
 
-// Start ends a Stop or a Hang: requests are served again, those a Hang
-// held too.
+// HangPack makes the server answer the ref advertisement but hold every
+// pack download (POST git-upload-pack) until Start, answering none: a
+// host that stalls while it sends a fetch's objects. Pushes are served.
+func (s *Server) HangPack() {
+	ch := make(chan struct{})
+	s.hangPack.CompareAndSwap(nil, &ch)
+}
+
+// Held returns how many requests a Hang or HangPack holds now.
+func (s *Server) Held() int64 { return s.held.Load() }
+
+// isPackDownload reports whether r asks for a fetch's objects.
+func isPackDownload(r *http.Request) bool {
+	return r.Method == http.MethodPost && strings.HasSuffix(r.URL.Path, "/git-upload-pack")
+}
+
+// Start ends a Stop, a Hang or a HangPack: requests are served again,
+// those a hang held too.
 func (s *Server) Start() {
 	s.down.Store(false)
-	if ch := s.hang.Swap(nil); ch != nil {
-		close(*ch)
+	for _, h := range []*atomic.Pointer[chan struct{}]{&s.hang, &s.hangPack} {
+		if ch := h.Swap(nil); ch != nil {
+			close(*ch)
+		}
 	}
 }
 
