@@ -33,6 +33,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/styrmin/styrmin/drivers"
+	"github.com/styrmin/styrmin/gitsource"
 	"github.com/styrmin/styrmin/operator/api/v1alpha1"
 	"github.com/styrmin/styrmin/operator/driversource"
 	"github.com/styrmin/styrmin/operator/health"
@@ -372,6 +373,11 @@ func (r *Reconciler) sensitiveValues(ctx context.Context, in *resolver.Instance,
 		return nil, outcome.Stalled(v1alpha1.ReasonRenderFailed, fmt.Errorf("%s has sensitive parameters, and this agent's driver source cannot read their values from git", in.ID))
 	}
 	values, err := src.Sensitive(ctx, in, d)
+	if errors.Is(err, gitsource.ErrNotFetched) {
+		// The commit they are read at is not in the clone yet and the
+		// remote could not be asked: not a change git needs, retried.
+		return nil, outcome.Retryable(v1alpha1.ReasonRenderFailed, err)
+	}
 	if err != nil {
 		return nil, outcome.Stalled(v1alpha1.ReasonRenderFailed, err)
 	}

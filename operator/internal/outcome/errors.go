@@ -5,6 +5,8 @@ import (
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+
+	"github.com/styrmin/styrmin/gitsource"
 )
 
 // Every error is classified where it happens: a stalled error needs a
@@ -96,6 +98,14 @@ type Outcome struct {
 // ConflictDelay is how soon a write that met a conflict is tried again.
 const ConflictDelay = 10 * time.Millisecond
 
+// NotFetchedDelay is how soon a read of a commit the clone could not fetch
+// (gitsource.ErrNotFetched) is tried again: the catch-up fetch is made at
+// most every 30 s (gitsource.CatchUpOptions.Every) and goes on in the
+// background, so a sooner retry meets the same error within milliseconds,
+// and the rate limiter's backoff, doubled at each, left the object
+// untouched for up to 16 minutes after the remote answered again.
+const NotFetchedDelay = 30 * time.Second
+
 // Map classifies err for a controller: the one place where errors become
 // stall, conflict or retry.
 func Map(err error, fallback string) Outcome {
@@ -109,9 +119,13 @@ func Map(err error, fallback string) Outcome {
 	if apierrors.IsConflict(err) {
 		return Outcome{Kind: Conflict, Reason: reason, After: ConflictDelay}
 	}
+	var after time.Duration
 	var r *retryableError
 	if errors.As(err, &r) {
-		return Outcome{Kind: Retry, Reason: reason, After: r.after}
+		after = r.after
 	}
-	return Outcome{Kind: Retry, Reason: reason}
+	if errors.Is(err, gitsource.ErrNotFetched) {
+		after = max(after, NotFetchedDelay)
+	}
+	return Outcome{Kind: Retry, Reason: reason, After: after}
 }

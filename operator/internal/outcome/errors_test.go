@@ -9,6 +9,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
+	"github.com/styrmin/styrmin/gitsource"
 	"github.com/styrmin/styrmin/operator/api/v1alpha1"
 	"github.com/styrmin/styrmin/operator/internal/outcome"
 )
@@ -58,6 +59,8 @@ func TestMapIsTheOneMappingFromErrorToOutcome(t *testing.T) {
 		{"retryable backs off", outcome.Retryable(v1alpha1.ReasonDriverUnavailable, errors.New("fetch")), outcome.Outcome{Kind: outcome.Retry, Reason: v1alpha1.ReasonDriverUnavailable}},
 		{"retryable after a fixed delay", outcome.RetryableAfter(v1alpha1.ReasonApplyFailed, 3*time.Second, errors.New("busy")), outcome.Outcome{Kind: outcome.Retry, Reason: v1alpha1.ReasonApplyFailed, After: 3 * time.Second}},
 		{"unclassified backs off with the fallback reason", errors.New("timeout"), outcome.Outcome{Kind: outcome.Retry, Reason: "Fallback"}},
+		{"a commit the clone could not fetch retries after the catch-up's interval", outcome.Retryable(v1alpha1.ReasonDriverUnavailable, fmt.Errorf("driver web@1 at abc: %w", gitsource.ErrNotFetched)), outcome.Outcome{Kind: outcome.Retry, Reason: v1alpha1.ReasonDriverUnavailable, After: outcome.NotFetchedDelay}},
+		{"unclassified, not fetched: the same", fmt.Errorf("lock web.cue: %w", gitsource.ErrNotFetched), outcome.Outcome{Kind: outcome.Retry, Reason: "Fallback", After: outcome.NotFetchedDelay}},
 		{"a stalled conflict stalls", outcome.Stalled(v1alpha1.ReasonInvalidSpec, conflict), outcome.Outcome{Kind: outcome.Stall, Reason: v1alpha1.ReasonInvalidSpec}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
