@@ -147,6 +147,9 @@ func TestCommitLocksRefusesDirtyLockfiles(t *testing.T) {
 			if !errors.Is(err, gitsource.ErrDirtyWorktree) || !strings.Contains(err.Error(), tt.where) {
 				t.Fatalf("err = %v, want ErrDirtyWorktree in the %s", err, tt.where)
 			}
+			if tt.where == "index" && !strings.Contains(err.Error(), "git checkout HEAD -- "+appLock) {
+				t.Fatalf("err = %v, want how to restore the file a lock killed while it committed left", err)
+			}
 			if head := lr.git("rev-parse", "HEAD"); head != base {
 				t.Fatalf("HEAD moved to %s", head)
 			}

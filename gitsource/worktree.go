@@ -129,7 +129,13 @@ func (l *localWorktree) checkClean(files map[string][]byte, old map[string]objec
 	for _, p := range slices.Sorted(maps.Keys(files)) {
 		want := old[p].Hash // zero: not in the commit
 		dirty := func(where string) error {
-			return fmt.Errorf("gitsource: commit locks: %s has %w in the %s; commit or discard them first", p, ErrDirtyWorktree, where)
+			hint := ""
+			if !want.IsZero() {
+				// A lock killed between its commit and the index's update
+				// leaves both as before the commit (and index.lock).
+				hint = fmt.Sprintf(" (after a lock killed while it committed, its commit is on the branch: `git checkout HEAD -- %s` restores the file)", p)
+			}
+			return fmt.Errorf("gitsource: commit locks: %s has %w in the %s; commit or discard them first%s", p, ErrDirtyWorktree, where, hint)
 		}
 		e, err := idx.Entry(p)
 		switch {
