@@ -120,34 +120,51 @@ func (h *Handler) taskData(ctx context.Context, c *Cluster, namespace, name stri
 		d.Steps = append(d.Steps, v)
 	}
 	d.Explain = explainTask(&t, d.Steps)
-	if by := withdrawnCarrier(ctx, c.Live, &t); by != nil {
-		// Not the words of a newer instance that carries this change.
-		d.Explain = []string{fmt.Sprintf("Superseded by sequence %d before it ran, and sequence %d was then withdrawn: "+
-			"the branch no longer held its lock commit when its turn came (a force push or a rewind took it away). "+
-			"Neither was applied; the cluster runs the instance before them until a lock numbered past %d applies what the branch holds.",
-			t.Status.SupersededBy, by.Spec.ToSequence, by.Spec.ToSequence)}
+	if words := withdrawnWay(ctx, c.Live, &t); words != "" {
+		// Not the words of a newer instance that superseded it.
+		d.Explain = []string{words}
 	}
 	_, d.Events, d.Error = h.podsAndEvents(ctx, c, namespace, map[string]bool{t.Name: true})
 	return d, http.StatusOK, nil
 }
 
-// withdrawnCarrier is the withdrawn task that superseded t, followed
-// while that one was superseded too (nil: none, or a task of the way is
-// gone or cannot be read: the page then says what it said before).
-func withdrawnCarrier(ctx context.Context, r client.Reader, t *v1alpha1.StyrminTask) *v1alpha1.StyrminTask {
-	// Sequences only grow along the way: no loop, whatever the records.
-	for cur := t; cur.Status.Phase == v1alpha1.TaskSuperseded && cur.Status.SupersededBy > cur.Spec.ToSequence; {
-		var next v1alpha1.StyrminTask
-		key := client.ObjectKey{Namespace: t.Namespace, Name: v1alpha1.TaskName(t.Spec.Deployment.Name, cur.Status.SupersededBy)}
-		if err := r.Get(ctx, key, &next); err != nil || next.Spec.Deployment != t.Spec.Deployment {
-			return nil
-		}
-		if next.Withdrawn() {
-			return &next
-		}
-		cur = &next
+// withdrawnWay says where the change of t stands when t was superseded
+// before it ran by a change withdrawn since (instance.Carrier): not
+// applied while no change was locked after the withdrawn one, else
+// where that one is ("": no withdrawn change on the way, or the tasks
+// cannot be read: the page then says what it says of a superseded one).
+func withdrawnWay(ctx context.Context, r client.Reader, t *v1alpha1.StyrminTask) string {
+	if t.Status.Phase != v1alpha1.TaskSuperseded || t.Withdrawn() {
+		return ""
 	}
-	return nil
+	var tasks v1alpha1.StyrminTaskList
+	if err := r.List(ctx, &tasks, client.InNamespace(t.Namespace), client.MatchingLabels(t.Spec.Deployment.Labels())); err != nil {
+		return ""
+	}
+	carrier, by := instance.Carrier(tasks.Items, t)
+	if by == nil {
+		return ""
+	}
+	head := fmt.Sprintf("Superseded by sequence %d before it ran, and sequence %d was then withdrawn: "+
+		"the branch no longer held its lock commit when its turn came (a force push or a rewind took it away). ",
+		t.Status.SupersededBy, by.Spec.ToSequence)
+	if carrier.Withdrawn() {
+		return head + fmt.Sprintf("Neither was applied; the cluster runs the instance before them until a lock numbered past %d applies what the branch holds.",
+			by.Spec.ToSequence)
+	}
+	head += fmt.Sprintf("Sequence %d, locked since on the branch that holds this change, carries it on unless a later commit undid it: ", carrier.Spec.ToSequence)
+	switch carrier.Status.Phase {
+	case v1alpha1.TaskSucceeded:
+		return head + "it was applied."
+	case v1alpha1.TaskSuperseded:
+		return head + "it was superseded in turn by a newer instance the cluster ran."
+	case v1alpha1.TaskFailed:
+		return head + "it failed, so this change is not applied (see its task)."
+	case "":
+		return head + "not applied yet (its task is not planned yet)."
+	default:
+		return head + fmt.Sprintf("not applied yet (its task is %s).", carrier.Status.Phase)
+	}
 }
 
 // explainTask says in words how a task ended when a phase alone does
@@ -166,7 +183,7 @@ func explainTask(t *v1alpha1.StyrminTask, steps []stepView) []string {
 			// No newer instance took it on: saying one did reads as applied.
 			out = append(out, fmt.Sprintf("Withdrawn: when this task's turn came, the branch no longer held the lock commit of sequence %d "+
 				"(a force push or a rewind took it away), so nothing of it was applied and no newer instance carries it. "+
-				"A change superseded by this one before it ran was not applied either.", t.Spec.ToSequence))
+				"A change superseded by this one before it ran was not applied either, until a change locked after this one carries it on.", t.Spec.ToSequence))
 			break
 		}
 		by := "a newer instance"

@@ -2,6 +2,7 @@ package ui_test
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"testing"
 
@@ -57,5 +58,57 @@ func TestAWithdrawnTasksPageSaysNothingOfItWasApplied(t *testing.T) {
 	wantIn(t, "the task superseded by the withdrawn one", page, "Superseded by sequence 2 before it ran, and sequence 2 was then withdrawn", "Neither was applied")
 	if strings.Contains(page, "includes this change") {
 		t.Errorf("the page of a task superseded by a withdrawn one says the newer instance carries its change:\n%s", page)
+	}
+}
+
+// TestAChangeSupersededByAWithdrawnOnesPageNamesTheLockThatCarriesIt:
+// change 1 superseded before it ran by 2, 2 withdrawn since, and the next
+// lock, 3, made on the branch that holds 1, carries 1's change. The page
+// of 1 said neither was applied, however 3 ended: it now names 3 and
+// says where it is, not applied yet while it runs, applied once it
+// succeeded.
+func TestAChangeSupersededByAWithdrawnOnesPageNamesTheLockThatCarriesIt(t *testing.T) {
+	w := newDemoWorld(t)
+	ctx := context.Background()
+	const ns = "dev-carried"
+	create(t, w.cl, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}})
+	id := v1alpha1.DeploymentID{Cluster: "local", Environment: "dev", Name: "carried"}
+	mk := func(seq int64, st v1alpha1.StyrminTaskStatus) *v1alpha1.StyrminTask {
+		t.Helper()
+		tk := &v1alpha1.StyrminTask{
+			ObjectMeta: metav1.ObjectMeta{Name: v1alpha1.TaskName(id.Name, seq), Namespace: ns, Labels: id.Labels()},
+			Spec: v1alpha1.StyrminTaskSpec{Deployment: id, Namespace: ns, Workflow: v1alpha1.WorkflowUpdate, FromSequence: seq - 1, ToSequence: seq,
+				Lock: v1alpha1.LockRef{Commit: strings.Repeat(fmt.Sprint(seq), 40), Path: "locks/local/dev/carried.lock.yaml"}},
+		}
+		create(t, w.cl, tk)
+		tk.Status = st
+		if err := w.cl.Status().Update(ctx, tk); err != nil {
+			t.Fatal(err)
+		}
+		return tk
+	}
+	mk(1, v1alpha1.StyrminTaskStatus{Phase: v1alpha1.TaskSuperseded, StartedAt: at(1), FinishedAt: at(1), SupersededBy: 2,
+		Message: "superseded by sequence 2 before it ran: the newer task writes the whole configuration"})
+	mk(2, v1alpha1.StyrminTaskStatus{Phase: v1alpha1.TaskSuperseded, StartedAt: at(2), FinishedAt: at(2),
+		Message: "withdrawn before it ran: the branch no longer holds lock commit 222222222222",
+		Conditions: []metav1.Condition{{Type: v1alpha1.ConditionReady, Status: metav1.ConditionFalse, Reason: v1alpha1.ReasonTaskWithdrawn,
+			Message: "withdrawn before it ran", LastTransitionTime: *at(2)}}})
+	three := mk(3, v1alpha1.StyrminTaskStatus{Phase: v1alpha1.TaskRunning, StartedAt: at(3)})
+	page1 := "/t/local/" + ns + "/" + v1alpha1.TaskName(id.Name, 1)
+
+	_, _, page := get(t, w.srv, page1)
+	wantIn(t, "the page of 1 while 3 runs", page, "sequence 2 was then withdrawn", "Sequence 3, locked since on the branch", "not applied yet")
+	if strings.Contains(page, "Neither was applied") {
+		t.Errorf("the page of a change the next lock carries says it was not applied:\n%s", page)
+	}
+
+	three.Status.Phase, three.Status.FinishedAt = v1alpha1.TaskSucceeded, at(4)
+	if err := w.cl.Status().Update(ctx, three); err != nil {
+		t.Fatal(err)
+	}
+	_, _, page = get(t, w.srv, page1)
+	wantIn(t, "the page of 1 once 3 was applied", page, "Sequence 3, locked since on the branch", "was applied")
+	if strings.Contains(page, "Neither was applied") || strings.Contains(page, "not applied yet") {
+		t.Errorf("the page of a change the next lock applied says it was not applied:\n%s", page)
 	}
 }

@@ -87,7 +87,9 @@ func standing(id v1alpha1.DeploymentID, sd *v1alpha1.StyrminDeployment, tasks []
 	if t.Status.Phase == v1alpha1.TaskSuperseded {
 		// Superseded before it ran by a change withdrawn since: neither
 		// was applied, and no newer instance carries this one.
-		if by := withdrawnCarrier(tasks, t); by != nil {
+		// (The newest change not withdrawn, t has no change locked after
+		// the withdrawn one to carry it on.)
+		if by, _ := Carrier(tasks, t); by != nil && by.Withdrawn() {
 			s.Behind = true
 			s.Reason = fmt.Sprintf("task %s (sequence %d) was superseded by sequence %d, which was withdrawn from the branch before it ran: "+
 				"neither was applied (see the StyrminSource's HistoryRewritten condition)", name, t.Spec.ToSequence, by.Spec.ToSequence)
@@ -129,26 +131,56 @@ func newestKept(tasks []v1alpha1.StyrminTask) *v1alpha1.StyrminTask {
 	return out
 }
 
-// withdrawnCarrier is the withdrawn task that superseded t, followed
-// while that one was superseded too (nil: none, or the chain ends at a
-// task not withdrawn, or one pruned).
-func withdrawnCarrier(tasks []v1alpha1.StyrminTask, t *v1alpha1.StyrminTask) *v1alpha1.StyrminTask {
-	bySeq := make(map[int64]*v1alpha1.StyrminTask, len(tasks))
-	for i := range tasks {
-		bySeq[tasks[i].Spec.ToSequence] = &tasks[i]
-	}
+// Carrier is the change task that took a superseded task's change on,
+// among tasks (any; those of t's deployment count): the task at the
+// sequence that superseded t, followed while that one was superseded
+// too. Where the way reaches a change withdrawn before it ran (its lock
+// commit left the branch), it goes on at the deployment's lowest change
+// above it not withdrawn: locked since, on the branch that holds t's
+// change, it holds its content. carrier is nil when t names none or the
+// cluster no longer has it (pruned); it is withdrawn only when no change
+// was locked after the withdrawn one yet. withdrawn is the last
+// withdrawn change the way went through (nil: none).
+func Carrier(tasks []v1alpha1.StyrminTask, t *v1alpha1.StyrminTask) (carrier, withdrawn *v1alpha1.StyrminTask) {
 	// Sequences only grow along the way: no loop, whatever the records.
-	for cur := t; cur.Status.Phase == v1alpha1.TaskSuperseded && cur.Status.SupersededBy > cur.Spec.ToSequence; {
-		next := bySeq[cur.Status.SupersededBy]
+	for cur := t; ; {
+		var next *v1alpha1.StyrminTask
+		switch {
+		case cur != t && cur.Withdrawn():
+			withdrawn = cur
+			next = lowestKeptAbove(tasks, t.Spec.Deployment, cur.Spec.ToSequence)
+		case cur.Status.Phase == v1alpha1.TaskSuperseded && cur.Status.SupersededBy > cur.Spec.ToSequence:
+			next = changeAt(tasks, t.Spec.Deployment, cur.Status.SupersededBy)
+		}
 		if next == nil {
-			return nil
+			return carrier, withdrawn
 		}
-		if next.Withdrawn() {
-			return next
+		carrier, cur = next, next
+	}
+}
+
+// changeAt is the deployment's change task of sequence seq (nil: none).
+func changeAt(tasks []v1alpha1.StyrminTask, id v1alpha1.DeploymentID, seq int64) *v1alpha1.StyrminTask {
+	for i := range tasks {
+		if t := &tasks[i]; t.Spec.Operation == nil && t.Spec.Deployment == id && t.Spec.ToSequence == seq {
+			return t
 		}
-		cur = next
 	}
 	return nil
+}
+
+// lowestKeptAbove is the deployment's change task of the lowest sequence
+// above seq not withdrawn (nil: none).
+func lowestKeptAbove(tasks []v1alpha1.StyrminTask, id v1alpha1.DeploymentID, seq int64) *v1alpha1.StyrminTask {
+	var out *v1alpha1.StyrminTask
+	for i := range tasks {
+		t := &tasks[i]
+		if t.Spec.Operation == nil && t.Spec.Deployment == id && t.Spec.ToSequence > seq && !t.Withdrawn() &&
+			(out == nil || t.Spec.ToSequence < out.Spec.ToSequence) {
+			out = t
+		}
+	}
+	return out
 }
 
 // operationStanding says which of a deployment's operation tasks runs or

@@ -28,6 +28,7 @@ import (
 	"github.com/styrmin/styrmin/commitstatus"
 	"github.com/styrmin/styrmin/gitsource"
 	"github.com/styrmin/styrmin/operator/api/v1alpha1"
+	"github.com/styrmin/styrmin/operator/instance"
 	"github.com/styrmin/styrmin/resolver"
 )
 
@@ -151,6 +152,8 @@ type postedStatus struct {
 	status  commitstatus.Status
 	tasks   map[string]bool
 	refused map[string]bool
+	// carriers are the newer tasks its superseded tasks followed.
+	carriers map[string]bool
 	// refusals are the refused lockfiles counted: they go on counting
 	// once the StyrminSource no longer keeps them (it keeps the newest
 	// few), while a task of the commit still runs.
@@ -168,18 +171,28 @@ type commitResult struct {
 }
 
 // onlyFewer reports whether the commit's tasks are, all ended, among those
-// a final status (success or failure) counted, and its refused lockfiles
-// among those it counted: then only pruning of old tasks (or old
-// refusals, or the newer task a superseded one of the commit followed)
-// changed the summary, and posting it would rewrite the commit's result
-// from what is left (a failure become success once the failed task was
-// pruned). Tasks end once, so nothing else can change it.
+// a final status (success or failure) counted, its refused lockfiles
+// among those it counted, and the newer tasks its superseded ones follow
+// among those it counted or withdrawn: then only pruning of old tasks (or
+// old refusals, or the newer task a superseded one of the commit
+// followed) changed the summary, and posting it would rewrite the
+// commit's result from what is left (a failure become success once the
+// failed task was pruned). Tasks end once, so nothing else can change it
+// but a change locked after a withdrawn one the commit's followed: it
+// carries the commit's change on.
 func (p postedStatus) onlyFewer(c commitResult) bool {
 	if p.status.State == commitstatus.Pending {
 		return false
 	}
 	for _, t := range c.tasks {
 		if !t.Status.Phase.Terminal() || !p.tasks[taskKey(&t)] {
+			return false
+		}
+	}
+	for _, t := range c.carriers {
+		// One withdrawn it follows again only once the task after it was
+		// pruned: not news.
+		if !t.Withdrawn() && !p.carriers[taskKey(t)] {
 			return false
 		}
 	}
@@ -302,7 +315,7 @@ func (r *Reporter) report(ctx context.Context) []error {
 			c := byCommit[t.Spec.Lock.Commit]
 			c.tasks = append(c.tasks, t)
 			byCommit[t.Spec.Lock.Commit] = c
-			changes[changeKey{t.Spec.Deployment, t.Spec.ToSequence}] = &list.Items[i]
+			changes[t.Spec.Deployment] = append(changes[t.Spec.Deployment], list.Items[i])
 		}
 	}
 	for sha, c := range byCommit {
@@ -487,8 +500,12 @@ func (r *Reporter) remember(sha string, s commitstatus.Status, c commitResult) {
 	for _, f := range c.refused {
 		refused[f.Path] = true
 	}
+	carriers := make(map[string]bool, len(c.carriers))
+	for _, t := range c.carriers {
+		carriers[taskKey(t)] = true
+	}
 	r.mu.Lock()
-	r.posted[sha] = postedStatus{status: s, tasks: names, refused: refused, refusals: slices.Clone(c.refused)}
+	r.posted[sha] = postedStatus{status: s, tasks: names, refused: refused, carriers: carriers, refusals: slices.Clone(c.refused)}
 	r.mu.Unlock()
 }
 
@@ -709,32 +726,21 @@ func Summarize(cluster string, tasks []v1alpha1.StyrminTask, refused ...v1alpha1
 	return summarize(cluster, tasks, 0, refused, nil)
 }
 
-// changeKey names a change task: its deployment and sequence.
-type changeKey struct {
-	deployment v1alpha1.DeploymentID
-	sequence   int64
-}
-
 // changeTasks are the cluster's change tasks (not operations) by
-// deployment and sequence.
-type changeTasks map[changeKey]*v1alpha1.StyrminTask
+// deployment.
+type changeTasks map[v1alpha1.DeploymentID][]v1alpha1.StyrminTask
 
-// carrier is the task that took a superseded task's change on: the task
-// of its deployment at the sequence that superseded it (a newer instance
-// holds the older change's content), followed while that one was
-// superseded too. Nil when none is named (a change withdrawn by a force
-// push) or the cluster no longer has it (pruned).
+// carrier is the task that took a superseded task's change on
+// (instance.Carrier): the task of its deployment at the sequence that
+// superseded it (a newer instance holds the older change's content),
+// followed while that one was superseded too, and past a change
+// withdrawn since to the deployment's next one not withdrawn. Nil when
+// none is named (a change withdrawn by a force push) or the cluster no
+// longer has it (pruned); withdrawn when no change was locked after the
+// withdrawn one yet.
 func (ct changeTasks) carrier(t *v1alpha1.StyrminTask) *v1alpha1.StyrminTask {
-	var carrier *v1alpha1.StyrminTask
-	// Sequences only grow along the way: no loop, whatever the records.
-	for cur := t; cur.Status.Phase == v1alpha1.TaskSuperseded && cur.Status.SupersededBy > cur.Spec.ToSequence; {
-		next := ct[changeKey{cur.Spec.Deployment, cur.Status.SupersededBy}]
-		if next == nil {
-			break
-		}
-		carrier, cur = next, next
-	}
-	return carrier
+	c, _ := instance.Carrier(ct[t.Spec.Deployment], t)
+	return c
 }
 
 // summarize is Summarize with the commit's lockfiles whose tasks the sync
@@ -746,8 +752,10 @@ func (ct changeTasks) carrier(t *v1alpha1.StyrminTask) *v1alpha1.StyrminTask {
 // A superseded task whose newer one the cluster no longer has counts as
 // a success, as do all without changes. A withdrawn task (its lock
 // commit left the branch before it ran), or one superseded by a newer
-// task withdrawn so, is a failure: nothing applied its change, and a
-// pipeline waiting for the commit's status must not go on as if it were.
+// task withdrawn so while its deployment has no change locked after that
+// one (which would carry it on), is a failure: nothing applied its
+// change, and a pipeline waiting for the commit's status must not go on
+// as if it were.
 func summarize(cluster string, tasks []v1alpha1.StyrminTask, waiting int, refused []v1alpha1.RefusedLock, changes changeTasks) commitstatus.Status {
 	var failed, withdrawn []string
 	applied, superseded, running, carried := 0, 0, 0, 0

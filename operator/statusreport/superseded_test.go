@@ -193,3 +193,101 @@ func TestAWithdrawnChangesCommitIsNotGreen(t *testing.T) {
 		t.Errorf("once the withdrawn change came back and was applied: posted %q, want %q", got, want)
 	}
 }
+
+// TestAChangeSupersededByAWithdrawnOneFollowsTheNextChangeLocked: change
+// 5 superseded before it ran by 6, and 6 withdrawn (a force push took its
+// lock commit away); the next lock, 7, made on the branch that holds 5,
+// carries 5's change. 5's commit stayed a failure, "not applied", after 7
+// was applied (status showed the deployment up to date), the reporter
+// never posted it again (its tasks had not changed), and one that first
+// reached it after 7 succeeded posted it red at once. Now it follows 7:
+// pending while 7 runs, green once 7 was applied, a failure naming 7 when
+// it failed; the withdrawn change's own commit stays a failure.
+func TestAChangeSupersededByAWithdrawnOneFollowsTheNextChangeLocked(t *testing.T) {
+	_, cl := agenttest.StartCluster(t, testcluster.Options{})
+	ctx := context.Background()
+	gh := &gitHub{}
+	srv := httptest.NewServer(gh)
+	defer srv.Close()
+	poster, err := commitstatus.New(commitstatus.Options{BaseURL: srv.URL, Owner: "acme", Repo: "desired", Token: token})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := statusreport.New(statusreport.Options{Reader: cl, Poster: poster, Cluster: "prod"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cl.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "apps"}}); err != nil {
+		t.Fatal(err)
+	}
+	now := time.Now()
+	create := func(tk *v1alpha1.StyrminTask, supersededBy int64, withdrawn bool) *v1alpha1.StyrminTask {
+		t.Helper()
+		st := tk.Status
+		st.SupersededBy = supersededBy
+		if withdrawn {
+			st.Conditions = []metav1.Condition{{Type: v1alpha1.ConditionReady, Status: metav1.ConditionFalse,
+				Reason: v1alpha1.ReasonTaskWithdrawn, Message: "withdrawn before it ran", LastTransitionTime: metav1.Now()}}
+		}
+		if err := cl.Create(ctx, tk); err != nil {
+			t.Fatal(err)
+		}
+		tk.Status = st
+		if err := cl.Status().Update(ctx, tk); err != nil {
+			t.Fatal(err)
+		}
+		return tk
+	}
+	report := func() map[string]string {
+		t.Helper()
+		if err := r.Report(ctx); err != nil {
+			t.Fatal(err)
+		}
+		got := map[string]string{}
+		for _, p := range gh.take() {
+			got[p.sha[:1]] = string(p.State) + " " + p.Description
+		}
+		return got
+	}
+	// hub: 5 superseded by 6, 6 withdrawn; 7 not locked yet.
+	create(taskOf("hub", strings.Repeat("a", 40), 5, v1alpha1.TaskSuperseded, now), 6, false)
+	create(taskOf("hub", strings.Repeat("b", 40), 6, v1alpha1.TaskSuperseded, now), 0, true)
+	// web: 2 superseded by 3, 3 withdrawn, then 4 applied, all before the
+	// reporter's first look; api: the same, 4 failed.
+	create(taskOf("web", strings.Repeat("c", 40), 2, v1alpha1.TaskSuperseded, now), 3, false)
+	create(taskOf("web", strings.Repeat("d", 40), 3, v1alpha1.TaskSuperseded, now), 0, true)
+	create(taskOf("web", strings.Repeat("e", 40), 4, v1alpha1.TaskSucceeded, now), 0, false)
+	create(taskOf("api", strings.Repeat("f", 40), 2, v1alpha1.TaskSuperseded, now), 3, false)
+	create(taskOf("api", strings.Repeat("0", 40), 3, v1alpha1.TaskSuperseded, now), 0, true)
+	create(taskOf("api", strings.Repeat("1", 40), 4, v1alpha1.TaskFailed, now), 0, false)
+	got := report()
+	for sha, want := range map[string]string{
+		"a": "failure prod: prod/dev/hub (as sequence 6) not applied: withdrawn from the branch before it ran",
+		"b": "failure prod: prod/dev/hub not applied: withdrawn from the branch before it ran",
+		"c": "success prod: 1 deployment superseded by a newer instance",
+		"d": "failure prod: prod/dev/web not applied: withdrawn from the branch before it ran",
+		"f": "failure prod: prod/dev/api (as sequence 4) failed",
+	} {
+		if got[sha] != want {
+			t.Errorf("commit %s: posted %q, want %q", sha, got[sha], want)
+		}
+	}
+
+	// hub's next lock, 7, on the branch that holds 5: it runs, then is
+	// applied.
+	seven := create(taskOf("hub", strings.Repeat("2", 40), 7, v1alpha1.TaskRunning, time.Time{}), 0, false)
+	if got, want := report()["a"], "pending prod: 1 deployment superseded by a newer instance not applied yet"; got != want {
+		t.Errorf("while the next lock runs: commit a posted %q, want %q", got, want)
+	}
+	seven.Status.Phase, seven.Status.FinishedAt = v1alpha1.TaskSucceeded, &metav1.Time{Time: now.Add(time.Minute)}
+	if err := cl.Status().Update(ctx, seven); err != nil {
+		t.Fatal(err)
+	}
+	got = report()
+	if want := "success prod: 1 deployment superseded by a newer instance"; got["a"] != want {
+		t.Errorf("once the next lock was applied: commit a posted %q, want %q", got["a"], want)
+	}
+	if _, ok := got["b"]; ok {
+		t.Errorf("the withdrawn change's commit was posted again: %q", got["b"])
+	}
+}
