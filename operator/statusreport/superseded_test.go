@@ -9,6 +9,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/styrmin/styrmin/commitstatus"
 	"github.com/styrmin/styrmin/internal/agenttest"
@@ -27,57 +28,18 @@ import (
 // naming the deployment and sequence when it failed, a success when it
 // was applied; a failure posted stays once the newer task is pruned.
 func TestASupersededChangesCommitFollowsTheNewerInstanceThatTookItOn(t *testing.T) {
-	_, cl := agenttest.StartCluster(t, testcluster.Options{})
-	ctx := context.Background()
-	gh := &gitHub{}
-	srv := httptest.NewServer(gh)
-	defer srv.Close()
-	poster, err := commitstatus.New(commitstatus.Options{BaseURL: srv.URL, Owner: "acme", Repo: "desired", Token: token})
-	if err != nil {
-		t.Fatal(err)
-	}
-	r, err := statusreport.New(statusreport.Options{Reader: cl, Poster: poster, Cluster: "prod"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cl.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "apps"}}); err != nil {
-		t.Fatal(err)
-	}
+	ctx, cl, create, report := reporting(t)
 	now := time.Now()
-	create := func(tk *v1alpha1.StyrminTask, supersededBy int64) *v1alpha1.StyrminTask {
-		t.Helper()
-		st := tk.Status
-		st.SupersededBy = supersededBy
-		if err := cl.Create(ctx, tk); err != nil {
-			t.Fatal(err)
-		}
-		tk.Status = st
-		if err := cl.Status().Update(ctx, tk); err != nil {
-			t.Fatal(err)
-		}
-		return tk
-	}
 	older, newer := strings.Repeat("a", 40), strings.Repeat("b", 40)
 	applied, its := strings.Repeat("c", 40), strings.Repeat("d", 40)
-	create(taskOf("hub", older, 3, v1alpha1.TaskSuperseded, now), 4)
-	hub := create(taskOf("hub", newer, 4, v1alpha1.TaskRunning, time.Time{}), 0)
-	create(taskOf("web", applied, 2, v1alpha1.TaskSuperseded, now), 3)
-	create(taskOf("web", its, 3, v1alpha1.TaskSucceeded, now), 0)
+	create(taskOf("hub", older, 3, v1alpha1.TaskSuperseded, now), 4, false)
+	hub := create(taskOf("hub", newer, 4, v1alpha1.TaskRunning, time.Time{}), 0, false)
+	create(taskOf("web", applied, 2, v1alpha1.TaskSuperseded, now), 3, false)
+	create(taskOf("web", its, 3, v1alpha1.TaskSucceeded, now), 0, false)
 	// A superseded task whose newer one the cluster no longer has (pruned)
 	// or that names none counts as before.
-	create(taskOf("api", strings.Repeat("e", 40), 5, v1alpha1.TaskSuperseded, now), 6)
+	create(taskOf("api", strings.Repeat("e", 40), 5, v1alpha1.TaskSuperseded, now), 6, false)
 
-	report := func() map[string]string {
-		t.Helper()
-		if err := r.Report(ctx); err != nil {
-			t.Fatal(err)
-		}
-		got := map[string]string{}
-		for _, p := range gh.take() {
-			got[p.sha[:1]] = string(p.State) + " " + p.Description
-		}
-		return got
-	}
 	got := report()
 	for sha, want := range map[string]string{
 		"a": "pending prod: 1 deployment superseded by a newer instance not applied yet",
@@ -120,52 +82,8 @@ func TestASupersededChangesCommitFollowsTheNewerInstanceThatTookItOn(t *testing.
 // branch, its task made again under its name and applied, the commit
 // turns green.
 func TestAWithdrawnChangesCommitIsNotGreen(t *testing.T) {
-	_, cl := agenttest.StartCluster(t, testcluster.Options{})
-	ctx := context.Background()
-	gh := &gitHub{}
-	srv := httptest.NewServer(gh)
-	defer srv.Close()
-	poster, err := commitstatus.New(commitstatus.Options{BaseURL: srv.URL, Owner: "acme", Repo: "desired", Token: token})
-	if err != nil {
-		t.Fatal(err)
-	}
-	r, err := statusreport.New(statusreport.Options{Reader: cl, Poster: poster, Cluster: "prod"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cl.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "apps"}}); err != nil {
-		t.Fatal(err)
-	}
+	ctx, cl, create, report := reporting(t)
 	now := time.Now()
-	create := func(tk *v1alpha1.StyrminTask, supersededBy int64, withdrawn bool) *v1alpha1.StyrminTask {
-		t.Helper()
-		st := tk.Status
-		st.SupersededBy = supersededBy
-		if withdrawn {
-			// As the task controller ends one (task.Reconciler.withdrawn).
-			st.Conditions = []metav1.Condition{{Type: v1alpha1.ConditionReady, Status: metav1.ConditionFalse,
-				Reason: v1alpha1.ReasonTaskWithdrawn, Message: "withdrawn before it ran", LastTransitionTime: metav1.Now()}}
-		}
-		if err := cl.Create(ctx, tk); err != nil {
-			t.Fatal(err)
-		}
-		tk.Status = st
-		if err := cl.Status().Update(ctx, tk); err != nil {
-			t.Fatal(err)
-		}
-		return tk
-	}
-	report := func() map[string]string {
-		t.Helper()
-		if err := r.Report(ctx); err != nil {
-			t.Fatal(err)
-		}
-		got := map[string]string{}
-		for _, p := range gh.take() {
-			got[p.sha[:1]] = string(p.State) + " " + p.Description
-		}
-		return got
-	}
 	// hub: change 5 superseded before it ran by 6, which was withdrawn.
 	create(taskOf("hub", strings.Repeat("a", 40), 5, v1alpha1.TaskSuperseded, now), 6, false)
 	create(taskOf("hub", strings.Repeat("b", 40), 6, v1alpha1.TaskSuperseded, now), 0, true)
@@ -204,51 +122,8 @@ func TestAWithdrawnChangesCommitIsNotGreen(t *testing.T) {
 // pending while 7 runs, green once 7 was applied, a failure naming 7 when
 // it failed; the withdrawn change's own commit stays a failure.
 func TestAChangeSupersededByAWithdrawnOneFollowsTheNextChangeLocked(t *testing.T) {
-	_, cl := agenttest.StartCluster(t, testcluster.Options{})
-	ctx := context.Background()
-	gh := &gitHub{}
-	srv := httptest.NewServer(gh)
-	defer srv.Close()
-	poster, err := commitstatus.New(commitstatus.Options{BaseURL: srv.URL, Owner: "acme", Repo: "desired", Token: token})
-	if err != nil {
-		t.Fatal(err)
-	}
-	r, err := statusreport.New(statusreport.Options{Reader: cl, Poster: poster, Cluster: "prod"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cl.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "apps"}}); err != nil {
-		t.Fatal(err)
-	}
+	ctx, cl, create, report := reporting(t)
 	now := time.Now()
-	create := func(tk *v1alpha1.StyrminTask, supersededBy int64, withdrawn bool) *v1alpha1.StyrminTask {
-		t.Helper()
-		st := tk.Status
-		st.SupersededBy = supersededBy
-		if withdrawn {
-			st.Conditions = []metav1.Condition{{Type: v1alpha1.ConditionReady, Status: metav1.ConditionFalse,
-				Reason: v1alpha1.ReasonTaskWithdrawn, Message: "withdrawn before it ran", LastTransitionTime: metav1.Now()}}
-		}
-		if err := cl.Create(ctx, tk); err != nil {
-			t.Fatal(err)
-		}
-		tk.Status = st
-		if err := cl.Status().Update(ctx, tk); err != nil {
-			t.Fatal(err)
-		}
-		return tk
-	}
-	report := func() map[string]string {
-		t.Helper()
-		if err := r.Report(ctx); err != nil {
-			t.Fatal(err)
-		}
-		got := map[string]string{}
-		for _, p := range gh.take() {
-			got[p.sha[:1]] = string(p.State) + " " + p.Description
-		}
-		return got
-	}
 	// hub: 5 superseded by 6, 6 withdrawn; 7 not locked yet.
 	create(taskOf("hub", strings.Repeat("a", 40), 5, v1alpha1.TaskSuperseded, now), 6, false)
 	create(taskOf("hub", strings.Repeat("b", 40), 6, v1alpha1.TaskSuperseded, now), 0, true)
@@ -290,4 +165,59 @@ func TestAChangeSupersededByAWithdrawnOneFollowsTheNextChangeLocked(t *testing.T
 	if _, ok := got["b"]; ok {
 		t.Errorf("the withdrawn change's commit was posted again: %q", got["b"])
 	}
+}
+
+// reporting starts a control plane with namespace apps and a reporter
+// for cluster prod posting to a GitHub that records what it is sent.
+// create writes a task and its status, superseded by supersededBy and,
+// when withdrawn, ended as the task controller ends a withdrawn one
+// (task.Reconciler.withdrawn); report runs one look and returns what it
+// posted, by the first hex digit of each commit.
+func reporting(t *testing.T) (ctx context.Context, cl client.Client, create func(tk *v1alpha1.StyrminTask, supersededBy int64, withdrawn bool) *v1alpha1.StyrminTask, report func() map[string]string) {
+	t.Helper()
+	_, cl = agenttest.StartCluster(t, testcluster.Options{})
+	ctx = context.Background()
+	gh := &gitHub{}
+	srv := httptest.NewServer(gh)
+	t.Cleanup(srv.Close)
+	poster, err := commitstatus.New(commitstatus.Options{BaseURL: srv.URL, Owner: "acme", Repo: "desired", Token: token})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := statusreport.New(statusreport.Options{Reader: cl, Poster: poster, Cluster: "prod"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cl.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "apps"}}); err != nil {
+		t.Fatal(err)
+	}
+	create = func(tk *v1alpha1.StyrminTask, supersededBy int64, withdrawn bool) *v1alpha1.StyrminTask {
+		t.Helper()
+		st := tk.Status
+		st.SupersededBy = supersededBy
+		if withdrawn {
+			st.Conditions = []metav1.Condition{{Type: v1alpha1.ConditionReady, Status: metav1.ConditionFalse,
+				Reason: v1alpha1.ReasonTaskWithdrawn, Message: "withdrawn before it ran", LastTransitionTime: metav1.Now()}}
+		}
+		if err := cl.Create(ctx, tk); err != nil {
+			t.Fatal(err)
+		}
+		tk.Status = st
+		if err := cl.Status().Update(ctx, tk); err != nil {
+			t.Fatal(err)
+		}
+		return tk
+	}
+	report = func() map[string]string {
+		t.Helper()
+		if err := r.Report(ctx); err != nil {
+			t.Fatal(err)
+		}
+		got := map[string]string{}
+		for _, p := range gh.take() {
+			got[p.sha[:1]] = string(p.State) + " " + p.Description
+		}
+		return got
+	}
+	return ctx, cl, create, report
 }
