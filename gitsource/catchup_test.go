@@ -216,20 +216,7 @@ func TestAReaderWaitsForAFetchTheRemoteDoesNotAnswerOnlyUntilItsBound(t *testing
 	}
 
 	srv.Start()
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		fsys, err := c.FS(h)
-		if err == nil {
-			if data, err := fs.ReadFile(fsys, "a.txt"); err != nil || string(data) != "2" {
-				t.Fatalf("a.txt: %q, %v", data, err)
-			}
-			return
-		}
-		if errors.Is(err, gitsource.ErrCommitNotFound) || time.Now().After(deadline) {
-			t.Fatalf("once the remote answers: %v", err)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	readsOnceAnswered(t, c, h)
 }
 
 // TestAFetchStalledInItsPackBlocksNoReader: a git host that answers the
@@ -295,21 +282,28 @@ func TestAFetchStalledInItsPackBlocksNoReader(t *testing.T) {
 	}
 
 	srv.Start()
+	readsOnceAnswered(t, c, second)
+	if h, err := repo.Head(); err != nil || h != second {
+		t.Fatalf("head after the fetch: %s, %v; want %s", h, err, second)
+	}
+}
+
+// readsOnceAnswered waits, up to 30 s, until c reads commit h (a.txt
+// holding "2"), retrying while it is not fetched yet.
+func readsOnceAnswered(t *testing.T, c *gitsource.CatchUp, h gitsource.Hash) {
+	t.Helper()
 	deadline := time.Now().Add(30 * time.Second)
 	for {
-		fsys, err := c.FS(second)
+		fsys, err := c.FS(h)
 		if err == nil {
 			if data, err := fs.ReadFile(fsys, "a.txt"); err != nil || string(data) != "2" {
 				t.Fatalf("a.txt: %q, %v", data, err)
 			}
-			break
+			return
 		}
 		if errors.Is(err, gitsource.ErrCommitNotFound) || time.Now().After(deadline) {
 			t.Fatalf("once the remote answers: %v", err)
 		}
 		time.Sleep(50 * time.Millisecond)
-	}
-	if h, err := repo.Head(); err != nil || h != second {
-		t.Fatalf("head after the fetch: %s, %v; want %s", h, err, second)
 	}
 }
