@@ -60,17 +60,7 @@ func (r *run) git(args ...string) string {
 // back to the remote, plan a change on a branch (markdown with the blast
 // radius), see --check fail on stale locks, merge and lock again.
 func TestCIScriptPlansLocksAndChecksAgainstARealRemote(t *testing.T) {
-	bin := buildStyrminctl(t)
-	srv := gitserver.New(t, gitserver.WithToken("ci-token"))
-	srv.Seed("desired-state", os.DirFS(".."), "initial configuration")
-	script, err := filepath.Abs("styrmin-ci.sh")
-	if err != nil {
-		t.Fatal(err)
-	}
-	work := filepath.Join(t.TempDir(), "checkout")
-	authURL := strings.Replace(srv.RepoURL("desired-state"), "://", "://x-access-token:ci-token@", 1)
-	srv.Git(filepath.Dir(work), "clone", "--quiet", authURL, work)
-	planFile := filepath.Join(t.TempDir(), "plan.md")
+	bin, srv, script, work, authURL, planFile := remoteCheckout(t)
 	env := append(os.Environ(), "STYRMINCTL="+bin, "STYRMIN_GIT_TOKEN=ci-token", "STYRMIN_PLAN_FILE="+planFile)
 	r := &run{t: t, srv: srv, work: work, env: env, scriptPath: script}
 	// The clone's remote URL must not carry the token for the engine: it
@@ -265,17 +255,7 @@ func TestCIScriptTakesACrashedPlanForAFailureNotForChanges(t *testing.T) {
 // CI_MERGE_REQUEST_TARGET_BRANCH_NAME) as the base, and without one on a
 // detached HEAD fails saying to set STYRMIN_BASE.
 func TestCIScriptPlansADetachedCheckoutAgainstTheBranchItMergesInto(t *testing.T) {
-	bin := buildStyrminctl(t)
-	srv := gitserver.New(t, gitserver.WithToken("ci-token"))
-	srv.Seed("desired-state", os.DirFS(".."), "initial configuration")
-	script, err := filepath.Abs("styrmin-ci.sh")
-	if err != nil {
-		t.Fatal(err)
-	}
-	work := filepath.Join(t.TempDir(), "checkout")
-	authURL := strings.Replace(srv.RepoURL("desired-state"), "://", "://x-access-token:ci-token@", 1)
-	srv.Git(filepath.Dir(work), "clone", "--quiet", authURL, work)
-	planFile := filepath.Join(t.TempDir(), "plan.md")
+	bin, srv, script, work, authURL, planFile := remoteCheckout(t)
 	env := []string{}
 	for _, e := range os.Environ() {
 		switch strings.SplitN(e, "=", 2)[0] {
@@ -326,4 +306,23 @@ func TestCIScriptPlansADetachedCheckoutAgainstTheBranchItMergesInto(t *testing.T
 			t.Errorf("the plan lacks %q:\n%s", want, plan)
 		}
 	}
+}
+
+// remoteCheckout builds styrminctl, serves the examples as repository
+// desired-state over HTTP (token ci-token) and clones it: the binary, the
+// server, the script's path, the checkout, the clone URL with the token
+// and a file for the plan's comment.
+func remoteCheckout(t *testing.T) (bin string, srv *gitserver.Server, script, work, authURL, planFile string) {
+	t.Helper()
+	bin = buildStyrminctl(t)
+	srv = gitserver.New(t, gitserver.WithToken("ci-token"))
+	srv.Seed("desired-state", os.DirFS(".."), "initial configuration")
+	script, err := filepath.Abs("styrmin-ci.sh")
+	if err != nil {
+		t.Fatal(err)
+	}
+	work = filepath.Join(t.TempDir(), "checkout")
+	authURL = strings.Replace(srv.RepoURL("desired-state"), "://", "://x-access-token:ci-token@", 1)
+	srv.Git(filepath.Dir(work), "clone", "--quiet", authURL, work)
+	return bin, srv, script, work, authURL, filepath.Join(t.TempDir(), "plan.md")
 }
