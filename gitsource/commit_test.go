@@ -678,3 +678,48 @@ func TestCommitLocksLocalHonoursGitsLockOfTheIndex(t *testing.T) {
 		t.Errorf("the old index was written in place (%v): a reader, or a kill, could meet part of one", err)
 	}
 }
+
+// TestCommitLocksLocalReplacesAWorktreeLockfileByARename: a local commit
+// wrote each changed lockfile of the worktree in place (truncated, then
+// written), so an editor or a build reading it at that moment met part of
+// one, and a lock killed during the write left a lockfile cut short
+// beside the commit that holds it all. Each is now written beside it and
+// renamed over it: a link to the old file keeps the old content whole,
+// the new one keeps the file's mode, nothing is left beside it, and `git
+// status` is clean.
+func TestCommitLocksLocalReplacesAWorktreeLockfileByARename(t *testing.T) {
+	ctx := context.Background()
+	lr := newLocalRepo(t, false)
+	lr.commit("config", map[string]string{"styrmin.cue": "x: 1\n", appLock: "sequence: 1\n"})
+	r, err := gitsource.Open(lr.dir, gitsource.OpenOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	file := filepath.Join(lr.dir, filepath.FromSlash(appLock))
+	kept := filepath.Join(t.TempDir(), "app.lock.yaml")
+	if err := os.Link(file, kept); err != nil {
+		t.Skipf("no hard links here: %v", err)
+	}
+	res, err := r.CommitLocks(ctx, gitsource.CommitRequest{MaxAttempts: 1, Build: func(context.Context, gitsource.Hash, fs.FS) (gitsource.Change, error) {
+		return gitsource.Change{Files: map[string][]byte{appLock: []byte("sequence: 2\n")}, Locks: map[string]int{"c/e/app": 2}}, nil
+	}})
+	if err != nil || !res.Committed {
+		t.Fatalf("commit: %+v, %v", res, err)
+	}
+	if b, err := os.ReadFile(kept); err != nil || string(b) != "sequence: 1\n" {
+		t.Errorf("a link to the old lockfile reads %q, %v; want the old content whole (the file was written in place)", b, err)
+	}
+	if b, err := os.ReadFile(file); err != nil || string(b) != "sequence: 2\n" {
+		t.Errorf("the lockfile reads %q, %v; want the new content", b, err)
+	}
+	if fi, err := os.Stat(file); err != nil || fi.Mode().Perm()&0o644 != 0o644 || fi.Mode().Perm()&0o111 != 0 {
+		t.Errorf("the lockfile's mode: %v, %v; want rw-r--r-- as git writes it", fi.Mode(), err)
+	}
+	entries, err := os.ReadDir(filepath.Dir(file))
+	if err != nil || len(entries) != 1 {
+		t.Errorf("the lockfile's folder holds %v (%v); want the lockfile alone", entries, err)
+	}
+	if st := lr.git("status", "--porcelain"); st != "" {
+		t.Errorf("git status after the commit:\n%s", st)
+	}
+}

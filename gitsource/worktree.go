@@ -2,6 +2,7 @@ package gitsource
 
 import (
 	"bufio"
+	"crypto/rand"
 	"errors"
 	"fmt"
 	"maps"
@@ -204,11 +205,36 @@ func (l *localWorktree) update(files map[string][]byte) error {
 		if err := fsys.MkdirAll(path.Dir(p), 0o755); err != nil {
 			return fmt.Errorf("create directory of %s: %w", p, err)
 		}
-		if err := util.WriteFile(fsys, p, content, perm); err != nil {
+		if err := replaceFile(fsys, p, content, perm); err != nil {
 			return fmt.Errorf("write %s: %w", p, err)
 		}
 	}
 	return l.stage(files)
+}
+
+// replaceFile writes content to p through a file beside it renamed over
+// p, so a reader (an editor, a build) sees the old file or the new, and a
+// lock killed during the write leaves the old one whole, not a lockfile
+// cut short beside a commit that holds it all.
+func replaceFile(fsys billy.Filesystem, p string, content []byte, perm os.FileMode) error {
+	// The worktree's filesystem makes no temporary files and changes no
+	// modes: a name of its own, created exclusively with the file's mode
+	// (the umask applies, as to git's).
+	f, err := fsys.OpenFile(path.Join(path.Dir(p), "."+path.Base(p)+".styrmin-"+rand.Text()), os.O_CREATE|os.O_EXCL|os.O_WRONLY, perm)
+	if err != nil {
+		return err
+	}
+	_, err = f.Write(content)
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = fsys.Rename(f.Name(), p)
+	}
+	if err != nil {
+		_ = fsys.Remove(f.Name())
+	}
+	return err
 }
 
 // stage records the written files in the index, as `git add` would (and
