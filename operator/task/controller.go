@@ -1749,15 +1749,18 @@ func (r *Reconciler) startStep(ctx context.Context, run *taskRun, i int32) (phas
 
 // jobRunsOn reports whether st is a runJob step whose Job is still there
 // and not being deleted (the one it recorded; with none recorded, one of
-// its task's: an agent stopped between the Job's creation and its record,
-// as runJob takes up): a resume past
+// its task's, made by its deployment's step: an agent stopped between the
+// Job's creation and its record, as runJob takes up): a resume past
 // MaxStepResumes takes it up rather than fail the step and delete it. The
 // Job runs in the cluster whatever the agent does, and a resume of the step
 // runs nothing again; deleting it killed a migration midway because the
 // agent crash-looped, leaving the database half migrated. The wait stays
 // bounded: the Job's deadline (activeDeadlineSeconds, the step's timeout,
 // counted from the Job's start whatever the agent does) ends it, and a
-// resume then reads its end.
+// resume then reads its end. Another deployment's Job at the name (one
+// deleted from the namespace before, its task of the same name) is not the
+// step's run: taking it up made the step wait for it, then run its own
+// Job, past the bound.
 func (r *Reconciler) jobRunsOn(ctx context.Context, run *taskRun, st *v1alpha1.TaskStep) (bool, error) {
 	if st.Action != string(drivers.ActionRunJob) {
 		return false, nil
@@ -1771,13 +1774,14 @@ func (r *Reconciler) jobRunsOn(ctx context.Context, run *taskRun, st *v1alpha1.T
 		}
 		return false, fmt.Errorf("reading job %s of a step interrupted by restarts: %w", key, err)
 	}
-	if !job.DeletionTimestamp.IsZero() {
+	uid := st.Recorded[recordJob]
+	switch {
+	case !job.DeletionTimestamp.IsZero(), !ownJob(t, &job):
+		return false, nil
+	case uid != "" && string(job.UID) != uid, uid == "" && job.Labels[LabelTask] != t.Name:
 		return false, nil
 	}
-	if uid := st.Recorded[recordJob]; uid != "" {
-		return string(job.UID) == uid, nil
-	}
-	return job.Labels[LabelTask] == t.Name, nil
+	return true, nil
 }
 
 // triedStart is a step's start whose write failed: its index and attempt.

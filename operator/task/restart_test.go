@@ -228,3 +228,48 @@ func TestARunJobStepPastItsResumesTakesUpItsRunningJobRatherThanKillIt(t *testin
 		t.Fatalf("step %s %q output %q; want it succeeded with its Job", st.State, st.Message, st.Output)
 	}
 }
+
+// TestARunJobStepPastItsResumesDoesNotTakeUpTheJobAnotherDeploymentLeft
+// pins that a resume past MaxStepResumes takes up only a Job its
+// deployment's step made. With no Job recorded it took any Job at the
+// step's name whose task label was the task's name: a deployment deleted
+// from the namespace before (an environment renamed from qa to dev, its
+// namespacePrefix kept) left jobs-migrate-1 of its task jobs-1, and dev's
+// step, waiting for it, was taken on past the bound and ran its own
+// migration for the first time there. It fails as interrupted, leaving
+// qa's Job alone.
+func TestARunJobStepPastItsResumesDoesNotTakeUpTheJobAnotherDeploymentLeft(t *testing.T) {
+	t.Parallel()
+	const ns = "dev-jobs"
+	cl, agent, req := migrationTaskWith(t, ns, "", Options{MaxStepResumes: 1})
+	ctx := context.Background()
+	key := client.ObjectKey{Namespace: ns, Name: JobName("jobs", "migrate", 1)}
+	labels := v1alpha1.DeploymentID{Cluster: "local", Environment: "qa", Name: "jobs"}.Labels()
+	labels[LabelTask] = v1alpha1.TaskName("jobs", 1)
+	qa := &batchv1.Job{
+		ObjectMeta: metav1.ObjectMeta{Name: key.Name, Namespace: ns, Labels: labels},
+		Spec: batchv1.JobSpec{Template: corev1.PodTemplateSpec{Spec: corev1.PodSpec{
+			RestartPolicy: corev1.RestartPolicyNever,
+			Containers:    []corev1.Container{{Name: "app", Image: "busybox", Command: []string{"migrate"}}},
+		}}},
+	}
+	if err := cl.Create(ctx, qa); err != nil {
+		t.Fatal(err)
+	}
+	// Dev's step waits for qa's Job, which runs; the agent restarts twice.
+	for range 3 {
+		if _, err := agent().Reconcile(ctx, req); err != nil {
+			t.Fatal(err)
+		}
+	}
+	tk := getTask(t, cl, req.NamespacedName)
+	st := tk.Status.Steps[0]
+	if tk.Status.Phase != v1alpha1.TaskFailed || !strings.Contains(tk.Status.Message, "("+v1alpha1.ReasonStepInterrupted+")") {
+		t.Fatalf("past the bound: task %s %q, step %s %q resumed %d times; want it failed as interrupted, qa's Job not taken for dev's run",
+			tk.Status.Phase, tk.Status.Message, st.State, st.Message, st.Resumes)
+	}
+	var job batchv1.Job
+	if err := cl.Get(ctx, key, &job); err != nil || job.UID != qa.UID || !job.DeletionTimestamp.IsZero() {
+		t.Fatalf("qa's Job: %v, UID %s (was %s), deleted %v; want it left alone", err, job.UID, qa.UID, job.DeletionTimestamp)
+	}
+}
