@@ -1747,6 +1747,11 @@ func (r *Reconciler) startStep(ctx context.Context, run *taskRun, i int32) (phas
 	return phaseResult{}, nil
 }
 
+// recordEndedJob is the key under which a resume past MaxStepResumes
+// records the UID of the step's Job it took up once the Job had ended
+// (jobRunsOn).
+const recordEndedJob = "endedJob"
+
 // jobRunsOn reports whether st is a runJob step whose Job is still there
 // and not being deleted (the one it recorded; with none recorded, one of
 // its task's, made by its deployment's step: an agent stopped between the
@@ -1757,10 +1762,12 @@ func (r *Reconciler) startStep(ctx context.Context, run *taskRun, i int32) (phas
 // agent crash-looped, leaving the database half migrated. The wait stays
 // bounded: the Job's deadline (activeDeadlineSeconds, the step's timeout,
 // counted from the Job's start whatever the agent does) ends it, and a
-// resume then reads its end. Another deployment's Job at the name (one
-// deleted from the namespace before, its task of the same name) is not the
-// step's run: taking it up made the step wait for it, then run its own
-// Job, past the bound.
+// resume then reads its end. A Job that ended is taken up once only
+// (recorded in st): an agent that dies while it reads the end (its logs,
+// its pods) took it up at every restart, crash-looping for ever. Another
+// deployment's Job at the name (one deleted from the namespace before, its
+// task of the same name) is not the step's run: taking it up made the
+// step wait for it, then run its own Job, past the bound.
 func (r *Reconciler) jobRunsOn(ctx context.Context, run *taskRun, st *v1alpha1.TaskStep) (bool, error) {
 	if st.Action != string(drivers.ActionRunJob) {
 		return false, nil
@@ -1780,6 +1787,16 @@ func (r *Reconciler) jobRunsOn(ctx context.Context, run *taskRun, st *v1alpha1.T
 		return false, nil
 	case uid != "" && string(job.UID) != uid, uid == "" && job.Labels[LabelTask] != t.Name:
 		return false, nil
+	}
+	if health.JobEnded(&job) {
+		if st.Recorded[recordEndedJob] == string(job.UID) {
+			return false, nil
+		}
+		if st.Recorded == nil {
+			st.Recorded = map[string]string{}
+		}
+		// Written with the resume (startStep).
+		st.Recorded[recordEndedJob] = string(job.UID)
 	}
 	return true, nil
 }

@@ -229,6 +229,70 @@ func TestARunJobStepPastItsResumesTakesUpItsRunningJobRatherThanKillIt(t *testin
 	}
 }
 
+// TestARunJobStepPastItsResumesTakesUpItsEndedJobOnceNotAtEveryRestart
+// pins that a resume past MaxStepResumes takes up the step's Job that
+// ended once only. An agent that dies while it reads the Job's end (its
+// logs, its pods) took the Job up at every restart: the bound never
+// tripped and the agent crash-looped until someone deleted the Job. The
+// next restart fails the step as interrupted, as for any other step.
+func TestARunJobStepPastItsResumesTakesUpItsEndedJobOnceNotAtEveryRestart(t *testing.T) {
+	t.Parallel()
+	const ns = "dev-jobs"
+	cl, agent, req := migrationTaskWith(t, ns, "", Options{MaxStepResumes: 1})
+	ctx := context.Background()
+	reconcileUntil(t, agent(), cl, req, "the step's Job made and recorded", func(tk *v1alpha1.StyrminTask) bool {
+		return len(tk.Status.Steps) > 0 && tk.Status.Steps[0].Recorded[recordJob] != ""
+	})
+	if _, err := agent().Reconcile(ctx, req); err != nil { // the one resume
+		t.Fatal(err)
+	}
+	var job batchv1.Job
+	if err := cl.Get(ctx, client.ObjectKey{Namespace: ns, Name: JobName("jobs", "migrate", 1)}, &job); err != nil {
+		t.Fatal(err)
+	}
+	completeJob(t, cl, &job)
+	for restart := 1; restart <= 3; restart++ {
+		r := agent()
+		r.opts.StepPause = time.Minute // killed before it writes the step's end
+		killedOnceResumed(t, r, cl, req)
+		if getTask(t, cl, req.NamespacedName).Status.Phase.Terminal() {
+			break
+		}
+	}
+	tk := getTask(t, cl, req.NamespacedName)
+	st := tk.Status.Steps[0]
+	if tk.Status.Phase != v1alpha1.TaskFailed || !strings.Contains(tk.Status.Message, "("+v1alpha1.ReasonStepInterrupted+")") || st.Resumes != 2 {
+		t.Fatalf("after three agents died reading the ended Job's end: task %s %q, step %s %q resumed %d times; want it failed as interrupted after one take-up past the bound (resumed twice)",
+			tk.Status.Phase, tk.Status.Message, st.State, st.Message, st.Resumes)
+	}
+}
+
+// killedOnceResumed runs r on req until the API server shows the task's
+// first step resumed once more (or the task ended), then stops it, as an
+// agent killed right after its resume was written.
+func killedOnceResumed(t *testing.T, r *Reconciler, cl client.Client, req reconcile.Request) {
+	t.Helper()
+	was := getTask(t, cl, req.NamespacedName).Status.Steps[0].Resumes
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		_, _ = r.Reconcile(ctx, req)
+	}()
+	defer func() { cancel(); <-done }()
+	deadline := time.Now().Add(time.Minute)
+	for {
+		tk := getTask(t, cl, req.NamespacedName)
+		if tk.Status.Phase.Terminal() || tk.Status.Steps[0].Resumes != was {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the agent neither resumed the step nor ended the task in a minute: task %s %q", tk.Status.Phase, tk.Status.Message)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
 // TestARunJobStepPastItsResumesDoesNotTakeUpTheJobAnotherDeploymentLeft
 // pins that a resume past MaxStepResumes takes up only a Job its
 // deployment's step made. With no Job recorded it took any Job at the
