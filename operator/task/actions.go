@@ -643,8 +643,12 @@ func ownJob(t *v1alpha1.StyrminTask, job *batchv1.Job) bool {
 // with the old deployment's failure. A step's Job of the deployment that
 // was there before is deleted once it ended, its pods with it, and the
 // step makes its own after; one that runs is waited for, as any other
-// Job of the namespace's migrations. A Job no step made (a chart's, a
-// person's) is the user's: the step fails, naming it.
+// Job of the namespace's migrations. The deletion is in the foreground:
+// the Job stays, being deleted, until its pods are gone (an ended Job's
+// pods may still run their shutdown: one stopped at its deadline), as
+// they carry the other deployment's labels and the wait for the
+// deployment's own pods (otherJobRuns) does not see them. A Job no step
+// made (a chart's, a person's) is the user's: the step fails, naming it.
 func (r *Reconciler) clearOthersJob(ctx context.Context, run *taskRun, job *batchv1.Job) (actionOutcome, error) {
 	t := run.task
 	if job.Labels[LabelTask] == "" {
@@ -667,7 +671,7 @@ func (r *Reconciler) clearOthersJob(ctx context.Context, run *taskRun, job *batc
 		return actionOutcome{}, err
 	}
 	uid := job.UID
-	err = a.Writer.Delete(ctx, job, client.Preconditions{UID: &uid}, client.PropagationPolicy(metav1.DeletePropagationBackground))
+	err = a.Writer.Delete(ctx, job, client.Preconditions{UID: &uid}, client.PropagationPolicy(metav1.DeletePropagationForeground))
 	if err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
 		if apierrors.IsForbidden(err) {
 			return actionOutcome{}, forbidden(a, "deleting "+was, err)

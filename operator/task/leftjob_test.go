@@ -2,6 +2,7 @@ package task
 
 import (
 	"context"
+	"slices"
 	"strings"
 	"testing"
 
@@ -65,6 +66,7 @@ func TestAJobADeploymentDeletedFromTheNamespaceLeftIsNotTakenForTheStepsRun(t *t
 
 	// qa's migration completed: its end is not dev's.
 	completeJob(t, cl, &job)
+	reconcileUntil(t, r, cl, req, "qa's Job deleted", func(*v1alpha1.StyrminTask) bool { return foregroundDeleted(t, cl, key) })
 	tk = reconcileUntil(t, r, cl, req, "a Job of dev's own", func(tk *v1alpha1.StyrminTask) bool {
 		return tk.Status.Phase.Terminal() || (len(tk.Status.Steps) > 0 && tk.Status.Steps[0].Recorded[recordJob] != "")
 	})
@@ -120,4 +122,115 @@ func noStepsJob(t *testing.T, retry string) {
 	if err := cl.Get(ctx, key, &job); apierrors.IsNotFound(err) || job.UID != theirs.UID {
 		t.Fatalf("the Job no step made: %v (UID %s, was %s); want it left alone", err, job.UID, theirs.UID)
 	}
+}
+
+// TestTheStepsJobStartsOnlyOnceThePodsOfTheJobADeploymentDeletedFromTheNamespaceLeftAreGone
+// pins that a runJob step replaces the ended Job a deployment deleted
+// from the namespace before left at its name only once that Job's pods
+// are gone. The Job was deleted in the background: it went at once, and
+// the step's next look made its own Job while the old one's pods still
+// ran their shutdown (one stopped at its deadline), two migrations side
+// by side; they carry the other deployment's labels, so the step's wait
+// for its deployment's own pods did not see them. The deletion is in the
+// foreground: the Job stays, being deleted, until the garbage collector
+// has removed its pods (the API server here runs none: the test does its
+// part).
+func TestTheStepsJobStartsOnlyOnceThePodsOfTheJobADeploymentDeletedFromTheNamespaceLeftAreGone(t *testing.T) {
+	t.Parallel()
+	const ns = "dev-jobs"
+	cl, agent, req := migrationTask(t, ns, "")
+	ctx := context.Background()
+	key := client.ObjectKey{Namespace: ns, Name: JobName("jobs", "migrate", 1)}
+	labels := v1alpha1.DeploymentID{Cluster: "local", Environment: "qa", Name: "jobs"}.Labels()
+	labels[LabelTask] = v1alpha1.TaskName("jobs", 1)
+	old := &batchv1.Job{
+		ObjectMeta: metav1.ObjectMeta{Name: key.Name, Namespace: ns, Labels: labels},
+		Spec: batchv1.JobSpec{Template: corev1.PodTemplateSpec{Spec: corev1.PodSpec{
+			RestartPolicy: corev1.RestartPolicyNever,
+			Containers:    []corev1.Container{{Name: "app", Image: "busybox", Command: []string{"migrate"}}},
+		}}},
+	}
+	if err := cl.Create(ctx, old); err != nil {
+		t.Fatal(err)
+	}
+	// qa's migration stopped at its deadline: failed, its pod shutting down.
+	now := metav1.Now()
+	old.Status = batchv1.JobStatus{StartTime: &now, Failed: 1, Conditions: []batchv1.JobCondition{
+		{Type: batchv1.JobFailureTarget, Status: corev1.ConditionTrue, Reason: batchv1.JobReasonDeadlineExceeded, LastTransitionTime: now},
+		{Type: batchv1.JobFailed, Status: corev1.ConditionTrue, Reason: batchv1.JobReasonDeadlineExceeded, LastTransitionTime: now},
+	}}
+	if err := cl.Status().Update(ctx, old); err != nil {
+		t.Fatal(err)
+	}
+	yes := true
+	pod := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: key.Name + "-x2x", Labels: labels,
+			Finalizers: []string{"styrmin.io/test-shutting-down"},
+			OwnerReferences: []metav1.OwnerReference{{APIVersion: "batch/v1", Kind: "Job", Name: old.Name, UID: old.UID,
+				Controller: &yes, BlockOwnerDeletion: &yes}}},
+		Spec: corev1.PodSpec{NodeName: "node-1", RestartPolicy: corev1.RestartPolicyNever,
+			Containers: []corev1.Container{{Name: "app", Image: "busybox"}}},
+	}
+	if err := cl.Create(ctx, pod); err != nil {
+		t.Fatal(err)
+	}
+	if err := cl.Delete(ctx, pod); err != nil {
+		t.Fatal(err)
+	}
+
+	r := agent()
+	for range 4 {
+		if _, err := r.Reconcile(ctx, req); err != nil {
+			t.Fatal(err)
+		}
+	}
+	tk := getTask(t, cl, req.NamespacedName)
+	var job batchv1.Job
+	if err := cl.Get(ctx, key, &job); err != nil || job.UID != old.UID || tk.Status.Phase.Terminal() || tk.Status.Steps[0].Recorded[recordJob] != "" {
+		t.Fatalf("while qa's pod shuts down: task %s %q, Job %s (%v; qa's %s), recorded %q; want qa's Job kept, being deleted, and no Job of dev's",
+			tk.Status.Phase, tk.Status.Message, job.UID, err, old.UID, tk.Status.Steps[0].Recorded[recordJob])
+	}
+	if job.DeletionTimestamp.IsZero() || !strings.Contains(r.lastWaited(tk.UID), "is being deleted") {
+		t.Fatalf("qa's Job deleted at %v, the step waits for %q; want it being deleted, the wait saying so", job.DeletionTimestamp, r.lastWaited(tk.UID))
+	}
+
+	// The pod ended; the garbage collector then lets the Job go.
+	if err := cl.Get(ctx, client.ObjectKeyFromObject(pod), pod); err != nil {
+		t.Fatal(err)
+	}
+	pod.Finalizers = nil
+	if err := cl.Update(ctx, pod); err != nil {
+		t.Fatal(err)
+	}
+	if !foregroundDeleted(t, cl, key) {
+		t.Fatalf("qa's Job %s is not being deleted in the foreground", key)
+	}
+	tk = reconcileUntil(t, r, cl, req, "a Job of dev's own", func(tk *v1alpha1.StyrminTask) bool {
+		return tk.Status.Phase.Terminal() || tk.Status.Steps[0].Recorded[recordJob] != ""
+	})
+	if err := cl.Get(ctx, key, &job); err != nil || tk.Status.Phase.Terminal() || job.Labels[v1alpha1.LabelEnvironment] != "dev" {
+		t.Fatalf("after qa's pod ended: task %s %q, Job of %q (%v); want dev's migration running in a Job of its own",
+			tk.Status.Phase, tk.Status.Message, job.Labels[v1alpha1.LabelEnvironment], err)
+	}
+}
+
+// foregroundDeleted does the garbage collector's part (the API server of
+// these tests runs none) for the Job at key once it is being deleted in
+// the foreground: it removes the Job's foregroundDeletion finalizer, as
+// the collector does once the Job's pods are gone. It reports whether it
+// did (false while the Job is not being deleted so).
+func foregroundDeleted(t *testing.T, cl client.Client, key client.ObjectKey) bool {
+	t.Helper()
+	var job batchv1.Job
+	if err := cl.Get(context.Background(), key, &job); err != nil {
+		t.Fatal(err)
+	}
+	if job.DeletionTimestamp.IsZero() || !slices.Contains(job.Finalizers, metav1.FinalizerDeleteDependents) {
+		return false
+	}
+	job.Finalizers = slices.DeleteFunc(job.Finalizers, func(f string) bool { return f == metav1.FinalizerDeleteDependents })
+	if err := cl.Update(context.Background(), &job); err != nil {
+		t.Fatal(err)
+	}
+	return true
 }
