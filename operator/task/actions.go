@@ -18,6 +18,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/yaml"
@@ -290,12 +291,14 @@ func (r *Reconciler) stopComponents(ctx context.Context, run *taskRun, st *v1alp
 const maxPodsNamed = 3
 
 // podsLeft says which pods of workload obj (w) have not ended ("" when
-// none): those its selector matches, read from the API server, whose
-// phase is not Succeeded or Failed. A Deployment's replicas count no pod
-// being deleted, so a Deployment scaled to zero reads 0 replicas while its
-// pods still run their graceful shutdown (up to their
-// terminationGracePeriodSeconds): the step went on, and the migration
-// after it ran beside workers still writing.
+// none): those it owns (ownsPods) among those its selector matches, read
+// from the API server, whose phase is not Succeeded or Failed. A
+// Deployment's replicas count no pod being deleted, so a Deployment scaled
+// to zero reads 0 replicas while its pods still run their graceful
+// shutdown (up to their terminationGracePeriodSeconds): the step went on,
+// and the migration after it ran beside workers still writing. A pod past
+// its grace period is waited for too (it may still run, on a node that
+// does not answer); the message says what a person does about it.
 func (r *Reconciler) podsLeft(ctx context.Context, ns string, w workloadRef, obj client.Object) (string, error) {
 	var sel *metav1.LabelSelector
 	switch o := obj.(type) {
@@ -315,17 +318,24 @@ func (r *Reconciler) podsLeft(ctx context.Context, ns string, w workloadRef, obj
 	if err := r.opts.APIReader.List(ctx, &pods, client.InNamespace(ns), client.MatchingLabelsSelector{Selector: s}); err != nil {
 		return "", fmt.Errorf("listing the pods of %s: %w", w, err)
 	}
+	owns, err := r.ownsPods(ctx, ns, w, obj, s)
+	if err != nil {
+		return "", err
+	}
 	var named []string
-	n := 0
+	n, stuck := 0, false
+	now := time.Now()
 	for i := range pods.Items {
 		p := &pods.Items[i]
-		if p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed {
+		if p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed || !owns(p) {
 			continue
 		}
 		if n++; n > maxPodsNamed {
 			continue
 		}
-		named = append(named, podLeft(p))
+		line, past := podLeft(p, now)
+		named = append(named, line)
+		stuck = stuck || past && p.Spec.NodeName != ""
 	}
 	if n == 0 {
 		return "", nil
@@ -333,20 +343,66 @@ func (r *Reconciler) podsLeft(ctx context.Context, ns string, w workloadRef, obj
 	if n > maxPodsNamed {
 		named = append(named, fmt.Sprintf("%d more", n-maxPodsNamed))
 	}
-	return fmt.Sprintf("%d pod(s) not ended: %s", n, strings.Join(named, ", ")), nil
+	left := fmt.Sprintf("%d pod(s) not ended: %s", n, strings.Join(named, ", "))
+	if stuck {
+		left += "; a pod past its grace period may be on a node that is down, its kubelet not answering: confirm the node is down, then kubectl delete pod --force --grace-period=0, or taint the node node.kubernetes.io/out-of-service=nodeshutdown:NoExecute"
+	}
+	return left, nil
 }
 
-// podLeft names a pod that has not ended: terminating since when, on
-// which node.
-func podLeft(p *corev1.Pod) string {
+// ownsPods tells the pods workload obj (w), of selector s, owns: a
+// StatefulSet's are those it controls; a Deployment's those its
+// ReplicaSets control, and those of a ReplicaSet no longer there (gone
+// while its pods stop). A selector may match other workloads' pods: a
+// chart's scaffold selector (name and instance) is often shared by a web
+// and a worker Deployment whose pods add a component label, and a
+// CronJob's pods may carry it too; stopping web waited for pods nothing
+// stopped, and failed at its timeout, and at every retry.
+func (r *Reconciler) ownsPods(ctx context.Context, ns string, w workloadRef, obj client.Object, s labels.Selector) (func(*corev1.Pod) bool, error) {
+	controlled := func(o metav1.Object, uid types.UID) bool {
+		ref := metav1.GetControllerOf(o)
+		return ref != nil && ref.UID == uid
+	}
+	if _, ok := obj.(*appsv1.StatefulSet); ok {
+		return func(p *corev1.Pod) bool { return controlled(p, obj.GetUID()) }, nil
+	}
+	// A ReplicaSet's labels are its pods' (with their template hash):
+	// the selector lists those of every pod it matches.
+	var sets appsv1.ReplicaSetList
+	if err := r.opts.APIReader.List(ctx, &sets, client.InNamespace(ns), client.MatchingLabelsSelector{Selector: s}); err != nil {
+		return nil, fmt.Errorf("listing the replica sets of %s: %w", w, err)
+	}
+	ours := map[types.UID]bool{}
+	for i := range sets.Items {
+		ours[sets.Items[i].UID] = controlled(&sets.Items[i], obj.GetUID())
+	}
+	return func(p *corev1.Pod) bool {
+		ref := metav1.GetControllerOf(p)
+		if ref == nil || ref.Kind != "ReplicaSet" {
+			return false
+		}
+		mine, there := ours[ref.UID]
+		return mine || !there
+	}, nil
+}
+
+// podLeft names a pod that has not ended, at now: terminating until when
+// (its deletion timestamp: when its grace period ends), or past its grace
+// period, then true; on which node.
+func podLeft(p *corev1.Pod, now time.Time) (string, bool) {
 	what := fmt.Sprintf("pod %s %s", p.Name, cmp.Or(string(p.Status.Phase), "Pending"))
-	if p.DeletionTimestamp != nil {
-		what = fmt.Sprintf("pod %s terminating since %s", p.Name, p.DeletionTimestamp.UTC().Format(time.RFC3339))
+	past := false
+	if d := p.DeletionTimestamp; d != nil {
+		at := d.UTC().Format(time.RFC3339)
+		what = fmt.Sprintf("pod %s terminating, its grace period ending %s", p.Name, at)
+		if past = now.After(d.Time); past {
+			what = fmt.Sprintf("pod %s terminating, past its grace period since %s", p.Name, at)
+		}
 	}
 	if p.Spec.NodeName != "" {
 		what += " on node " + p.Spec.NodeName
 	}
-	return what
+	return what, past
 }
 
 // startComponents scales the components' workloads back to the replicas
