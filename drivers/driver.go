@@ -197,6 +197,19 @@ func (d *Driver) CanBackup() bool {
 	return b && r
 }
 
+// RestoresInSetup reports whether the driver's setup hook has a
+// restoreBackup step: only there does a clone's create restore the
+// backup it was cloned from (a driver that can back up may still leave
+// it out, and its clones then start empty).
+func (d *Driver) RestoresInSetup() bool {
+	for _, ms := range d.Hooks[HookSetup].Ordered() {
+		if slices.ContainsFunc(ms.Steps, func(s Step) bool { return s.Action == ActionRestoreBackup }) {
+			return true
+		}
+	}
+	return false
+}
+
 // RestoreCompatible refuses restoring a backup taken with driver
 // takenName@takenVersion into a deployment running driver name@version: a
 // backup's format is its driver's, so the driver must be the same one, of

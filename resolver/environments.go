@@ -113,6 +113,8 @@ func (p *ClonePlan) targetCluster() string { return cmp.Or(p.Request.TargetClust
 //     deployment and no part that did not;
 //   - the clone's derived backupLocation must be no environment's of the
 //     configuration (cloneLocations).
+//   - a deployment to restore the backup must have a driver that restores
+//     it (a restoreBackup step in its setup hook) when it can back up.
 //
 // The clone's environment file is the source's with namespacePrefix set,
 // backupLocation derived for the clone (cloneLocations), backups.schedule
@@ -248,19 +250,42 @@ func (w *Workspace) PlanClone(req CloneRequest) (*ClonePlan, error) {
 	for _, d := range src.Deployments {
 		plan.Deployments = append(plan.Deployments, ID{Cluster: tc, Environment: req.Target, Name: d.ID.Name})
 	}
-	if err := w.checkClone(plan); err != nil {
+	res, err := w.checkClone(plan)
+	if err != nil {
 		return nil, err
+	}
+	if empty := w.restoringNothing(res, cf.Deployments); len(empty) > 0 {
+		return nil, refuse("%s: clonedFrom.deployments lists them to restore backup %s, and their create would set them up empty; use a driver version whose setup restores, or clone without --from-backup", strings.Join(empty, "; "), cf.Backup)
 	}
 	return plan, nil
 }
 
+// restoringNothing names the deployments of listed (those that restore
+// the clone's backup) whose resolved driver can back up but has no
+// restoreBackup step in its setup hook: the restore runs only there, so
+// their create would come up empty (the agent refuses it).
+func (w *Workspace) restoringNothing(res *Result, listed []string) []string {
+	var out []string
+	for _, r := range res.Resolved {
+		in := r.Instance
+		if !slices.Contains(listed, in.ID.Name) || w.Catalog == nil {
+			continue
+		}
+		d, ok := w.Catalog.Get(in.Driver.Name, in.Driver.Version)
+		if ok && d.CanBackup() && !d.RestoresInSetup() {
+			out = append(out, fmt.Sprintf("driver %s@%s of %s has no restoreBackup step in its setup hook", d.Name, d.Version, in.ID.Name))
+		}
+	}
+	return out
+}
+
 // checkClone loads the repository with the clone's files and resolves
-// the clone's deployments: whatever fails there (a driver the target
-// cluster lacks, a policy) fails the clone.
-func (w *Workspace) checkClone(plan *ClonePlan) error {
+// the clone's deployments, returning the resolution: whatever fails
+// there (a driver the target cluster lacks, a policy) fails the clone.
+func (w *Workspace) checkClone(plan *ClonePlan) (*Result, error) {
 	repo, err := NewLoader(w.opts.MaxFileSize).WithSandbox(w.opts.ConfigSandbox).Load(newFolderOverlay(w.fsys, plan.files, ""))
 	if err != nil {
-		return fmt.Errorf("env clone refused, nothing written: %w", err)
+		return nil, fmt.Errorf("env clone refused, nothing written: %w", err)
 	}
 	// A location derived for the clone is no environment's, but one it
 	// takes from its cluster may be an environment's of its name in
@@ -268,7 +293,7 @@ func (w *Workspace) checkClone(plan *ClonePlan) error {
 	// clone's: one the repository shares already is the lock's to refuse.
 	_, byEnv := sharedBackupLocations(repo.Clusters)
 	if err := byEnv[cmp.Or(plan.Request.TargetCluster, plan.Request.Cluster)+"/"+plan.Request.Target]; err != nil {
-		return fmt.Errorf("env clone refused, nothing written: %w", err)
+		return nil, fmt.Errorf("env clone refused, nothing written: %w", err)
 	}
 	only := map[ID]bool{}
 	for _, id := range plan.Deployments {
@@ -276,9 +301,9 @@ func (w *Workspace) checkClone(plan *ClonePlan) error {
 	}
 	res := Resolve(repo, Options{Catalog: w.Catalog, Locks: w.Locks, SourceCommit: w.opts.SourceCommit, Only: only, DriverOrigins: w.origins})
 	if err := res.Err(); err != nil {
-		return fmt.Errorf("env clone refused, nothing written: %w", err)
+		return nil, fmt.Errorf("env clone refused, nothing written: %w", err)
 	}
-	return nil
+	return res, nil
 }
 
 func (w *Workspace) cluster(name string) *Cluster {

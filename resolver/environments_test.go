@@ -322,6 +322,39 @@ func TestACloneFromABackupRestoresOnlyThePartsItsRecordHoldsSucceeded(t *testing
 	}
 }
 
+// TestACloneFromABackupIsRefusedWhenADriverWouldNotRestoreIt: a clone
+// from a backup listed hub to restore it although graphhub's setup hook
+// (here without its restoreBackup step) never runs the restore, so the
+// clone came up empty and Ready. The clone is refused naming the driver
+// and the deployment, nothing written; without --from-backup it clones,
+// and web, whose driver cannot back up, is never in the way.
+func TestACloneFromABackupIsRefusedWhenADriverWouldNotRestoreIt(t *testing.T) {
+	dir := exampleCopy(t)
+	const drv = "drivers/graphhub/1.0.0/driver.cue"
+	data, err := os.ReadFile(filepath.Join(dir, drv))
+	if err != nil {
+		t.Fatal(err)
+	}
+	without := strings.Replace(string(data), `{action: "restoreBackup"},`, "", 1)
+	if without == string(data) {
+		t.Fatalf("%s has no restoreBackup step to take out", drv)
+	}
+	writeFile(t, dir, drv, without)
+	ws := cloneWorkspace(t, dir)
+	_, err = ws.PlanClone(CloneRequest{Cluster: "local", Source: "dev", Target: "preview", FromBackup: "monday"})
+	for _, want := range []string{"clusters/local/environments/preview/environment.cue", "nothing written", "driver graphhub@1.0.0 of hub has no restoreBackup step in its setup hook", "clonedFrom.deployments lists them to restore backup monday"} {
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("clone from a backup: %v, want a refusal saying %q", err, want)
+		}
+	}
+	if _, err := ws.PlanClone(CloneRequest{Cluster: "local", Source: "dev", Target: "preview"}); err != nil {
+		t.Errorf("clone without a backup: %v", err)
+	}
+	if _, err := ws.PlanClone(CloneRequest{Cluster: "local", Source: "dev", Target: "preview", FromBackup: "monday", BackupHolds: map[string]bool{"web": true}}); err != nil {
+		t.Errorf("clone restoring web only: %v", err)
+	}
+}
+
 // TestCloneRefusesBadInput: every refusal names the environment and what
 // was expected, and no file is written (PlanClone writes nothing; the
 // tree is compared all the same).

@@ -65,7 +65,7 @@ func TestACloneDoesNotRestoreAPartItsBackupDoesNotHoldOrHoldsFailed(t *testing.T
 			Context: &drivers.Context{Environment: drivers.EnvironmentContext{BackupLocation: "s3://backups/" + cluster + "/preview",
 				ClonedFrom: &drivers.CloneSource{Cluster: "local", Environment: "dev", Commit: "abcdef1", Backup: backupID, Location: "s3://backups/local/dev"}}}}
 	}
-	d := &drivers.Driver{Name: "graphhub", Version: "1.4.0"}
+	d := restoringDriver("graphhub", "1.4.0")
 	for _, tc := range []struct {
 		name            string
 		cluster, dep, b string
@@ -144,12 +144,89 @@ func TestACloneWithoutTheDeploymentsListIsToldToAddOneToStartEmpty(t *testing.T)
 			if err != nil {
 				t.Fatal(err)
 			}
-			why, err := r.cloneRestoreRefusal(ctx, db, &drivers.Driver{Name: "graphhub", Version: "1.4.0"})
+			why, err := r.cloneRestoreRefusal(ctx, db, restoringDriver("graphhub", "1.4.0"))
 			if err != nil {
 				t.Fatal(err)
 			}
 			if !strings.Contains(why, "holds no backup of db") || !strings.Contains(why, tc.want) || strings.Contains(why, tc.lack) {
 				t.Fatalf("refusal %q, want one saying %q and not %q", why, tc.want, tc.lack)
+			}
+		})
+	}
+}
+
+// restoringDriver is a driver that can back up and restores a clone's
+// backup in its setup hook.
+func restoringDriver(name, version string) *drivers.Driver {
+	return &drivers.Driver{Name: name, Version: version, Hooks: map[drivers.Hook]drivers.Modes{
+		drivers.HookSetup:   {Post: []drivers.Step{{Action: drivers.ActionRestoreBackup}}},
+		drivers.HookBackup:  {Core: []drivers.Step{{Action: drivers.ActionRunJob, Component: "db", Job: "dump"}}},
+		drivers.HookRestore: {Core: []drivers.Step{{Action: drivers.ActionRunJob, Component: "db", Job: "load"}}},
+	}}
+}
+
+// TestACloneWhoseDriverRestoresNoBackupInSetupIsRefusedNotCreatedEmpty
+// pins a clone's create with a driver that can back up but whose setup
+// hook has no restoreBackup step: the restore runs only at that step, so
+// the create set the deployment up empty and Ready, a clone asked for
+// the backup's data looking like one that has it. It is refused before
+// any step, naming the driver and both ways out, whether this cluster
+// holds the backup's record (the source's cluster) or not (a clone into
+// another cluster); a deployment that restores nothing (not listed in
+// clonedFrom) is not refused.
+func TestACloneWhoseDriverRestoresNoBackupInSetupIsRefusedNotCreatedEmpty(t *testing.T) {
+	t.Parallel()
+	const ns = "styrmin-system"
+	cl := withCRDs(t, ns)
+	ctx := context.Background()
+	r, err := NewReconciler(Options{Client: cl, Drivers: noDrivers{}, AgentNamespace: ns, Registerer: prometheus.NewRegistry()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	graphhub := v1alpha1.DriverRef{Name: "graphhub", Version: "1.4.0"}
+	b := &v1alpha1.StyrminBackup{ObjectMeta: metav1.ObjectMeta{Name: "nightly", Namespace: ns},
+		Spec: v1alpha1.StyrminBackupSpec{Cluster: "local", Environment: "dev"}}
+	if err := cl.Create(ctx, b); err != nil {
+		t.Fatal(err)
+	}
+	b.Status = v1alpha1.StyrminBackupStatus{Phase: v1alpha1.OperationSucceeded, Location: "s3://backups/local/dev", Deployments: []v1alpha1.OperationDeployment{
+		{Name: "hub", Namespace: "dev-hub", Phase: v1alpha1.OperationSucceeded, Driver: graphhub, Artifact: "s3://backups/local/dev/nightly/hub"}}}
+	if err := cl.Status().Update(ctx, b); err != nil {
+		t.Fatal(err)
+	}
+	noRestore := restoringDriver("graphhub", "1.4.0")
+	noRestore.Hooks[drivers.HookSetup] = drivers.Modes{Post: []drivers.Step{{Action: drivers.ActionRunJob, Component: "db", Job: "init"}}}
+	created := func(cluster string, cf *drivers.CloneSource) *resolver.Instance {
+		return &resolver.Instance{ID: resolver.ID{Cluster: cluster, Environment: "preview", Name: "hub"}, Sequence: 1,
+			Context: &drivers.Context{Environment: drivers.EnvironmentContext{BackupLocation: "s3://backups/" + cluster + "/preview", ClonedFrom: cf}}}
+	}
+	fromBackup := &drivers.CloneSource{Cluster: "local", Environment: "dev", Commit: "abcdef1", Backup: "nightly", Location: "s3://backups/local/dev"}
+	for _, tc := range []struct {
+		name    string
+		in      *resolver.Instance
+		d       *drivers.Driver
+		refused bool
+	}{
+		{"the record in this cluster", created("local", fromBackup), noRestore, true},
+		{"the record in the source's cluster", created("other", fromBackup), noRestore, true},
+		{"a driver whose setup restores", created("local", fromBackup), restoringDriver("graphhub", "1.4.0"), false},
+		{"a deployment that restores nothing", created("local", nil), noRestore, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			why, err := r.cloneRestoreRefusal(ctx, tc.in, tc.d)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !tc.refused {
+				if why != "" {
+					t.Fatalf("refused: %q", why)
+				}
+				return
+			}
+			for _, w := range []string{"clone of local/dev from backup nightly", "driver graphhub@1.4.0's setup hook has no restoreBackup step", "set hub up empty", "take hub out of clonedFrom.deployments"} {
+				if !strings.Contains(why, w) {
+					t.Errorf("refusal %q lacks %q", why, w)
+				}
 			}
 		})
 	}

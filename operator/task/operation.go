@@ -374,6 +374,13 @@ func (r *Reconciler) cloneRestoreRefusal(ctx context.Context, in *resolver.Insta
 	}
 	cf := in.Context.Environment.ClonedFrom
 	clone := fmt.Sprintf("the environment is a clone of %s/%s from backup %s", cf.Cluster, cf.Environment, cf.Backup)
+	// The restore runs only at the setup hook's restoreBackup step: a
+	// driver without one would set the deployment up empty and Ready,
+	// whichever cluster holds the record.
+	if planner.Restores(in) && !d.RestoresInSetup() {
+		return fmt.Sprintf("%s, and driver %s@%s's setup hook has no restoreBackup step, so its create would set %s up empty, without the backup's data: add {action: \"restoreBackup\"} to actions.setup of the driver (where its data can be loaded), or take %s out of clonedFrom.deployments in the clone's environment file to create it empty",
+			clone, d.Name, d.Version, in.ID.Name, in.ID.Name), nil
+	}
 	var b v1alpha1.StyrminBackup
 	err := r.opts.Client.Get(ctx, client.ObjectKey{Namespace: r.opts.AgentNamespace, Name: cf.Backup}, &b)
 	if apierrors.IsNotFound(err) {
