@@ -5,8 +5,11 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/go-logr/logr"
 	"github.com/prometheus/client_golang/prometheus"
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/styrmin/styrmin/drivers"
 	"github.com/styrmin/styrmin/operator/api/v1alpha1"
@@ -229,5 +232,110 @@ func TestACloneWhoseDriverRestoresNoBackupInSetupIsRefusedNotCreatedEmpty(t *tes
 				}
 			}
 		})
+	}
+}
+
+// TestACloneRestoresOnlyItsSourcesDataWhateverItsFilesCallTheSource pins
+// the two checks that keep an environment's files from restoring another
+// environment's backup into it by naming it in clonedFrom: dev's
+// environment.cue calling prod's backup its own (clonedFrom.environment
+// dev, prod's location) read prod's artefact, the record of another
+// environment deciding nothing; and a restore job got credentials
+// marked for the clone alone, while it reads the source's data. The
+// create is refused naming the record's environment; the restore's job
+// gets no credentials not marked for the source (refused naming it), and
+// gets them when the Secret lists both.
+func TestACloneRestoresOnlyItsSourcesDataWhateverItsFilesCallTheSource(t *testing.T) {
+	t.Parallel()
+	const agent, ns = "styrmin-system", "dev-hub"
+	cl := withCRDs(t, agent)
+	ctx := context.Background()
+	if err := cl.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil {
+		t.Fatal(err)
+	}
+	b := &v1alpha1.StyrminBackup{ObjectMeta: metav1.ObjectMeta{Name: "prod-20261201-0300", Namespace: agent},
+		Spec: v1alpha1.StyrminBackupSpec{Cluster: "local", Environment: "prod"}}
+	if err := cl.Create(ctx, b); err != nil {
+		t.Fatal(err)
+	}
+	b.Status = v1alpha1.StyrminBackupStatus{Phase: v1alpha1.OperationSucceeded, Location: "s3://backups/local/prod", Deployments: []v1alpha1.OperationDeployment{
+		{Name: "hub", Namespace: "prod-hub", Phase: v1alpha1.OperationSucceeded, Driver: v1alpha1.DriverRef{Name: "graphhub", Version: "1.4.0"}, Artifact: "s3://backups/local/prod/prod-20261201-0300/hub"}}}
+	if err := cl.Status().Update(ctx, b); err != nil {
+		t.Fatal(err)
+	}
+	secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "dev-keys", Namespace: agent,
+		Labels: map[string]string{LabelBackupCredentials: "true"}, Annotations: map[string]string{AnnotationBackupEnvironments: "local/dev"}},
+		StringData: map[string]string{"AWS_ACCESS_KEY_ID": "AKIA-dev", "AWS_SECRET_ACCESS_KEY": "dev-secret-key"}}
+	if err := cl.Create(ctx, secret); err != nil {
+		t.Fatal(err)
+	}
+	settings := func(context.Context, string, string) (resolver.EnvironmentBackups, error) {
+		return resolver.EnvironmentBackups{Cluster: "local", Environment: "dev", Location: "s3://backups/local/dev", Secret: "dev-keys"}, nil
+	}
+	r, err := NewReconciler(Options{Client: cl, Drivers: noDrivers{}, AgentNamespace: agent, Registerer: prometheus.NewRegistry(), BackupSettings: settings})
+	if err != nil {
+		t.Fatal(err)
+	}
+	created := func(cf drivers.CloneSource) *resolver.Instance {
+		return &resolver.Instance{Kind: resolver.KindInstance, ID: resolver.ID{Cluster: "local", Environment: "dev", Name: "hub"}, Sequence: 1,
+			Context: &drivers.Context{Environment: drivers.EnvironmentContext{BackupLocation: "s3://backups/local/dev", ClonedFrom: &cf}}}
+	}
+
+	// dev's files call prod's backup dev's own.
+	misnamed := created(drivers.CloneSource{Cluster: "local", Environment: "dev", Commit: "abcdef1", Backup: "prod-20261201-0300", Location: "s3://backups/local/prod"})
+	why, err := r.cloneRestoreRefusal(ctx, misnamed, restoringDriver("graphhub", "1.4.0"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, w := range []string{"s3://backups/local/prod/prod-20261201-0300/hub", "is of local/prod, not of local/dev", "a clone restores only its source's backups"} {
+		if !strings.Contains(why, w) {
+			t.Errorf("create refusal %q lacks %q", why, w)
+		}
+	}
+
+	// dev's files name prod as the source: the create may restore it (the
+	// record agrees), but dev's credentials are not prod's.
+	fromProd := created(drivers.CloneSource{Cluster: "local", Environment: "prod", Commit: "abcdef1", Backup: "prod-20261201-0300", Location: "s3://backups/local/prod"})
+	if why, err := r.cloneRestoreRefusal(ctx, fromProd, restoringDriver("graphhub", "1.4.0")); err != nil || why != "" {
+		t.Fatalf("a clone of prod refused: %q, %v", why, err)
+	}
+	id := v1alpha1.DeploymentID{Cluster: "local", Environment: "dev", Name: "hub"}
+	tk := &v1alpha1.StyrminTask{ObjectMeta: metav1.ObjectMeta{Name: "hub-1", Namespace: ns, Labels: id.Labels()},
+		Spec: v1alpha1.StyrminTaskSpec{Deployment: id, Namespace: ns, Workflow: v1alpha1.WorkflowCreate, ToSequence: 1,
+			Lock: v1alpha1.LockRef{Commit: "c1", Path: "locks/local/dev/hub.lock.yaml"}}}
+	if err := cl.Create(ctx, tk); err != nil {
+		t.Fatal(err)
+	}
+	args := map[string]string{argOperation: "restore", argJob: "load", argBackupID: "prod-20261201-0300", argArtifact: "s3://backups/local/prod/prod-20261201-0300/hub"}
+	step := drivers.Step{Action: drivers.ActionRunJob, Component: "db", Job: "load", Args: args}
+	withCredentials := func() (*corev1.PodSpec, error) {
+		pod := corev1.PodSpec{RestartPolicy: corev1.RestartPolicyNever, Containers: []corev1.Container{{Name: "db", Image: "busybox"}}}
+		err := r.withOperation(ctx, &taskRun{task: tk, log: logr.Discard(), instance: fromProd}, step, &pod, &pod.Containers[0])
+		return &pod, err
+	}
+	pod, err := withCredentials()
+	if err == nil || len(pod.Containers[0].EnvFrom) > 0 {
+		t.Fatalf("the restore of prod's backup got dev's credentials (error %v, envFrom %v)", err, pod.Containers[0].EnvFrom)
+	}
+	for _, w := range []string{"reads the data of local/prod, the environment local/dev/hub was cloned from", `is for environments "local/dev"`, "not local/prod"} {
+		if !strings.Contains(err.Error(), w) {
+			t.Errorf("refusal %q lacks %q", err, w)
+		}
+	}
+	if strings.Contains(err.Error(), "dev-secret-key") {
+		t.Errorf("refusal %q shows the Secret's value", err)
+	}
+	var copies corev1.SecretList
+	if err := cl.List(ctx, &copies, client.InNamespace(ns)); err != nil || len(copies.Items) != 0 {
+		t.Fatalf("copies of the credentials in %s: %d (%v), want none", ns, len(copies.Items), err)
+	}
+
+	// Marked for both: the platform team consents to the clone.
+	secret.Annotations[AnnotationBackupEnvironments] = "local/dev, local/prod"
+	if err := cl.Update(ctx, secret); err != nil {
+		t.Fatal(err)
+	}
+	if pod, err := withCredentials(); err != nil || len(pod.Containers[0].EnvFrom) != 1 {
+		t.Fatalf("credentials marked for both: error %v, envFrom %v", err, pod.Containers[0].EnvFrom)
 	}
 }

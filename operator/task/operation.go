@@ -53,7 +53,8 @@ const LabelBackupCredentials = v1alpha1.Group + "/backup-credentials"
 // CLUSTER/* or * (without the annotation: any; with one that lists no
 // environment: refused). Under strict tenancy, the team owning one
 // environment's files must not get another's credentials (dev's
-// environment.cue naming prod's bucket keys) by naming its Secret.
+// environment.cue naming prod's bucket keys) by naming its Secret. A
+// clone's restore reads its source's data: the list must hold both.
 const AnnotationBackupEnvironments = v1alpha1.Group + "/backup-environments"
 
 // CredentialsRefusal says why Secret s may not be handed to the jobs of
@@ -400,6 +401,14 @@ func (r *Reconciler) cloneRestoreRefusal(ctx context.Context, in *resolver.Insta
 	// to) of this cluster's own environment of the source's name, is
 	// another backup that shares the ID.
 	if b.Spec.Environment != cf.Environment || cmp.Or(b.Spec.Cluster, in.ID.Cluster) != cf.Cluster {
+		// Unless its artefact is the very one the restore reads: then
+		// clonedFrom misnames whose data it is (dev's files calling
+		// prod's backup dev's own would restore prod into dev).
+		want := resolver.ArtifactURL(cf.Location, cf.Backup, in.ID.Name)
+		if slices.ContainsFunc(b.Status.Deployments, func(p v1alpha1.OperationDeployment) bool { return p.Name == in.ID.Name && p.Artifact == want }) {
+			return fmt.Sprintf("%s, whose artefact of %s (%s) the record of this cluster's backup %s says is of %s/%s, not of %s/%s: a clone restores only its source's backups; clone from %s/%s",
+				clone, in.ID.Name, want, cf.Backup, cmp.Or(b.Spec.Cluster, in.ID.Cluster), b.Spec.Environment, cf.Cluster, cf.Environment, cmp.Or(b.Spec.Cluster, in.ID.Cluster), b.Spec.Environment), nil
+		}
 		return "", nil
 	}
 	startEmpty := fmt.Sprintf("clone from a backup that holds it (styrminctl backup list %s/%s), or take %s out of clonedFrom.deployments in the clone's environment file to create it empty", cf.Cluster, cf.Environment, in.ID.Name)
@@ -547,6 +556,9 @@ func (r *Reconciler) copyCredentials(ctx context.Context, run *taskRun, op *v1al
 	if why := CredentialsRefusal(&src, t.Spec.Deployment.Cluster, t.Spec.Deployment.Environment); why != "" {
 		return "", outcome.Stalled(v1alpha1.ReasonStepFailed, errors.New(why))
 	}
+	if why := cloneSourceRefusal(&src, run, op); why != "" {
+		return "", outcome.Stalled(v1alpha1.ReasonStepFailed, errors.New(why))
+	}
 	name := credentialsSecretName(t, op.Secret)
 	cp := &corev1.Secret{
 		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: t.Spec.Namespace, Labels: t.Spec.Deployment.Labels(),
@@ -566,6 +578,27 @@ func (r *Reconciler) copyCredentials(ctx context.Context, run *taskRun, op *v1al
 		return "", fmt.Errorf("copying the backup credentials into %s: %w", t.Spec.Namespace, err)
 	}
 	return name, nil
+}
+
+// cloneSourceRefusal says why Secret s may not be handed to the restore
+// job of a clone's create ("": it may): that job reads the source
+// environment's backup, so the Secret must be for the source too. The
+// clone's files name the source (clonedFrom), and under strict tenancy
+// dev's files naming prod as theirs would otherwise restore prod's data
+// into dev with dev's credentials.
+func cloneSourceRefusal(s *corev1.Secret, run *taskRun, op *v1alpha1.TaskOperation) string {
+	if run.task.Spec.Operation != nil || op.Kind != v1alpha1.OperationRestore || run.instance == nil || run.instance.Context == nil {
+		return ""
+	}
+	cf := run.instance.Context.Environment.ClonedFrom
+	if cf == nil {
+		return ""
+	}
+	if why := CredentialsRefusal(s, cf.Cluster, cf.Environment); why != "" {
+		return fmt.Sprintf("the restore of backup %s reads the data of %s/%s, the environment %s was cloned from, so its credentials must be for that environment too: %s",
+			cf.Backup, cf.Cluster, cf.Environment, run.instance.ID, why)
+	}
+	return ""
 }
 
 // usesCredentials reports whether task t's jobs may be given copies of
