@@ -372,6 +372,18 @@ func sharedBackupLocations(clusters []*Cluster) (errs []error, byEnv map[string]
 	return errs, byEnv
 }
 
+// checkDomain checks a layer's own domain: a DNS-1123 subdomain, which
+// every host a driver makes of it extends. The schema lets through what
+// DNS refuses ("a..b", "x.", "-x"), and the Ingress of each deployment
+// was then refused at the agent's apply, after the merge, not here.
+func checkDomain(file string, settings map[string]any, pos map[string]token.Position) error {
+	d, ok := settings["domain"].(string)
+	if !ok || (len(d) <= 253 && dnsSubdomainRE.MatchString(d)) {
+		return nil
+	}
+	return placed(&ConfigError{File: file, Field: "domain", Msg: fmt.Sprintf("%q is no domain: expected a DNS-1123 subdomain (labels of lowercase letters, digits and '-', each starting and ending with a letter or digit, joined by '.', at most 253)", d)}, pos)
+}
+
 // checkBackupLocation checks a layer's own backupLocation.
 func checkBackupLocation(file string, settings map[string]any, pos map[string]token.Position) error {
 	s, ok := settings["backupLocation"].(string)

@@ -170,6 +170,15 @@ func TestBadInputGivesAClearErrorAndWritesNothing(t *testing.T) {
 		{"backups keeping none", func(t *testing.T, dir string) {
 			writeFile(t, dir, devDir+"/environment.cue", "backupLocation: \"s3://backups/dev\"\nbackups: keep: 0\n")
 		}, []string{devDir + "/environment.cue:2", "field backups.keep", "at least 1"}},
+		{"domain with an empty label", func(t *testing.T, dir string) {
+			writeFile(t, dir, clusterCUE, "domain: \"local..styrmin.dev\"\ningressClass: \"nginx\"\nstorageClasses: default: \"standard\"\n")
+		}, []string{clusterCUE + ":1", "field domain", "DNS-1123 subdomain"}},
+		{"domain ending in a dot", func(t *testing.T, dir string) {
+			writeFile(t, dir, clusterCUE, "domain: \"styrmin.dev.\"\ningressClass: \"nginx\"\nstorageClasses: default: \"standard\"\n")
+		}, []string{clusterCUE + ":1", "field domain", "DNS-1123 subdomain"}},
+		{"domain whose label starts with a hyphen", func(t *testing.T, dir string) {
+			writeFile(t, dir, clusterCUE, "domain: \"-x.styrmin.dev\"\ningressClass: \"nginx\"\nstorageClasses: default: \"standard\"\n")
+		}, []string{clusterCUE + ":1", "field domain", "DNS-1123 subdomain"}},
 		{"backups secret that is no Secret name", func(t *testing.T, dir string) {
 			writeFile(t, dir, clusterCUE, "domain: \"local.styrmin.dev\"\nbackups: secret: \"Backup_Creds\"\n")
 		}, []string{clusterCUE + ":2", "field backups.secret", "DNS-1123 subdomain"}},

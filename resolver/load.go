@@ -601,6 +601,9 @@ func (l *Loader) loadClusterFile(fsys fs.FS, name string) (*Cluster, error) {
 	if c.Ingress, err = takeIngress(f, c.Settings, c.pos); err != nil {
 		return nil, err
 	}
+	if err := checkDomain(f, c.Settings, c.pos); err != nil {
+		return nil, err
+	}
 	if err := checkBackupLocation(f, c.Settings, c.pos); err != nil {
 		return nil, err
 	}
@@ -708,6 +711,9 @@ func (l *Loader) loadEnvironmentFile(fsys fs.FS, c *Cluster, name string) (*Envi
 		return nil, err
 	}
 	if e.rollout, err = takeRollout(f, e.Settings, nil, e.pos); err != nil {
+		return nil, err
+	}
+	if err := checkDomain(f, e.Settings, e.pos); err != nil {
 		return nil, err
 	}
 	if err := checkBackupLocation(f, e.Settings, e.pos); err != nil {
@@ -960,6 +966,9 @@ func (l *Loader) parseDeployment(file string, data []byte, id ID) (*Deployment, 
 		return nil, err
 	}
 	d := &Deployment{ID: id, File: file, Settings: raw, pos: pos}
+	if err := checkDomain(file, raw, pos); err != nil {
+		return nil, err
+	}
 	if _, set := raw["dedicatedIngress"]; set {
 		return nil, d.errorAt("dedicatedIngress", "is a cluster setting (cluster.cue), which an environment may opt in or out of (environment.cue): a deployment cannot choose its environment's ingress controller; remove the field", nil)
 	}
