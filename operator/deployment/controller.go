@@ -324,10 +324,11 @@ func (r *Reconciler) identityOf(sd *v1alpha1.StyrminDeployment) (*release.Releas
 	return r.releasesFor(sd, in)
 }
 
-// applyError classifies a failed apply: refused objects need a change in
-// git; a forbidden request (the identity's RBAC) or an object another
-// manager owns may be fixed in the cluster, so they are retried, each
-// with a reason of its own.
+// applyError classifies a failed apply: refused objects (by the API
+// server's validation or an admission policy) need a change in git; a
+// forbidden request (the identity's RBAC) or an object another manager
+// owns may be fixed in the cluster, so they are retried, each with a
+// reason of its own.
 func applyError(rs *reconcileState, err error) error {
 	var conflict *release.ConflictError
 	switch {
@@ -338,6 +339,10 @@ func applyError(rs *reconcileState, err error) error {
 		return outcome.Retryable(v1alpha1.ReasonApplyConflict, err)
 	// The API server answers 403 for more than RBAC: saying "RBAC" then
 	// sends whoever reads it to the wrong place.
+	case outcome.AdmissionDenied(err):
+		// A policy refuses what the instance renders: retrying the same
+		// objects meets it again, and a task waiting on it should fail now.
+		return outcome.Stalled(v1alpha1.ReasonAdmissionDenied, fmt.Errorf("an admission policy of the cluster refuses the release's objects (change them in git, or the policy): %w", err))
 	case apierrors.IsForbidden(err) && apierrors.HasStatusCause(err, corev1.NamespaceTerminatingCause):
 		return outcome.Retryable(v1alpha1.ReasonNamespaceTerminating, fmt.Errorf("namespace %s is being deleted: %w", rs.sd.Namespace, err))
 	case apierrors.IsForbidden(err) && strings.Contains(err.Error(), "exceeded quota"):

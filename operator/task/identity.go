@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -13,6 +14,7 @@ import (
 
 	"github.com/styrmin/styrmin/drivers"
 	"github.com/styrmin/styrmin/operator/api/v1alpha1"
+	"github.com/styrmin/styrmin/operator/internal/outcome"
 )
 
 // Actor is what a task's actions change the cluster with, all as one
@@ -125,9 +127,17 @@ func (r *Reconciler) actor(ctx context.Context, run *taskRun) (Actor, error) {
 	return a, nil
 }
 
-// forbidden says which identity the cluster's RBAC refused an action;
-// the error stays retryable until the step's timeout (the RBAC may be
-// fixed meanwhile) and keeps the API server's reason for errors.As.
+// forbidden says which identity the cluster's RBAC refused an action, or
+// that an admission policy (a webhook's 403) or a ResourceQuota did, for
+// the API server answers them alike; the error stays retryable until the
+// step's timeout (the RBAC or the policy may be fixed meanwhile) and keeps
+// the API server's reason for errors.As.
 func forbidden(a Actor, what string, err error) error {
+	switch {
+	case outcome.AdmissionDenied(err):
+		return fmt.Errorf("%s as %s: an admission policy of the cluster refuses it (reason %s): %w", what, a.describe(), v1alpha1.ReasonAdmissionDenied, err)
+	case strings.Contains(err.Error(), "exceeded quota"):
+		return fmt.Errorf("%s as %s: a ResourceQuota refuses it (reason %s): %w", what, a.describe(), v1alpha1.ReasonQuotaExceeded, err)
+	}
 	return fmt.Errorf("%s as %s, which the cluster's RBAC does not allow (reason %s): %w", what, a.describe(), v1alpha1.ReasonForbidden, err)
 }

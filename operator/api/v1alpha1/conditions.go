@@ -83,6 +83,11 @@ const (
 	// ReasonQuotaExceeded: a ResourceQuota of the namespace refused an
 	// object of the release (retried: the quota may be raised).
 	ReasonQuotaExceeded = "QuotaExceeded"
+	// ReasonAdmissionDenied: an admission policy of the cluster (a
+	// validating webhook, a ValidatingAdmissionPolicy) refused an object
+	// of the release: stalled, as the same objects are refused again
+	// until git or the policy changes (looked at again on the interval).
+	ReasonAdmissionDenied = "AdmissionDenied"
 	// ReasonNamespaceTerminating: the deployment's namespace is being
 	// deleted, and takes no new objects.
 	ReasonNamespaceTerminating = "NamespaceTerminating"

@@ -2,6 +2,7 @@ package outcome
 
 import (
 	"errors"
+	"strings"
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -128,4 +129,20 @@ func Map(err error, fallback string) Outcome {
 		after = max(after, NotFetchedDelay)
 	}
 	return Outcome{Kind: Retry, Reason: reason, After: after}
+}
+
+// AdmissionDenied reports whether the API server's refusal err came from
+// an admission policy: a validating webhook (Kyverno, Gatekeeper) or a
+// ValidatingAdmissionPolicy. They answer 403 as RBAC does (or 400, 422,
+// as the policy says), and say who they are only in the message, in the
+// API server's words (admission webhook "x" denied the request;
+// ValidatingAdmissionPolicy 'x' with binding 'y' denied request).
+func AdmissionDenied(err error) bool {
+	var status apierrors.APIStatus
+	if err == nil || !errors.As(err, &status) {
+		return false
+	}
+	msg := status.Status().Message
+	return (strings.Contains(msg, "admission webhook ") && strings.Contains(msg, " denied the request")) ||
+		(strings.Contains(msg, "ValidatingAdmissionPolicy '") && strings.Contains(msg, " denied request"))
 }

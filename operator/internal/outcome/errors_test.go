@@ -70,3 +70,34 @@ func TestMapIsTheOneMappingFromErrorToOutcome(t *testing.T) {
 		})
 	}
 }
+
+// TestAdmissionDeniedKnowsThePoliciesFromRBACAndQuotas: the API server's
+// words for a webhook's and a ValidatingAdmissionPolicy's denial, whatever
+// code they answer with, through the wraps an apply adds; RBAC's and a
+// quota's 403s are no admission policy's.
+func TestAdmissionDeniedKnowsThePoliciesFromRBACAndQuotas(t *testing.T) {
+	svc := schema.GroupResource{Resource: "services"}
+	webhook := &apierrors.StatusError{ErrStatus: apierrors.NewForbidden(svc, "web",
+		errors.New(`admission webhook "validation.gatekeeper.sh" denied the request: [no-lb] no LoadBalancer`)).ErrStatus}
+	badRequest := apierrors.NewBadRequest(`admission webhook "validate.kyverno.svc-fail" denied the request: policy require-labels`)
+	vap := apierrors.NewForbidden(svc, "web", errors.New("ValidatingAdmissionPolicy 'no-lb' with binding 'no-lb' denied request: no LoadBalancer"))
+	rbac := apierrors.NewForbidden(svc, "web", errors.New(`User "system:serviceaccount:a:b" cannot patch resource "services" in API group "" in the namespace "a"`))
+	quota := apierrors.NewForbidden(svc, "web", errors.New("exceeded quota: q, requested: services=1, used: services=0, limited: services=0"))
+	for _, tc := range []struct {
+		name string
+		err  error
+		want bool
+	}{
+		{"a webhook's 403, wrapped", fmt.Errorf("apply Service/a/web: %w", webhook), true},
+		{"a webhook's 400", badRequest, true},
+		{"a ValidatingAdmissionPolicy's", vap, true},
+		{"RBAC's", rbac, false},
+		{"a quota's", quota, false},
+		{"no API server's", errors.New(`admission webhook "x" denied the request`), false},
+		{"none", nil, false},
+	} {
+		if got := outcome.AdmissionDenied(tc.err); got != tc.want {
+			t.Errorf("%s: AdmissionDenied(%v) = %v, want %v", tc.name, tc.err, got, tc.want)
+		}
+	}
+}
