@@ -303,7 +303,10 @@ func (r *Revision) decode() (*release.Release, error) {
 // known is the last revision this agent wrote (nil: none in memory) and
 // revision the one the StyrminDeployment's status records (0: none). A
 // failure after some objects were applied is recorded as a failed
-// revision, as Helm does.
+// revision, as Helm does. An upgrade changing a field the API server
+// cannot change in place (a Deployment's selector, see unchangeableFields)
+// is found by a dry run of that object first, and refused before
+// anything is applied (UnchangeableError): Helm applies up to it.
 func (h *Releases) Apply(ctx context.Context, req Request, known *Revision, revision int) (*Revision, bool, error) {
 	var knownRel *release.Release
 	if known != nil {
@@ -375,6 +378,18 @@ func (h *Releases) Apply(ctx context.Context, req Request, known *Revision, revi
 	if finished := jobKeys(req.Finished); finished != nil && prev != nil {
 		if jobs.keepGone, err = h.unchangedJobs(prev, objs, finished, req); err != nil {
 			return nil, false, fmt.Errorf("release %s/%s: %w", req.Namespace, req.Name, err)
+		}
+	}
+	if prev != nil {
+		// An object the API server cannot change in place is found before
+		// anything is applied: a refusal halfway left the objects before
+		// it at the new revision beside workloads at the old one.
+		before, _, err := h.objects.parseObjects(prev.Manifest, req.Name, req.Namespace, nil, true)
+		if err != nil {
+			return nil, false, fmt.Errorf("release %s/%s: previous revision %d: %w", req.Namespace, req.Name, prev.Version, err)
+		}
+		if err := h.objects.tryUnchangeable(ctx, objs, before, created); err != nil {
+			return nil, false, fmt.Errorf("upgrade release %s/%s: %w", req.Namespace, req.Name, err)
 		}
 	}
 	fields, gens, kept, applied, applyErr := h.objects.applyAll(ctx, objs, created, jobs, req.Name, h.adopter(hist, req))
