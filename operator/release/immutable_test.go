@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/yaml"
@@ -117,5 +118,59 @@ func TestOnlyAChangeOfAFieldThatCannotChangeIsTriedFirst(t *testing.T) {
 		if got := changesUnchangeable(ref(tc.now), asJSON(tc.old), asJSON(tc.now)); got != tc.want {
 			t.Errorf("%s: changesUnchangeable = %v, want %v", tc.name, got, tc.want)
 		}
+	}
+}
+
+// TestAChangeThatCannotApplyIsFoundAfterAFailedRevisionThatNeverReachedIt:
+// a failed revision that stopped before the Deployment (another manager's
+// ConfigMap) lists its new selector though the cluster never ran it; its
+// retry, read from the history (the status lost), compares with the
+// revision that deployed too, and applies nothing.
+func TestAChangeThatCannotApplyIsFoundAfterAFailedRevisionThatNeverReachedIt(t *testing.T) {
+	t.Parallel()
+	e := startReleaseEnv(t, 10)
+	ctx := context.Background()
+	const ns = "immutable-retry"
+	e.namespace(t, ns)
+	if _, _, err := e.helm.Apply(ctx, releaseReq(ns, configMap(ns, "a", "1"), webDeployment(ns, "nginx:1.27")), nil, 0); err != nil {
+		t.Fatal(err)
+	}
+	theirs := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "t", Namespace: ns}, Data: map[string]string{"v": "theirs"}}
+	if _, err := e.cs.CoreV1().ConfigMaps(ns).Create(ctx, theirs, metav1.CreateOptions{FieldManager: "kubectl-create"}); err != nil {
+		t.Fatal(err)
+	}
+	// Deleted meanwhile, so revision 2's new selector was no change; it
+	// fails before it reaches it, and the Deployment is made again as it
+	// was (an older agent, a restore of it).
+	old, err := e.cs.AppsV1().Deployments(ns).Get(ctx, "web", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := e.cs.AppsV1().Deployments(ns).Delete(ctx, "web", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	web := webDeployment(ns, "nginx:1.28")
+	web.YAML = []byte(strings.ReplaceAll(string(web.YAML), "{app: web}", "{app: web2}"))
+	req := releaseReq(ns, configMap(ns, "a", "2"), configMap(ns, "t", "ours"), web)
+	if _, _, err := e.helm.Apply(ctx, req, nil, 0); !apierrors.IsConflict(err) {
+		t.Fatalf("revision 2 over another manager's ConfigMap: %v, want a conflict", err)
+	}
+	if got := e.history(t, ns, "app"); got != "1:deployed 2:failed" {
+		t.Fatalf("history %q, want revision 2 failed", got)
+	}
+	old.ResourceVersion, old.UID, old.ManagedFields = "", "", nil
+	if _, err := e.cs.AppsV1().Deployments(ns).Create(ctx, old, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.cs.CoreV1().ConfigMaps(ns).Delete(ctx, "t", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	req.Objects[0] = configMap(ns, "a", "3")
+	_, _, err = e.helm.Apply(ctx, req, nil, 0)
+	if err == nil || !strings.Contains(err.Error(), "spec.selector") || !strings.Contains(err.Error(), "nothing of the revision was applied") {
+		t.Fatalf("the retry: %v; want the selector's change refused before anything was applied", err)
+	}
+	if cm, err := e.cs.CoreV1().ConfigMaps(ns).Get(ctx, "a", metav1.GetOptions{}); err != nil || cm.Data["v"] != "2" {
+		t.Fatalf("ConfigMap a holds %v (%v); want 2, the failed revision's, untouched by the refused retry", cm.Data, err)
 	}
 }

@@ -380,17 +380,24 @@ func (h *Releases) Apply(ctx context.Context, req Request, known *Revision, revi
 			return nil, false, fmt.Errorf("release %s/%s: %w", req.Namespace, req.Name, err)
 		}
 	}
-	if prev != nil {
-		// An object the API server cannot change in place is found before
-		// anything is applied: a refusal halfway left the objects before
-		// it at the new revision beside workloads at the old one.
-		before, _, err := h.objects.parseObjects(prev.Manifest, req.Name, req.Namespace, nil, true)
+	// An object the API server cannot change in place is found before
+	// anything is applied: a refusal halfway left the objects before it at
+	// the new revision beside workloads at the old one. Compared with the
+	// previous revision and, after a failed one (which may not have
+	// reached the object), the last that deployed.
+	var before []*desiredObject
+	for _, rel := range slices.Compact([]*release.Release{prev, last(deployed)}) {
+		if rel == nil {
+			continue
+		}
+		had, _, err := h.objects.parseObjects(rel.Manifest, req.Name, req.Namespace, nil, true)
 		if err != nil {
-			return nil, false, fmt.Errorf("release %s/%s: previous revision %d: %w", req.Namespace, req.Name, prev.Version, err)
+			return nil, false, fmt.Errorf("release %s/%s: revision %d: %w", req.Namespace, req.Name, rel.Version, err)
 		}
-		if err := h.objects.tryUnchangeable(ctx, objs, before, created); err != nil {
-			return nil, false, fmt.Errorf("upgrade release %s/%s: %w", req.Namespace, req.Name, err)
-		}
+		before = append(before, had...)
+	}
+	if err := h.objects.tryUnchangeable(ctx, objs, before, created); err != nil {
+		return nil, false, fmt.Errorf("upgrade release %s/%s: %w", req.Namespace, req.Name, err)
 	}
 	fields, gens, kept, applied, applyErr := h.objects.applyAll(ctx, objs, created, jobs, req.Name, h.adopter(hist, req))
 	if applyErr != nil && applied == 0 {

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"reflect"
+	"slices"
 	"strings"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -42,22 +43,23 @@ var unchangeableFields = map[string][][]string{
 }
 
 // tryUnchangeable tries, with a dry-run apply each, the objects of objs
-// the release created (created) whose change from the previous revision
-// (before) touches a field of unchangeableFields: the API server refusing
+// the release created (created) whose change from the revisions before
+// (before: their objects, an object once per revision listing it) touches a field of unchangeableFields: the API server refusing
 // one refuses the upgrade before anything of it is applied (an
 // UnchangeableError). Applied in order, the objects before it ran the new
 // revision beside the old workload (a ConfigMap it mounts changed under
 // its old pods), a failed revision recorded, until git changed. Any other
 // error of a try is left to the apply.
 func (d *releaseObjects) tryUnchangeable(ctx context.Context, objs, before []*desiredObject, created map[string]bool) error {
-	was := make(map[string][]byte, len(before))
+	was := make(map[string][][]byte, len(before))
 	for _, o := range before {
-		was[objectKey(o.ref)] = o.data
+		was[objectKey(o.ref)] = append(was[objectKey(o.ref)], o.data)
 	}
 	for _, o := range objs {
 		key := objectKey(o.ref)
-		old, ok := was[key]
-		if !ok || !created[key] || bytes.Equal(old, o.data) || !changesUnchangeable(o.ref, old, o.data) {
+		if !created[key] || !slices.ContainsFunc(was[key], func(old []byte) bool {
+			return !bytes.Equal(old, o.data) && changesUnchangeable(o.ref, old, o.data)
+		}) {
 			continue
 		}
 		if _, err := d.applyObject(ctx, o, true, true); err != nil && unchangeable(err) {
