@@ -7,11 +7,8 @@ import (
 	"strings"
 	"testing"
 
-	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/styrmin/styrmin/operator"
 	"github.com/styrmin/styrmin/operator/api/v1alpha1"
 	"github.com/styrmin/styrmin/resolver"
 	"github.com/styrmin/styrmin/testcluster"
@@ -29,18 +26,8 @@ func TestEnvCloneFromABackupRestoresThePartsItsRecordHolds(t *testing.T) {
 	dir := upgradeGitRepo(t)
 	c := testcluster.StartT(t, testcluster.Options{})
 	ctx := context.Background()
-	if err := operator.InstallCRDs(ctx, c.RESTConfig); err != nil {
-		t.Fatal(err)
-	}
-	scheme, err := operator.NewScheme()
+	cl, err := styrminClient(ctx, c, "styrmin-system")
 	if err != nil {
-		t.Fatal(err)
-	}
-	cl, err := client.New(c.RESTConfig, client.Options{Scheme: scheme})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cl.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "styrmin-system"}}); err != nil {
 		t.Fatal(err)
 	}
 	backup := func(name string, phase v1alpha1.OperationPhase, parts map[string]v1alpha1.OperationPhase) {

@@ -63,9 +63,9 @@ type fixtureTask struct {
 	status    v1alpha1.StyrminTaskStatus
 }
 
-// fillCluster writes the fixtures and returns a client of Styrmin's
-// scheme.
-func fillCluster(ctx context.Context, c *testcluster.Cluster) (client.Client, error) {
+// styrminClient installs Styrmin's CRDs on c, makes the namespaces ns
+// and returns a client of Styrmin's scheme.
+func styrminClient(ctx context.Context, c *testcluster.Cluster, ns ...string) (client.Client, error) {
 	if err := operator.InstallCRDs(ctx, c.RESTConfig); err != nil {
 		return nil, err
 	}
@@ -77,10 +77,20 @@ func fillCluster(ctx context.Context, c *testcluster.Cluster) (client.Client, er
 	if err != nil {
 		return nil, err
 	}
-	for _, ns := range []string{"styrmin-system", "dev-hub", "dev-web", "staging-web"} {
-		if err := cl.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil {
+	for _, n := range ns {
+		if err := cl.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: n}}); err != nil {
 			return nil, err
 		}
+	}
+	return cl, nil
+}
+
+// fillCluster writes the fixtures and returns a client of Styrmin's
+// scheme.
+func fillCluster(ctx context.Context, c *testcluster.Cluster) (client.Client, error) {
+	cl, err := styrminClient(ctx, c, "styrmin-system", "dev-hub", "dev-web", "staging-web")
+	if err != nil {
+		return nil, err
 	}
 	src := &v1alpha1.StyrminSource{
 		ObjectMeta: metav1.ObjectMeta{Name: "styrmin", Namespace: "styrmin-system"},

@@ -5,13 +5,10 @@ import (
 	"strings"
 	"testing"
 
-	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/styrmin/styrmin/operator"
 	"github.com/styrmin/styrmin/operator/api/v1alpha1"
 	"github.com/styrmin/styrmin/testcluster"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 )
 
 // TestStatusNamesAChangeSupersededByOneWithdrawnSince: change 5 of a
@@ -25,18 +22,8 @@ func TestStatusNamesAChangeSupersededByOneWithdrawnSince(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	c := testcluster.StartT(t, testcluster.Options{})
-	if err := operator.InstallCRDs(ctx, c.RESTConfig); err != nil {
-		t.Fatal(err)
-	}
-	scheme, err := operator.NewScheme()
+	cl, err := styrminClient(ctx, c, "dev-hub")
 	if err != nil {
-		t.Fatal(err)
-	}
-	cl, err := client.New(c.RESTConfig, client.Options{Scheme: scheme})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cl.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "dev-hub"}}); err != nil {
 		t.Fatal(err)
 	}
 	id := v1alpha1.DeploymentID{Cluster: "local", Environment: "dev", Name: "hub"}
