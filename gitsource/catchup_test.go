@@ -95,22 +95,13 @@ func TestACommitTheCloneHasNotSeenIsFetchedOnceForEveryReader(t *testing.T) {
 // ErrNotFetched, which is retried, and once the remote answers the
 // commit is found.
 func TestACommitIsNotTakenAsGoneWhenItsFetchFails(t *testing.T) {
-	srv := gitserver.New(t)
-	srv.Commit("desired", "first", map[string][]byte{"a.txt": []byte("1")})
-	repo, err := gitsource.Clone(context.Background(), srv.RepoURL("desired"), "", gitsource.CloneOptions{Branch: "main"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	h, err := gitsource.ParseHash(srv.Commit("desired", "second", map[string][]byte{"a.txt": []byte("2")}))
-	if err != nil {
-		t.Fatal(err)
-	}
+	srv, repo, _, h := cloneOneBehind(t, "")
 	now := time.Unix(1_800_000_000, 0)
 	clock := func() time.Time { return now }
 	c := gitsource.NewCatchUp(repo, gitsource.CatchUpOptions{Every: time.Minute, Now: clock})
 
 	srv.Stop()
-	_, err = c.FS(h)
+	_, err := c.FS(h)
 	if errors.Is(err, gitsource.ErrCommitNotFound) || !errors.Is(err, gitsource.ErrNotFetched) {
 		t.Fatalf("a miss whose fetch failed: %v, want ErrNotFetched, not ErrCommitNotFound", err)
 	}
@@ -178,16 +169,7 @@ func TestAFailedSyncerFetchIsNoAnswerForAMiss(t *testing.T) {
 // gone); one that misses later gets it at once; the fetch goes on, one at
 // a time, and once the host answers the commit is read.
 func TestAReaderWaitsForAFetchTheRemoteDoesNotAnswerOnlyUntilItsBound(t *testing.T) {
-	srv := gitserver.New(t)
-	srv.Commit("desired", "first", map[string][]byte{"a.txt": []byte("1")})
-	repo, err := gitsource.Clone(context.Background(), srv.RepoURL("desired"), "", gitsource.CloneOptions{Branch: "main"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	h, err := gitsource.ParseHash(srv.Commit("desired", "second", map[string][]byte{"a.txt": []byte("2")}))
-	if err != nil {
-		t.Fatal(err)
-	}
+	srv, repo, _, h := cloneOneBehind(t, "")
 	const wait, timeout = 500 * time.Millisecond, time.Minute
 	c := gitsource.NewCatchUp(repo, gitsource.CatchUpOptions{Every: time.Millisecond, Timeout: timeout, Wait: wait})
 	srv.Hang()
@@ -229,19 +211,7 @@ func TestAReaderWaitsForAFetchTheRemoteDoesNotAnswerOnlyUntilItsBound(t *testing
 // once the objects are stored); a miss is ErrNotFetched within Wait; once
 // the host answers, the fetch brings the commit.
 func TestAFetchStalledInItsPackBlocksNoReader(t *testing.T) {
-	srv := gitserver.New(t)
-	first, err := gitsource.ParseHash(srv.Commit("desired", "first", map[string][]byte{"a.txt": []byte("1")}))
-	if err != nil {
-		t.Fatal(err)
-	}
-	repo, err := gitsource.Clone(context.Background(), srv.RepoURL("desired"), t.TempDir(), gitsource.CloneOptions{Branch: "main"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	second, err := gitsource.ParseHash(srv.Commit("desired", "second", map[string][]byte{"a.txt": []byte("2")}))
-	if err != nil {
-		t.Fatal(err)
-	}
+	srv, repo, first, second := cloneOneBehind(t, t.TempDir())
 	const wait, timeout = 500 * time.Millisecond, time.Minute
 	c := gitsource.NewCatchUp(repo, gitsource.CatchUpOptions{Every: time.Millisecond, Timeout: timeout, Wait: wait})
 	srv.HangPack()
@@ -306,4 +276,23 @@ func readsOnceAnswered(t *testing.T, c *gitsource.CatchUp, h gitsource.Hash) {
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
+}
+
+// cloneOneBehind serves repository desired with commit first (a.txt
+// holding "1"), clones its main into dir ("": in memory), then commits
+// second (a.txt holding "2"), which the clone has not seen.
+func cloneOneBehind(t *testing.T, dir string) (srv *gitserver.Server, repo *gitsource.Repo, first, second gitsource.Hash) {
+	t.Helper()
+	srv = gitserver.New(t)
+	first, err := gitsource.ParseHash(srv.Commit("desired", "first", map[string][]byte{"a.txt": []byte("1")}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if repo, err = gitsource.Clone(context.Background(), srv.RepoURL("desired"), dir, gitsource.CloneOptions{Branch: "main"}); err != nil {
+		t.Fatal(err)
+	}
+	if second, err = gitsource.ParseHash(srv.Commit("desired", "second", map[string][]byte{"a.txt": []byte("2")})); err != nil {
+		t.Fatal(err)
+	}
+	return srv, repo, first, second
 }
