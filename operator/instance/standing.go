@@ -5,6 +5,8 @@ import (
 	"slices"
 	"strings"
 
+	apimeta "k8s.io/apimachinery/pkg/api/meta"
+
 	"github.com/styrmin/styrmin/operator/api/v1alpha1"
 	"github.com/styrmin/styrmin/resolver"
 )
@@ -115,6 +117,11 @@ func standing(id v1alpha1.DeploymentID, sd *v1alpha1.StyrminDeployment, tasks []
 		s.Behind = false
 	default:
 		s.Reason = fmt.Sprintf("task %s waits to run (%s)", name, orPending(t.Status.Phase))
+		// What it waits for (an earlier task of the deployment, and what
+		// holds that one), as the task says it.
+		if c := apimeta.FindStatusCondition(t.Status.Conditions, v1alpha1.ConditionReady); c != nil && c.Message != "" {
+			s.Reason += ": " + c.Message
+		}
 	}
 	return s
 }
