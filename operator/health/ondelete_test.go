@@ -52,17 +52,19 @@ func TestAStatefulSetOnDeleteIsReadyOnlyOnceItsPodsRunTheCurrentTemplate(t *test
 		t.Fatal(err)
 	}
 	ref := v1alpha1.ObjectRef{APIVersion: "apps/v1", Kind: "StatefulSet", Namespace: "app", Name: "db", Component: "db"}
-	// until polls the workload until cond holds of its status.
+	// until polls the workload until cond holds of its status. The
+	// StatefulSet is read before the workload's status, so the status
+	// judged is never older than the copy cond looks at.
 	until := func(what string, cond func(v1alpha1.WorkloadStatus, *appsv1.StatefulSet) bool) v1alpha1.WorkloadStatus {
 		t.Helper()
 		deadline := time.Now().Add(90 * time.Second)
 		for {
-			ws, err := Workload(ctx, api, ref, time.Time{})
-			if err != nil {
-				t.Fatal(err)
-			}
 			var live appsv1.StatefulSet
 			if err := api.Get(ctx, client.ObjectKeyFromObject(s), &live); err != nil {
+				t.Fatal(err)
+			}
+			ws, err := Workload(ctx, api, ref, time.Time{})
+			if err != nil {
 				t.Fatal(err)
 			}
 			if cond(ws, &live) {
