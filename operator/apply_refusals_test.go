@@ -16,6 +16,7 @@ import (
 
 	"github.com/styrmin/styrmin/internal/agenttest"
 	"github.com/styrmin/styrmin/operator/api/v1alpha1"
+	"github.com/styrmin/styrmin/resolver"
 )
 
 // TestAnApplyRefusedByAQuotaSaysSoNotRBAC: the API server answers 403 for
@@ -24,13 +25,8 @@ import (
 // quota. Once the quota is lifted the apply goes through (retried).
 func TestAnApplyRefusedByAQuotaSaysSoNotRBAC(t *testing.T) {
 	t.Parallel()
-	e := startEnv(t)
-	in := e.instance(t, "local", "staging", "web", 1)
-	ns := in.Context.Deployment.Namespace
+	e, in, ns := stagingWebToApply(t)
 	ctx := context.Background()
-	if err := e.client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil {
-		t.Fatal(err)
-	}
 	quota := &corev1.ResourceQuota{ObjectMeta: metav1.ObjectMeta{Name: "no-services", Namespace: ns},
 		Spec: corev1.ResourceQuotaSpec{Hard: corev1.ResourceList{corev1.ResourceServices: resource.MustParse("0")}}}
 	if err := e.client.Create(ctx, quota); err != nil {
@@ -38,8 +34,8 @@ func TestAnApplyRefusedByAQuotaSaysSoNotRBAC(t *testing.T) {
 	}
 	e.write(t, ns, in)
 	agenttest.WaitUntil(t, 60*time.Second, "the apply to be refused by the quota", func(ctx context.Context) (bool, string, error) {
-		var sd v1alpha1.StyrminDeployment
-		if err := e.client.Get(ctx, client.ObjectKey{Namespace: ns, Name: ns}, &sd); err != nil {
+		sd, err := e.deploymentOf(ctx, ns)
+		if err != nil {
 			return false, err.Error(), nil
 		}
 		c := apimeta.FindStatusCondition(sd.Status.Conditions, v1alpha1.ConditionReady)
@@ -67,13 +63,8 @@ func TestAnApplyRefusedByAQuotaSaysSoNotRBAC(t *testing.T) {
 // Once the policy goes, the slow retry applies it.
 func TestAnApplyRefusedByAnAdmissionPolicySaysSoAndStalls(t *testing.T) {
 	t.Parallel()
-	e := startEnv(t)
-	in := e.instance(t, "local", "staging", "web", 1)
-	ns := in.Context.Deployment.Namespace
+	e, in, ns := stagingWebToApply(t)
 	ctx := context.Background()
-	if err := e.client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil {
-		t.Fatal(err)
-	}
 	forbidden := metav1.StatusReasonForbidden
 	policy := &admissionregistrationv1.ValidatingAdmissionPolicy{
 		ObjectMeta: metav1.ObjectMeta{Name: "no-services-" + ns},
@@ -111,8 +102,8 @@ func TestAnApplyRefusedByAnAdmissionPolicySaysSoAndStalls(t *testing.T) {
 	})
 	e.write(t, ns, in)
 	agenttest.WaitUntil(t, 60*time.Second, "the apply to be refused by the policy", func(ctx context.Context) (bool, string, error) {
-		var sd v1alpha1.StyrminDeployment
-		if err := e.client.Get(ctx, client.ObjectKey{Namespace: ns, Name: ns}, &sd); err != nil {
+		sd, err := e.deploymentOf(ctx, ns)
+		if err != nil {
 			return false, err.Error(), nil
 		}
 		c := apimeta.FindStatusCondition(sd.Status.Conditions, v1alpha1.ConditionReady)
@@ -132,11 +123,32 @@ func TestAnApplyRefusedByAnAdmissionPolicySaysSoAndStalls(t *testing.T) {
 		t.Fatal(err)
 	}
 	agenttest.WaitUntil(t, 60*time.Second, "the slow retry to apply it once the policy went", func(ctx context.Context) (bool, string, error) {
-		var sd v1alpha1.StyrminDeployment
-		if err := e.client.Get(ctx, client.ObjectKey{Namespace: ns, Name: ns}, &sd); err != nil {
+		sd, err := e.deploymentOf(ctx, ns)
+		if err != nil {
 			return false, err.Error(), nil
 		}
 		return sd.Status.AppliedSequence == 1 && apimeta.IsStatusConditionTrue(sd.Status.Conditions, v1alpha1.ConditionReady),
 			fmt.Sprintf("%v", sd.Status.Conditions), nil
 	})
+}
+
+// stagingWebToApply starts an agent's world with local/staging/web's
+// first instance made, not written yet, and its namespace: the world, the
+// instance and the namespace.
+func stagingWebToApply(t *testing.T) (*env, *resolver.Instance, string) {
+	t.Helper()
+	e := startEnv(t)
+	in := e.instance(t, "local", "staging", "web", 1)
+	ns := in.Context.Deployment.Namespace
+	if err := e.client.Create(context.Background(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil {
+		t.Fatal(err)
+	}
+	return e, in, ns
+}
+
+// deploymentOf reads the StyrminDeployment of namespace ns (named as it).
+func (e *env) deploymentOf(ctx context.Context, ns string) (*v1alpha1.StyrminDeployment, error) {
+	var sd v1alpha1.StyrminDeployment
+	err := e.client.Get(ctx, client.ObjectKey{Namespace: ns, Name: ns}, &sd)
+	return &sd, err
 }
