@@ -29,20 +29,7 @@ func TestAJobADeploymentDeletedFromTheNamespaceLeftIsNotTakenForTheStepsRun(t *t
 	const ns = "dev-jobs"
 	cl, agent, req := migrationTask(t, ns, "")
 	ctx := context.Background()
-	key := client.ObjectKey{Namespace: ns, Name: JobName("jobs", "migrate", 1)}
-	gone := v1alpha1.DeploymentID{Cluster: "local", Environment: "qa", Name: "jobs"}
-	labels := gone.Labels()
-	labels[LabelTask] = v1alpha1.TaskName("jobs", 1)
-	old := &batchv1.Job{
-		ObjectMeta: metav1.ObjectMeta{Name: key.Name, Namespace: ns, Labels: labels},
-		Spec: batchv1.JobSpec{Template: corev1.PodTemplateSpec{Spec: corev1.PodSpec{
-			RestartPolicy: corev1.RestartPolicyNever,
-			Containers:    []corev1.Container{{Name: "app", Image: "busybox", Command: []string{"migrate"}}},
-		}}},
-	}
-	if err := cl.Create(ctx, old); err != nil {
-		t.Fatal(err)
-	}
+	old, key := qasJob(t, cl, ns)
 
 	// qa's migration still runs (its task was deleted by hand): waited for.
 	r := agent()
@@ -140,19 +127,7 @@ func TestTheStepsJobStartsOnlyOnceThePodsOfTheJobADeploymentDeletedFromTheNamesp
 	const ns = "dev-jobs"
 	cl, agent, req := migrationTask(t, ns, "")
 	ctx := context.Background()
-	key := client.ObjectKey{Namespace: ns, Name: JobName("jobs", "migrate", 1)}
-	labels := v1alpha1.DeploymentID{Cluster: "local", Environment: "qa", Name: "jobs"}.Labels()
-	labels[LabelTask] = v1alpha1.TaskName("jobs", 1)
-	old := &batchv1.Job{
-		ObjectMeta: metav1.ObjectMeta{Name: key.Name, Namespace: ns, Labels: labels},
-		Spec: batchv1.JobSpec{Template: corev1.PodTemplateSpec{Spec: corev1.PodSpec{
-			RestartPolicy: corev1.RestartPolicyNever,
-			Containers:    []corev1.Container{{Name: "app", Image: "busybox", Command: []string{"migrate"}}},
-		}}},
-	}
-	if err := cl.Create(ctx, old); err != nil {
-		t.Fatal(err)
-	}
+	old, key := qasJob(t, cl, ns)
 	// qa's migration stopped at its deadline: failed, its pod shutting down.
 	now := metav1.Now()
 	old.Status = batchv1.JobStatus{StartTime: &now, Failed: 1, Conditions: []batchv1.JobCondition{
@@ -164,7 +139,7 @@ func TestTheStepsJobStartsOnlyOnceThePodsOfTheJobADeploymentDeletedFromTheNamesp
 	}
 	yes := true
 	pod := &corev1.Pod{
-		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: key.Name + "-x2x", Labels: labels,
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: key.Name + "-x2x", Labels: old.Labels,
 			Finalizers: []string{"styrmin.io/test-shutting-down"},
 			OwnerReferences: []metav1.OwnerReference{{APIVersion: "batch/v1", Kind: "Job", Name: old.Name, UID: old.UID,
 				Controller: &yes, BlockOwnerDeletion: &yes}}},
@@ -233,4 +208,26 @@ func foregroundDeleted(t *testing.T, cl client.Client, key client.ObjectKey) boo
 		t.Fatal(err)
 	}
 	return true
+}
+
+// qasJob makes, in namespace ns, the Job of deployment local/qa/jobs's
+// migration at sequence 1 (of its task jobs-1): at the name of dev's step
+// whose environment was renamed from qa keeping its namespacePrefix. It
+// returns the Job and its key.
+func qasJob(t *testing.T, cl client.Client, ns string) (*batchv1.Job, client.ObjectKey) {
+	t.Helper()
+	key := client.ObjectKey{Namespace: ns, Name: JobName("jobs", "migrate", 1)}
+	labels := v1alpha1.DeploymentID{Cluster: "local", Environment: "qa", Name: "jobs"}.Labels()
+	labels[LabelTask] = v1alpha1.TaskName("jobs", 1)
+	job := &batchv1.Job{
+		ObjectMeta: metav1.ObjectMeta{Name: key.Name, Namespace: ns, Labels: labels},
+		Spec: batchv1.JobSpec{Template: corev1.PodTemplateSpec{Spec: corev1.PodSpec{
+			RestartPolicy: corev1.RestartPolicyNever,
+			Containers:    []corev1.Container{{Name: "app", Image: "busybox", Command: []string{"migrate"}}},
+		}}},
+	}
+	if err := cl.Create(context.Background(), job); err != nil {
+		t.Fatal(err)
+	}
+	return job, key
 }

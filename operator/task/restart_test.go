@@ -307,19 +307,7 @@ func TestARunJobStepPastItsResumesDoesNotTakeUpTheJobAnotherDeploymentLeft(t *te
 	const ns = "dev-jobs"
 	cl, agent, req := migrationTaskWith(t, ns, "", Options{MaxStepResumes: 1})
 	ctx := context.Background()
-	key := client.ObjectKey{Namespace: ns, Name: JobName("jobs", "migrate", 1)}
-	labels := v1alpha1.DeploymentID{Cluster: "local", Environment: "qa", Name: "jobs"}.Labels()
-	labels[LabelTask] = v1alpha1.TaskName("jobs", 1)
-	qa := &batchv1.Job{
-		ObjectMeta: metav1.ObjectMeta{Name: key.Name, Namespace: ns, Labels: labels},
-		Spec: batchv1.JobSpec{Template: corev1.PodTemplateSpec{Spec: corev1.PodSpec{
-			RestartPolicy: corev1.RestartPolicyNever,
-			Containers:    []corev1.Container{{Name: "app", Image: "busybox", Command: []string{"migrate"}}},
-		}}},
-	}
-	if err := cl.Create(ctx, qa); err != nil {
-		t.Fatal(err)
-	}
+	qa, key := qasJob(t, cl, ns)
 	// Dev's step waits for qa's Job, which runs; the agent restarts twice.
 	for range 3 {
 		if _, err := agent().Reconcile(ctx, req); err != nil {
