@@ -32,7 +32,8 @@ const OthersComponent = "chart"
 // CustomResource), and sums them up per component. A component with none
 // of them (only a Service, say) is ready. A workload the cache shows at a
 // generation older than written tells (the agent's last apply or
-// correction of it), or failed, is read from live.
+// correction of it), or failed, is read from live, as is one at 0
+// replicas (zeroed: who set them).
 //
 // previous are the components as the last check saw them at the same
 // release revision (nil right after an apply): a Job gone since (deleted
@@ -86,6 +87,12 @@ func ComponentStatuses(ctx context.Context, c, live client.Reader, inventory []v
 				// Read the API then: one read per workload written and
 				// not seen yet, or failed.
 				ws, err = Workload(ctx, live, r, appliedAt)
+			}
+			if err == nil && ws.Ready && ws.DesiredReplicas == 0 && live != nil {
+				// 0 of 0 reads ready: whether 0 is what the chart asks
+				// is in who set it (see zeroed). One read per workload
+				// at 0.
+				ws, err = zeroed(ctx, live, r, ws)
 			}
 		default:
 			continue

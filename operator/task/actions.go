@@ -45,7 +45,7 @@ import (
 
 // actionFieldOwner is the field manager of the changes actions make to
 // workloads (replicas), distinct from the release's own manager.
-const actionFieldOwner = "styrmin-actions"
+const actionFieldOwner = v1alpha1.ActionsFieldManager
 
 // Labels the agent puts on the Jobs it runs.
 const (

@@ -57,6 +57,11 @@ const (
 	// FieldManager is the server-side apply field manager of everything the
 	// agent applies (the chart's objects and StyrminDeployments).
 	FieldManager = "styrmin"
+
+	// ActionsFieldManager is the field manager of the replicas a driver's
+	// stopComponents and startComponents steps set: the agent's own
+	// scaling, told apart from the chart's and from a person's.
+	ActionsFieldManager = "styrmin-actions"
 )
 
 // Instance kinds, as in the lockfile.

@@ -1,0 +1,162 @@
+package health
+
+import (
+	"context"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	autoscalingv2 "k8s.io/api/autoscaling/v2"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/styrmin/styrmin/operator/api/v1alpha1"
+	"github.com/styrmin/styrmin/testcluster"
+)
+
+// TestAWorkloadScaledToZeroOutsideStyrminIsNotReady: a Deployment whose
+// chart asks for 2 replicas, scaled to 0 by hand, read "0 of 0 ready":
+// the deployment stayed Ready (and its commit green) with nothing
+// serving, until the drift check put the replicas back, and for ever when
+// an autoscaler scales it (the drift check leaves its replicas to the
+// autoscaler, which disables its scaling at 0). It is not ready, saying
+// who scaled it and, with an autoscaler, what to do; 0 replicas the
+// chart asks for, or the agent's own stop step set, stay ready.
+func TestAWorkloadScaledToZeroOutsideStyrminIsNotReady(t *testing.T) {
+	c := testcluster.StartT(t, testcluster.Options{Workloads: true})
+	api, err := client.New(c.RESTConfig, client.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	if err := api.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "app"}}); err != nil {
+		t.Fatal(err)
+	}
+	// apply applies the chart's Deployment at replicas, as the agent does.
+	apply := func(replicas int32) {
+		t.Helper()
+		labels := map[string]string{"app": "web"}
+		d := &appsv1.Deployment{
+			TypeMeta:   metav1.TypeMeta{APIVersion: "apps/v1", Kind: "Deployment"},
+			ObjectMeta: metav1.ObjectMeta{Namespace: "app", Name: "web"},
+			Spec: appsv1.DeploymentSpec{
+				Replicas: &replicas,
+				Selector: &metav1.LabelSelector{MatchLabels: labels},
+				Template: corev1.PodTemplateSpec{
+					ObjectMeta: metav1.ObjectMeta{Labels: labels},
+					Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: "web", Image: "web:1"}}},
+				},
+			},
+		}
+		if err := api.Patch(ctx, d, client.Apply, client.FieldOwner(v1alpha1.FieldManager), client.ForceOwnership); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// scale sets the replicas as manager, as kubectl scale does.
+	scale := func(replicas int, manager string) {
+		t.Helper()
+		d := &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Namespace: "app", Name: "web"}}
+		patch := []byte(`{"spec":{"replicas":` + strconv.Itoa(replicas) + `}}`)
+		if err := api.Patch(ctx, d, client.RawPatch(types.MergePatchType, patch), client.FieldOwner(manager)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ref := v1alpha1.ObjectRef{APIVersion: "apps/v1", Kind: "Deployment", Namespace: "app", Name: "web", Component: "web"}
+	// at waits until the Deployment's controller observed it at replicas
+	// (every pod of the ones before gone) and returns its status.
+	at := func(replicas int32) v1alpha1.WorkloadStatus {
+		t.Helper()
+		deadline := time.Now().Add(90 * time.Second)
+		for {
+			var d appsv1.Deployment
+			if err := api.Get(ctx, client.ObjectKey{Namespace: "app", Name: "web"}, &d); err != nil {
+				t.Fatal(err)
+			}
+			comps, err := ComponentStatuses(ctx, api, api, []v1alpha1.ObjectRef{ref}, time.Time{}, nil, nil, time.Time{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			ws := comps[0].Workloads[0]
+			if d.Status.ObservedGeneration >= d.Generation && d.Status.Replicas == replicas && d.Status.ReadyReplicas == replicas {
+				if ws.Ready != comps[0].Ready {
+					t.Fatalf("workload ready %v, component ready %v", ws.Ready, comps[0].Ready)
+				}
+				return ws
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("not at %d replicas within 90 s: %+v", replicas, d.Status)
+			}
+			time.Sleep(200 * time.Millisecond)
+		}
+	}
+
+	apply(2)
+	if ws := at(2); !ws.Ready {
+		t.Fatalf("the chart's 2 replicas running: %+v; want ready", ws)
+	}
+	scale(0, "kubectl")
+	ws := at(0)
+	if ws.Ready || !strings.Contains(ws.Message, "scaled to 0 outside Styrmin (by kubectl)") || !strings.Contains(ws.Message, "drift check") {
+		t.Fatalf("scaled to 0 by hand: %+v; want not ready, naming kubectl and the drift check", ws)
+	}
+
+	// An autoscaler scales it: nothing puts the replicas back.
+	two := int32(2)
+	hpa := &autoscalingv2.HorizontalPodAutoscaler{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "app", Name: "web-hpa"},
+		Spec: autoscalingv2.HorizontalPodAutoscalerSpec{
+			ScaleTargetRef: autoscalingv2.CrossVersionObjectReference{APIVersion: "apps/v1", Kind: "Deployment", Name: "web"},
+			MinReplicas:    &two, MaxReplicas: 5,
+		},
+	}
+	if err := api.Create(ctx, hpa); err != nil {
+		t.Fatal(err)
+	}
+	ws = at(0)
+	if ws.Ready || !strings.Contains(ws.Message, "HorizontalPodAutoscaler web-hpa") || !strings.Contains(ws.Message, "scaling is disabled") ||
+		!strings.Contains(ws.Message, "kubectl scale -n app deployment/web --replicas=2") {
+		t.Fatalf("scaled to 0 by hand under an autoscaler: %+v; want not ready, naming the autoscaler, its disabled scaling and the command", ws)
+	}
+	if err := api.Delete(ctx, hpa); err != nil {
+		t.Fatal(err)
+	}
+
+	// The agent's own stop step: a task runs, or a failed one holds it
+	// (the deployment says so).
+	apply(2)
+	at(2)
+	scale(0, v1alpha1.ActionsFieldManager)
+	if ws := at(0); !ws.Ready {
+		t.Fatalf("stopped by the agent's stop step: %+v; want ready (0 of 0)", ws)
+	}
+	// The chart asks for 0.
+	apply(0)
+	if ws := at(0); !ws.Ready {
+		t.Fatalf("the chart's 0 replicas: %+v; want ready", ws)
+	}
+}
+
+// TestAnAutoscalerThatScalesToZeroIdlesItsWorkloadThere: an autoscaler of
+// minReplicas 0, or KEDA's, may leave its workload at 0.
+func TestAnAutoscalerThatScalesToZeroIdlesItsWorkloadThere(t *testing.T) {
+	zero, one := int32(0), int32(1)
+	for _, tc := range []struct {
+		name string
+		hpa  autoscalingv2.HorizontalPodAutoscaler
+		want bool
+	}{
+		{"minReplicas unset", autoscalingv2.HorizontalPodAutoscaler{}, false},
+		{"minReplicas 1", autoscalingv2.HorizontalPodAutoscaler{Spec: autoscalingv2.HorizontalPodAutoscalerSpec{MinReplicas: &one}}, false},
+		{"minReplicas 0", autoscalingv2.HorizontalPodAutoscaler{Spec: autoscalingv2.HorizontalPodAutoscalerSpec{MinReplicas: &zero}}, true},
+		{"KEDA's", autoscalingv2.HorizontalPodAutoscaler{ObjectMeta: metav1.ObjectMeta{OwnerReferences: []metav1.OwnerReference{{APIVersion: "keda.sh/v1alpha1", Kind: "ScaledObject", Name: "web"}}},
+			Spec: autoscalingv2.HorizontalPodAutoscalerSpec{MinReplicas: &one}}, true},
+	} {
+		if got := idlesAtZero(&tc.hpa); got != tc.want {
+			t.Errorf("%s: idles at zero %v, want %v", tc.name, got, tc.want)
+		}
+	}
+}
