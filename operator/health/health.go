@@ -442,6 +442,13 @@ func statefulSetReady(s *appsv1.StatefulSet, ws *v1alpha1.WorkloadStatus) {
 		ws.Message = "waiting for the statefulset controller to observe the change"
 	case s.Status.ReadyReplicas < want:
 		ws.Message = fmt.Sprintf("%d of %d replicas ready", s.Status.ReadyReplicas, want)
+	case s.Status.Replicas > want:
+		// A scale-down in progress: the controller counts the pods it
+		// deleted until they are gone (a terminating pod may count as
+		// ready), and removes the next ordinal only then, so the
+		// workload still runs more than the chart asks (kstatus: pending
+		// termination).
+		ws.Message = fmt.Sprintf("scaling down to %d replicas: %d pending termination", want, s.Status.Replicas-want)
 	case rolling && s.Status.UpdateRevision != "" && s.Status.CurrentRevision != s.Status.UpdateRevision && s.Status.UpdatedReplicas < want-partition:
 		ws.Message = fmt.Sprintf("%d of %d replicas updated", s.Status.UpdatedReplicas, want-partition)
 		if partition > 0 {
