@@ -190,9 +190,7 @@ func explainTask(t *v1alpha1.StyrminTask, steps []stepView) []string {
 		if t.Status.SupersededBy > 0 {
 			by = fmt.Sprintf("sequence %d", t.Status.SupersededBy)
 		}
-		out = append(out, fmt.Sprintf("Superseded: when this task came to write sequence %d, the cluster already held %s of this deployment. "+
-			"The guard never lets an older change overwrite a newer one, so the cluster runs the newer instance, "+
-			"which was resolved from a later commit of the same branch and so includes this change unless a later commit undid it.", t.Spec.ToSequence, by))
+		out = append(out, supersededWords(t, steps, by, kept))
 		if kept {
 			out = append(out, "NewerInstanceKept: the step that writes the StyrminDeployment found the newer instance and left it; "+
 				"this change's remaining steps (its post steps) still ran, as its pre steps did, so its hooks are not skipped.")
@@ -216,6 +214,42 @@ func explainTask(t *v1alpha1.StyrminTask, steps []stepView) []string {
 		}
 	}
 	return out
+}
+
+// supersededWords says how a task not withdrawn was superseded, by (a
+// sequence): at its write step, by the instance the guard kept (kept);
+// before it ran any step, by a newer change locked after it (which may
+// delete the deployment: nothing then carries this change); else by a
+// newer instance, without saying when. Said of a task superseded before
+// it ran, "the cluster already held" named an instance the cluster may
+// not have held yet (the newer task had not run).
+func supersededWords(t *v1alpha1.StyrminTask, steps []stepView, by string, kept bool) string {
+	const carried = "which was resolved from a later commit of the same branch and so includes this change unless a later commit undid it."
+	switch {
+	case kept:
+		return fmt.Sprintf("Superseded: when this task came to write sequence %d, the cluster already held %s of this deployment. "+
+			"The guard never lets an older change overwrite a newer one, so the cluster runs the newer instance, "+carried, t.Spec.ToSequence, by)
+	case ranNoStep(steps) && strings.Contains(t.Status.Message, "deleted the deployment"):
+		return fmt.Sprintf("Superseded before it ran: %s, locked after it, deletes this deployment, so this task ran none of its steps "+
+			"and nothing of it was applied: an earlier change does not install the deployment again.", by)
+	case ranNoStep(steps):
+		return fmt.Sprintf("Superseded before it ran: %s of this deployment was locked after it, and its task writes the whole configuration, "+
+			"so this task ran none of its steps and wrote nothing: its change is carried by the newer instance (its task says whether it was applied), "+carried, by)
+	default:
+		return fmt.Sprintf("Superseded by %s of this deployment: the guard never lets an older change overwrite a newer one, "+
+			"so the cluster runs the newer instance, "+carried, by)
+	}
+}
+
+// ranNoStep reports whether none of a task's steps ran (each skipped or
+// pending).
+func ranNoStep(steps []stepView) bool {
+	for _, s := range steps {
+		if s.State != string(v1alpha1.StepSkipped) && s.State != string(v1alpha1.StepPending) {
+			return false
+		}
+	}
+	return true
 }
 
 func firstLine(s string) string {

@@ -112,3 +112,50 @@ func TestAChangeSupersededByAWithdrawnOnesPageNamesTheLockThatCarriesIt(t *testi
 		t.Errorf("the page of a change the next lock applied says it was not applied:\n%s", page)
 	}
 }
+
+// TestASupersededBeforeItRanTasksPageSaysSoNotThatTheClusterHeldTheNewer:
+// a task superseded before it ran (a newer change locked after it, its
+// steps skipped) said "when this task came to write sequence N, the
+// cluster already held sequence M": it never came to write, and the
+// cluster may not have held M yet (the newer task had not run). It says
+// it was superseded before it ran; one superseded by a change that
+// deletes the deployment says nothing of it was applied, not that the
+// newer instance includes it.
+func TestASupersededBeforeItRanTasksPageSaysSoNotThatTheClusterHeldTheNewer(t *testing.T) {
+	w := newDemoWorld(t)
+	ctx := context.Background()
+	const ns = "dev-early"
+	create(t, w.cl, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}})
+	id := v1alpha1.DeploymentID{Cluster: "local", Environment: "dev", Name: "early"}
+	mk := func(seq int64, wf v1alpha1.Workflow, st v1alpha1.StyrminTaskStatus) *v1alpha1.StyrminTask {
+		tk := &v1alpha1.StyrminTask{
+			ObjectMeta: metav1.ObjectMeta{Name: v1alpha1.TaskName(id.Name, seq), Namespace: ns, Labels: id.Labels()},
+			Spec: v1alpha1.StyrminTaskSpec{Deployment: id, Namespace: ns, Workflow: wf, ToSequence: seq,
+				Lock: v1alpha1.LockRef{Commit: strings.Repeat(fmt.Sprint(seq), 40), Path: "locks/local/dev/early.lock.yaml"}},
+		}
+		create(t, w.cl, tk)
+		tk.Status = st
+		if err := w.cl.Status().Update(ctx, tk); err != nil {
+			t.Fatal(err)
+		}
+		return tk
+	}
+	skipped := []v1alpha1.TaskStep{{Name: "update/core/0:upgradeDeploymentVersion", Hook: "update", Mode: "core", Action: "upgradeDeploymentVersion", State: v1alpha1.StepSkipped, Message: "superseded before it ran"}}
+	early := mk(1, v1alpha1.WorkflowUpdate, v1alpha1.StyrminTaskStatus{Phase: v1alpha1.TaskSuperseded, FinishedAt: at(1), SupersededBy: 2, Steps: skipped,
+		Message: "superseded by sequence 2 before it ran: the newer task writes the whole configuration"})
+	mk(2, v1alpha1.WorkflowUpdate, v1alpha1.StyrminTaskStatus{Phase: v1alpha1.TaskRunning, StartedAt: at(2)})
+	_, _, page := get(t, w.srv, "/t/local/"+ns+"/"+early.Name)
+	wantIn(t, "the task superseded before it ran", page, "Superseded before it ran: sequence 2 of this deployment was locked after it", "ran none of its steps")
+	if strings.Contains(page, "already held") || strings.Contains(page, "came to write") {
+		t.Errorf("the page of a task superseded before it ran says it came to write and the cluster held the newer:\n%s", page)
+	}
+
+	deleted := mk(3, v1alpha1.WorkflowUpdate, v1alpha1.StyrminTaskStatus{Phase: v1alpha1.TaskSuperseded, FinishedAt: at(3), SupersededBy: 4,
+		Message: "superseded by sequence 4, which deleted the deployment: an earlier change does not install it again"})
+	mk(4, v1alpha1.WorkflowDelete, v1alpha1.StyrminTaskStatus{Phase: v1alpha1.TaskSucceeded, StartedAt: at(4), FinishedAt: at(4)})
+	_, _, page = get(t, w.srv, "/t/local/"+ns+"/"+deleted.Name)
+	wantIn(t, "the task superseded by a deletion", page, "Superseded before it ran: sequence 4, locked after it, deletes this deployment", "nothing of it was applied")
+	if strings.Contains(page, "includes this change") || strings.Contains(page, "already held") {
+		t.Errorf("the page of a task superseded by a deletion says the newer instance holds its change:\n%s", page)
+	}
+}
