@@ -65,6 +65,10 @@ type Drift struct {
 	// manager holds them at the release's value), so the next checks
 	// still expect them: a later change of their value is drift.
 	watchReplicas bool
+	// TakenBy is the release (namespace/name) whose annotations the live
+	// object carries now (deleted by hand and made again by it): not put
+	// back, which would rewrite that release's object ("": not taken).
+	TakenBy string
 }
 
 // Ref names the drifted object.
@@ -116,7 +120,7 @@ func (h *Releases) Check(ctx context.Context, namespace, name string, rev int, m
 		}
 		expected = map[string][]byte{}
 	}
-	drifts, err := h.objects.check(ctx, objs, expected)
+	drifts, err := h.objects.check(ctx, objs, expected, name)
 	// What the check learnt (field sets from dry-runs) is kept for the
 	// next one.
 	packed, perr := pack(objs, expected)
@@ -190,6 +194,9 @@ func driftSummary(d Drift) string {
 	name := d.object.ref.Kind + "/" + d.object.ref.Name
 	if d.Missing {
 		return name + " (deleted)"
+	}
+	if d.TakenBy != "" {
+		return name + " (taken by release " + d.TakenBy + ")"
 	}
 	return name + " (" + strings.Join(d.Fields, ", ") + ")"
 }

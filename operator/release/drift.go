@@ -296,10 +296,18 @@ func sameReplicas(desired []byte, live *unstructured.Unstructured) bool {
 // replicasField is the field path of a workload's replicas.
 const replicasField = ".spec.replicas"
 
-// check compares each desired object with the live one. expected holds
-// the expected field sets by object key; missing entries are computed
-// with a dry-run apply and added.
-func (d *releaseObjects) check(ctx context.Context, objects []*desiredObject, expected map[string][]byte) ([]Drift, error) {
+// check compares each desired object of release releaseName with the
+// live one. expected holds the expected field sets by object key; missing
+// entries are computed with a dry-run apply and added.
+//
+// An object outside the release's namespace whose release annotations
+// now name another release (deleted by hand, then made again by the other
+// release's apply) is no drift to put back: it is reported taken
+// (Drift.TakenBy), and the correction leaves it. Every release applies
+// with the same field manager, so its field set would match and the check
+// said nothing, while the object ran the other release's content; and a
+// correction, forced, rewrote that release's object as this one's.
+func (d *releaseObjects) check(ctx context.Context, objects []*desiredObject, expected map[string][]byte, releaseName string) ([]Drift, error) {
 	var drifts []Drift
 	for _, o := range objects {
 		key := objectKey(o.ref)
@@ -328,6 +336,10 @@ func (d *releaseObjects) check(ctx context.Context, objects []*desiredObject, ex
 		}
 		if err != nil {
 			return nil, fmt.Errorf("drift check: get %s: %w", o.ref, err)
+		}
+		if owner, ok := takenBy(o, live, releaseName); ok {
+			drifts = append(drifts, Drift{object: o, TakenBy: owner})
+			continue
 		}
 		if o.driftIgnored {
 			// Its fields are another controller's to change; a deleted
@@ -396,6 +408,16 @@ func (d *releaseObjects) check(ctx context.Context, objects []*desiredObject, ex
 	return drifts, nil
 }
 
+// takenBy returns the other release (namespace/name) whose annotations
+// the live object o carries, when o lies outside its release's namespace
+// (the one the release does not hold alone: see refuseOtherReleases).
+func takenBy(o *desiredObject, live *unstructured.Unstructured, releaseName string) (string, bool) {
+	if o.namespaced && o.ref.Namespace == o.namespace {
+		return "", false
+	}
+	return otherRelease(live.GetAnnotations(), releaseName, o.namespace)
+}
+
 // served reports whether the API server still serves gvr (asked when an
 // object of it is not found: its CRD may be gone). The core group is
 // always served.
@@ -435,6 +457,11 @@ func (d *releaseObjects) correct(ctx context.Context, drifts []Drift, expected m
 	var refused []RefusedCorrection
 	for _, dr := range drifts {
 		o := dr.object
+		if dr.TakenBy != "" {
+			// Another release's now: forcing would rewrite its object.
+			refused = append(refused, RefusedCorrection{Drift: dr, Err: &ConflictError{Object: o.ref, Release: dr.TakenBy}})
+			continue
+		}
 		if dr.leaveReplicas {
 			// Without the replicas its autoscaler holds: Styrmin no longer
 			// owns them, so leaving them out leaves them as they are.
@@ -713,12 +740,14 @@ func immutable(err error) bool {
 // deployment, whose release takes what it renders there (a release of
 // another environment writing into it is the one refused, by this check
 // on its side); most deployments render nothing else, so their installs
-// and upgrades read nothing. The objects a release created carry its
-// annotations, and this check keeps other releases off them (but for
-// one deleted and made again by another release in between, not read).
+// and upgrades read nothing. Those it created are read too, and refused
+// only when another release's annotations are on them: one deleted by
+// hand may have been made again by another release since, and the forced
+// apply of created objects would take it over silently (both apply with
+// one field manager), the other release running this one's content.
 func (d *releaseObjects) refuseOtherReleases(ctx context.Context, objects []*desiredObject, created map[string]bool, releaseName string) error {
 	for _, o := range objects {
-		if created[objectKey(o.ref)] || (o.namespaced && o.ref.Namespace == o.namespace) {
+		if o.namespaced && o.ref.Namespace == o.namespace {
 			continue
 		}
 		live, err := o.resource.Get(ctx, o.ref.Name, metav1.GetOptions{})
@@ -732,7 +761,7 @@ func (d *releaseObjects) refuseOtherReleases(ctx context.Context, objects []*des
 		if owner, ok := otherRelease(ann, releaseName, o.namespace); ok {
 			return &ConflictError{Object: o.ref, Release: owner}
 		}
-		if ann[ReleaseNameAnnotation] == "" && ann[ReleaseNamespaceAnnotation] == "" {
+		if !created[objectKey(o.ref)] && ann[ReleaseNameAnnotation] == "" && ann[ReleaseNamespaceAnnotation] == "" {
 			return &ConflictError{Object: o.ref, Unowned: true, releaseName: releaseName, releaseNamespace: o.namespace}
 		}
 	}

@@ -278,8 +278,9 @@ func (r *Revision) decode() (*release.Release, error) {
 //     object before applying it; here the previous revision comes from
 //     memory (known), by its key (one GET) or, when the status names
 //     none, from one LIST (see previousRevision), and only the objects
-//     the release did not create are read (their release annotations,
-//     see refuseOtherReleases): none in an upgrade that adds none.
+//     outside the release's namespace are read (their release
+//     annotations, see refuseOtherReleases): none in a release that
+//     renders none.
 //   - Helm writes a revision three times (pending, then deployed, then
 //     the previous one superseded); here it is written once, when the
 //     apply has succeeded or failed, and the previous one once.
@@ -581,7 +582,7 @@ func heldSensitive(prev *release.Release, hist []*release.Release) bool {
 // (of deployed, oldest first). Only the last, as replaced goes back to it
 // only: an object an older revision had was pruned when a later one
 // dropped it, and may since be another release's, which forcing would
-// take over unchecked (refuseOtherReleases reads no object in created).
+// take over (refuseOtherReleases reads only those outside the namespace).
 // Objects of kinds no longer served are left out: they cannot be applied
 // either.
 func (h *Releases) createdObjects(prev *release.Release, deployed []*release.Release, req Request) (map[string]bool, error) {

@@ -565,6 +565,76 @@ func TestAReleaseDoesNotTakeOverAnotherReleasesObjectOfTheSameName(t *testing.T)
 	}
 }
 
+// TestAnObjectAnotherReleaseMadeAgainIsNeitherCorrectedNorTakenBack: dev's
+// release api created ClusterRoleBinding api-view; prod's, rendering the
+// same name, was refused; then the binding was deleted by hand and prod's
+// retry made it, as prod's. Both releases apply with one field manager,
+// so dev's drift check found its field set in place and said nothing, and
+// dev's next upgrade forced it back (it created the object): the binding
+// silently swapped which service account it grants, each release
+// rewriting the other's. Now dev's check reports it taken by prod's
+// release and its correction leaves it, naming that release; dev's
+// upgrade is refused naming it and changes nothing.
+func TestAnObjectAnotherReleaseMadeAgainIsNeitherCorrectedNorTakenBack(t *testing.T) {
+	t.Parallel()
+	e := startReleaseEnv(t, 10)
+	ctx := context.Background()
+	e.namespace(t, "dev")
+	e.namespace(t, "prod")
+	dev, prod := releaseReq("dev", clusterRoleBinding("api-view", "dev")), releaseReq("prod", clusterRoleBinding("api-view", "prod"))
+	dev.Name, prod.Name = "api", "api"
+	r1, _, err := e.helm.Apply(ctx, dev, nil, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := e.helm.Apply(ctx, prod, nil, 0); err == nil {
+		t.Fatal("prod's install over dev's binding was not refused")
+	}
+	if err := e.cs.RbacV1().ClusterRoleBindings().Delete(ctx, "api-view", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := e.helm.Apply(ctx, prod, nil, 0); err != nil {
+		t.Fatal(err)
+	}
+	grants := func(t *testing.T) string {
+		t.Helper()
+		crb, err := e.cs.RbacV1().ClusterRoleBindings().Get(ctx, "api-view", metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return crb.Annotations[ReleaseNamespaceAnnotation] + "/" + crb.Annotations[ReleaseNameAnnotation] + " grants " + crb.Subjects[0].Namespace
+	}
+	const prods = "prod/api grants prod"
+
+	desired, drifts, err := e.helm.Check(ctx, "dev", "api", r1.number, r1.manifestDigest, nil, r1.Desired())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(drifts) != 1 || drifts[0].TakenBy != "prod/api" {
+		t.Fatalf("dev's drift check: %+v; want api-view reported taken by release prod/api", drifts)
+	}
+	corrected, _, err := e.helm.Correct(ctx, desired, drifts)
+	var conflict *ConflictError
+	if len(corrected) != 0 || !errors.As(err, &conflict) || conflict.Release != "prod/api" || !strings.Contains(err.Error(), "taken by release prod/api") {
+		t.Fatalf("dev's correction: put back %d, %v; want none, refused naming release prod/api", len(corrected), err)
+	}
+	if got := grants(t); got != prods {
+		t.Fatalf("after dev's correction the binding is %q; want %q", got, prods)
+	}
+
+	dev.Objects = append(dev.Objects, configMap("dev", "own", "2"))
+	_, _, err = e.helm.Apply(ctx, dev, r1, r1.number)
+	if !errors.As(err, &conflict) || conflict.Release != "prod/api" || !strings.Contains(err.Error(), "api-view") {
+		t.Fatalf("dev's upgrade: %v; want refused naming api-view and release prod/api", err)
+	}
+	if got := grants(t); got != prods {
+		t.Fatalf("after dev's upgrade the binding is %q; want %q", got, prods)
+	}
+	if _, err := e.cs.CoreV1().ConfigMaps("dev").Get(ctx, "own", metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+		t.Fatalf("the refused upgrade's other object: %v, want not applied", err)
+	}
+}
+
 // TestASecretAtTheNextRecordNameIsNumberedPast: a Secret that is no
 // release record (an ordinary Secret a chart or a person made, or one of
 // the record's type that does not decode) holds the name of the next
