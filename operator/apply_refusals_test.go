@@ -2,6 +2,7 @@ package operator_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"testing"
@@ -12,10 +13,12 @@ import (
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/styrmin/styrmin/internal/agenttest"
 	"github.com/styrmin/styrmin/operator/api/v1alpha1"
+	"github.com/styrmin/styrmin/operator/instance"
 	"github.com/styrmin/styrmin/resolver"
 )
 
@@ -123,6 +126,52 @@ func TestAnApplyRefusedByAnAdmissionPolicySaysSoAndStalls(t *testing.T) {
 		t.Fatal(err)
 	}
 	agenttest.WaitUntil(t, 60*time.Second, "the slow retry to apply it once the policy went", func(ctx context.Context) (bool, string, error) {
+		sd, err := e.deploymentOf(ctx, ns)
+		if err != nil {
+			return false, err.Error(), nil
+		}
+		return sd.Status.AppliedSequence == 1 && apimeta.IsStatusConditionTrue(sd.Status.Conditions, v1alpha1.ConditionReady),
+			fmt.Sprintf("%v", sd.Status.Conditions), nil
+	})
+}
+
+// TestAnApplyConflictWithAnotherFieldManagerStallsNamingTheObjectFieldAndManager:
+// the release's ConfigMap exists, made by kubectl's server-side apply with
+// another message. No retry takes it over and kubectl does not let go by
+// itself, yet the conflict was retried as if the world might change, so a
+// task waited for its timeout. It now stalls (the task fails at once),
+// naming the object, the field and the manager; once the object is
+// removed, the slow look on the drift interval applies the release.
+func TestAnApplyConflictWithAnotherFieldManagerStallsNamingTheObjectFieldAndManager(t *testing.T) {
+	t.Parallel()
+	e, in, ns := stagingWebToApply(t)
+	ctx := context.Background()
+	theirs := []byte(`{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"web-content"},"data":{"message":"theirs"}}`)
+	if _, err := e.clientset.CoreV1().ConfigMaps(ns).Patch(ctx, "web-content", types.ApplyPatchType, theirs, metav1.PatchOptions{FieldManager: "kubectl"}); err != nil {
+		t.Fatal(err)
+	}
+	e.write(t, ns, in)
+	agenttest.WaitUntil(t, 60*time.Second, "the apply to stall on the conflict", func(ctx context.Context) (bool, string, error) {
+		sd, err := e.deploymentOf(ctx, ns)
+		if err != nil {
+			return false, err.Error(), nil
+		}
+		c := apimeta.FindStatusCondition(sd.Status.Conditions, v1alpha1.ConditionReady)
+		if c == nil || c.Reason != v1alpha1.ReasonApplyConflict {
+			return false, fmt.Sprintf("%+v", c), nil
+		}
+		for _, want := range []string{"web-content", `"kubectl"`, ".data.message"} {
+			if !strings.Contains(c.Message, want) {
+				t.Errorf("the condition's message %q: want %s named", c.Message, want)
+			}
+		}
+		_, err = instance.Applied(sd, 1)
+		return errors.Is(err, instance.ErrStalled), fmt.Sprintf("Applied: %v; conditions %+v", err, sd.Status.Conditions), nil
+	})
+	if err := e.clientset.CoreV1().ConfigMaps(ns).Delete(ctx, "web-content", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	agenttest.WaitUntil(t, 60*time.Second, "the slow look to apply it once the object went", func(ctx context.Context) (bool, string, error) {
 		sd, err := e.deploymentOf(ctx, ns)
 		if err != nil {
 			return false, err.Error(), nil

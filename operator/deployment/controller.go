@@ -326,17 +326,14 @@ func (r *Reconciler) identityOf(sd *v1alpha1.StyrminDeployment) (*release.Releas
 
 // applyError classifies a failed apply: refused objects (by the API
 // server's validation or an admission policy) need a change in git; a
-// forbidden request (the identity's RBAC) or an object another manager
-// owns may be fixed in the cluster, so they are retried, each with a
-// reason of its own.
+// forbidden request (the identity's RBAC) may be fixed in the cluster, so
+// it is retried, with a reason of its own. An object not the release's to
+// take is conflictError's.
 func applyError(rs *reconcileState, err error) error {
-	var conflict *release.ConflictError
 	switch {
 	case errors.Is(err, release.ErrRevisionTooLarge):
 		// Refused before anything was applied: the render must shrink.
 		return outcome.Stalled(v1alpha1.ReasonApplyFailed, err)
-	case errors.As(err, &conflict):
-		return outcome.Retryable(v1alpha1.ReasonApplyConflict, err)
 	// The API server answers 403 for more than RBAC: saying "RBAC" then
 	// sends whoever reads it to the wrong place.
 	case outcome.AdmissionDenied(err):
@@ -361,6 +358,56 @@ func applyError(rs *reconcileState, err error) error {
 		return outcome.Stalled(v1alpha1.ReasonApplyFailed, err)
 	}
 	return outcome.Retryable(v1alpha1.ReasonApplyFailed, err)
+}
+
+// conflictError classifies an apply refused because an object is not the
+// release's to take (release.ConflictError, err wrapping it). Stalled,
+// naming the object, the fields and the other manager or release: no
+// other writer lets go of an object by itself (a field kubectl or another
+// controller owns stays owned, an object another release's annotations
+// name stays its), so a retry met the same conflict until the task's
+// timeout, which then said little. A change in git (the object left out
+// or renamed) or in the cluster (the other's fields or object removed) is
+// needed; the stalled deployment is looked at again on the drift interval
+// all the same, which applies it once the cluster was fixed. Retried only
+// while the other release's deployment is being deleted (its uninstall
+// removes the object: a deployment moved to another environment, the new
+// one made before the old one's uninstall ended).
+func (r *Reconciler) conflictError(ctx context.Context, conflict *release.ConflictError, err error) error {
+	if conflict.Release != "" {
+		going, gerr := r.releaseGoing(ctx, conflict.Release)
+		if gerr != nil {
+			return outcome.Retryable(v1alpha1.ReasonApplyConflict, fmt.Errorf("%w (whether that release is being uninstalled could not be read: %w)", err, gerr))
+		}
+		if going {
+			return outcome.Retryable(v1alpha1.ReasonApplyConflict, fmt.Errorf("%w; its deployment is being deleted: retried until its uninstall removed the object", err))
+		}
+	}
+	return outcome.Stalled(v1alpha1.ReasonApplyConflict, err)
+}
+
+// releaseGoing reports whether the release named namespace/name is being
+// uninstalled: its namespace's StyrminDeployment is being deleted or is a
+// tombstone, or the namespace is being deleted. A release no
+// StyrminDeployment holds is going nowhere (left behind, or Helm's own).
+// Read from the API server: asked only on such a conflict.
+func (r *Reconciler) releaseGoing(ctx context.Context, rel string) (bool, error) {
+	ns, _, _ := strings.Cut(rel, "/")
+	var sd v1alpha1.StyrminDeployment
+	err := r.apiReader.Get(ctx, instance.Key(ns), &sd)
+	switch {
+	case apierrors.IsNotFound(err):
+	case err != nil:
+		return false, err
+	case !sd.DeletionTimestamp.IsZero() || sd.Spec.Tombstone():
+		return true, nil
+	}
+	var namespace corev1.Namespace
+	err = r.apiReader.Get(ctx, client.ObjectKey{Name: ns}, &namespace)
+	if apierrors.IsNotFound(err) {
+		return false, nil
+	}
+	return err == nil && !namespace.DeletionTimestamp.IsZero(), err
 }
 
 // sensitiveValues reads the values behind the placeholders of an instance
@@ -480,6 +527,9 @@ func (r *Reconciler) release(ctx context.Context, rs *reconcileState) error {
 		// revision, rather than taken as running.
 		sd.Status.AppliedDigest = ""
 		r.forgetApplied(sd.Namespace)
+		if conflict, ok := errors.AsType[*release.ConflictError](err); ok {
+			return r.conflictError(ctx, conflict, err)
+		}
 		return applyError(rs, err)
 	}
 	rs.applied, rs.applyStarted, rs.finishedKept = true, start, applied.FinishedKept()

@@ -92,7 +92,10 @@ const (
 	// deleted, and takes no new objects.
 	ReasonNamespaceTerminating = "NamespaceTerminating"
 	// ReasonApplyConflict: an object the release did not create exists
-	// and another field manager owns fields of it; it is not taken over.
+	// and another field manager owns fields of it, or another release's
+	// annotations are on it; it is not taken over. Stalled (looked at
+	// again on the drift interval), but retried while the other
+	// release's deployment is being deleted.
 	ReasonApplyConflict = "ApplyConflict"
 	// ReasonUninstallFailed: uninstalling the release failed; retried.
 	ReasonUninstallFailed = "UninstallFailed"
