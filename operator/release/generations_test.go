@@ -3,6 +3,7 @@ package release
 import (
 	"context"
 	"fmt"
+	"strings"
 	"testing"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -88,5 +89,53 @@ func TestRevisionsAndCorrectionsKnowTheGenerationsTheyWroteWorkloadsAt(t *testin
 	}
 	if got, want := gens.Of(web), live(); got != want || got <= drifted {
 		t.Errorf("the correction knows generation %d of the Deployment (drifted at %d), the API server has %d", got, drifted, want)
+	}
+}
+
+// TestARevisionThatStopsSettingReplicasKeepsTheLiveOnes: revision 1 runs
+// web at 3 replicas; revision 2 drops spec.replicas from the chart (an
+// autoscaler is to own them). Applied without them by their sole
+// manager, the field was removed and the API server defaulted it: web
+// was cut to 1 pod until its autoscaler scaled it out again. The live 3
+// are kept (handed to another manager first), the drift check finds
+// nothing, and a revision that sets them again takes them back.
+func TestARevisionThatStopsSettingReplicasKeepsTheLiveOnes(t *testing.T) {
+	t.Parallel()
+	e := startReleaseEnv(t, 10)
+	ctx := context.Background()
+	const ns = "handover"
+	e.namespace(t, ns)
+	web := func(replicas string) drivers.Object {
+		o := webDeployment(ns, "web:1")
+		o.YAML = []byte(strings.Replace(string(o.YAML), "  replicas: 1\n", replicas, 1))
+		return o
+	}
+	replicas := func() int32 {
+		t.Helper()
+		d, err := e.cs.AppsV1().Deployments(ns).Get(ctx, "web", metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return *d.Spec.Replicas
+	}
+	r1, _, err := e.helm.Apply(ctx, releaseReq(ns, web("  replicas: 3\n")), nil, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r2, _, err := e.helm.Apply(ctx, releaseReq(ns, web("")), r1, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := replicas(); got != 3 {
+		t.Fatalf("after the revision that stops setting replicas web runs %d; want the live 3 kept", got)
+	}
+	if _, drifts, err := e.helm.Check(ctx, ns, "app", 2, "", nil, r2.Desired()); err != nil || len(drifts) != 0 {
+		t.Fatalf("drift check of revision 2: %v, %s", err, Summary(drifts))
+	}
+	if _, _, err := e.helm.Apply(ctx, releaseReq(ns, web("  replicas: 2\n")), r2, 2); err != nil {
+		t.Fatal(err)
+	}
+	if got := replicas(); got != 2 {
+		t.Fatalf("after a revision that sets 2 replicas again web runs %d", got)
 	}
 }

@@ -400,6 +400,9 @@ func (h *Releases) Apply(ctx context.Context, req Request, known *Revision, revi
 	if err := h.objects.tryUnchangeable(ctx, objs, before, created); err != nil {
 		return nil, false, fmt.Errorf("upgrade release %s/%s: %w", req.Namespace, req.Name, err)
 	}
+	if err := h.objects.handOverReplicas(ctx, objs, before, created); err != nil {
+		return nil, false, fmt.Errorf("upgrade release %s/%s: %w", req.Namespace, req.Name, err)
+	}
 	fields, gens, kept, applied, applyErr := h.objects.applyAll(ctx, objs, created, jobs, req.Name, h.adopter(hist, req))
 	if applyErr != nil && applied == 0 {
 		// Nothing changed in the cluster: no revision to record (Helm's
