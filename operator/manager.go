@@ -8,6 +8,7 @@ import (
 	"github.com/go-logr/logr"
 	appsv1 "k8s.io/api/apps/v1"
 	batchv1 "k8s.io/api/batch/v1"
+	networkingv1 "k8s.io/api/networking/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/selection"
@@ -277,6 +278,10 @@ func cacheOptions() cache.Options {
 			// Only the Jobs of task steps, for the drift check's hold
 			// (deployment.TrimStepJob): a chart's Jobs are not watched.
 			&batchv1.Job{}: {Label: stepJobs, Transform: deployment.TrimStepJob},
+			// The releases' Ingresses, by host, for the check that an
+			// apply takes no host another deployment holds
+			// (deployment.HostIndex), with only what it reads.
+			&networkingv1.Ingress{}: {Label: helmOwned, Transform: deployment.TrimIngress},
 		},
 	}
 }

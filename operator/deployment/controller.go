@@ -15,6 +15,7 @@ import (
 	chartutil "helm.sh/helm/v4/pkg/chart/v2/util"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
@@ -509,6 +510,11 @@ func (r *Reconciler) release(ctx context.Context, rs *reconcileState) error {
 	var known *release.Revision
 	if a := r.state(sd.Namespace).applied; a != nil {
 		known = a.revision
+	}
+	// A host another deployment's Ingress holds is not taken (checked
+	// on the cache's Ingresses: no request on the way).
+	if err := r.checkHosts(ctx, sd, rs.objects); err != nil {
+		return err
 	}
 	// Recorded before the apply: objects a failed apply created are the
 	// identity's too, and its uninstall acts as that identity.
@@ -1402,6 +1408,9 @@ func (r *Reconciler) setupWithManager(mgr ctrl.Manager, concurrency int, log log
 		ns := o.GetNamespace()
 		return []reconcile.Request{{NamespacedName: instance.Key(ns)}}
 	})
+	if err := mgr.GetFieldIndexer().IndexField(context.Background(), &networkingv1.Ingress{}, HostIndex, IndexHosts); err != nil {
+		return fmt.Errorf("index Ingresses by host: %w", err)
+	}
 	return ctrl.NewControllerManagedBy(mgr).
 		Named("styrmindeployment").
 		For(&v1alpha1.StyrminDeployment{}, builder.WithPredicates(predicate.Or(

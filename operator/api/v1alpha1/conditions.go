@@ -97,6 +97,10 @@ const (
 	// again on the drift interval), but retried while the other
 	// release's deployment is being deleted.
 	ReasonApplyConflict = "ApplyConflict"
+	// ReasonHostClaimed: the release's Ingress claims a host, on its
+	// ingress class, that an Ingress of another StyrminDeployment already
+	// holds; it is not applied, so it takes none of the other's traffic.
+	ReasonHostClaimed = "HostClaimed"
 	// ReasonUninstallFailed: uninstalling the release failed; retried.
 	ReasonUninstallFailed = "UninstallFailed"
 )
