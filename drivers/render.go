@@ -174,7 +174,8 @@ func (d *Driver) renderHere(ctx context.Context, c Context, values map[string]an
 // RenderForPolicy is what CheckPolicy needs of a render in this process:
 // every object with its kind, names and component, and the canonical
 // text of CustomResourceDefinitions only (the kinds they define decide
-// the scope of the chart's other objects); other objects have no YAML.
+// the scope of the chart's other objects) and of Ingresses (the hosts
+// they claim); other objects have no YAML.
 // A lock checks the policy of every deployment it resolves and keeps
 // none of the text: encoding it was 6% of the lock's CPU at 1,000
 // deployments. With a render cache (a plan, which shows the text) the
@@ -730,7 +731,15 @@ func allText(*rendered) bool { return true }
 // policyText encodes what CheckPolicy reads: the text of
 // CustomResourceDefinitions (see renderedCRDScopes).
 func policyText(o *rendered) bool {
-	return o.kind() == "CustomResourceDefinition" && apiGroup(o.apiVersion()) == "apiextensions.k8s.io"
+	switch o.kind() {
+	case "CustomResourceDefinition":
+		return apiGroup(o.apiVersion()) == "apiextensions.k8s.io"
+	case "Ingress":
+		// Its hosts, which one deployment of a cluster claims at most
+		// (IngressHosts).
+		return apiGroup(o.apiVersion()) == "networking.k8s.io"
+	}
+	return false
 }
 
 // finish sorts the objects, rejects duplicates and encodes those text

@@ -13,6 +13,8 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+
+	"github.com/styrmin/styrmin/drivers"
 )
 
 // LoadLocks reads every lockfile under locks/. A missing folder is an
@@ -498,6 +500,9 @@ func lessKey(a, b objectKey) bool {
 
 // describe names the object: its kind, and its namespace when it has one.
 func (k objectKey) describe() string {
+	if k.kind == hostKind {
+		return "host " + drivers.HostClaim{Class: k.namespace, Host: k.name}.String()
+	}
 	if k.namespace != "" {
 		return k.kind + " " + k.namespace + "/" + k.name
 	}

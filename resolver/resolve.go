@@ -118,6 +118,8 @@ type pending struct {
 	// its own namespace: those another deployment may render too.
 	rendered bool
 	outside  []drivers.Object
+	// hosts are the hosts its rendered Ingresses claim (when rendered).
+	hosts []hostOf
 }
 
 // resolveJob is one deployment of Resolve and its first pass's outcome.
@@ -205,6 +207,7 @@ func Resolve(repo *Repository, opts Options) *Result {
 	// render one object fail the later, which fails its own in turn.
 	failConnectors(jobs, second, opts.Only)
 	objectConflicts(repo, jobs, second, opts, out)
+	hostConflicts(repo, jobs, second, opts, out)
 	failConnectors(jobs, second, opts.Only)
 	for failTakers(jobs, second, out) {
 		failConnectors(jobs, second, opts.Only)
@@ -714,6 +717,9 @@ func secondPass(e *Environment, p *pending, byName map[string]*pending, failed m
 		return fmt.Errorf("%s: %w", e.File, err)
 	}
 	p.rendered, p.outside = true, outsideOf(m.Objects, ctx.Deployment.Namespace)
+	if p.hosts, err = hostsOf(m.Objects); err != nil {
+		return fmt.Errorf("%s: chart of driver %s@%s: %w", d.File, p.driver.Name, p.driver.Version, err)
+	}
 	return nil
 }
 
