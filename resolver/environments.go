@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"maps"
 	"path"
 	"regexp"
 	"slices"
@@ -15,6 +16,7 @@ import (
 	"cuelang.org/go/cue/ast"
 	"cuelang.org/go/cue/format"
 	"cuelang.org/go/cue/parser"
+	"cuelang.org/go/cue/token"
 	yaml "go.yaml.in/yaml/v3"
 
 	"github.com/styrmin/styrmin/gitsource"
@@ -254,10 +256,62 @@ func (w *Workspace) PlanClone(req CloneRequest) (*ClonePlan, error) {
 	if err != nil {
 		return nil, err
 	}
+	if err := w.sensitiveCopies(res, srcCluster.File, src, plan.Dir); err != nil {
+		return nil, err
+	}
 	if empty := w.restoringNothing(res, cf.Deployments); len(empty) > 0 {
 		return nil, refuse("%s: clonedFrom.deployments lists them to restore backup %s, and their create would set them up empty; use a driver version whose setup restores, or clone without --from-backup", strings.Join(empty, "; "), cf.Backup)
 	}
 	return plan, nil
+}
+
+// sensitiveCopies refuses a clone that would copy a sensitive value set
+// in clear in the source's folder (a deployment file, or the environment
+// file's parameters) into the clone's: a value is in clear only in the
+// file its author wrote, and the copy would put it in a new file, and in
+// a commit with --commit. The error names the file and the parameter,
+// never the value. A #SecretRef is a reference, copied as such; a value
+// set in cluster.cue is not copied (the clone reads it there).
+func (w *Workspace) sensitiveCopies(res *Result, clusterFile string, src *Environment, dir string) error {
+	if w.Catalog == nil {
+		return nil
+	}
+	byName := map[string]map[string]bool{}
+	inAny := map[string]bool{}
+	for _, r := range res.Resolved {
+		d, ok := w.Catalog.Get(r.Instance.Driver.Name, r.Instance.Driver.Version)
+		if !ok {
+			continue
+		}
+		names := map[string]bool{}
+		for _, p := range d.Parameters {
+			if p.Sensitive && !p.Secret {
+				names[p.Name], inAny[p.Name] = true, true
+			}
+		}
+		byName[r.Instance.ID.Name] = names
+	}
+	srcDir := path.Dir(src.File)
+	check := func(file string, settings map[string]any, pos map[string]token.Position, sensitive map[string]bool) error {
+		params, _ := settings["parameters"].(map[string]any)
+		for _, name := range slices.Sorted(maps.Keys(params)) {
+			if !sensitive[name] {
+				continue
+			}
+			to := path.Join(dir, strings.TrimPrefix(file, srcDir+"/"))
+			return placed(&ConfigError{File: file, Field: "parameters." + name, Msg: fmt.Sprintf("env clone refused, nothing written: sensitive parameter %s is set here in clear, and the clone would copy its value into %s (a sensitive value is in clear only in the file its author wrote): give it as a Secret reference (a driver version whose parameter is a #SecretRef, the value in a Secret), or set it in %s, which the clone reads without a copy, and clone again", name, to, clusterFile)}, pos)
+		}
+		return nil
+	}
+	if err := check(src.File, src.Settings, src.pos, inAny); err != nil {
+		return err
+	}
+	for _, d := range src.Deployments {
+		if err := check(d.File, d.Settings, d.pos, byName[d.ID.Name]); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // restoringNothing names the deployments of listed (those that restore

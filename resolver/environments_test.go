@@ -475,3 +475,67 @@ func TestEnvironmentDelete(t *testing.T) {
 		t.Errorf("lock --allow-deletions 2: %v", err)
 	}
 }
+
+// TestACloneDoesNotCopyASensitiveValueSetInClear: env clone copied the
+// deployment files byte for byte and the environment file's parameters,
+// so a sensitive value set in clear in dev's files was written into the
+// clone's too (and committed with --commit), where no author wrote it.
+// The clone is refused, naming the file and the parameter, never the
+// value; a value set in cluster.cue, which the clone reads without a
+// copy, clones.
+func TestACloneDoesNotCopyASensitiveValueSetInClear(t *testing.T) {
+	const secret = "cl0ne-s3cret"
+	markSensitive := func(t *testing.T, dir string) {
+		spec := "drivers/webapp/1.1.0/driver.cue"
+		src, err := os.ReadFile(filepath.Join(dir, spec))
+		if err != nil {
+			t.Fatal(err)
+		}
+		writeFile(t, dir, spec, strings.Replace(string(src), `message: *"Hello from Styrmin" | string & !=""`, `message: *"Hello from Styrmin" | string & !="" @styrmin(sensitive)`, 1))
+		writeFile(t, dir, "clusters/local/environments/dev/deployments/web.cue", "driver:     \"webapp\"\nappVersion: \"1.25.0\"\nparameters: replicas: 2\n")
+	}
+	req := CloneRequest{Cluster: "local", Source: "dev", Target: "preview"}
+	for _, tc := range []struct {
+		name, file, content string
+	}{
+		{"in a deployment file", "clusters/local/environments/dev/deployments/web.cue", "driver:     \"webapp\"\nappVersion: \"1.25.0\"\nparameters: {replicas: 2, message: \"" + secret + "\"}\n"},
+		{"in the environment file", "clusters/local/environments/dev/environment.cue", "namespacePrefix: \"dev\"\nbackupLocation:  \"s3://backups/local/dev\"\nparameters: message: \"" + secret + "\"\n"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := exampleCopy(t)
+			markSensitive(t, dir)
+			writeFile(t, dir, tc.file, tc.content)
+			before := snapshot(t, dir)
+			plan, err := cloneWorkspace(t, dir).PlanClone(req)
+			if err == nil {
+				t.Fatalf("a clone copying a sensitive value was planned (%d files)", len(plan.Files()))
+			}
+			to := strings.Replace(tc.file, "/dev/", "/preview/", 1)
+			for _, want := range []string{tc.file, "field parameters.message", "sensitive parameter message", to, "#SecretRef", "clusters/local/cluster.cue"} {
+				if !strings.Contains(err.Error(), want) {
+					t.Errorf("error %q lacks %q", err, want)
+				}
+			}
+			if strings.Contains(err.Error(), secret) {
+				t.Errorf("the refusal shows the value: %v", err)
+			}
+			if snapshot(t, dir) != before {
+				t.Error("a refused clone changed the repository")
+			}
+		})
+	}
+
+	// Set in cluster.cue, the value stays where its author wrote it.
+	dir := exampleCopy(t)
+	markSensitive(t, dir)
+	writeFile(t, dir, "clusters/local/cluster.cue", "domain: \"local.styrmin.dev\"\ningressClass: \"nginx\"\nstorageClasses: default: \"standard\"\nparameters: message: \""+secret+"\"\n")
+	plan, err := cloneWorkspace(t, dir).PlanClone(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for p, data := range plan.Files() {
+		if strings.Contains(string(data), secret) {
+			t.Errorf("%s holds the sensitive value", p)
+		}
+	}
+}
