@@ -339,3 +339,94 @@ func TestACloneRestoresOnlyItsSourcesDataWhateverItsFilesCallTheSource(t *testin
 		t.Fatalf("credentials marked for both: error %v, envFrom %v", err, pod.Containers[0].EnvFrom)
 	}
 }
+
+// TestACloneFromAnotherClustersBackupNeedsCredentialsMarkedForItsSource
+// pins who consents to a clone's restore reading another cluster's
+// backup. This cluster holds no record of it, so the clone's files alone
+// said whose data the artefact was: dev's environment.cue naming
+// other/prod as its source (and any location, this cluster's prod's
+// included) restored it with an unannotated Secret, which is open to
+// every environment's own backups. The job now gets no unannotated
+// Secret for such a restore, refused naming the Secret and the
+// annotation to add; annotated for both, it gets it. A source of this
+// cluster, whose record the create checks, still restores with an
+// unannotated Secret.
+func TestACloneFromAnotherClustersBackupNeedsCredentialsMarkedForItsSource(t *testing.T) {
+	t.Parallel()
+	const agent, ns = "styrmin-system", "dev-hub"
+	cl := withCRDs(t, agent)
+	ctx := context.Background()
+	if err := cl.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil {
+		t.Fatal(err)
+	}
+	secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "backup-credentials", Namespace: agent,
+		Labels: map[string]string{LabelBackupCredentials: "true"}},
+		StringData: map[string]string{"AWS_ACCESS_KEY_ID": "AKIA-local", "AWS_SECRET_ACCESS_KEY": "local-secret-key"}}
+	if err := cl.Create(ctx, secret); err != nil {
+		t.Fatal(err)
+	}
+	settings := func(context.Context, string, string) (resolver.EnvironmentBackups, error) {
+		return resolver.EnvironmentBackups{Cluster: "local", Environment: "dev", Location: "s3://backups/local/dev", Secret: "backup-credentials"}, nil
+	}
+	r, err := NewReconciler(Options{Client: cl, Drivers: noDrivers{}, AgentNamespace: agent, Registerer: prometheus.NewRegistry(), BackupSettings: settings})
+	if err != nil {
+		t.Fatal(err)
+	}
+	created := func(cf drivers.CloneSource) *resolver.Instance {
+		return &resolver.Instance{Kind: resolver.KindInstance, ID: resolver.ID{Cluster: "local", Environment: "dev", Name: "hub"}, Sequence: 1,
+			Context: &drivers.Context{Environment: drivers.EnvironmentContext{BackupLocation: "s3://backups/local/dev", ClonedFrom: &cf}}}
+	}
+	id := v1alpha1.DeploymentID{Cluster: "local", Environment: "dev", Name: "hub"}
+	tk := &v1alpha1.StyrminTask{ObjectMeta: metav1.ObjectMeta{Name: "hub-1", Namespace: ns, Labels: id.Labels()},
+		Spec: v1alpha1.StyrminTaskSpec{Deployment: id, Namespace: ns, Workflow: v1alpha1.WorkflowCreate, ToSequence: 1,
+			Lock: v1alpha1.LockRef{Commit: "c1", Path: "locks/local/dev/hub.lock.yaml"}}}
+	if err := cl.Create(ctx, tk); err != nil {
+		t.Fatal(err)
+	}
+	restore := func(in *resolver.Instance) (*corev1.PodSpec, error) {
+		cf := in.Context.Environment.ClonedFrom
+		art := resolver.ArtifactURL(cf.Location, cf.Backup, "hub")
+		args := map[string]string{argOperation: "restore", argJob: "load", argBackupID: cf.Backup, argArtifact: art}
+		step := drivers.Step{Action: drivers.ActionRunJob, Component: "db", Job: "load", Args: args}
+		pod := corev1.PodSpec{RestartPolicy: corev1.RestartPolicyNever, Containers: []corev1.Container{{Name: "db", Image: "busybox"}}}
+		err := r.withOperation(ctx, &taskRun{task: tk, log: logr.Discard(), instance: in}, step, &pod, &pod.Containers[0])
+		return &pod, err
+	}
+
+	// dev's files name prod of cluster other, reading this cluster's prod
+	// location: nothing here can check it.
+	hostile := created(drivers.CloneSource{Cluster: "other", Environment: "prod", Commit: "abcdef1", Backup: "prod-20261101-0300", Location: "s3://backups/local/prod"})
+	if why, err := r.cloneRestoreRefusal(ctx, hostile, restoringDriver("graphhub", "1.4.0")); err != nil || why != "" {
+		t.Fatalf("create refusal %q, %v: the record is in the other cluster", why, err)
+	}
+	pod, err := restore(hostile)
+	if err == nil || len(pod.Containers[0].EnvFrom) > 0 {
+		t.Fatalf("the restore of another cluster's backup got an unannotated Secret (error %v, envFrom %v)", err, pod.Containers[0].EnvFrom)
+	}
+	for _, w := range []string{"reads the data of other/prod", "in another cluster", "Secret styrmin-system/backup-credentials has no annotation styrmin.io/backup-environments", `styrmin.io/backup-environments="local/dev, other/prod"`} {
+		if !strings.Contains(err.Error(), w) {
+			t.Errorf("refusal %q lacks %q", err, w)
+		}
+	}
+	if strings.Contains(err.Error(), "local-secret-key") {
+		t.Errorf("refusal %q shows the Secret's value", err)
+	}
+	var copies corev1.SecretList
+	if err := cl.List(ctx, &copies, client.InNamespace(ns)); err != nil || len(copies.Items) != 0 {
+		t.Fatalf("copies of the credentials in %s: %d (%v), want none", ns, len(copies.Items), err)
+	}
+
+	// A source of this cluster: its record is checked at the create.
+	if pod, err := restore(created(drivers.CloneSource{Cluster: "local", Environment: "prod", Commit: "abcdef1", Backup: "prod-20261201-0300", Location: "s3://backups/local/prod"})); err != nil || len(pod.Containers[0].EnvFrom) != 1 {
+		t.Fatalf("a clone of this cluster's prod with an unannotated Secret: error %v, envFrom %v", err, pod.Containers[0].EnvFrom)
+	}
+
+	// Annotated for both: the platform team consents.
+	secret.Annotations = map[string]string{AnnotationBackupEnvironments: "local/dev, other/prod"}
+	if err := cl.Update(ctx, secret); err != nil {
+		t.Fatal(err)
+	}
+	if pod, err := restore(hostile); err != nil || len(pod.Containers[0].EnvFrom) != 1 {
+		t.Fatalf("credentials marked for both: error %v, envFrom %v", err, pod.Containers[0].EnvFrom)
+	}
+}

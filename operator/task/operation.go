@@ -585,7 +585,9 @@ func (r *Reconciler) copyCredentials(ctx context.Context, run *taskRun, op *v1al
 // environment's backup, so the Secret must be for the source too. The
 // clone's files name the source (clonedFrom), and under strict tenancy
 // dev's files naming prod as theirs would otherwise restore prod's data
-// into dev with dev's credentials.
+// into dev with dev's credentials. A source in another cluster needs the
+// Secret annotated (listing it) even where an unannotated Secret would
+// do for the environment's own backups.
 func cloneSourceRefusal(s *corev1.Secret, run *taskRun, op *v1alpha1.TaskOperation) string {
 	if run.task.Spec.Operation != nil || op.Kind != v1alpha1.OperationRestore || run.instance == nil || run.instance.Context == nil {
 		return ""
@@ -597,6 +599,18 @@ func cloneSourceRefusal(s *corev1.Secret, run *taskRun, op *v1alpha1.TaskOperati
 	if why := CredentialsRefusal(s, cf.Cluster, cf.Environment); why != "" {
 		return fmt.Sprintf("the restore of backup %s reads the data of %s/%s, the environment %s was cloned from, so its credentials must be for that environment too: %s",
 			cf.Backup, cf.Cluster, cf.Environment, run.instance.ID, why)
+	}
+	// A source in this cluster has its backup's record checked before the
+	// create runs (cloneRestoreRefusal: the record names that source and
+	// the artefact read). One in another cluster has none here: the
+	// clone's files alone say whose data the artefact is, so a Secret
+	// without the annotation, open to any environment's own backups, is
+	// no consent to read another cluster's, or this cluster's under
+	// another cluster's name.
+	if _, listed := s.Annotations[AnnotationBackupEnvironments]; !listed && cf.Cluster != run.instance.ID.Cluster {
+		return fmt.Sprintf("the restore of backup %s reads the data of %s/%s, the environment %s was cloned from, in another cluster: this cluster holds no record of that backup to check whose data it is, and the Secret %s/%s has no annotation %s: annotate it %s=\"%s/%s, %s/%s\" (with its other environments) for the clone to read that backup with it",
+			cf.Backup, cf.Cluster, cf.Environment, run.instance.ID, s.Namespace, s.Name, AnnotationBackupEnvironments, AnnotationBackupEnvironments,
+			run.instance.ID.Cluster, run.instance.ID.Environment, cf.Cluster, cf.Environment)
 	}
 	return ""
 }
