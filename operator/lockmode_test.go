@@ -9,6 +9,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -718,17 +719,84 @@ func TestTheNextAgentPostsTheLockStatusTheHostDidNotTakeFromTheSource(t *testing
 
 	// The head to lock again is kept and removed by the API server alike.
 	want := &v1alpha1.LockAgain{Commit: config, Head: srv.Head(agentRepoName, "main")}
-	if err := sc.SetLockAgain(ctx, want); err != nil {
+	if err := sc.SetLockAgain(ctx, nil, want); err != nil {
 		t.Fatal(err)
 	}
 	if _, got, err := sc.LockState(ctx); err != nil || got == nil || *got != *want {
 		t.Fatalf("the head to lock again read back %+v, %v; want %+v", got, err, want)
 	}
-	if err := sc.SetLockAgain(ctx, nil); err != nil {
+	// Written over only as it was read: another writer's is not replaced.
+	if err := sc.SetLockAgain(ctx, nil, &v1alpha1.LockAgain{Commit: want.Head, Head: want.Head}); !errors.Is(err, source.ErrLockStateMoved) {
+		t.Fatalf("the head to lock again written over one not read: %v, want ErrLockStateMoved", err)
+	}
+	if err := sc.SetLockAgain(ctx, want, nil); err != nil {
 		t.Fatal(err)
 	}
 	if _, got, err := sc.LockState(ctx); err != nil || got != nil {
 		t.Fatalf("the head to lock again once removed: %+v, %v", got, err)
+	}
+}
+
+// TestALeaderDeposedMidRoundDoesNotWriteItsLockStatusesOverTheNextLeaders
+// pins, on a real API server, that the lock mode's writes of what it
+// keeps on the StyrminSource are made only over what it last read or
+// wrote there: a leader paused past its lease (a long GC, a frozen node)
+// finishes its round once it wakes, and its merge patch replaced the
+// statuses the next leader had kept while the host was away, so a
+// configuration commit that leader locked never got its lock status. Its
+// write is now refused; it reads the source again, and its next write
+// keeps both leaders' statuses.
+func TestALeaderDeposedMidRoundDoesNotWriteItsLockStatusesOverTheNextLeaders(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	srv := exampleServer(t)
+	cl, key := clusterWithSource(t, srv.RepoURL(agentRepoName))
+	sc := &source.SourceConditions{Client: cl, Reader: cl, Source: key}
+	host, poster := lockStatusHost(t)
+	away := &awayPoster{StatusPoster: poster}
+	away.away.Store(true)
+	locker := func() *source.Locker {
+		l, err := source.NewLocker(source.LockModeOptions{Repo: cloneOf(t, srv), Conditions: sc, State: sc, Statuses: away, StatusContext: "styrmin/local/lock"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return l
+	}
+	lock := func(who string, l *source.Locker) {
+		t.Helper()
+		if res, err := l.LockHead(ctx); err != nil || res.Commit.IsZero() && !res.Skipped {
+			t.Fatalf("%s's round: %+v, %v", who, res, err)
+		}
+	}
+	deposed := locker()
+	first := srv.Head(agentRepoName, "main")
+	lock("the first leader", deposed)
+
+	// The first leader pauses past its lease; the next one keeps the
+	// status of the configuration commit it locks, the host still away.
+	next := locker()
+	second := srv.Commit(agentRepoName, "more workers", hubConfig("1.4.0", 3, "debug"))
+	lock("the next leader", next)
+	// The deposed leader wakes and finishes a round.
+	third := srv.Commit(agentRepoName, "log less", hubConfig("1.4.0", 3, "warning"))
+	lock("the deposed leader", deposed)
+	kept, _, err := sc.LockState(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.ContainsFunc(kept, func(k v1alpha1.LockStatus) bool { return k.Commit == second }) {
+		t.Fatalf("the source keeps %+v: the next leader's status of %s was written over", kept, second[:12])
+	}
+	// Read again, its next write keeps both leaders' statuses.
+	lock("the deposed leader", deposed)
+
+	// The host answers; the leader after posts what was kept.
+	away.away.Store(false)
+	lock("the leader after", locker())
+	for _, c := range []string{first, second, third} {
+		if got := host.states(c); !slices.Contains(got, "styrmin/local/lock=success") {
+			t.Errorf("configuration commit %s got the lock statuses %v, want its success", c[:12], got)
+		}
 	}
 }
 

@@ -426,10 +426,13 @@ type LockState interface {
 	// LockState reads what is kept (a StyrminSource not made yet: a
 	// NotFound error, nothing kept).
 	LockState(ctx context.Context) ([]v1alpha1.LockStatus, *v1alpha1.LockAgain, error)
-	// SetLockStatuses replaces the statuses kept (none: removed).
-	SetLockStatuses(ctx context.Context, statuses []v1alpha1.LockStatus) error
-	// SetLockAgain replaces the head to lock again (nil: removed).
-	SetLockAgain(ctx context.Context, again *v1alpha1.LockAgain) error
+	// SetLockStatuses replaces the statuses kept (none: removed) when
+	// what is kept is still was (what this locker last read or wrote),
+	// else returns an error wrapping ErrLockStateMoved and writes nothing.
+	SetLockStatuses(ctx context.Context, was, statuses []v1alpha1.LockStatus) error
+	// SetLockAgain replaces the head to lock again (nil: removed) when
+	// what is kept is still was, as SetLockStatuses.
+	SetLockAgain(ctx context.Context, was, again *v1alpha1.LockAgain) error
 }
 
 // resume takes up, once, what an agent before this one left: the
@@ -521,7 +524,7 @@ func (l *Locker) keepState(ctx context.Context) {
 
 // dropStatuses removes the statuses an agent before kept.
 func (l *Locker) dropStatuses(ctx context.Context) {
-	if err := l.opts.State.SetLockStatuses(ctx, nil); err != nil {
+	if err := l.opts.State.SetLockStatuses(ctx, l.queued, nil); err != nil {
 		l.stateNotKept(ctx, err, "removing the lock statuses an agent before kept for the host; removed on a later round")
 		return
 	}
@@ -538,7 +541,7 @@ func (l *Locker) keepStatuses(ctx context.Context) {
 	if slices.Equal(want, l.queued) {
 		return
 	}
-	if err := l.opts.State.SetLockStatuses(ctx, want); err != nil {
+	if err := l.opts.State.SetLockStatuses(ctx, l.queued, want); err != nil {
 		l.stateNotKept(ctx, err, "recording the lock statuses the host has not taken; recorded on a later round")
 		return
 	}
@@ -555,7 +558,7 @@ func (l *Locker) keepAgain(ctx context.Context) {
 	if want == nil && l.keptAgain == nil || want != nil && l.keptAgain != nil && *want == *l.keptAgain {
 		return
 	}
-	if err := l.opts.State.SetLockAgain(ctx, want); err != nil {
+	if err := l.opts.State.SetLockAgain(ctx, l.keptAgain, want); err != nil {
 		l.stateNotKept(ctx, err, "recording the head the lock mode locks again; recorded on a later round")
 		return
 	}
@@ -563,9 +566,14 @@ func (l *Locker) keepAgain(ctx context.Context) {
 }
 
 // stateNotKept logs a write of opts.State that failed: at V(1) when the
-// syncer has not made the StyrminSource yet, as for the condition.
+// syncer has not made the StyrminSource yet, as for the condition. One
+// refused as another writer changed the state since makes the next round
+// read it again (resume), and take up what it holds, before it writes.
 func (l *Locker) stateNotKept(ctx context.Context, err error, msg string) {
 	switch {
+	case errors.Is(err, ErrLockStateMoved):
+		l.stateRead = false
+		l.opts.Log.Info("another agent's lock mode changed what the lock mode keeps on the StyrminSource since this one read it: not written over; read again on the next round", "error", err.Error())
 	case apierrors.IsNotFound(err):
 		l.opts.Log.V(1).Info(msg, "error", err.Error())
 	case ctx.Err() == nil:

@@ -74,7 +74,8 @@ func (l *Locker) idle() {
 	l.keepState(context.Background())
 }
 
-// queueOf is a LockState in memory (the StyrminSource's fields);
+// queueOf is a LockState in memory (the StyrminSource's fields), which
+// writes whatever it held;
 // failRead and failWrite make its reads and writes fail (the API server
 // away), writes counts those made.
 type queueOf struct {
@@ -91,7 +92,7 @@ func (q *queueOf) LockState(context.Context) ([]v1alpha1.LockStatus, *v1alpha1.L
 	return slices.Clone(q.kept), q.again, nil
 }
 
-func (q *queueOf) SetLockAgain(_ context.Context, a *v1alpha1.LockAgain) error {
+func (q *queueOf) SetLockAgain(_ context.Context, _, a *v1alpha1.LockAgain) error {
 	if q.failWrite {
 		return errors.New("the API server is away")
 	}
@@ -99,7 +100,7 @@ func (q *queueOf) SetLockAgain(_ context.Context, a *v1alpha1.LockAgain) error {
 	return nil
 }
 
-func (q *queueOf) SetLockStatuses(_ context.Context, s []v1alpha1.LockStatus) error {
+func (q *queueOf) SetLockStatuses(_ context.Context, _, s []v1alpha1.LockStatus) error {
 	if q.failWrite {
 		return errors.New("the API server is away")
 	}

@@ -3,7 +3,9 @@ package source
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"slices"
 	"strings"
 
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
@@ -72,43 +74,76 @@ func (s *SourceConditions) LockState(ctx context.Context) ([]v1alpha1.LockStatus
 	return src.Status.LockStatuses, src.Status.LockAgain, nil
 }
 
-// SetLockStatuses replaces the lock statuses the StyrminSource keeps, by a
-// merge patch of that field alone: the syncer's writes of the status
-// carry it (an update on an older copy conflicts, and its fields are put
-// on a copy read again), and the scheduler's patches touch others.
-func (s *SourceConditions) SetLockStatuses(ctx context.Context, statuses []v1alpha1.LockStatus) error {
+// ErrLockStateMoved is returned by SetLockStatuses and SetLockAgain when
+// the StyrminSource no longer holds what the writer last read or wrote
+// there: another agent's lock mode wrote it since (a leader before this
+// one, paused past its lease and finishing its round, or the next), or
+// the syncer of an agent without lock mode removed it. Nothing is written
+// over it: the writer reads it again.
+var ErrLockStateMoved = errors.New("another writer changed it since it was last read")
+
+// SetLockStatuses replaces the lock statuses the StyrminSource keeps with
+// statuses when it still holds was (what the caller last read or wrote
+// there; none and nil alike), else returns ErrLockStateMoved: a merge
+// patch of that field alone, made on the resourceVersion of the copy it
+// compared, read again on a conflict. A blind patch let a leader deposed
+// mid-round write its queue over the one the next leader kept, whose
+// statuses were then never posted. The syncer's writes of the status
+// carry the field (an update on an older copy conflicts, and its fields
+// are put on a copy read again).
+func (s *SourceConditions) SetLockStatuses(ctx context.Context, was, statuses []v1alpha1.LockStatus) error {
 	var list any = statuses
 	if len(statuses) == 0 {
 		list = nil // removed
 	}
-	if err := s.patchStatus(ctx, "lockStatuses", list); err != nil {
+	holds := func(src *v1alpha1.StyrminSource) bool {
+		return slices.Equal(src.Status.LockStatuses, was) || len(src.Status.LockStatuses)+len(was) == 0
+	}
+	if err := s.swapStatus(ctx, "lockStatuses", holds, list); err != nil {
 		return fmt.Errorf("recording the lock statuses not posted yet on StyrminSource %s: %w", s.Source, err)
 	}
 	return nil
 }
 
-// SetLockAgain replaces the head the lock mode locks again (nil: none),
-// by a merge patch of that field alone (see SetLockStatuses).
-func (s *SourceConditions) SetLockAgain(ctx context.Context, again *v1alpha1.LockAgain) error {
+// SetLockAgain replaces the head the lock mode locks again (nil: none)
+// when the StyrminSource still holds was, as SetLockStatuses.
+func (s *SourceConditions) SetLockAgain(ctx context.Context, was, again *v1alpha1.LockAgain) error {
 	var v any = again
 	if again == nil {
 		v = nil // removed
 	}
-	if err := s.patchStatus(ctx, "lockAgain", v); err != nil {
+	holds := func(src *v1alpha1.StyrminSource) bool {
+		got := src.Status.LockAgain
+		return got == nil && was == nil || got != nil && was != nil && *got == *was
+	}
+	if err := s.swapStatus(ctx, "lockAgain", holds, v); err != nil {
 		return fmt.Errorf("recording the head the lock mode locks again on StyrminSource %s: %w", s.Source, err)
 	}
 	return nil
 }
 
-// patchStatus sets one field of the StyrminSource's status (nil: removes
-// it) by a merge patch.
-func (s *SourceConditions) patchStatus(ctx context.Context, field string, value any) error {
-	patch, err := json.Marshal(map[string]any{"status": map[string]any{field: value}})
-	if err != nil {
-		return err
-	}
-	src := &v1alpha1.StyrminSource{ObjectMeta: metav1.ObjectMeta{Name: s.Source.Name, Namespace: s.Source.Namespace}}
-	return s.Client.Status().Patch(ctx, src, client.RawPatch(types.MergePatchType, patch))
+// swapStatus sets one field of the StyrminSource's status (nil: removes
+// it) by a merge patch, when holds accepts the copy read from the API
+// server, on that copy's resourceVersion: a write between the read and
+// the patch conflicts, and is read again.
+func (s *SourceConditions) swapStatus(ctx context.Context, field string, holds func(*v1alpha1.StyrminSource) bool, value any) error {
+	return retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		var src v1alpha1.StyrminSource
+		if err := s.Reader.Get(ctx, s.Source, &src); err != nil {
+			return err
+		}
+		if !holds(&src) {
+			return fmt.Errorf("status.%s: %w", field, ErrLockStateMoved)
+		}
+		patch, err := json.Marshal(map[string]any{
+			"metadata": map[string]any{"resourceVersion": src.ResourceVersion},
+			"status":   map[string]any{field: value},
+		})
+		if err != nil {
+			return err
+		}
+		return s.Client.Status().Patch(ctx, &src, client.RawPatch(types.MergePatchType, patch))
+	})
 }
 
 // keepLockerConditions is the syncer's conditions own on a copy of the

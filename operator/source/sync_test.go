@@ -1554,7 +1554,7 @@ func TestASyncThatConflictsWithTheLockModeKeepsItsCondition(t *testing.T) {
 		if err := conditions.SetCondition(e.ctx, heldBack); err != nil {
 			t.Error(err)
 		}
-		if err := conditions.SetLockStatuses(e.ctx, waiting); err != nil {
+		if err := conditions.SetLockStatuses(e.ctx, nil, waiting); err != nil {
 			t.Error(err)
 		}
 	}}
@@ -1604,10 +1604,10 @@ func TestASyncerWithoutTheLockModeRemovesItsLeftCondition(t *testing.T) {
 		t.Fatal("a syncer in lock mode removed the Locked condition")
 	}
 	// What it kept for the next lock mode: removed with it.
-	if err := conditions.SetLockStatuses(e.ctx, []v1alpha1.LockStatus{{Commit: strings.Repeat("ab", 20), State: "pending"}}); err != nil {
+	if err := conditions.SetLockStatuses(e.ctx, nil, []v1alpha1.LockStatus{{Commit: strings.Repeat("ab", 20), State: "pending"}}); err != nil {
 		t.Fatal(err)
 	}
-	if err := conditions.SetLockAgain(e.ctx, &v1alpha1.LockAgain{Commit: strings.Repeat("ab", 20), Head: strings.Repeat("cd", 20)}); err != nil {
+	if err := conditions.SetLockAgain(e.ctx, nil, &v1alpha1.LockAgain{Commit: strings.Repeat("ab", 20), Head: strings.Repeat("cd", 20)}); err != nil {
 		t.Fatal(err)
 	}
 	// Restarted without it, on a head it synced already: removed.
