@@ -467,7 +467,10 @@ func (r *Repo) push(ctx context.Context, old, new Hash, objs []plumbing.Hash) (m
 	defer cancelCheck()
 	now, err := r.lsRemote(checkCtx, "list refs of")
 	if err != nil {
-		return false, errors.Join(transportError("push to", r.remoteURL, pushErr), err)
+		// The remote may hold new: a run again finds it there (its
+		// branch's head) and commits nothing again.
+		return false, fmt.Errorf("%w\nwhether %s holds commit %s is unknown (its answer was lost and its branch could not be read after): run again, a lock it holds is not made twice",
+			errors.Join(transportError("push to", r.remoteURL, pushErr), err), redactURL(r.remoteURL), new.Short())
 	}
 	switch now {
 	case new.plumbing():

@@ -7,6 +7,7 @@ import (
 	"io"
 	"io/fs"
 	"os"
+	"time"
 
 	"github.com/styrmin/styrmin/gitsource"
 	"github.com/styrmin/styrmin/resolver"
@@ -117,7 +118,7 @@ func runLockCommit(ctx context.Context, g *globalOptions, o *lockOptions, stdout
 		fmt.Fprintln(stdout, "note: the working tree has uncommitted configuration edits, which are not locked: --commit and --push lock the committed head; commit the edits first")
 	}
 	if !out.Committed {
-		fmt.Fprintln(stdout, "nothing to lock: every deployment is at its locked instance")
+		fmt.Fprintf(stdout, "nothing to lock: every deployment is at its locked instance%s\n", lockedBy(repo, out.Commit, dir, branchLabel(repo, o.push)))
 		return failed
 	}
 	for _, c := range out.Changes {
@@ -125,6 +126,38 @@ func runLockCommit(ctx context.Context, g *globalOptions, o *lockOptions, stdout
 	}
 	printCommitted(stdout, out, repo, o.push)
 	return failed
+}
+
+// lockedBy names the lock commit at or under head that holds the locks
+// ("" when none is found): a run whose push's answer was lost after the
+// remote stored it failed, and run again found nothing to lock without
+// saying the remote holds that run's lock.
+func lockedBy(repo *gitsource.Repo, head gitsource.Hash, dir, branch string) string {
+	if head.IsZero() {
+		return ""
+	}
+	un, err := repo.UnlockedChanges(head, dir, resolver.LocksDir, resolver.DefaultMaxUnlocked)
+	if err != nil || un.Base.IsZero() {
+		return ""
+	}
+	info, err := repo.Commit(un.Base)
+	if err != nil {
+		return ""
+	}
+	where := "under the head of " + branch
+	if un.Base == head {
+		where = "the head of " + branch
+	}
+	return fmt.Sprintf(", locked by %s %q (%s, %s)", un.Base.Short(), info.Subject, info.CommitTime.UTC().Format(time.RFC3339), where)
+}
+
+// branchLabel names the branch a lock commits on: the remote's with
+// --push.
+func branchLabel(repo *gitsource.Repo, push bool) string {
+	if push {
+		return "the remote's " + repo.Branch()
+	}
+	return repo.Branch()
 }
 
 // uncommittedEdits tells whether the working tree's configuration differs

@@ -54,3 +54,39 @@ func TestTwoCIJobsOnDifferentCommitsLockEachChangeOnce(t *testing.T) {
 		t.Fatalf("the branch's history:\n%s\nwant one lock per configuration commit:\n%s\njobs said:\n%s", log, want, strings.Join(outs, "\n--\n"))
 	}
 }
+
+// TestALockPushWhoseAnswerWasLostNamesTheLockTheRemoteHoldsWhenRunAgain
+// drops the answer of `styrminctl lock --push`'s push after the real HTTP
+// git server stored it, the host away for the look after: the run fails.
+// Run again once the host answers, it makes no second lock commit (no
+// sequence taken again) and names the lock commit the remote holds.
+func TestALockPushWhoseAnswerWasLostNamesTheLockTheRemoteHoldsWhenRunAgain(t *testing.T) {
+	t.Parallel()
+	srv := gitserver.New(t)
+	url, _ := srv.CreateRepo("state.git")
+	dir := upgradeGitRepo(t)
+	planGit(t, dir, "push", "-q", url, "main")
+	writeRepoFile(t, dir, devHubFile, hubAt("1.5.0"))
+	planGit(t, dir, "commit", "-q", "-am", "hub 1.5.0")
+	planGit(t, dir, "push", "-q", url, "main")
+	job := t.TempDir()
+	planGit(t, job, "clone", "-q", url, ".")
+
+	srv.LosePushAnswer()
+	out, code, err := styrminctl(t, "--repo", job, "lock", "--push", "--branch", "main")
+	if code == 0 || err == nil || !strings.Contains(err.Error(), "is unknown") {
+		t.Fatalf("lock --push whose answer was lost, the host away after: exit %d, %v; want a failure saying whether the remote took the commit is unknown\n%s", code, err, out)
+	}
+	srv.Start()
+	lock := srv.Head("state.git", "main")
+	out, code, _ = styrminctl(t, "--repo", job, "lock", "--push", "--branch", "main")
+	if code != 0 {
+		t.Fatalf("lock --push run again: exit %d\n%s", code, out)
+	}
+	if head := srv.Head("state.git", "main"); head != lock {
+		t.Fatalf("run again, lock --push moved the branch from %s to %s: a second lock commit", lock, head)
+	}
+	if !strings.Contains(out, lock[:12]) {
+		t.Fatalf("run again, lock --push does not name the lock commit the remote holds (%s):\n%s", lock[:12], out)
+	}
+}

@@ -42,6 +42,8 @@ type Server struct {
 	hangPack atomic.Pointer[chan struct{}]
 	held     atomic.Int64
 	refused  atomic.Int64
+	// losePush drops the answer of the next push (LosePushAnswer).
+	losePush atomic.Bool
 	stderr   lockedBuffer
 	backend  string
 }
@@ -112,6 +114,10 @@ func New(t testing.TB, opts ...Option) *Server {
 				return
 			}
 		}
+		if isPush(r) && s.losePush.CompareAndSwap(true, false) {
+			s.serveLost(w, r, h)
+			return
+		}
 		h.ServeHTTP(w, r)
 	}))
 	s.URL = s.srv.URL
@@ -159,6 +165,33 @@ func (s *Server) Hang() {
 func (s *Server) HangPack() {
 	ch := make(chan struct{})
 	s.hangPack.CompareAndSwap(nil, &ch)
+}
+
+// LosePushAnswer makes the server store the next push (POST
+// git-receive-pack) and drop its answer, the connection closed without a
+// response, then answer every request 503 until Start: a push whose
+// answer a proxy or the network lost after the host stored it, the host
+// away for the client's look at the branch after.
+func (s *Server) LosePushAnswer() { s.losePush.Store(true) }
+
+// isPush reports whether r sends a push's objects and ref updates.
+func isPush(r *http.Request) bool {
+	return r.Method == http.MethodPost && strings.HasSuffix(r.URL.Path, "/git-receive-pack")
+}
+
+// serveLost serves r into a recorder (the push is stored), stops the
+// server and closes the connection without an answer.
+func (s *Server) serveLost(w http.ResponseWriter, r *http.Request, h http.Handler) {
+	h.ServeHTTP(httptest.NewRecorder(), r)
+	s.Stop()
+	hj, ok := w.(http.Hijacker)
+	if !ok {
+		panic("gitserver: the connection cannot be hijacked to drop a push's answer")
+	}
+	conn, _, err := hj.Hijack()
+	if err == nil {
+		_ = conn.Close()
+	}
 }
 
 // Held returns how many requests a Hang or HangPack holds now.
