@@ -800,6 +800,44 @@ func TestALeaderDeposedMidRoundDoesNotWriteItsLockStatusesOverTheNextLeaders(t *
 	}
 }
 
+// TestALockModePushWhoseAnswerWasLostEndsItsHeadsStatusOnceTheLockIsSeen
+// drops the answer of the lock mode's push after the git server stored
+// it, the host away for the look after: the round fails, and the
+// configuration commit's status says it is locked again soon. The next
+// round finds the lock commit at the head, made over that configuration
+// commit: the commit's status is the lock's success, not pending for
+// ever.
+func TestALockModePushWhoseAnswerWasLostEndsItsHeadsStatusOnceTheLockIsSeen(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	srv := exampleServer(t)
+	host, poster := lockStatusHost(t)
+	l, err := source.NewLocker(source.LockModeOptions{Repo: cloneOf(t, srv), Statuses: poster, StatusContext: "styrmin/local/lock"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	config := srv.Head(agentRepoName, "main")
+	srv.LosePushAnswer()
+	if res, err := l.LockHead(ctx); err == nil {
+		t.Fatalf("a round whose push's answer was lost, the host away after: %+v, no error", res)
+	}
+	srv.Start()
+	lock := srv.Head(agentRepoName, "main")
+	if lock == config {
+		t.Fatal("the git server did not store the push whose answer it dropped")
+	}
+	if res, err := l.LockHead(ctx); err != nil || res.Commit.String() != lock || len(res.Locked) != 2 {
+		t.Fatalf("the round after: %+v, %v; want the lock %s that landed, of web and hub", res, err, lock[:12])
+	}
+	if head := srv.Head(agentRepoName, "main"); head != lock {
+		t.Fatalf("the round after moved the branch from the lock %s to %s", lock[:12], head[:12])
+	}
+	got := host.last(config, "styrmin/local/lock")
+	if got == nil || got["state"] != "success" || !strings.Contains(got["description"], lock[:12]) {
+		t.Fatalf("the configuration commit's lock status %v, want the success of its lock %s", got, lock[:12])
+	}
+}
+
 // clusterWithSource is a control plane holding the StyrminSource
 // styrmin-system/styrmin of cluster local, reading url.
 func clusterWithSource(t *testing.T, url string) (client.Client, types.NamespacedName) {

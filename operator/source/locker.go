@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"sync"
@@ -171,6 +172,14 @@ type Locker struct {
 	// subject is the configuration head the last lock decided for (see
 	// subjectOf).
 	subject gitsource.Hash
+	// failedAgain is the configuration head whose last lock failed for
+	// the machine's or the network's trouble (nothing decided locked),
+	// zero otherwise; landed is a head found to be a lock commit made
+	// over it (a push whose answer was lost after the host stored it,
+	// another locker of the same head), whose round decides failedAgain's
+	// outcome rather than skip it: its status said "locked again soon"
+	// for ever.
+	failedAgain, landed gitsource.Hash
 	// pendingStatuses are the commit statuses not yet posted to
 	// opts.Statuses, the last of each head, oldest first (at most
 	// maxPendingStatuses): a head's final status decided while the host
@@ -330,6 +339,10 @@ const maxPendingStatuses = v1alpha1.MaxLockStatuses
 // configuration head's deployments were left for the machine's trouble),
 // which is that configuration head's lock finishing.
 func (l *Locker) subjectOf(head gitsource.Hash) gitsource.Hash {
+	if head == l.landed && !l.failedAgain.IsZero() {
+		l.subject = l.failedAgain
+		return l.subject
+	}
 	if head == l.last && l.again && !l.subject.IsZero() {
 		return l.subject
 	}
@@ -664,9 +677,19 @@ func (l *Locker) lockHead(ctx context.Context) (LockResult, error) {
 			// The view is the folder: its root is --path's.
 			err = fmt.Errorf("--path %s: %w", d, err)
 		}
-		l.decided(subject, res, err, l.again || l.last != fr.Head)
+		again := l.again || l.last != fr.Head
+		l.decided(subject, res, err, again)
+		l.failedAgain, l.landed = gitsource.Hash{}, gitsource.Hash{}
+		if again {
+			l.failedAgain = subject
+		}
 		return res, fmt.Errorf("lock mode: locking %s: %w", fr.Head.Short(), err)
 	}
+	if fr.Head == l.landed && !out.Committed {
+		// The lock of the head that failed landed: decided as this lock.
+		res.Commit, res.Locked = fr.Head, l.lockedSince(subject, fr.Head)
+	}
+	l.failedAgain, l.landed = gitsource.Hash{}, gitsource.Hash{}
 	l.last = fr.Head
 	res.Failed, res.BrokenDrivers = out.Skipped, out.BrokenDrivers
 	for _, b := range out.BrokenDrivers {
@@ -714,12 +737,59 @@ func (l *Locker) leaves(ctx context.Context, head gitsource.Hash) (bool, error) 
 	if err != nil || pending {
 		return false, err
 	}
+	if l.landedOver(head, l.failedAgain) {
+		l.landed = head
+		return false, nil
+	}
 	l.opts.Log.V(1).Info("head is a lock commit; nothing to lock", "head", head.Short())
 	if err := l.lockedElsewhere(head); err != nil {
 		return false, err
 	}
 	l.last = head
 	return true, nil
+}
+
+// maxLandedWalk bounds the first-parent walk from a lock commit at the
+// head back to the configuration head whose lock failed.
+const maxLandedWalk = 64
+
+// landedOver reports whether head, a lock commit, has config (not zero)
+// among its first-parent ancestors, a few commits back: the lock that
+// failed as far as this locker knew landed (its push's answer lost), or
+// another locker locked that head meanwhile.
+func (l *Locker) landedOver(head, config gitsource.Hash) bool {
+	if config.IsZero() {
+		return false
+	}
+	for h, i := head, 0; i < maxLandedWalk; i++ {
+		info, err := l.opts.Repo.Commit(h)
+		if err != nil || len(info.Parents) == 0 {
+			return false
+		}
+		if h = info.Parents[0]; h == config {
+			return true
+		}
+	}
+	return false
+}
+
+// lockedSince names the deployments the lock commits from config to head
+// lock, "cluster/env/name=sequence", by their Styrmin-Lock trailers.
+func (l *Locker) lockedSince(config, head gitsource.Hash) []string {
+	changes, err := l.opts.Repo.LockChanges(config, head, resolver.LocksDir)
+	if err != nil {
+		return nil
+	}
+	seq := map[string]int{}
+	for _, c := range changes {
+		maps.Copy(seq, c.Locks)
+	}
+	out := make([]string, 0, len(seq))
+	for k, n := range seq {
+		out = append(out, fmt.Sprintf("%s=%d", k, n))
+	}
+	slices.Sort(out)
+	return out
 }
 
 // maxMadeLocks bounds the lock commits a locker remembers making: a head
