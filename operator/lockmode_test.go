@@ -12,6 +12,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"testing/fstest"
@@ -836,6 +837,53 @@ func TestALockModePushWhoseAnswerWasLostEndsItsHeadsStatusOnceTheLockIsSeen(t *t
 	if got == nil || got["state"] != "success" || !strings.Contains(got["description"], lock[:12]) {
 		t.Fatalf("the configuration commit's lock status %v, want the success of its lock %s", got, lock[:12])
 	}
+}
+
+// TestALockStateWrittenBetweenTheReadAndThePatchIsNotWrittenOver pins, on a
+// real API server, that the lock mode's patch of what it keeps carries the
+// resourceVersion of the copy it compared: a write landing between that
+// read and the patch makes it conflict, read again and refuse, rather than
+// replace the statuses another agent kept.
+func TestALockStateWrittenBetweenTheReadAndThePatchIsNotWrittenOver(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	cl, key := clusterWithSource(t, "https://git.example/desired")
+	sc := &source.SourceConditions{Client: cl, Reader: cl, Source: key}
+	theirs := []v1alpha1.LockStatus{{Commit: strings.Repeat("ab", 20), State: "pending", Description: "locked again soon"}}
+	mine := []v1alpha1.LockStatus{{Commit: strings.Repeat("cd", 20), State: "success", Description: "1 deployment locked"}}
+	racing := &patchRace{Client: cl, race: func() {
+		if err := sc.SetLockStatuses(ctx, nil, theirs); err != nil {
+			t.Error(err)
+		}
+	}}
+	stale := &source.SourceConditions{Client: racing, Reader: cl, Source: key}
+	if err := stale.SetLockStatuses(ctx, nil, mine); !errors.Is(err, source.ErrLockStateMoved) {
+		t.Fatalf("a write over statuses kept between its read and its patch: %v, want ErrLockStateMoved", err)
+	}
+	if kept, _, err := sc.LockState(ctx); err != nil || !slices.Equal(kept, theirs) {
+		t.Fatalf("the source keeps %+v, %v; want the other agent's %+v", kept, err, theirs)
+	}
+}
+
+// patchRace runs race once before the first status patch it sends.
+type patchRace struct {
+	client.Client
+	race func()
+	once sync.Once
+}
+
+func (c *patchRace) Status() client.SubResourceWriter {
+	return &patchRaceWriter{SubResourceWriter: c.Client.Status(), c: c}
+}
+
+type patchRaceWriter struct {
+	client.SubResourceWriter
+	c *patchRace
+}
+
+func (w *patchRaceWriter) Patch(ctx context.Context, obj client.Object, patch client.Patch, opts ...client.SubResourcePatchOption) error {
+	w.c.once.Do(w.c.race)
+	return w.SubResourceWriter.Patch(ctx, obj, patch, opts...)
 }
 
 // clusterWithSource is a control plane holding the StyrminSource
