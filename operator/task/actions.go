@@ -923,41 +923,58 @@ func warnedAt(e *corev1.Event) time.Time {
 	return e.CreationTimestamp.Time
 }
 
-// otherJobRuns says which Job the agent made for a step of the
-// deployment of t, other than the one named name, has not ended, or which
-// pod of one still runs ("" when none): the step does not start its Job
-// until then, so that two of a deployment's migrations never run at once.
-// Tasks of a deployment run one at a time, but a Job outlives its task's
-// end: a task deleted by hand while its Job ran (the Job is not the
-// task's), a step that timed out and whose Job could not be deleted (its
-// deadline stops it), a deleted Job whose pods are still stopping.
+// otherJobRuns says which Job the agent made for a step in t's namespace,
+// other than the one named name, has not ended, or which pod of one still
+// runs ("" when none): the step does not start its Job until then, so that
+// two migrations never run at once against the namespace's data. Tasks of
+// a deployment run one at a time, but a Job outlives its task's end: a
+// task deleted by hand while its Job ran (the Job is not the task's), a
+// step that timed out and whose Job could not be deleted (its deadline
+// stops it), a deleted Job whose pods are still stopping. Every step Job
+// of the namespace counts, not only the deployment's: two deployments
+// never share a namespace, so another's is one deleted from it before (an
+// environment renamed, its namespacePrefix kept) whose data this one
+// takes over, and its migration under another job name or sequence ran
+// beside this one's.
 func (r *Reconciler) otherJobRuns(ctx context.Context, t *v1alpha1.StyrminTask, name string) (string, error) {
-	ours := []client.ListOption{client.InNamespace(t.Spec.Namespace), client.MatchingLabels(t.Spec.Deployment.Labels()), client.HasLabels{LabelTask}}
+	steps := []client.ListOption{client.InNamespace(t.Spec.Namespace), client.HasLabels{LabelTask}}
 	var jobs batchv1.JobList
-	if err := r.opts.APIReader.List(ctx, &jobs, ours...); err != nil {
-		return "", fmt.Errorf("listing the jobs of deployment %s in %s: %w", t.Spec.Deployment.Name, t.Spec.Namespace, err)
+	if err := r.opts.APIReader.List(ctx, &jobs, steps...); err != nil {
+		return "", fmt.Errorf("listing the step jobs in %s: %w", t.Spec.Namespace, err)
 	}
 	for i := range jobs.Items {
 		j := &jobs.Items[i]
 		if j.Name == name || !j.DeletionTimestamp.IsZero() || health.JobEnded(j) {
 			continue
 		}
-		return fmt.Sprintf("job %s/%s (task %s) has not ended: job %s starts after it, so that two of the deployment's jobs never run at once",
-			j.Namespace, j.Name, j.Labels[LabelTask], name), nil
+		return fmt.Sprintf("job %s/%s (task %s%s) has not ended: job %s starts after it, so that two of the namespace's jobs never run at once",
+			j.Namespace, j.Name, j.Labels[LabelTask], otherDeployment(t, j.Labels), name), nil
 	}
 	var pods corev1.PodList
-	if err := r.opts.APIReader.List(ctx, &pods, ours...); err != nil {
-		return "", fmt.Errorf("listing the job pods of deployment %s in %s: %w", t.Spec.Deployment.Name, t.Spec.Namespace, err)
+	if err := r.opts.APIReader.List(ctx, &pods, steps...); err != nil {
+		return "", fmt.Errorf("listing the step jobs' pods in %s: %w", t.Spec.Namespace, err)
 	}
 	for i := range pods.Items {
 		p := &pods.Items[i]
 		if p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed {
 			continue
 		}
-		return fmt.Sprintf("pod %s/%s of job %s (task %s) still runs: job %s starts after it, so that two of the deployment's jobs never run at once",
-			p.Namespace, p.Name, p.Labels["job-name"], p.Labels[LabelTask], name), nil
+		return fmt.Sprintf("pod %s/%s of job %s (task %s%s) still runs: job %s starts after it, so that two of the namespace's jobs never run at once",
+			p.Namespace, p.Name, p.Labels["job-name"], p.Labels[LabelTask], otherDeployment(t, p.Labels), name), nil
 	}
 	return "", nil
+}
+
+// otherDeployment names, for a message, the deployment whose identity
+// labels are labels when it is not t's ("" when it is).
+func otherDeployment(t *v1alpha1.StyrminTask, labels map[string]string) string {
+	for k, v := range t.Spec.Deployment.Labels() {
+		if labels[k] != v {
+			return fmt.Sprintf(" of deployment %s/%s/%s, which was in the namespace before",
+				labels[v1alpha1.LabelCluster], labels[v1alpha1.LabelEnvironment], labels[v1alpha1.LabelDeployment])
+		}
+	}
+	return ""
 }
 
 // buildJob makes the Job of a runJob step.

@@ -391,28 +391,33 @@ func (r *Reconciler) pruneTasks(ctx context.Context, run *taskRun) {
 			run.log.Error(err, "deleting a finished task beyond the kept history", "task", old.Name)
 		}
 	}
-	r.pruneJobs(ctx, run, left)
+	r.pruneJobs(ctx, run, tasks, left)
 }
 
-// pruneJobs deletes the ended Jobs the deployment's steps made whose task
-// is not among left (pruned, deleted by hand, or an operation's gone with
-// its StyrminBackup), their pods with them. Nothing deleted them: each
-// change with a migration left a Job and its pod in the namespace for
-// ever, and every runJob step and drift hold read them all. What a Job
-// logged is in its step's output; a Job still running is left to end (it
-// holds the drift check, and the next runJob step waits for it).
-func (r *Reconciler) pruneJobs(ctx context.Context, run *taskRun, left map[string]bool) {
+// pruneJobs deletes the ended Jobs steps made in the deployment's
+// namespace whose task is gone (jobPruner.pruned), their pods with them. Nothing
+// deleted them: each change with a migration left a Job and its pod in
+// the namespace for ever, and every runJob step and drift hold read them
+// all. What a Job logged is in its step's output; a Job still running is
+// left to end (it holds the drift check, and the next runJob step waits
+// for it).
+func (r *Reconciler) pruneJobs(ctx context.Context, run *taskRun, tasks []v1alpha1.StyrminTask, left map[string]bool) {
 	t := run.task
 	var jobs batchv1.JobList
-	if err := r.opts.Client.List(ctx, &jobs, client.InNamespace(t.Spec.Namespace), client.MatchingLabels(t.Spec.Deployment.Labels()), client.HasLabels{LabelTask}); err != nil {
-		run.log.Error(err, "listing the deployment's step jobs to prune")
+	if err := r.opts.Client.List(ctx, &jobs, client.InNamespace(t.Spec.Namespace), client.HasLabels{LabelTask}); err != nil {
+		run.log.Error(err, "listing the namespace's step jobs to prune")
+		return
+	}
+	p, err := r.jobPruner(ctx, run, tasks, left)
+	if err != nil {
+		run.log.Error(err, "pruning the step jobs of pruned tasks")
 		return
 	}
 	var a *Actor
 	background := metav1.DeletePropagationBackground
 	for i := range jobs.Items {
 		j := &jobs.Items[i]
-		if left[j.Labels[LabelTask]] || !j.DeletionTimestamp.IsZero() || !health.JobEnded(j) {
+		if !j.DeletionTimestamp.IsZero() || !health.JobEnded(j) || !p.pruned(j) {
 			continue
 		}
 		if a == nil {
@@ -429,6 +434,53 @@ func (r *Reconciler) pruneJobs(ctx context.Context, run *taskRun, left map[strin
 			run.log.Error(err, "deleting the ended job of a task no longer kept", "job", j.Name, "task", j.Labels[LabelTask])
 		}
 	}
+}
+
+// jobPruner decides which ended step Jobs of a namespace go.
+type jobPruner struct {
+	// own is the identity of the deployment whose task prunes.
+	own v1alpha1.DeploymentID
+	// left holds the names of own's tasks still there.
+	left map[string]bool
+	// others holds, for each task of another deployment still in the
+	// namespace, its deployment and name.
+	others map[otherTask]bool
+}
+
+// otherTask is a task of another deployment than the pruning one's.
+type otherTask struct {
+	id   v1alpha1.DeploymentID
+	name string
+}
+
+// jobPruner reads what pruned needs: the tasks of any other deployment in
+// the namespace.
+func (r *Reconciler) jobPruner(ctx context.Context, run *taskRun, tasks []v1alpha1.StyrminTask, left map[string]bool) (jobPruner, error) {
+	t := run.task
+	p := jobPruner{own: t.Spec.Deployment, left: left, others: map[otherTask]bool{}}
+	var all v1alpha1.StyrminTaskList
+	if err := r.opts.Client.List(ctx, &all, client.InNamespace(t.Namespace), client.UnsafeDisableDeepCopy); err != nil {
+		return p, fmt.Errorf("listing the tasks of %s: %w", t.Namespace, err)
+	}
+	for i := range all.Items {
+		if o := &all.Items[i]; o.Spec.Deployment != t.Spec.Deployment {
+			p.others[otherTask{o.Spec.Deployment, o.Name}] = true
+		}
+	}
+	return p, nil
+}
+
+// pruned reports whether j, a step's Job that ended, goes: its task is
+// gone (pruned, deleted by hand, or an operation's gone with its
+// StyrminBackup). One of another deployment (deleted from
+// the namespace before: an environment renamed, its namespacePrefix kept)
+// goes once that deployment's task is gone: nothing else deleted it.
+func (p jobPruner) pruned(j *batchv1.Job) bool {
+	id := v1alpha1.DeploymentID{Cluster: j.Labels[v1alpha1.LabelCluster], Environment: j.Labels[v1alpha1.LabelEnvironment], Name: j.Labels[v1alpha1.LabelDeployment]}
+	if id != p.own {
+		return !p.others[otherTask{id, j.Labels[LabelTask]}]
+	}
+	return !p.left[j.Labels[LabelTask]]
 }
 
 // taskRun is what one reconcile of a task knows.

@@ -3,9 +3,12 @@ package task
 import (
 	"context"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 
+	"github.com/go-logr/logr"
+	"github.com/prometheus/client_golang/prometheus"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -177,6 +180,11 @@ func TestTheStepsJobStartsOnlyOnceThePodsOfTheJobADeploymentDeletedFromTheNamesp
 	if err := cl.Update(ctx, pod); err != nil {
 		t.Fatal(err)
 	}
+	// The kubelet's part (none runs here): the pod bound to a node goes
+	// once its containers stopped.
+	if err := cl.Delete(ctx, pod, client.GracePeriodSeconds(0)); err != nil && !apierrors.IsNotFound(err) {
+		t.Fatal(err)
+	}
 	if !foregroundDeleted(t, cl, key) {
 		t.Fatalf("qa's Job %s is not being deleted in the foreground", key)
 	}
@@ -216,9 +224,17 @@ func foregroundDeleted(t *testing.T, cl client.Client, key client.ObjectKey) boo
 // returns the Job and its key.
 func qasJob(t *testing.T, cl client.Client, ns string) (*batchv1.Job, client.ObjectKey) {
 	t.Helper()
-	key := client.ObjectKey{Namespace: ns, Name: JobName("jobs", "migrate", 1)}
+	return qasJobAt(t, cl, ns, "migrate", 1)
+}
+
+// qasJobAt is qasJob for qa's job of the given name at sequence seq (of
+// its task jobs-<seq>).
+func qasJobAt(t *testing.T, cl client.Client, ns, name string, seq int64) (*batchv1.Job, client.ObjectKey) {
+	t.Helper()
+	key := client.ObjectKey{Namespace: ns, Name: JobName("jobs", name, seq)}
 	labels := v1alpha1.DeploymentID{Cluster: "local", Environment: "qa", Name: "jobs"}.Labels()
-	labels[LabelTask] = v1alpha1.TaskName("jobs", 1)
+	labels[LabelTask] = v1alpha1.TaskName("jobs", seq)
+	labels[v1alpha1.LabelSequence] = strconv.FormatInt(seq, 10)
 	job := &batchv1.Job{
 		ObjectMeta: metav1.ObjectMeta{Name: key.Name, Namespace: ns, Labels: labels},
 		Spec: batchv1.JobSpec{Template: corev1.PodTemplateSpec{Spec: corev1.PodSpec{
@@ -230,4 +246,92 @@ func qasJob(t *testing.T, cl client.Client, ns string) (*batchv1.Job, client.Obj
 		t.Fatal(err)
 	}
 	return job, key
+}
+
+// TestARunJobStepWaitsForARunningJobOfADeploymentDeletedFromTheNamespaceUnderAnotherName
+// pins that a runJob step waits for every step Job of its namespace that
+// runs, not only its deployment's. An environment renamed from qa to dev,
+// its namespacePrefix kept: qa's migration of its change 7
+// (jobs-migrate-7, its task deleted) still ran when dev's first change
+// came, and dev's jobs-migrate-1 started beside it, two migrations against
+// the one database the namespace holds: the wait listed only dev's Jobs.
+func TestARunJobStepWaitsForARunningJobOfADeploymentDeletedFromTheNamespaceUnderAnotherName(t *testing.T) {
+	t.Parallel()
+	const ns = "dev-jobs"
+	cl, agent, req := migrationTask(t, ns, "")
+	ctx := context.Background()
+	qa, _ := qasJobAt(t, cl, ns, "migrate", 7)
+	devs := client.ObjectKey{Namespace: ns, Name: JobName("jobs", "migrate", 1)}
+
+	r := agent()
+	for range 3 {
+		if _, err := r.Reconcile(ctx, req); err != nil {
+			t.Fatal(err)
+		}
+	}
+	tk := getTask(t, cl, req.NamespacedName)
+	var job batchv1.Job
+	if err := cl.Get(ctx, devs, &job); !apierrors.IsNotFound(err) || tk.Status.Phase.Terminal() {
+		t.Fatalf("while qa's migration %s runs: dev's Job %s: %v (UID %s), task %s %q; want no Job of dev's yet, the step waiting",
+			qa.Name, devs.Name, err, job.UID, tk.Status.Phase, tk.Status.Message)
+	}
+	if w := r.lastWaited(tk.UID); !strings.Contains(w, qa.Name) || !strings.Contains(w, "local/qa/jobs") || !strings.Contains(w, "has not ended") {
+		t.Errorf("the step waits for %q; want qa's Job %s named, its deployment, not ended", w, qa.Name)
+	}
+
+	completeJob(t, cl, qa)
+	tk = reconcileUntil(t, r, cl, req, "a Job of dev's own", func(tk *v1alpha1.StyrminTask) bool {
+		return tk.Status.Phase.Terminal() || tk.Status.Steps[0].Recorded[recordJob] != ""
+	})
+	if err := cl.Get(ctx, devs, &job); err != nil || tk.Status.Phase.Terminal() || job.Labels[v1alpha1.LabelEnvironment] != "dev" {
+		t.Fatalf("after qa's migration ended: task %s %q, Job %s of %q (%v); want dev's migration running in its own Job",
+			tk.Status.Phase, tk.Status.Message, devs.Name, job.Labels[v1alpha1.LabelEnvironment], err)
+	}
+}
+
+// TestTheEndedJobsOfADeploymentDeletedFromTheNamespaceArePrunedOnceTheirTaskIsGone
+// pins that the step Jobs a deployment deleted from the namespace left
+// (an environment renamed from qa to dev, its namespacePrefix kept) go
+// when a task of the deployment now there ends, as its own would once
+// their task is gone: they were never pruned, listed only by their own
+// deployment's tasks, and none is left. One that runs stays to end, and
+// one whose task is still in the namespace stays with it.
+func TestTheEndedJobsOfADeploymentDeletedFromTheNamespaceArePrunedOnceTheirTaskIsGone(t *testing.T) {
+	t.Parallel()
+	const ns = "dev-jobs"
+	cl := withCRDs(t, ns)
+	ctx := context.Background()
+	dev := createJobsTask(t, cl, jobsInstance(t, maintenanceDriver(t), ns, 1, "1.0.0"), v1alpha1.WorkflowCreate)
+	dev.Status.Phase = v1alpha1.TaskSucceeded
+	if err := cl.Status().Update(ctx, dev); err != nil {
+		t.Fatal(err)
+	}
+	// qa's change 7: its task gone, one Job ended, one running.
+	ended, _ := qasJobAt(t, cl, ns, "migrate", 7)
+	completeJob(t, cl, ended)
+	running, _ := qasJobAt(t, cl, ns, "seed", 7)
+	// qa's change 8: its task (no name dev's took) still there.
+	kept, _ := qasJobAt(t, cl, ns, "migrate", 8)
+	completeJob(t, cl, kept)
+	qaTask := &v1alpha1.StyrminTask{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: v1alpha1.TaskName("jobs", 8), Labels: kept.Labels},
+		Spec:       *dev.Spec.DeepCopy(),
+	}
+	qaTask.Spec.Deployment.Environment, qaTask.Spec.ToSequence = "qa", 8
+	delete(qaTask.Labels, LabelTask)
+	delete(qaTask.Labels, v1alpha1.LabelSequence)
+	if err := cl.Create(ctx, qaTask); err != nil {
+		t.Fatal(err)
+	}
+
+	r, err := NewReconciler(Options{Client: cl, Drivers: noDrivers{}, Registerer: prometheus.NewRegistry()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.pruneTasks(ctx, &taskRun{task: dev, log: logr.Discard()})
+	want := []string{running.Name, kept.Name}
+	slices.Sort(want)
+	if got := jobsIn(t, cl, ns); !slices.Equal(got, want) {
+		t.Fatalf("jobs after dev's task ended: %v, want %v (qa's running one, and the one its kept task made)", got, want)
+	}
 }
