@@ -1013,6 +1013,11 @@ func (r *Reconciler) buildJob(ctx context.Context, run *taskRun, step drivers.St
 	labels[LabelTask] = t.Name
 	labels[LabelComponent] = step.Component
 	labels[v1alpha1.LabelSequence] = strconv.FormatInt(t.Spec.ToSequence, 10)
+	if IsOperation(t) {
+		// An operation's Job goes with its task (pruneJobs), whatever
+		// sequence it is ordered at.
+		labels[v1alpha1.LabelOperation] = t.Spec.Operation.Name
+	}
 	tmpl.Labels = labels
 	tmpl.Spec.RestartPolicy = corev1.RestartPolicyNever
 	backoff := int32(0)

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -442,6 +443,8 @@ type jobPruner struct {
 	own v1alpha1.DeploymentID
 	// left holds the names of own's tasks still there.
 	left map[string]bool
+	// reached is the last sequence own is known to have passed.
+	reached int64
 	// others holds, for each task of another deployment still in the
 	// namespace, its deployment and name.
 	others map[otherTask]bool
@@ -453,11 +456,28 @@ type otherTask struct {
 	name string
 }
 
-// jobPruner reads what pruned needs: the tasks of any other deployment in
-// the namespace.
+// jobPruner reads what pruned needs: the sequence the deployment reached
+// (its StyrminDeployment's, or its last succeeded task's), and the tasks
+// of any other deployment in the namespace.
 func (r *Reconciler) jobPruner(ctx context.Context, run *taskRun, tasks []v1alpha1.StyrminTask, left map[string]bool) (jobPruner, error) {
 	t := run.task
 	p := jobPruner{own: t.Spec.Deployment, left: left, others: map[otherTask]bool{}}
+	sd, err := r.deployment(ctx, run)
+	if err != nil {
+		return p, err
+	}
+	if sd != nil && sd.Spec.Deployment == t.Spec.Deployment {
+		p.reached = sd.Spec.Sequence
+	}
+	succeeded := func(o *v1alpha1.StyrminTask) {
+		if o.Status.Phase == v1alpha1.TaskSucceeded && !IsOperation(o) {
+			p.reached = max(p.reached, o.Spec.ToSequence)
+		}
+	}
+	succeeded(t)
+	for i := range tasks {
+		succeeded(&tasks[i])
+	}
 	var all v1alpha1.StyrminTaskList
 	if err := r.opts.Client.List(ctx, &all, client.InNamespace(t.Namespace), client.UnsafeDisableDeepCopy); err != nil {
 		return p, fmt.Errorf("listing the tasks of %s: %w", t.Namespace, err)
@@ -472,7 +492,11 @@ func (r *Reconciler) jobPruner(ctx context.Context, run *taskRun, tasks []v1alph
 
 // pruned reports whether j, a step's Job that ended, goes: its task is
 // gone (pruned, deleted by hand, or an operation's gone with its
-// StyrminBackup). One of another deployment (deleted from
+// StyrminBackup). One of a change the deployment has not reached stays,
+// though: it is the only record that the change's step ran, and the
+// syncer makes a task deleted by hand again (its lock met again) until the
+// deployment reaches its sequence; with the Job gone, the task made again
+// ran its migration a second time. One of another deployment (deleted from
 // the namespace before: an environment renamed, its namespacePrefix kept)
 // goes once that deployment's task is gone: nothing else deleted it.
 func (p jobPruner) pruned(j *batchv1.Job) bool {
@@ -480,7 +504,14 @@ func (p jobPruner) pruned(j *batchv1.Job) bool {
 	if id != p.own {
 		return !p.others[otherTask{id, j.Labels[LabelTask]}]
 	}
-	return !p.left[j.Labels[LabelTask]]
+	if p.left[j.Labels[LabelTask]] {
+		return false
+	}
+	if j.Labels[v1alpha1.LabelOperation] != "" {
+		return true
+	}
+	seq, err := strconv.ParseInt(j.Labels[v1alpha1.LabelSequence], 10, 64)
+	return err != nil || seq <= p.reached
 }
 
 // taskRun is what one reconcile of a task knows.

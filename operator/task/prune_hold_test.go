@@ -3,6 +3,8 @@ package task
 import (
 	"context"
 	"slices"
+	"strconv"
+	"strings"
 	"testing"
 
 	"github.com/go-logr/logr"
@@ -71,6 +73,7 @@ func stepJob(t *testing.T, cl client.Client, task *v1alpha1.StyrminTask, name st
 	t.Helper()
 	labels := task.Spec.Deployment.Labels()
 	labels[LabelTask] = task.Name
+	labels[v1alpha1.LabelSequence] = strconv.FormatInt(task.Spec.ToSequence, 10)
 	never := corev1.RestartPolicyNever
 	job := &batchv1.Job{
 		ObjectMeta: metav1.ObjectMeta{Namespace: task.Namespace, Name: name, Labels: labels},
@@ -108,8 +111,9 @@ func jobsIn(t *testing.T, cl client.Client, ns string) []string {
 // change with a migration left its Job and pod in the namespace for
 // ever, thousands after months of changes, each read by every later
 // runJob step and drift hold. A pruned task's ended Jobs go with it, and
-// so do those of a task deleted by hand once they ended; a Job that still
-// runs is left to end, and a kept task keeps its own.
+// so do those of a task deleted by hand once they ended and the deployment
+// passed its change; a Job that still runs is left to end, and a kept task
+// keeps its own.
 func TestTheJobsOfPrunedTasksArePrunedWithThem(t *testing.T) {
 	t.Parallel()
 	const ns = "dev-jobs"
@@ -133,6 +137,13 @@ func TestTheJobsOfPrunedTasksArePrunedWithThem(t *testing.T) {
 	if err := cl.Delete(ctx, gone); err != nil {
 		t.Fatal(err)
 	}
+	// The next change succeeded past it, and prunes.
+	last := createJobsTask(t, cl, jobsInstance(t, d, ns, 5, "1.0.0"), v1alpha1.WorkflowUpdate)
+	last.Status.Phase = v1alpha1.TaskSucceeded
+	if err := cl.Status().Update(ctx, last); err != nil {
+		t.Fatal(err)
+	}
+	stepJob(t, cl, last, JobName("jobs", "migrate", 5), true)
 	// A chart's own Job is no step's.
 	chartJob := &batchv1.Job{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "chart-hook", Labels: tasks[0].Spec.Deployment.Labels()},
 		Spec: batchv1.JobSpec{Template: corev1.PodTemplateSpec{Spec: corev1.PodSpec{RestartPolicy: corev1.RestartPolicyNever,
@@ -146,10 +157,72 @@ func TestTheJobsOfPrunedTasksArePrunedWithThem(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	r.pruneTasks(ctx, &taskRun{task: tasks[2], log: logr.Discard()})
-	want := []string{"chart-hook", JobName("jobs", "migrate", 2), JobName("jobs", "migrate", 3), JobName("jobs", "seed", 4)}
+	r.pruneTasks(ctx, &taskRun{task: last, log: logr.Discard()})
+	want := []string{"chart-hook", JobName("jobs", "migrate", 3), JobName("jobs", "migrate", 5), JobName("jobs", "seed", 4)}
 	slices.Sort(want)
 	if got := jobsIn(t, cl, ns); !slices.Equal(got, want) {
 		t.Fatalf("jobs after pruning to two tasks: %v, want %v (the kept tasks', the one still running, the chart's)", got, want)
+	}
+}
+
+// TestTheEndedJobOfAChangeTheDeploymentHasNotReachedStaysSoItsTaskMadeAgainRunsNoMigrationTwice
+// pins that the ended Job of a task deleted by hand stays while the
+// deployment has not reached its change: the syncer makes that task again
+// (its lock met again) until the deployment runs its sequence, and the
+// Job is the only record that the change's migration ran. The next task
+// of the deployment to end pruned it, and the task made again ran the
+// migration a second time. It takes the Job up instead, as the step's
+// run, and runs no Job.
+func TestTheEndedJobOfAChangeTheDeploymentHasNotReachedStaysSoItsTaskMadeAgainRunsNoMigrationTwice(t *testing.T) {
+	t.Parallel()
+	const ns = "dev-jobs"
+	cl, agent, req := jobsTaskWith(t, ns, `setup: pre: [
+	{action: "runJob", component: "app", job: "migrate", command: ["migrate"]},
+	{action: "runJob", component: "app", job: "seed", command: ["seed"]},
+]`, Options{})
+	ctx := context.Background()
+	key := client.ObjectKey{Namespace: ns, Name: JobName("jobs", "migrate", 1)}
+	r := agent()
+	reconcileUntil(t, r, cl, req, "the migration's Job made and recorded", func(tk *v1alpha1.StyrminTask) bool {
+		return len(tk.Status.Steps) > 0 && tk.Status.Steps[0].Recorded[recordJob] != ""
+	})
+	var job batchv1.Job
+	if err := cl.Get(ctx, key, &job); err != nil {
+		t.Fatal(err)
+	}
+	ran := job.UID
+	completeJob(t, cl, &job)
+	tk := reconcileUntil(t, r, cl, req, "the seed's Job", func(tk *v1alpha1.StyrminTask) bool {
+		return tk.Status.Phase.Terminal() || tk.Status.Steps[1].Recorded[recordJob] != ""
+	})
+
+	// Deleted by hand once its seed ended too (before it wrote the
+	// deployment); the next task of the deployment to end prunes.
+	var seed batchv1.Job
+	if err := cl.Get(ctx, client.ObjectKey{Namespace: ns, Name: JobName("jobs", "seed", 1)}, &seed); err != nil {
+		t.Fatal(err)
+	}
+	completeJob(t, cl, &seed)
+	if err := cl.Delete(ctx, tk); err != nil {
+		t.Fatal(err)
+	}
+	r.pruneTasks(ctx, &taskRun{task: tk, log: logr.Discard()})
+
+	// The syncer makes it again.
+	again := &v1alpha1.StyrminTask{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: tk.Name, Labels: tk.Labels}, Spec: tk.Spec}
+	if err := cl.Create(ctx, again); err != nil {
+		t.Fatal(err)
+	}
+	tk = reconcileUntil(t, agent(), cl, req, "the migration step of the task made again", func(tk *v1alpha1.StyrminTask) bool {
+		rec := ""
+		if len(tk.Status.Steps) > 0 {
+			rec = tk.Status.Steps[0].Recorded[recordJob]
+		}
+		return tk.Status.Phase.Terminal() || (rec != "" && rec != string(ran)) || (rec != "" && tk.Status.Steps[0].State.Terminal())
+	})
+	st := tk.Status.Steps[0]
+	if err := cl.Get(ctx, key, &job); err != nil || job.UID != ran || st.State != v1alpha1.StepSucceeded || !strings.Contains(st.Output, "completed") {
+		t.Fatalf("the task made again: Job %s (%v; the one that ran %s), step %s %q %q; want the migration's Job taken up as completed, none run again",
+			job.UID, err, ran, st.State, st.Message, st.Output)
 	}
 }

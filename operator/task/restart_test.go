@@ -167,11 +167,18 @@ func migrationTask(t *testing.T, ns, retry string) (cl client.Client, agent func
 // drivers and registry set here).
 func migrationTaskWith(t *testing.T, ns, retry string, opts Options) (cl client.Client, agent func() *Reconciler, req reconcile.Request) {
 	t.Helper()
-	cl = withCRDs(t, ns)
 	if retry != "" {
 		retry = `, retry: {` + retry + `}`
 	}
-	d := jobsDriver(t, `setup: pre: [{action: "runJob", component: "app", job: "migrate", command: ["migrate"]`+retry+`}]`)
+	return jobsTaskWith(t, ns, `setup: pre: [{action: "runJob", component: "app", job: "migrate", command: ["migrate"]`+retry+`}]`, opts)
+}
+
+// jobsTaskWith is a control plane with namespace ns and the task of
+// change 1 of a driver of the given actions, whose agents take opts.
+func jobsTaskWith(t *testing.T, ns, actions string, opts Options) (cl client.Client, agent func() *Reconciler, req reconcile.Request) {
+	t.Helper()
+	cl = withCRDs(t, ns)
+	d := jobsDriver(t, actions)
 	agent = func() *Reconciler {
 		o := opts
 		o.Client, o.Drivers, o.Registerer = cl, oneDriver{d}, prometheus.NewRegistry()
