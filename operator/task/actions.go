@@ -623,7 +623,7 @@ func (r *Reconciler) runJob(ctx context.Context, run *taskRun, st *v1alpha1.Task
 			run.waiting = other
 			return actionOutcome{after: r.opts.PollInterval}, oerr
 		}
-		j, berr := r.buildJob(ctx, run, step, name)
+		j, berr := r.buildJob(ctx, run, step, name, r.jobDeadline(st, step, time.Now()))
 		if berr != nil {
 			return actionOutcome{}, berr
 		}
@@ -977,8 +977,26 @@ func otherDeployment(t *v1alpha1.StyrminTask, labels map[string]string) string {
 	return ""
 }
 
-// buildJob makes the Job of a runJob step.
-func (r *Reconciler) buildJob(ctx context.Context, run *taskRun, step drivers.Step, name string) (*batchv1.Job, error) {
+// jobDeadline is the activeDeadlineSeconds of the Job a runJob step st
+// makes at now: what is left of the step's timeout, so that the Job ends
+// by the step's deadline whatever the agent does. The whole timeout, given
+// to a Job made late in the step (after waiting for another Job of the
+// namespace to end), let it run on past the step's end, if the agent was
+// down or could not delete it then. At least a second: the Job's deadline
+// must be positive, and the step's own timeout fails it meanwhile.
+func (r *Reconciler) jobDeadline(st *v1alpha1.TaskStep, step drivers.Step, now time.Time) int64 {
+	timeout := cmp.Or(step.Timeout, r.opts.StepTimeout, DefaultStepTimeout)
+	left := timeout
+	if st.StartedAt != nil {
+		left = min(timeout, st.StartedAt.Add(stepTimeout(st, timeout)).Sub(now))
+	}
+	// Rounded up: a Job's deadline counts from its start, after the make.
+	return max(int64((left+time.Second-1)/time.Second), 1)
+}
+
+// buildJob makes the Job of a runJob step, stopped by Kubernetes after
+// deadline seconds (jobDeadline).
+func (r *Reconciler) buildJob(ctx context.Context, run *taskRun, step drivers.Step, name string, deadline int64) (*batchv1.Job, error) {
 	t := run.task
 	tmpl, from, err := r.podTemplate(ctx, run, step)
 	if err != nil {
@@ -1044,9 +1062,7 @@ func (r *Reconciler) buildJob(ctx context.Context, run *taskRun, step drivers.St
 	}
 	// The step's timeout, declared or the controller's default, bounds the
 	// Job too: a step that timed out leaves nothing running.
-	timeout := cmp.Or(step.Timeout, r.opts.StepTimeout, DefaultStepTimeout)
-	secs := max(int64(timeout/time.Second), 1)
-	job.Spec.ActiveDeadlineSeconds = &secs
+	job.Spec.ActiveDeadlineSeconds = &deadline
 	return job, nil
 }
 

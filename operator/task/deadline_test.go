@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	batchv1 "k8s.io/api/batch/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -169,5 +170,47 @@ func TestAStartWhoseAnswerWasLostIsNoRestart(t *testing.T) {
 	})
 	if st := tk.Status.Steps[0]; st.State != v1alpha1.StepRunning || st.Attempts != 1 || st.Resumes != 0 {
 		t.Fatalf("step %s after %d attempts, resumed %d times; want Running, one attempt, no resume", st.State, st.Attempts, st.Resumes)
+	}
+}
+
+// TestARunJobStepsJobMadeLateInTheStepGetsWhatIsLeftOfItsTimeoutAsItsDeadline
+// pins the deadline of a Job a runJob step makes after waiting: what is
+// left of the step's timeout. A step that waited ten of its fifteen
+// minutes for another Job of the namespace to end (one a deployment
+// deleted from it before left running) gave its Job the whole fifteen:
+// the step timed out at its fifteenth minute and the Job, were the agent
+// down or its deletion refused then, ran on for ten more, a migration
+// after its task said it failed.
+func TestARunJobStepsJobMadeLateInTheStepGetsWhatIsLeftOfItsTimeoutAsItsDeadline(t *testing.T) {
+	t.Parallel()
+	const ns = "dev-jobs"
+	cl, agent, req := migrationTask(t, ns, "")
+	ctx := context.Background()
+	qa, _ := qasJobAt(t, cl, ns, "migrate", 7)
+	r := agent()
+	tk := reconcileUntil(t, r, cl, req, "the step waiting for qa's Job", func(tk *v1alpha1.StyrminTask) bool {
+		return len(tk.Status.Steps) > 0 && tk.Status.Steps[0].State == v1alpha1.StepRunning
+	})
+	// Ten minutes of its fifteen waited.
+	base := tk.DeepCopy()
+	tk.Status.Steps[0].StartedAt = &metav1.Time{Time: time.Now().Add(-10 * time.Minute)}
+	if err := cl.Status().Patch(ctx, tk, client.MergeFrom(base)); err != nil {
+		t.Fatal(err)
+	}
+	completeJob(t, cl, qa)
+	reconcileUntil(t, r, cl, req, "dev's Job", func(tk *v1alpha1.StyrminTask) bool {
+		return tk.Status.Phase.Terminal() || tk.Status.Steps[0].Recorded[recordJob] != ""
+	})
+	var job batchv1.Job
+	if err := cl.Get(ctx, client.ObjectKey{Namespace: ns, Name: JobName("jobs", "migrate", 1)}, &job); err != nil {
+		t.Fatal(err)
+	}
+	left := int64((DefaultStepTimeout - 10*time.Minute) / time.Second)
+	got := int64(-1) // none
+	if job.Spec.ActiveDeadlineSeconds != nil {
+		got = *job.Spec.ActiveDeadlineSeconds
+	}
+	if got > left || got < left-60 {
+		t.Fatalf("the Job made ten minutes into its step has activeDeadlineSeconds %d; want what is left of the step's %s, about %d", got, DefaultStepTimeout, left)
 	}
 }
