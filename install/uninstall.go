@@ -4,10 +4,12 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"maps"
 	"slices"
 	"strings"
 	"time"
 
+	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -23,6 +25,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/styrmin/styrmin/operator/api/v1alpha1"
+	"github.com/styrmin/styrmin/operator/health"
 	"github.com/styrmin/styrmin/operator/operation"
 )
 
@@ -87,7 +90,9 @@ const defaultUninstallTimeout = 2 * time.Minute
 //     styrmin.io/operation-tasks) from every StyrminDeployment,
 //     StyrminBackup and StyrminRestore, so that no namespace waits for an
 //     agent that is gone, and deletes every Styrmin object; the
-//     applications' objects and their Helm release Secrets stay;
+//     applications' objects and their Helm release Secrets stay; then
+//     the Jobs the agent made for its tasks' steps that ended (one that
+//     runs is left to end, named);
 //  3. unless o.KeepCRDs it deletes the CRDs;
 //  4. it deletes what install created: the admission policy and its
 //     binding, RBAC, the agent's Service and Deployment and, unless
@@ -155,6 +160,9 @@ func Uninstall(ctx context.Context, cfg *rest.Config, w io.Writer, o UninstallOp
 	}
 	released, err := u.deleteObjects(ctx)
 	if err != nil {
+		return err
+	}
+	if err := u.deleteStepJobs(ctx); err != nil {
 		return err
 	}
 	if !o.KeepCRDs {
@@ -416,6 +424,44 @@ func (u *uninstaller) deleteObjects(ctx context.Context) ([]string, error) {
 		}
 	}
 	return released, nil
+}
+
+// deleteStepJobs deletes the Jobs the agent made for its tasks' steps
+// (labels styrmin.io/task and styrmin.io/deployment) that ended, their
+// pods with them: the agent pruned them as its tasks went, and with the
+// tasks deleted and no agent, every migration's Job and pod stayed in the
+// applications' namespaces for good. One that has not ended is left to
+// end, named (a migration stopped midway leaves its data half done); a
+// chart's own Jobs carry no such label and stay with the application.
+func (u *uninstaller) deleteStepJobs(ctx context.Context) error {
+	var jobs batchv1.JobList
+	if err := u.c.List(ctx, &jobs, client.HasLabels{v1alpha1.LabelTask, v1alpha1.LabelDeployment}); err != nil {
+		return fmt.Errorf("listing the Jobs the agent made for its tasks' steps: %w", err)
+	}
+	deleted := map[string]int{}
+	background := metav1.DeletePropagationBackground
+	for i := range jobs.Items {
+		j := &jobs.Items[i]
+		if !j.DeletionTimestamp.IsZero() {
+			continue
+		}
+		if !health.JobEnded(j) {
+			// Not counted as done: a second run finds it again.
+			fmt.Fprintf(u.w, "Job %s/%s of task %s has not ended: left to end; delete it once it has (kubectl -n %s delete job %s)\n",
+				j.Namespace, j.Name, j.Labels[v1alpha1.LabelTask], j.Namespace, j.Name)
+			continue
+		}
+		uid := j.UID
+		err := u.c.Delete(ctx, j, client.Preconditions{UID: &uid}, client.PropagationPolicy(background))
+		if err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
+			return fmt.Errorf("deleting Job %s/%s of task %s, which ended: %w", j.Namespace, j.Name, j.Labels[v1alpha1.LabelTask], err)
+		}
+		deleted[j.Namespace]++
+	}
+	for _, ns := range slices.Sorted(maps.Keys(deleted)) {
+		u.say("%d ended Job(s) of the agent's task steps deleted in namespace %s, with their pods", deleted[ns], ns)
+	}
+	return nil
 }
 
 // list lists every object of gvk's kind, metadata only; nil when the

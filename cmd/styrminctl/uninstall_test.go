@@ -7,6 +7,7 @@ import (
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
+	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -27,7 +28,10 @@ import (
 // agent's finalizers so that an application's namespace can be deleted
 // without hanging, deletes the Styrmin objects, the CRDs and install's
 // objects, never the application's objects or its Helm release Secret,
-// and a second run finds nothing to do.
+// and a second run finds nothing to do. The ended Jobs of the agent's
+// task steps go (they stayed in the namespaces for good, nothing pruning
+// them any more); one that runs is left to end, named, and the chart's
+// own Jobs stay.
 func TestUninstallLeavesApplicationsRunningLetsTheirNamespacesGoAndCanRunTwice(t *testing.T) {
 	t.Parallel()
 	c := testcluster.StartT(t, testcluster.Options{Workloads: true})
@@ -99,6 +103,9 @@ func TestUninstallLeavesApplicationsRunningLetsTheirNamespacesGoAndCanRunTwice(t
 		}
 		return err == nil
 	}
+	// The Jobs of its tasks' steps (one ended, one running) and the
+	// chart's own.
+	endedJob, runningJob, chartJob := stepJobs(t, cl)
 	sd := &v1alpha1.StyrminDeployment{ObjectMeta: metav1.ObjectMeta{Name: "app", Namespace: "app"}}
 
 	// Another agent runs (a second installation): nothing is removed.
@@ -160,6 +167,19 @@ func TestUninstallLeavesApplicationsRunningLetsTheirNamespacesGoAndCanRunTwice(t
 	if !exists(&corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "settings", Namespace: "app"}}) ||
 		!exists(&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "sh.helm.release.v1.web.v1", Namespace: "app"}}) {
 		t.Fatal("uninstall deleted the application's objects")
+	}
+	// Its steps' Job that ended goes; the running one is left to end,
+	// named; the chart's stays.
+	if exists(endedJob) && endedJob.DeletionTimestamp.IsZero() {
+		t.Errorf("the ended Job of a task's step, %s, stays after uninstall", endedJob.Name)
+	}
+	if !exists(runningJob) || !runningJob.DeletionTimestamp.IsZero() || !exists(chartJob) || !chartJob.DeletionTimestamp.IsZero() {
+		t.Errorf("uninstall deleted a step's Job that runs (%s) or the chart's own (%s)", runningJob.Name, chartJob.Name)
+	}
+	for _, want := range []string{"1 ended Job(s) of the agent's task steps deleted in namespace app", "Job app/web-seed-1 of task web-1 has not ended: left to end"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("uninstall does not say %q", want)
+		}
 	}
 
 	// Its namespace can go: nothing waits for the agent.
@@ -288,4 +308,45 @@ func TestUninstallRefusesWhileATaskRunsAndForcePrintsItsRecordedReplicas(t *test
 			t.Errorf("uninstall --force does not say %q", want)
 		}
 	}
+}
+
+// stepJobs makes in namespace app the Jobs of deployment dev/web's task
+// web-1's steps, as the agent labels them, one ended (web-migrate-1) and
+// one running (web-seed-1), and a Job of its chart (no task label). They
+// are suspended: no Job controller starts their pods.
+func stepJobs(t *testing.T, cl client.Client) (ended, running, chart *batchv1.Job) {
+	t.Helper()
+	ctx := context.Background()
+	job := func(name string, step bool) *batchv1.Job {
+		labels := map[string]string{"app.kubernetes.io/name": "web"}
+		if step {
+			labels = v1alpha1.DeploymentID{Cluster: "local", Environment: "dev", Name: "web"}.Labels()
+			labels[v1alpha1.LabelTask] = "web-1"
+		}
+		yes := true
+		j := &batchv1.Job{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "app", Labels: labels},
+			Spec: batchv1.JobSpec{Suspend: &yes, Template: corev1.PodTemplateSpec{Spec: corev1.PodSpec{RestartPolicy: corev1.RestartPolicyNever,
+				Containers: []corev1.Container{{Name: "app", Image: "busybox"}}}}}}
+		if err := cl.Create(ctx, j); err != nil {
+			t.Fatal(err)
+		}
+		return j
+	}
+	ended, running, chart = job("web-migrate-1", true), job("web-seed-1", true), job("web-chart-hook", false)
+	// Ended as the Job controller ends one; it writes the status too.
+	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		if err := cl.Get(ctx, client.ObjectKeyFromObject(ended), ended); err != nil {
+			return err
+		}
+		now := metav1.Now()
+		ended.Status = batchv1.JobStatus{StartTime: &now, CompletionTime: &now, Succeeded: 1, Conditions: []batchv1.JobCondition{
+			{Type: batchv1.JobSuccessCriteriaMet, Status: corev1.ConditionTrue, LastTransitionTime: now},
+			{Type: batchv1.JobComplete, Status: corev1.ConditionTrue, LastTransitionTime: now},
+		}}
+		return cl.Status().Update(ctx, ended)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ended, running, chart
 }
