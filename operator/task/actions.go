@@ -661,6 +661,9 @@ func (r *Reconciler) runJob(ctx context.Context, run *taskRun, st *v1alpha1.Task
 		switch c.Type {
 		case batchv1.JobComplete:
 			out := fmt.Sprintf("job %s completed (%d pod(s) succeeded)", name, job.Status.Succeeded)
+			if earlierTasksJob(t, &job) {
+				out += fmt.Sprintf(", an earlier run's, made by a task %s deleted since: not run again", t.Name)
+			}
 			if logs := r.jobLogs(ctx, run, &job, step.Command, maxActionOutput-len(out)-1); logs != "" {
 				out += "\n" + logs
 			}
@@ -672,11 +675,30 @@ func (r *Reconciler) runJob(ctx context.Context, run *taskRun, st *v1alpha1.Task
 			if why := r.jobFailure(ctx, &job, r.lastWaited(t.UID)); why != "" {
 				msg += "; " + why
 			}
+			if earlierTasksJob(t, &job) {
+				msg += fmt.Sprintf("; the job is an earlier run's, made by a task %s deleted since (this one was made again in its place): it is not run again behind your back; see what it did, then run the change again (styrminctl retry)", t.Name)
+			}
 			return actionOutcome{output: r.jobLogs(ctx, run, &job, step.Command, maxActionOutput)}, outcome.Stalled(v1alpha1.ReasonStepFailed, errors.New(msg))
 		}
 	}
 	run.waiting = r.jobWaiting(ctx, &job)
 	return actionOutcome{after: r.opts.PollInterval}, nil
+}
+
+// annotationTaskUID on a step's Job is the UID of the task that made it:
+// its name is shared by a task made again in its place.
+const annotationTaskUID = v1alpha1.Group + "/task-uid"
+
+// earlierTasksJob reports whether job, a Job of t's deployment at t's
+// step's name, was made by an earlier task of t's name, deleted since (by
+// hand, or its lock withdrawn) and made again as t: its end is that run's,
+// which the step takes up rather than run the migration twice. A Job
+// made before the annotation was written is judged by its age.
+func earlierTasksJob(t *v1alpha1.StyrminTask, job *batchv1.Job) bool {
+	if uid := job.Annotations[annotationTaskUID]; uid != "" {
+		return uid != string(t.UID)
+	}
+	return job.CreationTimestamp.Before(&t.CreationTimestamp)
 }
 
 // ownJob reports whether job, found at the name a runJob step of t gives
@@ -1053,6 +1075,7 @@ func (r *Reconciler) buildJob(ctx context.Context, run *taskRun, step drivers.St
 			Labels:    labels,
 			Annotations: map[string]string{
 				v1alpha1.Group + "/template-from": from,
+				annotationTaskUID:                 string(t.UID),
 			},
 		},
 		Spec: batchv1.JobSpec{

@@ -221,8 +221,57 @@ func TestTheEndedJobOfAChangeTheDeploymentHasNotReachedStaysSoItsTaskMadeAgainRu
 		return tk.Status.Phase.Terminal() || (rec != "" && rec != string(ran)) || (rec != "" && tk.Status.Steps[0].State.Terminal())
 	})
 	st := tk.Status.Steps[0]
-	if err := cl.Get(ctx, key, &job); err != nil || job.UID != ran || st.State != v1alpha1.StepSucceeded || !strings.Contains(st.Output, "completed") {
+	if err := cl.Get(ctx, key, &job); err != nil || job.UID != ran || st.State != v1alpha1.StepSucceeded || !strings.Contains(st.Output, "completed") || !strings.Contains(st.Output, "an earlier run's") {
 		t.Fatalf("the task made again: Job %s (%v; the one that ran %s), step %s %q %q; want the migration's Job taken up as completed, none run again",
 			job.UID, err, ran, st.State, st.Message, st.Output)
+	}
+}
+
+// TestATaskMadeAgainMeetingTheFailedJobOfTheOneDeletedSaysItIsTheEarlierRuns
+// pins what a task made again in the place of one deleted by hand after
+// its migration failed does with that Job: it is not run again behind the
+// user's back (the step fails), but the message says the failure is the
+// earlier run's and what to do. It read as the new task's own failure,
+// at once, with no run of its own.
+func TestATaskMadeAgainMeetingTheFailedJobOfTheOneDeletedSaysItIsTheEarlierRuns(t *testing.T) {
+	t.Parallel()
+	const ns = "dev-jobs"
+	cl, agent, req := migrationTask(t, ns, "")
+	ctx := context.Background()
+	r := agent()
+	reconcileUntil(t, r, cl, req, "the migration's Job made and recorded", func(tk *v1alpha1.StyrminTask) bool {
+		return len(tk.Status.Steps) > 0 && tk.Status.Steps[0].Recorded[recordJob] != ""
+	})
+	var job batchv1.Job
+	if err := cl.Get(ctx, client.ObjectKey{Namespace: ns, Name: JobName("jobs", "migrate", 1)}, &job); err != nil {
+		t.Fatal(err)
+	}
+	failed := job.UID
+	now := metav1.Now()
+	job.Status = batchv1.JobStatus{StartTime: &now, Failed: 1, Conditions: []batchv1.JobCondition{
+		{Type: batchv1.JobFailureTarget, Status: corev1.ConditionTrue, Reason: batchv1.JobReasonBackoffLimitExceeded, LastTransitionTime: now},
+		{Type: batchv1.JobFailed, Status: corev1.ConditionTrue, Reason: batchv1.JobReasonBackoffLimitExceeded, LastTransitionTime: now},
+	}}
+	if err := cl.Status().Update(ctx, &job); err != nil {
+		t.Fatal(err)
+	}
+	tk := reconcileUntil(t, r, cl, req, "the task's end", func(tk *v1alpha1.StyrminTask) bool { return tk.Status.Phase.Terminal() })
+	if strings.Contains(tk.Status.Message, "earlier run") {
+		t.Fatalf("the task whose own Job failed says %q; want no word of an earlier run", tk.Status.Message)
+	}
+
+	if err := cl.Delete(ctx, tk); err != nil {
+		t.Fatal(err)
+	}
+	again := &v1alpha1.StyrminTask{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: tk.Name, Labels: tk.Labels}, Spec: tk.Spec}
+	if err := cl.Create(ctx, again); err != nil {
+		t.Fatal(err)
+	}
+	tk = reconcileUntil(t, agent(), cl, req, "the end of the task made again", func(tk *v1alpha1.StyrminTask) bool { return tk.Status.Phase.Terminal() })
+	if err := cl.Get(ctx, client.ObjectKeyFromObject(&job), &job); err != nil || job.UID != failed {
+		t.Fatalf("the failed Job: %v, UID %s (was %s); want it left, not run again", err, job.UID, failed)
+	}
+	if tk.Status.Phase != v1alpha1.TaskFailed || !strings.Contains(tk.Status.Message, "an earlier run's") || !strings.Contains(tk.Status.Message, "styrminctl retry") {
+		t.Fatalf("the task made again: %s %q; want it failed, saying the Job's failure is the earlier run's and what to do", tk.Status.Phase, tk.Status.Message)
 	}
 }
