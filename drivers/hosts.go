@@ -79,20 +79,6 @@ func (c HostClaim) LookupKeys() []string {
 	return keys
 }
 
-// ingressDoc is what IngressHosts reads of an Ingress.
-type ingressDoc struct {
-	Metadata struct {
-		Annotations map[string]string `json:"annotations"`
-	} `json:"metadata"`
-	Spec struct {
-		IngressClassName *string `json:"ingressClassName"`
-		DefaultBackend   any     `json:"defaultBackend"`
-		Rules            []struct {
-			Host string `json:"host"`
-		} `json:"rules"`
-	} `json:"spec"`
-}
-
 // legacyIngressClass is the annotation older Ingresses name their class
 // with.
 const legacyIngressClass = "kubernetes.io/ingress.class"
@@ -104,25 +90,57 @@ func IsIngress(o Object) bool {
 
 // IngressHosts are the hosts the Ingress o claims, each once, sorted; nil
 // when o is no Ingress. A default backend claims every host, as a rule
-// without one does.
+// without one does. A render records them (Object.Hosts) from the object
+// it parsed, so a render without the Ingress's text (RenderForPolicy)
+// has them too; otherwise they are read from o.YAML.
 func IngressHosts(o Object) ([]HostClaim, error) {
 	if !IsIngress(o) {
 		return nil, nil
 	}
-	var doc ingressDoc
-	if err := yaml.Unmarshal(o.YAML, &doc); err != nil {
+	if o.Hosts != nil || o.YAML == nil {
+		return o.Hosts, nil
+	}
+	var obj map[string]any
+	if err := yaml.Unmarshal(o.YAML, &obj); err != nil {
 		return nil, fmt.Errorf("Ingress %s: %w", o.Name, err)
 	}
-	class := doc.Metadata.Annotations[legacyIngressClass]
-	if doc.Spec.IngressClassName != nil {
-		class = *doc.Spec.IngressClassName
+	return ingressHostsOf(obj)
+}
+
+// ingressHostsOf are the hosts the Ingress obj (parsed JSON) claims, as
+// IngressHosts; an error names the field that is not what the Ingress
+// API defines.
+func ingressHostsOf(obj map[string]any) ([]HostClaim, error) {
+	meta, _ := obj["metadata"].(map[string]any)
+	annotations, _ := meta["annotations"].(map[string]any)
+	class, _ := annotations[legacyIngressClass].(string)
+	spec, _ := obj["spec"].(map[string]any)
+	if v, ok := spec["ingressClassName"]; ok && v != nil {
+		s, ok := v.(string)
+		if !ok {
+			return nil, fmt.Errorf("Ingress %v: spec.ingressClassName is %T, expected a string", meta["name"], v)
+		}
+		class = s
 	}
-	var out []HostClaim
-	for _, r := range doc.Spec.Rules {
-		out = append(out, HostClaim{Class: class, Host: strings.ToLower(r.Host)})
+	rules, _ := spec["rules"].([]any)
+	out := make([]HostClaim, 0, len(rules)+1)
+	for i, r := range rules {
+		rule, _ := r.(map[string]any)
+		host := ""
+		if v, ok := rule["host"]; ok && v != nil {
+			s, ok := v.(string)
+			if !ok {
+				return nil, fmt.Errorf("Ingress %v: spec.rules[%d].host is %T, expected a string", meta["name"], i, v)
+			}
+			host = strings.ToLower(s)
+		}
+		out = append(out, HostClaim{Class: class, Host: host})
 	}
-	if doc.Spec.DefaultBackend != nil {
+	if spec["defaultBackend"] != nil {
 		out = append(out, HostClaim{Class: class})
+	}
+	if len(out) == 0 {
+		return nil, nil
 	}
 	slices.SortFunc(out, func(a, b HostClaim) int { return strings.Compare(a.Host, b.Host) })
 	return slices.Compact(out), nil

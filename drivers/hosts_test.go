@@ -1,6 +1,9 @@
 package drivers
 
-import "testing"
+import (
+	"strings"
+	"testing"
+)
 
 // TestHostClaimsOverlapOnOneClassByHostOrWildcard: a host belongs to one
 // deployment per ingress class; a wildcard covers the names one label
@@ -62,5 +65,25 @@ spec:
 	want := []HostClaim{{"old", ""}, {"old", "web.example.com"}}
 	if len(got) != len(want) || got[0] != want[0] || got[1] != want[1] {
 		t.Errorf("IngressHosts: %v, want %v", got, want)
+	}
+}
+
+// TestIngressHostsRefuseAHostOrClassThatIsNoStringNamingTheField: the
+// hosts are read from the object the render parsed (the lock's render
+// keeps no Ingress text), and a host or class the Ingress API would
+// refuse fails the read, naming the field and what was expected.
+func TestIngressHostsRefuseAHostOrClassThatIsNoStringNamingTheField(t *testing.T) {
+	for _, c := range []struct{ name, yaml, want string }{
+		{"a number as host", "spec:\n  rules:\n    - host: 5\n", "spec.rules[0].host is float64, expected a string"},
+		{"a list as class", "spec:\n  ingressClassName: [a]\n", "spec.ingressClassName is []interface {}, expected a string"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			o := Object{APIVersion: "networking.k8s.io/v1", Kind: "Ingress", Name: "web",
+				YAML: []byte("apiVersion: networking.k8s.io/v1\nkind: Ingress\nmetadata:\n  name: web\n" + c.yaml)}
+			_, err := IngressHosts(o)
+			if err == nil || !strings.Contains(err.Error(), c.want) || !strings.Contains(err.Error(), "Ingress web") {
+				t.Errorf("IngressHosts: %v, want an error naming Ingress web and %q", err, c.want)
+			}
+		})
 	}
 }

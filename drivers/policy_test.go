@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"testing/fstest"
@@ -108,7 +109,8 @@ func TestCheckPolicyWithTheClustersScope(t *testing.T) {
 
 // TestRenderForPolicyJudgesAsTheWholeRender pins the lock's lighter
 // render: the same objects in the same order as Render, with the text of
-// CustomResourceDefinitions and Ingresses only (their hosts), and the same verdict of the policy; a
+// CustomResourceDefinitions only, an Ingress's hosts as the whole render reads
+// them from its text, and the same verdict of the policy; a
 // cluster-scoped kind the chart's own definition declares is refused on
 // both, and allowed on both when the policy lists it.
 func TestRenderForPolicyJudgesAsTheWholeRender(t *testing.T) {
@@ -155,8 +157,18 @@ metadata:
 		for i, o := range light.Objects {
 			w := whole.Objects[i]
 			wantText := []byte(nil)
-			if w.Kind == "CustomResourceDefinition" || w.Kind == "Ingress" {
+			if w.Kind == "CustomResourceDefinition" {
 				wantText = w.YAML
+			}
+			wantHosts, err := IngressHosts(Object{APIVersion: w.APIVersion, Kind: w.Kind, Name: w.Name, YAML: w.YAML})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !slices.Equal(o.Hosts, wantHosts) || !slices.Equal(w.Hosts, wantHosts) {
+				t.Errorf("%s: %s %s claims %v for the policy and %v rendered, want %v as its text reads", d.Name, w.Kind, w.Name, o.Hosts, w.Hosts, wantHosts)
+			}
+			if IsIngress(w) && len(wantHosts) == 0 {
+				t.Errorf("%s: Ingress %s claims no host", d.Name, w.Name)
 			}
 			if o.APIVersion != w.APIVersion || o.Kind != w.Kind || o.Namespace != w.Namespace || o.Name != w.Name || o.Component != w.Component || !bytes.Equal(o.YAML, wantText) {
 				t.Errorf("%s: object %d for the policy is %+v, rendered %+v", d.Name, i, o, w)

@@ -42,6 +42,9 @@ type Object struct {
 	Component string
 	// YAML is the object in canonical form (sorted keys, two-space indent).
 	YAML []byte
+	// Hosts are what an Ingress claims (IngressHosts), read from the
+	// object the render parsed: the lock's render keeps no Ingress text.
+	Hosts []HostClaim `json:",omitempty"`
 }
 
 // YAML returns all objects as one multi-document stream, byte-identical
@@ -174,8 +177,8 @@ func (d *Driver) renderHere(ctx context.Context, c Context, values map[string]an
 // RenderForPolicy is what CheckPolicy needs of a render in this process:
 // every object with its kind, names and component, and the canonical
 // text of CustomResourceDefinitions only (the kinds they define decide
-// the scope of the chart's other objects) and of Ingresses (the hosts
-// they claim); other objects have no YAML.
+// the scope of the chart's other objects); other objects have no YAML
+// (an Ingress has its Hosts).
 // A lock checks the policy of every deployment it resolves and keeps
 // none of the text: encoding it was 6% of the lock's CPU at 1,000
 // deployments. With a render cache (a plan, which shows the text) the
@@ -731,15 +734,7 @@ func allText(*rendered) bool { return true }
 // policyText encodes what CheckPolicy reads: the text of
 // CustomResourceDefinitions (see renderedCRDScopes).
 func policyText(o *rendered) bool {
-	switch o.kind() {
-	case "CustomResourceDefinition":
-		return apiGroup(o.apiVersion()) == "apiextensions.k8s.io"
-	case "Ingress":
-		// Its hosts, which one deployment of a cluster claims at most
-		// (IngressHosts).
-		return apiGroup(o.apiVersion()) == "networking.k8s.io"
-	}
-	return false
+	return o.kind() == "CustomResourceDefinition" && apiGroup(o.apiVersion()) == "apiextensions.k8s.io"
 }
 
 // finish sorts the objects, rejects duplicates and encodes those text
@@ -776,10 +771,17 @@ func finish(rc *RenderCache, objs []*rendered, text func(o *rendered) bool) (*Ma
 				return nil, &SpecError{File: o.source, Msg: err.Error(), Err: err}
 			}
 		}
-		m.Objects = append(m.Objects, Object{
+		obj := Object{
 			APIVersion: o.apiVersion(), Kind: o.kind(), Namespace: o.namespace(), Name: o.name(),
 			Component: o.component, YAML: y,
-		})
+		}
+		if IsIngress(obj) {
+			var err error
+			if obj.Hosts, err = ingressHostsOf(o.obj); err != nil {
+				return nil, &SpecError{File: o.source, Msg: err.Error(), Err: err}
+			}
+		}
+		m.Objects = append(m.Objects, obj)
 	}
 	return m, nil
 }
