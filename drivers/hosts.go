@@ -8,11 +8,14 @@ import (
 	"sigs.k8s.io/yaml"
 )
 
-// HostClaim is one host an Ingress routes on an ingress class. A host
-// belongs to one deployment per class (as OpenShift's routes admit a host
-// for one namespace): an ingress controller merges the rules of every
-// Ingress naming it, so a second deployment claiming it splits or takes
-// the first one's traffic, and nothing says so.
+// HostClaim is one host and path an Ingress routes on an ingress class.
+// A host's path belongs to one deployment per class (as OpenShift's
+// routes admit a host for one namespace): an ingress controller merges
+// the rules of every Ingress naming the host, so a second deployment
+// claiming the same path splits or takes the first one's traffic, and
+// nothing says so. Different paths of one host (path-based routing of a
+// domain to several deployments) are no collision: the controller sends
+// each request to the longest path that matches.
 type HostClaim struct {
 	// Class is the Ingress's spec.ingressClassName, else its
 	// kubernetes.io/ingress.class annotation; "" is the cluster's
@@ -21,13 +24,25 @@ type HostClaim struct {
 	// Host is the rule's host, lower-cased: "" (a rule without one,
 	// every host's), a name, or a wildcard "*.example.com".
 	Host string
+	// Path is the path routed, as its type matches it: a prefix without
+	// its trailing slash ("/" for the root; a default backend's too), an
+	// exact path after "=". "" is every path of the host (a rule that
+	// lists none).
+	Path string
 }
 
-// String is "host (ingress class c)", for errors.
+// String is "host (ingress class c)", with the path when there is one,
+// for errors.
 func (c HostClaim) String() string {
 	host := c.Host
 	if host == "" {
 		host = `"" (a rule without a host, which takes every host's requests)`
+	}
+	switch {
+	case strings.HasPrefix(c.Path, "="):
+		host += " path " + c.Path[1:] + " (Exact)"
+	case c.Path != "":
+		host += " path " + c.Path
 	}
 	if c.Class == "" {
 		return host + " (the default ingress class)"
@@ -36,14 +51,32 @@ func (c HostClaim) String() string {
 }
 
 // Overlaps reports whether c and o route some request alike: the same
-// class and the same host, or a wildcard and a host it covers (one label
+// class, the same host or a wildcard and a host it covers (one label
 // deep, as the Ingress API defines "*.example.com": a.example.com, not
-// example.com nor a.b.example.com).
+// example.com nor a.b.example.com), and the same path or one of them
+// every path.
 func (c HostClaim) Overlaps(o HostClaim) bool {
 	if c.Class != o.Class {
 		return false
 	}
+	if c.Path != o.Path && c.Path != "" && o.Path != "" {
+		return false
+	}
 	return c.Host == o.Host || covers(c.Host, o.Host) || covers(o.Host, c.Host)
+}
+
+// pathClaim is HostClaim.Path of a rule's path of type pathType.
+func pathClaim(path, pathType string) string {
+	if path == "" {
+		path = "/"
+	}
+	if pathType == "Exact" {
+		return "=" + path
+	}
+	if p := strings.TrimRight(path, "/"); p != "" {
+		return p
+	}
+	return "/"
 }
 
 // covers reports whether wildcard w covers host h.
@@ -58,7 +91,8 @@ func covers(w, h string) bool {
 
 // IndexKeys are the keys a cache indexes an Ingress's claim c under, so
 // that LookupKeys of any claim it overlaps finds it: its host, and for a
-// name, its parent domain's wildcard's cover key.
+// name, its parent domain's wildcard's cover key. The path is not in the
+// key: a lookup then compares paths with Overlaps.
 func (c HostClaim) IndexKeys() []string {
 	keys := []string{c.Class + "|" + c.Host}
 	if _, rest, ok := strings.Cut(c.Host, "."); ok && !strings.HasPrefix(c.Host, "*") {
@@ -88,9 +122,9 @@ func IsIngress(o Object) bool {
 	return o.Kind == "Ingress" && strings.HasPrefix(o.APIVersion, "networking.k8s.io/")
 }
 
-// IngressHosts are the hosts the Ingress o claims, each once, sorted; nil
-// when o is no Ingress. A default backend claims every host, as a rule
-// without one does. A render records them (Object.Hosts) from the object
+// IngressHosts are the hosts and paths the Ingress o claims, each once,
+// sorted; nil when o is no Ingress. A default backend claims the root of
+// a rule without a host. A render records them (Object.Hosts) from the object
 // it parsed, so a render without the Ingress's text (RenderForPolicy)
 // has them too; otherwise they are read from o.YAML.
 func IngressHosts(o Object) ([]HostClaim, error) {
@@ -134,14 +168,32 @@ func ingressHostsOf(obj map[string]any) ([]HostClaim, error) {
 			}
 			host = strings.ToLower(s)
 		}
-		out = append(out, HostClaim{Class: class, Host: host})
+		http, _ := rule["http"].(map[string]any)
+		paths, _ := http["paths"].([]any)
+		if len(paths) == 0 {
+			out = append(out, HostClaim{Class: class, Host: host})
+		}
+		for k, p := range paths {
+			path, _ := p.(map[string]any)
+			v, _ := path["path"].(string)
+			t, _ := path["pathType"].(string)
+			if x, ok := path["path"]; ok && x != nil && v == "" {
+				return nil, fmt.Errorf("Ingress %v: spec.rules[%d].http.paths[%d].path is %T, expected a string", meta["name"], i, k, x)
+			}
+			out = append(out, HostClaim{Class: class, Host: host, Path: pathClaim(v, t)})
+		}
 	}
 	if spec["defaultBackend"] != nil {
-		out = append(out, HostClaim{Class: class})
+		out = append(out, HostClaim{Class: class, Path: "/"})
 	}
 	if len(out) == 0 {
 		return nil, nil
 	}
-	slices.SortFunc(out, func(a, b HostClaim) int { return strings.Compare(a.Host, b.Host) })
+	slices.SortFunc(out, func(a, b HostClaim) int {
+		if c := strings.Compare(a.Host, b.Host); c != 0 {
+			return c
+		}
+		return strings.Compare(a.Path, b.Path)
+	})
 	return slices.Compact(out), nil
 }

@@ -1,29 +1,40 @@
 package drivers
 
 import (
+	"slices"
 	"strings"
 	"testing"
 )
 
 // TestHostClaimsOverlapOnOneClassByHostOrWildcard: a host belongs to one
 // deployment per ingress class; a wildcard covers the names one label
-// below it, and LookupKeys find through IndexKeys every claim Overlaps
-// says meets it.
+// below it; different paths of one host do not meet; and LookupKeys find
+// through IndexKeys every claim Overlaps says meets it (the index is by
+// host: a lookup compares paths after).
 func TestHostClaimsOverlapOnOneClassByHostOrWildcard(t *testing.T) {
 	cases := []struct {
 		a, b HostClaim
 		want bool
 	}{
-		{HostClaim{"nginx", "web.example.com"}, HostClaim{"nginx", "web.example.com"}, true},
-		{HostClaim{"nginx", "web.example.com"}, HostClaim{"dev-nginx", "web.example.com"}, false},
-		{HostClaim{"nginx", "*.example.com"}, HostClaim{"nginx", "web.example.com"}, true},
-		{HostClaim{"nginx", "web.example.com"}, HostClaim{"nginx", "*.example.com"}, true},
-		{HostClaim{"nginx", "*.example.com"}, HostClaim{"nginx", "a.web.example.com"}, false},
-		{HostClaim{"nginx", "*.example.com"}, HostClaim{"nginx", "example.com"}, false},
-		{HostClaim{"nginx", "*.example.com"}, HostClaim{"nginx", "*.example.com"}, true},
-		{HostClaim{"nginx", "*.example.com"}, HostClaim{"nginx", "*.web.example.com"}, false},
-		{HostClaim{"nginx", ""}, HostClaim{"nginx", ""}, true},
-		{HostClaim{"nginx", ""}, HostClaim{"nginx", "web.example.com"}, false},
+		{HostClaim{"nginx", "web.example.com", ""}, HostClaim{"nginx", "web.example.com", ""}, true},
+		{HostClaim{"nginx", "web.example.com", ""}, HostClaim{"dev-nginx", "web.example.com", ""}, false},
+		{HostClaim{"nginx", "*.example.com", ""}, HostClaim{"nginx", "web.example.com", ""}, true},
+		{HostClaim{"nginx", "web.example.com", ""}, HostClaim{"nginx", "*.example.com", ""}, true},
+		{HostClaim{"nginx", "*.example.com", ""}, HostClaim{"nginx", "a.web.example.com", ""}, false},
+		{HostClaim{"nginx", "*.example.com", ""}, HostClaim{"nginx", "example.com", ""}, false},
+		{HostClaim{"nginx", "*.example.com", ""}, HostClaim{"nginx", "*.example.com", ""}, true},
+		{HostClaim{"nginx", "*.example.com", ""}, HostClaim{"nginx", "*.web.example.com", ""}, false},
+		{HostClaim{"nginx", "", ""}, HostClaim{"nginx", "", ""}, true},
+		{HostClaim{"nginx", "", ""}, HostClaim{"nginx", "web.example.com", ""}, false},
+		// Paths: one host routed by path to several deployments is no
+		// collision; the same path is, and a rule without paths takes
+		// them all.
+		{HostClaim{"nginx", "example.com", "/api"}, HostClaim{"nginx", "example.com", "/"}, false},
+		{HostClaim{"nginx", "example.com", "/api"}, HostClaim{"nginx", "example.com", "/api"}, true},
+		{HostClaim{"nginx", "example.com", "/api"}, HostClaim{"nginx", "example.com", "=/api"}, false},
+		{HostClaim{"nginx", "example.com", "/api"}, HostClaim{"nginx", "example.com", ""}, true},
+		{HostClaim{"nginx", "*.example.com", "/api"}, HostClaim{"nginx", "a.example.com", "/api"}, true},
+		{HostClaim{"nginx", "", "/api"}, HostClaim{"nginx", "", "/"}, false},
 	}
 	for _, c := range cases {
 		if got := c.a.Overlaps(c.b); got != c.want {
@@ -35,15 +46,17 @@ func TestHostClaimsOverlapOnOneClassByHostOrWildcard(t *testing.T) {
 				found = found || l == k
 			}
 		}
-		if found != c.want {
-			t.Errorf("%v looked up among %v's index keys: found %v, want %v", c.a, c.b, found, c.want)
+		if c.want && !found {
+			t.Errorf("%v looked up among %v's index keys: not found", c.a, c.b)
 		}
 	}
 }
 
 // TestIngressHostsReadsClassAndHosts: the class from ingressClassName,
-// else the legacy annotation; hosts lower-cased, each once; a default
-// backend claims every host.
+// else the legacy annotation; hosts lower-cased, each path once, a
+// prefix without its trailing slash and an exact path apart; a rule
+// without paths claims them all; a default backend claims the root of
+// the rules without a host.
 func TestIngressHostsReadsClassAndHosts(t *testing.T) {
 	o := Object{APIVersion: "networking.k8s.io/v1", Kind: "Ingress", Name: "web", YAML: []byte(`apiVersion: networking.k8s.io/v1
 kind: Ingress
@@ -56,14 +69,23 @@ spec:
     service: {name: web, port: {number: 80}}
   rules:
     - host: Web.Example.com
+      http:
+        paths:
+          - {path: /api/, pathType: Prefix}
+          - {path: /api, pathType: ImplementationSpecific}
+          - {path: /health, pathType: Exact}
     - host: web.example.com
+      http:
+        paths:
+          - {path: /, pathType: Prefix}
+    - host: other.example.com
 `)}
 	got, err := IngressHosts(o)
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := []HostClaim{{"old", ""}, {"old", "web.example.com"}}
-	if len(got) != len(want) || got[0] != want[0] || got[1] != want[1] {
+	want := []HostClaim{{"old", "", "/"}, {"old", "other.example.com", ""}, {"old", "web.example.com", "/"}, {"old", "web.example.com", "/api"}, {"old", "web.example.com", "=/health"}}
+	if !slices.Equal(got, want) {
 		t.Errorf("IngressHosts: %v, want %v", got, want)
 	}
 }

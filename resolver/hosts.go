@@ -328,7 +328,7 @@ func hostConflict(opts Options, c *hostClaimant, claimants []*hostClaimant, inde
 			if theirs.claim.Host != h.claim.Host {
 				as = " as " + theirs.claim.Host
 			}
-			return fmt.Errorf("%s: deployment %s: Ingress %s claims host %s, which deployment %s (%s) claims%s with its Ingress %s: the ingress controller would split or take its traffic; a host belongs to one deployment per ingress class, so expected a host no other deployment of cluster %s claims on it: give one of them another host",
+			return fmt.Errorf("%s: deployment %s: Ingress %s claims host %s, which deployment %s (%s) claims%s with its Ingress %s: the ingress controller would split or take its traffic; a host's path belongs to one deployment per ingress class, so expected a host and path no other deployment of cluster %s claims on it: give one of them another host or path",
 				c.file, c.id, h.ingress, h.claim, o.id, o.file, as, theirs.ingress, c.id.Cluster)
 		}
 	}

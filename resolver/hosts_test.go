@@ -23,15 +23,16 @@ func withHostDriver(t *testing.T, dir string) {
 	spec := strings.NewReplacer(
 		`name:        "webapp"`, `name:        "hostapp"`,
 		`version:     "1.1.0"`, `version:     "1.0.0"`,
-		`	size: *"small" | "medium" | "large"`, "\tsize: *\"small\" | \"medium\" | \"large\"\n\thost: *\"\" | string",
+		`	size: *"small" | "medium" | "large"`, "\tsize: *\"small\" | \"medium\" | \"large\"\n\thost: *\"\" | string\n\tpath: *\"/\" | string",
 		`		host:      "\(context.deployment.name).\(context.environment.name).\(context.cluster.domain)"`,
-		`		host:      [if context.parameters.host != "" {context.parameters.host}, "\(context.deployment.name).\(context.environment.name).\(context.cluster.domain)"][0]`,
+		`		host:      [if context.parameters.host != "" {context.parameters.host}, "\(context.deployment.name).\(context.environment.name).\(context.cluster.domain)"][0]`+"\n\t\tpath: context.parameters.path",
 	).Replace(string(data))
 	writeFile(t, dir, "drivers/hostapp/1.0.0/driver.cue", spec)
 	tpl := filepath.Join(dst, "chart", "templates", "ingress.yaml")
 	data, err = os.ReadFile(tpl)
 	must(t, err)
-	must(t, os.WriteFile(tpl, []byte(strings.ReplaceAll(string(data), "ingress.host }}", "ingress.host | quote }}")), 0o644))
+	tplText := strings.NewReplacer("ingress.host }}", "ingress.host | quote }}", "- path: /\n", "- path: {{ .Values.ingress.path | quote }}\n").Replace(string(data))
+	must(t, os.WriteFile(tpl, []byte(tplText), 0o644))
 }
 
 // site is a hostapp deployment with its Ingress on, at host ("" the
@@ -81,8 +82,8 @@ func TestTwoDeploymentsClaimingOneHostFailTheLaterAtLock(t *testing.T) {
 	if res == nil {
 		t.Fatal("the repository did not load")
 	}
-	refused(t, res, "local/staging/site", stagingSite, devSite, "host "+devHost+" (ingress class nginx)",
-		"deployment local/dev/site", "expected a host no other deployment of cluster local claims")
+	refused(t, res, "local/staging/site", stagingSite, devSite, "host "+devHost+" path / (ingress class nginx)",
+		"deployment local/dev/site", "expected a host and path no other deployment of cluster local claims")
 	if errs := errorsByID(res); len(errs) != 1 {
 		t.Errorf("errors %v, want staging/site's only", errs)
 	}
@@ -106,6 +107,14 @@ func TestTwoDeploymentsClaimingOneHostFailTheLaterAtLock(t *testing.T) {
 		if errs := errorsByID(res); len(errs) != 1 {
 			t.Errorf("errors %v, want aa/site's only", errs)
 		}
+	}
+
+	// Another path of dev's host (path-based routing of one domain to
+	// two deployments) is no collision: it is locked.
+	writeFile(t, dir, aaSite, site(devHost, "parameters: path: \"/api\"\n"))
+	res, _, _ = resolveDir(t, dir)
+	if errs := errorsByID(res); len(errs) != 0 {
+		t.Errorf("path /api of dev's host: errors %v, want none", errs)
 	}
 	must(t, os.Remove(filepath.Join(dir, aaSite)))
 
