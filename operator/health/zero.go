@@ -21,7 +21,8 @@ import (
 // managedFields). Its replicas are the chart's when the agent's apply
 // holds them (a chart that asks for 0), and the agent's own when a
 // driver's stop step set them (a task runs, or a failed one holds them:
-// the deployment says so). Set by anyone else (kubectl scale), nothing
+// the deployment says so), and the release's when it handed them over at
+// their live value (a revision that stopped setting them). Set by anyone else (kubectl scale), nothing
 // serves while the chart asks for more: not ready until the drift check
 // puts the chart's replicas back. With a HorizontalPodAutoscaler scaling
 // the workload, the autoscaler leaves a workload at 0 alone (the HPA
@@ -51,7 +52,7 @@ func zeroed(ctx context.Context, live client.Reader, r v1alpha1.ObjectRef, ws v1
 		return ws, nil
 	}
 	by := replicasManagers(obj.GetManagedFields())
-	if slices.Contains(by, v1alpha1.FieldManager) || slices.Contains(by, v1alpha1.ActionsFieldManager) {
+	if slices.ContainsFunc(by, isStyrmins) {
 		return ws, nil
 	}
 	who := "outside Styrmin"
@@ -94,6 +95,17 @@ func replicasOf(obj client.Object) int32 {
 		return ReplicasOf(o.Spec.Replicas)
 	}
 	return 1
+}
+
+// isStyrmins reports whether a field manager is one of the agent's:
+// its apply's (the chart's count), its stop step's, or the replicas it
+// handed over at their live value when a revision stopped setting them.
+func isStyrmins(manager string) bool {
+	switch manager {
+	case v1alpha1.FieldManager, v1alpha1.ActionsFieldManager, v1alpha1.ReplicasHandoverManager:
+		return true
+	}
+	return false
 }
 
 // replicasManagers are the field managers that hold a workload's

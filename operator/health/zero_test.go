@@ -2,6 +2,7 @@ package health
 
 import (
 	"context"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -158,5 +159,92 @@ func TestAnAutoscalerThatScalesToZeroIdlesItsWorkloadThere(t *testing.T) {
 		if got := idlesAtZero(&tc.hpa); got != tc.want {
 			t.Errorf("%s: idles at zero %v, want %v", tc.name, got, tc.want)
 		}
+	}
+}
+
+// zeroWorld is an API server with workload controllers, a namespace app
+// and a client of it.
+func zeroWorld(t *testing.T) client.Client {
+	t.Helper()
+	c := testcluster.StartT(t, testcluster.Options{Workloads: true})
+	api, err := client.New(c.RESTConfig, client.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := api.Create(context.Background(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "app"}}); err != nil {
+		t.Fatal(err)
+	}
+	return api
+}
+
+// webAt is Deployment app/web, at replicas unless nil, applied by manager.
+func webAt(t *testing.T, api client.Client, replicas *int32, manager string) {
+	t.Helper()
+	labels := map[string]string{"app": "web"}
+	d := &appsv1.Deployment{
+		TypeMeta:   metav1.TypeMeta{APIVersion: "apps/v1", Kind: "Deployment"},
+		ObjectMeta: metav1.ObjectMeta{Namespace: "app", Name: "web"},
+		Spec: appsv1.DeploymentSpec{
+			Replicas: replicas,
+			Selector: &metav1.LabelSelector{MatchLabels: labels},
+			Template: corev1.PodTemplateSpec{
+				ObjectMeta: metav1.ObjectMeta{Labels: labels},
+				Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: "web", Image: "web:1"}}},
+			},
+		},
+	}
+	if err := api.Patch(context.Background(), d, client.Apply, client.FieldOwner(manager), client.ForceOwnership); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// observedAtZero waits until the Deployment's controller observed web
+// at 0 replicas.
+func observedAtZero(t *testing.T, api client.Client) {
+	t.Helper()
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		var d appsv1.Deployment
+		if err := api.Get(context.Background(), client.ObjectKey{Namespace: "app", Name: "web"}, &d); err != nil {
+			t.Fatal(err)
+		}
+		if d.Status.ObservedGeneration >= d.Generation && ReplicasOf(d.Spec.Replicas) == 0 && d.Status.Replicas == 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("web not observed at 0 replicas within 60 s: %+v", d.Status)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+}
+
+var webRef = v1alpha1.ObjectRef{APIVersion: "apps/v1", Kind: "Deployment", Namespace: "app", Name: "web", Component: "web"}
+
+// TestAWorkloadTheReleaseHandedOverAtZeroIsReady: a chart runs web at 0
+// and its next version stops setting replicas; the release keeps the
+// live 0 under its handover manager (release.ReplicasHandoverManager).
+// It read "scaled to 0 outside Styrmin (by styrmin-replicas-handover)"
+// for good: the 0 is the chart's last.
+func TestAWorkloadTheReleaseHandedOverAtZeroIsReady(t *testing.T) {
+	api := zeroWorld(t)
+	ctx := context.Background()
+	zero := int32(0)
+	webAt(t, api, &zero, v1alpha1.FieldManager)
+	webAt(t, api, &zero, v1alpha1.ReplicasHandoverManager)
+	webAt(t, api, nil, v1alpha1.FieldManager)
+	observedAtZero(t, api)
+	var d appsv1.Deployment
+	if err := api.Get(ctx, client.ObjectKey{Namespace: "app", Name: "web"}, &d); err != nil {
+		t.Fatal(err)
+	}
+	if by := replicasManagers(d.ManagedFields); !slices.Equal(by, []string{v1alpha1.ReplicasHandoverManager}) {
+		t.Fatalf("web's replicas held by %v; want the handover's alone", by)
+	}
+	comps, err := ComponentStatuses(ctx, api, api, []v1alpha1.ObjectRef{webRef}, time.Time{}, nil, nil, time.Time{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ws := comps[0].Workloads[0]; !ws.Ready {
+		t.Fatalf("handed over at 0 by the release: %+v; want ready", ws)
 	}
 }

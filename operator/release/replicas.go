@@ -17,8 +17,9 @@ import (
 // ReplicasHandoverManager is the field manager that holds a workload's
 // replicas at their live value once a revision stops setting them (see
 // handOverReplicas); an autoscaler, or whoever scales it next, takes
-// them from it.
-const ReplicasHandoverManager = v1alpha1.FieldManager + "-replicas-handover"
+// them from it. The health check knows it as Styrmin's (a workload
+// handed over at 0 is not scaled to 0 outside Styrmin).
+const ReplicasHandoverManager = v1alpha1.ReplicasHandoverManager
 
 // handOverReplicas keeps the live replicas of each scalable workload the
 // release created whose new revision no longer sets spec.replicas where a

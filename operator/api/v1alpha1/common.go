@@ -62,6 +62,12 @@ const (
 	// stopComponents and startComponents steps set: the agent's own
 	// scaling, told apart from the chart's and from a person's.
 	ActionsFieldManager = "styrmin-actions"
+
+	// ReplicasHandoverManager is the field manager that holds a
+	// workload's replicas at their live value once a revision stops
+	// setting them (the release's handover to an autoscaler): the chart's
+	// last count, not a scale from outside Styrmin.
+	ReplicasHandoverManager = FieldManager + "-replicas-handover"
 )
 
 // Instance kinds, as in the lockfile.
