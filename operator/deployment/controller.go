@@ -109,6 +109,9 @@ type deploymentState struct {
 	// read, at podsRead.
 	pods     map[string][]v1alpha1.PodStatus
 	podsRead time.Time
+	// zeroes are the health check's verdicts of the workloads at 0
+	// replicas, read again from the API server only once they change.
+	zeroes health.Zeroes
 }
 
 // appliedRelease is what a successful install or upgrade wrote to the
@@ -586,7 +589,8 @@ func (r *Reconciler) health(ctx context.Context, rs *reconcileState) error {
 	if rs.applied {
 		endsSince = rs.applyStarted
 	}
-	comps, err := health.ComponentStatuses(ctx, r.client, r.apiReader, sd.Status.Inventory, appliedAt, r.written(sd.Namespace), previous, endsSince)
+	comps, err := health.ComponentStatuses(ctx, r.client, r.apiReader, sd.Status.Inventory, appliedAt, r.written(sd.Namespace), previous, endsSince,
+		&r.state(sd.Namespace).zeroes)
 	if err != nil {
 		return outcome.Retryable(v1alpha1.ReasonHealthCheckFailed, err)
 	}

@@ -62,7 +62,7 @@ func TestACustomResourceIsReadyWhenKstatusSaysItIsCurrent(t *testing.T) {
 	check := func(inventory ...v1alpha1.ObjectRef) (v1alpha1.ComponentStatus, []v1alpha1.ComponentStatus, int) {
 		t.Helper()
 		gets := 0
-		comps, err := ComponentStatuses(ctx, api, cachetest.Counting{Reader: api, Gets: &gets}, inventory, time.Time{}, nil, nil, time.Time{})
+		comps, err := ComponentStatuses(ctx, api, cachetest.Counting{Reader: api, Gets: &gets}, inventory, time.Time{}, nil, nil, time.Time{}, nil)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -131,7 +131,7 @@ func TestACustomResourceIsReadyWhenKstatusSaysItIsCurrent(t *testing.T) {
 	// environment applied as its service account): not judged, ready,
 	// saying so; the check goes on.
 	stranger := impersonating(t, cfg, "stranger")
-	comps, err := ComponentStatuses(ctx, api, stranger, []v1alpha1.ObjectRef{ref("main")}, time.Time{}, nil, nil, time.Time{})
+	comps, err := ComponentStatuses(ctx, api, stranger, []v1alpha1.ObjectRef{ref("main")}, time.Time{}, nil, nil, time.Time{}, nil)
 	if err != nil {
 		t.Fatalf("a custom resource the agent may not read failed the check: %v", err)
 	}
@@ -158,7 +158,7 @@ func TestACustomResourceIsReadyWhenKstatusSaysItIsCurrent(t *testing.T) {
 	}
 	for name, live := range map[string]client.Reader{"a reader that had the kind mapped": api, "a new reader": newClient} {
 		comps, err := ComponentStatuses(ctx, api, live, []v1alpha1.ObjectRef{ref("main"),
-			{APIVersion: "v1", Kind: "Service", Namespace: "app", Name: "db"}}, time.Time{}, nil, nil, time.Time{})
+			{APIVersion: "v1", Kind: "Service", Namespace: "app", Name: "db"}}, time.Time{}, nil, nil, time.Time{}, nil)
 		if err != nil {
 			t.Errorf("%s: a kind no longer served failed the check: %v", name, err)
 			continue

@@ -13,8 +13,10 @@ import (
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/styrmin/styrmin/drivers"
@@ -33,7 +35,8 @@ const OthersComponent = "chart"
 // of them (only a Service, say) is ready. A workload the cache shows at a
 // generation older than written tells (the agent's last apply or
 // correction of it), or failed, is read from live, as is one at 0
-// replicas (zeroed: who set them).
+// replicas (zeroed: who set them), once per resourceVersion of its
+// cached copy when zeroes remembers the verdicts (nil: every check).
 //
 // previous are the components as the last check saw them at the same
 // release revision (nil right after an apply): a Job gone since (deleted
@@ -41,8 +44,9 @@ const OthersComponent = "chart"
 // check does not make it again) keeps the verdict that check gave it,
 // finished or failed, or takes the one the Job controller recorded in its
 // events at or after endsSince (when the apply that made it began).
-func ComponentStatuses(ctx context.Context, c, live client.Reader, inventory []v1alpha1.ObjectRef, appliedAt time.Time, written Written, previous []v1alpha1.ComponentStatus, endsSince time.Time) ([]v1alpha1.ComponentStatus, error) {
+func ComponentStatuses(ctx context.Context, c, live client.Reader, inventory []v1alpha1.ObjectRef, appliedAt time.Time, written Written, previous []v1alpha1.ComponentStatus, endsSince time.Time, zeroes *Zeroes) ([]v1alpha1.ComponentStatus, error) {
 	byName := map[string]*v1alpha1.ComponentStatus{}
+	zeroSeen := map[types.UID]zeroVerdict{}
 	for _, r := range inventory {
 		judged := drivers.IsJudged(r.APIVersion, r.Kind)
 		// Namespaced, as the inventory sees it: it takes every kind it
@@ -74,10 +78,10 @@ func ComponentStatuses(ctx context.Context, c, live client.Reader, inventory []v
 		case custom:
 			ws, err = CustomResource(ctx, live, r)
 		case drivers.IsWorkloadKind(r.APIVersion, r.Kind):
-			var generation int64
-			ws, generation, err = workload(ctx, c, r, appliedAt)
+			var cached metav1.Object
+			ws, cached, err = workload(ctx, c, r, appliedAt)
 			// Not found in the cache is not ready anyway: no read.
-			behind := written != nil && generation > 0 && generation < written(r)
+			behind := written != nil && cached != nil && cached.GetGeneration() > 0 && cached.GetGeneration() < written(r)
 			if err == nil && (ws.Failed || behind) && live != nil {
 				// The cache may not have seen the apply that just changed
 				// the workload: its old generation, fully observed,
@@ -91,8 +95,8 @@ func ComponentStatuses(ctx context.Context, c, live client.Reader, inventory []v
 			if err == nil && ws.Ready && ws.DesiredReplicas == 0 && live != nil {
 				// 0 of 0 reads ready: whether 0 is what the chart asks
 				// is in who set it (see zeroed). One read per workload
-				// at 0.
-				ws, err = zeroed(ctx, live, r, ws)
+				// at 0 and resourceVersion (see Zeroes).
+				ws, err = zeroes.judge(ctx, live, r, ws, cached, zeroSeen)
 			}
 		default:
 			continue
@@ -105,6 +109,7 @@ func ComponentStatuses(ctx context.Context, c, live client.Reader, inventory []v
 		cs.ReadyReplicas += ws.ReadyReplicas
 		cs.Ready = cs.Ready && ws.Ready
 	}
+	zeroes.keep(zeroSeen)
 	out := make([]v1alpha1.ComponentStatus, 0, len(byName))
 	for _, cs := range byName {
 		slices.SortFunc(cs.Workloads, func(a, b v1alpha1.WorkloadStatus) int {
@@ -128,9 +133,9 @@ func Workload(ctx context.Context, c client.Reader, r v1alpha1.ObjectRef, applie
 // answered with, 0 when none is known (release.Generations.Of).
 type Written func(v1alpha1.ObjectRef) int64
 
-// workload is Workload that also returns the generation of the object
-// read (0 when there is none).
-func workload(ctx context.Context, c client.Reader, r v1alpha1.ObjectRef, appliedAt time.Time) (v1alpha1.WorkloadStatus, int64, error) {
+// workload is Workload that also returns the object read (nil when there
+// is none).
+func workload(ctx context.Context, c client.Reader, r v1alpha1.ObjectRef, appliedAt time.Time) (v1alpha1.WorkloadStatus, metav1.Object, error) {
 	ws := v1alpha1.WorkloadStatus{Kind: r.Kind, Name: r.Name}
 	key := client.ObjectKey{Namespace: r.Namespace, Name: r.Name}
 	var obj client.Object
@@ -157,18 +162,18 @@ func workload(ctx context.Context, c client.Reader, r v1alpha1.ObjectRef, applie
 	}
 	if apierrors.IsNotFound(err) {
 		ws.Message = "not found"
-		return ws, 0, nil
+		return ws, nil, nil
 	}
 	if err != nil {
-		return ws, 0, fmt.Errorf("read %s: %w", r, err)
+		return ws, nil, fmt.Errorf("read %s: %w", r, err)
 	}
 	if obj == nil {
-		return ws, 0, nil
+		return ws, nil, nil
 	}
 	if !ws.Ready && !timedOutBefore(obj, appliedAt) {
 		failed(obj, r, &ws)
 	}
-	return ws, obj.GetGeneration(), nil
+	return ws, obj, nil
 }
 
 // Judged reads an object of a judged kind (a Job, a claim) or a custom

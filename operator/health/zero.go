@@ -6,11 +6,13 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"sync"
 
 	appsv1 "k8s.io/api/apps/v1"
 	autoscalingv2 "k8s.io/api/autoscaling/v2"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/styrmin/styrmin/operator/api/v1alpha1"
@@ -30,7 +32,10 @@ import (
 // to it: nothing puts them back, so the message says what to do. An
 // autoscaler that may scale to zero (minReplicas 0, or KEDA's for a
 // ScaledObject) idles it there: ready.
-func zeroed(ctx context.Context, live client.Reader, r v1alpha1.ObjectRef, ws v1alpha1.WorkloadStatus) (v1alpha1.WorkloadStatus, error) {
+//
+// lasting is false for a verdict that must not be remembered (the
+// autoscalers could not be read).
+func zeroed(ctx context.Context, live client.Reader, r v1alpha1.ObjectRef, ws v1alpha1.WorkloadStatus) (_ v1alpha1.WorkloadStatus, lasting bool, _ error) {
 	var obj client.Object
 	switch r.Kind {
 	case "Deployment":
@@ -38,22 +43,22 @@ func zeroed(ctx context.Context, live client.Reader, r v1alpha1.ObjectRef, ws v1
 	case "StatefulSet":
 		obj = &appsv1.StatefulSet{}
 	default:
-		return ws, nil
+		return ws, true, nil
 	}
 	key := client.ObjectKey{Namespace: r.Namespace, Name: r.Name}
 	if err := live.Get(ctx, key, obj); err != nil {
 		if apierrors.IsNotFound(err) {
-			return ws, nil
+			return ws, true, nil
 		}
-		return ws, fmt.Errorf("read %s: %w", r, err)
+		return ws, false, fmt.Errorf("read %s: %w", r, err)
 	}
 	if replicasOf(obj) != 0 {
 		// Scaled up since the cache's copy: its next event judges it.
-		return ws, nil
+		return ws, true, nil
 	}
 	by := replicasManagers(obj.GetManagedFields())
 	if slices.ContainsFunc(by, isStyrmins) {
-		return ws, nil
+		return ws, true, nil
 	}
 	who := "outside Styrmin"
 	if len(by) > 0 {
@@ -62,17 +67,17 @@ func zeroed(ctx context.Context, live client.Reader, r v1alpha1.ObjectRef, ws v1
 	hpa, err := autoscalerOf(ctx, live, r)
 	if apierrors.IsForbidden(err) {
 		ws.Message = fmt.Sprintf("scaled to 0 %s: nothing serves (whether an autoscaler scales it cannot be read: %v)", who, err)
-		return ws, nil
+		return ws, false, nil
 	}
 	if err != nil {
-		return ws, err
+		return ws, false, err
 	}
 	switch {
 	case hpa == nil:
 		ws.Message = fmt.Sprintf("scaled to 0 %s: nothing serves until the drift check puts the chart's replicas back "+
 			"(a chart that sets none leaves them: scale it up)", who)
 	case idlesAtZero(hpa):
-		return ws, nil
+		return ws, true, nil
 	default:
 		want := int32(1)
 		if hpa.Spec.MinReplicas != nil {
@@ -83,7 +88,7 @@ func zeroed(ctx context.Context, live client.Reader, r v1alpha1.ObjectRef, ws v1
 			who, hpa.Name, r.Namespace, strings.ToLower(r.Kind), r.Name, want)
 	}
 	ws.Ready = false
-	return ws, nil
+	return ws, true, nil
 }
 
 // replicasOf is a Deployment's or StatefulSet's spec.replicas.
@@ -166,4 +171,64 @@ func idlesAtZero(h *autoscalingv2.HorizontalPodAutoscaler) bool {
 		}
 	}
 	return false
+}
+
+// Zeroes remembers the verdicts zeroed gave one deployment's workloads
+// at 0 replicas, by UID, each standing while the workload's
+// resourceVersion (the cache's copy) is unchanged: who holds its replicas
+// changes only with the workload. A workload that idles at 0 (a chart's
+// 0, an autoscaler's minReplicas 0, a failed task's stop hold) was read
+// from the API server, with its namespace's autoscalers, on every health
+// check: at thousands of deployments, a steady load on the API server
+// for nothing. An autoscaler made or changed later, its workload left
+// as it is, is seen with the workload's next change. It keeps only the
+// workloads the last check judged at 0. The zero value is ready to use;
+// a nil *Zeroes remembers nothing.
+type Zeroes struct {
+	mu    sync.Mutex
+	byUID map[types.UID]zeroVerdict
+}
+
+// zeroVerdict is what zeroed said of a workload at resourceVersion.
+type zeroVerdict struct {
+	resourceVersion string
+	notReady        bool
+	message         string
+}
+
+// judge is zeroed, remembered in z by the cached copy's uid and
+// resourceVersion; seen collects the verdicts this check gave, which
+// keep (at its end) leaves as the only ones z holds.
+func (z *Zeroes) judge(ctx context.Context, live client.Reader, r v1alpha1.ObjectRef, ws v1alpha1.WorkloadStatus,
+	cached metav1.Object, seen map[types.UID]zeroVerdict) (v1alpha1.WorkloadStatus, error) {
+	if z == nil || cached == nil || cached.GetUID() == "" || cached.GetResourceVersion() == "" {
+		ws, _, err := zeroed(ctx, live, r, ws)
+		return ws, err
+	}
+	uid, rv := cached.GetUID(), cached.GetResourceVersion()
+	z.mu.Lock()
+	v, ok := z.byUID[uid]
+	z.mu.Unlock()
+	if !ok || v.resourceVersion != rv {
+		judged, lasting, err := zeroed(ctx, live, r, ws)
+		if err != nil || !lasting {
+			return judged, err
+		}
+		v = zeroVerdict{resourceVersion: rv, notReady: !judged.Ready, message: judged.Message}
+	}
+	seen[uid] = v
+	if v.notReady {
+		ws.Ready, ws.Message = false, v.message
+	}
+	return ws, nil
+}
+
+// keep leaves in z only the verdicts of seen.
+func (z *Zeroes) keep(seen map[types.UID]zeroVerdict) {
+	if z == nil {
+		return
+	}
+	z.mu.Lock()
+	defer z.mu.Unlock()
+	z.byUID = seen
 }

@@ -11,6 +11,7 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	autoscalingv2 "k8s.io/api/autoscaling/v2"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -77,7 +78,7 @@ func TestAWorkloadScaledToZeroOutsideStyrminIsNotReady(t *testing.T) {
 			if err := api.Get(ctx, client.ObjectKey{Namespace: "app", Name: "web"}, &d); err != nil {
 				t.Fatal(err)
 			}
-			comps, err := ComponentStatuses(ctx, api, api, []v1alpha1.ObjectRef{ref}, time.Time{}, nil, nil, time.Time{})
+			comps, err := ComponentStatuses(ctx, api, api, []v1alpha1.ObjectRef{ref}, time.Time{}, nil, nil, time.Time{}, nil)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -162,6 +163,23 @@ func TestAnAutoscalerThatScalesToZeroIdlesItsWorkloadThere(t *testing.T) {
 	}
 }
 
+// countingReader counts the reads of the API server the health check
+// makes through it.
+type countingReader struct {
+	client.Reader
+	gets, lists *int
+}
+
+func (c countingReader) Get(ctx context.Context, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
+	*c.gets++
+	return c.Reader.Get(ctx, key, obj, opts...)
+}
+
+func (c countingReader) List(ctx context.Context, list client.ObjectList, opts ...client.ListOption) error {
+	*c.lists++
+	return c.Reader.List(ctx, list, opts...)
+}
+
 // zeroWorld is an API server with workload controllers, a namespace app
 // and a client of it.
 func zeroWorld(t *testing.T) client.Client {
@@ -220,6 +238,73 @@ func observedAtZero(t *testing.T, api client.Client) {
 
 var webRef = v1alpha1.ObjectRef{APIVersion: "apps/v1", Kind: "Deployment", Namespace: "app", Name: "web", Component: "web"}
 
+// TestAWorkloadIdlingAtZeroIsReadFromTheAPIServerOncePerChange: a
+// workload KEDA idles at 0 (its HorizontalPodAutoscaler of minReplicas
+// 0) was read from the API server, and its namespace's autoscalers
+// listed, on every health check (every pod or workload event, every
+// drift interval): at thousands of deployments with idle environments, a
+// steady load for nothing. The verdict stands while the workload's
+// resourceVersion does: one read of each, and one more once it changes.
+func TestAWorkloadIdlingAtZeroIsReadFromTheAPIServerOncePerChange(t *testing.T) {
+	api := zeroWorld(t)
+	ctx := context.Background()
+	zero := int32(0)
+	webAt(t, api, &zero, "keda-operator")
+	hpa := &autoscalingv2.HorizontalPodAutoscaler{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "app", Name: "keda-hpa-web"},
+		Spec: autoscalingv2.HorizontalPodAutoscalerSpec{
+			ScaleTargetRef: autoscalingv2.CrossVersionObjectReference{APIVersion: "apps/v1", Kind: "Deployment", Name: "web"},
+			MinReplicas:    &zero, MaxReplicas: 5,
+			// Scaling to 0 takes an external or object metric.
+			Metrics: []autoscalingv2.MetricSpec{{Type: autoscalingv2.ExternalMetricSourceType, External: &autoscalingv2.ExternalMetricSource{
+				Metric: autoscalingv2.MetricIdentifier{Name: "queue-length"},
+				Target: autoscalingv2.MetricTarget{Type: autoscalingv2.AverageValueMetricType, AverageValue: resource.NewQuantity(5, resource.DecimalSI)},
+			}}},
+		},
+	}
+	if err := api.Create(ctx, hpa); err != nil {
+		t.Fatal(err)
+	}
+	observedAtZero(t, api)
+	var gets, lists int
+	live := countingReader{Reader: api, gets: &gets, lists: &lists}
+	var zeroes Zeroes
+	check := func() v1alpha1.WorkloadStatus {
+		t.Helper()
+		comps, err := ComponentStatuses(ctx, api, live, []v1alpha1.ObjectRef{webRef}, time.Time{}, nil, nil, time.Time{}, &zeroes)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return comps[0].Workloads[0]
+	}
+	for i := range 5 {
+		if ws := check(); !ws.Ready {
+			t.Fatalf("check %d: idling at 0 under its autoscaler: %+v; want ready", i, ws)
+		}
+	}
+	if gets != 1 || lists != 1 {
+		t.Fatalf("5 checks of an unchanged workload at 0 read it %d times and listed the autoscalers %d times; want once each", gets, lists)
+	}
+
+	// The autoscaler goes, and the workload changes: judged again, once.
+	if err := api.Delete(ctx, hpa); err != nil {
+		t.Fatal(err)
+	}
+	d := &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Namespace: "app", Name: "web"}}
+	if err := api.Patch(ctx, d, client.RawPatch(types.MergePatchType, []byte(`{"metadata":{"annotations":{"touched":"yes"}}}`)), client.FieldOwner("kubectl")); err != nil {
+		t.Fatal(err)
+	}
+	observedAtZero(t, api) // a Deployment's annotations count in its generation
+	for i := range 3 {
+		if ws := check(); ws.Ready || !strings.Contains(ws.Message, "scaled to 0 outside Styrmin (by keda-operator)") {
+			t.Fatalf("check %d after the change: %+v; want not ready, scaled to 0 by keda-operator", i, ws)
+		}
+	}
+	if gets != 2 || lists != 2 {
+		t.Fatalf("after a change, 3 checks made %d reads and %d lists in all; want 2 of each", gets, lists)
+	}
+}
+
 // TestAWorkloadTheReleaseHandedOverAtZeroIsReady: a chart runs web at 0
 // and its next version stops setting replicas; the release keeps the
 // live 0 under its handover manager (release.ReplicasHandoverManager).
@@ -240,7 +325,7 @@ func TestAWorkloadTheReleaseHandedOverAtZeroIsReady(t *testing.T) {
 	if by := replicasManagers(d.ManagedFields); !slices.Equal(by, []string{v1alpha1.ReplicasHandoverManager}) {
 		t.Fatalf("web's replicas held by %v; want the handover's alone", by)
 	}
-	comps, err := ComponentStatuses(ctx, api, api, []v1alpha1.ObjectRef{webRef}, time.Time{}, nil, nil, time.Time{})
+	comps, err := ComponentStatuses(ctx, api, api, []v1alpha1.ObjectRef{webRef}, time.Time{}, nil, nil, time.Time{}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
