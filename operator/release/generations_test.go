@@ -7,7 +7,10 @@ import (
 	"testing"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/dynamic"
 
 	"github.com/styrmin/styrmin/drivers"
 	"github.com/styrmin/styrmin/operator/api/v1alpha1"
@@ -137,5 +140,87 @@ func TestARevisionThatStopsSettingReplicasKeepsTheLiveOnes(t *testing.T) {
 	}
 	if got := replicas(); got != 2 {
 		t.Fatalf("after a revision that sets 2 replicas again web runs %d", got)
+	}
+}
+
+// scaleBeforeHandover is a dynamic client whose replicas handover apply
+// is preceded, once, by scale: a scale that lands between the
+// handover's read of the workload and its apply.
+type scaleBeforeHandover struct {
+	dynamic.Interface
+	scale func()
+}
+
+func (d *scaleBeforeHandover) Resource(gvr schema.GroupVersionResource) dynamic.NamespaceableResourceInterface {
+	return scaleBeforeHandoverNS{d.Interface.Resource(gvr), d}
+}
+
+type scaleBeforeHandoverNS struct {
+	dynamic.NamespaceableResourceInterface
+	d *scaleBeforeHandover
+}
+
+func (n scaleBeforeHandoverNS) Namespace(ns string) dynamic.ResourceInterface {
+	return scaleBeforeHandoverRes{n.NamespaceableResourceInterface.Namespace(ns), n.d}
+}
+
+type scaleBeforeHandoverRes struct {
+	dynamic.ResourceInterface
+	d *scaleBeforeHandover
+}
+
+func (r scaleBeforeHandoverRes) Patch(ctx context.Context, name string, pt types.PatchType, data []byte, opts metav1.PatchOptions, sub ...string) (*unstructured.Unstructured, error) {
+	if opts.FieldManager == ReplicasHandoverManager && r.d.scale != nil {
+		r.d.scale()
+		r.d.scale = nil
+	}
+	return r.ResourceInterface.Patch(ctx, name, pt, data, opts, sub...)
+}
+
+// TestAScaleDuringTheReplicasHandoverIsKept: revision 2 stops setting
+// web's replicas (10, the chart's); between the handover's read of web
+// and its apply an autoscaler scales web to 12 through the scale
+// subresource, taking the field. The handover's apply was forced: it
+// took the replicas back at the 10 read, cutting 12 pods to 10. Not
+// forced, it conflicts, and the 12 stay the autoscaler's.
+func TestAScaleDuringTheReplicasHandoverIsKept(t *testing.T) {
+	t.Parallel()
+	e := startReleaseEnv(t, 10)
+	ctx := context.Background()
+	const ns = "handover-race"
+	e.namespace(t, ns)
+	web := func(replicas string) drivers.Object {
+		o := webDeployment(ns, "web:1")
+		o.YAML = []byte(strings.Replace(string(o.YAML), "  replicas: 1\n", replicas, 1))
+		return o
+	}
+	r1, _, err := e.helm.Apply(ctx, releaseReq(ns, web("  replicas: 10\n")), nil, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	scaled := false
+	e.helm.objects.dyn = &scaleBeforeHandover{Interface: e.helm.objects.dyn, scale: func() {
+		s, err := e.cs.AppsV1().Deployments(ns).GetScale(ctx, "web", metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		s.Spec.Replicas = 12
+		if _, err := e.cs.AppsV1().Deployments(ns).UpdateScale(ctx, "web", s, metav1.UpdateOptions{FieldManager: "kube-controller-manager"}); err != nil {
+			t.Fatal(err)
+		}
+		scaled = true
+	}}
+	if _, _, err := e.helm.Apply(ctx, releaseReq(ns, web("")), r1, 1); err != nil {
+		t.Fatalf("revision 2, scaled during its handover: %v", err)
+	}
+	if !scaled {
+		t.Fatal("the handover applied nothing: no scale raced it")
+	}
+	d, err := e.cs.AppsV1().Deployments(ns).Get(ctx, "web", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := *d.Spec.Replicas; got != 12 {
+		t.Fatalf("after the revision that stops setting replicas, an autoscaler having scaled web to 12 during the handover, web runs %d; want 12", got)
 	}
 }

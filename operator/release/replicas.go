@@ -53,7 +53,8 @@ func (d *releaseObjects) handOverReplicas(ctx context.Context, objs, before []*d
 }
 
 // handOverReplicasOf applies the live replicas of o with
-// ReplicasHandoverManager, when Styrmin's manager holds them.
+// ReplicasHandoverManager, when Styrmin's manager holds them and nobody
+// scaled o since they were read.
 func (d *releaseObjects) handOverReplicasOf(ctx context.Context, o *desiredObject) error {
 	live, err := o.resource.Get(ctx, o.ref.Name, metav1.GetOptions{})
 	if apierrors.IsNotFound(err) {
@@ -78,11 +79,18 @@ func (d *releaseObjects) handOverReplicasOf(ctx context.Context, o *desiredObjec
 	if err != nil {
 		return err
 	}
-	// Forced: the value is the live one, so only a scale racing this
-	// read moves it, and that scale's value is what the next one sets.
-	force := true
+	// Not forced: the value is the live one, shared with Styrmin's
+	// manager without a conflict. A conflict is a scale between the read
+	// and this apply (an autoscaler's, through the scale subresource):
+	// whoever moved the replicas holds them now, and the apply after
+	// leaves them to it. Forced, the handover took them back at the
+	// count read: 12 pods cut to 10.
+	force := false
 	_, err = o.resource.Patch(ctx, o.ref.Name, types.ApplyPatchType, body,
 		metav1.PatchOptions{FieldManager: ReplicasHandoverManager, Force: &force})
+	if apierrors.IsConflict(err) {
+		return nil
+	}
 	return err
 }
 
