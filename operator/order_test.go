@@ -86,7 +86,7 @@ func TestNewDeploymentWaitsForWhatItConnectsToAndAFailedOneHoldsItBack(t *testin
 // for peer, which failed; deleting app (its tombstone locked) waited behind
 // that create for ever, and a fix of peer would have created app only to
 // delete it. The waiting create ends Superseded by the deletion, which
-// runs.
+// runs, its reason SupersededByDeletion (what the UI reads).
 func TestADeploymentWaitingForAFailedPeerCanBeDeleted(t *testing.T) {
 	t.Parallel()
 	repo := faultyRepo(t)
@@ -117,6 +117,11 @@ func TestADeploymentWaitingForAFailedPeerCanBeDeleted(t *testing.T) {
 	created := e.waitTask(t, appNamespace, "app", 1)
 	if created.Status.Phase != v1alpha1.TaskSuperseded || created.Status.SupersededBy != seq {
 		t.Fatalf("app-1: %s (%s) superseded by %d, want Superseded by the deletion %d", created.Status.Phase, created.Status.Message, created.Status.SupersededBy, seq)
+	}
+	// The UI says "nothing of it was applied" by this reason, whatever
+	// the words.
+	if c := apimeta.FindStatusCondition(created.Status.Conditions, v1alpha1.ConditionReady); c == nil || c.Reason != v1alpha1.ReasonSupersededByDeletion {
+		t.Errorf("app-1's Ready condition: %+v, want reason %s", c, v1alpha1.ReasonSupersededByDeletion)
 	}
 	for _, s := range created.Status.Steps {
 		if s.StartedAt != nil {

@@ -318,6 +318,9 @@ func TestAgentCreatesUpdatesUpgradesAndDeletesGraphhub(t *testing.T) {
 	if late.Status.Phase != v1alpha1.TaskSuperseded || late.Status.SupersededBy != 4 || !strings.Contains(late.Status.Message, "deleted the deployment") {
 		t.Errorf("a create task made after the deletion: %s superseded by %d (%q), want Superseded by the tombstone 4", late.Status.Phase, late.Status.SupersededBy, late.Status.Message)
 	}
+	if c := apimeta.FindStatusCondition(late.Status.Conditions, v1alpha1.ConditionReady); c == nil || c.Reason != v1alpha1.ReasonSupersededByDeletion {
+		t.Errorf("the late create task's Ready condition: %+v, want reason %s (the UI says nothing of it was applied by it)", c, v1alpha1.ReasonSupersededByDeletion)
+	}
 	var list appsv1.DeploymentList
 	if err := e.c.List(context.Background(), &list, client.InNamespace(hubNamespace)); err != nil {
 		t.Fatal(err)

@@ -229,7 +229,7 @@ func supersededWords(t *v1alpha1.StyrminTask, steps []stepView, by string, kept 
 	case kept:
 		return fmt.Sprintf("Superseded: when this task came to write sequence %d, the cluster already held %s of this deployment. "+
 			"The guard never lets an older change overwrite a newer one, so the cluster runs the newer instance, "+carried, t.Spec.ToSequence, by)
-	case ranNoStep(steps) && strings.Contains(t.Status.Message, "deleted the deployment"):
+	case supersededByDeletion(t):
 		return fmt.Sprintf("Superseded before it ran: %s, locked after it, deletes this deployment, so this task ran none of its steps "+
 			"and nothing of it was applied: an earlier change does not install the deployment again.", by)
 	case ranNoStep(steps):
@@ -239,6 +239,14 @@ func supersededWords(t *v1alpha1.StyrminTask, steps []stepView, by string, kept 
 		return fmt.Sprintf("Superseded by %s of this deployment: the guard never lets an older change overwrite a newer one, "+
 			"so the cluster runs the newer instance, "+carried, by)
 	}
+}
+
+// supersededByDeletion reports whether a change locked after t deletes
+// the deployment (its Ready condition's reason, set by either path of
+// the agent that ends a task so, whatever their words).
+func supersededByDeletion(t *v1alpha1.StyrminTask) bool {
+	c := apimeta.FindStatusCondition(t.Status.Conditions, v1alpha1.ConditionReady)
+	return c != nil && c.Reason == v1alpha1.ReasonSupersededByDeletion
 }
 
 // ranNoStep reports whether none of a task's steps ran (each skipped or

@@ -150,12 +150,54 @@ func TestASupersededBeforeItRanTasksPageSaysSoNotThatTheClusterHeldTheNewer(t *t
 		t.Errorf("the page of a task superseded before it ran says it came to write and the cluster held the newer:\n%s", page)
 	}
 
-	deleted := mk(3, v1alpha1.WorkflowUpdate, v1alpha1.StyrminTaskStatus{Phase: v1alpha1.TaskSuperseded, FinishedAt: at(3), SupersededBy: 4,
-		Message: "superseded by sequence 4, which deleted the deployment: an earlier change does not install it again"})
+	deleted := mk(3, v1alpha1.WorkflowUpdate, supersededByDeletion(3, 4, "superseded by sequence 4, which deleted the deployment: an earlier change does not install it again"))
 	mk(4, v1alpha1.WorkflowDelete, v1alpha1.StyrminTaskStatus{Phase: v1alpha1.TaskSucceeded, StartedAt: at(4), FinishedAt: at(4)})
 	_, _, page = get(t, w.srv, "/t/local/"+ns+"/"+deleted.Name)
-	wantIn(t, "the task superseded by a deletion", page, "Superseded before it ran: sequence 4, locked after it, deletes this deployment", "nothing of it was applied")
-	if strings.Contains(page, "includes this change") || strings.Contains(page, "already held") {
-		t.Errorf("the page of a task superseded by a deletion says the newer instance holds its change:\n%s", page)
+	wantNotCarried(t, "the task superseded by a deletion", page, 4)
+}
+
+// TestAPendingCreateSupersededByADeletionTasksPageSaysNothingWasApplied:
+// a create superseded before it ran by a newer change deleting the
+// deployment (the agent's pending path, whose words are "that change
+// deletes the deployment") read as carried by the newer instance, "which
+// includes this change": the page matched only the words of the other
+// path. Both say so by their condition's reason.
+func TestAPendingCreateSupersededByADeletionTasksPageSaysNothingWasApplied(t *testing.T) {
+	w := newDemoWorld(t)
+	const ns = "dev-pending"
+	create(t, w.cl, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}})
+	id := v1alpha1.DeploymentID{Cluster: "local", Environment: "dev", Name: "pending"}
+	tk := &v1alpha1.StyrminTask{
+		ObjectMeta: metav1.ObjectMeta{Name: v1alpha1.TaskName(id.Name, 1), Namespace: ns, Labels: id.Labels()},
+		Spec: v1alpha1.StyrminTaskSpec{Deployment: id, Namespace: ns, Workflow: v1alpha1.WorkflowCreate, ToSequence: 1,
+			Lock: v1alpha1.LockRef{Commit: strings.Repeat("1", 40), Path: "locks/local/dev/pending.lock.yaml"}},
+	}
+	create(t, w.cl, tk)
+	st := supersededByDeletion(1, 2, "superseded by sequence 2 before it ran: that change deletes the deployment, which is not created first")
+	st.Steps = []v1alpha1.TaskStep{{Name: "create/core/0:installDeploymentVersion", Hook: "create", Mode: "core", Action: "installDeploymentVersion",
+		State: v1alpha1.StepSkipped, Message: "superseded before it ran"}}
+	tk.Status = st
+	if err := w.cl.Status().Update(context.Background(), tk); err != nil {
+		t.Fatal(err)
+	}
+	_, _, page := get(t, w.srv, "/t/local/"+ns+"/"+tk.Name)
+	wantNotCarried(t, "the pending create superseded by a deletion", page, 2)
+}
+
+// supersededByDeletion is the status the agent writes of task seq ended
+// before it ran by deletion by, in words msg.
+func supersededByDeletion(seq, by int64, msg string) v1alpha1.StyrminTaskStatus {
+	return v1alpha1.StyrminTaskStatus{Phase: v1alpha1.TaskSuperseded, FinishedAt: at(int(seq)), SupersededBy: by, Message: msg,
+		Conditions: []metav1.Condition{{Type: v1alpha1.ConditionReady, Status: metav1.ConditionFalse, Reason: v1alpha1.ReasonSupersededByDeletion,
+			Message: msg, LastTransitionTime: metav1.Now()}}}
+}
+
+// wantNotCarried fails unless page says the deletion by superseded its
+// task before it ran and nothing of it was applied.
+func wantNotCarried(t *testing.T, what, page string, by int64) {
+	t.Helper()
+	wantIn(t, what, page, fmt.Sprintf("Superseded before it ran: sequence %d, locked after it, deletes this deployment", by), "nothing of it was applied")
+	if strings.Contains(page, "includes this change") || strings.Contains(page, "already held") || strings.Contains(page, "carried by the newer") {
+		t.Errorf("the page of %s says the newer instance holds its change:\n%s", what, page)
 	}
 }

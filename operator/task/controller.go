@@ -992,6 +992,7 @@ func (r *Reconciler) plan(ctx context.Context, run *taskRun) (phaseResult, error
 		// one would install it again (the guard keeps only a newer
 		// StyrminDeployment, and there is none).
 		t.Status.SupersededBy = active.Sequence
+		run.failReason = v1alpha1.ReasonSupersededByDeletion
 		return r.finish(ctx, run, v1alpha1.TaskSuperseded,
 			fmt.Sprintf("superseded by sequence %d, which deleted the deployment: an earlier change does not install it again", active.Sequence))
 	}
@@ -1466,6 +1467,11 @@ func (r *Reconciler) supersedeOvertaken(ctx context.Context, run *taskRun) (phas
 		t.Status.Steps[i].Message = "superseded before it ran"
 	}
 	t.Status.SupersededBy = newest
+	if wf == v1alpha1.WorkflowCreate {
+		// Said by the reason, not the words: the page of the task says
+		// nothing of it was applied.
+		run.failReason = v1alpha1.ReasonSupersededByDeletion
+	}
 	return r.finish(ctx, run, v1alpha1.TaskSuperseded, why)
 }
 

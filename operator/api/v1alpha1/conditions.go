@@ -151,6 +151,11 @@ const (
 	// ReasonTaskSuperseded: a newer instance of the deployment made the
 	// task unnecessary.
 	ReasonTaskSuperseded = "Superseded"
+	// ReasonSupersededByDeletion: a change locked after the task deletes
+	// the deployment (its tombstone ran, or a pending create meets it):
+	// the task ends Superseded before it ran, nothing of it applied, and
+	// no newer instance carries its change.
+	ReasonSupersededByDeletion = "SupersededByDeletion"
 	// ReasonTaskWithdrawn: the branch no longer holds the task's lock
 	// commit (a force push or a rewind took it away) and the task had not
 	// started; it ends Superseded, nothing applied.
