@@ -498,9 +498,16 @@ func (r *Reconciler) jobPruner(ctx context.Context, run *taskRun, tasks []v1alph
 // deployment reaches its sequence; with the Job gone, the task made again
 // ran its migration a second time. One of another deployment (deleted from
 // the namespace before: an environment renamed, its namespacePrefix kept)
-// goes once that deployment's task is gone: nothing else deleted it.
+// goes once that deployment's task is gone: nothing else deleted it. One
+// lacking an identity label stays: the agent labels every Job it makes
+// with all of them, so it is no Job of a deployment (a step Job's YAML
+// copied to run by hand, labels trimmed), and an id with an empty part
+// never matches a task.
 func (p jobPruner) pruned(j *batchv1.Job) bool {
-	id := v1alpha1.DeploymentID{Cluster: j.Labels[v1alpha1.LabelCluster], Environment: j.Labels[v1alpha1.LabelEnvironment], Name: j.Labels[v1alpha1.LabelDeployment]}
+	id, whole := jobDeployment(j)
+	if !whole {
+		return false
+	}
 	if id != p.own {
 		return !p.others[otherTask{id, j.Labels[LabelTask]}]
 	}
@@ -512,6 +519,13 @@ func (p jobPruner) pruned(j *batchv1.Job) bool {
 	}
 	seq, err := strconv.ParseInt(j.Labels[v1alpha1.LabelSequence], 10, 64)
 	return err != nil || seq <= p.reached
+}
+
+// jobDeployment is the deployment a step Job's labels name, and whether
+// they name each part of it.
+func jobDeployment(j *batchv1.Job) (v1alpha1.DeploymentID, bool) {
+	id := v1alpha1.DeploymentID{Cluster: j.Labels[v1alpha1.LabelCluster], Environment: j.Labels[v1alpha1.LabelEnvironment], Name: j.Labels[v1alpha1.LabelDeployment]}
+	return id, id.Cluster != "" && id.Environment != "" && id.Name != ""
 }
 
 // taskRun is what one reconcile of a task knows.

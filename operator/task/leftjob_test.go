@@ -335,3 +335,53 @@ func TestTheEndedJobsOfADeploymentDeletedFromTheNamespaceArePrunedOnceTheirTaskI
 		t.Fatalf("jobs after dev's task ended: %v, want %v (qa's running one, and the one its kept task made)", got, want)
 	}
 }
+
+// TestAnEndedJobWithoutADeploymentsIdentityLabelsIsNotPruned pins that a
+// finishing task prunes a Job of another deployment only when the Job
+// names that deployment whole (cluster, environment, deployment): a step
+// Job's YAML copied to run a migration again by hand, some labels trimmed
+// but styrmin.io/task kept, read as a deployment "{}" with no task in
+// the namespace and was deleted, its pod and log with it, at the next
+// task's end.
+func TestAnEndedJobWithoutADeploymentsIdentityLabelsIsNotPruned(t *testing.T) {
+	t.Parallel()
+	const ns = "dev-jobs"
+	cl := withCRDs(t, ns)
+	ctx := context.Background()
+	dev := createJobsTask(t, cl, jobsInstance(t, maintenanceDriver(t), ns, 1, "1.0.0"), v1alpha1.WorkflowCreate)
+	dev.Status.Phase = v1alpha1.TaskSucceeded
+	if err := cl.Status().Update(ctx, dev); err != nil {
+		t.Fatal(err)
+	}
+	var want []string
+	for name, trim := range map[string][]string{
+		"by-hand":        {v1alpha1.LabelCluster, v1alpha1.LabelEnvironment, v1alpha1.LabelDeployment},
+		"by-hand-no-env": {v1alpha1.LabelEnvironment},
+		"by-hand-own":    {v1alpha1.LabelCluster},
+	} {
+		job, _ := qasJobAt(t, cl, ns, name, 7)
+		if name == "by-hand-own" {
+			job.Labels[v1alpha1.LabelEnvironment] = "dev"
+		}
+		for _, l := range trim {
+			delete(job.Labels, l)
+		}
+		if err := cl.Update(ctx, job); err != nil {
+			t.Fatal(err)
+		}
+		completeJob(t, cl, job)
+		want = append(want, job.Name)
+	}
+	pruned, _ := qasJobAt(t, cl, ns, "migrate", 7)
+	completeJob(t, cl, pruned)
+
+	r, err := NewReconciler(Options{Client: cl, Drivers: noDrivers{}, Registerer: prometheus.NewRegistry()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.pruneTasks(ctx, &taskRun{task: dev, log: logr.Discard()})
+	slices.Sort(want)
+	if got := jobsIn(t, cl, ns); !slices.Equal(got, want) {
+		t.Fatalf("jobs after dev's task ended: %v, want %v (the Jobs lacking an identity label kept, qa's whole one pruned)", got, want)
+	}
+}
