@@ -256,7 +256,7 @@ func (w *Workspace) PlanClone(req CloneRequest) (*ClonePlan, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := w.sensitiveCopies(res, srcCluster.File, src, plan.Dir); err != nil {
+	if err := w.sensitiveCopies(res, dstCluster.File, src, plan.Dir); err != nil {
 		return nil, err
 	}
 	if empty := w.restoringNothing(res, cf.Deployments); len(empty) > 0 {
@@ -271,14 +271,19 @@ func (w *Workspace) PlanClone(req CloneRequest) (*ClonePlan, error) {
 // file its author wrote, and the copy would put it in a new file, and in
 // a commit with --commit. The error names the file and the parameter,
 // never the value. A #SecretRef is a reference, copied as such; a value
-// set in cluster.cue is not copied (the clone reads it there).
+// set in the target cluster's file (clusterFile) is not copied (the clone
+// reads it there). A deployment whose driver the catalog lacks is refused,
+// as the clone's resolution refuses it: which of its parameters are
+// sensitive is unknown, so its files cannot be copied safely.
 func (w *Workspace) sensitiveCopies(res *Result, clusterFile string, src *Environment, dir string) error {
-	if w.Catalog == nil {
-		return nil
-	}
 	byName := map[string]map[string]bool{}
+	driverOf := map[string]string{}
 	inAny := map[string]bool{}
 	for _, r := range res.Resolved {
+		driverOf[r.Instance.ID.Name] = r.Instance.Driver.Name + "@" + r.Instance.Driver.Version
+		if w.Catalog == nil {
+			continue
+		}
 		d, ok := w.Catalog.Get(r.Instance.Driver.Name, r.Instance.Driver.Version)
 		if !ok {
 			continue
@@ -290,6 +295,12 @@ func (w *Workspace) sensitiveCopies(res *Result, clusterFile string, src *Enviro
 			}
 		}
 		byName[r.Instance.ID.Name] = names
+	}
+	for _, d := range src.Deployments {
+		if _, ok := byName[d.ID.Name]; !ok {
+			return placed(&ConfigError{File: d.File, Field: "driver", Msg: fmt.Sprintf("env clone refused, nothing written: driver %s of deployment %s is not loaded, so which of its parameters are sensitive is unknown and its files could copy a sensitive value set in clear: load that driver version (drivers/, or a driver source in styrmin.cue) and clone again",
+				cmp.Or(driverOf[d.ID.Name], d.Driver), d.ID)}, d.pos)
+		}
 	}
 	srcDir := path.Dir(src.File)
 	check := func(file string, settings map[string]any, pos map[string]token.Position, sensitive map[string]bool) error {

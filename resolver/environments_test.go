@@ -1,6 +1,7 @@
 package resolver
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"os"
@@ -482,7 +483,8 @@ func TestEnvironmentDelete(t *testing.T) {
 // clone's too (and committed with --commit), where no author wrote it.
 // The clone is refused, naming the file and the parameter, never the
 // value; a value set in cluster.cue, which the clone reads without a
-// copy, clones.
+// copy, clones. Into another cluster, the refusal names that cluster's
+// file, not the source's, which the clone does not read.
 func TestACloneDoesNotCopyASensitiveValueSetInClear(t *testing.T) {
 	const secret = "cl0ne-s3cret"
 	markSensitive := func(t *testing.T, dir string) {
@@ -495,23 +497,30 @@ func TestACloneDoesNotCopyASensitiveValueSetInClear(t *testing.T) {
 		writeFile(t, dir, "clusters/local/environments/dev/deployments/web.cue", "driver:     \"webapp\"\nappVersion: \"1.25.0\"\nparameters: replicas: 2\n")
 	}
 	req := CloneRequest{Cluster: "local", Source: "dev", Target: "preview"}
+	other := req
+	other.TargetCluster = "other"
 	for _, tc := range []struct {
 		name, file, content string
+		req                 CloneRequest
 	}{
-		{"in a deployment file", "clusters/local/environments/dev/deployments/web.cue", "driver:     \"webapp\"\nappVersion: \"1.25.0\"\nparameters: {replicas: 2, message: \"" + secret + "\"}\n"},
-		{"in the environment file", "clusters/local/environments/dev/environment.cue", "namespacePrefix: \"dev\"\nbackupLocation:  \"s3://backups/local/dev\"\nparameters: message: \"" + secret + "\"\n"},
+		{"in a deployment file", "clusters/local/environments/dev/deployments/web.cue", "driver:     \"webapp\"\nappVersion: \"1.25.0\"\nparameters: {replicas: 2, message: \"" + secret + "\"}\n", req},
+		{"in the environment file", "clusters/local/environments/dev/environment.cue", "namespacePrefix: \"dev\"\nbackupLocation:  \"s3://backups/local/dev\"\nparameters: message: \"" + secret + "\"\n", req},
+		{"in a deployment file, into another cluster", "clusters/local/environments/dev/deployments/web.cue", "driver:     \"webapp\"\nappVersion: \"1.25.0\"\nparameters: {replicas: 2, message: \"" + secret + "\"}\n", other},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			dir := exampleCopy(t)
 			markSensitive(t, dir)
+			writeFile(t, dir, "clusters/other/cluster.cue", "domain: \"other.styrmin.dev\"\ningressClass: \"nginx\"\nstorageClasses: default: \"standard\"\n")
 			writeFile(t, dir, tc.file, tc.content)
 			before := snapshot(t, dir)
-			plan, err := cloneWorkspace(t, dir).PlanClone(req)
+			plan, err := cloneWorkspace(t, dir).PlanClone(tc.req)
 			if err == nil {
 				t.Fatalf("a clone copying a sensitive value was planned (%d files)", len(plan.Files()))
 			}
-			to := strings.Replace(tc.file, "/dev/", "/preview/", 1)
-			for _, want := range []string{tc.file, "field parameters.message", "sensitive parameter message", to, "#SecretRef", "clusters/local/cluster.cue"} {
+			target := cmp.Or(tc.req.TargetCluster, tc.req.Cluster)
+			to := strings.Replace(tc.file, "local/environments/dev/", target+"/environments/preview/", 1)
+			clusterFile := "clusters/" + target + "/cluster.cue"
+			for _, want := range []string{tc.file, "field parameters.message", "sensitive parameter message", to, "#SecretRef", "or set it in " + clusterFile} {
 				if !strings.Contains(err.Error(), want) {
 					t.Errorf("error %q lacks %q", err, want)
 				}
@@ -536,6 +545,36 @@ func TestACloneDoesNotCopyASensitiveValueSetInClear(t *testing.T) {
 	for p, data := range plan.Files() {
 		if strings.Contains(string(data), secret) {
 			t.Errorf("%s holds the sensitive value", p)
+		}
+	}
+}
+
+// TestACloneOfADeploymentWhoseDriverIsNotLoadedIsRefusedNotCopiedUnchecked:
+// the check for a sensitive value set in clear skipped a deployment
+// whose driver the catalog lacked, silently, and copied its files
+// unchecked. It is refused, naming the deployment and its driver, as the
+// clone's resolution refuses a driver not loaded.
+func TestACloneOfADeploymentWhoseDriverIsNotLoadedIsRefusedNotCopiedUnchecked(t *testing.T) {
+	ws := cloneWorkspace(t, exampleCopy(t))
+	var dev *Environment
+	for _, e := range ws.cluster("local").Environments {
+		if e.Name == "dev" {
+			dev = e
+		}
+	}
+	if dev == nil || len(dev.Deployments) == 0 {
+		t.Fatal("the example has no local/dev with deployments")
+	}
+	res := &Result{}
+	for _, d := range dev.Deployments {
+		in := &Instance{ID: ID{Cluster: "local", Environment: "preview", Name: d.ID.Name}, Driver: DriverRef{Name: d.Driver, Version: "0.0.0-not-loaded"}}
+		res.Resolved = append(res.Resolved, &Resolved{Instance: in, Deployment: d})
+	}
+	err := ws.sensitiveCopies(res, "clusters/local/cluster.cue", dev, "clusters/local/environments/preview")
+	d := dev.Deployments[0]
+	for _, want := range []string{d.File, "field driver", "driver " + d.Driver + "@0.0.0-not-loaded", "deployment " + d.ID.String(), "is not loaded", "env clone refused, nothing written"} {
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("error %v lacks %q", err, want)
 		}
 	}
 }
