@@ -243,10 +243,18 @@ func supersededWords(t *v1alpha1.StyrminTask, steps []stepView, by string, kept 
 
 // supersededByDeletion reports whether a change locked after t deletes
 // the deployment (its Ready condition's reason, set by either path of
-// the agent that ends a task so, whatever their words).
+// the agent that ends a task so, whatever their words). A task an older
+// agent ended has reason Superseded and one of its two wordings.
 func supersededByDeletion(t *v1alpha1.StyrminTask) bool {
 	c := apimeta.FindStatusCondition(t.Status.Conditions, v1alpha1.ConditionReady)
-	return c != nil && c.Reason == v1alpha1.ReasonSupersededByDeletion
+	switch {
+	case c == nil:
+		return false
+	case c.Reason == v1alpha1.ReasonSupersededByDeletion:
+		return true
+	}
+	return c.Reason == v1alpha1.ReasonTaskSuperseded &&
+		(strings.Contains(c.Message, "which deleted the deployment") || strings.Contains(c.Message, "that change deletes the deployment"))
 }
 
 // ranNoStep reports whether none of a task's steps ran (each skipped or

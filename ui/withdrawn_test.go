@@ -3,6 +3,7 @@ package ui_test
 import (
 	"context"
 	"fmt"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 	"strings"
 	"testing"
 
@@ -182,6 +183,23 @@ func TestAPendingCreateSupersededByADeletionTasksPageSaysNothingWasApplied(t *te
 	}
 	_, _, page := get(t, w.srv, "/t/local/"+ns+"/"+tk.Name)
 	wantNotCarried(t, "the pending create superseded by a deletion", page, 2)
+
+	// Ended by an agent before the reason: Superseded, in either wording.
+	for _, msg := range []string{
+		"superseded by sequence 2 before it ran: that change deletes the deployment, which is not created first",
+		"superseded by sequence 2, which deleted the deployment: an earlier change does not install it again",
+	} {
+		if err := w.cl.Get(context.Background(), client.ObjectKeyFromObject(tk), tk); err != nil {
+			t.Fatal(err)
+		}
+		st.Conditions[0].Reason, st.Conditions[0].Message, st.Message = v1alpha1.ReasonTaskSuperseded, msg, msg
+		tk.Status = st
+		if err := w.cl.Status().Update(context.Background(), tk); err != nil {
+			t.Fatal(err)
+		}
+		_, _, page = get(t, w.srv, "/t/local/"+ns+"/"+tk.Name)
+		wantNotCarried(t, "a task an older agent ended superseded by a deletion ("+msg+")", page, 2)
+	}
 }
 
 // supersededByDeletion is the status the agent writes of task seq ended
