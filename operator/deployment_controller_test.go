@@ -67,6 +67,13 @@ func startEnv(t *testing.T) *env {
 // the examples'.
 func startEnvWith(t *testing.T, extra ...*drivers.Driver) *env {
 	t.Helper()
+	return startEnvWithOptions(t, nil, extra...)
+}
+
+// startEnvWithOptions is startEnvWith with the manager's options changed
+// by edit (nil: none).
+func startEnvWithOptions(t *testing.T, edit func(*operator.ManagerOptions), extra ...*drivers.Driver) *env {
+	t.Helper()
 	c, cl := agenttest.StartCluster(t, testcluster.Options{Workloads: true, Nodes: 2})
 	ctx, cancel := context.WithCancel(context.Background())
 	// The agent runs as its service account with the manifests' RBAC, so
@@ -86,14 +93,18 @@ func startEnvWith(t *testing.T, extra ...*drivers.Driver) *env {
 		}
 	}
 	claims := instance.NewActiveClaims()
-	mgr, err := operator.NewManager(agentCfg, operator.ManagerOptions{
+	opts := operator.ManagerOptions{
 		Drivers:        &driversource.CatalogSource{Catalog: ws.Catalog},
 		ActiveClaims:   claims,
 		DriftInterval:  driftInterval,
 		Namespace:      config.AgentNamespace,
 		LeaderElection: true,
 		Logger:         testr.NewWithOptions(t, testr.Options{Verbosity: 0}),
-	})
+	}
+	if edit != nil {
+		edit(&opts)
+	}
+	mgr, err := operator.NewManager(agentCfg, opts)
 	if err != nil {
 		t.Fatal(err)
 	}

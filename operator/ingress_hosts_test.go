@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -15,6 +17,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/styrmin/styrmin/internal/agenttest"
+	"github.com/styrmin/styrmin/operator"
 	"github.com/styrmin/styrmin/operator/api/v1alpha1"
 	"github.com/styrmin/styrmin/resolver"
 )
@@ -69,6 +72,91 @@ func TestAnIngressClaimingAHostAnotherDeploymentHoldsStallsNamingIt(t *testing.T
 	}
 	e.write(t, dns, withIngress(t, dev, 2, ""))
 	e.waitApplied(t, dns, 2)
+}
+
+// TestTwoAppliesOfOneHostAtOnceLetOnlyTheFirstTakeIt: the controller
+// runs several workers; staging's and dev's applies of one host at the
+// same moment both found the cache without an Ingress holding it, and
+// both took it. Staging's apply is held between its checks and its apply:
+// dev's apply meanwhile waits (HostClaimed, naming staging), applies
+// nothing, and once staging's Ingress is in, stalls naming it.
+func TestTwoAppliesOfOneHostAtOnceLetOnlyTheFirstTakeIt(t *testing.T) {
+	t.Parallel()
+	var holdNS atomic.Pointer[string]
+	reached, resume := make(chan struct{}), make(chan struct{})
+	var once sync.Once
+	e := startEnvWithOptions(t, func(o *operator.ManagerOptions) {
+		o.BeforeApply = func(ctx context.Context, ns string) {
+			if p := holdNS.Load(); p == nil || *p != ns {
+				return
+			}
+			once.Do(func() {
+				close(reached)
+				select {
+				case <-resume:
+				case <-ctx.Done():
+				}
+			})
+		}
+	})
+	var resumed sync.Once
+	release := func() { resumed.Do(func() { close(resume) }) }
+	t.Cleanup(release)
+	ctx := context.Background()
+	staging := withIngress(t, e.instance(t, "local", "staging", "web", 1), 1, "")
+	dev := e.instance(t, "local", "dev", "web", 1)
+	for _, in := range []*resolver.Instance{staging, dev} {
+		ns := in.Context.Deployment.Namespace
+		if err := e.client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	sns, dns := staging.Context.Deployment.Namespace, dev.Context.Deployment.Namespace
+	holdNS.Store(&sns)
+	host := staging.Values["ingress"].(map[string]any)["host"].(string)
+	e.write(t, sns, staging)
+	select {
+	case <-reached:
+	case <-time.After(60 * time.Second):
+		t.Fatal("staging's apply did not reach its hold")
+	}
+	e.write(t, dns, withIngress(t, dev, 1, host))
+	agenttest.WaitUntil(t, 60*time.Second, "dev's apply to wait for staging's", func(ctx context.Context) (bool, string, error) {
+		if err := e.client.Get(ctx, client.ObjectKey{Namespace: dns, Name: "web"}, &networkingv1.Ingress{}); err == nil {
+			t.Fatal("dev applied an Ingress of staging's host while staging's apply of it was under way")
+		}
+		sd, err := e.deploymentOf(ctx, dns)
+		if err != nil {
+			return false, err.Error(), nil
+		}
+		c := apimeta.FindStatusCondition(sd.Status.Conditions, v1alpha1.ConditionReady)
+		if sd.Status.ObservedGeneration != sd.Generation || c == nil || c.Reason != v1alpha1.ReasonHostClaimed {
+			return false, fmt.Sprintf("%+v", sd.Status.Conditions), nil
+		}
+		for _, want := range []string{host, "local/staging/web", sns} {
+			if !strings.Contains(c.Message, want) {
+				t.Errorf("Ready's message %q does not name %q", c.Message, want)
+			}
+		}
+		return true, "", nil
+	})
+	release()
+	e.waitApplied(t, sns, 1)
+	agenttest.WaitUntil(t, 60*time.Second, "dev's apply to stall on staging's Ingress", func(ctx context.Context) (bool, string, error) {
+		sd, err := e.deploymentOf(ctx, dns)
+		if err != nil {
+			return false, err.Error(), nil
+		}
+		c := apimeta.FindStatusCondition(sd.Status.Conditions, v1alpha1.ConditionStalled)
+		if c == nil || c.Status != metav1.ConditionTrue || c.Reason != v1alpha1.ReasonHostClaimed {
+			return false, fmt.Sprintf("%+v", sd.Status.Conditions), nil
+		}
+		return strings.Contains(c.Message, sns+"/web"), c.Message, nil
+	})
+	err := e.client.Get(ctx, client.ObjectKey{Namespace: dns, Name: "web"}, &networkingv1.Ingress{})
+	if !apierrors.IsNotFound(err) {
+		t.Fatalf("dev's Ingress: %v; want none applied", err)
+	}
 }
 
 // withIngress is in at sequence seq with its Ingress on, at host (""

@@ -1,6 +1,7 @@
 package operator
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"time"
@@ -88,6 +89,9 @@ type ManagerOptions struct {
 	HelmMaxHistory int
 	// Logger is the agent's logger (default: discard).
 	Logger logr.Logger
+	// BeforeApply is deployment.Options.BeforeApply, for tests (nil in
+	// the agent).
+	BeforeApply func(ctx context.Context, namespace string)
 }
 
 func (o *ManagerOptions) defaults() error {
@@ -231,6 +235,7 @@ func NewManager(cfg *rest.Config, opts ManagerOptions) (ctrl.Manager, error) {
 		Concurrency:    opts.Concurrency,
 		PodStatusAfter: opts.PodStatusAfter,
 		Logger:         opts.Logger.WithName("styrmindeployment"),
+		BeforeApply:    opts.BeforeApply,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("operator: StyrminDeployment controller: %w", err)

@@ -81,6 +81,12 @@ type Reconciler struct {
 	// cluster serves it (the manager's cached RESTMapper).
 	scopes *release.Scopes
 
+	// hosts are the hosts the applies under way take (takeHosts).
+	hosts hostTable
+	// beforeApply, when set, is called between an apply's checks and the
+	// apply itself (tests hold an apply there).
+	beforeApply func(ctx context.Context, namespace string)
+
 	mu     sync.Mutex
 	states map[string]*deploymentState // by namespace
 }
@@ -514,16 +520,24 @@ func (r *Reconciler) release(ctx context.Context, rs *reconcileState) error {
 	if a := r.state(sd.Namespace).applied; a != nil {
 		known = a.revision
 	}
-	// A host another deployment's Ingress holds is not taken (checked
-	// on the cache's Ingresses: no request on the way).
-	if err := r.checkHosts(ctx, sd, rs.objects); err != nil {
+	// A host another deployment's Ingress holds, or another apply is
+	// taking, is not taken (checked on the agent's table and the cache's
+	// Ingresses: no request on the way).
+	hosts, err := r.takeHosts(ctx, sd, rs.objects)
+	if err != nil {
 		return err
+	}
+	if r.beforeApply != nil {
+		r.beforeApply(ctx, sd.Namespace)
 	}
 	// Recorded before the apply: objects a failed apply created are the
 	// identity's too, and its uninstall acts as that identity.
 	sd.Status.AppliedAs = userFor(sd, rs.instance)
 	start := time.Now()
 	applied, installed, err := rs.releases.Apply(ctx, req, known, revision)
+	// Even a failed apply may have made its Ingress: its hosts stay taken
+	// until the cache shows it, or for a while.
+	r.hosts.end(sd.Namespace, hosts, true, r.now())
 	op := "upgrade"
 	if installed {
 		op = "install"

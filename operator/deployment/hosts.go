@@ -85,52 +85,131 @@ func TrimIngress(o any) (any, error) {
 	return out, nil
 }
 
-// checkHosts refuses objects whose Ingresses claim a host an Ingress of
-// another StyrminDeployment holds on the same class (read from the
-// cache): applied, the ingress controller would merge the two and split
-// or take the other's traffic, and both would read Ready. It stalls
-// (HostClaimed, naming the other deployment and its Ingress) until git
-// changes one of them; while the other is being deleted it waits for
-// its uninstall instead. Ingresses of no StyrminDeployment (made by hand,
-// or by another tool) are not looked at.
-func (r *Reconciler) checkHosts(ctx context.Context, sd *v1alpha1.StyrminDeployment, objects []drivers.Object) error {
+// takeHosts takes the hosts the Ingresses among objects claim for the
+// apply of sd: in the agent's table of the hosts applies are taking (two
+// workers applying one host for two deployments at the same moment both
+// found it free in the cache), then against the cache's Ingresses
+// (checkHost). A host an Ingress of another StyrminDeployment holds on
+// the same class is refused: applied, the ingress controller would merge
+// the two and split or take the other's traffic, and both would read
+// Ready. It stalls (HostClaimed, naming the other deployment and its
+// Ingress) until git changes one of them; while the other is being
+// deleted, or another apply takes it, it waits instead. Ingresses of no
+// StyrminDeployment (made by hand, or by another tool) are not looked at.
+// The claims taken are ended (hostTable.end) when the apply ends.
+func (r *Reconciler) takeHosts(ctx context.Context, sd *v1alpha1.StyrminDeployment, objects []drivers.Object) (*pendingHosts, error) {
+	claims, err := claimsOf(objects)
+	if err != nil {
+		return nil, outcome.Stalled(v1alpha1.ReasonRenderFailed, err)
+	}
+	p, conflict := r.hosts.take(sd.Namespace, sd.Spec.Deployment.String(), claims, r.hostMatch(ctx), r.now())
+	if conflict != nil {
+		return nil, outcome.RetryableAfter(v1alpha1.ReasonHostClaimed, pendingHostRetry, conflict)
+	}
+	for _, c := range claims {
+		h, err := r.checkHost(ctx, sd, c.claim)
+		if err == nil && h != nil {
+			err = h.applyRefusal(c)
+		}
+		if err != nil {
+			r.hosts.end(sd.Namespace, p, false, r.now())
+			return nil, err
+		}
+	}
+	return p, nil
+}
+
+// claimsOf are the host claims of the Ingresses among objects.
+func claimsOf(objects []drivers.Object) ([]ingressClaim, error) {
+	var out []ingressClaim
 	for _, o := range objects {
 		claims, err := drivers.IngressHosts(o)
 		if err != nil {
-			return outcome.Stalled(v1alpha1.ReasonRenderFailed, err)
+			return nil, err
 		}
 		for _, c := range claims {
-			if err := r.checkHost(ctx, sd, o, c); err != nil {
-				return err
-			}
+			out = append(out, ingressClaim{ingress: o.Name, claim: c})
 		}
 	}
-	return nil
+	return out, nil
 }
 
-// checkHost is checkHosts for one claim c of Ingress o.
-func (r *Reconciler) checkHost(ctx context.Context, sd *v1alpha1.StyrminDeployment, o drivers.Object, c drivers.HostClaim) error {
+// hostMatch is how the table compares claims, and asks the cache whether
+// it shows one.
+func (r *Reconciler) hostMatch(ctx context.Context) hostMatch {
+	return hostMatch{
+		overlap: func(a, b drivers.HostClaim) bool { return a.Overlaps(b) },
+		shown: func(namespace string, c ingressClaim) bool {
+			var ing networkingv1.Ingress
+			if err := r.client.Get(ctx, client.ObjectKey{Namespace: namespace, Name: c.ingress}, &ing); err != nil {
+				return false
+			}
+			return slices.Contains(ingressClaims(&ing), c.claim)
+		},
+	}
+}
+
+// hostHolder is a live Ingress of another StyrminDeployment holding a
+// host a claim overlaps.
+type hostHolder struct {
+	ingress *networkingv1.Ingress
+	// held is the Ingress's claim the claim overlaps.
+	held drivers.HostClaim
+	// deployment is the other StyrminDeployment.
+	deployment *v1alpha1.StyrminDeployment
+}
+
+// what says which of its Ingresses' claims c the holder holds.
+func (h *hostHolder) what(c ingressClaim) string {
+	what := fmt.Sprintf("Ingress %s claims host %s, which Ingress %s/%s of deployment %s (namespace %s) holds",
+		c.ingress, c.claim, h.ingress.Namespace, h.ingress.Name, h.deployment.Spec.Deployment, h.deployment.Namespace)
+	if h.held.Host != c.claim.Host {
+		what += " as " + h.held.Host
+	}
+	return what
+}
+
+// deleting reports whether the holder's deployment is being deleted: its
+// uninstall frees the host.
+func (h *hostHolder) deleting() bool {
+	return !h.deployment.DeletionTimestamp.IsZero() || h.deployment.Spec.Tombstone()
+}
+
+// applyRefusal is the error of an apply whose claim c h holds.
+func (h *hostHolder) applyRefusal(c ingressClaim) error {
+	if h.deleting() {
+		return outcome.RetryableAfter(v1alpha1.ReasonHostClaimed, releasedHostRetry,
+			fmt.Errorf("%s; waiting for that deployment, being deleted, to release it", h.what(c)))
+	}
+	return outcome.Stalled(v1alpha1.ReasonHostClaimed, fmt.Errorf(
+		"%s: applied, the ingress controller would split or take its traffic; nothing was applied: give one of the two another host in git (a host belongs to one deployment per ingress class)", h.what(c)))
+}
+
+// checkHost is the live Ingress of another StyrminDeployment that holds
+// a host claim c overlaps, read from the cache (nil: none).
+func (r *Reconciler) checkHost(ctx context.Context, sd *v1alpha1.StyrminDeployment, c drivers.HostClaim) (*hostHolder, error) {
 	for _, key := range c.LookupKeys() {
 		var list networkingv1.IngressList
 		if err := r.client.List(ctx, &list, client.MatchingFields{HostIndex: key}); err != nil {
-			return outcome.Retryable(v1alpha1.ReasonApplyFailed, fmt.Errorf("list the Ingresses claiming %s: %w", c, err))
+			return nil, outcome.Retryable(v1alpha1.ReasonApplyFailed, fmt.Errorf("list the Ingresses claiming %s: %w", c, err))
 		}
 		for i := range list.Items {
-			if err := r.heldElsewhere(ctx, sd, o, c, &list.Items[i]); err != nil {
-				return err
+			h, err := r.heldElsewhere(ctx, sd, c, &list.Items[i])
+			if h != nil || err != nil {
+				return h, err
 			}
 		}
 	}
-	return nil
+	return nil, nil
 }
 
-// heldElsewhere is the error of claim c of Ingress o when the live
-// Ingress ing holds a host c overlaps for another StyrminDeployment; nil
-// when ing is this release's, or no StyrminDeployment's.
-func (r *Reconciler) heldElsewhere(ctx context.Context, sd *v1alpha1.StyrminDeployment, o drivers.Object, c drivers.HostClaim, ing *networkingv1.Ingress) error {
+// heldElsewhere is the holder of claim c when the live Ingress ing holds
+// a host c overlaps for another StyrminDeployment; nil when ing is this
+// release's, or no StyrminDeployment's.
+func (r *Reconciler) heldElsewhere(ctx context.Context, sd *v1alpha1.StyrminDeployment, c drivers.HostClaim, ing *networkingv1.Ingress) (*hostHolder, error) {
 	ns := ing.Annotations[release.ReleaseNamespaceAnnotation]
 	if ns == "" || ns == sd.Namespace {
-		return nil
+		return nil, nil
 	}
 	var held *drivers.HostClaim
 	for _, h := range ingressClaims(ing) {
@@ -140,26 +219,15 @@ func (r *Reconciler) heldElsewhere(ctx context.Context, sd *v1alpha1.StyrminDepl
 		}
 	}
 	if held == nil {
-		return nil
+		return nil, nil
 	}
 	var other v1alpha1.StyrminDeployment
 	err := r.client.Get(ctx, instance.Key(ns), &other)
 	if apierrors.IsNotFound(err) {
-		return nil // a Helm release of no deployment of Styrmin's
+		return nil, nil // a Helm release of no deployment of Styrmin's
 	}
 	if err != nil {
-		return outcome.Retryable(v1alpha1.ReasonApplyFailed, fmt.Errorf("read the StyrminDeployment of namespace %s: %w", ns, err))
+		return nil, outcome.Retryable(v1alpha1.ReasonApplyFailed, fmt.Errorf("read the StyrminDeployment of namespace %s: %w", ns, err))
 	}
-	what := fmt.Sprintf("Ingress %s claims host %s, which Ingress %s/%s of deployment %s (namespace %s) holds",
-		o.Name, c, ing.Namespace, ing.Name, other.Spec.Deployment, ns)
-	if held.Host != c.Host {
-		what = fmt.Sprintf("Ingress %s claims host %s, which Ingress %s/%s of deployment %s (namespace %s) holds as %s",
-			o.Name, c, ing.Namespace, ing.Name, other.Spec.Deployment, ns, held.Host)
-	}
-	if !other.DeletionTimestamp.IsZero() || other.Spec.Tombstone() {
-		return outcome.RetryableAfter(v1alpha1.ReasonHostClaimed, releasedHostRetry,
-			fmt.Errorf("%s; waiting for that deployment, being deleted, to release it", what))
-	}
-	return outcome.Stalled(v1alpha1.ReasonHostClaimed, fmt.Errorf(
-		"%s: applied, the ingress controller would split or take its traffic; nothing was applied: give one of the two another host in git (a host belongs to one deployment per ingress class)", what))
+	return &hostHolder{ingress: ing, held: *held, deployment: &other}, nil
 }

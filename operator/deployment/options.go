@@ -1,6 +1,7 @@
 package deployment
 
 import (
+	"context"
 	"errors"
 	"time"
 
@@ -60,6 +61,10 @@ type Options struct {
 	Registerer prometheus.Registerer
 	// Logger is the controller's logger.
 	Logger logr.Logger
+	// BeforeApply, when set, is called by an apply after its checks (its
+	// hosts taken), before it applies: tests hold an apply there to race
+	// another against it. Nil in the agent.
+	BeforeApply func(ctx context.Context, namespace string)
 }
 
 // Setup builds the controller and registers it with mgr: it reconciles
@@ -106,6 +111,7 @@ func Setup(mgr ctrl.Manager, opts Options) error {
 		metrics:        m,
 		interval:       opts.DriftInterval,
 		now:            time.Now,
+		beforeApply:    opts.BeforeApply,
 		states:         map[string]*deploymentState{},
 	}
 	return r.setupWithManager(mgr, opts.Concurrency, opts.Logger)
