@@ -159,6 +159,84 @@ func TestTwoAppliesOfOneHostAtOnceLetOnlyTheFirstTakeIt(t *testing.T) {
 	}
 }
 
+// TestADriftCorrectionLeavesOutAnIngressWhoseHostAnotherDeploymentTook:
+// staging's Ingress deleted by hand, dev took its host meanwhile (its
+// apply found it free); staging's drift correction made its Ingress
+// again, and both claimed the host. The correction now leaves it out,
+// says so (Drifted, DriftCorrectionFailed, naming dev's deployment and
+// Ingress), and puts it back once dev gives the host up.
+func TestADriftCorrectionLeavesOutAnIngressWhoseHostAnotherDeploymentTook(t *testing.T) {
+	t.Parallel()
+	e := startEnv(t)
+	ctx := context.Background()
+	staging := withIngress(t, e.instance(t, "local", "staging", "web", 1), 1, "")
+	dev := e.instance(t, "local", "dev", "web", 1)
+	for _, in := range []*resolver.Instance{staging, dev} {
+		ns := in.Context.Deployment.Namespace
+		if err := e.client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	sns, dns := staging.Context.Deployment.Namespace, dev.Context.Deployment.Namespace
+	e.write(t, sns, staging)
+	e.waitApplied(t, sns, 1)
+	host := staging.Values["ingress"].(map[string]any)["host"].(string)
+
+	// Staging's drift check waits for a task while its Ingress goes and
+	// dev takes the host: the correction comes after.
+	task := e.createTask(t, staging, v1alpha1.WorkflowUpgrade)
+	task.Status.Phase = v1alpha1.TaskRunning
+	if err := e.client.Status().Update(ctx, task); err != nil {
+		t.Fatal(err)
+	}
+	waitDrifted(t, e, sns, "staging's drift check to pause", func(c *metav1.Condition) bool { return c.Reason == v1alpha1.ReasonDriftCheckPaused })
+	if err := e.client.Delete(ctx, &networkingv1.Ingress{ObjectMeta: metav1.ObjectMeta{Namespace: sns, Name: "web"}}); err != nil {
+		t.Fatal(err)
+	}
+	e.write(t, dns, withIngress(t, dev, 1, host))
+	e.waitApplied(t, dns, 1)
+	task.Status.Phase = v1alpha1.TaskSucceeded
+	if err := e.client.Status().Update(ctx, task); err != nil {
+		t.Fatal(err)
+	}
+	c := waitDrifted(t, e, sns, "staging's correction to leave its Ingress out", func(c *metav1.Condition) bool {
+		return c.Reason == v1alpha1.ReasonDriftCorrectionFailed
+	})
+	for _, want := range []string{"Ingress/web", host, "local/dev/web", dns + "/web"} {
+		if !strings.Contains(c.Message, want) {
+			t.Errorf("Drifted's message %q does not name %q", c.Message, want)
+		}
+	}
+	time.Sleep(2 * driftInterval)
+	err := e.client.Get(ctx, client.ObjectKey{Namespace: sns, Name: "web"}, &networkingv1.Ingress{})
+	if !apierrors.IsNotFound(err) {
+		t.Fatalf("staging's Ingress: %v; want it left out while dev holds its host", err)
+	}
+
+	e.write(t, dns, withIngress(t, dev, 2, ""))
+	e.waitApplied(t, dns, 2)
+	agenttest.WaitUntil(t, 60*time.Second, "staging's Ingress put back once dev gave the host up", func(ctx context.Context) (bool, string, error) {
+		err := e.client.Get(ctx, client.ObjectKey{Namespace: sns, Name: "web"}, &networkingv1.Ingress{})
+		return err == nil, fmt.Sprint(err), nil
+	})
+}
+
+// waitDrifted waits until ns's Drifted condition is as ok says, and
+// returns it.
+func waitDrifted(t *testing.T, e *env, ns, what string, ok func(*metav1.Condition) bool) *metav1.Condition {
+	t.Helper()
+	var c *metav1.Condition
+	agenttest.WaitUntil(t, 60*time.Second, what, func(ctx context.Context) (bool, string, error) {
+		sd, err := e.deploymentOf(ctx, ns)
+		if err != nil {
+			return false, err.Error(), nil
+		}
+		c = apimeta.FindStatusCondition(sd.Status.Conditions, v1alpha1.ConditionDrifted)
+		return c != nil && ok(c), fmt.Sprintf("Drifted: %+v", c), nil
+	})
+	return c
+}
+
 // withIngress is in at sequence seq with its Ingress on, at host (""
 // keeps the driver's).
 func withIngress(t *testing.T, in *resolver.Instance, seq int64, host string) *resolver.Instance {

@@ -905,7 +905,19 @@ func (r *Reconciler) correctDrift(ctx context.Context, rs *reconcileState) error
 	if c := apimeta.FindStatusCondition(sd.Status.Conditions, v1alpha1.ConditionDrifted); c != nil && c.Reason == v1alpha1.ReasonDriftCorrectionFailed {
 		refusedBefore = c.Message
 	}
+	// An Ingress whose host another deployment took meanwhile is left
+	// out, and named: put back, both would claim it.
+	drifts, heldHosts, hosts, err := r.leaveHeldHosts(ctx, sd, drifts)
+	if err != nil {
+		setCondition(sd, v1alpha1.ConditionDrifted, metav1.ConditionUnknown, v1alpha1.ReasonDriftCheckFailed, err.Error())
+		retry := min(r.interval, driftRetryInterval)
+		st.nextCheck = now.Add(retry)
+		rs.requeueWithin(retry)
+		return nil
+	}
 	corrected, gens, err := rs.releases.Correct(ctx, st.desired, drifts)
+	r.hosts.end(sd.Namespace, hosts, true, r.now())
+	err = withRefused(err, heldHosts)
 	r.noteGenerations(sd.Namespace, gens)
 	summary := release.Summary(corrected)
 	if len(corrected) > 0 {
@@ -948,6 +960,19 @@ func (r *Reconciler) correctDrift(ctx context.Context, rs *reconcileState) error
 	}
 	// Workloads put back may need to become ready again.
 	return r.health(ctx, rs)
+}
+
+// withRefused is the error of a correction (err, from Correct) with the
+// drifts refused before it added to its refusals.
+func withRefused(err error, refused []release.RefusedCorrection) error {
+	if len(refused) == 0 {
+		return err
+	}
+	if ce, ok := errors.AsType[*release.CorrectionError](err); ok {
+		ce.Refused = append(ce.Refused, refused...)
+		return err
+	}
+	return errors.Join(err, &release.CorrectionError{Refused: refused})
 }
 
 // eventSensitiveValuesMissing is the reason of the event that says the

@@ -231,3 +231,80 @@ func (r *Reconciler) heldElsewhere(ctx context.Context, sd *v1alpha1.StyrminDepl
 	}
 	return &hostHolder{ingress: ing, held: *held, deployment: &other}, nil
 }
+
+// driftRefusal is why a correction leaves out the Ingress whose claim c
+// h holds.
+func (h *hostHolder) driftRefusal(c ingressClaim) error {
+	if h.deleting() {
+		return fmt.Errorf("%s: not put back until that deployment, being deleted, releases it", h.what(c))
+	}
+	return fmt.Errorf("%s now: not put back, which would split or take its traffic; it is put back once that deployment gives the host up, or give one of the two another host in git", h.what(c))
+}
+
+// leaveHeldHosts splits drifts into those the correction may put back,
+// whose Ingress hosts are taken for it in the agent's table (ended with
+// hostTable.end once put back), and the Ingresses it leaves out, with
+// why: a host another deployment's Ingress holds now, or another apply
+// is taking. An Ingress deleted by hand (or its host edited) may have
+// let another deployment take its host in between: put back, both would
+// claim it, as an apply is refused to.
+func (r *Reconciler) leaveHeldHosts(ctx context.Context, sd *v1alpha1.StyrminDeployment, drifts []release.Drift) ([]release.Drift, []release.RefusedCorrection, *pendingHosts, error) {
+	var claims []ingressClaim
+	for _, d := range drifts {
+		c, err := claimsOf([]drivers.Object{d.Object()})
+		if err != nil {
+			return nil, nil, nil, err
+		}
+		claims = append(claims, c...)
+	}
+	if len(claims) == 0 {
+		return drifts, nil, nil, nil
+	}
+	why := map[string]error{} // by Ingress name
+	p := r.takeLeaving(ctx, sd, claims, why)
+	for _, c := range claims {
+		if why[c.ingress] != nil {
+			continue
+		}
+		h, err := r.checkHost(ctx, sd, c.claim)
+		if err != nil {
+			r.hosts.end(sd.Namespace, p, false, r.now())
+			return nil, nil, nil, err
+		}
+		if h != nil {
+			why[c.ingress] = h.driftRefusal(c)
+		}
+	}
+	if len(why) > 0 {
+		// Only the hosts of the Ingresses put back stay taken.
+		p = r.takeLeaving(ctx, sd, claims, why)
+	}
+	var keep []release.Drift
+	var refused []release.RefusedCorrection
+	for _, d := range drifts {
+		if err := why[d.Ref().Name]; err != nil && drivers.IsIngress(d.Object()) {
+			refused = append(refused, release.RefusedCorrection{Drift: d, Err: err})
+			continue
+		}
+		keep = append(keep, d)
+	}
+	return keep, refused, p, nil
+}
+
+// takeLeaving takes in the agent's table the claims of the Ingresses why
+// does not name, adding to why those another apply is taking.
+func (r *Reconciler) takeLeaving(ctx context.Context, sd *v1alpha1.StyrminDeployment, claims []ingressClaim, why map[string]error) *pendingHosts {
+	for {
+		var left []ingressClaim
+		for _, c := range claims {
+			if why[c.ingress] == nil {
+				left = append(left, c)
+			}
+		}
+		p, conflict := r.hosts.take(sd.Namespace, sd.Spec.Deployment.String(), left, r.hostMatch(ctx), r.now())
+		if conflict == nil {
+			return p
+		}
+		why[conflict.mine.ingress] = fmt.Errorf("%w: not put back meanwhile", conflict)
+	}
+}

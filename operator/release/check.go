@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/styrmin/styrmin/drivers"
 	"github.com/styrmin/styrmin/operator/api/v1alpha1"
 )
 
@@ -73,6 +74,14 @@ type Drift struct {
 
 // Ref names the drifted object.
 func (d Drift) Ref() v1alpha1.ObjectRef { return d.object.ref }
+
+// Object is the drifted object as the correction would apply it (YAML
+// holds its JSON body, sensitive values as placeholders): the agent reads
+// what it claims (an Ingress's hosts) before putting it back.
+func (d Drift) Object() drivers.Object {
+	r := d.object.ref
+	return drivers.Object{APIVersion: r.APIVersion, Kind: r.Kind, Namespace: r.Namespace, Name: r.Name, YAML: d.object.data}
+}
 
 // Check compares revision rev of release name in namespace with the live
 // objects; inventory gives the objects' components. d is the state of the
