@@ -221,6 +221,105 @@ func TestADriftCorrectionLeavesOutAnIngressWhoseHostAnotherDeploymentTook(t *tes
 	})
 }
 
+// TestAnIngressWithoutAClassClaimsItsHostOnTheDefaultClass: an Ingress
+// without a class is the cluster's default class's (the API server's
+// admission names it on those made while it is the default), yet the
+// check took "" and the default class's name for two classes: staging's
+// Ingress without a class and dev's naming the default class, or dev's
+// made without one (named by the admission) and staging's rendered
+// without one, both claimed one host. Both ways now stall naming the
+// holder.
+func TestAnIngressWithoutAClassClaimsItsHostOnTheDefaultClass(t *testing.T) {
+	t.Parallel()
+	e := startEnv(t)
+	ctx := context.Background()
+	staging := withClass(t, withIngress(t, e.instance(t, "local", "staging", "web", 1), 1, ""), "")
+	dev := e.instance(t, "local", "dev", "web", 1)
+	for _, in := range []*resolver.Instance{staging, dev} {
+		ns := in.Context.Deployment.Namespace
+		if err := e.client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	sns, dns := staging.Context.Deployment.Namespace, dev.Context.Deployment.Namespace
+	e.write(t, sns, staging)
+	e.waitApplied(t, sns, 1)
+	host := staging.Values["ingress"].(map[string]any)["host"].(string)
+	// Made default after staging's Ingress: that one stays without a
+	// class.
+	class := &networkingv1.IngressClass{
+		ObjectMeta: metav1.ObjectMeta{Name: "nginx", Annotations: map[string]string{networkingv1.AnnotationIsDefaultIngressClass: "true"}},
+		Spec:       networkingv1.IngressClassSpec{Controller: "k8s.io/ingress-nginx"},
+	}
+	if err := e.client.Create(ctx, class); err != nil {
+		t.Fatal(err)
+	}
+	e.write(t, dns, withClass(t, withIngress(t, dev, 1, host), "nginx"))
+	waitHostClaimed(t, e, dns, host, sns+"/web")
+
+	// dev's Ingress without a class, on a host of its own: the admission
+	// names the default class on it. Staging's rendered without one, on
+	// that host, meets it.
+	e.write(t, dns, withClass(t, withIngress(t, dev, 2, ""), ""))
+	e.waitApplied(t, dns, 2)
+	var ing networkingv1.Ingress
+	if err := e.client.Get(ctx, client.ObjectKey{Namespace: dns, Name: "web"}, &ing); err != nil {
+		t.Fatal(err)
+	}
+	if ing.Spec.IngressClassName == nil || *ing.Spec.IngressClassName != "nginx" {
+		t.Fatalf("dev's Ingress class %v: want the admission's default, nginx", ing.Spec.IngressClassName)
+	}
+	devHost := ing.Spec.Rules[0].Host
+	e.write(t, sns, withClass(t, withIngress(t, staging, 2, devHost), ""))
+	waitHostClaimed(t, e, sns, devHost, dns+"/web")
+}
+
+// waitHostClaimed waits until ns's apply stalls (HostClaimed) naming host
+// and the Ingress (namespace/name) holding it.
+func waitHostClaimed(t *testing.T, e *env, ns, host, holder string) {
+	t.Helper()
+	agenttest.WaitUntil(t, 60*time.Second, ns+"'s apply of "+host+" to stall", func(ctx context.Context) (bool, string, error) {
+		sd, err := e.deploymentOf(ctx, ns)
+		if err != nil {
+			return false, err.Error(), nil
+		}
+		c := apimeta.FindStatusCondition(sd.Status.Conditions, v1alpha1.ConditionStalled)
+		if sd.Status.ObservedGeneration != sd.Generation || c == nil || c.Status != metav1.ConditionTrue {
+			return false, fmt.Sprintf("%+v", sd.Status.Conditions), nil
+		}
+		if c.Reason != v1alpha1.ReasonHostClaimed || !strings.Contains(c.Message, host) || !strings.Contains(c.Message, holder) {
+			t.Fatalf("Stalled %s: %q; want %s naming %s and %s", c.Reason, c.Message, v1alpha1.ReasonHostClaimed, host, holder)
+		}
+		return true, "", nil
+	})
+	var ing networkingv1.Ingress
+	err := e.client.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: "web"}, &ing)
+	if err != nil && !apierrors.IsNotFound(err) {
+		t.Fatal(err)
+	}
+	for _, r := range ing.Spec.Rules {
+		if r.Host == host {
+			t.Fatalf("%s's Ingress was applied with host %s", ns, host)
+		}
+	}
+}
+
+// withClass is in with its Ingress on class ("": none).
+func withClass(t *testing.T, in *resolver.Instance, class string) *resolver.Instance {
+	t.Helper()
+	out := *in
+	out.Values = clone(in.Values)
+	ing := clone(in.Values["ingress"].(map[string]any))
+	ing["className"] = class
+	out.Values["ingress"] = ing
+	d, err := out.ComputeDigest()
+	if err != nil {
+		t.Fatal(err)
+	}
+	out.Digest = d
+	return &out
+}
+
 // waitDrifted waits until ns's Drifted condition is as ok says, and
 // returns it.
 func waitDrifted(t *testing.T, e *env, ns, what string, ok func(*metav1.Condition) bool) *metav1.Condition {

@@ -87,6 +87,10 @@ type hostMatch struct {
 func (t *hostTable) take(namespace, deployment string, claims []ingressClaim, m hostMatch, now time.Time) (*pendingHosts, *hostConflict) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
+	if len(claims) == 0 {
+		delete(t.byNS, namespace)
+		return nil, nil
+	}
 	if t.byNS == nil {
 		t.byNS = map[string]*pendingHosts{}
 	}
@@ -104,10 +108,6 @@ func (t *hostTable) take(namespace, deployment string, claims []ingressClaim, m 
 		if len(p.claims) == 0 {
 			delete(t.byNS, ns)
 		}
-	}
-	if len(claims) == 0 {
-		delete(t.byNS, namespace)
-		return nil, nil
 	}
 	p := &pendingHosts{deployment: deployment, claims: claims}
 	t.byNS[namespace] = p

@@ -102,12 +102,21 @@ func (r *Reconciler) takeHosts(ctx context.Context, sd *v1alpha1.StyrminDeployme
 	if err != nil {
 		return nil, outcome.Stalled(v1alpha1.ReasonRenderFailed, err)
 	}
-	p, conflict := r.hosts.take(sd.Namespace, sd.Spec.Deployment.String(), claims, r.hostMatch(ctx), r.now())
+	if len(claims) == 0 {
+		// Its earlier claims, if any, go.
+		r.hosts.take(sd.Namespace, "", nil, hostMatch{}, r.now())
+		return nil, nil
+	}
+	d, err := r.defaultClass(ctx)
+	if err != nil {
+		return nil, err
+	}
+	p, conflict := r.hosts.take(sd.Namespace, sd.Spec.Deployment.String(), claims, r.hostMatch(ctx, d), r.now())
 	if conflict != nil {
 		return nil, outcome.RetryableAfter(v1alpha1.ReasonHostClaimed, pendingHostRetry, conflict)
 	}
 	for _, c := range claims {
-		h, err := r.checkHost(ctx, sd, c.claim)
+		h, err := r.checkHost(ctx, sd, c.claim, d)
 		if err == nil && h != nil {
 			err = h.applyRefusal(c)
 		}
@@ -136,15 +145,15 @@ func claimsOf(objects []drivers.Object) ([]ingressClaim, error) {
 
 // hostMatch is how the table compares claims, and asks the cache whether
 // it shows one.
-func (r *Reconciler) hostMatch(ctx context.Context) hostMatch {
+func (r *Reconciler) hostMatch(ctx context.Context, d defaultClass) hostMatch {
 	return hostMatch{
-		overlap: func(a, b drivers.HostClaim) bool { return a.Overlaps(b) },
+		overlap: d.overlap,
 		shown: func(namespace string, c ingressClaim) bool {
 			var ing networkingv1.Ingress
 			if err := r.client.Get(ctx, client.ObjectKey{Namespace: namespace, Name: c.ingress}, &ing); err != nil {
 				return false
 			}
-			return slices.Contains(ingressClaims(&ing), c.claim)
+			return slices.ContainsFunc(ingressClaims(&ing), func(h drivers.HostClaim) bool { return d.canon(h) == d.canon(c.claim) })
 		},
 	}
 }
@@ -187,14 +196,14 @@ func (h *hostHolder) applyRefusal(c ingressClaim) error {
 
 // checkHost is the live Ingress of another StyrminDeployment that holds
 // a host claim c overlaps, read from the cache (nil: none).
-func (r *Reconciler) checkHost(ctx context.Context, sd *v1alpha1.StyrminDeployment, c drivers.HostClaim) (*hostHolder, error) {
-	for _, key := range c.LookupKeys() {
+func (r *Reconciler) checkHost(ctx context.Context, sd *v1alpha1.StyrminDeployment, c drivers.HostClaim, d defaultClass) (*hostHolder, error) {
+	for _, key := range d.lookupKeys(c) {
 		var list networkingv1.IngressList
 		if err := r.client.List(ctx, &list, client.MatchingFields{HostIndex: key}); err != nil {
 			return nil, outcome.Retryable(v1alpha1.ReasonApplyFailed, fmt.Errorf("list the Ingresses claiming %s: %w", c, err))
 		}
 		for i := range list.Items {
-			h, err := r.heldElsewhere(ctx, sd, c, &list.Items[i])
+			h, err := r.heldElsewhere(ctx, sd, c, &list.Items[i], d)
 			if h != nil || err != nil {
 				return h, err
 			}
@@ -206,14 +215,14 @@ func (r *Reconciler) checkHost(ctx context.Context, sd *v1alpha1.StyrminDeployme
 // heldElsewhere is the holder of claim c when the live Ingress ing holds
 // a host c overlaps for another StyrminDeployment; nil when ing is this
 // release's, or no StyrminDeployment's.
-func (r *Reconciler) heldElsewhere(ctx context.Context, sd *v1alpha1.StyrminDeployment, c drivers.HostClaim, ing *networkingv1.Ingress) (*hostHolder, error) {
+func (r *Reconciler) heldElsewhere(ctx context.Context, sd *v1alpha1.StyrminDeployment, c drivers.HostClaim, ing *networkingv1.Ingress, d defaultClass) (*hostHolder, error) {
 	ns := ing.Annotations[release.ReleaseNamespaceAnnotation]
 	if ns == "" || ns == sd.Namespace {
 		return nil, nil
 	}
 	var held *drivers.HostClaim
 	for _, h := range ingressClaims(ing) {
-		if h.Overlaps(c) {
+		if d.overlap(h, c) {
 			held = &h
 			break
 		}
@@ -260,13 +269,17 @@ func (r *Reconciler) leaveHeldHosts(ctx context.Context, sd *v1alpha1.StyrminDep
 	if len(claims) == 0 {
 		return drifts, nil, nil, nil
 	}
+	d, err := r.defaultClass(ctx)
+	if err != nil {
+		return nil, nil, nil, err
+	}
 	why := map[string]error{} // by Ingress name
-	p := r.takeLeaving(ctx, sd, claims, why)
+	p := r.takeLeaving(ctx, sd, claims, why, d)
 	for _, c := range claims {
 		if why[c.ingress] != nil {
 			continue
 		}
-		h, err := r.checkHost(ctx, sd, c.claim)
+		h, err := r.checkHost(ctx, sd, c.claim, d)
 		if err != nil {
 			r.hosts.end(sd.Namespace, p, false, r.now())
 			return nil, nil, nil, err
@@ -277,7 +290,7 @@ func (r *Reconciler) leaveHeldHosts(ctx context.Context, sd *v1alpha1.StyrminDep
 	}
 	if len(why) > 0 {
 		// Only the hosts of the Ingresses put back stay taken.
-		p = r.takeLeaving(ctx, sd, claims, why)
+		p = r.takeLeaving(ctx, sd, claims, why, d)
 	}
 	var keep []release.Drift
 	var refused []release.RefusedCorrection
@@ -293,7 +306,7 @@ func (r *Reconciler) leaveHeldHosts(ctx context.Context, sd *v1alpha1.StyrminDep
 
 // takeLeaving takes in the agent's table the claims of the Ingresses why
 // does not name, adding to why those another apply is taking.
-func (r *Reconciler) takeLeaving(ctx context.Context, sd *v1alpha1.StyrminDeployment, claims []ingressClaim, why map[string]error) *pendingHosts {
+func (r *Reconciler) takeLeaving(ctx context.Context, sd *v1alpha1.StyrminDeployment, claims []ingressClaim, why map[string]error, d defaultClass) *pendingHosts {
 	for {
 		var left []ingressClaim
 		for _, c := range claims {
@@ -301,10 +314,78 @@ func (r *Reconciler) takeLeaving(ctx context.Context, sd *v1alpha1.StyrminDeploy
 				left = append(left, c)
 			}
 		}
-		p, conflict := r.hosts.take(sd.Namespace, sd.Spec.Deployment.String(), left, r.hostMatch(ctx), r.now())
+		p, conflict := r.hosts.take(sd.Namespace, sd.Spec.Deployment.String(), left, r.hostMatch(ctx, d), r.now())
 		if conflict == nil {
 			return p
 		}
 		why[conflict.mine.ingress] = fmt.Errorf("%w: not put back meanwhile", conflict)
 	}
+}
+
+// defaultClass is the cluster's default IngressClass ("": none).
+type defaultClass string
+
+// canon is c with an Ingress without a class taken as the default
+// class's: the API server's DefaultIngressClass admission names that
+// class on the Ingresses made while it is the default (not on those made
+// before), and ingress controllers serve both as one, so a rendered
+// Ingress without a class and a live one naming the default class (or
+// the other way round) claim one host.
+func (d defaultClass) canon(c drivers.HostClaim) drivers.HostClaim {
+	if c.Class == "" {
+		c.Class = string(d)
+	}
+	return c
+}
+
+// overlap is drivers.HostClaim.Overlaps, the default class named.
+func (d defaultClass) overlap(a, b drivers.HostClaim) bool {
+	return d.canon(a).Overlaps(d.canon(b))
+}
+
+// lookupKeys are the index keys (HostIndex) of the live claims c
+// overlaps: on the default class, under its name and without one.
+func (d defaultClass) lookupKeys(c drivers.HostClaim) []string {
+	c = d.canon(c)
+	keys := c.LookupKeys()
+	if d != "" && c.Class == string(d) {
+		bare := c
+		bare.Class = ""
+		keys = append(keys, bare.LookupKeys()...)
+	}
+	return keys
+}
+
+// defaultClass reads the cluster's default IngressClass from the cache
+// (the IngressClasses are few): the newest of those annotated
+// ingressclass.kubernetes.io/is-default-class "true", as the API
+// server's admission picks it.
+func (r *Reconciler) defaultClass(ctx context.Context) (defaultClass, error) {
+	var list networkingv1.IngressClassList
+	if err := r.client.List(ctx, &list); err != nil {
+		return "", outcome.Retryable(v1alpha1.ReasonApplyFailed, fmt.Errorf("list the IngressClasses (which one is the default): %w", err))
+	}
+	var def *networkingv1.IngressClass
+	for i := range list.Items {
+		c := &list.Items[i]
+		if c.Annotations[networkingv1.AnnotationIsDefaultIngressClass] != "true" {
+			continue
+		}
+		if def == nil || newerClass(c, def) {
+			def = c
+		}
+	}
+	if def == nil {
+		return "", nil
+	}
+	return defaultClass(def.Name), nil
+}
+
+// newerClass reports whether a is picked over b among default classes:
+// the newer, then the first by name.
+func newerClass(a, b *networkingv1.IngressClass) bool {
+	if !a.CreationTimestamp.Equal(&b.CreationTimestamp) {
+		return a.CreationTimestamp.After(b.CreationTimestamp.Time)
+	}
+	return a.Name < b.Name
 }
