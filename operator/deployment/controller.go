@@ -527,6 +527,9 @@ func (r *Reconciler) release(ctx context.Context, rs *reconcileState) error {
 	if err != nil {
 		return err
 	}
+	// Even a failed apply may have made its Ingress: its hosts stay taken
+	// until the cache shows it, or for a while.
+	defer func() { r.hosts.end(sd.Namespace, hosts, true, r.now()) }()
 	if r.beforeApply != nil {
 		r.beforeApply(ctx, sd.Namespace)
 	}
@@ -535,9 +538,6 @@ func (r *Reconciler) release(ctx context.Context, rs *reconcileState) error {
 	sd.Status.AppliedAs = userFor(sd, rs.instance)
 	start := time.Now()
 	applied, installed, err := rs.releases.Apply(ctx, req, known, revision)
-	// Even a failed apply may have made its Ingress: its hosts stay taken
-	// until the cache shows it, or for a while.
-	r.hosts.end(sd.Namespace, hosts, true, r.now())
 	op := "upgrade"
 	if installed {
 		op = "install"
