@@ -1,12 +1,16 @@
 package deployment
 
 import (
+	"context"
+	"strings"
 	"testing"
 
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	toolscache "k8s.io/client-go/tools/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 
 	"github.com/styrmin/styrmin/operator/api/v1alpha1"
 	"github.com/styrmin/styrmin/operator/health"
@@ -52,5 +56,29 @@ func TestTrimStepJobKeepsWhetherTheJobEndedAndDropsTheRest(t *testing.T) {
 				t.Errorf("%s: kept %+v", c.name, j)
 			}
 		}
+	}
+}
+
+// TestAStepJobOfAnotherDeploymentOfTheNamespaceHoldsTheDriftCheck: an
+// environment renamed, its namespacePrefix kept, leaves the old
+// deployment's migration Job running in the namespace the new deployment
+// takes over; the new one's workers must not be started by its drift
+// check while it runs. The hold reads every step Job of the namespace,
+// whichever deployment's task made it.
+func TestAStepJobOfAnotherDeploymentOfTheNamespaceHoldsTheDriftCheck(t *testing.T) {
+	job := &batchv1.Job{ObjectMeta: metav1.ObjectMeta{Namespace: "web", Name: "old-web-3-migrate", Labels: map[string]string{
+		v1alpha1.LabelTask: "old-web-3", v1alpha1.LabelDeployment: "old-web",
+	}}}
+	s := runtime.NewScheme()
+	if err := batchv1.AddToScheme(s); err != nil {
+		t.Fatal(err)
+	}
+	c := fake.NewClientBuilder().WithScheme(s).WithObjects(job).Build()
+	hold, err := jobHold(context.Background(), c, "web")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(hold.why, "old-web-3-migrate") {
+		t.Fatalf("hold %q; want the old deployment's running Job named", hold.why)
 	}
 }
