@@ -65,8 +65,8 @@ func (c HostClaim) Overlaps(o HostClaim) bool {
 	return c.Host == o.Host || covers(c.Host, o.Host) || covers(o.Host, c.Host)
 }
 
-// pathClaim is HostClaim.Path of a rule's path of type pathType.
-func pathClaim(path, pathType string) string {
+// PathClaim is HostClaim.Path of a rule's path of type pathType.
+func PathClaim(path, pathType string) string {
 	if path == "" {
 		path = "/"
 	}
@@ -180,7 +180,7 @@ func ingressHostsOf(obj map[string]any) ([]HostClaim, error) {
 			if x, ok := path["path"]; ok && x != nil && v == "" {
 				return nil, fmt.Errorf("Ingress %v: spec.rules[%d].http.paths[%d].path is %T, expected a string", meta["name"], i, k, x)
 			}
-			out = append(out, HostClaim{Class: class, Host: host, Path: pathClaim(v, t)})
+			out = append(out, HostClaim{Class: class, Host: host, Path: PathClaim(v, t)})
 		}
 	}
 	if spec["defaultBackend"] != nil {

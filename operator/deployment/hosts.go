@@ -36,10 +36,21 @@ func ingressClaims(ing *networkingv1.Ingress) []drivers.HostClaim {
 	}
 	var out []drivers.HostClaim
 	for _, r := range ing.Spec.Rules {
-		out = append(out, drivers.HostClaim{Class: class, Host: strings.ToLower(r.Host)})
+		host := strings.ToLower(r.Host)
+		if r.HTTP == nil || len(r.HTTP.Paths) == 0 {
+			out = append(out, drivers.HostClaim{Class: class, Host: host})
+			continue
+		}
+		for _, p := range r.HTTP.Paths {
+			t := ""
+			if p.PathType != nil {
+				t = string(*p.PathType)
+			}
+			out = append(out, drivers.HostClaim{Class: class, Host: host, Path: drivers.PathClaim(p.Path, t)})
+		}
 	}
 	if ing.Spec.DefaultBackend != nil {
-		out = append(out, drivers.HostClaim{Class: class})
+		out = append(out, drivers.HostClaim{Class: class, Path: "/"})
 	}
 	return out
 }
@@ -59,7 +70,7 @@ func IndexHosts(o client.Object) []string {
 }
 
 // TrimIngress is the cache's transform for Ingresses: only what the host
-// check reads (the release annotations, the class, the hosts), so the
+// check reads (the release annotations, the class, the hosts and paths), so the
 // cache of a cluster's Ingresses stays small.
 func TrimIngress(o any) (any, error) {
 	ing, ok := o.(*networkingv1.Ingress)
@@ -80,7 +91,16 @@ func TrimIngress(o any) (any, error) {
 		out.Spec.DefaultBackend = &networkingv1.IngressBackend{}
 	}
 	for _, r := range ing.Spec.Rules {
-		out.Spec.Rules = append(out.Spec.Rules, networkingv1.IngressRule{Host: r.Host})
+		rule := networkingv1.IngressRule{Host: r.Host}
+		if r.HTTP != nil {
+			// The paths without their backends: a host's path is what
+			// one deployment claims.
+			rule.HTTP = &networkingv1.HTTPIngressRuleValue{}
+			for _, p := range r.HTTP.Paths {
+				rule.HTTP.Paths = append(rule.HTTP.Paths, networkingv1.HTTPIngressPath{Path: p.Path, PathType: p.PathType})
+			}
+		}
+		out.Spec.Rules = append(out.Spec.Rules, rule)
 	}
 	return out, nil
 }
