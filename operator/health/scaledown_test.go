@@ -4,7 +4,6 @@ import (
 	"context"
 	"strings"
 	"testing"
-	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -13,7 +12,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/styrmin/styrmin/operator/api/v1alpha1"
-	"github.com/styrmin/styrmin/testcluster"
 )
 
 // TestAStatefulSetScalingDownIsReadyOnlyOnceItsExtraPodsAreGone: a
@@ -25,55 +23,10 @@ import (
 // terminating by a finalizer here, as a slow shutdown or a node gone
 // holds it). It is not ready, saying it scales down, until they are gone.
 func TestAStatefulSetScalingDownIsReadyOnlyOnceItsExtraPodsAreGone(t *testing.T) {
-	c := testcluster.StartT(t, testcluster.Options{Workloads: true})
-	api, err := client.New(c.RESTConfig, client.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	api := workloadWorld(t)
 	ctx := context.Background()
-	if err := api.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "app"}}); err != nil {
-		t.Fatal(err)
-	}
-	three := int32(3)
-	labels := map[string]string{"app": "db"}
-	s := &appsv1.StatefulSet{
-		ObjectMeta: metav1.ObjectMeta{Namespace: "app", Name: "db"},
-		Spec: appsv1.StatefulSetSpec{
-			Replicas: &three,
-			Selector: &metav1.LabelSelector{MatchLabels: labels},
-			Template: corev1.PodTemplateSpec{
-				ObjectMeta: metav1.ObjectMeta{Labels: labels},
-				Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: "db", Image: "db:1"}}},
-			},
-		},
-	}
-	if err := api.Create(ctx, s); err != nil {
-		t.Fatal(err)
-	}
-	ref := v1alpha1.ObjectRef{APIVersion: "apps/v1", Kind: "StatefulSet", Namespace: "app", Name: "db", Component: "db"}
-	// until polls the workload until cond holds of its status; the
-	// StatefulSet is read first, so the status judged is never older.
-	until := func(what string, cond func(v1alpha1.WorkloadStatus, *appsv1.StatefulSet) bool) v1alpha1.WorkloadStatus {
-		t.Helper()
-		deadline := time.Now().Add(90 * time.Second)
-		for {
-			var live appsv1.StatefulSet
-			if err := api.Get(ctx, client.ObjectKeyFromObject(s), &live); err != nil {
-				t.Fatal(err)
-			}
-			ws, err := Workload(ctx, api, ref, time.Time{})
-			if err != nil {
-				t.Fatal(err)
-			}
-			if cond(ws, &live) {
-				return ws
-			}
-			if time.Now().After(deadline) {
-				t.Fatalf("%s: not within 90 s; last %+v, status %+v", what, ws, live.Status)
-			}
-			time.Sleep(200 * time.Millisecond)
-		}
-	}
+	s, ref := dbStatefulSet(t, api, 3, "")
+	until := statefulSetUntil(t, api, s, ref)
 	until("three replicas ready", func(ws v1alpha1.WorkloadStatus, _ *appsv1.StatefulSet) bool { return ws.Ready && ws.ReadyReplicas == 3 })
 
 	// db-2 shuts down slowly: a finalizer holds it terminating.

@@ -17,7 +17,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/styrmin/styrmin/operator/api/v1alpha1"
-	"github.com/styrmin/styrmin/testcluster"
 )
 
 // TestAWorkloadScaledToZeroOutsideStyrminIsNotReady: a Deployment whose
@@ -29,15 +28,8 @@ import (
 // who scaled it and, with an autoscaler, what to do; 0 replicas the
 // chart asks for, or the agent's own stop step set, stay ready.
 func TestAWorkloadScaledToZeroOutsideStyrminIsNotReady(t *testing.T) {
-	c := testcluster.StartT(t, testcluster.Options{Workloads: true})
-	api, err := client.New(c.RESTConfig, client.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	api := workloadWorld(t)
 	ctx := context.Background()
-	if err := api.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "app"}}); err != nil {
-		t.Fatal(err)
-	}
 	// apply applies the chart's Deployment at replicas, as the agent does.
 	apply := func(replicas int32) {
 		t.Helper()
@@ -180,21 +172,6 @@ func (c countingReader) List(ctx context.Context, list client.ObjectList, opts .
 	return c.Reader.List(ctx, list, opts...)
 }
 
-// zeroWorld is an API server with workload controllers, a namespace app
-// and a client of it.
-func zeroWorld(t *testing.T) client.Client {
-	t.Helper()
-	c := testcluster.StartT(t, testcluster.Options{Workloads: true})
-	api, err := client.New(c.RESTConfig, client.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := api.Create(context.Background(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "app"}}); err != nil {
-		t.Fatal(err)
-	}
-	return api
-}
-
 // webAt is Deployment app/web, at replicas unless nil, applied by manager.
 func webAt(t *testing.T, api client.Client, replicas *int32, manager string) {
 	t.Helper()
@@ -246,7 +223,7 @@ var webRef = v1alpha1.ObjectRef{APIVersion: "apps/v1", Kind: "Deployment", Names
 // steady load for nothing. The verdict stands while the workload's
 // resourceVersion does: one read of each, and one more once it changes.
 func TestAWorkloadIdlingAtZeroIsReadFromTheAPIServerOncePerChange(t *testing.T) {
-	api := zeroWorld(t)
+	api := workloadWorld(t)
 	ctx := context.Background()
 	zero := int32(0)
 	webAt(t, api, &zero, "keda-operator")
@@ -311,7 +288,7 @@ func TestAWorkloadIdlingAtZeroIsReadFromTheAPIServerOncePerChange(t *testing.T) 
 // It read "scaled to 0 outside Styrmin (by styrmin-replicas-handover)"
 // for good: the 0 is the chart's last.
 func TestAWorkloadTheReleaseHandedOverAtZeroIsReady(t *testing.T) {
-	api := zeroWorld(t)
+	api := workloadWorld(t)
 	ctx := context.Background()
 	zero := int32(0)
 	webAt(t, api, &zero, v1alpha1.FieldManager)
