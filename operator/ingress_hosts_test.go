@@ -35,17 +35,9 @@ func TestAnIngressClaimingAHostAnotherDeploymentHoldsStallsNamingIt(t *testing.T
 	e := startEnv(t)
 	ctx := context.Background()
 	staging := withIngress(t, e.instance(t, "local", "staging", "web", 1), 1, "")
-	dev := e.instance(t, "local", "dev", "web", 1)
-	for _, in := range []*resolver.Instance{staging, dev} {
-		ns := in.Context.Deployment.Namespace
-		if err := e.client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil {
-			t.Fatal(err)
-		}
-	}
-	sns, dns := staging.Context.Deployment.Namespace, dev.Context.Deployment.Namespace
+	dev, sns, dns, host := stagingAndDev(t, e, staging)
 	e.write(t, sns, staging)
 	e.waitApplied(t, sns, 1)
-	host := staging.Values["ingress"].(map[string]any)["host"].(string)
 	e.write(t, dns, withIngress(t, dev, 1, host))
 	agenttest.WaitUntil(t, 60*time.Second, "dev's apply of staging's host to stall", func(ctx context.Context) (bool, string, error) {
 		sd, err := e.deploymentOf(ctx, dns)
@@ -104,16 +96,8 @@ func TestTwoAppliesOfOneHostAtOnceLetOnlyTheFirstTakeIt(t *testing.T) {
 	t.Cleanup(release)
 	ctx := context.Background()
 	staging := withIngress(t, e.instance(t, "local", "staging", "web", 1), 1, "")
-	dev := e.instance(t, "local", "dev", "web", 1)
-	for _, in := range []*resolver.Instance{staging, dev} {
-		ns := in.Context.Deployment.Namespace
-		if err := e.client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil {
-			t.Fatal(err)
-		}
-	}
-	sns, dns := staging.Context.Deployment.Namespace, dev.Context.Deployment.Namespace
+	dev, sns, dns, host := stagingAndDev(t, e, staging)
 	holdNS.Store(&sns)
-	host := staging.Values["ingress"].(map[string]any)["host"].(string)
 	e.write(t, sns, staging)
 	select {
 	case <-reached:
@@ -170,17 +154,9 @@ func TestADriftCorrectionLeavesOutAnIngressWhoseHostAnotherDeploymentTook(t *tes
 	e := startEnv(t)
 	ctx := context.Background()
 	staging := withIngress(t, e.instance(t, "local", "staging", "web", 1), 1, "")
-	dev := e.instance(t, "local", "dev", "web", 1)
-	for _, in := range []*resolver.Instance{staging, dev} {
-		ns := in.Context.Deployment.Namespace
-		if err := e.client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil {
-			t.Fatal(err)
-		}
-	}
-	sns, dns := staging.Context.Deployment.Namespace, dev.Context.Deployment.Namespace
+	dev, sns, dns, host := stagingAndDev(t, e, staging)
 	e.write(t, sns, staging)
 	e.waitApplied(t, sns, 1)
-	host := staging.Values["ingress"].(map[string]any)["host"].(string)
 
 	// Staging's drift check waits for a task while its Ingress goes and
 	// dev takes the host: the correction comes after.
@@ -234,17 +210,9 @@ func TestAnIngressWithoutAClassClaimsItsHostOnTheDefaultClass(t *testing.T) {
 	e := startEnv(t)
 	ctx := context.Background()
 	staging := withClass(t, withIngress(t, e.instance(t, "local", "staging", "web", 1), 1, ""), "")
-	dev := e.instance(t, "local", "dev", "web", 1)
-	for _, in := range []*resolver.Instance{staging, dev} {
-		ns := in.Context.Deployment.Namespace
-		if err := e.client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil {
-			t.Fatal(err)
-		}
-	}
-	sns, dns := staging.Context.Deployment.Namespace, dev.Context.Deployment.Namespace
+	dev, sns, dns, host := stagingAndDev(t, e, staging)
 	e.write(t, sns, staging)
 	e.waitApplied(t, sns, 1)
-	host := staging.Values["ingress"].(map[string]any)["host"].(string)
 	// Made default after staging's Ingress: that one stays without a
 	// class.
 	class := &networkingv1.IngressClass{
@@ -334,6 +302,22 @@ func waitDrifted(t *testing.T, e *env, ns, what string, ok func(*metav1.Conditio
 		return c != nil && ok(c), fmt.Sprintf("Drifted: %+v", c), nil
 	})
 	return c
+}
+
+// stagingAndDev makes the namespaces of staging (an instance of
+// local/staging/web) and of local/dev/web, and returns dev's instance,
+// the two namespaces and staging's host.
+func stagingAndDev(t *testing.T, e *env, staging *resolver.Instance) (dev *resolver.Instance, sns, dns, host string) {
+	t.Helper()
+	dev = e.instance(t, "local", "dev", "web", 1)
+	for _, in := range []*resolver.Instance{staging, dev} {
+		ns := in.Context.Deployment.Namespace
+		if err := e.client.Create(context.Background(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	host, _ = staging.Values["ingress"].(map[string]any)["host"].(string)
+	return dev, staging.Context.Deployment.Namespace, dev.Context.Deployment.Namespace, host
 }
 
 // withIngress is in at sequence seq with its Ingress on, at host (""
