@@ -91,8 +91,10 @@ func TestHostileDriversFailLintLockAndPlanWithinTheirLimits(t *testing.T) {
 				if code == 0 || err == nil {
 					t.Fatalf("%s: exit %d, want a failure", cmd, code)
 				}
-				if took > l.Timeout+3*time.Second {
-					t.Errorf("%s: failed after %s, limit %s", cmd, took, l.Timeout)
+				// That the command ends is what this pins; the slack is for a
+				// loaded two-core machine (as drivers' checkLimitError).
+				if took > l.Timeout+15*time.Second {
+					t.Errorf("%s: failed after %s, limit %s (and 15 s for a loaded machine)", cmd, took, l.Timeout)
 				}
 				msg := err.Error()
 				if !strings.Contains(msg, "drivers/bad/1.0.0") {
