@@ -269,20 +269,10 @@ func TestACloneRestoresOnlyItsSourcesDataWhateverItsFilesCallTheSource(t *testin
 	if err := cl.Create(ctx, secret); err != nil {
 		t.Fatal(err)
 	}
-	settings := func(context.Context, string, string) (resolver.EnvironmentBackups, error) {
-		return resolver.EnvironmentBackups{Cluster: "local", Environment: "dev", Location: "s3://backups/local/dev", Secret: "dev-keys"}, nil
-	}
-	r, err := NewReconciler(Options{Client: cl, Drivers: noDrivers{}, AgentNamespace: agent, Registerer: prometheus.NewRegistry(), BackupSettings: settings})
-	if err != nil {
-		t.Fatal(err)
-	}
-	created := func(cf drivers.CloneSource) *resolver.Instance {
-		return &resolver.Instance{Kind: resolver.KindInstance, ID: resolver.ID{Cluster: "local", Environment: "dev", Name: "hub"}, Sequence: 1,
-			Context: &drivers.Context{Environment: drivers.EnvironmentContext{BackupLocation: "s3://backups/local/dev", ClonedFrom: &cf}}}
-	}
+	r := devBackupReconciler(t, cl, agent, "dev-keys")
 
 	// dev's files call prod's backup dev's own.
-	misnamed := created(drivers.CloneSource{Cluster: "local", Environment: "dev", Commit: "abcdef1", Backup: "prod-20261201-0300", Location: "s3://backups/local/prod"})
+	misnamed := devHubClonedFrom(drivers.CloneSource{Cluster: "local", Environment: "dev", Commit: "abcdef1", Backup: "prod-20261201-0300", Location: "s3://backups/local/prod"})
 	why, err := r.cloneRestoreRefusal(ctx, misnamed, restoringDriver("graphhub", "1.4.0"))
 	if err != nil {
 		t.Fatal(err)
@@ -295,7 +285,7 @@ func TestACloneRestoresOnlyItsSourcesDataWhateverItsFilesCallTheSource(t *testin
 
 	// dev's files name prod as the source: the create may restore it (the
 	// record agrees), but dev's credentials are not prod's.
-	fromProd := created(drivers.CloneSource{Cluster: "local", Environment: "prod", Commit: "abcdef1", Backup: "prod-20261201-0300", Location: "s3://backups/local/prod"})
+	fromProd := devHubClonedFrom(drivers.CloneSource{Cluster: "local", Environment: "prod", Commit: "abcdef1", Backup: "prod-20261201-0300", Location: "s3://backups/local/prod"})
 	if why, err := r.cloneRestoreRefusal(ctx, fromProd, restoringDriver("graphhub", "1.4.0")); err != nil || why != "" {
 		t.Fatalf("a clone of prod refused: %q, %v", why, err)
 	}
@@ -365,17 +355,7 @@ func TestACloneFromAnotherClustersBackupNeedsCredentialsMarkedForItsSource(t *te
 	if err := cl.Create(ctx, secret); err != nil {
 		t.Fatal(err)
 	}
-	settings := func(context.Context, string, string) (resolver.EnvironmentBackups, error) {
-		return resolver.EnvironmentBackups{Cluster: "local", Environment: "dev", Location: "s3://backups/local/dev", Secret: "backup-credentials"}, nil
-	}
-	r, err := NewReconciler(Options{Client: cl, Drivers: noDrivers{}, AgentNamespace: agent, Registerer: prometheus.NewRegistry(), BackupSettings: settings})
-	if err != nil {
-		t.Fatal(err)
-	}
-	created := func(cf drivers.CloneSource) *resolver.Instance {
-		return &resolver.Instance{Kind: resolver.KindInstance, ID: resolver.ID{Cluster: "local", Environment: "dev", Name: "hub"}, Sequence: 1,
-			Context: &drivers.Context{Environment: drivers.EnvironmentContext{BackupLocation: "s3://backups/local/dev", ClonedFrom: &cf}}}
-	}
+	r := devBackupReconciler(t, cl, agent, "backup-credentials")
 	id := v1alpha1.DeploymentID{Cluster: "local", Environment: "dev", Name: "hub"}
 	tk := &v1alpha1.StyrminTask{ObjectMeta: metav1.ObjectMeta{Name: "hub-1", Namespace: ns, Labels: id.Labels()},
 		Spec: v1alpha1.StyrminTaskSpec{Deployment: id, Namespace: ns, Workflow: v1alpha1.WorkflowCreate, ToSequence: 1,
@@ -395,7 +375,7 @@ func TestACloneFromAnotherClustersBackupNeedsCredentialsMarkedForItsSource(t *te
 
 	// dev's files name prod of cluster other, reading this cluster's prod
 	// location: nothing here can check it.
-	hostile := created(drivers.CloneSource{Cluster: "other", Environment: "prod", Commit: "abcdef1", Backup: "prod-20261101-0300", Location: "s3://backups/local/prod"})
+	hostile := devHubClonedFrom(drivers.CloneSource{Cluster: "other", Environment: "prod", Commit: "abcdef1", Backup: "prod-20261101-0300", Location: "s3://backups/local/prod"})
 	if why, err := r.cloneRestoreRefusal(ctx, hostile, restoringDriver("graphhub", "1.4.0")); err != nil || why != "" {
 		t.Fatalf("create refusal %q, %v: the record is in the other cluster", why, err)
 	}
@@ -417,7 +397,7 @@ func TestACloneFromAnotherClustersBackupNeedsCredentialsMarkedForItsSource(t *te
 	}
 
 	// A source of this cluster: its record is checked at the create.
-	if pod, err := restore(created(drivers.CloneSource{Cluster: "local", Environment: "prod", Commit: "abcdef1", Backup: "prod-20261201-0300", Location: "s3://backups/local/prod"})); err != nil || len(pod.Containers[0].EnvFrom) != 1 {
+	if pod, err := restore(devHubClonedFrom(drivers.CloneSource{Cluster: "local", Environment: "prod", Commit: "abcdef1", Backup: "prod-20261201-0300", Location: "s3://backups/local/prod"})); err != nil || len(pod.Containers[0].EnvFrom) != 1 {
 		t.Fatalf("a clone of this cluster's prod with an unannotated Secret: error %v, envFrom %v", err, pod.Containers[0].EnvFrom)
 	}
 
@@ -429,4 +409,26 @@ func TestACloneFromAnotherClustersBackupNeedsCredentialsMarkedForItsSource(t *te
 	if pod, err := restore(hostile); err != nil || len(pod.Containers[0].EnvFrom) != 1 {
 		t.Fatalf("credentials marked for both: error %v, envFrom %v", err, pod.Containers[0].EnvFrom)
 	}
+}
+
+// devBackupReconciler is a task reconciler of agent namespace agent
+// whose dev environment of cluster local backs up to
+// s3://backups/local/dev with Secret secret.
+func devBackupReconciler(t *testing.T, cl client.Client, agent, secret string) *Reconciler {
+	t.Helper()
+	settings := func(context.Context, string, string) (resolver.EnvironmentBackups, error) {
+		return resolver.EnvironmentBackups{Cluster: "local", Environment: "dev", Location: "s3://backups/local/dev", Secret: secret}, nil
+	}
+	r, err := NewReconciler(Options{Client: cl, Drivers: noDrivers{}, AgentNamespace: agent, Registerer: prometheus.NewRegistry(), BackupSettings: settings})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r
+}
+
+// devHubClonedFrom is the first instance of local/dev/hub, cloned from
+// cf.
+func devHubClonedFrom(cf drivers.CloneSource) *resolver.Instance {
+	return &resolver.Instance{Kind: resolver.KindInstance, ID: resolver.ID{Cluster: "local", Environment: "dev", Name: "hub"}, Sequence: 1,
+		Context: &drivers.Context{Environment: drivers.EnvironmentContext{BackupLocation: "s3://backups/local/dev", ClonedFrom: &cf}}}
 }

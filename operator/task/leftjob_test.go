@@ -301,11 +301,7 @@ func TestTheEndedJobsOfADeploymentDeletedFromTheNamespaceArePrunedOnceTheirTaskI
 	const ns = "dev-jobs"
 	cl := withCRDs(t, ns)
 	ctx := context.Background()
-	dev := createJobsTask(t, cl, jobsInstance(t, maintenanceDriver(t), ns, 1, "1.0.0"), v1alpha1.WorkflowCreate)
-	dev.Status.Phase = v1alpha1.TaskSucceeded
-	if err := cl.Status().Update(ctx, dev); err != nil {
-		t.Fatal(err)
-	}
+	dev := succeededCreate(t, cl, ns)
 	// qa's change 7: its task gone, one Job ended, one running.
 	ended, _ := qasJobAt(t, cl, ns, "migrate", 7)
 	completeJob(t, cl, ended)
@@ -324,11 +320,7 @@ func TestTheEndedJobsOfADeploymentDeletedFromTheNamespaceArePrunedOnceTheirTaskI
 		t.Fatal(err)
 	}
 
-	r, err := NewReconciler(Options{Client: cl, Drivers: noDrivers{}, Registerer: prometheus.NewRegistry()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	r.pruneTasks(ctx, &taskRun{task: dev, log: logr.Discard()})
+	noDriversReconciler(t, cl).pruneTasks(ctx, &taskRun{task: dev, log: logr.Discard()})
 	want := []string{running.Name, kept.Name}
 	slices.Sort(want)
 	if got := jobsIn(t, cl, ns); !slices.Equal(got, want) {
@@ -348,11 +340,7 @@ func TestAnEndedJobWithoutADeploymentsIdentityLabelsIsNotPruned(t *testing.T) {
 	const ns = "dev-jobs"
 	cl := withCRDs(t, ns)
 	ctx := context.Background()
-	dev := createJobsTask(t, cl, jobsInstance(t, maintenanceDriver(t), ns, 1, "1.0.0"), v1alpha1.WorkflowCreate)
-	dev.Status.Phase = v1alpha1.TaskSucceeded
-	if err := cl.Status().Update(ctx, dev); err != nil {
-		t.Fatal(err)
-	}
+	dev := succeededCreate(t, cl, ns)
 	var want []string
 	for name, trim := range map[string][]string{
 		"by-hand":        {v1alpha1.LabelCluster, v1alpha1.LabelEnvironment, v1alpha1.LabelDeployment},
@@ -375,13 +363,31 @@ func TestAnEndedJobWithoutADeploymentsIdentityLabelsIsNotPruned(t *testing.T) {
 	pruned, _ := qasJobAt(t, cl, ns, "migrate", 7)
 	completeJob(t, cl, pruned)
 
-	r, err := NewReconciler(Options{Client: cl, Drivers: noDrivers{}, Registerer: prometheus.NewRegistry()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	r.pruneTasks(ctx, &taskRun{task: dev, log: logr.Discard()})
+	noDriversReconciler(t, cl).pruneTasks(ctx, &taskRun{task: dev, log: logr.Discard()})
 	slices.Sort(want)
 	if got := jobsIn(t, cl, ns); !slices.Equal(got, want) {
 		t.Fatalf("jobs after dev's task ended: %v, want %v (the Jobs lacking an identity label kept, qa's whole one pruned)", got, want)
 	}
+}
+
+// succeededCreate is the create task of the jobs deployment's first
+// change in namespace ns, ended Succeeded.
+func succeededCreate(t *testing.T, cl client.Client, ns string) *v1alpha1.StyrminTask {
+	t.Helper()
+	dev := createJobsTask(t, cl, jobsInstance(t, maintenanceDriver(t), ns, 1, "1.0.0"), v1alpha1.WorkflowCreate)
+	dev.Status.Phase = v1alpha1.TaskSucceeded
+	if err := cl.Status().Update(context.Background(), dev); err != nil {
+		t.Fatal(err)
+	}
+	return dev
+}
+
+// noDriversReconciler is a task reconciler on cl that loads no driver.
+func noDriversReconciler(t *testing.T, cl client.Client) *Reconciler {
+	t.Helper()
+	r, err := NewReconciler(Options{Client: cl, Drivers: noDrivers{}, Registerer: prometheus.NewRegistry()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r
 }
