@@ -138,13 +138,13 @@ func IngressHosts(o Object) ([]HostClaim, error) {
 	if err := yaml.Unmarshal(o.YAML, &obj); err != nil {
 		return nil, fmt.Errorf("Ingress %s: %w", o.Name, err)
 	}
-	return ingressHostsOf(obj)
+	return IngressHostsOf(obj)
 }
 
-// ingressHostsOf are the hosts the Ingress obj (parsed JSON) claims, as
-// IngressHosts; an error names the field that is not what the Ingress
-// API defines.
-func ingressHostsOf(obj map[string]any) ([]HostClaim, error) {
+// IngressHostsOf are the hosts the Ingress obj (its JSON form: a render's
+// parsed object, or a live one converted) claims, as IngressHosts; an
+// error names the field that is not what the Ingress API defines.
+func IngressHostsOf(obj map[string]any) ([]HostClaim, error) {
 	meta, _ := obj["metadata"].(map[string]any)
 	annotations, _ := meta["annotations"].(map[string]any)
 	class, _ := annotations[legacyIngressClass].(string)

@@ -777,7 +777,7 @@ func finish(rc *RenderCache, objs []*rendered, text func(o *rendered) bool) (*Ma
 		}
 		if IsIngress(obj) {
 			var err error
-			if obj.Hosts, err = ingressHostsOf(o.obj); err != nil {
+			if obj.Hosts, err = IngressHostsOf(o.obj); err != nil {
 				return nil, &SpecError{File: o.source, Msg: err.Error(), Err: err}
 			}
 		}

@@ -4,11 +4,11 @@ import (
 	"context"
 	"fmt"
 	"slices"
-	"strings"
 	"time"
 
 	networkingv1 "k8s.io/api/networking/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/styrmin/styrmin/drivers"
@@ -27,32 +27,16 @@ const HostIndex = "styrmin.io/ingress-host"
 // deployment being deleted holds looks again: its uninstall frees it.
 const releasedHostRetry = 10 * time.Second
 
-// ingressClaims are the host claims of a live Ingress, as IngressHosts
-// reads a rendered one.
+// ingressClaims are the host claims of a live Ingress, read as the
+// resolver reads a rendered one (drivers.IngressHostsOf), so the lock and
+// the agent judge a host alike; nil for one that cannot be converted.
 func ingressClaims(ing *networkingv1.Ingress) []drivers.HostClaim {
-	class := ing.Annotations["kubernetes.io/ingress.class"]
-	if ing.Spec.IngressClassName != nil {
-		class = *ing.Spec.IngressClassName
+	obj, err := runtime.DefaultUnstructuredConverter.ToUnstructured(ing)
+	if err != nil {
+		return nil
 	}
-	var out []drivers.HostClaim
-	for _, r := range ing.Spec.Rules {
-		host := strings.ToLower(r.Host)
-		if r.HTTP == nil || len(r.HTTP.Paths) == 0 {
-			out = append(out, drivers.HostClaim{Class: class, Host: host})
-			continue
-		}
-		for _, p := range r.HTTP.Paths {
-			t := ""
-			if p.PathType != nil {
-				t = string(*p.PathType)
-			}
-			out = append(out, drivers.HostClaim{Class: class, Host: host, Path: drivers.PathClaim(p.Path, t)})
-		}
-	}
-	if ing.Spec.DefaultBackend != nil {
-		out = append(out, drivers.HostClaim{Class: class, Path: "/"})
-	}
-	return out
+	claims, _ := drivers.IngressHostsOf(obj)
+	return claims
 }
 
 // IndexHosts is the index function of HostIndex.

@@ -13,11 +13,10 @@ import (
 
 // TestALiveIngressClaimsWhatItsRenderClaims: the agent reads a live
 // Ingress's claims from the cache's trimmed copy (TrimIngress keeps the
-// hosts and paths, not the backends), and they are those the resolver
-// read from the rendered text (drivers.IngressHosts): each path of a
-// host, a rule without paths taking them all, a default backend the
-// root. Two readers that disagreed would let the lock pass a claim the
-// agent stalls, or the other way round.
+// hosts and paths, not the backends), with the reader the resolver uses
+// on the rendered text (drivers.IngressHostsOf): each path of a host, a
+// rule without paths taking them all, a default backend the root. A copy
+// trimmed of its paths would let the agent stall a claim the lock passed.
 func TestALiveIngressClaimsWhatItsRenderClaims(t *testing.T) {
 	text := `apiVersion: networking.k8s.io/v1
 kind: Ingress
