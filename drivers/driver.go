@@ -87,6 +87,8 @@ type compiled struct {
 	// (Sandbox.KeepChecks), found on the first evalChecked.
 	inputsOnce sync.Once
 	inputs     *inputChecks
+	// results are the results kept beside inputs (inputResults).
+	results *inputResults
 }
 
 // ProvidesIngressClass is what an ingress controller driver declares in

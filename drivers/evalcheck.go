@@ -125,8 +125,38 @@ func evalChecked[T any](ctx context.Context, d *Driver, kind string, w evalWire,
 		return zero, fmt.Errorf("driver %s: waiting for the evaluation of %s: %w", d.Source, what, err)
 	}
 	defer ic.mu.unlock()
+	cs.inputsOnce.Do(func() {
+		cs.inputs = cs.opts.Sandbox.checks.inputs(cs.opts.sandboxRequest("check", cs.folder), cs.folder)
+		cs.results = cs.inputs.results()
+	})
+	decoded := func(resp *sandboxResponse) (T, error) {
+		out, err := decode(resp)
+		if err != nil {
+			return zero, fmt.Errorf("driver %s: %s: the result of %s: %w", d.Source, cs.file, what, err)
+		}
+		return out, nil
+	}
+	// An evaluation kept by an earlier process (or this one) is read
+	// back: it is deterministic in what its key holds.
+	if resp, ok := cs.results.get(key); ok {
+		if out, err := decode(resp); err == nil {
+			return out, nil
+		}
+	}
+	// here, for an input known to end within the limits, keeps what it
+	// evaluates for the next process.
+	hereKept := func() (T, error) {
+		out, err := here()
+		if err == nil && cs.results != nil {
+			var resp sandboxResponse
+			if encodeResult(out, &resp) == nil {
+				cs.results.put(key, &resp)
+			}
+		}
+		return out, err
+	}
 	if ic.passed {
-		return here()
+		return hereKept()
 	}
 	pass := func() {
 		ic.passed = true
@@ -134,17 +164,16 @@ func evalChecked[T any](ctx context.Context, d *Driver, kind string, w evalWire,
 			cs.checked.CompareAndDelete(key, ic)
 		}
 	}
-	req := cs.opts.sandboxRequest("check", cs.folder)
 	// An input a child of an earlier process evaluated within the same
 	// limits, of the same driver files, by the same code, is evaluated
 	// here at once (Sandbox.KeepChecks): the evaluation is deterministic
 	// in what the check's key holds, so it ends within the limits again.
 	// A repeated lock pays the child only for the inputs that changed.
-	cs.inputsOnce.Do(func() { cs.inputs = cs.opts.Sandbox.checks.inputs(req, cs.folder) })
 	if cs.inputs.has(key) {
 		pass()
-		return here() // still under the time limit: the machine may be slower
+		return hereKept() // still under the time limit: the machine may be slower
 	}
+	req := cs.opts.sandboxRequest("check", cs.folder)
 	req.Eval, req.Input = kind, b
 	resp, err := cs.opts.Sandbox.run(ctx, req, cs.file)
 	if err != nil {
@@ -158,11 +187,8 @@ func evalChecked[T any](ctx context.Context, d *Driver, kind string, w evalWire,
 	if !resp.Evaluated {
 		return here() // failed within the limits: the error, in this process's words
 	}
-	out, err := decode(resp)
-	if err != nil {
-		return zero, fmt.Errorf("driver %s: %s: the result of %s: %w", d.Source, cs.file, what, err)
-	}
-	return out, nil
+	cs.results.put(key, resp)
+	return decoded(resp)
 }
 
 // withInput names, in err when it is a LimitError, the input evaluated.
@@ -209,6 +235,14 @@ func (d *Driver) checkLocal(kind string, input []byte, resp *sandboxResponse) er
 	if err != nil {
 		return nil
 	}
+	return encodeResult(out, resp)
+}
+
+// encodeResult puts an evaluation's result into resp as the child answers
+// it: a render's objects in Objects, another result in Output in its wire
+// form; resp is Evaluated when it encodes.
+func encodeResult(out any, resp *sandboxResponse) error {
+	var err error
 	switch o := out.(type) {
 	case *Manifests:
 		resp.Objects = o.Objects

@@ -51,6 +51,8 @@ type loadChecks struct {
 	added atomic.Int64
 	// max, when set, replaces checksMax (tests).
 	max int
+	// resultMax, when set, replaces resultLogMax (tests).
+	resultMax int64
 }
 
 const (
@@ -234,7 +236,7 @@ func (c *loadChecks) trim(now time.Time, force bool) {
 	}
 	var kept []check
 	for _, e := range entries {
-		if !isKey(e.Name()) && !isInputLog(e.Name()) || !e.Type().IsRegular() {
+		if !isKey(e.Name()) && !isInputLog(e.Name()) && !isResultLog(e.Name()) || !e.Type().IsRegular() {
 			continue
 		}
 		fi, err := e.Info()

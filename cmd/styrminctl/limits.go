@@ -35,7 +35,7 @@ func (f *driverFlags) register(cmd *cobra.Command) {
 	fl.Int64Var(&f.limits.RenderedBytes, "driver-rendered-bytes", 0, "most bytes a chart may render to (default: styrmin.cue's limits.renderedBytes, else 64 MiB)")
 	fl.Int64Var(&f.limits.ChartBytes, "driver-chart-bytes", 0, "most bytes subchart archives may unpack to (default: styrmin.cue's limits.chartBytes, else 64 MiB)")
 	fl.BoolVar(&f.inProcess, "driver-in-process", false, "evaluate drivers in this process: no memory limit, and a driver over its time limit is abandoned, not stopped")
-	fl.StringVar(&f.checks, "driver-checks", defaultDriverChecks(), `folder where the driver loads checked in a child process are remembered, so that the next command reading the repository loads an unchanged driver at once (drivers lint always checks in a child; "" for none; default: $`+driverChecksEnv+`, else styrmin/driver-checks in the user's cache folder)`)
+	fl.StringVar(&f.checks, "driver-checks", defaultDriverChecks(), `folder where the driver loads and deployment inputs checked in a child process are remembered, with the results of those inputs, so that the next command reading the repository loads an unchanged driver at once and reads back what an unchanged input evaluated to (drivers lint always checks in a child; "" for none; default: $`+driverChecksEnv+`, else styrmin/driver-checks in the user's cache folder)`)
 }
 
 // driverChecksEnv names the variable that replaces the default folder of
