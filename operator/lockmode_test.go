@@ -801,6 +801,68 @@ func TestALeaderDeposedMidRoundDoesNotWriteItsLockStatusesOverTheNextLeaders(t *
 	}
 }
 
+// TestALeaderDeposedMidRoundDoesNotWriteItsLockedConditionOverTheNextLeaders
+// pins, on a real API server, that the lock mode's Locked condition is
+// written only over the one its locker last read or wrote: a leader
+// paused past its lease after locking a head (a long GC, a frozen node)
+// wakes and writes its condition, and it replaced the one the next leader
+// had written of a newer head, the StyrminSource saying the older head's
+// lock for good. It is now refused and dropped; the next leader's stays.
+func TestALeaderDeposedMidRoundDoesNotWriteItsLockedConditionOverTheNextLeaders(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	srv := exampleServer(t)
+	cl, key := clusterWithSource(t, srv.RepoURL(agentRepoName))
+	sc := &source.SourceConditions{Client: cl, Reader: cl, Source: key}
+	paused := &pausedConditions{ConditionSetter: sc}
+	deposed, err := source.NewLocker(source.LockModeOptions{Repo: cloneOf(t, srv), Conditions: paused})
+	if err != nil {
+		t.Fatal(err)
+	}
+	next, err := source.NewLocker(source.LockModeOptions{Repo: cloneOf(t, srv), Conditions: sc})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res, err := deposed.LockHead(ctx); err != nil || len(res.Locked) != 2 {
+		t.Fatalf("the first leader's first lock: %+v, %v; want web and hub locked", res, err)
+	}
+	second := srv.Commit(agentRepoName, "more workers", hubConfig("1.4.0", 3, "debug"))
+	var third string
+	// The first leader locks the second head, then pauses past its lease
+	// before it writes the condition: the next leader locks a newer head.
+	paused.race = func() {
+		third = srv.Commit(agentRepoName, "log less", hubConfig("1.4.0", 3, "warning"))
+		if res, err := next.LockHead(ctx); err != nil || res.Commit.IsZero() {
+			t.Errorf("the next leader's lock of %s: %+v, %v", third[:12], res, err)
+		}
+	}
+	if res, err := deposed.LockHead(ctx); err != nil || res.Commit.IsZero() {
+		t.Fatalf("the deposed leader's lock of %s: %+v, %v", second[:12], res, err)
+	}
+	c, err := sc.Condition(ctx, v1alpha1.ConditionLocked)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c == nil || !strings.Contains(c.Message, third[:12]) {
+		t.Fatalf("the source's Locked condition %+v; want the next leader's, of %s, not the deposed leader's of %s", c, third[:12], second[:12])
+	}
+}
+
+// pausedConditions runs race once before the first condition it writes
+// once race is set: a leader paused before its write while another locks.
+type pausedConditions struct {
+	source.ConditionSetter
+	race func()
+	once sync.Once
+}
+
+func (p *pausedConditions) SetCondition(ctx context.Context, was *metav1.Condition, c metav1.Condition) error {
+	if p.race != nil {
+		p.once.Do(p.race)
+	}
+	return p.ConditionSetter.SetCondition(ctx, was, c)
+}
+
 // TestALockModePushWhoseAnswerWasLostEndsItsHeadsStatusOnceTheLockIsSeen
 // drops the answer of the lock mode's push after the git server stored
 // it, the host away for the look after: the round fails, and the

@@ -103,7 +103,9 @@ type LockModeOptions struct {
 	// of a new head (NewAgent: the StyrminSource's, SourceConditions):
 	// deployments held back, and why, are seen there rather than only in
 	// the agent's log. One not written (the API server away, the
-	// StyrminSource not made yet) is written on a later round.
+	// StyrminSource not made yet) is written on a later round; one that
+	// another agent's lock mode wrote over since this one read it is not
+	// written over, its lock's outcome dropped.
 	Conditions ConditionSetter
 	// Statuses, when set, receives the commit status of every lock of a
 	// new head, posted on that configuration commit with context
@@ -169,6 +171,12 @@ type Locker struct {
 	// pendingKey is pending's decidedKey; condWritten that of the last
 	// condition written.
 	pendingKey, condWritten decidedKey
+	// condRead is false until the source's Locked condition was read
+	// (again, after another writer changed it); condWas is what it holds
+	// as last read or written there (nil: none): a condition is written
+	// only over it.
+	condRead bool
+	condWas  *metav1.Condition
 	// subject is the configuration head the last lock decided for (see
 	// subjectOf).
 	subject gitsource.Hash
@@ -290,6 +298,12 @@ func (l *Locker) Start(ctx context.Context) error {
 // calls it from one goroutine).
 func (l *Locker) LockHead(ctx context.Context) (LockResult, error) {
 	l.resume(ctx)
+	if l.opts.Conditions != nil && !l.condRead {
+		// Before the round: a write landing while it locks is not this
+		// locker's to replace. Not read yet (the API server away, the
+		// source not made): read again before the write.
+		_ = l.readCondition(ctx)
+	}
 	res, err := l.lockHead(ctx)
 	l.writeCondition(ctx)
 	l.postStatus(ctx)
@@ -606,20 +620,46 @@ func (l *Locker) now() time.Time {
 	return l.opts.Now()
 }
 
-// writeCondition writes the pending Locked condition, if any.
+// writeCondition writes the pending Locked condition, if any, over the
+// one this locker last read or wrote only. One another writer changed
+// since (a leader after this one, paused past its lease, wrote its lock's)
+// is not written over: this locker's outcome is dropped, its next one is
+// written over the condition read again.
 func (l *Locker) writeCondition(ctx context.Context) {
 	if l.pending == nil || l.opts.Conditions == nil {
 		return
 	}
-	err := l.opts.Conditions.SetCondition(ctx, *l.pending)
+	err := l.readCondition(ctx)
+	if err == nil {
+		err = l.opts.Conditions.SetCondition(ctx, l.condWas, *l.pending)
+	}
 	switch {
 	case err == nil:
+		l.condWas = l.pending
 		l.pending, l.condWritten = nil, l.pendingKey
+	case errors.Is(err, ErrLockStateMoved):
+		l.opts.Log.Info("another agent's lock mode wrote the Locked condition since this one read it: not written over; this lock's is dropped",
+			"head", l.pendingKey.head.Short(), "reason", l.pending.Reason, "error", err.Error())
+		l.pending, l.condRead = nil, false
 	case apierrors.IsNotFound(err): // the syncer has not made the StyrminSource yet
 		l.opts.Log.V(1).Info("no StyrminSource yet for the Locked condition; written on a later round")
 	case ctx.Err() == nil:
 		l.opts.Log.Error(err, "recording the Locked condition; written on a later round")
 	}
+}
+
+// readCondition reads the source's Locked condition, once and again
+// after another writer changed it.
+func (l *Locker) readCondition(ctx context.Context) error {
+	if l.condRead {
+		return nil
+	}
+	was, err := l.opts.Conditions.Condition(ctx, v1alpha1.ConditionLocked)
+	if err != nil {
+		return err
+	}
+	l.condRead, l.condWas = true, was
+	return nil
 }
 
 func (l *Locker) lockHead(ctx context.Context) (LockResult, error) {

@@ -31,7 +31,21 @@ type recorded struct {
 	asked  int
 }
 
-func (r *recorded) SetCondition(_ context.Context, c metav1.Condition) error {
+// Condition is the last condition written (any type: the locker writes
+// one).
+func (r *recorded) Condition(context.Context, string) (*metav1.Condition, error) {
+	if r.fail {
+		return nil, errors.New("the API server is away")
+	}
+	if len(r.conditions) == 0 {
+		return nil, nil
+	}
+	c := r.conditions[len(r.conditions)-1]
+	return &c, nil
+}
+
+// SetCondition writes whatever the source held.
+func (r *recorded) SetCondition(_ context.Context, _ *metav1.Condition, c metav1.Condition) error {
 	if r.fail {
 		return errors.New("the API server is away")
 	}

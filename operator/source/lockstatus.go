@@ -27,9 +27,16 @@ type StatusPoster interface {
 
 var _ StatusPoster = (*commitstatus.Client)(nil)
 
-// ConditionSetter records one condition of the StyrminSource.
+// ConditionSetter records one condition of the StyrminSource, over what
+// its writer last read or wrote there only.
 type ConditionSetter interface {
-	SetCondition(ctx context.Context, c metav1.Condition) error
+	// Condition reads the source's condition of type conditionType (nil:
+	// none).
+	Condition(ctx context.Context, conditionType string) (*metav1.Condition, error)
+	// SetCondition writes c when the source's condition of c's type is
+	// still was (nil: none), else returns an error wrapping
+	// ErrLockStateMoved and writes nothing.
+	SetCondition(ctx context.Context, was *metav1.Condition, c metav1.Condition) error
 }
 
 // SourceConditions sets conditions on the StyrminSource Source, each
@@ -45,14 +52,30 @@ type SourceConditions struct {
 
 var _ ConditionSetter = (*SourceConditions)(nil)
 
+// Condition reads the source's condition of type conditionType.
+func (s *SourceConditions) Condition(ctx context.Context, conditionType string) (*metav1.Condition, error) {
+	var src v1alpha1.StyrminSource
+	if err := s.Reader.Get(ctx, s.Source, &src); err != nil {
+		return nil, err
+	}
+	return apimeta.FindStatusCondition(src.Status.Conditions, conditionType), nil
+}
+
 // SetCondition writes c unless the source holds it already (status,
-// reason and message); a StyrminSource not made yet (the syncer makes
-// it) is an error, for the caller to try again.
-func (s *SourceConditions) SetCondition(ctx context.Context, c metav1.Condition) error {
+// reason and message), when the source's condition of its type is still
+// was, else returns ErrLockStateMoved: an update of the copy compared,
+// read again on a conflict. A blind write let a leader deposed mid-round
+// (paused past its lease) write its older lock's condition over the one
+// the next leader wrote of a newer head. A StyrminSource not made yet
+// (the syncer makes it) is an error, for the caller to try again.
+func (s *SourceConditions) SetCondition(ctx context.Context, was *metav1.Condition, c metav1.Condition) error {
 	return retry.RetryOnConflict(retry.DefaultRetry, func() error {
 		var src v1alpha1.StyrminSource
 		if err := s.Reader.Get(ctx, s.Source, &src); err != nil {
 			return err
+		}
+		if !SameCondition(apimeta.FindStatusCondition(src.Status.Conditions, c.Type), was) {
+			return fmt.Errorf("status condition %s of StyrminSource %s: %w", c.Type, s.Source, ErrLockStateMoved)
 		}
 		c.ObservedGeneration = src.Generation
 		if !apimeta.SetStatusCondition(&src.Status.Conditions, c) {
@@ -60,6 +83,16 @@ func (s *SourceConditions) SetCondition(ctx context.Context, c metav1.Condition)
 		}
 		return s.Client.Status().Update(ctx, &src)
 	})
+}
+
+// SameCondition reports whether a and b (nil: none) say the same: their
+// status, reason and message. The generation they were written at, and
+// when their status last changed, are not what a writer decided.
+func SameCondition(a, b *metav1.Condition) bool {
+	if a == nil || b == nil {
+		return a == b
+	}
+	return a.Type == b.Type && a.Status == b.Status && a.Reason == b.Reason && a.Message == b.Message
 }
 
 var _ LockState = (*SourceConditions)(nil)

@@ -1532,7 +1532,7 @@ func lockModeSource(t *testing.T, c metav1.Condition) (*syncEnv, *source.SourceC
 		t.Fatal(err)
 	}
 	conditions := &source.SourceConditions{Client: e.cl, Reader: e.cl, Source: e.key}
-	if err := conditions.SetCondition(e.ctx, c); err != nil {
+	if err := conditions.SetCondition(e.ctx, nil, c); err != nil {
 		t.Fatal(err)
 	}
 	return e, conditions
@@ -1544,14 +1544,15 @@ func lockModeSource(t *testing.T, c metav1.Condition) (*syncEnv, *source.SourceC
 // condition, rather than putting back what its older copy held.
 func TestASyncThatConflictsWithTheLockModeKeepsItsCondition(t *testing.T) {
 	t.Parallel()
-	e, conditions := lockModeSource(t, metav1.Condition{Type: v1alpha1.ConditionLocked, Status: metav1.ConditionTrue,
-		Reason: v1alpha1.ReasonLocked, Message: "every deployment locked at the first head"})
+	first := metav1.Condition{Type: v1alpha1.ConditionLocked, Status: metav1.ConditionTrue,
+		Reason: v1alpha1.ReasonLocked, Message: "every deployment locked at the first head"}
+	e, conditions := lockModeSource(t, first)
 	e.lock("lock hub 2", instanceAt("hub", "dev-hub", 2))
 	heldBack := metav1.Condition{Type: v1alpha1.ConditionLocked, Status: metav1.ConditionFalse,
 		Reason: v1alpha1.ReasonDeploymentsHeldBack, Message: "held back: local/dev/web"}
 	waiting := []v1alpha1.LockStatus{{Commit: strings.Repeat("ab", 20), State: "success", Description: "2 deployments locked"}}
 	c := &racingStatus{Client: e.cl, race: func() {
-		if err := conditions.SetCondition(e.ctx, heldBack); err != nil {
+		if err := conditions.SetCondition(e.ctx, &first, heldBack); err != nil {
 			t.Error(err)
 		}
 		if err := conditions.SetLockStatuses(e.ctx, nil, waiting); err != nil {
