@@ -1804,11 +1804,8 @@ func (r *Reconciler) startStep(ctx context.Context, run *taskRun, i int32) (phas
 		if int(st.Resumes) >= r.opts.MaxStepResumes && !takeUp {
 			msg := fmt.Sprintf("the agent restarted while this step ran %d times, more than it resumes a step (%d): it is not run again; see why the agent restarts (its pod's last state and log), then run the change again (styrminctl retry)",
 				st.Resumes+1, r.opts.MaxStepResumes)
-			// Nothing of it runs on after the task says it failed, as for a
-			// step that timed out.
-			if err := r.clearFailedRun(ctx, run, st, "of a step interrupted too often"); err != nil {
-				run.log.Error(err, "deleting an interrupted step's job", "step", st.Name)
-				msg += fmt.Sprintf("; its job could not be deleted (its deadline stops it): %v", err)
+			if left := r.interruptedJob(ctx, run, st); left != "" {
+				msg += "; " + left
 			}
 			return r.failStep(ctx, run, v1alpha1.ReasonStepInterrupted, msg, st.Output)
 		}
@@ -1902,6 +1899,45 @@ func (r *Reconciler) jobRunsOn(ctx context.Context, run *taskRun, st *v1alpha1.T
 		st.Recorded[recordEndedJob] = string(job.UID)
 	}
 	return true, nil
+}
+
+// interruptedJob says what the Job of st, a runJob step failed as
+// interrupted past MaxStepResumes, did: the Job is left as it is, never
+// deleted with the step's failure. One that ended (its end taken up once,
+// the agent dying again while it read it) is the only record of what its
+// migration did, kept with its pods and logs as long as its task; deleted,
+// a migration that completed read as a step interrupted and not run. One
+// that runs (not the step's to take up: another run of the deployment at
+// its name) is not stopped midway; its deadline ends it. "" when the step
+// has no Job of its deployment there, or it cannot be read.
+func (r *Reconciler) interruptedJob(ctx context.Context, run *taskRun, st *v1alpha1.TaskStep) string {
+	if st.Action != string(drivers.ActionRunJob) {
+		return ""
+	}
+	t := run.task
+	var job batchv1.Job
+	key := client.ObjectKey{Namespace: t.Spec.Namespace, Name: retriedJobName(t, st)}
+	if err := r.opts.APIReader.Get(ctx, key, &job); err != nil {
+		if !apierrors.IsNotFound(err) {
+			run.log.Error(err, "reading the job of a step interrupted too often", "job", key.String())
+		}
+		return ""
+	}
+	if !ownJob(t, &job) || !job.DeletionTimestamp.IsZero() {
+		return ""
+	}
+	for _, c := range job.Status.Conditions {
+		if c.Status != corev1.ConditionTrue {
+			continue
+		}
+		switch c.Type {
+		case batchv1.JobComplete:
+			return fmt.Sprintf("its job %s completed (%d pod(s) succeeded) and is kept with its pods and logs: its work ran, its end was not recorded", key, job.Status.Succeeded)
+		case batchv1.JobFailed:
+			return fmt.Sprintf("its job %s failed (%s: %s) and is kept with its pods and logs", key, c.Reason, c.Message)
+		}
+	}
+	return fmt.Sprintf("its job %s runs on, not stopped midway: its deadline ends it", key)
 }
 
 // triedStart is a step's start whose write failed: its index and attempt.

@@ -274,6 +274,49 @@ func TestARunJobStepPastItsResumesTakesUpItsEndedJobOnceNotAtEveryRestart(t *tes
 	}
 }
 
+// TestARunJobStepPastItsResumesKeepsItsEndedJobAndSaysHowItEnded pins
+// what the step failed as interrupted past MaxStepResumes leaves of its
+// Job, which ended and whose end an agent crash-looping while it read it
+// had taken up once: the Job stays, with its pods and logs, and the
+// step's message says how it ended. The Job was deleted with the step's
+// failure, so a migration that completed read as a step interrupted and
+// not run again, and the only record that it ran went with its Job.
+func TestARunJobStepPastItsResumesKeepsItsEndedJobAndSaysHowItEnded(t *testing.T) {
+	t.Parallel()
+	const ns = "dev-jobs"
+	cl, agent, req := migrationTaskWith(t, ns, "", Options{MaxStepResumes: 1})
+	ctx := context.Background()
+	reconcileUntil(t, agent(), cl, req, "the step's Job made and recorded", func(tk *v1alpha1.StyrminTask) bool {
+		return len(tk.Status.Steps) > 0 && tk.Status.Steps[0].Recorded[recordJob] != ""
+	})
+	if _, err := agent().Reconcile(ctx, req); err != nil { // the one resume
+		t.Fatal(err)
+	}
+	key := client.ObjectKey{Namespace: ns, Name: JobName("jobs", "migrate", 1)}
+	var job batchv1.Job
+	if err := cl.Get(ctx, key, &job); err != nil {
+		t.Fatal(err)
+	}
+	completeJob(t, cl, &job)
+	for range 3 {
+		r := agent()
+		r.opts.StepPause = time.Minute // killed before it writes the step's end
+		killedOnceResumed(t, r, cl, req)
+		if getTask(t, cl, req.NamespacedName).Status.Phase.Terminal() {
+			break
+		}
+	}
+	tk := getTask(t, cl, req.NamespacedName)
+	st := tk.Status.Steps[0]
+	if tk.Status.Phase != v1alpha1.TaskFailed || !strings.Contains(st.Message, "job "+key.String()+" completed") {
+		t.Fatalf("task %s %q, step %s %q; want it failed as interrupted, saying its job %s completed", tk.Status.Phase, tk.Status.Message, st.State, st.Message, key)
+	}
+	var kept batchv1.Job
+	if err := cl.Get(ctx, key, &kept); err != nil || kept.UID != job.UID || !kept.DeletionTimestamp.IsZero() {
+		t.Fatalf("the step's ended Job: %v, UID %s (was %s), deleted %v; want it kept with its pods and logs", err, kept.UID, job.UID, kept.DeletionTimestamp)
+	}
+}
+
 // killedOnceResumed runs r on req until the API server shows the task's
 // first step resumed once more (or the task ended), then stops it, as an
 // agent killed right after its resume was written.
