@@ -927,7 +927,34 @@ func TestALockStateWrittenBetweenTheReadAndThePatchIsNotWrittenOver(t *testing.T
 	}
 }
 
-// patchRace runs race once before the first status patch it sends.
+// TestALockedConditionWrittenBetweenTheReadAndTheUpdateIsNotWrittenOver
+// pins, on a real API server, that the Locked condition's write carries
+// the resourceVersion of the copy it compared: another agent's condition
+// landing between that read and the update makes it conflict, read again
+// and refuse, rather than replace it.
+func TestALockedConditionWrittenBetweenTheReadAndTheUpdateIsNotWrittenOver(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	cl, key := clusterWithSource(t, "https://git.example/desired")
+	sc := &source.SourceConditions{Client: cl, Reader: cl, Source: key}
+	theirs := metav1.Condition{Type: v1alpha1.ConditionLocked, Status: metav1.ConditionTrue, Reason: v1alpha1.ReasonLocked, Message: "every deployment locked at the newer head"}
+	mine := metav1.Condition{Type: v1alpha1.ConditionLocked, Status: metav1.ConditionFalse, Reason: v1alpha1.ReasonDeploymentsHeldBack, Message: "held back at the older head"}
+	racing := &patchRace{Client: cl, race: func() {
+		if err := sc.SetCondition(ctx, nil, theirs); err != nil {
+			t.Error(err)
+		}
+	}}
+	stale := &source.SourceConditions{Client: racing, Reader: cl, Source: key}
+	if err := stale.SetCondition(ctx, nil, mine); !errors.Is(err, source.ErrLockStateMoved) {
+		t.Fatalf("a write over a condition written between its read and its update: %v, want ErrLockStateMoved", err)
+	}
+	if got, err := sc.Condition(ctx, v1alpha1.ConditionLocked); err != nil || !source.SameCondition(got, &theirs) {
+		t.Fatalf("the source's Locked condition %+v, %v; want the other agent's %+v", got, err, theirs)
+	}
+}
+
+// patchRace runs race once before the first status patch or update it
+// sends.
 type patchRace struct {
 	client.Client
 	race func()
@@ -941,6 +968,11 @@ func (c *patchRace) Status() client.SubResourceWriter {
 type patchRaceWriter struct {
 	client.SubResourceWriter
 	c *patchRace
+}
+
+func (w *patchRaceWriter) Update(ctx context.Context, obj client.Object, opts ...client.SubResourceUpdateOption) error {
+	w.c.once.Do(w.c.race)
+	return w.SubResourceWriter.Update(ctx, obj, opts...)
 }
 
 func (w *patchRaceWriter) Patch(ctx context.Context, obj client.Object, patch client.Patch, opts ...client.SubResourcePatchOption) error {
