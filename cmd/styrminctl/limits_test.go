@@ -3,6 +3,8 @@ package main
 import (
 	"os"
 	"path/filepath"
+	"reflect"
+	"regexp"
 	"runtime"
 	"slices"
 	"strconv"
@@ -216,7 +218,7 @@ func TestLockRemembersTheDriverLoadsItsChildrenChecked(t *testing.T) {
 				n += strings.Count(string(data), "\n")
 				continue
 			}
-			if e.Name() != "trimmed" {
+			if e.Name() != "trimmed" && !strings.HasSuffix(e.Name(), ".results") {
 				n++
 			}
 		}
@@ -387,5 +389,90 @@ func TestADriverWithoutASampleIsCheckedInItsSandboxBeforeTheLockEvaluatesIt(t *t
 		if took > 2*l.Timeout+5*time.Second {
 			t.Errorf("lock --check (run %d) took %s, limit %s", run, took, l.Timeout)
 		}
+	}
+}
+
+// What a command's evaluations kept (the results beside the input
+// checks) is read back by the next command, which prints and writes, byte
+// for byte, what a command with nothing kept does: a plan, then a lock
+// reading back the plan's values and services, then a lock reading back
+// everything.
+func TestACommandReadingBackKeptResultsPrintsAndLocksWhatOneWithNothingKeptDoes(t *testing.T) {
+	if runtime.GOOS != "linux" {
+		t.Skip("load checks are kept on Linux only")
+	}
+	t.Setenv(driverChecksEnv, "")
+	kept := filepath.Join(t.TempDir(), "checks")
+	lockfiles := func(dir string) map[string]string {
+		t.Helper()
+		out := map[string]string{}
+		err := filepath.WalkDir(filepath.Join(dir, "locks"), func(p string, d os.DirEntry, err error) error {
+			if err != nil || d.IsDir() {
+				return err
+			}
+			data, err := os.ReadFile(p)
+			out[strings.TrimPrefix(p, dir)] = string(data)
+			return err
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return out
+	}
+	command := func(dir, checks, cmd string) string {
+		t.Helper()
+		out, errOut, code := run(t, "--repo", dir, "--driver-checks="+checks, cmd)
+		if code != 0 {
+			t.Fatalf("%s --driver-checks=%q: exit %d\n%s\n%s", cmd, checks, code, out, errOut)
+		}
+		// Each repository's commit is its own.
+		return regexp.MustCompile(`HEAD \([0-9a-f]+\)`).ReplaceAllString(out, "HEAD (…)")
+	}
+	// A fan-out: the cluster's domain changed, every deployment renders
+	// anew.
+	repo := func() string {
+		dir := upgradeGitRepo(t)
+		cluster := filepath.Join(dir, "clusters", "local", "cluster.cue")
+		data, err := os.ReadFile(cluster)
+		if err != nil {
+			t.Fatal(err)
+		}
+		writeRepoFile(t, dir, "clusters/local/cluster.cue", strings.Replace(string(data), "local.styrmin.dev", "apps.styrmin.dev", 1))
+		return dir
+	}
+	plain := repo()
+	wantPlan := command(plain, "", "plan")
+	command(plain, "", "lock")
+	want := lockfiles(plain)
+	if len(want) == 0 {
+		t.Fatal("the lock wrote no lockfile")
+	}
+
+	dir := repo()
+	if got := command(dir, kept, "plan"); got != wantPlan {
+		t.Errorf("the first plan keeping results printed:\n%s\nwant:\n%s", got, wantPlan)
+	}
+	if got := command(dir, kept, "plan"); got != wantPlan {
+		t.Errorf("a plan reading back kept results printed:\n%s\nwant:\n%s", got, wantPlan)
+	}
+	command(dir, kept, "lock")
+	if got := lockfiles(dir); !reflect.DeepEqual(got, want) {
+		t.Errorf("a lock after a plan wrote:\n%v\nwant, as with nothing kept:\n%v", got, want)
+	}
+	results, err := filepath.Glob(filepath.Join(kept, "*.results"))
+	if err != nil || len(results) == 0 {
+		t.Fatalf("no results kept in the checks folder: %v %v", results, err)
+	}
+	childLog := filepath.Join(t.TempDir(), "children")
+	t.Setenv(childLogEnv, childLog)
+	// The same checkout (a check's key holds the driver folder's path),
+	// its lockfiles put back.
+	planGit(t, dir, "checkout", "-q", "--", "locks")
+	command(dir, kept, "lock")
+	if got := lockfiles(dir); !reflect.DeepEqual(got, want) {
+		t.Errorf("a lock reading back every result wrote:\n%v\nwant, as with nothing kept:\n%v", got, want)
+	}
+	if data, err := os.ReadFile(childLog); err == nil && len(data) > 0 {
+		t.Errorf("a lock whose every input was kept started children:\n%s", data)
 	}
 }
