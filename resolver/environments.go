@@ -269,16 +269,43 @@ func (w *Workspace) PlanClone(req CloneRequest) (*ClonePlan, error) {
 // in clear in the source's folder (a deployment file, or the environment
 // file's parameters) into the clone's: a value is in clear only in the
 // file its author wrote, and the copy would put it in a new file, and in
-// a commit with --commit. The error names the file and the parameter,
-// never the value. A #SecretRef is a reference, copied as such; a value
-// set in the target cluster's file (clusterFile) is not copied (the clone
-// reads it there). A deployment whose driver the catalog lacks is refused,
-// as the clone's resolution refuses it: which of its parameters are
-// sensitive is unknown, so its files cannot be copied safely.
+// a commit with --commit. Each error names the file and the parameter,
+// never the value, and every one is named at once (sorted by file and
+// line), so a user fixes them in one go rather than one per run. A
+// #SecretRef is a reference, copied as such; a value set in the target
+// cluster's file (clusterFile) is not copied (the clone reads it there).
+// A deployment whose driver the catalog lacks is refused, as the clone's
+// resolution refuses it: which of its parameters are sensitive is
+// unknown, so its files cannot be copied safely.
 func (w *Workspace) sensitiveCopies(res *Result, clusterFile string, src *Environment, dir string) error {
-	byName := map[string]map[string]bool{}
+	byName, inAny, errs := w.sensitiveByDeployment(res, src)
+	srcDir := path.Dir(src.File)
+	check := func(file string, settings map[string]any, pos map[string]token.Position, sensitive map[string]bool) {
+		params, _ := settings["parameters"].(map[string]any)
+		for _, name := range slices.Sorted(maps.Keys(params)) {
+			if !sensitive[name] {
+				continue
+			}
+			to := path.Join(dir, strings.TrimPrefix(file, srcDir+"/"))
+			errs = append(errs, placed(&ConfigError{File: file, Field: "parameters." + name, Msg: fmt.Sprintf("env clone refused, nothing written: sensitive parameter %s is set here in clear, and the clone would copy its value into %s (a sensitive value is in clear only in the file its author wrote): give it as a Secret reference (a driver version whose parameter is a #SecretRef, the value in a Secret), or set it in %s, which the clone reads without a copy, and clone again", name, to, clusterFile)}, pos))
+		}
+	}
+	check(src.File, src.Settings, src.pos, inAny)
+	for _, d := range src.Deployments {
+		if names, ok := byName[d.ID.Name]; ok {
+			check(d.File, d.Settings, d.pos, names)
+		}
+	}
+	return joinConfigErrors(errs)
+}
+
+// sensitiveByDeployment maps each deployment of src to the names of its
+// driver's sensitive parameters set in clear (not #SecretRef), inAny
+// being their union (the environment file's parameters reach every
+// deployment); a deployment whose driver is not loaded is an error each.
+func (w *Workspace) sensitiveByDeployment(res *Result, src *Environment) (byName map[string]map[string]bool, inAny map[string]bool, errs []*ConfigError) {
+	byName, inAny = map[string]map[string]bool{}, map[string]bool{}
 	driverOf := map[string]string{}
-	inAny := map[string]bool{}
 	for _, r := range res.Resolved {
 		driverOf[r.Instance.ID.Name] = r.Instance.Driver.Name + "@" + r.Instance.Driver.Version
 		if w.Catalog == nil {
@@ -298,31 +325,11 @@ func (w *Workspace) sensitiveCopies(res *Result, clusterFile string, src *Enviro
 	}
 	for _, d := range src.Deployments {
 		if _, ok := byName[d.ID.Name]; !ok {
-			return placed(&ConfigError{File: d.File, Field: "driver", Msg: fmt.Sprintf("env clone refused, nothing written: driver %s of deployment %s is not loaded, so which of its parameters are sensitive is unknown and its files could copy a sensitive value set in clear: load that driver version (drivers/, or a driver source in styrmin.cue) and clone again",
-				cmp.Or(driverOf[d.ID.Name], d.Driver), d.ID)}, d.pos)
+			errs = append(errs, placed(&ConfigError{File: d.File, Field: "driver", Msg: fmt.Sprintf("env clone refused, nothing written: driver %s of deployment %s is not loaded, so which of its parameters are sensitive is unknown and its files could copy a sensitive value set in clear: load that driver version (drivers/, or a driver source in styrmin.cue) and clone again",
+				cmp.Or(driverOf[d.ID.Name], d.Driver), d.ID)}, d.pos))
 		}
 	}
-	srcDir := path.Dir(src.File)
-	check := func(file string, settings map[string]any, pos map[string]token.Position, sensitive map[string]bool) error {
-		params, _ := settings["parameters"].(map[string]any)
-		for _, name := range slices.Sorted(maps.Keys(params)) {
-			if !sensitive[name] {
-				continue
-			}
-			to := path.Join(dir, strings.TrimPrefix(file, srcDir+"/"))
-			return placed(&ConfigError{File: file, Field: "parameters." + name, Msg: fmt.Sprintf("env clone refused, nothing written: sensitive parameter %s is set here in clear, and the clone would copy its value into %s (a sensitive value is in clear only in the file its author wrote): give it as a Secret reference (a driver version whose parameter is a #SecretRef, the value in a Secret), or set it in %s, which the clone reads without a copy, and clone again", name, to, clusterFile)}, pos)
-		}
-		return nil
-	}
-	if err := check(src.File, src.Settings, src.pos, inAny); err != nil {
-		return err
-	}
-	for _, d := range src.Deployments {
-		if err := check(d.File, d.Settings, d.pos, byName[d.ID.Name]); err != nil {
-			return err
-		}
-	}
-	return nil
+	return byName, inAny, errs
 }
 
 // restoringNothing names the deployments of listed (those that restore

@@ -578,3 +578,55 @@ func TestACloneOfADeploymentWhoseDriverIsNotLoadedIsRefusedNotCopiedUnchecked(t 
 		}
 	}
 }
+
+// TestACloneNamesEverySensitiveValueSetInClearAtOnce: the clone's refusal
+// of a sensitive value set in clear named the first one only, so a user
+// fixed it, ran the clone again and met the next. Every one is named in
+// one error (file and parameter, never the value), sorted by file and
+// line, the same on every run.
+func TestACloneNamesEverySensitiveValueSetInClearAtOnce(t *testing.T) {
+	const secret = "all-at-0nce"
+	dir := exampleCopy(t)
+	spec := "drivers/webapp/1.1.0/driver.cue"
+	src, err := os.ReadFile(filepath.Join(dir, spec))
+	must(t, err)
+	text := strings.NewReplacer(
+		`message: *"Hello from Styrmin" | string & !=""`, `message: *"Hello from Styrmin" | string & !="" @styrmin(sensitive)`,
+		`	ingress: *false | bool`, "\tingress: *false | bool\n\ttoken: *\"none\" | string @styrmin(sensitive)",
+	).Replace(string(src))
+	writeFile(t, dir, spec, text)
+	const (
+		env  = "clusters/local/environments/dev/environment.cue"
+		web  = "clusters/local/environments/dev/deployments/web.cue"
+		web2 = "clusters/local/environments/dev/deployments/web2.cue"
+	)
+	writeFile(t, dir, web, "driver:     \"webapp\"\nappVersion: \"1.25.0\"\nparameters: {\n\ttoken: \""+secret+"-t\"\n\tmessage: \""+secret+"\"\n}\n")
+	writeFile(t, dir, web2, "driver:     \"webapp\"\nappVersion: \"1.25.0\"\nparameters: message: \""+secret+"-2\"\n")
+	writeFile(t, dir, env, "namespacePrefix: \"dev\"\nbackupLocation:  \"s3://backups/local/dev\"\nparameters: message: \""+secret+"-env\"\n")
+	req := CloneRequest{Cluster: "local", Source: "dev", Target: "preview"}
+	_, err = cloneWorkspace(t, dir).PlanClone(req)
+	if err == nil {
+		t.Fatal("a clone copying four sensitive values was planned")
+	}
+	msg := err.Error()
+	if strings.Contains(msg, secret) {
+		t.Errorf("the refusal shows a value: %v", msg)
+	}
+	// In order: web.cue's token (line 4) then message (line 5), web2.cue,
+	// then the environment file.
+	last := -1
+	for _, want := range []string{web + ":4:", "field parameters.token", web + ":5:", "field parameters.message", web2 + ":3:", "field parameters.message", env + ":3:", "field parameters.message"} {
+		i := strings.Index(msg[last+1:], want)
+		if i < 0 {
+			t.Fatalf("the refusal lacks %q after position %d:\n%s", want, last, msg)
+		}
+		last += 1 + i
+	}
+	if n := strings.Count(msg, "env clone refused"); n != 4 {
+		t.Errorf("%d refusals, want 4 (one per value):\n%s", n, msg)
+	}
+	_, again := cloneWorkspace(t, dir).PlanClone(req)
+	if again == nil || again.Error() != msg {
+		t.Errorf("a second run says another thing:\n%v\nthen:\n%v", msg, again)
+	}
+}
