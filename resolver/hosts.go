@@ -13,6 +13,29 @@ import (
 type hostOf struct {
 	claim   drivers.HostClaim
 	ingress string
+	// unnamed: the Ingress names no class, and claim is on the cluster's
+	// default class (onDefault).
+	unnamed bool
+}
+
+// onDefault is hosts with the claims of Ingresses naming no class put on
+// def, the cluster's default IngressClass (cluster.cue's
+// defaultIngressClass; "": not said, kept as written): the API server's
+// admission names the default class on such an Ingress, and its
+// controller serves both as one, as the agent judges them. So dev's
+// Ingress without a class and staging's naming the default meet on their
+// host.
+func onDefault(hosts []hostOf, def string) []hostOf {
+	if def == "" {
+		return hosts
+	}
+	out := slices.Clone(hosts)
+	for i, h := range out {
+		if h.claim.Class == "" {
+			out[i].claim.Class, out[i].unnamed = def, true
+		}
+	}
+	return out
 }
 
 // hostsOf are the hosts the Ingresses among objects claim.
@@ -47,6 +70,8 @@ func hostKey(cluster string, c drivers.HostClaim) objectKey {
 type hostClaimant struct {
 	id   ID
 	file string
+	// cluster is its cluster's configuration (its default class).
+	cluster *Cluster
 	// job, existing: as claim's.
 	job      int
 	existing bool
@@ -66,7 +91,7 @@ func (c *hostClaimant) ensureHeld(opts Options) {
 	if c.heldKnown {
 		return
 	}
-	hosts, _ := hostsOfInstance(opts, c.lock, nil)
+	hosts, _ := hostsOfInstance(opts, c.lock, nil, c.cluster.DefaultIngressClass)
 	c.held, c.heldKnown = claimsOf(hosts), true
 }
 
@@ -114,6 +139,7 @@ func hostConflicts(repo *Repository, jobs []*resolveJob, second []error, opts Op
 	for i, j := range jobs {
 		switch {
 		case resolved(i) && len(j.p.hosts) > 0:
+			j.p.hosts = onDefault(j.p.hosts, j.c.DefaultIngressClass)
 			claiming = append(claiming, i)
 			changing[j.c.Name]++
 		case !resolved(i) && opts.Locks[j.d.ID] != nil && !opts.Locks[j.d.ID].Tombstone():
@@ -136,7 +162,7 @@ func hostConflicts(repo *Repository, jobs []*resolveJob, second []error, opts Op
 	newly := make([]bool, len(few))
 	parallel(len(few), func(k int) {
 		j := jobs[few[k]]
-		held, _ := hostsOfInstance(opts, opts.Locks[j.d.ID], nil)
+		held, _ := hostsOfInstance(opts, opts.Locks[j.d.ID], nil, j.c.DefaultIngressClass)
 		locked[k] = claimsOf(held)
 		newly[k] = slices.ContainsFunc(j.p.hosts, func(h hostOf) bool { return !slices.Contains(locked[k], h.claim) })
 	})
@@ -178,15 +204,17 @@ func hostClaimants(repo *Repository, jobs []*resolveJob, opts Options, checked, 
 	}
 	var out []*hostClaimant
 	configured := map[ID]bool{}
+	clusters := map[string]*Cluster{}
 	for _, c := range repo.Clusters {
 		if !checked[c.Name] {
 			continue
 		}
+		clusters[c.Name] = c
 		for _, e := range c.Environments {
 			for _, d := range e.Deployments {
 				configured[d.ID] = true
 				lock := opts.Locks[d.ID]
-				cl := &hostClaimant{id: d.ID, file: d.File, job: standingClaim, existing: lock != nil && !lock.Tombstone(), lock: lock}
+				cl := &hostClaimant{id: d.ID, file: d.File, cluster: c, job: standingClaim, existing: lock != nil && !lock.Tombstone(), lock: lock}
 				if i, ok := byID[d.ID]; ok && resolved(i) {
 					cl.job, cl.hosts = i, jobs[i].p.hosts
 					if held, ok := lockedOf[i]; ok {
@@ -204,7 +232,7 @@ func hostClaimants(repo *Repository, jobs []*resolveJob, opts Options, checked, 
 	}
 	for _, id := range sortedLockIDs(opts.Locks) {
 		if lock := opts.Locks[id]; checked[id.Cluster] && !configured[id] && !lock.Tombstone() && lock.Context != nil && lock.Internal == "" {
-			out = append(out, &hostClaimant{id: id, job: deletedClaim, existing: true, lock: lock})
+			out = append(out, &hostClaimant{id: id, cluster: clusters[id.Cluster], job: deletedClaim, existing: true, lock: lock})
 		}
 	}
 	parallel(len(out), func(i int) {
@@ -217,15 +245,16 @@ func hostClaimants(repo *Repository, jobs []*resolveJob, opts Options, checked, 
 			return
 		}
 		// Not known here (a driver not loaded): its own deployment's error.
-		cl.hosts, _ = hostsOfInstance(opts, cl.lock, nil)
+		cl.hosts, _ = hostsOfInstance(opts, cl.lock, nil, cl.cluster.DefaultIngressClass)
 		cl.held, cl.heldKnown = claimsOf(cl.hosts), true
 	})
 	return out
 }
 
 // hostsOfInstance renders in (with drv, else the catalog's driver of its
-// digest) for the hosts its Ingresses claim; false when it cannot be.
-func hostsOfInstance(opts Options, in *Instance, drv *drivers.Driver) ([]hostOf, bool) {
+// digest) for the hosts its Ingresses claim, those naming no class on def
+// (onDefault); false when it cannot be.
+func hostsOfInstance(opts Options, in *Instance, drv *drivers.Driver, def string) ([]hostOf, bool) {
 	if in == nil || in.Tombstone() || in.Context == nil {
 		return nil, false
 	}
@@ -240,7 +269,7 @@ func hostsOfInstance(opts Options, in *Instance, drv *drivers.Driver) ([]hostOf,
 		return nil, false
 	}
 	hosts, err := hostsOf(m.Objects)
-	return hosts, err == nil
+	return onDefault(hosts, def), err == nil
 }
 
 // claimsOf are the claims of hosts.
@@ -328,9 +357,25 @@ func hostConflict(opts Options, c *hostClaimant, claimants []*hostClaimant, inde
 			if theirs.claim.Host != h.claim.Host {
 				as = " as " + theirs.claim.Host
 			}
-			return fmt.Errorf("%s: deployment %s: Ingress %s claims host %s, which deployment %s (%s) claims%s with its Ingress %s: the ingress controller would split or take its traffic; a host's path belongs to one deployment per ingress class, so expected a host and path no other deployment of cluster %s claims on it: give one of them another host or path",
-				c.file, c.id, h.ingress, h.claim, o.id, o.file, as, theirs.ingress, c.id.Cluster)
+			return fmt.Errorf("%s: deployment %s: Ingress %s claims host %s, which deployment %s (%s) claims%s with its Ingress %s%s: the ingress controller would split or take its traffic; a host's path belongs to one deployment per ingress class, so expected a host and path no other deployment of cluster %s claims on it: give one of them another host or path",
+				c.file, c.id, h.ingress, h.claim, o.id, o.file, as, theirs.ingress, unnamedNote(c, h, theirs), c.id.Cluster)
 		}
 	}
 	return nil
+}
+
+// unnamedNote says, when either Ingress of a collision names no class,
+// that it is on the default class by cluster.cue's defaultIngressClass:
+// the files name two classes ("" and the default's) the user would not
+// take for one.
+func unnamedNote(c *hostClaimant, mine, theirs hostOf) string {
+	switch {
+	case mine.unnamed && theirs.unnamed:
+		return fmt.Sprintf(" (neither Ingress names a class: both are on the cluster's default class %s, defaultIngressClass of %s)", mine.claim.Class, c.cluster.File)
+	case mine.unnamed:
+		return fmt.Sprintf(" (Ingress %s names no class: it is on the cluster's default class %s, defaultIngressClass of %s)", mine.ingress, mine.claim.Class, c.cluster.File)
+	case theirs.unnamed:
+		return fmt.Sprintf(" (its Ingress %s names no class: it is on the cluster's default class %s, defaultIngressClass of %s)", theirs.ingress, theirs.claim.Class, c.cluster.File)
+	}
+	return ""
 }

@@ -141,3 +141,87 @@ func TestTwoDeploymentsClaimingOneHostFailTheLaterAtLock(t *testing.T) {
 		t.Errorf("staging/site's after %v, want dev/site's tombstone local/dev/site@2", after)
 	}
 }
+
+// TestAnIngressWithoutAClassMeetsOneOnTheDefaultClassAtLock: the API
+// server names the default IngressClass on an Ingress made without one,
+// and the agent judges them one class; the lock compared the names as
+// written, so dev's Ingress without a class and staging's on nginx, the
+// cluster's default, both locked one host and the agent stalled the
+// later in the cluster. With cluster.cue's defaultIngressClass the lock
+// refuses the later, naming both files, the host, path and class and
+// why; without it classes are compared as written (the lock cannot see
+// the cluster's classes); a bad value is an error naming the file, the
+// field and what was expected.
+func TestAnIngressWithoutAClassMeetsOneOnTheDefaultClassAtLock(t *testing.T) {
+	const (
+		cluster     = "clusters/local/cluster.cue"
+		devEnv      = "clusters/local/environments/dev/environment.cue"
+		devSite     = "clusters/local/environments/dev/deployments/site.cue"
+		stagingSite = "clusters/local/environments/staging/deployments/site.cue"
+		host        = "shop.local.styrmin.dev"
+		clusterCUE  = "domain: \"local.styrmin.dev\"\ningressClass: \"nginx\"\nstorageClasses: default: \"standard\"\n"
+	)
+	dir := exampleCopy(t)
+	withHostDriver(t, dir)
+	// dev's Ingresses name no class (the chart leaves ingressClassName
+	// empty), staging's name nginx.
+	writeFile(t, dir, devEnv, "namespacePrefix: \"dev\"\ningressClass: \"\"\n")
+	writeFile(t, dir, devSite, site(host, ""))
+	writeFile(t, dir, stagingSite, site(host, ""))
+
+	writeFile(t, dir, cluster, clusterCUE)
+	res, _, err := resolveDir(t, dir)
+	must(t, err)
+	if errs := errorsByID(res); len(errs) != 0 {
+		t.Fatalf("without defaultIngressClass: errors %v, want none (classes as written)", errs)
+	}
+
+	writeFile(t, dir, cluster, clusterCUE+"defaultIngressClass: \"nginx\"\n")
+	res, locks, _ := resolveDir(t, dir)
+	errs := errorsByID(res)
+	msg, ok := errs["local/staging/site"]
+	if !ok || len(errs) != 1 {
+		t.Fatalf("errors %v, want local/staging/site's only", errs)
+	}
+	for _, want := range []string{stagingSite, devSite, "deployment local/dev/site", "host " + host + " path / (ingress class nginx)",
+		"its Ingress site names no class: it is on the cluster's default class nginx, defaultIngressClass of " + cluster} {
+		if !strings.Contains(msg, want) {
+			t.Errorf("%q does not say %q", msg, want)
+		}
+	}
+	if locked := lockedIDs(t, res, locks); !locked["local/dev/site"] || locked["local/staging/site"] {
+		t.Fatalf("the lock writes %v, want dev/site and not staging/site", locked)
+	}
+
+	// Locked, dev's holds the host: aa's, first by id and without a
+	// class, is refused as well.
+	writeFile(t, dir, stagingSite, site("", ""))
+	lockDirInto(t, dir)
+	writeFile(t, dir, "clusters/local/environments/aa/environment.cue", "namespacePrefix: \"aa\"\ningressClass: \"nginx\"\n")
+	writeFile(t, dir, "clusters/local/environments/aa/deployments/site.cue", site(host, ""))
+	res, _, _ = resolveDir(t, dir)
+	if msg := errorsByID(res)["local/aa/site"]; !strings.Contains(msg, "deployment local/dev/site") || !strings.Contains(msg, "names no class") {
+		t.Errorf("aa/site against dev's lock: %q, want refused naming dev/site", msg)
+	}
+
+	for _, tc := range []struct{ value, want string }{
+		{`"Nginx_1"`, `"Nginx_1" is no IngressClass name: expected the name of the cluster's default IngressClass`},
+		{`""`, `"" is no IngressClass name`},
+	} {
+		writeFile(t, dir, cluster, clusterCUE+"defaultIngressClass: "+tc.value+"\n")
+		_, _, err := resolveDir(t, dir)
+		if err == nil || !strings.Contains(err.Error(), cluster+":4:") || !strings.Contains(err.Error(), "field defaultIngressClass") || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("defaultIngressClass: %s: error %v, want %s at its line, naming the field, saying %q", tc.value, err, cluster, tc.want)
+		}
+	}
+	writeFile(t, dir, cluster, clusterCUE+"defaultIngressClass: 3\n")
+	if _, _, err := resolveDir(t, dir); err == nil || !strings.Contains(err.Error(), cluster) || !strings.Contains(err.Error(), "defaultIngressClass") {
+		t.Errorf("defaultIngressClass: 3: error %v, want one naming %s and the field", err, cluster)
+	}
+	// The cluster's, not an environment's.
+	writeFile(t, dir, cluster, clusterCUE)
+	writeFile(t, dir, devEnv, "namespacePrefix: \"dev\"\ndefaultIngressClass: \"nginx\"\n")
+	if _, _, err := resolveDir(t, dir); err == nil || !strings.Contains(err.Error(), devEnv) || !strings.Contains(err.Error(), "defaultIngressClass") {
+		t.Errorf("defaultIngressClass in environment.cue: error %v, want one naming %s and the field", err, devEnv)
+	}
+}

@@ -120,6 +120,11 @@ type Cluster struct {
 	// Backups is the default backups block of the cluster's
 	// environments (nil: none).
 	Backups *Backups
+	// DefaultIngressClass is cluster.cue's defaultIngressClass: the
+	// cluster's default IngressClass, on which the host check takes an
+	// Ingress naming no class ("": not said; classes compared as
+	// written).
+	DefaultIngressClass string
 	// pos locates the fields of File, for errors found after loading.
 	pos map[string]token.Position
 }
@@ -601,6 +606,9 @@ func (l *Loader) loadClusterFile(fsys fs.FS, name string) (*Cluster, error) {
 	if c.Ingress, err = takeIngress(f, c.Settings, c.pos); err != nil {
 		return nil, err
 	}
+	if c.DefaultIngressClass, err = takeDefaultIngressClass(f, c.Settings, c.pos); err != nil {
+		return nil, err
+	}
 	if err := checkDomain(f, c.Settings, c.pos); err != nil {
 		return nil, err
 	}
@@ -917,6 +925,23 @@ func (l *Loader) declaredIngress(fsys fs.FS, c *Cluster, id ID) (ingressControll
 // redeploys when it changes).
 func takeIngress(file string, settings map[string]any, pos map[string]token.Position) (*IngressSpec, error) {
 	return takeBlock[IngressSpec](file, settings, "ingress", pos)
+}
+
+// takeDefaultIngressClass moves defaultIngressClass out of cluster.cue's
+// settings (no driver sees it, so setting it redeploys nothing) and
+// checks it is an IngressClass name.
+func takeDefaultIngressClass(file string, settings map[string]any, pos map[string]token.Position) (string, error) {
+	raw, ok := settings["defaultIngressClass"]
+	if !ok {
+		return "", nil
+	}
+	delete(settings, "defaultIngressClass")
+	class, _ := raw.(string)
+	if len(class) > 253 || !classRE.MatchString(class) {
+		return "", placed(&ConfigError{File: file, Field: "defaultIngressClass", Msg: fmt.Sprintf(
+			"%q is no IngressClass name: expected the name of the cluster's default IngressClass (the one annotated ingressclass.kubernetes.io/is-default-class: \"true\"), a DNS-1123 subdomain (lowercase letters, digits, '-' and '.', at most 253); remove the field when the cluster has no default class", class)}, pos)
+	}
+	return class, nil
 }
 
 // EffectivePolicy is the policy of the environment's deployments: the

@@ -117,6 +117,12 @@ import "strings"
 	// controller (with ingress: set) serving the class
 	// "<environment>-<ingressClass>"; an environment may opt in or out.
 	dedicatedIngress?: bool
+	// defaultIngressClass names the cluster's default IngressClass (the
+	// one annotated ingressclass.kubernetes.io/is-default-class "true"):
+	// the host check takes an Ingress naming no class as on it, as the
+	// API server's admission names it. A fact of the cluster, so no
+	// environment sets it, and no driver sees it.
+	defaultIngressClass?: string
 	// ingress names the driver of the cluster's ingress controller: an
 	// internal deployment the resolver adds, serving ingressClass (and
 	// one per environment with dedicatedIngress).
