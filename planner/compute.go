@@ -227,6 +227,7 @@ func Compute(in Input, opts Options) (*Plan, error) {
 		LeftOut:       []LeftOut{},
 		Errors:        []DeploymentError{},
 		Held:          []Held{},
+		Warnings:      slices.Clone(in.Head.Warnings),
 	}
 	errs := make([]error, len(changes))
 	var rendered atomic.Int64

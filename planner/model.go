@@ -78,6 +78,10 @@ type Plan struct {
 	// instance, and the agent runs each change in turn (an upgrade's hooks
 	// included), where the plan shows their sum.
 	UnlockedCommits int `json:"unlockedCommits,omitempty"`
+	// Warnings are what the configuration may not mean, though nothing
+	// refuses it (resolver.Result.Warnings: clusters rendering the same
+	// external hosts), each naming its files.
+	Warnings []string `json:"warnings,omitempty"`
 }
 
 // Summary counts deployments by outcome.

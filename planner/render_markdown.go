@@ -33,6 +33,9 @@ func RenderMarkdown(w io.Writer, p *Plan, o RenderOptions) error {
 	if note := unlockedNote(p); note != "" {
 		fmt.Fprintf(&b, "> [!NOTE]\n> %s\n\n", note)
 	}
+	for _, w := range p.Warnings {
+		fmt.Fprintf(&b, "> [!WARNING]\n> %s\n\n", mdCell(w))
+	}
 
 	r := p.Deletions
 	switch {

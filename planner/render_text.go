@@ -63,6 +63,9 @@ func RenderText(w io.Writer, p *Plan, o RenderOptions) error {
 	if note := unlockedNote(p); note != "" {
 		t.printf("\n%s\n", note)
 	}
+	for _, w := range p.Warnings {
+		t.printf("\n%s %s\n", t.paint(ansiYellow+ansiBold, "Warning:"), w)
+	}
 
 	if len(p.Deployments) > 0 {
 		t.printf("\n")

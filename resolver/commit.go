@@ -27,6 +27,8 @@ type CommitOutcome struct {
 	// (WorkspaceOptions.DriversKeepGoing): named whether or not a
 	// deployment was held back by one.
 	BrokenDrivers []*drivers.BrokenDriverError
+	// Warnings are the head's LockOutcome.Warnings.
+	Warnings []string
 }
 
 // CommitLocks locks the head of the writer's branch and commits the
@@ -183,7 +185,7 @@ func CommitLocksWith(ctx context.Context, w gitsource.Writer, opts WorkspaceOpti
 		var changes []gitsource.Change
 		var lastWS *Workspace
 		allowed := req.AllowDeletions
-		out.Changes, out.Skipped, out.NotRetried, out.BrokenDrivers = nil, nil, nil, nil
+		out.Changes, out.Skipped, out.NotRetried, out.BrokenDrivers, out.Warnings = nil, nil, nil, nil, nil
 		for i, step := range steps {
 			last := i == len(steps)-1
 			fsys := headFS
@@ -228,6 +230,7 @@ func CommitLocksWith(ctx context.Context, w gitsource.Writer, opts WorkspaceOpti
 			}
 			if last {
 				out.Skipped, out.NotRetried, lastWS = lo.Skipped, lo.NotRetried, ws
+				out.Warnings = lo.Warnings
 				out.BrokenDrivers = ws.Catalog.Broken()
 			}
 			if len(lo.All()) == 0 {

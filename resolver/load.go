@@ -125,6 +125,9 @@ type Cluster struct {
 	// Ingress naming no class ("": not said; classes compared as
 	// written).
 	DefaultIngressClass string
+	// SharedDomain is cluster.cue's sharedDomain: the cluster serves its
+	// domains with other clusters on purpose (SharedDomains).
+	SharedDomain bool
 	// pos locates the fields of File, for errors found after loading.
 	pos map[string]token.Position
 }
@@ -609,6 +612,9 @@ func (l *Loader) loadClusterFile(fsys fs.FS, name string) (*Cluster, error) {
 	if c.DefaultIngressClass, err = takeDefaultIngressClass(f, c.Settings, c.pos); err != nil {
 		return nil, err
 	}
+	// No driver sees it: taken out, so setting it redeploys nothing.
+	c.SharedDomain, _ = c.Settings["sharedDomain"].(bool)
+	delete(c.Settings, "sharedDomain")
 	if err := checkDomain(f, c.Settings, c.pos); err != nil {
 		return nil, err
 	}

@@ -67,6 +67,9 @@ type Result struct {
 	// Held maps the deployments on hold to the reason: they keep their
 	// current lock.
 	Held map[ID]string
+	// Warnings are what the configuration may not mean, though nothing
+	// refuses it (SharedDomains): plan and lock show them.
+	Warnings []string
 	// rollout is how fan-outs split into waves (nil: they do not).
 	rollout *rolloutConfig
 	// renders and held are, in a cluster where a changed deployment
@@ -136,7 +139,7 @@ type resolveJob struct {
 // endpoints; the second pass hands every deployment the endpoints of the
 // siblings it connects to and evaluates the driver's values.
 func Resolve(repo *Repository, opts Options) *Result {
-	out := &Result{Present: map[ID]bool{}, Held: map[ID]string{}, rollout: rolloutConfigOf(repo)}
+	out := &Result{Present: map[ID]bool{}, Held: map[ID]string{}, rollout: rolloutConfigOf(repo), Warnings: SharedDomains(repo)}
 	if opts.Catalog == nil {
 		opts.Catalog = drivers.NewCatalog()
 	}

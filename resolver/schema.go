@@ -123,6 +123,11 @@ import "strings"
 	// API server's admission names it. A fact of the cluster, so no
 	// environment sets it, and no driver sees it.
 	defaultIngressClass?: string
+	// sharedDomain says the cluster serves its domains together with
+	// the repository's other clusters giving them to environments of the
+	// same name (a blue/green or active/active pair), on purpose: plan
+	// and lock then do not warn of their same hosts.
+	sharedDomain?: bool
 	// ingress names the driver of the cluster's ingress controller: an
 	// internal deployment the resolver adds, serving ingressClass (and
 	// one per environment with dedicatedIngress).

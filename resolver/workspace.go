@@ -304,6 +304,9 @@ type LockOutcome struct {
 	NotRetried []ID
 	// Skipped are the deployments that failed to resolve (LockKeepGoing).
 	Skipped error
+	// Warnings are what the configuration may not mean, though nothing
+	// refuses it (SharedDomains).
+	Warnings []string
 }
 
 // All is the changes and the retries.
@@ -329,5 +332,6 @@ func (w *Workspace) LockFor(req LockRequest) (LockOutcome, error) {
 		return out, err
 	}
 	out.Changes, out.Retries, out.NotRetried, out.Skipped = changes, retries, moved, rerr
+	out.Warnings = SharedDomains(w.Repo)
 	return out, nil
 }

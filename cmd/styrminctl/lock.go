@@ -136,6 +136,7 @@ func runLock(ctx context.Context, g *globalOptions, o *lockOptions, stdout io.Wr
 		return err
 	}
 	printNotRetried(stdout, lo.NotRetried)
+	printWarnings(stdout, lo.Warnings)
 	changes, resErr := lo.All(), errors.Join(lo.Skipped, brokenDrivers(ws.Catalog.Broken(), lo.Skipped))
 	if o.check {
 		for _, c := range changes {
@@ -162,6 +163,14 @@ func runLock(ctx context.Context, g *globalOptions, o *lockOptions, stdout io.Wr
 		fmt.Fprintln(stdout, "nothing to lock: every deployment is at its locked instance")
 	}
 	return resErr
+}
+
+// printWarnings shows what the configuration may not mean, though the
+// lock takes it (resolver.SharedDomains), one line each.
+func printWarnings(stdout io.Writer, warnings []string) {
+	for _, w := range warnings {
+		fmt.Fprintln(stdout, "warning: "+w)
+	}
 }
 
 // printWorkingTreeNotes says what a lock of the working tree cannot do

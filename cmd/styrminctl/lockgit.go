@@ -113,6 +113,7 @@ func runLockCommit(ctx context.Context, g *globalOptions, o *lockOptions, stdout
 		return withBranchHint(err)
 	}
 	printNotRetried(stdout, out.NotRetried)
+	printWarnings(stdout, out.Warnings)
 	failed := errors.Join(out.Skipped, brokenDrivers(out.BrokenDrivers, out.Skipped))
 	if edited {
 		fmt.Fprintln(stdout, "note: the working tree has uncommitted configuration edits, which are not locked: --commit and --push lock the committed head; commit the edits first")
