@@ -77,7 +77,12 @@ type ClonePlan struct {
 	// leaves them out, so they start empty.
 	NotInBackup []string
 	Deployments []ID // sorted
-	files       map[string][]byte
+	// Warnings are the plan and lock warnings (SharedDomains) the clone
+	// adds to the repository's: a clone into another cluster of the same
+	// domain, under the name of one of its environments, renders that
+	// environment's external hosts.
+	Warnings []string
+	files    map[string][]byte
 }
 
 // Files maps each file the clone writes to its content.
@@ -255,6 +260,12 @@ func (w *Workspace) PlanClone(req CloneRequest) (*ClonePlan, error) {
 	res, err := w.checkClone(plan)
 	if err != nil {
 		return nil, err
+	}
+	before := SharedDomains(w.Repo)
+	for _, warning := range res.Warnings {
+		if !slices.Contains(before, warning) {
+			plan.Warnings = append(plan.Warnings, warning)
+		}
 	}
 	if err := w.sensitiveCopies(res, dstCluster.File, src, plan.Dir); err != nil {
 		return nil, err

@@ -368,6 +368,7 @@ func printClone(stdout io.Writer, p *resolver.ClonePlan) {
 	if p.DroppedSchedule {
 		fmt.Fprintln(stdout, "backups.schedule and keep were not copied: a clone takes no scheduled backups (set them in its environment file if it should)")
 	}
+	printWarnings(stdout, p.Warnings)
 }
 
 func printEnvironmentDelete(stdout io.Writer, p *resolver.EnvironmentDeletePlan) {

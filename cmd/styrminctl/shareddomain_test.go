@@ -48,3 +48,32 @@ func TestLockWarnsOfTwoClustersRenderingTheSameHostsAndLocks(t *testing.T) {
 		t.Errorf("sharedDomain in environment.cue: %v, want an error naming %s and the field", err, env)
 	}
 }
+
+// TestACloneIntoAClusterOfTheSameDomainUnderAnEnvironmentsNameIsWarnedOf:
+// env clone local/dev into cluster other, of the same domain, as "dev"
+// renders local/dev's external hosts there; the clone said nothing. It
+// is written (a blue/green copy may mean it) and warns as plan and lock
+// do; a clone under another name says nothing.
+func TestACloneIntoAClusterOfTheSameDomainUnderAnEnvironmentsNameIsWarnedOf(t *testing.T) {
+	t.Parallel()
+	dir := upgradeGitRepo(t)
+	if err := os.MkdirAll(filepath.Join(dir, "clusters", "other"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	writeRepoFile(t, dir, "clusters/other/cluster.cue", "domain: \"local.styrmin.dev\"\ningressClass: \"nginx\"\nstorageClasses: default: \"standard\"\n")
+	planGit(t, dir, "add", "-A")
+	planGit(t, dir, "commit", "-q", "-m", "cluster other")
+
+	out := mustRun(t, "--repo", dir, "env", "clone", "local/dev", "preview", "--cluster", "other")
+	if strings.Contains(out, "warning:") {
+		t.Errorf("a clone under a name of its own warned:\n%s", out)
+	}
+	planGit(t, dir, "add", "-A")
+	planGit(t, dir, "commit", "-q", "-m", "preview")
+	out = mustRun(t, "--repo", dir, "env", "clone", "local/dev", "dev", "--cluster", "other")
+	for _, want := range []string{"wrote clusters/other/environments/dev", "warning: clusters/local/cluster.cue, clusters/other/cluster.cue: field domain: clusters local, other each give environment dev the domain", "sharedDomain: true"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("clone output lacks %q:\n%s", want, out)
+		}
+	}
+}
