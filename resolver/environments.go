@@ -76,6 +76,12 @@ type ClonePlan struct {
 	// (Request.BackupHolds said so), sorted: clonedFrom.deployments
 	// leaves them out, so they start empty.
 	NotInBackup []string
+	// NotCopied are the files of the source's folder Styrmin does not
+	// read (web.cue.bak, README.md, _templates/…), relative to it and
+	// sorted: the clone copies only its environment and deployment
+	// files, whose sensitive values it checks; an unread file may hold
+	// one in clear (an editor's backup of a deployment file).
+	NotCopied   []string
 	Deployments []ID // sorted
 	// Warnings are the plan and lock warnings (SharedDomains) the clone
 	// adds to the repository's: a clone into another cluster of the same
@@ -126,7 +132,8 @@ func (p *ClonePlan) targetCluster() string { return cmp.Or(p.Request.TargetClust
 // The clone's environment file is the source's with namespacePrefix set,
 // backupLocation derived for the clone (cloneLocations), backups.schedule
 // and keep dropped, and clonedFrom set; deployment files
-// are copied byte for byte. The source commit recorded is the
+// are copied byte for byte, and no other file (NotCopied). The source
+// commit recorded is the
 // workspace's SourceCommit (the commit HEAD names), so the working tree's
 // configuration must be committed.
 func (w *Workspace) PlanClone(req CloneRequest) (*ClonePlan, error) {
@@ -230,6 +237,10 @@ func (w *Workspace) PlanClone(req CloneRequest) (*ClonePlan, error) {
 
 	plan := &ClonePlan{Request: req, Dir: dir, EnvironmentFile: dstFile, ClonedFrom: cf, BackupLocation: dstLoc, NotInBackup: notHeld, files: map[string][]byte{}}
 	srcDir := path.Dir(src.File)
+	read := map[string]bool{src.File: true}
+	for _, d := range src.Deployments {
+		read[d.File] = true
+	}
 	err = fs.WalkDir(w.fsys, srcDir, func(p string, d fs.DirEntry, err error) error {
 		if err != nil {
 			return err
@@ -237,11 +248,15 @@ func (w *Workspace) PlanClone(req CloneRequest) (*ClonePlan, error) {
 		if d.IsDir() {
 			return nil
 		}
+		rel := strings.TrimPrefix(p, srcDir+"/")
+		if !read[p] {
+			plan.NotCopied = append(plan.NotCopied, rel)
+			return nil
+		}
 		data, err := readLimited(w.fsys, p, NewLoader(w.opts.MaxFileSize).maxFileSize)
 		if err != nil {
 			return err
 		}
-		rel := strings.TrimPrefix(p, srcDir+"/")
 		if p == src.File {
 			data, plan.DroppedSchedule, err = cloneEnvironmentFile(p, data, prefix, dstLoc, cf)
 			if err != nil {

@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"errors"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -628,5 +629,37 @@ func TestACloneNamesEverySensitiveValueSetInClearAtOnce(t *testing.T) {
 	_, again := cloneWorkspace(t, dir).PlanClone(req)
 	if again == nil || again.Error() != msg {
 		t.Errorf("a second run says another thing:\n%v\nthen:\n%v", msg, again)
+	}
+}
+
+// TestACloneCopiesNoFileStyrminDoesNotRead: the clone copied every file
+// of the source's folder, so an editor's backup of a deployment file
+// (web.cue.bak, unread by the loader) holding a sensitive value in clear
+// was copied into the clone, and committed with --commit, unchecked:
+// the check reads only the files Styrmin reads. The clone now copies the
+// environment and deployment files only and names the others.
+func TestACloneCopiesNoFileStyrminDoesNotRead(t *testing.T) {
+	const secret = "b4ckup-s3cret"
+	dir := exampleCopy(t)
+	dev := "clusters/local/environments/dev/"
+	writeFile(t, dir, dev+"deployments/web.cue.bak", "driver: \"webapp\"\nparameters: password: \""+secret+"\"\n")
+	writeFile(t, dir, dev+"deployments/_old/web.cue", "parameters: password: \""+secret+"\"\n")
+	writeFile(t, dir, dev+"README.md", "dev\n")
+	plan, err := cloneWorkspace(t, dir).PlanClone(CloneRequest{Cluster: "local", Source: "dev", Target: "preview"})
+	must(t, err)
+	for p, data := range plan.Files() {
+		if strings.Contains(string(data), secret) {
+			t.Errorf("the clone copies %s, holding the value", p)
+		}
+	}
+	want := []string{"README.md", "deployments/_old/web.cue", "deployments/web.cue.bak"}
+	if !slices.Equal(plan.NotCopied, want) {
+		t.Errorf("NotCopied %q, want %q", plan.NotCopied, want)
+	}
+	pre := "clusters/local/environments/preview/"
+	for _, f := range []string{pre + "environment.cue", pre + "deployments/web.cue", pre + "deployments/hub.cue"} {
+		if _, ok := plan.Files()[f]; !ok {
+			t.Errorf("the clone lacks %s (it writes %v)", f, slices.Sorted(maps.Keys(plan.Files())))
+		}
 	}
 }

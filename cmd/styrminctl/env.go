@@ -368,6 +368,9 @@ func printClone(stdout io.Writer, p *resolver.ClonePlan) {
 	if p.DroppedSchedule {
 		fmt.Fprintln(stdout, "backups.schedule and keep were not copied: a clone takes no scheduled backups (set them in its environment file if it should)")
 	}
+	if len(p.NotCopied) > 0 {
+		fmt.Fprintf(stdout, "not copied, being no file Styrmin reads (a clone copies the environment and deployment files only, whose sensitive values it checks; copy these by hand if the clone needs them): %s\n", strings.Join(p.NotCopied, ", "))
+	}
 	printWarnings(stdout, p.Warnings)
 }
 

@@ -64,9 +64,16 @@ func TestACloneIntoAClusterOfTheSameDomainUnderAnEnvironmentsNameIsWarnedOf(t *t
 	planGit(t, dir, "add", "-A")
 	planGit(t, dir, "commit", "-q", "-m", "cluster other")
 
+	writeRepoFile(t, dir, "clusters/local/environments/dev/deployments/web.cue.bak", "driver: \"webapp\"\n")
+	planGit(t, dir, "add", "-A")
+	planGit(t, dir, "commit", "-q", "-m", "a backup file")
 	out := mustRun(t, "--repo", dir, "env", "clone", "local/dev", "preview", "--cluster", "other")
 	if strings.Contains(out, "warning:") {
 		t.Errorf("a clone under a name of its own warned:\n%s", out)
+	}
+	// The clone names the file it leaves, Styrmin reading none such.
+	if !strings.Contains(out, "not copied, being no file Styrmin reads") || !strings.Contains(out, "deployments/web.cue.bak") {
+		t.Errorf("the clone does not name deployments/web.cue.bak as not copied:\n%s", out)
 	}
 	planGit(t, dir, "add", "-A")
 	planGit(t, dir, "commit", "-q", "-m", "preview")
