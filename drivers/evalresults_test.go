@@ -14,22 +14,6 @@ import (
 	"time"
 )
 
-// resultLogs are the result logs in dir.
-func resultLogs(t *testing.T, dir string) []string {
-	t.Helper()
-	entries, err := os.ReadDir(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var out []string
-	for _, e := range entries {
-		if isResultLog(e.Name()) {
-			out = append(out, filepath.Join(dir, e.Name()))
-		}
-	}
-	return out
-}
-
 // keptRecords are the records of the one result log in dir that read,
 // with the log's path.
 func keptRecords(t *testing.T, dir string) (string, map[[sha256.Size]byte][]byte) {
@@ -214,11 +198,7 @@ func TestAKeptRenderKeepsEveryFieldOfItsObjects(t *testing.T) {
 // next process that reads it, and a process stops adding at the bound.
 func TestAResultLogPastItsBoundIsStartedAgain(t *testing.T) {
 	dir := t.TempDir()
-	root, err := os.OpenRoot(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = root.Close() })
+	root := checksRoot(t, dir)
 	c := &loadChecks{root: root, code: "x", resultMax: 300}
 	name := hexKey('a') + resultLogSuffix
 	key := func(b byte) (k [sha256.Size]byte) {
@@ -252,11 +232,7 @@ func TestAResultLogPastItsBoundIsStartedAgain(t *testing.T) {
 // checksKeep.
 func TestAResultLogUnusedForAMonthIsRemoved(t *testing.T) {
 	dir := t.TempDir()
-	root, err := os.OpenRoot(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = root.Close() })
+	root := checksRoot(t, dir)
 	c := &loadChecks{root: root, code: "x"}
 	now := time.Now()
 	old, used := hexKey('a')+resultLogSuffix, hexKey('b')+resultLogSuffix

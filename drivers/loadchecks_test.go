@@ -322,11 +322,7 @@ func hexKey(c byte) string { return strings.Repeat(string(c), 64) }
 
 func TestLoadChecksUnusedForAMonthAreRemovedAndNothingElse(t *testing.T) {
 	dir := t.TempDir()
-	root, err := os.OpenRoot(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = root.Close() })
+	root := checksRoot(t, dir)
 	c := &loadChecks{root: root, code: "x"}
 	now := time.Now()
 	old, recent, stale, used := hexKey('a'), hexKey('b'), hexKey('c'), hexKey('d')
@@ -550,11 +546,7 @@ func TestAnInputOverALimitIsSentToAChildByEveryProcess(t *testing.T) {
 // a process that writes many trims the folder as it goes.
 func TestChecksBeyondTheirBoundAreRemovedLeastRecentlyUsedFirst(t *testing.T) {
 	dir := t.TempDir()
-	root, err := os.OpenRoot(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = root.Close() })
+	root := checksRoot(t, dir)
 	c := &loadChecks{root: root, code: "x", max: 100}
 	now := time.Now()
 	keys := []string{hexKey('a'), hexKey('b'), hexKey('c'), hexKey('d'), hexKey('e')}
@@ -579,7 +571,13 @@ func TestChecksBeyondTheirBoundAreRemovedLeastRecentlyUsedFirst(t *testing.T) {
 }
 
 // inputLogs are the input logs in dir.
-func inputLogs(t *testing.T, dir string) []string {
+func inputLogs(t *testing.T, dir string) []string { return logsIn(t, dir, isInputLog) }
+
+// resultLogs are the result logs in dir.
+func resultLogs(t *testing.T, dir string) []string { return logsIn(t, dir, isResultLog) }
+
+// logsIn are the files of dir whose names is accepts.
+func logsIn(t *testing.T, dir string, is func(string) bool) []string {
 	t.Helper()
 	entries, err := os.ReadDir(dir)
 	if err != nil {
@@ -587,11 +585,22 @@ func inputLogs(t *testing.T, dir string) []string {
 	}
 	var out []string
 	for _, e := range entries {
-		if isInputLog(e.Name()) {
+		if is(e.Name()) {
 			out = append(out, filepath.Join(dir, e.Name()))
 		}
 	}
 	return out
+}
+
+// checksRoot is dir opened as a load checks' folder is.
+func checksRoot(t *testing.T, dir string) *os.Root {
+	t.Helper()
+	root, err := os.OpenRoot(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = root.Close() })
+	return root
 }
 
 // removeResultLogs removes the results kept in dir: an input whose result
@@ -684,11 +693,7 @@ func TestAnInputLogPastItsBoundIsStartedAgain(t *testing.T) {
 // checksKeep, kept while used (reading it renews its time).
 func TestAnInputLogUnusedForAMonthIsRemoved(t *testing.T) {
 	dir := t.TempDir()
-	root, err := os.OpenRoot(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = root.Close() })
+	root := checksRoot(t, dir)
 	c := &loadChecks{root: root, code: "x"}
 	now := time.Now()
 	old, used := hexKey('a')+inputLogSuffix, hexKey('b')+inputLogSuffix
