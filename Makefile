@@ -90,7 +90,7 @@ bench-agent-waves: testcluster ## bench-agent with the fan-out in 5 health-gated
 bench-lock: ## Lock a 1,000-deployment cluster fan-out of 10 configuration commits (one lock commit each) against the head-only lock of the same repository.
 	$(GO) test ./resolver -run '^$$' -bench LockChain -benchmem -benchtime 3x -timeout $(TEST_TIMEOUT)
 
-bench-cli: ## The built styrminctl's plan, lock and lock --commit, whole processes, on a git checkout of a 1,000-deployment cluster fan-out (then on one whose deployment files all differ): ms (mean and fastest of 5), CPU seconds and peak memory per command (CLI_REFERENCE=path/to/another/styrminctl runs it too, then both in turn, run by run, for the median of the pairs' ratios).
+bench-cli: ## The built styrminctl's plan, lock and lock --commit, whole processes, on a git checkout of a 1,000-deployment cluster fan-out (then on one whose deployment files all differ, then on the fleet locked with one deployment changed): ms (mean and fastest of 5), CPU seconds and peak memory per command (CLI_REFERENCE=path/to/another/styrminctl runs it too, then both in turn, run by run, for the median of the pairs' ratios).
 	STYRMIN_CLI_REFERENCE=$(if $(CLI_REFERENCE),$(abspath $(CLI_REFERENCE))) $(GO) test ./e2e -run '^$$' -bench CLIFanOut1000 -benchtime 5x -timeout $(TEST_TIMEOUT)
 
 bench-controller: testcluster ## The StyrminDeployment controller alone at 500 deployments, against applying the same objects directly.

@@ -94,6 +94,45 @@ func BenchmarkCLIFanOut1000(b *testing.B) {
 	for _, c := range ctls {
 		cliFanOut(b, c.name+"-distinct-files", c.path, distinct, n)
 	}
+	// One deployment changed in the locked fleet, after a command that
+	// evaluated the others (each build's plan, untimed): a large fleet's
+	// usual change, where a build that keeps what inputs evaluated to
+	// reads the unchanged deployments' back.
+	one := oneChangeCheckout(b, ctl)
+	for _, c := range ctls {
+		warm := exec.Command(c.path, "--repo", one, "plan", "--color", "never")
+		if out, err := warm.CombinedOutput(); err != nil {
+			b.Fatalf("%s plan: %v\n%s", c.name, err, tail(string(out), 2000))
+		}
+		cliFanOut(b, c.name+"-one-change", c.path, one, 1)
+	}
+	if len(ctls) == 2 {
+		cliPaired(b, "paired-one-change", ctls[0].path, ctls[1].path, one, 1)
+	}
+}
+
+// oneChangeCheckout is the fan-out checkout locked and committed, then a
+// commit that changes one deployment's parameters, not yet locked.
+func oneChangeCheckout(b *testing.B, ctl string) string {
+	b.Helper()
+	dir := fanOutCheckout(b, ctl, cliBenchEnvs, cliBenchPerEnv, false)
+	if out, err := exec.Command(ctl, "--repo", dir, "lock", "--commit").CombinedOutput(); err != nil {
+		b.Fatalf("styrminctl lock --commit: %v\n%s", err, tail(string(out), 2000))
+	}
+	file := filepath.Join(dir, "clusters/bench/environments/e00/deployments/app-00.cue")
+	data, err := os.ReadFile(file)
+	if err != nil {
+		b.Fatal(err)
+	}
+	changed := strings.Replace(string(data), "replicas: 1,", "replicas: 2,", 1)
+	if changed == string(data) {
+		b.Fatalf("%s sets no replicas: 1:\n%s", file, data)
+	}
+	if err := os.WriteFile(file, []byte(changed), 0o644); err != nil {
+		b.Fatal(err)
+	}
+	git(b, dir, "commit", "-q", "-am", "e00/app-00: two replicas")
+	return dir
 }
 
 // cliCommand is one command of the benchmark: its arguments, the check
