@@ -996,3 +996,30 @@ func clusterWithSource(t *testing.T, url string) (client.Client, types.Namespace
 	}
 	return cl, key
 }
+
+// The lock mode says what `styrminctl lock` warns of, and still locks: a
+// second cluster whose cluster.cue kept the first's domain gives its
+// environment dev the same external hosts.
+func TestTheLockModeLocksAndSaysWhatTheLockWarnsOf(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	srv := exampleServer(t)
+	srv.Commit(agentRepoName, "a second cluster, its cluster.cue copied", map[string][]byte{
+		"clusters/other/cluster.cue":                      []byte("domain: \"local.styrmin.dev\"\n"),
+		"clusters/other/environments/dev/environment.cue": []byte("config: logLevel: \"info\"\n"),
+	})
+	l, err := source.NewLocker(source.LockModeOptions{Repo: cloneOf(t, srv)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := l.LockHead(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Commit.IsZero() || len(res.Locked) != 2 {
+		t.Fatalf("lock: commit %v, locked %v; want a commit locking web and hub", res.Commit, res.Locked)
+	}
+	if w := strings.Join(res.Warnings, "\n"); !strings.Contains(w, "clusters local, other each give environment dev the domain") {
+		t.Errorf("warnings %q, want the two clusters giving dev one domain", res.Warnings)
+	}
+}

@@ -148,6 +148,10 @@ type LockResult struct {
 	// only the deployments whose choice of version one could change are
 	// in Failed.
 	BrokenDrivers []*drivers.BrokenDriverError
+	// Warnings are what the head's configuration may not mean though it
+	// locked (resolver.LockOutcome.Warnings: two clusters giving an
+	// environment of one name one domain), as styrminctl lock prints them.
+	Warnings []string
 }
 
 // Locker runs the lock step inside the agent: on each new head that is not
@@ -731,9 +735,12 @@ func (l *Locker) lockHead(ctx context.Context) (LockResult, error) {
 	}
 	l.failedAgain, l.landed = gitsource.Hash{}, gitsource.Hash{}
 	l.last = fr.Head
-	res.Failed, res.BrokenDrivers = out.Skipped, out.BrokenDrivers
+	res.Failed, res.BrokenDrivers, res.Warnings = out.Skipped, out.BrokenDrivers, out.Warnings
 	for _, b := range out.BrokenDrivers {
 		l.opts.Log.Error(b, "a driver version does not load; only the deployments whose choice of version it could change are left unlocked", "head", fr.Head.Short())
+	}
+	for _, w := range out.Warnings {
+		l.opts.Log.Info("lock warning: "+w, "head", fr.Head.Short())
 	}
 	l.again = transient(out.Skipped)
 	if out.Committed {

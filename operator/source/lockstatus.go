@@ -220,6 +220,9 @@ func lockCondition(head gitsource.Hash, res LockResult, err error, again bool) m
 		}
 		fmt.Fprintf(&b, "; driver folders that do not load: %s", strings.Join(folders, ", "))
 	}
+	if err == nil && len(res.Warnings) > 0 {
+		fmt.Fprintf(&b, "; warning: %s", strings.Join(res.Warnings, "; warning: "))
+	}
 	if again {
 		b.WriteString("; locked again on the next round")
 	}
@@ -245,6 +248,10 @@ func lockStatus(res LockResult, err error, again bool) commitstatus.Status {
 		s.State, s.Description = commitstatus.Failure, fmt.Sprintf("held back: %v; %s", res.Failed, lockedCount(res))
 	default:
 		s.State, s.Description = commitstatus.Success, lockedCount(res)
+	}
+	if n := len(res.Warnings); err == nil && n > 0 {
+		// The host keeps 140 characters: the warnings are on the source.
+		s.Description += fmt.Sprintf("; %d warning(s) on the StyrminSource's Locked condition", n)
 	}
 	if again {
 		s.State, s.Description = commitstatus.Pending, "locked again soon; "+s.Description

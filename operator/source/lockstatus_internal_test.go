@@ -42,6 +42,9 @@ func TestTheLockedConditionSaysWhatTheLastLockHeldBack(t *testing.T) {
 			nil, false, metav1.ConditionFalse, v1alpha1.ReasonDeploymentsHeldBack, []string{"held back: local/dev/hub: driver graphhub@3.0.0 does not load", "drivers/graphhub/3.0.0"}},
 		{"held back for the machine", LockResult{Failed: fmt.Errorf("local/dev/hub: %w", drivers.ErrSandboxStart)},
 			nil, true, metav1.ConditionFalse, v1alpha1.ReasonDeploymentsHeldBack, []string{"no lock needed; held back: local/dev/hub", "locked again on the next round"}},
+		{"locked with a warning", LockResult{Locked: []string{"local/dev/web=2"}, Commit: commit,
+			Warnings: []string{"clusters local and other give environment dev the domain example.com (clusters/local/cluster.cue, clusters/other/cluster.cue)"}},
+			nil, false, metav1.ConditionTrue, v1alpha1.ReasonLocked, []string{"1 deployment locked", "warning: clusters local and other give environment dev the domain example.com"}},
 		{"nothing locked", LockResult{}, errors.New("drivers/webapp/1.0.0: does not load; local/dev/web runs it"),
 			false, metav1.ConditionFalse, v1alpha1.ReasonLockFailed, []string{"nothing locked at HEAD: drivers/webapp/1.0.0"}},
 	} {
@@ -117,6 +120,8 @@ func TestALocksCommitStatusLeadsWithWhatItHeldBack(t *testing.T) {
 		{"all locked", LockResult{Locked: []string{"local/dev/web=2", "local/dev/hub=3"}, Commit: commit}, nil, false,
 			commitstatus.Success, "2 deployments locked in " + commit.Short()},
 		{"nothing to lock", LockResult{}, nil, false, commitstatus.Success, "no lock needed"},
+		{"locked with warnings", LockResult{Locked: []string{"local/dev/web=2"}, Commit: commit, Warnings: []string{"a", "b"}}, nil, false,
+			commitstatus.Success, "1 deployment locked in " + commit.Short() + "; 2 warning(s) on the StyrminSource's Locked condition"},
 		{"held back", LockResult{Locked: []string{"local/dev/web=2"}, Commit: commit, Failed: errors.New("local/dev/hub: driver graphhub@3.0.0 does not load\nlocal/dev/api: parameter replicas: must be at most 10")},
 			nil, false, commitstatus.Failure, "held back: local/dev/hub: driver graphhub@3.0.0 does not load local/dev/api: "},
 		{"nothing locked", LockResult{}, errors.New("drivers/webapp/1.0.0 does not load"), false,
