@@ -131,8 +131,14 @@ func ownerOf(kind v1alpha1.OperationKind, namespace string) handler.MapFunc {
 	}
 }
 
-// Reconcile runs the chain refuseForeign → finalize → start → record.
+// Reconcile runs the chain refuseForeign → finalize → start → record;
+// a status write another writer's overtook is decided again
+// (againOnConflict).
 func (r *BackupReconciler) Reconcile(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
+	return againOnConflict(r.reconcile(ctx, req))
+}
+
+func (r *BackupReconciler) reconcile(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
 	var b v1alpha1.StyrminBackup
 	if err := r.opts.Client.Get(ctx, req.NamespacedName, &b); err != nil {
 		return reconcile.Result{}, client.IgnoreNotFound(err)
@@ -259,7 +265,7 @@ func (r *BackupReconciler) start(ctx context.Context, b *v1alpha1.StyrminBackup)
 	setConditions(&b.Status.Conditions, b.Generation, v1alpha1.OperationRunning, "creating the backup's tasks")
 	// The plan first: a restart after it, or a task that could not be
 	// made, makes the same tasks (record, remakeTasks).
-	if err := r.opts.Client.Status().Patch(ctx, b, client.MergeFrom(base)); err != nil {
+	if err := patchStatus(ctx, r.opts.Client, b, base); err != nil {
 		return reconcile.Result{}, err
 	}
 	for i, tg := range plan.targets {
@@ -408,7 +414,7 @@ func (r *BackupReconciler) fail(ctx context.Context, b *v1alpha1.StyrminBackup, 
 	now := metav1.NewTime(r.opts.now())
 	b.Status.Phase, b.Status.Message, b.Status.FinishedAt = v1alpha1.OperationFailed, boundMessage(msg), &now
 	setConditions(&b.Status.Conditions, b.Generation, v1alpha1.OperationFailed, b.Status.Message)
-	return r.opts.Client.Status().Patch(ctx, b, client.MergeFrom(base))
+	return patchStatus(ctx, r.opts.Client, b, base)
 }
 
 // record copies the tasks' progress into the backup's status and ends
@@ -441,7 +447,7 @@ func (r *BackupReconciler) record(ctx context.Context, b *v1alpha1.StyrminBackup
 	if equalStatus(base.Status.Deployments, b.Status.Deployments) && base.Status.Phase == b.Status.Phase {
 		return reconcile.Result{RequeueAfter: time.Minute}, nil
 	}
-	return reconcile.Result{}, r.opts.Client.Status().Patch(ctx, b, client.MergeFrom(base))
+	return reconcile.Result{}, patchStatus(ctx, r.opts.Client, b, base)
 }
 
 // remakeTasks makes again the tasks of b's deployments that have not
@@ -863,7 +869,33 @@ func sayDeletionWaits(ctx context.Context, c client.Client, kind string, o clien
 		return nil
 	}
 	log.FromContext(ctx).Info("the deletion waits", "kind", kind, "name", o.GetName(), "reason", w.reason, "why", w.msg)
-	return client.IgnoreNotFound(c.Status().Patch(ctx, o, client.MergeFrom(base)))
+	return client.IgnoreNotFound(patchStatus(ctx, c, o, base))
+}
+
+// conflictRetry is how soon an operation whose status write conflicted
+// is read and decided again.
+const conflictRetry = time.Second
+
+// patchStatus writes o's status as changed from base, on base's
+// resourceVersion. A merge patch replaces a list whole (the deployments,
+// the conditions): without the version, a writer that decided on an older
+// copy (a leader paused past its lease, a cache behind) put back what it
+// read over what the next writer recorded since, a backup recorded
+// Succeeded back to Running with every deployment Pending, and its
+// location and artefacts the paused leader's. With it, the write conflicts
+// and the operation is read and decided again (againOnConflict).
+func patchStatus(ctx context.Context, c client.Client, o, base client.Object) error {
+	return c.Status().Patch(ctx, o, client.MergeFromWithOptions(base, client.MergeFromWithOptimisticLock{}))
+}
+
+// againOnConflict turns a reconcile that ended on a conflict (a write on
+// a copy another writer changed since) into one queued again soon without
+// an error: it is read afresh then, and decided on what it holds now.
+func againOnConflict(res reconcile.Result, err error) (reconcile.Result, error) {
+	if apierrors.IsConflict(err) {
+		return reconcile.Result{RequeueAfter: conflictRetry}, nil
+	}
+	return res, err
 }
 
 // deleteArtifacts runs, for a backup being deleted, the deleteBackup

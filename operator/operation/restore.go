@@ -54,8 +54,13 @@ func (r *RestoreReconciler) SetupWithManager(mgr ctrl.Manager) error {
 }
 
 // Reconcile runs the chain refuseForeign → finalize → start → retry →
-// record.
+// record; a status write another writer's overtook is decided again
+// (againOnConflict).
 func (r *RestoreReconciler) Reconcile(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
+	return againOnConflict(r.reconcile(ctx, req))
+}
+
+func (r *RestoreReconciler) reconcile(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
 	var rs v1alpha1.StyrminRestore
 	if err := r.opts.Client.Get(ctx, req.NamespacedName, &rs); err != nil {
 		return reconcile.Result{}, client.IgnoreNotFound(err)
@@ -109,7 +114,7 @@ func (r *RestoreReconciler) Reconcile(ctx context.Context, req reconcile.Request
 	if equalStatus(base.Status.Deployments, rs.Status.Deployments) && base.Status.Phase == rs.Status.Phase {
 		return reconcile.Result{}, nil
 	}
-	return reconcile.Result{}, r.opts.Client.Status().Patch(ctx, &rs, client.MergeFrom(base))
+	return reconcile.Result{}, patchStatus(ctx, r.opts.Client, &rs, base)
 }
 
 // refuseForeign refuses a restore made outside the agent's namespace
@@ -191,7 +196,7 @@ func (r *RestoreReconciler) start(ctx context.Context, rs *v1alpha1.StyrminResto
 		rs.Status.Phase, rs.Status.Message, rs.Status.FinishedAt = v1alpha1.OperationFailed, boundMessage("refused: "+refused.Error()), &now
 		rs.Status.Environment, rs.Status.ObservedRetry = env, rs.Spec.Retry
 		setConditions(&rs.Status.Conditions, rs.Generation, v1alpha1.OperationFailed, rs.Status.Message)
-		return r.opts.Client.Status().Patch(ctx, rs, client.MergeFrom(base))
+		return patchStatus(ctx, r.opts.Client, rs, base)
 	}
 	if err != nil {
 		return err
@@ -199,7 +204,7 @@ func (r *RestoreReconciler) start(ctx context.Context, rs *v1alpha1.StyrminResto
 	rs.Status.Phase, rs.Status.Environment, rs.Status.StartedAt = v1alpha1.OperationRunning, env, &now
 	rs.Status.ObservedRetry, rs.Status.Deployments = rs.Spec.Retry, ds
 	setConditions(&rs.Status.Conditions, rs.Generation, v1alpha1.OperationRunning, "restoring")
-	if err := r.opts.Client.Status().Patch(ctx, rs, client.MergeFrom(base)); err != nil {
+	if err := patchStatus(ctx, r.opts.Client, rs, base); err != nil {
 		return err
 	}
 	return r.makeTasks(ctx, rs, nil)
@@ -267,7 +272,7 @@ func (r *RestoreReconciler) retry(ctx context.Context, rs *v1alpha1.StyrminResto
 		rs.Status.ObservedRetry = rs.Spec.Retry
 		rs.Status.Message = boundMessage("retry refused: " + refused.Error() + "; the deployments' changes wait until StyrminRestore " + rs.Name + " is deleted")
 		setConditions(&rs.Status.Conditions, rs.Generation, v1alpha1.OperationFailed, rs.Status.Message)
-		return r.opts.Client.Status().Patch(ctx, rs, client.MergeFrom(base))
+		return patchStatus(ctx, r.opts.Client, rs, base)
 	}
 	recordNamespaces(rs.Status.Deployments, tgs)
 	var again []string
@@ -284,7 +289,7 @@ func (r *RestoreReconciler) retry(ctx context.Context, rs *v1alpha1.StyrminResto
 	rs.Status.Phase, rs.Status.Message, rs.Status.FinishedAt = v1alpha1.OperationRunning, "", nil
 	rs.Status.ObservedRetry = rs.Spec.Retry
 	setConditions(&rs.Status.Conditions, rs.Generation, v1alpha1.OperationRunning, "retrying "+strings.Join(again, ", "))
-	if err := r.opts.Client.Status().Patch(ctx, rs, client.MergeFrom(base)); err != nil {
+	if err := patchStatus(ctx, r.opts.Client, rs, base); err != nil {
 		return err
 	}
 	return r.makeTasks(ctx, rs, again)

@@ -1,0 +1,126 @@
+package operation_test
+
+import (
+	"context"
+	"sync"
+	"testing"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/styrmin/styrmin/operator/api/v1alpha1"
+	"github.com/styrmin/styrmin/operator/operation"
+	"github.com/styrmin/styrmin/operator/task"
+)
+
+// overtaken is a client whose first status write is overtaken: race runs
+// once before it is sent (the next leader's write, landing while this
+// one was paused past its lease between its read and its write).
+type overtaken struct {
+	client.Client
+	race func()
+	once sync.Once
+}
+
+func (c *overtaken) Status() client.SubResourceWriter {
+	return &overtakenWriter{SubResourceWriter: c.Client.Status(), c: c}
+}
+
+type overtakenWriter struct {
+	client.SubResourceWriter
+	c *overtaken
+}
+
+func (w *overtakenWriter) Update(ctx context.Context, obj client.Object, opts ...client.SubResourceUpdateOption) error {
+	w.c.once.Do(w.c.race)
+	return w.SubResourceWriter.Update(ctx, obj, opts...)
+}
+
+func (w *overtakenWriter) Patch(ctx context.Context, obj client.Object, patch client.Patch, opts ...client.SubResourcePatchOption) error {
+	w.c.once.Do(w.c.race)
+	return w.SubResourceWriter.Patch(ctx, obj, patch, opts...)
+}
+
+// writeStatus writes obj's status as set sets it, on the copy the API
+// server holds.
+func writeStatus[T client.Object](ctx context.Context, t *testing.T, cl client.Client, obj T, set func(T)) {
+	t.Helper()
+	if err := cl.Get(ctx, client.ObjectKeyFromObject(obj), obj); err != nil {
+		t.Error(err)
+		return
+	}
+	set(obj)
+	if err := cl.Status().Update(ctx, obj); err != nil {
+		t.Error(err)
+	}
+}
+
+// noTasks fails t when any StyrminTask is in namespace data-hub.
+func noTasks(ctx context.Context, t *testing.T, cl client.Client, what string) {
+	t.Helper()
+	var tasks v1alpha1.StyrminTaskList
+	if err := cl.List(ctx, &tasks, client.InNamespace("data-hub")); err != nil {
+		t.Fatal(err)
+	}
+	for _, tk := range tasks.Items {
+		t.Errorf("%s: task %s was made", what, tk.Name)
+	}
+}
+
+// TestABackupsStartDoesNotWriteOverTheRecordOfTheNextLeader pins the
+// start's status write on the copy it decided on. A leader paused inside
+// the start's checks (past its lease) while the next leader started the
+// backup, saw it end and recorded it Succeeded, then moved the location,
+// woke and wrote Running, hub Pending, its own location and artefact URL
+// over that record, and made hub's task again: the record named artefacts
+// no task wrote, and a restore read those.
+func TestABackupsStartDoesNotWriteOverTheRecordOfTheNextLeader(t *testing.T) {
+	t.Parallel()
+	ctx, cl, _, opts := restoring(t)
+	b, _ := newBackup(ctx, t, cl, "nightly", v1alpha1.StyrminBackupStatus{})
+	finished := metav1.Now()
+	recorded := v1alpha1.StyrminBackupStatus{Phase: v1alpha1.OperationSucceeded, Location: "s3://moved/local/data", StartedAt: &finished, FinishedAt: &finished,
+		Deployments: []v1alpha1.OperationDeployment{{Name: "hub", Namespace: "data-hub", Task: task.OperationTaskName("hub", v1alpha1.OperationBackup, "nightly", 1), Phase: v1alpha1.OperationSucceeded,
+			Artifact: "s3://moved/local/data/nightly/hub", Sequence: 3, Driver: v1alpha1.DriverRef{Name: "graphhub", Version: "1.4.0"}}}}
+	opts.Client = &overtaken{Client: cl, race: func() {
+		writeStatus(ctx, t, cl, &v1alpha1.StyrminBackup{ObjectMeta: b.ObjectMeta}, func(b *v1alpha1.StyrminBackup) { b.Status = recorded })
+	}}
+	r, err := operation.NewBackupReconciler(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	reconcileAndRead(ctx, t, cl, r, b)
+	if d := b.Status.Deployments; b.Status.Phase != v1alpha1.OperationSucceeded || b.Status.Location != recorded.Location || len(d) != 1 ||
+		d[0].Phase != v1alpha1.OperationSucceeded || d[0].Artifact != recorded.Deployments[0].Artifact {
+		t.Fatalf("the backup after a start overtaken by the next leader's record: %s at %s, deployments %+v; want the record kept (%s at %s, %+v)",
+			b.Status.Phase, b.Status.Location, d, recorded.Phase, recorded.Location, recorded.Deployments)
+	}
+	noTasks(ctx, t, cl, "a start overtaken by a backup recorded Succeeded")
+}
+
+// TestARestoresStartDoesNotWriteOverTheRecordOfTheNextLeader pins the
+// same write of a restore: a leader paused inside its checks while the
+// next leader restored hub and recorded it Succeeded (its task pruned
+// since) woke and wrote Running, hub Pending, then made hub's restore
+// task again: the restore ran a second time over the data written since.
+func TestARestoresStartDoesNotWriteOverTheRecordOfTheNextLeader(t *testing.T) {
+	t.Parallel()
+	ctx, cl, _, opts := restoring(t)
+	rs := newRestore(ctx, t, cl, "back-to-monday", "monday", v1alpha1.StyrminRestoreStatus{})
+	finished := metav1.Now()
+	recorded := v1alpha1.StyrminRestoreStatus{Phase: v1alpha1.OperationSucceeded, Environment: "data", StartedAt: &finished, FinishedAt: &finished,
+		Deployments: []v1alpha1.OperationDeployment{{Name: "hub", Namespace: "data-hub", Task: task.OperationTaskName("hub", v1alpha1.OperationRestore, "back-to-monday", 1), Phase: v1alpha1.OperationSucceeded,
+			Artifact: "s3://backups/local/data/monday/hub", Sequence: 3, Attempt: 1, Driver: v1alpha1.DriverRef{Name: "graphhub", Version: "1.4.0"}}}}
+	opts.Client = &overtaken{Client: cl, race: func() {
+		writeStatus(ctx, t, cl, &v1alpha1.StyrminRestore{ObjectMeta: rs.ObjectMeta}, func(rs *v1alpha1.StyrminRestore) { rs.Status = recorded })
+	}}
+	r, err := operation.NewRestoreReconciler(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	reconcileAndRead(ctx, t, cl, r, rs)
+	if d := rs.Status.Deployments; rs.Status.Phase != v1alpha1.OperationSucceeded || len(d) != 1 || d[0].Phase != v1alpha1.OperationSucceeded {
+		t.Fatalf("the restore after a start overtaken by the next leader's record: %s, deployments %+v; want the record kept", rs.Status.Phase, d)
+	}
+	noTasks(ctx, t, cl, "a start overtaken by a restore recorded Succeeded")
+}
