@@ -13,13 +13,31 @@ import (
 	"github.com/styrmin/styrmin/operator/task"
 )
 
-// overtaken is a client whose first status write is overtaken: race runs
-// once before it is sent (the next leader's write, landing while this
-// one was paused past its lease between its read and its write).
+// overtaken is a client whose next status write is overtaken: race, when
+// set, runs once before it is sent (the next leader's write, landing
+// while this one was paused past its lease between its read and its
+// write).
 type overtaken struct {
 	client.Client
+	mu   sync.Mutex
 	race func()
-	once sync.Once
+}
+
+// arm sets race for the next status write.
+func (c *overtaken) arm(race func()) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.race = race
+}
+
+func (c *overtaken) runRace() {
+	c.mu.Lock()
+	race := c.race
+	c.race = nil
+	c.mu.Unlock()
+	if race != nil {
+		race()
+	}
 }
 
 func (c *overtaken) Status() client.SubResourceWriter {
@@ -32,12 +50,12 @@ type overtakenWriter struct {
 }
 
 func (w *overtakenWriter) Update(ctx context.Context, obj client.Object, opts ...client.SubResourceUpdateOption) error {
-	w.c.once.Do(w.c.race)
+	w.c.runRace()
 	return w.SubResourceWriter.Update(ctx, obj, opts...)
 }
 
 func (w *overtakenWriter) Patch(ctx context.Context, obj client.Object, patch client.Patch, opts ...client.SubResourcePatchOption) error {
-	w.c.once.Do(w.c.race)
+	w.c.runRace()
 	return w.SubResourceWriter.Patch(ctx, obj, patch, opts...)
 }
 

@@ -217,7 +217,7 @@ func (s *Scheduler) Tick(ctx context.Context) error {
 	if err := s.retainBackupsFirst(ctx, cloned, unreadable); err != nil {
 		errs = append(errs, err)
 	}
-	if err := s.record(ctx, all, unreadable); err != nil {
+	if err := s.record(ctx, all, unreadable, now); err != nil {
 		errs = append(errs, err)
 	}
 	return errors.Join(errs...)
@@ -264,8 +264,12 @@ func (s *Scheduler) forget(env string) {
 // holds, it is written once per change, not per look. Environments whose
 // settings cannot be read, or whose look failed before it saw where their
 // schedule stands (a List refused), keep what was recorded. Times are
-// kept to the second, as the status holds them.
-func (s *Scheduler) record(ctx context.Context, all []resolver.EnvironmentBackups, unreadable map[string]bool) error {
+// kept to the second, as the status holds them. A later time recorded
+// since (by the next leader, while this one was paused past its lease)
+// is kept (notBehind), and the write is made on the resourceVersion of the
+// copy it was compared with: one that conflicts reads the record again
+// and decides again (writeRecord).
+func (s *Scheduler) record(ctx context.Context, all []resolver.EnvironmentBackups, unreadable map[string]bool, now time.Time) error {
 	if s.opts.Source.Name == "" || unreadable[""] {
 		return nil
 	}
@@ -292,30 +296,85 @@ func (s *Scheduler) record(ctx context.Context, all []resolver.EnvironmentBackup
 		}
 		return fmt.Errorf("reading where the backup schedules stand on StyrminSource %s: %w", s.opts.Source, err)
 	}
-	have := map[string]time.Time{}
-	for _, r := range src.Status.ScheduledBackups {
-		have[r.Environment] = r.Time.Time
+	written, err := s.writeRecord(ctx, &src, want)
+	if err != nil || written == nil {
+		return err
 	}
-	if !maps.EqualFunc(want, have, time.Time.Equal) {
+	// A time after now the record keeps is not taken, as loadRecord
+	// takes none: it would stop the schedule until then.
+	for env, t := range written {
+		if t.After(now) {
+			written[env] = want[env]
+		}
+	}
+	s.mu.Lock()
+	s.recorded, s.loaded = written, true
+	s.mu.Unlock()
+	return nil
+}
+
+// recordAttempts bounds how often record reads the StyrminSource again
+// after a conflict in one look; the next look goes on.
+const recordAttempts = 3
+
+// writeRecord writes want (kept notBehind the record) on src's
+// resourceVersion, unless src records it already; on a conflict it reads
+// src from the API server and decides again. It returns what the record
+// holds then; nil with no error when the StyrminSource is gone.
+func (s *Scheduler) writeRecord(ctx context.Context, src *v1alpha1.StyrminSource, want map[string]time.Time) (map[string]time.Time, error) {
+	for attempt := 1; ; attempt++ {
+		want = notBehind(want, src.Status.ScheduledBackups)
+		have := map[string]time.Time{}
+		for _, r := range src.Status.ScheduledBackups {
+			have[r.Environment] = r.Time.Time
+		}
+		if maps.EqualFunc(want, have, time.Time.Equal) {
+			return want, nil
+		}
 		list := make([]v1alpha1.ScheduledBackup, 0, len(want))
 		for _, env := range slices.Sorted(maps.Keys(want)) {
 			list = append(list, v1alpha1.ScheduledBackup{Environment: env, Time: metav1.NewTime(want[env])})
 		}
-		patch, err := json.Marshal(map[string]any{"status": map[string]any{"scheduledBackups": list}})
+		patch, err := json.Marshal(map[string]any{
+			"metadata": map[string]any{"resourceVersion": src.ResourceVersion},
+			"status":   map[string]any{"scheduledBackups": list},
+		})
 		if err != nil {
-			return err
+			return nil, err
 		}
-		if err := s.opts.Client.Status().Patch(ctx, &src, client.RawPatch(types.MergePatchType, patch)); err != nil {
+		err = s.opts.Client.Status().Patch(ctx, src, client.RawPatch(types.MergePatchType, patch))
+		switch {
+		case err == nil:
+			return want, nil
+		case apierrors.IsNotFound(err):
+			return nil, nil
+		case !apierrors.IsConflict(err) || attempt == recordAttempts:
+			return nil, fmt.Errorf("recording where the backup schedules stand on StyrminSource %s: %w", s.opts.Source, err)
+		}
+		if err := s.opts.APIReader.Get(ctx, s.opts.Source, src); err != nil {
 			if apierrors.IsNotFound(err) {
-				return nil
+				return nil, nil
 			}
-			return fmt.Errorf("recording where the backup schedules stand on StyrminSource %s: %w", s.opts.Source, err)
+			return nil, fmt.Errorf("reading where the backup schedules stand on StyrminSource %s: %w", s.opts.Source, err)
 		}
 	}
-	s.mu.Lock()
-	s.recorded, s.loaded = want, true
-	s.mu.Unlock()
-	return nil
+}
+
+// notBehind is want with each environment's time moved to the one
+// recorded when that is later: a schedule's time only moves forward, and
+// a later one recorded was made by another scheduler (the next leader)
+// this one did not see. Writing want over it would name as missed a time
+// made, made again by the next agent to start after its backup was
+// deleted. (The clock of a scheduler paused past its lease is behind the
+// next leader's: a time after its now is kept too.)
+func notBehind(want map[string]time.Time, recorded []v1alpha1.ScheduledBackup) map[string]time.Time {
+	out := maps.Clone(want)
+	for _, r := range recorded {
+		if w, ok := out[r.Environment]; ok && r.Time.After(w) {
+			out[r.Environment] = r.Time.Time
+		}
+	}
+	return out
 }
 
 func (s *Scheduler) environment(ctx context.Context, env, schedule string, keep int, now time.Time, cloned map[string]string) error {

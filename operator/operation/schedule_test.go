@@ -866,3 +866,39 @@ func TestASharedLocationStopsOnlyTheNewScheduledBackupsOfItsEnvironment(t *testi
 		t.Fatalf("the backups once data's location is its own: %v, want data's of 03:00 made", got)
 	}
 }
+
+// TestADeposedSchedulerDoesNotWriteAnOlderTimeOverTheNextLeadersRecord
+// pins the record's write on the copy it compared. A leader paused past
+// its lease between making 1 December's backup and recording it, while
+// the next leader made 2 December's and recorded that, woke and wrote 1
+// December over it: the next agent to start after 2 December's backup
+// was deleted took that time as missed and made it again, a new backup
+// under the deleted one's ID and artefact path.
+func TestADeposedSchedulerDoesNotWriteAnOlderTimeOverTheNextLeadersRecord(t *testing.T) {
+	t.Parallel()
+	ctx, cl := operations(t)
+	data := resolver.EnvironmentBackups{Cluster: "local", Environment: "data", Location: "pvc://backups/data", Schedule: "0 3 * * *"}
+	paused := &overtaken{Client: cl}
+	now := time.Date(2026, 11, 30, 3, 0, 30, 0, time.UTC)
+	deposed := recordingScheduler(t, paused, &now, data)
+	if err := deposed.Tick(ctx); err != nil {
+		t.Fatal(err)
+	}
+	later := time.Date(2026, 12, 2, 3, 0, 30, 0, time.UTC)
+	next := recordingScheduler(t, cl, &later, data)
+	paused.arm(func() {
+		if err := next.Tick(ctx); err != nil {
+			t.Error(err)
+		}
+	})
+	now = time.Date(2026, 12, 1, 3, 0, 30, 0, time.UTC)
+	if err := deposed.Tick(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if got, want := backupNames(ctx, t, cl), []string{"data-20261201-0300", "data-20261202-0300"}; !slices.Equal(got, want) {
+		t.Fatalf("backups %v, want %v", got, want)
+	}
+	if got, want := scheduleRecord(ctx, t, cl), map[string]string{"data": "2026-12-02T03:00:00Z"}; !maps.Equal(got, want) {
+		t.Fatalf("recorded %v after the deposed leader's write, want the next leader's %v", got, want)
+	}
+}
