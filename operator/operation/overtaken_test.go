@@ -90,8 +90,8 @@ func noTasks(ctx context.Context, t *testing.T, cl client.Client, what string) {
 // the start's checks (past its lease) while the next leader started the
 // backup, saw it end and recorded it Succeeded, then moved the location,
 // woke and wrote Running, hub Pending, its own location and artefact URL
-// over that record, and made hub's task again: the record named artefacts
-// no task wrote, and a restore read those.
+// over that record: once hub's task was recorded again, the backup named
+// artefacts no task wrote, and a restore read those.
 func TestABackupsStartDoesNotWriteOverTheRecordOfTheNextLeader(t *testing.T) {
 	t.Parallel()
 	ctx, cl, _, opts := restoring(t)
@@ -118,9 +118,10 @@ func TestABackupsStartDoesNotWriteOverTheRecordOfTheNextLeader(t *testing.T) {
 
 // TestARestoresStartDoesNotWriteOverTheRecordOfTheNextLeader pins the
 // same write of a restore: a leader paused inside its checks while the
-// next leader restored hub and recorded it Succeeded (its task pruned
-// since) woke and wrote Running, hub Pending, then made hub's restore
-// task again: the restore ran a second time over the data written since.
+// next leader restored hub and recorded it Succeeded woke and wrote
+// Running, hub Pending, over it, holding hub's changes behind a restore
+// that had ended; with hub's task deleted by hand since, it made the task
+// again, and the restore ran a second time over the data written since.
 func TestARestoresStartDoesNotWriteOverTheRecordOfTheNextLeader(t *testing.T) {
 	t.Parallel()
 	ctx, cl, _, opts := restoring(t)
