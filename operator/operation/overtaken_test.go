@@ -2,8 +2,10 @@ package operation_test
 
 import (
 	"context"
+	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -142,4 +144,61 @@ func TestARestoresStartDoesNotWriteOverTheRecordOfTheNextLeader(t *testing.T) {
 		t.Fatalf("the restore after a start overtaken by the next leader's record: %s, deployments %+v; want the record kept", rs.Status.Phase, d)
 	}
 	noTasks(ctx, t, cl, "a start overtaken by a restore recorded Succeeded")
+}
+
+// specOvertaken is a client whose first patch of an object (not of its
+// status) is overtaken: race runs once before it is sent.
+type specOvertaken struct {
+	client.Client
+	once sync.Once
+	race func()
+}
+
+func (c *specOvertaken) Patch(ctx context.Context, obj client.Object, patch client.Patch, opts ...client.PatchOption) error {
+	c.once.Do(c.race)
+	return c.Client.Patch(ctx, obj, patch, opts...)
+}
+
+// TestARetryAskedOfAFailedRestoreThatAnotherRetryStartedMeanwhileIsRefused
+// pins the retry's write on the copy read failed. Two retries of one
+// failed restore (two engineers, a CI job run twice): the other's was
+// taken by the agent between this one's read and its write, and this one
+// landed on the running retry, so that when it failed too it was retried
+// again at once, its restore hooks run a third time with no one having
+// seen why the second failed. It is read again and refused: it runs.
+func TestARetryAskedOfAFailedRestoreThatAnotherRetryStartedMeanwhileIsRefused(t *testing.T) {
+	t.Parallel()
+	ctx, cl, _, _ := restoring(t)
+	finished := metav1.Now()
+	rs := newRestore(ctx, t, cl, "back-to-monday", "monday", v1alpha1.StyrminRestoreStatus{Phase: v1alpha1.OperationFailed, Environment: "data",
+		FinishedAt: &finished, Message: "hub: the restore failed",
+		Deployments: []v1alpha1.OperationDeployment{{Name: "hub", Namespace: "data-hub", Task: task.OperationTaskName("hub", v1alpha1.OperationRestore, "back-to-monday", 1),
+			Phase: v1alpha1.OperationFailed, Artifact: "s3://backups/local/data/monday/hub", Sequence: 3, Attempt: 1}}})
+	racing := &specOvertaken{Client: cl, race: func() {
+		// The other retry, and the agent starting it.
+		var other v1alpha1.StyrminRestore
+		if err := cl.Get(ctx, client.ObjectKeyFromObject(rs), &other); err != nil {
+			t.Error(err)
+			return
+		}
+		other.Spec.Retry = "theirs"
+		if err := cl.Update(ctx, &other); err != nil {
+			t.Error(err)
+			return
+		}
+		writeStatus(ctx, t, cl, &other, func(rs *v1alpha1.StyrminRestore) {
+			rs.Status.Phase, rs.Status.ObservedRetry, rs.Status.FinishedAt = v1alpha1.OperationRunning, "theirs", nil
+			rs.Status.Deployments[0].Attempt, rs.Status.Deployments[0].Phase = 2, v1alpha1.OperationPending
+		})
+	}}
+	err := operation.RetryRestore(ctx, racing, client.ObjectKeyFromObject(rs), time.Now())
+	if err == nil || !strings.Contains(err.Error(), "is Running: only a failed restore is retried") {
+		t.Fatalf("a retry whose restore another retry started meanwhile: %v, want it refused as running", err)
+	}
+	if err := cl.Get(ctx, client.ObjectKeyFromObject(rs), rs); err != nil {
+		t.Fatal(err)
+	}
+	if rs.Spec.Retry != "theirs" {
+		t.Fatalf("spec.retry %q after a retry refused, want the other's %q", rs.Spec.Retry, "theirs")
+	}
 }

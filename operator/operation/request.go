@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -111,21 +112,35 @@ func defaultRestoreName(env string, now time.Time) string {
 }
 
 // RetryRestore asks the agent to run a failed restore's failed
-// deployments again.
+// deployments again. The ask is written on the copy read failed (its
+// resourceVersion): one read before another's retry started, written
+// after, asked for a retry of that one, which ran at once when it failed
+// too, a destructive restore run again with no one having seen why. On a
+// conflict the restore is read again and decided again.
 func RetryRestore(ctx context.Context, c client.Client, key client.ObjectKey, now time.Time) error {
+	const attempts = 3
+	for attempt := 1; ; attempt++ {
+		err := retryRestoreOnce(ctx, c, key, now)
+		if !apierrors.IsConflict(err) || attempt == attempts {
+			return err
+		}
+	}
+}
+
+func retryRestoreOnce(ctx context.Context, c client.Client, key client.ObjectKey, now time.Time) error {
 	var r v1alpha1.StyrminRestore
 	if err := c.Get(ctx, key, &r); err != nil {
 		return err
 	}
-	if r.Status.Phase != v1alpha1.OperationFailed {
+	switch {
+	case r.Status.Phase != v1alpha1.OperationFailed:
 		return fmt.Errorf("restore %s is %s: only a failed restore is retried", key.Name, orNone(string(r.Status.Phase)))
-	}
-	if strings.HasPrefix(r.Status.Message, "refused:") {
+	case strings.HasPrefix(r.Status.Message, "refused:"):
 		return fmt.Errorf("restore %s was refused (%s): fix that and make a new restore", key.Name, r.Status.Message)
 	}
 	base := r.DeepCopy()
 	r.Spec.Retry = strconv.FormatInt(now.UnixNano(), 36)
-	return c.Patch(ctx, &r, client.MergeFrom(base))
+	return c.Patch(ctx, &r, client.MergeFromWithOptions(base, client.MergeFromWithOptimisticLock{}))
 }
 
 // Wait polls obj (a StyrminBackup or StyrminRestore) until done says it
