@@ -202,3 +202,36 @@ func TestARetryAskedOfAFailedRestoreThatAnotherRetryStartedMeanwhileIsRefused(t 
 		t.Fatalf("spec.retry %q after a retry refused, want the other's %q", rs.Spec.Retry, "theirs")
 	}
 }
+
+// TestABackupsProgressReadBeforeTheNextLeaderRecordedItsEndIsNotWrittenOverIt
+// pins record's write on the copy it read: progress read while hub's
+// task ran (hub Running), written after the next leader recorded the
+// task's end, put hub back Running under a backup Succeeded, its end and
+// size gone from the record.
+func TestABackupsProgressReadBeforeTheNextLeaderRecordedItsEndIsNotWrittenOverIt(t *testing.T) {
+	t.Parallel()
+	ctx, cl, _, opts := restoring(t)
+	name := task.OperationTaskName("hub", v1alpha1.OperationBackup, "nightly", 1)
+	started := metav1.Now()
+	running := v1alpha1.OperationDeployment{Name: "hub", Namespace: "data-hub", Task: name, Phase: v1alpha1.OperationPending,
+		Artifact: "s3://backups/local/data/nightly/hub", Sequence: 3, Driver: v1alpha1.DriverRef{Name: "graphhub", Version: "1.4.0"}}
+	b, _ := newBackup(ctx, t, cl, "nightly", v1alpha1.StyrminBackupStatus{Phase: v1alpha1.OperationRunning, Location: "s3://backups/local/data", StartedAt: &started,
+		Deployments: []v1alpha1.OperationDeployment{running}})
+	newOperationTask(ctx, t, cl, name, v1alpha1.TaskOperation{Kind: v1alpha1.OperationBackup, Name: b.Name, BackupID: b.Name, Artifact: running.Artifact, Attempt: 1}, 3, 3,
+		v1alpha1.StyrminTaskStatus{Phase: v1alpha1.TaskRunning, Workflow: v1alpha1.WorkflowBackup, FromSequence: 3, StartedAt: &started})
+	ended := running
+	ended.Phase, ended.Size, ended.StartedAt, ended.FinishedAt = v1alpha1.OperationSucceeded, 1234, &started, &started
+	opts.Client = &overtaken{Client: cl, race: func() {
+		writeStatus(ctx, t, cl, &v1alpha1.StyrminBackup{ObjectMeta: b.ObjectMeta}, func(b *v1alpha1.StyrminBackup) {
+			b.Status.Phase, b.Status.FinishedAt, b.Status.Deployments = v1alpha1.OperationSucceeded, &started, []v1alpha1.OperationDeployment{ended}
+		})
+	}}
+	r, err := operation.NewBackupReconciler(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	reconcileAndRead(ctx, t, cl, r, b)
+	if d := b.Status.Deployments; b.Status.Phase != v1alpha1.OperationSucceeded || len(d) != 1 || d[0].Phase != v1alpha1.OperationSucceeded || d[0].Size != 1234 {
+		t.Fatalf("the backup after progress overtaken by the next leader's record of its end: %s, deployments %+v; want hub Succeeded, 1234 bytes", b.Status.Phase, d)
+	}
+}
