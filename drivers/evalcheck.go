@@ -137,8 +137,14 @@ func evalChecked[T any](ctx context.Context, d *Driver, kind string, w evalWire,
 		return out, nil
 	}
 	// An evaluation kept by an earlier process (or this one) is read
-	// back: it is deterministic in what its key holds.
-	if resp, ok := cs.results.get(key); ok {
+	// back: it is deterministic in what its key holds. The applied
+	// parameters are never kept: they hold sensitive values in clear (the
+	// resolver puts placeholders in after them), and cost little.
+	results := cs.results
+	if kind == evalParameters {
+		results = nil
+	}
+	if resp, ok := results.get(key, kind); ok {
 		if out, err := decode(resp); err == nil {
 			return out, nil
 		}
@@ -147,10 +153,10 @@ func evalChecked[T any](ctx context.Context, d *Driver, kind string, w evalWire,
 	// evaluates for the next process.
 	hereKept := func() (T, error) {
 		out, err := here()
-		if err == nil && cs.results != nil {
+		if err == nil && results != nil {
 			var resp sandboxResponse
 			if encodeResult(out, &resp) == nil {
-				cs.results.put(key, &resp)
+				results.put(key, kind, &resp)
 			}
 		}
 		return out, err
@@ -187,7 +193,7 @@ func evalChecked[T any](ctx context.Context, d *Driver, kind string, w evalWire,
 	if !resp.Evaluated {
 		return here() // failed within the limits: the error, in this process's words
 	}
-	cs.results.put(key, resp)
+	results.put(key, kind, resp)
 	return decoded(resp)
 }
 

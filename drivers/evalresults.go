@@ -8,6 +8,8 @@ import (
 	"errors"
 	"fmt"
 	"hash/crc32"
+	"io"
+	"io/fs"
 	"os"
 	"slices"
 	"strconv"
@@ -18,42 +20,44 @@ import (
 
 // inputResults are the results of the evaluations whose inputs
 // inputChecks holds, kept beside them for later processes: one file per
-// driver version, under the input log's name with resultLogSuffix, a line
-// per input. An input a child evaluated within the limits is evaluated
-// again in-process by every later command (evalChecked), and on a fan-out
-// those evaluations were most of a repeated command: a plan reviewed and
-// then locked, or run again in CI, evaluated every values spec in CUE and
+// driver version, under the input log's name with resultLogSuffix. An
+// input a child evaluated within the limits is evaluated again in-process
+// by every later command (evalChecked), and on a fan-out those
+// evaluations were most of a repeated command: a plan reviewed and then
+// locked, or run again in CI, evaluated every values spec in CUE and
 // rendered every chart a second time for the same bytes. The evaluation
 // is deterministic in what the input's key holds (the evaluation, its
 // input's exact bytes, and under the log's name the driver's files, the
 // request's options and limits, the code of both processes and the
 // evaluation's environment), so its result is read back instead.
 //
-// A line is the input's hexadecimal key, the CRC-32 (IEEE) of the result
-// in eight hexadecimal digits, and the result as the child answers it (a
-// sandboxResponse's Output or Objects, in JSON, which holds no newline),
-// separated by spaces. Lines are appended in one write each, as the input
-// log's are; a line that does not read, or whose CRC does not match (a
-// process stopped mid-write, two writers interleaved), is skipped and
-// its input evaluated again. A file grown past resultLogMax bytes is
-// started again by the next process that reads it; a result over
-// maxKeptResult is not kept. Only what a command may write is read: the
-// folder is the load checks', opened as an os.Root, owned by the user and
-// writable by no one else (KeepChecks), so a result there is one this
-// user's styrminctl wrote.
+// A record is a header line (the input's hexadecimal key, the CRC-32 of
+// the result in eight hexadecimal digits, the result's length) and the
+// result (encodeKept), then a newline; records are appended in one write
+// each, so two processes appending at once do not interleave. A file is
+// read up to its first record that does not read (cut short by a process
+// stopped mid-write, altered): what precedes it is used, and the file is
+// started again, so the reader never looks for a record inside another's
+// bytes (a render's text is a chart author's). A file past resultLogMax
+// bytes is started again too; a record that would take a file past it is
+// not written.
+//
+// Kept results decide what a lock writes, so only a file this user owns
+// and no one else may write to is read, in the folder KeepChecks opened
+// (the user's own, writable by no one else, through an os.Root); and the
+// applied parameters are never kept (evalChecked): they hold sensitive
+// values in clear, which the values and renders never see.
 type inputResults struct {
 	c    *loadChecks
 	name string
 
 	once sync.Once
 	mu   sync.Mutex
-	// data is the file as read; byKey the result of each key in it, or
-	// added since.
+	// byKey is the result of each key in the file, or added since.
 	byKey map[[sha256.Size]byte][]byte
-	// size is how many bytes the file holds, as this process knows.
+	// size is how many bytes the file holds, as this process knows
+	// (resultLogMax: this process writes no more).
 	size int64
-	// cut is set when the file ends inside a line.
-	cut bool
 }
 
 const (
@@ -63,6 +67,10 @@ const (
 	// keeps some 6 MB of values, services and renders, so about five
 	// heads of a fleet that size.
 	resultLogMax = 32 << 20
+	// resultFolderMax bounds the result logs of a checks folder, all
+	// driver versions and builds together: a trim removes the least
+	// recently used beyond it.
+	resultFolderMax = 256 << 20
 	// maxKeptResult bounds one result kept (a chart of thousands of
 	// objects is rendered again rather than held).
 	maxKeptResult = 1 << 20
@@ -101,24 +109,25 @@ func resultRecord(key [sha256.Size]byte, result []byte) []byte {
 	return append(rec, '\n')
 }
 
-// readRecords calls found with each record of a result log that reads. A
-// record that does not (cut short, run into by another, altered) is
-// skipped: the next line that reads as a header starts the next record.
-func readRecords(data []byte, found func(key [sha256.Size]byte, result []byte)) {
-	for len(data) > 0 {
-		nl := bytes.IndexByte(data, '\n')
+// readRecords calls found with each record of a result log, in order, up
+// to the first that does not read, and returns how many bytes the records
+// read take: len(data) when every one read.
+func readRecords(data []byte, found func(key [sha256.Size]byte, result []byte)) (read int) {
+	for read < len(data) {
+		at := data[read:]
+		nl := bytes.IndexByte(at, '\n')
 		if nl < 0 {
-			return
+			return read
 		}
-		key, crc, n, ok := parseRecordHeader(data[:nl])
-		rest := data[nl+1:]
-		if ok && n < len(rest) && rest[n] == '\n' && crc32.ChecksumIEEE(rest[:n]) == crc {
-			found(key, rest[:n])
-			data = rest[n+1:]
-			continue
+		key, crc, n, ok := parseRecordHeader(at[:nl])
+		rest := at[nl+1:]
+		if !ok || n >= len(rest) || rest[n] != '\n' || crc32.ChecksumIEEE(rest[:n]) != crc {
+			return read
 		}
-		data = rest
+		found(key, rest[:n])
+		read += nl + 1 + n + 1
 	}
+	return read
 }
 
 // parseRecordHeader reads a record's header line (without its newline).
@@ -145,78 +154,127 @@ func parseRecordHeader(line []byte) (key [sha256.Size]byte, crc uint32, n int, o
 func (r *inputResults) load() {
 	r.once.Do(func() {
 		r.byKey = map[[sha256.Size]byte][]byte{}
-		fi, err := r.c.root.Lstat(r.name)
-		if err != nil || !fi.Mode().IsRegular() {
-			return
-		}
-		if fi.Size() >= r.c.resultLimit() {
-			// Started again: the results still needed are kept once more.
-			_ = r.c.root.Remove(r.name)
-			return
-		}
-		data, err := r.c.root.ReadFile(r.name)
-		if err != nil {
+		data, ok := r.read()
+		if !ok {
 			return
 		}
 		r.size = int64(len(data))
-		r.cut = len(data) > 0 && data[len(data)-1] != '\n'
-		readRecords(data, func(key [sha256.Size]byte, result []byte) { r.byKey[key] = result })
-		if now := time.Now(); now.Sub(fi.ModTime()) > checksTouch {
-			_ = r.c.root.Chtimes(r.name, now, now)
+		if read := readRecords(data, func(key [sha256.Size]byte, result []byte) { r.byKey[key] = result }); read < len(data) {
+			// Started again with the records that read.
+			_ = r.c.root.Remove(r.name)
+			r.size = 0
+			r.write(data[:read])
 		}
 	})
 }
 
-// get is the result kept for key, as the child answered it.
-func (r *inputResults) get(key [sha256.Size]byte) (*sandboxResponse, bool) {
+// read is the file's content; ok is false for none, one past its bound
+// (removed: started again), and one that is not a regular file this user
+// owns and no one else may write to (neither read nor written to: a file
+// another user planted decides nothing).
+func (r *inputResults) read() (data []byte, ok bool) {
+	f, err := r.c.root.OpenFile(r.name, os.O_RDONLY|noFollow, 0)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, false
+	}
+	if err != nil {
+		r.size = r.c.resultLimit() // not this process's to write to
+		return nil, false
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil || ownFile(fi) != nil {
+		r.size = r.c.resultLimit()
+		return nil, false
+	}
+	limit := r.c.resultLimit()
+	if fi.Size() >= limit {
+		_ = r.c.root.Remove(r.name)
+		return nil, false
+	}
+	data, err = io.ReadAll(io.LimitReader(f, limit))
+	if err != nil {
+		r.size = limit
+		return nil, false
+	}
+	if now := time.Now(); now.Sub(fi.ModTime()) > checksTouch {
+		_ = r.c.root.Chtimes(r.name, now, now)
+	}
+	return data, true
+}
+
+// get is the result kept for key, an evaluation of kind, as the child
+// answered it. One that does not decode as kind's is forgotten, so that
+// put keeps the result evaluated again.
+func (r *inputResults) get(key [sha256.Size]byte, kind string) (*sandboxResponse, bool) {
 	if r == nil {
 		return nil, false
 	}
 	r.load()
 	r.mu.Lock()
+	defer r.mu.Unlock()
 	data, ok := r.byKey[key]
-	r.mu.Unlock()
 	if !ok {
 		return nil, false
 	}
-	resp, err := decodeKept(data)
+	resp, err := decodeKept(data, rendersObjects(kind))
 	if err != nil {
+		delete(r.byKey, key)
 		return nil, false
 	}
 	return resp, true
 }
 
-// put keeps resp, an evaluation's result, under key. One that cannot be
-// written is left out: the next process evaluates the input again.
-func (r *inputResults) put(key [sha256.Size]byte, resp *sandboxResponse) {
+// put keeps resp, an evaluation of kind's result, under key. One that
+// cannot be written is left out: the next process evaluates the input
+// again.
+func (r *inputResults) put(key [sha256.Size]byte, kind string, resp *sandboxResponse) {
 	if r == nil || !resp.Evaluated {
 		return
 	}
 	r.load()
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if _, ok := r.byKey[key]; ok || r.size >= r.c.resultLimit() {
+	limit := r.c.resultLimit()
+	if _, ok := r.byKey[key]; ok || r.size >= limit {
 		return
 	}
-	data := encodeKept(resp)
+	data := encodeKept(resp, rendersObjects(kind))
 	if len(data) > maxKeptResult {
 		return
 	}
 	rec := resultRecord(key, data)
-	if r.cut {
-		rec = append([]byte{'\n'}, rec...)
-	}
-	f, err := r.c.root.OpenFile(r.name, os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o600)
-	if err != nil {
+	if r.size+int64(len(rec)) > limit {
 		return
 	}
-	if _, err := f.Write(rec); err == nil {
-		r.size += int64(len(rec))
-		r.cut = false
+	if r.write(rec) {
 		r.byKey[key] = data
 	}
-	_ = f.Close()
 }
+
+// write appends records to the file in one write. After a failed write (a
+// disk full) this process writes no more: a record cut short ends what
+// the next process reads.
+func (r *inputResults) write(records []byte) bool {
+	if len(records) == 0 {
+		return false
+	}
+	f, err := r.c.root.OpenFile(r.name, os.O_CREATE|os.O_APPEND|os.O_WRONLY|noFollow, 0o600)
+	if err != nil {
+		return false
+	}
+	defer f.Close()
+	if _, err := f.Write(records); err != nil {
+		r.size = r.c.resultLimit()
+		return false
+	}
+	r.size += int64(len(records))
+	return true
+}
+
+// rendersObjects reports whether an evaluation of kind answers a
+// render's objects (the others answer JSON).
+func rendersObjects(kind string) bool { return kind == evalRender || kind == evalPolicy }
 
 // A kept result is the child's Output after keptOutput, or a render's
 // objects after keptObjects: their count, then per object its API
@@ -230,9 +288,10 @@ const (
 	keptObjects = 'O'
 )
 
-// encodeKept is resp's result as a record keeps it.
-func encodeKept(resp *sandboxResponse) []byte {
-	if resp.Objects == nil {
+// encodeKept is resp's result as a record keeps it: a render's objects
+// when objects, else its output.
+func encodeKept(resp *sandboxResponse, objects bool) []byte {
+	if !objects {
 		return append([]byte{keptOutput}, resp.Output...)
 	}
 	n := 1 + binary.MaxVarintLen64
@@ -270,23 +329,26 @@ func encodeKept(resp *sandboxResponse) []byte {
 // errKept is a kept result that does not decode.
 var errKept = errors.New("drivers: a kept result does not decode")
 
-// decodeKept is the child's answer a record keeps.
-func decodeKept(data []byte) (*sandboxResponse, error) {
+// decodeKept is the child's answer a record keeps: a render's objects
+// when objects, else an output; a record of the other form is refused.
+func decodeKept(data []byte, objects bool) (*sandboxResponse, error) {
 	if len(data) == 0 {
 		return nil, errKept
 	}
 	resp := &sandboxResponse{Evaluated: true}
-	switch data[0] {
-	case keptOutput:
+	switch {
+	case data[0] == keptOutput && !objects:
 		resp.Output = slices.Clone(data[1:])
 		return resp, nil
-	case keptObjects:
+	case data[0] == keptObjects && objects:
 	default:
 		return nil, errKept
 	}
 	d := keptReader{b: data[1:]}
 	count := d.count()
-	resp.Objects = make([]Object, 0, min(count, len(d.b)))
+	if count > 0 {
+		resp.Objects = make([]Object, 0, min(count, len(d.b)))
+	}
 	for range count {
 		if d.err {
 			break

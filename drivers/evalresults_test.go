@@ -3,7 +3,6 @@ package drivers
 import (
 	"bytes"
 	"crypto/sha256"
-	"hash/crc32"
 	"maps"
 	"os"
 	"path/filepath"
@@ -11,6 +10,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"testing/fstest"
 	"time"
 )
 
@@ -56,8 +56,8 @@ func TestAResultKeptByAnEarlierProcessIsReadBackNotEvaluatedAgain(t *testing.T) 
 		t.Fatal("the first process sent no evaluation to a child")
 	}
 	path, kept := keptRecords(t, dir)
-	if len(kept) != int(sent) {
-		t.Fatalf("%d results kept of the %d evaluations the child made", len(kept), sent)
+	if len(kept) != int(sent)-1 {
+		t.Fatalf("%d results kept of the %d evaluations the child made, want all but the parameters'", len(kept), sent)
 	}
 	// The services changed: no other evaluation reads them.
 	changed := false
@@ -87,8 +87,9 @@ func TestAResultKeptByAnEarlierProcessIsReadBackNotEvaluatedAgain(t *testing.T) 
 }
 
 // A kept result that does not read (altered, or cut short by a process
-// stopped mid-write) costs only its own input, evaluated again in this
-// process and kept again; the other results are read back.
+// stopped mid-write) ends what is read of its log: the results before it
+// are read back, it and those after it are evaluated again in this
+// process, and the log is started again and holds them all once more.
 func TestAKeptResultThatDoesNotReadIsEvaluatedAgainAndKeptAgain(t *testing.T) {
 	dir := t.TempDir()
 	sb := checkingSandbox(t, dir)
@@ -99,17 +100,21 @@ func TestAKeptResultThatDoesNotReadIsEvaluatedAgainAndKeptAgain(t *testing.T) {
 	if len(keys) < 3 {
 		t.Fatalf("%d results kept, want at least 3", len(keys))
 	}
-	// The first altered under its CRC, the last cut short.
+	// The second altered under its CRC, the last cut short.
 	var data []byte
 	for i, k := range keys {
 		rec := resultRecord(k, kept[k])
 		switch i {
-		case 0:
+		case 1:
 			rec[len(rec)-2] ^= 0x20
 		case len(keys) - 1:
 			rec = rec[:len(rec)-len(kept[k])/2]
 		}
 		data = append(data, rec...)
+	}
+	read := 0
+	if readRecords(data, func([sha256.Size]byte, []byte) { read++ }) == len(data) || read != 1 {
+		t.Fatalf("%d records read before the altered one, want 1, and the log not read whole", read)
 	}
 	if err := os.WriteFile(path, data, 0o600); err != nil {
 		t.Fatal(err)
@@ -173,33 +178,44 @@ func TestAKeptRenderKeepsEveryFieldOfItsObjects(t *testing.T) {
 		APIVersion: "apiextensions.k8s.io/v1", Kind: "CustomResourceDefinition", Name: "things.example.com",
 		YAML: []byte("apiVersion: apiextensions.k8s.io/v1\nkind: CustomResourceDefinition\n"),
 	}, {}}
-	resp, err := decodeKept(encodeKept(&sandboxResponse{Evaluated: true, Objects: objs}))
+	resp, err := decodeKept(encodeKept(&sandboxResponse{Evaluated: true, Objects: objs}, true), true)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if !reflect.DeepEqual(resp.Objects, objs) || !resp.Evaluated {
 		t.Errorf("read back:\n%+v\nwant:\n%+v", resp.Objects, objs)
 	}
+	if resp, err := decodeKept(encodeKept(&sandboxResponse{Evaluated: true}, true), true); err != nil || resp.Objects != nil {
+		t.Errorf("a render of no objects read back as %+v, %v; want none, as the child's answer", resp, err)
+	}
 	out := []byte(`{"replicaCount":2}`)
-	resp, err = decodeKept(encodeKept(&sandboxResponse{Evaluated: true, Output: out}))
+	resp, err = decodeKept(encodeKept(&sandboxResponse{Evaluated: true, Output: out}, false), false)
 	if err != nil || !bytes.Equal(resp.Output, out) || resp.Objects != nil {
 		t.Errorf("an output read back as %+v, %v", resp, err)
 	}
+	// A record of the other form is refused: a render's key never reads
+	// an output as no objects.
+	if _, err := decodeKept(encodeKept(&sandboxResponse{Evaluated: true, Output: out}, false), true); err == nil {
+		t.Error("an output was read as a render")
+	}
+	if _, err := decodeKept(encodeKept(&sandboxResponse{Evaluated: true, Objects: objs}, true), false); err == nil {
+		t.Error("a render was read as an output")
+	}
 	// Every prefix of a kept render is refused, not read as less.
-	full := encodeKept(&sandboxResponse{Evaluated: true, Objects: objs})
+	full := encodeKept(&sandboxResponse{Evaluated: true, Objects: objs}, true)
 	for i := 1; i < len(full); i++ {
-		if _, err := decodeKept(full[:i]); err == nil {
+		if _, err := decodeKept(full[:i], true); err == nil {
 			t.Fatalf("a kept render cut to %d of %d bytes was read", i, len(full))
 		}
 	}
 }
 
-// A result log is bounded: one past its bound is started again by the
-// next process that reads it, and a process stops adding at the bound.
+// A result log is bounded: a record that would take it past its bound is
+// not written, and one past its bound (a bound lowered since) is started
+// again by the next process that reads it.
 func TestAResultLogPastItsBoundIsStartedAgain(t *testing.T) {
 	dir := t.TempDir()
-	root := checksRoot(t, dir)
-	c := &loadChecks{root: root, code: "x", resultMax: 300}
+	c := &loadChecks{root: checksRoot(t, dir), code: "x", resultMax: 300}
 	name := hexKey('a') + resultLogSuffix
 	key := func(b byte) (k [sha256.Size]byte) {
 		for i := range k {
@@ -209,22 +225,103 @@ func TestAResultLogPastItsBoundIsStartedAgain(t *testing.T) {
 	}
 	result := &sandboxResponse{Evaluated: true, Output: []byte(`{"message":"` + strings.Repeat("x", 150) + `"}`)}
 	r := &inputResults{c: c, name: name}
-	r.put(key(1), result)
-	r.put(key(2), result) // over the bound: not kept
-	if _, ok := r.get(key(1)); !ok {
-		t.Fatal("the first result was not kept")
-	}
-	if _, ok := (&inputResults{c: c, name: name}).get(key(2)); ok {
-		t.Error("a result was added past the log's bound")
-	}
+	r.put(key(1), evalValues, result)
+	r.put(key(2), evalValues, result) // past the bound: not written
 	r = &inputResults{c: c, name: name}
-	r.put(key(2), result)
+	if _, ok := r.get(key(1), evalValues); !ok {
+		t.Fatal("the result written within the bound was not read back")
+	}
+	if _, ok := r.get(key(2), evalValues); ok {
+		t.Fatal("a result that took the log past its bound was written")
+	}
+	c.resultMax = 100
 	r = &inputResults{c: c, name: name}
-	if _, ok := r.get(key(1)); ok {
+	if _, ok := r.get(key(1), evalValues); ok {
 		t.Error("a log past its bound was read")
 	}
-	if _, ok := r.get(key(2)); !ok {
-		t.Error("the log started again does not hold the result kept since")
+	if _, err := os.Stat(filepath.Join(dir, name)); !os.IsNotExist(err) {
+		t.Errorf("a log past its bound: %v, want it removed", err)
+	}
+}
+
+// A result log another user could have written (writable by its group)
+// is neither read nor written to: a kept result decides what a lock
+// writes.
+func TestAResultLogOthersMayWriteIsNeitherReadNorWritten(t *testing.T) {
+	dir := t.TempDir()
+	sb := checkingSandbox(t, dir)
+	d, _ := loadExample(t, sb)
+	first, _ := evaluateExample(t, sb, d, "hub")
+	path, kept := keptRecords(t, dir)
+	for k, r := range kept {
+		kept[k] = bytes.Replace(r, []byte("hub.staging-hub.svc"), []byte("planted.by.another"), 1)
+	}
+	writeRecords(t, path, kept)
+	if err := os.Chmod(path, 0o664); err != nil {
+		t.Fatal(err)
+	}
+	before, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sb = checkingSandbox(t, dir)
+	d, _ = loadExample(t, sb)
+	again, _ := evaluateExample(t, sb, d, "hub")
+	if again != first {
+		t.Errorf("with a result log its group may write:\n%.600s\nwant, as evaluated:\n%.600s", again, first)
+	}
+	after, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(after, before) {
+		t.Error("a result log its group may write was written to")
+	}
+}
+
+// The applied parameters are never kept: they hold a sensitive value in
+// clear (the resolver puts its placeholder in after them), which must not
+// reach the checks folder, kept in CI caches.
+func TestASensitiveParameterValueIsNotKeptInTheChecksFolder(t *testing.T) {
+	const secret = "s3cr3t-kept-n0where"
+	dir := t.TempDir()
+	sb := checkingSandbox(t, dir)
+	fsys := folderFS(t)
+	spec := string(fsys["driver.cue"].Data)
+	marked := strings.Replace(spec, `message: *"Hello from Styrmin" | string & !=""`, `message: *"Hello from Styrmin" | string & !="" @styrmin(sensitive)`, 1)
+	if marked == spec {
+		t.Fatal("the example's message parameter was not found to mark sensitive")
+	}
+	fsys["driver.cue"] = &fstest.MapFile{Data: []byte(marked)}
+	d, err := Load(fsys, LoadOptions{Source: checkedSource, Sandbox: sb})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range 2 { // in the child, then in this process
+		if _, err := d.ApplyParameters(map[string]any{"message": secret}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	c := exampleContext(d)
+	c.Parameters["message"] = "placeholder"
+	if _, err := d.Values(c); err != nil {
+		t.Fatal(err)
+	}
+	if len(resultLogs(t, dir)) == 0 {
+		t.Fatal("nothing kept: the test would prove nothing")
+	}
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range entries {
+		data, err := os.ReadFile(filepath.Join(dir, e.Name()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if bytes.Contains(data, []byte(secret)) {
+			t.Errorf("%s holds the sensitive value in clear", e.Name())
+		}
 	}
 }
 
@@ -263,21 +360,56 @@ func TestAResultLogUnusedForAMonthIsRemoved(t *testing.T) {
 // refused.
 func FuzzResultLog(f *testing.F) {
 	var k [sha256.Size]byte
-	render := encodeKept(&sandboxResponse{Evaluated: true, Objects: []Object{{Kind: "Ingress", Name: "web", YAML: []byte("a: b\n"), Hosts: []HostClaim{{Host: "x"}}}}})
+	render := encodeKept(&sandboxResponse{Evaluated: true, Objects: []Object{{Kind: "Ingress", Name: "web", YAML: []byte("a: b\n"), Hosts: []HostClaim{{Host: "x"}}}}}, true)
 	f.Add(resultRecord(k, render))
 	f.Add(append(resultRecord(k, []byte(`J{"a":1}`)), resultRecord(k, render)[:40]...))
 	f.Add([]byte(strings.Repeat("0", 64) + " 00000000 3\nJ{}\n"))
+	// A record planted in a render's text, after a record cut short.
+	planted := resultRecord([sha256.Size]byte{1}, []byte(`J{"planted":true}`))
+	inText := encodeKept(&sandboxResponse{Evaluated: true, Objects: []Object{{Kind: "ConfigMap", YAML: append([]byte("data: |\n"), planted...)}}}, true)
+	f.Add(append(resultRecord(k, inText)[:50], resultRecord(k, inText)...))
 	f.Fuzz(func(t *testing.T, data []byte) {
-		readRecords(data, func(_ [sha256.Size]byte, result []byte) {
+		var read []byte
+		readRecords(data, func(key [sha256.Size]byte, result []byte) {
 			if len(result) > maxKeptResult {
 				t.Fatalf("a record of %d bytes was read", len(result))
 			}
-			if !bytes.Contains(data, result) {
-				t.Fatal("a record read is not in the log")
-			}
-			_ = crc32.ChecksumIEEE(result)
-			_, _ = decodeKept(result)
+			read = append(read, resultRecord(key, result)...)
+			_, _ = decodeKept(result, true)
+			_, _ = decodeKept(result, false)
 		})
-		_, _ = decodeKept(data)
+		// The records read are the log's first, whole, each under the CRC
+		// and length its header gives: never one inside another's bytes.
+		if !bytes.HasPrefix(data, read) {
+			t.Fatalf("the records read are not the log's first:\n%q\nof\n%q", read, data)
+		}
+		_, _ = decodeKept(data, true)
+		_, _ = decodeKept(data, false)
 	})
+}
+
+// The result logs of a checks folder are bounded together: a trim removes
+// the least recently used beyond the folder's bound, and no check.
+func TestResultLogsBeyondTheFoldersBoundAreRemovedLeastRecentlyUsedFirst(t *testing.T) {
+	dir := t.TempDir()
+	c := &loadChecks{root: checksRoot(t, dir), code: "x", resultFolderMax: 250}
+	now := time.Now()
+	logs := []string{hexKey('a') + resultLogSuffix, hexKey('b') + resultLogSuffix, hexKey('c') + resultLogSuffix}
+	for i, name := range append([]string{hexKey('d')}, logs...) {
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, bytes.Repeat([]byte{'x'}, 100), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		at := now.Add(-time.Duration(10-i) * time.Hour) // the check the oldest, then a, b, c
+		if err := os.Chtimes(p, at, at); err != nil {
+			t.Fatal(err)
+		}
+	}
+	c.trim(now, true)
+	for name, want := range map[string]bool{hexKey('d'): true, logs[0]: false, logs[1]: true, logs[2]: true} {
+		_, err := os.Stat(filepath.Join(dir, name))
+		if got := err == nil; got != want {
+			t.Errorf("%s kept: %v, want %v", name, got, want)
+		}
+	}
 }

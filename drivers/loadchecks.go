@@ -51,8 +51,9 @@ type loadChecks struct {
 	added atomic.Int64
 	// max, when set, replaces checksMax (tests).
 	max int
-	// resultMax, when set, replaces resultLogMax (tests).
-	resultMax int64
+	// resultMax, when set, replaces resultLogMax, and resultFolderMax
+	// the folder's (tests).
+	resultMax, resultFolderMax int64
 }
 
 const (
@@ -233,6 +234,7 @@ func (c *loadChecks) trim(now time.Time, force bool) {
 	type check struct {
 		name string
 		used time.Time
+		size int64
 	}
 	var kept []check
 	for _, e := range entries {
@@ -247,16 +249,41 @@ func (c *loadChecks) trim(now time.Time, force bool) {
 			_ = c.root.Remove(e.Name())
 			continue
 		}
-		kept = append(kept, check{e.Name(), fi.ModTime()})
+		kept = append(kept, check{e.Name(), fi.ModTime(), fi.Size()})
 	}
+	// A use renews a check's time (has, a log's read), so the oldest are
+	// the least recently used.
+	sort.Slice(kept, func(i, j int) bool { return kept[i].used.Before(kept[j].used) })
 	if over := len(kept) - c.limit(); over > 0 {
-		// A use renews a check's time (has), so the oldest are the least
-		// recently used.
-		sort.Slice(kept, func(i, j int) bool { return kept[i].used.Before(kept[j].used) })
 		for _, k := range kept[:over] {
 			_ = c.root.Remove(k.name)
 		}
+		kept = kept[over:]
 	}
+	// The result logs hold most of the folder's bytes: each build of
+	// styrminctl starts its own, for every driver version it evaluates.
+	var results int64
+	for _, k := range kept {
+		if isResultLog(k.name) {
+			results += k.size
+		}
+	}
+	for _, k := range kept {
+		if results <= c.resultFolderLimit() {
+			break
+		}
+		if isResultLog(k.name) {
+			_ = c.root.Remove(k.name)
+			results -= k.size
+		}
+	}
+}
+
+func (c *loadChecks) resultFolderLimit() int64 {
+	if c.resultFolderMax > 0 {
+		return c.resultFolderMax
+	}
+	return resultFolderMax
 }
 
 // errNoBuildID is an executable without a Go build ID that names its

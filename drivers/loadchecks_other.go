@@ -14,3 +14,9 @@ func selfBuildID() (string, error) {
 
 // ownFolder is not checked outside Linux (selfBuildID fails first).
 func ownFolder(fs.FileInfo) error { return errors.ErrUnsupported }
+
+// ownFile is not checked outside Linux (selfBuildID fails first).
+func ownFile(fs.FileInfo) error { return errors.ErrUnsupported }
+
+// noFollow is not asked for outside Linux, where nothing is kept.
+const noFollow = 0

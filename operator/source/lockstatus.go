@@ -220,11 +220,13 @@ func lockCondition(head gitsource.Hash, res LockResult, err error, again bool) m
 		}
 		fmt.Fprintf(&b, "; driver folders that do not load: %s", strings.Join(folders, ", "))
 	}
-	if err == nil && len(res.Warnings) > 0 {
-		fmt.Fprintf(&b, "; warning: %s", strings.Join(res.Warnings, "; warning: "))
-	}
 	if again {
 		b.WriteString("; locked again on the next round")
+	}
+	// Last: the message is bounded, and many warnings must not cut what
+	// the lock did.
+	if err == nil && len(res.Warnings) > 0 {
+		fmt.Fprintf(&b, "; warning: %s", strings.Join(res.Warnings, "; warning: "))
 	}
 	// One line: errors joined are one a line, and status commands print
 	// the message under the source's own line.
