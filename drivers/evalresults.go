@@ -279,7 +279,7 @@ func rendersObjects(kind string) bool { return kind == evalRender || kind == eva
 // A kept result is the child's Output after keptOutput, or a render's
 // objects after keptObjects: their count, then per object its API
 // version, kind, namespace, name, component and canonical text, the
-// count of its host claims and each claim's class, host and path, every
+// count of its host claims and each claim's class, host, path and TLS, every
 // string after its length (uvarints). Renders are most of what a plan
 // keeps, and reading them back as JSON (their text in base64) cost a
 // plan a tenth of its time.
@@ -298,7 +298,7 @@ func encodeKept(resp *sandboxResponse, objects bool) []byte {
 	for _, o := range resp.Objects {
 		n += len(o.APIVersion) + len(o.Kind) + len(o.Namespace) + len(o.Name) + len(o.Component) + len(o.YAML) + 7*binary.MaxVarintLen64
 		for _, h := range o.Hosts {
-			n += len(h.Class) + len(h.Host) + len(h.Path) + 3*binary.MaxVarintLen64
+			n += len(h.Class) + len(h.Host) + len(h.Path) + len(h.TLS) + 4*binary.MaxVarintLen64
 		}
 	}
 	b := make([]byte, 0, n)
@@ -321,6 +321,7 @@ func encodeKept(resp *sandboxResponse, objects bool) []byte {
 			str(h.Class)
 			str(h.Host)
 			str(h.Path)
+			str(h.TLS)
 		}
 	}
 	return b
@@ -360,7 +361,7 @@ func decodeKept(data []byte, objects bool) (*sandboxResponse, error) {
 		if hosts := d.count(); hosts > 0 && !d.err {
 			o.Hosts = make([]HostClaim, 0, min(hosts, len(d.b)))
 			for range hosts {
-				o.Hosts = append(o.Hosts, HostClaim{Class: d.str(), Host: d.str(), Path: d.str()})
+				o.Hosts = append(o.Hosts, HostClaim{Class: d.str(), Host: d.str(), Path: d.str(), TLS: d.str()})
 			}
 		}
 		resp.Objects = append(resp.Objects, o)

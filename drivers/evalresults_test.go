@@ -168,12 +168,12 @@ func TestAKeptRenderKeepsEveryFieldOfItsObjects(t *testing.T) {
 	if n := reflect.TypeFor[Object]().NumField(); n != 7 {
 		t.Fatalf("Object has %d fields, the kept render 7: keep the new field in encodeKept and decodeKept", n)
 	}
-	if n := reflect.TypeFor[HostClaim]().NumField(); n != 3 {
-		t.Fatalf("HostClaim has %d fields, the kept render 3: keep the new field in encodeKept and decodeKept", n)
+	if n := reflect.TypeFor[HostClaim]().NumField(); n != 4 {
+		t.Fatalf("HostClaim has %d fields, the kept render 4: keep the new field in encodeKept and decodeKept", n)
 	}
 	objs := []Object{{
 		APIVersion: "networking.k8s.io/v1", Kind: "Ingress", Namespace: "staging-web", Name: "web", Component: "web",
-		Hosts: []HostClaim{{Class: "nginx", Host: "web.staging.example.com", Path: "/"}, {Class: "", Host: "*.example.com", Path: "=/x"}},
+		Hosts: []HostClaim{{Class: "nginx", Host: "web.staging.example.com", Path: "/", TLS: "web-tls"}, {Class: "", Host: "*.example.com", Path: "=/x", TLS: DefaultCertificate}},
 	}, {
 		APIVersion: "apiextensions.k8s.io/v1", Kind: "CustomResourceDefinition", Name: "things.example.com",
 		YAML: []byte("apiVersion: apiextensions.k8s.io/v1\nkind: CustomResourceDefinition\n"),

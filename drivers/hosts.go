@@ -29,6 +29,43 @@ type HostClaim struct {
 	// exact path after "=". "" is every path of the host (a rule that
 	// lists none).
 	Path string
+	// TLS is how the Ingress serves Host over TLS (spec.tls): "" not at
+	// all, the Secret's name, or DefaultCertificate. An ingress
+	// controller serves one certificate per host, whichever of the
+	// Ingresses sharing it names it first, so the deployments routing
+	// other paths of one host must agree on it (TLSConflicts).
+	TLS string
+}
+
+// DefaultCertificate is HostClaim.TLS of a host listed in a spec.tls
+// entry naming no Secret: the controller's default certificate. It is no
+// Secret name (those are DNS subdomains).
+const DefaultCertificate = "(default certificate)"
+
+// TLSString says how c serves its host over TLS, for errors.
+func (c HostClaim) TLSString() string {
+	switch c.TLS {
+	case "":
+		return "no TLS"
+	case DefaultCertificate:
+		return "TLS of the controller's default certificate (a spec.tls entry naming no Secret)"
+	}
+	return "TLS Secret " + c.TLS
+}
+
+// TLSConflicts reports whether c and o, claiming one host on one class
+// (other paths of it: Overlaps is the claim's own conflict), serve it
+// over TLS differently: ingress-nginx, like most controllers, serves one
+// certificate for a host, that of the oldest Ingress naming one, and
+// serves TLS (redirecting plain HTTP to it) for every path of the host
+// once one Ingress of it does. So one deployment's clients would get the
+// other's certificate, or TLS it never set up, and lose it when the other
+// goes. A wildcard is another server than the names under it, and a rule
+// without a host takes no TLS. The same Secret name agrees: each
+// deployment's namespace holds its copy of one certificate (one
+// cert-manager Certificate in each, or a copy replicated).
+func (c HostClaim) TLSConflicts(o HostClaim) bool {
+	return c.Class == o.Class && c.Host == o.Host && c.Host != "" && c.TLS != o.TLS
 }
 
 // String is "host (ingress class c)", with the path when there is one,
@@ -156,6 +193,10 @@ func IngressHostsOf(obj map[string]any) ([]HostClaim, error) {
 		}
 		class = s
 	}
+	tls, err := tlsOf(spec, meta["name"])
+	if err != nil {
+		return nil, err
+	}
 	rules, _ := spec["rules"].([]any)
 	out := make([]HostClaim, 0, len(rules)+1)
 	for i, r := range rules {
@@ -170,8 +211,9 @@ func IngressHostsOf(obj map[string]any) ([]HostClaim, error) {
 		}
 		http, _ := rule["http"].(map[string]any)
 		paths, _ := http["paths"].([]any)
+		secret := tls.of(host)
 		if len(paths) == 0 {
-			out = append(out, HostClaim{Class: class, Host: host})
+			out = append(out, HostClaim{Class: class, Host: host, TLS: secret})
 		}
 		for k, p := range paths {
 			path, _ := p.(map[string]any)
@@ -180,7 +222,7 @@ func IngressHostsOf(obj map[string]any) ([]HostClaim, error) {
 			if x, ok := path["path"]; ok && x != nil && v == "" {
 				return nil, fmt.Errorf("Ingress %v: spec.rules[%d].http.paths[%d].path is %T, expected a string", meta["name"], i, k, x)
 			}
-			out = append(out, HostClaim{Class: class, Host: host, Path: PathClaim(v, t)})
+			out = append(out, HostClaim{Class: class, Host: host, Path: PathClaim(v, t), TLS: secret})
 		}
 	}
 	if spec["defaultBackend"] != nil {
@@ -196,4 +238,56 @@ func IngressHostsOf(obj map[string]any) ([]HostClaim, error) {
 		return strings.Compare(a.Path, b.Path)
 	})
 	return slices.Compact(out), nil
+}
+
+// ingressTLS is the Secret each host an Ingress's spec.tls lists is
+// served with (HostClaim.TLS), by host as listed, lower-cased.
+type ingressTLS map[string]string
+
+// tlsOf reads spec.tls of the Ingress name; an error names the field that
+// is not what the Ingress API defines. Of two entries listing one host,
+// the first is taken, as ingress-nginx takes it.
+func tlsOf(spec map[string]any, name any) (ingressTLS, error) {
+	entries, _ := spec["tls"].([]any)
+	out := ingressTLS{}
+	for i, e := range entries {
+		entry, _ := e.(map[string]any)
+		secret := DefaultCertificate
+		if v, ok := entry["secretName"]; ok && v != nil {
+			s, ok := v.(string)
+			if !ok {
+				return nil, fmt.Errorf("Ingress %v: spec.tls[%d].secretName is %T, expected a string", name, i, v)
+			}
+			if s != "" {
+				secret = s
+			}
+		}
+		hosts, _ := entry["hosts"].([]any)
+		for k, h := range hosts {
+			s, ok := h.(string)
+			if !ok {
+				return nil, fmt.Errorf("Ingress %v: spec.tls[%d].hosts[%d] is %T, expected a string", name, i, k, h)
+			}
+			if s = strings.ToLower(s); out[s] == "" {
+				out[s] = secret
+			}
+		}
+	}
+	return out, nil
+}
+
+// of is how host is served over TLS: the entry listing it, else one
+// listing a wildcard covering it (a wildcard certificate, which
+// ingress-nginx serves for the names under it); "" for none.
+func (t ingressTLS) of(host string) string {
+	if host == "" {
+		return ""
+	}
+	if s, ok := t[host]; ok {
+		return s
+	}
+	if _, rest, ok := strings.Cut(host, "."); ok && !strings.HasPrefix(host, "*") {
+		return t["*."+rest]
+	}
+	return ""
 }

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"strings"
 
 	"github.com/styrmin/styrmin/drivers"
 )
@@ -349,7 +350,13 @@ func hostConflict(opts Options, c *hostClaimant, claimants []*hostClaimant, inde
 				continue
 			}
 			i := slices.IndexFunc(o.hosts, func(oh hostOf) bool { return oh.claim.Overlaps(h.claim) })
-			if i < 0 || !o.before(opts, c, h.claim) {
+			if i < 0 {
+				if err := tlsConflict(opts, c, h, o); err != nil {
+					return err
+				}
+				continue
+			}
+			if !o.before(opts, c, h.claim) {
 				continue
 			}
 			theirs := o.hosts[i]
@@ -362,6 +369,55 @@ func hostConflict(opts Options, c *hostClaimant, claimants []*hostClaimant, inde
 		}
 	}
 	return nil
+}
+
+// tlsConflict is the error of changed deployment c when its claim h and
+// one of o's serve their host over TLS apart (drivers.HostClaim.
+// TLSConflicts: other paths of one host, one certificate served) and o
+// comes first (tlsBefore); nil otherwise.
+func tlsConflict(opts Options, c *hostClaimant, h hostOf, o *hostClaimant) error {
+	i := slices.IndexFunc(o.hosts, func(oh hostOf) bool { return oh.claim.TLSConflicts(h.claim) })
+	if i < 0 || !o.tlsBefore(opts, c, o.hosts[i].claim, h.claim) {
+		return nil
+	}
+	theirs := o.hosts[i]
+	return fmt.Errorf("%s: deployment %s: Ingress %s serves host %s with %s, which deployment %s (%s) serves with %s on its Ingress %s (path %s)%s: the ingress controller serves one certificate for a host, so one deployment's clients would get the other's certificate, or TLS it did not set up; expected the deployments routing paths of one host on one ingress class to serve it alike: name the same TLS Secret for host %s in both (each namespace holds its copy), or TLS in neither",
+		c.file, c.id, h.ingress, h.claim, h.claim.TLSString(), o.id, o.file, theirs.claim.TLSString(), theirs.ingress, pathOf(theirs.claim), unnamedNote(c, h, theirs), h.claim.Host)
+}
+
+// pathOf is claim c's path as errors say it.
+func pathOf(c drivers.HostClaim) string {
+	switch {
+	case c.Path == "":
+		return "every path"
+	case strings.HasPrefix(c.Path, "="):
+		return c.Path[1:] + " (Exact)"
+	}
+	return c.Path
+}
+
+// servesTLS reports whether c's lock serves mine's host as mine does now
+// (the same class, host and TLS).
+func (c *hostClaimant) servesTLS(opts Options, mine drivers.HostClaim) bool {
+	c.ensureHeld(opts)
+	return slices.ContainsFunc(c.held, func(h drivers.HostClaim) bool {
+		return h.Class == mine.Class && h.Host == mine.Host && h.TLS == mine.TLS
+	})
+}
+
+// tlsBefore orders two deployments serving one host over TLS apart, o's
+// claim theirs and c's mine: the one whose lock served the host as it
+// does now first (the other changed it, or came to the host), then one
+// with a lock, then by id. Paths play no part: the host's certificate is
+// what they share.
+func (o *hostClaimant) tlsBefore(opts Options, c *hostClaimant, theirs, mine drivers.HostClaim) bool {
+	if a, b := o.servesTLS(opts, theirs), c.servesTLS(opts, mine); a != b {
+		return a
+	}
+	if o.existing != c.existing {
+		return o.existing
+	}
+	return lessID(o.id, c.id)
 }
 
 // unnamedNote says, when either Ingress of a collision names no class,

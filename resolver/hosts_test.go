@@ -12,6 +12,8 @@ import (
 
 // withHostDriver adds driver hostapp 1.0.0 to dir: webapp 1.1.0 whose
 // Ingress host is parameter host when set (the driver's own otherwise),
+// whose path is parameter path, whose TLS Secret is parameter tls when
+// set ("none": no TLS; "<deployment>-tls" otherwise),
 // and whose chart quotes it (a wildcard is YAML's alias otherwise).
 func withHostDriver(t *testing.T, dir string) {
 	t.Helper()
@@ -23,7 +25,9 @@ func withHostDriver(t *testing.T, dir string) {
 	spec := strings.NewReplacer(
 		`name:        "webapp"`, `name:        "hostapp"`,
 		`version:     "1.1.0"`, `version:     "1.0.0"`,
-		`	size: *"small" | "medium" | "large"`, "\tsize: *\"small\" | \"medium\" | \"large\"\n\thost: *\"\" | string\n\tpath: *\"/\" | string",
+		`	size: *"small" | "medium" | "large"`, "\tsize: *\"small\" | \"medium\" | \"large\"\n\thost: *\"\" | string\n\tpath: *\"/\" | string\n\ttls: *\"\" | string",
+		`		tlsSecret: "\(context.deployment.name)-tls"`,
+		`		tlsSecret: [if context.parameters.tls == "none" {""}, if context.parameters.tls != "" {context.parameters.tls}, "\(context.deployment.name)-tls"][0]`,
 		`		host:      "\(context.deployment.name).\(context.environment.name).\(context.cluster.domain)"`,
 		`		host:      [if context.parameters.host != "" {context.parameters.host}, "\(context.deployment.name).\(context.environment.name).\(context.cluster.domain)"][0]`+"\n\t\tpath: context.parameters.path",
 	).Replace(string(data))
@@ -139,6 +143,67 @@ func TestTwoDeploymentsClaimingOneHostFailTheLaterAtLock(t *testing.T) {
 	}
 	if after := changes[i].Next.After; !slices.Contains(after, "local/dev/site@2") {
 		t.Errorf("staging/site's after %v, want dev/site's tombstone local/dev/site@2", after)
+	}
+}
+
+// TestTwoDeploymentsServingOneHostOverTLSApartFailTheLaterAtLock: two
+// deployments routing other paths of one host on one class passed
+// whatever TLS each named for it; the ingress controller serves one
+// certificate per host (the oldest Ingress's) and TLS for every path
+// once one names it, so one's clients got the other's certificate, or
+// TLS it never set up. The lock now fails the later, naming both files,
+// the host and both Secrets: a newcomer naming another Secret, or none;
+// a locked deployment changing its Secret alone (a change of one
+// deployment, which renders its lock and then the cluster); both
+// changing it together, or naming one Secret, lock.
+func TestTwoDeploymentsServingOneHostOverTLSApartFailTheLaterAtLock(t *testing.T) {
+	const (
+		devSite = "clusters/local/environments/dev/deployments/site.cue"
+		aaSite  = "clusters/local/environments/aa/deployments/site.cue"
+		devHost = "site.dev.local.styrmin.dev"
+		api     = "parameters: path: \"/api\"\n"
+	)
+	dir := exampleCopy(t)
+	withHostDriver(t, dir)
+	writeFile(t, dir, devSite, site("", ""))
+	writeFile(t, dir, "clusters/local/environments/aa/environment.cue", "namespacePrefix: \"aa\"\n")
+	lockDirInto(t, dir)
+
+	for tls, want := range map[string]string{"api-tls": "with TLS Secret api-tls", "none": "with no TLS"} {
+		writeFile(t, dir, aaSite, site(devHost, api+"parameters: tls: \""+tls+"\"\n"))
+		res, _, _ := resolveDir(t, dir)
+		errs := errorsByID(res)
+		msg, ok := errs["local/aa/site"]
+		if !ok || len(errs) != 1 {
+			t.Fatalf("aa/site on dev's host with TLS %s: errors %v, want aa/site's only", tls, errs)
+		}
+		for _, w := range []string{aaSite, devSite, "host " + devHost + " path /api (ingress class nginx)", want,
+			"deployment local/dev/site", "with TLS Secret site-tls on its Ingress", "(path /)", "one certificate for a host",
+			"name the same TLS Secret for host " + devHost + " in both"} {
+			if !strings.Contains(msg, w) {
+				t.Errorf("TLS %s: %q does not say %q", tls, msg, w)
+			}
+		}
+	}
+
+	// The same Secret's name: locked.
+	writeFile(t, dir, aaSite, site(devHost, api))
+	lockDirInto(t, dir)
+
+	// dev changing its Secret alone is the later: aa's lock serves the
+	// host as it does.
+	writeFile(t, dir, devSite, site("", "parameters: tls: \"new-tls\"\n"))
+	res, _, _ := resolveDir(t, dir)
+	errs := errorsByID(res)
+	if msg := errs["local/dev/site"]; len(errs) != 1 || !strings.Contains(msg, "with TLS Secret new-tls, which deployment local/aa/site") {
+		t.Fatalf("dev/site changing its Secret alone: errors %v, want dev/site's naming aa/site", errs)
+	}
+
+	// Both changing it together: locked.
+	writeFile(t, dir, aaSite, site(devHost, api+"parameters: tls: \"new-tls\"\n"))
+	res, _, _ = resolveDir(t, dir)
+	if errs := errorsByID(res); len(errs) != 0 {
+		t.Errorf("both changing their Secret: errors %v, want none", errs)
 	}
 }
 
