@@ -19,6 +19,7 @@ import (
 	"github.com/styrmin/styrmin/internal/agenttest"
 	"github.com/styrmin/styrmin/operator"
 	"github.com/styrmin/styrmin/operator/api/v1alpha1"
+	"github.com/styrmin/styrmin/operator/release"
 	"github.com/styrmin/styrmin/resolver"
 )
 
@@ -242,10 +243,75 @@ func TestAnIngressWithoutAClassClaimsItsHostOnTheDefaultClass(t *testing.T) {
 	waitHostClaimed(t, e, sns, devHost, dns+"/web")
 }
 
-// waitHostClaimed waits until ns's apply stalls (HostClaimed) naming host
-// and the Ingress (namespace/name) holding it.
-func waitHostClaimed(t *testing.T, e *env, ns, host, holder string) {
+// TestAnIngressServingAnotherPathOfAHostOverTLSApartStallsNamingBothSecrets:
+// staging's Ingress routes path /api of a host with TLS Secret api-tls;
+// dev's apply of its root with its own Secret (web-tls) passed, as
+// another path, and the ingress controller served one of the two
+// certificates for both, dev's clients (or staging's) getting the
+// other's. dev's apply now stalls (HostClaimed) naming staging's
+// deployment and Ingress, the host and both Secrets, and creates
+// nothing; naming staging's Secret, it applies.
+func TestAnIngressServingAnotherPathOfAHostOverTLSApartStallsNamingBothSecrets(t *testing.T) {
+	t.Parallel()
+	e := startEnv(t)
+	ctx := context.Background()
+	staging := e.instance(t, "local", "staging", "web", 1)
+	dev, sns, dns, host := stagingAndDev(t, e, staging)
+	e.write(t, sns, staging)
+	e.waitApplied(t, sns, 1)
+	// Staging's release's Ingress of path /api, as a chart of its own
+	// would make it.
+	class, _ := staging.Values["ingress"].(map[string]any)["className"].(string)
+	prefix := networkingv1.PathTypePrefix
+	api := &networkingv1.Ingress{
+		ObjectMeta: metav1.ObjectMeta{Namespace: sns, Name: "api", Annotations: map[string]string{
+			release.ReleaseNameAnnotation: "web", release.ReleaseNamespaceAnnotation: sns},
+			Labels: map[string]string{release.ManagedByLabel: release.ManagedByValue}},
+		Spec: networkingv1.IngressSpec{
+			IngressClassName: &class,
+			TLS:              []networkingv1.IngressTLS{{Hosts: []string{host}, SecretName: "api-tls"}},
+			Rules: []networkingv1.IngressRule{{Host: host, IngressRuleValue: networkingv1.IngressRuleValue{HTTP: &networkingv1.HTTPIngressRuleValue{
+				Paths: []networkingv1.HTTPIngressPath{{Path: "/api", PathType: &prefix, Backend: networkingv1.IngressBackend{
+					Service: &networkingv1.IngressServiceBackend{Name: "web", Port: networkingv1.ServiceBackendPort{Number: 80}}}}},
+			}}}},
+		},
+	}
+	if err := e.client.Create(ctx, api); err != nil {
+		t.Fatal(err)
+	}
+	e.write(t, dns, withTLS(t, withIngress(t, dev, 1, host), "web-tls"))
+	msg := waitHostClaimed(t, e, dns, host, sns+"/api")
+	for _, want := range []string{"TLS Secret web-tls", "TLS Secret api-tls", "local/staging/web", "one certificate for the host"} {
+		if !strings.Contains(msg, want) {
+			t.Errorf("Stalled's message %q does not say %q", msg, want)
+		}
+	}
+	e.write(t, dns, withTLS(t, withIngress(t, dev, 2, host), "api-tls"))
+	e.waitApplied(t, dns, 2)
+}
+
+// withTLS is in with its Ingress's TLS Secret secret.
+func withTLS(t *testing.T, in *resolver.Instance, secret string) *resolver.Instance {
 	t.Helper()
+	out := *in
+	out.Values = clone(in.Values)
+	ing := clone(in.Values["ingress"].(map[string]any))
+	ing["tlsSecret"] = secret
+	out.Values["ingress"] = ing
+	d, err := out.ComputeDigest()
+	if err != nil {
+		t.Fatal(err)
+	}
+	out.Digest = d
+	return &out
+}
+
+// waitHostClaimed waits until ns's apply stalls (HostClaimed) naming host
+// and the Ingress (namespace/name) holding it, and returns the Stalled
+// condition's message.
+func waitHostClaimed(t *testing.T, e *env, ns, host, holder string) string {
+	t.Helper()
+	var msg string
 	agenttest.WaitUntil(t, 60*time.Second, ns+"'s apply of "+host+" to stall", func(ctx context.Context) (bool, string, error) {
 		sd, err := e.deploymentOf(ctx, ns)
 		if err != nil {
@@ -258,6 +324,7 @@ func waitHostClaimed(t *testing.T, e *env, ns, host, holder string) {
 		if c.Reason != v1alpha1.ReasonHostClaimed || !strings.Contains(c.Message, host) || !strings.Contains(c.Message, holder) {
 			t.Fatalf("Stalled %s: %q; want %s naming %s and %s", c.Reason, c.Message, v1alpha1.ReasonHostClaimed, host, holder)
 		}
+		msg = c.Message
 		return true, "", nil
 	})
 	var ing networkingv1.Ingress
@@ -270,6 +337,7 @@ func waitHostClaimed(t *testing.T, e *env, ns, host, holder string) {
 			t.Fatalf("%s's Ingress was applied with host %s", ns, host)
 		}
 	}
+	return msg
 }
 
 // withClass is in with its Ingress on class ("": none).

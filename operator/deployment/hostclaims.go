@@ -65,8 +65,12 @@ func (c *hostConflict) Error() string {
 	if !c.theirs.ended.IsZero() {
 		state = "has just applied"
 	}
-	return fmt.Sprintf("Ingress %s claims host %s, which deployment %s (namespace %s) %s (Ingress %s/%s, host %s); looking again in a moment",
-		c.mine.ingress, c.mine.claim, c.theirs.deployment, c.namespace, state, c.namespace, c.held.ingress, c.held.claim.Host)
+	tls := ""
+	if m, h := c.mine.claim, c.held.claim; m.Host == h.Host && m.TLS != h.TLS {
+		tls = fmt.Sprintf(" with %s, against %s", m.TLSString(), h.TLSString())
+	}
+	return fmt.Sprintf("Ingress %s claims host %s%s, which deployment %s (namespace %s) %s (Ingress %s/%s, host %s); looking again in a moment",
+		c.mine.ingress, c.mine.claim, tls, c.theirs.deployment, c.namespace, state, c.namespace, c.held.ingress, c.held.claim.Host)
 }
 
 // hostMatch are the checks take makes: overlap says whether two claims

@@ -1,6 +1,7 @@
 package deployment
 
 import (
+	"strings"
 	"testing"
 	"time"
 
@@ -53,6 +54,35 @@ func TestTheHostTableHoldsAnAppliesHostsUntilTheCacheShowsThemOrTheyExpire(t *te
 	tb.end("a", a, false, now)
 	if _, c := tb.take("d", "local/d/web", claim("z.example.com"), m, now); c != nil {
 		t.Fatalf("held after an apply that applied nothing: %v", c)
+	}
+}
+
+// TestTwoAppliesServingOneHostOverTLSApartMeetInTheTable: two workers
+// applying other paths of one host with other TLS Secrets at the same
+// moment both found the cache without the other's Ingress; the table
+// the agent matches claims with (defaultClass.meets) now makes the later
+// wait, naming both Secrets; the same Secret passes.
+func TestTwoAppliesServingOneHostOverTLSApartMeetInTheTable(t *testing.T) {
+	m := hostMatch{overlap: defaultClass("nginx").meets, shown: func(string, ingressClaim) bool { return false }}
+	claim := func(class, path, tls string) []ingressClaim {
+		return []ingressClaim{{ingress: "web", claim: drivers.HostClaim{Class: class, Host: "example.com", Path: path, TLS: tls}}}
+	}
+	now := time.Now()
+	var tb hostTable
+	if _, c := tb.take("a", "local/a/web", claim("nginx", "/", "web-tls"), m, now); c != nil {
+		t.Fatalf("first take: %v", c)
+	}
+	_, c := tb.take("b", "local/b/api", claim("", "/api", "api-tls"), m, now)
+	if c == nil {
+		t.Fatal("another path of the host, served with another Secret on the default class, was taken")
+	}
+	for _, want := range []string{"with TLS Secret api-tls, against TLS Secret web-tls", "local/a/web"} {
+		if !strings.Contains(c.Error(), want) {
+			t.Errorf("%q does not say %q", c.Error(), want)
+		}
+	}
+	if _, c := tb.take("b", "local/b/api", claim("nginx", "/api", "web-tls"), m, now); c != nil {
+		t.Errorf("another path of the host with the same Secret: %v", c)
 	}
 }
 

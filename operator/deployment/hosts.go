@@ -54,8 +54,9 @@ func IndexHosts(o client.Object) []string {
 }
 
 // TrimIngress is the cache's transform for Ingresses: only what the host
-// check reads (the release annotations, the class, the hosts and paths), so the
-// cache of a cluster's Ingresses stays small.
+// check reads (the release annotations, the class, the hosts and paths,
+// the TLS hosts and Secret names), so the cache of a cluster's Ingresses
+// stays small.
 func TrimIngress(o any) (any, error) {
 	ing, ok := o.(*networkingv1.Ingress)
 	if !ok {
@@ -73,6 +74,11 @@ func TrimIngress(o any) (any, error) {
 	out.Spec.IngressClassName = ing.Spec.IngressClassName
 	if ing.Spec.DefaultBackend != nil {
 		out.Spec.DefaultBackend = &networkingv1.IngressBackend{}
+	}
+	// How each host is served over TLS: the deployments sharing a host
+	// must agree on it (drivers.HostClaim.TLSConflicts).
+	for _, t := range ing.Spec.TLS {
+		out.Spec.TLS = append(out.Spec.TLS, networkingv1.IngressTLS{Hosts: t.Hosts, SecretName: t.SecretName})
 	}
 	for _, r := range ing.Spec.Rules {
 		rule := networkingv1.IngressRule{Host: r.Host}
@@ -96,7 +102,8 @@ func TrimIngress(o any) (any, error) {
 // (checkHost). A host an Ingress of another StyrminDeployment holds on
 // the same class is refused: applied, the ingress controller would merge
 // the two and split or take the other's traffic, and both would read
-// Ready. It stalls (HostClaimed, naming the other deployment and its
+// Ready. So is another path of such a host served over TLS apart from
+// it (heldClaim): the controller serves one certificate per host. It stalls (HostClaimed, naming the other deployment and its
 // Ingress) until git changes one of them; while the other is being
 // deleted, or another apply takes it, it waits instead. Ingresses of no
 // StyrminDeployment (made by hand, or by another tool) are not looked at.
@@ -151,7 +158,7 @@ func claimsOf(objects []drivers.Object) ([]ingressClaim, error) {
 // it shows one.
 func (r *Reconciler) hostMatch(ctx context.Context, d defaultClass) hostMatch {
 	return hostMatch{
-		overlap: d.overlap,
+		overlap: d.meets,
 		shown: func(namespace string, c ingressClaim) bool {
 			var ing networkingv1.Ingress
 			if err := r.client.Get(ctx, client.ObjectKey{Namespace: namespace, Name: c.ingress}, &ing); err != nil {
@@ -170,10 +177,17 @@ type hostHolder struct {
 	held drivers.HostClaim
 	// deployment is the other StyrminDeployment.
 	deployment *v1alpha1.StyrminDeployment
+	// tls: held routes another path of the host, served over TLS apart
+	// from c (drivers.HostClaim.TLSConflicts).
+	tls bool
 }
 
 // what says which of its Ingresses' claims c the holder holds.
 func (h *hostHolder) what(c ingressClaim) string {
+	if h.tls {
+		return fmt.Sprintf("Ingress %s serves host %s with %s, which Ingress %s/%s of deployment %s (namespace %s) serves with %s",
+			c.ingress, c.claim, c.claim.TLSString(), h.ingress.Namespace, h.ingress.Name, h.deployment.Spec.Deployment, h.deployment.Namespace, h.held.TLSString())
+	}
 	what := fmt.Sprintf("Ingress %s claims host %s, which Ingress %s/%s of deployment %s (namespace %s) holds",
 		c.ingress, c.claim, h.ingress.Namespace, h.ingress.Name, h.deployment.Spec.Deployment, h.deployment.Namespace)
 	if h.held.Host != c.claim.Host {
@@ -193,6 +207,10 @@ func (h *hostHolder) applyRefusal(c ingressClaim) error {
 	if h.deleting() {
 		return outcome.RetryableAfter(v1alpha1.ReasonHostClaimed, releasedHostRetry,
 			fmt.Errorf("%s; waiting for that deployment, being deleted, to release it", h.what(c)))
+	}
+	if h.tls {
+		return outcome.Stalled(v1alpha1.ReasonHostClaimed, fmt.Errorf(
+			"%s: applied, the ingress controller would serve one certificate for the host, and one deployment's clients would get the other's, or TLS it did not set up; nothing was applied: name the same TLS Secret for the host in both in git (each namespace holds its copy), or TLS in neither", h.what(c)))
 	}
 	return outcome.Stalled(v1alpha1.ReasonHostClaimed, fmt.Errorf(
 		"%s: applied, the ingress controller would split or take its traffic; nothing was applied: give one of the two another host in git (a host belongs to one deployment per ingress class)", h.what(c)))
@@ -224,13 +242,7 @@ func (r *Reconciler) heldElsewhere(ctx context.Context, sd *v1alpha1.StyrminDepl
 	if ns == "" || ns == sd.Namespace {
 		return nil, nil
 	}
-	var held *drivers.HostClaim
-	for _, h := range ingressClaims(ing) {
-		if d.overlap(h, c) {
-			held = &h
-			break
-		}
-	}
+	held, tls := heldClaim(ingressClaims(ing), c, d)
 	if held == nil {
 		return nil, nil
 	}
@@ -242,7 +254,30 @@ func (r *Reconciler) heldElsewhere(ctx context.Context, sd *v1alpha1.StyrminDepl
 	if err != nil {
 		return nil, outcome.Retryable(v1alpha1.ReasonApplyFailed, fmt.Errorf("read the StyrminDeployment of namespace %s: %w", ns, err))
 	}
-	return &hostHolder{ingress: ing, held: *held, deployment: &other}, nil
+	if tls && other.Spec.Digest != other.Status.AppliedDigest && !other.Spec.Tombstone() {
+		// The other has an instance to apply yet: the lock judged the
+		// two as they will both be (a Secret changed in both at once),
+		// and waiting for each other, neither would apply. Its apply
+		// then meets this one's Ingress.
+		return nil, nil
+	}
+	return &hostHolder{ingress: ing, held: *held, deployment: &other, tls: tls}, nil
+}
+
+// heldClaim is the claim among live that c overlaps, else the one that
+// serves c's host over TLS apart from it (tls); nil when neither is.
+func heldClaim(live []drivers.HostClaim, c drivers.HostClaim, d defaultClass) (held *drivers.HostClaim, tls bool) {
+	for _, h := range live {
+		if d.overlap(h, c) {
+			return &h, false
+		}
+	}
+	for _, h := range live {
+		if d.canon(h).TLSConflicts(d.canon(c)) {
+			return &h, true
+		}
+	}
+	return nil, false
 }
 
 // driftRefusal is why a correction leaves out the Ingress whose claim c
@@ -250,6 +285,9 @@ func (r *Reconciler) heldElsewhere(ctx context.Context, sd *v1alpha1.StyrminDepl
 func (h *hostHolder) driftRefusal(c ingressClaim) error {
 	if h.deleting() {
 		return fmt.Errorf("%s: not put back until that deployment, being deleted, releases it", h.what(c))
+	}
+	if h.tls {
+		return fmt.Errorf("%s now: not put back, which would serve one deployment's clients the other's certificate; it is put back once the two agree, or name the same TLS Secret for the host in both in git", h.what(c))
 	}
 	return fmt.Errorf("%s now: not put back, which would split or take its traffic; it is put back once that deployment gives the host up, or give one of the two another host in git", h.what(c))
 }
@@ -345,6 +383,13 @@ func (d defaultClass) canon(c drivers.HostClaim) drivers.HostClaim {
 // overlap is drivers.HostClaim.Overlaps, the default class named.
 func (d defaultClass) overlap(a, b drivers.HostClaim) bool {
 	return d.canon(a).Overlaps(d.canon(b))
+}
+
+// meets reports whether a and b cannot both be applied: they overlap,
+// or serve one host over TLS apart (the default class named).
+func (d defaultClass) meets(a, b drivers.HostClaim) bool {
+	a, b = d.canon(a), d.canon(b)
+	return a.Overlaps(b) || a.TLSConflicts(b)
 }
 
 // lookupKeys are the index keys (HostIndex) of the live claims c
