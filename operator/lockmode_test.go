@@ -863,6 +863,132 @@ func (p *pausedConditions) SetCondition(ctx context.Context, was *metav1.Conditi
 	return p.ConditionSetter.SetCondition(ctx, was, c)
 }
 
+// TestTheNextLeadersLockedConditionIsWrittenOverADeposedLeadersThatLandedMidRound
+// pins, on a real API server, the order the test above does not take: the
+// next leader reads the Locked condition before its round, and the leader
+// before it, paused past its lease, wakes while that round runs and writes
+// its older head's condition. The next leader's write of its newer head
+// was refused as another agent's (its compare-and-swap failed) and
+// dropped, and its later rounds skipped the head as handled: the source
+// named the older head until the next commit. The head the held
+// condition is about decides: an ancestor of the next leader's head is
+// written over.
+func TestTheNextLeadersLockedConditionIsWrittenOverADeposedLeadersThatLandedMidRound(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	srv := exampleServer(t)
+	cl, key := clusterWithSource(t, srv.RepoURL(agentRepoName))
+	sc := &source.SourceConditions{Client: cl, Reader: cl, Source: key}
+	pausedDeposed, pausedNext := &pausedConditions{ConditionSetter: sc}, &pausedConditions{ConditionSetter: sc}
+	deposed, err := source.NewLocker(source.LockModeOptions{Repo: cloneOf(t, srv), Conditions: pausedDeposed})
+	if err != nil {
+		t.Fatal(err)
+	}
+	next, err := source.NewLocker(source.LockModeOptions{Repo: cloneOf(t, srv), Conditions: pausedNext})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res, err := deposed.LockHead(ctx); err != nil || len(res.Locked) != 2 {
+		t.Fatalf("the first leader's first lock: %+v, %v; want web and hub locked", res, err)
+	}
+	second := srv.Commit(agentRepoName, "more workers", hubConfig("1.4.0", 3, "debug"))
+	var third string
+	nextPaused, deposedWrote, nextDone := make(chan struct{}), make(chan struct{}), make(chan struct{})
+	// The next leader has read the first head's condition and locked a
+	// newer head; it writes once the deposed leader wrote.
+	pausedNext.race = func() {
+		close(nextPaused)
+		<-deposedWrote
+	}
+	// The first leader locks the second head and pauses past its lease
+	// before it writes the condition: the next leader's round starts.
+	pausedDeposed.race = func() {
+		third = srv.Commit(agentRepoName, "log less", hubConfig("1.4.0", 3, "warning"))
+		go func() {
+			defer close(nextDone)
+			if res, err := next.LockHead(ctx); err != nil || res.Commit.IsZero() {
+				t.Errorf("the next leader's lock of %s: %+v, %v", third[:12], res, err)
+			}
+		}()
+		<-nextPaused
+	}
+	if res, err := deposed.LockHead(ctx); err != nil || res.Commit.IsZero() {
+		t.Fatalf("the deposed leader's lock of %s: %+v, %v", second[:12], res, err)
+	}
+	if c, err := sc.Condition(ctx, v1alpha1.ConditionLocked); err != nil || c == nil || !strings.Contains(c.Message, second[:12]) {
+		t.Fatalf("the deposed leader's condition did not land before the next leader's write: %+v, %v", c, err)
+	}
+	close(deposedWrote)
+	<-nextDone
+	c, err := sc.Condition(ctx, v1alpha1.ConditionLocked)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c == nil || !strings.Contains(c.Message, third[:12]) {
+		t.Fatalf("the source's Locked condition %+v; want the next leader's, of %s, not the deposed leader's of %s", c, third[:12], second[:12])
+	}
+	// Its next round skips the head as handled: nothing would write it.
+	if res, err := next.LockHead(ctx); err != nil || !res.Skipped {
+		t.Fatalf("the next leader's next round: %+v, %v; want the head skipped", res, err)
+	}
+}
+
+// TestALockedConditionWhoseAnswerWasLostIsNotTakenForAnotherAgentsOnTheNextHead
+// pins, on a real API server, that the lock mode's own write of the
+// Locked condition that landed though its answer was lost (a timeout) is
+// not taken for another agent's: the next head's condition was written
+// on what the locker had read before that write, refused, and dropped,
+// the log blaming another agent and the source naming the older head
+// until the next commit.
+func TestALockedConditionWhoseAnswerWasLostIsNotTakenForAnotherAgentsOnTheNextHead(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	srv := exampleServer(t)
+	cl, key := clusterWithSource(t, srv.RepoURL(agentRepoName))
+	sc := &source.SourceConditions{Client: cl, Reader: cl, Source: key}
+	lost := &lostAnswers{ConditionSetter: sc, lose: 1}
+	l, err := source.NewLocker(source.LockModeOptions{Repo: cloneOf(t, srv), Conditions: lost})
+	if err != nil {
+		t.Fatal(err)
+	}
+	first, err := l.LockHead(ctx)
+	if err != nil || len(first.Locked) != 2 {
+		t.Fatalf("the first lock: %+v, %v; want web and hub locked", first, err)
+	}
+	if c, err := sc.Condition(ctx, v1alpha1.ConditionLocked); err != nil || c == nil || !strings.Contains(c.Message, first.Head.Short()) {
+		t.Fatalf("the first head's condition did not land: %+v, %v", c, err)
+	}
+	second := srv.Commit(agentRepoName, "more workers", hubConfig("1.4.0", 3, "debug"))
+	if res, err := l.LockHead(ctx); err != nil || res.Commit.IsZero() {
+		t.Fatalf("the lock of %s: %+v, %v", second[:12], res, err)
+	}
+	c, err := sc.Condition(ctx, v1alpha1.ConditionLocked)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c == nil || !strings.Contains(c.Message, second[:12]) {
+		t.Fatalf("the source's Locked condition %+v; want the one of %s, not the first head's %s", c, second[:12], first.Head.Short())
+	}
+}
+
+// lostAnswers writes each condition and, for the first lose of them,
+// returns an error as if the API server's answer had been lost.
+type lostAnswers struct {
+	source.ConditionSetter
+	lose int
+}
+
+func (p *lostAnswers) SetCondition(ctx context.Context, was *metav1.Condition, c metav1.Condition) error {
+	if err := p.ConditionSetter.SetCondition(ctx, was, c); err != nil {
+		return err
+	}
+	if p.lose > 0 {
+		p.lose--
+		return errors.New("the answer of the API server was lost: context deadline exceeded")
+	}
+	return nil
+}
+
 // TestALockModePushWhoseAnswerWasLostEndsItsHeadsStatusOnceTheLockIsSeen
 // drops the answer of the lock mode's push after the git server stored
 // it, the host away for the look after: the round fails, and the

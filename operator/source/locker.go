@@ -103,9 +103,11 @@ type LockModeOptions struct {
 	// of a new head (NewAgent: the StyrminSource's, SourceConditions):
 	// deployments held back, and why, are seen there rather than only in
 	// the agent's log. One not written (the API server away, the
-	// StyrminSource not made yet) is written on a later round; one that
-	// another agent's lock mode wrote over since this one read it is not
-	// written over, its lock's outcome dropped.
+	// StyrminSource not made yet) is written on a later round. One
+	// another agent's lock mode wrote since this one read it is written
+	// over when it is about an older head (an ancestor of this lock's),
+	// else this lock's outcome is dropped: the newer head's stands,
+	// whatever the order of the writes.
 	Conditions ConditionSetter
 	// Statuses, when set, receives the commit status of every lock of a
 	// new head, posted on that configuration commit with context
@@ -181,6 +183,9 @@ type Locker struct {
 	// only over it.
 	condRead bool
 	condWas  *metav1.Condition
+	// condTried are the conditions written since condWas whose answer was
+	// lost (a timeout): found on the source, they are this locker's own.
+	condTried []metav1.Condition
 	// subject is the configuration head the last lock decided for (see
 	// subjectOf).
 	subject gitsource.Hash
@@ -303,9 +308,10 @@ func (l *Locker) Start(ctx context.Context) error {
 func (l *Locker) LockHead(ctx context.Context) (LockResult, error) {
 	l.resume(ctx)
 	if l.opts.Conditions != nil && !l.condRead {
-		// Before the round: a write landing while it locks is not this
-		// locker's to replace. Not read yet (the API server away, the
-		// source not made): read again before the write.
+		// Before the round: a write landing while it locks is another's,
+		// written over only when about an older head (overHeld). Not read
+		// yet (the API server away, the source not made): read again
+		// before the write.
 		_ = l.readCondition(ctx)
 	}
 	res, err := l.lockHead(ctx)
@@ -625,31 +631,132 @@ func (l *Locker) now() time.Time {
 }
 
 // writeCondition writes the pending Locked condition, if any, over the
-// one this locker last read or wrote only. One another writer changed
-// since (a leader after this one, paused past its lease, wrote its lock's)
-// is not written over: this locker's outcome is dropped, its next one is
-// written over the condition read again.
+// one this locker last read or wrote. One changed there since is written
+// over only when it says no newer head's outcome (overHeld): the order of
+// the writes does not say whose head is newer (a leader paused past its
+// lease writes after the next leader's read or after its write), and a
+// write of this locker's own whose answer was lost is no other agent's.
+// Otherwise this locker's outcome is dropped, the held condition kept.
 func (l *Locker) writeCondition(ctx context.Context) {
 	if l.pending == nil || l.opts.Conditions == nil {
 		return
 	}
 	err := l.readCondition(ctx)
 	if err == nil {
-		err = l.opts.Conditions.SetCondition(ctx, l.condWas, *l.pending)
+		err = l.swapCondition(ctx)
 	}
 	switch {
 	case err == nil:
-		l.condWas = l.pending
+		l.condWas, l.condTried = l.pending, nil
 		l.pending, l.condWritten = nil, l.pendingKey
 	case errors.Is(err, ErrLockStateMoved):
-		l.opts.Log.Info("another agent's lock mode wrote the Locked condition since this one read it: not written over; this lock's is dropped",
-			"head", l.pendingKey.head.Short(), "reason", l.pending.Reason, "error", err.Error())
-		l.pending, l.condRead = nil, false
+		l.opts.Log.Info("another agent's lock mode wrote the Locked condition of a newer head, or of this one, since this one read it: not written over; this lock's is dropped",
+			"head", l.pendingKey.head.Short(), "reason", l.pending.Reason, "held", heldMessage(l.condWas))
+		l.pending = nil
 	case apierrors.IsNotFound(err): // the syncer has not made the StyrminSource yet
 		l.opts.Log.V(1).Info("no StyrminSource yet for the Locked condition; written on a later round")
-	case ctx.Err() == nil:
-		l.opts.Log.Error(err, "recording the Locked condition; written on a later round")
+	default:
+		// It may have landed, its answer lost: not another agent's then.
+		l.tried(*l.pending)
+		if ctx.Err() == nil {
+			l.opts.Log.Error(err, "recording the Locked condition; written on a later round")
+		}
 	}
+}
+
+// swapCondition writes the pending condition over condWas and, while
+// another condition is found there that overHeld writes over, over that.
+func (l *Locker) swapCondition(ctx context.Context) error {
+	for swaps := 0; ; swaps++ {
+		err := l.opts.Conditions.SetCondition(ctx, l.condWas, *l.pending)
+		if !errors.Is(err, ErrLockStateMoved) || swaps == maxConditionSwaps {
+			return err
+		}
+		held, rerr := l.opts.Conditions.Condition(ctx, v1alpha1.ConditionLocked)
+		if rerr != nil {
+			return rerr // condWas kept: the next write compares it again
+		}
+		if l.condWas = held; !l.overHeld(held) {
+			return err
+		}
+	}
+}
+
+// maxConditionSwaps bounds the writes of one condition over others
+// written meanwhile (each of an older head).
+const maxConditionSwaps = 3
+
+// maxTriedConditions bounds the conditions a locker remembers writing
+// without an answer.
+const maxTriedConditions = 4
+
+// tried remembers c as written without an answer (it may have landed).
+func (l *Locker) tried(c metav1.Condition) {
+	if l.condTried = append(l.condTried, c); len(l.condTried) > maxTriedConditions {
+		l.condTried = slices.Delete(l.condTried, 0, len(l.condTried)-maxTriedConditions)
+	}
+}
+
+// overHeld reports whether the pending condition is written over held,
+// which the source holds though this locker did not read or write it
+// there: held is none (removed), or this locker's own write whose answer
+// was lost, or about an older head than the pending one (an ancestor in
+// the history: a leader before this one, paused past its lease, wrote
+// it while this one's round ran), or about the same head when the
+// pending outcome is final (it ends one saying the head is locked again,
+// and says what another final one of that head says). A condition about
+// a newer head, or one this locker's history does not hold (fetched
+// after this locker's round, or left by a rewind), stands.
+func (l *Locker) overHeld(held *metav1.Condition) bool {
+	if held == nil || slices.ContainsFunc(l.condTried, func(c metav1.Condition) bool { return SameCondition(&c, held) }) {
+		return true
+	}
+	short := conditionHead(held.Message)
+	switch {
+	case short == "":
+		return false
+	case short == l.pendingKey.head.Short():
+		return !l.pendingKey.again
+	}
+	return l.hasAncestor(l.pendingKey.head, short)
+}
+
+// maxAncestorWalk bounds the commits hasAncestor reads.
+const maxAncestorWalk = 1024
+
+// hasAncestor reports whether one of head's ancestors (not head), a few
+// hundred commits back at most, has the abbreviated name short.
+func (l *Locker) hasAncestor(head gitsource.Hash, short string) bool {
+	if l.opts.Repo == nil || head.IsZero() {
+		return false
+	}
+	seen := map[gitsource.Hash]bool{head: true}
+	queue := []gitsource.Hash{head}
+	for len(queue) > 0 && len(seen) <= maxAncestorWalk {
+		info, err := l.opts.Repo.Commit(queue[0])
+		queue = queue[1:]
+		if err != nil {
+			continue
+		}
+		for _, p := range info.Parents {
+			if p.Short() == short {
+				return true
+			}
+			if !seen[p] {
+				seen[p] = true
+				queue = append(queue, p)
+			}
+		}
+	}
+	return false
+}
+
+// heldMessage is what a condition held says, for the log.
+func heldMessage(c *metav1.Condition) string {
+	if c == nil {
+		return ""
+	}
+	return c.Message
 }
 
 // readCondition reads the source's Locked condition, once and again

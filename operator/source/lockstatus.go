@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"regexp"
 	"slices"
 	"strings"
 
@@ -232,6 +233,20 @@ func lockCondition(head gitsource.Hash, res LockResult, err error, again bool) m
 	// the message under the source's own line.
 	c.Message = boundMessage(strings.Join(strings.Split(strings.TrimSpace(b.String()), "\n"), "; "))
 	return c
+}
+
+// conditionHeadPattern finds the head a Locked condition is about in
+// its message, as lockCondition and lockedElsewhere lead with it.
+var conditionHeadPattern = regexp.MustCompile(`^(?:nothing locked at|at|every deployment locked at|the head) ([0-9a-f]{12})\b`)
+
+// conditionHead is the abbreviated name (gitsource.Hash.Short) of the
+// head the Locked condition message msg is about, "" when it names none.
+func conditionHead(msg string) string {
+	m := conditionHeadPattern.FindStringSubmatch(msg)
+	if m == nil {
+		return ""
+	}
+	return m[1]
 }
 
 // lockStatus is the commit status of one lock of head, posted on head
