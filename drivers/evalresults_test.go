@@ -72,9 +72,7 @@ func TestAResultKeptByAnEarlierProcessIsReadBackNotEvaluatedAgain(t *testing.T) 
 	}
 	writeRecords(t, path, kept)
 
-	sb = checkingSandbox(t, dir)
-	d, _ = loadExample(t, sb)
-	again, sent := evaluateExample(t, sb, d, "hub")
+	again, sent := nextProcess(t, dir, "hub")
 	if sent != 0 {
 		t.Errorf("the next process sent %d evaluations to a child, want 0", sent)
 	}
@@ -120,9 +118,7 @@ func TestAKeptResultThatDoesNotReadIsEvaluatedAgainAndKeptAgain(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	sb = checkingSandbox(t, dir)
-	d, _ = loadExample(t, sb)
-	again, sent := evaluateExample(t, sb, d, "hub")
+	again, sent := nextProcess(t, dir, "hub")
 	if sent != 0 {
 		t.Errorf("sent %d evaluations to a child, want 0: their inputs are checked", sent)
 	}
@@ -146,9 +142,7 @@ func TestAResultKeptFromAnInProcessEvaluationIsTheChildsAnswer(t *testing.T) {
 	if err := os.Remove(path); err != nil {
 		t.Fatal(err)
 	}
-	sb = checkingSandbox(t, dir)
-	d, _ = loadExample(t, sb)
-	if _, sent := evaluateExample(t, sb, d, "hub"); sent != 0 {
+	if _, sent := nextProcess(t, dir, "hub"); sent != 0 {
 		t.Fatalf("sent %d evaluations to a child, want 0", sent)
 	}
 	_, fromHere := keptRecords(t, dir)
@@ -264,9 +258,7 @@ func TestAResultLogOthersMayWriteIsNeitherReadNorWritten(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	sb = checkingSandbox(t, dir)
-	d, _ = loadExample(t, sb)
-	again, _ := evaluateExample(t, sb, d, "hub")
+	again, _ := nextProcess(t, dir, "hub")
 	if again != first {
 		t.Errorf("with a result log its group may write:\n%.600s\nwant, as evaluated:\n%.600s", again, first)
 	}

@@ -457,6 +457,16 @@ func TestTwoProcessesCheckingTheSameLoadAtOnceLeaveOneCheck(t *testing.T) {
 // evaluateExample evaluates a deployment of the example driver d as a
 // lock does (its parameters, services, values and the policy render),
 // returning the results and the requests sent to a child meanwhile.
+// nextProcess is the next process keeping its checks in dir: the example
+// loaded and deployment name's inputs evaluated, with the requests sent
+// to a child.
+func nextProcess(t *testing.T, dir, name string) (string, uint64) {
+	t.Helper()
+	sb := checkingSandbox(t, dir)
+	d, _ := loadExample(t, sb)
+	return evaluateExample(t, sb, d, name)
+}
+
 func evaluateExample(t *testing.T, sb *Sandbox, d *Driver, name string) (string, uint64) {
 	t.Helper()
 	before := sb.Requests()
@@ -496,9 +506,7 @@ func TestAnInputAChildEvaluatedIsNotSentToAChildByTheNextProcess(t *testing.T) {
 		t.Errorf("checks after %d evaluations in a child: %d, want one each and the load's", sent, len(got))
 	}
 
-	sb = checkingSandbox(t, dir)
-	d, _ = loadExample(t, sb)
-	again, sent := evaluateExample(t, sb, d, "hub")
+	again, sent := nextProcess(t, dir, "hub")
 	if sent != 0 {
 		t.Errorf("the next process sent %d evaluations of the same inputs to a child, want 0", sent)
 	}
@@ -640,15 +648,11 @@ func TestAnInputLogLineThatDoesNotReadCostsOnlyItsInput(t *testing.T) {
 		t.Fatal(err)
 	}
 	removeResultLogs(t, dir)
-	sb = checkingSandbox(t, dir)
-	d, _ = loadExample(t, sb)
-	_, sent := evaluateExample(t, sb, d, "hub")
+	_, sent := nextProcess(t, dir, "hub")
 	if sent != 2 {
 		t.Errorf("after two lines were lost, the next process sent %d evaluations to a child, want 2", sent)
 	}
-	sb = checkingSandbox(t, dir)
-	d, _ = loadExample(t, sb)
-	if _, sent := evaluateExample(t, sb, d, "hub"); sent != 0 {
+	if _, sent := nextProcess(t, dir, "hub"); sent != 0 {
 		t.Errorf("the lines written again after a torn one were not read: %d evaluations sent to a child", sent)
 	}
 }
@@ -674,9 +678,7 @@ func TestAnInputLogPastItsBoundIsStartedAgain(t *testing.T) {
 		t.Fatal(err)
 	}
 	removeResultLogs(t, dir)
-	sb = checkingSandbox(t, dir)
-	d, _ = loadExample(t, sb)
-	_, sent := evaluateExample(t, sb, d, "hub")
+	_, sent := nextProcess(t, dir, "hub")
 	if sent == 0 {
 		t.Error("the inputs of a log past its bound were taken as checked")
 	}
