@@ -129,13 +129,6 @@ func evalChecked[T any](ctx context.Context, d *Driver, kind string, w evalWire,
 		cs.inputs = cs.opts.Sandbox.checks.inputs(cs.opts.sandboxRequest("check", cs.folder), cs.folder)
 		cs.results = cs.inputs.results()
 	})
-	decoded := func(resp *sandboxResponse) (T, error) {
-		out, err := decode(resp)
-		if err != nil {
-			return zero, fmt.Errorf("driver %s: %s: the result of %s: %w", d.Source, cs.file, what, err)
-		}
-		return out, nil
-	}
 	// An evaluation kept by an earlier process (or this one) is read
 	// back: it is deterministic in what its key holds. The applied
 	// parameters are never kept: they hold sensitive values in clear (the
@@ -193,8 +186,12 @@ func evalChecked[T any](ctx context.Context, d *Driver, kind string, w evalWire,
 	if !resp.Evaluated {
 		return here() // failed within the limits: the error, in this process's words
 	}
-	results.put(key, kind, resp)
-	return decoded(resp)
+	out, err := decode(resp)
+	if err != nil {
+		return zero, fmt.Errorf("driver %s: %s: the result of %s: %w", d.Source, cs.file, what, err)
+	}
+	results.put(key, kind, resp) // only a result that decodes
+	return out, nil
 }
 
 // withInput names, in err when it is a LimitError, the input evaluated.

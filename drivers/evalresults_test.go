@@ -18,17 +18,10 @@ import (
 // with the log's path.
 func keptRecords(t *testing.T, dir string) (string, map[[sha256.Size]byte][]byte) {
 	t.Helper()
-	logs := resultLogs(t, dir)
-	if len(logs) != 1 {
-		t.Fatalf("result logs after one driver's evaluations: %v, want one", logs)
-	}
-	data, err := os.ReadFile(logs[0])
-	if err != nil {
-		t.Fatal(err)
-	}
+	log, data := onlyLog(t, resultLogs(t, dir))
 	out := map[[sha256.Size]byte][]byte{}
 	readRecords(data, func(key [sha256.Size]byte, result []byte) { out[key] = result })
-	return logs[0], out
+	return log, out
 }
 
 // writeRecords writes records as a result log at path, in the order of
@@ -49,9 +42,7 @@ func writeRecords(t *testing.T, path string, records map[[sha256.Size]byte][]byt
 // result changed on disk is what that process gets.
 func TestAResultKeptByAnEarlierProcessIsReadBackNotEvaluatedAgain(t *testing.T) {
 	dir := t.TempDir()
-	sb := checkingSandbox(t, dir)
-	d, _ := loadExample(t, sb)
-	first, sent := evaluateExample(t, sb, d, "hub")
+	first, sent := nextProcess(t, dir, "hub")
 	if sent == 0 {
 		t.Fatal("the first process sent no evaluation to a child")
 	}
@@ -90,9 +81,7 @@ func TestAResultKeptByAnEarlierProcessIsReadBackNotEvaluatedAgain(t *testing.T) 
 // process, and the log is started again and holds them all once more.
 func TestAKeptResultThatDoesNotReadIsEvaluatedAgainAndKeptAgain(t *testing.T) {
 	dir := t.TempDir()
-	sb := checkingSandbox(t, dir)
-	d, _ := loadExample(t, sb)
-	first, _ := evaluateExample(t, sb, d, "hub")
+	first, _ := nextProcess(t, dir, "hub")
 	path, kept := keptRecords(t, dir)
 	keys := slices.SortedFunc(maps.Keys(kept), func(a, b [sha256.Size]byte) int { return bytes.Compare(a[:], b[:]) })
 	if len(keys) < 3 {
@@ -135,9 +124,7 @@ func TestAKeptResultThatDoesNotReadIsEvaluatedAgainAndKeptAgain(t *testing.T) {
 // it, byte for byte.
 func TestAResultKeptFromAnInProcessEvaluationIsTheChildsAnswer(t *testing.T) {
 	dir := t.TempDir()
-	sb := checkingSandbox(t, dir)
-	d, _ := loadExample(t, sb)
-	evaluateExample(t, sb, d, "hub")
+	nextProcess(t, dir, "hub")
 	path, fromChild := keptRecords(t, dir)
 	if err := os.Remove(path); err != nil {
 		t.Fatal(err)
@@ -243,9 +230,7 @@ func TestAResultLogPastItsBoundIsStartedAgain(t *testing.T) {
 // writes.
 func TestAResultLogOthersMayWriteIsNeitherReadNorWritten(t *testing.T) {
 	dir := t.TempDir()
-	sb := checkingSandbox(t, dir)
-	d, _ := loadExample(t, sb)
-	first, _ := evaluateExample(t, sb, d, "hub")
+	first, _ := nextProcess(t, dir, "hub")
 	path, kept := keptRecords(t, dir)
 	for k, r := range kept {
 		kept[k] = bytes.Replace(r, []byte("hub.staging-hub.svc"), []byte("planted.by.another"), 1)

@@ -496,9 +496,7 @@ func evaluateExample(t *testing.T, sb *Sandbox, d *Driver, name string) (string,
 // same results; a changed input, or other limits, go to a child again.
 func TestAnInputAChildEvaluatedIsNotSentToAChildByTheNextProcess(t *testing.T) {
 	dir := t.TempDir()
-	sb := checkingSandbox(t, dir)
-	d, _ := loadExample(t, sb)
-	first, sent := evaluateExample(t, sb, d, "hub")
+	first, sent := nextProcess(t, dir, "hub")
 	if sent == 0 {
 		t.Fatal("the first process sent no evaluation to a child")
 	}
@@ -513,12 +511,12 @@ func TestAnInputAChildEvaluatedIsNotSentToAChildByTheNextProcess(t *testing.T) {
 	if again != first {
 		t.Errorf("evaluated in-process from the checks:\n%.400s\nin the child:\n%.400s", again, first)
 	}
-	if _, sent := evaluateExample(t, sb, d, "other"); sent == 0 {
+	if _, sent := nextProcess(t, dir, "other"); sent == 0 {
 		t.Error("another deployment's inputs were not sent to a child")
 	}
 
 	// Other limits: neither the load nor the inputs were checked under them.
-	sb = checkingSandbox(t, dir)
+	sb := checkingSandbox(t, dir)
 	d, err := Load(folderFS(t), LoadOptions{Source: checkedSource, Sandbox: sb, Limits: Limits{Memory: 900 << 20}})
 	if err != nil {
 		t.Fatal(err)
@@ -611,6 +609,20 @@ func checksRoot(t *testing.T, dir string) *os.Root {
 	return root
 }
 
+// onlyLog is the one log of logs (a driver's evaluations) and its
+// content.
+func onlyLog(t *testing.T, logs []string) (string, []byte) {
+	t.Helper()
+	if len(logs) != 1 {
+		t.Fatalf("logs after one driver's evaluations: %v, want one", logs)
+	}
+	data, err := os.ReadFile(logs[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	return logs[0], data
+}
+
 // removeResultLogs removes the results kept in dir: an input whose result
 // is kept is read back whatever its input log says.
 func removeResultLogs(t *testing.T, dir string) {
@@ -627,24 +639,15 @@ func removeResultLogs(t *testing.T, dir string) {
 // only its own input, the others are still found.
 func TestAnInputLogLineThatDoesNotReadCostsOnlyItsInput(t *testing.T) {
 	dir := t.TempDir()
-	sb := checkingSandbox(t, dir)
-	d, _ := loadExample(t, sb)
-	if _, sent := evaluateExample(t, sb, d, "hub"); sent == 0 {
+	if _, sent := nextProcess(t, dir, "hub"); sent == 0 {
 		t.Fatal("the first process sent no evaluation to a child")
 	}
-	logs := inputLogs(t, dir)
-	if len(logs) != 1 {
-		t.Fatalf("input logs after one driver's evaluations: %v, want one", logs)
-	}
-	data, err := os.ReadFile(logs[0])
-	if err != nil {
-		t.Fatal(err)
-	}
+	log, data := onlyLog(t, inputLogs(t, dir))
 	lines := strings.SplitAfter(string(data), "\n")
 	lines = lines[:len(lines)-1]
 	// The first line cut short and run into the next: both are lost.
 	torn := lines[0][:20] + strings.Join(lines[1:], "") + hexKey('f')[:30]
-	if err := os.WriteFile(logs[0], []byte(torn), 0o600); err != nil {
+	if err := os.WriteFile(log, []byte(torn), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	removeResultLogs(t, dir)
@@ -661,20 +664,11 @@ func TestAnInputLogLineThatDoesNotReadCostsOnlyItsInput(t *testing.T) {
 // reads it: a long-lived folder does not grow without end.
 func TestAnInputLogPastItsBoundIsStartedAgain(t *testing.T) {
 	dir := t.TempDir()
-	sb := checkingSandbox(t, dir)
-	d, _ := loadExample(t, sb)
-	evaluateExample(t, sb, d, "hub")
-	logs := inputLogs(t, dir)
-	if len(logs) != 1 {
-		t.Fatalf("input logs: %v, want one", logs)
-	}
-	data, err := os.ReadFile(logs[0])
-	if err != nil {
-		t.Fatal(err)
-	}
+	nextProcess(t, dir, "hub")
+	log, data := onlyLog(t, inputLogs(t, dir))
 	// Exactly at its bound, as a process that filled it leaves it.
 	full := string(data) + strings.Repeat(hexKey('e')+"\n", inputLogMax-strings.Count(string(data), "\n"))
-	if err := os.WriteFile(logs[0], []byte(full), 0o600); err != nil {
+	if err := os.WriteFile(log, []byte(full), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	removeResultLogs(t, dir)
@@ -682,7 +676,7 @@ func TestAnInputLogPastItsBoundIsStartedAgain(t *testing.T) {
 	if sent == 0 {
 		t.Error("the inputs of a log past its bound were taken as checked")
 	}
-	after, err := os.ReadFile(logs[0])
+	after, err := os.ReadFile(log)
 	if err != nil {
 		t.Fatal(err)
 	}
