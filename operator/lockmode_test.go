@@ -675,9 +675,8 @@ func (p *awayPoster) Post(ctx context.Context, sha string, s commitstatus.Status
 func TestTheNextAgentPostsTheLockStatusTheHostDidNotTakeFromTheSource(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	srv := exampleServer(t)
-	cl, key := clusterWithSource(t, srv.RepoURL(agentRepoName))
-	sc := &source.SourceConditions{Client: cl, Reader: cl, Source: key}
+	srv, sc := lockModeSource(t)
+	cl, key := sc.Client, sc.Source
 	host, poster := lockStatusHost(t)
 	away := &awayPoster{StatusPoster: poster}
 	away.away.Store(true)
@@ -750,9 +749,7 @@ func TestTheNextAgentPostsTheLockStatusTheHostDidNotTakeFromTheSource(t *testing
 func TestALeaderDeposedMidRoundDoesNotWriteItsLockStatusesOverTheNextLeaders(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	srv := exampleServer(t)
-	cl, key := clusterWithSource(t, srv.RepoURL(agentRepoName))
-	sc := &source.SourceConditions{Client: cl, Reader: cl, Source: key}
+	srv, sc := lockModeSource(t)
 	host, poster := lockStatusHost(t)
 	away := &awayPoster{StatusPoster: poster}
 	away.away.Store(true)
@@ -811,9 +808,7 @@ func TestALeaderDeposedMidRoundDoesNotWriteItsLockStatusesOverTheNextLeaders(t *
 func TestALeaderDeposedMidRoundDoesNotWriteItsLockedConditionOverTheNextLeaders(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	srv := exampleServer(t)
-	cl, key := clusterWithSource(t, srv.RepoURL(agentRepoName))
-	sc := &source.SourceConditions{Client: cl, Reader: cl, Source: key}
+	srv, sc := lockModeSource(t)
 	paused := &pausedConditions{ConditionSetter: sc}
 	deposed, err := source.NewLocker(source.LockModeOptions{Repo: cloneOf(t, srv), Conditions: paused})
 	if err != nil {
@@ -876,9 +871,7 @@ func (p *pausedConditions) SetCondition(ctx context.Context, was *metav1.Conditi
 func TestTheNextLeadersLockedConditionIsWrittenOverADeposedLeadersThatLandedMidRound(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	srv := exampleServer(t)
-	cl, key := clusterWithSource(t, srv.RepoURL(agentRepoName))
-	sc := &source.SourceConditions{Client: cl, Reader: cl, Source: key}
+	srv, sc := lockModeSource(t)
 	pausedDeposed, pausedNext := &pausedConditions{ConditionSetter: sc}, &pausedConditions{ConditionSetter: sc}
 	deposed, err := source.NewLocker(source.LockModeOptions{Repo: cloneOf(t, srv), Conditions: pausedDeposed})
 	if err != nil {
@@ -943,9 +936,7 @@ func TestTheNextLeadersLockedConditionIsWrittenOverADeposedLeadersThatLandedMidR
 func TestALockedConditionWhoseAnswerWasLostIsNotTakenForAnotherAgentsOnTheNextHead(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	srv := exampleServer(t)
-	cl, key := clusterWithSource(t, srv.RepoURL(agentRepoName))
-	sc := &source.SourceConditions{Client: cl, Reader: cl, Source: key}
+	srv, sc := lockModeSource(t)
 	lost := &lostAnswers{ConditionSetter: sc, lose: 1}
 	l, err := source.NewLocker(source.LockModeOptions{Repo: cloneOf(t, srv), Conditions: lost})
 	if err != nil {
@@ -1148,4 +1139,13 @@ func TestTheLockModeLocksAndSaysWhatTheLockWarnsOf(t *testing.T) {
 	if w := strings.Join(res.Warnings, "\n"); !strings.Contains(w, "clusters local, other each give environment dev the domain") {
 		t.Errorf("warnings %q, want the two clusters giving dev one domain", res.Warnings)
 	}
+}
+
+// lockModeSource is the example's git server, a StyrminSource of it on
+// the API server, and the Locked condition's writer of that source.
+func lockModeSource(t *testing.T) (*gitserver.Server, *source.SourceConditions) {
+	t.Helper()
+	srv := exampleServer(t)
+	cl, key := clusterWithSource(t, srv.RepoURL(agentRepoName))
+	return srv, &source.SourceConditions{Client: cl, Reader: cl, Source: key}
 }
