@@ -292,11 +292,17 @@ func TestAnIngressServingAnotherPathOfAHostOverTLSApartStallsNamingBothSecrets(t
 
 // withTLS is in with its Ingress's TLS Secret secret.
 func withTLS(t *testing.T, in *resolver.Instance, secret string) *resolver.Instance {
+	return withIngressValue(t, in, "tlsSecret", secret)
+}
+
+// withIngressValue is in with its ingress value field set to v, its
+// digest computed again.
+func withIngressValue(t *testing.T, in *resolver.Instance, field string, v any) *resolver.Instance {
 	t.Helper()
 	out := *in
 	out.Values = clone(in.Values)
 	ing := clone(in.Values["ingress"].(map[string]any))
-	ing["tlsSecret"] = secret
+	ing[field] = v
 	out.Values["ingress"] = ing
 	d, err := out.ComputeDigest()
 	if err != nil {
@@ -342,18 +348,7 @@ func waitHostClaimed(t *testing.T, e *env, ns, host, holder string) string {
 
 // withClass is in with its Ingress on class ("": none).
 func withClass(t *testing.T, in *resolver.Instance, class string) *resolver.Instance {
-	t.Helper()
-	out := *in
-	out.Values = clone(in.Values)
-	ing := clone(in.Values["ingress"].(map[string]any))
-	ing["className"] = class
-	out.Values["ingress"] = ing
-	d, err := out.ComputeDigest()
-	if err != nil {
-		t.Fatal(err)
-	}
-	out.Digest = d
-	return &out
+	return withIngressValue(t, in, "className", class)
 }
 
 // waitDrifted waits until ns's Drifted condition is as ok says, and
