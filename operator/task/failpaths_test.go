@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -202,8 +203,11 @@ func TestARunJobStepsJobIsBoundedByTheStepTimeoutAndDeletedWhenTheStepTimesOut(t
 	if err := cl.Get(ctx, jobKey, &job); err != nil {
 		t.Fatalf("the runJob step's Job: %v", err)
 	}
-	if got := job.Spec.ActiveDeadlineSeconds; got == nil || *got != int64(timeout/time.Second) {
-		t.Errorf("the Job of a step without a declared timeout has activeDeadlineSeconds %v; want the controller's step timeout, %d", got, int64(timeout/time.Second))
+	// What is left of the step's timeout when the Job is made: the whole
+	// of it, less the seconds a loaded machine took between the step's
+	// start and the Job (a CI run saw 119 of 120).
+	if got, most := job.Spec.ActiveDeadlineSeconds, int64(timeout/time.Second); got == nil || *got > most || *got < most-30 {
+		t.Errorf("the Job of a step without a declared timeout has activeDeadlineSeconds %s; want what is left of the controller's step timeout, %d, at most", deadlineOf(got), most)
 	}
 
 	// The step's deadline passes (its start is moved back) while the Job
@@ -872,4 +876,12 @@ func startMigration(t *testing.T, cl client.Client, r *Reconciler, d *drivers.Dr
 		t.Fatalf("the runJob step's Job: %v", err)
 	}
 	return req, job
+}
+
+// deadlineOf prints a Job's activeDeadlineSeconds.
+func deadlineOf(s *int64) string {
+	if s == nil {
+		return "none"
+	}
+	return strconv.FormatInt(*s, 10)
 }
