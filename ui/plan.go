@@ -86,5 +86,28 @@ func checkRef(ref string) error {
 			return errNotARef
 		}
 	}
+	if ref != "" && len(ref) < minAbbrev && isHex(ref) {
+		return errShortHex
+	}
 	return nil
+}
+
+// minAbbrev is the shortest commit abbreviation taken, git's own
+// (MINIMUM_ABBREV): go-git tries every ref as a hash prefix first, of
+// whole bytes, so "a" is the empty prefix and "abc" one byte: it lists
+// every object of the clone, or one in 256, and reads each as a commit
+// until one is, under the repository's lock the agent's syncer waits for.
+const minAbbrev = 4
+
+// errShortHex is checkRef's answer for hex digits shorter than minAbbrev.
+var errShortHex = fmt.Errorf("expected a commit abbreviated to at least %d hex digits, or a branch or tag by its full name (refs/tags/1)", minAbbrev)
+
+// isHex reports whether s is made of hex digits only.
+func isHex(s string) bool {
+	for _, r := range s {
+		if !strings.ContainsRune("0123456789abcdefABCDEF", r) {
+			return false
+		}
+	}
+	return true
 }
