@@ -45,7 +45,7 @@ const (
 const DefaultAgentNamespace = "styrmin-system"
 
 // eventSource is the reporting controller of the agent's events.
-const eventSource = "styrmin-agent"
+const eventSource = v1alpha1.AgentEventSource
 
 // Options configure the agent.
 type Options struct {

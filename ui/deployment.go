@@ -145,17 +145,21 @@ func (h *Handler) deploymentData(ctx context.Context, c *Cluster, id resolver.ID
 }
 
 // podsAndEvents reads a namespace's pods and its newest events (those of
-// the objects keep names, when given).
+// the StyrminTasks keep names, when given: then no pod). Every message a
+// program may have written is shown masked with the namespace's
+// sensitive values, or withheld when they cannot be read (the pods' by
+// health.PodSummary, the events' by health.EventMessage).
 func (h *Handler) podsAndEvents(ctx context.Context, c *Cluster, namespace string, keep map[string]bool) ([]podView, []eventView, string) {
 	var problems []string
 	var pods []podView
+	// Read only when a pod or an event shows a message a program may
+	// have written, once for both.
+	sensitive := health.NamespaceSensitive(ctx, c.Live, namespace)
 	if keep == nil {
 		var list corev1.PodList
 		if err := c.Live.List(ctx, &list, client.InNamespace(namespace)); err != nil {
 			problems = append(problems, "listing pods: "+mask(err.Error()))
 		}
-		// Read only when a pod shows a message its program wrote.
-		sensitive := health.NamespaceSensitive(ctx, c.Live, namespace)
 		for i := range list.Items {
 			pods = append(pods, podViewOf(&list.Items[i], sensitive))
 		}
@@ -167,8 +171,10 @@ func (h *Handler) podsAndEvents(ctx context.Context, c *Cluster, namespace strin
 	}
 	items := evs.Items
 	if keep != nil {
+		// A task's own events: those about it, or naming it as related.
+		// By name and kind: a StatefulSet's pod web-2 is no task web-2.
 		items = slices.DeleteFunc(items, func(e corev1.Event) bool {
-			return !keep[e.InvolvedObject.Name] && (e.Related == nil || !keep[e.Related.Name])
+			return !kept(keep, e.InvolvedObject) && (e.Related == nil || !kept(keep, *e.Related))
 		})
 	}
 	slices.SortFunc(items, func(a, b corev1.Event) int { return eventTime(b).Compare(eventTime(a)) })
@@ -180,10 +186,15 @@ func (h *Handler) podsAndEvents(ctx context.Context, c *Cluster, namespace strin
 		e := &items[i]
 		events = append(events, eventView{
 			Time: eventTime(*e).UTC().Format("2006-01-02 15:04:05Z"), Type: e.Type, Reason: e.Reason,
-			Object: e.InvolvedObject.Kind + "/" + e.InvolvedObject.Name, Message: mask(e.Message), Count: e.Count,
+			Object: e.InvolvedObject.Kind + "/" + e.InvolvedObject.Name, Message: mask(health.EventMessage(e, sensitive)), Count: e.Count,
 		})
 	}
 	return pods, events, strings.Join(problems, "; ")
+}
+
+// kept reports whether ref is one of the StyrminTasks keep names.
+func kept(keep map[string]bool, ref corev1.ObjectReference) bool {
+	return ref.Kind == "StyrminTask" && keep[ref.Name]
 }
 
 func eventTime(e corev1.Event) time.Time {

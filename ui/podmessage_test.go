@@ -18,6 +18,7 @@ import (
 	"github.com/styrmin/styrmin/operator"
 	"github.com/styrmin/styrmin/operator/api/v1alpha1"
 	"github.com/styrmin/styrmin/resolver"
+	"github.com/styrmin/styrmin/testcluster"
 	"github.com/styrmin/styrmin/ui"
 )
 
@@ -39,21 +40,7 @@ func TestAPodsTerminationMessageShowsNoSecret(t *testing.T) {
 	// sensitive value, so only dropping the message keeps it off the page.
 	const kubeSecret = "kube-db-pass-7f3a9"
 
-	// The release's Secret of sensitive values, as the agent writes it.
-	in := w.git.lockAt(t, w.git.lockCommits[1], idDevWeb)
-	data := map[string][]byte{}
-	for _, v := range in.Context.Parameters {
-		if s, ok := v.(string); ok {
-			if d, ok := resolver.PlaceholderDigest(s); ok {
-				data[d] = []byte(secretValue)
-			}
-		}
-	}
-	if len(data) != 1 {
-		t.Fatalf("dev/web's instance holds %d placeholders, want 1", len(data))
-	}
-	sensitive := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: v1alpha1.SensitiveSecretName, Namespace: ns}, Data: data}
-	create(t, w.cl, sensitive)
+	withSensitiveSecret(t, w, ns)
 
 	terminated := func(name string, policy corev1.TerminationMessagePolicy, code int32, message string) {
 		t.Helper()
@@ -101,25 +88,7 @@ func TestAPodsTerminationMessageShowsNoSecret(t *testing.T) {
 
 	// Whoever reads the pods for the page (the agent's identity, a
 	// user's) may not be allowed the Secret: the message is withheld.
-	rules := []rbacv1.PolicyRule{{APIGroups: []string{""}, Resources: []string{"pods", "events"}, Verbs: []string{"get", "list"}}}
-	create(t, w.cl, &rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Name: "pod-viewer", Namespace: ns}, Rules: rules})
-	create(t, w.cl, &rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Name: "pod-viewer", Namespace: ns},
-		RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: "pod-viewer"},
-		Subjects: []rbacv1.Subject{{APIGroup: rbacv1.GroupName, Kind: rbacv1.UserKind, Name: "pod-viewer"}}})
-	cfg := rest.CopyConfig(c.RESTConfig)
-	cfg.Impersonate = rest.ImpersonationConfig{UserName: "pod-viewer"}
-	scheme, err := operator.NewScheme()
-	if err != nil {
-		t.Fatal(err)
-	}
-	viewer, err := client.New(cfg, client.Options{Scheme: scheme})
-	if err != nil {
-		t.Fatal(err)
-	}
-	h, err := ui.New(ui.Options{Clusters: []ui.Cluster{{Name: "local", Reader: w.cl, Live: viewer}}, Repo: w.git.repo})
-	if err != nil {
-		t.Fatal(err)
-	}
+	h := handlerWithoutSecrets(t, w, c, ns, "pod-viewer")
 	body = page(h)
 	wantIn(t, "dev/web read by an identity without the Secret", body,
 		"migrate-from-file", "<small>exit code 2: [", "bytes of termination message withheld", "forbidden")
@@ -137,4 +106,51 @@ func create(t *testing.T, cl client.Client, obj client.Object) {
 			t.Error(err)
 		}
 	})
+}
+
+// withSensitiveSecret writes the release's Secret of sensitive values in
+// ns, as the agent writes it: secretValue under the digest of dev/web's
+// one placeholder.
+func withSensitiveSecret(t *testing.T, w *demoWorld, ns string) {
+	t.Helper()
+	in := w.git.lockAt(t, w.git.lockCommits[1], idDevWeb)
+	data := map[string][]byte{}
+	for _, v := range in.Context.Parameters {
+		if s, ok := v.(string); ok {
+			if d, ok := resolver.PlaceholderDigest(s); ok {
+				data[d] = []byte(secretValue)
+			}
+		}
+	}
+	if len(data) != 1 {
+		t.Fatalf("dev/web's instance holds %d placeholders, want 1", len(data))
+	}
+	create(t, w.cl, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: v1alpha1.SensitiveSecretName, Namespace: ns}, Data: data})
+}
+
+// handlerWithoutSecrets is the UI reading the cluster live as user, who
+// may get and list pods and events in ns and read no Secret (the agent's
+// identity or a user's may not).
+func handlerWithoutSecrets(t *testing.T, w *demoWorld, c *testcluster.Cluster, ns, user string) http.Handler {
+	t.Helper()
+	rules := []rbacv1.PolicyRule{{APIGroups: []string{""}, Resources: []string{"pods", "events"}, Verbs: []string{"get", "list"}}}
+	create(t, w.cl, &rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Name: user, Namespace: ns}, Rules: rules})
+	create(t, w.cl, &rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Name: user, Namespace: ns},
+		RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: user},
+		Subjects: []rbacv1.Subject{{APIGroup: rbacv1.GroupName, Kind: rbacv1.UserKind, Name: user}}})
+	cfg := rest.CopyConfig(c.RESTConfig)
+	cfg.Impersonate = rest.ImpersonationConfig{UserName: user}
+	scheme, err := operator.NewScheme()
+	if err != nil {
+		t.Fatal(err)
+	}
+	viewer, err := client.New(cfg, client.Options{Scheme: scheme})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h, err := ui.New(ui.Options{Clusters: []ui.Cluster{{Name: "local", Reader: w.cl, Live: viewer}}, Repo: w.git.repo})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return h
 }

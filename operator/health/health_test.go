@@ -227,3 +227,43 @@ func TestAPodBeingDeletedIsShownTerminating(t *testing.T) {
 		t.Errorf("a pod not being deleted shows %q; want Running", got)
 	}
 }
+
+// TestAnEventMessageNotTheAgentsIsMaskedOrWithheld: the kubelet quotes a
+// failed probe's or hook's output in its events, and a program may print
+// a value it was given: a message any writer but the agent wrote is
+// masked with the deployment's sensitive values, withheld when they
+// cannot be read; the agent's own (it masks what it writes) are kept,
+// and the values are not read for them.
+func TestAnEventMessageNotTheAgentsIsMaskedOrWithheld(t *testing.T) {
+	const value = "launch-code-4711"
+	reads := 0
+	values := func(s resolver.Sensitive, err error) SensitiveValues {
+		return func() (resolver.Sensitive, error) { reads++; return s, err }
+	}
+	kubelet := &corev1.Event{Reason: "Unhealthy", Source: corev1.EventSource{Component: "kubelet"},
+		Message: "Readiness probe failed: psql: postgres://app:" + value + "@db/app: refused"}
+	if got := EventMessage(kubelet, values(resolver.Sensitive{"p": value}, nil)); got != "Readiness probe failed: psql: postgres://app:"+resolver.Masked+"@db/app: refused" {
+		t.Errorf("with the values: %q, want the message masked", got)
+	}
+	if got := EventMessage(kubelet, values(nil, errors.New("secrets is forbidden"))); strings.Contains(got, value) || !strings.Contains(got, "bytes of event message withheld") || !strings.Contains(got, "forbidden") {
+		t.Errorf("without the values: %q, want the message withheld, saying why", got)
+	}
+	reads = 0
+	for _, agent := range []*corev1.Event{
+		{ReportingController: v1alpha1.AgentEventSource, Message: "step migrate failed (StepFailed); its message and output are in the task's status"},
+		{Source: corev1.EventSource{Component: v1alpha1.AgentEventSource}, Message: "kept sequence 3"},
+	} {
+		if got := EventMessage(agent, values(nil, errors.New("secrets is forbidden"))); got != agent.Message {
+			t.Errorf("the agent's event: %q, want %q as written", got, agent.Message)
+		}
+	}
+	// Only the events API's reporting controller says who wrote one that
+	// names it.
+	forged := &corev1.Event{ReportingController: "kubelet", Source: corev1.EventSource{Component: v1alpha1.AgentEventSource}, Message: value}
+	if got := EventMessage(forged, values(resolver.Sensitive{"p": value}, nil)); got != resolver.Masked {
+		t.Errorf("an event the kubelet reports: %q, want it masked", got)
+	}
+	if reads != 1 {
+		t.Errorf("the values were read %d times, want once (for the kubelet's event only)", reads)
+	}
+}

@@ -191,12 +191,19 @@ const maxPodMessage = 1 << 10
 // programMessage is a message a container's program wrote, masked with the
 // sensitive values, or withheld when they cannot be read.
 func programMessage(msg string, sensitive SensitiveValues) string {
+	return masked("termination message", msg, sensitive)
+}
+
+// masked is msg, a text that may hold what a program printed (what names
+// it), masked with the sensitive values, or withheld when they cannot be
+// read: unmasked, it could show one.
+func masked(what, msg string, sensitive SensitiveValues) string {
 	if sensitive == nil {
 		return msg
 	}
 	values, err := sensitive()
 	if err != nil {
-		return fmt.Sprintf("[%d bytes of termination message withheld: the deployment's sensitive values could not be read to mask it: %v]", len(msg), err)
+		return fmt.Sprintf("[%d bytes of %s withheld: the deployment's sensitive values could not be read to mask it: %v]", len(msg), what, err)
 	}
 	return values.Mask(msg)
 }

@@ -25,7 +25,7 @@ const BackupCRD = "styrminbackups." + v1alpha1.Group
 
 // eventSource is the reporting controller of the events recorded here
 // when Options.Recorder is nil (the agent's).
-const eventSource = "styrmin-agent"
+const eventSource = v1alpha1.AgentEventSource
 
 // sayBackupKept records that backup b, deleted with its CRD, keeps its
 // data where it is: no deleteBackup hook ran.

@@ -105,6 +105,12 @@ const (
 	ReasonUninstallFailed = "UninstallFailed"
 )
 
+// AgentEventSource is the reporting controller of the agent's events
+// (its ReportingController; Source.Component in an event written by the
+// older API). Their notes hold no sensitive value: the agent masks what
+// it writes; any other writer's may (health.EventMessage).
+const AgentEventSource = "styrmin-agent"
+
 // Event reasons recorded on StyrminDeployments and StyrminTasks, besides
 // the condition reasons above.
 const (
