@@ -294,6 +294,9 @@ func encodeKept(resp *sandboxResponse, objects bool) []byte {
 	if !objects {
 		return append([]byte{keptOutput}, resp.Output...)
 	}
+	if resp.kept != nil {
+		return resp.kept // as the child encoded it
+	}
 	n := 1 + binary.MaxVarintLen64
 	for _, o := range resp.Objects {
 		n += len(o.APIVersion) + len(o.Kind) + len(o.Namespace) + len(o.Name) + len(o.Component) + len(o.YAML) + 7*binary.MaxVarintLen64

@@ -116,8 +116,8 @@ func (s *Sandbox) Close() {
 	}
 }
 
-// sandboxRequest is what the parent writes to the child's stdin, one JSON
-// document a line.
+// sandboxRequest is what the parent writes to the child's stdin: a JSON
+// line, then its Input (encodeRequest).
 type sandboxRequest struct {
 	// ID tells this request's phases (phasefile.go) from an earlier one's.
 	ID          uint64            `json:"id"`
@@ -135,7 +135,10 @@ type sandboxRequest struct {
 	// Func and Input are a "call": the child's SandboxFunc of that name,
 	// given Files and Input.
 	Func  string `json:"func,omitempty"`
-	Input []byte `json:"input,omitempty"`
+	Input []byte `json:"-"`
+	// InputLen is Input's length: its bytes follow the request's line as
+	// they are (sandboxFrame), not in JSON's base64.
+	InputLen int `json:"inputLen,omitempty"`
 	// Known, set instead of Files, is the driverKey of a driver the
 	// child was sent before: the files of a driver version are most of a
 	// request, and a fan-out sends one version thousands of times.
@@ -146,13 +149,24 @@ type sandboxRequest struct {
 	folderSum string
 }
 
-// sandboxResponse is what the child writes to its stdout, one a line.
+// sandboxResponse is what the child writes to its stdout: a JSON line, then
+// its Output and Objects (encodeAnswer).
 type sandboxResponse struct {
-	Errors  []wireError `json:"errors,omitempty"`
-	Objects []Object    `json:"objects,omitempty"`
+	Errors []wireError `json:"errors,omitempty"`
+	// Objects are a render's, sent after the answer's line in a kept
+	// result's form (encodeKept): as JSON (their text in base64), reading
+	// them was a fifth of a first plan's CPU in this process.
+	Objects []Object `json:"-"`
 	// Output is a call's result, or a check's (evalChecked) in its wire
-	// form.
-	Output []byte `json:"output,omitempty"`
+	// form, sent after the answer's line as it is.
+	Output []byte `json:"-"`
+	// OutputLen and ObjectsLen are the lengths of Output and of Objects'
+	// encoding, which follow the line in that order (0: none).
+	OutputLen  int `json:"outputLen,omitempty"`
+	ObjectsLen int `json:"objectsLen,omitempty"`
+	// kept is Objects' encoding as read, which a kept result takes as it
+	// is (encodeKept).
+	kept []byte
 	// Evaluated says a check's evaluation ended without an error: its
 	// result is Output, or Objects for a render.
 	Evaluated bool `json:"evaluated,omitempty"`
@@ -498,26 +512,27 @@ func (c *sandboxChild) kill() {
 // began the request.
 func (c *sandboxChild) do(ctx context.Context, req *sandboxRequest, specFile, max string, reused bool) (*sandboxResponse, error) {
 	c.stderr.begin(req.ID, specFile)
-	in, err := json.Marshal(req)
+	in, err := encodeRequest(req)
 	if err != nil {
 		return nil, fmt.Errorf("drivers: sandbox request: %w", err)
 	}
 	type result struct {
-		line     []byte
-		err      error
-		writeErr bool
+		resp       *sandboxResponse
+		unreadable error // the answer came whole but does not decode
+		err        error // no whole answer
+		writeErr   bool
 	}
 	answer := make(chan result, 1)
 	// The answer is bounded by the rendered-bytes limit (objects are
 	// re-encoded, so allow for the framing).
 	limit := 2*req.Limits.RenderedBytes + 1<<20
 	go func() {
-		if _, err := c.stdin.Write(append(in, '\n')); err != nil {
+		if _, err := c.stdin.Write(in); err != nil {
 			answer <- result{err: err, writeErr: true}
 			return
 		}
-		b, err := readLine(c.stdout, limit)
-		answer <- result{line: b, err: err}
+		resp, unreadable, err := readAnswer(c.stdout, limit)
+		answer <- result{resp: resp, unreadable: unreadable, err: err}
 	}()
 	var got result
 	select {
@@ -532,11 +547,10 @@ func (c *sandboxChild) do(ctx context.Context, req *sandboxRequest, specFile, ma
 		return nil, fmt.Errorf("driver %s: %w", req.Source, ctx.Err())
 	}
 	if got.err == nil {
-		var resp sandboxResponse
-		if err := json.Unmarshal(got.line, &resp); err != nil {
-			return nil, fmt.Errorf("driver %s: %s: unreadable evaluation result: %w", req.Source, c.stderr.last(), err)
+		if got.unreadable != nil {
+			return nil, fmt.Errorf("driver %s: %s: unreadable evaluation result: %w", req.Source, c.stderr.last(), got.unreadable)
 		}
-		return &resp, nil
+		return got.resp, nil
 	}
 	if errors.Is(got.err, errAnswerTooLarge) {
 		return nil, fmt.Errorf("driver %s: %s: unreadable evaluation result: %w", req.Source, c.stderr.last(), got.err)
@@ -595,6 +609,97 @@ func readLine(r *bufio.Reader, limit int64) ([]byte, error) {
 			return nil, err
 		}
 	}
+}
+
+// encodeRequest is req's line, followed by its Input as it is: an
+// input's wire form is JSON already, and base64 inside the request's JSON
+// cost both processes a scan and a copy of it.
+func encodeRequest(req *sandboxRequest) ([]byte, error) {
+	h := *req
+	h.InputLen = len(req.Input)
+	line, err := json.Marshal(&h)
+	if err != nil {
+		return nil, err
+	}
+	return append(append(line, '\n'), req.Input...), nil
+}
+
+// readRequest reads a request written by encodeRequest; io.EOF when r
+// ends before one begins. The parent is trusted: no bound.
+func readRequest(r *bufio.Reader) (*sandboxRequest, error) {
+	line, err := r.ReadBytes('\n')
+	if err != nil {
+		if errors.Is(err, io.EOF) && len(line) > 0 {
+			err = io.ErrUnexpectedEOF
+		}
+		return nil, err
+	}
+	var req sandboxRequest
+	if err := decodeNumbers(line, &req); err != nil { // numbers stay what the parent had: int64 or float64
+		return nil, err
+	}
+	if req.InputLen < 0 {
+		return nil, fmt.Errorf("input length %d", req.InputLen)
+	}
+	if req.InputLen > 0 {
+		req.Input = make([]byte, req.InputLen)
+		if _, err := io.ReadFull(r, req.Input); err != nil {
+			return nil, fmt.Errorf("the request's input: %w", err)
+		}
+	}
+	return &req, nil
+}
+
+// encodeAnswer is resp's line, followed by its Output and its Objects in
+// a kept result's form.
+func encodeAnswer(resp *sandboxResponse) []byte {
+	var objects []byte
+	if resp.Objects != nil {
+		objects = encodeKept(resp, true)
+	}
+	resp.OutputLen, resp.ObjectsLen = len(resp.Output), len(objects)
+	line, _ := json.Marshal(resp) // plain fields: it cannot fail
+	b := make([]byte, 0, len(line)+1+len(resp.Output)+len(objects))
+	b = append(append(line, '\n'), resp.Output...)
+	return append(b, objects...)
+}
+
+// readAnswer reads an answer written by encodeAnswer, of at most limit
+// bytes. err is no whole answer (the child died, or wrote too much);
+// unreadable, a whole one that does not decode.
+func readAnswer(r *bufio.Reader, limit int64) (resp *sandboxResponse, unreadable, err error) {
+	line, err := readLine(r, limit)
+	if err != nil {
+		return nil, nil, err
+	}
+	resp = &sandboxResponse{}
+	if err := json.Unmarshal(line, resp); err != nil {
+		return nil, err, nil
+	}
+	if resp.OutputLen < 0 || resp.ObjectsLen < 0 {
+		return nil, fmt.Errorf("lengths %d and %d", resp.OutputLen, resp.ObjectsLen), nil
+	}
+	if rest := limit - int64(len(line)); int64(resp.OutputLen) > rest || int64(resp.ObjectsLen) > rest-int64(resp.OutputLen) {
+		return nil, nil, errAnswerTooLarge
+	}
+	tail := make([]byte, resp.OutputLen+resp.ObjectsLen)
+	if _, err := io.ReadFull(r, tail); err != nil {
+		if errors.Is(err, io.EOF) {
+			err = io.ErrUnexpectedEOF
+		}
+		return nil, nil, err
+	}
+	if resp.OutputLen > 0 {
+		resp.Output = tail[:resp.OutputLen:resp.OutputLen]
+	}
+	if resp.ObjectsLen > 0 {
+		objs, err := decodeKept(tail[resp.OutputLen:], true)
+		if err != nil {
+			return nil, fmt.Errorf("the objects rendered: %w", err), nil
+		}
+		resp.Objects, resp.kept = objs.Objects, tail[resp.OutputLen:]
+	}
+	return resp, nil, nil
 }
 
 // phaseWriter keeps, for the request in flight, the last file its phase

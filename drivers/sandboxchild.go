@@ -3,7 +3,6 @@ package drivers
 import (
 	"bufio"
 	"crypto/sha256"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -29,12 +28,11 @@ const childDrivers = 8
 //
 // funcs are the functions Sandbox.Call may run besides (nil: none).
 func ServeSandbox(in io.Reader, out io.Writer, stderr io.Writer, funcs SandboxFuncs) int {
-	dec := json.NewDecoder(bufio.NewReader(in))
-	dec.UseNumber() // numbers stay what the parent had: int64 or float64
+	br := bufio.NewReaderSize(in, 64<<10)
 	s := &sandboxServer{out: out, stderr: stderr, drivers: map[[32]byte]*Driver{}, kept: keptHeap, funcs: funcs, phaseOut: phaseFromEnv()}
 	for first := true; ; first = false {
-		var req sandboxRequest
-		if err := dec.Decode(&req); err != nil {
+		req, err := readRequest(br)
+		if err != nil {
 			if errors.Is(err, io.EOF) {
 				return 0
 			}
@@ -59,7 +57,7 @@ func ServeSandbox(in io.Reader, out io.Writer, stderr io.Writer, funcs SandboxFu
 				debug.SetGCPercent(childGCPercent)
 			}
 		}
-		if s.serve(&req) {
+		if s.serve(req) {
 			return 0
 		}
 	}
@@ -270,7 +268,7 @@ func (s *sandboxServer) answer(resp *sandboxResponse) {
 		return
 	}
 	s.answered = true
-	_ = json.NewEncoder(s.out).Encode(resp)
+	_, _ = s.out.Write(encodeAnswer(resp))
 }
 
 // overMemory answers req with the memory limit, heap being what it used,
@@ -283,8 +281,8 @@ func (s *sandboxServer) overMemory(req *sandboxRequest, heap uint64) {
 		return
 	}
 	s.answered = true
-	_ = json.NewEncoder(s.out).Encode(&sandboxResponse{Retire: true, Errors: toWire(&LimitError{Driver: req.Source, File: s.phase,
-		Limit: LimitMemory, Max: sizeText(s.limits.Memory), Detail: fmt.Sprintf("the evaluation reached %s", sizeText(int64(heap)&^(1<<20-1)))})})
+	_, _ = s.out.Write(encodeAnswer(&sandboxResponse{Retire: true, Errors: toWire(&LimitError{Driver: req.Source, File: s.phase,
+		Limit: LimitMemory, Max: sizeText(s.limits.Memory), Detail: fmt.Sprintf("the evaluation reached %s", sizeText(int64(heap)&^(1<<20-1)))})}))
 	os.Exit(3)
 }
 
