@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"net/http"
 	"os"
 	"slices"
 	"strings"
@@ -74,6 +75,13 @@ func startEnvWith(t *testing.T, extra ...*drivers.Driver) *env {
 // by edit (nil: none).
 func startEnvWithOptions(t *testing.T, edit func(*operator.ManagerOptions), extra ...*drivers.Driver) *env {
 	t.Helper()
+	return startEnvWrapped(t, nil, edit, extra...)
+}
+
+// startEnvWrapped is startEnvWithOptions with the agent's transport
+// wrapped by wrap (nil: not), to count or hold its requests.
+func startEnvWrapped(t *testing.T, wrap func(http.RoundTripper) http.RoundTripper, edit func(*operator.ManagerOptions), extra ...*drivers.Driver) *env {
+	t.Helper()
 	c, cl := agenttest.StartCluster(t, testcluster.Options{Workloads: true, Nodes: 2})
 	ctx, cancel := context.WithCancel(context.Background())
 	// The agent runs as its service account with the manifests' RBAC, so
@@ -82,6 +90,9 @@ func startEnvWithOptions(t *testing.T, edit func(*operator.ManagerOptions), extr
 	agentCfg := rest.CopyConfig(c.RESTConfig)
 	agentCfg.Impersonate = rest.ImpersonationConfig{
 		UserName: "system:serviceaccount:" + config.AgentNamespace + ":" + config.AgentServiceAccount,
+	}
+	if wrap != nil {
+		agentCfg.Wrap(wrap)
 	}
 	ws, err := resolver.LoadWorkspace(os.DirFS("../examples"), resolver.WorkspaceOptions{SourceCommit: "0123456789abcdef0123456789abcdef01234567"})
 	if err != nil {

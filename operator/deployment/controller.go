@@ -39,7 +39,6 @@ import (
 	"github.com/styrmin/styrmin/operator/driversource"
 	"github.com/styrmin/styrmin/operator/health"
 	"github.com/styrmin/styrmin/operator/instance"
-	"github.com/styrmin/styrmin/operator/internal/afterwrite"
 	"github.com/styrmin/styrmin/operator/internal/metricsreg"
 	"github.com/styrmin/styrmin/operator/internal/outcome"
 	"github.com/styrmin/styrmin/operator/release"
@@ -109,8 +108,16 @@ type deploymentState struct {
 	// wrote is the resourceVersion the API server answered this
 	// controller's last write of the StyrminDeployment with: a cached copy
 	// older than it is read again from the API server.
-	wrote     string
-	nextCheck time.Time
+	wrote string
+	// fresh is set when a status write conflicted: the next reconcile
+	// reads the StyrminDeployment from the API server.
+	fresh bool
+	// writing is set while a status write is under way; seenWriting is
+	// the newest resourceVersion of a status change seen meanwhile
+	// (statusWrittenElsewhere).
+	writing     bool
+	seenWriting string
+	nextCheck   time.Time
 	// pods are the pods not ready of each workload ("Kind/name") as last
 	// read, at podsRead.
 	pods     map[string][]v1alpha1.PodStatus
@@ -184,7 +191,7 @@ type phase func(ctx context.Context, rs *reconcileState) error
 // Reconcile implements reconcile.Reconciler.
 func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (ctrl.Result, error) {
 	var sd v1alpha1.StyrminDeployment
-	if _, err := afterwrite.Read(ctx, r.client, r.apiReader, req.NamespacedName, &sd, r.wroteVersion(req.Namespace)); err != nil {
+	if err := r.read(ctx, req.NamespacedName, &sd); err != nil {
 		if apierrors.IsNotFound(err) {
 			r.forget(req.Namespace)
 			return ctrl.Result{}, nil
@@ -216,7 +223,9 @@ func (r *Reconciler) ensureFinalizer(ctx context.Context, rs *reconcileState) er
 	}
 	before := rs.sd.DeepCopy()
 	controllerutil.AddFinalizer(rs.sd, v1alpha1.FinalizerRelease)
-	if err := r.client.Patch(ctx, rs.sd, client.MergeFrom(before)); err != nil {
+	// The list is replaced whole: only over the copy read, so that a
+	// finalizer another writer added since is not dropped.
+	if err := r.client.Patch(ctx, rs.sd, client.MergeFromWithOptions(before, client.MergeFromWithOptimisticLock{})); err != nil {
 		return outcome.Retryable(v1alpha1.ReasonProgressing, fmt.Errorf("add finalizer: %w", err))
 	}
 	r.noteWritten(rs.sd.Namespace, rs.sd.ResourceVersion)
@@ -1190,30 +1199,29 @@ func (r *Reconciler) resultFor(ctx context.Context, rs *reconcileState, orig *v1
 	if worthWriting(&orig.Status, &sd.Status) {
 		base := sd.DeepCopy()
 		base.Status = orig.Status
-		patch := client.MergeFrom(base)
-		recordsActive := sd.Status.ActiveSequence != orig.Status.ActiveSequence
-		if recordsActive {
+		if sd.Status.ActiveSequence != orig.Status.ActiveSequence {
 			// The whole summary in the patch: a merge patch from a cached
 			// copy would leave out the fields it shares with the older one.
 			base.Status.Active = nil
-			// Only over the copy read, as the task's own record: a replica
-			// that lost its lease would otherwise record an older change
-			// active over the next leader's newer one, and the next
-			// change's workflow would be chosen against it.
-			patch = client.MergeFromWithOptions(base, client.MergeFromWithOptimisticLock{})
 		}
-		perr := r.client.Status().Patch(ctx, sd, patch)
+		// Only over the copy decided on (writeStatus): a replica that
+		// lost its lease would otherwise write what it decided before
+		// over the next leader's newer status (an older change recorded
+		// active, and the next change's workflow chosen against it).
+		otherSince, perr := r.writeStatus(ctx, sd, base, orig)
 		statusErr = perr
-		if recordsActive && apierrors.IsConflict(perr) {
-			// The write that moved it on reaches the cache, and this
-			// deployment is reconciled again from there.
-			return result, err
-		}
-		if perr != nil && !apierrors.IsNotFound(perr) {
+		switch {
+		case apierrors.IsConflict(perr):
+			// Decided again on the API server's copy.
+			return ctrl.Result{RequeueAfter: conflictRetry}, nil
+		case perr != nil && !apierrors.IsNotFound(perr):
 			return ctrl.Result{}, errors.Join(err, fmt.Errorf("write status: %w", perr))
-		}
-		if perr == nil && sd.DeletionTimestamp.IsZero() && !sd.Spec.Tombstone() {
-			r.noteWritten(sd.Namespace, sd.ResourceVersion)
+		case otherSince && err == nil:
+			// Another writer's status landed after this one: decided
+			// again on it.
+			if result.RequeueAfter == 0 || result.RequeueAfter > conflictRetry {
+				result.RequeueAfter = conflictRetry
+			}
 		}
 	}
 	return result, err
@@ -1457,7 +1465,8 @@ func (r *Reconciler) setupWithManager(mgr ctrl.Manager, concurrency int, log log
 	return ctrl.NewControllerManagedBy(mgr).
 		Named("styrmindeployment").
 		For(&v1alpha1.StyrminDeployment{}, builder.WithPredicates(predicate.Or(
-			predicate.GenerationChangedPredicate{}, predicate.AnnotationChangedPredicate{}, activeSequenceChanged))).
+			predicate.GenerationChangedPredicate{}, predicate.AnnotationChangedPredicate{}, activeSequenceChanged,
+			r.statusWrittenElsewhere()))).
 		Watches(&appsv1.Deployment{}, toDeployment).
 		Watches(&appsv1.StatefulSet{}, toDeployment).
 		Watches(&appsv1.DaemonSet{}, toDeployment).
