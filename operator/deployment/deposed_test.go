@@ -3,6 +3,7 @@ package deployment
 import (
 	"context"
 	"errors"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -168,4 +169,40 @@ type noWatch struct{ client.Client }
 
 func (noWatch) Watch(context.Context, client.ObjectList, ...client.ListOption) (watch.Interface, error) {
 	return nil, errors.New("no watch")
+}
+
+// TestAddingTheFinalizerKeepsOneAnotherWriterAddedSince: a merge patch
+// replaces the finalizers whole, so the controller's, added from a cached
+// copy older than another writer's finalizer, dropped that one (and with
+// it the other's cleanup at deletion). It is added only over the copy
+// read; a conflict is retried.
+func TestAddingTheFinalizerKeepsOneAnotherWriterAddedSince(t *testing.T) {
+	t.Parallel()
+	const ns = "dev-web"
+	cl := crdtest.Start(t, ns)
+	ctx := context.Background()
+	sd := &v1alpha1.StyrminDeployment{}
+	sd.Name, sd.Namespace = ns, ns
+	sd.Spec = v1alpha1.StyrminDeploymentSpec{Deployment: v1alpha1.DeploymentID{Cluster: "local", Environment: "dev", Name: "web"},
+		Sequence: 1, Digest: "sha256:" + strings.Repeat("1", 64), Driver: v1alpha1.DriverRef{Name: "webapp", Version: "1.0.0"}}
+	if err := cl.Create(ctx, sd); err != nil {
+		t.Fatal(err)
+	}
+	stale := sd.DeepCopy()
+	sd.Finalizers = append(sd.Finalizers, "example.com/cleanup")
+	if err := cl.Update(ctx, sd); err != nil {
+		t.Fatal(err)
+	}
+	r := &Reconciler{client: cl, apiReader: cl, states: map[string]*deploymentState{}, now: time.Now, interval: time.Minute}
+	err := r.ensureFinalizer(ctx, &reconcileState{sd: stale.DeepCopy()})
+	var got v1alpha1.StyrminDeployment
+	if gerr := cl.Get(ctx, client.ObjectKeyFromObject(sd), &got); gerr != nil {
+		t.Fatal(gerr)
+	}
+	if !slices.Contains(got.Finalizers, "example.com/cleanup") {
+		t.Fatalf("finalizers %v (ensureFinalizer: %v): the one added since the copy was read is gone", got.Finalizers, err)
+	}
+	if err == nil {
+		t.Error("the finalizer was added over a copy older than the object's: want a conflict, retried")
+	}
 }
