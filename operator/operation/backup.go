@@ -194,12 +194,19 @@ func (r *BackupReconciler) reconcile(ctx context.Context, req reconcile.Request)
 			return reconcile.Result{}, err
 		}
 	}
-	if b.Status.Phase == "" {
+	var missing []int
+	switch {
+	case b.Status.Phase == "":
 		// About to start: read afresh. The finalizer's patch queues the
 		// backup again at once, and a cache that has not seen the start's
 		// status write would start it again, or refuse it (settings
 		// changed meanwhile) while its tasks run.
 		if err := r.opts.APIReader.Get(ctx, req.NamespacedName, &b); err != nil {
+			return reconcile.Result{}, client.IgnoreNotFound(err)
+		}
+	case !b.Status.Phase.Terminal() && b.Labels[task.LabelTask] == "" && b.Annotations[AnnotationSupersededBy] == "":
+		var err error
+		if missing, err = unmadeFresh(ctx, r.opts.Client, r.opts.APIReader, &b, func() []v1alpha1.OperationDeployment { return b.Status.Deployments }); err != nil {
 			return reconcile.Result{}, client.IgnoreNotFound(err)
 		}
 	}
@@ -217,7 +224,7 @@ func (r *BackupReconciler) reconcile(ctx context.Context, req reconcile.Request)
 		}
 		return r.start(ctx, &b)
 	}
-	return r.record(ctx, &b)
+	return r.record(ctx, &b, missing)
 }
 
 // refuseForeign refuses a backup made outside the agent's namespace
@@ -418,14 +425,15 @@ func (r *BackupReconciler) fail(ctx context.Context, b *v1alpha1.StyrminBackup, 
 }
 
 // record copies the tasks' progress into the backup's status and ends
-// it when every task has ended. A scheduled backup its schedule's next
-// one superseded ends its parts that have not started (supersedeParts)
-// and makes no task again.
-func (r *BackupReconciler) record(ctx context.Context, b *v1alpha1.StyrminBackup) (reconcile.Result, error) {
+// it when every task has ended, after making again the tasks of missing
+// (unmadeFresh). A scheduled backup its schedule's next one superseded
+// ends its parts that have not started (supersedeParts) and makes no task
+// again.
+func (r *BackupReconciler) record(ctx context.Context, b *v1alpha1.StyrminBackup, missing []int) (reconcile.Result, error) {
 	base := b.DeepCopy()
 	by := b.Annotations[AnnotationSupersededBy]
 	if by == "" {
-		if err := r.remakeTasks(ctx, b); err != nil {
+		if err := r.remakeTasks(ctx, b, missing); err != nil {
 			return reconcile.Result{}, err
 		}
 	}
@@ -450,14 +458,14 @@ func (r *BackupReconciler) record(ctx context.Context, b *v1alpha1.StyrminBackup
 	return reconcile.Result{}, patchStatus(ctx, r.opts.Client, b, base)
 }
 
-// remakeTasks makes again the tasks of b's deployments that have not
-// started and are not there: the start planned them, then failed to make
-// them (or the agent stopped in between). A deployment that no longer
-// runs, or whose driver can no longer back up, ends Failed.
-func (r *BackupReconciler) remakeTasks(ctx context.Context, b *v1alpha1.StyrminBackup) error {
-	missing, err := unmadeTasks(ctx, r.opts.Client, r.opts.APIReader, b.Status.Deployments)
-	if err != nil || len(missing) == 0 {
-		return err
+// remakeTasks makes again the tasks of b's deployments missing (indexes
+// unmadeFresh found on the copy b is): they have not started and are not
+// there, as the start planned them, then failed to make them (or the
+// agent stopped in between). A deployment that no longer runs, or whose
+// driver can no longer back up, ends Failed.
+func (r *BackupReconciler) remakeTasks(ctx context.Context, b *v1alpha1.StyrminBackup, missing []int) error {
+	if len(missing) == 0 {
+		return nil
 	}
 	cluster := b.Spec.Cluster
 	if cluster == "" {
@@ -557,6 +565,28 @@ func unmadeTasks(ctx context.Context, cache, api client.Reader, ds []v1alpha1.Op
 		}
 	}
 	return out, nil
+}
+
+// unmadeFresh is unmadeTasks of the deployments ds gives of operation o,
+// found again on a copy of o read from the API server when any is
+// missing: o may be the cache's copy from before the reconciler's own
+// last status write, which recorded a part ended (or retried) whose task
+// was deleted since, and a task made again from that copy ran again (a
+// restore's hooks over the data written since). Only a missing task costs
+// the read.
+func unmadeFresh(ctx context.Context, cache, api client.Reader, o client.Object, ds func() []v1alpha1.OperationDeployment) ([]int, error) {
+	missing, err := unmadeTasks(ctx, cache, api, ds())
+	if err != nil || len(missing) == 0 {
+		return missing, err
+	}
+	seen := o.GetResourceVersion()
+	if err := api.Get(ctx, client.ObjectKeyFromObject(o), o); err != nil {
+		return nil, err
+	}
+	if o.GetResourceVersion() == seen {
+		return missing, nil
+	}
+	return unmadeTasks(ctx, cache, api, ds())
 }
 
 // makeTask creates an operation task for target tg, ordered after the

@@ -78,11 +78,18 @@ func (r *RestoreReconciler) reconcile(ctx context.Context, req reconcile.Request
 			return reconcile.Result{}, err
 		}
 	}
-	if rs.Status.Phase == "" || retryDue(&rs) {
+	var missing []int
+	switch {
+	case rs.Status.Phase == "" || retryDue(&rs):
 		// About to start or retry: read afresh, as a backup does before it
 		// starts; a copy from before the last start or retry would make
 		// its tasks again, or refuse what runs.
 		if err := r.opts.APIReader.Get(ctx, req.NamespacedName, &rs); err != nil {
+			return reconcile.Result{}, client.IgnoreNotFound(err)
+		}
+	case !rs.Status.Phase.Terminal():
+		var err error
+		if missing, err = unmadeFresh(ctx, r.opts.Client, r.opts.APIReader, &rs, func() []v1alpha1.OperationDeployment { return rs.Status.Deployments }); err != nil {
 			return reconcile.Result{}, client.IgnoreNotFound(err)
 		}
 	}
@@ -95,7 +102,7 @@ func (r *RestoreReconciler) reconcile(ctx context.Context, req reconcile.Request
 		return reconcile.Result{}, nil
 	}
 	base := rs.DeepCopy()
-	if err := r.remakeTasks(ctx, &rs); err != nil {
+	if err := r.remakeTasks(ctx, &rs, missing); err != nil {
 		return reconcile.Result{}, err
 	}
 	done, err := recordTasks(ctx, r.opts.Client, v1alpha1.OperationRestore, rs.Name, rs.Status.Deployments)
@@ -228,21 +235,21 @@ func (r *RestoreReconciler) backupOf(ctx context.Context, rs *v1alpha1.StyrminRe
 	return &b, nil
 }
 
-// remakeTasks makes again the tasks of rs's deployments that have not
-// started and are not there: the start or a retry planned them, then
-// failed to make them (or the agent stopped in between). A retry's task
-// goes in its failed attempt's place. When a deployment no longer runs or
-// cannot read the backup, those deployments end Failed.
-func (r *RestoreReconciler) remakeTasks(ctx context.Context, rs *v1alpha1.StyrminRestore) error {
-	missing, err := unmadeTasks(ctx, r.opts.Client, r.opts.APIReader, rs.Status.Deployments)
-	if err != nil || len(missing) == 0 {
-		return err
+// remakeTasks makes again the tasks of rs's deployments missing (indexes
+// unmadeFresh found on the copy rs is): they have not started and are not
+// there, as the start or a retry planned them, then failed to make them
+// (or the agent stopped in between). A retry's task goes in its failed
+// attempt's place. When a deployment no longer runs or cannot read the
+// backup, those deployments end Failed.
+func (r *RestoreReconciler) remakeTasks(ctx context.Context, rs *v1alpha1.StyrminRestore, missing []int) error {
+	if len(missing) == 0 {
+		return nil
 	}
 	var only []string
 	for _, i := range missing {
 		only = append(only, rs.Status.Deployments[i].Name)
 	}
-	err = r.makeTasks(ctx, rs, only)
+	err := r.makeTasks(ctx, rs, only)
 	var refused *RefusedError
 	if errors.As(err, &refused) {
 		// The deployment the refusal names, or all of them (the backup
