@@ -432,6 +432,11 @@ func (s *Scheduler) due(ctx context.Context, env, schedule string, backups []v1a
 	newest, older := "", backups
 	if !slot.IsZero() {
 		made, err := s.makeScheduled(ctx, env, slot)
+		if made == "" && err == nil {
+			// Another scheduler made a later time (madeSince): the list
+			// read before it is behind, and supersedes nothing.
+			return nil
+		}
 		var taken *nameTakenError
 		switch {
 		case errors.As(err, &taken):
@@ -486,8 +491,24 @@ func scheduledNameOf(name string) (env string, slot time.Time, ok bool) {
 // the time as made. A backup already at its name counts as made only when
 // it is that backup (an earlier look made it, and the cache did not show
 // it): any other (one made by hand under that name) is no backup of the
-// schedule's, and the time is not made (a nameTakenError).
+// schedule's, and the time is not made (a nameTakenError). When the
+// StyrminSource records a time of env at or after slot (madeSince), it
+// makes nothing and returns "".
 func (s *Scheduler) makeScheduled(ctx context.Context, env string, slot time.Time) (string, error) {
+	later, err := s.madeSince(ctx, env, slot)
+	if err != nil {
+		return "", err
+	}
+	if !later.IsZero() {
+		s.mu.Lock()
+		if later.After(s.seen[env]) {
+			s.seen[env] = later
+		}
+		s.mu.Unlock()
+		s.log.Info("a scheduled backup not made: another scheduler recorded a later time of the schedule (this one was paused past its lease)",
+			"environment", env, "for", slot.UTC().Format(time.RFC3339), "recorded", later.UTC().Format(time.RFC3339))
+		return "", nil
+	}
 	b := &v1alpha1.StyrminBackup{
 		ObjectMeta: metav1.ObjectMeta{
 			Name:        scheduledName(env, slot),
@@ -497,7 +518,7 @@ func (s *Scheduler) makeScheduled(ctx context.Context, env string, slot time.Tim
 		},
 		Spec: v1alpha1.StyrminBackupSpec{Cluster: s.opts.Cluster, Environment: env},
 	}
-	err := s.opts.Client.Create(ctx, b)
+	err = s.opts.Client.Create(ctx, b)
 	switch {
 	case apierrors.IsAlreadyExists(err):
 		if err := s.heldByItself(ctx, b.Name, env, slot); err != nil {
@@ -511,6 +532,34 @@ func (s *Scheduler) makeScheduled(ctx context.Context, env string, slot time.Tim
 	s.mu.Unlock()
 	s.log.Info("scheduled backup", "environment", env, "backup", b.Name, "for", slot.UTC().Format(time.RFC3339))
 	return b.Name, nil
+}
+
+// madeSince is the time of env's schedule the StyrminSource records, read
+// from the API server, when it is slot or later and not after the clock
+// now (zero otherwise, or with no StyrminSource): the next leader made
+// it. A leader paused past its lease between deciding slot and making it
+// woke after the next leader had made slot and later times, and made slot
+// again: an extra backup of an older time, under the ID and artefact path
+// of one retention had deleted since. One read per backup made.
+func (s *Scheduler) madeSince(ctx context.Context, env string, slot time.Time) (time.Time, error) {
+	if s.opts.Source.Name == "" {
+		return time.Time{}, nil
+	}
+	var src v1alpha1.StyrminSource
+	if err := s.opts.APIReader.Get(ctx, s.opts.Source, &src); err != nil {
+		if apierrors.IsNotFound(err) {
+			return time.Time{}, nil
+		}
+		return time.Time{}, fmt.Errorf("reading where the backup schedules stand on StyrminSource %s before making %s's backup for %s: %w",
+			s.opts.Source, env, slot.UTC().Format(time.RFC3339), err)
+	}
+	now := s.opts.now()
+	for _, r := range src.Status.ScheduledBackups {
+		if r.Environment == env && !r.Time.Time.Before(slot) && !r.Time.After(now) {
+			return r.Time.Time, nil
+		}
+	}
+	return time.Time{}, nil
 }
 
 // heldByItself returns nil when the backup at name, read from the API

@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -900,5 +901,94 @@ func TestADeposedSchedulerDoesNotWriteAnOlderTimeOverTheNextLeadersRecord(t *tes
 	}
 	if got, want := scheduleRecord(ctx, t, cl), map[string]string{"data": "2026-12-02T03:00:00Z"}; !maps.Equal(got, want) {
 		t.Fatalf("recorded %v after the deposed leader's write, want the next leader's %v", got, want)
+	}
+}
+
+// listOvertaken is a client whose next List of backups is overtaken once
+// it has been read: race runs before the list is returned (the scheduler
+// paused past its lease between its look at the backups and what it made
+// of them).
+type listOvertaken struct {
+	client.Client
+	mu   sync.Mutex
+	race func()
+}
+
+func (c *listOvertaken) arm(race func()) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.race = race
+}
+
+func (c *listOvertaken) List(ctx context.Context, list client.ObjectList, opts ...client.ListOption) error {
+	err := c.Client.List(ctx, list, opts...)
+	if _, ok := list.(*v1alpha1.StyrminBackupList); ok {
+		c.mu.Lock()
+		race := c.race
+		c.race = nil
+		c.mu.Unlock()
+		if race != nil {
+			race()
+		}
+	}
+	return err
+}
+
+// TestADeposedSchedulerDoesNotMakeAnOlderTimeTheNextLeaderMadeAndRetentionDeleted
+// pins the record's read before a backup is made. A leader paused past
+// its lease between its look at 1 December's time and making its backup,
+// while the next leader made that night's and the next's, and retention
+// (keep 1) deleted 1 December's: it woke and made 1 December's again, an
+// extra backup of an older time under the ID and artefact path of one
+// deleted. The record names a later time made: nothing is made.
+func TestADeposedSchedulerDoesNotMakeAnOlderTimeTheNextLeaderMadeAndRetentionDeleted(t *testing.T) {
+	t.Parallel()
+	ctx, cl := operations(t)
+	data := resolver.EnvironmentBackups{Cluster: "local", Environment: "data", Location: "pvc://backups/data", Schedule: "0 3 * * *", Keep: 1}
+	succeed := func(name string) {
+		t.Helper()
+		writeStatus(ctx, t, cl, &v1alpha1.StyrminBackup{ObjectMeta: metav1.ObjectMeta{Namespace: "styrmin-system", Name: name}},
+			func(b *v1alpha1.StyrminBackup) { b.Status.Phase = v1alpha1.OperationSucceeded })
+	}
+	paused := &listOvertaken{Client: cl}
+	now := time.Date(2026, 11, 30, 2, 50, 0, 0, time.UTC)
+	deposed := recordingScheduler(t, paused, &now, data)
+	for _, now = range []time.Time{now, time.Date(2026, 11, 30, 3, 0, 30, 0, time.UTC)} {
+		if err := deposed.Tick(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	succeed("data-20261130-0300")
+
+	later := time.Date(2026, 12, 1, 3, 0, 40, 0, time.UTC)
+	next := recordingScheduler(t, cl, &later, data)
+	paused.arm(func() {
+		for _, step := range []struct {
+			at   time.Time
+			made string
+		}{
+			{time.Date(2026, 12, 1, 3, 0, 40, 0, time.UTC), "data-20261201-0300"},
+			{time.Date(2026, 12, 2, 3, 0, 30, 0, time.UTC), "data-20261202-0300"},
+			{time.Date(2026, 12, 2, 3, 5, 0, 0, time.UTC), ""},
+		} {
+			later = step.at
+			if err := next.Tick(ctx); err != nil {
+				t.Error(err)
+			}
+			if step.made != "" {
+				succeed(step.made)
+			}
+		}
+		now = later // the deposed leader's clock went on while it was paused
+	})
+	now = time.Date(2026, 12, 1, 3, 0, 30, 0, time.UTC)
+	if err := deposed.Tick(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if got, want := backupNames(ctx, t, cl), []string{"data-20261202-0300"}; !slices.Equal(got, want) {
+		t.Fatalf("backups after a deposed leader's look at 1 December woke: %v, want %v (1 December's deleted by retention, not made again)", got, want)
+	}
+	if got, want := scheduleRecord(ctx, t, cl), map[string]string{"data": "2026-12-02T03:00:00Z"}; !maps.Equal(got, want) {
+		t.Fatalf("recorded %v, want the next leader's %v", got, want)
 	}
 }
