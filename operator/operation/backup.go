@@ -190,7 +190,7 @@ func (r *BackupReconciler) reconcile(ctx context.Context, req reconcile.Request)
 	if !controllerutil.ContainsFinalizer(&b, Finalizer) {
 		base := b.DeepCopy()
 		controllerutil.AddFinalizer(&b, Finalizer)
-		if err := r.opts.Client.Patch(ctx, &b, client.MergeFrom(base)); err != nil {
+		if err := patchFinalizers(ctx, r.opts.Client, &b, base); err != nil {
 			return reconcile.Result{}, err
 		}
 	}
@@ -1278,5 +1278,15 @@ func finalize(ctx context.Context, c client.Client, api client.Reader, agent str
 	}
 	base := o.DeepCopyObject().(client.Object)
 	controllerutil.RemoveFinalizer(o, Finalizer)
-	return c.Patch(ctx, o, client.MergeFrom(base))
+	return patchFinalizers(ctx, c, o, base)
+}
+
+// patchFinalizers writes o's finalizers as changed from base, on base's
+// resourceVersion. A merge patch replaces the list whole: from a copy read
+// before another controller added its own finalizer (a cache behind), the
+// write dropped that finalizer, and the object could go before that
+// controller's clean-up ran. A conflict reads the operation again
+// (againOnConflict).
+func patchFinalizers(ctx context.Context, c client.Client, o, base client.Object) error {
+	return c.Patch(ctx, o, client.MergeFromWithOptions(base, client.MergeFromWithOptimisticLock{}))
 }

@@ -23,7 +23,7 @@ func releaseForeign(ctx context.Context, c client.Client, o client.Object) error
 	}
 	base := o.DeepCopyObject().(client.Object)
 	controllerutil.RemoveFinalizer(o, Finalizer)
-	if err := c.Patch(ctx, o, client.MergeFrom(base)); err != nil {
+	if err := patchFinalizers(ctx, c, o, base); err != nil {
 		return client.IgnoreNotFound(fmt.Errorf("removing the finalizer of %s/%s, made outside the agent's namespace: %w", o.GetNamespace(), o.GetName(), err))
 	}
 	return nil

@@ -74,7 +74,7 @@ func (r *RestoreReconciler) reconcile(ctx context.Context, req reconcile.Request
 	if !controllerutil.ContainsFinalizer(&rs, Finalizer) {
 		base := rs.DeepCopy()
 		controllerutil.AddFinalizer(&rs, Finalizer)
-		if err := r.opts.Client.Patch(ctx, &rs, client.MergeFrom(base)); err != nil {
+		if err := patchFinalizers(ctx, r.opts.Client, &rs, base); err != nil {
 			return reconcile.Result{}, err
 		}
 	}
