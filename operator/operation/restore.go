@@ -342,6 +342,9 @@ func (r *RestoreReconciler) retryCheck(ctx context.Context, rs *v1alpha1.Styrmin
 			artifacts = append(artifacts, d.Artifact)
 		}
 	}
+	if err := r.restoredNow(ctx, rs, rs.Status.Environment, names(again, nil)); err != nil {
+		return nil, err
+	}
 	if err := checkRestoreCredentials(ctx, r.opts.APIReader, r.opts.Namespace, r.opts.Cluster, rs.Status.Environment, settings.Secret, artifacts); err != nil {
 		return nil, err
 	}
@@ -533,6 +536,9 @@ func (r *RestoreReconciler) check(ctx context.Context, rs *v1alpha1.StyrminResto
 	if err != nil {
 		return nil, env, err
 	}
+	if err := r.restoredNow(ctx, rs, env, want); err != nil {
+		return nil, env, err
+	}
 	artifacts := make([]string, 0, len(want))
 	for _, n := range want {
 		artifacts = append(artifacts, byName[n].Artifact)
@@ -565,6 +571,38 @@ func (r *RestoreReconciler) check(ctx context.Context, rs *v1alpha1.StyrminResto
 		return nil, env, err
 	}
 	return out, env, nil
+}
+
+// restoredNow refuses restore rs of deployments want of env while
+// another restore runs on one of them (its part there has not ended), as
+// the API server lists the restores. Two restores run one after the
+// other on each deployment, in the order their tasks are placed: a task
+// one of them made late (its start retried, a create refused) went after
+// a change locked meanwhile, and so after the other restore on that
+// deployment only, leaving the environment's deployments holding
+// different backups' data, both restores Succeeded. Whichever starts
+// first runs; the other is refused, naming it.
+func (r *RestoreReconciler) restoredNow(ctx context.Context, rs *v1alpha1.StyrminRestore, env string, want []string) error {
+	var list v1alpha1.StyrminRestoreList
+	if err := r.opts.APIReader.List(ctx, &list, client.InNamespace(r.opts.Namespace)); err != nil {
+		return fmt.Errorf("listing the StyrminRestores in %s: %w", r.opts.Namespace, err)
+	}
+	for _, o := range list.Items {
+		if o.Name == rs.Name || o.Status.Phase != v1alpha1.OperationRunning || o.Status.Environment != env || !o.DeletionTimestamp.IsZero() {
+			continue
+		}
+		var both []string
+		for _, d := range o.Status.Deployments {
+			if !d.Phase.Terminal() && slices.Contains(want, d.Name) {
+				both = append(both, d.Name)
+			}
+		}
+		if len(both) > 0 {
+			return &RefusedError{Environment: r.opts.Cluster + "/" + env, Deployment: strings.Join(both, ", "),
+				Msg: fmt.Sprintf("StyrminRestore %s restores it and has not ended (two restores at once could leave the deployments holding different backups' data): make this restore again once it has ended, or delete it first", o.Name)}
+		}
+	}
+	return nil
 }
 
 // claimUses are the restore jobs of targets tgs, each reading its

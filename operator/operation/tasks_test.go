@@ -164,6 +164,10 @@ func TestRestoresWhoseTaskNamesReadAlikeEachGetTheirOwnTaskAndResult(t *testing.
 	if fix2.Status.Phase != v1alpha1.OperationRunning {
 		t.Fatalf("restore fix-2, whose task has not run: %s %q, want Running", fix2.Status.Phase, fix2.Status.Message)
 	}
+	// Ended before the next restore of hub starts: one restore runs on a
+	// deployment at a time.
+	endTask(ctx, t, cl, fix2.Status.Deployments[0].Task, v1alpha1.TaskSucceeded)
+	reconcileAndRead(ctx, t, cl, r, fix2)
 
 	// The other way round: undo-2 succeeds, then undo fails and is
 	// retried.
