@@ -612,8 +612,13 @@ func (r *Reconciler) health(ctx context.Context, rs *reconcileState) error {
 	if rs.applied {
 		endsSince = rs.applyStarted
 	}
+	// What another program wrote (a custom resource's condition, a
+	// container's termination message) is masked with the namespace's
+	// sensitive values: read once a check, and only when such a message
+	// is shown.
+	sensitive := health.NamespaceSensitive(ctx, r.apiReader, sd.Namespace)
 	comps, err := health.ComponentStatuses(ctx, r.client, r.apiReader, sd.Status.Inventory, appliedAt, r.written(sd.Namespace), previous, endsSince,
-		&r.state(sd.Namespace).zeroes)
+		&r.state(sd.Namespace).zeroes, sensitive)
 	if err != nil {
 		return outcome.Retryable(v1alpha1.ReasonHealthCheckFailed, err)
 	}
@@ -650,7 +655,7 @@ func (r *Reconciler) health(ctx context.Context, rs *reconcileState) error {
 			// (CrashLoopBackOff, ImagePullBackOff): read them, but only
 			// for a workload failed or not ready for a while, as pods
 			// are not cached and a rollout is not worth a read.
-			if err := r.notReadyPods(ctx, sd.Namespace, comps, r.state(sd.Namespace)); err != nil {
+			if err := r.notReadyPods(ctx, sd.Namespace, comps, r.state(sd.Namespace), sensitive); err != nil {
 				return outcome.Retryable(v1alpha1.ReasonHealthCheckFailed, err)
 			}
 			notReady = health.NotReadySummary(comps)
@@ -789,8 +794,9 @@ func (r *Reconciler) notReadyFor(sd *v1alpha1.StyrminDeployment) time.Duration {
 
 // notReadyPods adds the pods that are not ready to the workloads that are
 // not ready: read at most once a podStatusAfter per deployment (pods are
-// not cached, and every workload event reconciles), kept in between.
-func (r *Reconciler) notReadyPods(ctx context.Context, namespace string, comps []v1alpha1.ComponentStatus, st *deploymentState) error {
+// not cached, and every workload event reconciles), kept in between. A
+// message a container's program wrote is masked with sensitive.
+func (r *Reconciler) notReadyPods(ctx context.Context, namespace string, comps []v1alpha1.ComponentStatus, st *deploymentState, sensitive health.SensitiveValues) error {
 	now := r.now()
 	read := now.Sub(st.podsRead) >= r.podStatusAfter
 	if read {
@@ -804,7 +810,7 @@ func (r *Reconciler) notReadyPods(ctx context.Context, namespace string, comps [
 			}
 			key := w.Kind + "/" + w.Name
 			if read {
-				pods, err := health.Pods(ctx, r.client, r.apiReader, namespace, *w)
+				pods, err := health.Pods(ctx, r.client, r.apiReader, namespace, *w, sensitive)
 				if err != nil {
 					return err
 				}

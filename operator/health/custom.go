@@ -83,9 +83,10 @@ func NotServed(w v1alpha1.WorkloadStatus) bool { return w.Message == notServed }
 // the object cannot exist) is not ready, saying so; one c may not read is
 // not judged, and ready, saying why: the agent reads health as itself,
 // and the role an environment's service account is given for the kinds
-// its chart applies is not the agent's.
-func CustomResource(ctx context.Context, c client.Reader, r v1alpha1.ObjectRef) (v1alpha1.WorkloadStatus, error) {
-	ws, err := Judged(ctx, c, r)
+// its chart applies is not the agent's. The message of its conditions is
+// its operator's, masked with sensitive (see statusMessage).
+func CustomResource(ctx context.Context, c client.Reader, r v1alpha1.ObjectRef, sensitive SensitiveValues) (v1alpha1.WorkloadStatus, error) {
+	ws, err := Judged(ctx, c, r, sensitive)
 	switch {
 	case err == nil:
 		return ws, nil

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -16,6 +17,7 @@ import (
 
 	"github.com/styrmin/styrmin/internal/cachetest"
 	"github.com/styrmin/styrmin/operator/api/v1alpha1"
+	"github.com/styrmin/styrmin/resolver"
 	"github.com/styrmin/styrmin/testcluster"
 )
 
@@ -62,7 +64,7 @@ func TestACustomResourceIsReadyWhenKstatusSaysItIsCurrent(t *testing.T) {
 	check := func(inventory ...v1alpha1.ObjectRef) (v1alpha1.ComponentStatus, []v1alpha1.ComponentStatus, int) {
 		t.Helper()
 		gets := 0
-		comps, err := ComponentStatuses(ctx, api, cachetest.Counting{Reader: api, Gets: &gets}, inventory, time.Time{}, nil, nil, time.Time{}, nil)
+		comps, err := ComponentStatuses(ctx, api, cachetest.Counting{Reader: api, Gets: &gets}, inventory, time.Time{}, nil, nil, time.Time{}, nil, nil)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -131,7 +133,7 @@ func TestACustomResourceIsReadyWhenKstatusSaysItIsCurrent(t *testing.T) {
 	// environment applied as its service account): not judged, ready,
 	// saying so; the check goes on.
 	stranger := impersonating(t, cfg, "stranger")
-	comps, err := ComponentStatuses(ctx, api, stranger, []v1alpha1.ObjectRef{ref("main")}, time.Time{}, nil, nil, time.Time{}, nil)
+	comps, err := ComponentStatuses(ctx, api, stranger, []v1alpha1.ObjectRef{ref("main")}, time.Time{}, nil, nil, time.Time{}, nil, nil)
 	if err != nil {
 		t.Fatalf("a custom resource the agent may not read failed the check: %v", err)
 	}
@@ -158,7 +160,7 @@ func TestACustomResourceIsReadyWhenKstatusSaysItIsCurrent(t *testing.T) {
 	}
 	for name, live := range map[string]client.Reader{"a reader that had the kind mapped": api, "a new reader": newClient} {
 		comps, err := ComponentStatuses(ctx, api, live, []v1alpha1.ObjectRef{ref("main"),
-			{APIVersion: "v1", Kind: "Service", Namespace: "app", Name: "db"}}, time.Time{}, nil, nil, time.Time{}, nil)
+			{APIVersion: "v1", Kind: "Service", Namespace: "app", Name: "db"}}, time.Time{}, nil, nil, time.Time{}, nil, nil)
 		if err != nil {
 			t.Errorf("%s: a kind no longer served failed the check: %v", name, err)
 			continue
@@ -282,5 +284,142 @@ func waitFor(t *testing.T, what string, ok func() bool) {
 			t.Fatalf("timed out waiting for %s", what)
 		}
 		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// TestACustomResourcesConditionMessageShowsNoSensitiveValue: a database
+// operator's Ready=False message may quote the connection string it could
+// not use, password and all, and it went as written into the component's
+// status and the deployment's Ready message (the web UI, anyone who may
+// read StyrminDeployments). A message a custom resource's condition holds
+// is masked with the namespace's sensitive values, or withheld, saying
+// why, when they cannot be read, as a container's termination message
+// is; it is cut to a bound. The values are read once a check, and only
+// for such a message: not for a resource that is ready, nor for kstatus's
+// own words (a generation not observed yet).
+func TestACustomResourcesConditionMessageShowsNoSensitiveValue(t *testing.T) {
+	ctx, api, cfg := appCluster(t)
+	installCRD(ctx, t, api, databaseCRD, "databases.db.example.com")
+	main := database(ctx, t, api, "main")
+	other := database(ctx, t, api, "other")
+	const value = "launch-code-4711"
+	if err := api.Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: "app", Name: v1alpha1.SensitiveSecretName},
+		Data: map[string][]byte{"d1": []byte(value)}}); err != nil {
+		t.Fatal(err)
+	}
+	refused := "connection to postgres://app:" + value + "@db:5432/app failed: password authentication failed"
+	setStatus := func(u *unstructured.Unstructured, typ, status, msg string) {
+		t.Helper()
+		if err := api.Get(ctx, client.ObjectKeyFromObject(u), u); err != nil {
+			t.Fatal(err)
+		}
+		u.Object["status"] = map[string]any{"observedGeneration": u.GetGeneration(), "conditions": []any{map[string]any{
+			"type": typ, "status": status, "reason": "Reason", "message": msg, "lastTransitionTime": metav1.Now().UTC().Format(time.RFC3339)}}}
+		if err := api.Status().Update(ctx, u); err != nil {
+			t.Fatal(err)
+		}
+	}
+	refs := []v1alpha1.ObjectRef{
+		{APIVersion: databaseAPIVersion, Kind: "Database", Namespace: "app", Name: "main"},
+		{APIVersion: databaseAPIVersion, Kind: "Database", Namespace: "app", Name: "other"},
+	}
+	check := func(secrets client.Reader) (shown string, reads int) {
+		t.Helper()
+		sensitive := NamespaceSensitive(ctx, cachetest.Counting{Reader: secrets, Gets: &reads}, "app")
+		comps, err := ComponentStatuses(ctx, api, api, refs, time.Time{}, nil, nil, time.Time{}, nil, sensitive)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, err := yaml.Marshal(comps)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return string(b) + "\nReady: " + NotReadySummary(comps), reads
+	}
+	noValue := func(what, shown string) {
+		t.Helper()
+		if strings.Contains(shown, value) {
+			t.Errorf("%s shows the sensitive value:\n%s", what, shown)
+		}
+	}
+
+	setStatus(main, "Ready", "False", refused)
+	setStatus(other, "Stalled", "True", "bootstrap failed: "+refused)
+	shown, reads := check(api)
+	noValue("Ready=False and Stalled quoting the password", shown)
+	masked := "postgres://app:" + resolver.Masked + "@db:5432/app"
+	if !strings.Contains(shown, "Database/main: connection to "+masked) || !strings.Contains(shown, "failed: bootstrap failed: connection to "+masked) {
+		t.Errorf("the messages are not shown masked:\n%s", shown)
+	}
+	if reads != 1 {
+		t.Errorf("the sensitive values were read %d times for one check, want once", reads)
+	}
+
+	// Whoever reads them may not (the Secret forbidden): withheld, saying
+	// why, never shown unmasked.
+	shown, _ = check(impersonating(t, cfg, "stranger"))
+	noValue("the values unreadable", shown)
+	if !strings.Contains(shown, "bytes of status message withheld: the deployment's sensitive values could not be read") || !strings.Contains(shown, "forbidden") {
+		t.Errorf("the values unreadable: the messages are not withheld, saying why:\n%s", shown)
+	}
+
+	// Ready, or not ready in kstatus's own words: nothing to mask, no read.
+	setStatus(main, "Ready", "True", "ready at "+refused)
+	setStatus(other, "Ready", "True", "ready")
+	if err := api.Get(ctx, client.ObjectKeyFromObject(other), other); err != nil {
+		t.Fatal(err)
+	}
+	other.Object["spec"] = map[string]any{"instances": int64(5)}
+	if err := api.Update(ctx, other); err != nil {
+		t.Fatal(err)
+	}
+	shown, reads = check(api)
+	if reads != 0 || !strings.Contains(shown, "latest observed generation is 1") {
+		t.Errorf("one ready, one at a generation not observed: %d reads of the values, want none:\n%s", reads, shown)
+	}
+
+	// A condition of any length is cut after it is masked.
+	setStatus(main, "Ready", "False", refused+strings.Repeat(" and again", 10000))
+	shown, _ = check(api)
+	noValue("a long message", shown)
+	if len(shown) > 4<<10 || !strings.Contains(shown, "connection to "+masked) {
+		t.Errorf("a message of %d bytes is shown in %d, want it cut to about 1 KiB, masked", len(refused)+100000, len(shown))
+	}
+}
+
+// TestAGoneJobsEndReadFromAnEventShowsNoSensitiveValue: a Job deleted
+// before a check saw it end is judged by the Job controller's events about
+// it, and a failure's message went into the status as written. An event
+// another writer than the agent wrote is masked, as everywhere else
+// (EventMessage): events about a Job may be written by anyone who may
+// create events in the namespace.
+func TestAGoneJobsEndReadFromAnEventShowsNoSensitiveValue(t *testing.T) {
+	ctx, api, _ := appCluster(t)
+	const value = "launch-code-4711"
+	if err := api.Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: "app", Name: v1alpha1.SensitiveSecretName},
+		Data: map[string][]byte{"d1": []byte(value)}}); err != nil {
+		t.Fatal(err)
+	}
+	now := metav1.Now()
+	if err := api.Create(ctx, &corev1.Event{ObjectMeta: metav1.ObjectMeta{Namespace: "app", Name: "migrate.failed"},
+		InvolvedObject: corev1.ObjectReference{Kind: "Job", Namespace: "app", Name: "migrate", APIVersion: "batch/v1"},
+		Reason:         "BackoffLimitExceeded", Type: corev1.EventTypeWarning, Source: corev1.EventSource{Component: "job-controller"},
+		Message:        "Job has reached the specified backoff limit: psql postgres://app:" + value + "@db/app",
+		FirstTimestamp: now, LastTimestamp: now, Count: 1}); err != nil {
+		t.Fatal(err)
+	}
+	reads := 0
+	sensitive := NamespaceSensitive(ctx, cachetest.Counting{Reader: api, Gets: &reads}, "app")
+	comps, err := ComponentStatuses(ctx, api, api, []v1alpha1.ObjectRef{{APIVersion: "batch/v1", Kind: "Job", Namespace: "app", Name: "migrate"}},
+		time.Time{}, nil, nil, now.Add(-time.Minute), nil, sensitive)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(comps) != 1 || len(comps[0].Workloads) != 1 {
+		t.Fatalf("components %+v, want the Job's", comps)
+	}
+	w := comps[0].Workloads[0]
+	if !w.Failed || strings.Contains(w.Message, value) || !strings.Contains(w.Message, "postgres://app:"+resolver.Masked+"@db/app") || reads != 1 {
+		t.Errorf("a gone Job's failure read from its event: %+v, %d reads of the values; want failed, masked, one read", w, reads)
 	}
 }

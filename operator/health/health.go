@@ -21,6 +21,7 @@ import (
 
 	"github.com/styrmin/styrmin/drivers"
 	"github.com/styrmin/styrmin/operator/api/v1alpha1"
+	"github.com/styrmin/styrmin/operator/internal/eventnote"
 )
 
 // OthersComponent holds the judged objects and workloads of a release
@@ -44,7 +45,11 @@ const OthersComponent = "chart"
 // check does not make it again) keeps the verdict that check gave it,
 // finished or failed, or takes the one the Job controller recorded in its
 // events at or after endsSince (when the apply that made it began).
-func ComponentStatuses(ctx context.Context, c, live client.Reader, inventory []v1alpha1.ObjectRef, appliedAt time.Time, written Written, previous []v1alpha1.ComponentStatus, endsSince time.Time, zeroes *Zeroes) ([]v1alpha1.ComponentStatus, error) {
+//
+// A message another program wrote (a custom resource's condition, a Job
+// controller's event) is masked with sensitive, called only when one is
+// shown (see statusMessage, EventMessage).
+func ComponentStatuses(ctx context.Context, c, live client.Reader, inventory []v1alpha1.ObjectRef, appliedAt time.Time, written Written, previous []v1alpha1.ComponentStatus, endsSince time.Time, zeroes *Zeroes, sensitive SensitiveValues) ([]v1alpha1.ComponentStatus, error) {
 	byName := map[string]*v1alpha1.ComponentStatus{}
 	zeroSeen := map[types.UID]zeroVerdict{}
 	for _, r := range inventory {
@@ -71,12 +76,12 @@ func ComponentStatuses(ctx context.Context, c, live client.Reader, inventory []v
 		var err error
 		switch {
 		case judged:
-			ws, err = Judged(ctx, live, r)
+			ws, err = Judged(ctx, live, r, sensitive)
 			if err == nil && ws.Message == notFound && r.Kind == "Job" && live != nil {
-				ws, err = goneJob(ctx, live, previous, r, ws, endsSince)
+				ws, err = goneJob(ctx, live, previous, r, ws, endsSince, sensitive)
 			}
 		case custom:
-			ws, err = CustomResource(ctx, live, r)
+			ws, err = CustomResource(ctx, live, r, sensitive)
 		case drivers.IsWorkloadKind(r.APIVersion, r.Kind):
 			var cached metav1.Object
 			ws, cached, err = workload(ctx, c, r, appliedAt)
@@ -178,8 +183,9 @@ func workload(ctx context.Context, c client.Reader, r v1alpha1.ObjectRef, applie
 
 // Judged reads an object of a judged kind (a Job, a claim) or a custom
 // resource and tells, by kstatus, whether it is ready (Current), failed
-// or neither.
-func Judged(ctx context.Context, c client.Reader, r v1alpha1.ObjectRef) (v1alpha1.WorkloadStatus, error) {
+// or neither. A message its controller wrote is masked with sensitive
+// (see statusMessage).
+func Judged(ctx context.Context, c client.Reader, r v1alpha1.ObjectRef, sensitive SensitiveValues) (v1alpha1.WorkloadStatus, error) {
 	ws := v1alpha1.WorkloadStatus{Kind: r.Kind, Name: r.Name, DesiredReplicas: 1}
 	u := &unstructured.Unstructured{}
 	u.SetAPIVersion(r.APIVersion)
@@ -196,19 +202,22 @@ func Judged(ctx context.Context, c client.Reader, r v1alpha1.ObjectRef) (v1alpha
 	if err != nil {
 		return ws, fmt.Errorf("status of %s: %w", r, err)
 	}
+	// Only a message shown is masked: a ready object's costs no read of
+	// the sensitive values.
+	shown := func() string { return statusMessage(u, res.Message, sensitive) }
 	switch {
 	case res.Status == kstatus.CurrentStatus && r.Kind == "Job" && drivers.IsJudged(r.APIVersion, r.Kind) && !jobComplete(u):
 		// kstatus counts a running Job as current; a release holding a
 		// Job is ready when the Job has done its work. (A custom kind
 		// named Job is not batch's.)
-		ws.Message = res.Message
+		ws.Message = shown()
 	case res.Status == kstatus.CurrentStatus:
 		ws.Ready, ws.ReadyReplicas = true, 1
 	case res.Status == kstatus.FailedStatus:
 		ws.Failed = true
-		ws.Message = "failed: " + res.Message
+		ws.Message = "failed: " + shown()
 	default:
-		ws.Message = res.Message
+		ws.Message = shown()
 	}
 	return ws, nil
 }
@@ -234,7 +243,7 @@ func FinishedGone(w v1alpha1.WorkloadStatus) bool {
 // or fail, else the verdict the Job controller recorded in its events
 // since the apply that made it began (a Job whose ttlSecondsAfterFinished
 // deleted it before a check saw it end), else ws: not found, not ready.
-func goneJob(ctx context.Context, live client.Reader, previous []v1alpha1.ComponentStatus, r v1alpha1.ObjectRef, ws v1alpha1.WorkloadStatus, since time.Time) (v1alpha1.WorkloadStatus, error) {
+func goneJob(ctx context.Context, live client.Reader, previous []v1alpha1.ComponentStatus, r v1alpha1.ObjectRef, ws v1alpha1.WorkloadStatus, since time.Time, sensitive SensitiveValues) (v1alpha1.WorkloadStatus, error) {
 	for _, cs := range previous {
 		for _, w := range cs.Workloads {
 			if w.Kind != r.Kind || w.Name != r.Name {
@@ -271,7 +280,7 @@ func goneJob(ctx context.Context, live client.Reader, previous []v1alpha1.Compon
 	case last.Reason == "Completed":
 		ws.Ready, ws.ReadyReplicas, ws.Message = true, 1, finishedGone+" (its end read from its events)"
 	default:
-		ws.Failed, ws.Message = true, "failed: "+last.Reason+": "+last.Message+" (read from its events; deleted since)"
+		ws.Failed, ws.Message = true, "failed: "+last.Reason+": "+eventnote.Cut(EventMessage(last, sensitive), maxPodMessage)+" (read from its events; deleted since)"
 	}
 	return ws, nil
 }

@@ -10,6 +10,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/styrmin/styrmin/operator/api/v1alpha1"
@@ -24,10 +25,10 @@ const maxPods = 5
 // API server: the agent caches no pods) and summarises each by
 // PodSummary. At most a few, sorted by name.
 //
-// workloads reads the workload (the manager's cache), pods its pods and,
-// only when a message needs masking, the namespace's sensitive values
-// (the API server: NamespaceSensitive).
-func Pods(ctx context.Context, workloads, pods client.Reader, namespace string, w v1alpha1.WorkloadStatus) ([]v1alpha1.PodStatus, error) {
+// workloads reads the workload (the manager's cache), pods its pods; a
+// message that needs masking is masked with sensitive (NamespaceSensitive,
+// shared by the checks of one deployment's workloads: one read at most).
+func Pods(ctx context.Context, workloads, pods client.Reader, namespace string, w v1alpha1.WorkloadStatus, sensitive SensitiveValues) ([]v1alpha1.PodStatus, error) {
 	selector, err := workloadSelector(ctx, workloads, namespace, w)
 	if err != nil || selector == nil {
 		return nil, err
@@ -36,7 +37,6 @@ func Pods(ctx context.Context, workloads, pods client.Reader, namespace string, 
 	if err := pods.List(ctx, &list, client.InNamespace(namespace), client.MatchingLabels(selector)); err != nil {
 		return nil, fmt.Errorf("listing the pods of %s/%s: %w", w.Kind, w.Name, err)
 	}
-	sensitive := NamespaceSensitive(ctx, pods, namespace)
 	var out []v1alpha1.PodStatus
 	for i := range list.Items {
 		if ps := PodSummary(&list.Items[i], sensitive); !ps.Ready {
@@ -192,6 +192,36 @@ const maxPodMessage = 1 << 10
 // sensitive values, or withheld when they cannot be read.
 func programMessage(msg string, sensitive SensitiveValues) string {
 	return masked("termination message", msg, sensitive)
+}
+
+// statusMessage is msg, kstatus's message for u (a custom resource, a
+// Job, a claim), as a status shows it. One a condition of u's status holds
+// (Ready=False, Stalled, Reconciling) is what u's controller wrote, and
+// that may be any program: a database operator's Ready=False may quote the
+// connection string it could not use, password and all, and the
+// deployment's status is read by more people than the Secret that holds
+// it. It is masked, or withheld, as a program's message is, then cut (an
+// operator may write a condition of any length, and the status lists
+// every custom resource). One kstatus made itself ("Database generation is
+// 2, but latest observed generation is 1", "Job in progress") is kept:
+// the values are read only for a controller's.
+func statusMessage(u *unstructured.Unstructured, msg string, sensitive SensitiveValues) string {
+	if msg == "" || !conditionSays(u, msg) {
+		return msg
+	}
+	return eventnote.Cut(masked("status message", msg, sensitive), maxPodMessage)
+}
+
+// conditionSays reports whether a condition of u's status has msg for its
+// message.
+func conditionSays(u *unstructured.Unstructured, msg string) bool {
+	conds, _, _ := unstructured.NestedSlice(u.Object, "status", "conditions")
+	for _, c := range conds {
+		if m, _ := c.(map[string]any); m["message"] == msg {
+			return true
+		}
+	}
+	return false
 }
 
 // masked is msg, a text that may hold what a program printed (what names

@@ -67,7 +67,7 @@ func TestAWorkloadTheCacheShowsOlderThanTheAgentWroteIsReadFromTheAPIServer(t *t
 	check := func(written Written) (v1alpha1.ComponentStatus, int) {
 		t.Helper()
 		gets := 0
-		comps, err := ComponentStatuses(ctx, cache, cachetest.Counting{Reader: api, Gets: &gets}, inventory, time.Time{}, written, nil, time.Time{}, nil)
+		comps, err := ComponentStatuses(ctx, cache, cachetest.Counting{Reader: api, Gets: &gets}, inventory, time.Time{}, written, nil, time.Time{}, nil, nil)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -120,7 +120,7 @@ func TestAWorkloadNoComponentSelectsIsJudgedUnderTheChart(t *testing.T) {
 		t.Fatal(err)
 	}
 	inventory := []v1alpha1.ObjectRef{{APIVersion: "apps/v1", Kind: "Deployment", Namespace: "app", Name: "cache"}}
-	comps, err := ComponentStatuses(ctx, api, api, inventory, time.Time{}, nil, nil, time.Time{}, nil)
+	comps, err := ComponentStatuses(ctx, api, api, inventory, time.Time{}, nil, nil, time.Time{}, nil, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -70,7 +70,7 @@ func TestAWorkloadScaledToZeroOutsideStyrminIsNotReady(t *testing.T) {
 			if err := api.Get(ctx, client.ObjectKey{Namespace: "app", Name: "web"}, &d); err != nil {
 				t.Fatal(err)
 			}
-			comps, err := ComponentStatuses(ctx, api, api, []v1alpha1.ObjectRef{ref}, time.Time{}, nil, nil, time.Time{}, nil)
+			comps, err := ComponentStatuses(ctx, api, api, []v1alpha1.ObjectRef{ref}, time.Time{}, nil, nil, time.Time{}, nil, nil)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -248,7 +248,7 @@ func TestAWorkloadIdlingAtZeroIsReadFromTheAPIServerOncePerChange(t *testing.T) 
 	var zeroes Zeroes
 	check := func() v1alpha1.WorkloadStatus {
 		t.Helper()
-		comps, err := ComponentStatuses(ctx, api, live, []v1alpha1.ObjectRef{webRef}, time.Time{}, nil, nil, time.Time{}, &zeroes)
+		comps, err := ComponentStatuses(ctx, api, live, []v1alpha1.ObjectRef{webRef}, time.Time{}, nil, nil, time.Time{}, &zeroes, nil)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -302,7 +302,7 @@ func TestAWorkloadTheReleaseHandedOverAtZeroIsReady(t *testing.T) {
 	if by := replicasManagers(d.ManagedFields); !slices.Equal(by, []string{v1alpha1.ReplicasHandoverManager}) {
 		t.Fatalf("web's replicas held by %v; want the handover's alone", by)
 	}
-	comps, err := ComponentStatuses(ctx, api, api, []v1alpha1.ObjectRef{webRef}, time.Time{}, nil, nil, time.Time{}, nil)
+	comps, err := ComponentStatuses(ctx, api, api, []v1alpha1.ObjectRef{webRef}, time.Time{}, nil, nil, time.Time{}, nil, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
