@@ -9,11 +9,14 @@ import (
 	"strings"
 
 	"github.com/styrmin/styrmin/drivers"
+	"github.com/styrmin/styrmin/internal/keypath"
 	"github.com/styrmin/styrmin/resolver"
 )
 
 // layerChange is what changed in one layer file between the base and the
-// head: the settings paths (dotted, as in resolver.Provenance).
+// head: the settings paths, written as keypath writes them (a key that
+// is no identifier quoted: it is the author's, shown in the plan's
+// causes).
 type layerChange struct {
 	kind  CauseKind
 	file  string
@@ -30,7 +33,7 @@ func (l *layerChange) touches(sp string) bool {
 		return false
 	}
 	for _, p := range l.paths {
-		if p == sp || strings.HasPrefix(p, sp+".") || strings.HasPrefix(sp, p+".") {
+		if keypath.Within(p, sp) || keypath.Within(sp, p) {
 			return true
 		}
 	}
@@ -43,9 +46,9 @@ func (l *layerChange) touched(sp string) []string {
 	var out []string
 	for _, p := range l.paths {
 		switch {
-		case p == sp || strings.HasPrefix(p, sp+"."):
+		case keypath.Within(p, sp):
 			out = append(out, p)
-		case strings.HasPrefix(sp, p+"."):
+		case keypath.Within(sp, p):
 			out = append(out, sp)
 		}
 	}
@@ -308,10 +311,7 @@ func settingsDiff(a, b map[string]any) []string {
 			keys[k] = true
 		}
 		for k := range keys {
-			p := k
-			if prefix != "" {
-				p = prefix + "." + k
-			}
+			p := keypath.Child(prefix, k)
 			xv, inX := x[k]
 			yv, inY := y[k]
 			xm, xIsMap := xv.(map[string]any)
@@ -352,18 +352,18 @@ func settingsPath(segs []pathSegment) (kind, sp string) {
 	case "cluster":
 		switch first {
 		case "domain", "ingressClass", "dedicatedIngress", "storageClasses", "config":
-			return "", strings.Join(rest, ".")
+			return "", keypath.Join(rest...)
 		}
 	case "environment":
 		switch first {
 		case "backupLocation", "config", "policy":
-			return "", strings.Join(rest, ".")
+			return "", keypath.Join(rest...)
 		case "namespace":
 			return "namespace", "namespacePrefix"
 		}
 	case "parameters":
 		if len(rest) > 0 {
-			return "", "parameters." + strings.Join(rest, ".")
+			return "", keypath.Join(append([]string{"parameters"}, rest...)...)
 		}
 	case "deployment":
 		switch first {
@@ -522,8 +522,12 @@ func (a *attributor) causes(c resolver.LockChange, d *Deployment) []Cause {
 }
 
 // originOf finds where sp's value (or the values below it, or the nearest
-// parent value) came from.
+// parent value) came from. sp is written as keypath writes it; the
+// provenance's paths are the keys joined with dots.
 func originOf(p resolver.Provenance, sp string) (resolver.Origin, bool) {
+	if keys, ok := keypath.Split(sp); ok {
+		sp = strings.Join(keys, ".")
+	}
 	if o, ok := p[sp]; ok {
 		return o, true
 	}

@@ -5,8 +5,9 @@ import (
 	"encoding/json"
 	"fmt"
 	"sort"
-	"strconv"
 	"strings"
+
+	"github.com/styrmin/styrmin/internal/keypath"
 )
 
 // normalize turns any JSON-encodable value into the generic JSON tree
@@ -33,42 +34,18 @@ type pathSegment struct {
 	isIdx bool
 }
 
-// formatPath renders segments: identifier keys joined with dots, other
-// keys as ["key"], indices as [i].
+// formatPath renders segments as keypath writes them: identifier keys
+// joined with dots, other keys as ["key"], indices as [i].
 func formatPath(segs []pathSegment) string {
 	var b strings.Builder
-	for i, s := range segs {
-		switch {
-		case s.isIdx:
-			fmt.Fprintf(&b, "[%d]", s.index)
-		case isIdent(s.key):
-			if i > 0 {
-				b.WriteByte('.')
-			}
-			b.WriteString(s.key)
-		default:
-			b.WriteString("[")
-			b.WriteString(strconv.Quote(s.key))
-			b.WriteString("]")
+	for _, s := range segs {
+		if s.isIdx {
+			keypath.AppendIndex(&b, s.index)
+			continue
 		}
+		keypath.Append(&b, s.key)
 	}
 	return b.String()
-}
-
-func isIdent(s string) bool {
-	if s == "" {
-		return false
-	}
-	for i, r := range s {
-		switch {
-		case r == '_' || r == '-' && i > 0:
-		case r >= 'a' && r <= 'z', r >= 'A' && r <= 'Z':
-		case r >= '0' && r <= '9' && i > 0:
-		default:
-			return false
-		}
-	}
-	return true
 }
 
 // leafRule decides how one path of the tree is shown: as a leaf (not

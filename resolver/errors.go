@@ -15,6 +15,7 @@ import (
 	"cuelang.org/go/cue/token"
 
 	"github.com/styrmin/styrmin/internal/cuemsg"
+	"github.com/styrmin/styrmin/internal/keypath"
 )
 
 // ConfigError is bad input in one file of the desired-state repository. It
@@ -308,7 +309,7 @@ func unheldNumber(v any, prefix string) (string, bool) {
 		return prefix, true
 	case map[string]any:
 		for _, k := range sortedKeys(t) {
-			if p, ok := unheldNumber(t[k], prefix+"."+k); ok {
+			if p, ok := unheldNumber(t[k], keypath.Child(prefix, k)); ok {
 				return p, true
 			}
 		}
@@ -526,8 +527,11 @@ func userPath(p []string) []cue.Selector {
 	return sels
 }
 
-// fieldName formats selectors like the rest of Styrmin's errors:
-// parameters.replicas, connects[0].
+// fieldName formats selectors like the rest of Styrmin's errors and the
+// plan (keypath): parameters.replicas, connects[0], config["a.b"]. A key
+// is the author's: written as it is, a newline in it printed lines of its
+// own (a CI log's workflow commands), a control character reached the
+// terminal, and "a.b" read as a: b:.
 func fieldName(sels []cue.Selector) string {
 	var b strings.Builder
 	for _, s := range sels {
@@ -535,10 +539,7 @@ func fieldName(sels []cue.Selector) string {
 			fmt.Fprintf(&b, "[%s]", s.String())
 			continue
 		}
-		if b.Len() > 0 {
-			b.WriteByte('.')
-		}
-		b.WriteString(s.Unquoted())
+		keypath.Append(&b, s.Unquoted())
 	}
 	return b.String()
 }
@@ -610,7 +611,8 @@ func placeOf(pos map[string]token.Position, field string) token.Position {
 }
 
 // positions records where each field of a file's value was written, by
-// field name (parameters.replicas, connects[0]): errors found after
+// field name as fieldName writes it (parameters.replicas, connects[0],
+// config["a.b"]): errors found after
 // loading, once the values are plain Go, still point at the user's line.
 func positions(file string, v cue.Value) map[string]token.Position {
 	out := map[string]token.Position{}
@@ -626,11 +628,7 @@ func positions(file string, v cue.Value) map[string]token.Position {
 				return
 			}
 			for it.Next() {
-				name := it.Selector().Unquoted()
-				if prefix != "" {
-					name = prefix + "." + name
-				}
-				walk(name, it.Value())
+				walk(keypath.Child(prefix, it.Selector().Unquoted()), it.Value())
 			}
 		case cue.ListKind:
 			it, err := v.List()

@@ -18,6 +18,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/styrmin/styrmin/drivers"
+	"github.com/styrmin/styrmin/internal/keypath"
 	"github.com/styrmin/styrmin/resolver"
 )
 
@@ -70,7 +71,9 @@ func execute(ctx context.Context, root *cobra.Command, stderr io.Writer) int {
 	if asExitCoder(err, &ec) {
 		return ec.ExitCode()
 	}
-	fmt.Fprintln(stderr, "error:", err)
+	// An error's text is not all ours (git's, CUE's, a path): its control
+	// characters are escaped, its lines kept (keypath.Controls).
+	fmt.Fprintln(stderr, "error:", keypath.Controls(err.Error()))
 	if ctx.Err() != nil {
 		// Stopped by a signal before it finished: 130, as a shell reports
 		// a command Ctrl-C ended.

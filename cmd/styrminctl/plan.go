@@ -12,6 +12,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/styrmin/styrmin/gitsource"
+	"github.com/styrmin/styrmin/internal/keypath"
 	"github.com/styrmin/styrmin/operator/operation"
 	"github.com/styrmin/styrmin/planner"
 	"github.com/styrmin/styrmin/resolver"
@@ -114,7 +115,7 @@ refused plan; with --detailed-exitcode, 2 when the plan has changes.`,
 // the plan's own, which hold no sensitive value (masked, or placeholders).
 func planExit(stderr io.Writer, p *planner.Plan, detailed bool) error {
 	if err := p.Err(); err != nil {
-		fmt.Fprintln(stderr, "error:", err)
+		fmt.Fprintln(stderr, "error:", keypath.Controls(err.Error()))
 		return exitError{code: 1}
 	}
 	failed := false
@@ -140,10 +141,11 @@ func planExit(stderr io.Writer, p *planner.Plan, detailed bool) error {
 
 // printDeploymentError prints msg as "error: ID: …", one line per line of
 // msg (a deployment's configuration errors are one a line), so each line
-// names the deployment it is about.
+// names the deployment it is about; its control characters are escaped
+// (keypath.Controls), as every error the command prints.
 func printDeploymentError(stderr io.Writer, id, msg string) {
 	for line := range strings.SplitSeq(strings.TrimRight(msg, "\n"), "\n") {
-		fmt.Fprintf(stderr, "error: %s: %s\n", id, line)
+		fmt.Fprintf(stderr, "error: %s: %s\n", id, keypath.Controls(line))
 	}
 }
 
