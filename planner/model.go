@@ -3,6 +3,8 @@ package planner
 import (
 	"fmt"
 	"strings"
+
+	"github.com/styrmin/styrmin/resolver"
 )
 
 // SchemaVersion identifies the JSON encoding of a Plan. It changes only
@@ -78,6 +80,13 @@ type Plan struct {
 	// instance, and the agent runs each change in turn (an upgrade's hooks
 	// included), where the plan shows their sum.
 	UnlockedCommits int `json:"unlockedCommits,omitempty"`
+	// LockCommits are the lock commits `lock --commit` makes of those
+	// commits, one per commit that changes an instance, oldest first,
+	// when the caller worked them out (styrminctl: with UnlockedCommits,
+	// for a working tree holding HEAD's configuration). Commits whose sum
+	// changes nothing (an upgrade and its revert) still lock, and the
+	// agent runs each: the plan's Deployments are only their sum.
+	LockCommits []LockCommit `json:"lockCommits,omitempty"`
 	// Warnings are what the configuration may not mean, though nothing
 	// refuses it (resolver.Result.Warnings: clusters rendering the same
 	// external hosts), each naming its files.
@@ -114,6 +123,56 @@ func (s Summary) count(w Workflow) int {
 
 // HasChanges reports whether locking this plan would write any lockfile.
 func (p *Plan) HasChanges() bool { return p.Summary.Changes() > 0 }
+
+// WouldLock reports whether a lock would write any lockfile: the plan's
+// changes, or lock --commit's lock commits of configuration commits whose
+// sum changes nothing.
+func (p *Plan) WouldLock() bool { return p.HasChanges() || len(p.LockCommits) > 0 }
+
+// LockCommit is one lock commit `lock --commit` makes: the configuration
+// commit it locks and the instances it locks.
+type LockCommit struct {
+	// Commit is the configuration commit's hash; Subject its subject line.
+	Commit  string `json:"commit"`
+	Subject string `json:"subject"`
+	// Deployments are the instances it locks, sorted by deployment.
+	Deployments []LockedInstance `json:"deployments"`
+}
+
+// LockedInstance is one instance of a lock commit and the workflow the
+// agent runs to it from the instance the lock commit before left.
+type LockedInstance struct {
+	ID           string       `json:"id"`
+	Workflow     Workflow     `json:"workflow"`
+	FromSequence int64        `json:"fromSequence"`
+	ToSequence   int64        `json:"toSequence"`
+	From         *InstanceRef `json:"from,omitempty"`
+	To           *InstanceRef `json:"to,omitempty"`
+}
+
+// NewLockCommit describes the lock commit of configuration commit commit
+// (its subject line subject) locking changes, each from the instance the
+// chain ran before it (LockChange.Previous).
+func NewLockCommit(commit, subject string, changes []resolver.LockChange) LockCommit {
+	lc := LockCommit{Commit: commit, Subject: subject, Deployments: []LockedInstance{}}
+	for _, c := range changes {
+		li := LockedInstance{ID: c.ID.String(), Workflow: SelectWorkflow(c.Previous, c.Next), ToSequence: c.Next.Sequence}
+		if li.Workflow == "" {
+			li.Workflow = WorkflowUpdate // locked again at the same content: a retry
+		}
+		if c.Previous != nil {
+			li.FromSequence = c.Previous.Sequence
+			if !c.Previous.Tombstone() {
+				li.From = refOfInstance(c.Previous)
+			}
+		}
+		if !c.Next.Tombstone() {
+			li.To = refOfInstance(c.Next)
+		}
+		lc.Deployments = append(lc.Deployments, li)
+	}
+	return lc
+}
 
 // Deletions is the state of the deletion safety rail: a plan deleting more
 // deployments than Threshold is refused unless Allowed covers them.

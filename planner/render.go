@@ -311,10 +311,49 @@ func JSONSchema() []byte { return bytes.Clone(jsonSchema) }
 // unlockedNote says, when the plan sums several configuration commits,
 // that each is locked and run as its own change ("" otherwise).
 func unlockedNote(p *Plan) string {
-	if p.UnlockedCommits < 2 || !p.HasChanges() {
+	if p.UnlockedCommits < 2 || !p.WouldLock() {
 		return ""
 	}
 	return fmt.Sprintf("Note: this plan sums the %d commits made since the last lock. `styrminctl lock --commit` locks each one that changes an instance as its own instance (their sequences follow one another), and the agent runs each change in turn: an upgrade one of them makes runs its hooks even when a later one reverts it.", p.UnlockedCommits)
+}
+
+// noChanges is the plan's line when it has no change ("" when it has):
+// commits since the last lock whose sum changes nothing still lock, and
+// the agent runs each of their changes, so the plan does not say "No
+// changes" then.
+func noChanges(p *Plan) string {
+	switch {
+	case p.HasChanges() || len(p.Errors) > 0:
+		return ""
+	case len(p.LockCommits) > 0:
+		return fmt.Sprintf("No net change: the %d commits since the last lock sum to no change, but `styrminctl lock --commit` makes %s, and the agent runs each in turn.",
+			p.UnlockedCommits, plural(len(p.LockCommits), "lock commit"))
+	}
+	return "No changes: every deployment matches its lockfile."
+}
+
+// showLockCommits says whether the plan lists lock --commit's lock
+// commits: when they are not its one change, shown already.
+func showLockCommits(p *Plan) bool {
+	return len(p.LockCommits) > 1 || (len(p.LockCommits) == 1 && !p.HasChanges())
+}
+
+// lockCommitsTitle heads the list of lock --commit's lock commits.
+const lockCommitsTitle = "Lock commits `styrminctl lock --commit` makes (one per configuration commit; the agent runs each in turn, an upgrade's hooks included):"
+
+// lockedLine describes one instance of a lock commit: its workflow, its
+// sequences, its versions.
+func lockedLine(li LockedInstance) string {
+	return fmt.Sprintf("%s %s %s, %d → %d, %s", symbol(li.Workflow), li.ID, li.Workflow, li.FromSequence, li.ToSequence,
+		versions(&Deployment{From: li.From, To: li.To}))
+}
+
+// shortCommit is a commit hash as the plan shows it.
+func shortCommit(c string) string {
+	if len(c) > 12 {
+		return c[:12]
+	}
+	return c
 }
 
 func heldWaiting(h Held) string {

@@ -20,6 +20,7 @@ var htmlSource string
 // can become markup.
 var htmlPlan = template.Must(template.New("plan").Funcs(template.FuncMap{
 	"summaryLine":    summaryLine,
+	"noChanges":      noChanges,
 	"symbol":         symbol,
 	"versions":       versions,
 	"causeKinds":     causeKinds,

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"io"
 	"strings"
+
+	"github.com/styrmin/styrmin/internal/keypath"
 )
 
 // maxTableRows bounds the summary table of the markdown output.
@@ -27,11 +29,25 @@ func RenderMarkdown(w io.Writer, p *Plan, o RenderOptions) error {
 		fmt.Fprintf(&b, " · **%s**", plural(p.Summary.Errors, "error"))
 	}
 	b.WriteString("\n\n")
-	if !p.HasChanges() && len(p.Errors) == 0 {
-		b.WriteString("No changes: every deployment matches its lockfile.\n")
+	if line := noChanges(p); line != "" {
+		b.WriteString(line + "\n")
+		if len(p.LockCommits) > 0 {
+			b.WriteString("\n")
+		}
 	}
 	if note := unlockedNote(p); note != "" {
 		fmt.Fprintf(&b, "> [!NOTE]\n> %s\n\n", note)
+	}
+	if showLockCommits(p) {
+		b.WriteString(lockCommitsTitle + "\n\n")
+		for _, lc := range p.LockCommits {
+			fmt.Fprintf(&b, "- %s %s\n", mdCode(shortCommit(lc.Commit)), mdCell(keypath.Line(lc.Subject)))
+			for _, li := range lc.Deployments {
+				fmt.Fprintf(&b, "  - %s %s %s, %d → %d, %s\n", mdCell(symbol(li.Workflow)), mdCode(li.ID), li.Workflow,
+					li.FromSequence, li.ToSequence, mdCell(versions(&Deployment{From: li.From, To: li.To})))
+			}
+		}
+		b.WriteString("\n")
 	}
 	for _, w := range p.Warnings {
 		fmt.Fprintf(&b, "> [!WARNING]\n> %s\n\n", mdCell(w))

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"io"
 	"strings"
+
+	"github.com/styrmin/styrmin/internal/keypath"
 )
 
 // ANSI colours of the text output.
@@ -57,11 +59,20 @@ func RenderText(w io.Writer, p *Plan, o RenderOptions) error {
 		t.printf(" · %s", t.paint(ansiRed, plural(p.Summary.Errors, "error")))
 	}
 	t.printf("\n")
-	if !p.HasChanges() && len(p.Errors) == 0 {
-		t.printf("\nNo changes: every deployment matches its lockfile.\n")
+	if line := noChanges(p); line != "" {
+		t.printf("\n%s\n", line)
 	}
 	if note := unlockedNote(p); note != "" {
 		t.printf("\n%s\n", note)
+	}
+	if showLockCommits(p) {
+		t.printf("\n%s\n", t.paint(ansiBold, lockCommitsTitle))
+		for _, lc := range p.LockCommits {
+			t.printf("  %s %s\n", shortCommit(lc.Commit), keypath.Line(lc.Subject))
+			for _, li := range lc.Deployments {
+				t.printf("    %s\n", lockedLine(li))
+			}
+		}
 	}
 	for _, w := range p.Warnings {
 		t.printf("\n%s %s\n", t.paint(ansiYellow+ansiBold, "Warning:"), w)

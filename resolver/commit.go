@@ -29,6 +29,16 @@ type CommitOutcome struct {
 	BrokenDrivers []*drivers.BrokenDriverError
 	// Warnings are the head's LockOutcome.Warnings.
 	Warnings []string
+	// Steps are the lock commits of the attempt that landed, one per
+	// configuration commit that changes an instance, oldest first.
+	Steps []ChainStep
+}
+
+// ChainStep is one lock commit of a chain: the configuration commit it
+// locks (the head's for a lock of the head alone) and its lockfiles.
+type ChainStep struct {
+	Commit  gitsource.Hash
+	Changes []LockChange
 }
 
 // CommitLocks locks the head of the writer's branch and commits the
@@ -185,7 +195,7 @@ func CommitLocksWith(ctx context.Context, w gitsource.Writer, opts WorkspaceOpti
 		var changes []gitsource.Change
 		var lastWS *Workspace
 		allowed := req.AllowDeletions
-		out.Changes, out.Skipped, out.NotRetried, out.BrokenDrivers, out.Warnings = nil, nil, nil, nil, nil
+		out.Changes, out.Skipped, out.NotRetried, out.BrokenDrivers, out.Warnings, out.Steps = nil, nil, nil, nil, nil, nil
 		for i, step := range steps {
 			last := i == len(steps)-1
 			fsys := headFS
@@ -243,6 +253,7 @@ func CommitLocksWith(ctx context.Context, w gitsource.Writer, opts WorkspaceOpti
 			}
 			running = next
 			out.Changes = append(out.Changes, lo.All()...)
+			out.Steps = append(out.Steps, ChainStep{Commit: step.commit, Changes: lo.All()})
 			changes = append(changes, stepChange(lo, step, len(steps) > 1))
 		}
 		if lastWS == nil {
@@ -251,7 +262,7 @@ func CommitLocksWith(ctx context.Context, w gitsource.Writer, opts WorkspaceOpti
 		ids := Deleted(out.Changes)
 		d := DeletionRule(lastWS.Repo.Settings, nil, allowed, len(ids))
 		if d.Refused {
-			out.Changes = nil
+			out.Changes, out.Steps = nil, nil
 			refused := &DeletionsRefusedError{Deletions: d, IDs: ids}
 			for _, step := range steps {
 				if step.badAllowance != "" {
@@ -273,9 +284,35 @@ func CommitLocksWith(ctx context.Context, w gitsource.Writer, opts WorkspaceOpti
 		return out, err
 	}
 	if !res.Committed {
-		out.Changes = nil
+		out.Changes, out.Steps = nil, nil
 	}
 	return out, nil
+}
+
+// DryLockChain works out the lock commits CommitLocksWith would make on
+// head, whose tree at co.Dir is headFS, and commits nothing: a plan or a
+// check of several configuration commits whose sum changes nothing (an
+// upgrade and its revert) still has the lock run each, hooks and all.
+func DryLockChain(ctx context.Context, head gitsource.Hash, headFS fs.FS, opts WorkspaceOptions, req LockRequest, co CommitOptions) ([]ChainStep, error) {
+	out, err := CommitLocksWith(ctx, dryWriter{head: head, fsys: headFS}, opts, req, co)
+	return out.Steps, err
+}
+
+// dryWriter builds a chain on one head and commits nothing; it reports
+// a commit made when the chain has one to make.
+type dryWriter struct {
+	head gitsource.Hash
+	fsys fs.FS
+}
+
+func (d dryWriter) CommitLocks(ctx context.Context, req gitsource.CommitRequest) (gitsource.CommitResult, error) {
+	res := gitsource.CommitResult{Commit: d.head, Parent: d.head, Attempts: 1}
+	if req.Chain == nil {
+		return res, errors.New("a dry lock builds chains only")
+	}
+	changes, err := req.Chain(ctx, d.head, d.fsys)
+	res.Committed = len(changes) > 0
+	return res, err
 }
 
 // maxAllowance lets a step of a chain lock any number of deletions: the

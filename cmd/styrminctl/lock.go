@@ -59,7 +59,9 @@ deployment gets a tombstone. A deployment that does not resolve keeps its previo
 lock and does not hold back the others: lock writes the rest and exits 1 naming it
 (--all-or-nothing writes nothing instead). With --check nothing is written and the exit code is 2
 when locks are stale and 1 when the configuration does not resolve (for CI on pull
-requests, which can tell the two apart). With --commit the lockfiles are
+requests, which can tell the two apart); several commits since the last lock whose sum
+changes nothing are stale too when lock --commit would lock them (an upgrade and its
+revert, each run by the agent). With --commit the lockfiles are
 committed; with --push the commit is pushed with compare-and-swap retries: when the
 branch moved, lock resolves again on the new head and renumbers.
 
@@ -145,6 +147,15 @@ func runLock(ctx context.Context, g *globalOptions, o *lockOptions, stdout io.Wr
 		if len(changes) > 0 {
 			fmt.Fprintf(stdout, "%d lockfile(s) are stale: run `styrminctl lock` and commit the result\n", len(changes))
 			return exitError{code: 2}
+		}
+		if resErr == nil {
+			stale, err := checkLockCommits(ctx, g, h, stdout)
+			if err != nil {
+				return err
+			}
+			if stale {
+				return exitError{code: 2}
+			}
 		}
 		fmt.Fprintln(stdout, "locks are up to date")
 		return resErr

@@ -571,3 +571,64 @@ func TestLockPushToABranchWithoutTheRepositoryFailsNamingIt(t *testing.T) {
 		}
 	})
 }
+
+// TestAPlanOfCommitsThatCancelOutStillSaysTheUpgradesLockWillRun: web
+// bumped to 1.26.0 and back in two commits sums to no change, and the plan
+// said "No changes", --detailed-exitcode 0 and lock --check "up to date";
+// lock --commit then locked both, and the agent ran an upgrade to 1.26.0
+// (its migration hooks) and one back. The plan names the lock commits and
+// each upgrade, in every format, and both checks say something is to lock.
+func TestAPlanOfCommitsThatCancelOutStillSaysTheUpgradesLockWillRun(t *testing.T) {
+	t.Parallel()
+	dir := lockedGitRepo(t)
+	web, err := os.ReadFile(filepath.Join(dir, devWebFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	writeRepoFile(t, dir, devWebFile, strings.Replace(string(web), "1.25.0", "1.26.0", 1))
+	planGit(t, dir, "commit", "-q", "-am", "bump web")
+	bump := planGit(t, dir, "rev-parse", "--short=12", "HEAD")
+	writeRepoFile(t, dir, devWebFile, string(web))
+	planGit(t, dir, "commit", "-q", "-am", "revert bump")
+	revert := planGit(t, dir, "rev-parse", "--short=12", "HEAD")
+	if out := planGit(t, dir, "diff", "HEAD~2", "--", devWebFile); out != "" {
+		t.Fatalf("the two commits do not cancel out:\n%s", out)
+	}
+
+	for _, tc := range []struct {
+		format string
+		want   []string
+	}{
+		{"text", []string{"No net change", "2 lock commits", bump, revert, "local/dev/web", "upgrade", "1 → 2", "2 → 3", "1.25.0 → 1.26.0", "1.26.0 → 1.25.0", "Note: this plan sums the 2 commits"}},
+		{"markdown", []string{"No net change", "2 lock commits", bump, revert, "`local/dev/web`", "upgrade", "1.25.0 → 1.26.0", "1.26.0 → 1.25.0", "> [!NOTE]"}},
+		{"json", []string{`"unlockedCommits": 2`, `"lockCommits": [`, `"id": "local/dev/web"`, `"workflow": "upgrade"`, `"toSequence": 3`, `"subject": "revert bump"`}},
+	} {
+		out, code, err := styrminctl(t, "--repo", dir, "plan", "--detailed-exitcode", "-o", tc.format)
+		if code != 2 {
+			t.Errorf("plan --detailed-exitcode -o %s: exit %d, %v; want 2 (lock --commit locks two instances)\n%s", tc.format, code, err, out)
+		}
+		if strings.Contains(out, "No changes: every deployment matches") {
+			t.Errorf("plan -o %s says no changes:\n%s", tc.format, out)
+		}
+		for _, w := range tc.want {
+			if !strings.Contains(out, w) {
+				t.Errorf("plan -o %s: want %q in:\n%s", tc.format, w, out)
+			}
+		}
+	}
+	out, code, _ := styrminctl(t, "--repo", dir, "lock", "--check")
+	if code != 2 || strings.Contains(out, "up to date") || !strings.Contains(out, "local/dev/web") {
+		t.Errorf("lock --check: exit %d; want 2 naming web\n%s", code, out)
+	}
+	if out, code, err := styrminctl(t, "--repo", dir, "lock", "--commit"); code != 0 {
+		t.Fatalf("lock --commit: exit %d, %v\n%s", code, err, out)
+	}
+	for rev, want := range map[string]int64{"HEAD~1": 2, "HEAD": 3} {
+		if in := lockAtCommit(t, dir, rev, "locks/local/dev/web.lock.yaml"); in.Sequence != want {
+			t.Errorf("web at %s is %d, want %d", rev, in.Sequence, want)
+		}
+	}
+	if out, code, _ := styrminctl(t, "--repo", dir, "plan", "--detailed-exitcode"); code != 0 || !strings.Contains(out, "No changes") {
+		t.Errorf("plan once locked: exit %d; want 0, no changes\n%s", code, out)
+	}
+}

@@ -66,7 +66,8 @@ It compares with the lockfiles, not with what a cluster runs: after a change tha
 there, the agent chooses the workflow against the instance the cluster runs (an upgrade
 whose hooks did not all run is run again as an upgrade), whatever the plan says. Several
 commits since the last lock are shown as one change; lock --commit locks each that
-changes an instance on its own, and the plan notes it.
+changes an instance on its own, and the plan notes it and lists those lock commits
+(with the workflow of each instance) when they are not its one change.
 
 It reads only the repository: no cluster, no network, unless --restores asks it to
 read the cluster (kubectl's flags) for restores in progress: a change of a deployment
@@ -77,7 +78,9 @@ deployments than the deletion threshold is refused (exit 1) unless
 
 Exit codes: 0 success; 1 error, resolution failure (a chart that does not render
 with a deployment's values included), a new instance that cannot be rendered, or
-refused plan; with --detailed-exitcode, 2 when the plan has changes.`,
+refused plan; with --detailed-exitcode, 2 when the plan has changes or lock --commit
+would lock commits whose sum changes nothing (an upgrade and its revert: the agent
+runs both, hooks and all).`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			format, err := planner.ParseFormat(f.output)
@@ -133,7 +136,8 @@ func planExit(stderr io.Writer, p *planner.Plan, detailed bool) error {
 	if failed {
 		return exitError{code: 1}
 	}
-	if detailed && p.HasChanges() {
+	// Commits since the last lock whose sum changes nothing still lock.
+	if detailed && p.WouldLock() {
 		return exitError{code: 2}
 	}
 	return nil
@@ -245,6 +249,9 @@ func computePlan(g *globalOptions, f *planFlags, only map[resolver.ID]bool, prog
 		p.StyrminVersion = version.Get().Short()
 		if h.unlocked > 1 {
 			p.UnlockedCommits = h.unlocked
+		}
+		if err == nil {
+			addLockCommits(g, p, h, repo, dir, sub, only)
 		}
 	}
 	return p, err
