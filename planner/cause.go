@@ -522,12 +522,8 @@ func (a *attributor) causes(c resolver.LockChange, d *Deployment) []Cause {
 }
 
 // originOf finds where sp's value (or the values below it, or the nearest
-// parent value) came from. sp is written as keypath writes it; the
-// provenance's paths are the keys joined with dots.
+// parent value) came from.
 func originOf(p resolver.Provenance, sp string) (resolver.Origin, bool) {
-	if keys, ok := keypath.Split(sp); ok {
-		sp = strings.Join(keys, ".")
-	}
 	if o, ok := p[sp]; ok {
 		return o, true
 	}
@@ -536,9 +532,9 @@ func originOf(p resolver.Provenance, sp string) (resolver.Origin, bool) {
 		paths := under.Paths()
 		return under[paths[0]], true
 	}
-	for s := sp; strings.Contains(s, "."); {
-		s = s[:strings.LastIndex(s, ".")]
-		if o, ok := p[s]; ok {
+	keys, _ := keypath.Split(sp)
+	for i := len(keys) - 1; i > 0; i-- {
+		if o, ok := p[keypath.Join(keys[:i]...)]; ok {
 			return o, true
 		}
 	}

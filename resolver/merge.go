@@ -2,7 +2,8 @@ package resolver
 
 import (
 	"sort"
-	"strings"
+
+	"github.com/styrmin/styrmin/internal/keypath"
 )
 
 // Origin says which layer and file set a resolved value.
@@ -11,7 +12,9 @@ type Origin struct {
 	File  string `json:"file"`
 }
 
-// Provenance maps a dotted path of the resolved settings to its origin.
+// Provenance maps a path of the resolved settings to its origin, written
+// as keypath writes it (parameters.replicas, config["a.b"]): a key is the
+// author's, and errors, plans, explain and the web UI show these paths.
 // Only leaves (scalars and lists) are recorded: maps merge, so their
 // origin is the union of their leaves'.
 type Provenance map[string]Origin
@@ -30,7 +33,7 @@ func (p Provenance) Paths() []string {
 func (p Provenance) Under(prefix string) Provenance {
 	out := Provenance{}
 	for k, v := range p {
-		if prefix == "" || k == prefix || strings.HasPrefix(k, prefix+".") {
+		if keypath.Within(k, prefix) {
 			out[k] = v
 		}
 	}
@@ -41,10 +44,7 @@ func (p Provenance) Under(prefix string) Provenance {
 // replace. Every leaf written is recorded in prov under prefix.
 func mergeInto(dst, src map[string]any, prefix string, o Origin, prov Provenance) {
 	for k, sv := range src {
-		p := k
-		if prefix != "" {
-			p = prefix + "." + k
-		}
+		p := keypath.Child(prefix, k)
 		if sm, ok := sv.(map[string]any); ok {
 			dm, ok := dst[k].(map[string]any)
 			if !ok {
@@ -68,7 +68,7 @@ func mergeInto(dst, src map[string]any, prefix string, o Origin, prov Provenance
 
 func forget(prov Provenance, p string) {
 	for k := range prov {
-		if k == p || strings.HasPrefix(k, p+".") {
+		if keypath.Within(k, p) {
 			delete(prov, k)
 		}
 	}
@@ -93,12 +93,21 @@ func deepCopy(v any) any {
 	}
 }
 
-// SettingAt is the value at a dotted path of a settings tree (a
-// Provenance path, "parameters.replicas"), nil when there is none: what
-// `styrminctl explain` and the web UI show beside each path's origin.
+// SettingAt is the value at a path of a settings tree (a Provenance
+// path, "parameters.replicas"), nil when there is none: what `styrminctl
+// explain` and the web UI show beside each path's origin.
 func SettingAt(settings map[string]any, path string) any {
+	keys, ok := keypath.Split(path)
+	if !ok {
+		return nil
+	}
+	return settingAt(settings, keys)
+}
+
+// settingAt is the value at the keys of a settings tree, nil when none.
+func settingAt(settings map[string]any, keys []string) any {
 	var cur any = settings
-	for _, part := range strings.Split(path, ".") {
+	for _, part := range keys {
 		m, ok := cur.(map[string]any)
 		if !ok {
 			return nil

@@ -17,6 +17,7 @@ import (
 	"cuelang.org/go/cue/token"
 
 	"github.com/styrmin/styrmin/drivers"
+	"github.com/styrmin/styrmin/internal/keypath"
 )
 
 // Options configures a resolution.
@@ -395,7 +396,7 @@ func firstPass(c *Cluster, e *Environment, d *Deployment, opts Options) (*pendin
 	}
 	for _, p := range drv.Parameters {
 		if _, set := params[p.Name]; !set && p.HasDefault {
-			prov["parameters."+p.Name] = Origin{Layer: "driver", File: drv.Source}
+			prov[keypath.Join("parameters", p.Name)] = Origin{Layer: "driver", File: drv.Source}
 		}
 	}
 	// From here on the instance holds placeholders: the values, services
@@ -547,7 +548,7 @@ func parameterErrors(err error, drv *drivers.Driver, params map[string]any, prov
 			out = append(out, &ConfigError{File: deploymentFile, Line: 1, Column: 1, Msg: e.Error(), Err: e})
 			continue
 		}
-		field, file, msg := "parameters."+pe.Parameter, deploymentFile, pe.Msg
+		field, file, msg := keypath.Join("parameters", pe.Parameter), deploymentFile, pe.Msg
 		if leaf, o, ok := culprit(drv, params, prov, pe.Parameter); ok {
 			file = o.File
 			if leaf != field {
@@ -574,7 +575,7 @@ func parameterErrors(err error, drv *drivers.Driver, params map[string]any, prov
 // only it, the rest at their defaults), else the parameter itself in the
 // most specific layer that set part of it.
 func culprit(drv *drivers.Driver, params map[string]any, prov Provenance, name string) (string, Origin, bool) {
-	field := "parameters." + name
+	field := keypath.Join("parameters", name)
 	var leaves []string
 	for _, p := range prov.Under(field).Paths() {
 		if prov[p].Layer != "driver" {
@@ -602,7 +603,7 @@ func culprit(drv *drivers.Driver, params map[string]any, prov Provenance, name s
 	// A field alone tells only when the parameter passes without any.
 	if drv != nil && leaves[0] != field && !fails(map[string]any{}) {
 		for _, leaf := range leaves {
-			if v, ok := fieldAlone(params[name], strings.TrimPrefix(leaf, field+".")); ok && fails(v) {
+			if v, ok := fieldAlone(params[name], below(leaf, field)); ok && fails(v) {
 				return leaf, prov[leaf], true
 			}
 		}
@@ -617,18 +618,28 @@ func culprit(drv *drivers.Driver, params map[string]any, prov Provenance, name s
 	return field, prov[best], true
 }
 
-// fieldAlone is struct value v holding only its field at the dotted path
-// sub; false when v has no value there.
-func fieldAlone(v any, sub string) (any, bool) {
+// below is the keys of path p below its parent path parent (both
+// Provenance paths); nil when p is not under it.
+func below(p, parent string) []string {
+	keys, ok := keypath.Split(p)
+	top, ok2 := keypath.Split(parent)
+	if !ok || !ok2 || len(keys) <= len(top) {
+		return nil
+	}
+	return keys[len(top):]
+}
+
+// fieldAlone is struct value v holding only its field at the keys parts;
+// false when v has no value there.
+func fieldAlone(v any, parts []string) (any, bool) {
 	m, ok := v.(map[string]any)
-	if !ok {
+	if !ok || len(parts) == 0 {
 		return nil, false
 	}
-	x := SettingAt(m, sub)
+	x := settingAt(m, parts)
 	if x == nil {
 		return nil, false
 	}
-	parts := strings.Split(sub, ".")
 	for i := len(parts) - 1; i >= 0; i-- {
 		x = map[string]any{parts[i]: x}
 	}

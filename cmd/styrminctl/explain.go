@@ -8,6 +8,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/styrmin/styrmin/internal/keypath"
 	"github.com/styrmin/styrmin/resolver"
 )
 
@@ -114,7 +115,11 @@ func topLevel(p resolver.Provenance) []string {
 	seen := map[string]bool{}
 	var out []string
 	for _, k := range p.Paths() {
-		top, _, _ := strings.Cut(k, ".")
+		keys, _ := keypath.Split(k)
+		if len(keys) == 0 {
+			continue
+		}
+		top := keypath.Join(keys[0])
 		if !seen[top] {
 			seen[top] = true
 			out = append(out, top)

@@ -124,3 +124,41 @@ func TestTheCLIEscapesControlCharactersInTheErrorsItPrints(t *testing.T) {
 		t.Errorf("printDeploymentError = %q, want %q", got, want)
 	}
 }
+
+// TestExplainQuotesTheKeysAnAuthorWrites: explain listed each resolved
+// path as its keys joined with dots, so a key holding a newline printed a
+// workflow command on a line of its own, and "a.b" and a: b: were one
+// path. It writes them as the plan and the errors do, and a path given
+// in that form is found.
+func TestExplainQuotesTheKeysAnAuthorWrites(t *testing.T) {
+	t.Parallel()
+	dir := exampleRepo(t)
+	f, err := os.OpenFile(filepath.Join(dir, devWebFile), os.O_APPEND|os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.WriteString("config: \"k\\n::error::forged\": 1\nconfig: \"a.b\": 2\nconfig: a: b: 3\n"); err != nil {
+		t.Fatal(err)
+	}
+	f.Close()
+	for _, tc := range []struct {
+		args []string
+		want []string
+	}{
+		{[]string{"explain", "local/dev/web", "config"}, []string{`config["k\n::error::forged"] = 1`, `config["a.b"] = 2`, "config.a.b = 3"}},
+		{[]string{"explain", "local/dev/web", `config["a.b"]`}, []string{`config["a.b"] = 2`}},
+	} {
+		stdout, stderr, code := run(t, append([]string{"--repo", dir}, tc.args...)...)
+		if code != 0 {
+			t.Fatalf("%s: exit %d\n%s", tc.args, code, stderr)
+		}
+		if rawControl(stdout) || forgedLine(stdout) {
+			t.Errorf("%s printed a raw control character or a workflow command:\n%s", tc.args, stdout)
+		}
+		for _, w := range tc.want {
+			if !strings.Contains(stdout, w) {
+				t.Errorf("%s: want %s in:\n%s", tc.args, w, stdout)
+			}
+		}
+	}
+}
