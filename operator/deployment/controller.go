@@ -521,6 +521,13 @@ func (r *Reconciler) release(ctx context.Context, rs *reconcileState) error {
 		Finished:    jobsOf(sd.Status.Components, sd.Status.Inventory, health.FinishedGone),
 		Inventory:   sd.Status.Inventory,
 	}
+	// Workers the running task stopped stay stopped through its apply
+	// until its startComponents step.
+	stopped, err := stoppedByRunningTask(ctx, r.client, sd.Namespace)
+	if err != nil {
+		return outcome.Retryable(v1alpha1.ReasonApplyFailed, err)
+	}
+	req.Stopped = stopped
 	revision := 0
 	if sd.Status.Release != nil {
 		revision, req.PreviousDigest = sd.Status.Release.Revision, sd.Status.Release.ManifestDigest

@@ -114,3 +114,24 @@ func untilWhat(t *v1alpha1.StyrminTask) string {
 		return "a backup starts them, a change succeeds, or StyrminBackup " + op.Name + " is deleted"
 	}
 }
+
+// stoppedByRunningTask are the components the running task of the
+// deployment in namespace stopped and has not started again, as tasks
+// (the cache) lists them: its release's apply keeps their workloads at
+// zero (release.Request.Stopped). A task writes its stop step's start,
+// and the replicas it records, before it scales, and its core step's
+// spec write comes after the stop ended: the cache has seen the stop by
+// then. No request: the cache's list, its running tasks kept whole.
+func stoppedByRunningTask(ctx context.Context, tasks client.Reader, namespace string) ([]string, error) {
+	var list v1alpha1.StyrminTaskList
+	if err := tasks.List(ctx, &list, client.InNamespace(namespace), client.UnsafeDisableDeepCopy); err != nil {
+		return nil, fmt.Errorf("listing the tasks of %s: %w", namespace, err)
+	}
+	var stopped []string
+	for i := range list.Items {
+		if list.Items[i].Status.Phase == v1alpha1.TaskRunning {
+			stopped = append(stopped, instance.StoppedNow(&list.Items[i])...)
+		}
+	}
+	return stopped, nil
+}

@@ -159,3 +159,30 @@ func startOrder(a, b *v1alpha1.StyrminTask) int {
 	}
 	return cmp.Compare(a.Name, b.Name)
 }
+
+// StoppedNow are the components task t's own steps stopped and no later
+// step of it started again, sorted: while t runs, they are meant to stay
+// stopped until its startComponents step, and an apply of the release in
+// between (its core step) keeps them at zero replicas.
+func StoppedNow(t *v1alpha1.StyrminTask) []string {
+	stopped := map[string]bool{}
+	for i := range t.Status.Steps {
+		st := &t.Status.Steps[i]
+		switch {
+		case st.Action == string(drivers.ActionStopComponents) && stepStarted(st):
+			for _, c := range st.Components {
+				stopped[c] = true
+			}
+		case st.Action == string(drivers.ActionStartComponents) && st.State == v1alpha1.StepSucceeded:
+			for _, c := range st.Components {
+				delete(stopped, c)
+			}
+		}
+	}
+	out := make([]string, 0, len(stopped))
+	for c := range stopped {
+		out = append(out, c)
+	}
+	slices.Sort(out)
+	return out
+}

@@ -201,6 +201,14 @@ type Request struct {
 	// replicas, a kubectl scale) failed every retry of the new install
 	// with a conflict.
 	Inventory []v1alpha1.ObjectRef
+	// Stopped are the components whose workloads the deployment's
+	// running task stopped and has not started again (its upgrade's
+	// stopComponents before a migration). Their scalable workloads whose
+	// chart sets spec.replicas are applied at zero: forced back to the
+	// chart's count, the workers ran on the new image during the steps
+	// before the task's startComponents, which then scales them to the
+	// new chart's count. Nil (the common apply) changes nothing.
+	Stopped []string
 }
 
 // Revision is a release revision this agent wrote, with the
@@ -403,7 +411,11 @@ func (h *Releases) Apply(ctx context.Context, req Request, known *Revision, revi
 	if err := h.objects.handOverReplicas(ctx, objs, before, created); err != nil {
 		return nil, false, fmt.Errorf("upgrade release %s/%s: %w", req.Namespace, req.Name, err)
 	}
-	fields, gens, kept, applied, applyErr := h.objects.applyAll(ctx, objs, created, jobs, req.Name, h.adopter(hist, req))
+	toApply, err := stoppedAtZero(objs, req.Stopped)
+	if err != nil {
+		return nil, false, fmt.Errorf("release %s/%s: %w", req.Namespace, req.Name, err)
+	}
+	fields, gens, kept, applied, applyErr := h.objects.applyAll(ctx, toApply, created, jobs, req.Name, h.adopter(hist, req))
 	if applyErr != nil && applied == 0 {
 		// Nothing changed in the cluster: no revision to record (Helm's
 		// install refusing an object it would take over records none

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"slices"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -103,4 +104,39 @@ func setsReplicas(data []byte) bool {
 		} `json:"spec"`
 	}
 	return json.Unmarshal(data, &o) == nil && len(o.Spec.Replicas) > 0 && string(o.Spec.Replicas) != "null"
+}
+
+// stoppedAtZero is objs with the scalable workloads of the stopped
+// components (Request.Stopped) at zero replicas, where their chart sets
+// them; objs itself is kept as the revision's desired objects, the
+// chart's count in them: the task's startComponents scales the workloads
+// to it, and the drift check then finds them at the release's value
+// (taken by the actions' field manager, as after any start). A chart
+// that leaves replicas out leaves them as they are live (at zero).
+// objs is returned as it is when nothing is stopped.
+func stoppedAtZero(objs []*desiredObject, stopped []string) ([]*desiredObject, error) {
+	if len(stopped) == 0 {
+		return objs, nil
+	}
+	out := slices.Clone(objs)
+	for i, o := range objs {
+		if !slices.Contains(stopped, o.ref.Component) || !drivers.CanScale(o.ref.Kind) || !setsReplicas(o.data) {
+			continue
+		}
+		var m map[string]any
+		if err := json.Unmarshal(o.data, &m); err != nil {
+			return nil, fmt.Errorf("%s: %w", o.ref, err)
+		}
+		if err := unstructured.SetNestedField(m, int64(0), "spec", "replicas"); err != nil {
+			return nil, fmt.Errorf("%s: %w", o.ref, err)
+		}
+		data, err := json.Marshal(m)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", o.ref, err)
+		}
+		c := *o
+		c.data = data
+		out[i] = &c
+	}
+	return out, nil
 }

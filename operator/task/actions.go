@@ -407,7 +407,9 @@ func podLeft(p *corev1.Pod, now time.Time) (string, bool) {
 
 // startComponents scales the components' workloads back to the replicas
 // the task's stopComponents step recorded; a workload with no record (or a
-// record of zero) gets the replicas of the target instance's chart. It is
+// record of zero) gets the replicas of the target instance's chart, and so
+// does one a change starts whose chart sets them (no autoscaler of the
+// chart scaling it): the change's apply kept it at zero. It is
 // done once the cache shows every workload it scaled at the generation the
 // scale was answered with: a waitReady after it reads the cache, and a
 // copy from before the scale, at zero replicas and fully rolled out, would
@@ -456,14 +458,23 @@ func (r *Reconciler) startComponents(ctx context.Context, run *taskRun, stepName
 					n, _ := strconv.Atoi(v)
 					want = int32(n)
 				}
+				chart, err := r.chartReplicas(ctx, run, w)
+				if err != nil {
+					return actionOutcome{}, err
+				}
 				switch {
 				case want == 0 && asFound:
 					source = "as the backup found it"
 				case want == 0:
-					if want, err = r.renderedReplicas(ctx, run, w); err != nil {
-						return actionOutcome{}, err
-					}
-					source = "from the chart"
+					want, source = chart.orOne(), "from the chart"
+				case run.task.Spec.Operation == nil && chart.set && !chart.autoscaled:
+					// A change's apply kept the stopped workers at zero
+					// (release.Request.Stopped): they start at the new
+					// chart's count, which the apply would have set.
+					// The recorded one is the old chart's: scaled back
+					// to it, the drift check put the new one back after
+					// the task.
+					want, source = chart.replicas, "from the chart"
 				}
 			}
 			switch startNext(obj.GetGeneration(), gen, scaled, spec, want) {
@@ -542,30 +553,58 @@ func (r *Reconciler) noteScaled(uid types.UID, key string, gen int64) {
 	r.scaled[uid][key] = gen
 }
 
-// renderedReplicas is spec.replicas of a workload in the target instance's
-// chart (1 when the chart leaves it unset or the workload is not in it).
-func (r *Reconciler) renderedReplicas(ctx context.Context, run *taskRun, w workloadRef) (int32, error) {
+// chartScale is what the target instance's chart says of a workload's
+// replicas.
+type chartScale struct {
+	// replicas is its spec.replicas, when set.
+	replicas int32
+	set      bool
+	// autoscaled: a HorizontalPodAutoscaler of the chart scales it; its
+	// live replicas are the autoscaler's.
+	autoscaled bool
+}
+
+// orOne is the chart's replicas, or 1 when it sets none (or zero).
+func (c chartScale) orOne() int32 {
+	if c.set && c.replicas > 0 {
+		return c.replicas
+	}
+	return 1
+}
+
+// chartReplicas reads a workload's replicas in the target instance's
+// chart, and whether an autoscaler of the chart scales it.
+func (r *Reconciler) chartReplicas(ctx context.Context, run *taskRun, w workloadRef) (chartScale, error) {
 	m, err := r.rendered(ctx, run)
 	if err != nil {
-		return 0, err
+		return chartScale{}, err
 	}
+	var out chartScale
 	for _, o := range m.Objects {
-		if o.Kind != w.Kind || o.Name != w.Name {
-			continue
-		}
 		var obj struct {
 			Spec struct {
-				Replicas *int32 `json:"replicas"`
+				Replicas       *int32 `json:"replicas"`
+				ScaleTargetRef struct {
+					Kind string `json:"kind"`
+					Name string `json:"name"`
+				} `json:"scaleTargetRef"`
 			} `json:"spec"`
 		}
-		if err := yaml.Unmarshal(o.YAML, &obj); err != nil {
-			return 0, outcome.Stalled(v1alpha1.ReasonStepFailed, fmt.Errorf("rendered %s: %w", w, err))
+		hpa := o.Kind == "HorizontalPodAutoscaler"
+		if !hpa && (o.Kind != w.Kind || o.Name != w.Name) {
+			continue
 		}
-		if obj.Spec.Replicas != nil && *obj.Spec.Replicas > 0 {
-			return *obj.Spec.Replicas, nil
+		if err := yaml.Unmarshal(o.YAML, &obj); err != nil {
+			return chartScale{}, outcome.Stalled(v1alpha1.ReasonStepFailed, fmt.Errorf("rendered %s %s: %w", o.Kind, o.Name, err))
+		}
+		switch {
+		case hpa:
+			out.autoscaled = out.autoscaled || obj.Spec.ScaleTargetRef.Kind == w.Kind && obj.Spec.ScaleTargetRef.Name == w.Name
+		case obj.Spec.Replicas != nil:
+			out.replicas, out.set = *obj.Spec.Replicas, true
 		}
 	}
-	return 1, nil
+	return out, nil
 }
 
 // JobName is the name of the Job a runJob step creates: the deployment,
