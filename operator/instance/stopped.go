@@ -56,11 +56,11 @@ func LeftStopped(tasks []v1alpha1.StyrminTask) []StoppedBy {
 		for i := range t.Status.Steps {
 			st := &t.Status.Steps[i]
 			switch {
-			case st.Action == string(drivers.ActionStopComponents) && stepStarted(st):
+			case stopsComponents(st):
 				for _, c := range st.Components {
 					stopped[c] = true
 				}
-			case st.Action == string(drivers.ActionStartComponents) && st.State == v1alpha1.StepSucceeded:
+			case startedComponents(st):
 				for _, c := range st.Components {
 					delete(stopped, c)
 					if by := held[c]; by != nil && (!LeavesData(t) || LeavesData(by)) {
@@ -120,6 +120,18 @@ func HoldSteps(t *v1alpha1.StyrminTask) []v1alpha1.TaskStep {
 	return out
 }
 
+// stopsComponents reports whether st is a stopComponents step that began:
+// its components may be stopped from then on.
+func stopsComponents(st *v1alpha1.TaskStep) bool {
+	return st.Action == string(drivers.ActionStopComponents) && stepStarted(st)
+}
+
+// startedComponents reports whether st is a startComponents step that
+// ended well: its components run again.
+func startedComponents(st *v1alpha1.TaskStep) bool {
+	return st.Action == string(drivers.ActionStartComponents) && st.State == v1alpha1.StepSucceeded
+}
+
 // stepStarted reports whether a step started, whatever its end: a task
 // that fails its checks while a step runs marks that step skipped, but
 // its start time stays.
@@ -169,11 +181,11 @@ func StoppedNow(t *v1alpha1.StyrminTask) []string {
 	for i := range t.Status.Steps {
 		st := &t.Status.Steps[i]
 		switch {
-		case st.Action == string(drivers.ActionStopComponents) && stepStarted(st):
+		case stopsComponents(st):
 			for _, c := range st.Components {
 				stopped[c] = true
 			}
-		case st.Action == string(drivers.ActionStartComponents) && st.State == v1alpha1.StepSucceeded:
+		case startedComponents(st):
 			for _, c := range st.Components {
 				delete(stopped, c)
 			}
