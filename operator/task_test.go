@@ -1,6 +1,7 @@
 package operator_test
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"io"
@@ -43,12 +44,55 @@ type observation struct {
 // "worker=N" (the worker Deployment's spec.replicas when it changes),
 // "job+ NAME" (a Job created) and "job✓ NAME" (a Job complete).
 func (e *agentEnv) observe(t *testing.T, ns, worker string) func() []observation {
+	done := map[string]bool{}
+	return e.observeWatches(t, ns, workerReplicasSeen(worker), &batchv1.JobList{}, func(ev watch.Event, add func(rv, what string)) {
+		j, ok := ev.Object.(*batchv1.Job)
+		if !ok {
+			return
+		}
+		if ev.Type == watch.Added {
+			add(j.ResourceVersion, "job+ "+j.Name)
+		}
+		for _, c := range j.Status.Conditions {
+			if c.Type == batchv1.JobComplete && c.Status == corev1.ConditionTrue && !done[j.Name] {
+				done[j.Name] = true
+				add(j.ResourceVersion, "job✓ "+j.Name)
+			}
+		}
+	})
+}
+
+// seenFunc records what one watch event shows, through add.
+type seenFunc func(ev watch.Event, add func(rv, what string))
+
+// workerReplicasSeen records "worker=N" when the worker Deployment's
+// spec.replicas changes.
+func workerReplicasSeen(worker string) seenFunc {
+	last := int32(-1)
+	return func(ev watch.Event, add func(rv, what string)) {
+		d, ok := ev.Object.(*appsv1.Deployment)
+		if !ok || d.Name != worker || ev.Type == watch.Deleted || d.Spec.Replicas == nil {
+			return
+		}
+		if *d.Spec.Replicas != last {
+			last = *d.Spec.Replicas
+			add(d.ResourceVersion, fmt.Sprintf("worker=%d", last))
+		}
+	}
+}
+
+// observeWatches watches a namespace's Deployments (deployments seen by
+// onDeployment) and the objects of other (seen by onOther), and returns
+// what they recorded, in the API server's order (resourceVersion), once
+// stopped.
+func (e *agentEnv) observeWatches(t *testing.T, ns string, onDeployment seenFunc, other client.ObjectList, onOther seenFunc) func() []observation {
 	t.Helper()
 	wc, err := client.NewWithWatch(e.cluster.RESTConfig, client.Options{Scheme: e.c.Scheme()})
 	if err != nil {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
 	var mu sync.Mutex
 	var obs []observation
 	add := func(rv, what string) {
@@ -57,69 +101,34 @@ func (e *agentEnv) observe(t *testing.T, ns, worker string) func() []observation
 		obs = append(obs, observation{n, what})
 		mu.Unlock()
 	}
-	dw, err := wc.Watch(ctx, &appsv1.DeploymentList{}, client.InNamespace(ns))
-	if err != nil {
-		t.Fatal(err)
-	}
-	jw, err := wc.Watch(ctx, &batchv1.JobList{}, client.InNamespace(ns))
-	if err != nil {
-		t.Fatal(err)
-	}
 	var wg sync.WaitGroup
-	wg.Add(2)
-	go func() {
-		defer wg.Done()
-		last := int32(-1)
-		for ev := range dw.ResultChan() {
-			d, ok := ev.Object.(*appsv1.Deployment)
-			if !ok || d.Name != worker || ev.Type == watch.Deleted || d.Spec.Replicas == nil {
-				continue
-			}
-			if *d.Spec.Replicas != last {
-				last = *d.Spec.Replicas
-				add(d.ResourceVersion, fmt.Sprintf("worker=%d", last))
-			}
+	var watches []watch.Interface
+	for _, w := range []struct {
+		list client.ObjectList
+		seen seenFunc
+	}{{&appsv1.DeploymentList{}, onDeployment}, {other, onOther}} {
+		wi, err := wc.Watch(ctx, w.list, client.InNamespace(ns))
+		if err != nil {
+			t.Fatal(err)
 		}
-	}()
-	go func() {
-		defer wg.Done()
-		done := map[string]bool{}
-		for ev := range jw.ResultChan() {
-			j, ok := ev.Object.(*batchv1.Job)
-			if !ok {
-				continue
+		watches = append(watches, wi)
+		wg.Go(func() {
+			for ev := range wi.ResultChan() {
+				w.seen(ev, add)
 			}
-			if ev.Type == watch.Added {
-				add(j.ResourceVersion, "job+ "+j.Name)
-			}
-			for _, c := range j.Status.Conditions {
-				if c.Type == batchv1.JobComplete && c.Status == corev1.ConditionTrue && !done[j.Name] {
-					done[j.Name] = true
-					add(j.ResourceVersion, "job✓ "+j.Name)
-				}
-			}
-		}
-	}()
-	stop := func() []observation {
+		})
+	}
+	return func() []observation {
 		cancel()
-		dw.Stop()
-		jw.Stop()
+		for _, wi := range watches {
+			wi.Stop()
+		}
 		wg.Wait()
 		mu.Lock()
 		defer mu.Unlock()
-		slices.SortFunc(obs, func(a, b observation) int {
-			switch {
-			case a.rv < b.rv:
-				return -1
-			case a.rv > b.rv:
-				return 1
-			}
-			return 0
-		})
+		slices.SortFunc(obs, func(a, b observation) int { return cmp.Compare(a.rv, b.rv) })
 		return obs
 	}
-	t.Cleanup(func() { cancel() })
-	return stop
 }
 
 func indexOf(obs []observation, what string, from int) int {

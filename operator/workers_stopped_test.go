@@ -2,15 +2,11 @@ package operator_test
 
 import (
 	"context"
-	"fmt"
 	"slices"
-	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
-	appsv1 "k8s.io/api/apps/v1"
 	eventsv1 "k8s.io/api/events/v1"
 	"k8s.io/apimachinery/pkg/watch"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -83,78 +79,22 @@ func TestWorkersStoppedBeforeTheUpgradeStayStoppedThroughItsApplyAndStartAtTheNe
 // task's startComponents step is first seen running.
 func (e *agentEnv) observeStart(t *testing.T, ns, worker string) func() []string {
 	t.Helper()
-	wc, err := client.NewWithWatch(e.cluster.RESTConfig, client.Options{Scheme: e.c.Scheme()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	t.Cleanup(cancel)
-	var mu sync.Mutex
-	var obs []observation
-	add := func(rv, what string) {
-		n, _ := strconv.ParseUint(rv, 10, 64)
-		mu.Lock()
-		obs = append(obs, observation{n, what})
-		mu.Unlock()
-	}
-	dw, err := wc.Watch(ctx, &appsv1.DeploymentList{}, client.InNamespace(ns))
-	if err != nil {
-		t.Fatal(err)
-	}
-	tw, err := wc.Watch(ctx, &v1alpha1.StyrminTaskList{}, client.InNamespace(ns))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var wg sync.WaitGroup
-	wg.Add(2)
-	go func() {
-		defer wg.Done()
-		last := int32(-1)
-		for ev := range dw.ResultChan() {
-			d, ok := ev.Object.(*appsv1.Deployment)
-			if !ok || d.Name != worker || ev.Type == watch.Deleted || d.Spec.Replicas == nil {
-				continue
-			}
-			if *d.Spec.Replicas != last {
-				last = *d.Spec.Replicas
-				add(d.ResourceVersion, fmt.Sprintf("worker=%d", last))
+	seen := map[string]bool{}
+	stop := e.observeWatches(t, ns, workerReplicasSeen(worker), &v1alpha1.StyrminTaskList{}, func(ev watch.Event, add func(rv, what string)) {
+		tk, ok := ev.Object.(*v1alpha1.StyrminTask)
+		if !ok {
+			return
+		}
+		for _, st := range tk.Status.Steps {
+			if st.Action == "startComponents" && st.State != v1alpha1.StepPending && st.State != "" && !seen[tk.Name] {
+				seen[tk.Name] = true
+				add(tk.ResourceVersion, "start runs")
 			}
 		}
-	}()
-	go func() {
-		defer wg.Done()
-		seen := map[string]bool{}
-		for ev := range tw.ResultChan() {
-			tk, ok := ev.Object.(*v1alpha1.StyrminTask)
-			if !ok {
-				continue
-			}
-			for _, st := range tk.Status.Steps {
-				if st.Action == "startComponents" && st.State != v1alpha1.StepPending && st.State != "" && !seen[tk.Name] {
-					seen[tk.Name] = true
-					add(tk.ResourceVersion, "start runs")
-				}
-			}
-		}
-	}()
+	})
 	return func() []string {
-		cancel()
-		dw.Stop()
-		tw.Stop()
-		wg.Wait()
-		mu.Lock()
-		defer mu.Unlock()
-		slices.SortFunc(obs, func(a, b observation) int {
-			switch {
-			case a.rv < b.rv:
-				return -1
-			case a.rv > b.rv:
-				return 1
-			}
-			return 0
-		})
-		out := make([]string, 0, len(obs))
-		for _, o := range obs {
+		var out []string
+		for _, o := range stop() {
 			out = append(out, o.what)
 		}
 		return out
