@@ -654,10 +654,17 @@ func (r *Reconciler) runJob(ctx context.Context, run *taskRun, st *v1alpha1.Task
 	name := runJobName(t, step.Job, step.Args)
 	var job batchv1.Job
 	err := r.opts.APIReader.Get(ctx, client.ObjectKey{Namespace: t.Spec.Namespace, Name: name}, &job)
-	if uid := st.Recorded[recordJob]; apierrors.IsNotFound(err) && uid != "" {
-		return r.goneJob(ctx, t.Spec.Namespace, name, types.UID(uid))
-	}
 	if apierrors.IsNotFound(err) {
+		if uid := r.madeJob(run, st); uid != "" {
+			return r.goneJob(ctx, t.Spec.Namespace, name, uid)
+		}
+		if !r.startedFresh(run, st) {
+			// Resumed: the Job may have been made, run and deleted
+			// before its UID was written (see unrecordedJob).
+			if out, ended, uerr := r.unrecordedJob(ctx, t.Spec.Namespace, name, jobSince(st)); uerr != nil || ended {
+				return out, uerr
+			}
+		}
 		if other, oerr := r.otherJobRuns(ctx, t, name); oerr != nil || other != "" {
 			run.waiting = other
 			return actionOutcome{after: r.opts.PollInterval}, oerr
@@ -675,6 +682,12 @@ func (r *Reconciler) runJob(ctx context.Context, run *taskRun, st *v1alpha1.Task
 				return actionOutcome{}, forbidden(a, "creating job "+j.Namespace+"/"+j.Name, cerr)
 			}
 			return actionOutcome{}, fmt.Errorf("creating job %s/%s: %w", j.Namespace, j.Name, cerr)
+		} else if cerr == nil && j.UID != "" {
+			// Recorded from the create's answer, written at once: the
+			// Job may end and be deleted (a TTL) before the step looks
+			// again, and an agent restarting meanwhile made it again.
+			r.rememberJob(run, st, j.UID)
+			return actionOutcome{record: map[string]string{recordJob: string(j.UID)}}, nil
 		}
 		return actionOutcome{after: r.opts.PollInterval}, nil
 	}
@@ -809,9 +822,14 @@ func (r *Reconciler) goneJob(ctx context.Context, ns, name string, uid types.UID
 	if err := r.opts.APIReader.List(ctx, &events, client.InNamespace(ns), client.MatchingFields{"involvedObject.uid": string(uid)}); err != nil {
 		return actionOutcome{}, fmt.Errorf("reading the events of job %s/%s, gone before its end was seen: %w", ns, name, err)
 	}
+	return goneJobEnd(ns, name, lastJobEnd(events.Items))
+}
+
+// lastJobEnd is the last of events that tells a Job's end (nil: none).
+func lastJobEnd(events []corev1.Event) *corev1.Event {
 	var last *corev1.Event
-	for i := range events.Items {
-		e := &events.Items[i]
+	for i := range events {
+		e := &events[i]
 		if e.Reason != "Completed" && !health.JobFailedReason(e.Reason) {
 			continue
 		}
@@ -819,6 +837,13 @@ func (r *Reconciler) goneJob(ctx context.Context, ns, name string, uid types.UID
 			last = e
 		}
 	}
+	return last
+}
+
+// goneJobEnd ends the step whose Job ns/name was deleted before the step
+// saw its end, with last, the Job controller's event of its end (nil:
+// none).
+func goneJobEnd(ns, name string, last *corev1.Event) (actionOutcome, error) {
 	switch {
 	case last == nil:
 		return actionOutcome{}, outcome.Stalled(v1alpha1.ReasonStepFailed, fmt.Errorf(
@@ -827,6 +852,130 @@ func (r *Reconciler) goneJob(ctx context.Context, ns, name string, uid types.UID
 		return actionOutcome{done: true, output: fmt.Sprintf("job %s completed (read from its events: it was deleted since, with its pods and their logs)", name)}, nil
 	}
 	return actionOutcome{}, outcome.Stalled(v1alpha1.ReasonStepFailed, fmt.Errorf("job %s/%s failed: %s: %s (read from its events: it was deleted since, with its pods and their logs)", ns, name, last.Reason, last.Message))
+}
+
+// recordJobSince is the key under which a runJob step records when its
+// attempt started (written with the start, not with a resume, whose
+// start is the step's clock's): the Job controller's events of a Job of
+// the step's name from after it are this attempt's Job's.
+const recordJobSince = "jobSince"
+
+// markJobSince records in st, a step starting afresh, when its
+// attempt started, if it runs a Job (see unrecordedJob).
+func markJobSince(st *v1alpha1.TaskStep, now time.Time) {
+	if st.Action != string(drivers.ActionRunJob) {
+		return
+	}
+	if st.Recorded == nil {
+		st.Recorded = map[string]string{}
+	}
+	st.Recorded[recordJobSince] = now.UTC().Format(time.RFC3339)
+}
+
+// jobSince is when st's attempt started: recorded with its start, else
+// (a step started by an agent before the record was) its last start.
+func jobSince(st *v1alpha1.TaskStep) time.Time {
+	if at, err := time.Parse(time.RFC3339, st.Recorded[recordJobSince]); err == nil {
+		return at
+	}
+	if st.StartedAt != nil {
+		return st.StartedAt.Time
+	}
+	return time.Time{}
+}
+
+// freshJob is a runJob step's attempt this process started afresh, and
+// the UID of the Job it made for it ("" until made).
+type freshJob struct {
+	attempt triedStart
+	uid     types.UID
+}
+
+// stepAttempt is st's attempt in run's task: its index and attempts.
+func stepAttempt(run *taskRun, st *v1alpha1.TaskStep) triedStart {
+	return triedStart{run.task.Status.CurrentStep, st.Attempts}
+}
+
+// startedFresh reports whether this process started st's attempt afresh
+// (startStep): no Job of it was made before a restart.
+func (r *Reconciler) startedFresh(run *taskRun, st *v1alpha1.TaskStep) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	f, ok := r.freshJobs[run.task.UID]
+	return ok && f.attempt == stepAttempt(run, st)
+}
+
+// madeJob is the UID of the Job this process made for st's attempt, its
+// record's write not seen yet ("" when none): one not found is gone.
+func (r *Reconciler) madeJob(run *taskRun, st *v1alpha1.TaskStep) types.UID {
+	if uid := st.Recorded[recordJob]; uid != "" {
+		return types.UID(uid)
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if f, ok := r.freshJobs[run.task.UID]; ok && f.attempt == stepAttempt(run, st) {
+		return f.uid
+	}
+	return ""
+}
+
+// rememberJob keeps uid as the Job made for st's attempt until its
+// record is written (madeJob).
+func (r *Reconciler) rememberJob(run *taskRun, st *v1alpha1.TaskStep, uid types.UID) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if f, ok := r.freshJobs[run.task.UID]; ok && f.attempt == stepAttempt(run, st) {
+		f.uid = uid
+		r.freshJobs[run.task.UID] = f
+		return
+	}
+	r.freshJobs[run.task.UID] = freshJob{attempt: stepAttempt(run, st), uid: uid}
+}
+
+// eventTTL is how long the API server keeps events by default
+// (--event-ttl): past it, their absence says nothing.
+const eventTTL = time.Hour
+
+// unrecordedJob decides, for a runJob step this process resumed whose Job
+// ns/name is not found and whose UID was never recorded, whether a Job of
+// the attempt (since it started) was made and deleted: the agent that
+// made it died before the record was written (OOM-killed, its lease lost),
+// the Job ran to its end, and a TTL a cluster policy sets on Jobs, or a
+// person, deleted it; made again, the migration ran twice. The Job
+// controller's events of a Job of that name from after the attempt
+// started tell: its end ends the step as goneJob does (ended); an event
+// but no end (made, deleted before it ended) fails the step; none, the
+// Job was not made (or made and deleted before it had a pod: nothing ran)
+// and the step makes it. Events live an hour by default: with none, an
+// attempt older than that cannot tell, and fails rather than run twice.
+// One List, on a resume only.
+func (r *Reconciler) unrecordedJob(ctx context.Context, ns, name string, since time.Time) (actionOutcome, bool, error) {
+	var events corev1.EventList
+	if err := r.opts.APIReader.List(ctx, &events, client.InNamespace(ns),
+		client.MatchingFields{"involvedObject.kind": "Job", "involvedObject.name": name}); err != nil {
+		return actionOutcome{}, false, fmt.Errorf("reading the events of job %s/%s, not found on resuming its step: %w", ns, name, err)
+	}
+	// Seconds, as an event's time is written; one in the attempt's first
+	// second is its Job's (its first pod made at once): an earlier
+	// attempt's end that close is taken for this one's, which fails
+	// the step rather than run it twice.
+	since = since.Truncate(time.Second)
+	ofAttempt := events.Items[:0]
+	for _, e := range events.Items {
+		if !warnedAt(&e).Before(since) {
+			ofAttempt = append(ofAttempt, e)
+		}
+	}
+	if len(ofAttempt) > 0 {
+		out, err := goneJobEnd(ns, name, lastJobEnd(ofAttempt))
+		return out, true, err
+	}
+	if !since.IsZero() && time.Since(since) > eventTTL {
+		return actionOutcome{}, true, outcome.Stalled(v1alpha1.ReasonStepFailed, fmt.Errorf(
+			"job %s/%s is not found on resuming this step, started %s ago, longer than the API server keeps the events that would tell whether the agent made it before it restarted and how it ended: it is not run again behind your back; see whether it ran, then run the change again (styrminctl retry)",
+			ns, name, time.Since(since).Round(time.Minute)))
+	}
+	return actionOutcome{}, false, nil
 }
 
 // jobWaiting says what a Job that has not finished waits for, for the

@@ -172,6 +172,12 @@ type Reconciler struct {
 	// timeout), and a step found Running at exactly that start was
 	// started here, not interrupted by a restart.
 	tried map[types.UID]triedStart
+	// freshJobs records, per task, the runJob step's attempt this process
+	// started afresh (not resumed after a restart), and the UID of the Job
+	// it made for it until the record is written: a Job not found at
+	// another attempt, with no UID recorded, may have been made, run and
+	// deleted before the restart (see runJob).
+	freshJobs map[types.UID]freshJob
 	// written is the resourceVersion of each task's last status write, to
 	// notice a cache that has not caught up with it yet.
 	written map[types.UID]string
@@ -262,7 +268,7 @@ func NewReconciler(opts Options) (*Reconciler, error) {
 		return nil, err
 	}
 	own := Actor{Writer: opts.Client, Reader: opts.APIReader, Exec: opts.Exec, Logs: opts.Logs}
-	return &Reconciler{opts: opts, metrics: m, own: own, scopes: release.NewScopes(opts.Client.RESTMapper()), started: map[types.UID]int32{}, tried: map[types.UID]triedStart{}, written: map[types.UID]string{}, instances: map[types.NamespacedName]lockedInstance{}, lastErr: map[types.UID]string{}, lastWait: map[types.UID]string{}, finished: map[types.UID]string{}, scaled: map[types.UID]map[string]int64{}, uids: map[types.NamespacedName]types.UID{}, runs: map[resolver.ID]types.UID{}, waiting: map[resolver.ID]map[types.NamespacedName]bool{}, waitsFor: map[types.NamespacedName]orderWait{}}, nil
+	return &Reconciler{opts: opts, metrics: m, own: own, scopes: release.NewScopes(opts.Client.RESTMapper()), started: map[types.UID]int32{}, tried: map[types.UID]triedStart{}, freshJobs: map[types.UID]freshJob{}, written: map[types.UID]string{}, instances: map[types.NamespacedName]lockedInstance{}, lastErr: map[types.UID]string{}, lastWait: map[types.UID]string{}, finished: map[types.UID]string{}, scaled: map[types.UID]map[string]int64{}, uids: map[types.NamespacedName]types.UID{}, runs: map[resolver.ID]types.UID{}, waiting: map[resolver.ID]map[types.NamespacedName]bool{}, waitsFor: map[types.NamespacedName]orderWait{}}, nil
 }
 
 // ControllerName is the task controller's name, in its metrics and logs.
@@ -727,6 +733,7 @@ func (r *Reconciler) forgetLocked(key types.NamespacedName, uid types.UID) {
 	delete(r.finished, uid)
 	delete(r.started, uid)
 	delete(r.tried, uid)
+	delete(r.freshJobs, uid)
 	delete(r.written, uid)
 	delete(r.lastErr, uid)
 	delete(r.lastWait, uid)
@@ -1816,6 +1823,9 @@ func (r *Reconciler) startStep(ctx context.Context, run *taskRun, i int32) (phas
 	st.Attempts++
 	st.StartedAt = &now
 	st.FinishedAt = nil
+	if !resumed {
+		markJobSince(st, now.Time)
+	}
 	if t.Status.Phase != v1alpha1.TaskRunning {
 		t.Status.Phase = v1alpha1.TaskRunning
 		if t.Status.StartedAt == nil {
@@ -1831,6 +1841,10 @@ func (r *Reconciler) startStep(ctx context.Context, run *taskRun, i int32) (phas
 	}
 	r.mu.Lock()
 	r.started[t.UID] = i
+	delete(r.freshJobs, t.UID)
+	if !resumed && st.Action == string(drivers.ActionRunJob) {
+		r.freshJobs[t.UID] = freshJob{attempt: triedStart{i, st.Attempts}}
+	}
 	delete(r.lastErr, t.UID)
 	delete(r.lastWait, t.UID)
 	r.mu.Unlock()

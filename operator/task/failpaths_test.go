@@ -818,6 +818,22 @@ func TestARunJobStepWhoseJobIsDeletedBeforeItsEndIsSeenIsNotRunAgain(t *testing.
 	// Completed, then deleted by a TTL before the step looked again: its
 	// end is in the Job controller's event.
 	req, job = startJob(2)
+	completeAndDeleteJob(t, cl, job)
+	if _, err := r.Reconcile(ctx, req); err != nil {
+		t.Fatal(err)
+	}
+	noJob(job)
+	if st := getTask(t, cl, req.NamespacedName).Status.Steps[0]; st.State != v1alpha1.StepSucceeded || !strings.Contains(st.Output, "read from its events") {
+		t.Fatalf("step %s %q (output %q); want it succeeded, its Job's end read from its events", st.State, st.Message, st.Output)
+	}
+}
+
+// completeAndDeleteJob does what the Job controller and a TTL do to a
+// Job that completes: its status and Completed event written, then the
+// Job deleted.
+func completeAndDeleteJob(t *testing.T, cl client.Client, job *batchv1.Job) {
+	t.Helper()
+	ctx := context.Background()
 	now := metav1.Now()
 	job.Status = batchv1.JobStatus{StartTime: &now, CompletionTime: &now, Succeeded: 1, Conditions: []batchv1.JobCondition{
 		{Type: batchv1.JobSuccessCriteriaMet, Status: corev1.ConditionTrue, LastTransitionTime: now},
@@ -827,8 +843,8 @@ func TestARunJobStepWhoseJobIsDeletedBeforeItsEndIsSeenIsNotRunAgain(t *testing.
 		t.Fatal(err)
 	}
 	if err := cl.Create(ctx, &corev1.Event{
-		ObjectMeta:     metav1.ObjectMeta{Namespace: ns, Name: job.Name + ".completed"},
-		InvolvedObject: corev1.ObjectReference{Kind: "Job", APIVersion: "batch/v1", Namespace: ns, Name: job.Name, UID: job.UID},
+		ObjectMeta:     metav1.ObjectMeta{Namespace: job.Namespace, Name: job.Name + ".completed"},
+		InvolvedObject: corev1.ObjectReference{Kind: "Job", APIVersion: "batch/v1", Namespace: job.Namespace, Name: job.Name, UID: job.UID},
 		Type:           corev1.EventTypeNormal, Reason: "Completed", Message: "Job completed",
 		FirstTimestamp: now, LastTimestamp: now, Count: 1, Source: corev1.EventSource{Component: "job-controller"},
 	}); err != nil {
@@ -837,12 +853,86 @@ func TestARunJobStepWhoseJobIsDeletedBeforeItsEndIsSeenIsNotRunAgain(t *testing.
 	if err := cl.Delete(ctx, job, client.PropagationPolicy(metav1.DeletePropagationBackground)); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := r.Reconcile(ctx, req); err != nil {
+}
+
+// TestARunJobStepsJobDeletedAfterItsEndBeforeItsUIDWasRecordedIsNotRunAgain
+// pins a runJob step whose agent died between its Job's create and the
+// write of the Job's UID (OOM-killed, its lease lost), the Job then
+// completing and deleted by a TTL a cluster policy sets before the next
+// agent resumed the step: with no UID recorded, the Job's absence read as
+// a Job to make, and the migration ran twice. The resumed step reads the
+// Job controller's events of its Job's name from after its attempt
+// started, and ends as the Job did. A resumed step whose Job was never
+// made makes it.
+func TestARunJobStepsJobDeletedAfterItsEndBeforeItsUIDWasRecordedIsNotRunAgain(t *testing.T) {
+	t.Parallel()
+	const ns = "dev-jobs"
+	cl := withCRDs(t, ns)
+	ctx := context.Background()
+	d := jobsDriver(t, `setup: pre: [{action: "runJob", component: "app", job: "migrate", command: ["migrate"]}]`)
+	req, job := startMigration(t, cl, driverReconciler(t, cl, d), d, ns)
+	// The agent dies before the Job's UID is written.
+	tk := getTask(t, cl, req.NamespacedName)
+	delete(tk.Status.Steps[0].Recorded, recordJob)
+	if err := cl.Status().Update(ctx, tk); err != nil {
 		t.Fatal(err)
 	}
-	noJob(job)
-	if st := getTask(t, cl, req.NamespacedName).Status.Steps[0]; st.State != v1alpha1.StepSucceeded || !strings.Contains(st.Output, "read from its events") {
+	completeAndDeleteJob(t, cl, &job)
+	r := driverReconciler(t, cl, d) // the next agent
+	for range 2 {
+		if _, err := r.Reconcile(ctx, req); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var again batchv1.Job
+	if err := cl.Get(ctx, client.ObjectKeyFromObject(&job), &again); err == nil {
+		t.Errorf("job %s was made again (uid %s, the deleted one %s): the migration runs a second time", again.Name, again.UID, job.UID)
+	} else if !apierrors.IsNotFound(err) {
+		t.Fatal(err)
+	}
+	tk = getTask(t, cl, req.NamespacedName)
+	if st := tk.Status.Steps[0]; st.State != v1alpha1.StepSucceeded || !strings.Contains(st.Output, "read from its events") {
 		t.Fatalf("step %s %q (output %q); want it succeeded, its Job's end read from its events", st.State, st.Message, st.Output)
+	}
+}
+
+// TestAResumedRunJobStepWhoseJobWasNeverMadeMakesIt pins the other side
+// of TestARunJobStepsJobDeletedAfterItsEndBeforeItsUIDWasRecordedIsNotRunAgain:
+// an agent that started the step and died before its Job's create
+// happened (here refused) left no event of a Job; the next agent makes it.
+func TestAResumedRunJobStepWhoseJobWasNeverMadeMakesIt(t *testing.T) {
+	t.Parallel()
+	const ns = "dev-jobs"
+	cl := withCRDs(t, ns)
+	ctx := context.Background()
+	d := jobsDriver(t, `setup: pre: [{action: "runJob", component: "app", job: "migrate", command: ["migrate"]}]`)
+	refusing := interceptor.NewClient(noWatch{cl}, interceptor.Funcs{
+		Create: func(ctx context.Context, c client.WithWatch, obj client.Object, opts ...client.CreateOption) error {
+			if _, ok := obj.(*batchv1.Job); ok {
+				return apierrors.NewServiceUnavailable("refused by the test")
+			}
+			return c.Create(ctx, obj, opts...)
+		},
+	})
+	first, err := NewReconciler(Options{Client: refusing, APIReader: cl, Drivers: oneDriver{d}, Registerer: prometheus.NewRegistry()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tk := createJobsTask(t, cl, jobsInstance(t, d, ns, 1, "1.0.0"), v1alpha1.WorkflowCreate)
+	req := reconcile.Request{NamespacedName: client.ObjectKeyFromObject(tk)}
+	jobKey := client.ObjectKey{Namespace: ns, Name: JobName("jobs", "migrate", 1)}
+	var again batchv1.Job
+	reconcileUntil(t, first, cl, req, "the step started, its Job's create refused", func(tk *v1alpha1.StyrminTask) bool {
+		return len(tk.Status.Steps) > 0 && tk.Status.Steps[0].State == v1alpha1.StepRunning
+	})
+	if err := cl.Get(ctx, jobKey, &again); !apierrors.IsNotFound(err) {
+		t.Fatalf("the Job whose create was refused: %v, want not found", err)
+	}
+	if _, err := driverReconciler(t, cl, d).Reconcile(ctx, req); err != nil {
+		t.Fatal(err)
+	}
+	if err := cl.Get(ctx, jobKey, &again); err != nil {
+		t.Fatalf("the resumed step's Job, never made before: %v", err)
 	}
 }
 
