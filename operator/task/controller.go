@@ -1,6 +1,7 @@
 package task
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -178,6 +179,9 @@ type Reconciler struct {
 	// another attempt, with no UID recorded, may have been made, run and
 	// deleted before the restart (see runJob).
 	freshJobs map[types.UID]freshJob
+	// fates is what the branch's head says of newer pending tasks'
+	// changes, for supersedeOvertaken: kept for one head only.
+	fates headFates
 	// written is the resourceVersion of each task's last status write, to
 	// notice a cache that has not caught up with it yet.
 	written map[types.UID]string
@@ -1449,6 +1453,10 @@ func matchLock(t *v1alpha1.StyrminTask, locked, carried *resolver.Instance) erro
 // newer deletion of its deployment (it may wait for ever for the order of
 // its lock, a peer that failed, and the deletion behind it would wait
 // too); otherwise creates, upgrades (migrations) and deletes always run.
+// A newer task whose change the branch withdrew (a force push back to
+// this one's commit) writes nothing either: superseded by it, neither
+// change was applied, and the deployment stayed behind the change git's
+// head locks for good.
 func (r *Reconciler) supersedeOvertaken(ctx context.Context, run *taskRun) (phaseResult, error) {
 	t := run.task
 	wf := workflow(t)
@@ -1459,29 +1467,13 @@ func (r *Reconciler) supersedeOvertaken(ctx context.Context, run *taskRun) (phas
 	if err != nil {
 		return phaseResult{}, err
 	}
-	var newest, deletedBy int64
-	for _, s := range tasks {
-		// A newer task that failed writes nothing more (one that failed
-		// in its checks wrote nothing at all): this one still brings the
-		// deployment closer to git, and the guard keeps an instance the
-		// failed one wrote.
-		if IsOperation(&s) || s.Status.Phase == v1alpha1.TaskFailed {
-			continue
-		}
-		newest = max(newest, s.Spec.ToSequence)
-		if s.Spec.Workflow == v1alpha1.WorkflowDelete && s.Spec.ToSequence > t.Spec.ToSequence {
-			deletedBy = max(deletedBy, s.Spec.ToSequence)
-		}
+	newest, err := r.overtakenBy(ctx, t, tasks)
+	if err != nil || newest == 0 {
+		return phaseResult{}, err
 	}
 	why := fmt.Sprintf("superseded by sequence %d before it ran: the newer task writes the whole configuration", newest)
 	if wf == v1alpha1.WorkflowCreate {
-		// A newer create or update of a deployment not created yet plans
-		// against nothing and would skip the order this create waits for.
-		newest = deletedBy
 		why = fmt.Sprintf("superseded by sequence %d before it ran: that change deletes the deployment, which is not created first", newest)
-	}
-	if newest <= t.Spec.ToSequence {
-		return phaseResult{}, nil
 	}
 	for i := range t.Status.Steps {
 		t.Status.Steps[i].State = v1alpha1.StepSkipped
@@ -1494,6 +1486,94 @@ func (r *Reconciler) supersedeOvertaken(ctx context.Context, run *taskRun) (phas
 		run.failReason = v1alpha1.ReasonSupersededByDeletion
 	}
 	return r.finish(ctx, run, v1alpha1.TaskSuperseded, why)
+}
+
+// overtakenBy is the sequence of the newest of tasks, t's deployment's,
+// that supersedes pending t (0: none). A newer task that failed writes
+// nothing more (one that failed in its checks wrote nothing at all):
+// t still brings the deployment closer to git, and the guard keeps an
+// instance the failed one wrote; nor does one withdrawn, or pending and
+// whose lock commit the branch no longer holds (withdrawnAtHead). A newer
+// create or update of a deployment not created yet plans against nothing
+// and would skip the order a create waits for: only a deletion
+// supersedes a create.
+func (r *Reconciler) overtakenBy(ctx context.Context, t *v1alpha1.StyrminTask, tasks []v1alpha1.StyrminTask) (int64, error) {
+	newer := make([]*v1alpha1.StyrminTask, 0, len(tasks))
+	for i := range tasks {
+		s := &tasks[i]
+		if s.Spec.ToSequence <= t.Spec.ToSequence || IsOperation(s) || s.Status.Phase == v1alpha1.TaskFailed || s.Withdrawn() {
+			continue
+		}
+		if workflow(t) == v1alpha1.WorkflowCreate && s.Spec.Workflow != v1alpha1.WorkflowDelete {
+			continue
+		}
+		newer = append(newer, s)
+	}
+	// The newest first: the branch is asked of the fewest.
+	slices.SortFunc(newer, func(a, b *v1alpha1.StyrminTask) int { return cmp.Compare(b.Spec.ToSequence, a.Spec.ToSequence) })
+	for _, s := range newer {
+		gone, err := r.withdrawnAtHead(ctx, s)
+		if err != nil {
+			return 0, err
+		}
+		if !gone {
+			return s.Spec.ToSequence, nil
+		}
+	}
+	return 0, nil
+}
+
+// withdrawnAtHead reports whether the branch withdrew s's change
+// (lockFate: a change task that has not started, whose lock commit the
+// branch no longer holds nor its head locks again), before s's own turn
+// says so (withdrawn). The answer is kept for the branch's head, as every
+// pending task of the deployment asks it at each reconcile; git only,
+// no request to the API server.
+func (r *Reconciler) withdrawnAtHead(ctx context.Context, s *v1alpha1.StyrminTask) (bool, error) {
+	if r.opts.Branch == nil || r.opts.Locks == nil || s.Status.Phase.Terminal() || s.Status.Phase == v1alpha1.TaskRunning || stepStarted(s) {
+		return false, nil
+	}
+	head, err := r.opts.Branch.Head()
+	if errors.Is(err, gitsource.ErrBranchNotFound) {
+		return false, nil
+	}
+	if err != nil {
+		return false, fmt.Errorf("task %s/%s: the branch head: %w", s.Namespace, s.Name, err)
+	}
+	key := fateKey{uid: s.UID, commit: s.Spec.Lock.Commit}
+	r.mu.Lock()
+	if r.fates.head != head {
+		r.fates = headFates{head: head, gone: map[fateKey]bool{}}
+	}
+	gone, ok := r.fates.gone[key]
+	r.mu.Unlock()
+	if ok {
+		return gone, nil
+	}
+	f, err := r.lockFate(ctx, s)
+	if err != nil {
+		return false, err
+	}
+	r.mu.Lock()
+	if r.fates.head == head {
+		r.fates.gone[key] = f.gone()
+	}
+	r.mu.Unlock()
+	return f.gone(), nil
+}
+
+// headFates is what the branch at head says of pending tasks' changes
+// (withdrawnAtHead): gone, per task and lock commit.
+type headFates struct {
+	head gitsource.Hash
+	gone map[fateKey]bool
+}
+
+// fateKey is a task and its lock commit (one a rewrite pointed it at
+// since is asked again).
+type fateKey struct {
+	uid    types.UID
+	commit string
 }
 
 // heldAfterActive is the instance the StyrminDeployment holds when it is

@@ -139,6 +139,12 @@ func jobsInstanceWith(t *testing.T, d *drivers.Driver, ns string, seq int64, app
 // instance: the reconciler has no lock to read), with workflow wf.
 func createJobsTask(t *testing.T, cl client.Client, in *resolver.Instance, wf v1alpha1.Workflow) *v1alpha1.StyrminTask {
 	t.Helper()
+	return createJobsTaskAt(t, cl, in, wf, in.SourceCommit)
+}
+
+// createJobsTaskAt is createJobsTask whose lock is at commit.
+func createJobsTaskAt(t *testing.T, cl client.Client, in *resolver.Instance, wf v1alpha1.Workflow, commit string) *v1alpha1.StyrminTask {
+	t.Helper()
 	spec, err := instance.SpecFromInstance(in)
 	if err != nil {
 		t.Fatal(err)
@@ -148,7 +154,7 @@ func createJobsTask(t *testing.T, cl client.Client, in *resolver.Instance, wf v1
 	tk := &v1alpha1.StyrminTask{
 		ObjectMeta: metav1.ObjectMeta{Name: v1alpha1.TaskName(in.ID.Name, in.Sequence), Namespace: ns, Labels: id.Labels()},
 		Spec: v1alpha1.StyrminTaskSpec{Deployment: id, Namespace: ns, Workflow: wf, ToSequence: in.Sequence,
-			Lock: v1alpha1.LockRef{Commit: in.SourceCommit, Path: in.ID.LockPath()}, Instance: &spec},
+			Lock: v1alpha1.LockRef{Commit: commit, Path: in.ID.LockPath()}, Instance: &spec},
 	}
 	if err := cl.Create(context.Background(), tk); err != nil {
 		t.Fatal(err)
