@@ -1493,7 +1493,9 @@ func (r *Reconciler) supersedeOvertaken(ctx context.Context, run *taskRun) (phas
 // nothing more (one that failed in its checks wrote nothing at all):
 // t still brings the deployment closer to git, and the guard keeps an
 // instance the failed one wrote; nor does one withdrawn, or pending and
-// whose lock commit the branch no longer holds (withdrawnAtHead). A newer
+// whose lock commit the branch no longer holds (withdrawnAtHead), or
+// superseded before it ran (by one newer still, itself judged here: a
+// force push may have withdrawn that one since). A newer
 // create or update of a deployment not created yet plans against nothing
 // and would skip the order a create waits for: only a deletion
 // supersedes a create.
@@ -1501,7 +1503,7 @@ func (r *Reconciler) overtakenBy(ctx context.Context, t *v1alpha1.StyrminTask, t
 	newer := make([]*v1alpha1.StyrminTask, 0, len(tasks))
 	for i := range tasks {
 		s := &tasks[i]
-		if s.Spec.ToSequence <= t.Spec.ToSequence || IsOperation(s) || s.Status.Phase == v1alpha1.TaskFailed || s.Withdrawn() {
+		if s.Spec.ToSequence <= t.Spec.ToSequence || IsOperation(s) || s.Status.Phase == v1alpha1.TaskFailed || supersededUnrun(s) {
 			continue
 		}
 		if workflow(t) == v1alpha1.WorkflowCreate && s.Spec.Workflow != v1alpha1.WorkflowDelete {
@@ -1521,6 +1523,12 @@ func (r *Reconciler) overtakenBy(ctx context.Context, t *v1alpha1.StyrminTask, t
 		}
 	}
 	return 0, nil
+}
+
+// supersededUnrun reports whether s ended Superseded before a step of it
+// started (withdrawn, or overtaken): it wrote nothing.
+func supersededUnrun(s *v1alpha1.StyrminTask) bool {
+	return s.Status.Phase == v1alpha1.TaskSuperseded && !stepStarted(s)
 }
 
 // withdrawnAtHead reports whether the branch withdrew s's change

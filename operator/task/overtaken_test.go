@@ -56,7 +56,7 @@ func TestAChangeIsNotSupersededByANewerOneTheBranchWithdrew(t *testing.T) {
 	}
 	branch := &rewoundBranch{locks: map[string][]byte{}}
 	ins := map[int64]*resolver.Instance{}
-	for _, seq := range []int64{4, 5, 6, 7, 8} {
+	for _, seq := range []int64{4, 5, 6, 7, 8, 9, 10, 11} {
 		ins[seq] = jobsInstanceWith(t, d, ns, seq, "1.0.0", map[string]any{"data": string(rune('a' + seq))})
 		data, err := resolver.EncodeLock(ins[seq])
 		if err != nil {
@@ -126,6 +126,28 @@ func TestAChangeIsNotSupersededByANewerOneTheBranchWithdrew(t *testing.T) {
 	}
 	if tk = runToEnd(reconcile.Request{NamespacedName: client.ObjectKeyFromObject(seventh)}, 7); tk.Status.Phase != v1alpha1.TaskSucceeded {
 		t.Fatalf("task 7, after the newer change ended withdrawn: %s (superseded by %d) %q; want it run to its end",
+			tk.Status.Phase, tk.Status.SupersededBy, tk.Status.Message)
+	}
+
+	// 10 was superseded before it ran by 11, which a force push back to
+	// 9 withdrew since: 10 wrote nothing, and overtakes nothing.
+	ninth := createJobsTaskAt(t, cl, ins[9], v1alpha1.WorkflowUpdate, commit(9))
+	tenth := createJobsTaskAt(t, cl, ins[10], v1alpha1.WorkflowUpdate, commit(10))
+	eleventh := createJobsTaskAt(t, cl, ins[11], v1alpha1.WorkflowUpdate, commit(11))
+	branch.head = gitsource.Hash{11}
+	req = reconcile.Request{NamespacedName: client.ObjectKeyFromObject(tenth)}
+	if tk = reconcileUntil(t, r, cl, req, "task 10 ended", func(tk *v1alpha1.StyrminTask) bool { return tk.Status.Phase.Terminal() }); tk.Status.SupersededBy != 11 {
+		t.Fatalf("task 10, before the force push: %s (superseded by %d) %q; want it superseded by 11", tk.Status.Phase, tk.Status.SupersededBy, tk.Status.Message)
+	}
+	delete(branch.locks, commit(10))
+	delete(branch.locks, commit(11))
+	branch.head = gitsource.Hash{9}
+	req = reconcile.Request{NamespacedName: client.ObjectKeyFromObject(eleventh)}
+	if tk = reconcileUntil(t, r, cl, req, "task 11 ended", func(tk *v1alpha1.StyrminTask) bool { return tk.Status.Phase.Terminal() }); !tk.Withdrawn() {
+		t.Fatalf("task 11, whose lock commit a force push took away: %s %q; want it Superseded, withdrawn", tk.Status.Phase, tk.Status.Message)
+	}
+	if tk = runToEnd(reconcile.Request{NamespacedName: client.ObjectKeyFromObject(ninth)}, 9); tk.Status.Phase != v1alpha1.TaskSucceeded {
+		t.Fatalf("task 9, after 10 was superseded by 11, withdrawn since: %s (superseded by %d) %q; want it run to its end",
 			tk.Status.Phase, tk.Status.SupersededBy, tk.Status.Message)
 	}
 }
