@@ -232,6 +232,26 @@ func (r *Reconciler) ensureFinalizer(ctx context.Context, rs *reconcileState) er
 	return nil
 }
 
+// removeFinalizer removes the release's finalizer from sd, over the copy
+// read, as ensureFinalizer adds it: the list is replaced whole, and a
+// finalizer another writer added since (a legal hold's) was dropped with
+// it. On a conflict the next reconcile reads sd afresh and uninstalls
+// again, which is safe to run again.
+func (r *Reconciler) removeFinalizer(ctx context.Context, sd *v1alpha1.StyrminDeployment) error {
+	if !controllerutil.ContainsFinalizer(sd, v1alpha1.FinalizerRelease) {
+		return nil
+	}
+	before := sd.DeepCopy()
+	controllerutil.RemoveFinalizer(sd, v1alpha1.FinalizerRelease)
+	if err := r.client.Patch(ctx, sd, client.MergeFromWithOptions(before, client.MergeFromWithOptimisticLock{})); err != nil && !apierrors.IsNotFound(err) {
+		if apierrors.IsConflict(err) {
+			r.readFresh(sd.Namespace)
+		}
+		return fmt.Errorf("remove finalizer: %w", err)
+	}
+	return nil
+}
+
 // resolve turns the spec into the objects to apply. It owns Stalled: what
 // fails here needs a change in git.
 func (r *Reconciler) resolve(ctx context.Context, rs *reconcileState) error {
@@ -1098,12 +1118,8 @@ func (r *Reconciler) finalize(ctx context.Context, rs *reconcileState, orig *v1a
 			"Uninstalled release %s (sequence %d)", sd.Spec.Deployment.Name, sd.Spec.Sequence)
 	}
 	r.forget(sd.Namespace)
-	if controllerutil.ContainsFinalizer(sd, v1alpha1.FinalizerRelease) {
-		before := sd.DeepCopy()
-		controllerutil.RemoveFinalizer(sd, v1alpha1.FinalizerRelease)
-		if err := r.client.Patch(ctx, sd, client.MergeFrom(before)); err != nil && !apierrors.IsNotFound(err) {
-			return ctrl.Result{}, fmt.Errorf("remove finalizer: %w", err)
-		}
+	if err := r.removeFinalizer(ctx, sd); err != nil {
+		return ctrl.Result{}, err
 	}
 	if sd.DeletionTimestamp.IsZero() {
 		// A tombstone: the deployment is gone, and so is its record.

@@ -206,3 +206,51 @@ func TestAddingTheFinalizerKeepsOneAnotherWriterAddedSince(t *testing.T) {
 		t.Error("the finalizer was added over a copy older than the object's: want a conflict, retried")
 	}
 }
+
+// TestRemovingTheFinalizerKeepsOneAnotherWriterAddedSince: once the
+// release is uninstalled, its finalizer is removed with a merge patch,
+// which replaces the list whole: from a copy older than another writer's
+// finalizer, that one went too, and the object could go before that
+// writer's clean-up ran. Removed over the copy read, it conflicts, and
+// the next reconcile reads the object afresh.
+func TestRemovingTheFinalizerKeepsOneAnotherWriterAddedSince(t *testing.T) {
+	t.Parallel()
+	const ns = "dev-web"
+	cl := crdtest.Start(t, ns)
+	ctx := context.Background()
+	sd := &v1alpha1.StyrminDeployment{}
+	sd.Name, sd.Namespace = ns, ns
+	sd.Finalizers = []string{v1alpha1.FinalizerRelease}
+	sd.Spec = v1alpha1.StyrminDeploymentSpec{Deployment: v1alpha1.DeploymentID{Cluster: "local", Environment: "dev", Name: "web"},
+		Sequence: 1, Digest: "sha256:" + strings.Repeat("1", 64), Driver: v1alpha1.DriverRef{Name: "webapp", Version: "1.0.0"}}
+	if err := cl.Create(ctx, sd); err != nil {
+		t.Fatal(err)
+	}
+	stale := sd.DeepCopy()
+	sd.Finalizers = append(sd.Finalizers, "example.com/cleanup")
+	if err := cl.Update(ctx, sd); err != nil {
+		t.Fatal(err)
+	}
+	r := &Reconciler{client: cl, apiReader: cl, states: map[string]*deploymentState{}, now: time.Now, interval: time.Minute}
+	err := r.removeFinalizer(ctx, stale.DeepCopy())
+	var got v1alpha1.StyrminDeployment
+	if gerr := cl.Get(ctx, client.ObjectKeyFromObject(sd), &got); gerr != nil {
+		t.Fatal(gerr)
+	}
+	if !slices.Contains(got.Finalizers, "example.com/cleanup") {
+		t.Fatalf("finalizers %v (removeFinalizer: %v): the one added since the copy was read is gone", got.Finalizers, err)
+	}
+	if err == nil || !r.takeReadFresh(ns) {
+		t.Errorf("the finalizer was removed over a copy older than the object's (%v): want a conflict, the object read afresh next", err)
+	}
+	// From the copy read afresh, it goes, and the other stays.
+	if err := r.removeFinalizer(ctx, got.DeepCopy()); err != nil {
+		t.Fatal(err)
+	}
+	if err := cl.Get(ctx, client.ObjectKeyFromObject(sd), &got); err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(got.Finalizers, []string{"example.com/cleanup"}) {
+		t.Errorf("finalizers %v, want only the other writer's", got.Finalizers)
+	}
+}
