@@ -664,9 +664,19 @@ func (r *Reconciler) runJob(ctx context.Context, run *taskRun, st *v1alpha1.Task
 			if out, ended, uerr := r.unrecordedJob(ctx, t.Spec.Namespace, name, jobSince(st)); uerr != nil || ended {
 				return out, uerr
 			}
+			// None was: from here this process knows the attempt's Jobs
+			// as the one that started it does (no List at every poll).
+			r.rememberJob(run, st, "")
 		}
 		if other, oerr := r.otherJobRuns(ctx, t, name); oerr != nil || other != "" {
 			run.waiting = other
+			if oerr == nil && time.Since(jobSince(st)) > jobSinceRenewed {
+				// Waiting makes no Job: the attempt's Jobs can only be
+				// made from now, so an agent resuming it after an hour
+				// behind another Job does not take the events' absence
+				// for a Job it cannot account for.
+				return actionOutcome{record: map[string]string{recordJobSince: time.Now().UTC().Format(time.RFC3339)}}, nil
+			}
 			return actionOutcome{after: r.opts.PollInterval}, oerr
 		}
 		j, berr := r.buildJob(ctx, run, step, name, r.jobDeadline(st, step, time.Now()))
@@ -920,7 +930,8 @@ func (r *Reconciler) madeJob(run *taskRun, st *v1alpha1.TaskStep) types.UID {
 }
 
 // rememberJob keeps uid as the Job made for st's attempt until its
-// record is written (madeJob).
+// record is written (madeJob); "" says none was made before this process
+// looked (startedFresh), as for an attempt it started.
 func (r *Reconciler) rememberJob(run *taskRun, st *v1alpha1.TaskStep, uid types.UID) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -935,6 +946,11 @@ func (r *Reconciler) rememberJob(run *taskRun, st *v1alpha1.TaskStep, uid types.
 // eventTTL is how long the API server keeps events by default
 // (--event-ttl): past it, their absence says nothing.
 const eventTTL = time.Hour
+
+// jobSinceRenewed is how old a runJob step's recorded attempt start may
+// grow while the step waits behind another Job and makes none: well
+// within eventTTL, at one status write each.
+const jobSinceRenewed = 20 * time.Minute
 
 // unrecordedJob decides, for a runJob step this process resumed whose Job
 // ns/name is not found and whose UID was never recorded, whether a Job of

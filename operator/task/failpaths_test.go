@@ -981,3 +981,59 @@ func deadlineOf(s *int64) string {
 	}
 	return strconv.FormatInt(*s, 10)
 }
+
+// TestARunJobStepWaitingBehindAnotherJobForOverAnHourMakesItsJobOnResume:
+// a resumed runJob step that finds no Job and no recorded UID reads the
+// Job controller's events since its attempt started, and fails when that
+// start is older than events are kept. A step that waited behind another
+// Job of the namespace for over an hour made no Job in that time, yet an
+// agent restarting after it failed the step, a migration that never ran.
+// The waiting step renews its attempt's start, so the resumed one makes
+// its Job.
+func TestARunJobStepWaitingBehindAnotherJobForOverAnHourMakesItsJobOnResume(t *testing.T) {
+	t.Parallel()
+	const ns = "dev-jobs"
+	cl := withCRDs(t, ns)
+	ctx := context.Background()
+	d := jobsDriver(t, `setup: pre: [{action: "runJob", component: "app", job: "migrate", command: ["migrate"]}]`)
+	// Another task's Job, running: the step waits behind it.
+	other := &batchv1.Job{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "backup-nightly", Labels: map[string]string{LabelTask: "jobs-op"}},
+		Spec: batchv1.JobSpec{Template: corev1.PodTemplateSpec{Spec: corev1.PodSpec{
+			RestartPolicy: corev1.RestartPolicyNever, Containers: []corev1.Container{{Name: "c", Image: "busybox"}}}}},
+	}
+	if err := cl.Create(ctx, other); err != nil {
+		t.Fatal(err)
+	}
+	first := driverReconciler(t, cl, d)
+	tk := createJobsTask(t, cl, jobsInstance(t, d, ns, 1, "1.0.0"), v1alpha1.WorkflowCreate)
+	req := reconcile.Request{NamespacedName: client.ObjectKeyFromObject(tk)}
+	reconcileUntil(t, first, cl, req, "the step waiting behind the other Job", func(tk *v1alpha1.StyrminTask) bool {
+		return len(tk.Status.Steps) > 0 && tk.Status.Steps[0].State == v1alpha1.StepRunning
+	})
+	// An hour and more behind the other Job, as the step's clock reads.
+	if err := cl.Get(ctx, req.NamespacedName, tk); err != nil {
+		t.Fatal(err)
+	}
+	tk.Status.Steps[0].Recorded[recordJobSince] = time.Now().Add(-2 * time.Hour).UTC().Format(time.RFC3339)
+	if err := cl.Status().Update(ctx, tk); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := first.Reconcile(ctx, req); err != nil {
+		t.Fatal(err)
+	}
+	if err := cl.Delete(ctx, other, client.PropagationPolicy(metav1.DeletePropagationBackground)); err != nil {
+		t.Fatal(err)
+	}
+	// The agent restarts: the resumed step makes its Job, never made.
+	if _, err := driverReconciler(t, cl, d).Reconcile(ctx, req); err != nil {
+		t.Fatal(err)
+	}
+	var job batchv1.Job
+	if err := cl.Get(ctx, client.ObjectKey{Namespace: ns, Name: JobName("jobs", "migrate", 1)}, &job); err != nil {
+		if err := cl.Get(ctx, req.NamespacedName, tk); err == nil {
+			t.Logf("the task: %s: %s", tk.Status.Phase, tk.Status.Message)
+		}
+		t.Fatalf("the resumed step's Job, never made while it waited: %v", err)
+	}
+}
