@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"maps"
 	"path"
 	"slices"
 	"strings"
@@ -80,8 +81,11 @@ func (s *Syncer) followHistory(ctx context.Context, src *v1alpha1.StyrminSource,
 	if !res.Rewritten && standing == nil {
 		return nil
 	}
-	used, err := s.sequencesUsed(ctx, head)
+	used, revivable, err := s.sequencesUsed(ctx, head)
 	if err != nil {
+		return err
+	}
+	if used, err = s.revive(ctx, used, revivable, res); err != nil {
 		return err
 	}
 	res.SequenceUsed = make([]string, len(used))
@@ -132,28 +136,76 @@ func describeUsed(used []usedSequence) string {
 	return strings.Join(parts, ", ")
 }
 
+// revivableLock is a lock at the head whose change's task ended
+// Superseded before it ran: made again when what superseded it was
+// withdrawn (createTask), else used, when not nil, says the sequence the
+// lock reuses.
+type revivableLock struct {
+	task *v1alpha1.StyrminTask
+	used *usedSequence
+}
+
+// revive makes again the tasks of the head's locks superseded before they
+// ran by a change the branch withdrew since (createTask tells): a branch
+// rewound to the older change's commit walks no commit, so this look at
+// the head is where the sync meets it again, and without it neither
+// change was applied and the deployment stayed behind the head for good.
+// It returns used with the sequences of the locks not made again.
+func (s *Syncer) revive(ctx context.Context, used []usedSequence, revivable []revivableLock, res *SyncResult) ([]usedSequence, error) {
+	for _, r := range revivable {
+		t := &v1alpha1.StyrminTask{
+			ObjectMeta: metav1.ObjectMeta{Name: r.task.Name, Namespace: r.task.Namespace, Labels: maps.Clone(r.task.Labels)},
+			Spec:       *r.task.Spec.DeepCopy(),
+		}
+		created, err := s.createTask(ctx, t)
+		if err != nil {
+			return nil, fmt.Errorf("sync: %s (%s at %s): %w", instance.ResolverID(t.Spec.Deployment), t.Spec.Lock.Path, shortCommit(t.Spec.Lock.Commit), err)
+		}
+		if created {
+			res.Created = append(res.Created, t.Namespace+"/"+t.Name)
+		} else if r.used != nil {
+			used = append(used, *r.used)
+		}
+	}
+	slices.SortFunc(used, func(a, b usedSequence) int { return strings.Compare(a.id.String(), b.id.String()) })
+	return used, nil
+}
+
 // sequencesUsed returns, sorted, the deployments of the cluster whose
 // lockfile at head holds a sequence at or below the newest task the
 // cluster has for them, with other content than that task's. Lockfiles
-// that do not read were reported by the walk and are left out.
-func (s *Syncer) sequencesUsed(ctx context.Context, head gitsource.Hash) ([]usedSequence, error) {
+// that do not read were reported by the walk and are left out. Apart,
+// the locks at head whose change's task ended Superseded before it ran
+// (revive).
+func (s *Syncer) sequencesUsed(ctx context.Context, head gitsource.Hash) ([]usedSequence, []revivableLock, error) {
 	fsys, err := s.opts.Repo.FS(head)
 	if err != nil {
-		return nil, fmt.Errorf("sync: reading the tree at %s: %w", head.Short(), err)
+		return nil, nil, fmt.Errorf("sync: reading the tree at %s: %w", head.Short(), err)
 	}
 	var sds v1alpha1.StyrminDeploymentList
 	if err := s.opts.Client.List(ctx, &sds); err != nil {
-		return nil, fmt.Errorf("sync: listing StyrminDeployments: %w", err)
+		return nil, nil, fmt.Errorf("sync: listing StyrminDeployments: %w", err)
 	}
 	var tasks v1alpha1.StyrminTaskList
 	if err := s.opts.Client.List(ctx, &tasks); err != nil {
-		return nil, fmt.Errorf("sync: listing StyrminTasks: %w", err)
+		return nil, nil, fmt.Errorf("sync: listing StyrminTasks: %w", err)
 	}
 	newest := map[resolver.ID]*v1alpha1.StyrminTask{}
 	for _, st := range instance.Standings(sds.Items, tasks.Items) {
 		newest[st.ID] = st.Newest
 	}
+	type change struct {
+		id  resolver.ID
+		seq int64
+	}
+	superseded := map[change]*v1alpha1.StyrminTask{}
+	for i := range tasks.Items {
+		if t := &tasks.Items[i]; t.Spec.Operation == nil && t.Status.Phase == v1alpha1.TaskSuperseded && !t.Withdrawn() && !ranAStep(t) {
+			superseded[change{instance.ResolverID(t.Spec.Deployment), t.Spec.ToSequence}] = t
+		}
+	}
 	var out []usedSequence
+	var revivable []revivableLock
 	err = fs.WalkDir(fsys, s.prefix, func(p string, d fs.DirEntry, err error) error {
 		if err != nil {
 			if errors.Is(err, fs.ErrNotExist) && p == s.prefix {
@@ -176,14 +228,20 @@ func (s *Syncer) sequencesUsed(ctx context.Context, head gitsource.Hash) ([]used
 		if err != nil {
 			return nil //nolint:nilerr // reported by the walk
 		}
+		var used *usedSequence
 		if in.Sequence <= task.Spec.ToSequence && in.Digest != task.Spec.Target.Digest {
-			out = append(out, usedSequence{id: id, locked: in.Sequence, ran: task.Spec.ToSequence})
+			used = &usedSequence{id: id, locked: in.Sequence, ran: task.Spec.ToSequence}
+		}
+		if old := superseded[change{id, in.Sequence}]; old != nil && old.Spec.Target != nil && old.Spec.Target.Digest == in.Digest {
+			revivable = append(revivable, revivableLock{task: old, used: used})
+		} else if used != nil {
+			out = append(out, *used)
 		}
 		return nil
 	})
 	if err != nil {
-		return nil, fmt.Errorf("sync: reading the locks at %s: %w", head.Short(), err)
+		return nil, nil, fmt.Errorf("sync: reading the locks at %s: %w", head.Short(), err)
 	}
 	slices.SortFunc(out, func(a, b usedSequence) int { return strings.Compare(a.id.String(), b.id.String()) })
-	return out, nil
+	return out, revivable, nil
 }

@@ -137,6 +137,9 @@ type Syncer struct {
 	// event was recorded for, alike.
 	warned        map[refusalKey]bool
 	warnedRewrite gitsource.Hash
+	// head is the commit the sync under way walks to: whether the branch
+	// still holds a task's lock commit is asked against it.
+	head gitsource.Hash
 
 	metrics *syncMetrics
 }
@@ -270,7 +273,7 @@ func (s *Syncer) sync(ctx context.Context) (SyncResult, error) {
 		s.setFailed(ctx, src, reason, err)
 		return res, fmt.Errorf("sync %s: fetch: %w", gitsource.PublicURL(s.opts.Spec.URL), err)
 	}
-	res.Head = fr.Head
+	res.Head, s.head = fr.Head, fr.Head
 	if fr.Head == s.position {
 		res.Skipped = true
 		// Nothing to walk, but a failure recorded since the last sync (a
@@ -1343,10 +1346,21 @@ func (s *Syncer) createTask(ctx context.Context, task *v1alpha1.StyrminTask) (cr
 	var existing v1alpha1.StyrminTask
 	withdrawnAgain := false
 	if err := s.opts.Client.Get(ctx, client.ObjectKeyFromObject(task), &existing); err == nil {
-		if withdrawnAgain = withdrawnTask(&existing, task); withdrawnAgain {
+		why := ""
+		if withdrawnTask(&existing, task) {
 			// Its lock commit left the branch and came back (a force push
 			// undone, a mirror behind then caught up): the change it
 			// withdrew is the branch's again, and runs.
+			why = "a withdrawn change is on the branch again: its task is made again"
+		} else if by, err := s.supersededByWithdrawn(ctx, &existing, task); err != nil {
+			return false, err
+		} else if by != "" {
+			// Superseded before it ran by a change the branch withdrew
+			// since (a force push back to this one's commit): neither was
+			// applied, and this one is what the branch locks.
+			why = "a change superseded by one the branch withdrew since is the branch's again: its task is made again"
+		}
+		if withdrawnAgain = why != ""; withdrawnAgain {
 			err := s.opts.Client.Delete(ctx, &existing, client.Preconditions{UID: &existing.UID})
 			if apierrors.IsConflict(err) {
 				// Another UID: an earlier sync made it again already (the
@@ -1354,9 +1368,9 @@ func (s *Syncer) createTask(ctx context.Context, task *v1alpha1.StyrminTask) (cr
 				return false, nil
 			}
 			if err != nil && !apierrors.IsNotFound(err) {
-				return false, fmt.Errorf("deleting task %s/%s, withdrawn before its lock commit came back: %w", existing.Namespace, existing.Name, err)
+				return false, fmt.Errorf("deleting task %s/%s, to make it again as its lock commit is the branch's: %w", existing.Namespace, existing.Name, err)
 			}
-			s.opts.Log.Info("a withdrawn change is on the branch again: its task is made again", "task", existing.Name, "namespace", existing.Namespace)
+			s.opts.Log.Info(why, "task", existing.Name, "namespace", existing.Namespace)
 		} else if done, err := s.replaceDeletedDeploymentsTask(ctx, &existing, task); err != nil || !done {
 			return false, err
 		}
@@ -1411,6 +1425,55 @@ func withdrawnTask(existing, task *v1alpha1.StyrminTask) bool {
 	}
 	c := apimeta.FindStatusCondition(existing.Status.Conditions, v1alpha1.ConditionReady)
 	return c != nil && c.Reason == v1alpha1.ReasonTaskWithdrawn
+}
+
+// supersededByWithdrawn returns the name of the task that superseded
+// existing, found at task's name, when that one wrote nothing and the
+// branch withdrew it: existing, task's deployment's change of task's
+// instance, ended Superseded before a step of it started (it wrote
+// nothing), and the task that superseded it is gone, ended withdrawn, or
+// has not started and its lock commit is not on the branch the sync
+// walks to (its own turn ends it withdrawn: the task controller learns of
+// the force push from this sync's fetch). Existing is then the branch's
+// change again, not applied, and is made again. "" when not so: one
+// superseded by a change the branch holds stays superseded. The
+// superseding task is read (from the cache) only for a task so ended.
+func (s *Syncer) supersededByWithdrawn(ctx context.Context, existing, task *v1alpha1.StyrminTask) (string, error) {
+	if existing.Spec.Deployment != task.Spec.Deployment || existing.Spec.Operation != nil || existing.Status.Phase != v1alpha1.TaskSuperseded ||
+		existing.Withdrawn() || ranAStep(existing) || existing.Status.SupersededBy <= existing.Spec.ToSequence ||
+		existing.Spec.Target == nil || task.Spec.Target == nil || existing.Spec.Target.Digest != task.Spec.Target.Digest {
+		return "", nil
+	}
+	name := v1alpha1.TaskName(existing.Spec.Deployment.Name, existing.Status.SupersededBy)
+	var by v1alpha1.StyrminTask
+	err := s.opts.Client.Get(ctx, client.ObjectKey{Namespace: existing.Namespace, Name: name}, &by)
+	switch {
+	case apierrors.IsNotFound(err):
+		return name, nil
+	case err != nil:
+		return "", fmt.Errorf("reading task %s/%s, which superseded %s: %w", existing.Namespace, name, existing.Name, err)
+	case by.Spec.Deployment != existing.Spec.Deployment || by.Withdrawn():
+		return name, nil
+	case by.Status.Phase.Terminal() || by.Status.Phase == v1alpha1.TaskRunning || ranAStep(&by) || s.head.IsZero():
+		return "", nil
+	}
+	commit, err := gitsource.ParseHash(by.Spec.Lock.Commit)
+	if err != nil {
+		return "", nil //nolint:nilerr // a lock its own turn fails on
+	}
+	held, err := s.opts.Repo.Descends(s.head, commit)
+	if err != nil {
+		return "", fmt.Errorf("sync: does the branch at %s hold %s's lock commit %s: %w", s.head.Short(), name, commit.Short(), err)
+	}
+	if held {
+		return "", nil
+	}
+	return name, nil
+}
+
+// ranAStep reports whether a step of t started: it may have written.
+func ranAStep(t *v1alpha1.StyrminTask) bool {
+	return slices.ContainsFunc(t.Status.Steps, func(st v1alpha1.TaskStep) bool { return st.StartedAt != nil || st.Attempts > 0 })
 }
 
 // namespaceRefused tells whether a create was refused for its namespace:

@@ -1695,6 +1695,149 @@ func TestALockfilePlacingItsDeploymentOutsideItsEnvironmentIsRefused(t *testing.
 	}
 }
 
+// endTask writes the status a task controller would have ended task
+// dev-web/name with: Superseded by by (0: none), Ready's reason given,
+// and phase as asked; a started step when started.
+func (e *syncEnv) endTask(name string, phase v1alpha1.TaskPhase, reason string, by int64, started bool) *v1alpha1.StyrminTask {
+	e.t.Helper()
+	var tk v1alpha1.StyrminTask
+	if err := e.cl.Get(e.ctx, client.ObjectKey{Namespace: "dev-web", Name: name}, &tk); err != nil {
+		e.t.Fatal(err)
+	}
+	tk.Status.Phase, tk.Status.SupersededBy = phase, by
+	if reason != "" {
+		apimeta.SetStatusCondition(&tk.Status.Conditions, metav1.Condition{Type: v1alpha1.ConditionReady, Status: metav1.ConditionTrue,
+			Reason: reason, Message: "ended by the test"})
+	}
+	if started {
+		now := metav1.Now()
+		tk.Status.Steps = []v1alpha1.TaskStep{{Name: "apply", Mode: "core", State: v1alpha1.StepRunning, StartedAt: &now, Attempts: 1}}
+	}
+	if err := e.cl.Status().Update(e.ctx, &tk); err != nil {
+		e.t.Fatal(err)
+	}
+	return &tk
+}
+
+// walkAgainFrom records from as the sync position and no
+// HistoryRewritten condition: the next syncer walks from there.
+func (e *syncEnv) walkAgainFrom(from string) {
+	e.t.Helper()
+	src := e.source()
+	src.Status.LastSyncedCommit = from
+	apimeta.RemoveStatusCondition(&src.Status.Conditions, v1alpha1.ConditionHistoryRewritten)
+	if err := e.cl.Status().Update(e.ctx, src); err != nil {
+		e.t.Fatal(err)
+	}
+}
+
+// TestAChangeSupersededByOneAForcePushThenWithdrewIsMadeAgain pins that
+// a change superseded before it ran by a newer one, whose lock commit a
+// force push back to the older change's then took away, is made again:
+// neither was applied, and the branch locks the older one. The rewind
+// walks no commit, so the sync's look at the head after a rewrite makes
+// it, while the newer one still waits (withdrawn at its own turn, from
+// the fetch this sync made); a walk meeting its commit again makes it
+// once the newer one ended withdrawn.
+func TestAChangeSupersededByOneAForcePushThenWithdrewIsMadeAgain(t *testing.T) {
+	t.Parallel()
+	e := startSyncEnv(t)
+	var commits []string
+	for seq := int64(1); seq <= 3; seq++ {
+		commits = append(commits, e.lock(fmt.Sprintf("web %d", seq), instanceAt("web", "dev-web", seq)))
+		if _, err := e.syncer().Sync(e.ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	e.running(instanceAt("web", "dev-web", 1))
+	superseded := e.endTask("web-2", v1alpha1.TaskSuperseded, string(v1alpha1.TaskSuperseded), 3, false)
+	e.endTask("web-3", v1alpha1.TaskPending, "", 0, false)
+
+	madeAgain := func(how string, res source.SyncResult, old *v1alpha1.StyrminTask) *v1alpha1.StyrminTask {
+		t.Helper()
+		if !slices.Contains(res.Created, "dev-web/web-2") {
+			t.Fatalf("%s: created %v; want web-2 made again", how, res.Created)
+		}
+		var again v1alpha1.StyrminTask
+		if err := e.cl.Get(e.ctx, client.ObjectKey{Namespace: "dev-web", Name: "web-2"}, &again); err != nil {
+			t.Fatal(err)
+		}
+		if again.UID == old.UID || again.Status.Phase.Terminal() || again.Spec.Lock.Commit != commits[1] {
+			t.Fatalf("%s: web-2: uid changed %v, phase %q, lock %s; want a new task at %s", how, again.UID != old.UID, again.Status.Phase, again.Spec.Lock.Commit, commits[1])
+		}
+		return &again
+	}
+
+	// Back to web 2's lock commit while web-3 waits.
+	e.git.Reset(repoName, "main", commits[1])
+	res, err := e.syncer().Sync(e.ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	again := madeAgain("the sync of the rewind", res, superseded)
+	for _, d := range res.SequenceUsed {
+		t.Errorf("the rewind reports %s as locking a sequence the cluster used; web 2 is made again", d)
+	}
+
+	// Superseded again before web-3 ended withdrawn (two replicas' views),
+	// then web-3 withdrawn: a walk meeting web 2's commit makes it again.
+	superseded = e.endTask("web-2", v1alpha1.TaskSuperseded, string(v1alpha1.TaskSuperseded), 3, false)
+	if superseded.UID != again.UID {
+		t.Fatal("web-2 was made again twice")
+	}
+	e.endTask("web-3", v1alpha1.TaskSuperseded, v1alpha1.ReasonTaskWithdrawn, 0, false)
+	e.walkAgainFrom(commits[0])
+	if res, err = e.syncer().Sync(e.ctx); err != nil {
+		t.Fatal(err)
+	}
+	madeAgain("a walk meeting its commit", res, superseded)
+}
+
+// TestAChangeSupersededByANewerOneOnTheBranchIsNotMadeAgain pins the other
+// side: a change superseded before it ran by a newer one the branch still
+// holds, or by one that started (it wrote), stays superseded, whether a
+// walk from the root meets its commit again (an agent restarted) or a
+// rewind back to its commit comes after the newer one started.
+func TestAChangeSupersededByANewerOneOnTheBranchIsNotMadeAgain(t *testing.T) {
+	t.Parallel()
+	e := startSyncEnv(t)
+	var commits []string
+	for seq := int64(1); seq <= 3; seq++ {
+		commits = append(commits, e.lock(fmt.Sprintf("web %d", seq), instanceAt("web", "dev-web", seq)))
+		if _, err := e.syncer().Sync(e.ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	e.running(instanceAt("web", "dev-web", 1))
+	superseded := e.endTask("web-2", v1alpha1.TaskSuperseded, string(v1alpha1.TaskSuperseded), 3, false)
+	e.endTask("web-3", v1alpha1.TaskPending, "", 0, false)
+	kept := func(how string, res source.SyncResult) {
+		t.Helper()
+		var got v1alpha1.StyrminTask
+		if err := e.cl.Get(e.ctx, client.ObjectKey{Namespace: "dev-web", Name: "web-2"}, &got); err != nil {
+			t.Fatal(err)
+		}
+		if len(res.Created) > 0 || got.UID != superseded.UID || got.Status.Phase != v1alpha1.TaskSuperseded {
+			t.Fatalf("%s: created %v, web-2 made again %v, phase %q; want web-2 left superseded", how, res.Created, got.UID != superseded.UID, got.Status.Phase)
+		}
+	}
+
+	e.walkAgainFrom("")
+	res, err := e.syncer().Sync(e.ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	kept("a walk from the root, web-3 waiting on the branch", res)
+
+	// web-3 started before the rewind: it writes, and carries web 2.
+	e.endTask("web-3", v1alpha1.TaskRunning, "", 0, true)
+	e.git.Reset(repoName, "main", commits[1])
+	if res, err = e.syncer().Sync(e.ctx); err != nil {
+		t.Fatal(err)
+	}
+	kept("a rewind after web-3 started", res)
+}
+
 // TestAWithdrawnChangeBackOnTheBranchRunsAgain pins that a change whose
 // task ended withdrawn (its lock commit left the branch before its turn:
 // a force push) is made again when its lock commit comes back (the force
