@@ -178,11 +178,29 @@ func (noWatch) Watch(context.Context, client.ObjectList, ...client.ListOption) (
 // read; a conflict is retried.
 func TestAddingTheFinalizerKeepsOneAnotherWriterAddedSince(t *testing.T) {
 	t.Parallel()
+	cl, sd, stale := withAnotherWritersFinalizer(t)
+	r := &Reconciler{client: cl, apiReader: cl, states: map[string]*deploymentState{}, now: time.Now, interval: time.Minute}
+	err := r.ensureFinalizer(context.Background(), &reconcileState{sd: stale.DeepCopy()})
+	if got := finalizersOf(t, cl, sd); !slices.Contains(got, "example.com/cleanup") {
+		t.Fatalf("finalizers %v (ensureFinalizer: %v): the one added since the copy was read is gone", got, err)
+	}
+	if err == nil {
+		t.Error("the finalizer was added over a copy older than the object's: want a conflict, retried")
+	}
+}
+
+// withAnotherWritersFinalizer makes a StyrminDeployment (with the
+// release's finalizer when the caller's test removes it: stale's
+// finalizers are as given) and returns it as another writer left it,
+// its finalizer added, and stale, the copy read before that.
+func withAnotherWritersFinalizer(t *testing.T, finalizers ...string) (client.Client, *v1alpha1.StyrminDeployment, *v1alpha1.StyrminDeployment) {
+	t.Helper()
 	const ns = "dev-web"
 	cl := crdtest.Start(t, ns)
 	ctx := context.Background()
 	sd := &v1alpha1.StyrminDeployment{}
 	sd.Name, sd.Namespace = ns, ns
+	sd.Finalizers = finalizers
 	sd.Spec = v1alpha1.StyrminDeploymentSpec{Deployment: v1alpha1.DeploymentID{Cluster: "local", Environment: "dev", Name: "web"},
 		Sequence: 1, Digest: "sha256:" + strings.Repeat("1", 64), Driver: v1alpha1.DriverRef{Name: "webapp", Version: "1.0.0"}}
 	if err := cl.Create(ctx, sd); err != nil {
@@ -193,18 +211,17 @@ func TestAddingTheFinalizerKeepsOneAnotherWriterAddedSince(t *testing.T) {
 	if err := cl.Update(ctx, sd); err != nil {
 		t.Fatal(err)
 	}
-	r := &Reconciler{client: cl, apiReader: cl, states: map[string]*deploymentState{}, now: time.Now, interval: time.Minute}
-	err := r.ensureFinalizer(ctx, &reconcileState{sd: stale.DeepCopy()})
+	return cl, sd, stale
+}
+
+// finalizersOf reads sd's finalizers from the API server.
+func finalizersOf(t *testing.T, cl client.Client, sd *v1alpha1.StyrminDeployment) []string {
+	t.Helper()
 	var got v1alpha1.StyrminDeployment
-	if gerr := cl.Get(ctx, client.ObjectKeyFromObject(sd), &got); gerr != nil {
-		t.Fatal(gerr)
+	if err := cl.Get(context.Background(), client.ObjectKeyFromObject(sd), &got); err != nil {
+		t.Fatal(err)
 	}
-	if !slices.Contains(got.Finalizers, "example.com/cleanup") {
-		t.Fatalf("finalizers %v (ensureFinalizer: %v): the one added since the copy was read is gone", got.Finalizers, err)
-	}
-	if err == nil {
-		t.Error("the finalizer was added over a copy older than the object's: want a conflict, retried")
-	}
+	return got.Finalizers
 }
 
 // TestRemovingTheFinalizerKeepsOneAnotherWriterAddedSince: once the
@@ -215,42 +232,25 @@ func TestAddingTheFinalizerKeepsOneAnotherWriterAddedSince(t *testing.T) {
 // the next reconcile reads the object afresh.
 func TestRemovingTheFinalizerKeepsOneAnotherWriterAddedSince(t *testing.T) {
 	t.Parallel()
-	const ns = "dev-web"
-	cl := crdtest.Start(t, ns)
+	cl, sd, stale := withAnotherWritersFinalizer(t, v1alpha1.FinalizerRelease)
 	ctx := context.Background()
-	sd := &v1alpha1.StyrminDeployment{}
-	sd.Name, sd.Namespace = ns, ns
-	sd.Finalizers = []string{v1alpha1.FinalizerRelease}
-	sd.Spec = v1alpha1.StyrminDeploymentSpec{Deployment: v1alpha1.DeploymentID{Cluster: "local", Environment: "dev", Name: "web"},
-		Sequence: 1, Digest: "sha256:" + strings.Repeat("1", 64), Driver: v1alpha1.DriverRef{Name: "webapp", Version: "1.0.0"}}
-	if err := cl.Create(ctx, sd); err != nil {
-		t.Fatal(err)
-	}
-	stale := sd.DeepCopy()
-	sd.Finalizers = append(sd.Finalizers, "example.com/cleanup")
-	if err := cl.Update(ctx, sd); err != nil {
-		t.Fatal(err)
-	}
 	r := &Reconciler{client: cl, apiReader: cl, states: map[string]*deploymentState{}, now: time.Now, interval: time.Minute}
 	err := r.removeFinalizer(ctx, stale.DeepCopy())
-	var got v1alpha1.StyrminDeployment
-	if gerr := cl.Get(ctx, client.ObjectKeyFromObject(sd), &got); gerr != nil {
-		t.Fatal(gerr)
+	if got := finalizersOf(t, cl, sd); !slices.Contains(got, "example.com/cleanup") {
+		t.Fatalf("finalizers %v (removeFinalizer: %v): the one added since the copy was read is gone", got, err)
 	}
-	if !slices.Contains(got.Finalizers, "example.com/cleanup") {
-		t.Fatalf("finalizers %v (removeFinalizer: %v): the one added since the copy was read is gone", got.Finalizers, err)
-	}
-	if err == nil || !r.takeReadFresh(ns) {
+	if err == nil || !r.takeReadFresh(sd.Namespace) {
 		t.Errorf("the finalizer was removed over a copy older than the object's (%v): want a conflict, the object read afresh next", err)
 	}
 	// From the copy read afresh, it goes, and the other stays.
-	if err := r.removeFinalizer(ctx, got.DeepCopy()); err != nil {
+	var fresh v1alpha1.StyrminDeployment
+	if err := cl.Get(ctx, client.ObjectKeyFromObject(sd), &fresh); err != nil {
 		t.Fatal(err)
 	}
-	if err := cl.Get(ctx, client.ObjectKeyFromObject(sd), &got); err != nil {
+	if err := r.removeFinalizer(ctx, &fresh); err != nil {
 		t.Fatal(err)
 	}
-	if !slices.Equal(got.Finalizers, []string{"example.com/cleanup"}) {
-		t.Errorf("finalizers %v, want only the other writer's", got.Finalizers)
+	if got := finalizersOf(t, cl, sd); !slices.Equal(got, []string{"example.com/cleanup"}) {
+		t.Errorf("finalizers %v, want only the other writer's", got)
 	}
 }
