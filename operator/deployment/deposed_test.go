@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -34,15 +35,8 @@ import (
 func TestADeposedLeadersReadyDoesNotLandOverTheNextLeadersRollout(t *testing.T) {
 	t.Parallel()
 	const ns = "dev-web"
-	cl := crdtest.Start(t, ns)
+	cl, sd := webDeployment(t, 5)
 	ctx := context.Background()
-	sd := &v1alpha1.StyrminDeployment{}
-	sd.Name, sd.Namespace = ns, ns
-	sd.Spec = v1alpha1.StyrminDeploymentSpec{Deployment: v1alpha1.DeploymentID{Cluster: "local", Environment: "dev", Name: "web"},
-		Sequence: 5, Digest: "sha256:" + strings.Repeat("5", 64), Driver: v1alpha1.DriverRef{Name: "webapp", Version: "1.0.0"}}
-	if err := cl.Create(ctx, sd); err != nil {
-		t.Fatal(err)
-	}
 	rollingOut := func(seq int64) {
 		sd.Status.ObservedGeneration, sd.Status.AppliedSequence = sd.Generation, seq
 		setCondition(sd, v1alpha1.ConditionReady, metav1.ConditionFalse, v1alpha1.ReasonComponentsNotReady, "web: 0/2 ready")
@@ -105,15 +99,8 @@ func TestADeposedLeadersReadyDoesNotLandOverTheNextLeadersRollout(t *testing.T) 
 func TestAStatusWriteSeenWhileTheControllersOwnIsUnderWayIsJudgedOnItsAnswer(t *testing.T) {
 	t.Parallel()
 	const ns = "dev-web"
-	cl := crdtest.Start(t, ns)
+	cl, sd := webDeployment(t, 1)
 	ctx := context.Background()
-	sd := &v1alpha1.StyrminDeployment{}
-	sd.Name, sd.Namespace = ns, ns
-	sd.Spec = v1alpha1.StyrminDeploymentSpec{Deployment: v1alpha1.DeploymentID{Cluster: "local", Environment: "dev", Name: "web"},
-		Sequence: 1, Digest: "sha256:" + strings.Repeat("1", 64), Driver: v1alpha1.DriverRef{Name: "webapp", Version: "1.0.0"}}
-	if err := cl.Create(ctx, sd); err != nil {
-		t.Fatal(err)
-	}
 	var r *Reconciler
 	another := false // whether another writer writes after the controller
 	wrapped := interceptor.NewClient(noWatch{cl}, interceptor.Funcs{
@@ -195,17 +182,8 @@ func TestAddingTheFinalizerKeepsOneAnotherWriterAddedSince(t *testing.T) {
 // its finalizer added, and stale, the copy read before that.
 func withAnotherWritersFinalizer(t *testing.T, finalizers ...string) (client.Client, *v1alpha1.StyrminDeployment, *v1alpha1.StyrminDeployment) {
 	t.Helper()
-	const ns = "dev-web"
-	cl := crdtest.Start(t, ns)
+	cl, sd := webDeployment(t, 1, finalizers...)
 	ctx := context.Background()
-	sd := &v1alpha1.StyrminDeployment{}
-	sd.Name, sd.Namespace = ns, ns
-	sd.Finalizers = finalizers
-	sd.Spec = v1alpha1.StyrminDeploymentSpec{Deployment: v1alpha1.DeploymentID{Cluster: "local", Environment: "dev", Name: "web"},
-		Sequence: 1, Digest: "sha256:" + strings.Repeat("1", 64), Driver: v1alpha1.DriverRef{Name: "webapp", Version: "1.0.0"}}
-	if err := cl.Create(ctx, sd); err != nil {
-		t.Fatal(err)
-	}
 	stale := sd.DeepCopy()
 	sd.Finalizers = append(sd.Finalizers, "example.com/cleanup")
 	if err := cl.Update(ctx, sd); err != nil {
@@ -253,4 +231,21 @@ func TestRemovingTheFinalizerKeepsOneAnotherWriterAddedSince(t *testing.T) {
 	if got := finalizersOf(t, cl, sd); !slices.Equal(got, []string{"example.com/cleanup"}) {
 		t.Errorf("finalizers %v, want only the other writer's", got)
 	}
+}
+
+// webDeployment starts an API server with the CRDs and makes the web
+// example's StyrminDeployment in its namespace (dev-web) at sequence seq
+// (a digest of that digit), with finalizers.
+func webDeployment(t *testing.T, seq int64, finalizers ...string) (client.Client, *v1alpha1.StyrminDeployment) {
+	t.Helper()
+	const ns = "dev-web"
+	cl := crdtest.Start(t, ns)
+	sd := &v1alpha1.StyrminDeployment{}
+	sd.Name, sd.Namespace, sd.Finalizers = ns, ns, finalizers
+	sd.Spec = v1alpha1.StyrminDeploymentSpec{Deployment: v1alpha1.DeploymentID{Cluster: "local", Environment: "dev", Name: "web"},
+		Sequence: seq, Digest: "sha256:" + strings.Repeat(strconv.FormatInt(seq%10, 10), 64), Driver: v1alpha1.DriverRef{Name: "webapp", Version: "1.0.0"}}
+	if err := cl.Create(context.Background(), sd); err != nil {
+		t.Fatal(err)
+	}
+	return cl, sd
 }

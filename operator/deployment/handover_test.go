@@ -9,7 +9,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/styrmin/styrmin/internal/crdtest"
 	"github.com/styrmin/styrmin/operator/api/v1alpha1"
 )
 
@@ -23,15 +22,8 @@ import (
 func TestAReplicaThatLostItsLeaseDoesNotRecordAnOlderChangeActive(t *testing.T) {
 	t.Parallel()
 	const ns = "dev-web"
-	cl := crdtest.Start(t, ns)
+	cl, sd := webDeployment(t, 5)
 	ctx := context.Background()
-	sd := &v1alpha1.StyrminDeployment{}
-	sd.Name, sd.Namespace = ns, ns
-	sd.Spec = v1alpha1.StyrminDeploymentSpec{Deployment: v1alpha1.DeploymentID{Cluster: "local", Environment: "dev", Name: "web"},
-		Sequence: 5, Digest: "sha256:" + strings.Repeat("5", 64), Driver: v1alpha1.DriverRef{Name: "webapp", Version: "1.0.0"}}
-	if err := cl.Create(ctx, sd); err != nil {
-		t.Fatal(err)
-	}
 	active := func(seq int64) {
 		sd.Status.Active = &v1alpha1.ActiveInstance{Sequence: seq, Task: v1alpha1.TaskName("web", seq)}
 		sd.Status.ActiveSequence = seq
