@@ -567,15 +567,7 @@ func TestARunJobStepDoesNotStartItsJobWhileAnotherJobOfTheDeploymentRuns(t *test
 	ctx := context.Background()
 	d := jobsDriver(t, `setup: pre: [{action: "runJob", component: "app", job: "migrate", command: ["migrate"]}]`)
 	r := driverReconciler(t, cl, d)
-	first := createJobsTask(t, cl, jobsInstance(t, d, ns, 1, "1.0.0"), v1alpha1.WorkflowCreate)
-	firstReq := reconcile.Request{NamespacedName: client.ObjectKeyFromObject(first)}
-	if _, err := r.Reconcile(ctx, firstReq); err != nil {
-		t.Fatal(err)
-	}
-	var running batchv1.Job
-	if err := cl.Get(ctx, client.ObjectKey{Namespace: ns, Name: JobName("jobs", "migrate", 1)}, &running); err != nil {
-		t.Fatalf("the first task's Job: %v", err)
-	}
+	firstReq, running := startMigration(t, cl, r, d, ns)
 	// Its pod runs (as the Job controller and a node would have it), and
 	// stays a while once deleted (a finalizer stands for its grace period).
 	if err := cl.Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "default"}}); err != nil && !apierrors.IsAlreadyExists(err) {
@@ -599,7 +591,7 @@ func TestARunJobStepDoesNotStartItsJobWhileAnotherJobOfTheDeploymentRuns(t *test
 	}
 
 	// The running task is deleted by hand; the next change's task comes.
-	if err := cl.Delete(ctx, first); err != nil {
+	if err := cl.Delete(ctx, getTask(t, cl, firstReq.NamespacedName)); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := r.Reconcile(ctx, firstReq); err != nil {
@@ -961,8 +953,15 @@ func failJobAtItsBackoffLimit(t *testing.T, cl client.Client, job *batchv1.Job, 
 // made its Job, which it returns with the task's request.
 func startMigration(t *testing.T, cl client.Client, r *Reconciler, d *drivers.Driver, ns string) (reconcile.Request, batchv1.Job) {
 	t.Helper()
+	return startMigrationOf(t, cl, r, jobsInstance(t, d, ns, 1, "1.0.0"))
+}
+
+// startMigrationOf is startMigration of the instance in (sequence 1).
+func startMigrationOf(t *testing.T, cl client.Client, r *Reconciler, in *resolver.Instance) (reconcile.Request, batchv1.Job) {
+	t.Helper()
 	ctx := context.Background()
-	tk := createJobsTask(t, cl, jobsInstance(t, d, ns, 1, "1.0.0"), v1alpha1.WorkflowCreate)
+	ns := in.Context.Deployment.Namespace
+	tk := createJobsTask(t, cl, in, v1alpha1.WorkflowCreate)
 	req := reconcile.Request{NamespacedName: client.ObjectKeyFromObject(tk)}
 	if _, err := r.Reconcile(ctx, req); err != nil {
 		t.Fatal(err)

@@ -13,7 +13,6 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/styrmin/styrmin/internal/secrettest"
 	"github.com/styrmin/styrmin/operator/api/v1alpha1"
@@ -45,15 +44,7 @@ func TestAStepTimingOutOnAFailingProbeShowsNoSecretItsOutputHeld(t *testing.T) {
 		Data: map[string][]byte{digest: []byte(value)}}); err != nil {
 		t.Fatal(err)
 	}
-	tk := createJobsTask(t, cl, jobsInstanceWith(t, d, ns, 1, "1.0.0", map[string]any{"data": placeholder}), v1alpha1.WorkflowCreate)
-	req := reconcile.Request{NamespacedName: client.ObjectKeyFromObject(tk)}
-	if _, err := r.Reconcile(ctx, req); err != nil {
-		t.Fatal(err)
-	}
-	var job batchv1.Job
-	if err := cl.Get(ctx, client.ObjectKey{Namespace: ns, Name: JobName("jobs", "migrate", 1)}, &job); err != nil {
-		t.Fatalf("the runJob step's Job: %v", err)
-	}
+	req, job := startMigrationOf(t, cl, r, jobsInstanceWith(t, d, ns, 1, "1.0.0", map[string]any{"data": placeholder}))
 
 	// Its pod runs and is not ready, as the kubelet leaves it when the
 	// readiness probe fails, with the kubelet's event.
@@ -91,7 +82,7 @@ func TestAStepTimingOutOnAFailingProbeShowsNoSecretItsOutputHeld(t *testing.T) {
 	if _, err := r.Reconcile(ctx, req); err != nil {
 		t.Fatal(err)
 	}
-	tk = getTask(t, cl, req.NamespacedName)
+	tk := getTask(t, cl, req.NamespacedName)
 	base := tk.DeepCopy()
 	tk.Status.Steps[0].StartedAt = &metav1.Time{Time: time.Now().Add(-timeout - time.Minute)}
 	if err := cl.Status().Patch(ctx, tk, client.MergeFrom(base)); err != nil {
