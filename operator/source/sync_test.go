@@ -1741,17 +1741,7 @@ func (e *syncEnv) walkAgainFrom(from string) {
 // once the newer one ended withdrawn.
 func TestAChangeSupersededByOneAForcePushThenWithdrewIsMadeAgain(t *testing.T) {
 	t.Parallel()
-	e := startSyncEnv(t)
-	var commits []string
-	for seq := int64(1); seq <= 3; seq++ {
-		commits = append(commits, e.lock(fmt.Sprintf("web %d", seq), instanceAt("web", "dev-web", seq)))
-		if _, err := e.syncer().Sync(e.ctx); err != nil {
-			t.Fatal(err)
-		}
-	}
-	e.running(instanceAt("web", "dev-web", 1))
-	superseded := e.endTask("web-2", v1alpha1.TaskSuperseded, string(v1alpha1.TaskSuperseded), 3, false)
-	e.endTask("web-3", v1alpha1.TaskPending, "", 0, false)
+	e, commits, superseded := supersededByAPendingChange(t)
 
 	madeAgain := func(how string, res source.SyncResult, old *v1alpha1.StyrminTask) *v1alpha1.StyrminTask {
 		t.Helper()
@@ -1800,17 +1790,7 @@ func TestAChangeSupersededByOneAForcePushThenWithdrewIsMadeAgain(t *testing.T) {
 // rewind back to its commit comes after the newer one started.
 func TestAChangeSupersededByANewerOneOnTheBranchIsNotMadeAgain(t *testing.T) {
 	t.Parallel()
-	e := startSyncEnv(t)
-	var commits []string
-	for seq := int64(1); seq <= 3; seq++ {
-		commits = append(commits, e.lock(fmt.Sprintf("web %d", seq), instanceAt("web", "dev-web", seq)))
-		if _, err := e.syncer().Sync(e.ctx); err != nil {
-			t.Fatal(err)
-		}
-	}
-	e.running(instanceAt("web", "dev-web", 1))
-	superseded := e.endTask("web-2", v1alpha1.TaskSuperseded, string(v1alpha1.TaskSuperseded), 3, false)
-	e.endTask("web-3", v1alpha1.TaskPending, "", 0, false)
+	e, commits, superseded := supersededByAPendingChange(t)
 	kept := func(how string, res source.SyncResult) {
 		t.Helper()
 		var got v1alpha1.StyrminTask
@@ -1902,4 +1882,23 @@ func TestAWithdrawnChangeBackOnTheBranchRunsAgain(t *testing.T) {
 	if res, err := e.syncer().Sync(e.ctx); err != nil || len(res.Created) > 0 {
 		t.Fatalf("a walk meeting a superseded task's commit again: created %v, %v; want none", res.Created, err)
 	}
+}
+
+// supersededByAPendingChange syncs three lock commits of web, runs the
+// first, and ends web-2 Superseded by web-3, which waits: it returns the
+// env, the three commits and web-2.
+func supersededByAPendingChange(t *testing.T) (*syncEnv, []string, *v1alpha1.StyrminTask) {
+	t.Helper()
+	e := startSyncEnv(t)
+	var commits []string
+	for seq := int64(1); seq <= 3; seq++ {
+		commits = append(commits, e.lock(fmt.Sprintf("web %d", seq), instanceAt("web", "dev-web", seq)))
+		if _, err := e.syncer().Sync(e.ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	e.running(instanceAt("web", "dev-web", 1))
+	superseded := e.endTask("web-2", v1alpha1.TaskSuperseded, string(v1alpha1.TaskSuperseded), 3, false)
+	e.endTask("web-3", v1alpha1.TaskPending, "", 0, false)
+	return e, commits, superseded
 }
