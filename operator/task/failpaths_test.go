@@ -526,23 +526,7 @@ func TestARunJobStepWhosePodsNeverStartTimesOutNamingWhy(t *testing.T) {
 	// The step looks at its Job while the pods wait, then its deadline
 	// passes (its start is moved back): the call that finds it past is cut
 	// short by it.
-	if _, err := r.Reconcile(ctx, req); err != nil {
-		t.Fatal(err)
-	}
-	tk := getTask(t, cl, req.NamespacedName)
-	base := tk.DeepCopy()
-	tk.Status.Steps[0].StartedAt = &metav1.Time{Time: time.Now().Add(-timeout - time.Minute)}
-	if err := cl.Status().Patch(ctx, tk, client.MergeFrom(base)); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := r.Reconcile(ctx, req); err != nil {
-		t.Fatal(err)
-	}
-	tk = getTask(t, cl, req.NamespacedName)
-	st := tk.Status.Steps[0]
-	if tk.Status.Phase != v1alpha1.TaskFailed || st.State != v1alpha1.StepFailed || !strings.HasPrefix(st.Message, "timed out after "+timeout.String()) {
-		t.Fatalf("task %s, step %s %q; want both failed on the step's timeout", tk.Status.Phase, st.State, st.Message)
-	}
+	tk, st := timeOutFirstStep(t, cl, r, req, timeout)
 	for _, want := range []string{
 		"pod migrate-pull Pending: ImagePullBackOff: " + pullMessage,
 		"pod migrate-unscheduled Pending: Unschedulable: " + unschedulable,
@@ -1035,4 +1019,30 @@ func TestARunJobStepWaitingBehindAnotherJobForOverAnHourMakesItsJobOnResume(t *t
 		}
 		t.Fatalf("the resumed step's Job, never made while it waited: %v", err)
 	}
+}
+
+// timeOutFirstStep reconciles the task of req once, moves its first
+// step's start back past timeout, reconciles it again and returns the
+// task and that step, both failed on the step's timeout.
+func timeOutFirstStep(t *testing.T, cl client.Client, r *Reconciler, req reconcile.Request, timeout time.Duration) (*v1alpha1.StyrminTask, v1alpha1.TaskStep) {
+	t.Helper()
+	ctx := context.Background()
+	if _, err := r.Reconcile(ctx, req); err != nil {
+		t.Fatal(err)
+	}
+	tk := getTask(t, cl, req.NamespacedName)
+	base := tk.DeepCopy()
+	tk.Status.Steps[0].StartedAt = &metav1.Time{Time: time.Now().Add(-timeout - time.Minute)}
+	if err := cl.Status().Patch(ctx, tk, client.MergeFrom(base)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := r.Reconcile(ctx, req); err != nil {
+		t.Fatal(err)
+	}
+	tk = getTask(t, cl, req.NamespacedName)
+	st := tk.Status.Steps[0]
+	if tk.Status.Phase != v1alpha1.TaskFailed || st.State != v1alpha1.StepFailed || !strings.HasPrefix(st.Message, "timed out after "+timeout.String()) {
+		t.Fatalf("task %s, step %s %q; want both failed on the step's timeout", tk.Status.Phase, st.State, st.Message)
+	}
+	return tk, st
 }

@@ -12,7 +12,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/styrmin/styrmin/internal/secrettest"
 	"github.com/styrmin/styrmin/operator/api/v1alpha1"
@@ -79,23 +78,7 @@ func TestAStepTimingOutOnAFailingProbeShowsNoSecretItsOutputHeld(t *testing.T) {
 
 	// The step looks at its Job while the pod is not ready, then its
 	// deadline passes (its start is moved back).
-	if _, err := r.Reconcile(ctx, req); err != nil {
-		t.Fatal(err)
-	}
-	tk := getTask(t, cl, req.NamespacedName)
-	base := tk.DeepCopy()
-	tk.Status.Steps[0].StartedAt = &metav1.Time{Time: time.Now().Add(-timeout - time.Minute)}
-	if err := cl.Status().Patch(ctx, tk, client.MergeFrom(base)); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := r.Reconcile(ctx, req); err != nil {
-		t.Fatal(err)
-	}
-	tk = getTask(t, cl, req.NamespacedName)
-	st := tk.Status.Steps[0]
-	if tk.Status.Phase != v1alpha1.TaskFailed || st.State != v1alpha1.StepFailed || !strings.HasPrefix(st.Message, "timed out after "+timeout.String()) {
-		t.Fatalf("task %s, step %s %q; want both failed on the step's timeout", tk.Status.Phase, st.State, st.Message)
-	}
+	tk, st := timeOutFirstStep(t, cl, r, req, timeout)
 	want := "pod migrate-probe Running: Unhealthy: Readiness probe failed: psql: error: connection to server failed: postgres://app:" + resolver.Masked + "@db:5432/app"
 	if !strings.Contains(st.Message, want) || !strings.Contains(tk.Status.Message, want) {
 		t.Errorf("step message %q, task message %q; want both to say %q", st.Message, tk.Status.Message, want)
